@@ -1,0 +1,43 @@
+//! `flashpipe`: the command-line interface over every layer of the stack.
+//!
+//! Each subcommand lives in a module of its own; this file only parses the command line,
+//! dispatches, and turns errors into a message on standard error and a non-zero exit.
+
+mod bench;
+mod bench_device;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// flashpipe: a near-data storage engine.
+#[derive(Debug, Parser)]
+#[command(name = "flashpipe", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Benchmarks, each side by side with a reference in the same run.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// The main job on an embedded default: a small raw device benchmark for now.
+    Demo(bench_device::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(command) => bench::run(command),
+        Command::Demo(arguments) => bench_device::run_demo(arguments),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("flashpipe: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

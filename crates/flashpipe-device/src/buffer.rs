@@ -1,0 +1,370 @@
+//! Aligned I/O buffers and bounded buffer pools.
+//!
+//! Every request that moves data carries an [`IoBuf`]: a heap region aligned to
+//! [`IO_ALIGNMENT_BYTES`] so that it can go straight to `O_DIRECT` I/O. The buffer is
+//! moved into the device with the request and handed back in the completion, so the
+//! device owns it while the request is in flight and nobody copies it.
+//!
+//! A [`BufferPool`] carves a fixed number of equal buffers out of one allocation. Its
+//! buffers go back to the pool when dropped, and a device may register the pool's region
+//! with the kernel (io_uring fixed buffers); [`IoBuf::pool_slot`] tells the device
+//! which registered slot a buffer occupies.
+
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Alignment of every [`IoBuf`], in bytes: the largest logical block size of the
+/// devices we drive with direct I/O.
+pub const IO_ALIGNMENT_BYTES: usize = 4096;
+
+/// An owned, aligned, fixed-capacity byte buffer for device requests.
+pub struct IoBuf {
+    pointer: NonNull<u8>,
+    length_bytes: usize,
+    capacity_bytes: usize,
+    origin: Origin,
+}
+
+enum Origin {
+    Heap,
+    Borrowed,
+    Pool { pool: Arc<PoolShared>, slot: u32 },
+}
+
+// SAFETY: an IoBuf is the unique owner of its region (heap allocation or pool slot);
+// nothing else aliases it while the IoBuf lives.
+unsafe impl Send for IoBuf {}
+// SAFETY: shared references only give out `&[u8]`.
+unsafe impl Sync for IoBuf {}
+
+impl IoBuf {
+    /// A zero-filled heap buffer of `length_bytes` (capacity rounded up to the alignment).
+    pub fn zeroed(length_bytes: usize) -> IoBuf {
+        let capacity_bytes = round_up(length_bytes.max(1), IO_ALIGNMENT_BYTES);
+        let layout = Layout::from_size_align(capacity_bytes, IO_ALIGNMENT_BYTES)
+            .expect("I/O buffer layout is valid for any size that fits in memory");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let pointer = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        IoBuf {
+            pointer,
+            length_bytes,
+            capacity_bytes,
+            origin: Origin::Heap,
+        }
+    }
+
+    /// A heap buffer holding a copy of `bytes`.
+    pub fn from_slice(bytes: &[u8]) -> IoBuf {
+        let mut buffer = IoBuf::zeroed(bytes.len());
+        buffer.as_mut_slice().copy_from_slice(bytes);
+        buffer
+    }
+
+    /// A buffer over memory owned by someone else, for splitting one request's buffer
+    /// into pieces without copying (striping does this). Dropping it frees nothing.
+    ///
+    /// # Safety
+    /// `pointer` must be valid for reads and writes of `length_bytes` and must not be
+    /// used by anyone else until this `IoBuf` is dropped.
+    pub unsafe fn borrowed(pointer: *mut u8, length_bytes: usize) -> IoBuf {
+        IoBuf {
+            pointer: NonNull::new(pointer).expect("borrowed I/O buffer pointer is not null"),
+            length_bytes,
+            capacity_bytes: length_bytes,
+            origin: Origin::Borrowed,
+        }
+    }
+
+    /// Number of valid bytes: what a request reads into or writes from.
+    pub fn len(&self) -> usize {
+        self.length_bytes
+    }
+
+    /// True when the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.length_bytes == 0
+    }
+
+    /// Bytes allocated; `len` may grow up to this.
+    pub fn capacity(&self) -> usize {
+        self.capacity_bytes
+    }
+
+    /// Sets the number of valid bytes. Bytes newly exposed keep their old contents.
+    ///
+    /// # Panics
+    /// When `length_bytes` exceeds the capacity (a programming error, not user input).
+    pub fn set_len(&mut self, length_bytes: usize) {
+        assert!(
+            length_bytes <= self.capacity_bytes,
+            "IoBuf length {length_bytes} exceeds capacity {}",
+            self.capacity_bytes
+        );
+        self.length_bytes = length_bytes;
+    }
+
+    /// The valid bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: pointer is valid for capacity_bytes >= length_bytes and uniquely owned.
+        unsafe { std::slice::from_raw_parts(self.pointer.as_ptr(), self.length_bytes) }
+    }
+
+    /// The valid bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we hold &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.pointer.as_ptr(), self.length_bytes) }
+    }
+
+    /// Raw pointer for handing the region to the kernel.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.pointer.as_ptr()
+    }
+
+    /// Raw pointer for handing the region to the kernel.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.pointer.as_ptr()
+    }
+
+    /// `(pool id, slot)` when the buffer comes from a [`BufferPool`], for devices that
+    /// registered that pool's region.
+    pub fn pool_slot(&self) -> Option<(u64, u32)> {
+        match &self.origin {
+            Origin::Heap | Origin::Borrowed => None,
+            Origin::Pool { pool, slot } => Some((pool.pool_id, *slot)),
+        }
+    }
+}
+
+impl Drop for IoBuf {
+    fn drop(&mut self) {
+        match &self.origin {
+            Origin::Heap => {
+                let layout = Layout::from_size_align(self.capacity_bytes, IO_ALIGNMENT_BYTES)
+                    .expect("layout was valid at allocation");
+                // SAFETY: allocated with exactly this layout in `zeroed`.
+                unsafe { alloc::dealloc(self.pointer.as_ptr(), layout) };
+            }
+            Origin::Borrowed => {}
+            Origin::Pool { pool, slot } => pool.give_back(*slot),
+        }
+    }
+}
+
+impl std::ops::Deref for IoBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::ops::DerefMut for IoBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
+impl fmt::Debug for IoBuf {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("IoBuf")
+            .field("len", &self.length_bytes)
+            .field("capacity", &self.capacity_bytes)
+            .field("pool_slot", &self.pool_slot())
+            .finish()
+    }
+}
+
+/// Rounds `value` up to a multiple of `multiple` (a power of two or any non-zero value).
+pub fn round_up(value: usize, multiple: usize) -> usize {
+    value.div_ceil(multiple) * multiple
+}
+
+/// The pool is empty: every buffer is in use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "buffer pool exhausted: all {buffer_count} buffers of {buffer_size_bytes} bytes are in use"
+)]
+pub struct PoolExhausted {
+    /// Buffers the pool holds in all.
+    pub buffer_count: u32,
+    /// Size of each buffer.
+    pub buffer_size_bytes: usize,
+}
+
+/// A bounded set of equal aligned buffers carved from one allocation.
+#[derive(Clone)]
+pub struct BufferPool {
+    shared: Arc<PoolShared>,
+}
+
+struct PoolShared {
+    pool_id: u64,
+    region: NonNull<u8>,
+    buffer_size_bytes: usize,
+    buffer_count: u32,
+    free_slots: Mutex<Vec<u32>>,
+}
+
+// SAFETY: the region is only touched through IoBufs, each owning one distinct slot.
+unsafe impl Send for PoolShared {}
+// SAFETY: the free list is behind a mutex; the region pointer itself is immutable.
+unsafe impl Sync for PoolShared {}
+
+static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
+
+impl BufferPool {
+    /// A pool of `buffer_count` buffers of `buffer_size_bytes` each (rounded up to the
+    /// alignment).
+    ///
+    /// # Panics
+    /// When `buffer_count` is zero.
+    pub fn new(buffer_count: u32, buffer_size_bytes: usize) -> BufferPool {
+        assert!(buffer_count > 0, "a buffer pool needs at least one buffer");
+        let buffer_size_bytes = round_up(buffer_size_bytes.max(1), IO_ALIGNMENT_BYTES);
+        let layout = Self::region_layout(buffer_count, buffer_size_bytes);
+        // SAFETY: non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let region = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        let free_slots = (0..buffer_count).rev().collect();
+        BufferPool {
+            shared: Arc::new(PoolShared {
+                pool_id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+                region,
+                buffer_size_bytes,
+                buffer_count,
+                free_slots: Mutex::new(free_slots),
+            }),
+        }
+    }
+
+    fn region_layout(buffer_count: u32, buffer_size_bytes: usize) -> Layout {
+        Layout::from_size_align(
+            buffer_count as usize * buffer_size_bytes,
+            IO_ALIGNMENT_BYTES,
+        )
+        .expect("pool layout fits in memory")
+    }
+
+    /// Takes a free buffer with `len` equal to the buffer size, or says the pool is empty.
+    pub fn try_take(&self) -> Result<IoBuf, PoolExhausted> {
+        let slot = self
+            .shared
+            .free_slots
+            .lock()
+            .expect("pool free list lock is never poisoned")
+            .pop()
+            .ok_or(PoolExhausted {
+                buffer_count: self.shared.buffer_count,
+                buffer_size_bytes: self.shared.buffer_size_bytes,
+            })?;
+        let offset = slot as usize * self.shared.buffer_size_bytes;
+        // SAFETY: slot < buffer_count, so the offset is inside the region.
+        let pointer = unsafe { NonNull::new_unchecked(self.shared.region.as_ptr().add(offset)) };
+        Ok(IoBuf {
+            pointer,
+            length_bytes: self.shared.buffer_size_bytes,
+            capacity_bytes: self.shared.buffer_size_bytes,
+            origin: Origin::Pool {
+                pool: Arc::clone(&self.shared),
+                slot,
+            },
+        })
+    }
+
+    /// Unique id of this pool, as reported by [`IoBuf::pool_slot`].
+    pub fn pool_id(&self) -> u64 {
+        self.shared.pool_id
+    }
+
+    /// Size of each buffer in bytes.
+    pub fn buffer_size_bytes(&self) -> usize {
+        self.shared.buffer_size_bytes
+    }
+
+    /// Number of buffers in the pool.
+    pub fn buffer_count(&self) -> u32 {
+        self.shared.buffer_count
+    }
+
+    /// Number of buffers free right now.
+    pub fn free_count(&self) -> usize {
+        self.shared
+            .free_slots
+            .lock()
+            .expect("pool free list lock is never poisoned")
+            .len()
+    }
+
+    /// Start address and length of slot `slot`, for registering with the kernel.
+    pub fn slot_region(&self, slot: u32) -> (*mut u8, usize) {
+        assert!(slot < self.shared.buffer_count, "slot {slot} out of range");
+        let offset = slot as usize * self.shared.buffer_size_bytes;
+        // SAFETY: in range, checked above.
+        let start = unsafe { self.shared.region.as_ptr().add(offset) };
+        (start, self.shared.buffer_size_bytes)
+    }
+}
+
+impl PoolShared {
+    fn give_back(&self, slot: u32) {
+        let mut free_slots = self
+            .free_slots
+            .lock()
+            .expect("pool free list lock is never poisoned");
+        debug_assert!(!free_slots.contains(&slot), "slot {slot} returned twice");
+        free_slots.push(slot);
+        assert!(free_slots.len() <= self.buffer_count as usize);
+    }
+}
+
+impl Drop for PoolShared {
+    fn drop(&mut self) {
+        let layout = BufferPool::region_layout(self.buffer_count, self.buffer_size_bytes);
+        // SAFETY: allocated with this layout in BufferPool::new; every IoBuf holds an Arc,
+        // so none is alive now.
+        unsafe { alloc::dealloc(self.region.as_ptr(), layout) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_buffers_are_aligned_and_zeroed() {
+        for length in [0, 1, 511, 4096, 4097, 1 << 20] {
+            let buffer = IoBuf::zeroed(length);
+            assert_eq!(buffer.as_ptr() as usize % IO_ALIGNMENT_BYTES, 0);
+            assert_eq!(buffer.len(), length);
+            assert!(buffer.iter().all(|&byte| byte == 0));
+        }
+    }
+
+    #[test]
+    fn pool_is_bounded_and_recycles() {
+        let pool = BufferPool::new(2, 1000);
+        assert_eq!(pool.buffer_size_bytes(), 4096);
+        let first = pool.try_take().unwrap();
+        let second = pool.try_take().unwrap();
+        assert_eq!(first.as_ptr() as usize % IO_ALIGNMENT_BYTES, 0);
+        assert_ne!(first.pool_slot(), second.pool_slot());
+        let error = pool.try_take().unwrap_err();
+        assert_eq!(error.buffer_count, 2);
+        drop(first);
+        assert_eq!(pool.free_count(), 1);
+        assert!(pool.try_take().is_ok());
+    }
+
+    #[test]
+    fn pool_outlives_its_handle_while_buffers_live() {
+        let pool = BufferPool::new(1, 4096);
+        let mut buffer = pool.try_take().unwrap();
+        drop(pool);
+        buffer.as_mut_slice()[0] = 7;
+        assert_eq!(buffer[0], 7);
+    }
+}

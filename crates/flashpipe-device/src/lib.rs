@@ -1,0 +1,31 @@
+//! flashpipe's device layer: tagged, completion-based block devices.
+//!
+//! Everything in flashpipe stands on [`BlockDevice`]: a client submits tagged
+//! [`Request`]s with their own aligned [`IoBuf`]s, up to a queue depth, and reaps
+//! [`Completion`]s (tag, status, buffer) in any order. Backends:
+//! - [`RamDisk`]: memory (the HWFS thesis's RAM Disk);
+//! - `file`: files and block devices through io_uring with `O_DIRECT`, falling back to a
+//!   thread pool with `pread`/`pwrite` where the kernel refuses;
+//! - `sim`: a simulated disk in virtual time with seeded faults and crashes.
+//!
+//! Time comes from the device's [`Clock`]: real for real devices, virtual for simulated
+//! ones. Layers above never read the wall clock themselves.
+
+pub mod batch;
+pub mod buffer;
+pub mod clock;
+pub mod conformance;
+pub mod error;
+pub mod file;
+pub mod ram;
+pub mod random;
+pub mod request;
+pub mod sim;
+
+pub use batch::{run_batch, run_one};
+pub use buffer::{BufferPool, IoBuf, PoolExhausted, IO_ALIGNMENT_BYTES};
+pub use clock::{Clock, RealClock, VirtualClock};
+pub use error::{DeviceError, DeviceErrorKind, Rejected};
+pub use ram::RamDisk;
+pub use random::SplitMix64;
+pub use request::{BlockDevice, Completion, DeviceInfo, Operation, Request, Tag, MAX_QUEUE_DEPTH};
