@@ -1,0 +1,337 @@
+//! The store file: a small TOML document naming a store's devices and geometry.
+//!
+//! `flashpipe mkfs` writes it and every other command reads it. Its fields are described
+//! in `docs/store-file.md`. Relative device paths are relative to the folder holding the
+//! store file, so a store folder can be moved as a whole.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{parse_size_bytes, HumanBytes};
+
+/// The store-file version this build writes and the newest it reads.
+pub const STORE_FILE_VERSION: u32 = 1;
+
+/// Logical block size of the devices under a store (direct I/O granularity).
+pub const DEVICE_BLOCK_SIZE_BYTES: u32 = 4096;
+
+/// Most devices in one store.
+pub const MAX_DEVICES: usize = 64;
+
+/// A store's description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Version of this file's layout; a newer one than [`STORE_FILE_VERSION`] is refused.
+    pub store_file_version: u32,
+    /// File-system block size (a power of two, at least 4 KiB).
+    pub block_size_bytes: u32,
+    /// Bytes placed on one device before moving to the next.
+    pub stripe_unit_bytes: u64,
+    /// Requests in flight per device.
+    pub queue_depth: u32,
+    /// The devices, in stripe order.
+    pub devices: Vec<DeviceSpec>,
+}
+
+/// One device of a store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum DeviceSpec {
+    /// A regular file (created at mkfs) or a block device.
+    File {
+        /// Path, relative to the store file's folder unless absolute.
+        path: PathBuf,
+        /// Bytes of the device the store uses.
+        size_bytes: u64,
+    },
+    /// Memory; its contents live only as long as the process that opened it.
+    Ram {
+        /// Bytes of memory.
+        size_bytes: u64,
+    },
+}
+
+impl DeviceSpec {
+    /// Bytes of the device the store uses.
+    pub fn size_bytes(&self) -> u64 {
+        match self {
+            DeviceSpec::File { size_bytes, .. } | DeviceSpec::Ram { size_bytes } => *size_bytes,
+        }
+    }
+
+    /// How the device is named on the command line: its path, or `ram:SIZE`.
+    pub fn describe(&self) -> String {
+        match self {
+            DeviceSpec::File { path, .. } => path.display().to_string(),
+            DeviceSpec::Ram { size_bytes } => format!("ram:{}", HumanBytes(*size_bytes)),
+        }
+    }
+}
+
+/// Why a store file or a device list is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreConfigError {
+    /// The store file cannot be read or written.
+    #[error("store file {path}: {source}")]
+    Io {
+        /// The store file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The store file is not valid TOML for a store (the message gives line and column).
+    #[error("store file {path} is not a valid store description: {message}")]
+    Syntax {
+        /// The store file.
+        path: PathBuf,
+        /// The parser's message, with the line.
+        message: String,
+    },
+    /// The store file was written by a newer flashpipe.
+    #[error("store file {path} has version {found}, newer than this flashpipe reads ({STORE_FILE_VERSION}); upgrade flashpipe")]
+    NewerVersion {
+        /// The store file.
+        path: PathBuf,
+        /// The version it declares.
+        found: u32,
+    },
+    /// A field breaks a rule.
+    #[error("store {path}: {reason}")]
+    Invalid {
+        /// The store file.
+        path: PathBuf,
+        /// The rule broken.
+        reason: String,
+    },
+    /// A `--devices` list entry cannot be understood.
+    #[error("device {entry:?}: {reason}")]
+    BadDevice {
+        /// The entry as given.
+        entry: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl StoreConfig {
+    /// Parses and validates a store description; `path` is used in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<StoreConfig, StoreConfigError> {
+        #[derive(Deserialize)]
+        struct VersionOnly {
+            store_file_version: Option<u32>,
+        }
+        let syntax = |error: toml::de::Error| StoreConfigError::Syntax {
+            path: path.to_path_buf(),
+            message: error.to_string().trim_end().to_string(),
+        };
+        let version: VersionOnly = toml::from_str(text).map_err(syntax)?;
+        if let Some(found) = version.store_file_version.filter(|&found| found > STORE_FILE_VERSION) {
+            return Err(StoreConfigError::NewerVersion {
+                path: path.to_path_buf(),
+                found,
+            });
+        }
+        let config: StoreConfig = toml::from_str(text).map_err(syntax)?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Reads and validates the store file at `path`.
+    pub fn load(path: &Path) -> Result<StoreConfig, StoreConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| StoreConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        StoreConfig::parse(&text, path)
+    }
+
+    /// The store file's text.
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string_pretty(self).expect("a store config always serializes");
+        format!("# flashpipe store: written by `flashpipe mkfs`; see docs/store-file.md\n{body}")
+    }
+
+    /// Writes the store file, refusing to replace an existing one.
+    pub fn save_new(&self, path: &Path) -> Result<(), StoreConfigError> {
+        use std::io::Write;
+        let io_error = |source| StoreConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_error)?;
+        file.write_all(self.to_toml().as_bytes()).map_err(io_error)?;
+        file.sync_all().map_err(io_error)
+    }
+
+    /// Checks every rule of docs/store-file.md.
+    pub fn validate(&self, path: &Path) -> Result<(), StoreConfigError> {
+        let invalid = |reason: String| StoreConfigError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if self.store_file_version == 0 || self.store_file_version > STORE_FILE_VERSION {
+            return Err(invalid(format!("unknown store_file_version {}", self.store_file_version)));
+        }
+        check_block_size(self.block_size_bytes).map_err(invalid)?;
+        check_stripe_unit(self.stripe_unit_bytes).map_err(invalid)?;
+        if !(1..=4096).contains(&self.queue_depth) {
+            return Err(invalid(format!("queue_depth {} outside 1..=4096", self.queue_depth)));
+        }
+        if self.devices.is_empty() || self.devices.len() > MAX_DEVICES {
+            return Err(invalid(format!(
+                "{} devices: a store has 1 to {MAX_DEVICES}",
+                self.devices.len()
+            )));
+        }
+        for device in &self.devices {
+            if device.size_bytes() < self.stripe_unit_bytes
+                || device.size_bytes() % u64::from(DEVICE_BLOCK_SIZE_BYTES) != 0
+            {
+                return Err(invalid(format!(
+                    "device {} of {} bytes: a device holds at least one stripe unit and a whole number of 4 KiB blocks",
+                    device.describe(),
+                    device.size_bytes()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The path of file device `path`, resolved against the store file's folder.
+    pub fn resolve_device_path(store_file: &Path, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            return path.to_path_buf();
+        }
+        store_file.parent().unwrap_or(Path::new(".")).join(path)
+    }
+}
+
+/// Checks a file-system block size: a power of two from 4 KiB to 1 MiB.
+pub fn check_block_size(block_size_bytes: u32) -> Result<(), String> {
+    if !block_size_bytes.is_power_of_two() || !(4096..=1 << 20).contains(&block_size_bytes) {
+        return Err(format!(
+            "block size {block_size_bytes} is not a power of two from 4 KiB to 1 MiB"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a stripe unit: a positive multiple of the 4 KiB device block, at most 1 GiB.
+pub fn check_stripe_unit(stripe_unit_bytes: u64) -> Result<(), String> {
+    if stripe_unit_bytes == 0
+        || stripe_unit_bytes % u64::from(DEVICE_BLOCK_SIZE_BYTES) != 0
+        || stripe_unit_bytes > 1 << 30
+    {
+        return Err(format!(
+            "stripe unit {stripe_unit_bytes} is not a positive multiple of 4 KiB up to 1 GiB"
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a `--devices` list: comma-separated paths and `ram:SIZE` entries. File
+/// devices get `default_size_bytes` (`--size`); a RAM entry carries its own size.
+pub fn parse_device_list(
+    list: &str,
+    default_size_bytes: Option<u64>,
+) -> Result<Vec<DeviceSpec>, StoreConfigError> {
+    list.split(',')
+        .map(|entry| parse_device_entry(entry.trim(), default_size_bytes))
+        .collect()
+}
+
+fn parse_device_entry(
+    entry: &str,
+    default_size_bytes: Option<u64>,
+) -> Result<DeviceSpec, StoreConfigError> {
+    let bad = |reason: String| StoreConfigError::BadDevice {
+        entry: entry.to_string(),
+        reason,
+    };
+    if entry.is_empty() {
+        return Err(bad("empty entry in the device list".to_string()));
+    }
+    if let Some(size_text) = entry.strip_prefix("ram:") {
+        let size_bytes = parse_size_bytes(size_text).map_err(|error| bad(error.to_string()))?;
+        return Ok(DeviceSpec::Ram { size_bytes });
+    }
+    let size_bytes = default_size_bytes
+        .ok_or_else(|| bad("a file device needs --size (the size of each device)".to_string()))?;
+    Ok(DeviceSpec::File {
+        path: PathBuf::from(entry),
+        size_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> StoreConfig {
+        StoreConfig {
+            store_file_version: STORE_FILE_VERSION,
+            block_size_bytes: 16384,
+            stripe_unit_bytes: 65536,
+            queue_depth: 32,
+            devices: parse_device_list("a.img, b.img,ram:1MiB", Some(1 << 20)).unwrap(),
+        }
+    }
+
+    #[test]
+    fn store_file_round_trips() {
+        let config = sample();
+        let text = config.to_toml();
+        assert_eq!(StoreConfig::parse(&text, Path::new("s.toml")).unwrap(), config);
+    }
+
+    fn check_rejected(edit: &dyn Fn(&str) -> String, expected_fragment: &str) {
+        let text = edit(&sample().to_toml());
+        let error = StoreConfig::parse(&text, Path::new("s.toml")).unwrap_err().to_string();
+        assert!(
+            error.contains(expected_fragment),
+            "error {error:?} lacks {expected_fragment:?}"
+        );
+    }
+
+    #[test]
+    fn bad_store_files_are_rejected_clearly() {
+        check_rejected(&|text| text.replace("store_file_version = 1", "store_file_version = 9"), "newer than this flashpipe");
+        check_rejected(&|text| text.replace("16384", "5000"), "block size 5000");
+        check_rejected(&|text| text.replace("65536", "1000"), "stripe unit 1000");
+        check_rejected(&|text| text.replace("queue_depth = 32", "queue_depth = 0"), "queue_depth 0");
+        check_rejected(&|text| text.replace("kind = \"ram\"", "kind = \"tape\""), "line");
+        check_rejected(&|text| format!("{text}\nextra = 1\n"), "unknown field");
+        check_rejected(&|_| "not toml at all [".to_string(), "not a valid store description");
+        check_rejected(&|text| text.replace("1048576", "4096"), "at least one stripe unit");
+    }
+
+    #[test]
+    fn device_lists_parse() {
+        assert!(parse_device_list("a.img", None).is_err());
+        assert!(parse_device_list("a.img,,b.img", Some(4096)).is_err());
+        assert!(parse_device_list("ram:lots", None).is_err());
+        assert_eq!(
+            parse_device_list("ram:2MiB", None).unwrap(),
+            vec![DeviceSpec::Ram { size_bytes: 2 << 20 }]
+        );
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_store_folder() {
+        let store = Path::new("/stores/x/store.toml");
+        assert_eq!(
+            StoreConfig::resolve_device_path(store, Path::new("a.img")),
+            PathBuf::from("/stores/x/a.img")
+        );
+        assert_eq!(
+            StoreConfig::resolve_device_path(store, Path::new("/dev/sdb")),
+            PathBuf::from("/dev/sdb")
+        );
+    }
+}
