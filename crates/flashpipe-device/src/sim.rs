@@ -107,6 +107,14 @@ impl SimWorld {
         })
     }
 
+    /// Runs the world's earliest pending event, advancing virtual time to it, and
+    /// returns false when nothing is pending. For layers over several disks (striping)
+    /// that must see completions exactly in virtual-time order: step, then poll the
+    /// disks.
+    pub fn run_next_event(&self) -> bool {
+        self.lock().run_next_event()
+    }
+
     /// Number of disks in the world.
     pub fn disk_count(&self) -> usize {
         self.lock().disk_count()

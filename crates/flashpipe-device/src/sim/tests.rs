@@ -177,6 +177,28 @@ fn waiting_on_one_disk_delivers_other_disks_completions_in_time_order() {
 }
 
 #[test]
+fn stepping_the_world_runs_one_event_at_a_time() {
+    let world = SimWorld::new(14);
+    let mut first = world
+        .add_disk(exact_timing_config(300, 1_000_000_000, 1))
+        .unwrap();
+    let mut second = world
+        .add_disk(exact_timing_config(100, 1_000_000_000, 1))
+        .unwrap();
+    first.submit(Request::flush(1)).unwrap();
+    second.submit(Request::flush(2)).unwrap();
+    let mut completions = Vec::new();
+    assert!(world.run_next_event());
+    assert_eq!(world.now_ns(), 100);
+    assert_eq!(first.poll_completions(&mut completions), 0);
+    assert_eq!(second.poll_completions(&mut completions), 1);
+    assert!(world.run_next_event());
+    assert_eq!(world.now_ns(), 300);
+    assert_eq!(first.poll_completions(&mut completions), 1);
+    assert!(!world.run_next_event());
+}
+
+#[test]
 fn poll_does_not_advance_virtual_time() {
     let world = SimWorld::new(5);
     let mut disk = world

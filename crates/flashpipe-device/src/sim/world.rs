@@ -346,12 +346,22 @@ impl WorldState {
                     DeviceErrorKind::NothingInFlight,
                 ));
             }
-            let ((time_ns, _), event) = self
-                .events
-                .pop_first()
-                .expect("a handle with requests in flight has an event pending");
-            self.clock.advance_to(time_ns);
-            self.process(event);
+            assert!(
+                self.run_next_event(),
+                "a handle with requests in flight has an event pending"
+            );
+        }
+    }
+
+    /// Runs the earliest pending event (advancing virtual time to it); false when none.
+    pub(crate) fn run_next_event(&mut self) -> bool {
+        match self.events.pop_first() {
+            Some(((time_ns, _), event)) => {
+                self.clock.advance_to(time_ns);
+                self.process(event);
+                true
+            }
+            None => false,
         }
     }
 
