@@ -175,61 +175,16 @@ impl StripedDevice {
     fn split_into_pieces(&mut self, request: Request) {
         let parent_id = self.next_parent_id;
         self.next_parent_id += 1;
-        let block_size = u64::from(self.info.block_size_bytes);
-        let mut parent = ParentRequest {
-            tag: request.tag,
-            buffer: None,
-            outstanding_pieces: 0,
-            first_error: None,
-        };
-        let mut member_requests: Vec<(usize, Operation)> = Vec::new();
-        match request.operation {
-            Operation::Read {
-                first_block,
-                mut buffer,
-            } => {
-                let segments = self
-                    .layout
-                    .split(first_block, buffer.len() as u64 / block_size);
-                for segment in segments {
-                    let piece = borrow_piece(&mut buffer, &segment, block_size);
-                    member_requests.push((segment.member_index, piece_read(&segment, piece)));
-                }
-                parent.buffer = Some(buffer);
-            }
-            Operation::Write {
-                first_block,
-                mut buffer,
-            } => {
-                let segments = self
-                    .layout
-                    .split(first_block, buffer.len() as u64 / block_size);
-                for segment in segments {
-                    let piece = borrow_piece(&mut buffer, &segment, block_size);
-                    member_requests.push((segment.member_index, piece_write(&segment, piece)));
-                }
-                parent.buffer = Some(buffer);
-            }
-            Operation::Trim {
-                first_block,
-                block_count,
-            } => {
-                for segment in self.layout.split(first_block, block_count) {
-                    let trim = Operation::Trim {
-                        first_block: segment.member_first_block,
-                        block_count: segment.block_count,
-                    };
-                    member_requests.push((segment.member_index, trim));
-                }
-            }
-            Operation::Flush => {
-                for member_index in 0..self.members.len() {
-                    member_requests.push((member_index, Operation::Flush));
-                }
-            }
-        }
-        parent.outstanding_pieces = member_requests.len();
-        self.parents.insert(parent_id, parent);
+        let (buffer, member_requests) = self.member_requests(request.operation);
+        self.parents.insert(
+            parent_id,
+            ParentRequest {
+                tag: request.tag,
+                buffer,
+                outstanding_pieces: member_requests.len(),
+                first_error: None,
+            },
+        );
         for (member_index, operation) in member_requests {
             let piece_id = self.next_piece_id;
             self.next_piece_id += 1;
@@ -239,6 +194,68 @@ impl StripedDevice {
                 operation,
             });
         }
+    }
+
+    /// The per-member operations of one request, and the parent buffer to keep.
+    fn member_requests(&self, operation: Operation) -> (Option<IoBuf>, Vec<(usize, Operation)>) {
+        match operation {
+            Operation::Read {
+                first_block,
+                buffer,
+            } => self.data_pieces(first_block, buffer, |first_block, buffer| Operation::Read {
+                first_block,
+                buffer,
+            }),
+            Operation::Write {
+                first_block,
+                buffer,
+            } => self.data_pieces(first_block, buffer, |first_block, buffer| {
+                Operation::Write {
+                    first_block,
+                    buffer,
+                }
+            }),
+            Operation::Trim {
+                first_block,
+                block_count,
+            } => {
+                let trims = self.layout.split(first_block, block_count).into_iter();
+                let pieces = trims.map(|segment| {
+                    let trim = Operation::Trim {
+                        first_block: segment.member_first_block,
+                        block_count: segment.block_count,
+                    };
+                    (segment.member_index, trim)
+                });
+                (None, pieces.collect())
+            }
+            Operation::Flush => {
+                let flushes = (0..self.members.len()).map(|index| (index, Operation::Flush));
+                (None, flushes.collect())
+            }
+        }
+    }
+
+    /// Splits a read or write into zero-copy pieces built by `make_operation`.
+    fn data_pieces(
+        &self,
+        first_block: u64,
+        mut buffer: IoBuf,
+        make_operation: fn(u64, IoBuf) -> Operation,
+    ) -> (Option<IoBuf>, Vec<(usize, Operation)>) {
+        let block_size = u64::from(self.info.block_size_bytes);
+        let segments = self
+            .layout
+            .split(first_block, buffer.len() as u64 / block_size);
+        let pieces = segments
+            .iter()
+            .map(|segment| {
+                let piece = borrow_piece(&mut buffer, segment, block_size);
+                let operation = make_operation(segment.member_first_block, piece);
+                (segment.member_index, operation)
+            })
+            .collect();
+        (Some(buffer), pieces)
     }
 
     /// Issues pending pieces to members with room; a refusal other than `QueueFull`
@@ -416,20 +433,6 @@ fn borrow_piece(parent: &mut IoBuf, segment: &Segment, block_size: u64) -> IoBuf
     // request are disjoint; the striped device keeps the parent buffer alive and unused
     // until this piece comes back (see the module doc).
     unsafe { IoBuf::borrowed(parent.as_mut_ptr().add(offset_bytes), length_bytes) }
-}
-
-fn piece_read(segment: &Segment, buffer: IoBuf) -> Operation {
-    Operation::Read {
-        first_block: segment.member_first_block,
-        buffer,
-    }
-}
-
-fn piece_write(segment: &Segment, buffer: IoBuf) -> Operation {
-    Operation::Write {
-        first_block: segment.member_first_block,
-        buffer,
-    }
 }
 
 impl BlockDevice for StripedDevice {

@@ -380,3 +380,22 @@ fn bad_stripes_are_refused_with_clear_errors() {
         assert!(error.to_string().contains(words), "{error} lacks {words:?}");
     }
 }
+
+#[test]
+fn dropping_a_busy_stripe_reaps_its_pieces_first() {
+    let world = SimWorld::new(6);
+    let mut striped =
+        two_member_stripe(&world, CompletionOrder::Submission, FaultConfig::default());
+    striped
+        .submit(Request::write(1, 0, IoBuf::from_slice(&[4; 4096])))
+        .unwrap();
+    striped
+        .submit(Request::read(2, 0, IoBuf::zeroed(4096)))
+        .unwrap();
+    drop(striped);
+    assert!(
+        world.now_ns() >= 1_000_000,
+        "the drop waited for the slow member"
+    );
+    assert!(!world.run_next_event(), "nothing left running");
+}
