@@ -1,16 +1,96 @@
-//! `flashpipe bench device`: raw device-layer throughput and latency beside fio.
+//! `flashpipe bench device` and `flashpipe demo`: raw device-layer throughput and latency
+//! beside fio on the same file, and striped RAM disks and files beside `memcpy`.
+//!
+//! Workloads on one file (sequential 1 MiB reads and writes at each `--qd`, 4 KiB random
+//! reads and writes at QD1 and QD32) run through the device layer (latency measured per
+//! request on the device's clock) and through fio (`ioengine=io_uring`, `direct=1`) on
+//! the same file, size and block size. RAM disks striped over 1, 2 and 4 members and a
+//! stripe of 2 files run sequential reads and writes, compared with this machine's
+//! `memcpy` bandwidth measured in the same run. Each issue #2 target is evaluated and
+//! printed as met / NOT MET; nothing is assumed.
 
-use std::path::PathBuf;
+mod fio;
+mod measure;
+mod memory;
+mod report;
+
+use std::path::{Path, PathBuf};
+
+use flashpipe_device::file::{FileDevice, FileDeviceConfig, FileEngine};
+use flashpipe_device::{BlockDevice, BufferPool, DeviceError};
+
+use measure::{Figures, Pattern, Workload};
+use report::{Report, StripeResult, WorkloadResult};
+
+/// Bytes per sequential request.
+const SEQUENTIAL_REQUEST_BYTES: u32 = 1 << 20;
+/// Bytes per random request.
+const RANDOM_REQUEST_BYTES: u32 = 4096;
+/// Queue depths of the random workloads.
+const RANDOM_QUEUE_DEPTHS: [u32; 2] = [1, 32];
+/// Queue depth of the stripe workloads.
+const STRIPE_QUEUE_DEPTH: u32 = 32;
+/// Most memory given to RAM stripes and to the `memcpy` measurement.
+const MOST_MEMORY_BYTES: u64 = 1 << 30;
+/// Largest `--runtime-seconds`.
+const MOST_RUNTIME_SECONDS: f64 = 3600.0;
+
+/// `--engine` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArgument {
+    /// io_uring, falling back to worker threads where refused.
+    Auto,
+    /// io_uring only.
+    IoUring,
+    /// Worker threads with pread/pwrite.
+    ThreadPool,
+}
+
+impl EngineArgument {
+    fn file_engine(self) -> FileEngine {
+        match self {
+            EngineArgument::Auto => FileEngine::Auto,
+            EngineArgument::IoUring => FileEngine::IoUring,
+            EngineArgument::ThreadPool => FileEngine::ThreadPool,
+        }
+    }
+}
 
 /// Options of `flashpipe bench device`.
 #[derive(Debug, clap::Args)]
 pub struct BenchDeviceArgs {
-    /// Folder for the benchmark's files.
-    #[arg(long, default_value = ".")]
-    pub dir: PathBuf,
+    /// Working set per file (human sizes: 256MiB, 4GiB); a multiple of 1 MiB.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size_argument)]
+    pub size: u64,
+    /// Folder for the files [default: a fresh folder under the current directory,
+    /// removed afterwards unless --keep].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the files (and the folder) afterwards.
+    #[arg(long)]
+    pub keep: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Seconds per workload (fractions allowed).
+    #[arg(long, default_value_t = 3.0, value_parser = parse_runtime_seconds)]
+    pub runtime_seconds: f64,
+    /// File engine of the device layer.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub engine: EngineArgument,
+    /// Queue depths of the sequential workloads (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "32",
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub qd: Vec<u32>,
+    /// Skip fio (its columns and ratios become n/a).
+    #[arg(long)]
+    pub no_fio: bool,
+    /// Buffered I/O instead of O_DIRECT (for comparisons; fio then runs with direct=0).
+    #[arg(long)]
+    pub buffered: bool,
+    /// Skip the RAM and 2-file stripes and the memcpy measurement.
+    #[arg(long)]
+    pub no_stripes: bool,
 }
 
 /// Options of `flashpipe demo`.
@@ -21,12 +101,458 @@ pub struct DemoArgs {
     pub dir: PathBuf,
 }
 
-/// Runs the benchmark.
-pub fn run(_arguments: BenchDeviceArgs) -> Result<(), Box<dyn std::error::Error>> {
-    Err("bench device is being written (issue #2)".into())
+/// What can stop the benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchDeviceError {
+    /// A bad command-line value.
+    #[error("bad argument: {0}")]
+    BadArgument(String),
+    /// The benchmark's folder cannot be made.
+    #[error("cannot create folder {path}: {source}")]
+    Folder {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A device cannot be opened or set up.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// A workload failed.
+    #[error("{workload}: {detail}")]
+    Workload {
+        /// Which workload.
+        workload: String,
+        /// What failed.
+        detail: String,
+    },
 }
 
-/// Runs the demo.
-pub fn run_demo(_arguments: DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
-    Err("the demo is being written (issue #2)".into())
+fn parse_size_argument(text: &str) -> Result<u64, String> {
+    let size_bytes = parse_size::parse_size(text)
+        .map_err(|error| format!("{text:?} is not a size like 256MiB or 4GiB ({error})"))?;
+    let unit_bytes = u64::from(SEQUENTIAL_REQUEST_BYTES);
+    if size_bytes < 2 * unit_bytes || size_bytes % unit_bytes != 0 {
+        return Err(format!(
+            "{text} is not a multiple of 1 MiB of at least 2 MiB"
+        ));
+    }
+    Ok(size_bytes)
+}
+
+fn parse_runtime_seconds(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(seconds > 0.0 && seconds <= MOST_RUNTIME_SECONDS) {
+        return Err(format!(
+            "{text} is outside (0, {MOST_RUNTIME_SECONDS}] seconds"
+        ));
+    }
+    Ok(seconds)
+}
+
+/// Everything one run needs, checked.
+struct Plan {
+    size_bytes: u64,
+    runtime_seconds: f64,
+    engine: FileEngine,
+    direct_io: bool,
+    sequential_queue_depths: Vec<u32>,
+    use_fio: bool,
+    include_stripes: bool,
+    directory: PathBuf,
+    keep: bool,
+}
+
+impl Plan {
+    fn runtime_ns(&self) -> u64 {
+        (self.runtime_seconds * 1e9) as u64
+    }
+
+    fn deepest_queue(&self) -> u32 {
+        self.sequential_queue_depths
+            .iter()
+            .chain(RANDOM_QUEUE_DEPTHS.iter())
+            .copied()
+            .max()
+            .unwrap_or(1)
+    }
+
+    fn workloads(&self) -> Vec<Workload> {
+        let sequential = |pattern| {
+            self.sequential_queue_depths
+                .iter()
+                .map(move |&queue_depth| Workload {
+                    pattern,
+                    request_size_bytes: SEQUENTIAL_REQUEST_BYTES,
+                    queue_depth,
+                })
+        };
+        let random = |pattern| {
+            RANDOM_QUEUE_DEPTHS
+                .iter()
+                .map(move |&queue_depth| Workload {
+                    pattern,
+                    request_size_bytes: RANDOM_REQUEST_BYTES,
+                    queue_depth,
+                })
+        };
+        sequential(Pattern::SequentialWrite)
+            .chain(sequential(Pattern::SequentialRead))
+            .chain(random(Pattern::RandomWrite))
+            .chain(random(Pattern::RandomRead))
+            .collect()
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(arguments: BenchDeviceArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if arguments.qd.is_empty() {
+        return Err(
+            BenchDeviceError::BadArgument("--qd needs at least one queue depth".into()).into(),
+        );
+    }
+    let directory = arguments
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("flashpipe-bench-{}", std::process::id())));
+    let plan = Plan {
+        size_bytes: arguments.size,
+        runtime_seconds: arguments.runtime_seconds,
+        engine: arguments.engine.file_engine(),
+        direct_io: !arguments.buffered,
+        sequential_queue_depths: arguments.qd.clone(),
+        use_fio: !arguments.no_fio,
+        include_stripes: !arguments.no_stripes,
+        directory,
+        keep: arguments.keep,
+    };
+    let report = execute(&plan)?;
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report::render_table(&report));
+    }
+    Ok(())
+}
+
+/// Runs the demo: the raw benchmark on a small default in `./demo-store`.
+pub fn run_demo(arguments: DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let plan = Plan {
+        size_bytes: 64 << 20,
+        runtime_seconds: 1.0,
+        engine: FileEngine::Auto,
+        direct_io: true,
+        sequential_queue_depths: vec![32],
+        use_fio: true,
+        include_stripes: true,
+        directory: arguments.dir,
+        keep: true,
+    };
+    println!(
+        "flashpipe demo: raw device benchmark (64 MiB per file, 1 s per workload) in {}",
+        plan.directory.display()
+    );
+    let report = execute(&plan)?;
+    print!("{}", report::render_table(&report));
+    let met = report
+        .targets
+        .iter()
+        .filter(|target| target.status == "met")
+        .count();
+    println!(
+        "\n{met} of {} targets met; files kept in {}",
+        report.targets.len(),
+        plan.directory.display()
+    );
+    Ok(())
+}
+
+/// Removes the files (and the folder) the run created, unless asked to keep them.
+struct Cleanup {
+    created_folder: Option<PathBuf>,
+    created_files: Vec<PathBuf>,
+    keep: bool,
+}
+
+impl Cleanup {
+    fn track_file(&mut self, path: &Path) {
+        if !path.exists() {
+            self.created_files.push(path.to_path_buf());
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        for path in &self.created_files {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(folder) = &self.created_folder {
+            let _ = std::fs::remove_dir(folder);
+        }
+    }
+}
+
+fn prepare_folder(plan: &Plan) -> Result<Cleanup, BenchDeviceError> {
+    let existed = plan.directory.exists();
+    std::fs::create_dir_all(&plan.directory).map_err(|source| BenchDeviceError::Folder {
+        path: plan.directory.clone(),
+        source,
+    })?;
+    Ok(Cleanup {
+        created_folder: (!existed).then(|| plan.directory.clone()),
+        created_files: Vec::new(),
+        keep: plan.keep,
+    })
+}
+
+fn open_file(
+    plan: &Plan,
+    cleanup: &mut Cleanup,
+    file_name: &str,
+    queue_depth: u32,
+) -> Result<FileDevice, BenchDeviceError> {
+    let path = plan.directory.join(file_name);
+    cleanup.track_file(&path);
+    Ok(FileDevice::open(FileDeviceConfig {
+        queue_depth,
+        create_size_bytes: Some(plan.size_bytes),
+        engine: plan.engine,
+        direct_io: plan.direct_io,
+        ..FileDeviceConfig::new(path)
+    })?)
+}
+
+fn execute(plan: &Plan) -> Result<Report, BenchDeviceError> {
+    let mut cleanup = prepare_folder(plan)?;
+    let fio = if plan.use_fio {
+        fio::find_or_install()
+    } else {
+        Err("--no-fio".to_string())
+    };
+    let mut device = open_file(plan, &mut cleanup, "bench-single.img", plan.deepest_queue())?;
+    let pools = register_pools(&mut device, plan.deepest_queue())?;
+    prefill(&mut device, Some(&pools.sequential))?;
+    let single_file = run_single_file(plan, &mut device, &pools, fio.as_ref().ok())?;
+    let engine_in_use = device.engine_in_use().name().to_string();
+    let fallback_reason = device.fallback_reason().map(str::to_string);
+    let direct_io = device.direct_io_in_use();
+    drop(device);
+    let (memcpy_gb_per_s, stripes) = if plan.include_stripes {
+        let memcpy_gb_per_s =
+            memory::memcpy_gb_per_s(plan.size_bytes.min(MOST_MEMORY_BYTES / 4) as usize);
+        let stripes = run_stripes(plan, &mut cleanup, memcpy_gb_per_s)?;
+        (Some(memcpy_gb_per_s), stripes)
+    } else {
+        (None, Vec::new())
+    };
+    let targets = report::evaluate_targets(&single_file, &stripes);
+    Ok(Report {
+        directory: plan.directory.display().to_string(),
+        size_bytes_per_file: plan.size_bytes,
+        runtime_seconds: plan.runtime_seconds,
+        engine_in_use,
+        direct_io,
+        fallback_reason,
+        fio_version: fio.as_ref().ok().map(|fio| fio.version.clone()),
+        fio_unavailable_reason: fio.err(),
+        single_file,
+        memcpy_gb_per_s,
+        stripes,
+        targets,
+    })
+}
+
+/// Registered buffer pools for the single file: one for each request size.
+struct Pools {
+    sequential: BufferPool,
+    random: BufferPool,
+}
+
+fn register_pools(device: &mut FileDevice, queue_depth: u32) -> Result<Pools, BenchDeviceError> {
+    let pools = Pools {
+        sequential: BufferPool::new(queue_depth, SEQUENTIAL_REQUEST_BYTES as usize),
+        random: BufferPool::new(queue_depth, RANDOM_REQUEST_BYTES as usize),
+    };
+    device.register_buffer_pool(&pools.sequential)?;
+    device.register_buffer_pool(&pools.random)?;
+    Ok(pools)
+}
+
+/// Writes the whole device once so that every workload finds allocated, written blocks.
+fn prefill(
+    device: &mut dyn BlockDevice,
+    pool: Option<&BufferPool>,
+) -> Result<(), BenchDeviceError> {
+    let workload = Workload {
+        pattern: Pattern::SequentialWrite,
+        request_size_bytes: SEQUENTIAL_REQUEST_BYTES,
+        queue_depth: STRIPE_QUEUE_DEPTH.min(device.info().queue_depth),
+    };
+    let requests = device.info().size_bytes() / u64::from(SEQUENTIAL_REQUEST_BYTES);
+    eprintln!(
+        "flashpipe: filling {} ({} MiB)",
+        device.info().name,
+        requests
+    );
+    measure::run_on_device(device, &workload, u64::MAX / 2, Some(requests), pool)
+        .map(|_| ())
+        .map_err(|detail| BenchDeviceError::Workload {
+            workload: format!("filling {}", device.info().name),
+            detail,
+        })
+}
+
+fn run_single_file(
+    plan: &Plan,
+    device: &mut FileDevice,
+    pools: &Pools,
+    fio: Option<&fio::Fio>,
+) -> Result<Vec<WorkloadResult>, BenchDeviceError> {
+    let path = PathBuf::from(&*device.info().name);
+    let mut results = Vec::new();
+    for workload in plan.workloads() {
+        let label = workload.label();
+        let failed = |detail: String| BenchDeviceError::Workload {
+            workload: label.clone(),
+            detail,
+        };
+        eprintln!("flashpipe: {label}");
+        let fio_figures = match fio {
+            Some(fio) => Some(
+                fio.run(&fio::FioRun {
+                    path: &path,
+                    size_bytes: plan.size_bytes,
+                    workload: &workload,
+                    runtime_ms: (plan.runtime_seconds * 1000.0).round() as u64,
+                    direct_io: plan.direct_io,
+                })
+                .map_err(failed)?,
+            ),
+            None => None,
+        };
+        let pool = if workload.request_size_bytes == SEQUENTIAL_REQUEST_BYTES {
+            &pools.sequential
+        } else {
+            &pools.random
+        };
+        let enters_before = device.uring_counters().map(|counters| counters.enter_calls);
+        let layer = measure::run_on_device(device, &workload, plan.runtime_ns(), None, Some(pool))
+            .map_err(failed)?;
+        let enters_per_request = enters_per_request(device, enters_before, &layer);
+        results.push(WorkloadResult::new(
+            workload,
+            layer,
+            fio_figures,
+            enters_per_request,
+        ));
+    }
+    Ok(results)
+}
+
+fn enters_per_request(
+    device: &FileDevice,
+    enters_before: Option<u64>,
+    layer: &Figures,
+) -> Option<f64> {
+    let enters_after = device.uring_counters()?.enter_calls;
+    Some((enters_after - enters_before?) as f64 / layer.requests.max(1) as f64)
+}
+
+fn run_stripes(
+    plan: &Plan,
+    cleanup: &mut Cleanup,
+    memcpy_gb_per_s: f64,
+) -> Result<Vec<StripeResult>, BenchDeviceError> {
+    let mut results = Vec::new();
+    let ram_total_bytes = plan.size_bytes.min(MOST_MEMORY_BYTES);
+    for member_count in [1u32, 2, 4] {
+        let mut stripe = memory::ram_stripe(
+            member_count,
+            ram_total_bytes,
+            SEQUENTIAL_REQUEST_BYTES,
+            STRIPE_QUEUE_DEPTH,
+        )
+        .map_err(|detail| BenchDeviceError::Workload {
+            workload: format!("RAM x{member_count}"),
+            detail,
+        })?;
+        let device_name = format!("RAM x{member_count}");
+        results.extend(run_sequential_pair(
+            plan,
+            &mut stripe,
+            &device_name,
+            member_count,
+            memcpy_gb_per_s,
+            true,
+        )?);
+    }
+    let members = ["bench-stripe-a.img", "bench-stripe-b.img"]
+        .iter()
+        .map(|file_name| {
+            open_file(plan, cleanup, file_name, STRIPE_QUEUE_DEPTH)
+                .map(|device| Box::new(device) as Box<dyn BlockDevice>)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut stripe = memory::stripe(
+        "file-stripe-x2",
+        members,
+        SEQUENTIAL_REQUEST_BYTES,
+        STRIPE_QUEUE_DEPTH,
+    )
+    .map_err(|detail| BenchDeviceError::Workload {
+        workload: "2-file stripe".to_string(),
+        detail,
+    })?;
+    prefill(&mut stripe, None)?;
+    results.extend(run_sequential_pair(
+        plan,
+        &mut stripe,
+        "2 files",
+        2,
+        memcpy_gb_per_s,
+        false,
+    )?);
+    Ok(results)
+}
+
+/// Sequential write then read of 1 MiB at QD32 on a stripe.
+fn run_sequential_pair(
+    plan: &Plan,
+    stripe: &mut dyn BlockDevice,
+    device_name: &str,
+    member_count: u32,
+    memcpy_gb_per_s: f64,
+    in_memory: bool,
+) -> Result<Vec<StripeResult>, BenchDeviceError> {
+    let mut results = Vec::new();
+    for pattern in [Pattern::SequentialWrite, Pattern::SequentialRead] {
+        let workload = Workload {
+            pattern,
+            request_size_bytes: SEQUENTIAL_REQUEST_BYTES,
+            queue_depth: STRIPE_QUEUE_DEPTH,
+        };
+        eprintln!("flashpipe: {device_name} {}", workload.label());
+        let figures = measure::run_on_device(stripe, &workload, plan.runtime_ns(), None, None)
+            .map_err(|detail| BenchDeviceError::Workload {
+                workload: format!("{device_name} {}", workload.label()),
+                detail,
+            })?;
+        let gb_per_s = figures.mb_per_s / 1e3;
+        results.push(StripeResult {
+            device: device_name.to_string(),
+            member_count,
+            pattern,
+            gb_per_s,
+            throughput_ratio_to_memcpy: (memcpy_gb_per_s > 0.0).then(|| gb_per_s / memcpy_gb_per_s),
+            figures,
+            in_memory,
+        });
+    }
+    Ok(results)
 }

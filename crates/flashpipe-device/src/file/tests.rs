@@ -1,0 +1,346 @@
+//! Tests of the file backend: the conformance suite on both engines, registered
+//! buffers, error paths and the fallback from io_uring and `O_DIRECT`.
+
+use std::path::Path;
+
+use super::*;
+use crate::batch::run_one;
+use crate::buffer::IoBuf;
+use crate::conformance;
+use crate::request::Operation;
+
+const TEST_BLOCK_COUNT: u64 = 2048;
+
+fn config(path: &Path, engine: FileEngine, queue_depth: u32) -> FileDeviceConfig {
+    FileDeviceConfig {
+        path: path.to_path_buf(),
+        block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
+        queue_depth,
+        create_size_bytes: Some(TEST_BLOCK_COUNT * u64::from(DEFAULT_BLOCK_SIZE_BYTES)),
+        engine,
+        direct_io: true,
+    }
+}
+
+fn check_conformance(engine: FileEngine, direct_io: bool) {
+    let folder = tempfile::tempdir().unwrap();
+    let mut created = 0;
+    conformance::check_all(&mut |queue_depth| {
+        created += 1;
+        let path = folder.path().join(format!("device-{created}.img"));
+        let device = FileDevice::open(FileDeviceConfig {
+            direct_io,
+            ..config(&path, engine, queue_depth)
+        })
+        .unwrap();
+        assert_eq!(device.engine_in_use(), engine);
+        assert_eq!(device.direct_io_in_use(), direct_io);
+        Box::new(device)
+    });
+}
+
+#[test]
+fn io_uring_engine_passes_the_conformance_suite() {
+    check_conformance(FileEngine::IoUring, true);
+}
+
+#[test]
+fn thread_pool_engine_passes_the_conformance_suite() {
+    check_conformance(FileEngine::ThreadPool, true);
+}
+
+#[test]
+fn buffered_io_uring_passes_the_conformance_suite() {
+    check_conformance(FileEngine::IoUring, false);
+}
+
+#[test]
+fn pool_buffers_use_registered_fixed_buffers() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("fixed.img");
+    let mut device = FileDevice::open(config(&path, FileEngine::IoUring, 8)).unwrap();
+    let pool = BufferPool::new(4, 2 * DEFAULT_BLOCK_SIZE_BYTES as usize);
+    device.register_buffer_pool(&pool).unwrap();
+    device.register_buffer_pool(&pool).unwrap();
+    let mut written = pool.try_take().unwrap();
+    written.fill(0x5A);
+    run_one(
+        &mut device,
+        Operation::Write {
+            first_block: 6,
+            buffer: written,
+        },
+    )
+    .unwrap();
+    let completion = run_one(
+        &mut device,
+        Operation::Read {
+            first_block: 6,
+            buffer: pool.try_take().unwrap(),
+        },
+    )
+    .unwrap();
+    assert!(completion.buffer.unwrap().iter().all(|&byte| byte == 0x5A));
+    run_one(
+        &mut device,
+        Operation::Read {
+            first_block: 0,
+            buffer: IoBuf::zeroed(DEFAULT_BLOCK_SIZE_BYTES as usize),
+        },
+    )
+    .unwrap();
+    let counters = device.uring_counters().unwrap();
+    assert_eq!(counters.fixed_buffer_requests, 2);
+    assert_eq!(counters.plain_buffer_requests, 1);
+    assert_eq!(pool.free_count(), 4, "pool buffers come back");
+}
+
+#[test]
+fn a_second_pool_is_registered_beside_the_first() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("two-pools.img");
+    let mut device = FileDevice::open(config(&path, FileEngine::IoUring, 4)).unwrap();
+    let first_pool = BufferPool::new(2, 4096);
+    let second_pool = BufferPool::new(3, 4096);
+    device.register_buffer_pool(&first_pool).unwrap();
+    device.register_buffer_pool(&second_pool).unwrap();
+    for pool in [&first_pool, &second_pool] {
+        let buffer = pool.try_take().unwrap();
+        run_one(
+            &mut device,
+            Operation::Read {
+                first_block: 1,
+                buffer,
+            },
+        )
+        .unwrap();
+    }
+    assert_eq!(device.uring_counters().unwrap().fixed_buffer_requests, 2);
+}
+
+/// Opens with `adjust` applied to a default config and expects an open error naming
+/// the path whose text contains `expected_text`.
+fn check_open_error(
+    case: &str,
+    prepare: impl FnOnce(&Path),
+    adjust: impl FnOnce(&mut FileDeviceConfig),
+    expected_text: &str,
+) {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("device.img");
+    prepare(&path);
+    let mut asked = config(&path, FileEngine::Auto, 4);
+    adjust(&mut asked);
+    let error = FileDevice::open(asked)
+        .err()
+        .unwrap_or_else(|| panic!("{case}: open should fail"));
+    assert_eq!(&*error.device, path.display().to_string(), "{case}");
+    assert!(
+        matches!(error.kind, DeviceErrorKind::Open { .. }),
+        "{case}: {error}"
+    );
+    assert!(
+        error.to_string().contains(expected_text),
+        "{case}: {error} lacks {expected_text:?}"
+    );
+}
+
+#[test]
+fn bad_configurations_are_refused_with_the_path() {
+    let nothing = |_: &Path| {};
+    let odd_sized_file = |path: &Path| std::fs::write(path, vec![0u8; 5000]).unwrap();
+    check_open_error(
+        "missing file",
+        nothing,
+        |asked| asked.create_size_bytes = None,
+        "No such file",
+    );
+    check_open_error(
+        "size not a multiple of the block",
+        odd_sized_file,
+        |asked| asked.create_size_bytes = None,
+        "not a positive multiple",
+    );
+    check_open_error(
+        "existing file of another size",
+        odd_sized_file,
+        |_| {},
+        "not the 8388608 bytes asked for",
+    );
+    check_open_error(
+        "size to create not a multiple",
+        nothing,
+        |asked| asked.create_size_bytes = Some(4097),
+        "size to create 4097",
+    );
+    for block_size_bytes in [0, 256, 1000, 4095] {
+        check_open_error(
+            "unsupported block size",
+            nothing,
+            |asked| asked.block_size_bytes = block_size_bytes,
+            "not a power of two",
+        );
+    }
+    for queue_depth in [0, MAX_QUEUE_DEPTH_PLUS_ONE] {
+        check_open_error(
+            "queue depth",
+            nothing,
+            |asked| asked.queue_depth = queue_depth,
+            "queue depth",
+        );
+    }
+}
+
+const MAX_QUEUE_DEPTH_PLUS_ONE: u32 = crate::request::MAX_QUEUE_DEPTH + 1;
+
+#[test]
+fn block_size_below_what_direct_io_needs_is_refused() {
+    let geometry = Geometry {
+        is_block_device: true,
+        size_bytes: 1 << 20,
+        minimum_block_size_bytes: 4096,
+    };
+    let mut asked = FileDeviceConfig::new("/dev/fake");
+    asked.block_size_bytes = 512;
+    let error = check_geometry(&asked, &geometry, true).unwrap_err();
+    assert!(error.contains("below the 4096 bytes"), "{error}");
+    assert_eq!(check_geometry(&asked, &geometry, false), Ok(2048));
+    asked.block_size_bytes = 8192;
+    assert_eq!(check_geometry(&asked, &geometry, true), Ok(128));
+}
+
+#[test]
+fn the_deepest_queue_opens_and_runs() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("deep.img");
+    let mut device = FileDevice::open(config(
+        &path,
+        FileEngine::IoUring,
+        crate::request::MAX_QUEUE_DEPTH,
+    ))
+    .unwrap();
+    for tag in 0..TEST_BLOCK_COUNT {
+        device
+            .submit(Request::read(tag, tag, IoBuf::zeroed(4096)))
+            .unwrap();
+    }
+    let mut completions = Vec::new();
+    while device.in_flight() > 0 {
+        device.wait_completions(&mut completions).unwrap();
+    }
+    assert_eq!(completions.len(), TEST_BLOCK_COUNT as usize);
+}
+
+#[test]
+fn io_errors_name_the_path_on_both_engines() {
+    for engine in [FileEngine::IoUring, FileEngine::ThreadPool] {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("shrinking.img");
+        let mut device = FileDevice::open(config(&path, engine, 4)).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        let error = run_one(
+            &mut device,
+            Operation::Read {
+                first_block: 10,
+                buffer: IoBuf::zeroed(4096),
+            },
+        )
+        .unwrap_err();
+        assert_eq!(&*error.device, path.display().to_string());
+        assert!(
+            matches!(&error.kind, DeviceErrorKind::IoFailed { detail } if detail.contains("short read")),
+            "{engine:?}: {error}"
+        );
+    }
+}
+
+fn refuse_io_uring(_entries: u32) -> io::Result<IoUring> {
+    Err(io::Error::from_raw_os_error(libc::EPERM))
+}
+
+fn refuse_direct_io(path: &Path, flags: OpenFlags) -> io::Result<File> {
+    if flags.direct_io {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    open::open_read_write(path, flags)
+}
+
+/// Opens with `system_calls` and the given engine; returns the device or the error text.
+fn open_refused(
+    system_calls: SystemCalls,
+    engine: FileEngine,
+) -> (tempfile::TempDir, Result<FileDevice, String>) {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("refused.img");
+    let opened = FileDevice::open_with(config(&path, engine, 4), system_calls)
+        .map_err(|error| error.to_string());
+    (folder, opened)
+}
+
+#[test]
+fn auto_falls_back_to_worker_threads_where_io_uring_is_refused() {
+    let system_calls = SystemCalls {
+        setup_ring: refuse_io_uring,
+        ..REAL_SYSTEM_CALLS
+    };
+    let (_folder, opened) = open_refused(system_calls, FileEngine::Auto);
+    let mut device = opened.unwrap();
+    assert_eq!(device.engine_in_use(), FileEngine::ThreadPool);
+    assert!(device.direct_io_in_use());
+    assert!(device
+        .fallback_reason()
+        .unwrap()
+        .contains("io_uring refused"));
+    run_one(&mut device, Operation::Flush).unwrap();
+    let (_folder, opened) = open_refused(system_calls, FileEngine::IoUring);
+    assert!(opened.err().unwrap().contains("io_uring refused"));
+}
+
+#[test]
+fn auto_falls_back_to_buffered_worker_threads_where_direct_io_is_refused() {
+    let system_calls = SystemCalls {
+        open_file: refuse_direct_io,
+        ..REAL_SYSTEM_CALLS
+    };
+    let (_folder, opened) = open_refused(system_calls, FileEngine::Auto);
+    let device = opened.unwrap();
+    assert_eq!(device.engine_in_use(), FileEngine::ThreadPool);
+    assert!(!device.direct_io_in_use());
+    assert!(device
+        .fallback_reason()
+        .unwrap()
+        .contains("O_DIRECT refused"));
+    for engine in [FileEngine::IoUring, FileEngine::ThreadPool] {
+        let (_folder, opened) = open_refused(system_calls, engine);
+        assert!(opened.err().unwrap().contains("refuses O_DIRECT"));
+    }
+}
+
+#[test]
+fn auto_uses_io_uring_where_the_kernel_allows() {
+    let (_folder, opened) = open_refused(REAL_SYSTEM_CALLS, FileEngine::Auto);
+    let device = opened.unwrap();
+    assert_eq!(device.engine_in_use(), FileEngine::IoUring);
+    assert_eq!(device.fallback_reason(), None);
+}
+
+#[test]
+fn registering_with_requests_in_flight_is_refused() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("busy.img");
+    let mut device = FileDevice::open(config(&path, FileEngine::IoUring, 4)).unwrap();
+    device
+        .submit(Request::read(1, 0, IoBuf::zeroed(4096)))
+        .unwrap();
+    let error = device
+        .register_buffer_pool(&BufferPool::new(1, 4096))
+        .unwrap_err();
+    assert!(error.to_string().contains("nothing in flight"), "{error}");
+    let mut completions = Vec::new();
+    device.wait_completions(&mut completions).unwrap();
+}
