@@ -1,7 +1,7 @@
 //! Runs the `flashpipe` binary's `bench device` on a tiny size: its JSON carries every
 //! ratio, its files are cleaned up, and bad arguments fail clearly without side effects.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -42,7 +42,7 @@ fn ratio_fields(value: &Value, found: &mut Vec<(String, Value)>) {
     }
 }
 
-fn run_json(folder: &PathBuf, extra: &[&str]) -> Value {
+fn run_json(folder: &Path, extra: &[&str]) -> Value {
     let mut arguments = vec![
         "bench",
         "device",
