@@ -1,0 +1,289 @@
+//! The language model: multinomial naive Bayes over byte n-grams (orders 1..=max_order), in the
+//! style of langid.py (Lui & Baldwin, "langid.py: An Off-the-shelf Language Identification Tool",
+//! ACL 2012), which also scores byte 1-4-grams with naive Bayes.
+//!
+//! Each language keeps its `features_per_language` most frequent n-grams. With additive smoothing
+//! `alpha` over a vocabulary of `V` n-grams (the union of kept n-grams), the log-probability of an
+//! n-gram `g` in language `L` is `ln((count(g, L) + alpha) / (total(L) + alpha * V))`. It is split
+//! as `floor(L) = ln(alpha / (total(L) + alpha * V))` (what any n-gram gets) plus, for kept
+//! n-grams, `weight(g, L) = ln((count(g, L) + alpha) / alpha)`. A text with `N` n-grams scores
+//! `N * floor(L) + sum of weights of its kept n-grams`; the best score wins. ASCII letters are
+//! lowercased; all other bytes (UTF-8 of any script) are taken as they are.
+
+use rustc_hash::FxHashMap;
+
+/// Longest n-gram the format and the scorer handle.
+pub const MAX_SUPPORTED_ORDER: usize = 4;
+
+/// How a model is trained.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainingSettings {
+    /// N-gram orders 1..=max_order (1 to 4).
+    pub max_order: usize,
+    /// N-grams kept per language.
+    pub features_per_language: usize,
+    /// Additive smoothing.
+    pub smoothing_alpha: f32,
+}
+
+impl Default for TrainingSettings {
+    fn default() -> Self {
+        Self {
+            max_order: 4,
+            features_per_language: 3000,
+            smoothing_alpha: 0.5,
+        }
+    }
+}
+
+/// One kept n-gram of one language.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Posting {
+    /// Index into the model's languages.
+    pub language_index: u16,
+    /// `ln((count + alpha) / alpha)`.
+    pub weight: f32,
+}
+
+/// A trained model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LanguageModel {
+    /// How it was trained.
+    pub settings: TrainingSettings,
+    /// Language codes, in index order.
+    pub languages: Vec<String>,
+    /// `floor(L)` per language.
+    pub floor_log_probabilities: Vec<f32>,
+    /// N-gram key -> range in `postings`.
+    pub(crate) features: FxHashMap<u64, (u32, u32)>,
+    /// N-gram keys in file order (for writing the profile file deterministically).
+    pub(crate) feature_order: Vec<u64>,
+    /// All postings, grouped by feature.
+    pub(crate) postings: Vec<Posting>,
+}
+
+/// Packs an n-gram of 1 to 4 bytes (ASCII-lowercased) with its length into a key.
+#[inline]
+pub fn ngram_key(ngram: &[u8]) -> u64 {
+    debug_assert!(!ngram.is_empty() && ngram.len() <= MAX_SUPPORTED_ORDER);
+    let mut key = ngram.len() as u64;
+    for &byte in ngram {
+        key = (key << 8) | u64::from(byte.to_ascii_lowercase());
+    }
+    key
+}
+
+/// The bytes of a key (inverse of [`ngram_key`] up to case).
+pub fn ngram_bytes(mut key: u64) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    while key > 0xff {
+        bytes.push((key & 0xff) as u8);
+        key >>= 8;
+    }
+    assert_eq!(key as usize, bytes.len(), "an n-gram key ends with its length");
+    bytes.reverse();
+    bytes
+}
+
+/// Calls `visit` with the key of every n-gram of orders 1..=max_order lying wholly in `text`
+/// whose start is in `starts` (positions), and returns how many there were.
+#[inline]
+fn for_each_ngram(text: &[u8], starts: std::ops::Range<usize>, max_order: usize, mut visit: impl FnMut(u64)) -> u64 {
+    let mut count = 0;
+    for start in starts {
+        let mut key = 0u64;
+        for order in 1..=max_order {
+            let Some(&byte) = text.get(start + order - 1) else {
+                break;
+            };
+            key = (key << 8) | u64::from(byte.to_ascii_lowercase());
+            visit(key | ((order as u64) << (8 * order)));
+            count += 1;
+        }
+    }
+    count
+}
+
+/// Counts the n-grams of one training text per language.
+pub fn count_ngrams(text: &[u8], max_order: usize, counts: &mut FxHashMap<u64, u32>) -> u64 {
+    for_each_ngram(text, 0..text.len(), max_order, |key| *counts.entry(key).or_insert(0) += 1)
+}
+
+/// Trains a model from (language, text) samples; several samples may share a language.
+pub fn train(samples: &[(String, Vec<u8>)], settings: TrainingSettings) -> LanguageModel {
+    assert!((1..=MAX_SUPPORTED_ORDER).contains(&settings.max_order), "n-gram order 1 to 4");
+    let mut languages: Vec<String> = samples.iter().map(|(language, _)| language.clone()).collect();
+    languages.sort();
+    languages.dedup();
+    assert!(languages.len() <= usize::from(u16::MAX), "at most 65535 languages");
+    let mut counts_per_language: Vec<FxHashMap<u64, u32>> = vec![FxHashMap::default(); languages.len()];
+    let mut totals = vec![0u64; languages.len()];
+    for (language, text) in samples {
+        let index = languages.binary_search(language).expect("language listed");
+        totals[index] += count_ngrams(text, settings.max_order, &mut counts_per_language[index]);
+    }
+    let kept_per_language: Vec<Vec<(u64, u32)>> = counts_per_language
+        .into_iter()
+        .map(|counts| most_frequent(counts, settings.features_per_language))
+        .collect();
+    build_model(languages, &totals, &kept_per_language, settings)
+}
+
+/// The `limit` most frequent n-grams (ties broken by key, so training is deterministic).
+fn most_frequent(counts: FxHashMap<u64, u32>, limit: usize) -> Vec<(u64, u32)> {
+    let mut entries: Vec<(u64, u32)> = counts.into_iter().collect();
+    entries.sort_unstable_by(|left, right| right.1.cmp(&left.1).then(left.0.cmp(&right.0)));
+    entries.truncate(limit);
+    entries
+}
+
+fn build_model(
+    languages: Vec<String>,
+    totals: &[u64],
+    kept_per_language: &[Vec<(u64, u32)>],
+    settings: TrainingSettings,
+) -> LanguageModel {
+    let alpha = f64::from(settings.smoothing_alpha);
+    let mut postings_by_feature: std::collections::BTreeMap<u64, Vec<Posting>> = Default::default();
+    for (language_index, kept) in kept_per_language.iter().enumerate() {
+        for &(key, count) in kept {
+            postings_by_feature.entry(key).or_default().push(Posting {
+                language_index: language_index as u16,
+                weight: ((f64::from(count) + alpha) / alpha).ln() as f32,
+            });
+        }
+    }
+    let vocabulary_size = postings_by_feature.len() as f64;
+    let floor_log_probabilities = totals
+        .iter()
+        .map(|&total| (alpha / (total as f64 + alpha * vocabulary_size)).ln() as f32)
+        .collect();
+    let mut model = LanguageModel {
+        settings,
+        languages,
+        floor_log_probabilities,
+        features: FxHashMap::default(),
+        feature_order: Vec::new(),
+        postings: Vec::new(),
+    };
+    for (key, postings) in postings_by_feature {
+        model.push_feature(key, &postings);
+    }
+    model
+}
+
+impl LanguageModel {
+    /// Appends a feature and its postings (used by training and by the profile reader).
+    pub(crate) fn push_feature(&mut self, key: u64, postings: &[Posting]) -> bool {
+        let start = self.postings.len() as u32;
+        if self.features.insert(key, (start, postings.len() as u32)).is_some() {
+            return false;
+        }
+        self.feature_order.push(key);
+        self.postings.extend_from_slice(postings);
+        true
+    }
+
+    /// Number of kept (feature, language) pairs.
+    pub fn posting_count(&self) -> usize {
+        self.postings.len()
+    }
+
+    /// Number of distinct n-grams.
+    pub fn feature_count(&self) -> usize {
+        self.feature_order.len()
+    }
+
+    /// A fresh score accumulator for streaming text.
+    pub fn new_scores(&self) -> LanguageScores {
+        LanguageScores {
+            weight_sums: vec![0.0; self.languages.len()],
+            ngram_count: 0,
+            carry: Vec::with_capacity(MAX_SUPPORTED_ORDER),
+        }
+    }
+
+    /// Classifies one piece of text on its own: (language index, margin per n-gram), or `None`
+    /// for a text without any n-gram (empty).
+    pub fn classify(&self, text: &[u8]) -> Option<(usize, f32)> {
+        let mut scores = self.new_scores();
+        self.add_isolated(&mut scores, text);
+        scores.best(self)
+    }
+
+    fn add_isolated(&self, scores: &mut LanguageScores, text: &[u8]) {
+        let weight_sums = &mut scores.weight_sums;
+        scores.ngram_count += for_each_ngram(text, 0..text.len(), self.settings.max_order, |key| {
+            if let Some(&(start, length)) = self.features.get(&key) {
+                for posting in &self.postings[start as usize..(start + length) as usize] {
+                    weight_sums[usize::from(posting.language_index)] += posting.weight;
+                }
+            }
+        });
+    }
+
+    /// Adds the next bytes of a stream, including the n-grams that span from the previous bytes.
+    pub fn add_stream_bytes(&self, scores: &mut LanguageScores, bytes: &[u8]) {
+        let max_order = self.settings.max_order;
+        if !scores.carry.is_empty() {
+            let carried = scores.carry.len();
+            let mut joined = scores.carry.clone();
+            joined.extend_from_slice(&bytes[..bytes.len().min(max_order - 1)]);
+            let weight_sums = &mut scores.weight_sums;
+            for start in 0..carried {
+                let mut key = 0u64;
+                for order in 1..=max_order {
+                    let Some(&byte) = joined.get(start + order - 1) else {
+                        break;
+                    };
+                    key = (key << 8) | u64::from(byte.to_ascii_lowercase());
+                    if start + order <= carried {
+                        continue;
+                    }
+                    scores.ngram_count += 1;
+                    if let Some(&(first, length)) = self.features.get(&(key | ((order as u64) << (8 * order)))) {
+                        for posting in &self.postings[first as usize..(first + length) as usize] {
+                            weight_sums[usize::from(posting.language_index)] += posting.weight;
+                        }
+                    }
+                }
+            }
+        }
+        self.add_isolated(scores, bytes);
+        let keep = max_order - 1;
+        scores.carry.extend_from_slice(&bytes[bytes.len().saturating_sub(keep)..]);
+        let excess = scores.carry.len().saturating_sub(keep);
+        scores.carry.drain(..excess);
+    }
+}
+
+/// Running scores of a text against every language.
+#[derive(Debug, Clone)]
+pub struct LanguageScores {
+    weight_sums: Vec<f32>,
+    ngram_count: u64,
+    carry: Vec<u8>,
+}
+
+impl LanguageScores {
+    /// The best language and its margin over the runner-up per n-gram; `None` without n-grams.
+    pub fn best(&self, model: &LanguageModel) -> Option<(usize, f32)> {
+        if self.ngram_count == 0 {
+            return None;
+        }
+        let count = self.ngram_count as f32;
+        let mut best = (usize::MAX, f32::NEG_INFINITY);
+        let mut runner_up = f32::NEG_INFINITY;
+        for (index, (&weight_sum, &floor)) in self.weight_sums.iter().zip(&model.floor_log_probabilities).enumerate() {
+            let score = weight_sum + count * floor;
+            if score > best.1 {
+                runner_up = best.1;
+                best = (index, score);
+            } else if score > runner_up {
+                runner_up = score;
+            }
+        }
+        let margin = if runner_up.is_finite() { (best.1 - runner_up) / count } else { 0.0 };
+        Some((best.0, margin))
+    }
+}

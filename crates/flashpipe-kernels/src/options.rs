@@ -1,0 +1,170 @@
+//! Kernel options: `key=value` strings checked against each kernel's declared [`OptionSpec`]s.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::OptionsError;
+
+/// One option a kernel takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OptionSpec {
+    /// The key.
+    pub key: &'static str,
+    /// The default value; `None` makes the option required.
+    pub default: Option<&'static str>,
+    /// What the value is, for listings and errors.
+    pub help: &'static str,
+}
+
+/// Parsed options of one kernel, with defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelOptions {
+    kernel: String,
+    values: BTreeMap<&'static str, String>,
+}
+
+impl KernelOptions {
+    /// Parses `key=value` arguments for `kernel` against `specs`: unknown, repeated and missing
+    /// keys are errors; absent optional keys take their defaults.
+    pub fn parse(kernel: &str, specs: &[OptionSpec], arguments: &[String]) -> Result<Self, OptionsError> {
+        let mut values = BTreeMap::new();
+        for argument in arguments {
+            let (key, value) = argument.split_once('=').ok_or_else(|| OptionsError::NotKeyValue {
+                argument: argument.clone(),
+            })?;
+            let spec = specs.iter().find(|spec| spec.key == key).ok_or_else(|| OptionsError::UnknownOption {
+                kernel: kernel.to_string(),
+                key: key.to_string(),
+                known: known_keys(specs),
+            })?;
+            if values.insert(spec.key, value.to_string()).is_some() {
+                return Err(OptionsError::Duplicate { key: key.to_string() });
+            }
+        }
+        for spec in specs {
+            if values.contains_key(spec.key) {
+                continue;
+            }
+            match spec.default {
+                Some(default) => {
+                    values.insert(spec.key, default.to_string());
+                }
+                None => {
+                    return Err(OptionsError::Missing {
+                        kernel: kernel.to_string(),
+                        key: spec.key.to_string(),
+                        help: spec.help.to_string(),
+                    })
+                }
+            }
+        }
+        Ok(Self {
+            kernel: kernel.to_string(),
+            values,
+        })
+    }
+
+    /// The kernel these options belong to.
+    pub fn kernel(&self) -> &str {
+        &self.kernel
+    }
+
+    /// The raw value of a declared key (every declared key has a value after parsing).
+    pub fn text(&self, key: &str) -> Result<&str, OptionsError> {
+        self.values.get(key).map(String::as_str).ok_or_else(|| OptionsError::Missing {
+            kernel: self.kernel.clone(),
+            key: key.to_string(),
+            help: "undeclared option (kernel bug)".to_string(),
+        })
+    }
+
+    /// A non-negative integer within `minimum..=maximum`; accepts `K`, `M`, `G` binary suffixes.
+    pub fn integer(&self, key: &str, minimum: u64, maximum: u64) -> Result<u64, OptionsError> {
+        let value = self.text(key)?;
+        let parsed = parse_size(value).ok_or_else(|| bad_value(key, value, "not a non-negative integer"))?;
+        if parsed < minimum || parsed > maximum {
+            return Err(bad_value(key, value, &format!("must be between {minimum} and {maximum}")));
+        }
+        Ok(parsed)
+    }
+
+    /// One of `choices`.
+    pub fn choice(&self, key: &str, choices: &[&'static str]) -> Result<&'static str, OptionsError> {
+        let value = self.text(key)?;
+        choices
+            .iter()
+            .copied()
+            .find(|choice| *choice == value)
+            .ok_or_else(|| bad_value(key, value, &format!("must be one of {}", choices.join(", "))))
+    }
+
+    /// `true`/`false` (also `yes`/`no`, `1`/`0`).
+    pub fn boolean(&self, key: &str) -> Result<bool, OptionsError> {
+        let value = self.text(key)?;
+        match value {
+            "true" | "yes" | "1" => Ok(true),
+            "false" | "no" | "0" => Ok(false),
+            _ => Err(bad_value(key, value, "must be true or false")),
+        }
+    }
+
+    /// Exactly `length_bytes` bytes written as hexadecimal.
+    pub fn hex_bytes(&self, key: &str, length_bytes: usize) -> Result<Vec<u8>, OptionsError> {
+        let value = self.text(key)?;
+        let bytes = decode_hex(value).ok_or_else(|| bad_value(key, value, "not hexadecimal"))?;
+        if bytes.len() != length_bytes {
+            return Err(bad_value(
+                key,
+                value,
+                &format!("must be {length_bytes} bytes ({} hex digits), got {}", length_bytes * 2, bytes.len()),
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+fn known_keys(specs: &[OptionSpec]) -> String {
+    if specs.is_empty() {
+        return "(none)".to_string();
+    }
+    specs.iter().map(|spec| spec.key).collect::<Vec<_>>().join(", ")
+}
+
+fn bad_value(key: &str, value: &str, reason: &str) -> OptionsError {
+    OptionsError::BadValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Parses `123`, `4K`, `64M`, `1G` (binary multiples).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let (digits, multiplier) = match text.as_bytes().last()? {
+        b'K' | b'k' => (&text[..text.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&text[..text.len() - 1], 1 << 20),
+        b'G' | b'g' => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(multiplier)
+}
+
+/// Decodes hexadecimal (even length, either case).
+pub fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|index| u8::from_str_radix(text.get(index..index + 2)?, 16).ok())
+        .collect()
+}
+
+/// Encodes bytes as lowercase hexadecimal.
+pub fn encode_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
