@@ -1,0 +1,204 @@
+//! The block allocator: the in-memory free list plus the bookkeeping that makes
+//! copy-on-write crash-safe.
+//!
+//! Three sets matter (docs/format.md, "Crash consistency"):
+//! - `free`: extents that may be handed out now;
+//! - `pending`: blocks the last durable commit still uses but the current state freed;
+//!   they are free in the next checkpoint but are not handed out until it is durable;
+//! - `fresh`: blocks handed out since the last commit; no durable commit references them,
+//!   so they may be overwritten in place and, if freed, go straight back to `free`.
+
+use std::collections::{BTreeMap, HashSet};
+
+/// Free extents, pending frees and fresh allocations.
+#[derive(Debug, Clone, Default)]
+pub struct Allocator {
+    free: BTreeMap<u64, u64>,
+    free_block_count: u64,
+    pending: Vec<u64>,
+    fresh: HashSet<u64>,
+    cursor: u64,
+}
+
+impl Allocator {
+    /// An allocator whose free blocks are `extents` (first block, block count), nothing
+    /// pending or fresh.
+    pub fn from_free_extents(extents: &[(u64, u64)]) -> Allocator {
+        let mut allocator = Allocator::default();
+        for &(first_block, block_count) in extents {
+            allocator.insert_free(first_block, block_count);
+        }
+        allocator
+    }
+
+    /// Blocks that may be allocated now.
+    pub fn free_block_count(&self) -> u64 {
+        self.free_block_count
+    }
+
+    /// Blocks freed since the last commit that wait for it to become durable.
+    pub fn pending_block_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// True when `block` was allocated since the last commit.
+    pub fn is_fresh(&self, block: u64) -> bool {
+        self.fresh.contains(&block)
+    }
+
+    /// Takes up to `max_block_count` contiguous blocks (at least one), next-fit from the
+    /// last allocation, or `None` when nothing is free.
+    pub fn allocate_run(&mut self, max_block_count: u64) -> Option<(u64, u64)> {
+        assert!(max_block_count > 0);
+        let (&start, &length) = self
+            .free
+            .range(self.cursor..)
+            .next()
+            .or_else(|| self.free.iter().next())?;
+        let taken = length.min(max_block_count);
+        self.free.remove(&start);
+        if taken < length {
+            self.free.insert(start + taken, length - taken);
+        }
+        self.free_block_count -= taken;
+        self.cursor = start + taken;
+        for block in start..start + taken {
+            let newly_fresh = self.fresh.insert(block);
+            assert!(newly_fresh, "block {block} handed out twice");
+        }
+        Some((start, taken))
+    }
+
+    /// Takes exactly `block_count` blocks as runs, or nothing when fewer are free.
+    pub fn allocate(&mut self, block_count: u64) -> Option<Vec<(u64, u64)>> {
+        if block_count > self.free_block_count {
+            return None;
+        }
+        let mut runs = Vec::new();
+        let mut remaining = block_count;
+        while remaining > 0 {
+            let run = self
+                .allocate_run(remaining)
+                .expect("free count was checked");
+            remaining -= run.1;
+            runs.push(run);
+        }
+        Some(runs)
+    }
+
+    /// Gives `block` back: straight to the free set if it is fresh, else to `pending`.
+    pub fn release(&mut self, block: u64) {
+        if self.fresh.remove(&block) {
+            self.insert_free(block, 1);
+        } else {
+            self.pending.push(block);
+        }
+    }
+
+    /// The free list the next checkpoint records: free and pending blocks, merged into
+    /// sorted, non-adjacent extents.
+    pub fn extents_after_commit(&self) -> Vec<(u64, u64)> {
+        let mut pending = self.pending.clone();
+        pending.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.free.len() + 1);
+        let mut free_iter = self
+            .free
+            .iter()
+            .map(|(&start, &length)| (start, length))
+            .peekable();
+        let mut pending_iter = pending.into_iter().map(|block| (block, 1)).peekable();
+        loop {
+            let next = match (free_iter.peek(), pending_iter.peek()) {
+                (Some(free), Some(pending)) if free.0 <= pending.0 => free_iter.next(),
+                (Some(_), Some(_)) => pending_iter.next(),
+                (Some(_), None) => free_iter.next(),
+                (None, Some(_)) => pending_iter.next(),
+                (None, None) => break,
+            };
+            let (start, length) = next.expect("peeked");
+            match merged.last_mut() {
+                Some(last) if last.0 + last.1 == start => last.1 += length,
+                Some(last) => {
+                    assert!(
+                        last.0 + last.1 < start,
+                        "free and pending overlap at {start}"
+                    );
+                    merged.push((start, length));
+                }
+                None => merged.push((start, length)),
+            }
+        }
+        merged
+    }
+
+    /// Upper bound of the extents in [`Allocator::extents_after_commit`].
+    pub fn extent_count_bound_after_commit(&self) -> u64 {
+        (self.free.len() + self.pending.len()) as u64
+    }
+
+    /// The last commit is durable: pending blocks become allocatable, nothing is fresh.
+    pub fn commit_is_durable(&mut self) {
+        for block in std::mem::take(&mut self.pending) {
+            self.insert_free(block, 1);
+        }
+        self.fresh.clear();
+    }
+
+    fn insert_free(&mut self, first_block: u64, block_count: u64) {
+        assert!(block_count > 0);
+        let mut start = first_block;
+        let mut length = block_count;
+        if let Some((&previous_start, &previous_length)) = self.free.range(..start).next_back() {
+            assert!(
+                previous_start + previous_length <= start,
+                "block {start} freed twice"
+            );
+            if previous_start + previous_length == start {
+                self.free.remove(&previous_start);
+                start = previous_start;
+                length += previous_length;
+            }
+        }
+        let end = first_block + block_count;
+        if let Some((&next_start, &next_length)) = self.free.range(first_block..).next() {
+            assert!(next_start >= end, "block {next_start} freed twice");
+            if next_start == end {
+                self.free.remove(&next_start);
+                length += next_length;
+            }
+        }
+        self.free.insert(start, length);
+        self.free_block_count += block_count;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_blocks_return_at_once_and_durable_ones_wait() {
+        let mut allocator = Allocator::from_free_extents(&[(2, 10)]);
+        let (first, count) = allocator.allocate_run(3).unwrap();
+        assert_eq!((first, count), (2, 3));
+        allocator.commit_is_durable();
+        let (fresh_first, _) = allocator.allocate_run(1).unwrap();
+        allocator.release(fresh_first);
+        allocator.release(first);
+        assert_eq!(allocator.free_block_count(), 7);
+        assert_eq!(allocator.pending_block_count(), 1);
+        assert_eq!(allocator.extents_after_commit(), vec![(2, 1), (5, 7)]);
+        allocator.commit_is_durable();
+        assert_eq!(allocator.free_block_count(), 8);
+    }
+
+    #[test]
+    fn allocate_is_all_or_nothing() {
+        let mut allocator = Allocator::from_free_extents(&[(2, 2), (10, 2)]);
+        assert!(allocator.allocate(5).is_none());
+        assert_eq!(allocator.free_block_count(), 4);
+        let runs = allocator.allocate(4).unwrap();
+        assert_eq!(runs.iter().map(|run| run.1).sum::<u64>(), 4);
+        assert!(allocator.allocate_run(1).is_none());
+    }
+}

@@ -1,0 +1,375 @@
+//! The commit (flush): writes the in-memory state as a new checkpoint, copy-on-write,
+//! then switches the super block (docs/format.md, "Crash consistency", step 2).
+//!
+//! Order: new indirect chains and checkpoint tables go to fresh blocks; device flush;
+//! super block into the older slot; device flush; only then do blocks freed by this
+//! commit become allocatable again.
+
+use flashpipe_device::{BlockDevice, IoBuf};
+
+use crate::error::FlushError;
+use crate::io::{flush_device, write_fs_blocks, Geometry};
+use crate::layout::{
+    fixed_entries_per_block, indirect_block_count, pointers_per_indirect_block,
+    seal_metadata_block, write_u64, MetadataHeader, MetadataKind, SuperBlock, DIRECT_POINTER_COUNT,
+    FREE_EXTENT_BYTES, METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+};
+use crate::state::{CommittedCheckpoint, State};
+
+/// Commits `state` to `device`. When nothing changed since the last commit it only
+/// flushes the device. A failure half-way makes the state unusable.
+pub fn commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
+    if let Some(reason) = &state.unusable_reason {
+        return Err(FlushError::Unusable {
+            reason: reason.clone(),
+        });
+    }
+    if !state.changed_since_commit {
+        return flush_device(device).map_err(FlushError::from);
+    }
+    let result = write_checkpoint(state, device);
+    if let Err(error) = &result {
+        state.unusable_reason = Some(error.to_string());
+    }
+    result
+}
+
+/// A metadata block being filled, before its header is sealed.
+struct PackedBlock {
+    buffer: IoBuf,
+    entry_count: u32,
+    payload_bytes: u32,
+}
+
+/// Packs variable-length entries into metadata blocks; entries never straddle blocks.
+struct TablePacker {
+    block_size_bytes: usize,
+    blocks: Vec<PackedBlock>,
+}
+
+impl TablePacker {
+    fn new(block_size_bytes: usize) -> TablePacker {
+        TablePacker {
+            block_size_bytes,
+            blocks: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, entry: &[u8]) {
+        let capacity = self.block_size_bytes - METADATA_HEADER_BYTES;
+        assert!(entry.len() <= capacity, "entry larger than a block");
+        let needs_block = match self.blocks.last() {
+            Some(last) => last.payload_bytes as usize + entry.len() > capacity,
+            None => true,
+        };
+        if needs_block {
+            self.blocks.push(self.empty_block());
+        }
+        let last = self.blocks.last_mut().expect("a block exists");
+        let start = METADATA_HEADER_BYTES + last.payload_bytes as usize;
+        last.buffer[start..start + entry.len()].copy_from_slice(entry);
+        last.payload_bytes += entry.len() as u32;
+        last.entry_count += 1;
+    }
+
+    fn empty_block(&self) -> PackedBlock {
+        PackedBlock {
+            buffer: IoBuf::zeroed(self.block_size_bytes),
+            entry_count: 0,
+            payload_bytes: 0,
+        }
+    }
+
+    /// The blocks, padded with empty ones up to `minimum_blocks`.
+    fn finish(mut self, minimum_blocks: usize) -> Vec<PackedBlock> {
+        while self.blocks.len() < minimum_blocks {
+            self.blocks.push(self.empty_block());
+        }
+        self.blocks
+    }
+}
+
+fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
+    let sequence = state.committed.sequence + 1;
+    let reserve_blocks = state.checkpoint_reserve_blocks(&state.totals);
+    let free_blocks = state.allocator.free_block_count();
+    if reserve_blocks > free_blocks {
+        return Err(FlushError::NoSpace {
+            needed_blocks: reserve_blocks,
+            free_blocks,
+        });
+    }
+    let mut writes = rewrite_indirect_chains(state, sequence);
+    for block in std::mem::take(&mut state.committed.blocks) {
+        state.allocator.release(block);
+    }
+    let name_blocks = pack_name_table(state);
+    let inode_blocks = pack_inode_table(state);
+    let (free_list_block_count, map_block_count) =
+        size_free_list_and_map(state, name_blocks.len() as u64 + inode_blocks.len() as u64);
+    let table_block_count =
+        name_blocks.len() as u64 + inode_blocks.len() as u64 + free_list_block_count;
+    let checkpoint_blocks = allocate_addresses(state, table_block_count + map_block_count)?;
+    let (table_addresses, map_addresses) = checkpoint_blocks.split_at(table_block_count as usize);
+    let free_extents = state.allocator.extents_after_commit();
+    let free_list_blocks = pack_free_list(state, &free_extents, free_list_block_count as usize);
+    let super_block = SuperBlock {
+        fs_block_size_bytes: state.geometry.fs_block_size_bytes,
+        fs_block_count: state.geometry.fs_block_count,
+        commit_sequence: sequence,
+        next_inode_number: state.next_inode_number,
+        file_count: state.files.len() as u64,
+        free_block_count: free_extents.iter().map(|extent| extent.1).sum(),
+        map_head: map_addresses[0],
+        map_block_count,
+        name_table_block_count: name_blocks.len() as u64,
+        inode_table_block_count: inode_blocks.len() as u64,
+        free_list_block_count,
+        free_extent_count: free_extents.len() as u64,
+    };
+    let tables = [
+        (MetadataKind::NameTable, name_blocks),
+        (MetadataKind::InodeTable, inode_blocks),
+        (MetadataKind::FreeList, free_list_blocks),
+    ];
+    let mut next_address = table_addresses.iter().copied();
+    for (kind, blocks) in tables {
+        for (index, block) in blocks.into_iter().enumerate() {
+            let address = next_address.next().expect("one address per table block");
+            writes.push((
+                address,
+                seal_table_block(block, kind, sequence, index as u64),
+            ));
+        }
+    }
+    writes.extend(build_map_chain(
+        state,
+        sequence,
+        table_addresses,
+        map_addresses,
+    ));
+    write_fs_blocks(device, &state.geometry, writes)?;
+    flush_device(device)?;
+    write_super_block(device, &state.geometry, sequence % 2, &super_block)?;
+    flush_device(device)?;
+    finish_commit(state, checkpoint_blocks, super_block);
+    Ok(())
+}
+
+fn finish_commit(state: &mut State, checkpoint_blocks: Vec<u64>, super_block: SuperBlock) {
+    state.allocator.commit_is_durable();
+    state.committed = CommittedCheckpoint {
+        sequence: super_block.commit_sequence,
+        blocks: checkpoint_blocks,
+        super_block: Some(super_block),
+    };
+    for node in state.files.values_mut() {
+        node.map_changed = false;
+    }
+    state.changed_since_commit = false;
+}
+
+fn allocate_addresses(state: &mut State, block_count: u64) -> Result<Vec<u64>, FlushError> {
+    let free_blocks = state.allocator.free_block_count();
+    let runs = state
+        .allocator
+        .allocate(block_count)
+        .ok_or(FlushError::NoSpace {
+            needed_blocks: block_count,
+            free_blocks,
+        })?;
+    Ok(runs
+        .into_iter()
+        .flat_map(|(first, count)| first..first + count)
+        .collect())
+}
+
+/// Writes new indirect chains for files whose block maps changed; releases old ones.
+fn rewrite_indirect_chains(state: &mut State, sequence: u64) -> Vec<(u64, IoBuf)> {
+    let geometry = state.geometry;
+    let per_block = pointers_per_indirect_block(geometry.fs_block_size_bytes);
+    let mut writes = Vec::new();
+    for (&inode_number, node) in state.files.iter_mut() {
+        if !node.map_changed {
+            continue;
+        }
+        for block in node.indirect_chain.drain(..) {
+            state.allocator.release(block);
+        }
+        let chain_length =
+            indirect_block_count(geometry.fs_block_size_bytes, node.pointers.len() as u64);
+        let runs = state
+            .allocator
+            .allocate(chain_length)
+            .expect("the checkpoint reserve covers every indirect chain");
+        let chain: Vec<u64> = runs
+            .into_iter()
+            .flat_map(|(first, count)| first..first + count)
+            .collect();
+        let beyond_direct = node.pointers.get(DIRECT_POINTER_COUNT..).unwrap_or(&[]);
+        for (index, pointers) in beyond_direct.chunks(per_block).enumerate() {
+            let mut buffer = IoBuf::zeroed(geometry.fs_block_size_bytes as usize);
+            for (slot, &pointer) in pointers.iter().enumerate() {
+                write_u64(&mut buffer, METADATA_HEADER_BYTES + 8 * slot, pointer);
+            }
+            let header = MetadataHeader {
+                kind: MetadataKind::Indirect,
+                commit_sequence: sequence,
+                next_block: chain.get(index + 1).copied().unwrap_or(0),
+                entry_count: pointers.len() as u32,
+                payload_bytes: 8 * pointers.len() as u32,
+                owner: inode_number,
+            };
+            seal_metadata_block(&mut buffer, &header);
+            writes.push((chain[index], buffer));
+        }
+        node.indirect_chain = chain;
+    }
+    writes
+}
+
+fn pack_name_table(state: &State) -> Vec<PackedBlock> {
+    let mut packer = TablePacker::new(state.geometry.fs_block_size_bytes as usize);
+    let mut entry = Vec::with_capacity(300);
+    for (&inode_number, node) in &state.files {
+        entry.clear();
+        entry.extend_from_slice(&inode_number.to_le_bytes());
+        entry.extend_from_slice(&(node.name.len() as u16).to_le_bytes());
+        entry.extend_from_slice(node.name.as_bytes());
+        packer.push(&entry);
+    }
+    packer.finish(1)
+}
+
+fn pack_inode_table(state: &State) -> Vec<PackedBlock> {
+    let mut packer = TablePacker::new(state.geometry.fs_block_size_bytes as usize);
+    let mut entry = Vec::with_capacity(160);
+    for (&inode_number, node) in &state.files {
+        let direct = &node.pointers[..node.pointers.len().min(DIRECT_POINTER_COUNT)];
+        entry.clear();
+        entry.extend_from_slice(&inode_number.to_le_bytes());
+        entry.extend_from_slice(&node.size_bytes.to_le_bytes());
+        entry.extend_from_slice(
+            &node
+                .indirect_chain
+                .first()
+                .copied()
+                .unwrap_or(0)
+                .to_le_bytes(),
+        );
+        entry.extend_from_slice(&node.modified_clock_ns.to_le_bytes());
+        entry.extend_from_slice(&(direct.len() as u32).to_le_bytes());
+        entry.extend_from_slice(&0u32.to_le_bytes());
+        for pointer in direct {
+            entry.extend_from_slice(&pointer.to_le_bytes());
+        }
+        packer.push(&entry);
+    }
+    packer.finish(1)
+}
+
+/// Free list and map sizes, to a fixed point: allocating the checkpoint's own blocks can
+/// split at most one extent per allocated block.
+fn size_free_list_and_map(state: &State, name_and_inode_blocks: u64) -> (u64, u64) {
+    let block_size = state.geometry.fs_block_size_bytes;
+    let extents_per_block = fixed_entries_per_block(block_size, FREE_EXTENT_BYTES) as u64;
+    let addresses_per_block = fixed_entries_per_block(block_size, 8) as u64;
+    let base_extents = state.allocator.extents_after_commit().len() as u64;
+    let mut free_list_blocks = base_extents.div_ceil(extents_per_block).max(1);
+    loop {
+        let tables = name_and_inode_blocks + free_list_blocks;
+        let map_blocks = tables.div_ceil(addresses_per_block).max(1);
+        let bound = (base_extents + tables + map_blocks)
+            .div_ceil(extents_per_block)
+            .max(1);
+        if bound <= free_list_blocks {
+            return (free_list_blocks, map_blocks);
+        }
+        free_list_blocks = bound;
+    }
+}
+
+fn pack_free_list(state: &State, extents: &[(u64, u64)], block_count: usize) -> Vec<PackedBlock> {
+    let mut packer = TablePacker::new(state.geometry.fs_block_size_bytes as usize);
+    let mut entry = [0u8; FREE_EXTENT_BYTES];
+    for &(first_block, count) in extents {
+        write_u64(&mut entry, 0, first_block);
+        write_u64(&mut entry, 8, count);
+        packer.push(&entry);
+    }
+    let blocks = packer.finish(block_count);
+    assert_eq!(
+        blocks.len(),
+        block_count,
+        "free list outgrew its reserved blocks"
+    );
+    blocks
+}
+
+fn seal_table_block(
+    mut block: PackedBlock,
+    kind: MetadataKind,
+    sequence: u64,
+    index: u64,
+) -> IoBuf {
+    let header = MetadataHeader {
+        kind,
+        commit_sequence: sequence,
+        next_block: 0,
+        entry_count: block.entry_count,
+        payload_bytes: block.payload_bytes,
+        owner: index,
+    };
+    seal_metadata_block(&mut block.buffer, &header);
+    block.buffer
+}
+
+fn build_map_chain(
+    state: &State,
+    sequence: u64,
+    table_addresses: &[u64],
+    map_addresses: &[u64],
+) -> Vec<(u64, IoBuf)> {
+    let block_size = state.geometry.fs_block_size_bytes;
+    let addresses_per_block = fixed_entries_per_block(block_size, 8);
+    let mut chunks: Vec<&[u64]> = table_addresses.chunks(addresses_per_block).collect();
+    chunks.resize(map_addresses.len(), &[]);
+    assert_eq!(
+        chunks.len(),
+        map_addresses.len(),
+        "map chain sized for its entries"
+    );
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(index, entries)| {
+            let mut buffer = IoBuf::zeroed(block_size as usize);
+            for (slot, &address) in entries.iter().enumerate() {
+                write_u64(&mut buffer, METADATA_HEADER_BYTES + 8 * slot, address);
+            }
+            let header = MetadataHeader {
+                kind: MetadataKind::Map,
+                commit_sequence: sequence,
+                next_block: map_addresses.get(index + 1).copied().unwrap_or(0),
+                entry_count: entries.len() as u32,
+                payload_bytes: 8 * entries.len() as u32,
+                owner: index as u64,
+            };
+            seal_metadata_block(&mut buffer, &header);
+            (map_addresses[index], buffer)
+        })
+        .collect()
+}
+
+/// Writes `super_block` into slot `slot` (FS block 0 or 1), the rest of the block zero.
+pub fn write_super_block(
+    device: &mut dyn BlockDevice,
+    geometry: &Geometry,
+    slot: u64,
+    super_block: &SuperBlock,
+) -> Result<(), flashpipe_device::DeviceError> {
+    assert!(slot < 2);
+    let mut buffer = IoBuf::zeroed(geometry.fs_block_size_bytes as usize);
+    buffer[..SUPER_BLOCK_SIZE_BYTES].copy_from_slice(&super_block.encode());
+    write_fs_blocks(device, geometry, vec![(slot, buffer)])
+}

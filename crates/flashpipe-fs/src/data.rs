@@ -1,0 +1,487 @@
+//! File data: reads at any byte offset (straight into the caller's buffer when aligned),
+//! copy-on-write writes (overwrite, append, sparse holes), truncate, and the block map
+//! the engine uses to issue its own device reads.
+//!
+//! Large transfers become many requests in flight at once (`run_operations`), each at
+//! most [`crate::io::MAX_REQUEST_BYTES`], grouped by physically contiguous blocks.
+
+use std::collections::HashMap;
+
+use flashpipe_device::{BlockDevice, IoBuf, Operation};
+
+use crate::error::FileIoError;
+use crate::io::{read_fs_blocks, run_operations};
+use crate::state::{MetadataTotals, State};
+
+/// A stretch of a file's blocks that is contiguous on the device, or a hole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappedRun {
+    /// Index of the run's first FS block within the file.
+    pub first_file_block: u64,
+    /// FS blocks in the run.
+    pub block_count: u64,
+    /// First device block of the run, or `None` for a hole (reads as zeros).
+    pub first_device_block: Option<u64>,
+}
+
+/// Splits the pointers of file blocks `first..end` into runs of consecutive physical
+/// blocks (or holes), each at most `max_blocks` long and never crossing `split_at`.
+fn group_runs(
+    pointers: &[u64],
+    first: u64,
+    end: u64,
+    max_blocks: u64,
+    split_at: u64,
+) -> Vec<(u64, u64, u64)> {
+    let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+    for index in first..end {
+        let pointer = pointers.get(index as usize).copied().unwrap_or(0);
+        if let Some(last) = runs.last_mut() {
+            let continues = if last.2 == 0 {
+                pointer == 0
+            } else {
+                pointer == last.2 + last.1
+            };
+            if continues && last.1 < max_blocks && index != split_at {
+                last.1 += 1;
+                continue;
+            }
+        }
+        runs.push((index, 1, pointer));
+    }
+    runs
+}
+
+fn check_usable(state: &State) -> Result<(), FileIoError> {
+    match &state.unusable_reason {
+        Some(reason) => Err(FileIoError::Unusable {
+            reason: reason.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_read_range(
+    state: &State,
+    inode_number: u64,
+    offset_bytes: u64,
+    length_bytes: u64,
+) -> Result<(), FileIoError> {
+    let node = state
+        .files
+        .get(&inode_number)
+        .ok_or(FileIoError::StaleHandle {
+            file_id: inode_number,
+        })?;
+    match offset_bytes.checked_add(length_bytes) {
+        Some(end) if end <= node.size_bytes => Ok(()),
+        _ => Err(FileIoError::ReadPastEnd {
+            offset_bytes,
+            length_bytes,
+            size_bytes: node.size_bytes,
+        }),
+    }
+}
+
+/// The device runs behind bytes `offset..offset + length` of a file.
+pub fn block_map(
+    state: &State,
+    inode_number: u64,
+    offset_bytes: u64,
+    length_bytes: u64,
+) -> Result<Vec<MappedRun>, FileIoError> {
+    check_read_range(state, inode_number, offset_bytes, length_bytes)?;
+    if length_bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let geometry = state.geometry;
+    let block_bytes = geometry.block_bytes();
+    let node = &state.files[&inode_number];
+    let first = offset_bytes / block_bytes;
+    let end = (offset_bytes + length_bytes).div_ceil(block_bytes);
+    let runs = group_runs(&node.pointers, first, end, u64::MAX, u64::MAX);
+    Ok(runs
+        .into_iter()
+        .map(|(index, count, pointer)| MappedRun {
+            first_file_block: index,
+            block_count: count,
+            first_device_block: (pointer != 0).then(|| geometry.device_block(pointer)),
+        })
+        .collect())
+}
+
+/// Reads `buffer.len()` bytes at `offset_bytes` into `buffer`. When `offset_bytes` is a
+/// multiple of the FS block size, whole blocks go straight from the device into
+/// `buffer`; the rest goes through bounce buffers.
+pub fn read_into(
+    state: &State,
+    device: &mut dyn BlockDevice,
+    inode_number: u64,
+    offset_bytes: u64,
+    buffer: &mut IoBuf,
+) -> Result<(), FileIoError> {
+    check_usable(state)?;
+    let length_bytes = buffer.len() as u64;
+    check_read_range(state, inode_number, offset_bytes, length_bytes)?;
+    if length_bytes == 0 {
+        return Ok(());
+    }
+    let geometry = state.geometry;
+    let block_bytes = geometry.block_bytes();
+    let node = &state.files[&inode_number];
+    let end_bytes = offset_bytes + length_bytes;
+    let first = offset_bytes / block_bytes;
+    let end = end_bytes.div_ceil(block_bytes);
+    let direct_end = if offset_bytes % block_bytes == 0 {
+        first + length_bytes / block_bytes
+    } else {
+        first
+    };
+    let runs = group_runs(
+        &node.pointers,
+        first,
+        end,
+        geometry.max_blocks_per_request(),
+        direct_end,
+    );
+    let overlap = |index: u64, count: u64| {
+        let start = (index * block_bytes).max(offset_bytes);
+        let stop = ((index + count) * block_bytes).min(end_bytes);
+        (start, stop)
+    };
+    for &(index, count, pointer) in &runs {
+        if pointer == 0 {
+            let (start, stop) = overlap(index, count);
+            buffer[(start - offset_bytes) as usize..(stop - offset_bytes) as usize].fill(0);
+        }
+    }
+    let base = buffer.as_mut_ptr();
+    let mut operations = Vec::new();
+    let mut bounced = Vec::new();
+    for &(index, count, pointer) in runs.iter().filter(|run| run.2 != 0) {
+        let run_bytes = (count * block_bytes) as usize;
+        let destination = if index + count <= direct_end {
+            let position = (index * block_bytes - offset_bytes) as usize;
+            // SAFETY: the run [position, position + run_bytes) lies inside `buffer` (the
+            // run ends at or before direct_end, inside the requested range), runs are
+            // disjoint, and `buffer` is not touched until `run_operations` has reaped
+            // every request (it drains in-flight requests even on failure).
+            unsafe { IoBuf::borrowed(base.add(position), run_bytes) }
+        } else {
+            bounced.push((operations.len(), index, count));
+            IoBuf::zeroed(run_bytes)
+        };
+        operations.push(Operation::Read {
+            first_block: geometry.device_block(pointer),
+            buffer: destination,
+        });
+    }
+    let completions = run_operations(device, operations)?;
+    for (position, index, count) in bounced {
+        let bounce = completions[position]
+            .buffer
+            .as_ref()
+            .expect("a read hands its buffer back");
+        let (start, stop) = overlap(index, count);
+        let source_start = (start - index * block_bytes) as usize;
+        let length = (stop - start) as usize;
+        buffer[(start - offset_bytes) as usize..(stop - offset_bytes) as usize]
+            .copy_from_slice(&bounce[source_start..source_start + length]);
+    }
+    Ok(())
+}
+
+/// Totals after a file's pointer count changes from `old_count` to `new_count`.
+fn totals_with(state: &State, name_bytes: usize, old_count: u64, new_count: u64) -> MetadataTotals {
+    let mut totals = state.totals;
+    totals.account(&state.geometry, name_bytes, old_count, false);
+    totals.account(&state.geometry, name_bytes, new_count, true);
+    totals
+}
+
+fn check_size_limit(state: &State, requested_size_bytes: u64) -> Result<(), FileIoError> {
+    let limit_size_bytes = state.geometry.capacity_bytes();
+    if requested_size_bytes > limit_size_bytes {
+        return Err(FileIoError::FileTooLarge {
+            requested_size_bytes,
+            limit_size_bytes,
+        });
+    }
+    Ok(())
+}
+
+fn no_space((needed_blocks, free_blocks): (u64, u64)) -> FileIoError {
+    FileIoError::NoSpace {
+        needed_blocks,
+        free_blocks,
+    }
+}
+
+/// Writes `data` at `offset_bytes`: blocks the last commit holds are written anew
+/// (copy-on-write), blocks allocated since are overwritten in place; a gap past the end
+/// becomes a hole.
+pub fn write(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    inode_number: u64,
+    offset_bytes: u64,
+    data: &[u8],
+) -> Result<(), FileIoError> {
+    check_usable(state)?;
+    let node = state
+        .files
+        .get(&inode_number)
+        .ok_or(FileIoError::StaleHandle {
+            file_id: inode_number,
+        })?;
+    if data.is_empty() {
+        return Ok(());
+    }
+    let end_bytes = offset_bytes.saturating_add(data.len() as u64);
+    check_size_limit(state, end_bytes)?;
+    let block_bytes = state.geometry.block_bytes();
+    let first = offset_bytes / block_bytes;
+    let end = end_bytes.div_ceil(block_bytes);
+    let old_count = node.pointers.len() as u64;
+    let new_count = old_count.max(end);
+    let pointer_at = |index: u64| node.pointers.get(index as usize).copied().unwrap_or(0);
+    let new_block_count = (first..end)
+        .filter(|&index| !state.allocator.is_fresh(pointer_at(index)) || pointer_at(index) == 0)
+        .count() as u64;
+    let totals_after = totals_with(state, node.name.len(), old_count, new_count);
+    state
+        .check_space(new_block_count, &totals_after)
+        .map_err(no_space)?;
+    let is_partial =
+        |index: u64| offset_bytes > index * block_bytes || end_bytes < (index + 1) * block_bytes;
+    let mut edges: Vec<u64> = vec![first, end - 1];
+    edges.dedup();
+    edges.retain(|&index| is_partial(index) && pointer_at(index) != 0);
+    let edge_pointers: Vec<u64> = edges.iter().map(|&index| pointer_at(index)).collect();
+    let old_edges: HashMap<u64, IoBuf> = edges
+        .into_iter()
+        .zip(read_fs_blocks(device, &state.geometry, &edge_pointers)?)
+        .collect();
+    let (targets, allocated) = choose_targets(state, inode_number, first, end);
+    let operations = build_write_operations(state, &targets, first, offset_bytes, data, &old_edges);
+    if let Err(error) = run_operations(device, operations) {
+        for block in allocated {
+            state.allocator.release(block);
+        }
+        return Err(error.into());
+    }
+    install_targets(state, inode_number, first, &targets, new_count, end_bytes);
+    Ok(())
+}
+
+/// The block each of file blocks `first..end` is written to: the current one when it was
+/// allocated since the last commit, else a newly allocated one. Returns the targets and
+/// the newly allocated blocks.
+fn choose_targets(
+    state: &mut State,
+    inode_number: u64,
+    first: u64,
+    end: u64,
+) -> (Vec<u64>, Vec<u64>) {
+    let pointers = &state.files[&inode_number].pointers;
+    let current: Vec<u64> = (first..end)
+        .map(|index| pointers.get(index as usize).copied().unwrap_or(0))
+        .collect();
+    let mut targets = Vec::with_capacity(current.len());
+    let mut allocated = Vec::new();
+    let mut position = 0;
+    while position < current.len() {
+        let pointer = current[position];
+        if pointer != 0 && state.allocator.is_fresh(pointer) {
+            targets.push(pointer);
+            position += 1;
+            continue;
+        }
+        let stretch = current[position..]
+            .iter()
+            .take_while(|&&pointer| pointer == 0 || !state.allocator.is_fresh(pointer))
+            .count() as u64;
+        let (start, count) = state
+            .allocator
+            .allocate_run(stretch)
+            .expect("space was checked");
+        for block in start..start + count {
+            targets.push(block);
+            allocated.push(block);
+        }
+        position += count as usize;
+    }
+    (targets, allocated)
+}
+
+fn build_write_operations(
+    state: &State,
+    targets: &[u64],
+    first: u64,
+    offset_bytes: u64,
+    data: &[u8],
+    old_edges: &HashMap<u64, IoBuf>,
+) -> Vec<Operation> {
+    let geometry = state.geometry;
+    let block_bytes = geometry.block_bytes();
+    let end_bytes = offset_bytes + data.len() as u64;
+    let runs = group_runs(
+        targets,
+        0,
+        targets.len() as u64,
+        geometry.max_blocks_per_request(),
+        u64::MAX,
+    );
+    runs.into_iter()
+        .map(|(position, count, target)| {
+            let mut buffer = IoBuf::zeroed((count * block_bytes) as usize);
+            for block in 0..count {
+                let index = first + position + block;
+                let slice = &mut buffer
+                    [(block * block_bytes) as usize..((block + 1) * block_bytes) as usize];
+                if let Some(old) = old_edges.get(&index) {
+                    slice.copy_from_slice(old);
+                }
+                let start = (index * block_bytes).max(offset_bytes);
+                let stop = ((index + 1) * block_bytes).min(end_bytes);
+                let within = (start - index * block_bytes) as usize;
+                slice[within..within + (stop - start) as usize].copy_from_slice(
+                    &data[(start - offset_bytes) as usize..(stop - offset_bytes) as usize],
+                );
+            }
+            Operation::Write {
+                first_block: geometry.device_block(target),
+                buffer,
+            }
+        })
+        .collect()
+}
+
+fn install_targets(
+    state: &mut State,
+    inode_number: u64,
+    first: u64,
+    targets: &[u64],
+    new_count: u64,
+    end_bytes: u64,
+) {
+    if new_count > state.files[&inode_number].pointers.len() as u64 {
+        state.resize_pointers(inode_number, new_count);
+    }
+    let now = state.now_ns();
+    let node = state.files.get_mut(&inode_number).expect("live file");
+    for (offset, &target) in targets.iter().enumerate() {
+        let slot = &mut node.pointers[first as usize + offset];
+        if *slot != target {
+            if *slot != 0 {
+                state.allocator.release(*slot);
+            }
+            *slot = target;
+        }
+    }
+    node.size_bytes = node.size_bytes.max(end_bytes);
+    node.modified_clock_ns = now;
+    node.map_changed = true;
+    state.changed_since_commit = true;
+}
+
+/// Sets a file's size. Shrinking frees the blocks past the end and zeroes the tail of
+/// the new last block (copy-on-write); growing adds a hole.
+pub fn truncate(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    inode_number: u64,
+    size_bytes: u64,
+) -> Result<(), FileIoError> {
+    check_usable(state)?;
+    let node = state
+        .files
+        .get(&inode_number)
+        .ok_or(FileIoError::StaleHandle {
+            file_id: inode_number,
+        })?;
+    check_size_limit(state, size_bytes)?;
+    if size_bytes == node.size_bytes {
+        return Ok(());
+    }
+    let block_bytes = state.geometry.block_bytes();
+    let old_count = node.pointers.len() as u64;
+    let new_count = size_bytes.div_ceil(block_bytes);
+    let totals_after = totals_with(state, node.name.len(), old_count, new_count);
+    if size_bytes < node.size_bytes {
+        zero_tail_of_last_block(state, device, inode_number, size_bytes, &totals_after)?;
+        let dropped: Vec<u64> = state.files[&inode_number].pointers[new_count as usize..]
+            .iter()
+            .copied()
+            .filter(|&block| block != 0)
+            .collect();
+        for block in dropped {
+            state.allocator.release(block);
+        }
+    } else {
+        state.check_space(0, &totals_after).map_err(no_space)?;
+    }
+    state.resize_pointers(inode_number, new_count);
+    let now = state.now_ns();
+    let node = state.files.get_mut(&inode_number).expect("live file");
+    node.size_bytes = size_bytes;
+    node.modified_clock_ns = now;
+    state.changed_since_commit = true;
+    Ok(())
+}
+
+/// Keeps "bytes past the size in the last block are zero" when shrinking to a size
+/// inside a block.
+fn zero_tail_of_last_block(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    inode_number: u64,
+    size_bytes: u64,
+    totals_after: &MetadataTotals,
+) -> Result<(), FileIoError> {
+    let block_bytes = state.geometry.block_bytes();
+    let keep_bytes = (size_bytes % block_bytes) as usize;
+    let index = (size_bytes / block_bytes) as usize;
+    let pointer = state.files[&inode_number]
+        .pointers
+        .get(index)
+        .copied()
+        .unwrap_or(0);
+    if keep_bytes == 0 || pointer == 0 {
+        return Ok(());
+    }
+    let fresh = state.allocator.is_fresh(pointer);
+    state
+        .check_space(u64::from(!fresh), totals_after)
+        .map_err(no_space)?;
+    let mut block = read_fs_blocks(device, &state.geometry, &[pointer])?.remove(0);
+    block[keep_bytes..].fill(0);
+    let target = if fresh {
+        pointer
+    } else {
+        state
+            .allocator
+            .allocate_run(1)
+            .expect("space was checked")
+            .0
+    };
+    let operation = Operation::Write {
+        first_block: state.geometry.device_block(target),
+        buffer: block,
+    };
+    if let Err(error) = run_operations(device, vec![operation]) {
+        if target != pointer {
+            state.allocator.release(target);
+        }
+        return Err(error.into());
+    }
+    if target != pointer {
+        state.allocator.release(pointer);
+        state
+            .files
+            .get_mut(&inode_number)
+            .expect("live file")
+            .pointers[index] = target;
+    }
+    Ok(())
+}

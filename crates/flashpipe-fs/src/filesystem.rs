@@ -1,0 +1,457 @@
+//! The public file system: mkfs, mount, the file operations, flush, fsck of the mounted
+//! image, unmount. One [`Filesystem`] owns one device and is driven from one thread
+//! (the engine's file system thread).
+
+use flashpipe_device::{BlockDevice, DeviceInfo, IoBuf};
+
+use crate::commit::{commit, write_super_block};
+use crate::data::{self, MappedRun};
+use crate::error::{FileIoError, FlushError, FormatError, FsckError, MountError, NamespaceError};
+use crate::fsck::{fsck, Finding, FsckReport, Structure};
+use crate::image::{load_image, LoadFailure};
+use crate::io::{flush_device, Geometry};
+use crate::layout::{
+    is_valid_fs_block_size, FIRST_ALLOCATABLE_BLOCK, FORMAT_VERSION, MIN_FS_BLOCK_COUNT,
+};
+use crate::name::check_name;
+use crate::state::{FileNode, State};
+
+/// A file's handle: its inode number. It stays valid across renames and until the file
+/// is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId(pub u64);
+
+/// mkfs options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FormatOptions {
+    /// FS block size: a power of two from 4 KiB to 1 MiB, a multiple of the device's.
+    pub fs_block_size_bytes: u32,
+}
+
+impl Default for FormatOptions {
+    fn default() -> FormatOptions {
+        FormatOptions {
+            fs_block_size_bytes: 4096,
+        }
+    }
+}
+
+/// What `stat` and `list` say about a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStat {
+    /// The file's handle (inode number).
+    pub file_id: FileId,
+    /// Its name.
+    pub name: String,
+    /// Its length.
+    pub size_bytes: u64,
+    /// FS blocks holding its data (holes excluded).
+    pub allocated_blocks: u64,
+    /// Device clock at its last change (virtual time on simulated devices).
+    pub modified_clock_ns: u64,
+}
+
+/// What `df` says about the file system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsStats {
+    /// FS block size.
+    pub fs_block_size_bytes: u32,
+    /// FS blocks in all.
+    pub fs_block_count: u64,
+    /// Blocks in use (data, indirect, checkpoint, super blocks).
+    pub used_blocks: u64,
+    /// Blocks free now.
+    pub free_blocks: u64,
+    /// Blocks freed since the last flush, free again once it completes.
+    pub pending_free_blocks: u64,
+    /// Free blocks kept back so that the next flush can write its checkpoint.
+    pub reserved_blocks: u64,
+    /// Files.
+    pub file_count: u64,
+    /// Sequence number of the last completed commit.
+    pub commit_sequence: u64,
+    /// True when something changed since the last flush.
+    pub unflushed_changes: bool,
+}
+
+/// A mounted file system.
+pub struct Filesystem {
+    device: Box<dyn BlockDevice>,
+    state: State,
+}
+
+impl Filesystem {
+    /// Formats `device` (mkfs) and returns it mounted. Everything on it is lost.
+    pub fn format(
+        mut device: Box<dyn BlockDevice>,
+        options: &FormatOptions,
+    ) -> Result<Filesystem, FormatError> {
+        let info = device.info().clone();
+        let block_size = options.fs_block_size_bytes;
+        if !is_valid_fs_block_size(block_size) || block_size % info.block_size_bytes != 0 {
+            return Err(FormatError::BadBlockSize {
+                fs_block_size_bytes: block_size,
+                device_block_size_bytes: info.block_size_bytes,
+            });
+        }
+        let fs_block_count = info.size_bytes() / u64::from(block_size);
+        if fs_block_count < MIN_FS_BLOCK_COUNT {
+            return Err(FormatError::DeviceTooSmall {
+                device_size_bytes: info.size_bytes(),
+                minimum_size_bytes: MIN_FS_BLOCK_COUNT * u64::from(block_size),
+            });
+        }
+        let geometry = Geometry::new(block_size, fs_block_count, info.block_size_bytes);
+        let free = [(
+            FIRST_ALLOCATABLE_BLOCK,
+            fs_block_count - FIRST_ALLOCATABLE_BLOCK,
+        )];
+        let mut state = State::empty(geometry, device.clock(), &free);
+        commit(&mut state, &mut *device).map_err(|error| match error {
+            FlushError::Device(error) => FormatError::Device(error),
+            _ => FormatError::DeviceTooSmall {
+                device_size_bytes: info.size_bytes(),
+                minimum_size_bytes: MIN_FS_BLOCK_COUNT * u64::from(block_size),
+            },
+        })?;
+        let super_block = state.committed.super_block.clone().expect("mkfs committed");
+        write_super_block(&mut *device, &geometry, 0, &super_block)?;
+        flush_device(&mut *device)?;
+        Ok(Filesystem { device, state })
+    }
+
+    /// Mounts the file system on `device`. Refuses a newer format, a device that is too
+    /// small, and any inconsistency (listing them all); heals a torn super block slot.
+    pub fn mount(mut device: Box<dyn BlockDevice>) -> Result<Filesystem, MountError> {
+        let image = load_image(&mut *device).map_err(mount_error)?;
+        let mut findings = image.findings.clone();
+        if !image.files_complete && findings.is_empty() {
+            findings.push(Finding::new(
+                Structure::InodeTable,
+                None,
+                "file metadata incomplete".to_string(),
+                false,
+            ));
+        }
+        if !findings.is_empty() {
+            return Err(MountError::Corrupt { findings });
+        }
+        let heal_slot = image
+            .other_slot_finding
+            .as_ref()
+            .and_then(|finding| finding.block);
+        let state = State::from_image(image, device.clock(), false);
+        if let Some(slot) = heal_slot {
+            let super_block = state
+                .committed
+                .super_block
+                .clone()
+                .expect("a mounted image has a super block");
+            write_super_block(&mut *device, &state.geometry, slot, &super_block)?;
+            flush_device(&mut *device)?;
+        }
+        Ok(Filesystem { device, state })
+    }
+
+    /// Creates an empty file named `name`.
+    pub fn create(&mut self, name: &str) -> Result<FileId, NamespaceError> {
+        self.check_usable()?;
+        check_name(name)?;
+        if self.state.names.contains_key(name) {
+            return Err(NamespaceError::Exists {
+                name: name.to_string(),
+            });
+        }
+        let mut totals_after = self.state.totals;
+        totals_after.account(&self.state.geometry, name.len(), 0, true);
+        self.state
+            .check_space(0, &totals_after)
+            .map_err(|(needed_blocks, free_blocks)| NamespaceError::NoSpace {
+                needed_blocks,
+                free_blocks,
+            })?;
+        let inode_number = self.state.next_inode_number;
+        self.state.next_inode_number += 1;
+        let node = FileNode {
+            name: name.into(),
+            size_bytes: 0,
+            pointers: Vec::new(),
+            indirect_chain: Vec::new(),
+            map_changed: false,
+            modified_clock_ns: self.state.now_ns(),
+        };
+        self.state.insert_file(inode_number, node);
+        self.state.changed_since_commit = true;
+        Ok(FileId(inode_number))
+    }
+
+    /// The handle of the file named `name` (a hash lookup).
+    pub fn open(&self, name: &str) -> Result<FileId, NamespaceError> {
+        check_name(name)?;
+        self.state
+            .names
+            .get(name)
+            .map(|&inode_number| FileId(inode_number))
+            .ok_or_else(|| NamespaceError::NotFound {
+                name: name.to_string(),
+            })
+    }
+
+    /// Reads `length_bytes` at `offset_bytes` into a new aligned buffer. The range must
+    /// lie inside the file ([`FileIoError::ReadPastEnd`] otherwise).
+    pub fn read(
+        &mut self,
+        file: FileId,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<IoBuf, FileIoError> {
+        let length = usize::try_from(length_bytes).map_err(|_| FileIoError::BadBuffer {
+            detail: format!("{length_bytes} bytes do not fit in memory"),
+        })?;
+        let mut buffer = IoBuf::zeroed(length);
+        data::read_into(
+            &self.state,
+            &mut *self.device,
+            file.0,
+            offset_bytes,
+            &mut buffer,
+        )?;
+        Ok(buffer)
+    }
+
+    /// Reads `buffer.len()` bytes at `offset_bytes` into `buffer` (for example a pool
+    /// buffer). With `offset_bytes` a multiple of the FS block size, whole blocks are
+    /// read by the device straight into `buffer`, without a copy.
+    pub fn read_into(
+        &mut self,
+        file: FileId,
+        offset_bytes: u64,
+        buffer: &mut IoBuf,
+    ) -> Result<(), FileIoError> {
+        data::read_into(&self.state, &mut *self.device, file.0, offset_bytes, buffer)
+    }
+
+    /// The device runs (or holes) behind bytes `offset..offset + length` of `file`, in
+    /// file order, for a caller that issues its own device reads. Valid until the next
+    /// write, truncate, delete or flush.
+    pub fn block_map(
+        &self,
+        file: FileId,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<MappedRun>, FileIoError> {
+        data::block_map(&self.state, file.0, offset_bytes, length_bytes)
+    }
+
+    /// Writes `bytes` at `offset_bytes` (overwrite, append, or past the end leaving a
+    /// hole that reads as zeros).
+    pub fn write(
+        &mut self,
+        file: FileId,
+        offset_bytes: u64,
+        bytes: &[u8],
+    ) -> Result<(), FileIoError> {
+        data::write(
+            &mut self.state,
+            &mut *self.device,
+            file.0,
+            offset_bytes,
+            bytes,
+        )
+    }
+
+    /// Sets the file's size (shrinking frees blocks; growing adds a hole).
+    pub fn truncate(&mut self, file: FileId, size_bytes: u64) -> Result<(), FileIoError> {
+        data::truncate(&mut self.state, &mut *self.device, file.0, size_bytes)
+    }
+
+    /// Deletes the file named `name`; its blocks are free after the next flush.
+    pub fn delete(&mut self, name: &str) -> Result<(), NamespaceError> {
+        self.check_usable()?;
+        let file = self.open(name)?;
+        let node = self.state.remove_file(file.0);
+        for block in node
+            .pointers
+            .into_iter()
+            .chain(node.indirect_chain)
+            .filter(|&block| block != 0)
+        {
+            self.state.allocator.release(block);
+        }
+        self.state.changed_since_commit = true;
+        Ok(())
+    }
+
+    /// Renames `from` to `to`; `to` must not exist (renaming a file to its own name does
+    /// nothing).
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), NamespaceError> {
+        self.check_usable()?;
+        let file = self.open(from)?;
+        check_name(to)?;
+        if from == to {
+            return Ok(());
+        }
+        if self.state.names.contains_key(to) {
+            return Err(NamespaceError::Exists {
+                name: to.to_string(),
+            });
+        }
+        let mut totals_after = self.state.totals;
+        totals_after.name_table_bytes =
+            totals_after.name_table_bytes - from.len() as u64 + to.len() as u64;
+        self.state
+            .check_space(0, &totals_after)
+            .map_err(|(needed_blocks, free_blocks)| NamespaceError::NoSpace {
+                needed_blocks,
+                free_blocks,
+            })?;
+        let mut node = self.state.remove_file(file.0);
+        node.name = to.into();
+        node.modified_clock_ns = self.state.now_ns();
+        self.state.insert_file(file.0, node);
+        self.state.changed_since_commit = true;
+        Ok(())
+    }
+
+    /// Every file, sorted by name.
+    pub fn list(&self) -> Vec<FileStat> {
+        let mut files: Vec<FileStat> = self
+            .state
+            .files
+            .keys()
+            .map(|&inode| self.stat_of(inode))
+            .collect();
+        files.sort_by(|left, right| left.name.cmp(&right.name));
+        files
+    }
+
+    /// Facts about a file by handle.
+    pub fn stat(&self, file: FileId) -> Result<FileStat, NamespaceError> {
+        if !self.state.files.contains_key(&file.0) {
+            return Err(NamespaceError::StaleHandle { file_id: file.0 });
+        }
+        Ok(self.stat_of(file.0))
+    }
+
+    /// Facts about a file by name.
+    pub fn stat_name(&self, name: &str) -> Result<FileStat, NamespaceError> {
+        let file = self.open(name)?;
+        self.stat(file)
+    }
+
+    fn stat_of(&self, inode_number: u64) -> FileStat {
+        let node = &self.state.files[&inode_number];
+        FileStat {
+            file_id: FileId(inode_number),
+            name: node.name.to_string(),
+            size_bytes: node.size_bytes,
+            allocated_blocks: node.pointers.iter().filter(|&&block| block != 0).count() as u64,
+            modified_clock_ns: node.modified_clock_ns,
+        }
+    }
+
+    /// Space and file counts (df).
+    pub fn stats(&self) -> FsStats {
+        let geometry = self.state.geometry;
+        let free_blocks = self.state.allocator.free_block_count();
+        let pending_free_blocks = self.state.allocator.pending_block_count() as u64;
+        FsStats {
+            fs_block_size_bytes: geometry.fs_block_size_bytes,
+            fs_block_count: geometry.fs_block_count,
+            used_blocks: geometry.fs_block_count - free_blocks - pending_free_blocks,
+            free_blocks,
+            pending_free_blocks,
+            reserved_blocks: self.state.checkpoint_reserve_blocks(&self.state.totals),
+            file_count: self.state.files.len() as u64,
+            commit_sequence: self.state.committed.sequence,
+            unflushed_changes: self.state.changed_since_commit,
+        }
+    }
+
+    /// Makes every change so far durable (a commit; docs/format.md, "Crash consistency").
+    pub fn flush(&mut self) -> Result<(), FlushError> {
+        commit(&mut self.state, &mut *self.device)
+    }
+
+    /// Checks the durable image (the last flush) with fsck, without repairing.
+    pub fn check(&mut self) -> Result<FsckReport, FsckError> {
+        fsck(&mut *self.device, false)
+    }
+
+    /// Flushes and hands the device back.
+    pub fn unmount(mut self) -> Result<Box<dyn BlockDevice>, FlushError> {
+        self.flush()?;
+        Ok(self.device)
+    }
+
+    /// The device's description.
+    pub fn device_info(&self) -> &DeviceInfo {
+        self.device.info()
+    }
+
+    /// Every metadata block of the last commit with its structure: super block slots,
+    /// checkpoint map, name table, inode table, free list, indirect blocks (for fsck
+    /// tests and tools that inspect images).
+    pub fn metadata_blocks(&self) -> Vec<(Structure, u64)> {
+        let mut blocks = vec![(Structure::SuperBlock, 0), (Structure::SuperBlock, 1)];
+        if let Some(super_block) = &self.state.committed.super_block {
+            let kinds = [
+                (Structure::NameTable, super_block.name_table_block_count),
+                (Structure::InodeTable, super_block.inode_table_block_count),
+                (Structure::FreeList, super_block.free_list_block_count),
+                (Structure::CheckpointMap, super_block.map_block_count),
+            ];
+            let mut addresses = self.state.committed.blocks.iter().copied();
+            for (structure, count) in kinds {
+                blocks.extend(
+                    addresses
+                        .by_ref()
+                        .take(count as usize)
+                        .map(|block| (structure, block)),
+                );
+            }
+        }
+        for node in self.state.files.values() {
+            if !node.map_changed {
+                blocks.extend(
+                    node.indirect_chain
+                        .iter()
+                        .map(|&block| (Structure::IndirectBlock, block)),
+                );
+            }
+        }
+        blocks
+    }
+
+    fn check_usable(&self) -> Result<(), NamespaceError> {
+        match &self.state.unusable_reason {
+            Some(reason) => Err(NamespaceError::Unusable {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn mount_error(failure: LoadFailure) -> MountError {
+    match failure {
+        LoadFailure::NotFormatted => MountError::NotFormatted,
+        LoadFailure::NewerVersion { found } => MountError::NewerVersion {
+            found,
+            supported: FORMAT_VERSION,
+        },
+        LoadFailure::WrongDeviceSize {
+            expected_size_bytes,
+            fs_block_size_bytes,
+            device_size_bytes,
+            device_block_size_bytes,
+        } => MountError::WrongDeviceSize {
+            expected_size_bytes,
+            fs_block_size_bytes,
+            device_size_bytes,
+            device_block_size_bytes,
+        },
+        LoadFailure::NoValidSuperBlock(findings) => MountError::Corrupt { findings },
+        LoadFailure::Device(error) => MountError::Device(error),
+    }
+}

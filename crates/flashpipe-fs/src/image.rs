@@ -1,0 +1,914 @@
+//! Reading an on-disk image into memory, checking everything on the way: the loader that
+//! mount and fsck share.
+//!
+//! It never trusts a byte: every block number is range-checked before it is read, every
+//! metadata block's kind, checksum, sequence and owner are checked, and every problem
+//! becomes a [`Finding`] (mount refuses an image with findings; fsck lists them).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation};
+
+use crate::fsck::{Finding, Structure};
+use crate::io::{read_fs_blocks, Geometry};
+use crate::layout::{
+    fixed_entries_per_block, indirect_block_count, open_metadata_block,
+    pointers_per_indirect_block, read_u32, read_u64, MetadataHeader, MetadataKind, SuperBlock,
+    SuperBlockProblem, DIRECT_POINTER_COUNT, FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES,
+    INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES, METADATA_HEADER_BYTES,
+    MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+};
+use crate::name::name_problem;
+
+/// Most table blocks read in one batch (bounds memory on huge file systems).
+const TABLE_READ_BATCH_BLOCKS: usize = 4096;
+/// Most findings of one kind listed one by one for block accounting.
+const MAX_ACCOUNTING_FINDINGS: usize = 1000;
+
+/// Why no image could be loaded at all.
+#[derive(Debug)]
+pub enum LoadFailure {
+    /// No magic in either slot.
+    NotFormatted,
+    /// A slot was written by a newer format.
+    NewerVersion {
+        /// The version found.
+        found: u32,
+    },
+    /// The device is smaller than the file system or has an unusable block size.
+    WrongDeviceSize {
+        /// Bytes the file system spans.
+        expected_size_bytes: u64,
+        /// FS block size.
+        fs_block_size_bytes: u32,
+        /// Device bytes.
+        device_size_bytes: u64,
+        /// Device block size.
+        device_block_size_bytes: u32,
+    },
+    /// Both slots carry the magic but neither is valid.
+    NoValidSuperBlock(Vec<Finding>),
+    /// The device failed.
+    Device(DeviceError),
+}
+
+impl From<DeviceError> for LoadFailure {
+    fn from(error: DeviceError) -> LoadFailure {
+        LoadFailure::Device(error)
+    }
+}
+
+/// One file as loaded.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedFile {
+    /// Its name, when the name table names it.
+    pub name: Option<Box<str>>,
+    /// File length.
+    pub size_bytes: u64,
+    /// Device clock at the last change.
+    pub modified_clock_ns: u64,
+    /// Block pointers (direct, then from the chain).
+    pub pointers: Vec<u64>,
+    /// First indirect block, 0 if none.
+    pub indirect_head: u64,
+    /// Blocks of the indirect chain.
+    pub indirect_chain: Vec<u64>,
+}
+
+/// An image as loaded, with everything wrong with it.
+#[derive(Debug)]
+pub struct LoadedImage {
+    /// FS geometry over this device.
+    pub geometry: Geometry,
+    /// The super block in use.
+    pub super_block: SuperBlock,
+    /// A problem with the other slot (mount heals it by rewriting it).
+    pub other_slot_finding: Option<Finding>,
+    /// Every other problem.
+    pub findings: Vec<Finding>,
+    /// Files by inode number.
+    pub files: BTreeMap<u64, LoadedFile>,
+    /// The free list's extents.
+    pub free_extents: Vec<(u64, u64)>,
+    /// Map and table blocks of the checkpoint.
+    pub checkpoint_blocks: Vec<u64>,
+    /// True when every file's name, record and chain loaded.
+    pub files_complete: bool,
+    /// Blocks in use by metadata and files (complete only when `files_complete`).
+    pub used_blocks: BlockBits,
+}
+
+impl LoadedImage {
+    /// The findings including the other slot's.
+    pub fn all_findings(&self) -> Vec<Finding> {
+        self.other_slot_finding
+            .iter()
+            .chain(self.findings.iter())
+            .cloned()
+            .collect()
+    }
+}
+
+/// One bit per FS block.
+#[derive(Debug, Clone)]
+pub struct BlockBits {
+    words: Vec<u64>,
+}
+
+impl BlockBits {
+    /// All clear, for `block_count` blocks.
+    pub fn new(block_count: u64) -> BlockBits {
+        BlockBits {
+            words: vec![0; block_count.div_ceil(64) as usize],
+        }
+    }
+
+    /// Sets `block`'s bit; returns whether it was set before.
+    pub fn set(&mut self, block: u64) -> bool {
+        let word = &mut self.words[(block / 64) as usize];
+        let mask = 1u64 << (block % 64);
+        let was_set = *word & mask != 0;
+        *word |= mask;
+        was_set
+    }
+
+    /// Is `block`'s bit set?
+    pub fn get(&self, block: u64) -> bool {
+        self.words[(block / 64) as usize] & (1u64 << (block % 64)) != 0
+    }
+}
+
+/// Loads and checks the image on `device`.
+pub fn load_image(device: &mut dyn BlockDevice) -> Result<LoadedImage, LoadFailure> {
+    let (super_block, other_slot_finding) = choose_super_block(device)?;
+    let geometry = check_device_fits(device, &super_block)?;
+    let mut loader = Loader {
+        geometry,
+        super_block,
+        findings: Vec::new(),
+        files: BTreeMap::new(),
+        name_entries: Vec::new(),
+        free_extents: Vec::new(),
+        checkpoint_blocks: Vec::new(),
+        files_complete: true,
+        free_list_complete: true,
+    };
+    let used_blocks = loader.load(device)?;
+    Ok(LoadedImage {
+        geometry,
+        super_block: loader.super_block,
+        other_slot_finding,
+        findings: loader.findings,
+        files: loader.files,
+        free_extents: loader.free_extents,
+        checkpoint_blocks: loader.checkpoint_blocks,
+        files_complete: loader.files_complete,
+        used_blocks,
+    })
+}
+
+/// Reads the first 512 bytes at `byte_offset` (whole device blocks).
+fn read_super_bytes(device: &mut dyn BlockDevice, byte_offset: u64) -> Result<IoBuf, DeviceError> {
+    let device_block_size = u64::from(device.info().block_size_bytes);
+    let length = (SUPER_BLOCK_SIZE_BYTES as u64).div_ceil(device_block_size) * device_block_size;
+    let completion = run_one(
+        device,
+        Operation::Read {
+            first_block: byte_offset / device_block_size,
+            buffer: IoBuf::zeroed(length as usize),
+        },
+    )?;
+    Ok(completion.buffer.expect("a read hands its buffer back"))
+}
+
+type SlotResult = Result<SuperBlock, SuperBlockProblem>;
+
+/// Slot 0, and slot 1 at the block size slot 0 names or, when slot 0 is unusable, at each
+/// possible block size.
+fn read_slots(
+    device: &mut dyn BlockDevice,
+) -> Result<(SlotResult, Option<SlotResult>), LoadFailure> {
+    let device_size = device.info().size_bytes();
+    let device_block_size = device.info().block_size_bytes;
+    if device_size < 2 * u64::from(MIN_FS_BLOCK_SIZE_BYTES.max(device_block_size)) {
+        return Err(LoadFailure::NotFormatted);
+    }
+    let slot_zero = SuperBlock::decode(&read_super_bytes(device, 0)?);
+    if let Err(SuperBlockProblem::NewerVersion(found)) = slot_zero {
+        return Err(LoadFailure::NewerVersion { found });
+    }
+    let candidate_sizes: Vec<u32> = match &slot_zero {
+        Ok(super_block) => vec![super_block.fs_block_size_bytes],
+        Err(_) => (MIN_FS_BLOCK_SIZE_BYTES.trailing_zeros()
+            ..=MAX_FS_BLOCK_SIZE_BYTES.trailing_zeros())
+            .map(|shift| 1u32 << shift)
+            .collect(),
+    };
+    let mut slot_one = None;
+    for block_size in candidate_sizes {
+        let offset = u64::from(block_size);
+        if block_size % device_block_size != 0 || 2 * offset > device_size {
+            continue;
+        }
+        let decoded = SuperBlock::decode(&read_super_bytes(device, offset)?);
+        if let Err(SuperBlockProblem::NewerVersion(found)) = decoded {
+            return Err(LoadFailure::NewerVersion { found });
+        }
+        let usable = matches!(&decoded, Ok(found) if found.fs_block_size_bytes == block_size);
+        let has_magic = !matches!(decoded, Err(SuperBlockProblem::NoMagic));
+        if usable || (slot_one.is_none() && has_magic) || slot_zero.is_ok() {
+            slot_one = Some(decoded);
+        }
+        if usable {
+            break;
+        }
+    }
+    Ok((slot_zero, slot_one))
+}
+
+fn slot_finding(slot: u64, problem: String) -> Finding {
+    Finding::new(
+        Structure::SuperBlock,
+        Some(slot),
+        format!("slot {slot}: {problem}"),
+        true,
+    )
+}
+
+/// Picks the valid slot with the larger sequence; reports the other slot's problem.
+fn choose_super_block(
+    device: &mut dyn BlockDevice,
+) -> Result<(SuperBlock, Option<Finding>), LoadFailure> {
+    let (slot_zero, slot_one) = read_slots(device)?;
+    let slot_one = slot_one.unwrap_or(Err(SuperBlockProblem::NoMagic));
+    match (slot_zero, slot_one) {
+        (Ok(zero), Ok(one)) => {
+            let (chosen, other, other_slot) = if one.commit_sequence > zero.commit_sequence {
+                (one, zero, 0)
+            } else {
+                (zero, one, 1)
+            };
+            let finding = (other.fs_block_size_bytes != chosen.fs_block_size_bytes
+                || other.fs_block_count != chosen.fs_block_count)
+                .then(|| {
+                    slot_finding(
+                        other_slot,
+                        "geometry differs from the other slot".to_string(),
+                    )
+                });
+            Ok((chosen, finding))
+        }
+        (Ok(zero), Err(problem)) => Ok((zero, Some(slot_finding(1, problem.to_string())))),
+        (Err(problem), Ok(one)) => Ok((one, Some(slot_finding(0, problem.to_string())))),
+        (Err(SuperBlockProblem::NoMagic), Err(SuperBlockProblem::NoMagic)) => {
+            Err(LoadFailure::NotFormatted)
+        }
+        (Err(zero), Err(one)) => {
+            let mut findings = vec![
+                slot_finding(0, zero.to_string()),
+                slot_finding(1, one.to_string()),
+            ];
+            for finding in &mut findings {
+                finding.repairable = false;
+            }
+            Err(LoadFailure::NoValidSuperBlock(findings))
+        }
+    }
+}
+
+fn check_device_fits(
+    device: &dyn BlockDevice,
+    super_block: &SuperBlock,
+) -> Result<Geometry, LoadFailure> {
+    let info = device.info();
+    let expected_size_bytes =
+        super_block.fs_block_count * u64::from(super_block.fs_block_size_bytes);
+    if super_block.fs_block_size_bytes % info.block_size_bytes != 0
+        || expected_size_bytes > info.size_bytes()
+    {
+        return Err(LoadFailure::WrongDeviceSize {
+            expected_size_bytes,
+            fs_block_size_bytes: super_block.fs_block_size_bytes,
+            device_size_bytes: info.size_bytes(),
+            device_block_size_bytes: info.block_size_bytes,
+        });
+    }
+    Ok(Geometry::new(
+        super_block.fs_block_size_bytes,
+        super_block.fs_block_count,
+        info.block_size_bytes,
+    ))
+}
+
+/// A name table entry as read, resolved against the inode table afterwards.
+struct NameEntry {
+    inode_number: u64,
+    name: Box<str>,
+    block: u64,
+}
+
+/// The map chain's blocks and the table addresses it lists.
+type MapAndTables = (Vec<u64>, Vec<u64>);
+
+struct Loader {
+    geometry: Geometry,
+    super_block: SuperBlock,
+    findings: Vec<Finding>,
+    files: BTreeMap<u64, LoadedFile>,
+    name_entries: Vec<NameEntry>,
+    free_extents: Vec<(u64, u64)>,
+    checkpoint_blocks: Vec<u64>,
+    files_complete: bool,
+    free_list_complete: bool,
+}
+
+impl Loader {
+    fn find(
+        &mut self,
+        structure: Structure,
+        block: Option<u64>,
+        problem: String,
+        repairable: bool,
+    ) {
+        self.findings
+            .push(Finding::new(structure, block, problem, repairable));
+    }
+
+    fn in_range(&self, block: u64) -> bool {
+        (FIRST_ALLOCATABLE_BLOCK..self.geometry.fs_block_count).contains(&block)
+    }
+
+    fn load(&mut self, device: &mut dyn BlockDevice) -> Result<BlockBits, DeviceError> {
+        let mut used = BlockBits::new(self.geometry.fs_block_count);
+        let Some((map_blocks, table_addresses)) = self.load_map(device)? else {
+            self.files_complete = false;
+            return Ok(used);
+        };
+        self.load_tables(device, &table_addresses)?;
+        self.resolve_names();
+        self.load_chains(device)?;
+        self.check_counts();
+        if self.files_complete {
+            self.account_blocks(&mut used, &map_blocks, &table_addresses);
+        }
+        self.checkpoint_blocks = table_addresses.into_iter().chain(map_blocks).collect();
+        Ok(used)
+    }
+
+    /// Walks the map chain; returns its blocks and the table addresses it lists.
+    fn load_map(
+        &mut self,
+        device: &mut dyn BlockDevice,
+    ) -> Result<Option<MapAndTables>, DeviceError> {
+        let super_block = self.super_block.clone();
+        let mut map_blocks = Vec::new();
+        let mut addresses = Vec::new();
+        let mut block = super_block.map_head;
+        let capacity = fixed_entries_per_block(self.geometry.fs_block_size_bytes, 8);
+        for index in 0..super_block.map_block_count {
+            if !self.in_range(block) || map_blocks.contains(&block) {
+                let problem =
+                    format!("map block {index} points at block {block}, out of range or a loop");
+                self.find(Structure::CheckpointMap, Some(block), problem, false);
+                return Ok(None);
+            }
+            let buffer = read_fs_blocks(device, &self.geometry, &[block])?.remove(0);
+            let is_last = index + 1 == super_block.map_block_count;
+            match open_metadata_block(&buffer, MetadataKind::Map, super_block.commit_sequence)
+                .and_then(|header| check_map_header(&header, index, capacity, is_last))
+            {
+                Ok(header) => {
+                    let entries = (0..header.entry_count as usize)
+                        .map(|slot| read_u64(&buffer, METADATA_HEADER_BYTES + 8 * slot));
+                    addresses.extend(entries);
+                    map_blocks.push(block);
+                    block = header.next_block;
+                }
+                Err(problem) => {
+                    self.find(Structure::CheckpointMap, Some(block), problem, false);
+                    return Ok(None);
+                }
+            }
+        }
+        let expected = super_block.name_table_block_count
+            + super_block.inode_table_block_count
+            + super_block.free_list_block_count;
+        if addresses.len() as u64 != expected {
+            let problem = format!(
+                "map lists {} table blocks, the super block says {expected}",
+                addresses.len()
+            );
+            self.find(
+                Structure::CheckpointMap,
+                Some(super_block.map_head),
+                problem,
+                false,
+            );
+            return Ok(None);
+        }
+        if let Some(&bad) = addresses.iter().find(|&&address| !self.in_range(address)) {
+            let problem = format!("map lists block {bad}, outside the file system");
+            self.find(
+                Structure::CheckpointMap,
+                Some(super_block.map_head),
+                problem,
+                false,
+            );
+            return Ok(None);
+        }
+        Ok(Some((map_blocks, addresses)))
+    }
+
+    fn load_tables(
+        &mut self,
+        device: &mut dyn BlockDevice,
+        addresses: &[u64],
+    ) -> Result<(), DeviceError> {
+        let name_count = self.super_block.name_table_block_count as usize;
+        let inode_count = self.super_block.inode_table_block_count as usize;
+        let kinds: Vec<(MetadataKind, u64)> = (0..addresses.len())
+            .map(|position| {
+                if position < name_count {
+                    (MetadataKind::NameTable, position as u64)
+                } else if position < name_count + inode_count {
+                    (MetadataKind::InodeTable, (position - name_count) as u64)
+                } else {
+                    (
+                        MetadataKind::FreeList,
+                        (position - name_count - inode_count) as u64,
+                    )
+                }
+            })
+            .collect();
+        for (chunk_index, chunk) in addresses.chunks(TABLE_READ_BATCH_BLOCKS).enumerate() {
+            let buffers = read_fs_blocks(device, &self.geometry, chunk)?;
+            for (offset, (buffer, &block)) in buffers.iter().zip(chunk).enumerate() {
+                let (kind, index) = kinds[chunk_index * TABLE_READ_BATCH_BLOCKS + offset];
+                self.load_table_block(buffer, block, kind, index);
+            }
+        }
+        Ok(())
+    }
+
+    fn load_table_block(&mut self, buffer: &[u8], block: u64, kind: MetadataKind, index: u64) {
+        let structure = structure_of(kind);
+        let header = match open_metadata_block(buffer, kind, self.super_block.commit_sequence) {
+            Ok(header) if header.owner == index && header.next_block == 0 => header,
+            Ok(header) => {
+                let problem = format!(
+                    "header names index {} / next {}, expected index {index} / next 0",
+                    header.owner, header.next_block
+                );
+                self.table_block_lost(structure, block, problem);
+                return;
+            }
+            Err(problem) => {
+                self.table_block_lost(structure, block, problem);
+                return;
+            }
+        };
+        let payload =
+            &buffer[METADATA_HEADER_BYTES..METADATA_HEADER_BYTES + header.payload_bytes as usize];
+        let outcome = match kind {
+            MetadataKind::NameTable => self.parse_names(payload, header.entry_count, block),
+            MetadataKind::InodeTable => self.parse_inodes(payload, header.entry_count, block),
+            _ => self.parse_free_extents(payload, header.entry_count),
+        };
+        if let Err(problem) = outcome {
+            self.table_block_lost(structure, block, problem);
+        }
+    }
+
+    fn table_block_lost(&mut self, structure: Structure, block: u64, problem: String) {
+        let free_list = structure == Structure::FreeList;
+        if free_list {
+            self.free_list_complete = false;
+        } else {
+            self.files_complete = false;
+        }
+        self.find(structure, Some(block), problem, free_list);
+    }
+
+    fn parse_names(&mut self, payload: &[u8], entry_count: u32, block: u64) -> Result<(), String> {
+        let mut offset = 0;
+        for entry in 0..entry_count {
+            if offset + NAME_ENTRY_HEADER_BYTES > payload.len() {
+                return Err(format!("entry {entry} runs past the payload"));
+            }
+            let inode_number = read_u64(payload, offset);
+            let length = u16::from_le_bytes([payload[offset + 8], payload[offset + 9]]) as usize;
+            let start = offset + NAME_ENTRY_HEADER_BYTES;
+            let Some(bytes) = payload.get(start..start + length) else {
+                return Err(format!(
+                    "entry {entry}: name of {length} bytes runs past the payload"
+                ));
+            };
+            let name = std::str::from_utf8(bytes)
+                .map_err(|_| format!("entry {entry}: name is not UTF-8"))?;
+            if let Some(reason) = name_problem(name) {
+                return Err(format!("entry {entry}: bad name {name:?}: {reason}"));
+            }
+            self.name_entries.push(NameEntry {
+                inode_number,
+                name: name.into(),
+                block,
+            });
+            offset = start + length;
+        }
+        (offset == payload.len())
+            .then_some(())
+            .ok_or_else(|| "entries do not fill the payload exactly".to_string())
+    }
+
+    fn parse_inodes(&mut self, payload: &[u8], entry_count: u32, block: u64) -> Result<(), String> {
+        let mut offset = 0;
+        for entry in 0..entry_count {
+            let Some(header) = payload.get(offset..offset + INODE_RECORD_HEADER_BYTES) else {
+                return Err(format!("record {entry} runs past the payload"));
+            };
+            let direct_count = read_u32(header, 32) as usize;
+            let end =
+                offset + INODE_RECORD_HEADER_BYTES + 8 * direct_count.min(DIRECT_POINTER_COUNT + 1);
+            let Some(record) = payload.get(offset..end) else {
+                return Err(format!("record {entry} runs past the payload"));
+            };
+            self.parse_inode_record(record, entry, block)?;
+            offset = end;
+        }
+        (offset == payload.len())
+            .then_some(())
+            .ok_or_else(|| "records do not fill the payload exactly".to_string())
+    }
+
+    fn parse_inode_record(&mut self, record: &[u8], entry: u32, block: u64) -> Result<(), String> {
+        let inode_number = read_u64(record, 0);
+        let size_bytes = read_u64(record, 8);
+        let indirect_head = read_u64(record, 16);
+        let direct_count = read_u32(record, 32) as usize;
+        let pointer_count = size_bytes.div_ceil(self.geometry.block_bytes());
+        let context = format!("record {entry} (inode {inode_number})");
+        if inode_number == 0 || inode_number >= self.super_block.next_inode_number {
+            return Err(format!(
+                "{context}: inode number outside 1..{}",
+                self.super_block.next_inode_number
+            ));
+        }
+        if size_bytes > self.geometry.capacity_bytes() {
+            return Err(format!(
+                "{context}: size {size_bytes} exceeds the file system"
+            ));
+        }
+        if direct_count as u64 != pointer_count.min(DIRECT_POINTER_COUNT as u64)
+            || read_u32(record, 36) != 0
+        {
+            return Err(format!(
+                "{context}: {direct_count} direct pointers for a size of {size_bytes} bytes"
+            ));
+        }
+        let needs_chain = pointer_count > DIRECT_POINTER_COUNT as u64;
+        if needs_chain != (indirect_head != 0) || (needs_chain && !self.in_range(indirect_head)) {
+            return Err(format!(
+                "{context}: indirect head {indirect_head} for {pointer_count} pointers"
+            ));
+        }
+        let mut pointers = Vec::with_capacity(pointer_count as usize);
+        for slot in 0..direct_count {
+            let pointer = read_u64(record, INODE_RECORD_HEADER_BYTES + 8 * slot);
+            if pointer != 0 && !self.in_range(pointer) {
+                return Err(format!(
+                    "{context}: direct pointer {slot} = {pointer} out of range"
+                ));
+            }
+            pointers.push(pointer);
+        }
+        let file = LoadedFile {
+            name: None,
+            size_bytes,
+            modified_clock_ns: read_u64(record, 24),
+            pointers,
+            indirect_head,
+            indirect_chain: Vec::new(),
+        };
+        if self.files.insert(inode_number, file).is_some() {
+            let problem = format!("inode {inode_number} has two records");
+            self.find(Structure::InodeTable, Some(block), problem, false);
+        }
+        Ok(())
+    }
+
+    fn parse_free_extents(&mut self, payload: &[u8], entry_count: u32) -> Result<(), String> {
+        if payload.len() != entry_count as usize * FREE_EXTENT_BYTES {
+            return Err(format!(
+                "{entry_count} extents in {} payload bytes",
+                payload.len()
+            ));
+        }
+        for entry in payload.chunks_exact(FREE_EXTENT_BYTES) {
+            self.free_extents
+                .push((read_u64(entry, 0), read_u64(entry, 8)));
+        }
+        Ok(())
+    }
+
+    /// Attaches names to inodes; reports duplicates, dangling names and orphans.
+    fn resolve_names(&mut self) {
+        let mut seen: HashMap<Box<str>, u64> = HashMap::with_capacity(self.name_entries.len());
+        for entry in std::mem::take(&mut self.name_entries) {
+            if seen
+                .insert(entry.name.clone(), entry.inode_number)
+                .is_some()
+            {
+                let problem = format!("name {:?} appears twice", entry.name);
+                self.find(Structure::NameTable, Some(entry.block), problem, false);
+                continue;
+            }
+            match self.files.get_mut(&entry.inode_number) {
+                None => {
+                    let problem = format!(
+                        "name {:?} points at inode {}, which has no record",
+                        entry.name, entry.inode_number
+                    );
+                    self.find(Structure::NameTable, Some(entry.block), problem, true);
+                }
+                Some(file) if file.name.is_some() => {
+                    let problem = format!(
+                        "inode {} has a second name {:?}",
+                        entry.inode_number, entry.name
+                    );
+                    self.find(Structure::NameTable, Some(entry.block), problem, false);
+                }
+                Some(file) => file.name = Some(entry.name),
+            }
+        }
+        if !self.files_complete {
+            return;
+        }
+        let orphans: Vec<u64> = self
+            .files
+            .iter()
+            .filter(|(_, file)| file.name.is_none())
+            .map(|(&inode, _)| inode)
+            .collect();
+        for inode_number in orphans {
+            let problem = format!("inode {inode_number} has no name (orphan)");
+            self.find(Structure::InodeTable, None, problem, true);
+        }
+    }
+
+    /// Walks every file's indirect chain, one step of all chains per batch.
+    fn load_chains(&mut self, device: &mut dyn BlockDevice) -> Result<(), DeviceError> {
+        let block_size = self.geometry.fs_block_size_bytes;
+        let per_block = pointers_per_indirect_block(block_size) as u64;
+        let mut walking: Vec<(u64, u64)> = self
+            .files
+            .iter()
+            .filter(|(_, file)| file.indirect_head != 0)
+            .map(|(&inode, file)| (inode, file.indirect_head))
+            .collect();
+        let mut visited = HashSet::new();
+        while !walking.is_empty() {
+            let blocks: Vec<u64> = walking.iter().map(|&(_, block)| block).collect();
+            let buffers = read_fs_blocks(device, &self.geometry, &blocks)?;
+            let mut next_round = Vec::new();
+            for ((inode_number, block), buffer) in walking.into_iter().zip(buffers) {
+                let step = self.chain_step(inode_number, block, &buffer, per_block, &mut visited);
+                match step {
+                    Ok(Some(next)) => next_round.push((inode_number, next)),
+                    Ok(None) => {}
+                    Err(problem) => {
+                        self.files_complete = false;
+                        self.find(
+                            Structure::IndirectBlock,
+                            Some(block),
+                            format!("inode {inode_number}: {problem}"),
+                            false,
+                        );
+                    }
+                }
+            }
+            walking = next_round;
+        }
+        Ok(())
+    }
+
+    /// Checks one chain block and appends its pointers; returns the next block to read.
+    fn chain_step(
+        &mut self,
+        inode_number: u64,
+        block: u64,
+        buffer: &[u8],
+        per_block: u64,
+        visited: &mut HashSet<u64>,
+    ) -> Result<Option<u64>, String> {
+        let sequence = self.super_block.commit_sequence;
+        let fs_block_count = self.geometry.fs_block_count;
+        let file = self
+            .files
+            .get_mut(&inode_number)
+            .expect("walking a loaded file");
+        let pointer_count = file
+            .size_bytes
+            .div_ceil(u64::from(self.geometry.fs_block_size_bytes));
+        let position = file.indirect_chain.len() as u64;
+        let chain_length = indirect_block_count(self.geometry.fs_block_size_bytes, pointer_count);
+        if !visited.insert(block) {
+            return Err(format!(
+                "block {block} reached twice (a loop or a shared chain)"
+            ));
+        }
+        let header = open_metadata_block(buffer, MetadataKind::Indirect, sequence)?;
+        let expected_entries = (pointer_count - file.pointers.len() as u64).min(per_block);
+        let is_last = position + 1 == chain_length;
+        if header.owner != inode_number
+            || u64::from(header.entry_count) != expected_entries
+            || header.payload_bytes != 8 * header.entry_count
+        {
+            return Err(format!("header: owner {}, {} entries; expected owner {inode_number}, {expected_entries} entries", header.owner, header.entry_count));
+        }
+        let next_ok = if is_last {
+            header.next_block == 0
+        } else {
+            (FIRST_ALLOCATABLE_BLOCK..fs_block_count).contains(&header.next_block)
+        };
+        if !next_ok {
+            return Err(format!(
+                "next block {} at position {position} of {chain_length}",
+                header.next_block
+            ));
+        }
+        for slot in 0..header.entry_count as usize {
+            let pointer = read_u64(buffer, METADATA_HEADER_BYTES + 8 * slot);
+            if pointer != 0 && !(FIRST_ALLOCATABLE_BLOCK..fs_block_count).contains(&pointer) {
+                return Err(format!("pointer {slot} = {pointer} out of range"));
+            }
+            file.pointers.push(pointer);
+        }
+        file.indirect_chain.push(block);
+        Ok((!is_last).then_some(header.next_block))
+    }
+
+    fn check_counts(&mut self) {
+        let super_block = self.super_block.clone();
+        if self.files_complete && self.files.len() as u64 != super_block.file_count {
+            let problem = format!(
+                "file count {} but {} files found",
+                super_block.file_count,
+                self.files.len()
+            );
+            self.find(Structure::SuperBlock, None, problem, true);
+        }
+        if !self.free_list_complete {
+            return;
+        }
+        let free_blocks: u64 = self.free_extents.iter().map(|extent| extent.1).sum();
+        if free_blocks != super_block.free_block_count
+            || self.free_extents.len() as u64 != super_block.free_extent_count
+        {
+            let problem = format!(
+                "super block says {} free blocks in {} extents, the free list holds {free_blocks} in {}",
+                super_block.free_block_count,
+                super_block.free_extent_count,
+                self.free_extents.len()
+            );
+            self.find(Structure::FreeList, None, problem, true);
+        }
+        let mut previous_end = 0;
+        for &(first, count) in &self.free_extents.clone() {
+            if count == 0
+                || first < FIRST_ALLOCATABLE_BLOCK
+                || first.saturating_add(count) > self.geometry.fs_block_count
+                || first <= previous_end && previous_end != 0
+            {
+                let problem = format!("extent {first}+{count} is empty, out of range, unsorted, overlapping or adjacent");
+                self.find(Structure::FreeList, Some(first), problem, true);
+                self.free_list_complete = false;
+                return;
+            }
+            previous_end = first + count;
+        }
+    }
+
+    /// Marks every block's owner; reports doubly used, used-and-free and leaked blocks.
+    fn account_blocks(
+        &mut self,
+        used: &mut BlockBits,
+        map_blocks: &[u64],
+        table_addresses: &[u64],
+    ) {
+        let mut doubly_used = Vec::new();
+        let mut mark = |block: u64, what: &dyn Fn() -> String| {
+            if used.set(block) && doubly_used.len() < MAX_ACCOUNTING_FINDINGS {
+                doubly_used.push(Finding::new(
+                    Structure::BlockAccounting,
+                    Some(block),
+                    format!("block used twice; one use: {}", what()),
+                    false,
+                ));
+            }
+        };
+        mark(0, &|| "super block slot 0".to_string());
+        mark(1, &|| "super block slot 1".to_string());
+        for &block in map_blocks.iter().chain(table_addresses) {
+            mark(block, &|| "checkpoint block".to_string());
+        }
+        for (&inode_number, file) in &self.files {
+            for &block in &file.indirect_chain {
+                mark(block, &|| format!("indirect block of inode {inode_number}"));
+            }
+            for (index, &block) in file.pointers.iter().enumerate() {
+                if block != 0 {
+                    mark(block, &|| {
+                        format!("data block {index} of inode {inode_number}")
+                    });
+                }
+            }
+        }
+        self.findings.extend(doubly_used);
+        if self.free_list_complete {
+            self.compare_with_free_list(used);
+        }
+    }
+
+    fn compare_with_free_list(&mut self, used: &BlockBits) {
+        let mut free = BlockBits::new(self.geometry.fs_block_count);
+        for &(first, count) in &self.free_extents {
+            for block in first..first + count {
+                free.set(block);
+            }
+        }
+        let mut run: Option<(bool, u64, u64)> = None;
+        let mut reported = 0;
+        for block in FIRST_ALLOCATABLE_BLOCK..=self.geometry.fs_block_count {
+            let problem = (block < self.geometry.fs_block_count)
+                .then(|| (used.get(block), free.get(block)))
+                .and_then(|state| match state {
+                    (true, true) => Some(true),
+                    (false, false) => Some(false),
+                    _ => None,
+                });
+            match (run, problem) {
+                (Some((kind, first, count)), Some(now))
+                    if kind == now && first + count == block =>
+                {
+                    run = Some((kind, first, count + 1));
+                }
+                (previous, now) => {
+                    if let Some((kind, first, count)) = previous {
+                        if reported < MAX_ACCOUNTING_FINDINGS {
+                            self.report_accounting_run(kind, first, count);
+                        }
+                        reported += 1;
+                    }
+                    run = now.map(|kind| (kind, block, 1));
+                }
+            }
+        }
+    }
+
+    fn report_accounting_run(&mut self, used_and_free: bool, first: u64, count: u64) {
+        let what = if used_and_free {
+            "in use but listed free"
+        } else {
+            "leaked (neither used nor free)"
+        };
+        let problem = format!("blocks {first}..{} ({count} blocks) {what}", first + count);
+        self.find(Structure::BlockAccounting, Some(first), problem, true);
+    }
+}
+
+fn check_map_header(
+    header: &MetadataHeader,
+    index: u64,
+    capacity: usize,
+    is_last: bool,
+) -> Result<MetadataHeader, String> {
+    if header.owner != index {
+        return Err(format!(
+            "map block says index {}, expected {index}",
+            header.owner
+        ));
+    }
+    if header.entry_count as usize > capacity || header.payload_bytes != 8 * header.entry_count {
+        return Err(format!(
+            "{} entries in {} payload bytes",
+            header.entry_count, header.payload_bytes
+        ));
+    }
+    if is_last != (header.next_block == 0) {
+        return Err(format!(
+            "next block {} at chain index {index}",
+            header.next_block
+        ));
+    }
+    Ok(header.clone())
+}
+
+fn structure_of(kind: MetadataKind) -> Structure {
+    match kind {
+        MetadataKind::Map => Structure::CheckpointMap,
+        MetadataKind::NameTable => Structure::NameTable,
+        MetadataKind::InodeTable => Structure::InodeTable,
+        MetadataKind::FreeList => Structure::FreeList,
+        MetadataKind::Indirect => Structure::IndirectBlock,
+    }
+}

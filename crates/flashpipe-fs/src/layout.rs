@@ -1,0 +1,451 @@
+//! The on-disk format, byte for byte (docs/format.md): constants, the super block, and
+//! the 40-byte header every other metadata block starts with, with their checksums.
+//!
+//! Everything here is pure encoding and decoding over byte slices; no I/O.
+
+/// ASCII magic at offset 0 of a super block.
+pub const MAGIC: [u8; 8] = *b"FLASHPFS";
+/// The format version this code writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of a super block at the start of blocks 0 and 1.
+pub const SUPER_BLOCK_SIZE_BYTES: usize = 512;
+/// Bytes of the header of every non-super metadata block.
+pub const METADATA_HEADER_BYTES: usize = 40;
+/// Direct block pointers held in an inode record.
+pub const DIRECT_POINTER_COUNT: usize = 12;
+/// Smallest FS block size mkfs accepts.
+pub const MIN_FS_BLOCK_SIZE_BYTES: u32 = 4096;
+/// Largest FS block size mkfs accepts.
+pub const MAX_FS_BLOCK_SIZE_BYTES: u32 = 1 << 20;
+/// The first block that may be allocated (0 and 1 are the super block slots).
+pub const FIRST_ALLOCATABLE_BLOCK: u64 = 2;
+/// Fewest FS blocks a file system may have: two super blocks and room for a checkpoint.
+pub const MIN_FS_BLOCK_COUNT: u64 = 8;
+/// Bytes of a name table entry before the name.
+pub const NAME_ENTRY_HEADER_BYTES: usize = 10;
+/// Longest name in bytes.
+pub const MAX_NAME_BYTES: usize = 255;
+/// Bytes of an inode record before its direct pointers.
+pub const INODE_RECORD_HEADER_BYTES: usize = 40;
+/// Bytes of one free list extent.
+pub const FREE_EXTENT_BYTES: usize = 16;
+
+const SUPER_CHECKSUM_OFFSET: usize = 12;
+const METADATA_CHECKSUM_OFFSET: usize = 4;
+
+/// Kinds of metadata blocks, each with its four-character `kind` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetadataKind {
+    /// Checkpoint map chain (`CMAP`).
+    Map,
+    /// Name table (`NTBL`).
+    NameTable,
+    /// Inode table (`INOD`).
+    InodeTable,
+    /// Free list (`FREE`).
+    FreeList,
+    /// Single-indirect pointer chain (`INDR`).
+    Indirect,
+}
+
+impl MetadataKind {
+    /// The `kind` field value: four ASCII characters read as a little-endian u32.
+    pub fn code(self) -> u32 {
+        let characters = match self {
+            MetadataKind::Map => b"CMAP",
+            MetadataKind::NameTable => b"NTBL",
+            MetadataKind::InodeTable => b"INOD",
+            MetadataKind::FreeList => b"FREE",
+            MetadataKind::Indirect => b"INDR",
+        };
+        u32::from_le_bytes(*characters)
+    }
+
+    /// Human name for findings and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            MetadataKind::Map => "checkpoint map",
+            MetadataKind::NameTable => "name table",
+            MetadataKind::InodeTable => "inode table",
+            MetadataKind::FreeList => "free list",
+            MetadataKind::Indirect => "indirect block",
+        }
+    }
+}
+
+/// Reads a little-endian u32 at `offset`.
+pub fn read_u32(bytes: &[u8], offset: usize) -> u32 {
+    u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4 bytes"))
+}
+
+/// Reads a little-endian u64 at `offset`.
+pub fn read_u64(bytes: &[u8], offset: usize) -> u64 {
+    u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"))
+}
+
+/// Writes a little-endian u32 at `offset`.
+pub fn write_u32(bytes: &mut [u8], offset: usize, value: u32) {
+    bytes[offset..offset + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Writes a little-endian u64 at `offset`.
+pub fn write_u64(bytes: &mut [u8], offset: usize, value: u64) {
+    bytes[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+/// CRC32C of `bytes` as if the 4-byte field at `field_offset` were zero.
+pub fn checksum_with_field_zeroed(bytes: &[u8], field_offset: usize) -> u32 {
+    let before = crc32c::crc32c(&bytes[..field_offset]);
+    let with_zero_field = crc32c::crc32c_append(before, &[0u8; 4]);
+    crc32c::crc32c_append(with_zero_field, &bytes[field_offset + 4..])
+}
+
+/// Is `value` a block size mkfs accepts?
+pub fn is_valid_fs_block_size(value: u32) -> bool {
+    value.is_power_of_two() && (MIN_FS_BLOCK_SIZE_BYTES..=MAX_FS_BLOCK_SIZE_BYTES).contains(&value)
+}
+
+/// The super block's fields (docs/format.md, "Super block").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuperBlock {
+    /// FS block size `B`.
+    pub fs_block_size_bytes: u32,
+    /// FS blocks in the file system.
+    pub fs_block_count: u64,
+    /// Number of the commit this super block records.
+    pub commit_sequence: u64,
+    /// Inode number of the next created file.
+    pub next_inode_number: u64,
+    /// Files in the name table.
+    pub file_count: u64,
+    /// Blocks in the free list.
+    pub free_block_count: u64,
+    /// First block of the checkpoint map chain.
+    pub map_head: u64,
+    /// Blocks in the checkpoint map chain.
+    pub map_block_count: u64,
+    /// Name table blocks in the map.
+    pub name_table_block_count: u64,
+    /// Inode table blocks in the map.
+    pub inode_table_block_count: u64,
+    /// Free list blocks in the map.
+    pub free_list_block_count: u64,
+    /// Extents in the free list.
+    pub free_extent_count: u64,
+}
+
+/// Why a super block slot cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SuperBlockProblem {
+    /// No `FLASHPFS` magic: never formatted, or overwritten.
+    NoMagic,
+    /// Written by a newer format version.
+    NewerVersion(u32),
+    /// The checksum does not match.
+    ChecksumMismatch,
+    /// A field holds an impossible value.
+    BadField(String),
+}
+
+impl std::fmt::Display for SuperBlockProblem {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SuperBlockProblem::NoMagic => write!(formatter, "no FLASHPFS magic"),
+            SuperBlockProblem::NewerVersion(version) => write!(
+                formatter,
+                "format version {version} is newer than the supported {FORMAT_VERSION}"
+            ),
+            SuperBlockProblem::ChecksumMismatch => write!(formatter, "checksum mismatch"),
+            SuperBlockProblem::BadField(detail) => write!(formatter, "bad field: {detail}"),
+        }
+    }
+}
+
+impl SuperBlock {
+    /// Encodes into the 512-byte on-disk form, checksum included.
+    pub fn encode(&self) -> [u8; SUPER_BLOCK_SIZE_BYTES] {
+        let mut bytes = [0u8; SUPER_BLOCK_SIZE_BYTES];
+        bytes[0..8].copy_from_slice(&MAGIC);
+        write_u32(&mut bytes, 8, FORMAT_VERSION);
+        write_u32(&mut bytes, 16, self.fs_block_size_bytes);
+        write_u32(&mut bytes, 20, SUPER_BLOCK_SIZE_BYTES as u32);
+        write_u64(&mut bytes, 24, self.fs_block_count);
+        write_u64(&mut bytes, 32, self.commit_sequence);
+        write_u64(&mut bytes, 40, self.next_inode_number);
+        write_u64(&mut bytes, 48, self.file_count);
+        write_u64(&mut bytes, 56, self.free_block_count);
+        write_u64(&mut bytes, 64, self.map_head);
+        write_u64(&mut bytes, 72, self.map_block_count);
+        write_u64(&mut bytes, 80, self.name_table_block_count);
+        write_u64(&mut bytes, 88, self.inode_table_block_count);
+        write_u64(&mut bytes, 96, self.free_list_block_count);
+        write_u64(&mut bytes, 104, self.free_extent_count);
+        let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
+        write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
+        let decoded = SuperBlock::decode(&bytes);
+        assert_eq!(decoded.as_ref(), Ok(self), "super block round trip");
+        bytes
+    }
+
+    /// Decodes and validates the first 512 bytes of `bytes`. The version is checked
+    /// before the checksum, so a newer format is named as such.
+    pub fn decode(bytes: &[u8]) -> Result<SuperBlock, SuperBlockProblem> {
+        let bytes = &bytes[..SUPER_BLOCK_SIZE_BYTES];
+        if bytes[0..8] != MAGIC {
+            return Err(SuperBlockProblem::NoMagic);
+        }
+        let version = read_u32(bytes, 8);
+        if version > FORMAT_VERSION {
+            return Err(SuperBlockProblem::NewerVersion(version));
+        }
+        if read_u32(bytes, SUPER_CHECKSUM_OFFSET)
+            != checksum_with_field_zeroed(bytes, SUPER_CHECKSUM_OFFSET)
+        {
+            return Err(SuperBlockProblem::ChecksumMismatch);
+        }
+        if version != FORMAT_VERSION {
+            return Err(SuperBlockProblem::BadField(format!(
+                "format version {version}"
+            )));
+        }
+        let super_block = SuperBlock {
+            fs_block_size_bytes: read_u32(bytes, 16),
+            fs_block_count: read_u64(bytes, 24),
+            commit_sequence: read_u64(bytes, 32),
+            next_inode_number: read_u64(bytes, 40),
+            file_count: read_u64(bytes, 48),
+            free_block_count: read_u64(bytes, 56),
+            map_head: read_u64(bytes, 64),
+            map_block_count: read_u64(bytes, 72),
+            name_table_block_count: read_u64(bytes, 80),
+            inode_table_block_count: read_u64(bytes, 88),
+            free_list_block_count: read_u64(bytes, 96),
+            free_extent_count: read_u64(bytes, 104),
+        };
+        super_block.check_fields(read_u32(bytes, 20), &bytes[112..])?;
+        Ok(super_block)
+    }
+
+    fn check_fields(
+        &self,
+        super_block_size_bytes: u32,
+        reserved: &[u8],
+    ) -> Result<(), SuperBlockProblem> {
+        let bad = |detail: String| Err(SuperBlockProblem::BadField(detail));
+        if super_block_size_bytes as usize != SUPER_BLOCK_SIZE_BYTES {
+            return bad(format!("super block size {super_block_size_bytes}"));
+        }
+        if reserved.iter().any(|&byte| byte != 0) {
+            return bad("reserved bytes are not zero".to_string());
+        }
+        if !is_valid_fs_block_size(self.fs_block_size_bytes) {
+            return bad(format!("block size {}", self.fs_block_size_bytes));
+        }
+        if self.fs_block_count < MIN_FS_BLOCK_COUNT {
+            return bad(format!("block count {}", self.fs_block_count));
+        }
+        if self.commit_sequence == 0 || self.next_inode_number == 0 {
+            return bad("commit sequence or next inode number is zero".to_string());
+        }
+        let in_range = |block: u64| (FIRST_ALLOCATABLE_BLOCK..self.fs_block_count).contains(&block);
+        if !in_range(self.map_head) || self.map_block_count == 0 {
+            return bad(format!(
+                "checkpoint map at {} of {} blocks",
+                self.map_head, self.map_block_count
+            ));
+        }
+        let table_blocks = self
+            .name_table_block_count
+            .checked_add(self.inode_table_block_count)
+            .and_then(|sum| sum.checked_add(self.free_list_block_count))
+            .and_then(|sum| sum.checked_add(self.map_block_count));
+        match table_blocks {
+            Some(total) if total < self.fs_block_count => {}
+            _ => return bad("checkpoint block counts exceed the file system".to_string()),
+        }
+        if self.free_block_count >= self.fs_block_count
+            || self.free_extent_count > self.free_block_count
+        {
+            return bad(format!(
+                "free block count {} / extent count {}",
+                self.free_block_count, self.free_extent_count
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The header of a non-super metadata block (docs/format.md, "Metadata blocks").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataHeader {
+    /// What the block holds.
+    pub kind: MetadataKind,
+    /// The commit that wrote it.
+    pub commit_sequence: u64,
+    /// Next block of the chain, or 0.
+    pub next_block: u64,
+    /// Entries in the payload.
+    pub entry_count: u32,
+    /// Payload bytes in use.
+    pub payload_bytes: u32,
+    /// Owning inode (indirect blocks) or index in the table (others).
+    pub owner: u64,
+}
+
+/// Writes `header` into `block` and seals it with its checksum. The payload (from
+/// offset 40) must already be in place, zero past `payload_bytes`.
+pub fn seal_metadata_block(block: &mut [u8], header: &MetadataHeader) {
+    assert!(METADATA_HEADER_BYTES + header.payload_bytes as usize <= block.len());
+    write_u32(block, 0, header.kind.code());
+    write_u64(block, 8, header.commit_sequence);
+    write_u64(block, 16, header.next_block);
+    write_u32(block, 24, header.entry_count);
+    write_u32(block, 28, header.payload_bytes);
+    write_u64(block, 32, header.owner);
+    let checksum = checksum_with_field_zeroed(block, METADATA_CHECKSUM_OFFSET);
+    write_u32(block, METADATA_CHECKSUM_OFFSET, checksum);
+}
+
+/// Checks a metadata block's kind, checksum and sequence and returns its header, or says
+/// what is wrong.
+pub fn open_metadata_block(
+    block: &[u8],
+    expected_kind: MetadataKind,
+    newest_sequence: u64,
+) -> Result<MetadataHeader, String> {
+    let kind_code = read_u32(block, 0);
+    if kind_code != expected_kind.code() {
+        return Err(format!(
+            "kind {kind_code:#010x} where {} ({:#010x}) was expected",
+            expected_kind.name(),
+            expected_kind.code()
+        ));
+    }
+    let stored = read_u32(block, METADATA_CHECKSUM_OFFSET);
+    let computed = checksum_with_field_zeroed(block, METADATA_CHECKSUM_OFFSET);
+    if stored != computed {
+        return Err(format!(
+            "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+        ));
+    }
+    let header = MetadataHeader {
+        kind: expected_kind,
+        commit_sequence: read_u64(block, 8),
+        next_block: read_u64(block, 16),
+        entry_count: read_u32(block, 24),
+        payload_bytes: read_u32(block, 28),
+        owner: read_u64(block, 32),
+    };
+    if header.commit_sequence == 0 || header.commit_sequence > newest_sequence {
+        return Err(format!(
+            "commit sequence {} outside 1..={newest_sequence}",
+            header.commit_sequence
+        ));
+    }
+    if METADATA_HEADER_BYTES + header.payload_bytes as usize > block.len() {
+        return Err(format!(
+            "payload of {} bytes overflows the block",
+            header.payload_bytes
+        ));
+    }
+    Ok(header)
+}
+
+/// Entries of `entry_bytes` bytes that fit in one block's payload.
+pub fn fixed_entries_per_block(fs_block_size_bytes: u32, entry_bytes: usize) -> usize {
+    (fs_block_size_bytes as usize - METADATA_HEADER_BYTES) / entry_bytes
+}
+
+/// Block pointers one indirect block holds.
+pub fn pointers_per_indirect_block(fs_block_size_bytes: u32) -> usize {
+    fixed_entries_per_block(fs_block_size_bytes, 8)
+}
+
+/// Indirect blocks a file with `pointer_count` block pointers needs.
+pub fn indirect_block_count(fs_block_size_bytes: u32, pointer_count: u64) -> u64 {
+    let beyond_direct = pointer_count.saturating_sub(DIRECT_POINTER_COUNT as u64);
+    beyond_direct.div_ceil(pointers_per_indirect_block(fs_block_size_bytes) as u64)
+}
+
+/// Bytes of the inode record of a file with `pointer_count` pointers.
+pub fn inode_record_bytes(pointer_count: u64) -> usize {
+    INODE_RECORD_HEADER_BYTES + 8 * (pointer_count.min(DIRECT_POINTER_COUNT as u64) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_super_block() -> SuperBlock {
+        SuperBlock {
+            fs_block_size_bytes: 4096,
+            fs_block_count: 1000,
+            commit_sequence: 3,
+            next_inode_number: 7,
+            file_count: 2,
+            free_block_count: 900,
+            map_head: 10,
+            map_block_count: 1,
+            name_table_block_count: 1,
+            inode_table_block_count: 1,
+            free_list_block_count: 1,
+            free_extent_count: 3,
+        }
+    }
+
+    #[test]
+    fn super_block_round_trips_and_detects_every_flipped_bit() {
+        let encoded = sample_super_block().encode();
+        assert_eq!(SuperBlock::decode(&encoded), Ok(sample_super_block()));
+        for bit in 0..SUPER_BLOCK_SIZE_BYTES * 8 {
+            let mut damaged = encoded;
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                SuperBlock::decode(&damaged).is_err(),
+                "bit {bit} undetected"
+            );
+        }
+    }
+
+    #[test]
+    fn newer_version_is_named_even_with_a_bad_checksum() {
+        let mut encoded = sample_super_block().encode();
+        write_u32(&mut encoded, 8, FORMAT_VERSION + 1);
+        assert_eq!(
+            SuperBlock::decode(&encoded),
+            Err(SuperBlockProblem::NewerVersion(FORMAT_VERSION + 1))
+        );
+    }
+
+    #[test]
+    fn metadata_block_seals_and_opens() {
+        let mut block = vec![0u8; 4096];
+        write_u64(&mut block, METADATA_HEADER_BYTES, 42);
+        let header = MetadataHeader {
+            kind: MetadataKind::Indirect,
+            commit_sequence: 5,
+            next_block: 9,
+            entry_count: 1,
+            payload_bytes: 8,
+            owner: 3,
+        };
+        seal_metadata_block(&mut block, &header);
+        assert_eq!(
+            open_metadata_block(&block, MetadataKind::Indirect, 5),
+            Ok(header)
+        );
+        assert!(open_metadata_block(&block, MetadataKind::Map, 5).is_err());
+        assert!(open_metadata_block(&block, MetadataKind::Indirect, 4).is_err());
+        block[100] ^= 1;
+        assert!(open_metadata_block(&block, MetadataKind::Indirect, 5).is_err());
+    }
+
+    #[test]
+    fn indirect_counts_follow_the_block_size() {
+        assert_eq!(pointers_per_indirect_block(4096), 507);
+        assert_eq!(indirect_block_count(4096, 12), 0);
+        assert_eq!(indirect_block_count(4096, 13), 1);
+        assert_eq!(indirect_block_count(4096, 12 + 507), 1);
+        assert_eq!(indirect_block_count(4096, 12 + 508), 2);
+    }
+}

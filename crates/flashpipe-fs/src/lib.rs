@@ -1,0 +1,53 @@
+//! flashpipe-fs: the HWFS thesis's flat file system (000_8c31f0087b4e34a9.txt, ch. 2-3)
+//! as software, crash-safe and large. The byte-level format is docs/format.md.
+//!
+//! Layout: two super block slots, then blocks allocated on demand for data, for each
+//! file's single-indirect chain, and for the checkpoint (name table, inode table with 12
+//! direct pointers per file, free list, and a map listing them). Names are looked up in
+//! an in-memory hash index rebuilt from the name table at mount. Every metadata block
+//! carries a CRC32C.
+//!
+//! Crash safety: everything is copy-on-write; a [`Filesystem::flush`] writes a new
+//! checkpoint to fresh blocks, flushes, switches the super block slot and flushes again.
+//! After a crash at any instant a mount finds exactly the state of the last completed
+//! flush (or of the flush in progress).
+//!
+//! The file system runs over any [`flashpipe_device::BlockDevice`] (striped set, file,
+//! RAM disk, simulated disk); large transfers keep the device queue full. It reads time
+//! only from the device's clock.
+//!
+//! Written by hand, not with a crate: no maintained crate implements this on-disk format
+//! over a completion-based block device; `crc32c` supplies the checksums.
+//!
+//! ```
+//! use flashpipe_device::RamDisk;
+//! use flashpipe_fs::{Filesystem, FormatOptions};
+//!
+//! let disk = RamDisk::new("ram0", 4096, 1024, 32).unwrap();
+//! let mut fs = Filesystem::format(Box::new(disk), &FormatOptions::default()).unwrap();
+//! let file = fs.create("hello.txt").unwrap();
+//! fs.write(file, 0, b"hello, flash").unwrap();
+//! fs.flush().unwrap();
+//! assert_eq!(&fs.read(file, 7, 5).unwrap()[..], b"flash");
+//! ```
+
+mod allocator;
+mod commit;
+mod data;
+pub mod error;
+mod filesystem;
+pub mod fsck;
+mod image;
+mod io;
+pub mod layout;
+mod name;
+mod state;
+
+pub use data::MappedRun;
+pub use error::{
+    is_crash, FileIoError, FlushError, FormatError, FsckError, MountError, NamespaceError,
+};
+pub use filesystem::{FileId, FileStat, Filesystem, FormatOptions, FsStats};
+pub use fsck::{fsck, Finding, FsckReport, Structure};
+pub use io::MAX_REQUEST_BYTES;
+pub use name::name_problem;

@@ -1,0 +1,293 @@
+//! The in-memory file system: name index, inodes with their block maps, the allocator,
+//! and the bookkeeping of what the last durable commit holds.
+//!
+//! Every structure of docs/format.md lives here between commits; `commit.rs` writes it
+//! out, `image.rs` reads it back.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use flashpipe_device::Clock;
+
+use crate::allocator::Allocator;
+use crate::image::{BlockBits, LoadedImage};
+use crate::io::Geometry;
+use crate::layout::{
+    fixed_entries_per_block, indirect_block_count, inode_record_bytes, FREE_EXTENT_BYTES,
+    INODE_RECORD_HEADER_BYTES, MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
+};
+use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK};
+
+/// One file: its name, size and block map.
+#[derive(Debug, Clone)]
+pub struct FileNode {
+    /// The file's name.
+    pub name: Box<str>,
+    /// File length.
+    pub size_bytes: u64,
+    /// Block pointers, `ceil(size / B)` of them; 0 is a hole.
+    pub pointers: Vec<u64>,
+    /// Blocks of the indirect chain as the last commit wrote them (empty if none or new).
+    pub indirect_chain: Vec<u64>,
+    /// True when the block map changed since the last commit (the chain is rewritten).
+    pub map_changed: bool,
+    /// Device clock at the last change.
+    pub modified_clock_ns: u64,
+}
+
+/// Running totals that size the next checkpoint without walking every file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetadataTotals {
+    /// Bytes of all name table entries.
+    pub name_table_bytes: u64,
+    /// Bytes of all inode records.
+    pub inode_table_bytes: u64,
+    /// Indirect blocks of all files.
+    pub indirect_blocks: u64,
+}
+
+impl MetadataTotals {
+    /// Adds (or with `sign` false, removes) a file's share.
+    pub fn account(
+        &mut self,
+        geometry: &Geometry,
+        name_bytes: usize,
+        pointer_count: u64,
+        add: bool,
+    ) {
+        let name = (NAME_ENTRY_HEADER_BYTES + name_bytes) as u64;
+        let inode = inode_record_bytes(pointer_count) as u64;
+        let indirect = indirect_block_count(geometry.fs_block_size_bytes, pointer_count);
+        if add {
+            self.name_table_bytes += name;
+            self.inode_table_bytes += inode;
+            self.indirect_blocks += indirect;
+        } else {
+            self.name_table_bytes -= name;
+            self.inode_table_bytes -= inode;
+            self.indirect_blocks -= indirect;
+        }
+    }
+}
+
+/// What the last durable commit holds.
+#[derive(Debug, Clone, Default)]
+pub struct CommittedCheckpoint {
+    /// Its commit sequence (0 before mkfs's first commit).
+    pub sequence: u64,
+    /// Its map and table blocks, released at the next commit.
+    pub blocks: Vec<u64>,
+    /// Its super block, once there is one.
+    pub super_block: Option<SuperBlock>,
+}
+
+/// The whole mounted file system except the device.
+pub struct State {
+    /// FS geometry.
+    pub geometry: Geometry,
+    /// The device's clock (timestamps only; never the wall clock).
+    pub clock: Arc<dyn Clock>,
+    /// Name -> inode number: the hash-indexed name table.
+    pub names: HashMap<Box<str>, u64>,
+    /// Inode number -> file.
+    pub files: BTreeMap<u64, FileNode>,
+    /// Free blocks, pending frees, fresh allocations.
+    pub allocator: Allocator,
+    /// The last durable commit.
+    pub committed: CommittedCheckpoint,
+    /// Inode number the next created file gets.
+    pub next_inode_number: u64,
+    /// Sizes of the metadata, for the space reserve.
+    pub totals: MetadataTotals,
+    /// True when something changed since the last commit.
+    pub changed_since_commit: bool,
+    /// Set when a flush failed half-way; every later operation refuses.
+    pub unusable_reason: Option<String>,
+}
+
+impl State {
+    /// An empty file system whose free blocks are `free_extents`.
+    pub fn empty(geometry: Geometry, clock: Arc<dyn Clock>, free_extents: &[(u64, u64)]) -> State {
+        State {
+            geometry,
+            clock,
+            names: HashMap::new(),
+            files: BTreeMap::new(),
+            allocator: Allocator::from_free_extents(free_extents),
+            committed: CommittedCheckpoint::default(),
+            next_inode_number: 1,
+            totals: MetadataTotals::default(),
+            changed_since_commit: true,
+            unusable_reason: None,
+        }
+    }
+
+    /// Adds a file (from mkfs, create or an image), keeping the index and totals right.
+    pub fn insert_file(&mut self, inode_number: u64, node: FileNode) {
+        self.totals.account(
+            &self.geometry,
+            node.name.len(),
+            node.pointers.len() as u64,
+            true,
+        );
+        let previous_name = self.names.insert(node.name.clone(), inode_number);
+        assert!(
+            previous_name.is_none(),
+            "name {:?} indexed twice",
+            node.name
+        );
+        let previous_file = self.files.insert(inode_number, node);
+        assert!(
+            previous_file.is_none(),
+            "inode {inode_number} inserted twice"
+        );
+    }
+
+    /// Removes a file from the index and totals and returns it (its blocks are the
+    /// caller's to release).
+    pub fn remove_file(&mut self, inode_number: u64) -> FileNode {
+        let node = self
+            .files
+            .remove(&inode_number)
+            .expect("removing a live file");
+        self.totals.account(
+            &self.geometry,
+            node.name.len(),
+            node.pointers.len() as u64,
+            false,
+        );
+        let removed = self.names.remove(&node.name);
+        assert_eq!(removed, Some(inode_number));
+        node
+    }
+
+    /// Changes a file's pointer count (holes appended or pointers dropped; the dropped
+    /// pointers must already be released), keeping totals right.
+    pub fn resize_pointers(&mut self, inode_number: u64, pointer_count: u64) {
+        let node = self.files.get_mut(&inode_number).expect("live file");
+        let name_bytes = node.name.len();
+        let old_count = node.pointers.len() as u64;
+        node.pointers.resize(pointer_count as usize, 0);
+        node.map_changed = true;
+        self.totals
+            .account(&self.geometry, name_bytes, old_count, false);
+        self.totals
+            .account(&self.geometry, name_bytes, pointer_count, true);
+    }
+
+    /// Blocks the next commit may need with `totals`: every indirect chain, the name and
+    /// inode tables, the free list and the map, each rounded up generously.
+    pub fn checkpoint_reserve_blocks(&self, totals: &MetadataTotals) -> u64 {
+        let block_size = self.geometry.fs_block_size_bytes;
+        let payload_bytes = (block_size as usize - METADATA_HEADER_BYTES) as u64;
+        let largest_name_entry = (NAME_ENTRY_HEADER_BYTES + MAX_NAME_BYTES) as u64;
+        let largest_inode_record = inode_record_bytes(u64::MAX) as u64;
+        debug_assert!(largest_inode_record > INODE_RECORD_HEADER_BYTES as u64);
+        let name_blocks = totals
+            .name_table_bytes
+            .div_ceil(payload_bytes - largest_name_entry)
+            + 1;
+        let inode_blocks = totals
+            .inode_table_bytes
+            .div_ceil(payload_bytes - largest_inode_record)
+            + 1;
+        let runs_bound = name_blocks + inode_blocks + totals.indirect_blocks + 64;
+        let extent_bound = self.allocator.extent_count_bound_after_commit() + runs_bound;
+        let free_blocks = extent_bound
+            .div_ceil(fixed_entries_per_block(block_size, FREE_EXTENT_BYTES) as u64)
+            + 1;
+        let tables = name_blocks + inode_blocks + free_blocks;
+        let map_blocks = tables.div_ceil(fixed_entries_per_block(block_size, 8) as u64) + 1;
+        tables + map_blocks + totals.indirect_blocks
+    }
+
+    /// Checks that `new_blocks` more blocks can be taken now and the commit after it
+    /// still fits; returns `(needed, free)` when it cannot.
+    pub fn check_space(
+        &self,
+        new_blocks: u64,
+        totals_after: &MetadataTotals,
+    ) -> Result<(), (u64, u64)> {
+        let needed = new_blocks + self.checkpoint_reserve_blocks(totals_after);
+        let free = self.allocator.free_block_count();
+        if needed > free {
+            return Err((needed, free));
+        }
+        Ok(())
+    }
+
+    /// The current time on the device's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+}
+
+impl State {
+    /// The state an image describes. With `rebuild_free_list` the free list is the
+    /// complement of the blocks in use and orphans get `lost+found.<inode>` names (fsck
+    /// repair); otherwise the image's free list is taken as it is (mount, which has
+    /// checked that it is right).
+    pub fn from_image(image: LoadedImage, clock: Arc<dyn Clock>, rebuild_free_list: bool) -> State {
+        let geometry = image.geometry;
+        let free_extents = if rebuild_free_list {
+            unused_extents(&image.used_blocks, &geometry)
+        } else {
+            image.free_extents.clone()
+        };
+        let mut state = State::empty(geometry, clock, &free_extents);
+        let highest_inode = image.files.keys().next_back().copied().unwrap_or(0);
+        state.next_inode_number = image.super_block.next_inode_number.max(highest_inode + 1);
+        let (named, orphans): (Vec<_>, Vec<_>) = image
+            .files
+            .into_iter()
+            .partition(|(_, file)| file.name.is_some());
+        for (inode_number, file) in named.into_iter().chain(orphans) {
+            let name = match file.name {
+                Some(name) => name,
+                None => state.orphan_name(inode_number),
+            };
+            let node = FileNode {
+                name,
+                size_bytes: file.size_bytes,
+                pointers: file.pointers,
+                indirect_chain: file.indirect_chain,
+                map_changed: false,
+                modified_clock_ns: file.modified_clock_ns,
+            };
+            state.insert_file(inode_number, node);
+        }
+        state.committed = CommittedCheckpoint {
+            sequence: image.super_block.commit_sequence,
+            blocks: image.checkpoint_blocks,
+            super_block: Some(image.super_block),
+        };
+        state.changed_since_commit = false;
+        state
+    }
+
+    fn orphan_name(&self, inode_number: u64) -> Box<str> {
+        let base = format!("lost+found.{inode_number}");
+        let mut candidate = base.clone();
+        let mut suffix = 1;
+        while self.names.contains_key(candidate.as_str()) {
+            candidate = format!("{base}.{suffix}");
+            suffix += 1;
+        }
+        candidate.into()
+    }
+}
+
+/// Extents of blocks (from the first allocatable one) whose bit is clear.
+fn unused_extents(used: &BlockBits, geometry: &Geometry) -> Vec<(u64, u64)> {
+    let mut extents: Vec<(u64, u64)> = Vec::new();
+    for block in FIRST_ALLOCATABLE_BLOCK..geometry.fs_block_count {
+        if used.get(block) {
+            continue;
+        }
+        match extents.last_mut() {
+            Some(last) if last.0 + last.1 == block => last.1 += 1,
+            _ => extents.push((block, 1)),
+        }
+    }
+    extents
+}
