@@ -1,0 +1,405 @@
+//! Flash array configuration: geometry, timing and reliability, read from TOML presets.
+//!
+//! Three presets ship inside the crate (`presets/*.toml`), each field citing its source
+//! in a comment: `minflash` (minFlash, seed 004), `rad` (RAD, seed 001) and `tlc` (a
+//! modern TLC device with lower/middle/upper page latencies). A user may write their own
+//! file; every malformed file is refused with the line of the fault.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ecc::{CODEWORD_DATA_BYTES, CODEWORD_PARITY_BYTES};
+
+/// Why a configuration could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// The text is not valid TOML or a field has the wrong type or is missing.
+    #[error("{source_name}:{line}: {message}")]
+    Malformed {
+        /// The file or preset name.
+        source_name: String,
+        /// 1-based line of the fault.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A field parses but its value is unusable.
+    #[error("{source_name}:{line}: field `{field}`: {message}")]
+    Invalid {
+        /// The file or preset name.
+        source_name: String,
+        /// 1-based line where the field is set (0 if it could not be found).
+        line: usize,
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// No preset has this name.
+    #[error("unknown preset `{name}` (known: minflash, rad, tlc)")]
+    UnknownPreset {
+        /// The name asked for.
+        name: String,
+    },
+    /// The file could not be read.
+    #[error("cannot read {path}: {detail}")]
+    Unreadable {
+        /// The path.
+        path: String,
+        /// The operating system's message.
+        detail: String,
+    },
+}
+
+/// The array's shape. The address of a page is (device, channel, way, block, page) where
+/// `block` counts over dies x planes x blocks_per_plane within one way (chip).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashGeometry {
+    /// Boards linked in a chain (minFlash's inter-controller network).
+    pub devices: u32,
+    /// Buses per device.
+    pub channels: u32,
+    /// Chips per bus.
+    pub ways: u32,
+    /// Dies per chip; each die is an independent array.
+    pub dies: u32,
+    /// Planes per die (address space only).
+    pub planes: u32,
+    /// Erase blocks per plane.
+    pub blocks_per_plane: u32,
+    /// Pages per erase block.
+    pub pages_per_block: u32,
+    /// User data per page.
+    pub page_data_bytes: u32,
+    /// Out-of-band bytes per page (ECC parity plus the host's spare bytes).
+    pub page_spare_bytes: u32,
+}
+
+/// Latencies of the chips, the controller and the host link, in nanoseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashTiming {
+    /// Bus time of one command/address burst.
+    pub command_address_ns: u64,
+    /// Array read (tR): cells to the page register.
+    pub array_read_ns: u64,
+    /// Bus time to move one whole page (data plus spare) between register and controller.
+    pub page_transfer_ns: u64,
+    /// Typical program time (tPROG) by page type; page `p` has type `p % len`.
+    pub program_ns_by_page_type: Vec<u64>,
+    /// Share of programs that take longer than typical, uniformly up to `program_ns_max`.
+    pub program_slow_fraction: f64,
+    /// Longest program time.
+    pub program_ns_max: u64,
+    /// Block erase (tBERS).
+    pub erase_ns: u64,
+    /// Whether a chip may start the next array read while its previous page is still on the bus.
+    pub cache_read: bool,
+    /// ECC decode of one page with no errors.
+    pub ecc_decode_ns: u64,
+    /// Extra decode time per corrected symbol.
+    pub ecc_decode_ns_per_symbol_error: u64,
+    /// ECC encode of one page.
+    pub ecc_encode_ns: u64,
+    /// Host link (PCIe) data rate, shared by all requests of one host.
+    pub host_link_bytes_per_second: u64,
+    /// Fixed host-side latency of a read (driver, interrupts, DMA set-up).
+    pub host_software_read_ns: u64,
+    /// Fixed host-side latency of a write.
+    pub host_software_write_ns: u64,
+    /// One inter-controller hop, each way.
+    pub hop_ns: u64,
+    /// Controller tags per device: requests it executes at once.
+    pub controller_queue_depth: u32,
+}
+
+/// Parameters of the error, wear and bad-block model (see docs/flash-model.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashReliability {
+    /// Program/erase cycles the chips are rated for.
+    pub rated_pe_cycles: u32,
+    /// Raw bit error rate of a fresh block.
+    pub base_rber: f64,
+    /// Extra raw bit error rate at rated wear.
+    pub wear_rber_at_rated: f64,
+    /// Exponent of the wear term.
+    pub wear_exponent: f64,
+    /// Raw bit error rate added per hour since programming (scaled by wear).
+    pub retention_rber_per_hour: f64,
+    /// Raw bit error rate added per read of the block since its erase.
+    pub read_disturb_rber_per_read: f64,
+    /// Share of blocks bad when the chip ships.
+    pub factory_bad_block_fraction: f64,
+    /// Probability that one program or erase fails at rated wear.
+    pub grown_bad_probability_at_rated: f64,
+    /// Exponent of the failure probability in wear.
+    pub grown_bad_exponent: f64,
+}
+
+/// A whole configuration: a preset or a user's file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashConfig {
+    /// Name for reports.
+    pub name: String,
+    /// Shape.
+    pub geometry: FlashGeometry,
+    /// Latencies.
+    pub timing: FlashTiming,
+    /// Errors and wear.
+    pub reliability: FlashReliability,
+}
+
+const MINFLASH_TOML: &str = include_str!("../presets/minflash.toml");
+const RAD_TOML: &str = include_str!("../presets/rad.toml");
+const TLC_TOML: &str = include_str!("../presets/tlc.toml");
+
+/// The names of the presets shipped with the crate.
+pub const PRESET_NAMES: [&str; 3] = ["minflash", "rad", "tlc"];
+
+impl FlashConfig {
+    /// A shipped preset by name.
+    pub fn preset(name: &str) -> Result<FlashConfig, ConfigError> {
+        let text = match name {
+            "minflash" => MINFLASH_TOML,
+            "rad" => RAD_TOML,
+            "tlc" => TLC_TOML,
+            _ => {
+                return Err(ConfigError::UnknownPreset {
+                    name: name.to_string(),
+                })
+            }
+        };
+        FlashConfig::from_toml(text, name)
+    }
+
+    /// A preset name or, failing that, a path to a TOML file.
+    pub fn preset_or_file(name_or_path: &str) -> Result<FlashConfig, ConfigError> {
+        if PRESET_NAMES.contains(&name_or_path) {
+            return FlashConfig::preset(name_or_path);
+        }
+        let text =
+            std::fs::read_to_string(name_or_path).map_err(|error| ConfigError::Unreadable {
+                path: name_or_path.to_string(),
+                detail: error.to_string(),
+            })?;
+        FlashConfig::from_toml(&text, name_or_path)
+    }
+
+    /// Parses and validates `text`; `source_name` names it in errors.
+    pub fn from_toml(text: &str, source_name: &str) -> Result<FlashConfig, ConfigError> {
+        let config: FlashConfig = toml::from_str(text).map_err(|error| ConfigError::Malformed {
+            source_name: source_name.to_string(),
+            line: error
+                .span()
+                .map(|span| line_of_offset(text, span.start))
+                .unwrap_or(0),
+            message: error.message().to_string(),
+        })?;
+        config
+            .validate()
+            .map_err(|(field, message)| ConfigError::Invalid {
+                source_name: source_name.to_string(),
+                line: line_of_field(text, field),
+                field,
+                message,
+            })?;
+        Ok(config)
+    }
+
+    /// This configuration as TOML (for persistence).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a validated configuration serializes")
+    }
+
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        let geometry = &self.geometry;
+        let positive = [
+            ("devices", geometry.devices),
+            ("channels", geometry.channels),
+            ("ways", geometry.ways),
+            ("dies", geometry.dies),
+            ("planes", geometry.planes),
+            ("blocks_per_plane", geometry.blocks_per_plane),
+            ("pages_per_block", geometry.pages_per_block),
+            ("controller_queue_depth", self.timing.controller_queue_depth),
+        ];
+        for (field, value) in positive {
+            if value == 0 {
+                return Err((field, "must be at least 1".to_string()));
+            }
+        }
+        if geometry.page_data_bytes < 512 || !geometry.page_data_bytes.is_power_of_two() {
+            return Err((
+                "page_data_bytes",
+                format!(
+                    "{} is not a power of two of at least 512",
+                    geometry.page_data_bytes
+                ),
+            ));
+        }
+        if self.host_spare_bytes_checked().is_none() {
+            return Err((
+                "page_spare_bytes",
+                format!(
+                    "{} bytes cannot hold the RS(255,243) parity of a {}-byte page ({} bytes needed)",
+                    geometry.page_spare_bytes,
+                    geometry.page_data_bytes,
+                    codewords_for(geometry.page_data_bytes as usize) * CODEWORD_PARITY_BYTES
+                ),
+            ));
+        }
+        self.validate_timing()?;
+        self.validate_reliability()
+    }
+
+    fn validate_timing(&self) -> Result<(), (&'static str, String)> {
+        let timing = &self.timing;
+        if timing.program_ns_by_page_type.is_empty() {
+            return Err((
+                "program_ns_by_page_type",
+                "needs at least one page type".to_string(),
+            ));
+        }
+        let slowest_typical = timing
+            .program_ns_by_page_type
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        if timing.program_ns_max < slowest_typical {
+            return Err((
+                "program_ns_max",
+                format!(
+                    "{} is below a typical program time ({slowest_typical})",
+                    timing.program_ns_max
+                ),
+            ));
+        }
+        if timing.host_link_bytes_per_second == 0 {
+            return Err(("host_link_bytes_per_second", "must be positive".to_string()));
+        }
+        check_probability("program_slow_fraction", timing.program_slow_fraction)
+    }
+
+    fn validate_reliability(&self) -> Result<(), (&'static str, String)> {
+        let reliability = &self.reliability;
+        if reliability.rated_pe_cycles == 0 {
+            return Err(("rated_pe_cycles", "must be at least 1".to_string()));
+        }
+        for (field, value) in [
+            ("base_rber", reliability.base_rber),
+            ("wear_rber_at_rated", reliability.wear_rber_at_rated),
+            (
+                "retention_rber_per_hour",
+                reliability.retention_rber_per_hour,
+            ),
+            (
+                "read_disturb_rber_per_read",
+                reliability.read_disturb_rber_per_read,
+            ),
+            (
+                "factory_bad_block_fraction",
+                reliability.factory_bad_block_fraction,
+            ),
+            (
+                "grown_bad_probability_at_rated",
+                reliability.grown_bad_probability_at_rated,
+            ),
+        ] {
+            check_probability(field, value)?;
+        }
+        for (field, value) in [
+            ("wear_exponent", reliability.wear_exponent),
+            ("grown_bad_exponent", reliability.grown_bad_exponent),
+        ] {
+            if !value.is_finite() || value < 0.0 {
+                return Err((
+                    field,
+                    format!("{value} is not a finite non-negative number"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn host_spare_bytes_checked(&self) -> Option<u32> {
+        let data = self.geometry.page_data_bytes as usize;
+        let raw = data + self.geometry.page_spare_bytes as usize;
+        let mut best = None;
+        for host_spare in 0..=self.geometry.page_spare_bytes as usize {
+            let message = data + host_spare;
+            if message + codewords_for(message) * CODEWORD_PARITY_BYTES <= raw {
+                best = Some(host_spare as u32);
+            } else {
+                break;
+            }
+        }
+        best
+    }
+
+    /// Spare bytes left to the host after the ECC parity (protected by the ECC too).
+    pub fn host_spare_bytes(&self) -> u32 {
+        self.host_spare_bytes_checked()
+            .expect("validated configurations have room for the parity")
+    }
+
+    /// Chips (ways x dies count as separate arrays) per channel.
+    pub fn dies_per_channel(&self) -> u32 {
+        self.geometry.ways * self.geometry.dies
+    }
+
+    /// Erase blocks per way (chip): dies x planes x blocks per plane.
+    pub fn blocks_per_way(&self) -> u32 {
+        self.geometry.dies * self.geometry.planes * self.geometry.blocks_per_plane
+    }
+
+    /// Erase blocks in the whole array.
+    pub fn total_blocks(&self) -> u64 {
+        u64::from(self.geometry.devices)
+            * u64::from(self.geometry.channels)
+            * u64::from(self.geometry.ways)
+            * u64::from(self.blocks_per_way())
+    }
+
+    /// Pages in the whole array.
+    pub fn total_pages(&self) -> u64 {
+        self.total_blocks() * u64::from(self.geometry.pages_per_block)
+    }
+
+    /// Raw bytes stored per page (data plus spare).
+    pub fn raw_page_bytes(&self) -> usize {
+        (self.geometry.page_data_bytes + self.geometry.page_spare_bytes) as usize
+    }
+}
+
+/// Codewords needed to protect `message_bytes`.
+pub fn codewords_for(message_bytes: usize) -> usize {
+    message_bytes.div_ceil(CODEWORD_DATA_BYTES)
+}
+
+fn check_probability(field: &'static str, value: f64) -> Result<(), (&'static str, String)> {
+    if !(0.0..=1.0).contains(&value) {
+        return Err((field, format!("{value} is not within 0..=1")));
+    }
+    Ok(())
+}
+
+fn line_of_offset(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&byte| byte == b'\n')
+        .count()
+        + 1
+}
+
+fn line_of_field(text: &str, field: &str) -> usize {
+    text.lines()
+        .position(|line| {
+            line.trim_start()
+                .strip_prefix(field)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map_or(0, |index| index + 1)
+}

@@ -1,0 +1,34 @@
+//! flashpipe's NAND flash array model.
+//!
+//! - [`config`]: geometry, timing and reliability from TOML presets (`minflash`, `rad`, `tlc`);
+//! - [`interface`]: minFlash's raw tagged interface (ReadPage, WritePage, EraseBlock, Ack);
+//! - [`array`]: the array itself, a deterministic discrete-event simulation on a
+//!   `VirtualClock`: bus/die occupancy, the scoreboard scheduler, host links, chained
+//!   devices, per-host queues; erase-before-write, in-order programming, wear, factory and
+//!   grown bad blocks, raw bit errors injected into stored codewords at read time;
+//! - [`ecc`]: RS(255,243) over the stored bytes (the `reed-solomon` crate);
+//! - [`adapter`]: a `BlockDevice` over the array by fixed striping (the pre-FTL mode);
+//! - [`workload`]: closed-loop synthetic jobs driving the raw interface;
+//! - [`stats`]: bandwidth, IOPS, latency percentiles, utilizations.
+//!
+//! The model and its parameters are documented in docs/flash-model.md.
+
+pub mod adapter;
+pub mod array;
+pub mod config;
+pub mod ecc;
+pub mod interface;
+pub mod reliability;
+pub mod stats;
+pub mod store;
+pub mod workload;
+
+pub use adapter::StripedFlashDevice;
+pub use array::{FlashArray, FlashOptions};
+pub use config::{ConfigError, FlashConfig, FlashGeometry, FlashReliability, FlashTiming};
+pub use interface::{
+    Ack, AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest, RuleViolation,
+    SubmitError,
+};
+pub use stats::{FlashStats, LatencySummary};
+pub use store::{BlockState, FlashError, StorageMode};
