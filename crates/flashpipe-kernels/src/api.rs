@@ -155,12 +155,15 @@ impl ChunkPart {
     /// Recovers the kernel's partial result; a part from another kernel is an internal error.
     pub fn into_partial<T: Any>(self, file: &FileInfo) -> Result<T, KernelError> {
         let offset_bytes = self.offset_bytes;
-        self.partial.downcast::<T>().map(|boxed| *boxed).map_err(|_| {
-            file.error_at(
-                offset_bytes,
-                KernelErrorKind::Internal("a chunk part from another kernel".into()),
-            )
-        })
+        self.partial
+            .downcast::<T>()
+            .map(|boxed| *boxed)
+            .map_err(|_| {
+                file.error_at(
+                    offset_bytes,
+                    KernelErrorKind::Internal("a chunk part from another kernel".into()),
+                )
+            })
     }
 }
 
@@ -173,7 +176,11 @@ pub trait ChunkMapper: Send + Sync {
 /// Folds the parts of one file, which it receives strictly in offset order.
 pub trait PartReducer: Send {
     /// Consumes the next part (the one starting where the previous ended).
-    fn reduce_part(&mut self, part: ChunkPart, sink: &mut dyn OutputSink) -> Result<(), KernelError>;
+    fn reduce_part(
+        &mut self,
+        part: ChunkPart,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError>;
     /// Called once after the last part: flushes what remains and returns the file's summary.
     fn finish(self: Box<Self>, sink: &mut dyn OutputSink) -> Result<Summary, KernelError>;
 }
@@ -181,7 +188,11 @@ pub trait PartReducer: Send {
 /// Processes the chunks of one file one at a time, in offset order.
 pub trait SequentialJob: Send {
     /// Consumes the next chunk (the one starting where the previous ended).
-    fn process_chunk(&mut self, chunk: &Chunk<'_>, sink: &mut dyn OutputSink) -> Result<(), KernelError>;
+    fn process_chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError>;
     /// Called once after the last chunk: flushes what remains and returns the file's summary.
     fn finish(self: Box<Self>, sink: &mut dyn OutputSink) -> Result<Summary, KernelError>;
 }

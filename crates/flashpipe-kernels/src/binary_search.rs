@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use crate::api::{Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary};
+use crate::api::{
+    Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary,
+};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{KernelOptions, OptionSpec};
 
@@ -99,11 +101,21 @@ impl SparseIndex {
     }
 
     /// Finds the first record whose key equals `key` (exactly `key_size_bytes` long).
-    pub fn lookup(&self, key: &[u8], file: &dyn ProbeRead) -> std::io::Result<LookupResult> {
-        assert_eq!(key.len(), self.layout.key_size_bytes, "query keys have the index's key length");
-        let blocks_before = partition_point(self.entry_count(), |block| self.block_key(block) < key);
+    pub fn lookup<R: ProbeRead + ?Sized>(
+        &self,
+        key: &[u8],
+        file: &R,
+    ) -> std::io::Result<LookupResult> {
+        assert_eq!(
+            key.len(),
+            self.layout.key_size_bytes,
+            "query keys have the index's key length"
+        );
+        let blocks_before =
+            partition_point(self.entry_count(), |block| self.block_key(block) < key);
         let at_block_start = |block: usize| {
-            (block < self.entry_count() && self.block_key(block) == key).then(|| (block * self.layout.block_records) as u64)
+            (block < self.entry_count() && self.block_key(block) == key)
+                .then(|| (block * self.layout.block_records) as u64)
         };
         if blocks_before == 0 {
             return Ok(LookupResult {
@@ -113,7 +125,8 @@ impl SparseIndex {
         }
         let block = blocks_before - 1;
         let first_record = (block * self.layout.block_records) as u64;
-        let records_in_block = (self.record_count - first_record).min(self.layout.block_records as u64) as usize;
+        let records_in_block =
+            (self.record_count - first_record).min(self.layout.block_records as u64) as usize;
         let record = self.layout.record_size_bytes;
         let mut block_bytes = vec![0u8; records_in_block * record];
         file.read_exact_at(first_record * record as u64, &mut block_bytes)?;
@@ -177,7 +190,10 @@ impl SparseIndexBuilder {
         if !self.previous_key.is_empty() && key < &self.previous_key[..] {
             return Err(self.file.error_at(
                 self.index.record_count * layout.record_size_bytes as u64,
-                KernelErrorKind::WrongFormat(format!("record {} is out of order: the file is not sorted", self.index.record_count)),
+                KernelErrorKind::WrongFormat(format!(
+                    "record {} is out of order: the file is not sorted",
+                    self.index.record_count
+                )),
             ));
         }
         if self.index.record_count % layout.block_records as u64 == 0 {
@@ -265,7 +281,11 @@ struct SearchIndexJob {
 }
 
 impl SequentialJob for SearchIndexJob {
-    fn process_chunk(&mut self, chunk: &Chunk<'_>, _sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn process_chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        _sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         self.builder.add_bytes(chunk.data)
     }
 

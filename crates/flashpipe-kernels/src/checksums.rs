@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::api::{
-    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer, Schedule,
-    SequentialJob, Summary,
+    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
+    Schedule, SequentialJob, Summary,
 };
 use crate::error::{KernelError, OptionsError};
 use crate::options::{encode_hex, KernelOptions};
@@ -37,7 +37,11 @@ struct Crc32cReducer {
 }
 
 impl PartReducer for Crc32cReducer {
-    fn reduce_part(&mut self, part: ChunkPart, _sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn reduce_part(
+        &mut self,
+        part: ChunkPart,
+        _sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         let length_bytes = part.length_bytes;
         let chunk_crc: u32 = part.into_partial(&self.file)?;
         self.combined = crc32c::crc32c_combine(self.combined, chunk_crc, length_bytes);
@@ -92,7 +96,11 @@ struct Sha256Job {
 }
 
 impl SequentialJob for Sha256Job {
-    fn process_chunk(&mut self, chunk: &Chunk<'_>, _sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn process_chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        _sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         self.hasher.update(chunk.data);
         Ok(())
     }
@@ -119,6 +127,8 @@ impl Kernel for Sha256Kernel {
     }
 
     fn start_file(&self, _file: &FileInfo) -> Result<FileJob, KernelError> {
-        Ok(FileJob::Sequential(Box::new(Sha256Job { hasher: Sha256::new() })))
+        Ok(FileJob::Sequential(Box::new(Sha256Job {
+            hasher: Sha256::new(),
+        })))
     }
 }

@@ -14,8 +14,8 @@ use cipher::{KeyInit, KeyIvInit, StreamCipher, StreamCipherSeek};
 use des::Des;
 
 use crate::api::{
-    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer, Schedule,
-    SequentialJob, Summary,
+    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
+    Schedule, SequentialJob, Summary,
 };
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{KernelOptions, OptionSpec};
@@ -118,7 +118,12 @@ fn pkcs7_pad(short_block: &[u8]) -> [u8; DES_BLOCK_BYTES] {
 /// Returns the plaintext of a final decrypted block without its PKCS#7 padding.
 fn pkcs7_unpad(block: &[u8]) -> Option<&[u8]> {
     let pad = *block.last()? as usize;
-    if pad == 0 || pad > block.len() || !block[block.len() - pad..].iter().all(|&byte| byte as usize == pad) {
+    if pad == 0
+        || pad > block.len()
+        || !block[block.len() - pad..]
+            .iter()
+            .all(|&byte| byte as usize == pad)
+    {
         return None;
     }
     Some(&block[..block.len() - pad])
@@ -163,7 +168,9 @@ impl DesEcbKernel {
 
     /// Builds from options.
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
-        Ok(Arc::new(Arc::new(Self::new(DesSettings::from_options(options)?))))
+        Ok(Arc::new(Arc::new(Self::new(DesSettings::from_options(
+            options,
+        )?))))
     }
 
     fn transform(&self, records: &[u8]) -> Vec<u8> {
@@ -171,8 +178,12 @@ impl DesEcbKernel {
         let (blocks, rest) = Block::<Des>::slice_as_chunks_mut(&mut output);
         assert!(rest.is_empty(), "ECB is given whole blocks");
         match self.settings.direction {
-            Direction::Encrypt => ecb::Encryptor::<Des>::inner_init(self.cipher.clone()).encrypt_blocks(blocks),
-            Direction::Decrypt => ecb::Decryptor::<Des>::inner_init(self.cipher.clone()).decrypt_blocks(blocks),
+            Direction::Encrypt => {
+                ecb::Encryptor::<Des>::inner_init(self.cipher.clone()).encrypt_blocks(blocks)
+            }
+            Direction::Decrypt => {
+                ecb::Decryptor::<Des>::inner_init(self.cipher.clone()).decrypt_blocks(blocks)
+            }
         }
         output
     }
@@ -193,7 +204,12 @@ impl RecordKernel for DesEcbKernel {
         DES_BLOCK_BYTES
     }
 
-    fn map_records(&self, _file: &FileInfo, _offset_bytes: u64, records: &[u8]) -> Result<Vec<u8>, KernelError> {
+    fn map_records(
+        &self,
+        _file: &FileInfo,
+        _offset_bytes: u64,
+        records: &[u8],
+    ) -> Result<Vec<u8>, KernelError> {
         Ok(self.transform(records))
     }
 
@@ -210,7 +226,8 @@ impl RecordKernel for DesEcbKernel {
         output: Vec<u8>,
         sink: &mut dyn OutputSink,
     ) -> Result<(), KernelError> {
-        let hold_back = self.settings.direction == Direction::Decrypt && self.settings.pkcs7_padding;
+        let hold_back =
+            self.settings.direction == Direction::Decrypt && self.settings.pkcs7_padding;
         if !hold_back {
             accumulator.output_bytes += output.len() as u64;
             return sink.write_output(&output);
@@ -239,8 +256,12 @@ impl RecordKernel for DesEcbKernel {
                 output_bytes += block.len() as u64;
             }
             (Direction::Decrypt, true) => {
-                let plaintext = pkcs7_unpad(&accumulator.held_back_block)
-                    .ok_or_else(|| file.error_at(offset_bytes.saturating_sub(8), KernelErrorKind::InvalidPadding))?;
+                let plaintext = pkcs7_unpad(&accumulator.held_back_block).ok_or_else(|| {
+                    file.error_at(
+                        offset_bytes.saturating_sub(8),
+                        KernelErrorKind::InvalidPadding,
+                    )
+                })?;
                 sink.write_output(plaintext)?;
                 output_bytes += plaintext.len() as u64;
             }
@@ -284,7 +305,10 @@ impl DesCbcKernel {
     /// Builds from options.
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
         let settings = DesSettings::from_options(options)?;
-        let iv = options.hex_bytes("iv", 8)?.try_into().expect("length checked");
+        let iv = options
+            .hex_bytes("iv", 8)?
+            .try_into()
+            .expect("length checked");
         Ok(Arc::new(Self::new(settings, iv)))
     }
 }
@@ -305,8 +329,14 @@ impl Kernel for DesCbcKernel {
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {
         check_des_length(file, &self.settings)?;
         let mode = match self.settings.direction {
-            Direction::Encrypt => CbcMode::Encrypt(cbc::Encryptor::<Des>::new(&self.settings.key.into(), &self.iv.into())),
-            Direction::Decrypt => CbcMode::Decrypt(cbc::Decryptor::<Des>::new(&self.settings.key.into(), &self.iv.into())),
+            Direction::Encrypt => CbcMode::Encrypt(cbc::Encryptor::<Des>::new(
+                &self.settings.key.into(),
+                &self.iv.into(),
+            )),
+            Direction::Decrypt => CbcMode::Decrypt(cbc::Decryptor::<Des>::new(
+                &self.settings.key.into(),
+                &self.iv.into(),
+            )),
         };
         Ok(FileJob::Sequential(Box::new(DesCbcJob {
             file: file.clone(),
@@ -361,8 +391,15 @@ impl DesCbcJob {
 }
 
 impl SequentialJob for DesCbcJob {
-    fn process_chunk(&mut self, chunk: &Chunk<'_>, sink: &mut dyn OutputSink) -> Result<(), KernelError> {
-        assert_eq!(chunk.offset_bytes, self.next_offset_bytes, "chunks arrive in order");
+    fn process_chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
+        assert_eq!(
+            chunk.offset_bytes, self.next_offset_bytes,
+            "chunks arrive in order"
+        );
         self.next_offset_bytes = chunk.end_offset_bytes();
         let total = self.carry.len() + chunk.data.len();
         let whole_length = total / DES_BLOCK_BYTES * DES_BLOCK_BYTES;
@@ -387,8 +424,10 @@ impl SequentialJob for DesCbcJob {
             self.emit(block, sink)?;
         } else if self.pkcs7_padding {
             let plaintext = pkcs7_unpad(&self.held_back_block).ok_or_else(|| {
-                self.file
-                    .error_at(self.next_offset_bytes.saturating_sub(8), KernelErrorKind::InvalidPadding)
+                self.file.error_at(
+                    self.next_offset_bytes.saturating_sub(8),
+                    KernelErrorKind::InvalidPadding,
+                )
             })?;
             sink.write_output(plaintext)?;
             self.output_bytes += plaintext.len() as u64;
@@ -416,8 +455,14 @@ impl Aes128CtrKernel {
 
     /// Builds from options.
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
-        let key = options.hex_bytes("key", 16)?.try_into().expect("length checked");
-        let iv = options.hex_bytes("iv", 16)?.try_into().expect("length checked");
+        let key = options
+            .hex_bytes("key", 16)?
+            .try_into()
+            .expect("length checked");
+        let iv = options
+            .hex_bytes("iv", 16)?
+            .try_into()
+            .expect("length checked");
         Ok(Arc::new(Arc::new(Self::new(key, iv))))
     }
 
@@ -433,7 +478,10 @@ impl Aes128CtrKernel {
 
 impl ChunkMapper for Arc<Aes128CtrKernel> {
     fn map_chunk(&self, chunk: &Chunk<'_>) -> Result<ChunkPart, KernelError> {
-        Ok(ChunkPart::new(chunk, self.apply_at(chunk.offset_bytes, chunk.data)))
+        Ok(ChunkPart::new(
+            chunk,
+            self.apply_at(chunk.offset_bytes, chunk.data),
+        ))
     }
 }
 
@@ -443,7 +491,11 @@ struct InOrderStreamReducer {
 }
 
 impl PartReducer for InOrderStreamReducer {
-    fn reduce_part(&mut self, part: ChunkPart, sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn reduce_part(
+        &mut self,
+        part: ChunkPart,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         let output: Vec<u8> = part.into_partial(&self.file)?;
         self.output_bytes += output.len() as u64;
         sink.write_output(&output)

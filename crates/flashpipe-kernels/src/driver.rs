@@ -41,7 +41,11 @@ impl DrivePlan {
 }
 
 /// Splits `data` into chunks of `chunk_size_bytes` (an empty file has no chunks).
-pub fn split_into_chunks<'a>(file: &'a str, data: &'a [u8], chunk_size_bytes: usize) -> Vec<Chunk<'a>> {
+pub fn split_into_chunks<'a>(
+    file: &'a str,
+    data: &'a [u8],
+    chunk_size_bytes: usize,
+) -> Vec<Chunk<'a>> {
     assert!(chunk_size_bytes > 0, "chunk size must be positive");
     data.chunks(chunk_size_bytes)
         .enumerate()
@@ -70,7 +74,10 @@ pub fn run_on_bytes(
             }
             job.finish(sink)
         }
-        FileJob::Parallel { mapper, mut reducer } => {
+        FileJob::Parallel {
+            mapper,
+            mut reducer,
+        } => {
             let parts = map_all(mapper.as_ref(), &chunks, plan)?;
             for part in parts {
                 reducer.reduce_part(part, sink)?;
@@ -81,13 +88,18 @@ pub fn run_on_bytes(
 }
 
 /// Maps every chunk with `plan.worker_count` threads and returns the parts in offset order.
-fn map_all(mapper: &dyn ChunkMapper, chunks: &[Chunk<'_>], plan: DrivePlan) -> Result<Vec<ChunkPart>, KernelError> {
+fn map_all(
+    mapper: &dyn ChunkMapper,
+    chunks: &[Chunk<'_>],
+    plan: DrivePlan,
+) -> Result<Vec<ChunkPart>, KernelError> {
     let order: Vec<usize> = match plan.map_order {
         MapOrder::Forward => (0..chunks.len()).collect(),
         MapOrder::Reverse => (0..chunks.len()).rev().collect(),
     };
     let next_position = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<Result<ChunkPart, KernelError>>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
+    let slots: Vec<Mutex<Option<Result<ChunkPart, KernelError>>>> =
+        chunks.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..plan.worker_count.max(1) {
             scope.spawn(|| loop {
@@ -119,7 +131,8 @@ pub fn run_files_in_parallel(
     worker_count: usize,
 ) -> Result<Vec<Summary>, KernelError> {
     let next_file = AtomicUsize::new(0);
-    let results: Vec<Mutex<Option<Result<Summary, KernelError>>>> = files.iter().map(|_| Mutex::new(None)).collect();
+    let results: Vec<Mutex<Option<Result<Summary, KernelError>>>> =
+        files.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..worker_count.max(1) {
             scope.spawn(|| loop {
@@ -128,13 +141,23 @@ pub fn run_files_in_parallel(
                     break;
                 };
                 let mut sink = crate::api::CountingSink::default();
-                let result = run_on_bytes(kernel, name, data, DrivePlan::single(chunk_size_bytes), &mut sink);
+                let result = run_on_bytes(
+                    kernel,
+                    name,
+                    data,
+                    DrivePlan::single(chunk_size_bytes),
+                    &mut sink,
+                );
                 *results[index].lock().expect("result lock poisoned") = Some(result);
             });
         }
     });
     results
         .into_iter()
-        .map(|slot| slot.into_inner().expect("result lock poisoned").expect("every file ran"))
+        .map(|slot| {
+            slot.into_inner()
+                .expect("result lock poisoned")
+                .expect("every file ran")
+        })
         .collect()
 }

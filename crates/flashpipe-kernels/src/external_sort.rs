@@ -12,7 +12,9 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::api::{Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary};
+use crate::api::{
+    Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary,
+};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{KernelOptions, OptionSpec};
 
@@ -166,7 +168,11 @@ impl Kernel for ExternalSortKernel {
             ));
         }
         let storage = Box::new(FileSpillStorage::new(self.temp_directory.clone()));
-        Ok(FileJob::Sequential(Box::new(ExternalSortJob::new(file.clone(), self.settings, storage))))
+        Ok(FileJob::Sequential(Box::new(ExternalSortJob::new(
+            file.clone(),
+            self.settings,
+            storage,
+        ))))
     }
 }
 
@@ -183,7 +189,9 @@ pub struct ExternalSortJob {
 impl ExternalSortJob {
     /// A job spilling through `storage`.
     pub fn new(file: FileInfo, settings: SortSettings, storage: Box<dyn SpillStorage>) -> Self {
-        assert!(settings.key_size_bytes >= 1 && settings.key_size_bytes <= settings.record_size_bytes);
+        assert!(
+            settings.key_size_bytes >= 1 && settings.key_size_bytes <= settings.record_size_bytes
+        );
         Self {
             file,
             settings,
@@ -218,7 +226,10 @@ impl ExternalSortJob {
 
     fn spill(&mut self) -> Result<(), KernelError> {
         let order = self.sorted_order();
-        let (run, writer) = self.storage.create_run().map_err(|error| self.io_error(error))?;
+        let (run, writer) = self
+            .storage
+            .create_run()
+            .map_err(|error| self.io_error(error))?;
         let mut writer = BufWriter::with_capacity(1 << 16, writer);
         let record = self.settings.record_size_bytes;
         for index in order {
@@ -253,7 +264,10 @@ impl ExternalSortJob {
         let reader_buffer_bytes = (self.settings.memory_bytes / (self.runs.len() + 2)).max(record);
         let mut readers = Vec::with_capacity(self.runs.len());
         for &run in &self.runs {
-            let reader = self.storage.open_run(run).map_err(|error| self.file.error_at(0, error.into()))?;
+            let reader = self
+                .storage
+                .open_run(run)
+                .map_err(|error| self.file.error_at(0, error.into()))?;
             readers.push(BufReader::with_capacity(reader_buffer_bytes, reader));
         }
         let mut current: Vec<Vec<u8>> = vec![vec![0u8; record]; readers.len()];
@@ -270,7 +284,9 @@ impl ExternalSortJob {
                 sink.write_output(&batch)?;
                 batch.clear();
             }
-            if read_record(&mut readers[run], &mut current[run]).map_err(|error| self.io_error(error))? {
+            if read_record(&mut readers[run], &mut current[run])
+                .map_err(|error| self.io_error(error))?
+            {
                 heap_key.clear();
                 heap_key.extend_from_slice(&current[run][..key]);
                 heap.push(Reverse((heap_key, run)));
@@ -299,7 +315,11 @@ fn read_record(reader: &mut impl Read, record: &mut [u8]) -> std::io::Result<boo
 }
 
 impl SequentialJob for ExternalSortJob {
-    fn process_chunk(&mut self, chunk: &Chunk<'_>, _sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn process_chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        _sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         let capacity = self.capacity_bytes();
         let mut rest = chunk.data;
         while !rest.is_empty() {
@@ -318,7 +338,8 @@ impl SequentialJob for ExternalSortJob {
         let record = self.settings.record_size_bytes;
         let buffered_records = (self.buffer.len() / record) as u64;
         assert_eq!(self.buffer.len() % record, 0, "length checked at start");
-        self.record_count = self.runs.len() as u64 * self.settings.records_per_run() as u64 + buffered_records;
+        self.record_count =
+            self.runs.len() as u64 * self.settings.records_per_run() as u64 + buffered_records;
         if self.runs.is_empty() {
             self.write_in_memory(sink)?;
         } else {

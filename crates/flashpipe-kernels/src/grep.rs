@@ -12,8 +12,8 @@ use memchr::memmem;
 use regex::bytes::{Regex, RegexBuilder};
 
 use crate::api::{
-    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, LineMatch, OutputKind, OutputSink, PartReducer,
-    Schedule, Summary,
+    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, LineMatch, OutputKind, OutputSink,
+    PartReducer, Schedule, Summary,
 };
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{KernelOptions, OptionSpec};
@@ -54,7 +54,7 @@ const KEPT_LINE_BYTES: usize = 200;
 #[derive(Debug, Clone)]
 pub enum LineMatcher {
     /// A fixed string.
-    Literal(memmem::Finder<'static>),
+    Literal(Box<memmem::Finder<'static>>),
     /// A regular expression.
     Pattern(Regex),
 }
@@ -66,7 +66,9 @@ impl LineMatcher {
             LineMatcher::Literal(finder) => finder
                 .find(&haystack[from..])
                 .map(|start| (from + start, from + start + finder.needle().len())),
-            LineMatcher::Pattern(regex) => regex.find_at(haystack, from).map(|found| (found.start(), found.end())),
+            LineMatcher::Pattern(regex) => regex
+                .find_at(haystack, from)
+                .map(|found| (found.start(), found.end())),
         }
     }
 
@@ -92,10 +94,13 @@ impl LineMatcher {
             if match_start >= lines.len() {
                 break;
             }
-            let line_start = memchr::memrchr(b'\n', &lines[..match_start]).map_or(0, |newline| newline + 1);
-            let line_end = memchr::memchr(b'\n', &lines[match_start..]).map_or(lines.len(), |newline| match_start + newline);
+            let line_start =
+                memchr::memrchr(b'\n', &lines[..match_start]).map_or(0, |newline| newline + 1);
+            let line_end = memchr::memchr(b'\n', &lines[match_start..])
+                .map_or(lines.len(), |newline| match_start + newline);
             let line_start = line_start.max(search_from);
-            line_index += memchr::memchr_iter(b'\n', &lines[counted_up_to..line_start]).count() as u64;
+            line_index +=
+                memchr::memchr_iter(b'\n', &lines[counted_up_to..line_start]).count() as u64;
             counted_up_to = line_start;
             let within_line = match_end <= line_end;
             if within_line || self.line_matches(&lines[line_start..line_end]) {
@@ -143,7 +148,9 @@ impl GrepKernel {
                     reason: "only with regular expressions (use literal=false and (?i))".into(),
                 });
             }
-            LineMatcher::Literal(memmem::Finder::new(pattern.as_bytes()).into_owned())
+            LineMatcher::Literal(Box::new(
+                memmem::Finder::new(pattern.as_bytes()).into_owned(),
+            ))
         } else {
             let regex = RegexBuilder::new(pattern)
                 .multi_line(true)
@@ -158,7 +165,11 @@ impl GrepKernel {
         };
         let max_line_bytes = options.integer("max_line_bytes", 1, 1 << 30)? as usize;
         let max_matches = options.integer("max_matches", 0, 1 << 24)? as usize;
-        Ok(Arc::new(Arc::new(Self::new(matcher, max_line_bytes, max_matches))))
+        Ok(Arc::new(Arc::new(Self::new(
+            matcher,
+            max_line_bytes,
+            max_matches,
+        ))))
     }
 }
 
@@ -189,8 +200,11 @@ impl ChunkMapper for GrepMapper {
     fn map_chunk(&self, chunk: &Chunk<'_>) -> Result<ChunkPart, KernelError> {
         let data = chunk.data;
         let limit_bytes = self.kernel.max_line_bytes;
-        let too_long = |offset_bytes| chunk.error_at(offset_bytes, KernelErrorKind::LineTooLong { limit_bytes });
-        let (Some(first_newline), Some(last_newline)) = (memchr::memchr(b'\n', data), memchr::memrchr(b'\n', data))
+        let too_long = |offset_bytes| {
+            chunk.error_at(offset_bytes, KernelErrorKind::LineTooLong { limit_bytes })
+        };
+        let (Some(first_newline), Some(last_newline)) =
+            (memchr::memchr(b'\n', data), memchr::memrchr(b'\n', data))
         else {
             if data.len() > limit_bytes {
                 return Err(too_long(chunk.offset_bytes));
@@ -218,7 +232,8 @@ impl ChunkMapper for GrepMapper {
             .matching_lines(interior)
             .into_iter()
             .map(|(line_index, line_start)| {
-                let line_length = memchr::memchr(b'\n', &interior[line_start..]).expect("interior ends with a newline");
+                let line_length = memchr::memchr(b'\n', &interior[line_start..])
+                    .expect("interior ends with a newline");
                 let text = kept_text(&interior[line_start..line_start + line_length]);
                 (line_index, interior_offset_bytes + line_start as u64, text)
             })
@@ -259,28 +274,44 @@ impl GrepReducer {
     fn test_carried_line(&mut self) {
         let line = std::mem::take(&mut self.carry);
         if self.kernel.matcher.line_matches(&line) {
-            self.record(self.completed_line_count + 1, self.carry_offset_bytes, kept_text(&line));
+            self.record(
+                self.completed_line_count + 1,
+                self.carry_offset_bytes,
+                kept_text(&line),
+            );
         }
     }
 }
 
 impl PartReducer for GrepReducer {
-    fn reduce_part(&mut self, part: ChunkPart, _sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn reduce_part(
+        &mut self,
+        part: ChunkPart,
+        _sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         let part_end_bytes = part.offset_bytes + part.length_bytes as u64;
         let partial: GrepPartial = part.into_partial(&self.file)?;
         let limit_bytes = self.kernel.max_line_bytes;
         if self.carry.len() + partial.head.len() > limit_bytes + 1 {
-            return Err(self.file.error_at(self.carry_offset_bytes, KernelErrorKind::LineTooLong { limit_bytes }));
+            return Err(self.file.error_at(
+                self.carry_offset_bytes,
+                KernelErrorKind::LineTooLong { limit_bytes },
+            ));
         }
         if !partial.has_newline {
             self.carry.extend_from_slice(&partial.head);
             return Ok(());
         }
-        self.carry.extend_from_slice(&partial.head[..partial.head.len() - 1]);
+        self.carry
+            .extend_from_slice(&partial.head[..partial.head.len() - 1]);
         self.test_carried_line();
         self.completed_line_count += 1;
         for (line_index, line_offset_bytes, text) in partial.interior_matches {
-            self.record(self.completed_line_count + line_index + 1, line_offset_bytes, text);
+            self.record(
+                self.completed_line_count + line_index + 1,
+                line_offset_bytes,
+                text,
+            );
         }
         self.completed_line_count += partial.interior_line_count;
         self.carry_offset_bytes = part_end_bytes - partial.tail.len() as u64;

@@ -6,7 +6,10 @@
 
 use std::sync::Arc;
 
-use crate::api::{FileInfo, FileJob, Kernel, Neighbour, OutputKind, OutputSink, QueryNeighbours, Schedule, Summary};
+use crate::api::{
+    FileInfo, FileJob, Kernel, Neighbour, OutputKind, OutputSink, QueryNeighbours, Schedule,
+    Summary,
+};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{KernelOptions, OptionSpec};
 use crate::records::{start_record_job, RecordKernel};
@@ -45,7 +48,10 @@ pub fn decode_vectors(bytes: &[u8], dimensions: usize) -> Option<Vec<f32>> {
 
 /// Encodes f32 values little-endian.
 pub fn encode_vectors(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|value| value.to_le_bytes()).collect()
+    values
+        .iter()
+        .flat_map(|value| value.to_le_bytes())
+        .collect()
 }
 
 /// The kNN kernel with its query batch.
@@ -58,7 +64,10 @@ pub struct KnnKernel {
 impl KnnKernel {
     /// A kernel answering `queries` (a whole number of `dimensions`-vectors) with `k` neighbours.
     pub fn new(dimensions: usize, neighbour_count: usize, queries: Vec<f32>) -> Self {
-        assert!(dimensions > 0 && neighbour_count > 0, "dimensions and k are positive");
+        assert!(
+            dimensions > 0 && neighbour_count > 0,
+            "dimensions and k are positive"
+        );
         assert_eq!(queries.len() % dimensions, 0, "queries are whole vectors");
         Self {
             dimensions,
@@ -76,7 +85,8 @@ impl KnnKernel {
             key: "queries".into(),
             reason,
         };
-        let bytes = std::fs::read(path).map_err(|error| bad_file(format!("cannot read {path}: {error}")))?;
+        let bytes = std::fs::read(path)
+            .map_err(|error| bad_file(format!("cannot read {path}: {error}")))?;
         let queries = decode_vectors(&bytes, dimensions)
             .filter(|values| !values.is_empty())
             .ok_or_else(|| {
@@ -86,7 +96,11 @@ impl KnnKernel {
                     dimensions * 4
                 ))
             })?;
-        Ok(Arc::new(Arc::new(Self::new(dimensions, neighbour_count, queries))))
+        Ok(Arc::new(Arc::new(Self::new(
+            dimensions,
+            neighbour_count,
+            queries,
+        ))))
     }
 
     fn query_count(&self) -> usize {
@@ -97,7 +111,8 @@ impl KnnKernel {
 /// Inserts a candidate into a best-first list of at most `limit` neighbours.
 fn offer(best: &mut Vec<Neighbour>, candidate: Neighbour, limit: usize) {
     let worse_than = |existing: &Neighbour| {
-        (existing.distance_squared, existing.record_index) > (candidate.distance_squared, candidate.record_index)
+        (existing.distance_squared, existing.record_index)
+            > (candidate.distance_squared, candidate.record_index)
     };
     if best.len() == limit && !best.last().is_some_and(worse_than) {
         return;
@@ -119,12 +134,21 @@ impl RecordKernel for KnnKernel {
         self.dimensions * 4
     }
 
-    fn map_records(&self, _file: &FileInfo, offset_bytes: u64, records: &[u8]) -> Result<Self::Partial, KernelError> {
+    fn map_records(
+        &self,
+        _file: &FileInfo,
+        offset_bytes: u64,
+        records: &[u8],
+    ) -> Result<Self::Partial, KernelError> {
         let first_record = offset_bytes / self.record_size_bytes() as u64;
         let values = decode_vectors(records, self.dimensions).expect("whole records");
         let mut best = vec![Vec::with_capacity(self.neighbour_count + 1); self.query_count()];
         for (index, record) in values.chunks_exact(self.dimensions).enumerate() {
-            for (query, best_for_query) in self.queries.chunks_exact(self.dimensions).zip(best.iter_mut()) {
+            for (query, best_for_query) in self
+                .queries
+                .chunks_exact(self.dimensions)
+                .zip(best.iter_mut())
+            {
                 let candidate = Neighbour {
                     record_index: first_record + index as u64,
                     distance_squared: squared_distance(query, record),
@@ -162,12 +186,18 @@ impl RecordKernel for KnnKernel {
         _sink: &mut dyn OutputSink,
     ) -> Result<Summary, KernelError> {
         if !short_record.is_empty() {
-            return Err(file.error_at(offset_bytes, wrong_length(file.size_bytes, self.record_size_bytes())));
+            return Err(file.error_at(
+                offset_bytes,
+                wrong_length(file.size_bytes, self.record_size_bytes()),
+            ));
         }
         let queries = accumulator
             .into_iter()
             .enumerate()
-            .map(|(query_index, neighbours)| QueryNeighbours { query_index, neighbours })
+            .map(|(query_index, neighbours)| QueryNeighbours {
+                query_index,
+                neighbours,
+            })
             .collect();
         Ok(Summary::Neighbours { queries })
     }

@@ -14,16 +14,17 @@
 //! search. This crate depends on no other flashpipe crate.
 
 pub mod api;
+pub mod binary_search;
+pub mod checksums;
 pub mod ciphers;
 pub mod driver;
 pub mod error;
+pub mod external_sort;
+pub mod grep;
+pub mod knn;
+pub mod langid;
 pub mod options;
 pub mod records;
-pub mod checksums;
-pub mod grep;
-pub mod langid;
-pub mod sobel;
-pub mod binary_search;
-pub mod external_sort;
-pub mod knn;
 pub mod registry;
+pub mod sobel;
+pub mod throughput;

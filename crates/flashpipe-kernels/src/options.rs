@@ -27,19 +27,30 @@ pub struct KernelOptions {
 impl KernelOptions {
     /// Parses `key=value` arguments for `kernel` against `specs`: unknown, repeated and missing
     /// keys are errors; absent optional keys take their defaults.
-    pub fn parse(kernel: &str, specs: &[OptionSpec], arguments: &[String]) -> Result<Self, OptionsError> {
+    pub fn parse(
+        kernel: &str,
+        specs: &[OptionSpec],
+        arguments: &[String],
+    ) -> Result<Self, OptionsError> {
         let mut values = BTreeMap::new();
         for argument in arguments {
-            let (key, value) = argument.split_once('=').ok_or_else(|| OptionsError::NotKeyValue {
-                argument: argument.clone(),
-            })?;
-            let spec = specs.iter().find(|spec| spec.key == key).ok_or_else(|| OptionsError::UnknownOption {
-                kernel: kernel.to_string(),
-                key: key.to_string(),
-                known: known_keys(specs),
+            let (key, value) =
+                argument
+                    .split_once('=')
+                    .ok_or_else(|| OptionsError::NotKeyValue {
+                        argument: argument.clone(),
+                    })?;
+            let spec = specs.iter().find(|spec| spec.key == key).ok_or_else(|| {
+                OptionsError::UnknownOption {
+                    kernel: kernel.to_string(),
+                    key: key.to_string(),
+                    known: known_keys(specs),
+                }
             })?;
             if values.insert(spec.key, value.to_string()).is_some() {
-                return Err(OptionsError::Duplicate { key: key.to_string() });
+                return Err(OptionsError::Duplicate {
+                    key: key.to_string(),
+                });
             }
         }
         for spec in specs {
@@ -72,31 +83,49 @@ impl KernelOptions {
 
     /// The raw value of a declared key (every declared key has a value after parsing).
     pub fn text(&self, key: &str) -> Result<&str, OptionsError> {
-        self.values.get(key).map(String::as_str).ok_or_else(|| OptionsError::Missing {
-            kernel: self.kernel.clone(),
-            key: key.to_string(),
-            help: "undeclared option (kernel bug)".to_string(),
-        })
+        self.values
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| OptionsError::Missing {
+                kernel: self.kernel.clone(),
+                key: key.to_string(),
+                help: "undeclared option (kernel bug)".to_string(),
+            })
     }
 
     /// A non-negative integer within `minimum..=maximum`; accepts `K`, `M`, `G` binary suffixes.
     pub fn integer(&self, key: &str, minimum: u64, maximum: u64) -> Result<u64, OptionsError> {
         let value = self.text(key)?;
-        let parsed = parse_size(value).ok_or_else(|| bad_value(key, value, "not a non-negative integer"))?;
+        let parsed =
+            parse_size(value).ok_or_else(|| bad_value(key, value, "not a non-negative integer"))?;
         if parsed < minimum || parsed > maximum {
-            return Err(bad_value(key, value, &format!("must be between {minimum} and {maximum}")));
+            return Err(bad_value(
+                key,
+                value,
+                &format!("must be between {minimum} and {maximum}"),
+            ));
         }
         Ok(parsed)
     }
 
     /// One of `choices`.
-    pub fn choice(&self, key: &str, choices: &[&'static str]) -> Result<&'static str, OptionsError> {
+    pub fn choice(
+        &self,
+        key: &str,
+        choices: &[&'static str],
+    ) -> Result<&'static str, OptionsError> {
         let value = self.text(key)?;
         choices
             .iter()
             .copied()
             .find(|choice| *choice == value)
-            .ok_or_else(|| bad_value(key, value, &format!("must be one of {}", choices.join(", "))))
+            .ok_or_else(|| {
+                bad_value(
+                    key,
+                    value,
+                    &format!("must be one of {}", choices.join(", ")),
+                )
+            })
     }
 
     /// `true`/`false` (also `yes`/`no`, `1`/`0`).
@@ -117,7 +146,11 @@ impl KernelOptions {
             return Err(bad_value(
                 key,
                 value,
-                &format!("must be {length_bytes} bytes ({} hex digits), got {}", length_bytes * 2, bytes.len()),
+                &format!(
+                    "must be {length_bytes} bytes ({} hex digits), got {}",
+                    length_bytes * 2,
+                    bytes.len()
+                ),
             ));
         }
         Ok(bytes)
@@ -128,7 +161,11 @@ fn known_keys(specs: &[OptionSpec]) -> String {
     if specs.is_empty() {
         return "(none)".to_string();
     }
-    specs.iter().map(|spec| spec.key).collect::<Vec<_>>().join(", ")
+    specs
+        .iter()
+        .map(|spec| spec.key)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn bad_value(key: &str, value: &str, reason: &str) -> OptionsError {

@@ -10,7 +10,9 @@
 
 use std::sync::Arc;
 
-use crate::api::{Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, OutputSink, PartReducer, Summary};
+use crate::api::{
+    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, OutputSink, PartReducer, Summary,
+};
 use crate::error::{KernelError, KernelErrorKind};
 
 /// A kernel over fixed-size, aligned records.
@@ -24,7 +26,12 @@ pub trait RecordKernel: Send + Sync + 'static {
     fn record_size_bytes(&self) -> usize;
     /// Processes whole records (`records.len()` is a positive multiple of the record size)
     /// starting at file offset `offset_bytes`; called concurrently, in any order.
-    fn map_records(&self, file: &FileInfo, offset_bytes: u64, records: &[u8]) -> Result<Self::Partial, KernelError>;
+    fn map_records(
+        &self,
+        file: &FileInfo,
+        offset_bytes: u64,
+        records: &[u8],
+    ) -> Result<Self::Partial, KernelError>;
     /// A fresh accumulator for a file.
     fn new_accumulator(&self, file: &FileInfo) -> Self::Accumulator;
     /// Folds the partial result of the next records in file order, writing any stream output.
@@ -96,7 +103,11 @@ impl<K: RecordKernel> ChunkMapper for RecordMapper<K> {
             let interior_bytes = &chunk.data[head_length..head_length + interior_length];
             RecordChunkPartial {
                 head: chunk.data[..head_length].to_vec(),
-                interior: Some(self.kernel.map_records(&self.file, first_boundary, interior_bytes)?),
+                interior: Some(self.kernel.map_records(
+                    &self.file,
+                    first_boundary,
+                    interior_bytes,
+                )?),
                 tail: chunk.data[head_length + interior_length..].to_vec(),
             }
         };
@@ -115,16 +126,22 @@ pub struct RecordReducer<K: RecordKernel> {
 }
 
 impl<K: RecordKernel> RecordReducer<K> {
-    fn absorb_fragment(&mut self, fragment: &[u8], sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn absorb_fragment(
+        &mut self,
+        fragment: &[u8],
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         let record_size = self.kernel.record_size_bytes();
         self.carry.extend_from_slice(fragment);
         let whole_length = self.carry.len() / record_size * record_size;
         if whole_length == 0 {
             return Ok(());
         }
-        let partial = self
-            .kernel
-            .map_records(&self.file, self.carry_offset_bytes, &self.carry[..whole_length])?;
+        let partial = self.kernel.map_records(
+            &self.file,
+            self.carry_offset_bytes,
+            &self.carry[..whole_length],
+        )?;
         self.kernel.fold(&mut self.accumulator, partial, sink)?;
         self.carry.drain(..whole_length);
         self.carry_offset_bytes += whole_length as u64;
@@ -133,18 +150,28 @@ impl<K: RecordKernel> RecordReducer<K> {
 }
 
 impl<K: RecordKernel> PartReducer for RecordReducer<K> {
-    fn reduce_part(&mut self, part: ChunkPart, sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn reduce_part(
+        &mut self,
+        part: ChunkPart,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         if part.offset_bytes != self.next_offset_bytes {
             return Err(self.file.error_at(
                 part.offset_bytes,
-                KernelErrorKind::Internal(format!("part out of order: expected offset {}", self.next_offset_bytes)),
+                KernelErrorKind::Internal(format!(
+                    "part out of order: expected offset {}",
+                    self.next_offset_bytes
+                )),
             ));
         }
         self.next_offset_bytes += part.length_bytes as u64;
         let partial: RecordChunkPartial<K::Partial> = part.into_partial(&self.file)?;
         self.absorb_fragment(&partial.head, sink)?;
         if let Some(interior) = partial.interior {
-            assert!(self.carry.is_empty(), "a record-aligned interior must follow a whole number of records");
+            assert!(
+                self.carry.is_empty(),
+                "a record-aligned interior must follow a whole number of records"
+            );
             self.kernel.fold(&mut self.accumulator, interior, sink)?;
             self.carry_offset_bytes = self.next_offset_bytes - partial.tail.len() as u64;
             self.carry = partial.tail;

@@ -30,7 +30,10 @@ pub struct KernelSpec {
 
 impl std::fmt::Debug for KernelSpec {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("KernelSpec").field("name", &self.name).finish_non_exhaustive()
+        formatter
+            .debug_struct("KernelSpec")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -129,7 +132,8 @@ pub const KERNELS: &[KernelSpec] = &[
     },
     KernelSpec {
         name: "sort",
-        description: "external merge sort of fixed-size records by key prefix, bounded memory (SISC 2.1)",
+        description:
+            "external merge sort of fixed-size records by key prefix, bounded memory (SISC 2.1)",
         schedule: Schedule::ChunksInOrder,
         output: OutputKind::TransformedStream,
         options: crate::external_sort::SORT_OPTIONS,
@@ -154,7 +158,11 @@ pub fn find_kernel(name: &str) -> Result<&'static KernelSpec, OptionsError> {
         .find(|spec| spec.name == name)
         .ok_or_else(|| OptionsError::UnknownKernel {
             name: name.to_string(),
-            known: KERNELS.iter().map(|spec| spec.name).collect::<Vec<_>>().join(", "),
+            known: KERNELS
+                .iter()
+                .map(|spec| spec.name)
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 

@@ -12,7 +12,9 @@
 use std::io::Cursor;
 use std::sync::Arc;
 
-use crate::api::{Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary};
+use crate::api::{
+    Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary,
+};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::KernelOptions;
 
@@ -36,12 +38,16 @@ pub struct GrayImage {
 /// Decodes an 8-bit grayscale PNG; any other format is a [`KernelErrorKind::WrongFormat`].
 pub fn decode_gray_png(bytes: &[u8]) -> Result<GrayImage, KernelErrorKind> {
     if !bytes.starts_with(&PNG_SIGNATURE) {
-        return Err(KernelErrorKind::WrongFormat("not a PNG file (bad signature)".into()));
+        return Err(KernelErrorKind::WrongFormat(
+            "not a PNG file (bad signature)".into(),
+        ));
     }
-    let mut limits = png::Limits::default();
-    limits.bytes = MAX_PIXEL_COUNT as usize;
+    let limits = png::Limits {
+        bytes: MAX_PIXEL_COUNT as usize,
+    };
     let decoder = png::Decoder::new_with_limits(Cursor::new(bytes), limits);
-    let bad_png = |error: png::DecodingError| KernelErrorKind::WrongFormat(format!("bad PNG: {error}"));
+    let bad_png =
+        |error: png::DecodingError| KernelErrorKind::WrongFormat(format!("bad PNG: {error}"));
     let mut reader = decoder.read_info().map_err(bad_png)?;
     let info = reader.info();
     if info.color_type != png::ColorType::Grayscale || info.bit_depth != png::BitDepth::Eight {
@@ -63,19 +69,31 @@ pub fn decode_gray_png(bytes: &[u8]) -> Result<GrayImage, KernelErrorKind> {
             pixels.len()
         )));
     }
-    Ok(GrayImage { width, height, pixels })
+    Ok(GrayImage {
+        width,
+        height,
+        pixels,
+    })
 }
 
 /// Encodes an 8-bit grayscale PNG.
 pub fn encode_gray_png(image: &GrayImage) -> Result<Vec<u8>, KernelErrorKind> {
-    assert_eq!(image.pixels.len(), image.width * image.height, "image buffer matches its size");
+    assert_eq!(
+        image.pixels.len(),
+        image.width * image.height,
+        "image buffer matches its size"
+    );
     let mut output = Vec::new();
     let mut encoder = png::Encoder::new(&mut output, image.width as u32, image.height as u32);
     encoder.set_color(png::ColorType::Grayscale);
     encoder.set_depth(png::BitDepth::Eight);
-    let encode_error = |error: png::EncodingError| KernelErrorKind::Internal(format!("PNG encoding failed: {error}"));
+    let encode_error = |error: png::EncodingError| {
+        KernelErrorKind::Internal(format!("PNG encoding failed: {error}"))
+    };
     let mut writer = encoder.write_header().map_err(encode_error)?;
-    writer.write_image_data(&image.pixels).map_err(encode_error)?;
+    writer
+        .write_image_data(&image.pixels)
+        .map_err(encode_error)?;
     writer.finish().map_err(encode_error)?;
     Ok(output)
 }
@@ -83,7 +101,11 @@ pub fn encode_gray_png(image: &GrayImage) -> Result<Vec<u8>, KernelErrorKind> {
 /// `round(sqrt(value))` in integers, capped at 255.
 fn rounded_magnitude(value: u32) -> u8 {
     let root = value.isqrt();
-    let rounded = if value - root * root > root { root + 1 } else { root };
+    let rounded = if value - root * root > root {
+        root + 1
+    } else {
+        root
+    };
     rounded.min(255) as u8
 }
 
@@ -92,25 +114,36 @@ pub fn sobel(image: &GrayImage) -> GrayImage {
     let (width, height) = (image.width, image.height);
     let mut output = vec![0u8; width * height];
     if width == 0 || height == 0 {
-        return GrayImage { width, height, pixels: output };
+        return GrayImage {
+            width,
+            height,
+            pixels: output,
+        };
     }
     for y in 0..height {
         let row_above = &image.pixels[y.saturating_sub(1) * width..][..width];
         let row = &image.pixels[y * width..][..width];
         let row_below = &image.pixels[(y + 1).min(height - 1) * width..][..width];
         let output_row = &mut output[y * width..][..width];
-        for x in 0..width {
+        for (x, output_pixel) in output_row.iter_mut().enumerate() {
             let left = x.saturating_sub(1);
             let right = (x + 1).min(width - 1);
             let pixel = |row: &[u8], column: usize| i32::from(row[column]);
-            let gradient_x = (pixel(row_above, right) + 2 * pixel(row, right) + pixel(row_below, right))
-                - (pixel(row_above, left) + 2 * pixel(row, left) + pixel(row_below, left));
-            let gradient_y = (pixel(row_below, left) + 2 * pixel(row_below, x) + pixel(row_below, right))
-                - (pixel(row_above, left) + 2 * pixel(row_above, x) + pixel(row_above, right));
-            output_row[x] = rounded_magnitude((gradient_x * gradient_x + gradient_y * gradient_y) as u32);
+            let gradient_x =
+                (pixel(row_above, right) + 2 * pixel(row, right) + pixel(row_below, right))
+                    - (pixel(row_above, left) + 2 * pixel(row, left) + pixel(row_below, left));
+            let gradient_y =
+                (pixel(row_below, left) + 2 * pixel(row_below, x) + pixel(row_below, right))
+                    - (pixel(row_above, left) + 2 * pixel(row_above, x) + pixel(row_above, right));
+            *output_pixel =
+                rounded_magnitude((gradient_x * gradient_x + gradient_y * gradient_y) as u32);
         }
     }
-    GrayImage { width, height, pixels: output }
+    GrayImage {
+        width,
+        height,
+        pixels: output,
+    }
 }
 
 /// Sobel over PNG files.
@@ -130,8 +163,14 @@ struct SobelJob {
 }
 
 impl SequentialJob for SobelJob {
-    fn process_chunk(&mut self, chunk: &Chunk<'_>, _sink: &mut dyn OutputSink) -> Result<(), KernelError> {
-        let signature_end = PNG_SIGNATURE.len().min(self.gathered.len() + chunk.data.len());
+    fn process_chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        _sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
+        let signature_end = PNG_SIGNATURE
+            .len()
+            .min(self.gathered.len() + chunk.data.len());
         self.gathered.extend_from_slice(chunk.data);
         if self.gathered[..signature_end] != PNG_SIGNATURE[..signature_end] {
             return Err(self.file.error_at(

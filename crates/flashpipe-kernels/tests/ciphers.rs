@@ -39,7 +39,11 @@ fn parse_rsp(text: &str) -> Vec<CavpVector> {
                 });
             }
             "KEYs" => current.as_mut().expect("COUNT first").keys = vec![value.to_string(); 3],
-            "KEY1" | "KEY2" | "KEY3" => current.as_mut().expect("COUNT first").keys.push(value.to_string()),
+            "KEY1" | "KEY2" | "KEY3" => current
+                .as_mut()
+                .expect("COUNT first")
+                .keys
+                .push(value.to_string()),
             "IV" => current.as_mut().expect("COUNT first").iv = Some(value.to_string()),
             "PLAINTEXT" => current.as_mut().expect("COUNT first").plaintext = value.to_string(),
             "CIPHERTEXT" => current.as_mut().expect("COUNT first").ciphertext = value.to_string(),
@@ -51,11 +55,18 @@ fn parse_rsp(text: &str) -> Vec<CavpVector> {
 }
 
 fn des_folder(mode: &str) -> Option<std::path::PathBuf> {
-    let folder = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/des")).join(mode);
+    let folder = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/des"
+    ))
+    .join(mode);
     if folder.is_dir() {
         Some(folder)
     } else {
-        eprintln!("SKIPPED: NIST DES vectors not found at {}", folder.display());
+        eprintln!(
+            "SKIPPED: NIST DES vectors not found at {}",
+            folder.display()
+        );
         None
     }
 }
@@ -66,9 +77,15 @@ fn check_cavp_folder(mode: &str, kernel_name: &str) -> usize {
         return 0;
     };
     let mut checked = 0;
-    let mut paths: Vec<_> = std::fs::read_dir(&folder).expect("des folder").map(|entry| entry.expect("entry").path()).collect();
+    let mut paths: Vec<_> = std::fs::read_dir(&folder)
+        .expect("des folder")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
     paths.sort();
-    for path in paths.iter().filter(|path| path.extension().is_some_and(|extension| extension == "rsp")) {
+    for path in paths
+        .iter()
+        .filter(|path| path.extension().is_some_and(|extension| extension == "rsp"))
+    {
         let text = std::fs::read_to_string(path).expect("rsp file");
         for vector in parse_rsp(&text) {
             if vector.keys.len() != 3 || vector.keys.iter().any(|key| key != &vector.keys[0]) {
@@ -77,7 +94,10 @@ fn check_cavp_folder(mode: &str, kernel_name: &str) -> usize {
             let mut arguments = vec![
                 format!("key={}", vector.keys[0]),
                 "padding=none".to_string(),
-                format!("direction={}", if vector.decrypt { "decrypt" } else { "encrypt" }),
+                format!(
+                    "direction={}",
+                    if vector.decrypt { "decrypt" } else { "encrypt" }
+                ),
             ];
             arguments.extend(vector.iv.iter().map(|iv| format!("iv={iv}")));
             let kernel = build_kernel(kernel_name, &arguments).expect("valid vector options");
@@ -114,18 +134,27 @@ const DES_KEY: &str = "key=133457799bbcdff1";
 const DES_IV: &str = "iv=0001020304050607";
 
 fn des_round_trip(kernel_name: &str, length_bytes: usize) {
-    let plaintext: Vec<u8> = (0..length_bytes).map(|index| (index * 31 % 251) as u8).collect();
+    let plaintext: Vec<u8> = (0..length_bytes)
+        .map(|index| (index * 31 % 251) as u8)
+        .collect();
     let mut arguments = vec![DES_KEY.to_string()];
     if kernel_name == "des-cbc" {
         arguments.push(DES_IV.to_string());
     }
     let encrypt = build_kernel(kernel_name, &arguments).expect("options");
     let (ciphertext, _) = run_all_ways(encrypt.as_ref(), &plaintext).expect("encrypts");
-    assert_eq!(ciphertext.len(), (length_bytes / 8 + 1) * 8, "PKCS#7 always adds 1 to 8 bytes");
+    assert_eq!(
+        ciphertext.len(),
+        (length_bytes / 8 + 1) * 8,
+        "PKCS#7 always adds 1 to 8 bytes"
+    );
     arguments.push("direction=decrypt".into());
     let decrypt = build_kernel(kernel_name, &arguments).expect("options");
     let (recovered, _) = run_all_ways(decrypt.as_ref(), &ciphertext).expect("decrypts");
-    assert_eq!(recovered, plaintext, "{kernel_name} round trip of {length_bytes} bytes");
+    assert_eq!(
+        recovered, plaintext,
+        "{kernel_name} round trip of {length_bytes} bytes"
+    );
 }
 
 #[test]
@@ -139,13 +168,28 @@ fn des_pkcs7_round_trips_empty_one_byte_one_block_and_odd_lengths() {
 
 #[test]
 fn des_rejects_bad_lengths_padding_and_options() {
-    let no_padding = build_kernel("des-ecb", &[DES_KEY.into(), "padding=none".into()]).expect("options");
+    let no_padding =
+        build_kernel("des-ecb", &[DES_KEY.into(), "padding=none".into()]).expect("options");
     let error = run_all_ways(no_padding.as_ref(), &[1, 2, 3]).expect_err("3 bytes is not a block");
-    assert!(matches!(error.kind, KernelErrorKind::WrongLength(_)), "{error}");
-    assert!(error.to_string().contains("input.bin"), "error names the file: {error}");
-    let decrypt = build_kernel("des-cbc", &[DES_KEY.into(), DES_IV.into(), "direction=decrypt".into()]).expect("options");
-    let error = run_all_ways(decrypt.as_ref(), &[0u8; 16]).expect_err("garbage is not padded ciphertext");
-    assert!(matches!(error.kind, KernelErrorKind::InvalidPadding), "{error}");
+    assert!(
+        matches!(error.kind, KernelErrorKind::WrongLength(_)),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("input.bin"),
+        "error names the file: {error}"
+    );
+    let decrypt = build_kernel(
+        "des-cbc",
+        &[DES_KEY.into(), DES_IV.into(), "direction=decrypt".into()],
+    )
+    .expect("options");
+    let error =
+        run_all_ways(decrypt.as_ref(), &[0u8; 16]).expect_err("garbage is not padded ciphertext");
+    assert!(
+        matches!(error.kind, KernelErrorKind::InvalidPadding),
+        "{error}"
+    );
     for (kernel_name, arguments) in [
         ("des-ecb", vec!["key=1234"]),
         ("des-ecb", vec!["key=zz3457799bbcdff1"]),
@@ -158,10 +202,15 @@ fn des_rejects_bad_lengths_padding_and_options() {
         ("aes128-ctr", vec!["key=00", "iv=00"]),
     ] {
         let arguments: Vec<String> = arguments.into_iter().map(String::from).collect();
-        let error = build_kernel(kernel_name, &arguments).err().expect("bad options are refused");
+        let error = build_kernel(kernel_name, &arguments)
+            .err()
+            .expect("bad options are refused");
         assert!(!error.to_string().is_empty());
     }
-    assert!(matches!(build_kernel("des-xyz", &[]), Err(OptionsError::UnknownKernel { .. })));
+    assert!(matches!(
+        build_kernel("des-xyz", &[]),
+        Err(OptionsError::UnknownKernel { .. })
+    ));
 }
 
 /// NIST SP 800-38A, F.5.1 CTR-AES128.Encrypt (F.5.2 decrypt is the same operation reversed).
@@ -189,7 +238,12 @@ fn aes128_ctr_matches_sp800_38a() {
     let (recovered, _) = run_all_ways(kernel.as_ref(), &ciphertext).expect("decrypts");
     assert_eq!(recovered, plaintext);
     for length_bytes in [0usize, 1, 16, 17] {
-        let (output, _) = run_all_ways(kernel.as_ref(), &plaintext[..length_bytes]).expect("short input");
-        assert_eq!(output, ciphertext[..length_bytes], "prefix of {length_bytes} bytes");
+        let (output, _) =
+            run_all_ways(kernel.as_ref(), &plaintext[..length_bytes]).expect("short input");
+        assert_eq!(
+            output,
+            ciphertext[..length_bytes],
+            "prefix of {length_bytes} bytes"
+        );
     }
 }

@@ -58,7 +58,11 @@ pub fn decode_entities(text: &str) -> String {
     while let Some(ampersand) = rest.find('&') {
         decoded.push_str(&rest[..ampersand]);
         let candidate = &rest[ampersand..];
-        match candidate.find(';').filter(|&end| end <= 10).and_then(|end| Some((decode_reference(&candidate[1..end])?, end))) {
+        match candidate
+            .find(';')
+            .filter(|&end| end <= 10)
+            .and_then(|end| Some((decode_reference(&candidate[1..end])?, end)))
+        {
             Some((character, end)) => {
                 decoded.push(character);
                 rest = &candidate[end + 1..];

@@ -14,7 +14,10 @@ pub mod udhr;
 
 use std::sync::Arc;
 
-use crate::api::{Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PieceLabel, Schedule, SequentialJob, Summary};
+use crate::api::{
+    Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PieceLabel, Schedule, SequentialJob,
+    Summary,
+};
 use crate::error::{KernelError, OptionsError};
 use crate::options::{KernelOptions, OptionSpec};
 use crate::records::{start_record_job, RecordKernel};
@@ -52,12 +55,17 @@ impl LangIdKernel {
     /// Builds from options (loads the profile file).
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
         let path = options.text("profiles")?;
-        let model = profile_file::load_profile(std::path::Path::new(path)).map_err(|error| OptionsError::BadFile {
-            key: "profiles".into(),
-            reason: error.to_string(),
+        let model = profile_file::load_profile(std::path::Path::new(path)).map_err(|error| {
+            OptionsError::BadFile {
+                key: "profiles".into(),
+                reason: error.to_string(),
+            }
         })?;
         let piece_size_bytes = options.integer("piece", 0, 1 << 30)? as usize;
-        Ok(Arc::new(Arc::new(Self::new(Arc::new(model), piece_size_bytes))))
+        Ok(Arc::new(Arc::new(Self::new(
+            Arc::new(model),
+            piece_size_bytes,
+        ))))
     }
 
     fn label(&self, offset_bytes: u64, piece: &[u8]) -> Option<PieceLabel> {
@@ -79,11 +87,18 @@ impl RecordKernel for LangIdKernel {
         self.piece_size_bytes
     }
 
-    fn map_records(&self, _file: &FileInfo, offset_bytes: u64, records: &[u8]) -> Result<Vec<PieceLabel>, KernelError> {
+    fn map_records(
+        &self,
+        _file: &FileInfo,
+        offset_bytes: u64,
+        records: &[u8],
+    ) -> Result<Vec<PieceLabel>, KernelError> {
         Ok(records
             .chunks_exact(self.piece_size_bytes)
             .enumerate()
-            .filter_map(|(index, piece)| self.label(offset_bytes + (index * self.piece_size_bytes) as u64, piece))
+            .filter_map(|(index, piece)| {
+                self.label(offset_bytes + (index * self.piece_size_bytes) as u64, piece)
+            })
             .collect())
     }
 
@@ -110,7 +125,9 @@ impl RecordKernel for LangIdKernel {
         _sink: &mut dyn OutputSink,
     ) -> Result<Summary, KernelError> {
         accumulator.extend(self.label(offset_bytes, short_record));
-        Ok(Summary::Labels { labels: accumulator })
+        Ok(Summary::Labels {
+            labels: accumulator,
+        })
     }
 }
 
@@ -121,7 +138,11 @@ struct WholeFileJob {
 }
 
 impl SequentialJob for WholeFileJob {
-    fn process_chunk(&mut self, chunk: &Chunk<'_>, _sink: &mut dyn OutputSink) -> Result<(), KernelError> {
+    fn process_chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        _sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
         self.model.add_stream_bytes(&mut self.scores, chunk.data);
         self.length_bytes += chunk.data.len() as u64;
         Ok(())

@@ -80,7 +80,11 @@ pub fn ngram_bytes(mut key: u64) -> Vec<u8> {
         bytes.push((key & 0xff) as u8);
         key >>= 8;
     }
-    assert_eq!(key as usize, bytes.len(), "an n-gram key ends with its length");
+    assert_eq!(
+        key as usize,
+        bytes.len(),
+        "an n-gram key ends with its length"
+    );
     bytes.reverse();
     bytes
 }
@@ -88,7 +92,12 @@ pub fn ngram_bytes(mut key: u64) -> Vec<u8> {
 /// Calls `visit` with the key of every n-gram of orders 1..=max_order lying wholly in `text`
 /// whose start is in `starts` (positions), and returns how many there were.
 #[inline]
-fn for_each_ngram(text: &[u8], starts: std::ops::Range<usize>, max_order: usize, mut visit: impl FnMut(u64)) -> u64 {
+fn for_each_ngram(
+    text: &[u8],
+    starts: std::ops::Range<usize>,
+    max_order: usize,
+    mut visit: impl FnMut(u64),
+) -> u64 {
     let mut count = 0;
     for start in starts {
         let mut key = 0u64;
@@ -106,17 +115,29 @@ fn for_each_ngram(text: &[u8], starts: std::ops::Range<usize>, max_order: usize,
 
 /// Counts the n-grams of one training text per language.
 pub fn count_ngrams(text: &[u8], max_order: usize, counts: &mut FxHashMap<u64, u32>) -> u64 {
-    for_each_ngram(text, 0..text.len(), max_order, |key| *counts.entry(key).or_insert(0) += 1)
+    for_each_ngram(text, 0..text.len(), max_order, |key| {
+        *counts.entry(key).or_insert(0) += 1
+    })
 }
 
 /// Trains a model from (language, text) samples; several samples may share a language.
 pub fn train(samples: &[(String, Vec<u8>)], settings: TrainingSettings) -> LanguageModel {
-    assert!((1..=MAX_SUPPORTED_ORDER).contains(&settings.max_order), "n-gram order 1 to 4");
-    let mut languages: Vec<String> = samples.iter().map(|(language, _)| language.clone()).collect();
+    assert!(
+        (1..=MAX_SUPPORTED_ORDER).contains(&settings.max_order),
+        "n-gram order 1 to 4"
+    );
+    let mut languages: Vec<String> = samples
+        .iter()
+        .map(|(language, _)| language.clone())
+        .collect();
     languages.sort();
     languages.dedup();
-    assert!(languages.len() <= usize::from(u16::MAX), "at most 65535 languages");
-    let mut counts_per_language: Vec<FxHashMap<u64, u32>> = vec![FxHashMap::default(); languages.len()];
+    assert!(
+        languages.len() <= usize::from(u16::MAX),
+        "at most 65535 languages"
+    );
+    let mut counts_per_language: Vec<FxHashMap<u64, u32>> =
+        vec![FxHashMap::default(); languages.len()];
     let mut totals = vec![0u64; languages.len()];
     for (language, text) in samples {
         let index = languages.binary_search(language).expect("language listed");
@@ -176,7 +197,11 @@ impl LanguageModel {
     /// Appends a feature and its postings (used by training and by the profile reader).
     pub(crate) fn push_feature(&mut self, key: u64, postings: &[Posting]) -> bool {
         let start = self.postings.len() as u32;
-        if self.features.insert(key, (start, postings.len() as u32)).is_some() {
+        if self
+            .features
+            .insert(key, (start, postings.len() as u32))
+            .is_some()
+        {
             return false;
         }
         self.feature_order.push(key);
@@ -241,7 +266,9 @@ impl LanguageModel {
                         continue;
                     }
                     scores.ngram_count += 1;
-                    if let Some(&(first, length)) = self.features.get(&(key | ((order as u64) << (8 * order)))) {
+                    if let Some(&(first, length)) =
+                        self.features.get(&(key | ((order as u64) << (8 * order))))
+                    {
                         for posting in &self.postings[first as usize..(first + length) as usize] {
                             weight_sums[usize::from(posting.language_index)] += posting.weight;
                         }
@@ -251,7 +278,9 @@ impl LanguageModel {
         }
         self.add_isolated(scores, bytes);
         let keep = max_order - 1;
-        scores.carry.extend_from_slice(&bytes[bytes.len().saturating_sub(keep)..]);
+        scores
+            .carry
+            .extend_from_slice(&bytes[bytes.len().saturating_sub(keep)..]);
         let excess = scores.carry.len().saturating_sub(keep);
         scores.carry.drain(..excess);
     }
@@ -274,7 +303,12 @@ impl LanguageScores {
         let count = self.ngram_count as f32;
         let mut best = (usize::MAX, f32::NEG_INFINITY);
         let mut runner_up = f32::NEG_INFINITY;
-        for (index, (&weight_sum, &floor)) in self.weight_sums.iter().zip(&model.floor_log_probabilities).enumerate() {
+        for (index, (&weight_sum, &floor)) in self
+            .weight_sums
+            .iter()
+            .zip(&model.floor_log_probabilities)
+            .enumerate()
+        {
             let score = weight_sum + count * floor;
             if score > best.1 {
                 runner_up = best.1;
@@ -283,7 +317,11 @@ impl LanguageScores {
                 runner_up = score;
             }
         }
-        let margin = if runner_up.is_finite() { (best.1 - runner_up) / count } else { 0.0 };
+        let margin = if runner_up.is_finite() {
+            (best.1 - runner_up) / count
+        } else {
+            0.0
+        };
         Some((best.0, margin))
     }
 }

@@ -76,7 +76,10 @@ pub fn encode_profile(model: &LanguageModel) -> Vec<u8> {
     bytes.extend_from_slice(&model.settings.smoothing_alpha.to_le_bytes());
     assert_eq!(bytes.len(), HEADER_BYTES);
     for (code, floor) in model.languages.iter().zip(&model.floor_log_probabilities) {
-        assert!((1..=255).contains(&code.len()), "language codes are 1 to 255 bytes");
+        assert!(
+            (1..=255).contains(&code.len()),
+            "language codes are 1 to 255 bytes"
+        );
         bytes.push(code.len() as u8);
         bytes.extend_from_slice(code.as_bytes());
         bytes.extend_from_slice(&floor.to_le_bytes());
@@ -114,7 +117,10 @@ impl<'a> ProfileReader<'a> {
     }
 
     fn take(&mut self, length: usize) -> Result<&'a [u8], ProfileError> {
-        let end = self.position.checked_add(length).filter(|&end| end <= self.bytes.len());
+        let end = self
+            .position
+            .checked_add(length)
+            .filter(|&end| end <= self.bytes.len());
         let end = end.ok_or_else(|| self.malformed("truncated"))?;
         let taken = &self.bytes[self.position..end];
         self.position = end;
@@ -126,11 +132,15 @@ impl<'a> ProfileReader<'a> {
     }
 
     fn u16(&mut self) -> Result<u16, ProfileError> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("two bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("two bytes"),
+        ))
     }
 
     fn u32(&mut self) -> Result<u32, ProfileError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("four bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("four bytes"),
+        ))
     }
 
     fn f32(&mut self) -> Result<f32, ProfileError> {
@@ -207,13 +217,18 @@ pub fn decode_profile(bytes: &[u8]) -> Result<LanguageModel, ProfileError> {
     Ok(model)
 }
 
-fn read_languages(reader: &mut ProfileReader<'_>, model: &mut LanguageModel, count: usize) -> Result<(), ProfileError> {
+fn read_languages(
+    reader: &mut ProfileReader<'_>,
+    model: &mut LanguageModel,
+    count: usize,
+) -> Result<(), ProfileError> {
     for _ in 0..count {
         let length = usize::from(reader.u8()?);
         if length == 0 {
             return Err(reader.malformed("empty language code"));
         }
-        let code = std::str::from_utf8(reader.take(length)?).map_err(|_| reader.malformed("language code is not UTF-8"))?;
+        let code = std::str::from_utf8(reader.take(length)?)
+            .map_err(|_| reader.malformed("language code is not UTF-8"))?;
         model.languages.push(code.to_string());
         model.floor_log_probabilities.push(reader.f32()?);
     }
@@ -245,7 +260,9 @@ fn read_postings(
 ) -> Result<(), ProfileError> {
     let total: usize = feature_lengths.iter().map(|(_, length)| length).sum();
     if total != posting_count {
-        return Err(reader.malformed(format!("features list {total} postings, header says {posting_count}")));
+        return Err(reader.malformed(format!(
+            "features list {total} postings, header says {posting_count}"
+        )));
     }
     let mut postings = Vec::new();
     for &(key, length) in feature_lengths {
@@ -253,7 +270,9 @@ fn read_postings(
         for _ in 0..length {
             let language_index = reader.u16()?;
             if usize::from(language_index) >= model.languages.len() {
-                return Err(reader.malformed(format!("language index {language_index} out of range")));
+                return Err(
+                    reader.malformed(format!("language index {language_index} out of range"))
+                );
             }
             postings.push(Posting {
                 language_index,

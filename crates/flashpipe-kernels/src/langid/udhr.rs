@@ -70,7 +70,10 @@ pub struct UdhrDocument {
 }
 
 /// Loads and splits the corpus in `directory` (documents labelled `und`, undetermined, are left out).
-pub fn load_udhr(directory: &Path, selection: CorpusSelection) -> Result<Vec<UdhrDocument>, CorpusError> {
+pub fn load_udhr(
+    directory: &Path,
+    selection: CorpusSelection,
+) -> Result<Vec<UdhrDocument>, CorpusError> {
     let index_path = directory.join("index.tsv");
     let index = read_text(&index_path)?;
     let mut documents = Vec::new();
@@ -85,12 +88,17 @@ pub fn load_udhr(directory: &Path, selection: CorpusSelection) -> Result<Vec<Udh
         let [file, language, _bcp47, _name, stage, ..] = fields[..] else {
             return Err(bad_index("expected at least 5 tab-separated fields"));
         };
-        let stage: u32 = stage.parse().map_err(|_| bad_index("stage is not a number"))?;
+        let stage: u32 = stage
+            .parse()
+            .map_err(|_| bad_index("stage is not a number"))?;
         if stage < selection.minimum_stage || language == "und" || file.contains(['/', '\\']) {
             continue;
         }
         if !languages_seen.iter().any(|seen| seen == language) {
-            if selection.max_languages.is_some_and(|limit| languages_seen.len() >= limit) {
+            if selection
+                .max_languages
+                .is_some_and(|limit| languages_seen.len() >= limit)
+            {
                 continue;
             }
             languages_seen.push(language.to_string());
@@ -99,7 +107,8 @@ pub fn load_udhr(directory: &Path, selection: CorpusSelection) -> Result<Vec<Udh
         if paragraphs.len() < 2 {
             continue;
         }
-        let train_count = ((paragraphs.len() as f64 * selection.train_fraction) as usize).clamp(1, paragraphs.len() - 1);
+        let train_count = ((paragraphs.len() as f64 * selection.train_fraction) as usize)
+            .clamp(1, paragraphs.len() - 1);
         documents.push(UdhrDocument {
             file: file.to_string(),
             language: language.to_string(),
@@ -161,27 +170,41 @@ pub fn evaluate(
                         scope.spawn(move || {
                             let mine = documents.iter().skip(worker).step_by(worker_count.max(1));
                             mine.map(|document| score_document(model, document, size))
-                                .fold((0, 0), |total, counts| (total.0 + counts.0, total.1 + counts.1))
+                                .fold((0, 0), |total, counts| {
+                                    (total.0 + counts.0, total.1 + counts.1)
+                                })
                         })
                     })
                     .collect();
-                handles.into_iter().map(|handle| handle.join().expect("evaluation worker")).collect()
+                handles
+                    .into_iter()
+                    .map(|handle| handle.join().expect("evaluation worker"))
+                    .collect()
             });
-            let (piece_count, correct_count) = per_worker
-                .into_iter()
-                .fold((0, 0), |total, counts| (total.0 + counts.0, total.1 + counts.1));
+            let (piece_count, correct_count) =
+                per_worker.into_iter().fold((0, 0), |total, counts| {
+                    (total.0 + counts.0, total.1 + counts.1)
+                });
             AccuracyRow {
                 piece_size_bytes: size,
                 piece_count,
                 correct_count,
-                accuracy: if piece_count == 0 { 0.0 } else { correct_count as f64 / piece_count as f64 },
+                accuracy: if piece_count == 0 {
+                    0.0
+                } else {
+                    correct_count as f64 / piece_count as f64
+                },
             }
         })
         .collect()
 }
 
 /// (pieces, correct) for one document at one piece size.
-fn score_document(model: &LanguageModel, document: &UdhrDocument, piece_size: Option<usize>) -> (u64, u64) {
+fn score_document(
+    model: &LanguageModel,
+    document: &UdhrDocument,
+    piece_size: Option<usize>,
+) -> (u64, u64) {
     let pieces: Vec<&[u8]> = match piece_size {
         Some(size) => document.test_text.chunks_exact(size.max(1)).collect(),
         None => vec![&document.test_text[..]],

@@ -11,7 +11,11 @@ use flashpipe_kernels::error::KernelError;
 pub const CHUNK_SIZES_BYTES: &[usize] = &[1, 3, 7, 8, 13, 64, 1000, 4096];
 
 /// Runs once with one plan.
-pub fn run_once(kernel: &dyn Kernel, data: &[u8], plan: DrivePlan) -> Result<(Vec<u8>, Summary), KernelError> {
+pub fn run_once(
+    kernel: &dyn Kernel,
+    data: &[u8],
+    plan: DrivePlan,
+) -> Result<(Vec<u8>, Summary), KernelError> {
     let mut output = Vec::new();
     let summary = run_on_bytes(kernel, "input.bin", data, plan, &mut output)?;
     Ok((output, summary))
@@ -49,7 +53,9 @@ pub fn hex(text: &str) -> Vec<u8> {
 
 /// The shared data folder, or `None` (with a message) where it is absent.
 pub fn shared_data(folder: &str) -> Option<std::path::PathBuf> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(folder);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(folder);
     if path.is_dir() {
         Some(path)
     } else {

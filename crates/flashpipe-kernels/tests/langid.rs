@@ -1,0 +1,181 @@
+//! Language identification on a 30-language UDHR subset with a held-out split (trained on the
+//! first 70% of each translation's paragraphs, tested on the rest), the profile file round trip
+//! and its corruption checks, and the kernel over chunked input.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{run_all_ways, shared_data};
+use flashpipe_kernels::api::Kernel;
+use flashpipe_kernels::api::Summary;
+use flashpipe_kernels::langid::model::{train, LanguageModel, TrainingSettings};
+use flashpipe_kernels::langid::profile_file::{decode_profile, encode_profile, ProfileError};
+use flashpipe_kernels::langid::udhr::{
+    evaluate, load_udhr, training_samples, CorpusSelection, UdhrDocument,
+};
+use flashpipe_kernels::langid::LangIdKernel;
+
+fn subset() -> Option<(Vec<UdhrDocument>, LanguageModel)> {
+    let folder = shared_data("udhr")?;
+    let selection = CorpusSelection {
+        max_languages: Some(30),
+        ..CorpusSelection::default()
+    };
+    let documents = load_udhr(&folder, selection).expect("corpus loads");
+    let model = train(&training_samples(&documents), TrainingSettings::default());
+    Some((documents, model))
+}
+
+#[test]
+fn held_out_accuracy_on_thirty_languages_is_high_for_2k_pieces() {
+    let Some((documents, model)) = subset() else {
+        return;
+    };
+    assert_eq!(model.languages.len(), 30);
+    for document in &documents {
+        assert!(!document.test_text.is_empty() && !document.train_text.is_empty());
+        let test = String::from_utf8_lossy(&document.test_text);
+        let first_test_paragraph = test.lines().next().expect("a test paragraph");
+        assert!(
+            !String::from_utf8_lossy(&document.train_text).contains(first_test_paragraph),
+            "{}: test text must not be in the training text",
+            document.file
+        );
+    }
+    let rows = evaluate(&model, &documents, &[256, 2048], 2);
+    let accuracy_2k = rows
+        .iter()
+        .find(|row| row.piece_size_bytes == Some(2048))
+        .expect("2 KiB row")
+        .accuracy;
+    let accuracy_whole = rows
+        .iter()
+        .find(|row| row.piece_size_bytes.is_none())
+        .expect("whole row")
+        .accuracy;
+    eprintln!("30-language held-out accuracy: {rows:?}");
+    assert!(accuracy_2k >= 0.9, "2 KiB accuracy {accuracy_2k}");
+    assert!(
+        accuracy_whole >= 0.9,
+        "whole-document accuracy {accuracy_whole}"
+    );
+}
+
+#[test]
+fn profile_file_round_trips_and_refuses_damage() {
+    let samples = vec![
+        (
+            "eng".to_string(),
+            b"the quick brown fox jumps over the lazy dog and the cat".to_vec(),
+        ),
+        (
+            "deu".to_string(),
+            b"der schnelle braune fuchs springt uber den faulen hund".to_vec(),
+        ),
+        (
+            "fra".to_string(),
+            "le renard brun rapide saute par-dessus le chien paresseux"
+                .as_bytes()
+                .to_vec(),
+        ),
+    ];
+    let model = train(&samples, TrainingSettings::default());
+    let bytes = encode_profile(&model);
+    let decoded = decode_profile(&bytes).expect("round trip");
+    assert_eq!(decoded.languages, model.languages);
+    assert_eq!(
+        encode_profile(&decoded),
+        bytes,
+        "re-encoding is byte-identical"
+    );
+    assert_eq!(
+        decoded.classify(b"the dog and the fox"),
+        model.classify(b"the dog and the fox")
+    );
+    assert!(matches!(decode_profile(b""), Err(ProfileError::BadMagic)));
+    assert!(matches!(
+        decode_profile(b"PNG\x89 not a profile at all......................"),
+        Err(ProfileError::BadMagic)
+    ));
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() / 2] ^= 1;
+    assert!(matches!(
+        decode_profile(&flipped),
+        Err(ProfileError::ChecksumMismatch { .. })
+    ));
+    let mut future = bytes.clone();
+    future[8] = 2;
+    assert!(matches!(
+        decode_profile(&future),
+        Err(ProfileError::UnsupportedVersion { found: 2 })
+    ));
+    assert!(
+        decode_profile(&bytes[..bytes.len() - 1]).is_err(),
+        "truncated"
+    );
+    assert!(decode_profile(&bytes[..40]).is_err(), "header only");
+}
+
+#[test]
+fn kernel_labels_pieces_and_whole_files_the_same_under_any_chunking() {
+    let Some((documents, model)) = subset() else {
+        return;
+    };
+    let model = Arc::new(model);
+    let document = &documents[0];
+    let text = &document.test_text;
+    let pieces = Arc::new(LangIdKernel::new(Arc::clone(&model), 256));
+    let (_, summary) = run_all_ways(&pieces as &dyn Kernel, text).expect("labels pieces");
+    let Summary::Labels { labels } = summary else {
+        panic!("labels expected");
+    };
+    assert_eq!(labels.len(), text.len().div_ceil(256));
+    let whole = Arc::new(LangIdKernel::new(Arc::clone(&model), 0));
+    let (_, summary) = run_all_ways(&whole as &dyn Kernel, text).expect("labels the file");
+    let Summary::Labels { labels } = summary else {
+        panic!("labels expected");
+    };
+    assert_eq!(labels.len(), 1);
+    assert_eq!(labels[0].language, document.language);
+    assert_eq!(
+        model
+            .classify(text)
+            .map(|(index, _)| model.languages[index].clone()),
+        Some(labels[0].language.clone()),
+        "streamed scoring equals one-shot scoring"
+    );
+    for small in [&b""[..], b"a"] {
+        let (_, summary) = run_all_ways(&pieces as &dyn Kernel, small).expect("tiny input");
+        assert!(matches!(summary, Summary::Labels { labels } if labels.len() == small.len()));
+    }
+}
+
+#[test]
+fn kernel_options_name_a_missing_or_corrupt_profile_file() {
+    let missing = flashpipe_kernels::registry::build_kernel(
+        "langid",
+        &["profiles=/nonexistent/profiles.bin".into()],
+    );
+    assert!(missing
+        .err()
+        .expect("refused")
+        .to_string()
+        .contains("/nonexistent/profiles.bin"));
+    let directory = tempfile::tempdir().expect("temp dir");
+    let path = directory.path().join("broken.bin");
+    std::fs::write(
+        &path,
+        b"FPLANGID but then garbage follows here and there ....",
+    )
+    .expect("write");
+    let corrupt = flashpipe_kernels::registry::build_kernel(
+        "langid",
+        &[format!("profiles={}", path.display())],
+    );
+    assert!(corrupt.is_err());
+    assert!(
+        flashpipe_kernels::registry::build_kernel("langid", &[]).is_err(),
+        "profiles is required"
+    );
+}
