@@ -131,11 +131,6 @@ impl Allocator {
         merged
     }
 
-    /// Upper bound of the extents in [`Allocator::extents_after_commit`].
-    pub fn extent_count_bound_after_commit(&self) -> u64 {
-        (self.free.len() + self.pending.len()) as u64
-    }
-
     /// The last commit is durable: pending blocks become allocatable, nothing is fresh.
     pub fn commit_is_durable(&mut self) {
         for block in std::mem::take(&mut self.pending) {

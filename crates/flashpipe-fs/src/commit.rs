@@ -10,9 +10,9 @@ use flashpipe_device::{BlockDevice, IoBuf};
 use crate::error::FlushError;
 use crate::io::{flush_device, write_fs_blocks, Geometry};
 use crate::layout::{
-    fixed_entries_per_block, indirect_block_count, pointers_per_indirect_block,
+    fixed_entries_per_block, indirect_block_count, inode_record_bytes, pointers_per_indirect_block,
     seal_metadata_block, write_u64, MetadataHeader, MetadataKind, SuperBlock, DIRECT_POINTER_COUNT,
-    FREE_EXTENT_BYTES, METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    FREE_EXTENT_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::state::{CommittedCheckpoint, State};
 
@@ -27,11 +27,66 @@ pub fn commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), Flu
     if !state.changed_since_commit {
         return flush_device(device).map_err(FlushError::from);
     }
+    let needed_blocks = commit_space_needed(state);
+    let free_blocks = state.allocator.free_block_count();
+    if needed_blocks > free_blocks {
+        return Err(FlushError::NoSpace {
+            needed_blocks,
+            free_blocks,
+        });
+    }
     let result = write_checkpoint(state, device);
     if let Err(error) = &result {
         state.unusable_reason = Some(error.to_string());
     }
     result
+}
+
+/// Blocks the commit will allocate, computed exactly before anything changes: new
+/// indirect chains, the packed name and inode tables, and the free list and map sized
+/// for the most extents the releases and allocations can produce.
+fn commit_space_needed(state: &State) -> u64 {
+    let block_size = state.geometry.fs_block_size_bytes;
+    let mut chain_blocks = 0;
+    let mut released_blocks = state.committed.blocks.len() as u64;
+    for node in state.files.values().filter(|node| node.map_changed) {
+        chain_blocks += indirect_block_count(block_size, node.pointers.len() as u64);
+        released_blocks += node.indirect_chain.len() as u64;
+    }
+    let name_blocks = packed_block_count(
+        block_size,
+        state
+            .files
+            .values()
+            .map(|node| NAME_ENTRY_HEADER_BYTES + node.name.len()),
+    );
+    let inode_blocks = packed_block_count(
+        block_size,
+        state
+            .files
+            .values()
+            .map(|node| inode_record_bytes(node.pointers.len() as u64)),
+    );
+    let extent_bound =
+        state.allocator.extents_after_commit().len() as u64 + released_blocks + chain_blocks;
+    let (free_list_blocks, map_blocks) =
+        size_free_list_and_map(state, extent_bound, name_blocks + inode_blocks);
+    chain_blocks + name_blocks + inode_blocks + free_list_blocks + map_blocks
+}
+
+/// Blocks that entries of `entry_sizes` bytes fill when packed in order (at least one).
+fn packed_block_count(block_size_bytes: u32, entry_sizes: impl Iterator<Item = usize>) -> u64 {
+    let capacity = block_size_bytes as usize - METADATA_HEADER_BYTES;
+    let mut blocks = 1;
+    let mut used = 0;
+    for size in entry_sizes {
+        if used + size > capacity {
+            blocks += 1;
+            used = 0;
+        }
+        used += size;
+    }
+    blocks
 }
 
 /// A metadata block being filled, before its header is sealed.
@@ -91,22 +146,18 @@ impl TablePacker {
 
 fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
     let sequence = state.committed.sequence + 1;
-    let reserve_blocks = state.checkpoint_reserve_blocks(&state.totals);
-    let free_blocks = state.allocator.free_block_count();
-    if reserve_blocks > free_blocks {
-        return Err(FlushError::NoSpace {
-            needed_blocks: reserve_blocks,
-            free_blocks,
-        });
-    }
     let mut writes = rewrite_indirect_chains(state, sequence);
     for block in std::mem::take(&mut state.committed.blocks) {
         state.allocator.release(block);
     }
     let name_blocks = pack_name_table(state);
     let inode_blocks = pack_inode_table(state);
-    let (free_list_block_count, map_block_count) =
-        size_free_list_and_map(state, name_blocks.len() as u64 + inode_blocks.len() as u64);
+    let base_extents = state.allocator.extents_after_commit().len() as u64;
+    let (free_list_block_count, map_block_count) = size_free_list_and_map(
+        state,
+        base_extents,
+        name_blocks.len() as u64 + inode_blocks.len() as u64,
+    );
     let table_block_count =
         name_blocks.len() as u64 + inode_blocks.len() as u64 + free_list_block_count;
     let checkpoint_blocks = allocate_addresses(state, table_block_count + map_block_count)?;
@@ -270,11 +321,14 @@ fn pack_inode_table(state: &State) -> Vec<PackedBlock> {
 
 /// Free list and map sizes, to a fixed point: allocating the checkpoint's own blocks can
 /// split at most one extent per allocated block.
-fn size_free_list_and_map(state: &State, name_and_inode_blocks: u64) -> (u64, u64) {
+fn size_free_list_and_map(
+    state: &State,
+    base_extents: u64,
+    name_and_inode_blocks: u64,
+) -> (u64, u64) {
     let block_size = state.geometry.fs_block_size_bytes;
     let extents_per_block = fixed_entries_per_block(block_size, FREE_EXTENT_BYTES) as u64;
     let addresses_per_block = fixed_entries_per_block(block_size, 8) as u64;
-    let base_extents = state.allocator.extents_after_commit().len() as u64;
     let mut free_list_blocks = base_extents.div_ceil(extents_per_block).max(1);
     loop {
         let tables = name_and_inode_blocks + free_list_blocks;

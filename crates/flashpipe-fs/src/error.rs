@@ -171,13 +171,14 @@ pub enum FileIoError {
     Device(#[from] DeviceError),
 }
 
-/// A flush (commit) failed; the mount is unusable afterwards, the on-disk state is the
-/// previous commit (or this one if it reached the device).
+/// A flush (commit) failed. After a device error the mount is unusable and the on-disk
+/// state is the previous commit (or this one if it reached the device).
 #[derive(Debug, thiserror::Error)]
 pub enum FlushError {
-    /// Not enough free blocks to write the checkpoint (cannot happen while the reserve
-    /// accounting holds; reported rather than asserted).
-    #[error("no space left for the checkpoint: {needed_blocks} blocks needed, {free_blocks} free")]
+    /// Not enough free blocks to write the checkpoint; nothing changed and the mount stays
+    /// usable (the operations keep two checkpoints' worth free, so this takes a disk
+    /// that was filled to the last block by other means).
+    #[error("no space left for the checkpoint: {needed_blocks} blocks needed, {free_blocks} free; nothing changed")]
     NoSpace {
         /// Blocks the checkpoint needs.
         needed_blocks: u64,

@@ -389,6 +389,13 @@ impl Filesystem {
         self.device.info()
     }
 
+    /// The device, for a caller (the engine) that issues its own reads of the blocks
+    /// [`Filesystem::block_map`] names. Contract: only reads go through it, and nothing
+    /// is in flight on it when any other method of the file system is called.
+    pub fn device_mut(&mut self) -> &mut dyn BlockDevice {
+        &mut *self.device
+    }
+
     /// Every metadata block of the last commit with its structure: super block slots,
     /// checkpoint map, name table, inode table, free list, indirect blocks (for fsck
     /// tests and tools that inspect images).

@@ -14,7 +14,7 @@ use crate::image::{BlockBits, LoadedImage};
 use crate::io::Geometry;
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, FREE_EXTENT_BYTES,
-    INODE_RECORD_HEADER_BYTES, MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
+    MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
 };
 use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK};
 
@@ -176,13 +176,13 @@ impl State {
     }
 
     /// Blocks the next commit may need with `totals`: every indirect chain, the name and
-    /// inode tables, the free list and the map, each rounded up generously.
+    /// inode tables rounded up generously, the largest free list this file system can
+    /// have (every other block free), and the map.
     pub fn checkpoint_reserve_blocks(&self, totals: &MetadataTotals) -> u64 {
         let block_size = self.geometry.fs_block_size_bytes;
         let payload_bytes = (block_size as usize - METADATA_HEADER_BYTES) as u64;
         let largest_name_entry = (NAME_ENTRY_HEADER_BYTES + MAX_NAME_BYTES) as u64;
         let largest_inode_record = inode_record_bytes(u64::MAX) as u64;
-        debug_assert!(largest_inode_record > INODE_RECORD_HEADER_BYTES as u64);
         let name_blocks = totals
             .name_table_bytes
             .div_ceil(payload_bytes - largest_name_entry)
@@ -191,24 +191,31 @@ impl State {
             .inode_table_bytes
             .div_ceil(payload_bytes - largest_inode_record)
             + 1;
-        let runs_bound = name_blocks + inode_blocks + totals.indirect_blocks + 64;
-        let extent_bound = self.allocator.extent_count_bound_after_commit() + runs_bound;
-        let free_blocks = extent_bound
-            .div_ceil(fixed_entries_per_block(block_size, FREE_EXTENT_BYTES) as u64)
-            + 1;
-        let tables = name_blocks + inode_blocks + free_blocks;
+        let tables = name_blocks + inode_blocks + self.largest_free_list_blocks();
         let map_blocks = tables.div_ceil(fixed_entries_per_block(block_size, 8) as u64) + 1;
         tables + map_blocks + totals.indirect_blocks
     }
 
-    /// Checks that `new_blocks` more blocks can be taken now and the commit after it
-    /// still fits; returns `(needed, free)` when it cannot.
+    /// Free list blocks when every other block is free (the most extents possible).
+    pub fn largest_free_list_blocks(&self) -> u64 {
+        let extents_per_block =
+            fixed_entries_per_block(self.geometry.fs_block_size_bytes, FREE_EXTENT_BYTES) as u64;
+        self.geometry
+            .fs_block_count
+            .div_ceil(2)
+            .div_ceil(extents_per_block)
+            + 1
+    }
+
+    /// Checks that `new_blocks` more blocks can be taken now while two checkpoints' worth
+    /// stay free: one for the next commit, one for the commit after it (written while the
+    /// next one is still live). Returns `(needed, free)` when they cannot.
     pub fn check_space(
         &self,
         new_blocks: u64,
         totals_after: &MetadataTotals,
     ) -> Result<(), (u64, u64)> {
-        let needed = new_blocks + self.checkpoint_reserve_blocks(totals_after);
+        let needed = new_blocks + 2 * self.checkpoint_reserve_blocks(totals_after);
         let free = self.allocator.free_block_count();
         if needed > free {
             return Err((needed, free));

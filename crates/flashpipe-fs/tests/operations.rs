@@ -326,7 +326,7 @@ fn full_disk_is_enospc_and_changes_nothing() {
 
 #[test]
 fn many_creates_hit_enospc_cleanly_on_a_tiny_disk() {
-    let mut fs = new_fs(4096, 16 * 8);
+    let mut fs = new_fs(4096, 64 * 8);
     let mut created = 0;
     loop {
         match fs.create(&format!("file-with-a-fairly-long-name-{created:06}")) {
