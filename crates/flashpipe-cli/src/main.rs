@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_device;
+mod sim;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,9 @@ enum Command {
     Bench(bench::BenchCommand),
     /// The main job on an embedded default: a small raw device benchmark for now.
     Demo(bench_device::DemoArgs),
+    /// The NAND flash array model: speed, synthetic jobs, trace replay, reproductions.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
         Command::Demo(arguments) => bench_device::run_demo(arguments),
+        Command::Sim(command) => sim::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

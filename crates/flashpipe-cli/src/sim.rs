@@ -1,0 +1,261 @@
+//! `flashpipe sim ...`: the NAND flash array model from the command line: the speed
+//! benchmark of the simulator, fio-like synthetic jobs, trace replay, and the RAD and
+//! minFlash reproductions (table by default, `--json` for machines).
+
+mod repro;
+
+use std::time::Instant;
+
+use clap::{Args, Subcommand, ValueEnum};
+use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob, WorkloadReport};
+use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
+
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+/// The simulator's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Simulated page operations per wall-clock second (4 KiB random reads by default).
+    Speed(SpeedArgs),
+    /// A fio-like synthetic job on a preset or a TOML file.
+    Job(JobArgs),
+    /// Replays a blkparse text or DiskSim ASCII trace.
+    Replay(ReplayArgs),
+    /// Reproduces a figure or table of RAD (seed 001) or minFlash (seed 004).
+    Repro(repro::ReproArgs),
+}
+
+/// Options of `sim speed`.
+#[derive(Debug, Args)]
+pub struct SpeedArgs {
+    /// Preset name or TOML file.
+    #[arg(long, default_value = "minflash")]
+    preset: String,
+    /// Page operations to simulate.
+    #[arg(long, default_value_t = 2_000_000)]
+    operations: u64,
+    /// Requests in flight.
+    #[arg(long, default_value_t = 128)]
+    queue_depth: u32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// Options of `sim job`.
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// Preset name or TOML file.
+    #[arg(long, default_value = "minflash")]
+    preset: String,
+    /// Offsets.
+    #[arg(long, value_enum, default_value_t = PatternArg::Random)]
+    pattern: PatternArg,
+    /// Reads or writes.
+    #[arg(long, value_enum, default_value_t = KindArg::Read)]
+    kind: KindArg,
+    /// Bytes per request.
+    #[arg(long, default_value_t = 8192)]
+    request_bytes: u64,
+    /// Requests in flight per host.
+    #[arg(long, default_value_t = 32)]
+    queue_depth: u32,
+    /// Hosts.
+    #[arg(long, default_value_t = 1)]
+    hosts: u32,
+    /// Devices to spread over (the preset's count at most).
+    #[arg(long, default_value_t = 1)]
+    devices: u32,
+    /// Requests per host.
+    #[arg(long, default_value_t = 10_000)]
+    requests: u64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `sim replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trace file.
+    file: String,
+    /// Its format.
+    #[arg(long, value_enum)]
+    format: TraceFormat,
+    /// Preset name or TOML file.
+    #[arg(long, default_value = "minflash")]
+    preset: String,
+    /// Requests in flight at most.
+    #[arg(long, default_value_t = 32)]
+    queue_depth: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Offsets of a job.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PatternArg {
+    Sequential,
+    Random,
+}
+
+/// Kind of a job.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum KindArg {
+    Read,
+    Write,
+}
+
+/// Trace formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TraceFormat {
+    Blkparse,
+    Disksim,
+}
+
+/// Runs one simulator subcommand.
+pub fn run(command: SimCommand) -> CliResult {
+    match command {
+        SimCommand::Speed(arguments) => run_speed(arguments),
+        SimCommand::Job(arguments) => run_job(arguments),
+        SimCommand::Replay(arguments) => run_replay(arguments),
+        SimCommand::Repro(arguments) => repro::run(arguments),
+    }
+}
+
+/// A timing-only array for `config` with `hosts` hosts of `host_queue_depth` tags.
+pub fn timing_array(
+    config: FlashConfig,
+    hosts: u32,
+    host_queue_depth: u32,
+    seed: u64,
+) -> Result<FlashArray, Box<dyn std::error::Error>> {
+    Ok(FlashArray::new(
+        config,
+        FlashOptions {
+            seed,
+            storage: StorageMode::TimingOnly,
+            host_count: hosts,
+            host_queue_depth,
+        },
+    )?)
+}
+
+fn run_speed(arguments: SpeedArgs) -> CliResult {
+    let config = FlashConfig::preset_or_file(&arguments.preset)?;
+    let mut array = timing_array(config, 1, arguments.queue_depth.max(1), arguments.seed)?;
+    let job = SyntheticJob {
+        pattern: AccessPattern::Random,
+        kind: AccessKind::Read,
+        request_bytes: 4096,
+        queue_depth: arguments.queue_depth.max(1),
+        hosts: 1,
+        requests_per_host: arguments.operations,
+        devices: 1,
+        seed: arguments.seed,
+    };
+    let wall_start = Instant::now();
+    let report = workload::run_job(&mut array, &job);
+    let wall_seconds = wall_start.elapsed().as_secs_f64();
+    println!("preset                      {}", arguments.preset);
+    println!(
+        "workload                    4 KiB random reads, queue depth {}",
+        arguments.queue_depth
+    );
+    println!("page operations             {}", report.page_operations);
+    println!("wall seconds                {wall_seconds:.3}");
+    println!(
+        "page operations per second  {:.0} (simulated per wall-clock second, one core)",
+        report.page_operations as f64 / wall_seconds
+    );
+    println!(
+        "simulated bandwidth MB/s    {:.1}",
+        report.megabytes_per_second
+    );
+    println!(
+        "simulated read p99 us       {:.1}",
+        report.array.reads.latency_us_p99
+    );
+    Ok(())
+}
+
+fn run_job(arguments: JobArgs) -> CliResult {
+    let config = FlashConfig::preset_or_file(&arguments.preset)?;
+    if arguments.hosts == 0 || arguments.queue_depth == 0 || arguments.request_bytes == 0 {
+        return Err("hosts, queue depth and request bytes must be at least 1".into());
+    }
+    let mut array = timing_array(config, arguments.hosts, 4096, arguments.seed)?;
+    let job = SyntheticJob {
+        pattern: match arguments.pattern {
+            PatternArg::Sequential => AccessPattern::Sequential,
+            PatternArg::Random => AccessPattern::Random,
+        },
+        kind: match arguments.kind {
+            KindArg::Read => AccessKind::Read,
+            KindArg::Write => AccessKind::Write,
+        },
+        request_bytes: arguments.request_bytes,
+        queue_depth: arguments.queue_depth,
+        hosts: arguments.hosts,
+        requests_per_host: arguments.requests,
+        devices: arguments.devices,
+        seed: arguments.seed,
+    };
+    let report = workload::run_job(&mut array, &job);
+    print_report(&report, arguments.json)
+}
+
+fn run_replay(arguments: ReplayArgs) -> CliResult {
+    let config = FlashConfig::preset_or_file(&arguments.preset)?;
+    let text = std::fs::read_to_string(&arguments.file)
+        .map_err(|error| format!("cannot read {}: {error}", arguments.file))?;
+    let requests = match arguments.format {
+        TraceFormat::Blkparse => workload::parse_blkparse(&text, &arguments.file)?,
+        TraceFormat::Disksim => workload::parse_disksim(&text, &arguments.file)?,
+    };
+    let mut array = timing_array(config, 1, 4096, 1)?;
+    let report = workload::replay(&mut array, requests, arguments.queue_depth.max(1));
+    print_report(&report, arguments.json)
+}
+
+fn print_report(report: &WorkloadReport, json: bool) -> CliResult {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+        return Ok(());
+    }
+    println!("requests                 {}", report.requests);
+    println!(
+        "page operations          {} ({} failed)",
+        report.page_operations, report.failed_page_operations
+    );
+    println!(
+        "virtual seconds          {:.6}",
+        report.elapsed_ns as f64 / 1e9
+    );
+    println!(
+        "bandwidth MB/s           {:.1}",
+        report.megabytes_per_second
+    );
+    println!("requests per second      {:.0}", report.requests_per_second);
+    let latency = &report.request_latency;
+    println!(
+        "request latency us       p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}",
+        latency.latency_us_p50,
+        latency.latency_us_p99,
+        latency.latency_us_p999,
+        latency.latency_us_max
+    );
+    println!(
+        "channel utilization      {:.3}",
+        report.array.mean_channel_utilization()
+    );
+    println!(
+        "chip utilization         {:.3}",
+        report.array.mean_die_utilization()
+    );
+    Ok(())
+}
