@@ -127,7 +127,10 @@ impl StoreConfig {
             message: error.to_string().trim_end().to_string(),
         };
         let version: VersionOnly = toml::from_str(text).map_err(syntax)?;
-        if let Some(found) = version.store_file_version.filter(|&found| found > STORE_FILE_VERSION) {
+        if let Some(found) = version
+            .store_file_version
+            .filter(|&found| found > STORE_FILE_VERSION)
+        {
             return Err(StoreConfigError::NewerVersion {
                 path: path.to_path_buf(),
                 found,
@@ -165,7 +168,8 @@ impl StoreConfig {
             .create_new(true)
             .open(path)
             .map_err(io_error)?;
-        file.write_all(self.to_toml().as_bytes()).map_err(io_error)?;
+        file.write_all(self.to_toml().as_bytes())
+            .map_err(io_error)?;
         file.sync_all().map_err(io_error)
     }
 
@@ -176,12 +180,18 @@ impl StoreConfig {
             reason,
         };
         if self.store_file_version == 0 || self.store_file_version > STORE_FILE_VERSION {
-            return Err(invalid(format!("unknown store_file_version {}", self.store_file_version)));
+            return Err(invalid(format!(
+                "unknown store_file_version {}",
+                self.store_file_version
+            )));
         }
         check_block_size(self.block_size_bytes).map_err(invalid)?;
         check_stripe_unit(self.stripe_unit_bytes).map_err(invalid)?;
         if !(1..=4096).contains(&self.queue_depth) {
-            return Err(invalid(format!("queue_depth {} outside 1..=4096", self.queue_depth)));
+            return Err(invalid(format!(
+                "queue_depth {} outside 1..=4096",
+                self.queue_depth
+            )));
         }
         if self.devices.is_empty() || self.devices.len() > MAX_DEVICES {
             return Err(invalid(format!(
@@ -287,12 +297,17 @@ mod tests {
     fn store_file_round_trips() {
         let config = sample();
         let text = config.to_toml();
-        assert_eq!(StoreConfig::parse(&text, Path::new("s.toml")).unwrap(), config);
+        assert_eq!(
+            StoreConfig::parse(&text, Path::new("s.toml")).unwrap(),
+            config
+        );
     }
 
     fn check_rejected(edit: &dyn Fn(&str) -> String, expected_fragment: &str) {
         let text = edit(&sample().to_toml());
-        let error = StoreConfig::parse(&text, Path::new("s.toml")).unwrap_err().to_string();
+        let error = StoreConfig::parse(&text, Path::new("s.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains(expected_fragment),
             "error {error:?} lacks {expected_fragment:?}"
@@ -301,14 +316,29 @@ mod tests {
 
     #[test]
     fn bad_store_files_are_rejected_clearly() {
-        check_rejected(&|text| text.replace("store_file_version = 1", "store_file_version = 9"), "newer than this flashpipe");
+        check_rejected(
+            &|text| text.replace("store_file_version = 1", "store_file_version = 9"),
+            "newer than this flashpipe",
+        );
         check_rejected(&|text| text.replace("16384", "5000"), "block size 5000");
         check_rejected(&|text| text.replace("65536", "1000"), "stripe unit 1000");
-        check_rejected(&|text| text.replace("queue_depth = 32", "queue_depth = 0"), "queue_depth 0");
-        check_rejected(&|text| text.replace("kind = \"ram\"", "kind = \"tape\""), "line");
+        check_rejected(
+            &|text| text.replace("queue_depth = 32", "queue_depth = 0"),
+            "queue_depth 0",
+        );
+        check_rejected(
+            &|text| text.replace("kind = \"ram\"", "kind = \"tape\""),
+            "line",
+        );
         check_rejected(&|text| format!("{text}\nextra = 1\n"), "unknown field");
-        check_rejected(&|_| "not toml at all [".to_string(), "not a valid store description");
-        check_rejected(&|text| text.replace("1048576", "4096"), "at least one stripe unit");
+        check_rejected(
+            &|_| "not toml at all [".to_string(),
+            "not a valid store description",
+        );
+        check_rejected(
+            &|text| text.replace("1048576", "4096"),
+            "at least one stripe unit",
+        );
     }
 
     #[test]
@@ -318,7 +348,9 @@ mod tests {
         assert!(parse_device_list("ram:lots", None).is_err());
         assert_eq!(
             parse_device_list("ram:2MiB", None).unwrap(),
-            vec![DeviceSpec::Ram { size_bytes: 2 << 20 }]
+            vec![DeviceSpec::Ram {
+                size_bytes: 2 << 20
+            }]
         );
     }
 

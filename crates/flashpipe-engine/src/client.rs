@@ -1,0 +1,273 @@
+//! A client of the engine: submits commands through the engine's bounded queue and
+//! reaps its own completions, with streaming helpers that keep several commands in
+//! flight (pipelined reads and writes of whole files).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use flashpipe_device::IoBuf;
+
+use crate::command::{Command, EngineError, ReadData, Reply};
+use crate::engine::{EngineConfig, Envelope, Message};
+
+/// A ticket names one submitted command; its completion carries it back.
+pub type Ticket = u64;
+
+/// One client's connection to the engine.
+pub struct EngineClient {
+    messages: Sender<Message>,
+    replies_sender: Sender<(Ticket, Result<Reply, EngineError>)>,
+    replies: Receiver<(Ticket, Result<Reply, EngineError>)>,
+    stashed: VecDeque<(Ticket, Result<Reply, EngineError>)>,
+    next_ticket: Ticket,
+    outstanding: usize,
+    outstanding_limit: usize,
+    config: EngineConfig,
+}
+
+impl EngineClient {
+    pub(crate) fn new(
+        messages: Sender<Message>,
+        outstanding_limit: usize,
+        config: EngineConfig,
+    ) -> EngineClient {
+        let outstanding_limit = outstanding_limit.max(1);
+        let (replies_sender, replies) = bounded(outstanding_limit);
+        EngineClient {
+            messages,
+            replies_sender,
+            replies,
+            stashed: VecDeque::new(),
+            next_ticket: 1,
+            outstanding: 0,
+            outstanding_limit,
+            config,
+        }
+    }
+
+    /// Commands submitted and not yet reaped.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// The largest read one command may ask for.
+    pub fn max_read_bytes(&self) -> u64 {
+        self.config.max_read_bytes as u64
+    }
+
+    /// Submits a command, waiting while the engine's queue is full (back-pressure).
+    pub fn submit(&mut self, command: Command) -> Result<Ticket, EngineError> {
+        let envelope = self.envelope(command)?;
+        self.messages
+            .send(Message::Command(envelope))
+            .map_err(|_| EngineError::Stopped)?;
+        Ok(self.accept())
+    }
+
+    /// Submits a command or fails at once when the engine's queue is full.
+    pub fn try_submit(&mut self, command: Command) -> Result<Ticket, EngineError> {
+        let envelope = self.envelope(command)?;
+        match self.messages.try_send(Message::Command(envelope)) {
+            Ok(()) => Ok(self.accept()),
+            Err(TrySendError::Full(_)) => Err(EngineError::QueueFull {
+                capacity: self.config.command_queue_capacity,
+            }),
+            Err(TrySendError::Disconnected(_)) => Err(EngineError::Stopped),
+        }
+    }
+
+    fn envelope(&mut self, command: Command) -> Result<Envelope, EngineError> {
+        if self.outstanding >= self.outstanding_limit {
+            return Err(EngineError::TooManyOutstanding {
+                limit: self.outstanding_limit,
+            });
+        }
+        Ok(Envelope {
+            ticket: self.next_ticket,
+            command,
+            reply_to: self.replies_sender.clone(),
+        })
+    }
+
+    fn accept(&mut self) -> Ticket {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.outstanding += 1;
+        ticket
+    }
+
+    /// Waits for the next completion of this client's commands, in any order.
+    pub fn next_completion(&mut self) -> Result<(Ticket, Result<Reply, EngineError>), EngineError> {
+        if let Some(completion) = self.stashed.pop_front() {
+            return Ok(completion);
+        }
+        if self.outstanding == 0 {
+            return Err(EngineError::TooManyOutstanding { limit: 0 });
+        }
+        let completion = self.replies.recv().map_err(|_| EngineError::Stopped)?;
+        self.outstanding -= 1;
+        Ok(completion)
+    }
+
+    /// Submits a command and waits for its own completion (others are kept for later).
+    pub fn call(&mut self, command: Command) -> Result<Reply, EngineError> {
+        let ticket = self.submit(command)?;
+        loop {
+            let completion = self.replies.recv().map_err(|_| EngineError::Stopped)?;
+            self.outstanding -= 1;
+            if completion.0 == ticket {
+                return completion.1;
+            }
+            self.stashed.push_back(completion);
+        }
+    }
+
+    /// Writes everything `source` yields into file `name` (created, or truncated if it
+    /// exists), `chunk_bytes` per command with up to `in_flight` commands outstanding.
+    /// Calls `progress` with the bytes written so far. Returns the bytes written.
+    pub fn write_stream(
+        &mut self,
+        name: &str,
+        source: &mut dyn std::io::Read,
+        chunk_bytes: usize,
+        in_flight: usize,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, StreamError> {
+        self.prepare_empty_file(name)?;
+        let in_flight = in_flight.clamp(1, self.outstanding_limit);
+        let mut spare_buffers: Vec<IoBuf> = Vec::new();
+        let mut offset_bytes = 0u64;
+        let mut acknowledged_bytes = 0u64;
+        loop {
+            let mut buffer = spare_buffers
+                .pop()
+                .unwrap_or_else(|| IoBuf::zeroed(chunk_bytes));
+            buffer.set_len(chunk_bytes);
+            let filled = fill_from(source, &mut buffer).map_err(StreamError::Source)?;
+            if filled == 0 {
+                break;
+            }
+            buffer.set_len(filled);
+            if self.outstanding >= in_flight {
+                acknowledged_bytes += self.reap_write(&mut spare_buffers)?;
+                progress(acknowledged_bytes);
+            }
+            self.submit(Command::Write {
+                name: name.to_string(),
+                offset_bytes,
+                data: buffer,
+            })?;
+            offset_bytes += filled as u64;
+        }
+        while self.outstanding > 0 {
+            acknowledged_bytes += self.reap_write(&mut spare_buffers)?;
+            progress(acknowledged_bytes);
+        }
+        Ok(offset_bytes)
+    }
+
+    fn prepare_empty_file(&mut self, name: &str) -> Result<(), EngineError> {
+        match self.call(Command::Create {
+            name: name.to_string(),
+        }) {
+            Ok(_) => Ok(()),
+            Err(EngineError::Namespace(flashpipe_fs::NamespaceError::Exists { .. })) => self
+                .call(Command::Truncate {
+                    name: name.to_string(),
+                    size_bytes: 0,
+                })
+                .map(|_| ()),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn reap_write(&mut self, spare_buffers: &mut Vec<IoBuf>) -> Result<u64, EngineError> {
+        let (_, result) = self.next_completion()?;
+        match result? {
+            Reply::Written { buffer } => {
+                let written = buffer.len() as u64;
+                spare_buffers.push(buffer);
+                Ok(written)
+            }
+            other => unreachable!("a write completed with {other:?}"),
+        }
+    }
+
+    /// Reads file `name` from `offset_bytes` to its end into `sink`, `chunk_bytes` per
+    /// command with up to `in_flight` reads outstanding, delivering the data in order.
+    /// Calls `progress` with the bytes delivered so far. Returns the bytes delivered.
+    pub fn read_stream(
+        &mut self,
+        name: &str,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+        chunk_bytes: u64,
+        in_flight: usize,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, StreamError> {
+        let size_bytes = match self.call(Command::Stat {
+            name: name.to_string(),
+        })? {
+            Reply::Stat(stat) => stat.size_bytes,
+            other => unreachable!("stat answered {other:?}"),
+        };
+        let chunk_bytes = chunk_bytes.clamp(1, self.max_read_bytes());
+        let in_flight = in_flight.clamp(1, self.outstanding_limit);
+        let mut offsets_by_ticket = BTreeMap::new();
+        let mut arrived: BTreeMap<u64, ReadData> = BTreeMap::new();
+        let (mut next_submit, mut next_deliver) = (0u64, 0u64);
+        while next_deliver < size_bytes {
+            while next_submit < size_bytes && self.outstanding < in_flight {
+                let length_bytes = chunk_bytes.min(size_bytes - next_submit);
+                let ticket = self.submit(Command::Read {
+                    name: name.to_string(),
+                    offset_bytes: next_submit,
+                    length_bytes,
+                })?;
+                offsets_by_ticket.insert(ticket, next_submit);
+                next_submit += length_bytes;
+            }
+            let (ticket, result) = self.next_completion()?;
+            let offset = offsets_by_ticket
+                .remove(&ticket)
+                .expect("a read this call submitted");
+            match result? {
+                Reply::Data(data) => arrived.insert(offset, data),
+                other => unreachable!("a read completed with {other:?}"),
+            };
+            while let Some(data) = arrived.remove(&next_deliver) {
+                sink(data.bytes()).map_err(StreamError::Sink)?;
+                next_deliver += data.len() as u64;
+                progress(next_deliver);
+            }
+        }
+        Ok(size_bytes)
+    }
+}
+
+/// Reads from `source` until `buffer` is full or the source ends; returns bytes read.
+fn fill_from(source: &mut dyn std::io::Read, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match source.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+/// A streaming transfer failed: in the engine, or in the local source or sink.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// The engine refused or failed a command.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Reading the local source failed.
+    #[error("reading the source: {0}")]
+    Source(std::io::Error),
+    /// Writing the local destination failed.
+    #[error("writing the destination: {0}")]
+    Sink(std::io::Error),
+}

@@ -1,0 +1,167 @@
+//! What clients ask the engine, what it answers, and how it fails.
+
+use flashpipe_device::{DeviceError, IoBuf, PoolExhausted};
+use flashpipe_fs::{
+    FileIoError, FileStat, FlushError, FsStats, FsckError, FsckReport, NamespaceError,
+};
+
+/// A client's request to the filesystem core (HWFS 3.3.1: file name, operation, offset,
+/// length), addressed by name.
+#[derive(Debug)]
+pub enum Command {
+    /// Create an empty file.
+    Create {
+        /// The new file's name.
+        name: String,
+    },
+    /// Write `data` at `offset_bytes`; the buffer comes back in [`Reply::Written`].
+    Write {
+        /// The file.
+        name: String,
+        /// Where the bytes go.
+        offset_bytes: u64,
+        /// The bytes (its `len()` is the length written).
+        data: IoBuf,
+    },
+    /// Read `length_bytes` at `offset_bytes` into an engine-owned buffer.
+    Read {
+        /// The file.
+        name: String,
+        /// Where to start.
+        offset_bytes: u64,
+        /// How many bytes (at most the engine's `max_read_bytes`).
+        length_bytes: u64,
+    },
+    /// Set a file's size.
+    Truncate {
+        /// The file.
+        name: String,
+        /// The new size.
+        size_bytes: u64,
+    },
+    /// Delete a file.
+    Delete {
+        /// The file.
+        name: String,
+    },
+    /// Rename a file; the target must not exist.
+    Rename {
+        /// Current name.
+        from: String,
+        /// New name.
+        to: String,
+    },
+    /// Facts about one file.
+    Stat {
+        /// The file.
+        name: String,
+    },
+    /// Every file.
+    List,
+    /// Space and counts (df).
+    Stats,
+    /// Make every change so far durable.
+    Flush,
+    /// Check the durable image (flush first to check the current state).
+    Check,
+}
+
+/// Data read by the engine: an engine-owned aligned buffer (from its bounded pool) and
+/// the window of it holding the requested bytes. Dropping it returns the buffer.
+#[derive(Debug)]
+pub struct ReadData {
+    pub(crate) buffer: IoBuf,
+    pub(crate) window_start: usize,
+    pub(crate) length_bytes: usize,
+}
+
+impl ReadData {
+    /// The bytes read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buffer[self.window_start..self.window_start + self.length_bytes]
+    }
+
+    /// Number of bytes read.
+    pub fn len(&self) -> usize {
+        self.length_bytes
+    }
+
+    /// True when the bytes sit in an engine pool buffer (always, for reads that
+    /// reached the device; the engine never copies them).
+    pub fn is_pooled(&self) -> bool {
+        self.buffer.pool_slot().is_some()
+    }
+
+    /// True for a zero-length read.
+    pub fn is_empty(&self) -> bool {
+        self.length_bytes == 0
+    }
+}
+
+/// The engine's answer to a command.
+#[derive(Debug)]
+pub enum Reply {
+    /// The command needed no other answer.
+    Done,
+    /// A write completed; its buffer is handed back for reuse.
+    Written {
+        /// The command's buffer.
+        buffer: IoBuf,
+    },
+    /// Data of a read.
+    Data(ReadData),
+    /// One file.
+    Stat(FileStat),
+    /// Every file, by name.
+    List(Vec<FileStat>),
+    /// Space and counts.
+    Stats(FsStats),
+    /// An fsck report.
+    Check(FsckReport),
+}
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A name-level failure (missing file, bad name, exists, no space).
+    #[error(transparent)]
+    Namespace(#[from] NamespaceError),
+    /// A data-level failure (read past the end, disk full, device error).
+    #[error(transparent)]
+    FileIo(#[from] FileIoError),
+    /// A flush failed.
+    #[error(transparent)]
+    Flush(#[from] FlushError),
+    /// The check failed to run.
+    #[error(transparent)]
+    Check(#[from] FsckError),
+    /// A device request failed outside the file system's own calls (engine reads).
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// Every engine read buffer is held by clients; drop some read data and retry.
+    #[error("engine read buffers exhausted ({0}); drop read data you no longer need")]
+    ReadBuffersExhausted(#[from] PoolExhausted),
+    /// A read asks for more than one engine buffer holds.
+    #[error("read of {length_bytes} bytes exceeds the engine's limit of {max_read_bytes} bytes per read")]
+    ReadTooLarge {
+        /// Bytes asked for.
+        length_bytes: u64,
+        /// The limit.
+        max_read_bytes: u64,
+    },
+    /// The client already has as many commands outstanding as its completion queue holds.
+    #[error("client has {limit} commands outstanding, its limit; reap completions first")]
+    TooManyOutstanding {
+        /// The client's limit.
+        limit: usize,
+    },
+    /// The engine's command queue is full (non-blocking submit only).
+    #[error("engine command queue full ({capacity} commands)")]
+    QueueFull {
+        /// The queue's capacity.
+        capacity: usize,
+    },
+    /// The engine has stopped.
+    #[error("the engine has stopped")]
+    Stopped,
+}

@@ -1,0 +1,267 @@
+//! The filesystem core: one dedicated thread owns the file system and its devices
+//! (HWFS ch. 1, 3.3.1); clients reach it only through bounded command queues.
+//!
+//! The thread serves many commands at once: reads are planned from the in-memory block
+//! map and their device requests issued together, so many reads from many clients keep
+//! the device queues full, each landing straight in an engine-owned pool buffer that
+//! the client receives without a copy. Commands that change the file system (write,
+//! truncate, create, delete, rename, flush) wait until the reads in flight have finished,
+//! then run in arrival order, so every client sees its own commands take effect in order.
+
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use flashpipe_device::BufferPool;
+use flashpipe_fs::Filesystem;
+
+use crate::client::EngineClient;
+use crate::command::{Command, EngineError, ReadData, Reply};
+use crate::reads::{ReadSink, ReadsInFlight};
+
+/// Bounds of an engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Commands waiting in the engine's queue, from all clients together.
+    pub command_queue_capacity: usize,
+    /// Engine-owned read buffers; a read holds one until the client drops its data.
+    pub read_buffer_count: u32,
+    /// Largest read one command may ask for.
+    pub max_read_bytes: usize,
+    /// Reads in flight at once.
+    pub reads_in_flight_limit: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            command_queue_capacity: 256,
+            read_buffer_count: 64,
+            max_read_bytes: 1 << 20,
+            reads_in_flight_limit: 32,
+        }
+    }
+}
+
+/// A command on its way to the engine, with where to answer.
+pub(crate) struct Envelope {
+    pub(crate) ticket: u64,
+    pub(crate) command: Command,
+    pub(crate) reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+}
+
+pub(crate) enum Message {
+    Command(Envelope),
+    Shutdown,
+}
+
+/// A running engine. Dropping it without [`Engine::shutdown`] stops the thread after
+/// the commands already queued and flushes.
+pub struct Engine {
+    messages: Sender<Message>,
+    config: EngineConfig,
+    thread: Option<JoinHandle<Result<Filesystem, EngineError>>>,
+}
+
+impl Engine {
+    /// Starts the engine thread, which takes ownership of `filesystem`.
+    pub fn start(filesystem: Filesystem, config: EngineConfig) -> Engine {
+        assert!(config.command_queue_capacity > 0 && config.reads_in_flight_limit > 0);
+        let (messages, inbox) = bounded(config.command_queue_capacity);
+        let block_bytes = filesystem.stats().fs_block_size_bytes as usize;
+        let pool = BufferPool::new(
+            config.read_buffer_count,
+            config.max_read_bytes + 2 * block_bytes,
+        );
+        let thread = std::thread::Builder::new()
+            .name("flashpipe-engine".to_string())
+            .spawn(move || EngineThread::new(filesystem, pool, config).run(inbox))
+            .expect("the operating system can start the engine thread");
+        Engine {
+            messages,
+            config,
+            thread: Some(thread),
+        }
+    }
+
+    /// A new client with at most `outstanding_limit` commands outstanding.
+    pub fn client(&self, outstanding_limit: usize) -> EngineClient {
+        EngineClient::new(self.messages.clone(), outstanding_limit, self.config)
+    }
+
+    /// Finishes queued commands, flushes, stops the thread and returns the file system.
+    pub fn shutdown(mut self) -> Result<Filesystem, EngineError> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<Filesystem, EngineError> {
+        let _ = self.messages.send(Message::Shutdown);
+        let thread = self.thread.take().ok_or(EngineError::Stopped)?;
+        thread
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.stop();
+        }
+    }
+}
+
+/// Sends a value to a channel that cannot be full (each client bounds its outstanding
+/// commands by its reply queue's capacity) and ignores clients that went away.
+fn answer(
+    reply_to: &Sender<(u64, Result<Reply, EngineError>)>,
+    ticket: u64,
+    result: Result<Reply, EngineError>,
+) {
+    match reply_to.try_send((ticket, result)) {
+        Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+        Err(TrySendError::Full(_)) => panic!("client reply queue overflowed its outstanding limit"),
+    }
+}
+
+struct ReadReply {
+    ticket: u64,
+    reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+}
+
+impl ReadSink for ReadReply {
+    fn deliver(self, result: Result<ReadData, EngineError>) {
+        answer(&self.reply_to, self.ticket, result.map(Reply::Data));
+    }
+}
+
+struct EngineThread {
+    filesystem: Filesystem,
+    pool: BufferPool,
+    reads: ReadsInFlight<ReadReply>,
+    max_read_bytes: u64,
+}
+
+impl EngineThread {
+    fn new(filesystem: Filesystem, pool: BufferPool, config: EngineConfig) -> EngineThread {
+        EngineThread {
+            filesystem,
+            pool,
+            reads: ReadsInFlight::new(config.reads_in_flight_limit),
+            max_read_bytes: config.max_read_bytes as u64,
+        }
+    }
+
+    fn run(mut self, inbox: Receiver<Message>) -> Result<Filesystem, EngineError> {
+        loop {
+            let message = if self.reads.is_idle() {
+                inbox.recv().ok()
+            } else if self.reads.has_room() {
+                inbox.try_recv().ok()
+            } else {
+                None
+            };
+            match message {
+                Some(Message::Command(envelope)) => self.handle(envelope)?,
+                Some(Message::Shutdown) => break,
+                None if self.reads.is_idle() => break,
+                None => self.reads.pump(self.filesystem.device_mut(), true)?,
+            }
+            self.reads.pump(self.filesystem.device_mut(), false)?;
+        }
+        self.reads.drain(self.filesystem.device_mut())?;
+        self.filesystem.flush()?;
+        Ok(self.filesystem)
+    }
+
+    fn handle(&mut self, envelope: Envelope) -> Result<(), EngineError> {
+        let Envelope {
+            ticket,
+            command,
+            reply_to,
+        } = envelope;
+        if let Command::Read {
+            name,
+            offset_bytes,
+            length_bytes,
+        } = command
+        {
+            self.start_read(ticket, reply_to, &name, offset_bytes, length_bytes);
+            return Ok(());
+        }
+        self.reads.drain(self.filesystem.device_mut())?;
+        let result = self.execute(command);
+        answer(&reply_to, ticket, result);
+        Ok(())
+    }
+
+    fn start_read(
+        &mut self,
+        ticket: u64,
+        reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) {
+        let sink = ReadReply { ticket, reply_to };
+        if length_bytes > self.max_read_bytes {
+            let error = EngineError::ReadTooLarge {
+                length_bytes,
+                max_read_bytes: self.max_read_bytes,
+            };
+            return sink.deliver(Err(error));
+        }
+        let file = match self.filesystem.open(name) {
+            Ok(file) => file,
+            Err(error) => return sink.deliver(Err(error.into())),
+        };
+        let started = self.reads.start(
+            &mut self.filesystem,
+            &self.pool,
+            file,
+            offset_bytes,
+            length_bytes,
+            sink,
+        );
+        if let Err((sink, error)) = started {
+            sink.deliver(Err(error));
+        }
+    }
+
+    fn execute(&mut self, command: Command) -> Result<Reply, EngineError> {
+        let filesystem = &mut self.filesystem;
+        match command {
+            Command::Create { name } => filesystem
+                .create(&name)
+                .map(|_| Reply::Done)
+                .map_err(Into::into),
+            Command::Write {
+                name,
+                offset_bytes,
+                data,
+            } => {
+                let file = filesystem.open(&name)?;
+                filesystem.write(file, offset_bytes, &data)?;
+                Ok(Reply::Written { buffer: data })
+            }
+            Command::Truncate { name, size_bytes } => {
+                let file = filesystem.open(&name)?;
+                filesystem.truncate(file, size_bytes)?;
+                Ok(Reply::Done)
+            }
+            Command::Delete { name } => filesystem
+                .delete(&name)
+                .map(|()| Reply::Done)
+                .map_err(Into::into),
+            Command::Rename { from, to } => filesystem
+                .rename(&from, &to)
+                .map(|()| Reply::Done)
+                .map_err(Into::into),
+            Command::Stat { name } => Ok(Reply::Stat(filesystem.stat_name(&name)?)),
+            Command::List => Ok(Reply::List(filesystem.list())),
+            Command::Stats => Ok(Reply::Stats(filesystem.stats())),
+            Command::Flush => filesystem.flush().map(|()| Reply::Done).map_err(Into::into),
+            Command::Check => Ok(Reply::Check(filesystem.check()?)),
+            Command::Read { .. } => unreachable!("reads take the concurrent path"),
+        }
+    }
+}

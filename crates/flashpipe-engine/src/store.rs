@@ -1,0 +1,156 @@
+//! Opening a store's devices: the files, block devices or RAM a store file names,
+//! striped together when there are several.
+
+use std::path::{Path, PathBuf};
+
+use flashpipe_array::{CompletionOrder, StripedDevice};
+use flashpipe_device::file::{FileDevice, FileDeviceConfig};
+use flashpipe_device::{BlockDevice, DeviceError, RamDisk};
+
+use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOCK_SIZE_BYTES};
+
+/// Whether the devices are being created (mkfs) or must already exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceCreation {
+    /// mkfs: create missing files with their size; existing ones must have that size.
+    CreateMissing,
+    /// Every other command: the files must exist with their recorded size.
+    MustExist,
+}
+
+/// Why a store's devices cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreOpenError {
+    /// The store file is unusable.
+    #[error(transparent)]
+    Config(#[from] StoreConfigError),
+    /// A device could not be opened or set up.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// A device file is missing.
+    #[error(
+        "device {path} of the store does not exist (was the store moved without its devices?)"
+    )]
+    MissingDevice {
+        /// The device's path.
+        path: PathBuf,
+    },
+    /// A device is smaller than the store file says.
+    #[error("device {path} holds {found_bytes} bytes but the store file records {expected_bytes}: wrong device?")]
+    WrongDeviceSize {
+        /// The device's path.
+        path: PathBuf,
+        /// Size recorded in the store file.
+        expected_bytes: u64,
+        /// Size found.
+        found_bytes: u64,
+    },
+}
+
+/// The opened devices of a store, striped into one device when there are several,
+/// with notes worth telling the user (engine fallbacks).
+pub struct OpenedStoreDevice {
+    /// The device the file system runs on.
+    pub device: Box<dyn BlockDevice>,
+    /// Remarks such as "io_uring refused: using the thread pool".
+    pub notes: Vec<String>,
+}
+
+/// Opens every device of `config` (read from `store_file`) and stripes them.
+pub fn open_store_device(
+    config: &StoreConfig,
+    store_file: &Path,
+    creation: DeviceCreation,
+) -> Result<OpenedStoreDevice, StoreOpenError> {
+    let mut members: Vec<Box<dyn BlockDevice>> = Vec::with_capacity(config.devices.len());
+    let mut notes = Vec::new();
+    for (index, spec) in config.devices.iter().enumerate() {
+        let member = open_member(config, store_file, index, spec, creation, &mut notes)?;
+        members.push(member);
+    }
+    if members.len() == 1 {
+        let device = members.pop().expect("one member");
+        return Ok(OpenedStoreDevice { device, notes });
+    }
+    let member_count = members.len() as u32;
+    let striped = StripedDevice::new(
+        "store",
+        members,
+        config.stripe_unit_bytes,
+        CompletionOrder::AsCompleted,
+        (config.queue_depth * member_count).min(flashpipe_device::MAX_QUEUE_DEPTH),
+    )?;
+    Ok(OpenedStoreDevice {
+        device: Box::new(striped),
+        notes,
+    })
+}
+
+fn open_member(
+    config: &StoreConfig,
+    store_file: &Path,
+    index: usize,
+    spec: &DeviceSpec,
+    creation: DeviceCreation,
+    notes: &mut Vec<String>,
+) -> Result<Box<dyn BlockDevice>, StoreOpenError> {
+    match spec {
+        DeviceSpec::Ram { size_bytes } => Ok(Box::new(RamDisk::new(
+            &format!("ram{index}"),
+            DEVICE_BLOCK_SIZE_BYTES,
+            size_bytes / u64::from(DEVICE_BLOCK_SIZE_BYTES),
+            config.queue_depth,
+        )?)),
+        DeviceSpec::File { path, size_bytes } => {
+            let path = StoreConfig::resolve_device_path(store_file, path);
+            let exists = path.exists();
+            if !exists && creation == DeviceCreation::MustExist {
+                return Err(StoreOpenError::MissingDevice { path });
+            }
+            let mut file_config = FileDeviceConfig::new(&path);
+            file_config.queue_depth = config.queue_depth;
+            let is_regular_file =
+                !exists || path.metadata().map(|meta| meta.is_file()).unwrap_or(false);
+            if is_regular_file {
+                check_regular_file_size(&path, *size_bytes, creation)?;
+                file_config.create_size_bytes = Some(*size_bytes);
+            }
+            let device = FileDevice::open(file_config)?;
+            if let Some(reason) = device.fallback_reason() {
+                notes.push(format!("{}: {reason}", path.display()));
+            }
+            let found_bytes = device.info().size_bytes();
+            if found_bytes < *size_bytes {
+                return Err(StoreOpenError::WrongDeviceSize {
+                    path,
+                    expected_bytes: *size_bytes,
+                    found_bytes,
+                });
+            }
+            Ok(Box::new(device))
+        }
+    }
+}
+
+fn check_regular_file_size(
+    path: &Path,
+    expected_bytes: u64,
+    creation: DeviceCreation,
+) -> Result<(), StoreOpenError> {
+    let Ok(metadata) = path.metadata() else {
+        return Ok(());
+    };
+    let found_bytes = metadata.len();
+    let acceptable = match creation {
+        DeviceCreation::CreateMissing => found_bytes == expected_bytes || found_bytes == 0,
+        DeviceCreation::MustExist => found_bytes == expected_bytes,
+    };
+    if acceptable {
+        return Ok(());
+    }
+    Err(StoreOpenError::WrongDeviceSize {
+        path: path.to_path_buf(),
+        expected_bytes,
+        found_bytes,
+    })
+}

@@ -1,0 +1,366 @@
+//! The engine at its API boundary: commands through clients, many reads in flight from
+//! several clients (out of order on simulated disks), zero-copy pool buffers, every
+//! error, the streaming helpers, and shutdown followed by a remount.
+
+use flashpipe_array::{CompletionOrder, StripedDevice};
+use flashpipe_device::sim::{SimDiskConfig, SimWorld};
+use flashpipe_device::{BlockDevice, RamDisk, SplitMix64};
+use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, Reply};
+use flashpipe_fs::{Filesystem, FormatOptions, NamespaceError};
+
+fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
+    let disk = RamDisk::new("ram0", 4096, 8192, 32).unwrap();
+    Filesystem::format(
+        Box::new(disk),
+        &FormatOptions {
+            fs_block_size_bytes: block_size_bytes,
+        },
+    )
+    .unwrap()
+}
+
+fn sim_striped_filesystem(seed: u64) -> Filesystem {
+    let world = SimWorld::new(seed);
+    let members: Vec<Box<dyn BlockDevice>> = (0..3)
+        .map(|index| {
+            let mut config = SimDiskConfig::default_for_tests(&format!("sim{index}"), 4096, 4096);
+            config.latency_jitter_ns = 40_000;
+            config.parallelism = 4;
+            Box::new(world.add_disk(config).unwrap()) as Box<dyn BlockDevice>
+        })
+        .collect();
+    let striped = StripedDevice::new("stripe", members, 16384, CompletionOrder::AsCompleted, 64)
+        .unwrap()
+        .with_simulated_world(world);
+    Filesystem::format(
+        Box::new(striped),
+        &FormatOptions {
+            fs_block_size_bytes: 8192,
+        },
+    )
+    .unwrap()
+}
+
+fn pattern(length: usize, seed: u64) -> Vec<u8> {
+    let mut generator = SplitMix64::new(seed);
+    (0..length).map(|_| generator.next_u64() as u8).collect()
+}
+
+fn write_file(client: &mut flashpipe_engine::EngineClient, name: &str, bytes: &[u8]) {
+    client
+        .call(Command::Create {
+            name: name.to_string(),
+        })
+        .unwrap();
+    let data = flashpipe_device::IoBuf::from_slice(bytes);
+    client
+        .call(Command::Write {
+            name: name.to_string(),
+            offset_bytes: 0,
+            data,
+        })
+        .unwrap();
+}
+
+fn read(
+    client: &mut flashpipe_engine::EngineClient,
+    name: &str,
+    offset_bytes: u64,
+    length_bytes: u64,
+) -> Result<Vec<u8>, EngineError> {
+    match client.call(Command::Read {
+        name: name.to_string(),
+        offset_bytes,
+        length_bytes,
+    })? {
+        Reply::Data(data) => Ok(data.bytes().to_vec()),
+        other => panic!("read answered {other:?}"),
+    }
+}
+
+#[test]
+fn commands_run_in_order_for_one_client() {
+    let engine = Engine::start(ram_filesystem(4096), EngineConfig::default());
+    let mut client = engine.client(8);
+    let bytes = pattern(100_000, 1);
+    write_file(&mut client, "a", &bytes);
+    assert_eq!(read(&mut client, "a", 0, 100_000).unwrap(), bytes);
+    assert_eq!(read(&mut client, "a", 4095, 3).unwrap(), bytes[4095..4098]);
+    client
+        .call(Command::Rename {
+            from: "a".to_string(),
+            to: "b".to_string(),
+        })
+        .unwrap();
+    let Reply::List(files) = client.call(Command::List).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        files
+            .iter()
+            .map(|file| file.name.as_str())
+            .collect::<Vec<_>>(),
+        ["b"]
+    );
+    client
+        .call(Command::Truncate {
+            name: "b".to_string(),
+            size_bytes: 10,
+        })
+        .unwrap();
+    let Reply::Stat(stat) = client
+        .call(Command::Stat {
+            name: "b".to_string(),
+        })
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(stat.size_bytes, 10);
+    client.call(Command::Flush).unwrap();
+    let Reply::Check(report) = client.call(Command::Check).unwrap() else {
+        panic!()
+    };
+    assert!(report.is_clean(), "{report:?}");
+    client
+        .call(Command::Delete {
+            name: "b".to_string(),
+        })
+        .unwrap();
+    let Reply::Stats(stats) = client.call(Command::Stats).unwrap() else {
+        panic!()
+    };
+    assert_eq!(stats.file_count, 0);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn errors_are_clear_and_change_nothing() {
+    let engine = Engine::start(
+        ram_filesystem(4096),
+        EngineConfig {
+            read_buffer_count: 2,
+            max_read_bytes: 65536,
+            ..EngineConfig::default()
+        },
+    );
+    let mut client = engine.client(4);
+    write_file(&mut client, "f", &pattern(10_000, 2));
+    let missing = read(&mut client, "nope", 0, 1).unwrap_err();
+    assert!(
+        matches!(
+            missing,
+            EngineError::Namespace(NamespaceError::NotFound { .. })
+        ),
+        "{missing}"
+    );
+    let past_end = read(&mut client, "f", 9_999, 2).unwrap_err();
+    assert!(
+        past_end.to_string().contains("past the end") || past_end.to_string().contains("end"),
+        "{past_end}"
+    );
+    let too_large = read(&mut client, "f", 0, 1 << 20).unwrap_err();
+    assert!(
+        matches!(too_large, EngineError::ReadTooLarge { .. }),
+        "{too_large}"
+    );
+    let bad_name = client
+        .call(Command::Create {
+            name: "a/b".to_string(),
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            bad_name,
+            EngineError::Namespace(NamespaceError::BadName { .. })
+        ),
+        "{bad_name}"
+    );
+    // Hold both read buffers: the third read is refused, not queued forever.
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            match client
+                .call(Command::Read {
+                    name: "f".to_string(),
+                    offset_bytes: 0,
+                    length_bytes: 10,
+                })
+                .unwrap()
+            {
+                Reply::Data(data) => data,
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect();
+    let exhausted = read(&mut client, "f", 0, 10).unwrap_err();
+    assert!(
+        matches!(exhausted, EngineError::ReadBuffersExhausted(_)),
+        "{exhausted}"
+    );
+    drop(held);
+    assert_eq!(read(&mut client, "f", 0, 10).unwrap().len(), 10);
+    // Outstanding limit.
+    let mut small = engine.client(1);
+    small.submit(Command::Stats).unwrap();
+    let limit = small.submit(Command::Stats).unwrap_err();
+    assert!(
+        matches!(limit, EngineError::TooManyOutstanding { limit: 1 }),
+        "{limit}"
+    );
+    assert!(small.next_completion().unwrap().1.is_ok());
+    let Reply::Stats(stats) = client.call(Command::Stats).unwrap() else {
+        panic!()
+    };
+    assert_eq!(stats.file_count, 1, "failed commands changed nothing");
+}
+
+#[test]
+fn many_reads_from_many_clients_are_served_at_once_and_come_back_right() {
+    for seed in [1, 2, 3] {
+        let engine = Engine::start(sim_striped_filesystem(seed), EngineConfig::default());
+        let mut writer = engine.client(4);
+        let files: Vec<(String, Vec<u8>)> = (0..4)
+            .map(|index| {
+                (
+                    format!("file{index}"),
+                    pattern(300_000 + index * 7777, seed * 10 + index as u64),
+                )
+            })
+            .collect();
+        for (name, bytes) in &files {
+            write_file(&mut writer, name, bytes);
+        }
+        let mut handles = Vec::new();
+        for client_index in 0..3u64 {
+            let mut client = engine.client(16);
+            let files = files.clone();
+            handles.push(std::thread::spawn(move || {
+                let mut generator = SplitMix64::new(seed * 100 + client_index);
+                let mut expected = std::collections::HashMap::new();
+                for _ in 0..64 {
+                    let (name, bytes) = &files[generator.below(files.len() as u64) as usize];
+                    let length = 1 + generator.below(40_000);
+                    let offset = generator.below(bytes.len() as u64 - length);
+                    if client.outstanding() == 16 {
+                        check_completion(&mut client, &mut expected, &files, seed);
+                    }
+                    let ticket = client
+                        .submit(Command::Read {
+                            name: name.clone(),
+                            offset_bytes: offset,
+                            length_bytes: length,
+                        })
+                        .unwrap();
+                    expected.insert(ticket, (name.clone(), offset, length));
+                }
+                while client.outstanding() > 0 {
+                    check_completion(&mut client, &mut expected, &files, seed);
+                }
+            }));
+        }
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        engine.shutdown().unwrap();
+    }
+}
+
+fn check_completion(
+    client: &mut flashpipe_engine::EngineClient,
+    expected: &mut std::collections::HashMap<u64, (String, u64, u64)>,
+    files: &[(String, Vec<u8>)],
+    seed: u64,
+) {
+    let (ticket, result) = client.next_completion().unwrap();
+    let (name, offset, length) = expected.remove(&ticket).unwrap();
+    let Reply::Data(data) = result.unwrap() else {
+        panic!()
+    };
+    assert!(
+        data_is_pooled(&data),
+        "read data must sit in an engine pool buffer"
+    );
+    let bytes = &files.iter().find(|(file, _)| *file == name).unwrap().1;
+    assert!(
+        data.bytes() == &bytes[offset as usize..(offset + length) as usize],
+        "seed {seed}: {name} at {offset}+{length} differs"
+    );
+}
+
+fn data_is_pooled(data: &flashpipe_engine::ReadData) -> bool {
+    data.is_pooled()
+}
+
+#[test]
+fn streams_round_trip_and_survive_shutdown() {
+    let engine = Engine::start(
+        sim_striped_filesystem(7),
+        EngineConfig {
+            max_read_bytes: 65536,
+            ..EngineConfig::default()
+        },
+    );
+    let mut client = engine.client(8);
+    let bytes = pattern(1_000_003, 9);
+    let mut progress_seen = 0;
+    let written = client
+        .write_stream("big", &mut &bytes[..], 100_000, 4, &mut |done| {
+            progress_seen = done
+        })
+        .unwrap();
+    assert_eq!(
+        (written, progress_seen),
+        (bytes.len() as u64, bytes.len() as u64)
+    );
+    // Writing again replaces the contents.
+    client
+        .write_stream("big", &mut &bytes[..500_000], 65536, 4, &mut |_| {})
+        .unwrap();
+    let mut back = Vec::new();
+    client
+        .read_stream(
+            "big",
+            &mut |chunk| {
+                back.extend_from_slice(chunk);
+                Ok(())
+            },
+            65536,
+            8,
+            &mut |_| {},
+        )
+        .unwrap();
+    assert!(back == bytes[..500_000]);
+    let filesystem = engine.shutdown().unwrap();
+    let device = filesystem.unmount().unwrap();
+    let mut remounted = Filesystem::mount(device).unwrap();
+    let file = remounted.open("big").unwrap();
+    assert!(remounted.read(file, 0, 500_000).unwrap()[..] == bytes[..500_000]);
+}
+
+#[test]
+fn empty_and_tiny_files_read_back() {
+    let engine = Engine::start(ram_filesystem(16384), EngineConfig::default());
+    let mut client = engine.client(4);
+    client
+        .call(Command::Create {
+            name: "empty".to_string(),
+        })
+        .unwrap();
+    assert!(read(&mut client, "empty", 0, 0).unwrap().is_empty());
+    write_file(&mut client, "one", b"x");
+    assert_eq!(read(&mut client, "one", 0, 1).unwrap(), b"x");
+    let mut back = Vec::new();
+    client
+        .read_stream(
+            "empty",
+            &mut |chunk| {
+                back.extend_from_slice(chunk);
+                Ok(())
+            },
+            4096,
+            2,
+            &mut |_| {},
+        )
+        .unwrap();
+    assert!(back.is_empty());
+}
