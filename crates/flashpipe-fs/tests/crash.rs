@@ -8,8 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
-use flashpipe_device::{DeviceError, SplitMix64};
+use flashpipe_device::{BlockDevice, DeviceError, SplitMix64};
 use flashpipe_fs::{is_crash, FileIoError, Filesystem, FlushError, FormatOptions, NamespaceError};
 
 type Model = BTreeMap<String, Vec<u8>>;
@@ -243,29 +244,73 @@ fn describe(model: &Model) -> Vec<(String, usize)> {
         .collect()
 }
 
+/// The simulated disks under a run: one disk, or a stripe of two.
+struct DiskLayout {
+    members: u64,
+    stripe_unit_bytes: u64,
+    device_block_size: u32,
+    device_blocks: u64,
+}
+
+impl DiskLayout {
+    fn create(&self, world: &SimWorld) {
+        for member in 0..self.members {
+            let name = format!("sim{member}");
+            let config = SimDiskConfig::default_for_tests(
+                &name,
+                self.device_block_size,
+                self.device_blocks / self.members,
+            );
+            world.add_disk(config).expect("disk");
+        }
+    }
+
+    fn open(&self, world: &SimWorld) -> Box<dyn BlockDevice> {
+        let mut disks: Vec<Box<dyn BlockDevice>> = (0..self.members as usize)
+            .map(|index| {
+                Box::new(world.open_disk(index).expect("open disk")) as Box<dyn BlockDevice>
+            })
+            .collect();
+        if disks.len() == 1 {
+            return disks.remove(0);
+        }
+        let striped = StripedDevice::new(
+            "stripe0",
+            disks,
+            self.stripe_unit_bytes,
+            CompletionOrder::AsCompleted,
+            64,
+        )
+        .expect("stripe");
+        Box::new(striped)
+    }
+}
+
 /// One seeded run: format, random operations until the crash, restart, remount, check.
-fn run_seed(seed: u64) {
+fn run_seed(seed: u64) -> Tally {
     let mut rng = SplitMix64::new(seed);
     let block_size: u32 = if rng.chance(0.5) { 4096 } else { 8192 };
     let fs_blocks = if rng.chance(0.25) { 48 } else { 400 };
     let device_block_size: u32 = if rng.chance(0.5) { 512 } else { 4096 };
     let device_blocks = fs_blocks * u64::from(block_size / device_block_size);
     let world = SimWorld::new(seed);
-    let disk = world
-        .add_disk(SimDiskConfig::default_for_tests(
-            "sim0",
-            device_block_size,
-            device_blocks,
-        ))
-        .expect("disk");
+    let layout = DiskLayout {
+        members: if rng.chance(0.3) { 2 } else { 1 },
+        stripe_unit_bytes: u64::from(block_size) << rng.below(2),
+        device_block_size,
+        device_blocks,
+    };
+    layout.create(&world);
     let fs = Filesystem::format(
-        Box::new(disk),
+        layout.open(&world),
         &FormatOptions {
             fs_block_size_bytes: block_size,
         },
     )
     .expect("mkfs");
-    let crash_after = 1 + rng.below(500);
+    world.set_crash_survival_probability([0.0, 0.5, 0.5, 1.0][rng.below(4) as usize]);
+    let crash_window = if rng.chance(0.8) { 120 } else { 600 };
+    let crash_after = 1 + rng.below(crash_window);
     world.crash_after_requests(crash_after);
     let mut run = Run {
         seed,
@@ -290,8 +335,7 @@ fn run_seed(seed: u64) {
     }
     drop(run.fs);
     world.restart();
-    let disk = world.open_disk(0).expect("reopen");
-    let mut fs = Filesystem::mount(Box::new(disk))
+    let mut fs = Filesystem::mount(layout.open(&world))
         .unwrap_or_else(|error| panic!("seed {seed}: mount after crash: {error}"));
     let report = fs
         .check()
@@ -330,6 +374,41 @@ fn run_seed(seed: u64) {
         "seed {seed}: fsck after recovery: {:#?}",
         report.findings
     );
+    Tally {
+        runs: 1,
+        striped: u64::from(layout.members > 1),
+        crashed_in_operation: u64::from(crashed),
+        crashed_in_flush: u64::from(crashed && run.in_progress.is_some()),
+        recovered_flush_in_progress: u64::from(!matches_commit),
+        torn_blocks: world
+            .last_crash_decisions()
+            .iter()
+            .flatten()
+            .filter(|decision| !decision.1)
+            .count() as u64,
+    }
+}
+
+/// What a campaign exercised, printed at its end.
+#[derive(Debug, Default)]
+struct Tally {
+    runs: u64,
+    striped: u64,
+    crashed_in_operation: u64,
+    crashed_in_flush: u64,
+    recovered_flush_in_progress: u64,
+    torn_blocks: u64,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.runs += other.runs;
+        self.striped += other.striped;
+        self.crashed_in_operation += other.crashed_in_operation;
+        self.crashed_in_flush += other.crashed_in_flush;
+        self.recovered_flush_in_progress += other.recovered_flush_in_progress;
+        self.torn_blocks += other.torn_blocks;
+    }
 }
 
 fn seeds() -> Vec<u64> {
@@ -345,11 +424,15 @@ fn seeds() -> Vec<u64> {
 
 #[test]
 fn crash_at_any_point_recovers_the_last_flushed_state() {
+    let mut total = Tally::default();
     for seed in seeds() {
-        let outcome = std::panic::catch_unwind(|| run_seed(seed));
-        if let Err(panic) = outcome {
-            eprintln!("seed {seed} failed; replay with FLASHPIPE_SEED={seed}");
-            std::panic::resume_unwind(panic);
+        match std::panic::catch_unwind(|| run_seed(seed)) {
+            Ok(tally) => total.add(&tally),
+            Err(panic) => {
+                eprintln!("seed {seed} failed; replay with FLASHPIPE_SEED={seed}");
+                std::panic::resume_unwind(panic);
+            }
         }
     }
+    eprintln!("crash campaign: {total:?}");
 }
