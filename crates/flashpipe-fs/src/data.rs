@@ -61,7 +61,8 @@ fn check_usable(state: &State) -> Result<(), FileIoError> {
     }
 }
 
-fn check_read_range(
+/// Checks that bytes `offset..offset + length` lie inside the file.
+pub fn check_read_range(
     state: &State,
     inode_number: u64,
     offset_bytes: u64,

@@ -205,6 +205,7 @@ impl Filesystem {
         offset_bytes: u64,
         length_bytes: u64,
     ) -> Result<IoBuf, FileIoError> {
+        data::check_read_range(&self.state, file.0, offset_bytes, length_bytes)?;
         let length = usize::try_from(length_bytes).map_err(|_| FileIoError::BadBuffer {
             detail: format!("{length_bytes} bytes do not fit in memory"),
         })?;

@@ -477,3 +477,55 @@ fn metadata_blocks_name_every_structure() {
         assert!(structures.contains(&structure), "{structure}");
     }
 }
+
+#[test]
+fn a_huge_read_past_the_end_allocates_nothing() {
+    let mut fs = new_fs(4096, 4096);
+    let file = fs.create("f").unwrap();
+    assert!(matches!(
+        fs.read(file, 0, 1 << 50),
+        Err(FileIoError::ReadPastEnd { .. })
+    ));
+}
+
+#[test]
+fn the_file_system_can_move_to_an_engine_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Filesystem>();
+    let mut fs = new_fs(4096, 4096);
+    let file = fs.create("moved").unwrap();
+    let mut fs = std::thread::spawn(move || {
+        fs.write(file, 0, b"from another thread").unwrap();
+        fs
+    })
+    .join()
+    .unwrap();
+    assert_eq!(read_all(&mut fs, "moved"), b"from another thread");
+}
+
+#[test]
+fn runs_over_a_striped_set_of_ram_disks() {
+    use flashpipe_array::{CompletionOrder, StripedDevice};
+    let members: Vec<Box<dyn flashpipe_device::BlockDevice>> = (0..3)
+        .map(|index| {
+            Box::new(RamDisk::new(&format!("ram{index}"), 4096, 2048, 64).unwrap())
+                as Box<dyn flashpipe_device::BlockDevice>
+        })
+        .collect();
+    let striped =
+        StripedDevice::new("stripe0", members, 65536, CompletionOrder::AsCompleted, 128).unwrap();
+    let mut fs = Filesystem::format(
+        Box::new(striped),
+        &FormatOptions {
+            fs_block_size_bytes: 16384,
+        },
+    )
+    .unwrap();
+    let file = fs.create("big").unwrap();
+    let bytes = pattern(9 * 1024 * 1024 + 333, 77);
+    fs.write(file, 0, &bytes).unwrap();
+    fs.flush().unwrap();
+    let mut fs = Filesystem::mount(fs.unmount().unwrap()).unwrap();
+    assert!(read_all(&mut fs, "big") == bytes);
+    assert!(fs.check().unwrap().is_clean());
+}
