@@ -9,7 +9,7 @@
 //! `memcpy` bandwidth measured in the same run. Each issue #2 target is evaluated and
 //! printed as met / NOT MET; nothing is assumed.
 
-mod fio;
+pub(crate) mod fio;
 mod measure;
 mod memory;
 mod report;
@@ -91,6 +91,9 @@ pub struct BenchDeviceArgs {
     /// Skip the RAM and 2-file stripes and the memcpy measurement.
     #[arg(long)]
     pub no_stripes: bool,
+    /// Run only these single-file patterns (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub only: Vec<Pattern>,
 }
 
 /// Options of `flashpipe demo`.
@@ -161,6 +164,7 @@ struct Plan {
     sequential_queue_depths: Vec<u32>,
     use_fio: bool,
     include_stripes: bool,
+    only_patterns: Vec<Pattern>,
     directory: PathBuf,
     keep: bool,
 }
@@ -202,6 +206,9 @@ impl Plan {
             .chain(sequential(Pattern::SequentialRead))
             .chain(random(Pattern::RandomWrite))
             .chain(random(Pattern::RandomRead))
+            .filter(|workload| {
+                self.only_patterns.is_empty() || self.only_patterns.contains(&workload.pattern)
+            })
             .collect()
     }
 }
@@ -225,6 +232,7 @@ pub fn run(arguments: BenchDeviceArgs) -> Result<(), Box<dyn std::error::Error>>
         sequential_queue_depths: arguments.qd.clone(),
         use_fio: !arguments.no_fio,
         include_stripes: !arguments.no_stripes,
+        only_patterns: arguments.only.clone(),
         directory,
         keep: arguments.keep,
     };
@@ -247,6 +255,7 @@ pub fn run_demo(arguments: DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         sequential_queue_depths: vec![32],
         use_fio: true,
         include_stripes: true,
+        only_patterns: Vec::new(),
         directory: arguments.dir,
         keep: true,
     };
@@ -408,6 +417,18 @@ fn prefill(
         })
 }
 
+/// Who runs a round of a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    Fio,
+    Layer,
+}
+
+/// One block of rounds in ABBA order, so that a drifting device (host-side caches, a
+/// noisy neighbour) favours neither side. A workload runs one block per second of
+/// `--runtime-seconds` (at least one); each side gets the runtime in all.
+const ALTERNATING_BLOCK: [Runner; 4] = [Runner::Fio, Runner::Layer, Runner::Layer, Runner::Fio];
+
 fn run_single_file(
     plan: &Plan,
     device: &mut FileDevice,
@@ -415,6 +436,8 @@ fn run_single_file(
     fio: Option<&fio::Fio>,
 ) -> Result<Vec<WorkloadResult>, BenchDeviceError> {
     let path = PathBuf::from(&*device.info().name);
+    let block_count = (plan.runtime_seconds.round() as usize).max(1);
+    let round_ns = plan.runtime_ns() / (2 * block_count as u64);
     let mut results = Vec::new();
     for workload in plan.workloads() {
         let label = workload.label();
@@ -423,28 +446,36 @@ fn run_single_file(
             detail,
         };
         eprintln!("flashpipe: {label}");
-        let fio_figures = match fio {
-            Some(fio) => Some(
-                fio.run(&fio::FioRun {
-                    path: &path,
-                    size_bytes: plan.size_bytes,
-                    workload: &workload,
-                    runtime_ms: (plan.runtime_seconds * 1000.0).round() as u64,
-                    direct_io: plan.direct_io,
-                })
-                .map_err(failed)?,
-            ),
-            None => None,
-        };
         let pool = if workload.request_size_bytes == SEQUENTIAL_REQUEST_BYTES {
             &pools.sequential
         } else {
             &pools.random
         };
         let enters_before = device.uring_counters().map(|counters| counters.enter_calls);
-        let layer = measure::run_on_device(device, &workload, plan.runtime_ns(), None, Some(pool))
-            .map_err(failed)?;
+        let mut layer_rounds = Vec::new();
+        let mut fio_rounds = Vec::new();
+        for runner in ALTERNATING_BLOCK.repeat(block_count) {
+            match (runner, fio) {
+                (Runner::Layer, _) => layer_rounds.push(
+                    measure::run_on_device(device, &workload, round_ns, None, Some(pool))
+                        .map_err(failed)?,
+                ),
+                (Runner::Fio, Some(fio)) => fio_rounds.push(
+                    fio.run(&fio::FioRun {
+                        path: &path,
+                        size_bytes: plan.size_bytes,
+                        workload: &workload,
+                        runtime_ms: round_ns / 1_000_000,
+                        direct_io: plan.direct_io,
+                    })
+                    .map_err(failed)?,
+                ),
+                (Runner::Fio, None) => {}
+            }
+        }
+        let layer = measure::combine_rounds(&layer_rounds);
         let enters_per_request = enters_per_request(device, enters_before, &layer);
+        let fio_figures = (!fio_rounds.is_empty()).then(|| measure::combine_rounds(&fio_rounds));
         results.push(WorkloadResult::new(
             workload,
             layer,

@@ -102,7 +102,8 @@ fn bench_device_with_fio_gives_ratios_to_fio() {
         return;
     }
     let folder = fresh_folder("bench-fio");
-    let report = run_json(&folder, &["--no-stripes", "--keep"]);
+    let report = run_json(&folder, &["--no-stripes", "--keep", "--only", "rand-read"]);
+    assert_eq!(report["single_file"].as_array().unwrap().len(), 2);
     for result in report["single_file"].as_array().unwrap() {
         let ratio = result["throughput_ratio_to_fio"].as_f64().unwrap();
         assert!(ratio > 0.0, "{result:#}");
@@ -118,7 +119,7 @@ fn bench_device_with_fio_gives_ratios_to_fio() {
 fn bad_arguments_fail_clearly_and_create_nothing() {
     let folder = fresh_folder("bench-bad");
     let folder_text = folder.to_str().unwrap().to_string();
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["--size", "banana"], "--size"),
         (&["--size", "3000000"], "multiple of 1 MiB"),
         (&["--size", "1MiB"], "at least 2 MiB"),
@@ -128,6 +129,7 @@ fn bad_arguments_fail_clearly_and_create_nothing() {
         (&["--qd", "32,5000"], "--qd"),
         (&["--engine", "warp"], "--engine"),
         (&["--frobnicate"], "--frobnicate"),
+        (&["--only", "seq-read,sideways"], "--only"),
     ];
     for (extra, expected) in cases {
         let mut arguments = vec!["bench", "device", "--no-fio", "--dir", &folder_text];

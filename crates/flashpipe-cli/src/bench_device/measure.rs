@@ -5,16 +5,20 @@ use flashpipe_device::{BlockDevice, BufferPool, DeviceError, IoBuf, Request, Spl
 use serde::Serialize;
 
 /// The access pattern of a workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Pattern {
     /// Sequential reads, wrapping at the end of the device.
+    #[value(name = "seq-read")]
     SequentialRead,
     /// Sequential writes, wrapping at the end of the device.
+    #[value(name = "seq-write")]
     SequentialWrite,
     /// Uniformly random aligned reads.
+    #[value(name = "rand-read")]
     RandomRead,
     /// Uniformly random aligned writes.
+    #[value(name = "rand-write")]
     RandomWrite,
 }
 
@@ -93,6 +97,25 @@ pub struct Figures {
     pub latency_us_p99: f64,
     /// Requests completed.
     pub requests: u64,
+}
+
+/// Figures of rounds of equal duration as one: rates and the 99th percentile averaged,
+/// the mean latency weighted by requests.
+pub fn combine_rounds(rounds: &[Figures]) -> Figures {
+    assert!(!rounds.is_empty(), "at least one round ran");
+    let count = rounds.len() as f64;
+    let requests: u64 = rounds.iter().map(|round| round.requests).sum();
+    let weighted_latency_us: f64 = rounds
+        .iter()
+        .map(|round| round.latency_us_mean * round.requests as f64)
+        .sum();
+    Figures {
+        mb_per_s: rounds.iter().map(|round| round.mb_per_s).sum::<f64>() / count,
+        iops: rounds.iter().map(|round| round.iops).sum::<f64>() / count,
+        latency_us_mean: weighted_latency_us / requests.max(1) as f64,
+        latency_us_p99: rounds.iter().map(|round| round.latency_us_p99).sum::<f64>() / count,
+        requests,
+    }
 }
 
 /// Raw counts of one device-layer run.
@@ -273,6 +296,23 @@ mod tests {
         check(&[5], 0.99, 5);
         check(&(1..=100).collect::<Vec<_>>(), 0.99, 99);
         check(&(1..=1000).rev().collect::<Vec<_>>(), 0.99, 990);
+    }
+
+    #[test]
+    fn rounds_combine_into_averages() {
+        let round = |mb_per_s, latency_us_mean, requests| Figures {
+            mb_per_s,
+            iops: mb_per_s * 10.0,
+            latency_us_mean,
+            latency_us_p99: latency_us_mean * 3.0,
+            requests,
+        };
+        let combined = combine_rounds(&[round(100.0, 10.0, 300), round(200.0, 20.0, 100)]);
+        assert_eq!(combined.mb_per_s, 150.0);
+        assert_eq!(combined.iops, 1500.0);
+        assert_eq!(combined.latency_us_mean, 12.5);
+        assert_eq!(combined.latency_us_p99, 45.0);
+        assert_eq!(combined.requests, 400);
     }
 
     #[test]

@@ -306,16 +306,11 @@ impl UringEngine {
     fn drain(&mut self, completions: &mut Vec<Completion>) -> usize {
         let mut moved = self.ready.len();
         completions.append(&mut self.ready);
-        let mut finished = Vec::new();
         for entry in self.ring.completion() {
-            finished.push((entry.user_data(), entry.result()));
-        }
-        for (slot, result) in finished {
-            let job = self.table.remove(slot);
-            let result = if result < 0 {
-                Err(io::Error::from_raw_os_error(-result))
-            } else {
-                Ok(result as usize)
+            let job = self.table.remove(entry.user_data());
+            let result = match entry.result() {
+                negative if negative < 0 => Err(io::Error::from_raw_os_error(-negative)),
+                moved_bytes => Ok(moved_bytes as usize),
             };
             completions.push(job.complete(&self.name, result));
             moved += 1;
