@@ -83,30 +83,76 @@ struct Slot {
     spare: Option<Vec<u8>>,
 }
 
+/// Bits of a packed event for its sequence number, its kind and its slot.
+const EVENT_SEQUENCE_BITS: u32 = 36;
+const EVENT_KIND_BITS: u32 = 3;
+const EVENT_SLOT_BITS: u32 = 64 - EVENT_SEQUENCE_BITS - EVENT_KIND_BITS;
+
+/// Packs an event into one integer ordered by time, then scheduling order (FIFO).
+fn pack_event(at_ns: u64, sequence: u64, kind: EventKind, slot_index: u32) -> u128 {
+    assert!(
+        sequence < 1 << EVENT_SEQUENCE_BITS,
+        "event sequence overflow"
+    );
+    assert!(
+        u64::from(slot_index) < 1 << EVENT_SLOT_BITS,
+        "too many requests in flight"
+    );
+    let low = sequence << (EVENT_KIND_BITS + EVENT_SLOT_BITS)
+        | (kind as u64) << EVENT_SLOT_BITS
+        | u64::from(slot_index);
+    u128::from(at_ns) << 64 | u128::from(low)
+}
+
+fn unpack_event(packed: u128) -> (u64, EventKind, u32) {
+    let low = packed as u64;
+    let kind = match (low >> EVENT_SLOT_BITS) & ((1 << EVENT_KIND_BITS) - 1) {
+        0 => EventKind::Arrive,
+        1 => EventKind::BusDone,
+        2 => EventKind::ArrayDone,
+        3 => EventKind::DecodeDone,
+        _ => EventKind::Complete,
+    };
+    (
+        (packed >> 64) as u64,
+        kind,
+        (low & ((1 << EVENT_SLOT_BITS) - 1)) as u32,
+    )
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum EventKind {
     /// The slot reached its device.
-    Arrive,
+    Arrive = 0,
     /// The slot's bus work ended on its channel.
-    BusDone,
+    BusDone = 1,
     /// The slot's array operation ended on its die.
-    ArrayDone,
+    ArrayDone = 2,
     /// The slot's read left the ECC decoder (the controller tag is released).
-    DecodeDone,
+    DecodeDone = 3,
     /// The slot is acknowledged to its host.
-    Complete,
+    Complete = 4,
+}
+
+/// A request queued on a die, with what the scheduler compares kept beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct QueuedWork {
+    slot_index: u32,
+    admitted_ns: u64,
+    kind: CommandKind,
 }
 
 #[derive(Default)]
 struct Die {
-    waiting: VecDeque<u32>,
+    waiting: VecDeque<QueuedWork>,
     array_slot: Option<u32>,
-    registers_out: VecDeque<u32>,
+    registers_out: VecDeque<QueuedWork>,
     busy_ns: u64,
 }
 
 struct Channel {
     bus_work: Option<(u32, BusWork)>,
+    queued_count: u32,
     rotation: u32,
     decoder_free_ns: u64,
     busy_ns: u64,
@@ -127,6 +173,9 @@ struct Host {
 /// The simulated flash array.
 pub struct FlashArray {
     config: FlashConfig,
+    host_spare_bytes: usize,
+    dies_per_channel: u32,
+    cache_read: bool,
     options: FlashOptions,
     clock: VirtualClock,
     codec: PageCodec,
@@ -135,7 +184,7 @@ pub struct FlashArray {
     operation_counter: u64,
     slots: Vec<Option<Slot>>,
     free_slots: Vec<u32>,
-    events: BinaryHeap<Reverse<(u64, u64, EventKind, u32)>>,
+    events: BinaryHeap<Reverse<u128>>,
     event_sequence: u64,
     dies: Vec<Die>,
     channels: Vec<Channel>,
@@ -205,6 +254,9 @@ impl FlashArray {
             })
             .collect();
         Ok(FlashArray {
+            host_spare_bytes: config.host_spare_bytes() as usize,
+            dies_per_channel: config.dies_per_channel(),
+            cache_read: config.timing.cache_read,
             codec: PageCodec::new(message_bytes, config.raw_page_bytes()),
             store,
             blocks,
@@ -217,6 +269,7 @@ impl FlashArray {
             channels: (0..channel_count)
                 .map(|_| Channel {
                     bus_work: None,
+                    queued_count: 0,
                     rotation: 0,
                     decoder_free_ns: 0,
                     busy_ns: 0,
@@ -266,7 +319,7 @@ impl FlashArray {
 
     /// Host spare bytes per page (after the ECC parity).
     pub fn host_spare_bytes(&self) -> usize {
-        self.config.host_spare_bytes() as usize
+        self.host_spare_bytes
     }
 
     /// Requests of `host` accepted and not yet reaped.
@@ -387,11 +440,12 @@ impl FlashArray {
         };
         let hops = self.hops(request.host, address.device);
         let slot_index = self.store_slot(slot);
-        self.schedule(
-            link_done_ns + hops * self.config.timing.hop_ns,
-            EventKind::Arrive,
-            slot_index,
-        );
+        let arrival_ns = link_done_ns + hops * self.config.timing.hop_ns;
+        if arrival_ns == now_ns {
+            self.arrive(slot_index);
+        } else {
+            self.schedule(arrival_ns, EventKind::Arrive, slot_index);
+        }
     }
 
     fn host_software_ns(&self, kind: CommandKind) -> u64 {
@@ -493,8 +547,12 @@ impl FlashArray {
             "events are never scheduled in the past"
         );
         self.event_sequence += 1;
-        self.events
-            .push(Reverse((at_ns, self.event_sequence, kind, slot_index)));
+        self.events.push(Reverse(pack_event(
+            at_ns,
+            self.event_sequence,
+            kind,
+            slot_index,
+        )));
     }
 
     /// Moves every ack ready now into `acks` without advancing time.
@@ -512,7 +570,7 @@ impl FlashArray {
             if moved > 0 {
                 return moved;
             }
-            let Some(&Reverse((next_ns, ..))) = self.events.peek() else {
+            let Some(next_ns) = self.next_event_ns() else {
                 return 0;
             };
             self.clock.advance_to(next_ns);
@@ -525,7 +583,7 @@ impl FlashArray {
         if instant_ns <= self.now_ns() {
             return;
         }
-        while let Some(&Reverse((next_ns, ..))) = self.events.peek() {
+        while let Some(next_ns) = self.next_event_ns() {
             if next_ns > instant_ns {
                 break;
             }
@@ -537,7 +595,9 @@ impl FlashArray {
 
     /// The virtual time of the next pending event, if any.
     pub fn next_event_ns(&self) -> Option<u64> {
-        self.events.peek().map(|&Reverse((at_ns, ..))| at_ns)
+        self.events
+            .peek()
+            .map(|&Reverse(packed)| (packed >> 64) as u64)
     }
 
     /// Runs until every accepted request is acknowledged, collecting the acks.
@@ -560,7 +620,8 @@ impl FlashArray {
     }
 
     fn run_events_until(&mut self, limit_ns: u64) {
-        while let Some(&Reverse((at_ns, _, kind, slot_index))) = self.events.peek() {
+        while let Some(&Reverse(packed)) = self.events.peek() {
+            let (at_ns, kind, slot_index) = unpack_event(packed);
             if at_ns > limit_ns {
                 break;
             }
@@ -624,7 +685,13 @@ impl FlashArray {
                 slot.array_busy_ns = array_busy_ns;
                 let die = slot.die;
                 let channel = slot.channel;
-                self.dies[die as usize].waiting.push_back(slot_index);
+                let work = QueuedWork {
+                    slot_index,
+                    admitted_ns: now_ns,
+                    kind: slot.kind,
+                };
+                self.dies[die as usize].waiting.push_back(work);
+                self.channels[channel as usize].queued_count += 1;
                 self.schedule_bus(channel);
             }
             Err(violation) => {
@@ -909,36 +976,32 @@ impl FlashArray {
         Ok(erase_ns)
     }
 
-    fn register_limit(&self, kind: CommandKind) -> usize {
-        match kind {
-            CommandKind::Read if self.config.timing.cache_read => 2,
-            _ => 1,
-        }
-    }
-
     /// The bus work a die offers its channel's scheduler: (priority class, age, slot, work).
     fn bus_candidate(&self, die_index: u32) -> Option<(u8, u64, u32, BusWork)> {
         let die = &self.dies[die_index as usize];
-        let command = die
-            .array_slot
-            .is_none()
-            .then(|| die.waiting.front())
-            .flatten();
-        let command = command.and_then(|&slot_index| {
-            let slot = self.slot(slot_index);
-            (die.registers_out.len() < self.register_limit(slot.kind)).then_some(match slot.kind {
-                CommandKind::Write => (1, slot.admitted_ns, slot_index, BusWork::CommandAndDataIn),
-                _ => (0, slot.admitted_ns, slot_index, BusWork::Command),
-            })
-        });
-        let data_out = die.registers_out.front().map(|&slot_index| {
-            (
-                1,
-                self.slot(slot_index).admitted_ns,
-                slot_index,
-                BusWork::DataOut,
-            )
-        });
+        let command = match die.waiting.front() {
+            Some(queued) if die.array_slot.is_none() => {
+                let register_limit = if queued.kind == CommandKind::Read && self.cache_read {
+                    2
+                } else {
+                    1
+                };
+                (die.registers_out.len() < register_limit).then_some(match queued.kind {
+                    CommandKind::Write => (
+                        1,
+                        queued.admitted_ns,
+                        queued.slot_index,
+                        BusWork::CommandAndDataIn,
+                    ),
+                    _ => (0, queued.admitted_ns, queued.slot_index, BusWork::Command),
+                })
+            }
+            _ => None,
+        };
+        let data_out = die
+            .registers_out
+            .front()
+            .map(|queued| (1, queued.admitted_ns, queued.slot_index, BusWork::DataOut));
         match (command, data_out) {
             (Some(command), Some(data_out)) => {
                 if (command.0, command.1) <= (data_out.0, data_out.1) {
@@ -953,15 +1016,19 @@ impl FlashArray {
 
     /// The scoreboard: grants an idle bus to the best candidate among its dies.
     fn schedule_bus(&mut self, channel_index: u32) {
-        if self.channels[channel_index as usize].bus_work.is_some() {
+        let channel = &self.channels[channel_index as usize];
+        if channel.bus_work.is_some() || channel.queued_count == 0 {
             return;
         }
-        let dies_per_channel = self.config.dies_per_channel();
+        let dies_per_channel = self.dies_per_channel;
         let first_die = channel_index * dies_per_channel;
         let rotation = self.channels[channel_index as usize].rotation;
         let mut best: Option<((u8, u64), u32, u32, BusWork)> = None;
         for offset in 0..dies_per_channel {
-            let position = (rotation + offset) % dies_per_channel;
+            let mut position = rotation + offset;
+            if position >= dies_per_channel {
+                position -= dies_per_channel;
+            }
             let Some((class, age_ns, slot_index, work)) = self.bus_candidate(first_die + position)
             else {
                 continue;
@@ -981,13 +1048,14 @@ impl FlashArray {
         };
         if work != BusWork::DataOut {
             let die = &mut self.dies[(first_die + position) as usize];
-            let popped = die.waiting.pop_front();
+            let popped = die.waiting.pop_front().map(|queued| queued.slot_index);
             assert_eq!(
                 popped,
                 Some(slot_index),
                 "the scheduler takes a die's oldest request"
             );
             die.array_slot = Some(slot_index);
+            self.channels[channel_index as usize].queued_count -= 1;
         }
         let channel = &mut self.channels[channel_index as usize];
         channel.bus_work = Some((slot_index, work));
@@ -1015,7 +1083,11 @@ impl FlashArray {
                 self.schedule(now_ns + array_busy_ns, EventKind::ArrayDone, slot_index);
             }
             BusWork::DataOut => {
-                let popped = self.dies[die_index as usize].registers_out.pop_front();
+                let popped = self.dies[die_index as usize]
+                    .registers_out
+                    .pop_front()
+                    .map(|queued| queued.slot_index);
+                self.channels[channel_index as usize].queued_count -= 1;
                 assert_eq!(popped, Some(slot_index));
                 let timing = &self.config.timing;
                 let decode_ns = timing.ecc_decode_ns
@@ -1042,7 +1114,14 @@ impl FlashArray {
             "the die was busy with this slot"
         );
         if kind == CommandKind::Read {
-            die.registers_out.push_back(slot_index);
+            let admitted_ns = self.slot(slot_index).admitted_ns;
+            let die = &mut self.dies[die_index as usize];
+            die.registers_out.push_back(QueuedWork {
+                slot_index,
+                admitted_ns,
+                kind,
+            });
+            self.channels[channel_index as usize].queued_count += 1;
         } else {
             self.release_tag(device);
             self.schedule_return(slot_index, self.now_ns(), kind);

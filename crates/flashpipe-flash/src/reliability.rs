@@ -29,8 +29,13 @@ pub struct BlockWear {
 pub fn raw_bit_error_rate(model: &FlashReliability, wear: BlockWear, now_ns: u64) -> f64 {
     let wear_ratio = f64::from(wear.pe_cycles) / f64::from(model.rated_pe_cycles);
     let hours = now_ns.saturating_sub(wear.programmed_at_ns) as f64 / NANOSECONDS_PER_HOUR;
+    let wear_term = if wear.pe_cycles == 0 {
+        0.0
+    } else {
+        model.wear_rber_at_rated * wear_ratio.powf(model.wear_exponent)
+    };
     let rate = model.base_rber
-        + model.wear_rber_at_rated * wear_ratio.powf(model.wear_exponent)
+        + wear_term
         + model.retention_rber_per_hour * hours * (1.0 + wear_ratio)
         + model.read_disturb_rber_per_read * f64::from(wear.reads_since_erase);
     rate.clamp(0.0, 0.5)

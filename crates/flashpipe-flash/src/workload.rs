@@ -134,16 +134,20 @@ impl Striping {
     }
 }
 
+/// A host's requests, generated as they are needed.
+type RequestStream = Box<dyn Iterator<Item = TraceRequest>>;
+
 struct OpenHostRequest {
     submitted_ns: u64,
     pages_left: u64,
 }
 
 struct HostStream {
-    requests: std::collections::VecDeque<TraceRequest>,
-    open: std::collections::HashMap<u64, OpenHostRequest>,
+    requests: std::iter::Peekable<RequestStream>,
+    open: Vec<Option<OpenHostRequest>>,
+    free_open_slots: Vec<u64>,
+    open_count: usize,
     backlog: std::collections::VecDeque<FlashRequest>,
-    next_request_id: u64,
 }
 
 /// Runs `job` on `array` (closed loop: each host keeps `queue_depth` requests in flight).
@@ -152,24 +156,25 @@ pub fn run_job(array: &mut FlashArray, job: &SyntheticJob) -> WorkloadReport {
     let page_bytes = u64::from(array.config().geometry.page_data_bytes);
     let pages_per_request = job.request_bytes.div_ceil(page_bytes).max(1);
     let slots = (striping.page_count() / pages_per_request).max(1);
-    let mut generator = SplitMix64::new(job.seed);
-    let streams: Vec<Vec<TraceRequest>> = (0..job.hosts)
+    let streams: Vec<RequestStream> = (0..job.hosts)
         .map(|host| {
             let start = u64::from(host) * slots / u64::from(job.hosts.max(1));
-            (0..job.requests_per_host)
-                .map(|index| {
-                    let slot = match job.pattern {
-                        AccessPattern::Sequential => (start + index) % slots,
-                        AccessPattern::Random => generator.below(slots),
-                    };
-                    TraceRequest {
-                        arrival_ns: 0,
-                        kind: job.kind,
-                        offset_bytes: slot * pages_per_request * page_bytes,
-                        length_bytes: pages_per_request * page_bytes,
-                    }
-                })
-                .collect()
+            let mut generator =
+                SplitMix64::new(job.seed ^ u64::from(host).wrapping_mul(0x2545_F491_4F6C_DD1D));
+            let job = job.clone();
+            let requests = (0..job.requests_per_host).map(move |index| {
+                let slot = match job.pattern {
+                    AccessPattern::Sequential => (start + index) % slots,
+                    AccessPattern::Random => generator.below(slots),
+                };
+                TraceRequest {
+                    arrival_ns: 0,
+                    kind: job.kind,
+                    offset_bytes: slot * pages_per_request * page_bytes,
+                    length_bytes: pages_per_request * page_bytes,
+                }
+            });
+            Box::new(requests) as RequestStream
         })
         .collect();
     drive(array, streams, &striping, job.queue_depth, false)
@@ -183,12 +188,13 @@ pub fn replay(
     queue_depth: u32,
 ) -> WorkloadReport {
     let striping = Striping::new(array, array.config().geometry.devices);
-    drive(array, vec![requests], &striping, queue_depth, true)
+    let stream: RequestStream = Box::new(requests.into_iter());
+    drive(array, vec![stream], &striping, queue_depth, true)
 }
 
 fn drive(
     array: &mut FlashArray,
-    streams: Vec<Vec<TraceRequest>>,
+    streams: Vec<RequestStream>,
     striping: &Striping,
     queue_depth: u32,
     open_loop: bool,
@@ -200,10 +206,11 @@ fn drive(
     let mut hosts: Vec<HostStream> = streams
         .into_iter()
         .map(|requests| HostStream {
-            requests: requests.into(),
-            open: std::collections::HashMap::new(),
+            requests: requests.peekable(),
+            open: Vec::new(),
+            free_open_slots: Vec::new(),
+            open_count: 0,
             backlog: std::collections::VecDeque::new(),
-            next_request_id: 0,
         })
         .collect();
     let mut latencies_ns = Vec::new();
@@ -214,14 +221,14 @@ fn drive(
     loop {
         let now_ns = array.now_ns();
         for (host_index, host) in hosts.iter_mut().enumerate() {
-            while host.open.len() < queue_depth as usize {
-                let Some(next) = host.requests.front() else {
+            while host.open_count < queue_depth as usize {
+                let Some(next) = host.requests.peek() else {
                     break;
                 };
                 if open_loop && start_ns + next.arrival_ns > now_ns {
                     break;
                 }
-                let request = host.requests.pop_front().expect("peeked");
+                let request = host.requests.next().expect("peeked");
                 open_request(
                     host,
                     host_index as u32,
@@ -238,9 +245,9 @@ fn drive(
         let moved = array.poll_acks(&mut acks);
         if moved == 0 {
             let next_arrival = hosts
-                .iter()
-                .filter(|host| host.open.len() < queue_depth as usize)
-                .filter_map(|host| host.requests.front())
+                .iter_mut()
+                .filter(|host| host.open_count < queue_depth as usize)
+                .filter_map(|host| host.requests.peek())
                 .map(|request| start_ns + request.arrival_ns)
                 .min();
             let next_event = array.next_event_ns();
@@ -263,13 +270,13 @@ fn drive(
             }
             let host = &mut hosts[ack.host as usize];
             let request_id = ack.tag >> 20;
-            let open = host
-                .open
-                .get_mut(&request_id)
-                .expect("an ack for an open request");
+            let entry = &mut host.open[request_id as usize];
+            let open = entry.as_mut().expect("an ack for an open request");
             open.pages_left -= 1;
             if open.pages_left == 0 {
-                let open = host.open.remove(&request_id).expect("present");
+                let open = entry.take().expect("present");
+                host.free_open_slots.push(request_id);
+                host.open_count -= 1;
                 latencies_ns.push(ack.completed_ns - open.submitted_ns);
             }
         }
@@ -303,8 +310,10 @@ fn open_request(
     keeps_data: bool,
     now_ns: u64,
 ) {
-    let request_id = host.next_request_id;
-    host.next_request_id += 1;
+    let request_id = host.free_open_slots.pop().unwrap_or_else(|| {
+        host.open.push(None);
+        (host.open.len() - 1) as u64
+    });
     let first_page = request.offset_bytes / page_bytes;
     let last_page = (request.offset_bytes + request.length_bytes.max(1)).div_ceil(page_bytes);
     let pages = last_page - first_page;
@@ -329,13 +338,11 @@ fn open_request(
             command,
         });
     }
-    host.open.insert(
-        request_id,
-        OpenHostRequest {
-            submitted_ns: now_ns,
-            pages_left: pages,
-        },
-    );
+    host.open[request_id as usize] = Some(OpenHostRequest {
+        submitted_ns: now_ns,
+        pages_left: pages,
+    });
+    host.open_count += 1;
 }
 
 fn submit_backlog(array: &mut FlashArray, host: &mut HostStream) {
