@@ -77,7 +77,7 @@ fn malformed_blkparse_lines_name_their_line() {
             "bad timestamp",
         ),
         (
-            format!("  8,0 0 1 0.1 5 Q R 8 8 [x]\n"),
+            "  8,0 0 1 0.1 5 Q R 8 8 [x]\n".to_string(),
             1,
             "sector + count",
         ),
@@ -86,7 +86,7 @@ fn malformed_blkparse_lines_name_their_line() {
             2,
             "bad sector",
         ),
-        (format!("  8,0 0 1 0.2 5 Q\n"), 1, "at least 7 fields"),
+        ("  8,0 0 1 0.2 5 Q\n".to_string(), 1, "at least 7 fields"),
     ] {
         check_trace_error(workload::parse_blkparse(&text, "t.txt"), line, words);
     }
