@@ -265,11 +265,21 @@ pub fn write(
         .collect();
     let (targets, allocated) = choose_targets(state, inode_number, first, end);
     let operations = build_write_operations(state, &targets, first, offset_bytes, data, &old_edges);
-    if let Err(error) = run_operations(device, operations) {
-        for block in allocated {
-            state.allocator.release(block);
+    match run_operations(device, operations) {
+        Ok(completions) => {
+            for buffer in completions
+                .into_iter()
+                .filter_map(|completion| completion.buffer)
+            {
+                state.buffers.give_back(buffer);
+            }
         }
-        return Err(error.into());
+        Err(error) => {
+            for block in allocated {
+                state.allocator.release(block);
+            }
+            return Err(error.into());
+        }
     }
     install_targets(state, inode_number, first, &targets, new_count, end_bytes);
     Ok(())
@@ -316,7 +326,7 @@ fn choose_targets(
 }
 
 fn build_write_operations(
-    state: &State,
+    state: &mut State,
     targets: &[u64],
     first: u64,
     offset_bytes: u64,
@@ -335,16 +345,18 @@ fn build_write_operations(
     );
     runs.into_iter()
         .map(|(position, count, target)| {
-            let mut buffer = IoBuf::zeroed((count * block_bytes) as usize);
+            let mut buffer = state.buffers.take((count * block_bytes) as usize);
             for block in 0..count {
                 let index = first + position + block;
                 let slice = &mut buffer
                     [(block * block_bytes) as usize..((block + 1) * block_bytes) as usize];
-                if let Some(old) = old_edges.get(&index) {
-                    slice.copy_from_slice(old);
-                }
                 let start = (index * block_bytes).max(offset_bytes);
                 let stop = ((index + 1) * block_bytes).min(end_bytes);
+                match old_edges.get(&index) {
+                    Some(old) => slice.copy_from_slice(old),
+                    None if stop - start < block_bytes => slice.fill(0),
+                    None => {}
+                }
                 let within = (start - index * block_bytes) as usize;
                 slice[within..within + (stop - start) as usize].copy_from_slice(
                     &data[(start - offset_bytes) as usize..(stop - offset_bytes) as usize],

@@ -126,3 +126,40 @@ pub fn write_fs_blocks(
 pub fn flush_device(device: &mut dyn BlockDevice) -> Result<(), DeviceError> {
     run_operations(device, vec![Operation::Flush]).map(|_| ())
 }
+
+/// Spare request buffers kept between writes, so that a stream of writes does not
+/// allocate (and page-fault) a fresh buffer for every request.
+#[derive(Debug, Default)]
+pub struct BufferRecycler {
+    spare: Vec<IoBuf>,
+}
+
+/// Most spare buffers kept (each at most [`MAX_REQUEST_BYTES`] long).
+const MAX_SPARE_BUFFERS: usize = 32;
+
+impl BufferRecycler {
+    /// A buffer of `length_bytes` (at most [`MAX_REQUEST_BYTES`]) with unspecified
+    /// contents: the caller writes every byte.
+    pub fn take(&mut self, length_bytes: usize) -> IoBuf {
+        assert!(length_bytes as u64 <= MAX_REQUEST_BYTES);
+        let fitting = self
+            .spare
+            .iter()
+            .position(|buffer| buffer.capacity() >= length_bytes);
+        let mut buffer = match fitting {
+            Some(position) => self.spare.swap_remove(position),
+            None => IoBuf::zeroed(length_bytes.next_power_of_two()),
+        };
+        buffer.set_len(length_bytes);
+        buffer
+    }
+
+    /// Keeps a heap buffer for a later `take`.
+    pub fn give_back(&mut self, buffer: IoBuf) {
+        let recyclable =
+            buffer.capacity() as u64 <= MAX_REQUEST_BYTES && buffer.pool_slot().is_none();
+        if recyclable && self.spare.len() < MAX_SPARE_BUFFERS {
+            self.spare.push(buffer);
+        }
+    }
+}

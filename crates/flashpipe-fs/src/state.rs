@@ -11,7 +11,7 @@ use flashpipe_device::Clock;
 
 use crate::allocator::Allocator;
 use crate::image::{BlockBits, LoadedImage};
-use crate::io::Geometry;
+use crate::io::{BufferRecycler, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, FREE_EXTENT_BYTES,
     MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
@@ -103,6 +103,8 @@ pub struct State {
     pub changed_since_commit: bool,
     /// Set when a flush failed half-way; every later operation refuses.
     pub unusable_reason: Option<String>,
+    /// Spare write buffers.
+    pub buffers: BufferRecycler,
 }
 
 impl State {
@@ -119,6 +121,7 @@ impl State {
             totals: MetadataTotals::default(),
             changed_since_commit: true,
             unusable_reason: None,
+            buffers: BufferRecycler::default(),
         }
     }
 

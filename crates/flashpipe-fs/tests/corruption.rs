@@ -240,3 +240,39 @@ fn fsck_reports_unformatted_and_wholly_damaged_super_blocks() {
     let error = Filesystem::mount(shared.boxed()).err().unwrap();
     assert!(error.to_string().contains("slot 0"), "{error}");
 }
+
+#[test]
+fn repair_names_an_orphan_inode_lost_and_found() {
+    let (shared, metadata, files) = build_image();
+    let block = first_block_of(&metadata, Structure::NameTable);
+    let mut bytes = shared.peek(block * BLOCK_SIZE, BLOCK_SIZE as usize);
+    let mut header = open_metadata_block(&bytes, MetadataKind::NameTable, u64::MAX).unwrap();
+    let first_entry_bytes = 10 + u16::from_le_bytes([bytes[48], bytes[49]]) as usize;
+    let orphan_inode = u64::from_le_bytes(bytes[40..48].try_into().unwrap());
+    let payload_end = 40 + header.payload_bytes as usize;
+    bytes.copy_within(40 + first_entry_bytes..payload_end, 40);
+    bytes[payload_end - first_entry_bytes..payload_end].fill(0);
+    header.entry_count -= 1;
+    header.payload_bytes -= first_entry_bytes as u32;
+    seal_metadata_block(&mut bytes, &header);
+    shared.poke(block * BLOCK_SIZE, &bytes);
+    let report = fsck(&mut shared.boxed(), true).unwrap();
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|finding| finding.problem.contains("orphan")),
+        "{report:?}"
+    );
+    assert!(!report.repaired.is_empty(), "{report:?}");
+    assert!(fsck(&mut shared.boxed(), false).unwrap().is_clean());
+    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
+    let adopted = format!("lost+found.{orphan_inode}");
+    let found = contents(&mut fs);
+    assert_eq!(found.len(), files.len());
+    assert!(
+        found.iter().any(|entry| entry.0 == adopted),
+        "{:?}",
+        found.iter().map(|entry| &entry.0).collect::<Vec<_>>()
+    );
+}
