@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use flashpipe_array::{CompletionOrder, StripedDevice};
-use flashpipe_device::sim::{SimDiskConfig, SimWorld};
-use flashpipe_device::{BlockDevice, DeviceError, SplitMix64};
+use flashpipe_device::sim::{FaultConfig, SimDiskConfig, SimWorld};
+use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation, RamDisk, SplitMix64};
 use flashpipe_fs::{is_crash, FileIoError, Filesystem, FlushError, FormatOptions, NamespaceError};
 
 type Model = BTreeMap<String, Vec<u8>>;
@@ -29,10 +29,6 @@ const NAMES: [&str; 6] = [
 enum Outcome {
     Done,
     Crashed,
-}
-
-fn crashed_device(error: Option<&DeviceError>) -> bool {
-    error.is_some_and(is_crash)
 }
 
 fn namespace_outcome(
@@ -56,9 +52,15 @@ struct Run {
     committed: Model,
     in_progress: Option<Model>,
     block_size: u64,
+    stop_on_any_device_error: bool,
 }
 
 impl Run {
+    /// A crash ends the run; so does any device error when faults are injected.
+    fn ends_run(&self, error: &DeviceError) -> bool {
+        is_crash(error) || self.stop_on_any_device_error
+    }
+
     fn pick_name(&mut self) -> &'static str {
         NAMES[self.rng.below(NAMES.len() as u64) as usize]
     }
@@ -128,7 +130,7 @@ impl Run {
                 );
                 Outcome::Done
             }
-            Err(FileIoError::Device(error)) if crashed_device(Some(&error)) => Outcome::Crashed,
+            Err(FileIoError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
             Err(error) => panic!(
                 "seed {}: write {name} {offset}+{length}: {error}",
                 self.seed
@@ -151,7 +153,7 @@ impl Run {
                 Outcome::Done
             }
             Err(FileIoError::NoSpace { .. }) => Outcome::Done,
-            Err(FileIoError::Device(error)) if crashed_device(Some(&error)) => Outcome::Crashed,
+            Err(FileIoError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
             Err(error) => panic!("seed {}: truncate {name} to {size}: {error}", self.seed),
         }
     }
@@ -208,7 +210,7 @@ impl Run {
                 );
                 Outcome::Done
             }
-            Err(FileIoError::Device(error)) if crashed_device(Some(&error)) => Outcome::Crashed,
+            Err(FileIoError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
             Err(error) => panic!("seed {}: read {name}: {error}", self.seed),
         }
     }
@@ -220,7 +222,7 @@ impl Run {
                 self.committed = self.in_progress.take().expect("set above");
                 Outcome::Done
             }
-            Err(FlushError::Device(error)) if crashed_device(Some(&error)) => Outcome::Crashed,
+            Err(FlushError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
             Err(error) => panic!("seed {}: flush: {error}", self.seed),
         }
     }
@@ -320,6 +322,7 @@ fn run_seed(seed: u64) -> Tally {
         committed: Model::new(),
         in_progress: None,
         block_size: u64::from(block_size),
+        stop_on_any_device_error: false,
     };
     let mut crashed = false;
     for _ in 0..80 {
@@ -435,4 +438,110 @@ fn crash_at_any_point_recovers_the_last_flushed_state() {
         }
     }
     eprintln!("crash campaign: {total:?}");
+}
+
+/// The durable image of disk 0 of `world`, copied onto a fault-free RAM disk.
+fn durable_copy(world: &SimWorld, block_size_bytes: u32, block_count: u64) -> Box<dyn BlockDevice> {
+    let mut disk =
+        RamDisk::new("durable-copy", block_size_bytes, block_count, 64).expect("RAM disk");
+    for block in 0..block_count {
+        let bytes = world.durable_block(0, block);
+        run_one(
+            &mut disk,
+            Operation::Write {
+                first_block: block,
+                buffer: IoBuf::from_slice(&bytes),
+            },
+        )
+        .expect("copy");
+    }
+    Box::new(disk)
+}
+
+/// One seeded run on a disk that fails reads and writes at random: the first device
+/// error ends it, then power fails; the durable image must hold the last flush (or the
+/// flush that failed) and nothing damaged.
+fn run_fault_seed(seed: u64) -> bool {
+    let mut rng = SplitMix64::new(seed ^ 0xFA17_5EED);
+    let world = SimWorld::new(seed);
+    let device_blocks = 400 * 8;
+    let mut config = SimDiskConfig::default_for_tests("faulty0", 512, device_blocks);
+    config.faults = FaultConfig {
+        read_failure_probability: 0.01,
+        write_failure_probability: 0.01,
+    };
+    let disk = world.add_disk(config).expect("disk");
+    let Ok(fs) = Filesystem::format(Box::new(disk), &FormatOptions::default()) else {
+        return true;
+    };
+    let mut run = Run {
+        seed,
+        rng: SplitMix64::new(rng.next_u64()),
+        fs,
+        model: Model::new(),
+        committed: Model::new(),
+        in_progress: None,
+        block_size: 4096,
+        stop_on_any_device_error: true,
+    };
+    let mut faulted = false;
+    for _ in 0..80 {
+        if let Outcome::Crashed = run.step() {
+            faulted = true;
+            break;
+        }
+        run.in_progress = None;
+    }
+    drop(run.fs);
+    world.crash_now();
+    world.restart();
+    let mut fs = Filesystem::mount(durable_copy(&world, 512, device_blocks))
+        .unwrap_or_else(|error| panic!("seed {seed}: mount after a fault: {error}"));
+    let report = fs
+        .check()
+        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
+    assert!(
+        report.is_clean(),
+        "seed {seed}: fsck after a fault: {:#?}",
+        report.findings
+    );
+    let found = contents(&mut fs, seed);
+    let matches_in_progress = run
+        .in_progress
+        .as_ref()
+        .is_some_and(|model| &found == model);
+    assert!(
+        found == run.committed || matches_in_progress,
+        "seed {seed}: after a fault the files are {:?}; the last flush had {:?}",
+        describe(&found),
+        describe(&run.committed)
+    );
+    faulted
+}
+
+#[test]
+fn device_faults_never_damage_the_last_flushed_state() {
+    let seeds = seeds();
+    let fault_seeds =
+        if std::env::var("FLASHPIPE_SEEDS").is_ok() || std::env::var("FLASHPIPE_SEED").is_ok() {
+            seeds
+        } else {
+            (0..100).collect()
+        };
+    let runs = fault_seeds.len();
+    let mut faulted = 0;
+    for seed in fault_seeds {
+        match std::panic::catch_unwind(|| run_fault_seed(seed)) {
+            Ok(hit_a_fault) => faulted += usize::from(hit_a_fault),
+            Err(panic) => {
+                eprintln!("fault seed {seed} failed; replay with FLASHPIPE_SEED={seed}");
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    eprintln!("fault campaign: {faulted} of {runs} runs ended by an injected device error");
+    assert!(
+        runs < 20 || faulted * 2 > runs,
+        "faults were injected too rarely"
+    );
 }
