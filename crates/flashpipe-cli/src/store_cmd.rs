@@ -1,0 +1,474 @@
+//! The store commands: `mkfs`, `put`, `get`, `cat`, `ls`, `stat`, `rm`, `mv`, `df`, `fsck`.
+//!
+//! Each opens the store named by its TOML file, mounts the file system, starts the
+//! engine (the filesystem core thread) and talks to it as a client; transfers keep
+//! several commands in flight. Every check on user input happens before anything is
+//! changed, so a bad argument leaves the store as it was.
+
+mod transfer;
+
+use std::path::{Path, PathBuf};
+
+use flashpipe_engine::store::{open_store_device, DeviceCreation, OpenedStoreDevice};
+use flashpipe_engine::store_config::{
+    check_block_size, check_stripe_unit, parse_device_list, DeviceSpec, StoreConfig,
+    STORE_FILE_VERSION,
+};
+use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
+use flashpipe_engine::{Command as EngineCommand, Engine, EngineClient, EngineConfig, Reply};
+use flashpipe_fs::{FileStat, Filesystem, FormatOptions};
+use serde_json::json;
+
+/// Errors of the CLI commands: shown to the user as one line.
+pub type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+/// `flashpipe mkfs`.
+#[derive(Debug, clap::Args)]
+pub struct MkfsArgs {
+    /// Devices, comma-separated: file paths (relative to the store file's folder) and `ram:SIZE`.
+    #[arg(long, required = true)]
+    pub devices: String,
+    /// Size of each file device (e.g. 2GiB).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// File-system block size: 4KiB, 8KiB, 16KiB or a larger power of two.
+    #[arg(long, default_value = "16KiB")]
+    pub block_size: String,
+    /// Bytes placed on one device before the next.
+    #[arg(long, default_value = "64KiB")]
+    pub stripe_unit: String,
+    /// Requests in flight per device.
+    #[arg(long, default_value_t = 32)]
+    pub queue_depth: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The store file to write (must not exist).
+    pub store: PathBuf,
+}
+
+/// Arguments shared by the commands that name a store.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// The store file written by `flashpipe mkfs`.
+    pub store: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `flashpipe put`.
+#[derive(Debug, clap::Args)]
+pub struct PutArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Files or folders to store. A folder's files are named by their path inside it,
+    /// with `:` between folder names (`sub:file.txt`).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Name in the store: the file's name for one file, a prefix (`NAME:`) for folders.
+    #[arg(long = "as")]
+    pub name: Option<String>,
+}
+
+/// `flashpipe get`.
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The file in the store.
+    pub name: String,
+    /// Where to write it: a file path, an existing folder, or `-` for standard output.
+    pub destination: PathBuf,
+}
+
+/// Commands taking a store and names: `cat`, `stat`, `rm`, `ls`.
+#[derive(Debug, clap::Args)]
+pub struct NamesArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// File names in the store.
+    pub names: Vec<String>,
+}
+
+/// `flashpipe mv`.
+#[derive(Debug, clap::Args)]
+pub struct MvArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Current name.
+    pub from: String,
+    /// New name (must not exist).
+    pub to: String,
+}
+
+/// `flashpipe fsck`.
+#[derive(Debug, clap::Args)]
+pub struct FsckArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Fix what can be fixed safely (leaked blocks, counts, stale super block, orphans).
+    #[arg(long)]
+    pub repair: bool,
+}
+
+/// Runs `mkfs`: validates everything, creates the devices, formats, writes the store file.
+pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
+    let config = mkfs_config(&arguments)?;
+    if arguments.store.exists() {
+        return Err(format!(
+            "store file {} exists already; remove it first to make a new store",
+            arguments.store.display()
+        )
+        .into());
+    }
+    config.validate(&arguments.store)?;
+    let OpenedStoreDevice { device, notes } =
+        open_store_device(&config, &arguments.store, DeviceCreation::CreateMissing)?;
+    print_notes(&notes);
+    let options = FormatOptions {
+        fs_block_size_bytes: config.block_size_bytes,
+    };
+    let filesystem = Filesystem::format(device, &options)?;
+    let stats = filesystem.stats();
+    filesystem.unmount()?;
+    config.save_new(&arguments.store)?;
+    let capacity_bytes = stats.fs_block_count * u64::from(stats.fs_block_size_bytes);
+    if arguments.json {
+        println!(
+            "{}",
+            json!({"store": arguments.store, "devices": config.devices.len(),
+                   "capacity_bytes": capacity_bytes, "block_size_bytes": config.block_size_bytes,
+                   "stripe_unit_bytes": config.stripe_unit_bytes})
+        );
+    } else {
+        println!(
+            "formatted {}: {} over {} device(s), {} blocks, {} stripe unit",
+            arguments.store.display(),
+            HumanBytes(capacity_bytes),
+            config.devices.len(),
+            HumanBytes(u64::from(config.block_size_bytes)),
+            HumanBytes(config.stripe_unit_bytes)
+        );
+    }
+    if has_ram_device(&config) {
+        eprintln!("note: RAM devices keep their contents only inside one process; commands on this store from the shell will refuse it");
+    }
+    Ok(())
+}
+
+fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::Error>> {
+    let size_bytes = arguments.size.as_deref().map(parse_size_bytes).transpose()?;
+    let block_size_bytes = u32::try_from(parse_size_bytes(&arguments.block_size)?)
+        .map_err(|_| format!("block size {} is too large", arguments.block_size))?;
+    check_block_size(block_size_bytes)?;
+    let stripe_unit_bytes = parse_size_bytes(&arguments.stripe_unit)?;
+    check_stripe_unit(stripe_unit_bytes)?;
+    Ok(StoreConfig {
+        store_file_version: STORE_FILE_VERSION,
+        block_size_bytes,
+        stripe_unit_bytes,
+        queue_depth: arguments.queue_depth,
+        devices: parse_device_list(&arguments.devices, size_bytes)?,
+    })
+}
+
+fn has_ram_device(config: &StoreConfig) -> bool {
+    config
+        .devices
+        .iter()
+        .any(|device| matches!(device, DeviceSpec::Ram { .. }))
+}
+
+fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+}
+
+/// A store opened for commands: the engine running its file system.
+pub struct OpenStore {
+    /// The running engine.
+    pub engine: Engine,
+}
+
+impl OpenStore {
+    /// Loads the store file, opens and mounts the store and starts the engine.
+    pub fn open(store: &Path) -> Result<OpenStore, Box<dyn std::error::Error>> {
+        let config = StoreConfig::load(store)?;
+        if has_ram_device(&config) {
+            return Err(format!(
+                "store {} has RAM devices, whose contents live only inside one process; \
+                 use a store of files or block devices (RAM stores serve `flashpipe demo` and `flashpipe bench`)",
+                store.display()
+            )
+            .into());
+        }
+        let OpenedStoreDevice { device, notes } =
+            open_store_device(&config, store, DeviceCreation::MustExist)?;
+        print_notes(&notes);
+        let filesystem = Filesystem::mount(device)
+            .map_err(|error| format!("store {}: {error}", store.display()))?;
+        Ok(OpenStore {
+            engine: Engine::start(filesystem, EngineConfig::default()),
+        })
+    }
+
+    /// A client with room for `outstanding_limit` commands.
+    pub fn client(&self, outstanding_limit: usize) -> EngineClient {
+        self.engine.client(outstanding_limit)
+    }
+
+    /// Flushes, stops the engine and unmounts.
+    pub fn close(self) -> CliResult {
+        self.engine.shutdown()?.unmount()?;
+        Ok(())
+    }
+}
+
+/// Runs `put`.
+pub fn run_put(arguments: PutArgs) -> CliResult {
+    let sources = transfer::plan_put(&arguments.paths, arguments.name.as_deref())?;
+    let store = OpenStore::open(&arguments.store.store)?;
+    let mut client = store.client(16);
+    let report = transfer::put_files(&mut client, &sources);
+    let flushed = client.call(EngineCommand::Flush);
+    store.close()?;
+    let report = report?;
+    flushed?;
+    transfer::print_transfer_report("stored", &report, arguments.store.json);
+    Ok(())
+}
+
+/// Runs `get`.
+pub fn run_get(arguments: GetArgs) -> CliResult {
+    let store = OpenStore::open(&arguments.store.store)?;
+    let mut client = store.client(16);
+    let result = transfer::get_file(&mut client, &arguments.name, &arguments.destination);
+    store.close()?;
+    let report = result?;
+    if arguments.destination != Path::new("-") {
+        transfer::print_transfer_report("fetched", &report, arguments.store.json);
+    }
+    Ok(())
+}
+
+/// Runs `cat`: every named file to standard output, in order.
+pub fn run_cat(arguments: NamesArgs) -> CliResult {
+    if arguments.names.is_empty() {
+        return Err("cat needs at least one file name".into());
+    }
+    let store = OpenStore::open(&arguments.store.store)?;
+    let mut client = store.client(16);
+    let result = arguments
+        .names
+        .iter()
+        .try_for_each(|name| transfer::get_file(&mut client, name, Path::new("-")).map(|_| ()));
+    store.close()?;
+    result
+}
+
+/// Runs `ls`: every file, or the named ones.
+pub fn run_ls(arguments: NamesArgs) -> CliResult {
+    let store = OpenStore::open(&arguments.store.store)?;
+    let mut client = store.client(4);
+    let files = list_files(&mut client, &arguments.names);
+    store.close()?;
+    let files = files?;
+    if arguments.store.json {
+        let rows: Vec<_> = files.iter().map(file_json).collect();
+        println!("{}", serde_json::Value::Array(rows));
+    } else {
+        for file in &files {
+            println!("{:>14}  {}", file.size_bytes, file.name);
+        }
+        let total_bytes: u64 = files.iter().map(|file| file.size_bytes).sum();
+        println!("{} file(s), {}", files.len(), HumanBytes(total_bytes));
+    }
+    Ok(())
+}
+
+fn list_files(client: &mut EngineClient, names: &[String]) -> Result<Vec<FileStat>, Box<dyn std::error::Error>> {
+    if names.is_empty() {
+        return match client.call(EngineCommand::List)? {
+            Reply::List(files) => Ok(files),
+            other => Err(format!("unexpected engine reply {other:?}").into()),
+        };
+    }
+    names.iter().map(|name| stat_file(client, name)).collect()
+}
+
+fn stat_file(client: &mut EngineClient, name: &str) -> Result<FileStat, Box<dyn std::error::Error>> {
+    match client.call(EngineCommand::Stat {
+        name: name.to_string(),
+    })? {
+        Reply::Stat(stat) => Ok(stat),
+        other => Err(format!("unexpected engine reply {other:?}").into()),
+    }
+}
+
+fn file_json(file: &FileStat) -> serde_json::Value {
+    json!({"name": file.name, "size_bytes": file.size_bytes, "file_id": file.file_id.0,
+           "allocated_blocks": file.allocated_blocks, "modified_clock_ns": file.modified_clock_ns})
+}
+
+/// Runs `stat`.
+pub fn run_stat(arguments: NamesArgs) -> CliResult {
+    if arguments.names.is_empty() {
+        return Err("stat needs at least one file name".into());
+    }
+    let store = OpenStore::open(&arguments.store.store)?;
+    let mut client = store.client(4);
+    let files = list_files(&mut client, &arguments.names);
+    store.close()?;
+    let files = files?;
+    if arguments.store.json {
+        println!("{}", serde_json::Value::Array(files.iter().map(file_json).collect()));
+        return Ok(());
+    }
+    for file in files {
+        println!(
+            "{}: {} bytes ({}), file id {}, {} blocks allocated",
+            file.name,
+            file.size_bytes,
+            HumanBytes(file.size_bytes),
+            file.file_id.0,
+            file.allocated_blocks
+        );
+    }
+    Ok(())
+}
+
+/// Runs `rm`: checks every name exists first, then deletes them all and flushes.
+pub fn run_rm(arguments: NamesArgs) -> CliResult {
+    if arguments.names.is_empty() {
+        return Err("rm needs at least one file name".into());
+    }
+    let store = OpenStore::open(&arguments.store.store)?;
+    let mut client = store.client(4);
+    let result = remove_all(&mut client, &arguments.names);
+    store.close()?;
+    result?;
+    if arguments.store.json {
+        println!("{}", json!({"removed": arguments.names}));
+    } else {
+        println!("removed {} file(s)", arguments.names.len());
+    }
+    Ok(())
+}
+
+fn remove_all(client: &mut EngineClient, names: &[String]) -> CliResult {
+    for name in names {
+        stat_file(client, name)?;
+    }
+    for name in names {
+        client.call(EngineCommand::Delete { name: name.clone() })?;
+    }
+    client.call(EngineCommand::Flush)?;
+    Ok(())
+}
+
+/// Runs `mv`.
+pub fn run_mv(arguments: MvArgs) -> CliResult {
+    let store = OpenStore::open(&arguments.store.store)?;
+    let mut client = store.client(4);
+    let result = client
+        .call(EngineCommand::Rename {
+            from: arguments.from.clone(),
+            to: arguments.to.clone(),
+        })
+        .and_then(|_| client.call(EngineCommand::Flush));
+    store.close()?;
+    result?;
+    if arguments.store.json {
+        println!("{}", json!({"from": arguments.from, "to": arguments.to}));
+    } else {
+        println!("renamed {} to {}", arguments.from, arguments.to);
+    }
+    Ok(())
+}
+
+/// Runs `df`.
+pub fn run_df(arguments: StoreArgs) -> CliResult {
+    let store = OpenStore::open(&arguments.store)?;
+    let mut client = store.client(1);
+    let reply = client.call(EngineCommand::Stats);
+    store.close()?;
+    let Reply::Stats(stats) = reply? else {
+        return Err("unexpected engine reply to df".into());
+    };
+    let block_bytes = u64::from(stats.fs_block_size_bytes);
+    if arguments.json {
+        println!(
+            "{}",
+            json!({"block_size_bytes": block_bytes, "total_bytes": stats.fs_block_count * block_bytes,
+                   "used_bytes": stats.used_blocks * block_bytes, "free_bytes": stats.free_blocks * block_bytes,
+                   "reserved_bytes": stats.reserved_blocks * block_bytes, "file_count": stats.file_count,
+                   "commit_sequence": stats.commit_sequence})
+        );
+    } else {
+        println!(
+            "{} total, {} used, {} free ({} kept for the next commit), {} file(s), commit {}",
+            HumanBytes(stats.fs_block_count * block_bytes),
+            HumanBytes(stats.used_blocks * block_bytes),
+            HumanBytes(stats.free_blocks * block_bytes),
+            HumanBytes(stats.reserved_blocks * block_bytes),
+            stats.file_count,
+            stats.commit_sequence
+        );
+    }
+    Ok(())
+}
+
+/// Runs `fsck` on the unmounted store; exits non-zero when the store is not clean
+/// (after repair, when anything unrepairable remains).
+pub fn run_fsck(arguments: FsckArgs) -> CliResult {
+    let store_path = &arguments.store.store;
+    let config = StoreConfig::load(store_path)?;
+    let OpenedStoreDevice { mut device, notes } =
+        open_store_device(&config, store_path, DeviceCreation::MustExist)?;
+    print_notes(&notes);
+    let report = flashpipe_fs::fsck(&mut *device, arguments.repair)?;
+    let unrepaired = report.findings.len() > report.repaired.len() || report.repair_refused.is_some();
+    let clean = report.is_clean() || (arguments.repair && !unrepaired);
+    if arguments.store.json {
+        let findings: Vec<_> = report
+            .findings
+            .iter()
+            .map(|finding| json!({"structure": finding.structure.to_string(), "block": finding.block,
+                                   "problem": finding.problem, "repairable": finding.repairable}))
+            .collect();
+        println!(
+            "{}",
+            json!({"clean": report.is_clean(), "findings": findings, "repaired": report.repaired,
+                   "repair_refused": report.repair_refused, "file_count": report.file_count,
+                   "commit_sequence": report.commit_sequence})
+        );
+    } else {
+        print_fsck_report(&report);
+    }
+    if clean {
+        Ok(())
+    } else {
+        Err(format!("{} finding(s) in {}", report.findings.len(), store_path.display()).into())
+    }
+}
+
+fn print_fsck_report(report: &flashpipe_fs::FsckReport) {
+    for finding in &report.findings {
+        println!("finding: {finding}");
+    }
+    for repair in &report.repaired {
+        println!("repaired: {repair}");
+    }
+    if let Some(reason) = &report.repair_refused {
+        println!("repair refused: {reason}");
+    }
+    if report.is_clean() {
+        println!(
+            "clean: {} file(s), commit {}",
+            report.file_count,
+            report.commit_sequence.unwrap_or(0)
+        );
+    }
+}
