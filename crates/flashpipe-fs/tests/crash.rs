@@ -4,7 +4,11 @@
 //! must be clean and the file system must equal the model at the last completed flush
 //! (or at the flush in progress at the crash): docs/format.md, "Crash consistency".
 //!
-//! `FLASHPIPE_SEEDS=5000` runs more seeds (default 300); `FLASHPIPE_SEED=n` replays one.
+//! A second test injects read and write failures instead: the first device error ends the
+//! run, power fails, and the durable image must hold the last flush (or the failed one).
+//!
+//! `FLASHPIPE_SEEDS=5000` runs more seeds of both (default 300 crash, 100 fault seeds);
+//! `FLASHPIPE_SEED=n` replays one.
 
 use std::collections::BTreeMap;
 
@@ -541,7 +545,7 @@ fn device_faults_never_damage_the_last_flushed_state() {
     }
     eprintln!("fault campaign: {faulted} of {runs} runs ended by an injected device error");
     assert!(
-        runs < 20 || faulted * 2 > runs,
+        runs < 20 || faulted * 4 > runs,
         "faults were injected too rarely"
     );
 }
