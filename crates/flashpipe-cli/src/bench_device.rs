@@ -30,8 +30,10 @@ const RANDOM_REQUEST_BYTES: u32 = 4096;
 const RANDOM_QUEUE_DEPTHS: [u32; 2] = [1, 32];
 /// Queue depth of the stripe workloads.
 const STRIPE_QUEUE_DEPTH: u32 = 32;
-/// Most memory given to RAM stripes and to the `memcpy` measurement.
+/// Most memory given to RAM stripes (a quarter of it to each `memcpy` buffer).
 const MOST_MEMORY_BYTES: u64 = 1 << 30;
+/// Least memory given to RAM stripes and to each `memcpy` buffer: more than the caches.
+const LEAST_MEMORY_BYTES: u64 = 64 << 20;
 /// Largest `--runtime-seconds`.
 const MOST_RUNTIME_SECONDS: f64 = 3600.0;
 
@@ -353,10 +355,16 @@ fn execute(plan: &Plan) -> Result<Report, BenchDeviceError> {
     let direct_io = device.direct_io_in_use();
     drop(device);
     let (memcpy_gb_per_s, stripes) = if plan.include_stripes {
-        let memcpy_gb_per_s =
-            memory::memcpy_gb_per_s(plan.size_bytes.min(MOST_MEMORY_BYTES / 4) as usize);
-        let stripes = run_stripes(plan, &mut cleanup, memcpy_gb_per_s)?;
-        (Some(memcpy_gb_per_s), stripes)
+        let mut memcpy = memory::MemcpyProbe::new(
+            plan.size_bytes
+                .clamp(LEAST_MEMORY_BYTES, MOST_MEMORY_BYTES / 4) as usize,
+        );
+        let mut stripes = run_stripes(plan, &mut cleanup, &mut memcpy)?;
+        let best_gb_per_s = memcpy.best_gb_per_s();
+        for stripe in stripes.iter_mut().filter(|stripe| !stripe.in_memory) {
+            stripe.throughput_ratio_to_peak_memcpy = Some(stripe.gb_per_s / best_gb_per_s);
+        }
+        (Some(best_gb_per_s), stripes)
     } else {
         (None, Vec::new())
     };
@@ -388,8 +396,11 @@ fn register_pools(device: &mut FileDevice, queue_depth: u32) -> Result<Pools, Be
         sequential: BufferPool::new(queue_depth, SEQUENTIAL_REQUEST_BYTES as usize),
         random: BufferPool::new(queue_depth, RANDOM_REQUEST_BYTES as usize),
     };
-    device.register_buffer_pool(&pools.sequential)?;
-    device.register_buffer_pool(&pools.random)?;
+    for pool in [&pools.sequential, &pools.random] {
+        if let Err(error) = device.register_buffer_pool(pool) {
+            eprintln!("flashpipe: going on with plain buffers: {error}");
+        }
+    }
     Ok(pools)
 }
 
@@ -495,13 +506,15 @@ fn enters_per_request(
     Some((enters_after - enters_before?) as f64 / layer.requests.max(1) as f64)
 }
 
+/// RAM stripes of 1, 2 and 4 members (each workload compared with `memcpy` measured
+/// right before and after it) and a stripe of 2 files (ratio filled in by the caller).
 fn run_stripes(
     plan: &Plan,
     cleanup: &mut Cleanup,
-    memcpy_gb_per_s: f64,
+    memcpy: &mut memory::MemcpyProbe,
 ) -> Result<Vec<StripeResult>, BenchDeviceError> {
     let mut results = Vec::new();
-    let ram_total_bytes = plan.size_bytes.min(MOST_MEMORY_BYTES);
+    let ram_total_bytes = plan.size_bytes.clamp(LEAST_MEMORY_BYTES, MOST_MEMORY_BYTES);
     for member_count in [1u32, 2, 4] {
         let mut stripe = memory::ram_stripe(
             member_count,
@@ -519,8 +532,7 @@ fn run_stripes(
             &mut stripe,
             &device_name,
             member_count,
-            memcpy_gb_per_s,
-            true,
+            Some(&mut *memcpy),
         )?);
     }
     let members = ["bench-stripe-a.img", "bench-stripe-b.img"]
@@ -541,25 +553,18 @@ fn run_stripes(
         detail,
     })?;
     prefill(&mut stripe, None)?;
-    results.extend(run_sequential_pair(
-        plan,
-        &mut stripe,
-        "2 files",
-        2,
-        memcpy_gb_per_s,
-        false,
-    )?);
+    results.extend(run_sequential_pair(plan, &mut stripe, "2 files", 2, None)?);
     Ok(results)
 }
 
-/// Sequential write then read of 1 MiB at QD32 on a stripe.
+/// Sequential write then read of 1 MiB at QD32 on a stripe; in memory (with a
+/// `memcpy` probe), each compared with the better `memcpy` measured around it.
 fn run_sequential_pair(
     plan: &Plan,
     stripe: &mut dyn BlockDevice,
     device_name: &str,
     member_count: u32,
-    memcpy_gb_per_s: f64,
-    in_memory: bool,
+    mut memcpy: Option<&mut memory::MemcpyProbe>,
 ) -> Result<Vec<StripeResult>, BenchDeviceError> {
     let mut results = Vec::new();
     for pattern in [Pattern::SequentialWrite, Pattern::SequentialRead] {
@@ -569,20 +574,32 @@ fn run_sequential_pair(
             queue_depth: STRIPE_QUEUE_DEPTH,
         };
         eprintln!("flashpipe: {device_name} {}", workload.label());
+        let window_ns = plan.runtime_ns() / 2;
+        let memcpy_before_gb_per_s = memcpy
+            .as_mut()
+            .map(|probe| probe.sustained_gb_per_s(window_ns));
         let figures = measure::run_on_device(stripe, &workload, plan.runtime_ns(), None, None)
             .map_err(|detail| BenchDeviceError::Workload {
                 workload: format!("{device_name} {}", workload.label()),
                 detail,
             })?;
         let gb_per_s = figures.mb_per_s / 1e3;
+        let memcpy_around_gb_per_s = memcpy
+            .as_mut()
+            .map(|probe| probe.sustained_gb_per_s(window_ns))
+            .zip(memcpy_before_gb_per_s)
+            .map(|(after, before)| (after + before) / 2.0);
+        let memcpy_peak_gb_per_s = memcpy.as_mut().map(|probe| probe.best_gb_per_s());
         results.push(StripeResult {
             device: device_name.to_string(),
             member_count,
             pattern,
             gb_per_s,
-            throughput_ratio_to_memcpy: (memcpy_gb_per_s > 0.0).then(|| gb_per_s / memcpy_gb_per_s),
+            throughput_ratio_to_memcpy: memcpy_around_gb_per_s.map(|memcpy| gb_per_s / memcpy),
+            memcpy_sustained_gb_per_s: memcpy_around_gb_per_s,
+            throughput_ratio_to_peak_memcpy: memcpy_peak_gb_per_s.map(|memcpy| gb_per_s / memcpy),
             figures,
-            in_memory,
+            in_memory: memcpy_around_gb_per_s.is_some(),
         });
     }
     Ok(results)

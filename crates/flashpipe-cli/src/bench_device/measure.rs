@@ -246,10 +246,11 @@ pub fn run_on_device(
         elapsed_ns: 0,
         latencies_ns: Vec::with_capacity(1 << 16),
     };
+    let buffers = take_buffers(workload, pool)?;
     let started_ns = clock.now_ns();
     let deadline_ns = started_ns.saturating_add(runtime_ns);
     let mut requests_left = total_requests.unwrap_or(u64::MAX);
-    for (tag, buffer) in take_buffers(workload, pool)?.into_iter().enumerate() {
+    for (tag, buffer) in buffers.into_iter().enumerate() {
         if requests_left == 0 {
             break;
         }
