@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// A monotonic time source measured in nanoseconds from an arbitrary origin.
+/// A monotonic time source measured in nanoseconds from an origin of its own (the Unix
+/// epoch for [`RealClock`], the start of the simulation for [`VirtualClock`]).
 pub trait Clock: Send + Sync {
     /// Nanoseconds since this clock's origin; never decreases.
     fn now_ns(&self) -> u64;
@@ -19,17 +20,25 @@ pub trait Clock: Send + Sync {
     fn is_virtual(&self) -> bool;
 }
 
-/// Monotonic wall-clock time, origin at construction.
+/// Real time in nanoseconds since the Unix epoch: read from the system clock once at
+/// construction, then advanced by the monotonic clock, so it never runs backwards and
+/// timestamps it gives (file modification times) mean something across runs.
 #[derive(Debug, Clone, Copy)]
 pub struct RealClock {
     origin: Instant,
+    origin_since_epoch_ns: u64,
 }
 
 impl RealClock {
-    /// A clock whose origin is now.
+    /// A clock anchored to the system clock now.
     pub fn new() -> RealClock {
+        let origin_since_epoch_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| since.as_nanos() as u64)
+            .unwrap_or(0);
         RealClock {
             origin: Instant::now(),
+            origin_since_epoch_ns,
         }
     }
 
@@ -48,7 +57,7 @@ impl Default for RealClock {
 
 impl Clock for RealClock {
     fn now_ns(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
+        self.origin_since_epoch_ns + self.origin.elapsed().as_nanos() as u64
     }
 
     fn is_virtual(&self) -> bool {
