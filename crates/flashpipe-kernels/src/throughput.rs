@@ -44,6 +44,8 @@ pub struct MeasureSettings {
     pub worker_count: usize,
     /// Model and sample text for the language identifier (its row is left out without them).
     pub langid: Option<(Arc<LanguageModel>, Vec<u8>)>,
+    /// Measure only the rows whose label contains this text.
+    pub only: Option<String>,
 }
 
 impl Default for MeasureSettings {
@@ -53,6 +55,7 @@ impl Default for MeasureSettings {
             minimum_seconds: 0.5,
             worker_count: std::thread::available_parallelism().map_or(1, usize::from),
             langid: None,
+            only: None,
         }
     }
 }
@@ -66,8 +69,11 @@ pub struct ThroughputRow {
     pub schedule: Schedule,
     /// Input bytes per pass.
     pub input_bytes: u64,
-    /// Bytes per second on one worker.
+    /// Bytes per second on one worker (wall clock).
     pub single_core_bytes_per_second: f64,
+    /// Bytes per CPU-second of the process on one worker: what one dedicated core would do, even
+    /// when other programs share the machine.
+    pub single_core_bytes_per_cpu_second: f64,
     /// Bytes per second on `worker_count` workers.
     pub all_cores_bytes_per_second: f64,
     /// Workers in the all-cores column.
@@ -132,22 +138,52 @@ pub fn synthetic_png(width: usize, height: usize) -> Result<Vec<u8>, ThroughputE
     crate::sobel::encode_gray_png(&image).map_err(|error| ThroughputError::Input(error.to_string()))
 }
 
-/// Bytes per second of `kernel` over `files`, repeated for at least `minimum_seconds`.
+/// CPU time consumed by this process so far, in seconds.
+fn process_cpu_seconds() -> f64 {
+    let mut time = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid, exclusively borrowed `time`.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut time) };
+    assert_eq!(
+        status, 0,
+        "CLOCK_PROCESS_CPUTIME_ID is always available on Linux"
+    );
+    time.tv_sec as f64 + time.tv_nsec as f64 * 1e-9
+}
+
+/// Rates of one measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredRate {
+    /// Bytes per wall-clock second.
+    pub bytes_per_second: f64,
+    /// Bytes per CPU-second of the whole process.
+    pub bytes_per_cpu_second: f64,
+}
+
+/// Rates of `kernel` over `files`, repeated for at least `minimum_seconds`.
 pub fn measure_kernel(
     kernel: &dyn Kernel,
     files: &[(String, Vec<u8>)],
     worker_count: usize,
     minimum_seconds: f64,
-) -> Result<f64, ThroughputError> {
+) -> Result<MeasuredRate, ThroughputError> {
     let bytes_per_pass: usize = files.iter().map(|(_, data)| data.len()).sum();
     let started = Instant::now();
+    let cpu_started = process_cpu_seconds();
     let mut passes = 0u64;
     loop {
         run_pass(kernel, files, worker_count)?;
         passes += 1;
         let elapsed = started.elapsed().as_secs_f64();
         if elapsed >= minimum_seconds {
-            return Ok(bytes_per_pass as f64 * passes as f64 / elapsed);
+            let total_bytes = bytes_per_pass as f64 * passes as f64;
+            let cpu_seconds = (process_cpu_seconds() - cpu_started).max(1e-9);
+            return Ok(MeasuredRate {
+                bytes_per_second: total_bytes / elapsed.max(1e-9),
+                bytes_per_cpu_second: total_bytes / cpu_seconds,
+            });
         }
     }
 }
@@ -369,6 +405,13 @@ pub fn measure_all(
 ) -> Result<Vec<ThroughputRow>, ThroughputError> {
     let mut rows = Vec::new();
     for candidate in candidates(settings)? {
+        if settings
+            .only
+            .as_ref()
+            .is_some_and(|only| !candidate.label.contains(only.as_str()))
+        {
+            continue;
+        }
         let single = measure_kernel(
             candidate.kernel.as_ref(),
             &candidate.files,
@@ -389,8 +432,9 @@ pub fn measure_all(
                 .iter()
                 .map(|(_, data)| data.len() as u64)
                 .sum(),
-            single_core_bytes_per_second: single,
-            all_cores_bytes_per_second: all,
+            single_core_bytes_per_second: single.bytes_per_second,
+            single_core_bytes_per_cpu_second: single.bytes_per_cpu_second,
+            all_cores_bytes_per_second: all.bytes_per_second,
             worker_count: settings.worker_count,
             input_description: candidate.description,
         };

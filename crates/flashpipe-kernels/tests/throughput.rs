@@ -17,6 +17,7 @@ fn every_kernel_gets_a_positive_throughput_row() {
         minimum_seconds: 0.0,
         worker_count: 2,
         langid: Some((model, text)),
+        only: None,
     };
     let mut seen = 0;
     let rows = measure_all(&settings, |_| seen += 1).expect("measures");

@@ -68,8 +68,13 @@ impl LangIdKernel {
         ))))
     }
 
-    fn label(&self, offset_bytes: u64, piece: &[u8]) -> Option<PieceLabel> {
-        let (language_index, margin) = self.model.classify(piece)?;
+    fn label_with(
+        &self,
+        scratch: &mut LanguageScores,
+        offset_bytes: u64,
+        piece: &[u8],
+    ) -> Option<PieceLabel> {
+        let (language_index, margin) = self.model.classify_with(scratch, piece)?;
         Some(PieceLabel {
             offset_bytes,
             length_bytes: piece.len() as u64,
@@ -93,11 +98,13 @@ impl RecordKernel for LangIdKernel {
         offset_bytes: u64,
         records: &[u8],
     ) -> Result<Vec<PieceLabel>, KernelError> {
+        let mut scratch = self.model.new_scores();
         Ok(records
             .chunks_exact(self.piece_size_bytes)
             .enumerate()
             .filter_map(|(index, piece)| {
-                self.label(offset_bytes + (index * self.piece_size_bytes) as u64, piece)
+                let offset = offset_bytes + (index * self.piece_size_bytes) as u64;
+                self.label_with(&mut scratch, offset, piece)
             })
             .collect())
     }
@@ -124,7 +131,11 @@ impl RecordKernel for LangIdKernel {
         short_record: &[u8],
         _sink: &mut dyn OutputSink,
     ) -> Result<Summary, KernelError> {
-        accumulator.extend(self.label(offset_bytes, short_record));
+        accumulator.extend(self.label_with(
+            &mut self.model.new_scores(),
+            offset_bytes,
+            short_record,
+        ));
         Ok(Summary::Labels {
             labels: accumulator,
         })

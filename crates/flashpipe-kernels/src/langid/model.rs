@@ -30,7 +30,7 @@ impl Default for TrainingSettings {
     fn default() -> Self {
         Self {
             max_order: 4,
-            features_per_language: 3000,
+            features_per_language: 1000,
             smoothing_alpha: 0.5,
         }
     }
@@ -46,7 +46,7 @@ pub struct Posting {
 }
 
 /// A trained model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct LanguageModel {
     /// How it was trained.
     pub settings: TrainingSettings,
@@ -60,6 +60,8 @@ pub struct LanguageModel {
     pub(crate) feature_order: Vec<u64>,
     /// All postings, grouped by feature.
     pub(crate) postings: Vec<Posting>,
+    /// The scoring index, derived from the above on first use.
+    pub(crate) scoring: std::sync::OnceLock<ScoringIndex>,
 }
 
 /// Packs an n-gram of 1 to 4 bytes (ASCII-lowercased) with its length into a key.
@@ -186,6 +188,7 @@ fn build_model(
         features: FxHashMap::default(),
         feature_order: Vec::new(),
         postings: Vec::new(),
+        scoring: std::sync::OnceLock::new(),
     };
     for (key, postings) in postings_by_feature {
         model.push_feature(key, &postings);
@@ -196,6 +199,10 @@ fn build_model(
 impl LanguageModel {
     /// Appends a feature and its postings (used by training and by the profile reader).
     pub(crate) fn push_feature(&mut self, key: u64, postings: &[Posting]) -> bool {
+        assert!(
+            self.scoring.get().is_none(),
+            "features are added before scoring"
+        );
         let start = self.postings.len() as u32;
         if self
             .features
@@ -219,10 +226,15 @@ impl LanguageModel {
         self.feature_order.len()
     }
 
-    /// A fresh score accumulator for streaming text.
+    fn scoring(&self) -> &ScoringIndex {
+        self.scoring.get_or_init(|| ScoringIndex::build(self))
+    }
+
+    /// A fresh, empty score accumulator (reusable through [`LanguageScores::reset`]).
     pub fn new_scores(&self) -> LanguageScores {
         LanguageScores {
-            weight_sums: vec![0.0; self.languages.len()],
+            counts: vec![0; self.feature_count()],
+            touched: Vec::new(),
             ngram_count: 0,
             carry: Vec::with_capacity(MAX_SUPPORTED_ORDER),
         }
@@ -231,30 +243,35 @@ impl LanguageModel {
     /// Classifies one piece of text on its own: (language index, margin per n-gram), or `None`
     /// for a text without any n-gram (empty).
     pub fn classify(&self, text: &[u8]) -> Option<(usize, f32)> {
-        let mut scores = self.new_scores();
-        self.add_isolated(&mut scores, text);
-        scores.best(self)
+        self.classify_with(&mut self.new_scores(), text)
+    }
+
+    /// [`Self::classify`] reusing `scratch` (reset first), which avoids clearing a fresh
+    /// feature-count table for every piece.
+    pub fn classify_with(&self, scratch: &mut LanguageScores, text: &[u8]) -> Option<(usize, f32)> {
+        scratch.reset();
+        self.add_isolated(scratch, text);
+        scratch.best(self)
     }
 
     fn add_isolated(&self, scores: &mut LanguageScores, text: &[u8]) {
-        let weight_sums = &mut scores.weight_sums;
+        let scoring = self.scoring();
+        let LanguageScores {
+            counts, touched, ..
+        } = scores;
         scores.ngram_count += for_each_ngram(text, 0..text.len(), self.settings.max_order, |key| {
-            if let Some(&(start, length)) = self.features.get(&key) {
-                for posting in &self.postings[start as usize..(start + length) as usize] {
-                    weight_sums[usize::from(posting.language_index)] += posting.weight;
-                }
-            }
+            scoring.count(key, counts, touched);
         });
     }
 
     /// Adds the next bytes of a stream, including the n-grams that span from the previous bytes.
     pub fn add_stream_bytes(&self, scores: &mut LanguageScores, bytes: &[u8]) {
         let max_order = self.settings.max_order;
+        let scoring = self.scoring();
         if !scores.carry.is_empty() {
             let carried = scores.carry.len();
             let mut joined = scores.carry.clone();
             joined.extend_from_slice(&bytes[..bytes.len().min(max_order - 1)]);
-            let weight_sums = &mut scores.weight_sums;
             for start in 0..carried {
                 let mut key = 0u64;
                 for order in 1..=max_order {
@@ -266,13 +283,8 @@ impl LanguageModel {
                         continue;
                     }
                     scores.ngram_count += 1;
-                    if let Some(&(first, length)) =
-                        self.features.get(&(key | ((order as u64) << (8 * order))))
-                    {
-                        for posting in &self.postings[first as usize..(first + length) as usize] {
-                            weight_sums[usize::from(posting.language_index)] += posting.weight;
-                        }
-                    }
+                    let full_key = key | ((order as u64) << (8 * order));
+                    scoring.count(full_key, &mut scores.counts, &mut scores.touched);
                 }
             }
         }
@@ -286,25 +298,139 @@ impl LanguageModel {
     }
 }
 
-/// Running scores of a text against every language.
+/// Keys below this are 1- and 2-grams and are looked up in a direct table, not hashed.
+const SHORT_KEY_LIMIT: u64 = 3 << 16;
+/// No feature.
+const NO_FEATURE: u32 = u32::MAX;
+
+/// How a model is scored fast: n-gram key -> feature number (a direct table for 1- and
+/// 2-grams, a hash map for longer ones); the features present in many languages as dense rows
+/// of weights (one vectorisable add per distinct n-gram of the text), the rest as sparse postings.
+#[derive(Debug, Clone)]
+pub(crate) struct ScoringIndex {
+    short_ids: Vec<u32>,
+    long_ids: FxHashMap<u64, u32>,
+    dense_row_of_feature: Vec<u32>,
+    dense_rows: Vec<f32>,
+    posting_ranges: Vec<(u32, u32)>,
+    language_count: usize,
+}
+
+impl ScoringIndex {
+    fn build(model: &LanguageModel) -> Self {
+        let language_count = model.languages.len();
+        let dense_threshold = (language_count / 2).max(2) as u32;
+        let mut index = ScoringIndex {
+            short_ids: vec![NO_FEATURE; SHORT_KEY_LIMIT as usize],
+            long_ids: FxHashMap::default(),
+            dense_row_of_feature: Vec::with_capacity(model.feature_count()),
+            dense_rows: Vec::new(),
+            posting_ranges: Vec::with_capacity(model.feature_count()),
+            language_count,
+        };
+        for (feature, key) in model.feature_order.iter().enumerate() {
+            let feature = feature as u32;
+            if *key < SHORT_KEY_LIMIT {
+                index.short_ids[*key as usize] = feature;
+            } else {
+                index.long_ids.insert(*key, feature);
+            }
+            let (start, length) = model.features[key];
+            index.posting_ranges.push((start, length));
+            if length >= dense_threshold {
+                let row = index.dense_rows.len() / language_count;
+                index
+                    .dense_rows
+                    .resize(index.dense_rows.len() + language_count, 0.0);
+                let row_weights = &mut index.dense_rows[row * language_count..];
+                for posting in &model.postings[start as usize..(start + length) as usize] {
+                    row_weights[usize::from(posting.language_index)] = posting.weight;
+                }
+                index.dense_row_of_feature.push(row as u32);
+            } else {
+                index.dense_row_of_feature.push(NO_FEATURE);
+            }
+        }
+        index
+    }
+
+    #[inline]
+    fn feature_of(&self, key: u64) -> u32 {
+        if key < SHORT_KEY_LIMIT {
+            self.short_ids[key as usize]
+        } else {
+            self.long_ids.get(&key).copied().unwrap_or(NO_FEATURE)
+        }
+    }
+
+    #[inline]
+    fn count(&self, key: u64, counts: &mut [u32], touched: &mut Vec<u32>) {
+        let feature = self.feature_of(key);
+        if feature == NO_FEATURE {
+            return;
+        }
+        let count = &mut counts[feature as usize];
+        if *count == 0 {
+            touched.push(feature);
+        }
+        *count += 1;
+    }
+
+    /// Sum of weights times counts per language over the touched features.
+    fn weight_sums(&self, model: &LanguageModel, counts: &[u32], touched: &[u32]) -> Vec<f32> {
+        let mut sums = vec![0.0f32; self.language_count];
+        for &feature in touched {
+            let count = counts[feature as usize] as f32;
+            let row = self.dense_row_of_feature[feature as usize];
+            if row != NO_FEATURE {
+                let weights =
+                    &self.dense_rows[row as usize * self.language_count..][..self.language_count];
+                for (sum, weight) in sums.iter_mut().zip(weights) {
+                    *sum += count * weight;
+                }
+            } else {
+                let (start, length) = self.posting_ranges[feature as usize];
+                for posting in &model.postings[start as usize..(start + length) as usize] {
+                    sums[usize::from(posting.language_index)] += count * posting.weight;
+                }
+            }
+        }
+        sums
+    }
+}
+
+/// Running n-gram counts of a text (a histogram over the model's features).
 #[derive(Debug, Clone)]
 pub struct LanguageScores {
-    weight_sums: Vec<f32>,
+    counts: Vec<u32>,
+    touched: Vec<u32>,
     ngram_count: u64,
     carry: Vec<u8>,
 }
 
 impl LanguageScores {
+    /// Empties the accumulator (clearing only the counts that were set).
+    pub fn reset(&mut self) {
+        for &feature in &self.touched {
+            self.counts[feature as usize] = 0;
+        }
+        self.touched.clear();
+        self.ngram_count = 0;
+        self.carry.clear();
+    }
+
     /// The best language and its margin over the runner-up per n-gram; `None` without n-grams.
     pub fn best(&self, model: &LanguageModel) -> Option<(usize, f32)> {
         if self.ngram_count == 0 {
             return None;
         }
+        let weight_sums = model
+            .scoring()
+            .weight_sums(model, &self.counts, &self.touched);
         let count = self.ngram_count as f32;
         let mut best = (usize::MAX, f32::NEG_INFINITY);
         let mut runner_up = f32::NEG_INFINITY;
-        for (index, (&weight_sum, &floor)) in self
-            .weight_sums
+        for (index, (&weight_sum, &floor)) in weight_sums
             .iter()
             .zip(&model.floor_log_probabilities)
             .enumerate()

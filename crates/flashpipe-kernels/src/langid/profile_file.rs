@@ -207,6 +207,7 @@ pub fn decode_profile(bytes: &[u8]) -> Result<LanguageModel, ProfileError> {
         features: Default::default(),
         feature_order: Vec::new(),
         postings: Vec::new(),
+        scoring: std::sync::OnceLock::new(),
     };
     read_languages(&mut reader, &mut model, language_count)?;
     let feature_lengths = read_feature_keys(&mut reader, max_order, feature_count)?;

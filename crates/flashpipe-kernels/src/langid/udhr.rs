@@ -209,11 +209,12 @@ fn score_document(
         Some(size) => document.test_text.chunks_exact(size.max(1)).collect(),
         None => vec![&document.test_text[..]],
     };
+    let mut scratch = model.new_scores();
     let correct = pieces
         .iter()
         .filter(|piece| {
             model
-                .classify(piece)
+                .classify_with(&mut scratch, piece)
                 .is_some_and(|(index, _)| model.languages[index] == document.language)
         })
         .count();
