@@ -117,6 +117,30 @@ impl FsckReport {
     }
 }
 
+/// Human form: a summary line, then one line per finding and per repair.
+impl fmt::Display for FsckReport {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.commit_sequence {
+            Some(sequence) => write!(formatter, "commit {sequence}, {} files: ", self.file_count)?,
+            None => write!(formatter, "no usable commit: ")?,
+        }
+        if self.is_clean() {
+            return writeln!(formatter, "clean");
+        }
+        writeln!(formatter, "{} finding(s)", self.findings.len())?;
+        for finding in &self.findings {
+            writeln!(formatter, "  {finding}")?;
+        }
+        for repair in &self.repaired {
+            writeln!(formatter, "  {repair}")?;
+        }
+        if let Some(reason) = &self.repair_refused {
+            writeln!(formatter, "  repair refused: {reason}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Checks the file system on `device` (not mounted elsewhere) and, with `repair`, fixes
 /// what it safely can. Never panics on a damaged image.
 pub fn fsck(device: &mut dyn BlockDevice, repair: bool) -> Result<FsckReport, FsckError> {

@@ -212,6 +212,11 @@ fn repair_refuses_damage_it_cannot_fix_and_changes_nothing() {
         report.repair_refused.is_some() && report.repaired.is_empty(),
         "{report:?}"
     );
+    let text = report.to_string();
+    assert!(
+        text.contains("inode table") && text.contains("repair refused"),
+        "{text}"
+    );
     assert!(report
         .findings
         .iter()
