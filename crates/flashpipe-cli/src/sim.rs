@@ -158,9 +158,13 @@ fn run_speed(arguments: SpeedArgs) -> CliResult {
         devices: 1,
         seed: arguments.seed,
     };
+    let cpu_start = process_cpu_seconds();
     let wall_start = Instant::now();
     let report = workload::run_job(&mut array, &job);
     let wall_seconds = wall_start.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds()
+        .zip(cpu_start)
+        .map(|(end, start)| end - start);
     println!("preset                      {}", arguments.preset);
     println!(
         "workload                    4 KiB random reads, queue depth {}",
@@ -172,6 +176,13 @@ fn run_speed(arguments: SpeedArgs) -> CliResult {
         "page operations per second  {:.0} (simulated per wall-clock second, one core)",
         report.page_operations as f64 / wall_seconds
     );
+    if let Some(cpu_seconds) = cpu_seconds.filter(|&seconds| seconds > 0.0) {
+        println!("cpu seconds                 {cpu_seconds:.3}");
+        println!(
+            "page operations per cpu s   {:.0} (differs from the wall figure on a loaded machine)",
+            report.page_operations as f64 / cpu_seconds
+        );
+    }
     println!(
         "simulated bandwidth MB/s    {:.1}",
         report.megabytes_per_second
@@ -258,4 +269,15 @@ fn print_report(report: &WorkloadReport, json: bool) -> CliResult {
         report.array.mean_die_utilization()
     );
     Ok(())
+}
+
+/// User plus system CPU time of this process from /proc/self/stat (Linux), if readable.
+fn process_cpu_seconds() -> Option<f64> {
+    const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let user_ticks: f64 = fields.get(11)?.parse().ok()?;
+    let system_ticks: f64 = fields.get(12)?.parse().ok()?;
+    Some((user_ticks + system_ticks) / CLOCK_TICKS_PER_SECOND)
 }

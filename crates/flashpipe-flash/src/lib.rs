@@ -18,6 +18,7 @@ pub mod array;
 pub mod config;
 pub mod ecc;
 pub mod interface;
+pub mod plot;
 pub mod reliability;
 pub mod stats;
 pub mod store;

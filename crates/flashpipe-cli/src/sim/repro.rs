@@ -2,6 +2,7 @@
 //! numbers beside the paper's (docs/reproductions.md discusses each difference).
 
 use clap::{Args, ValueEnum};
+use flashpipe_flash::plot::Series;
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::{FlashAddress, FlashCommand, FlashConfig, FlashRequest};
 use serde::Serialize;
@@ -22,6 +23,9 @@ pub struct ReproArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also draw the curves (ours, then the paper's where it gives points) into this PNG.
+    #[arg(long)]
+    plot: Option<String>,
 }
 
 /// The reproductions.
@@ -51,6 +55,11 @@ struct Row {
     ours: f64,
     paper: Option<f64>,
     unit: &'static str,
+    /// The curve this row belongs to in a plot, and its x value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    series: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    x: Option<f64>,
 }
 
 impl Row {
@@ -67,7 +76,16 @@ impl Row {
             ours,
             paper,
             unit,
+            series: None,
+            x: None,
         }
+    }
+
+    /// Places the row on curve `series` at `x` for `--plot`.
+    fn at(mut self, series: &'static str, x: f64) -> Row {
+        self.series = Some(series);
+        self.x = Some(x);
+        self
     }
 }
 
@@ -99,6 +117,9 @@ pub fn run(arguments: ReproArgs) -> CliResult {
             Reproduction::MinflashFig7 => minflash_fig7(arguments.seed)?,
             Reproduction::All => Vec::new(),
         });
+    }
+    if let Some(path) = &arguments.plot {
+        flashpipe_flash::plot::line_chart(path, &plot_series(&rows))?;
     }
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -175,20 +196,26 @@ fn rad_fig4(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
         } else {
             "RAD Fig.4(b)"
         };
-        rows.push(Row::new(
-            figure,
-            format!("{n}x1 read, 512-sector requests"),
-            read,
-            Some(paper_read),
-            "MiB/s",
-        ));
-        rows.push(Row::new(
-            figure,
-            format!("{n}x1 write, 512-sector requests"),
-            write,
-            Some(paper_write),
-            "MiB/s",
-        ));
+        rows.push(
+            Row::new(
+                figure,
+                format!("{n}x1 read, 512-sector requests"),
+                read,
+                Some(paper_read),
+                "MiB/s",
+            )
+            .at("read", f64::from(n)),
+        );
+        rows.push(
+            Row::new(
+                figure,
+                format!("{n}x1 write, 512-sector requests"),
+                write,
+                Some(paper_write),
+                "MiB/s",
+            )
+            .at("write", f64::from(n)),
+        );
     }
     Ok(rows)
 }
@@ -431,13 +458,16 @@ fn minflash_fig5(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
         while size <= 16 * 1024 * 1024 {
             let (bandwidth, _) = minflash_bandwidth(1, 1, pattern, size, 1, seed)?;
             let paper = (size == 16 * 1024 * 1024 && name == "sequential").then_some(1.2);
-            rows.push(Row::new(
-                "minFlash Fig.5",
-                format!("{name} read, {} KiB requests", size / 1024),
-                bandwidth,
-                paper,
-                "GB/s",
-            ));
+            rows.push(
+                Row::new(
+                    "minFlash Fig.5",
+                    format!("{name} read, {} KiB requests", size / 1024),
+                    bandwidth,
+                    paper,
+                    "GB/s",
+                )
+                .at(name, ((size / 8192) as f64).log2()),
+            );
             size *= 2;
         }
     }
@@ -455,23 +485,29 @@ fn minflash_fig6(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
             4 => Some(1.32),
             _ => None,
         };
-        rows.push(Row::new(
-            "minFlash Fig.6(a)",
-            format!("1 host, {devices} devices"),
-            bandwidth,
-            paper,
-            "GB/s",
-        ));
+        rows.push(
+            Row::new(
+                "minFlash Fig.6(a)",
+                format!("1 host, {devices} devices"),
+                bandwidth,
+                paper,
+                "GB/s",
+            )
+            .at("1 host, N devices", f64::from(devices)),
+        );
     }
     for hosts in 1..=4u32 {
         let (bandwidth, _) = minflash_bandwidth(1, hosts, AccessPattern::Random, request, 2, seed)?;
-        rows.push(Row::new(
-            "minFlash Fig.6(b)",
-            format!("{hosts} hosts, 1 device, total"),
-            bandwidth,
-            Some(1.2),
-            "GB/s",
-        ));
+        rows.push(
+            Row::new(
+                "minFlash Fig.6(b)",
+                format!("{hosts} hosts, 1 device, total"),
+                bandwidth,
+                Some(1.2),
+                "GB/s",
+            )
+            .at("N hosts, 1 device", f64::from(hosts)),
+        );
     }
     for n in 1..=4u32 {
         let (bandwidth, _) = minflash_bandwidth(n, n, AccessPattern::Random, request, 2, seed)?;
@@ -481,13 +517,16 @@ fn minflash_fig6(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
             4 => Some(3.8),
             _ => None,
         };
-        rows.push(Row::new(
-            "minFlash Fig.6(c)",
-            format!("{n} hosts, {n} devices, total"),
-            bandwidth,
-            paper,
-            "GB/s",
-        ));
+        rows.push(
+            Row::new(
+                "minFlash Fig.6(c)",
+                format!("{n} hosts, {n} devices, total"),
+                bandwidth,
+                paper,
+                "GB/s",
+            )
+            .at("N hosts, N devices", f64::from(n)),
+        );
     }
     Ok(rows)
 }
@@ -503,13 +542,45 @@ fn minflash_fig7(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
             0,
             seed,
         )?;
-        rows.push(Row::new(
-            "minFlash Fig.7",
-            format!("8 KiB read over {hops} hops"),
-            latency,
-            Some(128.0 + f64::from(hops)),
-            "us",
-        ));
+        rows.push(
+            Row::new(
+                "minFlash Fig.7",
+                format!("8 KiB read over {hops} hops"),
+                latency,
+                Some(128.0 + f64::from(hops)),
+                "us",
+            )
+            .at("hops", f64::from(hops)),
+        );
     }
     Ok(rows)
+}
+
+/// The curves of `rows`: ours for each series in order of appearance, then the paper's.
+fn plot_series(rows: &[Row]) -> Vec<Series> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for row in rows {
+        if let Some(name) = row.series {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    let mut series = Vec::new();
+    for paper in [false, true] {
+        for name in &names {
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|row| row.series == Some(name))
+                .filter_map(|row| {
+                    let y = if paper { row.paper? } else { row.ours };
+                    Some((row.x?, y))
+                })
+                .collect();
+            if !points.is_empty() {
+                series.push(Series { points });
+            }
+        }
+    }
+    series
 }
