@@ -1,0 +1,342 @@
+//! What the FTL drives: a raw flash interface ([`FlashBackend`]), implemented by the
+//! flash model's [`FlashArray`] and by [`PowerCutFlash`], a wrapper that cuts power at
+//! an instant of the test's choosing.
+//!
+//! The flash model has no power-loss hook (it applies a request to its page store when
+//! the controller admits it), so [`PowerCutFlash`] models one above it: at the cut,
+//! every request the FTL has not reaped is lost. For the programs among them it picks,
+//! per block in page order, a prefix that completed, at most one torn page (reads as
+//! uncorrectable garbage) and the rest never programmed (reads as erased); an erase in
+//! flight either finished or left the block unreadable until its next erase. The wrapped
+//! array then runs to idle and its acks are dropped.
+
+use std::any::Any;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use flashpipe_device::{Clock, SplitMix64};
+use flashpipe_flash::{
+    Ack, AckStatus, CommandKind, FlashAddress, FlashArray, FlashConfig, FlashRequest, SubmitError,
+};
+
+/// A raw, tagged flash interface (minFlash's ReadPage/WritePage/EraseBlock and Ack).
+pub trait FlashBackend: Send {
+    /// Geometry, timing and reliability.
+    fn config(&self) -> &FlashConfig;
+    /// Host spare bytes per page.
+    fn host_spare_bytes(&self) -> usize;
+    /// Whether page contents are kept (false: timing only, reads carry no data).
+    fn keeps_data(&self) -> bool;
+    /// The virtual clock.
+    fn clock(&self) -> Arc<dyn Clock>;
+    /// Current virtual time.
+    fn now_ns(&self) -> u64;
+    /// Queues a request or hands it back.
+    fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError>;
+    /// Moves ready acks into `acks` without advancing time.
+    fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize;
+    /// Advances time until at least one ack is ready; 0 only when nothing is in flight.
+    fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize;
+    /// Factory bad mark for arrays that keep no data (others read it from page 0).
+    fn factory_bad_without_data(&self, address: FlashAddress) -> bool;
+    /// The backend as `Any`, to take a concrete backend back out of the FTL.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl FlashBackend for FlashArray {
+    fn config(&self) -> &FlashConfig {
+        FlashArray::config(self)
+    }
+    fn host_spare_bytes(&self) -> usize {
+        FlashArray::host_spare_bytes(self)
+    }
+    fn keeps_data(&self) -> bool {
+        FlashArray::keeps_data(self)
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.shared_clock()
+    }
+    fn now_ns(&self) -> u64 {
+        FlashArray::now_ns(self)
+    }
+    fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
+        FlashArray::submit(self, request)
+    }
+    fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        FlashArray::poll_acks(self, acks)
+    }
+    fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        FlashArray::wait_acks(self, acks)
+    }
+    fn factory_bad_without_data(&self, address: FlashAddress) -> bool {
+        self.is_factory_bad(address)
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// What a cut left in one page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PageFate {
+    /// Partly programmed: reads fail the ECC.
+    Torn,
+    /// Never programmed: reads as erased.
+    Absent,
+}
+
+/// Counts of what the last cut did, for test reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PowerCutReport {
+    /// Programs in flight that completed anyway.
+    pub programs_completed: u32,
+    /// Programs left torn.
+    pub programs_torn: u32,
+    /// Programs lost.
+    pub programs_lost: u32,
+    /// Erases left interrupted.
+    pub erases_interrupted: u32,
+    /// Reads dropped.
+    pub reads_dropped: u32,
+}
+
+/// A [`FlashArray`] whose power can be cut (see the module doc).
+pub struct PowerCutFlash {
+    array: FlashArray,
+    in_flight: HashMap<u64, (CommandKind, FlashAddress)>,
+    page_fates: HashMap<(u32, u32, u32, u32, u32), PageFate>,
+    unreadable_blocks: HashSet<(u32, u32, u32, u32)>,
+}
+
+fn block_key(address: FlashAddress) -> (u32, u32, u32, u32) {
+    (address.device, address.bus, address.chip, address.block)
+}
+
+fn page_key(address: FlashAddress) -> (u32, u32, u32, u32, u32) {
+    (
+        address.device,
+        address.bus,
+        address.chip,
+        address.block,
+        address.page,
+    )
+}
+
+impl PowerCutFlash {
+    /// Wraps `array`.
+    pub fn new(array: FlashArray) -> PowerCutFlash {
+        PowerCutFlash {
+            array,
+            in_flight: HashMap::new(),
+            page_fates: HashMap::new(),
+            unreadable_blocks: HashSet::new(),
+        }
+    }
+
+    /// The array underneath.
+    pub fn array(&self) -> &FlashArray {
+        &self.array
+    }
+
+    /// Cuts power now: decides the fate of every request in flight (seeded by `seed`),
+    /// lets the array finish them and drops their acks.
+    pub fn cut_power(&mut self, seed: u64) -> PowerCutReport {
+        let mut generator = SplitMix64::new(seed);
+        let mut report = PowerCutReport::default();
+        let mut programs_by_block: HashMap<(u32, u32, u32, u32), Vec<FlashAddress>> =
+            HashMap::new();
+        let mut in_flight: Vec<(CommandKind, FlashAddress)> =
+            self.in_flight.drain().map(|(_, entry)| entry).collect();
+        in_flight.sort_by_key(|&(_, address)| address);
+        for (kind, address) in in_flight {
+            match kind {
+                CommandKind::Read => report.reads_dropped += 1,
+                CommandKind::Write => programs_by_block
+                    .entry(block_key(address))
+                    .or_default()
+                    .push(address),
+                CommandKind::Erase => {
+                    if generator.chance(0.5) {
+                        self.unreadable_blocks.insert(block_key(address));
+                        report.erases_interrupted += 1;
+                    }
+                }
+            }
+        }
+        let mut blocks: Vec<_> = programs_by_block.into_values().collect();
+        blocks.sort();
+        for mut pages in blocks {
+            pages.sort_by_key(|address| address.page);
+            let completed = generator.below(pages.len() as u64 + 1) as usize;
+            report.programs_completed += completed as u32;
+            for (index, address) in pages.into_iter().enumerate().skip(completed) {
+                let fate = if index == completed && generator.chance(0.5) {
+                    report.programs_torn += 1;
+                    PageFate::Torn
+                } else {
+                    report.programs_lost += 1;
+                    PageFate::Absent
+                };
+                self.page_fates.insert(page_key(address), fate);
+            }
+        }
+        let mut dropped = Vec::new();
+        self.array.run_until_idle(&mut dropped);
+        report
+    }
+
+    fn apply_fates(&mut self, ack: &mut Ack, address: FlashAddress) {
+        match ack.kind {
+            CommandKind::Erase if ack.status.is_ok() => {
+                self.unreadable_blocks.remove(&block_key(address));
+                self.page_fates.retain(|&(device, bus, chip, block, _), _| {
+                    (device, bus, chip, block) != block_key(address)
+                });
+            }
+            CommandKind::Read => {
+                let fate = if self.unreadable_blocks.contains(&block_key(address)) {
+                    Some(PageFate::Torn)
+                } else {
+                    self.page_fates.get(&page_key(address)).copied()
+                };
+                match fate {
+                    Some(PageFate::Torn) => {
+                        ack.status = AckStatus::Uncorrectable;
+                        if let Some(data) = ack.data.as_mut() {
+                            data.iter_mut().for_each(|byte| *byte ^= 0x5A);
+                        }
+                        if let Some(spare) = ack.spare.as_mut() {
+                            spare.iter_mut().for_each(|byte| *byte ^= 0x3C);
+                        }
+                    }
+                    Some(PageFate::Absent) => {
+                        ack.status = AckStatus::CLEAN;
+                        if let Some(data) = ack.data.as_mut() {
+                            data.fill(0xFF);
+                        }
+                        if let Some(spare) = ack.spare.as_mut() {
+                            spare.fill(0xFF);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn reap(&mut self, acks: &mut [Ack]) {
+        for ack in acks {
+            let (_, address) = self
+                .in_flight
+                .remove(&ack.tag)
+                .expect("an ack for a request this wrapper passed on");
+            self.apply_fates(ack, address);
+        }
+    }
+}
+
+impl FlashBackend for PowerCutFlash {
+    fn config(&self) -> &FlashConfig {
+        self.array.config()
+    }
+    fn host_spare_bytes(&self) -> usize {
+        self.array.host_spare_bytes()
+    }
+    fn keeps_data(&self) -> bool {
+        self.array.keeps_data()
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.array.shared_clock()
+    }
+    fn now_ns(&self) -> u64 {
+        self.array.now_ns()
+    }
+    fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
+        let entry = (request.command.kind(), request.command.address());
+        let tag = request.tag;
+        self.array.submit(request)?;
+        let previous = self.in_flight.insert(tag, entry);
+        assert!(previous.is_none(), "tag {tag} submitted twice");
+        Ok(())
+    }
+    fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        let first_new = acks.len();
+        let moved = self.array.poll_acks(acks);
+        self.reap(&mut acks[first_new..]);
+        moved
+    }
+    fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        let first_new = acks.len();
+        let moved = self.array.wait_acks(acks);
+        self.reap(&mut acks[first_new..]);
+        moved
+    }
+    fn factory_bad_without_data(&self, address: FlashAddress) -> bool {
+        self.array.is_factory_bad(address)
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// A backend shared between owners (the FTL inside a file system and the test or tool
+/// that wants the array back after dropping them, as a crash does).
+#[derive(Clone)]
+pub struct SharedFlash {
+    inner: Arc<std::sync::Mutex<Box<dyn FlashBackend>>>,
+    config: FlashConfig,
+}
+
+impl SharedFlash {
+    /// Shares `backend`.
+    pub fn new(backend: Box<dyn FlashBackend>) -> SharedFlash {
+        SharedFlash {
+            config: backend.config().clone(),
+            inner: Arc::new(std::sync::Mutex::new(backend)),
+        }
+    }
+
+    /// Runs `action` on the backend.
+    pub fn with<R>(&self, action: impl FnOnce(&mut dyn FlashBackend) -> R) -> R {
+        let mut guard = self.inner.lock().expect("flash backend lock");
+        action(&mut **guard)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn FlashBackend>> {
+        self.inner.lock().expect("flash backend lock")
+    }
+}
+
+impl FlashBackend for SharedFlash {
+    fn config(&self) -> &FlashConfig {
+        &self.config
+    }
+    fn host_spare_bytes(&self) -> usize {
+        self.lock().host_spare_bytes()
+    }
+    fn keeps_data(&self) -> bool {
+        self.lock().keeps_data()
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.lock().clock()
+    }
+    fn now_ns(&self) -> u64 {
+        self.lock().now_ns()
+    }
+    fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
+        self.lock().submit(request)
+    }
+    fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        self.lock().poll_acks(acks)
+    }
+    fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        self.lock().wait_acks(acks)
+    }
+    fn factory_bad_without_data(&self, address: FlashAddress) -> bool {
+        self.lock().factory_bad_without_data(address)
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}

@@ -1,0 +1,168 @@
+//! The FTL as a [`BlockDevice`] (one logical block = one flash page), plus copy by
+//! reference, which the block-device interface has no request for.
+
+use std::sync::Arc;
+
+use flashpipe_device::{
+    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, Rejected,
+    Request,
+};
+
+use crate::ftl::{CopyMode, Ftl, HostKindPublic};
+use crate::FtlError;
+
+impl Ftl {
+    /// Queues `copy(source, destination, count)`: the destination pages come to refer to
+    /// the source's data without moving it (overlapping ranges behave as memmove). It
+    /// completes, with `tag`, through `poll_completions`/`wait_completions` once its log
+    /// record is durable. This FTL always copies by reference, so both modes behave alike.
+    pub fn submit_copy(
+        &mut self,
+        tag: u64,
+        source: u64,
+        destination: u64,
+        count: u64,
+        mode: CopyMode,
+    ) -> Result<(), FtlError> {
+        let _by_reference_always =
+            matches!(mode, CopyMode::ReferenceOrFail | CopyMode::ReferenceOrBytes);
+        let block_count = self.info.block_count;
+        for (first, what) in [(source, "source"), (destination, "destination")] {
+            if first.checked_add(count).is_none_or(|end| end > block_count) {
+                return Err(FtlError::OutOfRange {
+                    detail: format!(
+                        "copy {what} {first}..{} past the {block_count} logical blocks",
+                        first.saturating_add(count)
+                    ),
+                });
+            }
+        }
+        if self.host_in_flight() >= self.info.queue_depth as usize {
+            return Err(FtlError::QueueFull);
+        }
+        self.open_host_op(tag, HostKindPublic::Copy, destination, count, source, None);
+        self.pump();
+        Ok(())
+    }
+
+    /// Copies by reference and waits for it; needs no other host request in flight.
+    pub fn copy(
+        &mut self,
+        source: u64,
+        destination: u64,
+        count: u64,
+        mode: CopyMode,
+    ) -> Result<(), FtlError> {
+        if self.host_in_flight() > 0 {
+            return Err(FtlError::Busy);
+        }
+        self.submit_copy(u64::MAX, source, destination, count, mode)?;
+        let mut completions = Vec::new();
+        while completions.is_empty() {
+            self.wait_completions(&mut completions)?;
+        }
+        let completion = completions.pop().expect("one completion");
+        completion.status.map_err(FtlError::Device)
+    }
+
+    /// Writes a checkpoint and hands the array back (a clean unmount).
+    pub fn unmount(mut self) -> Box<dyn crate::FlashBackend> {
+        self.run_until_quiet();
+        self.checkpoint_now();
+        self.run_until_quiet();
+        self.into_backend()
+    }
+}
+
+impl BlockDevice for Ftl {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.backend.clock()
+    }
+
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+        if self.host_in_flight() >= self.info.queue_depth as usize {
+            return Err(self.info.queue_full(request));
+        }
+        if let Err(error) = self.info.validate(&request.operation) {
+            return Err(Rejected { request, error });
+        }
+        let block_bytes = self.info.block_size_bytes as usize;
+        let tag = request.tag;
+        match request.operation {
+            Operation::Read {
+                first_block,
+                buffer,
+            } => {
+                let count = (buffer.len() / block_bytes) as u64;
+                self.open_host_op(
+                    tag,
+                    HostKindPublic::Read,
+                    first_block,
+                    count,
+                    0,
+                    Some(buffer),
+                );
+            }
+            Operation::Write {
+                first_block,
+                buffer,
+            } => {
+                let count = (buffer.len() / block_bytes) as u64;
+                self.open_host_op(
+                    tag,
+                    HostKindPublic::Write,
+                    first_block,
+                    count,
+                    0,
+                    Some(buffer),
+                );
+            }
+            Operation::Trim {
+                first_block,
+                block_count,
+            } => self.open_host_op(tag, HostKindPublic::Trim, first_block, block_count, 0, None),
+            Operation::Flush => self.open_host_op(tag, HostKindPublic::Flush, 0, 0, 0, None),
+        }
+        self.pump();
+        Ok(())
+    }
+
+    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
+        self.pump();
+        let count = self.ready.len();
+        completions.append(&mut self.ready);
+        count
+    }
+
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
+        loop {
+            let count = self.poll_completions(completions);
+            if count > 0 {
+                return Ok(count);
+            }
+            if !self.has_open_host_ops() {
+                return Err(DeviceError::new(
+                    &self.info.name,
+                    DeviceErrorKind::NothingInFlight,
+                ));
+            }
+            if !self.wait_and_pump() && self.ready.is_empty() {
+                return Err(self.device_error(
+                    "host requests wait for free space that garbage collection cannot make"
+                        .to_string(),
+                ));
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.host_in_flight()
+    }
+}

@@ -1,0 +1,54 @@
+//! Shared test helpers: small flash geometries and FTLs over them.
+
+#![allow(dead_code)]
+
+use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions};
+
+/// A small array: 2 channels x 2 ways, `blocks` blocks per chip of `pages` 4 KiB pages.
+pub fn small_config(blocks: u32, pages: u32) -> FlashConfig {
+    let mut config = FlashConfig::preset("minflash").expect("preset");
+    config.name = "small".to_string();
+    config.geometry.channels = 2;
+    config.geometry.ways = 2;
+    config.geometry.blocks_per_plane = blocks;
+    config.geometry.pages_per_block = pages;
+    config.geometry.page_data_bytes = 4096;
+    config.geometry.page_spare_bytes = 256;
+    config.reliability.factory_bad_block_fraction = 0.0;
+    config.reliability.grown_bad_probability_at_rated = 0.0;
+    config
+}
+
+/// A fresh array keeping data, seeded.
+pub fn small_array(config: FlashConfig, seed: u64) -> FlashArray {
+    FlashArray::new(
+        config,
+        FlashOptions {
+            seed,
+            ..FlashOptions::default()
+        },
+    )
+    .expect("array")
+}
+
+/// Options for tests: a frequent checkpoint so recovery paths run.
+pub fn test_options(queue_depth: u32) -> FtlOptions {
+    FtlOptions {
+        name: "ftl-test".to_string(),
+        over_provisioning: 0.15,
+        checkpoint_interval_pages: 200,
+        queue_depth,
+        ..FtlOptions::default()
+    }
+}
+
+/// A formatted FTL over a fresh small array.
+pub fn small_ftl(queue_depth: u32) -> Ftl {
+    let array = small_array(small_config(32, 16), 7);
+    Ftl::format(
+        Box::new(array) as Box<dyn FlashBackend>,
+        test_options(queue_depth),
+    )
+    .expect("format")
+}
