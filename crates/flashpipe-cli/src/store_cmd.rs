@@ -7,6 +7,8 @@
 
 mod transfer;
 
+pub use transfer::plan_put;
+
 use std::path::{Path, PathBuf};
 
 use flashpipe_engine::store::{open_store_device, DeviceCreation, OpenedStoreDevice};
@@ -16,7 +18,7 @@ use flashpipe_engine::store_config::{
 };
 use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command as EngineCommand, Engine, EngineClient, EngineConfig, Reply};
-use flashpipe_fs::{FileStat, Filesystem, FormatOptions};
+use flashpipe_fs::{FileStat, Filesystem, FormatOptions, FsStats};
 use serde_json::json;
 
 /// Errors of the CLI commands: shown to the user as one line.
@@ -115,24 +117,7 @@ pub struct FsckArgs {
 /// Runs `mkfs`: validates everything, creates the devices, formats, writes the store file.
 pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
     let config = mkfs_config(&arguments)?;
-    if arguments.store.exists() {
-        return Err(format!(
-            "store file {} exists already; remove it first to make a new store",
-            arguments.store.display()
-        )
-        .into());
-    }
-    config.validate(&arguments.store)?;
-    let OpenedStoreDevice { device, notes } =
-        open_store_device(&config, &arguments.store, DeviceCreation::CreateMissing)?;
-    print_notes(&notes);
-    let options = FormatOptions {
-        fs_block_size_bytes: config.block_size_bytes,
-    };
-    let filesystem = Filesystem::format(device, &options)?;
-    let stats = filesystem.stats();
-    filesystem.unmount()?;
-    config.save_new(&arguments.store)?;
+    let stats = create_store(&config, &arguments.store)?;
     let capacity_bytes = stats.fs_block_count * u64::from(stats.fs_block_size_bytes);
     if arguments.json {
         println!(
@@ -154,6 +139,44 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
     if has_ram_device(&config) {
         eprintln!("note: RAM devices keep their contents only inside one process; commands on this store from the shell will refuse it");
     }
+    Ok(())
+}
+
+/// Creates a store: checks the config, creates and formats its devices, then writes
+/// the store file (last, so a failure leaves no store file behind).
+pub fn create_store(config: &StoreConfig, store: &Path) -> Result<FsStats, Box<dyn std::error::Error>> {
+    if store.exists() {
+        return Err(format!(
+            "store file {} exists already; remove it first to make a new store",
+            store.display()
+        )
+        .into());
+    }
+    config.validate(store)?;
+    let OpenedStoreDevice { device, notes } =
+        open_store_device(config, store, DeviceCreation::CreateMissing)?;
+    print_notes(&notes);
+    let options = FormatOptions {
+        fs_block_size_bytes: config.block_size_bytes,
+    };
+    let filesystem = Filesystem::format(device, &options)?;
+    let stats = filesystem.stats();
+    filesystem.unmount()?;
+    config.save_new(store)?;
+    Ok(stats)
+}
+
+/// Creates a store of file devices named `device_files` (relative to the store file),
+/// each `size_bytes`, with the default geometry (16 KiB blocks, 64 KiB stripe unit).
+pub fn format_file_store(store: &Path, device_files: &[&str], size_bytes: u64) -> CliResult {
+    let config = StoreConfig {
+        store_file_version: STORE_FILE_VERSION,
+        block_size_bytes: 16 << 10,
+        stripe_unit_bytes: 64 << 10,
+        queue_depth: 32,
+        devices: parse_device_list(&device_files.join(","), Some(size_bytes))?,
+    };
+    create_store(&config, store)?;
     Ok(())
 }
 
