@@ -144,7 +144,10 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
 
 /// Creates a store: checks the config, creates and formats its devices, then writes
 /// the store file (last, so a failure leaves no store file behind).
-pub fn create_store(config: &StoreConfig, store: &Path) -> Result<FsStats, Box<dyn std::error::Error>> {
+pub fn create_store(
+    config: &StoreConfig,
+    store: &Path,
+) -> Result<FsStats, Box<dyn std::error::Error>> {
     if store.exists() {
         return Err(format!(
             "store file {} exists already; remove it first to make a new store",
@@ -181,7 +184,11 @@ pub fn format_file_store(store: &Path, device_files: &[&str], size_bytes: u64) -
 }
 
 fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::Error>> {
-    let size_bytes = arguments.size.as_deref().map(parse_size_bytes).transpose()?;
+    let size_bytes = arguments
+        .size
+        .as_deref()
+        .map(parse_size_bytes)
+        .transpose()?;
     let block_size_bytes = u32::try_from(parse_size_bytes(&arguments.block_size)?)
         .map_err(|_| format!("block size {} is too large", arguments.block_size))?;
     check_block_size(block_size_bytes)?;
@@ -311,7 +318,10 @@ pub fn run_ls(arguments: NamesArgs) -> CliResult {
     Ok(())
 }
 
-fn list_files(client: &mut EngineClient, names: &[String]) -> Result<Vec<FileStat>, Box<dyn std::error::Error>> {
+fn list_files(
+    client: &mut EngineClient,
+    names: &[String],
+) -> Result<Vec<FileStat>, Box<dyn std::error::Error>> {
     if names.is_empty() {
         return match client.call(EngineCommand::List)? {
             Reply::List(files) => Ok(files),
@@ -321,7 +331,10 @@ fn list_files(client: &mut EngineClient, names: &[String]) -> Result<Vec<FileSta
     names.iter().map(|name| stat_file(client, name)).collect()
 }
 
-fn stat_file(client: &mut EngineClient, name: &str) -> Result<FileStat, Box<dyn std::error::Error>> {
+fn stat_file(
+    client: &mut EngineClient,
+    name: &str,
+) -> Result<FileStat, Box<dyn std::error::Error>> {
     match client.call(EngineCommand::Stat {
         name: name.to_string(),
     })? {
@@ -346,7 +359,10 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
     store.close()?;
     let files = files?;
     if arguments.store.json {
-        println!("{}", serde_json::Value::Array(files.iter().map(file_json).collect()));
+        println!(
+            "{}",
+            serde_json::Value::Array(files.iter().map(file_json).collect())
+        );
         return Ok(());
     }
     for file in files {
@@ -452,14 +468,17 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
         open_store_device(&config, store_path, DeviceCreation::MustExist)?;
     print_notes(&notes);
     let report = flashpipe_fs::fsck(&mut *device, arguments.repair)?;
-    let unrepaired = report.findings.len() > report.repaired.len() || report.repair_refused.is_some();
+    let unrepaired =
+        report.findings.len() > report.repaired.len() || report.repair_refused.is_some();
     let clean = report.is_clean() || (arguments.repair && !unrepaired);
     if arguments.store.json {
         let findings: Vec<_> = report
             .findings
             .iter()
-            .map(|finding| json!({"structure": finding.structure.to_string(), "block": finding.block,
-                                   "problem": finding.problem, "repairable": finding.repairable}))
+            .map(|finding| {
+                json!({"structure": finding.structure.to_string(), "block": finding.block,
+                                   "problem": finding.problem, "repairable": finding.repairable})
+            })
             .collect();
         println!(
             "{}",
@@ -473,7 +492,12 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
     if clean {
         Ok(())
     } else {
-        Err(format!("{} finding(s) in {}", report.findings.len(), store_path.display()).into())
+        Err(format!(
+            "{} finding(s) in {}",
+            report.findings.len(),
+            store_path.display()
+        )
+        .into())
     }
 }
 

@@ -40,16 +40,22 @@ pub struct TransferReport {
 
 /// Lists the files to store, with their names, checking everything first: every path
 /// exists and is readable, every name is valid, no two sources share a name.
-pub fn plan_put(paths: &[PathBuf], name: Option<&str>) -> Result<Vec<PutSource>, Box<dyn std::error::Error>> {
+pub fn plan_put(
+    paths: &[PathBuf],
+    name: Option<&str>,
+) -> Result<Vec<PutSource>, Box<dyn std::error::Error>> {
     let mut sources = Vec::new();
     for path in paths {
-        let metadata = std::fs::metadata(path).map_err(|error| format!("{}: {error}", path.display()))?;
+        let metadata =
+            std::fs::metadata(path).map_err(|error| format!("{}: {error}", path.display()))?;
         if metadata.is_dir() {
             collect_folder(path, path, name, &mut sources)?;
         } else {
             let file_name = match (name, paths.len()) {
                 (Some(name), 1) => name.to_string(),
-                (Some(_), _) => return Err("--as names one file; with several paths give none".into()),
+                (Some(_), _) => {
+                    return Err("--as names one file; with several paths give none".into())
+                }
                 (None, _) => local_file_name(path)?,
             };
             sources.push(PutSource {
@@ -67,7 +73,13 @@ fn local_file_name(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
     path.file_name()
         .and_then(|name| name.to_str())
         .map(str::to_string)
-        .ok_or_else(|| format!("{}: the file name is not UTF-8; give one with --as", path.display()).into())
+        .ok_or_else(|| {
+            format!(
+                "{}: the file name is not UTF-8; give one with --as",
+                path.display()
+            )
+            .into()
+        })
 }
 
 fn collect_folder(
@@ -83,7 +95,8 @@ fn collect_folder(
     entries.sort_by_key(|entry| entry.file_name());
     for entry in entries {
         let path = entry.path();
-        let metadata = std::fs::metadata(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+        let metadata =
+            std::fs::metadata(&path).map_err(|error| format!("{}: {error}", path.display()))?;
         if metadata.is_dir() {
             collect_folder(root, &path, prefix, sources)?;
             continue;
@@ -110,7 +123,12 @@ fn check_names(sources: &[PutSource]) -> Result<(), Box<dyn std::error::Error>> 
     let mut seen = std::collections::HashSet::new();
     for source in sources {
         if let Some(reason) = flashpipe_fs::name_problem(&source.name) {
-            return Err(format!("{}: name {:?} is not valid in a store: {reason}", source.path.display(), source.name).into());
+            return Err(format!(
+                "{}: name {:?} is not valid in a store: {reason}",
+                source.path.display(),
+                source.name
+            )
+            .into());
         }
         if !seen.insert(source.name.as_str()) {
             return Err(format!("two sources would both be named {:?}", source.name).into());
@@ -129,18 +147,26 @@ fn progress_bar(total_bytes: u64) -> ProgressBar {
 }
 
 /// Stores every source (replacing files of the same name).
-pub fn put_files(client: &mut EngineClient, sources: &[PutSource]) -> Result<TransferReport, Box<dyn std::error::Error>> {
+pub fn put_files(
+    client: &mut EngineClient,
+    sources: &[PutSource],
+) -> Result<TransferReport, Box<dyn std::error::Error>> {
     let total_bytes: u64 = sources.iter().map(|source| source.size_bytes).sum();
     let bar = progress_bar(total_bytes);
     let started = Instant::now();
     let mut done_bytes = 0;
     for source in sources {
         bar.set_message(source.name.clone());
-        let mut file = File::open(&source.path).map_err(|error| format!("{}: {error}", source.path.display()))?;
+        let mut file = File::open(&source.path)
+            .map_err(|error| format!("{}: {error}", source.path.display()))?;
         let written = client
-            .write_stream(&source.name, &mut file, TRANSFER_CHUNK_BYTES, TRANSFER_IN_FLIGHT, &mut |bytes| {
-                bar.set_position(done_bytes + bytes)
-            })
+            .write_stream(
+                &source.name,
+                &mut file,
+                TRANSFER_CHUNK_BYTES,
+                TRANSFER_IN_FLIGHT,
+                &mut |bytes| bar.set_position(done_bytes + bytes),
+            )
             .map_err(|error| format!("{}: {error}", source.path.display()))?;
         done_bytes += written;
     }
@@ -155,14 +181,28 @@ pub fn put_files(client: &mut EngineClient, sources: &[PutSource]) -> Result<Tra
 /// Fetches `name` into `destination` (a file, an existing folder, or `-` for standard
 /// output). A file destination is written under a temporary name and renamed when
 /// complete, so a failure leaves no partial file.
-pub fn get_file(client: &mut EngineClient, name: &str, destination: &Path) -> Result<TransferReport, Box<dyn std::error::Error>> {
+pub fn get_file(
+    client: &mut EngineClient,
+    name: &str,
+    destination: &Path,
+) -> Result<TransferReport, Box<dyn std::error::Error>> {
     let started = Instant::now();
     if destination == Path::new("-") {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        let total_bytes = client.read_stream(name, &mut |chunk| out.write_all(chunk), TRANSFER_CHUNK_BYTES as u64, TRANSFER_IN_FLIGHT, &mut |_| {})?;
+        let total_bytes = client.read_stream(
+            name,
+            &mut |chunk| out.write_all(chunk),
+            TRANSFER_CHUNK_BYTES as u64,
+            TRANSFER_IN_FLIGHT,
+            &mut |_| {},
+        )?;
         out.flush()?;
-        return Ok(TransferReport { file_count: 1, total_bytes, seconds: started.elapsed().as_secs_f64() });
+        return Ok(TransferReport {
+            file_count: 1,
+            total_bytes,
+            seconds: started.elapsed().as_secs_f64(),
+        });
     }
     let target = if destination.is_dir() {
         destination.join(name)
@@ -170,11 +210,21 @@ pub fn get_file(client: &mut EngineClient, name: &str, destination: &Path) -> Re
         destination.to_path_buf()
     };
     let partial = target.with_extension("flashpipe-partial");
-    let mut file = File::create(&partial).map_err(|error| format!("{}: {error}", partial.display()))?;
+    let mut file =
+        File::create(&partial).map_err(|error| format!("{}: {error}", partial.display()))?;
     let bar = progress_bar(0);
-    let result = client.read_stream(name, &mut |chunk| file.write_all(chunk), TRANSFER_CHUNK_BYTES as u64, TRANSFER_IN_FLIGHT, &mut |bytes| bar.set_position(bytes));
+    let result = client.read_stream(
+        name,
+        &mut |chunk| file.write_all(chunk),
+        TRANSFER_CHUNK_BYTES as u64,
+        TRANSFER_IN_FLIGHT,
+        &mut |bytes| bar.set_position(bytes),
+    );
     bar.finish_and_clear();
-    let total_bytes = match result.map_err(Box::<dyn std::error::Error>::from).and_then(|bytes| file.sync_all().map(|()| bytes).map_err(Into::into)) {
+    let total_bytes = match result
+        .map_err(Box::<dyn std::error::Error>::from)
+        .and_then(|bytes| file.sync_all().map(|()| bytes).map_err(Into::into))
+    {
         Ok(bytes) => bytes,
         Err(error) => {
             let _ = std::fs::remove_file(&partial);
@@ -182,7 +232,11 @@ pub fn get_file(client: &mut EngineClient, name: &str, destination: &Path) -> Re
         }
     };
     std::fs::rename(&partial, &target).map_err(|error| format!("{}: {error}", target.display()))?;
-    Ok(TransferReport { file_count: 1, total_bytes, seconds: started.elapsed().as_secs_f64() })
+    Ok(TransferReport {
+        file_count: 1,
+        total_bytes,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// Prints what a transfer did.

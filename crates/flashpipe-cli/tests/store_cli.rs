@@ -1,0 +1,284 @@
+//! Runs the `flashpipe` binary's store commands and demo: a full round trip (mkfs, put,
+//! ls, stat, get, cat, mv, rm, df, fsck) and every bad input the issue names (missing or
+//! wrong store file, newer version, wrong device size, corrupted device, bad names),
+//! each failing with a clear message, a non-zero exit and no change to the store.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn flashpipe(arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(arguments)
+        .output()
+        .expect("the flashpipe binary runs")
+}
+
+fn fresh_folder(name: &str) -> PathBuf {
+    let folder =
+        std::env::temp_dir().join(format!("flashpipe-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(&folder).unwrap();
+    folder
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn succeed(arguments: &[&str]) -> String {
+    let output = flashpipe(arguments);
+    assert!(
+        output.status.success(),
+        "flashpipe {arguments:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Runs a command expected to fail and checks its message names the problem.
+fn check_fails(arguments: &[&str], expected_fragment: &str) {
+    let output = flashpipe(arguments);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "flashpipe {arguments:?} should fail"
+    );
+    assert!(
+        stderr.contains(expected_fragment),
+        "flashpipe {arguments:?}: {stderr:?} lacks {expected_fragment:?}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "flashpipe {arguments:?} panicked: {stderr}"
+    );
+}
+
+fn make_store(folder: &Path) -> PathBuf {
+    let store = folder.join("s.toml");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        "a.img,b.img",
+        "--size",
+        "32MiB",
+        "--block-size",
+        "8KiB",
+        text(&store),
+    ]);
+    store
+}
+
+fn listing(store: &Path) -> Vec<(String, u64)> {
+    let json: Value = serde_json::from_str(&succeed(&["ls", text(store), "--json"])).unwrap();
+    json.as_array()
+        .unwrap()
+        .iter()
+        .map(|file| {
+            (
+                file["name"].as_str().unwrap().to_string(),
+                file["size_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn files_and_folders_round_trip_through_every_command() {
+    let folder = fresh_folder("round-trip");
+    let store = make_store(&folder);
+    let source = folder.join("source");
+    std::fs::create_dir_all(source.join("sub")).unwrap();
+    let big: Vec<u8> = (0..3_000_000u32)
+        .map(|index| (index * 7 % 251) as u8)
+        .collect();
+    std::fs::write(source.join("big.bin"), &big).unwrap();
+    std::fs::write(source.join("sub").join("small.txt"), b"hello flash\n").unwrap();
+    std::fs::write(folder.join("empty"), b"").unwrap();
+
+    succeed(&["put", text(&store), text(&source)]);
+    succeed(&[
+        "put",
+        text(&store),
+        text(&folder.join("empty")),
+        "--as",
+        "nothing",
+    ]);
+    assert_eq!(
+        listing(&store),
+        [
+            ("big.bin".to_string(), 3_000_000),
+            ("nothing".to_string(), 0),
+            ("sub:small.txt".to_string(), 12)
+        ]
+    );
+
+    let fetched = folder.join("fetched.bin");
+    succeed(&["get", text(&store), "big.bin", text(&fetched)]);
+    assert!(std::fs::read(&fetched).unwrap() == big);
+    assert_eq!(
+        succeed(&["cat", text(&store), "sub:small.txt", "nothing"]),
+        "hello flash\n"
+    );
+
+    succeed(&["mv", text(&store), "sub:small.txt", "small"]);
+    let stat: Value =
+        serde_json::from_str(&succeed(&["stat", text(&store), "small", "--json"])).unwrap();
+    assert_eq!(stat[0]["size_bytes"], 12);
+    succeed(&["rm", text(&store), "big.bin"]);
+    assert_eq!(listing(&store).len(), 2);
+
+    let df: Value = serde_json::from_str(&succeed(&["df", text(&store), "--json"])).unwrap();
+    assert_eq!(df["file_count"], 2);
+    assert_eq!(df["total_bytes"], 64 << 20);
+    let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
+    assert_eq!(fsck["clean"], true);
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn bad_input_fails_clearly_and_changes_nothing() {
+    let folder = fresh_folder("bad-input");
+    let store = make_store(&folder);
+    let store_text = text(&store);
+    std::fs::write(folder.join("f.txt"), b"data").unwrap();
+    let f_txt = folder.join("f.txt");
+    succeed(&["put", store_text, text(&f_txt)]);
+    let before = listing(&store);
+
+    check_fails(&["ls", text(&folder.join("missing.toml"))], "No such file");
+    check_fails(
+        &["get", store_text, "nope", text(&folder.join("out"))],
+        "no such file",
+    );
+    assert!(!folder.join("out").exists() && !folder.join("out.flashpipe-partial").exists());
+    check_fails(&["rm", store_text, "f.txt", "nope"], "no such file");
+    check_fails(&["mv", store_text, "f.txt", "a/b"], "bad file name");
+    let long_name = "n".repeat(256);
+    check_fails(
+        &["put", store_text, text(&f_txt), "--as", &long_name],
+        "not valid",
+    );
+    check_fails(
+        &[
+            "put",
+            store_text,
+            text(&f_txt),
+            text(&folder.join("absent")),
+        ],
+        "absent",
+    );
+    check_fails(&["cat", store_text], "at least one");
+    check_fails(
+        &["mkfs", "--devices", "c.img", "--size", "32MiB", store_text],
+        "exists already",
+    );
+    check_fails(
+        &["mkfs", "--devices", "c.img", text(&folder.join("t.toml"))],
+        "--size",
+    );
+    check_fails(
+        &[
+            "mkfs",
+            "--devices",
+            "c.img",
+            "--size",
+            "lots",
+            text(&folder.join("t.toml")),
+        ],
+        "invalid size",
+    );
+    check_fails(
+        &[
+            "mkfs",
+            "--devices",
+            "c.img",
+            "--size",
+            "32MiB",
+            "--block-size",
+            "3KiB",
+            text(&folder.join("t.toml")),
+        ],
+        "block size",
+    );
+    assert!(!folder.join("t.toml").exists() && !folder.join("c.img").exists());
+    assert_eq!(listing(&store), before, "failed commands changed nothing");
+
+    let newer = folder.join("newer.toml");
+    std::fs::write(
+        &newer,
+        std::fs::read_to_string(&store)
+            .unwrap()
+            .replace("store_file_version = 1", "store_file_version = 2"),
+    )
+    .unwrap();
+    check_fails(&["ls", text(&newer)], "newer than this flashpipe");
+    let garbage = folder.join("garbage.toml");
+    std::fs::write(&garbage, "devices = 3\n[[").unwrap();
+    check_fails(&["ls", text(&garbage)], "not a valid store description");
+
+    let ram = folder.join("ram.toml");
+    succeed(&["mkfs", "--devices", "ram:8MiB", text(&ram)]);
+    check_fails(&["put", text(&ram), text(&f_txt)], "RAM devices");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn damaged_devices_are_refused_clearly() {
+    let folder = fresh_folder("damaged");
+    let store = make_store(&folder);
+    let store_text = text(&store);
+    let device = folder.join("a.img");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&device)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    check_fails(&["ls", store_text], "store file records");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&device)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    // Zero both super block slots (FS blocks 0 and 1 live at the start of device a).
+    std::fs::write(&device, vec![0u8; 32 << 20]).unwrap();
+    check_fails(&["ls", store_text], "not a flashpipe file system");
+    check_fails(&["fsck", store_text], "");
+    std::fs::remove_file(folder.join("b.img")).unwrap();
+    check_fails(&["ls", store_text], "does not exist");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn the_demo_runs_on_a_small_size() {
+    let folder = fresh_folder("demo");
+    let output = succeed(&[
+        "demo",
+        "--dir",
+        text(&folder.join("demo")),
+        "--data",
+        text(&folder.join("no-such-data")),
+        "--large-file-size",
+        "2MiB",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(report["fsck_clean"], true);
+    assert_eq!(report["checksum_mismatches"].as_array().unwrap().len(), 0);
+    assert_eq!(report["files"], 501);
+    // A second run replaces the first store.
+    succeed(&[
+        "demo",
+        "--dir",
+        text(&folder.join("demo")),
+        "--data",
+        text(&folder.join("no-such-data")),
+        "--large-file-size",
+        "1MiB",
+        "--json",
+    ]);
+    std::fs::remove_dir_all(&folder).unwrap();
+}
