@@ -1028,8 +1028,16 @@ impl Ftl {
                 let captured: Vec<u32> = (source..source + count)
                     .map(|logical| self.map[logical as usize])
                     .collect();
-                for (index, slot) in captured.into_iter().enumerate() {
+                // Hold every source identity while overlapping destinations are remapped
+                // (memmove): a remap must not free an identity a later page still needs.
+                for &slot in captured.iter().filter(|&&slot| slot != NONE) {
+                    self.identities[slot as usize].references += 1;
+                }
+                for (index, &slot) in captured.iter().enumerate() {
                     self.set_mapping(destination + index as u64, slot);
+                }
+                for &slot in captured.iter().filter(|&&slot| slot != NONE) {
+                    self.release_identity(slot);
                 }
                 self.stats.pages_copied_by_reference += count;
             }
@@ -1698,8 +1706,12 @@ impl Ftl {
             }
         }
         let mut valid = vec![0u32; self.blocks.len()];
+        let mut free = vec![false; self.identities.len()];
+        for &slot in &self.free_identities {
+            free[slot as usize] = true;
+        }
         for (slot, identity) in self.identities.iter().enumerate() {
-            if self.free_identities.contains(&(slot as u32)) {
+            if free[slot] {
                 continue;
             }
             if identity.references != references[slot] {

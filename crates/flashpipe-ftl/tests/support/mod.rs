@@ -7,14 +7,19 @@ use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions};
 
 /// A small array: 2 channels x 2 ways, `blocks` blocks per chip of `pages` 4 KiB pages.
 pub fn small_config(blocks: u32, pages: u32) -> FlashConfig {
+    sized_config(blocks, pages, 4096)
+}
+
+/// Like [`small_config`] with `page_bytes` per page (512 keeps the ECC cheap).
+pub fn sized_config(blocks: u32, pages: u32, page_bytes: u32) -> FlashConfig {
     let mut config = FlashConfig::preset("minflash").expect("preset");
     config.name = "small".to_string();
     config.geometry.channels = 2;
     config.geometry.ways = 2;
     config.geometry.blocks_per_plane = blocks;
     config.geometry.pages_per_block = pages;
-    config.geometry.page_data_bytes = 4096;
-    config.geometry.page_spare_bytes = 256;
+    config.geometry.page_data_bytes = page_bytes;
+    config.geometry.page_spare_bytes = page_bytes / 16 + 40;
     config.reliability.factory_bad_block_fraction = 0.0;
     config.reliability.grown_bad_probability_at_rated = 0.0;
     config
