@@ -27,7 +27,7 @@ pub mod layout;
 pub mod mount;
 pub mod stats;
 
-pub use backend::{FlashBackend, PowerCutFlash, PowerCutReport};
+pub use backend::{FlashBackend, PowerCutFlash, PowerCutReport, SharedFlash};
 pub use ftl::{CopyMode, Ftl, FtlOptions, VictimPolicy};
 pub use mount::MountReport;
 pub use stats::FtlStats;

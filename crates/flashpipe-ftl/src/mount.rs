@@ -97,6 +97,15 @@ fn read_commands(shape: &Shape, pages: &[(u32, u32)]) -> Vec<FlashCommand> {
         .collect()
 }
 
+/// Discards the acks of requests a previous owner left in flight (a dropped FTL): their
+/// results have nobody to go to.
+fn drain_stale_acks(backend: &mut dyn FlashBackend) {
+    let mut stale = Vec::new();
+    while backend.wait_acks(&mut stale) > 0 {
+        stale.clear();
+    }
+}
+
 fn check_backend(backend: &dyn FlashBackend) -> Result<(), FtlError> {
     if backend.host_spare_bytes() < SPARE_RECORD_BYTES {
         return Err(FtlError::Unsupported {
@@ -188,6 +197,7 @@ impl Ftl {
     /// Formats the array under `backend` and returns the empty FTL on it.
     pub fn format(backend: Box<dyn FlashBackend>, options: FtlOptions) -> Result<Ftl, FtlError> {
         let mut backend = backend;
+        drain_stale_acks(&mut *backend);
         check_backend(&*backend)?;
         check_options(&options)?;
         let shape = Shape::new(backend.config());
@@ -229,6 +239,7 @@ impl Ftl {
         options: FtlOptions,
     ) -> Result<(Ftl, MountReport), FtlError> {
         let mut backend = backend;
+        drain_stale_acks(&mut *backend);
         check_backend(&*backend)?;
         check_options(&options)?;
         if !backend.keeps_data() {

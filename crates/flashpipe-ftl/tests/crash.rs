@@ -11,6 +11,9 @@ use std::collections::HashMap;
 use flashpipe_device::{run_batch, BlockDevice, Completion, IoBuf, Operation, Request, SplitMix64};
 use flashpipe_ftl::{CopyMode, FlashBackend, Ftl, FtlOptions, PowerCutFlash, VictimPolicy};
 
+/// A copy's (source, destination, count).
+type CopyRange = (u64, u64, u64);
+
 /// One operation of a batch and the values it gives each logical page it changes.
 struct Pending {
     changes: Vec<(u64, u64)>,
@@ -53,7 +56,7 @@ impl Harness {
     }
 
     /// Picks a batch of operations on disjoint logical pages.
-    fn build_batch(&mut self) -> Vec<(Request, Option<(u64, u64, u64)>, Pending)> {
+    fn build_batch(&mut self) -> Vec<(Request, Option<CopyRange>, Pending)> {
         let logical = self.model.len() as u64;
         let mut used: Vec<(u64, u64)> = Vec::new();
         let mut batch = Vec::new();
@@ -64,8 +67,9 @@ impl Harness {
             let count = 1 + self.generator.below(6);
             let first = self.generator.below(logical - count);
             let overlaps = |used: &Vec<(u64, u64)>, start: u64, length: u64| {
-                used.iter()
-                    .any(|&(other, other_length)| start < other + other_length && other < start + length)
+                used.iter().any(|&(other, other_length)| {
+                    start < other + other_length && other < start + length
+                })
             };
             if choice < 55 {
                 if overlaps(&used, first, count) {
@@ -89,7 +93,11 @@ impl Harness {
                     .enumerate()
                     .map(|(page, &token)| (first + page as u64, token))
                     .collect();
-                batch.push((Request::write(tag, first, buffer), None, Pending { changes }));
+                batch.push((
+                    Request::write(tag, first, buffer),
+                    None,
+                    Pending { changes },
+                ));
             } else if choice < 70 {
                 if overlaps(&used, first, count) {
                     continue;
@@ -119,7 +127,13 @@ impl Harness {
                     Pending { changes },
                 ));
             } else {
-                batch.push((Request::flush(tag), None, Pending { changes: Vec::new() }));
+                batch.push((
+                    Request::flush(tag),
+                    None,
+                    Pending {
+                        changes: Vec::new(),
+                    },
+                ));
             }
         }
         batch
@@ -174,7 +188,11 @@ impl Harness {
         self.ftl().check_invariants()
     }
 
-    fn crash_and_check(&mut self, seed: u64, pending: &HashMap<u64, Pending>) -> Result<(), String> {
+    fn crash_and_check(
+        &mut self,
+        seed: u64,
+        pending: &HashMap<u64, Pending>,
+    ) -> Result<(), String> {
         self.crashes += 1;
         let backend = self.ftl.take().expect("mounted").into_backend();
         let mut flash: Box<PowerCutFlash> = backend
@@ -216,7 +234,9 @@ impl Harness {
                 let found = token_of(&buffer[offset..offset + page_bytes])
                     .map_err(|error| format!("logical {page}: {error}"))?;
                 let expected = self.model[page as usize];
-                let in_flight = allowed.get(&page).is_some_and(|tokens| tokens.contains(&found));
+                let in_flight = allowed
+                    .get(&page)
+                    .is_some_and(|tokens| tokens.contains(&found));
                 if found != expected && !in_flight {
                     return Err(format!(
                         "after crash {}: logical {page} holds token {found}, expected {expected} (in flight: {:?})",
@@ -268,7 +288,10 @@ fn run_seed(seed: u64, batches: u32) -> Result<u32, String> {
 }
 
 fn seeds_from_environment(default_count: u64) -> Vec<u64> {
-    if let Some(seed) = std::env::var("FLASHPIPE_SEED").ok().and_then(|text| text.parse().ok()) {
+    if let Some(seed) = std::env::var("FLASHPIPE_SEED")
+        .ok()
+        .and_then(|text| text.parse().ok())
+    {
         return vec![seed];
     }
     let count = std::env::var("FLASHPIPE_SEEDS")
@@ -284,7 +307,9 @@ fn recovery_rebuilds_every_acknowledged_operation_after_random_power_cuts() {
     for seed in seeds_from_environment(200) {
         match run_seed(seed, 100) {
             Ok(crashes) => total_crashes += crashes,
-            Err(message) => panic!("seed {seed} failed (replay with FLASHPIPE_SEED={seed}): {message}"),
+            Err(message) => {
+                panic!("seed {seed} failed (replay with FLASHPIPE_SEED={seed}): {message}")
+            }
         }
     }
     assert!(total_crashes > 0, "the campaign cut power at least once");
