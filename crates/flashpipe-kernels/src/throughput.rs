@@ -33,6 +33,9 @@ pub enum ThroughputError {
     Input(String),
 }
 
+/// A trained language model with sample text to classify.
+pub type LanguageSample = (Arc<LanguageModel>, Vec<u8>);
+
 /// What to measure with.
 #[derive(Debug, Clone)]
 pub struct MeasureSettings {
@@ -43,7 +46,7 @@ pub struct MeasureSettings {
     /// Workers for the all-cores column.
     pub worker_count: usize,
     /// Model and sample text for the language identifier (its row is left out without them).
-    pub langid: Option<(Arc<LanguageModel>, Vec<u8>)>,
+    pub langid: Option<LanguageSample>,
     /// Measure only the rows whose label contains this text.
     pub only: Option<String>,
 }

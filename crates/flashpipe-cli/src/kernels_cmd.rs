@@ -1,0 +1,450 @@
+//! `flashpipe kernels ...`: list the compute kernels and their options, measure their in-memory
+//! throughput, run one over ordinary files (until the pipeline engine runs them over the store),
+//! and train / evaluate the language-identification profiles on the UDHR corpus.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use flashpipe_kernels::driver::{run_on_bytes, DrivePlan, MapOrder};
+use flashpipe_kernels::langid::model::{train, TrainingSettings};
+use flashpipe_kernels::langid::profile_file::{load_profile, save_profile, ProfileError};
+use flashpipe_kernels::langid::udhr::{
+    evaluate, load_udhr, training_samples, AccuracyRow, CorpusError, CorpusSelection,
+};
+use flashpipe_kernels::registry::{build_kernel, KERNELS};
+use flashpipe_kernels::throughput::{
+    measure_all, LanguageSample, MeasureSettings, ThroughputError, ThroughputRow,
+};
+
+/// Default UDHR corpus location, relative to the repository root.
+const DEFAULT_UDHR_DIRECTORY: &str = "../shared/data/udhr";
+
+/// Errors of the kernels command.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelsCommandError {
+    /// Bad kernel name or options.
+    #[error(transparent)]
+    Options(#[from] flashpipe_kernels::error::OptionsError),
+    /// A kernel failed on an input.
+    #[error(transparent)]
+    Kernel(#[from] flashpipe_kernels::error::KernelError),
+    /// Reading the corpus failed.
+    #[error(transparent)]
+    Corpus(#[from] CorpusError),
+    /// A profile file could not be read or written.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// A throughput run failed.
+    #[error(transparent)]
+    Throughput(#[from] ThroughputError),
+    /// Reading an input or writing an output file failed.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A command-line value is out of range.
+    #[error("{0}")]
+    BadArgument(String),
+}
+
+/// `flashpipe kernels`: with no subcommand, lists the kernels (or measures them with --measure).
+#[derive(Debug, Args)]
+pub struct KernelsArgs {
+    #[command(subcommand)]
+    command: Option<KernelsSubcommand>,
+    /// Measure every kernel's in-memory throughput on one core and on all cores.
+    #[arg(long)]
+    measure: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Input bytes per kernel for --measure (suffixes K, M, G).
+    #[arg(long, default_value = "16M", value_parser = parse_byte_size)]
+    size: u64,
+    /// Minimum seconds per measurement for --measure.
+    #[arg(long, default_value_t = 0.5)]
+    seconds: f64,
+    /// Language profiles for the langid row of --measure (trained on --udhr when absent).
+    #[arg(long)]
+    profiles: Option<PathBuf>,
+    /// UDHR corpus for the langid row of --measure (its text is the sample input).
+    #[arg(long, default_value = DEFAULT_UDHR_DIRECTORY)]
+    udhr: PathBuf,
+    /// With --measure, only the kernels whose row label contains this text.
+    #[arg(long)]
+    only: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum KernelsSubcommand {
+    /// Train language profiles on the UDHR corpus (first 70% of each translation) and save them.
+    TrainLangid(TrainLangidArgs),
+    /// Held-out accuracy of language identification per piece size.
+    EvalLangid(EvalLangidArgs),
+    /// Run one kernel over ordinary files in memory (the pipeline engine will run it over the store).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+struct CorpusArgs {
+    /// The UDHR corpus folder (index.tsv and the HTML files).
+    #[arg(long, default_value = DEFAULT_UDHR_DIRECTORY)]
+    udhr: PathBuf,
+    /// Use only the first N languages of the index.
+    #[arg(long)]
+    max_languages: Option<usize>,
+    /// Fraction of each translation's paragraphs used for training.
+    #[arg(long, default_value_t = 0.7)]
+    train_fraction: f64,
+    /// Longest n-gram (1 to 4).
+    #[arg(long, default_value_t = 4)]
+    order: usize,
+    /// N-grams kept per language.
+    #[arg(long, default_value_t = 1000)]
+    features: usize,
+}
+
+impl CorpusArgs {
+    fn selection(&self) -> Result<CorpusSelection, KernelsCommandError> {
+        if !(self.train_fraction > 0.0 && self.train_fraction < 1.0) {
+            return Err(KernelsCommandError::BadArgument(format!(
+                "--train-fraction {} must be strictly between 0 and 1",
+                self.train_fraction
+            )));
+        }
+        if self.max_languages == Some(0) {
+            return Err(KernelsCommandError::BadArgument(
+                "--max-languages must be positive".into(),
+            ));
+        }
+        Ok(CorpusSelection {
+            max_languages: self.max_languages,
+            train_fraction: self.train_fraction,
+            ..CorpusSelection::default()
+        })
+    }
+
+    fn training_settings(&self) -> Result<TrainingSettings, KernelsCommandError> {
+        if !(1..=4).contains(&self.order) || self.features == 0 {
+            return Err(KernelsCommandError::BadArgument(
+                "--order must be 1 to 4 and --features positive".into(),
+            ));
+        }
+        Ok(TrainingSettings {
+            max_order: self.order,
+            features_per_language: self.features,
+            ..TrainingSettings::default()
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+struct TrainLangidArgs {
+    #[command(flatten)]
+    corpus: CorpusArgs,
+    /// Where to write the profile file.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct EvalLangidArgs {
+    #[command(flatten)]
+    corpus: CorpusArgs,
+    /// Evaluate these profiles (trained with the same split) instead of training in place.
+    #[arg(long)]
+    profiles: Option<PathBuf>,
+    /// Piece sizes in bytes, comma-separated (whole held-out documents are always added).
+    #[arg(long, default_value = "64,256,1024,2048", value_delimiter = ',')]
+    pieces: Vec<usize>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Kernel name (see `flashpipe kernels`).
+    kernel: String,
+    /// Input files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Kernel option as key=value (repeatable).
+    #[arg(short = 'o', long = "option")]
+    options: Vec<String>,
+    /// Folder for transformed outputs (one file per input, same name); required for stream kernels.
+    #[arg(long)]
+    out_dir: Option<PathBuf>,
+    /// Chunk size handed to the kernel (suffixes K, M, G).
+    #[arg(long, default_value = "256K", value_parser = parse_byte_size)]
+    chunk: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_byte_size(text: &str) -> Result<u64, String> {
+    flashpipe_kernels::options::parse_size(text)
+        .filter(|&size| size > 0)
+        .ok_or_else(|| format!("'{text}' is not a positive size (e.g. 4096, 256K, 16M)"))
+}
+
+/// Runs `flashpipe kernels ...`.
+pub fn run(arguments: KernelsArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let result = match arguments.command {
+        Some(KernelsSubcommand::TrainLangid(train_arguments)) => train_langid(&train_arguments),
+        Some(KernelsSubcommand::EvalLangid(eval_arguments)) => eval_langid(&eval_arguments),
+        Some(KernelsSubcommand::Run(run_arguments)) => run_kernel(&run_arguments),
+        None if arguments.measure => measure(&arguments),
+        None => list(arguments.json),
+    };
+    result.map_err(Into::into)
+}
+
+fn list(json: bool) -> Result<(), KernelsCommandError> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(KERNELS).expect("kernel specs serialise")
+        );
+        return Ok(());
+    }
+    for spec in KERNELS {
+        println!("{:<13} {}", spec.name, spec.description);
+        println!(
+            "{:<13} schedule: {:?}, output: {:?}",
+            "", spec.schedule, spec.output
+        );
+        for option in spec.options {
+            let default = option
+                .default
+                .map_or("required".to_string(), |value| format!("default '{value}'"));
+            println!(
+                "{:<13}   {}=...  {} ({default})",
+                "", option.key, option.help
+            );
+        }
+    }
+    Ok(())
+}
+
+fn load_corpus(
+    corpus: &CorpusArgs,
+) -> Result<Vec<flashpipe_kernels::langid::udhr::UdhrDocument>, KernelsCommandError> {
+    Ok(load_udhr(&corpus.udhr, corpus.selection()?)?)
+}
+
+fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> {
+    let documents = load_corpus(&arguments.corpus)?;
+    let model = train(
+        &training_samples(&documents),
+        arguments.corpus.training_settings()?,
+    );
+    save_profile(&model, &arguments.out)?;
+    let size_bytes = std::fs::metadata(&arguments.out).map_or(0, |metadata| metadata.len());
+    println!(
+        "trained {} languages from {} translations: {} n-grams, {} postings; wrote {} ({} bytes)",
+        model.languages.len(),
+        documents.len(),
+        model.feature_count(),
+        model.posting_count(),
+        arguments.out.display(),
+        size_bytes
+    );
+    Ok(())
+}
+
+fn eval_langid(arguments: &EvalLangidArgs) -> Result<(), KernelsCommandError> {
+    if arguments.pieces.contains(&0) {
+        return Err(KernelsCommandError::BadArgument(
+            "--pieces sizes must be positive".into(),
+        ));
+    }
+    let documents = load_corpus(&arguments.corpus)?;
+    let model = match &arguments.profiles {
+        Some(path) => load_profile(path)?,
+        None => train(
+            &training_samples(&documents),
+            arguments.corpus.training_settings()?,
+        ),
+    };
+    let worker_count = std::thread::available_parallelism().map_or(1, usize::from);
+    let rows = evaluate(&model, &documents, &arguments.pieces, worker_count);
+    if arguments.json {
+        let report = serde_json::json!({
+            "languages": model.languages.len(),
+            "documents": documents.len(),
+            "max_order": model.settings.max_order,
+            "features_per_language": model.settings.features_per_language,
+            "rows": rows,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
+        return Ok(());
+    }
+    println!(
+        "held-out accuracy: {} languages, {} translations, byte n-grams 1..={}, {} per language",
+        model.languages.len(),
+        documents.len(),
+        model.settings.max_order,
+        model.settings.features_per_language
+    );
+    print_accuracy_table(&rows);
+    Ok(())
+}
+
+fn print_accuracy_table(rows: &[AccuracyRow]) {
+    println!("| piece | pieces | correct | accuracy |");
+    println!("| --- | ---: | ---: | ---: |");
+    for row in rows {
+        let piece = row
+            .piece_size_bytes
+            .map_or("whole document".to_string(), |size| format!("{size} B"));
+        println!(
+            "| {piece} | {} | {} | {:.2}% |",
+            row.piece_count,
+            row.correct_count,
+            row.accuracy * 100.0
+        );
+    }
+}
+
+fn langid_inputs(arguments: &KernelsArgs) -> Result<Option<LanguageSample>, KernelsCommandError> {
+    let selection = CorpusSelection::default();
+    let documents = match load_udhr(&arguments.udhr, selection) {
+        Ok(documents) => documents,
+        Err(error) => {
+            eprintln!("note: langid rows left out: {error}");
+            return Ok(None);
+        }
+    };
+    let model = match &arguments.profiles {
+        Some(path) => load_profile(path)?,
+        None => train(&training_samples(&documents), TrainingSettings::default()),
+    };
+    let sample: Vec<u8> = documents
+        .iter()
+        .flat_map(|document| document.test_text.iter().copied())
+        .collect();
+    Ok(Some((Arc::new(model), sample)))
+}
+
+fn measure(arguments: &KernelsArgs) -> Result<(), KernelsCommandError> {
+    if !(arguments.seconds >= 0.0 && arguments.seconds <= 600.0) {
+        return Err(KernelsCommandError::BadArgument(
+            "--seconds must be between 0 and 600".into(),
+        ));
+    }
+    let settings = MeasureSettings {
+        input_bytes: usize::try_from(arguments.size)
+            .map_err(|_| KernelsCommandError::BadArgument("--size too large".into()))?,
+        minimum_seconds: arguments.seconds,
+        langid: langid_inputs(arguments)?,
+        only: arguments.only.clone(),
+        ..MeasureSettings::default()
+    };
+    if !arguments.json {
+        println!(
+            "in-memory kernel throughput, {} workers for the all-cores column",
+            settings.worker_count
+        );
+        println!("| kernel | schedule | 1 core MB/s | 1 core MB/CPU-s | all cores MB/s | input |");
+        println!("| --- | --- | ---: | ---: | ---: | --- |");
+    }
+    let json = arguments.json;
+    let rows = measure_all(&settings, |row| {
+        if !json {
+            print_throughput_row(row);
+        }
+    })?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).expect("rows serialise")
+        );
+    }
+    Ok(())
+}
+
+fn print_throughput_row(row: &ThroughputRow) {
+    println!(
+        "| {} | {:?} | {:.1} | {:.1} | {:.1} | {} |",
+        row.kernel,
+        row.schedule,
+        row.single_core_bytes_per_second / 1e6,
+        row.single_core_bytes_per_cpu_second / 1e6,
+        row.all_cores_bytes_per_second / 1e6,
+        row.input_description
+    );
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, KernelsCommandError> {
+    std::fs::read(path).map_err(|source| KernelsCommandError::File {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
+    let kernel = build_kernel(&arguments.kernel, &arguments.options)?;
+    let is_stream = kernel.output_kind() == flashpipe_kernels::api::OutputKind::TransformedStream;
+    if is_stream && arguments.out_dir.is_none() {
+        return Err(KernelsCommandError::BadArgument(format!(
+            "kernel '{}' writes a transformed file: give --out-dir",
+            arguments.kernel
+        )));
+    }
+    let inputs = arguments
+        .files
+        .iter()
+        .map(|path| Ok((path, read_file(path)?)))
+        .collect::<Result<Vec<_>, KernelsCommandError>>()?;
+    let plan = DrivePlan {
+        chunk_size_bytes: usize::try_from(arguments.chunk).unwrap_or(usize::MAX),
+        worker_count: std::thread::available_parallelism().map_or(1, usize::from),
+        map_order: MapOrder::Forward,
+    };
+    let mut results = Vec::new();
+    for (path, data) in &inputs {
+        let mut output = Vec::new();
+        let summary = run_on_bytes(
+            kernel.as_ref(),
+            &path.display().to_string(),
+            data,
+            plan,
+            &mut output,
+        )?;
+        if let (true, Some(directory)) = (is_stream, &arguments.out_dir) {
+            let name = path.file_name().ok_or_else(|| {
+                KernelsCommandError::BadArgument(format!("{} has no file name", path.display()))
+            })?;
+            let out_path = directory.join(name);
+            std::fs::write(&out_path, &output).map_err(|source| KernelsCommandError::File {
+                path: out_path,
+                source,
+            })?;
+        }
+        results.push(serde_json::json!({ "file": path.display().to_string(), "summary": summary }));
+    }
+    if arguments.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).expect("results serialise")
+        );
+    } else {
+        for result in &results {
+            println!(
+                "{}: {}",
+                result["file"].as_str().unwrap_or_default(),
+                result["summary"]
+            );
+        }
+    }
+    Ok(())
+}
