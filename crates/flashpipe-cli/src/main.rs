@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_device;
+mod kernels_cmd;
 mod sim;
 
 use std::process::ExitCode;
@@ -26,6 +27,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// The main job on an embedded default: a small raw device benchmark for now.
     Demo(bench_device::DemoArgs),
+    /// Compute kernels: list them with their options, measure them, train language profiles.
+    Kernels(kernels_cmd::KernelsArgs),
     /// The NAND flash array model: speed, synthetic jobs, trace replay, reproductions.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
         Command::Demo(arguments) => bench_device::run_demo(arguments),
+        Command::Kernels(arguments) => kernels_cmd::run(arguments),
         Command::Sim(command) => sim::run(command),
     };
     match result {
