@@ -148,6 +148,7 @@ pub fn timing_array(
 fn run_speed(arguments: SpeedArgs) -> CliResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
     let mut array = timing_array(config, 1, arguments.queue_depth.max(1), arguments.seed)?;
+    array.precondition_full()?;
     let job = SyntheticJob {
         pattern: AccessPattern::Random,
         kind: AccessKind::Read,
@@ -167,7 +168,7 @@ fn run_speed(arguments: SpeedArgs) -> CliResult {
         .map(|(end, start)| end - start);
     println!("preset                      {}", arguments.preset);
     println!(
-        "workload                    4 KiB random reads, queue depth {}",
+        "workload                    4 KiB random reads of a full array, queue depth {}",
         arguments.queue_depth
     );
     println!("page operations             {}", report.page_operations);
@@ -200,6 +201,9 @@ fn run_job(arguments: JobArgs) -> CliResult {
         return Err("hosts, queue depth and request bytes must be at least 1".into());
     }
     let mut array = timing_array(config, arguments.hosts, 4096, arguments.seed)?;
+    if matches!(arguments.kind, KindArg::Read) {
+        array.precondition_full()?;
+    }
     let job = SyntheticJob {
         pattern: match arguments.pattern {
             PatternArg::Sequential => AccessPattern::Sequential,

@@ -353,6 +353,35 @@ impl FlashArray {
         })
     }
 
+    /// Marks every good block fully programmed now, as after a sequential fill, so that
+    /// reads exercise the error model. Only for timing-only arrays (there is no data to
+    /// read back otherwise).
+    pub fn precondition_full(&mut self) -> Result<(), FlashError> {
+        if self.keeps_data() {
+            return Err(FlashError::InvalidOption {
+                detail: "only a timing-only array can be preconditioned without writing"
+                    .to_string(),
+            });
+        }
+        let now_ns = self.now_ns();
+        let pages = self.config.geometry.pages_per_block;
+        let blocks_per_way = u64::from(self.config.blocks_per_way());
+        for (index, block) in self.blocks.iter_mut().enumerate() {
+            let block_in_way = (index as u64 % blocks_per_way) as u32;
+            let bad = reliability::is_factory_bad(
+                &self.config.reliability,
+                self.options.seed,
+                index as u64,
+                block_in_way,
+            );
+            if !bad && !block.grown_bad {
+                block.next_page = pages;
+                block.programmed_at_ns = now_ns;
+            }
+        }
+        Ok(())
+    }
+
     /// Sets a block's wear (for experiments and tests of the error model).
     pub fn set_block_pe_cycles(&mut self, address: FlashAddress, pe_cycles: u32) {
         if let Ok(index) = self.block_index(address) {
@@ -728,7 +757,12 @@ impl FlashArray {
         let keeps_data = self.keeps_data();
         let data_bytes = self.config.geometry.page_data_bytes as usize;
         let spare_bytes = self.host_spare_bytes();
-        let factory_bad = self.is_factory_bad(address);
+        let factory_bad = reliability::is_factory_bad(
+            &self.config.reliability,
+            self.options.seed,
+            block_index,
+            address.block,
+        );
         let programmed = address.page < self.blocks[block_index as usize].next_page;
         if factory_bad || !programmed {
             if keeps_data {

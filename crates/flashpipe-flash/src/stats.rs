@@ -58,20 +58,25 @@ impl LatencySummary {
         if latencies_ns.is_empty() {
             return LatencySummary::default();
         }
-        let mut sorted = latencies_ns.to_vec();
-        sorted.sort_unstable();
-        let percentile = |fraction: f64| {
-            let rank = ((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len());
-            sorted[rank - 1] as f64 / 1000.0
+        let mut values = latencies_ns.to_vec();
+        let count = values.len();
+        let mut percentile = |fraction: f64| {
+            let rank = ((count as f64 * fraction).ceil() as usize).clamp(1, count);
+            let (_, value, _) = values.select_nth_unstable(rank - 1);
+            *value as f64 / 1000.0
         };
-        let total_ns: u128 = sorted.iter().map(|&value| u128::from(value)).sum();
+        let latency_us_p50 = percentile(0.5);
+        let latency_us_p99 = percentile(0.99);
+        let latency_us_p999 = percentile(0.999);
+        let total_ns: u128 = latencies_ns.iter().map(|&value| u128::from(value)).sum();
+        let largest_ns = latencies_ns.iter().copied().max().unwrap_or(0);
         LatencySummary {
-            count: sorted.len() as u64,
-            latency_us_mean: total_ns as f64 / sorted.len() as f64 / 1000.0,
-            latency_us_p50: percentile(0.5),
-            latency_us_p99: percentile(0.99),
-            latency_us_p999: percentile(0.999),
-            latency_us_max: sorted[sorted.len() - 1] as f64 / 1000.0,
+            count: count as u64,
+            latency_us_mean: total_ns as f64 / count as f64 / 1000.0,
+            latency_us_p50,
+            latency_us_p99,
+            latency_us_p999,
+            latency_us_max: largest_ns as f64 / 1000.0,
         }
     }
 }
@@ -147,5 +152,22 @@ fn mean(values: &[f64]) -> f64 {
         0.0
     } else {
         values.iter().sum::<f64>() / values.len() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_take_the_nearest_rank() {
+        let latencies_ns: Vec<u64> = (1..=1000).rev().map(|value| value * 1000).collect();
+        let summary = LatencySummary::of(&latencies_ns);
+        assert_eq!(summary.count, 1000);
+        assert_eq!(summary.latency_us_p50, 500.0);
+        assert_eq!(summary.latency_us_p99, 990.0);
+        assert_eq!(summary.latency_us_p999, 999.0);
+        assert_eq!(summary.latency_us_max, 1000.0);
+        assert_eq!(summary.latency_us_mean, 500.5);
     }
 }

@@ -432,6 +432,7 @@ fn minflash_bandwidth(
     seed: u64,
 ) -> Result<(f64, f64), Box<dyn std::error::Error>> {
     let mut array = timing_array(minflash_config(devices)?, hosts, 128, seed)?;
+    array.precondition_full()?;
     let requests_per_host = (64 * 1024 * 1024 / request_bytes).clamp(8, 2048);
     let job = SyntheticJob {
         pattern,
