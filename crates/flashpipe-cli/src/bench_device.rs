@@ -1,4 +1,4 @@
-//! `flashpipe bench device` and `flashpipe demo`: raw device-layer throughput and latency
+//! `flashpipe bench device`: raw device-layer throughput and latency
 //! beside fio on the same file, and striped RAM disks and files beside `memcpy`.
 //!
 //! Workloads on one file (sequential 1 MiB reads and writes at each `--qd`, 4 KiB random
@@ -20,6 +20,7 @@ use flashpipe_device::file::{FileDevice, FileDeviceConfig, FileEngine};
 use flashpipe_device::{BlockDevice, BufferPool, DeviceError};
 
 use measure::{Figures, Pattern, Workload};
+use memory::CopyShape;
 use report::{Report, StripeResult, WorkloadResult};
 
 /// Bytes per sequential request.
@@ -96,14 +97,6 @@ pub struct BenchDeviceArgs {
     /// Run only these single-file patterns (comma-separated) [default: all].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Pattern>,
-}
-
-/// Options of `flashpipe demo`.
-#[derive(Debug, clap::Args)]
-pub struct DemoArgs {
-    /// Folder for the demo's files.
-    #[arg(long, default_value = "demo-store")]
-    pub dir: PathBuf,
 }
 
 /// What can stop the benchmark.
@@ -247,39 +240,6 @@ pub fn run(arguments: BenchDeviceArgs) -> Result<(), Box<dyn std::error::Error>>
     Ok(())
 }
 
-/// Runs the demo: the raw benchmark on a small default in `./demo-store`.
-pub fn run_demo(arguments: DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let plan = Plan {
-        size_bytes: 64 << 20,
-        runtime_seconds: 1.0,
-        engine: FileEngine::Auto,
-        direct_io: true,
-        sequential_queue_depths: vec![32],
-        use_fio: true,
-        include_stripes: true,
-        only_patterns: Vec::new(),
-        directory: arguments.dir,
-        keep: true,
-    };
-    println!(
-        "flashpipe demo: raw device benchmark (64 MiB per file, 1 s per workload) in {}",
-        plan.directory.display()
-    );
-    let report = execute(&plan)?;
-    print!("{}", report::render_table(&report));
-    let met = report
-        .targets
-        .iter()
-        .filter(|target| target.status == "met")
-        .count();
-    println!(
-        "\n{met} of {} targets met; files kept in {}",
-        report.targets.len(),
-        plan.directory.display()
-    );
-    Ok(())
-}
-
 /// Removes the files (and the folder) the run created, unless asked to keep them.
 struct Cleanup {
     created_folder: Option<PathBuf>,
@@ -341,15 +301,16 @@ fn open_file(
 
 fn execute(plan: &Plan) -> Result<Report, BenchDeviceError> {
     let mut cleanup = prepare_folder(plan)?;
-    let fio = if plan.use_fio {
+    let mut fio = if plan.use_fio {
         fio::find_or_install()
     } else {
         Err("--no-fio".to_string())
     };
+    let fio_version = fio.as_ref().ok().map(|fio| fio.version.clone());
     let mut device = open_file(plan, &mut cleanup, "bench-single.img", plan.deepest_queue())?;
     let pools = register_pools(&mut device, plan.deepest_queue())?;
     prefill(&mut device, Some(&pools.sequential))?;
-    let single_file = run_single_file(plan, &mut device, &pools, fio.as_ref().ok())?;
+    let single_file = run_single_file(plan, &mut device, &pools, &mut fio)?;
     let engine_in_use = device.engine_in_use().name().to_string();
     let fallback_reason = device.fallback_reason().map(str::to_string);
     let direct_io = device.direct_io_in_use();
@@ -358,6 +319,8 @@ fn execute(plan: &Plan) -> Result<Report, BenchDeviceError> {
         let mut memcpy = memory::MemcpyProbe::new(
             plan.size_bytes
                 .clamp(LEAST_MEMORY_BYTES, MOST_MEMORY_BYTES / 4) as usize,
+            SEQUENTIAL_REQUEST_BYTES as usize,
+            STRIPE_QUEUE_DEPTH as usize,
         );
         let mut stripes = run_stripes(plan, &mut cleanup, &mut memcpy)?;
         let best_gb_per_s = memcpy.best_gb_per_s();
@@ -376,7 +339,7 @@ fn execute(plan: &Plan) -> Result<Report, BenchDeviceError> {
         engine_in_use,
         direct_io,
         fallback_reason,
-        fio_version: fio.as_ref().ok().map(|fio| fio.version.clone()),
+        fio_version,
         fio_unavailable_reason: fio.err(),
         single_file,
         memcpy_gb_per_s,
@@ -444,7 +407,7 @@ fn run_single_file(
     plan: &Plan,
     device: &mut FileDevice,
     pools: &Pools,
-    fio: Option<&fio::Fio>,
+    fio: &mut Result<fio::Fio, String>,
 ) -> Result<Vec<WorkloadResult>, BenchDeviceError> {
     let path = PathBuf::from(&*device.info().name);
     let block_count = (plan.runtime_seconds.round() as usize).max(1);
@@ -466,22 +429,30 @@ fn run_single_file(
         let mut layer_rounds = Vec::new();
         let mut fio_rounds = Vec::new();
         for runner in ALTERNATING_BLOCK.repeat(block_count) {
-            match (runner, fio) {
-                (Runner::Layer, _) => layer_rounds.push(
+            if runner == Runner::Layer {
+                layer_rounds.push(
                     measure::run_on_device(device, &workload, round_ns, None, Some(pool))
                         .map_err(failed)?,
-                ),
-                (Runner::Fio, Some(fio)) => fio_rounds.push(
-                    fio.run(&fio::FioRun {
-                        path: &path,
-                        size_bytes: plan.size_bytes,
-                        workload: &workload,
-                        runtime_ms: round_ns / 1_000_000,
-                        direct_io: plan.direct_io,
-                    })
-                    .map_err(failed)?,
-                ),
-                (Runner::Fio, None) => {}
+                );
+                continue;
+            }
+            let Ok(reference) = fio.as_ref() else {
+                continue;
+            };
+            let fio_run = fio::FioRun {
+                path: &path,
+                size_bytes: plan.size_bytes,
+                workload: &workload,
+                runtime_ms: round_ns / 1_000_000,
+                direct_io: plan.direct_io,
+            };
+            match reference.run(&fio_run) {
+                Ok(figures) => fio_rounds.push(figures),
+                Err(detail) => {
+                    eprintln!("flashpipe: going on without fio, which failed: {detail}");
+                    *fio = Err(format!("fio failed on {label}: {detail}"));
+                    fio_rounds.clear();
+                }
             }
         }
         let layer = measure::combine_rounds(&layer_rounds);
@@ -574,32 +545,42 @@ fn run_sequential_pair(
             queue_depth: STRIPE_QUEUE_DEPTH,
         };
         eprintln!("flashpipe: {device_name} {}", workload.label());
-        let window_ns = plan.runtime_ns() / 2;
-        let memcpy_before_gb_per_s = memcpy
-            .as_mut()
-            .map(|probe| probe.sustained_gb_per_s(window_ns));
+        let window_ns = plan.runtime_ns() / 4;
+        let before = memcpy.as_mut().map(|probe| {
+            (
+                probe.sustained_gb_per_s(window_ns, CopyShape::WholeBuffer),
+                probe.sustained_gb_per_s(window_ns, CopyShape::RequestSized),
+            )
+        });
         let figures = measure::run_on_device(stripe, &workload, plan.runtime_ns(), None, None)
             .map_err(|detail| BenchDeviceError::Workload {
                 workload: format!("{device_name} {}", workload.label()),
                 detail,
             })?;
-        let gb_per_s = figures.mb_per_s / 1e3;
-        let memcpy_around_gb_per_s = memcpy
-            .as_mut()
-            .map(|probe| probe.sustained_gb_per_s(window_ns))
-            .zip(memcpy_before_gb_per_s)
-            .map(|(after, before)| (after + before) / 2.0);
+        let after = memcpy.as_mut().map(|probe| {
+            (
+                probe.sustained_gb_per_s(window_ns, CopyShape::WholeBuffer),
+                probe.sustained_gb_per_s(window_ns, CopyShape::RequestSized),
+            )
+        });
+        let around = before
+            .zip(after)
+            .map(|(before, after)| ((before.0 + after.0) / 2.0, (before.1 + after.1) / 2.0));
         let memcpy_peak_gb_per_s = memcpy.as_mut().map(|probe| probe.best_gb_per_s());
+        let gb_per_s = figures.mb_per_s / 1e3;
+        let ratio = |reference: Option<f64>| reference.map(|reference| gb_per_s / reference);
         results.push(StripeResult {
             device: device_name.to_string(),
             member_count,
             pattern,
             gb_per_s,
-            throughput_ratio_to_memcpy: memcpy_around_gb_per_s.map(|memcpy| gb_per_s / memcpy),
-            memcpy_sustained_gb_per_s: memcpy_around_gb_per_s,
-            throughput_ratio_to_peak_memcpy: memcpy_peak_gb_per_s.map(|memcpy| gb_per_s / memcpy),
+            throughput_ratio_to_memcpy: ratio(around.map(|around| around.0)),
+            memcpy_sustained_gb_per_s: around.map(|around| around.0),
+            throughput_ratio_to_request_sized_memcpy: ratio(around.map(|around| around.1)),
+            request_sized_memcpy_gb_per_s: around.map(|around| around.1),
+            throughput_ratio_to_peak_memcpy: ratio(memcpy_peak_gb_per_s),
             figures,
-            in_memory: memcpy_around_gb_per_s.is_some(),
+            in_memory: around.is_some(),
         });
     }
     Ok(results)

@@ -19,18 +19,32 @@ const MEMCPY_REPETITIONS: usize = 3;
 pub struct MemcpyProbe {
     source: Vec<u8>,
     destination: Vec<u8>,
+    request_buffers: Vec<Vec<u8>>,
     best_gb_per_s: f64,
 }
 
+/// How a probe copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyShape {
+    /// One `memcpy` of the whole buffer (streaming stores on large buffers).
+    WholeBuffer,
+    /// Request-sized `memcpy`s into a ring of request buffers, as a RAM disk does.
+    RequestSized,
+}
+
 impl MemcpyProbe {
-    /// Two touched buffers of `size_bytes`.
-    pub fn new(size_bytes: usize) -> MemcpyProbe {
-        let source = vec![0x3Cu8; size_bytes.max(1)];
-        let mut destination = vec![0u8; size_bytes.max(1)];
+    /// Two touched buffers of `size_bytes` and `request_count` buffers of
+    /// `request_bytes` (at most `size_bytes`).
+    pub fn new(size_bytes: usize, request_bytes: usize, request_count: usize) -> MemcpyProbe {
+        let size_bytes = size_bytes.max(1);
+        let source = vec![0x3Cu8; size_bytes];
+        let mut destination = vec![0u8; size_bytes];
         destination.copy_from_slice(&source);
+        let request_bytes = request_bytes.clamp(1, size_bytes);
         MemcpyProbe {
             source,
             destination,
+            request_buffers: vec![vec![0u8; request_bytes]; request_count.max(1)],
             best_gb_per_s: 0.0,
         }
     }
@@ -52,23 +66,41 @@ impl MemcpyProbe {
         gb_per_s
     }
 
-    /// Copies back and forth for `duration_ns` and returns the sustained bandwidth over
-    /// that window (also counting each copy toward the best).
-    pub fn sustained_gb_per_s(&mut self, duration_ns: u64) -> f64 {
+    /// Copies for `duration_ns` in `shape` and returns the sustained bandwidth over that
+    /// window (whole-buffer copies also count toward the best).
+    pub fn sustained_gb_per_s(&mut self, duration_ns: u64, shape: CopyShape) -> f64 {
         let started = Instant::now();
         let mut copied_bytes = 0u64;
         while copied_bytes == 0 || (started.elapsed().as_nanos() as u64) < duration_ns {
-            let copy_started = Instant::now();
-            self.destination
-                .copy_from_slice(std::hint::black_box(&self.source));
-            std::hint::black_box(&mut self.destination);
-            let copy_ns = copy_started.elapsed().as_nanos().max(1);
-            self.best_gb_per_s = self
-                .best_gb_per_s
-                .max(self.source.len() as f64 / copy_ns as f64);
-            copied_bytes += self.source.len() as u64;
+            copied_bytes += match shape {
+                CopyShape::WholeBuffer => self.copy_whole_buffer(),
+                CopyShape::RequestSized => self.copy_in_requests(),
+            };
         }
         copied_bytes as f64 / started.elapsed().as_nanos().max(1) as f64
+    }
+
+    fn copy_whole_buffer(&mut self) -> u64 {
+        let copy_started = Instant::now();
+        self.destination
+            .copy_from_slice(std::hint::black_box(&self.source));
+        std::hint::black_box(&mut self.destination);
+        let copy_ns = copy_started.elapsed().as_nanos().max(1);
+        let gb_per_s = self.source.len() as f64 / copy_ns as f64;
+        self.best_gb_per_s = self.best_gb_per_s.max(gb_per_s);
+        self.source.len() as u64
+    }
+
+    /// Copies the source in request-sized pieces into a ring of request buffers: what a
+    /// RAM disk read does, without the device layer.
+    fn copy_in_requests(&mut self) -> u64 {
+        let request_bytes = self.request_buffers[0].len();
+        let ring_length = self.request_buffers.len();
+        for (index, piece) in self.source.chunks_exact(request_bytes).enumerate() {
+            self.request_buffers[index % ring_length].copy_from_slice(std::hint::black_box(piece));
+        }
+        std::hint::black_box(&mut self.request_buffers);
+        (self.source.len() / request_bytes * request_bytes) as u64
     }
 
     /// The best bandwidth measured so far (measuring once if never measured).
@@ -134,12 +166,14 @@ mod tests {
 
     #[test]
     fn memcpy_bandwidth_is_positive_and_the_best_is_kept() {
-        let mut probe = MemcpyProbe::new(1 << 20);
+        let mut probe = MemcpyProbe::new(1 << 20, 64 << 10, 4);
         let first = probe.measure_gb_per_s();
         let second = probe.measure_gb_per_s();
         assert!(first > 0.0 && second > 0.0);
         assert_eq!(probe.best_gb_per_s(), first.max(second));
-        assert!(probe.sustained_gb_per_s(1_000_000) > 0.0);
+        for shape in [CopyShape::WholeBuffer, CopyShape::RequestSized] {
+            assert!(probe.sustained_gb_per_s(1_000_000, shape) > 0.0);
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub struct Report {
     pub fallback_reason: Option<String>,
     /// fio's version, when it ran.
     pub fio_version: Option<String>,
-    /// Why fio did not run, when it did not.
+    /// Why fio did not run (or stopped), when it did not.
     pub fio_unavailable_reason: Option<String>,
     /// One file, device layer beside fio.
     pub single_file: Vec<WorkloadResult>,
@@ -96,6 +96,11 @@ pub struct StripeResult {
     pub throughput_ratio_to_memcpy: Option<f64>,
     /// That sustained `memcpy` bandwidth.
     pub memcpy_sustained_gb_per_s: Option<f64>,
+    /// Throughput over `memcpy` in request-sized pieces measured around it (the same
+    /// copies a RAM disk does, without the device layer): the layer's own overhead.
+    pub throughput_ratio_to_request_sized_memcpy: Option<f64>,
+    /// That request-sized `memcpy` bandwidth.
+    pub request_sized_memcpy_gb_per_s: Option<f64>,
     /// Throughput over the best single `memcpy` of the run.
     pub throughput_ratio_to_peak_memcpy: Option<f64>,
     /// The full figures.
@@ -211,7 +216,8 @@ fn fio_text(fio: Option<&Figures>, pick: fn(&Figures) -> f64, precision: usize) 
 pub fn render_table(report: &Report) -> String {
     let mut text = String::new();
     let fio_line = match (&report.fio_version, &report.fio_unavailable_reason) {
-        (Some(version), _) => version.clone(),
+        (Some(version), None) => version.clone(),
+        (Some(version), Some(reason)) => format!("{version}; {reason}; later ratios are n/a"),
         (None, reason) => format!(
             "unavailable ({}); fio columns and ratios are n/a",
             reason.as_deref().unwrap_or("not run")
@@ -270,7 +276,7 @@ pub fn render_table(report: &Report) -> String {
     }
     if !report.stripes.is_empty() {
         text += &format!(
-            "\nmemcpy peak (best single copy): {}\n{:<24} {:>8} {:>12} {:>8} {:>8}\n",
+            "\nmemcpy peak (best single copy): {}\n{:<24} {:>8} {:>12} {:>8} {:>12} {:>8} {:>8}\n",
             report
                 .memcpy_gb_per_s
                 .map_or_else(|| "n/a".to_string(), |value| format!("{value:.2} GB/s")),
@@ -278,17 +284,22 @@ pub fn render_table(report: &Report) -> String {
             "GB/s",
             "memcpy GB/s",
             "ratio",
+            "1MiB-cp GB/s",
+            "ratio",
             "/peak"
         );
+        let gb_text = |value: Option<f64>| {
+            value.map_or_else(|| "n/a".to_string(), |value| format!("{value:.2}"))
+        };
         for stripe in &report.stripes {
             text += &format!(
-                "{:<24} {:>8.2} {:>12} {:>8} {:>8}\n",
+                "{:<24} {:>8.2} {:>12} {:>8} {:>12} {:>8} {:>8}\n",
                 format!("{} {}", stripe.device, stripe.pattern.short_name()),
                 stripe.gb_per_s,
-                stripe
-                    .memcpy_sustained_gb_per_s
-                    .map_or_else(|| "n/a".to_string(), |value| format!("{value:.2}")),
+                gb_text(stripe.memcpy_sustained_gb_per_s),
                 ratio_text(stripe.throughput_ratio_to_memcpy),
+                gb_text(stripe.request_sized_memcpy_gb_per_s),
+                ratio_text(stripe.throughput_ratio_to_request_sized_memcpy),
                 ratio_text(stripe.throughput_ratio_to_peak_memcpy),
             );
         }
