@@ -179,3 +179,35 @@ fn kernel_options_name_a_missing_or_corrupt_profile_file() {
         "profiles is required"
     );
 }
+
+#[test]
+fn html_paragraph_extraction_strips_tags_and_decodes_entities() {
+    use flashpipe_kernels::langid::html::{decode_entities, paragraph_texts};
+    let cases: &[(&str, &[&str])] = &[
+        ("<p>plain</p>", &["plain"]),
+        (
+            "<p class=\"x\">with <b>bold</b>\n  and   spaces</p>",
+            &["with bold and spaces"],
+        ),
+        ("<pre>not a paragraph</pre><param x><p>yes</p>", &["yes"]),
+        (
+            "<p>a &amp; b &lt;c&gt; &quot;d&quot; &#x26; &#233; &nbsp;e</p>",
+            &["a & b <c> \"d\" & é e"],
+        ),
+        ("<p></p><p>  </p><p>second</p>", &["second"]),
+        ("<p>unterminated", &["unterminated"]),
+        ("no paragraphs at all", &[]),
+    ];
+    for (html, expected) in cases {
+        assert_eq!(paragraph_texts(html), *expected, "{html}");
+    }
+    for (text, expected) in [
+        (
+            "&unknown; & &#xZZ; &#1114112;",
+            "&unknown; & &#xZZ; &#1114112;",
+        ),
+        ("&apos;x&apos;", "'x'"),
+    ] {
+        assert_eq!(decode_entities(text), expected);
+    }
+}
