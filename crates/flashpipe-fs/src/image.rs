@@ -281,8 +281,9 @@ fn check_device_fits(
     super_block: &SuperBlock,
 ) -> Result<Geometry, LoadFailure> {
     let info = device.info();
-    let expected_size_bytes =
-        super_block.fs_block_count * u64::from(super_block.fs_block_size_bytes);
+    let expected_size_bytes = super_block
+        .fs_block_count
+        .saturating_mul(u64::from(super_block.fs_block_size_bytes));
     if super_block.fs_block_size_bytes % info.block_size_bytes != 0
         || expected_size_bytes > info.size_bytes()
     {
@@ -571,7 +572,7 @@ impl Loader {
                 "{context}: indirect head {indirect_head} for {pointer_count} pointers"
             ));
         }
-        let mut pointers = Vec::with_capacity(pointer_count as usize);
+        let mut pointers = Vec::with_capacity(direct_count);
         for slot in 0..direct_count {
             let pointer = read_u64(record, INODE_RECORD_HEADER_BYTES + 8 * slot);
             if pointer != 0 && !self.in_range(pointer) {
@@ -721,7 +722,7 @@ impl Loader {
         let is_last = position + 1 == chain_length;
         if header.owner != inode_number
             || u64::from(header.entry_count) != expected_entries
-            || header.payload_bytes != 8 * header.entry_count
+            || u64::from(header.payload_bytes) != 8 * u64::from(header.entry_count)
         {
             return Err(format!("header: owner {}, {} entries; expected owner {inode_number}, {expected_entries} entries", header.owner, header.entry_count));
         }
@@ -888,7 +889,9 @@ fn check_map_header(
             header.owner
         ));
     }
-    if header.entry_count as usize > capacity || header.payload_bytes != 8 * header.entry_count {
+    if header.entry_count as usize > capacity
+        || u64::from(header.payload_bytes) != 8 * u64::from(header.entry_count)
+    {
         return Err(format!(
             "{} entries in {} payload bytes",
             header.entry_count, header.payload_bytes

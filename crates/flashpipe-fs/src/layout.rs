@@ -241,7 +241,12 @@ impl SuperBlock {
         if !is_valid_fs_block_size(self.fs_block_size_bytes) {
             return bad(format!("block size {}", self.fs_block_size_bytes));
         }
-        if self.fs_block_count < MIN_FS_BLOCK_COUNT {
+        if self.fs_block_count < MIN_FS_BLOCK_COUNT
+            || self
+                .fs_block_count
+                .checked_mul(u64::from(self.fs_block_size_bytes))
+                .is_none()
+        {
             return bad(format!("block count {}", self.fs_block_count));
         }
         if self.commit_sequence == 0 || self.next_inode_number == 0 {

@@ -5,7 +5,9 @@
 
 mod support;
 
-use flashpipe_fs::layout::{open_metadata_block, seal_metadata_block, MetadataKind};
+use flashpipe_fs::layout::{
+    checksum_with_field_zeroed, open_metadata_block, seal_metadata_block, MetadataKind,
+};
 use flashpipe_fs::{fsck, Filesystem, FormatOptions, FsckError, MountError, Structure};
 use support::{pattern, SharedDisk};
 
@@ -279,5 +281,67 @@ fn repair_names_an_orphan_inode_lost_and_found() {
         found.iter().any(|entry| entry.0 == adopted),
         "{:?}",
         found.iter().map(|entry| &entry.0).collect::<Vec<_>>()
+    );
+}
+
+/// Flips a bit and recomputes the block's checksum, so that the damage gets past the
+/// checksum and reaches the semantic checks.
+fn flip_and_reseal(bytes: &mut [u8], structure: Structure, position: usize) {
+    bytes[position] ^= 1 << (position % 8);
+    let checksum_offset = if structure == Structure::SuperBlock {
+        12
+    } else {
+        4
+    };
+    if (checksum_offset..checksum_offset + 4).contains(&position) {
+        return;
+    }
+    let checksum = if structure == Structure::SuperBlock {
+        checksum_with_field_zeroed(&bytes[..512], checksum_offset)
+    } else {
+        checksum_with_field_zeroed(bytes, checksum_offset)
+    };
+    bytes[checksum_offset..checksum_offset + 4].copy_from_slice(&checksum.to_le_bytes());
+}
+
+#[test]
+fn damage_behind_a_valid_checksum_never_panics_and_mount_agrees_with_fsck() {
+    let (shared, metadata, _) = build_image();
+    let mut reported = 0;
+    let mut flips = 0;
+    for &(structure, block) in &metadata {
+        let original = shared.peek(block * BLOCK_SIZE, BLOCK_SIZE as usize);
+        for position in positions(&shared, structure, block) {
+            let mut damaged = original.clone();
+            flip_and_reseal(&mut damaged, structure, position);
+            shared.poke(block * BLOCK_SIZE, &damaged);
+            let context = format!("{structure} block {block} byte {position} (resealed)");
+            let clean = match fsck(&mut shared.boxed(), false) {
+                Ok(report) => report.is_clean(),
+                Err(FsckError::NewerVersion { .. } | FsckError::WrongDeviceSize { .. }) => false,
+                Err(error) => panic!("{context}: fsck failed: {error}"),
+            };
+            reported += usize::from(!clean);
+            if let Ok(mut fs) = Filesystem::mount(shared.boxed()) {
+                let report = fs.check().unwrap();
+                assert!(
+                    clean || structure == Structure::SuperBlock,
+                    "{context}: mount accepted what fsck reported"
+                );
+                assert!(
+                    report.is_clean(),
+                    "{context}: mounted, yet fsck finds {report}"
+                );
+                for stat in fs.list() {
+                    fs.read(stat.file_id, 0, stat.size_bytes).unwrap();
+                }
+            }
+            shared.poke(block * BLOCK_SIZE, &original);
+            flips += 1;
+        }
+    }
+    assert!(
+        reported * 2 > flips,
+        "{reported} of {flips} resealed flips reported"
     );
 }
