@@ -187,6 +187,7 @@ pub struct FlashArray {
     events: BinaryHeap<Reverse<u128>>,
     event_sequence: u64,
     dies: Vec<Die>,
+    offers: Vec<Option<(u8, u64, u32, BusWork)>>,
     channels: Vec<Channel>,
     devices: Vec<Device>,
     hosts: Vec<Host>,
@@ -266,6 +267,7 @@ impl FlashArray {
             events: BinaryHeap::new(),
             event_sequence: 0,
             dies: (0..die_count).map(|_| Die::default()).collect(),
+            offers: vec![None; die_count as usize],
             channels: (0..channel_count)
                 .map(|_| Channel {
                     bus_work: None,
@@ -720,6 +722,7 @@ impl FlashArray {
                     kind: slot.kind,
                 };
                 self.dies[die as usize].waiting.push_back(work);
+                self.refresh_offer(die);
                 self.channels[channel as usize].queued_count += 1;
                 self.schedule_bus(channel);
             }
@@ -1010,6 +1013,12 @@ impl FlashArray {
         Ok(erase_ns)
     }
 
+    /// Recomputes what die `die_index` offers its channel's scheduler, after any change
+    /// to its queue, register or array.
+    fn refresh_offer(&mut self, die_index: u32) {
+        self.offers[die_index as usize] = self.bus_candidate(die_index);
+    }
+
     /// The bus work a die offers its channel's scheduler: (priority class, age, slot, work).
     fn bus_candidate(&self, die_index: u32) -> Option<(u8, u64, u32, BusWork)> {
         let die = &self.dies[die_index as usize];
@@ -1063,7 +1072,8 @@ impl FlashArray {
             if position >= dies_per_channel {
                 position -= dies_per_channel;
             }
-            let Some((class, age_ns, slot_index, work)) = self.bus_candidate(first_die + position)
+            let Some((class, age_ns, slot_index, work)) =
+                self.offers[(first_die + position) as usize]
             else {
                 continue;
             };
@@ -1090,6 +1100,7 @@ impl FlashArray {
             );
             die.array_slot = Some(slot_index);
             self.channels[channel_index as usize].queued_count -= 1;
+            self.refresh_offer(first_die + position);
         }
         let channel = &mut self.channels[channel_index as usize];
         channel.bus_work = Some((slot_index, work));
@@ -1123,6 +1134,7 @@ impl FlashArray {
                     .map(|queued| queued.slot_index);
                 self.channels[channel_index as usize].queued_count -= 1;
                 assert_eq!(popped, Some(slot_index));
+                self.refresh_offer(die_index);
                 let timing = &self.config.timing;
                 let decode_ns = timing.ecc_decode_ns
                     + timing.ecc_decode_ns_per_symbol_error * u64::from(symbols);
@@ -1156,7 +1168,9 @@ impl FlashArray {
                 kind,
             });
             self.channels[channel_index as usize].queued_count += 1;
+            self.refresh_offer(die_index);
         } else {
+            self.refresh_offer(die_index);
             self.release_tag(device);
             self.schedule_return(slot_index, self.now_ns(), kind);
         }
