@@ -1,0 +1,168 @@
+//! The kernels' output sink inside the pipeline: counts, collects, or cuts the stream into
+//! recycled buffers queued (bounded) to the write stage.
+
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use flashpipe_device::{Clock, IoBuf};
+use flashpipe_kernels::api::OutputSink;
+use flashpipe_kernels::error::{KernelError, KernelErrorKind};
+
+/// One buffer of a result stream on its way into the store.
+pub(crate) struct WriteRequest {
+    pub(crate) file: Arc<str>,
+    pub(crate) offset_bytes: u64,
+    pub(crate) buffer: IoBuf,
+}
+
+/// The write stage's queue and its recycled buffers.
+#[derive(Clone)]
+pub(crate) struct WriteQueue {
+    pub(crate) requests: Sender<WriteRequest>,
+    pub(crate) spare_buffers: Receiver<IoBuf>,
+    pub(crate) chunk_bytes: usize,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+/// Where one file's stream goes.
+pub(crate) enum OutputWriter {
+    Discard,
+    Collect(Vec<u8>),
+    Store(StoreWriter),
+}
+
+pub(crate) struct StoreWriter {
+    file: Arc<str>,
+    queue: WriteQueue,
+    buffer: Option<IoBuf>,
+    filled_bytes: usize,
+    flushed_offset_bytes: u64,
+    pub(crate) blocked_ns: u64,
+}
+
+/// A sink over an [`OutputWriter`], counting what passes through.
+pub(crate) struct CountedWriter {
+    pub(crate) writer: OutputWriter,
+    pub(crate) written_bytes: u64,
+}
+
+impl CountedWriter {
+    pub(crate) fn discard() -> CountedWriter {
+        CountedWriter::new(OutputWriter::Discard)
+    }
+
+    pub(crate) fn collect() -> CountedWriter {
+        CountedWriter::new(OutputWriter::Collect(Vec::new()))
+    }
+
+    pub(crate) fn store(file: &str, queue: WriteQueue) -> CountedWriter {
+        CountedWriter::new(OutputWriter::Store(StoreWriter {
+            file: Arc::from(file),
+            queue,
+            buffer: None,
+            filled_bytes: 0,
+            flushed_offset_bytes: 0,
+            blocked_ns: 0,
+        }))
+    }
+
+    fn new(writer: OutputWriter) -> CountedWriter {
+        CountedWriter {
+            writer,
+            written_bytes: 0,
+        }
+    }
+
+    /// Time spent so far waiting for room in the write queue.
+    pub(crate) fn blocked_ns(&self) -> u64 {
+        match &self.writer {
+            OutputWriter::Store(store) => store.blocked_ns,
+            OutputWriter::Discard | OutputWriter::Collect(_) => 0,
+        }
+    }
+
+    /// Sends what is buffered; returns the collected stream (if collecting) and the time spent
+    /// blocked on the write queue.
+    pub(crate) fn finish(self) -> Result<(Option<Vec<u8>>, u64), KernelError> {
+        match self.writer {
+            OutputWriter::Discard => Ok((None, 0)),
+            OutputWriter::Collect(bytes) => {
+                assert_eq!(bytes.len() as u64, self.written_bytes);
+                Ok((Some(bytes), 0))
+            }
+            OutputWriter::Store(mut store) => {
+                store.send_buffer()?;
+                assert_eq!(store.flushed_offset_bytes, self.written_bytes);
+                Ok((None, store.blocked_ns))
+            }
+        }
+    }
+}
+
+impl OutputSink for CountedWriter {
+    fn write_output(&mut self, bytes: &[u8]) -> Result<(), KernelError> {
+        self.written_bytes += bytes.len() as u64;
+        match &mut self.writer {
+            OutputWriter::Discard => Ok(()),
+            OutputWriter::Collect(collected) => {
+                collected.extend_from_slice(bytes);
+                Ok(())
+            }
+            OutputWriter::Store(store) => store.append(bytes),
+        }
+    }
+}
+
+impl StoreWriter {
+    fn append(&mut self, mut bytes: &[u8]) -> Result<(), KernelError> {
+        while !bytes.is_empty() {
+            let chunk_bytes = self.queue.chunk_bytes;
+            let buffer = self.buffer.get_or_insert_with(|| {
+                let mut spare = self
+                    .queue
+                    .spare_buffers
+                    .try_recv()
+                    .unwrap_or_else(|_| IoBuf::zeroed(chunk_bytes));
+                spare.set_len(chunk_bytes);
+                spare
+            });
+            let room = chunk_bytes - self.filled_bytes;
+            let taken = room.min(bytes.len());
+            buffer[self.filled_bytes..self.filled_bytes + taken].copy_from_slice(&bytes[..taken]);
+            self.filled_bytes += taken;
+            bytes = &bytes[taken..];
+            if self.filled_bytes == chunk_bytes {
+                self.send_buffer()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn send_buffer(&mut self) -> Result<(), KernelError> {
+        let Some(mut buffer) = self.buffer.take() else {
+            return Ok(());
+        };
+        if self.filled_bytes == 0 {
+            return Ok(());
+        }
+        buffer.set_len(self.filled_bytes);
+        let request = WriteRequest {
+            file: Arc::clone(&self.file),
+            offset_bytes: self.flushed_offset_bytes,
+            buffer,
+        };
+        let started_ns = self.queue.clock.now_ns();
+        let sent = self.queue.requests.send(request);
+        self.blocked_ns += self.queue.clock.now_ns().saturating_sub(started_ns);
+        sent.map_err(|_| {
+            KernelError::new(
+                &self.file,
+                self.flushed_offset_bytes,
+                KernelErrorKind::Internal("the write stage stopped".into()),
+            )
+        })?;
+        self.flushed_offset_bytes += self.filled_bytes as u64;
+        self.filled_bytes = 0;
+        Ok(())
+    }
+}

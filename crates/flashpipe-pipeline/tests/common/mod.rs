@@ -1,0 +1,359 @@
+//! Shared test fixtures: a RAM store with files, a device that fails reads on demand, and a
+//! test kernel that can be slow, fail or panic at a chosen offset.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flashpipe_device::{
+    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, RamDisk,
+    Rejected, Request,
+};
+use flashpipe_engine::{Engine, EngineConfig};
+use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_kernels::api::{
+    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
+    Schedule, SequentialJob, Summary,
+};
+use flashpipe_kernels::error::{KernelError, KernelErrorKind};
+use flashpipe_pipeline::{run_pipeline, PipelineConfig, PipelineError, PipelineResult};
+
+/// A running RAM store.
+pub struct TestStore {
+    pub engine: Engine,
+    pub engine_config: EngineConfig,
+    pub clock: Arc<dyn Clock>,
+    pub fail_reads: Arc<AtomicBool>,
+}
+
+pub const TEST_ENGINE: EngineConfig = EngineConfig {
+    command_queue_capacity: 64,
+    read_buffer_count: 16,
+    max_read_bytes: 64 * 1024,
+    reads_in_flight_limit: 16,
+};
+
+/// Formats a 64 MiB RAM store, writes `files`, and starts its engine.
+pub fn store_with(files: &[(&str, Vec<u8>)]) -> TestStore {
+    let fail_reads = Arc::new(AtomicBool::new(false));
+    let ram = RamDisk::new("ram", 4096, 16384, 32).expect("ram disk");
+    let device = FailingReads {
+        inner: ram,
+        fail_reads: Arc::clone(&fail_reads),
+    };
+    let mut filesystem = Filesystem::format(
+        Box::new(device),
+        &FormatOptions {
+            fs_block_size_bytes: 4096,
+        },
+    )
+    .expect("format");
+    for (name, data) in files {
+        let file = filesystem.create(name).expect("create");
+        filesystem.write(file, 0, data).expect("write");
+    }
+    filesystem.flush().expect("flush");
+    let clock = flashpipe_pipeline::clock_of_filesystem(&mut filesystem);
+    TestStore {
+        engine: Engine::start(filesystem, TEST_ENGINE),
+        engine_config: TEST_ENGINE,
+        clock,
+        fail_reads,
+    }
+}
+
+impl TestStore {
+    /// Runs `kernel` over `files` with `config`.
+    pub fn run(
+        &self,
+        kernel: Arc<dyn Kernel>,
+        files: &[&str],
+        config: &PipelineConfig,
+    ) -> Result<PipelineResult, PipelineError> {
+        self.run_cancellable(kernel, files, config, Arc::new(AtomicBool::new(false)))
+    }
+
+    pub fn run_cancellable(
+        &self,
+        kernel: Arc<dyn Kernel>,
+        files: &[&str],
+        config: &PipelineConfig,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<PipelineResult, PipelineError> {
+        let files: Vec<String> = files.iter().map(|name| name.to_string()).collect();
+        run_pipeline(flashpipe_pipeline::run::PipelineJob {
+            engine: &self.engine,
+            engine_config: &self.engine_config,
+            clock: Arc::clone(&self.clock),
+            kernel,
+            files: &files,
+            config,
+            cancel,
+        })
+    }
+
+    /// Reads a whole file back out of the store.
+    pub fn contents(&self, name: &str) -> Vec<u8> {
+        let mut client = self.engine.client(8);
+        let mut contents = Vec::new();
+        client
+            .read_stream(
+                name,
+                &mut |bytes| {
+                    contents.extend_from_slice(bytes);
+                    Ok(())
+                },
+                64 * 1024,
+                8,
+                &mut |_| {},
+            )
+            .expect("read back");
+        contents
+    }
+}
+
+/// Small pipeline settings: 4 KiB chunks, few credits.
+pub fn small_config(output: flashpipe_pipeline::OutputTarget) -> PipelineConfig {
+    PipelineConfig {
+        reader_count: 1,
+        reads_in_flight_per_reader: 4,
+        chunk_bytes: 4096,
+        worker_count: 3,
+        chunk_credit_count: 8,
+        output_queue_capacity: 2,
+        output_chunk_bytes: 8192,
+        writes_in_flight: 2,
+        output,
+    }
+}
+
+/// Deterministic bytes.
+pub fn pattern(length_bytes: usize, seed: u8) -> Vec<u8> {
+    (0..length_bytes)
+        .map(|index| {
+            (index as u32)
+                .wrapping_mul(2_654_435_761)
+                .rotate_left(seed as u32) as u8
+        })
+        .collect()
+}
+
+/// A RAM disk whose reads of data fail while `fail_reads` is set.
+struct FailingReads {
+    inner: RamDisk,
+    fail_reads: Arc<AtomicBool>,
+}
+
+impl BlockDevice for FailingReads {
+    fn info(&self) -> &DeviceInfo {
+        self.inner.info()
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock()
+    }
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+        if self.fail_reads.load(Ordering::Acquire) {
+            if let Operation::Read { .. } = request.operation {
+                return Err(Rejected {
+                    request,
+                    error: DeviceError::new(
+                        &self.inner.info().name,
+                        DeviceErrorKind::IoFailed {
+                            detail: "injected read failure".into(),
+                        },
+                    ),
+                });
+            }
+        }
+        self.inner.submit(request)
+    }
+    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
+        self.inner.poll_completions(completions)
+    }
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
+        self.inner.wait_completions(completions)
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+}
+
+/// A test kernel: sums bytes with positions, checks that parts arrive in order, and can be slow,
+/// fail or panic at a chosen offset.
+pub struct ProbeKernel {
+    pub schedule: Schedule,
+    pub delay: Duration,
+    pub fail_at_offset_bytes: Option<u64>,
+    pub panic_at_offset_bytes: Option<u64>,
+    pub chunks_seen: Arc<AtomicU64>,
+}
+
+impl ProbeKernel {
+    pub fn new(schedule: Schedule) -> ProbeKernel {
+        ProbeKernel {
+            schedule,
+            delay: Duration::ZERO,
+            fail_at_offset_bytes: None,
+            panic_at_offset_bytes: None,
+            chunks_seen: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+/// The probe's digest: a position-weighted sum that any reordering changes.
+pub fn probe_digest(data: &[u8]) -> u64 {
+    data.iter().enumerate().fold(0u64, |sum, (index, byte)| {
+        sum.wrapping_add((index as u64 + 1).wrapping_mul(u64::from(*byte) + 1))
+    })
+}
+
+struct ProbeMapper {
+    delay: Duration,
+    fail_at_offset_bytes: Option<u64>,
+    panic_at_offset_bytes: Option<u64>,
+    chunks_seen: Arc<AtomicU64>,
+}
+
+impl ProbeMapper {
+    fn visit(&self, chunk: &Chunk<'_>) -> Result<u64, KernelError> {
+        self.chunks_seen.fetch_add(1, Ordering::Relaxed);
+        std::thread::sleep(self.delay);
+        let range = chunk.offset_bytes..chunk.end_offset_bytes().max(chunk.offset_bytes + 1);
+        if let Some(offset) = self
+            .fail_at_offset_bytes
+            .filter(|offset| range.contains(offset))
+        {
+            return Err(
+                chunk.error_at(offset, KernelErrorKind::WrongFormat("probe refuses".into()))
+            );
+        }
+        if self
+            .panic_at_offset_bytes
+            .is_some_and(|offset| range.contains(&offset))
+        {
+            panic!("probe panics");
+        }
+        Ok(chunk
+            .data
+            .iter()
+            .enumerate()
+            .fold(0u64, |sum, (index, byte)| {
+                let position = chunk.offset_bytes + index as u64 + 1;
+                sum.wrapping_add(position.wrapping_mul(u64::from(*byte) + 1))
+            }))
+    }
+}
+
+impl ChunkMapper for ProbeMapper {
+    fn map_chunk(&self, chunk: &Chunk<'_>) -> Result<ChunkPart, KernelError> {
+        let sum = self.visit(chunk)?;
+        Ok(ChunkPart::new(chunk, (sum, chunk.data.to_vec())))
+    }
+}
+
+struct ProbeReducer {
+    file: FileInfo,
+    next_offset_bytes: u64,
+    sum: u64,
+}
+
+impl PartReducer for ProbeReducer {
+    fn reduce_part(
+        &mut self,
+        part: ChunkPart,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
+        assert_eq!(
+            part.offset_bytes, self.next_offset_bytes,
+            "parts out of order"
+        );
+        self.next_offset_bytes += part.length_bytes as u64;
+        let (sum, bytes): (u64, Vec<u8>) = part.into_partial(&self.file)?;
+        self.sum = self.sum.wrapping_add(sum);
+        sink.write_output(&bytes)
+    }
+    fn finish(self: Box<Self>, _sink: &mut dyn OutputSink) -> Result<Summary, KernelError> {
+        assert_eq!(self.next_offset_bytes, self.file.size_bytes);
+        Ok(digest_summary(self.sum))
+    }
+}
+
+struct ProbeSequential {
+    mapper: ProbeMapper,
+    file: FileInfo,
+    next_offset_bytes: u64,
+    sum: u64,
+}
+
+impl SequentialJob for ProbeSequential {
+    fn process_chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
+        assert_eq!(
+            chunk.offset_bytes, self.next_offset_bytes,
+            "chunks out of order"
+        );
+        self.next_offset_bytes = chunk.end_offset_bytes();
+        self.sum = self.sum.wrapping_add(self.mapper.visit(chunk)?);
+        sink.write_output(chunk.data)
+    }
+    fn finish(self: Box<Self>, _sink: &mut dyn OutputSink) -> Result<Summary, KernelError> {
+        assert_eq!(self.next_offset_bytes, self.file.size_bytes);
+        Ok(digest_summary(self.sum))
+    }
+}
+
+fn digest_summary(sum: u64) -> Summary {
+    Summary::Digest {
+        algorithm: "probe".into(),
+        hex: format!("{sum:016x}"),
+    }
+}
+
+impl Kernel for ProbeKernel {
+    fn name(&self) -> &'static str {
+        "probe"
+    }
+    fn schedule(&self) -> Schedule {
+        self.schedule
+    }
+    fn output_kind(&self) -> OutputKind {
+        OutputKind::TransformedStream
+    }
+    fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {
+        let mapper = ProbeMapper {
+            delay: self.delay,
+            fail_at_offset_bytes: self.fail_at_offset_bytes,
+            panic_at_offset_bytes: self.panic_at_offset_bytes,
+            chunks_seen: Arc::clone(&self.chunks_seen),
+        };
+        Ok(match self.schedule {
+            Schedule::ChunksInParallel => FileJob::Parallel {
+                mapper: Arc::new(mapper),
+                reducer: Box::new(ProbeReducer {
+                    file: file.clone(),
+                    next_offset_bytes: 0,
+                    sum: 0,
+                }),
+            },
+            Schedule::ChunksInOrder => FileJob::Sequential(Box::new(ProbeSequential {
+                mapper,
+                file: file.clone(),
+                next_offset_bytes: 0,
+                sum: 0,
+            })),
+        })
+    }
+}
+
+/// The digest summary the probe gives for `data`.
+pub fn expected_probe_summary(data: &[u8]) -> Summary {
+    digest_summary(probe_digest(data))
+}
