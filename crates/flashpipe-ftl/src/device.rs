@@ -154,10 +154,10 @@ impl BlockDevice for Ftl {
                 ));
             }
             if !self.wait_and_pump() && self.ready.is_empty() {
-                return Err(self.device_error(
-                    "host requests wait for free space that garbage collection cannot make"
-                        .to_string(),
-                ));
+                return Err(self.device_error(format!(
+                    "host requests wait for free space that garbage collection cannot make: {}",
+                    self.describe_state()
+                )));
             }
         }
     }

@@ -61,6 +61,9 @@ pub struct FtlOptions {
     pub queue_depth: u32,
     /// Victims collected at once.
     pub gc_parallel_victims: u32,
+    /// Check the map against the block table after every collected block and panic on
+    /// a difference (tests).
+    pub check_after_collection: bool,
 }
 
 impl Default for FtlOptions {
@@ -73,6 +76,7 @@ impl Default for FtlOptions {
             static_wear_leveling_spread: Some(64),
             queue_depth: 64,
             gc_parallel_victims: 2,
+            check_after_collection: false,
         }
     }
 }
@@ -192,6 +196,7 @@ struct HostOp {
     count: u64,
     source: u64,
     buffer: Option<IoBuf>,
+    started: bool,
     pages_issued: u64,
     pages_left: u64,
     error: Option<DeviceError>,
@@ -705,6 +710,7 @@ impl Ftl {
                 count,
                 source,
                 buffer,
+                started: false,
                 pages_issued: 0,
                 pages_left: pages,
                 error: None,
@@ -759,7 +765,7 @@ impl Ftl {
         while let Some(&op_id) = self.waiting.front() {
             let op = &self.host_ops[&op_id];
             let kind = op.kind;
-            let fresh = op.pages_issued == 0;
+            let fresh = !op.started;
             let mutation = matches!(kind, HostKind::Write | HostKind::Trim | HostKind::Copy);
             let quiescing = self.checkpoint_wanted && self.checkpoint_write.is_none();
             if mutation && fresh && quiescing {
@@ -772,6 +778,7 @@ impl Ftl {
                 self.mark_busy(op_id, true);
                 self.mutations_active += 1;
             }
+            self.host_ops.get_mut(&op_id).expect("open op").started = true;
             let finished_issuing = match kind {
                 HostKind::Read => {
                     self.issue_read(op_id);
@@ -1245,7 +1252,9 @@ impl Ftl {
         let Some(spread) = self.options.static_wear_leveling_spread else {
             return;
         };
-        if self.erases_since_wear_check < 32 || !self.victims.is_empty() {
+        if self.erases_since_wear_check < 8
+            || self.victims.len() as u32 >= self.options.gc_parallel_victims
+        {
             return;
         }
         self.erases_since_wear_check = 0;
@@ -1258,13 +1267,26 @@ impl Ftl {
             .blocks
             .iter()
             .enumerate()
-            .filter(|(_, block)| block.usage == BlockUse::Sealed && block.programs_in_flight == 0)
+            .filter(|(_, block)| {
+                block.programs_in_flight == 0
+                    && matches!(
+                        block.usage,
+                        BlockUse::Sealed | BlockUse::Checkpoint | BlockUse::Log
+                    )
+            })
             .min_by_key(|(_, block)| block.erase_count);
         let Some((coldest, block)) = coldest else {
             return;
         };
         if max_erases - block.erase_count <= spread || self.free_block_count <= self.reserve_blocks
         {
+            return;
+        }
+        if block.usage != BlockUse::Sealed {
+            // Metadata blocks move when the next checkpoint supersedes them.
+            if self.checkpoint_write.is_none() {
+                self.checkpoint_wanted = true;
+            }
             return;
         }
         let coldest = coldest as u32;
@@ -1619,6 +1641,11 @@ impl Ftl {
         self.blocks[block as usize].erase_count += 1;
         if ack.status.is_ok() {
             self.add_free_block(block);
+            if self.options.check_after_collection {
+                if let Err(problem) = self.check_invariants() {
+                    panic!("after collecting block {block}: {problem}");
+                }
+            }
         } else {
             let info = &mut self.blocks[block as usize];
             info.bad = 2;
@@ -1690,6 +1717,61 @@ impl Ftl {
                 "a checkpoint waits on work that never comes"
             );
         }
+    }
+
+    /// A one-line account of the allocator and collector, for errors and debugging.
+    pub fn describe_state(&self) -> String {
+        let mut usage: HashMap<String, u32> = HashMap::new();
+        for block in &self.blocks {
+            *usage.entry(format!("{:?}", block.usage)).or_insert(0) += 1;
+        }
+        let sealed_valid: Vec<u32> = self
+            .blocks
+            .iter()
+            .filter(|block| block.usage == BlockUse::Sealed)
+            .map(|block| block.valid_pages)
+            .collect();
+        format!(
+            "free {} (reserve {}, target {}), usage {:?}, victims {:?}, pending relocations {}, \
+             rescues {:?}, checkpoint wanted {} writing {}, mutations {}, log pending {}, \
+             waiting ops {} (head {:?}), busy pages {}, jobs {}, backlog {}, sealed valid {:?}, \
+             free by die {:?}, open {:?}",
+            self.free_block_count,
+            self.reserve_blocks,
+            self.gc_target_free_blocks,
+            usage,
+            self.victims
+                .iter()
+                .map(|&block| (block, self.blocks[block as usize].valid_pages))
+                .collect::<Vec<_>>(),
+            self.gc_pending_relocations.len(),
+            self.rescue_pending,
+            self.checkpoint_wanted,
+            self.checkpoint_write.is_some(),
+            self.mutations_active,
+            self.log_pending.len(),
+            self.waiting.len(),
+            self.waiting
+                .front()
+                .and_then(|id| self.host_ops.get(id))
+                .map(|op| (
+                    op.kind,
+                    op.first,
+                    op.count,
+                    op.source,
+                    op.pages_issued,
+                    op.pages_left
+                )),
+            self.busy_logical.len(),
+            self.jobs.len(),
+            self.backlog.len(),
+            sealed_valid,
+            self.free_by_die
+                .iter()
+                .map(BTreeSet::len)
+                .collect::<Vec<_>>(),
+            self.open_blocks
+        )
     }
 
     /// Host ops that are open (for the device adapter's wait).
