@@ -344,3 +344,43 @@ fn registering_with_requests_in_flight_is_refused() {
     let mut completions = Vec::new();
     device.wait_completions(&mut completions).unwrap();
 }
+
+/// The conformance suite on a real block device, when one is named in
+/// `FLASHPIPE_TEST_BLOCK_DEVICE` (its contents are destroyed; e.g. a loop device made with
+/// `losetup -f --show scratch.img`). Skipped otherwise.
+#[test]
+fn a_named_block_device_passes_the_conformance_suite() {
+    let Some(path) = std::env::var_os("FLASHPIPE_TEST_BLOCK_DEVICE") else {
+        return;
+    };
+    for engine in [FileEngine::IoUring, FileEngine::ThreadPool] {
+        conformance::check_all(&mut |queue_depth| {
+            let mut device = FileDevice::open(FileDeviceConfig {
+                queue_depth,
+                engine,
+                ..FileDeviceConfig::new(&path)
+            })
+            .unwrap();
+            assert!(device.is_block_device());
+            zero_first_blocks(&mut device);
+            Box::new(device)
+        });
+    }
+}
+
+/// The conformance suite expects a zero-filled device; zero the blocks it uses.
+fn zero_first_blocks(device: &mut FileDevice) {
+    let blocks = device.info().block_count.min(TEST_BLOCK_COUNT);
+    let block_size_bytes = device.info().block_size_bytes as usize;
+    for first_block in (0..blocks).step_by(256) {
+        let count = (blocks - first_block).min(256) as usize;
+        run_one(
+            device,
+            Operation::Write {
+                first_block,
+                buffer: IoBuf::zeroed(count * block_size_bytes),
+            },
+        )
+        .unwrap();
+    }
+}
