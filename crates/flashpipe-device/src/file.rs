@@ -152,18 +152,31 @@ impl FileDevice {
         check_queue_depth(&name, config.queue_depth)?;
         check_block_size(&name, config.block_size_bytes)?;
         let opened = open_file(&config, system_calls).map_err(&open_error)?;
+        let created = opened.created;
+        let device = FileDevice::start(&config, &name, opened, system_calls).map_err(&open_error);
+        if device.is_err() && created {
+            // Bad input changes nothing: take back the file this call created.
+            let _ = std::fs::remove_file(&config.path);
+        }
+        device
+    }
+
+    fn start(
+        config: &FileDeviceConfig,
+        name: &Arc<str>,
+        opened: OpenedFile,
+        system_calls: SystemCalls,
+    ) -> Result<FileDevice, String> {
         let geometry = open::geometry(&opened.file)
-            .map_err(|error| open_error(format!("cannot read its geometry: {error}")))?;
-        let block_count =
-            check_geometry(&config, &geometry, opened.direct_io_in_use).map_err(&open_error)?;
+            .map_err(|error| format!("cannot read its geometry: {error}"))?;
+        let block_count = check_geometry(config, &geometry, opened.direct_io_in_use)?;
         let file = Arc::new(opened.file);
         let mut fallback_reason = opened.fallback_reason;
-        let engine = start_engine(&config, file, &name, system_calls, &mut fallback_reason)
-            .map_err(&open_error)?;
+        let engine = start_engine(config, file, name, system_calls, &mut fallback_reason)?;
         Ok(FileDevice {
             engine,
             info: DeviceInfo {
-                name,
+                name: Arc::clone(name),
                 block_size_bytes: config.block_size_bytes,
                 block_count,
                 queue_depth: config.queue_depth,
@@ -261,6 +274,7 @@ fn check_block_size(name: &Arc<str>, block_size_bytes: u32) -> Result<(), Device
 
 struct OpenedFile {
     file: File,
+    created: bool,
     direct_io_in_use: bool,
     fallback_reason: Option<String>,
 }
@@ -302,11 +316,18 @@ fn open_file(config: &FileDeviceConfig, system_calls: SystemCalls) -> Result<Ope
             }
             Err(error) => return Err(error.to_string()),
         };
+    let created = create && !existed;
     if let Some(size_bytes) = config.create_size_bytes {
-        size_new_file(&file, existed, size_bytes)?;
+        if let Err(detail) = size_new_file(&file, existed, size_bytes) {
+            if created {
+                let _ = std::fs::remove_file(&config.path);
+            }
+            return Err(detail);
+        }
     }
     Ok(OpenedFile {
         file,
+        created,
         direct_io_in_use,
         fallback_reason,
     })

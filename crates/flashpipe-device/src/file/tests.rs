@@ -194,6 +194,17 @@ fn bad_configurations_are_refused_with_the_path() {
 const MAX_QUEUE_DEPTH_PLUS_ONE: u32 = crate::request::MAX_QUEUE_DEPTH + 1;
 
 #[test]
+fn a_refused_open_leaves_no_file_behind() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("huge.img");
+    let mut asked = config(&path, FileEngine::Auto, 4);
+    asked.create_size_bytes = Some(1 << 62);
+    let error = FileDevice::open(asked).err().unwrap();
+    assert!(error.to_string().contains("cannot allocate"), "{error}");
+    assert!(!path.exists(), "the file it created is removed");
+}
+
+#[test]
 fn block_size_below_what_direct_io_needs_is_refused() {
     let geometry = Geometry {
         is_block_device: true,
