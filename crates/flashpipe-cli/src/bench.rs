@@ -2,18 +2,21 @@
 
 use clap::Subcommand;
 
-use crate::bench_device;
+use crate::{bench_device, bench_fs};
 
 /// The benchmarks.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Raw device I/O through the device layer, side by side with fio.
     Device(bench_device::BenchDeviceArgs),
+    /// The file system through its engine beside fio and ext4; the thesis's efficiency; small files.
+    Fs(bench_fs::BenchFsArgs),
 }
 
 /// Runs one benchmark.
 pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
     match command {
         BenchCommand::Device(arguments) => bench_device::run(arguments),
+        BenchCommand::Fs(arguments) => bench_fs::run(arguments),
     }
 }

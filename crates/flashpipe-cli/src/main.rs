@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_device;
+mod bench_fs;
 mod kernels_cmd;
 mod sim;
 

@@ -1,0 +1,468 @@
+//! Part 2: the thesis's file-system efficiency (HWFS ch. 4.2.1.1, Fig. 4.3-4.5, Tables
+//! 4.1-4.3) measured on one and two RAM disks.
+//!
+//! The thesis defines efficiency as "raw block transfer time" over "filesystem block
+//! transfer time". Here, for each file:
+//! - **total write time** = `Create` + the file's bytes in `Write` commands of at most
+//!   1 MiB (32 outstanding, buffers filled before the clock starts) + `Flush`, all
+//!   through the engine, from the first submit to the flush's completion;
+//! - **total read time** = the whole file in `Read` commands of at most 1 MiB (32
+//!   outstanding) through the engine (a by-name read: lookup, block map, device reads);
+//!   an untimed read first brings the engine's read buffers into memory;
+//! - **raw read time** = the very device blocks holding the file's data (the FS's block
+//!   map after the engine stopped), read straight from the device layer with
+//!   `run_batch` (queue kept full), requests of at most 1 MiB (`MAX_REQUEST_BYTES`),
+//!   after one untimed pass (as the engine read, so both find the data equally warm in
+//!   the CPU caches);
+//! - **raw write time** = the same requests written back (the bytes just read, so the
+//!   file is unchanged), then one device flush.
+//!
+//! The same files are also measured with the file system called directly on the
+//! calling thread (no engine, no thread hand-off: `create`, `write` of <= 1 MiB,
+//! `flush`; `read_into` of <= 1 MiB), which separates the file system's own overhead
+//! from the engine's queues.
+//!
+//! Each file is measured alone, several files per size (3 to 30, one in `--quick`);
+//! the report gives the shortest time of each kind over them (the machine's other load
+//! only ever adds time), and efficiency = shortest raw / shortest total. RAM disks are
+//! written over once before mkfs so no measurement pays for first-touch page faults.
+//! Two RAM disks are striped with a stripe unit of one FS block (blocks alternate).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation};
+use flashpipe_engine::{Command, EngineClient, Reply};
+use flashpipe_fs::{Filesystem, MAX_REQUEST_BYTES};
+use serde::Serialize;
+
+use super::store::{self, Pattern, StoreShape};
+use super::{BenchFsError, Settings, MIB};
+
+/// File sizes measured (the thesis's 1 KB..100 MB, here in binary units).
+pub const FILE_SIZES_BYTES: [u64; 6] = [1 << 10, 10 << 10, 100 << 10, MIB, 10 * MIB, 100 * MIB];
+/// File sizes of `--quick` runs.
+const QUICK_FILE_SIZE_COUNT: usize = 4;
+/// FS block sizes measured.
+pub const FS_BLOCK_SIZES_BYTES: [u32; 3] = [4096, 8192, 16384];
+/// RAM disk counts measured.
+pub const DISK_COUNTS: [u32; 2] = [1, 2];
+/// Bytes per engine command.
+const COMMAND_BYTES: u64 = MIB;
+/// Commands outstanding.
+const COMMANDS_IN_FLIGHT: usize = 32;
+/// RAM over all disks of one store.
+const RAM_BYTES_TOTAL: u64 = 1024 * MIB;
+/// RAM over all disks in `--quick` runs.
+const QUICK_RAM_BYTES_TOTAL: u64 = 32 * MIB;
+
+/// One (disks, block size, file size) point.
+#[derive(Debug, Clone, Serialize)]
+pub struct EfficiencyPoint {
+    /// RAM disks.
+    pub disk_count: u32,
+    /// FS block size.
+    pub fs_block_size_bytes: u32,
+    /// File size.
+    pub file_size_bytes: u64,
+    /// Files measured (times below are per file, the shortest over them).
+    pub repetitions: u32,
+    /// Create + write + flush through the engine, per file.
+    pub write_total_us: f64,
+    /// The same blocks written straight to the device (+ flush), per file.
+    pub write_raw_us: f64,
+    /// write_raw / write_total.
+    pub write_efficiency_ratio: f64,
+    /// Read through the engine, per file.
+    pub read_total_us: f64,
+    /// The same blocks read straight from the device, per file.
+    pub read_raw_us: f64,
+    /// read_raw / read_total.
+    pub read_efficiency_ratio: f64,
+    /// Create + write + flush calling the file system directly, per file.
+    pub write_direct_total_us: f64,
+    /// The raw write time of those files, per file.
+    pub write_direct_raw_us: f64,
+    /// write_direct_raw / write_direct_total.
+    pub write_direct_efficiency_ratio: f64,
+    /// Reading the file calling the file system directly, per file.
+    pub read_direct_total_us: f64,
+    /// The raw read time of those files, per file.
+    pub read_direct_raw_us: f64,
+    /// read_direct_raw / read_direct_total.
+    pub read_direct_efficiency_ratio: f64,
+    /// Device requests of the raw transfer, per file.
+    pub raw_requests: u64,
+    /// The thesis's read time for this file size and disk count with its largest
+    /// block (1024 B), in microseconds (Table 4.1 / 4.3).
+    pub thesis_read_us_1024_byte_blocks: Option<f64>,
+    /// The same for writes.
+    pub thesis_write_us_1024_byte_blocks: Option<f64>,
+}
+
+/// Everything part 2 measured, with the thesis's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct EfficiencyResult {
+    /// How the times are measured.
+    pub method: String,
+    /// One point per disk count, block size and file size.
+    pub points: Vec<EfficiencyPoint>,
+    /// The thesis's tables and statements.
+    pub thesis: super::report::ThesisEfficiency,
+}
+
+/// Runs part 2.
+pub fn run(settings: &Settings) -> Result<EfficiencyResult, BenchFsError> {
+    let sizes = match settings.quick {
+        true => &FILE_SIZES_BYTES[..QUICK_FILE_SIZE_COUNT],
+        false => &FILE_SIZES_BYTES[..],
+    };
+    let pattern = Pattern::new();
+    let mut points = Vec::new();
+    for disk_count in DISK_COUNTS {
+        for fs_block_size_bytes in FS_BLOCK_SIZES_BYTES {
+            let store = Combination {
+                disk_count,
+                fs_block_size_bytes,
+                quick: settings.quick,
+            };
+            points.extend(store.measure(sizes, &pattern)?);
+        }
+    }
+    Ok(EfficiencyResult {
+        method: METHOD.to_string(),
+        points,
+        thesis: super::report::ThesisEfficiency::new(),
+    })
+}
+
+/// The definition printed with the results.
+const METHOD: &str = "total write = Create + Write commands (<= 1 MiB, 32 outstanding) + Flush \
+through the engine; total read = Read commands (<= 1 MiB, 32 outstanding) through the engine; \
+raw read/write = the file's data blocks (from the FS block map) read / written back straight \
+to the device layer with run_batch, requests <= 1 MiB, write + one device flush; \
+efficiency = raw / total, each the shortest over the files of a size";
+
+/// One store shape.
+struct Combination {
+    disk_count: u32,
+    fs_block_size_bytes: u32,
+    quick: bool,
+}
+
+/// Timings of one file.
+#[derive(Default, Clone, Copy)]
+struct FileTimes {
+    write_total: Duration,
+    read_total: Duration,
+    write_raw: Duration,
+    read_raw: Duration,
+    raw_requests: u64,
+}
+
+impl Combination {
+    fn repetitions(&self, file_size_bytes: u64) -> u32 {
+        match self.quick {
+            true => 1,
+            false => (32 * MIB / file_size_bytes).clamp(3, 30) as u32,
+        }
+    }
+
+    fn measure(
+        &self,
+        sizes: &[u64],
+        pattern: &Pattern,
+    ) -> Result<Vec<EfficiencyPoint>, BenchFsError> {
+        let ram_total = if self.quick {
+            QUICK_RAM_BYTES_TOTAL
+        } else {
+            RAM_BYTES_TOTAL
+        };
+        let shape = StoreShape::ram(
+            self.disk_count,
+            ram_total / u64::from(self.disk_count),
+            u64::from(self.fs_block_size_bytes),
+            self.fs_block_size_bytes,
+        );
+        let fresh = shape.format(Path::new("."))?;
+        let engine = store::start_engine(fresh.filesystem);
+        let mut client = engine.client(64);
+        let mut engine_files: Vec<(String, u64, FileTimes)> = Vec::new();
+        for &size in sizes {
+            for repetition in 0..self.repetitions(size) {
+                let name = format!("engine-{size}-{repetition}");
+                let times = measure_through_engine(&mut client, &name, size, pattern)?;
+                engine_files.push((name, size, times));
+            }
+        }
+        drop(client);
+        let mut filesystem = engine.shutdown()?;
+        let mut direct_files: Vec<(String, u64, FileTimes)> = Vec::new();
+        for &size in sizes {
+            for repetition in 0..self.repetitions(size) {
+                let name = format!("direct-{size}-{repetition}");
+                let times = measure_direct(&mut filesystem, &name, size, pattern)?;
+                direct_files.push((name, size, times));
+            }
+        }
+        for (name, size, times) in engine_files.iter_mut().chain(&mut direct_files) {
+            measure_raw(&mut filesystem, name, *size, times)?;
+        }
+        Ok(sizes
+            .iter()
+            .map(|&size| {
+                let (engine, count) = fastest_for_size(&engine_files, size);
+                let (direct, _) = fastest_for_size(&direct_files, size);
+                self.point(size, &engine, &direct, count)
+            })
+            .collect())
+    }
+
+    fn point(
+        &self,
+        size: u64,
+        engine: &FileTimes,
+        direct: &FileTimes,
+        count: u32,
+    ) -> EfficiencyPoint {
+        let per_file_us = |duration: Duration| duration.as_secs_f64() * 1e6;
+        let ratio = |raw: Duration, total: Duration| raw.as_secs_f64() / total.as_secs_f64();
+        let (thesis_read, thesis_write) =
+            super::report::ThesisEfficiency::time_us_1024_byte_blocks(self.disk_count, size);
+        EfficiencyPoint {
+            disk_count: self.disk_count,
+            fs_block_size_bytes: self.fs_block_size_bytes,
+            file_size_bytes: size,
+            repetitions: count,
+            write_total_us: per_file_us(engine.write_total),
+            write_raw_us: per_file_us(engine.write_raw),
+            write_efficiency_ratio: ratio(engine.write_raw, engine.write_total),
+            read_total_us: per_file_us(engine.read_total),
+            read_raw_us: per_file_us(engine.read_raw),
+            read_efficiency_ratio: ratio(engine.read_raw, engine.read_total),
+            write_direct_total_us: per_file_us(direct.write_total),
+            write_direct_raw_us: per_file_us(direct.write_raw),
+            write_direct_efficiency_ratio: ratio(direct.write_raw, direct.write_total),
+            read_direct_total_us: per_file_us(direct.read_total),
+            read_direct_raw_us: per_file_us(direct.read_raw),
+            read_direct_efficiency_ratio: ratio(direct.read_raw, direct.read_total),
+            raw_requests: engine.raw_requests,
+            thesis_read_us_1024_byte_blocks: thesis_read,
+            thesis_write_us_1024_byte_blocks: thesis_write,
+        }
+    }
+}
+
+/// The shortest of each time over the files of `size` (each measured alone), and the
+/// file count.
+fn fastest_for_size(files: &[(String, u64, FileTimes)], size: u64) -> (FileTimes, u32) {
+    let mut fastest: Option<FileTimes> = None;
+    let mut count = 0u32;
+    for (_, _, times) in files.iter().filter(|(_, file_size, _)| *file_size == size) {
+        let best = fastest.get_or_insert(*times);
+        best.write_total = best.write_total.min(times.write_total);
+        best.read_total = best.read_total.min(times.read_total);
+        best.write_raw = best.write_raw.min(times.write_raw);
+        best.read_raw = best.read_raw.min(times.read_raw);
+        count += 1;
+    }
+    (fastest.expect("every size was measured"), count)
+}
+
+/// The file's bytes in buffers of at most 1 MiB, filled (so their pages are mapped).
+fn file_buffers(size_bytes: u64, pattern: &Pattern) -> Vec<IoBuf> {
+    (0..size_bytes.div_ceil(COMMAND_BYTES))
+        .map(|index| {
+            let offset = index * COMMAND_BYTES;
+            let mut buffer = IoBuf::zeroed(COMMAND_BYTES.min(size_bytes - offset) as usize);
+            pattern.fill(offset, &mut buffer);
+            buffer
+        })
+        .collect()
+}
+
+/// Timed create + write + flush and timed read, calling the file system directly.
+fn measure_direct(
+    filesystem: &mut Filesystem,
+    name: &str,
+    size_bytes: u64,
+    pattern: &Pattern,
+) -> Result<FileTimes, BenchFsError> {
+    let mut buffers = file_buffers(size_bytes, pattern);
+    let started = Instant::now();
+    let file = filesystem.create(name)?;
+    let mut offset_bytes = 0;
+    for buffer in &buffers {
+        filesystem.write(file, offset_bytes, buffer)?;
+        offset_bytes += buffer.len() as u64;
+    }
+    filesystem.flush()?;
+    let write_total = started.elapsed();
+    let started = Instant::now();
+    let mut offset_bytes = 0;
+    for buffer in &mut buffers {
+        filesystem.read_into(file, offset_bytes, buffer)?;
+        offset_bytes += buffer.len() as u64;
+    }
+    let read_total = started.elapsed();
+    let mut offset_bytes = 0;
+    for buffer in &buffers {
+        pattern.check(offset_bytes, buffer)?;
+        offset_bytes += buffer.len() as u64;
+    }
+    Ok(FileTimes {
+        write_total,
+        read_total,
+        ..FileTimes::default()
+    })
+}
+
+/// Timed create + write + flush, an untimed warm-up read, then a timed read.
+fn measure_through_engine(
+    client: &mut EngineClient,
+    name: &str,
+    size_bytes: u64,
+    pattern: &Pattern,
+) -> Result<FileTimes, BenchFsError> {
+    let mut buffers = file_buffers(size_bytes, pattern);
+    let started = Instant::now();
+    client.call(Command::Create {
+        name: name.to_string(),
+    })?;
+    let mut offset_bytes = 0;
+    for buffer in buffers.drain(..) {
+        if client.outstanding() >= COMMANDS_IN_FLIGHT {
+            expect_written(client)?;
+        }
+        let length = buffer.len() as u64;
+        client.submit(Command::Write {
+            name: name.to_string(),
+            offset_bytes,
+            data: buffer,
+        })?;
+        offset_bytes += length;
+    }
+    while client.outstanding() > 0 {
+        expect_written(client)?;
+    }
+    client.call(Command::Flush)?;
+    let write_total = started.elapsed();
+    read_through_engine(client, name, size_bytes, pattern)?;
+    let started = Instant::now();
+    read_through_engine(client, name, size_bytes, pattern)?;
+    Ok(FileTimes {
+        write_total,
+        read_total: started.elapsed(),
+        ..FileTimes::default()
+    })
+}
+
+fn expect_written(client: &mut EngineClient) -> Result<(), BenchFsError> {
+    match client.next_completion()?.1? {
+        Reply::Written { .. } => Ok(()),
+        other => unreachable!("a write completed with {other:?}"),
+    }
+}
+
+fn read_through_engine(
+    client: &mut EngineClient,
+    name: &str,
+    size_bytes: u64,
+    pattern: &Pattern,
+) -> Result<(), BenchFsError> {
+    let mut offsets_by_ticket = std::collections::HashMap::new();
+    let mut next_offset = 0u64;
+    let mut received_bytes = 0u64;
+    while received_bytes < size_bytes {
+        while next_offset < size_bytes && client.outstanding() < COMMANDS_IN_FLIGHT {
+            let length_bytes = COMMAND_BYTES.min(size_bytes - next_offset);
+            let ticket = client.submit(Command::Read {
+                name: name.to_string(),
+                offset_bytes: next_offset,
+                length_bytes,
+            })?;
+            offsets_by_ticket.insert(ticket, next_offset);
+            next_offset += length_bytes;
+        }
+        let (ticket, result) = client.next_completion()?;
+        let offset = offsets_by_ticket
+            .remove(&ticket)
+            .expect("a read submitted here");
+        match result? {
+            Reply::Data(data) => {
+                pattern.check(offset, data.bytes())?;
+                received_bytes += data.len() as u64;
+            }
+            other => unreachable!("a read completed with {other:?}"),
+        }
+    }
+    Ok(())
+}
+
+/// Times the raw read and write-back of the file's data blocks on the device.
+fn measure_raw(
+    filesystem: &mut Filesystem,
+    name: &str,
+    size_bytes: u64,
+    times: &mut FileTimes,
+) -> Result<(), BenchFsError> {
+    let file = filesystem.open(name)?;
+    let runs = filesystem.block_map(file, 0, size_bytes)?;
+    let fs_block_bytes = u64::from(filesystem.stats().fs_block_size_bytes);
+    let device_block_bytes = u64::from(filesystem.device_info().block_size_bytes);
+    let mut extents = Vec::new();
+    for run in &runs {
+        let first_device_block = run
+            .first_device_block
+            .expect("a file written whole has no holes");
+        let mut first = first_device_block;
+        let mut bytes_left = run.block_count * fs_block_bytes;
+        while bytes_left > 0 {
+            let length = bytes_left.min(MAX_REQUEST_BYTES);
+            extents.push((first, length));
+            first += length / device_block_bytes;
+            bytes_left -= length;
+        }
+    }
+    let device = filesystem.device_mut();
+    let reads = |extents: &[(u64, u64)]| {
+        extents
+            .iter()
+            .map(|&(first_block, length)| Operation::Read {
+                first_block,
+                buffer: touched_buffer(length as usize),
+            })
+            .collect()
+    };
+    run_batch(device, reads(&extents))?;
+    let reads = reads(&extents);
+    let started = Instant::now();
+    let completions = run_batch(device, reads)?;
+    times.read_raw = started.elapsed();
+    let mut writes: Vec<Operation> = completions
+        .into_iter()
+        .zip(&extents)
+        .map(|(completion, &(first_block, _))| Operation::Write {
+            first_block,
+            buffer: completion.buffer.expect("a read hands its buffer back"),
+        })
+        .collect();
+    writes.push(Operation::Flush);
+    let started = Instant::now();
+    run_batch(device, writes)?;
+    times.write_raw = started.elapsed();
+    times.raw_requests = extents.len() as u64;
+    check_device_state(device);
+    Ok(())
+}
+
+/// A buffer whose pages are already mapped, so the timed transfer pays no page faults.
+fn touched_buffer(length_bytes: usize) -> IoBuf {
+    let mut buffer = IoBuf::zeroed(length_bytes);
+    buffer.as_mut_slice().fill(0xa5);
+    buffer
+}
+
+fn check_device_state(device: &mut dyn BlockDevice) {
+    assert_eq!(device.in_flight(), 0, "raw batches leave nothing in flight");
+}
