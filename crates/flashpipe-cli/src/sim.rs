@@ -2,6 +2,15 @@
 //! benchmark of the simulator, fio-like synthetic jobs, trace replay, and the RAD and
 //! minFlash reproductions (table by default, `--json` for machines).
 
+/// Prints a line on standard output; a closed pipe (`| head`) drops the rest quietly
+/// instead of panicking as `println!` does.
+macro_rules! say {
+    ($($argument:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($argument)*);
+    }};
+}
+
 mod repro;
 
 use std::time::Instant;
@@ -166,29 +175,29 @@ fn run_speed(arguments: SpeedArgs) -> CliResult {
     let cpu_seconds = process_cpu_seconds()
         .zip(cpu_start)
         .map(|(end, start)| end - start);
-    println!("preset                      {}", arguments.preset);
-    println!(
+    say!("preset                      {}", arguments.preset);
+    say!(
         "workload                    4 KiB random reads of a full array, queue depth {}",
         arguments.queue_depth
     );
-    println!("page operations             {}", report.page_operations);
-    println!("wall seconds                {wall_seconds:.3}");
-    println!(
+    say!("page operations             {}", report.page_operations);
+    say!("wall seconds                {wall_seconds:.3}");
+    say!(
         "page operations per second  {:.0} (simulated per wall-clock second, one core)",
         report.page_operations as f64 / wall_seconds
     );
     if let Some(cpu_seconds) = cpu_seconds.filter(|&seconds| seconds > 0.0) {
-        println!("cpu seconds                 {cpu_seconds:.3}");
-        println!(
+        say!("cpu seconds                 {cpu_seconds:.3}");
+        say!(
             "page operations per cpu s   {:.0} (differs from the wall figure on a loaded machine)",
             report.page_operations as f64 / cpu_seconds
         );
     }
-    println!(
+    say!(
         "simulated bandwidth MB/s    {:.1}",
         report.megabytes_per_second
     );
-    println!(
+    say!(
         "simulated read p99 us       {:.1}",
         report.array.reads.latency_us_p99
     );
@@ -239,36 +248,37 @@ fn run_replay(arguments: ReplayArgs) -> CliResult {
 
 fn print_report(report: &WorkloadReport, json: bool) -> CliResult {
     if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
+        say!("{}", serde_json::to_string_pretty(report)?);
         return Ok(());
     }
-    println!("requests                 {}", report.requests);
-    println!(
+    say!("requests                 {}", report.requests);
+    say!(
         "page operations          {} ({} failed)",
-        report.page_operations, report.failed_page_operations
+        report.page_operations,
+        report.failed_page_operations
     );
-    println!(
+    say!(
         "virtual seconds          {:.6}",
         report.elapsed_ns as f64 / 1e9
     );
-    println!(
+    say!(
         "bandwidth MB/s           {:.1}",
         report.megabytes_per_second
     );
-    println!("requests per second      {:.0}", report.requests_per_second);
+    say!("requests per second      {:.0}", report.requests_per_second);
     let latency = &report.request_latency;
-    println!(
+    say!(
         "request latency us       p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}",
         latency.latency_us_p50,
         latency.latency_us_p99,
         latency.latency_us_p999,
         latency.latency_us_max
     );
-    println!(
+    say!(
         "channel utilization      {:.3}",
         report.array.mean_channel_utilization()
     );
-    println!(
+    say!(
         "chip utilization         {:.3}",
         report.array.mean_die_utilization()
     );

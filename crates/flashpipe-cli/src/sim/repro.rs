@@ -122,7 +122,7 @@ pub fn run(arguments: ReproArgs) -> CliResult {
         flashpipe_flash::plot::line_chart(path, &plot_series(&rows))?;
     }
     if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        say!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print_table(&rows);
     }
@@ -130,9 +130,13 @@ pub fn run(arguments: ReproArgs) -> CliResult {
 }
 
 fn print_table(rows: &[Row]) {
-    println!(
+    say!(
         "{:<16} {:<44} {:>12} {:>12} {:>8}  unit",
-        "figure", "point", "ours", "paper", "diff"
+        "figure",
+        "point",
+        "ours",
+        "paper",
+        "diff"
     );
     for row in rows {
         let (paper, difference) = match row.paper {
@@ -143,9 +147,14 @@ fn print_table(rows: &[Row]) {
             Some(paper) => (format!("{paper:.2}"), String::new()),
             None => ("-".to_string(), String::new()),
         };
-        println!(
+        say!(
             "{:<16} {:<44} {:>12.2} {:>12} {:>8}  {}",
-            row.figure, row.point, row.ours, paper, difference, row.unit
+            row.figure,
+            row.point,
+            row.ours,
+            paper,
+            difference,
+            row.unit
         );
     }
 }
