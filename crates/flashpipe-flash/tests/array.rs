@@ -519,3 +519,51 @@ fn striped_block_device_passes_the_conformance_suite() {
         Box::new(StripedFlashDevice::new(array, "flash0", queue_depth).unwrap())
     });
 }
+
+#[test]
+fn striped_block_device_data_survives_flush_and_reopen() {
+    use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
+    let write = |first_block: u64, bytes: &[u8]| Operation::Write {
+        first_block,
+        buffer: IoBuf::from_slice(bytes),
+    };
+    let directory =
+        std::env::temp_dir().join(format!("flashpipe-flash-adapter-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let path = directory.join("array.img");
+    let pattern: Vec<u8> = (0..3 * 4096).map(|index| (index % 251) as u8).collect();
+    {
+        let array = array_with(small_config(), StorageMode::File(path.clone()), 12);
+        let mut device = StripedFlashDevice::new(array, "flash0", 4).unwrap();
+        run_one(&mut device, write(5, &pattern))
+            .unwrap()
+            .status
+            .unwrap();
+        run_one(&mut device, write(6, &pattern[..4096]))
+            .unwrap()
+            .status
+            .unwrap();
+        run_one(&mut device, Operation::Flush)
+            .unwrap()
+            .status
+            .unwrap();
+    }
+    let array = FlashArray::open(&path, 1, 64).unwrap();
+    let mut device = StripedFlashDevice::new(array, "flash0", 4).unwrap();
+    assert!(device.clock().now_ns() > 0, "virtual time was kept");
+    let read = Operation::Read {
+        first_block: 5,
+        buffer: IoBuf::zeroed(3 * 4096),
+    };
+    let completion = run_one(&mut device, read).unwrap();
+    completion.status.unwrap();
+    let data = completion.buffer.unwrap();
+    assert_eq!(&data[..4096], &pattern[..4096]);
+    assert_eq!(
+        &data[4096..8192],
+        &pattern[..4096],
+        "the overwrite of block 6 survived"
+    );
+    assert_eq!(&data[8192..], &pattern[8192..]);
+    std::fs::remove_dir_all(&directory).unwrap();
+}
