@@ -1,0 +1,279 @@
+//! `flashpipe run STORE.toml KERNEL [key=value ...] FILES... [--output NAME] [--json]`: runs a
+//! kernel next to the data, as a pipeline inside the store's engine (crates/flashpipe-pipeline),
+//! and prints each file's result and which pipeline stage set the pace.
+//!
+//! Arguments after the kernel that contain `=` are the kernel's options; the others are input
+//! files in the store. A kernel that transforms its input (ciphers, Sobel, sort) writes one store
+//! file per input: `--output NAME` for a single input, `NAME-<input>` for several, and
+//! `<input>.<kernel>` when `--output` is not given.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use flashpipe_device::Clock;
+use flashpipe_engine::store::{open_store_device, DeviceCreation, OpenedStoreDevice};
+use flashpipe_engine::store_config::{DeviceSpec, StoreConfig};
+use flashpipe_engine::units::HumanBytes;
+use flashpipe_engine::{Engine, EngineConfig};
+use flashpipe_fs::Filesystem;
+use flashpipe_kernels::api::{Kernel, OutputKind, Summary};
+use flashpipe_kernels::registry::find_kernel;
+use flashpipe_pipeline::run::PipelineJob;
+use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig, PipelineResult};
+
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+/// `flashpipe run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The store file written by `flashpipe mkfs`.
+    pub store: PathBuf,
+    /// The kernel (see `flashpipe kernels`).
+    pub kernel: String,
+    /// The kernel's `key=value` options, then the input files in the store.
+    #[arg(required = true, num_args = 1..)]
+    pub arguments: Vec<String>,
+    /// Store file for the transformed output (a prefix `NAME-<input>` with several inputs).
+    #[arg(long)]
+    pub output: Option<String>,
+    /// Kernel worker threads (default: one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Reader threads (SISC's reader threads).
+    #[arg(long, default_value_t = 1)]
+    pub readers: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A store opened for a pipeline: its engine and its device clock.
+pub struct PipelineStore {
+    /// The running engine.
+    pub engine: Engine,
+    /// How it was started.
+    pub engine_config: EngineConfig,
+    /// The store device's clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl PipelineStore {
+    /// Opens, mounts and starts the store in `store` (files or block devices only).
+    pub fn open(store: &Path) -> Result<PipelineStore, Box<dyn std::error::Error>> {
+        let config = StoreConfig::load(store)?;
+        if config
+            .devices
+            .iter()
+            .any(|device| matches!(device, DeviceSpec::Ram { .. }))
+        {
+            return Err(format!(
+                "store {} has RAM devices, whose contents live only inside one process",
+                store.display()
+            )
+            .into());
+        }
+        let OpenedStoreDevice { device, notes } =
+            open_store_device(&config, store, DeviceCreation::MustExist)?;
+        for note in notes {
+            eprintln!("note: {note}");
+        }
+        let filesystem = Filesystem::mount(device)
+            .map_err(|error| format!("store {}: {error}", store.display()))?;
+        Ok(PipelineStore::start(filesystem))
+    }
+
+    /// Starts the engine on a mounted file system, keeping its device's clock.
+    pub fn start(mut filesystem: Filesystem) -> PipelineStore {
+        let engine_config = EngineConfig::default();
+        PipelineStore {
+            clock: flashpipe_pipeline::clock_of_filesystem(&mut filesystem),
+            engine: Engine::start(filesystem, engine_config),
+            engine_config,
+        }
+    }
+
+    /// Flushes, stops the engine and unmounts.
+    pub fn close(self) -> CliResult {
+        self.engine.shutdown()?.unmount()?;
+        Ok(())
+    }
+
+    /// Runs `kernel` over `files` with `config`.
+    pub fn run(
+        &self,
+        kernel: Arc<dyn Kernel>,
+        files: &[String],
+        config: &PipelineConfig,
+    ) -> Result<PipelineResult, flashpipe_pipeline::PipelineError> {
+        run_pipeline(PipelineJob {
+            engine: &self.engine,
+            engine_config: &self.engine_config,
+            clock: Arc::clone(&self.clock),
+            kernel,
+            files,
+            config,
+            cancel: Arc::new(AtomicBool::new(false)),
+        })
+    }
+}
+
+/// Runs `flashpipe run`.
+pub fn run(arguments: RunArgs) -> CliResult {
+    let spec = find_kernel(&arguments.kernel)?;
+    let (options, files) = split_arguments(&arguments.arguments);
+    if files.is_empty() {
+        return Err("no input files given (arguments with '=' are kernel options)".into());
+    }
+    let kernel = spec.build(&options)?;
+    let output = output_target(&arguments, kernel.as_ref(), &files)?;
+    let store = PipelineStore::open(&arguments.store)?;
+    let mut config = PipelineConfig::for_engine(&store.engine_config, output);
+    config.reader_count = arguments.readers.max(1);
+    if let Some(workers) = arguments.workers {
+        if workers == 0 {
+            return Err("--workers must be at least 1".into());
+        }
+        config.worker_count = workers;
+    }
+    let result = store.run(kernel, &files, &config);
+    store.close()?;
+    let result = result?;
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print_result(&result);
+    }
+    Ok(())
+}
+
+/// Splits `key=value` options from file names.
+pub fn split_arguments(arguments: &[String]) -> (Vec<String>, Vec<String>) {
+    arguments
+        .iter()
+        .cloned()
+        .partition(|argument| argument.contains('='))
+}
+
+fn output_target(
+    arguments: &RunArgs,
+    kernel: &dyn Kernel,
+    files: &[String],
+) -> Result<OutputTarget, Box<dyn std::error::Error>> {
+    if kernel.output_kind() == OutputKind::Summary {
+        if arguments.output.is_some() {
+            return Err(format!(
+                "kernel {} produces a summary, not a stream; --output does not apply",
+                kernel.name()
+            )
+            .into());
+        }
+        return Ok(OutputTarget::Discard);
+    }
+    let names = match (&arguments.output, files.len()) {
+        (Some(name), 1) => vec![name.clone()],
+        (Some(prefix), _) => files.iter().map(|file| format!("{prefix}-{file}")).collect(),
+        (None, _) => files
+            .iter()
+            .map(|file| format!("{file}.{}", kernel.name()))
+            .collect(),
+    };
+    for name in &names {
+        if let Some(reason) = flashpipe_fs::name_problem(name) {
+            return Err(format!("output name {name:?}: {reason}").into());
+        }
+    }
+    Ok(OutputTarget::StoreFiles(names))
+}
+
+fn print_result(result: &PipelineResult) {
+    for file in &result.files {
+        println!(
+            "{}  ({})  {}",
+            file.name,
+            HumanBytes(file.size_bytes),
+            describe_summary(&file.summary)
+        );
+        if let Some(output) = &file.output_file {
+            println!("    -> {output} ({})", HumanBytes(file.output_bytes));
+        }
+    }
+    let report = &result.report;
+    println!(
+        "{} over {} files, {} in {:.3} s: {:.1} MiB/s; slowest stage: {}",
+        report.kernel,
+        report.file_count,
+        HumanBytes(report.input_bytes),
+        report.elapsed_seconds,
+        report.input_bytes_per_second / 1048576.0,
+        report.slowest_stage
+    );
+    println!(
+        "{:<8} {:>7} {:>9} {:>12} {:>10} {:>12}",
+        "stage", "threads", "items", "busy s", "blocked s", "cap MiB/s"
+    );
+    for stage in &report.stages {
+        println!(
+            "{:<8} {:>7} {:>9} {:>12.3} {:>10.3} {:>12.1}",
+            stage.stage,
+            stage.thread_count,
+            stage.item_count,
+            stage.busy_seconds,
+            stage.blocked_downstream_seconds,
+            stage.capacity_bytes_per_second / 1048576.0
+        );
+    }
+}
+
+/// One line describing a summary.
+pub fn describe_summary(summary: &Summary) -> String {
+    match summary {
+        Summary::Stream { output_bytes } => format!("{output_bytes} bytes out"),
+        Summary::Digest { algorithm, hex } => format!("{algorithm} {hex}"),
+        Summary::Matches {
+            matching_line_count,
+            matches,
+        } => {
+            let shown: Vec<String> = matches
+                .iter()
+                .take(5)
+                .map(|found| format!("{}:{}", found.line_number, found.line))
+                .collect();
+            format!("{matching_line_count} matching lines; {}", shown.join(" | "))
+        }
+        Summary::Labels { labels } => {
+            let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+            for label in labels {
+                *counts.entry(label.language.as_str()).or_default() += 1;
+            }
+            let listed: Vec<String> = counts
+                .iter()
+                .map(|(language, count)| format!("{language} x{count}"))
+                .collect();
+            format!("{} pieces: {}", labels.len(), listed.join(", "))
+        }
+        Summary::Neighbours { queries } => {
+            let first: Vec<String> = queries
+                .iter()
+                .take(3)
+                .map(|query| {
+                    let records: Vec<String> = query
+                        .neighbours
+                        .iter()
+                        .map(|neighbour| neighbour.record_index.to_string())
+                        .collect();
+                    format!("query {}: {}", query.query_index, records.join(","))
+                })
+                .collect();
+            format!("{} queries; {}", queries.len(), first.join("; "))
+        }
+        Summary::Sorted {
+            record_count,
+            spilled_run_count,
+        } => format!("{record_count} records sorted, {spilled_run_count} runs spilled"),
+        Summary::Index {
+            record_count,
+            entry_count,
+        } => format!("{record_count} records, {entry_count} index entries"),
+    }
+}
