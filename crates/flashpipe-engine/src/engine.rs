@@ -110,6 +110,13 @@ impl Drop for Engine {
     }
 }
 
+fn write_length(envelope: &Envelope) -> usize {
+    match &envelope.command {
+        Command::Write { data, .. } => data.len(),
+        _ => 0,
+    }
+}
+
 /// Sends a value to a channel that cannot be full (each client bounds its outstanding
 /// commands by its reply queue's capacity) and ignores clients that went away.
 fn answer(
@@ -134,11 +141,17 @@ impl ReadSink for ReadReply {
     }
 }
 
+/// Most writes gathered into one batch, and most bytes.
+const WRITE_BATCH_LIMIT: usize = 64;
+const WRITE_BATCH_LIMIT_BYTES: usize = 64 << 20;
+
 struct EngineThread {
     filesystem: Filesystem,
     pool: BufferPool,
     reads: ReadsInFlight<ReadReply>,
     max_read_bytes: u64,
+    /// A message taken from the queue while gathering a write batch, served next.
+    held_back: Option<Message>,
 }
 
 impl EngineThread {
@@ -148,12 +161,15 @@ impl EngineThread {
             pool,
             reads: ReadsInFlight::new(config.reads_in_flight_limit),
             max_read_bytes: config.max_read_bytes as u64,
+            held_back: None,
         }
     }
 
     fn run(mut self, inbox: Receiver<Message>) -> Result<Filesystem, EngineError> {
         loop {
-            let message = if self.reads.is_idle() {
+            let message = if let Some(message) = self.held_back.take() {
+                Some(message)
+            } else if self.reads.is_idle() {
                 inbox.recv().ok()
             } else if self.reads.has_room() {
                 inbox.try_recv().ok()
@@ -161,7 +177,7 @@ impl EngineThread {
                 None
             };
             match message {
-                Some(Message::Command(envelope)) => self.handle(envelope)?,
+                Some(Message::Command(envelope)) => self.handle(envelope, &inbox)?,
                 Some(Message::Shutdown) => break,
                 None if self.reads.is_idle() => break,
                 None => self.reads.pump(self.filesystem.device_mut(), true)?,
@@ -173,7 +189,13 @@ impl EngineThread {
         Ok(self.filesystem)
     }
 
-    fn handle(&mut self, envelope: Envelope) -> Result<(), EngineError> {
+    fn handle(&mut self, envelope: Envelope, inbox: &Receiver<Message>) -> Result<(), EngineError> {
+        if matches!(envelope.command, Command::Write { .. }) {
+            self.reads.drain(self.filesystem.device_mut())?;
+            let batch = self.gather_writes(envelope, inbox);
+            self.write_batch(batch);
+            return Ok(());
+        }
         let Envelope {
             ticket,
             command,
@@ -227,6 +249,66 @@ impl EngineThread {
         }
     }
 
+    /// Takes the writes queued right behind `first` (up to the batch limits); the first
+    /// other message is held back and served next, so arrival order is kept.
+    fn gather_writes(&mut self, first: Envelope, inbox: &Receiver<Message>) -> Vec<Envelope> {
+        let mut batch_bytes = write_length(&first);
+        let mut batch = vec![first];
+        while batch.len() < WRITE_BATCH_LIMIT && batch_bytes < WRITE_BATCH_LIMIT_BYTES {
+            match inbox.try_recv() {
+                Ok(Message::Command(envelope))
+                    if matches!(envelope.command, Command::Write { .. }) =>
+                {
+                    batch_bytes += write_length(&envelope);
+                    batch.push(envelope);
+                }
+                Ok(other) => {
+                    self.held_back = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        batch
+    }
+
+    /// Carries out a batch of writes with all their device requests in flight together.
+    fn write_batch(&mut self, batch: Vec<Envelope>) {
+        let mut resolved = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            let Command::Write {
+                name,
+                offset_bytes,
+                data,
+            } = envelope.command
+            else {
+                unreachable!("a write batch holds writes only");
+            };
+            let file = self.filesystem.open(&name);
+            resolved.push((envelope.ticket, envelope.reply_to, file, offset_bytes, data));
+        }
+        let writes: Vec<_> = resolved
+            .iter()
+            .filter_map(|(_, _, file, offset_bytes, data)| {
+                file.as_ref()
+                    .ok()
+                    .map(|&file| (file, *offset_bytes, &data[..]))
+            })
+            .collect();
+        let mut results = self.filesystem.write_batch(&writes).into_iter();
+        for (ticket, reply_to, file, _, data) in resolved {
+            let result = match file {
+                Err(error) => Err(error.into()),
+                Ok(_) => results
+                    .next()
+                    .expect("one result per resolved write")
+                    .map(|()| Reply::Written { buffer: data })
+                    .map_err(Into::into),
+            };
+            answer(&reply_to, ticket, result);
+        }
+    }
+
     fn execute(&mut self, command: Command) -> Result<Reply, EngineError> {
         let filesystem = &mut self.filesystem;
         match command {
@@ -234,15 +316,6 @@ impl EngineThread {
                 .create(&name)
                 .map(|_| Reply::Done)
                 .map_err(Into::into),
-            Command::Write {
-                name,
-                offset_bytes,
-                data,
-            } => {
-                let file = filesystem.open(&name)?;
-                filesystem.write(file, offset_bytes, &data)?;
-                Ok(Reply::Written { buffer: data })
-            }
             Command::Truncate { name, size_bytes } => {
                 let file = filesystem.open(&name)?;
                 filesystem.truncate(file, size_bytes)?;
@@ -261,7 +334,9 @@ impl EngineThread {
             Command::Stats => Ok(Reply::Stats(filesystem.stats())),
             Command::Flush => filesystem.flush().map(|()| Reply::Done).map_err(Into::into),
             Command::Check => Ok(Reply::Check(filesystem.check()?)),
-            Command::Read { .. } => unreachable!("reads take the concurrent path"),
+            Command::Read { .. } | Command::Write { .. } => {
+                unreachable!("reads and writes take their own paths")
+            }
         }
     }
 }

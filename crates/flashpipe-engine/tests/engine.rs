@@ -364,3 +364,75 @@ fn empty_and_tiny_files_read_back() {
         .unwrap();
     assert!(back.is_empty());
 }
+
+#[test]
+fn queued_writes_from_many_clients_batch_and_each_answer_its_own() {
+    let engine = Engine::start(sim_striped_filesystem(11), EngineConfig::default());
+    let mut setup = engine.client(4);
+    for index in 0..3 {
+        setup
+            .call(Command::Create {
+                name: format!("w{index}"),
+            })
+            .unwrap();
+    }
+    let handles: Vec<_> = (0..3u64)
+        .map(|index| {
+            let mut client = engine.client(32);
+            std::thread::spawn(move || {
+                let name = format!("w{index}");
+                let mut expected = Vec::new();
+                let mut tickets = Vec::new();
+                for chunk in 0..24u64 {
+                    let bytes = pattern(10_000 + chunk as usize * 13, index * 1000 + chunk);
+                    let offset = expected.len() as u64;
+                    expected.extend_from_slice(&bytes);
+                    let data = flashpipe_device::IoBuf::from_slice(&bytes);
+                    tickets.push(
+                        client
+                            .submit(Command::Write {
+                                name: name.clone(),
+                                offset_bytes: offset,
+                                data,
+                            })
+                            .unwrap(),
+                    );
+                    if chunk == 12 {
+                        let missing = Command::Write {
+                            name: "missing".to_string(),
+                            offset_bytes: 0,
+                            data: flashpipe_device::IoBuf::from_slice(b"x"),
+                        };
+                        tickets.push(client.submit(missing).unwrap());
+                    }
+                }
+                let mut failures = 0;
+                while client.outstanding() > 0 {
+                    let (_, result) = client.next_completion().unwrap();
+                    failures += usize::from(result.is_err());
+                }
+                assert_eq!(failures, 1, "only the write to a missing file fails");
+                (name, expected)
+            })
+        })
+        .collect();
+    for handle in handles {
+        let (name, expected) = handle.join().unwrap();
+        let mut client = engine.client(8);
+        let mut back = Vec::new();
+        client
+            .read_stream(
+                &name,
+                &mut |chunk| {
+                    back.extend_from_slice(chunk);
+                    Ok(())
+                },
+                65536,
+                8,
+                &mut |_| {},
+            )
+            .unwrap();
+        assert!(back == expected, "{name} differs after batched writes");
+    }
+    engine.shutdown().unwrap();
+}

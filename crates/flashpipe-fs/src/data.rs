@@ -192,9 +192,15 @@ pub fn read_into(
     Ok(())
 }
 
-/// Totals after a file's pointer count changes from `old_count` to `new_count`.
-fn totals_with(state: &State, name_bytes: usize, old_count: u64, new_count: u64) -> MetadataTotals {
-    let mut totals = state.totals;
+/// `base` after a file's pointer count changes from `old_count` to `new_count`.
+fn totals_with(
+    state: &State,
+    base: MetadataTotals,
+    name_bytes: usize,
+    old_count: u64,
+    new_count: u64,
+) -> MetadataTotals {
+    let mut totals = base;
     totals.account(&state.geometry, name_bytes, old_count, false);
     totals.account(&state.geometry, name_bytes, new_count, true);
     totals
@@ -228,7 +234,142 @@ pub fn write(
     offset_bytes: u64,
     data: &[u8],
 ) -> Result<(), FileIoError> {
-    check_usable(state)?;
+    let mut results = write_batch(state, device, &[(inode_number, offset_bytes, data)]);
+    results.pop().expect("one write gives one result")
+}
+
+/// One write of a batch: (inode number, offset, bytes).
+pub type BatchWrite<'a> = (u64, u64, &'a [u8]);
+
+/// Carries out several writes with all their device requests in flight together, and
+/// returns one result per write, in order. Writes are split into runs in which no two
+/// touch the same FS block of one file; each run is planned (space checked, targets
+/// chosen, partial edge blocks read), written in one batch, then installed. A device
+/// failure fails every write of its run and installs none of them.
+pub fn write_batch(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    writes: &[BatchWrite<'_>],
+) -> Vec<Result<(), FileIoError>> {
+    if check_usable(state).is_err() {
+        return writes.iter().map(|_| check_usable(state)).collect();
+    }
+    let mut results = Vec::with_capacity(writes.len());
+    let mut start = 0;
+    while start < writes.len() {
+        let end = end_of_independent_run(state.geometry.block_bytes(), writes, start);
+        results.extend(write_independent_run(state, device, &writes[start..end]));
+        start = end;
+    }
+    results
+}
+
+/// The end of the longest run from `start` in which no two writes touch the same FS
+/// block of one file.
+fn end_of_independent_run(block_bytes: u64, writes: &[BatchWrite<'_>], start: usize) -> usize {
+    let block_range = |&(_, offset_bytes, data): &BatchWrite<'_>| {
+        let end_bytes = offset_bytes.saturating_add(data.len() as u64);
+        (offset_bytes / block_bytes, end_bytes.div_ceil(block_bytes))
+    };
+    let mut end = start + 1;
+    while end < writes.len() {
+        let (first, stop) = block_range(&writes[end]);
+        let overlaps = writes[start..end].iter().any(|earlier| {
+            let (earlier_first, earlier_stop) = block_range(earlier);
+            earlier.0 == writes[end].0 && first < earlier_stop && earlier_first < stop
+        });
+        if overlaps {
+            break;
+        }
+        end += 1;
+    }
+    end
+}
+
+/// A write whose targets are chosen and whose device requests are built.
+struct PlannedWrite {
+    inode_number: u64,
+    first: u64,
+    targets: Vec<u64>,
+    allocated: Vec<u64>,
+    new_count: u64,
+    end_bytes: u64,
+    operations: Vec<Operation>,
+}
+
+/// What the writes planned so far in a run will have changed once installed.
+struct RunAccounting {
+    totals: MetadataTotals,
+    pointer_counts: HashMap<u64, u64>,
+}
+
+fn write_independent_run(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    writes: &[BatchWrite<'_>],
+) -> Vec<Result<(), FileIoError>> {
+    let mut accounting = RunAccounting {
+        totals: state.totals,
+        pointer_counts: HashMap::new(),
+    };
+    let mut results: Vec<Result<(), FileIoError>> = Vec::with_capacity(writes.len());
+    let mut planned: Vec<(usize, PlannedWrite)> = Vec::new();
+    for (index, &(inode_number, offset_bytes, data)) in writes.iter().enumerate() {
+        match plan_write(
+            state,
+            device,
+            &mut accounting,
+            inode_number,
+            offset_bytes,
+            data,
+        ) {
+            Ok(Some(plan)) => planned.push((index, plan)),
+            Ok(None) => {}
+            Err(error) => {
+                results.push(Err(error));
+                continue;
+            }
+        }
+        results.push(Ok(()));
+    }
+    let operations: Vec<Operation> = planned
+        .iter_mut()
+        .flat_map(|(_, plan)| std::mem::take(&mut plan.operations))
+        .collect();
+    match run_operations(device, operations) {
+        Ok(completions) => {
+            for buffer in completions
+                .into_iter()
+                .filter_map(|completion| completion.buffer)
+            {
+                state.buffers.give_back(buffer);
+            }
+            for (_, plan) in &planned {
+                install_targets(state, plan);
+            }
+        }
+        Err(error) => {
+            for (index, plan) in planned {
+                for block in plan.allocated {
+                    state.allocator.release(block);
+                }
+                results[index] = Err(error.clone().into());
+            }
+        }
+    }
+    results
+}
+
+/// Checks space, reads partial edge blocks, chooses targets and builds the device
+/// writes of one write; `None` for an empty write. Allocates the new blocks.
+fn plan_write(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    accounting: &mut RunAccounting,
+    inode_number: u64,
+    offset_bytes: u64,
+    data: &[u8],
+) -> Result<Option<PlannedWrite>, FileIoError> {
     let node = state
         .files
         .get(&inode_number)
@@ -236,20 +377,30 @@ pub fn write(
             file_id: inode_number,
         })?;
     if data.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let end_bytes = offset_bytes.saturating_add(data.len() as u64);
     check_size_limit(state, end_bytes)?;
     let block_bytes = state.geometry.block_bytes();
     let first = offset_bytes / block_bytes;
     let end = end_bytes.div_ceil(block_bytes);
-    let old_count = node.pointers.len() as u64;
+    let old_count = accounting
+        .pointer_counts
+        .get(&inode_number)
+        .copied()
+        .unwrap_or(node.pointers.len() as u64);
     let new_count = old_count.max(end);
     let pointer_at = |index: u64| node.pointers.get(index as usize).copied().unwrap_or(0);
     let new_block_count = (first..end)
         .filter(|&index| !state.allocator.is_fresh(pointer_at(index)) || pointer_at(index) == 0)
         .count() as u64;
-    let totals_after = totals_with(state, node.name.len(), old_count, new_count);
+    let totals_after = totals_with(
+        state,
+        accounting.totals,
+        node.name.len(),
+        old_count,
+        new_count,
+    );
     state
         .check_space(new_block_count, &totals_after)
         .map_err(no_space)?;
@@ -265,24 +416,17 @@ pub fn write(
         .collect();
     let (targets, allocated) = choose_targets(state, inode_number, first, end);
     let operations = build_write_operations(state, &targets, first, offset_bytes, data, &old_edges);
-    match run_operations(device, operations) {
-        Ok(completions) => {
-            for buffer in completions
-                .into_iter()
-                .filter_map(|completion| completion.buffer)
-            {
-                state.buffers.give_back(buffer);
-            }
-        }
-        Err(error) => {
-            for block in allocated {
-                state.allocator.release(block);
-            }
-            return Err(error.into());
-        }
-    }
-    install_targets(state, inode_number, first, &targets, new_count, end_bytes);
-    Ok(())
+    accounting.totals = totals_after;
+    accounting.pointer_counts.insert(inode_number, new_count);
+    Ok(Some(PlannedWrite {
+        inode_number,
+        first,
+        targets,
+        allocated,
+        new_count,
+        end_bytes,
+        operations,
+    }))
 }
 
 /// The block each of file blocks `first..end` is written to: the current one when it was
@@ -370,14 +514,15 @@ fn build_write_operations(
         .collect()
 }
 
-fn install_targets(
-    state: &mut State,
-    inode_number: u64,
-    first: u64,
-    targets: &[u64],
-    new_count: u64,
-    end_bytes: u64,
-) {
+fn install_targets(state: &mut State, plan: &PlannedWrite) {
+    let PlannedWrite {
+        inode_number,
+        first,
+        ref targets,
+        new_count,
+        end_bytes,
+        ..
+    } = *plan;
     if new_count > state.files[&inode_number].pointers.len() as u64 {
         state.resize_pointers(inode_number, new_count);
     }
@@ -420,7 +565,7 @@ pub fn truncate(
     let block_bytes = state.geometry.block_bytes();
     let old_count = node.pointers.len() as u64;
     let new_count = size_bytes.div_ceil(block_bytes);
-    let totals_after = totals_with(state, node.name.len(), old_count, new_count);
+    let totals_after = totals_with(state, state.totals, node.name.len(), old_count, new_count);
     if size_bytes < node.size_bytes {
         zero_tail_of_last_block(state, device, inode_number, size_bytes, &totals_after)?;
         let dropped: Vec<u64> = state.files[&inode_number].pointers[new_count as usize..]

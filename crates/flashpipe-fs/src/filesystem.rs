@@ -261,6 +261,18 @@ impl Filesystem {
         )
     }
 
+    /// Carries out several writes `(file, offset, bytes)` with all their device requests
+    /// in flight together (the engine batches queued writes this way), returning one
+    /// result per write in order. Writes to the same FS block of one file are done in
+    /// the order given; a device failure fails every write of its batch run.
+    pub fn write_batch(&mut self, writes: &[(FileId, u64, &[u8])]) -> Vec<Result<(), FileIoError>> {
+        let writes: Vec<data::BatchWrite<'_>> = writes
+            .iter()
+            .map(|&(file, offset_bytes, bytes)| (file.0, offset_bytes, bytes))
+            .collect();
+        data::write_batch(&mut self.state, &mut *self.device, &writes)
+    }
+
     /// Sets the file's size (shrinking frees blocks; growing adds a hole).
     pub fn truncate(&mut self, file: FileId, size_bytes: u64) -> Result<(), FileIoError> {
         data::truncate(&mut self.state, &mut *self.device, file.0, size_bytes)
