@@ -372,6 +372,12 @@ impl Ftl {
         self.backend
     }
 
+    /// Free blocks garbage collection keeps in steady state (its start threshold): space
+    /// that holds no data, for effective over-provisioning figures.
+    pub fn free_block_target(&self) -> u32 {
+        self.gc_target_free_blocks
+    }
+
     /// Statistics so far.
     pub fn stats(&self) -> FtlStats {
         let mut stats = self.stats.clone();

@@ -1,0 +1,497 @@
+//! `flashpipe ftl ...`: experiments with the host flash translation layer (issue #5) on
+//! the NAND model in virtual time: write amplification against over-provisioning beside
+//! the closed-form estimate, greedy against cost-benefit on skewed workloads, the
+//! program/erase spread with and without static wear leveling, and the speed of the
+//! simulated stack. Tables by default, `--json` for machines.
+
+use std::time::Instant;
+
+use clap::{Args, Subcommand};
+use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation, SplitMix64};
+use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
+use serde::Serialize;
+
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+/// The FTL experiments.
+#[derive(Debug, Subcommand)]
+pub enum FtlCommand {
+    /// Write amplification vs over-provisioning, uniform random page writes, greedy GC.
+    Wa(ExperimentArgs),
+    /// Hot/cold workloads (80/20 and zipfian): greedy vs cost-benefit.
+    Hotcold(ExperimentArgs),
+    /// Program/erase spread after a skewed workload, with and without static leveling.
+    Wear(ExperimentArgs),
+    /// Simulated host operations per wall-clock second through the FTL.
+    Speed(ExperimentArgs),
+}
+
+/// Options shared by the experiments.
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// Erase blocks per chip of the experiment's array (8 chips on 2 channels).
+    #[arg(long, default_value_t = 64)]
+    blocks_per_chip: u32,
+    /// Pages per erase block.
+    #[arg(long, default_value_t = 64)]
+    pages_per_block: u32,
+    /// Full-device writes after the initial fill (half are measured).
+    #[arg(long, default_value_t = 4)]
+    device_writes: u32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs an FTL subcommand.
+pub fn run(command: FtlCommand) -> CliResult {
+    match command {
+        FtlCommand::Wa(arguments) => run_write_amplification(&arguments),
+        FtlCommand::Hotcold(arguments) => run_hot_cold(&arguments),
+        FtlCommand::Wear(arguments) => run_wear(&arguments),
+        FtlCommand::Speed(arguments) => run_speed(&arguments),
+    }
+}
+
+fn check_arguments(arguments: &ExperimentArgs) -> Result<(), String> {
+    if !(8..=4096).contains(&arguments.blocks_per_chip) {
+        return Err(format!(
+            "--blocks-per-chip {} is not within 8..=4096",
+            arguments.blocks_per_chip
+        ));
+    }
+    if !(4..=1024).contains(&arguments.pages_per_block) {
+        return Err(format!(
+            "--pages-per-block {} is not within 4..=1024",
+            arguments.pages_per_block
+        ));
+    }
+    if !(1..=200).contains(&arguments.device_writes) {
+        return Err(format!(
+            "--device-writes {} is not within 1..=200",
+            arguments.device_writes
+        ));
+    }
+    Ok(())
+}
+
+/// The experiments' array: minFlash timing, 2 channels x 4 ways, 4 KiB pages.
+fn experiment_config(arguments: &ExperimentArgs) -> Result<FlashConfig, String> {
+    let mut config = FlashConfig::preset("minflash").map_err(|error| error.to_string())?;
+    config.name = "ftl-experiment".to_string();
+    config.geometry.channels = 2;
+    config.geometry.ways = 4;
+    config.geometry.blocks_per_plane = arguments.blocks_per_chip;
+    config.geometry.pages_per_block = arguments.pages_per_block;
+    config.geometry.page_data_bytes = 4096;
+    config.geometry.page_spare_bytes = 256;
+    config.reliability.grown_bad_probability_at_rated = 0.0;
+    Ok(config)
+}
+
+fn experiment_ftl(
+    arguments: &ExperimentArgs,
+    storage: StorageMode,
+    options: FtlOptions,
+) -> Result<Ftl, Box<dyn std::error::Error>> {
+    check_arguments(arguments)?;
+    let array = FlashArray::new(
+        experiment_config(arguments)?,
+        FlashOptions {
+            seed: arguments.seed,
+            storage,
+            ..FlashOptions::default()
+        },
+    )?;
+    Ok(Ftl::format(
+        Box::new(array) as Box<dyn FlashBackend>,
+        options,
+    )?)
+}
+
+fn experiment_options(over_provisioning: f64, policy: VictimPolicy) -> FtlOptions {
+    FtlOptions {
+        name: "ftl".to_string(),
+        over_provisioning,
+        victim_policy: policy,
+        checkpoint_interval_pages: 0,
+        static_wear_leveling_spread: None,
+        queue_depth: 32,
+        ..FtlOptions::default()
+    }
+}
+
+/// Which logical page the next write goes to.
+enum Workload {
+    Uniform,
+    HotCold { hot_share: f64, hot_fraction: f64 },
+    Zipf { cumulative: Vec<f64> },
+}
+
+impl Workload {
+    fn zipf(pages: u64, exponent: f64) -> Workload {
+        let mut cumulative = Vec::with_capacity(pages as usize);
+        let mut total = 0.0;
+        for rank in 1..=pages {
+            total += 1.0 / (rank as f64).powf(exponent);
+            cumulative.push(total);
+        }
+        cumulative.iter_mut().for_each(|value| *value /= total);
+        Workload::Zipf { cumulative }
+    }
+
+    fn next_page(&self, generator: &mut SplitMix64, pages: u64) -> u64 {
+        match self {
+            Workload::Uniform => generator.below(pages),
+            Workload::HotCold {
+                hot_share,
+                hot_fraction,
+            } => {
+                let hot_pages = ((pages as f64 * hot_fraction) as u64).max(1);
+                if generator.chance(*hot_share) {
+                    generator.below(hot_pages)
+                } else {
+                    hot_pages + generator.below(pages - hot_pages)
+                }
+            }
+            Workload::Zipf { cumulative } => {
+                let draw = (generator.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                let rank = cumulative.partition_point(|&value| value < draw) as u64;
+                // Scatter ranks over the device so hot pages do not share blocks by address.
+                (rank.min(pages - 1) * 0x9E37_79B9_7F4A_7C15 % pages + pages) % pages
+            }
+        }
+    }
+}
+
+/// Writes `count` single pages chosen by `workload`, 32 in flight.
+fn write_pages(
+    ftl: &mut Ftl,
+    workload: &Workload,
+    generator: &mut SplitMix64,
+    count: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let pages = ftl.info().block_count;
+    let page_bytes = ftl.info().block_size_bytes as usize;
+    let mut written = 0;
+    while written < count {
+        let batch = (count - written).min(32);
+        let mut chosen: Vec<u64> = Vec::with_capacity(batch as usize);
+        while (chosen.len() as u64) < batch {
+            let page = workload.next_page(generator, pages);
+            if !chosen.contains(&page) {
+                chosen.push(page);
+            }
+        }
+        let operations = chosen
+            .into_iter()
+            .map(|page| Operation::Write {
+                first_block: page,
+                buffer: IoBuf::zeroed(page_bytes),
+            })
+            .collect();
+        run_batch(ftl, operations)?;
+        written += batch;
+    }
+    Ok(())
+}
+
+fn fill(ftl: &mut Ftl) -> Result<(), Box<dyn std::error::Error>> {
+    let pages = ftl.info().block_count;
+    let page_bytes = ftl.info().block_size_bytes as usize;
+    let chunk = 16u64;
+    for first in (0..pages).step_by(chunk as usize) {
+        let count = chunk.min(pages - first);
+        run_batch(
+            ftl,
+            vec![Operation::Write {
+                first_block: first,
+                buffer: IoBuf::zeroed(count as usize * page_bytes),
+            }],
+        )?;
+    }
+    Ok(())
+}
+
+/// Fills the device, writes `device_writes` x its size, measures the second half.
+fn steady_state_stats(
+    arguments: &ExperimentArgs,
+    ftl: &mut Ftl,
+    workload: &Workload,
+) -> Result<FtlStats, Box<dyn std::error::Error>> {
+    let mut generator = SplitMix64::new(arguments.seed);
+    fill(ftl)?;
+    let pages = ftl.info().block_count;
+    let total = pages * u64::from(arguments.device_writes);
+    write_pages(ftl, workload, &mut generator, total / 2)?;
+    let before = ftl.stats();
+    write_pages(ftl, workload, &mut generator, total - total / 2)?;
+    Ok(ftl.stats().since(&before))
+}
+
+/// The principal branch of Lambert's W for x in [-1/e, 0], by Halley's iteration.
+fn lambert_w0(x: f64) -> f64 {
+    let mut w = if x < -0.25 { -0.5 } else { x };
+    for _ in 0..100 {
+        let exponential = w.exp();
+        let value = w * exponential - x;
+        let step = value / (exponential * (w + 1.0) - (w + 2.0) * value / (2.0 * w + 2.0));
+        w -= step;
+        if step.abs() < 1e-14 {
+            break;
+        }
+    }
+    w
+}
+
+/// Closed-form write amplification of uniform random writes with physical/logical ratio
+/// `alpha` (Hu et al. 2009, Desnoyers 2012: exact for FIFO cleaning, the large-block
+/// limit of greedy).
+fn closed_form_write_amplification(alpha: f64) -> f64 {
+    alpha / (alpha + lambert_w0(-alpha * (-alpha).exp()))
+}
+
+#[derive(Debug, Serialize)]
+struct WriteAmplificationRow {
+    over_provisioning: f64,
+    logical_pages: u64,
+    physical_data_pages: u64,
+    physical_over_logical: f64,
+    write_amplification: f64,
+    write_amplification_closed_form: f64,
+    gc_pages_copied: u64,
+    gc_busy_seconds_virtual: f64,
+    host_write_wait_us_max: f64,
+}
+
+/// Pages that can hold data in steady state: good blocks less the checkpoint and log
+/// blocks and the free blocks garbage collection keeps.
+fn physical_data_pages(ftl: &Ftl) -> u64 {
+    let config = ftl.backend().config();
+    let stats = ftl.stats();
+    let good_blocks = config.total_blocks() - u64::from(stats.retired_blocks);
+    let checkpoint_blocks = (ftl.info().block_count * 8).div_ceil(u64::from(
+        config.geometry.page_data_bytes * config.geometry.pages_per_block,
+    )) + 1;
+    let held_back = 2 * checkpoint_blocks + 2 + u64::from(ftl.free_block_target());
+    (good_blocks - held_back) * u64::from(config.geometry.pages_per_block)
+}
+
+fn run_write_amplification(arguments: &ExperimentArgs) -> CliResult {
+    let mut rows = Vec::new();
+    for over_provisioning in [0.07, 0.10, 0.15, 0.20, 0.28, 0.35, 0.50] {
+        let options = experiment_options(over_provisioning, VictimPolicy::Greedy);
+        let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
+        let stats = steady_state_stats(arguments, &mut ftl, &Workload::Uniform)?;
+        let logical = ftl.info().block_count;
+        let physical = physical_data_pages(&ftl);
+        let alpha = physical as f64 / logical as f64;
+        rows.push(WriteAmplificationRow {
+            over_provisioning,
+            logical_pages: logical,
+            physical_data_pages: physical,
+            physical_over_logical: alpha,
+            write_amplification: stats.write_amplification(),
+            write_amplification_closed_form: closed_form_write_amplification(alpha),
+            gc_pages_copied: stats.gc_pages_copied,
+            gc_busy_seconds_virtual: stats.gc_busy_ns as f64 / 1e9,
+            host_write_wait_us_max: ftl.stats().host_write_wait_ns_max as f64 / 1e3,
+        });
+    }
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!("over-prov  physical/logical  WA measured  WA closed form  GC copied  max host wait");
+    for row in &rows {
+        println!(
+            "{:>8.0}%  {:>16.3}  {:>11.2}  {:>14.2}  {:>9}  {:>10.0} us",
+            row.over_provisioning * 100.0,
+            row.physical_over_logical,
+            row.write_amplification,
+            row.write_amplification_closed_form,
+            row.gc_pages_copied,
+            row.host_write_wait_us_max
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct PolicyRow {
+    workload: &'static str,
+    policy: &'static str,
+    write_amplification: f64,
+    gc_pages_copied: u64,
+    gc_victims: u64,
+}
+
+fn run_hot_cold(arguments: &ExperimentArgs) -> CliResult {
+    let mut rows = Vec::new();
+    let workloads: [(&'static str, fn(u64) -> Workload); 3] = [
+        ("uniform", |_| Workload::Uniform),
+        ("80/20", |_| Workload::HotCold {
+            hot_share: 0.8,
+            hot_fraction: 0.2,
+        }),
+        ("zipf(0.99)", |pages| Workload::zipf(pages, 0.99)),
+    ];
+    for (name, make_workload) in workloads {
+        for (policy_name, policy) in [
+            ("greedy", VictimPolicy::Greedy),
+            ("cost-benefit", VictimPolicy::CostBenefit),
+        ] {
+            let options = experiment_options(0.10, policy);
+            let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
+            let workload = make_workload(ftl.info().block_count);
+            let stats = steady_state_stats(arguments, &mut ftl, &workload)?;
+            rows.push(PolicyRow {
+                workload: name,
+                policy: policy_name,
+                write_amplification: stats.write_amplification(),
+                gc_pages_copied: stats.gc_pages_copied,
+                gc_victims: stats.gc_victims,
+            });
+        }
+    }
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!("workload     policy        WA     GC copied  victims   (over-provisioning 10%)");
+    for row in &rows {
+        println!(
+            "{:<12} {:<12} {:>5.2}  {:>10}  {:>7}",
+            row.workload, row.policy, row.write_amplification, row.gc_pages_copied, row.gc_victims
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct WearRow {
+    static_wear_leveling_spread: Option<u32>,
+    device_writes: u32,
+    erase_count_min: u32,
+    erase_count_mean: f64,
+    erase_count_max: u32,
+    static_moves: u64,
+    write_amplification: f64,
+}
+
+fn run_wear(arguments: &ExperimentArgs) -> CliResult {
+    let mut rows = Vec::new();
+    for spread in [None, Some(16)] {
+        let options = FtlOptions {
+            static_wear_leveling_spread: spread,
+            ..experiment_options(0.10, VictimPolicy::Greedy)
+        };
+        let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
+        let workload = Workload::zipf(ftl.info().block_count, 0.99);
+        steady_state_stats(arguments, &mut ftl, &workload)?;
+        let stats = ftl.stats();
+        rows.push(WearRow {
+            static_wear_leveling_spread: spread,
+            device_writes: arguments.device_writes,
+            erase_count_min: stats.erase_count_min,
+            erase_count_mean: stats.erase_count_mean,
+            erase_count_max: stats.erase_count_max,
+            static_moves: stats.static_wear_leveling_moves,
+            write_amplification: stats.write_amplification(),
+        });
+    }
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "static leveling   P/E min   mean    max   moves   WA   (zipf 0.99, {} device writes)",
+        arguments.device_writes
+    );
+    for row in &rows {
+        let label = row
+            .static_wear_leveling_spread
+            .map_or("off".to_string(), |spread| format!("spread > {spread}"));
+        println!(
+            "{:<16} {:>7} {:>7.1} {:>6} {:>7} {:>5.2}",
+            label,
+            row.erase_count_min,
+            row.erase_count_mean,
+            row.erase_count_max,
+            row.static_moves,
+            row.write_amplification
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct SpeedRow {
+    storage: &'static str,
+    host_operations: u64,
+    wall_seconds: f64,
+    host_operations_per_wall_second: f64,
+    virtual_seconds: f64,
+}
+
+fn run_speed(arguments: &ExperimentArgs) -> CliResult {
+    let mut rows = Vec::new();
+    for (name, storage) in [
+        ("timing only", StorageMode::TimingOnly),
+        ("data in memory", StorageMode::Memory),
+    ] {
+        let options = experiment_options(0.10, VictimPolicy::Greedy);
+        let mut ftl = experiment_ftl(arguments, storage, options)?;
+        let clock = ftl.clock();
+        let started_virtual_ns = clock.now_ns();
+        let started = Instant::now();
+        let mut generator = SplitMix64::new(arguments.seed);
+        fill(&mut ftl)?;
+        let pages = ftl.info().block_count;
+        let total = pages * u64::from(arguments.device_writes);
+        write_pages(&mut ftl, &Workload::Uniform, &mut generator, total)?;
+        let wall_seconds = started.elapsed().as_secs_f64();
+        let operations = pages + total;
+        rows.push(SpeedRow {
+            storage: name,
+            host_operations: operations,
+            wall_seconds,
+            host_operations_per_wall_second: operations as f64 / wall_seconds,
+            virtual_seconds: (clock.now_ns() - started_virtual_ns) as f64 / 1e9,
+        });
+    }
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!("storage          host 4 KiB writes   wall s   ops per wall s   virtual s");
+    for row in &rows {
+        println!(
+            "{:<16} {:>17} {:>8.2} {:>16.0} {:>11.2}",
+            row.storage,
+            row.host_operations,
+            row.wall_seconds,
+            row.host_operations_per_wall_second,
+            row.virtual_seconds
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_form_matches_known_points() {
+        for (alpha, expected) in [(1.07, 7.6), (1.5, 1.7), (2.0, 1.26)] {
+            let value = closed_form_write_amplification(alpha);
+            assert!((value - expected).abs() < 0.15, "alpha {alpha}: {value}");
+        }
+        assert!((lambert_w0(-0.2) - (-0.259_171)).abs() < 1e-5);
+    }
+}
