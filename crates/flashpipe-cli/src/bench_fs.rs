@@ -77,6 +77,9 @@ pub struct BenchFsArgs {
     /// Print JSON instead of tables (every ratio sits in a field named *ratio*).
     #[arg(long)]
     pub json: bool,
+    /// Also write the JSON report to this file (with the tables on standard output).
+    #[arg(long)]
+    pub save_json: Option<PathBuf>,
     /// A tiny run for tests: 16 MiB file, 0.2 s random phases, 300 small files,
     /// efficiency up to 1 MiB files once each, page cache not dropped.
     #[arg(long)]
@@ -299,8 +302,13 @@ pub fn run(arguments: BenchFsArgs) -> Result<(), Box<dyn std::error::Error>> {
         efficiency,
         small_files,
     );
+    let json = serde_json::to_string_pretty(&report)?;
+    if let Some(path) = &arguments.save_json {
+        std::fs::write(path, &json)
+            .map_err(BenchFsError::io(format!("writing {}", path.display())))?;
+    }
     if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{json}");
     } else {
         report.print_tables();
     }

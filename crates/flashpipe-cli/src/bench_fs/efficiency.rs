@@ -11,11 +11,12 @@
 //!   an untimed read first brings the engine's read buffers into memory;
 //! - **raw read time** = the very device blocks holding the file's data (the FS's block
 //!   map after the engine stopped), read straight from the device layer with
-//!   `run_batch` (queue kept full), requests of at most 1 MiB (`MAX_REQUEST_BYTES`),
-//!   after one untimed pass (as the engine read, so both find the data equally warm in
-//!   the CPU caches);
-//! - **raw write time** = the same requests written back (the bytes just read, so the
-//!   file is unchanged), then one device flush.
+//!   `run_batch`, requests of at most 1 MiB (`MAX_REQUEST_BYTES`), in waves of 32
+//!   requests into 32 recycled buffers (as the engine: 32 reads in flight, pool buffers
+//!   reused), after one untimed pass (as the engine read, so both find the data equally
+//!   warm in the CPU caches);
+//! - **raw write time** = each wave written back right after it was read (the bytes just
+//!   read, so the file is unchanged), then one device flush.
 //!
 //! The same files are also measured with the file system called directly on the
 //! calling thread (no engine, no thread hand-off: `create`, `write` of <= 1 MiB,
@@ -140,7 +141,8 @@ pub fn run(settings: &Settings) -> Result<EfficiencyResult, BenchFsError> {
 const METHOD: &str = "total write = Create + Write commands (<= 1 MiB, 32 outstanding) + Flush \
 through the engine; total read = Read commands (<= 1 MiB, 32 outstanding) through the engine; \
 raw read/write = the file's data blocks (from the FS block map) read / written back straight \
-to the device layer with run_batch, requests <= 1 MiB, write + one device flush; \
+to the device layer with run_batch, requests <= 1 MiB in waves of 32 into recycled buffers, \
+write + one device flush; \
 efficiency = raw / total, each the shortest over the files of a size";
 
 /// One store shape.
@@ -425,34 +427,60 @@ fn measure_raw(
         }
     }
     let device = filesystem.device_mut();
-    let reads = |extents: &[(u64, u64)]| {
-        extents
-            .iter()
-            .map(|&(first_block, length)| Operation::Read {
-                first_block,
-                buffer: touched_buffer(length as usize),
-            })
-            .collect()
-    };
-    run_batch(device, reads(&extents))?;
-    let reads = reads(&extents);
-    let started = Instant::now();
-    let completions = run_batch(device, reads)?;
-    times.read_raw = started.elapsed();
-    let mut writes: Vec<Operation> = completions
-        .into_iter()
-        .zip(&extents)
-        .map(|(completion, &(first_block, _))| Operation::Write {
-            first_block,
-            buffer: completion.buffer.expect("a read hands its buffer back"),
-        })
+    let mut buffers: Vec<IoBuf> = (0..COMMANDS_IN_FLIGHT)
+        .map(|_| touched_buffer(MAX_REQUEST_BYTES as usize))
         .collect();
-    writes.push(Operation::Flush);
+    raw_passes(device, &extents, &mut buffers, &mut FileTimes::default())?;
+    raw_passes(device, &extents, &mut buffers, times)?;
     let started = Instant::now();
-    run_batch(device, writes)?;
-    times.write_raw = started.elapsed();
+    run_batch(device, vec![Operation::Flush])?;
+    times.write_raw += started.elapsed();
     times.raw_requests = extents.len() as u64;
     check_device_state(device);
+    Ok(())
+}
+
+/// Reads the extents in waves of at most 32 requests into the same recycled buffers
+/// (as the engine recycles its pool), writing each wave back right after it was read;
+/// adds the read and write time to `times`.
+fn raw_passes(
+    device: &mut dyn BlockDevice,
+    extents: &[(u64, u64)],
+    buffers: &mut Vec<IoBuf>,
+    times: &mut FileTimes,
+) -> Result<(), BenchFsError> {
+    for wave in extents.chunks(COMMANDS_IN_FLIGHT) {
+        let reads = wave
+            .iter()
+            .map(|&(first_block, length)| {
+                let mut buffer = buffers.pop().expect("one buffer per request of a wave");
+                buffer.set_len(length as usize);
+                Operation::Read {
+                    first_block,
+                    buffer,
+                }
+            })
+            .collect();
+        let started = Instant::now();
+        let completions = run_batch(device, reads)?;
+        times.read_raw += started.elapsed();
+        let writes = completions
+            .into_iter()
+            .zip(wave)
+            .map(|(completion, &(first_block, _))| Operation::Write {
+                first_block,
+                buffer: completion.buffer.expect("a read hands its buffer back"),
+            })
+            .collect();
+        let started = Instant::now();
+        let completions = run_batch(device, writes)?;
+        times.write_raw += started.elapsed();
+        buffers.extend(
+            completions
+                .into_iter()
+                .filter_map(|completion| completion.buffer),
+        );
+    }
     Ok(())
 }
 
