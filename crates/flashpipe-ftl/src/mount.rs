@@ -357,6 +357,15 @@ struct CheckpointPart {
     data: Vec<u8>,
 }
 
+/// One change of the map found on flash, replayed in sequence order.
+#[derive(Debug, Clone, Copy)]
+enum ReplayEvent {
+    /// A data page: the logical page takes the version (= the event's sequence).
+    Write { logical: u64 },
+    /// A trim or copy record.
+    Record(LogRecord),
+}
+
 /// Everything the spare areas say.
 struct Scan {
     data_pages: HashMap<u64, DataCopy>,
@@ -497,53 +506,46 @@ impl Scan {
     ) -> Result<Vec<u64>, FtlError> {
         let mut versions = image.versions.clone();
         let logical_count = versions.len() as u64;
-        let mut events: BTreeMap<u64, LogRecord> = BTreeMap::new();
+        let mut events: BTreeMap<u64, ReplayEvent> = BTreeMap::new();
         for (&version, copy) in &self.data_pages {
             if version > image.sequence {
                 events.insert(
                     version,
-                    LogRecord::Copy {
-                        sequence: version,
-                        source: u64::MAX,
-                        destination: copy.logical,
-                        count: 1,
+                    ReplayEvent::Write {
+                        logical: copy.logical,
                     },
                 );
             }
         }
         for (&sequence, &record) in self.log_records.range(image.sequence + 1..) {
-            events.insert(sequence, record);
+            events.insert(sequence, ReplayEvent::Record(record));
         }
+        let out_of_range = |first: u64, count: u64| {
+            first
+                .checked_add(count)
+                .is_none_or(|end| end > logical_count)
+        };
         for (sequence, event) in events {
             report.operations_replayed += 1;
-            let out_of_range = |first: u64, count: u64| {
-                first
-                    .checked_add(count)
-                    .is_none_or(|end| end > logical_count)
-            };
             match event {
-                LogRecord::Copy {
-                    source: u64::MAX,
-                    destination,
-                    ..
-                } => {
-                    if out_of_range(destination, 1) {
+                ReplayEvent::Write { logical } => {
+                    if out_of_range(logical, 1) {
                         return Err(FtlError::CorruptRecord { sequence });
                     }
-                    versions[destination as usize] = sequence;
+                    versions[logical as usize] = sequence;
                 }
-                LogRecord::Trim { first, count, .. } => {
+                ReplayEvent::Record(LogRecord::Trim { first, count, .. }) => {
                     if out_of_range(first, count) {
                         return Err(FtlError::CorruptRecord { sequence });
                     }
                     versions[first as usize..(first + count) as usize].fill(0);
                 }
-                LogRecord::Copy {
+                ReplayEvent::Record(LogRecord::Copy {
                     source,
                     destination,
                     count,
                     ..
-                } => {
+                }) => {
                     if out_of_range(source, count) || out_of_range(destination, count) {
                         return Err(FtlError::CorruptRecord { sequence });
                     }
