@@ -381,6 +381,9 @@ impl Ftl {
     /// Statistics so far.
     pub fn stats(&self) -> FtlStats {
         let mut stats = self.stats.clone();
+        if let Some(since_ns) = self.gc_busy_since_ns {
+            stats.gc_busy_ns += self.backend.now_ns() - since_ns;
+        }
         stats.free_blocks = self.free_block_count;
         let good: Vec<u32> = self
             .blocks
