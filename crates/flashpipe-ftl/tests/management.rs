@@ -291,3 +291,21 @@ fn bad_options_are_refused() {
     )
     .is_err());
 }
+
+#[test]
+fn a_seed_determines_the_run_exactly() {
+    let run = || {
+        let mut ftl = ftl_on(
+            support::sized_config(16, 16, 512),
+            13,
+            options(VictimPolicy::CostBenefit),
+        );
+        overwrite_and_verify(&mut ftl, 1500, 17);
+        let clock = flashpipe_device::BlockDevice::clock(&ftl);
+        (ftl.stats(), clock.now_ns())
+    };
+    let (first_stats, first_ns) = run();
+    let (second_stats, second_ns) = run();
+    assert_eq!(first_stats, second_stats);
+    assert_eq!(first_ns, second_ns);
+}
