@@ -172,7 +172,10 @@ fn output_target(
     }
     let names = match (&arguments.output, files.len()) {
         (Some(name), 1) => vec![name.clone()],
-        (Some(prefix), _) => files.iter().map(|file| format!("{prefix}-{file}")).collect(),
+        (Some(prefix), _) => files
+            .iter()
+            .map(|file| format!("{prefix}-{file}"))
+            .collect(),
         (None, _) => files
             .iter()
             .map(|file| format!("{file}.{}", kernel.name()))
@@ -239,7 +242,10 @@ pub fn describe_summary(summary: &Summary) -> String {
                 .take(5)
                 .map(|found| format!("{}:{}", found.line_number, found.line))
                 .collect();
-            format!("{matching_line_count} matching lines; {}", shown.join(" | "))
+            format!(
+                "{matching_line_count} matching lines; {}",
+                shown.join(" | ")
+            )
         }
         Summary::Labels { labels } => {
             let mut counts = std::collections::BTreeMap::<&str, usize>::new();

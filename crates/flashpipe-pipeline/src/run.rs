@@ -40,6 +40,7 @@ pub struct PipelineJob<'a> {
 pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineError> {
     job.config.check(job.engine_config, job.files.len())?;
     let mut control = job.engine.client(4);
+    let sizes = input_sizes(&mut control, job.files)?;
     if let OutputTarget::StoreFiles(names) = &job.config.output {
         prepare_output_files(&mut control, names, job.files)?;
     }
@@ -74,7 +75,7 @@ pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineErro
         job.config.chunk_credit_count,
         output,
     );
-    let counters = run_stages(&job, &shared, write_receiver, spare_sender);
+    let counters = run_stages(&job, &shared, &sizes, write_receiver, spare_sender);
     let elapsed_ns = job.clock.now_ns().saturating_sub(started_ns);
     if let Some(error) = shared.take_error() {
         return Err(error);
@@ -94,6 +95,52 @@ pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineErro
         .collect();
     let report = build_report(&job, &shared, &files, &counters.stages, elapsed_ns);
     Ok(PipelineResult { files, report })
+}
+
+/// Every input's size, from one listing (one command, however many files: a per-file stat
+/// would wait for the engine's reads in flight each time); a name missing from the listing
+/// gets its own stat, whose error names it. Nothing runs unless every input exists.
+fn input_sizes(
+    control: &mut flashpipe_engine::EngineClient,
+    files: &[String],
+) -> Result<Vec<u64>, PipelineError> {
+    let listing = match control.call(Command::List) {
+        Ok(Reply::List(stats)) => stats,
+        Ok(other) => unreachable!("list answered {other:?}"),
+        Err(source) => {
+            return Err(PipelineError::Open {
+                file: "(listing)".to_string(),
+                source,
+            })
+        }
+    };
+    let by_name: std::collections::HashMap<&str, u64> = listing
+        .iter()
+        .map(|stat| (stat.name.as_str(), stat.size_bytes))
+        .collect();
+    files
+        .iter()
+        .map(|name| match by_name.get(name.as_str()) {
+            Some(size_bytes) => Ok(*size_bytes),
+            None => stat_size(control, name),
+        })
+        .collect()
+}
+
+fn stat_size(
+    control: &mut flashpipe_engine::EngineClient,
+    name: &str,
+) -> Result<u64, PipelineError> {
+    match control.call(Command::Stat {
+        name: name.to_string(),
+    }) {
+        Ok(Reply::Stat(stat)) => Ok(stat.size_bytes),
+        Ok(other) => unreachable!("stat answered {other:?}"),
+        Err(source) => Err(PipelineError::Open {
+            file: name.to_string(),
+            source,
+        }),
+    }
 }
 
 /// Creates (or empties) each output file; an output may not be one of the inputs.
@@ -139,6 +186,7 @@ struct StageResults {
 fn run_stages(
     job: &PipelineJob<'_>,
     shared: &Shared,
+    sizes: &[u64],
     write_receiver: crossbeam_channel::Receiver<crate::output::WriteRequest>,
     spare_sender: crossbeam_channel::Sender<flashpipe_device::IoBuf>,
 ) -> StageResults {
@@ -146,7 +194,7 @@ fn run_stages(
     let (work_sender, work_receiver) = crossbeam_channel::bounded(config.chunk_credit_count);
     let (result_sender, result_receiver) =
         crossbeam_channel::bounded(config.chunk_credit_count.max(16));
-    let reader_plans = deal_files(job.files, config);
+    let reader_plans = deal_files(job.files, sizes, config);
     std::thread::scope(|scope| {
         let writer_client = job.engine.client(config.writes_in_flight);
         let writer = scope.spawn(move || {
@@ -201,7 +249,7 @@ fn join_all(handles: Vec<std::thread::ScopedJoinHandle<'_, StageCounters>>) -> S
 }
 
 /// Deals the files to the readers round-robin.
-fn deal_files(files: &[String], config: &PipelineConfig) -> Vec<ReaderPlan> {
+fn deal_files(files: &[String], sizes: &[u64], config: &PipelineConfig) -> Vec<ReaderPlan> {
     let reader_count = config.reader_count.min(files.len()).max(1);
     let mut plans: Vec<ReaderPlan> = (0..reader_count)
         .map(|_| ReaderPlan {
@@ -213,7 +261,7 @@ fn deal_files(files: &[String], config: &PipelineConfig) -> Vec<ReaderPlan> {
     for (index, name) in files.iter().enumerate() {
         plans[index % reader_count]
             .files
-            .push((index, name.clone()));
+            .push((index, name.clone(), sizes[index]));
     }
     plans
 }

@@ -15,8 +15,8 @@ use crate::report::StageCounters;
 
 /// One reader thread's inputs.
 pub(crate) struct ReaderPlan {
-    /// (input index, file name) pairs, in the order to read them.
-    pub(crate) files: Vec<(usize, String)>,
+    /// (input index, file name, size) of each file, in the order to read them.
+    pub(crate) files: Vec<(usize, String, u64)>,
     pub(crate) reads_in_flight: usize,
     pub(crate) chunk_bytes: u64,
 }
@@ -48,8 +48,14 @@ pub(crate) fn run_reader(
         counters: StageCounters::default(),
         reads_in_flight: plan.reads_in_flight,
     };
-    for (index, name) in &plan.files {
-        if shared.cancelled() || reader.read_file(*index, name, plan.chunk_bytes).is_err() {
+    for (index, name, size_bytes) in &plan.files {
+        if shared.cancelled() {
+            break;
+        }
+        if reader
+            .read_file(*index, name, *size_bytes, plan.chunk_bytes)
+            .is_err()
+        {
             break;
         }
     }
@@ -61,8 +67,13 @@ pub(crate) fn run_reader(
 struct Stop;
 
 impl Reader<'_> {
-    fn read_file(&mut self, index: usize, name: &str, chunk_bytes: u64) -> Result<(), Stop> {
-        let size_bytes = self.stat(name)?;
+    fn read_file(
+        &mut self,
+        index: usize,
+        name: &str,
+        size_bytes: u64,
+        chunk_bytes: u64,
+    ) -> Result<(), Stop> {
         let info = FileInfo::new(name, size_bytes);
         let job = guarded(name, 0, || self.shared.kernel.start_file(&info))
             .map_err(|error| self.stop(error))?;
@@ -88,40 +99,6 @@ impl Reader<'_> {
     fn stop(&self, error: PipelineError) -> Stop {
         self.shared.fail(error);
         Stop
-    }
-
-    /// Asks for the file's size without `call`, so that reads completing meanwhile are passed
-    /// on (and counted) as usual.
-    fn stat(&mut self, name: &str) -> Result<u64, Stop> {
-        let started_ns = self.shared.clock.now_ns();
-        let ticket = self
-            .client
-            .submit(Command::Stat {
-                name: name.to_string(),
-            })
-            .map_err(|source| self.open_error(name, source))?;
-        loop {
-            let Ok((answered, result)) = self.client.next_completion() else {
-                return Err(self.stop(PipelineError::Config("the engine stopped".into())));
-            };
-            if answered != ticket {
-                self.deliver(answered, result);
-                continue;
-            }
-            self.counters.busy_ns += self.shared.clock.now_ns().saturating_sub(started_ns);
-            return match result {
-                Ok(Reply::Stat(stat)) => Ok(stat.size_bytes),
-                Ok(other) => unreachable!("stat answered {other:?}"),
-                Err(source) => Err(self.open_error(name, source)),
-            };
-        }
-    }
-
-    fn open_error(&self, name: &str, source: EngineError) -> Stop {
-        self.stop(PipelineError::Open {
-            file: name.to_string(),
-            source,
-        })
     }
 
     /// Makes the file's entry; a parallel file's reducer and writer go to the reduce stage.

@@ -1,0 +1,459 @@
+//! `flashpipe bench kernels`: the RAD three-way comparison, per kernel, side by side in one run
+//! (RAD III.C, Tables II-III):
+//! (a) the near-data pipeline inside the engine over a store of device files;
+//! (b) read the whole input through ordinary files, then compute on every core, no overlap
+//!     (RAD's host-accelerator shape);
+//! (c) a plain single-threaded program over ordinary files (RAD's software shape);
+//! (d) a well-known tool (openssl, GNU grep, sha256sum, GNU sort, langid.py) where one exists.
+//! Targets: (a) >= 0.9 x min(storage bandwidth, kernel in-memory throughput on all cores), and
+//! (a) at least as fast as (d). With `--small-files`, SISC 3.5's sweep of reader threads, slots
+//! and slot size over many 2 KiB files. A sizing table (RAD Table II) closes the report.
+//!
+//! This is a benchmark: it reads the wall clock (`std::time::Instant`) for the ordinary-file and
+//! tool columns; the pipeline column is timed by the store device's clock.
+
+mod cases;
+mod sizing;
+mod small_files;
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+use std::sync::Arc;
+use std::time::Instant;
+
+use flashpipe_engine::units::parse_size_bytes;
+use flashpipe_engine::EngineClient;
+use flashpipe_kernels::api::{CountingSink, Kernel, OutputKind, Schedule};
+use flashpipe_kernels::driver::{run_files_in_parallel, run_on_bytes, DrivePlan, MapOrder};
+use flashpipe_kernels::throughput::measure_kernel;
+use flashpipe_pipeline::{OutputTarget, PipelineConfig};
+use serde::Serialize;
+
+use crate::run_cmd::PipelineStore;
+use cases::{bench_cases, BenchCase, ToolCommand};
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+const MIB: f64 = 1048576.0;
+
+/// `flashpipe bench kernels`.
+#[derive(Debug, clap::Args)]
+pub struct BenchKernelsArgs {
+    /// Input bytes per kernel (e.g. 32MiB).
+    #[arg(long, default_value = "32MiB")]
+    pub size: String,
+    /// Folder for the store's device files and the ordinary input files (emptied of ours first).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Small inputs and fewer small files: a smoke run in seconds.
+    #[arg(long)]
+    pub quick: bool,
+    /// Also run the many-small-files sweep (SISC 3.5).
+    #[arg(long)]
+    pub small_files: bool,
+    /// Number of 2 KiB files for --small-files (default 50000; 2000 with --quick).
+    #[arg(long)]
+    pub small_file_count: Option<usize>,
+    /// UDHR corpus for the language-identification row.
+    #[arg(long, default_value = "../shared/data/udhr")]
+    pub udhr: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One kernel's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelRow {
+    /// Kernel label.
+    pub kernel: String,
+    /// Input files and bytes.
+    pub file_count: usize,
+    /// Input bytes.
+    pub input_bytes: u64,
+    /// Kernel alone in memory, all cores.
+    pub kernel_in_memory_bytes_per_second: f64,
+    /// (a) near-data pipeline.
+    pub near_data_bytes_per_second: f64,
+    /// The pipeline stage that set the pace in (a).
+    pub near_data_slowest_stage: String,
+    /// (b) read whole input through ordinary files, then compute.
+    pub read_then_compute_bytes_per_second: f64,
+    /// (c) plain single-threaded program.
+    pub single_thread_bytes_per_second: f64,
+    /// (d) the tool, if any.
+    pub tool: Option<String>,
+    /// (d) its throughput.
+    pub tool_bytes_per_second: Option<f64>,
+    /// Why (d) is missing or failed.
+    pub tool_note: Option<String>,
+    /// 0.9 x min(storage, kernel in memory).
+    pub target_bytes_per_second: f64,
+    /// (a) reached the target.
+    pub bandwidth_target_met: bool,
+    /// (a) >= (d) (None without a tool).
+    pub tool_target_met: Option<bool>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchKernelsReport {
+    /// Where the store lives.
+    pub dir: String,
+    /// Cores on this machine.
+    pub core_count: usize,
+    /// Store read bandwidth (engine reads of a large file, nothing computed).
+    pub storage_read_bytes_per_second: f64,
+    /// One row per kernel.
+    pub rows: Vec<KernelRow>,
+    /// The small-file sweep, if asked for.
+    pub small_files: Option<small_files::SmallFilesReport>,
+    /// RAD Table II for these kernels.
+    pub sizing: Vec<sizing::SizingRow>,
+    /// Notes (tools installed or missing, page cache).
+    pub notes: Vec<String>,
+}
+
+/// Runs the benchmark.
+pub fn run(arguments: BenchKernelsArgs) -> BenchResult<()> {
+    let size_bytes = if arguments.quick {
+        2 << 20
+    } else {
+        usize::try_from(parse_size_bytes(&arguments.size)?)?
+    };
+    if size_bytes < 64 * 1024 {
+        return Err("--size must be at least 64KiB".into());
+    }
+    let dir = arguments
+        .dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("flashpipe-bench-kernels"));
+    let mut notes = Vec::new();
+    let langid = langid_case(&arguments.udhr, size_bytes.min(4 << 20), &mut notes);
+    let cases = bench_cases(size_bytes, langid)?;
+    let store_bytes = (cases.len() as u64 * size_bytes as u64 * 3 + (512 << 20)).max(1 << 30);
+    let store = make_store(&dir, store_bytes)?;
+    let storage = storage_bandwidth(&store, size_bytes.max(8 << 20))?;
+    let mut rows = Vec::new();
+    for case in &cases {
+        let row = bench_case(&store, &dir, case, storage)?;
+        if !arguments.json {
+            eprintln!("measured {}", row.kernel);
+        }
+        rows.push(row);
+    }
+    let small = if arguments.small_files {
+        let count =
+            arguments
+                .small_file_count
+                .unwrap_or(if arguments.quick { 2000 } else { 50_000 });
+        Some(small_files::run_sweep(&store, count, arguments.quick)?)
+    } else {
+        None
+    };
+    store.close()?;
+    notes.push(
+        "(b), (c), (d) read ordinary files just written, so from the page cache; (a) reads the \
+         store's device files with O_DIRECT (io_uring), from the disk or its cache"
+            .to_string(),
+    );
+    let report = BenchKernelsReport {
+        dir: dir.display().to_string(),
+        core_count: std::thread::available_parallelism().map_or(1, usize::from),
+        storage_read_bytes_per_second: storage,
+        sizing: sizing::sizing_rows(&rows)?,
+        rows,
+        small_files: small,
+        notes,
+    };
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+fn langid_case(
+    udhr: &Path,
+    size_bytes: usize,
+    notes: &mut Vec<String>,
+) -> Option<(Arc<dyn Kernel>, Vec<u8>)> {
+    use flashpipe_kernels::langid::model::{train, TrainingSettings};
+    use flashpipe_kernels::langid::udhr::{load_udhr, training_samples, CorpusSelection};
+    let documents = match load_udhr(udhr, CorpusSelection::default()) {
+        Ok(documents) => documents,
+        Err(error) => {
+            notes.push(format!("langid row left out: {error}"));
+            return None;
+        }
+    };
+    let model = Arc::new(train(
+        &training_samples(&documents),
+        TrainingSettings::default(),
+    ));
+    let sample: Vec<u8> = documents
+        .iter()
+        .flat_map(|document| document.test_text.iter().copied())
+        .collect();
+    let mut text = Vec::with_capacity(size_bytes);
+    while text.len() < size_bytes && !sample.is_empty() {
+        text.extend_from_slice(&sample[..sample.len().min(size_bytes - text.len())]);
+    }
+    let kernel: Arc<dyn Kernel> = Arc::new(Arc::new(flashpipe_kernels::langid::LangIdKernel::new(
+        model, 2048,
+    )));
+    Some((kernel, text))
+}
+
+/// Creates a fresh store of two device files in `dir` and starts it.
+fn make_store(dir: &Path, store_bytes: u64) -> BenchResult<PipelineStore> {
+    std::fs::create_dir_all(dir)?;
+    let store_file = dir.join("bench-kernels.toml");
+    for name in ["bench-kernels.toml", "kernels-dev0.img", "kernels-dev1.img"] {
+        let path = dir.join(name);
+        if path.exists() {
+            std::fs::remove_file(path)?;
+        }
+    }
+    let per_device = (store_bytes / 2).div_ceil(1 << 20) << 20;
+    crate::store_cmd::format_file_store(
+        &store_file,
+        &["kernels-dev0.img", "kernels-dev1.img"],
+        per_device,
+    )?;
+    PipelineStore::open(&store_file)
+}
+
+/// Copies `files` into the store.
+fn put_files(client: &mut EngineClient, files: &[(String, Vec<u8>)]) -> BenchResult<()> {
+    for (name, data) in files {
+        client.write_stream(name, &mut data.as_slice(), 1 << 20, 8, &mut |_| {})?;
+    }
+    Ok(())
+}
+
+/// Reads a large file through the engine with nothing computed: the store's read bandwidth.
+fn storage_bandwidth(store: &PipelineStore, size_bytes: usize) -> BenchResult<f64> {
+    let mut client = store.engine.client(32);
+    let data = flashpipe_kernels::throughput::synthetic_bytes(size_bytes, 3);
+    put_files(&mut client, &[("storage.probe".to_string(), data)])?;
+    client.call(flashpipe_engine::Command::Flush)?;
+    let kernel = flashpipe_kernels::registry::build_kernel("crc32c", &[])?;
+    let config = PipelineConfig {
+        worker_count: 1,
+        ..PipelineConfig::for_engine(&store.engine_config, OutputTarget::Discard)
+    };
+    let result = store.run(kernel, &["storage.probe".to_string()], &config)?;
+    let read = &result.report.stages[0];
+    Ok(read.capacity_bytes_per_second)
+}
+
+fn bench_case(
+    store: &PipelineStore,
+    dir: &Path,
+    case: &BenchCase,
+    storage: f64,
+) -> BenchResult<KernelRow> {
+    let mut client = store.engine.client(16);
+    put_files(&mut client, &case.files)?;
+    client.call(flashpipe_engine::Command::Flush)?;
+    let paths = write_ordinary_files(dir, &case.files)?;
+    let input_bytes: u64 = case.files.iter().map(|(_, data)| data.len() as u64).sum();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let in_memory = measure_kernel(case.kernel.as_ref(), &case.files, cores, 0.3)?.bytes_per_second;
+    let (near, slowest) = near_data(store, case)?;
+    let read_then_compute = input_bytes as f64 / read_then_compute_seconds(case, &paths, cores)?;
+    let single = input_bytes as f64 / single_thread_seconds(case, &paths)?;
+    let (tool_rate, tool_note) = match &case.tool {
+        Some(tool) => match run_tool(tool, &paths) {
+            Ok(seconds) => (Some(input_bytes as f64 / seconds), None),
+            Err(error) => (None, Some(format!("{} failed: {error}", tool.label))),
+        },
+        None => (None, Some(case.no_tool_reason.to_string())),
+    };
+    for path in &paths {
+        let _ = std::fs::remove_file(path);
+    }
+    let target = 0.9 * storage.min(in_memory);
+    Ok(KernelRow {
+        kernel: case.label.clone(),
+        file_count: case.files.len(),
+        input_bytes,
+        kernel_in_memory_bytes_per_second: in_memory,
+        near_data_bytes_per_second: near,
+        near_data_slowest_stage: slowest,
+        read_then_compute_bytes_per_second: read_then_compute,
+        single_thread_bytes_per_second: single,
+        tool: case.tool.as_ref().map(|tool| tool.label.clone()),
+        tool_bytes_per_second: tool_rate,
+        tool_note,
+        target_bytes_per_second: target,
+        bandwidth_target_met: near >= target,
+        tool_target_met: tool_rate.map(|rate| near >= rate),
+    })
+}
+
+/// (a): the pipeline, results written back into the store for stream kernels.
+fn near_data(store: &PipelineStore, case: &BenchCase) -> BenchResult<(f64, String)> {
+    let names: Vec<String> = case.files.iter().map(|(name, _)| name.clone()).collect();
+    let output = if case.kernel.output_kind() == OutputKind::TransformedStream {
+        OutputTarget::StoreFiles(names.iter().map(|name| format!("{name}.out")).collect())
+    } else {
+        OutputTarget::Discard
+    };
+    let config = PipelineConfig::for_engine(&store.engine_config, output);
+    let result = store.run(Arc::clone(&case.kernel), &names, &config)?;
+    Ok((
+        result.report.input_bytes_per_second,
+        result.report.slowest_stage.to_string(),
+    ))
+}
+
+fn write_ordinary_files(dir: &Path, files: &[(String, Vec<u8>)]) -> BenchResult<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for (name, data) in files {
+        let path = dir.join(format!("ordinary-{name}"));
+        std::fs::write(&path, data)?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// (b): read every file whole, then compute with every core.
+fn read_then_compute_seconds(
+    case: &BenchCase,
+    paths: &[PathBuf],
+    cores: usize,
+) -> BenchResult<f64> {
+    let started = Instant::now();
+    let mut files = Vec::new();
+    for (path, (name, _)) in paths.iter().zip(&case.files) {
+        files.push((name.clone(), std::fs::read(path)?));
+    }
+    if case.kernel.schedule() == Schedule::ChunksInOrder {
+        run_files_in_parallel(case.kernel.as_ref(), &files, 1 << 20, cores)?;
+    } else {
+        for (name, data) in &files {
+            let plan = DrivePlan {
+                chunk_size_bytes: 1 << 20,
+                worker_count: cores,
+                map_order: MapOrder::Forward,
+            };
+            run_on_bytes(
+                case.kernel.as_ref(),
+                name,
+                data,
+                plan,
+                &mut CountingSink::default(),
+            )?;
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// (c): one thread, one file after another.
+fn single_thread_seconds(case: &BenchCase, paths: &[PathBuf]) -> BenchResult<f64> {
+    let started = Instant::now();
+    for (path, (name, _)) in paths.iter().zip(&case.files) {
+        let data = std::fs::read(path)?;
+        run_on_bytes(
+            case.kernel.as_ref(),
+            name,
+            &data,
+            DrivePlan::single(1 << 20),
+            &mut CountingSink::default(),
+        )?;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// (d): the tool once per input file.
+fn run_tool(tool: &ToolCommand, paths: &[PathBuf]) -> BenchResult<f64> {
+    let started = Instant::now();
+    for path in paths {
+        let argv: Vec<String> = tool
+            .argv
+            .iter()
+            .map(|argument| argument.replace("{input}", &path.display().to_string()))
+            .collect();
+        let output = Process::new(&argv[0])
+            .args(&argv[1..])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output()?;
+        if !output.status.success() && !(argv[0] == "grep" && output.status.code() == Some(1)) {
+            return Err(String::from_utf8_lossy(&output.stderr)
+                .trim()
+                .to_string()
+                .into());
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+fn print_report(report: &BenchKernelsReport) {
+    println!(
+        "store in {} ({} cores); store read bandwidth {:.1} MiB/s",
+        report.dir,
+        report.core_count,
+        report.storage_read_bytes_per_second / MIB
+    );
+    println!(
+        "{:<22} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {:<8} {:<9} {:<9}",
+        "kernel",
+        "MiB",
+        "mem",
+        "(a)near",
+        "(b)r+c",
+        "(c)1thr",
+        "(d)tool",
+        "a/(d)",
+        "slowest",
+        "0.9xmin",
+        "a>=(d)"
+    );
+    for row in &report.rows {
+        let tool = row
+            .tool_bytes_per_second
+            .map_or("-".to_string(), |rate| format!("{:.1}", rate / MIB));
+        let tool_ratio = row.tool_bytes_per_second.map_or("-".to_string(), |rate| {
+            format!("{:.2}", row.near_data_bytes_per_second / rate)
+        });
+        println!(
+            "{:<22} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8}  {:<8} {:<9} {:<9}",
+            row.kernel,
+            row.input_bytes as f64 / MIB,
+            row.kernel_in_memory_bytes_per_second / MIB,
+            row.near_data_bytes_per_second / MIB,
+            row.read_then_compute_bytes_per_second / MIB,
+            row.single_thread_bytes_per_second / MIB,
+            tool,
+            tool_ratio,
+            row.near_data_slowest_stage,
+            met(Some(row.bandwidth_target_met)),
+            met(row.tool_target_met),
+        );
+    }
+    println!("(throughputs in MiB/s of input)");
+    for row in &report.rows {
+        if let Some(note) = &row.tool_note {
+            println!("  {}: (d) {note}", row.kernel);
+        }
+    }
+    if let Some(small) = &report.small_files {
+        small_files::print_sweep(small);
+    }
+    sizing::print_sizing(&report.sizing);
+    for note in &report.notes {
+        println!("note: {note}");
+    }
+}
+
+fn met(value: Option<bool>) -> &'static str {
+    match value {
+        Some(true) => "met",
+        Some(false) => "NOT MET",
+        None => "-",
+    }
+}

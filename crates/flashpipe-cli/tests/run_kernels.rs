@@ -1,0 +1,163 @@
+//! `flashpipe run` over a store of files (results against sha256sum-free references computed
+//! here, edge images written back, clear errors for bad options and wrong input formats) and
+//! `flashpipe bench kernels --quick --json`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn flashpipe(arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(arguments)
+        .output()
+        .expect("the flashpipe binary runs")
+}
+
+fn fresh_folder(name: &str) -> PathBuf {
+    let folder = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(&folder).expect("folder");
+    folder
+}
+
+fn path_text(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 temp path")
+}
+
+fn succeed(arguments: &[&str]) -> String {
+    let output = flashpipe(arguments);
+    assert!(
+        output.status.success(),
+        "{arguments:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+fn fail(arguments: &[&str], expected: &str) {
+    let output = flashpipe(arguments);
+    assert!(!output.status.success(), "{arguments:?} succeeded");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(expected), "{arguments:?}: {stderr}");
+}
+
+/// A store with a text file, an image, and a vector file whose length is not whole vectors.
+fn sample_store(folder: &Path) -> PathBuf {
+    let store = folder.join("store.toml");
+    std::fs::write(
+        folder.join("words.txt"),
+        b"alpha\nbeta needle\ngamma\nneedle two\n",
+    )
+    .expect("text");
+    std::fs::write(folder.join("vectors.bin"), [0u8; 10]).expect("vectors");
+    let image = flashpipe_kernels::throughput::synthetic_png(64, 48).expect("png");
+    std::fs::write(folder.join("image.png"), image).expect("png");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        "dev.img",
+        "--size",
+        "64MiB",
+        path_text(&store),
+    ]);
+    for file in ["words.txt", "vectors.bin", "image.png"] {
+        succeed(&["put", path_text(&store), path_text(&folder.join(file))]);
+    }
+    store
+}
+
+#[test]
+fn run_gives_results_and_clear_errors() {
+    let folder = fresh_folder("run-kernels");
+    let store = sample_store(&folder);
+    let store = path_text(&store);
+    let grep = succeed(&[
+        "run",
+        store,
+        "grep",
+        "pattern=needle",
+        "words.txt",
+        "--json",
+    ]);
+    let grep: Value = serde_json::from_str(&grep).expect("JSON");
+    assert_eq!(grep["files"][0]["summary"]["matching_line_count"], 2);
+    assert!(grep["report"]["slowest_stage"].is_string());
+    let sha = succeed(&["run", store, "sha256", "words.txt"]);
+    assert!(sha.contains("slowest stage"), "{sha}");
+    succeed(&["run", store, "sobel", "image.png", "--output", "edges.png"]);
+    let listing = succeed(&["ls", store]);
+    assert!(listing.contains("edges.png"), "{listing}");
+    fail(&["run", store, "sobel", "words.txt"], "wrong input format");
+    fail(&["run", store, "nope", "words.txt"], "unknown kernel");
+    fail(
+        &["run", store, "des-ecb", "key=zz", "words.txt"],
+        "not hexadecimal",
+    );
+    fail(
+        &["run", store, "grep", "pattern=x", "missing.txt"],
+        "missing.txt",
+    );
+    fail(
+        &["run", store, "crc32c", "words.txt", "--output", "x"],
+        "summary",
+    );
+    let queries = folder.join("queries.bin");
+    std::fs::write(&queries, [0u8; 8]).expect("queries");
+    let queries_option = format!("queries={}", path_text(&queries));
+    fail(
+        &[
+            "run",
+            store,
+            "knn",
+            "dimensions=2",
+            &queries_option,
+            "vectors.bin",
+        ],
+        "vectors.bin",
+    );
+    let _ = std::fs::remove_dir_all(&folder);
+}
+
+#[test]
+fn bench_kernels_quick_json_has_every_column() {
+    let folder = fresh_folder("bench-kernels");
+    let output = succeed(&[
+        "bench",
+        "kernels",
+        "--quick",
+        "--json",
+        "--dir",
+        path_text(&folder),
+    ]);
+    let report: Value = serde_json::from_str(&output).expect("JSON");
+    let rows = report["rows"].as_array().expect("rows");
+    assert!(rows.len() >= 7, "{rows:?}");
+    for row in rows {
+        for key in [
+            "near_data_bytes_per_second",
+            "read_then_compute_bytes_per_second",
+            "single_thread_bytes_per_second",
+            "kernel_in_memory_bytes_per_second",
+        ] {
+            assert!(
+                row[key].as_f64().is_some_and(|rate| rate > 0.0),
+                "{key}: {row}"
+            );
+        }
+        assert!(row["bandwidth_target_met"].is_boolean());
+    }
+    assert!(!report["sizing"].as_array().expect("sizing").is_empty());
+    fail(
+        &[
+            "bench",
+            "kernels",
+            "--size",
+            "1KiB",
+            "--dir",
+            path_text(&folder),
+        ],
+        "--size",
+    );
+    let _ = std::fs::remove_dir_all(&folder);
+}
