@@ -2,7 +2,7 @@
 //! a plain model, power cut at random instants (requests in flight lost, programs torn,
 //! erases interrupted), mount, compare every logical page.
 //!
-//! `FLASHPIPE_SEED=n` replays one seed; `FLASHPIPE_SEEDS=n` runs n seeds (default 200).
+//! `FLASHPIPE_SEED=n` replays one seed; `FLASHPIPE_SEEDS=n` runs n seeds (default 300).
 
 mod support;
 
@@ -304,7 +304,7 @@ fn seeds_from_environment(default_count: u64) -> Vec<u64> {
 #[test]
 fn recovery_rebuilds_every_acknowledged_operation_after_random_power_cuts() {
     let mut total_crashes = 0;
-    for seed in seeds_from_environment(200) {
+    for seed in seeds_from_environment(300) {
         match run_seed(seed, 100) {
             Ok(crashes) => total_crashes += crashes,
             Err(message) => {
