@@ -382,7 +382,8 @@ fn run_tool(tool: &ToolCommand, paths: &[PathBuf]) -> BenchResult<f64> {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .output()?;
-        if !output.status.success() && !(argv[0] == "grep" && output.status.code() == Some(1)) {
+        let grep_found_nothing = argv[0] == "grep" && output.status.code() == Some(1);
+        if !(output.status.success() || grep_found_nothing) {
             return Err(String::from_utf8_lossy(&output.stderr)
                 .trim()
                 .to_string()

@@ -169,10 +169,10 @@ fn many_small_files_with_several_readers() {
 #[test]
 fn slow_kernel_holds_memory_to_the_credits() {
     for schedule in [Schedule::ChunksInParallel, Schedule::ChunksInOrder] {
-        let data = pattern(64 * 4096, 7);
+        let data = pattern(32 * 4096, 7);
         let store = store_with(&[("big", data.clone())]);
         let mut kernel = ProbeKernel::new(schedule);
-        kernel.delay = Duration::from_micros(300);
+        kernel.delay = Duration::from_millis(2);
         let mut config = small_config(OutputTarget::Discard);
         config.chunk_credit_count = 3;
         config.reads_in_flight_per_reader = 8;
