@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-use crate::{bench_device, bench_fs};
+use crate::{bench_device, bench_fs, bench_kernels};
 
 /// The benchmarks.
 #[derive(Debug, Subcommand)]
@@ -11,6 +11,8 @@ pub enum BenchCommand {
     Device(bench_device::BenchDeviceArgs),
     /// The file system through its engine beside fio and ext4; the thesis's efficiency; small files.
     Fs(bench_fs::BenchFsArgs),
+    /// Kernels near the data beside read-then-compute, one thread, and well-known tools (RAD).
+    Kernels(bench_kernels::BenchKernelsArgs),
 }
 
 /// Runs one benchmark.
@@ -18,5 +20,6 @@ pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
     match command {
         BenchCommand::Device(arguments) => bench_device::run(arguments),
         BenchCommand::Fs(arguments) => bench_fs::run(arguments),
+        BenchCommand::Kernels(arguments) => bench_kernels::run(arguments),
     }
 }

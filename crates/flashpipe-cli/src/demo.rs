@@ -4,15 +4,24 @@
 //! (the files of `../shared/data` when present, generated files otherwise) and one large
 //! generated file, unmounts, remounts, reads everything back through the engine,
 //! verifies every file's CRC32C, checks the store with fsck, and prints a short report
-//! with throughputs.
+//! with throughputs. With the sample data present it then runs language identification
+//! and Sobel next to the data through the pipeline, beside reading everything first.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use flashpipe_device::SplitMix64;
 use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
+use flashpipe_kernels::api::Kernel;
+use flashpipe_kernels::langid::model::{train, TrainingSettings};
+use flashpipe_kernels::langid::udhr::{load_udhr, training_samples, CorpusSelection, UdhrDocument};
+use flashpipe_kernels::langid::LangIdKernel;
+use flashpipe_kernels::registry::build_kernel;
+use flashpipe_pipeline::demo::{run_near_data_demo, DemoRow, NearDataDemo, HELD_OUT_PREFIX};
 use serde_json::json;
 
 use crate::store_cmd::{self, CliResult, OpenStore};
@@ -81,24 +90,125 @@ pub fn run(arguments: DemoArgs) -> CliResult {
     store.close()?;
     let mismatches = verified?;
 
-    let fsck = fsck_clean(&store_path)?;
-    report(
-        &arguments,
-        &files,
+    let round_trip = RoundTrip {
+        file_count: files.len(),
         total_bytes,
+        large_file_bytes,
         write_seconds,
         read_seconds,
-        &mismatches,
-        fsck,
-    );
-    if !mismatches.is_empty() || !fsck {
+        fsck_clean: fsck_clean(&store_path)?,
+        mismatches,
+    };
+    if !arguments.json {
+        print_round_trip(&arguments, &round_trip);
+    }
+    if !round_trip.mismatches.is_empty() || !round_trip.fsck_clean {
         return Err(format!(
-            "{} file(s) differ after the round trip, fsck clean: {fsck}",
-            mismatches.len()
+            "{} file(s) differ after the round trip, fsck clean: {}",
+            round_trip.mismatches.len(),
+            round_trip.fsck_clean
         )
         .into());
     }
+    let near_data_rows = near_data(&arguments, &store_path, &files)?;
+    if arguments.json {
+        let mut report = round_trip.to_json();
+        report["near_data"] = json!(near_data_rows);
+        println!("{report}");
+    }
     Ok(())
+}
+
+/// Held-out language texts the near-data step classifies (a sample, to keep it short).
+const NEAR_DATA_TEXT_FILES: usize = 40;
+
+/// Runs language identification and Sobel next to the data through the pipeline and
+/// prints them beside reading everything first (issue #6): needs the UDHR corpus to
+/// train the language profiles, and the sample images.
+fn near_data(
+    arguments: &DemoArgs,
+    store_path: &Path,
+    files: &[DemoFile],
+) -> Result<Vec<DemoRow>, Box<dyn std::error::Error>> {
+    let udhr = arguments.data.join("udhr");
+    let image_files: Vec<String> = stored_names(files, "data:images:", ".png").collect();
+    if !udhr.is_dir() || image_files.is_empty() {
+        say(
+            arguments,
+            "near-data kernels skipped: they need the UDHR texts and sample images of ../shared/data",
+        );
+        return Ok(Vec::new());
+    }
+    say(
+        arguments,
+        "language ID: profiles trained on 70% of each UDHR translation; the held-out 30% of 40 of them stored and classified near the data",
+    );
+    let documents = load_udhr(&udhr, CorpusSelection::default())?;
+    let model = train(&training_samples(&documents), TrainingSettings::default());
+    let langid: Arc<dyn Kernel> = Arc::new(Arc::new(LangIdKernel::new(Arc::new(model), 2048)));
+    let store = OpenStore::open(store_path)?;
+    let text_files = store_held_out_texts(&store, &documents);
+    let sobel = build_kernel("sobel", &[])?;
+    let text_files = match text_files {
+        Ok(names) => names,
+        Err(error) => {
+            store.close()?;
+            return Err(error);
+        }
+    };
+    let demo = NearDataDemo {
+        engine: &store.engine,
+        engine_config: &store.engine_config,
+        clock: Arc::clone(&store.clock),
+        langid,
+        text_files,
+        sobel,
+        image_files,
+    };
+    let mut sink: Box<dyn std::io::Write> = if arguments.json {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    let rows = run_near_data_demo(&demo, &mut sink);
+    store.close()?;
+    Ok(rows?)
+}
+
+/// Writes the held-out text of every k-th translation (40 in all) into the store as
+/// `heldout:<language>:<file>.txt` and returns the names.
+fn store_held_out_texts(
+    store: &OpenStore,
+    documents: &[UdhrDocument],
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let step = (documents.len() / NEAR_DATA_TEXT_FILES).max(1);
+    let mut client = store.client(IN_FLIGHT * 2);
+    let mut names = Vec::new();
+    for document in documents.iter().step_by(step).take(NEAR_DATA_TEXT_FILES) {
+        let stem = document.file.trim_end_matches(".html");
+        let name = format!("{HELD_OUT_PREFIX}{}:{stem}.txt", document.language);
+        client.write_stream(
+            &name,
+            &mut &document.test_text[..],
+            CHUNK_BYTES,
+            IN_FLIGHT,
+            &mut |_| {},
+        )?;
+        names.push(name);
+    }
+    client.call(EngineCommand::Flush)?;
+    Ok(names)
+}
+
+fn stored_names<'a>(
+    files: &'a [DemoFile],
+    prefix: &'a str,
+    suffix: &'a str,
+) -> impl Iterator<Item = String> + 'a {
+    files
+        .iter()
+        .filter(move |file| file.name.starts_with(prefix) && file.name.ends_with(suffix))
+        .map(|file| file.name.clone())
 }
 
 fn say(arguments: &DemoArgs, line: &str) {
@@ -291,32 +401,51 @@ fn fsck_clean(store_path: &Path) -> Result<bool, Box<dyn std::error::Error>> {
     }
 }
 
-fn report(
-    arguments: &DemoArgs,
-    files: &[DemoFile],
+/// What the round trip measured.
+struct RoundTrip {
+    file_count: usize,
     total_bytes: u64,
+    large_file_bytes: u64,
     write_seconds: f64,
     read_seconds: f64,
-    mismatches: &[String],
     fsck_clean: bool,
-) {
-    let write_bytes_per_second = total_bytes as f64 / write_seconds.max(1e-9);
-    let read_bytes_per_second = total_bytes as f64 / read_seconds.max(1e-9);
-    if arguments.json {
-        println!(
-            "{}",
-            json!({"files": files.len(), "bytes": total_bytes, "write_seconds": write_seconds,
-                   "read_seconds": read_seconds, "write_bytes_per_second": write_bytes_per_second,
-                   "read_bytes_per_second": read_bytes_per_second, "checksum_mismatches": mismatches,
-                   "fsck_clean": fsck_clean})
-        );
-        return;
+    mismatches: Vec<String>,
+}
+
+impl RoundTrip {
+    fn write_bytes_per_second(&self) -> f64 {
+        self.total_bytes as f64 / self.write_seconds.max(1e-9)
     }
+
+    fn read_bytes_per_second(&self) -> f64 {
+        self.total_bytes as f64 / self.read_seconds.max(1e-9)
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({"files": self.file_count, "bytes": self.total_bytes,
+               "write_seconds": self.write_seconds, "read_seconds": self.read_seconds,
+               "write_bytes_per_second": self.write_bytes_per_second(),
+               "read_bytes_per_second": self.read_bytes_per_second(),
+               "checksum_mismatches": self.mismatches, "fsck_clean": self.fsck_clean})
+    }
+}
+
+fn print_round_trip(arguments: &DemoArgs, round_trip: &RoundTrip) {
+    let RoundTrip {
+        file_count,
+        total_bytes,
+        large_file_bytes,
+        write_seconds,
+        read_seconds,
+        fsck_clean,
+        ref mismatches,
+    } = *round_trip;
+    let write_bytes_per_second = round_trip.write_bytes_per_second();
+    let read_bytes_per_second = round_trip.read_bytes_per_second();
     println!(
-        "ingested {} file(s), {} (including {} generated as {LARGE_FILE_NAME})",
-        files.len(),
+        "ingested {file_count} file(s), {} (including {} generated as {LARGE_FILE_NAME})",
         HumanBytes(total_bytes),
-        HumanBytes(files.last().map_or(0, |file| file.size_bytes))
+        HumanBytes(large_file_bytes)
     );
     println!(
         "  write + flush: {write_seconds:.3} s, {}/s",

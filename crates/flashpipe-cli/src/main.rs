@@ -6,8 +6,13 @@
 mod bench;
 mod bench_device;
 mod bench_fs;
+mod bench_kernels;
+mod demo;
+mod ftl_cmd;
 mod kernels_cmd;
+mod run_cmd;
 mod sim;
+mod store_cmd;
 
 use std::process::ExitCode;
 
@@ -26,22 +31,59 @@ enum Command {
     /// Benchmarks, each side by side with a reference in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
-    /// The main job on an embedded default: a small raw device benchmark for now.
-    Demo(bench_device::DemoArgs),
+    /// The main job on an embedded default: a striped store, sample data in, read back, verified.
+    Demo(demo::DemoArgs),
     /// Compute kernels: list them with their options, measure them, train language profiles.
     Kernels(kernels_cmd::KernelsArgs),
+    /// Run a kernel next to the data: a pipeline inside the store's engine.
+    Run(run_cmd::RunArgs),
     /// The NAND flash array model: speed, synthetic jobs, trace replay, reproductions.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Create a store: its devices, its file system and its store file.
+    Mkfs(store_cmd::MkfsArgs),
+    /// Copy local files or folders into a store.
+    Put(store_cmd::PutArgs),
+    /// Copy a file out of a store.
+    Get(store_cmd::GetArgs),
+    /// Print files of a store to standard output.
+    Cat(store_cmd::NamesArgs),
+    /// List the files of a store (all, or the named ones).
+    Ls(store_cmd::NamesArgs),
+    /// Show facts about files of a store.
+    Stat(store_cmd::NamesArgs),
+    /// Delete files from a store.
+    Rm(store_cmd::NamesArgs),
+    /// Rename a file of a store.
+    Mv(store_cmd::MvArgs),
+    /// Show a store's space and file count.
+    Df(store_cmd::StoreArgs),
+    /// Check a store's metadata, and repair what is safe with --repair.
+    Fsck(store_cmd::FsckArgs),
+    /// The host flash translation layer: write amplification, GC policies, wear, speed.
+    #[command(subcommand)]
+    Ftl(ftl_cmd::FtlCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
-        Command::Demo(arguments) => bench_device::run_demo(arguments),
+        Command::Demo(arguments) => demo::run(arguments),
         Command::Kernels(arguments) => kernels_cmd::run(arguments),
+        Command::Run(arguments) => run_cmd::run(arguments),
         Command::Sim(command) => sim::run(command),
+        Command::Mkfs(arguments) => store_cmd::run_mkfs(arguments),
+        Command::Put(arguments) => store_cmd::run_put(arguments),
+        Command::Get(arguments) => store_cmd::run_get(arguments),
+        Command::Cat(arguments) => store_cmd::run_cat(arguments),
+        Command::Ls(arguments) => store_cmd::run_ls(arguments),
+        Command::Stat(arguments) => store_cmd::run_stat(arguments),
+        Command::Rm(arguments) => store_cmd::run_rm(arguments),
+        Command::Mv(arguments) => store_cmd::run_mv(arguments),
+        Command::Df(arguments) => store_cmd::run_df(arguments),
+        Command::Fsck(arguments) => store_cmd::run_fsck(arguments),
+        Command::Ftl(command) => ftl_cmd::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,22 +7,17 @@
 //! file per input: `--output NAME` for a single input, `NAME-<input>` for several, and
 //! `<input>.<kernel>` when `--output` is not given.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use flashpipe_device::Clock;
-use flashpipe_engine::store::{open_store_device, DeviceCreation, OpenedStoreDevice};
-use flashpipe_engine::store_config::{DeviceSpec, StoreConfig};
 use flashpipe_engine::units::HumanBytes;
-use flashpipe_engine::{Engine, EngineConfig};
-use flashpipe_fs::Filesystem;
 use flashpipe_kernels::api::{Kernel, OutputKind, Summary};
 use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig, PipelineResult};
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+use crate::store_cmd::CliResult;
 
 /// `flashpipe run`.
 #[derive(Debug, clap::Args)]
@@ -48,57 +43,11 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-/// A store opened for a pipeline: its engine and its device clock.
-pub struct PipelineStore {
-    /// The running engine.
-    pub engine: Engine,
-    /// How it was started.
-    pub engine_config: EngineConfig,
-    /// The store device's clock.
-    pub clock: Arc<dyn Clock>,
-}
+/// A store opened for a pipeline: the store commands' opener, which keeps the engine's
+/// configuration and the device clock the pipeline measures with.
+pub type PipelineStore = crate::store_cmd::OpenStore;
 
 impl PipelineStore {
-    /// Opens, mounts and starts the store in `store` (files or block devices only).
-    pub fn open(store: &Path) -> Result<PipelineStore, Box<dyn std::error::Error>> {
-        let config = StoreConfig::load(store)?;
-        if config
-            .devices
-            .iter()
-            .any(|device| matches!(device, DeviceSpec::Ram { .. }))
-        {
-            return Err(format!(
-                "store {} has RAM devices, whose contents live only inside one process",
-                store.display()
-            )
-            .into());
-        }
-        let OpenedStoreDevice { device, notes } =
-            open_store_device(&config, store, DeviceCreation::MustExist)?;
-        for note in notes {
-            eprintln!("note: {note}");
-        }
-        let filesystem = Filesystem::mount(device)
-            .map_err(|error| format!("store {}: {error}", store.display()))?;
-        Ok(PipelineStore::start(filesystem))
-    }
-
-    /// Starts the engine on a mounted file system, keeping its device's clock.
-    pub fn start(mut filesystem: Filesystem) -> PipelineStore {
-        let engine_config = EngineConfig::default();
-        PipelineStore {
-            clock: flashpipe_pipeline::clock_of_filesystem(&mut filesystem),
-            engine: Engine::start(filesystem, engine_config),
-            engine_config,
-        }
-    }
-
-    /// Flushes, stops the engine and unmounts.
-    pub fn close(self) -> CliResult {
-        self.engine.shutdown()?.unmount()?;
-        Ok(())
-    }
-
     /// Runs `kernel` over `files` with `config`.
     pub fn run(
         &self,

@@ -10,6 +10,9 @@ mod transfer;
 pub use transfer::plan_put;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flashpipe_device::Clock;
 
 use flashpipe_engine::store::{open_store_device, DeviceCreation, OpenedStoreDevice};
 use flashpipe_engine::store_config::{
@@ -216,10 +219,15 @@ fn print_notes(notes: &[String]) {
     }
 }
 
-/// A store opened for commands: the engine running its file system.
+/// A store opened for commands: the engine running its file system, how it was
+/// started, and the clock of the store's devices (real or virtual).
 pub struct OpenStore {
     /// The running engine.
     pub engine: Engine,
+    /// How the engine was started.
+    pub engine_config: EngineConfig,
+    /// The store device's clock.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl OpenStore {
@@ -239,9 +247,17 @@ impl OpenStore {
         print_notes(&notes);
         let filesystem = Filesystem::mount(device)
             .map_err(|error| format!("store {}: {error}", store.display()))?;
-        Ok(OpenStore {
-            engine: Engine::start(filesystem, EngineConfig::default()),
-        })
+        Ok(OpenStore::start(filesystem))
+    }
+
+    /// Starts the engine on a mounted file system, keeping its device's clock.
+    pub fn start(mut filesystem: Filesystem) -> OpenStore {
+        let engine_config = EngineConfig::default();
+        OpenStore {
+            clock: filesystem.device_mut().clock(),
+            engine: Engine::start(filesystem, engine_config),
+            engine_config,
+        }
     }
 
     /// A client with room for `outstanding_limit` commands.

@@ -220,13 +220,31 @@ fn sparse_index_over_empty_and_one_record_files() {
     let kernel = SearchIndexKernel::new(layout);
     run_all_ways(&kernel, &[]).expect("empty file indexes");
     let empty = kernel.last_index().expect("index kept");
-    assert_eq!(empty.lookup(&[0; 4], &[][..]).expect("lookup").record_index, None);
+    assert_eq!(
+        empty.lookup(&[0; 4], &[][..]).expect("lookup").record_index,
+        None
+    );
     run_all_ways(&kernel, &[1, 2, 3, 4]).expect("one record indexes");
     let one = kernel.last_index().expect("index kept");
     let record: &[u8] = &[1, 2, 3, 4];
-    assert_eq!(one.lookup(&[1, 2, 3, 4], record).expect("lookup").record_index, Some(0));
-    assert_eq!(one.lookup(&[1, 2, 3, 5], record).expect("lookup").record_index, None);
-    assert_eq!(one.lookup(&[0, 2, 3, 5], record).expect("lookup").record_index, None);
+    assert_eq!(
+        one.lookup(&[1, 2, 3, 4], record)
+            .expect("lookup")
+            .record_index,
+        Some(0)
+    );
+    assert_eq!(
+        one.lookup(&[1, 2, 3, 5], record)
+            .expect("lookup")
+            .record_index,
+        None
+    );
+    assert_eq!(
+        one.lookup(&[0, 2, 3, 5], record)
+            .expect("lookup")
+            .record_index,
+        None
+    );
 }
 
 #[test]

@@ -118,15 +118,26 @@ fn demo_row(
     })
 }
 
+/// Prefix of files whose true language is known: `heldout:<language>:<name>`.
+pub const HELD_OUT_PREFIX: &str = "heldout:";
+
 fn describe_results(files: &[crate::report::FileOutcome]) -> String {
     use flashpipe_kernels::api::Summary;
     let mut languages = std::collections::BTreeMap::<String, usize>::new();
-    let mut written = 0u64;
+    let (mut written, mut known, mut correct) = (0u64, 0usize, 0usize);
     for file in files {
+        let expected = file
+            .name
+            .strip_prefix(HELD_OUT_PREFIX)
+            .and_then(|rest| rest.split(':').next());
         match &file.summary {
             Summary::Labels { labels } => {
                 for label in labels {
                     *languages.entry(label.language.clone()).or_default() += 1;
+                    if let Some(expected) = expected {
+                        known += 1;
+                        correct += usize::from(label.language == expected);
+                    }
                 }
             }
             _ => written += file.output_bytes,
@@ -134,6 +145,12 @@ fn describe_results(files: &[crate::report::FileOutcome]) -> String {
     }
     if languages.is_empty() {
         return format!("{written} bytes of results written back");
+    }
+    if known > 0 {
+        return format!(
+            "held-out pieces labelled correctly: {correct} of {known} ({:.1}%)",
+            100.0 * correct as f64 / known as f64
+        );
     }
     let mut counted: Vec<_> = languages.into_iter().collect();
     counted.sort_by_key(|entry| std::cmp::Reverse(entry.1));
