@@ -913,22 +913,7 @@ impl Ftl {
     ) {
         self.stats.host_pages_written += 1;
         self.host_pages_since_checkpoint += 1;
-        let record = SpareRecord {
-            kind: PageKind::Data,
-            poisoned: false,
-            field_a: logical,
-            field_b: version,
-            program_sequence: 0,
-            erase_count: 0,
-        };
-        let job = RawJob::HostProgram {
-            op,
-            logical,
-            version,
-            physical_page,
-            data: data.clone(),
-        };
-        self.submit_program(physical_page, record, data, job);
+        self.reissue_host_page(op, logical, version, physical_page, data);
     }
 
     fn issue_log_record(&mut self, op_id: u64) {

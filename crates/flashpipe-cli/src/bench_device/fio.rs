@@ -64,23 +64,26 @@ pub struct FioRun<'a> {
 impl Fio {
     /// Runs one workload and returns fio's figures.
     pub fn run(&self, run: &FioRun<'_>) -> Result<Figures, String> {
-        let arguments = fio_arguments(run);
-        let output = Command::new("fio")
-            .args(&arguments)
-            .output()
-            .map_err(|error| format!("cannot start fio: {error}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "fio {} failed: {}",
-                arguments.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            ));
-        }
-        parse_report(
-            &String::from_utf8_lossy(&output.stdout),
-            run.workload.pattern.is_read(),
-        )
+        let report = run_fio_command(&fio_arguments(run))?;
+        parse_report(&report, run.workload.pattern.is_read())
     }
+}
+
+/// Runs fio with `arguments` and returns its standard output (its JSON report), or
+/// what went wrong, with the command line.
+pub fn run_fio_command(arguments: &[String]) -> Result<String, String> {
+    let output = Command::new("fio")
+        .args(arguments)
+        .output()
+        .map_err(|error| format!("cannot start fio: {error}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "fio {} failed: {}",
+            arguments.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 fn fio_arguments(run: &FioRun<'_>) -> Vec<String> {

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::store::{Pattern, PatternSource};
 use super::{BenchFsError, MIB};
-use crate::bench_device::fio::{parse_report, Fio};
+use crate::bench_device::fio::{parse_report, run_fio_command, Fio};
 
 /// Throughput of one measured phase.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -111,19 +111,8 @@ impl FioJob<'_> {
 
     /// Runs the job and returns its figures.
     pub fn run(&self, _fio: &Fio) -> Result<Measured, String> {
-        let arguments = self.arguments();
-        let output = Command::new("fio")
-            .args(&arguments)
-            .output()
-            .map_err(|error| format!("cannot start fio: {error}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "fio {} failed: {}",
-                arguments.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            ));
-        }
-        let figures = parse_report(&String::from_utf8_lossy(&output.stdout), self.rw != "write")?;
+        let report = run_fio_command(&self.arguments())?;
+        let figures = parse_report(&report, self.rw != "write")?;
         Ok(Measured {
             mb_per_s: figures.mb_per_s,
             iops: figures.iops,
