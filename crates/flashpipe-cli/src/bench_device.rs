@@ -127,8 +127,8 @@ pub enum BenchDeviceError {
 }
 
 fn parse_size_argument(text: &str) -> Result<u64, String> {
-    let size_bytes = parse_size::parse_size(text)
-        .map_err(|error| format!("{text:?} is not a size like 256MiB or 4GiB ({error})"))?;
+    let size_bytes =
+        flashpipe_engine::units::parse_size_bytes(text).map_err(|error| error.to_string())?;
     let unit_bytes = u64::from(SEQUENTIAL_REQUEST_BYTES);
     if size_bytes < 2 * unit_bytes || size_bytes % unit_bytes != 0 {
         return Err(format!(
