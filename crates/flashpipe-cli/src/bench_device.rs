@@ -138,7 +138,9 @@ fn parse_size_argument(text: &str) -> Result<u64, String> {
     Ok(size_bytes)
 }
 
-fn parse_runtime_seconds(text: &str) -> Result<f64, String> {
+/// Parses a benchmark phase's length in seconds: a number in (0, 3600] (shared by the
+/// `bench` commands).
+pub(crate) fn parse_runtime_seconds(text: &str) -> Result<f64, String> {
     let seconds: f64 = text
         .parse()
         .map_err(|_| format!("{text:?} is not a number of seconds"))?;

@@ -47,7 +47,6 @@ const DEFAULT_RANDOM_RUNTIME_SECONDS: f64 = 5.0;
 /// Seconds per random-read phase in `--quick` runs.
 const QUICK_RANDOM_RUNTIME_SECONDS: f64 = 0.2;
 /// Largest `--runtime-seconds`.
-const MOST_RUNTIME_SECONDS: f64 = 600.0;
 
 /// The parts of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -88,7 +87,7 @@ pub struct BenchFsArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MOST_SMALL_FILE_COUNT))]
     pub small_files: Option<u64>,
     /// Seconds per random-read phase (fractions allowed) [default: 5, 0.2 with --quick].
-    #[arg(long, value_parser = parse_runtime_seconds)]
+    #[arg(long, value_parser = crate::bench_device::parse_runtime_seconds)]
     pub runtime_seconds: Option<f64>,
     /// FS block size of the large-file and small-file stores (4KiB, 8KiB, 16KiB, ...).
     #[arg(long, default_value = "4KiB", value_parser = parse_size_argument)]
@@ -231,18 +230,6 @@ fn check_fs_block_size(block_size_bytes: u64) -> Result<u32, BenchFsError> {
 
 fn parse_size_argument(text: &str) -> Result<u64, String> {
     parse_size_bytes(text).map_err(|error| error.to_string())
-}
-
-fn parse_runtime_seconds(text: &str) -> Result<f64, String> {
-    let seconds: f64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if !(seconds > 0.0 && seconds <= MOST_RUNTIME_SECONDS) {
-        return Err(format!(
-            "{seconds} seconds is outside (0, {MOST_RUNTIME_SECONDS}]"
-        ));
-    }
-    Ok(seconds)
 }
 
 /// The benchmark's own subfolder, removed on drop unless kept.
