@@ -46,8 +46,6 @@ const MOST_SMALL_FILE_COUNT: u64 = 1_000_000;
 const DEFAULT_RANDOM_RUNTIME_SECONDS: f64 = 5.0;
 /// Seconds per random-read phase in `--quick` runs.
 const QUICK_RANDOM_RUNTIME_SECONDS: f64 = 0.2;
-/// Largest `--runtime-seconds`.
-
 /// The parts of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Part {
