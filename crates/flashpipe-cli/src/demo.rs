@@ -472,7 +472,7 @@ fn print_round_trip(arguments: &DemoArgs, round_trip: &RoundTrip) {
         }
     );
     println!(
-        "try: flashpipe ls {0} | flashpipe df {0} | flashpipe bench device",
+        "next: `flashpipe ls {0}`, `flashpipe df {0}`, `flashpipe bench device`",
         arguments.dir.join(STORE_FILE).display()
     );
 }
