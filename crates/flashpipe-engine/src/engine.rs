@@ -74,7 +74,9 @@ impl Engine {
         );
         let thread = std::thread::Builder::new()
             .name("flashpipe-engine".to_string())
-            .spawn(move || EngineThread::new(filesystem, pool, config).run(inbox))
+            .spawn(move || {
+                EngineThread::new(filesystem, pool, block_bytes as u64, config).run(inbox)
+            })
             .expect("the operating system can start the engine thread");
         Engine {
             messages,
@@ -155,11 +157,16 @@ struct EngineThread {
 }
 
 impl EngineThread {
-    fn new(filesystem: Filesystem, pool: BufferPool, config: EngineConfig) -> EngineThread {
+    fn new(
+        filesystem: Filesystem,
+        pool: BufferPool,
+        block_bytes: u64,
+        config: EngineConfig,
+    ) -> EngineThread {
         EngineThread {
             filesystem,
             pool,
-            reads: ReadsInFlight::new(config.reads_in_flight_limit),
+            reads: ReadsInFlight::new(config.reads_in_flight_limit, block_bytes),
             max_read_bytes: config.max_read_bytes as u64,
             held_back: None,
         }

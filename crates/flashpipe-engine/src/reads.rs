@@ -31,6 +31,8 @@ struct InFlightRead<S> {
 
 /// Reads in flight, and device requests waiting for room in the device queue.
 pub struct ReadsInFlight<S> {
+    /// The file system's block size, fixed at format time.
+    block_bytes: u64,
     slots: Vec<Option<InFlightRead<S>>>,
     free_slots: Vec<usize>,
     waiting_requests: VecDeque<Request>,
@@ -38,9 +40,11 @@ pub struct ReadsInFlight<S> {
 }
 
 impl<S: ReadSink> ReadsInFlight<S> {
-    /// An empty table for at most `read_limit` reads at once.
-    pub fn new(read_limit: usize) -> ReadsInFlight<S> {
+    /// An empty table for at most `read_limit` reads at once, on a file system of
+    /// `block_bytes` blocks.
+    pub fn new(read_limit: usize, block_bytes: u64) -> ReadsInFlight<S> {
         ReadsInFlight {
+            block_bytes,
             slots: (0..read_limit).map(|_| None).collect(),
             free_slots: (0..read_limit).rev().collect(),
             waiting_requests: VecDeque::new(),
@@ -69,7 +73,14 @@ impl<S: ReadSink> ReadsInFlight<S> {
         length_bytes: u64,
         sink: S,
     ) -> Result<(), (S, EngineError)> {
-        let plan = match plan_read(filesystem, pool, file, offset_bytes, length_bytes) {
+        let plan = match plan_read(
+            filesystem,
+            pool,
+            self.block_bytes,
+            file,
+            offset_bytes,
+            length_bytes,
+        ) {
             Ok(plan) => plan,
             Err(error) => return Err((sink, error)),
         };
@@ -186,11 +197,11 @@ struct ReadPlan {
 fn plan_read(
     filesystem: &mut Filesystem,
     pool: &BufferPool,
+    block_bytes: u64,
     file: FileId,
     offset_bytes: u64,
     length_bytes: u64,
 ) -> Result<ReadPlan, EngineError> {
-    let block_bytes = u64::from(filesystem.stats().fs_block_size_bytes);
     let aligned_start = offset_bytes / block_bytes * block_bytes;
     let aligned_end = (offset_bytes + length_bytes).div_ceil(block_bytes) * block_bytes;
     let span_bytes = aligned_end - aligned_start;
