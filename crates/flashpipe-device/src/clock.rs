@@ -131,6 +131,19 @@ mod tests {
     }
 
     #[test]
+    fn real_clock_counts_from_the_unix_epoch() {
+        let since_epoch_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let clock_ns = RealClock::new().now_ns();
+        assert!(
+            clock_ns.abs_diff(since_epoch_ns) < 5_000_000_000,
+            "{clock_ns} vs {since_epoch_ns}"
+        );
+    }
+
+    #[test]
     fn real_clock_moves_forward() {
         let clock = RealClock::new();
         let first = clock.now_ns();
