@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_flash::{
-    Ack, AckStatus, CommandKind, FlashAddress, FlashArray, FlashConfig, FlashRequest, SubmitError,
+    Ack, AckStatus, CommandKind, FlashAddress, FlashArray, FlashConfig, FlashError, FlashRequest,
+    SubmitError,
 };
 
 /// A raw, tagged flash interface (minFlash's ReadPage/WritePage/EraseBlock and Ack).
@@ -41,6 +42,11 @@ pub trait FlashBackend: Send {
     fn factory_bad_without_data(&self, address: FlashAddress) -> bool;
     /// The backend as `Any`, to take a concrete backend back out of the FTL.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    /// Makes the array's page contents and block table durable where it keeps them in
+    /// a file ([`FlashArray::sync`]); a no-op for arrays in memory or timing only.
+    fn sync_storage(&mut self) -> Result<(), FlashError> {
+        Ok(())
+    }
 }
 
 impl FlashBackend for FlashArray {
@@ -73,6 +79,9 @@ impl FlashBackend for FlashArray {
     }
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
+    }
+    fn sync_storage(&mut self) -> Result<(), FlashError> {
+        FlashArray::sync(self)
     }
 }
 
@@ -278,6 +287,9 @@ impl FlashBackend for PowerCutFlash {
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
     }
+    fn sync_storage(&mut self) -> Result<(), FlashError> {
+        self.array.sync()
+    }
 }
 
 /// A backend shared between owners (the FTL inside a file system and the test or tool
@@ -338,5 +350,8 @@ impl FlashBackend for SharedFlash {
     }
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
+    }
+    fn sync_storage(&mut self) -> Result<(), FlashError> {
+        self.lock().sync_storage()
     }
 }

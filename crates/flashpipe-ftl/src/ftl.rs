@@ -367,6 +367,16 @@ impl Ftl {
         &*self.backend
     }
 
+    /// Makes the backend's storage durable (a file-backed array's pages and block table);
+    /// call it after a completed flush so that a reopened array holds what was flushed.
+    pub fn sync_backend_storage(&mut self) -> Result<(), crate::FtlError> {
+        self.backend
+            .sync_storage()
+            .map_err(|error| crate::FtlError::Unsupported {
+                detail: format!("cannot make the flash array's file durable: {error}"),
+            })
+    }
+
     /// Hands the backend back, dropping all in-memory state (what a crash does).
     pub fn into_backend(self) -> Box<dyn FlashBackend> {
         self.backend
