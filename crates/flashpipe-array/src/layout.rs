@@ -114,6 +114,59 @@ impl StripeLayout {
         (member_index, member_block)
     }
 
+    /// Whether every block of a copy from `source_first_block` to
+    /// `destination_first_block` stays on its member: the two starts differ by a whole
+    /// number of stripes (stripe unit x members). Only then can members copy by reference.
+    pub fn copy_keeps_members(
+        &self,
+        source_first_block: u64,
+        destination_first_block: u64,
+    ) -> bool {
+        let stripe_blocks = self.stripe_unit_blocks * self.member_count;
+        source_first_block.abs_diff(destination_first_block) % stripe_blocks == 0
+    }
+
+    /// The per-member copies of a copy that keeps members (see
+    /// [`StripeLayout::copy_keeps_members`]): for each member holding part of the range,
+    /// (member, member source block, member destination block, blocks). A member's part
+    /// of a block range is contiguous on the member, so each member gets one copy and
+    /// keeps memmove semantics for overlapping ranges.
+    pub fn split_copy(
+        &self,
+        source_first_block: u64,
+        destination_first_block: u64,
+        block_count: u64,
+    ) -> Vec<(usize, u64, u64, u64)> {
+        assert!(
+            self.copy_keeps_members(source_first_block, destination_first_block),
+            "a striped copy by reference keeps every block on its member"
+        );
+        let sources = self.split(source_first_block, block_count);
+        let destinations = self.split(destination_first_block, block_count);
+        let mut per_member: Vec<(usize, u64, u64, u64)> = Vec::new();
+        for (source, destination) in sources.iter().zip(&destinations) {
+            assert_eq!(source.member_index, destination.member_index);
+            assert_eq!(source.block_count, destination.block_count);
+            match per_member
+                .iter_mut()
+                .find(|part| part.0 == source.member_index)
+            {
+                Some(part) => {
+                    assert_eq!(part.1 + part.3, source.member_first_block);
+                    assert_eq!(part.2 + part.3, destination.member_first_block);
+                    part.3 += source.block_count;
+                }
+                None => per_member.push((
+                    source.member_index,
+                    source.member_first_block,
+                    destination.member_first_block,
+                    source.block_count,
+                )),
+            }
+        }
+        per_member
+    }
+
     /// Splits `block_count` blocks from `first_block` at stripe-unit boundaries, in
     /// request order.
     pub fn split(&self, first_block: u64, block_count: u64) -> Vec<Segment> {

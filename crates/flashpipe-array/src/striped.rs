@@ -171,6 +171,38 @@ impl StripedDevice {
             .collect()
     }
 
+    /// A copy by reference whose blocks would change member cannot be done by remapping.
+    fn copy_across_members(&self, operation: &Operation) -> Option<DeviceError> {
+        let Operation::CopyByReference {
+            source_first_block,
+            destination_first_block,
+            ..
+        } = *operation
+        else {
+            return None;
+        };
+        if !self.copies_by_reference() {
+            return Some(DeviceError::new(
+                &self.info.name,
+                DeviceErrorKind::Unsupported {
+                    operation: "copy-by-reference (a member cannot remap blocks)",
+                },
+            ));
+        }
+        if self
+            .layout
+            .copy_keeps_members(source_first_block, destination_first_block)
+        {
+            return None;
+        }
+        Some(DeviceError::new(
+            &self.info.name,
+            DeviceErrorKind::Unsupported {
+                operation: "copy-by-reference between blocks on different stripe members",
+            },
+        ))
+    }
+
     /// Splits an accepted request into member requests, recording the parent.
     fn split_into_pieces(&mut self, request: Request) {
         let parent_id = self.next_parent_id;
@@ -232,6 +264,28 @@ impl StripedDevice {
             Operation::Flush => {
                 let flushes = (0..self.members.len()).map(|index| (index, Operation::Flush));
                 (None, flushes.collect())
+            }
+            Operation::CopyByReference {
+                source_first_block,
+                destination_first_block,
+                block_count,
+            } => {
+                let parts = self.layout.split_copy(
+                    source_first_block,
+                    destination_first_block,
+                    block_count,
+                );
+                let copies = parts
+                    .into_iter()
+                    .map(|(member, source, destination, count)| {
+                        let copy = Operation::CopyByReference {
+                            source_first_block: source,
+                            destination_first_block: destination,
+                            block_count: count,
+                        };
+                        (member, copy)
+                    });
+                (None, copies.collect())
             }
         }
     }
@@ -451,6 +505,9 @@ impl BlockDevice for StripedDevice {
         if let Err(error) = self.info.validate(&request.operation) {
             return Err(Rejected { request, error });
         }
+        if let Some(error) = self.copy_across_members(&request.operation) {
+            return Err(Rejected { request, error });
+        }
         self.split_into_pieces(request);
         self.issue_pending_pieces();
         self.deliver_finished_parents();
@@ -485,6 +542,12 @@ impl BlockDevice for StripedDevice {
 
     fn in_flight(&self) -> usize {
         self.parents.len() + self.ready.len()
+    }
+
+    fn copies_by_reference(&self) -> bool {
+        self.members
+            .iter()
+            .all(|member| member.device.copies_by_reference())
     }
 }
 

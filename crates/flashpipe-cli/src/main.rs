@@ -9,6 +9,7 @@ mod bench_fs;
 mod bench_kernels;
 mod demo;
 mod ftl_cmd;
+mod ftl_copy_cmd;
 mod kernels_cmd;
 mod run_cmd;
 mod sim;
@@ -56,6 +57,9 @@ enum Command {
     Rm(store_cmd::NamesArgs),
     /// Rename a file of a store.
     Mv(store_cmd::MvArgs),
+    /// Copy a file inside a store: by reference (remapped, no data moved) on emulated
+    /// flash, by bytes elsewhere.
+    Cp(store_cmd::CpArgs),
     /// Show a store's space and file count.
     Df(store_cmd::StoreArgs),
     /// Check a store's metadata, and repair what is safe with --repair.
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
         Command::Stat(arguments) => store_cmd::run_stat(arguments),
         Command::Rm(arguments) => store_cmd::run_rm(arguments),
         Command::Mv(arguments) => store_cmd::run_mv(arguments),
+        Command::Cp(arguments) => store_cmd::run_cp(arguments),
         Command::Df(arguments) => store_cmd::run_df(arguments),
         Command::Fsck(arguments) => store_cmd::run_fsck(arguments),
         Command::Ftl(command) => ftl_cmd::run(command),

@@ -107,6 +107,42 @@ pub struct MvArgs {
     pub to: String,
 }
 
+/// How `flashpipe cp` may move data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CopyMethodArg {
+    /// Remap whole blocks (stores on emulated flash); fail where that is impossible.
+    Reference,
+    /// Remap whole blocks where possible, else copy the bytes.
+    Auto,
+    /// Read and write every byte.
+    Bytes,
+}
+
+impl CopyMethodArg {
+    fn method(self) -> flashpipe_fs::CopyMethod {
+        match self {
+            CopyMethodArg::Reference => flashpipe_fs::CopyMethod::ReferenceOrFail,
+            CopyMethodArg::Auto => flashpipe_fs::CopyMethod::ReferenceOrBytes,
+            CopyMethodArg::Bytes => flashpipe_fs::CopyMethod::Bytes,
+        }
+    }
+}
+
+/// `flashpipe cp`.
+#[derive(Debug, clap::Args)]
+pub struct CpArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The file to copy.
+    pub from: String,
+    /// The new file (must not exist).
+    pub to: String,
+    /// `reference`: remap blocks, no data moves (needs a store on emulated flash; fails
+    /// elsewhere); `auto`: by reference when possible, else bytes; `bytes`: copy bytes.
+    #[arg(long = "by", value_enum, default_value = "auto")]
+    pub by: CopyMethodArg,
+}
+
 /// `flashpipe fsck`.
 #[derive(Debug, clap::Args)]
 pub struct FsckArgs {
@@ -439,6 +475,45 @@ pub fn run_mv(arguments: MvArgs) -> CliResult {
         println!("{}", json!({"from": arguments.from, "to": arguments.to}));
     } else {
         println!("renamed {} to {}", arguments.from, arguments.to);
+    }
+    Ok(())
+}
+
+/// Runs `cp`: copies one file inside the store, by reference where the device remaps.
+pub fn run_cp(arguments: CpArgs) -> CliResult {
+    let store = OpenStore::open(&arguments.store.store)?;
+    let clock = Arc::clone(&store.clock);
+    let mut client = store.client(4);
+    let started_ns = clock.now_ns();
+    let result = client
+        .call(EngineCommand::Copy {
+            from: arguments.from.clone(),
+            to: arguments.to.clone(),
+            method: arguments.by.method(),
+        })
+        .and_then(|reply| client.call(EngineCommand::Flush).map(|_| reply));
+    let elapsed_ns = clock.now_ns().saturating_sub(started_ns);
+    store.close()?;
+    let Reply::Copied(report) = result? else {
+        return Err("unexpected engine reply to cp".into());
+    };
+    if arguments.store.json {
+        println!(
+            "{}",
+            json!({"from": arguments.from, "to": arguments.to,
+                   "blocks_by_reference": report.blocks_by_reference,
+                   "bytes_by_bytes": report.bytes_by_bytes,
+                   "elapsed_ns": elapsed_ns})
+        );
+    } else {
+        println!(
+            "copied {} to {}: {} blocks by reference, {} by bytes, {:.3} ms (store clock)",
+            arguments.from,
+            arguments.to,
+            report.blocks_by_reference,
+            HumanBytes(report.bytes_by_bytes),
+            elapsed_ns as f64 / 1e6
+        );
     }
     Ok(())
 }

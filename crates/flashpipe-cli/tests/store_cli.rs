@@ -1,5 +1,5 @@
 //! Runs the `flashpipe` binary's store commands and demo: a full round trip (mkfs, put,
-//! ls, stat, get, cat, mv, rm, df, fsck) and every bad input the issue names (missing or
+//! ls, stat, get, cat, mv, cp, rm, df, fsck) and every bad input the issue names (missing or
 //! wrong store file, newer version, wrong device size, corrupted device, bad names),
 //! each failing with a clear message, a non-zero exit and no change to the store.
 
@@ -134,6 +134,48 @@ fn files_and_folders_round_trip_through_every_command() {
     assert_eq!(df["total_bytes"], 64 << 20);
     let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
     assert_eq!(fsck["clean"], true);
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn cp_copies_on_file_stores_and_refuses_a_copy_by_reference_clearly() {
+    let folder = fresh_folder("cp");
+    let store = make_store(&folder);
+    let original: Vec<u8> = (0..100_000u32).map(|index| (index % 253) as u8).collect();
+    std::fs::write(folder.join("original.bin"), &original).unwrap();
+    succeed(&["put", text(&store), text(&folder.join("original.bin"))]);
+    check_fails(
+        &[
+            "cp",
+            text(&store),
+            "original.bin",
+            "copy",
+            "--by",
+            "reference",
+        ],
+        "cannot copy by reference",
+    );
+    assert_eq!(listing(&store).len(), 1, "a refused copy leaves no file");
+    let report: Value = serde_json::from_str(&succeed(&[
+        "cp",
+        text(&store),
+        "original.bin",
+        "copy",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(report["bytes_by_bytes"], 100_000);
+    succeed(&["cp", text(&store), "copy", "copy-2", "--by", "bytes"]);
+    let fetched = folder.join("fetched.bin");
+    succeed(&["get", text(&store), "copy-2", text(&fetched)]);
+    assert!(std::fs::read(&fetched).unwrap() == original);
+    check_fails(&["cp", text(&store), "copy", "copy-2"], "exists");
+    check_fails(&["cp", text(&store), "missing", "other"], "no such file");
+    check_fails(
+        &["cp", text(&store), "copy", "other", "--by", "magic"],
+        "invalid value",
+    );
+    assert_eq!(listing(&store).len(), 3);
     std::fs::remove_dir_all(&folder).unwrap();
 }
 

@@ -23,6 +23,7 @@ pub fn check_all(factory: &mut DeviceFactory<'_>) {
     check_bad_requests_are_rejected(factory);
     check_wait_with_nothing_in_flight(factory);
     check_trim_reads_zeros(factory);
+    check_copy_by_reference(factory);
 }
 
 fn fill_pattern(buffer: &mut [u8], seed: u64) {
@@ -278,4 +279,106 @@ pub fn check_trim_reads_zeros(factory: &mut DeviceFactory<'_>) {
         .iter()
         .all(|&byte| byte == 0));
     assert!(buffer[3 * block_size..].iter().all(|&byte| byte == 0xAB));
+}
+
+/// Submits one request and reaps it; `Err` when the device refused it.
+fn run_single(
+    device: &mut dyn BlockDevice,
+    request: Request,
+) -> Result<Completion, crate::error::Rejected> {
+    device.submit(request)?;
+    let mut completions = Vec::new();
+    reap_all(device, &mut completions);
+    assert_eq!(completions.len(), 1, "one request, one completion");
+    Ok(completions.pop().expect("one completion"))
+}
+
+fn read_blocks(device: &mut dyn BlockDevice, first_block: u64, block_count: u64) -> Vec<u8> {
+    let block_size = device.info().block_size_bytes as usize;
+    let buffer = IoBuf::zeroed(block_count as usize * block_size);
+    let completion = run_single(device, Request::read(90, first_block, buffer))
+        .unwrap_or_else(|rejected| panic!("read refused: {rejected}"));
+    assert!(
+        completion.status.is_ok(),
+        "read failed: {:?}",
+        completion.status
+    );
+    completion
+        .buffer
+        .expect("reads hand their buffer back")
+        .to_vec()
+}
+
+fn write_blocks(device: &mut dyn BlockDevice, first_block: u64, data: &[u8]) {
+    let completion = run_single(
+        device,
+        Request::write(91, first_block, IoBuf::from_slice(data)),
+    )
+    .unwrap_or_else(|rejected| panic!("write refused: {rejected}"));
+    assert!(
+        completion.status.is_ok(),
+        "write failed: {:?}",
+        completion.status
+    );
+}
+
+/// Copy by reference: either refused with `Unsupported` (devices that cannot remap; the
+/// caller never gets a silent byte copy) or exact memmove semantics, with later writes to
+/// either side leaving the other intact.
+pub fn check_copy_by_reference(factory: &mut DeviceFactory<'_>) {
+    let mut device = factory(4);
+    let block_size = device.info().block_size_bytes as usize;
+    let mut model = vec![0u8; 12 * block_size];
+    fill_pattern(&mut model, 0xc0b1);
+    write_blocks(&mut *device, 0, &model);
+    let copy = run_single(&mut *device, Request::copy_by_reference(1, 0, 6, 3));
+    if !device.copies_by_reference() {
+        let rejected = copy.expect_err("a device that cannot remap refuses a copy by reference");
+        assert!(matches!(
+            rejected.error.kind,
+            DeviceErrorKind::Unsupported { .. }
+        ));
+        return;
+    }
+    let completion =
+        copy.unwrap_or_else(|rejected| panic!("copy by reference refused: {rejected}"));
+    assert!(
+        completion.status.is_ok(),
+        "copy failed: {:?}",
+        completion.status
+    );
+    model.copy_within(0..3 * block_size, 6 * block_size);
+    assert!(
+        read_blocks(&mut *device, 0, 12) == model,
+        "copy by reference"
+    );
+    let overwrite = vec![0x5A; block_size];
+    write_blocks(&mut *device, 1, &overwrite);
+    model[block_size..2 * block_size].copy_from_slice(&overwrite);
+    write_blocks(&mut *device, 8, &overwrite);
+    model[8 * block_size..9 * block_size].copy_from_slice(&overwrite);
+    assert!(
+        read_blocks(&mut *device, 0, 12) == model,
+        "writes to either side after a copy"
+    );
+    let completion = run_single(&mut *device, Request::copy_by_reference(2, 2, 4, 5))
+        .unwrap_or_else(|rejected| panic!("overlapping copy refused: {rejected}"));
+    assert!(
+        completion.status.is_ok(),
+        "overlapping copy failed: {:?}",
+        completion.status
+    );
+    model.copy_within(2 * block_size..7 * block_size, 4 * block_size);
+    assert!(
+        read_blocks(&mut *device, 0, 12) == model,
+        "overlapping copy behaves as memmove"
+    );
+    let outside = device.info().block_count;
+    let rejected = device
+        .submit(Request::copy_by_reference(3, outside, 0, 1))
+        .expect_err("a copy from past the end is refused");
+    assert!(matches!(
+        rejected.error.kind,
+        DeviceErrorKind::OutOfRange { .. }
+    ));
 }

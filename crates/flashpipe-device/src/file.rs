@@ -448,6 +448,7 @@ impl BlockDevice for FileDevice {
         if let Some(error) = self.transfer_too_large(&request) {
             return Err(Rejected { request, error });
         }
+        let request = self.info.refuse_copy_by_reference(request)?;
         let job = Job::from_operation(
             request.tag,
             request.operation,

@@ -98,6 +98,9 @@ impl RamDisk {
                 self.bytes[start..end].fill(0);
             }
             Operation::Flush => {}
+            Operation::CopyByReference { .. } => {
+                panic!("RamDisk::submit refuses copy by reference before executing")
+            }
         }
     }
 }
@@ -133,13 +136,14 @@ impl BlockDevice for RamDisk {
         Arc::clone(&self.clock)
     }
 
-    fn submit(&mut self, mut request: Request) -> Result<(), Rejected> {
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
         if self.ready.len() >= self.info.queue_depth as usize {
             return Err(self.info.queue_full(request));
         }
         if let Err(error) = self.info.validate(&request.operation) {
             return Err(Rejected { request, error });
         }
+        let mut request = self.info.refuse_copy_by_reference(request)?;
         self.execute(&mut request.operation);
         self.ready.push_back(Completion {
             tag: request.tag,

@@ -45,6 +45,20 @@ pub enum Operation {
         /// How many blocks.
         block_count: u64,
     },
+    /// Make `block_count` blocks from `destination_first_block` read as the blocks from
+    /// `source_first_block` read now, without moving their data (the memory-copy thesis's
+    /// copy by reference). Overlapping ranges behave as memmove; a later write to either
+    /// side leaves the other intact. Durable like a write: after a later flush. Only
+    /// devices that remap (the FTL) accept it; the others refuse it at submit with
+    /// [`DeviceErrorKind::Unsupported`], so a caller never gets a silent byte copy.
+    CopyByReference {
+        /// First block copied from.
+        source_first_block: u64,
+        /// First block copied to.
+        destination_first_block: u64,
+        /// How many blocks.
+        block_count: u64,
+    },
 }
 
 impl Operation {
@@ -55,6 +69,7 @@ impl Operation {
             Operation::Write { .. } => "write",
             Operation::Flush => "flush",
             Operation::Trim { .. } => "trim",
+            Operation::CopyByReference { .. } => "copy-by-reference",
         }
     }
 }
@@ -110,11 +125,28 @@ impl Request {
         }
     }
 
+    /// A copy-by-reference request (see [`Operation::CopyByReference`]).
+    pub fn copy_by_reference(
+        tag: Tag,
+        source_first_block: u64,
+        destination_first_block: u64,
+        block_count: u64,
+    ) -> Request {
+        Request {
+            tag,
+            operation: Operation::CopyByReference {
+                source_first_block,
+                destination_first_block,
+                block_count,
+            },
+        }
+    }
+
     /// Takes the buffer out of a read or write request.
     pub fn into_buffer(self) -> Option<IoBuf> {
         match self.operation {
             Operation::Read { buffer, .. } | Operation::Write { buffer, .. } => Some(buffer),
-            Operation::Flush | Operation::Trim { .. } => None,
+            Operation::Flush | Operation::Trim { .. } | Operation::CopyByReference { .. } => None,
         }
     }
 }
@@ -165,8 +197,38 @@ impl DeviceInfo {
                 first_block,
                 block_count,
             } => (*first_block, *block_count),
+            Operation::CopyByReference {
+                source_first_block,
+                destination_first_block,
+                block_count,
+            } => {
+                self.check_range(*source_first_block, *block_count)?;
+                (*destination_first_block, *block_count)
+            }
             Operation::Flush => return Ok(()),
         };
+        self.check_range(first_block, block_count)
+    }
+
+    /// Refuses a copy-by-reference request with [`DeviceErrorKind::Unsupported`] and
+    /// passes every other request through: what a device that cannot remap blocks calls
+    /// first in `submit`.
+    pub fn refuse_copy_by_reference(&self, request: Request) -> Result<Request, Rejected> {
+        if !matches!(request.operation, Operation::CopyByReference { .. }) {
+            return Ok(request);
+        }
+        Err(Rejected {
+            request,
+            error: DeviceError::new(
+                &self.name,
+                DeviceErrorKind::Unsupported {
+                    operation: "copy-by-reference",
+                },
+            ),
+        })
+    }
+
+    fn check_range(&self, first_block: u64, block_count: u64) -> Result<(), DeviceError> {
         let end_block = first_block.saturating_add(block_count);
         if end_block > self.block_count {
             return Err(DeviceError::new(
@@ -244,6 +306,13 @@ pub trait BlockDevice: Send {
 
     /// Requests accepted and not yet reaped.
     fn in_flight(&self) -> usize;
+
+    /// Whether the device carries out [`Operation::CopyByReference`] (by remapping, never
+    /// by moving bytes); a device that answers false refuses it at submit with
+    /// [`DeviceErrorKind::Unsupported`].
+    fn copies_by_reference(&self) -> bool {
+        false
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
@@ -267,6 +336,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn in_flight(&self) -> usize {
         (**self).in_flight()
+    }
+    fn copies_by_reference(&self) -> bool {
+        (**self).copies_by_reference()
     }
 }
 

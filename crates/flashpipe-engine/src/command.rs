@@ -2,7 +2,8 @@
 
 use flashpipe_device::{DeviceError, IoBuf, PoolExhausted};
 use flashpipe_fs::{
-    FileIoError, FileStat, FlushError, FsStats, FsckError, FsckReport, NamespaceError,
+    CopyError, CopyMethod, CopyReport, FileIoError, FileStat, FlushError, FsStats, FsckError,
+    FsckReport, NamespaceError,
 };
 
 /// A client's request to the filesystem core (HWFS 3.3.1: file name, operation, offset,
@@ -50,6 +51,17 @@ pub enum Command {
         from: String,
         /// New name.
         to: String,
+    },
+    /// Create `to` as a copy of the whole file `from` (`to` must not exist). With a
+    /// reference method on a store whose device remaps (an FTL on flash), whole blocks
+    /// are remapped and no data moves.
+    Copy {
+        /// The source file.
+        from: String,
+        /// The new file.
+        to: String,
+        /// By reference (or fail, or fall back to bytes) or by bytes.
+        method: CopyMethod,
     },
     /// Facts about one file.
     Stat {
@@ -118,6 +130,8 @@ pub enum Reply {
     Stats(FsStats),
     /// An fsck report.
     Check(FsckReport),
+    /// What a copy did.
+    Copied(CopyReport),
 }
 
 /// Why a command failed.
@@ -129,6 +143,9 @@ pub enum EngineError {
     /// A data-level failure (read past the end, disk full, device error).
     #[error(transparent)]
     FileIo(#[from] FileIoError),
+    /// A copy failed (including "cannot copy by reference").
+    #[error(transparent)]
+    Copy(#[from] CopyError),
     /// A flush failed.
     #[error(transparent)]
     Flush(#[from] FlushError),

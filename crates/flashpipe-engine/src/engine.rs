@@ -336,6 +336,10 @@ impl EngineThread {
                 .rename(&from, &to)
                 .map(|()| Reply::Done)
                 .map_err(Into::into),
+            Command::Copy { from, to, method } => filesystem
+                .copy_file(&from, &to, method)
+                .map(Reply::Copied)
+                .map_err(Into::into),
             Command::Stat { name } => Ok(Reply::Stat(filesystem.stat_name(&name)?)),
             Command::List => Ok(Reply::List(filesystem.list())),
             Command::Stats => Ok(Reply::Stats(filesystem.stats())),

@@ -257,6 +257,9 @@ impl StripedFlashDevice {
                 None
             }
             Operation::Flush => None,
+            Operation::CopyByReference { .. } => {
+                panic!("StripedFlashDevice::submit refuses copy by reference")
+            }
         };
         let page_count = jobs.len() as u32;
         self.requests.insert(
@@ -558,6 +561,7 @@ impl BlockDevice for StripedFlashDevice {
         if self.requests.len() + self.ready.len() >= self.info.queue_depth as usize {
             return Err(self.info.queue_full(request));
         }
+        let request = self.info.refuse_copy_by_reference(request)?;
         self.open_request(request)
     }
 

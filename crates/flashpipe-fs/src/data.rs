@@ -643,3 +643,77 @@ fn zero_tail_of_last_block(
     }
     Ok(())
 }
+
+/// Checks that `inode_number` is a live file and that `length_bytes` at `offset_bytes`
+/// fit under the largest file size: what a copy's destination must pass.
+pub fn check_write_target(
+    state: &State,
+    inode_number: u64,
+    offset_bytes: u64,
+    length_bytes: u64,
+) -> Result<(), FileIoError> {
+    check_usable(state)?;
+    if !state.files.contains_key(&inode_number) {
+        return Err(FileIoError::StaleHandle {
+            file_id: inode_number,
+        });
+    }
+    let end_bytes = offset_bytes
+        .checked_add(length_bytes)
+        .ok_or(FileIoError::FileTooLarge {
+            requested_size_bytes: u64::MAX,
+            limit_size_bytes: state.geometry.capacity_bytes(),
+        })?;
+    check_size_limit(state, end_bytes)
+}
+
+/// Checks that `new_block_count` blocks and a pointer table grown to `end_block` entries
+/// fit, for a copy into `inode_number`.
+pub fn check_copy_space(
+    state: &State,
+    inode_number: u64,
+    end_block: u64,
+    new_block_count: u64,
+) -> Result<(), FileIoError> {
+    let node = &state.files[&inode_number];
+    let old_count = node.pointers.len() as u64;
+    let new_count = old_count.max(end_block);
+    let totals_after = totals_with(state, state.totals, node.name.len(), old_count, new_count);
+    state
+        .check_space(new_block_count, &totals_after)
+        .map_err(no_space)
+}
+
+/// Points file blocks `first..first + targets.len()` of `inode_number` at `targets` (0: a
+/// hole), releasing the blocks they replace, and grows the size to at least `end_bytes`.
+pub fn install_pointers(
+    state: &mut State,
+    inode_number: u64,
+    first: u64,
+    targets: &[u64],
+    end_bytes: u64,
+) {
+    let end = first + targets.len() as u64;
+    if end > state.files[&inode_number].pointers.len() as u64 {
+        state.resize_pointers(inode_number, end);
+    }
+    let now = state.now_ns();
+    let node = state.files.get_mut(&inode_number).expect("live file");
+    let mut replaced = Vec::new();
+    for (offset, &target) in targets.iter().enumerate() {
+        let slot = &mut node.pointers[first as usize + offset];
+        if *slot != target {
+            if *slot != 0 {
+                replaced.push(*slot);
+            }
+            *slot = target;
+        }
+    }
+    node.size_bytes = node.size_bytes.max(end_bytes);
+    node.modified_clock_ns = now;
+    node.map_changed = true;
+    for block in replaced {
+        state.allocator.release(block);
+    }
+    state.changed_since_commit = true;
+}

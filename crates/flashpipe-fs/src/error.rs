@@ -171,6 +171,26 @@ pub enum FileIoError {
     Device(#[from] DeviceError),
 }
 
+/// A copy of a file range failed. [`CopyError::NotByReference`] and errors found before
+/// any data moved change nothing; a device failure or a failed edge write after the whole
+/// blocks were remapped may leave the destination range partly copied (never the source,
+/// never flushed state).
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// Asked for a copy by reference that cannot be one; nothing changed.
+    #[error("cannot copy by reference: {reason}")]
+    NotByReference {
+        /// Why (device without remapping, offsets of different phase).
+        reason: String,
+    },
+    /// A name-level problem (source missing, destination exists).
+    #[error(transparent)]
+    Namespace(#[from] NamespaceError),
+    /// Reading the source or writing the destination failed.
+    #[error(transparent)]
+    Io(#[from] FileIoError),
+}
+
 /// A flush (commit) failed. After a device error the mount is unusable and the on-disk
 /// state is the previous commit (or this one if it reached the device).
 #[derive(Debug, thiserror::Error)]

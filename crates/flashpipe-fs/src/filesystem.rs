@@ -5,8 +5,11 @@
 use flashpipe_device::{BlockDevice, DeviceInfo, IoBuf};
 
 use crate::commit::{commit, write_super_block};
+use crate::copy::{self, CopyMethod, CopyReport};
 use crate::data::{self, MappedRun};
-use crate::error::{FileIoError, FlushError, FormatError, FsckError, MountError, NamespaceError};
+use crate::error::{
+    CopyError, FileIoError, FlushError, FormatError, FsckError, MountError, NamespaceError,
+};
 use crate::fsck::{fsck, Finding, FsckReport, Structure};
 use crate::image::{load_image, LoadFailure};
 use crate::io::{flush_device, Geometry};
@@ -271,6 +274,63 @@ impl Filesystem {
             .map(|&(file, offset_bytes, bytes)| (file.0, offset_bytes, bytes))
             .collect();
         data::write_batch(&mut self.state, &mut *self.device, &writes)
+    }
+
+    /// Copies `length_bytes` from `source` at `source_offset_bytes` to `destination` at
+    /// `destination_offset_bytes` (they may be the same file; overlapping ranges behave
+    /// as memmove). With a reference method, whole blocks are remapped by the device
+    /// (metadata only, no data moves) and partial blocks at unaligned ends are copied
+    /// by bytes; see [`CopyMethod`] for what happens when that is impossible.
+    pub fn copy_range(
+        &mut self,
+        source: FileId,
+        source_offset_bytes: u64,
+        destination: FileId,
+        destination_offset_bytes: u64,
+        length_bytes: u64,
+        method: CopyMethod,
+    ) -> Result<CopyReport, CopyError> {
+        let range = copy::CopyRange {
+            source_inode: source.0,
+            source_offset_bytes,
+            destination_inode: destination.0,
+            destination_offset_bytes,
+            length_bytes,
+        };
+        copy::copy_range(&mut self.state, &mut *self.device, range, method)
+    }
+
+    /// Creates `destination_name` as a copy of the whole file `source_name`. With a
+    /// reference method on a device that remaps (an FTL), this costs metadata only,
+    /// whatever the size. On failure the destination is not left behind.
+    pub fn copy_file(
+        &mut self,
+        source_name: &str,
+        destination_name: &str,
+        method: CopyMethod,
+    ) -> Result<CopyReport, CopyError> {
+        let source = self.open(source_name)?;
+        let size_bytes = self.stat(source)?.size_bytes;
+        if method == CopyMethod::ReferenceOrFail && size_bytes > 0 {
+            let probe = copy::CopyRange {
+                source_inode: source.0,
+                source_offset_bytes: 0,
+                destination_inode: source.0,
+                destination_offset_bytes: 0,
+                length_bytes: size_bytes,
+            };
+            if let Some(reason) = copy::reference_obstacle(&self.state, &*self.device, probe) {
+                return Err(CopyError::NotByReference { reason });
+            }
+        }
+        let destination = self.create(destination_name)?;
+        let result = self.copy_range(source, 0, destination, 0, size_bytes, method);
+        if result.is_err() {
+            // The copy's own error is the one to report; removing the half-made
+            // destination is best effort.
+            let _removed = self.delete(destination_name);
+        }
+        result
     }
 
     /// Sets the file's size (shrinking frees blocks; growing adds a hole).

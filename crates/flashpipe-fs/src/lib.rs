@@ -33,6 +33,7 @@
 
 mod allocator;
 mod commit;
+mod copy;
 mod data;
 pub mod error;
 mod filesystem;
@@ -43,9 +44,11 @@ pub mod layout;
 mod name;
 mod state;
 
+pub use copy::{CopyMethod, CopyReport};
 pub use data::MappedRun;
 pub use error::{
-    is_crash, FileIoError, FlushError, FormatError, FsckError, MountError, NamespaceError,
+    is_crash, CopyError, FileIoError, FlushError, FormatError, FsckError, MountError,
+    NamespaceError,
 };
 pub use filesystem::{FileId, FileStat, Filesystem, FormatOptions, FsStats};
 pub use fsck::{fsck, Finding, FsckReport, Structure};

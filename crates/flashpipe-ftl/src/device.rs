@@ -1,5 +1,6 @@
-//! The FTL as a [`BlockDevice`] (one logical block = one flash page), plus copy by
-//! reference, which the block-device interface has no request for.
+//! The FTL as a [`BlockDevice`] (one logical block = one flash page), including
+//! [`Operation::CopyByReference`], which it carries out by remapping; `submit_copy` and
+//! `copy` offer the same with the FTL's own error type.
 
 use std::sync::Arc;
 
@@ -126,6 +127,18 @@ impl BlockDevice for Ftl {
                 block_count,
             } => self.open_host_op(tag, HostKindPublic::Trim, first_block, block_count, 0, None),
             Operation::Flush => self.open_host_op(tag, HostKindPublic::Flush, 0, 0, 0, None),
+            Operation::CopyByReference {
+                source_first_block,
+                destination_first_block,
+                block_count,
+            } => self.open_host_op(
+                tag,
+                HostKindPublic::Copy,
+                destination_first_block,
+                block_count,
+                source_first_block,
+                None,
+            ),
         }
         self.pump();
         Ok(())
@@ -164,5 +177,9 @@ impl BlockDevice for Ftl {
 
     fn in_flight(&self) -> usize {
         self.host_in_flight()
+    }
+
+    fn copies_by_reference(&self) -> bool {
+        true
     }
 }

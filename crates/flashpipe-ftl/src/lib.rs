@@ -25,11 +25,13 @@ pub mod device;
 pub mod ftl;
 pub mod layout;
 pub mod mount;
+pub mod shared;
 pub mod stats;
 
 pub use backend::{FlashBackend, PowerCutFlash, PowerCutReport, SharedFlash};
 pub use ftl::{CopyMode, Ftl, FtlOptions, VictimPolicy};
 pub use mount::MountReport;
+pub use shared::SharedFtl;
 pub use stats::FtlStats;
 
 use flashpipe_device::DeviceError;

@@ -101,6 +101,9 @@ impl Job {
                 Some(buffer),
             ),
             Operation::Flush => (Action::Flush, None),
+            Operation::CopyByReference { .. } => {
+                panic!("FileDevice::submit refuses copy by reference before building a job")
+            }
             Operation::Trim {
                 first_block,
                 block_count,

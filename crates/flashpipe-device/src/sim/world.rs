@@ -223,6 +223,7 @@ impl WorldState {
         if let Err(error) = disk.info.validate(&request.operation) {
             return Err(crate::error::Rejected { request, error });
         }
+        let request = disk.info.refuse_copy_by_reference(request)?;
         let handle_is_dead = self.crashed || handle.epoch != self.epoch;
         self.handle_mut(disk_index, handle_id).accepted_count += 1;
         if handle_is_dead {
@@ -377,7 +378,7 @@ impl WorldState {
         let disk = &mut self.disks[event.disk_index];
         let size_bytes = match &disk.requests[&event.request_id].request.operation {
             Operation::Read { buffer, .. } | Operation::Write { buffer, .. } => buffer.len(),
-            Operation::Flush | Operation::Trim { .. } => 0,
+            Operation::Flush | Operation::Trim { .. } | Operation::CopyByReference { .. } => 0,
         };
         let transfer_start_ns = now_ns.max(disk.channel_free_at_ns);
         let finished_ns = transfer_start_ns + disk.config.transfer_time_ns(size_bytes as u64);
@@ -478,6 +479,9 @@ impl DiskState {
                 self.store.trim(first_block, block_count);
                 None
             }
+            Operation::CopyByReference { .. } => {
+                panic!("the simulated disk refuses copy by reference at submit")
+            }
         };
         Completion {
             tag,
@@ -528,7 +532,9 @@ impl DiskState {
                     first_block: *first_block,
                     block_count: *block_count,
                 }),
-                Operation::Read { .. } | Operation::Flush => None,
+                Operation::Read { .. } | Operation::Flush | Operation::CopyByReference { .. } => {
+                    None
+                }
             })
             .collect();
         let decisions = self

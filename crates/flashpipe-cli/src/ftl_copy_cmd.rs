@@ -1,0 +1,297 @@
+//! `flashpipe ftl copy`: copying a large file by reference against by bytes on the same
+//! store (issue #5, Experiments; the memory-copy thesis, seed 002, ch. 3): the file system
+//! on the FTL on the minflash preset, in the model's virtual time. The source is written
+//! and flushed, then copied once by reference and once by bytes, each followed by a flush
+//! (the copy is durable when the command returns); both copies are read back and their
+//! CRC32C compared with the source's. Target: by reference at least 1000x less time.
+
+use std::time::Instant;
+
+use clap::Args;
+use flashpipe_device::{BlockDevice, Clock};
+use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
+use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
+use flashpipe_fs::{CopyMethod, Filesystem, FormatOptions};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
+use serde::Serialize;
+
+type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Bytes per write or read call while filling and verifying.
+const CHUNK_BYTES: u64 = 8 << 20;
+
+/// Over-provisioning of the experiment's FTL.
+const OVER_PROVISIONING: f64 = 0.1;
+
+/// `flashpipe ftl copy`.
+#[derive(Debug, Args)]
+pub struct FtlCopyArgs {
+    /// Size of the file copied (e.g. 1GiB, 64MiB).
+    #[arg(long, default_value = "1GiB")]
+    size: String,
+    /// File-system block size (a multiple of the preset's page).
+    #[arg(long, default_value = "16KiB")]
+    block_size: String,
+    /// Flash preset (minflash, rad, tlc); its erase blocks per chip are sized to fit.
+    #[arg(long, default_value = "minflash")]
+    preset: String,
+    /// Seed of the flash model.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One way of copying, measured.
+#[derive(Debug, Serialize)]
+struct CopyMeasurement {
+    method: &'static str,
+    virtual_ns: u64,
+    wall_ns: u64,
+    blocks_by_reference: u64,
+    bytes_by_bytes: u64,
+    flash_pages_programmed: u64,
+    pages_copied_by_reference: u64,
+    copy_matches_source: bool,
+}
+
+/// The whole experiment's result.
+#[derive(Debug, Serialize)]
+struct CopyExperiment {
+    preset: String,
+    file_size_bytes: u64,
+    fs_block_size_bytes: u64,
+    flash_blocks_per_chip: u32,
+    write_virtual_ns: u64,
+    by_reference: CopyMeasurement,
+    by_bytes: CopyMeasurement,
+    virtual_time_ratio: f64,
+    wall_time_ratio: f64,
+    target_ratio: f64,
+    target_met: bool,
+}
+
+/// Runs `flashpipe ftl copy`.
+pub fn run(arguments: FtlCopyArgs) -> CliResult<()> {
+    let size_bytes = parse_size_bytes(&arguments.size)?;
+    let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
+    if size_bytes == 0 {
+        return Err("--size must be at least one byte".into());
+    }
+    let block_size_bytes = u32::try_from(block_size_bytes)
+        .map_err(|_| format!("--block-size {} is too large", arguments.block_size))?;
+    let config = sized_config(&arguments.preset, size_bytes)?;
+    let blocks_per_chip = config.geometry.blocks_per_plane;
+    let (mut filesystem, ftl) = experiment_filesystem(config, arguments.seed, block_size_bytes)?;
+    let clock = filesystem.device_mut().clock();
+    let write_started_ns = clock.now_ns();
+    let source_crc = write_source(&mut filesystem, size_bytes)?;
+    let write_virtual_ns = clock.now_ns() - write_started_ns;
+    let by_reference = measure_copy(
+        &mut filesystem,
+        &ftl,
+        &*clock,
+        "copy-by-reference",
+        CopyMethod::ReferenceOrFail,
+        source_crc,
+    )?;
+    let by_bytes = measure_copy(
+        &mut filesystem,
+        &ftl,
+        &*clock,
+        "copy-by-bytes",
+        CopyMethod::Bytes,
+        source_crc,
+    )?;
+    let virtual_time_ratio = by_bytes.virtual_ns as f64 / by_reference.virtual_ns.max(1) as f64;
+    let experiment = CopyExperiment {
+        preset: arguments.preset.clone(),
+        file_size_bytes: size_bytes,
+        fs_block_size_bytes: u64::from(block_size_bytes),
+        flash_blocks_per_chip: blocks_per_chip,
+        write_virtual_ns,
+        wall_time_ratio: by_bytes.wall_ns as f64 / by_reference.wall_ns.max(1) as f64,
+        virtual_time_ratio,
+        target_ratio: 1000.0,
+        target_met: virtual_time_ratio >= 1000.0
+            && by_reference.copy_matches_source
+            && by_bytes.copy_matches_source,
+        by_reference,
+        by_bytes,
+    };
+    print_experiment(&experiment, arguments.json)
+}
+
+/// The preset with its erase blocks per chip sized so that the FTL exports room for the
+/// source, two copies and the file system's metadata.
+fn sized_config(preset: &str, size_bytes: u64) -> CliResult<FlashConfig> {
+    let mut config = FlashConfig::preset(preset)?;
+    let geometry = &config.geometry;
+    let chips = u64::from(geometry.devices * geometry.channels * geometry.ways * geometry.dies);
+    let block_bytes = u64::from(geometry.pages_per_block) * u64::from(geometry.page_data_bytes);
+    let logical_bytes = size_bytes * 3 + (64 << 20);
+    let physical_bytes = (logical_bytes as f64 / (1.0 - OVER_PROVISIONING) * 1.15) as u64;
+    let blocks_per_chip = physical_bytes.div_ceil(chips * block_bytes).max(16);
+    config.geometry.blocks_per_plane = u32::try_from(blocks_per_chip)
+        .map_err(|_| format!("--size {} needs too large an array", HumanBytes(size_bytes)))?;
+    config.reliability.factory_bad_block_fraction = 0.0;
+    config.reliability.grown_bad_probability_at_rated = 0.0;
+    Ok(config)
+}
+
+fn experiment_filesystem(
+    config: FlashConfig,
+    seed: u64,
+    block_size_bytes: u32,
+) -> CliResult<(Filesystem, SharedFtl)> {
+    let array = FlashArray::new(
+        config,
+        FlashOptions {
+            seed,
+            storage: StorageMode::Memory,
+            ..FlashOptions::default()
+        },
+    )?;
+    let ftl = Ftl::format(
+        Box::new(array) as Box<dyn FlashBackend>,
+        FtlOptions {
+            name: "ftl".to_string(),
+            over_provisioning: OVER_PROVISIONING,
+            ..FtlOptions::default()
+        },
+    )?;
+    let ftl = SharedFtl::new(ftl);
+    let filesystem = Filesystem::format(
+        Box::new(ftl.clone()) as Box<dyn BlockDevice>,
+        &FormatOptions {
+            fs_block_size_bytes: block_size_bytes,
+        },
+    )?;
+    Ok((filesystem, ftl))
+}
+
+/// Deterministic, incompressible-looking bytes for chunk `index`.
+fn chunk_bytes(index: u64, length: usize) -> Vec<u8> {
+    let mut generator = flashpipe_device::SplitMix64::new(0xc09e ^ index);
+    let mut bytes = Vec::with_capacity(length + 8);
+    while bytes.len() < length {
+        bytes.extend_from_slice(&generator.next_u64().to_le_bytes());
+    }
+    bytes.truncate(length);
+    bytes
+}
+
+/// Writes the source file and flushes; returns its CRC32C.
+fn write_source(filesystem: &mut Filesystem, size_bytes: u64) -> CliResult<u32> {
+    let file = filesystem.create("source")?;
+    let mut crc = 0u32;
+    let mut offset_bytes = 0;
+    while offset_bytes < size_bytes {
+        let length = CHUNK_BYTES.min(size_bytes - offset_bytes);
+        let bytes = chunk_bytes(offset_bytes / CHUNK_BYTES, length as usize);
+        crc = crc32c::crc32c_append(crc, &bytes);
+        filesystem.write(file, offset_bytes, &bytes)?;
+        offset_bytes += length;
+    }
+    filesystem.flush()?;
+    Ok(crc)
+}
+
+fn file_crc(filesystem: &mut Filesystem, name: &str) -> CliResult<u32> {
+    let file = filesystem.open(name)?;
+    let size_bytes = filesystem.stat(file)?.size_bytes;
+    let mut crc = 0u32;
+    let mut offset_bytes = 0;
+    while offset_bytes < size_bytes {
+        let length = CHUNK_BYTES.min(size_bytes - offset_bytes);
+        let bytes = filesystem.read(file, offset_bytes, length)?;
+        crc = crc32c::crc32c_append(crc, &bytes);
+        offset_bytes += length;
+    }
+    Ok(crc)
+}
+
+/// Flash pages programmed (host data, collection, log and checkpoints) and logical pages
+/// copied by reference so far.
+fn ftl_counters(ftl: &SharedFtl) -> (u64, u64) {
+    let stats = ftl.stats();
+    let programmed = stats.host_pages_written
+        + stats.gc_pages_copied
+        + stats.log_pages_written
+        + stats.checkpoint_pages_written;
+    (programmed, stats.pages_copied_by_reference)
+}
+
+fn measure_copy(
+    filesystem: &mut Filesystem,
+    ftl: &SharedFtl,
+    clock: &dyn Clock,
+    destination: &str,
+    method: CopyMethod,
+    source_crc: u32,
+) -> CliResult<CopyMeasurement> {
+    let (programmed_before, referenced_before) = ftl_counters(ftl);
+    let wall_started = Instant::now();
+    let virtual_started_ns = clock.now_ns();
+    let report = filesystem.copy_file("source", destination, method)?;
+    filesystem.flush()?;
+    let virtual_ns = clock.now_ns() - virtual_started_ns;
+    let wall_ns = wall_started.elapsed().as_nanos() as u64;
+    let (programmed_after, referenced_after) = ftl_counters(ftl);
+    Ok(CopyMeasurement {
+        method: match method {
+            CopyMethod::Bytes => "bytes",
+            _ => "reference",
+        },
+        virtual_ns,
+        wall_ns,
+        blocks_by_reference: report.blocks_by_reference,
+        bytes_by_bytes: report.bytes_by_bytes,
+        flash_pages_programmed: programmed_after - programmed_before,
+        pages_copied_by_reference: referenced_after - referenced_before,
+        copy_matches_source: file_crc(filesystem, destination)? == source_crc,
+    })
+}
+
+fn print_experiment(experiment: &CopyExperiment, json: bool) -> CliResult<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(experiment)?);
+        return Ok(());
+    }
+    println!(
+        "copy of a {} file on the {} preset ({} erase blocks per chip), {} FS blocks",
+        HumanBytes(experiment.file_size_bytes),
+        experiment.preset,
+        experiment.flash_blocks_per_chip,
+        HumanBytes(experiment.fs_block_size_bytes)
+    );
+    println!(
+        "source written and flushed in {:.3} s (virtual)",
+        experiment.write_virtual_ns as f64 / 1e9
+    );
+    println!(
+        "{:<10} {:>14} {:>12} {:>12} {:>12} {:>14} {:>8}",
+        "method", "virtual ms", "wall ms", "blocks ref", "bytes", "pages prog.", "matches"
+    );
+    for row in [&experiment.by_reference, &experiment.by_bytes] {
+        println!(
+            "{:<10} {:>14.3} {:>12.1} {:>12} {:>12} {:>14} {:>8}",
+            row.method,
+            row.virtual_ns as f64 / 1e6,
+            row.wall_ns as f64 / 1e6,
+            row.blocks_by_reference,
+            HumanBytes(row.bytes_by_bytes).to_string(),
+            row.flash_pages_programmed,
+            row.copy_matches_source
+        );
+    }
+    println!(
+        "by bytes / by reference: {:.0}x virtual time, {:.0}x wall time; target >= {:.0}x virtual: {}",
+        experiment.virtual_time_ratio,
+        experiment.wall_time_ratio,
+        experiment.target_ratio,
+        if experiment.target_met { "met" } else { "NOT MET" }
+    );
+    Ok(())
+}

@@ -1,0 +1,365 @@
+//! Copying file ranges by reference (the memory-copy thesis, seed 002, ch. 3): whole
+//! blocks of the destination come to refer to the source's data through the device's
+//! [`Operation::CopyByReference`] (the FTL remaps pages, nothing moves); partial blocks at
+//! unaligned ends are copied by bytes (the thesis's head/tail rule).
+//!
+//! The file system stays copy-on-write: every destination block that is copied by
+//! reference gets a newly allocated FS block, and the device makes that block read as the
+//! source block does. The source's blocks and pointers are taken before anything changes,
+//! so overlapping ranges of one file behave as memmove. A copy whose offsets differ modulo
+//! the block size, or a device that cannot remap, cannot be done by reference: the caller
+//! chooses between an error ([`CopyMethod::ReferenceOrFail`]) and a byte copy
+//! ([`CopyMethod::ReferenceOrBytes`]); [`CopyMethod::Bytes`] always moves bytes (the
+//! baseline the copy experiment compares with).
+//!
+//! Tail rule: when the copied range ends at the source's end and at or past the
+//! destination's end, the source's last partial block is remapped too, since the bytes past
+//! a file's size in its last block are zero on both sides (a format invariant).
+
+use flashpipe_device::{BlockDevice, DeviceError, DeviceErrorKind, Operation};
+
+use crate::data;
+use crate::error::{CopyError, FileIoError};
+use crate::state::State;
+
+/// How a copy may move data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyMethod {
+    /// Whole blocks by reference, or fail with [`CopyError::NotByReference`] (no silent
+    /// byte copy). Partial blocks at unaligned ends are still copied by bytes.
+    ReferenceOrFail,
+    /// Whole blocks by reference when possible, else everything by bytes.
+    ReferenceOrBytes,
+    /// Read and write every byte.
+    Bytes,
+}
+
+/// What a copy did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CopyReport {
+    /// FS blocks whose data the device remapped (holes included: they stay holes).
+    pub blocks_by_reference: u64,
+    /// Bytes read and written.
+    pub bytes_by_bytes: u64,
+}
+
+/// Bytes per read-then-write step of a byte copy.
+const BYTE_COPY_CHUNK_BYTES: u64 = 8 << 20;
+
+/// One copy request, in bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct CopyRange {
+    /// Source file (inode number).
+    pub source_inode: u64,
+    /// First source byte.
+    pub source_offset_bytes: u64,
+    /// Destination file (inode number).
+    pub destination_inode: u64,
+    /// First destination byte.
+    pub destination_offset_bytes: u64,
+    /// Bytes to copy.
+    pub length_bytes: u64,
+}
+
+/// The destination blocks copied by reference, `first..end`, and the byte ranges (in
+/// destination offsets) left for the head and the tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReferencePlan {
+    first_block: u64,
+    end_block: u64,
+    head: (u64, u64),
+    tail: (u64, u64),
+}
+
+/// Copies `range` with `method`.
+pub fn copy_range(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    range: CopyRange,
+    method: CopyMethod,
+) -> Result<CopyReport, CopyError> {
+    data::check_read_range(
+        state,
+        range.source_inode,
+        range.source_offset_bytes,
+        range.length_bytes,
+    )?;
+    data::check_write_target(
+        state,
+        range.destination_inode,
+        range.destination_offset_bytes,
+        range.length_bytes,
+    )?;
+    if range.length_bytes == 0 {
+        return Ok(CopyReport::default());
+    }
+    if method == CopyMethod::Bytes {
+        return copy_by_bytes(state, device, range);
+    }
+    match reference_obstacle(state, device, range) {
+        None => {}
+        Some(reason) if method == CopyMethod::ReferenceOrFail => {
+            return Err(CopyError::NotByReference { reason })
+        }
+        Some(_) => return copy_by_bytes(state, device, range),
+    }
+    match copy_by_reference(state, device, range) {
+        Err(CopyError::NotByReference { .. }) if method == CopyMethod::ReferenceOrBytes => {
+            copy_by_bytes(state, device, range)
+        }
+        result => result,
+    }
+}
+
+/// Why `range` cannot be copied by reference, if it cannot.
+pub fn reference_obstacle(
+    state: &State,
+    device: &dyn BlockDevice,
+    range: CopyRange,
+) -> Option<String> {
+    let block_bytes = state.geometry.block_bytes();
+    if !device.copies_by_reference() {
+        return Some(format!(
+            "device {} cannot remap blocks (only an FTL on flash can)",
+            device.info().name
+        ));
+    }
+    let source_phase = range.source_offset_bytes % block_bytes;
+    let destination_phase = range.destination_offset_bytes % block_bytes;
+    if source_phase != destination_phase {
+        return Some(format!(
+            "source offset {} and destination offset {} differ modulo the {block_bytes}-byte block",
+            range.source_offset_bytes, range.destination_offset_bytes
+        ));
+    }
+    None
+}
+
+/// Which destination blocks are remapped and which bytes are left for the edges.
+fn plan_reference(state: &State, range: CopyRange) -> ReferencePlan {
+    let block_bytes = state.geometry.block_bytes();
+    let start = range.destination_offset_bytes;
+    let end = start + range.length_bytes;
+    let first_block = start.div_ceil(block_bytes);
+    let mut end_block = end / block_bytes;
+    let source_size = state.files[&range.source_inode].size_bytes;
+    let destination_size = state.files[&range.destination_inode].size_bytes;
+    let tail_is_past_both_ends = range.source_offset_bytes + range.length_bytes == source_size
+        && end >= destination_size
+        && end % block_bytes != 0
+        && end_block >= first_block;
+    if tail_is_past_both_ends {
+        end_block += 1;
+    }
+    if first_block >= end_block {
+        return ReferencePlan {
+            first_block,
+            end_block: first_block,
+            head: (start, end),
+            tail: (end, end),
+        };
+    }
+    ReferencePlan {
+        first_block,
+        end_block,
+        head: (start, (first_block * block_bytes).min(end)),
+        tail: ((end_block * block_bytes).min(end), end),
+    }
+}
+
+/// The source block index of destination block `destination_block` (same phase).
+fn source_block_of(range: CopyRange, block_bytes: u64, destination_block: u64) -> u64 {
+    let destination_start = destination_block * block_bytes;
+    (range.source_offset_bytes + destination_start - range.destination_offset_bytes) / block_bytes
+}
+
+fn copy_by_reference(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    range: CopyRange,
+) -> Result<CopyReport, CopyError> {
+    let plan = plan_reference(state, range);
+    let block_bytes = state.geometry.block_bytes();
+    let edges = read_edges(state, device, range, &plan)?;
+    let source_pointers: Vec<u64> = (plan.first_block..plan.end_block)
+        .map(|block| {
+            let source_block = source_block_of(range, block_bytes, block);
+            pointer_at(state, range.source_inode, source_block)
+        })
+        .collect();
+    let new_block_count = source_pointers
+        .iter()
+        .filter(|&&pointer| pointer != 0)
+        .count() as u64;
+    data::check_copy_space(
+        state,
+        range.destination_inode,
+        plan.end_block,
+        new_block_count,
+    )?;
+    let targets = allocate_targets(state, &source_pointers);
+    let operations = build_copy_operations(state, &source_pointers, &targets);
+    if let Err(error) = crate::io::run_operations(device, operations) {
+        for &target in targets.iter().filter(|&&target| target != 0) {
+            state.allocator.release(target);
+        }
+        return Err(copy_device_error(error));
+    }
+    data::install_pointers(
+        state,
+        range.destination_inode,
+        plan.first_block,
+        &targets,
+        (plan.end_block * block_bytes).min(range.destination_offset_bytes + range.length_bytes),
+    );
+    let mut report = CopyReport {
+        blocks_by_reference: plan.end_block - plan.first_block,
+        bytes_by_bytes: 0,
+    };
+    for (offset_bytes, bytes) in edges {
+        data::write(state, device, range.destination_inode, offset_bytes, &bytes)?;
+        report.bytes_by_bytes += bytes.len() as u64;
+    }
+    Ok(report)
+}
+
+/// A device refusal of the copy (it cannot remap these blocks) becomes
+/// [`CopyError::NotByReference`]; anything else is a device failure.
+fn copy_device_error(error: DeviceError) -> CopyError {
+    match error.kind {
+        DeviceErrorKind::Unsupported { operation } => CopyError::NotByReference {
+            reason: format!("device {} refused {operation}", error.device),
+        },
+        _ => CopyError::Io(FileIoError::Device(error)),
+    }
+}
+
+fn pointer_at(state: &State, inode_number: u64, index: u64) -> u64 {
+    state.files[&inode_number]
+        .pointers
+        .get(index as usize)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Reads the head and tail bytes from the source before anything changes; returns
+/// (destination offset, bytes) for each non-empty edge.
+fn read_edges(
+    state: &State,
+    device: &mut dyn BlockDevice,
+    range: CopyRange,
+    plan: &ReferencePlan,
+) -> Result<Vec<(u64, Vec<u8>)>, CopyError> {
+    let mut edges = Vec::new();
+    for (start, end) in [plan.head, plan.tail] {
+        if start >= end {
+            continue;
+        }
+        let source_offset = range.source_offset_bytes + (start - range.destination_offset_bytes);
+        let mut buffer = flashpipe_device::IoBuf::zeroed((end - start) as usize);
+        data::read_into(
+            state,
+            device,
+            range.source_inode,
+            source_offset,
+            &mut buffer,
+        )?;
+        edges.push((start, buffer.to_vec()));
+    }
+    Ok(edges)
+}
+
+/// A new FS block for every source block that holds data (0 for holes), in runs.
+fn allocate_targets(state: &mut State, source_pointers: &[u64]) -> Vec<u64> {
+    let mut targets = vec![0u64; source_pointers.len()];
+    let mut position = 0;
+    while position < source_pointers.len() {
+        if source_pointers[position] == 0 {
+            position += 1;
+            continue;
+        }
+        let stretch = source_pointers[position..]
+            .iter()
+            .take_while(|&&pointer| pointer != 0)
+            .count() as u64;
+        let (start, count) = state
+            .allocator
+            .allocate_run(stretch)
+            .expect("space was checked");
+        for (offset, target) in targets[position..position + count as usize]
+            .iter_mut()
+            .enumerate()
+        {
+            *target = start + offset as u64;
+        }
+        position += count as usize;
+    }
+    targets
+}
+
+/// One device copy per stretch where both the source and the target blocks are
+/// consecutive.
+fn build_copy_operations(
+    state: &State,
+    source_pointers: &[u64],
+    targets: &[u64],
+) -> Vec<Operation> {
+    let geometry = state.geometry;
+    let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+    for (&source, &target) in source_pointers.iter().zip(targets) {
+        if source == 0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(run) if run.0 + run.2 == source && run.1 + run.2 == target => run.2 += 1,
+            _ => runs.push((source, target, 1)),
+        }
+    }
+    runs.into_iter()
+        .map(|(source, target, count)| Operation::CopyByReference {
+            source_first_block: geometry.device_block(source),
+            destination_first_block: geometry.device_block(target),
+            block_count: count * geometry.device_blocks_per_fs_block,
+        })
+        .collect()
+}
+
+/// Reads and writes every byte, in chunks, in the direction that keeps an overlapping
+/// copy within one file correct (memmove).
+fn copy_by_bytes(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    range: CopyRange,
+) -> Result<CopyReport, CopyError> {
+    let chunk_count = range.length_bytes.div_ceil(BYTE_COPY_CHUNK_BYTES);
+    let backwards = range.source_inode == range.destination_inode
+        && range.destination_offset_bytes > range.source_offset_bytes;
+    for step in 0..chunk_count {
+        let chunk = if backwards {
+            chunk_count - 1 - step
+        } else {
+            step
+        };
+        let start = chunk * BYTE_COPY_CHUNK_BYTES;
+        let length = BYTE_COPY_CHUNK_BYTES.min(range.length_bytes - start);
+        let mut buffer = flashpipe_device::IoBuf::zeroed(length as usize);
+        data::read_into(
+            state,
+            device,
+            range.source_inode,
+            range.source_offset_bytes + start,
+            &mut buffer,
+        )?;
+        data::write(
+            state,
+            device,
+            range.destination_inode,
+            range.destination_offset_bytes + start,
+            &buffer,
+        )?;
+    }
+    Ok(CopyReport {
+        blocks_by_reference: 0,
+        bytes_by_bytes: range.length_bytes,
+    })
+}
