@@ -391,6 +391,7 @@ fn options_for(rng: &mut SplitMix64) -> FtlOptions {
         static_wear_leveling_spread: if rng.chance(0.5) { Some(4) } else { None },
         queue_depth: [4, 16, 64][rng.below(3) as usize],
         check_after_collection: rng.chance(0.25),
+        check_host_write_wait_bound: true,
         ..FtlOptions::default()
     }
 }
