@@ -5,6 +5,7 @@
 //!     (RAD's host-accelerator shape);
 //! (c) a plain single-threaded program over ordinary files (RAD's software shape);
 //! (d) a well-known tool (openssl, GNU grep, sha256sum, GNU sort, langid.py) where one exists.
+//! The search-index row also answers lookups with the index it built, against `look`.
 //! Targets: (a) >= 0.9 x min(storage bandwidth, kernel in-memory throughput on all cores), and
 //! (a) at least as fast as (d). With `--small-files`, SISC 3.5's sweep of reader threads, slots
 //! and slot size over many 2 KiB files. A sizing table (RAD Table II) closes the report.
@@ -13,6 +14,7 @@
 //! tool columns; the pipeline column is timed by the store device's clock.
 
 mod cases;
+mod search_lookups;
 mod sizing;
 mod small_files;
 
@@ -35,6 +37,9 @@ use cases::{bench_cases, BenchCase, ToolCommand};
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 const MIB: f64 = 1048576.0;
+
+/// File-system block size of the comparison's store (`format_file_store`'s default geometry).
+const DEFAULT_FS_BLOCK_BYTES: u32 = 16 << 10;
 
 /// `flashpipe bench kernels`.
 #[derive(Debug, clap::Args)]
@@ -93,6 +98,11 @@ pub struct KernelRow {
     pub bandwidth_target_met: bool,
     /// (a) >= (d) (None without a tool).
     pub tool_target_met: Option<bool>,
+    /// The kernel writes a transformed stream back (sizing counts flash writes for it).
+    pub writes_results_back: bool,
+    /// For the search index: lookups with the index it built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_lookups: Option<search_lookups::SearchLookupReport>,
 }
 
 /// The whole report.
@@ -106,8 +116,10 @@ pub struct BenchKernelsReport {
     pub storage_read_bytes_per_second: f64,
     /// One row per kernel.
     pub rows: Vec<KernelRow>,
-    /// The small-file sweep, if asked for.
+    /// The small-file sweep, if asked for (the comparison's store, 16 KiB blocks).
     pub small_files: Option<small_files::SmallFilesReport>,
+    /// The same sweep on a store with 4 KiB file-system blocks.
+    pub small_files_small_blocks: Option<small_files::SmallFilesReport>,
     /// RAD Table II for these kernels.
     pub sizing: Vec<sizing::SizingRow>,
     /// Notes (tools installed or missing, page cache).
@@ -136,22 +148,37 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult<()> {
     let storage = storage_bandwidth(&store, size_bytes.max(8 << 20))?;
     let mut rows = Vec::new();
     for case in &cases {
-        let row = bench_case(&store, &dir, case, storage)?;
+        let row = bench_case(&store, &dir, case, storage, arguments.quick)?;
         if !arguments.json {
             eprintln!("measured {}", row.kernel);
         }
         rows.push(row);
     }
+    let small_file_count =
+        arguments
+            .small_file_count
+            .unwrap_or(if arguments.quick { 2000 } else { 50_000 });
     let small = if arguments.small_files {
-        let count =
-            arguments
-                .small_file_count
-                .unwrap_or(if arguments.quick { 2000 } else { 50_000 });
-        Some(small_files::run_sweep(&store, count, arguments.quick)?)
+        Some(small_files::run_sweep(
+            &store,
+            DEFAULT_FS_BLOCK_BYTES,
+            small_file_count,
+            arguments.quick,
+        )?)
     } else {
         None
     };
     store.close()?;
+    let small_blocks = if arguments.small_files {
+        Some(small_files::run_sweep_on_small_block_store(
+            &dir,
+            small_file_count,
+            size_bytes.max(8 << 20),
+            arguments.quick,
+        )?)
+    } else {
+        None
+    };
     notes.push(
         "(b), (c), (d) read ordinary files just written, so from the page cache; (a) reads the \
          store's device files with O_DIRECT (io_uring), from the disk or its cache"
@@ -164,6 +191,7 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult<()> {
         sizing: sizing::sizing_rows(&rows)?,
         rows,
         small_files: small,
+        small_files_small_blocks: small_blocks,
         notes,
     };
     if arguments.json {
@@ -254,6 +282,7 @@ fn bench_case(
     dir: &Path,
     case: &BenchCase,
     storage: f64,
+    quick: bool,
 ) -> BenchResult<KernelRow> {
     let mut client = store.engine.client(16);
     put_files(&mut client, &case.files)?;
@@ -271,6 +300,10 @@ fn bench_case(
             Err(error) => (None, Some(format!("{} failed: {error}", tool.label))),
         },
         None => (None, Some(case.no_tool_reason.to_string())),
+    };
+    let lookups = match &case.lookups {
+        Some(plan) => Some(search_lookups::run_lookups(plan, store, &paths[0], quick)?),
+        None => None,
     };
     for path in &paths {
         let _ = std::fs::remove_file(path);
@@ -291,6 +324,8 @@ fn bench_case(
         target_bytes_per_second: target,
         bandwidth_target_met: near >= target,
         tool_target_met: tool_rate.map(|rate| near >= rate),
+        writes_results_back: case.kernel.output_kind() == OutputKind::TransformedStream,
+        search_lookups: lookups,
     })
 }
 
@@ -401,7 +436,7 @@ fn print_report(report: &BenchKernelsReport) {
         report.storage_read_bytes_per_second / MIB
     );
     println!(
-        "{:<22} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {:<8} {:<9} {:<9}",
+        "{:<30} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {:<8} {:<9} {:<9}",
         "kernel",
         "MiB",
         "mem",
@@ -422,7 +457,7 @@ fn print_report(report: &BenchKernelsReport) {
             format!("{:.2}", row.near_data_bytes_per_second / rate)
         });
         println!(
-            "{:<22} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8}  {:<8} {:<9} {:<9}",
+            "{:<30} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8}  {:<8} {:<9} {:<9}",
             row.kernel,
             row.input_bytes as f64 / MIB,
             row.kernel_in_memory_bytes_per_second / MIB,
@@ -442,7 +477,15 @@ fn print_report(report: &BenchKernelsReport) {
             println!("  {}: (d) {note}", row.kernel);
         }
     }
-    if let Some(small) = &report.small_files {
+    for row in &report.rows {
+        if let Some(lookups) = &row.search_lookups {
+            search_lookups::print_lookups(&row.kernel, lookups);
+        }
+    }
+    for small in [&report.small_files, &report.small_files_small_blocks]
+        .into_iter()
+        .flatten()
+    {
         small_files::print_sweep(small);
     }
     sizing::print_sizing(&report.sizing);

@@ -1,13 +1,15 @@
 //! `flashpipe ftl ...`: experiments with the host flash translation layer (issue #5) on
 //! the NAND model in virtual time: write amplification against over-provisioning beside
 //! the closed-form estimate, greedy against cost-benefit on skewed workloads, the
-//! program/erase spread with and without static wear leveling, and the speed of the
-//! simulated stack. Tables by default, `--json` for machines.
+//! program/erase spread with and without static wear leveling, the bound on how long a
+//! host write waits for collection against the longest wait observed, and the speed of
+//! the simulated stack. Tables by default, `--json` for machines.
 
 use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation, SplitMix64};
+use flashpipe_flash::plot::{line_chart, Series};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 use serde::Serialize;
@@ -25,6 +27,9 @@ pub enum FtlCommand {
     Wear(ExperimentArgs),
     /// Simulated host operations per wall-clock second through the FTL.
     Speed(ExperimentArgs),
+    /// Host write waits for collection: the pacing bound against the longest wait, and
+    /// write amplification with pacing on and off.
+    GcWait(ExperimentArgs),
     /// Copying a file by reference vs by bytes on the same store (target: 1000x less time).
     Copy(crate::ftl_copy_cmd::FtlCopyArgs),
 }
@@ -47,6 +52,10 @@ pub struct ExperimentArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also draw the result as a PNG line chart here (no text: the series and axes are
+    /// listed in docs/ftl.md, "Experiments").
+    #[arg(long, value_name = "PATH.png")]
+    plot: Option<String>,
 }
 
 /// Runs an FTL subcommand.
@@ -56,6 +65,7 @@ pub fn run(command: FtlCommand) -> CliResult {
         FtlCommand::Hotcold(arguments) => run_hot_cold(&arguments),
         FtlCommand::Wear(arguments) => run_wear(&arguments),
         FtlCommand::Speed(arguments) => run_speed(&arguments),
+        FtlCommand::GcWait(arguments) => run_gc_wait(&arguments),
         FtlCommand::Copy(arguments) => crate::ftl_copy_cmd::run(arguments),
     }
 }
@@ -79,7 +89,29 @@ fn check_arguments(arguments: &ExperimentArgs) -> Result<(), String> {
             arguments.device_writes
         ));
     }
+    if let Some(path) = &arguments.plot {
+        if !path.ends_with(".png") {
+            return Err(format!(
+                "--plot {path}: the chart is a PNG file ending in .png"
+            ));
+        }
+    }
     Ok(())
+}
+
+/// Draws `series` to the `--plot` path, if one was given.
+fn plot_if_asked(arguments: &ExperimentArgs, series: Vec<Series>) -> CliResult {
+    if let Some(path) = &arguments.plot {
+        line_chart(path, &series)?;
+    }
+    Ok(())
+}
+
+/// One series from `(x, y)` points.
+fn series(points: impl IntoIterator<Item = (f64, f64)>) -> Series {
+    Series {
+        points: points.into_iter().collect(),
+    }
 }
 
 /// The experiments' array: minFlash timing, 2 channels x 4 ways, 4 KiB pages.
@@ -272,6 +304,7 @@ struct WriteAmplificationRow {
     gc_pages_copied: u64,
     gc_busy_seconds_virtual: f64,
     host_write_wait_us_max: f64,
+    host_write_wait_bound_us: Option<f64>,
 }
 
 /// Pages that can hold data in steady state: good blocks less the checkpoint and log
@@ -306,22 +339,44 @@ fn run_write_amplification(arguments: &ExperimentArgs) -> CliResult {
             gc_pages_copied: stats.gc_pages_copied,
             gc_busy_seconds_virtual: stats.gc_busy_ns as f64 / 1e9,
             host_write_wait_us_max: ftl.stats().host_write_wait_ns_max as f64 / 1e3,
+            host_write_wait_bound_us: ftl
+                .host_write_wait_bound_ns()
+                .map(|bound_ns| bound_ns as f64 / 1e3),
         });
     }
+    plot_if_asked(
+        arguments,
+        vec![
+            series(
+                rows.iter()
+                    .map(|row| (row.over_provisioning * 100.0, row.write_amplification)),
+            ),
+            series(rows.iter().map(|row| {
+                (
+                    row.over_provisioning * 100.0,
+                    row.write_amplification_closed_form,
+                )
+            })),
+        ],
+    )?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!("over-prov  physical/logical  WA measured  WA closed form  GC copied  max host wait");
+    println!(
+        "over-prov  physical/logical  WA measured  WA closed form  GC copied  max host wait  wait bound"
+    );
     for row in &rows {
         println!(
-            "{:>8.0}%  {:>16.3}  {:>11.2}  {:>14.2}  {:>9}  {:>10.0} us",
+            "{:>8.0}%  {:>16.3}  {:>11.2}  {:>14.2}  {:>9}  {:>10.0} us  {:>7} us",
             row.over_provisioning * 100.0,
             row.physical_over_logical,
             row.write_amplification,
             row.write_amplification_closed_form,
             row.gc_pages_copied,
-            row.host_write_wait_us_max
+            row.host_write_wait_us_max,
+            row.host_write_wait_bound_us
+                .map_or("none".to_string(), |bound| format!("{bound:.0}"))
         );
     }
     Ok(())
@@ -364,6 +419,18 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> CliResult {
             });
         }
     }
+    let by_policy = |policy: &str| {
+        series(
+            rows.iter()
+                .filter(|row| row.policy == policy)
+                .enumerate()
+                .map(|(index, row)| (index as f64, row.write_amplification)),
+        )
+    };
+    plot_if_asked(
+        arguments,
+        vec![by_policy("greedy"), by_policy("cost-benefit")],
+    )?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
@@ -410,6 +477,18 @@ fn run_wear(arguments: &ExperimentArgs) -> CliResult {
             write_amplification: stats.write_amplification(),
         });
     }
+    plot_if_asked(
+        arguments,
+        rows.iter()
+            .map(|row| {
+                series([
+                    (0.0, f64::from(row.erase_count_min)),
+                    (1.0, row.erase_count_mean),
+                    (2.0, f64::from(row.erase_count_max)),
+                ])
+            })
+            .collect(),
+    )?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
@@ -482,6 +561,128 @@ fn run_speed(arguments: &ExperimentArgs) -> CliResult {
             row.host_operations,
             row.wall_seconds,
             row.host_operations_per_wall_second,
+            row.virtual_seconds
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct GcWaitRow {
+    workload: &'static str,
+    over_provisioning: f64,
+    pacing: &'static str,
+    migrations_per_host_page_max: u32,
+    host_write_wait_bound_us: Option<f64>,
+    host_write_wait_us_max: f64,
+    host_write_wait_us_mean: f64,
+    host_pages_held: u64,
+    host_write_wait_bound_exceeded: u64,
+    write_amplification: f64,
+    virtual_seconds: f64,
+}
+
+fn gc_wait_row(
+    arguments: &ExperimentArgs,
+    (workload_name, make_workload): (&'static str, WorkloadMaker),
+    over_provisioning: f64,
+    paced: bool,
+) -> Result<GcWaitRow, Box<dyn std::error::Error>> {
+    let options = FtlOptions {
+        gc_migrations_per_host_page_max: if paced { None } else { Some(0) },
+        ..experiment_options(over_provisioning, VictimPolicy::Greedy)
+    };
+    let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
+    let workload = make_workload(ftl.info().block_count);
+    let clock = ftl.clock();
+    let started_ns = clock.now_ns();
+    let stats = steady_state_stats(arguments, &mut ftl, &workload)?;
+    let whole_run = ftl.stats();
+    Ok(GcWaitRow {
+        workload: workload_name,
+        over_provisioning,
+        pacing: if paced { "on" } else { "off" },
+        migrations_per_host_page_max: ftl.gc_migrations_per_host_page_max(),
+        host_write_wait_bound_us: ftl
+            .host_write_wait_bound_ns()
+            .map(|bound_ns| bound_ns as f64 / 1e3),
+        host_write_wait_us_max: whole_run.host_write_wait_ns_max as f64 / 1e3,
+        host_write_wait_us_mean: whole_run.host_write_wait_ns_total as f64
+            / 1e3
+            / whole_run.host_write_stalls.max(1) as f64,
+        host_pages_held: whole_run.host_write_stalls,
+        host_write_wait_bound_exceeded: whole_run.host_write_wait_bound_exceeded,
+        write_amplification: stats.write_amplification(),
+        virtual_seconds: (clock.now_ns() - started_ns) as f64 / 1e9,
+    })
+}
+
+fn run_gc_wait(arguments: &ExperimentArgs) -> CliResult {
+    let uniform: (&'static str, WorkloadMaker) = ("uniform", |_| Workload::Uniform);
+    let hot_cold: (&'static str, WorkloadMaker) = ("80/20", |_| Workload::HotCold {
+        hot_share: 0.8,
+        hot_fraction: 0.2,
+    });
+    let mut rows = Vec::new();
+    for (workload, over_provisioning) in [
+        (uniform, 0.07),
+        (uniform, 0.20),
+        (uniform, 0.50),
+        (hot_cold, 0.07),
+        (hot_cold, 0.20),
+    ] {
+        for paced in [false, true] {
+            rows.push(gc_wait_row(arguments, workload, over_provisioning, paced)?);
+        }
+    }
+    let uniform_rows = |pacing: &'static str| {
+        rows.iter()
+            .filter(move |row| row.workload == "uniform" && row.pacing == pacing)
+    };
+    plot_if_asked(
+        arguments,
+        vec![
+            series(uniform_rows("off").map(|row| {
+                (
+                    row.over_provisioning * 100.0,
+                    row.host_write_wait_us_max / 1e3,
+                )
+            })),
+            series(uniform_rows("on").map(|row| {
+                (
+                    row.over_provisioning * 100.0,
+                    row.host_write_wait_us_max / 1e3,
+                )
+            })),
+            series(uniform_rows("on").map(|row| {
+                (
+                    row.over_provisioning * 100.0,
+                    row.host_write_wait_bound_us.unwrap_or(0.0) / 1e3,
+                )
+            })),
+        ],
+    )?;
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "workload  over-prov  pacing   K   wait bound   longest wait   mean wait   pages held  over bound    WA   virtual s   (greedy)"
+    );
+    for row in &rows {
+        println!(
+            "{:<8} {:>9.0}%  {:<6} {:>3} {:>10} us {:>11.0} us {:>8.0} us {:>12} {:>11} {:>5.2} {:>11.2}",
+            row.workload,
+            row.over_provisioning * 100.0,
+            row.pacing,
+            row.migrations_per_host_page_max,
+            row.host_write_wait_bound_us
+                .map_or("none".to_string(), |bound| format!("{bound:.0}")),
+            row.host_write_wait_us_max,
+            row.host_write_wait_us_mean,
+            row.host_pages_held,
+            row.host_write_wait_bound_exceeded,
+            row.write_amplification,
             row.virtual_seconds
         );
     }

@@ -132,7 +132,28 @@ fn bench_kernels_quick_json_has_every_column() {
     ]);
     let report: Value = serde_json::from_str(&output).expect("JSON");
     let rows = report["rows"].as_array().expect("rows");
-    assert!(rows.len() >= 7, "{rows:?}");
+    let labels: Vec<&str> = rows
+        .iter()
+        .map(|row| row["kernel"].as_str().expect("label"))
+        .collect();
+    for expected in [
+        "des-ecb",
+        "des-cbc",
+        "aes128-ctr",
+        "sha256",
+        "crc32c",
+        "grep (regex)",
+        "grep (literal)",
+        "sort",
+        "sobel",
+        "knn",
+        "search-index",
+    ] {
+        assert!(
+            labels.iter().any(|label| label.starts_with(expected)),
+            "{expected} missing from {labels:?}"
+        );
+    }
     for row in rows {
         for key in [
             "near_data_bytes_per_second",
@@ -147,7 +168,33 @@ fn bench_kernels_quick_json_has_every_column() {
         }
         assert!(row["bandwidth_target_met"].is_boolean());
     }
-    assert!(!report["sizing"].as_array().expect("sizing").is_empty());
+    let search = rows
+        .iter()
+        .find(|row| {
+            row["kernel"]
+                .as_str()
+                .is_some_and(|label| label.starts_with("search-index"))
+        })
+        .expect("search-index row");
+    let lookups = &search["search_lookups"];
+    assert!(
+        lookups["found_count"]
+            .as_u64()
+            .is_some_and(|found| found > 0),
+        "{lookups}"
+    );
+    assert!(
+        lookups["near_data_lookups_per_second"]
+            .as_f64()
+            .is_some_and(|rate| rate > 0.0),
+        "{lookups}"
+    );
+    let sizing = report["sizing"].as_array().expect("sizing");
+    assert_eq!(
+        sizing.len(),
+        rows.len() * 2,
+        "one sizing row per kernel and preset"
+    );
     fail(
         &[
             "bench",

@@ -9,6 +9,7 @@
 pub mod client;
 pub mod command;
 pub mod engine;
+pub mod flash_store;
 mod reads;
 pub mod store;
 pub mod store_config;

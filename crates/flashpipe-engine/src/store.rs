@@ -1,5 +1,5 @@
-//! Opening a store's devices: the files, block devices or RAM a store file names,
-//! striped together when there are several.
+//! Opening a store's devices: the files, block devices, RAM or emulated flash a store
+//! file names, striped together when there are several.
 
 use std::path::{Path, PathBuf};
 
@@ -7,6 +7,7 @@ use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::file::{FileDevice, FileDeviceConfig};
 use flashpipe_device::{BlockDevice, DeviceError, RamDisk};
 
+use crate::flash_store::{open_flash_device, FlashStoreError};
 use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOCK_SIZE_BYTES};
 
 /// Whether the devices are being created (mkfs) or must already exist.
@@ -27,6 +28,9 @@ pub enum StoreOpenError {
     /// A device could not be opened or set up.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// An emulated flash device could not be created or opened.
+    #[error(transparent)]
+    Flash(#[from] FlashStoreError),
     /// A device file is missing.
     #[error(
         "device {path} of the store does not exist (was the store moved without its devices?)"
@@ -100,6 +104,13 @@ fn open_member(
             DEVICE_BLOCK_SIZE_BYTES,
             size_bytes / u64::from(DEVICE_BLOCK_SIZE_BYTES),
             config.queue_depth,
+        )?)),
+        DeviceSpec::Flash(flash) => Ok(Box::new(open_flash_device(
+            flash,
+            store_file,
+            &format!("flash{index}"),
+            config.queue_depth,
+            creation,
         )?)),
         DeviceSpec::File { path, size_bytes } => {
             let path = StoreConfig::resolve_device_path(store_file, path);

@@ -2,12 +2,14 @@
 //!
 //! `flashpipe mkfs` writes it and every other command reads it. Its fields are described
 //! in `docs/store-file.md`. Relative device paths are relative to the folder holding the
-//! store file, so a store folder can be moved as a whole.
+//! store file, so a store folder can be moved as a whole. A device may be emulated flash
+//! (a flash-model preset under the host FTL, issue #5), opened by [`crate::flash_store`].
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::flash_store::{FlashDeviceSpec, FLASH_PREFIX};
 use crate::units::{parse_size_bytes, HumanBytes};
 
 /// The store-file version this build writes and the newest it reads.
@@ -20,7 +22,7 @@ pub const DEVICE_BLOCK_SIZE_BYTES: u32 = 4096;
 pub const MAX_DEVICES: usize = 64;
 
 /// A store's description.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
     /// Version of this file's layout; a newer one than [`STORE_FILE_VERSION`] is refused.
@@ -36,7 +38,7 @@ pub struct StoreConfig {
 }
 
 /// One device of a store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum DeviceSpec {
     /// A regular file (created at mkfs) or a block device.
@@ -51,21 +53,30 @@ pub enum DeviceSpec {
         /// Bytes of memory.
         size_bytes: u64,
     },
+    /// Emulated flash: a flash-model preset under the host FTL, its pages in a sparse
+    /// file (or in memory when no path is given).
+    Flash(FlashDeviceSpec),
 }
 
 impl DeviceSpec {
-    /// Bytes of the device the store uses.
-    pub fn size_bytes(&self) -> u64 {
+    /// Bytes of the device the store uses, when the store file records them (a flash
+    /// device without `size_bytes` uses whatever its FTL exports).
+    pub fn size_bytes(&self) -> Option<u64> {
         match self {
-            DeviceSpec::File { size_bytes, .. } | DeviceSpec::Ram { size_bytes } => *size_bytes,
+            DeviceSpec::File { size_bytes, .. } | DeviceSpec::Ram { size_bytes } => {
+                Some(*size_bytes)
+            }
+            DeviceSpec::Flash(flash) => flash.size_bytes,
         }
     }
 
-    /// How the device is named on the command line: its path, or `ram:SIZE`.
+    /// How the device is named on the command line: its path, `ram:SIZE` or
+    /// `flash:PRESET[:PATH]`.
     pub fn describe(&self) -> String {
         match self {
             DeviceSpec::File { path, .. } => path.display().to_string(),
             DeviceSpec::Ram { size_bytes } => format!("ram:{}", HumanBytes(*size_bytes)),
+            DeviceSpec::Flash(flash) => flash.describe(),
         }
     }
 }
@@ -200,15 +211,25 @@ impl StoreConfig {
             )));
         }
         for device in &self.devices {
-            if device.size_bytes() < self.stripe_unit_bytes
-                || device.size_bytes() % u64::from(DEVICE_BLOCK_SIZE_BYTES) != 0
-            {
-                return Err(invalid(format!(
-                    "device {} of {} bytes: a device holds at least one stripe unit and a whole number of 4 KiB blocks",
-                    device.describe(),
-                    device.size_bytes()
-                )));
-            }
+            self.validate_device(device, path).map_err(invalid)?;
+        }
+        Ok(())
+    }
+
+    fn validate_device(&self, device: &DeviceSpec, path: &Path) -> Result<(), String> {
+        if let DeviceSpec::Flash(flash) = device {
+            flash.validate(path, self.block_size_bytes, self.stripe_unit_bytes)?;
+        }
+        let Some(size_bytes) = device.size_bytes() else {
+            return Ok(());
+        };
+        if size_bytes < self.stripe_unit_bytes
+            || size_bytes % u64::from(DEVICE_BLOCK_SIZE_BYTES) != 0
+        {
+            return Err(format!(
+                "device {} of {size_bytes} bytes: a device holds at least one stripe unit and a whole number of 4 KiB blocks",
+                device.describe(),
+            ));
         }
         Ok(())
     }
@@ -245,8 +266,9 @@ pub fn check_stripe_unit(stripe_unit_bytes: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses a `--devices` list: comma-separated paths and `ram:SIZE` entries. File
-/// devices get `default_size_bytes` (`--size`); a RAM entry carries its own size.
+/// Parses a `--devices` list: comma-separated paths, `ram:SIZE` and `flash:PRESET[:PATH]`
+/// entries. File devices get `default_size_bytes` (`--size`); a RAM entry carries its own
+/// size; a flash entry exports what its FTL gives (`--size` does not apply to it).
 pub fn parse_device_list(
     list: &str,
     default_size_bytes: Option<u64>,
@@ -270,6 +292,11 @@ fn parse_device_entry(
     if let Some(size_text) = entry.strip_prefix("ram:") {
         let size_bytes = parse_size_bytes(size_text).map_err(|error| bad(error.to_string()))?;
         return Ok(DeviceSpec::Ram { size_bytes });
+    }
+    if let Some(rest) = entry.strip_prefix(FLASH_PREFIX) {
+        return FlashDeviceSpec::parse_entry(rest)
+            .map(DeviceSpec::Flash)
+            .map_err(bad);
     }
     let size_bytes = default_size_bytes
         .ok_or_else(|| bad("a file device needs --size (the size of each device)".to_string()))?;

@@ -19,6 +19,7 @@ use flashpipe_flash::{Ack, AckStatus, FlashCommand, FlashRequest, SubmitError};
 
 use crate::backend::FlashBackend;
 use crate::layout::{CheckpointImage, LogRecord, PageKind, Shape, SpareRecord, LOG_RECORD_BYTES};
+use crate::pacing::CollectionPacing;
 use crate::stats::FtlStats;
 
 /// No identity / no page.
@@ -64,6 +65,17 @@ pub struct FtlOptions {
     /// Check the map against the block table after every collected block and panic on
     /// a difference (tests).
     pub check_after_collection: bool,
+    /// K: the most garbage-collection migrations one host page write may be held for
+    /// (collection pacing, [`crate::pacing`]); None sizes K from the geometry and the
+    /// over-provisioning at format and mount; Some(0) turns pacing off (no bound: host
+    /// writes then wait only when the free blocks outside the reserve run out).
+    pub gc_migrations_per_host_page_max: Option<u32>,
+    /// Pacing charges host pages while free blocks are below the host floor (the
+    /// reserve) plus this many; 1 costs the least write amplification (docs/ftl.md).
+    pub gc_pacing_headroom_blocks: u32,
+    /// Panic when a host page waits past the bound (tests); the count of such waits is
+    /// in [`FtlStats::host_write_wait_bound_exceeded`] either way.
+    pub check_host_write_wait_bound: bool,
 }
 
 impl Default for FtlOptions {
@@ -77,6 +89,9 @@ impl Default for FtlOptions {
             queue_depth: 64,
             gc_parallel_victims: 2,
             check_after_collection: false,
+            gc_migrations_per_host_page_max: None,
+            gc_pacing_headroom_blocks: 1,
+            check_host_write_wait_bound: false,
         }
     }
 }
@@ -229,8 +244,9 @@ pub struct Ftl {
     rotation_cursor: [u32; 2],
     pub(crate) next_sequence: u64,
     pub(crate) reserve_blocks: u32,
-    gc_target_free_blocks: u32,
-    metadata_reserve_blocks: u32,
+    pub(crate) gc_target_free_blocks: u32,
+    pub(crate) metadata_reserve_blocks: u32,
+    pub(crate) pacing: CollectionPacing,
     rescue_pending: Vec<u32>,
     host_ops: HashMap<u64, HostOp>,
     next_op_id: u64,
@@ -308,6 +324,7 @@ impl Ftl {
             reserve_blocks,
             gc_target_free_blocks: reserve_blocks + shape.die_count.max(2),
             metadata_reserve_blocks,
+            pacing: CollectionPacing::default(),
             rescue_pending: Vec::new(),
             host_ops: HashMap::new(),
             next_op_id: 0,
@@ -882,23 +899,36 @@ impl Ftl {
             let (logical, index) = {
                 let op = &self.host_ops[&op_id];
                 if op.pages_issued == op.count {
-                    if let Some(since) = op.stalled_since_ns {
-                        let waited = self.backend.now_ns() - since;
-                        self.stats.host_write_wait_ns_max =
-                            self.stats.host_write_wait_ns_max.max(waited);
-                        self.stats.host_write_wait_ns_total += waited;
-                    }
                     return true;
                 }
                 (op.first + op.pages_issued, op.pages_issued)
             };
-            let Some(physical_page) = self.allocate_page(Stream::Host) else {
+            let held = self.host_page_held();
+            let allocated = if held {
+                None
+            } else {
+                self.allocate_page(Stream::Host)
+            };
+            let Some(physical_page) = allocated else {
                 let now_ns = self.backend.now_ns();
                 let op = self.host_ops.get_mut(&op_id).expect("open op");
-                op.stalled_since_ns.get_or_insert(now_ns);
-                self.stats.host_write_stalls += 1;
+                if op.stalled_since_ns.is_none() {
+                    op.stalled_since_ns = Some(now_ns);
+                    self.stats.host_write_stalls += 1;
+                    self.stats.gc_pacing_holds += u64::from(held);
+                }
                 return false;
             };
+            let stalled_since = self
+                .host_ops
+                .get_mut(&op_id)
+                .expect("open op")
+                .stalled_since_ns
+                .take();
+            if let Some(since_ns) = stalled_since {
+                self.record_host_page_wait(self.backend.now_ns() - since_ns);
+            }
+            self.charge_host_page();
             let data = if self.backend.keeps_data() {
                 let op = &self.host_ops[&op_id];
                 let buffer = op.buffer.as_ref().expect("a write carries a buffer");
@@ -1209,10 +1239,17 @@ impl Ftl {
             self.blocks[victim as usize].usage = BlockUse::Victim;
             self.victims.push(victim);
             self.stats.gc_victims += 1;
+            self.pace_victim(victim);
             self.start_victim(victim);
         }
         self.retry_pending_relocations();
         self.finish_victims();
+        let copies_pending = !self.gc_pending_relocations.is_empty()
+            || self
+                .victims
+                .iter()
+                .any(|&block| self.blocks[block as usize].valid_pages > 0);
+        self.settle_collection_debt(copies_pending);
         let now_ns = self.backend.now_ns();
         match (self.victims.is_empty(), self.gc_busy_since_ns) {
             (false, None) => self.gc_busy_since_ns = Some(now_ns),
@@ -1224,13 +1261,21 @@ impl Ftl {
         }
     }
 
+    /// The policy's victim among blocks whose copies fit the pacing quota, or among all
+    /// candidates when none does.
     fn select_victim(&self) -> Option<u32> {
+        self.select_victim_among(true)
+            .or_else(|| self.select_victim_among(false))
+    }
+
+    fn select_victim_among(&self, within_quota_only: bool) -> Option<u32> {
         let pages = self.shape.pages_per_block;
         let now_ns = self.backend.now_ns();
         let candidates = self.blocks.iter().enumerate().filter(|(_, block)| {
             block.usage == BlockUse::Sealed
                 && block.programs_in_flight == 0
                 && block.valid_pages < pages
+                && (!within_quota_only || self.victim_within_quota(block.valid_pages))
         });
         match self.options.victim_policy {
             VictimPolicy::Greedy => candidates
@@ -1335,6 +1380,7 @@ impl Ftl {
     fn relocate(&mut self, identity: u32, from_page: u32, data: Vec<u8>, poisoned: bool) {
         let live = self.page_identity[from_page as usize] == identity;
         if !live {
+            self.pay_migration();
             return;
         }
         let Some(physical_page) = self.allocate_page(Stream::Collection) else {
@@ -1381,6 +1427,7 @@ impl Ftl {
             let info = self.blocks[block as usize];
             if info.valid_pages == 0 && info.reads_in_flight == 0 && info.programs_in_flight == 0 {
                 self.victims.swap_remove(index);
+                self.victim_left(block);
                 if info.bad != 0 {
                     self.blocks[block as usize].usage = BlockUse::Retired;
                 } else {
@@ -1563,6 +1610,7 @@ impl Ftl {
     fn gc_read_done(&mut self, ack: Ack, physical_page: u32, identity: u32, attempt: u32) {
         self.read_finished(physical_page);
         if self.page_identity[physical_page as usize] != identity {
+            self.pay_migration();
             return;
         }
         let poisoned = self.identities[identity as usize].poisoned;
@@ -1609,6 +1657,7 @@ impl Ftl {
             self.relocate(identity, from_page, data, poisoned);
             return;
         }
+        self.pay_migration();
         if self.page_identity[from_page as usize] != identity {
             return;
         }
@@ -1640,6 +1689,7 @@ impl Ftl {
     }
 
     fn erase_done(&mut self, ack: Ack, block: u32) {
+        self.forgive_collection_debt();
         self.stats.erases += 1;
         self.erases_since_wear_check += 1;
         self.blocks[block as usize].erase_count += 1;

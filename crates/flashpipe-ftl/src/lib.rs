@@ -8,7 +8,8 @@
 //!   program sequence; trims and copies go to log pages; checkpoints bound the replay;
 //!   mount rebuilds the state of every acknowledged operation ([`mount`]);
 //! - garbage collection with greedy or cost-benefit victims, in the background and on
-//!   demand, and statistics ([`FtlStats`]);
+//!   demand, paced so that a host write waits for at most K migrations and one erase
+//!   ([`pacing`]), and statistics ([`FtlStats`]);
 //! - dynamic wear leveling (least-worn free block first) and static wear leveling;
 //! - bad blocks: factory marks read at format, blocks failing a program or erase
 //!   retired and their data rescued, uncorrectable reads reported per logical block;
@@ -25,6 +26,7 @@ pub mod device;
 pub mod ftl;
 pub mod layout;
 pub mod mount;
+pub mod pacing;
 pub mod shared;
 pub mod stats;
 

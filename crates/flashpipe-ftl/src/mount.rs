@@ -228,6 +228,7 @@ impl Ftl {
             }
             ftl.add_free_block(block);
         }
+        ftl.size_collection_pacing();
         ftl.checkpoint_now();
         Ok(ftl)
     }
@@ -263,6 +264,7 @@ impl Ftl {
         ftl.rebuild(&scan, &image, &versions, &mut report)?;
         ftl.next_sequence = scan.max_sequence.max(image.sequence) + 1;
         ftl.checkpoint_sequence = image.sequence;
+        ftl.size_collection_pacing();
         ftl.checkpoint_now();
         report.duration_ns = ftl.backend.now_ns() - started_ns;
         Ok((ftl, report))

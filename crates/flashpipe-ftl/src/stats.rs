@@ -21,12 +21,18 @@ pub struct FtlStats {
     pub erases: u64,
     /// Virtual time during which collection had work in progress.
     pub gc_busy_ns: u64,
-    /// Times a host write found no free page and waited.
+    /// Host pages that waited for collection (held by pacing or out of free pages).
     pub host_write_stalls: u64,
-    /// Longest wait of one host write for free space (virtual).
+    /// Of those, host pages held by pacing until the migrations owed were done.
+    pub gc_pacing_holds: u64,
+    /// Victims whose copies needed more migrations per host page than the quota K.
+    pub gc_pacing_rate_capped: u64,
+    /// Longest wait of one host page write for collection (virtual).
     pub host_write_wait_ns_max: u64,
-    /// Total wait of host writes for free space (virtual).
+    /// Total wait of host page writes for collection (virtual).
     pub host_write_wait_ns_total: u64,
+    /// Host page waits longer than the bound ([`crate::Ftl::host_write_wait_bound_ns`]).
+    pub host_write_wait_bound_exceeded: u64,
     /// Programs that failed and were issued again elsewhere.
     pub programs_reissued: u64,
     /// Blocks retired after a failed program or erase.
@@ -101,6 +107,10 @@ impl FtlStats {
             erases: self.erases - earlier.erases,
             gc_busy_ns: self.gc_busy_ns - earlier.gc_busy_ns,
             host_write_stalls: self.host_write_stalls - earlier.host_write_stalls,
+            gc_pacing_holds: self.gc_pacing_holds - earlier.gc_pacing_holds,
+            gc_pacing_rate_capped: self.gc_pacing_rate_capped - earlier.gc_pacing_rate_capped,
+            host_write_wait_bound_exceeded: self.host_write_wait_bound_exceeded
+                - earlier.host_write_wait_bound_exceeded,
             host_write_wait_ns_total: self.host_write_wait_ns_total
                 - earlier.host_write_wait_ns_total,
             programs_reissued: self.programs_reissued - earlier.programs_reissued,

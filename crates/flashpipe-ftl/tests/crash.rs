@@ -265,6 +265,7 @@ fn run_seed(seed: u64, batches: u32) -> Result<u32, String> {
         },
         checkpoint_interval_pages: 40 + generator.below(400),
         queue_depth: 16,
+        check_host_write_wait_bound: true,
         ..FtlOptions::default()
     };
     let ftl = Ftl::format(Box::new(array) as Box<dyn FlashBackend>, options.clone())

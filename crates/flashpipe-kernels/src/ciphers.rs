@@ -1,6 +1,7 @@
-//! Block and stream cipher kernels (RustCrypto): DES-ECB (parallel, RAD's kernel), DES-CBC
-//! (sequential: each block depends on the previous ciphertext) and AES-128-CTR (parallel: the
-//! keystream is seeked to each chunk's offset).
+//! Block and stream cipher kernels: DES-ECB (parallel, RAD's kernel), DES-CBC (sequential: each
+//! block depends on the previous ciphertext), both on the table-driven block function of
+//! [`crate::des_block`], and AES-128-CTR (RustCrypto `aes` + `ctr`; parallel: the keystream is
+//! seeked to each chunk's offset).
 //!
 //! DES uses PKCS#7 padding by default (as `openssl enc` does), so any file length works; with
 //! `padding=none` the input must be a whole number of 8-byte blocks. Decryption checks and strips
@@ -8,15 +9,13 @@
 
 use std::sync::Arc;
 
-use cipher::common::InnerInit;
-use cipher::{Block, BlockModeDecrypt, BlockModeEncrypt};
-use cipher::{KeyInit, KeyIvInit, StreamCipher, StreamCipherSeek};
-use des::Des;
+use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 
 use crate::api::{
     Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
     Schedule, SequentialJob, Summary,
 };
+use crate::des_block::DesBlockCipher;
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{KernelOptions, OptionSpec};
 use crate::records::{start_record_job, RecordKernel};
@@ -154,14 +153,14 @@ fn check_des_length(file: &FileInfo, settings: &DesSettings) -> Result<(), Kerne
 /// DES in ECB mode: blocks are independent, so chunks run in parallel.
 pub struct DesEcbKernel {
     settings: DesSettings,
-    cipher: Des,
+    cipher: DesBlockCipher,
 }
 
 impl DesEcbKernel {
     /// A kernel with these settings.
     pub fn new(settings: DesSettings) -> Self {
         Self {
-            cipher: Des::new(&settings.key.into()),
+            cipher: DesBlockCipher::new(settings.key),
             settings,
         }
     }
@@ -174,16 +173,19 @@ impl DesEcbKernel {
     }
 
     fn transform(&self, records: &[u8]) -> Vec<u8> {
-        let mut output = records.to_vec();
-        let (blocks, rest) = Block::<Des>::slice_as_chunks_mut(&mut output);
-        assert!(rest.is_empty(), "ECB is given whole blocks");
-        match self.settings.direction {
-            Direction::Encrypt => {
-                ecb::Encryptor::<Des>::inner_init(self.cipher.clone()).encrypt_blocks(blocks)
-            }
-            Direction::Decrypt => {
-                ecb::Decryptor::<Des>::inner_init(self.cipher.clone()).decrypt_blocks(blocks)
-            }
+        assert_eq!(
+            records.len() % DES_BLOCK_BYTES,
+            0,
+            "ECB is given whole blocks"
+        );
+        let mut output = Vec::with_capacity(records.len());
+        for block in records.chunks_exact(DES_BLOCK_BYTES) {
+            let value = u64::from_be_bytes(block.try_into().expect("eight bytes"));
+            let transformed = match self.settings.direction {
+                Direction::Encrypt => self.cipher.encrypt_block(value),
+                Direction::Decrypt => self.cipher.decrypt_block(value),
+            };
+            output.extend_from_slice(&transformed.to_be_bytes());
         }
         output
     }
@@ -328,15 +330,10 @@ impl Kernel for DesCbcKernel {
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {
         check_des_length(file, &self.settings)?;
-        let mode = match self.settings.direction {
-            Direction::Encrypt => CbcMode::Encrypt(cbc::Encryptor::<Des>::new(
-                &self.settings.key.into(),
-                &self.iv.into(),
-            )),
-            Direction::Decrypt => CbcMode::Decrypt(cbc::Decryptor::<Des>::new(
-                &self.settings.key.into(),
-                &self.iv.into(),
-            )),
+        let mode = CbcChain {
+            cipher: DesBlockCipher::new(self.settings.key),
+            direction: self.settings.direction,
+            previous_ciphertext: u64::from_be_bytes(self.iv),
         };
         Ok(FileJob::Sequential(Box::new(DesCbcJob {
             file: file.clone(),
@@ -350,25 +347,43 @@ impl Kernel for DesCbcKernel {
     }
 }
 
-enum CbcMode {
-    Encrypt(cbc::Encryptor<Des>),
-    Decrypt(cbc::Decryptor<Des>),
+/// CBC chaining over the DES block function: C_i = E(P_i xor C_i-1), P_i = D(C_i) xor C_i-1,
+/// with C_0 the initialisation vector (NIST SP 800-38A 6.2).
+struct CbcChain {
+    cipher: DesBlockCipher,
+    direction: Direction,
+    previous_ciphertext: u64,
 }
 
-impl CbcMode {
+impl CbcChain {
     fn apply(&mut self, blocks_bytes: &mut [u8]) {
-        let (blocks, rest) = Block::<Des>::slice_as_chunks_mut(blocks_bytes);
-        assert!(rest.is_empty(), "CBC is given whole blocks");
-        match self {
-            CbcMode::Encrypt(encryptor) => encryptor.encrypt_blocks(blocks),
-            CbcMode::Decrypt(decryptor) => decryptor.decrypt_blocks(blocks),
+        assert_eq!(
+            blocks_bytes.len() % DES_BLOCK_BYTES,
+            0,
+            "CBC is given whole blocks"
+        );
+        for block in blocks_bytes.chunks_exact_mut(DES_BLOCK_BYTES) {
+            let value = u64::from_be_bytes((&*block).try_into().expect("eight bytes"));
+            let transformed = match self.direction {
+                Direction::Encrypt => {
+                    let ciphertext = self.cipher.encrypt_block(value ^ self.previous_ciphertext);
+                    self.previous_ciphertext = ciphertext;
+                    ciphertext
+                }
+                Direction::Decrypt => {
+                    let plaintext = self.cipher.decrypt_block(value) ^ self.previous_ciphertext;
+                    self.previous_ciphertext = value;
+                    plaintext
+                }
+            };
+            block.copy_from_slice(&transformed.to_be_bytes());
         }
     }
 }
 
 struct DesCbcJob {
     file: FileInfo,
-    mode: CbcMode,
+    mode: CbcChain,
     pkcs7_padding: bool,
     carry: Vec<u8>,
     held_back_block: Vec<u8>,
@@ -378,7 +393,7 @@ struct DesCbcJob {
 
 impl DesCbcJob {
     fn emit(&mut self, mut output: Vec<u8>, sink: &mut dyn OutputSink) -> Result<(), KernelError> {
-        let hold_back = matches!(self.mode, CbcMode::Decrypt(_)) && self.pkcs7_padding;
+        let hold_back = self.mode.direction == Direction::Decrypt && self.pkcs7_padding;
         if hold_back && !output.is_empty() {
             let last = output.split_off(output.len() - DES_BLOCK_BYTES);
             let earlier = std::mem::replace(&mut self.held_back_block, last);
@@ -418,7 +433,7 @@ impl SequentialJob for DesCbcJob {
     }
 
     fn finish(mut self: Box<Self>, sink: &mut dyn OutputSink) -> Result<Summary, KernelError> {
-        if matches!(self.mode, CbcMode::Encrypt(_)) && self.pkcs7_padding {
+        if self.mode.direction == Direction::Encrypt && self.pkcs7_padding {
             let mut block = pkcs7_pad(&self.carry).to_vec();
             self.mode.apply(&mut block);
             self.emit(block, sink)?;

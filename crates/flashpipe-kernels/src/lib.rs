@@ -6,9 +6,11 @@
 //! reduced in order) or must be processed in order. Kernels are listed in [`registry`] with their
 //! options, parsed from `key=value` strings ([`options`]).
 //!
-//! Kernels use well-kept crates for the heavy lifting (RustCrypto `des`, `aes`, `ecb`, `cbc`,
-//! `ctr`, `sha2`; `crc32c`; `png`; `memchr`, `regex`); what is written here by hand is what no
-//! such crate offers in streaming form: the chunk/fragment stitching, Sobel (a 3x3 convolution),
+//! Kernels use well-kept crates for the heavy lifting (RustCrypto `aes`, `ctr`, `sha2`; `crc32c`;
+//! `png`; `memchr`, `regex`); what is written here by hand is what no such crate offers in
+//! streaming form or fast enough: the DES block function (table-driven, [`des_block`], about
+//! three times RustCrypto `des`, which stays as its test reference), the chunk/fragment
+//! stitching, the CBC chaining, Sobel (a 3x3 convolution),
 //! the n-gram language identifier (a small multinomial naive-Bayes model with its own profile
 //! file), kNN, the external merge sort with pluggable spill storage, and the sparse-index binary
 //! search. This crate depends on no other flashpipe crate.
@@ -17,6 +19,7 @@ pub mod api;
 pub mod binary_search;
 pub mod checksums;
 pub mod ciphers;
+pub mod des_block;
 pub mod driver;
 pub mod error;
 pub mod external_sort;

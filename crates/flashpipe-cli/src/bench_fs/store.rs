@@ -89,7 +89,7 @@ impl StoreShape {
             .iter()
             .filter_map(|device| match device {
                 DeviceSpec::File { path, .. } => Some(path.clone()),
-                DeviceSpec::Ram { .. } => None,
+                DeviceSpec::Ram { .. } | DeviceSpec::Flash(_) => None,
             })
             .collect();
         let config = StoreConfig {

@@ -3,8 +3,12 @@
 use std::sync::Arc;
 
 use flashpipe_kernels::api::Kernel;
+use flashpipe_kernels::binary_search::{IndexLayout, SearchIndexKernel};
+use flashpipe_kernels::knn::{encode_vectors, KnnKernel};
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_kernels::throughput::{synthetic_bytes, synthetic_png, synthetic_text};
+
+use super::search_lookups::SearchLookupPlan;
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -28,6 +32,8 @@ pub struct BenchCase {
     pub tool: Option<ToolCommand>,
     /// Why there is no tool.
     pub no_tool_reason: &'static str,
+    /// For the search index: the lookups answered with the index once it is built.
+    pub lookups: Option<SearchLookupPlan>,
 }
 
 fn kernel(name: &str, arguments: &[&str]) -> BenchResult<Arc<dyn Kernel>> {
@@ -43,6 +49,7 @@ fn tool(label: &str, argv: &[&str]) -> Option<ToolCommand> {
 }
 
 const DES_KEY: &str = "133457799bbcdff1";
+const DES_IV: &str = "0001020304050607";
 const AES_KEY: &str = "2b7e151628aed2a6abf7158809cf4f3c";
 const AES_IV: &str = "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
 
@@ -88,6 +95,7 @@ pub fn bench_cases(
                 ],
             ),
             no_tool_reason: "",
+            lookups: None,
         },
         BenchCase {
             label: "aes128-ctr".into(),
@@ -113,6 +121,7 @@ pub fn bench_cases(
                 ],
             ),
             no_tool_reason: "",
+            lookups: None,
         },
         BenchCase {
             label: "sha256".into(),
@@ -120,6 +129,7 @@ pub fn bench_cases(
             files: one("sha.in", random.clone()),
             tool: tool("sha256sum", &["sha256sum", "{input}"]),
             no_tool_reason: "",
+            lookups: None,
         },
         BenchCase {
             label: "crc32c".into(),
@@ -127,6 +137,7 @@ pub fn bench_cases(
             files: one("crc.in", random),
             tool: None,
             no_tool_reason: "no standard CRC32C command-line tool",
+            lookups: None,
         },
         BenchCase {
             label: "grep (regex)".into(),
@@ -134,6 +145,7 @@ pub fn bench_cases(
             files: one("grep.in", synthetic_text(size_bytes)),
             tool: tool("GNU grep -cE", &["grep", "-cE", "needle[0-9]+", "{input}"]),
             no_tool_reason: "",
+            lookups: None,
         },
         BenchCase {
             label: "sort (100 B records)".into(),
@@ -151,6 +163,7 @@ pub fn bench_cases(
                 &["env", "LC_ALL=C", "sort", "{input}", "-o", "/dev/null"],
             ),
             no_tool_reason: "",
+            lookups: None,
         },
     ];
     let image = synthetic_png(1024, 1024)?;
@@ -163,6 +176,7 @@ pub fn bench_cases(
             .collect(),
         tool: None,
         no_tool_reason: "no standard Sobel command-line tool installed",
+        lookups: None,
     });
     if let Some((langid, text)) = langid {
         cases.push(BenchCase {
@@ -180,7 +194,153 @@ pub fn bench_cases(
                 ],
             ),
             no_tool_reason: "",
+            lookups: None,
         });
     }
+    cases.push(des_cbc_case(&synthetic_bytes(size_bytes, 1))?);
+    cases.push(literal_grep_case(size_bytes)?);
+    cases.push(knn_case(size_bytes));
+    cases.push(search_index_case(size_bytes));
     Ok(cases)
+}
+
+/// Files a CBC input is split into: CBC is sequential inside a file, so the cores share the work
+/// only across files (as SISC's and RAD's many-file jobs do).
+const DES_CBC_FILE_COUNT: usize = 4;
+
+/// DES-CBC over `DES_CBC_FILE_COUNT` files of whole 8-byte blocks; `openssl enc -des-cbc` beside it.
+fn des_cbc_case(random: &[u8]) -> BenchResult<BenchCase> {
+    let per_file_bytes = (random.len() / DES_CBC_FILE_COUNT / 8).max(1) * 8;
+    let files = random
+        .chunks(per_file_bytes)
+        .take(DES_CBC_FILE_COUNT)
+        .enumerate()
+        .map(|(index, piece)| (format!("des-cbc-{index}.in"), piece.to_vec()))
+        .collect();
+    Ok(BenchCase {
+        label: format!("des-cbc ({DES_CBC_FILE_COUNT} files)"),
+        kernel: kernel(
+            "des-cbc",
+            &[&format!("key={DES_KEY}"), &format!("iv={DES_IV}")],
+        )?,
+        files,
+        tool: tool(
+            "openssl enc -des-cbc",
+            &[
+                "openssl",
+                "enc",
+                "-des-cbc",
+                "-K",
+                DES_KEY,
+                "-iv",
+                DES_IV,
+                "-provider",
+                "legacy",
+                "-provider",
+                "default",
+                "-in",
+                "{input}",
+                "-out",
+                "/dev/null",
+            ],
+        ),
+        no_tool_reason: "",
+        lookups: None,
+    })
+}
+
+/// A fixed-string search (the kernel's `literal=true`, `memchr::memmem`) against `grep -cF`.
+fn literal_grep_case(size_bytes: usize) -> BenchResult<BenchCase> {
+    Ok(BenchCase {
+        label: "grep (literal)".into(),
+        kernel: kernel("grep", &["pattern=needle", "literal=true"])?,
+        files: vec![("grep-literal.in".to_string(), synthetic_text(size_bytes))],
+        tool: tool("GNU grep -cF", &["grep", "-cF", "needle", "{input}"]),
+        no_tool_reason: "",
+        lookups: None,
+    })
+}
+
+/// Values per kNN vector.
+const KNN_DIMENSIONS: usize = 32;
+/// Queries answered per pass over the vectors (SISC 2.1's batch).
+const KNN_QUERY_COUNT: usize = 16;
+/// Neighbours per query.
+const KNN_NEIGHBOUR_COUNT: usize = 10;
+
+/// kNN of a batch of queries over random f32 vectors, in one pass.
+fn knn_case(size_bytes: usize) -> BenchCase {
+    let record_bytes = KNN_DIMENSIONS * 4;
+    let value_count = (size_bytes / record_bytes).max(1) * KNN_DIMENSIONS;
+    let noise = synthetic_bytes(value_count, 17);
+    let values: Vec<f32> = noise.iter().map(|&byte| f32::from(byte) / 8.0).collect();
+    let queries: Vec<f32> = (0..KNN_DIMENSIONS * KNN_QUERY_COUNT)
+        .map(|index| ((index * 37) % 251) as f32 / 8.0)
+        .collect();
+    let knn: Arc<dyn Kernel> = Arc::new(Arc::new(KnnKernel::new(
+        KNN_DIMENSIONS,
+        KNN_NEIGHBOUR_COUNT,
+        queries,
+    )));
+    BenchCase {
+        label: format!(
+            "knn (D={KNN_DIMENSIONS}, {KNN_QUERY_COUNT} queries, k={KNN_NEIGHBOUR_COUNT})"
+        ),
+        kernel: knn,
+        files: vec![("knn.f32".to_string(), encode_vectors(&values))],
+        tool: None,
+        no_tool_reason: "no standard command-line tool does brute-force k-nearest-neighbour \
+                         search over a raw f32 vector file (FAISS, scikit-learn and Annoy are \
+                         libraries, and none is installed)",
+        lookups: None,
+    }
+}
+
+/// Bytes per record of the sorted file: 15 lowercase letters and a newline, so `look` and
+/// `sort -c` read the same file as text lines.
+pub const SEARCH_RECORD_BYTES: usize = 16;
+/// Key prefix of each record.
+pub const SEARCH_KEY_BYTES: usize = 8;
+/// Records per index entry (one probe read per lookup reads one block of them).
+const SEARCH_BLOCK_RECORDS: usize = 64;
+
+/// Sorted fixed-size text records.
+fn sorted_text_records(size_bytes: usize) -> Vec<u8> {
+    let noise = synthetic_bytes(size_bytes, 13);
+    let mut records: Vec<[u8; SEARCH_RECORD_BYTES]> = noise
+        .chunks_exact(SEARCH_RECORD_BYTES)
+        .map(|chunk| {
+            let mut record = [b'\n'; SEARCH_RECORD_BYTES];
+            for (letter, byte) in record.iter_mut().zip(&chunk[..SEARCH_RECORD_BYTES - 1]) {
+                *letter = b'a' + byte % 26;
+            }
+            record
+        })
+        .collect();
+    records.sort_unstable();
+    records.concat()
+}
+
+/// The sparse-index pass over a sorted file (it also checks the order, like `sort -c`), then
+/// lookups with the index against `look`.
+fn search_index_case(size_bytes: usize) -> BenchCase {
+    let data = sorted_text_records(size_bytes);
+    let index_kernel = Arc::new(SearchIndexKernel::new(IndexLayout {
+        record_size_bytes: SEARCH_RECORD_BYTES,
+        key_size_bytes: SEARCH_KEY_BYTES,
+        block_records: SEARCH_BLOCK_RECORDS,
+    }));
+    let file_name = "search.sorted".to_string();
+    let plan = SearchLookupPlan::new(Arc::clone(&index_kernel), file_name.clone(), &data);
+    BenchCase {
+        label: format!("search-index ({SEARCH_RECORD_BYTES} B records)"),
+        kernel: index_kernel,
+        files: vec![(file_name, data)],
+        tool: tool(
+            "GNU sort -c (LC_ALL=C)",
+            &["env", "LC_ALL=C", "sort", "-c", "{input}"],
+        ),
+        no_tool_reason: "",
+        lookups: Some(plan),
+    }
 }

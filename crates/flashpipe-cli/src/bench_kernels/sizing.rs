@@ -58,10 +58,7 @@ pub fn sizing_rows(rows: &[KernelRow]) -> BenchResult<Vec<SizingRow>> {
             } else {
                 8
             };
-            let writes_back = row.kernel.starts_with("des")
-                || row.kernel.starts_with("aes")
-                || row.kernel.starts_with("sort")
-                || row.kernel.starts_with("sobel");
+            let writes_back = row.writes_results_back;
             let per_column = row.kernel_in_memory_bytes_per_second / f64::from(columns);
             let limiting = if writes_back { read.min(write) } else { read };
             let packages = (per_column / limiting).ceil().max(1.0) as u64;
@@ -86,12 +83,12 @@ pub fn print_sizing(rows: &[SizingRow]) {
     const MIB: f64 = 1048576.0;
     println!("\nsizing (RAD Table II): flash matrix that feeds each kernel's in-memory rate");
     println!(
-        "{:<22} {:<6} {:>12} {:>13} {:>7} {:>12} {:>12}",
+        "{:<30} {:<6} {:>12} {:>13} {:>7} {:>12} {:>12}",
         "kernel", "preset", "kernel MiB/s", "rows x cols", "pkgs", "read MiB/s", "write MiB/s"
     );
     for row in rows {
         println!(
-            "{:<22} {:<6} {:>12.1} {:>13} {:>7} {:>12.1} {:>12.1}",
+            "{:<30} {:<6} {:>12.1} {:>13} {:>7} {:>12.1} {:>12.1}",
             row.kernel,
             row.preset,
             row.kernel_bytes_per_second / MIB,

@@ -1,0 +1,194 @@
+//! Runs the `flashpipe` store commands on emulated flash (issue #5, "same stack"): mkfs
+//! with `--devices flash:minflash:PATH`, put, then get, cat, ls, stat and fsck, each in a
+//! process of its own, so the flash image must carry everything between commands; and bad
+//! flash devices refused with a clear message, a non-zero exit and no change.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn flashpipe(arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(arguments)
+        .output()
+        .expect("the flashpipe binary runs")
+}
+
+/// A fresh folder for one test, removed when dropped.
+struct Folder(PathBuf);
+
+impl Folder {
+    fn new(name: &str) -> Folder {
+        let path =
+            std::env::temp_dir().join(format!("flashpipe-flash-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Folder(path)
+    }
+
+    fn join(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+
+    fn listing(&self) -> Vec<(String, u64)> {
+        let mut entries: Vec<(String, u64)> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|entry| {
+                let entry = entry.unwrap();
+                let name = entry.file_name().to_string_lossy().to_string();
+                (name, entry.metadata().unwrap().len())
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn succeed(arguments: &[&str]) -> Vec<u8> {
+    let output = flashpipe(arguments);
+    assert!(
+        output.status.success(),
+        "flashpipe {arguments:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+fn check_fails(folder: &Folder, arguments: &[&str], expected_fragment: &str) {
+    let before = folder.listing();
+    let output = flashpipe(arguments);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "flashpipe {arguments:?} should fail"
+    );
+    assert!(
+        stderr.contains(expected_fragment),
+        "flashpipe {arguments:?}: {stderr:?} lacks {expected_fragment:?}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "flashpipe {arguments:?} panicked: {stderr}"
+    );
+    assert_eq!(
+        folder.listing(),
+        before,
+        "flashpipe {arguments:?} changed files"
+    );
+}
+
+fn sample(length: usize) -> Vec<u8> {
+    (0..length)
+        .map(|index| (index * 7 + index / 251) as u8)
+        .collect()
+}
+
+fn make_flash_store(folder: &Folder) -> String {
+    let store = folder.join("s.toml");
+    succeed(&["mkfs", "--devices", "flash:minflash:flash0.img", &store]);
+    store
+}
+
+#[test]
+fn files_put_in_one_process_come_back_in_the_next() {
+    let folder = Folder::new("round-trip");
+    let store = make_flash_store(&folder);
+    let store_text = std::fs::read_to_string(&store).unwrap();
+    assert!(store_text.contains("kind = \"flash\""), "{store_text}");
+    assert!(folder.0.join("flash0.img.meta").exists());
+    let files = [
+        ("big.bin", sample(2 << 20)),
+        ("small.txt", b"hello flash\n".to_vec()),
+    ];
+    for (name, bytes) in &files {
+        std::fs::write(folder.0.join(name), bytes).unwrap();
+        succeed(&["put", &store, &folder.join(name)]);
+    }
+    let listing: Value = serde_json::from_slice(&succeed(&["ls", &store, "--json"])).unwrap();
+    assert_eq!(listing.as_array().unwrap().len(), files.len(), "{listing}");
+    for (name, bytes) in &files {
+        let copy = folder.join(&format!("{name}.copy"));
+        succeed(&["get", &store, name, &copy]);
+        assert!(
+            std::fs::read(&copy).unwrap() == *bytes,
+            "{name} came back different"
+        );
+    }
+    assert_eq!(succeed(&["cat", &store, "small.txt"]), b"hello flash\n");
+    succeed(&["stat", &store, "big.bin"]);
+    let fsck: Value = serde_json::from_slice(&succeed(&["fsck", &store, "--json"])).unwrap();
+    assert_eq!(fsck["clean"], Value::Bool(true), "{fsck}");
+}
+
+#[test]
+fn bad_flash_devices_are_refused_and_change_nothing() {
+    let folder = Folder::new("refused");
+    let store = folder.join("s.toml");
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--devices", "flash:nand9:f.img"],
+            "unknown flash preset \"nand9\"",
+        ),
+        (
+            &["--devices", "flash:minflash:f.img", "--block-size", "4KiB"],
+            "not a multiple of the flash page",
+        ),
+        (&["--devices", "flash:rad:f.img"], "host spare bytes"),
+        (&["--devices", "flash:absent.toml:f.img"], "absent.toml"),
+    ];
+    for (arguments, expected_fragment) in cases {
+        let mut command = vec!["mkfs"];
+        command.extend_from_slice(arguments);
+        command.push(&store);
+        check_fails(&folder, &command, expected_fragment);
+    }
+    let made = make_flash_store(&folder);
+    std::fs::rename(folder.0.join("flash0.img"), folder.0.join("moved.img")).unwrap();
+    check_fails(&folder, &["ls", &made], "does not exist");
+    std::fs::rename(folder.0.join("moved.img"), folder.0.join("flash0.img")).unwrap();
+    let text = std::fs::read_to_string(&made).unwrap();
+    let other = folder.join("other.toml");
+    std::fs::write(
+        &other,
+        text.replace("seed = 1", "seed = 1\nblocks_per_plane = 8"),
+    )
+    .unwrap();
+    check_fails(&folder, &["ls", &other], "wrong image");
+    std::fs::write(
+        &other,
+        text.replace("over_provisioning = 0.1", "over_provisioning = 2.0"),
+    )
+    .unwrap();
+    check_fails(&folder, &["ls", &other], "over_provisioning 2");
+    succeed(&["fsck", &made]);
+}
+
+#[test]
+fn a_flash_store_in_memory_is_refused_by_commands_from_the_shell() {
+    let folder = Folder::new("memory");
+    let store = folder.join("m.toml");
+    succeed(&["mkfs", "--devices", "flash:minflash", &store]);
+    check_fails(&folder, &["ls", &store], "lives in memory");
+}
+
+#[test]
+fn the_store_file_names_the_preset_by_path_too() {
+    let folder = Folder::new("preset-file");
+    let preset_text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../flashpipe-flash/presets/minflash.toml"),
+    )
+    .unwrap();
+    std::fs::write(folder.0.join("mine.toml"), preset_text).unwrap();
+    let store = folder.join("s.toml");
+    succeed(&["mkfs", "--devices", "flash:mine.toml:f.img", &store]);
+    std::fs::write(folder.0.join("x.txt"), b"x").unwrap();
+    succeed(&["put", &store, &folder.join("x.txt")]);
+    assert_eq!(succeed(&["cat", &store, "x.txt"]), b"x");
+}

@@ -1,0 +1,370 @@
+//! Stores on emulated flash (issue #5, "same stack"): a store file naming a flash preset
+//! is created like mkfs does, written, flushed, dropped, reopened as another process
+//! would and read back identical; bad descriptions are refused before anything changes;
+//! the flash store device passes the block-device contract.
+
+use std::path::{Path, PathBuf};
+
+use flashpipe_device::{BlockDevice, SplitMix64};
+use flashpipe_engine::flash_store::{open_flash_device, FlashDeviceSpec, FlashStoreError};
+use flashpipe_engine::store::{open_store_device, DeviceCreation};
+use flashpipe_engine::store_config::{
+    parse_device_list, DeviceSpec, StoreConfig, STORE_FILE_VERSION,
+};
+use flashpipe_fs::{Filesystem, FormatOptions};
+
+/// A fresh folder for one test, removed when dropped.
+struct Folder(PathBuf);
+
+impl Folder {
+    fn new(name: &str) -> Folder {
+        let path = std::env::temp_dir().join(format!(
+            "flashpipe-flash-store-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Folder(path)
+    }
+
+    fn store_file(&self) -> PathBuf {
+        self.0.join("store.toml")
+    }
+
+    fn listing(&self) -> Vec<(String, u64)> {
+        let mut entries: Vec<(String, u64)> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|entry| {
+                let entry = entry.unwrap();
+                let name = entry.file_name().to_string_lossy().to_string();
+                (name, entry.metadata().unwrap().len())
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small minflash array (16 of 4096 blocks per chip: 2 GiB raw) in `path`.
+fn small_minflash(path: Option<&str>) -> FlashDeviceSpec {
+    let mut spec = FlashDeviceSpec::new("minflash", path.map(PathBuf::from));
+    spec.blocks_per_plane = Some(16);
+    spec
+}
+
+fn store_config(devices: Vec<DeviceSpec>, block_size_bytes: u32) -> StoreConfig {
+    StoreConfig {
+        store_file_version: STORE_FILE_VERSION,
+        block_size_bytes,
+        stripe_unit_bytes: 64 << 10,
+        queue_depth: 32,
+        devices,
+    }
+}
+
+fn file_contents(seed: u64, length: usize) -> Vec<u8> {
+    let mut generator = SplitMix64::new(seed);
+    (0..length).map(|_| generator.next_u64() as u8).collect()
+}
+
+const FILES: [(&str, usize); 4] = [
+    ("empty", 0),
+    ("one-byte", 1),
+    ("unaligned", 100_001),
+    ("large", 3 << 20),
+];
+
+fn write_files(filesystem: &mut Filesystem) {
+    for (index, (name, length)) in FILES.iter().enumerate() {
+        let file = filesystem.create(name).unwrap();
+        let bytes = file_contents(index as u64, *length);
+        filesystem.write(file, 0, &bytes).unwrap();
+    }
+    filesystem.flush().unwrap();
+}
+
+fn check_files(filesystem: &mut Filesystem) {
+    for (index, (name, length)) in FILES.iter().enumerate() {
+        let file = filesystem.open(name).unwrap();
+        let read = filesystem.read(file, 0, *length as u64).unwrap();
+        assert!(
+            read[..*length] == file_contents(index as u64, *length)[..],
+            "{name} differs after reopening"
+        );
+    }
+}
+
+#[test]
+fn a_flash_store_survives_closing_and_reopening() {
+    let folder = Folder::new("reopen");
+    let config = store_config(
+        vec![DeviceSpec::Flash(small_minflash(Some("flash0.img")))],
+        16 << 10,
+    );
+    let store_file = folder.store_file();
+    config.validate(&store_file).unwrap();
+    let opened = open_store_device(&config, &store_file, DeviceCreation::CreateMissing).unwrap();
+    let options = FormatOptions {
+        fs_block_size_bytes: config.block_size_bytes,
+    };
+    let mut filesystem = Filesystem::format(opened.device, &options).unwrap();
+    write_files(&mut filesystem);
+    drop(filesystem.unmount().unwrap());
+    assert!(folder.0.join("flash0.img.meta").exists());
+
+    for _reopening in 0..2 {
+        let opened = open_store_device(&config, &store_file, DeviceCreation::MustExist).unwrap();
+        let mut filesystem = Filesystem::mount(opened.device).unwrap();
+        check_files(&mut filesystem);
+        assert!(filesystem.check().unwrap().is_clean());
+        drop(filesystem);
+    }
+}
+
+#[test]
+fn a_flush_alone_makes_the_store_durable() {
+    let folder = Folder::new("flush-durable");
+    let spec = small_minflash(Some("flash0.img"));
+    let store_file = folder.store_file();
+    let device = open_flash_device(
+        &spec,
+        &store_file,
+        "flash0",
+        32,
+        DeviceCreation::CreateMissing,
+    )
+    .unwrap();
+    let options = FormatOptions {
+        fs_block_size_bytes: 8 << 10,
+    };
+    let mut filesystem = Filesystem::format(Box::new(device), &options).unwrap();
+    write_files(&mut filesystem);
+    // A crash after the flush: no clean unmount, no sync at drop.
+    std::mem::forget(filesystem);
+    let device =
+        open_flash_device(&spec, &store_file, "flash0", 32, DeviceCreation::MustExist).unwrap();
+    let mut filesystem = Filesystem::mount(Box::new(device)).unwrap();
+    check_files(&mut filesystem);
+}
+
+fn check_refused(
+    folder: &Folder,
+    spec: FlashDeviceSpec,
+    block_size_bytes: u32,
+    creation: DeviceCreation,
+    expected_fragment: &str,
+) {
+    let before = folder.listing();
+    let config = store_config(vec![DeviceSpec::Flash(spec)], block_size_bytes);
+    let store_file = folder.store_file();
+    let error = match config.validate(&store_file) {
+        Err(error) => error.to_string(),
+        Ok(()) => match open_store_device(&config, &store_file, creation) {
+            Err(error) => error.to_string(),
+            Ok(_) => panic!("a store expecting {expected_fragment:?} opened"),
+        },
+    };
+    assert!(
+        error.contains(expected_fragment),
+        "error {error:?} lacks {expected_fragment:?}"
+    );
+    assert_eq!(folder.listing(), before, "a refused store changed files");
+}
+
+#[test]
+fn bad_flash_devices_are_refused_and_change_nothing() {
+    let folder = Folder::new("refused");
+    let with = |edit: &dyn Fn(&mut FlashDeviceSpec)| {
+        let mut spec = small_minflash(Some("flash0.img"));
+        edit(&mut spec);
+        spec
+    };
+    let create = DeviceCreation::CreateMissing;
+    let exists = DeviceCreation::MustExist;
+    let cases: Vec<(FlashDeviceSpec, u32, DeviceCreation, &str)> = vec![
+        (
+            with(&|spec| spec.preset = "nand9".into()),
+            16384,
+            create,
+            "unknown flash preset",
+        ),
+        (
+            with(&|spec| spec.preset = "missing.toml".into()),
+            16384,
+            create,
+            "missing.toml",
+        ),
+        (
+            with(&|spec| spec.over_provisioning = 0.97),
+            16384,
+            create,
+            "over_provisioning 0.97",
+        ),
+        (
+            with(&|spec| spec.over_provisioning = -0.1),
+            16384,
+            create,
+            "over_provisioning -0.1",
+        ),
+        (
+            with(&|spec| spec.blocks_per_plane = Some(5000)),
+            16384,
+            create,
+            "blocks_per_plane 5000",
+        ),
+        (
+            with(&|spec| spec.blocks_per_plane = Some(4096)),
+            16384,
+            create,
+            "at most",
+        ),
+        (
+            with(&|_| ()),
+            4096,
+            create,
+            "not a multiple of the flash page of minflash",
+        ),
+        (
+            with(&|spec| spec.size_bytes = Some(12288)),
+            16384,
+            create,
+            "size_bytes 12288",
+        ),
+        (with(&|_| ()), 16384, exists, "does not exist"),
+        (small_minflash(None), 16384, exists, "lives in memory"),
+        (
+            with(&|spec| spec.blocks_per_plane = Some(2)),
+            16384,
+            create,
+            "too few",
+        ),
+        (
+            with(&|spec| spec.preset = "rad".into()),
+            16384,
+            create,
+            "host spare bytes",
+        ),
+    ];
+    for (spec, block_size_bytes, creation, expected_fragment) in cases {
+        check_refused(&folder, spec, block_size_bytes, creation, expected_fragment);
+    }
+}
+
+#[test]
+fn an_image_of_another_geometry_is_refused() {
+    let folder = Folder::new("other-preset");
+    let store_file = folder.store_file();
+    let spec = small_minflash(Some("flash0.img"));
+    let device = open_flash_device(
+        &spec,
+        &store_file,
+        "flash0",
+        32,
+        DeviceCreation::CreateMissing,
+    )
+    .unwrap();
+    drop(device);
+    let mut other = spec.clone();
+    other.blocks_per_plane = Some(8);
+    for creation in [DeviceCreation::MustExist, DeviceCreation::CreateMissing] {
+        check_refused(&folder, other.clone(), 16384, creation, "wrong image");
+    }
+    std::fs::write(folder.0.join("plain.img"), b"not flash").unwrap();
+    let plain = small_minflash(Some("plain.img"));
+    check_refused(
+        &folder,
+        plain,
+        16384,
+        DeviceCreation::CreateMissing,
+        "not a flash image",
+    );
+}
+
+#[test]
+fn size_bytes_limits_what_the_store_sees() {
+    let folder = Folder::new("size");
+    let mut spec = small_minflash(None);
+    spec.size_bytes = Some(64 << 20);
+    let device = open_flash_device(
+        &spec,
+        &folder.store_file(),
+        "flash0",
+        32,
+        DeviceCreation::CreateMissing,
+    )
+    .unwrap();
+    assert_eq!(device.info().size_bytes(), 64 << 20);
+    assert_eq!(device.info().block_size_bytes, 8192);
+    spec.size_bytes = Some(4 << 30);
+    let error = open_flash_device(
+        &spec,
+        &folder.store_file(),
+        "flash0",
+        32,
+        DeviceCreation::CreateMissing,
+    )
+    .err()
+    .expect("larger than the array");
+    assert!(matches!(error, FlashStoreError::TooSmall { .. }), "{error}");
+}
+
+#[test]
+fn flash_entries_parse_and_round_trip_through_the_store_file() {
+    let devices = parse_device_list("flash:minflash:a.img,flash:tlc", None).unwrap();
+    assert_eq!(
+        devices,
+        vec![
+            DeviceSpec::Flash(FlashDeviceSpec::new(
+                "minflash",
+                Some(PathBuf::from("a.img"))
+            )),
+            DeviceSpec::Flash(FlashDeviceSpec::new("tlc", None)),
+        ]
+    );
+    let config = store_config(devices, 16384);
+    let text = config.to_toml();
+    assert!(text.contains("kind = \"flash\""), "{text}");
+    assert_eq!(
+        StoreConfig::parse(&text, Path::new("s.toml")).unwrap(),
+        config
+    );
+    for (entry, fragment) in [
+        ("flash:", "unknown flash preset"),
+        ("flash:slc", "unknown flash preset \"slc\""),
+        ("flash:minflash:", "empty path"),
+    ] {
+        let error = parse_device_list(entry, None).unwrap_err().to_string();
+        assert!(
+            error.contains(fragment),
+            "{entry}: {error:?} lacks {fragment:?}"
+        );
+    }
+    let typo = text.replace("preset = \"tlc\"", "preset = \"tlc\"\nblocks_per_chip = 8");
+    let error = StoreConfig::parse(&typo, Path::new("s.toml")).unwrap_err();
+    assert!(error.to_string().contains("unknown field"), "{error}");
+}
+
+#[test]
+fn a_flash_store_device_keeps_the_block_device_contract() {
+    let folder = Folder::new("conformance");
+    let store_file = folder.store_file();
+    let mut spec = FlashDeviceSpec::new("minflash", None);
+    spec.blocks_per_plane = Some(8);
+    flashpipe_device::conformance::check_all(&mut |queue_depth| {
+        let device = open_flash_device(
+            &spec,
+            &store_file,
+            "flash0",
+            queue_depth,
+            DeviceCreation::CreateMissing,
+        )
+        .unwrap();
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
