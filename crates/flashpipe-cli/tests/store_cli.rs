@@ -180,6 +180,43 @@ fn cp_copies_on_file_stores_and_refuses_a_copy_by_reference_clearly() {
 }
 
 #[test]
+fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process() {
+    let folder = fresh_folder("cp-flash");
+    let store = folder.join("flash.toml");
+    let image = folder.join("flash0.img");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        &format!("flash:minflash:{}", text(&image)),
+        text(&store),
+    ]);
+    let original: Vec<u8> = (0..1_000_001u32).map(|index| (index % 241) as u8).collect();
+    std::fs::write(folder.join("original.bin"), &original).unwrap();
+    succeed(&["put", text(&store), text(&folder.join("original.bin"))]);
+    let report: Value = serde_json::from_str(&succeed(&[
+        "cp",
+        text(&store),
+        "original.bin",
+        "copy",
+        "--by",
+        "reference",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(report["bytes_by_bytes"], 0, "{report}");
+    assert!(
+        report["blocks_by_reference"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+    let fetched = folder.join("fetched.bin");
+    succeed(&["get", text(&store), "copy", text(&fetched)]);
+    assert!(std::fs::read(&fetched).unwrap() == original);
+    let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
+    assert_eq!(fsck["clean"], true);
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
 fn bad_input_fails_clearly_and_changes_nothing() {
     let folder = fresh_folder("bad-input");
     let store = make_store(&folder);
