@@ -50,10 +50,10 @@ pub const MAX_FLASH_PAGES: u64 = 1 << 24;
 /// Host pages between FTL checkpoints when the store file names no interval: none (0),
 /// so the FTL checkpoints only when its log block fills, at mount and at a clean unmount.
 /// A checkpoint holds the whole map (8 bytes a logical page: about 900 pages for the
-/// default minflash device) and the FTL programs it into one block after another, so a
-/// periodic checkpoint keeps one die busy for hundreds of milliseconds while host writes
-/// that land on it wait: with the FTL's own default (4096 pages) a sequential file write on
-/// minflash runs at 12 % of the raw array instead of 91 % (`flashpipe ftl fs`). Mount
+/// default minflash device) and the FTL programs it into a few blocks, each block's pages
+/// one after another on its die (256 x 418 us), so a periodic checkpoint keeps dies busy
+/// for about a tenth of a second each while the host writes that land on them wait: with the FTL's own default (4096 pages) a sequential file write on
+/// minflash runs at 13 % of the raw array instead of 91 % (`flashpipe ftl fs`). Mount
 /// scans every written block anyway, so a longer interval costs little at recovery.
 pub const DEFAULT_CHECKPOINT_INTERVAL_PAGES: u64 = 0;
 
