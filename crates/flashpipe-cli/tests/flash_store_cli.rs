@@ -131,7 +131,7 @@ fn files_put_in_one_process_come_back_in_the_next() {
 fn bad_flash_devices_are_refused_and_change_nothing() {
     let folder = Folder::new("refused");
     let store = folder.join("s.toml");
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--devices", "flash:nand9:f.img"],
             "unknown flash preset \"nand9\"",
@@ -141,6 +141,10 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
             "not a multiple of the flash page",
         ),
         (&["--devices", "flash:rad:f.img"], "host spare bytes"),
+        (
+            &["--devices", "flash:minflash:f.img,g.img", "--size", "1GiB"],
+            "share one block size",
+        ),
         (&["--devices", "flash:absent.toml:f.img"], "absent.toml"),
     ];
     for (arguments, expected_fragment) in cases {

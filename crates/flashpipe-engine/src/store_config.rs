@@ -213,7 +213,27 @@ impl StoreConfig {
         for device in &self.devices {
             self.validate_device(device, path).map_err(invalid)?;
         }
-        Ok(())
+        self.check_block_sizes_agree(path).map_err(invalid)
+    }
+
+    /// Striped devices must share a block size: 4 KiB for files and RAM, the flash page
+    /// for emulated flash.
+    fn check_block_sizes_agree(&self, path: &Path) -> Result<(), String> {
+        let mut sizes = Vec::with_capacity(self.devices.len());
+        for device in &self.devices {
+            let block_size_bytes = match device {
+                DeviceSpec::Flash(flash) => flash.flash_config(path)?.geometry.page_data_bytes,
+                DeviceSpec::File { .. } | DeviceSpec::Ram { .. } => DEVICE_BLOCK_SIZE_BYTES,
+            };
+            sizes.push((device.describe(), block_size_bytes));
+        }
+        let (first_name, first_size) = &sizes[0];
+        match sizes.iter().find(|(_, size)| size != first_size) {
+            None => Ok(()),
+            Some((name, size)) => Err(format!(
+                "the devices of a store share one block size, but {first_name} has {first_size}-byte blocks and {name} {size}-byte blocks (emulated flash: one block per flash page)"
+            )),
+        }
     }
 
     fn validate_device(&self, device: &DeviceSpec, path: &Path) -> Result<(), String> {

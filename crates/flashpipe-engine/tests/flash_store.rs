@@ -269,7 +269,7 @@ fn an_image_of_another_geometry_is_refused() {
         DeviceCreation::CreateMissing,
     )
     .unwrap();
-    drop(device);
+    device.close().unwrap();
     let mut other = spec.clone();
     other.blocks_per_plane = Some(8);
     for creation in [DeviceCreation::MustExist, DeviceCreation::CreateMissing] {
@@ -284,6 +284,22 @@ fn an_image_of_another_geometry_is_refused() {
         DeviceCreation::CreateMissing,
         "not a flash image",
     );
+}
+
+#[test]
+fn flash_and_files_cannot_be_striped_together() {
+    let folder = Folder::new("mixed");
+    let mut devices = parse_device_list("flash:minflash:a.img,b.img", Some(1 << 30)).unwrap();
+    let config = store_config(devices.clone(), 16384);
+    let error = config
+        .validate(&folder.store_file())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("share one block size"), "{error}");
+    devices.truncate(1);
+    store_config(devices, 16384)
+        .validate(&folder.store_file())
+        .unwrap();
 }
 
 #[test]
@@ -327,6 +343,7 @@ fn flash_entries_parse_and_round_trip_through_the_store_file() {
             DeviceSpec::Flash(FlashDeviceSpec::new("tlc", None)),
         ]
     );
+    let devices = parse_device_list("flash:tlc:a.img,flash:tlc", None).unwrap();
     let config = store_config(devices, 16384);
     let text = config.to_toml();
     assert!(text.contains("kind = \"flash\""), "{text}");

@@ -247,6 +247,7 @@ pub struct Ftl {
     pub(crate) gc_target_free_blocks: u32,
     pub(crate) metadata_reserve_blocks: u32,
     pub(crate) pacing: CollectionPacing,
+    pub(crate) host_programs_in_flight: u32,
     rescue_pending: Vec<u32>,
     host_ops: HashMap<u64, HostOp>,
     next_op_id: u64,
@@ -325,6 +326,7 @@ impl Ftl {
             gc_target_free_blocks: reserve_blocks + shape.die_count.max(2),
             metadata_reserve_blocks,
             pacing: CollectionPacing::default(),
+            host_programs_in_flight: 0,
             rescue_pending: Vec::new(),
             host_ops: HashMap::new(),
             next_op_id: 0,
@@ -903,6 +905,10 @@ impl Ftl {
                 }
                 (op.first + op.pages_issued, op.pages_issued)
             };
+            if self.host_programs_at_cap() {
+                self.end_host_page_wait(op_id);
+                return false;
+            }
             let held = self.host_page_held();
             let allocated = if held {
                 None
@@ -919,15 +925,8 @@ impl Ftl {
                 }
                 return false;
             };
-            let stalled_since = self
-                .host_ops
-                .get_mut(&op_id)
-                .expect("open op")
-                .stalled_since_ns
-                .take();
-            if let Some(since_ns) = stalled_since {
-                self.record_host_page_wait(self.backend.now_ns() - since_ns);
-            }
+            self.end_host_page_wait(op_id);
+            self.start_policy_victims();
             self.charge_host_page();
             let data = if self.backend.keeps_data() {
                 let op = &self.host_ops[&op_id];
@@ -940,6 +939,19 @@ impl Ftl {
             let version = self.take_sequence();
             self.host_ops.get_mut(&op_id).expect("open op").pages_issued += 1;
             self.program_host_page(op_id, logical, version, physical_page, data);
+        }
+    }
+
+    /// Ends the wait of the page `op_id` is about to issue, if it waited.
+    fn end_host_page_wait(&mut self, op_id: u64) {
+        let stalled_since = self
+            .host_ops
+            .get_mut(&op_id)
+            .expect("open op")
+            .stalled_since_ns
+            .take();
+        if let Some(since_ns) = stalled_since {
+            self.record_host_page_wait(self.backend.now_ns() - since_ns);
         }
     }
 
@@ -1230,18 +1242,7 @@ impl Ftl {
     fn drive_collection(&mut self) {
         self.start_rescues();
         self.check_static_wear_leveling();
-        while self.free_block_count < self.gc_target_free_blocks
-            && (self.victims.len() as u32) < self.options.gc_parallel_victims
-        {
-            let Some(victim) = self.select_victim() else {
-                break;
-            };
-            self.blocks[victim as usize].usage = BlockUse::Victim;
-            self.victims.push(victim);
-            self.stats.gc_victims += 1;
-            self.pace_victim(victim);
-            self.start_victim(victim);
-        }
+        self.start_policy_victims();
         self.retry_pending_relocations();
         self.finish_victims();
         let copies_pending = !self.gc_pending_relocations.is_empty()
@@ -1263,6 +1264,24 @@ impl Ftl {
 
     /// The policy's victim among blocks whose copies fit the pacing quota, or among all
     /// candidates when none does.
+    /// Starts victims chosen by the policy while free blocks are below the start
+    /// threshold; also called between the pages of a host write, so that pacing knows
+    /// the rate it must charge as soon as free space runs low.
+    pub(crate) fn start_policy_victims(&mut self) {
+        while self.free_block_count < self.gc_target_free_blocks
+            && (self.victims.len() as u32) < self.options.gc_parallel_victims
+        {
+            let Some(victim) = self.select_victim() else {
+                break;
+            };
+            self.blocks[victim as usize].usage = BlockUse::Victim;
+            self.victims.push(victim);
+            self.stats.gc_victims += 1;
+            self.pace_victim(victim);
+            self.start_victim(victim);
+        }
+    }
+
     fn select_victim(&self) -> Option<u32> {
         self.select_victim_among(true)
             .or_else(|| self.select_victim_among(false))
@@ -1546,6 +1565,11 @@ impl Ftl {
         data: Vec<u8>,
     ) {
         self.program_finished(physical_page);
+        assert!(
+            self.host_programs_in_flight > 0,
+            "a host program was counted"
+        );
+        self.host_programs_in_flight -= 1;
         if !ack.status.is_ok() {
             self.retire_block(self.shape.block_of(physical_page));
             self.stats.programs_reissued += 1;
@@ -1593,6 +1617,7 @@ impl Ftl {
             physical_page,
             data: data.clone(),
         };
+        self.host_programs_in_flight += 1;
         self.submit_program(physical_page, record, data, job);
     }
 

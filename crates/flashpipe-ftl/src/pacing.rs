@@ -21,6 +21,10 @@ use flashpipe_flash::FlashConfig;
 
 use crate::ftl::Ftl;
 
+/// With pacing, collection starts this many blocks above the pacing threshold (it
+/// starts a die count above the reserve without pacing).
+const COLLECTION_LEAD_BLOCKS: u32 = 2;
+
 /// Pacing state of one FTL.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CollectionPacing {
@@ -61,6 +65,15 @@ impl Ftl {
     /// Sizes K and the wait bound once the block table is known (format and mount).
     pub(crate) fn size_collection_pacing(&mut self) {
         let pages = self.shape.pages_per_block;
+        let quota_wanted = self.options.gc_migrations_per_host_page_max != Some(0);
+        if quota_wanted {
+            // Pacing keeps the host off the floor, so collection can start just above
+            // the pacing threshold: blocks it would keep free are space for data.
+            self.gc_target_free_blocks = (self.reserve_blocks
+                + self.options.gc_pacing_headroom_blocks
+                + COLLECTION_LEAD_BLOCKS)
+                .min(self.gc_target_free_blocks);
+        }
         self.pacing.threshold_blocks = (self.reserve_blocks
             + self.options.gc_pacing_headroom_blocks)
             .min(self.gc_target_free_blocks);
@@ -68,11 +81,14 @@ impl Ftl {
             Some(quota) => quota,
             None => self.migrations_per_host_page_for_geometry(),
         };
+        let config = self.backend.config();
         let wait_bound_ns = if quota == 0 {
             0
         } else {
-            u64::from(quota) * migration_ns_worst(self.backend.config())
-                + self.backend.config().timing.erase_ns
+            u64::from(quota) * migration_ns_worst(config)
+                + config.timing.erase_ns
+                + u64::from(self.host_programs_in_flight_max())
+                    * (config.timing.page_transfer_ns + config.timing.program_ns_max)
         };
         let threshold_blocks = self.pacing.threshold_blocks;
         self.pacing = CollectionPacing {
@@ -99,6 +115,17 @@ impl Ftl {
             .div_ceil(sealed_blocks)
             .min(u64::from(pages.saturating_sub(1))) as u32;
         (rate_for(valid_max, pages) + 1).clamp(1, pages)
+    }
+
+    /// Host page programs the FTL lets into the array at once (two per die: enough to
+    /// keep every die busy): the most host work a migration can find queued ahead of it.
+    pub(crate) fn host_programs_in_flight_max(&self) -> u32 {
+        2 * self.shape.die_count
+    }
+
+    /// Whether the host has as many programs in the array as it may.
+    pub(crate) fn host_programs_at_cap(&self) -> bool {
+        self.host_programs_in_flight >= self.host_programs_in_flight_max()
     }
 
     /// K (0: pacing off).

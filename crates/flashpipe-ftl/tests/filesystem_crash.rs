@@ -3,7 +3,9 @@
 //! `Filesystem::format`, random file operations (create, write at offsets, truncate,
 //! rename, delete, read, flush) checked against an in-memory model, and a power cut at a
 //! random device call: programs, erases and reads in flight in the array are completed,
-//! torn or lost (`PowerCutFlash::cut_power`). Then `Ftl::mount`, `Filesystem::mount`,
+//! torn or lost (`PowerCutFlash::cut_power`). For about a fifth of the seeds power fails
+//! again during the FTL's recovery, at one of its erases or checkpoint programs, and the
+//! mount starts over. Then `Ftl::mount`, `Filesystem::mount`,
 //! fsck must be clean and the files must equal the model at the last completed flush (or
 //! at the flush in progress at the cut), as `flashpipe-fs/tests/crash.rs` requires of
 //! its simulated disks. Finally the file system must keep working: write, flush, a clean
@@ -13,13 +15,16 @@
 
 mod support;
 
+use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError};
 
 use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Rejected, Request,
     SplitMix64,
 };
+use flashpipe_flash::{Ack, CommandKind, FlashAddress, FlashConfig, FlashRequest, SubmitError};
 use flashpipe_fs::{is_crash, FileIoError, Filesystem, FlushError, FormatOptions, NamespaceError};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, PowerCutReport, VictimPolicy};
 
@@ -33,6 +38,104 @@ const NAMES: [&str; 6] = [
     "a-longer-file-name.bin",
     "z",
 ];
+
+/// The array, kept by the test while FTLs over it come and go (or die mid-mount).
+type SharedArray = Arc<Mutex<PowerCutFlash>>;
+
+fn lock_array(array: &SharedArray) -> MutexGuard<'_, PowerCutFlash> {
+    array.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The panic payload that stops an FTL whose power failed during its mount.
+struct PowerLostDuringMount;
+
+/// Keeps the default panic message for real failures only.
+fn silence_power_loss_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<PowerLostDuringMount>() {
+                default_hook(info);
+            }
+        }));
+    });
+}
+
+/// The raw interface of the shared array for one FTL. With a countdown armed (counting
+/// programs and erases: the mount's writes), the request that finds it at zero cuts power (`PowerCutFlash::cut_power`) and unwinds out
+/// of the FTL with [`PowerLostDuringMount`], as a host losing power stops mid-recovery.
+struct DyingFlash {
+    array: SharedArray,
+    config: FlashConfig,
+    countdown: Arc<Mutex<Option<u64>>>,
+    seed: u64,
+}
+
+impl DyingFlash {
+    fn new(array: &SharedArray, countdown: Option<u64>, seed: u64) -> DyingFlash {
+        let config = lock_array(array).array().config().clone();
+        DyingFlash {
+            array: Arc::clone(array),
+            config,
+            countdown: Arc::new(Mutex::new(countdown)),
+            seed,
+        }
+    }
+
+    fn count_request(&self) {
+        let mut countdown = self
+            .countdown
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match countdown.as_mut() {
+            Some(0) => {
+                *countdown = None;
+                drop(countdown);
+                lock_array(&self.array).cut_power(self.seed);
+                std::panic::panic_any(PowerLostDuringMount);
+            }
+            Some(left) => *left -= 1,
+            None => {}
+        }
+    }
+}
+
+impl FlashBackend for DyingFlash {
+    fn config(&self) -> &FlashConfig {
+        &self.config
+    }
+    fn host_spare_bytes(&self) -> usize {
+        lock_array(&self.array).host_spare_bytes()
+    }
+    fn keeps_data(&self) -> bool {
+        lock_array(&self.array).keeps_data()
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        lock_array(&self.array).clock()
+    }
+    fn now_ns(&self) -> u64 {
+        lock_array(&self.array).now_ns()
+    }
+    fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
+        if request.command.kind() != CommandKind::Read {
+            self.count_request();
+        }
+        lock_array(&self.array).submit(request)
+    }
+    fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        lock_array(&self.array).poll_acks(acks)
+    }
+    fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        lock_array(&self.array).wait_acks(acks)
+    }
+    fn factory_bad_without_data(&self, address: FlashAddress) -> bool {
+        lock_array(&self.array).factory_bad_without_data(address)
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
 
 /// The FTL, shared between the device handed to the file system and the test, which
 /// takes it back after a crash.
@@ -352,6 +455,7 @@ struct Tally {
     crashed_in_flush: u64,
     recovered_flush_in_progress: u64,
     power_cut: PowerCutReport,
+    power_cuts_during_mount: u64,
     operations_replayed: u64,
     unreadable_pages_at_mount: u64,
     gc_victims: u64,
@@ -370,6 +474,7 @@ impl Tally {
         cut.programs_lost += other.power_cut.programs_lost;
         cut.erases_interrupted += other.power_cut.erases_interrupted;
         cut.reads_dropped += other.power_cut.reads_dropped;
+        self.power_cuts_during_mount += other.power_cuts_during_mount;
         self.operations_replayed += other.operations_replayed;
         self.unreadable_pages_at_mount += other.unreadable_pages_at_mount;
         self.gc_victims += other.gc_victims;
@@ -396,27 +501,57 @@ fn options_for(rng: &mut SplitMix64) -> FtlOptions {
     }
 }
 
-/// Takes the FTL back from the crashed device, cuts power, mounts the FTL again.
-fn power_cycle(shared: &SharedFtl, options: &FtlOptions, seed: u64) -> (Ftl, Tally) {
+/// Mounts the FTL over `array`; with `countdown`, power fails again after that many raw
+/// programs and erases of the mount (true in the result when it did, and the mount was repeated).
+fn mount_after_cut(
+    array: &SharedArray,
+    options: &FtlOptions,
+    countdown: Option<u64>,
+    seed: u64,
+) -> (Ftl, flashpipe_ftl::MountReport, bool) {
+    let dying = DyingFlash::new(array, countdown, seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let armed = Arc::clone(&dying.countdown);
+    let attempt = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        Ftl::mount(Box::new(dying) as Box<dyn FlashBackend>, options.clone())
+    }));
+    match attempt {
+        Ok(Ok((ftl, report))) => {
+            *armed.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            (ftl, report, false)
+        }
+        Ok(Err(error)) => panic!("seed {seed}: FTL mount after the cut: {error}"),
+        Err(payload) if payload.is::<PowerLostDuringMount>() => {
+            let (ftl, report, _) = mount_after_cut(array, options, None, seed);
+            (ftl, report, true)
+        }
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+/// Takes the FTL back from the crashed device, cuts power, mounts the FTL again (for
+/// some seeds losing power once more during that mount).
+fn power_cycle(
+    shared: &SharedFtl,
+    array: &SharedArray,
+    options: &FtlOptions,
+    seed: u64,
+    countdown_in_mount: Option<u64>,
+) -> (Ftl, Tally) {
     let ftl = shared
         .lock()
         .expect("FTL lock")
         .take()
         .expect("the FTL is still in place");
     let stats = ftl.stats();
-    let mut flash: Box<PowerCutFlash> = ftl
-        .into_backend()
-        .into_any()
-        .downcast()
-        .unwrap_or_else(|_| panic!("seed {seed}: the backend is a PowerCutFlash"));
-    let power_cut = flash.cut_power(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let (ftl, report) = Ftl::mount(flash as Box<dyn FlashBackend>, options.clone())
-        .unwrap_or_else(|error| panic!("seed {seed}: FTL mount after the cut: {error}"));
+    drop(ftl.into_backend());
+    let power_cut = lock_array(array).cut_power(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let (ftl, report, cut_in_mount) = mount_after_cut(array, options, countdown_in_mount, seed);
     if let Err(problem) = ftl.check_invariants() {
         panic!("seed {seed}: FTL invariants after mount: {problem}");
     }
     let tally = Tally {
         power_cut,
+        power_cuts_during_mount: u64::from(cut_in_mount),
         operations_replayed: report.operations_replayed,
         unreadable_pages_at_mount: report.unreadable_pages,
         gc_victims: stats.gc_victims,
@@ -489,10 +624,16 @@ fn run_seed(seed: u64) -> Tally {
     let page_bytes = if rng.chance(0.75) { 512 } else { 2048 };
     let blocks_per_chip = if page_bytes == 512 { 24 } else { 10 };
     let config = support::sized_config(blocks_per_chip, 16, page_bytes);
-    let flash = PowerCutFlash::new(support::small_array(config, seed));
+    let array: SharedArray = Arc::new(Mutex::new(PowerCutFlash::new(support::small_array(
+        config, seed,
+    ))));
     let options = options_for(&mut rng);
-    let ftl = Ftl::format(Box::new(flash) as Box<dyn FlashBackend>, options.clone())
-        .unwrap_or_else(|error| panic!("seed {seed}: FTL format: {error}"));
+    let countdown_in_mount = rng.chance(0.3).then(|| rng.below(40));
+    let ftl = Ftl::format(
+        Box::new(DyingFlash::new(&array, None, seed)) as Box<dyn FlashBackend>,
+        options.clone(),
+    )
+    .unwrap_or_else(|error| panic!("seed {seed}: FTL format: {error}"));
     let window = if rng.chance(0.8) { 500 } else { 3000 };
     let countdown = rng.below(window);
     let (device, shared, switch) = PowerFailingDevice::new(ftl);
@@ -522,7 +663,7 @@ fn run_seed(seed: u64) -> Tally {
         run.in_progress = None;
     }
     drop(run.fs);
-    let (ftl, mut tally) = power_cycle(&shared, &options, seed);
+    let (ftl, mut tally) = power_cycle(&shared, &array, &options, seed, countdown_in_mount);
     let (mut fs, shared) = mount_and_check_clean(ftl, seed, "after the cut");
     let found = contents(&mut fs, seed);
     let matches_commit = found == run.committed;
@@ -555,6 +696,7 @@ fn seeds() -> Vec<u64> {
 
 #[test]
 fn file_system_on_the_ftl_recovers_the_last_flush_after_any_power_cut() {
+    silence_power_loss_panics();
     let mut total = Tally::default();
     for seed in seeds() {
         match std::panic::catch_unwind(|| run_seed(seed)) {
