@@ -32,6 +32,8 @@ pub enum FtlCommand {
     GcWait(ExperimentArgs),
     /// Copying a file by reference vs by bytes on the same store (target: 1000x less time).
     Copy(crate::ftl_copy_cmd::FtlCopyArgs),
+    /// The file system on the minflash preset against the raw array (virtual time).
+    Fs(crate::ftl_fs_cmd::FtlFsArgs),
 }
 
 /// Options shared by the experiments.
@@ -67,6 +69,7 @@ pub fn run(command: FtlCommand) -> CliResult {
         FtlCommand::Speed(arguments) => run_speed(&arguments),
         FtlCommand::GcWait(arguments) => run_gc_wait(&arguments),
         FtlCommand::Copy(arguments) => crate::ftl_copy_cmd::run(arguments),
+        FtlCommand::Fs(arguments) => crate::ftl_fs_cmd::run(arguments),
     }
 }
 

@@ -10,6 +10,7 @@ mod bench_kernels;
 mod demo;
 mod ftl_cmd;
 mod ftl_copy_cmd;
+mod ftl_fs_cmd;
 mod kernels_cmd;
 mod run_cmd;
 mod sim;
