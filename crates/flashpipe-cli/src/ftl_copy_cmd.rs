@@ -158,6 +158,9 @@ fn experiment_filesystem(
         FtlOptions {
             name: "ftl".to_string(),
             over_provisioning: OVER_PROVISIONING,
+            // As flash stores do: a periodic checkpoint of the whole map stalls sequential
+            // writes (docs/reproductions.md, the file system on minflash).
+            checkpoint_interval_pages: 0,
             ..FtlOptions::default()
         },
     )?;
