@@ -10,245 +10,12 @@
 //! `FLASHPIPE_SEEDS=5000` runs more seeds of both (default 300 crash, 100 fault seeds);
 //! `FLASHPIPE_SEED=n` replays one.
 
-use std::collections::BTreeMap;
-
 use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::sim::{FaultConfig, SimDiskConfig, SimWorld};
-use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation, RamDisk, SplitMix64};
-use flashpipe_fs::{is_crash, FileIoError, Filesystem, FlushError, FormatOptions, NamespaceError};
-
-type Model = BTreeMap<String, Vec<u8>>;
-
-const NAMES: [&str; 6] = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "a-much-longer-name-for-a-file.bin",
-    "z",
-];
-
-/// An error from the file system under test: a crash ends the run, anything else is
-/// compared with what the model expects.
-enum Outcome {
-    Done,
-    Crashed,
-}
-
-fn namespace_outcome(
-    result: Result<(), NamespaceError>,
-    expected: Result<(), NamespaceError>,
-    seed: u64,
-) -> Outcome {
-    match (result, expected) {
-        (Ok(()), Ok(())) => Outcome::Done,
-        (Err(NamespaceError::NoSpace { .. }), Ok(())) => Outcome::Done,
-        (Err(error), Err(expected)) if error == expected => Outcome::Done,
-        (result, expected) => panic!("seed {seed}: got {result:?}, the model expects {expected:?}"),
-    }
-}
-
-struct Run {
-    seed: u64,
-    rng: SplitMix64,
-    fs: Filesystem,
-    model: Model,
-    committed: Model,
-    in_progress: Option<Model>,
-    block_size: u64,
-    stop_on_any_device_error: bool,
-}
-
-impl Run {
-    /// A crash ends the run; so does any device error when faults are injected.
-    fn ends_run(&self, error: &DeviceError) -> bool {
-        is_crash(error) || self.stop_on_any_device_error
-    }
-
-    fn pick_name(&mut self) -> &'static str {
-        NAMES[self.rng.below(NAMES.len() as u64) as usize]
-    }
-
-    fn step(&mut self) -> Outcome {
-        match self.rng.below(100) {
-            0..=14 => self.create(),
-            15..=49 => self.write(),
-            50..=59 => self.truncate(),
-            60..=66 => self.rename(),
-            67..=74 => self.delete(),
-            75..=84 => self.read(),
-            _ => self.flush(),
-        }
-    }
-
-    fn create(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let expected = if self.model.contains_key(name) {
-            Err(NamespaceError::Exists { name: name.into() })
-        } else {
-            Ok(())
-        };
-        let result = self.fs.create(name).map(|_| ());
-        if result.is_ok() {
-            self.model.insert(name.to_string(), Vec::new());
-        }
-        namespace_outcome(result, expected, self.seed)
-    }
-
-    fn write(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let Ok(file) = self.fs.open(name) else {
-            assert!(
-                !self.model.contains_key(name),
-                "seed {}: open {name} failed",
-                self.seed
-            );
-            return Outcome::Done;
-        };
-        let span = if self.rng.chance(0.1) { 30 } else { 3 };
-        let offset = self.rng.below(20 * self.block_size);
-        let length = 1 + self.rng.below(span * self.block_size) as usize;
-        let fill = self.rng.next_u64();
-        let bytes: Vec<u8> = (0..length)
-            .map(|index| (fill >> (index % 8 * 8)) as u8 ^ index as u8)
-            .collect();
-        match self.fs.write(file, offset, &bytes) {
-            Ok(()) => {
-                let content = self.model.get_mut(name).expect("model has the file");
-                let end = offset as usize + length;
-                if content.len() < end {
-                    content.resize(end, 0);
-                }
-                content[offset as usize..end].copy_from_slice(&bytes);
-                Outcome::Done
-            }
-            Err(FileIoError::NoSpace { .. }) => Outcome::Done,
-            Err(FileIoError::FileTooLarge {
-                limit_size_bytes, ..
-            }) => {
-                let end = offset + length as u64;
-                assert!(
-                    end > limit_size_bytes,
-                    "seed {}: bogus FileTooLarge",
-                    self.seed
-                );
-                Outcome::Done
-            }
-            Err(FileIoError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
-            Err(error) => panic!(
-                "seed {}: write {name} {offset}+{length}: {error}",
-                self.seed
-            ),
-        }
-    }
-
-    fn truncate(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let Ok(file) = self.fs.open(name) else {
-            return Outcome::Done;
-        };
-        let size = self.rng.below(25 * self.block_size);
-        match self.fs.truncate(file, size) {
-            Ok(()) => {
-                self.model
-                    .get_mut(name)
-                    .expect("model has the file")
-                    .resize(size as usize, 0);
-                Outcome::Done
-            }
-            Err(FileIoError::NoSpace { .. }) => Outcome::Done,
-            Err(FileIoError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
-            Err(error) => panic!("seed {}: truncate {name} to {size}: {error}", self.seed),
-        }
-    }
-
-    fn rename(&mut self) -> Outcome {
-        let from = self.pick_name();
-        let to = self.pick_name();
-        let expected = if !self.model.contains_key(from) {
-            Err(NamespaceError::NotFound { name: from.into() })
-        } else if from != to && self.model.contains_key(to) {
-            Err(NamespaceError::Exists { name: to.into() })
-        } else {
-            Ok(())
-        };
-        let result = self.fs.rename(from, to);
-        if result.is_ok() {
-            let content = self.model.remove(from).expect("model has the file");
-            self.model.insert(to.to_string(), content);
-        }
-        namespace_outcome(result, expected, self.seed)
-    }
-
-    fn delete(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let expected = if self.model.contains_key(name) {
-            Ok(())
-        } else {
-            Err(NamespaceError::NotFound { name: name.into() })
-        };
-        let result = self.fs.delete(name);
-        if result.is_ok() {
-            self.model.remove(name);
-        }
-        namespace_outcome(result, expected, self.seed)
-    }
-
-    fn read(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let Some(content) = self.model.get(name).cloned() else {
-            return Outcome::Done;
-        };
-        let file = self
-            .fs
-            .open(name)
-            .unwrap_or_else(|error| panic!("seed {}: open {name}: {error}", self.seed));
-        let offset = self.rng.below(content.len() as u64 + 1);
-        let length = self.rng.below(content.len() as u64 - offset + 1);
-        match self.fs.read(file, offset, length) {
-            Ok(bytes) => {
-                assert!(
-                    bytes[..] == content[offset as usize..(offset + length) as usize],
-                    "seed {}: read {name} {offset}+{length} differs from the model",
-                    self.seed
-                );
-                Outcome::Done
-            }
-            Err(FileIoError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
-            Err(error) => panic!("seed {}: read {name}: {error}", self.seed),
-        }
-    }
-
-    fn flush(&mut self) -> Outcome {
-        self.in_progress = Some(self.model.clone());
-        match self.fs.flush() {
-            Ok(()) => {
-                self.committed = self.in_progress.take().expect("set above");
-                Outcome::Done
-            }
-            Err(FlushError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
-            Err(error) => panic!("seed {}: flush: {error}", self.seed),
-        }
-    }
-}
-
-fn contents(fs: &mut Filesystem, seed: u64) -> Model {
-    let mut found = Model::new();
-    for stat in fs.list() {
-        let bytes = fs
-            .read(stat.file_id, 0, stat.size_bytes)
-            .unwrap_or_else(|error| panic!("seed {seed}: read {}: {error}", stat.name));
-        found.insert(stat.name, bytes.to_vec());
-    }
-    found
-}
-
-fn describe(model: &Model) -> Vec<(String, usize)> {
-    model
-        .iter()
-        .map(|(name, bytes)| (name.clone(), bytes.len()))
-        .collect()
-}
+use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation, RamDisk, SplitMix64};
+use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
+use flashpipe_testkit::fs_workload::{check_recovered, FsWorkload, WorkloadShape};
+use flashpipe_testkit::seeds::run_seeds;
 
 /// The simulated disks under a run: one disk, or a stripe of two.
 struct DiskLayout {
@@ -318,24 +85,8 @@ fn run_seed(seed: u64) -> Tally {
     let crash_window = if rng.chance(0.8) { 120 } else { 600 };
     let crash_after = 1 + rng.below(crash_window);
     world.crash_after_requests(crash_after);
-    let mut run = Run {
-        seed,
-        rng,
-        fs,
-        model: Model::new(),
-        committed: Model::new(),
-        in_progress: None,
-        block_size: u64::from(block_size),
-        stop_on_any_device_error: false,
-    };
-    let mut crashed = false;
-    for _ in 0..80 {
-        if let Outcome::Crashed = run.step() {
-            crashed = true;
-            break;
-        }
-        run.in_progress = None;
-    }
+    let mut run = FsWorkload::new(seed, rng, fs, WorkloadShape::new(u64::from(block_size)));
+    let crashed = run.run(80);
     if !crashed {
         run.in_progress = None;
         world.crash_now();
@@ -352,18 +103,12 @@ fn run_seed(seed: u64) -> Tally {
         "seed {seed}: fsck after crash: {:#?}",
         report.findings
     );
-    let found = contents(&mut fs, seed);
-    let matches_commit = found == run.committed;
-    let matches_in_progress = run
-        .in_progress
-        .as_ref()
-        .is_some_and(|model| &found == model);
-    assert!(
-        matches_commit || matches_in_progress,
-        "seed {seed}: after the crash the files are {:?}; the last flush had {:?}; the flush in progress {:?}",
-        describe(&found),
-        describe(&run.committed),
-        run.in_progress.as_ref().map(describe)
+    let (_, matches_commit) = check_recovered(
+        &mut fs,
+        &run.committed,
+        run.in_progress.as_ref(),
+        seed,
+        "after the crash",
     );
     if let Ok(file) = fs.create("after-recovery") {
         match fs.write(file, 0, b"still works") {
@@ -418,28 +163,11 @@ impl Tally {
     }
 }
 
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("FLASHPIPE_SEED") {
-        return vec![seed.trim().parse().expect("FLASHPIPE_SEED is a number")];
-    }
-    let count: u64 = std::env::var("FLASHPIPE_SEEDS")
-        .ok()
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(300);
-    (0..count).collect()
-}
-
 #[test]
 fn crash_at_any_point_recovers_the_last_flushed_state() {
     let mut total = Tally::default();
-    for seed in seeds() {
-        match std::panic::catch_unwind(|| run_seed(seed)) {
-            Ok(tally) => total.add(&tally),
-            Err(panic) => {
-                eprintln!("seed {seed} failed; replay with FLASHPIPE_SEED={seed}");
-                std::panic::resume_unwind(panic);
-            }
-        }
+    for tally in run_seeds(300, run_seed) {
+        total.add(&tally);
     }
     eprintln!("crash campaign: {total:?}");
 }
@@ -478,24 +206,12 @@ fn run_fault_seed(seed: u64) -> bool {
     let Ok(fs) = Filesystem::format(Box::new(disk), &FormatOptions::default()) else {
         return true;
     };
-    let mut run = Run {
-        seed,
-        rng: SplitMix64::new(rng.next_u64()),
-        fs,
-        model: Model::new(),
-        committed: Model::new(),
-        in_progress: None,
-        block_size: 4096,
+    let shape = WorkloadShape {
         stop_on_any_device_error: true,
+        ..WorkloadShape::new(4096)
     };
-    let mut faulted = false;
-    for _ in 0..80 {
-        if let Outcome::Crashed = run.step() {
-            faulted = true;
-            break;
-        }
-        run.in_progress = None;
-    }
+    let mut run = FsWorkload::new(seed, SplitMix64::new(rng.next_u64()), fs, shape);
+    let faulted = run.run(80);
     drop(run.fs);
     world.crash_now();
     world.restart();
@@ -509,40 +225,24 @@ fn run_fault_seed(seed: u64) -> bool {
         "seed {seed}: fsck after a fault: {:#?}",
         report.findings
     );
-    let found = contents(&mut fs, seed);
-    let matches_in_progress = run
-        .in_progress
-        .as_ref()
-        .is_some_and(|model| &found == model);
-    assert!(
-        found == run.committed || matches_in_progress,
-        "seed {seed}: after a fault the files are {:?}; the last flush had {:?}",
-        describe(&found),
-        describe(&run.committed)
+    check_recovered(
+        &mut fs,
+        &run.committed,
+        run.in_progress.as_ref(),
+        seed,
+        "after a fault",
     );
     faulted
 }
 
 #[test]
 fn device_faults_never_damage_the_last_flushed_state() {
-    let seeds = seeds();
-    let fault_seeds =
-        if std::env::var("FLASHPIPE_SEEDS").is_ok() || std::env::var("FLASHPIPE_SEED").is_ok() {
-            seeds
-        } else {
-            (0..100).collect()
-        };
-    let runs = fault_seeds.len();
-    let mut faulted = 0;
-    for seed in fault_seeds {
-        match std::panic::catch_unwind(|| run_fault_seed(seed)) {
-            Ok(hit_a_fault) => faulted += usize::from(hit_a_fault),
-            Err(panic) => {
-                eprintln!("fault seed {seed} failed; replay with FLASHPIPE_SEED={seed}");
-                std::panic::resume_unwind(panic);
-            }
-        }
-    }
+    let outcomes = run_seeds(100, run_fault_seed);
+    let runs = outcomes.len();
+    let faulted = outcomes
+        .into_iter()
+        .filter(|&hit_a_fault| hit_a_fault)
+        .count();
     eprintln!("fault campaign: {faulted} of {runs} runs ended by an injected device error");
     assert!(
         runs < 20 || faulted * 4 > runs,

@@ -11,6 +11,7 @@ mod support;
 use flashpipe_device::{BlockDevice, RamDisk, SplitMix64};
 use flashpipe_fs::{CopyError, CopyMethod, FileId, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash, SharedFtl};
+use flashpipe_testkit::seeds::run_seeds;
 
 fn contents(seed: u64, length: usize) -> Vec<u8> {
     let mut generator = SplitMix64::new(seed);
@@ -354,20 +355,7 @@ fn run_model_seed(seed: u64) {
     assert!(report.is_clean(), "seed {seed}: {report:?}");
 }
 
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("FLASHPIPE_SEED") {
-        return vec![seed.parse().expect("FLASHPIPE_SEED is a number")];
-    }
-    let count = std::env::var("FLASHPIPE_SEEDS")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(24u64);
-    (0..count).map(|index| 0xc0 + index).collect()
-}
-
 #[test]
 fn random_copies_writes_and_remounts_match_a_model() {
-    for seed in seeds() {
-        run_model_seed(seed);
-    }
+    run_seeds(24, run_model_seed);
 }

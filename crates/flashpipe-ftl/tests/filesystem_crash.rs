@@ -16,7 +16,6 @@
 mod support;
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError};
 
@@ -25,19 +24,12 @@ use flashpipe_device::{
     SplitMix64,
 };
 use flashpipe_flash::{Ack, CommandKind, FlashAddress, FlashConfig, FlashRequest, SubmitError};
-use flashpipe_fs::{is_crash, FileIoError, Filesystem, FlushError, FormatOptions, NamespaceError};
+use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, PowerCutReport, VictimPolicy};
-
-type Model = BTreeMap<String, Vec<u8>>;
-
-const NAMES: [&str; 6] = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "a-longer-file-name.bin",
-    "z",
-];
+use flashpipe_testkit::fs_workload::{
+    check_recovered, contents, describe, FsWorkload, Model, WorkloadShape,
+};
+use flashpipe_testkit::seeds::run_seeds;
 
 /// The array, kept by the test while FTLs over it come and go (or die mid-mount).
 type SharedArray = Arc<Mutex<PowerCutFlash>>;
@@ -243,210 +235,6 @@ impl BlockDevice for PowerFailingDevice {
     }
 }
 
-enum Outcome {
-    Done,
-    Crashed,
-}
-
-fn namespace_outcome(
-    result: Result<(), NamespaceError>,
-    expected: Result<(), NamespaceError>,
-    seed: u64,
-) -> Outcome {
-    match (result, expected) {
-        (Ok(()), Ok(())) => Outcome::Done,
-        (Err(NamespaceError::NoSpace { .. }), Ok(())) => Outcome::Done,
-        (Err(error), Err(expected)) if error == expected => Outcome::Done,
-        (result, expected) => panic!("seed {seed}: got {result:?}, the model expects {expected:?}"),
-    }
-}
-
-/// One run's file system, model, and the states a recovery may show.
-struct Run {
-    seed: u64,
-    rng: SplitMix64,
-    fs: Filesystem,
-    model: Model,
-    committed: Model,
-    in_progress: Option<Model>,
-    block_size: u64,
-}
-
-impl Run {
-    fn pick_name(&mut self) -> &'static str {
-        NAMES[self.rng.below(NAMES.len() as u64) as usize]
-    }
-
-    fn step(&mut self) -> Outcome {
-        match self.rng.below(100) {
-            0..=14 => self.create(),
-            15..=49 => self.write(),
-            50..=59 => self.truncate(),
-            60..=66 => self.rename(),
-            67..=74 => self.delete(),
-            75..=84 => self.read(),
-            _ => self.flush(),
-        }
-    }
-
-    fn create(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let expected = if self.model.contains_key(name) {
-            Err(NamespaceError::Exists { name: name.into() })
-        } else {
-            Ok(())
-        };
-        let result = self.fs.create(name).map(|_| ());
-        if result.is_ok() {
-            self.model.insert(name.to_string(), Vec::new());
-        }
-        namespace_outcome(result, expected, self.seed)
-    }
-
-    fn file_outcome(&self, error: FileIoError, what: &str) -> Outcome {
-        match error {
-            FileIoError::NoSpace { .. } => Outcome::Done,
-            FileIoError::Device(error) if is_crash(&error) => Outcome::Crashed,
-            error => panic!("seed {}: {what}: {error}", self.seed),
-        }
-    }
-
-    fn write(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let Ok(file) = self.fs.open(name) else {
-            assert!(
-                !self.model.contains_key(name),
-                "seed {}: open {name} failed",
-                self.seed
-            );
-            return Outcome::Done;
-        };
-        let span = if self.rng.chance(0.1) { 24 } else { 3 };
-        let offset = self.rng.below(16 * self.block_size);
-        let length = 1 + self.rng.below(span * self.block_size) as usize;
-        let fill = self.rng.next_u64();
-        let bytes: Vec<u8> = (0..length)
-            .map(|index| (fill >> (index % 8 * 8)) as u8 ^ index as u8)
-            .collect();
-        match self.fs.write(file, offset, &bytes) {
-            Ok(()) => {
-                let content = self.model.get_mut(name).expect("model has the file");
-                let end = offset as usize + length;
-                if content.len() < end {
-                    content.resize(end, 0);
-                }
-                content[offset as usize..end].copy_from_slice(&bytes);
-                Outcome::Done
-            }
-            Err(error) => self.file_outcome(error, &format!("write {name} {offset}+{length}")),
-        }
-    }
-
-    fn truncate(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let Ok(file) = self.fs.open(name) else {
-            return Outcome::Done;
-        };
-        let size = self.rng.below(20 * self.block_size);
-        match self.fs.truncate(file, size) {
-            Ok(()) => {
-                self.model
-                    .get_mut(name)
-                    .expect("model has the file")
-                    .resize(size as usize, 0);
-                Outcome::Done
-            }
-            Err(error) => self.file_outcome(error, &format!("truncate {name} to {size}")),
-        }
-    }
-
-    fn rename(&mut self) -> Outcome {
-        let from = self.pick_name();
-        let to = self.pick_name();
-        let expected = if !self.model.contains_key(from) {
-            Err(NamespaceError::NotFound { name: from.into() })
-        } else if from != to && self.model.contains_key(to) {
-            Err(NamespaceError::Exists { name: to.into() })
-        } else {
-            Ok(())
-        };
-        let result = self.fs.rename(from, to);
-        if result.is_ok() {
-            let content = self.model.remove(from).expect("model has the file");
-            self.model.insert(to.to_string(), content);
-        }
-        namespace_outcome(result, expected, self.seed)
-    }
-
-    fn delete(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let expected = if self.model.contains_key(name) {
-            Ok(())
-        } else {
-            Err(NamespaceError::NotFound { name: name.into() })
-        };
-        let result = self.fs.delete(name);
-        if result.is_ok() {
-            self.model.remove(name);
-        }
-        namespace_outcome(result, expected, self.seed)
-    }
-
-    fn read(&mut self) -> Outcome {
-        let name = self.pick_name();
-        let Some(content) = self.model.get(name).cloned() else {
-            return Outcome::Done;
-        };
-        let file = self
-            .fs
-            .open(name)
-            .unwrap_or_else(|error| panic!("seed {}: open {name}: {error}", self.seed));
-        let offset = self.rng.below(content.len() as u64 + 1);
-        let length = self.rng.below(content.len() as u64 - offset + 1);
-        match self.fs.read(file, offset, length) {
-            Ok(bytes) => {
-                assert!(
-                    bytes[..] == content[offset as usize..(offset + length) as usize],
-                    "seed {}: read {name} {offset}+{length} differs from the model",
-                    self.seed
-                );
-                Outcome::Done
-            }
-            Err(error) => self.file_outcome(error, &format!("read {name}")),
-        }
-    }
-
-    fn flush(&mut self) -> Outcome {
-        self.in_progress = Some(self.model.clone());
-        match self.fs.flush() {
-            Ok(()) => {
-                self.committed = self.in_progress.take().expect("set above");
-                Outcome::Done
-            }
-            Err(FlushError::Device(error)) if is_crash(&error) => Outcome::Crashed,
-            Err(error) => panic!("seed {}: flush: {error}", self.seed),
-        }
-    }
-}
-
-fn contents(fs: &mut Filesystem, seed: u64) -> Model {
-    let mut found = Model::new();
-    for stat in fs.list() {
-        let bytes = fs
-            .read(stat.file_id, 0, stat.size_bytes)
-            .unwrap_or_else(|error| panic!("seed {seed}: read {}: {error}", stat.name));
-        found.insert(stat.name, bytes.to_vec());
-    }
-    found
-}
-
-fn describe(model: &Model) -> Vec<(String, usize)> {
-    model
-        .iter()
-        .map(|(name, bytes)| (name.clone(), bytes.len()))
-        .collect()
-}
-
 /// What a campaign exercised, printed at its end.
 #[derive(Debug, Default)]
 struct Tally {
@@ -645,35 +433,23 @@ fn run_seed(seed: u64) -> Tally {
     )
     .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
     switch.lock().expect("switch lock").countdown = Some(countdown);
-    let mut run = Run {
-        seed,
-        rng,
-        fs,
-        model: Model::new(),
-        committed: Model::new(),
-        in_progress: None,
-        block_size: 4096,
+    let shape = WorkloadShape {
+        write_offset_blocks_max: 16,
+        long_write_blocks_max: 24,
+        truncate_blocks_max: 20,
+        ..WorkloadShape::new(4096)
     };
-    let mut crashed = false;
-    for _ in 0..200 {
-        if let Outcome::Crashed = run.step() {
-            crashed = true;
-            break;
-        }
-        run.in_progress = None;
-    }
+    let mut run = FsWorkload::new(seed, rng, fs, shape);
+    let crashed = run.run(200);
     drop(run.fs);
     let (ftl, mut tally) = power_cycle(&shared, &array, &options, seed, countdown_in_mount);
     let (mut fs, shared) = mount_and_check_clean(ftl, seed, "after the cut");
-    let found = contents(&mut fs, seed);
-    let matches_commit = found == run.committed;
-    let in_progress = run.in_progress.as_ref().filter(|model| &found == *model);
-    assert!(
-        matches_commit || in_progress.is_some(),
-        "seed {seed}: after the cut the files are {:?}; the last flush had {:?}; the flush in progress {:?}",
-        describe(&found),
-        describe(&run.committed),
-        run.in_progress.as_ref().map(describe)
+    let (found, matches_commit) = check_recovered(
+        &mut fs,
+        &run.committed,
+        run.in_progress.as_ref(),
+        seed,
+        "after the cut",
     );
     check_keeps_working(fs, shared, &options, &found, seed);
     tally.runs = 1;
@@ -683,29 +459,12 @@ fn run_seed(seed: u64) -> Tally {
     tally
 }
 
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("FLASHPIPE_SEED") {
-        return vec![seed.trim().parse().expect("FLASHPIPE_SEED is a number")];
-    }
-    let count: u64 = std::env::var("FLASHPIPE_SEEDS")
-        .ok()
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(300);
-    (0..count).collect()
-}
-
 #[test]
 fn file_system_on_the_ftl_recovers_the_last_flush_after_any_power_cut() {
     silence_power_loss_panics();
     let mut total = Tally::default();
-    for seed in seeds() {
-        match std::panic::catch_unwind(|| run_seed(seed)) {
-            Ok(tally) => total.add(&tally),
-            Err(panic) => {
-                eprintln!("seed {seed} failed; replay with FLASHPIPE_SEED={seed}");
-                std::panic::resume_unwind(panic);
-            }
-        }
+    for tally in run_seeds(300, run_seed) {
+        total.add(&tally);
     }
     eprintln!("file-system crash campaign over the FTL: {total:#?}");
     assert!(

@@ -1,0 +1,337 @@
+//! The crash tests' file-system workload: random creates, writes at random offsets,
+//! truncates, renames, deletes, reads and flushes, each checked against a plain in-memory
+//! model (name -> bytes), remembering the state of the last completed flush and of the
+//! flush in progress. After a crash and a remount, [`check_recovered`] asserts that the
+//! file system holds one of those two states (docs/format.md, "Crash consistency").
+
+use std::collections::BTreeMap;
+
+use flashpipe_device::{DeviceError, SplitMix64};
+use flashpipe_fs::{is_crash, FileIoError, Filesystem, FlushError, NamespaceError};
+
+/// The model: file name -> bytes.
+pub type Model = BTreeMap<String, Vec<u8>>;
+
+/// The names the workload uses (few, so that operations collide).
+pub const NAMES: [&str; 6] = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "a-much-longer-name-for-a-file.bin",
+    "z",
+];
+
+/// How one step ended: a crash (or, with faults injected, any device error) ends the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The step did what the model expects (or ran out of space).
+    Done,
+    /// The device crashed under it.
+    Crashed,
+}
+
+/// Sizes of the workload's writes and truncates, in FS blocks.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkloadShape {
+    /// FS block size in bytes.
+    pub block_size_bytes: u64,
+    /// Writes start below this many blocks.
+    pub write_offset_blocks_max: u64,
+    /// One write in ten spans up to this many blocks (the others up to three).
+    pub long_write_blocks_max: u64,
+    /// Truncates go below this many blocks.
+    pub truncate_blocks_max: u64,
+    /// End the run at any device error, not only at a crash (fault-injection runs).
+    pub stop_on_any_device_error: bool,
+}
+
+impl WorkloadShape {
+    /// The file system's crash test's shape for `block_size_bytes` blocks.
+    pub fn new(block_size_bytes: u64) -> WorkloadShape {
+        WorkloadShape {
+            block_size_bytes,
+            write_offset_blocks_max: 20,
+            long_write_blocks_max: 30,
+            truncate_blocks_max: 25,
+            stop_on_any_device_error: false,
+        }
+    }
+}
+
+/// One run: the file system under test, its model, and the states a recovery may show.
+pub struct FsWorkload {
+    /// The run's seed, in every failure message.
+    pub seed: u64,
+    rng: SplitMix64,
+    /// The file system under test.
+    pub fs: Filesystem,
+    /// What the file system holds now.
+    pub model: Model,
+    /// What it held at the last completed flush.
+    pub committed: Model,
+    /// What it will hold if the flush in progress (at a crash) completed.
+    pub in_progress: Option<Model>,
+    shape: WorkloadShape,
+}
+
+fn namespace_outcome(
+    result: Result<(), NamespaceError>,
+    expected: Result<(), NamespaceError>,
+    seed: u64,
+) -> Outcome {
+    match (result, expected) {
+        (Ok(()), Ok(())) => Outcome::Done,
+        (Err(NamespaceError::NoSpace { .. }), Ok(())) => Outcome::Done,
+        (Err(error), Err(expected)) if error == expected => Outcome::Done,
+        (result, expected) => panic!("seed {seed}: got {result:?}, the model expects {expected:?}"),
+    }
+}
+
+impl FsWorkload {
+    /// A run over a freshly formatted `fs`, drawing its operations from `rng`.
+    pub fn new(seed: u64, rng: SplitMix64, fs: Filesystem, shape: WorkloadShape) -> FsWorkload {
+        FsWorkload {
+            seed,
+            rng,
+            fs,
+            model: Model::new(),
+            committed: Model::new(),
+            in_progress: None,
+            shape,
+        }
+    }
+
+    /// Runs up to `steps` operations; true when a crash (or fault) ended the run. The
+    /// flush in progress is remembered only while a flush is running.
+    pub fn run(&mut self, steps: usize) -> bool {
+        for _ in 0..steps {
+            if self.step() == Outcome::Crashed {
+                return true;
+            }
+            self.in_progress = None;
+        }
+        false
+    }
+
+    fn ends_run(&self, error: &DeviceError) -> bool {
+        is_crash(error) || self.shape.stop_on_any_device_error
+    }
+
+    fn file_outcome(&self, error: FileIoError, what: &str) -> Outcome {
+        match error {
+            FileIoError::NoSpace { .. } => Outcome::Done,
+            FileIoError::Device(error) if self.ends_run(&error) => Outcome::Crashed,
+            error => panic!("seed {}: {what}: {error}", self.seed),
+        }
+    }
+
+    fn pick_name(&mut self) -> &'static str {
+        NAMES[self.rng.below(NAMES.len() as u64) as usize]
+    }
+
+    fn step(&mut self) -> Outcome {
+        match self.rng.below(100) {
+            0..=14 => self.create(),
+            15..=49 => self.write(),
+            50..=59 => self.truncate(),
+            60..=66 => self.rename(),
+            67..=74 => self.delete(),
+            75..=84 => self.read(),
+            _ => self.flush(),
+        }
+    }
+
+    fn create(&mut self) -> Outcome {
+        let name = self.pick_name();
+        let expected = if self.model.contains_key(name) {
+            Err(NamespaceError::Exists { name: name.into() })
+        } else {
+            Ok(())
+        };
+        let result = self.fs.create(name).map(|_| ());
+        if result.is_ok() {
+            self.model.insert(name.to_string(), Vec::new());
+        }
+        namespace_outcome(result, expected, self.seed)
+    }
+
+    fn write(&mut self) -> Outcome {
+        let name = self.pick_name();
+        let Ok(file) = self.fs.open(name) else {
+            assert!(
+                !self.model.contains_key(name),
+                "seed {}: open {name} failed",
+                self.seed
+            );
+            return Outcome::Done;
+        };
+        let block_size = self.shape.block_size_bytes;
+        let span = if self.rng.chance(0.1) {
+            self.shape.long_write_blocks_max
+        } else {
+            3
+        };
+        let offset = self
+            .rng
+            .below(self.shape.write_offset_blocks_max * block_size);
+        let length = 1 + self.rng.below(span * block_size) as usize;
+        let fill = self.rng.next_u64();
+        let bytes: Vec<u8> = (0..length)
+            .map(|index| (fill >> (index % 8 * 8)) as u8 ^ index as u8)
+            .collect();
+        match self.fs.write(file, offset, &bytes) {
+            Ok(()) => {
+                let content = self.model.get_mut(name).expect("model has the file");
+                let end = offset as usize + length;
+                if content.len() < end {
+                    content.resize(end, 0);
+                }
+                content[offset as usize..end].copy_from_slice(&bytes);
+                Outcome::Done
+            }
+            Err(FileIoError::FileTooLarge {
+                limit_size_bytes, ..
+            }) => {
+                assert!(
+                    offset + length as u64 > limit_size_bytes,
+                    "seed {}: bogus FileTooLarge",
+                    self.seed
+                );
+                Outcome::Done
+            }
+            Err(error) => self.file_outcome(error, &format!("write {name} {offset}+{length}")),
+        }
+    }
+
+    fn truncate(&mut self) -> Outcome {
+        let name = self.pick_name();
+        let Ok(file) = self.fs.open(name) else {
+            return Outcome::Done;
+        };
+        let size = self
+            .rng
+            .below(self.shape.truncate_blocks_max * self.shape.block_size_bytes);
+        match self.fs.truncate(file, size) {
+            Ok(()) => {
+                self.model
+                    .get_mut(name)
+                    .expect("model has the file")
+                    .resize(size as usize, 0);
+                Outcome::Done
+            }
+            Err(error) => self.file_outcome(error, &format!("truncate {name} to {size}")),
+        }
+    }
+
+    fn rename(&mut self) -> Outcome {
+        let from = self.pick_name();
+        let to = self.pick_name();
+        let expected = if !self.model.contains_key(from) {
+            Err(NamespaceError::NotFound { name: from.into() })
+        } else if from != to && self.model.contains_key(to) {
+            Err(NamespaceError::Exists { name: to.into() })
+        } else {
+            Ok(())
+        };
+        let result = self.fs.rename(from, to);
+        if result.is_ok() {
+            let content = self.model.remove(from).expect("model has the file");
+            self.model.insert(to.to_string(), content);
+        }
+        namespace_outcome(result, expected, self.seed)
+    }
+
+    fn delete(&mut self) -> Outcome {
+        let name = self.pick_name();
+        let expected = if self.model.contains_key(name) {
+            Ok(())
+        } else {
+            Err(NamespaceError::NotFound { name: name.into() })
+        };
+        let result = self.fs.delete(name);
+        if result.is_ok() {
+            self.model.remove(name);
+        }
+        namespace_outcome(result, expected, self.seed)
+    }
+
+    fn read(&mut self) -> Outcome {
+        let name = self.pick_name();
+        let Some(content) = self.model.get(name).cloned() else {
+            return Outcome::Done;
+        };
+        let file = self
+            .fs
+            .open(name)
+            .unwrap_or_else(|error| panic!("seed {}: open {name}: {error}", self.seed));
+        let offset = self.rng.below(content.len() as u64 + 1);
+        let length = self.rng.below(content.len() as u64 - offset + 1);
+        match self.fs.read(file, offset, length) {
+            Ok(bytes) => {
+                assert!(
+                    bytes[..] == content[offset as usize..(offset + length) as usize],
+                    "seed {}: read {name} {offset}+{length} differs from the model",
+                    self.seed
+                );
+                Outcome::Done
+            }
+            Err(error) => self.file_outcome(error, &format!("read {name}")),
+        }
+    }
+
+    fn flush(&mut self) -> Outcome {
+        self.in_progress = Some(self.model.clone());
+        match self.fs.flush() {
+            Ok(()) => {
+                self.committed = self.in_progress.take().expect("set above");
+                Outcome::Done
+            }
+            Err(FlushError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
+            Err(error) => panic!("seed {}: flush: {error}", self.seed),
+        }
+    }
+}
+
+/// Every file of `fs` and its bytes.
+pub fn contents(fs: &mut Filesystem, seed: u64) -> Model {
+    let mut found = Model::new();
+    for stat in fs.list() {
+        let bytes = fs
+            .read(stat.file_id, 0, stat.size_bytes)
+            .unwrap_or_else(|error| panic!("seed {seed}: read {}: {error}", stat.name));
+        found.insert(stat.name, bytes.to_vec());
+    }
+    found
+}
+
+/// Names and sizes, for failure messages.
+pub fn describe(model: &Model) -> Vec<(String, usize)> {
+    model
+        .iter()
+        .map(|(name, bytes)| (name.clone(), bytes.len()))
+        .collect()
+}
+
+/// Asserts that the recovered `fs` holds the state of the last completed flush or of the
+/// flush in progress at the crash; returns the files found and whether they are the last
+/// completed flush's.
+pub fn check_recovered(
+    fs: &mut Filesystem,
+    committed: &Model,
+    in_progress: Option<&Model>,
+    seed: u64,
+    when: &str,
+) -> (Model, bool) {
+    let found = contents(fs, seed);
+    let matches_commit = found == *committed;
+    let matches_in_progress = in_progress.is_some_and(|model| found == *model);
+    assert!(
+        matches_commit || matches_in_progress,
+        "seed {seed}: {when} the files are {:?}; the last flush had {:?}; the flush in progress {:?}",
+        describe(&found),
+        describe(committed),
+        in_progress.map(describe)
+    );
+    (found, matches_commit)
+}

@@ -1,0 +1,12 @@
+//! Test support shared by the tests of several flashpipe crates. It is only ever a
+//! dev-dependency: production code never links it.
+//!
+//! - [`fs_workload`]: the random file-system workload of the crash tests, checked against a
+//!   plain in-memory model, and the check a recovered file system must pass. The file
+//!   system's own crash test (simulated disks) and the FTL's (emulated flash with power
+//!   cuts) both drive it.
+//! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`) and the
+//!   replay line printed when one fails.
+
+pub mod fs_workload;
+pub mod seeds;
