@@ -30,9 +30,17 @@ pub type CliResult = Result<(), Box<dyn std::error::Error>>;
 /// `flashpipe mkfs`.
 #[derive(Debug, clap::Args)]
 pub struct MkfsArgs {
-    /// Devices, comma-separated: file paths (relative to the store file's folder) and `ram:SIZE`.
+    /// Devices, comma-separated: file paths (relative to the store file's folder), `ram:SIZE`,
+    /// and `flash:PRESET:IMAGE` (emulated NAND flash of a preset, minflash or tlc, under the
+    /// host FTL, kept in the sparse file IMAGE).
     #[arg(long, required = true)]
     pub devices: String,
+    /// Flash devices: share of the usable pages the FTL holds back (0.1 = 10%).
+    #[arg(long)]
+    pub flash_over_provisioning: Option<f64>,
+    /// Flash devices: erase blocks per plane (the preset's geometry otherwise, cut to 8 GiB raw).
+    #[arg(long)]
+    pub flash_blocks_per_plane: Option<u32>,
     /// Size of each file device (e.g. 2GiB).
     #[arg(long)]
     pub size: Option<String>,
@@ -233,13 +241,40 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
     check_block_size(block_size_bytes)?;
     let stripe_unit_bytes = parse_size_bytes(&arguments.stripe_unit)?;
     check_stripe_unit(stripe_unit_bytes)?;
+    let mut devices = parse_device_list(&arguments.devices, size_bytes)?;
+    apply_flash_options(arguments, &mut devices)?;
     Ok(StoreConfig {
         store_file_version: STORE_FILE_VERSION,
         block_size_bytes,
         stripe_unit_bytes,
         queue_depth: arguments.queue_depth,
-        devices: parse_device_list(&arguments.devices, size_bytes)?,
+        devices,
     })
+}
+
+/// Applies `--flash-*` to every flash device; refuses them when there is none, so a
+/// mistyped device list does not silently ignore them. Their ranges are checked with the
+/// rest of the store file (`StoreConfig::validate`).
+fn apply_flash_options(arguments: &MkfsArgs, devices: &mut [DeviceSpec]) -> CliResult {
+    let given =
+        arguments.flash_over_provisioning.is_some() || arguments.flash_blocks_per_plane.is_some();
+    let mut flash_count = 0;
+    for device in devices.iter_mut() {
+        let DeviceSpec::Flash(spec) = device else {
+            continue;
+        };
+        flash_count += 1;
+        if let Some(over_provisioning) = arguments.flash_over_provisioning {
+            spec.over_provisioning = over_provisioning;
+        }
+        if let Some(blocks_per_plane) = arguments.flash_blocks_per_plane {
+            spec.blocks_per_plane = Some(blocks_per_plane);
+        }
+    }
+    if given && flash_count == 0 {
+        return Err("--flash-over-provisioning and --flash-blocks-per-plane apply to flash devices (flash:PRESET:IMAGE); this store has none".into());
+    }
+    Ok(())
 }
 
 fn has_ram_device(config: &StoreConfig) -> bool {
@@ -313,7 +348,7 @@ pub fn run_put(arguments: PutArgs) -> CliResult {
     let sources = transfer::plan_put(&arguments.paths, arguments.name.as_deref())?;
     let store = OpenStore::open(&arguments.store.store)?;
     let mut client = store.client(16);
-    let report = transfer::put_files(&mut client, &sources);
+    let report = transfer::put_files(&mut client, &*store.clock, &sources);
     let flushed = client.call(EngineCommand::Flush);
     store.close()?;
     let report = report?;
@@ -326,7 +361,12 @@ pub fn run_put(arguments: PutArgs) -> CliResult {
 pub fn run_get(arguments: GetArgs) -> CliResult {
     let store = OpenStore::open(&arguments.store.store)?;
     let mut client = store.client(16);
-    let result = transfer::get_file(&mut client, &arguments.name, &arguments.destination);
+    let result = transfer::get_file(
+        &mut client,
+        &*store.clock,
+        &arguments.name,
+        &arguments.destination,
+    );
     store.close()?;
     let report = result?;
     if arguments.destination != Path::new("-") {
@@ -342,10 +382,9 @@ pub fn run_cat(arguments: NamesArgs) -> CliResult {
     }
     let store = OpenStore::open(&arguments.store.store)?;
     let mut client = store.client(16);
-    let result = arguments
-        .names
-        .iter()
-        .try_for_each(|name| transfer::get_file(&mut client, name, Path::new("-")).map(|_| ()));
+    let result = arguments.names.iter().try_for_each(|name| {
+        transfer::get_file(&mut client, &*store.clock, name, Path::new("-")).map(|_| ())
+    });
     store.close()?;
     result
 }

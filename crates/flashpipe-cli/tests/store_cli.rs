@@ -184,12 +184,35 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
     let folder = fresh_folder("cp-flash");
     let store = folder.join("flash.toml");
     let image = folder.join("flash0.img");
+    check_fails(
+        &[
+            "mkfs",
+            "--devices",
+            "plain.img",
+            "--size",
+            "32MiB",
+            "--flash-over-provisioning",
+            "0.2",
+            text(&store),
+        ],
+        "apply to flash devices",
+    );
     succeed(&[
         "mkfs",
         "--devices",
         &format!("flash:minflash:{}", text(&image)),
+        "--flash-over-provisioning",
+        "0.2",
+        "--flash-blocks-per-plane",
+        "24",
         text(&store),
     ]);
+    let store_text = std::fs::read_to_string(&store).unwrap();
+    assert!(
+        store_text.contains("over_provisioning = 0.2"),
+        "{store_text}"
+    );
+    assert!(store_text.contains("blocks_per_plane = 24"), "{store_text}");
     let original: Vec<u8> = (0..1_000_001u32).map(|index| (index % 241) as u8).collect();
     std::fs::write(folder.join("original.bin"), &original).unwrap();
     succeed(&["put", text(&store), text(&folder.join("original.bin"))]);

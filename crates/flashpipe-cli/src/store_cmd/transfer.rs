@@ -4,8 +4,8 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
+use flashpipe_device::Clock;
 use flashpipe_engine::units::HumanBytes;
 use flashpipe_engine::EngineClient;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -34,7 +34,8 @@ pub struct TransferReport {
     pub file_count: usize,
     /// Bytes moved.
     pub total_bytes: u64,
-    /// Wall-clock seconds.
+    /// Seconds on the store's clock: wall time on real devices, the model's virtual
+    /// time on emulated flash (the simulator's own speed is not the device's).
     pub seconds: f64,
 }
 
@@ -149,11 +150,12 @@ fn progress_bar(total_bytes: u64) -> ProgressBar {
 /// Stores every source (replacing files of the same name).
 pub fn put_files(
     client: &mut EngineClient,
+    clock: &dyn Clock,
     sources: &[PutSource],
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
     let total_bytes: u64 = sources.iter().map(|source| source.size_bytes).sum();
     let bar = progress_bar(total_bytes);
-    let started = Instant::now();
+    let started_ns = clock.now_ns();
     let mut done_bytes = 0;
     for source in sources {
         bar.set_message(source.name.clone());
@@ -174,7 +176,7 @@ pub fn put_files(
     Ok(TransferReport {
         file_count: sources.len(),
         total_bytes: done_bytes,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: seconds_since(clock, started_ns),
     })
 }
 
@@ -183,10 +185,11 @@ pub fn put_files(
 /// complete, so a failure leaves no partial file.
 pub fn get_file(
     client: &mut EngineClient,
+    clock: &dyn Clock,
     name: &str,
     destination: &Path,
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
-    let started = Instant::now();
+    let started_ns = clock.now_ns();
     if destination == Path::new("-") {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -201,7 +204,7 @@ pub fn get_file(
         return Ok(TransferReport {
             file_count: 1,
             total_bytes,
-            seconds: started.elapsed().as_secs_f64(),
+            seconds: seconds_since(clock, started_ns),
         });
     }
     let target = if destination.is_dir() {
@@ -235,8 +238,12 @@ pub fn get_file(
     Ok(TransferReport {
         file_count: 1,
         total_bytes,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: seconds_since(clock, started_ns),
     })
+}
+
+fn seconds_since(clock: &dyn Clock, started_ns: u64) -> f64 {
+    clock.now_ns().saturating_sub(started_ns) as f64 / 1e9
 }
 
 /// Prints what a transfer did.
