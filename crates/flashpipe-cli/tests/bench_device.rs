@@ -1,17 +1,14 @@
 //! Runs the `flashpipe` binary's `bench device` on a tiny size: its JSON carries every
 //! ratio, its files are cleaned up, and bad arguments fail clearly without side effects.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+use common::flashpipe;
 
 use serde_json::Value;
-
-fn flashpipe(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("the flashpipe binary runs")
-}
 
 fn fresh_folder(name: &str) -> PathBuf {
     let folder = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));

@@ -2,17 +2,13 @@
 //! its ratios and targets (fio parts skipped with a note when fio is absent), and bad
 //! arguments are refused with a clear message and a non-zero exit.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+
+use common::flashpipe;
 
 use serde_json::Value;
-
-fn flashpipe(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("the flashpipe binary runs")
-}
 
 fn scratch_folder(name: &str) -> PathBuf {
     let folder = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

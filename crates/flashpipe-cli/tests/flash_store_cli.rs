@@ -3,17 +3,12 @@
 //! process of its own, so the flash image must carry everything between commands; and bad
 //! flash devices refused with a clear message, a non-zero exit and no change.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use common::{check_fails, succeed_bytes};
 use serde_json::Value;
-
-fn flashpipe(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("the flashpipe binary runs")
-}
 
 /// A fresh folder for one test, removed when dropped.
 struct Folder(PathBuf);
@@ -51,32 +46,10 @@ impl Drop for Folder {
     }
 }
 
-fn succeed(arguments: &[&str]) -> Vec<u8> {
-    let output = flashpipe(arguments);
-    assert!(
-        output.status.success(),
-        "flashpipe {arguments:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
-fn check_fails(folder: &Folder, arguments: &[&str], expected_fragment: &str) {
+/// A refused command that also leaves every file of `folder` as it was.
+fn check_fails_unchanged(folder: &Folder, arguments: &[&str], expected_fragment: &str) {
     let before = folder.listing();
-    let output = flashpipe(arguments);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "flashpipe {arguments:?} should fail"
-    );
-    assert!(
-        stderr.contains(expected_fragment),
-        "flashpipe {arguments:?}: {stderr:?} lacks {expected_fragment:?}"
-    );
-    assert!(
-        !stderr.contains("panicked"),
-        "flashpipe {arguments:?} panicked: {stderr}"
-    );
+    check_fails(arguments, expected_fragment);
     assert_eq!(
         folder.listing(),
         before,
@@ -92,7 +65,7 @@ fn sample(length: usize) -> Vec<u8> {
 
 fn make_flash_store(folder: &Folder) -> String {
     let store = folder.join("s.toml");
-    succeed(&["mkfs", "--devices", "flash:minflash:flash0.img", &store]);
+    succeed_bytes(&["mkfs", "--devices", "flash:minflash:flash0.img", &store]);
     store
 }
 
@@ -109,21 +82,24 @@ fn files_put_in_one_process_come_back_in_the_next() {
     ];
     for (name, bytes) in &files {
         std::fs::write(folder.0.join(name), bytes).unwrap();
-        succeed(&["put", &store, &folder.join(name)]);
+        succeed_bytes(&["put", &store, &folder.join(name)]);
     }
-    let listing: Value = serde_json::from_slice(&succeed(&["ls", &store, "--json"])).unwrap();
+    let listing: Value = serde_json::from_slice(&succeed_bytes(&["ls", &store, "--json"])).unwrap();
     assert_eq!(listing.as_array().unwrap().len(), files.len(), "{listing}");
     for (name, bytes) in &files {
         let copy = folder.join(&format!("{name}.copy"));
-        succeed(&["get", &store, name, &copy]);
+        succeed_bytes(&["get", &store, name, &copy]);
         assert!(
             std::fs::read(&copy).unwrap() == *bytes,
             "{name} came back different"
         );
     }
-    assert_eq!(succeed(&["cat", &store, "small.txt"]), b"hello flash\n");
-    succeed(&["stat", &store, "big.bin"]);
-    let fsck: Value = serde_json::from_slice(&succeed(&["fsck", &store, "--json"])).unwrap();
+    assert_eq!(
+        succeed_bytes(&["cat", &store, "small.txt"]),
+        b"hello flash\n"
+    );
+    succeed_bytes(&["stat", &store, "big.bin"]);
+    let fsck: Value = serde_json::from_slice(&succeed_bytes(&["fsck", &store, "--json"])).unwrap();
     assert_eq!(fsck["clean"], Value::Bool(true), "{fsck}");
 }
 
@@ -151,11 +127,11 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
         let mut command = vec!["mkfs"];
         command.extend_from_slice(arguments);
         command.push(&store);
-        check_fails(&folder, &command, expected_fragment);
+        check_fails_unchanged(&folder, &command, expected_fragment);
     }
     let made = make_flash_store(&folder);
     std::fs::rename(folder.0.join("flash0.img"), folder.0.join("moved.img")).unwrap();
-    check_fails(&folder, &["ls", &made], "does not exist");
+    check_fails_unchanged(&folder, &["ls", &made], "does not exist");
     std::fs::rename(folder.0.join("moved.img"), folder.0.join("flash0.img")).unwrap();
     let text = std::fs::read_to_string(&made).unwrap();
     let other = folder.join("other.toml");
@@ -164,22 +140,22 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
         text.replace("seed = 1", "seed = 1\nblocks_per_plane = 8"),
     )
     .unwrap();
-    check_fails(&folder, &["ls", &other], "wrong image");
+    check_fails_unchanged(&folder, &["ls", &other], "wrong image");
     std::fs::write(
         &other,
         text.replace("over_provisioning = 0.1", "over_provisioning = 2.0"),
     )
     .unwrap();
-    check_fails(&folder, &["ls", &other], "over_provisioning 2");
-    succeed(&["fsck", &made]);
+    check_fails_unchanged(&folder, &["ls", &other], "over_provisioning 2");
+    succeed_bytes(&["fsck", &made]);
 }
 
 #[test]
 fn a_flash_store_in_memory_is_refused_by_commands_from_the_shell() {
     let folder = Folder::new("memory");
     let store = folder.join("m.toml");
-    succeed(&["mkfs", "--devices", "flash:minflash", &store]);
-    check_fails(&folder, &["ls", &store], "lives in memory");
+    succeed_bytes(&["mkfs", "--devices", "flash:minflash", &store]);
+    check_fails_unchanged(&folder, &["ls", &store], "lives in memory");
 }
 
 #[test]
@@ -191,8 +167,8 @@ fn the_store_file_names_the_preset_by_path_too() {
     .unwrap();
     std::fs::write(folder.0.join("mine.toml"), preset_text).unwrap();
     let store = folder.join("s.toml");
-    succeed(&["mkfs", "--devices", "flash:mine.toml:f.img", &store]);
+    succeed_bytes(&["mkfs", "--devices", "flash:mine.toml:f.img", &store]);
     std::fs::write(folder.0.join("x.txt"), b"x").unwrap();
-    succeed(&["put", &store, &folder.join("x.txt")]);
-    assert_eq!(succeed(&["cat", &store, "x.txt"]), b"x");
+    succeed_bytes(&["put", &store, &folder.join("x.txt")]);
+    assert_eq!(succeed_bytes(&["cat", &store, "x.txt"]), b"x");
 }

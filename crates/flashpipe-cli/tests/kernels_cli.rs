@@ -1,15 +1,12 @@
 //! `flashpipe kernels`: listing, running a kernel over files, language-profile training and
 //! evaluation, and clear errors for bad kernels, options and inputs.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn flashpipe(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("flashpipe runs")
-}
+use std::path::Path;
+use std::process::Output;
+
+use common::flashpipe;
 
 /// A fresh scratch folder under the system temporary folder (the CLI crate has no tempfile).
 struct ScratchFolder(std::path::PathBuf);

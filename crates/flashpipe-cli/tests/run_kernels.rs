@@ -2,44 +2,15 @@
 //! here, edge images written back, clear errors for bad options and wrong input formats) and
 //! `flashpipe bench kernels --quick --json`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use common::{check_fails, fresh_folder, succeed};
 use serde_json::Value;
-
-fn flashpipe(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("the flashpipe binary runs")
-}
-
-fn fresh_folder(name: &str) -> PathBuf {
-    let folder = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&folder);
-    std::fs::create_dir_all(&folder).expect("folder");
-    folder
-}
 
 fn path_text(path: &Path) -> &str {
     path.to_str().expect("UTF-8 temp path")
-}
-
-fn succeed(arguments: &[&str]) -> String {
-    let output = flashpipe(arguments);
-    assert!(
-        output.status.success(),
-        "{arguments:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
-}
-
-fn fail(arguments: &[&str], expected: &str) {
-    let output = flashpipe(arguments);
-    assert!(!output.status.success(), "{arguments:?} succeeded");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains(expected), "{arguments:?}: {stderr}");
 }
 
 /// A store with a text file, an image, and a vector file whose length is not whole vectors.
@@ -88,24 +59,24 @@ fn run_gives_results_and_clear_errors() {
     succeed(&["run", store, "sobel", "image.png", "--output", "edges.png"]);
     let listing = succeed(&["ls", store]);
     assert!(listing.contains("edges.png"), "{listing}");
-    fail(&["run", store, "sobel", "words.txt"], "wrong input format");
-    fail(&["run", store, "nope", "words.txt"], "unknown kernel");
-    fail(
+    check_fails(&["run", store, "sobel", "words.txt"], "wrong input format");
+    check_fails(&["run", store, "nope", "words.txt"], "unknown kernel");
+    check_fails(
         &["run", store, "des-ecb", "key=zz", "words.txt"],
         "not hexadecimal",
     );
-    fail(
+    check_fails(
         &["run", store, "grep", "pattern=x", "missing.txt"],
         "missing.txt",
     );
-    fail(
+    check_fails(
         &["run", store, "crc32c", "words.txt", "--output", "x"],
         "summary",
     );
     let queries = folder.join("queries.bin");
     std::fs::write(&queries, [0u8; 8]).expect("queries");
     let queries_option = format!("queries={}", path_text(&queries));
-    fail(
+    check_fails(
         &[
             "run",
             store,
@@ -195,7 +166,7 @@ fn bench_kernels_quick_json_has_every_column() {
         rows.len() * 2,
         "one sizing row per kernel and preset"
     );
-    fail(
+    check_fails(
         &[
             "bench",
             "kernels",

@@ -3,56 +3,16 @@
 //! wrong store file, newer version, wrong device size, corrupted device, bad names),
 //! each failing with a clear message, a non-zero exit and no change to the store.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use common::{check_fails, fresh_folder, succeed};
 
 use serde_json::Value;
 
-fn flashpipe(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("the flashpipe binary runs")
-}
-
-fn fresh_folder(name: &str) -> PathBuf {
-    let folder =
-        std::env::temp_dir().join(format!("flashpipe-store-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&folder);
-    std::fs::create_dir_all(&folder).unwrap();
-    folder
-}
-
 fn text(path: &Path) -> &str {
     path.to_str().unwrap()
-}
-
-fn succeed(arguments: &[&str]) -> String {
-    let output = flashpipe(arguments);
-    assert!(
-        output.status.success(),
-        "flashpipe {arguments:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// Runs a command expected to fail and checks its message names the problem.
-fn check_fails(arguments: &[&str], expected_fragment: &str) {
-    let output = flashpipe(arguments);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "flashpipe {arguments:?} should fail"
-    );
-    assert!(
-        stderr.contains(expected_fragment),
-        "flashpipe {arguments:?}: {stderr:?} lacks {expected_fragment:?}"
-    );
-    assert!(
-        !stderr.contains("panicked"),
-        "flashpipe {arguments:?} panicked: {stderr}"
-    );
 }
 
 fn make_store(folder: &Path) -> PathBuf {

@@ -1,0 +1,59 @@
+//! Helpers shared by the CLI's tests: run the `flashpipe` binary, expect a success or a
+//! clear failure (a message naming the problem, a non-zero exit, no panic), and make
+//! scratch folders.
+
+#![allow(dead_code)] // each test file uses the helpers it needs
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs the `flashpipe` binary built for these tests.
+pub fn flashpipe(arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(arguments)
+        .output()
+        .expect("the flashpipe binary runs")
+}
+
+/// Runs a command expected to succeed and returns its standard output as bytes.
+pub fn succeed_bytes(arguments: &[&str]) -> Vec<u8> {
+    let output = flashpipe(arguments);
+    assert!(
+        output.status.success(),
+        "flashpipe {arguments:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// Runs a command expected to succeed and returns its standard output.
+pub fn succeed(arguments: &[&str]) -> String {
+    String::from_utf8(succeed_bytes(arguments)).expect("UTF-8 output")
+}
+
+/// Runs a command expected to fail and checks that its message names the problem and
+/// that it did not panic.
+pub fn check_fails(arguments: &[&str], expected_fragment: &str) {
+    let output = flashpipe(arguments);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "flashpipe {arguments:?} should fail"
+    );
+    assert!(
+        stderr.contains(expected_fragment),
+        "flashpipe {arguments:?}: {stderr:?} lacks {expected_fragment:?}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "flashpipe {arguments:?} panicked: {stderr}"
+    );
+}
+
+/// An empty folder of its own for one test (`name` and the process id make it unique).
+pub fn fresh_folder(name: &str) -> PathBuf {
+    let folder = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(&folder).expect("scratch folder");
+    folder
+}
