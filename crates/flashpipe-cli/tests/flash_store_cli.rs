@@ -5,49 +5,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::{check_fails, succeed_bytes};
+use flashpipe_testkit::scratch::ScratchFolder;
 use serde_json::Value;
 
-/// A fresh folder for one test, removed when dropped.
-struct Folder(PathBuf);
-
-impl Folder {
-    fn new(name: &str) -> Folder {
-        let path =
-            std::env::temp_dir().join(format!("flashpipe-flash-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Folder(path)
-    }
-
-    fn join(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_string()
-    }
-
-    fn listing(&self) -> Vec<(String, u64)> {
-        let mut entries: Vec<(String, u64)> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|entry| {
-                let entry = entry.unwrap();
-                let name = entry.file_name().to_string_lossy().to_string();
-                (name, entry.metadata().unwrap().len())
-            })
-            .collect();
-        entries.sort();
-        entries
-    }
-}
-
-impl Drop for Folder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A refused command that also leaves every file of `folder` as it was.
-fn check_fails_unchanged(folder: &Folder, arguments: &[&str], expected_fragment: &str) {
+fn check_fails_unchanged(folder: &ScratchFolder, arguments: &[&str], expected_fragment: &str) {
     let before = folder.listing();
     check_fails(arguments, expected_fragment);
     assert_eq!(
@@ -63,7 +28,7 @@ fn sample(length: usize) -> Vec<u8> {
         .collect()
 }
 
-fn make_flash_store(folder: &Folder) -> String {
+fn make_flash_store(folder: &ScratchFolder) -> String {
     let store = folder.join("s.toml");
     succeed_bytes(&["mkfs", "--devices", "flash:minflash:flash0.img", &store]);
     store
@@ -71,17 +36,17 @@ fn make_flash_store(folder: &Folder) -> String {
 
 #[test]
 fn files_put_in_one_process_come_back_in_the_next() {
-    let folder = Folder::new("round-trip");
+    let folder = ScratchFolder::new("round-trip");
     let store = make_flash_store(&folder);
     let store_text = std::fs::read_to_string(&store).unwrap();
     assert!(store_text.contains("kind = \"flash\""), "{store_text}");
-    assert!(folder.0.join("flash0.img.meta").exists());
+    assert!(folder.path().join("flash0.img.meta").exists());
     let files = [
         ("big.bin", sample(2 << 20)),
         ("small.txt", b"hello flash\n".to_vec()),
     ];
     for (name, bytes) in &files {
-        std::fs::write(folder.0.join(name), bytes).unwrap();
+        std::fs::write(folder.path().join(name), bytes).unwrap();
         succeed_bytes(&["put", &store, &folder.join(name)]);
     }
     let listing: Value = serde_json::from_slice(&succeed_bytes(&["ls", &store, "--json"])).unwrap();
@@ -105,7 +70,7 @@ fn files_put_in_one_process_come_back_in_the_next() {
 
 #[test]
 fn bad_flash_devices_are_refused_and_change_nothing() {
-    let folder = Folder::new("refused");
+    let folder = ScratchFolder::new("refused");
     let store = folder.join("s.toml");
     let cases: [(&[&str], &str); 5] = [
         (
@@ -130,9 +95,17 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
         check_fails_unchanged(&folder, &command, expected_fragment);
     }
     let made = make_flash_store(&folder);
-    std::fs::rename(folder.0.join("flash0.img"), folder.0.join("moved.img")).unwrap();
+    std::fs::rename(
+        folder.path().join("flash0.img"),
+        folder.path().join("moved.img"),
+    )
+    .unwrap();
     check_fails_unchanged(&folder, &["ls", &made], "does not exist");
-    std::fs::rename(folder.0.join("moved.img"), folder.0.join("flash0.img")).unwrap();
+    std::fs::rename(
+        folder.path().join("moved.img"),
+        folder.path().join("flash0.img"),
+    )
+    .unwrap();
     let text = std::fs::read_to_string(&made).unwrap();
     let other = folder.join("other.toml");
     std::fs::write(
@@ -152,7 +125,7 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
 
 #[test]
 fn a_flash_store_in_memory_is_refused_by_commands_from_the_shell() {
-    let folder = Folder::new("memory");
+    let folder = ScratchFolder::new("memory");
     let store = folder.join("m.toml");
     succeed_bytes(&["mkfs", "--devices", "flash:minflash", &store]);
     check_fails_unchanged(&folder, &["ls", &store], "lives in memory");
@@ -160,15 +133,15 @@ fn a_flash_store_in_memory_is_refused_by_commands_from_the_shell() {
 
 #[test]
 fn the_store_file_names_the_preset_by_path_too() {
-    let folder = Folder::new("preset-file");
+    let folder = ScratchFolder::new("preset-file");
     let preset_text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../flashpipe-flash/presets/minflash.toml"),
     )
     .unwrap();
-    std::fs::write(folder.0.join("mine.toml"), preset_text).unwrap();
+    std::fs::write(folder.path().join("mine.toml"), preset_text).unwrap();
     let store = folder.join("s.toml");
     succeed_bytes(&["mkfs", "--devices", "flash:mine.toml:f.img", &store]);
-    std::fs::write(folder.0.join("x.txt"), b"x").unwrap();
+    std::fs::write(folder.path().join("x.txt"), b"x").unwrap();
     succeed_bytes(&["put", &store, &folder.join("x.txt")]);
     assert_eq!(succeed_bytes(&["cat", &store, "x.txt"]), b"x");
 }

@@ -3,6 +3,7 @@
 //! would and read back identical; bad descriptions are refused before anything changes;
 //! the flash store device passes the block-device contract.
 
+use flashpipe_testkit::scratch::ScratchFolder;
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::{BlockDevice, SplitMix64};
@@ -13,42 +14,9 @@ use flashpipe_engine::store_config::{
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 
-/// A fresh folder for one test, removed when dropped.
-struct Folder(PathBuf);
-
-impl Folder {
-    fn new(name: &str) -> Folder {
-        let path = std::env::temp_dir().join(format!(
-            "flashpipe-flash-store-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Folder(path)
-    }
-
-    fn store_file(&self) -> PathBuf {
-        self.0.join("store.toml")
-    }
-
-    fn listing(&self) -> Vec<(String, u64)> {
-        let mut entries: Vec<(String, u64)> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|entry| {
-                let entry = entry.unwrap();
-                let name = entry.file_name().to_string_lossy().to_string();
-                (name, entry.metadata().unwrap().len())
-            })
-            .collect();
-        entries.sort();
-        entries
-    }
-}
-
-impl Drop for Folder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// The store file of a test folder.
+fn store_file_in(folder: &ScratchFolder) -> PathBuf {
+    folder.path().join("store.toml")
 }
 
 /// A small minflash array (16 of 4096 blocks per chip: 2 GiB raw) in `path`.
@@ -102,12 +70,12 @@ fn check_files(filesystem: &mut Filesystem) {
 
 #[test]
 fn a_flash_store_survives_closing_and_reopening() {
-    let folder = Folder::new("reopen");
+    let folder = ScratchFolder::new("reopen");
     let config = store_config(
         vec![DeviceSpec::Flash(small_minflash(Some("flash0.img")))],
         16 << 10,
     );
-    let store_file = folder.store_file();
+    let store_file = store_file_in(&folder);
     config.validate(&store_file).unwrap();
     let opened = open_store_device(&config, &store_file, DeviceCreation::CreateMissing).unwrap();
     let options = FormatOptions {
@@ -116,7 +84,7 @@ fn a_flash_store_survives_closing_and_reopening() {
     let mut filesystem = Filesystem::format(opened.device, &options).unwrap();
     write_files(&mut filesystem);
     drop(filesystem.unmount().unwrap());
-    assert!(folder.0.join("flash0.img.meta").exists());
+    assert!(folder.path().join("flash0.img.meta").exists());
 
     for _reopening in 0..2 {
         let opened = open_store_device(&config, &store_file, DeviceCreation::MustExist).unwrap();
@@ -129,9 +97,9 @@ fn a_flash_store_survives_closing_and_reopening() {
 
 #[test]
 fn a_flush_alone_makes_the_store_durable() {
-    let folder = Folder::new("flush-durable");
+    let folder = ScratchFolder::new("flush-durable");
     let spec = small_minflash(Some("flash0.img"));
-    let store_file = folder.store_file();
+    let store_file = store_file_in(&folder);
     let device = open_flash_device(
         &spec,
         &store_file,
@@ -154,7 +122,7 @@ fn a_flush_alone_makes_the_store_durable() {
 }
 
 fn check_refused(
-    folder: &Folder,
+    folder: &ScratchFolder,
     spec: FlashDeviceSpec,
     block_size_bytes: u32,
     creation: DeviceCreation,
@@ -162,7 +130,7 @@ fn check_refused(
 ) {
     let before = folder.listing();
     let config = store_config(vec![DeviceSpec::Flash(spec)], block_size_bytes);
-    let store_file = folder.store_file();
+    let store_file = store_file_in(&folder);
     let error = match config.validate(&store_file) {
         Err(error) => error.to_string(),
         Ok(()) => match open_store_device(&config, &store_file, creation) {
@@ -179,7 +147,7 @@ fn check_refused(
 
 #[test]
 fn bad_flash_devices_are_refused_and_change_nothing() {
-    let folder = Folder::new("refused");
+    let folder = ScratchFolder::new("refused");
     let with = |edit: &dyn Fn(&mut FlashDeviceSpec)| {
         let mut spec = small_minflash(Some("flash0.img"));
         edit(&mut spec);
@@ -258,8 +226,8 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
 
 #[test]
 fn an_image_of_another_geometry_is_refused() {
-    let folder = Folder::new("other-preset");
-    let store_file = folder.store_file();
+    let folder = ScratchFolder::new("other-preset");
+    let store_file = store_file_in(&folder);
     let spec = small_minflash(Some("flash0.img"));
     let device = open_flash_device(
         &spec,
@@ -275,7 +243,7 @@ fn an_image_of_another_geometry_is_refused() {
     for creation in [DeviceCreation::MustExist, DeviceCreation::CreateMissing] {
         check_refused(&folder, other.clone(), 16384, creation, "wrong image");
     }
-    std::fs::write(folder.0.join("plain.img"), b"not flash").unwrap();
+    std::fs::write(folder.path().join("plain.img"), b"not flash").unwrap();
     let plain = small_minflash(Some("plain.img"));
     check_refused(
         &folder,
@@ -288,28 +256,28 @@ fn an_image_of_another_geometry_is_refused() {
 
 #[test]
 fn flash_and_files_cannot_be_striped_together() {
-    let folder = Folder::new("mixed");
+    let folder = ScratchFolder::new("mixed");
     let mut devices = parse_device_list("flash:minflash:a.img,b.img", Some(1 << 30)).unwrap();
     let config = store_config(devices.clone(), 16384);
     let error = config
-        .validate(&folder.store_file())
+        .validate(&store_file_in(&folder))
         .unwrap_err()
         .to_string();
     assert!(error.contains("share one block size"), "{error}");
     devices.truncate(1);
     store_config(devices, 16384)
-        .validate(&folder.store_file())
+        .validate(&store_file_in(&folder))
         .unwrap();
 }
 
 #[test]
 fn size_bytes_limits_what_the_store_sees() {
-    let folder = Folder::new("size");
+    let folder = ScratchFolder::new("size");
     let mut spec = small_minflash(None);
     spec.size_bytes = Some(64 << 20);
     let device = open_flash_device(
         &spec,
-        &folder.store_file(),
+        &store_file_in(&folder),
         "flash0",
         32,
         DeviceCreation::CreateMissing,
@@ -320,7 +288,7 @@ fn size_bytes_limits_what_the_store_sees() {
     spec.size_bytes = Some(4 << 30);
     let error = open_flash_device(
         &spec,
-        &folder.store_file(),
+        &store_file_in(&folder),
         "flash0",
         32,
         DeviceCreation::CreateMissing,
@@ -369,8 +337,8 @@ fn flash_entries_parse_and_round_trip_through_the_store_file() {
 
 #[test]
 fn a_flash_store_device_keeps_the_block_device_contract() {
-    let folder = Folder::new("conformance");
-    let store_file = folder.store_file();
+    let folder = ScratchFolder::new("conformance");
+    let store_file = store_file_in(&folder);
     let mut spec = FlashDeviceSpec::new("minflash", None);
     spec.blocks_per_plane = Some(8);
     flashpipe_device::conformance::check_all(&mut |queue_depth| {

@@ -5,8 +5,11 @@
 //!   plain in-memory model, and the check a recovered file system must pass. The file
 //!   system's own crash test (simulated disks) and the FTL's (emulated flash with power
 //!   cuts) both drive it.
+//! - [`scratch`]: a scratch folder per test, removed when dropped, with a listing to check
+//!   that refused input changed nothing.
 //! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`) and the
 //!   replay line printed when one fails.
 
 pub mod fs_workload;
+pub mod scratch;
 pub mod seeds;
