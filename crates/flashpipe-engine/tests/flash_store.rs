@@ -130,7 +130,7 @@ fn check_refused(
 ) {
     let before = folder.listing();
     let config = store_config(vec![DeviceSpec::Flash(spec)], block_size_bytes);
-    let store_file = store_file_in(&folder);
+    let store_file = store_file_in(folder);
     let error = match config.validate(&store_file) {
         Err(error) => error.to_string(),
         Ok(()) => match open_store_device(&config, &store_file, creation) {
