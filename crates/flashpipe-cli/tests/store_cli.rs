@@ -97,25 +97,55 @@ fn files_and_folders_round_trip_through_every_command() {
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
-#[test]
-fn cp_copies_on_file_stores_and_refuses_a_copy_by_reference_clearly() {
-    let folder = fresh_folder("cp");
-    let store = make_store(&folder);
+/// Whether files in `folder` can share extents (XFS or btrfs: `FICLONERANGE`).
+fn folder_clones_ranges(folder: &Path) -> bool {
+    const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
+    const BTRFS_SUPER_MAGIC: i64 = 0x9123_683e;
+    let path = std::ffi::CString::new(text(folder)).unwrap();
+    // SAFETY: `statfs` is plain old data filled by the call for a valid C string path.
+    let mut stats: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `stats` writable for the call.
+    let result = unsafe { libc::statfs(path.as_ptr(), &mut stats) };
+    let kind = stats.f_type as i64;
+    result == 0 && (kind == XFS_SUPER_MAGIC || kind == BTRFS_SUPER_MAGIC)
+}
+
+/// `cp` on a store of files in `folder`: by reference where the host file system clones
+/// ranges (no byte moves), a clear refusal that leaves no file elsewhere; by bytes and
+/// `auto` everywhere; bad names and methods refused.
+fn check_cp_on_file_store(folder: &Path) {
+    let clones = folder_clones_ranges(folder);
+    // One device: over a stripe, blocks copied by reference must stay on their member,
+    // which the file system's allocator does not aim for.
+    let store = folder.join("one.toml");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        "one.img",
+        "--size",
+        "32MiB",
+        text(&store),
+    ]);
     let original: Vec<u8> = (0..100_000u32).map(|index| (index % 253) as u8).collect();
     std::fs::write(folder.join("original.bin"), &original).unwrap();
     succeed(&["put", text(&store), text(&folder.join("original.bin"))]);
-    check_fails(
-        &[
-            "cp",
-            text(&store),
-            "original.bin",
-            "copy",
-            "--by",
-            "reference",
-        ],
-        "cannot copy by reference",
-    );
-    assert_eq!(listing(&store).len(), 1, "a refused copy leaves no file");
+    let by_reference = [
+        "cp",
+        text(&store),
+        "original.bin",
+        "copy",
+        "--by",
+        "reference",
+        "--json",
+    ];
+    if clones {
+        let report: Value = serde_json::from_str(&succeed(&by_reference)).unwrap();
+        assert_eq!(report["bytes_by_bytes"], 0, "{report}");
+        succeed(&["rm", text(&store), "copy"]);
+    } else {
+        check_fails(&by_reference, "cannot copy by reference");
+    }
+    assert_eq!(listing(&store).len(), 1);
     let report: Value = serde_json::from_str(&succeed(&[
         "cp",
         text(&store),
@@ -124,11 +154,14 @@ fn cp_copies_on_file_stores_and_refuses_a_copy_by_reference_clearly() {
         "--json",
     ]))
     .unwrap();
-    assert_eq!(report["bytes_by_bytes"], 100_000);
+    let expected_bytes = if clones { 0 } else { 100_000 };
+    assert_eq!(report["bytes_by_bytes"], expected_bytes, "{report}");
     succeed(&["cp", text(&store), "copy", "copy-2", "--by", "bytes"]);
-    let fetched = folder.join("fetched.bin");
-    succeed(&["get", text(&store), "copy-2", text(&fetched)]);
-    assert!(std::fs::read(&fetched).unwrap() == original);
+    for name in ["copy", "copy-2"] {
+        let fetched = folder.join("fetched.bin");
+        succeed(&["get", text(&store), name, text(&fetched)]);
+        assert!(std::fs::read(&fetched).unwrap() == original, "{name}");
+    }
     check_fails(&["cp", text(&store), "copy", "copy-2"], "exists");
     check_fails(&["cp", text(&store), "missing", "other"], "no such file");
     check_fails(
@@ -136,6 +169,34 @@ fn cp_copies_on_file_stores_and_refuses_a_copy_by_reference_clearly() {
         "invalid value",
     );
     assert_eq!(listing(&store).len(), 3);
+    let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
+    assert_eq!(fsck["clean"], true);
+}
+
+#[test]
+fn cp_copies_on_file_stores_and_refuses_a_copy_by_reference_clearly() {
+    let folder = fresh_folder("cp");
+    check_cp_on_file_store(&folder);
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// With `FLASHPIPE_REFLINK_DIR` (a folder on XFS or btrfs; `scripts/reflink-test` makes
+/// one), `cp --by reference` on a store of ordinary files clones the blocks.
+#[test]
+fn cp_by_reference_clones_files_on_a_reflink_file_system() {
+    let Some(root) = std::env::var_os("FLASHPIPE_REFLINK_DIR") else {
+        eprintln!("FLASHPIPE_REFLINK_DIR not set: cp on XFS/btrfs not exercised");
+        return;
+    };
+    let folder = Path::new(&root).join(format!("flashpipe-cp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(&folder).unwrap();
+    assert!(
+        folder_clones_ranges(&folder),
+        "{} clones ranges",
+        folder.display()
+    );
+    check_cp_on_file_store(&folder);
     std::fs::remove_dir_all(&folder).unwrap();
 }
 

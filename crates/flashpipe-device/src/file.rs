@@ -16,6 +16,7 @@
 
 mod job;
 mod open;
+mod reflink;
 mod threads;
 mod uring;
 
@@ -113,6 +114,10 @@ pub struct FileDevice {
     is_block_device: bool,
     direct_io_in_use: bool,
     fallback_reason: Option<String>,
+    /// The file, when its file system clones ranges (copy by reference, `reflink.rs`).
+    reflink_file: Option<Arc<File>>,
+    /// Completions of copies by reference, done at submit, handed back at the next poll.
+    ready: Vec<Completion>,
 }
 
 /// The operating-system calls [`FileDevice::open`] depends on, replaceable in tests to
@@ -171,6 +176,7 @@ impl FileDevice {
             .map_err(|error| format!("cannot read its geometry: {error}"))?;
         let block_count = check_geometry(config, &geometry, opened.direct_io_in_use)?;
         let file = Arc::new(opened.file);
+        let reflink_file = reflink::file_system_clones_ranges(&file).then(|| Arc::clone(&file));
         let mut fallback_reason = opened.fallback_reason;
         let engine = start_engine(config, file, name, system_calls, &mut fallback_reason)?;
         Ok(FileDevice {
@@ -184,7 +190,62 @@ impl FileDevice {
             is_block_device: geometry.is_block_device,
             direct_io_in_use: opened.direct_io_in_use,
             fallback_reason,
+            reflink_file,
+            ready: Vec::new(),
         })
+    }
+
+    /// Carries out a copy by reference with `FICLONERANGE` (see `reflink.rs`); the
+    /// completion waits in `ready`. The kernel cannot clone overlapping ranges, so those
+    /// go as memmove does: in pieces of the distance between the ranges, from the far end
+    /// when the destination is above the source.
+    fn clone_blocks(&mut self, request: Request) -> Result<(), Rejected> {
+        let Operation::CopyByReference {
+            source_first_block,
+            destination_first_block,
+            block_count,
+        } = request.operation
+        else {
+            unreachable!("clone_blocks takes copies by reference only");
+        };
+        let Some(file) = self.reflink_file.as_ref() else {
+            return Err(self
+                .info
+                .refuse_copy_by_reference(request)
+                .expect_err("a copy"));
+        };
+        let block_bytes = u64::from(self.info.block_size_bytes);
+        let pieces =
+            reflink::memmove_pieces(source_first_block, destination_first_block, block_count);
+        let cloned = pieces
+            .into_iter()
+            .try_for_each(|(source, destination, count)| {
+                reflink::clone_range(
+                    file,
+                    source * block_bytes,
+                    destination * block_bytes,
+                    count * block_bytes,
+                )
+            });
+        let status = cloned.map_err(|error| self.clone_error(&error));
+        self.ready.push(Completion {
+            tag: request.tag,
+            status,
+            buffer: None,
+        });
+        Ok(())
+    }
+
+    fn clone_error(&self, error: &io::Error) -> DeviceError {
+        let kind = match error.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::EXDEV | libc::EINVAL) => DeviceErrorKind::Unsupported {
+                operation: "copy-by-reference (this file system refused FICLONERANGE)",
+            },
+            _ => DeviceErrorKind::IoFailed {
+                detail: format!("FICLONERANGE: {error}"),
+            },
+        };
+        DeviceError::new(&self.info.name, kind)
     }
 
     /// The engine carrying out requests: [`FileEngine::IoUring`] or
@@ -448,7 +509,9 @@ impl BlockDevice for FileDevice {
         if let Some(error) = self.transfer_too_large(&request) {
             return Err(Rejected { request, error });
         }
-        let request = self.info.refuse_copy_by_reference(request)?;
+        if matches!(request.operation, Operation::CopyByReference { .. }) {
+            return self.clone_blocks(request);
+        }
         let job = Job::from_operation(
             request.tag,
             request.operation,
@@ -463,10 +526,13 @@ impl BlockDevice for FileDevice {
     }
 
     fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        match &mut self.engine {
-            Engine::IoUring(engine) => engine.poll(completions),
-            Engine::ThreadPool(engine) => engine.poll(completions),
-        }
+        let cloned = self.ready.len();
+        completions.append(&mut self.ready);
+        cloned
+            + match &mut self.engine {
+                Engine::IoUring(engine) => engine.poll(completions),
+                Engine::ThreadPool(engine) => engine.poll(completions),
+            }
     }
 
     fn wait_completions(
@@ -478,6 +544,9 @@ impl BlockDevice for FileDevice {
                 &self.info.name,
                 DeviceErrorKind::NothingInFlight,
             ));
+        }
+        if !self.ready.is_empty() {
+            return Ok(self.poll_completions(completions));
         }
         match &mut self.engine {
             Engine::IoUring(engine) => engine.wait(completions).map_err(|error| {
@@ -493,9 +562,14 @@ impl BlockDevice for FileDevice {
     }
 
     fn in_flight(&self) -> usize {
-        match &self.engine {
-            Engine::IoUring(engine) => engine.in_flight(),
-            Engine::ThreadPool(engine) => engine.in_flight(),
-        }
+        self.ready.len()
+            + match &self.engine {
+                Engine::IoUring(engine) => engine.in_flight(),
+                Engine::ThreadPool(engine) => engine.in_flight(),
+            }
+    }
+
+    fn copies_by_reference(&self) -> bool {
+        self.reflink_file.is_some()
     }
 }

@@ -395,3 +395,48 @@ fn zero_first_blocks(device: &mut FileDevice) {
         .unwrap();
     }
 }
+
+/// Where the reflink test runs: `FLASHPIPE_REFLINK_DIR`, a folder on XFS (`reflink=1`) or
+/// btrfs. Without it the test only checks that a file system that cannot clone refuses
+/// copies by reference; `scripts/reflink-test` makes such a folder on a loop device.
+fn reflink_folder() -> Option<std::path::PathBuf> {
+    std::env::var_os("FLASHPIPE_REFLINK_DIR").map(std::path::PathBuf::from)
+}
+
+#[test]
+fn copies_by_reference_clone_ranges_where_the_file_system_can() {
+    let scratch = tempfile::tempdir().unwrap();
+    let plain_path = scratch.path().join("plain.img");
+    let plain = FileDevice::open(config(&plain_path, FileEngine::Auto, 4)).unwrap();
+    let clones = reflink::file_system_clones_ranges(&File::open(&plain_path).unwrap());
+    assert_eq!(plain.copies_by_reference(), clones);
+    if !clones {
+        let mut plain = plain;
+        let refused = plain
+            .submit(Request::copy_by_reference(1, 0, 8, 4))
+            .expect_err("a file system that cannot clone refuses copies by reference");
+        assert!(matches!(
+            refused.error.kind,
+            DeviceErrorKind::Unsupported { .. }
+        ));
+    }
+    let Some(folder) = reflink_folder() else {
+        eprintln!("FLASHPIPE_REFLINK_DIR not set: the FICLONERANGE path is not exercised");
+        return;
+    };
+    let folder = tempfile::tempdir_in(folder).unwrap();
+    let mut created = 0;
+    for engine in [FileEngine::IoUring, FileEngine::ThreadPool] {
+        conformance::check_all(&mut |queue_depth| {
+            created += 1;
+            let path = folder.path().join(format!("reflink-{created}.img"));
+            let device = FileDevice::open(config(&path, engine, queue_depth)).unwrap();
+            assert!(
+                device.copies_by_reference(),
+                "{} clones ranges",
+                path.display()
+            );
+            Box::new(device)
+        });
+    }
+}
