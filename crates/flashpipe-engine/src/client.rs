@@ -55,6 +55,16 @@ impl EngineClient {
         self.config.max_read_bytes as u64
     }
 
+    /// Most files one [`Command::ReadFiles`] may name.
+    pub fn max_read_files_count(&self) -> usize {
+        crate::command::READ_FILES_MAX_COUNT
+    }
+
+    /// Most bytes (file sizes added up) one [`Command::ReadFiles`] may ask for.
+    pub fn max_read_files_bytes(&self) -> u64 {
+        crate::command::read_files_max_bytes(self.max_read_bytes())
+    }
+
     /// Submits a command, waiting while the engine's queue is full (back-pressure).
     pub fn submit(&mut self, command: Command) -> Result<Ticket, EngineError> {
         let envelope = self.envelope(command)?;

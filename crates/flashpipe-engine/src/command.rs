@@ -1,5 +1,8 @@
 //! What clients ask the engine, what it answers, and how it fails.
 
+use std::ops::Deref;
+use std::sync::Arc;
+
 use flashpipe_device::{DeviceError, IoBuf, PoolExhausted};
 use flashpipe_fs::{
     CopyError, CopyMethod, CopyReport, FileIoError, FileStat, FlushError, FsStats, FsckError,
@@ -32,6 +35,15 @@ pub enum Command {
         offset_bytes: u64,
         /// How many bytes (at most the engine's `max_read_bytes`).
         length_bytes: u64,
+    },
+    /// Read several whole small files in one message (at most [`READ_FILES_MAX_COUNT`]
+    /// files and [`read_files_max_bytes`] bytes together, each at most the engine's
+    /// `max_read_bytes`). The files are planned together from their block maps and
+    /// physically adjacent files share one device request and one pool buffer; the answer
+    /// is one [`Reply::Files`] with every file's data or its own error, in `names` order.
+    ReadFiles {
+        /// The files, whole.
+        names: Vec<String>,
     },
     /// Set a file's size.
     Truncate {
@@ -78,11 +90,41 @@ pub enum Command {
     Check,
 }
 
+/// Most files one [`Command::ReadFiles`] may name.
+pub const READ_FILES_MAX_COUNT: usize = 256;
+
+/// Most bytes (the files' sizes added up) one [`Command::ReadFiles`] may ask for on an
+/// engine whose single reads are limited to `max_read_bytes`: four full reads' worth.
+pub fn read_files_max_bytes(max_read_bytes: u64) -> u64 {
+    4 * max_read_bytes
+}
+
+/// The pool buffer behind a [`ReadData`]: owned by one read, or shared by the files of a
+/// batched read that came in one device request (the buffer returns to the pool when the
+/// last of them is dropped).
+#[derive(Debug)]
+pub(crate) enum ReadBuffer {
+    Owned(IoBuf),
+    Shared(Arc<IoBuf>),
+}
+
+impl Deref for ReadBuffer {
+    type Target = IoBuf;
+
+    fn deref(&self) -> &IoBuf {
+        match self {
+            ReadBuffer::Owned(buffer) => buffer,
+            ReadBuffer::Shared(buffer) => buffer,
+        }
+    }
+}
+
 /// Data read by the engine: an engine-owned aligned buffer (from its bounded pool) and
-/// the window of it holding the requested bytes. Dropping it returns the buffer.
+/// the window of it holding the requested bytes. Dropping it returns the buffer (a buffer
+/// shared by several files of one [`Command::ReadFiles`] returns with the last of them).
 #[derive(Debug)]
 pub struct ReadData {
-    pub(crate) buffer: IoBuf,
+    pub(crate) buffer: ReadBuffer,
     pub(crate) window_start: usize,
     pub(crate) length_bytes: usize,
 }
@@ -104,6 +146,12 @@ impl ReadData {
         self.buffer.pool_slot().is_some()
     }
 
+    /// The engine pool slot holding the bytes (pool id, slot), if pooled; files of one
+    /// [`Command::ReadFiles`] that came in one device request share a slot.
+    pub fn pool_slot(&self) -> Option<(u64, u32)> {
+        self.buffer.pool_slot()
+    }
+
     /// True for a zero-length read.
     pub fn is_empty(&self) -> bool {
         self.length_bytes == 0
@@ -122,6 +170,9 @@ pub enum Reply {
     },
     /// Data of a read.
     Data(ReadData),
+    /// Data of a [`Command::ReadFiles`]: each file's whole data or its own error, in the
+    /// order of the command's names.
+    Files(Vec<Result<ReadData, EngineError>>),
     /// One file.
     Stat(FileStat),
     /// Every file, by name.
@@ -165,6 +216,22 @@ pub enum EngineError {
         length_bytes: u64,
         /// The limit.
         max_read_bytes: u64,
+    },
+    /// A [`Command::ReadFiles`] names more files than one command may.
+    #[error("read of {count} files in one command exceeds the engine's limit of {limit} files")]
+    TooManyFiles {
+        /// Files named.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The files of a [`Command::ReadFiles`] hold more bytes together than one command may.
+    #[error("read of {total_bytes} bytes of files in one command exceeds the engine's limit of {limit_bytes} bytes")]
+    ReadFilesTooLarge {
+        /// The files' sizes added up.
+        total_bytes: u64,
+        /// The limit.
+        limit_bytes: u64,
     },
     /// The client already has as many commands outstanding as its completion queue holds.
     #[error("client has {limit} commands outstanding, its limit; reap completions first")]

@@ -7,6 +7,8 @@
 //! the client receives without a copy. Commands that change the file system (write,
 //! truncate, create, delete, rename, flush) wait until the reads in flight have finished,
 //! then run in arrival order, so every client sees its own commands take effect in order.
+//! A batch of whole small files ([`Command::ReadFiles`]) is one command: its files are
+//! planned together and physically adjacent files share one device request.
 
 use std::thread::JoinHandle;
 
@@ -141,6 +143,10 @@ impl ReadSink for ReadReply {
     fn deliver(self, result: Result<ReadData, EngineError>) {
         answer(&self.reply_to, self.ticket, result.map(Reply::Data));
     }
+
+    fn deliver_files(self, result: Result<Vec<Result<ReadData, EngineError>>, EngineError>) {
+        answer(&self.reply_to, self.ticket, result.map(Reply::Files));
+    }
 }
 
 /// Most writes gathered into one batch, and most bytes.
@@ -217,6 +223,10 @@ impl EngineThread {
             self.start_read(ticket, reply_to, &name, offset_bytes, length_bytes);
             return Ok(());
         }
+        if let Command::ReadFiles { names } = command {
+            self.start_read_files(ticket, reply_to, &names);
+            return Ok(());
+        }
         self.reads.drain(self.filesystem.device_mut())?;
         let result = self.execute(command);
         answer(&reply_to, ticket, result);
@@ -253,6 +263,25 @@ impl EngineThread {
         );
         if let Err((sink, error)) = started {
             sink.deliver(Err(error));
+        }
+    }
+
+    fn start_read_files(
+        &mut self,
+        ticket: u64,
+        reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+        names: &[String],
+    ) {
+        let sink = ReadReply { ticket, reply_to };
+        let started = self.reads.start_batch(
+            &self.filesystem,
+            &self.pool,
+            names,
+            self.max_read_bytes,
+            sink,
+        );
+        if let Err((sink, error)) = started {
+            sink.deliver_files(Err(error));
         }
     }
 
@@ -345,7 +374,7 @@ impl EngineThread {
             Command::Stats => Ok(Reply::Stats(filesystem.stats())),
             Command::Flush => filesystem.flush().map(|()| Reply::Done).map_err(Into::into),
             Command::Check => Ok(Reply::Check(filesystem.check()?)),
-            Command::Read { .. } | Command::Write { .. } => {
+            Command::Read { .. } | Command::ReadFiles { .. } | Command::Write { .. } => {
                 unreachable!("reads and writes take their own paths")
             }
         }

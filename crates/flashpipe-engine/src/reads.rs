@@ -6,18 +6,78 @@
 //! pool buffer at the run's position; holes are zero-filled in place. The pool buffer
 //! stays in the [`ReadsInFlight`] table until every piece is back, which is what makes
 //! the borrowed views sound (the same argument as striping's, see flashpipe-array).
+//!
+//! A batch of whole small files ([`ReadsInFlight::start_batch`]) is planned together: each
+//! file whose blocks are physically contiguous is an extent; extents are sorted by device
+//! block and extents that touch are coalesced into one device request into one pool buffer
+//! (files written one after another lie next to each other, so one request carries many
+//! files). A file that is not contiguous (holes, fragments) gets a buffer of its own. When
+//! every request of the batch is back, each buffer is shared (`Arc`) by the files in it and
+//! each file's data is a window of it: still no copy, and the buffer returns to the pool
+//! when the last file in it is dropped.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use flashpipe_device::{BlockDevice, BufferPool, Completion, DeviceError, IoBuf, Request};
 use flashpipe_fs::{FileId, Filesystem};
 
-use crate::command::{EngineError, ReadData};
+use crate::command::{
+    read_files_max_bytes, EngineError, ReadBuffer, ReadData, READ_FILES_MAX_COUNT,
+};
 
 /// Where a finished read goes.
 pub trait ReadSink {
     /// Delivers a finished read.
     fn deliver(self, result: Result<ReadData, EngineError>);
+
+    /// Delivers a finished batch of whole files (each file's data or error, in order), or
+    /// the batch's refusal.
+    fn deliver_files(self, result: Result<Vec<Result<ReadData, EngineError>>, EngineError>);
+}
+
+/// A device request's tag: the table slot in the low half, the batch buffer in the high half.
+fn request_tag(slot: usize, buffer_index: usize) -> u64 {
+    assert!(slot < (1 << 32) && buffer_index < (1 << 32));
+    ((buffer_index as u64) << 32) | slot as u64
+}
+
+fn split_tag(tag: u64) -> (usize, usize) {
+    ((tag & 0xffff_ffff) as usize, (tag >> 32) as usize)
+}
+
+/// What one table slot holds: a single read, or a batch of whole files.
+enum Slot<S> {
+    Single(InFlightRead<S>),
+    Batch(InFlightBatch<S>),
+}
+
+/// One pool buffer of a batch and the device requests filling it.
+struct BatchBuffer {
+    buffer: IoBuf,
+    pieces_outstanding: usize,
+    first_error: Option<DeviceError>,
+}
+
+/// Where one file of a batch ends up.
+enum BatchFile {
+    /// Bytes `window_start..window_start + length_bytes` of buffer `buffer_index`.
+    Window {
+        buffer_index: usize,
+        window_start: usize,
+        length_bytes: usize,
+    },
+    /// An empty file.
+    Empty,
+    /// The file failed before reaching the device (missing, too large, no buffer).
+    Failed(EngineError),
+}
+
+struct InFlightBatch<S> {
+    sink: S,
+    buffers: Vec<BatchBuffer>,
+    files: Vec<BatchFile>,
+    pieces_outstanding: usize,
 }
 
 struct InFlightRead<S> {
@@ -33,7 +93,7 @@ struct InFlightRead<S> {
 pub struct ReadsInFlight<S> {
     /// The file system's block size, fixed at format time.
     block_bytes: u64,
-    slots: Vec<Option<InFlightRead<S>>>,
+    slots: Vec<Option<Slot<S>>>,
     free_slots: Vec<usize>,
     waiting_requests: VecDeque<Request>,
     completions: Vec<Completion>,
@@ -100,8 +160,11 @@ impl<S: ReadSink> ReadsInFlight<S> {
             // `buffer` stays in `self.slots[slot]` until every piece has come back.
             let view =
                 unsafe { IoBuf::borrowed(buffer.as_mut_ptr().add(position_bytes), run_bytes) };
-            self.waiting_requests
-                .push_back(Request::read(slot as u64, device_block, view));
+            self.waiting_requests.push_back(Request::read(
+                request_tag(slot, 0),
+                device_block,
+                view,
+            ));
             pieces += 1;
         }
         let read = InFlightRead {
@@ -112,7 +175,69 @@ impl<S: ReadSink> ReadsInFlight<S> {
             pieces_outstanding: pieces,
             first_error: None,
         };
-        self.slots[slot] = Some(read);
+        self.slots[slot] = Some(Slot::Single(read));
+        if pieces == 0 {
+            self.finish(slot);
+        }
+        Ok(())
+    }
+
+    /// Plans a batch of whole files (see the module doc) and queues its device requests.
+    /// A batch over the count or byte limits is refused whole; a file that is missing, too
+    /// large or finds no buffer fails only its own entry.
+    pub fn start_batch(
+        &mut self,
+        filesystem: &Filesystem,
+        pool: &BufferPool,
+        names: &[String],
+        max_read_bytes: u64,
+        sink: S,
+    ) -> Result<(), (S, EngineError)> {
+        let resolved = match resolve_batch(filesystem, names, max_read_bytes) {
+            Ok(resolved) => resolved,
+            Err(error) => return Err((sink, error)),
+        };
+        let slot = self.free_slots.pop().expect("caller checked has_room");
+        let mut planner = BatchPlanner {
+            block_bytes: self.block_bytes,
+            pool,
+            slot,
+            buffers: Vec::new(),
+            requests: Vec::new(),
+        };
+        let mut files: Vec<BatchFile> = Vec::with_capacity(names.len());
+        let mut extents = Vec::new();
+        for (file_index, resolved_file) in resolved.into_iter().enumerate() {
+            files.push(match resolved_file {
+                Err(error) => BatchFile::Failed(error),
+                Ok((_, 0)) => BatchFile::Empty,
+                Ok((file, size_bytes)) => match filesystem.block_map(file, 0, size_bytes) {
+                    Err(error) => BatchFile::Failed(error.into()),
+                    Ok(runs) => match contiguous_extent(&runs) {
+                        Some((first_device_block, block_count)) => {
+                            extents.push(FileExtent {
+                                file_index,
+                                first_device_block,
+                                block_count,
+                                size_bytes,
+                            });
+                            BatchFile::Empty
+                        }
+                        None => planner.plan_scattered(&runs, size_bytes),
+                    },
+                },
+            });
+        }
+        planner.plan_extents(extents, &mut files);
+        let pieces = planner.requests.len();
+        self.waiting_requests.extend(planner.requests);
+        let batch = InFlightBatch {
+            sink,
+            buffers: planner.buffers,
+            files,
+            pieces_outstanding: pieces,
+        };
+        self.slots[slot] = Some(Slot::Batch(batch));
         if pieces == 0 {
             self.finish(slot);
         }
@@ -131,7 +256,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
                     self.waiting_requests.push_front(rejected.request);
                     break;
                 }
-                self.piece_done(rejected.request.tag as usize, Err(rejected.error));
+                self.piece_done(rejected.request.tag, Err(rejected.error));
             }
         }
         let mut completions = std::mem::take(&mut self.completions);
@@ -141,7 +266,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
             device.poll_completions(&mut completions);
         }
         for completion in completions.drain(..) {
-            self.piece_done(completion.tag as usize, completion.status);
+            self.piece_done(completion.tag, completion.status);
         }
         self.completions = completions;
         Ok(())
@@ -155,36 +280,112 @@ impl<S: ReadSink> ReadsInFlight<S> {
         Ok(())
     }
 
-    fn piece_done(&mut self, slot: usize, status: Result<(), DeviceError>) {
-        let read = self.slots[slot]
+    fn piece_done(&mut self, tag: u64, status: Result<(), DeviceError>) {
+        let (slot, buffer_index) = split_tag(tag);
+        let finished = match self.slots[slot]
             .as_mut()
-            .expect("completion for a live read");
-        assert!(
-            read.pieces_outstanding > 0,
-            "read slot {slot} got an extra completion"
-        );
-        read.pieces_outstanding -= 1;
-        if let (Err(error), None) = (status, &read.first_error) {
-            read.first_error = Some(error);
-        }
-        if read.pieces_outstanding == 0 {
+            .expect("completion for a live read")
+        {
+            Slot::Single(read) => {
+                assert!(
+                    read.pieces_outstanding > 0,
+                    "read slot {slot} got an extra completion"
+                );
+                read.pieces_outstanding -= 1;
+                if let (Err(error), None) = (status, &read.first_error) {
+                    read.first_error = Some(error);
+                }
+                read.pieces_outstanding == 0
+            }
+            Slot::Batch(batch) => {
+                let buffer = &mut batch.buffers[buffer_index];
+                assert!(
+                    buffer.pieces_outstanding > 0 && batch.pieces_outstanding > 0,
+                    "batch slot {slot} buffer {buffer_index} got an extra completion"
+                );
+                buffer.pieces_outstanding -= 1;
+                batch.pieces_outstanding -= 1;
+                if let (Err(error), None) = (status, &buffer.first_error) {
+                    buffer.first_error = Some(error);
+                }
+                batch.pieces_outstanding == 0
+            }
+        };
+        if finished {
             self.finish(slot);
         }
     }
 
     fn finish(&mut self, slot: usize) {
-        let read = self.slots[slot].take().expect("finishing a live read");
+        let finished = self.slots[slot].take().expect("finishing a live read");
         self.free_slots.push(slot);
-        let result = match read.first_error {
-            Some(error) => Err(EngineError::Device(error)),
-            None => Ok(ReadData {
-                buffer: read.buffer,
-                window_start: read.window_start,
-                length_bytes: read.length_bytes,
-            }),
-        };
-        read.sink.deliver(result);
+        match finished {
+            Slot::Single(read) => {
+                let result = match read.first_error {
+                    Some(error) => Err(EngineError::Device(error)),
+                    None => Ok(ReadData {
+                        buffer: ReadBuffer::Owned(read.buffer),
+                        window_start: read.window_start,
+                        length_bytes: read.length_bytes,
+                    }),
+                };
+                read.sink.deliver(result);
+            }
+            Slot::Batch(batch) => {
+                let InFlightBatch {
+                    sink,
+                    buffers,
+                    files,
+                    ..
+                } = batch;
+                sink.deliver_files(Ok(batch_results(buffers, files)));
+            }
+        }
     }
+}
+
+/// Turns a finished batch's buffers into shared buffers and each file into its window
+/// (or its error: a failed device request fails only the files in its buffer).
+fn batch_results(
+    buffers: Vec<BatchBuffer>,
+    files: Vec<BatchFile>,
+) -> Vec<Result<ReadData, EngineError>> {
+    let shared: Vec<Result<Arc<IoBuf>, DeviceError>> = buffers
+        .into_iter()
+        .map(|buffer| {
+            assert_eq!(buffer.pieces_outstanding, 0, "a batch finished early");
+            match buffer.first_error {
+                Some(error) => Err(error),
+                None => Ok(Arc::new(buffer.buffer)),
+            }
+        })
+        .collect();
+    files
+        .into_iter()
+        .map(|file| match file {
+            BatchFile::Window {
+                buffer_index,
+                window_start,
+                length_bytes,
+            } => match &shared[buffer_index] {
+                Ok(buffer) => {
+                    assert!(window_start + length_bytes <= buffer.len());
+                    Ok(ReadData {
+                        buffer: ReadBuffer::Shared(Arc::clone(buffer)),
+                        window_start,
+                        length_bytes,
+                    })
+                }
+                Err(error) => Err(EngineError::Device(error.clone())),
+            },
+            BatchFile::Empty => Ok(ReadData {
+                buffer: ReadBuffer::Owned(IoBuf::zeroed(0)),
+                window_start: 0,
+                length_bytes: 0,
+            }),
+            BatchFile::Failed(error) => Err(error),
+        })
+        .collect()
 }
 
 struct ReadPlan {
@@ -231,4 +432,214 @@ fn plan_read(
         window_start: (offset_bytes - aligned_start) as usize,
         runs,
     })
+}
+
+/// Opens every file of a batch and checks the limits: the whole batch is refused when it
+/// names too many files or its files hold too many bytes together; a missing or too large
+/// file is an error of its own entry.
+#[allow(clippy::type_complexity)]
+fn resolve_batch(
+    filesystem: &Filesystem,
+    names: &[String],
+    max_read_bytes: u64,
+) -> Result<Vec<Result<(FileId, u64), EngineError>>, EngineError> {
+    if names.len() > READ_FILES_MAX_COUNT {
+        return Err(EngineError::TooManyFiles {
+            count: names.len(),
+            limit: READ_FILES_MAX_COUNT,
+        });
+    }
+    let resolved: Vec<Result<(FileId, u64), EngineError>> = names
+        .iter()
+        .map(|name| {
+            let file = filesystem.open(name)?;
+            let size_bytes = filesystem.stat(file)?.size_bytes;
+            if size_bytes > max_read_bytes {
+                return Err(EngineError::ReadTooLarge {
+                    length_bytes: size_bytes,
+                    max_read_bytes,
+                });
+            }
+            Ok((file, size_bytes))
+        })
+        .collect();
+    let total_bytes: u64 = resolved
+        .iter()
+        .filter_map(|file| file.as_ref().ok().map(|&(_, size_bytes)| size_bytes))
+        .sum();
+    let limit_bytes = read_files_max_bytes(max_read_bytes);
+    if total_bytes > limit_bytes {
+        return Err(EngineError::ReadFilesTooLarge {
+            total_bytes,
+            limit_bytes,
+        });
+    }
+    Ok(resolved)
+}
+
+/// The device blocks of a file whose data lies in one physically contiguous run (no holes,
+/// no fragments): (first device block, block count).
+fn contiguous_extent(runs: &[flashpipe_fs::MappedRun]) -> Option<(u64, u64)> {
+    let first_device_block = runs.first()?.first_device_block?;
+    let mut next_device_block = first_device_block;
+    for run in runs {
+        if run.first_device_block != Some(next_device_block) {
+            return None;
+        }
+        next_device_block += run.block_count;
+    }
+    Some((first_device_block, next_device_block - first_device_block))
+}
+
+/// A contiguous file of a batch.
+struct FileExtent {
+    file_index: usize,
+    first_device_block: u64,
+    block_count: u64,
+    size_bytes: u64,
+}
+
+/// Builds a batch's buffers and device requests.
+struct BatchPlanner<'a> {
+    block_bytes: u64,
+    pool: &'a BufferPool,
+    slot: usize,
+    buffers: Vec<BatchBuffer>,
+    requests: Vec<Request>,
+}
+
+impl BatchPlanner<'_> {
+    /// Takes a pool buffer of `span_bytes` for the batch; its index.
+    fn take_buffer(&mut self, span_bytes: usize) -> Result<usize, EngineError> {
+        let mut buffer = self.pool.try_take()?;
+        assert!(
+            span_bytes <= buffer.capacity(),
+            "a batch span fits one buffer"
+        );
+        buffer.set_len(span_bytes);
+        self.buffers.push(BatchBuffer {
+            buffer,
+            pieces_outstanding: 0,
+            first_error: None,
+        });
+        Ok(self.buffers.len() - 1)
+    }
+
+    /// Queues a read of `byte_count` bytes at `position_bytes` of buffer `buffer_index`.
+    fn add_request(
+        &mut self,
+        buffer_index: usize,
+        position_bytes: usize,
+        byte_count: usize,
+        device_block: u64,
+    ) {
+        let batch_buffer = &mut self.buffers[buffer_index];
+        assert!(position_bytes + byte_count <= batch_buffer.buffer.len());
+        // SAFETY: the views of one buffer cover disjoint bytes of it; the buffer stays in
+        // the batch (in the reads table) until every request of the batch has come back.
+        let view = unsafe {
+            IoBuf::borrowed(
+                batch_buffer.buffer.as_mut_ptr().add(position_bytes),
+                byte_count,
+            )
+        };
+        batch_buffer.pieces_outstanding += 1;
+        self.requests.push(Request::read(
+            request_tag(self.slot, buffer_index),
+            device_block,
+            view,
+        ));
+    }
+
+    /// A file with holes or fragments gets a buffer of its own, one request per run.
+    fn plan_scattered(&mut self, runs: &[flashpipe_fs::MappedRun], size_bytes: u64) -> BatchFile {
+        let span_bytes = (size_bytes.div_ceil(self.block_bytes) * self.block_bytes) as usize;
+        let buffer_index = match self.take_buffer(span_bytes) {
+            Ok(buffer_index) => buffer_index,
+            Err(error) => return BatchFile::Failed(error),
+        };
+        for run in runs {
+            let position_bytes = (run.first_file_block * self.block_bytes) as usize;
+            let byte_count = (run.block_count * self.block_bytes) as usize;
+            match run.first_device_block {
+                Some(device_block) => {
+                    self.add_request(buffer_index, position_bytes, byte_count, device_block)
+                }
+                None => self.buffers[buffer_index].buffer
+                    [position_bytes..position_bytes + byte_count]
+                    .fill(0),
+            }
+        }
+        BatchFile::Window {
+            buffer_index,
+            window_start: 0,
+            length_bytes: size_bytes as usize,
+        }
+    }
+
+    /// Sorts the contiguous files by device block and coalesces the ones that touch into
+    /// one request (one buffer) each, as long as the span fits a pool buffer.
+    fn plan_extents(&mut self, mut extents: Vec<FileExtent>, files: &mut [BatchFile]) {
+        extents.sort_by_key(|extent| extent.first_device_block);
+        let buffer_blocks = self.pool.buffer_size_bytes() as u64 / self.block_bytes;
+        let mut group_start = 0;
+        while group_start < extents.len() {
+            let first_block = extents[group_start].first_device_block;
+            let mut end_block = first_block + extents[group_start].block_count;
+            let mut group_end = group_start + 1;
+            while let Some(next) = extents.get(group_end) {
+                let touches = next.first_device_block == end_block;
+                if !touches || end_block + next.block_count - first_block > buffer_blocks {
+                    break;
+                }
+                end_block += next.block_count;
+                group_end += 1;
+            }
+            self.plan_group(
+                &extents[group_start..group_end],
+                first_block,
+                end_block,
+                files,
+            );
+            group_start = group_end;
+        }
+    }
+
+    fn plan_group(
+        &mut self,
+        group: &[FileExtent],
+        first_block: u64,
+        end_block: u64,
+        files: &mut [BatchFile],
+    ) {
+        let span_bytes = ((end_block - first_block) * self.block_bytes) as usize;
+        let buffer_index = match self.take_buffer(span_bytes) {
+            Ok(buffer_index) => buffer_index,
+            Err(error) => {
+                for extent in group {
+                    files[extent.file_index] = BatchFile::Failed(match &error {
+                        EngineError::ReadBuffersExhausted(exhausted) => {
+                            EngineError::ReadBuffersExhausted(exhausted.clone())
+                        }
+                        other => unreachable!("taking a pool buffer failed with {other:?}"),
+                    });
+                }
+                return;
+            }
+        };
+        self.add_request(buffer_index, 0, span_bytes, first_block);
+        for extent in group {
+            assert_eq!(
+                extent.block_count,
+                extent.size_bytes.div_ceil(self.block_bytes),
+                "a whole file's extent covers its size"
+            );
+            files[extent.file_index] = BatchFile::Window {
+                buffer_index,
+                window_start: ((extent.first_device_block - first_block) * self.block_bytes)
+                    as usize,
+                length_bytes: extent.size_bytes as usize,
+            };
+        }
+    }
 }

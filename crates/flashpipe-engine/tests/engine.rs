@@ -436,3 +436,172 @@ fn queued_writes_from_many_clients_batch_and_each_answer_its_own() {
     }
     engine.shutdown().unwrap();
 }
+
+fn read_files(
+    client: &mut flashpipe_engine::EngineClient,
+    names: &[&str],
+) -> Result<Vec<Result<flashpipe_engine::ReadData, EngineError>>, EngineError> {
+    match client.call(Command::ReadFiles {
+        names: names.iter().map(|name| name.to_string()).collect(),
+    })? {
+        Reply::Files(files) => Ok(files),
+        other => panic!("read files answered {other:?}"),
+    }
+}
+
+/// Writes `files` one after another, then checks that one batched read of `names` gives,
+/// per entry, exactly what a single whole-file read gives (data, or an error of the same
+/// kind), on a store of `block_size_bytes` blocks.
+fn check_batch_equals_single_reads(
+    filesystem: Filesystem,
+    files: &[(&str, usize)],
+    names: &[&str],
+    prepare: &dyn Fn(&mut flashpipe_engine::EngineClient),
+) {
+    let engine = Engine::start(filesystem, EngineConfig::default());
+    let mut client = engine.client(8);
+    for (index, (name, size_bytes)) in files.iter().enumerate() {
+        write_file(&mut client, name, &pattern(*size_bytes, index as u64 + 7));
+    }
+    prepare(&mut client);
+    let batch = read_files(&mut client, names).unwrap();
+    assert_eq!(batch.len(), names.len());
+    for (name, entry) in names.iter().zip(batch) {
+        let single = match client.call(Command::Stat {
+            name: name.to_string(),
+        }) {
+            Ok(Reply::Stat(stat)) => read(&mut client, name, 0, stat.size_bytes),
+            Ok(other) => panic!("stat answered {other:?}"),
+            Err(error) => Err(error),
+        };
+        match (entry, single) {
+            (Ok(data), Ok(bytes)) => {
+                assert_eq!(data.bytes(), &bytes[..], "file {name}");
+                assert!(
+                    data.is_empty() || data.is_pooled(),
+                    "file {name} was copied"
+                );
+            }
+            (Err(batch_error), Err(single_error)) => assert_eq!(
+                std::mem::discriminant(&batch_error),
+                std::mem::discriminant(&single_error),
+                "file {name}: {batch_error} vs {single_error}"
+            ),
+            (entry, single) => panic!("file {name}: batch {entry:?}, single {single:?}"),
+        }
+    }
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn a_batch_of_files_reads_what_single_reads_read() {
+    let files: &[(&str, usize)] = &[
+        ("empty", 0),
+        ("one", 1),
+        ("two-k", 2048),
+        ("block", 4096),
+        ("odd", 5000),
+        ("big", 70_000),
+        ("tail", 2048),
+    ];
+    let everything = [
+        "two-k", "missing", "empty", "big", "one", "odd", "block", "tail",
+    ];
+    let no_change = |_: &mut flashpipe_engine::EngineClient| {};
+    let fragment_and_hole = |client: &mut flashpipe_engine::EngineClient| {
+        let tail = flashpipe_device::IoBuf::from_slice(&pattern(9000, 99));
+        client
+            .call(Command::Write {
+                name: "two-k".to_string(),
+                offset_bytes: 2048,
+                data: tail,
+            })
+            .unwrap();
+        client
+            .call(Command::Truncate {
+                name: "one".to_string(),
+                size_bytes: 40_000,
+            })
+            .unwrap();
+    };
+    check_batch_equals_single_reads(ram_filesystem(4096), files, &everything, &no_change);
+    check_batch_equals_single_reads(ram_filesystem(16384), files, &everything, &no_change);
+    check_batch_equals_single_reads(ram_filesystem(4096), files, &everything, &fragment_and_hole);
+    for seed in 1..=3 {
+        check_batch_equals_single_reads(
+            sim_striped_filesystem(seed),
+            files,
+            &everything,
+            &fragment_and_hole,
+        );
+    }
+    check_batch_equals_single_reads(ram_filesystem(4096), files, &[], &no_change);
+    check_batch_equals_single_reads(ram_filesystem(4096), files, &["two-k", "two-k"], &no_change);
+}
+
+#[test]
+fn adjacent_small_files_share_one_device_request() {
+    let engine = Engine::start(ram_filesystem(4096), EngineConfig::default());
+    let mut client = engine.client(8);
+    let names: Vec<String> = (0..64).map(|index| format!("small-{index:03}")).collect();
+    for (index, name) in names.iter().enumerate() {
+        write_file(&mut client, name, &pattern(2048, index as u64));
+    }
+    client.call(Command::Flush).unwrap();
+    let mut shuffled: Vec<&str> = names.iter().map(String::as_str).collect();
+    shuffled.reverse();
+    let batch = read_files(&mut client, &shuffled).unwrap();
+    let mut slots = std::collections::BTreeSet::new();
+    for (name, entry) in shuffled.iter().zip(&batch) {
+        let data = entry.as_ref().unwrap();
+        let index: u64 = name["small-".len()..].parse().unwrap();
+        assert_eq!(data.bytes(), &pattern(2048, index)[..], "file {name}");
+        slots.insert(data.pool_slot().expect("pooled"));
+    }
+    assert!(
+        slots.len() * 8 <= batch.len(),
+        "{} files came in {} buffers: adjacent files were not coalesced",
+        batch.len(),
+        slots.len()
+    );
+    drop(batch);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn batched_reads_return_their_buffers_and_keep_their_limits() {
+    let config = EngineConfig {
+        read_buffer_count: 2,
+        max_read_bytes: 16384,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::start(ram_filesystem(4096), config);
+    let mut client = engine.client(8);
+    let names: Vec<String> = (0..8).map(|index| format!("f{index}")).collect();
+    for name in &names {
+        write_file(&mut client, name, &pattern(8192, 1));
+    }
+    write_file(&mut client, "huge", &pattern(20_000, 2));
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    for _ in 0..20 {
+        let batch = read_files(&mut client, &all[..4]).unwrap();
+        assert!(batch.iter().all(Result::is_ok), "{batch:?}");
+    }
+    let too_many: Vec<&str> = vec!["f0"; flashpipe_engine::command::READ_FILES_MAX_COUNT + 1];
+    assert!(matches!(
+        read_files(&mut client, &too_many),
+        Err(EngineError::TooManyFiles { count: 257, .. })
+    ));
+    let too_large: Vec<&str> = all.iter().copied().cycle().take(9).collect();
+    assert!(matches!(
+        read_files(&mut client, &too_large),
+        Err(EngineError::ReadFilesTooLarge {
+            total_bytes: 73_728,
+            limit_bytes: 65_536
+        })
+    ));
+    let batch = read_files(&mut client, &["huge", "f1"]).unwrap();
+    assert!(matches!(batch[0], Err(EngineError::ReadTooLarge { .. })));
+    assert_eq!(batch[1].as_ref().unwrap().bytes(), &pattern(8192, 1)[..]);
+    engine.shutdown().unwrap();
+}

@@ -251,11 +251,13 @@ fn join_all(handles: Vec<std::thread::ScopedJoinHandle<'_, StageCounters>>) -> S
 /// Deals the files to the readers round-robin.
 fn deal_files(files: &[String], sizes: &[u64], config: &PipelineConfig) -> Vec<ReaderPlan> {
     let reader_count = config.reader_count.min(files.len()).max(1);
+    let batch_files_limit = batch_files_limit(config.chunk_credit_count, reader_count);
     let mut plans: Vec<ReaderPlan> = (0..reader_count)
         .map(|_| ReaderPlan {
             files: Vec::new(),
             reads_in_flight: config.reads_in_flight_per_reader,
             chunk_bytes: config.chunk_bytes,
+            batch_files_limit,
         })
         .collect();
     for (index, name) in files.iter().enumerate() {
@@ -264,6 +266,12 @@ fn deal_files(files: &[String], sizes: &[u64], config: &PipelineConfig) -> Vec<R
             .push((index, name.clone(), sizes[index]));
     }
     plans
+}
+
+/// Small files per batched read: each reader may fill half its share of the credits with one
+/// batch, so a second batch can be read while the workers process the first.
+fn batch_files_limit(chunk_credit_count: usize, reader_count: usize) -> usize {
+    chunk_credit_count / (2 * reader_count.max(1))
 }
 
 fn build_report(

@@ -342,3 +342,101 @@ fn bad_settings_are_refused() {
         .clone();
     assert!(matches!(summary, Summary::Digest { .. }));
 }
+
+/// Small whole files go through batched reads when the credits allow batches (8 credits, one
+/// reader: 4 files a batch) and through single reads when they do not (2 credits): both give
+/// every file's exact bytes, in order, for both schedules, mixed with empty and large files.
+#[test]
+fn batched_small_files_match_single_reads() {
+    let files: Vec<(String, Vec<u8>)> = (0..120)
+        .map(|index| {
+            let size = match index % 7 {
+                0 => 0,
+                1 => 9000,
+                other => (index * 37 + other * 500) % 4096 + 1,
+            };
+            (format!("mixed-{index:03}"), pattern(size, index as u8))
+        })
+        .collect();
+    let borrowed: Vec<(&str, Vec<u8>)> = files
+        .iter()
+        .map(|(name, data)| (name.as_str(), data.clone()))
+        .collect();
+    let store = store_with(&borrowed);
+    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    for schedule in [Schedule::ChunksInParallel, Schedule::ChunksInOrder] {
+        for (credits, readers) in [(8, 1), (16, 2), (2, 1)] {
+            let mut config = small_config(OutputTarget::ReturnToCaller);
+            config.chunk_credit_count = credits;
+            config.reader_count = readers;
+            let result = store
+                .run(Arc::new(ProbeKernel::new(schedule)), &names, &config)
+                .expect("runs");
+            for ((name, data), outcome) in files.iter().zip(&result.files) {
+                assert_eq!(&outcome.name, name);
+                assert_eq!(outcome.summary, expected_probe_summary(data), "{name}");
+                assert_eq!(outcome.output.as_deref(), Some(data.as_slice()), "{name}");
+            }
+            assert!(result.report.max_chunks_in_flight <= credits);
+        }
+    }
+}
+
+/// A slow kernel over batched small files: the batches never hold more files than the credits.
+#[test]
+fn slow_kernel_over_small_files_holds_memory_to_the_credits() {
+    let files: Vec<(String, Vec<u8>)> = (0..40)
+        .map(|index| (format!("slow-{index:02}"), pattern(2048, index as u8)))
+        .collect();
+    let borrowed: Vec<(&str, Vec<u8>)> = files
+        .iter()
+        .map(|(name, data)| (name.as_str(), data.clone()))
+        .collect();
+    let store = store_with(&borrowed);
+    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    let mut kernel = ProbeKernel::new(Schedule::ChunksInParallel);
+    kernel.delay = Duration::from_millis(1);
+    let mut config = small_config(OutputTarget::Discard);
+    config.chunk_credit_count = 6;
+    let result = store.run(Arc::new(kernel), &names, &config).expect("runs");
+    assert!(
+        result.report.max_chunks_in_flight <= 6,
+        "{:?}",
+        result.report
+    );
+    for ((name, data), outcome) in files.iter().zip(&result.files) {
+        assert_eq!(outcome.summary, expected_probe_summary(data), "{name}");
+    }
+}
+
+/// A failed batched read ends the job with an error naming one of the files, at byte 0.
+#[test]
+fn read_error_in_a_batch_names_the_file() {
+    let files: Vec<(String, Vec<u8>)> = (0..20)
+        .map(|index| (format!("batched-{index:02}"), pattern(1000, index as u8)))
+        .collect();
+    let borrowed: Vec<(&str, Vec<u8>)> = files
+        .iter()
+        .map(|(name, data)| (name.as_str(), data.clone()))
+        .collect();
+    let store = store_with(&borrowed);
+    store.fail_reads.store(true, Ordering::Release);
+    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    let error = store
+        .run(
+            Arc::new(ProbeKernel::new(Schedule::ChunksInOrder)),
+            &names,
+            &small_config(OutputTarget::Discard),
+        )
+        .expect_err("reads fail");
+    match &error {
+        PipelineError::Read {
+            file, offset_bytes, ..
+        } => {
+            assert!(file.starts_with("batched-"), "{file}");
+            assert_eq!(*offset_bytes, 0);
+            assert!(error.to_string().contains("batched-"), "{error}");
+        }
+        other => panic!("unexpected {other}"),
+    }
+}

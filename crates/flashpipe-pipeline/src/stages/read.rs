@@ -1,12 +1,19 @@
 //! The read stage: a reader thread with its own engine client keeps many reads in flight over
 //! its share of the files, taking one credit per chunk, and hands each chunk (still in the
 //! engine's buffer) to the kernel workers.
+//!
+//! Small whole files (at most one chunk) are gathered into batches and read with one
+//! [`Command::ReadFiles`] per batch: one engine message, one planning pass and one reply for
+//! dozens of files, with adjacent files coming in one device request. Each file of a batch
+//! still takes its own credit (taken when it joins the batch, so the memory bound is the
+//! same), and a batch is sent as soon as it is full, no credit is free, a large file's turn
+//! comes, or the files run out.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
-use flashpipe_engine::{Command, EngineClient, EngineError, Reply, Ticket};
+use flashpipe_engine::{Command, EngineClient, EngineError, ReadData, Reply, Ticket};
 use flashpipe_kernels::api::{FileInfo, FileJob};
 
 use super::{guarded, FileEntry, FileWork, ResultMessage, SequentialState, Shared, WorkItem};
@@ -19,6 +26,21 @@ pub(crate) struct ReaderPlan {
     pub(crate) files: Vec<(usize, String, u64)>,
     pub(crate) reads_in_flight: usize,
     pub(crate) chunk_bytes: u64,
+    /// Most small files per batched read; below 2 every file takes single reads.
+    pub(crate) batch_files_limit: usize,
+}
+
+/// A command in flight: one chunk of a file, or a batch of small whole files.
+enum InFlight {
+    Chunk(Arc<FileEntry>, u64, u64),
+    Files(Vec<(Arc<FileEntry>, u64)>),
+}
+
+/// Small files waiting to be read together (each already holds its credit).
+#[derive(Default)]
+struct PendingBatch {
+    files: Vec<(Arc<FileEntry>, u64)>,
+    bytes: u64,
 }
 
 struct Reader<'a> {
@@ -26,9 +48,12 @@ struct Reader<'a> {
     client: EngineClient,
     work: Sender<WorkItem>,
     results: Sender<ResultMessage>,
-    reads: HashMap<Ticket, (Arc<FileEntry>, u64, u64)>,
+    reads: HashMap<Ticket, InFlight>,
     counters: StageCounters,
     reads_in_flight: usize,
+    pending: PendingBatch,
+    batch_files_limit: usize,
+    batch_bytes_limit: u64,
 }
 
 /// Runs one reader to the end of its files (or until cancelled) and returns its counters.
@@ -39,6 +64,8 @@ pub(crate) fn run_reader(
     work: Sender<WorkItem>,
     results: Sender<ResultMessage>,
 ) -> StageCounters {
+    let batch_files_limit = plan.batch_files_limit.min(client.max_read_files_count());
+    let batch_bytes_limit = client.max_read_files_bytes();
     let mut reader = Reader {
         shared,
         client,
@@ -47,17 +74,23 @@ pub(crate) fn run_reader(
         reads: HashMap::new(),
         counters: StageCounters::default(),
         reads_in_flight: plan.reads_in_flight,
+        pending: PendingBatch::default(),
+        batch_files_limit,
+        batch_bytes_limit,
     };
+    let mut stopped = false;
     for (index, name, size_bytes) in &plan.files {
-        if shared.cancelled() {
-            break;
-        }
-        if reader
-            .read_file(*index, name, *size_bytes, plan.chunk_bytes)
-            .is_err()
+        if shared.cancelled()
+            || reader
+                .read_file(*index, name, *size_bytes, plan.chunk_bytes)
+                .is_err()
         {
+            stopped = true;
             break;
         }
+    }
+    if stopped || reader.submit_batch().is_err() {
+        reader.abandon_batch();
     }
     while reader.client.outstanding() > 0 && reader.reap_one() {}
     reader.counters
@@ -81,6 +114,9 @@ impl Reader<'_> {
         if size_bytes == 0 {
             return self.send_empty_marker(entry);
         }
+        if self.batch_files_limit >= 2 && size_bytes <= chunk_bytes {
+            return self.add_to_batch(entry, size_bytes);
+        }
         let mut offset_bytes = 0u64;
         while offset_bytes < size_bytes {
             self.acquire_credit()?;
@@ -94,6 +130,65 @@ impl Reader<'_> {
             offset_bytes += length_bytes;
         }
         Ok(())
+    }
+
+    /// Adds a small whole file to the pending batch (taking its credit), sending the batch
+    /// first when the file would not fit and afterwards when it is full.
+    fn add_to_batch(&mut self, entry: Arc<FileEntry>, size_bytes: u64) -> Result<(), Stop> {
+        if self.pending.bytes + size_bytes > self.batch_bytes_limit {
+            self.submit_batch()?;
+        }
+        self.acquire_credit()?;
+        self.pending.files.push((entry, size_bytes));
+        self.pending.bytes += size_bytes;
+        if self.pending.files.len() >= self.batch_files_limit {
+            self.submit_batch()?;
+        }
+        Ok(())
+    }
+
+    /// Sends the pending batch as one [`Command::ReadFiles`] (nothing when it is empty).
+    fn submit_batch(&mut self) -> Result<(), Stop> {
+        if self.pending.files.is_empty() {
+            return Ok(());
+        }
+        while self.client.outstanding() >= self.reads_in_flight {
+            if !self.reap_one() {
+                return Err(Stop);
+            }
+        }
+        let batch = std::mem::take(&mut self.pending);
+        let names = batch
+            .files
+            .iter()
+            .map(|(entry, _)| entry.info.name.to_string())
+            .collect();
+        let started_ns = self.shared.clock.now_ns();
+        let submitted = self.client.submit(Command::ReadFiles { names });
+        self.counters.busy_ns += self.shared.clock.now_ns().saturating_sub(started_ns);
+        match submitted {
+            Ok(ticket) => {
+                self.reads.insert(ticket, InFlight::Files(batch.files));
+                Ok(())
+            }
+            Err(source) => {
+                let error = read_error(&batch.files[0].0, 0, source);
+                batch
+                    .files
+                    .iter()
+                    .for_each(|_| self.shared.release_credit());
+                Err(self.stop(error))
+            }
+        }
+    }
+
+    /// Gives back the credits of a batch that will not be sent (the job is stopping).
+    fn abandon_batch(&mut self) {
+        let batch = std::mem::take(&mut self.pending);
+        batch
+            .files
+            .iter()
+            .for_each(|_| self.shared.release_credit());
     }
 
     fn stop(&self, error: PipelineError) -> Stop {
@@ -168,6 +263,10 @@ impl Reader<'_> {
             if self.shared.try_acquire_credit() {
                 return Ok(());
             }
+            if !self.pending.files.is_empty() {
+                self.submit_batch()?;
+                continue;
+            }
             if self.client.outstanding() > 0 {
                 if !self.reap_one() {
                     return Err(Stop);
@@ -198,8 +297,10 @@ impl Reader<'_> {
         self.counters.busy_ns += self.shared.clock.now_ns().saturating_sub(started_ns);
         match submitted {
             Ok(ticket) => {
-                self.reads
-                    .insert(ticket, (Arc::clone(entry), offset_bytes, length_bytes));
+                self.reads.insert(
+                    ticket,
+                    InFlight::Chunk(Arc::clone(entry), offset_bytes, length_bytes),
+                );
                 Ok(())
             }
             Err(source) => {
@@ -230,37 +331,76 @@ impl Reader<'_> {
         }
     }
 
-    /// Passes one read's data on (or drops it when the job is cancelled).
+    /// Passes one command's data on (or drops it when the job is cancelled).
     fn deliver(&mut self, ticket: Ticket, result: Result<Reply, EngineError>) {
-        let (entry, offset_bytes, length_bytes) = self
+        let in_flight = self
             .reads
             .remove(&ticket)
             .expect("every completion answers a read this reader submitted");
-        match result {
-            Ok(Reply::Data(data)) => {
+        match (in_flight, result) {
+            (InFlight::Chunk(entry, offset_bytes, length_bytes), Ok(Reply::Data(data))) => {
                 assert_eq!(
                     data.len() as u64,
                     length_bytes,
                     "the engine returned a read of another length"
                 );
-                self.counters.items += 1;
-                self.counters.bytes += length_bytes;
-                if self.shared.cancelled() {
-                    self.shared.release_credit();
-                    return;
-                }
-                self.dispatch(WorkItem {
-                    entry,
-                    offset_bytes,
-                    data: Some(data),
-                });
+                self.pass_on(entry, offset_bytes, data);
             }
-            Ok(other) => unreachable!("a read completed with {other:?}"),
-            Err(source) => {
+            (InFlight::Files(files), Ok(Reply::Files(results))) => {
+                assert_eq!(files.len(), results.len(), "one result per file of a batch");
+                for ((entry, size_bytes), result) in files.into_iter().zip(results) {
+                    self.deliver_file(entry, size_bytes, result);
+                }
+            }
+            (InFlight::Chunk(entry, offset_bytes, _), Err(source)) => {
                 self.shared.release_credit();
                 self.shared.fail(read_error(&entry, offset_bytes, source));
             }
+            (InFlight::Files(files), Err(source)) => {
+                files.iter().for_each(|_| self.shared.release_credit());
+                self.shared.fail(read_error(&files[0].0, 0, source));
+            }
+            (_, Ok(other)) => unreachable!("a read completed with {other:?}"),
         }
+    }
+
+    /// Passes on one file of a batch, or fails the job naming it.
+    fn deliver_file(
+        &mut self,
+        entry: Arc<FileEntry>,
+        size_bytes: u64,
+        result: Result<ReadData, EngineError>,
+    ) {
+        match result {
+            Ok(data) if data.len() as u64 == size_bytes => self.pass_on(entry, 0, data),
+            Ok(data) => {
+                self.shared.release_credit();
+                self.shared.fail(PipelineError::Config(format!(
+                    "{} changed size during the job: {size_bytes} bytes, then {} bytes",
+                    entry.info.name,
+                    data.len()
+                )));
+            }
+            Err(source) => {
+                self.shared.release_credit();
+                self.shared.fail(read_error(&entry, 0, source));
+            }
+        }
+    }
+
+    /// Counts a chunk read and hands it to the workers (its credit goes with it).
+    fn pass_on(&mut self, entry: Arc<FileEntry>, offset_bytes: u64, data: ReadData) {
+        self.counters.items += 1;
+        self.counters.bytes += data.len() as u64;
+        if self.shared.cancelled() {
+            self.shared.release_credit();
+            return;
+        }
+        self.dispatch(WorkItem {
+            entry,
+            offset_bytes,
+            data: Some(data),
+        });
     }
 
     fn dispatch(&mut self, item: WorkItem) {
