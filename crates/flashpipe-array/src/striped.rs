@@ -549,6 +549,16 @@ impl BlockDevice for StripedDevice {
             .iter()
             .all(|member| member.device.copies_by_reference())
     }
+
+    fn copy_alignment_blocks(&self) -> u64 {
+        let member_alignment = self
+            .members
+            .iter()
+            .map(|member| member.device.copy_alignment_blocks())
+            .max()
+            .unwrap_or(1);
+        self.layout.stripe_unit_blocks() * self.layout.member_count() as u64 * member_alignment
+    }
 }
 
 impl Drop for StripedDevice {

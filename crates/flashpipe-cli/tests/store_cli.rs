@@ -115,17 +115,7 @@ fn folder_clones_ranges(folder: &Path) -> bool {
 /// `auto` everywhere; bad names and methods refused.
 fn check_cp_on_file_store(folder: &Path) {
     let clones = folder_clones_ranges(folder);
-    // One device: over a stripe, blocks copied by reference must stay on their member,
-    // which the file system's allocator does not aim for.
-    let store = folder.join("one.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "one.img",
-        "--size",
-        "32MiB",
-        text(&store),
-    ]);
+    let store = make_store(folder);
     let original: Vec<u8> = (0..100_000u32).map(|index| (index % 253) as u8).collect();
     std::fs::write(folder.join("original.bin"), &original).unwrap();
     succeed(&["put", text(&store), text(&folder.join("original.bin"))]);

@@ -313,6 +313,13 @@ pub trait BlockDevice: Send {
     fn copies_by_reference(&self) -> bool {
         false
     }
+
+    /// Copies by reference work only between blocks whose distance is a multiple of
+    /// this many blocks (a stripe: stripe unit x members, so that every block keeps its
+    /// member); 1 for devices without such a rule.
+    fn copy_alignment_blocks(&self) -> u64 {
+        1
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
@@ -339,6 +346,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn copies_by_reference(&self) -> bool {
         (**self).copies_by_reference()
+    }
+    fn copy_alignment_blocks(&self) -> u64 {
+        (**self).copy_alignment_blocks()
     }
 }
 

@@ -69,6 +69,45 @@ impl Allocator {
         Some((start, taken))
     }
 
+    /// Takes up to `max_block_count` contiguous blocks starting at a block `b` with
+    /// `b % modulus == residue % modulus` (at least one block), next-fit from the last
+    /// allocation, or `None` when no free extent holds such a block. For copies by
+    /// reference over a stripe, whose blocks must keep their member.
+    pub fn allocate_run_congruent(
+        &mut self,
+        max_block_count: u64,
+        residue: u64,
+        modulus: u64,
+    ) -> Option<(u64, u64)> {
+        assert!(max_block_count > 0 && modulus > 0);
+        let residue = residue % modulus;
+        let first_fit = |(&start, &length): (&u64, &u64)| {
+            let block = start + (residue + modulus - start % modulus) % modulus;
+            (block < start + length).then_some((start, length, block))
+        };
+        let (start, length, block) = self
+            .free
+            .range(self.cursor..)
+            .find_map(first_fit)
+            .or_else(|| self.free.range(..self.cursor).find_map(first_fit))?;
+        let taken = (start + length - block).min(max_block_count);
+        self.free.remove(&start);
+        if block > start {
+            self.free.insert(start, block - start);
+        }
+        if block + taken < start + length {
+            self.free
+                .insert(block + taken, start + length - block - taken);
+        }
+        self.free_block_count -= taken;
+        self.cursor = block + taken;
+        for fresh_block in block..block + taken {
+            let newly_fresh = self.fresh.insert(fresh_block);
+            assert!(newly_fresh, "block {fresh_block} handed out twice");
+        }
+        Some((block, taken))
+    }
+
     /// Takes exactly `block_count` blocks as runs, or nothing when fewer are free.
     pub fn allocate(&mut self, block_count: u64) -> Option<Vec<(u64, u64)>> {
         if block_count > self.free_block_count {
@@ -185,6 +224,19 @@ mod tests {
         assert_eq!(allocator.extents_after_commit(), vec![(2, 1), (5, 7)]);
         allocator.commit_is_durable();
         assert_eq!(allocator.free_block_count(), 8);
+    }
+
+    #[test]
+    fn congruent_runs_start_at_the_residue_and_keep_the_free_count() {
+        let mut allocator = Allocator::from_free_extents(&[(3, 5), (20, 40)]);
+        let (first, count) = allocator.allocate_run_congruent(10, 2, 8).unwrap();
+        assert_eq!((first, count), (26, 10));
+        assert_eq!(allocator.free_block_count(), 35);
+        let (first, count) = allocator.allocate_run_congruent(3, 5, 8).unwrap();
+        assert_eq!((first % 8, count), (5, 3));
+        assert!(allocator.allocate_run_congruent(1, 1, 64).is_none());
+        allocator.release(26);
+        assert_eq!(allocator.free_block_count(), 33);
     }
 
     #[test]

@@ -197,12 +197,18 @@ fn copy_by_reference(
         plan.end_block,
         new_block_count,
     )?;
-    let targets = allocate_targets(state, &source_pointers);
+    let modulus = alignment_modulus(state, &*device);
+    let targets = allocate_targets(state, &source_pointers, modulus).ok_or_else(|| {
+        CopyError::NotByReference {
+            reason: format!(
+                "no free blocks at the device's copy alignment ({} blocks)",
+                device.copy_alignment_blocks()
+            ),
+        }
+    })?;
     let operations = build_copy_operations(state, &source_pointers, &targets);
     if let Err(error) = crate::io::run_operations(device, operations) {
-        for &target in targets.iter().filter(|&&target| target != 0) {
-            state.allocator.release(target);
-        }
+        release_targets(state, &targets);
         return Err(copy_device_error(error));
     }
     data::install_pointers(
@@ -269,23 +275,51 @@ fn read_edges(
     Ok(edges)
 }
 
-/// A new FS block for every source block that holds data (0 for holes), in runs.
-fn allocate_targets(state: &mut State, source_pointers: &[u64]) -> Vec<u64> {
+/// In FS blocks, the distance a copy's destination must keep from its source modulo which
+/// (the device's copy alignment, e.g. a stripe's width, converted to FS blocks).
+fn alignment_modulus(state: &State, device: &dyn BlockDevice) -> u64 {
+    let alignment = device.copy_alignment_blocks().max(1);
+    let per_fs_block = state.geometry.device_blocks_per_fs_block;
+    alignment / greatest_common_divisor(alignment, per_fs_block)
+}
+
+fn greatest_common_divisor(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// A new FS block for every source block that holds data (0 for holes), in runs, each
+/// target congruent to its source modulo `modulus` (so that a stripe keeps every block on
+/// its member). `None` when the free space holds no such run: then nothing is allocated.
+fn allocate_targets(state: &mut State, source_pointers: &[u64], modulus: u64) -> Option<Vec<u64>> {
     let mut targets = vec![0u64; source_pointers.len()];
     let mut position = 0;
     while position < source_pointers.len() {
-        if source_pointers[position] == 0 {
+        let source = source_pointers[position];
+        if source == 0 {
             position += 1;
             continue;
         }
         let stretch = source_pointers[position..]
             .iter()
-            .take_while(|&&pointer| pointer != 0)
+            .enumerate()
+            .take_while(|&(offset, &pointer)| {
+                pointer != 0 && (modulus == 1 || pointer == source + offset as u64)
+            })
             .count() as u64;
-        let (start, count) = state
-            .allocator
-            .allocate_run(stretch)
-            .expect("space was checked");
+        let run = if modulus == 1 {
+            state.allocator.allocate_run(stretch)
+        } else {
+            state
+                .allocator
+                .allocate_run_congruent(stretch, source, modulus)
+        };
+        let Some((start, count)) = run else {
+            release_targets(state, &targets);
+            return None;
+        };
         for (offset, target) in targets[position..position + count as usize]
             .iter_mut()
             .enumerate()
@@ -294,7 +328,13 @@ fn allocate_targets(state: &mut State, source_pointers: &[u64]) -> Vec<u64> {
         }
         position += count as usize;
     }
-    targets
+    Some(targets)
+}
+
+fn release_targets(state: &mut State, targets: &[u64]) {
+    for &target in targets.iter().filter(|&&target| target != 0) {
+        state.allocator.release(target);
+    }
 }
 
 /// One device copy per stretch where both the source and the target blocks are

@@ -8,6 +8,7 @@
 
 mod support;
 
+use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::{BlockDevice, RamDisk, SplitMix64};
 use flashpipe_fs::{CopyError, CopyMethod, FileId, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash, SharedFtl};
@@ -195,6 +196,55 @@ fn unaligned_ends_are_copied_by_bytes_and_the_middle_by_reference() {
     assert_eq!(report.bytes_by_bytes, 30_000);
     expected[5000..35_000].copy_from_slice(&original[1000..31_000]);
     assert!(read_all(&mut store.filesystem, destination) == expected);
+}
+
+#[test]
+fn copies_by_reference_over_a_stripe_of_ftls_keep_every_block_on_its_member() {
+    let members: Vec<Box<dyn BlockDevice>> = (0..2)
+        .map(|index| {
+            let array = support::small_array(support::small_config(64, 32), 20 + index);
+            let ftl = Ftl::format(
+                Box::new(array) as Box<dyn FlashBackend>,
+                support::test_options(32),
+            )
+            .expect("format an FTL");
+            Box::new(ftl) as Box<dyn BlockDevice>
+        })
+        .collect();
+    let stripe = StripedDevice::new(
+        "stripe",
+        members,
+        3 * 4096,
+        CompletionOrder::AsCompleted,
+        64,
+    )
+    .expect("stripe");
+    assert_eq!(stripe.copy_alignment_blocks(), 6);
+    let mut filesystem = Filesystem::format(
+        Box::new(stripe) as Box<dyn BlockDevice>,
+        &FormatOptions {
+            fs_block_size_bytes: 8192,
+        },
+    )
+    .expect("format the file system");
+    let mut expected = Vec::new();
+    for (index, length) in [70_000usize, 5_000, 123_457].into_iter().enumerate() {
+        let name = format!("file-{index}");
+        let file = filesystem.create(&name).expect("create");
+        let bytes = contents(index as u64, length);
+        filesystem.write(file, 0, &bytes).expect("write");
+        let report = filesystem
+            .copy_file(&name, &format!("{name}-copy"), CopyMethod::ReferenceOrFail)
+            .expect("by reference over the stripe");
+        assert_eq!(report.bytes_by_bytes, 0, "{report:?}");
+        expected.push((format!("{name}-copy"), bytes));
+    }
+    filesystem.flush().expect("flush");
+    for (name, bytes) in &expected {
+        let file = filesystem.open(name).expect("open");
+        assert!(read_all(&mut filesystem, file) == *bytes, "{name}");
+    }
+    assert!(filesystem.check().expect("fsck").is_clean());
 }
 
 #[test]
