@@ -6,8 +6,10 @@
 //! [`Command::ReadFiles`] per batch: one engine message, one planning pass and one reply for
 //! dozens of files, with adjacent files coming in one device request. Each file of a batch
 //! still takes its own credit (taken when it joins the batch, so the memory bound is the
-//! same), and a batch is sent as soon as it is full, no credit is free, a large file's turn
-//! comes, or the files run out.
+//! same), and a batch is sent as soon as it is full, when no credit is free and nothing else
+//! is in flight (while reads are in flight, their completions free credits, so the batch
+//! keeps growing instead of going out small), when it would exceed the byte limit, or when
+//! the files run out.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,7 +48,7 @@ struct PendingBatch {
 struct Reader<'a> {
     shared: &'a Shared,
     client: EngineClient,
-    work: Sender<WorkItem>,
+    work: Sender<Vec<WorkItem>>,
     results: Sender<ResultMessage>,
     reads: HashMap<Ticket, InFlight>,
     counters: StageCounters,
@@ -61,7 +63,7 @@ pub(crate) fn run_reader(
     shared: &Shared,
     client: EngineClient,
     plan: ReaderPlan,
-    work: Sender<WorkItem>,
+    work: Sender<Vec<WorkItem>>,
     results: Sender<ResultMessage>,
 ) -> StageCounters {
     let batch_files_limit = plan.batch_files_limit.min(client.max_read_files_count());
@@ -263,14 +265,14 @@ impl Reader<'_> {
             if self.shared.try_acquire_credit() {
                 return Ok(());
             }
-            if !self.pending.files.is_empty() {
-                self.submit_batch()?;
-                continue;
-            }
             if self.client.outstanding() > 0 {
                 if !self.reap_one() {
                     return Err(Stop);
                 }
+                continue;
+            }
+            if !self.pending.files.is_empty() {
+                self.submit_batch()?;
                 continue;
             }
             let started_ns = self.shared.clock.now_ns();
@@ -348,9 +350,14 @@ impl Reader<'_> {
             }
             (InFlight::Files(files), Ok(Reply::Files(results))) => {
                 assert_eq!(files.len(), results.len(), "one result per file of a batch");
-                for ((entry, size_bytes), result) in files.into_iter().zip(results) {
-                    self.deliver_file(entry, size_bytes, result);
-                }
+                let items: Vec<WorkItem> = files
+                    .into_iter()
+                    .zip(results)
+                    .filter_map(|((entry, size_bytes), result)| {
+                        self.deliver_file(entry, size_bytes, result)
+                    })
+                    .collect();
+                self.dispatch_all(items);
             }
             (InFlight::Chunk(entry, offset_bytes, _), Err(source)) => {
                 self.shared.release_credit();
@@ -364,15 +371,16 @@ impl Reader<'_> {
         }
     }
 
-    /// Passes on one file of a batch, or fails the job naming it.
+    /// One file of a batch as work for the kernel, or nothing when it failed (the job fails
+    /// naming it) or the job is cancelled.
     fn deliver_file(
         &mut self,
         entry: Arc<FileEntry>,
         size_bytes: u64,
         result: Result<ReadData, EngineError>,
-    ) {
+    ) -> Option<WorkItem> {
         match result {
-            Ok(data) if data.len() as u64 == size_bytes => self.pass_on(entry, 0, data),
+            Ok(data) if data.len() as u64 == size_bytes => self.work_item(entry, 0, data),
             Ok(data) => {
                 self.shared.release_credit();
                 self.shared.fail(PipelineError::Config(format!(
@@ -380,35 +388,58 @@ impl Reader<'_> {
                     entry.info.name,
                     data.len()
                 )));
+                None
             }
             Err(source) => {
                 self.shared.release_credit();
                 self.shared.fail(read_error(&entry, 0, source));
+                None
             }
         }
     }
 
-    /// Counts a chunk read and hands it to the workers (its credit goes with it).
-    fn pass_on(&mut self, entry: Arc<FileEntry>, offset_bytes: u64, data: ReadData) {
+    /// Counts a chunk read and makes it work for the kernel (its credit goes with it), or
+    /// drops it when the job is cancelled.
+    fn work_item(
+        &mut self,
+        entry: Arc<FileEntry>,
+        offset_bytes: u64,
+        data: ReadData,
+    ) -> Option<WorkItem> {
         self.counters.items += 1;
         self.counters.bytes += data.len() as u64;
         if self.shared.cancelled() {
             self.shared.release_credit();
-            return;
+            return None;
         }
-        self.dispatch(WorkItem {
+        Some(WorkItem {
             entry,
             offset_bytes,
             data: Some(data),
-        });
+        })
+    }
+
+    /// Counts a chunk read and hands it to the workers (its credit goes with it).
+    fn pass_on(&mut self, entry: Arc<FileEntry>, offset_bytes: u64, data: ReadData) {
+        if let Some(item) = self.work_item(entry, offset_bytes, data) {
+            self.dispatch(item);
+        }
     }
 
     fn dispatch(&mut self, item: WorkItem) {
+        self.dispatch_all(vec![item]);
+    }
+
+    /// Hands a group of chunks to the workers in one message (each holds its credit).
+    fn dispatch_all(&mut self, items: Vec<WorkItem>) {
+        if items.is_empty() {
+            return;
+        }
         let started_ns = self.shared.clock.now_ns();
-        let sent = self.work.send(item);
+        let sent = self.work.send(items);
         self.counters.blocked_ns += self.shared.clock.now_ns().saturating_sub(started_ns);
-        if sent.is_err() {
-            self.shared.release_credit();
+        if let Err(unsent) = sent {
+            unsent.0.iter().for_each(|_| self.shared.release_credit());
         }
     }
 }

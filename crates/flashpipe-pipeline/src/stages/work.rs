@@ -1,6 +1,7 @@
 //! The kernel stage: worker threads run the kernel on chunks still in the engine's buffers.
 //! Parallel files: map any chunk, then pass the part to the reduce stage. In-order files: the
-//! first worker to find the file idle processes every chunk that is next in line.
+//! first worker to find the file idle processes every chunk that is next in line. Work comes
+//! in groups: one chunk, or every file of a batched read (one hand-off for the group).
 
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ struct Worker<'a> {
 /// Runs one worker until the read stage closes the work queue.
 pub(crate) fn run_worker(
     shared: &Shared,
-    work: Receiver<WorkItem>,
+    work: Receiver<Vec<WorkItem>>,
     results: Sender<ResultMessage>,
 ) -> StageCounters {
     let mut worker = Worker {
@@ -27,16 +28,18 @@ pub(crate) fn run_worker(
         results,
         counters: StageCounters::default(),
     };
-    for item in work.iter() {
-        if shared.cancelled() {
-            drop(item);
-            shared.release_credit();
-            continue;
-        }
-        let entry = Arc::clone(&item.entry);
-        match &entry.work {
-            FileWork::Parallel(mapper) => worker.map(mapper.as_ref(), item),
-            FileWork::Sequential(_) => worker.process_in_order(&entry, item),
+    for items in work.iter() {
+        for item in items {
+            if shared.cancelled() {
+                drop(item);
+                shared.release_credit();
+                continue;
+            }
+            let entry = Arc::clone(&item.entry);
+            match &entry.work {
+                FileWork::Parallel(mapper) => worker.map(mapper.as_ref(), item),
+                FileWork::Sequential(_) => worker.process_in_order(&entry, item),
+            }
         }
     }
     worker.counters
