@@ -34,6 +34,7 @@ impl ChunkMapper for Crc32cMapper {
 struct Crc32cReducer {
     file: FileInfo,
     combined: u32,
+    reduced_bytes: u64,
 }
 
 impl PartReducer for Crc32cReducer {
@@ -44,7 +45,14 @@ impl PartReducer for Crc32cReducer {
     ) -> Result<(), KernelError> {
         let length_bytes = part.length_bytes;
         let chunk_crc: u32 = part.into_partial(&self.file)?;
-        self.combined = crc32c::crc32c_combine(self.combined, chunk_crc, length_bytes);
+        // The CRC of the first part is the running CRC: combining with the empty prefix
+        // would give it back at about 25 us a call, a cost that dominated many small files.
+        self.combined = if self.reduced_bytes == 0 {
+            chunk_crc
+        } else {
+            crc32c::crc32c_combine(self.combined, chunk_crc, length_bytes)
+        };
+        self.reduced_bytes += length_bytes as u64;
         Ok(())
     }
 
@@ -75,6 +83,7 @@ impl Kernel for Crc32cKernel {
             reducer: Box::new(Crc32cReducer {
                 file: file.clone(),
                 combined: 0,
+                reduced_bytes: 0,
             }),
         })
     }
