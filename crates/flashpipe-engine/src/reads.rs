@@ -19,7 +19,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use flashpipe_device::{BlockDevice, BufferPool, Completion, DeviceError, IoBuf, Request};
+use flashpipe_device::{
+    BlockDevice, BufferPool, Completion, DeviceError, IoBuf, PoolExhausted, Request,
+};
 use flashpipe_fs::{FileId, Filesystem};
 
 use crate::command::{
@@ -510,7 +512,7 @@ struct BatchPlanner<'a> {
 
 impl BatchPlanner<'_> {
     /// Takes a pool buffer of `span_bytes` for the batch; its index.
-    fn take_buffer(&mut self, span_bytes: usize) -> Result<usize, EngineError> {
+    fn take_buffer(&mut self, span_bytes: usize) -> Result<usize, PoolExhausted> {
         let mut buffer = self.pool.try_take()?;
         assert!(
             span_bytes <= buffer.capacity(),
@@ -556,7 +558,7 @@ impl BatchPlanner<'_> {
         let span_bytes = (size_bytes.div_ceil(self.block_bytes) * self.block_bytes) as usize;
         let buffer_index = match self.take_buffer(span_bytes) {
             Ok(buffer_index) => buffer_index,
-            Err(error) => return BatchFile::Failed(error),
+            Err(exhausted) => return BatchFile::Failed(exhausted.into()),
         };
         for run in runs {
             let position_bytes = (run.first_file_block * self.block_bytes) as usize;
@@ -615,14 +617,10 @@ impl BatchPlanner<'_> {
         let span_bytes = ((end_block - first_block) * self.block_bytes) as usize;
         let buffer_index = match self.take_buffer(span_bytes) {
             Ok(buffer_index) => buffer_index,
-            Err(error) => {
+            Err(exhausted) => {
                 for extent in group {
-                    files[extent.file_index] = BatchFile::Failed(match &error {
-                        EngineError::ReadBuffersExhausted(exhausted) => {
-                            EngineError::ReadBuffersExhausted(exhausted.clone())
-                        }
-                        other => unreachable!("taking a pool buffer failed with {other:?}"),
-                    });
+                    files[extent.file_index] =
+                        BatchFile::Failed(EngineError::ReadBuffersExhausted(exhausted.clone()));
                 }
                 return;
             }
