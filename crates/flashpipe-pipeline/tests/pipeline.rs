@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{expected_probe_summary, pattern, small_config, store_with, ProbeKernel};
+use common::{
+    expected_probe_summary, names_of, pattern, small_config, store_of, store_with, ProbeKernel,
+};
 use flashpipe_kernels::api::{CountingSink, Schedule, Summary};
 use flashpipe_kernels::driver::{run_on_bytes, DrivePlan};
 use flashpipe_kernels::registry::build_kernel;
@@ -27,12 +29,8 @@ fn inputs() -> Vec<(String, Vec<u8>)> {
 
 fn check_probe(schedule: Schedule) {
     let files = inputs();
-    let borrowed: Vec<(&str, Vec<u8>)> = files
-        .iter()
-        .map(|(name, data)| (name.as_str(), data.clone()))
-        .collect();
-    let store = store_with(&borrowed);
-    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    let store = store_of(&files);
+    let names = names_of(&files);
     let result = store
         .run(
             Arc::new(ProbeKernel::new(schedule)),
@@ -141,12 +139,8 @@ fn many_small_files_with_several_readers() {
     let files: Vec<(String, Vec<u8>)> = (0..300)
         .map(|index| (format!("small-{index:04}"), pattern(2048, index as u8)))
         .collect();
-    let borrowed: Vec<(&str, Vec<u8>)> = files
-        .iter()
-        .map(|(name, data)| (name.as_str(), data.clone()))
-        .collect();
-    let store = store_with(&borrowed);
-    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    let store = store_of(&files);
+    let names = names_of(&files);
     let kernel = build_kernel("crc32c", &[]).expect("crc32c");
     let mut config = small_config(OutputTarget::Discard);
     config.reader_count = 3;
@@ -358,12 +352,8 @@ fn batched_small_files_match_single_reads() {
             (format!("mixed-{index:03}"), pattern(size, index as u8))
         })
         .collect();
-    let borrowed: Vec<(&str, Vec<u8>)> = files
-        .iter()
-        .map(|(name, data)| (name.as_str(), data.clone()))
-        .collect();
-    let store = store_with(&borrowed);
-    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    let store = store_of(&files);
+    let names = names_of(&files);
     for schedule in [Schedule::ChunksInParallel, Schedule::ChunksInOrder] {
         for (credits, readers) in [(8, 1), (16, 2), (2, 1)] {
             let mut config = small_config(OutputTarget::ReturnToCaller);
@@ -388,12 +378,8 @@ fn slow_kernel_over_small_files_holds_memory_to_the_credits() {
     let files: Vec<(String, Vec<u8>)> = (0..40)
         .map(|index| (format!("slow-{index:02}"), pattern(2048, index as u8)))
         .collect();
-    let borrowed: Vec<(&str, Vec<u8>)> = files
-        .iter()
-        .map(|(name, data)| (name.as_str(), data.clone()))
-        .collect();
-    let store = store_with(&borrowed);
-    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    let store = store_of(&files);
+    let names = names_of(&files);
     let mut kernel = ProbeKernel::new(Schedule::ChunksInParallel);
     kernel.delay = Duration::from_millis(1);
     let mut config = small_config(OutputTarget::Discard);
@@ -415,13 +401,9 @@ fn read_error_in_a_batch_names_the_file() {
     let files: Vec<(String, Vec<u8>)> = (0..20)
         .map(|index| (format!("batched-{index:02}"), pattern(1000, index as u8)))
         .collect();
-    let borrowed: Vec<(&str, Vec<u8>)> = files
-        .iter()
-        .map(|(name, data)| (name.as_str(), data.clone()))
-        .collect();
-    let store = store_with(&borrowed);
+    let store = store_of(&files);
     store.fail_reads.store(true, Ordering::Release);
-    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    let names = names_of(&files);
     let error = store
         .run(
             Arc::new(ProbeKernel::new(Schedule::ChunksInOrder)),

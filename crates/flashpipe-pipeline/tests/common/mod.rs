@@ -35,6 +35,20 @@ pub const TEST_ENGINE: EngineConfig = EngineConfig {
     reads_in_flight_limit: 16,
 };
 
+/// [`store_with`] for files whose names are owned strings.
+pub fn store_of(files: &[(String, Vec<u8>)]) -> TestStore {
+    let borrowed: Vec<(&str, Vec<u8>)> = files
+        .iter()
+        .map(|(name, data)| (name.as_str(), data.clone()))
+        .collect();
+    store_with(&borrowed)
+}
+
+/// The names of `files`, in order.
+pub fn names_of(files: &[(String, Vec<u8>)]) -> Vec<&str> {
+    files.iter().map(|(name, _)| name.as_str()).collect()
+}
+
 /// Formats a 64 MiB RAM store, writes `files`, and starts its engine.
 pub fn store_with(files: &[(&str, Vec<u8>)]) -> TestStore {
     let fail_reads = Arc::new(AtomicBool::new(false));
