@@ -166,7 +166,9 @@ fn slow_kernel_holds_memory_to_the_credits() {
         let data = pattern(32 * 4096, 7);
         let store = store_with(&[("big", data.clone())]);
         let mut kernel = ProbeKernel::new(schedule);
-        kernel.delay = Duration::from_millis(2);
+        // Slow enough that the kernel stays the slowest stage on a loaded 2-core machine,
+        // where a read stage sharing the cores with a build measured 1.7 ms a chunk.
+        kernel.delay = Duration::from_millis(10);
         let mut config = small_config(OutputTarget::Discard);
         config.chunk_credit_count = 3;
         config.reads_in_flight_per_reader = 8;
