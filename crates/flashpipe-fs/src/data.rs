@@ -292,7 +292,6 @@ struct PlannedWrite {
     first: u64,
     targets: Vec<u64>,
     allocated: Vec<u64>,
-    new_count: u64,
     end_bytes: u64,
     operations: Vec<Operation>,
 }
@@ -423,7 +422,6 @@ fn plan_write(
         first,
         targets,
         allocated,
-        new_count,
         end_bytes,
         operations,
     }))
@@ -515,32 +513,13 @@ fn build_write_operations(
 }
 
 fn install_targets(state: &mut State, plan: &PlannedWrite) {
-    let PlannedWrite {
-        inode_number,
-        first,
-        ref targets,
-        new_count,
-        end_bytes,
-        ..
-    } = *plan;
-    if new_count > state.files[&inode_number].pointers.len() as u64 {
-        state.resize_pointers(inode_number, new_count);
-    }
-    let now = state.now_ns();
-    let node = state.files.get_mut(&inode_number).expect("live file");
-    for (offset, &target) in targets.iter().enumerate() {
-        let slot = &mut node.pointers[first as usize + offset];
-        if *slot != target {
-            if *slot != 0 {
-                state.allocator.release(*slot);
-            }
-            *slot = target;
-        }
-    }
-    node.size_bytes = node.size_bytes.max(end_bytes);
-    node.modified_clock_ns = now;
-    node.map_changed = true;
-    state.changed_since_commit = true;
+    install_pointers(
+        state,
+        plan.inode_number,
+        plan.first,
+        &plan.targets,
+        plan.end_bytes,
+    );
 }
 
 /// Sets a file's size. Shrinking frees the blocks past the end and zeroes the tail of
