@@ -352,11 +352,13 @@ pub fn open_flash_device(
             let array = new_array(&device, config, StorageMode::Memory, spec.seed)?;
             format_ftl(&device, array, options)?
         }
-        (None, DeviceCreation::MustExist) => return Err(FlashStoreError::InMemory { device }),
+        (None, DeviceCreation::MustExist | DeviceCreation::ReadOnly) => {
+            return Err(FlashStoreError::InMemory { device })
+        }
         (Some(path), DeviceCreation::CreateMissing) => {
             create_on_file(&device, &path, config, options, spec.seed)?
         }
-        (Some(path), DeviceCreation::MustExist) => {
+        (Some(path), DeviceCreation::MustExist | DeviceCreation::ReadOnly) => {
             mount_from_file(&device, &path, &config, options)?
         }
     };

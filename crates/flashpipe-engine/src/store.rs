@@ -15,8 +15,19 @@ use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOC
 pub enum DeviceCreation {
     /// mkfs: create missing files with their size; existing ones must have that size.
     CreateMissing,
-    /// Every other command: the files must exist with their recorded size.
+    /// Every command that may change the store: the files must exist with their recorded
+    /// size.
     MustExist,
+    /// Read-only commands (ls, stat, cat, get, df, fsck without repair): the files must
+    /// exist, and nothing is written to them.
+    ReadOnly,
+}
+
+impl DeviceCreation {
+    /// True when the devices must exist already (every mode but mkfs's).
+    pub fn must_exist(self) -> bool {
+        self != DeviceCreation::CreateMissing
+    }
 }
 
 /// Why a store's devices cannot be opened.
@@ -115,7 +126,7 @@ fn open_member(
         DeviceSpec::File { path, size_bytes } => {
             let path = StoreConfig::resolve_device_path(store_file, path);
             let exists = path.exists();
-            if !exists && creation == DeviceCreation::MustExist {
+            if !exists && creation.must_exist() {
                 return Err(StoreOpenError::MissingDevice { path });
             }
             let mut file_config = FileDeviceConfig::new(&path);
@@ -154,7 +165,7 @@ fn check_regular_file_size(
     let found_bytes = metadata.len();
     let acceptable = match creation {
         DeviceCreation::CreateMissing => found_bytes == expected_bytes || found_bytes == 0,
-        DeviceCreation::MustExist => found_bytes == expected_bytes,
+        DeviceCreation::MustExist | DeviceCreation::ReadOnly => found_bytes == expected_bytes,
     };
     if acceptable {
         return Ok(());

@@ -39,6 +39,15 @@ impl Default for FormatOptions {
     }
 }
 
+/// Whether a mount may write to its device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MountMode {
+    /// Heals a torn super block slot; commits on flush.
+    ReadWrite,
+    /// Never writes.
+    ReadOnly,
+}
+
 /// What `stat` and `list` say about a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileStat {
@@ -125,7 +134,20 @@ impl Filesystem {
 
     /// Mounts the file system on `device`. Refuses a newer format, a device that is too
     /// small, and any inconsistency (listing them all); heals a torn super block slot.
-    pub fn mount(mut device: Box<dyn BlockDevice>) -> Result<Filesystem, MountError> {
+    pub fn mount(device: Box<dyn BlockDevice>) -> Result<Filesystem, MountError> {
+        Filesystem::mount_with(device, MountMode::ReadWrite)
+    }
+
+    /// Mounts the file system on `device` for reading only: nothing is ever written to
+    /// the device (a torn super block slot is left as found).
+    pub fn mount_read_only(device: Box<dyn BlockDevice>) -> Result<Filesystem, MountError> {
+        Filesystem::mount_with(device, MountMode::ReadOnly)
+    }
+
+    fn mount_with(
+        mut device: Box<dyn BlockDevice>,
+        mode: MountMode,
+    ) -> Result<Filesystem, MountError> {
         let image = load_image(&mut *device).map_err(mount_error)?;
         let mut findings = image.findings.clone();
         if !image.files_complete && findings.is_empty() {
@@ -144,6 +166,9 @@ impl Filesystem {
             .as_ref()
             .and_then(|finding| finding.block);
         let state = State::from_image(image, device.clock(), false);
+        if mode == MountMode::ReadOnly {
+            return Ok(Filesystem { device, state });
+        }
         if let Some(slot) = heal_slot {
             let super_block = state
                 .committed
