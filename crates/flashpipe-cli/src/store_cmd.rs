@@ -4,6 +4,13 @@
 //! engine (the filesystem core thread) and talks to it as a client; transfers keep
 //! several commands in flight. Every check on user input happens before anything is
 //! changed, so a bad argument leaves the store as it was.
+//!
+//! One owner per store: opening takes the store's lock (exclusive for commands that may
+//! change it, shared for `ls`, `stat`, `cat`, `get`, `df` and `fsck` without `--repair`,
+//! which also open the devices read-only and mount read-only); a second opener fails
+//! naming the holder, or waits with `--wait`. Every changing command is one transaction:
+//! it commits with one flush at its end when it succeeded, and a command that fails closes
+//! the store without committing, so the store keeps its last commit.
 
 mod transfer;
 
@@ -14,11 +21,15 @@ use std::sync::Arc;
 
 use flashpipe_device::Clock;
 
-use flashpipe_engine::store::{open_store_device, DeviceCreation, OpenedStoreDevice};
-use flashpipe_engine::store_config::{
-    check_block_size, check_stripe_unit, parse_device_list, DeviceSpec, StoreConfig,
-    STORE_FILE_VERSION,
+use flashpipe_engine::store::{
+    device_files, flash_metadata_path, open_store_device_waiting, DeviceCreation,
+    OpenedStoreDevice,
 };
+use flashpipe_engine::store_config::{
+    check_block_size, check_distinct_devices, check_stripe_unit, parse_device_list, DeviceSpec,
+    StoreConfig, STORE_FILE_VERSION,
+};
+use flashpipe_engine::store_lock::{LockWait, StoreLock};
 use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command as EngineCommand, Engine, EngineClient, EngineConfig, Reply};
 use flashpipe_fs::{FileStat, Filesystem, FormatOptions, FsStats};
@@ -56,6 +67,13 @@ pub struct MkfsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Format devices that hold a flashpipe store or flash image already (their contents
+    /// are lost); without it such a device is refused.
+    #[arg(long)]
+    pub force: bool,
+    /// Wait for a command using one of the devices to finish instead of failing.
+    #[arg(long)]
+    pub wait: bool,
     /// The store file to write (must not exist).
     pub store: PathBuf,
 }
@@ -68,6 +86,20 @@ pub struct StoreArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Wait for another command using the store to finish instead of failing (one
+    /// command changes a store at a time; read-only ones run together).
+    #[arg(long)]
+    pub wait: bool,
+}
+
+impl StoreArgs {
+    fn lock_wait(&self) -> LockWait {
+        if self.wait {
+            LockWait::Wait
+        } else {
+            LockWait::Fail
+        }
+    }
 }
 
 /// `flashpipe put`.
@@ -82,6 +114,14 @@ pub struct PutArgs {
     /// Name in the store: the file's name for one file, a prefix (`NAME:`) for folders.
     #[arg(long = "as")]
     pub name: Option<String>,
+    /// Replace files that exist in the store already; the old file stays whole until the
+    /// new one is committed (without it an existing name is refused and nothing changes).
+    #[arg(long)]
+    pub force: bool,
+    /// Also store special files (FIFOs, devices, sockets) given as paths, reading what
+    /// they yield; without it they are refused (reading one may block or never end).
+    #[arg(long)]
+    pub special: bool,
 }
 
 /// `flashpipe get`.
@@ -111,8 +151,11 @@ pub struct MvArgs {
     pub store: StoreArgs,
     /// Current name.
     pub from: String,
-    /// New name (must not exist).
+    /// New name (must not exist, unless --force).
     pub to: String,
+    /// Replace `to` if it exists, in the same commit as the rename.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// How `flashpipe cp` may move data.
@@ -143,8 +186,12 @@ pub struct CpArgs {
     pub store: StoreArgs,
     /// The file to copy.
     pub from: String,
-    /// The new file (must not exist).
+    /// The new file (must not exist, unless --force).
     pub to: String,
+    /// Replace `to` if it exists: the copy is made under a temporary name and renamed
+    /// over `to` in the same commit.
+    #[arg(long)]
+    pub force: bool,
     /// `reference`: remap blocks, no data moves (needs a store on emulated flash; fails
     /// elsewhere); `auto`: by reference when possible, else bytes; `bytes`: copy bytes.
     #[arg(long = "by", value_enum, default_value = "auto")]
@@ -164,7 +211,12 @@ pub struct FsckArgs {
 /// Runs `mkfs`: validates everything, creates the devices, formats, writes the store file.
 pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
     let config = mkfs_config(&arguments)?;
-    let stats = create_store(&config, &arguments.store)?;
+    let wait = if arguments.wait {
+        LockWait::Wait
+    } else {
+        LockWait::Fail
+    };
+    let stats = create_store_with(&config, &arguments.store, arguments.force, wait)?;
     let capacity_bytes = stats.fs_block_count * u64::from(stats.fs_block_size_bytes);
     if arguments.json {
         println!(
@@ -190,10 +242,24 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
 }
 
 /// Creates a store: checks the config, creates and formats its devices, then writes
-/// the store file (last, so a failure leaves no store file behind).
+/// the store file (last, so a failure leaves no store file behind). Devices that hold a
+/// flashpipe store or flash image already are refused.
 pub fn create_store(
     config: &StoreConfig,
     store: &Path,
+) -> Result<FsStats, Box<dyn std::error::Error>> {
+    create_store_with(config, store, false, LockWait::Fail)
+}
+
+/// [`create_store`], formatting devices that hold a store with `force` and waiting for
+/// their owner with [`LockWait::Wait`]. Refuses a device named twice; on failure removes
+/// every device file and image it created (never one that was there before), so the same
+/// mkfs can be retried.
+pub fn create_store_with(
+    config: &StoreConfig,
+    store: &Path,
+    force: bool,
+    wait: LockWait,
 ) -> Result<FsStats, Box<dyn std::error::Error>> {
     if store.exists() {
         return Err(format!(
@@ -203,17 +269,113 @@ pub fn create_store(
         .into());
     }
     config.validate(store)?;
-    let OpenedStoreDevice { device, notes } =
-        open_store_device(config, store, DeviceCreation::CreateMissing)?;
+    check_distinct_devices(config, store)?;
+    let lock = flashpipe_engine::store::lock_store(
+        config,
+        store,
+        DeviceCreation::CreateMissing.lock_mode(),
+        wait,
+    )?;
+    if !force {
+        refuse_devices_holding_stores(config, store)?;
+    }
+    let existing: Vec<PathBuf> = device_files(config, store)
+        .into_iter()
+        .filter(|path| path.exists())
+        .collect();
+    let result = format_store(config, store, lock);
+    if result.is_err() {
+        remove_created_files(config, store, &existing);
+    }
+    result
+}
+
+fn format_store(
+    config: &StoreConfig,
+    store: &Path,
+    lock: StoreLock,
+) -> Result<FsStats, Box<dyn std::error::Error>> {
+    let OpenedStoreDevice {
+        device,
+        notes,
+        lock,
+    } = flashpipe_engine::store::open_store_device_locked(
+        config,
+        store,
+        DeviceCreation::CreateMissing,
+        lock,
+    )?;
     print_notes(&notes);
     let options = FormatOptions {
         fs_block_size_bytes: config.block_size_bytes,
     };
     let filesystem = Filesystem::format(device, &options)?;
     let stats = filesystem.stats();
-    filesystem.unmount()?;
+    drop(filesystem.unmount()?);
     config.save_new(store)?;
+    drop(lock);
     Ok(stats)
+}
+
+/// Removes the device files and flash images of `config` that mkfs created: those not in
+/// `existing` (best effort: the mkfs's own error is the one to report).
+fn remove_created_files(config: &StoreConfig, store: &Path, existing: &[PathBuf]) {
+    for path in device_files(config, store) {
+        if !existing.contains(&path) && path.is_file() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Refuses a device that holds a flashpipe file system (a super block's magic at the
+/// start of either slot, for any block size) or an emulated flash image (its `.meta`).
+fn refuse_devices_holding_stores(config: &StoreConfig, store: &Path) -> CliResult {
+    for device in &config.devices {
+        let path = match device {
+            DeviceSpec::File { path, .. } => path,
+            DeviceSpec::Flash(flash) => match &flash.path {
+                Some(path) => path,
+                None => continue,
+            },
+            DeviceSpec::Ram { .. } => continue,
+        };
+        let path = StoreConfig::resolve_device_path(store, path);
+        if let Some(found) = flashpipe_content(&path) {
+            return Err(format!(
+                "device {} holds {found}: mkfs would destroy it; give --force to format it anyway",
+                path.display()
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// What flashpipe content `path` holds, if any.
+fn flashpipe_content(path: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    if flash_metadata_path(path).exists() {
+        return Some(format!(
+            "an emulated flash image ({} is beside it)",
+            flash_metadata_path(path).display()
+        ));
+    }
+    let mut file = std::fs::File::open(path).ok()?;
+    let slot_offsets = std::iter::once(0).chain(
+        (12..=20).map(|shift| 1u64 << shift), // slot 1 sits one FS block in: 4 KiB to 1 MiB
+    );
+    for offset in slot_offsets {
+        let mut magic = [0u8; 8];
+        let read = file
+            .seek(SeekFrom::Start(offset))
+            .and_then(|_| file.read_exact(&mut magic));
+        if read.is_ok() && magic == flashpipe_fs::layout::MAGIC {
+            return Some(format!(
+                "a flashpipe file system (a super block at byte {offset})"
+            ));
+        }
+    }
+    None
 }
 
 /// Creates a store of file devices named `device_files` (relative to the store file),
@@ -290,8 +452,18 @@ fn print_notes(notes: &[String]) {
     }
 }
 
+/// Whether a store is opened to change it or only to read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreAccess {
+    /// Exclusive lock, read-write devices and mount; closing commits.
+    ReadWrite,
+    /// Shared lock, read-only devices and mount; nothing is ever written.
+    ReadOnly,
+}
+
 /// A store opened for commands: the engine running its file system, how it was
-/// started, and the clock of the store's devices (real or virtual).
+/// started, the clock of the store's devices (real or virtual), and the lock that makes
+/// this process its owner (or one of its readers) until it is closed.
 pub struct OpenStore {
     /// The running engine.
     pub engine: Engine,
@@ -299,11 +471,25 @@ pub struct OpenStore {
     pub engine_config: EngineConfig,
     /// The store device's clock.
     pub clock: Arc<dyn Clock>,
+    access: StoreAccess,
+    /// Declared last: released after the engine and its devices are closed.
+    lock: Option<StoreLock>,
 }
 
 impl OpenStore {
-    /// Loads the store file, opens and mounts the store and starts the engine.
+    /// Loads the store file, locks it, opens and mounts the store for changes and starts
+    /// the engine; fails at once when another process uses the store.
     pub fn open(store: &Path) -> Result<OpenStore, Box<dyn std::error::Error>> {
+        OpenStore::open_with(store, StoreAccess::ReadWrite, LockWait::Fail)
+    }
+
+    /// [`OpenStore::open`] for `access`, waiting for another user with
+    /// [`LockWait::Wait`].
+    pub fn open_with(
+        store: &Path,
+        access: StoreAccess,
+        wait: LockWait,
+    ) -> Result<OpenStore, Box<dyn std::error::Error>> {
         let config = StoreConfig::load(store)?;
         if has_ram_device(&config) {
             return Err(format!(
@@ -313,21 +499,37 @@ impl OpenStore {
             )
             .into());
         }
-        let OpenedStoreDevice { device, notes } =
-            open_store_device(&config, store, DeviceCreation::MustExist)?;
+        let creation = match access {
+            StoreAccess::ReadWrite => DeviceCreation::MustExist,
+            StoreAccess::ReadOnly => DeviceCreation::ReadOnly,
+        };
+        let OpenedStoreDevice {
+            device,
+            notes,
+            lock,
+        } = open_store_device_waiting(&config, store, creation, wait)?;
         print_notes(&notes);
-        let filesystem = Filesystem::mount(device)
-            .map_err(|error| format!("store {}: {error}", store.display()))?;
-        Ok(OpenStore::start(filesystem))
+        let mounted = match access {
+            StoreAccess::ReadWrite => Filesystem::mount(device),
+            StoreAccess::ReadOnly => Filesystem::mount_read_only(device),
+        };
+        let filesystem = mounted.map_err(|error| format!("store {}: {error}", store.display()))?;
+        let mut opened = OpenStore::start(filesystem);
+        opened.access = access;
+        opened.lock = Some(lock);
+        Ok(opened)
     }
 
-    /// Starts the engine on a mounted file system, keeping its device's clock.
+    /// Starts the engine on a mounted file system, keeping its device's clock (the
+    /// caller owns the store: no lock is taken).
     pub fn start(mut filesystem: Filesystem) -> OpenStore {
         let engine_config = EngineConfig::default();
         OpenStore {
             clock: filesystem.device_mut().clock(),
             engine: Engine::start(filesystem, engine_config),
             engine_config,
+            access: StoreAccess::ReadWrite,
+            lock: None,
         }
     }
 
@@ -336,30 +538,72 @@ impl OpenStore {
         self.engine.client(outstanding_limit)
     }
 
-    /// Flushes, stops the engine and unmounts.
+    /// Closes the store: flushes and unmounts when opened for changes; a read-only store
+    /// is closed without writing anything.
     pub fn close(self) -> CliResult {
-        self.engine.shutdown()?.unmount()?;
+        match self.access {
+            StoreAccess::ReadWrite => drop(self.engine.shutdown()?.unmount()?),
+            StoreAccess::ReadOnly => drop(self.engine.shutdown_without_commit()?),
+        }
         Ok(())
+    }
+
+    /// Closes the store without committing: every change since the last flush is
+    /// dropped, so a command that failed half-way leaves the store at its last commit.
+    pub fn close_without_commit(self) -> CliResult {
+        drop(self.engine.shutdown_without_commit()?);
+        Ok(())
+    }
+
+    /// Ends a command: commits and closes when `result` is a success, closes without
+    /// committing when it is a failure (and returns that failure).
+    pub fn finish<T>(
+        self,
+        result: Result<T, Box<dyn std::error::Error>>,
+    ) -> Result<T, Box<dyn std::error::Error>> {
+        match result {
+            Ok(value) => {
+                self.close()?;
+                Ok(value)
+            }
+            Err(error) => {
+                if let Err(close_error) = self.close_without_commit() {
+                    eprintln!("note: closing the store after the failure: {close_error}");
+                }
+                Err(error)
+            }
+        }
     }
 }
 
-/// Runs `put`.
+/// Opens the store of `arguments` with `access`, honouring `--wait`.
+fn open_store(
+    arguments: &StoreArgs,
+    access: StoreAccess,
+) -> Result<OpenStore, Box<dyn std::error::Error>> {
+    OpenStore::open_with(&arguments.store, access, arguments.lock_wait())
+}
+
+/// Runs `put`: every file in one transaction (see `transfer`).
 pub fn run_put(arguments: PutArgs) -> CliResult {
-    let sources = transfer::plan_put(&arguments.paths, arguments.name.as_deref())?;
-    let store = OpenStore::open(&arguments.store.store)?;
+    let sources = transfer::plan_put_with_special(
+        &arguments.paths,
+        arguments.name.as_deref(),
+        arguments.special,
+    )?;
+    let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
     let mut client = store.client(16);
-    let report = transfer::put_files(&mut client, &*store.clock, &sources);
-    let flushed = client.call(EngineCommand::Flush);
-    store.close()?;
-    let report = report?;
-    flushed?;
+    let result =
+        transfer::put_files_atomically(&mut client, &*store.clock, &sources, arguments.force);
+    drop(client);
+    let report = store.finish(result)?;
     transfer::print_transfer_report("stored", &report, arguments.store.json);
     Ok(())
 }
 
 /// Runs `get`.
 pub fn run_get(arguments: GetArgs) -> CliResult {
-    let store = OpenStore::open(&arguments.store.store)?;
+    let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(16);
     let result = transfer::get_file(
         &mut client,
@@ -367,8 +611,8 @@ pub fn run_get(arguments: GetArgs) -> CliResult {
         &arguments.name,
         &arguments.destination,
     );
-    store.close()?;
-    let report = result?;
+    drop(client);
+    let report = store.finish(result)?;
     if arguments.destination != Path::new("-") {
         transfer::print_transfer_report("fetched", &report, arguments.store.json);
     }
@@ -380,22 +624,22 @@ pub fn run_cat(arguments: NamesArgs) -> CliResult {
     if arguments.names.is_empty() {
         return Err("cat needs at least one file name".into());
     }
-    let store = OpenStore::open(&arguments.store.store)?;
+    let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(16);
     let result = arguments.names.iter().try_for_each(|name| {
         transfer::get_file(&mut client, &*store.clock, name, Path::new("-")).map(|_| ())
     });
-    store.close()?;
-    result
+    drop(client);
+    store.finish(result)
 }
 
 /// Runs `ls`: every file, or the named ones.
 pub fn run_ls(arguments: NamesArgs) -> CliResult {
-    let store = OpenStore::open(&arguments.store.store)?;
+    let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(4);
     let files = list_files(&mut client, &arguments.names);
-    store.close()?;
-    let files = files?;
+    drop(client);
+    let files = store.finish(files)?;
     if arguments.store.json {
         let rows: Vec<_> = files.iter().map(file_json).collect();
         println!("{}", serde_json::Value::Array(rows));
@@ -444,11 +688,11 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
     if arguments.names.is_empty() {
         return Err("stat needs at least one file name".into());
     }
-    let store = OpenStore::open(&arguments.store.store)?;
+    let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(4);
     let files = list_files(&mut client, &arguments.names);
-    store.close()?;
-    let files = files?;
+    drop(client);
+    let files = store.finish(files)?;
     if arguments.store.json {
         println!(
             "{}",
@@ -469,16 +713,18 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
     Ok(())
 }
 
-/// Runs `rm`: checks every name exists first, then deletes them all and flushes.
+/// Runs `rm`: checks every name first (each exists, none is named twice), then deletes
+/// them all in one commit; a bad name deletes nothing.
 pub fn run_rm(arguments: NamesArgs) -> CliResult {
     if arguments.names.is_empty() {
         return Err("rm needs at least one file name".into());
     }
-    let store = OpenStore::open(&arguments.store.store)?;
+    refuse_repeated_names(&arguments.names)?;
+    let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
     let mut client = store.client(4);
     let result = remove_all(&mut client, &arguments.names);
-    store.close()?;
-    result?;
+    drop(client);
+    store.finish(result)?;
     if arguments.store.json {
         println!("{}", json!({"removed": arguments.names}));
     } else {
@@ -487,9 +733,19 @@ pub fn run_rm(arguments: NamesArgs) -> CliResult {
     Ok(())
 }
 
+/// `rm x y x` is refused whole: with every command atomic, deleting x and y and then
+/// failing on the second x (Unix `rm`'s way) would be a partial command.
+fn refuse_repeated_names(names: &[String]) -> CliResult {
+    let mut seen = std::collections::HashSet::new();
+    match names.iter().find(|name| !seen.insert(name.as_str())) {
+        Some(name) => Err(format!("{name:?} is named more than once; nothing removed").into()),
+        None => Ok(()),
+    }
+}
+
 fn remove_all(client: &mut EngineClient, names: &[String]) -> CliResult {
     for name in names {
-        stat_file(client, name)?;
+        stat_file(client, name).map_err(|error| format!("{error}; nothing removed"))?;
     }
     for name in names {
         client.call(EngineCommand::Delete { name: name.clone() })?;
@@ -498,18 +754,20 @@ fn remove_all(client: &mut EngineClient, names: &[String]) -> CliResult {
     Ok(())
 }
 
-/// Runs `mv`.
+/// Runs `mv` (replacing the target only with `--force`, in the same commit).
 pub fn run_mv(arguments: MvArgs) -> CliResult {
-    let store = OpenStore::open(&arguments.store.store)?;
+    let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
     let mut client = store.client(4);
     let result = client
-        .call(EngineCommand::Rename {
-            from: arguments.from.clone(),
-            to: arguments.to.clone(),
-        })
-        .and_then(|_| client.call(EngineCommand::Flush));
-    store.close()?;
-    result?;
+        .call(transfer::rename_command(
+            &arguments.from,
+            &arguments.to,
+            arguments.force,
+        ))
+        .and_then(|_| client.call(EngineCommand::Flush))
+        .map_err(|error| refuse_hint(error, arguments.force));
+    drop(client);
+    store.finish(result)?;
     if arguments.store.json {
         println!("{}", json!({"from": arguments.from, "to": arguments.to}));
     } else {
@@ -518,24 +776,30 @@ pub fn run_mv(arguments: MvArgs) -> CliResult {
     Ok(())
 }
 
+/// An engine error, with the `--force` hint when the target exists.
+fn refuse_hint(error: flashpipe_engine::EngineError, forced: bool) -> Box<dyn std::error::Error> {
+    let exists = matches!(
+        error,
+        flashpipe_engine::EngineError::Namespace(flashpipe_fs::NamespaceError::Exists { .. })
+    );
+    if exists && !forced {
+        return format!("{error}; give --force to replace it").into();
+    }
+    error.into()
+}
+
 /// Runs `cp`: copies one file inside the store, by reference where the device remaps.
+/// With `--force` an existing target is replaced: the copy is made under a temporary
+/// name and renamed over it in the same commit.
 pub fn run_cp(arguments: CpArgs) -> CliResult {
-    let store = OpenStore::open(&arguments.store.store)?;
+    let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
     let clock = Arc::clone(&store.clock);
     let mut client = store.client(4);
     let started_ns = clock.now_ns();
-    let result = client
-        .call(EngineCommand::Copy {
-            from: arguments.from.clone(),
-            to: arguments.to.clone(),
-            method: arguments.by.method(),
-        })
-        .and_then(|reply| client.call(EngineCommand::Flush).map(|_| reply));
+    let result = copy_file(&mut client, &arguments);
     let elapsed_ns = clock.now_ns().saturating_sub(started_ns);
-    store.close()?;
-    let Reply::Copied(report) = result? else {
-        return Err("unexpected engine reply to cp".into());
-    };
+    drop(client);
+    let report = store.finish(result)?;
     if arguments.store.json {
         println!(
             "{}",
@@ -557,13 +821,39 @@ pub fn run_cp(arguments: CpArgs) -> CliResult {
     Ok(())
 }
 
+fn copy_file(
+    client: &mut EngineClient,
+    arguments: &CpArgs,
+) -> Result<flashpipe_fs::CopyReport, Box<dyn std::error::Error>> {
+    let target = if arguments.force {
+        format!(".flashpipe-cp-{}", std::process::id())
+    } else {
+        arguments.to.clone()
+    };
+    let reply = client
+        .call(EngineCommand::Copy {
+            from: arguments.from.clone(),
+            to: target.clone(),
+            method: arguments.by.method(),
+        })
+        .map_err(|error| refuse_hint(error, arguments.force))?;
+    let Reply::Copied(report) = reply else {
+        return Err("unexpected engine reply to cp".into());
+    };
+    if arguments.force {
+        client.call(transfer::rename_command(&target, &arguments.to, true))?;
+    }
+    client.call(EngineCommand::Flush)?;
+    Ok(report)
+}
+
 /// Runs `df`.
 pub fn run_df(arguments: StoreArgs) -> CliResult {
-    let store = OpenStore::open(&arguments.store)?;
+    let store = open_store(&arguments, StoreAccess::ReadOnly)?;
     let mut client = store.client(1);
-    let reply = client.call(EngineCommand::Stats);
-    store.close()?;
-    let Reply::Stats(stats) = reply? else {
+    let reply = client.call(EngineCommand::Stats).map_err(Into::into);
+    drop(client);
+    let Reply::Stats(stats) = store.finish(reply)? else {
         return Err("unexpected engine reply to df".into());
     };
     let block_bytes = u64::from(stats.fs_block_size_bytes);
@@ -594,10 +884,26 @@ pub fn run_df(arguments: StoreArgs) -> CliResult {
 pub fn run_fsck(arguments: FsckArgs) -> CliResult {
     let store_path = &arguments.store.store;
     let config = StoreConfig::load(store_path)?;
-    let OpenedStoreDevice { mut device, notes } =
-        open_store_device(&config, store_path, DeviceCreation::MustExist)?;
+    let creation = if arguments.repair {
+        DeviceCreation::MustExist
+    } else {
+        DeviceCreation::ReadOnly
+    };
+    let OpenedStoreDevice {
+        mut device,
+        notes,
+        lock,
+    } = open_store_device_waiting(
+        &config,
+        store_path,
+        creation,
+        arguments.store.lock_wait(),
+    )?;
     print_notes(&notes);
-    let report = flashpipe_fs::fsck(&mut *device, arguments.repair)?;
+    let report = flashpipe_fs::fsck(&mut *device, arguments.repair);
+    drop(device);
+    drop(lock);
+    let report = report?;
     let unrepaired =
         report.findings.len() > report.repaired.len() || report.repair_refused.is_some();
     let clean = report.is_clean() || (arguments.repair && !unrepaired);

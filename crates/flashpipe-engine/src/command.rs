@@ -64,6 +64,14 @@ pub enum Command {
         /// New name.
         to: String,
     },
+    /// Rename a file, replacing the target if it exists (both take effect in the same
+    /// commit; the replaced file's data stays intact until that commit is durable).
+    RenameReplacing {
+        /// Current name.
+        from: String,
+        /// New name (replaced if it exists).
+        to: String,
+    },
     /// Create `to` as a copy of the whole file `from` (`to` must not exist). With a
     /// reference method on a store whose device remaps (an FTL on flash), whole blocks
     /// are remapped and no data moves.

@@ -53,7 +53,10 @@ pub(crate) struct Envelope {
 
 pub(crate) enum Message {
     Command(Envelope),
-    Shutdown,
+    /// Stop; `commit` says whether to flush what changed first.
+    Shutdown {
+        commit: bool,
+    },
 }
 
 /// A running engine. Dropping it without [`Engine::shutdown`] stops the thread after
@@ -94,11 +97,19 @@ impl Engine {
 
     /// Finishes queued commands, flushes, stops the thread and returns the file system.
     pub fn shutdown(mut self) -> Result<Filesystem, EngineError> {
-        self.stop()
+        self.stop(true)
     }
 
-    fn stop(&mut self) -> Result<Filesystem, EngineError> {
-        let _ = self.messages.send(Message::Shutdown);
+    /// Finishes queued commands and stops the thread without flushing: every change
+    /// since the last flush is dropped with the returned file system unless the caller
+    /// flushes it, so a command that failed half-way commits nothing (and a read-only
+    /// one writes nothing).
+    pub fn shutdown_without_commit(mut self) -> Result<Filesystem, EngineError> {
+        self.stop(false)
+    }
+
+    fn stop(&mut self, commit: bool) -> Result<Filesystem, EngineError> {
+        let _ = self.messages.send(Message::Shutdown { commit });
         let thread = self.thread.take().ok_or(EngineError::Stopped)?;
         thread
             .join()
@@ -109,7 +120,7 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         if self.thread.is_some() {
-            let _ = self.stop();
+            let _ = self.stop(true);
         }
     }
 }
@@ -179,6 +190,7 @@ impl EngineThread {
     }
 
     fn run(mut self, inbox: Receiver<Message>) -> Result<Filesystem, EngineError> {
+        let mut commit = true;
         loop {
             let message = if let Some(message) = self.held_back.take() {
                 Some(message)
@@ -191,14 +203,19 @@ impl EngineThread {
             };
             match message {
                 Some(Message::Command(envelope)) => self.handle(envelope, &inbox)?,
-                Some(Message::Shutdown) => break,
+                Some(Message::Shutdown { commit: wanted }) => {
+                    commit = wanted;
+                    break;
+                }
                 None if self.reads.is_idle() => break,
                 None => self.reads.pump(self.filesystem.device_mut(), true)?,
             }
             self.reads.pump(self.filesystem.device_mut(), false)?;
         }
         self.reads.drain(self.filesystem.device_mut())?;
-        self.filesystem.flush()?;
+        if commit {
+            self.filesystem.flush()?;
+        }
         Ok(self.filesystem)
     }
 
@@ -363,6 +380,10 @@ impl EngineThread {
                 .map_err(Into::into),
             Command::Rename { from, to } => filesystem
                 .rename(&from, &to)
+                .map(|()| Reply::Done)
+                .map_err(Into::into),
+            Command::RenameReplacing { from, to } => filesystem
+                .rename_replacing(&from, &to)
                 .map(|()| Reply::Done)
                 .map_err(Into::into),
             Command::Copy { from, to, method } => filesystem

@@ -13,6 +13,7 @@ pub mod flash_store;
 mod reads;
 pub mod store;
 pub mod store_config;
+pub mod store_lock;
 pub mod units;
 
 pub use client::{EngineClient, StreamError, Ticket};

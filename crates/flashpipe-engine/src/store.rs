@@ -1,5 +1,7 @@
 //! Opening a store's devices: the files, block devices, RAM or emulated flash a store
-//! file names, striped together when there are several.
+//! file names, striped together when there are several, under a lock that makes the
+//! opener the store's one owner (exclusive) or one of its readers (shared) until the
+//! opened store is dropped (see [`crate::store_lock`]).
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +11,7 @@ use flashpipe_device::{BlockDevice, DeviceError, RamDisk};
 
 use crate::flash_store::{open_flash_device, FlashStoreError};
 use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOCK_SIZE_BYTES};
+use crate::store_lock::{LockMode, LockWait, StoreLock, StoreLockError};
 
 /// Whether the devices are being created (mkfs) or must already exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +30,15 @@ impl DeviceCreation {
     /// True when the devices must exist already (every mode but mkfs's).
     pub fn must_exist(self) -> bool {
         self != DeviceCreation::CreateMissing
+    }
+
+    /// The lock an opener in this mode takes: shared for read-only commands, exclusive
+    /// for everything that may write.
+    pub fn lock_mode(self) -> LockMode {
+        match self {
+            DeviceCreation::ReadOnly => LockMode::Shared,
+            DeviceCreation::CreateMissing | DeviceCreation::MustExist => LockMode::Exclusive,
+        }
     }
 }
 
@@ -50,6 +62,9 @@ pub enum StoreOpenError {
         /// The device's path.
         path: PathBuf,
     },
+    /// Another process owns the store, or its files cannot be locked.
+    #[error(transparent)]
+    Lock(#[from] StoreLockError),
     /// A device is smaller than the store file says.
     #[error("device {path} holds {found_bytes} bytes but the store file records {expected_bytes}: wrong device?")]
     WrongDeviceSize {
@@ -63,20 +78,112 @@ pub enum StoreOpenError {
 }
 
 /// The opened devices of a store, striped into one device when there are several,
-/// with notes worth telling the user (engine fallbacks).
+/// with notes worth telling the user (engine fallbacks), and the lock that makes this
+/// opener their owner: keep it until the device is closed.
 pub struct OpenedStoreDevice {
     /// The device the file system runs on.
     pub device: Box<dyn BlockDevice>,
     /// Remarks such as "io_uring refused: using the thread pool".
     pub notes: Vec<String>,
+    /// Locks on the store file and its devices, released when dropped.
+    pub lock: StoreLock,
 }
 
-/// Opens every device of `config` (read from `store_file`) and stripes them.
+/// Opens every device of `config` (read from `store_file`) and stripes them, failing at
+/// once when another process holds a conflicting lock on the store.
 pub fn open_store_device(
     config: &StoreConfig,
     store_file: &Path,
     creation: DeviceCreation,
 ) -> Result<OpenedStoreDevice, StoreOpenError> {
+    open_store_device_waiting(config, store_file, creation, LockWait::Fail)
+}
+
+/// [`open_store_device`], waiting for a conflicting holder with [`LockWait::Wait`].
+pub fn open_store_device_waiting(
+    config: &StoreConfig,
+    store_file: &Path,
+    creation: DeviceCreation,
+    wait: LockWait,
+) -> Result<OpenedStoreDevice, StoreOpenError> {
+    let lock = lock_store(config, store_file, creation.lock_mode(), wait)?;
+    open_store_device_locked(config, store_file, creation, lock)
+}
+
+/// Opens the devices of a store already locked by `lock` (from [`lock_store`], of the mode
+/// `creation` needs; mkfs probes the devices between locking and opening them).
+pub fn open_store_device_locked(
+    config: &StoreConfig,
+    store_file: &Path,
+    creation: DeviceCreation,
+    lock: StoreLock,
+) -> Result<OpenedStoreDevice, StoreOpenError> {
+    assert_eq!(
+        lock.mode(),
+        creation.lock_mode(),
+        "a store is opened under the lock its mode needs"
+    );
+    let (device, notes) = open_devices(config, store_file, creation)?;
+    Ok(OpenedStoreDevice {
+        device,
+        notes,
+        lock,
+    })
+}
+
+/// Locks the store file (when it exists: mkfs writes it last) and then every device file,
+/// flash image and `.meta` of `config` that exists, sorted by path.
+pub fn lock_store(
+    config: &StoreConfig,
+    store_file: &Path,
+    mode: LockMode,
+    wait: LockWait,
+) -> Result<StoreLock, StoreLockError> {
+    let mut lock = StoreLock::new(mode);
+    lock.lock_all(&[store_file.to_path_buf()], wait)?;
+    let mut device_files = device_files(config, store_file);
+    device_files.sort();
+    device_files.dedup();
+    lock.lock_all(&device_files, wait)?;
+    Ok(lock)
+}
+
+/// Every local file holding the store's devices: file devices, flash images and their
+/// `.meta` files, resolved against the store file's folder.
+pub fn device_files(config: &StoreConfig, store_file: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for spec in &config.devices {
+        match spec {
+            DeviceSpec::File { path, .. } => {
+                files.push(StoreConfig::resolve_device_path(store_file, path));
+            }
+            DeviceSpec::Flash(flash) => {
+                if let Some(path) = &flash.path {
+                    let image = StoreConfig::resolve_device_path(store_file, path);
+                    files.push(flash_metadata_path(&image));
+                    files.push(image);
+                }
+            }
+            DeviceSpec::Ram { .. } => {}
+        }
+    }
+    files
+}
+
+/// The `.meta` file beside a flash image.
+pub fn flash_metadata_path(image: &Path) -> PathBuf {
+    let mut name = image.as_os_str().to_owned();
+    name.push(".meta");
+    PathBuf::from(name)
+}
+
+type OpenedDevices = (Box<dyn BlockDevice>, Vec<String>);
+
+fn open_devices(
+    config: &StoreConfig,
+    store_file: &Path,
+    creation: DeviceCreation,
+) -> Result<OpenedDevices, StoreOpenError> {
     let mut members: Vec<Box<dyn BlockDevice>> = Vec::with_capacity(config.devices.len());
     let mut notes = Vec::new();
     for (index, spec) in config.devices.iter().enumerate() {
@@ -85,7 +192,7 @@ pub fn open_store_device(
     }
     if members.len() == 1 {
         let device = members.pop().expect("one member");
-        return Ok(OpenedStoreDevice { device, notes });
+        return Ok((device, notes));
     }
     let member_count = members.len() as u32;
     let striped = StripedDevice::new(
@@ -95,10 +202,7 @@ pub fn open_store_device(
         CompletionOrder::AsCompleted,
         (config.queue_depth * member_count).min(flashpipe_device::MAX_QUEUE_DEPTH),
     )?;
-    Ok(OpenedStoreDevice {
-        device: Box::new(striped),
-        notes,
-    })
+    Ok((Box::new(striped), notes))
 }
 
 fn open_member(

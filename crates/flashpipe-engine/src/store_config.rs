@@ -286,6 +286,66 @@ pub fn check_stripe_unit(stripe_unit_bytes: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// How a device file is told apart from another: the file itself when it exists (so a
+/// symlink or a hard link to a device names the same file), else its folder made canonical
+/// plus its name (so `a.img` and `./a.img` agree).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FileIdentity {
+    Existing { device: u64, inode: u64 },
+    Planned(PathBuf),
+}
+
+fn file_identity(path: &Path) -> FileIdentity {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        return FileIdentity::Existing {
+            device: metadata.dev(),
+            inode: metadata.ino(),
+        };
+    }
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let canonical_folder = folder
+        .canonicalize()
+        .unwrap_or_else(|_| folder.to_path_buf());
+    FileIdentity::Planned(match path.file_name() {
+        Some(name) => canonical_folder.join(name),
+        None => canonical_folder,
+    })
+}
+
+/// Refuses a store whose devices name one file twice (file devices and flash images,
+/// after resolving each against the store file's folder): striping a file with itself
+/// corrupts it at the first write.
+pub fn check_distinct_devices(
+    config: &StoreConfig,
+    store_file: &Path,
+) -> Result<(), StoreConfigError> {
+    let mut seen: Vec<(FileIdentity, String)> = Vec::new();
+    for device in &config.devices {
+        let path = match device {
+            DeviceSpec::File { path, .. } => path,
+            DeviceSpec::Flash(FlashDeviceSpec {
+                path: Some(path), ..
+            }) => path,
+            DeviceSpec::Flash(_) | DeviceSpec::Ram { .. } => continue,
+        };
+        let identity = file_identity(&StoreConfig::resolve_device_path(store_file, path));
+        if let Some((_, first)) = seen.iter().find(|(known, _)| *known == identity) {
+            return Err(StoreConfigError::BadDevice {
+                entry: device.describe(),
+                reason: format!(
+                    "names the same file as device {first}: each device of a store is a different file"
+                ),
+            });
+        }
+        seen.push((identity, device.describe()));
+    }
+    Ok(())
+}
+
 /// Parses a `--devices` list: comma-separated paths, `ram:SIZE` and `flash:PRESET[:PATH]`
 /// entries. File devices get `default_size_bytes` (`--size`); a RAM entry carries its own
 /// size; a flash entry exports what its FTL gives (`--size` does not apply to it).
@@ -399,6 +459,27 @@ mod tests {
                 size_bytes: 2 << 20
             }]
         );
+    }
+
+    #[test]
+    fn a_file_named_twice_is_refused_however_it_is_spelled() {
+        let folder = std::env::temp_dir().join(format!("flashpipe-distinct-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        let store = folder.join("s.toml");
+        let config_of = |list: &str| StoreConfig {
+            devices: parse_device_list(list, Some(1 << 20)).unwrap(),
+            ..sample()
+        };
+        for list in ["a.img,a.img", "a.img,./a.img", "a.img,flash:minflash:a.img"] {
+            let error = check_distinct_devices(&config_of(list), &store).unwrap_err();
+            assert!(error.to_string().contains("same file"), "{list}: {error}");
+        }
+        assert!(check_distinct_devices(&config_of("a.img,b.img,ram:1MiB"), &store).is_ok());
+        std::fs::write(folder.join("real.img"), b"").unwrap();
+        let _ = std::fs::remove_file(folder.join("link.img"));
+        std::os::unix::fs::symlink(folder.join("real.img"), folder.join("link.img")).unwrap();
+        assert!(check_distinct_devices(&config_of("real.img,link.img"), &store).is_err());
+        std::fs::remove_dir_all(&folder).unwrap();
     }
 
     #[test]

@@ -411,6 +411,25 @@ impl Filesystem {
         Ok(())
     }
 
+    /// Renames `from` to `to`, replacing the file named `to` if there is one: in memory
+    /// both happen at once, so the next flush commits either neither or both, and the
+    /// replaced file's blocks stay untouched until that commit is durable (a crash before
+    /// it finds the old `to` whole). Renaming a file to its own name does nothing.
+    pub fn rename_replacing(&mut self, from: &str, to: &str) -> Result<(), NamespaceError> {
+        self.check_usable()?;
+        self.open(from)?;
+        check_name(to)?;
+        if from == to {
+            return Ok(());
+        }
+        if self.state.names.contains_key(to) {
+            // Deleting `to` shrinks the tables, so the rename that follows needs no more
+            // room than the state already had.
+            self.delete(to)?;
+        }
+        self.rename(from, to)
+    }
+
     /// Every file, sorted by name.
     pub fn list(&self) -> Vec<FileStat> {
         let mut files: Vec<FileStat> = self

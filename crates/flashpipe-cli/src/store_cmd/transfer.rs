@@ -1,5 +1,10 @@
 //! Moving whole files between the local file system and a store: `put` (files and
 //! folders), `get` and `cat`, pipelined through the engine with progress bars.
+//!
+//! A put is one transaction: every file is written under a temporary name, then all are
+//! renamed to their names (replacing existing files only with `--force`) and committed by
+//! one flush at the end. A failure removes the temporaries and the caller closes the store
+//! without committing, so the store keeps exactly its last commit.
 
 use std::fs::File;
 use std::io::Write;
@@ -7,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use flashpipe_device::Clock;
 use flashpipe_engine::units::HumanBytes;
-use flashpipe_engine::EngineClient;
+use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError};
+use flashpipe_fs::NamespaceError;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -40,18 +46,31 @@ pub struct TransferReport {
 }
 
 /// Lists the files to store, with their names, checking everything first: every path
-/// exists and is readable, every name is valid, no two sources share a name.
+/// exists and is readable, every name is valid, no two sources share a name, and no
+/// source is a special file (FIFO, device, socket).
 pub fn plan_put(
     paths: &[PathBuf],
     name: Option<&str>,
+) -> Result<Vec<PutSource>, Box<dyn std::error::Error>> {
+    plan_put_with_special(paths, name, false)
+}
+
+/// [`plan_put`], reading special files (FIFOs, devices, sockets) too when
+/// `include_special` is set (`put --special`): reading one may block until a writer comes
+/// or never end, so they are refused unless asked for.
+pub fn plan_put_with_special(
+    paths: &[PathBuf],
+    name: Option<&str>,
+    include_special: bool,
 ) -> Result<Vec<PutSource>, Box<dyn std::error::Error>> {
     let mut sources = Vec::new();
     for path in paths {
         let metadata =
             std::fs::metadata(path).map_err(|error| format!("{}: {error}", path.display()))?;
         if metadata.is_dir() {
-            collect_folder(path, path, name, &mut sources)?;
+            collect_folder(path, path, name, include_special, &mut sources)?;
         } else {
+            check_not_special(path, &metadata, include_special)?;
             let file_name = match (name, paths.len()) {
                 (Some(name), 1) => name.to_string(),
                 (Some(_), _) => {
@@ -83,10 +102,40 @@ fn local_file_name(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
         })
 }
 
+/// Refuses a special file unless `include_special`.
+fn check_not_special(
+    path: &Path,
+    metadata: &std::fs::Metadata,
+    include_special: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use std::os::unix::fs::FileTypeExt;
+    let file_type = metadata.file_type();
+    let kind = if file_type.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else {
+        return Ok(());
+    };
+    if include_special {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is {kind}, not a regular file: reading it may block or never end; give --special to store what it yields",
+        path.display()
+    )
+    .into())
+}
+
 fn collect_folder(
     root: &Path,
     folder: &Path,
     prefix: Option<&str>,
+    include_special: bool,
     sources: &mut Vec<PutSource>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut entries: Vec<_> = std::fs::read_dir(folder)
@@ -99,9 +148,10 @@ fn collect_folder(
         let metadata =
             std::fs::metadata(&path).map_err(|error| format!("{}: {error}", path.display()))?;
         if metadata.is_dir() {
-            collect_folder(root, &path, prefix, sources)?;
+            collect_folder(root, &path, prefix, include_special, sources)?;
             continue;
         }
+        check_not_special(&path, &metadata, include_special)?;
         let relative = path.strip_prefix(root).expect("entries lie under the root");
         let parts: Option<Vec<&str>> = relative.iter().map(|part| part.to_str()).collect();
         let relative_name = parts
@@ -147,23 +197,136 @@ fn progress_bar(total_bytes: u64) -> ProgressBar {
     bar
 }
 
-/// Stores every source (replacing files of the same name).
-pub fn put_files(
+/// Stores every source as one transaction (see the module's documentation): checks that
+/// no target exists unless `replace` (`--force`), writes each source under a temporary
+/// name, renames them all into place and flushes once. On failure the temporaries are
+/// removed and nothing is flushed; the caller then closes the store without committing.
+pub fn put_files_atomically(
     client: &mut EngineClient,
     clock: &dyn Clock,
     sources: &[PutSource],
+    replace: bool,
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
+    let temporaries = temporary_names(sources.len());
+    check_put_targets(client, sources, &temporaries, replace)?;
+    let result = put_files(client, clock, sources, &temporaries).and_then(|report| {
+        install_files(client, sources, &temporaries, replace)?;
+        client.call(EngineCommand::Flush)?;
+        Ok(report)
+    });
+    if result.is_err() {
+        remove_temporaries(client, &temporaries);
+    }
+    result
+}
+
+/// Names to write under before the rename: short (so any final name's length works),
+/// unique to this process.
+fn temporary_names(count: usize) -> Vec<String> {
+    let pid = std::process::id();
+    (0..count)
+        .map(|index| format!(".flashpipe-put-{pid}-{index}"))
+        .collect()
+}
+
+/// Refuses, before anything is written, a target that exists (unless `replace`) and a
+/// temporary name that is taken.
+fn check_put_targets(
+    client: &mut EngineClient,
+    sources: &[PutSource],
+    temporaries: &[String],
+    replace: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for source in sources {
+        if !replace && file_exists(client, &source.name)? {
+            return Err(format!(
+                "{:?} exists in the store; give --force to replace it (the old file stays whole until the new one is committed)",
+                source.name
+            )
+            .into());
+        }
+    }
+    for temporary in temporaries {
+        if file_exists(client, temporary)? {
+            return Err(format!(
+                "temporary name {temporary:?} is taken in the store; remove that file first"
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Whether the store has a file `name`.
+pub fn file_exists(
+    client: &mut EngineClient,
+    name: &str,
+) -> Result<bool, Box<dyn std::error::Error>> {
+    match client.call(EngineCommand::Stat {
+        name: name.to_string(),
+    }) {
+        Ok(_) => Ok(true),
+        Err(EngineError::Namespace(NamespaceError::NotFound { .. })) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Renames every temporary to its source's name (replacing with `replace`).
+fn install_files(
+    client: &mut EngineClient,
+    sources: &[PutSource],
+    temporaries: &[String],
+    replace: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for (source, temporary) in sources.iter().zip(temporaries) {
+        client
+            .call(rename_command(temporary, &source.name, replace))
+            .map_err(|error| format!("{}: {error}", source.name))?;
+    }
+    Ok(())
+}
+
+/// The engine command renaming `from` to `to`, replacing `to` when `replace`.
+pub fn rename_command(from: &str, to: &str, replace: bool) -> EngineCommand {
+    let (from, to) = (from.to_string(), to.to_string());
+    if replace {
+        EngineCommand::RenameReplacing { from, to }
+    } else {
+        EngineCommand::Rename { from, to }
+    }
+}
+
+/// Deletes whichever temporaries exist, best effort: the store is closed without a
+/// commit after a failure anyway, so this only keeps the engine's state clean.
+fn remove_temporaries(client: &mut EngineClient, temporaries: &[String]) {
+    while client.outstanding() > 0 && client.next_completion().is_ok() {}
+    for temporary in temporaries {
+        let _ = client.call(EngineCommand::Delete {
+            name: temporary.clone(),
+        });
+    }
+}
+
+/// Writes every source into the store file of the same index in `names` (created, or
+/// emptied if it exists).
+fn put_files(
+    client: &mut EngineClient,
+    clock: &dyn Clock,
+    sources: &[PutSource],
+    names: &[String],
+) -> Result<TransferReport, Box<dyn std::error::Error>> {
+    assert_eq!(sources.len(), names.len(), "one store name per source");
     let total_bytes: u64 = sources.iter().map(|source| source.size_bytes).sum();
     let bar = progress_bar(total_bytes);
     let started_ns = clock.now_ns();
     let mut done_bytes = 0;
-    for source in sources {
+    for (source, name) in sources.iter().zip(names) {
         bar.set_message(source.name.clone());
         let mut file = File::open(&source.path)
             .map_err(|error| format!("{}: {error}", source.path.display()))?;
         let written = client
             .write_stream(
-                &source.name,
+                name,
                 &mut file,
                 TRANSFER_CHUNK_BYTES,
                 TRANSFER_IN_FLIGHT,
