@@ -6,6 +6,11 @@
 //! files in the store. A kernel that transforms its input (ciphers, Sobel, sort) writes one store
 //! file per input: `--output NAME` for a single input, `NAME-<input>` for several, and
 //! `<input>.<kernel>` when `--output` is not given.
+//!
+//! Outputs are atomic: the pipeline writes them under temporary names, which are renamed to
+//! their names in one commit when the whole job succeeded; a failed job commits nothing. An
+//! output name that exists in the store is refused before anything runs, unless `--force`
+//! (then it is replaced in that same commit).
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -17,7 +22,8 @@ use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig, PipelineResult};
 
-use crate::store_cmd::CliResult;
+use crate::store_cmd::{file_exists, rename_command, CliResult, StoreAccess};
+use flashpipe_engine::store_lock::LockWait;
 
 /// `flashpipe run`.
 #[derive(Debug, clap::Args)]
@@ -41,6 +47,12 @@ pub struct RunArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Replace output files that exist in the store (in the commit that ends the job).
+    #[arg(long)]
+    pub force: bool,
+    /// Wait for another command using the store to finish instead of failing.
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// A store opened for a pipeline: the store commands' opener, which keeps the engine's
@@ -76,8 +88,14 @@ pub fn run(arguments: RunArgs) -> CliResult {
     }
     let kernel = spec.build(&options)?;
     let output = output_target(&arguments, kernel.as_ref(), &files)?;
-    let store = PipelineStore::open(&arguments.store)?;
-    let mut config = PipelineConfig::for_engine(&store.engine_config, output);
+    let staged = StagedOutputs::new(&output);
+    let wait = if arguments.wait {
+        LockWait::Wait
+    } else {
+        LockWait::Fail
+    };
+    let store = PipelineStore::open_with(&arguments.store, StoreAccess::ReadWrite, wait)?;
+    let mut config = PipelineConfig::for_engine(&store.engine_config, staged.pipeline_target());
     config.reader_count = arguments.readers.max(1);
     if let Some(workers) = arguments.workers {
         if workers == 0 {
@@ -85,15 +103,120 @@ pub fn run(arguments: RunArgs) -> CliResult {
         }
         config.worker_count = workers;
     }
-    let result = store.run(kernel, &files, &config);
-    store.close()?;
-    let result = result?;
+    let result = run_staged(&store, kernel, &files, &config, &staged, arguments.force);
+    let result = store.finish(result)?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         print_result(&result);
     }
     Ok(())
+}
+
+/// The output files of a job: their names, and the temporary names the pipeline writes
+/// them under until the job has succeeded.
+struct StagedOutputs {
+    names: Vec<String>,
+    temporaries: Vec<String>,
+    target: OutputTarget,
+}
+
+impl StagedOutputs {
+    fn new(output: &OutputTarget) -> StagedOutputs {
+        let names = match output {
+            OutputTarget::StoreFiles(names) => names.clone(),
+            OutputTarget::Discard | OutputTarget::ReturnToCaller => Vec::new(),
+        };
+        let pid = std::process::id();
+        let temporaries: Vec<String> = (0..names.len())
+            .map(|index| format!(".flashpipe-run-{pid}-{index}"))
+            .collect();
+        let target = match output {
+            OutputTarget::StoreFiles(_) => OutputTarget::StoreFiles(temporaries.clone()),
+            OutputTarget::Discard => OutputTarget::Discard,
+            OutputTarget::ReturnToCaller => OutputTarget::ReturnToCaller,
+        };
+        StagedOutputs {
+            names,
+            temporaries,
+            target,
+        }
+    }
+
+    fn pipeline_target(&self) -> OutputTarget {
+        self.target.clone()
+    }
+
+    /// Refuses, before the job runs, an output that is an input, an output that exists
+    /// (unless `replace`) and a temporary name that is taken.
+    fn check(
+        &self,
+        client: &mut flashpipe_engine::EngineClient,
+        inputs: &[String],
+        replace: bool,
+    ) -> CliResult {
+        for name in &self.names {
+            if inputs.contains(name) {
+                return Err(format!(
+                    "output file {name} is also an input; choose another output name"
+                )
+                .into());
+            }
+            if !replace && file_exists(client, name)? {
+                return Err(format!(
+                    "output file {name} exists in the store; give --force to replace it"
+                )
+                .into());
+            }
+        }
+        for temporary in &self.temporaries {
+            if file_exists(client, temporary)? {
+                return Err(format!(
+                    "temporary name {temporary:?} is taken in the store; remove that file first"
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Renames every temporary to its output name and commits them together.
+    fn install(&self, client: &mut flashpipe_engine::EngineClient, replace: bool) -> CliResult {
+        for (temporary, name) in self.temporaries.iter().zip(&self.names) {
+            client
+                .call(rename_command(temporary, name, replace))
+                .map_err(|error| format!("output file {name}: {error}"))?;
+        }
+        client.call(flashpipe_engine::Command::Flush)?;
+        Ok(())
+    }
+
+    /// The output name for a temporary the pipeline reported.
+    fn name_of(&self, reported: &str) -> Option<&String> {
+        let index = self.temporaries.iter().position(|temporary| temporary == reported)?;
+        self.names.get(index)
+    }
+}
+
+/// Runs the job with its outputs staged, then installs them (see the module's notes).
+fn run_staged(
+    store: &PipelineStore,
+    kernel: Arc<dyn Kernel>,
+    files: &[String],
+    config: &PipelineConfig,
+    staged: &StagedOutputs,
+    replace: bool,
+) -> Result<PipelineResult, Box<dyn std::error::Error>> {
+    let mut client = store.client(4);
+    staged.check(&mut client, files, replace)?;
+    let mut result = store.run(kernel, files, config)?;
+    staged.install(&mut client, replace)?;
+    for file in &mut result.files {
+        if let Some(name) = file.output_file.as_deref().and_then(|reported| staged.name_of(reported)) {
+            file.output_file = Some(name.clone());
+        }
+    }
+    Ok(result)
 }
 
 /// Splits `key=value` options from file names.

@@ -14,7 +14,7 @@
 
 mod transfer;
 
-pub use transfer::plan_put;
+pub use transfer::{file_exists, plan_put, rename_command};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

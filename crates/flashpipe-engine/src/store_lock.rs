@@ -119,6 +119,20 @@ impl StoreLock {
     }
 }
 
+impl Drop for StoreLock {
+    /// Releases the locks in the reverse of the order they were taken (devices first, the
+    /// store file last), so an opener that gets the store file finds the devices free.
+    fn drop(&mut self) {
+        while let Some((_, file)) = self.held.pop() {
+            drop(file);
+        }
+    }
+}
+
+/// Times a lock found held is tried again when `/proc/locks` lists no holder (the holder
+/// was releasing it at that moment).
+const RELEASE_RACE_RETRIES: usize = 100;
+
 /// Opens `path` and takes a `flock` lock of `mode` on it.
 fn lock_file(path: &Path, mode: LockMode, wait: LockWait) -> Result<File, StoreLockError> {
     let io_error = |source| StoreLockError::Io {
@@ -127,10 +141,20 @@ fn lock_file(path: &Path, mode: LockMode, wait: LockWait) -> Result<File, StoreL
         source,
     };
     let file = File::open(path).map_err(io_error)?;
-    if try_flock(&file, mode.operation() | libc::LOCK_NB).map_err(io_error)? {
-        return Ok(file);
+    let mut holder = None;
+    for _ in 0..RELEASE_RACE_RETRIES {
+        if try_flock(&file, mode.operation() | libc::LOCK_NB).map_err(io_error)? {
+            return Ok(file);
+        }
+        holder = describe_holder(&file);
+        if holder.is_some() {
+            break;
+        }
+        std::thread::yield_now();
     }
-    let holder = describe_holder(&file);
+    let holder = holder.unwrap_or_else(|| {
+        "another process (not listed in /proc/locks: another namespace?)".to_string()
+    });
     if wait == LockWait::Fail {
         return Err(StoreLockError::Held {
             path: path.to_path_buf(),
@@ -157,25 +181,24 @@ fn try_flock(file: &File, operation: libc::c_int) -> Result<bool, std::io::Error
     }
 }
 
-/// "pid N (command line)" of a process holding a lock on `file`, from `/proc/locks`.
-fn describe_holder(file: &File) -> String {
-    let Ok(metadata) = file.metadata() else {
-        return "another process (its identity could not be read)".to_string();
-    };
+/// "pid N (command line)" of a process holding a lock on `file`, from `/proc/locks`;
+/// `None` when none is listed.
+fn describe_holder(file: &File) -> Option<String> {
+    let metadata = file.metadata().ok()?;
     let own_pid = std::process::id();
     let holders = std::fs::read_to_string("/proc/locks")
         .map(|text| lock_holders(&text, metadata.dev(), metadata.ino()))
         .unwrap_or_default();
     let other = holders.iter().copied().find(|&pid| pid != own_pid);
     match other {
-        Some(pid) => match process_command_line(pid) {
+        Some(pid) => Some(match process_command_line(pid) {
             Some(command) => format!("pid {pid} ({command})"),
             None => format!("pid {pid}"),
-        },
+        }),
         None if holders.contains(&own_pid) => {
-            "this process (the store is opened twice)".to_string()
+            Some("this process (the store is opened twice)".to_string())
         }
-        None => "another process (not listed in /proc/locks: another namespace?)".to_string(),
+        None => None,
     }
 }
 
