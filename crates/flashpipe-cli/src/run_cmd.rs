@@ -193,7 +193,10 @@ impl StagedOutputs {
 
     /// The output name for a temporary the pipeline reported.
     fn name_of(&self, reported: &str) -> Option<&String> {
-        let index = self.temporaries.iter().position(|temporary| temporary == reported)?;
+        let index = self
+            .temporaries
+            .iter()
+            .position(|temporary| temporary == reported)?;
         self.names.get(index)
     }
 }
@@ -212,7 +215,11 @@ fn run_staged(
     let mut result = store.run(kernel, files, config)?;
     staged.install(&mut client, replace)?;
     for file in &mut result.files {
-        if let Some(name) = file.output_file.as_deref().and_then(|reported| staged.name_of(reported)) {
+        if let Some(name) = file
+            .output_file
+            .as_deref()
+            .and_then(|reported| staged.name_of(reported))
+        {
             file.output_file = Some(name.clone());
         }
     }

@@ -12,6 +12,7 @@
 //! it commits with one flush at its end when it succeeded, and a command that fails closes
 //! the store without committing, so the store keeps its last commit.
 
+mod probe;
 mod transfer;
 
 pub use transfer::{file_exists, plan_put, rename_command};
@@ -22,8 +23,7 @@ use std::sync::Arc;
 use flashpipe_device::Clock;
 
 use flashpipe_engine::store::{
-    device_files, flash_metadata_path, open_store_device_waiting, DeviceCreation,
-    OpenedStoreDevice,
+    device_files, open_store_device_waiting, DeviceCreation, OpenedStoreDevice,
 };
 use flashpipe_engine::store_config::{
     check_block_size, check_distinct_devices, check_stripe_unit, parse_device_list, DeviceSpec,
@@ -277,7 +277,7 @@ pub fn create_store_with(
         wait,
     )?;
     if !force {
-        refuse_devices_holding_stores(config, store)?;
+        probe::refuse_devices_holding_stores(config, store)?;
     }
     let existing: Vec<PathBuf> = device_files(config, store)
         .into_iter()
@@ -317,65 +317,14 @@ fn format_store(
     Ok(stats)
 }
 
-/// Removes the device files and flash images of `config` that mkfs created: those not in
-/// `existing` (best effort: the mkfs's own error is the one to report).
+/// Removes the device files and flash images of `config` that a failed mkfs created:
+/// those not in `existing` (best effort: the mkfs's own error is the one to report).
 fn remove_created_files(config: &StoreConfig, store: &Path, existing: &[PathBuf]) {
     for path in device_files(config, store) {
         if !existing.contains(&path) && path.is_file() {
             let _ = std::fs::remove_file(&path);
         }
     }
-}
-
-/// Refuses a device that holds a flashpipe file system (a super block's magic at the
-/// start of either slot, for any block size) or an emulated flash image (its `.meta`).
-fn refuse_devices_holding_stores(config: &StoreConfig, store: &Path) -> CliResult {
-    for device in &config.devices {
-        let path = match device {
-            DeviceSpec::File { path, .. } => path,
-            DeviceSpec::Flash(flash) => match &flash.path {
-                Some(path) => path,
-                None => continue,
-            },
-            DeviceSpec::Ram { .. } => continue,
-        };
-        let path = StoreConfig::resolve_device_path(store, path);
-        if let Some(found) = flashpipe_content(&path) {
-            return Err(format!(
-                "device {} holds {found}: mkfs would destroy it; give --force to format it anyway",
-                path.display()
-            )
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// What flashpipe content `path` holds, if any.
-fn flashpipe_content(path: &Path) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    if flash_metadata_path(path).exists() {
-        return Some(format!(
-            "an emulated flash image ({} is beside it)",
-            flash_metadata_path(path).display()
-        ));
-    }
-    let mut file = std::fs::File::open(path).ok()?;
-    let slot_offsets = std::iter::once(0).chain(
-        (12..=20).map(|shift| 1u64 << shift), // slot 1 sits one FS block in: 4 KiB to 1 MiB
-    );
-    for offset in slot_offsets {
-        let mut magic = [0u8; 8];
-        let read = file
-            .seek(SeekFrom::Start(offset))
-            .and_then(|_| file.read_exact(&mut magic));
-        if read.is_ok() && magic == flashpipe_fs::layout::MAGIC {
-            return Some(format!(
-                "a flashpipe file system (a super block at byte {offset})"
-            ));
-        }
-    }
-    None
 }
 
 /// Creates a store of file devices named `device_files` (relative to the store file),
@@ -778,9 +727,12 @@ pub fn run_mv(arguments: MvArgs) -> CliResult {
 
 /// An engine error, with the `--force` hint when the target exists.
 fn refuse_hint(error: flashpipe_engine::EngineError, forced: bool) -> Box<dyn std::error::Error> {
+    use flashpipe_engine::EngineError;
+    use flashpipe_fs::{CopyError, NamespaceError};
     let exists = matches!(
         error,
-        flashpipe_engine::EngineError::Namespace(flashpipe_fs::NamespaceError::Exists { .. })
+        EngineError::Namespace(NamespaceError::Exists { .. })
+            | EngineError::Copy(CopyError::Namespace(NamespaceError::Exists { .. }))
     );
     if exists && !forced {
         return format!("{error}; give --force to replace it").into();
@@ -893,12 +845,7 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
         mut device,
         notes,
         lock,
-    } = open_store_device_waiting(
-        &config,
-        store_path,
-        creation,
-        arguments.store.lock_wait(),
-    )?;
+    } = open_store_device_waiting(&config, store_path, creation, arguments.store.lock_wait())?;
     print_notes(&notes);
     let report = flashpipe_fs::fsck(&mut *device, arguments.repair);
     drop(device);

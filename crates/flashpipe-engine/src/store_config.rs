@@ -463,7 +463,8 @@ mod tests {
 
     #[test]
     fn a_file_named_twice_is_refused_however_it_is_spelled() {
-        let folder = std::env::temp_dir().join(format!("flashpipe-distinct-{}", std::process::id()));
+        let folder =
+            std::env::temp_dir().join(format!("flashpipe-distinct-{}", std::process::id()));
         std::fs::create_dir_all(&folder).unwrap();
         let store = folder.join("s.toml");
         let config_of = |list: &str| StoreConfig {

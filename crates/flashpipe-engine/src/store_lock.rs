@@ -59,7 +59,9 @@ pub enum LockWait {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreLockError {
     /// Another process holds a conflicting lock.
-    #[error("{path} is in use by {holder}; try again when it is done, or give --wait to wait for it")]
+    #[error(
+        "{path} is in use by {holder}; try again when it is done, or give --wait to wait for it"
+    )]
     Held {
         /// The locked file (the store file or one of its devices).
         path: PathBuf,

@@ -1,0 +1,152 @@
+//! mkfs's look before it formats: does a device already hold a flashpipe store?
+//!
+//! A device holds one when a super block's `FLASHPFS` magic starts either slot (slot 0 at
+//! byte 0, slot 1 one FS block in: every block size from 4 KiB to 1 MiB is tried), when a
+//! flash image's `.meta` lies beside it, or (a regular file only) when any 4 KiB-aligned
+//! block of its data starts with a metadata block's kind (`CMAP`, `NTBL`, `INOD`, `FREE`,
+//! `INDR`): the devices after the first of a striped store carry no super block but do
+//! carry checkpoint blocks. Only the file's data regions are read (`SEEK_DATA`), so a sparse
+//! device costs what it holds; a block device is checked for the magic only (reading a
+//! whole disk is not a probe).
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+use flashpipe_engine::store::flash_metadata_path;
+use flashpipe_engine::store_config::{DeviceSpec, StoreConfig};
+use flashpipe_fs::layout::{MetadataKind, MAGIC, MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_BLOCK_SIZE_BYTES};
+
+use super::CliResult;
+
+/// Bytes read at a time while scanning a file's data.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+/// Alignment of the blocks whose first bytes are checked (every FS block size is a
+/// multiple of it).
+const SCAN_BLOCK_BYTES: usize = MIN_FS_BLOCK_SIZE_BYTES as usize;
+
+/// Refuses the first device of `config` that holds flashpipe content, naming it.
+pub fn refuse_devices_holding_stores(config: &StoreConfig, store: &Path) -> CliResult {
+    for device in &config.devices {
+        let path = match device {
+            DeviceSpec::File { path, .. } => path,
+            DeviceSpec::Flash(flash) => match &flash.path {
+                Some(path) => path,
+                None => continue,
+            },
+            DeviceSpec::Ram { .. } => continue,
+        };
+        let path = StoreConfig::resolve_device_path(store, path);
+        if let Some(found) = flashpipe_content(&path) {
+            return Err(format!(
+                "device {} holds {found}: mkfs would destroy it; give --force to format it anyway",
+                path.display()
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// What flashpipe content `path` holds, if any (see the module's documentation).
+pub fn flashpipe_content(path: &Path) -> Option<String> {
+    let metadata_path = flash_metadata_path(path);
+    if metadata_path.exists() {
+        return Some(format!(
+            "an emulated flash image ({} is beside it)",
+            metadata_path.display()
+        ));
+    }
+    let mut file = File::open(path).ok()?;
+    if let Some(offset) = super_block_offset(&mut file) {
+        return Some(format!(
+            "a flashpipe store (its super block at byte {offset})"
+        ));
+    }
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let (offset, kind) = metadata_block_in_data(&mut file)?;
+    Some(format!(
+        "a flashpipe store (its {} block at byte {offset}: a device of a striped store)",
+        kind.name()
+    ))
+}
+
+fn super_block_offset(file: &mut File) -> Option<u64> {
+    let slot_offsets = std::iter::once(0).chain(
+        (MIN_FS_BLOCK_SIZE_BYTES.trailing_zeros()..=MAX_FS_BLOCK_SIZE_BYTES.trailing_zeros())
+            .map(|shift| 1u64 << shift),
+    );
+    for offset in slot_offsets {
+        let mut magic = [0u8; 8];
+        let read = file
+            .seek(SeekFrom::Start(offset))
+            .and_then(|_| file.read_exact(&mut magic));
+        if read.is_ok() && magic == MAGIC {
+            return Some(offset);
+        }
+    }
+    None
+}
+
+/// The first 4 KiB-aligned block of the file's data regions that starts with a metadata
+/// block's kind.
+fn metadata_block_in_data(file: &mut File) -> Option<(u64, MetadataKind)> {
+    let kinds = [
+        MetadataKind::Map,
+        MetadataKind::NameTable,
+        MetadataKind::InodeTable,
+        MetadataKind::FreeList,
+        MetadataKind::Indirect,
+    ];
+    let length_bytes = file.metadata().ok()?.len();
+    let mut buffer = vec![0u8; SCAN_CHUNK_BYTES];
+    let mut offset = 0u64;
+    while offset < length_bytes {
+        offset = next_data_offset(file, offset)?;
+        offset -= offset % SCAN_BLOCK_BYTES as u64;
+        file.seek(SeekFrom::Start(offset)).ok()?;
+        let filled = read_up_to(file, &mut buffer)?;
+        if filled == 0 {
+            return None;
+        }
+        for (index, block) in buffer[..filled].chunks(SCAN_BLOCK_BYTES).enumerate() {
+            let Some(code) = block.get(..4) else { continue };
+            let code = u32::from_le_bytes(code.try_into().expect("4 bytes"));
+            if let Some(&kind) = kinds.iter().find(|kind| kind.code() == code) {
+                return Some((offset + (index * SCAN_BLOCK_BYTES) as u64, kind));
+            }
+        }
+        offset += filled as u64;
+    }
+    None
+}
+
+/// The first offset at or after `offset` holding data (`None`: no more data).
+fn next_data_offset(file: &File, offset: u64) -> Option<u64> {
+    let start = libc::off_t::try_from(offset).ok()?;
+    // SAFETY: lseek on a descriptor `file` owns; no memory is shared.
+    let found = unsafe { libc::lseek(file.as_raw_fd(), start, libc::SEEK_DATA) };
+    if found < 0 {
+        let error = std::io::Error::last_os_error();
+        // ENXIO: no data at or after `offset`; other errors: SEEK_DATA unsupported, so
+        // every byte counts as data.
+        return (error.raw_os_error() != Some(libc::ENXIO)).then_some(offset);
+    }
+    u64::try_from(found).ok()
+}
+
+fn read_up_to(file: &mut File, buffer: &mut [u8]) -> Option<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(filled)
+}
