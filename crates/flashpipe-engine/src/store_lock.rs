@@ -251,19 +251,20 @@ mod tests {
     #[test]
     fn a_second_exclusive_lock_is_refused_naming_this_process() {
         let path = std::env::temp_dir().join(format!("flashpipe-lock-{}", std::process::id()));
+        let paths = vec![path.clone()];
         std::fs::write(&path, b"store").unwrap();
         let mut first = StoreLock::new(LockMode::Exclusive);
-        first.lock_all(&[path.clone()], LockWait::Fail).unwrap();
+        first.lock_all(&paths, LockWait::Fail).unwrap();
         let mut second = StoreLock::new(LockMode::Shared);
         let error = second
-            .lock_all(&[path.clone()], LockWait::Fail)
+            .lock_all(&paths, LockWait::Fail)
             .unwrap_err()
             .to_string();
         assert!(error.contains("this process"), "{error}");
         drop(first);
-        second.lock_all(&[path.clone()], LockWait::Fail).unwrap();
+        second.lock_all(&paths, LockWait::Fail).unwrap();
         let mut third = StoreLock::new(LockMode::Shared);
-        third.lock_all(&[path.clone()], LockWait::Fail).unwrap();
+        third.lock_all(&paths, LockWait::Fail).unwrap();
         std::fs::remove_file(&path).unwrap();
     }
 }
