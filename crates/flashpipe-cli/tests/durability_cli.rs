@@ -518,3 +518,30 @@ fn a_failed_mkfs_removes_what_it_created_and_the_retry_works() {
     ]);
     assert_fsck_clean(&store);
 }
+
+#[test]
+fn read_only_commands_write_nothing_and_run_together() {
+    let folder = fresh_folder("durability-read-only");
+    let store = make_store(&folder);
+    let local = write_local(&folder, "file", &pattern(90_000, 5));
+    succeed(&["put", text(&store), text(&local)]);
+    let before = device_bytes(&folder);
+    let fetched = folder.join("fetched");
+    let readers: Vec<Child> = [
+        vec!["ls", text(&store)],
+        vec!["stat", text(&store), "file"],
+        vec!["cat", text(&store), "file"],
+        vec!["get", text(&store), "file", text(&fetched)],
+        vec!["df", text(&store)],
+        vec!["fsck", text(&store)],
+    ]
+    .iter()
+    .map(|arguments| spawn(arguments))
+    .collect();
+    for reader in readers {
+        let (succeeded, stderr) = finish(reader);
+        assert!(succeeded, "shared locks let readers run together: {stderr}");
+    }
+    assert!(std::fs::read(&fetched).unwrap() == pattern(90_000, 5));
+    assert_devices_unchanged(&folder, &before, "read-only commands");
+}
