@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation, SplitMix64};
-use flashpipe_flash::plot::{draw_chart, Chart, ChartKind, Series};
+use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 use serde::Serialize;
@@ -92,11 +92,7 @@ fn check_arguments(arguments: &ExperimentArgs) -> Result<(), String> {
         ));
     }
     if let Some(path) = &arguments.plot {
-        if !path.ends_with(".png") {
-            return Err(format!(
-                "--plot {path}: the chart is a PNG file ending in .png"
-            ));
-        }
+        check_plot_path(path).map_err(|error| format!("--plot: {error}"))?;
     }
     Ok(())
 }

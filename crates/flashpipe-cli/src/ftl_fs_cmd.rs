@@ -23,7 +23,7 @@ use flashpipe_engine::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_engine::store::DeviceCreation;
 use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
-use flashpipe_flash::plot::{draw_chart, Chart, ChartKind, Series};
+use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{
     Ack, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
     StorageMode, SubmitError,
@@ -303,6 +303,12 @@ struct Report {
 
 /// Runs `flashpipe ftl fs`.
 pub fn run(arguments: FtlFsArgs) -> CliResult {
+    if let Some(path) = &arguments.plot {
+        let path_text = path
+            .to_str()
+            .ok_or_else(|| format!("plot path {} is not UTF-8", path.display()))?;
+        check_plot_path(path_text)?;
+    }
     let plan = plan(&arguments)?;
     let wall_started = Instant::now();
     let raw = measure_raw(&plan)?;

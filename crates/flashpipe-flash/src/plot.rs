@@ -149,6 +149,31 @@ impl RenderedChart {
     }
 }
 
+/// Checks, before any work, that a chart can be written at `path`: its name ends in
+/// `.png` and its folder exists.
+pub fn check_plot_path(path: &str) -> Result<(), PlotError> {
+    let error = |detail: String| PlotError {
+        path: path.to_string(),
+        detail,
+    };
+    if !path.to_ascii_lowercase().ends_with(".png") {
+        return Err(error(
+            "the chart is a PNG file: give a name ending in .png".to_string(),
+        ));
+    }
+    let folder = std::path::Path::new(path)
+        .parent()
+        .filter(|folder| !folder.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !folder.is_dir() {
+        return Err(error(format!(
+            "the folder {} does not exist",
+            folder.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Draws one chart into a PNG at `path`.
 pub fn draw_chart(path: &str, chart: &Chart) -> Result<(), PlotError> {
     draw_panels(path, std::slice::from_ref(chart), 1)
@@ -161,6 +186,7 @@ pub fn draw_panels(path: &str, charts: &[Chart], columns: usize) -> Result<(), P
         path: path.to_string(),
         detail,
     };
+    check_plot_path(path)?;
     check_charts(charts, columns).map_err(error)?;
     let (width, height) = grid_size_pixels(charts.len(), columns);
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();

@@ -106,6 +106,9 @@ const MEBIBYTE: f64 = 1_048_576.0;
 
 /// Runs a reproduction and prints it.
 pub fn run(arguments: ReproArgs) -> CliResult {
+    if let Some(path) = &arguments.plot {
+        flashpipe_flash::plot::check_plot_path(path)?;
+    }
     let all = [
         Reproduction::RadFig4,
         Reproduction::RadTable2,
