@@ -60,9 +60,10 @@ fn x_label_band(rendered: &RenderedChart, chart: &Chart) -> (u32, u32, u32, u32)
     )
 }
 
-fn y_label_band(legend_entries: usize) -> (u32, u32, u32, u32) {
-    let bottom =
-        PANEL_HEIGHT_PIXELS - legend_height_pixels(legend_entries) - AXIS_LABEL_BAND_PIXELS;
+fn y_label_band(rendered: &RenderedChart, chart: &Chart) -> (u32, u32, u32, u32) {
+    let bottom = PANEL_HEIGHT_PIXELS
+        - legend_height_pixels(chart, rendered.width_pixels)
+        - AXIS_LABEL_BAND_PIXELS;
     (0, TITLE_BAND_PIXELS, AXIS_LABEL_BAND_PIXELS, bottom)
 }
 
@@ -94,7 +95,7 @@ fn a_chart_without_title_or_labels_has_no_ink_in_their_bands() {
 }
 
 #[test]
-fn tick_values_and_the_legend_are_drawn_as_ink() {
+fn the_legend_is_drawn_as_ink() {
     let chart = chart("t", "x", "y");
     let rendered = render_chart(&chart).unwrap();
     let legend_top = PANEL_HEIGHT_PIXELS - legend_height_pixels(&chart, rendered.width_pixels);
