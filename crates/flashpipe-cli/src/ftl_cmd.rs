@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation, SplitMix64};
-use flashpipe_flash::plot::{line_chart, Series};
+use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 use serde::Serialize;
@@ -54,8 +54,7 @@ pub struct ExperimentArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
-    /// Also draw the result as a PNG line chart here (no text: the series and axes are
-    /// listed in docs/ftl.md, "Experiments").
+    /// Also draw the result as a PNG chart here (title, labelled axes, legend).
     #[arg(long, value_name = "PATH.png")]
     plot: Option<String>,
 }
@@ -93,27 +92,41 @@ fn check_arguments(arguments: &ExperimentArgs) -> Result<(), String> {
         ));
     }
     if let Some(path) = &arguments.plot {
-        if !path.ends_with(".png") {
-            return Err(format!(
-                "--plot {path}: the chart is a PNG file ending in .png"
-            ));
-        }
+        check_plot_path(path).map_err(|error| format!("--plot: {error}"))?;
     }
     Ok(())
 }
 
-/// Draws `series` to the `--plot` path, if one was given.
-fn plot_if_asked(arguments: &ExperimentArgs, series: Vec<Series>) -> CliResult {
+/// Draws the chart `make_chart` makes to the `--plot` path, if one was given.
+fn plot_if_asked(arguments: &ExperimentArgs, make_chart: impl FnOnce() -> Chart) -> CliResult {
     if let Some(path) = &arguments.plot {
-        line_chart(path, &series)?;
+        draw_chart(path, &make_chart())?;
     }
     Ok(())
 }
 
-/// One series from `(x, y)` points.
-fn series(points: impl IntoIterator<Item = (f64, f64)>) -> Series {
-    Series {
-        points: points.into_iter().collect(),
+/// A chart of the experiments: no paper's points.
+fn experiment_chart(
+    title: String,
+    (x_label, y_label): (&str, &str),
+    kind: ChartKind,
+    series: Vec<Series>,
+) -> Chart {
+    Chart {
+        title,
+        x_label: x_label.to_string(),
+        y_label: y_label.to_string(),
+        kind,
+        series,
+        reference_points: Vec::new(),
+        reference_name: String::new(),
+    }
+}
+
+/// Category names for a bar chart.
+fn categories(names: &[&str]) -> ChartKind {
+    ChartKind::GroupedBars {
+        categories: names.iter().map(|name| name.to_string()).collect(),
     }
 }
 
@@ -347,21 +360,33 @@ fn run_write_amplification(arguments: &ExperimentArgs) -> CliResult {
                 .map(|bound_ns| bound_ns as f64 / 1e3),
         });
     }
-    plot_if_asked(
-        arguments,
-        vec![
-            series(
-                rows.iter()
-                    .map(|row| (row.over_provisioning * 100.0, row.write_amplification)),
+    plot_if_asked(arguments, || {
+        experiment_chart(
+            "FTL write amplification vs over-provisioning (uniform random page writes, greedy GC)"
+                .to_string(),
+            (
+                "over-provisioning (% of the logical space)",
+                "write amplification (flash page writes / host page writes)",
             ),
-            series(rows.iter().map(|row| {
-                (
-                    row.over_provisioning * 100.0,
-                    row.write_amplification_closed_form,
-                )
-            })),
-        ],
-    )?;
+            ChartKind::Lines,
+            vec![
+                Series::new(
+                    "measured (simulated FTL)",
+                    rows.iter()
+                        .map(|row| (row.over_provisioning * 100.0, row.write_amplification)),
+                ),
+                Series::new(
+                    "closed form (uniform writes, greedy)",
+                    rows.iter().map(|row| {
+                        (
+                            row.over_provisioning * 100.0,
+                            row.write_amplification_closed_form,
+                        )
+                    }),
+                ),
+            ],
+        )
+    })?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
@@ -423,17 +448,26 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> CliResult {
         }
     }
     let by_policy = |policy: &str| {
-        series(
+        Series::new(
+            format!("{policy} victim choice"),
             rows.iter()
                 .filter(|row| row.policy == policy)
                 .enumerate()
                 .map(|(index, row)| (index as f64, row.write_amplification)),
         )
     };
-    plot_if_asked(
-        arguments,
-        vec![by_policy("greedy"), by_policy("cost-benefit")],
-    )?;
+    plot_if_asked(arguments, || {
+        experiment_chart(
+            "FTL garbage collection policies on skewed workloads (over-provisioning 10%)"
+                .to_string(),
+            (
+                "workload (share of writes to the hot pages)",
+                "write amplification (flash / host page writes)",
+            ),
+            categories(&["uniform", "80/20", "zipf(0.99)"]),
+            vec![by_policy("greedy"), by_policy("cost-benefit")],
+        )
+    })?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
@@ -480,18 +514,36 @@ fn run_wear(arguments: &ExperimentArgs) -> CliResult {
             write_amplification: stats.write_amplification(),
         });
     }
-    plot_if_asked(
-        arguments,
-        rows.iter()
-            .map(|row| {
-                series([
-                    (0.0, f64::from(row.erase_count_min)),
-                    (1.0, row.erase_count_mean),
-                    (2.0, f64::from(row.erase_count_max)),
-                ])
-            })
-            .collect(),
-    )?;
+    plot_if_asked(arguments, || {
+        experiment_chart(
+            format!(
+                "FTL program/erase spread, zipf(0.99) writes, {} device writes",
+                arguments.device_writes
+            ),
+            (
+                "erase count over all blocks",
+                "program/erase cycles per block",
+            ),
+            categories(&["least worn block", "mean", "most worn block"]),
+            rows.iter()
+                .map(|row| {
+                    let name = row
+                        .static_wear_leveling_spread
+                        .map_or("static wear leveling off".to_string(), |spread| {
+                            format!("static wear leveling on (spread > {spread})")
+                        });
+                    Series::new(
+                        name,
+                        [
+                            (0.0, f64::from(row.erase_count_min)),
+                            (1.0, row.erase_count_mean),
+                            (2.0, f64::from(row.erase_count_max)),
+                        ],
+                    )
+                })
+                .collect(),
+        )
+    })?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
@@ -552,6 +604,22 @@ fn run_speed(arguments: &ExperimentArgs) -> CliResult {
             virtual_seconds: (clock.now_ns() - started_virtual_ns) as f64 / 1e9,
         });
     }
+    plot_if_asked(arguments, || {
+        experiment_chart(
+            "Speed of the simulated FTL stack (wall clock of this machine)".to_string(),
+            (
+                "where the simulated flash keeps page data",
+                "host 4 KiB writes per wall-clock second",
+            ),
+            categories(&["timing only (no data)", "data in memory"]),
+            vec![Series::new(
+                "simulated host writes per wall-clock second",
+                rows.iter()
+                    .enumerate()
+                    .map(|(index, row)| (index as f64, row.host_operations_per_wall_second)),
+            )],
+        )
+    })?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
@@ -642,29 +710,35 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> CliResult {
         rows.iter()
             .filter(move |row| row.workload == "uniform" && row.pacing == pacing)
     };
-    plot_if_asked(
-        arguments,
-        vec![
-            series(uniform_rows("off").map(|row| {
-                (
-                    row.over_provisioning * 100.0,
-                    row.host_write_wait_us_max / 1e3,
-                )
-            })),
-            series(uniform_rows("on").map(|row| {
-                (
-                    row.over_provisioning * 100.0,
-                    row.host_write_wait_us_max / 1e3,
-                )
-            })),
-            series(uniform_rows("on").map(|row| {
-                (
-                    row.over_provisioning * 100.0,
-                    row.host_write_wait_bound_us.unwrap_or(0.0) / 1e3,
-                )
-            })),
-        ],
-    )?;
+    let longest_wait_ms = |pacing: &'static str| {
+        uniform_rows(pacing).map(|row| {
+            (
+                row.over_provisioning * 100.0,
+                row.host_write_wait_us_max / 1e3,
+            )
+        })
+    };
+    plot_if_asked(arguments, || {
+        experiment_chart(
+            "FTL host write waits for garbage collection (uniform writes, greedy GC)".to_string(),
+            (
+                "over-provisioning (% of the logical space)",
+                "longest host write wait (ms, virtual time)",
+            ),
+            ChartKind::Lines,
+            vec![
+                Series::new("longest wait, pacing off", longest_wait_ms("off")),
+                Series::new("longest wait, pacing on", longest_wait_ms("on")),
+                Series::new(
+                    "bound with pacing on",
+                    uniform_rows("on").filter_map(|row| {
+                        let bound_us = row.host_write_wait_bound_us?;
+                        Some((row.over_provisioning * 100.0, bound_us / 1e3))
+                    }),
+                ),
+            ],
+        )
+    })?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());

@@ -11,8 +11,8 @@
 //!
 //! Prints a table (or `--json`) and draws the transfers' progress in virtual time
 //! (`--plot`): bytes done (x) against virtual milliseconds (y) for the raw write, the
-//! file-system write, the raw read and the file-system read, in that order (blue, red,
-//! green, orange); a line's slope is the inverse of its bandwidth.
+//! file-system write, the raw read and the file-system read, each named in the legend;
+//! a line's slope is the inverse of its bandwidth.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,7 @@ use flashpipe_engine::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_engine::store::DeviceCreation;
 use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
-use flashpipe_flash::plot::{line_chart, Series};
+use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{
     Ack, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
     StorageMode, SubmitError,
@@ -223,10 +223,8 @@ impl Progress {
         progress
     }
 
-    fn series(&self) -> Series {
-        Series {
-            points: self.points.clone(),
-        }
+    fn series(&self, name: &str) -> Series {
+        Series::new(name, self.points.iter().copied())
     }
 }
 
@@ -305,6 +303,12 @@ struct Report {
 
 /// Runs `flashpipe ftl fs`.
 pub fn run(arguments: FtlFsArgs) -> CliResult {
+    if let Some(path) = &arguments.plot {
+        let path_text = path
+            .to_str()
+            .ok_or_else(|| format!("plot path {} is not UTF-8", path.display()))?;
+        check_plot_path(path_text)?;
+    }
     let plan = plan(&arguments)?;
     let wall_started = Instant::now();
     let raw = measure_raw(&plan)?;
@@ -702,15 +706,24 @@ fn draw(path: &Path, report: &Report) -> Result<(), Box<dyn std::error::Error>> 
     let path_text = path
         .to_str()
         .ok_or_else(|| format!("plot path {} is not UTF-8", path.display()))?;
-    line_chart(
-        path_text,
-        &[
-            report.raw.write_progress.series(),
-            report.fs.write_progress.series(),
-            report.raw.read_progress.series(),
-            report.fs.read_progress.series(),
+    let chart = Chart {
+        title: format!(
+            "File system on {} vs the raw array: transfers in virtual time",
+            report.preset
+        ),
+        x_label: "data done (MiB)".to_string(),
+        y_label: "virtual time (ms)".to_string(),
+        kind: ChartKind::Lines,
+        series: vec![
+            report.raw.write_progress.series("raw array write"),
+            report.fs.write_progress.series("file system write"),
+            report.raw.read_progress.series("raw array read"),
+            report.fs.read_progress.series("file system read"),
         ],
-    )?;
+        reference_points: Vec::new(),
+        reference_name: String::new(),
+    };
+    draw_chart(path_text, &chart)?;
     Ok(())
 }
 

@@ -13,12 +13,13 @@ mod ftl_copy_cmd;
 mod ftl_fs_cmd;
 mod kernels_cmd;
 mod run_cmd;
+mod shell_cmd;
 mod sim;
 mod store_cmd;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// flashpipe: a near-data storage engine.
 #[derive(Debug, Parser)]
@@ -68,9 +69,25 @@ enum Command {
     /// The host flash translation layer: write amplification, GC policies, wear, speed.
     #[command(subcommand)]
     Ftl(ftl_cmd::FtlCommand),
+    /// Print shell completions (bash, zsh or fish) to standard output.
+    Completions(shell_cmd::CompletionsArgs),
+    /// Print the manual page as roff, or write one page per subcommand with --out DIR.
+    Man(shell_cmd::ManArgs),
+}
+
+/// Restores the default action of SIGPIPE (Rust ignores it), so a write to a closed pipe
+/// (`flashpipe ls store.toml | head -2`) ends the process quietly as coreutils do,
+/// instead of a "Broken pipe" panic.
+fn die_quietly_on_closed_pipes() {
+    // SAFETY: setting a signal's disposition to SIG_DFL at the start of main, before any
+    // thread is spawned, has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 fn main() -> ExitCode {
+    die_quietly_on_closed_pipes();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
@@ -90,6 +107,8 @@ fn main() -> ExitCode {
         Command::Df(arguments) => store_cmd::run_df(arguments),
         Command::Fsck(arguments) => store_cmd::run_fsck(arguments),
         Command::Ftl(command) => ftl_cmd::run(command),
+        Command::Completions(arguments) => shell_cmd::run_completions(arguments, Cli::command()),
+        Command::Man(arguments) => shell_cmd::run_man(arguments, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,7 +2,7 @@
 //! numbers beside the paper's (docs/reproductions.md discusses each difference).
 
 use clap::{Args, ValueEnum};
-use flashpipe_flash::plot::Series;
+use flashpipe_flash::plot::{value_text, Chart, ChartKind, ReferencePoint, Series};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::{FlashAddress, FlashCommand, FlashConfig, FlashRequest};
 use serde::Serialize;
@@ -23,8 +23,9 @@ pub struct ReproArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Also draw the curves (ours, then the paper's where it gives points) into this PNG.
-    #[arg(long)]
+    /// Also draw the figure (ours as lines or bars, the paper's points as named diamonds)
+    /// into this PNG; one panel per figure and unit (`all`: a grid of panels).
+    #[arg(long, value_name = "PATH.png")]
     plot: Option<String>,
 }
 
@@ -60,6 +61,9 @@ struct Row {
     series: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     x: Option<f64>,
+    /// The name of its place on the plot's x axis (a category, or the x value written out).
+    #[serde(skip)]
+    category: Option<String>,
 }
 
 impl Row {
@@ -78,13 +82,22 @@ impl Row {
             unit,
             series: None,
             x: None,
+            category: None,
         }
     }
 
-    /// Places the row on curve `series` at `x` for `--plot`.
-    fn at(mut self, series: &'static str, x: f64) -> Row {
+    /// Places the row on curve `series` at `x` for `--plot`, the tick named `category`.
+    fn at(mut self, series: &'static str, x: f64, category: impl Into<String>) -> Row {
         self.series = Some(series);
         self.x = Some(x);
+        self.category = Some(category.into());
+        self
+    }
+
+    /// Places the row in bar chart series `series`, in category `category`, for `--plot`.
+    fn bar(mut self, series: &'static str, category: &str) -> Row {
+        self.series = Some(series);
+        self.category = Some(category.to_string());
         self
     }
 }
@@ -93,6 +106,9 @@ const MEBIBYTE: f64 = 1_048_576.0;
 
 /// Runs a reproduction and prints it.
 pub fn run(arguments: ReproArgs) -> CliResult {
+    if let Some(path) = &arguments.plot {
+        flashpipe_flash::plot::check_plot_path(path)?;
+    }
     let all = [
         Reproduction::RadFig4,
         Reproduction::RadTable2,
@@ -107,8 +123,9 @@ pub fn run(arguments: ReproArgs) -> CliResult {
         vec![arguments.which]
     };
     let mut rows = Vec::new();
+    let mut charts = Vec::new();
     for which in chosen {
-        rows.extend(match which {
+        let figure_rows = match which {
             Reproduction::RadFig4 => rad_fig4(arguments.seed)?,
             Reproduction::RadTable2 => rad_table2(arguments.seed)?,
             Reproduction::MinflashTable1 => minflash_table1(arguments.seed)?,
@@ -116,10 +133,12 @@ pub fn run(arguments: ReproArgs) -> CliResult {
             Reproduction::MinflashFig6 => minflash_fig6(arguments.seed)?,
             Reproduction::MinflashFig7 => minflash_fig7(arguments.seed)?,
             Reproduction::All => Vec::new(),
-        });
+        };
+        charts.extend(figure_charts(which, &figure_rows));
+        rows.extend(figure_rows);
     }
     if let Some(path) = &arguments.plot {
-        flashpipe_flash::plot::line_chart(path, &plot_series(&rows))?;
+        flashpipe_flash::plot::draw_panels(path, &charts, 2)?;
     }
     if arguments.json {
         say!("{}", serde_json::to_string_pretty(&rows)?);
@@ -213,7 +232,7 @@ fn rad_fig4(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
                 Some(paper_read),
                 "MiB/s",
             )
-            .at("read", f64::from(n)),
+            .at("read", f64::from(n), n.to_string()),
         );
         rows.push(
             Row::new(
@@ -223,7 +242,7 @@ fn rad_fig4(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
                 Some(paper_write),
                 "MiB/s",
             )
-            .at("write", f64::from(n)),
+            .at("write", f64::from(n), n.to_string()),
         );
     }
     Ok(rows)
@@ -254,56 +273,77 @@ fn rad_table2(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
         let read = rad_bandwidth(ours_rows, AccessKind::Read, seed)? * f64::from(columns) / 1024.0;
         let write =
             rad_bandwidth(ours_rows, AccessKind::Write, seed)? * f64::from(columns) / 1024.0;
-        rows.push(Row::new(
-            "RAD Table II",
-            format!("{kernel}: required N x 1 rate"),
-            required,
-            Some(required),
-            "MiB/s",
-        ));
-        rows.push(Row::new(
-            "RAD Table II",
-            format!("{kernel}: rows N (columns {columns}), our sim"),
-            f64::from(ours_rows),
-            Some(f64::from(paper_rows)),
-            "rows",
-        ));
-        rows.push(Row::new(
-            "RAD Table II",
-            format!("{kernel}: rows N from paper's 1x1 write 7.54"),
-            f64::from(paper_formula_rows),
-            Some(f64::from(paper_rows)),
-            "rows",
-        ));
-        rows.push(Row::new(
-            "RAD Table II",
-            format!("{kernel}: matrix read bandwidth"),
-            read,
-            Some(paper_read),
-            "GiB/s",
-        ));
-        rows.push(Row::new(
-            "RAD Table II",
-            format!("{kernel}: matrix write bandwidth"),
-            write,
-            Some(paper_write),
-            "GiB/s",
-        ));
+        rows.push(
+            Row::new(
+                "RAD Table II",
+                format!("{kernel}: required N x 1 rate"),
+                required,
+                Some(required),
+                "MiB/s",
+            )
+            .bar("our simulation", &format!("{kernel} required")),
+        );
+        rows.push(
+            Row::new(
+                "RAD Table II",
+                format!("{kernel}: rows N (columns {columns}), our sim"),
+                f64::from(ours_rows),
+                Some(f64::from(paper_rows)),
+                "rows",
+            )
+            .bar("from our simulated 1x1 write", kernel),
+        );
+        rows.push(
+            Row::new(
+                "RAD Table II",
+                format!("{kernel}: rows N from paper's 1x1 write 7.54"),
+                f64::from(paper_formula_rows),
+                Some(f64::from(paper_rows)),
+                "rows",
+            )
+            .bar("from the paper's 1x1 write (7.54 MiB/s)", kernel),
+        );
+        rows.push(
+            Row::new(
+                "RAD Table II",
+                format!("{kernel}: matrix read bandwidth"),
+                read,
+                Some(paper_read),
+                "GiB/s",
+            )
+            .bar("read", kernel),
+        );
+        rows.push(
+            Row::new(
+                "RAD Table II",
+                format!("{kernel}: matrix write bandwidth"),
+                write,
+                Some(paper_write),
+                "GiB/s",
+            )
+            .bar("write", kernel),
+        );
     }
-    rows.push(Row::new(
-        "RAD Table II",
-        "1x1 write used for sizing".to_string(),
-        write_1x1,
-        Some(7.54),
-        "MiB/s",
-    ));
-    rows.push(Row::new(
-        "RAD Table II",
-        "1x1 read".to_string(),
-        read_1x1,
-        Some(24.61),
-        "MiB/s",
-    ));
+    rows.push(
+        Row::new(
+            "RAD Table II",
+            "1x1 write used for sizing".to_string(),
+            write_1x1,
+            Some(7.54),
+            "MiB/s",
+        )
+        .bar("our simulation", "1x1 write"),
+    );
+    rows.push(
+        Row::new(
+            "RAD Table II",
+            "1x1 read".to_string(),
+            read_1x1,
+            Some(24.61),
+            "MiB/s",
+        )
+        .bar("our simulation", "1x1 read"),
+    );
     Ok(rows)
 }
 
@@ -363,9 +403,27 @@ fn minflash_table1(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
         seed,
     )?;
     let timing = minflash_config(1)?.timing;
+    let rows = minflash_table1_rows(read, write, &timing);
+    Ok(rows.into_iter().map(table1_bar).collect())
+}
+
+/// Places a Table I row in the bar chart: series "read" or "write", category its step.
+fn table1_bar(row: Row) -> Row {
+    let point = row.point.clone();
+    let (operation, step) = point.split_once(": ").unwrap_or(("read", point.as_str()));
+    let series = if operation == "write" {
+        "write"
+    } else {
+        "read"
+    };
+    let step = step.split(" (").next().unwrap_or(step);
+    row.bar(series, step)
+}
+
+fn minflash_table1_rows(read: f64, write: f64, timing: &flashpipe_flash::FlashTiming) -> Vec<Row> {
     let link_us = 8192.0 / timing.host_link_bytes_per_second as f64 * 1e6;
     let us = |ns: u64| ns as f64 / 1000.0;
-    Ok(vec![
+    vec![
         Row::new(
             "minFlash Table I",
             "read: PHY commands".into(),
@@ -429,7 +487,7 @@ fn minflash_table1(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
             Some(476.0),
             "us",
         ),
-    ])
+    ]
 }
 
 fn minflash_bandwidth(
@@ -476,7 +534,7 @@ fn minflash_fig5(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
                     paper,
                     "GB/s",
                 )
-                .at(name, ((size / 8192) as f64).log2()),
+                .at(name, ((size / 8192) as f64).log2(), size_text(size)),
             );
             size *= 2;
         }
@@ -503,7 +561,7 @@ fn minflash_fig6(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
                 paper,
                 "GB/s",
             )
-            .at("1 host, N devices", f64::from(devices)),
+            .at("1 host, N devices", f64::from(devices), devices.to_string()),
         );
     }
     for hosts in 1..=4u32 {
@@ -516,7 +574,7 @@ fn minflash_fig6(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
                 Some(1.2),
                 "GB/s",
             )
-            .at("N hosts, 1 device", f64::from(hosts)),
+            .at("N hosts, 1 device", f64::from(hosts), hosts.to_string()),
         );
     }
     for n in 1..=4u32 {
@@ -535,7 +593,7 @@ fn minflash_fig6(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
                 paper,
                 "GB/s",
             )
-            .at("N hosts, N devices", f64::from(n)),
+            .at("N hosts, N devices", f64::from(n), n.to_string()),
         );
     }
     Ok(rows)
@@ -560,37 +618,183 @@ fn minflash_fig7(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
                 Some(128.0 + f64::from(hops)),
                 "us",
             )
-            .at("hops", f64::from(hops)),
+            .at("8 KiB read", f64::from(hops), hops.to_string()),
         );
     }
     Ok(rows)
 }
 
-/// The curves of `rows`: ours for each series in order of appearance, then the paper's.
-fn plot_series(rows: &[Row]) -> Vec<Series> {
-    let mut names: Vec<&'static str> = Vec::new();
-    for row in rows {
-        if let Some(name) = row.series {
-            if !names.contains(&name) {
-                names.push(name);
-            }
+/// `size_bytes` as the plot's tick names it: KiB below a MiB, MiB above.
+fn size_text(size_bytes: u64) -> String {
+    if size_bytes >= 1 << 20 {
+        format!("{} MiB", size_bytes >> 20)
+    } else {
+        format!("{} KiB", size_bytes >> 10)
+    }
+}
+
+/// What a reproduction's chart says: its title, axes, and how it draws.
+struct FigureText {
+    title: &'static str,
+    x_label: &'static str,
+    y_label: &'static str,
+    bars: bool,
+}
+
+/// The text of the chart of `which` for the rows in `unit`.
+fn figure_text(which: Reproduction, unit: &str) -> FigureText {
+    let (title, x_label, y_label, bars) = match (which, unit) {
+        (Reproduction::RadFig4, _) => (
+            "RAD Fig. 4: N x 1 flash matrix, 512-sector sequential requests",
+            "flash packages N in the N x 1 matrix",
+            "bandwidth (MiB/s, virtual time)",
+            false,
+        ),
+        (Reproduction::RadTable2, "rows") => (
+            "RAD Table II: flash matrix rows N for each kernel",
+            "kernel",
+            "rows N (packages per column)",
+            true,
+        ),
+        (Reproduction::RadTable2, "GiB/s") => (
+            "RAD Table II: matrix bandwidth at those N rows",
+            "kernel",
+            "bandwidth (GiB/s, virtual time)",
+            true,
+        ),
+        (Reproduction::RadTable2, _) => (
+            "RAD Table II: N x 1 rates the sizing uses",
+            "rate",
+            "bandwidth (MiB/s, virtual time)",
+            true,
+        ),
+        (Reproduction::MinflashTable1, _) => (
+            "minFlash Table I: latency of one 8 KiB read and write",
+            "step of the request",
+            "latency (us, virtual time)",
+            true,
+        ),
+        (Reproduction::MinflashFig5, _) => (
+            "minFlash Fig. 5: read bandwidth vs request size (1 device, 1 host)",
+            "request size",
+            "bandwidth (GB/s, virtual time)",
+            false,
+        ),
+        (Reproduction::MinflashFig6, _) => (
+            "minFlash Fig. 6: random 16 MiB reads over devices and hosts",
+            "N (devices, hosts, or both, as the series says)",
+            "total bandwidth (GB/s, virtual time)",
+            false,
+        ),
+        (Reproduction::MinflashFig7 | Reproduction::All, _) => (
+            "minFlash Fig. 7: 8 KiB read latency over network hops",
+            "hops between the host's device and the one read",
+            "latency (us, virtual time)",
+            false,
+        ),
+    };
+    FigureText {
+        title,
+        x_label,
+        y_label,
+        bars,
+    }
+}
+
+/// The charts of one reproduction's rows: one per unit, in order of appearance.
+fn figure_charts(which: Reproduction, rows: &[Row]) -> Vec<Chart> {
+    let mut units: Vec<&'static str> = Vec::new();
+    for row in rows.iter().filter(|row| row.series.is_some()) {
+        if !units.contains(&row.unit) {
+            units.push(row.unit);
         }
     }
-    let mut series = Vec::new();
-    for paper in [false, true] {
-        for name in &names {
-            let points: Vec<(f64, f64)> = rows
+    units
+        .into_iter()
+        .map(|unit| {
+            let unit_rows: Vec<&Row> = rows
                 .iter()
-                .filter(|row| row.series == Some(name))
-                .filter_map(|row| {
-                    let y = if paper { row.paper? } else { row.ours };
-                    Some((row.x?, y))
-                })
+                .filter(|row| row.unit == unit && row.series.is_some())
                 .collect();
-            if !points.is_empty() {
-                series.push(Series { points });
-            }
+            chart_of_rows(&figure_text(which, unit), &unit_rows)
+        })
+        .collect()
+}
+
+/// Names in order of first appearance.
+fn first_appearances<'row>(names: impl Iterator<Item = &'row str>) -> Vec<&'row str> {
+    let mut seen = Vec::new();
+    for name in names {
+        if !seen.contains(&name) {
+            seen.push(name);
         }
     }
-    series
+    seen
+}
+
+/// One chart: a series per row series, x the row's category; the paper's values as
+/// reference points named by their value.
+fn chart_of_rows(text: &FigureText, rows: &[&Row]) -> Chart {
+    let series_names = first_appearances(rows.iter().filter_map(|row| row.series));
+    let categories: Vec<String> =
+        first_appearances(rows.iter().filter_map(|row| row.category.as_deref()))
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+    let place = |row: &Row| {
+        let series_index = series_names
+            .iter()
+            .position(|name| Some(*name) == row.series)?;
+        let category = categories
+            .iter()
+            .position(|name| Some(name.as_str()) == row.category.as_deref())?;
+        Some((series_index, category as f64))
+    };
+    let series = series_names
+        .iter()
+        .enumerate()
+        .map(|(index, name)| {
+            let points = rows.iter().filter_map(|row| {
+                place(row)
+                    .filter(|(at, _)| *at == index)
+                    .map(|(_, x)| (x, row.ours))
+            });
+            let legend_name = if name.starts_with("our") {
+                name.to_string()
+            } else {
+                format!("{name} (ours)")
+            };
+            Series::new(legend_name, points)
+        })
+        .collect();
+    let reference_points = rows
+        .iter()
+        .filter_map(|row| {
+            let (series_index, x) = place(row)?;
+            let paper = row.paper?;
+            Some(ReferencePoint {
+                name: format!("paper {}", value_text(paper)),
+                x,
+                y: paper,
+                series_index,
+            })
+        })
+        .collect();
+    let kind = if text.bars {
+        ChartKind::GroupedBars { categories }
+    } else {
+        ChartKind::CategoryLines { categories }
+    };
+    Chart {
+        title: text.title.to_string(),
+        x_label: text.x_label.to_string(),
+        y_label: text.y_label.to_string(),
+        kind,
+        series,
+        reference_points,
+        reference_name: format!(
+            "the paper's values ({})",
+            text.title.split(':').next().unwrap_or(text.title)
+        ),
+    }
 }
