@@ -11,9 +11,10 @@ use std::fmt;
 use flashpipe_device::BlockDevice;
 
 use crate::commit::{commit, write_super_block};
+use crate::data::verify_data_block;
 use crate::error::FsckError;
 use crate::image::{load_image, LoadFailure, LoadedImage};
-use crate::io::flush_device;
+use crate::io::{flush_device, read_fs_blocks};
 use crate::layout::FORMAT_VERSION;
 use crate::state::State;
 
@@ -34,6 +35,8 @@ pub enum Structure {
     FreeList,
     /// Block ownership across all structures (doubly used, leaked, used and free).
     BlockAccounting,
+    /// A file's data block whose content does not match its checksum (`fsck --data`).
+    DataBlock,
 }
 
 impl fmt::Display for Structure {
@@ -46,6 +49,7 @@ impl fmt::Display for Structure {
             Structure::IndirectBlock => "indirect block",
             Structure::FreeList => "free list",
             Structure::BlockAccounting => "block accounting",
+            Structure::DataBlock => "data block",
         };
         formatter.write_str(name)
     }
@@ -231,4 +235,119 @@ fn repair_image(
         .map_err(FsckError::Device)?;
     flush_device(device).map_err(FsckError::Device)?;
     Ok(repaired)
+}
+
+/// What fsck does beyond checking the metadata.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsckOptions {
+    /// Fix what can be fixed safely (as [`fsck`]'s `repair`).
+    pub repair: bool,
+    /// Read every data block of every file and verify it against the checksum its block
+    /// pointer carries (`fsck --data`); each damaged block is a [`Structure::DataBlock`]
+    /// finding naming the file and the offset. Data damage is reported, never repaired
+    /// (the block's true content is unknown), and does not keep `repair` from fixing the
+    /// metadata.
+    pub verify_data: bool,
+}
+
+/// [`fsck`] with options: with `verify_data`, the data pass runs after the metadata
+/// checks (on the image as found, before any repair) when the file metadata loaded
+/// completely.
+pub fn fsck_with_options(
+    device: &mut dyn BlockDevice,
+    options: FsckOptions,
+) -> Result<FsckReport, FsckError> {
+    if !options.verify_data {
+        return fsck(device, options.repair);
+    }
+    let data_findings = match load_image(device) {
+        Ok(image) if image.files_complete => check_data_blocks(device, &image)?,
+        Ok(_) | Err(_) => Vec::new(),
+    };
+    let mut report = fsck(device, options.repair)?;
+    report.findings.extend(data_findings);
+    Ok(report)
+}
+
+/// Most data blocks read in one batch, and most bytes.
+const DATA_READ_BATCH_BLOCKS: usize = 1024;
+const DATA_READ_BATCH_BYTES: u64 = 64 << 20;
+/// Most damaged data blocks listed one by one (then one summary finding).
+const MAX_DATA_FINDINGS: usize = 1000;
+
+/// One data block to verify: its file's name, its offset in the file, its FS block and
+/// the checksum its pointer carries.
+struct DataBlockToVerify<'a> {
+    file_name: &'a str,
+    offset_bytes: u64,
+    fs_block: u64,
+    checksum: u32,
+}
+
+/// Reads every checksummed data block of the image, in batches with the device queue full,
+/// and returns a finding per damaged block.
+fn check_data_blocks(
+    device: &mut dyn BlockDevice,
+    image: &LoadedImage,
+) -> Result<Vec<Finding>, FsckError> {
+    let geometry = image.geometry;
+    let block_bytes = geometry.block_bytes();
+    let batch_blocks = DATA_READ_BATCH_BLOCKS.min((DATA_READ_BATCH_BYTES / block_bytes).max(1) as usize);
+    let blocks: Vec<DataBlockToVerify<'_>> = image
+        .files
+        .values()
+        .flat_map(|file| {
+            let file_name = file.name.as_deref().unwrap_or("(orphan)");
+            file.pointers
+                .iter()
+                .zip(&file.checksums)
+                .enumerate()
+                .filter_map(move |(index, (&fs_block, &checksum))| {
+                    Some(DataBlockToVerify {
+                        file_name,
+                        offset_bytes: index as u64 * block_bytes,
+                        fs_block,
+                        checksum: checksum?,
+                    })
+                })
+        })
+        .collect();
+    let mut findings = Vec::new();
+    let mut damaged_blocks = 0usize;
+    for batch in blocks.chunks(batch_blocks) {
+        let addresses: Vec<u64> = batch.iter().map(|block| block.fs_block).collect();
+        let buffers = read_fs_blocks(device, &geometry, &addresses)?;
+        for (block, buffer) in batch.iter().zip(&buffers) {
+            let verified = verify_data_block(
+                block.file_name,
+                block.offset_bytes,
+                block.fs_block,
+                Some(block.checksum),
+                buffer,
+            );
+            if let Err(error) = verified {
+                damaged_blocks += 1;
+                if damaged_blocks <= MAX_DATA_FINDINGS {
+                    findings.push(Finding::new(
+                        Structure::DataBlock,
+                        Some(block.fs_block),
+                        error.to_string(),
+                        false,
+                    ));
+                }
+            }
+        }
+    }
+    if damaged_blocks > MAX_DATA_FINDINGS {
+        findings.push(Finding::new(
+            Structure::DataBlock,
+            None,
+            format!(
+                "{} more damaged data block(s) not listed",
+                damaged_blocks - MAX_DATA_FINDINGS
+            ),
+            false,
+        ));
+    }
+    Ok(findings)
 }
