@@ -620,7 +620,11 @@ fn build_write_operations(
             }
         })
         .collect();
-    assert_eq!(checksums.len(), targets.len(), "one checksum per block written");
+    assert_eq!(
+        checksums.len(),
+        targets.len(),
+        "one checksum per block written"
+    );
     (operations, checksums)
 }
 

@@ -292,7 +292,8 @@ fn check_data_blocks(
 ) -> Result<Vec<Finding>, FsckError> {
     let geometry = image.geometry;
     let block_bytes = geometry.block_bytes();
-    let batch_blocks = DATA_READ_BATCH_BLOCKS.min((DATA_READ_BATCH_BYTES / block_bytes).max(1) as usize);
+    let batch_blocks =
+        DATA_READ_BATCH_BLOCKS.min((DATA_READ_BATCH_BYTES / block_bytes).max(1) as usize);
     let blocks: Vec<DataBlockToVerify<'_>> = image
         .files
         .values()
