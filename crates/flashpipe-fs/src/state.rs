@@ -245,7 +245,9 @@ impl State {
     /// The state an image describes. With `rebuild_free_list` the free list is the
     /// complement of the blocks in use and orphans get `lost+found.<inode>` names (fsck
     /// repair); otherwise the image's free list is taken as it is (mount, which has
-    /// checked that it is right).
+    /// checked that it is right). A version-1 image's files are all marked as changed
+    /// maps, so that the first commit writes every indirect chain in the version-2 layout
+    /// (docs/format.md, "Versioning"); their blocks carry no checksum until rewritten.
     pub fn from_image(image: LoadedImage, clock: Arc<dyn Clock>, rebuild_free_list: bool) -> State {
         let geometry = image.geometry;
         let free_extents = if rebuild_free_list {
