@@ -75,7 +75,10 @@ fn a_damaged_data_block_fails_get_and_cat_and_fsck_data_reports_it() {
         &["get", text(&store), "victim.bin", text(&fetched)],
         "victim.bin",
     );
-    check_fails(&["get", text(&store), "victim.bin", text(&fetched)], "offset 8192");
+    check_fails(
+        &["get", text(&store), "victim.bin", text(&fetched)],
+        "offset 8192",
+    );
     check_fails(&["cat", text(&store), "victim.bin"], "victim.bin");
     check_fails(&["cat", text(&store), "victim.bin"], "checksum");
     assert_eq!(

@@ -628,7 +628,10 @@ fn assert_checksum_error(error: &EngineError, name: &str, offset: u64, block: u6
             offset_bytes,
             fs_block,
             ..
-        }) => assert_eq!((file_name.as_str(), *offset_bytes, *fs_block), (name, offset, block)),
+        }) => assert_eq!(
+            (file_name.as_str(), *offset_bytes, *fs_block),
+            (name, offset, block)
+        ),
         other => panic!("expected a data checksum mismatch, got {other:?}"),
     }
     assert!(error.to_string().contains(&format!("{name:?}")), "{error}");

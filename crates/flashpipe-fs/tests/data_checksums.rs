@@ -126,7 +126,7 @@ fn check_against_model(fs: &mut Filesystem, model: &BTreeMap<String, Vec<u8>>, c
         let found = fs
             .read(file, 0, expected.len() as u64)
             .unwrap_or_else(|error| panic!("{context}: read of {name:?}: {error}"));
-        assert!(&found[..] == &expected[..], "{context}: {name:?} differs");
+        assert!(found[..] == expected[..], "{context}: {name:?} differs");
     }
 }
 
@@ -626,7 +626,7 @@ fn a_version_1_image_mounts_unverified_and_its_first_commit_upgrades_it() {
     let mut fs = Filesystem::mount_read_only(Box::new(RemappingDisk::new(&shared))).unwrap();
     let large = fs.open("large").unwrap();
     let read = fs.read(large, 0, large_bytes.len() as u64).unwrap();
-    assert!(&read[..] == &large_bytes[..], "version-1 data reads back");
+    assert!(read[..] == large_bytes[..], "version-1 data reads back");
     drop(fs);
     assert_eq!(
         read_u32(&shared.peek(0, BLOCK_SIZE as usize), 8)
