@@ -155,13 +155,16 @@ impl<S: ReadSink> ReadsInFlight<S> {
         !self.free_slots.is_empty()
     }
 
-    /// Plans a read and queues its device requests. Errors in planning (missing file,
-    /// read past the end, no buffer) are returned without anything started.
+    /// Plans a read of `file` (named `file_name`, for a checksum error) and queues its
+    /// device requests. Errors in planning (missing file, read past the end, no buffer)
+    /// are returned without anything started.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
         filesystem: &mut Filesystem,
         pool: &BufferPool,
         file: FileId,
+        file_name: &str,
         offset_bytes: u64,
         length_bytes: u64,
         sink: S,
@@ -171,6 +174,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
             pool,
             self.block_bytes,
             file,
+            file_name,
             offset_bytes,
             length_bytes,
         ) {
@@ -452,6 +456,7 @@ fn plan_read(
     pool: &BufferPool,
     block_bytes: u64,
     file: FileId,
+    file_name: &str,
     offset_bytes: u64,
     length_bytes: u64,
 ) -> Result<ReadPlan, EngineError> {
@@ -465,7 +470,6 @@ fn plan_read(
         });
     }
     let mapped_runs = filesystem.block_map(file, offset_bytes, length_bytes)?;
-    let file_name = filesystem.stat(file)?.name;
     let mut buffer = pool.try_take()?;
     buffer.set_len(span_bytes as usize);
     let first_file_block = aligned_start / block_bytes;
@@ -485,7 +489,7 @@ fn plan_read(
         window_start: (offset_bytes - aligned_start) as usize,
         runs,
         verification: Verification {
-            file_name,
+            file_name: file_name.to_string(),
             runs: mapped_runs,
             buffer_start: 0,
             first_file_block,
