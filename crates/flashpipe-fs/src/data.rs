@@ -88,8 +88,8 @@ pub fn verify_data_block(
     Ok(())
 }
 
-/// Verifies `count` whole blocks of a file starting at file block `first_index`, read
-/// into `bytes`.
+/// Verifies the whole FS blocks in `bytes`, a file's blocks from file block `first_index`
+/// on as read from the device, against the checksums beside their pointers.
 fn verify_file_blocks(
     state: &State,
     inode_number: u64,
