@@ -206,6 +206,10 @@ pub struct FsckArgs {
     /// Fix what can be fixed safely (leaked blocks, counts, stale super block, orphans).
     #[arg(long)]
     pub repair: bool,
+    /// Also read every data block and verify its checksum; each damaged block is a
+    /// finding naming the file and the offset (never repaired).
+    #[arg(long)]
+    pub data: bool,
 }
 
 /// Runs `mkfs`: validates everything, creates the devices, formats, writes the store file.
@@ -847,7 +851,11 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
         lock,
     } = open_store_device_waiting(&config, store_path, creation, arguments.store.lock_wait())?;
     print_notes(&notes);
-    let report = flashpipe_fs::fsck(&mut *device, arguments.repair);
+    let options = flashpipe_fs::FsckOptions {
+        repair: arguments.repair,
+        verify_data: arguments.data,
+    };
+    let report = flashpipe_fs::fsck_with_options(&mut *device, options);
     drop(device);
     drop(lock);
     let report = report?;

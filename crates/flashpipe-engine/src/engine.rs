@@ -274,6 +274,7 @@ impl EngineThread {
             &mut self.filesystem,
             &self.pool,
             file,
+            name,
             offset_bytes,
             length_bytes,
             sink,

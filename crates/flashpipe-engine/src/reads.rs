@@ -15,6 +15,11 @@
 //! every request of the batch is back, each buffer is shared (`Arc`) by the files in it and
 //! each file's data is a window of it: still no copy, and the buffer returns to the pool
 //! when the last file in it is dropped.
+//!
+//! Every FS block read is verified against the CRC32C its block pointer carries (the block
+//! map hands the checksums out with the runs) once its request is back, in place in the
+//! pool buffer (no copy); a damaged block fails its read, or its file of a batch, with
+//! [`flashpipe_fs::FileIoError::DataChecksumMismatch`] naming the file and the offset.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -22,7 +27,7 @@ use std::sync::Arc;
 use flashpipe_device::{
     BlockDevice, BufferPool, Completion, DeviceError, IoBuf, PoolExhausted, Request,
 };
-use flashpipe_fs::{FileId, Filesystem};
+use flashpipe_fs::{FileId, Filesystem, MappedRun};
 
 use crate::command::{
     read_files_max_bytes, EngineError, ReadBuffer, ReadData, READ_FILES_MAX_COUNT,
@@ -61,13 +66,38 @@ struct BatchBuffer {
     first_error: Option<DeviceError>,
 }
 
+/// What a finished read checks before handing its bytes out: the file's name (for the
+/// error) and the runs read, whose blocks lie in the buffer from `buffer_start` on, the
+/// first byte of file block `first_file_block` there.
+struct Verification {
+    file_name: String,
+    runs: Vec<MappedRun>,
+    buffer_start: usize,
+    first_file_block: u64,
+}
+
+impl Verification {
+    /// Verifies every block of every run read (holes have no checksum).
+    fn verify(&self, block_bytes: u64, buffer: &[u8]) -> Result<(), EngineError> {
+        for run in self.runs.iter().filter(|run| run.first_fs_block.is_some()) {
+            let start = self.buffer_start
+                + ((run.first_file_block - self.first_file_block) * block_bytes) as usize;
+            let run_bytes = &buffer[start..start + (run.block_count * block_bytes) as usize];
+            run.verify(&self.file_name, block_bytes, run_bytes)?;
+        }
+        Ok(())
+    }
+}
+
 /// Where one file of a batch ends up.
 enum BatchFile {
-    /// Bytes `window_start..window_start + length_bytes` of buffer `buffer_index`.
+    /// Bytes `window_start..window_start + length_bytes` of buffer `buffer_index`, whose
+    /// blocks `verification` checks.
     Window {
         buffer_index: usize,
         window_start: usize,
         length_bytes: usize,
+        verification: Verification,
     },
     /// An empty file.
     Empty,
@@ -85,6 +115,7 @@ struct InFlightBatch<S> {
 struct InFlightRead<S> {
     sink: S,
     buffer: IoBuf,
+    verification: Verification,
     window_start: usize,
     length_bytes: usize,
     pieces_outstanding: usize,
@@ -124,13 +155,16 @@ impl<S: ReadSink> ReadsInFlight<S> {
         !self.free_slots.is_empty()
     }
 
-    /// Plans a read and queues its device requests. Errors in planning (missing file,
-    /// read past the end, no buffer) are returned without anything started.
+    /// Plans a read of `file` (named `file_name`, for a checksum error) and queues its
+    /// device requests. Errors in planning (missing file, read past the end, no buffer)
+    /// are returned without anything started.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
         filesystem: &mut Filesystem,
         pool: &BufferPool,
         file: FileId,
+        file_name: &str,
         offset_bytes: u64,
         length_bytes: u64,
         sink: S,
@@ -140,6 +174,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
             pool,
             self.block_bytes,
             file,
+            file_name,
             offset_bytes,
             length_bytes,
         ) {
@@ -151,6 +186,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
             mut buffer,
             window_start,
             runs,
+            verification,
         } = plan;
         let mut pieces = 0;
         for (position_bytes, run_bytes, device_block) in runs {
@@ -172,6 +208,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
         let read = InFlightRead {
             sink,
             buffer,
+            verification,
             window_start,
             length_bytes: length_bytes as usize,
             pieces_outstanding: pieces,
@@ -215,18 +252,27 @@ impl<S: ReadSink> ReadsInFlight<S> {
                 Ok((_, 0)) => BatchFile::Empty,
                 Ok((file, size_bytes)) => match filesystem.block_map(file, 0, size_bytes) {
                     Err(error) => BatchFile::Failed(error.into()),
-                    Ok(runs) => match contiguous_extent(&runs) {
-                        Some((first_device_block, block_count)) => {
-                            extents.push(FileExtent {
-                                file_index,
-                                first_device_block,
-                                block_count,
-                                size_bytes,
-                            });
-                            BatchFile::Empty
+                    Ok(runs) => {
+                        let verification = Verification {
+                            file_name: names[file_index].clone(),
+                            runs,
+                            buffer_start: 0,
+                            first_file_block: 0,
+                        };
+                        match contiguous_extent(&verification.runs) {
+                            Some((first_device_block, block_count)) => {
+                                extents.push(FileExtent {
+                                    file_index,
+                                    first_device_block,
+                                    block_count,
+                                    size_bytes,
+                                    verification,
+                                });
+                                BatchFile::Empty
+                            }
+                            None => planner.plan_scattered(verification, size_bytes),
                         }
-                        None => planner.plan_scattered(&runs, size_bytes),
-                    },
+                    }
                 },
             });
         }
@@ -325,11 +371,14 @@ impl<S: ReadSink> ReadsInFlight<S> {
             Slot::Single(read) => {
                 let result = match read.first_error {
                     Some(error) => Err(EngineError::Device(error)),
-                    None => Ok(ReadData {
-                        buffer: ReadBuffer::Owned(read.buffer),
-                        window_start: read.window_start,
-                        length_bytes: read.length_bytes,
-                    }),
+                    None => read
+                        .verification
+                        .verify(self.block_bytes, &read.buffer)
+                        .map(|()| ReadData {
+                            buffer: ReadBuffer::Owned(read.buffer),
+                            window_start: read.window_start,
+                            length_bytes: read.length_bytes,
+                        }),
                 };
                 read.sink.deliver(result);
             }
@@ -340,15 +389,17 @@ impl<S: ReadSink> ReadsInFlight<S> {
                     files,
                     ..
                 } = batch;
-                sink.deliver_files(Ok(batch_results(buffers, files)));
+                sink.deliver_files(Ok(batch_results(self.block_bytes, buffers, files)));
             }
         }
     }
 }
 
 /// Turns a finished batch's buffers into shared buffers and each file into its window
-/// (or its error: a failed device request fails only the files in its buffer).
+/// (or its error: a failed device request fails only the files in its buffer, a damaged
+/// block only its own file).
 fn batch_results(
+    block_bytes: u64,
     buffers: Vec<BatchBuffer>,
     files: Vec<BatchFile>,
 ) -> Vec<Result<ReadData, EngineError>> {
@@ -369,9 +420,11 @@ fn batch_results(
                 buffer_index,
                 window_start,
                 length_bytes,
+                verification,
             } => match &shared[buffer_index] {
                 Ok(buffer) => {
                     assert!(window_start + length_bytes <= buffer.len());
+                    verification.verify(block_bytes, &buffer[window_start..])?;
                     Ok(ReadData {
                         buffer: ReadBuffer::Shared(Arc::clone(buffer)),
                         window_start,
@@ -395,6 +448,7 @@ struct ReadPlan {
     window_start: usize,
     /// (position in buffer, bytes, first device block or None for a hole)
     runs: Vec<(usize, usize, Option<u64>)>,
+    verification: Verification,
 }
 
 fn plan_read(
@@ -402,6 +456,7 @@ fn plan_read(
     pool: &BufferPool,
     block_bytes: u64,
     file: FileId,
+    file_name: &str,
     offset_bytes: u64,
     length_bytes: u64,
 ) -> Result<ReadPlan, EngineError> {
@@ -414,12 +469,12 @@ fn plan_read(
             max_read_bytes: pool.buffer_size_bytes() as u64 - block_bytes,
         });
     }
-    let runs = filesystem.block_map(file, offset_bytes, length_bytes)?;
+    let mapped_runs = filesystem.block_map(file, offset_bytes, length_bytes)?;
     let mut buffer = pool.try_take()?;
     buffer.set_len(span_bytes as usize);
     let first_file_block = aligned_start / block_bytes;
-    let runs = runs
-        .into_iter()
+    let runs = mapped_runs
+        .iter()
         .map(|run| {
             let position = (run.first_file_block - first_file_block) * block_bytes;
             (
@@ -433,6 +488,12 @@ fn plan_read(
         buffer,
         window_start: (offset_bytes - aligned_start) as usize,
         runs,
+        verification: Verification {
+            file_name: file_name.to_string(),
+            runs: mapped_runs,
+            buffer_start: 0,
+            first_file_block,
+        },
     })
 }
 
@@ -499,6 +560,7 @@ struct FileExtent {
     first_device_block: u64,
     block_count: u64,
     size_bytes: u64,
+    verification: Verification,
 }
 
 /// Builds a batch's buffers and device requests.
@@ -554,13 +616,13 @@ impl BatchPlanner<'_> {
     }
 
     /// A file with holes or fragments gets a buffer of its own, one request per run.
-    fn plan_scattered(&mut self, runs: &[flashpipe_fs::MappedRun], size_bytes: u64) -> BatchFile {
+    fn plan_scattered(&mut self, verification: Verification, size_bytes: u64) -> BatchFile {
         let span_bytes = (size_bytes.div_ceil(self.block_bytes) * self.block_bytes) as usize;
         let buffer_index = match self.take_buffer(span_bytes) {
             Ok(buffer_index) => buffer_index,
             Err(exhausted) => return BatchFile::Failed(exhausted.into()),
         };
-        for run in runs {
+        for run in &verification.runs {
             let position_bytes = (run.first_file_block * self.block_bytes) as usize;
             let byte_count = (run.block_count * self.block_bytes) as usize;
             match run.first_device_block {
@@ -576,6 +638,7 @@ impl BatchPlanner<'_> {
             buffer_index,
             window_start: 0,
             length_bytes: size_bytes as usize,
+            verification,
         }
     }
 
@@ -585,31 +648,33 @@ impl BatchPlanner<'_> {
         extents.sort_by_key(|extent| extent.first_device_block);
         let buffer_blocks = self.pool.buffer_size_bytes() as u64 / self.block_bytes;
         let mut group_start = 0;
+        let mut remaining = extents.into_iter();
+        let extents: Vec<(u64, u64)> = remaining
+            .as_slice()
+            .iter()
+            .map(|extent| (extent.first_device_block, extent.block_count))
+            .collect();
         while group_start < extents.len() {
-            let first_block = extents[group_start].first_device_block;
-            let mut end_block = first_block + extents[group_start].block_count;
+            let (first_block, first_count) = extents[group_start];
+            let mut end_block = first_block + first_count;
             let mut group_end = group_start + 1;
-            while let Some(next) = extents.get(group_end) {
-                let touches = next.first_device_block == end_block;
-                if !touches || end_block + next.block_count - first_block > buffer_blocks {
+            while let Some(&(next_block, next_count)) = extents.get(group_end) {
+                let touches = next_block == end_block;
+                if !touches || end_block + next_count - first_block > buffer_blocks {
                     break;
                 }
-                end_block += next.block_count;
+                end_block += next_count;
                 group_end += 1;
             }
-            self.plan_group(
-                &extents[group_start..group_end],
-                first_block,
-                end_block,
-                files,
-            );
+            let group: Vec<FileExtent> = remaining.by_ref().take(group_end - group_start).collect();
+            self.plan_group(group, first_block, end_block, files);
             group_start = group_end;
         }
     }
 
     fn plan_group(
         &mut self,
-        group: &[FileExtent],
+        group: Vec<FileExtent>,
         first_block: u64,
         end_block: u64,
         files: &mut [BatchFile],
@@ -637,6 +702,7 @@ impl BatchPlanner<'_> {
                 window_start: ((extent.first_device_block - first_block) * self.block_bytes)
                     as usize,
                 length_bytes: extent.size_bytes as usize,
+                verification: extent.verification,
             };
         }
     }

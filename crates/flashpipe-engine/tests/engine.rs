@@ -6,7 +6,7 @@ use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
 use flashpipe_device::{BlockDevice, RamDisk, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, Reply};
-use flashpipe_fs::{Filesystem, FormatOptions, NamespaceError};
+use flashpipe_fs::{FileIoError, Filesystem, FormatOptions, NamespaceError};
 
 fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 8192, 32).unwrap();
@@ -603,5 +603,109 @@ fn batched_reads_return_their_buffers_and_keep_their_limits() {
     let batch = read_files(&mut client, &["huge", "f1"]).unwrap();
     assert!(matches!(batch[0], Err(EngineError::ReadTooLarge { .. })));
     assert_eq!(batch[1].as_ref().unwrap().bytes(), &pattern(8192, 1)[..]);
+    engine.shutdown().unwrap();
+}
+
+/// Overwrites FS block `fs_block` of a 4096-byte-block file system with random bytes,
+/// straight on the device.
+fn damage_fs_block(filesystem: &mut Filesystem, fs_block: u64, seed: u64) {
+    let device = filesystem.device_mut();
+    let device_blocks_per_fs_block = 4096 / u64::from(device.info().block_size_bytes);
+    flashpipe_device::run_one(
+        device,
+        flashpipe_device::Operation::Write {
+            first_block: fs_block * device_blocks_per_fs_block,
+            buffer: flashpipe_device::IoBuf::from_slice(&pattern(4096, seed)),
+        },
+    )
+    .unwrap();
+}
+
+fn assert_checksum_error(error: &EngineError, name: &str, offset: u64, block: u64) {
+    match error {
+        EngineError::FileIo(FileIoError::DataChecksumMismatch {
+            file_name,
+            offset_bytes,
+            fs_block,
+            ..
+        }) => assert_eq!(
+            (file_name.as_str(), *offset_bytes, *fs_block),
+            (name, offset, block)
+        ),
+        other => panic!("expected a data checksum mismatch, got {other:?}"),
+    }
+    assert!(error.to_string().contains(&format!("{name:?}")), "{error}");
+}
+
+#[test]
+fn a_damaged_data_block_fails_its_read_and_only_its_own_file_of_a_batch() {
+    let mut filesystem = ram_filesystem(4096);
+    let names = ["before", "damaged", "after", "scattered"];
+    for (index, name) in names.iter().enumerate() {
+        let file = filesystem.create(name).unwrap();
+        filesystem
+            .write(file, 0, &pattern(3 * 4096, index as u64))
+            .unwrap();
+    }
+    let scattered = filesystem.open("scattered").unwrap();
+    filesystem.truncate(scattered, 6 * 4096).unwrap();
+    filesystem
+        .write(scattered, 5 * 4096, &pattern(4096, 50))
+        .unwrap();
+    filesystem.flush().unwrap();
+    let block_of = |filesystem: &Filesystem, name: &str, offset: u64| {
+        let file = filesystem.open(name).unwrap();
+        filesystem.block_map(file, offset, 1).unwrap()[0]
+            .first_fs_block
+            .unwrap()
+    };
+    let damaged_block = block_of(&filesystem, "damaged", 4096);
+    let scattered_block = block_of(&filesystem, "scattered", 5 * 4096);
+    damage_fs_block(&mut filesystem, damaged_block, 77);
+    damage_fs_block(&mut filesystem, scattered_block, 78);
+
+    let engine = Engine::start(filesystem, EngineConfig::default());
+    let mut client = engine.client(8);
+    let error = read(&mut client, "damaged", 100, 3 * 4096 - 100).unwrap_err();
+    assert_checksum_error(&error, "damaged", 4096, damaged_block);
+    let error = read(&mut client, "damaged", 4096 + 10, 10).unwrap_err();
+    assert_checksum_error(&error, "damaged", 4096, damaged_block);
+    assert_eq!(
+        read(&mut client, "damaged", 0, 4096).unwrap(),
+        pattern(3 * 4096, 1)[..4096]
+    );
+    assert_eq!(
+        read(&mut client, "damaged", 2 * 4096, 4096).unwrap(),
+        pattern(3 * 4096, 1)[2 * 4096..]
+    );
+
+    let batch = read_files(&mut client, &names).unwrap();
+    let before = batch[0].as_ref().unwrap();
+    let after = batch[2].as_ref().unwrap();
+    assert_eq!(before.bytes(), &pattern(3 * 4096, 0)[..]);
+    assert_eq!(after.bytes(), &pattern(3 * 4096, 2)[..]);
+    assert_eq!(
+        before.pool_slot(),
+        after.pool_slot(),
+        "the damaged file sat in the same coalesced request as its neighbours"
+    );
+    assert_checksum_error(
+        batch[1].as_ref().unwrap_err(),
+        "damaged",
+        4096,
+        damaged_block,
+    );
+    assert_checksum_error(
+        batch[3].as_ref().unwrap_err(),
+        "scattered",
+        5 * 4096,
+        scattered_block,
+    );
+    drop(batch);
+    let report = match client.call(Command::Check).unwrap() {
+        Reply::Check(report) => report,
+        other => panic!("check answered {other:?}"),
+    };
+    assert!(report.is_clean(), "the metadata is intact: {report}");
     engine.shutdown().unwrap();
 }

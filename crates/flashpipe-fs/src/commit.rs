@@ -11,8 +11,9 @@ use crate::error::FlushError;
 use crate::io::{flush_device, write_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, pointers_per_indirect_block,
-    seal_metadata_block, write_u64, MetadataHeader, MetadataKind, SuperBlock, DIRECT_POINTER_COUNT,
-    FREE_EXTENT_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    seal_metadata_block, write_pointer_entry, write_u64, MetadataHeader, MetadataKind, SuperBlock,
+    DIRECT_POINTER_COUNT, FORMAT_VERSION, FREE_EXTENT_BYTES, METADATA_HEADER_BYTES,
+    NAME_ENTRY_HEADER_BYTES, POINTER_ENTRY_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::state::{CommittedCheckpoint, State};
 
@@ -165,6 +166,7 @@ fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
     let free_extents = state.allocator.extents_after_commit();
     let free_list_blocks = pack_free_list(state, &free_extents, free_list_block_count as usize);
     let super_block = SuperBlock {
+        format_version: FORMAT_VERSION,
         fs_block_size_bytes: state.geometry.fs_block_size_bytes,
         fs_block_count: state.geometry.fs_block_count,
         commit_sequence: sequence,
@@ -258,17 +260,22 @@ fn rewrite_indirect_chains(state: &mut State, sequence: u64) -> Vec<(u64, IoBuf)
             .flat_map(|(first, count)| first..first + count)
             .collect();
         let beyond_direct = node.pointers.get(DIRECT_POINTER_COUNT..).unwrap_or(&[]);
-        for (index, pointers) in beyond_direct.chunks(per_block).enumerate() {
+        let checksums_beyond_direct = node.checksums.get(DIRECT_POINTER_COUNT..).unwrap_or(&[]);
+        let chunks = beyond_direct
+            .chunks(per_block)
+            .zip(checksums_beyond_direct.chunks(per_block));
+        for (index, (pointers, checksums)) in chunks.enumerate() {
             let mut buffer = IoBuf::zeroed(geometry.fs_block_size_bytes as usize);
-            for (slot, &pointer) in pointers.iter().enumerate() {
-                write_u64(&mut buffer, METADATA_HEADER_BYTES + 8 * slot, pointer);
+            for (slot, (&pointer, &checksum)) in pointers.iter().zip(checksums).enumerate() {
+                let offset = METADATA_HEADER_BYTES + POINTER_ENTRY_BYTES * slot;
+                write_pointer_entry(&mut buffer, offset, pointer, checksum);
             }
             let header = MetadataHeader {
                 kind: MetadataKind::Indirect,
                 commit_sequence: sequence,
                 next_block: chain.get(index + 1).copied().unwrap_or(0),
                 entry_count: pointers.len() as u32,
-                payload_bytes: 8 * pointers.len() as u32,
+                payload_bytes: (POINTER_ENTRY_BYTES * pointers.len()) as u32,
                 owner: inode_number,
             };
             seal_metadata_block(&mut buffer, &header);
@@ -294,9 +301,10 @@ fn pack_name_table(state: &State) -> Vec<PackedBlock> {
 
 fn pack_inode_table(state: &State) -> Vec<PackedBlock> {
     let mut packer = TablePacker::new(state.geometry.fs_block_size_bytes as usize);
-    let mut entry = Vec::with_capacity(160);
+    let mut entry = Vec::with_capacity(inode_record_bytes(DIRECT_POINTER_COUNT as u64));
+    let mut pointer_entry = [0u8; POINTER_ENTRY_BYTES];
     for (&inode_number, node) in &state.files {
-        let direct = &node.pointers[..node.pointers.len().min(DIRECT_POINTER_COUNT)];
+        let direct_count = node.pointers.len().min(DIRECT_POINTER_COUNT);
         entry.clear();
         entry.extend_from_slice(&inode_number.to_le_bytes());
         entry.extend_from_slice(&node.size_bytes.to_le_bytes());
@@ -309,10 +317,14 @@ fn pack_inode_table(state: &State) -> Vec<PackedBlock> {
                 .to_le_bytes(),
         );
         entry.extend_from_slice(&node.modified_clock_ns.to_le_bytes());
-        entry.extend_from_slice(&(direct.len() as u32).to_le_bytes());
+        entry.extend_from_slice(&(direct_count as u32).to_le_bytes());
         entry.extend_from_slice(&0u32.to_le_bytes());
-        for pointer in direct {
-            entry.extend_from_slice(&pointer.to_le_bytes());
+        for (&pointer, &checksum) in node.pointers[..direct_count]
+            .iter()
+            .zip(&node.checksums[..direct_count])
+        {
+            write_pointer_entry(&mut pointer_entry, 0, pointer, checksum);
+            entry.extend_from_slice(&pointer_entry);
         }
         packer.push(&entry);
     }

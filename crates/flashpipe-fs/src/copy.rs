@@ -181,12 +181,13 @@ fn copy_by_reference(
     let plan = plan_reference(state, range);
     let block_bytes = state.geometry.block_bytes();
     let edges = read_edges(state, device, range, &plan)?;
-    let source_pointers: Vec<u64> = (plan.first_block..plan.end_block)
+    let (source_pointers, source_checksums): (Vec<u64>, Vec<Option<u32>>) = (plan.first_block
+        ..plan.end_block)
         .map(|block| {
             let source_block = source_block_of(range, block_bytes, block);
-            pointer_at(state, range.source_inode, source_block)
+            pointer_and_checksum_at(state, range.source_inode, source_block)
         })
-        .collect();
+        .unzip();
     let new_block_count = source_pointers
         .iter()
         .filter(|&&pointer| pointer != 0)
@@ -216,6 +217,7 @@ fn copy_by_reference(
         range.destination_inode,
         plan.first_block,
         &targets,
+        &source_checksums,
         (plan.end_block * block_bytes).min(range.destination_offset_bytes + range.length_bytes),
     );
     let mut report = CopyReport {
@@ -240,12 +242,15 @@ fn copy_device_error(error: DeviceError) -> CopyError {
     }
 }
 
-fn pointer_at(state: &State, inode_number: u64, index: u64) -> u64 {
-    state.files[&inode_number]
-        .pointers
-        .get(index as usize)
-        .copied()
-        .unwrap_or(0)
+/// A file's block pointer at `index` and its data checksum (a hole past the pointers:
+/// `(0, None)`). A block copied by reference reads as its source does, so it takes the
+/// source's checksum with the pointer.
+fn pointer_and_checksum_at(state: &State, inode_number: u64, index: u64) -> (u64, Option<u32>) {
+    let node = &state.files[&inode_number];
+    match node.pointers.get(index as usize) {
+        Some(&pointer) => (pointer, node.checksums[index as usize]),
+        None => (0, None),
+    }
 }
 
 /// Reads the head and tail bytes from the source before anything changes; returns

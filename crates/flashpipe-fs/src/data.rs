@@ -11,10 +11,12 @@ use flashpipe_device::{BlockDevice, IoBuf, Operation};
 
 use crate::error::FileIoError;
 use crate::io::{read_fs_blocks, run_operations};
+use crate::layout::data_block_checksum;
 use crate::state::{MetadataTotals, State};
 
-/// A stretch of a file's blocks that is contiguous on the device, or a hole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A stretch of a file's blocks that is contiguous on the device, or a hole, with the
+/// checksums a reader must verify once the blocks are in memory ([`MappedRun::verify`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MappedRun {
     /// Index of the run's first FS block within the file.
     pub first_file_block: u64,
@@ -22,6 +24,91 @@ pub struct MappedRun {
     pub block_count: u64,
     /// First device block of the run, or `None` for a hole (reads as zeros).
     pub first_device_block: Option<u64>,
+    /// First FS block of the run, or `None` for a hole.
+    pub first_fs_block: Option<u64>,
+    /// The CRC32C of each FS block of the run (`block_count` of them): `None` for holes and
+    /// for blocks inherited from a version-1 image (not verified).
+    pub checksums: Vec<Option<u32>>,
+}
+
+impl MappedRun {
+    /// Checks `run_bytes`, the run's `block_count` whole FS blocks of `block_bytes` bytes
+    /// as read from the device, against the run's checksums; the first damaged block is an
+    /// error naming `file_name`, its offset in the file and its FS block.
+    pub fn verify(
+        &self,
+        file_name: &str,
+        block_bytes: u64,
+        run_bytes: &[u8],
+    ) -> Result<(), FileIoError> {
+        assert_eq!(
+            run_bytes.len() as u64,
+            self.block_count * block_bytes,
+            "a run is verified whole"
+        );
+        let Some(first_fs_block) = self.first_fs_block else {
+            return Ok(());
+        };
+        for (position, block) in run_bytes.chunks_exact(block_bytes as usize).enumerate() {
+            let position = position as u64;
+            verify_data_block(
+                file_name,
+                (self.first_file_block + position) * block_bytes,
+                first_fs_block + position,
+                self.checksums[position as usize],
+                block,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks one data block read from the device against the checksum its pointer carries
+/// (`None`: nothing to check).
+pub fn verify_data_block(
+    file_name: &str,
+    offset_bytes: u64,
+    fs_block: u64,
+    stored_checksum: Option<u32>,
+    block: &[u8],
+) -> Result<(), FileIoError> {
+    let Some(stored_checksum) = stored_checksum else {
+        return Ok(());
+    };
+    let computed_checksum = data_block_checksum(block);
+    if computed_checksum != stored_checksum {
+        return Err(FileIoError::DataChecksumMismatch {
+            file_name: file_name.to_string(),
+            offset_bytes,
+            fs_block,
+            stored_checksum,
+            computed_checksum,
+        });
+    }
+    Ok(())
+}
+
+/// Verifies the whole FS blocks in `bytes`, a file's blocks from file block `first_index`
+/// on as read from the device, against the checksums beside their pointers.
+fn verify_file_blocks(
+    state: &State,
+    inode_number: u64,
+    first_index: u64,
+    bytes: &[u8],
+) -> Result<(), FileIoError> {
+    let block_bytes = state.geometry.block_bytes();
+    let node = &state.files[&inode_number];
+    for (position, block) in bytes.chunks_exact(block_bytes as usize).enumerate() {
+        let index = first_index + position as u64;
+        verify_data_block(
+            &node.name,
+            index * block_bytes,
+            node.pointers[index as usize],
+            node.checksums[index as usize],
+            block,
+        )?;
+    }
+    Ok(())
 }
 
 /// Splits the pointers of file blocks `first..end` into runs of consecutive physical
@@ -107,13 +194,17 @@ pub fn block_map(
             first_file_block: index,
             block_count: count,
             first_device_block: (pointer != 0).then(|| geometry.device_block(pointer)),
+            first_fs_block: (pointer != 0).then_some(pointer),
+            checksums: node.checksums[index as usize..(index + count) as usize].to_vec(),
         })
         .collect())
 }
 
 /// Reads `buffer.len()` bytes at `offset_bytes` into `buffer`. When `offset_bytes` is a
 /// multiple of the FS block size, whole blocks go straight from the device into
-/// `buffer`; the rest goes through bounce buffers.
+/// `buffer`; the rest goes through bounce buffers. Every block read is verified against
+/// its checksum; a damaged block fails the read with
+/// [`FileIoError::DataChecksumMismatch`] (the buffer's content is then unspecified).
 pub fn read_into(
     state: &State,
     device: &mut dyn BlockDevice,
@@ -178,11 +269,19 @@ pub fn read_into(
         });
     }
     let completions = run_operations(device, operations)?;
+    for &(index, count, pointer) in &runs {
+        if pointer != 0 && index + count <= direct_end {
+            let position = (index * block_bytes - offset_bytes) as usize;
+            let run_bytes = &buffer[position..position + (count * block_bytes) as usize];
+            verify_file_blocks(state, inode_number, index, run_bytes)?;
+        }
+    }
     for (position, index, count) in bounced {
         let bounce = completions[position]
             .buffer
             .as_ref()
             .expect("a read hands its buffer back");
+        verify_file_blocks(state, inode_number, index, bounce)?;
         let (start, stop) = overlap(index, count);
         let source_start = (start - index * block_bytes) as usize;
         let length = (stop - start) as usize;
@@ -291,6 +390,7 @@ struct PlannedWrite {
     inode_number: u64,
     first: u64,
     targets: Vec<u64>,
+    checksums: Vec<Option<u32>>,
     allocated: Vec<u64>,
     end_bytes: u64,
     operations: Vec<Operation>,
@@ -413,14 +513,19 @@ fn plan_write(
         .into_iter()
         .zip(read_fs_blocks(device, &state.geometry, &edge_pointers)?)
         .collect();
+    for (&index, block) in &old_edges {
+        verify_file_blocks(state, inode_number, index, block)?;
+    }
     let (targets, allocated) = choose_targets(state, inode_number, first, end);
-    let operations = build_write_operations(state, &targets, first, offset_bytes, data, &old_edges);
+    let (operations, checksums) =
+        build_write_operations(state, &targets, first, offset_bytes, data, &old_edges);
     accounting.totals = totals_after;
     accounting.pointer_counts.insert(inode_number, new_count);
     Ok(Some(PlannedWrite {
         inode_number,
         first,
         targets,
+        checksums,
         allocated,
         end_bytes,
         operations,
@@ -467,6 +572,8 @@ fn choose_targets(
     (targets, allocated)
 }
 
+/// The device writes of one write's blocks, and the checksum of each block written (in
+/// `targets` order), computed on the buffers as they go to the device.
 fn build_write_operations(
     state: &mut State,
     targets: &[u64],
@@ -474,7 +581,7 @@ fn build_write_operations(
     offset_bytes: u64,
     data: &[u8],
     old_edges: &HashMap<u64, IoBuf>,
-) -> Vec<Operation> {
+) -> (Vec<Operation>, Vec<Option<u32>>) {
     let geometry = state.geometry;
     let block_bytes = geometry.block_bytes();
     let end_bytes = offset_bytes + data.len() as u64;
@@ -485,7 +592,9 @@ fn build_write_operations(
         geometry.max_blocks_per_request(),
         u64::MAX,
     );
-    runs.into_iter()
+    let mut checksums = Vec::with_capacity(targets.len());
+    let operations = runs
+        .into_iter()
         .map(|(position, count, target)| {
             let mut buffer = state.buffers.take((count * block_bytes) as usize);
             for block in 0..count {
@@ -503,13 +612,20 @@ fn build_write_operations(
                 slice[within..within + (stop - start) as usize].copy_from_slice(
                     &data[(start - offset_bytes) as usize..(stop - offset_bytes) as usize],
                 );
+                checksums.push(Some(data_block_checksum(slice)));
             }
             Operation::Write {
                 first_block: geometry.device_block(target),
                 buffer,
             }
         })
-        .collect()
+        .collect();
+    assert_eq!(
+        checksums.len(),
+        targets.len(),
+        "one checksum per block written"
+    );
+    (operations, checksums)
 }
 
 fn install_targets(state: &mut State, plan: &PlannedWrite) {
@@ -518,6 +634,7 @@ fn install_targets(state: &mut State, plan: &PlannedWrite) {
         plan.inode_number,
         plan.first,
         &plan.targets,
+        &plan.checksums,
         plan.end_bytes,
     );
 }
@@ -592,7 +709,9 @@ fn zero_tail_of_last_block(
         .check_space(u64::from(!fresh), totals_after)
         .map_err(no_space)?;
     let mut block = read_fs_blocks(device, &state.geometry, &[pointer])?.remove(0);
+    verify_file_blocks(state, inode_number, index as u64, &block)?;
     block[keep_bytes..].fill(0);
+    let checksum = Some(data_block_checksum(&block));
     let target = if fresh {
         pointer
     } else {
@@ -614,12 +733,11 @@ fn zero_tail_of_last_block(
     }
     if target != pointer {
         state.allocator.release(pointer);
-        state
-            .files
-            .get_mut(&inode_number)
-            .expect("live file")
-            .pointers[index] = target;
     }
+    let node = state.files.get_mut(&inode_number).expect("live file");
+    node.pointers[index] = target;
+    node.checksums[index] = checksum;
+    node.map_changed = true;
     Ok(())
 }
 
@@ -664,14 +782,17 @@ pub fn check_copy_space(
 }
 
 /// Points file blocks `first..first + targets.len()` of `inode_number` at `targets` (0: a
-/// hole), releasing the blocks they replace, and grows the size to at least `end_bytes`.
+/// hole) with their data `checksums`, releasing the blocks they replace, and grows the
+/// size to at least `end_bytes`.
 pub fn install_pointers(
     state: &mut State,
     inode_number: u64,
     first: u64,
     targets: &[u64],
+    checksums: &[Option<u32>],
     end_bytes: u64,
 ) {
+    assert_eq!(targets.len(), checksums.len(), "one checksum per target");
     let end = first + targets.len() as u64;
     if end > state.files[&inode_number].pointers.len() as u64 {
         state.resize_pointers(inode_number, end);
@@ -679,7 +800,11 @@ pub fn install_pointers(
     let now = state.now_ns();
     let node = state.files.get_mut(&inode_number).expect("live file");
     let mut replaced = Vec::new();
-    for (offset, &target) in targets.iter().enumerate() {
+    for (offset, (&target, &checksum)) in targets.iter().zip(checksums).enumerate() {
+        assert!(
+            target != 0 || checksum.is_none(),
+            "a hole carries no checksum"
+        );
         let slot = &mut node.pointers[first as usize + offset];
         if *slot != target {
             if *slot != 0 {
@@ -687,6 +812,7 @@ pub fn install_pointers(
             }
             *slot = target;
         }
+        node.checksums[first as usize + offset] = checksum;
     }
     node.size_bytes = node.size_bytes.max(end_bytes);
     node.modified_clock_ns = now;

@@ -166,6 +166,21 @@ pub enum FileIoError {
         /// The earlier failure.
         reason: String,
     },
+    /// A data block read back does not match the CRC32C its block pointer carries: the
+    /// block was damaged on the device. No bytes of it are handed out.
+    #[error("data checksum mismatch in file {file_name:?} at byte offset {offset_bytes} (FS block {fs_block}): stored {stored_checksum:#010x}, computed {computed_checksum:#010x}; the block is damaged")]
+    DataChecksumMismatch {
+        /// The file's name.
+        file_name: String,
+        /// Offset in the file of the damaged block's first byte.
+        offset_bytes: u64,
+        /// The FS block that holds it.
+        fs_block: u64,
+        /// The checksum its block pointer carries.
+        stored_checksum: u32,
+        /// The checksum of what was read.
+        computed_checksum: u32,
+    },
     /// The device failed.
     #[error(transparent)]
     Device(#[from] DeviceError),

@@ -10,7 +10,7 @@ use crate::data::{self, MappedRun};
 use crate::error::{
     CopyError, FileIoError, FlushError, FormatError, FsckError, MountError, NamespaceError,
 };
-use crate::fsck::{fsck, Finding, FsckReport, Structure};
+use crate::fsck::{fsck, fsck_with_options, Finding, FsckOptions, FsckReport, Structure};
 use crate::image::{load_image, LoadFailure};
 use crate::io::{flush_device, Geometry};
 use crate::layout::{
@@ -204,6 +204,7 @@ impl Filesystem {
             name: name.into(),
             size_bytes: 0,
             pointers: Vec::new(),
+            checksums: Vec::new(),
             indirect_chain: Vec::new(),
             map_changed: false,
             modified_clock_ns: self.state.now_ns(),
@@ -493,6 +494,16 @@ impl Filesystem {
     /// Checks the durable image (the last flush) with fsck, without repairing.
     pub fn check(&mut self) -> Result<FsckReport, FsckError> {
         fsck(&mut *self.device, false)
+    }
+
+    /// [`Filesystem::check`] with options (`verify_data`: read and verify every data
+    /// block too; `repair` is ignored here, a mounted file system is not repaired).
+    pub fn check_with_options(&mut self, options: FsckOptions) -> Result<FsckReport, FsckError> {
+        let options = FsckOptions {
+            repair: false,
+            ..options
+        };
+        fsck_with_options(&mut *self.device, options)
     }
 
     /// Flushes and hands the device back.

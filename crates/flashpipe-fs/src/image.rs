@@ -12,11 +12,12 @@ use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation};
 use crate::fsck::{Finding, Structure};
 use crate::io::{read_fs_blocks, Geometry};
 use crate::layout::{
-    fixed_entries_per_block, indirect_block_count, open_metadata_block,
-    pointers_per_indirect_block, read_u32, read_u64, MetadataHeader, MetadataKind, SuperBlock,
-    SuperBlockProblem, DIRECT_POINTER_COUNT, FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES,
-    INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES, METADATA_HEADER_BYTES,
-    MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    fixed_entries_per_block, indirect_block_count_in_version, open_metadata_block,
+    pointer_entry_bytes, pointers_per_indirect_block_in_version, read_pointer_entry, read_u32,
+    read_u64, MetadataHeader, MetadataKind, SuperBlock, SuperBlockProblem, DIRECT_POINTER_COUNT,
+    FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES, INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES,
+    METADATA_HEADER_BYTES, MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::name::name_problem;
 
@@ -69,6 +70,9 @@ pub struct LoadedFile {
     pub modified_clock_ns: u64,
     /// Block pointers (direct, then from the chain).
     pub pointers: Vec<u64>,
+    /// The data checksum beside each pointer (`None`: a hole, a version-1 image, or a
+    /// block flagged unchecked).
+    pub checksums: Vec<Option<u32>>,
     /// First indirect block, 0 if none.
     pub indirect_head: u64,
     /// Blocks of the indirect chain.
@@ -528,8 +532,10 @@ impl Loader {
                 return Err(format!("record {entry} runs past the payload"));
             };
             let direct_count = read_u32(header, 32) as usize;
-            let end =
-                offset + INODE_RECORD_HEADER_BYTES + 8 * direct_count.min(DIRECT_POINTER_COUNT + 1);
+            let entry_bytes = pointer_entry_bytes(self.super_block.format_version);
+            let end = offset
+                + INODE_RECORD_HEADER_BYTES
+                + entry_bytes * direct_count.min(DIRECT_POINTER_COUNT + 1);
             let Some(record) = payload.get(offset..end) else {
                 return Err(format!("record {entry} runs past the payload"));
             };
@@ -572,21 +578,28 @@ impl Loader {
                 "{context}: indirect head {indirect_head} for {pointer_count} pointers"
             ));
         }
+        let version = self.super_block.format_version;
+        let entry_bytes = pointer_entry_bytes(version);
         let mut pointers = Vec::with_capacity(direct_count);
+        let mut checksums = Vec::with_capacity(direct_count);
         for slot in 0..direct_count {
-            let pointer = read_u64(record, INODE_RECORD_HEADER_BYTES + 8 * slot);
+            let offset = INODE_RECORD_HEADER_BYTES + entry_bytes * slot;
+            let (pointer, checksum) = read_pointer_entry(record, offset, version)
+                .map_err(|problem| format!("{context}: direct pointer {slot}: {problem}"))?;
             if pointer != 0 && !self.in_range(pointer) {
                 return Err(format!(
                     "{context}: direct pointer {slot} = {pointer} out of range"
                 ));
             }
             pointers.push(pointer);
+            checksums.push(checksum);
         }
         let file = LoadedFile {
             name: None,
             size_bytes,
             modified_clock_ns: read_u64(record, 24),
             pointers,
+            checksums,
             indirect_head,
             indirect_chain: Vec::new(),
         };
@@ -659,7 +672,9 @@ impl Loader {
     /// Walks every file's indirect chain, one step of all chains per batch.
     fn load_chains(&mut self, device: &mut dyn BlockDevice) -> Result<(), DeviceError> {
         let block_size = self.geometry.fs_block_size_bytes;
-        let per_block = pointers_per_indirect_block(block_size) as u64;
+        let per_block =
+            pointers_per_indirect_block_in_version(block_size, self.super_block.format_version)
+                as u64;
         let mut walking: Vec<(u64, u64)> = self
             .files
             .iter()
@@ -702,6 +717,8 @@ impl Loader {
         visited: &mut HashSet<u64>,
     ) -> Result<Option<u64>, String> {
         let sequence = self.super_block.commit_sequence;
+        let version = self.super_block.format_version;
+        let entry_bytes = pointer_entry_bytes(version);
         let fs_block_count = self.geometry.fs_block_count;
         let file = self
             .files
@@ -711,7 +728,11 @@ impl Loader {
             .size_bytes
             .div_ceil(u64::from(self.geometry.fs_block_size_bytes));
         let position = file.indirect_chain.len() as u64;
-        let chain_length = indirect_block_count(self.geometry.fs_block_size_bytes, pointer_count);
+        let chain_length = indirect_block_count_in_version(
+            self.geometry.fs_block_size_bytes,
+            pointer_count,
+            version,
+        );
         if !visited.insert(block) {
             return Err(format!(
                 "block {block} reached twice (a loop or a shared chain)"
@@ -722,7 +743,7 @@ impl Loader {
         let is_last = position + 1 == chain_length;
         if header.owner != inode_number
             || u64::from(header.entry_count) != expected_entries
-            || u64::from(header.payload_bytes) != 8 * u64::from(header.entry_count)
+            || u64::from(header.payload_bytes) != entry_bytes as u64 * u64::from(header.entry_count)
         {
             return Err(format!("header: owner {}, {} entries; expected owner {inode_number}, {expected_entries} entries", header.owner, header.entry_count));
         }
@@ -738,11 +759,14 @@ impl Loader {
             ));
         }
         for slot in 0..header.entry_count as usize {
-            let pointer = read_u64(buffer, METADATA_HEADER_BYTES + 8 * slot);
+            let offset = METADATA_HEADER_BYTES + entry_bytes * slot;
+            let (pointer, checksum) = read_pointer_entry(buffer, offset, version)
+                .map_err(|problem| format!("pointer {slot}: {problem}"))?;
             if pointer != 0 && !(FIRST_ALLOCATABLE_BLOCK..fs_block_count).contains(&pointer) {
                 return Err(format!("pointer {slot} = {pointer} out of range"));
             }
             file.pointers.push(pointer);
+            file.checksums.push(checksum);
         }
         file.indirect_chain.push(block);
         Ok((!is_last).then_some(header.next_block))

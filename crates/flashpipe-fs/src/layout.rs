@@ -5,8 +5,22 @@
 
 /// ASCII magic at offset 0 of a super block.
 pub const MAGIC: [u8; 8] = *b"FLASHPFS";
-/// The format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes (and the newest it reads).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this code reads: version 1, whose block pointers carry no
+/// data checksum (docs/format.md, "Versioning").
+pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;
+/// Bytes of one block pointer entry (inode direct pointers, indirect blocks) in version 2:
+/// the block number (u64) and the CRC32C of the block's data (u32).
+pub const POINTER_ENTRY_BYTES: usize = 12;
+/// Bytes of one block pointer entry in version 1: the block number only.
+pub const VERSION_1_POINTER_ENTRY_BYTES: usize = 8;
+/// Bit 63 of a version-2 pointer entry's block number: the block's data checksum is not
+/// known (a block inherited from a version-1 image and not rewritten since); its checksum
+/// field is zero and reads of the block are not verified. Block numbers never reach this
+/// bit (`fs_block_count * B` fits a u64 and `B` is at least 4096, so block numbers stay
+/// below 2^52).
+pub const UNCHECKED_BLOCK_FLAG: u64 = 1 << 63;
 /// Bytes of a super block at the start of blocks 0 and 1.
 pub const SUPER_BLOCK_SIZE_BYTES: usize = 512;
 /// Bytes of the header of every non-super metadata block.
@@ -108,6 +122,9 @@ pub fn is_valid_fs_block_size(value: u32) -> bool {
 /// The super block's fields (docs/format.md, "Super block").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SuperBlock {
+    /// The format version of the commit: [`FORMAT_VERSION`] for every commit this code
+    /// writes, possibly [`OLDEST_READABLE_FORMAT_VERSION`] for an image read from disk.
+    pub format_version: u32,
     /// FS block size `B`.
     pub fs_block_size_bytes: u32,
     /// FS blocks in the file system.
@@ -166,7 +183,7 @@ impl SuperBlock {
     pub fn encode(&self) -> [u8; SUPER_BLOCK_SIZE_BYTES] {
         let mut bytes = [0u8; SUPER_BLOCK_SIZE_BYTES];
         bytes[0..8].copy_from_slice(&MAGIC);
-        write_u32(&mut bytes, 8, FORMAT_VERSION);
+        write_u32(&mut bytes, 8, self.format_version);
         write_u32(&mut bytes, 16, self.fs_block_size_bytes);
         write_u32(&mut bytes, 20, SUPER_BLOCK_SIZE_BYTES as u32);
         write_u64(&mut bytes, 24, self.fs_block_count);
@@ -203,12 +220,13 @@ impl SuperBlock {
         {
             return Err(SuperBlockProblem::ChecksumMismatch);
         }
-        if version != FORMAT_VERSION {
+        if version < OLDEST_READABLE_FORMAT_VERSION {
             return Err(SuperBlockProblem::BadField(format!(
                 "format version {version}"
             )));
         }
         let super_block = SuperBlock {
+            format_version: version,
             fs_block_size_bytes: read_u32(bytes, 16),
             fs_block_count: read_u64(bytes, 24),
             commit_sequence: read_u64(bytes, 32),
@@ -361,20 +379,101 @@ pub fn fixed_entries_per_block(fs_block_size_bytes: u32, entry_bytes: usize) -> 
     (fs_block_size_bytes as usize - METADATA_HEADER_BYTES) / entry_bytes
 }
 
-/// Block pointers one indirect block holds.
+/// Bytes of one block pointer entry in format `version`.
+pub fn pointer_entry_bytes(version: u32) -> usize {
+    if version >= 2 {
+        POINTER_ENTRY_BYTES
+    } else {
+        VERSION_1_POINTER_ENTRY_BYTES
+    }
+}
+
+/// Block pointers one indirect block holds (current format).
 pub fn pointers_per_indirect_block(fs_block_size_bytes: u32) -> usize {
-    fixed_entries_per_block(fs_block_size_bytes, 8)
+    pointers_per_indirect_block_in_version(fs_block_size_bytes, FORMAT_VERSION)
 }
 
-/// Indirect blocks a file with `pointer_count` block pointers needs.
+/// Block pointers one indirect block of format `version` holds.
+pub fn pointers_per_indirect_block_in_version(fs_block_size_bytes: u32, version: u32) -> usize {
+    fixed_entries_per_block(fs_block_size_bytes, pointer_entry_bytes(version))
+}
+
+/// Indirect blocks a file with `pointer_count` block pointers needs (current format).
 pub fn indirect_block_count(fs_block_size_bytes: u32, pointer_count: u64) -> u64 {
-    let beyond_direct = pointer_count.saturating_sub(DIRECT_POINTER_COUNT as u64);
-    beyond_direct.div_ceil(pointers_per_indirect_block(fs_block_size_bytes) as u64)
+    indirect_block_count_in_version(fs_block_size_bytes, pointer_count, FORMAT_VERSION)
 }
 
-/// Bytes of the inode record of a file with `pointer_count` pointers.
+/// Indirect blocks a file with `pointer_count` block pointers needs in format `version`.
+pub fn indirect_block_count_in_version(
+    fs_block_size_bytes: u32,
+    pointer_count: u64,
+    version: u32,
+) -> u64 {
+    let beyond_direct = pointer_count.saturating_sub(DIRECT_POINTER_COUNT as u64);
+    let per_block = pointers_per_indirect_block_in_version(fs_block_size_bytes, version) as u64;
+    beyond_direct.div_ceil(per_block)
+}
+
+/// Bytes of the inode record of a file with `pointer_count` pointers (current format).
 pub fn inode_record_bytes(pointer_count: u64) -> usize {
-    INODE_RECORD_HEADER_BYTES + 8 * (pointer_count.min(DIRECT_POINTER_COUNT as u64) as usize)
+    INODE_RECORD_HEADER_BYTES
+        + POINTER_ENTRY_BYTES * (pointer_count.min(DIRECT_POINTER_COUNT as u64) as usize)
+}
+
+/// The CRC32C a version-2 pointer entry stores for a data block of `block` bytes (the whole
+/// FS block, including the zeros past a file's end in its last block).
+pub fn data_block_checksum(block: &[u8]) -> u32 {
+    crc32c::crc32c(block)
+}
+
+/// Writes a version-2 pointer entry at `offset`: `block` (0: a hole) and its data
+/// checksum (`None`: not known, written as the [`UNCHECKED_BLOCK_FLAG`] and a zero
+/// checksum field; holes always have `None`).
+pub fn write_pointer_entry(bytes: &mut [u8], offset: usize, block: u64, checksum: Option<u32>) {
+    assert!(
+        block & UNCHECKED_BLOCK_FLAG == 0,
+        "block number {block} reaches the unchecked flag"
+    );
+    assert!(
+        block != 0 || checksum.is_none(),
+        "a hole carries no checksum"
+    );
+    let (stored_block, stored_checksum) = match checksum {
+        Some(checksum) => (block, checksum),
+        None if block == 0 => (0, 0),
+        None => (block | UNCHECKED_BLOCK_FLAG, 0),
+    };
+    write_u64(bytes, offset, stored_block);
+    write_u32(bytes, offset + 8, stored_checksum);
+}
+
+/// Reads a pointer entry of format `version` at `offset`: the block number (0: a hole)
+/// and its data checksum (`None` for holes, for version 1, and for blocks flagged
+/// unchecked), or what is wrong with the entry.
+pub fn read_pointer_entry(
+    bytes: &[u8],
+    offset: usize,
+    version: u32,
+) -> Result<(u64, Option<u32>), String> {
+    let stored_block = read_u64(bytes, offset);
+    if version < 2 {
+        return Ok((stored_block, None));
+    }
+    let stored_checksum = read_u32(bytes, offset + 8);
+    let block = stored_block & !UNCHECKED_BLOCK_FLAG;
+    let unchecked = stored_block & UNCHECKED_BLOCK_FLAG != 0;
+    match (block, unchecked) {
+        (0, true) => Err("a hole flagged unchecked".to_string()),
+        (0, false) if stored_checksum != 0 => Err(format!(
+            "a hole with checksum {stored_checksum:#010x} (must be 0)"
+        )),
+        (0, false) => Ok((0, None)),
+        (_, true) if stored_checksum != 0 => Err(format!(
+            "block {block} flagged unchecked with checksum {stored_checksum:#010x} (must be 0)"
+        )),
+        (_, true) => Ok((block, None)),
+        (_, false) => Ok((block, Some(stored_checksum))),
+    }
 }
 
 #[cfg(test)]
@@ -383,6 +482,7 @@ mod tests {
 
     fn sample_super_block() -> SuperBlock {
         SuperBlock {
+            format_version: FORMAT_VERSION,
             fs_block_size_bytes: 4096,
             fs_block_count: 1000,
             commit_sequence: 3,
@@ -447,10 +547,12 @@ mod tests {
 
     #[test]
     fn indirect_counts_follow_the_block_size() {
-        assert_eq!(pointers_per_indirect_block(4096), 507);
+        assert_eq!(pointers_per_indirect_block(4096), 338);
         assert_eq!(indirect_block_count(4096, 12), 0);
         assert_eq!(indirect_block_count(4096, 13), 1);
-        assert_eq!(indirect_block_count(4096, 12 + 507), 1);
-        assert_eq!(indirect_block_count(4096, 12 + 508), 2);
+        assert_eq!(indirect_block_count(4096, 12 + 338), 1);
+        assert_eq!(indirect_block_count(4096, 12 + 339), 2);
+        assert_eq!(pointers_per_indirect_block_in_version(4096, 1), 507);
+        assert_eq!(indirect_block_count_in_version(4096, 12 + 508, 1), 2);
     }
 }

@@ -5,7 +5,8 @@
 //! file's single-indirect chain, and for the checkpoint (name table, inode table with 12
 //! direct pointers per file, free list, and a map listing them). Names are looked up in
 //! an in-memory hash index rebuilt from the name table at mount. Every metadata block
-//! carries a CRC32C.
+//! carries a CRC32C, and every block pointer carries the CRC32C of its data block, which
+//! every read verifies ([`FileIoError::DataChecksumMismatch`]).
 //!
 //! Crash safety: everything is copy-on-write; a [`Filesystem::flush`] writes a new
 //! checkpoint to fresh blocks, flushes, switches the super block slot and flushes again.
@@ -51,6 +52,6 @@ pub use error::{
     NamespaceError,
 };
 pub use filesystem::{FileId, FileStat, Filesystem, FormatOptions, FsStats};
-pub use fsck::{fsck, Finding, FsckReport, Structure};
+pub use fsck::{fsck, fsck_with_options, Finding, FsckOptions, FsckReport, Structure};
 pub use io::MAX_REQUEST_BYTES;
 pub use name::name_problem;

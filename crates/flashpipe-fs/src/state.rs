@@ -16,7 +16,7 @@ use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, FREE_EXTENT_BYTES,
     MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
 };
-use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK};
+use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK, FORMAT_VERSION};
 
 /// One file: its name, size and block map.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub struct FileNode {
     pub size_bytes: u64,
     /// Block pointers, `ceil(size / B)` of them; 0 is a hole.
     pub pointers: Vec<u64>,
+    /// The CRC32C of each pointer's block, beside `pointers` (same length): `None` for a
+    /// hole and for a block inherited from a version-1 image and not rewritten since.
+    pub checksums: Vec<Option<u32>>,
     /// Blocks of the indirect chain as the last commit wrote them (empty if none or new).
     pub indirect_chain: Vec<u64>,
     /// True when the block map changed since the last commit (the chain is rewritten).
@@ -127,6 +130,11 @@ impl State {
 
     /// Adds a file (from mkfs, create or an image), keeping the index and totals right.
     pub fn insert_file(&mut self, inode_number: u64, node: FileNode) {
+        assert_eq!(
+            node.pointers.len(),
+            node.checksums.len(),
+            "inode {inode_number}: one checksum slot per pointer"
+        );
         self.totals.account(
             &self.geometry,
             node.name.len(),
@@ -171,6 +179,7 @@ impl State {
         let name_bytes = node.name.len();
         let old_count = node.pointers.len() as u64;
         node.pointers.resize(pointer_count as usize, 0);
+        node.checksums.resize(pointer_count as usize, None);
         node.map_changed = true;
         self.totals
             .account(&self.geometry, name_bytes, old_count, false);
@@ -236,7 +245,9 @@ impl State {
     /// The state an image describes. With `rebuild_free_list` the free list is the
     /// complement of the blocks in use and orphans get `lost+found.<inode>` names (fsck
     /// repair); otherwise the image's free list is taken as it is (mount, which has
-    /// checked that it is right).
+    /// checked that it is right). A version-1 image's files are all marked as changed
+    /// maps, so that the first commit writes every indirect chain in the version-2 layout
+    /// (docs/format.md, "Versioning"); their blocks carry no checksum until rewritten.
     pub fn from_image(image: LoadedImage, clock: Arc<dyn Clock>, rebuild_free_list: bool) -> State {
         let geometry = image.geometry;
         let free_extents = if rebuild_free_list {
@@ -246,6 +257,7 @@ impl State {
         };
         let mut state = State::empty(geometry, clock, &free_extents);
         let highest_inode = image.files.keys().next_back().copied().unwrap_or(0);
+        let upgrading = image.super_block.format_version < FORMAT_VERSION;
         state.next_inode_number = image.super_block.next_inode_number.max(highest_inode + 1);
         let (named, orphans): (Vec<_>, Vec<_>) = image
             .files
@@ -260,8 +272,9 @@ impl State {
                 name,
                 size_bytes: file.size_bytes,
                 pointers: file.pointers,
+                checksums: file.checksums,
                 indirect_chain: file.indirect_chain,
-                map_changed: false,
+                map_changed: upgrading,
                 modified_clock_ns: file.modified_clock_ns,
             };
             state.insert_file(inode_number, node);
