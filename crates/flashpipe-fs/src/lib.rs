@@ -51,6 +51,7 @@ pub use error::{
     NamespaceError,
 };
 pub use filesystem::{FileId, FileStat, Filesystem, FormatOptions, FsStats};
-pub use fsck::{fsck, Finding, FsckReport, Structure};
+pub use fsck::{fsck, Finding, FsckReport, LostFile, LostFileOutcome, SlotFallback, Structure};
+pub use image::DamagedSlot;
 pub use io::MAX_REQUEST_BYTES;
 pub use name::name_problem;
