@@ -552,6 +552,7 @@ fn repair_image(
     let mut repaired: Vec<String> = report
         .findings
         .iter()
+        .skip(usize::from(report.slot_fallback.is_some()))
         .map(|finding| format!("fixed: {finding}"))
         .collect();
     let truncated: Vec<u64> = image.damaged_chains.keys().copied().collect();
@@ -580,7 +581,7 @@ fn repair_image(
         .map_err(FsckError::Device)?;
     flush_device(device).map_err(FsckError::Device)?;
     if let Some(fallback) = &report.slot_fallback {
-        repaired.push(format!("super block: {}", fallback.summary()));
+        repaired.insert(0, fallback_repair_line(fallback));
         repaired.extend(
             fallback
                 .lost_changes
@@ -597,4 +598,32 @@ fn repair_image(
     ));
     report.repaired = repaired;
     Ok(())
+}
+
+/// The repair's line for a fallback: what was dropped, or why nothing was.
+fn fallback_repair_line(fallback: &SlotFallback) -> String {
+    let damage = &fallback.damage;
+    let rewrote = format!(
+        "fixed: super block slot {} ({}) rewritten",
+        damage.slot, damage.problem
+    );
+    if !fallback.drops_a_commit {
+        return format!("{rewrote}; nothing lost");
+    }
+    let dropped = damage
+        .claimed_sequence
+        .map_or("the commit it held".to_string(), |sequence| {
+            format!("commit {sequence}")
+        });
+    let differences = match (&fallback.lost_changes, &fallback.unknown_reason) {
+        (Some(changes), _) => format!("{} file(s) differ, listed below", changes.len()),
+        (None, reason) => format!(
+            "which files differ cannot be told: {}",
+            reason.as_deref().unwrap_or("the dropped commit cannot be read")
+        ),
+    };
+    format!(
+        "{rewrote}: fell back to commit {} and dropped {dropped} ({differences})",
+        damage.fallback_sequence
+    )
 }

@@ -268,7 +268,7 @@ fn a_damaged_newest_slot_is_refused_until_repair_falls_back_and_lists_the_losses
     let repaired = fsck(&mut built.disk.boxed(), true).unwrap();
     assert!(repaired.repair_refused.is_none(), "{repaired}");
     let lines = repaired.repaired.join("\n");
-    assert!(lines.contains("drops commit 3"), "{lines}");
+    assert!(lines.contains("dropped commit 3"), "{lines}");
     assert!(lines.contains("\"newest\""), "{lines}");
     assert!(fsck(&mut built.disk.boxed(), false).unwrap().is_clean());
     let mut fs = Filesystem::mount(built.disk.boxed()).unwrap();
