@@ -106,7 +106,10 @@ fn a_flipped_byte_in_the_newest_slot_changes_nothing_until_repair_falls_back() {
         checked.contains("falls back to commit 2") && checked.contains("\"extra\""),
         "{checked}"
     );
-    assert!(std::fs::read(&image).unwrap() == before, "fsck changed the image");
+    assert!(
+        std::fs::read(&image).unwrap() == before,
+        "fsck changed the image"
+    );
 
     let repaired = succeed(&["fsck", "--repair", store_text]);
     assert!(

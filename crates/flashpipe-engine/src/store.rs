@@ -136,8 +136,7 @@ fn open_member(
                 !exists || path.metadata().map(|meta| meta.is_file()).unwrap_or(false);
             if is_regular_file {
                 check_regular_file_size(&path, *size_bytes, creation)?;
-                file_config.create_size_bytes =
-                    (!file_config.read_only).then_some(*size_bytes);
+                file_config.create_size_bytes = (!file_config.read_only).then_some(*size_bytes);
             }
             let device = FileDevice::open(file_config)?;
             if let Some(reason) = device.fallback_reason() {

@@ -220,7 +220,9 @@ impl SlotFallback {
             }
             (None, reason) => format!(
                 "{head}; which files differ cannot be told: {}",
-                reason.as_deref().unwrap_or("the dropped commit cannot be read")
+                reason
+                    .as_deref()
+                    .unwrap_or("the dropped commit cannot be read")
             ),
         }
     }
@@ -271,7 +273,11 @@ impl fmt::Display for FsckReport {
         }
         if self.repaired.is_empty() {
             if let Some(fallback) = &self.slot_fallback {
-                writeln!(formatter, "  repair would fall back: {}", fallback.summary())?;
+                writeln!(
+                    formatter,
+                    "  repair would fall back: {}",
+                    fallback.summary()
+                )?;
             }
             for lost in &self.lost_files {
                 writeln!(formatter, "  repair would have: {lost}")?;
@@ -619,7 +625,9 @@ fn fallback_repair_line(fallback: &SlotFallback) -> String {
         (Some(changes), _) => format!("{} file(s) differ, listed below", changes.len()),
         (None, reason) => format!(
             "which files differ cannot be told: {}",
-            reason.as_deref().unwrap_or("the dropped commit cannot be read")
+            reason
+                .as_deref()
+                .unwrap_or("the dropped commit cannot be read")
         ),
     };
     format!(

@@ -389,7 +389,9 @@ impl DamagedSlot {
             claimed_sequence: has_magic.then(|| read_u64(&read.bytes, 32)),
             fallback_slot: 1 - slot,
             fallback_sequence: fallback.commit_sequence,
-            salvaged: has_magic.then(|| salvage_super_block(&read.bytes)).flatten(),
+            salvaged: has_magic
+                .then(|| salvage_super_block(&read.bytes))
+                .flatten(),
         }
     }
 }

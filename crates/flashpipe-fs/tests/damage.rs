@@ -22,8 +22,8 @@ use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, Rejected, Request,
 };
 use flashpipe_fs::{
-    fsck, CopyMethod, FileId, FileIoError, Filesystem, FormatOptions, LostFileOutcome,
-    MountError, NamespaceError, Structure,
+    fsck, CopyMethod, FileId, FileIoError, Filesystem, FormatOptions, LostFileOutcome, MountError,
+    NamespaceError, Structure,
 };
 use support::{pattern, SharedDisk};
 
@@ -206,11 +206,17 @@ fn a_read_only_mount_refuses_every_change_and_writes_nothing() {
     let copy_refusal = fs
         .copy_file("small-000", "copy", CopyMethod::Bytes)
         .unwrap_err();
-    assert!(copy_refusal.to_string().contains("read-only"), "{copy_refusal}");
+    assert!(
+        copy_refusal.to_string().contains("read-only"),
+        "{copy_refusal}"
+    );
     let range_refusal = fs
         .copy_range(small, 0, small, 0, 1, CopyMethod::Bytes)
         .unwrap_err();
-    assert!(range_refusal.to_string().contains("read-only"), "{range_refusal}");
+    assert!(
+        range_refusal.to_string().contains("read-only"),
+        "{range_refusal}"
+    );
     fs.flush().unwrap();
     assert!(fs.check().unwrap().is_clean());
     fs.unmount().unwrap();
@@ -238,7 +244,11 @@ fn a_damaged_newest_slot_is_refused_until_repair_falls_back_and_lists_the_losses
             panic!("the damaged newest slot was not refused");
         };
         assert_eq!(
-            (damage.slot, damage.claimed_sequence, damage.fallback_sequence),
+            (
+                damage.slot,
+                damage.claimed_sequence,
+                damage.fallback_sequence
+            ),
             (1, Some(3), 2)
         );
         let message = MountError::DamagedSuperBlock { damage }.to_string();
@@ -251,8 +261,14 @@ fn a_damaged_newest_slot_is_refused_until_repair_falls_back_and_lists_the_losses
     assert!(built.disk.peek(0, IMAGE_BYTES) == image_before);
     assert!(!report.is_clean());
     let text = report.to_string();
-    assert!(text.contains("slot 1") && text.contains("commit 2"), "{text}");
-    let fallback = report.slot_fallback.clone().expect("the fallback is described");
+    assert!(
+        text.contains("slot 1") && text.contains("commit 2"),
+        "{text}"
+    );
+    let fallback = report
+        .slot_fallback
+        .clone()
+        .expect("the fallback is described");
     assert!(fallback.drops_a_commit);
     let changes = fallback.lost_changes.clone().expect("commit 3 can be read");
     assert!(
@@ -260,7 +276,9 @@ fn a_damaged_newest_slot_is_refused_until_repair_falls_back_and_lists_the_losses
         "{changes:?}"
     );
     assert!(
-        changes.iter().any(|line| line.contains("\"chained\" changed")),
+        changes
+            .iter()
+            .any(|line| line.contains("\"chained\" changed")),
         "{changes:?}"
     );
     assert!(report.findings[0].problem.contains("\"newest\""), "{text}");

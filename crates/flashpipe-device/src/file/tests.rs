@@ -449,7 +449,9 @@ fn a_read_only_device_reads_and_refuses_every_change() {
     let folder = tempfile::tempdir().unwrap();
     let path = folder.path().join("read-only.img");
     let block_bytes = DEFAULT_BLOCK_SIZE_BYTES as usize;
-    let written: Vec<u8> = (0..2 * block_bytes).map(|index| (index % 251) as u8).collect();
+    let written: Vec<u8> = (0..2 * block_bytes)
+        .map(|index| (index % 251) as u8)
+        .collect();
     {
         let mut device = FileDevice::open(config(&path, FileEngine::Auto, 4)).unwrap();
         let buffer = IoBuf::from_slice(&written);
@@ -467,7 +469,11 @@ fn a_read_only_device_reads_and_refuses_every_change() {
     let mut permissions = std::fs::metadata(&path).unwrap().permissions();
     permissions.set_readonly(true);
     std::fs::set_permissions(&path, permissions).unwrap();
-    for engine in [FileEngine::IoUring, FileEngine::ThreadPool, FileEngine::Auto] {
+    for engine in [
+        FileEngine::IoUring,
+        FileEngine::ThreadPool,
+        FileEngine::Auto,
+    ] {
         let mut device = FileDevice::open(FileDeviceConfig {
             read_only: true,
             create_size_bytes: None,
