@@ -69,7 +69,7 @@ pub enum MountError {
     #[error("{}; nothing was written. The mount does not fall back on its own: `flashpipe fsck` tells what falling back to commit {} loses, `flashpipe fsck --repair` does it", .damage.describe(), .damage.fallback_sequence)]
     DamagedSuperBlock {
         /// The damaged slot and the commit a fallback would use.
-        damage: DamagedSlot,
+        damage: Box<DamagedSlot>,
     },
     /// Metadata is damaged or inconsistent; `findings` lists every problem seen. Nothing
     /// was written; `fsck --repair` salvages every file it can still read.

@@ -165,7 +165,9 @@ impl Filesystem {
     ) -> Result<Filesystem, MountError> {
         let image = load_image(&mut *device).map_err(mount_error)?;
         if let Some(damage) = image.damaged_slot.clone() {
-            return Err(MountError::DamagedSuperBlock { damage });
+            return Err(MountError::DamagedSuperBlock {
+                damage: Box::new(damage),
+            });
         }
         let mut findings = image.findings.clone();
         if !image.files_complete && findings.is_empty() {

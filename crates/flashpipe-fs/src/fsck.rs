@@ -242,7 +242,7 @@ pub struct FsckReport {
     /// Files in the image (as loaded).
     pub file_count: u64,
     /// A damaged super block slot and what falling back loses (repair falls back).
-    pub slot_fallback: Option<SlotFallback>,
+    pub slot_fallback: Option<Box<SlotFallback>>,
     /// Every file repair drops, truncates or renames (with repair: did).
     pub lost_files: Vec<LostFile>,
 }
@@ -298,7 +298,7 @@ pub fn fsck(device: &mut dyn BlockDevice, repair: bool) -> Result<FsckReport, Fs
         Err(failure) => return report_load_failure(failure),
     };
     let slot_fallback = match &image.damaged_slot {
-        Some(damage) => Some(describe_fallback(device, damage, &image)?),
+        Some(damage) => Some(Box::new(describe_fallback(device, damage, &image)?)),
         None => None,
     };
     let mut findings = image.all_findings();
