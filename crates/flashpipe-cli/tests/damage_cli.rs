@@ -165,3 +165,19 @@ fn a_damaged_name_table_block_costs_names_not_files() {
     expected.sort();
     assert_eq!(contents, expected);
 }
+
+#[test]
+fn with_both_slots_damaged_repair_refuses_instead_of_emptying_the_store() {
+    let folder = fresh_folder("damaged-both-slots");
+    let (store, image) = make_store(&folder);
+    flip_byte(&image, 64);
+    flip_byte(&image, BLOCK_SIZE + 64);
+    let before = std::fs::read(&image).unwrap();
+    let message = fails(&["fsck", "--repair", text(&store)]);
+    assert!(
+        message.contains("no commit can be found") && !message.contains("fixed"),
+        "{message}"
+    );
+    fails(&["ls", text(&store)]);
+    assert!(std::fs::read(&image).unwrap() == before);
+}

@@ -600,7 +600,7 @@ fn mount_error(failure: LoadFailure) -> MountError {
             device_size_bytes,
             device_block_size_bytes,
         },
-        LoadFailure::NoValidSuperBlock(findings) => MountError::Corrupt { findings },
+        LoadFailure::NoValidSuperBlock { findings, .. } => MountError::Corrupt { findings },
         LoadFailure::Device(error) => MountError::Device(error),
     }
 }

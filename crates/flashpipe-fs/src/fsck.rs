@@ -295,6 +295,9 @@ impl fmt::Display for FsckReport {
 pub fn fsck(device: &mut dyn BlockDevice, repair: bool) -> Result<FsckReport, FsckError> {
     let image = match load_image(device) {
         Ok(image) => image,
+        Err(LoadFailure::NoValidSuperBlock { findings, salvaged }) => {
+            return salvage_from_damaged_slots(device, repair, findings, salvaged)
+        }
         Err(failure) => return report_load_failure(failure),
     };
     let slot_fallback = match &image.damaged_slot {
@@ -348,16 +351,91 @@ fn report_load_failure(failure: LoadFailure) -> Result<FsckReport, FsckError> {
             )],
             ..FsckReport::default()
         }),
-        LoadFailure::NoValidSuperBlock(findings) => Ok(FsckReport {
+        LoadFailure::NoValidSuperBlock { findings, .. } => Ok(FsckReport {
             findings,
-            repair_refused: Some(
-                "neither super block slot is valid, so no commit can be found to repair or \
-                 fall back to; repair does not invent an empty file system: nothing was written"
-                    .to_string(),
-            ),
+            repair_refused: Some(no_commit_found(&[])),
             ..FsckReport::default()
         }),
     }
+}
+
+fn no_commit_found(reasons: &[String]) -> String {
+    let why = if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reasons.join("; "))
+    };
+    format!(
+        "neither super block slot is valid, so no commit can be found to repair or fall \
+         back to{why}; repair does not invent an empty file system: nothing was written"
+    )
+}
+
+/// Neither slot is valid: a damaged slot whose salvaged super block (reserved bytes
+/// cleared, checksum recomputed) describes a commit that loads without a single finding
+/// is trusted, newest first; repair rebuilds both slots from it. Otherwise repair
+/// refuses and nothing is written.
+fn salvage_from_damaged_slots(
+    device: &mut dyn BlockDevice,
+    repair: bool,
+    findings: Vec<Finding>,
+    mut salvaged: Vec<(u64, crate::layout::SuperBlock)>,
+) -> Result<FsckReport, FsckError> {
+    let mut report = FsckReport {
+        findings,
+        ..FsckReport::default()
+    };
+    salvaged.sort_by_key(|(_, super_block)| std::cmp::Reverse(super_block.commit_sequence));
+    let mut reasons = Vec::new();
+    for (slot, super_block) in salvaged {
+        let sequence = super_block.commit_sequence;
+        let image = match load_image_of(device, super_block) {
+            Ok(image) => image,
+            Err(LoadFailure::Device(error)) => return Err(FsckError::Device(error)),
+            Err(_) => {
+                reasons.push(format!(
+                    "slot {slot}'s commit {sequence} does not fit the device"
+                ));
+                continue;
+            }
+        };
+        if let Some(first) = image.findings.first() {
+            reasons.push(format!(
+                "slot {slot}'s commit {sequence} does not load cleanly: {first}"
+            ));
+            continue;
+        }
+        let line = format!(
+            "slot {slot}'s damaged super block, with its reserved bytes cleared and its \
+             checksum recomputed, describes commit {sequence}, which loads without a finding{}",
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join("; "))
+            }
+        );
+        for finding in &mut report.findings {
+            finding.repairable = true;
+        }
+        report.commit_sequence = Some(sequence);
+        report.file_count = image.files.len() as u64;
+        if !repair {
+            report.findings.push(Finding::new(
+                Structure::SuperBlock,
+                Some(slot),
+                format!("{line}: `flashpipe fsck --repair` rebuilds both slots from it"),
+                true,
+            ));
+            return Ok(report);
+        }
+        repair_image(device, image, &mut report)?;
+        report
+            .repaired
+            .insert(0, format!("fixed: {line}; both slots rewritten from it"));
+        return Ok(report);
+    }
+    report.repair_refused = Some(no_commit_found(&reasons));
+    Ok(report)
 }
 
 /// What a fallback from `damage` to the slot in use loses: the damaged slot's commit is

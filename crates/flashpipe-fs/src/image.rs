@@ -51,8 +51,15 @@ pub enum LoadFailure {
         /// Device block size.
         device_block_size_bytes: u32,
     },
-    /// Both slots carry the magic but neither is valid.
-    NoValidSuperBlock(Vec<Finding>),
+    /// Neither slot is valid (and at least one carries the magic).
+    NoValidSuperBlock {
+        /// Each slot's problem.
+        findings: Vec<Finding>,
+        /// Each damaged slot's super block decoded with its reserved bytes cleared and
+        /// its checksum recomputed, by slot, when its fields are then sane (`fsck
+        /// --repair` may rebuild from one whose commit loads without a finding).
+        salvaged: Vec<(u64, SuperBlock)>,
+    },
     /// The device failed.
     Device(DeviceError),
 }
@@ -268,6 +275,7 @@ type SlotResult = Result<SuperBlock, SuperBlockProblem>;
 struct SlotRead {
     decoded: SlotResult,
     bytes: Vec<u8>,
+    byte_offset: u64,
 }
 
 impl SlotRead {
@@ -275,7 +283,19 @@ impl SlotRead {
         SlotRead {
             decoded: Err(SuperBlockProblem::NoMagic),
             bytes: Vec::new(),
+            byte_offset: 0,
         }
+    }
+
+    /// The salvaged super block of a damaged slot, when it is sane and its block size
+    /// puts slot 1 where it was read.
+    fn salvaged(&self, slot: u64) -> Option<(u64, SuperBlock)> {
+        if matches!(self.decoded, Err(SuperBlockProblem::NoMagic)) {
+            return None;
+        }
+        let super_block = salvage_super_block(&self.bytes)?;
+        let where_expected = slot * u64::from(super_block.fs_block_size_bytes);
+        (where_expected == self.byte_offset).then_some((slot, super_block))
     }
 }
 
@@ -321,7 +341,11 @@ fn read_slot(device: &mut dyn BlockDevice, byte_offset: u64) -> Result<SlotRead,
     if let Err(SuperBlockProblem::NewerVersion(found)) = decoded {
         return Err(LoadFailure::NewerVersion { found });
     }
-    Ok(SlotRead { decoded, bytes })
+    Ok(SlotRead {
+        decoded,
+        bytes,
+        byte_offset,
+    })
 }
 
 fn slot_finding(slot: u64, problem: String) -> Finding {
@@ -451,7 +475,11 @@ fn choose_super_block(device: &mut dyn BlockDevice) -> Result<ChosenSuperBlock, 
             for finding in &mut findings {
                 finding.repairable = false;
             }
-            Err(LoadFailure::NoValidSuperBlock(findings))
+            let salvaged = [(0, &slot_zero), (1, &slot_one)]
+                .into_iter()
+                .filter_map(|(slot, read)| read.salvaged(slot))
+                .collect();
+            Err(LoadFailure::NoValidSuperBlock { findings, salvaged })
         }
     }
 }

@@ -6,7 +6,9 @@
 //! - a flipped byte in the newest super block slot: mount (read-write or read-only)
 //!   refuses, naming the damage and the commit it could fall back to; fsck says what a
 //!   fallback loses; only `fsck --repair` falls back, listing the lost files;
-//! - both slots damaged: repair refuses and writes nothing;
+//! - both slots damaged: repair rebuilds from a damaged slot only when its salvaged
+//!   super block describes a commit that loads without a finding; otherwise it refuses
+//!   and writes nothing;
 //! - one damaged block of each metadata structure (name table, inode table, indirect
 //!   block, free list) costs only the files it describes: repair keeps every other file
 //!   byte-exact, reports each file it drops, truncates or renames, and the repaired file
@@ -294,10 +296,11 @@ fn a_damaged_newest_slot_is_refused_until_repair_falls_back_and_lists_the_losses
 }
 
 #[test]
-fn with_both_slots_damaged_repair_refuses_and_writes_nothing() {
+fn with_both_slots_damaged_beyond_salvage_repair_refuses_and_writes_nothing() {
     let built = build_image();
-    flip(&built.disk, 200);
-    flip(&built.disk, BLOCK_SIZE + 200);
+    // The map head (offset 64) of both slots: no commit can be found.
+    flip(&built.disk, 64);
+    flip(&built.disk, BLOCK_SIZE + 64);
     let image_before = built.disk.peek(0, IMAGE_BYTES);
     let counting = CountingDisk::new(&built.disk);
     let report = fsck(&mut counting.boxed(), true).unwrap();
@@ -309,6 +312,31 @@ fn with_both_slots_damaged_repair_refuses_and_writes_nothing() {
     assert!(Filesystem::mount(counting.boxed()).is_err());
     assert_eq!(counting.changes(), 0);
     assert!(built.disk.peek(0, IMAGE_BYTES) == image_before);
+}
+
+#[test]
+fn with_both_slots_damaged_in_reserved_bytes_repair_salvages_the_newest_commit() {
+    let built = build_image();
+    flip(&built.disk, 200);
+    flip(&built.disk, BLOCK_SIZE + 200);
+    let counting = CountingDisk::new(&built.disk);
+    assert!(Filesystem::mount_read_only(counting.boxed()).is_err());
+    let checked = fsck(&mut counting.boxed(), false).unwrap();
+    assert_eq!(counting.changes(), 0);
+    assert_eq!(checked.commit_sequence, Some(3));
+    assert!(
+        checked.to_string().contains("rebuilds both slots"),
+        "{checked}"
+    );
+    let repaired = fsck(&mut built.disk.boxed(), true).unwrap();
+    assert!(repaired.repair_refused.is_none(), "{repaired}");
+    assert!(
+        repaired.repaired[0].contains("describes commit 3"),
+        "{repaired}"
+    );
+    assert!(fsck(&mut built.disk.boxed(), false).unwrap().is_clean());
+    let mut fs = Filesystem::mount(built.disk.boxed()).unwrap();
+    assert_eq!(contents(&mut fs), built.files);
 }
 
 /// Damages the payload of `block`, checks the refusals, repairs, and returns the
