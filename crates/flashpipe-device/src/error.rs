@@ -54,6 +54,12 @@ pub enum DeviceErrorKind {
     /// The simulated device crashed; requests in flight were lost.
     #[error("device crashed")]
     Crashed,
+    /// The device was opened read-only and the request would change it.
+    #[error("{operation} refused: the device is open read-only")]
+    ReadOnly {
+        /// The refused operation (write, trim, copy-by-reference).
+        operation: &'static str,
+    },
 }
 
 /// An error from a device, naming it.

@@ -13,6 +13,10 @@
 //!
 //! Flush is `fsync`; trim punches a hole in a file (reads return zeros) or issues
 //! `BLKDISCARD` on a block device (reads return what the device says: zeros on most).
+//!
+//! With [`FileDeviceConfig::read_only`] the file is opened `O_RDONLY`: writes, trims and
+//! copies by reference are refused at submit with [`DeviceErrorKind::ReadOnly`], and a
+//! flush completes at once (nothing was written, so nothing needs to become durable).
 
 mod job;
 mod open;
@@ -85,6 +89,9 @@ pub struct FileDeviceConfig {
     pub engine: FileEngine,
     /// Bypass the page cache (`O_DIRECT`); false gives buffered I/O for comparisons.
     pub direct_io: bool,
+    /// Open `O_RDONLY` and refuse every request that would change the device (the
+    /// read-only commands). Incompatible with `create_size_bytes`.
+    pub read_only: bool,
 }
 
 impl FileDeviceConfig {
@@ -98,6 +105,7 @@ impl FileDeviceConfig {
             create_size_bytes: None,
             engine: FileEngine::Auto,
             direct_io: true,
+            read_only: false,
         }
     }
 }
@@ -116,8 +124,11 @@ pub struct FileDevice {
     fallback_reason: Option<String>,
     /// The file, when its file system clones ranges (copy by reference, `reflink.rs`).
     reflink_file: Option<Arc<File>>,
-    /// Completions of copies by reference, done at submit, handed back at the next poll.
+    /// Completions of copies by reference (and of flushes on a read-only device), done at
+    /// submit, handed back at the next poll.
     ready: Vec<Completion>,
+    /// Opened `O_RDONLY`: every request that would change the device is refused.
+    read_only: bool,
 }
 
 /// The operating-system calls [`FileDevice::open`] depends on, replaceable in tests to
@@ -176,7 +187,8 @@ impl FileDevice {
             .map_err(|error| format!("cannot read its geometry: {error}"))?;
         let block_count = check_geometry(config, &geometry, opened.direct_io_in_use)?;
         let file = Arc::new(opened.file);
-        let reflink_file = reflink::file_system_clones_ranges(&file).then(|| Arc::clone(&file));
+        let reflink_file = (!config.read_only && reflink::file_system_clones_ranges(&file))
+            .then(|| Arc::clone(&file));
         let mut fallback_reason = opened.fallback_reason;
         let engine = start_engine(config, file, name, system_calls, &mut fallback_reason)?;
         Ok(FileDevice {
@@ -192,7 +204,35 @@ impl FileDevice {
             fallback_reason,
             reflink_file,
             ready: Vec::new(),
+            read_only: config.read_only,
         })
+    }
+
+    /// True when the device was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// On a read-only device: refuses a request that would change it, and completes a
+    /// flush at once (nothing was ever written). `Ok(None)` when the request is done,
+    /// `Ok(Some(request))` when it is a read to carry out.
+    fn read_only_gate(&mut self, request: Request) -> Result<Option<Request>, Rejected> {
+        let operation = match request.operation {
+            Operation::Read { .. } => return Ok(Some(request)),
+            Operation::Flush => {
+                self.ready.push(Completion {
+                    tag: request.tag,
+                    status: Ok(()),
+                    buffer: None,
+                });
+                return Ok(None);
+            }
+            Operation::Write { .. } => "write",
+            Operation::Trim { .. } => "trim",
+            Operation::CopyByReference { .. } => "copy-by-reference",
+        };
+        let error = DeviceError::new(&self.info.name, DeviceErrorKind::ReadOnly { operation });
+        Err(Rejected { request, error })
     }
 
     /// Carries out a copy by reference with `FICLONERANGE` (see `reflink.rs`); the
@@ -344,6 +384,9 @@ struct OpenedFile {
 /// when the file system refuses `O_DIRECT`.
 fn open_file(config: &FileDeviceConfig, system_calls: SystemCalls) -> Result<OpenedFile, String> {
     let create = config.create_size_bytes.is_some();
+    if create && config.read_only {
+        return Err("a device opened read-only cannot be created".to_string());
+    }
     if let Some(size_bytes) = config.create_size_bytes {
         check_create_size(size_bytes, config.block_size_bytes)?;
     }
@@ -351,6 +394,7 @@ fn open_file(config: &FileDeviceConfig, system_calls: SystemCalls) -> Result<Ope
     let flags = OpenFlags {
         direct_io: config.direct_io,
         create,
+        read_only: config.read_only,
     };
     let (file, direct_io_in_use, fallback_reason) =
         match (system_calls.open_file)(&config.path, flags) {
@@ -365,6 +409,7 @@ fn open_file(config: &FileDeviceConfig, system_calls: SystemCalls) -> Result<Ope
                 let buffered = OpenFlags {
                     direct_io: false,
                     create,
+                    read_only: config.read_only,
                 };
                 let file = (system_calls.open_file)(&config.path, buffered)
                     .map_err(|error| format!("{error}"))?;
@@ -509,6 +554,14 @@ impl BlockDevice for FileDevice {
         if let Some(error) = self.transfer_too_large(&request) {
             return Err(Rejected { request, error });
         }
+        let request = if self.read_only {
+            match self.read_only_gate(request)? {
+                Some(read) => read,
+                None => return Ok(()),
+            }
+        } else {
+            request
+        };
         if matches!(request.operation, Operation::CopyByReference { .. }) {
             return self.clone_blocks(request);
         }

@@ -235,11 +235,12 @@ fn open_member(
             }
             let mut file_config = FileDeviceConfig::new(&path);
             file_config.queue_depth = config.queue_depth;
+            file_config.read_only = creation == DeviceCreation::ReadOnly;
             let is_regular_file =
                 !exists || path.metadata().map(|meta| meta.is_file()).unwrap_or(false);
             if is_regular_file {
                 check_regular_file_size(&path, *size_bytes, creation)?;
-                file_config.create_size_bytes = Some(*size_bytes);
+                file_config.create_size_bytes = (!file_config.read_only).then_some(*size_bytes);
             }
             let device = FileDevice::open(file_config)?;
             if let Some(reason) = device.fallback_reason() {

@@ -8,6 +8,7 @@
 use flashpipe_device::{DeviceError, DeviceErrorKind};
 
 use crate::fsck::Finding;
+use crate::image::DamagedSlot;
 
 /// mkfs failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +62,18 @@ pub enum MountError {
         /// The device's block size.
         device_block_size_bytes: u32,
     },
-    /// Metadata is damaged or inconsistent; `findings` lists every problem seen.
-    #[error("corrupted metadata: {} (and {} more finding(s)); run fsck", findings[0], findings.len() - 1)]
+    /// A super block slot is damaged while the other is valid. The damaged slot may
+    /// hold the newest commit, so the mount does not fall back to the other slot on its
+    /// own: `flashpipe fsck` tells what a fallback loses, `flashpipe fsck --repair` does
+    /// it. Nothing was written.
+    #[error("{}; nothing was written. The mount does not fall back on its own: `flashpipe fsck` tells what falling back to commit {} loses, `flashpipe fsck --repair` does it", .damage.describe(), .damage.fallback_sequence)]
+    DamagedSuperBlock {
+        /// The damaged slot and the commit a fallback would use.
+        damage: Box<DamagedSlot>,
+    },
+    /// Metadata is damaged or inconsistent; `findings` lists every problem seen. Nothing
+    /// was written; `fsck --repair` salvages every file it can still read.
+    #[error("corrupted metadata: {} (and {} more finding(s)); nothing was written: run `flashpipe fsck` to list the damage and `flashpipe fsck --repair` to salvage every file that can still be read", findings[0], findings.len() - 1)]
     Corrupt {
         /// Every problem found (at least one).
         findings: Vec<Finding>,
@@ -114,6 +125,12 @@ pub enum NamespaceError {
     Unusable {
         /// The earlier failure.
         reason: String,
+    },
+    /// The file system is mounted read-only; nothing changed.
+    #[error("{operation} refused: the file system is mounted read-only; nothing changed")]
+    ReadOnly {
+        /// The refused operation (create, delete, rename, copy).
+        operation: &'static str,
     },
 }
 
@@ -180,6 +197,12 @@ pub enum FileIoError {
         stored_checksum: u32,
         /// The checksum of what was read.
         computed_checksum: u32,
+    },
+    /// The file system is mounted read-only; nothing changed.
+    #[error("{operation} refused: the file system is mounted read-only; nothing changed")]
+    ReadOnly {
+        /// The refused operation (write, truncate, copy).
+        operation: &'static str,
     },
     /// The device failed.
     #[error(transparent)]

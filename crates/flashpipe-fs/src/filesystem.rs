@@ -42,9 +42,10 @@ impl Default for FormatOptions {
 /// Whether a mount may write to its device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MountMode {
-    /// Heals a torn super block slot; commits on flush.
+    /// Changes are allowed; flush commits them.
     ReadWrite,
-    /// Never writes.
+    /// Never writes: every change is refused with a `ReadOnly` error, flush and
+    /// unmount touch nothing.
     ReadOnly,
 }
 
@@ -90,6 +91,7 @@ pub struct FsStats {
 pub struct Filesystem {
     device: Box<dyn BlockDevice>,
     state: State,
+    mode: MountMode,
 }
 
 impl Filesystem {
@@ -129,19 +131,32 @@ impl Filesystem {
         let super_block = state.committed.super_block.clone().expect("mkfs committed");
         write_super_block(&mut *device, &geometry, 0, &super_block)?;
         flush_device(&mut *device)?;
-        Ok(Filesystem { device, state })
+        Ok(Filesystem {
+            device,
+            state,
+            mode: MountMode::ReadWrite,
+        })
     }
 
     /// Mounts the file system on `device`. Refuses a newer format, a device that is too
-    /// small, and any inconsistency (listing them all); heals a torn super block slot.
+    /// small, a damaged super block slot (it may hold the newest commit: only
+    /// `fsck --repair` falls back to the other slot) and any inconsistency (listing them
+    /// all). Writes nothing until a change is flushed.
     pub fn mount(device: Box<dyn BlockDevice>) -> Result<Filesystem, MountError> {
         Filesystem::mount_with(device, MountMode::ReadWrite)
     }
 
-    /// Mounts the file system on `device` for reading only: nothing is ever written to
-    /// the device (a torn super block slot is left as found).
+    /// Mounts the file system on `device` for reading only: the same checks as
+    /// [`Filesystem::mount`], then nothing is ever written to the device. Every change
+    /// (create, write, truncate, delete, rename, copy) is refused with a `ReadOnly`
+    /// error; flush and unmount do nothing.
     pub fn mount_read_only(device: Box<dyn BlockDevice>) -> Result<Filesystem, MountError> {
         Filesystem::mount_with(device, MountMode::ReadOnly)
+    }
+
+    /// True for a mount made with [`Filesystem::mount_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.mode == MountMode::ReadOnly
     }
 
     fn mount_with(
@@ -149,6 +164,11 @@ impl Filesystem {
         mode: MountMode,
     ) -> Result<Filesystem, MountError> {
         let image = load_image(&mut *device).map_err(mount_error)?;
+        if let Some(damage) = image.damaged_slot.clone() {
+            return Err(MountError::DamagedSuperBlock {
+                damage: Box::new(damage),
+            });
+        }
         let mut findings = image.findings.clone();
         if !image.files_complete && findings.is_empty() {
             findings.push(Finding::new(
@@ -161,28 +181,17 @@ impl Filesystem {
         if !findings.is_empty() {
             return Err(MountError::Corrupt { findings });
         }
-        let heal_slot = image
-            .other_slot_finding
-            .as_ref()
-            .and_then(|finding| finding.block);
         let state = State::from_image(image, device.clock(), false);
-        if mode == MountMode::ReadOnly {
-            return Ok(Filesystem { device, state });
-        }
-        if let Some(slot) = heal_slot {
-            let super_block = state
-                .committed
-                .super_block
-                .clone()
-                .expect("a mounted image has a super block");
-            write_super_block(&mut *device, &state.geometry, slot, &super_block)?;
-            flush_device(&mut *device)?;
-        }
-        Ok(Filesystem { device, state })
+        Ok(Filesystem {
+            device,
+            state,
+            mode,
+        })
     }
 
     /// Creates an empty file named `name`.
     pub fn create(&mut self, name: &str) -> Result<FileId, NamespaceError> {
+        self.check_writable("create")?;
         self.check_usable()?;
         check_name(name)?;
         if self.state.names.contains_key(name) {
@@ -281,6 +290,7 @@ impl Filesystem {
         offset_bytes: u64,
         bytes: &[u8],
     ) -> Result<(), FileIoError> {
+        self.check_io_writable("write")?;
         data::write(
             &mut self.state,
             &mut *self.device,
@@ -295,6 +305,12 @@ impl Filesystem {
     /// result per write in order. Writes to the same FS block of one file are done in
     /// the order given; a device failure fails every write of its batch run.
     pub fn write_batch(&mut self, writes: &[(FileId, u64, &[u8])]) -> Vec<Result<(), FileIoError>> {
+        if self.is_read_only() {
+            return writes
+                .iter()
+                .map(|_| Err(FileIoError::ReadOnly { operation: "write" }))
+                .collect();
+        }
         let writes: Vec<data::BatchWrite<'_>> = writes
             .iter()
             .map(|&(file, offset_bytes, bytes)| (file.0, offset_bytes, bytes))
@@ -316,6 +332,7 @@ impl Filesystem {
         length_bytes: u64,
         method: CopyMethod,
     ) -> Result<CopyReport, CopyError> {
+        self.check_io_writable("copy")?;
         let range = copy::CopyRange {
             source_inode: source.0,
             source_offset_bytes,
@@ -335,6 +352,7 @@ impl Filesystem {
         destination_name: &str,
         method: CopyMethod,
     ) -> Result<CopyReport, CopyError> {
+        self.check_writable("copy")?;
         let source = self.open(source_name)?;
         let size_bytes = self.stat(source)?.size_bytes;
         if method == CopyMethod::ReferenceOrFail && size_bytes > 0 {
@@ -361,11 +379,13 @@ impl Filesystem {
 
     /// Sets the file's size (shrinking frees blocks; growing adds a hole).
     pub fn truncate(&mut self, file: FileId, size_bytes: u64) -> Result<(), FileIoError> {
+        self.check_io_writable("truncate")?;
         data::truncate(&mut self.state, &mut *self.device, file.0, size_bytes)
     }
 
     /// Deletes the file named `name`; its blocks are free after the next flush.
     pub fn delete(&mut self, name: &str) -> Result<(), NamespaceError> {
+        self.check_writable("delete")?;
         self.check_usable()?;
         let file = self.open(name)?;
         let node = self.state.remove_file(file.0);
@@ -384,6 +404,7 @@ impl Filesystem {
     /// Renames `from` to `to`; `to` must not exist (renaming a file to its own name does
     /// nothing).
     pub fn rename(&mut self, from: &str, to: &str) -> Result<(), NamespaceError> {
+        self.check_writable("rename")?;
         self.check_usable()?;
         let file = self.open(from)?;
         check_name(to)?;
@@ -487,7 +508,16 @@ impl Filesystem {
     }
 
     /// Makes every change so far durable (a commit; docs/format.md, "Crash consistency").
+    /// On a read-only mount there is never a change, and flush does nothing at all (not
+    /// even a device flush).
     pub fn flush(&mut self) -> Result<(), FlushError> {
+        if self.is_read_only() {
+            assert!(
+                !self.state.changed_since_commit,
+                "a read-only mount refuses every change"
+            );
+            return Ok(());
+        }
         commit(&mut self.state, &mut *self.device)
     }
 
@@ -558,6 +588,20 @@ impl Filesystem {
         blocks
     }
 
+    fn check_writable(&self, operation: &'static str) -> Result<(), NamespaceError> {
+        match self.mode {
+            MountMode::ReadOnly => Err(NamespaceError::ReadOnly { operation }),
+            MountMode::ReadWrite => Ok(()),
+        }
+    }
+
+    fn check_io_writable(&self, operation: &'static str) -> Result<(), FileIoError> {
+        match self.mode {
+            MountMode::ReadOnly => Err(FileIoError::ReadOnly { operation }),
+            MountMode::ReadWrite => Ok(()),
+        }
+    }
+
     fn check_usable(&self) -> Result<(), NamespaceError> {
         match &self.state.unusable_reason {
             Some(reason) => Err(NamespaceError::Unusable {
@@ -586,7 +630,7 @@ fn mount_error(failure: LoadFailure) -> MountError {
             device_size_bytes,
             device_block_size_bytes,
         },
-        LoadFailure::NoValidSuperBlock(findings) => MountError::Corrupt { findings },
+        LoadFailure::NoValidSuperBlock { findings, .. } => MountError::Corrupt { findings },
         LoadFailure::Device(error) => MountError::Device(error),
     }
 }

@@ -2,10 +2,22 @@
 //! of what can be fixed safely (docs/format.md, "Consistency rules").
 //!
 //! The checks themselves live in `image.rs`, shared with mount (mount refuses an image
-//! with any finding). Repair rebuilds the in-memory state from what loaded, recomputes
-//! the free list from the blocks in use, names orphans, drops dangling names, and commits
-//! it like a flush, then rewrites both super block slots.
+//! with any finding). The loader keeps going past a damaged metadata block, so damage
+//! stays local: a damaged name table block costs names (the files are kept as
+//! `lost+found.<inode>`), a damaged inode table block costs the files it describes, a
+//! damaged indirect block truncates its file to the blocks mapped before it, a damaged
+//! free list is rebuilt. Repair rebuilds the in-memory state from what loaded, recomputes
+//! the free list from the blocks in use, names orphans, drops dangling names, truncates
+//! broken chains, commits it like a flush, then rewrites both super block slots; it
+//! reports every file it drops, truncates or renames ([`LostFile`]).
+//!
+//! A damaged super block slot beside a valid one may have held the newest commit: only
+//! repair falls back to the valid slot, and [`SlotFallback`] says what that loses (the
+//! files that differ between the two commits, when the damaged slot's commit can still
+//! be read). With both slots damaged repair refuses: it never invents an empty file
+//! system.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use flashpipe_device::BlockDevice;
@@ -13,10 +25,13 @@ use flashpipe_device::BlockDevice;
 use crate::commit::{commit, write_super_block};
 use crate::data::verify_data_block;
 use crate::error::FsckError;
-use crate::image::{load_image, LoadFailure, LoadedImage};
+use crate::image::{load_image, load_image_of, DamagedSlot, LoadFailure, LoadedImage};
 use crate::io::{flush_device, read_fs_blocks};
 use crate::layout::FORMAT_VERSION;
 use crate::state::State;
+
+/// Most file names listed in a one-line summary of what a fallback loses.
+const MAX_NAMES_IN_SUMMARY: usize = 10;
 
 /// The structure a finding is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -99,6 +114,124 @@ impl fmt::Display for Finding {
     }
 }
 
+/// What repair does (or did) to one file it cannot keep whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LostFileOutcome {
+    /// The file is gone (its inode record could not be read); only its name was left.
+    Dropped,
+    /// The file keeps its first `to_size_bytes` bytes.
+    Truncated {
+        /// Size recorded before the damage.
+        from_size_bytes: u64,
+        /// Size kept.
+        to_size_bytes: u64,
+    },
+    /// The file is whole but its name was lost; it is kept under a new name.
+    Renamed {
+        /// The new name (`lost+found.<inode>`).
+        to: String,
+    },
+}
+
+/// One file repair drops, truncates or renames, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostFile {
+    /// Its inode number.
+    pub inode_number: u64,
+    /// Its name, when the name table still names it.
+    pub name: Option<String>,
+    /// What happens to it.
+    pub outcome: LostFileOutcome,
+    /// Why (the damaged block).
+    pub reason: String,
+}
+
+impl fmt::Display for LostFile {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let who = match &self.name {
+            Some(name) => format!("{name:?} (inode {})", self.inode_number),
+            None => format!("inode {}", self.inode_number),
+        };
+        match &self.outcome {
+            LostFileOutcome::Dropped => write!(formatter, "dropped {who}")?,
+            LostFileOutcome::Truncated {
+                from_size_bytes,
+                to_size_bytes,
+            } => write!(
+                formatter,
+                "truncated {who} from {from_size_bytes} to {to_size_bytes} bytes"
+            )?,
+            LostFileOutcome::Renamed { to } => write!(formatter, "kept {who} as {to:?}")?,
+        }
+        write!(formatter, ": {}", self.reason)
+    }
+}
+
+/// A damaged super block slot and what falling back to the valid slot loses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotFallback {
+    /// The damaged slot and the commit a fallback uses.
+    pub damage: DamagedSlot,
+    /// True when the damaged slot may hold a newer commit, which a fallback drops.
+    pub drops_a_commit: bool,
+    /// What differs between the dropped commit and the fallback's, one line per file,
+    /// when the dropped commit could still be read; `None` when it cannot be told.
+    pub lost_changes: Option<Vec<String>>,
+    /// Why the differences cannot be told, when they cannot.
+    pub unknown_reason: Option<String>,
+}
+
+impl SlotFallback {
+    /// One line: the commit a fallback drops and a summary of what it loses.
+    pub fn summary(&self) -> String {
+        let damage = &self.damage;
+        if !self.drops_a_commit {
+            return format!(
+                "rewriting slot {} from commit {} loses nothing",
+                damage.slot, damage.fallback_sequence
+            );
+        }
+        let dropped = damage
+            .claimed_sequence
+            .map_or("the commit it held".to_string(), |sequence| {
+                format!("commit {sequence}")
+            });
+        let head = format!(
+            "falling back to commit {} drops {dropped}",
+            damage.fallback_sequence
+        );
+        match (&self.lost_changes, &self.unknown_reason) {
+            (Some(changes), _) if changes.is_empty() => {
+                format!("{head}; no file differs between the two commits")
+            }
+            (Some(changes), _) => {
+                let shown: Vec<&str> = changes
+                    .iter()
+                    .take(MAX_NAMES_IN_SUMMARY)
+                    .map(String::as_str)
+                    .collect();
+                let more = changes.len().saturating_sub(MAX_NAMES_IN_SUMMARY);
+                let tail = if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{head}; {} file(s) differ: {}{tail}",
+                    changes.len(),
+                    shown.join("; ")
+                )
+            }
+            (None, reason) => format!(
+                "{head}; which files differ cannot be told: {}",
+                reason
+                    .as_deref()
+                    .unwrap_or("the dropped commit cannot be read")
+            ),
+        }
+    }
+}
+
 /// What fsck found and, with repair, what it fixed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FsckReport {
@@ -112,6 +245,10 @@ pub struct FsckReport {
     pub commit_sequence: Option<u64>,
     /// Files in the image (as loaded).
     pub file_count: u64,
+    /// A damaged super block slot and what falling back loses (repair falls back).
+    pub slot_fallback: Option<Box<SlotFallback>>,
+    /// Every file repair drops, truncates or renames (with repair: did).
+    pub lost_files: Vec<LostFile>,
 }
 
 impl FsckReport {
@@ -138,6 +275,18 @@ impl fmt::Display for FsckReport {
         for repair in &self.repaired {
             writeln!(formatter, "  {repair}")?;
         }
+        if self.repaired.is_empty() {
+            if let Some(fallback) = &self.slot_fallback {
+                writeln!(
+                    formatter,
+                    "  repair would fall back: {}",
+                    fallback.summary()
+                )?;
+            }
+            for lost in &self.lost_files {
+                writeln!(formatter, "  repair would have: {lost}")?;
+            }
+        }
         if let Some(reason) = &self.repair_refused {
             writeln!(formatter, "  repair refused: {reason}")?;
         }
@@ -146,16 +295,29 @@ impl fmt::Display for FsckReport {
 }
 
 /// Checks the file system on `device` (not mounted elsewhere) and, with `repair`, fixes
-/// what it safely can. Never panics on a damaged image.
+/// what it safely can. Never panics on a damaged image. Without `repair` it only reads.
 pub fn fsck(device: &mut dyn BlockDevice, repair: bool) -> Result<FsckReport, FsckError> {
     let image = match load_image(device) {
         Ok(image) => image,
+        Err(LoadFailure::NoValidSuperBlock { findings, salvaged }) => {
+            return salvage_from_damaged_slots(device, repair, findings, salvaged)
+        }
         Err(failure) => return report_load_failure(failure),
     };
+    let slot_fallback = match &image.damaged_slot {
+        Some(damage) => Some(Box::new(describe_fallback(device, damage, &image)?)),
+        None => None,
+    };
+    let mut findings = image.all_findings();
+    if let (Some(fallback), Some(first)) = (&slot_fallback, findings.first_mut()) {
+        first.problem = format!("{}; {}", first.problem, fallback.summary());
+    }
     let mut report = FsckReport {
-        findings: image.all_findings(),
+        findings,
         commit_sequence: Some(image.super_block.commit_sequence),
         file_count: image.files.len() as u64,
+        slot_fallback,
+        lost_files: planned_losses(&image),
         ..FsckReport::default()
     };
     if !repair || report.findings.is_empty() {
@@ -165,7 +327,7 @@ pub fn fsck(device: &mut dyn BlockDevice, repair: bool) -> Result<FsckReport, Fs
         report.repair_refused = Some(reason);
         return Ok(report);
     }
-    report.repaired = repair_image(device, image)?;
+    repair_image(device, image, &mut report)?;
     Ok(report)
 }
 
@@ -193,36 +355,308 @@ fn report_load_failure(failure: LoadFailure) -> Result<FsckReport, FsckError> {
             )],
             ..FsckReport::default()
         }),
-        LoadFailure::NoValidSuperBlock(findings) => Ok(FsckReport {
+        LoadFailure::NoValidSuperBlock { findings, .. } => Ok(FsckReport {
             findings,
-            repair_refused: Some("no valid super block".to_string()),
+            repair_refused: Some(no_commit_found(&[])),
             ..FsckReport::default()
         }),
     }
 }
 
-fn repair_blocker(image: &LoadedImage) -> Option<String> {
-    if !image.files_complete {
-        return Some("file metadata could not be read completely".to_string());
+fn no_commit_found(reasons: &[String]) -> String {
+    let why = if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reasons.join("; "))
+    };
+    format!(
+        "neither super block slot is valid, so no commit can be found to repair or fall \
+         back to{why}; repair does not invent an empty file system: nothing was written"
+    )
+}
+
+/// Neither slot is valid: a damaged slot whose salvaged super block (reserved bytes
+/// cleared, checksum recomputed) describes a commit that loads without a single finding
+/// is trusted, newest first; repair rebuilds both slots from it. Otherwise repair
+/// refuses and nothing is written.
+fn salvage_from_damaged_slots(
+    device: &mut dyn BlockDevice,
+    repair: bool,
+    findings: Vec<Finding>,
+    mut salvaged: Vec<(u64, crate::layout::SuperBlock)>,
+) -> Result<FsckReport, FsckError> {
+    let mut report = FsckReport {
+        findings,
+        ..FsckReport::default()
+    };
+    salvaged.sort_by_key(|(_, super_block)| std::cmp::Reverse(super_block.commit_sequence));
+    let mut reasons = Vec::new();
+    for (slot, super_block) in salvaged {
+        let sequence = super_block.commit_sequence;
+        let image = match load_image_of(device, super_block) {
+            Ok(image) => image,
+            Err(LoadFailure::Device(error)) => return Err(FsckError::Device(error)),
+            Err(_) => {
+                reasons.push(format!(
+                    "slot {slot}'s commit {sequence} does not fit the device"
+                ));
+                continue;
+            }
+        };
+        if let Some(first) = image.findings.first() {
+            reasons.push(format!(
+                "slot {slot}'s commit {sequence} does not load cleanly: {first}"
+            ));
+            continue;
+        }
+        let line = format!(
+            "slot {slot}'s damaged super block, with its reserved bytes cleared and its \
+             checksum recomputed, describes commit {sequence}, which loads without a finding{}",
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join("; "))
+            }
+        );
+        for finding in &mut report.findings {
+            finding.repairable = true;
+        }
+        report.commit_sequence = Some(sequence);
+        report.file_count = image.files.len() as u64;
+        if !repair {
+            report.findings.push(Finding::new(
+                Structure::SuperBlock,
+                Some(slot),
+                format!("{line}: `flashpipe fsck --repair` rebuilds both slots from it"),
+                true,
+            ));
+            return Ok(report);
+        }
+        repair_image(device, image, &mut report)?;
+        report
+            .repaired
+            .insert(0, format!("fixed: {line}; both slots rewritten from it"));
+        return Ok(report);
     }
-    let unrepairable = image
+    report.repair_refused = Some(no_commit_found(&reasons));
+    Ok(report)
+}
+
+/// What a fallback from `damage` to the slot in use loses: the damaged slot's commit is
+/// loaded from its salvaged super block (read only) and compared file by file.
+fn describe_fallback(
+    device: &mut dyn BlockDevice,
+    damage: &DamagedSlot,
+    fallback: &LoadedImage,
+) -> Result<SlotFallback, FsckError> {
+    let mut description = SlotFallback {
+        damage: damage.clone(),
+        drops_a_commit: damage.may_hold_newer_commit(),
+        lost_changes: None,
+        unknown_reason: None,
+    };
+    if !description.drops_a_commit {
+        description.lost_changes = Some(Vec::new());
+        return Ok(description);
+    }
+    let Some(salvaged) = damage.salvaged.clone() else {
+        description.unknown_reason =
+            Some("the damaged slot's fields do not describe a commit".to_string());
+        return Ok(description);
+    };
+    let sequence = salvaged.commit_sequence;
+    match load_image_of(device, salvaged) {
+        Ok(dropped) if dropped.findings.is_empty() && dropped.files_complete => {
+            description.lost_changes = Some(commit_differences(&dropped, fallback));
+        }
+        Ok(dropped) => {
+            let first = dropped
+                .findings
+                .first()
+                .map_or("its metadata is incomplete".to_string(), Finding::to_string);
+            description.unknown_reason =
+                Some(format!("commit {sequence} does not load cleanly: {first}"));
+        }
+        Err(LoadFailure::Device(error)) => return Err(FsckError::Device(error)),
+        Err(_) => {
+            description.unknown_reason = Some(format!(
+                "commit {sequence} does not fit this device; it cannot be read"
+            ));
+        }
+    }
+    Ok(description)
+}
+
+/// One line per file that differs between `dropped` (the newer commit) and `fallback`,
+/// and per fallback file whose blocks the dropped commit had freed (later writes may
+/// have reused them).
+fn commit_differences(dropped: &LoadedImage, fallback: &LoadedImage) -> Vec<String> {
+    let by_name = |image: &LoadedImage| -> BTreeMap<String, u64> {
+        image
+            .files
+            .iter()
+            .filter_map(|(&inode, file)| file.name.as_ref().map(|name| (name.to_string(), inode)))
+            .collect()
+    };
+    let dropped_names = by_name(dropped);
+    let fallback_names = by_name(fallback);
+    let fallback_sequence = fallback.super_block.commit_sequence;
+    let dropped_sequence = dropped.super_block.commit_sequence;
+    let mut lines = Vec::new();
+    for (name, inode) in &dropped_names {
+        let newer = &dropped.files[inode];
+        match fallback_names.get(name) {
+            None => lines.push(format!(
+                "{name:?} ({} bytes) is new in commit {dropped_sequence}: lost",
+                newer.size_bytes
+            )),
+            Some(old_inode) => {
+                let older = &fallback.files[old_inode];
+                if old_inode != inode
+                    || older.size_bytes != newer.size_bytes
+                    || older.pointers != newer.pointers
+                {
+                    lines.push(format!(
+                        "{name:?} changed in commit {dropped_sequence}: back to its commit \
+                         {fallback_sequence} content ({} bytes instead of {})",
+                        older.size_bytes, newer.size_bytes
+                    ));
+                }
+            }
+        }
+    }
+    for (name, inode) in &fallback_names {
+        if !dropped_names.contains_key(name) {
+            lines.push(format!(
+                "{name:?} was deleted or renamed in commit {dropped_sequence}: it comes back"
+            ));
+        }
+        let file = &fallback.files[inode];
+        let reusable = file
+            .pointers
+            .iter()
+            .chain(&file.indirect_chain)
+            .any(|&block| block != 0 && !dropped.used_blocks.get(block));
+        if reusable {
+            lines.push(format!(
+                "{name:?}: commit {dropped_sequence} freed some of its blocks and later writes \
+                 may have reused them: check its content"
+            ));
+        }
+    }
+    lines
+}
+
+/// Every file the repair of `image` drops, truncates or renames, and why.
+fn planned_losses(image: &LoadedImage) -> Vec<LostFile> {
+    let block_list = |blocks: &[u64]| {
+        blocks
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut losses: Vec<LostFile> = image
+        .dangling_names
+        .iter()
+        .map(|dangling| LostFile {
+            inode_number: dangling.inode_number,
+            name: Some(dangling.name.to_string()),
+            outcome: LostFileOutcome::Dropped,
+            reason: if image.lost_inode_table_blocks.is_empty() {
+                "its inode has no record".to_string()
+            } else {
+                format!(
+                    "its inode record was lost with damaged inode table block(s) {}",
+                    block_list(&image.lost_inode_table_blocks)
+                )
+            },
+        })
+        .collect();
+    for (&inode_number, file) in &image.files {
+        if let Some(damage) = image.damaged_chains.get(&inode_number) {
+            losses.push(LostFile {
+                inode_number,
+                name: file.name.as_ref().map(|name| name.to_string()),
+                outcome: LostFileOutcome::Truncated {
+                    from_size_bytes: damage.recorded_size_bytes,
+                    to_size_bytes: file.size_bytes,
+                },
+                reason: format!(
+                    "indirect block {} (chain position {}) is damaged: {}",
+                    damage.block, damage.position, damage.problem
+                ),
+            });
+        }
+        if file.name.is_none() {
+            losses.push(LostFile {
+                inode_number,
+                name: None,
+                outcome: LostFileOutcome::Renamed {
+                    to: format!("lost+found.{inode_number}"),
+                },
+                reason: if image.lost_name_table_blocks.is_empty() {
+                    "no name points at it".to_string()
+                } else {
+                    format!(
+                        "its name was lost with damaged name table block(s) {}",
+                        block_list(&image.lost_name_table_blocks)
+                    )
+                },
+            });
+        }
+    }
+    losses
+}
+
+fn repair_blocker(image: &LoadedImage) -> Option<String> {
+    if image.checkpoint_map_lost {
+        return Some(
+            "the checkpoint map is damaged, so the name and inode tables cannot be found; \
+             nothing was written"
+                .to_string(),
+        );
+    }
+    let unrepairable: Vec<Finding> = image
         .all_findings()
         .into_iter()
         .filter(|finding| !finding.repairable)
-        .count();
-    (unrepairable > 0).then(|| format!("{unrepairable} finding(s) cannot be repaired safely"))
+        .collect();
+    unrepairable.first().map(|first| {
+        format!(
+            "{} finding(s) cannot be repaired safely (first: {first}); nothing was written",
+            unrepairable.len()
+        )
+    })
 }
 
+/// Commits the state the image describes (free list rebuilt, orphans named, broken
+/// chains rewritten for the truncated files) and rewrites both super block slots.
 fn repair_image(
     device: &mut dyn BlockDevice,
     image: LoadedImage,
-) -> Result<Vec<String>, FsckError> {
-    let repaired: Vec<String> = image
-        .all_findings()
+    report: &mut FsckReport,
+) -> Result<(), FsckError> {
+    let mut repaired: Vec<String> = report
+        .findings
         .iter()
+        .skip(usize::from(report.slot_fallback.is_some()))
         .map(|finding| format!("fixed: {finding}"))
         .collect();
+    let truncated: Vec<u64> = image.damaged_chains.keys().copied().collect();
     let mut state = State::from_image(image, device.clock(), true);
+    for inode_number in truncated {
+        let node = state
+            .files
+            .get_mut(&inode_number)
+            .expect("a truncated file is kept");
+        node.map_changed = true;
+    }
+    for lost in &mut report.lost_files {
+        if let LostFileOutcome::Renamed { to } = &mut lost.outcome {
+            *to = state.files[&lost.inode_number].name.to_string();
+        }
+    }
     state.changed_since_commit = true;
     commit(&mut state, device)?;
     let super_block = state
@@ -234,7 +668,54 @@ fn repair_image(
     write_super_block(device, &state.geometry, other_slot, &super_block)
         .map_err(FsckError::Device)?;
     flush_device(device).map_err(FsckError::Device)?;
-    Ok(repaired)
+    if let Some(fallback) = &report.slot_fallback {
+        repaired.insert(0, fallback_repair_line(fallback));
+        repaired.extend(
+            fallback
+                .lost_changes
+                .iter()
+                .flatten()
+                .map(|line| format!("lost with the dropped commit: {line}")),
+        );
+    }
+    repaired.extend(report.lost_files.iter().map(|lost| format!("{lost}")));
+    repaired.push(format!(
+        "wrote commit {} ({} file(s))",
+        state.committed.sequence,
+        state.files.len()
+    ));
+    report.repaired = repaired;
+    Ok(())
+}
+
+/// The repair's line for a fallback: what was dropped, or why nothing was.
+fn fallback_repair_line(fallback: &SlotFallback) -> String {
+    let damage = &fallback.damage;
+    let rewrote = format!(
+        "fixed: super block slot {} ({}) rewritten",
+        damage.slot, damage.problem
+    );
+    if !fallback.drops_a_commit {
+        return format!("{rewrote}; nothing lost");
+    }
+    let dropped = damage
+        .claimed_sequence
+        .map_or("the commit it held".to_string(), |sequence| {
+            format!("commit {sequence}")
+        });
+    let differences = match (&fallback.lost_changes, &fallback.unknown_reason) {
+        (Some(changes), _) => format!("{} file(s) differ, listed below", changes.len()),
+        (None, reason) => format!(
+            "which files differ cannot be told: {}",
+            reason
+                .as_deref()
+                .unwrap_or("the dropped commit cannot be read")
+        ),
+    };
+    format!(
+        "{rewrote}: fell back to commit {} and dropped {dropped} ({differences})",
+        damage.fallback_sequence
+    )
 }
 
 /// What fsck does beyond checking the metadata.

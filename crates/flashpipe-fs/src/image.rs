@@ -21,6 +21,11 @@ use crate::layout::{
 };
 use crate::name::name_problem;
 
+/// Offset of the super block's checksum field (docs/format.md, "Super block").
+const SUPER_BLOCK_CHECKSUM_OFFSET: usize = 12;
+/// Offset of the super block's reserved bytes, zero in format version 1.
+const SUPER_BLOCK_RESERVED_OFFSET: usize = 112;
+
 /// Most table blocks read in one batch (bounds memory on huge file systems).
 const TABLE_READ_BATCH_BLOCKS: usize = 4096;
 /// Most findings of one kind listed one by one for block accounting.
@@ -47,8 +52,15 @@ pub enum LoadFailure {
         /// Device block size.
         device_block_size_bytes: u32,
     },
-    /// Both slots carry the magic but neither is valid.
-    NoValidSuperBlock(Vec<Finding>),
+    /// Neither slot is valid (and at least one carries the magic).
+    NoValidSuperBlock {
+        /// Each slot's problem.
+        findings: Vec<Finding>,
+        /// Each damaged slot's super block decoded with its reserved bytes cleared and
+        /// its checksum recomputed, by slot, when its fields are then sane (`fsck
+        /// --repair` may rebuild from one whose commit loads without a finding).
+        salvaged: Vec<(u64, SuperBlock)>,
+    },
     /// The device failed.
     Device(DeviceError),
 }
@@ -86,8 +98,9 @@ pub struct LoadedImage {
     pub geometry: Geometry,
     /// The super block in use.
     pub super_block: SuperBlock,
-    /// A problem with the other slot (mount heals it by rewriting it).
-    pub other_slot_finding: Option<Finding>,
+    /// The other slot, when it is damaged (the mount refuses; `fsck --repair` falls back
+    /// to the slot in use and rewrites it).
+    pub damaged_slot: Option<DamagedSlot>,
     /// Every other problem.
     pub findings: Vec<Finding>,
     /// Files by inode number.
@@ -98,17 +111,53 @@ pub struct LoadedImage {
     pub checkpoint_blocks: Vec<u64>,
     /// True when every file's name, record and chain loaded.
     pub files_complete: bool,
-    /// Blocks in use by metadata and files (complete only when `files_complete`).
+    /// True when the checkpoint map could not be read: no table was loaded at all.
+    pub checkpoint_map_lost: bool,
+    /// Names whose inode has no record (its inode table block was damaged, or the name
+    /// is wrong): `fsck --repair` drops them.
+    pub dangling_names: Vec<DanglingName>,
+    /// Files whose indirect chain is damaged, by inode number: each is loaded truncated
+    /// to the pointers read before the damaged block.
+    pub damaged_chains: BTreeMap<u64, ChainDamage>,
+    /// Name table blocks that could not be read (their files load without names).
+    pub lost_name_table_blocks: Vec<u64>,
+    /// Inode table blocks that could not be read (their files are gone).
+    pub lost_inode_table_blocks: Vec<u64>,
+    /// Blocks in use by metadata and the files that loaded (unless the map was lost).
     pub used_blocks: BlockBits,
 }
 
+/// A name table entry that names an inode without a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DanglingName {
+    /// The name.
+    pub name: Box<str>,
+    /// The inode number it points at.
+    pub inode_number: u64,
+    /// The name table block holding it.
+    pub block: u64,
+}
+
+/// Where a file's indirect chain broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainDamage {
+    /// The damaged indirect block.
+    pub block: u64,
+    /// Its position in the chain (0 = the first indirect block).
+    pub position: u64,
+    /// The file's size as recorded, before the truncation to what could be read.
+    pub recorded_size_bytes: u64,
+    /// What is wrong with the block.
+    pub problem: String,
+}
+
 impl LoadedImage {
-    /// The findings including the other slot's.
+    /// The findings including the damaged slot's.
     pub fn all_findings(&self) -> Vec<Finding> {
-        self.other_slot_finding
+        self.damaged_slot
             .iter()
-            .chain(self.findings.iter())
-            .cloned()
+            .map(damaged_slot_finding)
+            .chain(self.findings.iter().cloned())
             .collect()
     }
 }
@@ -142,9 +191,38 @@ impl BlockBits {
     }
 }
 
+/// The finding that reports a damaged slot (repairable: `fsck --repair` falls back).
+fn damaged_slot_finding(damage: &DamagedSlot) -> Finding {
+    let remedy = if damage.may_hold_newer_commit() {
+        format!(
+            "`flashpipe fsck --repair` falls back to commit {} and rewrites the slot",
+            damage.fallback_sequence
+        )
+    } else {
+        "`flashpipe fsck --repair` rewrites the slot".to_string()
+    };
+    Finding::new(
+        Structure::SuperBlock,
+        Some(damage.slot),
+        format!("{}: {remedy}", damage.describe()),
+        true,
+    )
+}
+
 /// Loads and checks the image on `device`.
 pub fn load_image(device: &mut dyn BlockDevice) -> Result<LoadedImage, LoadFailure> {
-    let (super_block, other_slot_finding) = choose_super_block(device)?;
+    let (super_block, damaged_slot) = choose_super_block(device)?;
+    let mut image = load_image_of(device, super_block)?;
+    image.damaged_slot = damaged_slot;
+    Ok(image)
+}
+
+/// Loads and checks the commit `super_block` describes (which need not be a slot's:
+/// fsck loads a damaged slot's salvaged super block to tell what a fallback loses).
+pub fn load_image_of(
+    device: &mut dyn BlockDevice,
+    super_block: SuperBlock,
+) -> Result<LoadedImage, LoadFailure> {
     let geometry = check_device_fits(device, &super_block)?;
     let mut loader = Loader {
         geometry,
@@ -156,17 +234,27 @@ pub fn load_image(device: &mut dyn BlockDevice) -> Result<LoadedImage, LoadFailu
         checkpoint_blocks: Vec::new(),
         files_complete: true,
         free_list_complete: true,
+        checkpoint_map_lost: false,
+        dangling_names: Vec::new(),
+        damaged_chains: BTreeMap::new(),
+        lost_name_table_blocks: Vec::new(),
+        lost_inode_table_blocks: Vec::new(),
     };
     let used_blocks = loader.load(device)?;
     Ok(LoadedImage {
         geometry,
         super_block: loader.super_block,
-        other_slot_finding,
+        damaged_slot: None,
         findings: loader.findings,
         files: loader.files,
         free_extents: loader.free_extents,
         checkpoint_blocks: loader.checkpoint_blocks,
         files_complete: loader.files_complete,
+        checkpoint_map_lost: loader.checkpoint_map_lost,
+        dangling_names: loader.dangling_names,
+        damaged_chains: loader.damaged_chains,
+        lost_name_table_blocks: loader.lost_name_table_blocks,
+        lost_inode_table_blocks: loader.lost_inode_table_blocks,
         used_blocks,
     })
 }
@@ -187,47 +275,81 @@ fn read_super_bytes(device: &mut dyn BlockDevice, byte_offset: u64) -> Result<Io
 
 type SlotResult = Result<SuperBlock, SuperBlockProblem>;
 
+/// One slot as read: its decoding and its first 512 bytes (for a damaged slot's report).
+struct SlotRead {
+    decoded: SlotResult,
+    bytes: Vec<u8>,
+    byte_offset: u64,
+}
+
+impl SlotRead {
+    fn absent() -> SlotRead {
+        SlotRead {
+            decoded: Err(SuperBlockProblem::NoMagic),
+            bytes: Vec::new(),
+            byte_offset: 0,
+        }
+    }
+
+    /// The salvaged super block of a damaged slot, when it is sane and its block size
+    /// puts slot 1 where it was read.
+    fn salvaged(&self, slot: u64) -> Option<(u64, SuperBlock)> {
+        if matches!(self.decoded, Err(SuperBlockProblem::NoMagic)) {
+            return None;
+        }
+        let super_block = salvage_super_block(&self.bytes)?;
+        let where_expected = slot * u64::from(super_block.fs_block_size_bytes);
+        (where_expected == self.byte_offset).then_some((slot, super_block))
+    }
+}
+
 /// Slot 0, and slot 1 at the block size slot 0 names or, when slot 0 is unusable, at each
 /// possible block size.
-fn read_slots(
-    device: &mut dyn BlockDevice,
-) -> Result<(SlotResult, Option<SlotResult>), LoadFailure> {
+fn read_slots(device: &mut dyn BlockDevice) -> Result<(SlotRead, Option<SlotRead>), LoadFailure> {
     let device_size = device.info().size_bytes();
     let device_block_size = device.info().block_size_bytes;
     if device_size < 2 * u64::from(MIN_FS_BLOCK_SIZE_BYTES.max(device_block_size)) {
         return Err(LoadFailure::NotFormatted);
     }
-    let slot_zero = SuperBlock::decode(&read_super_bytes(device, 0)?);
-    if let Err(SuperBlockProblem::NewerVersion(found)) = slot_zero {
-        return Err(LoadFailure::NewerVersion { found });
-    }
-    let candidate_sizes: Vec<u32> = match &slot_zero {
+    let slot_zero = read_slot(device, 0)?;
+    let candidate_sizes: Vec<u32> = match &slot_zero.decoded {
         Ok(super_block) => vec![super_block.fs_block_size_bytes],
         Err(_) => (MIN_FS_BLOCK_SIZE_BYTES.trailing_zeros()
             ..=MAX_FS_BLOCK_SIZE_BYTES.trailing_zeros())
             .map(|shift| 1u32 << shift)
             .collect(),
     };
-    let mut slot_one = None;
+    let mut slot_one: Option<SlotRead> = None;
     for block_size in candidate_sizes {
         let offset = u64::from(block_size);
         if block_size % device_block_size != 0 || 2 * offset > device_size {
             continue;
         }
-        let decoded = SuperBlock::decode(&read_super_bytes(device, offset)?);
-        if let Err(SuperBlockProblem::NewerVersion(found)) = decoded {
-            return Err(LoadFailure::NewerVersion { found });
-        }
-        let usable = matches!(&decoded, Ok(found) if found.fs_block_size_bytes == block_size);
-        let has_magic = !matches!(decoded, Err(SuperBlockProblem::NoMagic));
-        if usable || (slot_one.is_none() && has_magic) || slot_zero.is_ok() {
-            slot_one = Some(decoded);
+        let read = read_slot(device, offset)?;
+        let usable = matches!(&read.decoded, Ok(found) if found.fs_block_size_bytes == block_size);
+        let has_magic = !matches!(read.decoded, Err(SuperBlockProblem::NoMagic));
+        if usable || (slot_one.is_none() && has_magic) || slot_zero.decoded.is_ok() {
+            slot_one = Some(read);
         }
         if usable {
             break;
         }
     }
     Ok((slot_zero, slot_one))
+}
+
+/// Reads and decodes the slot at `byte_offset`; a newer version stops everything.
+fn read_slot(device: &mut dyn BlockDevice, byte_offset: u64) -> Result<SlotRead, LoadFailure> {
+    let bytes = read_super_bytes(device, byte_offset)?[..SUPER_BLOCK_SIZE_BYTES].to_vec();
+    let decoded = SuperBlock::decode(&bytes);
+    if let Err(SuperBlockProblem::NewerVersion(found)) = decoded {
+        return Err(LoadFailure::NewerVersion { found });
+    }
+    Ok(SlotRead {
+        decoded,
+        bytes,
+        byte_offset,
+    })
 }
 
 fn slot_finding(slot: u64, problem: String) -> Finding {
@@ -239,31 +361,113 @@ fn slot_finding(slot: u64, problem: String) -> Finding {
     )
 }
 
-/// Picks the valid slot with the larger sequence; reports the other slot's problem.
-fn choose_super_block(
-    device: &mut dyn BlockDevice,
-) -> Result<(SuperBlock, Option<Finding>), LoadFailure> {
+/// A super block slot that is not valid (or disagrees with the other) while the other
+/// slot is valid: the mount refuses it, fsck reports it, and only `fsck --repair`
+/// falls back to the valid slot's commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedSlot {
+    /// The damaged slot (0 or 1).
+    pub slot: u64,
+    /// What is wrong with it.
+    pub problem: String,
+    /// The commit sequence its bytes claim (offset 32), when it carries the magic; not
+    /// to be trusted, since the slot is damaged.
+    pub claimed_sequence: Option<u64>,
+    /// The valid slot (the one a fallback uses).
+    pub fallback_slot: u64,
+    /// The commit the valid slot holds.
+    pub fallback_sequence: u64,
+    /// The damaged slot decoded with its checksum recomputed and its reserved bytes
+    /// cleared, when its fields are sane then: the commit it probably held.
+    pub salvaged: Option<SuperBlock>,
+}
+
+impl DamagedSlot {
+    /// True unless the slot provably held an older commit than the fallback: its claimed
+    /// sequence is unknown or larger. (A claimed sequence that is smaller is believed
+    /// only as far as the damage allows; the mount refuses either way.)
+    pub fn may_hold_newer_commit(&self) -> bool {
+        self.claimed_sequence
+            .is_none_or(|claimed| claimed > self.fallback_sequence)
+    }
+
+    /// One sentence: the damage, what the slot claims, and the commit a fallback uses.
+    pub fn describe(&self) -> String {
+        let claim = match self.claimed_sequence {
+            None => "it may have held a newer commit".to_string(),
+            Some(claimed) if claimed > self.fallback_sequence => {
+                format!("it claims commit {claimed}, newer than the commit in use")
+            }
+            Some(claimed) => format!(
+                "it claims commit {claimed}, not newer than commit {}",
+                self.fallback_sequence
+            ),
+        };
+        format!(
+            "super block slot {} is damaged ({}); {claim}; slot {} holds commit {}",
+            self.slot, self.problem, self.fallback_slot, self.fallback_sequence
+        )
+    }
+
+    fn new(slot: u64, problem: String, read: &SlotRead, fallback: &SuperBlock) -> DamagedSlot {
+        let has_magic = !matches!(read.decoded, Err(SuperBlockProblem::NoMagic));
+        DamagedSlot {
+            slot,
+            problem,
+            claimed_sequence: has_magic.then(|| read_u64(&read.bytes, 32)),
+            fallback_slot: 1 - slot,
+            fallback_sequence: fallback.commit_sequence,
+            salvaged: has_magic
+                .then(|| salvage_super_block(&read.bytes))
+                .flatten(),
+        }
+    }
+}
+
+/// Decodes damaged super block bytes after clearing the reserved bytes and recomputing
+/// the checksum: the commit the slot probably held, when its fields are sane.
+fn salvage_super_block(bytes: &[u8]) -> Option<SuperBlock> {
+    let mut copy = bytes.get(..SUPER_BLOCK_SIZE_BYTES)?.to_vec();
+    copy[SUPER_BLOCK_RESERVED_OFFSET..].fill(0);
+    copy[SUPER_BLOCK_CHECKSUM_OFFSET..SUPER_BLOCK_CHECKSUM_OFFSET + 4].fill(0);
+    let checksum = crc32c::crc32c(&copy);
+    copy[SUPER_BLOCK_CHECKSUM_OFFSET..SUPER_BLOCK_CHECKSUM_OFFSET + 4]
+        .copy_from_slice(&checksum.to_le_bytes());
+    SuperBlock::decode(&copy).ok()
+}
+
+/// The chosen super block, and the other slot's damage when it is not a valid older
+/// or equal twin.
+type ChosenSuperBlock = (SuperBlock, Option<DamagedSlot>);
+
+/// Picks the valid slot with the larger sequence; describes the other slot's damage.
+fn choose_super_block(device: &mut dyn BlockDevice) -> Result<ChosenSuperBlock, LoadFailure> {
     let (slot_zero, slot_one) = read_slots(device)?;
-    let slot_one = slot_one.unwrap_or(Err(SuperBlockProblem::NoMagic));
-    match (slot_zero, slot_one) {
+    let slot_one = slot_one.unwrap_or_else(SlotRead::absent);
+    match (&slot_zero.decoded, &slot_one.decoded) {
         (Ok(zero), Ok(one)) => {
-            let (chosen, other, other_slot) = if one.commit_sequence > zero.commit_sequence {
-                (one, zero, 0)
-            } else {
-                (zero, one, 1)
-            };
-            let finding = (other.fs_block_size_bytes != chosen.fs_block_size_bytes
+            let (chosen, other, other_slot, other_read) =
+                if one.commit_sequence > zero.commit_sequence {
+                    (one, zero, 0, &slot_zero)
+                } else {
+                    (zero, one, 1, &slot_one)
+                };
+            let damage = (other.fs_block_size_bytes != chosen.fs_block_size_bytes
                 || other.fs_block_count != chosen.fs_block_count)
                 .then(|| {
-                    slot_finding(
-                        other_slot,
-                        "geometry differs from the other slot".to_string(),
-                    )
+                    let problem = "its geometry differs from the other slot's".to_string();
+                    DamagedSlot::new(other_slot, problem, other_read, chosen)
                 });
-            Ok((chosen, finding))
+            Ok((chosen.clone(), damage))
         }
-        (Ok(zero), Err(problem)) => Ok((zero, Some(slot_finding(1, problem.to_string())))),
-        (Err(problem), Ok(one)) => Ok((one, Some(slot_finding(0, problem.to_string())))),
+        (Ok(zero), Err(problem)) => {
+            let damage = DamagedSlot::new(1, problem.to_string(), &slot_one, zero);
+            Ok((zero.clone(), Some(damage)))
+        }
+        (Err(problem), Ok(one)) => {
+            let damage = DamagedSlot::new(0, problem.to_string(), &slot_zero, one);
+            Ok((one.clone(), Some(damage)))
+        }
         (Err(SuperBlockProblem::NoMagic), Err(SuperBlockProblem::NoMagic)) => {
             Err(LoadFailure::NotFormatted)
         }
@@ -275,7 +479,11 @@ fn choose_super_block(
             for finding in &mut findings {
                 finding.repairable = false;
             }
-            Err(LoadFailure::NoValidSuperBlock(findings))
+            let salvaged = [(0, &slot_zero), (1, &slot_one)]
+                .into_iter()
+                .filter_map(|(slot, read)| read.salvaged(slot))
+                .collect();
+            Err(LoadFailure::NoValidSuperBlock { findings, salvaged })
         }
     }
 }
@@ -325,6 +533,11 @@ struct Loader {
     checkpoint_blocks: Vec<u64>,
     files_complete: bool,
     free_list_complete: bool,
+    checkpoint_map_lost: bool,
+    dangling_names: Vec<DanglingName>,
+    damaged_chains: BTreeMap<u64, ChainDamage>,
+    lost_name_table_blocks: Vec<u64>,
+    lost_inode_table_blocks: Vec<u64>,
 }
 
 impl Loader {
@@ -347,15 +560,14 @@ impl Loader {
         let mut used = BlockBits::new(self.geometry.fs_block_count);
         let Some((map_blocks, table_addresses)) = self.load_map(device)? else {
             self.files_complete = false;
+            self.checkpoint_map_lost = true;
             return Ok(used);
         };
         self.load_tables(device, &table_addresses)?;
         self.resolve_names();
         self.load_chains(device)?;
         self.check_counts();
-        if self.files_complete {
-            self.account_blocks(&mut used, &map_blocks, &table_addresses);
-        }
+        self.account_blocks(&mut used, &map_blocks, &table_addresses);
         self.checkpoint_blocks = table_addresses.into_iter().chain(map_blocks).collect();
         Ok(used)
     }
@@ -484,14 +696,32 @@ impl Loader {
         }
     }
 
+    /// A table block that cannot be used: a free list block costs the free list (rebuilt
+    /// by repair from the blocks in use); a name table block costs its files' names
+    /// (they become orphans); an inode table block costs its files (their names dangle).
     fn table_block_lost(&mut self, structure: Structure, block: u64, problem: String) {
-        let free_list = structure == Structure::FreeList;
-        if free_list {
-            self.free_list_complete = false;
-        } else {
-            self.files_complete = false;
-        }
-        self.find(structure, Some(block), problem, free_list);
+        let consequence = match structure {
+            Structure::FreeList => {
+                self.free_list_complete = false;
+                "the free list is rebuilt from the blocks in use by `flashpipe fsck --repair`"
+            }
+            Structure::NameTable => {
+                self.files_complete = false;
+                self.lost_name_table_blocks.push(block);
+                "the names it holds are lost; `flashpipe fsck --repair` keeps their files as lost+found.<inode>"
+            }
+            _ => {
+                self.files_complete = false;
+                self.lost_inode_table_blocks.push(block);
+                "the files it describes are lost; `flashpipe fsck --repair` drops their names"
+            }
+        };
+        self.find(
+            structure,
+            Some(block),
+            format!("{problem}: {consequence}"),
+            true,
+        );
     }
 
     fn parse_names(&mut self, payload: &[u8], entry_count: u32, block: u64) -> Result<(), String> {
@@ -638,11 +868,21 @@ impl Loader {
             }
             match self.files.get_mut(&entry.inode_number) {
                 None => {
+                    let cause = if self.lost_inode_table_blocks.is_empty() {
+                        ""
+                    } else {
+                        " (lost with a damaged inode table block)"
+                    };
                     let problem = format!(
-                        "name {:?} points at inode {}, which has no record",
+                        "name {:?} points at inode {}, which has no record{cause}",
                         entry.name, entry.inode_number
                     );
                     self.find(Structure::NameTable, Some(entry.block), problem, true);
+                    self.dangling_names.push(DanglingName {
+                        name: entry.name,
+                        inode_number: entry.inode_number,
+                        block: entry.block,
+                    });
                 }
                 Some(file) if file.name.is_some() => {
                     let problem = format!(
@@ -654,17 +894,19 @@ impl Loader {
                 Some(file) => file.name = Some(entry.name),
             }
         }
-        if !self.files_complete {
-            return;
-        }
         let orphans: Vec<u64> = self
             .files
             .iter()
             .filter(|(_, file)| file.name.is_none())
             .map(|(&inode, _)| inode)
             .collect();
+        let cause = if self.lost_name_table_blocks.is_empty() {
+            ""
+        } else {
+            " (its name may have been in a damaged name table block)"
+        };
         for inode_number in orphans {
-            let problem = format!("inode {inode_number} has no name (orphan)");
+            let problem = format!("inode {inode_number} has no name (orphan){cause}");
             self.find(Structure::InodeTable, None, problem, true);
         }
     }
@@ -691,15 +933,7 @@ impl Loader {
                 match step {
                     Ok(Some(next)) => next_round.push((inode_number, next)),
                     Ok(None) => {}
-                    Err(problem) => {
-                        self.files_complete = false;
-                        self.find(
-                            Structure::IndirectBlock,
-                            Some(block),
-                            format!("inode {inode_number}: {problem}"),
-                            false,
-                        );
-                    }
+                    Err(problem) => self.chain_damaged(inode_number, block, problem),
                 }
             }
             walking = next_round;
@@ -758,6 +992,7 @@ impl Loader {
                 header.next_block
             ));
         }
+        let mut entries = Vec::with_capacity(header.entry_count as usize);
         for slot in 0..header.entry_count as usize {
             let offset = METADATA_HEADER_BYTES + entry_bytes * slot;
             let (pointer, checksum) = read_pointer_entry(buffer, offset, version)
@@ -765,11 +1000,49 @@ impl Loader {
             if pointer != 0 && !(FIRST_ALLOCATABLE_BLOCK..fs_block_count).contains(&pointer) {
                 return Err(format!("pointer {slot} = {pointer} out of range"));
             }
+            entries.push((pointer, checksum));
+        }
+        for (pointer, checksum) in entries {
             file.pointers.push(pointer);
             file.checksums.push(checksum);
         }
         file.indirect_chain.push(block);
         Ok((!is_last).then_some(header.next_block))
+    }
+
+    /// A chain block that cannot be used: the file keeps the whole blocks mapped before
+    /// it (its direct pointers and the chain blocks read so far) and is truncated there.
+    fn chain_damaged(&mut self, inode_number: u64, block: u64, problem: String) {
+        self.files_complete = false;
+        let block_bytes = self.geometry.block_bytes();
+        let file = self
+            .files
+            .get_mut(&inode_number)
+            .expect("a damaged chain belongs to a loaded file");
+        let position = file.indirect_chain.len() as u64;
+        let recorded_size_bytes = file.size_bytes;
+        let kept_size_bytes = file.pointers.len() as u64 * block_bytes;
+        assert!(kept_size_bytes < recorded_size_bytes);
+        file.size_bytes = kept_size_bytes;
+        let name = file
+            .name
+            .as_deref()
+            .map_or(String::new(), |name| format!(" ({name:?})"));
+        let finding = format!(
+            "inode {inode_number}{name}: indirect block at chain position {position}: {problem}: \
+             the file keeps its first {kept_size_bytes} of {recorded_size_bytes} bytes \
+             (`flashpipe fsck --repair` truncates it there)"
+        );
+        self.find(Structure::IndirectBlock, Some(block), finding, true);
+        self.damaged_chains.insert(
+            inode_number,
+            ChainDamage {
+                block,
+                position,
+                recorded_size_bytes,
+                problem,
+            },
+        );
     }
 
     fn check_counts(&mut self) {
@@ -849,7 +1122,7 @@ impl Loader {
             }
         }
         self.findings.extend(doubly_used);
-        if self.free_list_complete {
+        if self.free_list_complete && self.files_complete {
             self.compare_with_free_list(used);
         }
     }

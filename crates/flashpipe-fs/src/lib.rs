@@ -52,6 +52,10 @@ pub use error::{
     NamespaceError,
 };
 pub use filesystem::{FileId, FileStat, Filesystem, FormatOptions, FsStats};
-pub use fsck::{fsck, fsck_with_options, Finding, FsckOptions, FsckReport, Structure};
+pub use fsck::{
+    fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,
+    SlotFallback, Structure,
+};
+pub use image::DamagedSlot;
 pub use io::MAX_REQUEST_BYTES;
 pub use name::name_problem;

@@ -28,12 +28,19 @@ pub struct OpenFlags {
     pub direct_io: bool,
     /// Create the file when it does not exist.
     pub create: bool,
+    /// Open for reading only (`O_RDONLY`): the file is never written, not even its
+    /// access bookkeeping beyond what the kernel does for any reader.
+    pub read_only: bool,
 }
 
-/// Opens `path` read-write with the given flags.
+/// Opens `path` with the given flags: read-write, or read-only (`O_RDONLY`, never
+/// created) when `flags.read_only`.
 pub fn open_read_write(path: &Path, flags: OpenFlags) -> io::Result<File> {
     let mut options = OpenOptions::new();
-    options.read(true).write(true).create(flags.create);
+    options
+        .read(true)
+        .write(!flags.read_only)
+        .create(flags.create && !flags.read_only);
     if flags.direct_io {
         options.custom_flags(libc::O_DIRECT);
     }

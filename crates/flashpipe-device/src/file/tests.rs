@@ -19,6 +19,7 @@ fn config(path: &Path, engine: FileEngine, queue_depth: u32) -> FileDeviceConfig
         create_size_bytes: Some(TEST_BLOCK_COUNT * u64::from(DEFAULT_BLOCK_SIZE_BYTES)),
         engine,
         direct_io: true,
+        read_only: false,
     }
 }
 
@@ -439,4 +440,92 @@ fn copies_by_reference_clone_ranges_where_the_file_system_can() {
             Box::new(device)
         });
     }
+}
+
+/// A read-only open reads what is there and refuses every change with
+/// [`DeviceErrorKind::ReadOnly`]; a flush completes; the file's bytes never change.
+#[test]
+fn a_read_only_device_reads_and_refuses_every_change() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("read-only.img");
+    let block_bytes = DEFAULT_BLOCK_SIZE_BYTES as usize;
+    let written: Vec<u8> = (0..2 * block_bytes)
+        .map(|index| (index % 251) as u8)
+        .collect();
+    {
+        let mut device = FileDevice::open(config(&path, FileEngine::Auto, 4)).unwrap();
+        let buffer = IoBuf::from_slice(&written);
+        run_one(
+            &mut device,
+            Operation::Write {
+                first_block: 3,
+                buffer,
+            },
+        )
+        .unwrap();
+        run_one(&mut device, Operation::Flush).unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let mut permissions = std::fs::metadata(&path).unwrap().permissions();
+    permissions.set_readonly(true);
+    std::fs::set_permissions(&path, permissions).unwrap();
+    for engine in [
+        FileEngine::IoUring,
+        FileEngine::ThreadPool,
+        FileEngine::Auto,
+    ] {
+        let mut device = FileDevice::open(FileDeviceConfig {
+            read_only: true,
+            create_size_bytes: None,
+            ..config(&path, engine, 4)
+        })
+        .unwrap();
+        assert!(device.is_read_only());
+        let completion = run_one(
+            &mut device,
+            Operation::Read {
+                first_block: 3,
+                buffer: IoBuf::zeroed(2 * block_bytes),
+            },
+        )
+        .unwrap();
+        assert!(completion.buffer.unwrap()[..] == written[..]);
+        let refused = [
+            Operation::Write {
+                first_block: 0,
+                buffer: IoBuf::zeroed(block_bytes),
+            },
+            Operation::Trim {
+                first_block: 0,
+                block_count: 1,
+            },
+            Operation::CopyByReference {
+                source_first_block: 3,
+                destination_first_block: 0,
+                block_count: 1,
+            },
+        ];
+        for operation in refused {
+            let rejected = device
+                .submit(Request { tag: 7, operation })
+                .expect_err("a read-only device refuses changes");
+            assert!(
+                matches!(rejected.error.kind, DeviceErrorKind::ReadOnly { .. }),
+                "{}",
+                rejected.error
+            );
+            assert!(rejected.error.to_string().contains("read-only"));
+        }
+        run_one(&mut device, Operation::Flush).unwrap();
+        assert_eq!(device.in_flight(), 0);
+    }
+    assert!(std::fs::read(&path).unwrap() == before, "the file changed");
+    let error = FileDevice::open(FileDeviceConfig {
+        read_only: true,
+        ..config(&folder.path().join("new.img"), FileEngine::Auto, 4)
+    })
+    .err()
+    .unwrap();
+    assert!(error.to_string().contains("read-only"), "{error}");
+    assert!(!folder.path().join("new.img").exists());
 }

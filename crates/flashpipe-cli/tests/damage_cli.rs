@@ -1,0 +1,183 @@
+//! Damage through the `flashpipe` binary (issue 10, items 3 and 6): one flipped byte in
+//! the newest super block slot makes every command refuse with a message naming the
+//! damage and the commit it could fall back to, and no command (ls, stat, cat, get, df,
+//! fsck) changes a byte of the image; `fsck --repair` falls back and lists what is
+//! lost. One damaged name table block costs only names: repair keeps every file.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{flashpipe, fresh_folder, succeed};
+
+const BLOCK_SIZE: usize = 16384;
+const SMALL_FILE_COUNT: usize = 43;
+
+fn text(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// A one-device store holding 43 files put in one command (commit 2) and "extra" put
+/// after them (commit 3, in super block slot 1).
+fn make_store(folder: &Path) -> (PathBuf, PathBuf) {
+    let store = folder.join("s.toml");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        "a.img",
+        "--size",
+        "16MiB",
+        "--block-size",
+        "16KiB",
+        text(&store),
+    ]);
+    let source = folder.join("files");
+    std::fs::create_dir_all(&source).unwrap();
+    for index in 1..=SMALL_FILE_COUNT {
+        std::fs::write(source.join(format!("f{index}")), format!("file {index}\n")).unwrap();
+    }
+    succeed(&["put", text(&store), text(&source)]);
+    std::fs::write(folder.join("extra"), b"the newest file\n").unwrap();
+    succeed(&["put", text(&store), text(&folder.join("extra"))]);
+    (store, folder.join("a.img"))
+}
+
+fn flip_byte(image: &Path, offset: usize) {
+    let mut bytes = std::fs::read(image).unwrap();
+    bytes[offset] ^= 0xff;
+    std::fs::write(image, bytes).unwrap();
+}
+
+/// Runs a command expected to fail; returns its standard output and error together.
+fn fails(arguments: &[&str]) -> String {
+    let output = flashpipe(arguments);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "flashpipe {arguments:?} should fail: {stdout}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    format!("{stdout}{stderr}")
+}
+
+fn file_names(store: &Path) -> Vec<String> {
+    let json: serde_json::Value =
+        serde_json::from_str(&succeed(&["ls", text(store), "--json"])).unwrap();
+    json.as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_flipped_byte_in_the_newest_slot_changes_nothing_until_repair_falls_back() {
+    let folder = fresh_folder("damaged-newest-slot");
+    let (store, image) = make_store(&folder);
+    assert_eq!(file_names(&store).len(), SMALL_FILE_COUNT + 1);
+    flip_byte(&image, BLOCK_SIZE + 200);
+    let before = std::fs::read(&image).unwrap();
+    let fetched = folder.join("fetched");
+    let store_text = text(&store);
+    let refused: [&[&str]; 5] = [
+        &["ls", store_text],
+        &["stat", store_text, "f1"],
+        &["cat", store_text, "f1"],
+        &["get", store_text, "f1", text(&fetched)],
+        &["df", store_text],
+    ];
+    for arguments in refused {
+        let message = fails(arguments);
+        for expected in ["slot 1 is damaged", "commit 2", "fsck --repair"] {
+            assert!(
+                message.contains(expected),
+                "flashpipe {arguments:?}: {message} lacks {expected:?}"
+            );
+        }
+        assert!(
+            std::fs::read(&image).unwrap() == before,
+            "flashpipe {arguments:?} changed the image"
+        );
+    }
+    assert!(!fetched.exists(), "get left a file behind");
+    let checked = fails(&["fsck", store_text]);
+    assert!(
+        checked.contains("falls back to commit 2") && checked.contains("\"extra\""),
+        "{checked}"
+    );
+    assert!(
+        std::fs::read(&image).unwrap() == before,
+        "fsck changed the image"
+    );
+
+    let repaired = succeed(&["fsck", "--repair", store_text]);
+    assert!(
+        repaired.contains("dropped commit 3") && repaired.contains("\"extra\""),
+        "{repaired}"
+    );
+    let names = file_names(&store);
+    assert_eq!(names.len(), SMALL_FILE_COUNT, "{names:?}");
+    assert!(!names.contains(&"extra".to_string()));
+    assert!(succeed(&["fsck", store_text]).contains("clean"));
+    assert_eq!(succeed(&["cat", store_text, "f7"]), "file 7\n");
+}
+
+/// The first block of the last commit's name table: the block that starts with the
+/// `NTBL` kind and carries commit sequence `sequence`.
+fn name_table_block(image: &[u8], sequence: u64) -> usize {
+    (2..image.len() / BLOCK_SIZE)
+        .find(|&block| {
+            let start = block * BLOCK_SIZE;
+            image[start..start + 4] == *b"NTBL"
+                && image[start + 8..start + 16] == sequence.to_le_bytes()
+        })
+        .expect("a name table block")
+}
+
+#[test]
+fn a_damaged_name_table_block_costs_names_not_files() {
+    let folder = fresh_folder("damaged-name-table");
+    let (store, image) = make_store(&folder);
+    let block = name_table_block(&std::fs::read(&image).unwrap(), 3);
+    flip_byte(&image, block * BLOCK_SIZE + 60);
+    let before = std::fs::read(&image).unwrap();
+    let message = fails(&["ls", text(&store)]);
+    assert!(
+        message.contains("name table") && message.contains("fsck --repair"),
+        "{message}"
+    );
+    assert!(std::fs::read(&image).unwrap() == before);
+    let repaired = succeed(&["fsck", "--repair", text(&store)]);
+    assert!(repaired.contains("lost+found."), "{repaired}");
+    let names = file_names(&store);
+    assert_eq!(names.len(), SMALL_FILE_COUNT + 1, "{names:?}");
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+    let mut contents: Vec<String> = names
+        .iter()
+        .map(|name| succeed(&["cat", text(&store), name]))
+        .collect();
+    contents.sort();
+    let mut expected: Vec<String> = (1..=SMALL_FILE_COUNT)
+        .map(|index| format!("file {index}\n"))
+        .chain(["the newest file\n".to_string()])
+        .collect();
+    expected.sort();
+    assert_eq!(contents, expected);
+}
+
+#[test]
+fn with_both_slots_damaged_repair_refuses_instead_of_emptying_the_store() {
+    let folder = fresh_folder("damaged-both-slots");
+    let (store, image) = make_store(&folder);
+    flip_byte(&image, 64);
+    flip_byte(&image, BLOCK_SIZE + 64);
+    let before = std::fs::read(&image).unwrap();
+    let message = fails(&["fsck", "--repair", text(&store)]);
+    assert!(
+        message.contains("no commit can be found") && !message.contains("fixed"),
+        "{message}"
+    );
+    fails(&["ls", text(&store)]);
+    assert!(std::fs::read(&image).unwrap() == before);
+}
