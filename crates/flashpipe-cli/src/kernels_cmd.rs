@@ -252,11 +252,9 @@ fn load_corpus(
 }
 
 fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> {
+    let settings = arguments.corpus.training_settings()?;
     let documents = load_corpus(&arguments.corpus)?;
-    let model = train(
-        &training_samples(&documents),
-        arguments.corpus.training_settings()?,
-    );
+    let model = train(&training_samples(&documents), settings);
     save_profile(&model, &arguments.out)?;
     let size_bytes = std::fs::metadata(&arguments.out).map_or(0, |metadata| metadata.len());
     println!(

@@ -174,13 +174,8 @@ fn run_speed(arguments: SpeedArgs) -> CliResult {
         devices: 1,
         seed: arguments.seed,
     };
-    job.check(&config).map_err(|error| {
-        format!(
-            "--operations {}: {}",
-            arguments.operations,
-            error.limit
-        )
-    })?;
+    job.check(&config)
+        .map_err(|error| format!("--operations {}: {}", arguments.operations, error.limit))?;
     let mut array = timing_array(config, 1, arguments.queue_depth, arguments.seed)?;
     array.precondition_full()?;
     let cpu_start = process_cpu_seconds();
@@ -287,7 +282,8 @@ fn read_trace_file(path: &str) -> Result<String, Box<dyn std::error::Error>> {
         )
         .into());
     }
-    Ok(std::fs::read_to_string(path).map_err(|error| format!("cannot read trace {path}: {error}"))?)
+    Ok(std::fs::read_to_string(path)
+        .map_err(|error| format!("cannot read trace {path}: {error}"))?)
 }
 
 fn print_report(report: &WorkloadReport, json: bool) -> CliResult {

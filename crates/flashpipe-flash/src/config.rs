@@ -239,13 +239,20 @@ impl FlashConfig {
 
     /// Parses and validates `text`; `source_name` names it in errors.
     pub fn from_toml(text: &str, source_name: &str) -> Result<FlashConfig, ConfigError> {
-        let config: FlashConfig = toml::from_str(text).map_err(|error| ConfigError::Malformed {
-            source_name: source_name.to_string(),
-            line: error
+        let config: FlashConfig = toml::from_str(text).map_err(|error| {
+            let line = error
                 .span()
                 .map(|span| line_of_offset(text, span.start))
-                .unwrap_or(0),
-            message: error.message().to_string(),
+                .unwrap_or(0);
+            let message = match field_set_on_line(text, line) {
+                Some(field) => format!("field `{field}`: {}", error.message()),
+                None => error.message().to_string(),
+            };
+            ConfigError::Malformed {
+                source_name: source_name.to_string(),
+                line,
+                message,
+            }
         })?;
         config
             .validate()
@@ -271,8 +278,16 @@ impl FlashConfig {
             ("ways", geometry.ways, MAX_WAYS),
             ("dies", geometry.dies, MAX_DIES),
             ("planes", geometry.planes, MAX_PLANES),
-            ("blocks_per_plane", geometry.blocks_per_plane, MAX_BLOCKS_PER_PLANE),
-            ("pages_per_block", geometry.pages_per_block, MAX_PAGES_PER_BLOCK),
+            (
+                "blocks_per_plane",
+                geometry.blocks_per_plane,
+                MAX_BLOCKS_PER_PLANE,
+            ),
+            (
+                "pages_per_block",
+                geometry.pages_per_block,
+                MAX_PAGES_PER_BLOCK,
+            ),
             (
                 "controller_queue_depth",
                 self.timing.controller_queue_depth,
@@ -336,9 +351,8 @@ impl FlashConfig {
                 ),
             ));
         }
-        let total_blocks = total_dies
-            * u64::from(geometry.planes)
-            * u64::from(geometry.blocks_per_plane);
+        let total_blocks =
+            total_dies * u64::from(geometry.planes) * u64::from(geometry.blocks_per_plane);
         if total_blocks > MAX_TOTAL_BLOCKS {
             return Err((
                 "blocks_per_plane",
@@ -539,6 +553,17 @@ fn line_of_offset(text: &str, offset: usize) -> usize {
         .filter(|&byte| byte == b'\n')
         .count()
         + 1
+}
+
+/// The key a `key = value` line sets, if line `line` (1-based) is one.
+fn field_set_on_line(text: &str, line: usize) -> Option<&str> {
+    let (key, _) = text.lines().nth(line.checked_sub(1)?)?.split_once('=')?;
+    let key = key.trim();
+    let is_bare_key = !key.is_empty()
+        && key
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+    is_bare_key.then_some(key)
 }
 
 fn line_of_field(text: &str, field: &str) -> usize {

@@ -504,7 +504,7 @@ pub fn parse_blkparse(text: &str, source_name: &str) -> Result<Vec<TraceRequest>
         } else {
             continue;
         };
-        let seconds = parse_trace_seconds(fields[3], "time").map_err(&error)?;
+        let seconds = parse_trace_time(fields[3], "time", TimeUnit::Seconds).map_err(&error)?;
         if fields.len() < 10 || fields[8] != "+" {
             return Err(error(
                 "expected `sector + count` after the RWBS field".to_string(),
@@ -552,15 +552,9 @@ pub fn parse_disksim(text: &str, source_name: &str) -> Result<Vec<TraceRequest>,
                 fields.len()
             )));
         }
-        let milliseconds = parse_trace_seconds(fields[0], "arrival time (ms)")
-            .map_err(&error)?;
+        let milliseconds =
+            parse_trace_time(fields[0], "arrival time", TimeUnit::Milliseconds).map_err(&error)?;
         let seconds = milliseconds / 1e3;
-        if seconds > MAX_TRACE_ARRIVAL_SECONDS {
-            return Err(error(format!(
-                "field `arrival time (ms)` {milliseconds}: above the limit of {} ms (30 days)",
-                MAX_TRACE_ARRIVAL_SECONDS * 1e3
-            )));
-        }
         parse_trace_integer(fields[1], "device").map_err(&error)?;
         let block = parse_trace_integer(fields[2], "block").map_err(&error)?;
         let size = parse_trace_integer(fields[3], "size").map_err(&error)?;
@@ -570,13 +564,9 @@ pub fn parse_disksim(text: &str, source_name: &str) -> Result<Vec<TraceRequest>,
         } else {
             AccessKind::Write
         };
-        let request = sectors_to_request(
-            seconds_to_ns(seconds),
-            kind,
-            (block, size),
-            &DISKSIM_FIELDS,
-        )
-        .map_err(&error)?;
+        let request =
+            sectors_to_request(seconds_to_ns(seconds), kind, (block, size), &DISKSIM_FIELDS)
+                .map_err(&error)?;
         push_trace_request(&mut requests, request).map_err(&error)?;
     }
     Ok(requests)
@@ -605,9 +595,32 @@ pub fn check_trace_request(request: &TraceRequest) -> Result<(), String> {
     Ok(())
 }
 
-/// A time in seconds (or milliseconds) of a trace: a finite, non-negative decimal number at
-/// most [`MAX_TRACE_ARRIVAL_SECONDS`] (in the field's own unit).
-fn parse_trace_seconds(text: &str, field: &str) -> Result<f64, String> {
+/// The unit of a trace's time field.
+#[derive(Clone, Copy)]
+enum TimeUnit {
+    Seconds,
+    Milliseconds,
+}
+
+impl TimeUnit {
+    fn per_second(self) -> f64 {
+        match self {
+            TimeUnit::Seconds => 1.0,
+            TimeUnit::Milliseconds => 1e3,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            TimeUnit::Seconds => "s",
+            TimeUnit::Milliseconds => "ms",
+        }
+    }
+}
+
+/// A time of a trace in `unit`: a finite, non-negative decimal number of at most
+/// [`MAX_TRACE_ARRIVAL_SECONDS`].
+fn parse_trace_time(text: &str, field: &str, unit: TimeUnit) -> Result<f64, String> {
     let value: f64 = text
         .parse()
         .map_err(|_| format!("field `{field}` {text:?}: not a number"))?;
@@ -616,9 +629,11 @@ fn parse_trace_seconds(text: &str, field: &str) -> Result<f64, String> {
             "field `{field}` {text:?}: not a finite non-negative number"
         ));
     }
-    if value > MAX_TRACE_ARRIVAL_SECONDS * 1e3 {
+    let limit = MAX_TRACE_ARRIVAL_SECONDS * unit.per_second();
+    if value > limit {
         return Err(format!(
-            "field `{field}` {text:?}: above the limit of {MAX_TRACE_ARRIVAL_SECONDS} s (30 days)"
+            "field `{field}` {text:?}: above the limit of {limit} {} (30 days)",
+            unit.symbol()
         ));
     }
     Ok(value)
@@ -634,7 +649,7 @@ fn parse_trace_integer(text: &str, field: &str) -> Result<u64, String> {
 /// and far from overflow).
 fn seconds_to_ns(seconds: f64) -> u64 {
     assert!(
-        (0.0..=MAX_TRACE_ARRIVAL_SECONDS * 1e3).contains(&seconds),
+        (0.0..=MAX_TRACE_ARRIVAL_SECONDS).contains(&seconds),
         "times are checked before conversion"
     );
     (seconds * 1e9) as u64

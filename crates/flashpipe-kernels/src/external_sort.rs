@@ -123,7 +123,8 @@ impl ExternalSortKernel {
         let record_size_bytes = options.integer("record", 1, MAX_RECORD_BYTES)? as usize;
         let key = options.integer("key", 0, record_size_bytes as u64)? as usize;
         let minimum_memory = 4 * (record_size_bytes as u64 + 4);
-        let memory_bytes = options.integer("memory", minimum_memory, MAX_SORT_MEMORY_BYTES)? as usize;
+        let memory_bytes =
+            options.integer("memory", minimum_memory, MAX_SORT_MEMORY_BYTES)? as usize;
         let temp_dir = options.text("temp_dir")?;
         let temp_directory = (!temp_dir.is_empty()).then(|| PathBuf::from(temp_dir));
         if let Some(directory) = &temp_directory {
