@@ -972,6 +972,43 @@ fn mkfs_and_kernels_cases() -> Vec<Case> {
             &["--train-fraction"],
         ),
     ];
+    for (arguments, expected) in [
+        (
+            &["ftl", "wa", "--blocks-per-chip", "0"][..],
+            "--blocks-per-chip",
+        ),
+        (
+            &["ftl", "wa", "--pages-per-block", "100000"][..],
+            "--pages-per-block",
+        ),
+        (
+            &["ftl", "wa", "--device-writes", "4000000000"][..],
+            "--device-writes",
+        ),
+        (&["ftl", "wa", "--plot", "chart.txt"][..], "--plot"),
+        (&["bench", "device", "--no-fio", "--qd", "0"][..], "--qd"),
+        (
+            &["bench", "device", "--no-fio", "--qd", "4000000000"][..],
+            "--qd",
+        ),
+        (
+            &["bench", "device", "--no-fio", "--size", "1EiB"][..],
+            "--size",
+        ),
+        (
+            &["bench", "device", "--no-fio", "--runtime-seconds", "NaN"][..],
+            "--runtime-seconds",
+        ),
+        (
+            &["bench", "fs", "--no-fio", "--small-files", "4000000000"][..],
+            "--small-files",
+        ),
+        (&["demo", "--parts", "0"][..], "--parts"),
+        (&["demo", "--large-file-size", "1EiB"][..], "1EiB"),
+        (&["bench", "kernels", "--size", "1EiB"][..], "1EiB"),
+    ] {
+        cases.push(case(&format!("{arguments:?}"), arguments, &[expected]));
+    }
     let in_folder = |name: &str, arguments: &[&str], expected: &[&str], file: CaseFile| {
         with_file(case(name, arguments, expected), "in", file)
     };
