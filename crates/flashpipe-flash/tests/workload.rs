@@ -102,7 +102,11 @@ fn disksim_traces_parse_and_malformed_lines_name_their_line() {
     assert_eq!(requests[1].length_bytes, 16 * 512);
     for (text, line, words) in [
         ("0.5 0 100 8 1\n0.6 0 100 8\n", 2, "expected 5 fields"),
-        ("x 0 100 8 1\n", 1, "field `arrival time` \"x\": not a number"),
+        (
+            "x 0 100 8 1\n",
+            1,
+            "field `arrival time` \"x\": not a number",
+        ),
         ("0.5 0 100 8 1\n1 0 -5 8 1\n", 2, "field `block` \"-5\""),
         ("-1 0 100 8 1\n", 1, "not a finite non-negative number"),
     ] {
