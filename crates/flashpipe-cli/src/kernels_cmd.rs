@@ -52,6 +52,17 @@ pub enum KernelsCommandError {
 }
 
 /// `flashpipe kernels`: with no subcommand, lists the kernels (or measures them with --measure).
+/// Largest `--size` of `kernels --measure`: 1 GiB.
+pub const MAX_MEASURE_SIZE_BYTES: u64 = 1 << 30;
+/// Largest `--chunk` of `kernels run`: 1 GiB.
+pub const MAX_RUN_CHUNK_BYTES: u64 = 1 << 30;
+/// Largest input file of `kernels run` (read whole into memory): 4 GiB.
+pub const MAX_RUN_INPUT_BYTES: u64 = 1 << 32;
+/// Largest `--pieces` size of `kernels eval-langid`: 1 MiB.
+pub const MAX_PIECE_BYTES: usize = 1 << 20;
+/// Most `--features` (n-grams per language) of the language profiles.
+pub const MAX_FEATURES: usize = 1 << 20;
+
 #[derive(Debug, Args)]
 pub struct KernelsArgs {
     #[command(subcommand)]
@@ -129,10 +140,11 @@ impl CorpusArgs {
     }
 
     fn training_settings(&self) -> Result<TrainingSettings, KernelsCommandError> {
-        if !(1..=4).contains(&self.order) || self.features == 0 {
-            return Err(KernelsCommandError::BadArgument(
-                "--order must be 1 to 4 and --features positive".into(),
-            ));
+        if !(1..=4).contains(&self.order) || !(1..=MAX_FEATURES).contains(&self.features) {
+            return Err(KernelsCommandError::BadArgument(format!(
+                "--order {} must be 1 to 4 and --features {} within 1..={MAX_FEATURES}",
+                self.order, self.features
+            )));
         }
         Ok(TrainingSettings {
             max_order: self.order,
@@ -240,11 +252,9 @@ fn load_corpus(
 }
 
 fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> {
+    let settings = arguments.corpus.training_settings()?;
     let documents = load_corpus(&arguments.corpus)?;
-    let model = train(
-        &training_samples(&documents),
-        arguments.corpus.training_settings()?,
-    );
+    let model = train(&training_samples(&documents), settings);
     save_profile(&model, &arguments.out)?;
     let size_bytes = std::fs::metadata(&arguments.out).map_or(0, |metadata| metadata.len());
     println!(
@@ -260,10 +270,14 @@ fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> 
 }
 
 fn eval_langid(arguments: &EvalLangidArgs) -> Result<(), KernelsCommandError> {
-    if arguments.pieces.contains(&0) {
-        return Err(KernelsCommandError::BadArgument(
-            "--pieces sizes must be positive".into(),
-        ));
+    if let Some(piece) = arguments
+        .pieces
+        .iter()
+        .find(|&&piece| !(1..=MAX_PIECE_BYTES).contains(&piece))
+    {
+        return Err(KernelsCommandError::BadArgument(format!(
+            "--pieces size {piece}: must be within 1..={MAX_PIECE_BYTES}"
+        )));
     }
     let documents = load_corpus(&arguments.corpus)?;
     let model = match &arguments.profiles {
@@ -342,6 +356,12 @@ fn measure(arguments: &KernelsArgs) -> Result<(), KernelsCommandError> {
             "--seconds must be between 0 and 600".into(),
         ));
     }
+    if arguments.size > MAX_MEASURE_SIZE_BYTES {
+        return Err(KernelsCommandError::BadArgument(format!(
+            "--size {}: above the limit of {MAX_MEASURE_SIZE_BYTES} bytes (1 GiB)",
+            arguments.size
+        )));
+    }
     let settings = MeasureSettings {
         input_bytes: usize::try_from(arguments.size)
             .map_err(|_| KernelsCommandError::BadArgument("--size too large".into()))?,
@@ -385,6 +405,28 @@ fn print_throughput_row(row: &ThroughputRow) {
     );
 }
 
+/// An input of `kernels run`: a regular file of at most [`MAX_RUN_INPUT_BYTES`].
+fn read_input_file(path: &Path) -> Result<Vec<u8>, KernelsCommandError> {
+    let metadata = std::fs::metadata(path).map_err(|source| KernelsCommandError::File {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !metadata.is_file() {
+        return Err(KernelsCommandError::BadArgument(format!(
+            "{}: not a regular file",
+            path.display()
+        )));
+    }
+    if metadata.len() > MAX_RUN_INPUT_BYTES {
+        return Err(KernelsCommandError::BadArgument(format!(
+            "{}: {} bytes, above the limit of {MAX_RUN_INPUT_BYTES} bytes (4 GiB) for an input read into memory",
+            path.display(),
+            metadata.len()
+        )));
+    }
+    read_file(path)
+}
+
 fn read_file(path: &Path) -> Result<Vec<u8>, KernelsCommandError> {
     std::fs::read(path).map_err(|source| KernelsCommandError::File {
         path: path.to_path_buf(),
@@ -401,10 +443,16 @@ fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
             arguments.kernel
         )));
     }
+    if arguments.chunk > MAX_RUN_CHUNK_BYTES {
+        return Err(KernelsCommandError::BadArgument(format!(
+            "--chunk {}: above the limit of {MAX_RUN_CHUNK_BYTES} bytes (1 GiB)",
+            arguments.chunk
+        )));
+    }
     let inputs = arguments
         .files
         .iter()
-        .map(|path| Ok((path, read_file(path)?)))
+        .map(|path| Ok((path, read_input_file(path)?)))
         .collect::<Result<Vec<_>, KernelsCommandError>>()?;
     let plan = DrivePlan {
         chunk_size_bytes: usize::try_from(arguments.chunk).unwrap_or(usize::MAX),

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use flashpipe_engine::units::HumanBytes;
 use flashpipe_kernels::api::{Kernel, OutputKind, Summary};
 use flashpipe_kernels::registry::find_kernel;
+use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig, PipelineResult};
 
@@ -81,6 +82,7 @@ impl PipelineStore {
 
 /// Runs `flashpipe run`.
 pub fn run(arguments: RunArgs) -> CliResult {
+    check_thread_options(&arguments)?;
     let spec = find_kernel(&arguments.kernel)?;
     let (options, files) = split_arguments(&arguments.arguments);
     if files.is_empty() {
@@ -96,11 +98,8 @@ pub fn run(arguments: RunArgs) -> CliResult {
     };
     let store = PipelineStore::open_with(&arguments.store, StoreAccess::ReadWrite, wait)?;
     let mut config = PipelineConfig::for_engine(&store.engine_config, staged.pipeline_target());
-    config.reader_count = arguments.readers.max(1);
+    config.reader_count = arguments.readers;
     if let Some(workers) = arguments.workers {
-        if workers == 0 {
-            return Err("--workers must be at least 1".into());
-        }
         config.worker_count = workers;
     }
     let result = run_staged(&store, kernel, &files, &config, &staged, arguments.force);
@@ -224,6 +223,19 @@ fn run_staged(
         }
     }
     Ok(result)
+}
+
+/// Refuses `--readers` and `--workers` outside their limits before anything is opened.
+fn check_thread_options(arguments: &RunArgs) -> CliResult {
+    for (option, value, maximum) in [
+        ("--readers", Some(arguments.readers), MAX_READER_COUNT),
+        ("--workers", arguments.workers, MAX_WORKER_COUNT),
+    ] {
+        if let Some(value) = value.filter(|value| !(1..=maximum).contains(value)) {
+            return Err(format!("{option} {value}: must be within 1..={maximum}").into());
+        }
+    }
+    Ok(())
 }
 
 /// Splits `key=value` options from file names.

@@ -156,8 +156,14 @@ pub fn timing_array(
 
 fn run_speed(arguments: SpeedArgs) -> CliResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
-    let mut array = timing_array(config, 1, arguments.queue_depth.max(1), arguments.seed)?;
-    array.precondition_full()?;
+    if !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&arguments.queue_depth) {
+        return Err(format!(
+            "--queue-depth {}: must be within 1..={}",
+            arguments.queue_depth,
+            workload::MAX_JOB_QUEUE_DEPTH
+        )
+        .into());
+    }
     let job = SyntheticJob {
         pattern: AccessPattern::Random,
         kind: AccessKind::Read,
@@ -168,6 +174,10 @@ fn run_speed(arguments: SpeedArgs) -> CliResult {
         devices: 1,
         seed: arguments.seed,
     };
+    job.check(&config)
+        .map_err(|error| format!("--operations {}: {}", arguments.operations, error.limit))?;
+    let mut array = timing_array(config, 1, arguments.queue_depth, arguments.seed)?;
+    array.precondition_full()?;
     let cpu_start = process_cpu_seconds();
     let wall_start = Instant::now();
     let report = workload::run_job(&mut array, &job);
@@ -206,13 +216,6 @@ fn run_speed(arguments: SpeedArgs) -> CliResult {
 
 fn run_job(arguments: JobArgs) -> CliResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
-    if arguments.hosts == 0 || arguments.queue_depth == 0 || arguments.request_bytes == 0 {
-        return Err("hosts, queue depth and request bytes must be at least 1".into());
-    }
-    let mut array = timing_array(config, arguments.hosts, 4096, arguments.seed)?;
-    if matches!(arguments.kind, KindArg::Read) {
-        array.precondition_full()?;
-    }
     let job = SyntheticJob {
         pattern: match arguments.pattern {
             PatternArg::Sequential => AccessPattern::Sequential,
@@ -229,21 +232,58 @@ fn run_job(arguments: JobArgs) -> CliResult {
         devices: arguments.devices,
         seed: arguments.seed,
     };
+    job.check(&config)
+        .map_err(|error| format!("--{}: {error}", error.field.replace('_', "-")))?;
+    let mut array = timing_array(
+        config,
+        arguments.hosts,
+        workload::MAX_JOB_QUEUE_DEPTH,
+        arguments.seed,
+    )?;
+    if matches!(arguments.kind, KindArg::Read) {
+        array.precondition_full()?;
+    }
     let report = workload::run_job(&mut array, &job);
     print_report(&report, arguments.json)
 }
 
 fn run_replay(arguments: ReplayArgs) -> CliResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
-    let text = std::fs::read_to_string(&arguments.file)
-        .map_err(|error| format!("cannot read {}: {error}", arguments.file))?;
+    if !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&arguments.queue_depth) {
+        return Err(format!(
+            "--queue-depth {}: must be within 1..={}",
+            arguments.queue_depth,
+            workload::MAX_JOB_QUEUE_DEPTH
+        )
+        .into());
+    }
+    let text = read_trace_file(&arguments.file)?;
     let requests = match arguments.format {
         TraceFormat::Blkparse => workload::parse_blkparse(&text, &arguments.file)?,
         TraceFormat::Disksim => workload::parse_disksim(&text, &arguments.file)?,
     };
-    let mut array = timing_array(config, 1, 4096, 1)?;
-    let report = workload::replay(&mut array, requests, arguments.queue_depth.max(1));
+    let mut array = timing_array(config, 1, workload::MAX_JOB_QUEUE_DEPTH, 1)?;
+    let report = workload::replay(&mut array, requests, arguments.queue_depth);
     print_report(&report, arguments.json)
+}
+
+/// The text of a trace: a regular file of at most [`workload::MAX_TRACE_FILE_BYTES`].
+fn read_trace_file(path: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let metadata =
+        std::fs::metadata(path).map_err(|error| format!("cannot read trace {path}: {error}"))?;
+    if !metadata.is_file() {
+        return Err(format!("trace {path}: not a regular file").into());
+    }
+    if metadata.len() > workload::MAX_TRACE_FILE_BYTES {
+        return Err(format!(
+            "trace {path}: {} bytes, above the limit of {} bytes (1 GiB)",
+            metadata.len(),
+            workload::MAX_TRACE_FILE_BYTES
+        )
+        .into());
+    }
+    Ok(std::fs::read_to_string(path)
+        .map_err(|error| format!("cannot read trace {path}: {error}"))?)
 }
 
 fn print_report(report: &WorkloadReport, json: bool) -> CliResult {

@@ -21,6 +21,21 @@ pub const DEVICE_BLOCK_SIZE_BYTES: u32 = 4096;
 /// Most devices in one store.
 pub const MAX_DEVICES: usize = 64;
 
+/// Most requests in flight per device (`queue_depth`).
+pub const MAX_QUEUE_DEPTH: u32 = 4096;
+
+/// Largest file or block device a store uses (`size_bytes` of a file device): 1 PiB.
+pub const MAX_FILE_DEVICE_SIZE_BYTES: u64 = 1 << 50;
+
+/// Largest RAM device (`size_bytes` of a RAM device), allocated whole: 64 GiB.
+pub const MAX_RAM_DEVICE_SIZE_BYTES: u64 = 1 << 36;
+
+/// Largest store (the sum of its devices' `size_bytes`): 4 PiB.
+pub const MAX_STORE_SIZE_BYTES: u64 = 1 << 52;
+
+/// Most host pages between FTL checkpoints (`checkpoint_interval_pages` of a flash device).
+pub const MAX_CHECKPOINT_INTERVAL_PAGES: u64 = 1 << 32;
+
 /// A store's description.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,9 +213,9 @@ impl StoreConfig {
         }
         check_block_size(self.block_size_bytes).map_err(invalid)?;
         check_stripe_unit(self.stripe_unit_bytes).map_err(invalid)?;
-        if !(1..=4096).contains(&self.queue_depth) {
+        if !(1..=MAX_QUEUE_DEPTH).contains(&self.queue_depth) {
             return Err(invalid(format!(
-                "queue_depth {} outside 1..=4096",
+                "queue_depth {} outside 1..={MAX_QUEUE_DEPTH}",
                 self.queue_depth
             )));
         }
@@ -211,9 +226,26 @@ impl StoreConfig {
             )));
         }
         for device in &self.devices {
+            check_device_limits(device).map_err(invalid)?;
             self.validate_device(device, path).map_err(invalid)?;
         }
+        self.check_total_size().map_err(invalid)?;
         self.check_block_sizes_agree(path).map_err(invalid)
+    }
+
+    /// The devices' sizes add up to at most [`MAX_STORE_SIZE_BYTES`].
+    fn check_total_size(&self) -> Result<(), String> {
+        let total_bytes = self
+            .devices
+            .iter()
+            .filter_map(DeviceSpec::size_bytes)
+            .try_fold(0u64, |total, size| total.checked_add(size));
+        match total_bytes {
+            Some(total) if total <= MAX_STORE_SIZE_BYTES => Ok(()),
+            _ => Err(format!(
+                "the devices' size_bytes add up to more than the limit of {MAX_STORE_SIZE_BYTES} bytes (4 PiB) per store"
+            )),
+        }
     }
 
     /// Striped devices must share a block size: 4 KiB for files and RAM, the flash page
@@ -261,6 +293,41 @@ impl StoreConfig {
         }
         store_file.parent().unwrap_or(Path::new(".")).join(path)
     }
+}
+
+/// Checks the limits of one device's fields (docs/store-file.md, "Limits").
+fn check_device_limits(device: &DeviceSpec) -> Result<(), String> {
+    let (field, size_bytes, maximum) = match device {
+        DeviceSpec::File { size_bytes, .. } => (
+            "size_bytes of a file device",
+            *size_bytes,
+            MAX_FILE_DEVICE_SIZE_BYTES,
+        ),
+        DeviceSpec::Ram { size_bytes } => (
+            "size_bytes of a RAM device",
+            *size_bytes,
+            MAX_RAM_DEVICE_SIZE_BYTES,
+        ),
+        DeviceSpec::Flash(flash) => {
+            if let Some(interval) = flash
+                .checkpoint_interval_pages
+                .filter(|&interval| interval > MAX_CHECKPOINT_INTERVAL_PAGES)
+            {
+                return Err(format!(
+                    "device {}: checkpoint_interval_pages {interval} is above the limit of {MAX_CHECKPOINT_INTERVAL_PAGES}",
+                    device.describe()
+                ));
+            }
+            return Ok(());
+        }
+    };
+    if size_bytes > maximum {
+        return Err(format!(
+            "device {}: {field} {size_bytes} is above the limit of {maximum} bytes",
+            device.describe()
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a file-system block size: a power of two from 4 KiB to 1 MiB.

@@ -55,6 +55,9 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, SizeParseError> {
         .find(|(name, _)| *name == unit)
         .map(|(_, multiplier)| *multiplier)
         .ok_or_else(|| error("unknown unit"))?;
+    if !number_text.contains('.') {
+        return exact_size_bytes(number_text, multiplier).ok_or_else(|| error("too large"));
+    }
     let bytes = number * multiplier;
     if !bytes.is_finite() || bytes >= u64::MAX as f64 {
         return Err(error("too large"));
@@ -63,6 +66,17 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, SizeParseError> {
         return Err(error("not a whole number of bytes"));
     }
     Ok(bytes as u64)
+}
+
+/// An integer count of units, exactly (decimals go through `f64`, integers must not lose
+/// digits above 2^53): `None` when it does not fit in 64 bits.
+fn exact_size_bytes(digits: &str, multiplier: f64) -> Option<u64> {
+    let count: u64 = digits.parse().ok()?;
+    assert!(
+        multiplier.fract() == 0.0 && multiplier >= 1.0,
+        "units are whole numbers of bytes"
+    );
+    count.checked_mul(multiplier as u64)
 }
 
 /// A byte count printed with a binary unit: `16 KiB`, `1.50 GiB`, `512 B`.

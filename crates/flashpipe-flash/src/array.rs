@@ -30,6 +30,12 @@ use crate::reliability::{self, BlockWear};
 use crate::stats::{FlashStats, LatencyRecorder};
 use crate::store::{self, BlockState, FlashError, Metadata, PageStore, StorageMode};
 
+/// Most hosts attached to one array ([`FlashOptions::host_count`]).
+pub const MAX_HOST_COUNT: u32 = 1024;
+/// Most tags of one host ([`FlashOptions::host_queue_depth`]); with [`MAX_HOST_COUNT`] it
+/// keeps the requests in flight below the event format's 2^25 slots.
+pub const MAX_HOST_QUEUE_DEPTH: u32 = 1 << 14;
+
 /// Options of an array besides its configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlashOptions {
@@ -236,9 +242,14 @@ impl FlashArray {
         now_ns: u64,
         operation_counter: u64,
     ) -> Result<FlashArray, FlashError> {
-        if options.host_count == 0 || options.host_queue_depth == 0 {
+        if !(1..=MAX_HOST_COUNT).contains(&options.host_count)
+            || !(1..=MAX_HOST_QUEUE_DEPTH).contains(&options.host_queue_depth)
+        {
             return Err(FlashError::InvalidOption {
-                detail: "hosts and host queue depth must be at least 1".to_string(),
+                detail: format!(
+                    "{} hosts of {} tags: hosts must be within 1..={MAX_HOST_COUNT} and host queue depth within 1..={MAX_HOST_QUEUE_DEPTH}",
+                    options.host_count, options.host_queue_depth
+                ),
             });
         }
         let geometry = &config.geometry;

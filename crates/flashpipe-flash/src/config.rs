@@ -9,6 +9,44 @@ use serde::{Deserialize, Serialize};
 
 use crate::ecc::{CODEWORD_DATA_BYTES, CODEWORD_PARITY_BYTES};
 
+/// Largest preset file read: 1 MiB.
+pub const MAX_PRESET_FILE_BYTES: u64 = 1 << 20;
+/// Most boards in one array (`geometry.devices`).
+pub const MAX_DEVICES: u32 = 64;
+/// Most channels (buses) per board (`geometry.channels`).
+pub const MAX_CHANNELS: u32 = 64;
+/// Most ways (chips) per channel (`geometry.ways`).
+pub const MAX_WAYS: u32 = 64;
+/// Most dies per chip (`geometry.dies`).
+pub const MAX_DIES: u32 = 16;
+/// Most planes per die (`geometry.planes`).
+pub const MAX_PLANES: u32 = 16;
+/// Most erase blocks per plane (`geometry.blocks_per_plane`).
+pub const MAX_BLOCKS_PER_PLANE: u32 = 1 << 20;
+/// Most pages per erase block (`geometry.pages_per_block`).
+pub const MAX_PAGES_PER_BLOCK: u32 = 4096;
+/// Largest page (`geometry.page_data_bytes`): 64 KiB.
+pub const MAX_PAGE_DATA_BYTES: u32 = 1 << 16;
+/// Largest spare area (`geometry.page_spare_bytes`): 16 KiB.
+pub const MAX_PAGE_SPARE_BYTES: u32 = 1 << 14;
+/// Most dies in the whole array (devices x channels x ways x dies): the model keeps state per die.
+pub const MAX_TOTAL_DIES: u64 = 1 << 16;
+/// Most erase blocks in the whole array: the model keeps 24 bytes of state per block (96 MiB at most).
+pub const MAX_TOTAL_BLOCKS: u64 = 1 << 22;
+/// Longest latency any timing field may give: 10 seconds, so that sums of latencies never
+/// overflow the 64-bit virtual clock.
+pub const MAX_OPERATION_NS: u64 = 10_000_000_000;
+/// Most page types in `program_ns_by_page_type` (SLC 1, MLC 2, TLC 3, QLC 4, PLC 5).
+pub const MAX_PAGE_TYPES: usize = 8;
+/// Fastest host link (`host_link_bytes_per_second`): 10^12 bytes per second.
+pub const MAX_HOST_LINK_BYTES_PER_SECOND: u64 = 1_000_000_000_000;
+/// Most controller tags per board (`controller_queue_depth`).
+pub const MAX_CONTROLLER_QUEUE_DEPTH: u32 = 1 << 16;
+/// Highest rated endurance (`rated_pe_cycles`).
+pub const MAX_RATED_PE_CYCLES: u32 = 10_000_000;
+/// Largest wear exponent (`wear_exponent`, `grown_bad_exponent`).
+pub const MAX_WEAR_EXPONENT: f64 = 16.0;
+
 /// Why a configuration could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
@@ -179,23 +217,42 @@ impl FlashConfig {
         if PRESET_NAMES.contains(&name_or_path) {
             return FlashConfig::preset(name_or_path);
         }
+        let unreadable = |detail: String| ConfigError::Unreadable {
+            path: name_or_path.to_string(),
+            detail,
+        };
+        let metadata =
+            std::fs::metadata(name_or_path).map_err(|error| unreadable(error.to_string()))?;
+        if !metadata.is_file() {
+            return Err(unreadable("not a regular file".to_string()));
+        }
+        if metadata.len() > MAX_PRESET_FILE_BYTES {
+            return Err(unreadable(format!(
+                "{} bytes, above the limit of {MAX_PRESET_FILE_BYTES} bytes for a preset file",
+                metadata.len()
+            )));
+        }
         let text =
-            std::fs::read_to_string(name_or_path).map_err(|error| ConfigError::Unreadable {
-                path: name_or_path.to_string(),
-                detail: error.to_string(),
-            })?;
+            std::fs::read_to_string(name_or_path).map_err(|error| unreadable(error.to_string()))?;
         FlashConfig::from_toml(&text, name_or_path)
     }
 
     /// Parses and validates `text`; `source_name` names it in errors.
     pub fn from_toml(text: &str, source_name: &str) -> Result<FlashConfig, ConfigError> {
-        let config: FlashConfig = toml::from_str(text).map_err(|error| ConfigError::Malformed {
-            source_name: source_name.to_string(),
-            line: error
+        let config: FlashConfig = toml::from_str(text).map_err(|error| {
+            let line = error
                 .span()
                 .map(|span| line_of_offset(text, span.start))
-                .unwrap_or(0),
-            message: error.message().to_string(),
+                .unwrap_or(0);
+            let message = match field_set_on_line(text, line) {
+                Some(field) => format!("field `{field}`: {}", error.message()),
+                None => error.message().to_string(),
+            };
+            ConfigError::Malformed {
+                source_name: source_name.to_string(),
+                line,
+                message,
+            }
         })?;
         config
             .validate()
@@ -215,27 +272,51 @@ impl FlashConfig {
 
     fn validate(&self) -> Result<(), (&'static str, String)> {
         let geometry = &self.geometry;
-        let positive = [
-            ("devices", geometry.devices),
-            ("channels", geometry.channels),
-            ("ways", geometry.ways),
-            ("dies", geometry.dies),
-            ("planes", geometry.planes),
-            ("blocks_per_plane", geometry.blocks_per_plane),
-            ("pages_per_block", geometry.pages_per_block),
-            ("controller_queue_depth", self.timing.controller_queue_depth),
+        let bounded = [
+            ("devices", geometry.devices, MAX_DEVICES),
+            ("channels", geometry.channels, MAX_CHANNELS),
+            ("ways", geometry.ways, MAX_WAYS),
+            ("dies", geometry.dies, MAX_DIES),
+            ("planes", geometry.planes, MAX_PLANES),
+            (
+                "blocks_per_plane",
+                geometry.blocks_per_plane,
+                MAX_BLOCKS_PER_PLANE,
+            ),
+            (
+                "pages_per_block",
+                geometry.pages_per_block,
+                MAX_PAGES_PER_BLOCK,
+            ),
+            (
+                "controller_queue_depth",
+                self.timing.controller_queue_depth,
+                MAX_CONTROLLER_QUEUE_DEPTH,
+            ),
         ];
-        for (field, value) in positive {
-            if value == 0 {
-                return Err((field, "must be at least 1".to_string()));
+        for (field, value, maximum) in bounded {
+            if !(1..=maximum).contains(&value) {
+                return Err((field, format!("{value} is not within 1..={maximum}")));
             }
         }
-        if geometry.page_data_bytes < 512 || !geometry.page_data_bytes.is_power_of_two() {
+        if geometry.page_data_bytes < 512
+            || geometry.page_data_bytes > MAX_PAGE_DATA_BYTES
+            || !geometry.page_data_bytes.is_power_of_two()
+        {
             return Err((
                 "page_data_bytes",
                 format!(
-                    "{} is not a power of two of at least 512",
+                    "{} is not a power of two from 512 to {MAX_PAGE_DATA_BYTES}",
                     geometry.page_data_bytes
+                ),
+            ));
+        }
+        if geometry.page_spare_bytes > MAX_PAGE_SPARE_BYTES {
+            return Err((
+                "page_spare_bytes",
+                format!(
+                    "{} is above the limit of {MAX_PAGE_SPARE_BYTES}",
+                    geometry.page_spare_bytes
                 ),
             ));
         }
@@ -250,17 +331,59 @@ impl FlashConfig {
                 ),
             ));
         }
+        self.validate_totals()?;
         self.validate_timing()?;
         self.validate_reliability()
     }
 
+    /// The products of the geometry, which size the model's tables.
+    fn validate_totals(&self) -> Result<(), (&'static str, String)> {
+        let geometry = &self.geometry;
+        let total_dies = u64::from(geometry.devices)
+            * u64::from(geometry.channels)
+            * u64::from(geometry.ways)
+            * u64::from(geometry.dies);
+        if total_dies > MAX_TOTAL_DIES {
+            return Err((
+                "dies",
+                format!(
+                    "devices x channels x ways x dies = {total_dies} dies, above the limit of {MAX_TOTAL_DIES}"
+                ),
+            ));
+        }
+        let total_blocks =
+            total_dies * u64::from(geometry.planes) * u64::from(geometry.blocks_per_plane);
+        if total_blocks > MAX_TOTAL_BLOCKS {
+            return Err((
+                "blocks_per_plane",
+                format!(
+                    "devices x channels x ways x dies x planes x blocks_per_plane = {total_blocks} erase blocks, above the limit of {MAX_TOTAL_BLOCKS}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn validate_timing(&self) -> Result<(), (&'static str, String)> {
         let timing = &self.timing;
-        if timing.program_ns_by_page_type.is_empty() {
+        if timing.program_ns_by_page_type.is_empty()
+            || timing.program_ns_by_page_type.len() > MAX_PAGE_TYPES
+        {
             return Err((
                 "program_ns_by_page_type",
-                "needs at least one page type".to_string(),
+                format!(
+                    "{} page types: needs 1 to {MAX_PAGE_TYPES}",
+                    timing.program_ns_by_page_type.len()
+                ),
             ));
+        }
+        for (field, value) in timing.latencies_ns() {
+            if value > MAX_OPERATION_NS {
+                return Err((
+                    field,
+                    format!("{value} ns is above the limit of {MAX_OPERATION_NS} ns (10 s)"),
+                ));
+            }
         }
         let slowest_typical = timing
             .program_ns_by_page_type
@@ -277,16 +400,28 @@ impl FlashConfig {
                 ),
             ));
         }
-        if timing.host_link_bytes_per_second == 0 {
-            return Err(("host_link_bytes_per_second", "must be positive".to_string()));
+        if !(1..=MAX_HOST_LINK_BYTES_PER_SECOND).contains(&timing.host_link_bytes_per_second) {
+            return Err((
+                "host_link_bytes_per_second",
+                format!(
+                    "{} is not within 1..={MAX_HOST_LINK_BYTES_PER_SECOND}",
+                    timing.host_link_bytes_per_second
+                ),
+            ));
         }
         check_probability("program_slow_fraction", timing.program_slow_fraction)
     }
 
     fn validate_reliability(&self) -> Result<(), (&'static str, String)> {
         let reliability = &self.reliability;
-        if reliability.rated_pe_cycles == 0 {
-            return Err(("rated_pe_cycles", "must be at least 1".to_string()));
+        if !(1..=MAX_RATED_PE_CYCLES).contains(&reliability.rated_pe_cycles) {
+            return Err((
+                "rated_pe_cycles",
+                format!(
+                    "{} is not within 1..={MAX_RATED_PE_CYCLES}",
+                    reliability.rated_pe_cycles
+                ),
+            ));
         }
         for (field, value) in [
             ("base_rber", reliability.base_rber),
@@ -314,10 +449,10 @@ impl FlashConfig {
             ("wear_exponent", reliability.wear_exponent),
             ("grown_bad_exponent", reliability.grown_bad_exponent),
         ] {
-            if !value.is_finite() || value < 0.0 {
+            if !(0.0..=MAX_WEAR_EXPONENT).contains(&value) {
                 return Err((
                     field,
-                    format!("{value} is not a finite non-negative number"),
+                    format!("{value} is not within 0..={MAX_WEAR_EXPONENT}"),
                 ));
             }
         }
@@ -374,6 +509,32 @@ impl FlashConfig {
     }
 }
 
+impl FlashTiming {
+    /// Every latency field with its name (the program times by page type under one name).
+    fn latencies_ns(&self) -> Vec<(&'static str, u64)> {
+        let mut fields = vec![
+            ("command_address_ns", self.command_address_ns),
+            ("array_read_ns", self.array_read_ns),
+            ("page_transfer_ns", self.page_transfer_ns),
+            ("program_ns_max", self.program_ns_max),
+            ("erase_ns", self.erase_ns),
+            ("ecc_decode_ns", self.ecc_decode_ns),
+            (
+                "ecc_decode_ns_per_symbol_error",
+                self.ecc_decode_ns_per_symbol_error,
+            ),
+            ("ecc_encode_ns", self.ecc_encode_ns),
+            ("host_software_read_ns", self.host_software_read_ns),
+            ("host_software_write_ns", self.host_software_write_ns),
+            ("hop_ns", self.hop_ns),
+        ];
+        for &program_ns in &self.program_ns_by_page_type {
+            fields.push(("program_ns_by_page_type", program_ns));
+        }
+        fields
+    }
+}
+
 /// Codewords needed to protect `message_bytes`.
 pub fn codewords_for(message_bytes: usize) -> usize {
     message_bytes.div_ceil(CODEWORD_DATA_BYTES)
@@ -392,6 +553,17 @@ fn line_of_offset(text: &str, offset: usize) -> usize {
         .filter(|&byte| byte == b'\n')
         .count()
         + 1
+}
+
+/// The key a `key = value` line sets, if line `line` (1-based) is one.
+fn field_set_on_line(text: &str, line: usize) -> Option<&str> {
+    let (key, _) = text.lines().nth(line.checked_sub(1)?)?.split_once('=')?;
+    let key = key.trim();
+    let is_bare_key = !key.is_empty()
+        && key
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+    is_bare_key.then_some(key)
 }
 
 fn line_of_field(text: &str, field: &str) -> usize {

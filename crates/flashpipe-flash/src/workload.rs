@@ -11,8 +11,40 @@ use flashpipe_device::SplitMix64;
 use serde::Serialize;
 
 use crate::array::FlashArray;
+use crate::config::FlashConfig;
 use crate::interface::{Ack, FlashAddress, FlashCommand, FlashRequest, SubmitError};
 use crate::stats::{FlashStats, LatencySummary};
+
+/// Largest host request of a job or trace: 256 MiB, so a request spans fewer than 2^20
+/// pages even with the smallest (512-byte) page.
+pub const MAX_REQUEST_BYTES: u64 = 1 << 28;
+/// Largest byte offset a trace may name: 1 PiB (sector 2^41).
+pub const MAX_TRACE_OFFSET_BYTES: u64 = 1 << 50;
+/// Latest arrival time a trace may give: 30 days after its first request.
+pub const MAX_TRACE_ARRIVAL_SECONDS: f64 = 30.0 * 86_400.0;
+/// Most requests one trace may hold.
+pub const MAX_TRACE_REQUESTS: usize = 1 << 24;
+/// Largest trace file read: 1 GiB.
+pub const MAX_TRACE_FILE_BYTES: u64 = 1 << 30;
+/// Most hosts of a synthetic job.
+pub const MAX_JOB_HOSTS: u32 = 1024;
+/// Most requests one host of a job keeps in flight.
+pub const MAX_JOB_QUEUE_DEPTH: u32 = 4096;
+/// Most page operations of a whole job (hosts x requests x pages per request), which keeps
+/// the simulator's event counter far from its 2^36 limit.
+pub const MAX_JOB_PAGE_OPERATIONS: u64 = 1 << 32;
+
+/// A job option out of its range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job option `{field}` = {value}: {limit}")]
+pub struct JobError {
+    /// The option's name.
+    pub field: &'static str,
+    /// The value given.
+    pub value: u64,
+    /// The limit it breaks.
+    pub limit: String,
+}
 
 /// Sequential or random offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,6 +83,53 @@ pub struct SyntheticJob {
     pub devices: u32,
     /// Seed of the random offsets.
     pub seed: u64,
+}
+
+impl SyntheticJob {
+    /// Checks every option against its limit for an array of `config`.
+    pub fn check(&self, config: &FlashConfig) -> Result<(), JobError> {
+        let refuse = |field: &'static str, value: u64, limit: String| JobError {
+            field,
+            value,
+            limit,
+        };
+        if !(1..=MAX_REQUEST_BYTES).contains(&self.request_bytes) {
+            return Err(refuse(
+                "request_bytes",
+                self.request_bytes,
+                format!("must be within 1..={MAX_REQUEST_BYTES} (256 MiB)"),
+            ));
+        }
+        let bounded = [
+            ("queue_depth", self.queue_depth, MAX_JOB_QUEUE_DEPTH),
+            ("hosts", self.hosts, MAX_JOB_HOSTS),
+            ("devices", self.devices, config.geometry.devices),
+        ];
+        for (field, value, maximum) in bounded {
+            if !(1..=maximum).contains(&value) {
+                return Err(refuse(
+                    field,
+                    u64::from(value),
+                    format!("must be within 1..={maximum}"),
+                ));
+            }
+        }
+        let page_bytes = u64::from(config.geometry.page_data_bytes);
+        let pages_per_request = self.request_bytes.div_ceil(page_bytes);
+        let page_operations = u64::from(self.hosts)
+            .checked_mul(self.requests_per_host)
+            .and_then(|requests| requests.checked_mul(pages_per_request));
+        if page_operations.is_none_or(|operations| operations > MAX_JOB_PAGE_OPERATIONS) {
+            return Err(refuse(
+                "requests",
+                self.requests_per_host,
+                format!(
+                    "hosts x requests x pages per request must be at most {MAX_JOB_PAGE_OPERATIONS} page operations"
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One host request of a trace or job.
@@ -151,7 +230,11 @@ struct HostStream {
 }
 
 /// Runs `job` on `array` (closed loop: each host keeps `queue_depth` requests in flight).
+/// The job must pass [`SyntheticJob::check`].
 pub fn run_job(array: &mut FlashArray, job: &SyntheticJob) -> WorkloadReport {
+    if let Err(error) = job.check(array.config()) {
+        panic!("run_job takes checked jobs only: {error}");
+    }
     let striping = Striping::new(array, job.devices);
     let page_bytes = u64::from(array.config().geometry.page_data_bytes);
     let pages_per_request = job.request_bytes.div_ceil(page_bytes).max(1);
@@ -181,12 +264,19 @@ pub fn run_job(array: &mut FlashArray, job: &SyntheticJob) -> WorkloadReport {
 }
 
 /// Replays `requests` from one host in open loop (each at its arrival time, at most
-/// `queue_depth` in flight; later ones wait).
+/// `queue_depth` in flight; later ones wait). Each request must be within the trace limits,
+/// as the parsers guarantee ([`check_trace_request`]).
 pub fn replay(
     array: &mut FlashArray,
     requests: Vec<TraceRequest>,
     queue_depth: u32,
 ) -> WorkloadReport {
+    assert!(
+        requests
+            .iter()
+            .all(|request| check_trace_request(request).is_ok()),
+        "replay takes requests within the trace limits only"
+    );
     let striping = Striping::new(array, array.config().geometry.devices);
     let stream: RequestStream = Box::new(requests.into_iter());
     drive(array, vec![stream], &striping, queue_depth, true)
@@ -414,28 +504,24 @@ pub fn parse_blkparse(text: &str, source_name: &str) -> Result<Vec<TraceRequest>
         } else {
             continue;
         };
-        let seconds: f64 = fields[3]
-            .parse()
-            .map_err(|_| error(format!("bad timestamp {:?}", fields[3])))?;
+        let seconds = parse_trace_time(fields[3], "time", TimeUnit::Seconds).map_err(&error)?;
         if fields.len() < 10 || fields[8] != "+" {
             return Err(error(
                 "expected `sector + count` after the RWBS field".to_string(),
             ));
         }
-        let sector: u64 = fields[7]
-            .parse()
-            .map_err(|_| error(format!("bad sector {:?}", fields[7])))?;
-        let count: u64 = fields[9]
-            .parse()
-            .map_err(|_| error(format!("bad sector count {:?}", fields[9])))?;
-        let time_ns = (seconds * 1e9) as u64;
+        let sector = parse_trace_integer(fields[7], "sector").map_err(&error)?;
+        let count = parse_trace_integer(fields[9], "sector count").map_err(&error)?;
+        let time_ns = seconds_to_ns(seconds);
         let origin = *first_ns.get_or_insert(time_ns);
-        requests.push(TraceRequest {
-            arrival_ns: time_ns.saturating_sub(origin),
+        let request = sectors_to_request(
+            time_ns.saturating_sub(origin),
             kind,
-            offset_bytes: sector * 512,
-            length_bytes: count * 512,
-        });
+            (sector, count),
+            &BLKPARSE_FIELDS,
+        )
+        .map_err(&error)?;
+        push_trace_request(&mut requests, request).map_err(&error)?;
     }
     Ok(requests)
 }
@@ -466,31 +552,172 @@ pub fn parse_disksim(text: &str, source_name: &str) -> Result<Vec<TraceRequest>,
                 fields.len()
             )));
         }
-        let milliseconds: f64 = fields[0]
-            .parse()
-            .map_err(|_| error(format!("bad arrival time {:?}", fields[0])))?;
-        if !milliseconds.is_finite() || milliseconds < 0.0 {
-            return Err(error(format!("bad arrival time {:?}", fields[0])));
-        }
-        let numbers: Result<Vec<u64>, _> = fields[1..]
-            .iter()
-            .map(|field| field.parse::<u64>())
-            .collect();
-        let numbers = numbers.map_err(|_| {
-            error(format!(
-                "device, block, size and flags must be integers: {line:?}"
-            ))
-        })?;
-        requests.push(TraceRequest {
-            arrival_ns: (milliseconds * 1e6) as u64,
-            kind: if numbers[3] & 1 == 1 {
-                AccessKind::Read
-            } else {
-                AccessKind::Write
-            },
-            offset_bytes: numbers[1] * 512,
-            length_bytes: numbers[2] * 512,
-        });
+        let milliseconds =
+            parse_trace_time(fields[0], "arrival time", TimeUnit::Milliseconds).map_err(&error)?;
+        let seconds = milliseconds / 1e3;
+        parse_trace_integer(fields[1], "device").map_err(&error)?;
+        let block = parse_trace_integer(fields[2], "block").map_err(&error)?;
+        let size = parse_trace_integer(fields[3], "size").map_err(&error)?;
+        let flags = parse_trace_integer(fields[4], "flags").map_err(&error)?;
+        let kind = if flags & 1 == 1 {
+            AccessKind::Read
+        } else {
+            AccessKind::Write
+        };
+        let request =
+            sectors_to_request(seconds_to_ns(seconds), kind, (block, size), &DISKSIM_FIELDS)
+                .map_err(&error)?;
+        push_trace_request(&mut requests, request).map_err(&error)?;
     }
     Ok(requests)
+}
+
+/// Checks one trace request against the trace limits: offset, length and arrival time.
+pub fn check_trace_request(request: &TraceRequest) -> Result<(), String> {
+    if request.length_bytes > MAX_REQUEST_BYTES {
+        return Err(format!(
+            "request of {} bytes: above the limit of {MAX_REQUEST_BYTES} bytes (256 MiB)",
+            request.length_bytes
+        ));
+    }
+    if request.offset_bytes > MAX_TRACE_OFFSET_BYTES {
+        return Err(format!(
+            "offset {} bytes: above the limit of {MAX_TRACE_OFFSET_BYTES} bytes (1 PiB)",
+            request.offset_bytes
+        ));
+    }
+    if request.arrival_ns > seconds_to_ns(MAX_TRACE_ARRIVAL_SECONDS) {
+        return Err(format!(
+            "arrival {} ns: above the limit of {MAX_TRACE_ARRIVAL_SECONDS} s (30 days)",
+            request.arrival_ns
+        ));
+    }
+    Ok(())
+}
+
+/// The unit of a trace's time field.
+#[derive(Clone, Copy)]
+enum TimeUnit {
+    Seconds,
+    Milliseconds,
+}
+
+impl TimeUnit {
+    fn per_second(self) -> f64 {
+        match self {
+            TimeUnit::Seconds => 1.0,
+            TimeUnit::Milliseconds => 1e3,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            TimeUnit::Seconds => "s",
+            TimeUnit::Milliseconds => "ms",
+        }
+    }
+}
+
+/// A time of a trace in `unit`: a finite, non-negative decimal number of at most
+/// [`MAX_TRACE_ARRIVAL_SECONDS`].
+fn parse_trace_time(text: &str, field: &str, unit: TimeUnit) -> Result<f64, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|_| format!("field `{field}` {text:?}: not a number"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!(
+            "field `{field}` {text:?}: not a finite non-negative number"
+        ));
+    }
+    let limit = MAX_TRACE_ARRIVAL_SECONDS * unit.per_second();
+    if value > limit {
+        return Err(format!(
+            "field `{field}` {text:?}: above the limit of {limit} {} (30 days)",
+            unit.symbol()
+        ));
+    }
+    Ok(value)
+}
+
+/// A non-negative integer field of a trace.
+fn parse_trace_integer(text: &str, field: &str) -> Result<u64, String> {
+    text.parse::<u64>()
+        .map_err(|_| format!("field `{field}` {text:?}: not a non-negative integer below 2^64"))
+}
+
+/// Whole nanoseconds of a checked time (at most 30 days, so the product is exact enough
+/// and far from overflow).
+fn seconds_to_ns(seconds: f64) -> u64 {
+    assert!(
+        (0.0..=MAX_TRACE_ARRIVAL_SECONDS).contains(&seconds),
+        "times are checked before conversion"
+    );
+    (seconds * 1e9) as u64
+}
+
+/// The names a trace format gives its position and length fields, for errors.
+struct SectorFieldNames {
+    position: &'static str,
+    count: &'static str,
+}
+
+const BLKPARSE_FIELDS: SectorFieldNames = SectorFieldNames {
+    position: "sector",
+    count: "sector count",
+};
+
+const DISKSIM_FIELDS: SectorFieldNames = SectorFieldNames {
+    position: "block",
+    count: "size",
+};
+
+/// A request of `count` 512-byte sectors from `sector`, within the trace limits.
+fn sectors_to_request(
+    arrival_ns: u64,
+    kind: AccessKind,
+    (sector, count): (u64, u64),
+    names: &SectorFieldNames,
+) -> Result<TraceRequest, String> {
+    const SECTOR_BYTES: u64 = 512;
+    let offset_bytes = sector
+        .checked_mul(SECTOR_BYTES)
+        .filter(|&offset| offset <= MAX_TRACE_OFFSET_BYTES)
+        .ok_or_else(|| {
+            format!(
+                "field `{}` {sector}: above the limit of {} sectors ({MAX_TRACE_OFFSET_BYTES} bytes, 1 PiB)",
+                names.position,
+                MAX_TRACE_OFFSET_BYTES / SECTOR_BYTES
+            )
+        })?;
+    let length_bytes = count
+        .checked_mul(SECTOR_BYTES)
+        .filter(|&length| length <= MAX_REQUEST_BYTES)
+        .ok_or_else(|| {
+            format!(
+                "field `{}` {count}: above the limit of {} sectors ({MAX_REQUEST_BYTES} bytes, 256 MiB)",
+                names.count,
+                MAX_REQUEST_BYTES / SECTOR_BYTES
+            )
+        })?;
+    let request = TraceRequest {
+        arrival_ns,
+        kind,
+        offset_bytes,
+        length_bytes,
+    };
+    check_trace_request(&request)?;
+    Ok(request)
+}
+
+fn push_trace_request(
+    requests: &mut Vec<TraceRequest>,
+    request: TraceRequest,
+) -> Result<(), String> {
+    if requests.len() >= MAX_TRACE_REQUESTS {
+        return Err(format!(
+            "more than {MAX_TRACE_REQUESTS} requests: the limit of one trace"
+        ));
+    }
+    requests.push(request);
+    Ok(())
 }

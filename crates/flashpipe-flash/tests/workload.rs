@@ -74,7 +74,7 @@ fn malformed_blkparse_lines_name_their_line() {
         (
             format!("{good}{good}  8,0 0 1 zero 5 Q R 8 + 8 [x]\n"),
             3,
-            "bad timestamp",
+            "field `time` \"zero\": not a number",
         ),
         (
             "  8,0 0 1 0.1 5 Q R 8 8 [x]\n".to_string(),
@@ -84,7 +84,7 @@ fn malformed_blkparse_lines_name_their_line() {
         (
             format!("{good}  8,0 0 1 0.2 5 Q W x + 8 [x]\n"),
             2,
-            "bad sector",
+            "field `sector` \"x\"",
         ),
         ("  8,0 0 1 0.2 5 Q\n".to_string(), 1, "at least 7 fields"),
     ] {
@@ -102,9 +102,13 @@ fn disksim_traces_parse_and_malformed_lines_name_their_line() {
     assert_eq!(requests[1].length_bytes, 16 * 512);
     for (text, line, words) in [
         ("0.5 0 100 8 1\n0.6 0 100 8\n", 2, "expected 5 fields"),
-        ("x 0 100 8 1\n", 1, "bad arrival time"),
-        ("0.5 0 100 8 1\n1 0 -5 8 1\n", 2, "integers"),
-        ("-1 0 100 8 1\n", 1, "bad arrival time"),
+        (
+            "x 0 100 8 1\n",
+            1,
+            "field `arrival time` \"x\": not a number",
+        ),
+        ("0.5 0 100 8 1\n1 0 -5 8 1\n", 2, "field `block` \"-5\""),
+        ("-1 0 100 8 1\n", 1, "not a finite non-negative number"),
     ] {
         check_trace_error(workload::parse_disksim(text, "t.txt"), line, words);
     }

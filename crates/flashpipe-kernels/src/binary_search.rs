@@ -12,7 +12,9 @@ use crate::api::{
     Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary,
 };
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
-use crate::options::{KernelOptions, OptionSpec};
+use crate::options::{
+    KernelOptions, OptionSpec, MAX_BLOCK_RECORDS, MAX_INDEX_BLOCK_BYTES, MAX_RECORD_BYTES,
+};
 
 /// Options of the index builder.
 pub const SEARCH_INDEX_OPTIONS: &[OptionSpec] = &[
@@ -259,9 +261,19 @@ impl SearchIndexKernel {
 
     /// Builds from options.
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
-        let record_size_bytes = options.integer("record", 1, 1 << 20)? as usize;
+        let record_size_bytes = options.integer("record", 1, MAX_RECORD_BYTES)? as usize;
         let key = options.integer("key", 0, record_size_bytes as u64)? as usize;
-        let block_records = options.integer("block_records", 1, 1 << 20)? as usize;
+        let block_records = options.integer("block_records", 1, MAX_BLOCK_RECORDS)? as usize;
+        if (record_size_bytes as u64) * (block_records as u64) > MAX_INDEX_BLOCK_BYTES {
+            return Err(OptionsError::BadValue {
+                key: "block_records".into(),
+                value: block_records.to_string(),
+                reason: format!(
+                    "record x block_records = {} bytes, above the limit of {MAX_INDEX_BLOCK_BYTES} bytes per index block",
+                    record_size_bytes as u64 * block_records as u64
+                ),
+            });
+        }
         Ok(Arc::new(Self::new(IndexLayout {
             record_size_bytes,
             key_size_bytes: if key == 0 { record_size_bytes } else { key },

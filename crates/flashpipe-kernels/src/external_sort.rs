@@ -16,7 +16,7 @@ use crate::api::{
     Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary,
 };
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
-use crate::options::{KernelOptions, OptionSpec};
+use crate::options::{KernelOptions, OptionSpec, MAX_RECORD_BYTES, MAX_SORT_MEMORY_BYTES};
 
 /// Options of the external sort.
 pub const SORT_OPTIONS: &[OptionSpec] = &[
@@ -120,10 +120,11 @@ impl ExternalSortKernel {
 
     /// Builds from options.
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
-        let record_size_bytes = options.integer("record", 1, 1 << 20)? as usize;
+        let record_size_bytes = options.integer("record", 1, MAX_RECORD_BYTES)? as usize;
         let key = options.integer("key", 0, record_size_bytes as u64)? as usize;
         let minimum_memory = 4 * (record_size_bytes as u64 + 4);
-        let memory_bytes = options.integer("memory", minimum_memory, 1 << 40)? as usize;
+        let memory_bytes =
+            options.integer("memory", minimum_memory, MAX_SORT_MEMORY_BYTES)? as usize;
         let temp_dir = options.text("temp_dir")?;
         let temp_directory = (!temp_dir.is_empty()).then(|| PathBuf::from(temp_dir));
         if let Some(directory) = &temp_directory {

@@ -16,7 +16,10 @@ use crate::api::{
     PartReducer, Schedule, Summary,
 };
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
-use crate::options::{KernelOptions, OptionSpec};
+use crate::options::{
+    KernelOptions, OptionSpec, MAX_COMPILED_PATTERN_BYTES, MAX_LINE_BYTES_LIMIT, MAX_MATCHES_LIMIT,
+    MAX_PATTERN_BYTES,
+};
 
 /// Options of grep.
 pub const GREP_OPTIONS: &[OptionSpec] = &[
@@ -132,11 +135,14 @@ impl GrepKernel {
     /// Builds from options.
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
         let pattern = options.text("pattern")?;
-        if pattern.is_empty() {
+        if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES {
             return Err(OptionsError::BadValue {
                 key: "pattern".into(),
-                value: String::new(),
-                reason: "must not be empty".into(),
+                value: pattern.chars().take(64).collect(),
+                reason: format!(
+                    "{} bytes: must be 1 to {MAX_PATTERN_BYTES} bytes",
+                    pattern.len()
+                ),
             });
         }
         let ignore_case = options.boolean("ignore_case")?;
@@ -155,6 +161,7 @@ impl GrepKernel {
             let regex = RegexBuilder::new(pattern)
                 .multi_line(true)
                 .case_insensitive(ignore_case)
+                .size_limit(MAX_COMPILED_PATTERN_BYTES)
                 .build()
                 .map_err(|error| OptionsError::BadValue {
                     key: "pattern".into(),
@@ -163,8 +170,8 @@ impl GrepKernel {
                 })?;
             LineMatcher::Pattern(regex)
         };
-        let max_line_bytes = options.integer("max_line_bytes", 1, 1 << 30)? as usize;
-        let max_matches = options.integer("max_matches", 0, 1 << 24)? as usize;
+        let max_line_bytes = options.integer("max_line_bytes", 1, MAX_LINE_BYTES_LIMIT)? as usize;
+        let max_matches = options.integer("max_matches", 0, MAX_MATCHES_LIMIT)? as usize;
         Ok(Arc::new(Arc::new(Self::new(
             matcher,
             max_line_bytes,

@@ -11,7 +11,10 @@ use crate::api::{
     Summary,
 };
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
-use crate::options::{KernelOptions, OptionSpec};
+use crate::options::{
+    KernelOptions, OptionSpec, MAX_DIMENSIONS, MAX_NEIGHBOURS, MAX_QUERY_FILE_BYTES,
+    MAX_QUERY_NEIGHBOURS,
+};
 use crate::records::{start_record_job, RecordKernel};
 
 /// Options of kNN.
@@ -78,13 +81,20 @@ impl KnnKernel {
 
     /// Builds from options (reads the query file).
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
-        let dimensions = options.integer("dimensions", 1, 65536)? as usize;
-        let neighbour_count = options.integer("k", 1, 1024)? as usize;
+        let dimensions = options.integer("dimensions", 1, MAX_DIMENSIONS)? as usize;
+        let neighbour_count = options.integer("k", 1, MAX_NEIGHBOURS)? as usize;
         let path = options.text("queries")?;
         let bad_file = |reason: String| OptionsError::BadFile {
             key: "queries".into(),
             reason,
         };
+        let metadata = std::fs::metadata(path)
+            .map_err(|error| bad_file(format!("cannot read {path}: {error}")))?;
+        if !metadata.is_file() || metadata.len() > MAX_QUERY_FILE_BYTES {
+            return Err(bad_file(format!(
+                "{path} must be a regular file of at most {MAX_QUERY_FILE_BYTES} bytes (64 MiB)"
+            )));
+        }
         let bytes = std::fs::read(path)
             .map_err(|error| bad_file(format!("cannot read {path}: {error}")))?;
         let queries = decode_vectors(&bytes, dimensions)
@@ -96,6 +106,13 @@ impl KnnKernel {
                     dimensions * 4
                 ))
             })?;
+        let query_count = (queries.len() / dimensions) as u64;
+        if query_count * neighbour_count as u64 > MAX_QUERY_NEIGHBOURS {
+            return Err(bad_file(format!(
+                "{path} holds {query_count} queries; queries x k = {} is above the limit of {MAX_QUERY_NEIGHBOURS}",
+                query_count * neighbour_count as u64
+            )));
+        }
         Ok(Arc::new(Arc::new(Self::new(
             dimensions,
             neighbour_count,

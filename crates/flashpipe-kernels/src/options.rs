@@ -6,6 +6,33 @@ use serde::Serialize;
 
 use crate::error::OptionsError;
 
+/// Longest value of one option (a pattern, a path, a key in hex): 4 KiB.
+pub const MAX_OPTION_VALUE_BYTES: usize = 4096;
+/// Largest record of the record kernels (`record` of sort and index): 1 MiB.
+pub const MAX_RECORD_BYTES: u64 = 1 << 20;
+/// Most records per index block (`block_records` of index).
+pub const MAX_BLOCK_RECORDS: u64 = 1 << 20;
+/// Largest index block (`record` x `block_records`), which the index kernel allocates: 1 GiB.
+pub const MAX_INDEX_BLOCK_BYTES: u64 = 1 << 30;
+/// Largest run buffer of the external sort (`memory`): 64 GiB.
+pub const MAX_SORT_MEMORY_BYTES: u64 = 1 << 36;
+/// Longest grep pattern (`pattern`), like any option value: 4 KiB.
+pub const MAX_PATTERN_BYTES: usize = MAX_OPTION_VALUE_BYTES;
+/// Largest compiled regular expression of grep: 16 MiB (the `regex` crate's size limit).
+pub const MAX_COMPILED_PATTERN_BYTES: usize = 1 << 24;
+/// Highest `max_line_bytes` of grep: 1 GiB.
+pub const MAX_LINE_BYTES_LIMIT: u64 = 1 << 30;
+/// Highest `max_matches` of grep.
+pub const MAX_MATCHES_LIMIT: u64 = 1 << 24;
+/// Most dimensions of a kNN vector (`dimensions`).
+pub const MAX_DIMENSIONS: u64 = 65536;
+/// Most neighbours per kNN query (`k`).
+pub const MAX_NEIGHBOURS: u64 = 1024;
+/// Largest kNN query file (`queries`), read whole: 64 MiB.
+pub const MAX_QUERY_FILE_BYTES: u64 = 1 << 26;
+/// Most kept neighbours over all kNN queries (queries x `k`), which size its result lists.
+pub const MAX_QUERY_NEIGHBOURS: u64 = 1 << 22;
+
 /// One option a kernel takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct OptionSpec {
@@ -40,6 +67,16 @@ impl KernelOptions {
                     .ok_or_else(|| OptionsError::NotKeyValue {
                         argument: argument.clone(),
                     })?;
+            if value.len() > MAX_OPTION_VALUE_BYTES {
+                return Err(bad_value(
+                    key,
+                    &value.chars().take(64).collect::<String>(),
+                    &format!(
+                        "{} bytes: above the limit of {MAX_OPTION_VALUE_BYTES} bytes per value",
+                        value.len()
+                    ),
+                ));
+            }
             let spec = specs.iter().find(|spec| spec.key == key).ok_or_else(|| {
                 OptionsError::UnknownOption {
                     kernel: kernel.to_string(),

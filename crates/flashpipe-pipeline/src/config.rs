@@ -5,6 +5,31 @@ use flashpipe_engine::EngineConfig;
 
 use crate::error::PipelineError;
 
+/// Most kernel worker threads of one pipeline (`--workers`).
+pub const MAX_WORKER_COUNT: usize = 256;
+/// Most reader threads of one pipeline (`--readers`).
+pub const MAX_READER_COUNT: usize = 64;
+/// Most reads one reader keeps in flight, chunk credits, queued outputs and writes in flight.
+pub const MAX_QUEUE_ENTRIES: usize = 1 << 16;
+/// Largest output write: 64 MiB.
+pub const MAX_OUTPUT_CHUNK_BYTES: usize = 1 << 26;
+
+/// Checks thread counts before anything starts: `reader_count` readers and `worker_count`
+/// workers, each at least 1 and at most its limit.
+pub fn check_thread_counts(reader_count: usize, worker_count: usize) -> Result<(), PipelineError> {
+    for (name, value, maximum) in [
+        ("reader_count", reader_count, MAX_READER_COUNT),
+        ("worker_count", worker_count, MAX_WORKER_COUNT),
+    ] {
+        if !(1..=maximum).contains(&value) {
+            return Err(PipelineError::Config(format!(
+                "{name} {value} is not within 1..={maximum}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Where a kernel's transformed stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OutputTarget {
@@ -45,7 +70,9 @@ impl PipelineConfig {
     /// Settings that fit `engine`: all its read buffers as credits, one reader, workers on
     /// every core.
     pub fn for_engine(engine: &EngineConfig, output: OutputTarget) -> PipelineConfig {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let cores = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(MAX_WORKER_COUNT);
         let credits = (engine.read_buffer_count as usize).max(1);
         PipelineConfig {
             reader_count: 1,
@@ -68,7 +95,7 @@ impl PipelineConfig {
                 "reads_in_flight_per_reader",
                 self.reads_in_flight_per_reader,
             ),
-            ("chunk_bytes", self.chunk_bytes as usize),
+            ("chunk_bytes", usize::from(self.chunk_bytes != 0)),
             ("worker_count", self.worker_count),
             ("chunk_credit_count", self.chunk_credit_count),
             ("output_queue_capacity", self.output_queue_capacity),
@@ -77,6 +104,28 @@ impl PipelineConfig {
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(PipelineError::Config(format!("{name} must be at least 1")));
+        }
+        check_thread_counts(self.reader_count, self.worker_count)?;
+        for (name, value) in [
+            (
+                "reads_in_flight_per_reader",
+                self.reads_in_flight_per_reader,
+            ),
+            ("chunk_credit_count", self.chunk_credit_count),
+            ("output_queue_capacity", self.output_queue_capacity),
+            ("writes_in_flight", self.writes_in_flight),
+        ] {
+            if value > MAX_QUEUE_ENTRIES {
+                return Err(PipelineError::Config(format!(
+                    "{name} {value} is above the limit of {MAX_QUEUE_ENTRIES}"
+                )));
+            }
+        }
+        if self.output_chunk_bytes > MAX_OUTPUT_CHUNK_BYTES {
+            return Err(PipelineError::Config(format!(
+                "output_chunk_bytes {} is above the limit of {MAX_OUTPUT_CHUNK_BYTES}",
+                self.output_chunk_bytes
+            )));
         }
         if self.chunk_bytes > engine.max_read_bytes as u64 {
             return Err(PipelineError::Config(format!(
