@@ -118,7 +118,8 @@ impl BlockDevice for Ftl {
             return Err(Rejected { request, error });
         }
         if let Some(operation) = self.refused_when_read_only(&request.operation) {
-            let error = DeviceError::new(&self.info.name, DeviceErrorKind::Unsupported { operation });
+            let error =
+                DeviceError::new(&self.info.name, DeviceErrorKind::Unsupported { operation });
             return Err(Rejected { request, error });
         }
         let block_bytes = self.info.block_size_bytes as usize;

@@ -107,7 +107,11 @@ fn a_checkpoint_after_a_flush_survives_a_death() {
 }
 
 fn die_after_every_step(sync_after_writes: bool) {
-    let scratch = ScratchFolder::new(if sync_after_writes { "ftl-death-synced" } else { "ftl-death-unsynced" });
+    let scratch = ScratchFolder::new(if sync_after_writes {
+        "ftl-death-synced"
+    } else {
+        "ftl-death-unsynced"
+    });
     let path = std::path::PathBuf::from(scratch.join("flash.img"));
     let array = FlashArray::new(
         support::small_config(16, 16),
