@@ -32,6 +32,8 @@ const LARGEST_FILE_BYTES: u64 = 3 << 20;
 const LIVE_BYTES_LIMIT: u64 = 24 << 20;
 /// The share of commands killed (the rest run to the end and calibrate the kill delay).
 const KILLED_PERCENT: u64 = 80;
+/// A long campaign reports its progress this often (kills that landed mid-command).
+const PROGRESS_EVERY_KILLS: u64 = 50;
 /// The first commands run to the end: they calibrate the kill delay to the machine.
 const CALIBRATION_COMMANDS: u64 = 3;
 
@@ -74,7 +76,13 @@ enum Step {
     Copy { from: String, to: String },
 }
 
-/// What a killed command's files may look like, and which case was found.
+/// The files a command touches: each name with its content, or `None` when absent.
+type TouchedFiles = Vec<(String, Option<Vec<u8>>)>;
+
+/// SIGKILL's number: a command that died of it was killed mid-command.
+const SIGKILL: i32 = 9;
+
+/// A campaign's counts and what it found.
 #[derive(Debug, Default)]
 struct Figures {
     commands: u64,
@@ -149,7 +157,7 @@ impl Harness {
             folder,
             store_file,
             model: BTreeMap::new(),
-            generator: SplitMix64::new(seed ^ kind.label.len() as u64 * 0x9E37_79B9),
+            generator: SplitMix64::new(seed ^ (kind.label.len() as u64 * 0x9E37_79B9)),
             next_name: 0,
             average_command: Duration::ZERO,
             figures: Figures::default(),
@@ -230,7 +238,7 @@ impl Harness {
             self.figures.kills += 1;
         }
         let output = child.wait_with_output().expect("the command is reaped");
-        if output.status.signal() == Some(libc_sigkill()) {
+        if output.status.signal() == Some(SIGKILL) {
             self.figures.kills_mid_command += 1;
             self.check_after_kill(round, &step);
             return;
@@ -411,13 +419,7 @@ impl Harness {
     }
 
     /// The files a step touches, as (name, content or absent) before and after it.
-    fn outcomes(
-        &self,
-        step: &Step,
-    ) -> (
-        Vec<(String, Option<Vec<u8>>)>,
-        Vec<(String, Option<Vec<u8>>)>,
-    ) {
+    fn outcomes(&self, step: &Step) -> (TouchedFiles, TouchedFiles) {
         let current = |name: &String| self.model.get(name).cloned();
         match step {
             Step::Put { name, content } => (
@@ -441,11 +443,7 @@ impl Harness {
 
     /// A torn command (an atomicity finding, not a durability loss): the model takes
     /// what the store holds for the touched names, and a partial file is removed.
-    fn adopt_torn_outcome(
-        &mut self,
-        found: &BTreeMap<String, Vec<u8>>,
-        before: &[(String, Option<Vec<u8>>)],
-    ) {
+    fn adopt_torn_outcome(&mut self, found: &BTreeMap<String, Vec<u8>>, before: &TouchedFiles) {
         for (name, _) in before {
             self.model.remove(name);
             if found.contains_key(name) {
@@ -483,10 +481,6 @@ impl Harness {
     }
 }
 
-fn libc_sigkill() -> i32 {
-    9
-}
-
 fn describe(step: &Step) -> String {
     match step {
         Step::Put { name, content } => format!("put {name} ({} bytes)", content.len()),
@@ -496,7 +490,7 @@ fn describe(step: &Step) -> String {
     }
 }
 
-fn summarize(found: &BTreeMap<String, Vec<u8>>, touched: &[(String, Option<Vec<u8>>)]) -> String {
+fn summarize(found: &BTreeMap<String, Vec<u8>>, touched: &TouchedFiles) -> String {
     touched
         .iter()
         .map(|(name, before)| {
@@ -523,8 +517,16 @@ fn kill_campaign(kind: &'static StoreKind) {
     let mut harness = Harness::new(kind, seed);
     let mut round = 0;
     while harness.figures.kills_mid_command < kills {
+        let landed_before = harness.figures.kills_mid_command;
         harness.run_round(round);
         round += 1;
+        let landed = harness.figures.kills_mid_command;
+        if landed > landed_before && landed % PROGRESS_EVERY_KILLS == 0 {
+            eprintln!(
+                "{} store: {landed} kills landed mid-command, {} commands, losses 0 so far",
+                kind.label, harness.figures.commands
+            );
+        }
         assert!(
             round < kills * 20 + 100,
             "{} store: {round} rounds and only {} kills landed mid-command",
