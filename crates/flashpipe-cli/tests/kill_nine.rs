@@ -523,8 +523,10 @@ fn kill_campaign(kind: &'static StoreKind) {
         let landed = harness.figures.kills_mid_command;
         if landed > landed_before && landed % PROGRESS_EVERY_KILLS == 0 {
             eprintln!(
-                "{} store: {landed} kills landed mid-command, {} commands, losses 0 so far",
-                kind.label, harness.figures.commands
+                "{} store: {landed} kills landed mid-command, {} commands, losses 0 so far, atomicity findings {}",
+                kind.label,
+                harness.figures.commands,
+                harness.figures.atomicity_findings.len()
             );
         }
         assert!(
