@@ -4,11 +4,19 @@
 //! the model's virtual time.
 //!
 //! Durability: the flash array writes page contents to its backing file as it programs
-//! them, but its block table (`<path>.meta`) only on `FlashArray::sync`. The
-//! [`FlashStoreDevice`] therefore makes the backing storage durable after every flush it
-//! completes, so a store written by one process mounts in the next; dropping the device
+//! them and appends each block-state change to a journal beside it, so a process killed
+//! at any instant (kill -9) leaves the image, `.meta` and journal describing a prefix of
+//! the array's operations, from which the FTL mounts; `FlashArray::sync` folds the
+//! journal into a new `.meta` (write, fsync, rename). The [`FlashStoreDevice`] syncs
+//! after every flush it completes, so what a flush acknowledged survives a machine crash
+//! too (docs/flash-model.md, "Crash atomicity of the image"); dropping the device
 //! unmounts the FTL cleanly (a final checkpoint, so the next mount replays little) and
 //! syncs once more, best effort.
+//!
+//! Read-only opening (`DeviceCreation::ReadOnly`) writes nothing at all: the image is
+//! opened read-only, the journal is replayed in memory, the FTL mounts without a
+//! checkpoint or an erase and refuses writes, trims and copies, and neither a flush nor
+//! closing the device syncs anything.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -358,8 +366,11 @@ pub fn open_flash_device(
         (Some(path), DeviceCreation::CreateMissing) => {
             create_on_file(&device, &path, config, options, spec.seed)?
         }
-        (Some(path), DeviceCreation::MustExist | DeviceCreation::ReadOnly) => {
-            mount_from_file(&device, &path, &config, options)?
+        (Some(path), DeviceCreation::MustExist) => {
+            mount_from_file(&device, &path, &config, options, false)?
+        }
+        (Some(path), DeviceCreation::ReadOnly) => {
+            mount_from_file(&device, &path, &config, options, true)?
         }
     };
     FlashStoreDevice::new(&device, ftl, spec.size_bytes, spec.path.is_some())
@@ -409,10 +420,15 @@ fn format_ftl(
     Ok(ftl)
 }
 
-fn metadata_path(path: &Path) -> PathBuf {
+/// `path` with `suffix` appended (`.meta`, `.journal`, `.meta.tmp`).
+fn companion_path(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
-    name.push(".meta");
+    name.push(suffix);
     PathBuf::from(name)
+}
+
+fn metadata_path(path: &Path) -> PathBuf {
+    companion_path(path, ".meta")
 }
 
 /// mkfs on a backing file: reuses an image of the same preset, else makes a new one
@@ -425,14 +441,16 @@ fn create_on_file(
     seed: u64,
 ) -> Result<Ftl, FlashStoreError> {
     if path.exists() {
-        let array = reopen_array(device, path, &config)?;
+        let array = reopen_array(device, path, &config, false)?;
         return format_ftl(device, array, options);
     }
     let created = new_array(device, config, StorageMode::File(path.to_path_buf()), seed)
         .and_then(|array| format_ftl(device, array, options));
     if created.is_err() {
         let _ = std::fs::remove_file(path);
-        let _ = std::fs::remove_file(metadata_path(path));
+        for suffix in [".meta", ".meta.tmp", ".journal"] {
+            let _ = std::fs::remove_file(companion_path(path, suffix));
+        }
     }
     created
 }
@@ -441,6 +459,7 @@ fn reopen_array(
     device: &str,
     path: &Path,
     expected: &FlashConfig,
+    read_only: bool,
 ) -> Result<FlashArray, FlashStoreError> {
     if !metadata_path(path).exists() {
         return Err(FlashStoreError::Spec {
@@ -452,8 +471,12 @@ fn reopen_array(
             ),
         });
     }
-    let array = FlashArray::open(path, 1, FLASH_HOST_QUEUE_DEPTH)
-        .map_err(|source| flash_error(device, source))?;
+    let array = if read_only {
+        FlashArray::open_read_only(path, 1, FLASH_HOST_QUEUE_DEPTH)
+    } else {
+        FlashArray::open(path, 1, FLASH_HOST_QUEUE_DEPTH)
+    }
+    .map_err(|source| flash_error(device, source))?;
     if array.config() != expected {
         return Err(FlashStoreError::OtherPreset {
             path: path.to_path_buf(),
@@ -475,20 +498,28 @@ fn describe_config(config: &FlashConfig) -> String {
     )
 }
 
+/// Opens the array in `path` and mounts its FTL; `read_only`: nothing is written (the
+/// image opened read-only, the FTL mounted in memory only).
 fn mount_from_file(
     device: &str,
     path: &Path,
     config: &FlashConfig,
     options: FtlOptions,
+    read_only: bool,
 ) -> Result<Ftl, FlashStoreError> {
     if !path.exists() {
         return Err(FlashStoreError::MissingImage {
             path: path.to_path_buf(),
         });
     }
-    let array = reopen_array(device, path, config)?;
-    let (ftl, _report) = Ftl::mount(Box::new(array) as Box<dyn FlashBackend>, options)
-        .map_err(|source| ftl_error(device, source))?;
+    let array = reopen_array(device, path, config, read_only)?;
+    let backend = Box::new(array) as Box<dyn FlashBackend>;
+    let mounted = if read_only {
+        Ftl::mount_read_only(backend, options)
+    } else {
+        Ftl::mount(backend, options)
+    };
+    let (ftl, _report) = mounted.map_err(|source| ftl_error(device, source))?;
     Ok(ftl)
 }
 
@@ -540,7 +571,13 @@ impl FlashStoreDevice {
         Arc::clone(&self.stats)
     }
 
-    /// Unmounts the FTL cleanly (a checkpoint) and makes the backing file durable.
+    /// True when opened with `DeviceCreation::ReadOnly` (nothing is ever written).
+    pub fn is_read_only(&self) -> bool {
+        self.ftl().is_read_only()
+    }
+
+    /// Unmounts the FTL cleanly (a checkpoint) and makes the backing file durable; a
+    /// read-only device writes nothing.
     pub fn close(mut self) -> Result<(), FlashStoreError> {
         let ftl = self
             .ftl
@@ -548,6 +585,9 @@ impl FlashStoreDevice {
             .expect("the FTL is present until the device is closed");
         let device = self.info.name.to_string();
         self.publish_stats_of(&ftl);
+        if ftl.is_read_only() {
+            return Ok(());
+        }
         let mut backend = ftl.unmount();
         backend
             .sync_storage()
@@ -572,7 +612,7 @@ impl FlashStoreDevice {
                 continue;
             };
             self.flushes_in_flight.swap_remove(position);
-            if completion.status.is_err() {
+            if completion.status.is_err() || self.is_read_only() {
                 continue;
             }
             let ftl = self.ftl.as_mut().expect("the FTL is present");
@@ -596,7 +636,7 @@ impl Drop for FlashStoreDevice {
             return;
         };
         self.publish_stats_of(&ftl);
-        if !self.file_backed {
+        if !self.file_backed || ftl.is_read_only() {
             return;
         }
         let mut backend = ftl.unmount();

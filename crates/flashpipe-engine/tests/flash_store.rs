@@ -353,3 +353,108 @@ fn a_flash_store_device_keeps_the_block_device_contract() {
         Box::new(device) as Box<dyn BlockDevice>
     });
 }
+
+/// What a write would change: the `.meta` and the journal byte for byte, and the sparse
+/// image's length and modification time (reading gigabytes of holes would be slow).
+fn image_files(folder: &ScratchFolder, image: &str) -> Vec<(String, Vec<u8>)> {
+    let image_path = folder.path().join(image);
+    let image_metadata = std::fs::metadata(&image_path).unwrap();
+    let modified = image_metadata.modified().unwrap();
+    let image_stamp = format!("{} bytes, modified {modified:?}", image_metadata.len());
+    let mut files = vec![(image.to_string(), image_stamp.into_bytes())];
+    for name in [format!("{image}.meta"), format!("{image}.journal")] {
+        let bytes = std::fs::read(folder.path().join(&name)).unwrap_or_default();
+        files.push((name, bytes));
+    }
+    files
+}
+
+/// Opens `spec` read-only, checks the files and that writes are refused with a clear
+/// error, drops it, and checks that not a byte of the image, `.meta` or journal changed.
+fn read_only_open_writes_nothing(folder: &ScratchFolder, spec: &FlashDeviceSpec) {
+    let store_file = store_file_in(folder);
+    let before = image_files(folder, "flash0.img");
+    let mut device =
+        open_flash_device(spec, &store_file, "flash0", 32, DeviceCreation::ReadOnly).unwrap();
+    assert!(device.is_read_only());
+    let write = flashpipe_device::Request {
+        tag: 1,
+        operation: flashpipe_device::Operation::Write {
+            first_block: 0,
+            buffer: flashpipe_device::IoBuf::zeroed(8 << 10),
+        },
+    };
+    let refused = device
+        .submit(write)
+        .expect_err("a read-only flash device refuses writes");
+    let message = refused.error.to_string();
+    assert!(message.contains("read-only"), "unclear refusal: {message}");
+    let flushed = flashpipe_device::run_one(&mut device, flashpipe_device::Operation::Flush)
+        .expect("a flush runs on a read-only device");
+    flushed
+        .status
+        .expect("a flush on a read-only device succeeds (there is nothing to write)");
+    let mut filesystem = Filesystem::mount_read_only(Box::new(device)).unwrap();
+    check_files(&mut filesystem);
+    assert!(filesystem.check().unwrap().is_clean());
+    drop(filesystem);
+    assert!(
+        image_files(folder, "flash0.img") == before,
+        "a read-only open changed the image, its .meta or its journal"
+    );
+}
+
+#[test]
+fn a_read_only_open_writes_nothing_after_a_clean_close() {
+    let folder = ScratchFolder::new("read-only-clean");
+    let spec = small_minflash(Some("flash0.img"));
+    let store_file = store_file_in(&folder);
+    let device = open_flash_device(
+        &spec,
+        &store_file,
+        "flash0",
+        32,
+        DeviceCreation::CreateMissing,
+    )
+    .unwrap();
+    let options = FormatOptions {
+        fs_block_size_bytes: 8 << 10,
+    };
+    let mut filesystem = Filesystem::format(Box::new(device), &options).unwrap();
+    write_files(&mut filesystem);
+    drop(filesystem.unmount().unwrap());
+    read_only_open_writes_nothing(&folder, &spec);
+}
+
+/// After a process death the journal holds block changes the `.meta` lacks: a read-only
+/// open replays them in memory and still writes nothing; a later read-write open folds
+/// them in and the files are all there.
+#[test]
+fn a_read_only_open_after_a_death_replays_in_memory_only() {
+    let folder = ScratchFolder::new("read-only-after-death");
+    let spec = small_minflash(Some("flash0.img"));
+    let store_file = store_file_in(&folder);
+    let device = open_flash_device(
+        &spec,
+        &store_file,
+        "flash0",
+        32,
+        DeviceCreation::CreateMissing,
+    )
+    .unwrap();
+    let options = FormatOptions {
+        fs_block_size_bytes: 8 << 10,
+    };
+    let mut filesystem = Filesystem::format(Box::new(device), &options).unwrap();
+    write_files(&mut filesystem);
+    let extra = filesystem.create("after-the-flush").unwrap();
+    filesystem.write(extra, 0, &[7u8; 20_000]).unwrap();
+    // A death: no unmount, no sync; programs since the flush are only in the journal.
+    std::mem::forget(filesystem);
+    read_only_open_writes_nothing(&folder, &spec);
+    let device =
+        open_flash_device(&spec, &store_file, "flash0", 32, DeviceCreation::MustExist).unwrap();
+    let mut filesystem = Filesystem::mount(Box::new(device)).unwrap();
+    check_files(&mut filesystem);
+    assert!(filesystem.check().unwrap().is_clean());
+}

@@ -210,14 +210,43 @@ impl FlashArray {
         FlashArray::assemble(config, options, store, blocks, 0, 0)
     }
 
-    /// Reopens an array kept in `path` (written by [`FlashArray::sync`]).
+    /// Reopens an array kept in `path` (its `.meta` and journal replayed, then folded
+    /// into a new `.meta` so the journal starts empty).
     pub fn open(
         path: &Path,
         host_count: u32,
         host_queue_depth: u32,
     ) -> Result<FlashArray, FlashError> {
+        let mut metadata = store::read_metadata(path)?;
+        let store = PageStore::reopen(path, &mut metadata)?;
+        FlashArray::from_metadata(path, metadata, store, host_count, host_queue_depth)
+    }
+
+    /// Reopens an array kept in `path` for reading only: the journal is replayed in
+    /// memory, and nothing is ever written to the image, its `.meta` or its journal
+    /// (programs fail, [`FlashArray::sync`] is refused).
+    pub fn open_read_only(
+        path: &Path,
+        host_count: u32,
+        host_queue_depth: u32,
+    ) -> Result<FlashArray, FlashError> {
         let metadata = store::read_metadata(path)?;
-        let store = PageStore::reopen(path)?;
+        let store = PageStore::reopen_read_only(path)?;
+        FlashArray::from_metadata(path, metadata, store, host_count, host_queue_depth)
+    }
+
+    /// True when the array was opened with [`FlashArray::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.store.is_read_only()
+    }
+
+    fn from_metadata(
+        path: &Path,
+        metadata: Metadata,
+        store: PageStore,
+        host_count: u32,
+        host_queue_depth: u32,
+    ) -> Result<FlashArray, FlashError> {
         let options = FlashOptions {
             seed: metadata.seed,
             storage: StorageMode::File(path.to_path_buf()),
@@ -720,6 +749,9 @@ impl FlashArray {
             CommandKind::Write => self.apply_write(slot_index, address, &mut generator),
             CommandKind::Erase => self.apply_erase(slot_index, address, &mut generator),
         };
+        if outcome.is_ok() && kind != CommandKind::Read {
+            self.journal_block_of(address);
+        }
         let slot = self.slot_mut(slot_index);
         slot.admitted_ns = now_ns;
         match outcome {
@@ -754,6 +786,17 @@ impl FlashArray {
             reads_since_erase: block.reads_since_erase,
             programmed_at_ns: block.programmed_at_ns,
         }
+    }
+
+    /// Appends the new state of the block at `address` to the image's journal (after a
+    /// program wrote its page, or an erase), so a process death keeps it.
+    fn journal_block_of(&mut self, address: FlashAddress) {
+        let block_index = self
+            .block_index(address)
+            .expect("an admitted command has a valid address");
+        let now_ns = self.now_ns();
+        self.store
+            .journal_block(block_index, &self.blocks[block_index as usize], now_ns);
     }
 
     fn page_index(&self, block_index: u64, page: u32) -> u64 {
@@ -1271,12 +1314,15 @@ impl FlashArray {
         self.hosts.iter_mut().for_each(|host| host.link_busy_ns = 0);
     }
 
-    /// Makes page contents and the block table durable (file storage; a no-op otherwise).
+    /// Makes page contents and the block table durable (file storage; a no-op otherwise;
+    /// refused when opened read-only): the image is synced, a new `.meta` replaces the old
+    /// one (write, fsync, rename), then the journal, which it supersedes, is emptied.
     pub fn sync(&mut self) -> Result<(), FlashError> {
         let Some(path) = self.store.path().map(Path::to_path_buf) else {
             return Ok(());
         };
         self.store.sync_data()?;
+        let journal_generation = self.store.next_journal_generation();
         store::write_metadata(
             &path,
             &Metadata {
@@ -1285,8 +1331,10 @@ impl FlashArray {
                 now_ns: self.now_ns(),
                 operation_counter: self.operation_counter,
                 blocks: self.blocks.clone(),
+                journal_generation,
             },
-        )
+        )?;
+        self.store.restart_journal(journal_generation)
     }
 
     /// The array's clock as a shared [`Clock`].

@@ -4,7 +4,13 @@
 //! The backing file holds raw pages (data, host spare, ECC parity) at
 //! `page_index * raw_page_bytes`; pages never programmed are holes. The metadata file
 //! (`<path>.meta`) holds the configuration, the seed, the virtual time, the operation
-//! counter and the block table; it is written by `sync` and read by `open`.
+//! counter, the block table and the journal generation; it is replaced whole (write,
+//! fsync, rename) by `sync` and read by `open`. Between syncs every change of a block's
+//! state (a program, an erase, a failure) is appended to the journal
+//! (`<path>.journal`) right after the page it concerns is written, so the image, the
+//! `.meta` and the journal together always describe a prefix of the array's operations,
+//! whatever instant the process dies at (docs/flash-model.md, "Crash atomicity of the
+//! image").
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -53,6 +59,14 @@ pub enum FlashError {
         /// What is wrong.
         detail: String,
     },
+    /// The array was opened read-only and something tried to change or sync it.
+    #[error("{path}: the flash image is opened read-only: {operation} refused")]
+    ReadOnly {
+        /// The backing file.
+        path: String,
+        /// What was refused.
+        operation: &'static str,
+    },
 }
 
 /// The persistent state of one erase block.
@@ -74,7 +88,123 @@ pub struct BlockState {
 pub(crate) enum PageStore {
     TimingOnly,
     Memory(HashMap<u64, Box<[u8]>>),
-    File { file: File, path: PathBuf },
+    /// A backing file; `journal` is `None` when it is opened read-only.
+    File {
+        file: File,
+        path: PathBuf,
+        journal: Option<Journal>,
+    },
+}
+
+/// The block-table journal of a file-backed array, open for appending.
+pub(crate) struct Journal {
+    file: File,
+    path: PathBuf,
+    generation: u64,
+    /// The first append that failed: the next sync reports it.
+    failure: Option<String>,
+}
+
+const JOURNAL_MAGIC: &[u8; 8] = b"FPFJRNL1";
+/// Journal header: magic, generation, CRC32C of the first 16 bytes, 4 bytes zero.
+pub(crate) const JOURNAL_HEADER_BYTES: usize = 24;
+/// One journal record: block index, P/E cycles, next page, flags, reads since erase,
+/// programmed-at time, virtual time, CRC32C of the first 36 bytes.
+pub(crate) const JOURNAL_RECORD_BYTES: usize = 40;
+
+pub(crate) fn journal_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".journal");
+    PathBuf::from(name)
+}
+
+fn journal_header(generation: u64) -> [u8; JOURNAL_HEADER_BYTES] {
+    let mut header = [0u8; JOURNAL_HEADER_BYTES];
+    header[..8].copy_from_slice(JOURNAL_MAGIC);
+    header[8..16].copy_from_slice(&generation.to_le_bytes());
+    let crc = crc32c::crc32c(&header[..16]);
+    header[16..20].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+fn encode_journal_record(
+    block_index: u64,
+    block: &BlockState,
+    now_ns: u64,
+) -> [u8; JOURNAL_RECORD_BYTES] {
+    let mut record = [0u8; JOURNAL_RECORD_BYTES];
+    let block_index = u32::try_from(block_index).expect("block indices fit in 32 bits");
+    record[0..4].copy_from_slice(&block_index.to_le_bytes());
+    record[4..8].copy_from_slice(&block.pe_cycles.to_le_bytes());
+    record[8..12].copy_from_slice(&block.next_page.to_le_bytes());
+    record[12..16].copy_from_slice(&u32::from(block.grown_bad).to_le_bytes());
+    record[16..20].copy_from_slice(&block.reads_since_erase.to_le_bytes());
+    record[20..28].copy_from_slice(&block.programmed_at_ns.to_le_bytes());
+    record[28..36].copy_from_slice(&now_ns.to_le_bytes());
+    let crc = crc32c::crc32c(&record[..36]);
+    record[36..40].copy_from_slice(&crc.to_le_bytes());
+    record
+}
+
+/// One decoded journal record: (block index, its state, virtual time).
+fn decode_journal_record(record: &[u8]) -> Option<(u64, BlockState, u64)> {
+    let word = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes"));
+    let double = |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().expect("8 bytes"));
+    if crc32c::crc32c(&record[..36]) != word(36) || word(12) > 1 {
+        return None;
+    }
+    let block = BlockState {
+        pe_cycles: word(4),
+        next_page: word(8),
+        grown_bad: word(12) == 1,
+        reads_since_erase: word(16),
+        programmed_at_ns: double(20),
+    };
+    Some((u64::from(word(0)), block, double(28)))
+}
+
+impl Journal {
+    /// Opens (creating it if missing) the journal of the image at `path` for appending,
+    /// emptied and stamped with `generation`.
+    fn start(path: &Path, generation: u64) -> Result<Journal, FlashError> {
+        let journal_path = journal_path(path);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&journal_path)
+            .map_err(|error| io_error(&journal_path, error))?;
+        file.set_len(0)
+            .and_then(|()| file.write_all(&journal_header(generation)))
+            .map_err(|error| io_error(&journal_path, error))?;
+        Ok(Journal {
+            file,
+            path: journal_path,
+            generation,
+            failure: None,
+        })
+    }
+
+    /// Empties the journal and stamps it with `generation` (the `.meta` just written
+    /// holds every record it had).
+    fn restart(&mut self, generation: u64) -> Result<(), FlashError> {
+        self.file
+            .set_len(0)
+            .and_then(|()| self.file.write_all(&journal_header(generation)))
+            .map_err(|error| io_error(&self.path, error))?;
+        self.generation = generation;
+        self.failure = None;
+        Ok(())
+    }
+
+    fn append(&mut self, record: &[u8; JOURNAL_RECORD_BYTES]) {
+        if self.failure.is_some() {
+            return;
+        }
+        if let Err(error) = self.file.write_all(record) {
+            self.failure = Some(error.to_string());
+        }
+    }
 }
 
 fn io_error(path: &Path, error: std::io::Error) -> FlashError {
@@ -100,21 +230,81 @@ impl PageStore {
                 PageStore::File {
                     file,
                     path: path.clone(),
+                    journal: Some(Journal::start(path, 0)?),
                 }
             }
         })
     }
 
-    pub(crate) fn reopen(path: &Path) -> Result<PageStore, FlashError> {
+    /// Reopens the image at `path` for reading and writing. `metadata` (read with its
+    /// journal replayed) is made durable as a new `.meta` of the next generation first
+    /// (image synced, `.meta` replaced), and only then is the journal emptied, so a death
+    /// at any instant in between loses nothing.
+    pub(crate) fn reopen(path: &Path, metadata: &mut Metadata) -> Result<PageStore, FlashError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(path)
             .map_err(|error| io_error(path, error))?;
+        file.sync_data().map_err(|error| io_error(path, error))?;
+        metadata.journal_generation += 1;
+        write_metadata(path, metadata)?;
         Ok(PageStore::File {
             file,
             path: path.to_path_buf(),
+            journal: Some(Journal::start(path, metadata.journal_generation)?),
         })
+    }
+
+    /// Reopens the image at `path` for reading only: nothing is ever written to it, its
+    /// `.meta` or its journal.
+    pub(crate) fn reopen_read_only(path: &Path) -> Result<PageStore, FlashError> {
+        let file = File::open(path).map_err(|error| io_error(path, error))?;
+        Ok(PageStore::File {
+            file,
+            path: path.to_path_buf(),
+            journal: None,
+        })
+    }
+
+    /// True when the store refuses writes (a file opened read-only).
+    pub(crate) fn is_read_only(&self) -> bool {
+        matches!(self, PageStore::File { journal: None, .. })
+    }
+
+    /// Appends a block's new state to the journal (file storage; a no-op otherwise). Called
+    /// after the page a program concerns is written, so a process that dies between the
+    /// two leaves the page unprogrammed.
+    pub(crate) fn journal_block(&mut self, block_index: u64, block: &BlockState, now_ns: u64) {
+        if let PageStore::File {
+            journal: Some(journal),
+            ..
+        } = self
+        {
+            journal.append(&encode_journal_record(block_index, block, now_ns));
+        }
+    }
+
+    /// The journal generation a `.meta` written now must carry to supersede the journal.
+    pub(crate) fn next_journal_generation(&self) -> u64 {
+        match self {
+            PageStore::File {
+                journal: Some(journal),
+                ..
+            } => journal.generation + 1,
+            _ => 0,
+        }
+    }
+
+    /// After a `.meta` carrying `generation` is durable: empties the journal.
+    pub(crate) fn restart_journal(&mut self, generation: u64) -> Result<(), FlashError> {
+        match self {
+            PageStore::File {
+                journal: Some(journal),
+                ..
+            } => journal.restart(generation),
+            _ => Ok(()),
+        }
     }
 
     pub(crate) fn keeps_data(&self) -> bool {
@@ -128,7 +318,15 @@ impl PageStore {
                 pages.insert(page_index, raw.into());
                 Ok(())
             }
-            PageStore::File { file, path } => file
+            PageStore::File {
+                journal: None,
+                path,
+                ..
+            } => Err(FlashError::ReadOnly {
+                path: path.display().to_string(),
+                operation: "a page program",
+            }),
+            PageStore::File { file, path, .. } => file
                 .write_all_at(raw, page_index * raw.len() as u64)
                 .map_err(|error| io_error(path, error)),
         }
@@ -148,7 +346,7 @@ impl PageStore {
                 raw.copy_from_slice(stored);
                 Ok(())
             }
-            PageStore::File { file, path } => file
+            PageStore::File { file, path, .. } => file
                 .read_exact_at(raw, page_index * raw.len() as u64)
                 .map_err(|error| io_error(path, error)),
         }
@@ -169,15 +367,41 @@ impl PageStore {
         }
     }
 
+    /// Makes the pages written so far durable; fails on a read-only store and when a
+    /// journal append failed since the last sync.
     pub(crate) fn sync_data(&self) -> Result<(), FlashError> {
-        if let PageStore::File { file, path } = self {
-            file.sync_data().map_err(|error| io_error(path, error))?;
+        match self {
+            PageStore::File {
+                journal: None,
+                path,
+                ..
+            } => Err(FlashError::ReadOnly {
+                path: path.display().to_string(),
+                operation: "a sync",
+            }),
+            PageStore::File {
+                file,
+                path,
+                journal: Some(journal),
+            } => {
+                if let Some(detail) = &journal.failure {
+                    return Err(FlashError::Io {
+                        path: journal.path.display().to_string(),
+                        detail: detail.clone(),
+                    });
+                }
+                file.sync_data().map_err(|error| io_error(path, error))
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
-const METADATA_MAGIC: &[u8; 8] = b"FPFLASH1";
+/// Version 1: no journal generation, no checksum (read, never written).
+const METADATA_MAGIC_VERSION_1: &[u8; 8] = b"FPFLASH1";
+/// Version 2: the journal generation after the block table, then a CRC32C of every byte
+/// before it.
+const METADATA_MAGIC: &[u8; 8] = b"FPFLASH2";
 
 /// Everything besides page contents that a reopen needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +411,8 @@ pub(crate) struct Metadata {
     pub now_ns: u64,
     pub operation_counter: u64,
     pub blocks: Vec<BlockState>,
+    /// The journal generation that continues this `.meta` (0 for version 1).
+    pub journal_generation: u64,
 }
 
 pub(crate) fn metadata_path(path: &Path) -> PathBuf {
@@ -220,13 +446,29 @@ pub(crate) fn write_metadata(path: &Path, metadata: &Metadata) -> Result<(), Fla
         }
         bytes.extend_from_slice(&block.programmed_at_ns.to_le_bytes());
     }
+    bytes.extend_from_slice(&metadata.journal_generation.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
     let meta_path = metadata_path(path);
     let temporary = meta_path.with_extension("meta.tmp");
     let mut file = File::create(&temporary).map_err(|error| io_error(&temporary, error))?;
     file.write_all(&bytes)
         .and_then(|()| file.sync_all())
         .map_err(|error| io_error(&temporary, error))?;
-    std::fs::rename(&temporary, &meta_path).map_err(|error| io_error(&meta_path, error))
+    std::fs::rename(&temporary, &meta_path).map_err(|error| io_error(&meta_path, error))?;
+    sync_parent_folder(&meta_path)
+}
+
+/// Makes a rename in the folder of `path` durable (a machine crash would otherwise be
+/// free to forget it).
+fn sync_parent_folder(path: &Path) -> Result<(), FlashError> {
+    let folder = match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
+    };
+    File::open(folder)
+        .and_then(|folder_file| folder_file.sync_all())
+        .map_err(|error| io_error(folder, error))
 }
 
 struct MetadataReader<'a> {
@@ -278,9 +520,11 @@ pub(crate) fn read_metadata(path: &Path) -> Result<Metadata, FlashError> {
         offset: 0,
         path: &meta_path,
     };
-    if reader.take(8)? != METADATA_MAGIC {
-        return Err(corrupt("wrong magic".to_string()));
-    }
+    let version = match reader.take(8)? {
+        magic if magic == METADATA_MAGIC_VERSION_1 => 1,
+        magic if magic == METADATA_MAGIC => 2,
+        _ => return Err(corrupt("wrong magic".to_string())),
+    };
     let seed = reader.u64()?;
     let now_ns = reader.u64()?;
     let operation_counter = reader.u64()?;
@@ -305,11 +549,57 @@ pub(crate) fn read_metadata(path: &Path) -> Result<Metadata, FlashError> {
             programmed_at_ns: reader.u64()?,
         });
     }
-    Ok(Metadata {
+    let journal_generation = if version == 1 {
+        0
+    } else {
+        let generation = reader.u64()?;
+        let checked_bytes = reader.offset;
+        let crc = reader.u32()?;
+        if crc32c::crc32c(&bytes[..checked_bytes]) != crc {
+            return Err(corrupt("checksum mismatch".to_string()));
+        }
+        generation
+    };
+    let mut metadata = Metadata {
         config,
         seed,
         now_ns,
         operation_counter,
         blocks,
-    })
+        journal_generation,
+    };
+    replay_journal(path, &mut metadata)?;
+    Ok(metadata)
+}
+
+/// Applies the journal's records to `metadata` when the journal continues it (same
+/// generation), up to the first torn or damaged record (the last append of a process
+/// that died); a missing, empty or older journal adds nothing.
+fn replay_journal(path: &Path, metadata: &mut Metadata) -> Result<(), FlashError> {
+    let journal_path = journal_path(path);
+    let bytes = match std::fs::read(&journal_path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(io_error(&journal_path, error)),
+    };
+    if bytes.len() < JOURNAL_HEADER_BYTES
+        || bytes[..JOURNAL_HEADER_BYTES] != journal_header(metadata.journal_generation)
+    {
+        return Ok(());
+    }
+    let pages_per_block = metadata.config.geometry.pages_per_block;
+    for record in bytes[JOURNAL_HEADER_BYTES..].chunks_exact(JOURNAL_RECORD_BYTES) {
+        let Some((block_index, block, now_ns)) = decode_journal_record(record) else {
+            break;
+        };
+        let Some(slot) = metadata.blocks.get_mut(block_index as usize) else {
+            break;
+        };
+        if block.next_page > pages_per_block {
+            break;
+        }
+        *slot = block;
+        metadata.now_ns = metadata.now_ns.max(now_ns);
+    }
+    Ok(())
 }

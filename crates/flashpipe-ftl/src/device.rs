@@ -66,12 +66,38 @@ impl Ftl {
         completion.status.map_err(FtlError::Device)
     }
 
-    /// Writes a checkpoint and hands the array back (a clean unmount).
+    /// Writes a checkpoint and hands the array back (a clean unmount); a read-only mount
+    /// writes nothing.
     pub fn unmount(mut self) -> Box<dyn crate::FlashBackend> {
         self.run_until_quiet();
+        if self.read_only {
+            return self.into_backend();
+        }
         self.checkpoint_now();
         self.run_until_quiet();
         self.into_backend()
+    }
+}
+
+impl Ftl {
+    /// True when mounted with [`Ftl::mount_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// What a read-only mount refuses, named for the error.
+    fn refused_when_read_only(&self, operation: &Operation) -> Option<&'static str> {
+        if !self.read_only {
+            return None;
+        }
+        match operation {
+            Operation::Write { .. } => Some("write (the flash device is mounted read-only)"),
+            Operation::Trim { .. } => Some("trim (the flash device is mounted read-only)"),
+            Operation::CopyByReference { .. } => {
+                Some("copy by reference (the flash device is mounted read-only)")
+            }
+            Operation::Read { .. } | Operation::Flush => None,
+        }
     }
 }
 
@@ -89,6 +115,11 @@ impl BlockDevice for Ftl {
             return Err(self.info.queue_full(request));
         }
         if let Err(error) = self.info.validate(&request.operation) {
+            return Err(Rejected { request, error });
+        }
+        if let Some(operation) = self.refused_when_read_only(&request.operation) {
+            let error =
+                DeviceError::new(&self.info.name, DeviceErrorKind::Unsupported { operation });
             return Err(Rejected { request, error });
         }
         let block_bytes = self.info.block_size_bytes as usize;

@@ -272,6 +272,9 @@ pub struct Ftl {
     gc_busy_since_ns: Option<u64>,
     erases_since_wear_check: u32,
     pub(crate) stats: FtlStats,
+    /// Mounted with [`Ftl::mount_read_only`]: nothing is ever programmed or erased (no
+    /// collection, log, checkpoint, rescue; host writes, trims and copies refused).
+    pub(crate) read_only: bool,
 }
 
 fn stream_index(stream: Stream) -> u8 {
@@ -328,6 +331,7 @@ impl Ftl {
             pacing: CollectionPacing::default(),
             host_programs_in_flight: 0,
             rescue_pending: Vec::new(),
+            read_only: false,
             host_ops: HashMap::new(),
             next_op_id: 0,
             waiting: VecDeque::new(),
@@ -1754,6 +1758,11 @@ impl Ftl {
     }
 
     fn drive(&mut self) {
+        if self.read_only {
+            self.start_waiting_ops();
+            self.push_backlog();
+            return;
+        }
         self.drive_collection();
         self.start_waiting_ops();
         self.write_log_pages();

@@ -239,6 +239,25 @@ impl Ftl {
         backend: Box<dyn FlashBackend>,
         options: FtlOptions,
     ) -> Result<(Ftl, MountReport), FtlError> {
+        Ftl::mount_with(backend, options, false)
+    }
+
+    /// Mounts the FTL without writing anything to the array: the map is rebuilt from the
+    /// newest checkpoint and the log in memory only; blocks a read-write mount would
+    /// erase are left alone, no checkpoint is written (at mount or at unmount), and host
+    /// writes, trims and copies are refused.
+    pub fn mount_read_only(
+        backend: Box<dyn FlashBackend>,
+        options: FtlOptions,
+    ) -> Result<(Ftl, MountReport), FtlError> {
+        Ftl::mount_with(backend, options, true)
+    }
+
+    fn mount_with(
+        backend: Box<dyn FlashBackend>,
+        options: FtlOptions,
+        read_only: bool,
+    ) -> Result<(Ftl, MountReport), FtlError> {
         let mut backend = backend;
         drain_stale_acks(&mut *backend);
         check_backend(&*backend)?;
@@ -261,11 +280,14 @@ impl Ftl {
         report.checkpoint_sequence = image.sequence;
         let versions = scan.replay(&image, &mut report)?;
         let mut ftl = Ftl::empty(backend, options, versions.len() as u64);
+        ftl.read_only = read_only;
         ftl.rebuild(&scan, &image, &versions, &mut report)?;
         ftl.next_sequence = scan.max_sequence.max(image.sequence) + 1;
         ftl.checkpoint_sequence = image.sequence;
         ftl.size_collection_pacing();
-        ftl.checkpoint_now();
+        if !read_only {
+            ftl.checkpoint_now();
+        }
         report.duration_ns = ftl.backend.now_ns() - started_ns;
         Ok((ftl, report))
     }
@@ -324,6 +346,10 @@ impl Ftl {
             } else {
                 to_erase.push(block);
             }
+        }
+        if self.read_only {
+            report.blocks_erased = 0;
+            return Ok(());
         }
         let failed = erase_blocks(&mut *self.backend, &self.shape, &to_erase);
         report.blocks_erased = to_erase.len() as u64;

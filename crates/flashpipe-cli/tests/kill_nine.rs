@@ -1,0 +1,578 @@
+//! The kill -9 harness (sled's way): the real `flashpipe` binary runs `put`, `rm`, `mv`
+//! and `cp` of random files on a store, one command at a time, and is killed with
+//! SIGKILL at a random moment; after every kill that lands while the command runs, `fsck`
+//! must find the store clean, every file acknowledged before (its command exited 0) must
+//! read back byte for byte, and the killed command's file must be absent or whole (its
+//! old or its new content). Three store kinds: one device file, three striped device
+//! files, emulated flash (minflash under the host FTL, a sparse image with `.meta` and a
+//! journal beside it).
+//!
+//! `FLASHPIPE_KILLS=N` sets the kills per store kind (default [`DEFAULT_KILLS_PER_KIND`]);
+//! `FLASHPIPE_SEED=S` fixes the seed (printed at the start; it fixes the files, the
+//! commands and the kill delays, while where a kill lands also depends on the machine).
+//! Each kind prints its figures: kills, kills that landed mid-command, losses.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flashpipe_device::SplitMix64;
+
+/// Kills per store kind in the default suite.
+const DEFAULT_KILLS_PER_KIND: u64 = 20;
+/// Seed when `FLASHPIPE_SEED` is not set.
+const DEFAULT_SEED: u64 = 0x6b11_1009;
+/// Largest file put, in bytes (the live set stays under [`LIVE_BYTES_LIMIT`]).
+const LARGEST_FILE_BYTES: u64 = 3 << 20;
+/// Bytes of live files above which the harness removes rather than adds.
+const LIVE_BYTES_LIMIT: u64 = 24 << 20;
+/// The share of commands killed (the rest run to the end and calibrate the kill delay).
+const KILLED_PERCENT: u64 = 80;
+/// A long campaign reports its progress this often (kills that landed mid-command).
+const PROGRESS_EVERY_KILLS: u64 = 50;
+/// The first commands run to the end: they calibrate the kill delay to the machine.
+const CALIBRATION_COMMANDS: u64 = 3;
+
+/// A store layout the harness runs on.
+struct StoreKind {
+    label: &'static str,
+    mkfs_arguments: &'static [&'static str],
+}
+
+const FILE_STORE: StoreKind = StoreKind {
+    label: "file",
+    mkfs_arguments: &["--devices", "d0.img", "--size", "64MiB"],
+};
+
+const STRIPED_STORE: StoreKind = StoreKind {
+    label: "striped",
+    mkfs_arguments: &["--devices", "d0.img,d1.img,d2.img", "--size", "32MiB"],
+};
+
+const FLASH_STORE: StoreKind = StoreKind {
+    label: "flash",
+    mkfs_arguments: &[
+        "--devices",
+        "flash:minflash:f.img",
+        "--flash-blocks-per-plane",
+        "4",
+    ],
+};
+
+/// One command of the workload, with what it changes.
+#[derive(Debug, Clone)]
+enum Step {
+    /// `put` of the local file holding `content` as the new file `name`.
+    Put { name: String, content: Vec<u8> },
+    /// `rm` of `name`.
+    Remove { name: String },
+    /// `mv` of `from` to the new name `to`.
+    Rename { from: String, to: String },
+    /// `cp` of `from` to the new name `to`.
+    Copy { from: String, to: String },
+}
+
+/// The files a command touches: each name with its content, or `None` when absent.
+type TouchedFiles = Vec<(String, Option<Vec<u8>>)>;
+
+/// SIGKILL's number: a command that died of it was killed mid-command.
+const SIGKILL: i32 = 9;
+
+/// A campaign's counts and what it found.
+#[derive(Debug, Default)]
+struct Figures {
+    commands: u64,
+    kills: u64,
+    kills_mid_command: u64,
+    acknowledged: u64,
+    killed_commands_committed: u64,
+    durability_losses: Vec<String>,
+    atomicity_findings: Vec<String>,
+}
+
+fn kills_per_kind() -> u64 {
+    std::env::var("FLASHPIPE_KILLS")
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(DEFAULT_KILLS_PER_KIND)
+}
+
+fn campaign_seed() -> u64 {
+    std::env::var("FLASHPIPE_SEED")
+        .ok()
+        .map(|value| value.trim().parse().expect("FLASHPIPE_SEED is a number"))
+        .unwrap_or(DEFAULT_SEED)
+}
+
+fn random_content(generator: &mut SplitMix64) -> Vec<u8> {
+    let length = match generator.below(4) {
+        0 => generator.below(5),
+        1 => generator.below(100_000),
+        _ => generator.below(LARGEST_FILE_BYTES + 1),
+    };
+    let mut content = Vec::with_capacity(length as usize + 8);
+    while (content.len() as u64) < length {
+        content.extend_from_slice(&generator.next_u64().to_le_bytes());
+    }
+    content.truncate(length as usize);
+    content
+}
+
+/// The store under test, its acknowledged files and the workload's generator.
+struct Harness {
+    kind: &'static StoreKind,
+    folder: PathBuf,
+    store_file: String,
+    model: BTreeMap<String, Vec<u8>>,
+    generator: SplitMix64,
+    next_name: u64,
+    average_command: Duration,
+    figures: Figures,
+}
+
+impl Harness {
+    fn new(kind: &'static StoreKind, seed: u64) -> Harness {
+        let folder = common::fresh_folder(&format!("kill-nine-{}", kind.label));
+        let store_file = folder.join("s.toml").display().to_string();
+        let mut arguments = vec!["mkfs"];
+        arguments.extend_from_slice(kind.mkfs_arguments);
+        arguments.push(&store_file);
+        let output = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+            .args(&arguments)
+            .current_dir(&folder)
+            .output()
+            .expect("mkfs runs");
+        assert!(
+            output.status.success(),
+            "mkfs of the {} store failed: {}",
+            kind.label,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Harness {
+            kind,
+            folder,
+            store_file,
+            model: BTreeMap::new(),
+            generator: SplitMix64::new(seed ^ (kind.label.len() as u64 * 0x9E37_79B9)),
+            next_name: 0,
+            average_command: Duration::ZERO,
+            figures: Figures::default(),
+        }
+    }
+
+    fn new_name(&mut self) -> String {
+        self.next_name += 1;
+        format!("f{}", self.next_name)
+    }
+
+    fn live_bytes(&self) -> u64 {
+        self.model
+            .values()
+            .map(|content| content.len() as u64)
+            .sum()
+    }
+
+    fn pick_existing(&mut self) -> String {
+        let index = self.generator.below(self.model.len() as u64) as usize;
+        self.model.keys().nth(index).expect("a file").clone()
+    }
+
+    fn next_step(&mut self) -> Step {
+        let choice = self.generator.below(100);
+        if self.model.len() < 3 || (choice < 45 && self.live_bytes() < LIVE_BYTES_LIMIT) {
+            let name = self.new_name();
+            let content = random_content(&mut self.generator);
+            return Step::Put { name, content };
+        }
+        let from = self.pick_existing();
+        if choice < 65 || self.live_bytes() >= LIVE_BYTES_LIMIT {
+            return Step::Remove { name: from };
+        }
+        let to = self.new_name();
+        if choice < 80 {
+            Step::Rename { from, to }
+        } else {
+            Step::Copy { from, to }
+        }
+    }
+
+    fn spawn(&self, step: &Step) -> Child {
+        let store = self.store_file.as_str();
+        let input = self.folder.join("input.bin");
+        let input = input.display().to_string();
+        let arguments: Vec<&str> = match step {
+            Step::Put { name, .. } => vec!["put", "--as", name, store, &input],
+            Step::Remove { name } => vec!["rm", store, name],
+            Step::Rename { from, to } => vec!["mv", store, from, to],
+            Step::Copy { from, to } => vec!["cp", store, from, to],
+        };
+        Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+            .args(&arguments)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the flashpipe binary starts")
+    }
+
+    /// Runs one command, killed at a random moment or left to finish.
+    fn run_round(&mut self, round: u64) {
+        let step = self.next_step();
+        if let Step::Put { content, .. } = &step {
+            std::fs::write(self.folder.join("input.bin"), content).expect("input file");
+        }
+        let killed = self.generator.below(100) < KILLED_PERCENT && round >= CALIBRATION_COMMANDS;
+        let kill_after = killed.then(|| {
+            let limit_us = (self.average_command.as_micros() as u64 * 13 / 10).max(1);
+            Duration::from_micros(self.generator.below(limit_us))
+        });
+        self.figures.commands += 1;
+        let started = Instant::now();
+        let mut child = self.spawn(&step);
+        if let Some(delay) = kill_after {
+            std::thread::sleep(delay);
+            let _already_gone = child.kill();
+            self.figures.kills += 1;
+        }
+        let output = child.wait_with_output().expect("the command is reaped");
+        if output.status.signal() == Some(SIGKILL) {
+            self.figures.kills_mid_command += 1;
+            self.check_after_kill(round, &step);
+            return;
+        }
+        let elapsed = started.elapsed();
+        self.average_command = if self.average_command.is_zero() {
+            elapsed
+        } else {
+            (self.average_command * 3 + elapsed) / 4
+        };
+        assert!(
+            output.status.success(),
+            "{} store, round {round}: {step:?} failed without a kill: {}",
+            self.kind.label,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        self.figures.acknowledged += 1;
+        self.apply(&step);
+    }
+
+    fn apply(&mut self, step: &Step) {
+        match step {
+            Step::Put { name, content } => {
+                self.model.insert(name.clone(), content.clone());
+            }
+            Step::Remove { name } => {
+                self.model.remove(name);
+            }
+            Step::Rename { from, to } => {
+                let content = self.model.remove(from).expect("the source exists");
+                self.model.insert(to.clone(), content);
+            }
+            Step::Copy { from, to } => {
+                let content = self.model[from].clone();
+                self.model.insert(to.clone(), content);
+            }
+        }
+    }
+
+    fn run_flashpipe(&self, arguments: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+            .args(arguments)
+            .output()
+            .expect("the flashpipe binary runs")
+    }
+
+    /// Every file of the store with its bytes, or why the store could not be read.
+    fn read_store(&self) -> Result<BTreeMap<String, Vec<u8>>, String> {
+        let store = self.store_file.as_str();
+        let listing = self.run_flashpipe(&["ls", store]);
+        if !listing.status.success() {
+            return Err(format!(
+                "ls failed: {}",
+                String::from_utf8_lossy(&listing.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&listing.stdout).to_string();
+        let mut sizes = Vec::new();
+        for line in text.lines().filter(|line| !line.contains("file(s)")) {
+            let mut words = line.split_whitespace();
+            let (Some(size), Some(name)) = (words.next(), words.next()) else {
+                return Err(format!("unexpected ls line {line:?}"));
+            };
+            let size: usize = size
+                .parse()
+                .map_err(|_| format!("unexpected ls line {line:?}"))?;
+            sizes.push((name.to_string(), size));
+        }
+        let mut files = BTreeMap::new();
+        if sizes.is_empty() {
+            return Ok(files);
+        }
+        let mut arguments = vec!["cat", store];
+        arguments.extend(sizes.iter().map(|(name, _)| name.as_str()));
+        let catted = self.run_flashpipe(&arguments);
+        if !catted.status.success() {
+            return Err(format!(
+                "cat failed: {}",
+                String::from_utf8_lossy(&catted.stderr)
+            ));
+        }
+        let total: usize = sizes.iter().map(|(_, size)| size).sum();
+        if catted.stdout.len() != total {
+            return Err(format!(
+                "cat gave {} bytes, ls lists {total}",
+                catted.stdout.len()
+            ));
+        }
+        let mut offset = 0;
+        for (name, size) in sizes {
+            files.insert(name, catted.stdout[offset..offset + size].to_vec());
+            offset += size;
+        }
+        Ok(files)
+    }
+
+    fn fsck_is_clean(&self) -> Result<(), String> {
+        let output = self.run_flashpipe(&["fsck", "--json", &self.store_file]);
+        let text = String::from_utf8_lossy(&output.stdout);
+        if output.status.success() && text.contains("\"clean\":true") {
+            return Ok(());
+        }
+        Err(format!(
+            "fsck: exit {:?}, {text} {}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+
+    /// After a kill that landed mid-command: fsck clean, acknowledged files intact, the
+    /// killed command's files absent or whole; the model follows what the command did.
+    fn check_after_kill(&mut self, round: u64, step: &Step) {
+        let label = self.kind.label;
+        let context = format!(
+            "{label} store, kill in round {round} during {}",
+            describe(step)
+        );
+        if let Err(problem) = self.fsck_is_clean() {
+            self.figures
+                .durability_losses
+                .push(format!("{context}: {problem}"));
+        }
+        let found = match self.read_store() {
+            Ok(found) => found,
+            Err(problem) => {
+                panic!(
+                    "{context}: the store cannot be read: {problem}; figures {:?}",
+                    self.figures
+                )
+            }
+        };
+        let (before, after) = self.outcomes(step);
+        let committed = after
+            .iter()
+            .all(|(name, content)| found.get(name) == content.as_ref());
+        let untouched = before
+            .iter()
+            .all(|(name, content)| found.get(name) == content.as_ref());
+        if committed && !untouched {
+            self.figures.killed_commands_committed += 1;
+            self.apply(step);
+        } else if !untouched {
+            self.figures.atomicity_findings.push(format!(
+                "{context}: its files are neither as before nor as after ({})",
+                summarize(&found, &before)
+            ));
+            self.adopt_torn_outcome(&found, &before);
+        }
+        for (name, content) in &self.model {
+            if before.iter().any(|(touched, _)| touched == name) {
+                continue;
+            }
+            if found.get(name) != Some(content) {
+                self.figures.durability_losses.push(format!(
+                    "{context}: acknowledged file {name} ({} bytes) {}",
+                    content.len(),
+                    match found.get(name) {
+                        None => "is missing".to_string(),
+                        Some(read) => format!("reads back {} different bytes", read.len()),
+                    }
+                ));
+            }
+        }
+        for name in found.keys() {
+            if !self.model.contains_key(name) {
+                self.figures.atomicity_findings.push(format!(
+                    "{context}: unexpected file {name} ({} bytes) left behind",
+                    found[name].len()
+                ));
+                self.remove_stray(name);
+            }
+        }
+        assert!(
+            self.figures.durability_losses.is_empty(),
+            "{:#?}",
+            self.figures
+        );
+    }
+
+    /// The files a step touches, as (name, content or absent) before and after it.
+    fn outcomes(&self, step: &Step) -> (TouchedFiles, TouchedFiles) {
+        let current = |name: &String| self.model.get(name).cloned();
+        match step {
+            Step::Put { name, content } => (
+                vec![(name.clone(), current(name))],
+                vec![(name.clone(), Some(content.clone()))],
+            ),
+            Step::Remove { name } => (
+                vec![(name.clone(), current(name))],
+                vec![(name.clone(), None)],
+            ),
+            Step::Rename { from, to } => (
+                vec![(from.clone(), current(from)), (to.clone(), current(to))],
+                vec![(from.clone(), None), (to.clone(), current(from))],
+            ),
+            Step::Copy { from, to } => (
+                vec![(from.clone(), current(from)), (to.clone(), current(to))],
+                vec![(from.clone(), current(from)), (to.clone(), current(from))],
+            ),
+        }
+    }
+
+    /// A torn command (an atomicity finding, not a durability loss): the model takes
+    /// what the store holds for the touched names, and a partial file is removed.
+    fn adopt_torn_outcome(&mut self, found: &BTreeMap<String, Vec<u8>>, before: &TouchedFiles) {
+        for (name, _) in before {
+            self.model.remove(name);
+            if found.contains_key(name) {
+                self.remove_stray(name);
+            }
+        }
+    }
+
+    fn remove_stray(&mut self, name: &str) {
+        let output = self.run_flashpipe(&["rm", &self.store_file, name]);
+        assert!(
+            output.status.success(),
+            "{} store: removing the stray file {name} failed: {}",
+            self.kind.label,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// The final check: fsck clean and every acknowledged file intact.
+    fn check_final(&mut self) {
+        let label = self.kind.label;
+        if let Err(problem) = self.fsck_is_clean() {
+            self.figures
+                .durability_losses
+                .push(format!("{label} store at the end: {problem}"));
+        }
+        let found = self.read_store().expect("the store reads at the end");
+        if found != self.model {
+            self.figures.durability_losses.push(format!(
+                "{label} store at the end: {} files found, {} acknowledged, or contents differ",
+                found.len(),
+                self.model.len()
+            ));
+        }
+    }
+}
+
+fn describe(step: &Step) -> String {
+    match step {
+        Step::Put { name, content } => format!("put {name} ({} bytes)", content.len()),
+        Step::Remove { name } => format!("rm {name}"),
+        Step::Rename { from, to } => format!("mv {from} {to}"),
+        Step::Copy { from, to } => format!("cp {from} {to}"),
+    }
+}
+
+fn summarize(found: &BTreeMap<String, Vec<u8>>, touched: &TouchedFiles) -> String {
+    touched
+        .iter()
+        .map(|(name, before)| {
+            let now = found.get(name).map_or("absent".to_string(), |bytes| {
+                format!("{} bytes", bytes.len())
+            });
+            let then = before.as_ref().map_or("absent".to_string(), |bytes| {
+                format!("{} bytes", bytes.len())
+            });
+            format!("{name}: {now}, was {then}")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Runs the campaign on one store kind and checks its figures.
+fn kill_campaign(kind: &'static StoreKind) {
+    let seed = campaign_seed();
+    let kills = kills_per_kind();
+    eprintln!(
+        "kill -9 campaign on a {} store: seed {seed} (FLASHPIPE_SEED={seed} replays the workload), {kills} kills",
+        kind.label
+    );
+    let mut harness = Harness::new(kind, seed);
+    let mut round = 0;
+    while harness.figures.kills_mid_command < kills {
+        let landed_before = harness.figures.kills_mid_command;
+        harness.run_round(round);
+        round += 1;
+        let landed = harness.figures.kills_mid_command;
+        if landed > landed_before && landed % PROGRESS_EVERY_KILLS == 0 {
+            eprintln!(
+                "{} store: {landed} kills landed mid-command, {} commands, losses 0 so far, atomicity findings {}",
+                kind.label,
+                harness.figures.commands,
+                harness.figures.atomicity_findings.len()
+            );
+        }
+        assert!(
+            round < kills * 20 + 100,
+            "{} store: {round} rounds and only {} kills landed mid-command",
+            kind.label,
+            harness.figures.kills_mid_command
+        );
+    }
+    harness.check_final();
+    let figures = &harness.figures;
+    eprintln!(
+        "{} store, seed {seed}: {} commands, {} kill signals, {} landed mid-command ({} of those commands had committed), {} acknowledged, losses {}, atomicity findings {}",
+        kind.label,
+        figures.commands,
+        figures.kills,
+        figures.kills_mid_command,
+        figures.killed_commands_committed,
+        figures.acknowledged,
+        figures.durability_losses.len(),
+        figures.atomicity_findings.len()
+    );
+    for finding in &figures.atomicity_findings {
+        eprintln!("  atomicity finding: {finding}");
+    }
+    assert!(figures.durability_losses.is_empty(), "{figures:#?}");
+    assert!(
+        figures.atomicity_findings.is_empty(),
+        "{} store, seed {seed}: a killed command left a torn outcome: {:#?}",
+        kind.label,
+        figures.atomicity_findings
+    );
+    let _ = std::fs::remove_dir_all(Path::new(&harness.folder));
+}
+
+#[test]
+fn a_file_store_survives_kill_nine() {
+    kill_campaign(&FILE_STORE);
+}
+
+#[test]
+fn a_striped_store_survives_kill_nine() {
+    kill_campaign(&STRIPED_STORE);
+}
+
+#[test]
+fn an_emulated_flash_store_survives_kill_nine() {
+    kill_campaign(&FLASH_STORE);
+}

@@ -1,0 +1,212 @@
+//! The file-backed array's crash atomicity (docs/flash-model.md, "Crash atomicity of the
+//! image"): programs and erases since the last sync survive a process death through the
+//! journal; a torn last record is ignored; a version 1 `.meta` is upgraded; a read-only
+//! open writes nothing.
+
+use std::path::{Path, PathBuf};
+
+use flashpipe_flash::{
+    AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashError, FlashOptions,
+    FlashRequest, StorageMode,
+};
+
+/// A small array: 2 channels x 2 ways x 8 blocks x 8 pages of 4 KiB, no random failures.
+fn small_config() -> FlashConfig {
+    let mut config = FlashConfig::preset("rad").unwrap();
+    config.geometry.channels = 2;
+    config.geometry.ways = 2;
+    config.geometry.blocks_per_plane = 8;
+    config.geometry.pages_per_block = 8;
+    config.reliability.factory_bad_block_fraction = 0.0;
+    config.reliability.grown_bad_probability_at_rated = 0.0;
+    config
+}
+
+fn new_file_array(path: &Path) -> FlashArray {
+    FlashArray::new(
+        small_config(),
+        FlashOptions {
+            seed: 5,
+            storage: StorageMode::File(path.to_path_buf()),
+            host_count: 1,
+            host_queue_depth: 64,
+        },
+    )
+    .unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "flashpipe-flash-journal-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+fn companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn address(block: u32, page: u32) -> FlashAddress {
+    FlashAddress {
+        device: 0,
+        bus: 1,
+        chip: 0,
+        block,
+        page,
+    }
+}
+
+fn page_of(byte: u8) -> Vec<u8> {
+    (0..4096).map(|index| byte ^ (index as u8)).collect()
+}
+
+fn run(array: &mut FlashArray, command: FlashCommand) -> flashpipe_flash::Ack {
+    array
+        .submit(FlashRequest {
+            tag: 7,
+            host: 0,
+            command,
+        })
+        .unwrap();
+    let mut acks = Vec::new();
+    array.run_until_idle(&mut acks);
+    acks.pop().unwrap()
+}
+
+fn erase(array: &mut FlashArray, at: FlashAddress) {
+    assert!(run(array, FlashCommand::EraseBlock { address: at })
+        .status
+        .is_ok());
+}
+
+fn write(array: &mut FlashArray, at: FlashAddress, byte: u8) -> AckStatus {
+    let command = FlashCommand::WritePage {
+        address: at,
+        data: page_of(byte),
+        spare: vec![byte; 4],
+    };
+    run(array, command).status
+}
+
+fn read_data(array: &mut FlashArray, at: FlashAddress) -> Vec<u8> {
+    run(array, FlashCommand::ReadPage { address: at })
+        .data
+        .unwrap()
+}
+
+/// Synced state, then an erase and reprogram of the same block with no sync, then a death:
+/// the reopened array has the new pages, not the synced table over the new bytes.
+#[test]
+fn programs_and_erases_after_the_last_sync_survive_a_death() {
+    let directory = scratch("death");
+    let path = directory.join("array.img");
+    let mut array = new_file_array(&path);
+    erase(&mut array, address(2, 0));
+    for page in 0..3 {
+        assert!(write(&mut array, address(2, page), 0x10 + page as u8).is_ok());
+    }
+    array.sync().unwrap();
+    erase(&mut array, address(2, 0));
+    assert!(write(&mut array, address(2, 0), 0x77).is_ok());
+    std::mem::forget(array);
+    let mut reopened = FlashArray::open(&path, 1, 8).unwrap();
+    let state = reopened.block_state(address(2, 0)).unwrap();
+    assert_eq!(state.next_page, 1, "the erase and one program were kept");
+    assert_eq!(state.pe_cycles, 2);
+    assert_eq!(read_data(&mut reopened, address(2, 0)), page_of(0x77));
+    assert_eq!(
+        read_data(&mut reopened, address(2, 1)),
+        vec![0xFF; 4096],
+        "page 1 was erased"
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// A record cut short by the death is ignored; the records before it are kept, and
+/// records appended after a reopen are found by the next one.
+#[test]
+fn a_torn_last_record_is_ignored() {
+    let directory = scratch("torn");
+    let path = directory.join("array.img");
+    let journal = companion(&path, ".journal");
+    let mut array = new_file_array(&path);
+    array.sync().unwrap();
+    erase(&mut array, address(3, 0));
+    assert!(write(&mut array, address(3, 0), 1).is_ok());
+    assert!(write(&mut array, address(3, 1), 2).is_ok());
+    std::mem::forget(array);
+    // The second program's record, cut 13 bytes short: that program is lost.
+    let length = std::fs::metadata(&journal).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .unwrap();
+    file.set_len(length - 13).unwrap();
+    let mut reopened = FlashArray::open(&path, 1, 8).unwrap();
+    assert_eq!(reopened.block_state(address(3, 0)).unwrap().next_page, 1);
+    assert_eq!(read_data(&mut reopened, address(3, 0)), page_of(1));
+    assert!(write(&mut reopened, address(3, 1), 9).is_ok());
+    std::mem::forget(reopened);
+    let mut again = FlashArray::open(&path, 1, 8).unwrap();
+    assert_eq!(again.block_state(address(3, 0)).unwrap().next_page, 2);
+    assert_eq!(read_data(&mut again, address(3, 1)), page_of(9));
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// A version 1 `.meta` (no generation, no checksum) opens and is rewritten as version 2.
+#[test]
+fn a_version_1_meta_is_upgraded() {
+    let directory = scratch("upgrade");
+    let path = directory.join("array.img");
+    let mut array = new_file_array(&path);
+    erase(&mut array, address(1, 0));
+    assert!(write(&mut array, address(1, 0), 0x42).is_ok());
+    array.sync().unwrap();
+    drop(array);
+    let meta = companion(&path, ".meta");
+    let mut bytes = std::fs::read(&meta).unwrap();
+    assert_eq!(&bytes[..8], b"FPFLASH2");
+    bytes.truncate(bytes.len() - 12);
+    bytes[..8].copy_from_slice(b"FPFLASH1");
+    std::fs::write(&meta, &bytes).unwrap();
+    std::fs::remove_file(companion(&path, ".journal")).unwrap();
+    let mut reopened = FlashArray::open(&path, 1, 8).unwrap();
+    assert_eq!(read_data(&mut reopened, address(1, 0)), page_of(0x42));
+    assert_eq!(&std::fs::read(&meta).unwrap()[..8], b"FPFLASH2");
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// A read-only open replays the journal in memory and writes nothing: programs fail,
+/// sync is refused, and the three files keep every byte.
+#[test]
+fn a_read_only_open_writes_nothing() {
+    let directory = scratch("read-only");
+    let path = directory.join("array.img");
+    let mut array = new_file_array(&path);
+    array.sync().unwrap();
+    erase(&mut array, address(4, 0));
+    assert!(write(&mut array, address(4, 0), 0x24).is_ok());
+    std::mem::forget(array);
+    let files = |path: &Path| {
+        [
+            path.to_path_buf(),
+            companion(path, ".meta"),
+            companion(path, ".journal"),
+        ]
+        .map(|file| std::fs::read(file).unwrap())
+    };
+    let before = files(&path);
+    let mut reader = FlashArray::open_read_only(&path, 1, 8).unwrap();
+    assert!(reader.is_read_only());
+    assert_eq!(read_data(&mut reader, address(4, 0)), page_of(0x24));
+    assert!(!write(&mut reader, address(4, 1), 1).is_ok());
+    assert!(matches!(reader.sync(), Err(FlashError::ReadOnly { .. })));
+    drop(reader);
+    assert!(files(&path) == before, "a read-only open changed a file");
+    std::fs::remove_dir_all(&directory).unwrap();
+}
