@@ -38,8 +38,13 @@ enum Origin {
     /// No bytes and no allocation ([`IoBuf::empty`]).
     Empty,
     /// A view of a [`crate::split::SplitBuffer`]'s parent, which the `Arc` keeps alive.
-    View { split: Arc<SplitParent> },
-    Pool { pool: Arc<PoolShared>, slot: u32 },
+    View {
+        split: Arc<SplitParent>,
+    },
+    Pool {
+        pool: Arc<PoolShared>,
+        slot: u32,
+    },
 }
 
 // SAFETY: an IoBuf is the unique owner of its region (heap allocation or pool slot);

@@ -29,5 +29,5 @@ pub use clock::{Clock, RealClock, VirtualClock};
 pub use error::{DeviceError, DeviceErrorKind, Rejected};
 pub use ram::RamDisk;
 pub use random::SplitMix64;
-pub use split::{NotAView, SplitBuffer, ViewRefused};
 pub use request::{BlockDevice, Completion, DeviceInfo, Operation, Request, Tag, MAX_QUEUE_DEPTH};
+pub use split::{NotAView, SplitBuffer, ViewRefused};

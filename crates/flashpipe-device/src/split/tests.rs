@@ -140,7 +140,10 @@ fn the_pool_slot_returns_when_the_last_view_goes() {
 #[test]
 fn views_go_to_another_thread_and_back() {
     let mut split = SplitBuffer::new(IoBuf::zeroed(8192));
-    let views = vec![split.view(0, 4096).unwrap(), split.view(4096, 4096).unwrap()];
+    let views = vec![
+        split.view(0, 4096).unwrap(),
+        split.view(4096, 4096).unwrap(),
+    ];
     let handles: Vec<_> = views
         .into_iter()
         .enumerate()
@@ -167,7 +170,9 @@ fn views_are_written_and_read_through_a_ram_disk() {
     let writes = (0..4)
         .map(|piece| Operation::Write {
             first_block: 40 - 10 * piece as u64,
-            buffer: split.view(piece * 2 * block_bytes, 2 * block_bytes).unwrap(),
+            buffer: split
+                .view(piece * 2 * block_bytes, 2 * block_bytes)
+                .unwrap(),
         })
         .collect();
     let completions = run_batch(&mut disk, writes).unwrap();
@@ -179,7 +184,9 @@ fn views_are_written_and_read_through_a_ram_disk() {
     let reads = (0..4)
         .map(|piece| Operation::Read {
             first_block: 40 - 10 * piece as u64,
-            buffer: split.view(piece * 2 * block_bytes, 2 * block_bytes).unwrap(),
+            buffer: split
+                .view(piece * 2 * block_bytes, 2 * block_bytes)
+                .unwrap(),
         })
         .collect();
     for completion in run_batch(&mut disk, reads).unwrap() {
@@ -196,6 +203,8 @@ fn a_view_of_a_view_reaches_the_grandparent() {
     inner.view(1024, 1024).unwrap().fill(5);
     drop(inner);
     let parent = outer.into_parent();
-    assert!(parent[4096 + 1024..4096 + 2048].iter().all(|&byte| byte == 5));
+    assert!(parent[4096 + 1024..4096 + 2048]
+        .iter()
+        .all(|&byte| byte == 5));
     assert!(parent[..4096 + 1024].iter().all(|&byte| byte == 0));
 }
