@@ -289,7 +289,14 @@ fn injected_failures_report_io_failed_naming_the_disk() {
         let error = completion.status.unwrap_err();
         assert_eq!(&*error.device, "faulty");
         assert!(
-            matches!(&error.kind, DeviceErrorKind::IoFailed { detail } if detail.contains("3..5")),
+            matches!(
+                error.kind,
+                DeviceErrorKind::InjectedFault {
+                    first_block: 3,
+                    end_block: 5,
+                    ..
+                }
+            ),
             "{error}"
         );
         assert!(completion.buffer.unwrap().iter().all(|&byte| byte == 0xEE));
