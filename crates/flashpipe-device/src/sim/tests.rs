@@ -266,7 +266,7 @@ fn bad_settings_are_refused_with_the_disk_name() {
 }
 
 #[test]
-fn injected_failures_report_io_failed_naming_the_disk() {
+fn injected_failures_report_injected_faults_naming_the_disk() {
     // (read failure probability, write failure probability, operation is a write)
     for (read_probability, write_probability, write) in [(1.0, 0.0, false), (0.0, 1.0, true)] {
         let world = SimWorld::new(8);

@@ -1,9 +1,12 @@
 //! Tests of [`SplitBuffer`]: views in range and disjoint, the parent back only after
 //! every view, views written and read through a RAM disk, views outliving their split.
+//! They run under Miri too (the RAM disk on a virtual clock, so no system call is made):
+//! `cargo +nightly miri test -p flashpipe-device --lib split`.
 
 use super::*;
 use crate::batch::run_batch;
 use crate::buffer::BufferPool;
+use crate::clock::VirtualClock;
 use crate::ram::RamDisk;
 use crate::request::Operation;
 
@@ -165,7 +168,8 @@ fn views_go_to_another_thread_and_back() {
 #[test]
 fn views_are_written_and_read_through_a_ram_disk() {
     let block_bytes = 512;
-    let mut disk = RamDisk::new("ram-split", block_bytes as u32, 64, 4).unwrap();
+    let clock = VirtualClock::new().as_clock();
+    let mut disk = RamDisk::with_clock("ram-split", block_bytes as u32, 64, 4, clock).unwrap();
     let mut split = SplitBuffer::new(numbered_buffer(8 * block_bytes));
     let writes = (0..4)
         .map(|piece| Operation::Write {
