@@ -1,19 +1,15 @@
 //! [`StripedDevice`]: RAID-0 over any [`BlockDevice`]s, splitting each request at
 //! stripe-unit boundaries into zero-copy pieces issued to the members in parallel.
 //!
-//! # Zero copy and its safety argument
-//! A read or write is split into pieces whose buffers are [`IoBuf::borrowed`] views into
-//! the caller's buffer. This is sound because:
-//! 1. the caller's [`IoBuf`] owns a heap or pool region whose address does not change
-//!    when the `IoBuf` value moves, and the striped device keeps that `IoBuf` (in its
-//!    parent-request table) until every piece has come back from its member, as a
-//!    completion or as a rejection;
-//! 2. the pieces cover disjoint byte ranges of the region, inside its length, at offsets
-//!    that are multiples of the block size (so each piece stays aligned);
-//! 3. the striped device never reads or writes the parent buffer while pieces are out,
-//!    and hands it back only after the last piece returned;
-//! 4. dropping the striped device first reaps every piece still out from the members; if a
-//!    member cannot be drained, the parent buffers are leaked rather than freed under it.
+//! # Zero copy
+//! A read or write is split into pieces whose buffers are views of the caller's buffer,
+//! handed out by a [`SplitBuffer`] (the one safety argument lives in
+//! `flashpipe_device::split`): the pieces cover disjoint ranges at offsets that are
+//! multiples of the block size (so each stays aligned), the striped device keeps the
+//! split in its parent-request table while pieces are out, and takes the caller's buffer
+//! back, whole, only after the last piece has returned (as a completion or a rejection)
+//! and been dropped. A piece a member never gives back keeps the caller's buffer alive
+//! with it, so dropping the striped device with pieces out frees nothing under a member.
 //!
 //! # Queues
 //! At most `queue_depth` parent requests are accepted and not yet reaped. Pieces that a
@@ -45,7 +41,7 @@ use flashpipe_device::request::check_queue_depth;
 use flashpipe_device::sim::SimWorld;
 use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf, Operation,
-    Rejected, Request, Tag,
+    Rejected, Request, SplitBuffer, Tag,
 };
 
 use crate::layout::{Segment, StripeLayout};
@@ -69,7 +65,7 @@ struct Member {
 /// An accepted request of the caller, while its pieces are out.
 struct ParentRequest {
     tag: Tag,
-    buffer: Option<IoBuf>,
+    buffer: Option<SplitBuffer>,
     outstanding_pieces: usize,
     first_error: Option<DeviceError>,
 }
@@ -229,7 +225,10 @@ impl StripedDevice {
     }
 
     /// The per-member operations of one request, and the parent buffer to keep.
-    fn member_requests(&self, operation: Operation) -> (Option<IoBuf>, Vec<(usize, Operation)>) {
+    fn member_requests(
+        &self,
+        operation: Operation,
+    ) -> (Option<SplitBuffer>, Vec<(usize, Operation)>) {
         match operation {
             Operation::Read {
                 first_block,
@@ -294,17 +293,18 @@ impl StripedDevice {
     fn data_pieces(
         &self,
         first_block: u64,
-        mut buffer: IoBuf,
+        buffer: IoBuf,
         make_operation: fn(u64, IoBuf) -> Operation,
-    ) -> (Option<IoBuf>, Vec<(usize, Operation)>) {
+    ) -> (Option<SplitBuffer>, Vec<(usize, Operation)>) {
         let block_size = u64::from(self.info.block_size_bytes);
         let segments = self
             .layout
             .split(first_block, buffer.len() as u64 / block_size);
+        let mut buffer = SplitBuffer::new(buffer);
         let pieces = segments
             .iter()
             .map(|segment| {
-                let piece = borrow_piece(&mut buffer, segment, block_size);
+                let piece = piece_view(&mut buffer, segment, block_size);
                 let operation = make_operation(segment.member_first_block, piece);
                 (segment.member_index, operation)
             })
@@ -396,7 +396,7 @@ impl StripedDevice {
             self.ready.push_back(Completion {
                 tag: parent.tag,
                 status: parent.first_error.map_or(Ok(()), Err),
-                buffer: parent.buffer,
+                buffer: parent.buffer.map(SplitBuffer::into_parent),
             });
         }
     }
@@ -452,9 +452,8 @@ impl StripedDevice {
         )
     }
 
-    /// Reaps every piece still out, so that no member touches a parent buffer after it
-    /// is freed. Returns false when a member could not be drained.
-    fn drain_members(&mut self) -> bool {
+    /// Reaps every piece still out; a member whose wait fails is left as it is.
+    fn drain_members(&mut self) {
         for member in &mut self.members {
             member.pending.clear();
         }
@@ -463,11 +462,10 @@ impl StripedDevice {
             while member.device.in_flight() > 0 {
                 reaped.clear();
                 if member.device.wait_completions(&mut reaped).is_err() {
-                    return false;
+                    break;
                 }
             }
         }
-        true
     }
 }
 
@@ -475,18 +473,13 @@ fn is_queue_full(rejected: &Rejected) -> bool {
     matches!(rejected.error.kind, DeviceErrorKind::QueueFull { .. })
 }
 
-/// A borrowed view of the segment's bytes inside the parent buffer.
-fn borrow_piece(parent: &mut IoBuf, segment: &Segment, block_size: u64) -> IoBuf {
+/// The view of the segment's bytes inside the parent buffer.
+fn piece_view(parent: &mut SplitBuffer, segment: &Segment, block_size: u64) -> IoBuf {
     let offset_bytes = (segment.request_offset_blocks * block_size) as usize;
     let length_bytes = (segment.block_count * block_size) as usize;
-    assert!(
-        offset_bytes + length_bytes <= parent.len(),
-        "a piece lies inside its parent buffer"
-    );
-    // SAFETY: the range lies inside the parent buffer (checked above); segments of one
-    // request are disjoint; the striped device keeps the parent buffer alive and unused
-    // until this piece comes back (see the module doc).
-    unsafe { IoBuf::borrowed(parent.as_mut_ptr().add(offset_bytes), length_bytes) }
+    parent
+        .view(offset_bytes, length_bytes)
+        .unwrap_or_else(|refused| panic!("a stripe segment is a fresh window: {refused}"))
 }
 
 impl BlockDevice for StripedDevice {
@@ -562,11 +555,10 @@ impl BlockDevice for StripedDevice {
 }
 
 impl Drop for StripedDevice {
+    /// Reaps every piece still out first, so that members are idle when they drop; a
+    /// piece a member cannot give back keeps its parent buffer alive with it (the split
+    /// buffer's rule), so nothing is freed under a member either way.
     fn drop(&mut self) {
-        if !self.drain_members() {
-            for (_, parent) in std::mem::take(&mut self.parents) {
-                std::mem::forget(parent.buffer);
-            }
-        }
+        self.drain_members();
     }
 }

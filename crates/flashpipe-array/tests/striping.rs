@@ -7,6 +7,7 @@ use flashpipe_device::conformance;
 use flashpipe_device::sim::{FaultConfig, SimDisk, SimDiskConfig, SimWorld};
 use flashpipe_device::{
     run_one, BlockDevice, Completion, DeviceErrorKind, IoBuf, Operation, RamDisk, Request,
+    TransferDirection,
 };
 
 const BLOCK_SIZE_BYTES: u32 = 512;
@@ -243,7 +244,13 @@ fn a_member_failure_names_the_stripe_and_member_and_loses_no_buffer() {
         let error = write.status.unwrap_err();
         assert_eq!(&*error.device, "stripe0 member 1 (b.img)");
         assert!(
-            matches!(error.kind, DeviceErrorKind::IoFailed { .. }),
+            matches!(
+                error.kind,
+                DeviceErrorKind::InjectedFault {
+                    direction: TransferDirection::Write,
+                    ..
+                }
+            ),
             "{error}"
         );
         assert_eq!(

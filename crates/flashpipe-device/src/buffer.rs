@@ -9,12 +9,17 @@
 //! buffers go back to the pool when dropped, and a device may register the pool's region
 //! with the kernel (io_uring fixed buffers); [`IoBuf::pool_slot`] tells the device
 //! which registered slot a buffer occupies.
+//!
+//! To hand one buffer to devices as several requests without a copy, split it with
+//! [`crate::split::SplitBuffer`]: its views are `IoBuf`s too.
 
 use std::alloc::{self, Layout};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use crate::split::SplitParent;
 
 /// Alignment of every [`IoBuf`], in bytes: the largest logical block size of the
 /// devices we drive with direct I/O.
@@ -30,8 +35,16 @@ pub struct IoBuf {
 
 enum Origin {
     Heap,
-    Borrowed,
-    Pool { pool: Arc<PoolShared>, slot: u32 },
+    /// No bytes and no allocation ([`IoBuf::empty`]).
+    Empty,
+    /// A view of a [`crate::split::SplitBuffer`]'s parent, which the `Arc` keeps alive.
+    View {
+        split: Arc<SplitParent>,
+    },
+    Pool {
+        pool: Arc<PoolShared>,
+        slot: u32,
+    },
 }
 
 // SAFETY: an IoBuf is the unique owner of its region (heap allocation or pool slot);
@@ -64,18 +77,43 @@ impl IoBuf {
         buffer
     }
 
-    /// A buffer over memory owned by someone else, for splitting one request's buffer
-    /// into pieces without copying (striping does this). Dropping it frees nothing.
+    /// A buffer of no bytes that allocates nothing: a placeholder while a buffer is
+    /// elsewhere (its capacity is zero, so it cannot grow).
+    pub fn empty() -> IoBuf {
+        IoBuf {
+            pointer: NonNull::dangling(),
+            length_bytes: 0,
+            capacity_bytes: 0,
+            origin: Origin::Empty,
+        }
+    }
+
+    /// A view of `length_bytes` at `pointer` inside the parent `split` owns; dropping it
+    /// frees nothing (the `Arc` keeps the parent alive). Only [`crate::split::SplitBuffer::view`]
+    /// builds one.
     ///
     /// # Safety
-    /// `pointer` must be valid for reads and writes of `length_bytes` and must not be
-    /// used by anyone else until this `IoBuf` is dropped.
-    pub unsafe fn borrowed(pointer: *mut u8, length_bytes: usize) -> IoBuf {
+    /// `pointer..pointer + length_bytes` must lie inside the region of the parent `split`
+    /// owns, and no other view or code may touch those bytes while this view lives (the
+    /// argument is in the `split` module's doc).
+    pub(crate) unsafe fn view_of_split(
+        pointer: *mut u8,
+        length_bytes: usize,
+        split: Arc<SplitParent>,
+    ) -> IoBuf {
         IoBuf {
-            pointer: NonNull::new(pointer).expect("borrowed I/O buffer pointer is not null"),
+            pointer: NonNull::new(pointer).expect("a view's pointer lies inside its parent"),
             length_bytes,
             capacity_bytes: length_bytes,
-            origin: Origin::Borrowed,
+            origin: Origin::View { split },
+        }
+    }
+
+    /// The split whose parent this buffer views, when it is a view.
+    pub(crate) fn split_parent(&self) -> Option<&Arc<SplitParent>> {
+        match &self.origin {
+            Origin::View { split } => Some(split),
+            Origin::Heap | Origin::Empty | Origin::Pool { .. } => None,
         }
     }
 
@@ -133,7 +171,7 @@ impl IoBuf {
     /// registered that pool's region.
     pub fn pool_slot(&self) -> Option<(u64, u32)> {
         match &self.origin {
-            Origin::Heap | Origin::Borrowed => None,
+            Origin::Heap | Origin::Empty | Origin::View { .. } => None,
             Origin::Pool { pool, slot } => Some((pool.pool_id, *slot)),
         }
     }
@@ -148,7 +186,7 @@ impl Drop for IoBuf {
                 // SAFETY: allocated with exactly this layout in `zeroed`.
                 unsafe { alloc::dealloc(self.pointer.as_ptr(), layout) };
             }
-            Origin::Borrowed => {}
+            Origin::Empty | Origin::View { .. } => {}
             Origin::Pool { pool, slot } => pool.give_back(*slot),
         }
     }
@@ -342,6 +380,16 @@ mod tests {
             assert_eq!(buffer.len(), length);
             assert!(buffer.iter().all(|&byte| byte == 0));
         }
+    }
+
+    #[test]
+    fn empty_buffers_hold_nothing_and_cannot_grow() {
+        let mut buffer = IoBuf::empty();
+        assert!(buffer.is_empty());
+        assert_eq!(buffer.capacity(), 0);
+        assert!(buffer.as_mut_slice().is_empty());
+        let grow = std::panic::catch_unwind(move || buffer.set_len(1));
+        assert!(grow.is_err());
     }
 
     #[test]

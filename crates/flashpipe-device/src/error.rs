@@ -30,10 +30,53 @@ pub enum DeviceErrorKind {
         /// The device's queue depth.
         queue_depth: u32,
     },
-    /// The device could not carry out the request (an I/O error, an injected fault).
+    /// The device could not carry out the request (an operating-system I/O error, or a
+    /// failure no kind below names).
     #[error("I/O failed: {detail}")]
     IoFailed {
-        /// The operating system's or the simulator's description.
+        /// The operating system's or the device's description.
+        detail: String,
+    },
+    /// A read of `block` found more bit errors than the ECC corrects: its data is lost
+    /// (never returned as good data).
+    #[error("block {block}: uncorrectable read (data lost)")]
+    Uncorrectable {
+        /// The device block whose data is lost.
+        block: u64,
+    },
+    /// A program or erase for `block` failed: the flash block holding it went bad.
+    #[error("block {block}: a program or erase failed on a bad flash block")]
+    BadBlock {
+        /// The device block the failed program or erase was for.
+        block: u64,
+    },
+    /// The operating system moved fewer bytes than the request holds (a file shorter
+    /// than the device it was opened as).
+    #[error("short {direction}: {moved_bytes} of {expected_bytes} bytes moved")]
+    ShortTransfer {
+        /// Read or write.
+        direction: TransferDirection,
+        /// Bytes moved.
+        moved_bytes: u64,
+        /// Bytes the request holds.
+        expected_bytes: u64,
+    },
+    /// A simulated disk failed the request on purpose (its configured failure rate); the
+    /// blocks are unchanged and a read's buffer is left as it was.
+    #[error("injected {direction} failure at blocks {first_block}..{end_block}")]
+    InjectedFault {
+        /// Read or write.
+        direction: TransferDirection,
+        /// First block of the request.
+        first_block: u64,
+        /// One past its last block.
+        end_block: u64,
+    },
+    /// The device has no free space to carry out writes (a flash translation layer whose
+    /// garbage collection cannot make any).
+    #[error("out of space: {detail}")]
+    OutOfSpace {
+        /// What the device holds and why no space can be made.
         detail: String,
     },
     /// The device cannot be opened or configured.
@@ -60,6 +103,24 @@ pub enum DeviceErrorKind {
         /// The refused operation (write, trim, copy-by-reference).
         operation: &'static str,
     },
+}
+
+/// Which way a failed transfer moved data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferDirection {
+    /// From the device into the buffer.
+    Read,
+    /// From the buffer onto the device.
+    Write,
+}
+
+impl std::fmt::Display for TransferDirection {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            TransferDirection::Read => "read",
+            TransferDirection::Write => "write",
+        })
+    }
 }
 
 /// An error from a device, naming it.

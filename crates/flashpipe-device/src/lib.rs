@@ -21,11 +21,13 @@ pub mod ram;
 pub mod random;
 pub mod request;
 pub mod sim;
+pub mod split;
 
 pub use batch::{run_batch, run_one};
 pub use buffer::{BufferPool, IoBuf, PoolExhausted, IO_ALIGNMENT_BYTES};
 pub use clock::{Clock, RealClock, VirtualClock};
-pub use error::{DeviceError, DeviceErrorKind, Rejected};
+pub use error::{DeviceError, DeviceErrorKind, Rejected, TransferDirection};
 pub use ram::RamDisk;
 pub use random::SplitMix64;
 pub use request::{BlockDevice, Completion, DeviceInfo, Operation, Request, Tag, MAX_QUEUE_DEPTH};
+pub use split::{NotAView, SplitBuffer, ViewRefused};

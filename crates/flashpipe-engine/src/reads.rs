@@ -2,10 +2,11 @@
 //! device into one engine-owned pool buffer (no copy), completed out of order.
 //!
 //! A read is planned with the file system's block map: each run of contiguous device
-//! blocks becomes one device request whose buffer is a borrowed view into the read's
-//! pool buffer at the run's position; holes are zero-filled in place. The pool buffer
-//! stays in the [`ReadsInFlight`] table until every piece is back, which is what makes
-//! the borrowed views sound (the same argument as striping's, see flashpipe-array).
+//! blocks becomes one device request whose buffer is a view of the read's pool buffer at
+//! the run's position, handed out by a [`SplitBuffer`] (whose module holds the safety
+//! argument); holes are zero-filled in place through views of their own. The split stays
+//! in the [`ReadsInFlight`] table until every piece is back and dropped, and only then
+//! gives the pool buffer back whole.
 //!
 //! A batch of whole small files ([`ReadsInFlight::start_batch`]) is planned together: each
 //! file whose blocks are physically contiguous is an extent; extents are sorted by device
@@ -25,7 +26,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use flashpipe_device::{
-    BlockDevice, BufferPool, Completion, DeviceError, IoBuf, PoolExhausted, Request,
+    BlockDevice, BufferPool, Completion, DeviceError, IoBuf, PoolExhausted, Request, SplitBuffer,
 };
 use flashpipe_fs::{FileId, Filesystem, MappedRun};
 
@@ -61,7 +62,7 @@ enum Slot<S> {
 
 /// One pool buffer of a batch and the device requests filling it.
 struct BatchBuffer {
-    buffer: IoBuf,
+    buffer: SplitBuffer,
     pieces_outstanding: usize,
     first_error: Option<DeviceError>,
 }
@@ -114,7 +115,7 @@ struct InFlightBatch<S> {
 
 struct InFlightRead<S> {
     sink: S,
-    buffer: IoBuf,
+    buffer: SplitBuffer,
     verification: Verification,
     window_start: usize,
     length_bytes: usize,
@@ -183,21 +184,19 @@ impl<S: ReadSink> ReadsInFlight<S> {
         };
         let slot = self.free_slots.pop().expect("caller checked has_room");
         let ReadPlan {
-            mut buffer,
+            buffer,
             window_start,
             runs,
             verification,
         } = plan;
+        let mut buffer = SplitBuffer::new(buffer);
         let mut pieces = 0;
         for (position_bytes, run_bytes, device_block) in runs {
+            let mut view = run_view(&mut buffer, position_bytes, run_bytes);
             let Some(device_block) = device_block else {
-                buffer[position_bytes..position_bytes + run_bytes].fill(0);
+                view.fill(0);
                 continue;
             };
-            // SAFETY: the view covers bytes of `buffer` disjoint from every other piece;
-            // `buffer` stays in `self.slots[slot]` until every piece has come back.
-            let view =
-                unsafe { IoBuf::borrowed(buffer.as_mut_ptr().add(position_bytes), run_bytes) };
             self.waiting_requests.push_back(Request::read(
                 request_tag(slot, 0),
                 device_block,
@@ -304,7 +303,9 @@ impl<S: ReadSink> ReadsInFlight<S> {
                     self.waiting_requests.push_front(rejected.request);
                     break;
                 }
-                self.piece_done(rejected.request.tag, Err(rejected.error));
+                let tag = rejected.request.tag;
+                drop(rejected.request);
+                self.piece_done(tag, Err(rejected.error));
             }
         }
         let mut completions = std::mem::take(&mut self.completions);
@@ -313,8 +314,14 @@ impl<S: ReadSink> ReadsInFlight<S> {
         } else {
             device.poll_completions(&mut completions);
         }
-        for completion in completions.drain(..) {
-            self.piece_done(completion.tag, completion.status);
+        for Completion {
+            tag,
+            status,
+            buffer,
+        } in completions.drain(..)
+        {
+            drop(buffer);
+            self.piece_done(tag, status);
         }
         self.completions = completions;
         Ok(())
@@ -369,13 +376,14 @@ impl<S: ReadSink> ReadsInFlight<S> {
         self.free_slots.push(slot);
         match finished {
             Slot::Single(read) => {
+                let buffer = read.buffer.into_parent();
                 let result = match read.first_error {
                     Some(error) => Err(EngineError::Device(error)),
                     None => read
                         .verification
-                        .verify(self.block_bytes, &read.buffer)
+                        .verify(self.block_bytes, &buffer)
                         .map(|()| ReadData {
-                            buffer: ReadBuffer::Owned(read.buffer),
+                            buffer: ReadBuffer::Owned(buffer),
                             window_start: read.window_start,
                             length_bytes: read.length_bytes,
                         }),
@@ -409,7 +417,7 @@ fn batch_results(
             assert_eq!(buffer.pieces_outstanding, 0, "a batch finished early");
             match buffer.first_error {
                 Some(error) => Err(error),
-                None => Ok(Arc::new(buffer.buffer)),
+                None => Ok(Arc::new(buffer.buffer.into_parent())),
             }
         })
         .collect();
@@ -540,6 +548,16 @@ fn resolve_batch(
     Ok(resolved)
 }
 
+/// The view of a run's bytes in a read's buffer: the runs of one buffer are disjoint
+/// and inside it, so a refusal is a planning bug.
+fn run_view(buffer: &mut SplitBuffer, position_bytes: usize, run_bytes: usize) -> IoBuf {
+    buffer
+        .view(position_bytes, run_bytes)
+        .unwrap_or_else(|refused| {
+            panic!("a read's runs are fresh windows of its buffer: {refused}")
+        })
+}
+
 /// The device blocks of a file whose data lies in one physically contiguous run (no holes,
 /// no fragments): (first device block, block count).
 fn contiguous_extent(runs: &[flashpipe_fs::MappedRun]) -> Option<(u64, u64)> {
@@ -582,7 +600,7 @@ impl BatchPlanner<'_> {
         );
         buffer.set_len(span_bytes);
         self.buffers.push(BatchBuffer {
-            buffer,
+            buffer: SplitBuffer::new(buffer),
             pieces_outstanding: 0,
             first_error: None,
         });
@@ -598,15 +616,7 @@ impl BatchPlanner<'_> {
         device_block: u64,
     ) {
         let batch_buffer = &mut self.buffers[buffer_index];
-        assert!(position_bytes + byte_count <= batch_buffer.buffer.len());
-        // SAFETY: the views of one buffer cover disjoint bytes of it; the buffer stays in
-        // the batch (in the reads table) until every request of the batch has come back.
-        let view = unsafe {
-            IoBuf::borrowed(
-                batch_buffer.buffer.as_mut_ptr().add(position_bytes),
-                byte_count,
-            )
-        };
+        let view = run_view(&mut batch_buffer.buffer, position_bytes, byte_count);
         batch_buffer.pieces_outstanding += 1;
         self.requests.push(Request::read(
             request_tag(self.slot, buffer_index),
@@ -629,9 +639,12 @@ impl BatchPlanner<'_> {
                 Some(device_block) => {
                     self.add_request(buffer_index, position_bytes, byte_count, device_block)
                 }
-                None => self.buffers[buffer_index].buffer
-                    [position_bytes..position_bytes + byte_count]
-                    .fill(0),
+                None => run_view(
+                    &mut self.buffers[buffer_index].buffer,
+                    position_bytes,
+                    byte_count,
+                )
+                .fill(0),
             }
         }
         BatchFile::Window {

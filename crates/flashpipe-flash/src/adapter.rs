@@ -22,7 +22,7 @@ use flashpipe_device::{
 };
 
 use crate::array::FlashArray;
-use crate::interface::{Ack, FlashAddress, FlashCommand, FlashRequest};
+use crate::interface::{Ack, AckStatus, FlashAddress, FlashCommand, FlashRequest};
 
 /// One logical page's part of a request.
 enum PageWork {
@@ -35,6 +35,8 @@ enum PageWork {
 struct BlockJob {
     page: u32,
     work: PageWork,
+    /// The device block the job is for, named by its errors.
+    logical_block: u64,
 }
 
 /// Where a job on one block stands.
@@ -296,7 +298,11 @@ impl StripedFlashDevice {
             .entry(key)
             .or_default()
             .pending
-            .push_back(BlockJob { page, work });
+            .push_back(BlockJob {
+                page,
+                work,
+                logical_block,
+            });
         self.start_next_job(key);
     }
 
@@ -410,7 +416,7 @@ impl StripedFlashDevice {
         self.finish_page(job, None);
     }
 
-    fn finish_page(&mut self, job: &BlockJob, error: Option<String>) {
+    fn finish_page(&mut self, job: &BlockJob, error: Option<DeviceErrorKind>) {
         let request_id = match job.work {
             PageWork::Read { request, .. }
             | PageWork::Write { request, .. }
@@ -418,11 +424,8 @@ impl StripedFlashDevice {
         };
         let name = Arc::clone(&self.info.name);
         let open = self.requests.get_mut(&request_id).expect("open request");
-        if let Some(detail) = error {
-            open.error.get_or_insert(DeviceError::new(
-                &name,
-                DeviceErrorKind::IoFailed { detail },
-            ));
+        if let Some(kind) = error {
+            open.error.get_or_insert(DeviceError::new(&name, kind));
         }
         open.pages_left -= 1;
         if open.pages_left == 0 {
@@ -443,13 +446,12 @@ impl StripedFlashDevice {
         let (channel, way, block, page) =
             self.raw_tag_owner.remove(&ack.tag).expect("a tag we sent");
         let key = (channel, way, block);
-        let error =
-            (!ack.status.is_ok()).then(|| format!("flash {:?} page {page}: {:?}", key, ack.status));
         let mut active = self
             .blocks
             .get_mut(&key)
             .and_then(|queue| queue.active.take())
             .expect("an ack for an active job");
+        let error = ack_error_kind(&ack.status, &active.job, key, page);
         let done = match &mut active.phase {
             JobPhase::Single => {
                 if let (PageWork::Read { request, offset }, Some(data)) =
@@ -545,6 +547,34 @@ impl StripedFlashDevice {
         }
         self.acks = acks;
         self.push_backlog();
+    }
+}
+
+/// The error an ack of `page` of flash block `key` means for `job`: an uncorrectable read
+/// of the job's own page loses the job's block, a failed program or erase means the
+/// flash block went bad; anything else (an uncorrectable page read to rewrite its block,
+/// a rule the adapter broke) is described.
+fn ack_error_kind(
+    status: &AckStatus,
+    job: &BlockJob,
+    key: BlockKey,
+    page: u32,
+) -> Option<DeviceErrorKind> {
+    let own_read = page == job.page && matches!(job.work, PageWork::Read { .. });
+    match status {
+        AckStatus::Ok { .. } => None,
+        AckStatus::Uncorrectable if own_read => Some(DeviceErrorKind::Uncorrectable {
+            block: job.logical_block,
+        }),
+        AckStatus::BadBlock => Some(DeviceErrorKind::BadBlock {
+            block: job.logical_block,
+        }),
+        AckStatus::Uncorrectable | AckStatus::RuleViolation(_) => Some(DeviceErrorKind::IoFailed {
+            detail: format!(
+                "block {}: flash {key:?} page {page}: {status:?}",
+                job.logical_block
+            ),
+        }),
     }
 }
 

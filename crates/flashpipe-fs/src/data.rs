@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use flashpipe_device::{BlockDevice, IoBuf, Operation};
+use flashpipe_device::{BlockDevice, Completion, DeviceError, IoBuf, Operation, SplitBuffer};
 
 use crate::error::FileIoError;
 use crate::io::{read_fs_blocks, run_operations};
@@ -247,20 +247,22 @@ pub fn read_into(
             buffer[(start - offset_bytes) as usize..(stop - offset_bytes) as usize].fill(0);
         }
     }
-    let base = buffer.as_mut_ptr();
+    let mut direct = SplitBuffer::new(std::mem::replace(buffer, IoBuf::empty()));
     let mut operations = Vec::new();
     let mut bounced = Vec::new();
+    let mut bounce_positions = Vec::new();
     for &(index, count, pointer) in runs.iter().filter(|run| run.2 != 0) {
         let run_bytes = (count * block_bytes) as usize;
         let destination = if index + count <= direct_end {
+            // The run ends at or before direct_end, inside the requested range; runs
+            // are disjoint, so each is a fresh window of the caller's buffer.
             let position = (index * block_bytes - offset_bytes) as usize;
-            // SAFETY: the run [position, position + run_bytes) lies inside `buffer` (the
-            // run ends at or before direct_end, inside the requested range), runs are
-            // disjoint, and `buffer` is not touched until `run_operations` has reaped
-            // every request (it drains in-flight requests even on failure).
-            unsafe { IoBuf::borrowed(base.add(position), run_bytes) }
+            direct
+                .view(position, run_bytes)
+                .unwrap_or_else(|refused| panic!("a direct run is a fresh window: {refused}"))
         } else {
-            bounced.push((operations.len(), index, count));
+            bounced.push((index, count));
+            bounce_positions.push(operations.len());
             IoBuf::zeroed(run_bytes)
         };
         operations.push(Operation::Read {
@@ -268,7 +270,8 @@ pub fn read_into(
             buffer: destination,
         });
     }
-    let completions = run_operations(device, operations)?;
+    let completions = run_operations(device, operations);
+    let bounce_buffers = take_back_direct_runs(completions, &bounce_positions, direct, buffer)?;
     for &(index, count, pointer) in &runs {
         if pointer != 0 && index + count <= direct_end {
             let position = (index * block_bytes - offset_bytes) as usize;
@@ -276,12 +279,8 @@ pub fn read_into(
             verify_file_blocks(state, inode_number, index, run_bytes)?;
         }
     }
-    for (position, index, count) in bounced {
-        let bounce = completions[position]
-            .buffer
-            .as_ref()
-            .expect("a read hands its buffer back");
-        verify_file_blocks(state, inode_number, index, bounce)?;
+    for ((index, count), bounce) in bounced.into_iter().zip(bounce_buffers) {
+        verify_file_blocks(state, inode_number, index, &bounce)?;
         let (start, stop) = overlap(index, count);
         let source_start = (start - index * block_bytes) as usize;
         let length = (stop - start) as usize;
@@ -289,6 +288,35 @@ pub fn read_into(
             .copy_from_slice(&bounce[source_start..source_start + length]);
     }
     Ok(())
+}
+
+/// Takes the bounce buffers (the completions at `bounce_positions`) out of `completions`,
+/// drops the views of the caller's buffer that came back with the rest, and puts the
+/// caller's buffer back in `buffer`. `run_operations` reaps every request even when one
+/// fails, so every view is back; if a device still held one (its drain failed), the caller
+/// gets a zeroed buffer of the same length in its place and its own buffer is freed (or
+/// returns to its pool) when the device lets go of the view.
+fn take_back_direct_runs(
+    completions: Result<Vec<Completion>, DeviceError>,
+    bounce_positions: &[usize],
+    direct: SplitBuffer,
+    buffer: &mut IoBuf,
+) -> Result<Vec<IoBuf>, DeviceError> {
+    let bounce_buffers = completions.map(|mut completions| {
+        bounce_positions
+            .iter()
+            .map(|&position| {
+                completions[position]
+                    .buffer
+                    .take()
+                    .expect("a read hands its buffer back")
+            })
+            .collect::<Vec<IoBuf>>()
+    });
+    *buffer = direct
+        .try_into_parent()
+        .unwrap_or_else(|direct| IoBuf::zeroed(direct.len()));
+    bounce_buffers
 }
 
 /// `base` after a file's pointer count changes from `old_count` to `new_count`.

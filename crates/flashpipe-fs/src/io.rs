@@ -61,7 +61,7 @@ impl Geometry {
 }
 
 /// Like [`run_batch`], but when it fails, waits for every request still in flight so
-/// that no buffer (in particular a borrowed one) stays with the device.
+/// that no buffer (in particular a view of a caller's buffer) stays with the device.
 pub fn run_operations(
     device: &mut dyn BlockDevice,
     operations: Vec<Operation>,

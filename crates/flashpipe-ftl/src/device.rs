@@ -198,10 +198,16 @@ impl BlockDevice for Ftl {
                 ));
             }
             if !self.wait_and_pump() && self.ready.is_empty() {
-                return Err(self.device_error(format!(
-                    "host requests wait for free space that garbage collection cannot make: {}",
-                    self.describe_state()
-                )));
+                return Err(DeviceError::new(
+                    &self.info.name,
+                    DeviceErrorKind::OutOfSpace {
+                        detail: format!(
+                            "host requests wait for free space that garbage collection \
+                             cannot make: {}",
+                            self.describe_state()
+                        ),
+                    },
+                ));
             }
         }
     }

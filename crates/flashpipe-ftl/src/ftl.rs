@@ -435,10 +435,6 @@ impl Ftl {
         stats
     }
 
-    pub(crate) fn device_error(&self, detail: String) -> DeviceError {
-        DeviceError::new(&self.info.name, DeviceErrorKind::IoFailed { detail })
-    }
-
     // ----- blocks and allocation -----
 
     pub(crate) fn add_free_block(&mut self, block: u32) {
@@ -893,9 +889,10 @@ impl Ftl {
     }
 
     fn uncorrectable_error(&self, logical: u64) -> DeviceError {
-        self.device_error(format!(
-            "logical block {logical}: uncorrectable read (data lost)"
-        ))
+        DeviceError::new(
+            &self.info.name,
+            DeviceErrorKind::Uncorrectable { block: logical },
+        )
     }
 
     /// Issues as many pages of a write as there is room for; true when all are issued.

@@ -5,7 +5,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::buffer::IoBuf;
-use crate::error::{DeviceError, DeviceErrorKind};
+use crate::error::{DeviceError, DeviceErrorKind, TransferDirection};
 use crate::request::{Completion, Operation, Tag};
 
 /// What to do, in bytes.
@@ -147,28 +147,41 @@ impl Job {
     }
 }
 
-/// A failed system call or a short transfer becomes [`DeviceErrorKind::IoFailed`].
+/// A failed system call becomes [`DeviceErrorKind::IoFailed`], a short transfer
+/// [`DeviceErrorKind::ShortTransfer`].
 fn check_result(
     device_name: &Arc<str>,
     action: &Action,
     expected_bytes: usize,
     result: io::Result<usize>,
 ) -> Result<(), DeviceError> {
-    let detail = match result {
-        Ok(moved_bytes) if moved_bytes == expected_bytes => return Ok(()),
-        Ok(moved_bytes) => format!(
-            "short {}: {moved_bytes} of {expected_bytes} bytes at offset {}",
-            action.name(),
-            action.offset_bytes()
-        ),
-        Err(error) => format!(
-            "{} of {expected_bytes} bytes at offset {}: {error}",
-            action.name(),
-            action.offset_bytes()
-        ),
+    let kind = match (result, action) {
+        (Ok(moved_bytes), _) if moved_bytes == expected_bytes => return Ok(()),
+        (Ok(moved_bytes), Action::Read { .. } | Action::Write { .. }) => {
+            DeviceErrorKind::ShortTransfer {
+                direction: if matches!(action, Action::Read { .. }) {
+                    TransferDirection::Read
+                } else {
+                    TransferDirection::Write
+                },
+                moved_bytes: moved_bytes as u64,
+                expected_bytes: expected_bytes as u64,
+            }
+        }
+        (Ok(moved_bytes), _) => DeviceErrorKind::IoFailed {
+            detail: format!(
+                "{}: {moved_bytes} of {expected_bytes} bytes at offset {}",
+                action.name(),
+                action.offset_bytes()
+            ),
+        },
+        (Err(error), _) => DeviceErrorKind::IoFailed {
+            detail: format!(
+                "{} of {expected_bytes} bytes at offset {}: {error}",
+                action.name(),
+                action.offset_bytes()
+            ),
+        },
     };
-    Err(DeviceError::new(
-        device_name,
-        DeviceErrorKind::IoFailed { detail },
-    ))
+    Err(DeviceError::new(device_name, kind))
 }

@@ -7,6 +7,7 @@ use super::*;
 use crate::batch::run_one;
 use crate::buffer::IoBuf;
 use crate::conformance;
+use crate::error::TransferDirection;
 use crate::request::Operation;
 
 const TEST_BLOCK_COUNT: u64 = 2048;
@@ -265,7 +266,15 @@ fn io_errors_name_the_path_on_both_engines() {
         .unwrap_err();
         assert_eq!(&*error.device, path.display().to_string());
         assert!(
-            matches!(&error.kind, DeviceErrorKind::IoFailed { detail } if detail.contains("short read")),
+            matches!(
+                error.kind,
+                DeviceErrorKind::ShortTransfer {
+                    direction: TransferDirection::Read,
+                    moved_bytes: 0,
+                    expected_bytes: 4096,
+                    ..
+                }
+            ),
             "{engine:?}: {error}"
         );
     }

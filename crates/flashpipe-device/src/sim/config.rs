@@ -12,9 +12,9 @@ const NANOSECONDS_PER_SECOND: u128 = 1_000_000_000;
 /// Seeded faults a simulated disk injects into its requests.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FaultConfig {
-    /// Chance (0.0..=1.0) that a read completes with `IoFailed` (buffer left as it was).
+    /// Chance (0.0..=1.0) that a read completes with `InjectedFault` (buffer left as it was).
     pub read_failure_probability: f64,
-    /// Chance (0.0..=1.0) that a write completes with `IoFailed` (the disk unchanged).
+    /// Chance (0.0..=1.0) that a write completes with `InjectedFault` (the disk unchanged).
     pub write_failure_probability: f64,
 }
 

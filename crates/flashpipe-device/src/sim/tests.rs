@@ -266,7 +266,7 @@ fn bad_settings_are_refused_with_the_disk_name() {
 }
 
 #[test]
-fn injected_failures_report_io_failed_naming_the_disk() {
+fn injected_failures_report_injected_faults_naming_the_disk() {
     // (read failure probability, write failure probability, operation is a write)
     for (read_probability, write_probability, write) in [(1.0, 0.0, false), (0.0, 1.0, true)] {
         let world = SimWorld::new(8);
@@ -289,7 +289,14 @@ fn injected_failures_report_io_failed_naming_the_disk() {
         let error = completion.status.unwrap_err();
         assert_eq!(&*error.device, "faulty");
         assert!(
-            matches!(&error.kind, DeviceErrorKind::IoFailed { detail } if detail.contains("3..5")),
+            matches!(
+                error.kind,
+                DeviceErrorKind::InjectedFault {
+                    first_block: 3,
+                    end_block: 5,
+                    ..
+                }
+            ),
             "{error}"
         );
         assert!(completion.buffer.unwrap().iter().all(|&byte| byte == 0xEE));

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::clock::{Clock, VirtualClock};
-use crate::error::{DeviceError, DeviceErrorKind};
+use crate::error::{DeviceError, DeviceErrorKind, TransferDirection};
 use crate::random::SplitMix64;
 use crate::request::{Completion, DeviceInfo, Operation, Request};
 
@@ -450,7 +450,11 @@ impl DiskState {
                 mut buffer,
             } => {
                 if self.inject_fault(self.config.faults.read_failure_probability) {
-                    status = Err(self.injected_failure("read", first_block, buffer.len()));
+                    status = Err(self.injected_failure(
+                        TransferDirection::Read,
+                        first_block,
+                        buffer.len(),
+                    ));
                 } else {
                     self.store.read_into(first_block, &mut buffer);
                 }
@@ -461,7 +465,11 @@ impl DiskState {
                 buffer,
             } => {
                 if self.inject_fault(self.config.faults.write_failure_probability) {
-                    status = Err(self.injected_failure("write", first_block, buffer.len()));
+                    status = Err(self.injected_failure(
+                        TransferDirection::Write,
+                        first_block,
+                        buffer.len(),
+                    ));
                 } else {
                     self.store.write(first_block, &buffer);
                 }
@@ -496,17 +504,17 @@ impl DiskState {
 
     fn injected_failure(
         &self,
-        operation: &str,
+        direction: TransferDirection,
         first_block: u64,
         length_bytes: usize,
     ) -> DeviceError {
         let end_block = first_block + (length_bytes / self.config.block_size_bytes as usize) as u64;
         DeviceError::new(
             &self.info.name,
-            DeviceErrorKind::IoFailed {
-                detail: format!(
-                    "injected {operation} failure at blocks {first_block}..{end_block}"
-                ),
+            DeviceErrorKind::InjectedFault {
+                direction,
+                first_block,
+                end_block,
             },
         )
     }
