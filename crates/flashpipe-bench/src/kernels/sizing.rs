@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::KernelRow;
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 /// One kernel's sizing on one preset.
 #[derive(Debug, Clone, Serialize)]

@@ -1,15 +1,15 @@
 //! `flashpipe sim repro ...`: the RAD and minFlash figures and tables, our simulated
 //! numbers beside the paper's (docs/reproductions.md discusses each difference).
 
+use crate::plot::{value_text, Chart, ChartKind, ReferencePoint, Series};
 use clap::{Args, ValueEnum};
-use flashpipe_flash::plot::{value_text, Chart, ChartKind, ReferencePoint, Series};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::{FlashAddress, FlashCommand, FlashConfig, FlashRequest};
 use serde::Serialize;
 
 use super::timing_array;
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 /// Options of `sim repro`.
 #[derive(Debug, Args)]
@@ -105,9 +105,9 @@ impl Row {
 const MEBIBYTE: f64 = 1_048_576.0;
 
 /// Runs a reproduction and prints it.
-pub fn run(arguments: ReproArgs) -> CliResult {
+pub fn run(arguments: ReproArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
-        flashpipe_flash::plot::check_plot_path(path)?;
+        crate::plot::check_plot_path(path)?;
     }
     let all = [
         Reproduction::RadFig4,
@@ -138,7 +138,7 @@ pub fn run(arguments: ReproArgs) -> CliResult {
         rows.extend(figure_rows);
     }
     if let Some(path) = &arguments.plot {
-        flashpipe_flash::plot::draw_panels(path, &charts, 2)?;
+        crate::plot::draw_panels(path, &charts, 2)?;
     }
     if arguments.json {
         say!("{}", serde_json::to_string_pretty(&rows)?);

@@ -15,7 +15,7 @@ use flashpipe_fs::{CopyMethod, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use serde::Serialize;
 
-type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 /// Bytes per write or read call while filling and verifying.
 const CHUNK_BYTES: u64 = 8 << 20;
@@ -73,7 +73,7 @@ struct CopyExperiment {
 }
 
 /// Runs `flashpipe ftl copy`.
-pub fn run(arguments: FtlCopyArgs) -> CliResult<()> {
+pub fn run(arguments: FtlCopyArgs) -> BenchResult<()> {
     let size_bytes = parse_size_bytes(&arguments.size)?;
     let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
     if size_bytes == 0 {
@@ -125,7 +125,7 @@ pub fn run(arguments: FtlCopyArgs) -> CliResult<()> {
 
 /// The preset with its erase blocks per chip sized so that the FTL exports room for the
 /// source, two copies and the file system's metadata.
-fn sized_config(preset: &str, size_bytes: u64) -> CliResult<FlashConfig> {
+fn sized_config(preset: &str, size_bytes: u64) -> BenchResult<FlashConfig> {
     let mut config = FlashConfig::preset(preset)?;
     let geometry = &config.geometry;
     let chips = u64::from(geometry.devices * geometry.channels * geometry.ways * geometry.dies);
@@ -144,7 +144,7 @@ fn experiment_filesystem(
     config: FlashConfig,
     seed: u64,
     block_size_bytes: u32,
-) -> CliResult<(Filesystem, SharedFtl)> {
+) -> BenchResult<(Filesystem, SharedFtl)> {
     let array = FlashArray::new(
         config,
         FlashOptions {
@@ -186,7 +186,7 @@ fn chunk_bytes(index: u64, length: usize) -> Vec<u8> {
 }
 
 /// Writes the source file and flushes; returns its CRC32C.
-fn write_source(filesystem: &mut Filesystem, size_bytes: u64) -> CliResult<u32> {
+fn write_source(filesystem: &mut Filesystem, size_bytes: u64) -> BenchResult<u32> {
     let file = filesystem.create("source")?;
     let mut crc = 0u32;
     let mut offset_bytes = 0;
@@ -201,7 +201,7 @@ fn write_source(filesystem: &mut Filesystem, size_bytes: u64) -> CliResult<u32> 
     Ok(crc)
 }
 
-fn file_crc(filesystem: &mut Filesystem, name: &str) -> CliResult<u32> {
+fn file_crc(filesystem: &mut Filesystem, name: &str) -> BenchResult<u32> {
     let file = filesystem.open(name)?;
     let size_bytes = filesystem.stat(file)?.size_bytes;
     let mut crc = 0u32;
@@ -233,7 +233,7 @@ fn measure_copy(
     destination: &str,
     method: CopyMethod,
     source_crc: u32,
-) -> CliResult<CopyMeasurement> {
+) -> BenchResult<CopyMeasurement> {
     let (programmed_before, referenced_before) = ftl_counters(ftl);
     let wall_started = Instant::now();
     let virtual_started_ns = clock.now_ns();
@@ -257,7 +257,7 @@ fn measure_copy(
     })
 }
 
-fn print_experiment(experiment: &CopyExperiment, json: bool) -> CliResult<()> {
+fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(experiment)?);
         return Ok(());

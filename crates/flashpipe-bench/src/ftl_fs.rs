@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_engine::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_engine::store::DeviceCreation;
 use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
-use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{
     Ack, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
     StorageMode, SubmitError,
@@ -32,7 +32,8 @@ use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
 use serde::Serialize;
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+use crate::pattern::{DataPattern, DataPatternReader};
+use crate::BenchResult;
 
 /// The preset the experiment runs on.
 const PRESET: &str = "minflash";
@@ -302,7 +303,7 @@ struct Report {
 }
 
 /// Runs `flashpipe ftl fs`.
-pub fn run(arguments: FtlFsArgs) -> CliResult {
+pub fn run(arguments: FtlFsArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
         let path_text = path
             .to_str()
@@ -495,48 +496,6 @@ fn measure_raw(plan: &Plan) -> Result<RawFigures, Box<dyn std::error::Error>> {
     })
 }
 
-/// Deterministic file contents: byte `offset` of the file depends on the seed and offset
-/// only, so any window can be checked after a read.
-struct Pattern {
-    seed: u64,
-}
-
-impl Pattern {
-    fn fill(&self, offset_bytes: u64, buffer: &mut [u8]) {
-        assert_eq!(offset_bytes % 8, 0, "pattern windows start on 8-byte words");
-        for (index, chunk) in buffer.chunks_mut(8).enumerate() {
-            let word = offset_bytes / 8 + index as u64;
-            let value = SplitMix64::new(self.seed ^ word.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-                .next_u64()
-                .to_le_bytes();
-            chunk.copy_from_slice(&value[..chunk.len()]);
-        }
-    }
-
-    fn matches(&self, offset_bytes: u64, bytes: &[u8]) -> bool {
-        let mut expected = vec![0u8; bytes.len()];
-        self.fill(offset_bytes, &mut expected);
-        expected == bytes
-    }
-}
-
-/// `std::io::Read` over the first `size_bytes` of a [`Pattern`].
-struct PatternReader<'a> {
-    pattern: &'a Pattern,
-    offset_bytes: u64,
-    size_bytes: u64,
-}
-
-impl std::io::Read for PatternReader<'_> {
-    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.size_bytes - self.offset_bytes;
-        let length = (buffer.len() as u64).min(left) as usize;
-        self.pattern.fill(self.offset_bytes, &mut buffer[..length]);
-        self.offset_bytes += length as u64;
-        Ok(length)
-    }
-}
-
 const FILE_NAME: &str = "sequential.bin";
 
 /// The store the experiment runs on: minflash in memory under the FTL, the file system,
@@ -594,14 +553,10 @@ fn measure_fs(
 ) -> Result<(FsFigures, u64), Box<dyn std::error::Error>> {
     let stack = FlashStack::start(plan)?;
     let mut client = stack.engine.client(plan.in_flight.max(2));
-    let pattern = Pattern { seed: plan.seed };
+    let pattern = DataPattern::with_seed(plan.seed);
     let stats_before = stack.ftl_stats();
     let started_ns = stack.clock.now_ns();
-    let mut source = PatternReader {
-        pattern: &pattern,
-        offset_bytes: 0,
-        size_bytes: plan.size_bytes,
-    };
+    let mut source = DataPatternReader::new(&pattern, plan.size_bytes);
     let mut write_progress = Progress::default();
     let clock = Arc::clone(&stack.clock);
     client.write_stream(
@@ -676,7 +631,7 @@ fn random_reads(
     plan: &Plan,
     client: &mut EngineClient,
     clock: &Arc<dyn Clock>,
-    pattern: &Pattern,
+    pattern: &DataPattern,
 ) -> Result<LatencyFigures, Box<dyn std::error::Error>> {
     let mut generator = SplitMix64::new(plan.seed ^ 0x4ead);
     let slots = plan.size_bytes / RANDOM_READ_BYTES;

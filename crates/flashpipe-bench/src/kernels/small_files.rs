@@ -7,16 +7,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use flashpipe_engine::store_config::{parse_device_list, StoreConfig, STORE_FILE_VERSION};
-
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_kernels::throughput::synthetic_bytes;
 use flashpipe_pipeline::{OutputTarget, PipelineConfig};
 use serde::Serialize;
 
-use crate::run_cmd::PipelineStore;
+use crate::kernels::store::KernelStore;
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 /// Bytes per small file (SISC's 2 KB files).
 pub const SMALL_FILE_BYTES: usize = 2048;
@@ -59,7 +57,7 @@ pub struct SmallFilesReport {
 
 /// Writes `count` small files into the store and runs the sweep.
 pub fn run_sweep(
-    store: &PipelineStore,
+    store: &KernelStore,
     fs_block_size_bytes: u32,
     count: usize,
     quick: bool,
@@ -201,20 +199,13 @@ pub fn run_sweep_on_small_block_store(
         + large_file_bytes as u64 * 2
         + (256 << 20);
     let per_device = (store_bytes / 2).div_ceil(1 << 20) << 20;
-    let device_list = format!(
-        "{},{}",
-        SMALL_BLOCK_STORE_FILES[1], SMALL_BLOCK_STORE_FILES[2]
-    );
-    let config = StoreConfig {
-        store_file_version: STORE_FILE_VERSION,
-        block_size_bytes: SMALL_FS_BLOCK_BYTES,
-        stripe_unit_bytes: 64 << 10,
-        queue_depth: 32,
-        devices: parse_device_list(&device_list, Some(per_device))?,
-    };
     let store_file = dir.join(SMALL_BLOCK_STORE_FILES[0]);
-    crate::store_cmd::create_store(&config, &store_file)?;
-    let store = PipelineStore::open(&store_file)?;
+    let store = KernelStore::create(
+        &store_file,
+        &SMALL_BLOCK_STORE_FILES[1..],
+        per_device,
+        SMALL_FS_BLOCK_BYTES,
+    )?;
     let mut client = store.engine.client(16);
     let probe = synthetic_bytes(large_file_bytes, 3);
     client.write_stream(

@@ -7,14 +7,14 @@
 
 use std::time::Instant;
 
+use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use clap::{Args, Subcommand};
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation, SplitMix64};
-use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 use serde::Serialize;
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 /// The FTL experiments.
 #[derive(Debug, Subcommand)]
@@ -31,9 +31,9 @@ pub enum FtlCommand {
     /// write amplification with pacing on and off.
     GcWait(ExperimentArgs),
     /// Copying a file by reference vs by bytes on the same store (target: 1000x less time).
-    Copy(crate::ftl_copy_cmd::FtlCopyArgs),
+    Copy(crate::ftl_copy::FtlCopyArgs),
     /// The file system on the minflash preset against the raw array (virtual time).
-    Fs(crate::ftl_fs_cmd::FtlFsArgs),
+    Fs(crate::ftl_fs::FtlFsArgs),
 }
 
 /// Options shared by the experiments.
@@ -60,15 +60,15 @@ pub struct ExperimentArgs {
 }
 
 /// Runs an FTL subcommand.
-pub fn run(command: FtlCommand) -> CliResult {
+pub fn run(command: FtlCommand) -> BenchResult {
     match command {
         FtlCommand::Wa(arguments) => run_write_amplification(&arguments),
         FtlCommand::Hotcold(arguments) => run_hot_cold(&arguments),
         FtlCommand::Wear(arguments) => run_wear(&arguments),
         FtlCommand::Speed(arguments) => run_speed(&arguments),
         FtlCommand::GcWait(arguments) => run_gc_wait(&arguments),
-        FtlCommand::Copy(arguments) => crate::ftl_copy_cmd::run(arguments),
-        FtlCommand::Fs(arguments) => crate::ftl_fs_cmd::run(arguments),
+        FtlCommand::Copy(arguments) => crate::ftl_copy::run(arguments),
+        FtlCommand::Fs(arguments) => crate::ftl_fs::run(arguments),
     }
 }
 
@@ -98,7 +98,7 @@ fn check_arguments(arguments: &ExperimentArgs) -> Result<(), String> {
 }
 
 /// Draws the chart `make_chart` makes to the `--plot` path, if one was given.
-fn plot_if_asked(arguments: &ExperimentArgs, make_chart: impl FnOnce() -> Chart) -> CliResult {
+fn plot_if_asked(arguments: &ExperimentArgs, make_chart: impl FnOnce() -> Chart) -> BenchResult {
     if let Some(path) = &arguments.plot {
         draw_chart(path, &make_chart())?;
     }
@@ -336,7 +336,7 @@ fn physical_data_pages(ftl: &Ftl) -> u64 {
     (good_blocks - held_back) * u64::from(config.geometry.pages_per_block)
 }
 
-fn run_write_amplification(arguments: &ExperimentArgs) -> CliResult {
+fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     for over_provisioning in [0.07, 0.10, 0.15, 0.20, 0.28, 0.35, 0.50] {
         let options = experiment_options(over_provisioning, VictimPolicy::Greedy);
@@ -419,7 +419,7 @@ struct PolicyRow {
     gc_victims: u64,
 }
 
-fn run_hot_cold(arguments: &ExperimentArgs) -> CliResult {
+fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     let workloads: [(&'static str, WorkloadMaker); 3] = [
         ("uniform", |_| Workload::Uniform),
@@ -493,7 +493,7 @@ struct WearRow {
     write_amplification: f64,
 }
 
-fn run_wear(arguments: &ExperimentArgs) -> CliResult {
+fn run_wear(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     for spread in [None, Some(16)] {
         let options = FtlOptions {
@@ -578,7 +578,7 @@ struct SpeedRow {
     virtual_seconds: f64,
 }
 
-fn run_speed(arguments: &ExperimentArgs) -> CliResult {
+fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     for (name, storage) in [
         ("timing only", StorageMode::TimingOnly),
@@ -688,7 +688,7 @@ fn gc_wait_row(
     })
 }
 
-fn run_gc_wait(arguments: &ExperimentArgs) -> CliResult {
+fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
     let uniform: (&'static str, WorkloadMaker) = ("uniform", |_| Workload::Uniform);
     let hot_cold: (&'static str, WorkloadMaker) = ("80/20", |_| Workload::HotCold {
         hot_share: 0.8,

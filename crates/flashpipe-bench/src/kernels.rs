@@ -17,6 +17,7 @@ mod cases;
 mod search_lookups;
 mod sizing;
 mod small_files;
+pub mod store;
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
@@ -31,10 +32,10 @@ use flashpipe_kernels::throughput::measure_kernel;
 use flashpipe_pipeline::{OutputTarget, PipelineConfig};
 use serde::Serialize;
 
-use crate::run_cmd::PipelineStore;
+use crate::kernels::store::KernelStore;
 use cases::{bench_cases, BenchCase, ToolCommand};
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 const MIB: f64 = 1048576.0;
 
@@ -235,7 +236,7 @@ fn langid_case(
 }
 
 /// Creates a fresh store of two device files in `dir` and starts it.
-fn make_store(dir: &Path, store_bytes: u64) -> BenchResult<PipelineStore> {
+fn make_store(dir: &Path, store_bytes: u64) -> BenchResult<KernelStore> {
     std::fs::create_dir_all(dir)?;
     let store_file = dir.join("bench-kernels.toml");
     for name in ["bench-kernels.toml", "kernels-dev0.img", "kernels-dev1.img"] {
@@ -245,12 +246,12 @@ fn make_store(dir: &Path, store_bytes: u64) -> BenchResult<PipelineStore> {
         }
     }
     let per_device = (store_bytes / 2).div_ceil(1 << 20) << 20;
-    crate::store_cmd::format_file_store(
+    KernelStore::create(
         &store_file,
         &["kernels-dev0.img", "kernels-dev1.img"],
         per_device,
-    )?;
-    PipelineStore::open(&store_file)
+        16 << 10,
+    )
 }
 
 /// Copies `files` into the store.
@@ -262,7 +263,7 @@ fn put_files(client: &mut EngineClient, files: &[(String, Vec<u8>)]) -> BenchRes
 }
 
 /// Reads a large file through the engine with nothing computed: the store's read bandwidth.
-fn storage_bandwidth(store: &PipelineStore, size_bytes: usize) -> BenchResult<f64> {
+fn storage_bandwidth(store: &KernelStore, size_bytes: usize) -> BenchResult<f64> {
     let mut client = store.engine.client(32);
     let data = flashpipe_kernels::throughput::synthetic_bytes(size_bytes, 3);
     put_files(&mut client, &[("storage.probe".to_string(), data)])?;
@@ -278,7 +279,7 @@ fn storage_bandwidth(store: &PipelineStore, size_bytes: usize) -> BenchResult<f6
 }
 
 fn bench_case(
-    store: &PipelineStore,
+    store: &KernelStore,
     dir: &Path,
     case: &BenchCase,
     storage: f64,
@@ -330,7 +331,7 @@ fn bench_case(
 }
 
 /// (a): the pipeline, results written back into the store for stream kernels.
-fn near_data(store: &PipelineStore, case: &BenchCase) -> BenchResult<(f64, String)> {
+fn near_data(store: &KernelStore, case: &BenchCase) -> BenchResult<(f64, String)> {
     let names: Vec<String> = case.files.iter().map(|(name, _)| name.clone()).collect();
     let output = if case.kernel.output_kind() == OutputKind::TransformedStream {
         OutputTarget::StoreFiles(names.iter().map(|name| format!("{name}.out")).collect())
