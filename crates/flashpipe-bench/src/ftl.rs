@@ -14,6 +14,7 @@ use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 use serde::Serialize;
 
+use crate::table::{Align, Table};
 use crate::BenchResult;
 
 /// The FTL experiments.
@@ -391,22 +392,29 @@ fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
-        "over-prov  physical/logical  WA measured  WA closed form  GC copied  max host wait  wait bound"
-    );
+    let mut table = Table::new("  ")
+        .right("over-prov", 9)
+        .right("physical/logical", 16)
+        .right("WA measured", 11)
+        .right("WA closed form", 14)
+        .right("GC copied", 9)
+        .right("max host wait", 13)
+        .right("wait bound", 10);
     for row in &rows {
-        println!(
-            "{:>8.0}%  {:>16.3}  {:>11.2}  {:>14.2}  {:>9}  {:>10.0} us  {:>7} us",
-            row.over_provisioning * 100.0,
-            row.physical_over_logical,
-            row.write_amplification,
-            row.write_amplification_closed_form,
-            row.gc_pages_copied,
-            row.host_write_wait_us_max,
-            row.host_write_wait_bound_us
-                .map_or("none".to_string(), |bound| format!("{bound:.0}"))
-        );
+        let bound = row
+            .host_write_wait_bound_us
+            .map_or("none".to_string(), |bound| format!("{bound:.0}"));
+        table.row(vec![
+            format!("{:.0}%", row.over_provisioning * 100.0),
+            format!("{:.3}", row.physical_over_logical),
+            format!("{:.2}", row.write_amplification),
+            format!("{:.2}", row.write_amplification_closed_form),
+            row.gc_pages_copied.to_string(),
+            format!("{:.0} us", row.host_write_wait_us_max),
+            format!("{bound:>7} us"),
+        ]);
     }
+    table.print();
     Ok(())
 }
 
@@ -472,13 +480,23 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!("workload     policy        WA     GC copied  victims   (over-provisioning 10%)");
+    let mut table = Table::new(" ")
+        .caption("workload     policy        WA     GC copied  victims   (over-provisioning 10%)")
+        .left("workload", 12)
+        .left("policy", 12)
+        .right("WA", 5)
+        .column_after("  ", "GC copied", 10, Align::Right)
+        .column_after("  ", "victims", 7, Align::Right);
     for row in &rows {
-        println!(
-            "{:<12} {:<12} {:>5.2}  {:>10}  {:>7}",
-            row.workload, row.policy, row.write_amplification, row.gc_pages_copied, row.gc_victims
-        );
+        table.row(vec![
+            row.workload.to_string(),
+            row.policy.to_string(),
+            format!("{:.2}", row.write_amplification),
+            row.gc_pages_copied.to_string(),
+            row.gc_victims.to_string(),
+        ]);
     }
+    table.print();
     Ok(())
 }
 
@@ -548,24 +566,32 @@ fn run_wear(arguments: &ExperimentArgs) -> BenchResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
+    let caption = format!(
         "static leveling   P/E min   mean    max   moves   WA   (zipf 0.99, {} device writes)",
         arguments.device_writes
     );
+    let mut table = Table::new(" ")
+        .caption(&caption)
+        .left("static leveling", 16)
+        .right("P/E min", 7)
+        .right("mean", 7)
+        .right("max", 6)
+        .right("moves", 7)
+        .right("WA", 5);
     for row in &rows {
         let label = row
             .static_wear_leveling_spread
             .map_or("off".to_string(), |spread| format!("spread > {spread}"));
-        println!(
-            "{:<16} {:>7} {:>7.1} {:>6} {:>7} {:>5.2}",
+        table.row(vec![
             label,
-            row.erase_count_min,
-            row.erase_count_mean,
-            row.erase_count_max,
-            row.static_moves,
-            row.write_amplification
-        );
+            row.erase_count_min.to_string(),
+            format!("{:.1}", row.erase_count_mean),
+            row.erase_count_max.to_string(),
+            row.static_moves.to_string(),
+            format!("{:.2}", row.write_amplification),
+        ]);
     }
+    table.print();
     Ok(())
 }
 
@@ -624,17 +650,23 @@ fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!("storage          host 4 KiB writes   wall s   ops per wall s   virtual s");
+    let mut table = Table::new(" ")
+        .caption("storage          host 4 KiB writes   wall s   ops per wall s   virtual s")
+        .left("storage", 16)
+        .right("host 4 KiB writes", 17)
+        .right("wall s", 8)
+        .right("ops per wall s", 16)
+        .right("virtual s", 11);
     for row in &rows {
-        println!(
-            "{:<16} {:>17} {:>8.2} {:>16.0} {:>11.2}",
-            row.storage,
-            row.host_operations,
-            row.wall_seconds,
-            row.host_operations_per_wall_second,
-            row.virtual_seconds
-        );
+        table.row(vec![
+            row.storage.to_string(),
+            row.host_operations.to_string(),
+            format!("{:.2}", row.wall_seconds),
+            format!("{:.0}", row.host_operations_per_wall_second),
+            format!("{:.2}", row.virtual_seconds),
+        ]);
     }
+    table.print();
     Ok(())
 }
 
@@ -743,26 +775,38 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
-        "workload  over-prov  pacing   K   wait bound   longest wait   mean wait   pages held  over bound    WA   virtual s   (greedy)"
-    );
+    let mut table = Table::new(" ")
+        .caption("workload  over-prov  pacing   K   wait bound   longest wait   mean wait   pages held  over bound    WA   virtual s   (greedy)")
+        .left("workload", 8)
+        .right("over-prov", 10)
+        .column_after("  ", "pacing", 6, Align::Left)
+        .right("K", 3)
+        .right("wait bound", 13)
+        .right("longest wait", 14)
+        .right("mean wait", 11)
+        .right("pages held", 12)
+        .right("over bound", 11)
+        .right("WA", 5)
+        .right("virtual s", 11);
     for row in &rows {
-        println!(
-            "{:<8} {:>9.0}%  {:<6} {:>3} {:>10} us {:>11.0} us {:>8.0} us {:>12} {:>11} {:>5.2} {:>11.2}",
-            row.workload,
-            row.over_provisioning * 100.0,
-            row.pacing,
-            row.migrations_per_host_page_max,
-            row.host_write_wait_bound_us
-                .map_or("none".to_string(), |bound| format!("{bound:.0}")),
-            row.host_write_wait_us_max,
-            row.host_write_wait_us_mean,
-            row.host_pages_held,
-            row.host_write_wait_bound_exceeded,
-            row.write_amplification,
-            row.virtual_seconds
-        );
+        let bound = row
+            .host_write_wait_bound_us
+            .map_or("none".to_string(), |bound| format!("{bound:.0}"));
+        table.row(vec![
+            row.workload.to_string(),
+            format!("{:.0}%", row.over_provisioning * 100.0),
+            row.pacing.to_string(),
+            row.migrations_per_host_page_max.to_string(),
+            format!("{bound:>10} us"),
+            format!("{:.0} us", row.host_write_wait_us_max),
+            format!("{:.0} us", row.host_write_wait_us_mean),
+            row.host_pages_held.to_string(),
+            row.host_write_wait_bound_exceeded.to_string(),
+            format!("{:.2}", row.write_amplification),
+            format!("{:.2}", row.virtual_seconds),
+        ]);
     }
+    table.print();
     Ok(())
 }
 

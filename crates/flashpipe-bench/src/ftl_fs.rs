@@ -33,6 +33,7 @@ use flashpipe_ftl::FtlStats;
 use serde::Serialize;
 
 use crate::pattern::{DataPattern, DataPatternReader};
+use crate::table::Table;
 use crate::BenchResult;
 
 /// The preset the experiment runs on.
@@ -696,15 +697,18 @@ fn print_table(report: &Report) {
         report.ftl_checkpoint_interval_pages,
         report.engine_commands_in_flight
     );
-    println!(
-        "{:<34} {:>12} {:>12} {:>8}",
-        "measure", "raw array", "file system", "share"
-    );
-    let row = |name: &str, raw_value: f64, fs_value: f64| {
-        println!(
-            "{name:<34} {raw_value:>12.1} {fs_value:>12.1} {:>7.1}%",
-            100.0 * fs_value / raw_value
-        );
+    let mut table = Table::new(" ")
+        .left("measure", 34)
+        .right("raw array", 12)
+        .right("file system", 12)
+        .right("share", 8);
+    let mut row = |name: &str, raw_value: f64, fs_value: f64| {
+        table.row(vec![
+            name.to_string(),
+            format!("{raw_value:.1}"),
+            format!("{fs_value:.1}"),
+            format!("{:.1}%", 100.0 * fs_value / raw_value),
+        ]);
     };
     row(
         "sequential write (MiB/s)",
@@ -726,6 +730,7 @@ fn print_table(report: &Report) {
         raw.page_read.latency_us_p99,
         fs.random_read.latency_us_p99,
     );
+    table.print();
     let work = &fs.write_ftl_work;
     println!(
         "FTL during the {} write: {} host pages, {} checkpoint pages, {} log pages, {} pages copied by GC, {} erases",

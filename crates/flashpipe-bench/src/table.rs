@@ -24,6 +24,7 @@ struct Column {
 /// A table being built: columns first, then rows; [`Table::render`] gives the text.
 #[derive(Debug, Clone)]
 pub struct Table {
+    caption: Option<String>,
     default_gap: String,
     columns: Vec<Column>,
     rows: Vec<Vec<String>>,
@@ -33,10 +34,28 @@ impl Table {
     /// An empty table whose columns are separated by `gap` unless told otherwise.
     pub fn new(gap: &str) -> Table {
         Table {
+            caption: None,
             default_gap: gap.to_string(),
             columns: Vec::new(),
             rows: Vec::new(),
         }
+    }
+
+    /// Prints `line` as the header line instead of the columns' headers (for a header
+    /// that carries more than the column names, such as the run's parameters).
+    pub fn caption(mut self, line: &str) -> Table {
+        self.caption = Some(line.to_string());
+        self
+    }
+
+    /// Adds a left-aligned column at least `width` characters wide.
+    pub fn left(self, header: &str, width: usize) -> Table {
+        self.column(header, width, Align::Left)
+    }
+
+    /// Adds a right-aligned column at least `width` characters wide.
+    pub fn right(self, header: &str, width: usize) -> Table {
+        self.column(header, width, Align::Right)
     }
 
     /// Adds a column at least `width` characters wide (wider cells are not cut).
@@ -72,8 +91,13 @@ impl Table {
 
     /// The header line and every row, each ending in a newline.
     pub fn render(&self) -> String {
-        let headers: Vec<&str> = self.columns.iter().map(|c| c.header.as_str()).collect();
-        let mut text = self.line(&headers);
+        let mut text = match &self.caption {
+            Some(caption) => format!("{caption}\n"),
+            None => {
+                let headers: Vec<&str> = self.columns.iter().map(|c| c.header.as_str()).collect();
+                self.line(&headers)
+            }
+        };
         for row in &self.rows {
             let cells: Vec<&str> = row.iter().map(String::as_str).collect();
             text.push_str(&self.line(&cells));
@@ -116,7 +140,14 @@ mod tests {
         table.row(vec!["longer-name".into(), "1234".into(), String::new()]);
         assert_eq!(
             table.render(),
-            "name    count unit\na           7 us\nlonger-name  1234 \n"
+            "name    count unit\na         7 us\nlonger-name  1234 \n"
         );
+    }
+
+    #[test]
+    fn a_caption_replaces_the_header_line() {
+        let mut table = Table::new(" ").caption("n (seed 3)").right("n", 3);
+        table.row(vec!["12".into()]);
+        assert_eq!(table.render(), "n (seed 3)\n 12\n");
     }
 }

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::timing_array;
 
+use crate::table::{Align, Table};
 use crate::BenchResult;
 
 /// Options of `sim repro`.
@@ -149,14 +150,13 @@ pub fn run(arguments: ReproArgs) -> BenchResult {
 }
 
 fn print_table(rows: &[Row]) {
-    say!(
-        "{:<16} {:<44} {:>12} {:>12} {:>8}  unit",
-        "figure",
-        "point",
-        "ours",
-        "paper",
-        "diff"
-    );
+    let mut table = Table::new(" ")
+        .left("figure", 16)
+        .left("point", 44)
+        .right("ours", 12)
+        .right("paper", 12)
+        .right("diff", 8)
+        .column_after("  ", "unit", 0, Align::Left);
     for row in rows {
         let (paper, difference) = match row.paper {
             Some(paper) if paper != 0.0 => (
@@ -166,16 +166,16 @@ fn print_table(rows: &[Row]) {
             Some(paper) => (format!("{paper:.2}"), String::new()),
             None => ("-".to_string(), String::new()),
         };
-        say!(
-            "{:<16} {:<44} {:>12.2} {:>12} {:>8}  {}",
-            row.figure,
-            row.point,
-            row.ours,
+        table.row(vec![
+            row.figure.to_string(),
+            row.point.to_string(),
+            format!("{:.2}", row.ours),
             paper,
             difference,
-            row.unit
-        );
+            row.unit.to_string(),
+        ]);
     }
+    table.print();
 }
 
 /// The RAD N x 1 model: N packages, each on its own 1-byte path to the FPGA.
