@@ -15,6 +15,7 @@ use flashpipe_fs::{CopyMethod, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use serde::Serialize;
 
+use crate::table::Table;
 use crate::BenchResult;
 
 /// Bytes per write or read call while filling and verifying.
@@ -273,22 +274,26 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> 
         "source written and flushed in {:.3} s (virtual)",
         experiment.write_virtual_ns as f64 / 1e9
     );
-    println!(
-        "{:<10} {:>14} {:>12} {:>12} {:>12} {:>14} {:>8}",
-        "method", "virtual ms", "wall ms", "blocks ref", "bytes", "pages prog.", "matches"
-    );
+    let mut table = Table::new(" ")
+        .left("method", 10)
+        .right("virtual ms", 14)
+        .right("wall ms", 12)
+        .right("blocks ref", 12)
+        .right("bytes", 12)
+        .right("pages prog.", 14)
+        .right("matches", 8);
     for row in [&experiment.by_reference, &experiment.by_bytes] {
-        println!(
-            "{:<10} {:>14.3} {:>12.1} {:>12} {:>12} {:>14} {:>8}",
-            row.method,
-            row.virtual_ns as f64 / 1e6,
-            row.wall_ns as f64 / 1e6,
-            row.blocks_by_reference,
+        table.row(vec![
+            row.method.to_string(),
+            format!("{:.3}", row.virtual_ns as f64 / 1e6),
+            format!("{:.1}", row.wall_ns as f64 / 1e6),
+            row.blocks_by_reference.to_string(),
             HumanBytes(row.bytes_by_bytes).to_string(),
-            row.flash_pages_programmed,
-            row.copy_matches_source
-        );
+            row.flash_pages_programmed.to_string(),
+            row.copy_matches_source.to_string(),
+        ]);
     }
+    table.print();
     println!(
         "by bytes / by reference: {:.0}x virtual time, {:.0}x wall time; target >= {:.0}x virtual: {}",
         experiment.virtual_time_ratio,

@@ -35,6 +35,7 @@ use serde::Serialize;
 use crate::kernels::store::KernelStore;
 use cases::{bench_cases, BenchCase, ToolCommand};
 
+use crate::table::{Align, Table};
 use crate::BenchResult;
 
 const MIB: f64 = 1048576.0;
@@ -436,42 +437,39 @@ fn print_report(report: &BenchKernelsReport) {
         report.core_count,
         report.storage_read_bytes_per_second / MIB
     );
-    println!(
-        "{:<30} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {:<8} {:<9} {:<9}",
-        "kernel",
-        "MiB",
-        "mem",
-        "(a)near",
-        "(b)r+c",
-        "(c)1thr",
-        "(d)tool",
-        "a/(d)",
-        "slowest",
-        "0.9xmin",
-        "a>=(d)"
-    );
+    let mut table = Table::new(" ")
+        .left("kernel", 30)
+        .right("MiB", 8)
+        .right("mem", 9)
+        .right("(a)near", 9)
+        .right("(b)r+c", 9)
+        .right("(c)1thr", 9)
+        .right("(d)tool", 9)
+        .right("a/(d)", 8)
+        .column_after("  ", "slowest", 8, Align::Left)
+        .left("0.9xmin", 9)
+        .left("a>=(d)", 9);
+    let mib = |bytes: f64| format!("{:.1}", bytes / MIB);
     for row in &report.rows {
-        let tool = row
-            .tool_bytes_per_second
-            .map_or("-".to_string(), |rate| format!("{:.1}", rate / MIB));
+        let tool = row.tool_bytes_per_second.map_or("-".to_string(), mib);
         let tool_ratio = row.tool_bytes_per_second.map_or("-".to_string(), |rate| {
             format!("{:.2}", row.near_data_bytes_per_second / rate)
         });
-        println!(
-            "{:<30} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8}  {:<8} {:<9} {:<9}",
-            row.kernel,
-            row.input_bytes as f64 / MIB,
-            row.kernel_in_memory_bytes_per_second / MIB,
-            row.near_data_bytes_per_second / MIB,
-            row.read_then_compute_bytes_per_second / MIB,
-            row.single_thread_bytes_per_second / MIB,
+        table.row(vec![
+            row.kernel.clone(),
+            mib(row.input_bytes as f64),
+            mib(row.kernel_in_memory_bytes_per_second),
+            mib(row.near_data_bytes_per_second),
+            mib(row.read_then_compute_bytes_per_second),
+            mib(row.single_thread_bytes_per_second),
             tool,
             tool_ratio,
-            row.near_data_slowest_stage,
-            met(Some(row.bandwidth_target_met)),
-            met(row.tool_target_met),
-        );
+            row.near_data_slowest_stage.to_string(),
+            met(Some(row.bandwidth_target_met)).to_string(),
+            met(row.tool_target_met).to_string(),
+        ]);
     }
+    table.print();
     println!("(throughputs in MiB/s of input)");
     for row in &report.rows {
         if let Some(note) = &row.tool_note {

@@ -25,6 +25,7 @@ struct Column {
 #[derive(Debug, Clone)]
 pub struct Table {
     caption: Option<String>,
+    indent: String,
     default_gap: String,
     columns: Vec<Column>,
     rows: Vec<Vec<String>>,
@@ -35,6 +36,7 @@ impl Table {
     pub fn new(gap: &str) -> Table {
         Table {
             caption: None,
+            indent: String::new(),
             default_gap: gap.to_string(),
             columns: Vec::new(),
             rows: Vec::new(),
@@ -45,6 +47,12 @@ impl Table {
     /// that carries more than the column names, such as the run's parameters).
     pub fn caption(mut self, line: &str) -> Table {
         self.caption = Some(line.to_string());
+        self
+    }
+
+    /// Starts every line (the header's too, not a caption) with `indent`.
+    pub fn indent(mut self, indent: &str) -> Table {
+        self.indent = indent.to_string();
         self
     }
 
@@ -112,7 +120,7 @@ impl Table {
     }
 
     fn line(&self, cells: &[&str]) -> String {
-        let mut line = String::new();
+        let mut line = self.indent.clone();
         for (column, cell) in self.columns.iter().zip(cells) {
             line.push_str(&column.gap);
             let padded = match column.align {

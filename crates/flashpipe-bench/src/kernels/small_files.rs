@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::kernels::store::KernelStore;
 
+use crate::table::Table;
 use crate::BenchResult;
 
 /// Bytes per small file (SISC's 2 KB files).
@@ -145,21 +146,24 @@ pub fn print_sweep(report: &SmallFilesReport) {
         report.fs_block_size_bytes / 1024,
         report.large_file_bytes_per_second / 1048576.0
     );
-    println!(
-        "{:>7} {:>6} {:>10} {:>10} {:>11} {:>8}",
-        "readers", "slots", "slot B", "MiB/s", "files/s", "slowest"
-    );
+    let mut table = Table::new(" ")
+        .right("readers", 7)
+        .right("slots", 6)
+        .right("slot B", 10)
+        .right("MiB/s", 10)
+        .right("files/s", 11)
+        .right("slowest", 8);
     for point in &report.points {
-        println!(
-            "{:>7} {:>6} {:>10} {:>10.1} {:>11.0} {:>8}",
-            point.reader_count,
-            point.slots_per_reader,
-            point.slot_bytes,
-            point.bytes_per_second / 1048576.0,
-            point.files_per_second,
-            point.slowest_stage
-        );
+        table.row(vec![
+            point.reader_count.to_string(),
+            point.slots_per_reader.to_string(),
+            point.slot_bytes.to_string(),
+            format!("{:.1}", point.bytes_per_second / 1048576.0),
+            format!("{:.0}", point.files_per_second),
+            point.slowest_stage.to_string(),
+        ]);
     }
+    table.print();
     println!(
         "best = {:.0}% of the large-file bandwidth (target >= 50%): {}",
         report.best_fraction_of_large_file * 100.0,
