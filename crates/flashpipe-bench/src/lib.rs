@@ -23,6 +23,8 @@
 //! command tree and calls the module's `run`; the numbers printed are the ones the
 //! figures in docs/ were made from.
 
+#![warn(missing_docs)]
+
 pub mod device;
 pub mod fs;
 pub mod ftl;
