@@ -267,7 +267,7 @@ impl Drop for WorkFolder {
 }
 
 /// Runs `flashpipe bench fs`.
-pub fn run(arguments: BenchFsArgs) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(arguments: BenchFsArgs) -> crate::BenchResult {
     let settings = Settings::from_arguments(&arguments)?;
     let folder = WorkFolder::create(arguments.dir.as_deref(), arguments.keep)?;
     let machine = report::Machine::describe(&folder.path);

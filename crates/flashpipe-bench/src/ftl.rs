@@ -149,7 +149,7 @@ fn experiment_ftl(
     arguments: &ExperimentArgs,
     storage: StorageMode,
     options: FtlOptions,
-) -> Result<Ftl, Box<dyn std::error::Error>> {
+) -> BenchResult<Ftl> {
     check_arguments(arguments)?;
     let array = FlashArray::new(
         experiment_config(arguments)?,
@@ -229,7 +229,7 @@ fn write_pages(
     workload: &Workload,
     generator: &mut SplitMix64,
     count: u64,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> BenchResult {
     let pages = ftl.info().block_count;
     let page_bytes = ftl.info().block_size_bytes as usize;
     let mut written = 0;
@@ -255,7 +255,7 @@ fn write_pages(
     Ok(())
 }
 
-fn fill(ftl: &mut Ftl) -> Result<(), Box<dyn std::error::Error>> {
+fn fill(ftl: &mut Ftl) -> BenchResult {
     let pages = ftl.info().block_count;
     let page_bytes = ftl.info().block_size_bytes as usize;
     let chunk = 16u64;
@@ -277,7 +277,7 @@ fn steady_state_stats(
     arguments: &ExperimentArgs,
     ftl: &mut Ftl,
     workload: &Workload,
-) -> Result<FtlStats, Box<dyn std::error::Error>> {
+) -> BenchResult<FtlStats> {
     let mut generator = SplitMix64::new(arguments.seed);
     fill(ftl)?;
     let pages = ftl.info().block_count;
@@ -690,7 +690,7 @@ fn gc_wait_row(
     (workload_name, make_workload): (&'static str, WorkloadMaker),
     over_provisioning: f64,
     paced: bool,
-) -> Result<GcWaitRow, Box<dyn std::error::Error>> {
+) -> BenchResult<GcWaitRow> {
     let options = FtlOptions {
         gc_migrations_per_host_page_max: if paced { None } else { Some(0) },
         ..experiment_options(over_provisioning, VictimPolicy::Greedy)

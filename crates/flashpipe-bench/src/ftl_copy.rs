@@ -74,7 +74,7 @@ struct CopyExperiment {
 }
 
 /// Runs `flashpipe ftl copy`.
-pub fn run(arguments: FtlCopyArgs) -> BenchResult<()> {
+pub fn run(arguments: FtlCopyArgs) -> BenchResult {
     let size_bytes = parse_size_bytes(&arguments.size)?;
     let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
     if size_bytes == 0 {

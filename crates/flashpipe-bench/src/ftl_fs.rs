@@ -95,7 +95,7 @@ struct Plan {
     config: FlashConfig,
 }
 
-fn plan(arguments: &FtlFsArgs) -> Result<Plan, Box<dyn std::error::Error>> {
+fn plan(arguments: &FtlFsArgs) -> BenchResult<Plan> {
     let mut config = FlashConfig::preset(PRESET)?;
     let preset_blocks = config.geometry.blocks_per_plane;
     if !(8..=preset_blocks).contains(&arguments.blocks_per_chip) {
@@ -356,7 +356,7 @@ fn mib_per_s(bytes: u64, elapsed_ns: u64) -> f64 {
 }
 
 /// The raw array: timing only (contents do not change the timing).
-fn raw_array(plan: &Plan) -> Result<FlashArray, Box<dyn std::error::Error>> {
+fn raw_array(plan: &Plan) -> BenchResult<FlashArray> {
     Ok(FlashArray::new(
         plan.config.clone(),
         FlashOptions {
@@ -456,7 +456,7 @@ fn raw_operation_count(plan: &Plan) -> u64 {
     2 * raw_page_count(plan) + u64::from(plan.random_reads)
 }
 
-fn measure_raw(plan: &Plan) -> Result<RawFigures, Box<dyn std::error::Error>> {
+fn measure_raw(plan: &Plan) -> BenchResult<RawFigures> {
     let mut array = raw_array(plan)?;
     let page_count = raw_page_count(plan);
     let addresses = sequential_addresses(&array, page_count);
@@ -508,7 +508,7 @@ struct FlashStack {
 }
 
 impl FlashStack {
-    fn start(plan: &Plan) -> Result<FlashStack, Box<dyn std::error::Error>> {
+    fn start(plan: &Plan) -> BenchResult<FlashStack> {
         let mut spec = FlashDeviceSpec::new(PRESET, None);
         spec.blocks_per_plane = Some(plan.config.geometry.blocks_per_plane);
         spec.seed = plan.seed;
@@ -542,16 +542,13 @@ impl FlashStack {
     }
 }
 
-fn flush(client: &mut EngineClient) -> Result<(), Box<dyn std::error::Error>> {
+fn flush(client: &mut EngineClient) -> BenchResult {
     client.call(Command::Flush)?;
     Ok(())
 }
 
 /// Measures the stack; returns its figures and the flash operations it simulated.
-fn measure_fs(
-    plan: &Plan,
-    raw: &RawFigures,
-) -> Result<(FsFigures, u64), Box<dyn std::error::Error>> {
+fn measure_fs(plan: &Plan, raw: &RawFigures) -> BenchResult<(FsFigures, u64)> {
     let stack = FlashStack::start(plan)?;
     let mut client = stack.engine.client(plan.in_flight.max(2));
     let pattern = DataPattern::with_seed(plan.seed);
@@ -633,7 +630,7 @@ fn random_reads(
     client: &mut EngineClient,
     clock: &Arc<dyn Clock>,
     pattern: &DataPattern,
-) -> Result<LatencyFigures, Box<dyn std::error::Error>> {
+) -> BenchResult<LatencyFigures> {
     let mut generator = SplitMix64::new(plan.seed ^ 0x4ead);
     let slots = plan.size_bytes / RANDOM_READ_BYTES;
     let mut latencies_ns = Vec::with_capacity(plan.random_reads as usize);
@@ -658,7 +655,7 @@ fn random_reads(
     Ok(LatencyFigures::from_ns(&latencies_ns))
 }
 
-fn draw(path: &Path, report: &Report) -> Result<(), Box<dyn std::error::Error>> {
+fn draw(path: &Path, report: &Report) -> BenchResult {
     let path_text = path
         .to_str()
         .ok_or_else(|| format!("plot path {} is not UTF-8", path.display()))?;

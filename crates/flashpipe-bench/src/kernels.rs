@@ -129,7 +129,7 @@ pub struct BenchKernelsReport {
 }
 
 /// Runs the benchmark.
-pub fn run(arguments: BenchKernelsArgs) -> BenchResult<()> {
+pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
     let size_bytes = if arguments.quick {
         2 << 20
     } else {

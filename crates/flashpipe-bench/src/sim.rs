@@ -142,7 +142,7 @@ pub fn timing_array(
     hosts: u32,
     host_queue_depth: u32,
     seed: u64,
-) -> Result<FlashArray, Box<dyn std::error::Error>> {
+) -> BenchResult<FlashArray> {
     Ok(FlashArray::new(
         config,
         FlashOptions {
@@ -268,7 +268,7 @@ fn run_replay(arguments: ReplayArgs) -> BenchResult {
 }
 
 /// The text of a trace: a regular file of at most [`workload::MAX_TRACE_FILE_BYTES`].
-fn read_trace_file(path: &str) -> Result<String, Box<dyn std::error::Error>> {
+fn read_trace_file(path: &str) -> BenchResult<String> {
     let metadata =
         std::fs::metadata(path).map_err(|error| format!("cannot read trace {path}: {error}"))?;
     if !metadata.is_file() {
