@@ -1,8 +1,8 @@
-//! `flashpipe bench ...`: dispatch to each benchmark's module.
+//! `flashpipe bench ...`: dispatch to each benchmark of the `flashpipe-bench` crate.
 
 use clap::Subcommand;
 
-use crate::{bench_device, bench_fs, bench_kernels};
+use flashpipe_bench::{device as bench_device, fs as bench_fs, kernels as bench_kernels};
 
 /// The benchmarks.
 #[derive(Debug, Subcommand)]
@@ -16,7 +16,7 @@ pub enum BenchCommand {
 }
 
 /// Runs one benchmark.
-pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(command: BenchCommand) -> flashpipe_bench::BenchResult {
     match command {
         BenchCommand::Device(arguments) => bench_device::run(arguments),
         BenchCommand::Fs(arguments) => bench_fs::run(arguments),

@@ -1,20 +1,15 @@
 //! `flashpipe`: the command-line interface over every layer of the stack.
 //!
-//! Each subcommand lives in a module of its own; this file only parses the command line,
+//! Each store subcommand lives in a module of its own; the benchmarks and experiments
+//! (`bench`, `ftl`, `sim`) live in the `flashpipe-bench` library, whose argument structs
+//! this file names in its command tree. This file only parses the command line,
 //! dispatches, and turns errors into a message on standard error and a non-zero exit.
 
 mod bench;
-mod bench_device;
-mod bench_fs;
-mod bench_kernels;
 mod demo;
-mod ftl_cmd;
-mod ftl_copy_cmd;
-mod ftl_fs_cmd;
 mod kernels_cmd;
 mod run_cmd;
 mod shell_cmd;
-mod sim;
 mod store_cmd;
 
 use std::process::ExitCode;
@@ -42,7 +37,7 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// The NAND flash array model: speed, synthetic jobs, trace replay, reproductions.
     #[command(subcommand)]
-    Sim(sim::SimCommand),
+    Sim(flashpipe_bench::sim::SimCommand),
     /// Create a store: its devices, its file system and its store file.
     Mkfs(store_cmd::MkfsArgs),
     /// Copy local files or folders into a store.
@@ -68,7 +63,7 @@ enum Command {
     Fsck(store_cmd::FsckArgs),
     /// The host flash translation layer: write amplification, GC policies, wear, speed.
     #[command(subcommand)]
-    Ftl(ftl_cmd::FtlCommand),
+    Ftl(flashpipe_bench::ftl::FtlCommand),
     /// Print shell completions (bash, zsh or fish) to standard output.
     Completions(shell_cmd::CompletionsArgs),
     /// Print the manual page as roff, or write one page per subcommand with --out DIR.
@@ -94,7 +89,7 @@ fn main() -> ExitCode {
         Command::Demo(arguments) => demo::run(arguments),
         Command::Kernels(arguments) => kernels_cmd::run(arguments),
         Command::Run(arguments) => run_cmd::run(arguments),
-        Command::Sim(command) => sim::run(command),
+        Command::Sim(command) => flashpipe_bench::sim::run(command),
         Command::Mkfs(arguments) => store_cmd::run_mkfs(arguments),
         Command::Put(arguments) => store_cmd::run_put(arguments),
         Command::Get(arguments) => store_cmd::run_get(arguments),
@@ -106,7 +101,7 @@ fn main() -> ExitCode {
         Command::Cp(arguments) => store_cmd::run_cp(arguments),
         Command::Df(arguments) => store_cmd::run_df(arguments),
         Command::Fsck(arguments) => store_cmd::run_fsck(arguments),
-        Command::Ftl(command) => ftl_cmd::run(command),
+        Command::Ftl(command) => flashpipe_bench::ftl::run(command),
         Command::Completions(arguments) => shell_cmd::run_completions(arguments, Cli::command()),
         Command::Man(arguments) => shell_cmd::run_man(arguments, Cli::command()),
     };

@@ -9,11 +9,13 @@
 //! - [`ecc`]: RS(255,243) over the stored bytes (the `reed-solomon` crate);
 //! - [`adapter`]: a `BlockDevice` over the array by fixed striping (the pre-FTL mode);
 //! - [`workload`]: closed-loop synthetic jobs driving the raw interface;
-//! - [`stats`]: bandwidth, IOPS, latency percentiles, utilizations;
-//! - [`plot`]: PNG line charts (plotters' bitmap backend, no fonts needed).
+//! - [`stats`]: bandwidth, IOPS, latency percentiles, utilizations.
+//!
+//! The charts of the experiments are drawn in `flashpipe-bench`, so this model does not
+//! depend on a drawing library.
 //!
 //! Crates do the generic work (TOML with `toml`/`serde`, Reed-Solomon with
-//! `reed-solomon`, charts with `plotters`); the event core, the scheduler and the error
+//! `reed-solomon`); the event core, the scheduler and the error
 //! and wear models are written here because they are the model itself. The model and its
 //! parameters are documented in docs/flash-model.md, the reproductions in
 //! docs/reproductions.md.
@@ -23,7 +25,6 @@ pub mod array;
 pub mod config;
 pub mod ecc;
 pub mod interface;
-pub mod plot;
 pub mod reliability;
 pub mod stats;
 pub mod store;

@@ -17,9 +17,9 @@ use flashpipe_kernels::throughput::synthetic_bytes;
 use serde::Serialize;
 
 use super::cases::{SEARCH_KEY_BYTES, SEARCH_RECORD_BYTES};
-use crate::run_cmd::PipelineStore;
+use crate::kernels::store::KernelStore;
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 /// Lookups answered with the index (half present keys, half absent).
 const INDEX_LOOKUP_COUNT: usize = 4096;
@@ -185,7 +185,7 @@ fn look_seconds(plan: &SearchLookupPlan, path: &Path, count: usize) -> BenchResu
 /// Runs the lookups after the index pass; `ordinary_path` is the sorted file outside the store.
 pub fn run_lookups(
     plan: &SearchLookupPlan,
-    store: &PipelineStore,
+    store: &KernelStore,
     ordinary_path: &Path,
     quick: bool,
 ) -> BenchResult<SearchLookupReport> {

@@ -85,7 +85,7 @@ pub struct BenchFsArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MOST_SMALL_FILE_COUNT))]
     pub small_files: Option<u64>,
     /// Seconds per random-read phase (fractions allowed) [default: 5, 0.2 with --quick].
-    #[arg(long, value_parser = crate::bench_device::parse_runtime_seconds)]
+    #[arg(long, value_parser = crate::device::parse_runtime_seconds)]
     pub runtime_seconds: Option<f64>,
     /// FS block size of the large-file and small-file stores (4KiB, 8KiB, 16KiB, ...).
     #[arg(long, default_value = "4KiB", value_parser = parse_size_argument)]
@@ -139,6 +139,12 @@ pub enum BenchFsError {
     /// Data read back differs from what was written.
     #[error("data check failed: {0}")]
     DataMismatch(String),
+}
+
+impl From<crate::pattern::DataMismatch> for BenchFsError {
+    fn from(mismatch: crate::pattern::DataMismatch) -> BenchFsError {
+        BenchFsError::DataMismatch(mismatch.to_string())
+    }
 }
 
 impl BenchFsError {
@@ -261,7 +267,7 @@ impl Drop for WorkFolder {
 }
 
 /// Runs `flashpipe bench fs`.
-pub fn run(arguments: BenchFsArgs) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(arguments: BenchFsArgs) -> crate::BenchResult {
     let settings = Settings::from_arguments(&arguments)?;
     let folder = WorkFolder::create(arguments.dir.as_deref(), arguments.keep)?;
     let machine = report::Machine::describe(&folder.path);
@@ -300,12 +306,12 @@ pub fn run(arguments: BenchFsArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn find_fio(settings: &Settings) -> Result<crate::bench_device::fio::Fio, String> {
+fn find_fio(settings: &Settings) -> Result<crate::device::fio::Fio, String> {
     if !settings.use_fio {
         return Err("skipped (--no-fio)".to_string());
     }
     if !settings.runs(Part::Large) {
         return Err("not needed (large-file part not run)".to_string());
     }
-    crate::bench_device::fio::find_or_install()
+    crate::device::fio::find_or_install()
 }

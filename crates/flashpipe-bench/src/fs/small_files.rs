@@ -19,8 +19,9 @@ use flashpipe_engine::{Command, EngineClient, Reply};
 use serde::Serialize;
 
 use super::reference::drop_page_cache;
-use super::store::{self, Pattern, StoreShape};
+use super::store::{self, StoreShape};
 use super::{BenchFsError, Settings, MIB};
+use crate::pattern::DataPattern;
 
 /// Bytes per small file.
 pub const SMALL_FILE_BYTES: usize = 2048;
@@ -60,7 +61,7 @@ pub struct SmallFilesResult {
 /// Runs part 3 in `folder`.
 pub fn run(settings: &Settings, folder: &Path) -> Result<SmallFilesResult, BenchFsError> {
     let count = settings.small_file_count;
-    let pattern = Pattern::new();
+    let pattern = DataPattern::new();
     let payload = count * u64::from(settings.fs_block_size_bytes) * 3;
     let shape = StoreShape::files(
         folder,
@@ -142,7 +143,7 @@ fn pipeline(
 fn engine_phases(
     client: &mut EngineClient,
     count: u64,
-    pattern: &Pattern,
+    pattern: &DataPattern,
 ) -> Result<[f64; 4], BenchFsError> {
     let mut ignore = |_, _| Ok(());
     let create = pipeline(
@@ -174,7 +175,7 @@ fn engine_phases(
             length_bytes: SMALL_FILE_BYTES as u64,
         },
         &mut |index, reply| match reply {
-            Reply::Data(data) => pattern.check(index * MIB, data.bytes()),
+            Reply::Data(data) => Ok(pattern.check(index * MIB, data.bytes())?),
             other => unreachable!("a read completed with {other:?}"),
         },
     )?;
@@ -210,7 +211,7 @@ fn ordinary_phases(
     settings: &Settings,
     folder: &Path,
     count: u64,
-    pattern: &Pattern,
+    pattern: &DataPattern,
 ) -> Result<([f64; 4], String), BenchFsError> {
     let path = |index: u64| -> PathBuf { folder.join(small_file_name(index)) };
     let io = |what: &str, path: &Path| BenchFsError::io(format!("{what} {}", path.display()));
@@ -250,7 +251,7 @@ fn ordinary_phases(
             let path = path(index);
             let mut file = File::open(&path).map_err(io("opening", &path))?;
             file.read_exact(&mut buffer).map_err(io("reading", &path))?;
-            pattern.check(index * MIB, &buffer)
+            Ok(pattern.check(index * MIB, &buffer)?)
         },
         false,
     )?;

@@ -19,7 +19,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob, WorkloadReport};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 /// The simulator's subcommands.
 #[derive(Debug, Subcommand)]
@@ -127,7 +127,7 @@ enum TraceFormat {
 }
 
 /// Runs one simulator subcommand.
-pub fn run(command: SimCommand) -> CliResult {
+pub fn run(command: SimCommand) -> BenchResult {
     match command {
         SimCommand::Speed(arguments) => run_speed(arguments),
         SimCommand::Job(arguments) => run_job(arguments),
@@ -142,7 +142,7 @@ pub fn timing_array(
     hosts: u32,
     host_queue_depth: u32,
     seed: u64,
-) -> Result<FlashArray, Box<dyn std::error::Error>> {
+) -> BenchResult<FlashArray> {
     Ok(FlashArray::new(
         config,
         FlashOptions {
@@ -154,7 +154,7 @@ pub fn timing_array(
     )?)
 }
 
-fn run_speed(arguments: SpeedArgs) -> CliResult {
+fn run_speed(arguments: SpeedArgs) -> BenchResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
     if !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&arguments.queue_depth) {
         return Err(format!(
@@ -214,7 +214,7 @@ fn run_speed(arguments: SpeedArgs) -> CliResult {
     Ok(())
 }
 
-fn run_job(arguments: JobArgs) -> CliResult {
+fn run_job(arguments: JobArgs) -> BenchResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
     let job = SyntheticJob {
         pattern: match arguments.pattern {
@@ -247,7 +247,7 @@ fn run_job(arguments: JobArgs) -> CliResult {
     print_report(&report, arguments.json)
 }
 
-fn run_replay(arguments: ReplayArgs) -> CliResult {
+fn run_replay(arguments: ReplayArgs) -> BenchResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
     if !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&arguments.queue_depth) {
         return Err(format!(
@@ -268,7 +268,7 @@ fn run_replay(arguments: ReplayArgs) -> CliResult {
 }
 
 /// The text of a trace: a regular file of at most [`workload::MAX_TRACE_FILE_BYTES`].
-fn read_trace_file(path: &str) -> Result<String, Box<dyn std::error::Error>> {
+fn read_trace_file(path: &str) -> BenchResult<String> {
     let metadata =
         std::fs::metadata(path).map_err(|error| format!("cannot read trace {path}: {error}"))?;
     if !metadata.is_file() {
@@ -286,7 +286,7 @@ fn read_trace_file(path: &str) -> Result<String, Box<dyn std::error::Error>> {
         .map_err(|error| format!("cannot read trace {path}: {error}"))?)
 }
 
-fn print_report(report: &WorkloadReport, json: bool) -> CliResult {
+fn print_report(report: &WorkloadReport, json: bool) -> BenchResult {
     if json {
         say!("{}", serde_json::to_string_pretty(report)?);
         return Ok(());

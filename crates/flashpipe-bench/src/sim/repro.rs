@@ -1,15 +1,16 @@
 //! `flashpipe sim repro ...`: the RAD and minFlash figures and tables, our simulated
 //! numbers beside the paper's (docs/reproductions.md discusses each difference).
 
+use crate::plot::{value_text, Chart, ChartKind, ReferencePoint, Series};
 use clap::{Args, ValueEnum};
-use flashpipe_flash::plot::{value_text, Chart, ChartKind, ReferencePoint, Series};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::{FlashAddress, FlashCommand, FlashConfig, FlashRequest};
 use serde::Serialize;
 
 use super::timing_array;
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+use crate::table::{Align, Table};
+use crate::BenchResult;
 
 /// Options of `sim repro`.
 #[derive(Debug, Args)]
@@ -105,9 +106,9 @@ impl Row {
 const MEBIBYTE: f64 = 1_048_576.0;
 
 /// Runs a reproduction and prints it.
-pub fn run(arguments: ReproArgs) -> CliResult {
+pub fn run(arguments: ReproArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
-        flashpipe_flash::plot::check_plot_path(path)?;
+        crate::plot::check_plot_path(path)?;
     }
     let all = [
         Reproduction::RadFig4,
@@ -138,7 +139,7 @@ pub fn run(arguments: ReproArgs) -> CliResult {
         rows.extend(figure_rows);
     }
     if let Some(path) = &arguments.plot {
-        flashpipe_flash::plot::draw_panels(path, &charts, 2)?;
+        crate::plot::draw_panels(path, &charts, 2)?;
     }
     if arguments.json {
         say!("{}", serde_json::to_string_pretty(&rows)?);
@@ -149,14 +150,13 @@ pub fn run(arguments: ReproArgs) -> CliResult {
 }
 
 fn print_table(rows: &[Row]) {
-    say!(
-        "{:<16} {:<44} {:>12} {:>12} {:>8}  unit",
-        "figure",
-        "point",
-        "ours",
-        "paper",
-        "diff"
-    );
+    let mut table = Table::new(" ")
+        .left("figure", 16)
+        .left("point", 44)
+        .right("ours", 12)
+        .right("paper", 12)
+        .right("diff", 8)
+        .column_after("  ", "unit", 0, Align::Left);
     for row in rows {
         let (paper, difference) = match row.paper {
             Some(paper) if paper != 0.0 => (
@@ -166,20 +166,20 @@ fn print_table(rows: &[Row]) {
             Some(paper) => (format!("{paper:.2}"), String::new()),
             None => ("-".to_string(), String::new()),
         };
-        say!(
-            "{:<16} {:<44} {:>12.2} {:>12} {:>8}  {}",
-            row.figure,
-            row.point,
-            row.ours,
+        table.row(vec![
+            row.figure.to_string(),
+            row.point.to_string(),
+            format!("{:.2}", row.ours),
             paper,
             difference,
-            row.unit
-        );
+            row.unit.to_string(),
+        ]);
     }
+    table.print();
 }
 
 /// The RAD N x 1 model: N packages, each on its own 1-byte path to the FPGA.
-fn rad_config(rows: u32) -> Result<FlashConfig, Box<dyn std::error::Error>> {
+fn rad_config(rows: u32) -> BenchResult<FlashConfig> {
     let mut config = FlashConfig::preset("rad")?;
     config.geometry.channels = rows;
     config.geometry.ways = 1;
@@ -188,11 +188,7 @@ fn rad_config(rows: u32) -> Result<FlashConfig, Box<dyn std::error::Error>> {
 }
 
 /// Bandwidth (MiB/s) of the N x 1 model for 512-sector sequential requests, one at a time.
-fn rad_bandwidth(
-    rows: u32,
-    kind: AccessKind,
-    seed: u64,
-) -> Result<f64, Box<dyn std::error::Error>> {
+fn rad_bandwidth(rows: u32, kind: AccessKind, seed: u64) -> BenchResult<f64> {
     let mut array = timing_array(rad_config(rows)?, 1, 4096, seed)?;
     let job = SyntheticJob {
         pattern: AccessPattern::Sequential,
@@ -208,7 +204,7 @@ fn rad_bandwidth(
     Ok(report.bytes as f64 / (report.elapsed_ns as f64 / 1e9) / MEBIBYTE)
 }
 
-fn rad_fig4(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+fn rad_fig4(seed: u64) -> BenchResult<Vec<Row>> {
     const PAPER_READ_1X1: f64 = 24.61;
     const PAPER_WRITE_1X1: f64 = 7.54;
     let mut rows = Vec::new();
@@ -255,7 +251,7 @@ fn rows_needed(required: f64, write_bandwidth: &dyn Fn(u32) -> f64) -> u32 {
         .unwrap_or(256)
 }
 
-fn rad_table2(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+fn rad_table2(seed: u64) -> BenchResult<Vec<Row>> {
     let write_1x1 = rad_bandwidth(1, AccessKind::Write, seed)?;
     let read_1x1 = rad_bandwidth(1, AccessKind::Read, seed)?;
     let mut rows = Vec::new();
@@ -347,7 +343,7 @@ fn rad_table2(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     Ok(rows)
 }
 
-fn minflash_config(devices: u32) -> Result<FlashConfig, Box<dyn std::error::Error>> {
+fn minflash_config(devices: u32) -> BenchResult<FlashConfig> {
     let mut config = FlashConfig::preset("minflash")?;
     config.geometry.devices = devices;
     config.timing.program_slow_fraction = 0.0;
@@ -360,7 +356,7 @@ fn single_latency_us(
     devices: u32,
     host: u32,
     seed: u64,
-) -> Result<f64, Box<dyn std::error::Error>> {
+) -> BenchResult<f64> {
     let mut array = timing_array(minflash_config(devices)?, host + 1, 8, seed)?;
     array.submit(FlashRequest {
         tag: 1,
@@ -383,7 +379,7 @@ fn page_address(device: u32) -> FlashAddress {
     }
 }
 
-fn minflash_table1(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+fn minflash_table1(seed: u64) -> BenchResult<Vec<Row>> {
     let read = single_latency_us(
         FlashCommand::ReadPage {
             address: page_address(0),
@@ -497,7 +493,7 @@ fn minflash_bandwidth(
     request_bytes: u64,
     queue_depth: u32,
     seed: u64,
-) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+) -> BenchResult<(f64, f64)> {
     let mut array = timing_array(minflash_config(devices)?, hosts, 128, seed)?;
     array.precondition_full()?;
     let requests_per_host = (64 * 1024 * 1024 / request_bytes).clamp(8, 2048);
@@ -516,7 +512,7 @@ fn minflash_bandwidth(
     Ok((total, report.array.mean_channel_utilization()))
 }
 
-fn minflash_fig5(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+fn minflash_fig5(seed: u64) -> BenchResult<Vec<Row>> {
     let mut rows = Vec::new();
     for (name, pattern) in [
         ("sequential", AccessPattern::Sequential),
@@ -542,7 +538,7 @@ fn minflash_fig5(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     Ok(rows)
 }
 
-fn minflash_fig6(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+fn minflash_fig6(seed: u64) -> BenchResult<Vec<Row>> {
     let mut rows = Vec::new();
     let request = 16 * 1024 * 1024;
     for devices in 1..=4u32 {
@@ -599,7 +595,7 @@ fn minflash_fig6(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     Ok(rows)
 }
 
-fn minflash_fig7(seed: u64) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+fn minflash_fig7(seed: u64) -> BenchResult<Vec<Row>> {
     let mut rows = Vec::new();
     for hops in 0..=3u32 {
         let latency = single_latency_us(

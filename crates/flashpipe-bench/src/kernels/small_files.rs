@@ -7,16 +7,15 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use flashpipe_engine::store_config::{parse_device_list, StoreConfig, STORE_FILE_VERSION};
-
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_kernels::throughput::synthetic_bytes;
 use flashpipe_pipeline::{OutputTarget, PipelineConfig};
 use serde::Serialize;
 
-use crate::run_cmd::PipelineStore;
+use crate::kernels::store::KernelStore;
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::table::Table;
+use crate::BenchResult;
 
 /// Bytes per small file (SISC's 2 KB files).
 pub const SMALL_FILE_BYTES: usize = 2048;
@@ -59,7 +58,7 @@ pub struct SmallFilesReport {
 
 /// Writes `count` small files into the store and runs the sweep.
 pub fn run_sweep(
-    store: &PipelineStore,
+    store: &KernelStore,
     fs_block_size_bytes: u32,
     count: usize,
     quick: bool,
@@ -147,21 +146,24 @@ pub fn print_sweep(report: &SmallFilesReport) {
         report.fs_block_size_bytes / 1024,
         report.large_file_bytes_per_second / 1048576.0
     );
-    println!(
-        "{:>7} {:>6} {:>10} {:>10} {:>11} {:>8}",
-        "readers", "slots", "slot B", "MiB/s", "files/s", "slowest"
-    );
+    let mut table = Table::new(" ")
+        .right("readers", 7)
+        .right("slots", 6)
+        .right("slot B", 10)
+        .right("MiB/s", 10)
+        .right("files/s", 11)
+        .right("slowest", 8);
     for point in &report.points {
-        println!(
-            "{:>7} {:>6} {:>10} {:>10.1} {:>11.0} {:>8}",
-            point.reader_count,
-            point.slots_per_reader,
-            point.slot_bytes,
-            point.bytes_per_second / 1048576.0,
-            point.files_per_second,
-            point.slowest_stage
-        );
+        table.row(vec![
+            point.reader_count.to_string(),
+            point.slots_per_reader.to_string(),
+            point.slot_bytes.to_string(),
+            format!("{:.1}", point.bytes_per_second / 1048576.0),
+            format!("{:.0}", point.files_per_second),
+            point.slowest_stage.to_string(),
+        ]);
     }
+    table.print();
     println!(
         "best = {:.0}% of the large-file bandwidth (target >= 50%): {}",
         report.best_fraction_of_large_file * 100.0,
@@ -201,20 +203,13 @@ pub fn run_sweep_on_small_block_store(
         + large_file_bytes as u64 * 2
         + (256 << 20);
     let per_device = (store_bytes / 2).div_ceil(1 << 20) << 20;
-    let device_list = format!(
-        "{},{}",
-        SMALL_BLOCK_STORE_FILES[1], SMALL_BLOCK_STORE_FILES[2]
-    );
-    let config = StoreConfig {
-        store_file_version: STORE_FILE_VERSION,
-        block_size_bytes: SMALL_FS_BLOCK_BYTES,
-        stripe_unit_bytes: 64 << 10,
-        queue_depth: 32,
-        devices: parse_device_list(&device_list, Some(per_device))?,
-    };
     let store_file = dir.join(SMALL_BLOCK_STORE_FILES[0]);
-    crate::store_cmd::create_store(&config, &store_file)?;
-    let store = PipelineStore::open(&store_file)?;
+    let store = KernelStore::create(
+        &store_file,
+        &SMALL_BLOCK_STORE_FILES[1..],
+        per_device,
+        SMALL_FS_BLOCK_BYTES,
+    )?;
     let mut client = store.engine.client(16);
     let probe = synthetic_bytes(large_file_bytes, 3);
     client.write_stream(

@@ -37,8 +37,9 @@ use flashpipe_engine::{Command, EngineClient, Reply};
 use flashpipe_fs::{Filesystem, MAX_REQUEST_BYTES};
 use serde::Serialize;
 
-use super::store::{self, Pattern, StoreShape};
+use super::store::{self, StoreShape};
 use super::{BenchFsError, Settings, MIB};
+use crate::pattern::DataPattern;
 
 /// File sizes measured (the thesis's 1 KB..100 MB, here in binary units).
 pub const FILE_SIZES_BYTES: [u64; 6] = [1 << 10, 10 << 10, 100 << 10, MIB, 10 * MIB, 100 * MIB];
@@ -118,7 +119,7 @@ pub fn run(settings: &Settings) -> Result<EfficiencyResult, BenchFsError> {
         true => &FILE_SIZES_BYTES[..QUICK_FILE_SIZE_COUNT],
         false => &FILE_SIZES_BYTES[..],
     };
-    let pattern = Pattern::new();
+    let pattern = DataPattern::new();
     let mut points = Vec::new();
     for disk_count in DISK_COUNTS {
         for fs_block_size_bytes in FS_BLOCK_SIZES_BYTES {
@@ -173,7 +174,7 @@ impl Combination {
     fn measure(
         &self,
         sizes: &[u64],
-        pattern: &Pattern,
+        pattern: &DataPattern,
     ) -> Result<Vec<EfficiencyPoint>, BenchFsError> {
         let ram_total = if self.quick {
             QUICK_RAM_BYTES_TOTAL
@@ -272,7 +273,7 @@ fn fastest_for_size(files: &[(String, u64, FileTimes)], size: u64) -> (FileTimes
 }
 
 /// The file's bytes in buffers of at most 1 MiB, filled (so their pages are mapped).
-fn file_buffers(size_bytes: u64, pattern: &Pattern) -> Vec<IoBuf> {
+fn file_buffers(size_bytes: u64, pattern: &DataPattern) -> Vec<IoBuf> {
     (0..size_bytes.div_ceil(COMMAND_BYTES))
         .map(|index| {
             let offset = index * COMMAND_BYTES;
@@ -288,7 +289,7 @@ fn measure_direct(
     filesystem: &mut Filesystem,
     name: &str,
     size_bytes: u64,
-    pattern: &Pattern,
+    pattern: &DataPattern,
 ) -> Result<FileTimes, BenchFsError> {
     let mut buffers = file_buffers(size_bytes, pattern);
     let started = Instant::now();
@@ -324,7 +325,7 @@ fn measure_through_engine(
     client: &mut EngineClient,
     name: &str,
     size_bytes: u64,
-    pattern: &Pattern,
+    pattern: &DataPattern,
 ) -> Result<FileTimes, BenchFsError> {
     let mut buffers = file_buffers(size_bytes, pattern);
     let started = Instant::now();
@@ -370,7 +371,7 @@ fn read_through_engine(
     client: &mut EngineClient,
     name: &str,
     size_bytes: u64,
-    pattern: &Pattern,
+    pattern: &DataPattern,
 ) -> Result<(), BenchFsError> {
     let mut offsets_by_ticket = std::collections::HashMap::new();
     let mut next_offset = 0u64;

@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_engine::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_engine::store::DeviceCreation;
 use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
-use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{
     Ack, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
     StorageMode, SubmitError,
@@ -32,7 +32,9 @@ use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
 use serde::Serialize;
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+use crate::pattern::{DataPattern, DataPatternReader};
+use crate::table::Table;
+use crate::BenchResult;
 
 /// The preset the experiment runs on.
 const PRESET: &str = "minflash";
@@ -93,7 +95,7 @@ struct Plan {
     config: FlashConfig,
 }
 
-fn plan(arguments: &FtlFsArgs) -> Result<Plan, Box<dyn std::error::Error>> {
+fn plan(arguments: &FtlFsArgs) -> BenchResult<Plan> {
     let mut config = FlashConfig::preset(PRESET)?;
     let preset_blocks = config.geometry.blocks_per_plane;
     if !(8..=preset_blocks).contains(&arguments.blocks_per_chip) {
@@ -302,7 +304,7 @@ struct Report {
 }
 
 /// Runs `flashpipe ftl fs`.
-pub fn run(arguments: FtlFsArgs) -> CliResult {
+pub fn run(arguments: FtlFsArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
         let path_text = path
             .to_str()
@@ -354,7 +356,7 @@ fn mib_per_s(bytes: u64, elapsed_ns: u64) -> f64 {
 }
 
 /// The raw array: timing only (contents do not change the timing).
-fn raw_array(plan: &Plan) -> Result<FlashArray, Box<dyn std::error::Error>> {
+fn raw_array(plan: &Plan) -> BenchResult<FlashArray> {
     Ok(FlashArray::new(
         plan.config.clone(),
         FlashOptions {
@@ -454,7 +456,7 @@ fn raw_operation_count(plan: &Plan) -> u64 {
     2 * raw_page_count(plan) + u64::from(plan.random_reads)
 }
 
-fn measure_raw(plan: &Plan) -> Result<RawFigures, Box<dyn std::error::Error>> {
+fn measure_raw(plan: &Plan) -> BenchResult<RawFigures> {
     let mut array = raw_array(plan)?;
     let page_count = raw_page_count(plan);
     let addresses = sequential_addresses(&array, page_count);
@@ -495,48 +497,6 @@ fn measure_raw(plan: &Plan) -> Result<RawFigures, Box<dyn std::error::Error>> {
     })
 }
 
-/// Deterministic file contents: byte `offset` of the file depends on the seed and offset
-/// only, so any window can be checked after a read.
-struct Pattern {
-    seed: u64,
-}
-
-impl Pattern {
-    fn fill(&self, offset_bytes: u64, buffer: &mut [u8]) {
-        assert_eq!(offset_bytes % 8, 0, "pattern windows start on 8-byte words");
-        for (index, chunk) in buffer.chunks_mut(8).enumerate() {
-            let word = offset_bytes / 8 + index as u64;
-            let value = SplitMix64::new(self.seed ^ word.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-                .next_u64()
-                .to_le_bytes();
-            chunk.copy_from_slice(&value[..chunk.len()]);
-        }
-    }
-
-    fn matches(&self, offset_bytes: u64, bytes: &[u8]) -> bool {
-        let mut expected = vec![0u8; bytes.len()];
-        self.fill(offset_bytes, &mut expected);
-        expected == bytes
-    }
-}
-
-/// `std::io::Read` over the first `size_bytes` of a [`Pattern`].
-struct PatternReader<'a> {
-    pattern: &'a Pattern,
-    offset_bytes: u64,
-    size_bytes: u64,
-}
-
-impl std::io::Read for PatternReader<'_> {
-    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.size_bytes - self.offset_bytes;
-        let length = (buffer.len() as u64).min(left) as usize;
-        self.pattern.fill(self.offset_bytes, &mut buffer[..length]);
-        self.offset_bytes += length as u64;
-        Ok(length)
-    }
-}
-
 const FILE_NAME: &str = "sequential.bin";
 
 /// The store the experiment runs on: minflash in memory under the FTL, the file system,
@@ -548,7 +508,7 @@ struct FlashStack {
 }
 
 impl FlashStack {
-    fn start(plan: &Plan) -> Result<FlashStack, Box<dyn std::error::Error>> {
+    fn start(plan: &Plan) -> BenchResult<FlashStack> {
         let mut spec = FlashDeviceSpec::new(PRESET, None);
         spec.blocks_per_plane = Some(plan.config.geometry.blocks_per_plane);
         spec.seed = plan.seed;
@@ -582,26 +542,19 @@ impl FlashStack {
     }
 }
 
-fn flush(client: &mut EngineClient) -> Result<(), Box<dyn std::error::Error>> {
+fn flush(client: &mut EngineClient) -> BenchResult {
     client.call(Command::Flush)?;
     Ok(())
 }
 
 /// Measures the stack; returns its figures and the flash operations it simulated.
-fn measure_fs(
-    plan: &Plan,
-    raw: &RawFigures,
-) -> Result<(FsFigures, u64), Box<dyn std::error::Error>> {
+fn measure_fs(plan: &Plan, raw: &RawFigures) -> BenchResult<(FsFigures, u64)> {
     let stack = FlashStack::start(plan)?;
     let mut client = stack.engine.client(plan.in_flight.max(2));
-    let pattern = Pattern { seed: plan.seed };
+    let pattern = DataPattern::with_seed(plan.seed);
     let stats_before = stack.ftl_stats();
     let started_ns = stack.clock.now_ns();
-    let mut source = PatternReader {
-        pattern: &pattern,
-        offset_bytes: 0,
-        size_bytes: plan.size_bytes,
-    };
+    let mut source = DataPatternReader::new(&pattern, plan.size_bytes);
     let mut write_progress = Progress::default();
     let clock = Arc::clone(&stack.clock);
     client.write_stream(
@@ -676,8 +629,8 @@ fn random_reads(
     plan: &Plan,
     client: &mut EngineClient,
     clock: &Arc<dyn Clock>,
-    pattern: &Pattern,
-) -> Result<LatencyFigures, Box<dyn std::error::Error>> {
+    pattern: &DataPattern,
+) -> BenchResult<LatencyFigures> {
     let mut generator = SplitMix64::new(plan.seed ^ 0x4ead);
     let slots = plan.size_bytes / RANDOM_READ_BYTES;
     let mut latencies_ns = Vec::with_capacity(plan.random_reads as usize);
@@ -702,7 +655,7 @@ fn random_reads(
     Ok(LatencyFigures::from_ns(&latencies_ns))
 }
 
-fn draw(path: &Path, report: &Report) -> Result<(), Box<dyn std::error::Error>> {
+fn draw(path: &Path, report: &Report) -> BenchResult {
     let path_text = path
         .to_str()
         .ok_or_else(|| format!("plot path {} is not UTF-8", path.display()))?;
@@ -741,15 +694,18 @@ fn print_table(report: &Report) {
         report.ftl_checkpoint_interval_pages,
         report.engine_commands_in_flight
     );
-    println!(
-        "{:<34} {:>12} {:>12} {:>8}",
-        "measure", "raw array", "file system", "share"
-    );
-    let row = |name: &str, raw_value: f64, fs_value: f64| {
-        println!(
-            "{name:<34} {raw_value:>12.1} {fs_value:>12.1} {:>7.1}%",
-            100.0 * fs_value / raw_value
-        );
+    let mut table = Table::new(" ")
+        .left("measure", 34)
+        .right("raw array", 12)
+        .right("file system", 12)
+        .right("share", 8);
+    let mut row = |name: &str, raw_value: f64, fs_value: f64| {
+        table.row(vec![
+            name.to_string(),
+            format!("{raw_value:.1}"),
+            format!("{fs_value:.1}"),
+            format!("{:.1}%", 100.0 * fs_value / raw_value),
+        ]);
     };
     row(
         "sequential write (MiB/s)",
@@ -771,6 +727,7 @@ fn print_table(report: &Report) {
         raw.page_read.latency_us_p99,
         fs.random_read.latency_us_p99,
     );
+    table.print();
     let work = &fs.write_ftl_work;
     println!(
         "FTL during the {} write: {} host pages, {} checkpoint pages, {} log pages, {} pages copied by GC, {} erases",

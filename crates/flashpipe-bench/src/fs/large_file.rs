@@ -17,9 +17,10 @@ use flashpipe_engine::{Command, EngineClient, Reply};
 use serde::Serialize;
 
 use super::reference::{self, FioJob, Measured};
-use super::store::{self, Pattern, PatternSource, StoreShape};
+use super::store::{self, StoreShape};
 use super::{BenchFsError, Settings, MIB};
-use crate::bench_device::fio::Fio;
+use crate::device::fio::Fio;
+use crate::pattern::{DataPattern, DataPatternReader};
 
 /// Name of the large file in the store.
 const LARGE_FILE_NAME: &str = "large-file";
@@ -102,7 +103,7 @@ pub fn run(
     fio: Option<&Fio>,
 ) -> Result<LargeFileResult, BenchFsError> {
     let size_bytes = settings.large_file_bytes;
-    let pattern = Pattern::new();
+    let pattern = DataPattern::new();
     let device_bytes = store::device_bytes_each(size_bytes, DEVICE_COUNT, 0);
     let shape = StoreShape::files(
         folder,
@@ -180,7 +181,7 @@ fn row(
 fn measure_engine(
     client: &mut EngineClient,
     settings: &Settings,
-    pattern: &Pattern,
+    pattern: &DataPattern,
 ) -> Result<[Measured; 4], BenchFsError> {
     let size_bytes = settings.large_file_bytes;
     let write = engine_sequential_write(client, pattern, size_bytes)?;
@@ -194,11 +195,11 @@ fn measure_engine(
 /// Create, write the whole file (1 MiB commands, 32 outstanding), flush.
 fn engine_sequential_write(
     client: &mut EngineClient,
-    pattern: &Pattern,
+    pattern: &DataPattern,
     size_bytes: u64,
 ) -> Result<Measured, BenchFsError> {
     let started = Instant::now();
-    let mut source = PatternSource::new(pattern, size_bytes);
+    let mut source = DataPatternReader::new(pattern, size_bytes);
     let written = client.write_stream(
         LARGE_FILE_NAME,
         &mut source,
@@ -219,7 +220,7 @@ fn engine_sequential_write(
 /// Reads the whole file in order (1 MiB commands, 32 outstanding), checking it.
 fn engine_sequential_read(
     client: &mut EngineClient,
-    pattern: &Pattern,
+    pattern: &DataPattern,
     size_bytes: u64,
 ) -> Result<Measured, BenchFsError> {
     let started = Instant::now();
@@ -241,7 +242,7 @@ fn engine_sequential_read(
     )?;
     let elapsed = started.elapsed();
     if let Some(error) = mismatch {
-        return Err(error);
+        return Err(error.into());
     }
     assert_eq!(read, size_bytes, "the whole file was read");
     Ok(Measured::transfer(
@@ -255,7 +256,7 @@ fn engine_sequential_read(
 /// 4 KiB reads at random aligned offsets, `queue_depth` kept outstanding, for `runtime`.
 fn engine_random_reads(
     client: &mut EngineClient,
-    pattern: &Pattern,
+    pattern: &DataPattern,
     size_bytes: u64,
     queue_depth: u32,
     runtime: Duration,
@@ -358,7 +359,7 @@ struct OrdinaryFigures {
 fn measure_ordinary_file(
     settings: &Settings,
     path: &Path,
-    pattern: &Pattern,
+    pattern: &DataPattern,
     fio: Option<&Fio>,
     notes: &mut Vec<String>,
 ) -> Result<OrdinaryFigures, BenchFsError> {

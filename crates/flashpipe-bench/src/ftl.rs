@@ -7,14 +7,15 @@
 
 use std::time::Instant;
 
+use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use clap::{Args, Subcommand};
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation, SplitMix64};
-use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 use serde::Serialize;
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+use crate::table::{Align, Table};
+use crate::BenchResult;
 
 /// The FTL experiments.
 #[derive(Debug, Subcommand)]
@@ -31,9 +32,9 @@ pub enum FtlCommand {
     /// write amplification with pacing on and off.
     GcWait(ExperimentArgs),
     /// Copying a file by reference vs by bytes on the same store (target: 1000x less time).
-    Copy(crate::ftl_copy_cmd::FtlCopyArgs),
+    Copy(crate::ftl_copy::FtlCopyArgs),
     /// The file system on the minflash preset against the raw array (virtual time).
-    Fs(crate::ftl_fs_cmd::FtlFsArgs),
+    Fs(crate::ftl_fs::FtlFsArgs),
 }
 
 /// Options shared by the experiments.
@@ -60,15 +61,15 @@ pub struct ExperimentArgs {
 }
 
 /// Runs an FTL subcommand.
-pub fn run(command: FtlCommand) -> CliResult {
+pub fn run(command: FtlCommand) -> BenchResult {
     match command {
         FtlCommand::Wa(arguments) => run_write_amplification(&arguments),
         FtlCommand::Hotcold(arguments) => run_hot_cold(&arguments),
         FtlCommand::Wear(arguments) => run_wear(&arguments),
         FtlCommand::Speed(arguments) => run_speed(&arguments),
         FtlCommand::GcWait(arguments) => run_gc_wait(&arguments),
-        FtlCommand::Copy(arguments) => crate::ftl_copy_cmd::run(arguments),
-        FtlCommand::Fs(arguments) => crate::ftl_fs_cmd::run(arguments),
+        FtlCommand::Copy(arguments) => crate::ftl_copy::run(arguments),
+        FtlCommand::Fs(arguments) => crate::ftl_fs::run(arguments),
     }
 }
 
@@ -98,7 +99,7 @@ fn check_arguments(arguments: &ExperimentArgs) -> Result<(), String> {
 }
 
 /// Draws the chart `make_chart` makes to the `--plot` path, if one was given.
-fn plot_if_asked(arguments: &ExperimentArgs, make_chart: impl FnOnce() -> Chart) -> CliResult {
+fn plot_if_asked(arguments: &ExperimentArgs, make_chart: impl FnOnce() -> Chart) -> BenchResult {
     if let Some(path) = &arguments.plot {
         draw_chart(path, &make_chart())?;
     }
@@ -148,7 +149,7 @@ fn experiment_ftl(
     arguments: &ExperimentArgs,
     storage: StorageMode,
     options: FtlOptions,
-) -> Result<Ftl, Box<dyn std::error::Error>> {
+) -> BenchResult<Ftl> {
     check_arguments(arguments)?;
     let array = FlashArray::new(
         experiment_config(arguments)?,
@@ -228,7 +229,7 @@ fn write_pages(
     workload: &Workload,
     generator: &mut SplitMix64,
     count: u64,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> BenchResult {
     let pages = ftl.info().block_count;
     let page_bytes = ftl.info().block_size_bytes as usize;
     let mut written = 0;
@@ -254,7 +255,7 @@ fn write_pages(
     Ok(())
 }
 
-fn fill(ftl: &mut Ftl) -> Result<(), Box<dyn std::error::Error>> {
+fn fill(ftl: &mut Ftl) -> BenchResult {
     let pages = ftl.info().block_count;
     let page_bytes = ftl.info().block_size_bytes as usize;
     let chunk = 16u64;
@@ -276,7 +277,7 @@ fn steady_state_stats(
     arguments: &ExperimentArgs,
     ftl: &mut Ftl,
     workload: &Workload,
-) -> Result<FtlStats, Box<dyn std::error::Error>> {
+) -> BenchResult<FtlStats> {
     let mut generator = SplitMix64::new(arguments.seed);
     fill(ftl)?;
     let pages = ftl.info().block_count;
@@ -336,7 +337,7 @@ fn physical_data_pages(ftl: &Ftl) -> u64 {
     (good_blocks - held_back) * u64::from(config.geometry.pages_per_block)
 }
 
-fn run_write_amplification(arguments: &ExperimentArgs) -> CliResult {
+fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     for over_provisioning in [0.07, 0.10, 0.15, 0.20, 0.28, 0.35, 0.50] {
         let options = experiment_options(over_provisioning, VictimPolicy::Greedy);
@@ -391,22 +392,29 @@ fn run_write_amplification(arguments: &ExperimentArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
-        "over-prov  physical/logical  WA measured  WA closed form  GC copied  max host wait  wait bound"
-    );
+    let mut table = Table::new("  ")
+        .right("over-prov", 9)
+        .right("physical/logical", 16)
+        .right("WA measured", 11)
+        .right("WA closed form", 14)
+        .right("GC copied", 9)
+        .right("max host wait", 13)
+        .right("wait bound", 10);
     for row in &rows {
-        println!(
-            "{:>8.0}%  {:>16.3}  {:>11.2}  {:>14.2}  {:>9}  {:>10.0} us  {:>7} us",
-            row.over_provisioning * 100.0,
-            row.physical_over_logical,
-            row.write_amplification,
-            row.write_amplification_closed_form,
-            row.gc_pages_copied,
-            row.host_write_wait_us_max,
-            row.host_write_wait_bound_us
-                .map_or("none".to_string(), |bound| format!("{bound:.0}"))
-        );
+        let bound = row
+            .host_write_wait_bound_us
+            .map_or("none".to_string(), |bound| format!("{bound:.0}"));
+        table.row(vec![
+            format!("{:.0}%", row.over_provisioning * 100.0),
+            format!("{:.3}", row.physical_over_logical),
+            format!("{:.2}", row.write_amplification),
+            format!("{:.2}", row.write_amplification_closed_form),
+            row.gc_pages_copied.to_string(),
+            format!("{:.0} us", row.host_write_wait_us_max),
+            format!("{bound:>7} us"),
+        ]);
     }
+    table.print();
     Ok(())
 }
 
@@ -419,7 +427,7 @@ struct PolicyRow {
     gc_victims: u64,
 }
 
-fn run_hot_cold(arguments: &ExperimentArgs) -> CliResult {
+fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     let workloads: [(&'static str, WorkloadMaker); 3] = [
         ("uniform", |_| Workload::Uniform),
@@ -472,13 +480,23 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!("workload     policy        WA     GC copied  victims   (over-provisioning 10%)");
+    let mut table = Table::new(" ")
+        .caption("workload     policy        WA     GC copied  victims   (over-provisioning 10%)")
+        .left("workload", 12)
+        .left("policy", 12)
+        .right("WA", 5)
+        .column_after("  ", "GC copied", 10, Align::Right)
+        .column_after("  ", "victims", 7, Align::Right);
     for row in &rows {
-        println!(
-            "{:<12} {:<12} {:>5.2}  {:>10}  {:>7}",
-            row.workload, row.policy, row.write_amplification, row.gc_pages_copied, row.gc_victims
-        );
+        table.row(vec![
+            row.workload.to_string(),
+            row.policy.to_string(),
+            format!("{:.2}", row.write_amplification),
+            row.gc_pages_copied.to_string(),
+            row.gc_victims.to_string(),
+        ]);
     }
+    table.print();
     Ok(())
 }
 
@@ -493,7 +511,7 @@ struct WearRow {
     write_amplification: f64,
 }
 
-fn run_wear(arguments: &ExperimentArgs) -> CliResult {
+fn run_wear(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     for spread in [None, Some(16)] {
         let options = FtlOptions {
@@ -548,24 +566,32 @@ fn run_wear(arguments: &ExperimentArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
+    let caption = format!(
         "static leveling   P/E min   mean    max   moves   WA   (zipf 0.99, {} device writes)",
         arguments.device_writes
     );
+    let mut table = Table::new(" ")
+        .caption(&caption)
+        .left("static leveling", 16)
+        .right("P/E min", 7)
+        .right("mean", 7)
+        .right("max", 6)
+        .right("moves", 7)
+        .right("WA", 5);
     for row in &rows {
         let label = row
             .static_wear_leveling_spread
             .map_or("off".to_string(), |spread| format!("spread > {spread}"));
-        println!(
-            "{:<16} {:>7} {:>7.1} {:>6} {:>7} {:>5.2}",
+        table.row(vec![
             label,
-            row.erase_count_min,
-            row.erase_count_mean,
-            row.erase_count_max,
-            row.static_moves,
-            row.write_amplification
-        );
+            row.erase_count_min.to_string(),
+            format!("{:.1}", row.erase_count_mean),
+            row.erase_count_max.to_string(),
+            row.static_moves.to_string(),
+            format!("{:.2}", row.write_amplification),
+        ]);
     }
+    table.print();
     Ok(())
 }
 
@@ -578,7 +604,7 @@ struct SpeedRow {
     virtual_seconds: f64,
 }
 
-fn run_speed(arguments: &ExperimentArgs) -> CliResult {
+fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     for (name, storage) in [
         ("timing only", StorageMode::TimingOnly),
@@ -624,17 +650,23 @@ fn run_speed(arguments: &ExperimentArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!("storage          host 4 KiB writes   wall s   ops per wall s   virtual s");
+    let mut table = Table::new(" ")
+        .caption("storage          host 4 KiB writes   wall s   ops per wall s   virtual s")
+        .left("storage", 16)
+        .right("host 4 KiB writes", 17)
+        .right("wall s", 8)
+        .right("ops per wall s", 16)
+        .right("virtual s", 11);
     for row in &rows {
-        println!(
-            "{:<16} {:>17} {:>8.2} {:>16.0} {:>11.2}",
-            row.storage,
-            row.host_operations,
-            row.wall_seconds,
-            row.host_operations_per_wall_second,
-            row.virtual_seconds
-        );
+        table.row(vec![
+            row.storage.to_string(),
+            row.host_operations.to_string(),
+            format!("{:.2}", row.wall_seconds),
+            format!("{:.0}", row.host_operations_per_wall_second),
+            format!("{:.2}", row.virtual_seconds),
+        ]);
     }
+    table.print();
     Ok(())
 }
 
@@ -658,7 +690,7 @@ fn gc_wait_row(
     (workload_name, make_workload): (&'static str, WorkloadMaker),
     over_provisioning: f64,
     paced: bool,
-) -> Result<GcWaitRow, Box<dyn std::error::Error>> {
+) -> BenchResult<GcWaitRow> {
     let options = FtlOptions {
         gc_migrations_per_host_page_max: if paced { None } else { Some(0) },
         ..experiment_options(over_provisioning, VictimPolicy::Greedy)
@@ -688,7 +720,7 @@ fn gc_wait_row(
     })
 }
 
-fn run_gc_wait(arguments: &ExperimentArgs) -> CliResult {
+fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
     let uniform: (&'static str, WorkloadMaker) = ("uniform", |_| Workload::Uniform);
     let hot_cold: (&'static str, WorkloadMaker) = ("80/20", |_| Workload::HotCold {
         hot_share: 0.8,
@@ -743,26 +775,38 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
-        "workload  over-prov  pacing   K   wait bound   longest wait   mean wait   pages held  over bound    WA   virtual s   (greedy)"
-    );
+    let mut table = Table::new(" ")
+        .caption("workload  over-prov  pacing   K   wait bound   longest wait   mean wait   pages held  over bound    WA   virtual s   (greedy)")
+        .left("workload", 8)
+        .right("over-prov", 10)
+        .column_after("  ", "pacing", 6, Align::Left)
+        .right("K", 3)
+        .right("wait bound", 13)
+        .right("longest wait", 14)
+        .right("mean wait", 11)
+        .right("pages held", 12)
+        .right("over bound", 11)
+        .right("WA", 5)
+        .right("virtual s", 11);
     for row in &rows {
-        println!(
-            "{:<8} {:>9.0}%  {:<6} {:>3} {:>10} us {:>11.0} us {:>8.0} us {:>12} {:>11} {:>5.2} {:>11.2}",
-            row.workload,
-            row.over_provisioning * 100.0,
-            row.pacing,
-            row.migrations_per_host_page_max,
-            row.host_write_wait_bound_us
-                .map_or("none".to_string(), |bound| format!("{bound:.0}")),
-            row.host_write_wait_us_max,
-            row.host_write_wait_us_mean,
-            row.host_pages_held,
-            row.host_write_wait_bound_exceeded,
-            row.write_amplification,
-            row.virtual_seconds
-        );
+        let bound = row
+            .host_write_wait_bound_us
+            .map_or("none".to_string(), |bound| format!("{bound:.0}"));
+        table.row(vec![
+            row.workload.to_string(),
+            format!("{:.0}%", row.over_provisioning * 100.0),
+            row.pacing.to_string(),
+            row.migrations_per_host_page_max.to_string(),
+            format!("{bound:>10} us"),
+            format!("{:.0} us", row.host_write_wait_us_max),
+            format!("{:.0} us", row.host_write_wait_us_mean),
+            row.host_pages_held.to_string(),
+            row.host_write_wait_bound_exceeded.to_string(),
+            format!("{:.2}", row.write_amplification),
+            format!("{:.2}", row.virtual_seconds),
+        ]);
     }
+    table.print();
     Ok(())
 }
 

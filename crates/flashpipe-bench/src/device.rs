@@ -211,7 +211,7 @@ impl Plan {
 }
 
 /// Runs the benchmark.
-pub fn run(arguments: BenchDeviceArgs) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(arguments: BenchDeviceArgs) -> crate::BenchResult {
     if arguments.qd.is_empty() {
         return Err(
             BenchDeviceError::BadArgument("--qd needs at least one queue depth".into()).into(),

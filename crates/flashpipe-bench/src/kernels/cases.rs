@@ -10,7 +10,7 @@ use flashpipe_kernels::throughput::{synthetic_bytes, synthetic_png, synthetic_te
 
 use super::search_lookups::SearchLookupPlan;
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::BenchResult;
 
 /// A command of a well-known tool; `{input}` stands for each input file's path.
 pub struct ToolCommand {

@@ -15,7 +15,8 @@ use flashpipe_fs::{CopyMethod, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use serde::Serialize;
 
-type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::table::Table;
+use crate::BenchResult;
 
 /// Bytes per write or read call while filling and verifying.
 const CHUNK_BYTES: u64 = 8 << 20;
@@ -73,7 +74,7 @@ struct CopyExperiment {
 }
 
 /// Runs `flashpipe ftl copy`.
-pub fn run(arguments: FtlCopyArgs) -> CliResult<()> {
+pub fn run(arguments: FtlCopyArgs) -> BenchResult {
     let size_bytes = parse_size_bytes(&arguments.size)?;
     let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
     if size_bytes == 0 {
@@ -125,7 +126,7 @@ pub fn run(arguments: FtlCopyArgs) -> CliResult<()> {
 
 /// The preset with its erase blocks per chip sized so that the FTL exports room for the
 /// source, two copies and the file system's metadata.
-fn sized_config(preset: &str, size_bytes: u64) -> CliResult<FlashConfig> {
+fn sized_config(preset: &str, size_bytes: u64) -> BenchResult<FlashConfig> {
     let mut config = FlashConfig::preset(preset)?;
     let geometry = &config.geometry;
     let chips = u64::from(geometry.devices * geometry.channels * geometry.ways * geometry.dies);
@@ -144,7 +145,7 @@ fn experiment_filesystem(
     config: FlashConfig,
     seed: u64,
     block_size_bytes: u32,
-) -> CliResult<(Filesystem, SharedFtl)> {
+) -> BenchResult<(Filesystem, SharedFtl)> {
     let array = FlashArray::new(
         config,
         FlashOptions {
@@ -186,7 +187,7 @@ fn chunk_bytes(index: u64, length: usize) -> Vec<u8> {
 }
 
 /// Writes the source file and flushes; returns its CRC32C.
-fn write_source(filesystem: &mut Filesystem, size_bytes: u64) -> CliResult<u32> {
+fn write_source(filesystem: &mut Filesystem, size_bytes: u64) -> BenchResult<u32> {
     let file = filesystem.create("source")?;
     let mut crc = 0u32;
     let mut offset_bytes = 0;
@@ -201,7 +202,7 @@ fn write_source(filesystem: &mut Filesystem, size_bytes: u64) -> CliResult<u32> 
     Ok(crc)
 }
 
-fn file_crc(filesystem: &mut Filesystem, name: &str) -> CliResult<u32> {
+fn file_crc(filesystem: &mut Filesystem, name: &str) -> BenchResult<u32> {
     let file = filesystem.open(name)?;
     let size_bytes = filesystem.stat(file)?.size_bytes;
     let mut crc = 0u32;
@@ -233,7 +234,7 @@ fn measure_copy(
     destination: &str,
     method: CopyMethod,
     source_crc: u32,
-) -> CliResult<CopyMeasurement> {
+) -> BenchResult<CopyMeasurement> {
     let (programmed_before, referenced_before) = ftl_counters(ftl);
     let wall_started = Instant::now();
     let virtual_started_ns = clock.now_ns();
@@ -257,7 +258,7 @@ fn measure_copy(
     })
 }
 
-fn print_experiment(experiment: &CopyExperiment, json: bool) -> CliResult<()> {
+fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(experiment)?);
         return Ok(());
@@ -273,22 +274,26 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> CliResult<()> {
         "source written and flushed in {:.3} s (virtual)",
         experiment.write_virtual_ns as f64 / 1e9
     );
-    println!(
-        "{:<10} {:>14} {:>12} {:>12} {:>12} {:>14} {:>8}",
-        "method", "virtual ms", "wall ms", "blocks ref", "bytes", "pages prog.", "matches"
-    );
+    let mut table = Table::new(" ")
+        .left("method", 10)
+        .right("virtual ms", 14)
+        .right("wall ms", 12)
+        .right("blocks ref", 12)
+        .right("bytes", 12)
+        .right("pages prog.", 14)
+        .right("matches", 8);
     for row in [&experiment.by_reference, &experiment.by_bytes] {
-        println!(
-            "{:<10} {:>14.3} {:>12.1} {:>12} {:>12} {:>14} {:>8}",
-            row.method,
-            row.virtual_ns as f64 / 1e6,
-            row.wall_ns as f64 / 1e6,
-            row.blocks_by_reference,
+        table.row(vec![
+            row.method.to_string(),
+            format!("{:.3}", row.virtual_ns as f64 / 1e6),
+            format!("{:.1}", row.wall_ns as f64 / 1e6),
+            row.blocks_by_reference.to_string(),
             HumanBytes(row.bytes_by_bytes).to_string(),
-            row.flash_pages_programmed,
-            row.copy_matches_source
-        );
+            row.flash_pages_programmed.to_string(),
+            row.copy_matches_source.to_string(),
+        ]);
     }
+    table.print();
     println!(
         "by bytes / by reference: {:.0}x virtual time, {:.0}x wall time; target >= {:.0}x virtual: {}",
         experiment.virtual_time_ratio,

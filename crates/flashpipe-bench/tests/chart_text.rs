@@ -2,7 +2,7 @@
 //! axis labels' bands, and none there when the chart has no title or labels, so the ink
 //! is the text and not lines or marks straying into the bands.
 
-use flashpipe_flash::plot::{
+use flashpipe_bench::plot::{
     legend_height_pixels, render_chart, Chart, ChartKind, ReferencePoint, RenderedChart, Series,
     AXIS_LABEL_BAND_PIXELS, PANEL_HEIGHT_PIXELS, TITLE_BAND_PIXELS,
 };

@@ -13,6 +13,7 @@ use super::large_file::{LargeFileResult, LargeFileRow};
 use super::reference::Measured;
 use super::small_files::SmallFilesResult;
 use super::Settings;
+use crate::table::{Align, Table};
 
 /// Files at least this large must reach the efficiency target.
 const EFFICIENCY_TARGET_MIN_FILE_BYTES: u64 = 100 << 10;
@@ -407,23 +408,30 @@ fn print_large_file(large_file: &LargeFileResult) {
         large_file.ordinary_file,
         large_file.page_cache,
     );
-    println!(
-        "  {:<22} {:>12} {:>12} {:>8} {:>14} {:>8} {:>14} {:>8}  ordinary-file fio job",
-        "workload", "flashpipe", "fio raw", "ratio", "ord. syscalls", "ratio", "ord. fio", "ratio"
-    );
+    let mut table = Table::new(" ")
+        .indent("  ")
+        .left("workload", 22)
+        .right("flashpipe", 12)
+        .right("fio raw", 12)
+        .right("ratio", 8)
+        .right("ord. syscalls", 14)
+        .right("ratio", 8)
+        .right("ord. fio", 14)
+        .right("ratio", 8)
+        .column_after("  ", "ordinary-file fio job", 0, Align::Left);
     for row in &large_file.rows {
-        print_large_file_row(row);
+        table.row(large_file_cells(row));
     }
+    table.print();
     for note in &large_file.notes {
         println!("  note: {note}");
     }
 }
 
-fn print_large_file_row(row: &LargeFileRow) {
+fn large_file_cells(row: &LargeFileRow) -> Vec<String> {
     let random = row.workload.starts_with("rand");
-    println!(
-        "  {:<22} {:>12} {:>12} {:>8} {:>14} {:>8} {:>14} {:>8}  {}",
-        row.workload,
+    vec![
+        row.workload.to_string(),
         format_measured(Some(&row.flashpipe), random),
         format_measured(row.fio_raw_direct.as_ref(), random),
         format_ratio(row.throughput_ratio_to_fio_raw),
@@ -431,8 +439,11 @@ fn print_large_file_row(row: &LargeFileRow) {
         format_ratio(row.throughput_ratio_to_ordinary_file_syscalls),
         format_measured(row.ordinary_file_fio.as_ref(), random),
         format_ratio(row.throughput_ratio_to_ordinary_file_fio),
-        row.ordinary_file_fio_job.as_deref().unwrap_or("-"),
-    );
+        row.ordinary_file_fio_job
+            .as_deref()
+            .unwrap_or("-")
+            .to_string(),
+    ]
 }
 
 fn print_efficiency(efficiency: &EfficiencyResult) {
@@ -441,41 +452,54 @@ fn print_efficiency(efficiency: &EfficiencyResult) {
         efficiency.method
     );
     println!("  times per file in µs; eff = raw / total; 'direct' = the file system called on the calling thread, no engine");
-    println!(
-        "  {:>5} {:>8} {:>8} | {:>9} {:>8} {:>6} | {:>9} {:>8} {:>6} | {:>9} {:>6} | {:>9} {:>6} | {:>9} {:>9}",
-        "disks", "FS block", "file", "write", "raw", "eff", "read", "raw", "eff",
-        "dir.write", "eff", "dir.read", "eff", "thesis wr", "thesis rd"
-    );
+    let mut table = Table::new(" ")
+        .indent("  ")
+        .right("disks", 5)
+        .right("FS block", 8)
+        .right("file", 8)
+        .column_after(" | ", "write", 9, Align::Right)
+        .right("raw", 8)
+        .right("eff", 6)
+        .column_after(" | ", "read", 9, Align::Right)
+        .right("raw", 8)
+        .right("eff", 6)
+        .column_after(" | ", "dir.write", 9, Align::Right)
+        .right("eff", 6)
+        .column_after(" | ", "dir.read", 9, Align::Right)
+        .right("eff", 6)
+        .column_after(" | ", "thesis wr", 9, Align::Right)
+        .right("thesis rd", 9);
     for point in &efficiency.points {
-        print_efficiency_point(point);
+        table.row(efficiency_cells(point));
     }
+    table.print();
     println!("  thesis wr/rd: HWFS with 1024 B blocks at 100 MHz (Table 4.1: one RAM disk, Table 4.3: two).");
     for statement in &efficiency.thesis.statements {
         println!("  thesis: {statement}");
     }
 }
 
-fn print_efficiency_point(point: &EfficiencyPoint) {
+fn efficiency_cells(point: &EfficiencyPoint) -> Vec<String> {
     let percent = |ratio: f64| format!("{:.1}%", ratio * 100.0);
     let thesis = |us: Option<f64>| us.map_or("-".to_string(), |us| format!("{us}"));
-    println!(
-        "  {:>5} {:>8} {:>8} | {:>9.1} {:>8.1} {:>6} | {:>9.1} {:>8.1} {:>6} | {:>9.1} {:>6} | {:>9.1} {:>6} | {:>9} {:>9}",
-        point.disk_count,
+    let micros = |us: f64| format!("{us:.1}");
+    vec![
+        point.disk_count.to_string(),
         HumanBytes(u64::from(point.fs_block_size_bytes)).to_string(),
         HumanBytes(point.file_size_bytes).to_string(),
-        point.write_total_us,
-        point.write_raw_us,
+        micros(point.write_total_us),
+        micros(point.write_raw_us),
         percent(point.write_efficiency_ratio),
-        point.read_total_us,
-        point.read_raw_us,
+        micros(point.read_total_us),
+        micros(point.read_raw_us),
         percent(point.read_efficiency_ratio),
-        point.write_direct_total_us,
+        micros(point.write_direct_total_us),
         percent(point.write_direct_efficiency_ratio),
-        point.read_direct_total_us,
+        micros(point.read_direct_total_us),
         percent(point.read_direct_efficiency_ratio),
         thesis(point.thesis_write_us_1024_byte_blocks),
         thesis(point.thesis_read_us_1024_byte_blocks),
-    );
+    ]
 }
 
 fn print_small_files(small_files: &SmallFilesResult) {
@@ -486,17 +510,19 @@ fn print_small_files(small_files: &SmallFilesResult) {
         HumanBytes(u64::from(small_files.fs_block_size_bytes)),
         small_files.page_cache
     );
-    println!(
-        "  {:<8} {:>16} {:>18} {:>8}",
-        "phase", "flashpipe files/s", "ordinary files/s", "ratio"
-    );
+    let mut table = Table::new(" ")
+        .indent("  ")
+        .left("phase", 8)
+        .right("flashpipe files/s", 16)
+        .right("ordinary files/s", 18)
+        .right("ratio", 8);
     for phase in &small_files.phases {
-        println!(
-            "  {:<8} {:>16.0} {:>18.0} {:>8.3}",
-            phase.phase,
-            phase.flashpipe_files_per_s,
-            phase.ordinary_files_per_s,
-            phase.files_per_s_ratio
-        );
+        table.row(vec![
+            phase.phase.to_string(),
+            format!("{:.0}", phase.flashpipe_files_per_s),
+            format!("{:.0}", phase.ordinary_files_per_s),
+            format!("{:.3}", phase.files_per_s_ratio),
+        ]);
     }
+    table.print();
 }

@@ -161,116 +161,18 @@ pub fn device_bytes_each(payload_bytes: u64, count: u32, minimum_bytes_each: u64
     each.div_ceil(MIB).max(minimum_bytes_each.div_ceil(MIB)) * MIB
 }
 
-/// The data every part writes: a fixed pseudo-random block of 1 MiB whose first eight
-/// bytes in each MiB of a file are replaced by a stamp of that MiB's offset, so reads
-/// anywhere can be checked cheaply.
-pub struct Pattern {
-    block: Vec<u8>,
-}
-
-impl Default for Pattern {
-    fn default() -> Pattern {
-        Pattern::new()
-    }
-}
-
-impl Pattern {
-    /// The pattern (the same bytes every run).
-    pub fn new() -> Pattern {
-        let mut generator = flashpipe_device::SplitMix64::new(0x00f1_a5b0_b1be_ef00);
-        let block = (0..MIB / 8)
-            .flat_map(|_| generator.next_u64().to_le_bytes())
-            .collect();
-        Pattern { block }
-    }
-
-    /// The stamp of the MiB at `offset_bytes` (a multiple of 1 MiB).
-    pub fn stamp(offset_bytes: u64) -> [u8; 8] {
-        (offset_bytes ^ 0x5a5a_0000_0000_0000).to_le_bytes()
-    }
-
-    /// Fills `buffer` with the file's bytes from `offset_bytes`.
-    pub fn fill(&self, offset_bytes: u64, buffer: &mut [u8]) {
-        let mut position = 0;
-        while position < buffer.len() {
-            let offset = offset_bytes + position as u64;
-            let within = (offset % MIB) as usize;
-            let length = (MIB as usize - within).min(buffer.len() - position);
-            buffer[position..position + length]
-                .copy_from_slice(&self.block[within..within + length]);
-            let mib_start = offset - within as u64;
-            for stamp_index in within..8.min(within + length) {
-                buffer[position + stamp_index - within] = Self::stamp(mib_start)[stamp_index];
-            }
-            position += length;
-        }
-    }
-
-    /// Checks `bytes` read at `offset_bytes` against the pattern (a sample of at most 64
-    /// bytes at the start of the read and the stamp of each MiB it covers).
-    pub fn check(&self, offset_bytes: u64, bytes: &[u8]) -> Result<(), BenchFsError> {
-        let sample_length = bytes.len().min(64);
-        let mut expected = vec![0u8; sample_length];
-        self.fill(offset_bytes, &mut expected);
-        let mut matches = bytes[..sample_length] == expected[..];
-        let first_whole_mib = offset_bytes.div_ceil(MIB) * MIB;
-        let end = offset_bytes + bytes.len() as u64;
-        let mut mib_start = first_whole_mib;
-        while matches && mib_start + 8 <= end {
-            let at = (mib_start - offset_bytes) as usize;
-            matches = bytes[at..at + 8] == Self::stamp(mib_start);
-            mib_start += MIB;
-        }
-        match matches {
-            true => Ok(()),
-            false => Err(BenchFsError::DataMismatch(format!(
-                "{} bytes read at offset {offset_bytes} differ from what was written",
-                bytes.len()
-            ))),
-        }
-    }
-}
-
-/// A `Read` over the first `size_bytes` bytes of the pattern.
-pub struct PatternSource<'a> {
-    pattern: &'a Pattern,
-    position_bytes: u64,
-    size_bytes: u64,
-}
-
-impl<'a> PatternSource<'a> {
-    /// Yields `size_bytes` bytes of `pattern`.
-    pub fn new(pattern: &'a Pattern, size_bytes: u64) -> PatternSource<'a> {
-        PatternSource {
-            pattern,
-            position_bytes: 0,
-            size_bytes,
-        }
-    }
-}
-
-impl std::io::Read for PatternSource<'_> {
-    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.size_bytes - self.position_bytes;
-        let length = (buffer.len() as u64).min(left) as usize;
-        self.pattern
-            .fill(self.position_bytes, &mut buffer[..length]);
-        self.position_bytes += length as u64;
-        Ok(length)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Read;
 
     use super::*;
+    use crate::pattern::{DataPattern, DataPatternReader};
 
     #[test]
     fn pattern_reads_check_anywhere_and_corruption_is_caught() {
-        let pattern = Pattern::new();
+        let pattern = DataPattern::new();
         let mut whole = vec![0u8; 3 * MIB as usize];
-        PatternSource::new(&pattern, 3 * MIB)
+        DataPatternReader::new(&pattern, 3 * MIB)
             .read_exact(&mut whole)
             .unwrap();
         for (offset, length) in [

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use flashpipe_device::SplitMix64;
 use serde::Serialize;
 
-use super::store::{Pattern, PatternSource};
 use super::{BenchFsError, MIB};
-use crate::bench_device::fio::{parse_report, run_fio_command, Fio};
+use crate::device::fio::{parse_report, run_fio_command, Fio};
+use crate::pattern::{DataPattern, DataPatternReader};
 
 /// Throughput of one measured phase.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -139,13 +139,13 @@ pub fn drop_page_cache(wanted: bool) -> String {
 /// Writes the pattern into a new ordinary file with `write()` of 1 MiB, then `fsync`.
 pub fn write_ordinary_file(
     path: &Path,
-    pattern: &Pattern,
+    pattern: &DataPattern,
     size_bytes: u64,
 ) -> Result<Measured, BenchFsError> {
     let started = Instant::now();
     let mut file =
         File::create(path).map_err(BenchFsError::io(format!("creating {}", path.display())))?;
-    let mut source = PatternSource::new(pattern, size_bytes);
+    let mut source = DataPatternReader::new(pattern, size_bytes);
     let mut chunk = vec![0u8; MIB as usize];
     let mut written_bytes = 0;
     while written_bytes < size_bytes {
@@ -167,7 +167,7 @@ pub fn write_ordinary_file(
 }
 
 /// Reads an ordinary file sequentially with `read()` of 1 MiB, checking the pattern.
-pub fn read_ordinary_file(path: &Path, pattern: &Pattern) -> Result<Measured, BenchFsError> {
+pub fn read_ordinary_file(path: &Path, pattern: &DataPattern) -> Result<Measured, BenchFsError> {
     let started = Instant::now();
     let mut file =
         File::open(path).map_err(BenchFsError::io(format!("opening {}", path.display())))?;
@@ -206,7 +206,7 @@ fn read_full(file: &mut File, buffer: &mut [u8]) -> std::io::Result<usize> {
 /// Reads 4 KiB at random aligned offsets with `pread()` (QD1) for `runtime`.
 pub fn random_reads_ordinary_file(
     path: &Path,
-    pattern: &Pattern,
+    pattern: &DataPattern,
     size_bytes: u64,
     runtime: Duration,
 ) -> Result<Measured, BenchFsError> {

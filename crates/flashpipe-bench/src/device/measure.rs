@@ -4,54 +4,7 @@
 use flashpipe_device::{BlockDevice, BufferPool, DeviceError, IoBuf, Request, SplitMix64};
 use serde::Serialize;
 
-/// The access pattern of a workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Pattern {
-    /// Sequential reads, wrapping at the end of the device.
-    #[value(name = "seq-read")]
-    SequentialRead,
-    /// Sequential writes, wrapping at the end of the device.
-    #[value(name = "seq-write")]
-    SequentialWrite,
-    /// Uniformly random aligned reads.
-    #[value(name = "rand-read")]
-    RandomRead,
-    /// Uniformly random aligned writes.
-    #[value(name = "rand-write")]
-    RandomWrite,
-}
-
-impl Pattern {
-    /// The short name used in tables.
-    pub fn short_name(self) -> &'static str {
-        match self {
-            Pattern::SequentialRead => "seq-read",
-            Pattern::SequentialWrite => "seq-write",
-            Pattern::RandomRead => "rand-read",
-            Pattern::RandomWrite => "rand-write",
-        }
-    }
-
-    /// fio's `rw=` value.
-    pub fn fio_rw(self) -> &'static str {
-        match self {
-            Pattern::SequentialRead => "read",
-            Pattern::SequentialWrite => "write",
-            Pattern::RandomRead => "randread",
-            Pattern::RandomWrite => "randwrite",
-        }
-    }
-
-    /// True for reads.
-    pub fn is_read(self) -> bool {
-        matches!(self, Pattern::SequentialRead | Pattern::RandomRead)
-    }
-
-    fn is_sequential(self) -> bool {
-        matches!(self, Pattern::SequentialRead | Pattern::SequentialWrite)
-    }
-}
+pub use crate::pattern::Pattern;
 
 /// One workload: a pattern, a request size and a queue depth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

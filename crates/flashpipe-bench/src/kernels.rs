@@ -17,6 +17,7 @@ mod cases;
 mod search_lookups;
 mod sizing;
 mod small_files;
+pub mod store;
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
@@ -31,10 +32,11 @@ use flashpipe_kernels::throughput::measure_kernel;
 use flashpipe_pipeline::{OutputTarget, PipelineConfig};
 use serde::Serialize;
 
-use crate::run_cmd::PipelineStore;
+use crate::kernels::store::KernelStore;
 use cases::{bench_cases, BenchCase, ToolCommand};
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::table::{Align, Table};
+use crate::BenchResult;
 
 const MIB: f64 = 1048576.0;
 
@@ -127,7 +129,7 @@ pub struct BenchKernelsReport {
 }
 
 /// Runs the benchmark.
-pub fn run(arguments: BenchKernelsArgs) -> BenchResult<()> {
+pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
     let size_bytes = if arguments.quick {
         2 << 20
     } else {
@@ -235,7 +237,7 @@ fn langid_case(
 }
 
 /// Creates a fresh store of two device files in `dir` and starts it.
-fn make_store(dir: &Path, store_bytes: u64) -> BenchResult<PipelineStore> {
+fn make_store(dir: &Path, store_bytes: u64) -> BenchResult<KernelStore> {
     std::fs::create_dir_all(dir)?;
     let store_file = dir.join("bench-kernels.toml");
     for name in ["bench-kernels.toml", "kernels-dev0.img", "kernels-dev1.img"] {
@@ -245,12 +247,12 @@ fn make_store(dir: &Path, store_bytes: u64) -> BenchResult<PipelineStore> {
         }
     }
     let per_device = (store_bytes / 2).div_ceil(1 << 20) << 20;
-    crate::store_cmd::format_file_store(
+    KernelStore::create(
         &store_file,
         &["kernels-dev0.img", "kernels-dev1.img"],
         per_device,
-    )?;
-    PipelineStore::open(&store_file)
+        16 << 10,
+    )
 }
 
 /// Copies `files` into the store.
@@ -262,7 +264,7 @@ fn put_files(client: &mut EngineClient, files: &[(String, Vec<u8>)]) -> BenchRes
 }
 
 /// Reads a large file through the engine with nothing computed: the store's read bandwidth.
-fn storage_bandwidth(store: &PipelineStore, size_bytes: usize) -> BenchResult<f64> {
+fn storage_bandwidth(store: &KernelStore, size_bytes: usize) -> BenchResult<f64> {
     let mut client = store.engine.client(32);
     let data = flashpipe_kernels::throughput::synthetic_bytes(size_bytes, 3);
     put_files(&mut client, &[("storage.probe".to_string(), data)])?;
@@ -278,7 +280,7 @@ fn storage_bandwidth(store: &PipelineStore, size_bytes: usize) -> BenchResult<f6
 }
 
 fn bench_case(
-    store: &PipelineStore,
+    store: &KernelStore,
     dir: &Path,
     case: &BenchCase,
     storage: f64,
@@ -330,7 +332,7 @@ fn bench_case(
 }
 
 /// (a): the pipeline, results written back into the store for stream kernels.
-fn near_data(store: &PipelineStore, case: &BenchCase) -> BenchResult<(f64, String)> {
+fn near_data(store: &KernelStore, case: &BenchCase) -> BenchResult<(f64, String)> {
     let names: Vec<String> = case.files.iter().map(|(name, _)| name.clone()).collect();
     let output = if case.kernel.output_kind() == OutputKind::TransformedStream {
         OutputTarget::StoreFiles(names.iter().map(|name| format!("{name}.out")).collect())
@@ -435,42 +437,39 @@ fn print_report(report: &BenchKernelsReport) {
         report.core_count,
         report.storage_read_bytes_per_second / MIB
     );
-    println!(
-        "{:<30} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {:<8} {:<9} {:<9}",
-        "kernel",
-        "MiB",
-        "mem",
-        "(a)near",
-        "(b)r+c",
-        "(c)1thr",
-        "(d)tool",
-        "a/(d)",
-        "slowest",
-        "0.9xmin",
-        "a>=(d)"
-    );
+    let mut table = Table::new(" ")
+        .left("kernel", 30)
+        .right("MiB", 8)
+        .right("mem", 9)
+        .right("(a)near", 9)
+        .right("(b)r+c", 9)
+        .right("(c)1thr", 9)
+        .right("(d)tool", 9)
+        .right("a/(d)", 8)
+        .column_after("  ", "slowest", 8, Align::Left)
+        .left("0.9xmin", 9)
+        .left("a>=(d)", 9);
+    let mib = |bytes: f64| format!("{:.1}", bytes / MIB);
     for row in &report.rows {
-        let tool = row
-            .tool_bytes_per_second
-            .map_or("-".to_string(), |rate| format!("{:.1}", rate / MIB));
+        let tool = row.tool_bytes_per_second.map_or("-".to_string(), mib);
         let tool_ratio = row.tool_bytes_per_second.map_or("-".to_string(), |rate| {
             format!("{:.2}", row.near_data_bytes_per_second / rate)
         });
-        println!(
-            "{:<30} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8}  {:<8} {:<9} {:<9}",
-            row.kernel,
-            row.input_bytes as f64 / MIB,
-            row.kernel_in_memory_bytes_per_second / MIB,
-            row.near_data_bytes_per_second / MIB,
-            row.read_then_compute_bytes_per_second / MIB,
-            row.single_thread_bytes_per_second / MIB,
+        table.row(vec![
+            row.kernel.clone(),
+            mib(row.input_bytes as f64),
+            mib(row.kernel_in_memory_bytes_per_second),
+            mib(row.near_data_bytes_per_second),
+            mib(row.read_then_compute_bytes_per_second),
+            mib(row.single_thread_bytes_per_second),
             tool,
             tool_ratio,
-            row.near_data_slowest_stage,
-            met(Some(row.bandwidth_target_met)),
-            met(row.tool_target_met),
-        );
+            row.near_data_slowest_stage.to_string(),
+            met(Some(row.bandwidth_target_met)).to_string(),
+            met(row.tool_target_met).to_string(),
+        ]);
     }
+    table.print();
     println!("(throughputs in MiB/s of input)");
     for row in &report.rows {
         if let Some(note) = &row.tool_note {

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::measure::{Figures, Pattern, Workload};
+use crate::table::{Align, Table};
 
 /// Everything one run measured.
 #[derive(Debug, Serialize)]
@@ -241,68 +242,15 @@ pub fn render_table(report: &Report) -> String {
             .map(|reason| format!(" (fallback: {reason})"))
             .unwrap_or_default(),
     );
-    text += &format!(
-        "{:<24} {:>9} {:>9} {:>6}  {:>10} {:>10} {:>6}  {:>8} {:>8} {:>6}  {:>8} {:>8}\n",
-        "one file",
-        "MB/s",
-        "fio MB/s",
-        "ratio",
-        "IOPS",
-        "fio IOPS",
-        "ratio",
-        "mean us",
-        "fio mean",
-        "ratio",
-        "p99 us",
-        "fio p99"
-    );
-    for result in &report.single_file {
-        let fio = result.fio.as_ref();
-        text += &format!(
-            "{:<24} {:>9.1} {:>9} {:>6}  {:>10.0} {:>10} {:>6}  {:>8.1} {:>8} {:>6}  {:>8.1} {:>8}\n",
-            result.label,
-            result.layer.mb_per_s,
-            fio_text(fio, |figures| figures.mb_per_s, 1),
-            ratio_text(result.throughput_ratio_to_fio),
-            result.layer.iops,
-            fio_text(fio, |figures| figures.iops, 0),
-            ratio_text(result.iops_ratio_to_fio),
-            result.layer.latency_us_mean,
-            fio_text(fio, |figures| figures.latency_us_mean, 1),
-            ratio_text(result.latency_mean_ratio_to_fio),
-            result.layer.latency_us_p99,
-            fio_text(fio, |figures| figures.latency_us_p99, 1),
-        );
-    }
+    text += &single_file_table(&report.single_file).render();
     if !report.stripes.is_empty() {
         text += &format!(
-            "\nmemcpy peak (best single copy): {}\n{:<24} {:>8} {:>12} {:>8} {:>12} {:>8} {:>8}\n",
+            "\nmemcpy peak (best single copy): {}\n",
             report
                 .memcpy_gb_per_s
                 .map_or_else(|| "n/a".to_string(), |value| format!("{value:.2} GB/s")),
-            "stripes (1MiB QD32)",
-            "GB/s",
-            "memcpy GB/s",
-            "ratio",
-            "1MiB-cp GB/s",
-            "ratio",
-            "/peak"
         );
-        let gb_text = |value: Option<f64>| {
-            value.map_or_else(|| "n/a".to_string(), |value| format!("{value:.2}"))
-        };
-        for stripe in &report.stripes {
-            text += &format!(
-                "{:<24} {:>8.2} {:>12} {:>8} {:>12} {:>8} {:>8}\n",
-                format!("{} {}", stripe.device, stripe.pattern.short_name()),
-                stripe.gb_per_s,
-                gb_text(stripe.memcpy_sustained_gb_per_s),
-                ratio_text(stripe.throughput_ratio_to_memcpy),
-                gb_text(stripe.request_sized_memcpy_gb_per_s),
-                ratio_text(stripe.throughput_ratio_to_request_sized_memcpy),
-                ratio_text(stripe.throughput_ratio_to_peak_memcpy),
-            );
-        }
+        text += &stripes_table(&report.stripes).render();
     }
     text += "\ntargets\n";
     for target in &report.targets {
@@ -319,6 +267,67 @@ pub fn render_table(report: &Report) -> String {
         );
     }
     text
+}
+
+/// The single-file workloads beside fio.
+fn single_file_table(results: &[WorkloadResult]) -> Table {
+    let mut table = Table::new(" ")
+        .left("one file", 24)
+        .right("MB/s", 9)
+        .right("fio MB/s", 9)
+        .right("ratio", 6)
+        .column_after("  ", "IOPS", 10, Align::Right)
+        .right("fio IOPS", 10)
+        .right("ratio", 6)
+        .column_after("  ", "mean us", 8, Align::Right)
+        .right("fio mean", 8)
+        .right("ratio", 6)
+        .column_after("  ", "p99 us", 8, Align::Right)
+        .right("fio p99", 8);
+    for result in results {
+        let fio = result.fio.as_ref();
+        table.row(vec![
+            result.label.clone(),
+            format!("{:.1}", result.layer.mb_per_s),
+            fio_text(fio, |figures| figures.mb_per_s, 1),
+            ratio_text(result.throughput_ratio_to_fio),
+            format!("{:.0}", result.layer.iops),
+            fio_text(fio, |figures| figures.iops, 0),
+            ratio_text(result.iops_ratio_to_fio),
+            format!("{:.1}", result.layer.latency_us_mean),
+            fio_text(fio, |figures| figures.latency_us_mean, 1),
+            ratio_text(result.latency_mean_ratio_to_fio),
+            format!("{:.1}", result.layer.latency_us_p99),
+            fio_text(fio, |figures| figures.latency_us_p99, 1),
+        ]);
+    }
+    table
+}
+
+/// The stripes beside `memcpy`.
+fn stripes_table(stripes: &[StripeResult]) -> Table {
+    let gb_text =
+        |value: Option<f64>| value.map_or_else(|| "n/a".to_string(), |value| format!("{value:.2}"));
+    let mut table = Table::new(" ")
+        .left("stripes (1MiB QD32)", 24)
+        .right("GB/s", 8)
+        .right("memcpy GB/s", 12)
+        .right("ratio", 8)
+        .right("1MiB-cp GB/s", 12)
+        .right("ratio", 8)
+        .right("/peak", 8);
+    for stripe in stripes {
+        table.row(vec![
+            format!("{} {}", stripe.device, stripe.pattern.short_name()),
+            format!("{:.2}", stripe.gb_per_s),
+            gb_text(stripe.memcpy_sustained_gb_per_s),
+            ratio_text(stripe.throughput_ratio_to_memcpy),
+            gb_text(stripe.request_sized_memcpy_gb_per_s),
+            ratio_text(stripe.throughput_ratio_to_request_sized_memcpy),
+            ratio_text(stripe.throughput_ratio_to_peak_memcpy),
+        ]);
+    }
+    table
 }
 
 /// `268435456` -> `256 MiB`.

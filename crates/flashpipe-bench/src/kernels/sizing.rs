@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use super::KernelRow;
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::table::Table;
+use crate::BenchResult;
 
 /// One kernel's sizing on one preset.
 #[derive(Debug, Clone, Serialize)]
@@ -82,20 +83,24 @@ pub fn sizing_rows(rows: &[KernelRow]) -> BenchResult<Vec<SizingRow>> {
 pub fn print_sizing(rows: &[SizingRow]) {
     const MIB: f64 = 1048576.0;
     println!("\nsizing (RAD Table II): flash matrix that feeds each kernel's in-memory rate");
-    println!(
-        "{:<30} {:<6} {:>12} {:>13} {:>7} {:>12} {:>12}",
-        "kernel", "preset", "kernel MiB/s", "rows x cols", "pkgs", "read MiB/s", "write MiB/s"
-    );
+    let mut table = Table::new(" ")
+        .left("kernel", 30)
+        .left("preset", 6)
+        .right("kernel MiB/s", 12)
+        .right("rows x cols", 13)
+        .right("pkgs", 7)
+        .right("read MiB/s", 12)
+        .right("write MiB/s", 12);
     for row in rows {
-        println!(
-            "{:<30} {:<6} {:>12.1} {:>13} {:>7} {:>12.1} {:>12.1}",
-            row.kernel,
-            row.preset,
-            row.kernel_bytes_per_second / MIB,
+        table.row(vec![
+            row.kernel.to_string(),
+            row.preset.to_string(),
+            format!("{:.1}", row.kernel_bytes_per_second / MIB),
             format!("{} x {}", row.rows, row.columns),
-            row.rows * u64::from(row.columns),
-            row.matrix_read_bytes_per_second / MIB,
-            row.matrix_write_bytes_per_second / MIB
-        );
+            (row.rows * u64::from(row.columns)).to_string(),
+            format!("{:.1}", row.matrix_read_bytes_per_second / MIB),
+            format!("{:.1}", row.matrix_write_bytes_per_second / MIB),
+        ]);
     }
+    table.print();
 }

@@ -1,0 +1,40 @@
+//! flashpipe's benchmarks, experiments and paper reproductions, as a library.
+//!
+//! Everything here measures or reproduces; nothing here is part of the storage engine. It
+//! lives in its own crate so that the command-line interface only parses arguments,
+//! dispatches and prints, and so that the model crates (`flashpipe-flash`,
+//! `flashpipe-ftl`) and the engine do not pull the chart drawing (`plotters`) in.
+//!
+//! - [`device`]: `flashpipe bench device`, raw device-layer I/O beside fio and `memcpy`;
+//! - [`fs`]: `flashpipe bench fs`, the file system through its engine beside fio and ext4,
+//!   the thesis's efficiency, small files;
+//! - [`kernels`]: `flashpipe bench kernels`, kernels near the data beside
+//!   read-then-compute, one thread and well-known tools (RAD's three-way comparison);
+//! - [`ftl`], [`ftl_fs`], [`ftl_copy`]: `flashpipe ftl ...`, experiments with the host
+//!   flash translation layer on the NAND model in virtual time;
+//! - [`sim`]: `flashpipe sim ...`, the NAND model's speed, synthetic jobs, trace replay
+//!   and the RAD and minFlash reproductions;
+//! - [`pattern`]: the one workload-pattern type every benchmark names its workloads with;
+//! - [`table`]: the one text-table formatter every report prints with;
+//! - [`plot`]: the PNG charts the experiments and reproductions draw (with the embedded
+//!   DejaVu Sans font in `assets/`).
+//!
+//! Each command's argument struct derives `clap::Args`, so the CLI names it in its
+//! command tree and calls the module's `run`; the numbers printed are the ones the
+//! figures in docs/ were made from.
+
+#![warn(missing_docs)]
+
+pub mod device;
+pub mod fs;
+pub mod ftl;
+pub mod ftl_copy;
+pub mod ftl_fs;
+pub mod kernels;
+pub mod pattern;
+pub mod plot;
+pub mod sim;
+pub mod table;
+
+/// The result of every benchmark and experiment: any error, described for a person.
+pub type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
