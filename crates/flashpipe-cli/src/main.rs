@@ -47,16 +47,17 @@ enum Command {
     Mkfs(store_cmd::MkfsArgs),
     /// Copy local files or folders into a store.
     Put(store_cmd::PutArgs),
-    /// Copy a file out of a store.
+    /// Copy files out of a store: one, a pattern's matches, or a prefix with -r.
     Get(store_cmd::GetArgs),
-    /// Print files of a store to standard output.
+    /// Print files of a store to standard output (names or patterns).
     Cat(store_cmd::NamesArgs),
-    /// List the files of a store (all, or the named ones).
-    Ls(store_cmd::NamesArgs),
+    /// List the files of a store (all, or those named, under a prefix, or matching a
+    /// pattern); the summary line goes to standard error.
+    Ls(store_cmd::LsArgs),
     /// Show facts about files of a store.
     Stat(store_cmd::NamesArgs),
-    /// Delete files from a store.
-    Rm(store_cmd::NamesArgs),
+    /// Delete files from a store (names, patterns, or prefixes with -r), in one commit.
+    Rm(store_cmd::RmArgs),
     /// Rename a file of a store.
     Mv(store_cmd::MvArgs),
     /// Copy a file inside a store: by reference (remapped, no data moved) on emulated
