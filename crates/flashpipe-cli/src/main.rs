@@ -87,9 +87,61 @@ fn die_quietly_on_closed_pipes() {
     }
 }
 
+/// Whether the command line asks for JSON (`--json` before any `--`): then errors are
+/// printed as one JSON object on standard error too.
+fn json_requested() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|argument| argument != "--")
+        .any(|argument| argument == "--json")
+}
+
+/// A short, stable name for the kind of an error, for JSON error objects.
+fn error_kind(error: &(dyn std::error::Error + 'static)) -> &'static str {
+    if error.is::<std::io::Error>() {
+        "io"
+    } else if error.is::<flashpipe_engine::EngineError>() {
+        "store"
+    } else if error.is::<flashpipe_engine::store_config::StoreConfigError>() {
+        "store_file"
+    } else if error.is::<kernels_cmd::KernelsCommandError>()
+        || error.is::<flashpipe_kernels::error::OptionsError>()
+    {
+        "kernel"
+    } else {
+        "command"
+    }
+}
+
+/// Prints an error: one line of text, or with `--json` one object
+/// `{"error": MESSAGE, "kind": KIND}` on standard error.
+fn report_error(message: &str, kind: &str, as_json: bool) {
+    if as_json {
+        eprintln!("{}", serde_json::json!({"error": message, "kind": kind}));
+    } else {
+        eprintln!("flashpipe: error: {message}");
+    }
+}
+
+/// A clap error's message without its `error: ` label and usage lines, on one line.
+fn usage_error_text(error: &clap::Error) -> String {
+    let rendered = error.render().to_string();
+    let message = rendered.split("\n\nUsage:").next().unwrap_or(&rendered);
+    let message = message.trim_start_matches("error: ");
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn main() -> ExitCode {
     die_quietly_on_closed_pipes();
-    let cli = Cli::parse();
+    let as_json = json_requested();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if as_json && error.use_stderr() => {
+            report_error(&usage_error_text(&error), "usage", true);
+            return ExitCode::from(2);
+        }
+        Err(error) => error.exit(),
+    };
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
         Command::Demo(arguments) => demo::run(arguments),
@@ -114,7 +166,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("flashpipe: error: {error:#}");
+            report_error(&format!("{error:#}"), error_kind(&*error), as_json);
             ExitCode::FAILURE
         }
     }

@@ -713,6 +713,15 @@ pub fn run_cat(arguments: NamesArgs) -> CliResult {
     store.finish(result)
 }
 
+/// The store files that `run`'s input names and patterns stand for (a prefix is not
+/// expanded: a kernel's inputs are named or matched).
+pub fn resolve_input_names(
+    client: &mut EngineClient,
+    arguments: &[String],
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    resolve_names(client, arguments, FolderRule::Refuse)
+}
+
 /// Whether a name that is no file but a prefix of files (`photos` for `photos:a.jpg`)
 /// stands for those files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
