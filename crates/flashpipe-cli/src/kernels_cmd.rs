@@ -258,7 +258,10 @@ fn load_corpus(
 fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> {
     let settings = arguments.corpus.training_settings()?;
     let documents = load_corpus(&arguments.corpus)?;
-    let model = train(&samples_for_fraction(&documents, arguments.corpus.train_fraction), settings);
+    let model = train(
+        &samples_for_fraction(&documents, arguments.corpus.train_fraction),
+        settings,
+    );
     save_profile(&model, &arguments.out)?;
     let size_bytes = std::fs::metadata(&arguments.out).map_or(0, |metadata| metadata.len());
     if arguments.json {

@@ -40,9 +40,9 @@ enum Command {
     Kernels(kernels_cmd::KernelsArgs),
     /// Run a kernel next to the data: a pipeline inside the store's engine.
     Run(run_cmd::RunArgs),
-    /// The NAND flash array model: speed, synthetic jobs, trace replay, reproductions.
+    /// The NAND flash array model: presets, speed, synthetic jobs, trace replay, reproductions.
     #[command(subcommand)]
-    Sim(sim::SimCommand),
+    Sim(SimCommandLine),
     /// Create a store: its devices, its file system and its store file.
     Mkfs(store_cmd::MkfsArgs),
     /// Copy local files or folders into a store.
@@ -74,6 +74,37 @@ enum Command {
     Completions(shell_cmd::CompletionsArgs),
     /// Print the manual page as roff, or write one page per subcommand with --out DIR.
     Man(shell_cmd::ManArgs),
+}
+
+/// `flashpipe sim`: the model's commands, and `presets`.
+#[derive(Debug, Subcommand)]
+enum SimCommandLine {
+    /// List the shipped flash presets (for --preset and `flash:PRESET:IMAGE`) with the
+    /// sources of their numbers.
+    Presets(PresetsArgs),
+    #[command(flatten)]
+    Model(sim::SimCommand),
+}
+
+/// `flashpipe sim presets`.
+#[derive(Debug, clap::Args)]
+struct PresetsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `flashpipe sim presets`: one line per preset, `NAME  SOURCE`.
+fn list_presets(arguments: &PresetsArgs) -> store_cmd::CliResult {
+    let listings = flashpipe_flash::config::preset_listings();
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&listings)?);
+        return Ok(());
+    }
+    for listing in listings {
+        println!("{:<10} {}", listing.name, listing.source);
+    }
+    Ok(())
 }
 
 /// Restores the default action of SIGPIPE (Rust ignores it), so a write to a closed pipe
@@ -147,7 +178,8 @@ fn main() -> ExitCode {
         Command::Demo(arguments) => demo::run(arguments),
         Command::Kernels(arguments) => kernels_cmd::run(arguments),
         Command::Run(arguments) => run_cmd::run(arguments),
-        Command::Sim(command) => sim::run(command),
+        Command::Sim(SimCommandLine::Presets(arguments)) => list_presets(&arguments),
+        Command::Sim(SimCommandLine::Model(command)) => sim::run(command),
         Command::Mkfs(arguments) => store_cmd::run_mkfs(arguments),
         Command::Put(arguments) => store_cmd::run_put(arguments),
         Command::Get(arguments) => store_cmd::run_get(arguments),

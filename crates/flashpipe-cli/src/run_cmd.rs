@@ -111,7 +111,11 @@ pub fn run(arguments: RunArgs) -> CliResult {
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        print_result(&result, device_time_is_simulated, started.elapsed().as_secs_f64());
+        print_result(
+            &result,
+            device_time_is_simulated,
+            started.elapsed().as_secs_f64(),
+        );
     }
     Ok(())
 }

@@ -652,7 +652,9 @@ fn plan_get(
     for name in names {
         let components = local_components(&name)?;
         let path = if arguments.recursive {
-            components.iter().fold(destination.clone(), |path, part| path.join(part))
+            components
+                .iter()
+                .fold(destination.clone(), |path, part| path.join(part))
         } else if several || destination.is_dir() {
             destination.join(components.last().expect("a name has a component"))
         } else {
@@ -704,11 +706,12 @@ pub fn run_cat(arguments: NamesArgs) -> CliResult {
     }
     let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(16);
-    let result = resolve_names(&mut client, &arguments.names, FolderRule::Refuse).and_then(|names| {
-        names
-            .iter()
-            .try_for_each(|name| transfer::cat_file(&mut client, &*store.clock, name).map(|_| ()))
-    });
+    let result =
+        resolve_names(&mut client, &arguments.names, FolderRule::Refuse).and_then(|names| {
+            names.iter().try_for_each(|name| {
+                transfer::cat_file(&mut client, &*store.clock, name).map(|_| ())
+            })
+        });
     drop(client);
     store.finish(result)
 }
@@ -749,7 +752,12 @@ fn resolve_names(
         }
         let names = match &all_names {
             Some(names) => names,
-            None => all_names.insert(list_files(client, &[])?.into_iter().map(|file| file.name).collect()),
+            None => all_names.insert(
+                list_files(client, &[])?
+                    .into_iter()
+                    .map(|file| file.name)
+                    .collect(),
+            ),
         };
         if glob::is_pattern(argument) {
             let matching: Vec<String> = names
@@ -764,7 +772,11 @@ fn resolve_names(
             continue;
         }
         let prefix = format!("{}:", argument.trim_end_matches(':'));
-        let under: Vec<String> = names.iter().filter(|name| name.starts_with(&prefix)).cloned().collect();
+        let under: Vec<String> = names
+            .iter()
+            .filter(|name| name.starts_with(&prefix))
+            .cloned()
+            .collect();
         if under.is_empty() {
             stat_file(client, argument)?;
             return Err(format!("{argument:?}: no such file in the store").into());

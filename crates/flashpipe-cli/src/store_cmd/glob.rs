@@ -34,7 +34,9 @@ fn matches_from(pattern: &[char], name: &[char]) -> bool {
                 continue;
             }
             Some('[') => {
-                if let Some((matched, width)) = class_matches(&pattern[pattern_index..], name[name_index]) {
+                if let Some((matched, width)) =
+                    class_matches(&pattern[pattern_index..], name[name_index])
+                {
                     if matched {
                         pattern_index += width;
                         name_index += 1;
@@ -62,7 +64,9 @@ fn matches_from(pattern: &[char], name: &[char]) -> bool {
             None => return false,
         }
     }
-    pattern[pattern_index..].iter().all(|&character| character == '*')
+    pattern[pattern_index..]
+        .iter()
+        .all(|&character| character == '*')
 }
 
 /// Matches `character` against the class opening `pattern` (which starts with `[`):
@@ -82,7 +86,9 @@ fn class_matches(pattern: &[char], character: char) -> Option<(bool, usize)> {
             return Some((matched != negated, index + 1));
         }
         first = false;
-        if pattern.get(index + 1) == Some(&'-') && pattern.get(index + 2).is_some_and(|&end| end != ']') {
+        if pattern.get(index + 1) == Some(&'-')
+            && pattern.get(index + 2).is_some_and(|&end| end != ']')
+        {
             let end = pattern[index + 2];
             matched |= (current..=end).contains(&character);
             index += 3;

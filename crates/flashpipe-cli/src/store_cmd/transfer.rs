@@ -125,7 +125,8 @@ pub fn plan_put_with_special(
 /// The name a folder gives its files' prefix: its own name (`photos/` -> `photos`,
 /// `.` -> the current folder's name), as `cp -r` keeps it.
 fn folder_name(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
-    let absolute = std::fs::canonicalize(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let absolute =
+        std::fs::canonicalize(path).map_err(|error| format!("{}: {error}", path.display()))?;
     match absolute.file_name() {
         Some(_) => local_file_name(&absolute),
         None => Err(format!(
@@ -235,10 +236,8 @@ fn check_names(sources: &[PutSource]) -> Result<(), Box<dyn std::error::Error>> 
 /// A byte progress bar on standard error; indicatif hides it when standard error is not
 /// a terminal, so pipes and logs see nothing.
 fn progress_bar(total_bytes: u64) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(
-        Some(total_bytes),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
+    let bar =
+        ProgressBar::with_draw_target(Some(total_bytes), indicatif::ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
             .expect("the template is valid"),
@@ -452,8 +451,13 @@ fn fetch_one(
     bar: &ProgressBar,
     done_bytes: u64,
 ) -> Result<u64, Box<dyn std::error::Error>> {
-    if let Some(parent) = target.path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
+    if let Some(parent) = target
+        .path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| format!("{}: {error}", parent.display()))?;
     }
     let mut partial_name = target.path.file_name().unwrap_or_default().to_os_string();
     partial_name.push(".flashpipe-partial");
