@@ -42,9 +42,11 @@ pub type CliResult = Result<(), Box<dyn std::error::Error>>;
 /// `flashpipe mkfs`.
 #[derive(Debug, clap::Args)]
 pub struct MkfsArgs {
-    /// Devices, comma-separated: file paths (relative to the store file's folder), `ram:SIZE`,
-    /// and `flash:PRESET:IMAGE` (emulated NAND flash of a preset, minflash or tlc, under the
-    /// host FTL, kept in the sparse file IMAGE).
+    /// Devices, comma-separated: file paths, `ram:SIZE`, and `flash:PRESET:IMAGE` (emulated
+    /// NAND flash of a preset, minflash, rad or tlc or a preset file, under the host FTL,
+    /// kept in the sparse file IMAGE; `flashpipe sim presets` lists them). Paths are
+    /// relative to the working directory; the store file records them relative to its own
+    /// folder when they lie inside it, absolute otherwise.
     #[arg(long, required = true)]
     pub devices: String,
     /// Flash devices: share of the usable pages the FTL holds back (0.1 = 10%).
@@ -404,6 +406,7 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
     let stripe_unit_bytes = parse_size_bytes(&arguments.stripe_unit)?;
     check_stripe_unit(stripe_unit_bytes)?;
     let mut devices = parse_device_list(&arguments.devices, size_bytes)?;
+    record_paths_for_store_file(&mut devices, &arguments.store)?;
     apply_flash_options(arguments, &mut devices)?;
     Ok(StoreConfig {
         store_file_version: STORE_FILE_VERSION,
@@ -412,6 +415,59 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
         queue_depth: arguments.queue_depth,
         devices,
     })
+}
+
+/// Rewrites the device paths given on the command line (relative to the working
+/// directory, as every Unix tool reads paths) into what the store file records, which
+/// reads its paths relative to its own folder: a path inside that folder becomes relative
+/// to it (the store and its devices can move together), any other becomes absolute.
+fn record_paths_for_store_file(devices: &mut [DeviceSpec], store: &Path) -> CliResult {
+    let working_directory = std::env::current_dir()
+        .map_err(|error| format!("the working directory cannot be read: {error}"))?;
+    let absolute_store = lexically_normal(&working_directory.join(store));
+    let store_folder = absolute_store
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .to_path_buf();
+    let record = |path: &Path| {
+        let absolute = lexically_normal(&working_directory.join(path));
+        match absolute.strip_prefix(&store_folder) {
+            Ok(inside) if !inside.as_os_str().is_empty() => inside.to_path_buf(),
+            _ => absolute,
+        }
+    };
+    for device in devices.iter_mut() {
+        match device {
+            DeviceSpec::File { path, .. } => *path = record(path),
+            DeviceSpec::Flash(spec) => {
+                if let Some(path) = spec.path.as_mut() {
+                    *path = record(path);
+                }
+                if !flashpipe_flash::config::PRESET_NAMES.contains(&spec.preset.as_str()) {
+                    spec.preset = record(Path::new(&spec.preset)).display().to_string();
+                }
+            }
+            DeviceSpec::Ram { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// `path` (absolute) with `.` dropped and each `..` taking off the component before it,
+/// without touching the file system (the devices may not exist yet).
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other.as_os_str()),
+        }
+    }
+    normal
 }
 
 /// Applies `--flash-*` to every flash device; refuses them when there is none, so a

@@ -258,3 +258,38 @@ fn sim_presets_lists_every_preset_with_its_source() {
     let json: Value = serde_json::from_str(&succeed(&["sim", "presets", "--json"])).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn mkfs_reads_device_paths_relative_to_the_working_directory() {
+    let folder = fresh_folder("shell-mkfs-paths");
+    std::fs::create_dir_all(folder.join("s7")).unwrap();
+    std::fs::create_dir_all(folder.join("elsewhere")).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args([
+            "mkfs",
+            "--devices",
+            "s7/a.img,elsewhere/b.img",
+            "--size",
+            "8MiB",
+            "s7/st.toml",
+        ])
+        .current_dir(&folder)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert!(folder.join("s7").join("a.img").exists());
+    assert!(folder.join("elsewhere").join("b.img").exists());
+    assert!(!folder.join("s7").join("s7").exists());
+    let recorded = std::fs::read_to_string(folder.join("s7").join("st.toml")).unwrap();
+    assert!(recorded.contains("\"a.img\""), "{recorded}");
+    assert!(
+        recorded.contains(text(&folder.join("elsewhere").join("b.img"))),
+        "{recorded}"
+    );
+    // The store file is read from anywhere: its paths are relative to itself.
+    let store = folder.join("s7").join("st.toml");
+    std::fs::write(folder.join("f.txt"), b"f\n").unwrap();
+    succeed(&["put", text(&store), text(&folder.join("f.txt"))]);
+    assert_eq!(succeed(&["cat", text(&store), "f.txt"]), "f\n");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
