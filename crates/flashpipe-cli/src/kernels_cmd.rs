@@ -545,11 +545,11 @@ fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
         );
     } else {
         for result in &results {
-            println!(
-                "{}: {}",
-                result["file"].as_str().unwrap_or_default(),
-                result["summary"]
-            );
+            let file = result["file"].as_str().unwrap_or_default();
+            match result["summary"]["hex"].as_str() {
+                Some(hex) => println!("{hex}  {file}"),
+                None => println!("{file}: {}", result["summary"]),
+            }
         }
     }
     Ok(())

@@ -642,6 +642,7 @@ fn open_store(
 
 /// Runs `put`: every file in one transaction (see `transfer`).
 pub fn run_put(arguments: PutArgs) -> CliResult {
+    let started = std::time::Instant::now();
     let sources = transfer::plan_put_with_special(
         &arguments.paths,
         arguments.name.as_deref(),
@@ -652,7 +653,8 @@ pub fn run_put(arguments: PutArgs) -> CliResult {
     let result =
         transfer::put_files_atomically(&mut client, &*store.clock, &sources, arguments.force);
     drop(client);
-    let report = store.finish(result)?;
+    let mut report = store.finish(result)?;
+    report.wall_seconds = started.elapsed().as_secs_f64();
     transfer::print_transfer_report("stored", &report, arguments.store.json);
     Ok(())
 }
@@ -660,6 +662,7 @@ pub fn run_put(arguments: PutArgs) -> CliResult {
 /// Runs `get`: one file, the files matching a pattern, or with -r every file under a
 /// prefix (see [`GetArgs`] for where each lands).
 pub fn run_get(arguments: GetArgs) -> CliResult {
+    let started = std::time::Instant::now();
     let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(16);
     let to_stdout = arguments.destination == Path::new("-");
@@ -676,7 +679,8 @@ pub fn run_get(arguments: GetArgs) -> CliResult {
         }
     });
     drop(client);
-    let report = store.finish(result)?;
+    let mut report = store.finish(result)?;
+    report.wall_seconds = started.elapsed().as_secs_f64();
     if !to_stdout {
         transfer::print_transfer_report("fetched", &report, arguments.store.json);
     }

@@ -43,7 +43,8 @@ pub struct TransferReport {
     /// Seconds on the store's clock: wall time on real devices, the model's virtual
     /// time on emulated flash (the simulator's own speed is not the device's).
     pub seconds: f64,
-    /// Seconds of wall time the transfer took in this process.
+    /// Seconds of wall time: the transfer's, or the whole command's (opening, mounting
+    /// and committing included) once the command sets it.
     pub wall_seconds: f64,
     /// Whether `seconds` is simulated (emulated flash) rather than wall time.
     pub device_time_is_simulated: bool,
@@ -502,7 +503,7 @@ pub fn print_transfer_report(verb: &str, report: &TransferReport, as_json: bool)
         return;
     }
     let wall = format!(
-        "{:.3} s wall ({}/s)",
+        "{:.3} s wall for the whole command ({}/s)",
         report.wall_seconds,
         HumanBytes(per_second(report.wall_seconds) as u64)
     );
