@@ -710,12 +710,12 @@ fn plan_get(
     let mut targets = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for name in names {
-        let components = local_components(&name)?;
         let path = if arguments.recursive {
-            components
+            local_components(&name)?
                 .iter()
                 .fold(destination.clone(), |path, part| path.join(part))
         } else if several || destination.is_dir() {
+            let components = local_components(&name)?;
             destination.join(components.last().expect("a name has a component"))
         } else {
             destination.clone()
@@ -1212,5 +1212,27 @@ fn print_fsck_report(report: &flashpipe_fs::FsckReport) {
             report.file_count,
             report.commit_sequence.unwrap_or(0)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_names_become_safe_local_components() {
+        assert_eq!(local_components("a:b:c").unwrap(), ["a", "b", "c"]);
+        for unsafe_name in ["a::b", "a:..:b", ":a", "a:.", "a/b:c", "..", "a:"] {
+            assert!(local_components(unsafe_name).is_err(), "{unsafe_name}");
+        }
+    }
+
+    #[test]
+    fn device_paths_normalize_without_the_file_system() {
+        assert_eq!(
+            lexically_normal(Path::new("/w/s7/./../s7/a.img")),
+            Path::new("/w/s7/a.img")
+        );
+        assert_eq!(lexically_normal(Path::new("/../x")), Path::new("/x"));
     }
 }
