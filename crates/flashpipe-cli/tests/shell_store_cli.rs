@@ -293,3 +293,42 @@ fn mkfs_reads_device_paths_relative_to_the_working_directory() {
     assert_eq!(succeed(&["cat", text(&store), "f.txt"]), "f\n");
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+#[test]
+fn train_langid_takes_all_the_data_and_json() {
+    let udhr = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/udhr");
+    if !udhr.is_dir() {
+        eprintln!("SKIPPED: UDHR corpus absent at {}", udhr.display());
+        return;
+    }
+    let folder = fresh_folder("shell-train-all");
+    let profiles = folder.join("profiles.bin");
+    let report: Value = serde_json::from_str(&succeed(&[
+        "kernels",
+        "train-langid",
+        "--udhr",
+        text(&udhr),
+        "--max-languages",
+        "3",
+        "--train-fraction",
+        "1.0",
+        "--out",
+        text(&profiles),
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(report["languages"], 3);
+    assert!(profiles.exists());
+    check_fails(
+        &[
+            "kernels",
+            "eval-langid",
+            "--udhr",
+            text(&udhr),
+            "--train-fraction",
+            "1",
+        ],
+        "held out",
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+}
