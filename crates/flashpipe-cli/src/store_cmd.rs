@@ -1069,8 +1069,13 @@ pub fn run_cp(arguments: CpArgs) -> CliResult {
                    "elapsed_ns": elapsed_ns})
         );
     } else {
+        let clock_name = if clock.is_virtual() {
+            "simulated device time"
+        } else {
+            "wall time"
+        };
         println!(
-            "copied {} to {}: {} blocks by reference, {} by bytes, {:.3} ms (store clock)",
+            "copied {} to {}: {} blocks by reference, {} by bytes, {:.3} ms of {clock_name}",
             arguments.from,
             arguments.to,
             report.blocks_by_reference,
