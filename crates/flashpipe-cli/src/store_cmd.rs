@@ -796,8 +796,9 @@ enum FolderRule {
 }
 
 /// The store files `arguments` name, in order, each once: a pattern stands for the files
-/// it matches (none is an error naming it), a name of a file for that file, and a prefix
-/// for the files under it when `folders` allows.
+/// it matches (none is an error naming it, unless a file has the pattern's very name: then
+/// that file), a name of a file for that file, and a prefix for the files under it when
+/// `folders` allows.
 fn resolve_names(
     client: &mut EngineClient,
     arguments: &[String],
@@ -826,6 +827,10 @@ fn resolve_names(
                 .cloned()
                 .collect();
             if matching.is_empty() {
+                if transfer::file_exists(client, argument)? {
+                    resolved.push(argument.clone());
+                    continue;
+                }
                 return Err(format!("pattern {argument:?} matches no file in the store").into());
             }
             resolved.extend(matching);
