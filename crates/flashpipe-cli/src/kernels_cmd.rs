@@ -108,7 +108,8 @@ struct CorpusArgs {
     /// Use only the first N languages of the index.
     #[arg(long)]
     max_languages: Option<usize>,
-    /// Fraction of each translation's paragraphs used for training.
+    /// Fraction of each translation's paragraphs used for training (above 0, at most 1;
+    /// 1 trains on every paragraph and leaves nothing for eval-langid to hold out).
     #[arg(long, default_value_t = 0.7)]
     train_fraction: f64,
     /// Longest n-gram (1 to 4).
@@ -121,9 +122,9 @@ struct CorpusArgs {
 
 impl CorpusArgs {
     fn selection(&self) -> Result<CorpusSelection, KernelsCommandError> {
-        if !(self.train_fraction > 0.0 && self.train_fraction < 1.0) {
+        if !(self.train_fraction > 0.0 && self.train_fraction <= 1.0) {
             return Err(KernelsCommandError::BadArgument(format!(
-                "--train-fraction {} must be strictly between 0 and 1",
+                "--train-fraction {} must be above 0 and at most 1 (1 trains on every paragraph)",
                 self.train_fraction
             )));
         }
@@ -161,6 +162,9 @@ struct TrainLangidArgs {
     /// Where to write the profile file.
     #[arg(long)]
     out: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -182,10 +186,10 @@ struct EvalLangidArgs {
 struct RunArgs {
     /// Kernel name (see `flashpipe kernels`).
     kernel: String,
-    /// Input files.
+    /// Kernel options as `key=value` (as in `flashpipe run`), then the input files.
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Kernel option as key=value (repeatable).
+    /// Kernel option as key=value (repeatable; the same as a `key=value` argument).
     #[arg(short = 'o', long = "option")]
     options: Vec<String>,
     /// Folder for transformed outputs (one file per input, same name); required for stream kernels.
@@ -254,9 +258,21 @@ fn load_corpus(
 fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> {
     let settings = arguments.corpus.training_settings()?;
     let documents = load_corpus(&arguments.corpus)?;
-    let model = train(&training_samples(&documents), settings);
+    let model = train(
+        &samples_for_fraction(&documents, arguments.corpus.train_fraction),
+        settings,
+    );
     save_profile(&model, &arguments.out)?;
     let size_bytes = std::fs::metadata(&arguments.out).map_or(0, |metadata| metadata.len());
+    if arguments.json {
+        println!(
+            "{}",
+            serde_json::json!({"languages": model.languages.len(), "translations": documents.len(),
+                               "ngrams": model.feature_count(), "postings": model.posting_count(),
+                               "profile": arguments.out, "profile_bytes": size_bytes})
+        );
+        return Ok(());
+    }
     println!(
         "trained {} languages from {} translations: {} n-grams, {} postings; wrote {} ({} bytes)",
         model.languages.len(),
@@ -269,7 +285,28 @@ fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> 
     Ok(())
 }
 
+/// The training samples: each translation's training part, and at a fraction of 1 its
+/// whole text (the corpus split always holds one paragraph back for evaluation).
+fn samples_for_fraction(
+    documents: &[flashpipe_kernels::langid::udhr::UdhrDocument],
+    train_fraction: f64,
+) -> Vec<(String, Vec<u8>)> {
+    let mut samples = training_samples(documents);
+    if train_fraction >= 1.0 {
+        for (sample, document) in samples.iter_mut().zip(documents) {
+            sample.1.push(b'\n');
+            sample.1.extend_from_slice(&document.test_text);
+        }
+    }
+    samples
+}
+
 fn eval_langid(arguments: &EvalLangidArgs) -> Result<(), KernelsCommandError> {
+    if arguments.corpus.train_fraction >= 1.0 && arguments.profiles.is_none() {
+        return Err(KernelsCommandError::BadArgument(
+            "--train-fraction 1 leaves nothing held out to evaluate on; give a fraction below 1 (train on everything with train-langid)".into(),
+        ));
+    }
     if let Some(piece) = arguments
         .pieces
         .iter()
@@ -434,8 +471,29 @@ fn read_file(path: &Path) -> Result<Vec<u8>, KernelsCommandError> {
     })
 }
 
+/// Splits the `key=value` arguments (kernel options, as in `flashpipe run`) from the
+/// input files, and adds the `-o` options.
+fn options_and_inputs(arguments: &RunArgs) -> (Vec<String>, Vec<PathBuf>) {
+    let (options, files): (Vec<&PathBuf>, Vec<&PathBuf>) = arguments
+        .files
+        .iter()
+        .partition(|path| path.to_str().is_some_and(|text| text.contains('=')));
+    let mut options: Vec<String> = options
+        .iter()
+        .filter_map(|path| path.to_str().map(str::to_string))
+        .collect();
+    options.extend(arguments.options.iter().cloned());
+    (options, files.into_iter().cloned().collect())
+}
+
 fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
-    let kernel = build_kernel(&arguments.kernel, &arguments.options)?;
+    let (options, files) = options_and_inputs(arguments);
+    if files.is_empty() {
+        return Err(KernelsCommandError::BadArgument(
+            "no input files given (arguments with '=' are kernel options)".into(),
+        ));
+    }
+    let kernel = build_kernel(&arguments.kernel, &options)?;
     let is_stream = kernel.output_kind() == flashpipe_kernels::api::OutputKind::TransformedStream;
     if is_stream && arguments.out_dir.is_none() {
         return Err(KernelsCommandError::BadArgument(format!(
@@ -449,8 +507,7 @@ fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
             arguments.chunk
         )));
     }
-    let inputs = arguments
-        .files
+    let inputs = files
         .iter()
         .map(|path| Ok((path, read_input_file(path)?)))
         .collect::<Result<Vec<_>, KernelsCommandError>>()?;
@@ -488,11 +545,11 @@ fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
         );
     } else {
         for result in &results {
-            println!(
-                "{}: {}",
-                result["file"].as_str().unwrap_or_default(),
-                result["summary"]
-            );
+            let file = result["file"].as_str().unwrap_or_default();
+            match result["summary"]["hex"].as_str() {
+                Some(hex) => println!("{hex}  {file}"),
+                None => println!("{file}: {}", result["summary"]),
+            }
         }
     }
     Ok(())

@@ -35,23 +35,24 @@ enum Command {
     Kernels(kernels_cmd::KernelsArgs),
     /// Run a kernel next to the data: a pipeline inside the store's engine.
     Run(run_cmd::RunArgs),
-    /// The NAND flash array model: speed, synthetic jobs, trace replay, reproductions.
+    /// The NAND flash array model: presets, speed, synthetic jobs, trace replay, reproductions.
     #[command(subcommand)]
-    Sim(flashpipe_bench::sim::SimCommand),
+    Sim(SimCommandLine),
     /// Create a store: its devices, its file system and its store file.
     Mkfs(store_cmd::MkfsArgs),
     /// Copy local files or folders into a store.
     Put(store_cmd::PutArgs),
-    /// Copy a file out of a store.
+    /// Copy files out of a store: one, a pattern's matches, or a prefix with -r.
     Get(store_cmd::GetArgs),
-    /// Print files of a store to standard output.
+    /// Print files of a store to standard output (names or patterns).
     Cat(store_cmd::NamesArgs),
-    /// List the files of a store (all, or the named ones).
-    Ls(store_cmd::NamesArgs),
+    /// List the files of a store (all, or those named, under a prefix, or matching a
+    /// pattern); the summary line goes to standard error.
+    Ls(store_cmd::LsArgs),
     /// Show facts about files of a store.
     Stat(store_cmd::NamesArgs),
-    /// Delete files from a store.
-    Rm(store_cmd::NamesArgs),
+    /// Delete files from a store (names, patterns, or prefixes with -r), in one commit.
+    Rm(store_cmd::RmArgs),
     /// Rename a file of a store.
     Mv(store_cmd::MvArgs),
     /// Copy a file inside a store: by reference (remapped, no data moved) on emulated
@@ -70,6 +71,37 @@ enum Command {
     Man(shell_cmd::ManArgs),
 }
 
+/// `flashpipe sim`: the model's commands, and `presets`.
+#[derive(Debug, Subcommand)]
+enum SimCommandLine {
+    /// List the shipped flash presets (for --preset and `flash:PRESET:IMAGE`) with the
+    /// sources of their numbers.
+    Presets(PresetsArgs),
+    #[command(flatten)]
+    Model(flashpipe_bench::sim::SimCommand),
+}
+
+/// `flashpipe sim presets`.
+#[derive(Debug, clap::Args)]
+struct PresetsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `flashpipe sim presets`: one line per preset, `NAME  SOURCE`.
+fn list_presets(arguments: &PresetsArgs) -> store_cmd::CliResult {
+    let listings = flashpipe_flash::config::preset_listings();
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&listings)?);
+        return Ok(());
+    }
+    for listing in listings {
+        println!("{:<10} {}", listing.name, listing.source);
+    }
+    Ok(())
+}
+
 /// Restores the default action of SIGPIPE (Rust ignores it), so a write to a closed pipe
 /// (`flashpipe ls store.toml | head -2`) ends the process quietly as coreutils do,
 /// instead of a "Broken pipe" panic.
@@ -81,15 +113,68 @@ fn die_quietly_on_closed_pipes() {
     }
 }
 
+/// Whether the command line asks for JSON (`--json` before any `--`): then errors are
+/// printed as one JSON object on standard error too.
+fn json_requested() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|argument| argument != "--")
+        .any(|argument| argument == "--json")
+}
+
+/// A short, stable name for the kind of an error, for JSON error objects.
+fn error_kind(error: &(dyn std::error::Error + 'static)) -> &'static str {
+    if error.is::<std::io::Error>() {
+        "io"
+    } else if error.is::<flashpipe_engine::EngineError>() {
+        "store"
+    } else if error.is::<flashpipe_engine::store_config::StoreConfigError>() {
+        "store_file"
+    } else if error.is::<kernels_cmd::KernelsCommandError>()
+        || error.is::<flashpipe_kernels::error::OptionsError>()
+    {
+        "kernel"
+    } else {
+        "command"
+    }
+}
+
+/// Prints an error: one line of text, or with `--json` one object
+/// `{"error": MESSAGE, "kind": KIND}` on standard error.
+fn report_error(message: &str, kind: &str, as_json: bool) {
+    if as_json {
+        eprintln!("{}", serde_json::json!({"error": message, "kind": kind}));
+    } else {
+        eprintln!("flashpipe: error: {message}");
+    }
+}
+
+/// A clap error's message without its `error: ` label and usage lines, on one line.
+fn usage_error_text(error: &clap::Error) -> String {
+    let rendered = error.render().to_string();
+    let message = rendered.split("\n\nUsage:").next().unwrap_or(&rendered);
+    let message = message.trim_start_matches("error: ");
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn main() -> ExitCode {
     die_quietly_on_closed_pipes();
-    let cli = Cli::parse();
+    let as_json = json_requested();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if as_json && error.use_stderr() => {
+            report_error(&usage_error_text(&error), "usage", true);
+            return ExitCode::from(2);
+        }
+        Err(error) => error.exit(),
+    };
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
         Command::Demo(arguments) => demo::run(arguments),
         Command::Kernels(arguments) => kernels_cmd::run(arguments),
         Command::Run(arguments) => run_cmd::run(arguments),
-        Command::Sim(command) => flashpipe_bench::sim::run(command),
+        Command::Sim(SimCommandLine::Presets(arguments)) => list_presets(&arguments),
+        Command::Sim(SimCommandLine::Model(command)) => flashpipe_bench::sim::run(command),
         Command::Mkfs(arguments) => store_cmd::run_mkfs(arguments),
         Command::Put(arguments) => store_cmd::run_put(arguments),
         Command::Get(arguments) => store_cmd::run_get(arguments),
@@ -108,7 +193,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("flashpipe: error: {error:#}");
+            report_error(&format!("{error:#}"), error_kind(&*error), as_json);
             ExitCode::FAILURE
         }
     }

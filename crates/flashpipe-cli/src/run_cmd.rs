@@ -1,9 +1,12 @@
 //! `flashpipe run STORE.toml KERNEL [key=value ...] FILES... [--output NAME] [--json]`: runs a
 //! kernel next to the data, as a pipeline inside the store's engine (crates/flashpipe-pipeline),
-//! and prints each file's result and which pipeline stage set the pace.
+//! and prints each file's result on standard output; the totals and the stage table (which
+//! pipeline stage set the pace) go to standard error. Digests (`sha256`, `crc32c`) print as
+//! `HASH  NAME`, the format `sha256sum --check` reads.
 //!
-//! Arguments after the kernel that contain `=` are the kernel's options; the others are input
-//! files in the store. A kernel that transforms its input (ciphers, Sobel, sort) writes one store
+//! Kernel options are spelled as in `kernels run`: `key=value` arguments after the kernel,
+//! or `-o key=value`, in any mix; the other arguments are input files in the store, or
+//! patterns (`*`, `?`, `[...]`) standing for the files they match. A kernel that transforms its input (ciphers, Sobel, sort) writes one store
 //! file per input: `--output NAME` for a single input, `NAME-<input>` for several, and
 //! `<input>.<kernel>` when `--output` is not given.
 //!
@@ -33,9 +36,13 @@ pub struct RunArgs {
     pub store: PathBuf,
     /// The kernel (see `flashpipe kernels`).
     pub kernel: String,
-    /// The kernel's `key=value` options, then the input files in the store.
+    /// The kernel's `key=value` options, then the input files in the store (names or
+    /// patterns such as 'lid:*', matched against whole names).
     #[arg(required = true, num_args = 1..)]
     pub arguments: Vec<String>,
+    /// A kernel option as key=value (repeatable; the same as a `key=value` argument).
+    #[arg(short = 'o', long = "option")]
+    pub options: Vec<String>,
     /// Store file for the transformed output (a prefix `NAME-<input>` with several inputs).
     #[arg(long)]
     pub output: Option<String>,
@@ -84,32 +91,59 @@ impl PipelineStore {
 pub fn run(arguments: RunArgs) -> CliResult {
     check_thread_options(&arguments)?;
     let spec = find_kernel(&arguments.kernel)?;
-    let (options, files) = split_arguments(&arguments.arguments);
-    if files.is_empty() {
+    let (mut options, patterns) = split_arguments(&arguments.arguments);
+    options.extend(arguments.options.iter().cloned());
+    if patterns.is_empty() {
         return Err("no input files given (arguments with '=' are kernel options)".into());
     }
     let kernel = spec.build(&options)?;
-    let output = output_target(&arguments, kernel.as_ref(), &files)?;
-    let staged = StagedOutputs::new(&output);
     let wait = if arguments.wait {
         LockWait::Wait
     } else {
         LockWait::Fail
     };
+    let started = std::time::Instant::now();
     let store = PipelineStore::open_with(&arguments.store, StoreAccess::ReadWrite, wait)?;
+    let device_time_is_simulated = store.clock.is_virtual();
+    let result = resolve_inputs(&store, &patterns)
+        .and_then(|files| run_resolved(&store, &arguments, kernel, &files));
+    let result = store.finish(result)?;
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print_result(
+            &result,
+            device_time_is_simulated,
+            started.elapsed().as_secs_f64(),
+        );
+    }
+    Ok(())
+}
+
+/// The input files the names and patterns given stand for.
+fn resolve_inputs(
+    store: &PipelineStore,
+    patterns: &[String],
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let mut client = store.client(4);
+    crate::store_cmd::resolve_input_names(&mut client, patterns)
+}
+
+/// Runs the job over resolved input files.
+fn run_resolved(
+    store: &PipelineStore,
+    arguments: &RunArgs,
+    kernel: Arc<dyn Kernel>,
+    files: &[String],
+) -> Result<PipelineResult, Box<dyn std::error::Error>> {
+    let output = output_target(arguments, kernel.as_ref(), files)?;
+    let staged = StagedOutputs::new(&output);
     let mut config = PipelineConfig::for_engine(&store.engine_config, staged.pipeline_target());
     config.reader_count = arguments.readers;
     if let Some(workers) = arguments.workers {
         config.worker_count = workers;
     }
-    let result = run_staged(&store, kernel, &files, &config, &staged, arguments.force);
-    let result = store.finish(result)?;
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print_result(&result);
-    }
-    Ok(())
+    run_staged(store, kernel, files, &config, &staged, arguments.force)
 }
 
 /// The output files of a job: their names, and the temporary names the pipeline writes
@@ -280,8 +314,14 @@ fn output_target(
     Ok(OutputTarget::StoreFiles(names))
 }
 
-fn print_result(result: &PipelineResult) {
+/// Prints each file's result on standard output (digests as `HASH  NAME`, the format
+/// `sha256sum --check` reads), the totals and the stage table on standard error.
+fn print_result(result: &PipelineResult, device_time_is_simulated: bool, wall_seconds: f64) {
     for file in &result.files {
+        if let Summary::Digest { hex, .. } = &file.summary {
+            println!("{hex}  {}", file.name);
+            continue;
+        }
         println!(
             "{}  ({})  {}",
             file.name,
@@ -293,21 +333,27 @@ fn print_result(result: &PipelineResult) {
         }
     }
     let report = &result.report;
-    println!(
-        "{} over {} files, {} in {:.3} s: {:.1} MiB/s; slowest stage: {}",
+    let clock = if device_time_is_simulated {
+        "simulated device time"
+    } else {
+        "store clock"
+    };
+    eprintln!(
+        "{} over {} files, {} in {:.3} s of {clock}: {:.1} MiB/s ({:.3} s wall for the whole command); slowest stage: {}",
         report.kernel,
         report.file_count,
         HumanBytes(report.input_bytes),
         report.elapsed_seconds,
         report.input_bytes_per_second / 1048576.0,
+        wall_seconds,
         report.slowest_stage
     );
-    println!(
+    eprintln!(
         "{:<8} {:>7} {:>9} {:>12} {:>10} {:>12}",
         "stage", "threads", "items", "busy s", "blocked s", "cap MiB/s"
     );
     for stage in &report.stages {
-        println!(
+        eprintln!(
             "{:<8} {:>7} {:>9} {:>12.3} {:>10.3} {:>12.1}",
             stage.stage,
             stage.thread_count,

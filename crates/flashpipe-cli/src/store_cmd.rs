@@ -12,6 +12,7 @@
 //! it commits with one flush at its end when it succeeded, and a command that fails closes
 //! the store without committing, so the store keeps its last commit.
 
+pub mod glob;
 mod probe;
 mod transfer;
 
@@ -41,9 +42,11 @@ pub type CliResult = Result<(), Box<dyn std::error::Error>>;
 /// `flashpipe mkfs`.
 #[derive(Debug, clap::Args)]
 pub struct MkfsArgs {
-    /// Devices, comma-separated: file paths (relative to the store file's folder), `ram:SIZE`,
-    /// and `flash:PRESET:IMAGE` (emulated NAND flash of a preset, minflash or tlc, under the
-    /// host FTL, kept in the sparse file IMAGE).
+    /// Devices, comma-separated: file paths, `ram:SIZE`, and `flash:PRESET:IMAGE` (emulated
+    /// NAND flash of a preset, minflash, rad or tlc or a preset file, under the host FTL,
+    /// kept in the sparse file IMAGE; `flashpipe sim presets` lists them). Paths are
+    /// relative to the working directory; the store file records them relative to its own
+    /// folder when they lie inside it, absolute otherwise.
     #[arg(long, required = true)]
     pub devices: String,
     /// Flash devices: share of the usable pages the FTL holds back (0.1 = 10%).
@@ -107,11 +110,12 @@ impl StoreArgs {
 pub struct PutArgs {
     #[command(flatten)]
     pub store: StoreArgs,
-    /// Files or folders to store. A folder's files are named by their path inside it,
-    /// with `:` between folder names (`sub:file.txt`).
+    /// Files or folders to store. A folder keeps its own name as the prefix of its files'
+    /// names, with `:` between folder names (`photos/sub/x.txt` -> `photos:sub:x.txt`).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Name in the store: the file's name for one file, a prefix (`NAME:`) for folders.
+    /// Name in the store: the file's name for one file, the prefix replacing a folder's
+    /// name (`NAME:sub:x.txt`) for folders.
     #[arg(long = "as")]
     pub name: Option<String>,
     /// Replace files that exist in the store already; the old file stays whole until the
@@ -129,19 +133,64 @@ pub struct PutArgs {
 pub struct GetArgs {
     #[command(flatten)]
     pub store: StoreArgs,
-    /// The file in the store.
+    /// The file in the store; or a pattern (`*`, `?`, `[...]`, matched against whole
+    /// names); or with -r a prefix (`photos` fetches every `photos:...`).
     pub name: String,
-    /// Where to write it: a file path, an existing folder, or `-` for standard output.
+    /// Where to write: a file path, an existing folder (the file keeps the last
+    /// `:`-component of its name: `get s.toml a:b.txt out/` writes `out/b.txt`), or `-`
+    /// for standard output. With -r a folder (created if missing) where `a:b:c` becomes
+    /// `DEST/a/b/c`; with a pattern an existing folder.
     pub destination: PathBuf,
+    /// Fetch every file under the prefix NAME (or matching the pattern), recreating
+    /// folders from the `:`-components of the names.
+    #[arg(short, long)]
+    pub recursive: bool,
 }
 
-/// Commands taking a store and names: `cat`, `stat`, `rm`, `ls`.
+/// Commands taking a store and names: `cat`, `stat`.
 #[derive(Debug, clap::Args)]
 pub struct NamesArgs {
     #[command(flatten)]
     pub store: StoreArgs,
-    /// File names in the store.
+    /// File names in the store, or patterns (`*`, `?`, `[...]`, matched against whole
+    /// names; `:` is an ordinary character). A pattern matching nothing is an error.
     pub names: Vec<String>,
+}
+
+/// `flashpipe rm`.
+#[derive(Debug, clap::Args)]
+pub struct RmArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// File names in the store, or patterns (`*`, `?`, `[...]`, matched against whole
+    /// names); with -r also prefixes (`photos` removes every `photos:...`).
+    pub names: Vec<String>,
+    /// Remove every file under each prefix given, all in one commit.
+    #[arg(short, long)]
+    pub recursive: bool,
+}
+
+/// `flashpipe ls`.
+#[derive(Debug, clap::Args)]
+#[command(disable_help_flag = true)]
+pub struct LsArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Names, prefixes (`photos` lists every `photos:...`) or patterns (`*`, `?`,
+    /// `[...]`, matched against whole names). None: every file.
+    pub names: Vec<String>,
+    /// One name a line, nothing else.
+    #[arg(short = '1')]
+    pub one_per_line: bool,
+    /// Long listing: size, blocks, file id, modification time (store clock), name.
+    #[arg(short = 'l')]
+    pub long: bool,
+    /// Sizes in human units (KiB, MiB, ...).
+    #[arg(short = 'h', long = "human-readable")]
+    pub human: bool,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
 }
 
 /// `flashpipe mv`.
@@ -357,6 +406,7 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
     let stripe_unit_bytes = parse_size_bytes(&arguments.stripe_unit)?;
     check_stripe_unit(stripe_unit_bytes)?;
     let mut devices = parse_device_list(&arguments.devices, size_bytes)?;
+    record_paths_for_store_file(&mut devices, &arguments.store)?;
     apply_flash_options(arguments, &mut devices)?;
     Ok(StoreConfig {
         store_file_version: STORE_FILE_VERSION,
@@ -365,6 +415,59 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
         queue_depth: arguments.queue_depth,
         devices,
     })
+}
+
+/// Rewrites the device paths given on the command line (relative to the working
+/// directory, as every Unix tool reads paths) into what the store file records, which
+/// reads its paths relative to its own folder: a path inside that folder becomes relative
+/// to it (the store and its devices can move together), any other becomes absolute.
+fn record_paths_for_store_file(devices: &mut [DeviceSpec], store: &Path) -> CliResult {
+    let working_directory = std::env::current_dir()
+        .map_err(|error| format!("the working directory cannot be read: {error}"))?;
+    let absolute_store = lexically_normal(&working_directory.join(store));
+    let store_folder = absolute_store
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .to_path_buf();
+    let record = |path: &Path| {
+        let absolute = lexically_normal(&working_directory.join(path));
+        match absolute.strip_prefix(&store_folder) {
+            Ok(inside) if !inside.as_os_str().is_empty() => inside.to_path_buf(),
+            _ => absolute,
+        }
+    };
+    for device in devices.iter_mut() {
+        match device {
+            DeviceSpec::File { path, .. } => *path = record(path),
+            DeviceSpec::Flash(spec) => {
+                if let Some(path) = spec.path.as_mut() {
+                    *path = record(path);
+                }
+                if !flashpipe_flash::config::PRESET_NAMES.contains(&spec.preset.as_str()) {
+                    spec.preset = record(Path::new(&spec.preset)).display().to_string();
+                }
+            }
+            DeviceSpec::Ram { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// `path` (absolute) with `.` dropped and each `..` taking off the component before it,
+/// without touching the file system (the devices may not exist yet).
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other.as_os_str()),
+        }
+    }
+    normal
 }
 
 /// Applies `--flash-*` to every flash device; refuses them when there is none, so a
@@ -539,6 +642,7 @@ fn open_store(
 
 /// Runs `put`: every file in one transaction (see `transfer`).
 pub fn run_put(arguments: PutArgs) -> CliResult {
+    let started = std::time::Instant::now();
     let sources = transfer::plan_put_with_special(
         &arguments.paths,
         arguments.name.as_deref(),
@@ -549,60 +653,256 @@ pub fn run_put(arguments: PutArgs) -> CliResult {
     let result =
         transfer::put_files_atomically(&mut client, &*store.clock, &sources, arguments.force);
     drop(client);
-    let report = store.finish(result)?;
+    let mut report = store.finish(result)?;
+    report.wall_seconds = started.elapsed().as_secs_f64();
     transfer::print_transfer_report("stored", &report, arguments.store.json);
     Ok(())
 }
 
-/// Runs `get`.
+/// Runs `get`: one file, the files matching a pattern, or with -r every file under a
+/// prefix (see [`GetArgs`] for where each lands).
 pub fn run_get(arguments: GetArgs) -> CliResult {
+    let started = std::time::Instant::now();
     let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(16);
-    let result = transfer::get_file(
-        &mut client,
-        &*store.clock,
-        &arguments.name,
-        &arguments.destination,
-    );
+    let to_stdout = arguments.destination == Path::new("-");
+    let result = plan_get(&mut client, &arguments).and_then(|targets| {
+        if to_stdout {
+            let mut total = transfer::TransferReport::default();
+            for target in &targets {
+                let report = transfer::cat_file(&mut client, &*store.clock, &target.name)?;
+                total.total_bytes += report.total_bytes;
+            }
+            Ok(total)
+        } else {
+            transfer::get_files(&mut client, &*store.clock, &targets)
+        }
+    });
     drop(client);
-    let report = store.finish(result)?;
-    if arguments.destination != Path::new("-") {
+    let mut report = store.finish(result)?;
+    report.wall_seconds = started.elapsed().as_secs_f64();
+    if !to_stdout {
         transfer::print_transfer_report("fetched", &report, arguments.store.json);
     }
     Ok(())
 }
 
-/// Runs `cat`: every named file to standard output, in order.
+/// The local file of every store file `get` fetches, every local name checked first.
+fn plan_get(
+    client: &mut EngineClient,
+    arguments: &GetArgs,
+) -> Result<Vec<transfer::GetTarget>, Box<dyn std::error::Error>> {
+    let folders = if arguments.recursive {
+        FolderRule::Expand
+    } else {
+        FolderRule::Refuse
+    };
+    let names = resolve_names(client, std::slice::from_ref(&arguments.name), folders)?;
+    let destination = &arguments.destination;
+    let several = arguments.recursive || glob::is_pattern(&arguments.name);
+    if several && destination != Path::new("-") && !arguments.recursive && !destination.is_dir() {
+        return Err(format!(
+            "{}: a pattern fetches into an existing folder; this is not one",
+            destination.display()
+        )
+        .into());
+    }
+    let mut targets = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for name in names {
+        let path = if arguments.recursive {
+            local_components(&name)?
+                .iter()
+                .fold(destination.clone(), |path, part| path.join(part))
+        } else if several || destination.is_dir() {
+            let components = local_components(&name)?;
+            destination.join(components.last().expect("a name has a component"))
+        } else {
+            destination.clone()
+        };
+        if destination != Path::new("-") && !seen.insert(path.clone()) {
+            return Err(format!(
+                "two files would both be written to {}; use -r to keep their folders",
+                path.display()
+            )
+            .into());
+        }
+        let size_bytes = stat_file(client, &name)?.size_bytes;
+        targets.push(transfer::GetTarget {
+            name,
+            size_bytes,
+            path,
+        });
+    }
+    Ok(targets)
+}
+
+/// The local path components of a store name (its `:`-separated parts), each checked to
+/// be a plain file or folder name: never empty, `.`, `..`, nor holding `/` or NUL.
+fn local_components(name: &str) -> Result<Vec<&str>, Box<dyn std::error::Error>> {
+    let components: Vec<&str> = name.split(':').collect();
+    for component in &components {
+        if component.is_empty()
+            || *component == "."
+            || *component == ".."
+            || component.contains(['/', '\0'])
+        {
+            return Err(format!(
+                "store name {name:?} cannot be a local path: component {component:?} is empty, `.`, `..` or holds `/`; rename it with `flashpipe mv` or fetch it with `get NAME FILE`"
+            )
+            .into());
+        }
+    }
+    Ok(components)
+}
+
+/// Runs `cat`: every named file (or pattern's matches) to standard output, in order.
 pub fn run_cat(arguments: NamesArgs) -> CliResult {
+    if arguments.store.json {
+        return Err("cat writes the files' raw bytes; --json does not apply (use `stat --json` for facts about them)".into());
+    }
     if arguments.names.is_empty() {
         return Err("cat needs at least one file name".into());
     }
     let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(16);
-    let result = arguments.names.iter().try_for_each(|name| {
-        transfer::get_file(&mut client, &*store.clock, name, Path::new("-")).map(|_| ())
-    });
+    let result =
+        resolve_names(&mut client, &arguments.names, FolderRule::Refuse).and_then(|names| {
+            names.iter().try_for_each(|name| {
+                transfer::cat_file(&mut client, &*store.clock, name).map(|_| ())
+            })
+        });
     drop(client);
     store.finish(result)
 }
 
-/// Runs `ls`: every file, or the named ones.
-pub fn run_ls(arguments: NamesArgs) -> CliResult {
+/// The store files that `run`'s input names and patterns stand for (a prefix is not
+/// expanded: a kernel's inputs are named or matched).
+pub fn resolve_input_names(
+    client: &mut EngineClient,
+    arguments: &[String],
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    resolve_names(client, arguments, FolderRule::Refuse)
+}
+
+/// Whether a name that is no file but a prefix of files (`photos` for `photos:a.jpg`)
+/// stands for those files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FolderRule {
+    /// It does (`ls`, `rm -r`, `get -r`).
+    Expand,
+    /// It does not: the command says so and names -r.
+    Refuse,
+}
+
+/// The store files `arguments` name, in order, each once: a pattern stands for the files
+/// it matches (none is an error naming it, unless a file has the pattern's very name: then
+/// that file), a name of a file for that file, and a prefix for the files under it when
+/// `folders` allows.
+fn resolve_names(
+    client: &mut EngineClient,
+    arguments: &[String],
+    folders: FolderRule,
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let mut all_names: Option<Vec<String>> = None;
+    let mut resolved = Vec::new();
+    for argument in arguments {
+        if !glob::is_pattern(argument) && transfer::file_exists(client, argument)? {
+            resolved.push(argument.clone());
+            continue;
+        }
+        let names = match &all_names {
+            Some(names) => names,
+            None => all_names.insert(
+                list_files(client, &[])?
+                    .into_iter()
+                    .map(|file| file.name)
+                    .collect(),
+            ),
+        };
+        if glob::is_pattern(argument) {
+            let matching: Vec<String> = names
+                .iter()
+                .filter(|name| glob::matches(argument, name))
+                .cloned()
+                .collect();
+            if matching.is_empty() {
+                if transfer::file_exists(client, argument)? {
+                    resolved.push(argument.clone());
+                    continue;
+                }
+                return Err(format!("pattern {argument:?} matches no file in the store").into());
+            }
+            resolved.extend(matching);
+            continue;
+        }
+        let prefix = format!("{}:", argument.trim_end_matches(':'));
+        let under: Vec<String> = names
+            .iter()
+            .filter(|name| name.starts_with(&prefix))
+            .cloned()
+            .collect();
+        if under.is_empty() {
+            stat_file(client, argument)?;
+            return Err(format!("{argument:?}: no such file in the store").into());
+        }
+        if folders == FolderRule::Refuse {
+            return Err(format!(
+                "{argument:?} is no file but the prefix of {} file(s); give -r for all of them",
+                under.len()
+            )
+            .into());
+        }
+        resolved.extend(under);
+    }
+    let mut seen = std::collections::HashSet::new();
+    resolved.retain(|name| seen.insert(name.clone()));
+    Ok(resolved)
+}
+
+/// Runs `ls`: every file, or those the names, prefixes and patterns given stand for.
+/// The listing goes to standard output, the summary line to standard error.
+pub fn run_ls(arguments: LsArgs) -> CliResult {
     let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(4);
-    let files = list_files(&mut client, &arguments.names);
+    let files = if arguments.names.is_empty() {
+        list_files(&mut client, &[])
+    } else {
+        resolve_names(&mut client, &arguments.names, FolderRule::Expand)
+            .and_then(|names| list_files(&mut client, &names))
+    };
     drop(client);
     let files = store.finish(files)?;
     if arguments.store.json {
         let rows: Vec<_> = files.iter().map(file_json).collect();
         println!("{}", serde_json::Value::Array(rows));
-    } else {
-        for file in &files {
-            println!("{:>14}  {}", file.size_bytes, file.name);
-        }
-        let total_bytes: u64 = files.iter().map(|file| file.size_bytes).sum();
-        println!("{} file(s), {}", files.len(), HumanBytes(total_bytes));
+        return Ok(());
     }
+    let size = |bytes: u64| {
+        if arguments.human {
+            HumanBytes(bytes).to_string()
+        } else {
+            bytes.to_string()
+        }
+    };
+    for file in &files {
+        if arguments.one_per_line {
+            println!("{}", file.name);
+        } else if arguments.long {
+            println!(
+                "{:>14} {:>8} {:>8} {:>20}  {}",
+                size(file.size_bytes),
+                file.allocated_blocks,
+                file.file_id.0,
+                file.modified_clock_ns,
+                file.name
+            );
+        } else {
+            println!("{:>14}  {}", size(file.size_bytes), file.name);
+        }
+    }
+    let total_bytes: u64 = files.iter().map(|file| file.size_bytes).sum();
+    eprintln!("{} file(s), {}", files.len(), HumanBytes(total_bytes));
     Ok(())
 }
 
@@ -643,7 +943,8 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
     }
     let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
     let mut client = store.client(4);
-    let files = list_files(&mut client, &arguments.names);
+    let files = resolve_names(&mut client, &arguments.names, FolderRule::Refuse)
+        .and_then(|names| list_files(&mut client, &names));
     drop(client);
     let files = store.finish(files)?;
     if arguments.store.json {
@@ -666,22 +967,30 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
     Ok(())
 }
 
-/// Runs `rm`: checks every name first (each exists, none is named twice), then deletes
-/// them all in one commit; a bad name deletes nothing.
-pub fn run_rm(arguments: NamesArgs) -> CliResult {
+/// Runs `rm`: resolves every name, pattern and (with -r) prefix first (each stands for
+/// at least one file, none is named twice), then deletes them all in one commit; a bad
+/// name deletes nothing.
+pub fn run_rm(arguments: RmArgs) -> CliResult {
     if arguments.names.is_empty() {
         return Err("rm needs at least one file name".into());
     }
     refuse_repeated_names(&arguments.names)?;
+    let folders = if arguments.recursive {
+        FolderRule::Expand
+    } else {
+        FolderRule::Refuse
+    };
     let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
     let mut client = store.client(4);
-    let result = remove_all(&mut client, &arguments.names);
+    let result = resolve_names(&mut client, &arguments.names, folders)
+        .map_err(|error| format!("{error}; nothing removed").into())
+        .and_then(|names| remove_all(&mut client, &names).map(|()| names));
     drop(client);
-    store.finish(result)?;
+    let removed = store.finish(result)?;
     if arguments.store.json {
-        println!("{}", json!({"removed": arguments.names}));
+        println!("{}", json!({"removed": removed}));
     } else {
-        println!("removed {} file(s)", arguments.names.len());
+        eprintln!("removed {} file(s)", removed.len());
     }
     Ok(())
 }
@@ -765,8 +1074,13 @@ pub fn run_cp(arguments: CpArgs) -> CliResult {
                    "elapsed_ns": elapsed_ns})
         );
     } else {
+        let clock_name = if clock.is_virtual() {
+            "simulated device time"
+        } else {
+            "wall time"
+        };
         println!(
-            "copied {} to {}: {} blocks by reference, {} by bytes, {:.3} ms (store clock)",
+            "copied {} to {}: {} blocks by reference, {} by bytes, {:.3} ms of {clock_name}",
             arguments.from,
             arguments.to,
             report.blocks_by_reference,
@@ -908,5 +1222,27 @@ fn print_fsck_report(report: &flashpipe_fs::FsckReport) {
             report.file_count,
             report.commit_sequence.unwrap_or(0)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_names_become_safe_local_components() {
+        assert_eq!(local_components("a:b:c").unwrap(), ["a", "b", "c"]);
+        for unsafe_name in ["a::b", "a:..:b", ":a", "a:.", "a/b:c", "..", "a:"] {
+            assert!(local_components(unsafe_name).is_err(), "{unsafe_name}");
+        }
+    }
+
+    #[test]
+    fn device_paths_normalize_without_the_file_system() {
+        assert_eq!(
+            lexically_normal(Path::new("/w/s7/./../s7/a.img")),
+            Path::new("/w/s7/a.img")
+        );
+        assert_eq!(lexically_normal(Path::new("/../x")), Path::new("/x"));
     }
 }

@@ -36,7 +36,12 @@ fn make_store(folder: &Path) -> (PathBuf, PathBuf) {
     for index in 1..=SMALL_FILE_COUNT {
         std::fs::write(source.join(format!("f{index}")), format!("file {index}\n")).unwrap();
     }
-    succeed(&["put", text(&store), text(&source)]);
+    let paths: Vec<PathBuf> = (1..=SMALL_FILE_COUNT)
+        .map(|index| source.join(format!("f{index}")))
+        .collect();
+    let mut put = vec!["put", text(&store)];
+    put.extend(paths.iter().map(|path| text(path)));
+    succeed(&put);
     std::fs::write(folder.join("extra"), b"the newest file\n").unwrap();
     succeed(&["put", text(&store), text(&folder.join("extra"))]);
     (store, folder.join("a.img"))

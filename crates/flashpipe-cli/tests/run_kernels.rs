@@ -55,7 +55,7 @@ fn run_gives_results_and_clear_errors() {
     assert_eq!(grep["files"][0]["summary"]["matching_line_count"], 2);
     assert!(grep["report"]["slowest_stage"].is_string());
     let sha = succeed(&["run", store, "sha256", "words.txt"]);
-    assert!(sha.contains("slowest stage"), "{sha}");
+    assert!(sha.trim_end().ends_with("  words.txt"), "{sha}");
     succeed(&["run", store, "sobel", "image.png", "--output", "edges.png"]);
     let listing = succeed(&["ls", store]);
     assert!(listing.contains("edges.png"), "{listing}");

@@ -68,25 +68,25 @@ fn files_and_folders_round_trip_through_every_command() {
     assert_eq!(
         listing(&store),
         [
-            ("big.bin".to_string(), 3_000_000),
             ("nothing".to_string(), 0),
-            ("sub:small.txt".to_string(), 12)
+            ("source:big.bin".to_string(), 3_000_000),
+            ("source:sub:small.txt".to_string(), 12)
         ]
     );
 
     let fetched = folder.join("fetched.bin");
-    succeed(&["get", text(&store), "big.bin", text(&fetched)]);
+    succeed(&["get", text(&store), "source:big.bin", text(&fetched)]);
     assert!(std::fs::read(&fetched).unwrap() == big);
     assert_eq!(
-        succeed(&["cat", text(&store), "sub:small.txt", "nothing"]),
+        succeed(&["cat", text(&store), "source:sub:small.txt", "nothing"]),
         "hello flash\n"
     );
 
-    succeed(&["mv", text(&store), "sub:small.txt", "small"]);
+    succeed(&["mv", text(&store), "source:sub:small.txt", "small"]);
     let stat: Value =
         serde_json::from_str(&succeed(&["stat", text(&store), "small", "--json"])).unwrap();
     assert_eq!(stat[0]["size_bytes"], 12);
-    succeed(&["rm", text(&store), "big.bin"]);
+    succeed(&["rm", text(&store), "source:big.bin"]);
     assert_eq!(listing(&store).len(), 2);
 
     let df: Value = serde_json::from_str(&succeed(&["df", text(&store), "--json"])).unwrap();

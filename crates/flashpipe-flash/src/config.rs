@@ -196,6 +196,32 @@ const TLC_TOML: &str = include_str!("../presets/tlc.toml");
 /// The names of the presets shipped with the crate.
 pub const PRESET_NAMES: [&str; 3] = ["minflash", "rad", "tlc"];
 
+/// A shipped preset as `flashpipe sim presets` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PresetListing {
+    /// Its name (`--preset NAME`, `flash:NAME:IMAGE`).
+    pub name: &'static str,
+    /// Where its numbers come from: the comment lines that open its file.
+    pub source: String,
+}
+
+/// Every shipped preset with its source, in [`PRESET_NAMES`] order.
+pub fn preset_listings() -> Vec<PresetListing> {
+    [MINFLASH_TOML, RAD_TOML, TLC_TOML]
+        .iter()
+        .zip(PRESET_NAMES)
+        .map(|(text, name)| PresetListing {
+            name,
+            source: text
+                .lines()
+                .map_while(|line| line.strip_prefix('#'))
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" "),
+        })
+        .collect()
+}
+
 impl FlashConfig {
     /// A shipped preset by name.
     pub fn preset(name: &str) -> Result<FlashConfig, ConfigError> {
@@ -221,8 +247,12 @@ impl FlashConfig {
             path: name_or_path.to_string(),
             detail,
         };
-        let metadata =
-            std::fs::metadata(name_or_path).map_err(|error| unreadable(error.to_string()))?;
+        let metadata = std::fs::metadata(name_or_path).map_err(|error| {
+            unreadable(format!(
+                "{error}; it is no preset either (presets: {}; `flashpipe sim presets` lists them)",
+                PRESET_NAMES.join(", ")
+            ))
+        })?;
         if !metadata.is_file() {
             return Err(unreadable("not a regular file".to_string()));
         }

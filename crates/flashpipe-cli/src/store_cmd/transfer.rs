@@ -43,6 +43,36 @@ pub struct TransferReport {
     /// Seconds on the store's clock: wall time on real devices, the model's virtual
     /// time on emulated flash (the simulator's own speed is not the device's).
     pub seconds: f64,
+    /// Seconds of wall time: the transfer's, or the whole command's (opening, mounting
+    /// and committing included) once the command sets it.
+    pub wall_seconds: f64,
+    /// Whether `seconds` is simulated (emulated flash) rather than wall time.
+    pub device_time_is_simulated: bool,
+}
+
+/// Both clocks at the start of a transfer: the store's (real or simulated) and the wall.
+struct TransferTimer {
+    started_ns: u64,
+    started: std::time::Instant,
+}
+
+impl TransferTimer {
+    fn start(clock: &dyn Clock) -> TransferTimer {
+        TransferTimer {
+            started_ns: clock.now_ns(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn report(&self, clock: &dyn Clock, file_count: usize, total_bytes: u64) -> TransferReport {
+        TransferReport {
+            file_count,
+            total_bytes,
+            seconds: clock.now_ns().saturating_sub(self.started_ns) as f64 / 1e9,
+            wall_seconds: self.started.elapsed().as_secs_f64(),
+            device_time_is_simulated: clock.is_virtual(),
+        }
+    }
 }
 
 /// Lists the files to store, with their names, checking everything first: every path
@@ -68,7 +98,11 @@ pub fn plan_put_with_special(
         let metadata =
             std::fs::metadata(path).map_err(|error| format!("{}: {error}", path.display()))?;
         if metadata.is_dir() {
-            collect_folder(path, path, name, include_special, &mut sources)?;
+            let prefix = match name {
+                Some(name) => name.to_string(),
+                None => folder_name(path)?,
+            };
+            collect_folder(path, path, &prefix, include_special, &mut sources)?;
         } else {
             check_not_special(path, &metadata, include_special)?;
             let file_name = match (name, paths.len()) {
@@ -87,6 +121,21 @@ pub fn plan_put_with_special(
     }
     check_names(&sources)?;
     Ok(sources)
+}
+
+/// The name a folder gives its files' prefix: its own name (`photos/` -> `photos`,
+/// `.` -> the current folder's name), as `cp -r` keeps it.
+fn folder_name(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
+    let absolute =
+        std::fs::canonicalize(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    match absolute.file_name() {
+        Some(_) => local_file_name(&absolute),
+        None => Err(format!(
+            "{}: the root folder has no name to use as a prefix; give one with --as",
+            path.display()
+        )
+        .into()),
+    }
 }
 
 fn local_file_name(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
@@ -134,7 +183,7 @@ fn check_not_special(
 fn collect_folder(
     root: &Path,
     folder: &Path,
-    prefix: Option<&str>,
+    prefix: &str,
     include_special: bool,
     sources: &mut Vec<PutSource>,
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -157,10 +206,7 @@ fn collect_folder(
         let relative_name = parts
             .ok_or_else(|| format!("{}: a path component is not UTF-8", path.display()))?
             .join(":");
-        let name = match prefix {
-            Some(prefix) => format!("{prefix}:{relative_name}"),
-            None => relative_name,
-        };
+        let name = format!("{prefix}:{relative_name}");
         sources.push(PutSource {
             path,
             name,
@@ -188,8 +234,11 @@ fn check_names(sources: &[PutSource]) -> Result<(), Box<dyn std::error::Error>> 
     Ok(())
 }
 
+/// A byte progress bar on standard error; indicatif hides it when standard error is not
+/// a terminal, so pipes and logs see nothing.
 fn progress_bar(total_bytes: u64) -> ProgressBar {
-    let bar = ProgressBar::new(total_bytes);
+    let bar =
+        ProgressBar::with_draw_target(Some(total_bytes), indicatif::ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
             .expect("the template is valid"),
@@ -318,7 +367,7 @@ fn put_files(
     assert_eq!(sources.len(), names.len(), "one store name per source");
     let total_bytes: u64 = sources.iter().map(|source| source.size_bytes).sum();
     let bar = progress_bar(total_bytes);
-    let started_ns = clock.now_ns();
+    let timer = TransferTimer::start(clock);
     let mut done_bytes = 0;
     for (source, name) in sources.iter().zip(names) {
         bar.set_message(source.name.clone());
@@ -336,95 +385,140 @@ fn put_files(
         done_bytes += written;
     }
     bar.finish_and_clear();
-    Ok(TransferReport {
-        file_count: sources.len(),
-        total_bytes: done_bytes,
-        seconds: seconds_since(clock, started_ns),
-    })
+    Ok(timer.report(clock, sources.len(), done_bytes))
 }
 
-/// Fetches `name` into `destination` (a file, an existing folder, or `-` for standard
-/// output). A file destination is written under a temporary name and renamed when
-/// complete, so a failure leaves no partial file.
-pub fn get_file(
+/// Writes file `name` of the store to standard output.
+pub fn cat_file(
     client: &mut EngineClient,
     clock: &dyn Clock,
     name: &str,
-    destination: &Path,
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
-    let started_ns = clock.now_ns();
-    if destination == Path::new("-") {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        let total_bytes = client.read_stream(
-            name,
-            &mut |chunk| out.write_all(chunk),
-            TRANSFER_CHUNK_BYTES as u64,
-            TRANSFER_IN_FLIGHT,
-            &mut |_| {},
-        )?;
-        out.flush()?;
-        return Ok(TransferReport {
-            file_count: 1,
-            total_bytes,
-            seconds: seconds_since(clock, started_ns),
-        });
+    let timer = TransferTimer::start(clock);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let total_bytes = client.read_stream(
+        name,
+        &mut |chunk| out.write_all(chunk),
+        TRANSFER_CHUNK_BYTES as u64,
+        TRANSFER_IN_FLIGHT,
+        &mut |_| {},
+    )?;
+    out.flush()?;
+    Ok(timer.report(clock, 1, total_bytes))
+}
+
+/// One file to fetch: its store name, its size and the local file to write.
+#[derive(Debug, Clone)]
+pub struct GetTarget {
+    /// The file in the store.
+    pub name: String,
+    /// Its size in the store.
+    pub size_bytes: u64,
+    /// The local file written (its folders are created).
+    pub path: PathBuf,
+}
+
+/// Fetches every target, one progress bar over their total size. Each file is written
+/// under a temporary name and renamed when complete, so a failure leaves no partial file
+/// (files fetched before the failure stay).
+pub fn get_files(
+    client: &mut EngineClient,
+    clock: &dyn Clock,
+    targets: &[GetTarget],
+) -> Result<TransferReport, Box<dyn std::error::Error>> {
+    let total_bytes: u64 = targets.iter().map(|target| target.size_bytes).sum();
+    let bar = progress_bar(total_bytes);
+    let timer = TransferTimer::start(clock);
+    let mut done_bytes = 0;
+    let mut result = Ok(());
+    for target in targets {
+        bar.set_message(target.name.clone());
+        match fetch_one(client, target, &bar, done_bytes) {
+            Ok(bytes) => done_bytes += bytes,
+            Err(error) => {
+                result = Err(error);
+                break;
+            }
+        }
     }
-    let target = if destination.is_dir() {
-        destination.join(name)
-    } else {
-        destination.to_path_buf()
-    };
-    let partial = target.with_extension("flashpipe-partial");
+    bar.finish_and_clear();
+    result.map(|()| timer.report(clock, targets.len(), done_bytes))
+}
+
+fn fetch_one(
+    client: &mut EngineClient,
+    target: &GetTarget,
+    bar: &ProgressBar,
+    done_bytes: u64,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    if let Some(parent) = target
+        .path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| format!("{}: {error}", parent.display()))?;
+    }
+    let mut partial_name = target.path.file_name().unwrap_or_default().to_os_string();
+    partial_name.push(".flashpipe-partial");
+    let partial = target.path.with_file_name(partial_name);
     let mut file =
         File::create(&partial).map_err(|error| format!("{}: {error}", partial.display()))?;
-    let bar = progress_bar(0);
     let result = client.read_stream(
-        name,
+        &target.name,
         &mut |chunk| file.write_all(chunk),
         TRANSFER_CHUNK_BYTES as u64,
         TRANSFER_IN_FLIGHT,
-        &mut |bytes| bar.set_position(bytes),
+        &mut |bytes| bar.set_position(done_bytes + bytes),
     );
-    bar.finish_and_clear();
-    let total_bytes = match result
+    let fetched = result
         .map_err(Box::<dyn std::error::Error>::from)
-        .and_then(|bytes| file.sync_all().map(|()| bytes).map_err(Into::into))
-    {
+        .and_then(|bytes| file.sync_all().map(|()| bytes).map_err(Into::into));
+    let bytes = match fetched {
         Ok(bytes) => bytes,
         Err(error) => {
             let _ = std::fs::remove_file(&partial);
             return Err(error);
         }
     };
-    std::fs::rename(&partial, &target).map_err(|error| format!("{}: {error}", target.display()))?;
-    Ok(TransferReport {
-        file_count: 1,
-        total_bytes,
-        seconds: seconds_since(clock, started_ns),
-    })
+    std::fs::rename(&partial, &target.path)
+        .map_err(|error| format!("{}: {error}", target.path.display()))?;
+    Ok(bytes)
 }
 
-fn seconds_since(clock: &dyn Clock, started_ns: u64) -> f64 {
-    clock.now_ns().saturating_sub(started_ns) as f64 / 1e9
-}
-
-/// Prints what a transfer did.
+/// Prints what a transfer did: with the device's time labelled as simulated, and the
+/// wall time beside it, when the store is on emulated flash.
 pub fn print_transfer_report(verb: &str, report: &TransferReport, as_json: bool) {
-    let bytes_per_second = report.total_bytes as f64 / report.seconds.max(1e-9);
+    let per_second = |seconds: f64| report.total_bytes as f64 / seconds.max(1e-9);
     if as_json {
         println!(
             "{}",
-            json!({"files": report.file_count, "bytes": report.total_bytes, "seconds": report.seconds,
-                   "bytes_per_second": bytes_per_second})
+            json!({"files": report.file_count, "bytes": report.total_bytes,
+                   "seconds": report.seconds, "bytes_per_second": per_second(report.seconds),
+                   "device_time_is_simulated": report.device_time_is_simulated,
+                   "wall_seconds": report.wall_seconds,
+                   "wall_bytes_per_second": per_second(report.wall_seconds)})
         );
-    } else {
-        println!(
-            "{verb} {} file(s), {} in {:.3} s ({}/s)",
-            report.file_count,
-            HumanBytes(report.total_bytes),
-            report.seconds,
-            HumanBytes(bytes_per_second as u64)
-        );
+        return;
     }
+    let wall = format!(
+        "{:.3} s wall for the whole command ({}/s)",
+        report.wall_seconds,
+        HumanBytes(per_second(report.wall_seconds) as u64)
+    );
+    let device = if report.device_time_is_simulated {
+        format!(
+            "; {:.3} s of simulated device time ({}/s)",
+            report.seconds,
+            HumanBytes(per_second(report.seconds) as u64)
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "{verb} {} file(s), {} in {wall}{device}",
+        report.file_count,
+        HumanBytes(report.total_bytes),
+    );
 }

@@ -7,12 +7,28 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// Runs the `flashpipe` binary built for these tests.
+/// Runs the `flashpipe` binary built for these tests. `mkfs` runs in the folder of its
+/// store file (its last argument), so the tests' bare device names (`a.img`), which
+/// `mkfs` reads relative to the working directory, land beside the store.
 pub fn flashpipe(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("the flashpipe binary runs")
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flashpipe"));
+    command.args(arguments);
+    if let Some(folder) = mkfs_store_folder(arguments) {
+        command.current_dir(folder);
+    }
+    command.output().expect("the flashpipe binary runs")
+}
+
+/// The folder of the store file of a `mkfs` command line naming it by an absolute path.
+pub fn mkfs_store_folder(arguments: &[&str]) -> Option<PathBuf> {
+    if arguments.first() != Some(&"mkfs") {
+        return None;
+    }
+    let store = std::path::Path::new(arguments.last()?);
+    store
+        .is_absolute()
+        .then(|| store.parent().map(PathBuf::from))
+        .flatten()
 }
 
 /// Runs a command expected to succeed and returns its standard output as bytes.
