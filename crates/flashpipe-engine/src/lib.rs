@@ -13,9 +13,11 @@ pub mod flash_store;
 mod reads;
 pub mod store;
 pub mod store_config;
+pub mod stepped;
 pub mod store_lock;
 pub mod units;
 
 pub use client::{EngineClient, StreamError, Ticket};
 pub use command::{Command, EngineError, ReadData, Reply};
 pub use engine::{Engine, EngineConfig};
+pub use stepped::{StepOutcome, SteppedEngine};

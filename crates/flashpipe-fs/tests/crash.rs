@@ -5,11 +5,12 @@
 //! (or at the flush in progress at the crash): docs/format.md, "Crash consistency".
 //!
 //! A second test injects read and write failures instead and keeps operating after them:
-//! each failed operation must have changed nothing visible (a failed write only its own
-//! range, to old or new bytes), later operations must work, and a failed flush (which
-//! leaves the mount unusable) is followed by a power cut and a remount of the same faulty
-//! disk whose files must be the last flush (or the failed one); the run then goes on. At
-//! the end power fails and the durable image must hold the last flush.
+//! a failed read or truncate must have changed nothing, a failed write must have kept the
+//! file's size (the file is then cut at the write's first block, as the blocks it covered
+//! may read as damaged; see `fs_workload`), later operations must work, and a failed
+//! flush (which leaves the mount unusable) is followed by a power cut and a remount of
+//! the same faulty disk whose files must be the last flush (or the failed one); the run
+//! then goes on. At the end power fails and the durable image must hold the last flush.
 //!
 //! `FLASHPIPE_SEEDS=5000` runs more seeds of both (default 300 crash, 100 fault seeds);
 //! `FLASHPIPE_SEED=n` replays one.
@@ -206,6 +207,7 @@ const FAULT_RUN_STEPS: usize = 160;
 struct FaultTally {
     runs: u64,
     device_errors_survived: u64,
+    writes_cut_after_failure: u64,
     failed_flushes_remounted: u64,
 }
 
@@ -288,6 +290,7 @@ fn run_fault_seed(seed: u64) -> FaultTally {
         run.resume_with(fs, recovered);
     }
     tally.device_errors_survived = run.device_errors_survived;
+    tally.writes_cut_after_failure = run.writes_cut_after_failure;
     power_cut_and_check(&world, &run, device_blocks, "at the end of a fault run");
     tally
 }
@@ -300,6 +303,7 @@ fn device_faults_never_damage_the_last_flushed_state() {
         total.runs += tally.runs;
         total.device_errors_survived += tally.device_errors_survived;
         total.failed_flushes_remounted += tally.failed_flushes_remounted;
+        total.writes_cut_after_failure += tally.writes_cut_after_failure;
         if tally.device_errors_survived + tally.failed_flushes_remounted > 0 {
             runs_with_survived_errors += 1;
         }

@@ -197,7 +197,7 @@ fn super_block_of(shared: &SharedDisk, fs: &Filesystem) -> SuperBlock {
 
 #[test]
 fn the_name_table_has_the_documented_bytes() {
-    let (shared, mut fs) = committed_image();
+    let (shared, fs) = committed_image();
     let super_block = super_block_of(&shared, &fs);
     let table = blocks_of(&fs, Structure::NameTable);
     assert_eq!(table.len() as u64, super_block.name_table_block_count);
