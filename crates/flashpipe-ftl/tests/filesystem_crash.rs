@@ -436,11 +436,14 @@ fn flash_mode_of(seed: u64) -> FlashMode {
     }
 }
 
+/// Over-provisioning at least this large on hostile flash.
+const HOSTILE_OVER_PROVISIONING: f64 = 0.2;
+
 /// Factory bad blocks, grown bad blocks at any wear, and a raw bit-error rate raised
 /// well above the preset's but still within what the ECC corrects.
 fn make_hostile(config: &mut FlashConfig) {
     config.reliability.factory_bad_block_fraction = 0.06;
-    config.reliability.grown_bad_probability_at_rated = 0.002;
+    config.reliability.grown_bad_probability_at_rated = 0.001;
     config.reliability.grown_bad_exponent = 0.0;
     config.reliability.base_rber = 5e-5;
 }
@@ -469,7 +472,13 @@ fn run_seed_in_mode(seed: u64, mode: FlashMode) -> Tally {
     let array: SharedArray = Arc::new(Mutex::new(PowerCutFlash::new(support::small_array(
         config, seed,
     ))));
-    let options = options_for(&mut rng);
+    let mut options = options_for(&mut rng);
+    if mode == FlashMode::BadBlocksAndBitErrors {
+        // Retired blocks come out of the spare area: at 7 % over-provisioning a few grown
+        // bad blocks leave garbage collection nothing to reclaim (the FTL then fails host
+        // writes with "wait for free space that garbage collection cannot make").
+        options.over_provisioning = options.over_provisioning.max(HOSTILE_OVER_PROVISIONING);
+    }
     let countdown_in_mount = rng.chance(0.3).then(|| rng.below(40));
     let ftl = Ftl::format(
         Box::new(DyingFlash::new(&array, None, seed)) as Box<dyn FlashBackend>,
