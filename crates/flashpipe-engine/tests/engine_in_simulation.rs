@@ -225,6 +225,26 @@ fn collect_replies(clients: &mut [EngineClient]) -> HashMap<(usize, u64), Result
     replies
 }
 
+/// What a campaign went through.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    crashes: u64,
+    crashes_forced_after_the_last_round: u64,
+    crashes_in_a_flush: u64,
+    interrupted_flushes_found_durable: u64,
+    commands_answered: u64,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.crashes += other.crashes;
+        self.crashes_forced_after_the_last_round += other.crashes_forced_after_the_last_round;
+        self.crashes_in_a_flush += other.crashes_in_a_flush;
+        self.interrupted_flushes_found_durable += other.interrupted_flushes_found_durable;
+        self.commands_answered += other.commands_answered;
+    }
+}
+
 /// Rounds of commands until power fails (forced after a while); returns the files of the
 /// last acknowledged flush and the flush the crash interrupted.
 fn run_until_crash(
@@ -233,6 +253,7 @@ fn run_until_crash(
     world: &SimWorld,
     rng: &mut SplitMix64,
     seed: u64,
+    tally: &mut Tally,
 ) -> (Model, Option<Model>) {
     let mut engine = SteppedEngine::new(fs, ENGINE_CONFIG);
     let mut clients: Vec<EngineClient> = (0..CLIENT_COUNT)
@@ -258,18 +279,22 @@ fn run_until_crash(
         }
         let engine_stopped = engine.run_until_idle().is_err();
         let replies = collect_replies(&mut clients);
+        tally.commands_answered += replies.len() as u64;
         let end = check_round(submitted, replies, &mut committed, world, seed);
         if end.crashed || engine_stopped {
+            tally.crashes_in_a_flush += u64::from(end.interrupted_flush.is_some());
             return (committed, end.interrupted_flush);
         }
     }
     world.crash_now();
+    tally.crashes_forced_after_the_last_round += 1;
     (committed, None)
 }
 
 /// One seed: format, then three times: commands through the engine until power fails,
 /// restart, remount, check the last flush survived, go on.
-fn run_seed(seed: u64) -> usize {
+fn run_seed(seed: u64) -> Tally {
+    let mut tally = Tally::default();
     let world = new_world(seed);
     let mut rng = SplitMix64::new(seed ^ 0x5733_9ED0);
     let disk = world.open_disk(0).expect("open disk");
@@ -282,7 +307,9 @@ fn run_seed(seed: u64) -> usize {
     .expect("format");
     let mut files = Model::new();
     for crash in 0..CRASHES_PER_SEED {
-        let (committed, interrupted) = run_until_crash(fs, files, &world, &mut rng, seed);
+        let (committed, interrupted) =
+            run_until_crash(fs, files, &world, &mut rng, seed, &mut tally);
+        tally.crashes += 1;
         world.restart();
         let when = format!("after crash {crash}");
         fs = mount(&world, seed, &when);
@@ -294,15 +321,24 @@ fn run_seed(seed: u64) -> usize {
             describe(&committed),
             interrupted.as_ref().map(describe)
         );
+        tally.interrupted_flushes_found_durable +=
+            u64::from(found != committed && interrupted.is_some());
         files = found;
     }
-    CRASHES_PER_SEED
+    tally
 }
 
 #[test]
 fn flushed_changes_from_several_clients_survive_crashes_inside_the_simulation() {
-    let crashes: usize = run_seeds(60, run_seed).into_iter().sum();
-    eprintln!("engine in simulation: {crashes} crashes recovered");
+    let mut total = Tally::default();
+    for tally in run_seeds(60, run_seed) {
+        total.add(&tally);
+    }
+    eprintln!("engine in simulation: {total:?}");
+    assert!(
+        total.crashes < 20 || total.crashes > 2 * total.crashes_forced_after_the_last_round,
+        "most crashes come from the random crash point, inside commands: {total:?}"
+    );
 }
 
 /// The same seed gives the same run: replies and virtual time agree.
@@ -313,8 +349,9 @@ fn a_seed_replays_exactly() {
         let mut rng = SplitMix64::new(seed);
         let disk = world.open_disk(0).expect("open disk");
         let fs = Filesystem::format(Box::new(disk), &FormatOptions::default()).expect("format");
-        let (committed, _) = run_until_crash(fs, Model::new(), &world, &mut rng, seed);
-        (describe(&committed), world.now_ns())
+        let mut tally = Tally::default();
+        let (committed, _) = run_until_crash(fs, Model::new(), &world, &mut rng, seed, &mut tally);
+        (describe(&committed), world.now_ns(), tally.commands_answered)
     };
     assert_eq!(run(11), run(11));
 }
