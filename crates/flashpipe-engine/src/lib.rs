@@ -11,9 +11,9 @@ pub mod command;
 pub mod engine;
 pub mod flash_store;
 mod reads;
+pub mod stepped;
 pub mod store;
 pub mod store_config;
-pub mod stepped;
 pub mod store_lock;
 pub mod units;
 

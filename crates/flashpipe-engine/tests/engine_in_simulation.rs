@@ -215,7 +215,9 @@ fn check_round(
 }
 
 /// Every reply that has arrived, by (client, ticket).
-fn collect_replies(clients: &mut [EngineClient]) -> HashMap<(usize, u64), Result<Reply, EngineError>> {
+fn collect_replies(
+    clients: &mut [EngineClient],
+) -> HashMap<(usize, u64), Result<Reply, EngineError>> {
     let mut replies = HashMap::new();
     for (index, client) in clients.iter_mut().enumerate() {
         while let Some((ticket, result)) = client.try_next_completion() {
@@ -351,7 +353,11 @@ fn a_seed_replays_exactly() {
         let fs = Filesystem::format(Box::new(disk), &FormatOptions::default()).expect("format");
         let mut tally = Tally::default();
         let (committed, _) = run_until_crash(fs, Model::new(), &world, &mut rng, seed, &mut tally);
-        (describe(&committed), world.now_ns(), tally.commands_answered)
+        (
+            describe(&committed),
+            world.now_ns(),
+            tally.commands_answered,
+        )
     };
     assert_eq!(run(11), run(11));
 }
@@ -369,7 +375,9 @@ fn reads_from_several_clients_are_in_flight_together() {
         },
     )
     .expect("format");
-    let data: Vec<u8> = (0..64 * BLOCK_BYTES).map(|index| (index / 7) as u8).collect();
+    let data: Vec<u8> = (0..64 * BLOCK_BYTES)
+        .map(|index| (index / 7) as u8)
+        .collect();
     let file = fs.create("data").unwrap();
     fs.write(file, 0, &data).unwrap();
     fs.flush().unwrap();

@@ -150,7 +150,11 @@ fn the_meta_file_and_journal_header_have_the_documented_layout() {
     assert_eq!(meta.len(), offset + 4, "nothing after the CRC");
 
     let journal = std::fs::read(with_suffix(&image, ".journal")).unwrap();
-    assert_eq!(journal.len(), 24, "a freshly synced journal is its header alone");
+    assert_eq!(
+        journal.len(),
+        24,
+        "a freshly synced journal is its header alone"
+    );
     assert_eq!(&journal[0..8], b"FPFJRNL1", "0..8: magic");
     assert_eq!(u64_at(&journal, 8), generation, "8..16: generation G");
     assert_eq!(

@@ -37,22 +37,22 @@ fn known_super_block() -> SuperBlock {
 /// The first 112 bytes of [`known_super_block`], checksum field zero.
 fn known_super_block_fields() -> Vec<u8> {
     [
-        &b"FLASHPFS"[..],                             // 0..8: magic
-        &[2, 0, 0, 0],                                // 8..12: format_version
-        &[0, 0, 0, 0],                                // 12..16: checksum (zero here)
-        &[0x00, 0x20, 0, 0],                          // 16..20: fs_block_size_bytes 8192
-        &[0x00, 0x02, 0, 0],                          // 20..24: super_block_size_bytes 512
-        &[0x00, 0x00, 0x01, 0, 0, 0, 0, 0],           // 24..32: fs_block_count
-        &[0x04, 0x03, 0x02, 0x01, 0, 0, 0, 0],        // 32..40: commit_sequence
-        &[0x55, 0, 0, 0, 0, 0, 0, 0],                 // 40..48: next_inode_number
-        &[3, 0, 0, 0, 0, 0, 0, 0],                    // 48..56: file_count
-        &[0x00, 0xF0, 0, 0, 0, 0, 0, 0],              // 56..64: free_block_count
-        &[9, 0, 0, 0, 0, 0, 0, 0],                    // 64..72: map_head
-        &[1, 0, 0, 0, 0, 0, 0, 0],                    // 72..80: map_block_count
-        &[2, 0, 0, 0, 0, 0, 0, 0],                    // 80..88: name_table_block_count
-        &[4, 0, 0, 0, 0, 0, 0, 0],                    // 88..96: inode_table_block_count
-        &[1, 0, 0, 0, 0, 0, 0, 0],                    // 96..104: free_list_block_count
-        &[2, 0, 0, 0, 0, 0, 0, 0],                    // 104..112: free_extent_count
+        &b"FLASHPFS"[..],                      // 0..8: magic
+        &[2, 0, 0, 0],                         // 8..12: format_version
+        &[0, 0, 0, 0],                         // 12..16: checksum (zero here)
+        &[0x00, 0x20, 0, 0],                   // 16..20: fs_block_size_bytes 8192
+        &[0x00, 0x02, 0, 0],                   // 20..24: super_block_size_bytes 512
+        &[0x00, 0x00, 0x01, 0, 0, 0, 0, 0],    // 24..32: fs_block_count
+        &[0x04, 0x03, 0x02, 0x01, 0, 0, 0, 0], // 32..40: commit_sequence
+        &[0x55, 0, 0, 0, 0, 0, 0, 0],          // 40..48: next_inode_number
+        &[3, 0, 0, 0, 0, 0, 0, 0],             // 48..56: file_count
+        &[0x00, 0xF0, 0, 0, 0, 0, 0, 0],       // 56..64: free_block_count
+        &[9, 0, 0, 0, 0, 0, 0, 0],             // 64..72: map_head
+        &[1, 0, 0, 0, 0, 0, 0, 0],             // 72..80: map_block_count
+        &[2, 0, 0, 0, 0, 0, 0, 0],             // 80..88: name_table_block_count
+        &[4, 0, 0, 0, 0, 0, 0, 0],             // 88..96: inode_table_block_count
+        &[1, 0, 0, 0, 0, 0, 0, 0],             // 96..104: free_list_block_count
+        &[2, 0, 0, 0, 0, 0, 0, 0],             // 104..112: free_extent_count
     ]
     .concat()
 }
@@ -92,7 +92,10 @@ fn a_super_block_is_judged_in_the_documented_order() {
     );
     let mut no_magic = encoded;
     no_magic[0] = b'X';
-    assert_eq!(SuperBlock::decode(&no_magic), Err(SuperBlockProblem::NoMagic));
+    assert_eq!(
+        SuperBlock::decode(&no_magic),
+        Err(SuperBlockProblem::NoMagic)
+    );
     let mut reserved = encoded;
     reserved[200] = 1;
     let checksum = checksum_with_field_zeroed(&reserved, 12);
@@ -126,14 +129,14 @@ fn a_metadata_header_has_the_documented_bytes() {
     };
     seal_metadata_block(&mut block, &header);
     let mut expected: Vec<u8> = [
-        &b"FREE"[..],                          // 0..4: kind
-        &[0, 0, 0, 0],                         // 4..8: checksum (zero here)
-        &[0x0B, 0x0A, 0, 0, 0, 0, 0, 0],       // 8..16: commit_sequence
-        &[0x0C, 0, 0, 0, 0, 0, 0, 0],          // 16..24: next_block
-        &[1, 0, 0, 0],                         // 24..28: entry_count
-        &[8, 0, 0, 0],                         // 28..32: payload_bytes
-        &[0x0E, 0x0D, 0, 0, 0, 0, 0, 0],       // 32..40: owner
-        &[1, 2, 3, 4, 5, 6, 7, 8],             // 40..48: payload
+        &b"FREE"[..],                    // 0..4: kind
+        &[0, 0, 0, 0],                   // 4..8: checksum (zero here)
+        &[0x0B, 0x0A, 0, 0, 0, 0, 0, 0], // 8..16: commit_sequence
+        &[0x0C, 0, 0, 0, 0, 0, 0, 0],    // 16..24: next_block
+        &[1, 0, 0, 0],                   // 24..28: entry_count
+        &[8, 0, 0, 0],                   // 28..32: payload_bytes
+        &[0x0E, 0x0D, 0, 0, 0, 0, 0, 0], // 32..40: owner
+        &[1, 2, 3, 4, 5, 6, 7, 8],       // 40..48: payload
     ]
     .concat();
     expected.resize(BLOCK_SIZE as usize, 0);
@@ -214,12 +217,7 @@ fn the_name_table_has_the_documented_bytes() {
             b"a",                           // 10..: name
         ]
         .concat(),
-        [
-            &second_inode.to_le_bytes()[..],
-            &[3, 0],
-            b"bcd",
-        ]
-        .concat(),
+        [&second_inode.to_le_bytes()[..], &[3, 0], b"bcd"].concat(),
     ];
     let payload = &block[METADATA_HEADER_BYTES..METADATA_HEADER_BYTES + 11 + 13];
     if payload[..8] != entries[0][..8] {
@@ -228,7 +226,9 @@ fn the_name_table_has_the_documented_bytes() {
     assert_eq!(payload, entries.concat().as_slice());
     assert_eq!(header.payload_bytes, 24);
     assert!(
-        block[METADATA_HEADER_BYTES + 24..].iter().all(|&byte| byte == 0),
+        block[METADATA_HEADER_BYTES + 24..]
+            .iter()
+            .all(|&byte| byte == 0),
         "bytes after payload_bytes are zero"
     );
 }
@@ -277,7 +277,10 @@ fn the_free_list_and_checkpoint_map_have_the_documented_bytes() {
         blocks_of(&fs, Structure::FreeList),
     ]
     .concat();
-    assert_eq!(listed, expected, "name table, then inode table, then free list");
+    assert_eq!(
+        listed, expected,
+        "name table, then inode table, then free list"
+    );
     assert_eq!(header.payload_bytes, 8 * header.entry_count);
     assert_eq!(read_u32(&map, 0), MetadataKind::Map.code());
 }

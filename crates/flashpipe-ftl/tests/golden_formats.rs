@@ -114,8 +114,14 @@ fn checkpoint_and_log_spare_records_have_the_documented_kind_bytes_and_fields() 
 #[test]
 fn erased_and_factory_marked_spares_decode_as_nothing() {
     let data = vec![0xFFu8; 4096];
-    assert_eq!(SpareRecord::decode(&[0xFF; SPARE_RECORD_BYTES], &data), None);
-    assert_eq!(SpareRecord::decode(&[0x00; SPARE_RECORD_BYTES], &data), None);
+    assert_eq!(
+        SpareRecord::decode(&[0xFF; SPARE_RECORD_BYTES], &data),
+        None
+    );
+    assert_eq!(
+        SpareRecord::decode(&[0x00; SPARE_RECORD_BYTES], &data),
+        None
+    );
     assert!(flashpipe_ftl::layout::is_factory_bad_mark(&[0x00, 0xFF]));
     assert!(!flashpipe_ftl::layout::is_factory_bad_mark(&[0xFF, 0x00]));
 }
@@ -141,17 +147,17 @@ fn log_records_have_the_documented_bytes() {
     }
     let expected: Vec<u8> = [
         // Record 0, offset 0.
-        &[0x01][..],                                     // 0: kind, trim
-        &[0x0B, 0x0A, 0, 0, 0, 0, 0, 0],                 // 1..9: sequence
-        &[0x10, 0, 0, 0, 0, 0, 0, 0],                    // 9..17: first
-        &[0, 0, 0, 0, 0, 0, 0, 0],                       // 17..25: destination, 0 for trims
-        &[3, 0, 0, 0, 0, 0, 0, 0],                       // 25..33: count
+        &[0x01][..],                     // 0: kind, trim
+        &[0x0B, 0x0A, 0, 0, 0, 0, 0, 0], // 1..9: sequence
+        &[0x10, 0, 0, 0, 0, 0, 0, 0],    // 9..17: first
+        &[0, 0, 0, 0, 0, 0, 0, 0],       // 17..25: destination, 0 for trims
+        &[3, 0, 0, 0, 0, 0, 0, 0],       // 25..33: count
         // Record 1, offset 33.
-        &[0x02],                                         // 33: kind, copy
-        &[0x0D, 0x0C, 0, 0, 0, 0, 0, 0],                 // 34..42: sequence
-        &[0x20, 0, 0, 0, 0, 0, 0, 0],                    // 42..50: source
+        &[0x02],                                           // 33: kind, copy
+        &[0x0D, 0x0C, 0, 0, 0, 0, 0, 0],                   // 34..42: sequence
+        &[0x20, 0, 0, 0, 0, 0, 0, 0],                      // 42..50: source
         &[0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01], // 50..58: destination
-        &[0x00, 0x01, 0, 0, 0, 0, 0, 0],                 // 58..66: count
+        &[0x00, 0x01, 0, 0, 0, 0, 0, 0],                   // 58..66: count
     ]
     .concat();
     assert_eq!(page, expected);
@@ -175,18 +181,18 @@ fn a_checkpoint_image_has_the_documented_bytes() {
     };
     let bytes = image.encode();
     let before_crc: Vec<u8> = [
-        &b"FPFTLCK1"[..],               // 0..8: magic
-        &[0x02, 0x01, 0, 0, 0, 0, 0, 0], // 8..16: checkpoint sequence
-        &[3, 0, 0, 0, 0, 0, 0, 0],      // 16..24: logical page count
-        &[2, 0, 0, 0, 0, 0, 0, 0],      // 24..32: block count
-        &[64, 0, 0, 0],                 // 32..36: pages per block
-        &[0, 0, 0, 0],                  // 36..40: zero
-        &[0, 0, 0, 0, 0, 0, 0, 0],      // 40..48: version of logical page 0 (unmapped)
-        &[7, 0, 0, 0, 0, 0, 0, 0],      // 48..56: version of logical page 1
+        &b"FPFTLCK1"[..],                      // 0..8: magic
+        &[0x02, 0x01, 0, 0, 0, 0, 0, 0],       // 8..16: checkpoint sequence
+        &[3, 0, 0, 0, 0, 0, 0, 0],             // 16..24: logical page count
+        &[2, 0, 0, 0, 0, 0, 0, 0],             // 24..32: block count
+        &[64, 0, 0, 0],                        // 32..36: pages per block
+        &[0, 0, 0, 0],                         // 36..40: zero
+        &[0, 0, 0, 0, 0, 0, 0, 0],             // 40..48: version of logical page 0 (unmapped)
+        &[7, 0, 0, 0, 0, 0, 0, 0],             // 48..56: version of logical page 1
         &[0x0D, 0x0C, 0x0B, 0x0A, 0, 0, 0, 0], // 56..64: version of logical page 2
-        &[1, 0, 0, 0],                  // 64..68: erase count of block 0
-        &[0x03, 0x02, 0, 0],            // 68..72: erase count of block 1
-        &[0, 2],                        // 72..74: bad states (good, grown bad)
+        &[1, 0, 0, 0],                         // 64..68: erase count of block 0
+        &[0x03, 0x02, 0, 0],                   // 68..72: erase count of block 1
+        &[0, 2],                               // 72..74: bad states (good, grown bad)
     ]
     .concat();
     assert_eq!(bytes.len(), before_crc.len() + 4);
