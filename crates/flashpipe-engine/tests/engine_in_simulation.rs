@@ -3,7 +3,8 @@
 //! function of its seed.
 //!
 //! The campaign: per seed, rounds of random commands from three clients (create, write at
-//! offsets, truncate, delete, read, flush) are submitted together and the engine is
+//! offsets, truncate, delete, rename over, read, read whole files, flush) are submitted
+//! together and the engine is
 //! stepped until idle; the engine serves commands in arrival order, so a model updated in
 //! submission order predicts every reply. Power fails after a random number of device
 //! requests; the engine stops, the disk restarts, the file system is mounted again, fsck
@@ -67,6 +68,8 @@ enum Expected {
     Done,
     Written,
     Data(Vec<u8>),
+    /// Whole files of a `ReadFiles`, in order.
+    Files(Vec<Vec<u8>>),
     /// A flush: the model it commits.
     Flushed(Model),
 }
@@ -129,7 +132,7 @@ fn draw_command(rng: &mut SplitMix64, model: &mut Model) -> (Command, String, Ex
                 Expected::Done,
             )
         }
-        55..=61 => {
+        55..=59 => {
             model.remove(&name);
             (
                 Command::Delete { name: name.clone() },
@@ -137,7 +140,31 @@ fn draw_command(rng: &mut SplitMix64, model: &mut Model) -> (Command, String, Ex
                 Expected::Done,
             )
         }
-        62..=89 => {
+        60..=64 => {
+            let to = NAMES[rng.below(NAMES.len() as u64) as usize].to_string();
+            let moved = model.remove(&name).expect("the file exists");
+            model.insert(to.clone(), moved);
+            (
+                Command::RenameReplacing {
+                    from: name.clone(),
+                    to: to.clone(),
+                },
+                format!("rename {name} over {to}"),
+                Expected::Done,
+            )
+        }
+        65..=69 => {
+            let names: Vec<String> = model.keys().take(3).cloned().collect();
+            let files = names.iter().map(|name| model[name].clone()).collect();
+            (
+                Command::ReadFiles {
+                    names: names.clone(),
+                },
+                format!("read files {names:?}"),
+                Expected::Files(files),
+            )
+        }
+        70..=89 => {
             let offset = rng.below(content.len() as u64 + 1);
             let length = rng.below(content.len() as u64 - offset + 1);
             let expected = content[offset as usize..(offset + length) as usize].to_vec();
@@ -204,6 +231,28 @@ fn check_round(
                 "seed {seed}: {} returned other bytes than the model",
                 command.what
             ),
+            (Expected::Files(expected), Reply::Files(files)) => {
+                assert_eq!(files.len(), expected.len(), "seed {seed}: {}", command.what);
+                for (found, expected) in files.into_iter().zip(expected) {
+                    let Ok(found) = found else {
+                        assert!(
+                            world.is_crashed(),
+                            "seed {seed}: {} failed a file without a crash: {:?}",
+                            command.what,
+                            found.err()
+                        );
+                        return RoundEnd {
+                            crashed: true,
+                            interrupted_flush: None,
+                        };
+                    };
+                    assert!(
+                        found.bytes() == expected.as_slice(),
+                        "seed {seed}: {} returned other bytes than the model",
+                        command.what
+                    );
+                }
+            }
             (Expected::Flushed(model), Reply::Done) => *committed = model,
             (_, reply) => panic!("seed {seed}: {} replied {reply:?}", command.what),
         }
