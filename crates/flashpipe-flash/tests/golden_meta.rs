@@ -1,7 +1,8 @@
 //! Golden layout of a file-backed array's `PATH.meta` (version 2) and journal header
 //! (docs/flash-model.md, "Crash atomicity of the image"): a small array with one block
 //! erased and three pages programmed is synced, and the files are read back with a decoder
-//! written from the doc's table alone, field by field at the documented offsets.
+//! written from the doc's table alone, field by field at the documented offsets; then an
+//! erase and a program after the sync leave two journal records, read the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -68,7 +69,7 @@ struct BlockEntry {
 }
 
 #[test]
-fn the_meta_file_and_journal_header_have_the_documented_layout() {
+fn the_meta_file_and_journal_have_the_documented_layout() {
     let folder = scratch();
     let image = folder.join("golden.img");
     let config = small_config();
@@ -102,7 +103,6 @@ fn the_meta_file_and_journal_header_have_the_documented_layout() {
     }
     array.sync().unwrap();
     let now_ns = array.now_ns();
-    drop(array);
 
     let meta = std::fs::read(with_suffix(&image, ".meta")).unwrap();
     assert_eq!(&meta[0..8], b"FPFLASH2", "0..8: magic");
@@ -163,5 +163,64 @@ fn the_meta_file_and_journal_header_have_the_documented_layout() {
         "16..20: CRC32C of bytes 0..16"
     );
     assert_eq!(u32_at(&journal, 20), 0, "20..24: zero");
+
+    // After the sync: an erase and a program of another block, then a death.
+    let other = |page| FlashAddress {
+        device: 0,
+        bus: 0,
+        chip: 1,
+        block: 5,
+        page,
+    };
+    run(&mut array, FlashCommand::EraseBlock { address: other(0) });
+    run(
+        &mut array,
+        FlashCommand::WritePage {
+            address: other(0),
+            data: vec![0x11; 4096],
+            spare: vec![0xCD; 4],
+        },
+    );
+    let state = array.block_state(other(0)).unwrap();
+    std::mem::forget(array);
+    let journal = std::fs::read(with_suffix(&image, ".journal")).unwrap();
+    assert_eq!(
+        journal.len(),
+        24 + 2 * 40,
+        "the header and two 40-byte records"
+    );
+    let record = |index: usize| &journal[24 + 40 * index..24 + 40 * (index + 1)];
+    let (erased, programmed) = (record(0), record(1));
+    let block_index = u32_at(erased, 0);
+    assert_eq!(u32_at(programmed, 0), block_index, "0..4: block index");
+    assert_eq!(entries[block_index as usize].next_page, 0, "another block");
+    assert_eq!(
+        u32_at(erased, 4),
+        entries[block_index as usize].pe_cycles + 1,
+        "4..8: P/E cycles"
+    );
+    assert_eq!(u32_at(erased, 8), 0, "8..12: next page after the erase");
+    assert_eq!(u32_at(programmed, 8), 1, "8..12: next page after a program");
+    assert_eq!(u32_at(programmed, 8), state.next_page);
+    assert_eq!(u32_at(programmed, 4), state.pe_cycles);
+    for record in [erased, programmed] {
+        assert_eq!(u32_at(record, 12), 0, "12..16: flags, good");
+        assert_eq!(u32_at(record, 16), 0, "16..20: reads since erase");
+        assert_eq!(
+            u32_at(record, 36),
+            crc32c::crc32c(&record[..36]),
+            "36..40: CRC32C of bytes 0..36"
+        );
+    }
+    let first_program_ns = u64_at(programmed, 20);
+    assert!(
+        first_program_ns > now_ns,
+        "20..28: time of the first program"
+    );
+    assert!(
+        u64_at(programmed, 28) >= first_program_ns,
+        "28..36: record time"
+    );
+    assert!(u64_at(erased, 28) <= u64_at(programmed, 28));
     let _ = std::fs::remove_dir_all(&folder);
 }
