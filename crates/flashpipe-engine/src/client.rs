@@ -119,6 +119,17 @@ impl EngineClient {
         Ok(completion)
     }
 
+    /// The next completion of this client's commands if one has arrived, without waiting
+    /// (for clients of a [`crate::SteppedEngine`] on the same thread).
+    pub fn try_next_completion(&mut self) -> Option<(Ticket, Result<Reply, EngineError>)> {
+        if let Some(completion) = self.stashed.pop_front() {
+            return Some(completion);
+        }
+        let completion = self.replies.try_recv().ok()?;
+        self.outstanding -= 1;
+        Some(completion)
+    }
+
     /// Submits a command and waits for its own completion (others are kept for later).
     pub fn call(&mut self, command: Command) -> Result<Reply, EngineError> {
         let ticket = self.submit(command)?;

@@ -145,7 +145,7 @@ fn answer(
     }
 }
 
-struct ReadReply {
+pub(crate) struct ReadReply {
     ticket: u64,
     reply_to: Sender<(u64, Result<Reply, EngineError>)>,
 }
@@ -164,17 +164,28 @@ impl ReadSink for ReadReply {
 const WRITE_BATCH_LIMIT: usize = 64;
 const WRITE_BATCH_LIMIT_BYTES: usize = 64 << 20;
 
-struct EngineThread {
-    filesystem: Filesystem,
+/// The engine's state and command handling: run on its own thread by [`Engine`], or
+/// stepped by the caller's thread by [`crate::stepped::SteppedEngine`].
+pub(crate) struct EngineThread {
+    pub(crate) filesystem: Filesystem,
     pool: BufferPool,
-    reads: ReadsInFlight<ReadReply>,
+    pub(crate) reads: ReadsInFlight<ReadReply>,
     max_read_bytes: u64,
     /// A message taken from the queue while gathering a write batch, served next.
-    held_back: Option<Message>,
+    pub(crate) held_back: Option<Message>,
+}
+
+/// The engine's read-buffer pool for `filesystem` under `config`.
+pub(crate) fn read_buffer_pool(filesystem: &Filesystem, config: &EngineConfig) -> BufferPool {
+    let block_bytes = filesystem.stats().fs_block_size_bytes as usize;
+    BufferPool::new(
+        config.read_buffer_count,
+        config.max_read_bytes + 2 * block_bytes,
+    )
 }
 
 impl EngineThread {
-    fn new(
+    pub(crate) fn new(
         filesystem: Filesystem,
         pool: BufferPool,
         block_bytes: u64,
@@ -219,7 +230,11 @@ impl EngineThread {
         Ok(self.filesystem)
     }
 
-    fn handle(&mut self, envelope: Envelope, inbox: &Receiver<Message>) -> Result<(), EngineError> {
+    pub(crate) fn handle(
+        &mut self,
+        envelope: Envelope,
+        inbox: &Receiver<Message>,
+    ) -> Result<(), EngineError> {
         if matches!(envelope.command, Command::Write { .. }) {
             self.reads.drain(self.filesystem.device_mut())?;
             let batch = self.gather_writes(envelope, inbox);

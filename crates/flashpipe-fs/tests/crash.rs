@@ -4,8 +4,13 @@
 //! must be clean and the file system must equal the model at the last completed flush
 //! (or at the flush in progress at the crash): docs/format.md, "Crash consistency".
 //!
-//! A second test injects read and write failures instead: the first device error ends the
-//! run, power fails, and the durable image must hold the last flush (or the failed one).
+//! A second test injects read and write failures instead and keeps operating after them:
+//! a failed read or truncate must have changed nothing, a failed write must have kept the
+//! file's size (the file is then cut at the write's first block, as the blocks it covered
+//! may read as damaged; see `fs_workload`), later operations must work, and a failed
+//! flush (which leaves the mount unusable) is followed by a power cut and a remount of
+//! the same faulty disk whose files must be the last flush (or the failed one); the run
+//! then goes on. At the end power fails and the durable image must hold the last flush.
 //!
 //! `FLASHPIPE_SEEDS=5000` runs more seeds of both (default 300 crash, 100 fault seeds);
 //! `FLASHPIPE_SEED=n` replays one.
@@ -190,10 +195,70 @@ fn durable_copy(world: &SimWorld, block_size_bytes: u32, block_count: u64) -> Bo
     Box::new(disk)
 }
 
-/// One seeded run on a disk that fails reads and writes at random: the first device
-/// error ends it, then power fails; the durable image must hold the last flush (or the
-/// flush that failed) and nothing damaged.
-fn run_fault_seed(seed: u64) -> bool {
+/// Mount attempts on the faulty disk before giving up (each can hit an injected read
+/// failure).
+const MOUNT_ATTEMPTS: usize = 50;
+
+/// Operations of one fault run.
+const FAULT_RUN_STEPS: usize = 160;
+
+/// What one fault run went through.
+#[derive(Debug, Default, Clone, Copy)]
+struct FaultTally {
+    runs: u64,
+    device_errors_survived: u64,
+    writes_cut_after_failure: u64,
+    failed_flushes_remounted: u64,
+}
+
+/// Mounts disk 0 of `world` (restarted), retrying mounts an injected read failure fails.
+fn mount_faulty_disk(world: &SimWorld, seed: u64) -> Filesystem {
+    let mut last_error = String::new();
+    for _ in 0..MOUNT_ATTEMPTS {
+        let disk = world.open_disk(0).expect("open disk");
+        match Filesystem::mount(Box::new(disk)) {
+            Ok(fs) => return fs,
+            Err(error) => last_error = error.to_string(),
+        }
+    }
+    panic!("seed {seed}: {MOUNT_ATTEMPTS} mounts of the faulty disk failed: {last_error}")
+}
+
+/// Cuts power, checks the durable image (on a fault-free copy: fsck clean, the last flush
+/// or the flush in progress) and returns the files it holds.
+fn power_cut_and_check(
+    world: &SimWorld,
+    run: &FsWorkload,
+    device_blocks: u64,
+    when: &str,
+) -> flashpipe_testkit::fs_workload::Model {
+    let seed = run.seed;
+    world.crash_now();
+    world.restart();
+    let mut copy = Filesystem::mount(durable_copy(world, 512, device_blocks))
+        .unwrap_or_else(|error| panic!("seed {seed}: mount {when}: {error}"));
+    let report = copy
+        .check()
+        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
+    assert!(
+        report.is_clean(),
+        "seed {seed}: fsck {when}: {:#?}",
+        report.findings
+    );
+    check_recovered(
+        &mut copy,
+        &run.committed,
+        run.in_progress.as_ref(),
+        seed,
+        when,
+    )
+    .0
+}
+
+/// One seeded run on a disk that fails reads and writes at random, going on after every
+/// failure: failed operations are checked by the workload; a failed flush is followed by
+/// a power cut, a check of the durable image and a remount of the faulty disk.
+fn run_fault_seed(seed: u64) -> FaultTally {
     let mut rng = SplitMix64::new(seed ^ 0xFA17_5EED);
     let world = SimWorld::new(seed);
     let device_blocks = 400 * 8;
@@ -203,49 +268,51 @@ fn run_fault_seed(seed: u64) -> bool {
         write_failure_probability: 0.01,
     };
     let disk = world.add_disk(config).expect("disk");
+    let mut tally = FaultTally {
+        runs: 1,
+        ..FaultTally::default()
+    };
     let Ok(fs) = Filesystem::format(Box::new(disk), &FormatOptions::default()) else {
-        return true;
+        return tally;
     };
     let shape = WorkloadShape {
-        stop_on_any_device_error: true,
+        continue_after_device_errors: true,
         ..WorkloadShape::new(4096)
     };
     let mut run = FsWorkload::new(seed, SplitMix64::new(rng.next_u64()), fs, shape);
-    let faulted = run.run(80);
-    drop(run.fs);
-    world.crash_now();
-    world.restart();
-    let mut fs = Filesystem::mount(durable_copy(&world, 512, device_blocks))
-        .unwrap_or_else(|error| panic!("seed {seed}: mount after a fault: {error}"));
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck after a fault: {:#?}",
-        report.findings
-    );
-    check_recovered(
-        &mut fs,
-        &run.committed,
-        run.in_progress.as_ref(),
-        seed,
-        "after a fault",
-    );
-    faulted
+    for _ in 0..FAULT_RUN_STEPS {
+        if !run.run(1) {
+            continue;
+        }
+        tally.failed_flushes_remounted += 1;
+        let recovered = power_cut_and_check(&world, &run, device_blocks, "after a failed flush");
+        let fs = mount_faulty_disk(&world, seed);
+        run.resume_with(fs, recovered);
+    }
+    tally.device_errors_survived = run.device_errors_survived;
+    tally.writes_cut_after_failure = run.writes_cut_after_failure;
+    power_cut_and_check(&world, &run, device_blocks, "at the end of a fault run");
+    tally
 }
 
 #[test]
 fn device_faults_never_damage_the_last_flushed_state() {
-    let outcomes = run_seeds(100, run_fault_seed);
-    let runs = outcomes.len();
-    let faulted = outcomes
-        .into_iter()
-        .filter(|&hit_a_fault| hit_a_fault)
-        .count();
-    eprintln!("fault campaign: {faulted} of {runs} runs ended by an injected device error");
+    let mut total = FaultTally::default();
+    let mut runs_with_survived_errors = 0;
+    for tally in run_seeds(100, run_fault_seed) {
+        total.runs += tally.runs;
+        total.device_errors_survived += tally.device_errors_survived;
+        total.failed_flushes_remounted += tally.failed_flushes_remounted;
+        total.writes_cut_after_failure += tally.writes_cut_after_failure;
+        if tally.device_errors_survived + tally.failed_flushes_remounted > 0 {
+            runs_with_survived_errors += 1;
+        }
+    }
+    eprintln!(
+        "fault campaign: {total:?}; {runs_with_survived_errors} runs went on after an injected device error"
+    );
     assert!(
-        runs < 20 || faulted * 4 > runs,
+        total.runs < 20 || runs_with_survived_errors * 4 > total.runs,
         "faults were injected too rarely"
     );
 }

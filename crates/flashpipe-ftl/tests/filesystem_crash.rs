@@ -11,6 +11,10 @@
 //! its simulated disks. Finally the file system must keep working: write, flush, a clean
 //! remount of the FTL and the file system, the new file read back.
 //!
+//! About one seed in four runs on hostile flash ([`FlashMode::BadBlocksAndBitErrors`]):
+//! factory bad blocks, programs and erases that fail (grown bad blocks) and a raised raw
+//! bit-error rate that the ECC still corrects; a failing seed prints which mode it ran.
+//!
 //! `FLASHPIPE_SEEDS=n` runs n seeds (default 300); `FLASHPIPE_SEED=n` replays one.
 
 mod support;
@@ -239,6 +243,7 @@ impl BlockDevice for PowerFailingDevice {
 #[derive(Debug, Default)]
 struct Tally {
     runs: u64,
+    hostile_flash_runs: u64,
     crashed_in_operation: u64,
     crashed_in_flush: u64,
     recovered_flush_in_progress: u64,
@@ -248,11 +253,14 @@ struct Tally {
     unreadable_pages_at_mount: u64,
     gc_victims: u64,
     checkpoints_written: u64,
+    grown_bad_blocks: u64,
+    programs_reissued: u64,
 }
 
 impl Tally {
     fn add(&mut self, other: &Tally) {
         self.runs += other.runs;
+        self.hostile_flash_runs += other.hostile_flash_runs;
         self.crashed_in_operation += other.crashed_in_operation;
         self.crashed_in_flush += other.crashed_in_flush;
         self.recovered_flush_in_progress += other.recovered_flush_in_progress;
@@ -267,6 +275,8 @@ impl Tally {
         self.unreadable_pages_at_mount += other.unreadable_pages_at_mount;
         self.gc_victims += other.gc_victims;
         self.checkpoints_written += other.checkpoints_written;
+        self.grown_bad_blocks += other.grown_bad_blocks;
+        self.programs_reissued += other.programs_reissued;
     }
 }
 
@@ -344,6 +354,8 @@ fn power_cycle(
         unreadable_pages_at_mount: report.unreadable_pages,
         gc_victims: stats.gc_victims,
         checkpoints_written: stats.checkpoints_written,
+        grown_bad_blocks: stats.grown_bad_blocks,
+        programs_reissued: stats.programs_reissued,
         ..Tally::default()
     };
     (ftl, tally)
@@ -406,16 +418,67 @@ fn check_keeps_working(
     );
 }
 
-/// One seeded run: format, random operations until the power cut, recover, check.
+/// The flash a seed runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FlashMode {
+    /// No bad blocks, no failing programs or erases, the preset's error rate.
+    Healthy,
+    /// Factory bad blocks, failing programs and erases, a raised raw bit-error rate.
+    BadBlocksAndBitErrors,
+}
+
+/// One seed in four runs on hostile flash, chosen from the seed alone.
+fn flash_mode_of(seed: u64) -> FlashMode {
+    if SplitMix64::new(seed ^ 0xBAD_B10C).below(4) == 0 {
+        FlashMode::BadBlocksAndBitErrors
+    } else {
+        FlashMode::Healthy
+    }
+}
+
+/// Over-provisioning at least this large on hostile flash.
+const HOSTILE_OVER_PROVISIONING: f64 = 0.2;
+
+/// Factory bad blocks, grown bad blocks at any wear, and a raw bit-error rate raised
+/// well above the preset's but still within what the ECC corrects.
+fn make_hostile(config: &mut FlashConfig) {
+    config.reliability.factory_bad_block_fraction = 0.06;
+    config.reliability.grown_bad_probability_at_rated = 0.001;
+    config.reliability.grown_bad_exponent = 0.0;
+    config.reliability.base_rber = 5e-5;
+}
+
+/// Runs one seed and names its flash mode when it fails.
 fn run_seed(seed: u64) -> Tally {
+    let mode = flash_mode_of(seed);
+    match std::panic::catch_unwind(AssertUnwindSafe(|| run_seed_in_mode(seed, mode))) {
+        Ok(tally) => tally,
+        Err(payload) => {
+            eprintln!("seed {seed} ran on flash mode {mode:?}");
+            std::panic::resume_unwind(payload)
+        }
+    }
+}
+
+/// One seeded run: format, random operations until the power cut, recover, check.
+fn run_seed_in_mode(seed: u64, mode: FlashMode) -> Tally {
     let mut rng = SplitMix64::new(seed ^ 0x0F75_C4A5_4000_0000);
     let page_bytes = if rng.chance(0.75) { 512 } else { 2048 };
     let blocks_per_chip = if page_bytes == 512 { 24 } else { 10 };
-    let config = support::sized_config(blocks_per_chip, 16, page_bytes);
+    let mut config = support::sized_config(blocks_per_chip, 16, page_bytes);
+    if mode == FlashMode::BadBlocksAndBitErrors {
+        make_hostile(&mut config);
+    }
     let array: SharedArray = Arc::new(Mutex::new(PowerCutFlash::new(support::small_array(
         config, seed,
     ))));
-    let options = options_for(&mut rng);
+    let mut options = options_for(&mut rng);
+    if mode == FlashMode::BadBlocksAndBitErrors {
+        // Retired blocks come out of the spare area: at 7 % over-provisioning a few grown
+        // bad blocks leave garbage collection nothing to reclaim (the FTL then fails host
+        // writes with "wait for free space that garbage collection cannot make").
+        options.over_provisioning = options.over_provisioning.max(HOSTILE_OVER_PROVISIONING);
+    }
     let countdown_in_mount = rng.chance(0.3).then(|| rng.below(40));
     let ftl = Ftl::format(
         Box::new(DyingFlash::new(&array, None, seed)) as Box<dyn FlashBackend>,
@@ -453,6 +516,7 @@ fn run_seed(seed: u64) -> Tally {
     );
     check_keeps_working(fs, shared, &options, &found, seed);
     tally.runs = 1;
+    tally.hostile_flash_runs = u64::from(mode == FlashMode::BadBlocksAndBitErrors);
     tally.crashed_in_operation = u64::from(crashed);
     tally.crashed_in_flush = u64::from(crashed && run.in_progress.is_some());
     tally.recovered_flush_in_progress = u64::from(!matches_commit);
@@ -470,5 +534,9 @@ fn file_system_on_the_ftl_recovers_the_last_flush_after_any_power_cut() {
     assert!(
         total.runs < 20 || total.crashed_in_operation > 0,
         "the campaign cut power inside file-system operations"
+    );
+    assert!(
+        total.runs < 20 || (total.hostile_flash_runs > 0 && total.grown_bad_blocks > 0),
+        "the campaign ran on hostile flash and grew bad blocks: {total:?}"
     );
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use common::{
     expected_probe_summary, names_of, pattern, small_config, store_of, store_with, ProbeKernel,
+    VirtualCost,
 };
+use flashpipe_device::{Clock, VirtualClock};
 use flashpipe_kernels::api::{CountingSink, Schedule, Summary};
 use flashpipe_kernels::driver::{run_on_bytes, DrivePlan};
 use flashpipe_kernels::registry::build_kernel;
@@ -160,18 +162,25 @@ fn many_small_files_with_several_readers() {
 }
 
 /// A slow kernel stalls the readers: chunks held never exceed the credits, whatever the size.
+/// The kernel's cost is charged to a virtual clock (the pipeline's only clock here), so the
+/// verdict does not depend on the machine's load: one worker charges 10 ms a chunk, the
+/// kernel stage is busy exactly 32 x 10 ms, and no other stage can overlap the first charge
+/// (nothing reaches reduce or write before it) nor the last (every read is done by then).
 #[test]
 fn slow_kernel_holds_memory_to_the_credits() {
+    const CHUNK_COUNT: u64 = 32;
+    const COST_PER_CHUNK_NS: u64 = 10_000_000;
     for schedule in [Schedule::ChunksInParallel, Schedule::ChunksInOrder] {
-        let data = pattern(32 * 4096, 7);
-        let store = store_with(&[("big", data.clone())]);
+        let data = pattern(CHUNK_COUNT as usize * 4096, 7);
+        let mut store = store_with(&[("big", data.clone())]);
+        let virtual_clock = VirtualClock::new();
+        store.clock = virtual_clock.as_clock();
         let mut kernel = ProbeKernel::new(schedule);
-        // Slow enough that the kernel stays the slowest stage on a loaded 2-core machine,
-        // where a read stage sharing the cores with a build measured 1.7 ms a chunk.
-        kernel.delay = Duration::from_millis(10);
+        kernel.virtual_cost = Some(VirtualCost::new(virtual_clock.clone(), COST_PER_CHUNK_NS));
         let mut config = small_config(OutputTarget::Discard);
         config.chunk_credit_count = 3;
         config.reads_in_flight_per_reader = 8;
+        config.worker_count = 1;
         let result = store
             .run(Arc::new(kernel), &["big"], &config)
             .expect("runs");
@@ -181,8 +190,15 @@ fn slow_kernel_holds_memory_to_the_credits() {
             result.report
         );
         assert_eq!(result.files[0].summary, expected_probe_summary(&data));
+        assert_eq!(virtual_clock.now_ns(), CHUNK_COUNT * COST_PER_CHUNK_NS);
         let kernel_stage = &result.report.stages[1];
         assert_eq!(kernel_stage.stage, "kernel");
+        assert_eq!(
+            kernel_stage.busy_seconds,
+            (CHUNK_COUNT * COST_PER_CHUNK_NS) as f64 / 1e9,
+            "{:?}",
+            result.report
+        );
         assert_eq!(result.report.slowest_stage, "kernel", "{:?}", result.report);
     }
 }
@@ -289,19 +305,15 @@ fn output_over_an_input_is_refused() {
     assert_eq!(store.contents("data"), data, "the input is untouched");
 }
 
+/// The kernel itself raises the flag after 8 of 256 chunks (no timer): the job must end
+/// with `Cancelled` rather than run to the end.
 #[test]
 fn cancellation_ends_a_slow_job() {
     let store = store_with(&[("big", pattern(256 * 4096, 9))]);
     let mut kernel = ProbeKernel::new(Schedule::ChunksInParallel);
-    kernel.delay = Duration::from_millis(5);
     let cancel = Arc::new(AtomicBool::new(false));
-    let canceller = {
-        let cancel = Arc::clone(&cancel);
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
-            cancel.store(true, Ordering::Release);
-        })
-    };
+    kernel.cancel_after_chunks = Some((8, Arc::clone(&cancel)));
+    let chunks_seen = Arc::clone(&kernel.chunks_seen);
     let error = store
         .run_cancellable(
             Arc::new(kernel),
@@ -310,8 +322,11 @@ fn cancellation_ends_a_slow_job() {
             cancel,
         )
         .expect_err("cancelled");
-    canceller.join().expect("canceller");
     assert!(matches!(error, PipelineError::Cancelled), "{error}");
+    assert!(
+        chunks_seen.load(Ordering::Relaxed) < 256,
+        "the job stopped before the end"
+    );
 }
 
 #[test]

@@ -3,6 +3,13 @@
 //! model (name -> bytes), remembering the state of the last completed flush and of the
 //! flush in progress. After a crash and a remount, [`check_recovered`] asserts that the
 //! file system holds one of those two states (docs/format.md, "Crash consistency").
+//!
+//! With [`WorkloadShape::continue_after_device_errors`], an injected device error that is
+//! not a crash does not end the run: a failed read or truncate is checked to have changed
+//! nothing; a failed write to have kept the size (the blocks it covered that were written
+//! since the last flush may read as damaged, docs/format.md "Device errors", so the file
+//! is cut at the write's first block and the rest checked); and the run goes on. A failed
+//! flush makes the mount unusable, so it ends the run for the caller to remount.
 
 use std::collections::BTreeMap;
 
@@ -27,9 +34,15 @@ pub const NAMES: [&str; 6] = [
 pub enum Outcome {
     /// The step did what the model expects (or ran out of space).
     Done,
-    /// The device crashed under it.
+    /// The device crashed under it (or, with faults injected, failed a flush).
     Crashed,
+    /// A device error failed the operation, which changed nothing visible (only with
+    /// [`WorkloadShape::continue_after_device_errors`]).
+    FailedCleanly,
 }
+
+/// Attempts at a read that checks a failed operation before giving up.
+const CHECK_READ_ATTEMPTS: usize = 50;
 
 /// Sizes of the workload's writes and truncates, in FS blocks.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +57,9 @@ pub struct WorkloadShape {
     pub truncate_blocks_max: u64,
     /// End the run at any device error, not only at a crash (fault-injection runs).
     pub stop_on_any_device_error: bool,
+    /// Keep going after a device error that is not a crash, checking that the failed
+    /// operation changed nothing visible; only a failed flush ends the run.
+    pub continue_after_device_errors: bool,
 }
 
 impl WorkloadShape {
@@ -55,6 +71,7 @@ impl WorkloadShape {
             long_write_blocks_max: 30,
             truncate_blocks_max: 25,
             stop_on_any_device_error: false,
+            continue_after_device_errors: false,
         }
     }
 }
@@ -72,6 +89,10 @@ pub struct FsWorkload {
     pub committed: Model,
     /// What it will hold if the flush in progress (at a crash) completed.
     pub in_progress: Option<Model>,
+    /// Device errors that failed an operation without ending the run.
+    pub device_errors_survived: u64,
+    /// Failed writes after which the file was cut at the write's first block.
+    pub writes_cut_after_failure: u64,
     shape: WorkloadShape,
 }
 
@@ -98,16 +119,28 @@ impl FsWorkload {
             model: Model::new(),
             committed: Model::new(),
             in_progress: None,
+            device_errors_survived: 0,
+            writes_cut_after_failure: 0,
             shape,
         }
+    }
+
+    /// Replaces the file system (after a remount) and the model with what it holds.
+    pub fn resume_with(&mut self, fs: Filesystem, recovered: Model) {
+        self.fs = fs;
+        self.model = recovered.clone();
+        self.committed = recovered;
+        self.in_progress = None;
     }
 
     /// Runs up to `steps` operations; true when a crash (or fault) ended the run. The
     /// flush in progress is remembered only while a flush is running.
     pub fn run(&mut self, steps: usize) -> bool {
         for _ in 0..steps {
-            if self.step() == Outcome::Crashed {
-                return true;
+            match self.step() {
+                Outcome::Crashed => return true,
+                Outcome::FailedCleanly => self.device_errors_survived += 1,
+                Outcome::Done => {}
             }
             self.in_progress = None;
         }
@@ -122,8 +155,82 @@ impl FsWorkload {
         match error {
             FileIoError::NoSpace { .. } => Outcome::Done,
             FileIoError::Device(error) if self.ends_run(&error) => Outcome::Crashed,
+            FileIoError::Device(_) if self.shape.continue_after_device_errors => {
+                Outcome::FailedCleanly
+            }
             error => panic!("seed {}: {what}: {error}", self.seed),
         }
+    }
+
+    /// The whole of `name` as the file system shows it, retrying reads that an injected
+    /// device error fails.
+    fn read_back(&mut self, name: &str, what: &str) -> Vec<u8> {
+        let seed = self.seed;
+        let file = self
+            .fs
+            .open(name)
+            .unwrap_or_else(|error| panic!("seed {seed}: {what}: open {name}: {error}"));
+        let size_bytes = self
+            .fs
+            .stat(file)
+            .unwrap_or_else(|error| panic!("seed {seed}: {what}: stat {name}: {error}"))
+            .size_bytes;
+        for _ in 0..CHECK_READ_ATTEMPTS {
+            match self.fs.read(file, 0, size_bytes) {
+                Ok(bytes) => return bytes.to_vec(),
+                Err(FileIoError::Device(error)) if !is_crash(&error) => continue,
+                Err(error) => panic!("seed {seed}: {what}: read {name} back: {error}"),
+            }
+        }
+        panic!("seed {seed}: {what}: {CHECK_READ_ATTEMPTS} reads of {name} all failed")
+    }
+
+    /// After a failed truncate or read: the file is exactly what the model says.
+    fn check_unchanged(&mut self, name: &str, what: &str) {
+        let found = self.read_back(name, what);
+        let expected = &self.model[name];
+        assert!(
+            found == *expected,
+            "seed {}: the failed {what} changed {name}: {} bytes, the model has {}",
+            self.seed,
+            found.len(),
+            expected.len()
+        );
+    }
+
+    /// After a failed write at `offset`: the size is unchanged, and blocks the write
+    /// covered that were written since the last flush may hold a mix of old and new bytes
+    /// under their old checksums (docs/format.md, "Device errors"), so they read as
+    /// damaged. The workload cuts the file at the write's first block, which drops every
+    /// block the write touched, and checks that the rest is what the model holds.
+    fn check_failed_write(&mut self, name: &str, offset: u64, length: usize) {
+        let what = format!("write {name} {offset}+{length}");
+        let seed = self.seed;
+        let file = self
+            .fs
+            .open(name)
+            .unwrap_or_else(|error| panic!("seed {seed}: {what}: open {name}: {error}"));
+        let size_bytes = self
+            .fs
+            .stat(file)
+            .unwrap_or_else(|error| panic!("seed {seed}: {what}: stat {name}: {error}"))
+            .size_bytes;
+        let expected_size = self.model[name].len() as u64;
+        assert_eq!(
+            size_bytes, expected_size,
+            "seed {seed}: the failed {what} changed the size"
+        );
+        let block_bytes = self.shape.block_size_bytes;
+        let cut_bytes = (offset / block_bytes * block_bytes).min(size_bytes);
+        self.fs
+            .truncate(file, cut_bytes)
+            .unwrap_or_else(|error| panic!("seed {seed}: {what}: cut to {cut_bytes}: {error}"));
+        self.model
+            .get_mut(name)
+            .expect("model has the file")
+            .truncate(cut_bytes as usize);
+        self.check_unchanged(name, &format!("{what} (cut to {cut_bytes})"));
+        self.writes_cut_after_failure += 1;
     }
 
     fn pick_name(&mut self) -> &'static str {
@@ -200,7 +307,13 @@ impl FsWorkload {
                 );
                 Outcome::Done
             }
-            Err(error) => self.file_outcome(error, &format!("write {name} {offset}+{length}")),
+            Err(error) => {
+                let outcome = self.file_outcome(error, &format!("write {name} {offset}+{length}"));
+                if outcome == Outcome::FailedCleanly {
+                    self.check_failed_write(name, offset, length);
+                }
+                outcome
+            }
         }
     }
 
@@ -220,7 +333,14 @@ impl FsWorkload {
                     .resize(size as usize, 0);
                 Outcome::Done
             }
-            Err(error) => self.file_outcome(error, &format!("truncate {name} to {size}")),
+            Err(error) => {
+                let what = format!("truncate {name} to {size}");
+                let outcome = self.file_outcome(error, &what);
+                if outcome == Outcome::FailedCleanly {
+                    self.check_unchanged(name, &what);
+                }
+                outcome
+            }
         }
     }
 
@@ -276,7 +396,13 @@ impl FsWorkload {
                 );
                 Outcome::Done
             }
-            Err(error) => self.file_outcome(error, &format!("read {name}")),
+            Err(error) => {
+                let outcome = self.file_outcome(error, &format!("read {name}"));
+                if outcome == Outcome::FailedCleanly {
+                    self.check_unchanged(name, "read");
+                }
+                outcome
+            }
         }
     }
 
@@ -287,7 +413,11 @@ impl FsWorkload {
                 self.committed = self.in_progress.take().expect("set above");
                 Outcome::Done
             }
-            Err(FlushError::Device(error)) if self.ends_run(&error) => Outcome::Crashed,
+            Err(FlushError::Device(error))
+                if self.ends_run(&error) || self.shape.continue_after_device_errors =>
+            {
+                Outcome::Crashed
+            }
             Err(error) => panic!("seed {}: flush: {error}", self.seed),
         }
     }

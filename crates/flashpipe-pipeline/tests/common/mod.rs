@@ -1,15 +1,16 @@
 //! Shared test fixtures: a RAM store with files, a device that fails reads on demand, and a
-//! test kernel that can be slow, fail or panic at a chosen offset.
+//! test kernel that can be slow (in real time, or charged in virtual time), fail or panic at a
+//! chosen offset, or cancel its own job after a chosen number of chunks.
 
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, RamDisk,
-    Rejected, Request,
+    Rejected, Request, VirtualClock,
 };
 use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_fs::{Filesystem, FormatOptions};
@@ -205,6 +206,35 @@ pub struct ProbeKernel {
     pub fail_at_offset_bytes: Option<u64>,
     pub panic_at_offset_bytes: Option<u64>,
     pub chunks_seen: Arc<AtomicU64>,
+    /// Each chunk's cost charged to a virtual clock instead of spent in real time.
+    pub virtual_cost: Option<VirtualCost>,
+    /// Sets the flag once this many chunks have been seen (cancellation without a timer).
+    pub cancel_after_chunks: Option<(u64, Arc<AtomicBool>)>,
+}
+
+/// A kernel cost in virtual time: every chunk moves `clock` forward by `cost_per_chunk_ns`.
+#[derive(Clone)]
+pub struct VirtualCost {
+    pub clock: VirtualClock,
+    pub cost_per_chunk_ns: u64,
+    /// Serialises the read-then-advance so concurrent workers never move time backwards.
+    pub advancing: Arc<Mutex<()>>,
+}
+
+impl VirtualCost {
+    pub fn new(clock: VirtualClock, cost_per_chunk_ns: u64) -> VirtualCost {
+        VirtualCost {
+            clock,
+            cost_per_chunk_ns,
+            advancing: Arc::new(Mutex::new(())),
+        }
+    }
+
+    fn charge(&self) {
+        let _advancing = self.advancing.lock().expect("cost lock");
+        self.clock
+            .advance_to(self.clock.now_ns() + self.cost_per_chunk_ns);
+    }
 }
 
 impl ProbeKernel {
@@ -215,6 +245,8 @@ impl ProbeKernel {
             fail_at_offset_bytes: None,
             panic_at_offset_bytes: None,
             chunks_seen: Arc::new(AtomicU64::new(0)),
+            virtual_cost: None,
+            cancel_after_chunks: None,
         }
     }
 }
@@ -231,12 +263,24 @@ struct ProbeMapper {
     fail_at_offset_bytes: Option<u64>,
     panic_at_offset_bytes: Option<u64>,
     chunks_seen: Arc<AtomicU64>,
+    virtual_cost: Option<VirtualCost>,
+    cancel_after_chunks: Option<(u64, Arc<AtomicBool>)>,
 }
 
 impl ProbeMapper {
     fn visit(&self, chunk: &Chunk<'_>) -> Result<u64, KernelError> {
-        self.chunks_seen.fetch_add(1, Ordering::Relaxed);
-        std::thread::sleep(self.delay);
+        let seen = self.chunks_seen.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some((after_chunks, cancel)) = &self.cancel_after_chunks {
+            if seen >= *after_chunks {
+                cancel.store(true, Ordering::Release);
+            }
+        }
+        if let Some(cost) = &self.virtual_cost {
+            cost.charge();
+        }
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
         let range = chunk.offset_bytes..chunk.end_offset_bytes().max(chunk.offset_bytes + 1);
         if let Some(offset) = self
             .fail_at_offset_bytes
@@ -347,6 +391,8 @@ impl Kernel for ProbeKernel {
             fail_at_offset_bytes: self.fail_at_offset_bytes,
             panic_at_offset_bytes: self.panic_at_offset_bytes,
             chunks_seen: Arc::clone(&self.chunks_seen),
+            virtual_cost: self.virtual_cost.clone(),
+            cancel_after_chunks: self.cancel_after_chunks.clone(),
         };
         Ok(match self.schedule {
             Schedule::ChunksInParallel => FileJob::Parallel {

@@ -1,0 +1,115 @@
+//! The engine without its thread, for the deterministic simulation: the caller's thread
+//! drives it with [`SteppedEngine::step`], so an engine, its clients and simulated
+//! devices (`flashpipe_device::sim`) all run on one thread and a run is a function of
+//! its seed.
+//!
+//! The state and the command handling are the threaded [`crate::Engine`]'s own
+//! ([`crate::engine::EngineThread`]); only the loop differs. One step serves at most one
+//! queued message (a write gathers the writes queued right behind it, as in the threaded
+//! engine) and reaps the device completions that have arrived; when no message can be
+//! served but reads are in flight it waits for a completion, which on a simulated device
+//! moves virtual time forward instead of sleeping. Clients must not block on a queue the
+//! same thread has to empty: submit with [`crate::EngineClient::try_submit`] and reap
+//! with [`crate::EngineClient::try_next_completion`] (or reap with
+//! `next_completion` only what [`SteppedEngine::run_until_idle`] has answered).
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use flashpipe_fs::Filesystem;
+
+use crate::client::EngineClient;
+use crate::command::EngineError;
+use crate::engine::{read_buffer_pool, EngineConfig, EngineThread, Message};
+
+/// What one [`SteppedEngine::step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// It served a message or waited for a device completion; more may follow.
+    Progressed,
+    /// Nothing queued and nothing in flight: every submitted command has been answered.
+    Idle,
+}
+
+/// An engine driven by its caller's thread.
+pub struct SteppedEngine {
+    messages: Sender<Message>,
+    inbox: Receiver<Message>,
+    config: EngineConfig,
+    core: EngineThread,
+}
+
+impl SteppedEngine {
+    /// An engine over `filesystem` that runs only when stepped.
+    pub fn new(filesystem: Filesystem, config: EngineConfig) -> SteppedEngine {
+        assert!(config.command_queue_capacity > 0 && config.reads_in_flight_limit > 0);
+        let (messages, inbox) = bounded(config.command_queue_capacity);
+        let block_bytes = u64::from(filesystem.stats().fs_block_size_bytes);
+        let pool = read_buffer_pool(&filesystem, &config);
+        SteppedEngine {
+            messages,
+            inbox,
+            config,
+            core: EngineThread::new(filesystem, pool, block_bytes, config),
+        }
+    }
+
+    /// A new client with at most `outstanding_limit` commands outstanding.
+    pub fn client(&self, outstanding_limit: usize) -> EngineClient {
+        EngineClient::new(self.messages.clone(), outstanding_limit, self.config)
+    }
+
+    /// Serves at most one queued message and reaps the completions that have arrived;
+    /// waits for one device completion only when reads are in flight and nothing else
+    /// can be served. An error is the engine's end, as it would stop the engine thread
+    /// (a crashed device, for example): drop the engine then.
+    pub fn step(&mut self) -> Result<StepOutcome, EngineError> {
+        let message = if let Some(message) = self.core.held_back.take() {
+            Some(message)
+        } else if self.core.reads.has_room() || self.core.reads.is_idle() {
+            self.inbox.try_recv().ok()
+        } else {
+            None
+        };
+        match message {
+            Some(Message::Command(envelope)) => self.core.handle(envelope, &self.inbox)?,
+            Some(Message::Shutdown { .. }) => {
+                unreachable!("only a threaded engine is sent a shutdown message")
+            }
+            None if self.core.reads.is_idle() => return Ok(StepOutcome::Idle),
+            None => self
+                .core
+                .reads
+                .pump(self.core.filesystem.device_mut(), true)?,
+        }
+        self.core
+            .reads
+            .pump(self.core.filesystem.device_mut(), false)?;
+        Ok(StepOutcome::Progressed)
+    }
+
+    /// Steps until every submitted command has been answered; the number of steps.
+    pub fn run_until_idle(&mut self) -> Result<u64, EngineError> {
+        let mut steps = 0;
+        while self.step()? == StepOutcome::Progressed {
+            steps += 1;
+        }
+        Ok(steps)
+    }
+
+    /// Device requests in flight now (for tests that check how many reads overlap).
+    pub fn device_requests_in_flight(&mut self) -> usize {
+        self.core.filesystem.device_mut().in_flight()
+    }
+
+    /// Serves what is queued, flushes and returns the file system.
+    pub fn shutdown(mut self) -> Result<Filesystem, EngineError> {
+        self.run_until_idle()?;
+        self.core.filesystem.flush()?;
+        Ok(self.core.filesystem)
+    }
+
+    /// Serves what is queued and returns the file system without flushing.
+    pub fn shutdown_without_commit(mut self) -> Result<Filesystem, EngineError> {
+        self.run_until_idle()?;
+        Ok(self.core.filesystem)
+    }
+}
