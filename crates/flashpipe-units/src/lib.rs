@@ -1,4 +1,16 @@
-//! Human sizes: parsing `64KiB`, `2GiB`, `1.5GB`, `4096` and printing sizes back.
+//! flashpipe-units: the project's one size grammar, parsing `64KiB`, `2GiB`, `1.5GB`,
+//! `4096` ([`parse_size_bytes`]) and printing sizes back ([`HumanBytes`]).
+//!
+//! Every size anywhere in flashpipe goes through it: store files and `--devices` lists
+//! (`flashpipe-store`, which re-exports this crate as `flashpipe_store::units`), every
+//! size flag of the CLI and the benchmarks, and the integer options of the kernels
+//! (`flashpipe-kernels`' `KernelOptions::integer`), so `64K` means one thing everywhere.
+//!
+//! Rule: a leaf. It depends on no flashpipe crate and does no I/O, so the kernels, which
+//! depend on no other flashpipe crate, may use it without giving up being pure compute.
+//! It is a crate of its own rather than a module of `flashpipe-device` because the kernels
+//! must not see the device layer, and rather than a grammar passed into the kernels as a
+//! function because a size in a kernel option would then mean whatever the caller chose.
 
 use std::fmt;
 

@@ -24,7 +24,6 @@ use flashpipe_pipeline::{run_pipeline, PipelineConfig, PipelineError, PipelineRe
 pub struct TestStore {
     pub engine: Engine,
     pub engine_config: EngineConfig,
-    pub clock: Arc<dyn Clock>,
     pub fail_reads: Arc<AtomicBool>,
 }
 
@@ -69,11 +68,9 @@ pub fn store_with(files: &[(&str, Vec<u8>)]) -> TestStore {
         filesystem.write(file, 0, data).expect("write");
     }
     filesystem.flush().expect("flush");
-    let clock = flashpipe_pipeline::clock_of_filesystem(&mut filesystem);
     TestStore {
         engine: Engine::start(filesystem, TEST_ENGINE),
         engine_config: TEST_ENGINE,
-        clock,
         fail_reads,
     }
 }
@@ -100,7 +97,6 @@ impl TestStore {
         run_pipeline(flashpipe_pipeline::run::PipelineJob {
             engine: &self.engine,
             engine_config: &self.engine_config,
-            clock: Arc::clone(&self.clock),
             kernel,
             files: &files,
             config,
