@@ -23,7 +23,7 @@ use std::process::Command as Process;
 use std::sync::Arc;
 use std::time::Instant;
 
-use flashpipe_engine::units::parse_size_bytes;
+use flashpipe_store::units::parse_size_bytes;
 use flashpipe_engine::EngineClient;
 use flashpipe_kernels::api::{CountingSink, Kernel, OutputKind, Schedule};
 use flashpipe_kernels::driver::{run_files_in_parallel, run_on_bytes, DrivePlan, MapOrder};

@@ -14,7 +14,7 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use flashpipe_device::SplitMix64;
-use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
+use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
 use flashpipe_kernels::api::Kernel;
 use flashpipe_kernels::langid::model::{train, TrainingSettings};
@@ -159,7 +159,6 @@ fn near_data(
     let demo = NearDataDemo {
         engine: &store.engine,
         engine_config: &store.engine_config,
-        clock: Arc::clone(&store.clock),
         langid,
         text_files,
         sobel,

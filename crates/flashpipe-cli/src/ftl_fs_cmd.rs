@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use flashpipe_device::{Clock, SplitMix64};
-use flashpipe_engine::flash_store::{open_flash_device, FlashDeviceSpec};
-use flashpipe_engine::store::DeviceCreation;
-use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
+use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
+use flashpipe_store::store::DeviceCreation;
+use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
 use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{

@@ -200,7 +200,7 @@ struct RunArgs {
 }
 
 fn parse_byte_size(text: &str) -> Result<u64, String> {
-    flashpipe_engine::units::parse_size_bytes(text)
+    flashpipe_store::units::parse_size_bytes(text)
         .ok()
         .filter(|&size| size > 0)
         .ok_or_else(|| format!("'{text}' is not a positive size (e.g. 4096, 256KiB, 16MiB)"))

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use flashpipe_engine::store_config::{parse_device_list, StoreConfig, STORE_FILE_VERSION};
+use flashpipe_store::store_config::{parse_device_list, StoreConfig, STORE_FILE_VERSION};
 
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_kernels::throughput::synthetic_bytes;

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::Clock;
-use flashpipe_engine::units::HumanBytes;
+use flashpipe_store::units::HumanBytes;
 use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError};
 use flashpipe_fs::NamespaceError;
 use indicatif::{ProgressBar, ProgressStyle};
