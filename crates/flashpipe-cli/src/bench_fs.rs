@@ -26,9 +26,9 @@ mod store;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use flashpipe_store::units::parse_size_bytes;
 use flashpipe_engine::{EngineError, StreamError};
 use flashpipe_fs::{FlushError, FormatError, NamespaceError};
+use flashpipe_store::units::parse_size_bytes;
 
 /// One mebibyte.
 const MIB: u64 = 1 << 20;

@@ -19,9 +19,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use flashpipe_device::{Clock, SplitMix64};
-use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
-use flashpipe_store::store::DeviceCreation;
-use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
 use flashpipe_flash::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_flash::{
@@ -30,6 +27,9 @@ use flashpipe_flash::{
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
+use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
+use flashpipe_store::store::DeviceCreation;
+use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;

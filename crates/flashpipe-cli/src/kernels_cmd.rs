@@ -171,7 +171,7 @@ struct EvalLangidArgs {
     #[arg(long)]
     profiles: Option<PathBuf>,
     /// Piece sizes in bytes, comma-separated (whole held-out documents are always added).
-    #[arg(long, default_value = "64,256,1024,2048", value_delimiter = ',')]
+    #[arg(long, default_value = "64,256,1024,2048", value_delimiter = ',', value_parser = flashpipe_store::units::parse_size_as::<usize>)]
     pieces: Vec<usize>,
     /// Print JSON instead of a table.
     #[arg(long)]

@@ -16,12 +16,12 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use flashpipe_store::units::HumanBytes;
 use flashpipe_kernels::api::{Kernel, OutputKind, Summary};
 use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig, PipelineResult};
+use flashpipe_store::units::HumanBytes;
 
 use crate::store_cmd::{file_exists, rename_command, CliResult, StoreAccess};
 use flashpipe_store::store_lock::LockWait;

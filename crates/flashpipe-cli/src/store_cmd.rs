@@ -20,7 +20,8 @@ pub use transfer::{file_exists, plan_put, rename_command};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineConfig, Reply};
+use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
+use flashpipe_fs::{FileStat, Filesystem, FormatOptions, FsStats};
 use flashpipe_store::running::has_ram_device;
 use flashpipe_store::store::{
     device_files, open_store_device_waiting, DeviceCreation, OpenedStoreDevice,
@@ -31,9 +32,8 @@ use flashpipe_store::store_config::{
 };
 use flashpipe_store::store_lock::{LockWait, StoreLock};
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
-pub use flashpipe_store::StoreAccess;
 use flashpipe_store::RunningStore;
-use flashpipe_fs::{FileStat, Filesystem, FormatOptions, FsStats};
+pub use flashpipe_store::StoreAccess;
 use serde_json::json;
 
 /// Errors of the CLI commands: shown to the user as one line.

@@ -36,4 +36,3 @@ pub use config::{OutputTarget, PipelineConfig};
 pub use error::PipelineError;
 pub use report::{FileOutcome, PipelineReport, PipelineResult, StageReport};
 pub use run::run_pipeline;
-

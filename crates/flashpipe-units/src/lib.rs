@@ -80,6 +80,17 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, SizeParseError> {
     Ok(bytes as u64)
 }
 
+/// [`parse_size_bytes`] into another integer type (a `usize` length, a `u32` block size),
+/// refusing a size that does not fit it ("too large"). Usable as a clap `value_parser`:
+/// `value_parser = flashpipe_units::parse_size_as::<usize>`.
+pub fn parse_size_as<T: TryFrom<u64>>(text: &str) -> Result<T, SizeParseError> {
+    let size_bytes = parse_size_bytes(text)?;
+    T::try_from(size_bytes).map_err(|_| SizeParseError {
+        text: text.to_string(),
+        reason: "too large",
+    })
+}
+
 /// An integer count of units, exactly (decimals go through `f64`, integers must not lose
 /// digits above 2^53): `None` when it does not fit in 64 bits.
 fn exact_size_bytes(digits: &str, multiplier: f64) -> Option<u64> {
@@ -136,6 +147,16 @@ mod tests {
         check("12 parsecs", Err("unknown unit"));
         check("0.3", Err("not a whole number of bytes"));
         check("99999999PiB", Err("too large"));
+    }
+
+    #[test]
+    fn sizes_convert_to_narrower_integers_or_are_refused() {
+        assert_eq!(parse_size_as::<usize>("64KiB"), Ok(65536));
+        assert_eq!(
+            parse_size_as::<u32>("4GiB").unwrap_err().reason,
+            "too large"
+        );
+        assert_eq!(parse_size_as::<u32>("4KiB"), Ok(4096));
     }
 
     #[test]

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation};
-use flashpipe_store::store::{open_store_device, DeviceCreation};
-use flashpipe_store::store_config::{DeviceSpec, StoreConfig, STORE_FILE_VERSION};
 use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_store::store::{open_store_device, DeviceCreation};
+use flashpipe_store::store_config::{DeviceSpec, StoreConfig, STORE_FILE_VERSION};
 
 use super::{BenchFsError, MIB};
 
