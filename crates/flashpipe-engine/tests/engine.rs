@@ -3,7 +3,7 @@
 //! error, the streaming helpers, and shutdown followed by a remount.
 
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
-use flashpipe_device::{BlockDevice, RamDisk, SplitMix64};
+use flashpipe_device::{RamDisk, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, Reply};
 use flashpipe_fs::{FileIoError, Filesystem, FormatOptions, NamespaceError};
 
