@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use flashpipe_engine::store_config::{StoreConfig, MAX_DEVICES, MAX_QUEUE_DEPTH};
+use flashpipe_store::store_config::{StoreConfig, MAX_DEVICES, MAX_QUEUE_DEPTH};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

@@ -128,7 +128,7 @@ pub enum BenchDeviceError {
 
 fn parse_size_argument(text: &str) -> Result<u64, String> {
     let size_bytes =
-        flashpipe_engine::units::parse_size_bytes(text).map_err(|error| error.to_string())?;
+        flashpipe_store::units::parse_size_bytes(text).map_err(|error| error.to_string())?;
     let unit_bytes = u64::from(SEQUENTIAL_REQUEST_BYTES);
     if size_bytes < 2 * unit_bytes || size_bytes % unit_bytes != 0 {
         return Err(format!(

@@ -26,9 +26,9 @@ mod store;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use flashpipe_engine::units::parse_size_bytes;
 use flashpipe_engine::{EngineError, StreamError};
 use flashpipe_fs::{FlushError, FormatError, NamespaceError};
+use flashpipe_store::units::parse_size_bytes;
 
 /// One mebibyte.
 const MIB: u64 = 1 << 20;
@@ -114,7 +114,7 @@ pub enum BenchFsError {
     },
     /// A store could not be opened.
     #[error(transparent)]
-    StoreOpen(#[from] flashpipe_engine::store::StoreOpenError),
+    StoreOpen(#[from] flashpipe_store::store::StoreOpenError),
     /// mkfs failed.
     #[error(transparent)]
     Format(#[from] FormatError),

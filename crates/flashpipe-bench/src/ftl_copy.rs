@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use clap::Args;
 use flashpipe_device::{BlockDevice, Clock};
-use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_fs::{CopyMethod, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
+use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
 use crate::table::Table;

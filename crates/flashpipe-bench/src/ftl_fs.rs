@@ -20,9 +20,6 @@ use std::time::Instant;
 
 use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_device::{Clock, SplitMix64};
-use flashpipe_engine::flash_store::{open_flash_device, FlashDeviceSpec};
-use flashpipe_engine::store::DeviceCreation;
-use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
 use flashpipe_flash::{
     Ack, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
@@ -30,6 +27,9 @@ use flashpipe_flash::{
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
+use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
+use flashpipe_store::store::DeviceCreation;
+use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
 use crate::pattern::{DataPattern, DataPatternReader};

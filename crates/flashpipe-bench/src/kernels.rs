@@ -24,12 +24,12 @@ use std::process::Command as Process;
 use std::sync::Arc;
 use std::time::Instant;
 
-use flashpipe_engine::units::parse_size_bytes;
 use flashpipe_engine::EngineClient;
 use flashpipe_kernels::api::{CountingSink, Kernel, OutputKind, Schedule};
 use flashpipe_kernels::driver::{run_files_in_parallel, run_on_bytes, DrivePlan, MapOrder};
 use flashpipe_kernels::throughput::measure_kernel;
 use flashpipe_pipeline::{OutputTarget, PipelineConfig};
+use flashpipe_store::units::parse_size_bytes;
 use serde::Serialize;
 
 use crate::kernels::store::KernelStore;

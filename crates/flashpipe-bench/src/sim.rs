@@ -63,8 +63,8 @@ pub struct JobArgs {
     /// Reads or writes.
     #[arg(long, value_enum, default_value_t = KindArg::Read)]
     kind: KindArg,
-    /// Bytes per request.
-    #[arg(long, default_value_t = 8192)]
+    /// Bytes per request (a size: 8192, 8KiB, 1MiB).
+    #[arg(long, default_value_t = 8192, value_parser = flashpipe_store::units::parse_size_bytes)]
     request_bytes: u64,
     /// Requests in flight per host.
     #[arg(long, default_value_t = 32)]

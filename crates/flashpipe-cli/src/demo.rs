@@ -14,7 +14,6 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use flashpipe_device::SplitMix64;
-use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
 use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
 use flashpipe_kernels::api::Kernel;
 use flashpipe_kernels::langid::model::{train, TrainingSettings};
@@ -22,6 +21,7 @@ use flashpipe_kernels::langid::udhr::{load_udhr, training_samples, CorpusSelecti
 use flashpipe_kernels::langid::LangIdKernel;
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_pipeline::demo::{run_near_data_demo, DemoRow, NearDataDemo, HELD_OUT_PREFIX};
+use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde_json::json;
 
 use crate::store_cmd::{self, CliResult, OpenStore};
@@ -159,7 +159,6 @@ fn near_data(
     let demo = NearDataDemo {
         engine: &store.engine,
         engine_config: &store.engine_config,
-        clock: Arc::clone(&store.clock),
         langid,
         text_files,
         sobel,

@@ -175,7 +175,7 @@ struct EvalLangidArgs {
     #[arg(long)]
     profiles: Option<PathBuf>,
     /// Piece sizes in bytes, comma-separated (whole held-out documents are always added).
-    #[arg(long, default_value = "64,256,1024,2048", value_delimiter = ',')]
+    #[arg(long, default_value = "64,256,1024,2048", value_delimiter = ',', value_parser = flashpipe_store::units::parse_size_as::<usize>)]
     pieces: Vec<usize>,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -204,7 +204,7 @@ struct RunArgs {
 }
 
 fn parse_byte_size(text: &str) -> Result<u64, String> {
-    flashpipe_engine::units::parse_size_bytes(text)
+    flashpipe_store::units::parse_size_bytes(text)
         .ok()
         .filter(|&size| size > 0)
         .ok_or_else(|| format!("'{text}' is not a positive size (e.g. 4096, 256KiB, 16MiB)"))

@@ -128,7 +128,7 @@ fn error_kind(error: &(dyn std::error::Error + 'static)) -> &'static str {
         "io"
     } else if error.is::<flashpipe_engine::EngineError>() {
         "store"
-    } else if error.is::<flashpipe_engine::store_config::StoreConfigError>() {
+    } else if error.is::<flashpipe_store::store_config::StoreConfigError>() {
         "store_file"
     } else if error.is::<kernels_cmd::KernelsCommandError>()
         || error.is::<flashpipe_kernels::error::OptionsError>()

@@ -19,15 +19,15 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use flashpipe_engine::units::HumanBytes;
 use flashpipe_kernels::api::{Kernel, OutputKind, Summary};
 use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig, PipelineResult};
+use flashpipe_store::units::HumanBytes;
 
 use crate::store_cmd::{file_exists, rename_command, CliResult, StoreAccess};
-use flashpipe_engine::store_lock::LockWait;
+use flashpipe_store::store_lock::LockWait;
 
 /// `flashpipe run`.
 #[derive(Debug, clap::Args)]
@@ -78,7 +78,6 @@ impl PipelineStore {
         run_pipeline(PipelineJob {
             engine: &self.engine,
             engine_config: &self.engine_config,
-            clock: Arc::clone(&self.clock),
             kernel,
             files,
             config,

@@ -21,19 +21,20 @@ pub use transfer::{file_exists, plan_put, rename_command};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flashpipe_device::Clock;
-
-use flashpipe_engine::store::{
+use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
+use flashpipe_fs::{FileStat, Filesystem, FormatOptions, FsStats};
+use flashpipe_store::running::has_ram_device;
+use flashpipe_store::store::{
     device_files, open_store_device_waiting, DeviceCreation, OpenedStoreDevice,
 };
-use flashpipe_engine::store_config::{
+use flashpipe_store::store_config::{
     check_block_size, check_distinct_devices, check_stripe_unit, parse_device_list, DeviceSpec,
     StoreConfig, STORE_FILE_VERSION,
 };
-use flashpipe_engine::store_lock::{LockWait, StoreLock};
-use flashpipe_engine::units::{parse_size_bytes, HumanBytes};
-use flashpipe_engine::{Command as EngineCommand, Engine, EngineClient, EngineConfig, Reply};
-use flashpipe_fs::{FileStat, Filesystem, FormatOptions, FsStats};
+use flashpipe_store::store_lock::{LockWait, StoreLock};
+use flashpipe_store::units::{parse_size_bytes, HumanBytes};
+use flashpipe_store::RunningStore;
+pub use flashpipe_store::StoreAccess;
 use serde_json::json;
 
 /// Errors of the CLI commands: shown to the user as one line.
@@ -323,7 +324,7 @@ pub fn create_store_with(
     }
     config.validate(store)?;
     check_distinct_devices(config, store)?;
-    let lock = flashpipe_engine::store::lock_store(
+    let lock = flashpipe_store::store::lock_store(
         config,
         store,
         DeviceCreation::CreateMissing.lock_mode(),
@@ -352,7 +353,7 @@ fn format_store(
         device,
         notes,
         lock,
-    } = flashpipe_engine::store::open_store_device_locked(
+    } = flashpipe_store::store::open_store_device_locked(
         config,
         store,
         DeviceCreation::CreateMissing,
@@ -495,41 +496,26 @@ fn apply_flash_options(arguments: &MkfsArgs, devices: &mut [DeviceSpec]) -> CliR
     Ok(())
 }
 
-fn has_ram_device(config: &StoreConfig) -> bool {
-    config
-        .devices
-        .iter()
-        .any(|device| matches!(device, DeviceSpec::Ram { .. }))
-}
-
 fn print_notes(notes: &[String]) {
     for note in notes {
         eprintln!("note: {note}");
     }
 }
 
-/// Whether a store is opened to change it or only to read it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreAccess {
-    /// Exclusive lock, read-write devices and mount; closing commits.
-    ReadWrite,
-    /// Shared lock, read-only devices and mount; nothing is ever written.
-    ReadOnly,
+/// A store opened for commands: the store crate's [`RunningStore`] (engine, its
+/// configuration, the device clock, the lock), with the CLI's printing of its notes and
+/// its ending of a command ([`OpenStore::finish`]). Its fields and `client` are the
+/// running store's, through `Deref`.
+pub struct OpenStore {
+    running: RunningStore,
 }
 
-/// A store opened for commands: the engine running its file system, how it was
-/// started, the clock of the store's devices (real or virtual), and the lock that makes
-/// this process its owner (or one of its readers) until it is closed.
-pub struct OpenStore {
-    /// The running engine.
-    pub engine: Engine,
-    /// How the engine was started.
-    pub engine_config: EngineConfig,
-    /// The store device's clock.
-    pub clock: Arc<dyn Clock>,
-    access: StoreAccess,
-    /// Declared last: released after the engine and its devices are closed.
-    lock: Option<StoreLock>,
+impl std::ops::Deref for OpenStore {
+    type Target = RunningStore;
+
+    fn deref(&self) -> &RunningStore {
+        &self.running
+    }
 }
 
 impl OpenStore {
@@ -540,74 +526,28 @@ impl OpenStore {
     }
 
     /// [`OpenStore::open`] for `access`, waiting for another user with
-    /// [`LockWait::Wait`].
+    /// [`LockWait::Wait`]; the notes of opening the devices go to standard error.
     pub fn open_with(
         store: &Path,
         access: StoreAccess,
         wait: LockWait,
     ) -> Result<OpenStore, Box<dyn std::error::Error>> {
-        let config = StoreConfig::load(store)?;
-        if has_ram_device(&config) {
-            return Err(format!(
-                "store {} has RAM devices, whose contents live only inside one process; \
-                 use a store of files or block devices (RAM stores serve `flashpipe demo` and `flashpipe bench`)",
-                store.display()
-            )
-            .into());
-        }
-        let creation = match access {
-            StoreAccess::ReadWrite => DeviceCreation::MustExist,
-            StoreAccess::ReadOnly => DeviceCreation::ReadOnly,
-        };
-        let OpenedStoreDevice {
-            device,
-            notes,
-            lock,
-        } = open_store_device_waiting(&config, store, creation, wait)?;
-        print_notes(&notes);
-        let mounted = match access {
-            StoreAccess::ReadWrite => Filesystem::mount(device),
-            StoreAccess::ReadOnly => Filesystem::mount_read_only(device),
-        };
-        let filesystem = mounted.map_err(|error| format!("store {}: {error}", store.display()))?;
-        let mut opened = OpenStore::start(filesystem);
-        opened.access = access;
-        opened.lock = Some(lock);
-        Ok(opened)
+        let running = RunningStore::open(store, access, wait)?;
+        print_notes(&running.notes);
+        Ok(OpenStore { running })
     }
 
-    /// Starts the engine on a mounted file system, keeping its device's clock (the
-    /// caller owns the store: no lock is taken).
-    pub fn start(mut filesystem: Filesystem) -> OpenStore {
-        let engine_config = EngineConfig::default();
-        OpenStore {
-            clock: filesystem.device_mut().clock(),
-            engine: Engine::start(filesystem, engine_config),
-            engine_config,
-            access: StoreAccess::ReadWrite,
-            lock: None,
-        }
-    }
-
-    /// A client with room for `outstanding_limit` commands.
-    pub fn client(&self, outstanding_limit: usize) -> EngineClient {
-        self.engine.client(outstanding_limit)
-    }
-
-    /// Closes the store: flushes and unmounts when opened for changes; a read-only store
+    /// Closes the store: commits and unmounts when opened for changes; a read-only store
     /// is closed without writing anything.
     pub fn close(self) -> CliResult {
-        match self.access {
-            StoreAccess::ReadWrite => drop(self.engine.shutdown()?.unmount()?),
-            StoreAccess::ReadOnly => drop(self.engine.shutdown_without_commit()?),
-        }
+        self.running.close()?;
         Ok(())
     }
 
-    /// Closes the store without committing: every change since the last flush is
+    /// Closes the store without committing: every change since the last commit is
     /// dropped, so a command that failed half-way leaves the store at its last commit.
     pub fn close_without_commit(self) -> CliResult {
-        drop(self.engine.shutdown_without_commit()?);
+        self.running.close_without_commit()?;
         Ok(())
     }
 

@@ -10,10 +10,11 @@
 //! A batch of whole small files ([`Command::ReadFiles`]) is one command: its files are
 //! planned together and physically adjacent files share one device request.
 
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
-use flashpipe_device::BufferPool;
+use flashpipe_device::{BufferPool, Clock};
 use flashpipe_fs::Filesystem;
 
 use crate::client::EngineClient;
@@ -64,13 +65,15 @@ pub(crate) enum Message {
 pub struct Engine {
     messages: Sender<Message>,
     config: EngineConfig,
+    clock: Arc<dyn Clock>,
     thread: Option<JoinHandle<Result<Filesystem, EngineError>>>,
 }
 
 impl Engine {
     /// Starts the engine thread, which takes ownership of `filesystem`.
-    pub fn start(filesystem: Filesystem, config: EngineConfig) -> Engine {
+    pub fn start(mut filesystem: Filesystem, config: EngineConfig) -> Engine {
         assert!(config.command_queue_capacity > 0 && config.reads_in_flight_limit > 0);
+        let clock = filesystem.device_mut().clock();
         let (messages, inbox) = bounded(config.command_queue_capacity);
         let block_bytes = filesystem.stats().fs_block_size_bytes as usize;
         let pool = BufferPool::new(
@@ -86,8 +89,21 @@ impl Engine {
         Engine {
             messages,
             config,
+            clock,
             thread: Some(thread),
         }
+    }
+
+    /// The clock of the device the engine's file system runs on (real, or virtual in
+    /// simulation): everything measured around the engine (pipeline stages, transfers)
+    /// uses it, never the operating system's clock.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
+    /// How the engine was started (its queue and buffer bounds).
+    pub fn config(&self) -> EngineConfig {
+        self.config
     }
 
     /// A new client with at most `outstanding_limit` commands outstanding.

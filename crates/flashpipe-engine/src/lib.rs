@@ -1,21 +1,17 @@
-//! The filesystem core of flashpipe (HWFS ch. 1, 3.3.1) and the store it runs.
+//! The filesystem core of flashpipe (HWFS ch. 1, 3.3.1).
 //!
-//! A *store* is a file system over one or more devices striped together, described by a
-//! small TOML file ([`store_config`], opened by [`store`]). The [`Engine`] is a dedicated
-//! thread that owns the store's file system; clients ([`EngineClient`]) submit
-//! [`Command`]s through bounded queues and receive completions, read data arriving in
-//! engine-owned aligned buffers without a copy.
+//! The [`Engine`] is a dedicated thread that owns a mounted file system and its device;
+//! clients ([`EngineClient`]) submit [`Command`]s through bounded queues and receive
+//! completions, read data arriving in engine-owned aligned buffers without a copy. The
+//! engine knows nothing of store files, locks or device kinds: `flashpipe-store` opens a
+//! store's devices, mounts them and starts an engine on the file system. Rule: this crate
+//! depends only on the file system and the device layer.
 
 pub mod client;
 pub mod command;
 pub mod engine;
-pub mod flash_store;
 mod reads;
 pub mod stepped;
-pub mod store;
-pub mod store_config;
-pub mod store_lock;
-pub mod units;
 
 pub use client::{EngineClient, StreamError, Ticket};
 pub use command::{Command, EngineError, ReadData, Reply};

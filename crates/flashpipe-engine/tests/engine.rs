@@ -2,9 +2,8 @@
 //! several clients (out of order on simulated disks), zero-copy pool buffers, every
 //! error, the streaming helpers, and shutdown followed by a remount.
 
-use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
-use flashpipe_device::{BlockDevice, RamDisk, SplitMix64};
+use flashpipe_device::{RamDisk, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, Reply};
 use flashpipe_fs::{FileIoError, Filesystem, FormatOptions, NamespaceError};
 
@@ -19,21 +18,18 @@ fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
     .unwrap()
 }
 
-fn sim_striped_filesystem(seed: u64) -> Filesystem {
+/// A file system on one simulated disk serving 12 requests at once with jittered
+/// latencies, so many engine requests are in flight and complete out of order (the engine
+/// depends on no striping; stores striped over several devices are tested in
+/// `flashpipe-store`).
+fn sim_parallel_filesystem(seed: u64) -> Filesystem {
     let world = SimWorld::new(seed);
-    let members: Vec<Box<dyn BlockDevice>> = (0..3)
-        .map(|index| {
-            let mut config = SimDiskConfig::default_for_tests(&format!("sim{index}"), 4096, 4096);
-            config.latency_jitter_ns = 40_000;
-            config.parallelism = 4;
-            Box::new(world.add_disk(config).unwrap()) as Box<dyn BlockDevice>
-        })
-        .collect();
-    let striped = StripedDevice::new("stripe", members, 16384, CompletionOrder::AsCompleted, 64)
-        .unwrap()
-        .with_simulated_world(world);
+    let mut config = SimDiskConfig::default_for_tests("sim", 4096, 3 * 4096);
+    config.latency_jitter_ns = 40_000;
+    config.parallelism = 12;
+    let disk = world.add_disk(config).unwrap();
     Filesystem::format(
-        Box::new(striped),
+        Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: 8192,
         },
@@ -217,7 +213,7 @@ fn errors_are_clear_and_change_nothing() {
 #[test]
 fn many_reads_from_many_client_threads_come_back_right() {
     for seed in [1, 2, 3] {
-        let engine = Engine::start(sim_striped_filesystem(seed), EngineConfig::default());
+        let engine = Engine::start(sim_parallel_filesystem(seed), EngineConfig::default());
         let mut writer = engine.client(4);
         let files: Vec<(String, Vec<u8>)> = (0..4)
             .map(|index| {
@@ -294,7 +290,7 @@ fn data_is_pooled(data: &flashpipe_engine::ReadData) -> bool {
 #[test]
 fn streams_round_trip_and_survive_shutdown() {
     let engine = Engine::start(
-        sim_striped_filesystem(7),
+        sim_parallel_filesystem(7),
         EngineConfig {
             max_read_bytes: 65536,
             ..EngineConfig::default()
@@ -367,7 +363,7 @@ fn empty_and_tiny_files_read_back() {
 
 #[test]
 fn queued_writes_from_many_clients_batch_and_each_answer_its_own() {
-    let engine = Engine::start(sim_striped_filesystem(11), EngineConfig::default());
+    let engine = Engine::start(sim_parallel_filesystem(11), EngineConfig::default());
     let mut setup = engine.client(4);
     for index in 0..3 {
         setup
@@ -529,7 +525,7 @@ fn a_batch_of_files_reads_what_single_reads_read() {
     check_batch_equals_single_reads(ram_filesystem(4096), files, &everything, &fragment_and_hole);
     for seed in 1..=3 {
         check_batch_equals_single_reads(
-            sim_striped_filesystem(seed),
+            sim_parallel_filesystem(seed),
             files,
             &everything,
             &fragment_and_hole,

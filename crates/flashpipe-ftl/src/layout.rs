@@ -16,6 +16,21 @@ pub const LOG_RECORD_BYTES: usize = 33;
 /// Bytes of the checkpoint header.
 pub const CHECKPOINT_HEADER_BYTES: usize = 40;
 
+/// Checks, before any array is made, that the pages of `config` leave the FTL room for
+/// its spare record: the FTL validates its own spare layout, so a store or a tool asks
+/// here instead of comparing against [`SPARE_RECORD_BYTES`] itself. The error names the
+/// preset, what its pages hold and what the FTL needs.
+pub fn check_spare_layout(config: &FlashConfig) -> Result<(), String> {
+    let host_spare_bytes = config.host_spare_bytes() as usize;
+    if host_spare_bytes < SPARE_RECORD_BYTES {
+        return Err(format!(
+            "the pages of {} have {host_spare_bytes} host spare bytes; the FTL needs {SPARE_RECORD_BYTES}",
+            config.name
+        ));
+    }
+    Ok(())
+}
+
 /// What a programmed page holds (spare byte 0; never 0x00, the factory bad mark, nor 0xFF).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PageKind {

@@ -130,11 +130,21 @@ impl KernelOptions {
             })
     }
 
-    /// A non-negative integer within `minimum..=maximum`; accepts `K`, `M`, `G` binary suffixes.
+    /// A non-negative integer within `minimum..=maximum`, read with the project's one size
+    /// grammar ([`flashpipe_units::parse_size_bytes`]): `4096`, `64K`, `64KiB`, `1.5MiB`,
+    /// `1MB` (decimal units are powers of ten, `K`/`KiB` powers of two).
     pub fn integer(&self, key: &str, minimum: u64, maximum: u64) -> Result<u64, OptionsError> {
         let value = self.text(key)?;
-        let parsed =
-            parse_size(value).ok_or_else(|| bad_value(key, value, "not a non-negative integer"))?;
+        let parsed = flashpipe_units::parse_size_bytes(value).map_err(|error| {
+            bad_value(
+                key,
+                value,
+                &format!(
+                    "not a non-negative integer ({}; e.g. 4096, 64K, 1MiB)",
+                    error.reason
+                ),
+            )
+        })?;
         if parsed < minimum || parsed > maximum {
             return Err(bad_value(
                 key,
@@ -211,20 +221,6 @@ fn bad_value(key: &str, value: &str, reason: &str) -> OptionsError {
         value: value.to_string(),
         reason: reason.to_string(),
     }
-}
-
-/// Parses `123`, `4K`, `64M`, `1G` (binary multiples).
-pub fn parse_size(text: &str) -> Option<u64> {
-    let (digits, multiplier) = match text.as_bytes().last()? {
-        b'K' | b'k' => (&text[..text.len() - 1], 1u64 << 10),
-        b'M' | b'm' => (&text[..text.len() - 1], 1 << 20),
-        b'G' | b'g' => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
-    };
-    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<u64>().ok()?.checked_mul(multiplier)
 }
 
 /// Decodes hexadecimal (even length, either case).

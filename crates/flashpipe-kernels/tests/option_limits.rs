@@ -2,7 +2,7 @@
 //! "Limits"): arbitrary `key=value` arguments for every kernel, sizes and hexadecimal never
 //! panic, and the values accepted lie within the limits.
 
-use flashpipe_kernels::options::{decode_hex, parse_size, KernelOptions, OptionSpec};
+use flashpipe_kernels::options::{decode_hex, KernelOptions, OptionSpec};
 use flashpipe_kernels::registry::KERNELS;
 use proptest::prelude::*;
 
@@ -65,7 +65,7 @@ proptest! {
 
     #[test]
     fn sizes_and_hex_never_panic(text in "\\PC{0,30}") {
-        let _ = parse_size(&text);
+        let _ = flashpipe_units::parse_size_bytes(&text);
         let _ = decode_hex(&text);
     }
 }

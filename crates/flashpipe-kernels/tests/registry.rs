@@ -2,7 +2,7 @@
 //! the schedule and output its entry declares; bad options give errors naming the problem.
 
 use flashpipe_kernels::error::OptionsError;
-use flashpipe_kernels::options::{parse_size, KernelOptions, OptionSpec};
+use flashpipe_kernels::options::{KernelOptions, OptionSpec};
 use flashpipe_kernels::registry::{find_kernel, KERNELS};
 
 const SPECS: &[OptionSpec] = &[
@@ -52,10 +52,21 @@ fn options_parse_defaults_and_refuse_mistakes_with_clear_messages() {
     let options = parse(&["name=x", "size=1M"]).expect("parsed");
     let error = options.integer("size", 0, 100).expect_err("out of range");
     assert!(error.to_string().contains("between 0 and 100"), "{error}");
-    assert_eq!(parse_size("64M"), Some(64 << 20));
-    assert_eq!(parse_size("-1"), None);
-    assert_eq!(parse_size(""), None);
-    assert_eq!(parse_size("K"), None);
+    for (value, expected) in [
+        ("64M", Some(64 << 20)),
+        ("64KiB", Some(64 << 10)),
+        ("-1", None),
+        ("", None),
+        ("K", None),
+    ] {
+        let size = format!("size={value}");
+        let options = parse(&["name=x", size.as_str()]).expect("parsed lazily");
+        assert_eq!(
+            options.integer("size", 0, u64::MAX).ok(),
+            expected,
+            "{value:?}"
+        );
+    }
 }
 
 #[test]

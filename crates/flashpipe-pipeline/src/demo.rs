@@ -6,7 +6,6 @@ use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use flashpipe_device::Clock;
 use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_kernels::api::Kernel;
 use serde::Serialize;
@@ -22,8 +21,6 @@ pub struct NearDataDemo<'a> {
     pub engine: &'a Engine,
     /// Its configuration.
     pub engine_config: &'a EngineConfig,
-    /// The store device's clock.
-    pub clock: Arc<dyn Clock>,
     /// A configured language identifier (`langid profiles=... piece=2048`).
     pub langid: Arc<dyn Kernel>,
     /// Text files in the store.
@@ -88,7 +85,6 @@ fn demo_row(
     let result = run_pipeline(PipelineJob {
         engine: demo.engine,
         engine_config: demo.engine_config,
-        clock: Arc::clone(&demo.clock),
         kernel: Arc::clone(kernel),
         files,
         config: &config,
@@ -96,7 +92,7 @@ fn demo_row(
     })?;
     let baseline = read_then_compute(
         demo.engine,
-        &demo.clock,
+        &demo.engine.clock(),
         kernel.as_ref(),
         files,
         config.chunk_bytes as usize,

@@ -16,8 +16,9 @@
 //! instead of growing memory. Output buffers are recycled between the write stage and the sinks.
 //!
 //! Time: the pipeline runs on real threads in real time. It never reads the wall clock itself; it
-//! takes the store device's [`flashpipe_device::Clock`] (see [`clock_of_filesystem`]), so busy
-//! times are measured with the same clock as the devices ("one stack, two clocks").
+//! takes the store device's [`flashpipe_device::Clock`] from the engine it runs on
+//! ([`flashpipe_engine::Engine::clock`]), so busy times are measured with the same clock as the
+//! devices ("one stack, two clocks").
 //!
 //! Written by hand because no crate offers a pipeline over this engine's completion-based client;
 //! the queues are `crossbeam-channel`.
@@ -35,14 +36,3 @@ pub use config::{OutputTarget, PipelineConfig};
 pub use error::PipelineError;
 pub use report::{FileOutcome, PipelineReport, PipelineResult, StageReport};
 pub use run::run_pipeline;
-
-use std::sync::Arc;
-
-use flashpipe_device::Clock;
-use flashpipe_fs::Filesystem;
-
-/// The clock of the device a file system runs on (take it before handing the file system to
-/// [`flashpipe_engine::Engine::start`]).
-pub fn clock_of_filesystem(filesystem: &mut Filesystem) -> Arc<dyn Clock> {
-    filesystem.device_mut().clock()
-}

@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use flashpipe_device::Clock;
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, Reply};
 use flashpipe_kernels::api::Kernel;
 
@@ -24,8 +23,6 @@ pub struct PipelineJob<'a> {
     pub engine: &'a Engine,
     /// The configuration it was started with (bounds the credits and the read size).
     pub engine_config: &'a EngineConfig,
-    /// The store device's clock ([`crate::clock_of_filesystem`]).
-    pub clock: Arc<dyn Clock>,
     /// The kernel, configured.
     pub kernel: Arc<dyn Kernel>,
     /// Input files in the store.
@@ -44,7 +41,8 @@ pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineErro
     if let OutputTarget::StoreFiles(names) = &job.config.output {
         prepare_output_files(&mut control, names, job.files)?;
     }
-    let started_ns = job.clock.now_ns();
+    let clock = job.engine.clock();
+    let started_ns = clock.now_ns();
     let (spare_sender, spare_receiver) =
         crossbeam_channel::bounded(job.config.output_queue_capacity + job.config.writes_in_flight);
     let (write_sender, write_receiver) =
@@ -64,19 +62,19 @@ pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineErro
                 requests: write_sender,
                 spare_buffers: spare_receiver,
                 chunk_bytes: job.config.output_chunk_bytes,
-                clock: Arc::clone(&job.clock),
+                clock: Arc::clone(&clock),
             })),
         },
     };
     let shared = Shared::new(
         Arc::clone(&job.kernel),
-        Arc::clone(&job.clock),
+        Arc::clone(&clock),
         Arc::clone(&job.cancel),
         job.config.chunk_credit_count,
         output,
     );
     let counters = run_stages(&job, &shared, &sizes, write_receiver, spare_sender);
-    let elapsed_ns = job.clock.now_ns().saturating_sub(started_ns);
+    let elapsed_ns = clock.now_ns().saturating_sub(started_ns);
     if let Some(error) = shared.take_error() {
         return Err(error);
     }

@@ -37,7 +37,6 @@ fn demo_labels_text_and_writes_edge_images() {
     let demo = NearDataDemo {
         engine: &store.engine,
         engine_config: &store.engine_config,
-        clock: Arc::clone(&store.clock),
         langid,
         text_files: vec!["english.txt".into(), "german.txt".into()],
         sobel: build_kernel("sobel", &[]).expect("sobel"),

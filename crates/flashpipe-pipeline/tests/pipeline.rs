@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    expected_probe_summary, names_of, pattern, small_config, store_of, store_with, ProbeKernel,
-    VirtualCost,
+    expected_probe_summary, names_of, pattern, small_config, store_of, store_on_clock, store_with,
+    ProbeKernel, VirtualCost,
 };
 use flashpipe_device::{Clock, VirtualClock};
 use flashpipe_kernels::api::{CountingSink, Schedule, Summary};
@@ -172,9 +172,8 @@ fn slow_kernel_holds_memory_to_the_credits() {
     const COST_PER_CHUNK_NS: u64 = 10_000_000;
     for schedule in [Schedule::ChunksInParallel, Schedule::ChunksInOrder] {
         let data = pattern(CHUNK_COUNT as usize * 4096, 7);
-        let mut store = store_with(&[("big", data.clone())]);
         let virtual_clock = VirtualClock::new();
-        store.clock = virtual_clock.as_clock();
+        let store = store_on_clock(&[("big", data.clone())], virtual_clock.as_clock());
         let mut kernel = ProbeKernel::new(schedule);
         kernel.virtual_cost = Some(VirtualCost::new(virtual_clock.clone(), COST_PER_CHUNK_NS));
         let mut config = small_config(OutputTarget::Discard);

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use flashpipe_engine::units::HumanBytes;
+use flashpipe_store::units::HumanBytes;
 use serde::Serialize;
 
 use super::efficiency::{EfficiencyPoint, EfficiencyResult};

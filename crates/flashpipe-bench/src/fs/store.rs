@@ -1,14 +1,14 @@
 //! Making the benchmark's stores: device files or RAM disks opened exactly as a store
-//! file would describe them (through `flashpipe_engine::store`), formatted fresh, and
+//! file would describe them (through `flashpipe_store::store`), formatted fresh, and
 //! the byte pattern every part writes and checks.
 
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation};
-use flashpipe_engine::store::{open_store_device, DeviceCreation};
-use flashpipe_engine::store_config::{DeviceSpec, StoreConfig, STORE_FILE_VERSION};
 use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_store::store::{open_store_device, DeviceCreation};
+use flashpipe_store::store_config::{DeviceSpec, StoreConfig, STORE_FILE_VERSION};
 
 use super::{BenchFsError, MIB};
 

@@ -7,14 +7,14 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use flashpipe_device::Clock;
-use flashpipe_engine::store::{open_store_device, DeviceCreation};
-use flashpipe_engine::store_config::{parse_device_list, StoreConfig, STORE_FILE_VERSION};
-use flashpipe_engine::store_lock::StoreLock;
 use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_kernels::api::Kernel;
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{run_pipeline, PipelineConfig, PipelineError, PipelineResult};
+use flashpipe_store::store::{open_store_device, DeviceCreation};
+use flashpipe_store::store_config::{parse_device_list, StoreConfig, STORE_FILE_VERSION};
+use flashpipe_store::store_lock::StoreLock;
 
 use crate::BenchResult;
 
@@ -83,7 +83,6 @@ impl KernelStore {
         run_pipeline(PipelineJob {
             engine: &self.engine,
             engine_config: &self.engine_config,
-            clock: Arc::clone(&self.clock),
             kernel,
             files,
             config,

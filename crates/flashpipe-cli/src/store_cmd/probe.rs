@@ -14,9 +14,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
-use flashpipe_engine::store::flash_metadata_path;
-use flashpipe_engine::store_config::{DeviceSpec, StoreConfig};
 use flashpipe_fs::layout::{MetadataKind, MAGIC, MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_BLOCK_SIZE_BYTES};
+use flashpipe_store::store::flash_metadata_path;
+use flashpipe_store::store_config::{DeviceSpec, StoreConfig};
 
 use super::CliResult;
 

@@ -11,9 +11,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::Clock;
-use flashpipe_engine::units::HumanBytes;
 use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError};
 use flashpipe_fs::NamespaceError;
+use flashpipe_store::units::HumanBytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, RamDisk,
-    Rejected, Request, VirtualClock,
+    RealClock, Rejected, Request, VirtualClock,
 };
 use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_fs::{Filesystem, FormatOptions};
@@ -25,7 +25,6 @@ use flashpipe_pipeline::{run_pipeline, PipelineConfig, PipelineError, PipelineRe
 pub struct TestStore {
     pub engine: Engine,
     pub engine_config: EngineConfig,
-    pub clock: Arc<dyn Clock>,
     pub fail_reads: Arc<AtomicBool>,
 }
 
@@ -52,8 +51,13 @@ pub fn names_of(files: &[(String, Vec<u8>)]) -> Vec<&str> {
 
 /// Formats a 64 MiB RAM store, writes `files`, and starts its engine.
 pub fn store_with(files: &[(&str, Vec<u8>)]) -> TestStore {
+    store_on_clock(files, RealClock::shared())
+}
+
+/// [`store_with`] on `clock`: the engine, and so the pipeline, tell time by it.
+pub fn store_on_clock(files: &[(&str, Vec<u8>)], clock: Arc<dyn Clock>) -> TestStore {
     let fail_reads = Arc::new(AtomicBool::new(false));
-    let ram = RamDisk::new("ram", 4096, 16384, 32).expect("ram disk");
+    let ram = RamDisk::with_clock("ram", 4096, 16384, 32, clock).expect("ram disk");
     let device = FailingReads {
         inner: ram,
         fail_reads: Arc::clone(&fail_reads),
@@ -70,11 +74,9 @@ pub fn store_with(files: &[(&str, Vec<u8>)]) -> TestStore {
         filesystem.write(file, 0, data).expect("write");
     }
     filesystem.flush().expect("flush");
-    let clock = flashpipe_pipeline::clock_of_filesystem(&mut filesystem);
     TestStore {
         engine: Engine::start(filesystem, TEST_ENGINE),
         engine_config: TEST_ENGINE,
-        clock,
         fail_reads,
     }
 }
@@ -101,7 +103,6 @@ impl TestStore {
         run_pipeline(flashpipe_pipeline::run::PipelineJob {
             engine: &self.engine,
             engine_config: &self.engine_config,
-            clock: Arc::clone(&self.clock),
             kernel,
             files: &files,
             config,

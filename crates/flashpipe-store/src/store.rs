@@ -65,6 +65,21 @@ pub enum StoreOpenError {
     /// Another process owns the store, or its files cannot be locked.
     #[error(transparent)]
     Lock(#[from] StoreLockError),
+    /// The store has RAM devices, whose contents live only inside the process that made
+    /// them, so a store file naming them cannot be opened again.
+    #[error("store {path} has RAM devices, whose contents live only inside one process; use a store of files or block devices (RAM stores serve `flashpipe demo` and `flashpipe bench`)")]
+    RamDevices {
+        /// The store file.
+        path: PathBuf,
+    },
+    /// The devices opened, but the file system on them does not mount.
+    #[error("store {path}: {source}")]
+    Mount {
+        /// The store file.
+        path: PathBuf,
+        /// The file system's error.
+        source: flashpipe_fs::MountError,
+    },
     /// A device is smaller than the store file says.
     #[error("device {path} holds {found_bytes} bytes but the store file records {expected_bytes}: wrong device?")]
     WrongDeviceSize {

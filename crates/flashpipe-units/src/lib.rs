@@ -1,4 +1,16 @@
-//! Human sizes: parsing `64KiB`, `2GiB`, `1.5GB`, `4096` and printing sizes back.
+//! flashpipe-units: the project's one size grammar, parsing `64KiB`, `2GiB`, `1.5GB`,
+//! `4096` ([`parse_size_bytes`]) and printing sizes back ([`HumanBytes`]).
+//!
+//! Every size anywhere in flashpipe goes through it: store files and `--devices` lists
+//! (`flashpipe-store`, which re-exports this crate as `flashpipe_store::units`), every
+//! size flag of the CLI and the benchmarks, and the integer options of the kernels
+//! (`flashpipe-kernels`' `KernelOptions::integer`), so `64K` means one thing everywhere.
+//!
+//! Rule: a leaf. It depends on no flashpipe crate and does no I/O, so the kernels, which
+//! depend on no other flashpipe crate, may use it without giving up being pure compute.
+//! It is a crate of its own rather than a module of `flashpipe-device` because the kernels
+//! must not see the device layer, and rather than a grammar passed into the kernels as a
+//! function because a size in a kernel option would then mean whatever the caller chose.
 
 use std::fmt;
 
@@ -68,6 +80,17 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, SizeParseError> {
     Ok(bytes as u64)
 }
 
+/// [`parse_size_bytes`] into another integer type (a `usize` length, a `u32` block size),
+/// refusing a size that does not fit it ("too large"). Usable as a clap `value_parser`:
+/// `value_parser = flashpipe_units::parse_size_as::<usize>`.
+pub fn parse_size_as<T: TryFrom<u64>>(text: &str) -> Result<T, SizeParseError> {
+    let size_bytes = parse_size_bytes(text)?;
+    T::try_from(size_bytes).map_err(|_| SizeParseError {
+        text: text.to_string(),
+        reason: "too large",
+    })
+}
+
 /// An integer count of units, exactly (decimals go through `f64`, integers must not lose
 /// digits above 2^53): `None` when it does not fit in 64 bits.
 fn exact_size_bytes(digits: &str, multiplier: f64) -> Option<u64> {
@@ -124,6 +147,16 @@ mod tests {
         check("12 parsecs", Err("unknown unit"));
         check("0.3", Err("not a whole number of bytes"));
         check("99999999PiB", Err("too large"));
+    }
+
+    #[test]
+    fn sizes_convert_to_narrower_integers_or_are_refused() {
+        assert_eq!(parse_size_as::<usize>("64KiB"), Ok(65536));
+        assert_eq!(
+            parse_size_as::<u32>("4GiB").unwrap_err().reason,
+            "too large"
+        );
+        assert_eq!(parse_size_as::<u32>("4KiB"), Ok(4096));
     }
 
     #[test]

@@ -28,7 +28,7 @@ use flashpipe_device::{
 use flashpipe_flash::{
     config::PRESET_NAMES, FlashArray, FlashConfig, FlashError, FlashOptions, StorageMode,
 };
-use flashpipe_ftl::layout::SPARE_RECORD_BYTES;
+use flashpipe_ftl::layout::check_spare_layout;
 use flashpipe_ftl::{FlashBackend, Ftl, FtlError, FtlOptions, FtlStats};
 use serde::{Deserialize, Serialize};
 
@@ -195,13 +195,7 @@ impl FlashDeviceSpec {
         {
             return Err(format!("{}: empty path", self.describe()));
         }
-        if (config.host_spare_bytes() as usize) < SPARE_RECORD_BYTES {
-            return Err(format!(
-                "the pages of {} have {} host spare bytes; the FTL needs {SPARE_RECORD_BYTES}",
-                config.name,
-                config.host_spare_bytes()
-            ));
-        }
+        check_spare_layout(&config)?;
         let page_bytes = u64::from(config.geometry.page_data_bytes);
         let what = format!("flash page of {} ({page_bytes} bytes)", config.name);
         if u64::from(fs_block_size_bytes) % page_bytes != 0 {

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use flashpipe_engine::store_config::{
+use flashpipe_store::store_config::{
     DeviceSpec, StoreConfig, MAX_DEVICES, MAX_FILE_DEVICE_SIZE_BYTES, MAX_QUEUE_DEPTH,
     MAX_RAM_DEVICE_SIZE_BYTES, MAX_STORE_SIZE_BYTES,
 };
-use flashpipe_engine::units::parse_size_bytes;
+use flashpipe_store::units::parse_size_bytes;
 use proptest::prelude::*;
 
 /// A TOML value of any kind a store field could be given.

@@ -7,12 +7,12 @@ use flashpipe_testkit::scratch::ScratchFolder;
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::{BlockDevice, SplitMix64};
-use flashpipe_engine::flash_store::{open_flash_device, FlashDeviceSpec, FlashStoreError};
-use flashpipe_engine::store::{open_store_device, DeviceCreation};
-use flashpipe_engine::store_config::{
+use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec, FlashStoreError};
+use flashpipe_store::store::{open_store_device, DeviceCreation};
+use flashpipe_store::store_config::{
     parse_device_list, DeviceSpec, StoreConfig, STORE_FILE_VERSION,
 };
-use flashpipe_fs::{Filesystem, FormatOptions};
 
 /// The store file of a test folder.
 fn store_file_in(folder: &ScratchFolder) -> PathBuf {

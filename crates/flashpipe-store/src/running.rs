@@ -1,0 +1,157 @@
+//! A store opened for commands: its file loaded, its lock taken, its devices opened,
+//! its file system mounted (read-write or read-only) and the engine started on it.
+//!
+//! [`RunningStore`] is what the CLI's store commands, `flashpipe run`, the demo and the
+//! benchmarks hold while they talk to the engine, and what a server will hold per store.
+//! Closing it is the end of one transaction: [`RunningStore::close`] commits with one
+//! flush (a read-only store writes nothing), [`RunningStore::close_without_commit`] drops
+//! every change since the last commit, so a command that failed half-way leaves the store
+//! at its last commit. The lock is released only after the engine and its devices are
+//! closed. Nothing here prints: notes worth telling the user come back in
+//! [`RunningStore::notes`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use flashpipe_device::Clock;
+use flashpipe_engine::{Engine, EngineClient, EngineConfig, EngineError};
+use flashpipe_fs::{Filesystem, FlushError};
+
+use crate::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice, StoreOpenError};
+use crate::store_config::{DeviceSpec, StoreConfig};
+use crate::store_lock::{LockWait, StoreLock};
+
+/// Whether a store is opened to change it or only to read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreAccess {
+    /// Exclusive lock, read-write devices and mount; closing commits.
+    ReadWrite,
+    /// Shared lock, read-only devices and mount; nothing is ever written.
+    ReadOnly,
+}
+
+impl StoreAccess {
+    /// How the devices are opened for this access (they must exist either way).
+    pub fn device_creation(self) -> DeviceCreation {
+        match self {
+            StoreAccess::ReadWrite => DeviceCreation::MustExist,
+            StoreAccess::ReadOnly => DeviceCreation::ReadOnly,
+        }
+    }
+}
+
+/// Why closing a store failed; the store keeps its last completed commit.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreCloseError {
+    /// The engine failed while finishing its queued commands or its final flush.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The file system could not be committed and unmounted.
+    #[error(transparent)]
+    Unmount(#[from] FlushError),
+}
+
+/// A store with its engine running: the engine, how it was started, the clock of the
+/// store's devices (real or virtual), and the lock that makes this process its owner
+/// (or one of its readers) until it is closed.
+pub struct RunningStore {
+    /// The running engine.
+    pub engine: Engine,
+    /// How the engine was started.
+    pub engine_config: EngineConfig,
+    /// The store device's clock ([`Engine::clock`]).
+    pub clock: Arc<dyn Clock>,
+    /// Remarks from opening the devices ("io_uring refused: using the thread pool"), for
+    /// the interface to show.
+    pub notes: Vec<String>,
+    access: StoreAccess,
+    /// Declared last: released after the engine and its devices are closed.
+    lock: Option<StoreLock>,
+}
+
+impl RunningStore {
+    /// Loads the store file at `store_file`, locks the store for `access` (failing at once
+    /// when another process uses it, or waiting with [`LockWait::Wait`]), opens its devices,
+    /// mounts the file system and starts the engine with [`EngineConfig::default`].
+    pub fn open(
+        store_file: &Path,
+        access: StoreAccess,
+        wait: LockWait,
+    ) -> Result<RunningStore, StoreOpenError> {
+        let config = StoreConfig::load(store_file)?;
+        if has_ram_device(&config) {
+            return Err(StoreOpenError::RamDevices {
+                path: store_file.to_path_buf(),
+            });
+        }
+        let OpenedStoreDevice {
+            device,
+            notes,
+            lock,
+        } = open_store_device_waiting(&config, store_file, access.device_creation(), wait)?;
+        let mounted = match access {
+            StoreAccess::ReadWrite => Filesystem::mount(device),
+            StoreAccess::ReadOnly => Filesystem::mount_read_only(device),
+        };
+        let filesystem = mounted.map_err(|source| StoreOpenError::Mount {
+            path: store_file.to_path_buf(),
+            source,
+        })?;
+        let mut running = RunningStore::start(filesystem, EngineConfig::default());
+        running.access = access;
+        running.notes = notes;
+        running.lock = Some(lock);
+        Ok(running)
+    }
+
+    /// Starts the engine on a file system the caller mounted and owns (a RAM store of a
+    /// benchmark, a test's simulated disks): no store file, no lock; closing commits.
+    pub fn start(filesystem: Filesystem, engine_config: EngineConfig) -> RunningStore {
+        let engine = Engine::start(filesystem, engine_config);
+        RunningStore {
+            clock: engine.clock(),
+            engine,
+            engine_config,
+            notes: Vec::new(),
+            access: StoreAccess::ReadWrite,
+            lock: None,
+        }
+    }
+
+    /// Whether the store was opened to change it or only to read it.
+    pub fn access(&self) -> StoreAccess {
+        self.access
+    }
+
+    /// A client with room for `outstanding_limit` commands.
+    pub fn client(&self, outstanding_limit: usize) -> EngineClient {
+        self.engine.client(outstanding_limit)
+    }
+
+    /// Closes the store: commits (one flush) and unmounts when opened for changes; a
+    /// read-only store is closed without writing anything.
+    pub fn close(self) -> Result<(), StoreCloseError> {
+        match self.access {
+            StoreAccess::ReadWrite => drop(self.engine.shutdown()?.unmount()?),
+            StoreAccess::ReadOnly => drop(self.engine.shutdown_without_commit()?),
+        }
+        drop(self.lock);
+        Ok(())
+    }
+
+    /// Closes the store without committing: every change since the last commit is
+    /// dropped, so a command that failed half-way leaves the store at its last commit.
+    pub fn close_without_commit(self) -> Result<(), StoreCloseError> {
+        drop(self.engine.shutdown_without_commit()?);
+        drop(self.lock);
+        Ok(())
+    }
+}
+
+/// True when `config` names a RAM device.
+pub fn has_ram_device(config: &StoreConfig) -> bool {
+    config
+        .devices
+        .iter()
+        .any(|device| matches!(device, DeviceSpec::Ram { .. }))
+}
