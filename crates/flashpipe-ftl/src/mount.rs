@@ -283,7 +283,7 @@ impl Ftl {
         ftl.read_only = read_only;
         ftl.rebuild(&scan, &image, &versions, &mut report)?;
         ftl.next_sequence = scan.max_sequence.max(image.sequence) + 1;
-        ftl.checkpoint_sequence = image.sequence;
+        ftl.checkpoint.sequence = image.sequence;
         ftl.size_collection_pacing();
         if !read_only {
             ftl.checkpoint_now();
@@ -339,10 +339,10 @@ impl Ftl {
                 info.usage = BlockUse::Sealed;
             } else if scan.checkpoint_blocks_of(image.sequence).contains(&block) {
                 info.usage = BlockUse::Checkpoint;
-                self.checkpoint_blocks.push(block);
+                self.checkpoint.blocks.push(block);
             } else if scan.log_blocks.contains(&block) {
                 info.usage = BlockUse::Log;
-                self.log_blocks.push(block);
+                self.log.blocks.push(block);
             } else {
                 to_erase.push(block);
             }
@@ -362,7 +362,12 @@ impl Ftl {
             }
         }
         debug_assert!(
-            self.map.iter().filter(|&&slot| slot != NONE).count() as u64 == report.mapped_pages
+            self.mapping
+                .map
+                .iter()
+                .filter(|&&slot| slot != NONE)
+                .count() as u64
+                == report.mapped_pages
         );
         Ok(())
     }
