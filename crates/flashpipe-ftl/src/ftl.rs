@@ -4,20 +4,20 @@
 //!
 //! | Module | Owns | What |
 //! |---|---|---|
-//! | [`options`] | - | `FtlOptions`, `VictimPolicy` |
-//! | [`allocation`] | `Allocator` | free blocks per die, write points per stream and die, reserves, retiring |
-//! | [`mapping`] | `Mapping` | logical page -> identity -> physical page, reference counts |
-//! | [`host`] | `HostQueue` | host operations: admission, per-page serialization, issue, completion |
-//! | [`submission`] | `RawQueue` | raw flash requests: tags, jobs, the bounded backlog |
-//! | [`completions`] | - | acks: dispatch to the concern that sent the request; host reads and programs |
-//! | [`log`] | `LogState` | trim and copy records, log pages, applying records |
-//! | [`checkpoint`] | `CheckpointState` | snapshots of the map, checkpoint parts, recycling metadata blocks |
-//! | [`collection`] | `Collector` | victims, rescues, relocations (bounded), erases |
-//! | [`wear`] | `WearLeveler` | static wear leveling |
-//! | [`engine`] | - | `pump`/`drive`: the order every concern is driven in |
-//! | [`invariants`] | - | `check_invariants`, `describe_state` |
+//! | `options` | - | `FtlOptions`, `VictimPolicy` |
+//! | `allocation` | `Allocator` | free blocks per die, write points per stream and die, reserves, retiring |
+//! | `mapping` | `Mapping` | logical page -> identity -> physical page, reference counts |
+//! | `host` | `HostQueue` | host operations: admission, per-page serialization, issue, completion |
+//! | `submission` | `RawQueue` | raw flash requests: tags, jobs, the bounded backlog |
+//! | `completions` | - | acks: dispatch to the concern that sent the request; host reads and programs |
+//! | `log` | `LogState` | trim and copy records, log pages, applying records |
+//! | `checkpoint` | `CheckpointState` | snapshots of the map, checkpoint parts, recycling metadata blocks |
+//! | `collection` | `Collector` | victims, rescues, relocations (bounded), erases |
+//! | `wear` | `WearLeveler` | static wear leveling |
+//! | `engine` | - | `pump`/`drive`: the order every concern is driven in |
+//! | `invariants` | - | `check_invariants`, `describe_state` |
 //!
-//! Shared by all: the block table `blocks` (one [`BlockInfo`] per erase block), the one
+//! Shared by all: the block table `blocks` (one `BlockInfo` per erase block), the one
 //! sequence counter `next_sequence`, `stats`, `shape`, `options` and the backend.
 //!
 //! Map: logical page -> identity slot -> (version, physical page, references). A version
@@ -93,7 +93,7 @@ pub struct Ftl {
 
 impl Ftl {
     /// An FTL over `backend` with every block unknown: callers (format, mount) fill the
-    /// block table, then call [`Ftl::finish_setup`].
+    /// block table, then size collection pacing (`size_collection_pacing`).
     pub(crate) fn empty(
         backend: Box<dyn FlashBackend>,
         options: FtlOptions,

@@ -311,7 +311,7 @@ impl Ftl {
                         logical: logical as u64,
                         version,
                     })?;
-                    let slot = self.new_identity(Identity {
+                    let slot = self.mapping.new_identity(Identity {
                         version,
                         physical_page: copy.physical_page,
                         references: 0,

@@ -135,7 +135,7 @@ impl Ftl {
             }
             return;
         }
-        let slot = self.new_identity(Identity {
+        let slot = self.mapping.new_identity(Identity {
             version,
             physical_page,
             references: 0,

@@ -70,6 +70,60 @@ pub(crate) struct HostQueue {
     pub(crate) ready: Vec<Completion>,
 }
 
+impl HostKind {
+    /// Writes, trims and copies change the map; reads and flushes do not.
+    pub(crate) fn mutates(self) -> bool {
+        matches!(self, HostKind::Write | HostKind::Trim | HostKind::Copy)
+    }
+}
+
+impl HostOp {
+    /// The logical pages the operation reads or changes (a copy: both ranges).
+    fn touched_logical(&self) -> impl Iterator<Item = u64> {
+        let sources = if self.kind == HostKind::Copy {
+            self.source..self.source + self.count
+        } else {
+            0..0
+        };
+        (self.first..self.first + self.count).chain(sources)
+    }
+}
+
+impl HostQueue {
+    /// True when a mutation must wait: a started mutation touches one of its pages.
+    fn conflicts(&self, op: &HostOp) -> bool {
+        op.kind.mutates()
+            && op
+                .touched_logical()
+                .any(|page| self.busy_logical.contains_key(&page))
+    }
+
+    /// Holds the pages of mutation `op_id` until it finishes.
+    fn start_mutation(&mut self, op_id: u64) {
+        let pages: Vec<u64> = self.ops[&op_id].touched_logical().collect();
+        for page in pages {
+            *self.busy_logical.entry(page).or_insert(0) += 1;
+        }
+        self.mutations_active += 1;
+    }
+
+    /// Releases the pages of a finished mutation.
+    fn finish_mutation(&mut self, op: &HostOp) {
+        assert!(self.mutations_active > 0, "a mutation finished twice");
+        self.mutations_active -= 1;
+        for page in op.touched_logical() {
+            let count = self
+                .busy_logical
+                .get_mut(&page)
+                .expect("a busy logical page");
+            *count -= 1;
+            if *count == 0 {
+                self.busy_logical.remove(&page);
+            }
+        }
+    }
+}
+
 impl Ftl {
     pub(crate) fn open_host_op(
         &mut self,
@@ -118,58 +172,21 @@ impl Ftl {
         self.host.ops.len() + self.host.ready.len()
     }
 
-    pub(crate) fn touched_logical(op: &HostOp) -> Vec<u64> {
-        let mut pages: Vec<u64> = (op.first..op.first + op.count).collect();
-        if op.kind == HostKind::Copy {
-            pages.extend(op.source..op.source + op.count);
-        }
-        pages
-    }
-
-    pub(crate) fn conflicts(&self, op: &HostOp) -> bool {
-        match op.kind {
-            HostKind::Read | HostKind::Flush => false,
-            _ => Self::touched_logical(op)
-                .iter()
-                .any(|page| self.host.busy_logical.contains_key(page)),
-        }
-    }
-
-    pub(crate) fn mark_busy(&mut self, op_id: u64, busy: bool) {
-        let pages = Self::touched_logical(&self.host.ops[&op_id]);
-        for page in pages {
-            if busy {
-                *self.host.busy_logical.entry(page).or_insert(0) += 1;
-            } else {
-                let count = self
-                    .host
-                    .busy_logical
-                    .get_mut(&page)
-                    .expect("a busy logical page");
-                *count -= 1;
-                if *count == 0 {
-                    self.host.busy_logical.remove(&page);
-                }
-            }
-        }
-    }
-
     pub(crate) fn start_waiting_ops(&mut self) {
         while let Some(&op_id) = self.host.waiting.front() {
             let op = &self.host.ops[&op_id];
             let kind = op.kind;
             let fresh = !op.started;
-            let mutation = matches!(kind, HostKind::Write | HostKind::Trim | HostKind::Copy);
+            let mutation = kind.mutates();
             let quiescing = self.checkpoint.wanted && self.checkpoint.write.is_none();
             if mutation && fresh && quiescing {
                 return;
             }
-            if fresh && self.conflicts(op) {
+            if fresh && self.host.conflicts(op) {
                 return;
             }
             if fresh && mutation {
-                self.mark_busy(op_id, true);
-                self.host.mutations_active += 1;
+                self.host.start_mutation(op_id);
             }
             self.host.ops.get_mut(&op_id).expect("open op").started = true;
             let finished_issuing = match kind {
@@ -362,20 +379,8 @@ impl Ftl {
             return;
         }
         let op = self.host.ops.remove(&op_id).expect("open op");
-        if matches!(op.kind, HostKind::Write | HostKind::Trim | HostKind::Copy) {
-            self.host.mutations_active -= 1;
-            let pages = Self::touched_logical(&op);
-            for page in pages {
-                let count = self
-                    .host
-                    .busy_logical
-                    .get_mut(&page)
-                    .expect("a busy logical page");
-                *count -= 1;
-                if *count == 0 {
-                    self.host.busy_logical.remove(&page);
-                }
-            }
+        if op.kind.mutates() {
+            self.host.finish_mutation(&op);
         }
         let latency = self.backend.now_ns() - op.submitted_ns;
         self.stats

@@ -52,22 +52,24 @@ impl Mapping {
             slot => self.identities[slot as usize].version,
         }
     }
-}
 
-impl Ftl {
+    /// Stores a new identity in a free slot (or a new one) and returns the slot; it has
+    /// no references until a logical page is mapped to it.
     pub(crate) fn new_identity(&mut self, identity: Identity) -> u32 {
-        match self.mapping.free_identities.pop() {
+        match self.free_identities.pop() {
             Some(slot) => {
-                self.mapping.identities[slot as usize] = identity;
+                self.identities[slot as usize] = identity;
                 slot
             }
             None => {
-                self.mapping.identities.push(identity);
-                (self.mapping.identities.len() - 1) as u32
+                self.identities.push(identity);
+                (self.identities.len() - 1) as u32
             }
         }
     }
+}
 
+impl Ftl {
     /// Points `logical` at `slot` (NONE unmaps), releasing the previous identity.
     pub(crate) fn set_mapping(&mut self, logical: u64, slot: u32) {
         let previous = std::mem::replace(&mut self.mapping.map[logical as usize], slot);

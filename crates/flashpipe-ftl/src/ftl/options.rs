@@ -41,7 +41,7 @@ pub struct FtlOptions {
     /// reserve) plus this many; 1 costs the least write amplification (docs/ftl.md).
     pub gc_pacing_headroom_blocks: u32,
     /// Panic when a host page waits past the bound (tests); the count of such waits is
-    /// in [`FtlStats::host_write_wait_bound_exceeded`] either way.
+    /// in [`crate::FtlStats::host_write_wait_bound_exceeded`] either way.
     pub check_host_write_wait_bound: bool,
 }
 
