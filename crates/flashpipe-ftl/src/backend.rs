@@ -112,23 +112,49 @@ pub struct PowerCutReport {
 /// A [`FlashArray`] whose power can be cut (see the module doc).
 pub struct PowerCutFlash {
     array: FlashArray,
-    in_flight: HashMap<u64, (CommandKind, FlashAddress)>,
-    page_fates: HashMap<(u32, u32, u32, u32, u32), PageFate>,
-    unreadable_blocks: HashSet<(u32, u32, u32, u32)>,
+    /// Tag -> the request passed on to the array and not yet reaped.
+    in_flight: HashMap<u64, InFlightCommand>,
+    page_fates: HashMap<PageKey, PageFate>,
+    unreadable_blocks: HashSet<BlockKey>,
 }
 
-fn block_key(address: FlashAddress) -> (u32, u32, u32, u32) {
-    (address.device, address.bus, address.chip, address.block)
+/// A request passed on to the array: what it does and where.
+#[derive(Debug, Clone, Copy)]
+struct InFlightCommand {
+    kind: CommandKind,
+    address: FlashAddress,
 }
 
-fn page_key(address: FlashAddress) -> (u32, u32, u32, u32, u32) {
-    (
-        address.device,
-        address.bus,
-        address.chip,
-        address.block,
-        address.page,
-    )
+/// One erase block of the array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct BlockKey {
+    device: u32,
+    bus: u32,
+    chip: u32,
+    block: u32,
+}
+
+/// One page of the array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct PageKey {
+    block: BlockKey,
+    page: u32,
+}
+
+fn block_key(address: FlashAddress) -> BlockKey {
+    BlockKey {
+        device: address.device,
+        bus: address.bus,
+        chip: address.chip,
+        block: address.block,
+    }
+}
+
+fn page_key(address: FlashAddress) -> PageKey {
+    PageKey {
+        block: block_key(address),
+        page: address.page,
+    }
 }
 
 impl PowerCutFlash {
@@ -152,12 +178,11 @@ impl PowerCutFlash {
     pub fn cut_power(&mut self, seed: u64) -> PowerCutReport {
         let mut generator = SplitMix64::new(seed);
         let mut report = PowerCutReport::default();
-        let mut programs_by_block: HashMap<(u32, u32, u32, u32), Vec<FlashAddress>> =
-            HashMap::new();
-        let mut in_flight: Vec<(CommandKind, FlashAddress)> =
+        let mut programs_by_block: HashMap<BlockKey, Vec<FlashAddress>> = HashMap::new();
+        let mut in_flight: Vec<InFlightCommand> =
             self.in_flight.drain().map(|(_, entry)| entry).collect();
-        in_flight.sort_by_key(|&(_, address)| address);
-        for (kind, address) in in_flight {
+        in_flight.sort_by_key(|entry| entry.address);
+        for InFlightCommand { kind, address } in in_flight {
             match kind {
                 CommandKind::Read => report.reads_dropped += 1,
                 CommandKind::Write => programs_by_block
@@ -198,9 +223,8 @@ impl PowerCutFlash {
         match ack.kind {
             CommandKind::Erase if ack.status.is_ok() => {
                 self.unreadable_blocks.remove(&block_key(address));
-                self.page_fates.retain(|&(device, bus, chip, block, _), _| {
-                    (device, bus, chip, block) != block_key(address)
-                });
+                self.page_fates
+                    .retain(|key, _| key.block != block_key(address));
             }
             CommandKind::Read => {
                 let fate = if self.unreadable_blocks.contains(&block_key(address)) {
@@ -236,11 +260,11 @@ impl PowerCutFlash {
 
     fn reap(&mut self, acks: &mut [Ack]) {
         for ack in acks {
-            let (_, address) = self
+            let entry = self
                 .in_flight
                 .remove(&ack.tag)
                 .expect("an ack for a request this wrapper passed on");
-            self.apply_fates(ack, address);
+            self.apply_fates(ack, entry.address);
         }
     }
 }
@@ -262,7 +286,10 @@ impl FlashBackend for PowerCutFlash {
         self.array.now_ns()
     }
     fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
-        let entry = (request.command.kind(), request.command.address());
+        let entry = InFlightCommand {
+            kind: request.command.kind(),
+            address: request.command.address(),
+        };
         let tag = request.tag;
         self.array.submit(request)?;
         let previous = self.in_flight.insert(tag, entry);

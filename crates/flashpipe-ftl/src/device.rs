@@ -9,24 +9,21 @@ use flashpipe_device::{
     Request,
 };
 
-use crate::ftl::{CopyMode, Ftl, HostKindPublic};
+use crate::ftl::{Ftl, HostKind};
 use crate::FtlError;
 
 impl Ftl {
     /// Queues `copy(source, destination, count)`: the destination pages come to refer to
     /// the source's data without moving it (overlapping ranges behave as memmove). It
     /// completes, with `tag`, through `poll_completions`/`wait_completions` once its log
-    /// record is durable. This FTL always copies by reference, so both modes behave alike.
+    /// record is durable. The FTL always copies by reference: no page is programmed.
     pub fn submit_copy(
         &mut self,
         tag: u64,
         source: u64,
         destination: u64,
         count: u64,
-        mode: CopyMode,
     ) -> Result<(), FtlError> {
-        let _by_reference_always =
-            matches!(mode, CopyMode::ReferenceOrFail | CopyMode::ReferenceOrBytes);
         let block_count = self.info.block_count;
         for (first, what) in [(source, "source"), (destination, "destination")] {
             if first.checked_add(count).is_none_or(|end| end > block_count) {
@@ -41,23 +38,17 @@ impl Ftl {
         if self.host_in_flight() >= self.info.queue_depth as usize {
             return Err(FtlError::QueueFull);
         }
-        self.open_host_op(tag, HostKindPublic::Copy, destination, count, source, None);
+        self.open_host_op(tag, HostKind::Copy, destination, count, source, None);
         self.pump();
         Ok(())
     }
 
     /// Copies by reference and waits for it; needs no other host request in flight.
-    pub fn copy(
-        &mut self,
-        source: u64,
-        destination: u64,
-        count: u64,
-        mode: CopyMode,
-    ) -> Result<(), FtlError> {
+    pub fn copy(&mut self, source: u64, destination: u64, count: u64) -> Result<(), FtlError> {
         if self.host_in_flight() > 0 {
             return Err(FtlError::Busy);
         }
-        self.submit_copy(u64::MAX, source, destination, count, mode)?;
+        self.submit_copy(u64::MAX, source, destination, count)?;
         let mut completions = Vec::new();
         while completions.is_empty() {
             self.wait_completions(&mut completions)?;
@@ -130,41 +121,27 @@ impl BlockDevice for Ftl {
                 buffer,
             } => {
                 let count = (buffer.len() / block_bytes) as u64;
-                self.open_host_op(
-                    tag,
-                    HostKindPublic::Read,
-                    first_block,
-                    count,
-                    0,
-                    Some(buffer),
-                );
+                self.open_host_op(tag, HostKind::Read, first_block, count, 0, Some(buffer));
             }
             Operation::Write {
                 first_block,
                 buffer,
             } => {
                 let count = (buffer.len() / block_bytes) as u64;
-                self.open_host_op(
-                    tag,
-                    HostKindPublic::Write,
-                    first_block,
-                    count,
-                    0,
-                    Some(buffer),
-                );
+                self.open_host_op(tag, HostKind::Write, first_block, count, 0, Some(buffer));
             }
             Operation::Trim {
                 first_block,
                 block_count,
-            } => self.open_host_op(tag, HostKindPublic::Trim, first_block, block_count, 0, None),
-            Operation::Flush => self.open_host_op(tag, HostKindPublic::Flush, 0, 0, 0, None),
+            } => self.open_host_op(tag, HostKind::Trim, first_block, block_count, 0, None),
+            Operation::Flush => self.open_host_op(tag, HostKind::Flush, 0, 0, 0, None),
             Operation::CopyByReference {
                 source_first_block,
                 destination_first_block,
                 block_count,
             } => self.open_host_op(
                 tag,
-                HostKindPublic::Copy,
+                HostKind::Copy,
                 destination_first_block,
                 block_count,
                 source_first_block,
@@ -177,8 +154,8 @@ impl BlockDevice for Ftl {
 
     fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
         self.pump();
-        let count = self.ready.len();
-        completions.append(&mut self.ready);
+        let count = self.host.ready.len();
+        completions.append(&mut self.host.ready);
         count
     }
 
@@ -197,7 +174,7 @@ impl BlockDevice for Ftl {
                     DeviceErrorKind::NothingInFlight,
                 ));
             }
-            if !self.wait_and_pump() && self.ready.is_empty() {
+            if !self.wait_and_pump() && self.host.ready.is_empty() {
                 return Err(DeviceError::new(
                     &self.info.name,
                     DeviceErrorKind::OutOfSpace {

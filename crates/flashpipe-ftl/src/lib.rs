@@ -31,7 +31,7 @@ pub mod shared;
 pub mod stats;
 
 pub use backend::{FlashBackend, PowerCutFlash, PowerCutReport, SharedFlash};
-pub use ftl::{CopyMode, Ftl, FtlOptions, VictimPolicy};
+pub use ftl::{Ftl, FtlOptions, VictimPolicy};
 pub use mount::MountReport;
 pub use shared::SharedFtl;
 pub use stats::FtlStats;

@@ -42,6 +42,19 @@ pub struct MountReport {
     pub duration_ns: u64,
 }
 
+/// A raw command of a mount and its index in the list (its ack's tag).
+struct IndexedCommand {
+    index: usize,
+    command: FlashCommand,
+}
+
+/// One page of one block.
+#[derive(Debug, Clone, Copy)]
+struct BlockPage {
+    block: u32,
+    page: u32,
+}
+
 /// Runs raw commands with nothing else in flight, handing each ack to `on_ack` with the
 /// command's index.
 fn run_raw(
@@ -49,11 +62,15 @@ fn run_raw(
     commands: Vec<FlashCommand>,
     mut on_ack: impl FnMut(usize, Ack),
 ) {
-    let mut pending: VecDeque<(usize, FlashCommand)> = commands.into_iter().enumerate().collect();
+    let mut pending: VecDeque<IndexedCommand> = commands
+        .into_iter()
+        .enumerate()
+        .map(|(index, command)| IndexedCommand { index, command })
+        .collect();
     let mut in_flight = 0usize;
     let mut acks = Vec::new();
     loop {
-        while let Some((index, command)) = pending.pop_front() {
+        while let Some(IndexedCommand { index, command }) = pending.pop_front() {
             let request = FlashRequest {
                 tag: index as u64,
                 host: 0,
@@ -62,7 +79,10 @@ fn run_raw(
             match backend.submit(request) {
                 Ok(()) => in_flight += 1,
                 Err(SubmitError::QueueFull { request, .. }) => {
-                    pending.push_front((index, request.command));
+                    pending.push_front(IndexedCommand {
+                        index,
+                        command: request.command,
+                    });
                     break;
                 }
                 Err(error) => panic!("raw submission refused: {error}"),
@@ -88,11 +108,11 @@ enum FirstPage {
     Written,
 }
 
-fn read_commands(shape: &Shape, pages: &[(u32, u32)]) -> Vec<FlashCommand> {
+fn read_commands(shape: &Shape, pages: &[BlockPage]) -> Vec<FlashCommand> {
     pages
         .iter()
-        .map(|&(block, page)| FlashCommand::ReadPage {
-            address: shape.address(block, page),
+        .map(|page| FlashCommand::ReadPage {
+            address: shape.address(page.block, page.page),
         })
         .collect()
 }
@@ -137,7 +157,9 @@ fn check_options(options: &FtlOptions) -> Result<(), FtlError> {
 
 /// Page 0 of every block: its class and, when written, its erase count.
 fn survey_first_pages(backend: &mut dyn FlashBackend, shape: &Shape) -> (Vec<FirstPage>, Vec<u32>) {
-    let pages: Vec<(u32, u32)> = (0..shape.block_count).map(|block| (block, 0)).collect();
+    let pages: Vec<BlockPage> = (0..shape.block_count)
+        .map(|block| BlockPage { block, page: 0 })
+        .collect();
     let mut classes = vec![FirstPage::Erased; shape.block_count as usize];
     let mut erase_counts = vec![0u32; shape.block_count as usize];
     let keeps_data = backend.keeps_data();
@@ -283,7 +305,7 @@ impl Ftl {
         ftl.read_only = read_only;
         ftl.rebuild(&scan, &image, &versions, &mut report)?;
         ftl.next_sequence = scan.max_sequence.max(image.sequence) + 1;
-        ftl.checkpoint_sequence = image.sequence;
+        ftl.checkpoint.sequence = image.sequence;
         ftl.size_collection_pacing();
         if !read_only {
             ftl.checkpoint_now();
@@ -311,7 +333,7 @@ impl Ftl {
                         logical: logical as u64,
                         version,
                     })?;
-                    let slot = self.new_identity(Identity {
+                    let slot = self.mapping.new_identity(Identity {
                         version,
                         physical_page: copy.physical_page,
                         references: 0,
@@ -339,10 +361,10 @@ impl Ftl {
                 info.usage = BlockUse::Sealed;
             } else if scan.checkpoint_blocks_of(image.sequence).contains(&block) {
                 info.usage = BlockUse::Checkpoint;
-                self.checkpoint_blocks.push(block);
+                self.checkpoint.blocks.push(block);
             } else if scan.log_blocks.contains(&block) {
                 info.usage = BlockUse::Log;
-                self.log_blocks.push(block);
+                self.log.blocks.push(block);
             } else {
                 to_erase.push(block);
             }
@@ -362,7 +384,12 @@ impl Ftl {
             }
         }
         debug_assert!(
-            self.map.iter().filter(|&&slot| slot != NONE).count() as u64 == report.mapped_pages
+            self.mapping
+                .map
+                .iter()
+                .filter(|&&slot| slot != NONE)
+                .count() as u64
+                == report.mapped_pages
         );
         Ok(())
     }
@@ -421,14 +448,14 @@ impl Scan {
                 .collect(),
             max_sequence: 0,
         };
-        let pages: Vec<(u32, u32)> = (0..shape.block_count)
+        let pages: Vec<BlockPage> = (0..shape.block_count)
             .filter(|&block| classes[block as usize] == FirstPage::Written)
-            .flat_map(|block| (0..shape.pages_per_block).map(move |page| (block, page)))
+            .flat_map(|block| (0..shape.pages_per_block).map(move |page| BlockPage { block, page }))
             .collect();
         report.blocks_scanned = pages.len() as u64 / u64::from(shape.pages_per_block);
         report.pages_scanned += pages.len() as u64;
         run_raw(backend, read_commands(shape, &pages), |index, ack| {
-            let (block, page) = pages[index];
+            let BlockPage { block, page } = pages[index];
             if !ack.status.is_ok() {
                 report.unreadable_pages += 1;
                 return;

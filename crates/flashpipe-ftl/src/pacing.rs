@@ -69,14 +69,14 @@ impl Ftl {
         if quota_wanted {
             // Pacing keeps the host off the floor, so collection can start just above
             // the pacing threshold: blocks it would keep free are space for data.
-            self.gc_target_free_blocks = (self.reserve_blocks
+            self.allocator.gc_target_free_blocks = (self.allocator.reserve_blocks
                 + self.options.gc_pacing_headroom_blocks
                 + COLLECTION_LEAD_BLOCKS)
-                .min(self.gc_target_free_blocks);
+                .min(self.allocator.gc_target_free_blocks);
         }
-        self.pacing.threshold_blocks = (self.reserve_blocks
+        self.pacing.threshold_blocks = (self.allocator.reserve_blocks
             + self.options.gc_pacing_headroom_blocks)
-            .min(self.gc_target_free_blocks);
+            .min(self.allocator.gc_target_free_blocks);
         let quota = match self.options.gc_migrations_per_host_page_max {
             Some(quota) => quota,
             None => self.migrations_per_host_page_for_geometry(),
@@ -107,10 +107,10 @@ impl Ftl {
         let good_blocks = self.blocks.iter().filter(|block| block.bad == 0).count() as u64;
         let held_back = u64::from(self.pacing.threshold_blocks)
             + 2 * u64::from(self.shape.die_count)
-            + u64::from(self.metadata_reserve_blocks)
+            + u64::from(self.allocator.metadata_reserve_blocks)
             + u64::from(self.options.gc_parallel_victims);
         let sealed_blocks = good_blocks.saturating_sub(held_back).max(1);
-        let logical = self.map.len() as u64;
+        let logical = self.mapping.map.len() as u64;
         let valid_max = logical
             .div_ceil(sealed_blocks)
             .min(u64::from(pages.saturating_sub(1))) as u32;
@@ -173,7 +173,7 @@ impl Ftl {
 
     /// Charges one issued host page while the collection is behind.
     pub(crate) fn charge_host_page(&mut self) {
-        if self.free_block_count >= self.pacing.threshold_blocks {
+        if self.allocator.free_block_count >= self.pacing.threshold_blocks {
             return;
         }
         let rate = self
@@ -203,7 +203,7 @@ impl Ftl {
 
     /// Forgives the debt when the collection is no longer behind or has no copies left.
     pub(crate) fn settle_collection_debt(&mut self, copies_pending: bool) {
-        if self.free_block_count >= self.pacing.threshold_blocks || !copies_pending {
+        if self.allocator.free_block_count >= self.pacing.threshold_blocks || !copies_pending {
             self.forgive_collection_debt();
         }
     }

@@ -9,7 +9,7 @@ mod support;
 use std::collections::HashMap;
 
 use flashpipe_device::{run_batch, BlockDevice, Completion, IoBuf, Operation, Request, SplitMix64};
-use flashpipe_ftl::{CopyMode, FlashBackend, Ftl, FtlOptions, PowerCutFlash, VictimPolicy};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, VictimPolicy};
 
 /// A copy's (source, destination, count).
 type CopyRange = (u64, u64, u64);
@@ -147,7 +147,7 @@ impl Harness {
             match copy {
                 Some((source, destination, count)) => self
                     .ftl()
-                    .submit_copy(tag, source, destination, count, CopyMode::ReferenceOrFail)
+                    .submit_copy(tag, source, destination, count)
                     .map_err(|error| format!("copy refused: {error}"))?,
                 None => self
                     .ftl()

@@ -5,7 +5,7 @@ mod support;
 
 use flashpipe_device::{run_one, DeviceErrorKind, IoBuf, Operation, SplitMix64};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
-use flashpipe_ftl::{CopyMode, FlashBackend, Ftl, FtlOptions, SharedFlash, VictimPolicy};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash, VictimPolicy};
 
 fn page_of(value: u64, page_bytes: usize) -> IoBuf {
     let mut buffer = IoBuf::zeroed(page_bytes);
@@ -226,8 +226,7 @@ fn copy_by_reference_shares_data_until_either_side_is_overwritten() {
         write(&mut ftl, page, 100 + page);
     }
     let programs_before = ftl.stats().host_pages_written;
-    ftl.copy(0, 100, 10, CopyMode::ReferenceOrFail)
-        .expect("copy");
+    ftl.copy(0, 100, 10).expect("copy");
     assert_eq!(
         ftl.stats().host_pages_written,
         programs_before,
@@ -236,10 +235,8 @@ fn copy_by_reference_shares_data_until_either_side_is_overwritten() {
     write(&mut ftl, 3, 7);
     write(&mut ftl, 105, 8);
     // Overlapping copies behave as memmove, forwards and backwards.
-    ftl.copy(20, 22, 10, CopyMode::ReferenceOrBytes)
-        .expect("forward overlap");
-    ftl.copy(32, 30, 5, CopyMode::ReferenceOrFail)
-        .expect("backward overlap");
+    ftl.copy(20, 22, 10).expect("forward overlap");
+    ftl.copy(32, 30, 5).expect("backward overlap");
     let mut expected: Vec<u64> = (0..200)
         .map(|page| if page < 40 { 100 + page } else { 0 })
         .collect();
@@ -261,10 +258,7 @@ fn copy_by_reference_shares_data_until_either_side_is_overwritten() {
     };
     check(&mut ftl, &expected);
     let end = ftl.info().block_count;
-    assert!(
-        ftl.copy(0, end - 5, 10, CopyMode::ReferenceOrFail).is_err(),
-        "past the end"
-    );
+    assert!(ftl.copy(0, end - 5, 10).is_err(), "past the end");
     drop(ftl);
     let (mut ftl, _) =
         Ftl::mount(Box::new(flash) as Box<dyn FlashBackend>, ftl_options).expect("mount");

@@ -4,6 +4,16 @@
 //! It is the fallback where io_uring is refused (seccomp filters, old kernels) and the
 //! engine for buffered comparisons. It keeps the same contract as the io_uring engine:
 //! the job (and its buffer) belongs to the engine until its completion is reaped.
+//!
+//! Both channels are bounded by the device's queue depth. They can never be full when a
+//! job or a completion is sent, so neither side ever blocks on the other: the device
+//! submits only with fewer than `queue_depth` jobs in flight (handed over and not yet
+//! reaped; `FileDevice::submit` refuses more), and every job waiting in the job channel,
+//! being carried out by a worker or waiting as a completion in the completion channel
+//! counts as in flight. So each channel holds at most `queue_depth` entries, and a
+//! worker's `send` of a completion returns at once even while the engine is not reaping
+//! (in `Drop`, the engine drops the job sender and joins the workers with the completion
+//! receiver still alive, so a worker finishing its last job does not block either).
 
 use std::fs::File;
 use std::io;
@@ -12,7 +22,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 
 use super::job::{Action, Job};
 use super::open;
@@ -24,6 +34,8 @@ pub const MOST_WORKER_THREADS: u32 = 32;
 /// Worker threads with a job queue and a completion queue.
 pub struct ThreadPoolEngine {
     job_sender: Option<Sender<Job>>,
+    /// Capacity of each channel: the device's queue depth.
+    channel_capacity: usize,
     completion_receiver: Receiver<Completion>,
     workers: Vec<JoinHandle<()>>,
     in_flight: usize,
@@ -32,8 +44,9 @@ pub struct ThreadPoolEngine {
 impl ThreadPoolEngine {
     /// Starts `min(queue_depth, MOST_WORKER_THREADS)` workers on `file`.
     pub fn start(file: Arc<File>, name: Arc<str>, queue_depth: u32) -> io::Result<Self> {
-        let (job_sender, job_receiver) = crossbeam_channel::unbounded::<Job>();
-        let (completion_sender, completion_receiver) = crossbeam_channel::unbounded();
+        let channel_capacity = queue_depth.max(1) as usize;
+        let (job_sender, job_receiver) = crossbeam_channel::bounded::<Job>(channel_capacity);
+        let (completion_sender, completion_receiver) = crossbeam_channel::bounded(channel_capacity);
         let worker_count = queue_depth.clamp(1, MOST_WORKER_THREADS);
         let mut workers = Vec::with_capacity(worker_count as usize);
         for _ in 0..worker_count {
@@ -50,19 +63,35 @@ impl ThreadPoolEngine {
         }
         Ok(ThreadPoolEngine {
             job_sender: Some(job_sender),
+            channel_capacity,
             completion_receiver,
             workers,
             in_flight: 0,
         })
     }
 
-    /// Hands a job to the workers.
+    /// Hands a job to the workers; the caller keeps fewer than the queue depth in flight.
     pub fn submit(&mut self, job: Job) {
-        self.job_sender
+        assert!(
+            self.in_flight < self.channel_capacity,
+            "{} jobs in flight: the thread pool's channels hold {} (the queue depth)",
+            self.in_flight,
+            self.channel_capacity
+        );
+        match self
+            .job_sender
             .as_ref()
             .expect("the job queue lives as long as the engine")
-            .send(job)
-            .expect("workers live as long as the engine");
+            .try_send(job)
+        {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                unreachable!("the job channel holds the queue depth, more than is in flight")
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                unreachable!("workers live as long as the engine")
+            }
+        }
         self.in_flight += 1;
     }
 
