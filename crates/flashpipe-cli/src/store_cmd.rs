@@ -747,7 +747,7 @@ fn resolve_names(
     let mut all_names: Option<Vec<String>> = None;
     let mut resolved = Vec::new();
     for argument in arguments {
-        if !glob::is_pattern(argument) && transfer::file_exists(client, argument)? {
+        if !glob::is_pattern(argument) && file_exists(client, argument)? {
             resolved.push(argument.clone());
             continue;
         }
@@ -767,7 +767,7 @@ fn resolve_names(
                 .cloned()
                 .collect();
             if matching.is_empty() {
-                if transfer::file_exists(client, argument)? {
+                if file_exists(client, argument)? {
                     resolved.push(argument.clone());
                     continue;
                 }
@@ -961,7 +961,7 @@ pub fn run_mv(arguments: MvArgs) -> CliResult {
     let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
     let mut client = store.client(4);
     let result = client
-        .call(transfer::rename_command(
+        .call(rename_command(
             &arguments.from,
             &arguments.to,
             arguments.force,
@@ -1051,7 +1051,7 @@ fn copy_file(
         return Err("unexpected engine reply to cp".into());
     };
     if arguments.force {
-        client.call(transfer::rename_command(&target, &arguments.to, true))?;
+        client.call(rename_command(&target, &arguments.to, true))?;
     }
     client.call(EngineCommand::Flush)?;
     Ok(report)

@@ -560,7 +560,7 @@ fn run_view(buffer: &mut SplitBuffer, position_bytes: usize, run_bytes: usize) -
 
 /// The device blocks of a file whose data lies in one physically contiguous run (no holes,
 /// no fragments): (first device block, block count).
-fn contiguous_extent(runs: &[flashpipe_fs::MappedRun]) -> Option<(u64, u64)> {
+fn contiguous_extent(runs: &[MappedRun]) -> Option<(u64, u64)> {
     let first_device_block = runs.first()?.first_device_block?;
     let mut next_device_block = first_device_block;
     for run in runs {

@@ -115,9 +115,10 @@ fn block_device_size_bytes(file: &File) -> io::Result<u64> {
 }
 
 fn regular_file_direct_io_alignment_bytes(file: &File) -> u32 {
-    // SAFETY: statx only writes into the zeroed struct we own; the empty path with
-    // AT_EMPTY_PATH refers to the descriptor itself.
+    // SAFETY: `statx` is a plain C struct of integers, for which all zero bytes are valid.
     let mut status: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx only writes into the zeroed struct we own; the empty path with
+    // AT_EMPTY_PATH refers to the descriptor itself, open for the call's duration.
     let result = unsafe {
         libc::statx(
             file.as_raw_fd(),

@@ -409,8 +409,8 @@ fn zero_first_blocks(device: &mut FileDevice) {
 /// Where the reflink test runs: `FLASHPIPE_REFLINK_DIR`, a folder on XFS (`reflink=1`) or
 /// btrfs. Without it the test only checks that a file system that cannot clone refuses
 /// copies by reference; `scripts/reflink-test` makes such a folder on a loop device.
-fn reflink_folder() -> Option<std::path::PathBuf> {
-    std::env::var_os("FLASHPIPE_REFLINK_DIR").map(std::path::PathBuf::from)
+fn reflink_folder() -> Option<PathBuf> {
+    std::env::var_os("FLASHPIPE_REFLINK_DIR").map(PathBuf::from)
 }
 
 #[test]
