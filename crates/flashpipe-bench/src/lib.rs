@@ -5,6 +5,8 @@
 //! dispatches and prints, and so that the model crates (`flashpipe-flash`,
 //! `flashpipe-ftl`) and the engine do not pull the chart drawing (`plotters`) in.
 //!
+//! - [`demo`]: `flashpipe demo`, the main job: a striped store made, sample data in,
+//!   read back, verified, checked, its throughputs printed, kernels run near the data;
 //! - [`device`]: `flashpipe bench device`, raw device-layer I/O beside fio and `memcpy`;
 //! - [`fs`]: `flashpipe bench fs`, the file system through its engine beside fio and ext4,
 //!   the thesis's efficiency, small files;
@@ -25,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod demo;
 pub mod device;
 pub mod fs;
 pub mod ftl;

@@ -12,26 +12,25 @@
 //! it commits with one flush at its end when it succeeded, and a command that fails closes
 //! the store without committing, so the store keeps its last commit.
 
-pub mod glob;
-mod probe;
 mod transfer;
 
-pub use transfer::{file_exists, plan_put, rename_command};
+pub use transfer::{file_exists, rename_command};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
-use flashpipe_fs::{FileStat, Filesystem, FormatOptions, FsStats};
+use flashpipe_fs::FileStat;
+use flashpipe_store::create::create_store_with;
+use flashpipe_store::glob;
+use flashpipe_store::put_plan::plan_put_with_special;
 use flashpipe_store::running::has_ram_device;
-use flashpipe_store::store::{
-    device_files, open_store_device_waiting, DeviceCreation, OpenedStoreDevice,
-};
+use flashpipe_store::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice};
 use flashpipe_store::store_config::{
-    check_block_size, check_distinct_devices, check_stripe_unit, parse_device_list, DeviceSpec,
-    StoreConfig, STORE_FILE_VERSION,
+    check_block_size, check_stripe_unit, parse_device_list, DeviceSpec, StoreConfig,
+    STORE_FILE_VERSION,
 };
-use flashpipe_store::store_lock::{LockWait, StoreLock};
+use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use flashpipe_store::RunningStore;
 pub use flashpipe_store::StoreAccess;
@@ -270,7 +269,13 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
     } else {
         LockWait::Fail
     };
-    let stats = create_store_with(&config, &arguments.store, arguments.force, wait)?;
+    let stats = create_store_with(
+        &config,
+        &arguments.store,
+        arguments.force,
+        wait,
+        &mut print_note,
+    )?;
     let capacity_bytes = stats.fs_block_count * u64::from(stats.fs_block_size_bytes);
     if arguments.json {
         println!(
@@ -292,106 +297,6 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
     if has_ram_device(&config) {
         eprintln!("note: RAM devices keep their contents only inside one process; commands on this store from the shell will refuse it");
     }
-    Ok(())
-}
-
-/// Creates a store: checks the config, creates and formats its devices, then writes
-/// the store file (last, so a failure leaves no store file behind). Devices that hold a
-/// flashpipe store or flash image already are refused.
-pub fn create_store(
-    config: &StoreConfig,
-    store: &Path,
-) -> Result<FsStats, Box<dyn std::error::Error>> {
-    create_store_with(config, store, false, LockWait::Fail)
-}
-
-/// [`create_store`], formatting devices that hold a store with `force` and waiting for
-/// their owner with [`LockWait::Wait`]. Refuses a device named twice; on failure removes
-/// every device file and image it created (never one that was there before), so the same
-/// mkfs can be retried.
-pub fn create_store_with(
-    config: &StoreConfig,
-    store: &Path,
-    force: bool,
-    wait: LockWait,
-) -> Result<FsStats, Box<dyn std::error::Error>> {
-    if store.exists() {
-        return Err(format!(
-            "store file {} exists already; remove it first to make a new store",
-            store.display()
-        )
-        .into());
-    }
-    config.validate(store)?;
-    check_distinct_devices(config, store)?;
-    let lock = flashpipe_store::store::lock_store(
-        config,
-        store,
-        DeviceCreation::CreateMissing.lock_mode(),
-        wait,
-    )?;
-    if !force {
-        probe::refuse_devices_holding_stores(config, store)?;
-    }
-    let existing: Vec<PathBuf> = device_files(config, store)
-        .into_iter()
-        .filter(|path| path.exists())
-        .collect();
-    let result = format_store(config, store, lock);
-    if result.is_err() {
-        remove_created_files(config, store, &existing);
-    }
-    result
-}
-
-fn format_store(
-    config: &StoreConfig,
-    store: &Path,
-    lock: StoreLock,
-) -> Result<FsStats, Box<dyn std::error::Error>> {
-    let OpenedStoreDevice {
-        device,
-        notes,
-        lock,
-    } = flashpipe_store::store::open_store_device_locked(
-        config,
-        store,
-        DeviceCreation::CreateMissing,
-        lock,
-    )?;
-    print_notes(&notes);
-    let options = FormatOptions {
-        fs_block_size_bytes: config.block_size_bytes,
-    };
-    let filesystem = Filesystem::format(device, &options)?;
-    let stats = filesystem.stats();
-    drop(filesystem.unmount()?);
-    config.save_new(store)?;
-    drop(lock);
-    Ok(stats)
-}
-
-/// Removes the device files and flash images of `config` that a failed mkfs created:
-/// those not in `existing` (best effort: the mkfs's own error is the one to report).
-fn remove_created_files(config: &StoreConfig, store: &Path, existing: &[PathBuf]) {
-    for path in device_files(config, store) {
-        if !existing.contains(&path) && path.is_file() {
-            let _ = std::fs::remove_file(&path);
-        }
-    }
-}
-
-/// Creates a store of file devices named `device_files` (relative to the store file),
-/// each `size_bytes`, with the default geometry (16 KiB blocks, 64 KiB stripe unit).
-pub fn format_file_store(store: &Path, device_files: &[&str], size_bytes: u64) -> CliResult {
-    let config = StoreConfig {
-        store_file_version: STORE_FILE_VERSION,
-        block_size_bytes: 16 << 10,
-        stripe_unit_bytes: 64 << 10,
-        queue_depth: 32,
-        devices: parse_device_list(&device_files.join(","), Some(size_bytes))?,
-    };
-    create_store(&config, store)?;
     Ok(())
 }
 
@@ -496,9 +401,13 @@ fn apply_flash_options(arguments: &MkfsArgs, devices: &mut [DeviceSpec]) -> CliR
     Ok(())
 }
 
+fn print_note(note: &str) {
+    eprintln!("note: {note}");
+}
+
 fn print_notes(notes: &[String]) {
     for note in notes {
-        eprintln!("note: {note}");
+        print_note(note);
     }
 }
 
@@ -519,14 +428,9 @@ impl std::ops::Deref for OpenStore {
 }
 
 impl OpenStore {
-    /// Loads the store file, locks it, opens and mounts the store for changes and starts
-    /// the engine; fails at once when another process uses the store.
-    pub fn open(store: &Path) -> Result<OpenStore, Box<dyn std::error::Error>> {
-        OpenStore::open_with(store, StoreAccess::ReadWrite, LockWait::Fail)
-    }
-
-    /// [`OpenStore::open`] for `access`, waiting for another user with
-    /// [`LockWait::Wait`]; the notes of opening the devices go to standard error.
+    /// Loads the store file, locks it, opens and mounts the store for `access` and starts
+    /// the engine, waiting for another user with [`LockWait::Wait`]; the notes of opening
+    /// the devices go to standard error.
     pub fn open_with(
         store: &Path,
         access: StoreAccess,
@@ -583,7 +487,7 @@ fn open_store(
 /// Runs `put`: every file in one transaction (see `transfer`).
 pub fn run_put(arguments: PutArgs) -> CliResult {
     let started = std::time::Instant::now();
-    let sources = transfer::plan_put_with_special(
+    let sources = plan_put_with_special(
         &arguments.paths,
         arguments.name.as_deref(),
         arguments.special,

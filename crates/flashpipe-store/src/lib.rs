@@ -10,12 +10,22 @@
 //! engine on it ([`running`]). Sizes are read and printed with the project's one size
 //! grammar, [`units`] (the `flashpipe-units` crate, re-exported here).
 //!
+//! Creating a store is here too ([`create`]: devices created and formatted, the store
+//! file written last, devices that hold a store refused after a look at them, [`probe`]),
+//! with what every interface needs to name a store's files: shell patterns over store
+//! names ([`glob`]) and the plan of which local files a put stores under which names
+//! ([`put_plan`]).
+//!
 //! Rule: this crate is where device kinds, store files and locks meet. The engine below it
 //! knows none of them (it depends only on the file system and the device layer); the
 //! interfaces above it never open a device, take a lock or mount a store themselves, and
 //! print what this crate only reports (the [`running::RunningStore::notes`]).
 
+pub mod create;
 pub mod flash_store;
+pub mod glob;
+pub mod probe;
+pub mod put_plan;
 pub mod running;
 pub mod store;
 pub mod store_config;
@@ -23,6 +33,7 @@ pub mod store_lock;
 
 pub use flashpipe_units as units;
 
+pub use create::{create_store, create_store_with, format_file_store};
 pub use running::{RunningStore, StoreAccess, StoreCloseError};
 pub use store::{DeviceCreation, StoreOpenError};
 pub use store_config::{DeviceSpec, StoreConfig, StoreConfigError};

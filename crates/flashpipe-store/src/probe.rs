@@ -1,4 +1,5 @@
-//! mkfs's look before it formats: does a device already hold a flashpipe store?
+//! A store's creation looks before it formats: does a device already hold a flashpipe
+//! store?
 //!
 //! A device holds one when a super block's `FLASHPFS` magic starts either slot (slot 0 at
 //! byte 0, slot 1 one FS block in: every block size from 4 KiB to 1 MiB is tried), when a
@@ -15,10 +16,20 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 use flashpipe_fs::layout::{MetadataKind, MAGIC, MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_BLOCK_SIZE_BYTES};
-use flashpipe_store::store::flash_metadata_path;
-use flashpipe_store::store_config::{DeviceSpec, StoreConfig};
+use std::path::PathBuf;
 
-use super::CliResult;
+use crate::store::flash_metadata_path;
+use crate::store_config::{DeviceSpec, StoreConfig};
+
+/// A device of a store to create holds flashpipe content: formatting it would destroy it.
+#[derive(Debug, thiserror::Error)]
+#[error("device {} holds {found}: mkfs would destroy it; give --force to format it anyway", device.display())]
+pub struct DeviceHoldsStoreError {
+    /// The device (its path as the store file resolves it).
+    pub device: PathBuf,
+    /// What it holds, for a person ([`flashpipe_content`]'s description).
+    pub found: String,
+}
 
 /// Bytes read at a time while scanning a file's data.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;
@@ -27,7 +38,10 @@ const SCAN_CHUNK_BYTES: usize = 1 << 20;
 const SCAN_BLOCK_BYTES: usize = MIN_FS_BLOCK_SIZE_BYTES as usize;
 
 /// Refuses the first device of `config` that holds flashpipe content, naming it.
-pub fn refuse_devices_holding_stores(config: &StoreConfig, store: &Path) -> CliResult {
+pub fn refuse_devices_holding_stores(
+    config: &StoreConfig,
+    store: &Path,
+) -> Result<(), DeviceHoldsStoreError> {
     for device in &config.devices {
         let path = match device {
             DeviceSpec::File { path, .. } => path,
@@ -39,11 +53,10 @@ pub fn refuse_devices_holding_stores(config: &StoreConfig, store: &Path) -> CliR
         };
         let path = StoreConfig::resolve_device_path(store, path);
         if let Some(found) = flashpipe_content(&path) {
-            return Err(format!(
-                "device {} holds {found}: mkfs would destroy it; give --force to format it anyway",
-                path.display()
-            )
-            .into());
+            return Err(DeviceHoldsStoreError {
+                device: path,
+                found,
+            });
         }
     }
     Ok(())

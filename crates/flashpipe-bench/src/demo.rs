@@ -1,5 +1,8 @@
 //! `flashpipe demo`: the main job on an embedded default.
 //!
+//! It opens and creates its store through `flashpipe-store` (`format_file_store`,
+//! `RunningStore`), as every interface does; the notes of opening go to standard error.
+//!
 //! Builds a store striped over two device files in a local folder, ingests sample data
 //! (the files of `../shared/data` when present, generated files otherwise) and one large
 //! generated file, unmounts, remounts, reads everything back through the engine,
@@ -21,10 +24,13 @@ use flashpipe_kernels::langid::udhr::{load_udhr, training_samples, CorpusSelecti
 use flashpipe_kernels::langid::LangIdKernel;
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_pipeline::demo::{run_near_data_demo, DemoRow, NearDataDemo, HELD_OUT_PREFIX};
+use flashpipe_store::create::format_file_store;
+use flashpipe_store::put_plan::plan_put;
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
+use flashpipe_store::{LockWait, RunningStore, StoreAccess};
 use serde_json::json;
 
-use crate::store_cmd::{self, CliResult, OpenStore};
+use crate::BenchResult;
 
 /// Options of `flashpipe demo`.
 #[derive(Debug, clap::Args)]
@@ -57,7 +63,7 @@ struct DemoFile {
 }
 
 /// Runs the demo.
-pub fn run(arguments: DemoArgs) -> CliResult {
+pub fn run(arguments: DemoArgs) -> BenchResult {
     let large_file_bytes = parse_size_bytes(&arguments.large_file_size)?;
     let samples = sample_sources(&arguments.data)?;
     let sample_bytes: u64 = samples.iter().map(|source| source.size_bytes()).sum();
@@ -71,7 +77,7 @@ pub fn run(arguments: DemoArgs) -> CliResult {
         ),
     );
 
-    let store = OpenStore::open(&store_path)?;
+    let store = open_store(&store_path)?;
     let mut client = store.client(IN_FLIGHT * 2);
     let started = Instant::now();
     let ingested = ingest(&mut client, &samples, large_file_bytes);
@@ -82,7 +88,7 @@ pub fn run(arguments: DemoArgs) -> CliResult {
     let write_seconds = started.elapsed().as_secs_f64();
     let total_bytes: u64 = files.iter().map(|file| file.size_bytes).sum();
 
-    let store = OpenStore::open(&store_path)?;
+    let store = open_store(&store_path)?;
     let mut client = store.client(IN_FLIGHT * 2);
     let started = Instant::now();
     let verified = verify(&mut client, &files);
@@ -146,7 +152,7 @@ fn near_data(
     let documents = load_udhr(&udhr, CorpusSelection::default())?;
     let model = train(&training_samples(&documents), TrainingSettings::default());
     let langid: Arc<dyn Kernel> = Arc::new(Arc::new(LangIdKernel::new(Arc::new(model), 2048)));
-    let store = OpenStore::open(store_path)?;
+    let store = open_store(store_path)?;
     let text_files = store_held_out_texts(&store, &documents);
     let sobel = build_kernel("sobel", &[])?;
     let text_files = match text_files {
@@ -177,7 +183,7 @@ fn near_data(
 /// Writes the held-out text of every k-th translation (40 in all) into the store as
 /// `heldout:<language>:<file>.txt` and returns the names.
 fn store_held_out_texts(
-    store: &OpenStore,
+    store: &RunningStore,
     documents: &[UdhrDocument],
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let step = (documents.len() / NEAR_DATA_TEXT_FILES).max(1);
@@ -208,6 +214,20 @@ fn stored_names<'a>(
         .iter()
         .filter(move |file| file.name.starts_with(prefix) && file.name.ends_with(suffix))
         .map(|file| file.name.clone())
+}
+
+/// Opens the store for changes, failing at once when another process uses it; the notes
+/// of opening its devices go to standard error.
+fn open_store(store_path: &Path) -> Result<RunningStore, Box<dyn std::error::Error>> {
+    let store = RunningStore::open(store_path, StoreAccess::ReadWrite, LockWait::Fail)?;
+    for note in &store.notes {
+        print_note(note);
+    }
+    Ok(store)
+}
+
+fn print_note(note: &str) {
+    eprintln!("note: {note}");
 }
 
 fn say(arguments: &DemoArgs, line: &str) {
@@ -242,7 +262,7 @@ impl SampleSource {
 
 fn sample_sources(data: &Path) -> Result<Vec<SampleSource>, Box<dyn std::error::Error>> {
     if data.is_dir() {
-        let planned = store_cmd::plan_put(&[data.to_path_buf()], Some("data"))?;
+        let planned = plan_put(&[data.to_path_buf()], Some("data"))?;
         return Ok(planned
             .into_iter()
             .map(|source| SampleSource::Local {
@@ -273,7 +293,12 @@ fn prepare_store(dir: &Path, payload_bytes: u64) -> Result<PathBuf, Box<dyn std:
     let per_device_bytes =
         (payload_bytes * 2 / DEVICE_FILES.len() as u64 + (64 << 20)).next_multiple_of(1 << 20);
     let store_path = dir.join(STORE_FILE);
-    store_cmd::format_file_store(&store_path, &DEVICE_FILES, per_device_bytes)?;
+    format_file_store(
+        &store_path,
+        &DEVICE_FILES,
+        per_device_bytes,
+        &mut print_note,
+    )?;
     Ok(store_path)
 }
 
@@ -390,7 +415,7 @@ fn verify(
 }
 
 fn fsck_clean(store_path: &Path) -> Result<bool, Box<dyn std::error::Error>> {
-    let store = OpenStore::open(store_path)?;
+    let store = open_store(store_path)?;
     let mut client = store.client(1);
     let reply = client.call(EngineCommand::Check);
     store.close()?;

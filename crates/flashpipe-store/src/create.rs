@@ -1,0 +1,134 @@
+//! Creating a store: checking its store file's contents, creating and formatting its
+//! devices, then writing the store file (last, so a failure leaves no store file behind).
+//!
+//! Devices that hold a flashpipe store or a flash image already are refused (see
+//! [`crate::probe`]) unless the caller forces the format. A failed creation removes every
+//! device file and image it created (never one that was there before), so the same
+//! creation can be retried. Nothing here prints: the notes of opening the devices go to
+//! the caller's `note` function, which shows them as the interface does.
+
+use std::path::{Path, PathBuf};
+
+use flashpipe_fs::{Filesystem, FormatOptions, FsStats};
+
+use crate::probe::refuse_devices_holding_stores;
+use crate::store::{device_files, lock_store, open_store_device_locked, OpenedStoreDevice};
+use crate::store_config::{check_distinct_devices, parse_device_list, STORE_FILE_VERSION};
+use crate::store_lock::{LockWait, StoreLock};
+use crate::{DeviceCreation, StoreConfig};
+
+/// The result of creating a store: any error, described for a person (the store file's,
+/// the lock's, the devices', the format's or the probe's own error inside).
+pub type StoreCreateResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// FS block size of [`format_file_store`]'s stores.
+pub const FILE_STORE_BLOCK_SIZE_BYTES: u32 = 16 << 10;
+/// Stripe unit of [`format_file_store`]'s stores.
+pub const FILE_STORE_STRIPE_UNIT_BYTES: u64 = 64 << 10;
+/// Queue depth of [`format_file_store`]'s stores.
+pub const FILE_STORE_QUEUE_DEPTH: u32 = 32;
+
+/// Creates a store at `store` (its store file) from `config`, refusing devices that hold
+/// a store and failing at once when another process holds one of them; `note` receives
+/// what opening the devices has to say.
+pub fn create_store(
+    config: &StoreConfig,
+    store: &Path,
+    note: &mut dyn FnMut(&str),
+) -> StoreCreateResult<FsStats> {
+    create_store_with(config, store, false, LockWait::Fail, note)
+}
+
+/// [`create_store`], formatting devices that hold a store with `force` and waiting for
+/// their owner with [`LockWait::Wait`]. Refuses a device named twice; on failure removes
+/// every device file and image it created (never one that was there before), so the same
+/// creation can be retried.
+pub fn create_store_with(
+    config: &StoreConfig,
+    store: &Path,
+    force: bool,
+    wait: LockWait,
+    note: &mut dyn FnMut(&str),
+) -> StoreCreateResult<FsStats> {
+    if store.exists() {
+        return Err(format!(
+            "store file {} exists already; remove it first to make a new store",
+            store.display()
+        )
+        .into());
+    }
+    config.validate(store)?;
+    check_distinct_devices(config, store)?;
+    let lock = lock_store(
+        config,
+        store,
+        DeviceCreation::CreateMissing.lock_mode(),
+        wait,
+    )?;
+    if !force {
+        refuse_devices_holding_stores(config, store)?;
+    }
+    let existing: Vec<PathBuf> = device_files(config, store)
+        .into_iter()
+        .filter(|path| path.exists())
+        .collect();
+    let result = format_store(config, store, lock, note);
+    if result.is_err() {
+        remove_created_files(config, store, &existing);
+    }
+    result
+}
+
+fn format_store(
+    config: &StoreConfig,
+    store: &Path,
+    lock: StoreLock,
+    note: &mut dyn FnMut(&str),
+) -> StoreCreateResult<FsStats> {
+    let OpenedStoreDevice {
+        device,
+        notes,
+        lock,
+    } = open_store_device_locked(config, store, DeviceCreation::CreateMissing, lock)?;
+    for line in &notes {
+        note(line);
+    }
+    let options = FormatOptions {
+        fs_block_size_bytes: config.block_size_bytes,
+    };
+    let filesystem = Filesystem::format(device, &options)?;
+    let stats = filesystem.stats();
+    drop(filesystem.unmount()?);
+    config.save_new(store)?;
+    drop(lock);
+    Ok(stats)
+}
+
+/// Removes the device files and flash images of `config` that a failed creation made:
+/// those not in `existing` (best effort: the creation's own error is the one to report).
+fn remove_created_files(config: &StoreConfig, store: &Path, existing: &[PathBuf]) {
+    for path in device_files(config, store) {
+        if !existing.contains(&path) && path.is_file() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Creates a store of file devices named `device_files` (relative to the store file),
+/// each `size_bytes`, with the default geometry ([`FILE_STORE_BLOCK_SIZE_BYTES`] blocks,
+/// [`FILE_STORE_STRIPE_UNIT_BYTES`] stripe unit).
+pub fn format_file_store(
+    store: &Path,
+    device_files: &[&str],
+    size_bytes: u64,
+    note: &mut dyn FnMut(&str),
+) -> StoreCreateResult<FsStats> {
+    let config = StoreConfig {
+        store_file_version: STORE_FILE_VERSION,
+        block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
+        stripe_unit_bytes: FILE_STORE_STRIPE_UNIT_BYTES,
+        queue_depth: FILE_STORE_QUEUE_DEPTH,
+        devices: parse_device_list(&device_files.join(","), Some(size_bytes))?,
+    };
+    create_store(&config, store, note)
+}
