@@ -14,6 +14,7 @@ use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 use serde::Serialize;
 
+use crate::progress::Progress;
 use crate::table::{Align, Table};
 use crate::BenchResult;
 
@@ -338,8 +339,13 @@ fn physical_data_pages(ftl: &Ftl) -> u64 {
 }
 
 fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult {
+    let progress = Progress::spinner("write amplification");
     let mut rows = Vec::new();
     for over_provisioning in [0.07, 0.10, 0.15, 0.20, 0.28, 0.35, 0.50] {
+        progress.set_message(format!(
+            "write amplification: over-provisioning {:.0}%, writing to steady state",
+            over_provisioning * 100.0
+        ));
         let options = experiment_options(over_provisioning, VictimPolicy::Greedy);
         let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
         let stats = steady_state_stats(arguments, &mut ftl, &Workload::Uniform)?;
@@ -361,6 +367,7 @@ fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult {
                 .map(|bound_ns| bound_ns as f64 / 1e3),
         });
     }
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             "FTL write amplification vs over-provisioning (uniform random page writes, greedy GC)"
@@ -437,11 +444,13 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
         }),
         ("zipf(0.99)", |pages| Workload::zipf(pages, 0.99)),
     ];
+    let progress = Progress::spinner("hot and cold data");
     for (name, make_workload) in workloads {
         for (policy_name, policy) in [
             ("greedy", VictimPolicy::Greedy),
             ("cost-benefit", VictimPolicy::CostBenefit),
         ] {
+            progress.set_message(format!("hot and cold data: {name} writes, {policy_name} GC"));
             let options = experiment_options(0.10, policy);
             let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
             let workload = make_workload(ftl.info().block_count);
@@ -464,6 +473,7 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
                 .map(|(index, row)| (index as f64, row.write_amplification)),
         )
     };
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             "FTL garbage collection policies on skewed workloads (over-provisioning 10%)"
@@ -512,8 +522,13 @@ struct WearRow {
 }
 
 fn run_wear(arguments: &ExperimentArgs) -> BenchResult {
+    let progress = Progress::spinner("wear");
     let mut rows = Vec::new();
     for spread in [None, Some(16)] {
+        progress.set_message(match spread {
+            None => "wear: without static wear leveling".to_string(),
+            Some(spread) => format!("wear: static wear leveling, spread {spread}"),
+        });
         let options = FtlOptions {
             static_wear_leveling_spread: spread,
             ..experiment_options(0.10, VictimPolicy::Greedy)
@@ -532,6 +547,7 @@ fn run_wear(arguments: &ExperimentArgs) -> BenchResult {
             write_amplification: stats.write_amplification(),
         });
     }
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             format!(
@@ -605,11 +621,13 @@ struct SpeedRow {
 }
 
 fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
+    let progress = Progress::spinner("speed");
     let mut rows = Vec::new();
     for (name, storage) in [
         ("timing only", StorageMode::TimingOnly),
         ("data in memory", StorageMode::Memory),
     ] {
+        progress.set_message(format!("speed: measuring the FTL with {name}"));
         let options = experiment_options(0.10, VictimPolicy::Greedy);
         let mut ftl = experiment_ftl(arguments, storage, options)?;
         let clock = ftl.clock();
@@ -630,6 +648,7 @@ fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
             virtual_seconds: (clock.now_ns() - started_virtual_ns) as f64 / 1e9,
         });
     }
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             "Speed of the simulated FTL stack (wall clock of this machine)".to_string(),
@@ -726,6 +745,7 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
         hot_share: 0.8,
         hot_fraction: 0.2,
     });
+    let progress = Progress::spinner("host waits for GC");
     let mut rows = Vec::new();
     for (workload, over_provisioning) in [
         (uniform, 0.07),
@@ -735,6 +755,12 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
         (hot_cold, 0.20),
     ] {
         for paced in [false, true] {
+            progress.set_message(format!(
+                "host waits for GC: {} writes, over-provisioning {:.0}%, {}",
+                workload.0,
+                over_provisioning * 100.0,
+                if paced { "paced" } else { "unpaced" }
+            ));
             rows.push(gc_wait_row(arguments, workload, over_provisioning, paced)?);
         }
     }
@@ -750,6 +776,7 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
             )
         })
     };
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             "FTL host write waits for garbage collection (uniform writes, greedy GC)".to_string(),
