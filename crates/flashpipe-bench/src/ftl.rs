@@ -450,7 +450,9 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
             ("greedy", VictimPolicy::Greedy),
             ("cost-benefit", VictimPolicy::CostBenefit),
         ] {
-            progress.set_message(format!("hot and cold data: {name} writes, {policy_name} GC"));
+            progress.set_message(format!(
+                "hot and cold data: {name} writes, {policy_name} GC"
+            ));
             let options = experiment_options(0.10, policy);
             let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
             let workload = make_workload(ftl.info().block_count);

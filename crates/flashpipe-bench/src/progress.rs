@@ -62,7 +62,11 @@ pub fn note(line: &str) {
 }
 
 fn counted_message(phase: &str, done: u64, total: u64, unit: &str) -> String {
-    format!("{phase}: {} of {} {unit}", thousands(done), thousands(total))
+    format!(
+        "{phase}: {} of {} {unit}",
+        thousands(done),
+        thousands(total)
+    )
 }
 
 /// A spinner with a message naming the current phase; cleared when finished or dropped.
