@@ -235,6 +235,9 @@ fn write_pages(
     let page_bytes = ftl.info().block_size_bytes as usize;
     let mut written = 0;
     while written < count {
+        if written % PROGRESS_EVERY_PAGES == 0 {
+            crate::progress::set_count(written, count, "page writes");
+        }
         let batch = (count - written).min(32);
         let mut chosen: Vec<u64> = Vec::with_capacity(batch as usize);
         while (chosen.len() as u64) < batch {
@@ -256,11 +259,18 @@ fn write_pages(
     Ok(())
 }
 
+/// How often the long page loops update the spinner's count (a multiple of their batch
+/// sizes, 16 and 32 pages).
+const PROGRESS_EVERY_PAGES: u64 = 8192;
+
 fn fill(ftl: &mut Ftl) -> BenchResult {
     let pages = ftl.info().block_count;
     let page_bytes = ftl.info().block_size_bytes as usize;
     let chunk = 16u64;
     for first in (0..pages).step_by(chunk as usize) {
+        if first % PROGRESS_EVERY_PAGES == 0 {
+            crate::progress::set_count(first, pages, "pages filled");
+        }
         let count = chunk.min(pages - first);
         run_batch(
             ftl,
@@ -343,7 +353,7 @@ fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult {
     let mut rows = Vec::new();
     for over_provisioning in [0.07, 0.10, 0.15, 0.20, 0.28, 0.35, 0.50] {
         progress.set_message(format!(
-            "write amplification: over-provisioning {:.0}%, writing to steady state",
+            "write amplification, {:.0}% over-provisioned",
             over_provisioning * 100.0
         ));
         let options = experiment_options(over_provisioning, VictimPolicy::Greedy);
@@ -747,7 +757,7 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
         hot_share: 0.8,
         hot_fraction: 0.2,
     });
-    let progress = Progress::spinner("host waits for GC");
+    let progress = Progress::spinner("GC waits");
     let mut rows = Vec::new();
     for (workload, over_provisioning) in [
         (uniform, 0.07),
@@ -758,7 +768,7 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
     ] {
         for paced in [false, true] {
             progress.set_message(format!(
-                "host waits for GC: {} writes, over-provisioning {:.0}%, {}",
+                "GC waits, {} writes, {:.0}% over-provisioned, {}",
                 workload.0,
                 over_provisioning * 100.0,
                 if paced { "paced" } else { "unpaced" }

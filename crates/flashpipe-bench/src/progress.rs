@@ -19,43 +19,63 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// How often the spinner redraws itself while a phase runs.
 const SPINNER_TICK_INTERVAL_MS: u64 = 120;
 
-/// The spinner running now, if any: [`set_phase`] and [`note`] reach it.
-static CURRENT_SPINNER: Mutex<Option<ProgressBar>> = Mutex::new(None);
+/// The spinner running now, if any, with the phase it names: [`set_phase`],
+/// [`set_count`] and [`note`] reach it.
+static CURRENT_SPINNER: Mutex<Option<RunningSpinner>> = Mutex::new(None);
 
-/// The running spinner, if any (a poisoned lock only means a panic elsewhere; the bar
-/// inside is still usable).
-fn current_spinner() -> Option<ProgressBar> {
-    CURRENT_SPINNER
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clone()
+/// The running spinner and its phase (kept so that a count can follow it).
+#[derive(Debug, Clone)]
+struct RunningSpinner {
+    bar: ProgressBar,
+    phase: String,
 }
 
-fn replace_current_spinner(bar: Option<ProgressBar>) {
+/// Runs `action` on the running spinner, if any (a poisoned lock only means a panic
+/// elsewhere; the spinner inside is still usable).
+fn with_current_spinner(action: impl FnOnce(&mut RunningSpinner)) {
+    let mut current = CURRENT_SPINNER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(spinner) = current.as_mut() {
+        action(spinner);
+    }
+}
+
+fn replace_current_spinner(spinner: Option<RunningSpinner>) {
     *CURRENT_SPINNER
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = bar;
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = spinner;
 }
 
 /// Names the phase now running on the spinner running, if any.
-pub fn set_phase(message: impl Into<String>) {
-    if let Some(bar) = current_spinner() {
-        bar.set_message(message.into());
-    }
+pub fn set_phase(phase: impl Into<String>) {
+    let phase = phase.into();
+    with_current_spinner(|spinner| {
+        spinner.bar.set_message(phase.clone());
+        spinner.phase = phase;
+    });
 }
 
-/// Shows `done` of `total` items of the current phase on the spinner running, if any,
-/// e.g. "replaying trace: 12,000 of 100,000 requests".
-pub fn set_counted_phase(phase: &str, done: u64, total: u64, unit: &str) {
-    if let Some(bar) = current_spinner() {
-        bar.set_message(counted_message(phase, done, total, unit));
-    }
+/// Shows `done` of `total` items after the phase the running spinner names, if any:
+/// "write amplification: over-provisioning 7%: 12,000 of 100,000 page writes". The next
+/// phase named drops the count.
+pub fn set_count(done: u64, total: u64, unit: &str) {
+    with_current_spinner(|spinner| {
+        spinner
+            .bar
+            .set_message(counted_message(&spinner.phase, done, total, unit));
+    });
 }
 
 /// Prints `line` on standard error, lifting the spinner running (if any) off its line
 /// while doing so; the text is exactly what `eprintln!` would print.
 pub fn note(line: &str) {
-    match current_spinner() {
+    let bar = CURRENT_SPINNER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .as_ref()
+        .map(|spinner| spinner.bar.clone());
+    match bar {
         Some(bar) => bar.suspend(|| eprintln!("{line}")),
         None => eprintln!("{line}"),
     }
@@ -70,35 +90,40 @@ fn counted_message(phase: &str, done: u64, total: u64, unit: &str) -> String {
 }
 
 /// A spinner with a message naming the current phase; cleared when finished or dropped.
+/// One runs at a time: starting one replaces the process-wide running spinner.
 #[derive(Debug)]
 pub struct Progress {
     bar: ProgressBar,
 }
 
 impl Progress {
-    /// Starts a spinner on standard error showing `message` (hidden when standard error
-    /// is not a terminal).
-    pub fn spinner(message: impl Into<String>) -> Self {
+    /// Starts a spinner on standard error showing `phase` (hidden when standard error is
+    /// not a terminal; a message longer than the terminal's width is cut, not wrapped).
+    pub fn spinner(phase: impl Into<String>) -> Self {
+        let phase = phase.into();
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+        let style = ProgressStyle::with_template("{spinner} {elapsed:>4} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner());
         bar.set_style(style);
-        bar.set_message(message.into());
+        bar.set_message(phase.clone());
         bar.enable_steady_tick(Duration::from_millis(SPINNER_TICK_INTERVAL_MS));
-        replace_current_spinner(Some(bar.clone()));
+        replace_current_spinner(Some(RunningSpinner {
+            bar: bar.clone(),
+            phase,
+        }));
         Self { bar }
     }
 
     /// Names the phase now running.
-    pub fn set_message(&self, message: impl Into<String>) {
-        self.bar.set_message(message.into());
+    pub fn set_message(&self, phase: impl Into<String>) {
+        set_phase(phase);
     }
 
-    /// Shows `done` of `total` items of the current phase after its name, e.g.
+    /// Names the phase now running with `done` of `total` items after it, e.g.
     /// "replaying trace: 12,000 of 100,000 requests".
     pub fn set_counted_message(&self, phase: &str, done: u64, total: u64, unit: &str) {
-        self.bar
-            .set_message(counted_message(phase, done, total, unit));
+        set_phase(phase);
+        set_count(done, total, unit);
     }
 
     /// Ends the spinner and clears its line.
@@ -146,7 +171,7 @@ mod tests {
         progress.set_message("measuring again");
         progress.set_counted_message("replaying trace", 12_000, 100_000, "requests");
         set_phase("a phase named from afar");
-        set_counted_phase("replaying trace", 1, 2, "requests");
+        set_count(3, 4, "page writes");
         note("a line on standard error");
         progress.finish();
         set_phase("no spinner: nothing happens");
