@@ -233,7 +233,9 @@ pub fn run(arguments: BenchDeviceArgs) -> crate::BenchResult {
         directory,
         keep: arguments.keep,
     };
+    let progress = crate::progress::Progress::spinner("bench device: preparing the files");
     let report = execute(&plan)?;
+    progress.finish();
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -363,7 +365,7 @@ fn register_pools(device: &mut FileDevice, queue_depth: u32) -> Result<Pools, Be
     };
     for pool in [&pools.sequential, &pools.random] {
         if let Err(error) = device.register_buffer_pool(pool) {
-            eprintln!("flashpipe: going on with plain buffers: {error}");
+            crate::progress::note(&format!("flashpipe: going on with plain buffers: {error}"));
         }
     }
     Ok(pools)
@@ -380,11 +382,12 @@ fn prefill(
         queue_depth: STRIPE_QUEUE_DEPTH.min(device.info().queue_depth),
     };
     let requests = device.info().size_bytes() / u64::from(SEQUENTIAL_REQUEST_BYTES);
-    eprintln!(
+    crate::progress::set_phase(format!("filling {}", device.info().name));
+    crate::progress::note(&format!(
         "flashpipe: filling {} ({} MiB)",
         device.info().name,
         requests
-    );
+    ));
     measure::run_on_device(device, &workload, u64::MAX / 2, Some(requests), pool)
         .map(|_| ())
         .map_err(|detail| BenchDeviceError::Workload {
@@ -421,7 +424,8 @@ fn run_single_file(
             workload: label.clone(),
             detail,
         };
-        eprintln!("flashpipe: {label}");
+        crate::progress::set_phase(format!("measuring {label}"));
+        crate::progress::note(&format!("flashpipe: {label}"));
         let pool = if workload.request_size_bytes == SEQUENTIAL_REQUEST_BYTES {
             &pools.sequential
         } else {
@@ -451,7 +455,9 @@ fn run_single_file(
             match reference.run(&fio_run) {
                 Ok(figures) => fio_rounds.push(figures),
                 Err(detail) => {
-                    eprintln!("flashpipe: going on without fio, which failed: {detail}");
+                    crate::progress::note(&format!(
+                        "flashpipe: going on without fio, which failed: {detail}"
+                    ));
                     *fio = Err(format!("fio failed on {label}: {detail}"));
                     fio_rounds.clear();
                 }
@@ -546,7 +552,8 @@ fn run_sequential_pair(
             request_size_bytes: SEQUENTIAL_REQUEST_BYTES,
             queue_depth: STRIPE_QUEUE_DEPTH,
         };
-        eprintln!("flashpipe: {device_name} {}", workload.label());
+        crate::progress::set_phase(format!("measuring {device_name} {}", workload.label()));
+        crate::progress::note(&format!("flashpipe: {device_name} {}", workload.label()));
         let window_ns = plan.runtime_ns() / 4;
         let before = memcpy.as_mut().map(|probe| {
             (

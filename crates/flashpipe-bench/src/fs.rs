@@ -270,20 +270,31 @@ impl Drop for WorkFolder {
 pub fn run(arguments: BenchFsArgs) -> crate::BenchResult {
     let settings = Settings::from_arguments(&arguments)?;
     let folder = WorkFolder::create(arguments.dir.as_deref(), arguments.keep)?;
+    let progress = crate::progress::Progress::spinner("bench fs: looking for fio");
     let machine = report::Machine::describe(&folder.path);
     let fio = find_fio(&settings);
     let large_file = match settings.runs(Part::Large) {
-        true => Some(large_file::run(&settings, &folder.path, fio.as_ref().ok())?),
+        true => {
+            progress.set_message("bench fs: measuring a large file");
+            Some(large_file::run(&settings, &folder.path, fio.as_ref().ok())?)
+        }
         false => None,
     };
     let efficiency = match settings.runs(Part::Efficiency) {
-        true => Some(efficiency::run(&settings)?),
+        true => {
+            progress.set_message("bench fs: measuring the efficiency");
+            Some(efficiency::run(&settings)?)
+        }
         false => None,
     };
     let small_files = match settings.runs(Part::Small) {
-        true => Some(small_files::run(&settings, &folder.path)?),
+        true => {
+            progress.set_message("bench fs: measuring small files");
+            Some(small_files::run(&settings, &folder.path)?)
+        }
         false => None,
     };
+    progress.finish();
     let report = report::Report::new(
         &settings,
         machine,

@@ -14,6 +14,7 @@ use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 use serde::Serialize;
 
+use crate::progress::Progress;
 use crate::table::{Align, Table};
 use crate::BenchResult;
 
@@ -234,6 +235,9 @@ fn write_pages(
     let page_bytes = ftl.info().block_size_bytes as usize;
     let mut written = 0;
     while written < count {
+        if written % PROGRESS_EVERY_PAGES == 0 {
+            crate::progress::set_count(written, count, "page writes");
+        }
         let batch = (count - written).min(32);
         let mut chosen: Vec<u64> = Vec::with_capacity(batch as usize);
         while (chosen.len() as u64) < batch {
@@ -255,11 +259,18 @@ fn write_pages(
     Ok(())
 }
 
+/// How often the long page loops update the spinner's count (a multiple of their batch
+/// sizes, 16 and 32 pages).
+const PROGRESS_EVERY_PAGES: u64 = 8192;
+
 fn fill(ftl: &mut Ftl) -> BenchResult {
     let pages = ftl.info().block_count;
     let page_bytes = ftl.info().block_size_bytes as usize;
     let chunk = 16u64;
     for first in (0..pages).step_by(chunk as usize) {
+        if first % PROGRESS_EVERY_PAGES == 0 {
+            crate::progress::set_count(first, pages, "pages filled");
+        }
         let count = chunk.min(pages - first);
         run_batch(
             ftl,
@@ -338,8 +349,13 @@ fn physical_data_pages(ftl: &Ftl) -> u64 {
 }
 
 fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult {
+    let progress = Progress::spinner("write amplification");
     let mut rows = Vec::new();
     for over_provisioning in [0.07, 0.10, 0.15, 0.20, 0.28, 0.35, 0.50] {
+        progress.set_message(format!(
+            "write amplification, {:.0}% over-provisioned",
+            over_provisioning * 100.0
+        ));
         let options = experiment_options(over_provisioning, VictimPolicy::Greedy);
         let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
         let stats = steady_state_stats(arguments, &mut ftl, &Workload::Uniform)?;
@@ -361,6 +377,7 @@ fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult {
                 .map(|bound_ns| bound_ns as f64 / 1e3),
         });
     }
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             "FTL write amplification vs over-provisioning (uniform random page writes, greedy GC)"
@@ -437,11 +454,15 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
         }),
         ("zipf(0.99)", |pages| Workload::zipf(pages, 0.99)),
     ];
+    let progress = Progress::spinner("hot and cold data");
     for (name, make_workload) in workloads {
         for (policy_name, policy) in [
             ("greedy", VictimPolicy::Greedy),
             ("cost-benefit", VictimPolicy::CostBenefit),
         ] {
+            progress.set_message(format!(
+                "hot and cold data: {name} writes, {policy_name} GC"
+            ));
             let options = experiment_options(0.10, policy);
             let mut ftl = experiment_ftl(arguments, StorageMode::TimingOnly, options)?;
             let workload = make_workload(ftl.info().block_count);
@@ -464,6 +485,7 @@ fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
                 .map(|(index, row)| (index as f64, row.write_amplification)),
         )
     };
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             "FTL garbage collection policies on skewed workloads (over-provisioning 10%)"
@@ -512,8 +534,13 @@ struct WearRow {
 }
 
 fn run_wear(arguments: &ExperimentArgs) -> BenchResult {
+    let progress = Progress::spinner("wear");
     let mut rows = Vec::new();
     for spread in [None, Some(16)] {
+        progress.set_message(match spread {
+            None => "wear: without static wear leveling".to_string(),
+            Some(spread) => format!("wear: static wear leveling, spread {spread}"),
+        });
         let options = FtlOptions {
             static_wear_leveling_spread: spread,
             ..experiment_options(0.10, VictimPolicy::Greedy)
@@ -532,6 +559,7 @@ fn run_wear(arguments: &ExperimentArgs) -> BenchResult {
             write_amplification: stats.write_amplification(),
         });
     }
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             format!(
@@ -605,11 +633,13 @@ struct SpeedRow {
 }
 
 fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
+    let progress = Progress::spinner("speed");
     let mut rows = Vec::new();
     for (name, storage) in [
         ("timing only", StorageMode::TimingOnly),
         ("data in memory", StorageMode::Memory),
     ] {
+        progress.set_message(format!("speed: measuring the FTL with {name}"));
         let options = experiment_options(0.10, VictimPolicy::Greedy);
         let mut ftl = experiment_ftl(arguments, storage, options)?;
         let clock = ftl.clock();
@@ -630,6 +660,7 @@ fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
             virtual_seconds: (clock.now_ns() - started_virtual_ns) as f64 / 1e9,
         });
     }
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             "Speed of the simulated FTL stack (wall clock of this machine)".to_string(),
@@ -726,6 +757,7 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
         hot_share: 0.8,
         hot_fraction: 0.2,
     });
+    let progress = Progress::spinner("GC waits");
     let mut rows = Vec::new();
     for (workload, over_provisioning) in [
         (uniform, 0.07),
@@ -735,6 +767,12 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
         (hot_cold, 0.20),
     ] {
         for paced in [false, true] {
+            progress.set_message(format!(
+                "GC waits, {} writes, {:.0}% over-provisioned, {}",
+                workload.0,
+                over_provisioning * 100.0,
+                if paced { "paced" } else { "unpaced" }
+            ));
             rows.push(gc_wait_row(arguments, workload, over_provisioning, paced)?);
         }
     }
@@ -750,6 +788,7 @@ fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
             )
         })
     };
+    progress.finish();
     plot_if_asked(arguments, || {
         experiment_chart(
             "FTL host write waits for garbage collection (uniform writes, greedy GC)".to_string(),

@@ -15,6 +15,7 @@ use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
+use crate::progress::Progress;
 use crate::table::Table;
 use crate::BenchResult;
 
@@ -84,11 +85,14 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
         .map_err(|_| format!("--block-size {} is too large", arguments.block_size))?;
     let config = sized_config(&arguments.preset, size_bytes)?;
     let blocks_per_chip = config.geometry.blocks_per_plane;
+    let progress = Progress::spinner("copy: formatting the file system on the FTL");
     let (mut filesystem, ftl) = experiment_filesystem(config, arguments.seed, block_size_bytes)?;
     let clock = filesystem.device_mut().clock();
     let write_started_ns = clock.now_ns();
+    progress.set_message("copy: writing the source file");
     let source_crc = write_source(&mut filesystem, size_bytes)?;
     let write_virtual_ns = clock.now_ns() - write_started_ns;
+    progress.set_message("copy: copying by reference");
     let by_reference = measure_copy(
         &mut filesystem,
         &ftl,
@@ -97,6 +101,7 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
         CopyMethod::ReferenceOrFail,
         source_crc,
     )?;
+    progress.set_message("copy: copying by bytes");
     let by_bytes = measure_copy(
         &mut filesystem,
         &ftl,
@@ -121,6 +126,7 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
         by_reference,
         by_bytes,
     };
+    progress.finish();
     print_experiment(&experiment, arguments.json)
 }
 

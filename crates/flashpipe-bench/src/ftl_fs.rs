@@ -312,10 +312,12 @@ pub fn run(arguments: FtlFsArgs) -> BenchResult {
         check_plot_path(path_text)?;
     }
     let plan = plan(&arguments)?;
+    let progress = crate::progress::Progress::spinner("ftl fs: raw flash commands");
     let wall_started = Instant::now();
     let raw = measure_raw(&plan)?;
     let raw_operations = raw_operation_count(&plan);
     let raw_wall_seconds = wall_started.elapsed().as_secs_f64();
+    progress.set_message("ftl fs: the file system over the FTL");
     let (fs, stack_operations) = measure_fs(&plan, &raw)?;
     let stack_wall_seconds = wall_started.elapsed().as_secs_f64() - raw_wall_seconds;
     let geometry = &plan.config.geometry;
@@ -339,6 +341,7 @@ pub fn run(arguments: FtlFsArgs) -> BenchResult {
         stack_wall_seconds,
         stack_flash_operations_per_wall_second: stack_operations as f64 / stack_wall_seconds,
     };
+    progress.finish();
     if let Some(path) = &arguments.plot {
         draw(path, &report)?;
     }

@@ -142,17 +142,26 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         .dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join("flashpipe-bench-kernels"));
+    let progress = crate::progress::Progress::spinner("bench kernels: preparing the inputs");
     let mut notes = Vec::new();
     let langid = langid_case(&arguments.udhr, size_bytes.min(4 << 20), &mut notes);
     let cases = bench_cases(size_bytes, langid)?;
     let store_bytes = (cases.len() as u64 * size_bytes as u64 * 3 + (512 << 20)).max(1 << 30);
+    progress.set_message("bench kernels: making the store");
     let store = make_store(&dir, store_bytes)?;
+    progress.set_message("bench kernels: measuring the store's read bandwidth");
     let storage = storage_bandwidth(&store, size_bytes.max(8 << 20))?;
     let mut rows = Vec::new();
-    for case in &cases {
+    for (index, case) in cases.iter().enumerate() {
+        progress.set_counted_message(
+            "bench kernels: measuring kernels",
+            index as u64,
+            cases.len() as u64,
+            "done",
+        );
         let row = bench_case(&store, &dir, case, storage, arguments.quick)?;
         if !arguments.json {
-            eprintln!("measured {}", row.kernel);
+            crate::progress::note(&format!("measured {}", row.kernel));
         }
         rows.push(row);
     }
@@ -161,6 +170,7 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
             .small_file_count
             .unwrap_or(if arguments.quick { 2000 } else { 50_000 });
     let small = if arguments.small_files {
+        progress.set_message("bench kernels: small files");
         Some(small_files::run_sweep(
             &store,
             DEFAULT_FS_BLOCK_BYTES,
@@ -186,6 +196,7 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
          store's device files with O_DIRECT (io_uring), from the disk or its cache"
             .to_string(),
     );
+    progress.finish();
     let report = BenchKernelsReport {
         dir: dir.display().to_string(),
         core_count: std::thread::available_parallelism().map_or(1, usize::from),

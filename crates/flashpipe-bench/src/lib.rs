@@ -18,6 +18,7 @@
 //!   and the RAD and minFlash reproductions;
 //! - [`pattern`]: the one workload-pattern type every benchmark names its workloads with;
 //! - [`table`]: the one text-table formatter every report prints with;
+//! - [`progress`]: the phase spinner on standard error every long experiment shows;
 //! - [`plot`]: the PNG charts the experiments and reproductions draw (with the embedded
 //!   DejaVu Sans font in `assets/`).
 //!
@@ -36,6 +37,7 @@ pub mod ftl_fs;
 pub mod kernels;
 pub mod pattern;
 pub mod plot;
+pub mod progress;
 pub mod sim;
 pub mod table;
 

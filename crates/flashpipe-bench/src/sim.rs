@@ -19,6 +19,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob, WorkloadReport};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 
+use crate::progress::Progress;
 use crate::BenchResult;
 
 /// The simulator's subcommands.
@@ -49,6 +50,24 @@ pub struct SpeedArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `sim speed` measured, as `--json` prints it (the figures of its table).
+#[derive(Debug, serde::Serialize)]
+struct SpeedReport {
+    preset: String,
+    workload: &'static str,
+    queue_depth: u32,
+    page_operations: u64,
+    wall_seconds: f64,
+    page_operations_per_wall_second: f64,
+    cpu_seconds: Option<f64>,
+    page_operations_per_cpu_second: Option<f64>,
+    simulated_megabytes_per_second: f64,
+    simulated_read_latency_us_p99: f64,
 }
 
 /// Options of `sim job`.
@@ -176,8 +195,13 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
     };
     job.check(&config)
         .map_err(|error| format!("--operations {}: {}", arguments.operations, error.limit))?;
+    let progress = Progress::spinner("sim speed: writing the whole array once");
     let mut array = timing_array(config, 1, arguments.queue_depth, arguments.seed)?;
     array.precondition_full()?;
+    progress.set_message(format!(
+        "sim speed: simulating {} page reads",
+        crate::progress::thousands(arguments.operations)
+    ));
     let cpu_start = process_cpu_seconds();
     let wall_start = Instant::now();
     let report = workload::run_job(&mut array, &job);
@@ -185,6 +209,25 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
     let cpu_seconds = process_cpu_seconds()
         .zip(cpu_start)
         .map(|(end, start)| end - start);
+    progress.finish();
+    if arguments.json {
+        let cpu_seconds = cpu_seconds.filter(|&seconds| seconds > 0.0);
+        let speed = SpeedReport {
+            preset: arguments.preset.clone(),
+            workload: "4 KiB random reads of a full array",
+            queue_depth: arguments.queue_depth,
+            page_operations: report.page_operations,
+            wall_seconds,
+            page_operations_per_wall_second: report.page_operations as f64 / wall_seconds,
+            cpu_seconds,
+            page_operations_per_cpu_second: cpu_seconds
+                .map(|seconds| report.page_operations as f64 / seconds),
+            simulated_megabytes_per_second: report.megabytes_per_second,
+            simulated_read_latency_us_p99: report.array.reads.latency_us_p99,
+        };
+        say!("{}", serde_json::to_string_pretty(&speed)?);
+        return Ok(());
+    }
     say!("preset                      {}", arguments.preset);
     say!(
         "workload                    4 KiB random reads of a full array, queue depth {}",
@@ -234,6 +277,7 @@ fn run_job(arguments: JobArgs) -> BenchResult {
     };
     job.check(&config)
         .map_err(|error| format!("--{}: {error}", error.field.replace('_', "-")))?;
+    let progress = Progress::spinner("sim job: building the array");
     let mut array = timing_array(
         config,
         arguments.hosts,
@@ -241,9 +285,15 @@ fn run_job(arguments: JobArgs) -> BenchResult {
         arguments.seed,
     )?;
     if matches!(arguments.kind, KindArg::Read) {
+        progress.set_message("sim job: writing the whole array once");
         array.precondition_full()?;
     }
+    progress.set_message(format!(
+        "sim job: simulating {} requests",
+        crate::progress::thousands(job.requests_per_host * u64::from(job.hosts))
+    ));
     let report = workload::run_job(&mut array, &job);
+    progress.finish();
     print_report(&report, arguments.json)
 }
 
@@ -257,13 +307,19 @@ fn run_replay(arguments: ReplayArgs) -> BenchResult {
         )
         .into());
     }
+    let progress = Progress::spinner(format!("sim replay: reading {}", arguments.file));
     let text = read_trace_file(&arguments.file)?;
     let requests = match arguments.format {
         TraceFormat::Blkparse => workload::parse_blkparse(&text, &arguments.file)?,
         TraceFormat::Disksim => workload::parse_disksim(&text, &arguments.file)?,
     };
+    progress.set_message(format!(
+        "sim replay: replaying {} requests",
+        crate::progress::thousands(requests.len() as u64)
+    ));
     let mut array = timing_array(config, 1, workload::MAX_JOB_QUEUE_DEPTH, 1)?;
     let report = workload::replay(&mut array, requests, arguments.queue_depth);
+    progress.finish();
     print_report(&report, arguments.json)
 }
 

@@ -123,7 +123,9 @@ fn json_requested() -> bool {
 
 /// A short, stable name for the kind of an error, for JSON error objects.
 fn error_kind(error: &(dyn std::error::Error + 'static)) -> &'static str {
-    if error.is::<std::io::Error>() {
+    if error.is::<shell_cmd::JsonDoesNotApplyError>() {
+        "usage"
+    } else if error.is::<std::io::Error>() {
         "io"
     } else if error.is::<flashpipe_engine::EngineError>() {
         "store"

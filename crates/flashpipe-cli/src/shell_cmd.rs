@@ -31,6 +31,9 @@ pub struct CompletionsArgs {
     /// The shell to write completions for.
     #[arg(value_enum)]
     shell: CompletionShell,
+    /// Refused: completions are a shell script, not results (accepted only to say so).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `flashpipe man`.
@@ -40,6 +43,19 @@ pub struct ManArgs {
     /// instead of the top page to standard output.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Refused: manual pages are roff, not results (accepted only to say so).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Why `--json` is refused by a command whose output is not results.
+#[derive(Debug, thiserror::Error)]
+#[error("{command} writes {output}; --json does not apply")]
+pub struct JsonDoesNotApplyError {
+    /// The command given `--json`.
+    pub command: &'static str,
+    /// What it writes instead of results.
+    pub output: &'static str,
 }
 
 /// Why manual pages could not be written.
@@ -65,6 +81,13 @@ pub enum ManError {
 
 /// Writes the completions of `command` for the chosen shell to standard output.
 pub fn run_completions(arguments: CompletionsArgs, mut command: clap::Command) -> CliResult {
+    if arguments.json {
+        return Err(JsonDoesNotApplyError {
+            command: "completions",
+            output: "a shell script",
+        }
+        .into());
+    }
     let name = command.get_name().to_string();
     let mut output = std::io::stdout().lock();
     match arguments.shell {
@@ -85,6 +108,13 @@ pub fn run_completions(arguments: CompletionsArgs, mut command: clap::Command) -
 /// Writes the manual of `command`: the top page to standard output, or every page into
 /// `--out`.
 pub fn run_man(arguments: ManArgs, command: clap::Command) -> CliResult {
+    if arguments.json {
+        return Err(JsonDoesNotApplyError {
+            command: "man",
+            output: "manual pages as roff",
+        }
+        .into());
+    }
     match arguments.out {
         None => {
             let write_error = |source| ManError::WritePages {

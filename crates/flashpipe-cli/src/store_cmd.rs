@@ -1013,7 +1013,13 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
         repair: arguments.repair,
         verify_data: arguments.data,
     };
+    let progress = flashpipe_bench::progress::Progress::spinner(format!(
+        "fsck: checking {}{}",
+        store_path.display(),
+        if arguments.data { " and its data" } else { "" }
+    ));
     let report = flashpipe_fs::fsck_with_options(&mut *device, options);
+    progress.finish();
     drop(device);
     drop(lock);
     let report = report?;

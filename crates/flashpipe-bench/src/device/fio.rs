@@ -21,7 +21,7 @@ pub fn find_or_install() -> Result<Fio, String> {
     if let Some(fio) = find() {
         return Ok(fio);
     }
-    eprintln!("flashpipe: fio not found on PATH; trying apt-get install -y fio");
+    crate::progress::note("flashpipe: fio not found on PATH; trying apt-get install -y fio");
     let installed = apt_get(&["install", "-y", "fio"])
         || (apt_get(&["update"]) && apt_get(&["install", "-y", "fio"]));
     match (installed, find()) {

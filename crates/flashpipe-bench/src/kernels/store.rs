@@ -57,7 +57,7 @@ impl KernelStore {
         config.validate(store_file)?;
         let opened = open_store_device(&config, store_file, DeviceCreation::CreateMissing)?;
         for note in &opened.notes {
-            eprintln!("note: {note}");
+            crate::progress::note(&format!("note: {note}"));
         }
         let options = FormatOptions {
             fs_block_size_bytes: config.block_size_bytes,

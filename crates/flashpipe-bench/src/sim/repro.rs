@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::timing_array;
 
+use crate::progress::Progress;
 use crate::table::{Align, Table};
 use crate::BenchResult;
 
@@ -125,7 +126,13 @@ pub fn run(arguments: ReproArgs) -> BenchResult {
     };
     let mut rows = Vec::new();
     let mut charts = Vec::new();
+    let progress = Progress::spinner("sim repro");
     for which in chosen {
+        let name = which.to_possible_value().map_or_else(
+            || format!("{which:?}"),
+            |value| value.get_name().to_string(),
+        );
+        progress.set_message(format!("sim repro: reproducing {name}"));
         let figure_rows = match which {
             Reproduction::RadFig4 => rad_fig4(arguments.seed)?,
             Reproduction::RadTable2 => rad_table2(arguments.seed)?,
@@ -138,6 +145,7 @@ pub fn run(arguments: ReproArgs) -> BenchResult {
         charts.extend(figure_charts(which, &figure_rows));
         rows.extend(figure_rows);
     }
+    progress.finish();
     if let Some(path) = &arguments.plot {
         crate::plot::draw_panels(path, &charts, 2)?;
     }
