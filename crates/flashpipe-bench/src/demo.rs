@@ -30,6 +30,7 @@ use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use flashpipe_store::{LockWait, RunningStore, StoreAccess};
 use serde_json::json;
 
+use crate::progress::Progress;
 use crate::BenchResult;
 
 /// Options of `flashpipe demo`.
@@ -77,6 +78,11 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
         ),
     );
 
+    let progress = Progress::spinner(format!(
+        "writing {} sample file(s) and a {} file into the store",
+        samples.len(),
+        HumanBytes(large_file_bytes)
+    ));
     let store = open_store(&store_path)?;
     let mut client = store.client(IN_FLIGHT * 2);
     let started = Instant::now();
@@ -88,6 +94,7 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
     let write_seconds = started.elapsed().as_secs_f64();
     let total_bytes: u64 = files.iter().map(|file| file.size_bytes).sum();
 
+    progress.set_message("remounting, reading every file back and checking its CRC32C");
     let store = open_store(&store_path)?;
     let mut client = store.client(IN_FLIGHT * 2);
     let started = Instant::now();
@@ -102,9 +109,13 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
         large_file_bytes,
         write_seconds,
         read_seconds,
-        fsck_clean: fsck_clean(&store_path)?,
+        fsck_clean: {
+            progress.set_message("fsck");
+            fsck_clean(&store_path)?
+        },
         mismatches,
     };
+    progress.finish();
     if !arguments.json {
         print_round_trip(&arguments, &round_trip);
     }
@@ -116,7 +127,10 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
         )
         .into());
     }
-    let near_data_rows = near_data(&arguments, &store_path, &files)?;
+    let near_data_progress = Progress::spinner("running language ID and Sobel next to the data");
+    let near_data_rows = near_data(&arguments, &store_path, &files);
+    near_data_progress.finish();
+    let near_data_rows = near_data_rows?;
     if arguments.json {
         let mut report = round_trip.to_json();
         report["near_data"] = json!(near_data_rows);
@@ -232,7 +246,7 @@ fn print_note(note: &str) {
 
 fn say(arguments: &DemoArgs, line: &str) {
     if !arguments.json {
-        println!("{line}");
+        crate::progress::output_line(line);
     }
 }
 

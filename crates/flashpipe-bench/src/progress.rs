@@ -81,6 +81,20 @@ pub fn note(line: &str) {
     }
 }
 
+/// Prints `line` on standard output, lifting the spinner running (if any) off its line
+/// while doing so; the text is exactly what `println!` would print.
+pub fn output_line(line: &str) {
+    let bar = CURRENT_SPINNER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .as_ref()
+        .map(|spinner| spinner.bar.clone());
+    match bar {
+        Some(bar) => bar.suspend(|| println!("{line}")),
+        None => println!("{line}"),
+    }
+}
+
 fn counted_message(phase: &str, done: u64, total: u64, unit: &str) -> String {
     format!(
         "{phase}: {} of {} {unit}",

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
+use flashpipe_bench::progress::Progress;
 use flashpipe_kernels::driver::{run_on_bytes, DrivePlan, MapOrder};
 use flashpipe_kernels::langid::model::{train, TrainingSettings};
 use flashpipe_kernels::langid::profile_file::{load_profile, save_profile, ProfileError};
@@ -213,10 +214,22 @@ fn parse_byte_size(text: &str) -> Result<u64, String> {
 /// Runs `flashpipe kernels ...`.
 pub fn run(arguments: KernelsArgs) -> Result<(), Box<dyn std::error::Error>> {
     let result = match arguments.command {
-        Some(KernelsSubcommand::TrainLangid(train_arguments)) => train_langid(&train_arguments),
-        Some(KernelsSubcommand::EvalLangid(eval_arguments)) => eval_langid(&eval_arguments),
-        Some(KernelsSubcommand::Run(run_arguments)) => run_kernel(&run_arguments),
-        None if arguments.measure => measure(&arguments),
+        Some(KernelsSubcommand::TrainLangid(train_arguments)) => {
+            let _progress = Progress::spinner("training the language ID profiles");
+            train_langid(&train_arguments)
+        }
+        Some(KernelsSubcommand::EvalLangid(eval_arguments)) => {
+            let _progress = Progress::spinner("evaluating language ID on held-out text");
+            eval_langid(&eval_arguments)
+        }
+        Some(KernelsSubcommand::Run(run_arguments)) => {
+            let _progress = Progress::spinner(format!("running {}", run_arguments.kernel));
+            run_kernel(&run_arguments)
+        }
+        None if arguments.measure => {
+            let _progress = Progress::spinner("measuring every kernel's in-memory throughput");
+            measure(&arguments)
+        }
         None => list(arguments.json),
     };
     result.map_err(Into::into)

@@ -16,6 +16,8 @@
 //! (then it is replaced in that same commit).
 
 use std::path::PathBuf;
+
+use flashpipe_bench::progress::Progress;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -244,7 +246,10 @@ fn run_staged(
 ) -> Result<PipelineResult, Box<dyn std::error::Error>> {
     let mut client = store.client(4);
     staged.check(&mut client, files, replace)?;
-    let mut result = store.run(kernel, files, config)?;
+    let progress = Progress::spinner(format!("running the kernel over {} file(s)", files.len()));
+    let result = store.run(kernel, files, config);
+    progress.finish();
+    let mut result = result?;
     staged.install(&mut client, replace)?;
     for file in &mut result.files {
         if let Some(name) = file

@@ -716,6 +716,7 @@ pub fn run_ls(arguments: LsArgs) -> CliResult {
             .and_then(|names| list_files(&mut client, &names))
     };
     drop(client);
+    let clock_is_virtual = store.clock.is_virtual();
     let files = store.finish(files)?;
     if arguments.store.json {
         let rows: Vec<_> = files.iter().map(file_json).collect();
@@ -734,11 +735,11 @@ pub fn run_ls(arguments: LsArgs) -> CliResult {
             println!("{}", file.name);
         } else if arguments.long {
             println!(
-                "{:>14} {:>8} {:>8} {:>20}  {}",
+                "{:>14} {:>8} {:>8} {:>23}  {}",
                 size(file.size_bytes),
                 file.allocated_blocks,
                 file.file_id.0,
-                file.modified_clock_ns,
+                modified_time_text(file.modified_clock_ns, clock_is_virtual),
                 file.name
             );
         } else {
@@ -748,6 +749,43 @@ pub fn run_ls(arguments: LsArgs) -> CliResult {
     let total_bytes: u64 = files.iter().map(|file| file.size_bytes).sum();
     eprintln!("{} file(s), {}", files.len(), HumanBytes(total_bytes));
     Ok(())
+}
+
+/// A file's modification time for `ls -l`: UTC date and time on a real clock (its
+/// nanoseconds count from the Unix epoch), seconds of simulated device time on a virtual one.
+fn modified_time_text(clock_ns: u64, clock_is_virtual: bool) -> String {
+    if clock_is_virtual {
+        return format!("{:.6} s (device)", clock_ns as f64 / 1e9);
+    }
+    let seconds = clock_ns / 1_000_000_000;
+    let (year, month, day) = civil_date_of_days(seconds / 86_400);
+    let second_of_day = seconds % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        second_of_day / 3600,
+        second_of_day % 3600 / 60,
+        second_of_day % 60
+    )
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`, for non-negative day counts).
+fn civil_date_of_days(days: u64) -> (u64, u64, u64) {
+    let shifted = days + 719_468;
+    let era = shifted / 146_097;
+    let day_of_era = shifted % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
 }
 
 fn list_files(
@@ -1078,6 +1116,24 @@ fn print_fsck_report(report: &flashpipe_fs::FsckReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_of_known_days() {
+        assert_eq!(civil_date_of_days(0), (1970, 1, 1));
+        assert_eq!(civil_date_of_days(59), (1970, 3, 1));
+        assert_eq!(civil_date_of_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_date_of_days(20_780), (2026, 11, 23));
+    }
+
+    #[test]
+    fn modified_times_say_their_clock() {
+        let noon_ns = (20_780 * 86_400 + 12 * 3600 + 34 * 60 + 56) * 1_000_000_000;
+        assert_eq!(modified_time_text(noon_ns, false), "2026-11-23 12:34:56");
+        assert_eq!(
+            modified_time_text(1_500_000_000, true),
+            "1.500000 s (device)"
+        );
+    }
 
     #[test]
     fn store_names_become_safe_local_components() {
