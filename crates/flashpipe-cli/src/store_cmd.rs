@@ -285,7 +285,7 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
                    "stripe_unit_bytes": config.stripe_unit_bytes})
         );
     } else {
-        println!(
+        eprintln!(
             "formatted {}: {} over {} device(s), {} blocks, {} stripe unit",
             arguments.store.display(),
             HumanBytes(capacity_bytes),
@@ -915,7 +915,7 @@ pub fn run_mv(arguments: MvArgs) -> CliResult {
     if arguments.store.json {
         println!("{}", json!({"from": arguments.from, "to": arguments.to}));
     } else {
-        println!("renamed {} to {}", arguments.from, arguments.to);
+        eprintln!("renamed {} to {}", arguments.from, arguments.to);
     }
     Ok(())
 }
@@ -961,7 +961,7 @@ pub fn run_cp(arguments: CpArgs) -> CliResult {
         } else {
             "wall time"
         };
-        println!(
+        eprintln!(
             "copied {} to {}: {} blocks by reference, {} by bytes, {:.3} ms of {clock_name}",
             arguments.from,
             arguments.to,

@@ -318,7 +318,7 @@ fn fetch_one(
     Ok(bytes)
 }
 
-/// Prints what a transfer did: with the device's time labelled as simulated, and the
+/// Prints what a transfer did (on standard error unless `--json`: a summary, not data): with the device's time labelled as simulated, and the
 /// wall time beside it, when the store is on emulated flash.
 pub fn print_transfer_report(verb: &str, report: &TransferReport, as_json: bool) {
     let per_second = |seconds: f64| report.total_bytes as f64 / seconds.max(1e-9);
@@ -347,7 +347,7 @@ pub fn print_transfer_report(verb: &str, report: &TransferReport, as_json: bool)
     } else {
         String::new()
     };
-    println!(
+    eprintln!(
         "{verb} {} file(s), {} in {wall}{device}",
         report.file_count,
         HumanBytes(report.total_bytes),
