@@ -8,14 +8,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{flashpipe, fresh_folder, succeed};
+use common::{flashpipe, fresh_folder, succeed, text};
 
 const BLOCK_SIZE: usize = 16384;
 const SMALL_FILE_COUNT: usize = 43;
-
-fn text(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 /// A one-device store holding 43 files put in one command (commit 2) and "extra" put
 /// after them (commit 3, in super block slot 1).

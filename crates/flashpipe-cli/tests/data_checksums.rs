@@ -7,13 +7,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{check_fails, flashpipe, fresh_folder, succeed};
+use common::{check_fails, flashpipe, fresh_folder, succeed, text};
 
 const BLOCK_SIZE: usize = 4096;
-
-fn text(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 /// Deterministic bytes that do not repeat a block (SplitMix64).
 fn pattern(length: usize, seed: u64) -> Vec<u8> {

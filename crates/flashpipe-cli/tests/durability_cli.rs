@@ -13,13 +13,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{check_fails, flashpipe, fresh_folder, succeed};
+use common::{check_fails, flashpipe, fresh_folder, succeed, text};
 
 const DEVICES: [&str; 2] = ["a.img", "b.img"];
-
-fn text(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 /// A store of two 8 MiB file devices in `folder`.
 fn make_store(folder: &Path) -> PathBuf {

@@ -6,11 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{check_fails, fresh_folder, succeed};
-
-fn text(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+use common::{check_fails, fresh_folder, succeed, text};
 
 fn check_png(path: &Path) {
     let bytes = std::fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));

@@ -6,12 +6,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, fresh_folder, succeed};
+use common::{check_fails, fresh_folder, succeed, text};
 use serde_json::Value;
-
-fn path_text(path: &Path) -> &str {
-    path.to_str().expect("UTF-8 temp path")
-}
 
 /// A store with a text file, an image, and a vector file whose length is not whole vectors.
 fn sample_store(folder: &Path) -> PathBuf {
@@ -30,10 +26,10 @@ fn sample_store(folder: &Path) -> PathBuf {
         "dev.img",
         "--size",
         "64MiB",
-        path_text(&store),
+        text(&store),
     ]);
     for file in ["words.txt", "vectors.bin", "image.png"] {
-        succeed(&["put", path_text(&store), path_text(&folder.join(file))]);
+        succeed(&["put", text(&store), text(&folder.join(file))]);
     }
     store
 }
@@ -42,7 +38,7 @@ fn sample_store(folder: &Path) -> PathBuf {
 fn run_gives_results_and_clear_errors() {
     let folder = fresh_folder("run-kernels");
     let store = sample_store(&folder);
-    let store = path_text(&store);
+    let store = text(&store);
     let grep = succeed(&[
         "run",
         store,
@@ -75,7 +71,7 @@ fn run_gives_results_and_clear_errors() {
     );
     let queries = folder.join("queries.bin");
     std::fs::write(&queries, [0u8; 8]).expect("queries");
-    let queries_option = format!("queries={}", path_text(&queries));
+    let queries_option = format!("queries={}", text(&queries));
     check_fails(
         &[
             "run",
@@ -99,7 +95,7 @@ fn bench_kernels_quick_json_has_every_column() {
         "--quick",
         "--json",
         "--dir",
-        path_text(&folder),
+        text(&folder),
     ]);
     let report: Value = serde_json::from_str(&output).expect("JSON");
     let rows = report["rows"].as_array().expect("rows");
@@ -167,14 +163,7 @@ fn bench_kernels_quick_json_has_every_column() {
         "one sizing row per kernel and preset"
     );
     check_fails(
-        &[
-            "bench",
-            "kernels",
-            "--size",
-            "1KiB",
-            "--dir",
-            path_text(&folder),
-        ],
+        &["bench", "kernels", "--size", "1KiB", "--dir", text(&folder)],
         "--size",
     );
     let _ = std::fs::remove_dir_all(&folder);

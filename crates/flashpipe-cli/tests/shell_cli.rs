@@ -9,11 +9,7 @@ use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{fresh_folder, succeed};
-
-fn text(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+use common::{fresh_folder, succeed, text};
 
 #[test]
 fn completions_for_each_shell_name_the_subcommands() {

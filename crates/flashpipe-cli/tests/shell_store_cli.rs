@@ -9,26 +9,14 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{check_fails, flashpipe, fresh_folder, succeed};
+use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
 use serde_json::Value;
-
-fn text(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 /// A one-device store in `folder` holding `photos/README`, `photos/sub/x.txt` and
 /// `notes/README`, put in one command (so `photos:README`, `photos:sub:x.txt`,
 /// `notes:README`).
 fn store_with_folders(folder: &Path) -> PathBuf {
-    let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "16MiB",
-        text(&store),
-    ]);
+    let store = file_store(folder, "16MiB");
     std::fs::create_dir_all(folder.join("photos").join("sub")).unwrap();
     std::fs::create_dir_all(folder.join("notes")).unwrap();
     std::fs::write(folder.join("photos").join("README"), b"photos readme\n").unwrap();
@@ -167,15 +155,7 @@ fn errors_are_json_with_json_and_cat_refuses_it() {
 #[test]
 fn digests_from_run_are_checked_by_sha256sum_against_fetched_files() {
     let folder = fresh_folder("shell-sha256sum");
-    let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "16MiB",
-        text(&store),
-    ]);
+    let store = file_store(&folder, "16MiB");
     for (name, contents) in [("one.txt", "first\n"), ("two.bin", "second file\n")] {
         std::fs::write(folder.join(name), contents).unwrap();
         succeed(&["put", text(&store), text(&folder.join(name))]);
@@ -210,15 +190,7 @@ fn digests_from_run_are_checked_by_sha256sum_against_fetched_files() {
 #[test]
 fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
     let folder = fresh_folder("shell-options");
-    let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "16MiB",
-        text(&store),
-    ]);
+    let store = file_store(&folder, "16MiB");
     let local = folder.join("lines.txt");
     std::fs::write(&local, "apple\nbanana\napricot\n").unwrap();
     succeed(&["put", text(&store), text(&local)]);

@@ -7,13 +7,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, fresh_folder, succeed};
+use common::{check_fails, fresh_folder, succeed, text};
 
 use serde_json::Value;
-
-fn text(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 fn make_store(folder: &Path) -> PathBuf {
     let store = folder.join("s.toml");

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each test file uses the helpers it needs
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs the `flashpipe` binary built for these tests. `mkfs` runs in the folder of its
@@ -24,7 +24,7 @@ pub fn mkfs_store_folder(arguments: &[&str]) -> Option<PathBuf> {
     if arguments.first() != Some(&"mkfs") {
         return None;
     }
-    let store = std::path::Path::new(arguments.last()?);
+    let store = Path::new(arguments.last()?);
     store
         .is_absolute()
         .then(|| store.parent().map(PathBuf::from))
@@ -72,4 +72,16 @@ pub fn fresh_folder(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&folder);
     std::fs::create_dir_all(&folder).expect("scratch folder");
     folder
+}
+
+/// A path as the `&str` argument the binary takes (test folders are UTF-8).
+pub fn text(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 test path")
+}
+
+/// Makes a store of one file device `a.img` of `size` in `folder`; returns its store file.
+pub fn file_store(folder: &Path, size: &str) -> PathBuf {
+    let store = folder.join("s.toml");
+    succeed(&["mkfs", "--devices", "a.img", "--size", size, text(&store)]);
+    store
 }
