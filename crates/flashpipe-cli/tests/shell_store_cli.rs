@@ -114,7 +114,22 @@ fn ls_prints_data_on_stdout_and_its_summary_on_stderr() {
     let store = store_with_folders(&folder);
     let store_text = text(&store);
     std::fs::write(folder.join("big.bin"), vec![7u8; 5000]).unwrap();
-    succeed(&["put", store_text, text(&folder.join("big.bin"))]);
+    let put = flashpipe(&["put", store_text, text(&folder.join("big.bin"))]);
+    assert!(put.status.success() && put.stdout.is_empty(), "{put:?}");
+    assert!(stderr_of(&put).contains("stored 1 file(s)"), "{put:?}");
+    for summary_only in [
+        vec!["cp", store_text, "big.bin", "big-2.bin"],
+        vec!["mv", store_text, "big-2.bin", "big-3.bin"],
+        vec!["get", store_text, "big.bin", text(&folder)],
+        vec!["rm", store_text, "big-3.bin"],
+    ] {
+        let output = flashpipe(&summary_only);
+        assert!(output.status.success(), "{summary_only:?}: {output:?}");
+        assert!(
+            output.stdout.is_empty(),
+            "{summary_only:?} wrote on stdout: {output:?}"
+        );
+    }
 
     let output = flashpipe(&["ls", store_text]);
     let stdout = String::from_utf8(output.stdout.clone()).unwrap();
