@@ -249,6 +249,12 @@ impl WorkFolder {
             "creating folder {}",
             parent.display()
         )))?;
+        // Absolute, because the store files written inside name their devices relative to
+        // the working directory.
+        let parent = std::fs::canonicalize(&parent).map_err(BenchFsError::io(format!(
+            "resolving folder {}",
+            parent.display()
+        )))?;
         let path = parent.join(format!("flashpipe-bench-fs-{}", std::process::id()));
         std::fs::create_dir(&path).map_err(BenchFsError::io(format!(
             "creating folder {}",
