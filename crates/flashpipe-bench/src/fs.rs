@@ -1,5 +1,5 @@
-//! `flashpipe bench fs`: the file system and its engine measured side by side with fio
-//! and ext4 in one run (issue #3, item 7).
+//! `flashpipe bench fs`: the file system and its engine measured side by side with fio,
+//! ext4, tmpfs and ext4 on a RAM-backed loop device in one run (issues #3 and #13).
 //!
 //! Three parts, each optional through `--parts`:
 //! 1. [`large_file`]: one large file on a store striped over device files, written and
@@ -9,15 +9,19 @@
 //!    (buffered `read()`/`write()` and buffered fio), see [`reference`].
 //! 2. [`efficiency`]: the thesis's efficiency (HWFS ch. 4, Fig. 4.3-4.5, Tables 4.1-4.3):
 //!    raw block transfer time over total time through the engine, on one and two RAM
-//!    disks, for file sizes 1 KiB..100 MiB and FS block sizes 4, 8 and 16 KiB.
+//!    disks, for file sizes 1 KiB..100 MiB and FS block sizes 4, 8 and 16 KiB; beside it
+//!    the same file sizes on tmpfs and on ext4 over a RAM-backed loop device
+//!    ([`anchors`]), per file, write + fsync and read.
 //! 3. [`small_files`]: create, write, read and delete many 2 KiB files, files per second,
 //!    beside the same on the folder's file system.
 //!
-//! Every issue #3 target is evaluated from the measured figures and printed as met or
-//! NOT MET ([`report`]); nothing is assumed.
+//! Every issue #13 target is evaluated from the measured figures and printed as met or
+//! NOT MET with its figures ([`report`]); nothing is assumed.
 
+mod anchors;
 mod efficiency;
 mod large_file;
+pub(crate) mod page_cache;
 mod reference;
 mod report;
 mod small_files;
@@ -289,7 +293,7 @@ pub fn run(arguments: BenchFsArgs) -> crate::BenchResult {
     let efficiency = match settings.runs(Part::Efficiency) {
         true => {
             progress.set_message("bench fs: measuring the efficiency");
-            Some(efficiency::run(&settings)?)
+            Some(efficiency::run(&settings, &folder.path)?)
         }
         false => None,
     };

@@ -28,6 +28,10 @@
 //! only ever adds time), and efficiency = shortest raw / shortest total. RAM disks are
 //! written over once before mkfs so no measurement pays for first-touch page faults.
 //! Two RAM disks are striped with a stripe unit of one FS block (blocks alternate).
+//!
+//! Beside flashpipe, the same sizes on tmpfs and on ext4 over a RAM-backed loop device
+//! ([`super::anchors`], issue #13): per file size, flashpipe's time per file (one RAM
+//! disk, 4 KiB FS blocks, through the engine) over theirs, write + flush and read.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -37,6 +41,7 @@ use flashpipe_engine::{Command, EngineClient, Reply};
 use flashpipe_fs::{Filesystem, MAX_REQUEST_BYTES};
 use serde::Serialize;
 
+use super::anchors::{self, AnchorResult};
 use super::store::{self, StoreShape};
 use super::{BenchFsError, Settings, MIB};
 use crate::pattern::DataPattern;
@@ -57,6 +62,10 @@ const COMMANDS_IN_FLIGHT: usize = 32;
 const RAM_BYTES_TOTAL: u64 = 1024 * MIB;
 /// RAM over all disks in `--quick` runs.
 const QUICK_RAM_BYTES_TOTAL: u64 = 32 * MIB;
+/// RAM disks of the store compared with the anchors (the issue's table).
+pub const ANCHOR_DISK_COUNT: u32 = 1;
+/// FS block size of the store compared with the anchors.
+pub const ANCHOR_FS_BLOCK_SIZE_BYTES: u32 = 4096;
 
 /// One (disks, block size, file size) point.
 #[derive(Debug, Clone, Serialize)]
@@ -102,6 +111,41 @@ pub struct EfficiencyPoint {
     pub thesis_write_us_1024_byte_blocks: Option<f64>,
 }
 
+/// One file size: flashpipe's time per file beside tmpfs's and ext4-RAM's.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerFileComparison {
+    /// File size.
+    pub file_size_bytes: u64,
+    /// Create + write + flush through the engine, per file (the anchor store shape).
+    pub flashpipe_write_us: f64,
+    /// Read through the engine, per file.
+    pub flashpipe_read_us: f64,
+    /// Create + write + flush calling the file system directly, per file.
+    pub flashpipe_direct_write_us: f64,
+    /// Read calling the file system directly, per file.
+    pub flashpipe_direct_read_us: f64,
+    /// The raw transfer of the same blocks (the efficiency's numerator), write.
+    pub raw_write_us: f64,
+    /// The same, read.
+    pub raw_read_us: f64,
+    /// open + write + fsync + close on tmpfs.
+    pub tmpfs_write_us: Option<f64>,
+    /// open + read + close on tmpfs.
+    pub tmpfs_read_us: Option<f64>,
+    /// open + write + fsync + close on ext4 over a RAM-backed loop device.
+    pub ext4_ram_write_us: Option<f64>,
+    /// open + read + close on ext4 over a RAM-backed loop device.
+    pub ext4_ram_read_us: Option<f64>,
+    /// flashpipe write time / tmpfs write time (target <= 1.0, goal <= 0.5).
+    pub write_time_ratio_to_tmpfs: Option<f64>,
+    /// flashpipe read time / tmpfs read time (target <= 1.0, goal <= 0.5).
+    pub read_time_ratio_to_tmpfs: Option<f64>,
+    /// flashpipe write time / ext4-RAM write time.
+    pub write_time_ratio_to_ext4_ram: Option<f64>,
+    /// flashpipe read time / ext4-RAM read time.
+    pub read_time_ratio_to_ext4_ram: Option<f64>,
+}
+
 /// Everything part 2 measured, with the thesis's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct EfficiencyResult {
@@ -109,12 +153,20 @@ pub struct EfficiencyResult {
     pub method: String,
     /// One point per disk count, block size and file size.
     pub points: Vec<EfficiencyPoint>,
+    /// RAM disks of the store compared with the anchors.
+    pub anchor_disk_count: u32,
+    /// FS block size of the store compared with the anchors.
+    pub anchor_fs_block_size_bytes: u32,
+    /// tmpfs and ext4-RAM, the same file sizes.
+    pub anchors: AnchorResult,
+    /// Per file size, flashpipe beside the anchors.
+    pub per_file: Vec<PerFileComparison>,
     /// The thesis's tables and statements.
     pub thesis: super::report::ThesisEfficiency,
 }
 
-/// Runs part 2.
-pub fn run(settings: &Settings) -> Result<EfficiencyResult, BenchFsError> {
+/// Runs part 2; the anchors mount (when they can) under `folder`.
+pub fn run(settings: &Settings, folder: &Path) -> Result<EfficiencyResult, BenchFsError> {
     let sizes = match settings.quick {
         true => &FILE_SIZES_BYTES[..QUICK_FILE_SIZE_COUNT],
         false => &FILE_SIZES_BYTES[..],
@@ -131,10 +183,72 @@ pub fn run(settings: &Settings) -> Result<EfficiencyResult, BenchFsError> {
             points.extend(store.measure(sizes, &pattern)?);
         }
     }
+    let anchor_sizes: Vec<(u64, u32)> = sizes
+        .iter()
+        .map(|&size| (size, repetitions(settings.quick, size)))
+        .collect();
+    let anchors = anchors::run(&anchor_sizes, folder);
+    let per_file = sizes
+        .iter()
+        .filter_map(|&size| per_file_comparison(&points, &anchors, size))
+        .collect();
     Ok(EfficiencyResult {
         method: METHOD.to_string(),
         points,
+        anchor_disk_count: ANCHOR_DISK_COUNT,
+        anchor_fs_block_size_bytes: ANCHOR_FS_BLOCK_SIZE_BYTES,
+        anchors,
+        per_file,
         thesis: super::report::ThesisEfficiency::new(),
+    })
+}
+
+/// Files measured per size (each alone): 3 to 30, one in `--quick` runs.
+fn repetitions(quick: bool, file_size_bytes: u64) -> u32 {
+    match quick {
+        true => 1,
+        false => (32 * MIB / file_size_bytes).clamp(3, 30) as u32,
+    }
+}
+
+/// flashpipe's point of the anchor store shape for `size` beside the anchors.
+fn per_file_comparison(
+    points: &[EfficiencyPoint],
+    anchors: &AnchorResult,
+    size: u64,
+) -> Option<PerFileComparison> {
+    let ours = points.iter().find(|point| {
+        point.disk_count == ANCHOR_DISK_COUNT
+            && point.fs_block_size_bytes == ANCHOR_FS_BLOCK_SIZE_BYTES
+            && point.file_size_bytes == size
+    })?;
+    let tmpfs = anchors.tmpfs.point(size);
+    let ext4_ram = anchors.ext4_ram.point(size);
+    let time_ratio = |ours_us: f64, theirs_us: Option<f64>| {
+        theirs_us
+            .filter(|theirs_us| *theirs_us > 0.0)
+            .map(|theirs_us| ours_us / theirs_us)
+    };
+    let tmpfs_write_us = tmpfs.map(|point| point.write_us);
+    let tmpfs_read_us = tmpfs.map(|point| point.read_us);
+    let ext4_ram_write_us = ext4_ram.map(|point| point.write_us);
+    let ext4_ram_read_us = ext4_ram.map(|point| point.read_us);
+    Some(PerFileComparison {
+        file_size_bytes: size,
+        flashpipe_write_us: ours.write_total_us,
+        flashpipe_read_us: ours.read_total_us,
+        flashpipe_direct_write_us: ours.write_direct_total_us,
+        flashpipe_direct_read_us: ours.read_direct_total_us,
+        raw_write_us: ours.write_raw_us,
+        raw_read_us: ours.read_raw_us,
+        tmpfs_write_us,
+        tmpfs_read_us,
+        ext4_ram_write_us,
+        ext4_ram_read_us,
+        write_time_ratio_to_tmpfs: time_ratio(ours.write_total_us, tmpfs_write_us),
+        read_time_ratio_to_tmpfs: time_ratio(ours.read_total_us, tmpfs_read_us),
+        write_time_ratio_to_ext4_ram: time_ratio(ours.write_total_us, ext4_ram_write_us),
+        read_time_ratio_to_ext4_ram: time_ratio(ours.read_total_us, ext4_ram_read_us),
     })
 }
 
@@ -165,10 +279,7 @@ struct FileTimes {
 
 impl Combination {
     fn repetitions(&self, file_size_bytes: u64) -> u32 {
-        match self.quick {
-            true => 1,
-            false => (32 * MIB / file_size_bytes).clamp(3, 30) as u32,
-        }
+        repetitions(self.quick, file_size_bytes)
     }
 
     fn measure(

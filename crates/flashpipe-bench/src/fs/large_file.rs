@@ -56,6 +56,9 @@ pub struct LargeFileRow {
     pub throughput_ratio_to_ordinary_file_syscalls: Option<f64>,
     /// flashpipe over fio on the ordinary file.
     pub throughput_ratio_to_ordinary_file_fio: Option<f64>,
+    /// flashpipe's mean time per request over fio raw's (fio: its measured `lat` mean;
+    /// flashpipe: elapsed time x requests in flight / requests).
+    pub mean_latency_ratio_to_fio_raw: Option<f64>,
 }
 
 /// Everything part 1 measured.
@@ -149,6 +152,12 @@ fn ratio(ours: &Measured, reference: Option<Measured>) -> Option<f64> {
         .map(|reference| ours.mb_per_s / reference.mb_per_s)
 }
 
+fn latency_ratio(ours: &Measured, reference: Option<Measured>) -> Option<f64> {
+    reference
+        .filter(|reference| reference.latency_us_mean > 0.0)
+        .map(|reference| ours.latency_us_mean / reference.latency_us_mean)
+}
+
 fn row(
     label: &str,
     flashpipe: Measured,
@@ -174,6 +183,7 @@ fn row(
         throughput_ratio_to_fio_raw: ratio(&flashpipe, fio_raw),
         throughput_ratio_to_ordinary_file_syscalls: ratio(&flashpipe, syscalls),
         throughput_ratio_to_ordinary_file_fio: ratio(&flashpipe, fio),
+        mean_latency_ratio_to_fio_raw: latency_ratio(&flashpipe, fio_raw),
     }
 }
 

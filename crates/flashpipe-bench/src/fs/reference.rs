@@ -10,12 +10,12 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flashpipe_device::SplitMix64;
 use serde::Serialize;
 
+use super::page_cache::PageCacheDrop;
 use super::{BenchFsError, MIB};
 use crate::device::fio::{parse_report, run_fio_command, Fio};
 use crate::pattern::{DataPattern, DataPatternReader};
@@ -126,13 +126,12 @@ impl FioJob<'_> {
 /// Drops the page cache (`sync; echo 3 > /proc/sys/vm/drop_caches`) when asked; says
 /// what happened, for the report.
 pub fn drop_page_cache(wanted: bool) -> String {
-    if !wanted {
-        return "not dropped (--quick)".to_string();
-    }
-    let _ = Command::new("sync").status();
-    match std::fs::write("/proc/sys/vm/drop_caches", "3\n") {
-        Ok(()) => "dropped before each buffered read".to_string(),
-        Err(error) => format!("could not drop it ({error}): buffered reads may hit the cache"),
+    match super::page_cache::drop_page_cache_if(wanted) {
+        PageCacheDrop::Dropped => "dropped before each buffered read".to_string(),
+        PageCacheDrop::NotAsked => "not dropped (--quick)".to_string(),
+        PageCacheDrop::Refused(reason) => {
+            format!("could not drop it ({reason}): buffered reads may hit the cache")
+        }
     }
 }
 

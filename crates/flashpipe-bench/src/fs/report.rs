@@ -1,6 +1,7 @@
 //! The report of `flashpipe bench fs`: the machine, the three parts, the thesis's
-//! figures (HWFS ch. 4, quoted as printed there) and every issue #3 target evaluated
-//! from the measurements, printed as tables or serialized as JSON.
+//! figures (HWFS ch. 4, quoted as printed there) and every issue #13 target evaluated
+//! from the measurements with the figures it was judged on, printed as tables or
+//! serialized as JSON.
 
 use std::path::Path;
 use std::process::Command;
@@ -8,15 +9,37 @@ use std::process::Command;
 use flashpipe_store::units::HumanBytes;
 use serde::Serialize;
 
-use super::efficiency::{EfficiencyPoint, EfficiencyResult};
+use super::efficiency::{EfficiencyPoint, EfficiencyResult, PerFileComparison};
 use super::large_file::{LargeFileResult, LargeFileRow};
 use super::reference::Measured;
 use super::small_files::SmallFilesResult;
 use super::Settings;
 use crate::table::{Align, Table};
 
-/// Files at least this large must reach the efficiency target.
-const EFFICIENCY_TARGET_MIN_FILE_BYTES: u64 = 100 << 10;
+/// Files at least this large must reach the higher efficiency target.
+const LARGE_EFFICIENCY_MIN_FILE_BYTES: u64 = 10 << 20;
+/// The efficiency required of files of at least [`LARGE_EFFICIENCY_MIN_FILE_BYTES`].
+const LARGE_EFFICIENCY_REQUIRED_RATIO: f64 = 0.95;
+/// The file size of the lower efficiency target.
+const MEDIUM_EFFICIENCY_FILE_BYTES: u64 = 1 << 20;
+/// The efficiency required at [`MEDIUM_EFFICIENCY_FILE_BYTES`].
+const MEDIUM_EFFICIENCY_REQUIRED_RATIO: f64 = 0.80;
+/// File sizes whose time per file must be at most tmpfs's (issue #13).
+const PER_FILE_TARGET_SIZES_BYTES: [u64; 4] = [1 << 10, 10 << 10, 100 << 10, 1 << 20];
+/// flashpipe's time per file over tmpfs's: the target.
+const PER_FILE_REQUIRED_TIME_RATIO: f64 = 1.0;
+/// flashpipe's time per file over tmpfs's: the goal.
+const PER_FILE_GOAL_TIME_RATIO: f64 = 0.5;
+/// Large file over fio raw, sequential write throughput.
+const SEQUENTIAL_WRITE_REQUIRED_RATIO: f64 = 0.95;
+/// Large file over fio raw, sequential read throughput.
+const SEQUENTIAL_READ_REQUIRED_RATIO: f64 = 0.97;
+/// Large file over fio raw, 4 KiB random reads at QD32, IOPS.
+const RANDOM_QD32_REQUIRED_RATIO: f64 = 0.95;
+/// Large file, 4 KiB random reads at QD1: flashpipe's mean latency over fio's, at most.
+const RANDOM_QD1_LATENCY_REQUIRED_RATIO: f64 = 1.10;
+/// Small files over ordinary files, files per second, each phase.
+const SMALL_FILES_REQUIRED_RATIO: f64 = 1.0;
 
 /// The machine the run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -64,7 +87,7 @@ impl Machine {
     }
 }
 
-fn folder_file_system(folder: &Path) -> String {
+pub(super) fn folder_file_system(folder: &Path) -> String {
     let output = Command::new("df")
         .args(["--output=fstype"])
         .arg(folder)
@@ -81,34 +104,98 @@ fn folder_file_system(folder: &Path) -> String {
         .unwrap_or_else(|| "unknown (df -T failed)".to_string())
 }
 
-/// One target of issue #3, evaluated.
+/// Which side of the required ratio passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// The measured ratio must be at least the required one (throughput, efficiency).
+    AtLeast,
+    /// The measured ratio must be at most the required one (time, latency).
+    AtMost,
+}
+
+impl Bound {
+    fn passes(self, measured_ratio: f64, required_ratio: f64) -> bool {
+        match self {
+            Bound::AtLeast => measured_ratio >= required_ratio,
+            Bound::AtMost => measured_ratio <= required_ratio,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            Bound::AtLeast => ">=",
+            Bound::AtMost => "<=",
+        }
+    }
+}
+
+/// A measured ratio with the figures it comes from, or why it is missing.
+type Measurement = Result<(f64, String), String>;
+
+/// One target of issue #13, evaluated.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
     /// What is compared.
     pub name: String,
     /// The measured ratio, when both sides were measured.
     pub measured_ratio: Option<f64>,
-    /// The ratio required ("at least").
+    /// Whether the measured ratio must be at least or at most the required one.
+    pub bound: Bound,
+    /// The ratio required.
     pub required_ratio: f64,
+    /// The ratio aimed for beyond the requirement, if any.
+    pub goal_ratio: Option<f64>,
     /// Met, not met, or not evaluated (None).
     pub met: Option<bool>,
+    /// The goal reached, when there is one and the ratio was measured.
+    pub goal_met: Option<bool>,
+    /// The figures the ratio comes from, or why it was not measured.
+    pub figures: String,
 }
 
 impl Target {
-    fn new(name: &str, measured_ratio: Option<f64>, required_ratio: f64) -> Target {
+    fn evaluate(
+        name: String,
+        bound: Bound,
+        required_ratio: f64,
+        goal_ratio: Option<f64>,
+        measurement: Measurement,
+    ) -> Target {
+        let (measured_ratio, figures) = match measurement {
+            Ok((ratio, figures)) => (Some(ratio), figures),
+            Err(reason) => (None, reason),
+        };
         Target {
-            name: name.to_string(),
+            name,
             measured_ratio,
+            bound,
             required_ratio,
-            met: measured_ratio.map(|ratio| ratio >= required_ratio),
+            goal_ratio,
+            met: measured_ratio.map(|ratio| bound.passes(ratio, required_ratio)),
+            goal_met: goal_ratio
+                .and_then(|goal| measured_ratio.map(|ratio| bound.passes(ratio, goal))),
+            figures,
         }
     }
 
     fn verdict(&self) -> &'static str {
-        match self.met {
-            Some(true) => "met",
-            Some(false) => "NOT MET",
-            None => "n/a (not measured)",
+        match (self.met, self.goal_met) {
+            (Some(true), Some(true)) => "met, goal met",
+            (Some(true), _) => "met",
+            (Some(false), _) => "NOT MET",
+            (None, _) => "n/a",
+        }
+    }
+
+    fn requirement(&self) -> String {
+        let symbol = self.bound.symbol();
+        match self.goal_ratio {
+            Some(goal) => format!(
+                "need {symbol} {:.2}, goal {symbol} {goal:.2}",
+                self.required_ratio
+            ),
+            None => format!("need {symbol} {:.2}", self.required_ratio),
         }
     }
 }
@@ -246,13 +333,18 @@ impl Report {
         efficiency: Option<EfficiencyResult>,
         small_files: Option<SmallFilesResult>,
     ) -> Report {
-        let mut targets = Vec::new();
-        if let Some(large_file) = &large_file {
-            targets.extend(large_file_targets(large_file));
-        }
-        if let Some(efficiency) = &efficiency {
-            targets.push(efficiency_target(&efficiency.points));
-        }
+        let fio_missing = fio_unavailable_reason
+            .as_deref()
+            .map_or("fio not run".to_string(), |reason| {
+                format!("fio not run: {reason}")
+            });
+        let mut targets = large_file_targets(large_file.as_ref(), &fio_missing);
+        targets.extend(per_file_targets(efficiency.as_ref()));
+        targets.extend(efficiency_targets(efficiency.as_ref()));
+        targets.extend(small_file_targets(
+            small_files.as_ref(),
+            &machine.folder_file_system,
+        ));
         Report {
             machine,
             quick: settings.quick,
@@ -277,14 +369,15 @@ impl Report {
         if let Some(small_files) = &self.small_files {
             print_small_files(small_files);
         }
-        println!("\nTargets (issue #3):");
+        println!("\nTargets (issue #13):");
         for target in &self.targets {
             println!(
-                "  {:<58} {:>8} (need >= {:.2}): {}",
+                "  {:<54} {:>8} ({}): {}  [{}]",
                 target.name,
                 format_ratio(target.measured_ratio),
-                target.required_ratio,
-                target.verdict()
+                target.requirement(),
+                target.verdict(),
+                target.figures
             );
         }
     }
@@ -318,72 +411,236 @@ impl Report {
     }
 }
 
-fn large_file_targets(large_file: &LargeFileResult) -> Vec<Target> {
-    let to_fio = |prefix: &str| {
+const PART_NOT_RUN: &str = "part not run";
+
+/// Large file vs fio raw: sequential write and read, 4 KiB random reads at QD32
+/// (throughput ratios) and at QD1 (mean latency ratio).
+fn large_file_targets(large_file: Option<&LargeFileResult>, fio_missing: &str) -> Vec<Target> {
+    let row = |prefix: &str| -> Result<&LargeFileRow, String> {
+        let large_file = large_file.ok_or(format!("large-file {PART_NOT_RUN}"))?;
         large_file
             .row(prefix)
-            .and_then(|row| row.throughput_ratio_to_fio_raw)
+            .ok_or(format!("no {prefix} row measured"))
     };
-    let to_syscalls = |prefix: &str| {
-        large_file
-            .row(prefix)
-            .and_then(|row| row.throughput_ratio_to_ordinary_file_syscalls)
+    let throughput = |prefix: &str| -> Measurement {
+        let row = row(prefix)?;
+        let fio = row.fio_raw_direct.as_ref().ok_or(fio_missing.to_string())?;
+        let ratio = row
+            .throughput_ratio_to_fio_raw
+            .ok_or("fio measured nothing".to_string())?;
+        let random = row.workload.starts_with("rand");
+        Ok((
+            ratio,
+            format!(
+                "flashpipe {}, fio {}",
+                format_measured(Some(&row.flashpipe), random),
+                format_measured(Some(fio), random)
+            ),
+        ))
     };
-    let to_ordinary_fio = |prefix: &str| {
-        large_file
-            .row(prefix)
-            .and_then(|row| row.throughput_ratio_to_ordinary_file_fio)
+    let latency = |prefix: &str| -> Measurement {
+        let row = row(prefix)?;
+        let fio = row.fio_raw_direct.as_ref().ok_or(fio_missing.to_string())?;
+        let ratio = row
+            .mean_latency_ratio_to_fio_raw
+            .ok_or("fio measured no latency".to_string())?;
+        Ok((
+            ratio,
+            format!(
+                "mean latency flashpipe {:.1} us, fio {:.1} us",
+                row.flashpipe.latency_us_mean, fio.latency_us_mean
+            ),
+        ))
+    };
+    let at_least = |name: &str, required: f64, measurement: Measurement| {
+        Target::evaluate(
+            format!("large file vs fio raw: {name}"),
+            Bound::AtLeast,
+            required,
+            None,
+            measurement,
+        )
     };
     vec![
-        Target::new(
-            "sequential read vs fio raw (io_uring, direct)",
-            to_fio("seq-read"),
-            0.95,
+        at_least(
+            "sequential write",
+            SEQUENTIAL_WRITE_REQUIRED_RATIO,
+            throughput("seq-write"),
         ),
-        Target::new(
-            "sequential write vs fio raw (io_uring, direct)",
-            to_fio("seq-write"),
-            0.90,
+        at_least(
+            "sequential read",
+            SEQUENTIAL_READ_REQUIRED_RATIO,
+            throughput("seq-read"),
         ),
-        Target::new(
-            "random 4 KiB read IOPS at QD32 vs fio raw",
-            to_fio("rand-read 4KiB QD32"),
-            0.90,
+        at_least(
+            "4 KiB random read QD32",
+            RANDOM_QD32_REQUIRED_RATIO,
+            throughput("rand-read 4KiB QD32"),
         ),
-        Target::new(
-            "beat buffered ext4: sequential read vs read()",
-            to_syscalls("seq-read"),
-            1.0,
-        ),
-        Target::new(
-            "beat buffered ext4: sequential read vs fio psync",
-            to_ordinary_fio("seq-read"),
-            1.0,
-        ),
-        Target::new(
-            "beat buffered ext4: random read QD1 vs pread()",
-            to_syscalls("rand-read 4KiB QD1"),
-            1.0,
-        ),
-        Target::new(
-            "beat buffered ext4: random read QD32 vs fio io_uring",
-            to_ordinary_fio("rand-read 4KiB QD32"),
-            1.0,
+        Target::evaluate(
+            "large file vs fio raw: 4 KiB random read QD1, latency".to_string(),
+            Bound::AtMost,
+            RANDOM_QD1_LATENCY_REQUIRED_RATIO,
+            None,
+            latency("rand-read 4KiB QD1"),
         ),
     ]
 }
 
-fn efficiency_target(points: &[EfficiencyPoint]) -> Target {
-    let lowest = points
+/// Per file size (1 KiB..1 MiB), flashpipe's write + flush and read time over tmpfs's.
+fn per_file_targets(efficiency: Option<&EfficiencyResult>) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for size in PER_FILE_TARGET_SIZES_BYTES {
+        for write in [true, false] {
+            let measurement = per_file_measurement(efficiency, size, write);
+            targets.push(Target::evaluate(
+                format!(
+                    "per file vs tmpfs: {} {}",
+                    HumanBytes(size),
+                    if write { "write + flush" } else { "read" }
+                ),
+                Bound::AtMost,
+                PER_FILE_REQUIRED_TIME_RATIO,
+                Some(PER_FILE_GOAL_TIME_RATIO),
+                measurement,
+            ));
+        }
+    }
+    targets
+}
+
+fn per_file_measurement(
+    efficiency: Option<&EfficiencyResult>,
+    size: u64,
+    write: bool,
+) -> Measurement {
+    let efficiency = efficiency.ok_or(format!("efficiency {PART_NOT_RUN}"))?;
+    let tmpfs_missing = || {
+        efficiency
+            .anchors
+            .tmpfs
+            .unavailable_reason
+            .clone()
+            .unwrap_or_else(|| "tmpfs not measured".to_string())
+    };
+    let comparison: &PerFileComparison = efficiency
+        .per_file
         .iter()
-        .filter(|point| point.file_size_bytes >= EFFICIENCY_TARGET_MIN_FILE_BYTES)
-        .flat_map(|point| [point.read_efficiency_ratio, point.write_efficiency_ratio])
-        .reduce(f64::min);
-    Target::new(
-        "lowest efficiency, files >= 100 KiB, RAM disks",
-        lowest,
-        0.95,
-    )
+        .find(|comparison| comparison.file_size_bytes == size)
+        .ok_or(format!("{} files not measured", HumanBytes(size)))?;
+    let (ours_us, theirs_us, ratio) = match write {
+        true => (
+            comparison.flashpipe_write_us,
+            comparison.tmpfs_write_us,
+            comparison.write_time_ratio_to_tmpfs,
+        ),
+        false => (
+            comparison.flashpipe_read_us,
+            comparison.tmpfs_read_us,
+            comparison.read_time_ratio_to_tmpfs,
+        ),
+    };
+    let (theirs_us, ratio) = theirs_us.zip(ratio).ok_or_else(tmpfs_missing)?;
+    Ok((
+        ratio,
+        format!("flashpipe {ours_us:.1} us, tmpfs {theirs_us:.1} us per file"),
+    ))
+}
+
+/// The thesis's efficiency: >= 95% for files of 10 MiB and more, >= 80% at 1 MiB,
+/// writes and reads, the lowest over every RAM-disk count and FS block size.
+fn efficiency_targets(efficiency: Option<&EfficiencyResult>) -> Vec<Target> {
+    let large = |point: &EfficiencyPoint| point.file_size_bytes >= LARGE_EFFICIENCY_MIN_FILE_BYTES;
+    let medium = |point: &EfficiencyPoint| point.file_size_bytes == MEDIUM_EFFICIENCY_FILE_BYTES;
+    let cases: [(&str, &dyn Fn(&EfficiencyPoint) -> bool, f64); 2] = [
+        ("files >= 10 MiB", &large, LARGE_EFFICIENCY_REQUIRED_RATIO),
+        ("files of 1 MiB", &medium, MEDIUM_EFFICIENCY_REQUIRED_RATIO),
+    ];
+    let mut targets = Vec::new();
+    for (label, selects, required) in cases {
+        for write in [true, false] {
+            let measurement = lowest_efficiency(efficiency, selects, write);
+            targets.push(Target::evaluate(
+                format!(
+                    "efficiency (raw / total), {label}, {}",
+                    if write { "write" } else { "read" }
+                ),
+                Bound::AtLeast,
+                required,
+                None,
+                measurement,
+            ));
+        }
+    }
+    targets
+}
+
+fn lowest_efficiency(
+    efficiency: Option<&EfficiencyResult>,
+    selects: &dyn Fn(&EfficiencyPoint) -> bool,
+    write: bool,
+) -> Measurement {
+    let efficiency = efficiency.ok_or(format!("efficiency {PART_NOT_RUN}"))?;
+    let ratio = |point: &EfficiencyPoint| match write {
+        true => point.write_efficiency_ratio,
+        false => point.read_efficiency_ratio,
+    };
+    let lowest = efficiency
+        .points
+        .iter()
+        .filter(|point| selects(point))
+        .min_by(|left, right| ratio(left).total_cmp(&ratio(right)))
+        .ok_or("no file of that size measured (--quick stops at 1 MiB)".to_string())?;
+    let (raw_us, total_us) = match write {
+        true => (lowest.write_raw_us, lowest.write_total_us),
+        false => (lowest.read_raw_us, lowest.read_total_us),
+    };
+    Ok((
+        ratio(lowest),
+        format!(
+            "lowest: {} disk(s), {} blocks, {} files: raw {raw_us:.1} us / total {total_us:.1} us",
+            lowest.disk_count,
+            HumanBytes(u64::from(lowest.fs_block_size_bytes)),
+            HumanBytes(lowest.file_size_bytes)
+        ),
+    ))
+}
+
+/// Small 2 KiB files: each phase at least the ordinary files' rate.
+fn small_file_targets(
+    small_files: Option<&SmallFilesResult>,
+    folder_file_system: &str,
+) -> Vec<Target> {
+    ["create", "write", "read", "delete"]
+        .iter()
+        .map(|phase_name| {
+            let measurement = small_files
+                .ok_or(format!("small-file {PART_NOT_RUN}"))
+                .and_then(|small_files| {
+                    small_files
+                        .phases
+                        .iter()
+                        .find(|phase| phase.phase == *phase_name)
+                        .ok_or(format!("phase {phase_name} not measured"))
+                })
+                .map(|phase| {
+                    (
+                        phase.files_per_s_ratio,
+                        format!(
+                            "flashpipe {:.0} files/s, ordinary {:.0} files/s",
+                            phase.flashpipe_files_per_s, phase.ordinary_files_per_s
+                        ),
+                    )
+                });
+            Target::evaluate(
+                format!("small 2 KiB files vs ordinary files ({folder_file_system}): {phase_name}"),
+                Bound::AtLeast,
+                SMALL_FILES_REQUIRED_RATIO,
+                None,
+                measurement,
+            )
+        })
+        .collect()
 }
 
 fn format_ratio(ratio: Option<f64>) -> String {
@@ -423,6 +680,17 @@ fn print_large_file(large_file: &LargeFileResult) {
         table.row(large_file_cells(row));
     }
     table.print();
+    for row in &large_file.rows {
+        if let Some(fio) = &row.fio_raw_direct {
+            println!(
+                "  mean latency, {}: flashpipe {:.1} us, fio raw {:.1} us (ratio {})",
+                row.workload,
+                row.flashpipe.latency_us_mean,
+                fio.latency_us_mean,
+                format_ratio(row.mean_latency_ratio_to_fio_raw)
+            );
+        }
+    }
     for note in &large_file.notes {
         println!("  note: {note}");
     }
@@ -477,6 +745,69 @@ fn print_efficiency(efficiency: &EfficiencyResult) {
     for statement in &efficiency.thesis.statements {
         println!("  thesis: {statement}");
     }
+    print_anchors(efficiency);
+}
+
+fn print_anchors(efficiency: &EfficiencyResult) {
+    let anchors = &efficiency.anchors;
+    println!(
+        "\n  Per file beside tmpfs and ext4-RAM (issue #13): flashpipe = {} RAM disk(s), {} FS blocks, through the engine; times per file in µs; ratio = flashpipe time / theirs (target <= 1.0 against tmpfs at 1 KiB..1 MiB, goal 0.5)",
+        efficiency.anchor_disk_count,
+        HumanBytes(u64::from(efficiency.anchor_fs_block_size_bytes))
+    );
+    println!("  anchors: {}", anchors.method);
+    for column in [&anchors.tmpfs, &anchors.ext4_ram] {
+        match (&column.location, &column.unavailable_reason) {
+            (Some(location), _) => println!("  {}: {location}", column.file_system),
+            (None, Some(reason)) => println!("  {}: n/a: {reason}", column.file_system),
+            (None, None) => println!("  {}: n/a", column.file_system),
+        }
+    }
+    let mut table = Table::new(" ")
+        .indent("  ")
+        .right("file", 8)
+        .column_after(" | ", "fp write", 9, Align::Right)
+        .right("tmpfs", 8)
+        .right("ext4-RAM", 8)
+        .right("/tmpfs", 7)
+        .right("/ext4", 7)
+        .column_after(" | ", "fp read", 9, Align::Right)
+        .right("tmpfs", 8)
+        .right("ext4-RAM", 8)
+        .right("/tmpfs", 7)
+        .right("/ext4", 7)
+        .column_after(" | ", "dir.wr", 8, Align::Right)
+        .right("dir.rd", 8)
+        .column_after(" | ", "raw wr", 8, Align::Right)
+        .right("raw rd", 8);
+    for comparison in &efficiency.per_file {
+        table.row(per_file_cells(comparison));
+    }
+    table.print();
+    println!("  dir.wr/dir.rd: the file system called on the calling thread (no engine); raw: the efficiency's raw transfer of the same blocks");
+}
+
+fn per_file_cells(comparison: &PerFileComparison) -> Vec<String> {
+    let micros = |us: f64| format!("{us:.1}");
+    let maybe_micros = |us: Option<f64>| us.map_or("n/a".to_string(), micros);
+    let ratio = |ratio: Option<f64>| ratio.map_or("n/a".to_string(), |ratio| format!("{ratio:.2}"));
+    vec![
+        HumanBytes(comparison.file_size_bytes).to_string(),
+        micros(comparison.flashpipe_write_us),
+        maybe_micros(comparison.tmpfs_write_us),
+        maybe_micros(comparison.ext4_ram_write_us),
+        ratio(comparison.write_time_ratio_to_tmpfs),
+        ratio(comparison.write_time_ratio_to_ext4_ram),
+        micros(comparison.flashpipe_read_us),
+        maybe_micros(comparison.tmpfs_read_us),
+        maybe_micros(comparison.ext4_ram_read_us),
+        ratio(comparison.read_time_ratio_to_tmpfs),
+        ratio(comparison.read_time_ratio_to_ext4_ram),
+        micros(comparison.flashpipe_direct_write_us),
+        micros(comparison.flashpipe_direct_read_us),
+        micros(comparison.raw_write_us),
+        micros(comparison.raw_read_us),
+    ]
 }
 
 fn efficiency_cells(point: &EfficiencyPoint) -> Vec<String> {
