@@ -14,8 +14,8 @@
 //! measures, and the shortest time of each kind is kept (the machine's other load only
 //! ever adds time).
 //!
-//! Where: tmpfs is a folder of `/dev/shm` when that is a tmpfs, else a tmpfs mounted here
-//! (root only). ext4-RAM is an image file in that tmpfs (so in RAM), made with
+//! Where: tmpfs is a tmpfs mounted here (root), else a folder of `/dev/shm` when that is
+//! a tmpfs. ext4-RAM is an image file in that tmpfs (so in RAM), made with
 //! `mkfs.ext4 -b 4096` (an ordinary ext4 with its journal), attached with `losetup`
 //! and mounted; it needs root and `losetup` and `mkfs.ext4`, otherwise its column says
 //! why it is n/a.
@@ -26,10 +26,14 @@
 //! when that thread's namespace does, however the run ends (an error, a panic, the
 //! process killed). The loop device is detached (`losetup -d`) as soon as it is mounted,
 //! which makes the kernel free it at unmount (autoclear), and the image is unlinked
-//! then, so its RAM goes with the loop device. [`Ext4RamDisk`] and [`TmpfsFolder`]
+//! then, so its RAM goes with the loop device; the image lives in the tmpfs mounted
+//! here, which goes with the namespace too. [`Ext4RamDisk`] and [`TmpfsFolder`]
 //! unmount, detach and remove in order on drop. The one window left is between
 //! `losetup` and the mount (milliseconds): a process killed just then leaves the loop
-//! device and its image behind.
+//! device behind (and, with it, the image's RAM until `losetup -d`).
+//!
+//! Each file system first writes and reads one untimed file of the smallest size, so
+//! that no timed file pays for the first use of the journal or of fresh metadata.
 
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
@@ -316,22 +320,31 @@ struct TmpfsFolder {
 }
 
 impl TmpfsFolder {
+    /// Mounts a tmpfs of its own when this thread has a private mount namespace (so
+    /// that it, and every file in it, goes away with the namespace, however the run
+    /// ends), else makes a folder in `/dev/shm` when that is a tmpfs.
     fn create(folder: &Path, namespace: &Result<(), String>) -> Result<TmpfsFolder, String> {
         let shared_memory = Path::new(SHARED_MEMORY_FOLDER);
-        if folder_is_tmpfs(shared_memory) {
-            let path = shared_memory.join(format!("flashpipe-bench-fs-{}", std::process::id()));
-            std::fs::create_dir(&path)
-                .map_err(|error| format!("creating {}: {error}", path.display()))?;
-            return Ok(TmpfsFolder {
-                path,
-                mounted_here: false,
-            });
-        }
-        if let Err(reason) = namespace {
+        let no_namespace = match namespace {
+            Ok(()) => return TmpfsFolder::mount_own(folder),
+            Err(reason) => reason,
+        };
+        if !folder_is_tmpfs(shared_memory) {
             return Err(format!(
-                "{SHARED_MEMORY_FOLDER} is not a tmpfs, and mounting one is not possible: {reason}"
+                "{SHARED_MEMORY_FOLDER} is not a tmpfs, and mounting one is not possible: \
+                 {no_namespace}"
             ));
         }
+        let path = shared_memory.join(format!("flashpipe-bench-fs-{}", std::process::id()));
+        std::fs::create_dir(&path)
+            .map_err(|error| format!("creating {}: {error}", path.display()))?;
+        Ok(TmpfsFolder {
+            path,
+            mounted_here: false,
+        })
+    }
+
+    fn mount_own(folder: &Path) -> Result<TmpfsFolder, String> {
         let path = folder.join("tmpfs-anchor");
         std::fs::create_dir(&path)
             .map_err(|error| format!("creating {}: {error}", path.display()))?;
@@ -347,7 +360,7 @@ impl TmpfsFolder {
     fn describe(&self) -> String {
         match self.mounted_here {
             true => format!(
-                "{} (a tmpfs mounted here, {SHARED_MEMORY_FOLDER} is not one)",
+                "{} (a tmpfs mounted in a private mount namespace)",
                 self.path.display()
             ),
             false => self.path.display().to_string(),
@@ -465,12 +478,15 @@ impl Drop for Ext4RamDisk {
     }
 }
 
-/// Measures every size in `directory`.
+/// Measures every size in `directory`, after one untimed file of the smallest size.
 fn measure_files(
     directory: &Path,
     sizes: &[(u64, u32)],
     pattern: &DataPattern,
 ) -> Result<Vec<AnchorPoint>, String> {
+    if let Some(&(smallest_bytes, _)) = sizes.iter().min() {
+        measure_size(directory, smallest_bytes, 1, pattern)?;
+    }
     sizes
         .iter()
         .map(|&(size_bytes, repetitions)| {
