@@ -10,6 +10,17 @@
 //! (a) at least as fast as (d). With `--small-files`, SISC 3.5's sweep of reader threads, slots
 //! and slot size over many 2 KiB files. A sizing table (RAD Table II) closes the report.
 //!
+//! Fair comparisons (issue #13, item 7): each of (a)..(d) runs twice, cold then warm. Before
+//! each side's cold run the page cache is dropped (`sync`, `echo 3 >
+//! /proc/sys/vm/drop_caches`, root only), so the ordinary files of (b)..(d) and the tools
+//! themselves come from the disk; the warm run follows right after. The store's device files
+//! are opened with `O_DIRECT` and the engine keeps no data cache, so for (a) "cold" means the
+//! engine freshly given the job with nothing of it buffered, and its two runs differ only by
+//! what the disk under the device files caches. Both columns are reported; (a) >= (d) is
+//! judged cold against cold and warm against warm. Where the cache could not be dropped (not
+//! root, or `--quick`, which never drops it) the report says so and marks the cold figures as
+//! warm.
+//!
 //! This is a benchmark: it reads the wall clock (`std::time::Instant`) for the ordinary-file and
 //! tool columns; the pipeline column is timed by the store device's clock.
 
@@ -32,6 +43,7 @@ use flashpipe_pipeline::{OutputTarget, PipelineConfig};
 use flashpipe_store::units::parse_size_bytes;
 use serde::Serialize;
 
+use crate::fs::page_cache::{drop_page_cache_if, PageCacheDrop};
 use crate::kernels::store::KernelStore;
 use cases::{bench_cases, BenchCase, ToolCommand};
 
@@ -80,26 +92,40 @@ pub struct KernelRow {
     pub input_bytes: u64,
     /// Kernel alone in memory, all cores.
     pub kernel_in_memory_bytes_per_second: f64,
-    /// (a) near-data pipeline.
+    /// (a) near-data pipeline, warm (the second run, right after the cold one).
     pub near_data_bytes_per_second: f64,
+    /// (a) near-data pipeline, cold (page cache dropped first; see the report's caches).
+    pub near_data_cold_bytes_per_second: f64,
     /// The pipeline stage that set the pace in (a).
     pub near_data_slowest_stage: String,
-    /// (b) read whole input through ordinary files, then compute.
+    /// (b) read whole input through ordinary files, then compute; warm.
     pub read_then_compute_bytes_per_second: f64,
-    /// (c) plain single-threaded program.
+    /// (b), cold.
+    pub read_then_compute_cold_bytes_per_second: f64,
+    /// (c) plain single-threaded program; warm.
     pub single_thread_bytes_per_second: f64,
+    /// (c), cold.
+    pub single_thread_cold_bytes_per_second: f64,
     /// (d) the tool, if any.
     pub tool: Option<String>,
-    /// (d) its throughput.
+    /// (d) its throughput, warm.
     pub tool_bytes_per_second: Option<f64>,
+    /// (d) its throughput, cold.
+    pub tool_cold_bytes_per_second: Option<f64>,
     /// Why (d) is missing or failed.
     pub tool_note: Option<String>,
     /// 0.9 x min(storage, kernel in memory).
     pub target_bytes_per_second: f64,
     /// (a) reached the target.
     pub bandwidth_target_met: bool,
-    /// (a) >= (d) (None without a tool).
+    /// (a) >= (d), warm against warm (None without a tool).
     pub tool_target_met: Option<bool>,
+    /// (a) >= (d), cold against cold (None without a tool).
+    pub tool_target_met_cold: Option<bool>,
+    /// (a) / (d), warm.
+    pub tool_throughput_ratio: Option<f64>,
+    /// (a) / (d), cold.
+    pub tool_throughput_ratio_cold: Option<f64>,
     /// The kernel writes a transformed stream back (sizing counts flash writes for it).
     pub writes_results_back: bool,
     /// For the search index: lookups with the index it built.
@@ -124,8 +150,74 @@ pub struct BenchKernelsReport {
     pub small_files_small_blocks: Option<small_files::SmallFilesReport>,
     /// RAD Table II for these kernels.
     pub sizing: Vec<sizing::SizingRow>,
+    /// What "cold" meant in this run.
+    pub caches: CacheReport,
     /// Notes (tools installed or missing, page cache).
     pub notes: Vec<String>,
+}
+
+/// What happened to the caches before the cold runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct CacheReport {
+    /// The page cache was dropped before every cold run.
+    pub page_cache_dropped_before_cold_runs: bool,
+    /// The cold figures are in truth warm (the cache could not be dropped).
+    pub cold_figures_are_warm: bool,
+    /// Why the cache was not dropped, when it was not.
+    pub not_dropped_reason: Option<String>,
+    /// What cold means for the store's side.
+    pub store_side: String,
+}
+
+/// What cold means for (a), printed with the report.
+const STORE_COLD_MEANING: &str = "the store's device files are opened with O_DIRECT and the \
+engine keeps no data cache, so (a) cold = the engine given the job with nothing of it buffered \
+(after the same page-cache drop); (a) warm = the same job again right after";
+
+/// Drops the page cache before each cold run and remembers whether every drop worked.
+struct ColdCaches {
+    wanted: bool,
+    refused: Option<String>,
+}
+
+impl ColdCaches {
+    fn new(quick: bool) -> ColdCaches {
+        ColdCaches {
+            wanted: !quick,
+            refused: None,
+        }
+    }
+
+    fn drop_before_cold_run(&mut self) {
+        if let PageCacheDrop::Refused(reason) = drop_page_cache_if(self.wanted) {
+            self.refused.get_or_insert(reason);
+        }
+    }
+
+    /// Runs `measure` cold (page cache dropped first), then warm (right after).
+    fn cold_then_warm<T>(
+        &mut self,
+        mut measure: impl FnMut() -> BenchResult<T>,
+    ) -> BenchResult<(T, T)> {
+        self.drop_before_cold_run();
+        let cold = measure()?;
+        let warm = measure()?;
+        Ok((cold, warm))
+    }
+
+    fn report(&self) -> CacheReport {
+        let not_dropped_reason = match (&self.refused, self.wanted) {
+            (Some(reason), _) => Some(reason.clone()),
+            (None, false) => PageCacheDrop::NotAsked.reason_not_dropped(),
+            (None, true) => None,
+        };
+        CacheReport {
+            page_cache_dropped_before_cold_runs: not_dropped_reason.is_none(),
+            cold_figures_are_warm: not_dropped_reason.is_some(),
+            not_dropped_reason,
+            store_side: STORE_COLD_MEANING.to_string(),
+        }
+    }
 }
 
 /// Runs the benchmark.
@@ -152,6 +244,7 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
     progress.set_message("bench kernels: measuring the store's read bandwidth");
     let storage = storage_bandwidth(&store, size_bytes.max(8 << 20))?;
     let mut rows = Vec::new();
+    let mut caches = ColdCaches::new(arguments.quick);
     for (index, case) in cases.iter().enumerate() {
         progress.set_counted_message(
             "bench kernels: measuring kernels",
@@ -159,7 +252,7 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
             cases.len() as u64,
             "done",
         );
-        let row = bench_case(&store, &dir, case, storage, arguments.quick)?;
+        let row = bench_case(&store, &dir, case, storage, arguments.quick, &mut caches)?;
         if !arguments.json {
             crate::progress::note(&format!("measured {}", row.kernel));
         }
@@ -192,8 +285,9 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         None
     };
     notes.push(
-        "(b), (c), (d) read ordinary files just written, so from the page cache; (a) reads the \
-         store's device files with O_DIRECT (io_uring), from the disk or its cache"
+        "(b), (c), (d) read ordinary files (cold: the page cache dropped first; warm: right \
+         after); (a) reads the store's device files with O_DIRECT (io_uring), from the disk or \
+         its cache"
             .to_string(),
     );
     progress.finish();
@@ -205,6 +299,7 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         rows,
         small_files: small,
         small_files_small_blocks: small_blocks,
+        caches: caches.report(),
         notes,
     };
     if arguments.json {
@@ -296,24 +391,22 @@ fn bench_case(
     case: &BenchCase,
     storage: f64,
     quick: bool,
+    caches: &mut ColdCaches,
 ) -> BenchResult<KernelRow> {
     let mut client = store.engine.client(16);
     put_files(&mut client, &case.files)?;
     client.call(flashpipe_engine::Command::Flush)?;
     let paths = write_ordinary_files(dir, &case.files)?;
     let input_bytes: u64 = case.files.iter().map(|(_, data)| data.len() as u64).sum();
+    let rate = |seconds: f64| input_bytes as f64 / seconds;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let in_memory = measure_kernel(case.kernel.as_ref(), &case.files, cores, 0.3)?.bytes_per_second;
-    let (near, slowest) = near_data(store, case)?;
-    let read_then_compute = input_bytes as f64 / read_then_compute_seconds(case, &paths, cores)?;
-    let single = input_bytes as f64 / single_thread_seconds(case, &paths)?;
-    let (tool_rate, tool_note) = match &case.tool {
-        Some(tool) => match run_tool(tool, &paths) {
-            Ok(seconds) => (Some(input_bytes as f64 / seconds), None),
-            Err(error) => (None, Some(format!("{} failed: {error}", tool.label))),
-        },
-        None => (None, Some(case.no_tool_reason.to_string())),
-    };
+    let ((near_cold, _), (near, slowest)) = caches.cold_then_warm(|| near_data(store, case))?;
+    let (read_then_compute_cold, read_then_compute) =
+        caches.cold_then_warm(|| read_then_compute_seconds(case, &paths, cores).map(rate))?;
+    let (single_cold, single) =
+        caches.cold_then_warm(|| single_thread_seconds(case, &paths).map(rate))?;
+    let tool = tool_cold_and_warm(case, &paths, caches, rate);
     let lookups = match &case.lookups {
         Some(plan) => Some(search_lookups::run_lookups(plan, store, &paths[0], quick)?),
         None => None,
@@ -328,18 +421,59 @@ fn bench_case(
         input_bytes,
         kernel_in_memory_bytes_per_second: in_memory,
         near_data_bytes_per_second: near,
+        near_data_cold_bytes_per_second: near_cold,
         near_data_slowest_stage: slowest,
         read_then_compute_bytes_per_second: read_then_compute,
+        read_then_compute_cold_bytes_per_second: read_then_compute_cold,
         single_thread_bytes_per_second: single,
+        single_thread_cold_bytes_per_second: single_cold,
         tool: case.tool.as_ref().map(|tool| tool.label.clone()),
-        tool_bytes_per_second: tool_rate,
-        tool_note,
+        tool_bytes_per_second: tool.warm,
+        tool_cold_bytes_per_second: tool.cold,
+        tool_note: tool.note,
         target_bytes_per_second: target,
         bandwidth_target_met: near >= target,
-        tool_target_met: tool_rate.map(|rate| near >= rate),
+        tool_target_met: tool.warm.map(|rate| near >= rate),
+        tool_target_met_cold: tool.cold.map(|rate| near_cold >= rate),
+        tool_throughput_ratio: tool.warm.map(|rate| near / rate),
+        tool_throughput_ratio_cold: tool.cold.map(|rate| near_cold / rate),
         writes_results_back: case.kernel.output_kind() == OutputKind::TransformedStream,
         search_lookups: lookups,
     })
+}
+
+/// (d) cold and warm, or why it is missing.
+struct ToolRates {
+    cold: Option<f64>,
+    warm: Option<f64>,
+    note: Option<String>,
+}
+
+fn tool_cold_and_warm(
+    case: &BenchCase,
+    paths: &[PathBuf],
+    caches: &mut ColdCaches,
+    rate: impl Fn(f64) -> f64,
+) -> ToolRates {
+    let Some(tool) = &case.tool else {
+        return ToolRates {
+            cold: None,
+            warm: None,
+            note: Some(case.no_tool_reason.to_string()),
+        };
+    };
+    match caches.cold_then_warm(|| run_tool(tool, paths)) {
+        Ok((cold, warm)) => ToolRates {
+            cold: Some(rate(cold)),
+            warm: Some(rate(warm)),
+            note: None,
+        },
+        Err(error) => ToolRates {
+            cold: None,
+            warm: None,
+            note: Some(format!("{} failed: {error}", tool.label)),
+        },
+    }
 }
 
 /// (a): the pipeline, results written back into the store for stream kernels.
@@ -448,6 +582,7 @@ fn print_report(report: &BenchKernelsReport) {
         report.core_count,
         report.storage_read_bytes_per_second / MIB
     );
+    println!("warm: each side's second run, right after its cold run");
     let mut table = Table::new(" ")
         .left("kernel", 30)
         .right("MiB", 8)
@@ -481,6 +616,7 @@ fn print_report(report: &BenchKernelsReport) {
         ]);
     }
     table.print();
+    print_cold_table(report);
     println!("(throughputs in MiB/s of input)");
     for row in &report.rows {
         if let Some(note) = &row.tool_note {
@@ -502,6 +638,44 @@ fn print_report(report: &BenchKernelsReport) {
     for note in &report.notes {
         println!("note: {note}");
     }
+}
+
+/// The cold runs; each figure marked `w` when the page cache could not be dropped.
+fn print_cold_table(report: &BenchKernelsReport) {
+    let caches = &report.caches;
+    match &caches.not_dropped_reason {
+        None => println!(
+            "cold: page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before each side's first run"
+        ),
+        Some(reason) => println!(
+            "cold: page cache NOT dropped ({reason}): every figure below is WARM (marked w)"
+        ),
+    }
+    let marker = if caches.cold_figures_are_warm { "w" } else { "" };
+    let mib = |bytes: f64| format!("{:.1}{marker}", bytes / MIB);
+    let mut table = Table::new(" ")
+        .left("kernel", 30)
+        .right("(a)near", 10)
+        .right("(b)r+c", 10)
+        .right("(c)1thr", 10)
+        .right("(d)tool", 10)
+        .right("a/(d)", 8)
+        .column_after("  ", "a>=(d)", 9, Align::Left);
+    for row in &report.rows {
+        table.row(vec![
+            row.kernel.clone(),
+            mib(row.near_data_cold_bytes_per_second),
+            mib(row.read_then_compute_cold_bytes_per_second),
+            mib(row.single_thread_cold_bytes_per_second),
+            row.tool_cold_bytes_per_second
+                .map_or("-".to_string(), mib),
+            row.tool_throughput_ratio_cold
+                .map_or("-".to_string(), |ratio| format!("{ratio:.2}")),
+            met(row.tool_target_met_cold).to_string(),
+        ]);
+    }
+    table.print();
+    println!("(a) cold: {}", caches.store_side);
 }
 
 fn met(value: Option<bool>) -> &'static str {

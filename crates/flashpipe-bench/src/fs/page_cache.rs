@@ -20,16 +20,11 @@ pub enum PageCacheDrop {
 }
 
 impl PageCacheDrop {
-    /// True when the cache was dropped.
-    pub fn dropped(&self) -> bool {
-        matches!(self, PageCacheDrop::Dropped)
-    }
-
     /// Why the cache was not dropped, or `None` when it was.
     pub fn reason_not_dropped(&self) -> Option<String> {
         match self {
             PageCacheDrop::Dropped => None,
-            PageCacheDrop::NotAsked => Some("not asked to (--quick)".to_string()),
+            PageCacheDrop::NotAsked => Some("--quick runs never drop it".to_string()),
             PageCacheDrop::Refused(reason) => Some(reason.clone()),
         }
     }
