@@ -1,6 +1,9 @@
 //! CLI tests of `flashpipe bench fs`: a `--quick --json` run produces every part with
-//! its ratios and targets (fio parts skipped with a note when fio is absent), and bad
-//! arguments are refused with a clear message and a non-zero exit.
+//! its ratios, the tmpfs and ext4-RAM anchors (each measured, or n/a with its reason:
+//! ext4-RAM needs root, which the tests do not), and every issue #13 target with its
+//! figures (fio parts skipped with a note when fio is absent), leaving no mount behind;
+//! bad arguments are refused with a clear message and a non-zero exit. Nothing here
+//! asserts on a time.
 
 mod common;
 
@@ -83,6 +86,7 @@ fn a_quick_json_run_reports_every_part_ratio_and_target() {
         2 * 3 * 4,
         "disks x block sizes x quick file sizes"
     );
+    check_anchors(&report["efficiency"]);
     let phases = report["small_files"]["phases"]
         .as_array()
         .expect("small-file phases");
@@ -99,11 +103,120 @@ fn a_quick_json_run_reports_every_part_ratio_and_target() {
     for (name, value) in ratios {
         assert!(is_ratio_or_null(value), "{name} = {value}");
     }
-    let targets = report["targets"].as_array().expect("targets");
-    assert_eq!(targets.len(), 8);
+    check_targets(&report["targets"]);
     let leftovers = std::fs::read_dir(&folder).expect("folder").count();
     assert_eq!(leftovers, 0, "the benchmark removes its subfolder");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let folder_text = folder.to_str().expect("utf-8 path");
+    assert!(
+        !mounts.contains(folder_text),
+        "a mount under {folder_text} was left: {mounts}"
+    );
     let _ = std::fs::remove_dir_all(&folder);
+}
+
+/// Quick runs measure files of 1 KiB, 10 KiB, 100 KiB and 1 MiB.
+const QUICK_FILE_SIZES_BYTES: [u64; 4] = [1 << 10, 10 << 10, 100 << 10, 1 << 20];
+
+/// Each anchor is measured at every quick size or says why it is n/a; the per-file
+/// comparison has a row per size whose ratios are there exactly when the anchor is.
+fn check_anchors(efficiency: &Value) {
+    let anchors = &efficiency["anchors"];
+    for column in ["tmpfs", "ext4_ram"] {
+        let column = &anchors[column];
+        let points = column["points"].as_array().expect("anchor points");
+        match column["unavailable_reason"].as_str() {
+            Some(reason) => {
+                eprintln!("{} n/a: {reason}", column["file_system"]);
+                assert!(!reason.is_empty());
+                assert!(points.is_empty(), "{column}");
+            }
+            None => {
+                assert!(column["location"].is_string(), "{column}");
+                let sizes: Vec<u64> = points
+                    .iter()
+                    .map(|point| point["file_size_bytes"].as_u64().expect("size"))
+                    .collect();
+                assert_eq!(sizes, QUICK_FILE_SIZES_BYTES, "{column}");
+                for point in points {
+                    assert!(point["write_us"].as_f64().unwrap() > 0.0, "{point}");
+                    assert!(point["read_us"].as_f64().unwrap() > 0.0, "{point}");
+                }
+            }
+        }
+    }
+    let per_file = efficiency["per_file"].as_array().expect("per-file rows");
+    assert_eq!(per_file.len(), QUICK_FILE_SIZES_BYTES.len());
+    for row in per_file {
+        assert!(row["flashpipe_write_us"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["flashpipe_read_us"].as_f64().unwrap() > 0.0, "{row}");
+        for (column, ratios) in [
+            (
+                "tmpfs",
+                ["write_time_ratio_to_tmpfs", "read_time_ratio_to_tmpfs"],
+            ),
+            (
+                "ext4_ram",
+                [
+                    "write_time_ratio_to_ext4_ram",
+                    "read_time_ratio_to_ext4_ram",
+                ],
+            ),
+        ] {
+            let measured = anchors[column]["unavailable_reason"].is_null();
+            for ratio in ratios {
+                assert_eq!(row[ratio].is_f64(), measured, "{ratio}: {row}");
+            }
+        }
+    }
+}
+
+/// The issue #13 targets: 4 large-file, 8 per-file, 4 efficiency, 4 small-file; each
+/// with its bound and figures, judged exactly when measured.
+fn check_targets(targets: &Value) {
+    let targets = targets.as_array().expect("targets");
+    assert_eq!(targets.len(), 20, "{targets:?}");
+    for target in targets {
+        let bound = target["bound"].as_str().expect("bound");
+        assert!(["at_least", "at_most"].contains(&bound), "{target}");
+        assert!(target["required_ratio"].as_f64().is_some(), "{target}");
+        assert!(
+            !target["figures"].as_str().expect("figures").is_empty(),
+            "{target}"
+        );
+        assert_eq!(
+            target["measured_ratio"].is_null(),
+            target["met"].is_null(),
+            "{target}"
+        );
+    }
+    let names: Vec<&str> = targets
+        .iter()
+        .map(|target| target["name"].as_str().expect("name"))
+        .collect();
+    for expected in [
+        "large file vs fio raw: sequential write",
+        "large file vs fio raw: 4 KiB random read QD1, latency",
+        "per file vs tmpfs: 1 KiB write + flush",
+        "per file vs tmpfs: 1 MiB read",
+        "efficiency (raw / total), files >= 10 MiB, write",
+        "efficiency (raw / total), files of 1 MiB, read",
+    ] {
+        assert!(names.contains(&expected), "{expected} missing: {names:?}");
+    }
+    let ten_mib = targets
+        .iter()
+        .find(|target| target["name"] == "efficiency (raw / total), files >= 10 MiB, read")
+        .expect("10 MiB efficiency target");
+    assert!(
+        ten_mib["met"].is_null(),
+        "quick runs stop at 1 MiB: {ten_mib}"
+    );
+    let small_file_targets = names
+        .iter()
+        .filter(|name| name.starts_with("small 2 KiB files"))
+        .count();
+    assert_eq!(small_file_targets, 4, "{names:?}");
 }
 
 #[test]

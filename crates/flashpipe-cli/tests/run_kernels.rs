@@ -124,8 +124,11 @@ fn bench_kernels_quick_json_has_every_column() {
     for row in rows {
         for key in [
             "near_data_bytes_per_second",
+            "near_data_cold_bytes_per_second",
             "read_then_compute_bytes_per_second",
+            "read_then_compute_cold_bytes_per_second",
             "single_thread_bytes_per_second",
+            "single_thread_cold_bytes_per_second",
             "kernel_in_memory_bytes_per_second",
         ] {
             assert!(
@@ -134,7 +137,24 @@ fn bench_kernels_quick_json_has_every_column() {
             );
         }
         assert!(row["bandwidth_target_met"].is_boolean());
+        assert_eq!(
+            row["tool_bytes_per_second"].is_null(),
+            row["tool_cold_bytes_per_second"].is_null(),
+            "a tool runs cold and warm: {row}"
+        );
+        assert_eq!(
+            row["tool_cold_bytes_per_second"].is_null(),
+            row["tool_target_met_cold"].is_null(),
+            "{row}"
+        );
     }
+    let caches = &report["caches"];
+    assert_eq!(
+        caches["cold_figures_are_warm"],
+        Value::Bool(true),
+        "--quick never drops the page cache, so its cold figures are warm: {caches}"
+    );
+    assert!(caches["not_dropped_reason"].is_string(), "{caches}");
     let search = rows
         .iter()
         .find(|row| {
