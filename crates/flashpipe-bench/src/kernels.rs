@@ -651,7 +651,11 @@ fn print_cold_table(report: &BenchKernelsReport) {
             "cold: page cache NOT dropped ({reason}): every figure below is WARM (marked w)"
         ),
     }
-    let marker = if caches.cold_figures_are_warm { "w" } else { "" };
+    let marker = if caches.cold_figures_are_warm {
+        "w"
+    } else {
+        ""
+    };
     let mib = |bytes: f64| format!("{:.1}{marker}", bytes / MIB);
     let mut table = Table::new(" ")
         .left("kernel", 30)
@@ -667,8 +671,7 @@ fn print_cold_table(report: &BenchKernelsReport) {
             mib(row.near_data_cold_bytes_per_second),
             mib(row.read_then_compute_cold_bytes_per_second),
             mib(row.single_thread_cold_bytes_per_second),
-            row.tool_cold_bytes_per_second
-                .map_or("-".to_string(), mib),
+            row.tool_cold_bytes_per_second.map_or("-".to_string(), mib),
             row.tool_throughput_ratio_cold
                 .map_or("-".to_string(), |ratio| format!("{ratio:.2}")),
             met(row.tool_target_met_cold).to_string(),

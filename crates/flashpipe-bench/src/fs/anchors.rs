@@ -489,9 +489,7 @@ fn measure_files(
     }
     sizes
         .iter()
-        .map(|&(size_bytes, repetitions)| {
-            measure_size(directory, size_bytes, repetitions, pattern)
-        })
+        .map(|&(size_bytes, repetitions)| measure_size(directory, size_bytes, repetitions, pattern))
         .collect()
 }
 

@@ -550,16 +550,22 @@ fn per_file_measurement(
 /// The thesis's efficiency: >= 95% for files of 10 MiB and more, >= 80% at 1 MiB,
 /// writes and reads, the lowest over every RAM-disk count and FS block size.
 fn efficiency_targets(efficiency: Option<&EfficiencyResult>) -> Vec<Target> {
-    let large = |point: &EfficiencyPoint| point.file_size_bytes >= LARGE_EFFICIENCY_MIN_FILE_BYTES;
-    let medium = |point: &EfficiencyPoint| point.file_size_bytes == MEDIUM_EFFICIENCY_FILE_BYTES;
-    let cases: [(&str, &dyn Fn(&EfficiencyPoint) -> bool, f64); 2] = [
-        ("files >= 10 MiB", &large, LARGE_EFFICIENCY_REQUIRED_RATIO),
-        ("files of 1 MiB", &medium, MEDIUM_EFFICIENCY_REQUIRED_RATIO),
+    let cases = [
+        (
+            "files >= 10 MiB",
+            LARGE_EFFICIENCY_MIN_FILE_BYTES..=u64::MAX,
+            LARGE_EFFICIENCY_REQUIRED_RATIO,
+        ),
+        (
+            "files of 1 MiB",
+            MEDIUM_EFFICIENCY_FILE_BYTES..=MEDIUM_EFFICIENCY_FILE_BYTES,
+            MEDIUM_EFFICIENCY_REQUIRED_RATIO,
+        ),
     ];
     let mut targets = Vec::new();
-    for (label, selects, required) in cases {
+    for (label, file_sizes_bytes, required) in cases {
         for write in [true, false] {
-            let measurement = lowest_efficiency(efficiency, selects, write);
+            let measurement = lowest_efficiency(efficiency, &file_sizes_bytes, write);
             targets.push(Target::evaluate(
                 format!(
                     "efficiency (raw / total), {label}, {}",
@@ -577,7 +583,7 @@ fn efficiency_targets(efficiency: Option<&EfficiencyResult>) -> Vec<Target> {
 
 fn lowest_efficiency(
     efficiency: Option<&EfficiencyResult>,
-    selects: &dyn Fn(&EfficiencyPoint) -> bool,
+    file_sizes_bytes: &std::ops::RangeInclusive<u64>,
     write: bool,
 ) -> Measurement {
     let efficiency = efficiency.ok_or(format!("efficiency {PART_NOT_RUN}"))?;
@@ -588,7 +594,7 @@ fn lowest_efficiency(
     let lowest = efficiency
         .points
         .iter()
-        .filter(|point| selects(point))
+        .filter(|point| file_sizes_bytes.contains(&point.file_size_bytes))
         .min_by(|left, right| ratio(left).total_cmp(&ratio(right)))
         .ok_or("no file of that size measured (--quick stops at 1 MiB)".to_string())?;
     let (raw_us, total_us) = match write {
