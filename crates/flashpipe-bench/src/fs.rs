@@ -82,7 +82,8 @@ pub struct BenchFsArgs {
     #[arg(long)]
     pub save_json: Option<PathBuf>,
     /// A tiny run for tests: 16 MiB file, 0.2 s random phases, 300 small files,
-    /// efficiency up to 1 MiB files once each, page cache not dropped.
+    /// efficiency (and its tmpfs and ext4-RAM anchors) up to 1 MiB files once each, page
+    /// cache not dropped.
     #[arg(long)]
     pub quick: bool,
     /// Number of 2 KiB files of the small-file part [default: 100000, 300 with --quick].

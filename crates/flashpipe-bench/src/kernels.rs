@@ -64,7 +64,8 @@ pub struct BenchKernelsArgs {
     /// Folder for the store's device files and the ordinary input files (emptied of ours first).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Small inputs and fewer small files: a smoke run in seconds.
+    /// Small inputs and fewer small files: a smoke run in seconds (the page cache is never
+    /// dropped, so its cold figures are warm).
     #[arg(long)]
     pub quick: bool,
     /// Also run the many-small-files sweep (SISC 3.5).

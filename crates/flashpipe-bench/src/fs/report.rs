@@ -686,7 +686,11 @@ fn print_large_file(large_file: &LargeFileResult) {
         table.row(large_file_cells(row));
     }
     table.print();
-    for row in &large_file.rows {
+    for row in large_file
+        .rows
+        .iter()
+        .filter(|row| row.workload.starts_with("rand"))
+    {
         if let Some(fio) = &row.fio_raw_direct {
             println!(
                 "  mean latency, {}: flashpipe {:.1} us, fio raw {:.1} us (ratio {})",
