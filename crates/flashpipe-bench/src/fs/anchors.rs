@@ -556,3 +556,34 @@ fn timed_read(path: &Path, buffer: &mut [u8]) -> Result<Duration, String> {
     drop(file);
     Ok(started.elapsed())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_measured_checked_and_removed_in_any_folder() {
+        let folder = std::env::temp_dir().join(format!("anchors-test-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        let sizes = [(1 << 10, 2), (100 << 10, 1)];
+        let points = measure_files(&folder, &sizes, &DataPattern::new()).unwrap();
+        assert_eq!(points.len(), 2);
+        assert_eq!(points[0].file_size_bytes, 1 << 10);
+        assert_eq!(points[0].repetitions, 2);
+        assert!(points
+            .iter()
+            .all(|point| point.write_us > 0.0 && point.read_us > 0.0));
+        assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0, "files left");
+        std::fs::remove_dir(&folder).unwrap();
+    }
+
+    #[test]
+    fn a_missing_folder_is_a_reason_not_a_panic() {
+        let missing = Path::new("/nonexistent-flashpipe-anchor-folder");
+        let reason = measure_files(missing, &[(1 << 10, 1)], &DataPattern::new()).unwrap_err();
+        assert!(
+            reason.contains("/nonexistent-flashpipe-anchor-folder"),
+            "{reason}"
+        );
+    }
+}

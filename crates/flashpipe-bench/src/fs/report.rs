@@ -867,3 +867,69 @@ fn print_small_files(small_files: &SmallFilesResult) {
     }
     table.print();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(ratio: f64) -> Measurement {
+        Ok((ratio, "figures".to_string()))
+    }
+
+    #[test]
+    fn bounds_judge_both_ways_and_goals_apart() {
+        let time = |ratio| {
+            Target::evaluate(
+                "time".to_string(),
+                Bound::AtMost,
+                1.0,
+                Some(0.5),
+                measured(ratio),
+            )
+        };
+        assert_eq!(
+            (time(0.4).met, time(0.4).goal_met),
+            (Some(true), Some(true))
+        );
+        assert_eq!(
+            (time(0.8).met, time(0.8).goal_met),
+            (Some(true), Some(false))
+        );
+        assert_eq!(time(1.2).met, Some(false));
+        assert_eq!(time(0.8).verdict(), "met");
+        assert_eq!(time(0.4).verdict(), "met, goal met");
+        let rate =
+            |ratio| Target::evaluate("rate".into(), Bound::AtLeast, 0.95, None, measured(ratio));
+        assert_eq!(rate(0.95).met, Some(true));
+        assert_eq!(rate(0.9).verdict(), "NOT MET");
+        assert_eq!(rate(0.9).goal_met, None);
+        assert_eq!(rate(0.9).requirement(), "need >= 0.95");
+        assert_eq!(time(0.9).requirement(), "need <= 1.00, goal <= 0.50");
+    }
+
+    #[test]
+    fn a_target_not_measured_says_why_and_is_not_judged() {
+        let target = Target::evaluate(
+            "x".into(),
+            Bound::AtLeast,
+            1.0,
+            Some(2.0),
+            Err("part not run".into()),
+        );
+        assert_eq!((target.met, target.goal_met), (None, None));
+        assert_eq!(target.figures, "part not run");
+        assert_eq!(target.verdict(), "n/a");
+    }
+
+    #[test]
+    fn every_target_is_listed_when_no_part_ran() {
+        let mut targets = large_file_targets(None, "fio not run");
+        targets.extend(per_file_targets(None));
+        targets.extend(efficiency_targets(None));
+        targets.extend(small_file_targets(None, "ext4"));
+        assert_eq!(targets.len(), 20);
+        assert!(targets
+            .iter()
+            .all(|target| target.met.is_none() && target.figures.contains("not run")));
+    }
+}
