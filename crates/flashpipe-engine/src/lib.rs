@@ -10,10 +10,14 @@
 pub mod client;
 pub mod command;
 pub mod engine;
+pub mod group_commit;
+pub mod handoff;
 mod reads;
 pub mod stepped;
 
 pub use client::{EngineClient, StreamError, Ticket};
 pub use command::{Command, EngineError, ReadData, Reply};
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, EngineCounters};
+pub use group_commit::FlushGrouping;
+pub use handoff::{Handoff, WaitCounts};
 pub use stepped::{StepOutcome, SteppedEngine};
