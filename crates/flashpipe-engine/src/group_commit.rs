@@ -26,6 +26,7 @@
 
 use crossbeam_channel::Sender;
 
+use crate::client::{Completion, Ticket};
 use crate::command::{Command, EngineError, Reply};
 use crate::engine::{answer, EngineThread, Envelope};
 
@@ -50,7 +51,7 @@ pub enum FlushGrouping {
 /// Flushes set aside for the next commit.
 #[derive(Default)]
 pub(crate) struct PendingFlushes {
-    waiting: Vec<(u64, Sender<(u64, Result<Reply, EngineError>)>)>,
+    waiting: Vec<(Ticket, Sender<Completion>)>,
     commands_served_since_first: usize,
     commits: u64,
 }

@@ -15,7 +15,7 @@ pub mod handoff;
 mod reads;
 pub mod stepped;
 
-pub use client::{EngineClient, StreamError, Ticket};
+pub use client::{Completion, EngineClient, StreamError, Ticket};
 pub use command::{Command, EngineError, ReadData, Reply};
 pub use engine::{Engine, EngineConfig, EngineCounters};
 pub use group_commit::FlushGrouping;
