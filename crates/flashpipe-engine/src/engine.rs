@@ -9,6 +9,11 @@
 //! then run in arrival order, so every client sees its own commands take effect in order.
 //! A batch of whole small files ([`Command::ReadFiles`]) is one command: its files are
 //! planned together and physically adjacent files share one device request.
+//!
+//! The loop (`EngineThread::run`) serves whatever is queued without waiting; when the
+//! inbox runs dry it first commits the flushes set aside ([`crate::group_commit`]), then
+//! waits for reads in flight, and only with nothing left to do waits for a message as the
+//! configured [`Handoff`] says (spin, then park: [`crate::handoff`]).
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
