@@ -133,6 +133,10 @@ impl EngineThread {
             return Ok(());
         }
         self.reads.drain(self.filesystem.device_mut())?;
+        assert!(
+            self.reads.is_idle(),
+            "a group commit runs with no read in flight"
+        );
         let waiting = std::mem::take(&mut self.pending_flushes.waiting);
         self.pending_flushes.commands_served_since_first = 0;
         self.pending_flushes.commits += 1;
