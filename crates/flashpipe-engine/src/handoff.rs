@@ -4,8 +4,8 @@
 //! 2-vCPU virtual machine a sleep/wake round trip between two threads costs about 50 us,
 //! where a spin round trip costs about 0.1 us, so an engine that parks on every command
 //! cannot answer faster than a park. [`Handoff::SpinThenPark`] polls the queue for a
-//! bounded window of wall time first (a `spin_loop` hint between polls, a `yield_now`
-//! every few polls so a peer sharing the core can run) and parks only when nothing came
+//! bounded window of wall time first (a `spin_loop` hint between polls; after the first
+//! few microseconds a `yield_now` every few polls, so a peer sharing the core can run) and parks only when nothing came
 //! in that window. A client issuing commands back to back and an engine answering them
 //! then never sleep while work keeps coming, and neither burns a core for longer than
 //! one window once the work stops. The window's default equals about one park's cost,
@@ -32,7 +32,12 @@ pub const DEFAULT_SPIN_US: u32 = 50;
 /// Longest spin window an engine accepts, in microseconds.
 pub const MAX_SPIN_US: u32 = 10_000;
 
-/// Polls between two `yield_now` calls while spinning.
+/// Polls spent with only a `spin_loop` hint between them before yielding starts (a
+/// few microseconds: an answer that close is caught without a system call).
+const POLLS_BEFORE_YIELDING: u32 = 128;
+
+/// Polls between two looks at the clock, and between two `yield_now` calls once
+/// yielding has started.
 const POLLS_PER_YIELD: u32 = 16;
 
 /// How a thread waits on an empty queue (the engine's inbox, a client's replies).
@@ -140,13 +145,15 @@ fn spin_for<T>(queue: &Receiver<T>, spin_us: u32) -> Option<Result<T, RecvError>
             Err(TryRecvError::Empty) => {}
         }
         polls = polls.wrapping_add(1);
-        if polls % POLLS_PER_YIELD == 0 {
-            std::thread::yield_now();
-            if clock.now_ns() >= deadline_ns {
-                return None;
-            }
-        } else {
+        if polls % POLLS_PER_YIELD != 0 {
             std::hint::spin_loop();
+            continue;
+        }
+        if polls > POLLS_BEFORE_YIELDING {
+            std::thread::yield_now();
+        }
+        if clock.now_ns() >= deadline_ns {
+            return None;
         }
     }
 }
