@@ -8,6 +8,8 @@
 //! - [`demo`]: `flashpipe demo`, the main job: a striped store made, sample data in,
 //!   read back, verified, checked, its throughputs printed, kernels run near the data;
 //! - [`device`]: `flashpipe bench device`, raw device-layer I/O beside fio and `memcpy`;
+//! - [`engine`]: `flashpipe bench engine`, one command's cost through the engine's
+//!   hand-off modes beside the file system called directly, and group commit;
 //! - [`fs`]: `flashpipe bench fs`, the file system through its engine beside fio and ext4,
 //!   the thesis's efficiency, small files;
 //! - [`kernels`]: `flashpipe bench kernels`, kernels near the data beside
@@ -30,6 +32,7 @@
 
 pub mod demo;
 pub mod device;
+pub mod engine;
 pub mod fs;
 pub mod ftl;
 pub mod ftl_copy;

@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 
+use flashpipe_bench::engine as bench_engine;
 use flashpipe_bench::{device as bench_device, fs as bench_fs, kernels as bench_kernels};
 
 /// The benchmarks.
@@ -11,6 +12,8 @@ pub enum BenchCommand {
     Device(bench_device::BenchDeviceArgs),
     /// The file system through its engine beside fio and ext4; the thesis's efficiency; small files.
     Fs(bench_fs::BenchFsArgs),
+    /// One command's cost through the engine per hand-off mode beside direct calls; group commit.
+    Engine(bench_engine::BenchEngineArgs),
     /// Kernels near the data beside read-then-compute, one thread, and well-known tools (RAD).
     Kernels(bench_kernels::BenchKernelsArgs),
 }
@@ -20,6 +23,7 @@ pub fn run(command: BenchCommand) -> flashpipe_bench::BenchResult {
     match command {
         BenchCommand::Device(arguments) => bench_device::run(arguments),
         BenchCommand::Fs(arguments) => bench_fs::run(arguments),
+        BenchCommand::Engine(arguments) => bench_engine::run(arguments),
         BenchCommand::Kernels(arguments) => bench_kernels::run(arguments),
     }
 }

@@ -1,6 +1,11 @@
 //! A client of the engine: submits commands through the engine's bounded queue and
 //! reaps its own completions, with streaming helpers that keep several commands in
 //! flight (pipelined reads and writes of whole files).
+//!
+//! Waiting for a completion spins, then parks, as the engine's configuration says
+//! ([`crate::handoff`]); [`EngineClient::submit_all`] and
+//! [`EngineClient::wait_completions`] hand several commands over and take several
+//! completions back per call.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -9,6 +14,7 @@ use flashpipe_device::IoBuf;
 
 use crate::command::{Command, EngineError, ReadData, Reply};
 use crate::engine::{EngineConfig, Envelope, Message};
+use crate::handoff::{self, WaitCounts};
 
 /// A ticket names one submitted command; its completion carries it back.
 pub type Ticket = u64;
@@ -23,7 +29,11 @@ pub struct EngineClient {
     outstanding: usize,
     outstanding_limit: usize,
     config: EngineConfig,
+    reply_waits: WaitCounts,
 }
+
+/// One completion: the command's ticket and its outcome.
+pub type Completion = (Ticket, Result<Reply, EngineError>);
 
 impl EngineClient {
     pub(crate) fn new(
@@ -42,7 +52,13 @@ impl EngineClient {
             outstanding: 0,
             outstanding_limit,
             config,
+            reply_waits: WaitCounts::default(),
         }
+    }
+
+    /// How this client's waits for completions ended so far.
+    pub fn reply_waits(&self) -> WaitCounts {
+        self.reply_waits
     }
 
     /// Commands submitted and not yet reaped.
@@ -86,6 +102,21 @@ impl EngineClient {
         }
     }
 
+    /// Submits every command of `commands` in order (waiting while the engine's queue is
+    /// full), their tickets in the same order. Refused whole, before any is sent, when
+    /// they would take this client past its outstanding limit.
+    pub fn submit_all(&mut self, commands: Vec<Command>) -> Result<Vec<Ticket>, EngineError> {
+        if self.outstanding + commands.len() > self.outstanding_limit {
+            return Err(EngineError::TooManyOutstanding {
+                limit: self.outstanding_limit,
+            });
+        }
+        commands
+            .into_iter()
+            .map(|command| self.submit(command))
+            .collect()
+    }
+
     fn envelope(&mut self, command: Command) -> Result<Envelope, EngineError> {
         if self.outstanding >= self.outstanding_limit {
             return Err(EngineError::TooManyOutstanding {
@@ -114,7 +145,29 @@ impl EngineClient {
         if self.outstanding == 0 {
             return Err(EngineError::TooManyOutstanding { limit: 0 });
         }
-        let completion = self.replies.recv().map_err(|_| EngineError::Stopped)?;
+        self.receive_reply()
+    }
+
+    /// Waits for at least one completion of this client's commands, then appends to
+    /// `completions` every other that has arrived, without waiting again; the number
+    /// appended. A burst of replies thus costs one wait at most.
+    pub fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, EngineError> {
+        let before = completions.len();
+        completions.push(self.next_completion()?);
+        while let Some(completion) = self.try_next_completion() {
+            completions.push(completion);
+        }
+        Ok(completions.len() - before)
+    }
+
+    /// Waits for the next reply on the queue, spinning then parking as configured.
+    fn receive_reply(&mut self) -> Result<Completion, EngineError> {
+        let completion =
+            handoff::receive(&self.replies, self.config.handoff, &mut self.reply_waits)
+                .map_err(|_| EngineError::Stopped)?;
         self.outstanding -= 1;
         Ok(completion)
     }
@@ -134,8 +187,7 @@ impl EngineClient {
     pub fn call(&mut self, command: Command) -> Result<Reply, EngineError> {
         let ticket = self.submit(command)?;
         loop {
-            let completion = self.replies.recv().map_err(|_| EngineError::Stopped)?;
-            self.outstanding -= 1;
+            let completion = self.receive_reply()?;
             if completion.0 == ticket {
                 return completion.1;
             }

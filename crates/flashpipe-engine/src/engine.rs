@@ -9,16 +9,23 @@
 //! then run in arrival order, so every client sees its own commands take effect in order.
 //! A batch of whole small files ([`Command::ReadFiles`]) is one command: its files are
 //! planned together and physically adjacent files share one device request.
+//!
+//! The loop (`EngineThread::run`) serves whatever is queued without waiting; when the
+//! inbox runs dry it first commits the flushes set aside ([`crate::group_commit`]), then
+//! waits for reads in flight, and only with nothing left to do waits for a message as the
+//! configured [`Handoff`] says (spin, then park: [`crate::handoff`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
 use flashpipe_device::{BufferPool, Clock};
 use flashpipe_fs::Filesystem;
 
 use crate::client::EngineClient;
 use crate::command::{Command, EngineError, ReadData, Reply};
+use crate::group_commit::{FlushGrouping, PendingFlushes};
+use crate::handoff::{self, Handoff, WaitCounts, MAX_SPIN_US};
 use crate::reads::{ReadSink, ReadsInFlight};
 
 /// Bounds of an engine.
@@ -32,6 +39,10 @@ pub struct EngineConfig {
     pub max_read_bytes: usize,
     /// Reads in flight at once.
     pub reads_in_flight_limit: usize,
+    /// How the engine thread waits on an empty inbox and its clients on their replies.
+    pub handoff: Handoff,
+    /// Which flushes share one file-system commit.
+    pub flush_grouping: FlushGrouping,
 }
 
 impl Default for EngineConfig {
@@ -41,6 +52,8 @@ impl Default for EngineConfig {
             read_buffer_count: 64,
             max_read_bytes: 1 << 20,
             reads_in_flight_limit: 32,
+            handoff: Handoff::DEFAULT,
+            flush_grouping: FlushGrouping::UntilNextChange,
         }
     }
 }
@@ -66,6 +79,7 @@ pub struct Engine {
     messages: Sender<Message>,
     config: EngineConfig,
     clock: Arc<dyn Clock>,
+    counters: Arc<Mutex<EngineCounters>>,
     thread: Option<JoinHandle<Result<Filesystem, EngineError>>>,
 }
 
@@ -73,6 +87,7 @@ impl Engine {
     /// Starts the engine thread, which takes ownership of `filesystem`.
     pub fn start(mut filesystem: Filesystem, config: EngineConfig) -> Engine {
         assert!(config.command_queue_capacity > 0 && config.reads_in_flight_limit > 0);
+        assert!(config.handoff.spin_us() <= MAX_SPIN_US);
         let clock = filesystem.device_mut().clock();
         let (messages, inbox) = bounded(config.command_queue_capacity);
         let block_bytes = filesystem.stats().fs_block_size_bytes as usize;
@@ -80,16 +95,23 @@ impl Engine {
             config.read_buffer_count,
             config.max_read_bytes + 2 * block_bytes,
         );
+        let counters = Arc::new(Mutex::new(EngineCounters::default()));
+        let thread_counters = Arc::clone(&counters);
         let thread = std::thread::Builder::new()
             .name("flashpipe-engine".to_string())
             .spawn(move || {
-                EngineThread::new(filesystem, pool, block_bytes as u64, config).run(inbox)
+                EngineThread::new(filesystem, pool, block_bytes as u64, config).run(
+                    inbox,
+                    config.handoff,
+                    &thread_counters,
+                )
             })
             .expect("the operating system can start the engine thread");
         Engine {
             messages,
             config,
             clock,
+            counters,
             thread: Some(thread),
         }
     }
@@ -109,6 +131,15 @@ impl Engine {
     /// A new client with at most `outstanding_limit` commands outstanding.
     pub fn client(&self, outstanding_limit: usize) -> EngineClient {
         EngineClient::new(self.messages.clone(), outstanding_limit, self.config)
+    }
+
+    /// How the engine thread's waits for commands ended, and the group commits it made,
+    /// so far (brought up to date each time the thread takes a message from its inbox).
+    pub fn counters(&self) -> EngineCounters {
+        *self
+            .counters
+            .lock()
+            .expect("the engine thread never panics holding its counters")
     }
 
     /// Finishes queued commands, flushes, stops the thread and returns the file system.
@@ -148,9 +179,18 @@ fn write_length(envelope: &Envelope) -> usize {
     }
 }
 
+/// What a threaded engine counted (see [`Engine::counters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// How the engine's waits on its inbox ended.
+    pub inbox_waits: WaitCounts,
+    /// File-system commits made for groups of flushes.
+    pub group_commits: u64,
+}
+
 /// Sends a value to a channel that cannot be full (each client bounds its outstanding
 /// commands by its reply queue's capacity) and ignores clients that went away.
-fn answer(
+pub(crate) fn answer(
     reply_to: &Sender<(u64, Result<Reply, EngineError>)>,
     ticket: u64,
     result: Result<Reply, EngineError>,
@@ -189,6 +229,17 @@ pub(crate) struct EngineThread {
     max_read_bytes: u64,
     /// A message taken from the queue while gathering a write batch, served next.
     pub(crate) held_back: Option<Message>,
+    /// Which flushes share one commit, and those waiting for it.
+    pub(crate) flush_grouping: FlushGrouping,
+    pub(crate) pending_flushes: PendingFlushes,
+}
+
+/// What the threaded engine's loop does next.
+enum NextStep {
+    Serve(Message),
+    CommitPendingFlushes,
+    WaitForReads,
+    Stop,
 }
 
 /// The engine's read-buffer pool for `filesystem` under `config`.
@@ -213,37 +264,76 @@ impl EngineThread {
             reads: ReadsInFlight::new(config.reads_in_flight_limit, block_bytes),
             max_read_bytes: config.max_read_bytes as u64,
             held_back: None,
+            flush_grouping: config.flush_grouping,
+            pending_flushes: PendingFlushes::default(),
         }
     }
 
-    fn run(mut self, inbox: Receiver<Message>) -> Result<Filesystem, EngineError> {
+    fn run(
+        mut self,
+        inbox: Receiver<Message>,
+        handoff: Handoff,
+        counters: &Mutex<EngineCounters>,
+    ) -> Result<Filesystem, EngineError> {
         let mut commit = true;
+        let mut inbox_waits = WaitCounts::default();
         loop {
-            let message = if let Some(message) = self.held_back.take() {
-                Some(message)
-            } else if self.reads.is_idle() {
-                inbox.recv().ok()
-            } else if self.reads.has_room() {
-                inbox.try_recv().ok()
-            } else {
-                None
-            };
-            match message {
-                Some(Message::Command(envelope)) => self.handle(envelope, &inbox)?,
-                Some(Message::Shutdown { commit: wanted }) => {
+            match self.next_step(&inbox, handoff, &mut inbox_waits) {
+                NextStep::Serve(Message::Command(envelope)) => self.serve(envelope, &inbox)?,
+                NextStep::Serve(Message::Shutdown { commit: wanted }) => {
                     commit = wanted;
                     break;
                 }
-                None if self.reads.is_idle() => break,
-                None => self.reads.pump(self.filesystem.device_mut(), true)?,
+                NextStep::CommitPendingFlushes => self.commit_pending_flushes()?,
+                NextStep::WaitForReads => self.reads.pump(self.filesystem.device_mut(), true)?,
+                NextStep::Stop => break,
             }
             self.reads.pump(self.filesystem.device_mut(), false)?;
+            self.publish_counters(counters, inbox_waits);
         }
         self.reads.drain(self.filesystem.device_mut())?;
-        if commit {
+        if self.has_pending_flushes() {
+            self.commit_pending_flushes()?;
+        } else if commit {
             self.filesystem.flush()?;
         }
+        self.publish_counters(counters, inbox_waits);
         Ok(self.filesystem)
+    }
+
+    /// The next message to serve, or what to do when none can be served now: commit the
+    /// flushes set aside once the inbox runs dry, wait for reads when no more fit, and
+    /// wait for a message (as `handoff` says) only when nothing else is left to do.
+    fn next_step(
+        &mut self,
+        inbox: &Receiver<Message>,
+        handoff: Handoff,
+        inbox_waits: &mut WaitCounts,
+    ) -> NextStep {
+        if let Some(message) = self.held_back.take() {
+            return NextStep::Serve(message);
+        }
+        if !self.reads.is_idle() && !self.reads.has_room() {
+            return NextStep::WaitForReads;
+        }
+        match inbox.try_recv() {
+            Ok(message) => NextStep::Serve(message),
+            Err(_) if self.has_pending_flushes() => NextStep::CommitPendingFlushes,
+            Err(_) if !self.reads.is_idle() => NextStep::WaitForReads,
+            Err(TryRecvError::Disconnected) => NextStep::Stop,
+            Err(TryRecvError::Empty) => match handoff::receive(inbox, handoff, inbox_waits) {
+                Ok(message) => NextStep::Serve(message),
+                Err(_) => NextStep::Stop,
+            },
+        }
+    }
+
+    fn publish_counters(&self, counters: &Mutex<EngineCounters>, inbox_waits: WaitCounts) {
+        let mut shared = counters
+            .lock()
+            .expect("nothing panics holding the engine's counters");
+        shared.inbox_waits = inbox_waits;
+        shared.group_commits = self.group_commits();
     }
 
     pub(crate) fn handle(

@@ -8,7 +8,10 @@
 //! queued message (a write gathers the writes queued right behind it, as in the threaded
 //! engine) and reaps the device completions that have arrived; when no message can be
 //! served but reads are in flight it waits for a completion, which on a simulated device
-//! moves virtual time forward instead of sleeping. Clients must not block on a queue the
+//! moves virtual time forward instead of sleeping. Flushes are grouped as in the
+//! threaded engine ([`crate::group_commit`]): those set aside are committed by the first
+//! step that finds nothing queued, so [`SteppedEngine::run_until_idle`] answers them all.
+//! Clients must not block on a queue the
 //! same thread has to empty: submit with [`crate::EngineClient::try_submit`] and reap
 //! with [`crate::EngineClient::try_next_completion`] (or reap with
 //! `next_completion` only what [`SteppedEngine::run_until_idle`] has answered).
@@ -19,6 +22,7 @@ use flashpipe_fs::Filesystem;
 use crate::client::EngineClient;
 use crate::command::EngineError;
 use crate::engine::{read_buffer_pool, EngineConfig, EngineThread, Message};
+use crate::handoff::Handoff;
 
 /// What one [`SteppedEngine::step`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +56,21 @@ impl SteppedEngine {
         }
     }
 
-    /// A new client with at most `outstanding_limit` commands outstanding.
+    /// A new client with at most `outstanding_limit` commands outstanding. Its waits
+    /// never spin ([`Handoff::Park`], whatever the configuration says): nothing answers
+    /// it but this engine's steps on the same thread, and the simulation reads no wall
+    /// clock.
     pub fn client(&self, outstanding_limit: usize) -> EngineClient {
-        EngineClient::new(self.messages.clone(), outstanding_limit, self.config)
+        let config = EngineConfig {
+            handoff: Handoff::Park,
+            ..self.config
+        };
+        EngineClient::new(self.messages.clone(), outstanding_limit, config)
+    }
+
+    /// File-system commits made for groups of flushes so far.
+    pub fn group_commits(&self) -> u64 {
+        self.core.group_commits()
     }
 
     /// Serves at most one queued message and reaps the completions that have arrived;
@@ -70,10 +86,11 @@ impl SteppedEngine {
             None
         };
         match message {
-            Some(Message::Command(envelope)) => self.core.handle(envelope, &self.inbox)?,
+            Some(Message::Command(envelope)) => self.core.serve(envelope, &self.inbox)?,
             Some(Message::Shutdown { .. }) => {
                 unreachable!("only a threaded engine is sent a shutdown message")
             }
+            None if self.core.has_pending_flushes() => self.core.commit_pending_flushes()?,
             None if self.core.reads.is_idle() => return Ok(StepOutcome::Idle),
             None => self
                 .core

@@ -37,6 +37,8 @@ const ENGINE_CONFIG: EngineConfig = EngineConfig {
     read_buffer_count: 32,
     max_read_bytes: 64 * 1024,
     reads_in_flight_limit: 16,
+    handoff: flashpipe_engine::Handoff::DEFAULT,
+    flush_grouping: flashpipe_engine::FlushGrouping::UntilNextChange,
 };
 
 fn new_world(seed: u64) -> SimWorld {

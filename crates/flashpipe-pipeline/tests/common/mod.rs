@@ -33,6 +33,8 @@ pub const TEST_ENGINE: EngineConfig = EngineConfig {
     read_buffer_count: 16,
     max_read_bytes: 64 * 1024,
     reads_in_flight_limit: 16,
+    handoff: flashpipe_engine::Handoff::DEFAULT,
+    flush_grouping: flashpipe_engine::FlushGrouping::UntilNextChange,
 };
 
 /// [`store_with`] for files whose names are owned strings.

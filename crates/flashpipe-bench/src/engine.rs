@@ -1,0 +1,650 @@
+//! `flashpipe bench engine`: what one command costs through the engine's hand-off, for
+//! each hand-off mode side by side in one run, against the file system called directly
+//! on the calling thread (issue #13, item 1), and what group commit saves when several
+//! clients flush at once (item 2).
+//!
+//! On a fresh RAM-disk store (1 disk, 4 KiB blocks, written over once before mkfs so no
+//! measurement pays for first-touch page faults), one client calls the engine one
+//! command at a time (`EngineClient::call`), so every command is one hand-off to the
+//! engine thread and one back:
+//! - **stat**: `Stat` of one file: the hand-off alone, the file system's work is a lookup;
+//! - **create+write+flush**: `Create`, `Write` of 1 KiB, `Flush`, per file (a new file
+//!   each time, so every flush commits);
+//! - **read**: `Read` of one 1 KiB file.
+//!
+//! The **direct** rows do the same calling the `Filesystem` on the calling thread (no
+//! engine), on a store of their own: the floor. Every operation runs in rounds; the
+//! report gives the fastest round's mean per operation (the machine's other load only
+//! ever adds time), its ratio to direct, and how the waits ended: parks per operation of
+//! the engine's inbox and of the client's replies (a park is a futex sleep and a wake).
+//!
+//! The group-commit part runs several client threads, each creating, writing (1 KiB) and
+//! flushing its own files, under each [`FlushGrouping`], and reports the time per file
+//! and the file-system commits per flush.
+
+use std::time::{Duration, Instant};
+
+use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation, RamDisk};
+use flashpipe_engine::handoff::MAX_SPIN_US;
+use flashpipe_engine::{
+    Command, Engine, EngineClient, EngineConfig, EngineCounters, EngineError, FlushGrouping,
+    Handoff, Reply, WaitCounts,
+};
+use flashpipe_fs::{
+    FileIoError, Filesystem, FlushError, FormatError, FormatOptions, NamespaceError,
+};
+use serde::Serialize;
+
+use crate::table::Table;
+
+/// FS block size and RAM-disk block size.
+const BLOCK_BYTES: u32 = 4096;
+/// RAM-disk size.
+const RAM_DISK_BYTES: u64 = 256 << 20;
+/// RAM-disk size in `--quick` runs.
+const QUICK_RAM_DISK_BYTES: u64 = 16 << 20;
+/// Requests in flight on the RAM disk.
+const QUEUE_DEPTH: u32 = 32;
+/// Bytes each file holds.
+const FILE_BYTES: usize = 1024;
+/// Rounds each operation runs in.
+const ROUNDS: u64 = 5;
+/// Default operations per stat and read measurement.
+const DEFAULT_OPERATION_COUNT: u64 = 20_000;
+/// Operations per stat and read measurement in `--quick` runs.
+const QUICK_OPERATION_COUNT: u64 = 100;
+/// Files created per mode: this share of the operation count (commits grow with files).
+const FILES_PER_OPERATIONS: u64 = 10;
+/// Default client threads of the group-commit part.
+const DEFAULT_CLIENT_COUNT: usize = 4;
+/// Most client threads.
+const MOST_CLIENT_COUNT: usize = 64;
+/// Commands one client keeps outstanding.
+const CLIENT_OUTSTANDING_LIMIT: usize = 8;
+
+/// Options of `flashpipe bench engine`.
+#[derive(Debug, clap::Args)]
+pub struct BenchEngineArgs {
+    /// Operations per stat and read measurement; a tenth as many files are created,
+    /// written and flushed [default: 20000, 100 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
+    pub operations: Option<u64>,
+    /// Spin windows to measure, microseconds, comma-separated: each adds a
+    /// spin-then-park mode beside park [default: the engine's default window].
+    #[arg(long, value_delimiter = ',')]
+    pub spin_us: Vec<u32>,
+    /// Client threads of the group-commit part [default: 4].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MOST_CLIENT_COUNT as u64))]
+    pub clients: Option<u64>,
+    /// Print JSON instead of tables (every ratio sits in a field named *ratio*).
+    #[arg(long)]
+    pub json: bool,
+    /// A tiny run for tests: 100 operations, a 16 MiB RAM disk.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// What can stop the benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchEngineError {
+    /// A bad command-line value.
+    #[error("bad argument: {0}")]
+    BadArgument(String),
+    /// The RAM disk could not be made or written.
+    #[error(transparent)]
+    Device(#[from] flashpipe_device::DeviceError),
+    /// mkfs failed.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// A name operation of the direct file system failed.
+    #[error(transparent)]
+    Namespace(#[from] NamespaceError),
+    /// A data operation of the direct file system failed.
+    #[error(transparent)]
+    FileIo(#[from] FileIoError),
+    /// A direct flush failed.
+    #[error(transparent)]
+    Flush(#[from] FlushError),
+    /// The engine failed a command.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The engine answered a command with a reply of another kind.
+    #[error("the engine answered {command} with {reply}")]
+    UnexpectedReply {
+        /// The command.
+        command: &'static str,
+        /// What came back.
+        reply: String,
+    },
+    /// Data read back differs from what was written.
+    #[error("data check failed: {0} read back other bytes than were written")]
+    DataMismatch(String),
+    /// A client thread of the group-commit part panicked.
+    #[error("a client thread of the group-commit part panicked")]
+    ClientPanicked,
+}
+
+/// One operation measured one way.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationRow {
+    /// stat, create+write+flush, or read.
+    pub operation: String,
+    /// direct, park, or spin-then-park N us.
+    pub mode: String,
+    /// The spin window (0 for park and direct).
+    pub spin_us: u32,
+    /// Operations timed (over all rounds).
+    pub operations: u64,
+    /// Mean time per operation of the fastest round.
+    pub us_per_operation: f64,
+    /// us_per_operation over the direct row's.
+    pub over_direct_ratio: f64,
+    /// Parks of the engine's inbox per operation (none for direct).
+    pub engine_parks_per_operation: Option<f64>,
+    /// Parks of the client waiting for replies per operation (none for direct).
+    pub client_parks_per_operation: Option<f64>,
+}
+
+/// The group-commit part, one hand-off mode and grouping.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupCommitRow {
+    /// park, or spin-then-park N us.
+    pub mode: String,
+    /// The flush grouping.
+    pub grouping: String,
+    /// Client threads.
+    pub clients: usize,
+    /// Files each client created, wrote and flushed.
+    pub files_per_client: u64,
+    /// Wall time over all files.
+    pub us_per_file: f64,
+    /// File-system flushes (commit calls) the engine made per flush command: 1 for
+    /// one per flush, less when flushes shared a commit.
+    pub commit_calls_per_flush_ratio: f64,
+    /// File-system commits that wrote changes per flush command (a commit call finding
+    /// nothing changed only flushes the device).
+    pub commits_with_changes_per_flush_ratio: f64,
+}
+
+/// Everything measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// How it was measured.
+    pub method: String,
+    /// A tiny run.
+    pub quick: bool,
+    /// One row per operation and mode.
+    pub operations: Vec<OperationRow>,
+    /// One row per mode and grouping.
+    pub group_commit: Vec<GroupCommitRow>,
+}
+
+/// The resolved settings of one run.
+struct Settings {
+    operation_count: u64,
+    file_count: u64,
+    handoffs: Vec<Handoff>,
+    client_count: usize,
+    ram_disk_bytes: u64,
+    quick: bool,
+}
+
+impl Settings {
+    fn from_arguments(arguments: &BenchEngineArgs) -> Result<Settings, BenchEngineError> {
+        let operation_count = arguments.operations.unwrap_or(match arguments.quick {
+            true => QUICK_OPERATION_COUNT,
+            false => DEFAULT_OPERATION_COUNT,
+        });
+        let spin_windows_us = match arguments.spin_us.is_empty() {
+            true => vec![Handoff::DEFAULT.spin_us()],
+            false => arguments.spin_us.clone(),
+        };
+        let mut handoffs = vec![Handoff::Park];
+        for spin_us in spin_windows_us {
+            if spin_us == 0 || spin_us > MAX_SPIN_US {
+                return Err(BenchEngineError::BadArgument(format!(
+                    "--spin-us {spin_us}: a spin window is 1 to {MAX_SPIN_US} microseconds \
+                     (park is always measured)"
+                )));
+            }
+            handoffs.push(Handoff::SpinThenPark { spin_us });
+        }
+        Ok(Settings {
+            operation_count,
+            file_count: (operation_count / FILES_PER_OPERATIONS).max(ROUNDS),
+            handoffs,
+            client_count: arguments
+                .clients
+                .map_or(DEFAULT_CLIENT_COUNT, |count| count as usize),
+            ram_disk_bytes: match arguments.quick {
+                true => QUICK_RAM_DISK_BYTES,
+                false => RAM_DISK_BYTES,
+            },
+            quick: arguments.quick,
+        })
+    }
+}
+
+fn mode_name(handoff: Handoff) -> String {
+    match handoff {
+        Handoff::Park => "park".to_string(),
+        Handoff::SpinThenPark { spin_us } => format!("spin {spin_us} us, then park"),
+    }
+}
+
+/// A fresh file system on a RAM disk written over once.
+fn fresh_filesystem(settings: &Settings) -> Result<Filesystem, BenchEngineError> {
+    let block_count = settings.ram_disk_bytes / u64::from(BLOCK_BYTES);
+    let mut disk = RamDisk::new("ram0", BLOCK_BYTES, block_count, QUEUE_DEPTH)?;
+    write_zeros_everywhere(&mut disk)?;
+    let options = FormatOptions {
+        fs_block_size_bytes: BLOCK_BYTES,
+    };
+    Ok(Filesystem::format(Box::new(disk), &options)?)
+}
+
+fn write_zeros_everywhere(device: &mut dyn BlockDevice) -> Result<(), BenchEngineError> {
+    const BLOCKS_PER_REQUEST: u64 = 256;
+    let block_count = device.info().block_count;
+    let mut first_block = 0;
+    while first_block < block_count {
+        let count = BLOCKS_PER_REQUEST.min(block_count - first_block);
+        let buffer = IoBuf::zeroed((count * u64::from(BLOCK_BYTES)) as usize);
+        run_batch(
+            device,
+            vec![Operation::Write {
+                first_block,
+                buffer,
+            }],
+        )?;
+        first_block += count;
+    }
+    Ok(())
+}
+
+fn file_name(index: u64) -> String {
+    format!("file-{index}")
+}
+
+fn file_bytes(index: u64) -> IoBuf {
+    let mut buffer = IoBuf::zeroed(FILE_BYTES);
+    for (offset, byte) in buffer.iter_mut().enumerate() {
+        *byte = (index as usize * 7 + offset) as u8;
+    }
+    buffer
+}
+
+/// The fastest round's mean per operation, in microseconds: `operation(index)` runs
+/// `count` times split into [`ROUNDS`] rounds.
+fn fastest_round_us(
+    count: u64,
+    mut operation: impl FnMut(u64) -> Result<(), BenchEngineError>,
+) -> Result<f64, BenchEngineError> {
+    let per_round = (count / ROUNDS).max(1);
+    let mut fastest = Duration::MAX;
+    for round in 0..ROUNDS {
+        let started = Instant::now();
+        for index in round * per_round..(round + 1) * per_round {
+            operation(index)?;
+        }
+        fastest = fastest.min(started.elapsed());
+    }
+    Ok(fastest.as_secs_f64() * 1e6 / per_round as f64)
+}
+
+/// Operations each measurement times (whole rounds).
+fn timed_count(count: u64) -> u64 {
+    (count / ROUNDS).max(1) * ROUNDS
+}
+
+/// The three operations calling the file system directly: (stat, create+write+flush,
+/// read) microseconds per operation.
+fn measure_direct(settings: &Settings) -> Result<[f64; 3], BenchEngineError> {
+    let mut filesystem = fresh_filesystem(settings)?;
+    let write_us = fastest_round_us(settings.file_count, |index| {
+        let file = filesystem.create(&file_name(index))?;
+        filesystem.write(file, 0, &file_bytes(index))?;
+        Ok(filesystem.flush()?)
+    })?;
+    let name = file_name(0);
+    let stat_us = fastest_round_us(settings.operation_count, |_| {
+        filesystem.stat_name(&name)?;
+        Ok(())
+    })?;
+    let file = filesystem.open(&name)?;
+    let expected = file_bytes(0);
+    let mut buffer = IoBuf::zeroed(FILE_BYTES);
+    let read_us = fastest_round_us(settings.operation_count, |_| {
+        Ok(filesystem.read_into(file, 0, &mut buffer)?)
+    })?;
+    if buffer[..] != expected[..] {
+        return Err(BenchEngineError::DataMismatch(format!(
+            "direct read of {name}"
+        )));
+    }
+    Ok([stat_us, write_us, read_us])
+}
+
+/// One operation through the engine: microseconds per operation and parks per
+/// operation (engine inbox, client replies).
+struct ThroughEngine {
+    us_per_operation: f64,
+    engine_parks_per_operation: f64,
+    client_parks_per_operation: f64,
+}
+
+fn parks_per_operation(before: WaitCounts, after: WaitCounts, operations: u64) -> f64 {
+    (after.parked - before.parked) as f64 / operations as f64
+}
+
+/// Times `operation` through `engine` and counts the parks it caused.
+fn measure_through_engine(
+    engine: &Engine,
+    client: &mut EngineClient,
+    count: u64,
+    mut operation: impl FnMut(&mut EngineClient, u64) -> Result<(), BenchEngineError>,
+) -> Result<ThroughEngine, BenchEngineError> {
+    let engine_before: EngineCounters = engine.counters();
+    let client_before = client.reply_waits();
+    let us_per_operation = fastest_round_us(count, |index| operation(client, index))?;
+    let operations = timed_count(count);
+    Ok(ThroughEngine {
+        us_per_operation,
+        engine_parks_per_operation: parks_per_operation(
+            engine_before.inbox_waits,
+            engine.counters().inbox_waits,
+            operations,
+        ),
+        client_parks_per_operation: parks_per_operation(
+            client_before,
+            client.reply_waits(),
+            operations,
+        ),
+    })
+}
+
+fn expect_done(reply: Reply, command: &'static str) -> Result<(), BenchEngineError> {
+    match reply {
+        Reply::Done | Reply::Written { .. } | Reply::Stat(_) => Ok(()),
+        other => Err(BenchEngineError::UnexpectedReply {
+            command,
+            reply: format!("{other:?}"),
+        }),
+    }
+}
+
+/// The three operations through an engine with `handoff`: (stat, create+write+flush,
+/// read).
+fn measure_engine(
+    settings: &Settings,
+    handoff: Handoff,
+) -> Result<[ThroughEngine; 3], BenchEngineError> {
+    let config = EngineConfig {
+        handoff,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::start(fresh_filesystem(settings)?, config);
+    let mut client = engine.client(CLIENT_OUTSTANDING_LIMIT);
+    let write = measure_through_engine(
+        &engine,
+        &mut client,
+        settings.file_count,
+        |client, index| {
+            let name = file_name(index);
+            expect_done(
+                client.call(Command::Create { name: name.clone() })?,
+                "create",
+            )?;
+            let data = file_bytes(index);
+            expect_done(
+                client.call(Command::Write {
+                    name,
+                    offset_bytes: 0,
+                    data,
+                })?,
+                "write",
+            )?;
+            expect_done(client.call(Command::Flush)?, "flush")
+        },
+    )?;
+    let name = file_name(0);
+    let stat = measure_through_engine(
+        &engine,
+        &mut client,
+        settings.operation_count,
+        |client, _| expect_done(client.call(Command::Stat { name: name.clone() })?, "stat"),
+    )?;
+    let expected = file_bytes(0);
+    let read = measure_through_engine(
+        &engine,
+        &mut client,
+        settings.operation_count,
+        |client, _| {
+            let command = Command::Read {
+                name: name.clone(),
+                offset_bytes: 0,
+                length_bytes: FILE_BYTES as u64,
+            };
+            match client.call(command)? {
+                Reply::Data(data) if data.bytes() == &expected[..] => Ok(()),
+                Reply::Data(_) => Err(BenchEngineError::DataMismatch(format!(
+                    "engine read of {name}"
+                ))),
+                other => Err(BenchEngineError::UnexpectedReply {
+                    command: "read",
+                    reply: format!("{other:?}"),
+                }),
+            }
+        },
+    )?;
+    drop(client);
+    engine.shutdown()?;
+    Ok([stat, write, read])
+}
+
+const OPERATION_NAMES: [&str; 3] = ["stat", "create+write 1 KiB+flush", "read 1 KiB"];
+
+fn operation_rows(settings: &Settings) -> Result<Vec<OperationRow>, BenchEngineError> {
+    let direct = measure_direct(settings)?;
+    let counts = [
+        settings.operation_count,
+        settings.file_count,
+        settings.operation_count,
+    ];
+    let mut rows: Vec<OperationRow> = (0..3)
+        .map(|index| OperationRow {
+            operation: OPERATION_NAMES[index].to_string(),
+            mode: "direct (no engine)".to_string(),
+            spin_us: 0,
+            operations: timed_count(counts[index]),
+            us_per_operation: direct[index],
+            over_direct_ratio: 1.0,
+            engine_parks_per_operation: None,
+            client_parks_per_operation: None,
+        })
+        .collect();
+    for &handoff in &settings.handoffs {
+        let measured = measure_engine(settings, handoff)?;
+        for (index, through) in measured.into_iter().enumerate() {
+            rows.push(OperationRow {
+                operation: OPERATION_NAMES[index].to_string(),
+                mode: mode_name(handoff),
+                spin_us: handoff.spin_us(),
+                operations: timed_count(counts[index]),
+                us_per_operation: through.us_per_operation,
+                over_direct_ratio: through.us_per_operation / direct[index],
+                engine_parks_per_operation: Some(through.engine_parks_per_operation),
+                client_parks_per_operation: Some(through.client_parks_per_operation),
+            });
+        }
+    }
+    rows.sort_by_key(|row| {
+        OPERATION_NAMES
+            .iter()
+            .position(|name| *name == row.operation)
+    });
+    Ok(rows)
+}
+
+/// Several client threads each create, write and flush their own files.
+fn group_commit_row(
+    settings: &Settings,
+    handoff: Handoff,
+    grouping: FlushGrouping,
+) -> Result<GroupCommitRow, BenchEngineError> {
+    let files_per_client = (settings.file_count / settings.client_count as u64).max(1);
+    let filesystem = fresh_filesystem(settings)?;
+    let sequence_before = filesystem.stats().commit_sequence;
+    let config = EngineConfig {
+        handoff,
+        flush_grouping: grouping,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::start(filesystem, config);
+    let clients: Vec<EngineClient> = (0..settings.client_count)
+        .map(|_| engine.client(CLIENT_OUTSTANDING_LIMIT))
+        .collect();
+    let started = Instant::now();
+    let threads: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(client_index, mut client)| {
+            std::thread::spawn(move || -> Result<(), EngineError> {
+                for file_index in 0..files_per_client {
+                    let index = client_index as u64 * files_per_client + file_index;
+                    let name = file_name(index);
+                    client.call(Command::Create { name: name.clone() })?;
+                    let data = file_bytes(index);
+                    client.call(Command::Write {
+                        name,
+                        offset_bytes: 0,
+                        data,
+                    })?;
+                    client.call(Command::Flush)?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread
+            .join()
+            .map_err(|_| BenchEngineError::ClientPanicked)??;
+    }
+    let elapsed = started.elapsed();
+    let group_commits = engine.counters().group_commits;
+    let filesystem = engine.shutdown_without_commit()?;
+    let commits = filesystem.stats().commit_sequence - sequence_before;
+    let files = files_per_client * settings.client_count as u64;
+    let commit_calls = match grouping {
+        FlushGrouping::OnePerFlush => files,
+        FlushGrouping::UntilNextChange | FlushGrouping::UntilIdle => group_commits,
+    };
+    Ok(GroupCommitRow {
+        mode: mode_name(handoff),
+        grouping: format!("{grouping:?}"),
+        clients: settings.client_count,
+        files_per_client,
+        us_per_file: elapsed.as_secs_f64() * 1e6 / files as f64,
+        commit_calls_per_flush_ratio: commit_calls as f64 / files as f64,
+        commits_with_changes_per_flush_ratio: commits as f64 / files as f64,
+    })
+}
+
+fn group_commit_rows(settings: &Settings) -> Result<Vec<GroupCommitRow>, BenchEngineError> {
+    let groupings = [
+        FlushGrouping::OnePerFlush,
+        FlushGrouping::UntilNextChange,
+        FlushGrouping::UntilIdle,
+    ];
+    let mut rows = Vec::new();
+    for &handoff in &settings.handoffs {
+        for grouping in groupings {
+            rows.push(group_commit_row(settings, handoff, grouping)?);
+        }
+    }
+    Ok(rows)
+}
+
+fn method() -> String {
+    format!(
+        "fresh RAM-disk store per mode (1 disk, {BLOCK_BYTES} B blocks, written over before \
+         mkfs); one client, one command at a time (call); {ROUNDS} rounds per operation, the \
+         fastest round's mean per operation; direct = the file system called on the calling \
+         thread; parks = futex sleeps of the engine's inbox and of the client's replies; \
+         group commit: client threads each create, write {FILE_BYTES} B and flush their own \
+         files, wall time per file, file-system commit calls per flush and commits that \
+         wrote changes per flush"
+    )
+}
+
+impl Report {
+    fn print_tables(&self) {
+        let mut table = Table::new("  ")
+            .left("operation", 24)
+            .left("mode", 22)
+            .right("us/op", 10)
+            .right("x direct", 9)
+            .right("engine parks/op", 15)
+            .right("client parks/op", 16);
+        for row in &self.operations {
+            let parks = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
+            table.row(vec![
+                row.operation.clone(),
+                row.mode.clone(),
+                format!("{:.2}", row.us_per_operation),
+                format!("{:.1}", row.over_direct_ratio),
+                parks(row.engine_parks_per_operation),
+                parks(row.client_parks_per_operation),
+            ]);
+        }
+        println!("engine hand-off: per operation, one client, RAM-disk store");
+        table.print();
+        let mut table = Table::new("  ")
+            .left("mode", 22)
+            .left("grouping", 16)
+            .right("clients", 7)
+            .right("files/client", 12)
+            .right("us/file", 10)
+            .right("commit calls/flush", 18)
+            .right("commits with changes/flush", 26);
+        for row in &self.group_commit {
+            table.row(vec![
+                row.mode.clone(),
+                row.grouping.clone(),
+                row.clients.to_string(),
+                row.files_per_client.to_string(),
+                format!("{:.2}", row.us_per_file),
+                format!("{:.3}", row.commit_calls_per_flush_ratio),
+                format!("{:.3}", row.commits_with_changes_per_flush_ratio),
+            ]);
+        }
+        println!();
+        println!("group commit: create, write 1 KiB, flush per file from several client threads");
+        table.print();
+        println!();
+        println!("method: {}", self.method);
+    }
+}
+
+/// Runs `flashpipe bench engine`.
+pub fn run(arguments: BenchEngineArgs) -> crate::BenchResult {
+    let settings = Settings::from_arguments(&arguments)?;
+    let progress = crate::progress::Progress::spinner("bench engine: one command at a time");
+    let operations = operation_rows(&settings)?;
+    progress.set_message("bench engine: group commit");
+    let group_commit = group_commit_rows(&settings)?;
+    progress.finish();
+    let report = Report {
+        method: method(),
+        quick: settings.quick,
+        operations,
+        group_commit,
+    };
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        report.print_tables();
+    }
+    Ok(())
+}
