@@ -555,8 +555,8 @@ impl Filesystem {
     }
 
     /// Every metadata block of the last commit with its structure: super block slots,
-    /// checkpoint map, name table, inode table, free list, indirect blocks (for fsck
-    /// tests and tools that inspect images).
+    /// checkpoint map, name table, inode table, free list, the log blocks in use (in log
+    /// order), indirect blocks (for fsck tests and tools that inspect images).
     pub fn metadata_blocks(&self) -> Vec<(Structure, u64)> {
         let mut blocks = vec![(Structure::SuperBlock, 0), (Structure::SuperBlock, 1)];
         if let Some(super_block) = &self.state.committed.super_block {
@@ -575,6 +575,8 @@ impl Filesystem {
                         .map(|block| (structure, block)),
                 );
             }
+            let log_blocks = &self.state.committed.log_region[..super_block.log_block_count as usize];
+            blocks.extend(log_blocks.iter().map(|&block| (Structure::Log, block)));
         }
         for node in self.state.files.values() {
             if !node.map_changed {

@@ -41,6 +41,7 @@ mod filesystem;
 pub mod fsck;
 mod image;
 mod io;
+pub mod metadata_log;
 pub mod layout;
 mod name;
 mod state;
@@ -56,6 +57,6 @@ pub use fsck::{
     fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,
     SlotFallback, Structure,
 };
-pub use image::DamagedSlot;
+pub use image::{DamagedSlot, LogDamage};
 pub use io::MAX_REQUEST_BYTES;
 pub use name::name_problem;
