@@ -521,6 +521,18 @@ impl Filesystem {
         commit(&mut self.state, &mut *self.device)
     }
 
+    /// [`Filesystem::flush`] that writes a full checkpoint (every table anew, the log
+    /// emptied) even when a log record would do: for tools and tests, and before an
+    /// unmount that wants the next mount to replay nothing. Nothing to commit: the
+    /// device is only flushed.
+    pub fn flush_checkpoint(&mut self) -> Result<(), FlushError> {
+        if self.is_read_only() {
+            return Ok(());
+        }
+        self.state.force_checkpoint = self.state.changed_since_commit;
+        commit(&mut self.state, &mut *self.device)
+    }
+
     /// Checks the durable image (the last flush) with fsck, without repairing.
     pub fn check(&mut self) -> Result<FsckReport, FsckError> {
         fsck(&mut *self.device, false)

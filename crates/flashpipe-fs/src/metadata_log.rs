@@ -286,7 +286,8 @@ fn decode_entry(
     }
     let fixed = |length: usize| -> Result<&[u8], String> {
         let entry = bytes.get(..length).ok_or("runs past the payload")?;
-        if entry[1..8].iter().any(|&byte| byte != 0) {
+        let reserved_end = if tag == LOG_ENTRY_RECORD_START { 4 } else { 8 };
+        if entry[1..reserved_end].iter().any(|&byte| byte != 0) {
             return Err("reserved bytes are not zero".to_string());
         }
         Ok(entry)

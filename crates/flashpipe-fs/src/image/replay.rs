@@ -86,6 +86,7 @@ impl Loader {
             buffers.extend(read_fs_blocks(device, &self.geometry, chunk)?);
         }
         let mut free = self.free_list_complete.then(|| self.free_bits());
+        let mut last_free_block_count = None;
         let mut names = self.name_index();
         let mut index = 0;
         let mut record_number = 1;
@@ -94,12 +95,21 @@ impl Loader {
             let outcome = self
                 .read_record(&buffers, &addresses, index, sequence)
                 .and_then(|(record, block_count)| {
-                    self.apply_record(&record, free.as_mut(), &mut names)
+                    self.apply_record(&record, &mut names)
                         .map_err(|problem| (index, problem))?;
-                    Ok(block_count)
+                    Ok((record, block_count))
                 });
             match outcome {
-                Ok(block_count) => index += block_count,
+                Ok((record, block_count)) => {
+                    if let Some(tracked) = free.as_mut() {
+                        if let Err(problem) = apply_extents(&record, tracked, &self.geometry) {
+                            self.free_list_wrong(addresses[index], sequence, problem);
+                            free = None;
+                        }
+                    }
+                    last_free_block_count = Some(record.free_block_count);
+                    index += block_count;
+                }
                 Err((damaged_index, problem)) => {
                     self.log_damaged(&buffers, &addresses, (index, damaged_index), sequence, problem);
                     break;
@@ -117,6 +127,17 @@ impl Loader {
         }
         if let Some(free) = free {
             self.free_extents = extents_of(&free.bits, self.geometry.fs_block_count);
+            match last_free_block_count {
+                Some(said) if said != free.count => {
+                    let problem = format!(
+                        "the last log record says {said} free blocks, the free list and the \
+                         log's changes to it hold {}",
+                        free.count
+                    );
+                    self.find(Structure::FreeList, None, problem, true);
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -183,7 +204,6 @@ impl Loader {
     fn apply_record(
         &mut self,
         record: &LogRecord,
-        free: Option<&mut FreeBlocks>,
         names: &mut HashMap<Box<str>, u64>,
     ) -> Result<(), String> {
         if record.next_inode_number < self.next_inode_number {
@@ -224,16 +244,6 @@ impl Loader {
                 record.file_count
             ));
         }
-        if let Some(free) = free {
-            check_extents(record, free, self.geometry.fs_block_count)?;
-            if free.count != record.free_block_count {
-                undo_extents(record, free);
-                return Err(format!(
-                    "{} free blocks after the record, which says {}",
-                    free.count, record.free_block_count
-                ));
-            }
-        }
         for inode_number in removed.iter().chain(&upserted) {
             if let Some(old) = self.files.remove(inode_number) {
                 if let Some(name) = old.name {
@@ -247,6 +257,18 @@ impl Loader {
         }
         self.next_inode_number = record.next_inode_number;
         Ok(())
+    }
+
+    /// A record's allocator changes do not fit the free list: the free list (or the
+    /// record's extents) is wrong; the files are replayed all the same, and repair
+    /// rebuilds the free list from the blocks in use.
+    fn free_list_wrong(&mut self, block: u64, sequence: u64, problem: String) {
+        self.free_list_complete = false;
+        let finding = format!(
+            "log record of commit {sequence} and the free list disagree: {problem}: the free \
+             list is rebuilt from the blocks in use by `flashpipe fsck --repair`"
+        );
+        self.find(Structure::FreeList, Some(block), finding, true);
     }
 
     /// The checks the inode table's records get, for a file entry of the log.
@@ -349,6 +371,15 @@ impl Loader {
     }
 }
 
+/// Applies a record's extents to `free`.
+fn apply_extents(
+    record: &LogRecord,
+    free: &mut FreeBlocks,
+    geometry: &crate::io::Geometry,
+) -> Result<(), String> {
+    check_extents(record, free, geometry.fs_block_count)
+}
+
 /// Takes the record's allocated extents out of `free` and puts its freed extents in;
 /// an allocated block that is not free or a freed block that is is an error, and
 /// `free` is then left as it was.
@@ -394,17 +425,6 @@ fn restore(free: &mut FreeBlocks, allocated: &[u64], freed: &[u64]) {
         free.bits.clear(block);
         free.count -= 1;
     }
-}
-
-/// Undoes a record's extents after [`check_extents`] succeeded.
-fn undo_extents(record: &LogRecord, free: &mut FreeBlocks) {
-    let blocks = |extents: &[(u64, u64)]| -> Vec<u64> {
-        extents
-            .iter()
-            .flat_map(|&(first, count)| first..first + count)
-            .collect()
-    };
-    restore(free, &blocks(&record.allocated), &blocks(&record.freed));
 }
 
 fn loaded_file(file: &LogFile) -> LoadedFile {
