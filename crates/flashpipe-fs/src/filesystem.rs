@@ -587,7 +587,8 @@ impl Filesystem {
                         .map(|block| (structure, block)),
                 );
             }
-            let log_blocks = &self.state.committed.log_region[..super_block.log_block_count as usize];
+            let log_blocks =
+                &self.state.committed.log_region[..super_block.log_block_count as usize];
             blocks.extend(log_blocks.iter().map(|&block| (Structure::Log, block)));
         }
         for node in self.state.files.values() {

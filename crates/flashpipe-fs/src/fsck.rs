@@ -591,14 +591,19 @@ fn planned_losses(image: &LoadedImage) -> Vec<LostFile> {
             "log record of commit {} (block {}) is damaged: {}",
             damage.commit_sequence, damage.block, damage.problem
         );
-        losses.extend(damage.lost_files.iter().map(|(inode_number, name)| LostFile {
-            inode_number: *inode_number,
-            name: Some(name.clone()),
-            outcome: LostFileOutcome::RolledBack {
-                to_commit: damage.commit_sequence - 1,
-            },
-            reason: reason.clone(),
-        }));
+        losses.extend(
+            damage
+                .lost_files
+                .iter()
+                .map(|(inode_number, name)| LostFile {
+                    inode_number: *inode_number,
+                    name: Some(name.clone()),
+                    outcome: LostFileOutcome::RolledBack {
+                        to_commit: damage.commit_sequence - 1,
+                    },
+                    reason: reason.clone(),
+                }),
+        );
     }
     for (&inode_number, file) in &image.files {
         if let Some(damage) = image.damaged_chains.get(&inode_number) {

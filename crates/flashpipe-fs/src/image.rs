@@ -14,10 +14,10 @@ use crate::io::{read_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count_in_version, open_metadata_block,
     pointer_entry_bytes, pointers_per_indirect_block_in_version, read_pointer_entry, read_u32,
-    read_u64, reserved_offset_of_version, MetadataHeader, MetadataKind, SuperBlock, SuperBlockProblem, DIRECT_POINTER_COUNT,
-    FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES, INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES,
-    METADATA_HEADER_BYTES, MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES,
-    SUPER_BLOCK_SIZE_BYTES,
+    read_u64, reserved_offset_of_version, MetadataHeader, MetadataKind, SuperBlock,
+    SuperBlockProblem, DIRECT_POINTER_COUNT, FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES,
+    INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES, METADATA_HEADER_BYTES,
+    MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::name::name_problem;
 
@@ -1143,7 +1143,9 @@ impl Loader {
         mark(0, &|| "super block slot 0".to_string());
         mark(1, &|| "super block slot 1".to_string());
         for &block in checkpoint_blocks {
-            mark(block, &|| "checkpoint block (map, table or log region)".to_string());
+            mark(block, &|| {
+                "checkpoint block (map, table or log region)".to_string()
+            });
         }
         for (&inode_number, file) in &self.files {
             for &block in &file.indirect_chain {

@@ -41,8 +41,8 @@ mod filesystem;
 pub mod fsck;
 mod image;
 mod io;
-pub mod metadata_log;
 pub mod layout;
+pub mod metadata_log;
 mod name;
 mod state;
 

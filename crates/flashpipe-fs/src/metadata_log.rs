@@ -10,8 +10,8 @@
 
 use crate::layout::{
     open_metadata_block, read_pointer_entry, read_u32, read_u64, seal_metadata_block,
-    write_pointer_entry, write_u32, write_u64, MetadataHeader, MetadataKind,
-    DIRECT_POINTER_COUNT, INODE_RECORD_HEADER_BYTES, METADATA_HEADER_BYTES, POINTER_ENTRY_BYTES,
+    write_pointer_entry, write_u32, write_u64, MetadataHeader, MetadataKind, DIRECT_POINTER_COUNT,
+    INODE_RECORD_HEADER_BYTES, METADATA_HEADER_BYTES, POINTER_ENTRY_BYTES,
 };
 
 /// Tag of the entry that starts a record (the first entry of its first block).
@@ -376,8 +376,8 @@ pub fn salvage_changes(block: &[u8]) -> (Vec<(u64, String)>, Vec<u64>) {
     if read_u32(block, 0) != MetadataKind::Log.code() {
         return (files, removed);
     }
-    let payload_bytes = (read_u32(block, 28) as usize)
-        .min(block.len().saturating_sub(METADATA_HEADER_BYTES));
+    let payload_bytes =
+        (read_u32(block, 28) as usize).min(block.len().saturating_sub(METADATA_HEADER_BYTES));
     let payload = &block[METADATA_HEADER_BYTES..METADATA_HEADER_BYTES + payload_bytes];
     let mut record = LogRecord::default();
     let mut counts = None;
@@ -434,7 +434,10 @@ mod tests {
         let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
         assert_eq!(decode_record(&views), Ok(record));
         assert!(open_log_block(&blocks[0], 6, 9).is_err(), "wrong index");
-        assert!(open_log_block(&blocks[0], 5, 8).is_err(), "newer than the super block");
+        assert!(
+            open_log_block(&blocks[0], 5, 8).is_err(),
+            "newer than the super block"
+        );
     }
 
     #[test]
@@ -446,7 +449,13 @@ mod tests {
         assert_eq!(blocks.len(), 3);
         let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
         assert_eq!(decode_record(&views), Ok(record));
-        assert!(decode_record(&views[..2]).is_err(), "a missing block is seen");
-        assert!(decode_record(&views[1..]).is_err(), "a missing start is seen");
+        assert!(
+            decode_record(&views[..2]).is_err(),
+            "a missing block is seen"
+        );
+        assert!(
+            decode_record(&views[1..]).is_err(),
+            "a missing start is seen"
+        );
     }
 }

@@ -21,7 +21,7 @@ use flashpipe_device::{
     SplitMix64,
 };
 use flashpipe_fs::layout::{
-    read_u32, read_u64, write_u32, checksum_with_field_zeroed, FORMAT_VERSION,
+    checksum_with_field_zeroed, read_u32, read_u64, write_u32, FORMAT_VERSION,
     METADATA_HEADER_BYTES,
 };
 use flashpipe_fs::metadata_log::{decode_record, open_log_block, LogFile, LogRecord};
@@ -61,50 +61,50 @@ fn a_log_record_has_the_documented_bytes() {
     assert_eq!(blocks.len(), 1);
     let payload: Vec<u8> = [
         // record start, 48 bytes
-        &[1, 0, 0, 0][..],                     // 0: tag 1, 1..4 reserved
-        &[1, 0, 0, 0],                         // 4..8: record_block_count
-        &[1, 0, 0, 0],                         // 8..12: removed_count
-        &[1, 0, 0, 0],                         // 12..16: file_count_in_record
-        &[1, 0, 0, 0],                         // 16..20: allocated_count
-        &[1, 0, 0, 0],                         // 20..24: freed_count
-        &[0x30, 0, 0, 0, 0, 0, 0, 0],          // 24..32: next_inode_number
-        &[7, 0, 0, 0, 0, 0, 0, 0],             // 32..40: file_count
-        &[0x34, 0x12, 0, 0, 0, 0, 0, 0],       // 40..48: free_block_count
+        &[1, 0, 0, 0][..],               // 0: tag 1, 1..4 reserved
+        &[1, 0, 0, 0],                   // 4..8: record_block_count
+        &[1, 0, 0, 0],                   // 8..12: removed_count
+        &[1, 0, 0, 0],                   // 12..16: file_count_in_record
+        &[1, 0, 0, 0],                   // 16..20: allocated_count
+        &[1, 0, 0, 0],                   // 20..24: freed_count
+        &[0x30, 0, 0, 0, 0, 0, 0, 0],    // 24..32: next_inode_number
+        &[7, 0, 0, 0, 0, 0, 0, 0],       // 32..40: file_count
+        &[0x34, 0x12, 0, 0, 0, 0, 0, 0], // 40..48: free_block_count
         // removed inode, 16 bytes
-        &[3, 0, 0, 0, 0, 0, 0, 0],             // 0: tag 3, 1..8 reserved
-        &[0x21, 0, 0, 0, 0, 0, 0, 0],          // 8..16: inode_number
+        &[3, 0, 0, 0, 0, 0, 0, 0],    // 0: tag 3, 1..8 reserved
+        &[0x21, 0, 0, 0, 0, 0, 0, 0], // 8..16: inode_number
         // file, 4 + 40 + 12 x 2 + 2 bytes
-        &[2, 0],                               // 0: tag 2, 1: reserved
-        &[2, 0],                               // 2..4: name_length_bytes
-        &[0x2F, 0, 0, 0, 0, 0, 0, 0],          // inode record: inode_number
-        &[0x88, 0x13, 0, 0, 0, 0, 0, 0],       // size_bytes 5000
-        &[0, 0, 0, 0, 0, 0, 0, 0],             // indirect_head
-        &[0x99, 0, 0, 0, 0, 0, 0, 0],          // modified_clock_ns
-        &[2, 0, 0, 0],                         // direct_count
-        &[0, 0, 0, 0],                         // reserved
-        &[0x40, 0, 0, 0, 0, 0, 0, 0],          // pointer 0: block
-        &[0xDD, 0xCC, 0xBB, 0xAA],             // pointer 0: data_checksum
-        &[0; 12],                              // pointer 1: a hole
-        b"ab",                                 // name
+        &[2, 0],                         // 0: tag 2, 1: reserved
+        &[2, 0],                         // 2..4: name_length_bytes
+        &[0x2F, 0, 0, 0, 0, 0, 0, 0],    // inode record: inode_number
+        &[0x88, 0x13, 0, 0, 0, 0, 0, 0], // size_bytes 5000
+        &[0, 0, 0, 0, 0, 0, 0, 0],       // indirect_head
+        &[0x99, 0, 0, 0, 0, 0, 0, 0],    // modified_clock_ns
+        &[2, 0, 0, 0],                   // direct_count
+        &[0, 0, 0, 0],                   // reserved
+        &[0x40, 0, 0, 0, 0, 0, 0, 0],    // pointer 0: block
+        &[0xDD, 0xCC, 0xBB, 0xAA],       // pointer 0: data_checksum
+        &[0; 12],                        // pointer 1: a hole
+        b"ab",                           // name
         // allocated extent, 24 bytes
-        &[4, 0, 0, 0, 0, 0, 0, 0],             // 0: tag 4, 1..8 reserved
-        &[0x40, 0, 0, 0, 0, 0, 0, 0],          // 8..16: first_block
-        &[1, 0, 0, 0, 0, 0, 0, 0],             // 16..24: block_count
+        &[4, 0, 0, 0, 0, 0, 0, 0],    // 0: tag 4, 1..8 reserved
+        &[0x40, 0, 0, 0, 0, 0, 0, 0], // 8..16: first_block
+        &[1, 0, 0, 0, 0, 0, 0, 0],    // 16..24: block_count
         // freed extent, 24 bytes
-        &[5, 0, 0, 0, 0, 0, 0, 0],             // 0: tag 5, 1..8 reserved
-        &[0x50, 0, 0, 0, 0, 0, 0, 0],          // 8..16: first_block
-        &[3, 0, 0, 0, 0, 0, 0, 0],             // 16..24: block_count
+        &[5, 0, 0, 0, 0, 0, 0, 0],    // 0: tag 5, 1..8 reserved
+        &[0x50, 0, 0, 0, 0, 0, 0, 0], // 8..16: first_block
+        &[3, 0, 0, 0, 0, 0, 0, 0],    // 16..24: block_count
     ]
     .concat();
     assert_eq!(payload.len(), 48 + 16 + 70 + 24 + 24);
     let mut expected: Vec<u8> = [
-        &b"LOGR"[..],                    // 0..4: kind
-        &[0, 0, 0, 0],                   // 4..8: checksum (zero here)
-        &[0x02, 0x01, 0, 0, 0, 0, 0, 0], // 8..16: commit_sequence
-        &[0, 0, 0, 0, 0, 0, 0, 0],       // 16..24: next_block (always 0)
-        &[5, 0, 0, 0],                   // 24..28: entry_count
+        &b"LOGR"[..],                          // 0..4: kind
+        &[0, 0, 0, 0],                         // 4..8: checksum (zero here)
+        &[0x02, 0x01, 0, 0, 0, 0, 0, 0],       // 8..16: commit_sequence
+        &[0, 0, 0, 0, 0, 0, 0, 0],             // 16..24: next_block (always 0)
+        &[5, 0, 0, 0],                         // 24..28: entry_count
         &(payload.len() as u32).to_le_bytes(), // 28..32: payload_bytes
-        &[5, 0, 0, 0, 0, 0, 0, 0],       // 32..40: owner = index in the log region
+        &[5, 0, 0, 0, 0, 0, 0, 0],             // 32..40: owner = index in the log region
     ]
     .concat();
     expected.extend_from_slice(&payload);
@@ -159,8 +159,15 @@ fn a_commit_after_a_checkpoint_appends_one_record_read_back_from_the_device() {
     assert_eq!(&*record.files[0].name, "added");
     assert_eq!(record.files[0].size_bytes, 100);
     assert_eq!(record.file_count, 1);
-    assert_eq!(record.allocated.iter().map(|e| e.1).sum::<u64>(), 1, "one data block");
-    assert!(!record.freed.is_empty(), "the deleted file's block comes back");
+    assert_eq!(
+        record.allocated.iter().map(|e| e.1).sum::<u64>(),
+        1,
+        "one data block"
+    );
+    assert!(
+        !record.freed.is_empty(),
+        "the deleted file's block comes back"
+    );
     let super_block = [0u64, 1]
         .iter()
         .map(|&slot| shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize))
@@ -274,7 +281,10 @@ fn a_flush_after_one_small_change_writes_the_same_few_blocks_whatever_the_file_c
         "blocks (and write requests) per flush: 1,000 files {small:?}, 4,000 files {large:?}; \
          a full checkpoint: {small_checkpoint} and {large_checkpoint} blocks"
     );
-    assert_eq!(small, large, "the commit's cost does not depend on the file count");
+    assert_eq!(
+        small, large,
+        "the commit's cost does not depend on the file count"
+    );
     for &(blocks, _) in &small {
         assert!(
             blocks <= 2,
@@ -471,7 +481,10 @@ fn a_damaged_log_record_is_reported_with_what_it_loses_and_repair_keeps_the_comm
     assert_eq!(names(&fs), vec!["base", "log-1"]);
     let file = fs.open("log-1").unwrap();
     assert_eq!(fs.read(file, 0, 10).unwrap()[..], pattern(10, 1)[..]);
-    assert!(blocks_of(&fs, Structure::Log).is_empty(), "repair writes a checkpoint");
+    assert!(
+        blocks_of(&fs, Structure::Log).is_empty(),
+        "repair writes a checkpoint"
+    );
 }
 
 #[test]
@@ -479,7 +492,8 @@ fn a_version_2_image_mounts_and_its_first_commit_writes_version_3() {
     let shared = SharedDisk::new(4096, 4096);
     let mut fs = format(shared.boxed());
     let old = fs.create("old").unwrap();
-    fs.write(old, 0, &pattern(20 * BLOCK_SIZE as usize, 5)).unwrap();
+    fs.write(old, 0, &pattern(20 * BLOCK_SIZE as usize, 5))
+        .unwrap();
     fs.flush_checkpoint().unwrap();
     let newest_slot = fs.stats().commit_sequence % 2;
     let mut super_block = shared.peek(newest_slot * BLOCK_SIZE, BLOCK_SIZE as usize);
@@ -492,17 +506,27 @@ fn a_version_2_image_mounts_and_its_first_commit_writes_version_3() {
 
     assert!(fsck(&mut shared.boxed(), false).unwrap().is_clean());
     let mut fs = Filesystem::mount(shared.boxed()).unwrap();
-    let version_of =
-        |slot: u64| read_u32(&shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize), 8);
+    let version_of = |slot: u64| read_u32(&shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize), 8);
     assert_eq!(version_of(newest_slot), 2);
     let new = fs.create("new").unwrap();
     fs.write(new, 0, b"written by version 3").unwrap();
     fs.flush().unwrap();
-    assert_eq!(version_of(1 - newest_slot), FORMAT_VERSION, "the upgrade commit");
-    assert!(blocks_of(&fs, Structure::Log).is_empty(), "it is a checkpoint");
+    assert_eq!(
+        version_of(1 - newest_slot),
+        FORMAT_VERSION,
+        "the upgrade commit"
+    );
+    assert!(
+        blocks_of(&fs, Structure::Log).is_empty(),
+        "it is a checkpoint"
+    );
     fs.write(new, 0, b"W").unwrap();
     fs.flush().unwrap();
-    assert_eq!(blocks_of(&fs, Structure::Log).len(), 1, "then the log is used");
+    assert_eq!(
+        blocks_of(&fs, Structure::Log).len(),
+        1,
+        "then the log is used"
+    );
     drop(fs);
     let mut fs = Filesystem::mount(shared.boxed()).unwrap();
     assert!(fs.check().unwrap().is_clean());

@@ -111,7 +111,13 @@ impl Loader {
                     index += block_count;
                 }
                 Err((damaged_index, problem)) => {
-                    self.log_damaged(&buffers, &addresses, (index, damaged_index), sequence, problem);
+                    self.log_damaged(
+                        &buffers,
+                        &addresses,
+                        (index, damaged_index),
+                        sequence,
+                        problem,
+                    );
                     break;
                 }
             }
@@ -153,7 +159,8 @@ impl Loader {
     ) -> Result<(LogRecord, usize), (usize, String)> {
         let newest = self.super_block.commit_sequence;
         let first = &buffers[index];
-        let header = open_log_block(first, index as u64, newest).map_err(|problem| (index, problem))?;
+        let header =
+            open_log_block(first, index as u64, newest).map_err(|problem| (index, problem))?;
         if header.commit_sequence != sequence {
             return Err((
                 index,
@@ -164,9 +171,13 @@ impl Loader {
             ));
         }
         let start = &first[METADATA_HEADER_BYTES..];
-        if header.payload_bytes < LOG_RECORD_START_BYTES as u32 || start[0] != LOG_ENTRY_RECORD_START
+        if header.payload_bytes < LOG_RECORD_START_BYTES as u32
+            || start[0] != LOG_ENTRY_RECORD_START
         {
-            return Err((index, "the record does not begin with its start entry".to_string()));
+            return Err((
+                index,
+                "the record does not begin with its start entry".to_string(),
+            ));
         }
         let block_count = read_u32(start, 4) as usize;
         if block_count == 0 || index + block_count > addresses.len() {
@@ -179,8 +190,7 @@ impl Loader {
             ));
         }
         let mut blocks: Vec<&[u8]> = Vec::with_capacity(block_count);
-        for position in index..index + block_count {
-            let buffer = &buffers[position];
+        for (position, buffer) in buffers.iter().enumerate().skip(index).take(block_count) {
             let header = open_log_block(buffer, position as u64, newest)
                 .map_err(|problem| (position, problem))?;
             if header.commit_sequence != sequence {
@@ -215,11 +225,14 @@ impl Loader {
         let removed: HashSet<u64> = record.removed.iter().copied().collect();
         for &inode_number in &record.removed {
             if !self.files.contains_key(&inode_number) && self.files_complete {
-                return Err(format!("removes inode {inode_number}, which does not exist"));
+                return Err(format!(
+                    "removes inode {inode_number}, which does not exist"
+                ));
             }
         }
         let upserted: HashSet<u64> = record.files.iter().map(|file| file.inode_number).collect();
-        if upserted.len() != record.files.len() || upserted.iter().any(|inode| removed.contains(inode))
+        if upserted.len() != record.files.len()
+            || upserted.iter().any(|inode| removed.contains(inode))
         {
             return Err("an inode appears twice in the record".to_string());
         }
@@ -227,7 +240,8 @@ impl Loader {
         for file in &record.files {
             self.check_log_file(file, record.next_inode_number)?;
             let holder = names.get(&file.name).copied();
-            let taken = holder.is_some_and(|inode| !removed.contains(&inode) && !upserted.contains(&inode));
+            let taken =
+                holder.is_some_and(|inode| !removed.contains(&inode) && !upserted.contains(&inode));
             if taken || !new_names.insert(file.name.clone()) {
                 return Err(format!("name {:?} would be used twice", file.name));
             }
@@ -278,10 +292,15 @@ impl Loader {
             return Err(format!("{context}: bad name: {reason}"));
         }
         if file.inode_number == 0 || file.inode_number >= next_inode_number {
-            return Err(format!("{context}: inode number outside 1..{next_inode_number}"));
+            return Err(format!(
+                "{context}: inode number outside 1..{next_inode_number}"
+            ));
         }
         if file.size_bytes > self.geometry.capacity_bytes() {
-            return Err(format!("{context}: size {} exceeds the file system", file.size_bytes));
+            return Err(format!(
+                "{context}: size {} exceeds the file system",
+                file.size_bytes
+            ));
         }
         let pointer_count = file.size_bytes.div_ceil(self.geometry.block_bytes());
         if file.direct_pointers.len() as u64 != pointer_count.min(DIRECT_POINTER_COUNT as u64) {
@@ -383,11 +402,24 @@ fn apply_extents(
 /// Takes the record's allocated extents out of `free` and puts its freed extents in;
 /// an allocated block that is not free or a freed block that is is an error, and
 /// `free` is then left as it was.
-fn check_extents(record: &LogRecord, free: &mut FreeBlocks, fs_block_count: u64) -> Result<(), String> {
+fn check_extents(
+    record: &LogRecord,
+    free: &mut FreeBlocks,
+    fs_block_count: u64,
+) -> Result<(), String> {
     let in_range = |&(first, count): &(u64, u64)| {
-        count > 0 && first >= 2 && first.checked_add(count).is_some_and(|end| end <= fs_block_count)
+        count > 0
+            && first >= 2
+            && first
+                .checked_add(count)
+                .is_some_and(|end| end <= fs_block_count)
     };
-    if let Some(bad) = record.allocated.iter().chain(&record.freed).find(|extent| !in_range(extent)) {
+    if let Some(bad) = record
+        .allocated
+        .iter()
+        .chain(&record.freed)
+        .find(|extent| !in_range(extent))
+    {
         return Err(format!("extent {}+{} out of range", bad.0, bad.1));
     }
     let mut done_allocated = Vec::new();

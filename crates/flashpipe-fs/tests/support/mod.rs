@@ -6,15 +6,15 @@
 
 use std::sync::{Arc, Mutex};
 
+use flashpipe_device::{
+    run_one, BlockDevice, Clock, Completion, DeviceError, DeviceInfo, IoBuf, Operation, RamDisk,
+    Rejected, Request,
+};
 use flashpipe_fs::layout::{
     open_metadata_block, read_u64, seal_metadata_block, MetadataHeader, MetadataKind,
     METADATA_HEADER_BYTES,
 };
 use flashpipe_fs::{Filesystem, Structure};
-use flashpipe_device::{
-    run_one, BlockDevice, Clock, Completion, DeviceError, DeviceInfo, IoBuf, Operation, RamDisk,
-    Rejected, Request,
-};
 
 /// A RAM disk behind a mutex; clones share the image.
 #[derive(Clone)]
@@ -126,7 +126,11 @@ pub fn pattern(length: usize, seed: u64) -> Vec<u8> {
 pub fn drop_log_region(fs: &Filesystem, shared: &SharedDisk, super_block: &mut [u8]) {
     let block_size = u64::from(fs.stats().fs_block_size_bytes);
     let region_blocks = read_u64(super_block, 112) as usize;
-    assert_eq!(read_u64(super_block, 120), 0, "a checkpoint with an empty log");
+    assert_eq!(
+        read_u64(super_block, 120),
+        0,
+        "a checkpoint with an empty log"
+    );
     let block_of = |wanted: Structure| {
         let found: Vec<u64> = fs
             .metadata_blocks()
