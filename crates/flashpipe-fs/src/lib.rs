@@ -8,8 +8,10 @@
 //! carries a CRC32C, and every block pointer carries the CRC32C of its data block, which
 //! every read verifies ([`FileIoError::DataChecksumMismatch`]).
 //!
-//! Crash safety: everything is copy-on-write; a [`Filesystem::flush`] writes a new
-//! checkpoint to fresh blocks, flushes, switches the super block slot and flushes again.
+//! Crash safety: everything is copy-on-write; a [`Filesystem::flush`] writes what changed
+//! as one record of the metadata log (or, every so often, a new checkpoint of every
+//! table) to blocks no durable commit uses, flushes, switches the super block slot and
+//! flushes again; mount loads the checkpoint and replays the log ([`metadata_log`]).
 //! After a crash at any instant a mount finds exactly the state of the last completed
 //! flush (or of the flush in progress).
 //!
