@@ -17,8 +17,9 @@ use crate::io::{flush_device, write_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, pointers_per_indirect_block,
     seal_metadata_block, write_pointer_entry, write_u64, MetadataHeader, MetadataKind, SuperBlock,
-    DIRECT_POINTER_COUNT, FORMAT_VERSION, FREE_EXTENT_BYTES, METADATA_HEADER_BYTES,
-    NAME_ENTRY_HEADER_BYTES, POINTER_ENTRY_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    DIRECT_POINTER_COUNT, FIRST_LOGGED_FORMAT_VERSION, FORMAT_VERSION, FREE_EXTENT_BYTES,
+    MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, POINTER_ENTRY_BYTES,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::metadata_log::{
     encode_inode_record, LogFile, LogRecord, LOG_EXTENT_ENTRY_BYTES, LOG_FILE_ENTRY_HEADER_BYTES,
@@ -74,7 +75,7 @@ pub fn log_commit_fits(state: &State) -> bool {
     let Some(super_block) = &committed.super_block else {
         return false;
     };
-    if state.force_checkpoint || super_block.format_version < FORMAT_VERSION {
+    if state.force_checkpoint || super_block.format_version < FIRST_LOGGED_FORMAT_VERSION {
         return false;
     }
     let region_left = committed.log_region.len() as u64 - super_block.log_block_count;
@@ -113,8 +114,7 @@ pub fn log_commit_fits(state: &State) -> bool {
 /// Blocks a record of `record_bytes` bytes can fill at most: entries never straddle
 /// blocks, so each block wastes less than the largest entry.
 fn record_block_bound(block_size_bytes: u32, record_bytes: u64) -> u64 {
-    let largest_entry =
-        LOG_FILE_ENTRY_HEADER_BYTES + inode_record_bytes(u64::MAX) + crate::layout::MAX_NAME_BYTES;
+    let largest_entry = LOG_FILE_ENTRY_HEADER_BYTES + inode_record_bytes(u64::MAX) + MAX_NAME_BYTES;
     let usable = (block_size_bytes as usize - METADATA_HEADER_BYTES - largest_entry) as u64;
     record_bytes.div_ceil(usable)
 }
