@@ -66,8 +66,8 @@ pub fn commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), Flu
 }
 
 /// The log rule (docs/format.md, "When a checkpoint is taken"): a commit appends a log
-/// record when the last commit is of version 3 (it has a log region), no repair asks for
-/// a checkpoint, the free blocks hold the new indirect chains of the changed files, and
+/// record when the last commit is of version 3 (it has a log region), no repair (or the
+/// commit policy) asks for a checkpoint, the free blocks hold the new indirect chains of the changed files, and
 /// the record (bounded from above before anything is written) fits in what is left of
 /// the region. Otherwise it writes a checkpoint.
 pub fn log_commit_fits(state: &State) -> bool {
@@ -75,7 +75,10 @@ pub fn log_commit_fits(state: &State) -> bool {
     let Some(super_block) = &committed.super_block else {
         return false;
     };
-    if state.force_checkpoint || super_block.format_version < FIRST_LOGGED_FORMAT_VERSION {
+    if state.force_checkpoint
+        || state.checkpoint_every_commit
+        || super_block.format_version < FIRST_LOGGED_FORMAT_VERSION
+    {
         return false;
     }
     let region_left = committed.log_region.len() as u64 - super_block.log_block_count;

@@ -39,6 +39,18 @@ impl Default for FormatOptions {
     }
 }
 
+/// How commits write the metadata (docs/format.md, "When a checkpoint is taken").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommitPolicy {
+    /// A log record of what changed when it fits the log region, else a full checkpoint
+    /// (the default).
+    #[default]
+    LogWhenItFits,
+    /// A full checkpoint at every commit, as format version 2 did (the images are
+    /// version 3 either way): for side-by-side measurements.
+    CheckpointEveryCommit,
+}
+
 /// Whether a mount may write to its device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MountMode {
@@ -519,6 +531,12 @@ impl Filesystem {
             return Ok(());
         }
         commit(&mut self.state, &mut *self.device)
+    }
+
+    /// Chooses how the next commits write the metadata ([`CommitPolicy`]); a mount starts
+    /// with [`CommitPolicy::LogWhenItFits`]. Either policy reads every image.
+    pub fn set_commit_policy(&mut self, policy: CommitPolicy) {
+        self.state.checkpoint_every_commit = policy == CommitPolicy::CheckpointEveryCommit;
     }
 
     /// [`Filesystem::flush`] that writes a full checkpoint (every table anew, the log

@@ -54,7 +54,7 @@ pub use error::{
     is_crash, CopyError, FileIoError, FlushError, FormatError, FsckError, MountError,
     NamespaceError,
 };
-pub use filesystem::{FileId, FileStat, Filesystem, FormatOptions, FsStats};
+pub use filesystem::{CommitPolicy, FileId, FileStat, Filesystem, FormatOptions, FsStats};
 pub use fsck::{
     fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,
     SlotFallback, Structure,

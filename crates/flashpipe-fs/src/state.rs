@@ -223,6 +223,8 @@ pub struct State {
     /// True when the next commit must write a full checkpoint, not a log record (fsck
     /// repair).
     pub force_checkpoint: bool,
+    /// True when every commit writes a full checkpoint (`CommitPolicy::CheckpointEveryCommit`).
+    pub checkpoint_every_commit: bool,
     /// Set when a flush failed half-way; every later operation refuses.
     pub unusable_reason: Option<String>,
     /// Spare write buffers.
@@ -243,6 +245,7 @@ impl State {
             totals: MetadataTotals::default(),
             changed_since_commit: true,
             force_checkpoint: false,
+            checkpoint_every_commit: false,
             unusable_reason: None,
             buffers: BufferRecycler::default(),
         }

@@ -26,8 +26,8 @@ use flashpipe_fs::layout::{
 };
 use flashpipe_fs::metadata_log::{decode_record, open_log_block, LogFile, LogRecord};
 use flashpipe_fs::{
-    fsck, FileIoError, Filesystem, FlushError, FormatOptions, LostFileOutcome, MountError,
-    NamespaceError, Structure,
+    fsck, CommitPolicy, FileIoError, Filesystem, FlushError, FormatOptions, LostFileOutcome,
+    MountError, NamespaceError, Structure,
 };
 use flashpipe_testkit::seeds::run_seeds;
 use support::{drop_log_region, pattern, SharedDisk};
@@ -246,10 +246,11 @@ impl BlockDevice for CountingDisk {
 
 /// Blocks written by each of `rounds` flushes that each follow one 1 KiB file created
 /// among `file_count` files, and by one full checkpoint after that.
-fn blocks_per_flush(file_count: u64, rounds: u64) -> (Vec<(u64, u64)>, u64) {
+fn blocks_per_flush(file_count: u64, rounds: u64, policy: CommitPolicy) -> (Vec<(u64, u64)>, u64) {
     let shared = SharedDisk::new(4096, 16384);
     let counting = CountingDisk::new(&shared);
     let mut fs = format(Box::new(counting.clone()));
+    fs.set_commit_policy(policy);
     for index in 0..file_count {
         let file = fs.create(&format!("file-{index:06}")).unwrap();
         fs.write(file, 0, &pattern(100, index)).unwrap();
@@ -275,8 +276,8 @@ fn blocks_per_flush(file_count: u64, rounds: u64) -> (Vec<(u64, u64)>, u64) {
 
 #[test]
 fn a_flush_after_one_small_change_writes_the_same_few_blocks_whatever_the_file_count() {
-    let (small, small_checkpoint) = blocks_per_flush(1000, 4);
-    let (large, large_checkpoint) = blocks_per_flush(4000, 4);
+    let (small, small_checkpoint) = blocks_per_flush(1000, 4, CommitPolicy::LogWhenItFits);
+    let (large, large_checkpoint) = blocks_per_flush(4000, 4, CommitPolicy::LogWhenItFits);
     eprintln!(
         "blocks (and write requests) per flush: 1,000 files {small:?}, 4,000 files {large:?}; \
          a full checkpoint: {small_checkpoint} and {large_checkpoint} blocks"
@@ -294,6 +295,13 @@ fn a_flush_after_one_small_change_writes_the_same_few_blocks_whatever_the_file_c
     assert!(
         large_checkpoint > 3 * small_checkpoint.max(1) && large_checkpoint > 40,
         "a checkpoint grows with the file count ({small_checkpoint} -> {large_checkpoint})"
+    );
+    let (every_small, _) = blocks_per_flush(1000, 2, CommitPolicy::CheckpointEveryCommit);
+    let (every_large, _) = blocks_per_flush(4000, 2, CommitPolicy::CheckpointEveryCommit);
+    eprintln!("with a checkpoint at every commit: {every_small:?} and {every_large:?}");
+    assert!(
+        every_large[1].0 > 3 * every_small[1].0 && every_small[1].0 > 10 * small[1].0,
+        "the version-2 way grows with the file count"
     );
 }
 
