@@ -170,6 +170,27 @@ impl Allocator {
         merged
     }
 
+    /// Blocks handed out since the last commit and still held, as sorted extents: what a
+    /// log record lists as taken from the free list.
+    pub fn fresh_extents(&self) -> Vec<(u64, u64)> {
+        let mut blocks: Vec<u64> = self.fresh.iter().copied().collect();
+        blocks.sort_unstable();
+        extents_of_sorted_blocks(&blocks)
+    }
+
+    /// Blocks freed since the last commit that it still uses, as sorted extents: what a
+    /// log record lists as given back to the free list.
+    pub fn pending_extents(&self) -> Vec<(u64, u64)> {
+        let mut blocks = self.pending.clone();
+        blocks.sort_unstable();
+        extents_of_sorted_blocks(&blocks)
+    }
+
+    /// Blocks free in the next commit's image: free now plus pending.
+    pub fn free_block_count_after_commit(&self) -> u64 {
+        self.free_block_count + self.pending.len() as u64
+    }
+
     /// The last commit is durable: pending blocks become allocatable, nothing is fresh.
     pub fn commit_is_durable(&mut self) {
         for block in std::mem::take(&mut self.pending) {
@@ -206,6 +227,22 @@ impl Allocator {
     }
 }
 
+/// Sorted, distinct blocks as extents of adjacent blocks.
+fn extents_of_sorted_blocks(blocks: &[u64]) -> Vec<(u64, u64)> {
+    let mut extents: Vec<(u64, u64)> = Vec::new();
+    for &block in blocks {
+        match extents.last_mut() {
+            Some(last) if last.0 + last.1 == block => last.1 += 1,
+            Some(last) => {
+                assert!(last.0 + last.1 < block, "block {block} listed twice");
+                extents.push((block, 1));
+            }
+            None => extents.push((block, 1)),
+        }
+    }
+    extents
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +259,9 @@ mod tests {
         assert_eq!(allocator.free_block_count(), 7);
         assert_eq!(allocator.pending_block_count(), 1);
         assert_eq!(allocator.extents_after_commit(), vec![(2, 1), (5, 7)]);
+        assert_eq!(allocator.pending_extents(), vec![(2, 1)]);
+        assert!(allocator.fresh_extents().is_empty());
+        assert_eq!(allocator.free_block_count_after_commit(), 8);
         allocator.commit_is_durable();
         assert_eq!(allocator.free_block_count(), 8);
     }

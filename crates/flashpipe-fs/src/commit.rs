@@ -1,9 +1,14 @@
-//! The commit (flush): writes the in-memory state as a new checkpoint, copy-on-write,
-//! then switches the super block (docs/format.md, "Crash consistency", step 2).
+//! The commit (flush): writes what changed since the last commit, copy-on-write, then
+//! switches the super block (docs/format.md, "Crash consistency", step 2, and "Metadata
+//! log").
 //!
-//! Order: new indirect chains and checkpoint tables go to fresh blocks; device flush;
-//! super block into the older slot; device flush; only then do blocks freed by this
-//! commit become allocatable again.
+//! A commit is either a *log commit* (the changed files, removed inodes and allocator
+//! changes as one record appended to the checkpoint's log region: its cost follows the
+//! change, not the file count) or a *checkpoint* (every table written anew, with a new
+//! log region). The rule is [`log_commit_fits`]. Order either way: new indirect chains
+//! and the record or checkpoint go to blocks no durable commit uses; device flush; super
+//! block into the older slot; device flush; only then do blocks freed by this commit
+//! become allocatable again.
 
 use flashpipe_device::{BlockDevice, IoBuf};
 
@@ -12,10 +17,23 @@ use crate::io::{flush_device, write_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, pointers_per_indirect_block,
     seal_metadata_block, write_pointer_entry, write_u64, MetadataHeader, MetadataKind, SuperBlock,
-    DIRECT_POINTER_COUNT, FORMAT_VERSION, FREE_EXTENT_BYTES, METADATA_HEADER_BYTES,
-    NAME_ENTRY_HEADER_BYTES, POINTER_ENTRY_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    DIRECT_POINTER_COUNT, FIRST_LOGGED_FORMAT_VERSION, FORMAT_VERSION, FREE_EXTENT_BYTES,
+    MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, POINTER_ENTRY_BYTES,
+    SUPER_BLOCK_SIZE_BYTES,
 };
-use crate::state::{CommittedCheckpoint, State};
+use crate::metadata_log::{
+    encode_inode_record, LogFile, LogRecord, LOG_EXTENT_ENTRY_BYTES, LOG_FILE_ENTRY_HEADER_BYTES,
+    LOG_RECORD_START_BYTES, LOG_REMOVED_ENTRY_BYTES,
+};
+use crate::state::{CommittedCheckpoint, FileNode, State};
+
+/// Fewest blocks of a checkpoint's log region (when the free space allows).
+pub const LOG_REGION_MIN_BLOCKS: u64 = 4;
+/// Most blocks of a checkpoint's log region: bounds what a mount reads and replays.
+pub const LOG_REGION_MAX_BLOCKS: u64 = 8192;
+/// A log region takes at most this fraction (1/n) of the blocks free after the
+/// checkpoint's tables, so that it never crowds out data on a nearly full store.
+pub const LOG_REGION_FREE_SPACE_DIVISOR: u64 = 8;
 
 /// Commits `state` to `device`. When nothing changed since the last commit it only
 /// flushes the device. A failure half-way makes the state unusable.
@@ -28,24 +46,183 @@ pub fn commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), Flu
     if !state.changed_since_commit {
         return flush_device(device).map_err(FlushError::from);
     }
-    let needed_blocks = commit_space_needed(state);
-    let free_blocks = state.allocator.free_block_count();
-    if needed_blocks > free_blocks {
-        return Err(FlushError::NoSpace {
-            needed_blocks,
-            free_blocks,
-        });
-    }
-    let result = write_checkpoint(state, device);
+    let result = if log_commit_fits(state) {
+        write_log_commit(state, device)
+    } else {
+        let needed_blocks = commit_space_needed(state);
+        let free_blocks = state.allocator.free_block_count();
+        if needed_blocks > free_blocks {
+            return Err(FlushError::NoSpace {
+                needed_blocks,
+                free_blocks,
+            });
+        }
+        write_checkpoint(state, device)
+    };
     if let Err(error) = &result {
         state.unusable_reason = Some(error.to_string());
     }
     result
 }
 
-/// Blocks the commit will allocate, computed exactly before anything changes: new
-/// indirect chains, the packed name and inode tables, and the free list and map sized
-/// for the most extents the releases and allocations can produce.
+/// The log rule (docs/format.md, "When a checkpoint is taken"): a commit appends a log
+/// record when the last commit is of version 3 (it has a log region), no repair (or the
+/// commit policy) asks for a checkpoint, the free blocks hold the new indirect chains of the changed files, and
+/// the record (bounded from above before anything is written) fits in what is left of
+/// the region. Otherwise it writes a checkpoint.
+pub fn log_commit_fits(state: &State) -> bool {
+    let committed = &state.committed;
+    let Some(super_block) = &committed.super_block else {
+        return false;
+    };
+    if state.force_checkpoint
+        || state.checkpoint_every_commit
+        || super_block.format_version < FIRST_LOGGED_FORMAT_VERSION
+    {
+        return false;
+    }
+    let region_left = committed.log_region.len() as u64 - super_block.log_block_count;
+    if region_left == 0 {
+        return false;
+    }
+    let block_size = state.geometry.fs_block_size_bytes;
+    let mut chain_blocks = 0;
+    let mut old_chain_blocks = 0;
+    let mut record_bytes = LOG_RECORD_START_BYTES as u64;
+    for inode_number in state.files.touched() {
+        match state.files.get(inode_number) {
+            Some(node) => {
+                if node.map_changed {
+                    chain_blocks += indirect_block_count(block_size, node.pointers.len() as u64);
+                    old_chain_blocks += node.indirect_chain.len() as u64;
+                }
+                record_bytes += (LOG_FILE_ENTRY_HEADER_BYTES
+                    + inode_record_bytes(node.pointers.len() as u64)
+                    + node.name.len()) as u64;
+            }
+            None => record_bytes += LOG_REMOVED_ENTRY_BYTES as u64,
+        }
+    }
+    if chain_blocks > state.allocator.free_block_count() {
+        return false;
+    }
+    let extent_bound = state.allocator.fresh_extents().len() as u64
+        + state.allocator.pending_extents().len() as u64
+        + chain_blocks
+        + old_chain_blocks;
+    record_bytes += extent_bound * LOG_EXTENT_ENTRY_BYTES as u64;
+    record_block_bound(block_size, record_bytes) <= region_left
+}
+
+/// Blocks a record of `record_bytes` bytes can fill at most: entries never straddle
+/// blocks, so each block wastes less than the largest entry.
+fn record_block_bound(block_size_bytes: u32, record_bytes: u64) -> u64 {
+    let largest_entry = LOG_FILE_ENTRY_HEADER_BYTES + inode_record_bytes(u64::MAX) + MAX_NAME_BYTES;
+    let usable = (block_size_bytes as usize - METADATA_HEADER_BYTES - largest_entry) as u64;
+    record_bytes.div_ceil(usable)
+}
+
+/// Appends one log record for the changes since the last commit: new indirect chains
+/// of changed files into fresh blocks, the record into the next blocks of the log
+/// region, flush, super block, flush.
+fn write_log_commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
+    let sequence = state.committed.sequence + 1;
+    let touched: Vec<u64> = state.files.touched().iter().copied().collect();
+    let changed_maps: Vec<u64> = touched
+        .iter()
+        .copied()
+        .filter(|inode| state.files.get(inode).is_some_and(|node| node.map_changed))
+        .collect();
+    let mut writes = rewrite_indirect_chains(state, sequence, &changed_maps);
+    let record = build_log_record(state, sequence, &touched);
+    let mut super_block = state
+        .committed
+        .super_block
+        .clone()
+        .expect("a log commit extends a committed checkpoint");
+    let first_index = super_block.log_block_count;
+    let blocks = record.encode(state.geometry.fs_block_size_bytes, first_index);
+    assert!(
+        first_index + blocks.len() as u64 <= state.committed.log_region.len() as u64,
+        "the log rule bounded the record to the region left"
+    );
+    let record_block_count = blocks.len() as u64;
+    for (offset, block) in blocks.into_iter().enumerate() {
+        let address = state.committed.log_region[first_index as usize + offset];
+        writes.push((address, IoBuf::from_slice(&block)));
+    }
+    super_block.commit_sequence = sequence;
+    super_block.log_block_count = first_index + record_block_count;
+    super_block.log_record_count += 1;
+    write_fs_blocks(device, &state.geometry, writes)?;
+    flush_device(device)?;
+    write_super_block(device, &state.geometry, sequence % 2, &super_block)?;
+    flush_device(device)?;
+    state.allocator.commit_is_durable();
+    for inode_number in &touched {
+        if let Some(node) = state.files.get_mut(inode_number) {
+            node.map_changed = false;
+        }
+    }
+    state.committed.sequence = sequence;
+    state.committed.next_inode_number = state.next_inode_number;
+    state.committed.super_block = Some(super_block);
+    state.files.forget_touched();
+    state.changed_since_commit = false;
+    Ok(())
+}
+
+/// The record of the changes since the last commit (indirect chains already
+/// rewritten): every touched file that exists, whole; every touched file that the last
+/// commit held and that is gone; the allocator's fresh and pending extents.
+fn build_log_record(state: &State, sequence: u64, touched: &[u64]) -> LogRecord {
+    let mut record = LogRecord {
+        commit_sequence: sequence,
+        next_inode_number: state.next_inode_number,
+        file_count: state.files.len() as u64,
+        free_block_count: state.allocator.free_block_count_after_commit(),
+        allocated: state.allocator.fresh_extents(),
+        freed: state.allocator.pending_extents(),
+        ..LogRecord::default()
+    };
+    for &inode_number in touched {
+        match state.files.get(&inode_number) {
+            Some(node) => record.files.push(log_file(inode_number, node)),
+            None if inode_number < state.committed.next_inode_number => {
+                record.removed.push(inode_number)
+            }
+            None => {}
+        }
+    }
+    record
+}
+
+fn log_file(inode_number: u64, node: &FileNode) -> LogFile {
+    let direct_count = node.pointers.len().min(DIRECT_POINTER_COUNT);
+    LogFile {
+        inode_number,
+        name: node.name.clone(),
+        size_bytes: node.size_bytes,
+        indirect_head: node.indirect_chain.first().copied().unwrap_or(0),
+        modified_clock_ns: node.modified_clock_ns,
+        direct_pointers: node.pointers[..direct_count].to_vec(),
+        direct_checksums: node.checksums[..direct_count].to_vec(),
+    }
+}
+
+/// Blocks of the log region a checkpoint with `table_blocks` name and inode table
+/// blocks gets when `free_blocks` are free: half the tables, at least
+/// [`LOG_REGION_MIN_BLOCKS`], at most [`LOG_REGION_MAX_BLOCKS`] and at most
+/// 1/[`LOG_REGION_FREE_SPACE_DIVISOR`] of the blocks the tables leave free.
+pub fn log_region_blocks(table_blocks: u64, free_blocks: u64) -> u64 {
+    let wanted = (table_blocks / 2).clamp(LOG_REGION_MIN_BLOCKS, LOG_REGION_MAX_BLOCKS);
+    let spare = free_blocks.saturating_sub(table_blocks) / LOG_REGION_FREE_SPACE_DIVISOR;
+    wanted.min(spare)
+}
+
+/// Blocks the checkpoint will allocate, computed exactly before anything changes: new
+/// indirect chains, the packed name and inode tables, the log region, and the free list
+/// and map sized for the most extents the releases and allocations can produce.
 fn commit_space_needed(state: &State) -> u64 {
     let block_size = state.geometry.fs_block_size_bytes;
     let mut chain_blocks = 0;
@@ -68,11 +245,19 @@ fn commit_space_needed(state: &State) -> u64 {
             .values()
             .map(|node| inode_record_bytes(node.pointers.len() as u64)),
     );
+    let region_blocks = log_region_blocks(
+        name_blocks + inode_blocks,
+        state.allocator.free_block_count(),
+    );
     let extent_bound =
         state.allocator.extents_after_commit().len() as u64 + released_blocks + chain_blocks;
-    let (free_list_blocks, map_blocks) =
-        size_free_list_and_map(state, extent_bound, name_blocks + inode_blocks);
-    chain_blocks + name_blocks + inode_blocks + free_list_blocks + map_blocks
+    let (free_list_blocks, map_blocks) = size_free_list_and_map(
+        state,
+        extent_bound,
+        name_blocks + inode_blocks,
+        region_blocks,
+    );
+    chain_blocks + name_blocks + inode_blocks + free_list_blocks + map_blocks + region_blocks
 }
 
 /// Blocks that entries of `entry_sizes` bytes fill when packed in order (at least one).
@@ -147,22 +332,31 @@ impl TablePacker {
 
 fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
     let sequence = state.committed.sequence + 1;
-    let mut writes = rewrite_indirect_chains(state, sequence);
+    let free_blocks_before = state.allocator.free_block_count();
+    let changed_maps: Vec<u64> = state
+        .files
+        .iter()
+        .filter(|(_, node)| node.map_changed)
+        .map(|(&inode_number, _)| inode_number)
+        .collect();
+    let mut writes = rewrite_indirect_chains(state, sequence, &changed_maps);
     for block in std::mem::take(&mut state.committed.blocks) {
         state.allocator.release(block);
     }
     let name_blocks = pack_name_table(state);
     let inode_blocks = pack_inode_table(state);
+    let named_blocks = name_blocks.len() as u64 + inode_blocks.len() as u64;
+    let region_block_count = log_region_blocks(named_blocks, free_blocks_before);
     let base_extents = state.allocator.extents_after_commit().len() as u64;
-    let (free_list_block_count, map_block_count) = size_free_list_and_map(
+    let (free_list_block_count, map_block_count) =
+        size_free_list_and_map(state, base_extents, named_blocks, region_block_count);
+    let table_block_count = named_blocks + free_list_block_count;
+    let checkpoint_blocks = allocate_addresses(
         state,
-        base_extents,
-        name_blocks.len() as u64 + inode_blocks.len() as u64,
-    );
-    let table_block_count =
-        name_blocks.len() as u64 + inode_blocks.len() as u64 + free_list_block_count;
-    let checkpoint_blocks = allocate_addresses(state, table_block_count + map_block_count)?;
-    let (table_addresses, map_addresses) = checkpoint_blocks.split_at(table_block_count as usize);
+        table_block_count + map_block_count + region_block_count,
+    )?;
+    let (table_addresses, rest) = checkpoint_blocks.split_at(table_block_count as usize);
+    let (map_addresses, region_addresses) = rest.split_at(map_block_count as usize);
     let free_extents = state.allocator.extents_after_commit();
     let free_list_blocks = pack_free_list(state, &free_extents, free_list_block_count as usize);
     let super_block = SuperBlock {
@@ -179,6 +373,9 @@ fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
         inode_table_block_count: inode_blocks.len() as u64,
         free_list_block_count,
         free_extent_count: free_extents.len() as u64,
+        log_region_block_count: region_block_count,
+        log_block_count: 0,
+        log_record_count: 0,
     };
     let tables = [
         (MetadataKind::NameTable, name_blocks),
@@ -195,30 +392,40 @@ fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
             ));
         }
     }
-    writes.extend(build_map_chain(
-        state,
-        sequence,
-        table_addresses,
-        map_addresses,
-    ));
+    let listed: Vec<u64> = table_addresses
+        .iter()
+        .chain(region_addresses)
+        .copied()
+        .collect();
+    writes.extend(build_map_chain(state, sequence, &listed, map_addresses));
     write_fs_blocks(device, &state.geometry, writes)?;
     flush_device(device)?;
     write_super_block(device, &state.geometry, sequence % 2, &super_block)?;
     flush_device(device)?;
-    finish_commit(state, checkpoint_blocks, super_block);
+    let log_region = region_addresses.to_vec();
+    finish_checkpoint(state, checkpoint_blocks, log_region, super_block);
     Ok(())
 }
 
-fn finish_commit(state: &mut State, checkpoint_blocks: Vec<u64>, super_block: SuperBlock) {
+fn finish_checkpoint(
+    state: &mut State,
+    checkpoint_blocks: Vec<u64>,
+    log_region: Vec<u64>,
+    super_block: SuperBlock,
+) {
     state.allocator.commit_is_durable();
     state.committed = CommittedCheckpoint {
         sequence: super_block.commit_sequence,
+        next_inode_number: super_block.next_inode_number,
         blocks: checkpoint_blocks,
         super_block: Some(super_block),
+        log_region,
     };
-    for node in state.files.values_mut() {
+    for node in state.files.values_mut_untracked() {
         node.map_changed = false;
     }
+    state.files.forget_touched();
+    state.force_checkpoint = false;
     state.changed_since_commit = false;
 }
 
@@ -237,15 +444,19 @@ fn allocate_addresses(state: &mut State, block_count: u64) -> Result<Vec<u64>, F
         .collect())
 }
 
-/// Writes new indirect chains for files whose block maps changed; releases old ones.
-fn rewrite_indirect_chains(state: &mut State, sequence: u64) -> Vec<(u64, IoBuf)> {
+/// Writes new indirect chains for the files `inode_numbers` (whose block maps changed);
+/// releases their old ones.
+fn rewrite_indirect_chains(
+    state: &mut State,
+    sequence: u64,
+    inode_numbers: &[u64],
+) -> Vec<(u64, IoBuf)> {
     let geometry = state.geometry;
     let per_block = pointers_per_indirect_block(geometry.fs_block_size_bytes);
     let mut writes = Vec::new();
-    for (&inode_number, node) in state.files.iter_mut() {
-        if !node.map_changed {
-            continue;
-        }
+    for &inode_number in inode_numbers {
+        let node = state.files.get_mut(&inode_number).expect("a live file");
+        assert!(node.map_changed, "inode {inode_number}: only changed maps");
         for block in node.indirect_chain.drain(..) {
             state.allocator.release(block);
         }
@@ -259,29 +470,50 @@ fn rewrite_indirect_chains(state: &mut State, sequence: u64) -> Vec<(u64, IoBuf)
             .into_iter()
             .flat_map(|(first, count)| first..first + count)
             .collect();
-        let beyond_direct = node.pointers.get(DIRECT_POINTER_COUNT..).unwrap_or(&[]);
-        let checksums_beyond_direct = node.checksums.get(DIRECT_POINTER_COUNT..).unwrap_or(&[]);
-        let chunks = beyond_direct
-            .chunks(per_block)
-            .zip(checksums_beyond_direct.chunks(per_block));
-        for (index, (pointers, checksums)) in chunks.enumerate() {
-            let mut buffer = IoBuf::zeroed(geometry.fs_block_size_bytes as usize);
-            for (slot, (&pointer, &checksum)) in pointers.iter().zip(checksums).enumerate() {
-                let offset = METADATA_HEADER_BYTES + POINTER_ENTRY_BYTES * slot;
-                write_pointer_entry(&mut buffer, offset, pointer, checksum);
-            }
-            let header = MetadataHeader {
-                kind: MetadataKind::Indirect,
-                commit_sequence: sequence,
-                next_block: chain.get(index + 1).copied().unwrap_or(0),
-                entry_count: pointers.len() as u32,
-                payload_bytes: (POINTER_ENTRY_BYTES * pointers.len()) as u32,
-                owner: inode_number,
-            };
-            seal_metadata_block(&mut buffer, &header);
-            writes.push((chain[index], buffer));
-        }
+        writes.extend(indirect_chain_blocks(
+            &geometry,
+            per_block,
+            sequence,
+            inode_number,
+            node,
+            &chain,
+        ));
         node.indirect_chain = chain;
+    }
+    writes
+}
+
+/// The sealed blocks of `node`'s indirect chain at the addresses `chain`.
+fn indirect_chain_blocks(
+    geometry: &Geometry,
+    per_block: usize,
+    sequence: u64,
+    inode_number: u64,
+    node: &FileNode,
+    chain: &[u64],
+) -> Vec<(u64, IoBuf)> {
+    let beyond_direct = node.pointers.get(DIRECT_POINTER_COUNT..).unwrap_or(&[]);
+    let checksums_beyond_direct = node.checksums.get(DIRECT_POINTER_COUNT..).unwrap_or(&[]);
+    let chunks = beyond_direct
+        .chunks(per_block)
+        .zip(checksums_beyond_direct.chunks(per_block));
+    let mut writes = Vec::with_capacity(chain.len());
+    for (index, (pointers, checksums)) in chunks.enumerate() {
+        let mut buffer = IoBuf::zeroed(geometry.fs_block_size_bytes as usize);
+        for (slot, (&pointer, &checksum)) in pointers.iter().zip(checksums).enumerate() {
+            let offset = METADATA_HEADER_BYTES + POINTER_ENTRY_BYTES * slot;
+            write_pointer_entry(&mut buffer, offset, pointer, checksum);
+        }
+        let header = MetadataHeader {
+            kind: MetadataKind::Indirect,
+            commit_sequence: sequence,
+            next_block: chain.get(index + 1).copied().unwrap_or(0),
+            entry_count: pointers.len() as u32,
+            payload_bytes: (POINTER_ENTRY_BYTES * pointers.len()) as u32,
+            owner: inode_number,
+        };
+        seal_metadata_block(&mut buffer, &header);
+        writes.push((chain[index], buffer));
     }
     writes
 }
@@ -302,41 +534,33 @@ fn pack_name_table(state: &State) -> Vec<PackedBlock> {
 fn pack_inode_table(state: &State) -> Vec<PackedBlock> {
     let mut packer = TablePacker::new(state.geometry.fs_block_size_bytes as usize);
     let mut entry = Vec::with_capacity(inode_record_bytes(DIRECT_POINTER_COUNT as u64));
-    let mut pointer_entry = [0u8; POINTER_ENTRY_BYTES];
     for (&inode_number, node) in &state.files {
         let direct_count = node.pointers.len().min(DIRECT_POINTER_COUNT);
         entry.clear();
-        entry.extend_from_slice(&inode_number.to_le_bytes());
-        entry.extend_from_slice(&node.size_bytes.to_le_bytes());
-        entry.extend_from_slice(
-            &node
-                .indirect_chain
-                .first()
-                .copied()
-                .unwrap_or(0)
-                .to_le_bytes(),
+        encode_inode_record(
+            &mut entry,
+            inode_number,
+            node.size_bytes,
+            node.indirect_chain.first().copied().unwrap_or(0),
+            node.modified_clock_ns,
+            (
+                &node.pointers[..direct_count],
+                &node.checksums[..direct_count],
+            ),
         );
-        entry.extend_from_slice(&node.modified_clock_ns.to_le_bytes());
-        entry.extend_from_slice(&(direct_count as u32).to_le_bytes());
-        entry.extend_from_slice(&0u32.to_le_bytes());
-        for (&pointer, &checksum) in node.pointers[..direct_count]
-            .iter()
-            .zip(&node.checksums[..direct_count])
-        {
-            write_pointer_entry(&mut pointer_entry, 0, pointer, checksum);
-            entry.extend_from_slice(&pointer_entry);
-        }
         packer.push(&entry);
     }
     packer.finish(1)
 }
 
-/// Free list and map sizes, to a fixed point: allocating the checkpoint's own blocks can
-/// split at most one extent per allocated block.
+/// Free list and map sizes, to a fixed point: allocating the checkpoint's own blocks
+/// (tables, map, log region) can split at most one extent per allocated block; the map
+/// lists the tables and the region.
 fn size_free_list_and_map(
     state: &State,
     base_extents: u64,
     name_and_inode_blocks: u64,
+    region_blocks: u64,
 ) -> (u64, u64) {
     let block_size = state.geometry.fs_block_size_bytes;
     let extents_per_block = fixed_entries_per_block(block_size, FREE_EXTENT_BYTES) as u64;
@@ -344,8 +568,10 @@ fn size_free_list_and_map(
     let mut free_list_blocks = base_extents.div_ceil(extents_per_block).max(1);
     loop {
         let tables = name_and_inode_blocks + free_list_blocks;
-        let map_blocks = tables.div_ceil(addresses_per_block).max(1);
-        let bound = (base_extents + tables + map_blocks)
+        let map_blocks = (tables + region_blocks)
+            .div_ceil(addresses_per_block)
+            .max(1);
+        let bound = (base_extents + tables + map_blocks + region_blocks)
             .div_ceil(extents_per_block)
             .max(1);
         if bound <= free_list_blocks {

@@ -39,6 +39,18 @@ impl Default for FormatOptions {
     }
 }
 
+/// How commits write the metadata (docs/format.md, "When a checkpoint is taken").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommitPolicy {
+    /// A log record of what changed when it fits the log region, else a full checkpoint
+    /// (the default).
+    #[default]
+    LogWhenItFits,
+    /// A full checkpoint at every commit, as format version 2 did (the images are
+    /// version 3 either way): for side-by-side measurements.
+    CheckpointEveryCommit,
+}
+
 /// Whether a mount may write to its device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MountMode {
@@ -521,6 +533,24 @@ impl Filesystem {
         commit(&mut self.state, &mut *self.device)
     }
 
+    /// Chooses how the next commits write the metadata ([`CommitPolicy`]); a mount starts
+    /// with [`CommitPolicy::LogWhenItFits`]. Either policy reads every image.
+    pub fn set_commit_policy(&mut self, policy: CommitPolicy) {
+        self.state.checkpoint_every_commit = policy == CommitPolicy::CheckpointEveryCommit;
+    }
+
+    /// [`Filesystem::flush`] that writes a full checkpoint (every table anew, the log
+    /// emptied) even when a log record would do: for tools and tests, and before an
+    /// unmount that wants the next mount to replay nothing. Nothing to commit: the
+    /// device is only flushed.
+    pub fn flush_checkpoint(&mut self) -> Result<(), FlushError> {
+        if self.is_read_only() {
+            return Ok(());
+        }
+        self.state.force_checkpoint = self.state.changed_since_commit;
+        commit(&mut self.state, &mut *self.device)
+    }
+
     /// Checks the durable image (the last flush) with fsck, without repairing.
     pub fn check(&mut self) -> Result<FsckReport, FsckError> {
         fsck(&mut *self.device, false)
@@ -555,8 +585,8 @@ impl Filesystem {
     }
 
     /// Every metadata block of the last commit with its structure: super block slots,
-    /// checkpoint map, name table, inode table, free list, indirect blocks (for fsck
-    /// tests and tools that inspect images).
+    /// checkpoint map, name table, inode table, free list, the log blocks in use (in log
+    /// order), indirect blocks (for fsck tests and tools that inspect images).
     pub fn metadata_blocks(&self) -> Vec<(Structure, u64)> {
         let mut blocks = vec![(Structure::SuperBlock, 0), (Structure::SuperBlock, 1)];
         if let Some(super_block) = &self.state.committed.super_block {
@@ -575,6 +605,9 @@ impl Filesystem {
                         .map(|block| (structure, block)),
                 );
             }
+            let log_blocks =
+                &self.state.committed.log_region[..super_block.log_block_count as usize];
+            blocks.extend(log_blocks.iter().map(|&block| (Structure::Log, block)));
         }
         for node in self.state.files.values() {
             if !node.map_changed {

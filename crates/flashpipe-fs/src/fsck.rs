@@ -52,6 +52,8 @@ pub enum Structure {
     BlockAccounting,
     /// A file's data block whose content does not match its checksum (`fsck --data`).
     DataBlock,
+    /// The metadata log (version 3): a record that cannot be replayed.
+    Log,
 }
 
 impl fmt::Display for Structure {
@@ -65,6 +67,7 @@ impl fmt::Display for Structure {
             Structure::FreeList => "free list",
             Structure::BlockAccounting => "block accounting",
             Structure::DataBlock => "data block",
+            Structure::Log => "metadata log",
         };
         formatter.write_str(name)
     }
@@ -131,6 +134,12 @@ pub enum LostFileOutcome {
         /// The new name (`lost+found.<inode>`).
         to: String,
     },
+    /// A damaged log record: the file goes back to what commit `to_commit` held (it
+    /// disappears if that commit did not have it).
+    RolledBack {
+        /// The commit the file system goes back to.
+        to_commit: u64,
+    },
 }
 
 /// One file repair drops, truncates or renames, and why.
@@ -162,6 +171,10 @@ impl fmt::Display for LostFile {
                 "truncated {who} from {from_size_bytes} to {to_size_bytes} bytes"
             )?,
             LostFileOutcome::Renamed { to } => write!(formatter, "kept {who} as {to:?}")?,
+            LostFileOutcome::RolledBack { to_commit } => write!(
+                formatter,
+                "rolled {who} back to commit {to_commit} (gone if that commit did not hold it)"
+            )?,
         }
         write!(formatter, ": {}", self.reason)
     }
@@ -573,6 +586,25 @@ fn planned_losses(image: &LoadedImage) -> Vec<LostFile> {
             },
         })
         .collect();
+    if let Some(damage) = &image.log_damage {
+        let reason = format!(
+            "log record of commit {} (block {}) is damaged: {}",
+            damage.commit_sequence, damage.block, damage.problem
+        );
+        losses.extend(
+            damage
+                .lost_files
+                .iter()
+                .map(|(inode_number, name)| LostFile {
+                    inode_number: *inode_number,
+                    name: Some(name.clone()),
+                    outcome: LostFileOutcome::RolledBack {
+                        to_commit: damage.commit_sequence - 1,
+                    },
+                    reason: reason.clone(),
+                }),
+        );
+    }
     for (&inode_number, file) in &image.files {
         if let Some(damage) = image.damaged_chains.get(&inode_number) {
             losses.push(LostFile {
@@ -658,6 +690,7 @@ fn repair_image(
         }
     }
     state.changed_since_commit = true;
+    state.force_checkpoint = true;
     commit(&mut state, device)?;
     let super_block = state
         .committed

@@ -14,17 +14,19 @@ use crate::io::{read_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count_in_version, open_metadata_block,
     pointer_entry_bytes, pointers_per_indirect_block_in_version, read_pointer_entry, read_u32,
-    read_u64, MetadataHeader, MetadataKind, SuperBlock, SuperBlockProblem, DIRECT_POINTER_COUNT,
-    FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES, INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES,
-    METADATA_HEADER_BYTES, MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES,
-    SUPER_BLOCK_SIZE_BYTES,
+    read_u64, reserved_offset_of_version, MetadataHeader, MetadataKind, SuperBlock,
+    SuperBlockProblem, DIRECT_POINTER_COUNT, FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES,
+    INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES, METADATA_HEADER_BYTES,
+    MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::name::name_problem;
 
+mod replay;
+
+pub use replay::LogDamage;
+
 /// Offset of the super block's checksum field (docs/format.md, "Super block").
 const SUPER_BLOCK_CHECKSUM_OFFSET: usize = 12;
-/// Offset of the super block's reserved bytes, zero in format version 1.
-const SUPER_BLOCK_RESERVED_OFFSET: usize = 112;
 
 /// Most table blocks read in one batch (bounds memory on huge file systems).
 const TABLE_READ_BATCH_BLOCKS: usize = 4096;
@@ -107,8 +109,16 @@ pub struct LoadedImage {
     pub files: BTreeMap<u64, LoadedFile>,
     /// The free list's extents.
     pub free_extents: Vec<(u64, u64)>,
-    /// Map and table blocks of the checkpoint.
+    /// The checkpoint's table blocks (in map order), then its map blocks, then its log
+    /// region.
     pub checkpoint_blocks: Vec<u64>,
+    /// The checkpoint's log region, in order (empty before version 3).
+    pub log_region: Vec<u64>,
+    /// The inode number the next created file gets, after the log's replay.
+    pub next_inode_number: u64,
+    /// The first log record that could not be replayed, when one could not: the image
+    /// is the commit before it, and what the record and the later ones changed is lost.
+    pub log_damage: Option<LogDamage>,
     /// True when every file's name, record and chain loaded.
     pub files_complete: bool,
     /// True when the checkpoint map could not be read: no table was loaded at all.
@@ -189,6 +199,15 @@ impl BlockBits {
     pub fn get(&self, block: u64) -> bool {
         self.words[(block / 64) as usize] & (1u64 << (block % 64)) != 0
     }
+
+    /// Clears `block`'s bit; returns whether it was set before.
+    pub fn clear(&mut self, block: u64) -> bool {
+        let word = &mut self.words[(block / 64) as usize];
+        let mask = 1u64 << (block % 64);
+        let was_set = *word & mask != 0;
+        *word &= !mask;
+        was_set
+    }
 }
 
 /// The finding that reports a damaged slot (repairable: `fsck --repair` falls back).
@@ -224,6 +243,7 @@ pub fn load_image_of(
     super_block: SuperBlock,
 ) -> Result<LoadedImage, LoadFailure> {
     let geometry = check_device_fits(device, &super_block)?;
+    let next_inode_number = super_block.next_inode_number;
     let mut loader = Loader {
         geometry,
         super_block,
@@ -232,6 +252,9 @@ pub fn load_image_of(
         name_entries: Vec::new(),
         free_extents: Vec::new(),
         checkpoint_blocks: Vec::new(),
+        log_region: Vec::new(),
+        next_inode_number,
+        log_damage: None,
         files_complete: true,
         free_list_complete: true,
         checkpoint_map_lost: false,
@@ -249,6 +272,9 @@ pub fn load_image_of(
         files: loader.files,
         free_extents: loader.free_extents,
         checkpoint_blocks: loader.checkpoint_blocks,
+        log_region: loader.log_region,
+        next_inode_number: loader.next_inode_number,
+        log_damage: loader.log_damage,
         files_complete: loader.files_complete,
         checkpoint_map_lost: loader.checkpoint_map_lost,
         dangling_names: loader.dangling_names,
@@ -428,7 +454,8 @@ impl DamagedSlot {
 /// the checksum: the commit the slot probably held, when its fields are sane.
 fn salvage_super_block(bytes: &[u8]) -> Option<SuperBlock> {
     let mut copy = bytes.get(..SUPER_BLOCK_SIZE_BYTES)?.to_vec();
-    copy[SUPER_BLOCK_RESERVED_OFFSET..].fill(0);
+    let version = read_u32(&copy, 8);
+    copy[reserved_offset_of_version(version)..].fill(0);
     copy[SUPER_BLOCK_CHECKSUM_OFFSET..SUPER_BLOCK_CHECKSUM_OFFSET + 4].fill(0);
     let checksum = crc32c::crc32c(&copy);
     copy[SUPER_BLOCK_CHECKSUM_OFFSET..SUPER_BLOCK_CHECKSUM_OFFSET + 4]
@@ -531,6 +558,9 @@ struct Loader {
     name_entries: Vec<NameEntry>,
     free_extents: Vec<(u64, u64)>,
     checkpoint_blocks: Vec<u64>,
+    log_region: Vec<u64>,
+    next_inode_number: u64,
+    log_damage: Option<LogDamage>,
     files_complete: bool,
     free_list_complete: bool,
     checkpoint_map_lost: bool,
@@ -563,12 +593,22 @@ impl Loader {
             self.checkpoint_map_lost = true;
             return Ok(used);
         };
-        self.load_tables(device, &table_addresses)?;
+        let table_count = table_addresses.len() - self.super_block.log_region_block_count as usize;
+        let (tables, region) = table_addresses.split_at(table_count);
+        self.log_region = region.to_vec();
+        self.load_tables(device, tables)?;
         self.resolve_names();
-        self.load_chains(device)?;
         self.check_counts();
-        self.account_blocks(&mut used, &map_blocks, &table_addresses);
-        self.checkpoint_blocks = table_addresses.into_iter().chain(map_blocks).collect();
+        self.replay_log(device)?;
+        self.load_chains(device)?;
+        let checkpoint_blocks: Vec<u64> = tables
+            .iter()
+            .chain(&map_blocks)
+            .chain(region)
+            .copied()
+            .collect();
+        self.account_blocks(&mut used, &checkpoint_blocks);
+        self.checkpoint_blocks = checkpoint_blocks;
         Ok(used)
     }
 
@@ -609,7 +649,8 @@ impl Loader {
         }
         let expected = super_block.name_table_block_count
             + super_block.inode_table_block_count
-            + super_block.free_list_block_count;
+            + super_block.free_list_block_count
+            + super_block.log_region_block_count;
         if addresses.len() as u64 != expected {
             let problem = format!(
                 "map lists {} table blocks, the super block says {expected}",
@@ -1087,12 +1128,7 @@ impl Loader {
     }
 
     /// Marks every block's owner; reports doubly used, used-and-free and leaked blocks.
-    fn account_blocks(
-        &mut self,
-        used: &mut BlockBits,
-        map_blocks: &[u64],
-        table_addresses: &[u64],
-    ) {
+    fn account_blocks(&mut self, used: &mut BlockBits, checkpoint_blocks: &[u64]) {
         let mut doubly_used = Vec::new();
         let mut mark = |block: u64, what: &dyn Fn() -> String| {
             if used.set(block) && doubly_used.len() < MAX_ACCOUNTING_FINDINGS {
@@ -1106,8 +1142,10 @@ impl Loader {
         };
         mark(0, &|| "super block slot 0".to_string());
         mark(1, &|| "super block slot 1".to_string());
-        for &block in map_blocks.iter().chain(table_addresses) {
-            mark(block, &|| "checkpoint block".to_string());
+        for &block in checkpoint_blocks {
+            mark(block, &|| {
+                "checkpoint block (map, table or log region)".to_string()
+            });
         }
         for (&inode_number, file) in &self.files {
             for &block in &file.indirect_chain {
@@ -1210,5 +1248,6 @@ fn structure_of(kind: MetadataKind) -> Structure {
         MetadataKind::InodeTable => Structure::InodeTable,
         MetadataKind::FreeList => Structure::FreeList,
         MetadataKind::Indirect => Structure::IndirectBlock,
+        MetadataKind::Log => Structure::Log,
     }
 }

@@ -5,8 +5,12 @@
 
 /// ASCII magic at offset 0 of a super block.
 pub const MAGIC: [u8; 8] = *b"FLASHPFS";
-/// The format version this code writes (and the newest it reads).
-pub const FORMAT_VERSION: u32 = 2;
+/// The format version this code writes (and the newest it reads): version 3 adds the
+/// metadata log (docs/format.md, "Metadata log").
+pub const FORMAT_VERSION: u32 = 3;
+/// The first format version with a metadata log (the super block's log fields at
+/// offsets 112..136, `LOGR` blocks).
+pub const FIRST_LOGGED_FORMAT_VERSION: u32 = 3;
 /// The oldest format version this code reads: version 1, whose block pointers carry no
 /// data checksum (docs/format.md, "Versioning").
 pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;
@@ -43,6 +47,11 @@ pub const MAX_NAME_BYTES: usize = 255;
 pub const INODE_RECORD_HEADER_BYTES: usize = 40;
 /// Bytes of one free list extent.
 pub const FREE_EXTENT_BYTES: usize = 16;
+/// Offset of the super block's reserved bytes in format versions 1 and 2.
+pub const RESERVED_OFFSET_BEFORE_LOG: usize = 112;
+/// Offset of the super block's reserved bytes from format version 3 on (after the log
+/// fields).
+pub const RESERVED_OFFSET_WITH_LOG: usize = 136;
 
 const SUPER_CHECKSUM_OFFSET: usize = 12;
 const METADATA_CHECKSUM_OFFSET: usize = 4;
@@ -60,6 +69,8 @@ pub enum MetadataKind {
     FreeList,
     /// Single-indirect pointer chain (`INDR`).
     Indirect,
+    /// Metadata log block (`LOGR`, version 3).
+    Log,
 }
 
 impl MetadataKind {
@@ -71,6 +82,7 @@ impl MetadataKind {
             MetadataKind::InodeTable => b"INOD",
             MetadataKind::FreeList => b"FREE",
             MetadataKind::Indirect => b"INDR",
+            MetadataKind::Log => b"LOGR",
         };
         u32::from_le_bytes(*characters)
     }
@@ -83,6 +95,7 @@ impl MetadataKind {
             MetadataKind::InodeTable => "inode table",
             MetadataKind::FreeList => "free list",
             MetadataKind::Indirect => "indirect block",
+            MetadataKind::Log => "metadata log",
         }
     }
 }
@@ -149,6 +162,35 @@ pub struct SuperBlock {
     pub free_list_block_count: u64,
     /// Extents in the free list.
     pub free_extent_count: u64,
+    /// Blocks of the log region, listed in the map after the free list (version 3; 0
+    /// before).
+    pub log_region_block_count: u64,
+    /// Region blocks holding log records, from the region's start (version 3).
+    pub log_block_count: u64,
+    /// Log records (commits since the checkpoint) in those blocks (version 3).
+    pub log_record_count: u64,
+}
+
+impl SuperBlock {
+    /// The commit that wrote the checkpoint (map and tables): the log holds one record
+    /// per later commit.
+    pub fn checkpoint_sequence(&self) -> u64 {
+        self.commit_sequence - self.log_record_count
+    }
+
+    /// Offset of the reserved (zero) bytes for this super block's version.
+    pub fn reserved_offset(&self) -> usize {
+        reserved_offset_of_version(self.format_version)
+    }
+}
+
+/// Offset of the reserved (zero) bytes of a super block of format `version`.
+pub fn reserved_offset_of_version(version: u32) -> usize {
+    if version >= FIRST_LOGGED_FORMAT_VERSION {
+        RESERVED_OFFSET_WITH_LOG
+    } else {
+        RESERVED_OFFSET_BEFORE_LOG
+    }
 }
 
 /// Why a super block slot cannot be used.
@@ -197,6 +239,11 @@ impl SuperBlock {
         write_u64(&mut bytes, 88, self.inode_table_block_count);
         write_u64(&mut bytes, 96, self.free_list_block_count);
         write_u64(&mut bytes, 104, self.free_extent_count);
+        if self.format_version >= FIRST_LOGGED_FORMAT_VERSION {
+            write_u64(&mut bytes, 112, self.log_region_block_count);
+            write_u64(&mut bytes, 120, self.log_block_count);
+            write_u64(&mut bytes, 128, self.log_record_count);
+        }
         let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
         write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
         let decoded = SuperBlock::decode(&bytes);
@@ -239,8 +286,18 @@ impl SuperBlock {
             inode_table_block_count: read_u64(bytes, 88),
             free_list_block_count: read_u64(bytes, 96),
             free_extent_count: read_u64(bytes, 104),
+            log_region_block_count: 0,
+            log_block_count: 0,
+            log_record_count: 0,
         };
-        super_block.check_fields(read_u32(bytes, 20), &bytes[112..])?;
+        let mut super_block = super_block;
+        if version >= FIRST_LOGGED_FORMAT_VERSION {
+            super_block.log_region_block_count = read_u64(bytes, 112);
+            super_block.log_block_count = read_u64(bytes, 120);
+            super_block.log_record_count = read_u64(bytes, 128);
+        }
+        let reserved = &bytes[reserved_offset_of_version(version)..];
+        super_block.check_fields(read_u32(bytes, 20), reserved)?;
         Ok(super_block)
     }
 
@@ -281,7 +338,8 @@ impl SuperBlock {
             .name_table_block_count
             .checked_add(self.inode_table_block_count)
             .and_then(|sum| sum.checked_add(self.free_list_block_count))
-            .and_then(|sum| sum.checked_add(self.map_block_count));
+            .and_then(|sum| sum.checked_add(self.map_block_count))
+            .and_then(|sum| sum.checked_add(self.log_region_block_count));
         match table_blocks {
             Some(total) if total < self.fs_block_count => {}
             _ => return bad("checkpoint block counts exceed the file system".to_string()),
@@ -292,6 +350,19 @@ impl SuperBlock {
             return bad(format!(
                 "free block count {} / extent count {}",
                 self.free_block_count, self.free_extent_count
+            ));
+        }
+        if self.log_block_count > self.log_region_block_count
+            || self.log_record_count > self.log_block_count
+            || (self.log_record_count == 0) != (self.log_block_count == 0)
+            || self.log_record_count >= self.commit_sequence
+        {
+            return bad(format!(
+                "log of {} records in {} of {} region blocks at commit {}",
+                self.log_record_count,
+                self.log_block_count,
+                self.log_region_block_count,
+                self.commit_sequence
             ));
         }
         Ok(())
@@ -495,6 +566,9 @@ mod tests {
             inode_table_block_count: 1,
             free_list_block_count: 1,
             free_extent_count: 3,
+            log_region_block_count: 8,
+            log_block_count: 2,
+            log_record_count: 1,
         }
     }
 

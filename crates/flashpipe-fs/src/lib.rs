@@ -8,8 +8,10 @@
 //! carries a CRC32C, and every block pointer carries the CRC32C of its data block, which
 //! every read verifies ([`FileIoError::DataChecksumMismatch`]).
 //!
-//! Crash safety: everything is copy-on-write; a [`Filesystem::flush`] writes a new
-//! checkpoint to fresh blocks, flushes, switches the super block slot and flushes again.
+//! Crash safety: everything is copy-on-write; a [`Filesystem::flush`] writes what changed
+//! as one record of the metadata log (or, every so often, a new checkpoint of every
+//! table) to blocks no durable commit uses, flushes, switches the super block slot and
+//! flushes again; mount loads the checkpoint and replays the log ([`metadata_log`]).
 //! After a crash at any instant a mount finds exactly the state of the last completed
 //! flush (or of the flush in progress).
 //!
@@ -42,6 +44,7 @@ pub mod fsck;
 mod image;
 mod io;
 pub mod layout;
+pub mod metadata_log;
 mod name;
 mod state;
 
@@ -51,11 +54,11 @@ pub use error::{
     is_crash, CopyError, FileIoError, FlushError, FormatError, FsckError, MountError,
     NamespaceError,
 };
-pub use filesystem::{FileId, FileStat, Filesystem, FormatOptions, FsStats};
+pub use filesystem::{CommitPolicy, FileId, FileStat, Filesystem, FormatOptions, FsStats};
 pub use fsck::{
     fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,
     SlotFallback, Structure,
 };
-pub use image::DamagedSlot;
+pub use image::{DamagedSlot, LogDamage};
 pub use io::MAX_REQUEST_BYTES;
 pub use name::name_problem;

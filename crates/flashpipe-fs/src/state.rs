@@ -4,7 +4,8 @@
 //! Every structure of docs/format.md lives here between commits; `commit.rs` writes it
 //! out, `image.rs` reads it back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Index;
 use std::sync::Arc;
 
 use flashpipe_device::Clock;
@@ -16,7 +17,7 @@ use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, FREE_EXTENT_BYTES,
     MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
 };
-use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK, FORMAT_VERSION};
+use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK};
 
 /// One file: its name, size and block map.
 #[derive(Debug, Clone)]
@@ -36,6 +37,113 @@ pub struct FileNode {
     pub map_changed: bool,
     /// Device clock at the last change.
     pub modified_clock_ns: u64,
+}
+
+/// Inode number -> file, remembering every inode changed, created or removed since the
+/// last commit (every mutable access counts as a change), so that a commit can write a
+/// log record of just those files (docs/format.md, "Metadata log"). It offers the
+/// read methods of a `BTreeMap` under the same names.
+#[derive(Debug, Default)]
+pub struct FileTable {
+    nodes: BTreeMap<u64, FileNode>,
+    touched: BTreeSet<u64>,
+}
+
+impl FileTable {
+    /// The file with inode `inode_number`.
+    pub fn get(&self, inode_number: &u64) -> Option<&FileNode> {
+        self.nodes.get(inode_number)
+    }
+
+    /// The file with inode `inode_number`, for a change (remembered as touched).
+    pub fn get_mut(&mut self, inode_number: &u64) -> Option<&mut FileNode> {
+        let node = self.nodes.get_mut(inode_number)?;
+        self.touched.insert(*inode_number);
+        Some(node)
+    }
+
+    /// Is there a file with inode `inode_number`?
+    pub fn contains_key(&self, inode_number: &u64) -> bool {
+        self.nodes.contains_key(inode_number)
+    }
+
+    /// Files.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when there is no file.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Inode numbers, ascending.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &u64> + '_ {
+        self.nodes.keys()
+    }
+
+    /// Files by ascending inode number.
+    pub fn values(&self) -> impl Iterator<Item = &FileNode> + '_ {
+        self.nodes.values()
+    }
+
+    /// `(inode number, file)` pairs, ascending.
+    pub fn iter(&self) -> std::collections::btree_map::Iter<'_, u64, FileNode> {
+        self.nodes.iter()
+    }
+
+    /// Adds or replaces a file (remembered as touched).
+    pub fn insert(&mut self, inode_number: u64, node: FileNode) -> Option<FileNode> {
+        self.touched.insert(inode_number);
+        self.nodes.insert(inode_number, node)
+    }
+
+    /// Removes a file (remembered as touched).
+    pub fn remove(&mut self, inode_number: &u64) -> Option<FileNode> {
+        let node = self.nodes.remove(inode_number)?;
+        self.touched.insert(*inode_number);
+        Some(node)
+    }
+
+    /// Every file for a change that the caller accounts for itself (a checkpoint, which
+    /// writes every file anyway): nothing is remembered.
+    pub fn values_mut_untracked(&mut self) -> impl Iterator<Item = &mut FileNode> + '_ {
+        self.nodes.values_mut()
+    }
+
+    /// `(inode number, file)` pairs for a change the caller accounts for itself.
+    pub fn iter_mut_untracked(
+        &mut self,
+    ) -> std::collections::btree_map::IterMut<'_, u64, FileNode> {
+        self.nodes.iter_mut()
+    }
+
+    /// Inodes changed, created or removed since the last commit.
+    pub fn touched(&self) -> &BTreeSet<u64> {
+        &self.touched
+    }
+
+    /// A commit wrote them all: nothing is touched any more.
+    pub fn forget_touched(&mut self) {
+        self.touched.clear();
+    }
+}
+
+impl Index<&u64> for FileTable {
+    type Output = FileNode;
+
+    fn index(&self, inode_number: &u64) -> &FileNode {
+        &self.nodes[inode_number]
+    }
+}
+
+impl<'a> IntoIterator for &'a FileTable {
+    type Item = (&'a u64, &'a FileNode);
+    type IntoIter = std::collections::btree_map::Iter<'a, u64, FileNode>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.nodes.iter()
+    }
 }
 
 /// Running totals that size the next checkpoint without walking every file.
@@ -73,15 +181,23 @@ impl MetadataTotals {
     }
 }
 
-/// What the last durable commit holds.
+/// What the last durable commit holds: its checkpoint and the log that extends it.
 #[derive(Debug, Clone, Default)]
 pub struct CommittedCheckpoint {
     /// Its commit sequence (0 before mkfs's first commit).
     pub sequence: u64,
-    /// Its map and table blocks, released at the next commit.
+    /// The inode number the next created file got after it: inodes below it that are
+    /// gone now were removed since (a log record lists them).
+    pub next_inode_number: u64,
+    /// The checkpoint's table blocks (name table, inode table, free list, in map
+    /// order), then its map blocks, then its log region: all released at the next
+    /// checkpoint (a log commit keeps them).
     pub blocks: Vec<u64>,
-    /// Its super block, once there is one.
+    /// Its super block, once there is one (its log fields say how much of the region
+    /// the log fills).
     pub super_block: Option<SuperBlock>,
+    /// The checkpoint's log region, in order (empty before version 3).
+    pub log_region: Vec<u64>,
 }
 
 /// The whole mounted file system except the device.
@@ -92,8 +208,8 @@ pub struct State {
     pub clock: Arc<dyn Clock>,
     /// Name -> inode number: the hash-indexed name table.
     pub names: HashMap<Box<str>, u64>,
-    /// Inode number -> file.
-    pub files: BTreeMap<u64, FileNode>,
+    /// Inode number -> file, with the inodes touched since the last commit.
+    pub files: FileTable,
     /// Free blocks, pending frees, fresh allocations.
     pub allocator: Allocator,
     /// The last durable commit.
@@ -104,6 +220,11 @@ pub struct State {
     pub totals: MetadataTotals,
     /// True when something changed since the last commit.
     pub changed_since_commit: bool,
+    /// True when the next commit must write a full checkpoint, not a log record (fsck
+    /// repair).
+    pub force_checkpoint: bool,
+    /// True when every commit writes a full checkpoint (`CommitPolicy::CheckpointEveryCommit`).
+    pub checkpoint_every_commit: bool,
     /// Set when a flush failed half-way; every later operation refuses.
     pub unusable_reason: Option<String>,
     /// Spare write buffers.
@@ -117,12 +238,14 @@ impl State {
             geometry,
             clock,
             names: HashMap::new(),
-            files: BTreeMap::new(),
+            files: FileTable::default(),
             allocator: Allocator::from_free_extents(free_extents),
             committed: CommittedCheckpoint::default(),
             next_inode_number: 1,
             totals: MetadataTotals::default(),
             changed_since_commit: true,
+            force_checkpoint: false,
+            checkpoint_every_commit: false,
             unusable_reason: None,
             buffers: BufferRecycler::default(),
         }
@@ -257,8 +380,8 @@ impl State {
         };
         let mut state = State::empty(geometry, clock, &free_extents);
         let highest_inode = image.files.keys().next_back().copied().unwrap_or(0);
-        let upgrading = image.super_block.format_version < FORMAT_VERSION;
-        state.next_inode_number = image.super_block.next_inode_number.max(highest_inode + 1);
+        let upgrading = image.super_block.format_version < 2;
+        state.next_inode_number = image.next_inode_number.max(highest_inode + 1);
         let (named, orphans): (Vec<_>, Vec<_>) = image
             .files
             .into_iter()
@@ -281,9 +404,12 @@ impl State {
         }
         state.committed = CommittedCheckpoint {
             sequence: image.super_block.commit_sequence,
+            next_inode_number: state.next_inode_number,
             blocks: image.checkpoint_blocks,
             super_block: Some(image.super_block),
+            log_region: image.log_region,
         };
+        state.files.forget_touched();
         state.changed_since_commit = false;
         state
     }

@@ -19,7 +19,8 @@ const BLOCK_SIZE: u64 = 4096;
 /// Every file's name and contents.
 type Files = Vec<(String, Vec<u8>)>;
 
-/// A formatted image with small, chained and sparse files over two commits, and the
+/// A formatted image with small, chained and sparse files over two commits (a
+/// checkpoint holding "small" and "chained", then a log record with the rest), and the
 /// metadata blocks of its last commit.
 fn build_image() -> (SharedDisk, Vec<(Structure, u64)>, Files) {
     let shared = SharedDisk::new(512, 512 * 8);
@@ -30,7 +31,7 @@ fn build_image() -> (SharedDisk, Vec<(Structure, u64)>, Files) {
     let chained = fs.create("chained").unwrap();
     fs.write(chained, 0, &pattern(20 * BLOCK_SIZE as usize + 17, 1))
         .unwrap();
-    fs.flush().unwrap();
+    fs.flush_checkpoint().unwrap();
     let sparse = fs.create("sparse").unwrap();
     fs.write(sparse, 3 * BLOCK_SIZE, b"after a hole").unwrap();
     for index in 0..40 {
@@ -82,7 +83,7 @@ fn every_flipped_metadata_bit_is_reported_and_refused_without_panic() {
         metadata.iter().map(|entry| entry.0).collect();
     assert_eq!(
         structures.len(),
-        6,
+        7,
         "the image holds every kind of metadata: {structures:?}"
     );
     let mut flips = 0;

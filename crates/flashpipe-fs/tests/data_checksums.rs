@@ -25,7 +25,7 @@ use flashpipe_fs::{
     FsckOptions, Structure,
 };
 use flashpipe_testkit::seeds::run_seeds;
-use support::{pattern, SharedDisk};
+use support::{drop_log_region, pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 
@@ -478,7 +478,7 @@ fn inode_records_and_indirect_blocks_have_the_documented_bytes() {
     let data = pattern(size_bytes as usize, 11);
     fs.write(file, 0, &data).unwrap();
     fs.truncate(file, size_bytes + 2 * BLOCK_SIZE).unwrap();
-    fs.flush().unwrap();
+    fs.flush_checkpoint().unwrap();
     let mut padded = data.clone();
     padded.resize(16 * BLOCK_SIZE as usize, 0);
     let map = fs.block_map(file, 0, size_bytes + 2 * BLOCK_SIZE).unwrap();
@@ -594,6 +594,7 @@ fn downgrade_to_version_1(fs: &Filesystem, shared: &SharedDisk) {
     {
         let slot = newest_slot;
         let mut super_block = shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize);
+        drop_log_region(fs, shared, &mut super_block);
         write_u32(&mut super_block, 8, 1);
         let checksum = checksum_with_field_zeroed(&super_block[..512], 12);
         write_u32(&mut super_block, 12, checksum);
@@ -611,7 +612,7 @@ fn a_version_1_image_mounts_unverified_and_its_first_commit_upgrades_it() {
     let large_bytes = pattern(20 * BLOCK_SIZE as usize + 5, 22);
     fs.write(small, 0, &small_bytes).unwrap();
     fs.write(large, 0, &large_bytes).unwrap();
-    fs.flush().unwrap();
+    fs.flush_checkpoint().unwrap();
     let small_block = fs.block_map(small, 0, 1).unwrap()[0]
         .first_fs_block
         .unwrap();

@@ -18,7 +18,7 @@ const BLOCK_SIZE: u64 = 4096;
 
 fn known_super_block() -> SuperBlock {
     SuperBlock {
-        format_version: 2,
+        format_version: 3,
         fs_block_size_bytes: 8192,
         fs_block_count: 0x1_0000,
         commit_sequence: 0x0102_0304,
@@ -31,14 +31,17 @@ fn known_super_block() -> SuperBlock {
         inode_table_block_count: 4,
         free_list_block_count: 1,
         free_extent_count: 2,
+        log_region_block_count: 0x20,
+        log_block_count: 3,
+        log_record_count: 2,
     }
 }
 
-/// The first 112 bytes of [`known_super_block`], checksum field zero.
+/// The first 136 bytes of [`known_super_block`], checksum field zero.
 fn known_super_block_fields() -> Vec<u8> {
     [
         &b"FLASHPFS"[..],                      // 0..8: magic
-        &[2, 0, 0, 0],                         // 8..12: format_version
+        &[3, 0, 0, 0],                         // 8..12: format_version
         &[0, 0, 0, 0],                         // 12..16: checksum (zero here)
         &[0x00, 0x20, 0, 0],                   // 16..20: fs_block_size_bytes 8192
         &[0x00, 0x02, 0, 0],                   // 20..24: super_block_size_bytes 512
@@ -53,6 +56,9 @@ fn known_super_block_fields() -> Vec<u8> {
         &[4, 0, 0, 0, 0, 0, 0, 0],             // 88..96: inode_table_block_count
         &[1, 0, 0, 0, 0, 0, 0, 0],             // 96..104: free_list_block_count
         &[2, 0, 0, 0, 0, 0, 0, 0],             // 104..112: free_extent_count
+        &[0x20, 0, 0, 0, 0, 0, 0, 0],          // 112..120: log_region_block_count
+        &[3, 0, 0, 0, 0, 0, 0, 0],             // 120..128: log_block_count
+        &[2, 0, 0, 0, 0, 0, 0, 0],             // 128..136: log_record_count
     ]
     .concat()
 }
@@ -60,13 +66,13 @@ fn known_super_block_fields() -> Vec<u8> {
 #[test]
 fn the_super_block_has_the_documented_bytes() {
     assert_eq!(MAGIC, *b"FLASHPFS");
-    assert_eq!(FORMAT_VERSION, 2);
+    assert_eq!(FORMAT_VERSION, 3);
     assert_eq!(SUPER_BLOCK_SIZE_BYTES, 512);
     let encoded = known_super_block().encode();
     let fields = known_super_block_fields();
     let mut expected = [0u8; SUPER_BLOCK_SIZE_BYTES];
     expected[..fields.len()].copy_from_slice(&fields);
-    // 12..16: CRC32C of the 512 bytes with the checksum field zero (112..512 reserved, zero).
+    // 12..16: CRC32C of the 512 bytes with the checksum field zero (136..512 reserved, zero).
     let checksum = crc32c::crc32c(&expected);
     expected[12..16].copy_from_slice(&checksum.to_le_bytes());
     assert_eq!(encoded[..], expected[..]);
@@ -78,10 +84,10 @@ fn the_super_block_has_the_documented_bytes() {
 fn a_super_block_is_judged_in_the_documented_order() {
     let encoded = known_super_block().encode();
     let mut newer = encoded;
-    newer[8] = 3;
+    newer[8] = 4;
     assert_eq!(
         SuperBlock::decode(&newer),
-        Err(SuperBlockProblem::NewerVersion(3)),
+        Err(SuperBlockProblem::NewerVersion(4)),
         "the version is judged before the checksum"
     );
     let mut damaged = encoded;
@@ -113,6 +119,7 @@ fn the_kind_codes_are_the_documented_ascii() {
     assert_eq!(MetadataKind::InodeTable.code(), 0x444F_4E49);
     assert_eq!(MetadataKind::FreeList.code(), 0x4545_5246);
     assert_eq!(MetadataKind::Indirect.code(), 0x5244_4E49);
+    assert_eq!(MetadataKind::Log.code(), 0x5247_4F4C);
 }
 
 #[test]
@@ -169,7 +176,7 @@ fn committed_image() -> (SharedDisk, Filesystem) {
     let first = fs.create("a").unwrap();
     fs.write(first, 0, &[7u8; 5000]).unwrap();
     fs.create("bcd").unwrap();
-    fs.flush().unwrap();
+    fs.flush_checkpoint().unwrap();
     (shared, fs)
 }
 
@@ -278,8 +285,19 @@ fn the_free_list_and_checkpoint_map_have_the_documented_bytes() {
     ]
     .concat();
     assert_eq!(
-        listed, expected,
-        "name table, then inode table, then free list"
+        listed[..expected.len()],
+        expected[..],
+        "name table, then inode table, then free list, then the log region"
+    );
+    assert_eq!(
+        listed.len() as u64,
+        expected.len() as u64 + super_block.log_region_block_count
+    );
+    assert!(super_block.log_region_block_count >= 1);
+    assert_eq!(
+        (super_block.log_block_count, super_block.log_record_count),
+        (0, 0),
+        "a checkpoint starts with an empty log"
     );
     assert_eq!(header.payload_bytes, 8 * header.entry_count);
     assert_eq!(read_u32(&map, 0), MetadataKind::Map.code());

@@ -10,6 +10,11 @@ use flashpipe_device::{
     run_one, BlockDevice, Clock, Completion, DeviceError, DeviceInfo, IoBuf, Operation, RamDisk,
     Rejected, Request,
 };
+use flashpipe_fs::layout::{
+    open_metadata_block, read_u64, seal_metadata_block, MetadataHeader, MetadataKind,
+    METADATA_HEADER_BYTES,
+};
+use flashpipe_fs::{Filesystem, Structure};
 
 /// A RAM disk behind a mutex; clones share the image.
 #[derive(Clone)]
@@ -113,4 +118,78 @@ impl BlockDevice for SharedDisk {
 pub fn pattern(length: usize, seed: u64) -> Vec<u8> {
     let mut generator = flashpipe_device::SplitMix64::new(seed);
     (0..length).map(|_| generator.next_u64() as u8).collect()
+}
+
+/// Turns the version-3 checkpoint (with an empty log) of `super_block` into the
+/// version-1/2 layout: the map stops listing the log region, whose blocks go back to the
+/// (single-block) free list, and the super block's log fields become reserved zeros.
+pub fn drop_log_region(fs: &Filesystem, shared: &SharedDisk, super_block: &mut [u8]) {
+    let block_size = u64::from(fs.stats().fs_block_size_bytes);
+    let region_blocks = read_u64(super_block, 112) as usize;
+    assert_eq!(
+        read_u64(super_block, 120),
+        0,
+        "a checkpoint with an empty log"
+    );
+    let block_of = |wanted: Structure| {
+        let found: Vec<u64> = fs
+            .metadata_blocks()
+            .into_iter()
+            .filter(|entry| entry.0 == wanted)
+            .map(|entry| entry.1)
+            .collect();
+        assert_eq!(found.len(), 1, "{wanted} fits one block in this test");
+        found[0]
+    };
+    let map_block = block_of(Structure::CheckpointMap);
+    let mut map = shared.peek(map_block * block_size, block_size as usize);
+    let map_header = open_metadata_block(&map, MetadataKind::Map, u64::MAX).unwrap();
+    let listed = map_header.entry_count as usize;
+    let region: Vec<u64> = (listed - region_blocks..listed)
+        .map(|index| read_u64(&map, METADATA_HEADER_BYTES + 8 * index))
+        .collect();
+    map[METADATA_HEADER_BYTES + 8 * (listed - region_blocks)..].fill(0);
+    let map_header = MetadataHeader {
+        entry_count: (listed - region_blocks) as u32,
+        payload_bytes: 8 * (listed - region_blocks) as u32,
+        ..map_header
+    };
+    seal_metadata_block(&mut map, &map_header);
+    shared.poke(map_block * block_size, &map);
+
+    let free_block = block_of(Structure::FreeList);
+    let mut free = shared.peek(free_block * block_size, block_size as usize);
+    let free_header = open_metadata_block(&free, MetadataKind::FreeList, u64::MAX).unwrap();
+    let mut blocks: Vec<u64> = (0..free_header.entry_count as usize)
+        .flat_map(|index| {
+            let offset = METADATA_HEADER_BYTES + 16 * index;
+            let first = read_u64(&free, offset);
+            first..first + read_u64(&free, offset + 8)
+        })
+        .chain(region)
+        .collect();
+    blocks.sort_unstable();
+    let mut extents: Vec<(u64, u64)> = Vec::new();
+    for block in blocks.iter().copied() {
+        match extents.last_mut() {
+            Some(last) if last.0 + last.1 == block => last.1 += 1,
+            _ => extents.push((block, 1)),
+        }
+    }
+    free[METADATA_HEADER_BYTES..].fill(0);
+    for (index, &(first, count)) in extents.iter().enumerate() {
+        let offset = METADATA_HEADER_BYTES + 16 * index;
+        free[offset..offset + 8].copy_from_slice(&first.to_le_bytes());
+        free[offset + 8..offset + 16].copy_from_slice(&count.to_le_bytes());
+    }
+    let free_header = MetadataHeader {
+        entry_count: extents.len() as u32,
+        payload_bytes: 16 * extents.len() as u32,
+        ..free_header
+    };
+    seal_metadata_block(&mut free, &free_header);
+    shared.poke(free_block * block_size, &free);
+    super_block[56..64].copy_from_slice(&(blocks.len() as u64).to_le_bytes());
+    super_block[104..112].copy_from_slice(&(extents.len() as u64).to_le_bytes());
+    super_block[112..136].fill(0);
 }

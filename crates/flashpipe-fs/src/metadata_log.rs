@@ -1,0 +1,461 @@
+//! The metadata log of format version 3 (docs/format.md, "Metadata log"): one record per
+//! commit since the last checkpoint, written into the checkpoint's log region. A record
+//! holds the files the commit created or changed (each as its inode record and name), the
+//! inode numbers it removed, the block extents it took from and gave back to the free
+//! list, and the totals after it.
+//!
+//! Pure encoding and decoding over byte slices, no I/O: `commit.rs` writes records,
+//! `image.rs` reads and replays them. Every block is a metadata block (kind `LOGR`) whose
+//! header carries the record's commit sequence and the block's index in the region.
+
+use crate::layout::{
+    open_metadata_block, read_pointer_entry, read_u32, read_u64, seal_metadata_block,
+    write_pointer_entry, write_u32, write_u64, MetadataHeader, MetadataKind, DIRECT_POINTER_COUNT,
+    INODE_RECORD_HEADER_BYTES, METADATA_HEADER_BYTES, POINTER_ENTRY_BYTES,
+};
+
+/// Tag of the entry that starts a record (the first entry of its first block).
+pub const LOG_ENTRY_RECORD_START: u8 = 1;
+/// Tag of a file entry (a created or changed file: inode record and name).
+pub const LOG_ENTRY_FILE: u8 = 2;
+/// Tag of a removed inode.
+pub const LOG_ENTRY_REMOVED: u8 = 3;
+/// Tag of an extent taken from the free list by the commit.
+pub const LOG_ENTRY_ALLOCATED: u8 = 4;
+/// Tag of an extent given back to the free list by the commit.
+pub const LOG_ENTRY_FREED: u8 = 5;
+/// Bytes of the record start entry.
+pub const LOG_RECORD_START_BYTES: usize = 48;
+/// Bytes of a file entry before its inode record.
+pub const LOG_FILE_ENTRY_HEADER_BYTES: usize = 4;
+/// Bytes of a removed-inode entry.
+pub const LOG_REMOVED_ENTRY_BYTES: usize = 16;
+/// Bytes of an allocated or freed extent entry.
+pub const LOG_EXTENT_ENTRY_BYTES: usize = 24;
+
+/// One created or changed file as a log record holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFile {
+    /// Its inode number.
+    pub inode_number: u64,
+    /// Its name (after the commit).
+    pub name: Box<str>,
+    /// Its length.
+    pub size_bytes: u64,
+    /// First block of its indirect chain, 0 if none.
+    pub indirect_head: u64,
+    /// Device clock at its last change.
+    pub modified_clock_ns: u64,
+    /// Its first `min(pointer_count, 12)` block pointers (0: a hole).
+    pub direct_pointers: Vec<u64>,
+    /// The data checksum beside each direct pointer (`None`: hole or unchecked).
+    pub direct_checksums: Vec<Option<u32>>,
+}
+
+/// One commit's changes since the commit before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogRecord {
+    /// The commit this record belongs to.
+    pub commit_sequence: u64,
+    /// The inode number the next created file gets, after the commit.
+    pub next_inode_number: u64,
+    /// Files after the commit.
+    pub file_count: u64,
+    /// Free blocks after the commit.
+    pub free_block_count: u64,
+    /// Inodes the commit removed (deleted files).
+    pub removed: Vec<u64>,
+    /// Files the commit created or changed, whole.
+    pub files: Vec<LogFile>,
+    /// Extents `(first_block, block_count)` the commit took from the free list.
+    pub allocated: Vec<(u64, u64)>,
+    /// Extents the commit gave back to the free list.
+    pub freed: Vec<(u64, u64)>,
+}
+
+/// Writes the inode record (docs/format.md, "Inode table") of a file to `entry`.
+pub fn encode_inode_record(
+    entry: &mut Vec<u8>,
+    inode_number: u64,
+    size_bytes: u64,
+    indirect_head: u64,
+    modified_clock_ns: u64,
+    direct: (&[u64], &[Option<u32>]),
+) {
+    let (pointers, checksums) = direct;
+    assert_eq!(pointers.len(), checksums.len());
+    assert!(pointers.len() <= DIRECT_POINTER_COUNT);
+    entry.extend_from_slice(&inode_number.to_le_bytes());
+    entry.extend_from_slice(&size_bytes.to_le_bytes());
+    entry.extend_from_slice(&indirect_head.to_le_bytes());
+    entry.extend_from_slice(&modified_clock_ns.to_le_bytes());
+    entry.extend_from_slice(&(pointers.len() as u32).to_le_bytes());
+    entry.extend_from_slice(&0u32.to_le_bytes());
+    let mut pointer_entry = [0u8; POINTER_ENTRY_BYTES];
+    for (&pointer, &checksum) in pointers.iter().zip(checksums) {
+        write_pointer_entry(&mut pointer_entry, 0, pointer, checksum);
+        entry.extend_from_slice(&pointer_entry);
+    }
+}
+
+impl LogRecord {
+    /// The record's entries, each as its bytes, record start first (its block count
+    /// field still zero).
+    fn entries(&self) -> Vec<Vec<u8>> {
+        let mut entries = Vec::with_capacity(
+            1 + self.removed.len() + self.files.len() + self.allocated.len() + self.freed.len(),
+        );
+        let mut start = vec![0u8; LOG_RECORD_START_BYTES];
+        start[0] = LOG_ENTRY_RECORD_START;
+        write_u32(&mut start, 8, self.removed.len() as u32);
+        write_u32(&mut start, 12, self.files.len() as u32);
+        write_u32(&mut start, 16, self.allocated.len() as u32);
+        write_u32(&mut start, 20, self.freed.len() as u32);
+        write_u64(&mut start, 24, self.next_inode_number);
+        write_u64(&mut start, 32, self.file_count);
+        write_u64(&mut start, 40, self.free_block_count);
+        entries.push(start);
+        for &inode_number in &self.removed {
+            let mut entry = vec![0u8; LOG_REMOVED_ENTRY_BYTES];
+            entry[0] = LOG_ENTRY_REMOVED;
+            write_u64(&mut entry, 8, inode_number);
+            entries.push(entry);
+        }
+        for file in &self.files {
+            let mut entry = vec![LOG_ENTRY_FILE, 0];
+            entry.extend_from_slice(&(file.name.len() as u16).to_le_bytes());
+            encode_inode_record(
+                &mut entry,
+                file.inode_number,
+                file.size_bytes,
+                file.indirect_head,
+                file.modified_clock_ns,
+                (&file.direct_pointers, &file.direct_checksums),
+            );
+            entry.extend_from_slice(file.name.as_bytes());
+            entries.push(entry);
+        }
+        for (tag, extents) in [
+            (LOG_ENTRY_ALLOCATED, &self.allocated),
+            (LOG_ENTRY_FREED, &self.freed),
+        ] {
+            for &(first_block, block_count) in extents {
+                let mut entry = vec![0u8; LOG_EXTENT_ENTRY_BYTES];
+                entry[0] = tag;
+                write_u64(&mut entry, 8, first_block);
+                write_u64(&mut entry, 16, block_count);
+                entries.push(entry);
+            }
+        }
+        entries
+    }
+
+    /// Blocks of `block_size_bytes` the record fills (entries never straddle blocks).
+    pub fn block_count(&self, block_size_bytes: u32) -> u64 {
+        pack_entries(&self.entries(), block_size_bytes as usize).len() as u64
+    }
+
+    /// The record as sealed `LOGR` blocks, the first at index `first_index` of the log
+    /// region.
+    pub fn encode(&self, block_size_bytes: u32, first_index: u64) -> Vec<Vec<u8>> {
+        let block_size = block_size_bytes as usize;
+        let mut entries = self.entries();
+        let block_count = pack_entries(&entries, block_size).len();
+        write_u32(&mut entries[0], 4, block_count as u32);
+        pack_entries(&entries, block_size)
+            .into_iter()
+            .enumerate()
+            .map(|(index, range)| {
+                let mut block = vec![0u8; block_size];
+                let mut payload_bytes = 0;
+                for entry in &entries[range.clone()] {
+                    let start = METADATA_HEADER_BYTES + payload_bytes;
+                    block[start..start + entry.len()].copy_from_slice(entry);
+                    payload_bytes += entry.len();
+                }
+                let header = MetadataHeader {
+                    kind: MetadataKind::Log,
+                    commit_sequence: self.commit_sequence,
+                    next_block: 0,
+                    entry_count: range.len() as u32,
+                    payload_bytes: payload_bytes as u32,
+                    owner: first_index + index as u64,
+                };
+                seal_metadata_block(&mut block, &header);
+                block
+            })
+            .collect()
+    }
+}
+
+/// Groups entries into blocks in order: the entry index range of each block.
+fn pack_entries(entries: &[Vec<u8>], block_size: usize) -> Vec<std::ops::Range<usize>> {
+    let capacity = block_size - METADATA_HEADER_BYTES;
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    let mut used = 0;
+    for (index, entry) in entries.iter().enumerate() {
+        assert!(entry.len() <= capacity, "log entry larger than a block");
+        if used + entry.len() > capacity {
+            blocks.push(start..index);
+            start = index;
+            used = 0;
+        }
+        used += entry.len();
+    }
+    blocks.push(start..entries.len());
+    blocks
+}
+
+/// One log block opened: its header, checked for kind, checksum, sequence and index.
+pub fn open_log_block(
+    block: &[u8],
+    index: u64,
+    newest_sequence: u64,
+) -> Result<MetadataHeader, String> {
+    let header = open_metadata_block(block, MetadataKind::Log, newest_sequence)?;
+    if header.owner != index || header.next_block != 0 {
+        return Err(format!(
+            "header names region index {} / next {}, expected index {index} / next 0",
+            header.owner, header.next_block
+        ));
+    }
+    Ok(header)
+}
+
+/// Decodes a record from its blocks (each already opened with [`open_log_block`], all
+/// of one commit sequence, in region order). Checks the entry layout and counts, not
+/// what the entries mean (the loader does).
+pub fn decode_record(blocks: &[&[u8]]) -> Result<LogRecord, String> {
+    let mut record = LogRecord::default();
+    let mut counts = None;
+    for (position, block) in blocks.iter().enumerate() {
+        let entry_count = read_u32(block, 24);
+        let payload_bytes = read_u32(block, 28) as usize;
+        record.commit_sequence = read_u64(block, 8);
+        let payload = &block[METADATA_HEADER_BYTES..METADATA_HEADER_BYTES + payload_bytes];
+        let mut offset = 0;
+        for entry in 0..entry_count {
+            let context = format!("block {position} of the record, entry {entry}");
+            let first = position == 0 && entry == 0;
+            offset += decode_entry(&payload[offset..], first, &mut record, &mut counts)
+                .map_err(|problem| format!("{context}: {problem}"))?;
+        }
+        if offset != payload.len() {
+            return Err(format!(
+                "block {position} of the record: entries do not fill the payload exactly"
+            ));
+        }
+    }
+    let Some((block_count, removed, files, allocated, freed)) = counts else {
+        return Err("the record has no start entry".to_string());
+    };
+    let found = (
+        blocks.len(),
+        record.removed.len(),
+        record.files.len(),
+        record.allocated.len(),
+        record.freed.len(),
+    );
+    if found != (block_count, removed, files, allocated, freed) {
+        return Err(format!(
+            "the start entry announces {block_count} blocks, {removed} removed, {files} files, \
+             {allocated} allocated and {freed} freed extents; found {} blocks, {} removed, {} \
+             files, {} allocated and {} freed extents",
+            found.0, found.1, found.2, found.3, found.4
+        ));
+    }
+    Ok(record)
+}
+
+/// Counts a record start announces: blocks, removed, files, allocated, freed.
+type AnnouncedCounts = (usize, usize, usize, usize, usize);
+
+/// Decodes one entry at the start of `bytes` into `record`; returns its length.
+fn decode_entry(
+    bytes: &[u8],
+    first: bool,
+    record: &mut LogRecord,
+    counts: &mut Option<AnnouncedCounts>,
+) -> Result<usize, String> {
+    let tag = *bytes.first().ok_or("runs past the payload")?;
+    if first != (tag == LOG_ENTRY_RECORD_START) {
+        return Err(format!(
+            "tag {tag}: a record starts with its start entry (tag 1), and only there"
+        ));
+    }
+    let fixed = |length: usize| -> Result<&[u8], String> {
+        let entry = bytes.get(..length).ok_or("runs past the payload")?;
+        let reserved_end = if tag == LOG_ENTRY_RECORD_START { 4 } else { 8 };
+        if entry[1..reserved_end].iter().any(|&byte| byte != 0) {
+            return Err("reserved bytes are not zero".to_string());
+        }
+        Ok(entry)
+    };
+    match tag {
+        LOG_ENTRY_RECORD_START => {
+            let entry = fixed(LOG_RECORD_START_BYTES)?;
+            let field = |offset| read_u32(entry, offset) as usize;
+            *counts = Some((field(4), field(8), field(12), field(16), field(20)));
+            record.next_inode_number = read_u64(entry, 24);
+            record.file_count = read_u64(entry, 32);
+            record.free_block_count = read_u64(entry, 40);
+            Ok(LOG_RECORD_START_BYTES)
+        }
+        LOG_ENTRY_REMOVED => {
+            let entry = fixed(LOG_REMOVED_ENTRY_BYTES)?;
+            record.removed.push(read_u64(entry, 8));
+            Ok(LOG_REMOVED_ENTRY_BYTES)
+        }
+        LOG_ENTRY_ALLOCATED | LOG_ENTRY_FREED => {
+            let entry = fixed(LOG_EXTENT_ENTRY_BYTES)?;
+            let extent = (read_u64(entry, 8), read_u64(entry, 16));
+            if tag == LOG_ENTRY_ALLOCATED {
+                record.allocated.push(extent);
+            } else {
+                record.freed.push(extent);
+            }
+            Ok(LOG_EXTENT_ENTRY_BYTES)
+        }
+        LOG_ENTRY_FILE => {
+            let (file, length) = decode_file_entry(bytes)?;
+            record.files.push(file);
+            Ok(length)
+        }
+        other => Err(format!("unknown entry tag {other}")),
+    }
+}
+
+/// Decodes a file entry: tag, reserved byte, name length, inode record, name.
+fn decode_file_entry(bytes: &[u8]) -> Result<(LogFile, usize), String> {
+    let header_end = LOG_FILE_ENTRY_HEADER_BYTES + INODE_RECORD_HEADER_BYTES;
+    let header = bytes.get(..header_end).ok_or("runs past the payload")?;
+    if header[1] != 0 {
+        return Err("reserved byte is not zero".to_string());
+    }
+    let name_length = u16::from_le_bytes([header[2], header[3]]) as usize;
+    let record = &header[LOG_FILE_ENTRY_HEADER_BYTES..];
+    let direct_count = read_u32(record, 32) as usize;
+    if direct_count > DIRECT_POINTER_COUNT || read_u32(record, 36) != 0 {
+        return Err(format!(
+            "{direct_count} direct pointers or a non-zero reserved field"
+        ));
+    }
+    let pointers_end = header_end + POINTER_ENTRY_BYTES * direct_count;
+    let end = pointers_end + name_length;
+    let entry = bytes.get(..end).ok_or("runs past the payload")?;
+    let mut direct_pointers = Vec::with_capacity(direct_count);
+    let mut direct_checksums = Vec::with_capacity(direct_count);
+    for slot in 0..direct_count {
+        let offset = header_end + POINTER_ENTRY_BYTES * slot;
+        let (pointer, checksum) = read_pointer_entry(entry, offset, 3)
+            .map_err(|problem| format!("direct pointer {slot}: {problem}"))?;
+        direct_pointers.push(pointer);
+        direct_checksums.push(checksum);
+    }
+    let name = std::str::from_utf8(&entry[pointers_end..end])
+        .map_err(|_| "the name is not UTF-8".to_string())?;
+    let file = LogFile {
+        inode_number: read_u64(record, 0),
+        name: name.into(),
+        size_bytes: read_u64(record, 8),
+        indirect_head: read_u64(record, 16),
+        modified_clock_ns: read_u64(record, 24),
+        direct_pointers,
+        direct_checksums,
+    };
+    Ok((file, end))
+}
+
+/// What a log block (possibly damaged, possibly of a damaged record) still tells: the
+/// files its entries create or change `(inode number, name)` and the inodes they remove,
+/// read entry by entry until the first one that does not parse. For reports only.
+pub fn salvage_changes(block: &[u8]) -> (Vec<(u64, String)>, Vec<u64>) {
+    let mut files = Vec::new();
+    let mut removed = Vec::new();
+    if read_u32(block, 0) != MetadataKind::Log.code() {
+        return (files, removed);
+    }
+    let payload_bytes =
+        (read_u32(block, 28) as usize).min(block.len().saturating_sub(METADATA_HEADER_BYTES));
+    let payload = &block[METADATA_HEADER_BYTES..METADATA_HEADER_BYTES + payload_bytes];
+    let mut record = LogRecord::default();
+    let mut counts = None;
+    let mut offset = 0;
+    while offset < payload.len() {
+        let first = payload[offset] == LOG_ENTRY_RECORD_START;
+        match decode_entry(&payload[offset..], first, &mut record, &mut counts) {
+            Ok(length) => offset += length,
+            Err(_) => break,
+        }
+    }
+    files.extend(
+        record
+            .files
+            .into_iter()
+            .map(|file| (file.inode_number, file.name.to_string())),
+    );
+    removed.extend(record.removed);
+    (files, removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_record() -> LogRecord {
+        LogRecord {
+            commit_sequence: 9,
+            next_inode_number: 12,
+            file_count: 4,
+            free_block_count: 300,
+            removed: vec![3],
+            files: vec![LogFile {
+                inode_number: 11,
+                name: "new.bin".into(),
+                size_bytes: 5000,
+                indirect_head: 0,
+                modified_clock_ns: 77,
+                direct_pointers: vec![40, 0],
+                direct_checksums: vec![Some(0xAABB_CCDD), None],
+            }],
+            allocated: vec![(40, 1)],
+            freed: vec![(30, 2)],
+        }
+    }
+
+    #[test]
+    fn a_record_round_trips() {
+        let record = sample_record();
+        let blocks = record.encode(4096, 5);
+        assert_eq!(blocks.len(), 1);
+        let header = open_log_block(&blocks[0], 5, 9).unwrap();
+        assert_eq!(header.entry_count, 5);
+        let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+        assert_eq!(decode_record(&views), Ok(record));
+        assert!(open_log_block(&blocks[0], 6, 9).is_err(), "wrong index");
+        assert!(
+            open_log_block(&blocks[0], 5, 8).is_err(),
+            "newer than the super block"
+        );
+    }
+
+    #[test]
+    fn a_long_record_spans_blocks_and_counts_them() {
+        let mut record = sample_record();
+        record.removed = (1..=600).collect();
+        let blocks = record.encode(4096, 0);
+        assert_eq!(blocks.len() as u64, record.block_count(4096));
+        assert_eq!(blocks.len(), 3);
+        let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+        assert_eq!(decode_record(&views), Ok(record));
+        assert!(
+            decode_record(&views[..2]).is_err(),
+            "a missing block is seen"
+        );
+        assert!(
+            decode_record(&views[1..]).is_err(),
+            "a missing start is seen"
+        );
+    }
+}
