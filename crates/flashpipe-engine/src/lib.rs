@@ -12,8 +12,9 @@ pub mod command;
 pub mod engine;
 mod reads;
 pub mod stepped;
+mod writes;
 
 pub use client::{EngineClient, StreamError, Ticket};
 pub use command::{Command, EngineError, ReadData, Reply};
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, WritePath};
 pub use stepped::{StepOutcome, SteppedEngine};

@@ -43,6 +43,7 @@ mod image;
 mod io;
 pub mod layout;
 mod name;
+mod staged_write;
 mod state;
 
 pub use copy::{CopyMethod, CopyReport};
@@ -59,3 +60,4 @@ pub use fsck::{
 pub use image::DamagedSlot;
 pub use io::MAX_REQUEST_BYTES;
 pub use name::name_problem;
+pub use staged_write::{PlannedWrite, WriteCopy};

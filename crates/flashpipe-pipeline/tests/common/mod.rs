@@ -12,7 +12,7 @@ use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, RamDisk,
     RealClock, Rejected, Request, VirtualClock,
 };
-use flashpipe_engine::{Engine, EngineConfig};
+use flashpipe_engine::{Engine, EngineConfig, WritePath};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_kernels::api::{
     Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
@@ -33,6 +33,7 @@ pub const TEST_ENGINE: EngineConfig = EngineConfig {
     read_buffer_count: 16,
     max_read_bytes: 64 * 1024,
     reads_in_flight_limit: 16,
+    write_path: WritePath::Overlapped,
 };
 
 /// [`store_with`] for files whose names are owned strings.
