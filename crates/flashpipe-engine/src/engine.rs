@@ -4,9 +4,14 @@
 //! The thread serves many commands at once: reads are planned from the in-memory block
 //! map and their device requests issued together, so many reads from many clients keep
 //! the device queues full, each landing straight in an engine-owned pool buffer that
-//! the client receives without a copy. Commands that change the file system (write,
-//! truncate, create, delete, rename, flush) wait until the reads in flight have finished,
-//! then run in arrival order, so every client sees its own commands take effect in order.
+//! the client receives without a copy. Writes too stay in flight many at a time
+//! ([`crate::writes`]): each is answered when its own device requests complete, and the
+//! writes that arrive meanwhile are planned and issued at once, so batches overlap; whole
+//! blocks go to the device straight from the client's buffer. Commands that change the
+//! file system (write, truncate, create, delete, rename, flush) wait until the reads in
+//! flight have finished, every command but a write waits until no write is in flight,
+//! and all run in arrival order, so every client sees its own commands take effect in
+//! order.
 //! A batch of whole small files ([`Command::ReadFiles`]) is one command: its files are
 //! planned together and physically adjacent files share one device request.
 

@@ -211,7 +211,10 @@ fn model_seed(seed: u64, write_path: WritePath) {
         let file = remounted.open(name).expect("open");
         let size = remounted.stat(file).expect("stat").size_bytes;
         let found = remounted.read(file, 0, size).expect("read");
-        assert!(found[..] == model[name][..], "seed {seed}: {name} after remount");
+        assert!(
+            found[..] == model[name][..],
+            "seed {seed}: {name} after remount"
+        );
     }
 }
 

@@ -366,18 +366,18 @@ impl Filesystem {
         planned: PlannedWrite,
         outcome: Result<(), flashpipe_device::DeviceError>,
     ) -> (IoBuf, Result<(), FileIoError>) {
-        staged_write::finish(
-            &mut self.state,
-            &mut self.pending_writes,
-            planned,
-            outcome,
-        )
+        staged_write::finish(&mut self.state, &mut self.pending_writes, planned, outcome)
     }
 
     /// True when planning a write of `length_bytes` at `offset_bytes` into `file` reads
     /// old blocks (a partial first or last block that holds data), so that nothing may be
     /// in flight on the device when it is planned.
-    pub fn write_needs_old_blocks(&self, file: FileId, offset_bytes: u64, length_bytes: u64) -> bool {
+    pub fn write_needs_old_blocks(
+        &self,
+        file: FileId,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> bool {
         data::needs_old_blocks(&self.state, file.0, offset_bytes, length_bytes)
     }
 
@@ -627,8 +627,10 @@ impl Filesystem {
     }
 
     /// The device, for a caller (the engine) that issues its own reads of the blocks
-    /// [`Filesystem::block_map`] names. Contract: only reads go through it, and nothing
-    /// is in flight on it when any other method of the file system is called.
+    /// [`Filesystem::block_map`] names, and the requests of writes planned by
+    /// [`Filesystem::plan_write`]. Contract: only those go through it, and nothing is in
+    /// flight on it when any other method of the file system is called (but
+    /// `plan_write` and `finish_write`, as they say).
     pub fn device_mut(&mut self) -> &mut dyn BlockDevice {
         &mut *self.device
     }

@@ -19,8 +19,8 @@
 use flashpipe_device::{BlockDevice, DeviceError, IoBuf, Operation, SplitBuffer};
 
 use crate::data::{
-    build_write_operations, check_usable, group_runs, install_pointers, plan_blocks,
-    BlockPlan, RunAccounting,
+    build_write_operations, check_usable, group_runs, install_pointers, plan_blocks, BlockPlan,
+    RunAccounting,
 };
 use crate::error::FileIoError;
 use crate::layout::data_block_checksum;
@@ -257,8 +257,13 @@ fn build_zero_copy_operations(
                 )
                 .unwrap_or_else(|refused| panic!("a write's runs are fresh windows: {refused}"))
         } else {
-            assert_eq!((position, count), (whole_blocks, 1), "the tail is one block");
-            tail.take().expect("a partial last block has a bounce buffer")
+            assert_eq!(
+                (position, count),
+                (whole_blocks, 1),
+                "the tail is one block"
+            );
+            tail.take()
+                .expect("a partial last block has a bounce buffer")
         };
         checksums.extend(
             buffer
@@ -270,7 +275,11 @@ fn build_zero_copy_operations(
             buffer,
         });
     }
-    assert_eq!(checksums.len() as u64, block_count, "one checksum per block");
+    assert_eq!(
+        checksums.len() as u64,
+        block_count,
+        "one checksum per block"
+    );
     (operations, checksums, split, whole_blocks)
 }
 
@@ -283,7 +292,10 @@ pub(crate) fn finish(
     planned: PlannedWrite,
     outcome: Result<(), DeviceError>,
 ) -> (IoBuf, Result<(), FileIoError>) {
-    assert!(pending.count > 0, "finishing a write that was never planned");
+    assert!(
+        pending.count > 0,
+        "finishing a write that was never planned"
+    );
     assert!(
         planned.operations.is_empty(),
         "a write is finished only after its requests were issued"

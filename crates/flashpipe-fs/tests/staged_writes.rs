@@ -86,7 +86,11 @@ fn whole_blocks_go_from_the_callers_buffer_and_the_buffer_comes_back() {
     }
     let (buffer, result) = filesystem.finish_write(planned, Ok(()));
     result.expect("write");
-    assert_eq!(buffer.as_ptr(), address, "the caller's own buffer comes back");
+    assert_eq!(
+        buffer.as_ptr(),
+        address,
+        "the caller's own buffer comes back"
+    );
     assert!(buffer[..] == new[..], "and it is untouched");
     assert_eq!(filesystem.writes_pending(), 0);
     let mut expected = old.clone();
@@ -98,7 +102,10 @@ fn whole_blocks_go_from_the_callers_buffer_and_the_buffer_comes_back() {
     filesystem.flush().expect("flush");
     let mut remounted = Filesystem::mount(filesystem.unmount().expect("unmount")).expect("mount");
     assert!(remounted.check().expect("fsck").is_clean());
-    assert!(contents(&mut remounted, file) == expected, "checksums verify");
+    assert!(
+        contents(&mut remounted, file) == expected,
+        "checksums verify"
+    );
 }
 
 #[test]
@@ -111,7 +118,12 @@ fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
     for (offset, length, copy, seed) in [
         (100, 3 * BLOCK_BYTES, WriteCopy::ZeroCopy, 4),
         (2 * BLOCK_BYTES as u64, BLOCK_BYTES, WriteCopy::Copy, 5),
-        (5 * BLOCK_BYTES as u64 + 7, 2 * BLOCK_BYTES, WriteCopy::ZeroCopy, 6),
+        (
+            5 * BLOCK_BYTES as u64 + 7,
+            2 * BLOCK_BYTES,
+            WriteCopy::ZeroCopy,
+            6,
+        ),
         (9 * BLOCK_BYTES as u64, 10, WriteCopy::ZeroCopy, 7),
     ] {
         let new = pattern(length, seed);
@@ -169,7 +181,10 @@ fn a_failed_write_installs_nothing_and_releases_its_blocks() {
     );
     let (buffer, result) = filesystem.finish_write(planned, Err(failure));
     assert!(result.is_err());
-    assert!(buffer[..] == new[..], "the caller's buffer comes back whole");
+    assert!(
+        buffer[..] == new[..],
+        "the caller's buffer comes back whole"
+    );
     assert_eq!(filesystem.stats().free_blocks, free_before);
     assert_eq!(contents(&mut filesystem, file), old);
     filesystem.flush().expect("flush");
