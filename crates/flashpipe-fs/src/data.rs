@@ -588,7 +588,7 @@ pub(crate) fn plan_blocks(
     let new_count = old_count.max(end);
     let pointer_at = |index: u64| node.pointers.get(index as usize).copied().unwrap_or(0);
     let new_block_count = (first..end)
-        .filter(|&index| !state.allocator.is_fresh(pointer_at(index)) || pointer_at(index) == 0)
+        .filter(|&index| pointer_at(index) == 0 || !state.allocator.is_fresh(pointer_at(index)))
         .count() as u64;
     let totals_after = totals_with(
         state,
