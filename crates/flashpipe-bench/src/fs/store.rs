@@ -156,7 +156,7 @@ pub const WRITE_PATH_VARIABLE: &str = "FLASHPIPE_WRITE_PATH";
 
 /// The write path [`WRITE_PATH_VARIABLE`] names; an unknown name is a usage error that
 /// ends the process with a message and status 2 before anything is measured.
-fn write_path_from_environment() -> WritePath {
+pub(crate) fn write_path_from_environment() -> WritePath {
     let Ok(name) = std::env::var(WRITE_PATH_VARIABLE) else {
         return WritePath::default();
     };
