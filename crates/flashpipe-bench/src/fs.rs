@@ -27,6 +27,8 @@ mod report;
 mod small_files;
 mod store;
 
+pub(crate) use store::write_path_from_environment;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -531,7 +531,13 @@ impl FlashStack {
         let clock = filesystem.device_mut().clock();
         assert!(clock.is_virtual(), "the flash store runs in virtual time");
         Ok(FlashStack {
-            engine: Engine::start(filesystem, EngineConfig::default()),
+            engine: Engine::start(
+                filesystem,
+                EngineConfig {
+                    write_path: crate::fs::write_path_from_environment(),
+                    ..EngineConfig::default()
+                },
+            ),
             clock,
             ftl_stats,
         })

@@ -18,7 +18,12 @@ pub enum Command {
         /// The new file's name.
         name: String,
     },
-    /// Write `data` at `offset_bytes`; the buffer comes back in [`Reply::Written`].
+    /// Write `data` at `offset_bytes`; the buffer comes back in [`Reply::Written`]. When
+    /// `offset_bytes` is a multiple of the FS block size, the whole FS blocks go to the
+    /// device straight from `data` on the default write path (no copy; the engine holds
+    /// it until they are written).
+    /// The answer comes when this write's own device requests have completed, possibly
+    /// before earlier writes to other blocks.
     Write {
         /// The file.
         name: String,

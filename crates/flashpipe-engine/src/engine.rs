@@ -4,9 +4,14 @@
 //! The thread serves many commands at once: reads are planned from the in-memory block
 //! map and their device requests issued together, so many reads from many clients keep
 //! the device queues full, each landing straight in an engine-owned pool buffer that
-//! the client receives without a copy. Commands that change the file system (write,
-//! truncate, create, delete, rename, flush) wait until the reads in flight have finished,
-//! then run in arrival order, so every client sees its own commands take effect in order.
+//! the client receives without a copy. Writes too stay in flight many at a time
+//! ([`crate::writes`]): each is answered when its own device requests complete, and the
+//! writes that arrive meanwhile are planned and issued at once, so batches overlap; whole
+//! blocks go to the device straight from the client's buffer. Commands that change the
+//! file system (write, truncate, create, delete, rename, flush) wait until the reads in
+//! flight have finished, every command but a write waits until no write is in flight,
+//! and all run in arrival order, so every client sees its own commands take effect in
+//! order.
 //! A batch of whole small files ([`Command::ReadFiles`]) is one command: its files are
 //! planned together and physically adjacent files share one device request.
 //!
@@ -19,14 +24,15 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
-use flashpipe_device::{BufferPool, Clock};
-use flashpipe_fs::Filesystem;
+use flashpipe_device::{BufferPool, Clock, IoBuf};
+use flashpipe_fs::{Filesystem, WriteCopy};
 
 use crate::client::EngineClient;
 use crate::command::{Command, EngineError, ReadData, Reply};
 use crate::group_commit::{FlushGrouping, PendingFlushes};
 use crate::handoff::{self, Handoff, WaitCounts, MAX_SPIN_US};
 use crate::reads::{ReadSink, ReadsInFlight};
+use crate::writes::{WriteSink, WritesInFlight};
 
 /// Bounds of an engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +49,37 @@ pub struct EngineConfig {
     pub handoff: Handoff,
     /// Which flushes share one file-system commit.
     pub flush_grouping: FlushGrouping,
+    /// How writes go to the devices.
+    pub write_path: WritePath,
+}
+
+/// How the engine carries out writes (selectable, to compare them side by side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WritePath {
+    /// Writes stay in flight while the next ones are planned and issued (batches
+    /// overlap), each answered when its own requests complete; whole FS blocks go to the
+    /// device straight from the client's buffer.
+    #[default]
+    Overlapped,
+    /// As [`WritePath::Overlapped`], but every byte is first copied into the file
+    /// system's buffers.
+    OverlappedCopying,
+    /// Queued writes are gathered into one batch, copied into the file system's buffers,
+    /// run to completion and answered before anything else happens (the device drains
+    /// between batches).
+    Batched,
+}
+
+impl WritePath {
+    /// The path named `name` (`overlapped`, `overlapped-copying`, `batched`).
+    pub fn from_name(name: &str) -> Option<WritePath> {
+        match name {
+            "overlapped" => Some(WritePath::Overlapped),
+            "overlapped-copying" => Some(WritePath::OverlappedCopying),
+            "batched" => Some(WritePath::Batched),
+            _ => None,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -54,6 +91,7 @@ impl Default for EngineConfig {
             reads_in_flight_limit: 32,
             handoff: Handoff::DEFAULT,
             flush_grouping: FlushGrouping::UntilNextChange,
+            write_path: WritePath::default(),
         }
     }
 }
@@ -216,7 +254,20 @@ impl ReadSink for ReadReply {
     }
 }
 
-/// Most writes gathered into one batch, and most bytes.
+/// Where a finished write's answer goes.
+pub(crate) struct WriteReply {
+    ticket: u64,
+    reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+}
+
+impl WriteSink for WriteReply {
+    fn deliver(self, result: Result<IoBuf, EngineError>) {
+        let result = result.map(|buffer| Reply::Written { buffer });
+        answer(&self.reply_to, self.ticket, result);
+    }
+}
+
+/// Most writes gathered into one batch (or in flight at once), and most bytes.
 const WRITE_BATCH_LIMIT: usize = 64;
 const WRITE_BATCH_LIMIT_BYTES: usize = 64 << 20;
 
@@ -226,6 +277,8 @@ pub(crate) struct EngineThread {
     pub(crate) filesystem: Filesystem,
     pool: BufferPool,
     pub(crate) reads: ReadsInFlight<ReadReply>,
+    writes: WritesInFlight<WriteReply>,
+    write_path: WritePath,
     max_read_bytes: u64,
     /// A message taken from the queue while gathering a write batch, served next.
     pub(crate) held_back: Option<Message>,
@@ -262,6 +315,8 @@ impl EngineThread {
             filesystem,
             pool,
             reads: ReadsInFlight::new(config.reads_in_flight_limit, block_bytes),
+            writes: WritesInFlight::new(WRITE_BATCH_LIMIT, WRITE_BATCH_LIMIT_BYTES, block_bytes),
+            write_path: config.write_path,
             max_read_bytes: config.max_read_bytes as u64,
             held_back: None,
             flush_grouping: config.flush_grouping,
@@ -343,9 +398,16 @@ impl EngineThread {
     ) -> Result<(), EngineError> {
         if matches!(envelope.command, Command::Write { .. }) {
             self.reads.drain(self.filesystem.device_mut())?;
-            let batch = self.gather_writes(envelope, inbox);
-            self.write_batch(batch);
-            return Ok(());
+            let copy = match self.write_path {
+                WritePath::Overlapped => WriteCopy::ZeroCopy,
+                WritePath::OverlappedCopying => WriteCopy::Copy,
+                WritePath::Batched => {
+                    let batch = self.gather_writes(envelope, inbox);
+                    self.write_batch(batch);
+                    return Ok(());
+                }
+            };
+            return self.stream_writes(envelope, inbox, copy);
         }
         let Envelope {
             ticket,
@@ -422,6 +484,91 @@ impl EngineThread {
         if let Err((sink, error)) = started {
             sink.deliver_files(Err(error));
         }
+    }
+
+    /// Serves `first` and the writes queued behind it with many in flight: each write is
+    /// planned and issued as soon as it is taken (while room lasts), completions are
+    /// answered as they come, and writes arriving meanwhile join in, so batches overlap
+    /// and the device never drains between them. Returns when no write is in flight and
+    /// none is queued, or once the writes in flight have finished after another command
+    /// arrived (held back and served next, so arrival order is kept).
+    fn stream_writes(
+        &mut self,
+        first: Envelope,
+        inbox: &Receiver<Message>,
+        copy: WriteCopy,
+    ) -> Result<(), EngineError> {
+        let mut next = Some(first);
+        loop {
+            while let Some(envelope) = next.take() {
+                self.start_write(envelope, copy)?;
+                next = self.next_queued_write(inbox);
+            }
+            if self.writes.is_idle() {
+                return Ok(());
+            }
+            self.writes.pump(&mut self.filesystem, true)?;
+            next = self.next_queued_write(inbox);
+        }
+    }
+
+    /// The next queued message when it is a write and another write can start; any other
+    /// message is held back (and no more writes are taken).
+    fn next_queued_write(&mut self, inbox: &Receiver<Message>) -> Option<Envelope> {
+        if self.held_back.is_some() || !self.writes.has_room() {
+            return None;
+        }
+        match inbox.try_recv() {
+            Ok(Message::Command(envelope)) if matches!(envelope.command, Command::Write { .. }) => {
+                Some(envelope)
+            }
+            Ok(other) => {
+                self.held_back = Some(other);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Plans one write and takes it in flight (after the writes in flight have finished,
+    /// when it touches one of their blocks or must read old blocks first); a write that
+    /// cannot be planned is answered at once.
+    fn start_write(&mut self, envelope: Envelope, copy: WriteCopy) -> Result<(), EngineError> {
+        let Envelope {
+            ticket,
+            command,
+            reply_to,
+        } = envelope;
+        let Command::Write {
+            name,
+            offset_bytes,
+            data,
+        } = command
+        else {
+            unreachable!("only writes are streamed");
+        };
+        let sink = WriteReply { ticket, reply_to };
+        let file = match self.filesystem.open(&name) {
+            Ok(file) => file,
+            Err(error) => {
+                sink.deliver(Err(error.into()));
+                return Ok(());
+            }
+        };
+        let length_bytes = data.len() as u64;
+        let must_wait = self.writes.overlaps(file, offset_bytes, length_bytes)
+            || (!self.writes.is_idle()
+                && self
+                    .filesystem
+                    .write_needs_old_blocks(file, offset_bytes, length_bytes));
+        if must_wait {
+            self.writes.drain(&mut self.filesystem)?;
+        }
+        match self.filesystem.plan_write(file, offset_bytes, data, copy) {
+            Ok(planned) => self.writes.start(&mut self.filesystem, planned, sink),
+            Err(error) => sink.deliver(Err(error.into())),
+        }
+        Ok(())
     }
 
     /// Takes the writes queued right behind `first` (up to the batch limits); the first

@@ -2,7 +2,8 @@
 //!
 //! The [`Engine`] is a dedicated thread that owns a mounted file system and its device;
 //! clients ([`EngineClient`]) submit [`Command`]s through bounded queues and receive
-//! completions, read data arriving in engine-owned aligned buffers without a copy. The
+//! completions, read data arriving in engine-owned aligned buffers without a copy and
+//! whole blocks of a write leaving from the client's own buffer without one. The
 //! engine knows nothing of store files, locks or device kinds: `flashpipe-store` opens a
 //! store's devices, mounts them and starts an engine on the file system. Rule: this crate
 //! depends only on the file system and the device layer.
@@ -28,10 +29,11 @@ pub mod group_commit;
 pub mod handoff;
 mod reads;
 pub mod stepped;
+mod writes;
 
 pub use client::{Completion, EngineClient, StreamError, Ticket};
 pub use command::{Command, EngineError, ReadData, Reply};
-pub use engine::{Engine, EngineConfig, EngineCounters};
+pub use engine::{Engine, EngineConfig, EngineCounters, WritePath};
 pub use group_commit::FlushGrouping;
 pub use handoff::{Handoff, WaitCounts};
 pub use stepped::{StepOutcome, SteppedEngine};

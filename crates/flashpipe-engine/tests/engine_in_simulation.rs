@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
 use flashpipe_device::{IoBuf, SplitMix64};
 use flashpipe_engine::{
-    Command, EngineClient, EngineConfig, EngineError, Reply, StepOutcome, SteppedEngine,
+    Command, EngineClient, EngineConfig, EngineError, Reply, StepOutcome, SteppedEngine, WritePath,
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_testkit::fs_workload::{contents, describe, Model, NAMES};
@@ -39,6 +39,7 @@ const ENGINE_CONFIG: EngineConfig = EngineConfig {
     reads_in_flight_limit: 16,
     handoff: flashpipe_engine::Handoff::DEFAULT,
     flush_grouping: flashpipe_engine::FlushGrouping::UntilNextChange,
+    write_path: WritePath::Overlapped,
 };
 
 fn new_world(seed: u64) -> SimWorld {

@@ -113,7 +113,7 @@ fn verify_file_blocks(
 
 /// Splits the pointers of file blocks `first..end` into runs of consecutive physical
 /// blocks (or holes), each at most `max_blocks` long and never crossing `split_at`.
-fn group_runs(
+pub(crate) fn group_runs(
     pointers: &[u64],
     first: u64,
     end: u64,
@@ -139,7 +139,7 @@ fn group_runs(
     runs
 }
 
-fn check_usable(state: &State) -> Result<(), FileIoError> {
+pub(crate) fn check_usable(state: &State) -> Result<(), FileIoError> {
     match &state.unusable_reason {
         Some(reason) => Err(FileIoError::Unusable {
             reason: reason.clone(),
@@ -415,19 +415,28 @@ fn end_of_independent_run(block_bytes: u64, writes: &[BatchWrite<'_>], start: us
 
 /// A write whose targets are chosen and whose device requests are built.
 struct PlannedWrite {
-    inode_number: u64,
-    first: u64,
-    targets: Vec<u64>,
+    blocks: BlockPlan,
     checksums: Vec<Option<u32>>,
-    allocated: Vec<u64>,
-    end_bytes: u64,
     operations: Vec<Operation>,
 }
 
-/// What the writes planned so far in a run will have changed once installed.
-struct RunAccounting {
+/// What the writes planned so far (in a run, or in flight) will have changed once
+/// installed: the metadata totals and each file's pointer count, so that the space
+/// check of the next write counts them.
+#[derive(Debug, Clone)]
+pub(crate) struct RunAccounting {
     totals: MetadataTotals,
     pointer_counts: HashMap<u64, u64>,
+}
+
+impl RunAccounting {
+    /// Nothing planned yet on top of `state`.
+    pub(crate) fn starting_from(state: &State) -> RunAccounting {
+        RunAccounting {
+            totals: state.totals,
+            pointer_counts: HashMap::new(),
+        }
+    }
 }
 
 fn write_independent_run(
@@ -435,21 +444,36 @@ fn write_independent_run(
     device: &mut dyn BlockDevice,
     writes: &[BatchWrite<'_>],
 ) -> Vec<Result<(), FileIoError>> {
-    let mut accounting = RunAccounting {
-        totals: state.totals,
-        pointer_counts: HashMap::new(),
-    };
+    let mut accounting = RunAccounting::starting_from(state);
     let mut results: Vec<Result<(), FileIoError>> = Vec::with_capacity(writes.len());
     let mut planned: Vec<(usize, PlannedWrite)> = Vec::new();
     for (index, &(inode_number, offset_bytes, data)) in writes.iter().enumerate() {
-        match plan_write(
+        let plan = plan_blocks(
             state,
             device,
             &mut accounting,
             inode_number,
             offset_bytes,
             data,
-        ) {
+        )
+        .map(|blocks| {
+            blocks.map(|blocks| {
+                let (operations, checksums) = build_write_operations(
+                    state,
+                    &blocks.targets,
+                    blocks.first,
+                    offset_bytes,
+                    data,
+                    &blocks.old_edges,
+                );
+                PlannedWrite {
+                    blocks,
+                    checksums,
+                    operations,
+                }
+            })
+        });
+        match plan {
             Ok(Some(plan)) => planned.push((index, plan)),
             Ok(None) => {}
             Err(error) => {
@@ -472,12 +496,19 @@ fn write_independent_run(
                 state.buffers.give_back(buffer);
             }
             for (_, plan) in &planned {
-                install_targets(state, plan);
+                install_pointers(
+                    state,
+                    plan.blocks.inode_number,
+                    plan.blocks.first,
+                    &plan.blocks.targets,
+                    &plan.checksums,
+                    plan.blocks.end_bytes,
+                );
             }
         }
         Err(error) => {
             for (index, plan) in planned {
-                for block in plan.allocated {
+                for block in plan.blocks.allocated {
                     state.allocator.release(block);
                 }
                 results[index] = Err(error.clone().into());
@@ -487,16 +518,54 @@ fn write_independent_run(
     results
 }
 
-/// Checks space, reads partial edge blocks, chooses targets and builds the device
-/// writes of one write; `None` for an empty write. Allocates the new blocks.
-fn plan_write(
+/// Where one write goes: file blocks `first..first + targets.len()` to `targets`
+/// (`allocated` are the newly allocated ones), the old contents of its partial edge
+/// blocks that already had data, and the size it grows the file to.
+#[derive(Debug)]
+pub(crate) struct BlockPlan {
+    pub(crate) inode_number: u64,
+    pub(crate) first: u64,
+    pub(crate) targets: Vec<u64>,
+    pub(crate) allocated: Vec<u64>,
+    pub(crate) end_bytes: u64,
+    pub(crate) old_edges: HashMap<u64, IoBuf>,
+}
+
+/// True when a write of `length_bytes` at `offset_bytes` into `inode_number` must read
+/// old blocks first (a partial first or last block that already holds data): planning it
+/// then needs the device with nothing else in flight.
+pub(crate) fn needs_old_blocks(
+    state: &State,
+    inode_number: u64,
+    offset_bytes: u64,
+    length_bytes: u64,
+) -> bool {
+    let Some(node) = state.files.get(&inode_number) else {
+        return false;
+    };
+    if length_bytes == 0 {
+        return false;
+    }
+    let block_bytes = state.geometry.block_bytes();
+    let end_bytes = offset_bytes.saturating_add(length_bytes);
+    let pointer_at = |index: u64| node.pointers.get(index as usize).copied().unwrap_or(0);
+    let first = offset_bytes / block_bytes;
+    let last = (end_bytes - 1) / block_bytes;
+    let first_partial = offset_bytes % block_bytes != 0 || end_bytes < (first + 1) * block_bytes;
+    let last_partial = end_bytes % block_bytes != 0;
+    (first_partial && pointer_at(first) != 0) || (last_partial && pointer_at(last) != 0)
+}
+
+/// Checks space, reads partial edge blocks and chooses targets for one write; `None` for
+/// an empty write. Allocates the new blocks and counts the write in `accounting`.
+pub(crate) fn plan_blocks(
     state: &mut State,
     device: &mut dyn BlockDevice,
     accounting: &mut RunAccounting,
     inode_number: u64,
     offset_bytes: u64,
     data: &[u8],
-) -> Result<Option<PlannedWrite>, FileIoError> {
+) -> Result<Option<BlockPlan>, FileIoError> {
     let node = state
         .files
         .get(&inode_number)
@@ -519,7 +588,7 @@ fn plan_write(
     let new_count = old_count.max(end);
     let pointer_at = |index: u64| node.pointers.get(index as usize).copied().unwrap_or(0);
     let new_block_count = (first..end)
-        .filter(|&index| !state.allocator.is_fresh(pointer_at(index)) || pointer_at(index) == 0)
+        .filter(|&index| pointer_at(index) == 0 || !state.allocator.is_fresh(pointer_at(index)))
         .count() as u64;
     let totals_after = totals_with(
         state,
@@ -537,26 +606,27 @@ fn plan_write(
     edges.dedup();
     edges.retain(|&index| is_partial(index) && pointer_at(index) != 0);
     let edge_pointers: Vec<u64> = edges.iter().map(|&index| pointer_at(index)).collect();
-    let old_edges: HashMap<u64, IoBuf> = edges
-        .into_iter()
-        .zip(read_fs_blocks(device, &state.geometry, &edge_pointers)?)
-        .collect();
+    let old_edges: HashMap<u64, IoBuf> = if edge_pointers.is_empty() {
+        HashMap::new()
+    } else {
+        edges
+            .into_iter()
+            .zip(read_fs_blocks(device, &state.geometry, &edge_pointers)?)
+            .collect()
+    };
     for (&index, block) in &old_edges {
         verify_file_blocks(state, inode_number, index, block)?;
     }
     let (targets, allocated) = choose_targets(state, inode_number, first, end);
-    let (operations, checksums) =
-        build_write_operations(state, &targets, first, offset_bytes, data, &old_edges);
     accounting.totals = totals_after;
     accounting.pointer_counts.insert(inode_number, new_count);
-    Ok(Some(PlannedWrite {
+    Ok(Some(BlockPlan {
         inode_number,
         first,
         targets,
-        checksums,
         allocated,
         end_bytes,
-        operations,
+        old_edges,
     }))
 }
 
@@ -602,7 +672,7 @@ fn choose_targets(
 
 /// The device writes of one write's blocks, and the checksum of each block written (in
 /// `targets` order), computed on the buffers as they go to the device.
-fn build_write_operations(
+pub(crate) fn build_write_operations(
     state: &mut State,
     targets: &[u64],
     first: u64,
@@ -654,17 +724,6 @@ fn build_write_operations(
         "one checksum per block written"
     );
     (operations, checksums)
-}
-
-fn install_targets(state: &mut State, plan: &PlannedWrite) {
-    install_pointers(
-        state,
-        plan.inode_number,
-        plan.first,
-        &plan.targets,
-        &plan.checksums,
-        plan.end_bytes,
-    );
 }
 
 /// Sets a file's size. Shrinking frees the blocks past the end and zeroes the tail of

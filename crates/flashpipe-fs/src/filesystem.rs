@@ -17,6 +17,7 @@ use crate::layout::{
     is_valid_fs_block_size, FIRST_ALLOCATABLE_BLOCK, FORMAT_VERSION, MIN_FS_BLOCK_COUNT,
 };
 use crate::name::check_name;
+use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, State};
 
 /// A file's handle: its inode number. It stays valid across renames and until the file
@@ -104,6 +105,8 @@ pub struct Filesystem {
     device: Box<dyn BlockDevice>,
     state: State,
     mode: MountMode,
+    /// Writes planned by [`Filesystem::plan_write`] and not yet finished.
+    pending_writes: PendingWrites,
 }
 
 impl Filesystem {
@@ -147,6 +150,7 @@ impl Filesystem {
             device,
             state,
             mode: MountMode::ReadWrite,
+            pending_writes: PendingWrites::default(),
         })
     }
 
@@ -198,6 +202,7 @@ impl Filesystem {
             device,
             state,
             mode,
+            pending_writes: PendingWrites::default(),
         })
     }
 
@@ -303,6 +308,7 @@ impl Filesystem {
         bytes: &[u8],
     ) -> Result<(), FileIoError> {
         self.check_io_writable("write")?;
+        self.assert_no_writes_pending("write");
         data::write(
             &mut self.state,
             &mut *self.device,
@@ -323,11 +329,81 @@ impl Filesystem {
                 .map(|_| Err(FileIoError::ReadOnly { operation: "write" }))
                 .collect();
         }
+        self.assert_no_writes_pending("write_batch");
         let writes: Vec<data::BatchWrite<'_>> = writes
             .iter()
             .map(|&(file, offset_bytes, bytes)| (file.0, offset_bytes, bytes))
             .collect();
         data::write_batch(&mut self.state, &mut *self.device, &writes)
+    }
+
+    /// Plans a write of `data` at `offset_bytes` for a caller that keeps writes in flight
+    /// (the engine): space checked, target blocks allocated, device requests built, the
+    /// block map left unchanged until [`Filesystem::finish_write`]. With
+    /// [`WriteCopy::ZeroCopy`] and `offset_bytes` on an FS block boundary, whole blocks go
+    /// to the device straight from `data` (views of it). Contract: the caller issues
+    /// every request of [`PlannedWrite::take_operations`] on [`Filesystem::device_mut`],
+    /// hands each completion's buffer to [`PlannedWrite::take_back`], and finishes every
+    /// planned write before calling any other method but `plan_write`, `finish_write`,
+    /// `write_needs_old_blocks`, `open`, `stats` and `device_mut`; writes planned
+    /// together must not touch the same FS block of a file; and when
+    /// [`Filesystem::write_needs_old_blocks`] says so, nothing may be in flight on the
+    /// device (the old blocks are read here). On an error nothing was allocated and
+    /// `data` is dropped.
+    pub fn plan_write(
+        &mut self,
+        file: FileId,
+        offset_bytes: u64,
+        data: IoBuf,
+        copy: WriteCopy,
+    ) -> Result<PlannedWrite, FileIoError> {
+        self.check_io_writable("write")?;
+        staged_write::plan(
+            &mut self.state,
+            &mut *self.device,
+            &mut self.pending_writes,
+            file.0,
+            offset_bytes,
+            data,
+            copy,
+        )
+    }
+
+    /// Finishes a write planned by [`Filesystem::plan_write`] once all its requests have
+    /// completed (`outcome`: the first failure among them, if any): installs its block
+    /// pointers, or on a failure installs nothing and releases the blocks it allocated.
+    /// Returns the caller's buffer, whole, and the write's result.
+    pub fn finish_write(
+        &mut self,
+        planned: PlannedWrite,
+        outcome: Result<(), flashpipe_device::DeviceError>,
+    ) -> (IoBuf, Result<(), FileIoError>) {
+        staged_write::finish(&mut self.state, &mut self.pending_writes, planned, outcome)
+    }
+
+    /// True when planning a write of `length_bytes` at `offset_bytes` into `file` reads
+    /// old blocks (a partial first or last block that holds data), so that nothing may be
+    /// in flight on the device when it is planned.
+    pub fn write_needs_old_blocks(
+        &self,
+        file: FileId,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> bool {
+        data::needs_old_blocks(&self.state, file.0, offset_bytes, length_bytes)
+    }
+
+    /// Writes planned by [`Filesystem::plan_write`] and not yet finished.
+    pub fn writes_pending(&self) -> usize {
+        self.pending_writes.count()
+    }
+
+    fn assert_no_writes_pending(&self, operation: &str) {
+        assert_eq!(
+            self.pending_writes.count(),
+            0,
+            "{operation} called with planned writes not finished (finish every planned write first)"
+        );
     }
 
     /// Copies `length_bytes` from `source` at `source_offset_bytes` to `destination` at
@@ -392,12 +468,14 @@ impl Filesystem {
     /// Sets the file's size (shrinking frees blocks; growing adds a hole).
     pub fn truncate(&mut self, file: FileId, size_bytes: u64) -> Result<(), FileIoError> {
         self.check_io_writable("truncate")?;
+        self.assert_no_writes_pending("truncate");
         data::truncate(&mut self.state, &mut *self.device, file.0, size_bytes)
     }
 
     /// Deletes the file named `name`; its blocks are free after the next flush.
     pub fn delete(&mut self, name: &str) -> Result<(), NamespaceError> {
         self.check_writable("delete")?;
+        self.assert_no_writes_pending("delete");
         self.check_usable()?;
         let file = self.open(name)?;
         let node = self.state.remove_file(file.0);
@@ -530,6 +608,7 @@ impl Filesystem {
             );
             return Ok(());
         }
+        self.assert_no_writes_pending("flush");
         commit(&mut self.state, &mut *self.device)
     }
 
@@ -578,8 +657,10 @@ impl Filesystem {
     }
 
     /// The device, for a caller (the engine) that issues its own reads of the blocks
-    /// [`Filesystem::block_map`] names. Contract: only reads go through it, and nothing
-    /// is in flight on it when any other method of the file system is called.
+    /// [`Filesystem::block_map`] names, and the requests of writes planned by
+    /// [`Filesystem::plan_write`]. Contract: only those go through it, and nothing is in
+    /// flight on it when any other method of the file system is called (but
+    /// `plan_write` and `finish_write`, as they say).
     pub fn device_mut(&mut self) -> &mut dyn BlockDevice {
         &mut *self.device
     }

@@ -46,6 +46,7 @@ mod io;
 pub mod layout;
 pub mod metadata_log;
 mod name;
+mod staged_write;
 mod state;
 
 pub use copy::{CopyMethod, CopyReport};
@@ -62,3 +63,4 @@ pub use fsck::{
 pub use image::{DamagedSlot, LogDamage};
 pub use io::MAX_REQUEST_BYTES;
 pub use name::name_problem;
+pub use staged_write::{PlannedWrite, WriteCopy};

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation};
-use flashpipe_engine::{Engine, EngineConfig};
+use flashpipe_engine::{Engine, EngineConfig, WritePath};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_store::store::{open_store_device, DeviceCreation};
 use flashpipe_store::store_config::{DeviceSpec, StoreConfig, STORE_FILE_VERSION};
@@ -140,12 +140,33 @@ fn write_zeros_everywhere(device: &mut dyn BlockDevice) -> Result<(), BenchFsErr
 }
 
 /// The engine configuration every part uses: 1 MiB reads, 64 read buffers, 32 reads in
-/// flight (the engine's defaults).
+/// flight (the engine's defaults), and the write path named by the environment variable
+/// [`WRITE_PATH_VARIABLE`] (the engine's default when it is not set).
 pub fn engine_config() -> EngineConfig {
     EngineConfig {
         max_read_bytes: MIB as usize,
+        write_path: write_path_from_environment(),
         ..EngineConfig::default()
     }
+}
+
+/// The environment variable that picks the engine's write path for a side-by-side run:
+/// `overlapped` (the default), `overlapped-copying` or `batched`.
+pub const WRITE_PATH_VARIABLE: &str = "FLASHPIPE_WRITE_PATH";
+
+/// The write path [`WRITE_PATH_VARIABLE`] names; an unknown name is a usage error that
+/// ends the process with a message and status 2 before anything is measured.
+pub(crate) fn write_path_from_environment() -> WritePath {
+    let Ok(name) = std::env::var(WRITE_PATH_VARIABLE) else {
+        return WritePath::default();
+    };
+    WritePath::from_name(&name).unwrap_or_else(|| {
+        eprintln!(
+            "error: {WRITE_PATH_VARIABLE}={name:?} names no write path \
+             (overlapped, overlapped-copying or batched)"
+        );
+        std::process::exit(2)
+    })
 }
 
 /// Starts the engine on `filesystem`.

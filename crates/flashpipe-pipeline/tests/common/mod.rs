@@ -12,7 +12,7 @@ use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, RamDisk,
     RealClock, Rejected, Request, VirtualClock,
 };
-use flashpipe_engine::{Engine, EngineConfig};
+use flashpipe_engine::{Engine, EngineConfig, WritePath};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_kernels::api::{
     Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
@@ -35,6 +35,7 @@ pub const TEST_ENGINE: EngineConfig = EngineConfig {
     reads_in_flight_limit: 16,
     handoff: flashpipe_engine::Handoff::DEFAULT,
     flush_grouping: flashpipe_engine::FlushGrouping::UntilNextChange,
+    write_path: WritePath::Overlapped,
 };
 
 /// [`store_with`] for files whose names are owned strings.

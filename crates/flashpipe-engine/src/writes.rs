@@ -1,0 +1,240 @@
+//! The engine's write path: many writes in flight at once, each planned by the file
+//! system ([`Filesystem::plan_write`]: space, targets, requests; whole blocks straight
+//! from the client's buffer, no copy), its device requests issued together with the
+//! other writes', and answered as soon as its own requests have completed
+//! ([`Filesystem::finish_write`] installs its block pointers then). Batches overlap: the
+//! engine plans and issues the next writes while the earlier ones are still in the
+//! device queue, so the device never drains between batches.
+//!
+//! Ordering: a write that touches an FS block of a write in flight waits until every
+//! write in flight has finished, and so does a write that must first read a partial edge
+//! block (the file system reads it with nothing else in flight); the engine drains its
+//! writes before any other command, so reads, flushes and changes of the name space see
+//! every earlier write installed. A device failure fails only the write whose request
+//! failed: nothing of it is installed and its newly allocated blocks are released.
+
+use std::collections::VecDeque;
+
+use flashpipe_device::{BlockDevice, Completion, DeviceError, DeviceErrorKind, IoBuf, Request};
+use flashpipe_fs::{FileId, Filesystem, PlannedWrite};
+
+use crate::command::EngineError;
+
+/// Where a finished write goes: the client's buffer back, or why it failed.
+pub trait WriteSink {
+    /// Delivers a finished write.
+    fn deliver(self, result: Result<IoBuf, EngineError>);
+}
+
+/// The tag bit that marks a device request as a write's (reads use the low 63 bits).
+const WRITE_TAG_BIT: u64 = 1 << 63;
+
+fn request_tag(slot: usize) -> u64 {
+    WRITE_TAG_BIT | slot as u64
+}
+
+fn slot_of(tag: u64) -> usize {
+    assert!(
+        tag & WRITE_TAG_BIT != 0,
+        "completion {tag:#x} is not a write's"
+    );
+    (tag & !WRITE_TAG_BIT) as usize
+}
+
+struct InFlightWrite<S> {
+    sink: S,
+    planned: PlannedWrite,
+    /// (inode number, first FS block, end FS block) of the file blocks it writes.
+    block_range: Option<(u64, u64, u64)>,
+    requests_outstanding: usize,
+    first_error: Option<DeviceError>,
+}
+
+/// Writes in flight, and their device requests waiting for room in the device queue.
+pub struct WritesInFlight<S> {
+    block_bytes: u64,
+    slots: Vec<Option<InFlightWrite<S>>>,
+    free_slots: Vec<usize>,
+    bytes_in_flight: usize,
+    bytes_limit: usize,
+    waiting_requests: VecDeque<Request>,
+    completions: Vec<Completion>,
+}
+
+impl<S: WriteSink> WritesInFlight<S> {
+    /// An empty table for at most `write_limit` writes and `bytes_limit` bytes in flight
+    /// at once (one write of any size may always start), on a file system of
+    /// `block_bytes` blocks.
+    pub fn new(write_limit: usize, bytes_limit: usize, block_bytes: u64) -> WritesInFlight<S> {
+        assert!(write_limit > 0 && bytes_limit > 0 && block_bytes > 0);
+        WritesInFlight {
+            block_bytes,
+            slots: (0..write_limit).map(|_| None).collect(),
+            free_slots: (0..write_limit).rev().collect(),
+            bytes_in_flight: 0,
+            bytes_limit,
+            waiting_requests: VecDeque::new(),
+            completions: Vec::new(),
+        }
+    }
+
+    /// True when no write is in flight.
+    pub fn is_idle(&self) -> bool {
+        self.free_slots.len() == self.slots.len()
+    }
+
+    /// True when another write can start.
+    pub fn has_room(&self) -> bool {
+        !self.free_slots.is_empty() && self.bytes_in_flight < self.bytes_limit
+    }
+
+    /// True when a write of `length_bytes` at `offset_bytes` into `file` touches an FS
+    /// block of a write in flight.
+    pub fn overlaps(&self, file: FileId, offset_bytes: u64, length_bytes: u64) -> bool {
+        if length_bytes == 0 {
+            return false;
+        }
+        let first = offset_bytes / self.block_bytes;
+        let end = offset_bytes
+            .saturating_add(length_bytes)
+            .div_ceil(self.block_bytes);
+        self.slots
+            .iter()
+            .flatten()
+            .filter_map(|write| write.block_range)
+            .any(|(inode, other_first, other_end)| {
+                inode == file.0 && first < other_end && other_first < end
+            })
+    }
+
+    /// Takes a planned write in flight: its requests wait for the next [`Self::pump`]. An
+    /// empty write is finished and delivered at once.
+    pub fn start(&mut self, filesystem: &mut Filesystem, mut planned: PlannedWrite, sink: S) {
+        let slot = self.free_slots.pop().expect("caller checked has_room");
+        let operations = planned.take_operations();
+        for operation in &operations {
+            assert!(
+                matches!(operation, flashpipe_device::Operation::Write { .. }),
+                "a planned write issues writes only"
+            );
+        }
+        let requests_outstanding = operations.len();
+        self.waiting_requests
+            .extend(operations.into_iter().map(|operation| Request {
+                tag: request_tag(slot),
+                operation,
+            }));
+        self.bytes_in_flight += planned.len();
+        let block_range = planned.block_range();
+        self.slots[slot] = Some(InFlightWrite {
+            sink,
+            planned,
+            block_range,
+            requests_outstanding,
+            first_error: None,
+        });
+        if requests_outstanding == 0 {
+            self.finish(filesystem, slot);
+        }
+    }
+
+    /// Submits waiting requests while the device has room, then reaps completions,
+    /// blocking for at least one when `block` is true and something is in flight;
+    /// finishes and delivers every write whose requests have all completed.
+    pub fn pump(&mut self, filesystem: &mut Filesystem, block: bool) -> Result<(), DeviceError> {
+        let mut finished = Vec::new();
+        self.submit_waiting(filesystem.device_mut(), &mut finished);
+        let mut completions = std::mem::take(&mut self.completions);
+        let device = filesystem.device_mut();
+        let waited = if block && device.in_flight() > 0 {
+            device.wait_completions(&mut completions).map(|_| ())
+        } else {
+            device.poll_completions(&mut completions);
+            Ok(())
+        };
+        for Completion {
+            tag,
+            status,
+            buffer,
+        } in completions.drain(..)
+        {
+            let slot = slot_of(tag);
+            if let Some(buffer) = buffer {
+                self.write_mut(slot).planned.take_back(buffer);
+            }
+            if self.request_done(slot, status) {
+                finished.push(slot);
+            }
+        }
+        self.completions = completions;
+        for slot in finished {
+            self.finish(filesystem, slot);
+        }
+        waited
+    }
+
+    /// Runs every write in flight to its end.
+    pub fn drain(&mut self, filesystem: &mut Filesystem) -> Result<(), DeviceError> {
+        while !self.is_idle() {
+            self.pump(filesystem, true)?;
+        }
+        Ok(())
+    }
+
+    /// Submits waiting requests until the device queue is full; a request the device
+    /// refuses for another reason fails its write (the slot goes to `finished` when that
+    /// was its last outstanding request).
+    fn submit_waiting(&mut self, device: &mut dyn BlockDevice, finished: &mut Vec<usize>) {
+        while let Some(request) = self.waiting_requests.pop_front() {
+            let Err(rejected) = device.submit(request) else {
+                continue;
+            };
+            if matches!(rejected.error.kind, DeviceErrorKind::QueueFull { .. }) {
+                self.waiting_requests.push_front(rejected.request);
+                break;
+            }
+            let slot = slot_of(rejected.request.tag);
+            if let Some(buffer) = rejected.request.into_buffer() {
+                self.write_mut(slot).planned.take_back(buffer);
+            }
+            if self.request_done(slot, Err(rejected.error)) {
+                finished.push(slot);
+            }
+        }
+    }
+
+    fn write_mut(&mut self, slot: usize) -> &mut InFlightWrite<S> {
+        self.slots[slot]
+            .as_mut()
+            .expect("a request belongs to a live write")
+    }
+
+    /// Counts one of a write's requests done; true when it was the last one.
+    fn request_done(&mut self, slot: usize, status: Result<(), DeviceError>) -> bool {
+        let write = self.write_mut(slot);
+        assert!(
+            write.requests_outstanding > 0,
+            "write slot {slot} got an extra completion"
+        );
+        write.requests_outstanding -= 1;
+        if let (Err(error), None) = (status, &write.first_error) {
+            write.first_error = Some(error);
+        }
+        write.requests_outstanding == 0
+    }
+
+    fn finish(&mut self, filesystem: &mut Filesystem, slot: usize) {
+        let write = self.slots[slot].take().expect("finishing a live write");
+        assert_eq!(write.requests_outstanding, 0, "a write finished early");
+        self.free_slots.push(slot);
+        self.bytes_in_flight -= write.planned.len();
+        let outcome = match write.first_error {
+            Some(error) => Err(error),
+            None => Ok(()),
+        };
+        let (buffer, result) = filesystem.finish_write(write.planned, outcome);
+        write
+            .sink
+            .deliver(result.map(|()| buffer).map_err(EngineError::from));
+    }
+}

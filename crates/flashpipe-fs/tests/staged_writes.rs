@@ -1,0 +1,204 @@
+//! Writes in two stages (`Filesystem::plan_write`, then `finish_write`): whole blocks of
+//! a block-aligned write go to the device as views of the caller's buffer, which comes
+//! back whole; partial edge blocks keep the bytes around the write; a failed write
+//! installs nothing and releases its blocks; the checksums written are the ones a read
+//! verifies; a flush with a write pending is a programming error.
+
+use flashpipe_device::{run_batch, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk};
+use flashpipe_fs::{FileId, Filesystem, FormatOptions, PlannedWrite, WriteCopy};
+
+const BLOCK_BYTES: usize = 16384;
+
+fn filesystem() -> Filesystem {
+    let disk = RamDisk::new("ram0", 4096, 8192, 32).expect("ram disk");
+    Filesystem::format(
+        Box::new(disk),
+        &FormatOptions {
+            fs_block_size_bytes: BLOCK_BYTES as u32,
+        },
+    )
+    .expect("format")
+}
+
+fn pattern(length: usize, seed: u8) -> Vec<u8> {
+    (0..length)
+        .map(|index| (index as u8).wrapping_mul(31) ^ seed ^ (index >> 9) as u8)
+        .collect()
+}
+
+/// Issues a planned write's requests, gives their buffers back and finishes it.
+fn run_planned(
+    filesystem: &mut Filesystem,
+    mut planned: PlannedWrite,
+) -> (IoBuf, Result<(), flashpipe_fs::FileIoError>) {
+    let operations = planned.take_operations();
+    let completions = run_batch(filesystem.device_mut(), operations).expect("device writes");
+    for completion in completions {
+        planned.take_back(completion.buffer.expect("a write hands its buffer back"));
+    }
+    filesystem.finish_write(planned, Ok(()))
+}
+
+fn contents(filesystem: &mut Filesystem, file: FileId) -> Vec<u8> {
+    let size = filesystem.stat(file).expect("stat").size_bytes;
+    filesystem.read(file, 0, size).expect("read").to_vec()
+}
+
+#[test]
+fn whole_blocks_go_from_the_callers_buffer_and_the_buffer_comes_back() {
+    let mut filesystem = filesystem();
+    let file = filesystem.create("f").expect("create");
+    let old = pattern(12 * BLOCK_BYTES, 1);
+    filesystem.write(file, 0, &old).expect("write");
+    filesystem.flush().expect("flush");
+    let new = pattern(9 * BLOCK_BYTES + 100, 2);
+    let data = IoBuf::from_slice(&new);
+    let address = data.as_ptr();
+    let mut planned = filesystem
+        .plan_write(file, BLOCK_BYTES as u64, data, WriteCopy::ZeroCopy)
+        .expect("plan");
+    assert_eq!(planned.zero_copy_blocks(), 9);
+    assert_eq!(filesystem.writes_pending(), 1);
+    assert_eq!(
+        contents(&mut filesystem, file),
+        old,
+        "nothing is installed before the write finishes"
+    );
+    let operations = planned.take_operations();
+    let Operation::Write { buffer, .. } = &operations[0] else {
+        panic!("a write plans writes")
+    };
+    assert_eq!(
+        buffer.as_ptr(),
+        address,
+        "the first request is a view of the caller's buffer"
+    );
+    assert!(
+        operations.iter().any(|operation| matches!(
+            operation,
+            Operation::Write { buffer, .. } if buffer.len() == BLOCK_BYTES && buffer[..100] == new[9 * BLOCK_BYTES..]
+        )),
+        "the partial last block goes through a bounce buffer of its own"
+    );
+    let completions = run_batch(filesystem.device_mut(), operations).expect("device writes");
+    for completion in completions {
+        planned.take_back(completion.buffer.expect("buffer back"));
+    }
+    let (buffer, result) = filesystem.finish_write(planned, Ok(()));
+    result.expect("write");
+    assert_eq!(
+        buffer.as_ptr(),
+        address,
+        "the caller's own buffer comes back"
+    );
+    assert!(buffer[..] == new[..], "and it is untouched");
+    assert_eq!(filesystem.writes_pending(), 0);
+    let mut expected = old.clone();
+    expected[BLOCK_BYTES..BLOCK_BYTES + new.len()].copy_from_slice(&new);
+    assert!(
+        contents(&mut filesystem, file) == expected,
+        "the bytes after the partial last block are the old ones"
+    );
+    filesystem.flush().expect("flush");
+    let mut remounted = Filesystem::mount(filesystem.unmount().expect("unmount")).expect("mount");
+    assert!(remounted.check().expect("fsck").is_clean());
+    assert!(
+        contents(&mut remounted, file) == expected,
+        "checksums verify"
+    );
+}
+
+#[test]
+fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
+    let mut filesystem = filesystem();
+    let file = filesystem.create("f").expect("create");
+    let old = pattern(6 * BLOCK_BYTES, 3);
+    filesystem.write(file, 0, &old).expect("write");
+    let mut expected = old.clone();
+    for (offset, length, copy, seed) in [
+        (100, 3 * BLOCK_BYTES, WriteCopy::ZeroCopy, 4),
+        (2 * BLOCK_BYTES as u64, BLOCK_BYTES, WriteCopy::Copy, 5),
+        (
+            5 * BLOCK_BYTES as u64 + 7,
+            2 * BLOCK_BYTES,
+            WriteCopy::ZeroCopy,
+            6,
+        ),
+        (9 * BLOCK_BYTES as u64, 10, WriteCopy::ZeroCopy, 7),
+    ] {
+        let new = pattern(length, seed);
+        let planned = filesystem
+            .plan_write(file, offset, IoBuf::from_slice(&new), copy)
+            .expect("plan");
+        let aligned_whole_blocks = copy == WriteCopy::ZeroCopy && offset % BLOCK_BYTES as u64 == 0;
+        assert_eq!(
+            planned.zero_copy_blocks(),
+            if aligned_whole_blocks {
+                (length / BLOCK_BYTES) as u64
+            } else {
+                0
+            }
+        );
+        let (buffer, result) = run_planned(&mut filesystem, planned);
+        result.expect("write");
+        assert!(buffer[..] == new[..]);
+        let end = offset as usize + length;
+        if expected.len() < end {
+            expected.resize(end, 0);
+        }
+        expected[offset as usize..end].copy_from_slice(&new);
+        assert!(
+            contents(&mut filesystem, file) == expected,
+            "write at {offset}+{length}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_write_installs_nothing_and_releases_its_blocks() {
+    let mut filesystem = filesystem();
+    let file = filesystem.create("f").expect("create");
+    let old = pattern(3 * BLOCK_BYTES, 8);
+    filesystem.write(file, 0, &old).expect("write");
+    filesystem.flush().expect("flush");
+    let free_before = filesystem.stats().free_blocks;
+    let new = pattern(8 * BLOCK_BYTES, 9);
+    let mut planned = filesystem
+        .plan_write(file, 0, IoBuf::from_slice(&new), WriteCopy::ZeroCopy)
+        .expect("plan");
+    assert_eq!(filesystem.stats().free_blocks, free_before - 8);
+    // The requests never reach the device: as if every one failed.
+    for operation in planned.take_operations() {
+        if let Operation::Write { buffer, .. } = operation {
+            planned.take_back(buffer);
+        }
+    }
+    let failure = DeviceError::new(
+        &"ram0".into(),
+        DeviceErrorKind::IoFailed {
+            detail: "injected".to_string(),
+        },
+    );
+    let (buffer, result) = filesystem.finish_write(planned, Err(failure));
+    assert!(result.is_err());
+    assert!(
+        buffer[..] == new[..],
+        "the caller's buffer comes back whole"
+    );
+    assert_eq!(filesystem.stats().free_blocks, free_before);
+    assert_eq!(contents(&mut filesystem, file), old);
+    filesystem.flush().expect("flush");
+    let mut remounted = Filesystem::mount(filesystem.unmount().expect("unmount")).expect("mount");
+    assert!(remounted.check().expect("fsck").is_clean());
+}
+
+#[test]
+#[should_panic(expected = "planned writes not finished")]
+fn a_flush_with_a_write_pending_is_refused() {
+    let mut filesystem = filesystem();
+    let file = filesystem.create("f").expect("create");
+    let _planned = filesystem
+        .plan_write(file, 0, IoBuf::from_slice(&[1; 100]), WriteCopy::ZeroCopy)
+        .expect("plan");
+    let _ = filesystem.flush();
+}
