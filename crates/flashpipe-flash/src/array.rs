@@ -21,7 +21,7 @@ use std::sync::Arc;
 use flashpipe_device::{Clock, SplitMix64, VirtualClock};
 
 use crate::config::FlashConfig;
-use crate::ecc::{DecodeOutcome, PageCodec, CORRECTABLE_SYMBOLS_PER_CODEWORD};
+use crate::ecc::{DecodeOutcome, EccMode, PageCodec};
 use crate::interface::{
     Ack, AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest, RuleViolation,
     SubmitError,
@@ -185,6 +185,7 @@ pub struct FlashArray {
     options: FlashOptions,
     clock: VirtualClock,
     codec: PageCodec,
+    ecc_mode: EccMode,
     store: PageStore,
     blocks: Vec<BlockState>,
     operation_counter: u64,
@@ -299,6 +300,7 @@ impl FlashArray {
             dies_per_channel: config.dies_per_channel(),
             cache_read: config.timing.cache_read,
             codec: PageCodec::new(message_bytes, config.raw_page_bytes()),
+            ecc_mode: EccMode::default(),
             store,
             blocks,
             operation_counter,
@@ -342,6 +344,18 @@ impl FlashArray {
     /// The options.
     pub fn options(&self) -> &FlashOptions {
         &self.options
+    }
+
+    /// How reads are judged: the exact outcome model (the default) or the real decoder.
+    pub fn ecc_mode(&self) -> EccMode {
+        self.ecc_mode
+    }
+
+    /// Chooses how reads are judged from now on. Both modes write the same parity, so an
+    /// image reads the same in either; they differ only in cost and in the decoder's rare
+    /// miscorrections (see [`crate::ecc`]).
+    pub fn set_ecc_mode(&mut self, mode: EccMode) {
+        self.ecc_mode = mode;
     }
 
     /// The virtual clock the array runs on.
@@ -870,48 +884,21 @@ impl FlashArray {
         if flips == 0 {
             return (AckStatus::CLEAN, 0);
         }
-        let mut positions = self.flip_positions(flips, generator);
-        positions.sort_unstable();
-        let mut per_codeword: Vec<(usize, usize)> = Vec::new();
-        let mut corrected_bits = 0u32;
-        let mut previous_byte = usize::MAX;
-        let mut byte_mask = 0u8;
-        for (byte, bit) in positions {
-            if byte != previous_byte {
-                corrected_bits += byte_mask.count_ones();
-                byte_mask = 0;
-            }
-            let fresh_byte = byte != previous_byte;
-            byte_mask ^= bit;
-            previous_byte = byte;
-            let Some(codeword) = self.codec.codeword_of_byte(byte) else {
-                continue;
-            };
-            if fresh_byte {
-                match per_codeword
-                    .iter_mut()
-                    .find(|(index, _)| *index == codeword)
-                {
-                    Some((_, count)) => *count += 1,
-                    None => per_codeword.push((codeword, 1)),
-                }
-            }
+        let positions = self.flip_positions(flips, generator);
+        Self::status_of(self.codec.judge_flips(&positions))
+    }
+
+    fn status_of(judgement: crate::ecc::FlipJudgement) -> (AckStatus, u32) {
+        match judgement.outcome {
+            DecodeOutcome::Corrected { symbols } => (
+                AckStatus::Ok {
+                    corrected_bits: judgement.wrong_bits,
+                    corrected_symbols: symbols,
+                },
+                symbols,
+            ),
+            DecodeOutcome::Uncorrectable => (AckStatus::Uncorrectable, 0),
         }
-        corrected_bits += byte_mask.count_ones();
-        if per_codeword
-            .iter()
-            .any(|&(_, count)| count > CORRECTABLE_SYMBOLS_PER_CODEWORD)
-        {
-            return (AckStatus::Uncorrectable, 0);
-        }
-        let symbols: usize = per_codeword.iter().map(|&(_, count)| count).sum();
-        (
-            AckStatus::Ok {
-                corrected_bits,
-                corrected_symbols: symbols as u32,
-            },
-            symbols as u32,
-        )
     }
 
     #[allow(clippy::type_complexity)]
@@ -927,9 +914,39 @@ impl FlashArray {
         if self.store.read_page(page_index, &mut raw).is_err() {
             return (AckStatus::Uncorrectable, 0, None, None);
         }
-        let original = (flips > 0).then(|| raw.clone());
+        let positions = self.flip_positions(flips, generator);
+        let (status, symbols) = match self.ecc_mode {
+            EccMode::OutcomeModel => self.judge_read(&mut raw, &positions),
+            EccMode::Decoder => self.decode_read(&mut raw, &positions),
+        };
+        let data_bytes = self.config.geometry.page_data_bytes as usize;
+        let message_bytes = data_bytes + self.host_spare_bytes();
+        let spare = raw[data_bytes..message_bytes].to_vec();
+        raw.truncate(data_bytes);
+        (status, symbols, Some(raw), Some(spare))
+    }
+
+    /// The outcome model on a read page: a correctable read returns the programmed bytes
+    /// (what the decoder would give back), an uncorrectable one the bytes with every flip.
+    fn judge_read(&self, raw: &mut [u8], positions: &[(usize, u8)]) -> (AckStatus, u32) {
+        if positions.is_empty() {
+            return (AckStatus::CLEAN, 0);
+        }
+        let judgement = self.codec.judge_flips(positions);
+        if judgement.outcome == DecodeOutcome::Uncorrectable {
+            for &(byte, bit) in positions {
+                raw[byte] ^= bit;
+            }
+        }
+        Self::status_of(judgement)
+    }
+
+    /// The real decoder on a read page: flips applied, then every touched codeword decoded.
+    fn decode_read(&self, raw: &mut [u8], positions: &[(usize, u8)]) -> (AckStatus, u32) {
+        let message_bytes = self.codec.layout().message_bytes;
+        let original = (!positions.is_empty()).then(|| raw.to_vec());
         let mut touched: Vec<usize> = Vec::new();
-        for (byte, bit) in self.flip_positions(flips, generator) {
+        for &(byte, bit) in positions {
             raw[byte] ^= bit;
             if let Some(codeword) = self.codec.codeword_of_byte(byte) {
                 if !touched.contains(&codeword) {
@@ -937,11 +954,8 @@ impl FlashArray {
                 }
             }
         }
-        let corrupted = raw.clone();
-        let outcome = self.codec.decode(&mut raw, &touched);
-        let data_bytes = self.config.geometry.page_data_bytes as usize;
-        let message_bytes = data_bytes + self.host_spare_bytes();
-        let (status, symbols) = match outcome {
+        let corrupted = raw.to_vec();
+        match self.codec.decode(raw, &touched) {
             DecodeOutcome::Corrected { symbols } => {
                 if let Some(original) = &original {
                     assert!(
@@ -951,7 +965,7 @@ impl FlashArray {
                 }
                 let corrected_bits = corrupted
                     .iter()
-                    .zip(&raw)
+                    .zip(raw.iter())
                     .map(|(before, after)| (before ^ after).count_ones())
                     .sum();
                 (
@@ -963,10 +977,7 @@ impl FlashArray {
                 )
             }
             DecodeOutcome::Uncorrectable => (AckStatus::Uncorrectable, 0),
-        };
-        let spare = raw[data_bytes..message_bytes].to_vec();
-        raw.truncate(data_bytes);
-        (status, symbols, Some(raw), Some(spare))
+        }
     }
 
     fn program_time_ns(&self, page: u32, generator: &mut SplitMix64) -> u64 {
@@ -978,6 +989,18 @@ impl FlashArray {
         } else {
             typical_ns
         }
+    }
+
+    /// The raw page a program stores: data, host spare (0xFF after the host's bytes), parity.
+    fn encoded_page(&self, data: &[u8], spare: &[u8]) -> Vec<u8> {
+        let message_bytes = self.codec.layout().message_bytes;
+        let mut raw = Vec::with_capacity(self.config.raw_page_bytes());
+        raw.extend_from_slice(data);
+        raw.extend_from_slice(spare);
+        assert!(raw.len() <= message_bytes, "data and spare fit the message");
+        raw.resize(self.config.raw_page_bytes(), 0xFF);
+        self.codec.encode_in_place(&mut raw);
+        raw
     }
 
     fn apply_write(
@@ -1016,11 +1039,7 @@ impl FlashArray {
             return Ok(program_ns);
         }
         if self.keeps_data() {
-            let mut message = data;
-            message.extend_from_slice(&spare);
-            message.resize(self.codec.layout().message_bytes, 0xFF);
-            let mut raw = vec![0u8; self.config.raw_page_bytes()];
-            self.codec.encode(&message, &mut raw);
+            let raw = self.encoded_page(&data, &spare);
             let page_index = self.page_index(block_index, address.page);
             if self.store.write_page(page_index, &raw).is_err() {
                 self.blocks[block_index as usize].grown_bad = true;
