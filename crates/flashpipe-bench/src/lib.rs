@@ -10,6 +10,8 @@
 //! - [`device`]: `flashpipe bench device`, raw device-layer I/O beside fio and `memcpy`;
 //! - [`fs`]: `flashpipe bench fs`, the file system through its engine beside fio and ext4,
 //!   the thesis's efficiency, small files;
+//! - [`flash_speed`]: `flashpipe bench flash`, emulated flash at wall speed against the
+//!   issue #13 targets (a put into a minflash store, the whole stack, the raw model);
 //! - [`kernels`]: `flashpipe bench kernels`, kernels near the data beside
 //!   read-then-compute, one thread and well-known tools (RAD's three-way comparison);
 //! - [`ftl`], [`ftl_fs`], [`ftl_copy`]: `flashpipe ftl ...`, experiments with the host
@@ -30,6 +32,7 @@
 
 pub mod demo;
 pub mod device;
+pub mod flash_speed;
 pub mod fs;
 pub mod ftl;
 pub mod ftl_copy;

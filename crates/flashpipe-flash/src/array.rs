@@ -358,6 +358,11 @@ impl FlashArray {
         self.ecc_mode = mode;
     }
 
+    /// Operations (reads, programs, erases) admitted since the array was made.
+    pub fn operation_count(&self) -> u64 {
+        self.operation_counter
+    }
+
     /// The virtual clock the array runs on.
     pub fn clock(&self) -> &VirtualClock {
         &self.clock

@@ -505,6 +505,13 @@ impl MetadataReader<'_> {
     }
 }
 
+/// The operations (reads, programs, erases) the array kept in `path` has admitted since it
+/// was made, as of its last sync (its `.meta`; the journal does not count them): the
+/// difference across a run that ends with a sync is the flash operations of that run.
+pub fn synced_operation_count(path: &Path) -> Result<u64, FlashError> {
+    Ok(read_metadata(path)?.operation_counter)
+}
+
 pub(crate) fn read_metadata(path: &Path) -> Result<Metadata, FlashError> {
     let meta_path = metadata_path(path);
     let mut bytes = Vec::new();
