@@ -402,6 +402,26 @@ impl FlashArray {
             .map(|index| self.blocks[index as usize])
     }
 
+    /// A hint from a driver that knows its next request: brings the state of the block at
+    /// `address` into the processor's cache ahead of the request (a random read of a large
+    /// array otherwise waits for that memory at admission). Changes nothing; an address out
+    /// of range is ignored.
+    pub fn prefetch_block_state(&self, address: FlashAddress) {
+        let Ok(index) = self.block_index(address) else {
+            return;
+        };
+        let state: *const BlockState = &self.blocks[index as usize];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint that never dereferences its address and cannot fault
+        // (the address is in bounds anyway: it comes from a reference into `blocks`); SSE,
+        // which the instruction needs, is part of every x86_64 processor.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(state.cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = state;
+    }
+
     /// Whether the block shipped bad (its first page's spare byte 0 reads 0x00).
     pub fn is_factory_bad(&self, address: FlashAddress) -> bool {
         self.block_index(address).is_ok_and(|index| {
