@@ -1155,6 +1155,36 @@ impl FlashArray {
         }
     }
 
+    /// The position (within its channel) of the die whose offer wins: lowest priority
+    /// class, then oldest, then first from `rotation` on. Each offer becomes one integer
+    /// ordered the same way, so the choice is a minimum without unpredictable branches.
+    fn best_offer_position(&self, first_die: u32, rotation: u32) -> Option<u32> {
+        let dies_per_channel = self.dies_per_channel;
+        let offers = &self.offers[first_die as usize..(first_die + dies_per_channel) as usize];
+        let mut best = u128::MAX;
+        for (position, offer) in offers.iter().enumerate() {
+            let position = position as u32;
+            let offset = if position >= rotation {
+                position - rotation
+            } else {
+                position + dies_per_channel - rotation
+            };
+            let key = offer.map_or(u128::MAX, |(class, age_ns, ..)| {
+                u128::from(class) << 96 | u128::from(age_ns) << 32 | u128::from(offset)
+            });
+            best = best.min(key);
+        }
+        (best != u128::MAX).then(|| {
+            let offset = best as u32;
+            let position = rotation + offset;
+            if position >= dies_per_channel {
+                position - dies_per_channel
+            } else {
+                position
+            }
+        })
+    }
+
     /// The scoreboard: grants an idle bus to the best candidate among its dies.
     fn schedule_bus(&mut self, channel_index: u32) {
         let channel = &self.channels[channel_index as usize];
@@ -1164,24 +1194,11 @@ impl FlashArray {
         let dies_per_channel = self.dies_per_channel;
         let first_die = channel_index * dies_per_channel;
         let rotation = self.channels[channel_index as usize].rotation;
-        let mut best: Option<((u8, u64), u32, u32, BusWork)> = None;
-        for offset in 0..dies_per_channel {
-            let mut position = rotation + offset;
-            if position >= dies_per_channel {
-                position -= dies_per_channel;
-            }
-            let Some((class, age_ns, slot_index, work)) =
-                self.offers[(first_die + position) as usize]
-            else {
-                continue;
-            };
-            if best.is_none_or(|(key, ..)| (class, age_ns) < key) {
-                best = Some(((class, age_ns), position, slot_index, work));
-            }
-        }
-        let Some((_, position, slot_index, work)) = best else {
+        let Some(position) = self.best_offer_position(first_die, rotation) else {
             return;
         };
+        let (_, _, slot_index, work) =
+            self.offers[(first_die + position) as usize].expect("the best offer exists");
         let timing = &self.config.timing;
         let busy_ns = match work {
             BusWork::Command => timing.command_address_ns,
