@@ -195,6 +195,9 @@ pub struct FlashArray {
     event_sequence: u64,
     dies: Vec<Die>,
     offers: Vec<Option<(u8, u64, u32, BusWork)>>,
+    /// Each die's offer as the integer the scheduler minimizes: priority class, then age,
+    /// in the high bits (the low 32 bits left for the rotation offset); `u128::MAX` for none.
+    offer_keys: Vec<u128>,
     channels: Vec<Channel>,
     devices: Vec<Device>,
     hosts: Vec<Host>,
@@ -310,6 +313,7 @@ impl FlashArray {
             event_sequence: 0,
             dies: (0..die_count).map(|_| Die::default()).collect(),
             offers: vec![None; die_count as usize],
+            offer_keys: vec![u128::MAX; die_count as usize],
             channels: (0..channel_count)
                 .map(|_| Channel {
                     bus_work: None,
@@ -1114,7 +1118,11 @@ impl FlashArray {
     /// Recomputes what die `die_index` offers its channel's scheduler, after any change
     /// to its queue, register or array.
     fn refresh_offer(&mut self, die_index: u32) {
-        self.offers[die_index as usize] = self.bus_candidate(die_index);
+        let offer = self.bus_candidate(die_index);
+        self.offers[die_index as usize] = offer;
+        self.offer_keys[die_index as usize] = offer.map_or(u128::MAX, |(class, age_ns, ..)| {
+            u128::from(class) << 96 | u128::from(age_ns) << 32
+        });
     }
 
     /// The bus work a die offers its channel's scheduler: (priority class, age, slot, work).
@@ -1160,19 +1168,16 @@ impl FlashArray {
     /// ordered the same way, so the choice is a minimum without unpredictable branches.
     fn best_offer_position(&self, first_die: u32, rotation: u32) -> Option<u32> {
         let dies_per_channel = self.dies_per_channel;
-        let offers = &self.offers[first_die as usize..(first_die + dies_per_channel) as usize];
+        let keys = &self.offer_keys[first_die as usize..(first_die + dies_per_channel) as usize];
         let mut best = u128::MAX;
-        for (position, offer) in offers.iter().enumerate() {
+        for (position, &key) in keys.iter().enumerate() {
             let position = position as u32;
             let offset = if position >= rotation {
                 position - rotation
             } else {
                 position + dies_per_channel - rotation
             };
-            let key = offer.map_or(u128::MAX, |(class, age_ns, ..)| {
-                u128::from(class) << 96 | u128::from(age_ns) << 32 | u128::from(offset)
-            });
-            best = best.min(key);
+            best = best.min(key | u128::from(offset));
         }
         (best != u128::MAX).then(|| {
             let offset = best as u32;
