@@ -11,6 +11,10 @@
 //! 2. **whole stack**: the flash operations (reads, programs, erases the array admitted:
 //!    the operation counter of its `.meta`, synced at close) of that put, per wall-second
 //!    of the put: FS -> FTL -> flash model -> image file. Target: 300,000.
+//!    The same put into a minflash store kept in memory (no image file: FS -> FTL -> flash
+//!    model) is reported beside it, its flash operations counted from the FTL's statistics
+//!    (programs, collection copies as a read and a program, reads, erases), to show what
+//!    the image file costs.
 //! 3. **raw model**: `sim speed`'s workload (4 KiB random reads of a full minflash array,
 //!    queue depth 128, timing only), page operations per wall-second. Target: 2,000,000.
 //!
@@ -22,13 +26,18 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use flashpipe_engine::EngineConfig;
 use flashpipe_flash::store::synced_operation_count;
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::FlashConfig;
-use flashpipe_store::flash_store::FlashDeviceSpec;
+use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_ftl::FtlStats;
+use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_store::store_config::STORE_FILE_VERSION;
 use flashpipe_store::units::parse_size_bytes;
-use flashpipe_store::{create_store, DeviceSpec, LockWait, RunningStore, StoreAccess, StoreConfig};
+use flashpipe_store::{
+    create_store, DeviceCreation, DeviceSpec, LockWait, RunningStore, StoreAccess, StoreConfig,
+};
 use serde::Serialize;
 
 use crate::pattern::{DataPattern, DataPatternReader};
@@ -60,6 +69,8 @@ const RAW_SEED: u64 = 1;
 const QUICK_SIZE_BYTES: u64 = 32 << 20;
 const QUICK_RAW_OPERATIONS: u64 = 200_000;
 const GIB: f64 = (1u64 << 30) as f64;
+/// The input file's name in the work folder and in the store.
+const INPUT_NAME: &str = "input.bin";
 
 /// `flashpipe bench flash`: emulated flash at wall speed against the #13 targets.
 #[derive(Debug, clap::Args)]
@@ -132,6 +143,15 @@ struct PutFigures {
     flash_operations_per_wall_second: f64,
 }
 
+/// The same put into a store kept in memory (no image file).
+#[derive(Debug, Clone, Serialize)]
+struct MemoryPutFigures {
+    put_wall_seconds: f64,
+    put_cpu_seconds: Option<f64>,
+    flash_operations: u64,
+    flash_operations_per_wall_second: f64,
+}
+
 /// The raw model's figures.
 #[derive(Debug, Clone, Serialize)]
 struct RawFigures {
@@ -147,6 +167,7 @@ struct Report {
     preset: &'static str,
     quick: bool,
     put: PutFigures,
+    memory_put: MemoryPutFigures,
     raw: RawFigures,
     put_wall_seconds_per_gib: Verdict,
     stack_flash_operations_per_wall_second: Verdict,
@@ -172,9 +193,12 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
     let folder = parent.join(format!("flashpipe-bench-flash-{}", std::process::id()));
     std::fs::create_dir_all(&folder)
         .map_err(|error| format!("work folder {}: {error}", folder.display()))?;
-    let put = measure_put_in(&folder, size_bytes);
+    let puts = measure_put_in(&folder, size_bytes).and_then(|put| {
+        let memory_put = measure_memory_put(&folder.join(INPUT_NAME), size_bytes)?;
+        Ok((put, memory_put))
+    });
     let removed = std::fs::remove_dir_all(&folder);
-    let put = put?;
+    let (put, memory_put) = puts?;
     removed.map_err(|error| format!("removing {}: {error}", folder.display()))?;
     let raw = measure_raw(raw_operations)?;
     let report = Report {
@@ -193,6 +217,7 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
             RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND,
         ),
         put,
+        memory_put,
         raw,
     };
     if arguments.json {
@@ -230,7 +255,7 @@ fn store_config() -> StoreConfig {
 /// mkfs, then the timed put, in `folder`.
 fn measure_put_in(folder: &Path, size_bytes: u64) -> BenchResult<PutFigures> {
     let progress = Progress::spinner("bench flash: writing the input file");
-    let input = folder.join("input.bin");
+    let input = folder.join(INPUT_NAME);
     write_input(&input, size_bytes)?;
     progress.set_message("bench flash: making the minflash store");
     let store = folder.join("store.toml");
@@ -246,7 +271,7 @@ fn measure_put_in(folder: &Path, size_bytes: u64) -> BenchResult<PutFigures> {
     let mut client = running.client(PUT_IN_FLIGHT);
     let mut file = File::open(&input).map_err(|error| format!("{}: {error}", input.display()))?;
     let written = client.write_stream(
-        "input.bin",
+        INPUT_NAME,
         &mut file,
         PUT_CHUNK_BYTES,
         PUT_IN_FLIGHT,
@@ -270,6 +295,69 @@ fn measure_put_in(folder: &Path, size_bytes: u64) -> BenchResult<PutFigures> {
         flash_operations,
         flash_operations_per_wall_second: flash_operations as f64 / put_wall_seconds,
     })
+}
+
+/// Flash operations the FTL's statistics account for: every program (host, collection,
+/// log, checkpoint), the read of each collection copy, host reads, erases.
+fn flash_operations_of(work: &FtlStats) -> u64 {
+    work.host_pages_written
+        + 2 * work.gc_pages_copied
+        + work.log_pages_written
+        + work.checkpoint_pages_written
+        + work.host_reads
+        + work.erases
+}
+
+/// The same put into a minflash store kept in memory (format not timed).
+fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFigures> {
+    let progress = Progress::spinner("bench flash: putting the file into a store in memory");
+    let device = open_flash_device(
+        &FlashDeviceSpec::new(PRESET, None),
+        Path::new("."),
+        "flash0",
+        STORE_QUEUE_DEPTH,
+        DeviceCreation::CreateMissing,
+    )?;
+    let stats = device.stats_handle();
+    let options = FormatOptions {
+        fs_block_size_bytes: STORE_BLOCK_SIZE_BYTES,
+    };
+    let filesystem = Filesystem::format(Box::new(device), &options)?;
+    let before = read_stats(&stats);
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let running = RunningStore::start(filesystem, EngineConfig::default());
+    let mut client = running.client(PUT_IN_FLIGHT);
+    let mut file = File::open(input).map_err(|error| format!("{}: {error}", input.display()))?;
+    let written = client.write_stream(
+        INPUT_NAME,
+        &mut file,
+        PUT_CHUNK_BYTES,
+        PUT_IN_FLIGHT,
+        &mut |_| {},
+    )?;
+    drop(client);
+    running.close()?;
+    let put_wall_seconds = started.elapsed().as_secs_f64();
+    let put_cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(end, start)| end - start);
+    progress.finish();
+    assert_eq!(written, size_bytes, "the whole file was put");
+    let flash_operations = flash_operations_of(&read_stats(&stats).since(&before));
+    Ok(MemoryPutFigures {
+        put_wall_seconds,
+        put_cpu_seconds,
+        flash_operations,
+        flash_operations_per_wall_second: flash_operations as f64 / put_wall_seconds,
+    })
+}
+
+fn read_stats(stats: &std::sync::Mutex<FtlStats>) -> FtlStats {
+    stats
+        .lock()
+        .expect("the FTL statistics lock is never poisoned")
+        .clone()
 }
 
 /// `sim speed`'s run: random 4 KiB reads of a full timing-only minflash array.
@@ -327,6 +415,14 @@ fn print_report(report: &Report) {
     println!(
         "whole stack        {} flash operations during the put",
         put.flash_operations
+    );
+    let memory = &report.memory_put;
+    println!(
+        "same put, memory   {:.2} s wall, {} s cpu, {} flash operations: {:.0} per wall s (no image file)",
+        memory.put_wall_seconds,
+        cpu_text(memory.put_cpu_seconds),
+        memory.flash_operations,
+        memory.flash_operations_per_wall_second
     );
     println!(
         "raw model          {} page operations in {:.2} s wall, {} s cpu",
