@@ -166,9 +166,12 @@ fn run_one(array: &mut FlashArray, command: FlashCommand) -> flashpipe_flash::Ac
     acks.pop().unwrap()
 }
 
-/// Every page programmed then read three times, in one mode; returns (status, data) per
-/// read and the data programmed.
-fn reads_in_mode(mode: EccMode, seed: u64) -> (Vec<(AckStatus, Vec<u8>)>, Vec<Vec<u8>>) {
+/// One read's status and data.
+type ReadOutcome = (AckStatus, Vec<u8>);
+
+/// Every page programmed then read three times, in one mode; returns each read's outcome
+/// and the data programmed for it.
+fn reads_in_mode(mode: EccMode, seed: u64) -> (Vec<ReadOutcome>, Vec<Vec<u8>>) {
     let config = noisy_config();
     let mut array = FlashArray::new(
         config.clone(),

@@ -71,8 +71,7 @@ mod tests {
     #[test]
     fn tables_are_inverse_and_alpha_generates_the_field() {
         let mut seen = [false; 256];
-        for power in 0..255 {
-            let value = EXPONENTS[power];
+        for (power, &value) in EXPONENTS.iter().enumerate().take(255) {
             assert!(value != 0 && !seen[value as usize], "alpha^{power} repeats");
             seen[value as usize] = true;
             assert_eq!(LOGARITHMS[value as usize] as usize, power);

@@ -87,8 +87,8 @@ impl Encoder {
         // x^12 mod g, then x^13 ... x^19 mod g by shifting.
         let mut powers = [[0u8; PARITY_BYTES]; SLICE_BYTES];
         let mut current = generator;
-        for step in 0..SLICE_BYTES {
-            powers[step] = current;
+        for power in powers.iter_mut() {
+            *power = current;
             let top = current[0];
             current.copy_within(1.., 0);
             current[PARITY_BYTES - 1] = 0;
