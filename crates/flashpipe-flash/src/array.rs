@@ -1021,10 +1021,10 @@ impl FlashArray {
     }
 
     /// The raw page a program stores: data, host spare (0xFF after the host's bytes), parity.
-    fn encoded_page(&self, data: &[u8], spare: &[u8]) -> Vec<u8> {
+    /// Built in `data`'s own vector (no copy when it has room for the raw page).
+    fn encoded_page(&self, data: Vec<u8>, spare: &[u8]) -> Vec<u8> {
         let message_bytes = self.codec.layout().message_bytes;
-        let mut raw = Vec::with_capacity(self.config.raw_page_bytes());
-        raw.extend_from_slice(data);
+        let mut raw = data;
         raw.extend_from_slice(spare);
         assert!(raw.len() <= message_bytes, "data and spare fit the message");
         raw.resize(self.config.raw_page_bytes(), 0xFF);
@@ -1068,9 +1068,9 @@ impl FlashArray {
             return Ok(program_ns);
         }
         if self.keeps_data() {
-            let raw = self.encoded_page(&data, &spare);
+            let raw = self.encoded_page(data, &spare);
             let page_index = self.page_index(block_index, address.page);
-            if self.store.write_page(page_index, &raw).is_err() {
+            if self.store.write_page(page_index, raw).is_err() {
                 self.blocks[block_index as usize].grown_bad = true;
                 self.slot_mut(slot_index).status = AckStatus::BadBlock;
                 return Ok(program_ns);

@@ -311,7 +311,7 @@ impl PageStore {
         !matches!(self, PageStore::TimingOnly)
     }
 
-    pub(crate) fn write_page(&mut self, page_index: u64, raw: &[u8]) -> Result<(), FlashError> {
+    pub(crate) fn write_page(&mut self, page_index: u64, raw: Vec<u8>) -> Result<(), FlashError> {
         match self {
             PageStore::TimingOnly => Ok(()),
             PageStore::Memory(pages) => {
@@ -327,7 +327,7 @@ impl PageStore {
                 operation: "a page program",
             }),
             PageStore::File { file, path, .. } => file
-                .write_all_at(raw, page_index * raw.len() as u64)
+                .write_all_at(&raw, page_index * raw.len() as u64)
                 .map_err(|error| io_error(path, error)),
         }
     }
