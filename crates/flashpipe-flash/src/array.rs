@@ -721,6 +721,10 @@ impl FlashArray {
 
     fn take_ready(&mut self, acks: &mut Vec<Ack>) -> usize {
         let count = self.ready.len();
+        if count > 0 {
+            // Every operation acknowledged now is in the journal before its ack is seen.
+            self.store.write_journal();
+        }
         for ack in &self.ready {
             let host = &mut self.hosts[ack.host as usize];
             assert!(
@@ -793,7 +797,11 @@ impl FlashArray {
             CommandKind::Erase => self.apply_erase(slot_index, address, &mut generator),
         };
         if outcome.is_ok() && kind != CommandKind::Read {
-            self.journal_block_of(address);
+            // A clean program's record may wait (it is written before its ack leaves);
+            // an erase's goes out at once, ahead of any program into the erased block.
+            let clean_program =
+                kind == CommandKind::Write && self.slot(slot_index).status == AckStatus::CLEAN;
+            self.journal_block_of(address, !clean_program);
         }
         let slot = self.slot_mut(slot_index);
         slot.admitted_ns = now_ns;
@@ -833,13 +841,17 @@ impl FlashArray {
 
     /// Appends the new state of the block at `address` to the image's journal (after a
     /// program wrote its page, or an erase), so a process death keeps it.
-    fn journal_block_of(&mut self, address: FlashAddress) {
+    fn journal_block_of(&mut self, address: FlashAddress, write_now: bool) {
         let block_index = self
             .block_index(address)
             .expect("an admitted command has a valid address");
         let now_ns = self.now_ns();
-        self.store
-            .journal_block(block_index, &self.blocks[block_index as usize], now_ns);
+        self.store.journal_block(
+            block_index,
+            &self.blocks[block_index as usize],
+            now_ns,
+            write_now,
+        );
     }
 
     fn page_index(&self, block_index: u64, page: u32) -> u64 {
