@@ -985,6 +985,10 @@ impl FlashArray {
     /// The real decoder on a read page: flips applied, then every touched codeword decoded.
     fn decode_read(&self, raw: &mut [u8], positions: &[(usize, u8)]) -> (AckStatus, u32) {
         let message_bytes = self.codec.layout().message_bytes;
+        if !positions.is_empty() && !self.store.stores_parity() {
+            // What the page would hold with its parity: the programmed message encoded.
+            self.codec.encode_in_place(raw);
+        }
         let original = (!positions.is_empty()).then(|| raw.to_vec());
         let mut touched: Vec<usize> = Vec::new();
         for &(byte, bit) in positions {
@@ -1032,15 +1036,18 @@ impl FlashArray {
         }
     }
 
-    /// The raw page a program stores: data, host spare (0xFF after the host's bytes), parity.
-    /// Built in `data`'s own vector (no copy when it has room for the raw page).
+    /// The raw page a program stores: data, host spare (0xFF after the host's bytes), parity
+    /// (only where the store keeps it: an image; in memory the bytes after the message stay
+    /// 0xFF). Built in `data`'s own vector (no copy when it has room for the raw page).
     fn encoded_page(&self, data: Vec<u8>, spare: &[u8]) -> Vec<u8> {
         let message_bytes = self.codec.layout().message_bytes;
         let mut raw = data;
         raw.extend_from_slice(spare);
         assert!(raw.len() <= message_bytes, "data and spare fit the message");
         raw.resize(self.config.raw_page_bytes(), 0xFF);
-        self.codec.encode_in_place(&mut raw);
+        if self.store.stores_parity() {
+            self.codec.encode_in_place(&mut raw);
+        }
         raw
     }
 

@@ -367,6 +367,13 @@ impl PageStore {
         }
     }
 
+    /// True when stored pages carry their ECC parity: an image file does (its format holds
+    /// it); memory does not (it lives only in this process, and the parity of a page is a
+    /// function of its stored message, which the decoder recomputes when it needs it).
+    pub(crate) fn stores_parity(&self) -> bool {
+        matches!(self, PageStore::File { .. })
+    }
+
     pub(crate) fn keeps_data(&self) -> bool {
         !matches!(self, PageStore::TimingOnly)
     }
