@@ -12,6 +12,8 @@
 //!   hand-off modes beside the file system called directly, and group commit;
 //! - [`fs`]: `flashpipe bench fs`, the file system through its engine beside fio and ext4,
 //!   the thesis's efficiency, small files;
+//! - [`flash_speed`]: `flashpipe bench flash`, emulated flash at wall speed against the
+//!   issue #13 targets (a put into a minflash store, the whole stack, the raw model);
 //! - [`kernels`]: `flashpipe bench kernels`, kernels near the data beside
 //!   read-then-compute, one thread and well-known tools (RAD's three-way comparison);
 //! - [`ftl`], [`ftl_fs`], [`ftl_copy`]: `flashpipe ftl ...`, experiments with the host
@@ -33,6 +35,7 @@
 pub mod demo;
 pub mod device;
 pub mod engine;
+pub mod flash_speed;
 pub mod fs;
 pub mod ftl;
 pub mod ftl_copy;

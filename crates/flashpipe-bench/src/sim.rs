@@ -19,6 +19,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob, WorkloadReport};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 
+use crate::flash_speed::RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND;
 use crate::progress::Progress;
 use crate::BenchResult;
 
@@ -68,6 +69,9 @@ struct SpeedReport {
     page_operations_per_cpu_second: Option<f64>,
     simulated_megabytes_per_second: f64,
     simulated_read_latency_us_p99: f64,
+    /// Issue #13's target for the wall-clock rate on an idle machine.
+    target_page_operations_per_wall_second: f64,
+    target_met: bool,
 }
 
 /// Options of `sim job`.
@@ -210,6 +214,7 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
         .zip(cpu_start)
         .map(|(end, start)| end - start);
     progress.finish();
+    let wall_rate = report.page_operations as f64 / wall_seconds;
     if arguments.json {
         let cpu_seconds = cpu_seconds.filter(|&seconds| seconds > 0.0);
         let speed = SpeedReport {
@@ -218,12 +223,14 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
             queue_depth: arguments.queue_depth,
             page_operations: report.page_operations,
             wall_seconds,
-            page_operations_per_wall_second: report.page_operations as f64 / wall_seconds,
+            page_operations_per_wall_second: wall_rate,
             cpu_seconds,
             page_operations_per_cpu_second: cpu_seconds
                 .map(|seconds| report.page_operations as f64 / seconds),
             simulated_megabytes_per_second: report.megabytes_per_second,
             simulated_read_latency_us_p99: report.array.reads.latency_us_p99,
+            target_page_operations_per_wall_second: RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND,
+            target_met: wall_rate >= RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND,
         };
         say!("{}", serde_json::to_string_pretty(&speed)?);
         return Ok(());
@@ -235,9 +242,14 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
     );
     say!("page operations             {}", report.page_operations);
     say!("wall seconds                {wall_seconds:.3}");
+    say!("page operations per second  {wall_rate:.0} (simulated per wall-clock second, one core)");
     say!(
-        "page operations per second  {:.0} (simulated per wall-clock second, one core)",
-        report.page_operations as f64 / wall_seconds
+        "target                      at least {RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND:.0} per wall-clock second (issue #13, idle machine): {}",
+        if wall_rate >= RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND {
+            "met"
+        } else {
+            "NOT MET"
+        }
     );
     if let Some(cpu_seconds) = cpu_seconds.filter(|&seconds| seconds > 0.0) {
         say!("cpu seconds                 {cpu_seconds:.3}");
@@ -382,7 +394,7 @@ fn print_report(report: &WorkloadReport, json: bool) -> BenchResult {
 }
 
 /// User plus system CPU time of this process from /proc/self/stat (Linux), if readable.
-fn process_cpu_seconds() -> Option<f64> {
+pub(crate) fn process_cpu_seconds() -> Option<f64> {
     const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let after_name = &stat[stat.rfind(')')? + 2..];

@@ -3,7 +3,9 @@
 use clap::Subcommand;
 
 use flashpipe_bench::engine as bench_engine;
-use flashpipe_bench::{device as bench_device, fs as bench_fs, kernels as bench_kernels};
+use flashpipe_bench::{
+    device as bench_device, flash_speed as bench_flash, fs as bench_fs, kernels as bench_kernels,
+};
 
 /// The benchmarks.
 #[derive(Debug, Subcommand)]
@@ -16,6 +18,8 @@ pub enum BenchCommand {
     Engine(bench_engine::BenchEngineArgs),
     /// Kernels near the data beside read-then-compute, one thread, and well-known tools (RAD).
     Kernels(bench_kernels::BenchKernelsArgs),
+    /// Emulated flash at wall speed: a put into a minflash store, the whole stack and the raw model against their targets.
+    Flash(bench_flash::BenchFlashArgs),
 }
 
 /// Runs one benchmark.
@@ -25,5 +29,6 @@ pub fn run(command: BenchCommand) -> flashpipe_bench::BenchResult {
         BenchCommand::Fs(arguments) => bench_fs::run(arguments),
         BenchCommand::Engine(arguments) => bench_engine::run(arguments),
         BenchCommand::Kernels(arguments) => bench_kernels::run(arguments),
+        BenchCommand::Flash(arguments) => bench_flash::run(arguments),
     }
 }

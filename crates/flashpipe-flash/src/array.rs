@@ -21,7 +21,7 @@ use std::sync::Arc;
 use flashpipe_device::{Clock, SplitMix64, VirtualClock};
 
 use crate::config::FlashConfig;
-use crate::ecc::{DecodeOutcome, PageCodec, CORRECTABLE_SYMBOLS_PER_CODEWORD};
+use crate::ecc::{DecodeOutcome, EccMode, PageCodec};
 use crate::interface::{
     Ack, AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest, RuleViolation,
     SubmitError,
@@ -185,6 +185,7 @@ pub struct FlashArray {
     options: FlashOptions,
     clock: VirtualClock,
     codec: PageCodec,
+    ecc_mode: EccMode,
     store: PageStore,
     blocks: Vec<BlockState>,
     operation_counter: u64,
@@ -194,6 +195,9 @@ pub struct FlashArray {
     event_sequence: u64,
     dies: Vec<Die>,
     offers: Vec<Option<(u8, u64, u32, BusWork)>>,
+    /// Each die's offer as the integer the scheduler minimizes: priority class, then age,
+    /// in the high bits (the low 32 bits left for the rotation offset); `u128::MAX` for none.
+    offer_keys: Vec<u128>,
     channels: Vec<Channel>,
     devices: Vec<Device>,
     hosts: Vec<Host>,
@@ -299,6 +303,7 @@ impl FlashArray {
             dies_per_channel: config.dies_per_channel(),
             cache_read: config.timing.cache_read,
             codec: PageCodec::new(message_bytes, config.raw_page_bytes()),
+            ecc_mode: EccMode::default(),
             store,
             blocks,
             operation_counter,
@@ -308,6 +313,7 @@ impl FlashArray {
             event_sequence: 0,
             dies: (0..die_count).map(|_| Die::default()).collect(),
             offers: vec![None; die_count as usize],
+            offer_keys: vec![u128::MAX; die_count as usize],
             channels: (0..channel_count)
                 .map(|_| Channel {
                     bus_work: None,
@@ -342,6 +348,23 @@ impl FlashArray {
     /// The options.
     pub fn options(&self) -> &FlashOptions {
         &self.options
+    }
+
+    /// How reads are judged: the exact outcome model (the default) or the real decoder.
+    pub fn ecc_mode(&self) -> EccMode {
+        self.ecc_mode
+    }
+
+    /// Chooses how reads are judged from now on. Both modes write the same parity, so an
+    /// image reads the same in either; they differ only in cost and in the decoder's rare
+    /// miscorrections (see [`crate::ecc`]).
+    pub fn set_ecc_mode(&mut self, mode: EccMode) {
+        self.ecc_mode = mode;
+    }
+
+    /// Operations (reads, programs, erases) admitted since the array was made.
+    pub fn operation_count(&self) -> u64 {
+        self.operation_counter
     }
 
     /// The virtual clock the array runs on.
@@ -381,6 +404,26 @@ impl FlashArray {
         self.block_index(address)
             .ok()
             .map(|index| self.blocks[index as usize])
+    }
+
+    /// A hint from a driver that knows its next request: brings the state of the block at
+    /// `address` into the processor's cache ahead of the request (a random read of a large
+    /// array otherwise waits for that memory at admission). Changes nothing; an address out
+    /// of range is ignored.
+    pub fn prefetch_block_state(&self, address: FlashAddress) {
+        let Ok(index) = self.block_index(address) else {
+            return;
+        };
+        let state: *const BlockState = &self.blocks[index as usize];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint that never dereferences its address and cannot fault
+        // (the address is in bounds anyway: it comes from a reference into `blocks`); SSE,
+        // which the instruction needs, is part of every x86_64 processor.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(state.cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = state;
     }
 
     /// Whether the block shipped bad (its first page's spare byte 0 reads 0x00).
@@ -678,6 +721,10 @@ impl FlashArray {
 
     fn take_ready(&mut self, acks: &mut Vec<Ack>) -> usize {
         let count = self.ready.len();
+        if count > 0 {
+            // Every operation acknowledged now is in the journal before its ack is seen.
+            self.store.write_journal();
+        }
         for ack in &self.ready {
             let host = &mut self.hosts[ack.host as usize];
             assert!(
@@ -750,7 +797,11 @@ impl FlashArray {
             CommandKind::Erase => self.apply_erase(slot_index, address, &mut generator),
         };
         if outcome.is_ok() && kind != CommandKind::Read {
-            self.journal_block_of(address);
+            // A clean program's record may wait (it is written before its ack leaves);
+            // an erase's goes out at once, ahead of any program into the erased block.
+            let clean_program =
+                kind == CommandKind::Write && self.slot(slot_index).status == AckStatus::CLEAN;
+            self.journal_block_of(address, !clean_program);
         }
         let slot = self.slot_mut(slot_index);
         slot.admitted_ns = now_ns;
@@ -790,13 +841,17 @@ impl FlashArray {
 
     /// Appends the new state of the block at `address` to the image's journal (after a
     /// program wrote its page, or an erase), so a process death keeps it.
-    fn journal_block_of(&mut self, address: FlashAddress) {
+    fn journal_block_of(&mut self, address: FlashAddress, write_now: bool) {
         let block_index = self
             .block_index(address)
             .expect("an admitted command has a valid address");
         let now_ns = self.now_ns();
-        self.store
-            .journal_block(block_index, &self.blocks[block_index as usize], now_ns);
+        self.store.journal_block(
+            block_index,
+            &self.blocks[block_index as usize],
+            now_ns,
+            write_now,
+        );
     }
 
     fn page_index(&self, block_index: u64, page: u32) -> u64 {
@@ -870,48 +925,21 @@ impl FlashArray {
         if flips == 0 {
             return (AckStatus::CLEAN, 0);
         }
-        let mut positions = self.flip_positions(flips, generator);
-        positions.sort_unstable();
-        let mut per_codeword: Vec<(usize, usize)> = Vec::new();
-        let mut corrected_bits = 0u32;
-        let mut previous_byte = usize::MAX;
-        let mut byte_mask = 0u8;
-        for (byte, bit) in positions {
-            if byte != previous_byte {
-                corrected_bits += byte_mask.count_ones();
-                byte_mask = 0;
-            }
-            let fresh_byte = byte != previous_byte;
-            byte_mask ^= bit;
-            previous_byte = byte;
-            let Some(codeword) = self.codec.codeword_of_byte(byte) else {
-                continue;
-            };
-            if fresh_byte {
-                match per_codeword
-                    .iter_mut()
-                    .find(|(index, _)| *index == codeword)
-                {
-                    Some((_, count)) => *count += 1,
-                    None => per_codeword.push((codeword, 1)),
-                }
-            }
+        let positions = self.flip_positions(flips, generator);
+        Self::status_of(self.codec.judge_flips(&positions))
+    }
+
+    fn status_of(judgement: crate::ecc::FlipJudgement) -> (AckStatus, u32) {
+        match judgement.outcome {
+            DecodeOutcome::Corrected { symbols } => (
+                AckStatus::Ok {
+                    corrected_bits: judgement.wrong_bits,
+                    corrected_symbols: symbols,
+                },
+                symbols,
+            ),
+            DecodeOutcome::Uncorrectable => (AckStatus::Uncorrectable, 0),
         }
-        corrected_bits += byte_mask.count_ones();
-        if per_codeword
-            .iter()
-            .any(|&(_, count)| count > CORRECTABLE_SYMBOLS_PER_CODEWORD)
-        {
-            return (AckStatus::Uncorrectable, 0);
-        }
-        let symbols: usize = per_codeword.iter().map(|&(_, count)| count).sum();
-        (
-            AckStatus::Ok {
-                corrected_bits,
-                corrected_symbols: symbols as u32,
-            },
-            symbols as u32,
-        )
     }
 
     #[allow(clippy::type_complexity)]
@@ -927,9 +955,43 @@ impl FlashArray {
         if self.store.read_page(page_index, &mut raw).is_err() {
             return (AckStatus::Uncorrectable, 0, None, None);
         }
-        let original = (flips > 0).then(|| raw.clone());
+        let positions = self.flip_positions(flips, generator);
+        let (status, symbols) = match self.ecc_mode {
+            EccMode::OutcomeModel => self.judge_read(&mut raw, &positions),
+            EccMode::Decoder => self.decode_read(&mut raw, &positions),
+        };
+        let data_bytes = self.config.geometry.page_data_bytes as usize;
+        let message_bytes = data_bytes + self.host_spare_bytes();
+        let spare = raw[data_bytes..message_bytes].to_vec();
+        raw.truncate(data_bytes);
+        (status, symbols, Some(raw), Some(spare))
+    }
+
+    /// The outcome model on a read page: a correctable read returns the programmed bytes
+    /// (what the decoder would give back), an uncorrectable one the bytes with every flip.
+    fn judge_read(&self, raw: &mut [u8], positions: &[(usize, u8)]) -> (AckStatus, u32) {
+        if positions.is_empty() {
+            return (AckStatus::CLEAN, 0);
+        }
+        let judgement = self.codec.judge_flips(positions);
+        if judgement.outcome == DecodeOutcome::Uncorrectable {
+            for &(byte, bit) in positions {
+                raw[byte] ^= bit;
+            }
+        }
+        Self::status_of(judgement)
+    }
+
+    /// The real decoder on a read page: flips applied, then every touched codeword decoded.
+    fn decode_read(&self, raw: &mut [u8], positions: &[(usize, u8)]) -> (AckStatus, u32) {
+        let message_bytes = self.codec.layout().message_bytes;
+        if !positions.is_empty() && !self.store.stores_parity() {
+            // What the page would hold with its parity: the programmed message encoded.
+            self.codec.encode_in_place(raw);
+        }
+        let original = (!positions.is_empty()).then(|| raw.to_vec());
         let mut touched: Vec<usize> = Vec::new();
-        for (byte, bit) in self.flip_positions(flips, generator) {
+        for &(byte, bit) in positions {
             raw[byte] ^= bit;
             if let Some(codeword) = self.codec.codeword_of_byte(byte) {
                 if !touched.contains(&codeword) {
@@ -937,11 +999,8 @@ impl FlashArray {
                 }
             }
         }
-        let corrupted = raw.clone();
-        let outcome = self.codec.decode(&mut raw, &touched);
-        let data_bytes = self.config.geometry.page_data_bytes as usize;
-        let message_bytes = data_bytes + self.host_spare_bytes();
-        let (status, symbols) = match outcome {
+        let corrupted = raw.to_vec();
+        match self.codec.decode(raw, &touched) {
             DecodeOutcome::Corrected { symbols } => {
                 if let Some(original) = &original {
                     assert!(
@@ -951,7 +1010,7 @@ impl FlashArray {
                 }
                 let corrected_bits = corrupted
                     .iter()
-                    .zip(&raw)
+                    .zip(raw.iter())
                     .map(|(before, after)| (before ^ after).count_ones())
                     .sum();
                 (
@@ -963,10 +1022,7 @@ impl FlashArray {
                 )
             }
             DecodeOutcome::Uncorrectable => (AckStatus::Uncorrectable, 0),
-        };
-        let spare = raw[data_bytes..message_bytes].to_vec();
-        raw.truncate(data_bytes);
-        (status, symbols, Some(raw), Some(spare))
+        }
     }
 
     fn program_time_ns(&self, page: u32, generator: &mut SplitMix64) -> u64 {
@@ -978,6 +1034,21 @@ impl FlashArray {
         } else {
             typical_ns
         }
+    }
+
+    /// The raw page a program stores: data, host spare (0xFF after the host's bytes), parity
+    /// (only where the store keeps it: an image; in memory the bytes after the message stay
+    /// 0xFF). Built in `data`'s own vector (no copy when it has room for the raw page).
+    fn encoded_page(&self, data: Vec<u8>, spare: &[u8]) -> Vec<u8> {
+        let message_bytes = self.codec.layout().message_bytes;
+        let mut raw = data;
+        raw.extend_from_slice(spare);
+        assert!(raw.len() <= message_bytes, "data and spare fit the message");
+        raw.resize(self.config.raw_page_bytes(), 0xFF);
+        if self.store.stores_parity() {
+            self.codec.encode_in_place(&mut raw);
+        }
+        raw
     }
 
     fn apply_write(
@@ -1016,13 +1087,9 @@ impl FlashArray {
             return Ok(program_ns);
         }
         if self.keeps_data() {
-            let mut message = data;
-            message.extend_from_slice(&spare);
-            message.resize(self.codec.layout().message_bytes, 0xFF);
-            let mut raw = vec![0u8; self.config.raw_page_bytes()];
-            self.codec.encode(&message, &mut raw);
+            let raw = self.encoded_page(data, &spare);
             let page_index = self.page_index(block_index, address.page);
-            if self.store.write_page(page_index, &raw).is_err() {
+            if self.store.write_page(page_index, raw).is_err() {
                 self.blocks[block_index as usize].grown_bad = true;
                 self.slot_mut(slot_index).status = AckStatus::BadBlock;
                 return Ok(program_ns);
@@ -1070,7 +1137,11 @@ impl FlashArray {
     /// Recomputes what die `die_index` offers its channel's scheduler, after any change
     /// to its queue, register or array.
     fn refresh_offer(&mut self, die_index: u32) {
-        self.offers[die_index as usize] = self.bus_candidate(die_index);
+        let offer = self.bus_candidate(die_index);
+        self.offers[die_index as usize] = offer;
+        self.offer_keys[die_index as usize] = offer.map_or(u128::MAX, |(class, age_ns, ..)| {
+            u128::from(class) << 96 | u128::from(age_ns) << 32
+        });
     }
 
     /// The bus work a die offers its channel's scheduler: (priority class, age, slot, work).
@@ -1111,6 +1182,33 @@ impl FlashArray {
         }
     }
 
+    /// The position (within its channel) of the die whose offer wins: lowest priority
+    /// class, then oldest, then first from `rotation` on. Each offer becomes one integer
+    /// ordered the same way, so the choice is a minimum without unpredictable branches.
+    fn best_offer_position(&self, first_die: u32, rotation: u32) -> Option<u32> {
+        let dies_per_channel = self.dies_per_channel;
+        let keys = &self.offer_keys[first_die as usize..(first_die + dies_per_channel) as usize];
+        let mut best = u128::MAX;
+        for (position, &key) in keys.iter().enumerate() {
+            let position = position as u32;
+            let offset = if position >= rotation {
+                position - rotation
+            } else {
+                position + dies_per_channel - rotation
+            };
+            best = best.min(key | u128::from(offset));
+        }
+        (best != u128::MAX).then(|| {
+            let offset = best as u32;
+            let position = rotation + offset;
+            if position >= dies_per_channel {
+                position - dies_per_channel
+            } else {
+                position
+            }
+        })
+    }
+
     /// The scoreboard: grants an idle bus to the best candidate among its dies.
     fn schedule_bus(&mut self, channel_index: u32) {
         let channel = &self.channels[channel_index as usize];
@@ -1120,24 +1218,11 @@ impl FlashArray {
         let dies_per_channel = self.dies_per_channel;
         let first_die = channel_index * dies_per_channel;
         let rotation = self.channels[channel_index as usize].rotation;
-        let mut best: Option<((u8, u64), u32, u32, BusWork)> = None;
-        for offset in 0..dies_per_channel {
-            let mut position = rotation + offset;
-            if position >= dies_per_channel {
-                position -= dies_per_channel;
-            }
-            let Some((class, age_ns, slot_index, work)) =
-                self.offers[(first_die + position) as usize]
-            else {
-                continue;
-            };
-            if best.is_none_or(|(key, ..)| (class, age_ns) < key) {
-                best = Some(((class, age_ns), position, slot_index, work));
-            }
-        }
-        let Some((_, position, slot_index, work)) = best else {
+        let Some(position) = self.best_offer_position(first_die, rotation) else {
             return;
         };
+        let (_, _, slot_index, work) =
+            self.offers[(first_die + position) as usize].expect("the best offer exists");
         let timing = &self.config.timing;
         let busy_ns = match work {
             BusWork::Command => timing.command_address_ns,

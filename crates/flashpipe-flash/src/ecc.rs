@@ -5,20 +5,62 @@
 //! stored after the message in the spare area. Twelve parity symbols correct up to 6
 //! symbol (byte) errors per codeword; more are reported uncorrectable.
 //!
-//! The code itself comes from the `reed-solomon` crate (GF(2^8), Berlekamp-Massey,
-//! Chien search, Forney), which decodes errors at unknown positions, not only erasures,
-//! and checks its own output. It is small and unmaintained since 2018 but exact; the
-//! maintained crates we could find (`reed-solomon-erasure`, `reed-solomon-simd`,
-//! `reed-solomon-novelpoly`) correct erasures only, which is not what flash needs.
+//! Two ways to judge a read, chosen by [`EccMode`]; both write the same parity:
+//! - [`EccMode::OutcomeModel`] (the default): the array injected the bit flips itself, so
+//!   it knows which bytes of which codeword are wrong. A codeword with at most 6 wrong
+//!   bytes decodes to what was programmed, one with more does not: the outcome is exact
+//!   without decoding, and a read costs nothing beyond counting.
+//! - [`EccMode::Decoder`]: the real decoder of [`reed_solomon`] runs on every codeword a
+//!   flip touched, as a controller would. It differs from the model only where a
+//!   bounded-distance decoder lands on another codeword (more than 6 errors that look like
+//!   6 or fewer: it then returns wrong data as corrected, about once in 10^3 such
+//!   codewords); the property test in `tests/ecc_model_matches_decoder.rs` checks that
+//!   they agree everywhere else.
+//!
+//! The codec ([`reed_solomon`], over the field of [`galois`]) is written here: the
+//! maintained crates correct erasures only, and the parity must stay byte for byte what
+//! images written with the `reed-solomon` 0.2 crate hold (its module doc says more).
 
-use reed_solomon::{Decoder, Encoder};
+pub mod galois;
+pub mod reed_solomon;
+
+use self::reed_solomon::{Encoder, LOCKSTEP_CODEWORDS};
 
 /// Message bytes per full codeword.
 pub const CODEWORD_DATA_BYTES: usize = 243;
 /// Parity bytes per codeword.
-pub const CODEWORD_PARITY_BYTES: usize = 12;
+pub const CODEWORD_PARITY_BYTES: usize = reed_solomon::PARITY_BYTES;
 /// Symbol errors one codeword can correct.
 pub const CORRECTABLE_SYMBOLS_PER_CODEWORD: usize = CODEWORD_PARITY_BYTES / 2;
+
+/// How reads are judged (both write the same parity, so an image reads the same in both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EccMode {
+    /// Count the wrong bytes per codeword against t = 6 (exact; no decoding).
+    #[default]
+    OutcomeModel,
+    /// Run the Reed-Solomon decoder on every codeword a flip touched.
+    Decoder,
+}
+
+impl EccMode {
+    /// The mode named `text` (`model` or `decoder`).
+    pub fn parse(text: &str) -> Option<EccMode> {
+        match text {
+            "model" => Some(EccMode::OutcomeModel),
+            "decoder" => Some(EccMode::Decoder),
+            _ => None,
+        }
+    }
+
+    /// The name [`EccMode::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            EccMode::OutcomeModel => "model",
+            EccMode::Decoder => "decoder",
+        }
+    }
+}
 
 /// The layout of one page's codewords inside its raw bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +85,19 @@ pub enum DecodeOutcome {
     Uncorrectable,
 }
 
+/// What the outcome model says about a read with known bit flips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlipJudgement {
+    /// Corrected (with the wrong bytes counted) or uncorrectable.
+    pub outcome: DecodeOutcome,
+    /// Bits that differ from what was programmed (flips of one bit twice cancel).
+    pub wrong_bits: u32,
+}
+
 /// Encoder and decoder for one page layout.
 pub struct PageCodec {
     layout: PageLayout,
     encoder: Encoder,
-    decoder: Decoder,
 }
 
 impl PageCodec {
@@ -64,8 +114,7 @@ impl PageCodec {
                 codeword_count,
                 raw_bytes,
             },
-            encoder: Encoder::new(CODEWORD_PARITY_BYTES),
-            decoder: Decoder::new(CODEWORD_PARITY_BYTES),
+            encoder: Encoder::new(),
         }
     }
 
@@ -91,10 +140,31 @@ impl PageCodec {
         assert_eq!(message.len(), self.layout.message_bytes);
         assert_eq!(raw.len(), self.layout.raw_bytes);
         raw[..message.len()].copy_from_slice(message);
-        raw[message.len()..].fill(0xFF);
-        for index in 0..self.layout.codeword_count {
-            let encoded = self.encoder.encode(&message[self.message_range(index)]);
-            raw[self.parity_range(index)].copy_from_slice(encoded.ecc());
+        self.encode_in_place(raw);
+    }
+
+    /// Encodes a raw page whose message bytes are already in place: fills the parity and
+    /// sets every byte after it to 0xFF.
+    pub fn encode_in_place(&self, raw: &mut [u8]) {
+        assert_eq!(raw.len(), self.layout.raw_bytes);
+        let (message, spare) = raw.split_at_mut(self.layout.message_bytes);
+        spare.fill(0xFF);
+        let full_codewords = self.layout.message_bytes / CODEWORD_DATA_BYTES;
+        let lockstep_groups = full_codewords / LOCKSTEP_CODEWORDS;
+        for group in 0..lockstep_groups {
+            let first = group * LOCKSTEP_CODEWORDS;
+            let messages: [&[u8]; LOCKSTEP_CODEWORDS] =
+                std::array::from_fn(|lane| &message[self.message_range(first + lane)]);
+            let parities = self.encoder.parity_of_several(messages);
+            for (lane, parity) in parities.iter().enumerate() {
+                let start = (first + lane) * CODEWORD_PARITY_BYTES;
+                spare[start..start + CODEWORD_PARITY_BYTES].copy_from_slice(parity);
+            }
+        }
+        for index in lockstep_groups * LOCKSTEP_CODEWORDS..self.layout.codeword_count {
+            let parity = self.encoder.parity_of(&message[self.message_range(index)]);
+            let start = index * CODEWORD_PARITY_BYTES;
+            spare[start..start + CODEWORD_PARITY_BYTES].copy_from_slice(&parity);
         }
     }
 
@@ -109,6 +179,55 @@ impl PageCodec {
             .then_some(parity_offset / CODEWORD_PARITY_BYTES)
     }
 
+    /// The outcome model: judges a read whose only errors are `flips` (raw byte index and
+    /// the bit mask flipped there; a byte may appear more than once). A codeword decodes
+    /// when at most 6 of its bytes differ from what was programmed; padding bytes belong
+    /// to no codeword and do not count.
+    pub fn judge_flips(&self, flips: &[(usize, u8)]) -> FlipJudgement {
+        let mut net: Vec<(usize, u8)> = flips.to_vec();
+        net.sort_unstable_by_key(|&(byte, _)| byte);
+        let mut merged: Vec<(usize, u8)> = Vec::with_capacity(net.len());
+        for (byte, mask) in net {
+            match merged.last_mut() {
+                Some((last_byte, last_mask)) if *last_byte == byte => *last_mask ^= mask,
+                _ => merged.push((byte, mask)),
+            }
+        }
+        let mut wrong_bits = 0u32;
+        let mut per_codeword: Vec<(usize, usize)> = Vec::new();
+        for (byte, mask) in merged {
+            if mask == 0 {
+                continue;
+            }
+            let Some(codeword) = self.codeword_of_byte(byte) else {
+                continue;
+            };
+            wrong_bits += mask.count_ones();
+            match per_codeword
+                .iter_mut()
+                .find(|(index, _)| *index == codeword)
+            {
+                Some((_, count)) => *count += 1,
+                None => per_codeword.push((codeword, 1)),
+            }
+        }
+        let uncorrectable = per_codeword
+            .iter()
+            .any(|&(_, count)| count > CORRECTABLE_SYMBOLS_PER_CODEWORD);
+        let outcome = if uncorrectable {
+            DecodeOutcome::Uncorrectable
+        } else {
+            let symbols: usize = per_codeword.iter().map(|&(_, count)| count).sum();
+            DecodeOutcome::Corrected {
+                symbols: symbols as u32,
+            }
+        };
+        FlipJudgement {
+            outcome,
+            wrong_bits,
+        }
+    }
+
     /// Decodes the codewords listed in `touched` (the others are known clean: their
     /// syndromes would be zero) and corrects `raw` in place.
     pub fn decode(&self, raw: &mut [u8], touched: &[usize]) -> DecodeOutcome {
@@ -119,19 +238,16 @@ impl PageCodec {
             let message_range = self.message_range(index);
             let message_length = message_range.len();
             let length = message_length + CODEWORD_PARITY_BYTES;
+            let parity_range = self.parity_range(index);
             codeword[..message_length].copy_from_slice(&raw[message_range.clone()]);
-            codeword[message_length..length].copy_from_slice(&raw[self.parity_range(index)]);
-            match self.decoder.correct_err_count(&codeword[..length], None) {
-                Ok((corrected, fixed)) => {
-                    if fixed > CORRECTABLE_SYMBOLS_PER_CODEWORD {
-                        return DecodeOutcome::Uncorrectable;
-                    }
-                    raw[message_range].copy_from_slice(corrected.data());
-                    let parity_range = self.parity_range(index);
-                    raw[parity_range].copy_from_slice(corrected.ecc());
+            codeword[message_length..length].copy_from_slice(&raw[parity_range.clone()]);
+            match reed_solomon::correct(&mut codeword[..length]) {
+                Ok(fixed) => {
+                    raw[message_range].copy_from_slice(&codeword[..message_length]);
+                    raw[parity_range].copy_from_slice(&codeword[message_length..length]);
                     symbols += fixed as u32;
                 }
-                Err(_) => return DecodeOutcome::Uncorrectable,
+                Err(reed_solomon::Uncorrectable) => return DecodeOutcome::Uncorrectable,
             }
         }
         DecodeOutcome::Corrected { symbols }
@@ -191,6 +307,40 @@ mod tests {
             check(codeword, 6, DecodeOutcome::Corrected { symbols: 6 });
             check(codeword, 7, DecodeOutcome::Uncorrectable);
         }
+    }
+
+    #[test]
+    fn encode_in_place_pads_with_ff_and_decodes_clean() {
+        let codec = PageCodec::new(100, 200);
+        let mut raw = vec![0u8; 200];
+        raw[..100].fill(0x42);
+        codec.encode_in_place(&mut raw);
+        assert!(raw[112..].iter().all(|&byte| byte == 0xFF));
+        assert_eq!(
+            codec.decode_all(&mut raw),
+            DecodeOutcome::Corrected { symbols: 0 }
+        );
+    }
+
+    #[test]
+    fn the_outcome_model_counts_net_wrong_bytes_per_codeword() {
+        let (codec, _, _) = encoded_page(1);
+        let six: Vec<(usize, u8)> = (0..6).map(|byte| (byte, 1)).collect();
+        assert_eq!(
+            codec.judge_flips(&six).outcome,
+            DecodeOutcome::Corrected { symbols: 6 }
+        );
+        let mut seven = six.clone();
+        seven.push((100, 0x80));
+        assert_eq!(
+            codec.judge_flips(&seven).outcome,
+            DecodeOutcome::Uncorrectable
+        );
+        let mut cancelled = seven.clone();
+        cancelled.push((100, 0x80));
+        let judgement = codec.judge_flips(&cancelled);
+        assert_eq!(judgement.outcome, DecodeOutcome::Corrected { symbols: 6 });
+        assert_eq!(judgement.wrong_bits, 6);
     }
 
     #[test]

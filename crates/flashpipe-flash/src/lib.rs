@@ -6,7 +6,8 @@
 //!   `VirtualClock`: bus/die occupancy, the scoreboard scheduler, host links, chained
 //!   devices, per-host queues; erase-before-write, in-order programming, wear, factory and
 //!   grown bad blocks, raw bit errors injected into stored codewords at read time;
-//! - [`ecc`]: RS(255,243) over the stored bytes (the `reed-solomon` crate);
+//! - [`ecc`]: RS(255,243) over the stored bytes: a table-driven encoder, a decoder, and the
+//!   exact outcome model reads use by default;
 //! - [`adapter`]: a `BlockDevice` over the array by fixed striping (the pre-FTL mode);
 //! - [`workload`]: closed-loop synthetic jobs driving the raw interface;
 //! - [`stats`]: bandwidth, IOPS, latency percentiles, utilizations.
@@ -14,9 +15,10 @@
 //! The charts of the experiments are drawn in `flashpipe-bench`, so this model does not
 //! depend on a drawing library.
 //!
-//! Crates do the generic work (TOML with `toml`/`serde`, Reed-Solomon with
-//! `reed-solomon`); the event core, the scheduler and the error
-//! and wear models are written here because they are the model itself. The model and its
+//! Crates do the generic work (TOML with `toml`/`serde`); the event core, the scheduler,
+//! the error and wear models are written here because they are the model itself, and so is
+//! the Reed-Solomon codec, because no maintained crate decodes errors at unknown positions
+//! (they are erasure codes; see [`ecc::reed_solomon`]). The model and its
 //! parameters are documented in docs/flash-model.md, the reproductions in
 //! docs/reproductions.md.
 

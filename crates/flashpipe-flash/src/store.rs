@@ -7,10 +7,12 @@
 //! counter, the block table and the journal generation; it is replaced whole (write,
 //! fsync, rename) by `sync` and read by `open`. Between syncs every change of a block's
 //! state (a program, an erase, a failure) is appended to the journal
-//! (`<path>.journal`) right after the page it concerns is written, so the image, the
-//! `.meta` and the journal together always describe a prefix of the array's operations,
-//! whatever instant the process dies at (docs/flash-model.md, "Crash atomicity of the
-//! image").
+//! (`<path>.journal`) after the page it concerns is written: an erase's or a failure's
+//! record at once, a program's held with the others until the next acknowledgement leaves
+//! the array (or the next erase, or sync), then all written in one call. So the image,
+//! the `.meta` and the journal together always describe a prefix of the array's
+//! operations that includes every acknowledged one, whatever instant the process dies at
+//! (docs/flash-model.md, "Crash atomicity of the image").
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -103,7 +105,13 @@ pub(crate) struct Journal {
     generation: u64,
     /// The first append that failed: the next sync reports it.
     failure: Option<String>,
+    /// Program records not yet written: [`Journal::write_pending`] writes them in one call
+    /// before an acknowledgement leaves the array, before an erase's record and at sync.
+    pending: Vec<u8>,
 }
+
+/// Program records held before one write (a bound, so a run without acks stays small).
+const JOURNAL_PENDING_LIMIT_BYTES: usize = 64 * JOURNAL_RECORD_BYTES;
 
 const JOURNAL_MAGIC: &[u8; 8] = b"FPFJRNL1";
 /// Journal header: magic, generation, CRC32C of the first 16 bytes, 4 bytes zero.
@@ -182,12 +190,17 @@ impl Journal {
             path: journal_path,
             generation,
             failure: None,
+            pending: Vec::with_capacity(JOURNAL_PENDING_LIMIT_BYTES),
         })
     }
 
     /// Empties the journal and stamps it with `generation` (the `.meta` just written
     /// holds every record it had).
     fn restart(&mut self, generation: u64) -> Result<(), FlashError> {
+        assert!(
+            self.pending.is_empty(),
+            "a sync wrote the held records before it restarts the journal"
+        );
         self.file
             .set_len(0)
             .and_then(|()| self.file.write_all(&journal_header(generation)))
@@ -197,13 +210,37 @@ impl Journal {
         Ok(())
     }
 
-    fn append(&mut self, record: &[u8; JOURNAL_RECORD_BYTES]) {
+    /// Adds a record; `write_now` (an erase or a failure) writes it and every held record
+    /// at once, a program's record may wait for [`Journal::write_pending`].
+    fn append(&mut self, record: &[u8; JOURNAL_RECORD_BYTES], write_now: bool) {
         if self.failure.is_some() {
             return;
         }
-        if let Err(error) = self.file.write_all(record) {
-            self.failure = Some(error.to_string());
+        self.pending.extend_from_slice(record);
+        if write_now || self.pending.len() >= JOURNAL_PENDING_LIMIT_BYTES {
+            self.write_pending();
         }
+    }
+
+    /// Writes the held records in one call (in the order they were added).
+    fn write_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if self.failure.is_none() {
+            if let Err(error) = self.file.write_all(&self.pending) {
+                self.failure = Some(error.to_string());
+            }
+        }
+        self.pending.clear();
+    }
+}
+
+impl Drop for Journal {
+    /// Writes the held records, best effort (they belong to operations whose acks were
+    /// never seen; the image is a prefix of the operations with or without them).
+    fn drop(&mut self) {
+        self.write_pending();
     }
 }
 
@@ -275,13 +312,36 @@ impl PageStore {
     /// Appends a block's new state to the journal (file storage; a no-op otherwise). Called
     /// after the page a program concerns is written, so a process that dies between the
     /// two leaves the page unprogrammed.
-    pub(crate) fn journal_block(&mut self, block_index: u64, block: &BlockState, now_ns: u64) {
+    /// `write_now`: the record (an erase's, a failure's) is written at once with every held
+    /// one; a program's record may be held until [`PageStore::write_journal`] (before its
+    /// acknowledgement leaves the array).
+    pub(crate) fn journal_block(
+        &mut self,
+        block_index: u64,
+        block: &BlockState,
+        now_ns: u64,
+        write_now: bool,
+    ) {
         if let PageStore::File {
             journal: Some(journal),
             ..
         } = self
         {
-            journal.append(&encode_journal_record(block_index, block, now_ns));
+            journal.append(
+                &encode_journal_record(block_index, block, now_ns),
+                write_now,
+            );
+        }
+    }
+
+    /// Writes the journal records held so far (file storage; a no-op otherwise).
+    pub(crate) fn write_journal(&mut self) {
+        if let PageStore::File {
+            journal: Some(journal),
+            ..
+        } = self
+        {
+            journal.write_pending();
         }
     }
 
@@ -307,11 +367,18 @@ impl PageStore {
         }
     }
 
+    /// True when stored pages carry their ECC parity: an image file does (its format holds
+    /// it); memory does not (it lives only in this process, and the parity of a page is a
+    /// function of its stored message, which the decoder recomputes when it needs it).
+    pub(crate) fn stores_parity(&self) -> bool {
+        matches!(self, PageStore::File { .. })
+    }
+
     pub(crate) fn keeps_data(&self) -> bool {
         !matches!(self, PageStore::TimingOnly)
     }
 
-    pub(crate) fn write_page(&mut self, page_index: u64, raw: &[u8]) -> Result<(), FlashError> {
+    pub(crate) fn write_page(&mut self, page_index: u64, raw: Vec<u8>) -> Result<(), FlashError> {
         match self {
             PageStore::TimingOnly => Ok(()),
             PageStore::Memory(pages) => {
@@ -327,7 +394,7 @@ impl PageStore {
                 operation: "a page program",
             }),
             PageStore::File { file, path, .. } => file
-                .write_all_at(raw, page_index * raw.len() as u64)
+                .write_all_at(&raw, page_index * raw.len() as u64)
                 .map_err(|error| io_error(path, error)),
         }
     }
@@ -369,7 +436,8 @@ impl PageStore {
 
     /// Makes the pages written so far durable; fails on a read-only store and when a
     /// journal append failed since the last sync.
-    pub(crate) fn sync_data(&self) -> Result<(), FlashError> {
+    pub(crate) fn sync_data(&mut self) -> Result<(), FlashError> {
+        self.write_journal();
         match self {
             PageStore::File {
                 journal: None,
@@ -503,6 +571,13 @@ impl MetadataReader<'_> {
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
+}
+
+/// The operations (reads, programs, erases) the array kept in `path` has admitted since it
+/// was made, as of its last sync (its `.meta`; the journal does not count them): the
+/// difference across a run that ends with a sync is the flash operations of that run.
+pub fn synced_operation_count(path: &Path) -> Result<u64, FlashError> {
+    Ok(read_metadata(path)?.operation_counter)
 }
 
 pub(crate) fn read_metadata(path: &Path) -> Result<Metadata, FlashError> {

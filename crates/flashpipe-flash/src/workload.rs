@@ -330,6 +330,7 @@ fn drive(
                 );
             }
             submit_backlog(array, host);
+            prefetch_next(array, host, striping, page_bytes);
         }
         acks.clear();
         let moved = array.poll_acks(&mut acks);
@@ -433,6 +434,19 @@ fn open_request(
         pages_left: pages,
     });
     host.open_count += 1;
+}
+
+/// Lets the array bring the block state of the host's next request into the cache while
+/// the current ones run (the next submission then finds it there).
+fn prefetch_next(array: &FlashArray, host: &mut HostStream, striping: &Striping, page_bytes: u64) {
+    let next_offset_bytes = match host.backlog.front() {
+        Some(_) => return,
+        None => match host.requests.peek() {
+            Some(request) => request.offset_bytes,
+            None => return,
+        },
+    };
+    array.prefetch_block_state(striping.address(next_offset_bytes / page_bytes));
 }
 
 fn submit_backlog(array: &mut FlashArray, host: &mut HostStream) {

@@ -1,6 +1,7 @@
 //! The file-backed array's crash atomicity (docs/flash-model.md, "Crash atomicity of the
 //! image"): programs and erases since the last sync survive a process death through the
-//! journal; a torn last record is ignored; a version 1 `.meta` is upgraded; a read-only
+//! journal; program records held in memory are written before any acknowledgement leaves
+//! the array; a torn last record is ignored; a version 1 `.meta` is upgraded; a read-only
 //! open writes nothing.
 
 use std::path::{Path, PathBuf};
@@ -124,6 +125,72 @@ fn programs_and_erases_after_the_last_sync_survive_a_death() {
         vec![0xFF; 4096],
         "page 1 was erased"
     );
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// The image, `.meta` and journal of `from` copied beside it as `to` (a snapshot of what a
+/// death at this instant would leave).
+fn snapshot(from: &Path, to: &Path) {
+    for suffix in ["", ".meta", ".journal"] {
+        std::fs::copy(companion(from, suffix), companion(to, suffix)).unwrap();
+    }
+}
+
+/// Programs whose acknowledgements are ready but not yet taken may still be held in memory:
+/// a death then keeps a prefix of them (in submission order); once the acks are taken every
+/// one of them is in the journal.
+#[test]
+fn held_program_records_are_written_before_acks_leave() {
+    let directory = scratch("held");
+    let path = directory.join("array.img");
+    let mut array = new_file_array(&path);
+    let blocks = [1u32, 3, 5, 6];
+    for &block in &blocks {
+        erase(&mut array, address(block, 0));
+    }
+    array.sync().unwrap();
+    for (index, &block) in blocks.iter().enumerate() {
+        let command = FlashCommand::WritePage {
+            address: address(block, 0),
+            data: page_of(index as u8),
+            spare: vec![0; 4],
+        };
+        array
+            .submit(FlashRequest {
+                tag: index as u64,
+                host: 0,
+                command,
+            })
+            .unwrap();
+    }
+    array.run_until(array.now_ns() + 1_000_000_000);
+    let before_acks = directory.join("before-acks.img");
+    snapshot(&path, &before_acks);
+    let mut acks = Vec::new();
+    assert_eq!(array.poll_acks(&mut acks), blocks.len());
+    let after_acks = directory.join("after-acks.img");
+    snapshot(&path, &after_acks);
+    std::mem::forget(array);
+    let programmed = |image: &Path| -> Vec<bool> {
+        let reopened = FlashArray::open(image, 1, 8).unwrap();
+        blocks
+            .iter()
+            .map(|&block| reopened.block_state(address(block, 0)).unwrap().next_page == 1)
+            .collect()
+    };
+    let early = programmed(&before_acks);
+    assert!(
+        early.windows(2).all(|pair| pair[0] || !pair[1]),
+        "a prefix of the programs: {early:?}"
+    );
+    assert_eq!(programmed(&after_acks), vec![true; blocks.len()]);
+    let mut reopened = FlashArray::open(&after_acks, 1, 8).unwrap();
+    for (index, &block) in blocks.iter().enumerate() {
+        assert_eq!(
+            read_data(&mut reopened, address(block, 0)),
+            page_of(index as u8)
+        );
+    }
     std::fs::remove_dir_all(&directory).unwrap();
 }
 

@@ -307,7 +307,11 @@ impl Ftl {
                 let op = &self.host.ops[&op_id];
                 let buffer = op.buffer.as_ref().expect("a write carries a buffer");
                 let offset = index as usize * page_bytes;
-                buffer[offset..offset + page_bytes].to_vec()
+                // Room for the whole raw page (spare and parity after the data), so the
+                // flash model stores this vector as it is instead of copying it.
+                let mut data = Vec::with_capacity(self.backend.config().raw_page_bytes());
+                data.extend_from_slice(&buffer[offset..offset + page_bytes]);
+                data
             } else {
                 Vec::new()
             };

@@ -1,0 +1,457 @@
+//! `flashpipe bench flash`: emulated flash at wall speed (issue #13, item 5).
+//!
+//! Three figures, each printed against its target (met / NOT MET). They are wall-clock
+//! rates of this machine: they mean something only on an idle machine.
+//! 1. **put**: a file of `--size` (default 1 GiB) put into a fresh minflash store in a
+//!    temporary folder, the way `flashpipe mkfs --devices flash:minflash:IMAGE` then
+//!    `flashpipe put` do it: the store opened, the file streamed through the engine, the
+//!    store closed (commit, FTL unmount, image synced). The input file is written before
+//!    the clock starts; the store's creation is timed apart. Target: at most 5 s of wall
+//!    time per GiB.
+//! 2. **whole stack**: the flash operations (reads, programs, erases the array admitted:
+//!    the operation counter of its `.meta`, synced at close) of that put, per wall-second
+//!    of the put: FS -> FTL -> flash model -> image file. Target: 300,000.
+//!    The same put into a minflash store kept in memory (no image file: FS -> FTL -> flash
+//!    model) is reported beside it, its flash operations counted from the FTL's statistics
+//!    (programs, collection copies as a read and a program, reads, erases), to show what
+//!    the image file costs.
+//! 3. **raw model**: `sim speed`'s workload (4 KiB random reads of a full minflash array,
+//!    queue depth 128, timing only), page operations per wall-second. Target: 2,000,000.
+//!
+//! `--quick` shrinks the put and the raw run so a test can run the whole benchmark;
+//! `--json` prints the report for machines. The folder is removed afterwards.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use flashpipe_engine::EngineConfig;
+use flashpipe_flash::store::synced_operation_count;
+use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
+use flashpipe_flash::FlashConfig;
+use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_ftl::FtlStats;
+use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
+use flashpipe_store::store_config::STORE_FILE_VERSION;
+use flashpipe_store::units::parse_size_bytes;
+use flashpipe_store::{
+    create_store, DeviceCreation, DeviceSpec, LockWait, RunningStore, StoreAccess, StoreConfig,
+};
+use serde::Serialize;
+
+use crate::pattern::{DataPattern, DataPatternReader};
+use crate::progress::Progress;
+use crate::sim::{process_cpu_seconds, timing_array};
+use crate::BenchResult;
+
+/// Target: wall seconds of a 1 GiB put into a minflash store (scaled by size).
+pub const PUT_TARGET_WALL_SECONDS_PER_GIB: f64 = 5.0;
+/// Target: flash operations per wall-second through the whole stack during the put.
+pub const STACK_TARGET_FLASH_OPERATIONS_PER_WALL_SECOND: f64 = 300_000.0;
+/// Target: page operations per wall-second of the raw model (`sim speed`).
+pub const RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND: f64 = 2_000_000.0;
+
+/// The preset every figure runs on.
+const PRESET: &str = "minflash";
+/// Bytes per engine command of the put (as `flashpipe put`).
+const PUT_CHUNK_BYTES: usize = 1 << 20;
+/// Engine commands in flight during the put (as `flashpipe put`).
+const PUT_IN_FLIGHT: usize = 8;
+/// Store geometry of the put (`flashpipe mkfs`'s defaults).
+const STORE_BLOCK_SIZE_BYTES: u32 = 16 << 10;
+const STORE_STRIPE_UNIT_BYTES: u64 = 64 << 10;
+const STORE_QUEUE_DEPTH: u32 = 32;
+/// The raw run: `sim speed`'s defaults.
+const RAW_QUEUE_DEPTH: u32 = 128;
+const RAW_SEED: u64 = 1;
+/// `--quick`: the put's size and the raw run's operations.
+const QUICK_SIZE_BYTES: u64 = 32 << 20;
+const QUICK_RAW_OPERATIONS: u64 = 200_000;
+const GIB: f64 = (1u64 << 30) as f64;
+/// The input file's name in the work folder and in the store.
+const INPUT_NAME: &str = "input.bin";
+
+/// `flashpipe bench flash`: emulated flash at wall speed against the #13 targets.
+#[derive(Debug, clap::Args)]
+pub struct BenchFlashArgs {
+    /// Size of the file put into the store (e.g. 1GiB).
+    #[arg(long, default_value = "1GiB")]
+    size: String,
+    /// Page operations of the raw-model run (`sim speed`).
+    #[arg(long, default_value_t = 2_000_000)]
+    raw_operations: u64,
+    /// Folder to work in (a fresh subfolder is made and removed); default: the system's
+    /// temporary folder.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// A 32 MiB put and 200,000 raw operations (for tests; the targets are still shown).
+    #[arg(long)]
+    quick: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One figure against its target.
+#[derive(Debug, Clone, Serialize)]
+struct Verdict {
+    value: f64,
+    target: f64,
+    /// "at most" or "at least".
+    direction: &'static str,
+    met: bool,
+}
+
+impl Verdict {
+    fn at_most(value: f64, target: f64) -> Verdict {
+        Verdict {
+            value,
+            target,
+            direction: "at most",
+            met: value <= target,
+        }
+    }
+
+    fn at_least(value: f64, target: f64) -> Verdict {
+        Verdict {
+            value,
+            target,
+            direction: "at least",
+            met: value >= target,
+        }
+    }
+
+    fn word(&self) -> &'static str {
+        if self.met {
+            "met"
+        } else {
+            "NOT MET"
+        }
+    }
+}
+
+/// The put's figures.
+#[derive(Debug, Clone, Serialize)]
+struct PutFigures {
+    file_bytes: u64,
+    mkfs_wall_seconds: f64,
+    put_wall_seconds: f64,
+    put_cpu_seconds: Option<f64>,
+    put_wall_seconds_per_gib: f64,
+    flash_operations: u64,
+    flash_operations_per_wall_second: f64,
+}
+
+/// The same put into a store kept in memory (no image file).
+#[derive(Debug, Clone, Serialize)]
+struct MemoryPutFigures {
+    put_wall_seconds: f64,
+    put_cpu_seconds: Option<f64>,
+    flash_operations: u64,
+    flash_operations_per_wall_second: f64,
+}
+
+/// The raw model's figures.
+#[derive(Debug, Clone, Serialize)]
+struct RawFigures {
+    page_operations: u64,
+    wall_seconds: f64,
+    cpu_seconds: Option<f64>,
+    page_operations_per_wall_second: f64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+struct Report {
+    preset: &'static str,
+    quick: bool,
+    put: PutFigures,
+    memory_put: MemoryPutFigures,
+    raw: RawFigures,
+    put_wall_seconds_per_gib: Verdict,
+    stack_flash_operations_per_wall_second: Verdict,
+    raw_page_operations_per_wall_second: Verdict,
+}
+
+/// Runs `flashpipe bench flash`.
+pub fn run(arguments: BenchFlashArgs) -> BenchResult {
+    let size_bytes = if arguments.quick {
+        QUICK_SIZE_BYTES
+    } else {
+        parse_size_bytes(&arguments.size).map_err(|error| format!("--size: {error}"))?
+    };
+    if size_bytes == 0 {
+        return Err(format!("--size {}: the file must not be empty", arguments.size).into());
+    }
+    let raw_operations = if arguments.quick {
+        QUICK_RAW_OPERATIONS
+    } else {
+        arguments.raw_operations
+    };
+    let parent = arguments.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let folder = parent.join(format!("flashpipe-bench-flash-{}", std::process::id()));
+    std::fs::create_dir_all(&folder)
+        .map_err(|error| format!("work folder {}: {error}", folder.display()))?;
+    let puts = measure_put_in(&folder, size_bytes).and_then(|put| {
+        let memory_put = measure_memory_put(&folder.join(INPUT_NAME), size_bytes)?;
+        Ok((put, memory_put))
+    });
+    let removed = std::fs::remove_dir_all(&folder);
+    let (put, memory_put) = puts?;
+    removed.map_err(|error| format!("removing {}: {error}", folder.display()))?;
+    let raw = measure_raw(raw_operations)?;
+    let report = Report {
+        preset: PRESET,
+        quick: arguments.quick,
+        put_wall_seconds_per_gib: Verdict::at_most(
+            put.put_wall_seconds_per_gib,
+            PUT_TARGET_WALL_SECONDS_PER_GIB,
+        ),
+        stack_flash_operations_per_wall_second: Verdict::at_least(
+            put.flash_operations_per_wall_second,
+            STACK_TARGET_FLASH_OPERATIONS_PER_WALL_SECOND,
+        ),
+        raw_page_operations_per_wall_second: Verdict::at_least(
+            raw.page_operations_per_wall_second,
+            RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND,
+        ),
+        put,
+        memory_put,
+        raw,
+    };
+    if arguments.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+/// Writes `size_bytes` of the data pattern to `path` (not timed).
+fn write_input(path: &Path, size_bytes: u64) -> BenchResult {
+    let pattern = DataPattern::with_seed(RAW_SEED);
+    let mut reader = DataPatternReader::new(&pattern, size_bytes);
+    let file = File::create(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let mut writer = BufWriter::with_capacity(PUT_CHUNK_BYTES, file);
+    std::io::copy(&mut reader, &mut writer)?;
+    writer.flush()?;
+    Ok(())
+}
+
+fn store_config() -> StoreConfig {
+    StoreConfig {
+        store_file_version: STORE_FILE_VERSION,
+        block_size_bytes: STORE_BLOCK_SIZE_BYTES,
+        stripe_unit_bytes: STORE_STRIPE_UNIT_BYTES,
+        queue_depth: STORE_QUEUE_DEPTH,
+        devices: vec![DeviceSpec::Flash(FlashDeviceSpec::new(
+            PRESET,
+            Some(PathBuf::from("flash.img")),
+        ))],
+    }
+}
+
+/// mkfs, then the timed put, in `folder`.
+fn measure_put_in(folder: &Path, size_bytes: u64) -> BenchResult<PutFigures> {
+    let progress = Progress::spinner("bench flash: writing the input file");
+    let input = folder.join(INPUT_NAME);
+    write_input(&input, size_bytes)?;
+    progress.set_message("bench flash: making the minflash store");
+    let store = folder.join("store.toml");
+    let image = folder.join("flash.img");
+    let mkfs_started = Instant::now();
+    create_store(&store_config(), &store, &mut |_| {})?;
+    let mkfs_wall_seconds = mkfs_started.elapsed().as_secs_f64();
+    let operations_before = synced_operation_count(&image)?;
+    progress.set_message("bench flash: putting the file");
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let running = RunningStore::open(&store, StoreAccess::ReadWrite, LockWait::Fail)?;
+    let mut client = running.client(PUT_IN_FLIGHT);
+    let mut file = File::open(&input).map_err(|error| format!("{}: {error}", input.display()))?;
+    let written = client.write_stream(
+        INPUT_NAME,
+        &mut file,
+        PUT_CHUNK_BYTES,
+        PUT_IN_FLIGHT,
+        &mut |_| {},
+    )?;
+    drop(client);
+    running.close()?;
+    let put_wall_seconds = started.elapsed().as_secs_f64();
+    let put_cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(end, start)| end - start);
+    progress.finish();
+    assert_eq!(written, size_bytes, "the whole file was put");
+    let flash_operations = synced_operation_count(&image)? - operations_before;
+    Ok(PutFigures {
+        file_bytes: size_bytes,
+        mkfs_wall_seconds,
+        put_wall_seconds,
+        put_cpu_seconds,
+        put_wall_seconds_per_gib: put_wall_seconds / (size_bytes as f64 / GIB),
+        flash_operations,
+        flash_operations_per_wall_second: flash_operations as f64 / put_wall_seconds,
+    })
+}
+
+/// Flash operations the FTL's statistics account for: every program (host, collection,
+/// log, checkpoint), the read of each collection copy, host reads, erases.
+fn flash_operations_of(work: &FtlStats) -> u64 {
+    work.host_pages_written
+        + 2 * work.gc_pages_copied
+        + work.log_pages_written
+        + work.checkpoint_pages_written
+        + work.host_reads
+        + work.erases
+}
+
+/// The same put into a minflash store kept in memory (format not timed).
+fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFigures> {
+    let progress = Progress::spinner("bench flash: putting the file into a store in memory");
+    let device = open_flash_device(
+        &FlashDeviceSpec::new(PRESET, None),
+        Path::new("."),
+        "flash0",
+        STORE_QUEUE_DEPTH,
+        DeviceCreation::CreateMissing,
+    )?;
+    let stats = device.stats_handle();
+    let options = FormatOptions {
+        fs_block_size_bytes: STORE_BLOCK_SIZE_BYTES,
+    };
+    let filesystem = Filesystem::format(Box::new(device), &options)?;
+    let before = read_stats(&stats);
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let running = RunningStore::start(filesystem, EngineConfig::default());
+    let mut client = running.client(PUT_IN_FLIGHT);
+    let mut file = File::open(input).map_err(|error| format!("{}: {error}", input.display()))?;
+    let written = client.write_stream(
+        INPUT_NAME,
+        &mut file,
+        PUT_CHUNK_BYTES,
+        PUT_IN_FLIGHT,
+        &mut |_| {},
+    )?;
+    drop(client);
+    running.close()?;
+    let put_wall_seconds = started.elapsed().as_secs_f64();
+    let put_cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(end, start)| end - start);
+    progress.finish();
+    assert_eq!(written, size_bytes, "the whole file was put");
+    let flash_operations = flash_operations_of(&read_stats(&stats).since(&before));
+    Ok(MemoryPutFigures {
+        put_wall_seconds,
+        put_cpu_seconds,
+        flash_operations,
+        flash_operations_per_wall_second: flash_operations as f64 / put_wall_seconds,
+    })
+}
+
+fn read_stats(stats: &std::sync::Mutex<FtlStats>) -> FtlStats {
+    stats
+        .lock()
+        .expect("the FTL statistics lock is never poisoned")
+        .clone()
+}
+
+/// `sim speed`'s run: random 4 KiB reads of a full timing-only minflash array.
+fn measure_raw(operations: u64) -> BenchResult<RawFigures> {
+    let config = FlashConfig::preset(PRESET)?;
+    let job = SyntheticJob {
+        pattern: AccessPattern::Random,
+        kind: AccessKind::Read,
+        request_bytes: 4096,
+        queue_depth: RAW_QUEUE_DEPTH,
+        hosts: 1,
+        requests_per_host: operations,
+        devices: 1,
+        seed: RAW_SEED,
+    };
+    job.check(&config)
+        .map_err(|error| format!("--raw-operations {operations}: {}", error.limit))?;
+    let progress = Progress::spinner("bench flash: the raw model (sim speed)");
+    let mut array = timing_array(config, 1, RAW_QUEUE_DEPTH, RAW_SEED)?;
+    array.precondition_full()?;
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let report = workload::run_job(&mut array, &job);
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(end, start)| end - start);
+    progress.finish();
+    Ok(RawFigures {
+        page_operations: report.page_operations,
+        wall_seconds,
+        cpu_seconds,
+        page_operations_per_wall_second: report.page_operations as f64 / wall_seconds,
+    })
+}
+
+fn cpu_text(seconds: Option<f64>) -> String {
+    seconds.map_or("unknown".to_string(), |seconds| format!("{seconds:.2}"))
+}
+
+fn print_report(report: &Report) {
+    let put = &report.put;
+    let raw = &report.raw;
+    println!(
+        "emulated flash at wall speed ({} preset; wall-clock figures of this machine)",
+        report.preset
+    );
+    println!(
+        "put                {} bytes; mkfs {:.2} s; put {:.2} s wall, {} s cpu",
+        put.file_bytes,
+        put.mkfs_wall_seconds,
+        put.put_wall_seconds,
+        cpu_text(put.put_cpu_seconds)
+    );
+    println!(
+        "whole stack        {} flash operations during the put",
+        put.flash_operations
+    );
+    let memory = &report.memory_put;
+    println!(
+        "same put, memory   {:.2} s wall, {} s cpu, {} flash operations: {:.0} per wall s (no image file)",
+        memory.put_wall_seconds,
+        cpu_text(memory.put_cpu_seconds),
+        memory.flash_operations,
+        memory.flash_operations_per_wall_second
+    );
+    println!(
+        "raw model          {} page operations in {:.2} s wall, {} s cpu",
+        raw.page_operations,
+        raw.wall_seconds,
+        cpu_text(raw.cpu_seconds)
+    );
+    for (name, verdict, decimals) in [
+        ("put wall s per GiB", &report.put_wall_seconds_per_gib, 2),
+        (
+            "stack flash ops per wall s",
+            &report.stack_flash_operations_per_wall_second,
+            0,
+        ),
+        (
+            "raw page ops per wall s",
+            &report.raw_page_operations_per_wall_second,
+            0,
+        ),
+    ] {
+        println!(
+            "{name:<28} {:>12.decimals$}   target {} {:.decimals$}: {}",
+            verdict.value,
+            verdict.direction,
+            verdict.target,
+            verdict.word()
+        );
+    }
+    if report.quick {
+        println!("(--quick: small sizes; the verdicts are for the record only)");
+    }
+}
