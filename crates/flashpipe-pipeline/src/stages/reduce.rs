@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use flashpipe_kernels::api::{ChunkPart, PartReducer};
 
-use super::{guarded, outcome_of, FileEntry, ResultMessage, Shared};
+use super::{guarded, outcome_of, FileEntry, ResultMessage, Shared, SharedCredit};
 use crate::error::PipelineError;
 use crate::output::CountedWriter;
 use crate::report::{FileOutcome, StageCounters};
@@ -17,7 +17,8 @@ struct ParallelFile {
     entry: Arc<FileEntry>,
     reducer: Box<dyn PartReducer>,
     writer: CountedWriter,
-    pending: BTreeMap<u64, ChunkPart>,
+    /// Parts ahead of their turn, each with the credit of the buffer it was read into.
+    pending: BTreeMap<u64, (ChunkPart, SharedCredit)>,
     next_offset_bytes: u64,
 }
 
@@ -43,20 +44,13 @@ pub(crate) fn run_reducer(
     for message in results.iter() {
         reducer.handle(message);
     }
-    for file in reducer.files.values() {
-        for _ in 0..file.pending.len() {
-            shared.release_credit();
-        }
-    }
+    reducer.files.clear();
     (reducer.outcomes, reducer.counters)
 }
 
 impl Reducer<'_> {
     fn handle(&mut self, message: ResultMessage) {
         if self.shared.cancelled() {
-            if let ResultMessage::Part { .. } = message {
-                self.shared.release_credit();
-            }
             return;
         }
         match message {
@@ -79,7 +73,11 @@ impl Reducer<'_> {
                     self.files.insert(index, file);
                 }
             }
-            ResultMessage::Part { entry, part } => self.reduce(entry.index, part),
+            ResultMessage::Part {
+                entry,
+                part,
+                credit,
+            } => self.reduce(entry.index, part, credit),
             ResultMessage::FileDone(index, outcome) => self.record(index, outcome),
         }
     }
@@ -89,22 +87,22 @@ impl Reducer<'_> {
         self.outcomes[index] = Some(outcome);
     }
 
-    fn reduce(&mut self, index: usize, part: ChunkPart) {
+    fn reduce(&mut self, index: usize, part: ChunkPart, credit: SharedCredit) {
         let file = self
             .files
             .get_mut(&index)
             .expect("a file's start reaches the reducer before its parts");
-        file.pending.insert(part.offset_bytes, part);
+        file.pending.insert(part.offset_bytes, (part, credit));
         let started_ns = self.shared.clock.now_ns();
         let blocked_before_ns = file.writer.blocked_ns();
         let mut failure = None;
-        while let Some(part) = file.pending.remove(&file.next_offset_bytes) {
+        while let Some((part, credit)) = file.pending.remove(&file.next_offset_bytes) {
             let offset_bytes = part.offset_bytes;
             let length_bytes = part.length_bytes as u64;
             let reduced = guarded(&file.entry.info.name, offset_bytes, || {
                 file.reducer.reduce_part(part, &mut file.writer)
             });
-            self.shared.release_credit();
+            drop(credit);
             self.counters.items += 1;
             self.counters.bytes += length_bytes;
             file.next_offset_bytes += length_bytes;

@@ -32,7 +32,6 @@ pub(crate) fn run_worker(
         for item in items {
             if shared.cancelled() {
                 drop(item);
-                shared.release_credit();
                 continue;
             }
             let entry = Arc::clone(&item.entry);
@@ -58,11 +57,16 @@ impl Worker<'_> {
             mapper.map_chunk(&chunk)
         });
         self.count(started_ns, chunk.data.len());
-        drop(item);
+        let WorkItem { data, credit, .. } = item;
+        drop(data);
         match mapped {
-            Ok(part) => self.send(ResultMessage::Part { entry, part }, true),
+            Ok(part) => self.send(ResultMessage::Part {
+                entry,
+                part,
+                credit,
+            }),
             Err(error) => {
-                self.shared.release_credit();
+                drop(credit);
                 self.shared.fail(error);
             }
         }
@@ -74,13 +78,12 @@ impl Worker<'_> {
         self.counters.bytes += length_bytes as u64;
     }
 
-    fn send(&mut self, message: ResultMessage, holds_credit: bool) {
+    /// Sends a message to the reduce stage (a message it no longer takes is dropped with
+    /// the credit it holds).
+    fn send(&mut self, message: ResultMessage) {
         let started_ns = self.shared.clock.now_ns();
-        let sent = self.results.send(message);
+        let _ = self.results.send(message);
         self.counters.blocked_ns += self.shared.clock.now_ns().saturating_sub(started_ns);
-        if sent.is_err() && holds_credit {
-            self.shared.release_credit();
-        }
     }
 
     /// Queues the chunk; if no other worker is on this file, processes every chunk that is next.
@@ -154,7 +157,6 @@ impl Worker<'_> {
         self.counters.busy_ns = self.counters.busy_ns.saturating_sub(blocked_ns);
         self.counters.blocked_ns += blocked_ns;
         drop(item);
-        self.shared.release_credit();
         result
     }
 
@@ -176,13 +178,13 @@ impl Worker<'_> {
         match finished {
             Ok((summary, output)) => {
                 let outcome = outcome_of(self.shared, entry, summary, output_bytes, output);
-                self.send(ResultMessage::FileDone(entry.index, outcome), false);
+                self.send(ResultMessage::FileDone(entry.index, outcome));
             }
             Err(error) => self.shared.fail(error),
         }
     }
 
-    /// After a failure, gives back the credits of chunks that will never be processed.
+    /// After a failure, drops the chunks that will never be processed (and so their credits).
     fn release_pending(&mut self, entry: &FileEntry) {
         let FileWork::Sequential(state_lock) = &entry.work else {
             return;
@@ -191,8 +193,6 @@ impl Worker<'_> {
         let pending = std::mem::take(&mut state.pending);
         state.active = true;
         drop(state);
-        for _ in pending {
-            self.shared.release_credit();
-        }
+        drop(pending);
     }
 }
