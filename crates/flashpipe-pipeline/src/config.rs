@@ -80,7 +80,7 @@ impl PipelineConfig {
             chunk_bytes: engine.max_read_bytes as u64,
             worker_count: cores,
             chunk_credit_count: credits,
-            output_queue_capacity: 16,
+            output_queue_capacity: 4,
             output_chunk_bytes: 1 << 20,
             writes_in_flight: 8,
             output,

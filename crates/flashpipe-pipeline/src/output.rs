@@ -34,6 +34,9 @@ pub(crate) enum OutputWriter {
 pub(crate) struct StoreWriter {
     file: Arc<str>,
     queue: WriteQueue,
+    /// Bytes of the first buffer: the input's size rounded up to 4 KiB, at most a whole
+    /// write, so a small file's result does not take a whole write's buffer.
+    first_buffer_bytes: usize,
     buffer: Option<IoBuf>,
     filled_bytes: usize,
     flushed_offset_bytes: u64,
@@ -55,10 +58,14 @@ impl CountedWriter {
         CountedWriter::new(OutputWriter::Collect(Vec::new()))
     }
 
-    pub(crate) fn store(file: &str, queue: WriteQueue) -> CountedWriter {
+    pub(crate) fn store(file: &str, queue: WriteQueue, input_bytes: u64) -> CountedWriter {
+        let first_buffer_bytes = usize::try_from(input_bytes.div_ceil(4096).max(1) * 4096)
+            .unwrap_or(usize::MAX)
+            .min(queue.chunk_bytes);
         CountedWriter::new(OutputWriter::Store(StoreWriter {
             file: Arc::from(file),
             queue,
+            first_buffer_bytes,
             buffer: None,
             filled_bytes: 0,
             flushed_offset_bytes: 0,
@@ -113,25 +120,36 @@ impl OutputSink for CountedWriter {
     }
 }
 
+/// A buffer of `length_bytes`: a recycled one large enough if the write stage gave one
+/// back (smaller ones are let go), else a new one.
+fn recycled_or_new(spare_buffers: &Receiver<IoBuf>, length_bytes: usize) -> IoBuf {
+    while let Ok(mut spare) = spare_buffers.try_recv() {
+        if spare.capacity() >= length_bytes {
+            spare.set_len(length_bytes);
+            return spare;
+        }
+    }
+    IoBuf::zeroed(length_bytes)
+}
+
 impl StoreWriter {
     fn append(&mut self, mut bytes: &[u8]) -> Result<(), KernelError> {
         while !bytes.is_empty() {
-            let chunk_bytes = self.queue.chunk_bytes;
-            let buffer = self.buffer.get_or_insert_with(|| {
-                let mut spare = self
-                    .queue
-                    .spare_buffers
-                    .try_recv()
-                    .unwrap_or_else(|_| IoBuf::zeroed(chunk_bytes));
-                spare.set_len(chunk_bytes);
-                spare
-            });
-            let room = chunk_bytes - self.filled_bytes;
+            let buffer_bytes = if self.flushed_offset_bytes == 0 {
+                self.first_buffer_bytes
+            } else {
+                self.queue.chunk_bytes
+            };
+            let spare_buffers = &self.queue.spare_buffers;
+            let buffer = self
+                .buffer
+                .get_or_insert_with(|| recycled_or_new(spare_buffers, buffer_bytes));
+            let room = buffer.len() - self.filled_bytes;
             let taken = room.min(bytes.len());
             buffer[self.filled_bytes..self.filled_bytes + taken].copy_from_slice(&bytes[..taken]);
             self.filled_bytes += taken;
             bytes = &bytes[taken..];
-            if self.filled_bytes == chunk_bytes {
+            if self.filled_bytes == buffer.len() {
                 self.send_buffer()?;
             }
         }

@@ -104,7 +104,9 @@ pub(crate) enum OutputPlan {
 }
 
 impl OutputPlan {
-    pub(crate) fn writer_for(&self, file_index: usize) -> CountedWriter {
+    /// The writer of input `file_index`, whose input holds `input_bytes` (a stored result's
+    /// first buffer is sized for a stream as long as the input, up to a whole write).
+    pub(crate) fn writer_for(&self, file_index: usize, input_bytes: u64) -> CountedWriter {
         match self {
             OutputPlan::Discard => CountedWriter::discard(),
             OutputPlan::Collect => CountedWriter::collect(),
@@ -113,6 +115,7 @@ impl OutputPlan {
                 CountedWriter::store(
                     &names[file_index],
                     queue.expect("writers are made before the output closes"),
+                    input_bytes,
                 )
             }
         }

@@ -251,7 +251,7 @@ impl Reader<'_> {
         info: FileInfo,
         job: FileJob,
     ) -> Result<Arc<FileEntry>, Stop> {
-        let writer = self.shared.output.writer_for(index);
+        let writer = self.shared.output.writer_for(index, info.size_bytes);
         match job {
             FileJob::Parallel { mapper, reducer } => {
                 let entry = Arc::new(FileEntry {
