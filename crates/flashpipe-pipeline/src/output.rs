@@ -1,12 +1,51 @@
 //! The kernels' output sink inside the pipeline: counts, collects, or cuts the stream into
 //! recycled buffers queued (bounded) to the write stage.
+//!
+//! Output buffers are recycled within a job (the write stage hands each back when its write
+//! completes) and kept between jobs of the process, up to [`KEPT_OUTPUT_BUFFER_BYTES`]: a
+//! fresh buffer costs a page fault per page on first touch, which a job writing results at
+//! storage speed would otherwise pay on most of its output.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 use flashpipe_device::{Clock, IoBuf};
 use flashpipe_kernels::api::OutputSink;
 use flashpipe_kernels::error::{KernelError, KernelErrorKind};
+
+/// Most bytes of output buffers kept between jobs (their capacities added up).
+pub const KEPT_OUTPUT_BUFFER_BYTES: usize = 64 << 20;
+
+/// Output buffers kept between jobs, and their capacities added up.
+static KEPT_OUTPUT_BUFFERS: Mutex<(Vec<IoBuf>, usize)> = Mutex::new((Vec::new(), 0));
+
+/// Keeps `buffers` for later jobs while the kept bytes stay within
+/// [`KEPT_OUTPUT_BUFFER_BYTES`] (the others are let go).
+pub(crate) fn keep_output_buffers(buffers: impl IntoIterator<Item = IoBuf>) {
+    let mut kept = KEPT_OUTPUT_BUFFERS
+        .lock()
+        .expect("kept output buffers lock poisoned");
+    for buffer in buffers {
+        if kept.1 + buffer.capacity() <= KEPT_OUTPUT_BUFFER_BYTES {
+            kept.1 += buffer.capacity();
+            kept.0.push(buffer);
+        }
+    }
+}
+
+/// A kept buffer of at least `length_bytes` capacity, if one is kept.
+fn take_kept_output_buffer(length_bytes: usize) -> Option<IoBuf> {
+    let mut kept = KEPT_OUTPUT_BUFFERS
+        .lock()
+        .expect("kept output buffers lock poisoned");
+    let position = kept
+        .0
+        .iter()
+        .position(|buffer| buffer.capacity() >= length_bytes)?;
+    let buffer = kept.0.swap_remove(position);
+    kept.1 -= buffer.capacity();
+    Some(buffer)
+}
 
 /// One buffer of a result stream on its way into the store.
 pub(crate) struct WriteRequest {
@@ -121,15 +160,22 @@ impl OutputSink for CountedWriter {
 }
 
 /// A buffer of `length_bytes`: a recycled one large enough if the write stage gave one
-/// back (smaller ones are let go), else a new one.
+/// back (smaller ones go to the kept buffers), else a kept one, else a new one.
 fn recycled_or_new(spare_buffers: &Receiver<IoBuf>, length_bytes: usize) -> IoBuf {
-    while let Ok(mut spare) = spare_buffers.try_recv() {
-        if spare.capacity() >= length_bytes {
-            spare.set_len(length_bytes);
-            return spare;
+    let mut too_small = Vec::new();
+    let recycled = loop {
+        match spare_buffers.try_recv() {
+            Ok(spare) if spare.capacity() >= length_bytes => break Some(spare),
+            Ok(spare) => too_small.push(spare),
+            Err(_) => break None,
         }
-    }
-    IoBuf::zeroed(length_bytes)
+    };
+    keep_output_buffers(too_small);
+    let mut buffer = recycled
+        .or_else(|| take_kept_output_buffer(length_bytes))
+        .unwrap_or_else(|| IoBuf::zeroed(length_bytes));
+    buffer.set_len(length_bytes);
+    buffer
 }
 
 impl StoreWriter {

@@ -10,7 +10,7 @@ use flashpipe_kernels::api::Kernel;
 
 use crate::config::{OutputTarget, PipelineConfig};
 use crate::error::PipelineError;
-use crate::output::WriteQueue;
+use crate::output::{keep_output_buffers, WriteQueue};
 use crate::report::{FileOutcome, PipelineReport, PipelineResult, StageCounters, StageReport};
 use crate::stages::read::{run_reader, ReaderPlan};
 use crate::stages::reduce::run_reducer;
@@ -74,7 +74,11 @@ pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineErro
         job.config.chunk_credit_count,
         output,
     );
+    let spare_buffers_left = spare_receiver_clone(&shared);
     let counters = run_stages(&job, &shared, &sizes, write_receiver, spare_sender);
+    if let Some(spare_buffers) = spare_buffers_left {
+        keep_output_buffers(spare_buffers.try_iter());
+    }
     let elapsed_ns = clock.now_ns().saturating_sub(started_ns);
     if let Some(error) = shared.take_error() {
         return Err(error);
@@ -175,6 +179,20 @@ fn prepare_output_files(
         }
     }
     Ok(())
+}
+
+/// The write stage's recycled-buffer queue, to keep what is left in it once the job ends.
+fn spare_receiver_clone(
+    shared: &Shared,
+) -> Option<crossbeam_channel::Receiver<flashpipe_device::IoBuf>> {
+    match &shared.output {
+        OutputPlan::Store { queue, .. } => queue
+            .lock()
+            .expect("output queue lock poisoned")
+            .as_ref()
+            .map(|queue| queue.spare_buffers.clone()),
+        OutputPlan::Discard | OutputPlan::Collect => None,
+    }
 }
 
 struct StageResults {
