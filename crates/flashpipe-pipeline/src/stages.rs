@@ -264,20 +264,27 @@ impl WorkItem {
     }
 }
 
-/// What flows into the reduce stage.
+/// A parallel file's start: its reducer and writer, for the reduce stage.
+pub(crate) struct FileStart {
+    pub(crate) entry: Arc<FileEntry>,
+    pub(crate) reducer: Box<dyn PartReducer>,
+    pub(crate) writer: CountedWriter,
+}
+
+/// A mapped chunk of a parallel file, with the credit of the buffer it was read into.
+pub(crate) struct MappedPart {
+    pub(crate) entry: Arc<FileEntry>,
+    pub(crate) part: ChunkPart,
+    pub(crate) credit: SharedCredit,
+}
+
+/// What flows into the reduce stage. Starts and parts travel in groups (every file of a
+/// batched read in one message), so small files cost one hand-off per group, not per file.
 pub(crate) enum ResultMessage {
-    /// A parallel file starts: its reducer and writer.
-    ParallelFileStarted {
-        entry: Arc<FileEntry>,
-        reducer: Box<dyn PartReducer>,
-        writer: CountedWriter,
-    },
-    /// A mapped chunk of a parallel file, with the credit of the buffer it was read into.
-    Part {
-        entry: Arc<FileEntry>,
-        part: ChunkPart,
-        credit: SharedCredit,
-    },
+    /// Parallel files start, each before any of its parts.
+    FilesStarted(Vec<FileStart>),
+    /// Mapped chunks of parallel files.
+    Parts(Vec<MappedPart>),
     /// A file finished (in-order files are finished by the worker that processed the end).
     FileDone(usize, FileOutcome),
 }

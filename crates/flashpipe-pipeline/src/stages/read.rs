@@ -25,8 +25,8 @@ use flashpipe_engine::{Command, EngineClient, EngineError, ReadData, Reply, Tick
 use flashpipe_kernels::api::{FileInfo, FileJob};
 
 use super::{
-    guarded, Credit, FileEntry, FileWork, ResultMessage, SequentialState, Shared, SharedCredit,
-    WorkItem,
+    guarded, Credit, FileEntry, FileStart, FileWork, ResultMessage, SequentialState, Shared,
+    SharedCredit, WorkItem,
 };
 use crate::error::PipelineError;
 use crate::report::StageCounters;
@@ -73,6 +73,9 @@ struct Reader<'a> {
     counters: StageCounters,
     reads_in_flight: usize,
     pending: PendingBatch,
+    /// Parallel files registered whose starts have not gone to the reduce stage yet (each
+    /// goes before the first read of its file is sent).
+    pending_starts: Vec<FileStart>,
     /// Files of batches that the engine left out (the batch had its buffers), to be sent
     /// again.
     left_out: Vec<(Arc<FileEntry>, u64)>,
@@ -99,6 +102,7 @@ pub(crate) fn run_reader(
         counters: StageCounters::default(),
         reads_in_flight: plan.reads_in_flight,
         pending: PendingBatch::default(),
+        pending_starts: Vec::new(),
         left_out: Vec::new(),
         batch_files_limit,
         batch_bytes_limit,
@@ -137,11 +141,12 @@ impl Reader<'_> {
         let job = guarded(name, 0, || self.shared.kernel.start_file(&info))
             .map_err(|error| self.stop(error))?;
         let entry = self.register(index, info, job)?;
+        if size_bytes > 0 && self.batch_files_limit >= 2 && size_bytes <= chunk_bytes {
+            return self.add_to_batch(entry, size_bytes);
+        }
+        self.send_starts()?;
         if size_bytes == 0 {
             return self.send_empty_marker(entry);
-        }
-        if self.batch_files_limit >= 2 && size_bytes <= chunk_bytes {
-            return self.add_to_batch(entry, size_bytes);
         }
         let mut offset_bytes = 0u64;
         while offset_bytes < size_bytes {
@@ -210,6 +215,7 @@ impl Reader<'_> {
                 return Err(Stop);
             }
         }
+        self.send_starts()?;
         let batch = std::mem::take(&mut self.pending);
         assert!(
             batch.credits.len() >= batch.files.len().min(READ_FILES_MAX_BUFFERS),
@@ -244,7 +250,8 @@ impl Reader<'_> {
         Stop
     }
 
-    /// Makes the file's entry; a parallel file's reducer and writer go to the reduce stage.
+    /// Makes the file's entry; a parallel file's reducer and writer wait in the pending
+    /// starts, which go to the reduce stage before any read of the file is sent.
     fn register(
         &mut self,
         index: usize,
@@ -259,12 +266,11 @@ impl Reader<'_> {
                     info,
                     work: FileWork::Parallel(mapper),
                 });
-                let message = ResultMessage::ParallelFileStarted {
+                self.pending_starts.push(FileStart {
                     entry: Arc::clone(&entry),
                     reducer,
                     writer,
-                };
-                self.send_blocking_result(message)?;
+                });
                 Ok(entry)
             }
             FileJob::Sequential(job) => Ok(Arc::new(FileEntry {
@@ -279,6 +285,15 @@ impl Reader<'_> {
                 })),
             })),
         }
+    }
+
+    /// Sends the pending starts of parallel files to the reduce stage in one message.
+    fn send_starts(&mut self) -> Result<(), Stop> {
+        if self.pending_starts.is_empty() {
+            return Ok(());
+        }
+        let starts = std::mem::take(&mut self.pending_starts);
+        self.send_blocking_result(ResultMessage::FilesStarted(starts))
     }
 
     fn send_blocking_result(&mut self, message: ResultMessage) -> Result<(), Stop> {

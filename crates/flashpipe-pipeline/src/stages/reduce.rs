@@ -8,7 +8,9 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use flashpipe_kernels::api::{ChunkPart, PartReducer};
 
-use super::{guarded, outcome_of, FileEntry, ResultMessage, Shared, SharedCredit};
+use super::{
+    guarded, outcome_of, FileEntry, FileStart, MappedPart, ResultMessage, Shared, SharedCredit,
+};
 use crate::error::PipelineError;
 use crate::output::CountedWriter;
 use crate::report::{FileOutcome, StageCounters};
@@ -54,31 +56,46 @@ impl Reducer<'_> {
             return;
         }
         match message {
-            ResultMessage::ParallelFileStarted {
-                entry,
-                reducer,
-                writer,
-            } => {
-                let index = entry.index;
-                let file = ParallelFile {
-                    entry,
-                    reducer,
-                    writer,
-                    pending: BTreeMap::new(),
-                    next_offset_bytes: 0,
-                };
-                if file.entry.info.size_bytes == 0 {
-                    self.finish(file);
-                } else {
-                    self.files.insert(index, file);
+            ResultMessage::FilesStarted(starts) => {
+                for start in starts {
+                    self.start(start);
                 }
             }
-            ResultMessage::Part {
-                entry,
-                part,
-                credit,
-            } => self.reduce(entry.index, part, credit),
+            ResultMessage::Parts(parts) => {
+                for MappedPart {
+                    entry,
+                    part,
+                    credit,
+                } in parts
+                {
+                    if self.shared.cancelled() {
+                        return;
+                    }
+                    self.reduce(entry.index, part, credit);
+                }
+            }
             ResultMessage::FileDone(index, outcome) => self.record(index, outcome),
+        }
+    }
+
+    fn start(&mut self, start: FileStart) {
+        let FileStart {
+            entry,
+            reducer,
+            writer,
+        } = start;
+        let index = entry.index;
+        let file = ParallelFile {
+            entry,
+            reducer,
+            writer,
+            pending: BTreeMap::new(),
+            next_offset_bytes: 0,
+        };
+        if file.entry.info.size_bytes == 0 {
+            self.finish(file);
+        } else {
+            self.files.insert(index, file);
         }
     }
 

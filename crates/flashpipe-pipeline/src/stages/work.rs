@@ -1,14 +1,17 @@
 //! The kernel stage: worker threads run the kernel on chunks still in the engine's buffers.
 //! Parallel files: map any chunk, then pass the part to the reduce stage. In-order files: the
 //! first worker to find the file idle processes every chunk that is next in line. Work comes
-//! in groups: one chunk, or every file of a batched read (one hand-off for the group).
+//! in groups: one chunk, or every file of a batched read (one hand-off for the group), and
+//! the group's mapped parts go to the reduce stage in one message.
 
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 use flashpipe_kernels::api::{Chunk, ChunkMapper};
 
-use super::{guarded, outcome_of, FileEntry, FileWork, ResultMessage, Shared, WorkItem};
+use super::{
+    guarded, outcome_of, FileEntry, FileWork, MappedPart, ResultMessage, Shared, WorkItem,
+};
 use crate::report::StageCounters;
 
 struct Worker<'a> {
@@ -29,6 +32,7 @@ pub(crate) fn run_worker(
         counters: StageCounters::default(),
     };
     for items in work.iter() {
+        let mut parts = Vec::new();
         for item in items {
             if shared.cancelled() {
                 drop(item);
@@ -36,16 +40,21 @@ pub(crate) fn run_worker(
             }
             let entry = Arc::clone(&item.entry);
             match &entry.work {
-                FileWork::Parallel(mapper) => worker.map(mapper.as_ref(), item),
+                FileWork::Parallel(mapper) => parts.extend(worker.map(mapper.as_ref(), item)),
                 FileWork::Sequential(_) => worker.process_in_order(&entry, item),
             }
+        }
+        if !parts.is_empty() {
+            worker.send(ResultMessage::Parts(parts));
         }
     }
     worker.counters
 }
 
 impl Worker<'_> {
-    fn map(&mut self, mapper: &dyn ChunkMapper, item: WorkItem) {
+    /// Maps one chunk; its part (with the chunk's credit) for the reduce stage, or nothing
+    /// when the kernel failed (the job then fails).
+    fn map(&mut self, mapper: &dyn ChunkMapper, item: WorkItem) -> Option<MappedPart> {
         let entry = Arc::clone(&item.entry);
         let chunk = Chunk {
             file: &entry.info.name,
@@ -60,7 +69,7 @@ impl Worker<'_> {
         let WorkItem { data, credit, .. } = item;
         drop(data);
         match mapped {
-            Ok(part) => self.send(ResultMessage::Part {
+            Ok(part) => Some(MappedPart {
                 entry,
                 part,
                 credit,
@@ -68,6 +77,7 @@ impl Worker<'_> {
             Err(error) => {
                 drop(credit);
                 self.shared.fail(error);
+                None
             }
         }
     }
