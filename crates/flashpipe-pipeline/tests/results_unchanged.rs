@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use flashpipe_device::{RamDisk, SplitMix64};
-use flashpipe_engine::{Command, Engine, EngineConfig};
+use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_kernels::api::Kernel;
 use flashpipe_kernels::driver::{run_on_bytes, DrivePlan};
@@ -24,7 +24,6 @@ use flashpipe_testkit::seeds::run_seeds;
 /// batch may take (three blocks a buffer).
 fn engine_config() -> EngineConfig {
     EngineConfig {
-        command_queue_capacity: 64,
         read_buffer_count: 24,
         max_read_bytes: 16 * 1024,
         reads_in_flight_limit: 16,

@@ -433,7 +433,7 @@ impl Reader<'_> {
         results: Vec<Result<ReadData, EngineError>>,
     ) {
         assert_eq!(files.len(), results.len(), "one result per file of a batch");
-        let mut credit_by_buffer: HashMap<Option<(u64, u32)>, SharedCredit> = HashMap::new();
+        let mut credit_by_buffer: Vec<(Option<(u64, u32)>, SharedCredit)> = Vec::new();
         let mut items = Vec::with_capacity(files.len());
         for ((entry, size_bytes), result) in files.into_iter().zip(results) {
             let data = match result {
@@ -455,15 +455,16 @@ impl Reader<'_> {
                 )));
                 continue;
             }
-            let credit = match credit_by_buffer.get(&data.pool_slot()) {
-                Some(credit) => Arc::clone(credit),
+            let slot = data.pool_slot();
+            let credit = match credit_by_buffer.iter().find(|(held, _)| *held == slot) {
+                Some((_, credit)) => Arc::clone(credit),
                 None => {
                     let credit = Arc::new(
                         credits
                             .pop()
                             .expect("a batch takes no more buffers than it holds credits for"),
                     );
-                    credit_by_buffer.insert(data.pool_slot(), Arc::clone(&credit));
+                    credit_by_buffer.push((slot, Arc::clone(&credit)));
                     credit
                 }
             };

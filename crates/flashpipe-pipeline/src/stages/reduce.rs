@@ -2,7 +2,7 @@
 //! them (stitching boundaries, emitting the stream in file order), finishes each file, and
 //! collects every file's outcome.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
@@ -26,7 +26,8 @@ struct ParallelFile {
 
 struct Reducer<'a> {
     shared: &'a Shared,
-    files: HashMap<usize, ParallelFile>,
+    /// Parallel files started and not finished, by input index.
+    files: Vec<Option<ParallelFile>>,
     outcomes: Vec<Option<FileOutcome>>,
     counters: StageCounters,
 }
@@ -39,14 +40,14 @@ pub(crate) fn run_reducer(
 ) -> (Vec<Option<FileOutcome>>, StageCounters) {
     let mut reducer = Reducer {
         shared,
-        files: HashMap::new(),
+        files: (0..file_count).map(|_| None).collect(),
         outcomes: (0..file_count).map(|_| None).collect(),
         counters: StageCounters::default(),
     };
     for message in results.iter() {
         reducer.handle(message);
     }
-    reducer.files.clear();
+    reducer.files.iter_mut().for_each(|file| *file = None);
     (reducer.outcomes, reducer.counters)
 }
 
@@ -95,7 +96,8 @@ impl Reducer<'_> {
         if file.entry.info.size_bytes == 0 {
             self.finish(file);
         } else {
-            self.files.insert(index, file);
+            assert!(self.files[index].is_none(), "a file started twice");
+            self.files[index] = Some(file);
         }
     }
 
@@ -105,9 +107,8 @@ impl Reducer<'_> {
     }
 
     fn reduce(&mut self, index: usize, part: ChunkPart, credit: SharedCredit) {
-        let file = self
-            .files
-            .get_mut(&index)
+        let file = self.files[index]
+            .as_mut()
             .expect("a file's start reaches the reducer before its parts");
         file.pending.insert(part.offset_bytes, (part, credit));
         let started_ns = self.shared.clock.now_ns();
@@ -136,7 +137,7 @@ impl Reducer<'_> {
             return self.shared.fail(error);
         }
         if file.next_offset_bytes == file.entry.info.size_bytes {
-            let file = self.files.remove(&index).expect("the file being reduced");
+            let file = self.files[index].take().expect("the file being reduced");
             assert!(file.pending.is_empty(), "parts past the end of a file");
             self.finish(file);
         }
