@@ -268,9 +268,10 @@ impl<S: ReadSink> ReadsInFlight<S> {
                             first_file_block: 0,
                         };
                         match contiguous_extent(&verification.runs) {
-                            Some((first_device_block, block_count)) => {
+                            Some((first_fs_block, first_device_block, block_count)) => {
                                 extents.push(FileExtent {
                                     file_index,
+                                    first_fs_block,
                                     first_device_block,
                                     block_count,
                                     size_bytes,
@@ -567,23 +568,31 @@ fn run_view(buffer: &mut SplitBuffer, position_bytes: usize, run_bytes: usize) -
         })
 }
 
-/// The device blocks of a file whose data lies in one physically contiguous run (no holes,
-/// no fragments): (first device block, block count).
-fn contiguous_extent(runs: &[MappedRun]) -> Option<(u64, u64)> {
-    let first_device_block = runs.first()?.first_device_block?;
-    let mut next_device_block = first_device_block;
+/// The blocks of a file whose data lies in one physically contiguous run of FS blocks (no
+/// holes, no fragments): (first FS block, its first device block, FS block count).
+/// Contiguity is judged in FS blocks: a run's count is in FS blocks, and an FS block spans
+/// several device blocks when the FS block is larger than the device's.
+fn contiguous_extent(runs: &[MappedRun]) -> Option<(u64, u64, u64)> {
+    let first = runs.first()?;
+    let (first_fs_block, first_device_block) = (first.first_fs_block?, first.first_device_block?);
+    let mut next_fs_block = first_fs_block;
     for run in runs {
-        if run.first_device_block != Some(next_device_block) {
+        if run.first_fs_block != Some(next_fs_block) {
             return None;
         }
-        next_device_block += run.block_count;
+        next_fs_block += run.block_count;
     }
-    Some((first_device_block, next_device_block - first_device_block))
+    Some((
+        first_fs_block,
+        first_device_block,
+        next_fs_block - first_fs_block,
+    ))
 }
 
 /// A contiguous file of a batch.
 struct FileExtent {
     file_index: usize,
+    first_fs_block: u64,
     first_device_block: u64,
     block_count: u64,
     size_bytes: u64,
@@ -701,17 +710,17 @@ impl BatchPlanner<'_> {
         }
     }
 
-    /// Sorts the contiguous files by device block and coalesces the ones that touch into
-    /// one request each, as long as the span fits a pool buffer.
+    /// Sorts the contiguous files by FS block and coalesces the ones that touch into one
+    /// request each, as long as the span fits a pool buffer.
     fn plan_extents(&mut self, mut extents: Vec<FileExtent>, files: &mut [BatchFile]) {
-        extents.sort_by_key(|extent| extent.first_device_block);
+        extents.sort_by_key(|extent| extent.first_fs_block);
         let buffer_blocks = self.pool.buffer_size_bytes() as u64 / self.block_bytes;
         let mut group_start = 0;
         let mut remaining = extents.into_iter();
         let extents: Vec<(u64, u64)> = remaining
             .as_slice()
             .iter()
-            .map(|extent| (extent.first_device_block, extent.block_count))
+            .map(|extent| (extent.first_fs_block, extent.block_count))
             .collect();
         while group_start < extents.len() {
             let (first_block, first_count) = extents[group_start];
@@ -731,6 +740,7 @@ impl BatchPlanner<'_> {
         }
     }
 
+    /// One request for a group of touching files, FS blocks `first_block..end_block`.
     fn plan_group(
         &mut self,
         group: Vec<FileExtent>,
@@ -738,6 +748,8 @@ impl BatchPlanner<'_> {
         end_block: u64,
         files: &mut [BatchFile],
     ) {
+        let first_device_block = group[0].first_device_block;
+        assert_eq!(group[0].first_fs_block, first_block);
         let span_bytes = ((end_block - first_block) * self.block_bytes) as usize;
         let (buffer_index, start_bytes) = match self.place(span_bytes) {
             Ok(placed) => placed,
@@ -748,15 +760,15 @@ impl BatchPlanner<'_> {
                 return;
             }
         };
-        self.add_request(buffer_index, start_bytes, span_bytes, first_block);
+        self.add_request(buffer_index, start_bytes, span_bytes, first_device_block);
         for extent in group {
             assert_eq!(
                 extent.block_count,
                 extent.size_bytes.div_ceil(self.block_bytes),
                 "a whole file's extent covers its size"
             );
-            let window_start = start_bytes
-                + ((extent.first_device_block - first_block) * self.block_bytes) as usize;
+            let window_start =
+                start_bytes + ((extent.first_fs_block - first_block) * self.block_bytes) as usize;
             files[extent.file_index] = BatchFile::Window {
                 buffer_index,
                 window_start,

@@ -4,8 +4,13 @@
 //! command reads them; every file read is byte for byte what was written.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use flashpipe_device::RamDisk;
+use flashpipe_device::{
+    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, RamDisk, Rejected,
+    Request,
+};
 use flashpipe_engine::command::READ_FILES_MAX_BUFFERS;
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, ReadData, Reply};
 use flashpipe_fs::{Filesystem, FormatOptions};
@@ -139,6 +144,79 @@ fn files_apart_on_the_device_share_pool_buffers() {
         "{} files apart came in {} buffers",
         names.len(),
         slots.len()
+    );
+    drop(batch);
+    engine.shutdown().unwrap();
+}
+
+/// A RAM disk that counts the read requests it is given.
+struct CountingReads {
+    inner: RamDisk,
+    reads: Arc<AtomicUsize>,
+}
+
+impl BlockDevice for CountingReads {
+    fn info(&self) -> &DeviceInfo {
+        self.inner.info()
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock()
+    }
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+        if let Operation::Read { .. } = request.operation {
+            self.reads.fetch_add(1, Ordering::AcqRel);
+        }
+        self.inner.submit(request)
+    }
+    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
+        self.inner.poll_completions(completions)
+    }
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
+        self.inner.wait_completions(completions)
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+}
+
+/// Small files written one after another on FS blocks larger than the device's blocks
+/// (16 KiB over 4 KiB) touch in FS blocks, so a batch reads them in a few device requests,
+/// not one per file.
+#[test]
+fn adjacent_files_on_blocks_larger_than_the_device_s_share_requests() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let disk = CountingReads {
+        inner: RamDisk::new("ram0", 4096, 16384, 32).unwrap(),
+        reads: Arc::clone(&reads),
+    };
+    let filesystem = Filesystem::format(
+        Box::new(disk),
+        &FormatOptions {
+            fs_block_size_bytes: 16384,
+        },
+    )
+    .unwrap();
+    let engine = Engine::start(filesystem, EngineConfig::default());
+    let mut client = engine.client(8);
+    let names: Vec<String> = (0..100).map(|index| format!("small-{index:03}")).collect();
+    for (index, name) in names.iter().enumerate() {
+        write_file(&mut client, name, &pattern(2048, index as u64));
+    }
+    client.call(Command::Flush).unwrap();
+    let reads_before = reads.load(Ordering::Acquire);
+    let batch = read_files(&mut client, &names);
+    let requests = reads.load(Ordering::Acquire) - reads_before;
+    for (index, (name, entry)) in names.iter().zip(&batch).enumerate() {
+        let data = entry.as_ref().unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert_eq!(data.bytes(), &pattern(2048, index as u64)[..], "{name}");
+    }
+    assert!(
+        requests * 10 <= names.len(),
+        "{} adjacent files took {requests} device requests",
+        names.len()
     );
     drop(batch);
     engine.shutdown().unwrap();
