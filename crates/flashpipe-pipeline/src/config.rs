@@ -53,8 +53,9 @@ pub struct PipelineConfig {
     pub chunk_bytes: u64,
     /// Kernel worker threads.
     pub worker_count: usize,
-    /// Chunks anywhere between "read submitted" and "done with" at once: the memory bound.
-    /// Must not exceed the engine's read buffers.
+    /// Engine pool buffers the job holds at once, each from "read submitted" until nothing
+    /// read into it is needed any more (a batch of small files in one buffer holds one):
+    /// the memory bound. Must not exceed the engine's read buffers.
     pub chunk_credit_count: usize,
     /// Output buffers queued towards the write stage.
     pub output_queue_capacity: usize,
