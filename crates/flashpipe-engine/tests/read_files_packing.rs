@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, RamDisk, Rejected,
-    Request,
+    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, RamDisk, Rejected, Request,
 };
 use flashpipe_engine::command::READ_FILES_MAX_BUFFERS;
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, ReadData, Reply};
@@ -210,7 +209,9 @@ fn adjacent_files_on_blocks_larger_than_the_device_s_share_requests() {
     let batch = read_files(&mut client, &names);
     let requests = reads.load(Ordering::Acquire) - reads_before;
     for (index, (name, entry)) in names.iter().zip(&batch).enumerate() {
-        let data = entry.as_ref().unwrap_or_else(|error| panic!("{name}: {error}"));
+        let data = entry
+            .as_ref()
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
         assert_eq!(data.bytes(), &pattern(2048, index as u64)[..], "{name}");
     }
     assert!(
