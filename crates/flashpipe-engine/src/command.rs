@@ -105,7 +105,10 @@ pub const READ_FILES_MAX_COUNT: usize = 256;
 /// as few buffers as their blocks need, and a file that would need a buffer past this
 /// many is answered [`EngineError::BatchBuffersFull`] (read it in a later command). A
 /// caller that holds one credit per pool buffer reserves `min(files, this)` for a batch.
-pub const READ_FILES_MAX_BUFFERS: usize = 8;
+/// Four: the byte limit ([`read_files_max_bytes`]) is four full reads, so a batch of files
+/// that lie together fits (256 files of 2 KiB on 16 KiB blocks take four buffers), and a
+/// reader with eight credits keeps two batches in flight.
+pub const READ_FILES_MAX_BUFFERS: usize = 4;
 
 /// Most bytes (the files' sizes added up) one [`Command::ReadFiles`] may ask for on an
 /// engine whose single reads are limited to `max_read_bytes`: four full reads' worth.
