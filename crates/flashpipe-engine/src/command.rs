@@ -106,6 +106,15 @@ pub enum Command {
 /// Most files one [`Command::ReadFiles`] may name.
 pub const READ_FILES_MAX_COUNT: usize = 256;
 
+/// Most engine pool buffers one [`Command::ReadFiles`] takes: its files are packed into
+/// as few buffers as their blocks need, and a file that would need a buffer past this
+/// many is answered [`EngineError::BatchBuffersFull`] (read it in a later command). A
+/// caller that holds one credit per pool buffer reserves `min(files, this)` for a batch.
+/// Four: the byte limit ([`read_files_max_bytes`]) is four full reads, so a batch of files
+/// that lie together fits (256 files of 2 KiB on 16 KiB blocks take four buffers), and a
+/// reader with eight credits keeps two batches in flight.
+pub const READ_FILES_MAX_BUFFERS: usize = 4;
+
 /// Most bytes (the files' sizes added up) one [`Command::ReadFiles`] may ask for on an
 /// engine whose single reads are limited to `max_read_bytes`: four full reads' worth.
 pub fn read_files_max_bytes(max_read_bytes: u64) -> u64 {
@@ -245,6 +254,13 @@ pub enum EngineError {
         total_bytes: u64,
         /// The limit.
         limit_bytes: u64,
+    },
+    /// A file of a [`Command::ReadFiles`] was not read because the batch already takes
+    /// its most pool buffers; it was not attempted and may be read in another command.
+    #[error("file left out of a batched read: the batch already takes its {limit} engine buffers; read it in another command")]
+    BatchBuffersFull {
+        /// Buffers one batch may take ([`READ_FILES_MAX_BUFFERS`]).
+        limit: usize,
     },
     /// The client already has as many commands outstanding as its completion queue holds.
     #[error("client has {limit} commands outstanding, its limit; reap completions first")]

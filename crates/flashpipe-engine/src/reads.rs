@@ -12,7 +12,12 @@
 //! file whose blocks are physically contiguous is an extent; extents are sorted by device
 //! block and extents that touch are coalesced into one device request into one pool buffer
 //! (files written one after another lie next to each other, so one request carries many
-//! files). A file that is not contiguous (holes, fragments) gets a buffer of its own. When
+//! files). A file that is not contiguous (holes, fragments) is read run by run. Requests are
+//! packed one after another into the batch's pool buffers (a buffer holds as many groups
+//! and scattered files as fit, each request a view of it), so a batch takes as few buffers
+//! as its bytes need, and never more than [`READ_FILES_MAX_BUFFERS`]: a file that would
+//! need another buffer past that is answered [`EngineError::BatchBuffersFull`], to be read
+//! in a later command (a caller holding one credit per buffer knows its worst case). When
 //! every request of the batch is back, each buffer is shared (`Arc`) by the files in it and
 //! each file's data is a window of it: still no copy, and the buffer returns to the pool
 //! when the last file in it is dropped.
@@ -31,7 +36,8 @@ use flashpipe_device::{
 use flashpipe_fs::{FileId, Filesystem, MappedRun};
 
 use crate::command::{
-    read_files_max_bytes, EngineError, ReadBuffer, ReadData, READ_FILES_MAX_COUNT,
+    read_files_max_bytes, EngineError, ReadBuffer, ReadData, READ_FILES_MAX_BUFFERS,
+    READ_FILES_MAX_COUNT,
 };
 
 /// Where a finished read goes.
@@ -63,6 +69,8 @@ enum Slot<S> {
 /// One pool buffer of a batch and the device requests filling it.
 struct BatchBuffer {
     buffer: SplitBuffer,
+    /// Bytes from the buffer's start already given to requests, holes and windows.
+    filled_bytes: usize,
     pieces_outstanding: usize,
     first_error: Option<DeviceError>,
 }
@@ -242,6 +250,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
             slot,
             buffers: Vec::new(),
             requests: Vec::new(),
+            buffer_limit: READ_FILES_MAX_BUFFERS,
         };
         let mut files: Vec<BatchFile> = Vec::with_capacity(names.len());
         let mut extents = Vec::new();
@@ -259,9 +268,10 @@ impl<S: ReadSink> ReadsInFlight<S> {
                             first_file_block: 0,
                         };
                         match contiguous_extent(&verification.runs) {
-                            Some((first_device_block, block_count)) => {
+                            Some((first_fs_block, first_device_block, block_count)) => {
                                 extents.push(FileExtent {
                                     file_index,
+                                    first_fs_block,
                                     first_device_block,
                                     block_count,
                                     size_bytes,
@@ -558,27 +568,55 @@ fn run_view(buffer: &mut SplitBuffer, position_bytes: usize, run_bytes: usize) -
         })
 }
 
-/// The device blocks of a file whose data lies in one physically contiguous run (no holes,
-/// no fragments): (first device block, block count).
-fn contiguous_extent(runs: &[MappedRun]) -> Option<(u64, u64)> {
-    let first_device_block = runs.first()?.first_device_block?;
-    let mut next_device_block = first_device_block;
+/// The blocks of a file whose data lies in one physically contiguous run of FS blocks (no
+/// holes, no fragments): (first FS block, its first device block, FS block count).
+/// Contiguity is judged in FS blocks: a run's count is in FS blocks, and an FS block spans
+/// several device blocks when the FS block is larger than the device's.
+fn contiguous_extent(runs: &[MappedRun]) -> Option<(u64, u64, u64)> {
+    let first = runs.first()?;
+    let (first_fs_block, first_device_block) = (first.first_fs_block?, first.first_device_block?);
+    let mut next_fs_block = first_fs_block;
     for run in runs {
-        if run.first_device_block != Some(next_device_block) {
+        if run.first_fs_block != Some(next_fs_block) {
             return None;
         }
-        next_device_block += run.block_count;
+        next_fs_block += run.block_count;
     }
-    Some((first_device_block, next_device_block - first_device_block))
+    Some((
+        first_fs_block,
+        first_device_block,
+        next_fs_block - first_fs_block,
+    ))
 }
 
 /// A contiguous file of a batch.
 struct FileExtent {
     file_index: usize,
+    first_fs_block: u64,
     first_device_block: u64,
     block_count: u64,
     size_bytes: u64,
     verification: Verification,
+}
+
+/// Why a span found no place in a batch's buffers.
+enum PlaceRefused {
+    /// The batch holds its most buffers already.
+    BufferLimit(usize),
+    /// The engine's pool has no free buffer.
+    Exhausted(PoolExhausted),
+}
+
+impl PlaceRefused {
+    /// The error of a file that found no place.
+    fn error(&self) -> EngineError {
+        match self {
+            PlaceRefused::BufferLimit(limit) => EngineError::BatchBuffersFull { limit: *limit },
+            PlaceRefused::Exhausted(exhausted) => {
+                EngineError::ReadBuffersExhausted(exhausted.clone())
+            }
+        }
+    }
 }
 
 /// Builds a batch's buffers and device requests.
@@ -588,23 +626,39 @@ struct BatchPlanner<'a> {
     slot: usize,
     buffers: Vec<BatchBuffer>,
     requests: Vec<Request>,
+    /// Most pool buffers the batch may take.
+    buffer_limit: usize,
 }
 
 impl BatchPlanner<'_> {
-    /// Takes a pool buffer of `span_bytes` for the batch; its index.
-    fn take_buffer(&mut self, span_bytes: usize) -> Result<usize, PoolExhausted> {
-        let mut buffer = self.pool.try_take()?;
+    /// Finds room for `span_bytes` in the batch's last buffer, or takes another buffer
+    /// (while the batch is under its buffer limit); (buffer index, position in it).
+    fn place(&mut self, span_bytes: usize) -> Result<(usize, usize), PlaceRefused> {
         assert!(
-            span_bytes <= buffer.capacity(),
+            span_bytes <= self.pool.buffer_size_bytes(),
             "a batch span fits one buffer"
         );
-        buffer.set_len(span_bytes);
+        if let Some(last) = self.buffers.last_mut() {
+            if last.filled_bytes + span_bytes <= last.buffer.len() {
+                let position_bytes = last.filled_bytes;
+                last.filled_bytes += span_bytes;
+                return Ok((self.buffers.len() - 1, position_bytes));
+            }
+        }
+        if self.buffers.len() >= self.buffer_limit {
+            return Err(PlaceRefused::BufferLimit(self.buffer_limit));
+        }
+        let mut buffer = self.pool.try_take().map_err(PlaceRefused::Exhausted)?;
+        let capacity_bytes = self.pool.buffer_size_bytes();
+        assert!(capacity_bytes <= buffer.capacity());
+        buffer.set_len(capacity_bytes);
         self.buffers.push(BatchBuffer {
             buffer: SplitBuffer::new(buffer),
+            filled_bytes: span_bytes,
             pieces_outstanding: 0,
             first_error: None,
         });
-        Ok(self.buffers.len() - 1)
+        Ok((self.buffers.len() - 1, 0))
     }
 
     /// Queues a read of `byte_count` bytes at `position_bytes` of buffer `buffer_index`.
@@ -625,15 +679,16 @@ impl BatchPlanner<'_> {
         ));
     }
 
-    /// A file with holes or fragments gets a buffer of its own, one request per run.
+    /// A file with holes or fragments: its blocks laid out in order at a place of its own,
+    /// one request per run, holes zero-filled.
     fn plan_scattered(&mut self, verification: Verification, size_bytes: u64) -> BatchFile {
         let span_bytes = (size_bytes.div_ceil(self.block_bytes) * self.block_bytes) as usize;
-        let buffer_index = match self.take_buffer(span_bytes) {
-            Ok(buffer_index) => buffer_index,
-            Err(exhausted) => return BatchFile::Failed(exhausted.into()),
+        let (buffer_index, start_bytes) = match self.place(span_bytes) {
+            Ok(placed) => placed,
+            Err(refused) => return BatchFile::Failed(refused.error()),
         };
         for run in &verification.runs {
-            let position_bytes = (run.first_file_block * self.block_bytes) as usize;
+            let position_bytes = start_bytes + (run.first_file_block * self.block_bytes) as usize;
             let byte_count = (run.block_count * self.block_bytes) as usize;
             match run.first_device_block {
                 Some(device_block) => {
@@ -649,23 +704,23 @@ impl BatchPlanner<'_> {
         }
         BatchFile::Window {
             buffer_index,
-            window_start: 0,
+            window_start: start_bytes,
             length_bytes: size_bytes as usize,
             verification,
         }
     }
 
-    /// Sorts the contiguous files by device block and coalesces the ones that touch into
-    /// one request (one buffer) each, as long as the span fits a pool buffer.
+    /// Sorts the contiguous files by FS block and coalesces the ones that touch into one
+    /// request each, as long as the span fits a pool buffer.
     fn plan_extents(&mut self, mut extents: Vec<FileExtent>, files: &mut [BatchFile]) {
-        extents.sort_by_key(|extent| extent.first_device_block);
+        extents.sort_by_key(|extent| extent.first_fs_block);
         let buffer_blocks = self.pool.buffer_size_bytes() as u64 / self.block_bytes;
         let mut group_start = 0;
         let mut remaining = extents.into_iter();
         let extents: Vec<(u64, u64)> = remaining
             .as_slice()
             .iter()
-            .map(|extent| (extent.first_device_block, extent.block_count))
+            .map(|extent| (extent.first_fs_block, extent.block_count))
             .collect();
         while group_start < extents.len() {
             let (first_block, first_count) = extents[group_start];
@@ -685,6 +740,7 @@ impl BatchPlanner<'_> {
         }
     }
 
+    /// One request for a group of touching files, FS blocks `first_block..end_block`.
     fn plan_group(
         &mut self,
         group: Vec<FileExtent>,
@@ -692,28 +748,30 @@ impl BatchPlanner<'_> {
         end_block: u64,
         files: &mut [BatchFile],
     ) {
+        let first_device_block = group[0].first_device_block;
+        assert_eq!(group[0].first_fs_block, first_block);
         let span_bytes = ((end_block - first_block) * self.block_bytes) as usize;
-        let buffer_index = match self.take_buffer(span_bytes) {
-            Ok(buffer_index) => buffer_index,
-            Err(exhausted) => {
+        let (buffer_index, start_bytes) = match self.place(span_bytes) {
+            Ok(placed) => placed,
+            Err(refused) => {
                 for extent in group {
-                    files[extent.file_index] =
-                        BatchFile::Failed(EngineError::ReadBuffersExhausted(exhausted.clone()));
+                    files[extent.file_index] = BatchFile::Failed(refused.error());
                 }
                 return;
             }
         };
-        self.add_request(buffer_index, 0, span_bytes, first_block);
+        self.add_request(buffer_index, start_bytes, span_bytes, first_device_block);
         for extent in group {
             assert_eq!(
                 extent.block_count,
                 extent.size_bytes.div_ceil(self.block_bytes),
                 "a whole file's extent covers its size"
             );
+            let window_start =
+                start_bytes + ((extent.first_fs_block - first_block) * self.block_bytes) as usize;
             files[extent.file_index] = BatchFile::Window {
                 buffer_index,
-                window_start: ((extent.first_device_block - first_block) * self.block_bytes)
-                    as usize,
+                window_start,
                 length_bytes: extent.size_bytes as usize,
                 verification: extent.verification,
             };

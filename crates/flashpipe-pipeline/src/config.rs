@@ -53,8 +53,9 @@ pub struct PipelineConfig {
     pub chunk_bytes: u64,
     /// Kernel worker threads.
     pub worker_count: usize,
-    /// Chunks anywhere between "read submitted" and "done with" at once: the memory bound.
-    /// Must not exceed the engine's read buffers.
+    /// Engine pool buffers the job holds at once, each from "read submitted" until nothing
+    /// read into it is needed any more (a batch of small files in one buffer holds one):
+    /// the memory bound. Must not exceed the engine's read buffers.
     pub chunk_credit_count: usize,
     /// Output buffers queued towards the write stage.
     pub output_queue_capacity: usize,
@@ -80,7 +81,7 @@ impl PipelineConfig {
             chunk_bytes: engine.max_read_bytes as u64,
             worker_count: cores,
             chunk_credit_count: credits,
-            output_queue_capacity: 16,
+            output_queue_capacity: 4,
             output_chunk_bytes: 1 << 20,
             writes_in_flight: 8,
             output,

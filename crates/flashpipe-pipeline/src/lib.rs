@@ -11,9 +11,11 @@
 //!    transformed stream to the **write stage**, which writes it back into the store
 //!    ([`flashpipe_engine::Command::Write`]) or returns it to the caller.
 //!
-//! Stages are joined by bounded crossbeam channels, and a fixed number of *chunk credits* bounds
-//! the chunks anywhere between "read submitted" and "reduced": a slow kernel stalls the readers
-//! instead of growing memory. Output buffers are recycled between the write stage and the sinks.
+//! Stages are joined by bounded crossbeam channels, and a fixed number of *chunk credits*, one
+//! per engine pool buffer, bounds the buffers held anywhere between "read submitted" and
+//! "reduced" (the small files of one batched read that share a buffer share its credit): a
+//! slow kernel stalls the readers instead of growing memory. Output buffers are recycled
+//! between the write stage and the sinks, and kept between jobs (bounded).
 //!
 //! Time: the pipeline runs on real threads in real time. It never reads the wall clock itself; it
 //! takes the store device's [`flashpipe_device::Clock`] from the engine it runs on

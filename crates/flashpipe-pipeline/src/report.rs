@@ -103,7 +103,7 @@ pub struct PipelineReport {
     pub stages: Vec<StageReport>,
     /// The stage with the lowest capacity: the one that sets the pace.
     pub slowest_stage: &'static str,
-    /// Most chunks held at once (never above the credits).
+    /// Most credits (engine pool buffers) held at once (never above the credits).
     pub max_chunks_in_flight: usize,
     /// The credit limit.
     pub chunk_credit_count: usize,

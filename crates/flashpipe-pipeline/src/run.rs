@@ -4,12 +4,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use flashpipe_engine::command::READ_FILES_MAX_COUNT;
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, Reply};
 use flashpipe_kernels::api::Kernel;
 
 use crate::config::{OutputTarget, PipelineConfig};
 use crate::error::PipelineError;
-use crate::output::WriteQueue;
+use crate::output::{keep_output_buffers, WriteQueue};
 use crate::report::{FileOutcome, PipelineReport, PipelineResult, StageCounters, StageReport};
 use crate::stages::read::{run_reader, ReaderPlan};
 use crate::stages::reduce::run_reducer;
@@ -73,7 +74,11 @@ pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineErro
         job.config.chunk_credit_count,
         output,
     );
+    let spare_buffers_left = spare_receiver_clone(&shared);
     let counters = run_stages(&job, &shared, &sizes, write_receiver, spare_sender);
+    if let Some(spare_buffers) = spare_buffers_left {
+        keep_output_buffers(spare_buffers.try_iter());
+    }
     let elapsed_ns = clock.now_ns().saturating_sub(started_ns);
     if let Some(error) = shared.take_error() {
         return Err(error);
@@ -176,6 +181,20 @@ fn prepare_output_files(
     Ok(())
 }
 
+/// The write stage's recycled-buffer queue, to keep what is left in it once the job ends.
+fn spare_receiver_clone(
+    shared: &Shared,
+) -> Option<crossbeam_channel::Receiver<flashpipe_device::IoBuf>> {
+    match &shared.output {
+        OutputPlan::Store { queue, .. } => queue
+            .lock()
+            .expect("output queue lock poisoned")
+            .as_ref()
+            .map(|queue| queue.spare_buffers.clone()),
+        OutputPlan::Discard | OutputPlan::Collect => None,
+    }
+}
+
 struct StageResults {
     outcomes: Vec<Option<FileOutcome>>,
     stages: Vec<StageReport>,
@@ -246,10 +265,16 @@ fn join_all(handles: Vec<std::thread::ScopedJoinHandle<'_, StageCounters>>) -> S
     total
 }
 
-/// Deals the files to the readers round-robin.
+/// Deals the files to the readers in runs of consecutive files, the runs round-robin: files
+/// written one after another lie next to each other on the device, so a reader's batch of
+/// consecutive small files comes in a few device requests.
 fn deal_files(files: &[String], sizes: &[u64], config: &PipelineConfig) -> Vec<ReaderPlan> {
     let reader_count = config.reader_count.min(files.len()).max(1);
     let batch_files_limit = batch_files_limit(config.chunk_credit_count, reader_count);
+    let run_length = files
+        .len()
+        .div_ceil(reader_count)
+        .clamp(1, READ_FILES_MAX_COUNT);
     let mut plans: Vec<ReaderPlan> = (0..reader_count)
         .map(|_| ReaderPlan {
             files: Vec::new(),
@@ -259,17 +284,23 @@ fn deal_files(files: &[String], sizes: &[u64], config: &PipelineConfig) -> Vec<R
         })
         .collect();
     for (index, name) in files.iter().enumerate() {
-        plans[index % reader_count]
+        plans[(index / run_length) % reader_count]
             .files
             .push((index, name.clone(), sizes[index]));
     }
     plans
 }
 
-/// Small files per batched read: each reader may fill half its share of the credits with one
-/// batch, so a second batch can be read while the workers process the first.
+/// Small files per batched read: as many as one command may name, now that a batch holds a
+/// credit per pool buffer rather than per file; single reads when the credits are too few
+/// for each reader to have a batch in flight while it gathers the next (fewer than two
+/// each).
 fn batch_files_limit(chunk_credit_count: usize, reader_count: usize) -> usize {
-    chunk_credit_count / (2 * reader_count.max(1))
+    if chunk_credit_count < 2 * reader_count.max(1) {
+        1
+    } else {
+        READ_FILES_MAX_COUNT
+    }
 }
 
 fn build_report(

@@ -26,16 +26,69 @@ use crate::report::FileOutcome;
 /// How long a thread waiting for a credit sleeps before looking at the cancel flag again.
 pub(crate) const CANCEL_POLL_INTERVAL: Duration = Duration::from_millis(2);
 
+/// The job's chunk credits: one per engine pool buffer the job holds, from the read that
+/// fills it being submitted until nothing (chunk, mapped part) depends on it any more.
+/// A single read takes one; a batch of small files reserves one per buffer it may take and
+/// keeps one per buffer it did take, shared by the files in that buffer.
+pub(crate) struct CreditPool {
+    sender: Sender<()>,
+    receiver: Receiver<()>,
+    in_use: AtomicUsize,
+    max_in_use: AtomicUsize,
+}
+
+/// One credit of the pool, given back when dropped (shared through an `Arc` by everything
+/// that lives in the same pool buffer).
+pub(crate) struct Credit {
+    pool: Arc<CreditPool>,
+}
+
+impl Drop for Credit {
+    fn drop(&mut self) {
+        let before = self.pool.in_use.fetch_sub(1, Ordering::AcqRel);
+        assert!(before > 0, "a credit released twice");
+        self.pool
+            .sender
+            .try_send(())
+            .expect("credits never exceed their count");
+    }
+}
+
+/// A credit shared by the chunks and parts that live in one pool buffer.
+pub(crate) type SharedCredit = Arc<Credit>;
+
+impl CreditPool {
+    fn new(credit_count: usize) -> Arc<CreditPool> {
+        let (sender, receiver) = crossbeam_channel::bounded(credit_count);
+        for _ in 0..credit_count {
+            sender
+                .try_send(())
+                .expect("a fresh credit queue has room for every credit");
+        }
+        Arc::new(CreditPool {
+            sender,
+            receiver,
+            in_use: AtomicUsize::new(0),
+            max_in_use: AtomicUsize::new(0),
+        })
+    }
+
+    fn taken(self: &Arc<CreditPool>) -> Credit {
+        let now = self.in_use.fetch_add(1, Ordering::AcqRel) + 1;
+        self.max_in_use.fetch_max(now, Ordering::AcqRel);
+        Credit {
+            pool: Arc::clone(self),
+        }
+    }
+}
+
 /// State every stage thread shares.
 pub(crate) struct Shared {
     pub(crate) kernel: Arc<dyn Kernel>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) cancel: Arc<AtomicBool>,
     first_error: Mutex<Option<PipelineError>>,
-    credits_sender: Sender<()>,
-    credits: Receiver<()>,
-    chunks_in_flight: AtomicUsize,
-    max_chunks_in_flight: AtomicUsize,
+    credits: Arc<CreditPool>,
     pub(crate) output: OutputPlan,
 }
 
@@ -51,7 +104,9 @@ pub(crate) enum OutputPlan {
 }
 
 impl OutputPlan {
-    pub(crate) fn writer_for(&self, file_index: usize) -> CountedWriter {
+    /// The writer of input `file_index`, whose input holds `input_bytes` (a stored result's
+    /// first buffer is sized for a stream as long as the input, up to a whole write).
+    pub(crate) fn writer_for(&self, file_index: usize, input_bytes: u64) -> CountedWriter {
         match self {
             OutputPlan::Discard => CountedWriter::discard(),
             OutputPlan::Collect => CountedWriter::collect(),
@@ -60,6 +115,7 @@ impl OutputPlan {
                 CountedWriter::store(
                     &names[file_index],
                     queue.expect("writers are made before the output closes"),
+                    input_bytes,
                 )
             }
         }
@@ -81,21 +137,12 @@ impl Shared {
         credit_count: usize,
         output: OutputPlan,
     ) -> Shared {
-        let (credits_sender, credits) = crossbeam_channel::bounded(credit_count);
-        for _ in 0..credit_count {
-            credits_sender
-                .try_send(())
-                .expect("a fresh credit queue has room for every credit");
-        }
         Shared {
             kernel,
             clock,
             cancel,
             first_error: Mutex::new(None),
-            credits_sender,
-            credits,
-            chunks_in_flight: AtomicUsize::new(0),
-            max_chunks_in_flight: AtomicUsize::new(0),
+            credits: CreditPool::new(credit_count),
             output,
         }
     }
@@ -119,28 +166,21 @@ impl Shared {
     }
 
     /// Takes a credit without waiting.
-    pub(crate) fn try_acquire_credit(&self) -> bool {
-        self.credits.try_recv().is_ok() && self.note_acquired()
+    pub(crate) fn try_acquire_credit(&self) -> Option<Credit> {
+        self.credits
+            .receiver
+            .try_recv()
+            .ok()
+            .map(|()| self.credits.taken())
     }
 
     /// Waits a short while for a credit.
-    pub(crate) fn acquire_credit_briefly(&self) -> bool {
-        self.credits.recv_timeout(CANCEL_POLL_INTERVAL).is_ok() && self.note_acquired()
-    }
-
-    fn note_acquired(&self) -> bool {
-        let now = self.chunks_in_flight.fetch_add(1, Ordering::AcqRel) + 1;
-        self.max_chunks_in_flight.fetch_max(now, Ordering::AcqRel);
-        true
-    }
-
-    /// Gives a chunk's credit back once nothing holds the chunk any more.
-    pub(crate) fn release_credit(&self) {
-        let before = self.chunks_in_flight.fetch_sub(1, Ordering::AcqRel);
-        assert!(before > 0, "a credit released twice");
-        self.credits_sender
-            .try_send(())
-            .expect("credits never exceed their count");
+    pub(crate) fn acquire_credit_briefly(&self) -> Option<Credit> {
+        self.credits
+            .receiver
+            .recv_timeout(CANCEL_POLL_INTERVAL)
+            .ok()
+            .map(|()| self.credits.taken())
     }
 
     /// Drops the plan's handle on the write queue (every file's writer is gone by now).
@@ -150,12 +190,14 @@ impl Shared {
         }
     }
 
+    /// Most credits (pool buffers) the job held at once.
     pub(crate) fn max_chunks_in_flight(&self) -> usize {
-        self.max_chunks_in_flight.load(Ordering::Acquire)
+        self.credits.max_in_use.load(Ordering::Acquire)
     }
 
+    /// Credits (pool buffers) the job holds now.
     pub(crate) fn chunks_in_flight(&self) -> usize {
-        self.chunks_in_flight.load(Ordering::Acquire)
+        self.credits.in_use.load(Ordering::Acquire)
     }
 }
 
@@ -208,11 +250,12 @@ pub(crate) struct SequentialState {
 }
 
 /// A chunk read from the store (or the marker of an empty in-order file), held in the engine's
-/// buffer until the kernel is done with it.
+/// buffer until the kernel is done with it, with the credit of that buffer.
 pub(crate) struct WorkItem {
     pub(crate) entry: Arc<FileEntry>,
     pub(crate) offset_bytes: u64,
     pub(crate) data: Option<ReadData>,
+    pub(crate) credit: SharedCredit,
 }
 
 impl WorkItem {
@@ -221,19 +264,27 @@ impl WorkItem {
     }
 }
 
-/// What flows into the reduce stage.
+/// A parallel file's start: its reducer and writer, for the reduce stage.
+pub(crate) struct FileStart {
+    pub(crate) entry: Arc<FileEntry>,
+    pub(crate) reducer: Box<dyn PartReducer>,
+    pub(crate) writer: CountedWriter,
+}
+
+/// A mapped chunk of a parallel file, with the credit of the buffer it was read into.
+pub(crate) struct MappedPart {
+    pub(crate) entry: Arc<FileEntry>,
+    pub(crate) part: ChunkPart,
+    pub(crate) credit: SharedCredit,
+}
+
+/// What flows into the reduce stage. Starts and parts travel in groups (every file of a
+/// batched read in one message), so small files cost one hand-off per group, not per file.
 pub(crate) enum ResultMessage {
-    /// A parallel file starts: its reducer and writer.
-    ParallelFileStarted {
-        entry: Arc<FileEntry>,
-        reducer: Box<dyn PartReducer>,
-        writer: CountedWriter,
-    },
-    /// A mapped chunk of a parallel file (holds one credit).
-    Part {
-        entry: Arc<FileEntry>,
-        part: ChunkPart,
-    },
+    /// Parallel files start, each before any of its parts.
+    FilesStarted(Vec<FileStart>),
+    /// Mapped chunks of parallel files.
+    Parts(Vec<MappedPart>),
     /// A file finished (in-order files are finished by the worker that processed the end).
     FileDone(usize, FileOutcome),
 }

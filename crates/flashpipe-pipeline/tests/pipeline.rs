@@ -353,9 +353,10 @@ fn bad_settings_are_refused() {
     assert!(matches!(summary, Summary::Digest { .. }));
 }
 
-/// Small whole files go through batched reads when the credits allow batches (8 credits, one
-/// reader: 4 files a batch) and through single reads when they do not (2 credits): both give
-/// every file's exact bytes, in order, for both schedules, mixed with empty and large files.
+/// Small whole files go through batched reads when the credits allow batches (at least two
+/// credits a reader; a batch holds a credit per pool buffer) and through single reads when
+/// they do not (1 credit): both give every file's exact bytes, in order, for both schedules,
+/// mixed with empty and large files.
 #[test]
 fn batched_small_files_match_single_reads() {
     let files: Vec<(String, Vec<u8>)> = (0..120)
@@ -371,7 +372,7 @@ fn batched_small_files_match_single_reads() {
     let store = store_of(&files);
     let names = names_of(&files);
     for schedule in [Schedule::ChunksInParallel, Schedule::ChunksInOrder] {
-        for (credits, readers) in [(8, 1), (16, 2), (2, 1)] {
+        for (credits, readers) in [(8, 1), (16, 2), (2, 1), (1, 1)] {
             let mut config = small_config(OutputTarget::ReturnToCaller);
             config.chunk_credit_count = credits;
             config.reader_count = readers;

@@ -2,13 +2,15 @@
 //! them (stitching boundaries, emitting the stream in file order), finishes each file, and
 //! collects every file's outcome.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
 use flashpipe_kernels::api::{ChunkPart, PartReducer};
 
-use super::{guarded, outcome_of, FileEntry, ResultMessage, Shared};
+use super::{
+    guarded, outcome_of, FileEntry, FileStart, MappedPart, ResultMessage, Shared, SharedCredit,
+};
 use crate::error::PipelineError;
 use crate::output::CountedWriter;
 use crate::report::{FileOutcome, StageCounters};
@@ -17,13 +19,15 @@ struct ParallelFile {
     entry: Arc<FileEntry>,
     reducer: Box<dyn PartReducer>,
     writer: CountedWriter,
-    pending: BTreeMap<u64, ChunkPart>,
+    /// Parts ahead of their turn, each with the credit of the buffer it was read into.
+    pending: BTreeMap<u64, (ChunkPart, SharedCredit)>,
     next_offset_bytes: u64,
 }
 
 struct Reducer<'a> {
     shared: &'a Shared,
-    files: HashMap<usize, ParallelFile>,
+    /// Parallel files started and not finished, by input index.
+    files: Vec<Option<ParallelFile>>,
     outcomes: Vec<Option<FileOutcome>>,
     counters: StageCounters,
 }
@@ -36,51 +40,64 @@ pub(crate) fn run_reducer(
 ) -> (Vec<Option<FileOutcome>>, StageCounters) {
     let mut reducer = Reducer {
         shared,
-        files: HashMap::new(),
+        files: (0..file_count).map(|_| None).collect(),
         outcomes: (0..file_count).map(|_| None).collect(),
         counters: StageCounters::default(),
     };
     for message in results.iter() {
         reducer.handle(message);
     }
-    for file in reducer.files.values() {
-        for _ in 0..file.pending.len() {
-            shared.release_credit();
-        }
-    }
+    reducer.files.iter_mut().for_each(|file| *file = None);
     (reducer.outcomes, reducer.counters)
 }
 
 impl Reducer<'_> {
     fn handle(&mut self, message: ResultMessage) {
         if self.shared.cancelled() {
-            if let ResultMessage::Part { .. } = message {
-                self.shared.release_credit();
-            }
             return;
         }
         match message {
-            ResultMessage::ParallelFileStarted {
-                entry,
-                reducer,
-                writer,
-            } => {
-                let index = entry.index;
-                let file = ParallelFile {
-                    entry,
-                    reducer,
-                    writer,
-                    pending: BTreeMap::new(),
-                    next_offset_bytes: 0,
-                };
-                if file.entry.info.size_bytes == 0 {
-                    self.finish(file);
-                } else {
-                    self.files.insert(index, file);
+            ResultMessage::FilesStarted(starts) => {
+                for start in starts {
+                    self.start(start);
                 }
             }
-            ResultMessage::Part { entry, part } => self.reduce(entry.index, part),
+            ResultMessage::Parts(parts) => {
+                for MappedPart {
+                    entry,
+                    part,
+                    credit,
+                } in parts
+                {
+                    if self.shared.cancelled() {
+                        return;
+                    }
+                    self.reduce(entry.index, part, credit);
+                }
+            }
             ResultMessage::FileDone(index, outcome) => self.record(index, outcome),
+        }
+    }
+
+    fn start(&mut self, start: FileStart) {
+        let FileStart {
+            entry,
+            reducer,
+            writer,
+        } = start;
+        let index = entry.index;
+        let file = ParallelFile {
+            entry,
+            reducer,
+            writer,
+            pending: BTreeMap::new(),
+            next_offset_bytes: 0,
+        };
+        if file.entry.info.size_bytes == 0 {
+            self.finish(file);
+        } else {
+            assert!(self.files[index].is_none(), "a file started twice");
+            self.files[index] = Some(file);
         }
     }
 
@@ -89,22 +106,21 @@ impl Reducer<'_> {
         self.outcomes[index] = Some(outcome);
     }
 
-    fn reduce(&mut self, index: usize, part: ChunkPart) {
-        let file = self
-            .files
-            .get_mut(&index)
+    fn reduce(&mut self, index: usize, part: ChunkPart, credit: SharedCredit) {
+        let file = self.files[index]
+            .as_mut()
             .expect("a file's start reaches the reducer before its parts");
-        file.pending.insert(part.offset_bytes, part);
+        file.pending.insert(part.offset_bytes, (part, credit));
         let started_ns = self.shared.clock.now_ns();
         let blocked_before_ns = file.writer.blocked_ns();
         let mut failure = None;
-        while let Some(part) = file.pending.remove(&file.next_offset_bytes) {
+        while let Some((part, credit)) = file.pending.remove(&file.next_offset_bytes) {
             let offset_bytes = part.offset_bytes;
             let length_bytes = part.length_bytes as u64;
             let reduced = guarded(&file.entry.info.name, offset_bytes, || {
                 file.reducer.reduce_part(part, &mut file.writer)
             });
-            self.shared.release_credit();
+            drop(credit);
             self.counters.items += 1;
             self.counters.bytes += length_bytes;
             file.next_offset_bytes += length_bytes;
@@ -121,7 +137,7 @@ impl Reducer<'_> {
             return self.shared.fail(error);
         }
         if file.next_offset_bytes == file.entry.info.size_bytes {
-            let file = self.files.remove(&index).expect("the file being reduced");
+            let file = self.files[index].take().expect("the file being reduced");
             assert!(file.pending.is_empty(), "parts past the end of a file");
             self.finish(file);
         }

@@ -1,14 +1,17 @@
 //! The kernel stage: worker threads run the kernel on chunks still in the engine's buffers.
 //! Parallel files: map any chunk, then pass the part to the reduce stage. In-order files: the
 //! first worker to find the file idle processes every chunk that is next in line. Work comes
-//! in groups: one chunk, or every file of a batched read (one hand-off for the group).
+//! in groups: one chunk, or every file of a batched read (one hand-off for the group), and
+//! the group's mapped parts go to the reduce stage in one message.
 
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 use flashpipe_kernels::api::{Chunk, ChunkMapper};
 
-use super::{guarded, outcome_of, FileEntry, FileWork, ResultMessage, Shared, WorkItem};
+use super::{
+    guarded, outcome_of, FileEntry, FileWork, MappedPart, ResultMessage, Shared, WorkItem,
+};
 use crate::report::StageCounters;
 
 struct Worker<'a> {
@@ -29,24 +32,29 @@ pub(crate) fn run_worker(
         counters: StageCounters::default(),
     };
     for items in work.iter() {
+        let mut parts = Vec::new();
         for item in items {
             if shared.cancelled() {
                 drop(item);
-                shared.release_credit();
                 continue;
             }
             let entry = Arc::clone(&item.entry);
             match &entry.work {
-                FileWork::Parallel(mapper) => worker.map(mapper.as_ref(), item),
+                FileWork::Parallel(mapper) => parts.extend(worker.map(mapper.as_ref(), item)),
                 FileWork::Sequential(_) => worker.process_in_order(&entry, item),
             }
+        }
+        if !parts.is_empty() {
+            worker.send(ResultMessage::Parts(parts));
         }
     }
     worker.counters
 }
 
 impl Worker<'_> {
-    fn map(&mut self, mapper: &dyn ChunkMapper, item: WorkItem) {
+    /// Maps one chunk; its part (with the chunk's credit) for the reduce stage, or nothing
+    /// when the kernel failed (the job then fails).
+    fn map(&mut self, mapper: &dyn ChunkMapper, item: WorkItem) -> Option<MappedPart> {
         let entry = Arc::clone(&item.entry);
         let chunk = Chunk {
             file: &entry.info.name,
@@ -58,12 +66,18 @@ impl Worker<'_> {
             mapper.map_chunk(&chunk)
         });
         self.count(started_ns, chunk.data.len());
-        drop(item);
+        let WorkItem { data, credit, .. } = item;
+        drop(data);
         match mapped {
-            Ok(part) => self.send(ResultMessage::Part { entry, part }, true),
+            Ok(part) => Some(MappedPart {
+                entry,
+                part,
+                credit,
+            }),
             Err(error) => {
-                self.shared.release_credit();
+                drop(credit);
                 self.shared.fail(error);
+                None
             }
         }
     }
@@ -74,13 +88,12 @@ impl Worker<'_> {
         self.counters.bytes += length_bytes as u64;
     }
 
-    fn send(&mut self, message: ResultMessage, holds_credit: bool) {
+    /// Sends a message to the reduce stage (a message it no longer takes is dropped with
+    /// the credit it holds).
+    fn send(&mut self, message: ResultMessage) {
         let started_ns = self.shared.clock.now_ns();
-        let sent = self.results.send(message);
+        let _ = self.results.send(message);
         self.counters.blocked_ns += self.shared.clock.now_ns().saturating_sub(started_ns);
-        if sent.is_err() && holds_credit {
-            self.shared.release_credit();
-        }
     }
 
     /// Queues the chunk; if no other worker is on this file, processes every chunk that is next.
@@ -154,7 +167,6 @@ impl Worker<'_> {
         self.counters.busy_ns = self.counters.busy_ns.saturating_sub(blocked_ns);
         self.counters.blocked_ns += blocked_ns;
         drop(item);
-        self.shared.release_credit();
         result
     }
 
@@ -176,13 +188,13 @@ impl Worker<'_> {
         match finished {
             Ok((summary, output)) => {
                 let outcome = outcome_of(self.shared, entry, summary, output_bytes, output);
-                self.send(ResultMessage::FileDone(entry.index, outcome), false);
+                self.send(ResultMessage::FileDone(entry.index, outcome));
             }
             Err(error) => self.shared.fail(error),
         }
     }
 
-    /// After a failure, gives back the credits of chunks that will never be processed.
+    /// After a failure, drops the chunks that will never be processed (and so their credits).
     fn release_pending(&mut self, entry: &FileEntry) {
         let FileWork::Sequential(state_lock) = &entry.work else {
             return;
@@ -191,8 +203,6 @@ impl Worker<'_> {
         let pending = std::mem::take(&mut state.pending);
         state.active = true;
         drop(state);
-        for _ in pending {
-            self.shared.release_credit();
-        }
+        drop(pending);
     }
 }

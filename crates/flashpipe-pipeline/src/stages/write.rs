@@ -10,7 +10,7 @@ use flashpipe_engine::{Command, EngineClient, Reply, Ticket};
 
 use super::Shared;
 use crate::error::PipelineError;
-use crate::output::WriteRequest;
+use crate::output::{keep_output_buffers, WriteRequest};
 use crate::report::StageCounters;
 
 struct Writer<'a> {
@@ -101,7 +101,9 @@ impl Writer<'_> {
             Ok(Reply::Written { buffer }) => {
                 self.counters.items += 1;
                 self.counters.bytes += buffer.len() as u64;
-                let _ = self.spare_buffers.try_send(buffer);
+                if let Err(full) = self.spare_buffers.try_send(buffer) {
+                    keep_output_buffers([full.into_inner()]);
+                }
             }
             Ok(other) => unreachable!("a write completed with {other:?}"),
             Err(source) => self.shared.fail(PipelineError::Write {
