@@ -7,32 +7,36 @@
 //! the client receives without a copy. Writes too stay in flight many at a time
 //! ([`crate::writes`]): each is answered when its own device requests complete, and the
 //! writes that arrive meanwhile are planned and issued at once, so batches overlap; whole
-//! blocks go to the device straight from the client's buffer. Commands that change the
-//! file system (write, truncate, create, delete, rename, flush) wait until the reads in
-//! flight have finished, every command but a write waits until no write is in flight,
-//! and all run in arrival order, so every client sees its own commands take effect in
-//! order.
+//! blocks go to the device straight from the client's buffer. Reads and writes are in
+//! flight together, and one completion loop (`EngineThread::pump_device`) routes each
+//! device completion to the reads or the writes by its tag: a write waits only for the
+//! reads in flight of its own file (and for writes in flight that touch its blocks), a
+//! read only for the writes in flight of its own file, so a kernel reading its input and
+//! writing its results keeps both streams on the device at once. Every other command
+//! (truncate, create, delete, rename, copy, stat, list, flush, check) waits until nothing
+//! is in flight, and all are taken in arrival order, so every client sees its own
+//! commands take effect in order (a read after a write of the same file sees the write).
 //! A batch of whole small files ([`Command::ReadFiles`]) is one command: its files are
 //! planned together and physically adjacent files share one device request.
 //!
 //! The loop (`EngineThread::run`) serves whatever is queued without waiting; when the
 //! inbox runs dry it first commits the flushes set aside ([`crate::group_commit`]), then
-//! waits for reads in flight, and only with nothing left to do waits for a message as the
+//! waits for the reads and writes in flight, and only with nothing left to do waits for a message as the
 //! configured [`Handoff`] says (spin, then park: [`crate::handoff`]).
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
-use flashpipe_device::{BufferPool, Clock, IoBuf};
-use flashpipe_fs::{Filesystem, WriteCopy};
+use flashpipe_device::{BufferPool, Clock, Completion, IoBuf};
+use flashpipe_fs::{FileId, Filesystem, WriteCopy};
 
 use crate::client::EngineClient;
 use crate::command::{Command, EngineError, ReadData, Reply};
 use crate::group_commit::{FlushGrouping, PendingFlushes};
 use crate::handoff::{self, Handoff, WaitCounts, MAX_SPIN_US};
 use crate::reads::{ReadSink, ReadsInFlight};
-use crate::writes::{WriteSink, WritesInFlight};
+use crate::writes::{is_write_tag, WriteSink, WritesInFlight};
 
 /// Bounds of an engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,6 +286,8 @@ pub(crate) struct EngineThread {
     max_read_bytes: u64,
     /// A message taken from the queue while gathering a write batch, served next.
     pub(crate) held_back: Option<Message>,
+    /// Device completions reaped and not yet routed (kept to reuse its allocation).
+    completions: Vec<Completion>,
     /// Which flushes share one commit, and those waiting for it.
     pub(crate) flush_grouping: FlushGrouping,
     pub(crate) pending_flushes: PendingFlushes,
@@ -291,7 +297,7 @@ pub(crate) struct EngineThread {
 enum NextStep {
     Serve(Message),
     CommitPendingFlushes,
-    WaitForReads,
+    WaitForDevice,
     Stop,
 }
 
@@ -319,6 +325,7 @@ impl EngineThread {
             write_path: config.write_path,
             max_read_bytes: config.max_read_bytes as u64,
             held_back: None,
+            completions: Vec::new(),
             flush_grouping: config.flush_grouping,
             pending_flushes: PendingFlushes::default(),
         }
@@ -340,13 +347,13 @@ impl EngineThread {
                     break;
                 }
                 NextStep::CommitPendingFlushes => self.commit_pending_flushes()?,
-                NextStep::WaitForReads => self.reads.pump(self.filesystem.device_mut(), true)?,
+                NextStep::WaitForDevice => self.pump_device(true)?,
                 NextStep::Stop => break,
             }
-            self.reads.pump(self.filesystem.device_mut(), false)?;
+            self.pump_device(false)?;
             self.publish_counters(counters, inbox_waits);
         }
-        self.reads.drain(self.filesystem.device_mut())?;
+        self.drain_device()?;
         if self.has_pending_flushes() {
             self.commit_pending_flushes()?;
         } else if commit {
@@ -357,8 +364,8 @@ impl EngineThread {
     }
 
     /// The next message to serve, or what to do when none can be served now: commit the
-    /// flushes set aside once the inbox runs dry, wait for reads when no more fit, and
-    /// wait for a message (as `handoff` says) only when nothing else is left to do.
+    /// flushes set aside once the inbox runs dry, wait for the device when no more reads
+    /// fit or nothing is queued while reads or writes are in flight, and wait for a message (as `handoff` says) only when nothing else is left to do.
     fn next_step(
         &mut self,
         inbox: &Receiver<Message>,
@@ -368,13 +375,13 @@ impl EngineThread {
         if let Some(message) = self.held_back.take() {
             return NextStep::Serve(message);
         }
-        if !self.reads.is_idle() && !self.reads.has_room() {
-            return NextStep::WaitForReads;
+        if self.must_wait_for_device() {
+            return NextStep::WaitForDevice;
         }
         match inbox.try_recv() {
             Ok(message) => NextStep::Serve(message),
             Err(_) if self.has_pending_flushes() => NextStep::CommitPendingFlushes,
-            Err(_) if !self.reads.is_idle() => NextStep::WaitForReads,
+            Err(_) if !self.device_is_idle() => NextStep::WaitForDevice,
             Err(TryRecvError::Disconnected) => NextStep::Stop,
             Err(TryRecvError::Empty) => match handoff::receive(inbox, handoff, inbox_waits) {
                 Ok(message) => NextStep::Serve(message),
@@ -391,23 +398,90 @@ impl EngineThread {
         shared.group_commits = self.group_commits();
     }
 
+    /// True when no read and no write is in flight.
+    pub(crate) fn device_is_idle(&self) -> bool {
+        self.reads.is_idle() && self.writes.is_idle()
+    }
+
+    /// True when no more reads fit and the next message must wait for one to finish.
+    pub(crate) fn must_wait_for_device(&self) -> bool {
+        !self.reads.is_idle() && !self.reads.has_room()
+    }
+
+    /// Submits the waiting requests of the reads and the writes in flight, then reaps the
+    /// device's completions (blocking for at least one when `block` is true and something
+    /// is in flight) and routes each to the reads or the writes by its tag.
+    pub(crate) fn pump_device(&mut self, block: bool) -> Result<(), EngineError> {
+        self.reads.submit_waiting(self.filesystem.device_mut());
+        self.writes.submit_waiting(&mut self.filesystem);
+        let mut completions = std::mem::take(&mut self.completions);
+        let device = self.filesystem.device_mut();
+        let waited = if block && device.in_flight() > 0 {
+            device.wait_completions(&mut completions).map(|_| ())
+        } else {
+            device.poll_completions(&mut completions);
+            Ok(())
+        };
+        for completion in completions.drain(..) {
+            if is_write_tag(completion.tag) {
+                self.writes.complete(&mut self.filesystem, completion);
+            } else {
+                self.reads.complete(completion);
+            }
+        }
+        self.completions = completions;
+        waited.map_err(Into::into)
+    }
+
+    /// Runs every read and write in flight to its end.
+    pub(crate) fn drain_device(&mut self) -> Result<(), EngineError> {
+        while !self.device_is_idle() {
+            self.pump_device(true)?;
+        }
+        Ok(())
+    }
+
+    /// Pumps the device until no read in flight reads `file`.
+    fn wait_for_reads_of(&mut self, file: FileId) -> Result<(), EngineError> {
+        while self.reads.reads_file(file) {
+            self.pump_device(true)?;
+        }
+        Ok(())
+    }
+
+    /// Pumps the device until no write in flight writes `file`.
+    fn wait_for_writes_of(&mut self, file: FileId) -> Result<(), EngineError> {
+        while self.writes.writes_file(file) {
+            self.pump_device(true)?;
+        }
+        Ok(())
+    }
+
+    /// Pumps the device until another read can start.
+    fn wait_for_read_room(&mut self) -> Result<(), EngineError> {
+        while !self.reads.has_room() {
+            self.pump_device(true)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn handle(
         &mut self,
         envelope: Envelope,
         inbox: &Receiver<Message>,
     ) -> Result<(), EngineError> {
         if matches!(envelope.command, Command::Write { .. }) {
-            self.reads.drain(self.filesystem.device_mut())?;
             let copy = match self.write_path {
                 WritePath::Overlapped => WriteCopy::ZeroCopy,
                 WritePath::OverlappedCopying => WriteCopy::Copy,
                 WritePath::Batched => {
+                    self.drain_device()?;
                     let batch = self.gather_writes(envelope, inbox);
                     self.write_batch(batch);
                     return Ok(());
                 }
             };
-            return self.stream_writes(envelope, inbox, copy);
+            return self.start_write(envelope, copy);
         }
         let Envelope {
             ticket,
@@ -420,14 +494,12 @@ impl EngineThread {
             length_bytes,
         } = command
         {
-            self.start_read(ticket, reply_to, &name, offset_bytes, length_bytes);
-            return Ok(());
+            return self.start_read(ticket, reply_to, &name, offset_bytes, length_bytes);
         }
         if let Command::ReadFiles { names } = command {
-            self.start_read_files(ticket, reply_to, &names);
-            return Ok(());
+            return self.start_read_files(ticket, reply_to, &names);
         }
-        self.reads.drain(self.filesystem.device_mut())?;
+        self.drain_device()?;
         let result = self.execute(command);
         answer(&reply_to, ticket, result);
         Ok(())
@@ -440,19 +512,25 @@ impl EngineThread {
         name: &str,
         offset_bytes: u64,
         length_bytes: u64,
-    ) {
+    ) -> Result<(), EngineError> {
         let sink = ReadReply { ticket, reply_to };
         if length_bytes > self.max_read_bytes {
             let error = EngineError::ReadTooLarge {
                 length_bytes,
                 max_read_bytes: self.max_read_bytes,
             };
-            return sink.deliver(Err(error));
+            sink.deliver(Err(error));
+            return Ok(());
         }
         let file = match self.filesystem.open(name) {
             Ok(file) => file,
-            Err(error) => return sink.deliver(Err(error.into())),
+            Err(error) => {
+                sink.deliver(Err(error.into()));
+                return Ok(());
+            }
         };
+        self.wait_for_writes_of(file)?;
+        self.wait_for_read_room()?;
         let started = self.reads.start(
             &mut self.filesystem,
             &self.pool,
@@ -465,6 +543,7 @@ impl EngineThread {
         if let Err((sink, error)) = started {
             sink.deliver(Err(error));
         }
+        Ok(())
     }
 
     fn start_read_files(
@@ -472,7 +551,17 @@ impl EngineThread {
         ticket: u64,
         reply_to: Sender<(u64, Result<Reply, EngineError>)>,
         names: &[String],
-    ) {
+    ) -> Result<(), EngineError> {
+        if !self.writes.is_idle() {
+            let files: Vec<FileId> = names
+                .iter()
+                .filter_map(|name| self.filesystem.open(name).ok())
+                .collect();
+            for file in files {
+                self.wait_for_writes_of(file)?;
+            }
+        }
+        self.wait_for_read_room()?;
         let sink = ReadReply { ticket, reply_to };
         let started = self.reads.start_batch(
             &self.filesystem,
@@ -484,55 +573,14 @@ impl EngineThread {
         if let Err((sink, error)) = started {
             sink.deliver_files(Err(error));
         }
+        Ok(())
     }
 
-    /// Serves `first` and the writes queued behind it with many in flight: each write is
-    /// planned and issued as soon as it is taken (while room lasts), completions are
-    /// answered as they come, and writes arriving meanwhile join in, so batches overlap
-    /// and the device never drains between them. Returns when no write is in flight and
-    /// none is queued, or once the writes in flight have finished after another command
-    /// arrived (held back and served next, so arrival order is kept).
-    fn stream_writes(
-        &mut self,
-        first: Envelope,
-        inbox: &Receiver<Message>,
-        copy: WriteCopy,
-    ) -> Result<(), EngineError> {
-        let mut next = Some(first);
-        loop {
-            while let Some(envelope) = next.take() {
-                self.start_write(envelope, copy)?;
-                next = self.next_queued_write(inbox);
-            }
-            if self.writes.is_idle() {
-                return Ok(());
-            }
-            self.writes.pump(&mut self.filesystem, true)?;
-            next = self.next_queued_write(inbox);
-        }
-    }
-
-    /// The next queued message when it is a write and another write can start; any other
-    /// message is held back (and no more writes are taken).
-    fn next_queued_write(&mut self, inbox: &Receiver<Message>) -> Option<Envelope> {
-        if self.held_back.is_some() || !self.writes.has_room() {
-            return None;
-        }
-        match inbox.try_recv() {
-            Ok(Message::Command(envelope)) if matches!(envelope.command, Command::Write { .. }) => {
-                Some(envelope)
-            }
-            Ok(other) => {
-                self.held_back = Some(other);
-                None
-            }
-            Err(_) => None,
-        }
-    }
-
-    /// Plans one write and takes it in flight (after the writes in flight have finished,
-    /// when it touches one of their blocks or must read old blocks first); a write that
-    /// cannot be planned is answered at once.
+    /// Plans one write and takes it in flight beside the reads and writes already there:
+    /// first it waits for the reads in flight of its file, for the writes in flight that
+    /// touch one of its blocks, and, when it must read old blocks first, for everything in
+    /// flight; then for room among the writes. A write that cannot be planned is answered
+    /// at once.
     fn start_write(&mut self, envelope: Envelope, copy: WriteCopy) -> Result<(), EngineError> {
         let Envelope {
             ticket,
@@ -545,7 +593,7 @@ impl EngineThread {
             data,
         } = command
         else {
-            unreachable!("only writes are streamed");
+            unreachable!("only writes are started as writes");
         };
         let sink = WriteReply { ticket, reply_to };
         let file = match self.filesystem.open(&name) {
@@ -556,16 +604,21 @@ impl EngineThread {
             }
         };
         let length_bytes = data.len() as u64;
-        let must_wait = self.writes.overlaps(file, offset_bytes, length_bytes)
-            || (!self.writes.is_idle()
-                && self
-                    .filesystem
-                    .write_needs_old_blocks(file, offset_bytes, length_bytes));
-        if must_wait {
-            self.writes.drain(&mut self.filesystem)?;
+        self.wait_for_reads_of(file)?;
+        while self.writes.overlaps(file, offset_bytes, length_bytes) {
+            self.pump_device(true)?;
+        }
+        if self
+            .filesystem
+            .write_needs_old_blocks(file, offset_bytes, length_bytes)
+        {
+            self.drain_device()?;
+        }
+        while !self.writes.has_room() {
+            self.pump_device(true)?;
         }
         match self.filesystem.plan_write(file, offset_bytes, data, copy) {
-            Ok(planned) => self.writes.start(&mut self.filesystem, planned, sink),
+            Ok(planned) => self.writes.start(&mut self.filesystem, file, planned, sink),
             Err(error) => sink.deliver(Err(error.into())),
         }
         Ok(())

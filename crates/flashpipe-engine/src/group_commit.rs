@@ -127,15 +127,15 @@ impl EngineThread {
     }
 
     /// Commits once for every flush set aside and answers each of them. An error is the
-    /// engine's own end (a read in flight failed), as in every other command.
+    /// engine's own end (the device failed while reads or writes were in flight), as in every other command.
     pub(crate) fn commit_pending_flushes(&mut self) -> Result<(), EngineError> {
         if self.pending_flushes.is_empty() {
             return Ok(());
         }
-        self.reads.drain(self.filesystem.device_mut())?;
+        self.drain_device()?;
         assert!(
-            self.reads.is_idle(),
-            "a group commit runs with no read in flight"
+            self.device_is_idle(),
+            "a group commit runs with nothing in flight"
         );
         let waiting = std::mem::take(&mut self.pending_flushes.waiting);
         self.pending_flushes.commands_served_since_first = 0;

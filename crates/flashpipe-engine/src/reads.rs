@@ -52,7 +52,10 @@ pub trait ReadSink {
 
 /// A device request's tag: the table slot in the low half, the batch buffer in the high half.
 fn request_tag(slot: usize, buffer_index: usize) -> u64 {
-    assert!(slot < (1 << 32) && buffer_index < (1 << 32));
+    assert!(
+        slot < (1 << 32) && buffer_index < (1 << 31),
+        "a read's tag leaves the top bit to writes"
+    );
     ((buffer_index as u64) << 32) | slot as u64
 }
 
@@ -136,9 +139,11 @@ pub struct ReadsInFlight<S> {
     /// The file system's block size, fixed at format time.
     block_bytes: u64,
     slots: Vec<Option<Slot<S>>>,
+    /// The files each slot's read reads (empty for a free slot), so that a write of one
+    /// of them can wait for exactly those reads.
+    slot_files: Vec<Vec<FileId>>,
     free_slots: Vec<usize>,
     waiting_requests: VecDeque<Request>,
-    completions: Vec<Completion>,
 }
 
 impl<S: ReadSink> ReadsInFlight<S> {
@@ -148,9 +153,9 @@ impl<S: ReadSink> ReadsInFlight<S> {
         ReadsInFlight {
             block_bytes,
             slots: (0..read_limit).map(|_| None).collect(),
+            slot_files: (0..read_limit).map(|_| Vec::new()).collect(),
             free_slots: (0..read_limit).rev().collect(),
             waiting_requests: VecDeque::new(),
-            completions: Vec::new(),
         }
     }
 
@@ -162,6 +167,11 @@ impl<S: ReadSink> ReadsInFlight<S> {
     /// True when another read can start.
     pub fn has_room(&self) -> bool {
         !self.free_slots.is_empty()
+    }
+
+    /// True when a read in flight reads `file`.
+    pub fn reads_file(&self, file: FileId) -> bool {
+        self.slot_files.iter().any(|files| files.contains(&file))
     }
 
     /// Plans a read of `file` (named `file_name`, for a checksum error) and queues its
@@ -197,6 +207,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
             runs,
             verification,
         } = plan;
+        self.slot_files[slot].push(file);
         let mut buffer = SplitBuffer::new(buffer);
         let mut pieces = 0;
         for (position_bytes, run_bytes, device_block) in runs {
@@ -244,6 +255,11 @@ impl<S: ReadSink> ReadsInFlight<S> {
             Err(error) => return Err((sink, error)),
         };
         let slot = self.free_slots.pop().expect("caller checked has_room");
+        self.slot_files[slot].extend(
+            resolved
+                .iter()
+                .filter_map(|file| file.as_ref().ok().map(|&(file, _)| file)),
+        );
         let mut planner = BatchPlanner {
             block_bytes: self.block_bytes,
             pool,
@@ -301,9 +317,9 @@ impl<S: ReadSink> ReadsInFlight<S> {
         Ok(())
     }
 
-    /// Submits waiting requests while the device has room, then reaps completions,
-    /// blocking for at least one when `block` is true and something is in flight.
-    pub fn pump(&mut self, device: &mut dyn BlockDevice, block: bool) -> Result<(), DeviceError> {
+    /// Submits waiting requests while the device has room; a request the device refuses
+    /// for another reason than a full queue fails its piece.
+    pub fn submit_waiting(&mut self, device: &mut dyn BlockDevice) {
         while let Some(request) = self.waiting_requests.pop_front() {
             if let Err(rejected) = device.submit(request) {
                 if matches!(
@@ -318,31 +334,19 @@ impl<S: ReadSink> ReadsInFlight<S> {
                 self.piece_done(tag, Err(rejected.error));
             }
         }
-        let mut completions = std::mem::take(&mut self.completions);
-        if block && device.in_flight() > 0 {
-            device.wait_completions(&mut completions)?;
-        } else {
-            device.poll_completions(&mut completions);
-        }
-        for Completion {
+    }
+
+    /// Takes one device completion of a read's request (its buffer, a view of the read's
+    /// pool buffer, is dropped back into the split); a read whose pieces are all back is
+    /// finished and delivered.
+    pub fn complete(&mut self, completion: Completion) {
+        let Completion {
             tag,
             status,
             buffer,
-        } in completions.drain(..)
-        {
-            drop(buffer);
-            self.piece_done(tag, status);
-        }
-        self.completions = completions;
-        Ok(())
-    }
-
-    /// Runs every read in flight to its end.
-    pub fn drain(&mut self, device: &mut dyn BlockDevice) -> Result<(), DeviceError> {
-        while !self.is_idle() {
-            self.pump(device, true)?;
-        }
-        Ok(())
+        } = completion;
+        drop(buffer);
+        self.piece_done(tag, status);
     }
 
     fn piece_done(&mut self, tag: u64, status: Result<(), DeviceError>) {
@@ -383,6 +387,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
 
     fn finish(&mut self, slot: usize) {
         let finished = self.slots[slot].take().expect("finishing a live read");
+        self.slot_files[slot].clear();
         self.free_slots.push(slot);
         match finished {
             Slot::Single(read) => {

@@ -5,9 +5,10 @@
 //!
 //! The state and the command handling are the threaded [`crate::Engine`]'s own
 //! ([`crate::engine::EngineThread`]); only the loop differs. One step serves at most one
-//! queued message (a write gathers the writes queued right behind it, as in the threaded
-//! engine) and reaps the device completions that have arrived; when no message can be
-//! served but reads are in flight it waits for a completion, which on a simulated device
+//! queued message (a batched write gathers the writes queued right behind it, as in the
+//! threaded engine) and reaps the device completions that have arrived, reads' and
+//! writes' alike; when no message can be served but reads or writes are in flight it
+//! waits for a completion, which on a simulated device
 //! moves virtual time forward instead of sleeping. Flushes are grouped as in the
 //! threaded engine ([`crate::group_commit`]): those set aside are committed by the first
 //! step that finds nothing queued, so [`SteppedEngine::run_until_idle`] answers them all.
@@ -74,16 +75,16 @@ impl SteppedEngine {
     }
 
     /// Serves at most one queued message and reaps the completions that have arrived;
-    /// waits for one device completion only when reads are in flight and nothing else
+    /// waits for one device completion only when reads or writes are in flight and nothing else
     /// can be served. An error is the engine's end, as it would stop the engine thread
     /// (a crashed device, for example): drop the engine then.
     pub fn step(&mut self) -> Result<StepOutcome, EngineError> {
         let message = if let Some(message) = self.core.held_back.take() {
             Some(message)
-        } else if self.core.reads.has_room() || self.core.reads.is_idle() {
-            self.inbox.try_recv().ok()
-        } else {
+        } else if self.core.must_wait_for_device() {
             None
+        } else {
+            self.inbox.try_recv().ok()
         };
         match message {
             Some(Message::Command(envelope)) => self.core.serve(envelope, &self.inbox)?,
@@ -91,15 +92,10 @@ impl SteppedEngine {
                 unreachable!("only a threaded engine is sent a shutdown message")
             }
             None if self.core.has_pending_flushes() => self.core.commit_pending_flushes()?,
-            None if self.core.reads.is_idle() => return Ok(StepOutcome::Idle),
-            None => self
-                .core
-                .reads
-                .pump(self.core.filesystem.device_mut(), true)?,
+            None if self.core.device_is_idle() => return Ok(StepOutcome::Idle),
+            None => self.core.pump_device(true)?,
         }
-        self.core
-            .reads
-            .pump(self.core.filesystem.device_mut(), false)?;
+        self.core.pump_device(false)?;
         Ok(StepOutcome::Progressed)
     }
 

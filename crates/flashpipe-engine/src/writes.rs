@@ -6,11 +6,13 @@
 //! engine plans and issues the next writes while the earlier ones are still in the
 //! device queue, so the device never drains between batches.
 //!
-//! Ordering: a write that touches an FS block of a write in flight waits until every
-//! write in flight has finished, and so does a write that must first read a partial edge
-//! block (the file system reads it with nothing else in flight); the engine drains its
-//! writes before any other command, so reads, flushes and changes of the name space see
-//! every earlier write installed. A device failure fails only the write whose request
+//! Ordering: a write that touches an FS block of a write in flight waits until those
+//! writes have finished, and a write that must first read a partial edge block waits
+//! until nothing at all is in flight (the file system reads it then); a read of a file
+//! with a write in flight waits for that file's writes, and every other command (flushes,
+//! changes of the name space) waits until no write is in flight, so each sees every
+//! earlier write installed. Reads of other files run beside the writes: the engine routes
+//! each device completion by its tag ([`is_write_tag`]). A device failure fails only the write whose request
 //! failed: nothing of it is installed and its newly allocated blocks are released.
 
 use std::collections::VecDeque;
@@ -29,6 +31,11 @@ pub trait WriteSink {
 /// The tag bit that marks a device request as a write's (reads use the low 63 bits).
 const WRITE_TAG_BIT: u64 = 1 << 63;
 
+/// True when a device request's tag is a write's (false: a read's).
+pub fn is_write_tag(tag: u64) -> bool {
+    tag & WRITE_TAG_BIT != 0
+}
+
 fn request_tag(slot: usize) -> u64 {
     WRITE_TAG_BIT | slot as u64
 }
@@ -43,6 +50,8 @@ fn slot_of(tag: u64) -> usize {
 
 struct InFlightWrite<S> {
     sink: S,
+    /// The file written.
+    file: FileId,
     planned: PlannedWrite,
     /// (inode number, first FS block, end FS block) of the file blocks it writes.
     block_range: Option<(u64, u64, u64)>,
@@ -58,7 +67,6 @@ pub struct WritesInFlight<S> {
     bytes_in_flight: usize,
     bytes_limit: usize,
     waiting_requests: VecDeque<Request>,
-    completions: Vec<Completion>,
 }
 
 impl<S: WriteSink> WritesInFlight<S> {
@@ -74,7 +82,6 @@ impl<S: WriteSink> WritesInFlight<S> {
             bytes_in_flight: 0,
             bytes_limit,
             waiting_requests: VecDeque::new(),
-            completions: Vec::new(),
         }
     }
 
@@ -86,6 +93,11 @@ impl<S: WriteSink> WritesInFlight<S> {
     /// True when another write can start.
     pub fn has_room(&self) -> bool {
         !self.free_slots.is_empty() && self.bytes_in_flight < self.bytes_limit
+    }
+
+    /// True when a write in flight writes `file`.
+    pub fn writes_file(&self, file: FileId) -> bool {
+        self.slots.iter().flatten().any(|write| write.file == file)
     }
 
     /// True when a write of `length_bytes` at `offset_bytes` into `file` touches an FS
@@ -107,9 +119,16 @@ impl<S: WriteSink> WritesInFlight<S> {
             })
     }
 
-    /// Takes a planned write in flight: its requests wait for the next [`Self::pump`]. An
-    /// empty write is finished and delivered at once.
-    pub fn start(&mut self, filesystem: &mut Filesystem, mut planned: PlannedWrite, sink: S) {
+    /// Takes a planned write of `file` in flight: its requests wait for the next
+    /// [`Self::submit_waiting`]. An empty write is finished and
+    /// delivered at once.
+    pub fn start(
+        &mut self,
+        filesystem: &mut Filesystem,
+        file: FileId,
+        mut planned: PlannedWrite,
+        sink: S,
+    ) {
         let slot = self.free_slots.pop().expect("caller checked has_room");
         let operations = planned.take_operations();
         for operation in &operations {
@@ -128,6 +147,7 @@ impl<S: WriteSink> WritesInFlight<S> {
         let block_range = planned.block_range();
         self.slots[slot] = Some(InFlightWrite {
             sink,
+            file,
             planned,
             block_range,
             requests_outstanding,
@@ -138,53 +158,41 @@ impl<S: WriteSink> WritesInFlight<S> {
         }
     }
 
-    /// Submits waiting requests while the device has room, then reaps completions,
-    /// blocking for at least one when `block` is true and something is in flight;
-    /// finishes and delivers every write whose requests have all completed.
-    pub fn pump(&mut self, filesystem: &mut Filesystem, block: bool) -> Result<(), DeviceError> {
+    /// Submits waiting requests while the device has room; a write whose last request the
+    /// device refused is finished (failed) and delivered.
+    pub fn submit_waiting(&mut self, filesystem: &mut Filesystem) {
         let mut finished = Vec::new();
-        self.submit_waiting(filesystem.device_mut(), &mut finished);
-        let mut completions = std::mem::take(&mut self.completions);
-        let device = filesystem.device_mut();
-        let waited = if block && device.in_flight() > 0 {
-            device.wait_completions(&mut completions).map(|_| ())
-        } else {
-            device.poll_completions(&mut completions);
-            Ok(())
-        };
-        for Completion {
-            tag,
-            status,
-            buffer,
-        } in completions.drain(..)
-        {
-            let slot = slot_of(tag);
-            if let Some(buffer) = buffer {
-                self.write_mut(slot).planned.take_back(buffer);
-            }
-            if self.request_done(slot, status) {
-                finished.push(slot);
-            }
-        }
-        self.completions = completions;
+        self.submit_waiting_requests(filesystem.device_mut(), &mut finished);
         for slot in finished {
             self.finish(filesystem, slot);
         }
-        waited
     }
 
-    /// Runs every write in flight to its end.
-    pub fn drain(&mut self, filesystem: &mut Filesystem) -> Result<(), DeviceError> {
-        while !self.is_idle() {
-            self.pump(filesystem, true)?;
+    /// Takes one device completion of a write's request; a write whose requests are all
+    /// back is finished (its block pointers installed) and delivered.
+    pub fn complete(&mut self, filesystem: &mut Filesystem, completion: Completion) {
+        let Completion {
+            tag,
+            status,
+            buffer,
+        } = completion;
+        let slot = slot_of(tag);
+        if let Some(buffer) = buffer {
+            self.write_mut(slot).planned.take_back(buffer);
         }
-        Ok(())
+        if self.request_done(slot, status) {
+            self.finish(filesystem, slot);
+        }
     }
 
     /// Submits waiting requests until the device queue is full; a request the device
     /// refuses for another reason fails its write (the slot goes to `finished` when that
     /// was its last outstanding request).
-    fn submit_waiting(&mut self, device: &mut dyn BlockDevice, finished: &mut Vec<usize>) {
+    fn submit_waiting_requests(
+        &mut self,
+        device: &mut dyn BlockDevice,
+        finished: &mut Vec<usize>,
+    ) {
         while let Some(request) = self.waiting_requests.pop_front() {
             let Err(rejected) = device.submit(request) else {
                 continue;
