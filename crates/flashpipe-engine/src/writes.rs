@@ -188,11 +188,7 @@ impl<S: WriteSink> WritesInFlight<S> {
     /// Submits waiting requests until the device queue is full; a request the device
     /// refuses for another reason fails its write (the slot goes to `finished` when that
     /// was its last outstanding request).
-    fn submit_waiting_requests(
-        &mut self,
-        device: &mut dyn BlockDevice,
-        finished: &mut Vec<usize>,
-    ) {
+    fn submit_waiting_requests(&mut self, device: &mut dyn BlockDevice, finished: &mut Vec<usize>) {
         while let Some(request) = self.waiting_requests.pop_front() {
             let Err(rejected) = device.submit(request) else {
                 continue;
