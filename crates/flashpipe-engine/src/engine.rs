@@ -65,6 +65,10 @@ pub enum WritePath {
     /// device straight from the client's buffer.
     #[default]
     Overlapped,
+    /// As [`WritePath::Overlapped`], but reads and writes never share the device: a
+    /// write first waits for every read in flight and a read for every write in flight
+    /// (the wave-1 engine's alternation, kept to measure what the overlap gains).
+    OverlappedAfterReads,
     /// As [`WritePath::Overlapped`], but every byte is first copied into the file
     /// system's buffers.
     OverlappedCopying,
@@ -75,10 +79,12 @@ pub enum WritePath {
 }
 
 impl WritePath {
-    /// The path named `name` (`overlapped`, `overlapped-copying`, `batched`).
+    /// The path named `name` (`overlapped`, `overlapped-after-reads`,
+    /// `overlapped-copying`, `batched`).
     pub fn from_name(name: &str) -> Option<WritePath> {
         match name {
             "overlapped" => Some(WritePath::Overlapped),
+            "overlapped-after-reads" => Some(WritePath::OverlappedAfterReads),
             "overlapped-copying" => Some(WritePath::OverlappedCopying),
             "batched" => Some(WritePath::Batched),
             _ => None,
@@ -441,17 +447,21 @@ impl EngineThread {
         Ok(())
     }
 
-    /// Pumps the device until no read in flight reads `file`.
+    /// Pumps the device until no read in flight reads `file` (no read at all on
+    /// [`WritePath::OverlappedAfterReads`]).
     fn wait_for_reads_of(&mut self, file: FileId) -> Result<(), EngineError> {
-        while self.reads.reads_file(file) {
+        let alternate = self.write_path == WritePath::OverlappedAfterReads;
+        while self.reads.reads_file(file) || (alternate && !self.reads.is_idle()) {
             self.pump_device(true)?;
         }
         Ok(())
     }
 
-    /// Pumps the device until no write in flight writes `file`.
+    /// Pumps the device until no write in flight writes `file` (no write at all on
+    /// [`WritePath::OverlappedAfterReads`]).
     fn wait_for_writes_of(&mut self, file: FileId) -> Result<(), EngineError> {
-        while self.writes.writes_file(file) {
+        let alternate = self.write_path == WritePath::OverlappedAfterReads;
+        while self.writes.writes_file(file) || (alternate && !self.writes.is_idle()) {
             self.pump_device(true)?;
         }
         Ok(())
@@ -472,7 +482,7 @@ impl EngineThread {
     ) -> Result<(), EngineError> {
         if matches!(envelope.command, Command::Write { .. }) {
             let copy = match self.write_path {
-                WritePath::Overlapped => WriteCopy::ZeroCopy,
+                WritePath::Overlapped | WritePath::OverlappedAfterReads => WriteCopy::ZeroCopy,
                 WritePath::OverlappedCopying => WriteCopy::Copy,
                 WritePath::Batched => {
                     self.drain_device()?;

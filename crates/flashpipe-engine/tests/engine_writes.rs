@@ -223,6 +223,7 @@ fn model_seed(seed: u64, write_path: WritePath) {
 fn random_overlapping_writes_match_a_model_on_every_write_path() {
     for write_path in [
         WritePath::Overlapped,
+        WritePath::OverlappedAfterReads,
         WritePath::OverlappedCopying,
         WritePath::Batched,
     ] {

@@ -151,7 +151,7 @@ pub fn engine_config() -> EngineConfig {
 }
 
 /// The environment variable that picks the engine's write path for a side-by-side run:
-/// `overlapped` (the default), `overlapped-copying` or `batched`.
+/// `overlapped` (the default), `overlapped-after-reads`, `overlapped-copying` or `batched`.
 pub const WRITE_PATH_VARIABLE: &str = "FLASHPIPE_WRITE_PATH";
 
 /// The write path [`WRITE_PATH_VARIABLE`] names; an unknown name is a usage error that
@@ -163,7 +163,7 @@ pub(crate) fn write_path_from_environment() -> WritePath {
     WritePath::from_name(&name).unwrap_or_else(|| {
         eprintln!(
             "error: {WRITE_PATH_VARIABLE}={name:?} names no write path \
-             (overlapped, overlapped-copying or batched)"
+             (overlapped, overlapped-after-reads, overlapped-copying or batched)"
         );
         std::process::exit(2)
     })

@@ -64,7 +64,10 @@ impl KernelStore {
         };
         let mut filesystem = Filesystem::format(opened.device, &options)?;
         config.save_new(store_file)?;
-        let engine_config = EngineConfig::default();
+        let engine_config = EngineConfig {
+            write_path: crate::fs::write_path_from_environment(),
+            ..EngineConfig::default()
+        };
         Ok(KernelStore {
             clock: filesystem.device_mut().clock(),
             engine: Engine::start(filesystem, engine_config),
