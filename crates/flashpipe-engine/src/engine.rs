@@ -21,8 +21,8 @@
 //!
 //! The loop (`EngineThread::run`) serves whatever is queued without waiting; when the
 //! inbox runs dry it first commits the flushes set aside ([`crate::group_commit`]), then
-//! waits for the reads and writes in flight, and only with nothing left to do waits for a message as the
-//! configured [`Handoff`] says (spin, then park: [`crate::handoff`]).
+//! waits for the reads and writes in flight, and only with nothing left to do waits for
+//! a message as the configured [`Handoff`] says (spin, then park: [`crate::handoff`]).
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -371,7 +371,8 @@ impl EngineThread {
 
     /// The next message to serve, or what to do when none can be served now: commit the
     /// flushes set aside once the inbox runs dry, wait for the device when no more reads
-    /// fit or nothing is queued while reads or writes are in flight, and wait for a message (as `handoff` says) only when nothing else is left to do.
+    /// fit or nothing is queued while reads or writes are in flight, and wait for a
+    /// message (as `handoff` says) only when nothing else is left to do.
     fn next_step(
         &mut self,
         inbox: &Receiver<Message>,

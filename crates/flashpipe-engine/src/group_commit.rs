@@ -127,7 +127,8 @@ impl EngineThread {
     }
 
     /// Commits once for every flush set aside and answers each of them. An error is the
-    /// engine's own end (the device failed while reads or writes were in flight), as in every other command.
+    /// engine's own end (the device failed while reads or writes were in flight), as in
+    /// every other command.
     pub(crate) fn commit_pending_flushes(&mut self) -> Result<(), EngineError> {
         if self.pending_flushes.is_empty() {
             return Ok(());

@@ -8,8 +8,8 @@
 //! queued message (a batched write gathers the writes queued right behind it, as in the
 //! threaded engine) and reaps the device completions that have arrived, reads' and
 //! writes' alike; when no message can be served but reads or writes are in flight it
-//! waits for a completion, which on a simulated device
-//! moves virtual time forward instead of sleeping. Flushes are grouped as in the
+//! waits for a completion, which on a simulated device moves virtual time forward
+//! instead of sleeping. Flushes are grouped as in the
 //! threaded engine ([`crate::group_commit`]): those set aside are committed by the first
 //! step that finds nothing queued, so [`SteppedEngine::run_until_idle`] answers them all.
 //! Clients must not block on a queue the
@@ -75,8 +75,8 @@ impl SteppedEngine {
     }
 
     /// Serves at most one queued message and reaps the completions that have arrived;
-    /// waits for one device completion only when reads or writes are in flight and nothing else
-    /// can be served. An error is the engine's end, as it would stop the engine thread
+    /// waits for one device completion only when reads or writes are in flight and nothing
+    /// else can be served. An error is the engine's end, as it would stop the engine thread
     /// (a crashed device, for example): drop the engine then.
     pub fn step(&mut self) -> Result<StepOutcome, EngineError> {
         let message = if let Some(message) = self.core.held_back.take() {

@@ -12,8 +12,9 @@
 //! with a write in flight waits for that file's writes, and every other command (flushes,
 //! changes of the name space) waits until no write is in flight, so each sees every
 //! earlier write installed. Reads of other files run beside the writes: the engine routes
-//! each device completion by its tag ([`is_write_tag`]). A device failure fails only the write whose request
-//! failed: nothing of it is installed and its newly allocated blocks are released.
+//! each device completion by its tag ([`is_write_tag`]). A device failure fails only the
+//! write whose request failed: nothing of it is installed and its newly allocated blocks
+//! are released.
 
 use std::collections::VecDeque;
 
