@@ -345,7 +345,9 @@ impl Filesystem {
     /// every request of [`PlannedWrite::take_operations`] on [`Filesystem::device_mut`],
     /// hands each completion's buffer to [`PlannedWrite::take_back`], and finishes every
     /// planned write before calling any other method but `plan_write`, `finish_write`,
-    /// `write_needs_old_blocks`, `open`, `stats` and `device_mut`; writes planned
+    /// `write_needs_old_blocks`, `open`, `stats` and `device_mut` (and `stat` and
+    /// `block_map` of files with no planned write unfinished, whose reads may run beside
+    /// them: a planned write changes no block map until it is finished); writes planned
     /// together must not touch the same FS block of a file; and when
     /// [`Filesystem::write_needs_old_blocks`] says so, nothing may be in flight on the
     /// device (the old blocks are read here). On an error nothing was allocated and
