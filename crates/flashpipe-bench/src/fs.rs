@@ -27,7 +27,7 @@ mod report;
 mod small_files;
 mod store;
 
-pub(crate) use store::write_path_from_environment;
+pub(crate) use store::{handoff_from_environment, write_path_from_environment};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation};
-use flashpipe_engine::{Engine, EngineConfig, WritePath};
+use flashpipe_engine::{Engine, EngineConfig, Handoff, WritePath};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_store::store::{open_store_device, DeviceCreation};
 use flashpipe_store::store_config::{DeviceSpec, StoreConfig, STORE_FILE_VERSION};
@@ -141,12 +141,39 @@ fn write_zeros_everywhere(device: &mut dyn BlockDevice) -> Result<(), BenchFsErr
 
 /// The engine configuration every part uses: 1 MiB reads, 64 read buffers, 32 reads in
 /// flight (the engine's defaults), and the write path named by the environment variable
-/// [`WRITE_PATH_VARIABLE`] (the engine's default when it is not set).
+/// [`WRITE_PATH_VARIABLE`] (the engine's default when it is not set), and the hand-off
+/// named by [`SPIN_US_VARIABLE`].
 pub fn engine_config() -> EngineConfig {
     EngineConfig {
         max_read_bytes: MIB as usize,
         write_path: write_path_from_environment(),
+        handoff: handoff_from_environment(),
         ..EngineConfig::default()
+    }
+}
+
+/// The environment variable that picks the engine's hand-off for a side-by-side run: `0`
+/// parks at once ([`Handoff::Park`]), `N` spins N microseconds before parking (at most
+/// [`flashpipe_engine::handoff::MAX_SPIN_US`]); the engine's default when it is not set.
+pub const SPIN_US_VARIABLE: &str = "FLASHPIPE_SPIN_US";
+
+/// The hand-off [`SPIN_US_VARIABLE`] names; a value that is not a number of microseconds
+/// within the engine's bound is a usage error that ends the process with status 2.
+pub(crate) fn handoff_from_environment() -> Handoff {
+    let Ok(text) = std::env::var(SPIN_US_VARIABLE) else {
+        return Handoff::DEFAULT;
+    };
+    let max_spin_us = flashpipe_engine::handoff::MAX_SPIN_US;
+    match text.trim().parse::<u32>() {
+        Ok(0) => Handoff::Park,
+        Ok(spin_us) if spin_us <= max_spin_us => Handoff::SpinThenPark { spin_us },
+        _ => {
+            eprintln!(
+                "error: {SPIN_US_VARIABLE}={text:?} is not a spin window in microseconds \
+                 (0 to park at once, at most {max_spin_us})"
+            );
+            std::process::exit(2)
+        }
     }
 }
 

@@ -66,6 +66,7 @@ impl KernelStore {
         config.save_new(store_file)?;
         let engine_config = EngineConfig {
             write_path: crate::fs::write_path_from_environment(),
+            handoff: crate::fs::handoff_from_environment(),
             ..EngineConfig::default()
         };
         Ok(KernelStore {
