@@ -670,13 +670,11 @@ pub fn run(arguments: BenchEngineArgs) -> crate::BenchResult {
     let operations = operation_rows(&settings)?;
     progress.set_message("bench engine: group commit");
     let group_commit = group_commit_rows(&settings)?;
-    let commit_policy =
-        commit_policy::commit_policy_rows(&settings.commit_policy, |phase| {
-            progress.set_message(phase)
-        })?;
-    let mount = commit_policy::mount_rows(&settings.commit_policy, |phase| {
+    let commit_policy = commit_policy::commit_policy_rows(&settings.commit_policy, |phase| {
         progress.set_message(phase)
     })?;
+    let mount =
+        commit_policy::mount_rows(&settings.commit_policy, |phase| progress.set_message(phase))?;
     progress.finish();
     let report = Report {
         method: method(),

@@ -24,8 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, RamDisk, Rejected,
-    Request,
+    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, RamDisk, Rejected, Request,
 };
 use flashpipe_engine::{Command, Engine, EngineConfig};
 use flashpipe_fs::{CommitPolicy, Filesystem, FormatOptions};
@@ -113,7 +112,10 @@ impl BlockDevice for CountingDevice {
         self.inner.poll_completions(completions)
     }
 
-    fn wait_completions(&mut self, completions: &mut Vec<Completion>) -> Result<usize, DeviceError> {
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
         self.inner.wait_completions(completions)
     }
 
@@ -289,7 +291,11 @@ fn measure_row(
     let log_records_written = writes.flushes;
     writes.checkpoints = match policy {
         CommitPolicy::CheckpointEveryCommit => writes.flushes,
-        CommitPolicy::LogWhenItFits => checkpoints_among(log_records_written, fill.region_block_count, fill.log_record_count),
+        CommitPolicy::LogWhenItFits => checkpoints_among(
+            log_records_written,
+            fill.region_block_count,
+            fill.log_record_count,
+        ),
     };
     assert!(
         writes.flushes == timed_count(measured_file_count),
@@ -327,7 +333,9 @@ pub fn commit_policy_rows(
 ) -> Result<Vec<CommitPolicyRow>, BenchEngineError> {
     let mut rows = Vec::new();
     for &store_files in &settings.store_file_counts {
-        note(&format!("bench engine: commit policies, {store_files} files"));
+        note(&format!(
+            "bench engine: commit policies, {store_files} files"
+        ));
         let log = measure_row(
             store_files,
             CommitPolicy::LogWhenItFits,
@@ -409,7 +417,9 @@ pub fn mount_rows(
 ) -> Result<Vec<MountRow>, BenchEngineError> {
     let mut rows = Vec::new();
     for &store_files in &settings.store_file_counts {
-        note(&format!("bench engine: mount after a log, {store_files} files"));
+        note(&format!(
+            "bench engine: mount after a log, {store_files} files"
+        ));
         rows.push(mount_row(store_files)?);
     }
     Ok(rows)
