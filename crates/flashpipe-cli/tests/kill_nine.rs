@@ -1,11 +1,19 @@
-//! The kill -9 harness (sled's way): the real `flashpipe` binary runs `put`, `rm`, `mv`
-//! and `cp` of random files on a store, one command at a time, and is killed with
+//! The kill -9 harness (sled's way): the real `flashpipe` binary runs `put` (one file up
+//! to 3 MiB, or several small files in one command), `put --force` over existing files,
+//! multi-file `rm`, `mv` and `cp` (also `--force` over an existing target) and
+//! `run aes128-ctr --output` on a store, one command at a time, and is killed with
 //! SIGKILL at a random moment; after every kill that lands while the command runs, `fsck`
 //! must find the store clean, every file acknowledged before (its command exited 0) must
-//! read back byte for byte, and the killed command's file must be absent or whole (its
-//! old or its new content). Three store kinds: one device file, three striped device
-//! files, emulated flash (minflash under the host FTL, a sparse image with `.meta` and a
-//! journal beside it).
+//! read back byte for byte, and the killed command's files must be all as before or all
+//! as after it (nothing half there, no temporary left). Three store kinds: one device
+//! file, three striped device files, emulated flash (minflash under the host FTL, a
+//! sparse image with `.meta` and a journal beside it).
+//!
+//! What it exercises (issue #13): every command ends in one commit, and these stores
+//! hold few files, so their log regions are small (4 blocks): most commits append a
+//! metadata log record and every few commits is a checkpoint, so kills land between log
+//! records, during a record, and during checkpoints; large puts go through the engine's
+//! overlapped zero-copy write path (many writes in flight, answered as they complete).
 //!
 //! `FLASHPIPE_KILLS=N` sets the kills per store kind (default [`DEFAULT_KILLS_PER_KIND`]);
 //! `FLASHPIPE_SEED=S` fixes the seed (printed at the start; it fixes the files, the
@@ -63,17 +71,50 @@ const FLASH_STORE: StoreKind = StoreKind {
     ],
 };
 
+/// Largest small file of a multi-file put, in bytes.
+const SMALL_FILE_BYTES: u64 = 8 << 10;
+/// Most files of one multi-file put or rm.
+const MOST_FILES_PER_COMMAND: u64 = 8;
+/// Largest input of a `run` step (the kernel's output is computed here too).
+const LARGEST_RUN_INPUT_BYTES: usize = 1 << 20;
+/// The kernel of `run` steps and its options (a fixed key and counter block).
+const RUN_KERNEL: &str = "aes128-ctr";
+const RUN_KERNEL_OPTIONS: [&str; 2] = [
+    "key=000102030405060708090a0b0c0d0e0f",
+    "iv=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff",
+];
+
 /// One command of the workload, with what it changes.
 #[derive(Debug, Clone)]
 enum Step {
-    /// `put` of the local file holding `content` as the new file `name`.
-    Put { name: String, content: Vec<u8> },
-    /// `rm` of `name`.
-    Remove { name: String },
-    /// `mv` of `from` to the new name `to`.
-    Rename { from: String, to: String },
-    /// `cp` of `from` to the new name `to`.
-    Copy { from: String, to: String },
+    /// `put` of local files holding each `content` as `name` (one file: `--as name`;
+    /// several: local files named as in the store); `force` replaces existing ones.
+    Put {
+        files: Vec<(String, Vec<u8>)>,
+        force: bool,
+    },
+    /// `rm` of every name.
+    Remove { names: Vec<String> },
+    /// `mv` of `from` to `to` (`force`: `to` exists and is replaced).
+    Rename {
+        from: String,
+        to: String,
+        force: bool,
+    },
+    /// `cp` of `from` to `to` (`force`: `to` exists and is replaced).
+    Copy {
+        from: String,
+        to: String,
+        force: bool,
+    },
+    /// `run --output output` of [`RUN_KERNEL`] over `input`, whose result is `expected`
+    /// (`force`: `output` exists and is replaced).
+    RunOutput {
+        input: String,
+        output: String,
+        expected: Vec<u8>,
+        force: bool,
+    },
 }
 
 /// The files a command touches: each name with its content, or `None` when absent.
@@ -92,6 +133,8 @@ struct Figures {
     killed_commands_committed: u64,
     durability_losses: Vec<String>,
     atomicity_findings: Vec<String>,
+    /// Per kind of command ([`step_kind`]): (commands run, kills that landed in one).
+    per_kind: BTreeMap<&'static str, (u64, u64)>,
 }
 
 fn kills_per_kind() -> u64 {
@@ -114,6 +157,15 @@ fn random_content(generator: &mut SplitMix64) -> Vec<u8> {
         1 => generator.below(100_000),
         _ => generator.below(LARGEST_FILE_BYTES + 1),
     };
+    content_of_length(generator, length)
+}
+
+fn small_content(generator: &mut SplitMix64) -> Vec<u8> {
+    let length = generator.below(SMALL_FILE_BYTES + 1);
+    content_of_length(generator, length)
+}
+
+fn content_of_length(generator: &mut SplitMix64, length: u64) -> Vec<u8> {
     let mut content = Vec::with_capacity(length as usize + 8);
     while (content.len() as u64) < length {
         content.extend_from_slice(&generator.next_u64().to_le_bytes());
@@ -181,37 +233,173 @@ impl Harness {
         self.model.keys().nth(index).expect("a file").clone()
     }
 
+    fn pick_other(&mut self, besides: &str) -> Option<String> {
+        let others: Vec<&String> = self.model.keys().filter(|name| *name != besides).collect();
+        let index = self.generator.below(others.len().max(1) as u64) as usize;
+        others.get(index).map(|name| name.to_string())
+    }
+
+    /// The name a `mv`, `cp` or `run` step writes: a new one, or now and then an
+    /// existing other file replaced with `--force`.
+    fn target_name(&mut self, source: &str) -> (String, bool) {
+        if self.generator.below(4) == 0 {
+            if let Some(existing) = self.pick_other(source) {
+                return (existing, true);
+            }
+        }
+        (self.new_name(), false)
+    }
+
     fn next_step(&mut self) -> Step {
         let choice = self.generator.below(100);
-        if self.model.len() < 3 || (choice < 45 && self.live_bytes() < LIVE_BYTES_LIMIT) {
+        let room = self.live_bytes() < LIVE_BYTES_LIMIT;
+        if self.model.len() < 3 || (choice < 30 && room) {
             let name = self.new_name();
             let content = random_content(&mut self.generator);
-            return Step::Put { name, content };
+            return Step::Put {
+                files: vec![(name, content)],
+                force: false,
+            };
+        }
+        if choice < 42 && room {
+            return self.many_small_files_step();
+        }
+        if choice < 50 && room {
+            let name = self.pick_existing();
+            let content = random_content(&mut self.generator);
+            return Step::Put {
+                files: vec![(name, content)],
+                force: true,
+            };
+        }
+        if choice < 65 || !room {
+            let count = 1 + self.generator.below(3);
+            let mut names: Vec<String> = (0..count).map(|_| self.pick_existing()).collect();
+            names.sort();
+            names.dedup();
+            return Step::Remove { names };
         }
         let from = self.pick_existing();
-        if choice < 65 || self.live_bytes() >= LIVE_BYTES_LIMIT {
-            return Step::Remove { name: from };
+        let runnable =
+            !self.model[&from].is_empty() && self.model[&from].len() <= LARGEST_RUN_INPUT_BYTES;
+        if choice < 88 || !runnable {
+            let (to, force) = self.target_name(&from);
+            return match choice < 76 {
+                true => Step::Rename { from, to, force },
+                false => Step::Copy { from, to, force },
+            };
         }
-        let to = self.new_name();
-        if choice < 80 {
-            Step::Rename { from, to }
-        } else {
-            Step::Copy { from, to }
+        let (output, force) = self.target_name(&from);
+        let expected = kernel_output(&from, &self.model[&from]);
+        Step::RunOutput {
+            input: from,
+            output,
+            expected,
+            force,
+        }
+    }
+
+    /// Several small files in one `put`: new ones, and now and then an existing one
+    /// replaced (with `--force`).
+    fn many_small_files_step(&mut self) -> Step {
+        let count = 2 + self.generator.below(MOST_FILES_PER_COMMAND - 1);
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut force = false;
+        for _ in 0..count {
+            let name = match self.generator.below(5) == 0 {
+                true => self.pick_existing(),
+                false => self.new_name(),
+            };
+            if files.iter().any(|(taken, _)| *taken == name) {
+                continue;
+            }
+            force |= self.model.contains_key(&name);
+            files.push((name, small_content(&mut self.generator)));
+        }
+        Step::Put { files, force }
+    }
+
+    /// Writes the local files a put reads: `input.bin` for one file, `put/NAME` for each
+    /// of several.
+    fn write_put_inputs(&self, files: &[(String, Vec<u8>)]) {
+        if let [(_, content)] = files {
+            std::fs::write(self.folder.join("input.bin"), content).expect("input file");
+            return;
+        }
+        let folder = self.folder.join("put");
+        let _ = std::fs::remove_dir_all(&folder);
+        std::fs::create_dir_all(&folder).expect("put folder");
+        for (name, content) in files {
+            std::fs::write(folder.join(name), content).expect("input file");
+        }
+    }
+
+    fn command_line(&self, step: &Step) -> Vec<String> {
+        let store = self.store_file.clone();
+        let owned = |words: &[&str]| {
+            words
+                .iter()
+                .map(|word| word.to_string())
+                .collect::<Vec<_>>()
+        };
+        let forced = |force: bool| match force {
+            true => vec!["--force".to_string()],
+            false => Vec::new(),
+        };
+        match step {
+            Step::Put { files, force } => {
+                let mut words = owned(&["put"]);
+                words.extend(forced(*force));
+                if let [(name, _)] = files.as_slice() {
+                    let input = self.folder.join("input.bin").display().to_string();
+                    words.extend(owned(&["--as", name, &store, &input]));
+                    return words;
+                }
+                words.push(store);
+                let folder = self.folder.join("put");
+                words.extend(
+                    files
+                        .iter()
+                        .map(|(name, _)| folder.join(name).display().to_string()),
+                );
+                words
+            }
+            Step::Remove { names } => {
+                let mut words = owned(&["rm", &store]);
+                words.extend(names.iter().cloned());
+                words
+            }
+            Step::Rename { from, to, force } => {
+                let mut words = owned(&["mv"]);
+                words.extend(forced(*force));
+                words.extend(owned(&[&store, from, to]));
+                words
+            }
+            Step::Copy { from, to, force } => {
+                let mut words = owned(&["cp"]);
+                words.extend(forced(*force));
+                words.extend(owned(&[&store, from, to]));
+                words
+            }
+            Step::RunOutput {
+                input,
+                output,
+                force,
+                ..
+            } => {
+                let mut words = owned(&["run", "--output", output]);
+                words.extend(forced(*force));
+                words.extend(owned(&[&store, RUN_KERNEL]));
+                words.extend(owned(&RUN_KERNEL_OPTIONS));
+                words.push(input.clone());
+                words
+            }
         }
     }
 
     fn spawn(&self, step: &Step) -> Child {
-        let store = self.store_file.as_str();
-        let input = self.folder.join("input.bin");
-        let input = input.display().to_string();
-        let arguments: Vec<&str> = match step {
-            Step::Put { name, .. } => vec!["put", "--as", name, store, &input],
-            Step::Remove { name } => vec!["rm", store, name],
-            Step::Rename { from, to } => vec!["mv", store, from, to],
-            Step::Copy { from, to } => vec!["cp", store, from, to],
-        };
         Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-            .args(&arguments)
+            .args(self.command_line(step))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -221,8 +409,8 @@ impl Harness {
     /// Runs one command, killed at a random moment or left to finish.
     fn run_round(&mut self, round: u64) {
         let step = self.next_step();
-        if let Step::Put { content, .. } = &step {
-            std::fs::write(self.folder.join("input.bin"), content).expect("input file");
+        if let Step::Put { files, .. } = &step {
+            self.write_put_inputs(files);
         }
         let killed = self.generator.below(100) < KILLED_PERCENT && round >= CALIBRATION_COMMANDS;
         let kill_after = killed.then(|| {
@@ -230,6 +418,7 @@ impl Harness {
             Duration::from_micros(self.generator.below(limit_us))
         });
         self.figures.commands += 1;
+        self.figures.per_kind.entry(step_kind(&step)).or_default().0 += 1;
         let started = Instant::now();
         let mut child = self.spawn(&step);
         if let Some(delay) = kill_after {
@@ -240,6 +429,7 @@ impl Harness {
         let output = child.wait_with_output().expect("the command is reaped");
         if output.status.signal() == Some(SIGKILL) {
             self.figures.kills_mid_command += 1;
+            self.figures.per_kind.entry(step_kind(&step)).or_default().1 += 1;
             self.check_after_kill(round, &step);
             return;
         }
@@ -259,22 +449,14 @@ impl Harness {
         self.apply(&step);
     }
 
+    /// The model takes the step's outcome.
     fn apply(&mut self, step: &Step) {
-        match step {
-            Step::Put { name, content } => {
-                self.model.insert(name.clone(), content.clone());
-            }
-            Step::Remove { name } => {
-                self.model.remove(name);
-            }
-            Step::Rename { from, to } => {
-                let content = self.model.remove(from).expect("the source exists");
-                self.model.insert(to.clone(), content);
-            }
-            Step::Copy { from, to } => {
-                let content = self.model[from].clone();
-                self.model.insert(to.clone(), content);
-            }
+        let (_, after) = self.outcomes(step);
+        for (name, content) in after {
+            match content {
+                Some(content) => self.model.insert(name, content),
+                None => self.model.remove(&name),
+            };
         }
     }
 
@@ -421,22 +603,43 @@ impl Harness {
     /// The files a step touches, as (name, content or absent) before and after it.
     fn outcomes(&self, step: &Step) -> (TouchedFiles, TouchedFiles) {
         let current = |name: &String| self.model.get(name).cloned();
+        let now = |names: &[&String]| -> TouchedFiles {
+            names
+                .iter()
+                .map(|name| ((*name).clone(), current(name)))
+                .collect()
+        };
         match step {
-            Step::Put { name, content } => (
-                vec![(name.clone(), current(name))],
-                vec![(name.clone(), Some(content.clone()))],
+            Step::Put { files, .. } => (
+                now(&files.iter().map(|(name, _)| name).collect::<Vec<_>>()),
+                files
+                    .iter()
+                    .map(|(name, content)| (name.clone(), Some(content.clone())))
+                    .collect(),
             ),
-            Step::Remove { name } => (
-                vec![(name.clone(), current(name))],
-                vec![(name.clone(), None)],
+            Step::Remove { names } => (
+                now(&names.iter().collect::<Vec<_>>()),
+                names.iter().map(|name| (name.clone(), None)).collect(),
             ),
-            Step::Rename { from, to } => (
-                vec![(from.clone(), current(from)), (to.clone(), current(to))],
+            Step::Rename { from, to, .. } => (
+                now(&[from, to]),
                 vec![(from.clone(), None), (to.clone(), current(from))],
             ),
-            Step::Copy { from, to } => (
-                vec![(from.clone(), current(from)), (to.clone(), current(to))],
+            Step::Copy { from, to, .. } => (
+                now(&[from, to]),
                 vec![(from.clone(), current(from)), (to.clone(), current(from))],
+            ),
+            Step::RunOutput {
+                input,
+                output,
+                expected,
+                ..
+            } => (
+                now(&[input, output]),
+                vec![
+                    (input.clone(), current(input)),
+                    (output.clone(), Some(expected.clone())),
+                ],
             ),
         }
     }
@@ -481,13 +684,79 @@ impl Harness {
     }
 }
 
-fn describe(step: &Step) -> String {
+/// The kind of a command, for the per-kind counts.
+fn step_kind(step: &Step) -> &'static str {
     match step {
-        Step::Put { name, content } => format!("put {name} ({} bytes)", content.len()),
-        Step::Remove { name } => format!("rm {name}"),
-        Step::Rename { from, to } => format!("mv {from} {to}"),
-        Step::Copy { from, to } => format!("cp {from} {to}"),
+        Step::Put { files, force } => match (files.len() > 1, *force) {
+            (true, _) => "put of several small files",
+            (false, true) => "put --force over a file",
+            (false, false) => "put of one new file",
+        },
+        Step::Remove { names } if names.len() > 1 => "rm of several files",
+        Step::Remove { .. } => "rm of one file",
+        Step::Rename { force: true, .. } => "mv --force",
+        Step::Rename { .. } => "mv",
+        Step::Copy { force: true, .. } => "cp --force",
+        Step::Copy { .. } => "cp",
+        Step::RunOutput { .. } => "run --output",
     }
+}
+
+fn describe(step: &Step) -> String {
+    let force = |force: &bool| if *force { " --force" } else { "" };
+    match step {
+        Step::Put {
+            files,
+            force: forced,
+        } => {
+            let listed: Vec<String> = files
+                .iter()
+                .map(|(name, content)| format!("{name} ({} bytes)", content.len()))
+                .collect();
+            format!("put{} {}", force(forced), listed.join(", "))
+        }
+        Step::Remove { names } => format!("rm {}", names.join(" ")),
+        Step::Rename {
+            from,
+            to,
+            force: forced,
+        } => format!("mv{} {from} {to}", force(forced)),
+        Step::Copy {
+            from,
+            to,
+            force: forced,
+        } => format!("cp{} {from} {to}", force(forced)),
+        Step::RunOutput {
+            input,
+            output,
+            force: forced,
+            ..
+        } => format!(
+            "run{} --output {output} {RUN_KERNEL} {input}",
+            force(forced)
+        ),
+    }
+}
+
+/// What [`RUN_KERNEL`] with [`RUN_KERNEL_OPTIONS`] makes of `content`, computed here with
+/// the kernel crate's in-memory driver.
+fn kernel_output(name: &str, content: &[u8]) -> Vec<u8> {
+    let options: Vec<String> = RUN_KERNEL_OPTIONS
+        .iter()
+        .map(|option| option.to_string())
+        .collect();
+    let kernel =
+        flashpipe_kernels::registry::build_kernel(RUN_KERNEL, &options).expect("the kernel builds");
+    let mut output = Vec::new();
+    flashpipe_kernels::driver::run_on_bytes(
+        kernel.as_ref(),
+        name,
+        content,
+        flashpipe_kernels::driver::DrivePlan::single(64 << 10),
+        &mut output,
+    )
+    .expect("the kernel runs in memory");
+    output
 }
 
 fn summarize(found: &BTreeMap<String, Vec<u8>>, touched: &TouchedFiles) -> String {
@@ -549,6 +818,9 @@ fn kill_campaign(kind: &'static StoreKind) {
         figures.durability_losses.len(),
         figures.atomicity_findings.len()
     );
+    for (kind_of_command, (commands, kills)) in &figures.per_kind {
+        eprintln!("  {kind_of_command}: {commands} commands, {kills} killed mid-command");
+    }
     for finding in &figures.atomicity_findings {
         eprintln!("  atomicity finding: {finding}");
     }

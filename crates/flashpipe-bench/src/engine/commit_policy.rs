@@ -43,7 +43,7 @@ pub const QUICK_STORE_FILE_COUNTS: [u64; 3] = [0, 100, 1_000];
 /// Most files a store of this part may hold before the measurement.
 pub const MOST_STORE_FILE_COUNT: u64 = 200_000;
 /// Files created, written and flushed per row in a default run.
-const DEFAULT_MEASURED_FILE_COUNT: u64 = 250;
+const DEFAULT_MEASURED_FILE_COUNT: u64 = 500;
 /// Files per row in a `--quick` run.
 const QUICK_MEASURED_FILE_COUNT: u64 = 10;
 /// Mounts timed per image; the fastest counts.
