@@ -24,7 +24,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -177,7 +176,8 @@ fn content_of_length(generator: &mut SplitMix64, length: u64) -> Vec<u8> {
 /// The store under test, its acknowledged files and the workload's generator.
 struct Harness {
     kind: &'static StoreKind,
-    folder: PathBuf,
+    /// Removed when the campaign passed, kept (its path printed) when it failed.
+    folder: common::TestFolder,
     store_file: String,
     model: BTreeMap<String, Vec<u8>>,
     generator: SplitMix64,
@@ -831,7 +831,6 @@ fn kill_campaign(kind: &'static StoreKind) {
         kind.label,
         figures.atomicity_findings
     );
-    let _ = std::fs::remove_dir_all(Path::new(&harness.folder));
 }
 
 #[test]
