@@ -119,6 +119,13 @@ enum Step {
 /// The files a command touches: each name with its content, or `None` when absent.
 type TouchedFiles = Vec<(String, Option<Vec<u8>>)>;
 
+/// The file system's block size in these stores (mkfs's default): super block slot 1
+/// lies at this byte of the first device.
+const FS_BLOCK_BYTES: usize = 16 << 10;
+/// Offsets in a super block (docs/format.md, "Super block").
+const SUPER_BLOCK_SEQUENCE_OFFSET: usize = 32;
+const SUPER_BLOCK_LOG_RECORDS_OFFSET: usize = 128;
+
 /// SIGKILL's number: a command that died of it was killed mid-command.
 const SIGKILL: i32 = 9;
 
@@ -132,6 +139,13 @@ struct Figures {
     killed_commands_committed: u64,
     durability_losses: Vec<String>,
     atomicity_findings: Vec<String>,
+    /// Kills after which the durable commit (the newest super block slot of the first
+    /// device file) was a log commit: its log held records beyond the checkpoint.
+    kills_after_log_commit: u64,
+    /// Kills after which the durable commit was a checkpoint (an empty log).
+    kills_after_checkpoint: u64,
+    /// The most log records a durable commit after a kill held.
+    most_log_records_after_kill: u64,
     /// Per kind of command ([`step_kind`]): (commands run, kills that landed in one).
     per_kind: BTreeMap<&'static str, (u64, u64)>,
 }
@@ -538,6 +552,7 @@ impl Harness {
             "{label} store, kill in round {round} during {}",
             describe(step)
         );
+        self.note_durable_commit();
         if let Err(problem) = self.fsck_is_clean() {
             self.figures
                 .durability_losses
@@ -598,6 +613,43 @@ impl Harness {
             "{:#?}",
             self.figures
         );
+    }
+
+    /// Counts whether the durable commit after a kill is a log commit or a checkpoint,
+    /// read from the super block slots of the first device file (file and striped
+    /// stores; a flash store's image is not plain blocks, so it is not counted).
+    fn note_durable_commit(&mut self) {
+        let Ok(bytes) = std::fs::read(self.folder.join("d0.img")) else {
+            return;
+        };
+        let newest = [0, FS_BLOCK_BYTES]
+            .into_iter()
+            .filter(|&offset| {
+                bytes.len() >= offset + 512 && &bytes[offset..offset + 8] == b"FLASHPFS"
+            })
+            .map(|offset| {
+                let field = |at: usize| {
+                    u64::from_le_bytes(
+                        bytes[offset + at..offset + at + 8]
+                            .try_into()
+                            .expect("8 bytes"),
+                    )
+                };
+                (
+                    field(SUPER_BLOCK_SEQUENCE_OFFSET),
+                    field(SUPER_BLOCK_LOG_RECORDS_OFFSET),
+                )
+            })
+            .max();
+        let Some((_, log_records)) = newest else {
+            return;
+        };
+        match log_records {
+            0 => self.figures.kills_after_checkpoint += 1,
+            _ => self.figures.kills_after_log_commit += 1,
+        }
+        self.figures.most_log_records_after_kill =
+            self.figures.most_log_records_after_kill.max(log_records);
     }
 
     /// The files a step touches, as (name, content or absent) before and after it.
@@ -818,6 +870,14 @@ fn kill_campaign(kind: &'static StoreKind) {
         figures.durability_losses.len(),
         figures.atomicity_findings.len()
     );
+    if figures.kills_after_log_commit + figures.kills_after_checkpoint > 0 {
+        eprintln!(
+            "  durable commit after a kill: a log commit {} times (up to {} records beyond the checkpoint), a checkpoint {} times",
+            figures.kills_after_log_commit,
+            figures.most_log_records_after_kill,
+            figures.kills_after_checkpoint
+        );
+    }
     for (kind_of_command, (commands, kills)) in &figures.per_kind {
         eprintln!("  {kind_of_command}: {commands} commands, {kills} killed mid-command");
     }
