@@ -48,16 +48,47 @@ const CALIBRATION_COMMANDS: u64 = 3;
 struct StoreKind {
     label: &'static str,
     mkfs_arguments: &'static [&'static str],
+    /// The file system's block size (mkfs's `--block-size`, 16 KiB by default): super
+    /// block slot 1 lies at this byte of the first device.
+    fs_block_bytes: usize,
+    /// Small files put into the store before the campaign, in one command: they make its
+    /// tables, and so its log region (half their size), larger.
+    prefilled_files: u64,
 }
 
 const FILE_STORE: StoreKind = StoreKind {
     label: "file",
     mkfs_arguments: &["--devices", "d0.img", "--size", "64MiB"],
+    fs_block_bytes: 16 << 10,
+    prefilled_files: 0,
 };
+
+/// A file store with 4 KiB blocks and [`LONG_LOG_PREFILLED_FILES`] files put first: a
+/// log region of about 40 blocks, so logs of tens of records are replayed after kills.
+const LONG_LOG_FILE_STORE: StoreKind = StoreKind {
+    label: "file-long-log",
+    mkfs_arguments: &[
+        "--devices",
+        "d0.img",
+        "--size",
+        "64MiB",
+        "--block-size",
+        "4KiB",
+    ],
+    fs_block_bytes: 4 << 10,
+    prefilled_files: LONG_LOG_PREFILLED_FILES,
+};
+
+/// Files in the long-log store before its campaign.
+const LONG_LOG_PREFILLED_FILES: u64 = 5_000;
+/// Largest prefilled file, in bytes.
+const PREFILLED_FILE_BYTES: u64 = 64;
 
 const STRIPED_STORE: StoreKind = StoreKind {
     label: "striped",
     mkfs_arguments: &["--devices", "d0.img,d1.img,d2.img", "--size", "32MiB"],
+    fs_block_bytes: 16 << 10,
+    prefilled_files: 0,
 };
 
 const FLASH_STORE: StoreKind = StoreKind {
@@ -68,6 +99,8 @@ const FLASH_STORE: StoreKind = StoreKind {
         "--flash-blocks-per-plane",
         "4",
     ],
+    fs_block_bytes: 16 << 10,
+    prefilled_files: 0,
 };
 
 /// Largest small file of a multi-file put, in bytes.
@@ -119,9 +152,6 @@ enum Step {
 /// The files a command touches: each name with its content, or `None` when absent.
 type TouchedFiles = Vec<(String, Option<Vec<u8>>)>;
 
-/// The file system's block size in these stores (mkfs's default): super block slot 1
-/// lies at this byte of the first device.
-const FS_BLOCK_BYTES: usize = 16 << 10;
 /// Offsets in a super block (docs/format.md, "Super block").
 const SUPER_BLOCK_SEQUENCE_OFFSET: usize = 32;
 const SUPER_BLOCK_LOG_RECORDS_OFFSET: usize = 128;
@@ -218,7 +248,7 @@ impl Harness {
             kind.label,
             String::from_utf8_lossy(&output.stderr)
         );
-        Harness {
+        let mut harness = Harness {
             kind,
             folder,
             store_file,
@@ -227,7 +257,34 @@ impl Harness {
             next_name: 0,
             average_command: Duration::ZERO,
             figures: Figures::default(),
+        };
+        harness.prefill();
+        harness
+    }
+
+    /// Puts the kind's prefilled files, from a local folder `base` (store names
+    /// `base:NNNNN`), in one acknowledged command.
+    fn prefill(&mut self) {
+        if self.kind.prefilled_files == 0 {
+            return;
         }
+        let local = self.folder.join("base");
+        std::fs::create_dir_all(&local).expect("prefill folder");
+        for index in 0..self.kind.prefilled_files {
+            let length = self.generator.below(PREFILLED_FILE_BYTES + 1);
+            let content = content_of_length(&mut self.generator, length);
+            let name = format!("{index:05}");
+            std::fs::write(local.join(&name), &content).expect("prefill file");
+            self.model.insert(format!("base:{name}"), content);
+        }
+        let output = self.run_flashpipe(&["put", &self.store_file, &local.display().to_string()]);
+        assert!(
+            output.status.success(),
+            "{} store: the prefill put failed: {}",
+            self.kind.label,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::remove_dir_all(&local).expect("prefill folder removed");
     }
 
     fn new_name(&mut self) -> String {
@@ -622,7 +679,7 @@ impl Harness {
         let Ok(bytes) = std::fs::read(self.folder.join("d0.img")) else {
             return;
         };
-        let newest = [0, FS_BLOCK_BYTES]
+        let newest = [0, self.kind.fs_block_bytes]
             .into_iter()
             .filter(|&offset| {
                 bytes.len() >= offset + 512 && &bytes[offset..offset + 8] == b"FLASHPFS"
@@ -896,6 +953,11 @@ fn kill_campaign(kind: &'static StoreKind) {
 #[test]
 fn a_file_store_survives_kill_nine() {
     kill_campaign(&FILE_STORE);
+}
+
+#[test]
+fn a_file_store_with_a_long_log_survives_kill_nine() {
+    kill_campaign(&LONG_LOG_FILE_STORE);
 }
 
 #[test]
