@@ -12,8 +12,12 @@
 //! What it exercises (issue #13): every command ends in one commit, and these stores
 //! hold few files, so their log regions are small (4 blocks): most commits append a
 //! metadata log record and every few commits is a checkpoint, so kills land between log
-//! records, during a record, and during checkpoints; large puts go through the engine's
-//! overlapped zero-copy write path (many writes in flight, answered as they complete).
+//! records, during a record, and during checkpoints. A fourth store (4 KiB blocks,
+//! 5,000 small files put first) has a log region of about 40 blocks, so mounts after its
+//! kills replay logs of tens of records. After each kill on the file stores the harness
+//! reads the newest super block slot and counts kills after a log commit and after a
+//! checkpoint. Large puts go through the engine's overlapped zero-copy write path (many
+//! writes in flight, answered as they complete).
 //!
 //! `FLASHPIPE_KILLS=N` sets the kills per store kind (default [`DEFAULT_KILLS_PER_KIND`]);
 //! `FLASHPIPE_SEED=S` fixes the seed (printed at the start; it fixes the files, the
