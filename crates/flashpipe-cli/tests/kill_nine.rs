@@ -308,6 +308,16 @@ impl Harness {
         self.model.keys().nth(index).expect("a file").clone()
     }
 
+    /// The largest file: removed when the live bytes reach their limit (in a store of
+    /// many small files a random pick would hardly bring them down).
+    fn largest_file(&self) -> String {
+        self.model
+            .iter()
+            .max_by_key(|(_, content)| content.len())
+            .map(|(name, _)| name.clone())
+            .expect("a file")
+    }
+
     fn pick_other(&mut self, besides: &str) -> Option<String> {
         let others: Vec<&String> = self.model.keys().filter(|name| *name != besides).collect();
         let index = self.generator.below(others.len().max(1) as u64) as usize;
@@ -350,6 +360,9 @@ impl Harness {
         if choice < 65 || !room {
             let count = 1 + self.generator.below(3);
             let mut names: Vec<String> = (0..count).map(|_| self.pick_existing()).collect();
+            if !room {
+                names.push(self.largest_file());
+            }
             names.sort();
             names.dedup();
             return Step::Remove { names };
