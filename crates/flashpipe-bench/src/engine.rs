@@ -21,6 +21,12 @@
 //! The group-commit part runs several client threads, each creating, writing (1 KiB) and
 //! flushing its own files, under each [`FlushGrouping`], and reports the time per file
 //! and the file-system commits per flush.
+//!
+//! The commit-policy part ([`commit_policy`]) compares the metadata log with a full
+//! checkpoint at every commit on stores already holding many files (time and device
+//! blocks per flush), and the mount after a long log with the mount after a checkpoint.
+
+mod commit_policy;
 
 use std::time::{Duration, Instant};
 
@@ -31,11 +37,16 @@ use flashpipe_engine::{
     Handoff, Reply, WaitCounts,
 };
 use flashpipe_fs::{
-    FileIoError, Filesystem, FlushError, FormatError, FormatOptions, NamespaceError,
+    FileIoError, Filesystem, FlushError, FormatError, FormatOptions, MountError, NamespaceError,
 };
 use serde::Serialize;
 
 use crate::table::Table;
+
+pub use commit_policy::{
+    CommitPolicyRow, CountingDevice, MountRow, WriteCounts, DEFAULT_STORE_FILE_COUNTS,
+    MOST_STORE_FILE_COUNT, MOUNT_REPEATS, QUICK_STORE_FILE_COUNTS,
+};
 
 /// FS block size and RAM-disk block size.
 const BLOCK_BYTES: u32 = 4096;
@@ -76,6 +87,10 @@ pub struct BenchEngineArgs {
     /// Client threads of the group-commit part [default: 4].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MOST_CLIENT_COUNT as u64))]
     pub clients: Option<u64>,
+    /// Store sizes of the commit-policy and mount parts: files already in the store,
+    /// comma-separated [default: 0,1000,10000,50000; 0,100,1000 with --quick].
+    #[arg(long, value_delimiter = ',')]
+    pub store_files: Vec<u64>,
     /// Print JSON instead of tables (every ratio sits in a field named *ratio*).
     #[arg(long)]
     pub json: bool,
@@ -102,6 +117,9 @@ pub enum BenchEngineError {
     /// A data operation of the direct file system failed.
     #[error(transparent)]
     FileIo(#[from] FileIoError),
+    /// A mount of the commit-policy part failed.
+    #[error(transparent)]
+    Mount(#[from] MountError),
     /// A direct flush failed.
     #[error(transparent)]
     Flush(#[from] FlushError),
@@ -177,6 +195,10 @@ pub struct Report {
     pub operations: Vec<OperationRow>,
     /// One row per mode and grouping.
     pub group_commit: Vec<GroupCommitRow>,
+    /// One row per store size and commit policy.
+    pub commit_policy: Vec<CommitPolicyRow>,
+    /// One row per store size: mount after a long log and after a checkpoint.
+    pub mount: Vec<MountRow>,
 }
 
 /// The resolved settings of one run.
@@ -187,6 +209,7 @@ struct Settings {
     client_count: usize,
     ram_disk_bytes: u64,
     quick: bool,
+    commit_policy: commit_policy::CommitPolicySettings,
 }
 
 impl Settings {
@@ -221,6 +244,10 @@ impl Settings {
                 false => RAM_DISK_BYTES,
             },
             quick: arguments.quick,
+            commit_policy: commit_policy::CommitPolicySettings::new(
+                &arguments.store_files,
+                arguments.quick,
+            )?,
         })
     }
 }
@@ -574,7 +601,12 @@ fn method() -> String {
          thread; parks = futex sleeps of the engine's inbox and of the client's replies; \
          group commit: client threads each create, write {FILE_BYTES} B and flush their own \
          files, wall time per file, file-system commit calls per flush and commits that \
-         wrote changes per flush"
+         wrote changes per flush; commit policy: a fresh store per size and policy holding \
+         N committed {FILE_BYTES} B files, the policy set on the file system before the \
+         engine starts, then create, write and flush per file through the engine (default \
+         hand-off), device blocks and write requests counted below the file system around \
+         each flush; mount: the log grown one small file per commit until its region is \
+         full, fastest of {MOUNT_REPEATS} mounts, then after one checkpoint"
     )
 }
 
@@ -623,6 +655,10 @@ impl Report {
         println!("group commit: create, write 1 KiB, flush per file from several client threads");
         table.print();
         println!();
+        commit_policy::print_commit_policy_table(&self.commit_policy);
+        println!();
+        commit_policy::print_mount_table(&self.mount);
+        println!();
         println!("method: {}", self.method);
     }
 }
@@ -634,12 +670,19 @@ pub fn run(arguments: BenchEngineArgs) -> crate::BenchResult {
     let operations = operation_rows(&settings)?;
     progress.set_message("bench engine: group commit");
     let group_commit = group_commit_rows(&settings)?;
+    let commit_policy = commit_policy::commit_policy_rows(&settings.commit_policy, |phase| {
+        progress.set_message(phase)
+    })?;
+    let mount =
+        commit_policy::mount_rows(&settings.commit_policy, |phase| progress.set_message(phase))?;
     progress.finish();
     let report = Report {
         method: method(),
         quick: settings.quick,
         operations,
         group_commit,
+        commit_policy,
+        mount,
     };
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -5,16 +5,15 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::flashpipe;
 
 use serde_json::Value;
 
-fn fresh_folder(name: &str) -> PathBuf {
-    let folder = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&folder);
-    std::fs::create_dir_all(&folder).unwrap();
+/// A folder path of its own for one test, not yet there (the benchmark makes it),
+/// removed when the test passed (see `common::TestFolder`).
+fn fresh_folder(name: &str) -> common::TestFolder {
+    let folder = common::fresh_folder(name);
+    std::fs::remove_dir(folder.path()).expect("the fresh folder is empty");
     folder
 }
 

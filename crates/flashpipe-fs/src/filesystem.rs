@@ -100,6 +100,18 @@ pub struct FsStats {
     pub unflushed_changes: bool,
 }
 
+/// How much of the last checkpoint's log region the durable log fills (docs/format.md,
+/// "Metadata log"): what a mount replays beyond the checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MetadataLogFill {
+    /// Blocks of the checkpoint's log region.
+    pub region_block_count: u64,
+    /// Region blocks holding log records of the last commit.
+    pub log_block_count: u64,
+    /// Log records since the checkpoint (0 right after one).
+    pub log_record_count: u64,
+}
+
 /// A mounted file system.
 pub struct Filesystem {
     device: Box<dyn BlockDevice>,
@@ -596,6 +608,19 @@ impl Filesystem {
             file_count: self.state.files.len() as u64,
             commit_sequence: self.state.committed.sequence,
             unflushed_changes: self.state.changed_since_commit,
+        }
+    }
+
+    /// The durable log's fill: how many records and blocks the last commit's log holds
+    /// beyond its checkpoint (all zero before the first version-3 commit).
+    pub fn metadata_log_fill(&self) -> MetadataLogFill {
+        let Some(super_block) = &self.state.committed.super_block else {
+            return MetadataLogFill::default();
+        };
+        MetadataLogFill {
+            region_block_count: super_block.log_region_block_count,
+            log_block_count: super_block.log_block_count,
+            log_record_count: super_block.log_record_count,
         }
     }
 

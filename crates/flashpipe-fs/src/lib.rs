@@ -55,7 +55,9 @@ pub use error::{
     is_crash, CopyError, FileIoError, FlushError, FormatError, FsckError, MountError,
     NamespaceError,
 };
-pub use filesystem::{CommitPolicy, FileId, FileStat, Filesystem, FormatOptions, FsStats};
+pub use filesystem::{
+    CommitPolicy, FileId, FileStat, Filesystem, FormatOptions, FsStats, MetadataLogFill,
+};
 pub use fsck::{
     fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,
     SlotFallback, Structure,
