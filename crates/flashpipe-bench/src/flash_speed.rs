@@ -15,6 +15,11 @@
 //!    model) is reported beside it, its flash operations counted from the FTL's statistics
 //!    (programs, collection copies as a read and a program, reads, erases), to show what
 //!    the image file costs.
+//!    The FTL layer alone is reported too: the same number of bytes written straight to a
+//!    minflash device kept in memory (FTL -> flash model, no file system, no engine), as
+//!    sequential 1 MiB requests, its flash operations counted as for the memory put; so
+//!    the per-layer ceilings (raw model, FTL, FTL + fs + engine, + image file) stand side
+//!    by side in one run.
 //! 3. **raw model**: `sim speed`'s workload (4 KiB random reads of a full minflash array,
 //!    queue depth 128, timing only), page operations per wall-second. Target: 2,000,000.
 //!
@@ -26,6 +31,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use flashpipe_device::{BlockDevice, IoBuf, Request};
 use flashpipe_engine::EngineConfig;
 use flashpipe_flash::store::synced_operation_count;
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
@@ -152,6 +158,16 @@ struct MemoryPutFigures {
     flash_operations_per_wall_second: f64,
 }
 
+/// The same bytes written straight to the FTL (no file system, no engine, no image file).
+#[derive(Debug, Clone, Serialize)]
+struct FtlAloneFigures {
+    written_bytes: u64,
+    wall_seconds: f64,
+    cpu_seconds: Option<f64>,
+    flash_operations: u64,
+    flash_operations_per_wall_second: f64,
+}
+
 /// The raw model's figures.
 #[derive(Debug, Clone, Serialize)]
 struct RawFigures {
@@ -168,6 +184,7 @@ struct Report {
     quick: bool,
     put: PutFigures,
     memory_put: MemoryPutFigures,
+    ftl_alone: FtlAloneFigures,
     raw: RawFigures,
     put_wall_seconds_per_gib: Verdict,
     stack_flash_operations_per_wall_second: Verdict,
@@ -200,6 +217,7 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
     let removed = std::fs::remove_dir_all(&folder);
     let (put, memory_put) = puts?;
     removed.map_err(|error| format!("removing {}: {error}", folder.display()))?;
+    let ftl_alone = measure_ftl_alone(size_bytes)?;
     let raw = measure_raw(raw_operations)?;
     let report = Report {
         preset: PRESET,
@@ -218,6 +236,7 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
         ),
         put,
         memory_put,
+        ftl_alone,
         raw,
     };
     if arguments.json {
@@ -353,6 +372,95 @@ fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFig
     })
 }
 
+/// Bytes per request of the FTL-alone run.
+const FTL_ALONE_REQUEST_BYTES: u64 = 1 << 20;
+
+/// The FTL layer alone: `size_bytes` (at most the device's size) written sequentially
+/// straight to a minflash device kept in memory, `STORE_QUEUE_DEPTH` requests in flight,
+/// then the device closed (an FTL checkpoint), as the memory put closes its store.
+fn measure_ftl_alone(size_bytes: u64) -> BenchResult<FtlAloneFigures> {
+    let progress = Progress::spinner("bench flash: writing straight to the FTL in memory");
+    let mut device = open_flash_device(
+        &FlashDeviceSpec::new(PRESET, None),
+        Path::new("."),
+        "flash0",
+        STORE_QUEUE_DEPTH,
+        DeviceCreation::CreateMissing,
+    )?;
+    let stats = device.stats_handle();
+    let block_size_bytes = u64::from(device.info().block_size_bytes);
+    let request_blocks = (FTL_ALONE_REQUEST_BYTES / block_size_bytes).max(1);
+    let request_count = size_bytes
+        .div_ceil(request_blocks * block_size_bytes)
+        .min(device.info().block_count / request_blocks);
+    let queue_depth = u64::from(device.info().queue_depth).max(1);
+    let before = read_stats(&stats);
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let written_bytes =
+        write_sequentially(&mut device, request_blocks, request_count, queue_depth)?;
+    device.close()?;
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(end, start)| end - start);
+    progress.finish();
+    let flash_operations = flash_operations_of(&read_stats(&stats).since(&before));
+    Ok(FtlAloneFigures {
+        written_bytes,
+        wall_seconds,
+        cpu_seconds,
+        flash_operations,
+        flash_operations_per_wall_second: flash_operations as f64 / wall_seconds,
+    })
+}
+
+/// Writes `request_count` requests of `request_blocks` blocks from block 0 on, at most
+/// `queue_depth` in flight; returns the bytes written.
+fn write_sequentially(
+    device: &mut dyn BlockDevice,
+    request_blocks: u64,
+    request_count: u64,
+    queue_depth: u64,
+) -> BenchResult<u64> {
+    let request_bytes = request_blocks * u64::from(device.info().block_size_bytes);
+    let mut free_buffers: Vec<IoBuf> = (0..queue_depth.min(request_count))
+        .map(|_| {
+            let mut buffer = IoBuf::zeroed(request_bytes as usize);
+            buffer.fill(0xA5);
+            buffer
+        })
+        .collect();
+    let mut completions = Vec::with_capacity(queue_depth as usize);
+    let mut submitted = 0u64;
+    let mut written_bytes = 0u64;
+    while submitted < request_count || device.in_flight() > 0 {
+        while submitted < request_count {
+            let Some(buffer) = free_buffers.pop() else {
+                break;
+            };
+            device
+                .submit(Request::write(
+                    submitted,
+                    submitted * request_blocks,
+                    buffer,
+                ))
+                .map_err(|rejected| rejected.error.to_string())?;
+            submitted += 1;
+        }
+        device
+            .wait_completions(&mut completions)
+            .map_err(|error| error.to_string())?;
+        for completion in completions.drain(..) {
+            completion.status.map_err(|error| error.to_string())?;
+            let buffer = completion.buffer.expect("a write hands its buffer back");
+            written_bytes += buffer.len() as u64;
+            free_buffers.push(buffer);
+        }
+    }
+    Ok(written_bytes)
+}
+
 fn read_stats(stats: &std::sync::Mutex<FtlStats>) -> FtlStats {
     stats
         .lock()
@@ -423,6 +531,15 @@ fn print_report(report: &Report) {
         cpu_text(memory.put_cpu_seconds),
         memory.flash_operations,
         memory.flash_operations_per_wall_second
+    );
+    let ftl = &report.ftl_alone;
+    println!(
+        "FTL alone, memory  {} bytes in {:.2} s wall, {} s cpu, {} flash operations: {:.0} per wall s (no fs, no engine)",
+        ftl.written_bytes,
+        ftl.wall_seconds,
+        cpu_text(ftl.cpu_seconds),
+        ftl.flash_operations,
+        ftl.flash_operations_per_wall_second
     );
     println!(
         "raw model          {} page operations in {:.2} s wall, {} s cpu",

@@ -41,6 +41,12 @@ fn quick_run_reports_every_target_and_cleans_up() {
         operations >= programs_at_least,
         "{operations} flash operations for {programs_at_least} pages of data"
     );
+    assert_eq!(report["ftl_alone"]["written_bytes"], 32 << 20);
+    let ftl_operations = report["ftl_alone"]["flash_operations"].as_u64().unwrap();
+    assert!(
+        ftl_operations >= programs_at_least,
+        "FTL alone: {ftl_operations} flash operations for {programs_at_least} pages of data"
+    );
     assert_eq!(report["raw"]["page_operations"], 200_000);
     for (key, target) in [
         ("put_wall_seconds_per_gib", 5.0),
