@@ -8,9 +8,9 @@
 //! few microseconds a `yield_now` every few polls, so a peer sharing the core can run) and parks only when nothing came
 //! in that window. A client issuing commands back to back and an engine answering them
 //! then never sleep while work keeps coming, and neither burns a core for longer than
-//! one window once the work stops. The window's default equals about one park's cost,
-//! the classic bound for spin-then-block waiting (never more than twice the cost of the
-//! better of the two choices made with hindsight).
+//! one window once the work stops. The classic bound for spin-then-block waiting is a
+//! window of one park's cost (never more than twice the cost of the better choice made
+//! with hindsight); the default is longer, to cover one device read ([`DEFAULT_SPIN_US`]).
 //!
 //! A sender never pays a wake to a receiver that is spinning: the queue's wake-up path
 //! only makes a system call for a receiver registered as parked. A burst of replies
@@ -25,9 +25,15 @@
 use crossbeam_channel::{Receiver, RecvError, TryRecvError};
 use flashpipe_device::{Clock, RealClock};
 
-/// Spin window of [`Handoff::DEFAULT`], in microseconds: about one futex sleep/wake
-/// round trip on the machines measured.
-pub const DEFAULT_SPIN_US: u32 = 50;
+/// Spin window of [`Handoff::DEFAULT`], in microseconds: longer than one 4 KiB read of a
+/// device file (50-60 us on the machine measured), so a client waiting on one read is
+/// still spinning when its answer comes. With 50 us (one futex round trip, the classic
+/// bound) a client at queue depth 1 parked before every answer and paid the wake: 4 KiB
+/// random reads took 1.30x fio's mean latency against 0.98x with 200 us, in one idle run
+/// of `bench fs` each; the kernels and the per-command costs measured no worse
+/// (docs/benchmarks.md, issue #13). Waiting threads yield while they spin, so a busy peer
+/// on the same core still runs.
+pub const DEFAULT_SPIN_US: u32 = 200;
 
 /// Longest spin window an engine accepts, in microseconds.
 pub const MAX_SPIN_US: u32 = 10_000;
