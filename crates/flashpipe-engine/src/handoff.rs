@@ -29,9 +29,9 @@ use flashpipe_device::{Clock, RealClock};
 /// device file (50-60 us on the machine measured), so a client waiting on one read is
 /// still spinning when its answer comes. With 50 us (one futex round trip, the classic
 /// bound) a client at queue depth 1 parked before every answer and paid the wake: 4 KiB
-/// random reads took 1.30x fio's mean latency against 0.98x with 200 us, in one idle run
-/// of `bench fs` each; the kernels and the per-command costs measured no worse
-/// (docs/benchmarks.md, issue #13). Waiting threads yield while they spin, so a busy peer
+/// random reads took 1.30x and 1.32x fio's mean latency in two idle runs of `bench fs`,
+/// against 0.98x and 1.21x with 200 us (and 1.44x parking at once); the kernels and the
+/// per-command costs measured no worse (docs/benchmarks.md, issue #13). Waiting threads yield while they spin, so a busy peer
 /// on the same core still runs.
 pub const DEFAULT_SPIN_US: u32 = 200;
 
