@@ -282,6 +282,9 @@ impl Drop for WorkFolder {
 /// Runs `flashpipe bench fs`.
 pub fn run(arguments: BenchFsArgs) -> crate::BenchResult {
     let settings = Settings::from_arguments(&arguments)?;
+    // The engine choices named in the environment end the process on a bad value: read
+    // them now, before the work folder exists, so a refused run leaves nothing behind.
+    store::engine_config();
     let folder = WorkFolder::create(arguments.dir.as_deref(), arguments.keep)?;
     let progress = crate::progress::Progress::spinner("bench fs: looking for fio");
     let machine = report::Machine::describe(&folder.path);

@@ -223,6 +223,9 @@ impl ColdCaches {
 
 /// Runs the benchmark.
 pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
+    // A bad engine choice in the environment ends the process: before anything is made.
+    crate::fs::write_path_from_environment();
+    crate::fs::handoff_from_environment();
     let size_bytes = if arguments.quick {
         2 << 20
     } else {

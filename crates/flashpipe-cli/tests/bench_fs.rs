@@ -237,3 +237,57 @@ fn bad_arguments_are_refused_clearly() {
     check(&["bench", "fs", "--small-files", "0"], "0");
     check(&["bench", "fs", "--parts", "everything"], "everything");
 }
+
+fn flashpipe_in(
+    folder: &std::path::Path,
+    variables: &[(&str, &str)],
+    arguments: &[&str],
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .current_dir(folder)
+        .envs(variables.iter().copied())
+        .args(arguments)
+        .output()
+        .expect("flashpipe runs")
+}
+
+#[test]
+fn bad_engine_choices_in_the_environment_are_refused_before_anything_is_made() {
+    let folder = scratch_folder("bad-environment");
+    let arguments = ["bench", "fs", "--quick", "--parts", "small", "--no-fio"];
+    for (variable, value, expected) in [
+        ("FLASHPIPE_SPIN_US", "soon", "FLASHPIPE_SPIN_US"),
+        ("FLASHPIPE_SPIN_US", "99999999", "at most"),
+        ("FLASHPIPE_WRITE_PATH", "sideways", "names no write path"),
+    ] {
+        let output = flashpipe_in(&folder, &[(variable, value)], &arguments);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{variable}={value}: {stderr}"
+        );
+        assert!(stderr.contains(expected), "{variable}={value}: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(&folder).expect("folder").collect();
+        assert!(left.is_empty(), "{variable}={value} left {left:?}");
+    }
+    std::fs::remove_dir_all(&folder).expect("scratch folder removed");
+}
+
+#[test]
+fn without_dir_it_works_in_the_current_directory_and_cleans_up() {
+    let folder = scratch_folder("no-dir");
+    let output = flashpipe_in(
+        &folder,
+        &[("FLASHPIPE_SPIN_US", "0")],
+        &["bench", "fs", "--quick", "--parts", "small", "--no-fio"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench fs without --dir failed: {stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&folder).expect("folder").collect();
+    assert!(left.is_empty(), "bench fs left {left:?}");
+    std::fs::remove_dir_all(&folder).expect("scratch folder removed");
+}
