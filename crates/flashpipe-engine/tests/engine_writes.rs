@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use flashpipe_device::sim::{SimDiskConfig, SimWorld};
 use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf, Operation,
     Rejected, Request, SplitMix64, TransferDirection,
@@ -28,14 +27,15 @@ use flashpipe_device::{
 use flashpipe_engine::{
     Command, EngineClient, EngineConfig, EngineError, Reply, SteppedEngine, WritePath,
 };
-use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_fs::Filesystem;
 use flashpipe_testkit::seeds::run_seeds;
 
-const BLOCK_BYTES: u64 = 4096;
-const DISK_BLOCKS: u64 = 16384;
+mod common;
+
+use common::{apply, bytes_for, format, new_world, BLOCK_BYTES, MAX_READ_BYTES};
+
 const FILE_NAMES: [&str; 4] = ["a", "b", "c", "d"];
 const LARGEST_FILE_BYTES: u64 = 96 * BLOCK_BYTES;
-const MAX_READ_BYTES: u64 = 64 * 1024;
 
 fn engine_config(write_path: WritePath) -> EngineConfig {
     EngineConfig {
@@ -46,33 +46,6 @@ fn engine_config(write_path: WritePath) -> EngineConfig {
         write_path,
         ..EngineConfig::default()
     }
-}
-
-fn new_world(seed: u64) -> SimWorld {
-    let world = SimWorld::new(seed);
-    let mut config = SimDiskConfig::default_for_tests("sim0", BLOCK_BYTES as u32, DISK_BLOCKS);
-    config.latency_jitter_ns = 60_000;
-    config.parallelism = 4;
-    config.queue_depth = 16;
-    world.add_disk(config).expect("disk");
-    world
-}
-
-fn format(device: Box<dyn BlockDevice>) -> Filesystem {
-    Filesystem::format(
-        device,
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_BYTES as u32,
-        },
-    )
-    .expect("format")
-}
-
-fn bytes_for(rng: &mut SplitMix64, length: usize) -> Vec<u8> {
-    let fill = rng.next_u64();
-    (0..length)
-        .map(|index| (fill >> (index % 8 * 8)) as u8 ^ (index / 7) as u8)
-        .collect()
 }
 
 /// A random write inside the largest file size: half of them block-aligned runs of whole
@@ -92,14 +65,6 @@ fn draw_write(rng: &mut SplitMix64) -> (u64, usize) {
         let length = 1 + rng.below((LARGEST_FILE_BYTES - offset).min(3 * BLOCK_BYTES));
         (offset, length as usize)
     }
-}
-
-fn apply(model: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
-    let end = offset as usize + bytes.len();
-    if model.len() < end {
-        model.resize(end, 0);
-    }
-    model[offset as usize..end].copy_from_slice(bytes);
 }
 
 /// Submits `command` without blocking and steps the engine until it is answered.
