@@ -284,26 +284,14 @@ fn measure_put_in(folder: &Path, size_bytes: u64) -> BenchResult<PutFigures> {
     let mkfs_wall_seconds = mkfs_started.elapsed().as_secs_f64();
     let operations_before = synced_operation_count(&image)?;
     progress.set_message("bench flash: putting the file");
-    let cpu_before = process_cpu_seconds();
-    let started = Instant::now();
-    let running = RunningStore::open(&store, StoreAccess::ReadWrite, LockWait::Fail)?;
-    let mut client = running.client(PUT_IN_FLIGHT);
-    let mut file = File::open(&input).map_err(|error| format!("{}: {error}", input.display()))?;
-    let written = client.write_stream(
-        INPUT_NAME,
-        &mut file,
-        PUT_CHUNK_BYTES,
-        PUT_IN_FLIGHT,
-        &mut |_| {},
-    )?;
-    drop(client);
-    running.close()?;
-    let put_wall_seconds = started.elapsed().as_secs_f64();
-    let put_cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(end, start)| end - start);
+    let (put_wall_seconds, put_cpu_seconds) = timed_put(&input, size_bytes, || {
+        Ok(RunningStore::open(
+            &store,
+            StoreAccess::ReadWrite,
+            LockWait::Fail,
+        )?)
+    })?;
     progress.finish();
-    assert_eq!(written, size_bytes, "the whole file was put");
     let flash_operations = synced_operation_count(&image)? - operations_before;
     Ok(PutFigures {
         file_bytes: size_bytes,
@@ -314,6 +302,35 @@ fn measure_put_in(folder: &Path, size_bytes: u64) -> BenchResult<PutFigures> {
         flash_operations,
         flash_operations_per_wall_second: flash_operations as f64 / put_wall_seconds,
     })
+}
+
+/// Opens a store with `open` and puts `input` (of `size_bytes`) into it as one file, then
+/// closes it: wall seconds and process CPU seconds, the open and the close included.
+fn timed_put(
+    input: &Path,
+    size_bytes: u64,
+    open: impl FnOnce() -> BenchResult<RunningStore>,
+) -> BenchResult<(f64, Option<f64>)> {
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let running = open()?;
+    let mut client = running.client(PUT_IN_FLIGHT);
+    let mut file = File::open(input).map_err(|error| format!("{}: {error}", input.display()))?;
+    let written = client.write_stream(
+        INPUT_NAME,
+        &mut file,
+        PUT_CHUNK_BYTES,
+        PUT_IN_FLIGHT,
+        &mut |_| {},
+    )?;
+    drop(client);
+    running.close()?;
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(end, start)| end - start);
+    assert_eq!(written, size_bytes, "the whole file was put");
+    Ok((wall_seconds, cpu_seconds))
 }
 
 /// Flash operations the FTL's statistics account for: every program (host, collection,
@@ -343,26 +360,10 @@ fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFig
     };
     let filesystem = Filesystem::format(Box::new(device), &options)?;
     let before = read_stats(&stats);
-    let cpu_before = process_cpu_seconds();
-    let started = Instant::now();
-    let running = RunningStore::start(filesystem, EngineConfig::default());
-    let mut client = running.client(PUT_IN_FLIGHT);
-    let mut file = File::open(input).map_err(|error| format!("{}: {error}", input.display()))?;
-    let written = client.write_stream(
-        INPUT_NAME,
-        &mut file,
-        PUT_CHUNK_BYTES,
-        PUT_IN_FLIGHT,
-        &mut |_| {},
-    )?;
-    drop(client);
-    running.close()?;
-    let put_wall_seconds = started.elapsed().as_secs_f64();
-    let put_cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(end, start)| end - start);
+    let (put_wall_seconds, put_cpu_seconds) = timed_put(input, size_bytes, || {
+        Ok(RunningStore::start(filesystem, EngineConfig::default()))
+    })?;
     progress.finish();
-    assert_eq!(written, size_bytes, "the whole file was put");
     let flash_operations = flash_operations_of(&read_stats(&stats).since(&before));
     Ok(MemoryPutFigures {
         put_wall_seconds,
