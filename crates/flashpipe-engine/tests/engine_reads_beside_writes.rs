@@ -24,12 +24,13 @@ use flashpipe_device::{
     SplitMix64,
 };
 use flashpipe_engine::{Command, EngineClient, EngineConfig, Reply, SteppedEngine, WritePath};
-use flashpipe_fs::Filesystem;
 use flashpipe_testkit::seeds::run_seeds;
 
 mod common;
 
-use common::{apply, bytes_for, format, new_world, BLOCK_BYTES, MAX_READ_BYTES};
+use common::{
+    apply, bytes_for, check_after_remount, format, new_world, BLOCK_BYTES, MAX_READ_BYTES,
+};
 
 const FILE_NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
 const LARGEST_FILE_BYTES: u64 = 12 * BLOCK_BYTES;
@@ -180,19 +181,7 @@ fn model_seed(seed: u64, write_path: WritePath) {
             check_reply(seed, &what, reply, expected);
         }
     }
-    let filesystem = engine.shutdown().expect("shutdown");
-    let mut remounted = Filesystem::mount(filesystem.unmount().expect("unmount")).expect("mount");
-    let report = remounted.check().expect("fsck");
-    assert!(report.is_clean(), "seed {seed}: {:#?}", report.findings);
-    for name in FILE_NAMES {
-        let file = remounted.open(name).expect("open");
-        let size = remounted.stat(file).expect("stat").size_bytes;
-        let found = remounted.read(file, 0, size).expect("read");
-        assert!(
-            found[..] == model[name][..],
-            "seed {seed}: {name} after remount"
-        );
-    }
+    check_after_remount(seed, engine, &model);
 }
 
 #[test]

@@ -3,6 +3,9 @@
 
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
 use flashpipe_device::{BlockDevice, SplitMix64};
+use std::collections::BTreeMap;
+
+use flashpipe_engine::SteppedEngine;
 use flashpipe_fs::{Filesystem, FormatOptions};
 
 /// The FS and device block size of these tests.
@@ -49,4 +52,22 @@ pub fn apply(model: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
         model.resize(end, 0);
     }
     model[offset as usize..end].copy_from_slice(bytes);
+}
+
+/// Stops `engine`, remounts its file system and checks it: fsck clean, and every file of
+/// `model` holding exactly the model's bytes.
+pub fn check_after_remount(seed: u64, engine: SteppedEngine, model: &BTreeMap<&str, Vec<u8>>) {
+    let filesystem = engine.shutdown().expect("shutdown");
+    let mut remounted = Filesystem::mount(filesystem.unmount().expect("unmount")).expect("mount");
+    let report = remounted.check().expect("fsck");
+    assert!(report.is_clean(), "seed {seed}: {:#?}", report.findings);
+    for (name, expected) in model {
+        let file = remounted.open(name).expect("open");
+        let size = remounted.stat(file).expect("stat").size_bytes;
+        let found = remounted.read(file, 0, size).expect("read");
+        assert!(
+            found[..] == expected[..],
+            "seed {seed}: {name} after remount"
+        );
+    }
 }
