@@ -20,6 +20,23 @@ fn store_file_in(folder: &ScratchFolder) -> PathBuf {
 }
 
 /// A small minflash array (16 of 4096 blocks per chip: 2 GiB raw) in `path`.
+/// A new file system with 8 KiB blocks on the flash device `spec` describes, made
+/// beside `store_file`.
+fn format_new_flash_store(spec: &FlashDeviceSpec, store_file: &Path) -> Filesystem {
+    let device = open_flash_device(
+        spec,
+        store_file,
+        "flash0",
+        32,
+        DeviceCreation::CreateMissing,
+    )
+    .unwrap();
+    let options = FormatOptions {
+        fs_block_size_bytes: 8 << 10,
+    };
+    Filesystem::format(Box::new(device), &options).unwrap()
+}
+
 fn small_minflash(path: Option<&str>) -> FlashDeviceSpec {
     let mut spec = FlashDeviceSpec::new("minflash", path.map(PathBuf::from));
     spec.blocks_per_plane = Some(16);
@@ -100,18 +117,7 @@ fn a_flush_alone_makes_the_store_durable() {
     let folder = ScratchFolder::new("flush-durable");
     let spec = small_minflash(Some("flash0.img"));
     let store_file = store_file_in(&folder);
-    let device = open_flash_device(
-        &spec,
-        &store_file,
-        "flash0",
-        32,
-        DeviceCreation::CreateMissing,
-    )
-    .unwrap();
-    let options = FormatOptions {
-        fs_block_size_bytes: 8 << 10,
-    };
-    let mut filesystem = Filesystem::format(Box::new(device), &options).unwrap();
+    let mut filesystem = format_new_flash_store(&spec, &store_file);
     write_files(&mut filesystem);
     // A crash after the flush: no clean unmount, no sync at drop.
     std::mem::forget(filesystem);
@@ -409,18 +415,7 @@ fn a_read_only_open_writes_nothing_after_a_clean_close() {
     let folder = ScratchFolder::new("read-only-clean");
     let spec = small_minflash(Some("flash0.img"));
     let store_file = store_file_in(&folder);
-    let device = open_flash_device(
-        &spec,
-        &store_file,
-        "flash0",
-        32,
-        DeviceCreation::CreateMissing,
-    )
-    .unwrap();
-    let options = FormatOptions {
-        fs_block_size_bytes: 8 << 10,
-    };
-    let mut filesystem = Filesystem::format(Box::new(device), &options).unwrap();
+    let mut filesystem = format_new_flash_store(&spec, &store_file);
     write_files(&mut filesystem);
     drop(filesystem.unmount().unwrap());
     read_only_open_writes_nothing(&folder, &spec);
@@ -434,18 +429,7 @@ fn a_read_only_open_after_a_death_replays_in_memory_only() {
     let folder = ScratchFolder::new("read-only-after-death");
     let spec = small_minflash(Some("flash0.img"));
     let store_file = store_file_in(&folder);
-    let device = open_flash_device(
-        &spec,
-        &store_file,
-        "flash0",
-        32,
-        DeviceCreation::CreateMissing,
-    )
-    .unwrap();
-    let options = FormatOptions {
-        fs_block_size_bytes: 8 << 10,
-    };
-    let mut filesystem = Filesystem::format(Box::new(device), &options).unwrap();
+    let mut filesystem = format_new_flash_store(&spec, &store_file);
     write_files(&mut filesystem);
     let extra = filesystem.create("after-the-flush").unwrap();
     filesystem.write(extra, 0, &[7u8; 20_000]).unwrap();
