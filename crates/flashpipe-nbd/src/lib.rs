@@ -12,4 +12,5 @@
 //! oldstyle/baseline handshake, or serve a synchronous `Read + Write + Seek` object one
 //! request at a time, without structured replies, block status or multi-conn).
 
+pub mod server;
 pub mod wire;
