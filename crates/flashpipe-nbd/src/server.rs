@@ -48,6 +48,9 @@ pub struct ServerLimits {
     pub max_requests_per_connection: usize,
     /// Options per handshake; more end the connection.
     pub max_options_per_handshake: usize,
+    /// Seconds a client may stay silent during the handshake before it is dropped (a
+    /// connection slot is not held by a client that never negotiates); 0: no limit.
+    pub handshake_timeout_seconds: u64,
 }
 
 impl Default for ServerLimits {
@@ -56,6 +59,7 @@ impl Default for ServerLimits {
             max_connections: 64,
             max_requests_per_connection: 128,
             max_options_per_handshake: 256,
+            handshake_timeout_seconds: 30,
         }
     }
 }
@@ -130,6 +134,8 @@ pub trait NbdStream: Read + Write + Send + 'static {
     fn shutdown_stream(&self, how: Shutdown) -> std::io::Result<()>;
     /// The peer, for logs.
     fn peer_name(&self) -> String;
+    /// Limits each read's wait (`None`: no limit).
+    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
 }
 
 impl NbdStream for TcpStream {
@@ -143,6 +149,9 @@ impl NbdStream for TcpStream {
         self.peer_addr()
             .map_or_else(|_| "tcp peer".to_string(), |address| address.to_string())
     }
+    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.set_read_timeout(limit)
+    }
 }
 
 impl NbdStream for UnixStream {
@@ -154,6 +163,9 @@ impl NbdStream for UnixStream {
     }
     fn peer_name(&self) -> String {
         "unix socket peer".to_string()
+    }
+    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.set_read_timeout(limit)
     }
 }
 
@@ -519,6 +531,11 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         exports: &shared.exports,
     };
     let shutting_down = || shared.shutting_down.load(Ordering::SeqCst);
+    let handshake_limit = (shared.limits.handshake_timeout_seconds > 0)
+        .then(|| std::time::Duration::from_secs(shared.limits.handshake_timeout_seconds));
+    if stream.set_read_limit(handshake_limit).is_err() {
+        return;
+    }
     let negotiated = match handshake::negotiate(
         &mut stream,
         table,
@@ -534,6 +551,9 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
             return;
         }
     };
+    if stream.set_read_limit(None).is_err() {
+        return;
+    }
     let (Ok(writer), Ok(closer)) = (stream.try_clone_stream(), stream.try_clone_stream()) else {
         return;
     };

@@ -492,3 +492,26 @@ fn listening_beyond_loopback_needs_insecure() {
     );
     assert!(error.to_string().contains("--insecure"));
 }
+
+#[test]
+fn a_silent_client_is_dropped_after_the_handshake_time_limit() {
+    let limits = ServerLimits {
+        handshake_timeout_seconds: 1,
+        max_connections: 1,
+        ..ServerLimits::default()
+    };
+    let server = TestServer::with_limits(&[("disk", MIB)], limits);
+    let mut silent = server.connect_tcp();
+    let mut greeting = [0u8; SERVER_GREETING_BYTES];
+    silent.read_exact(&mut greeting).unwrap();
+    assert!(closes(&mut silent), "the silent client is dropped");
+    let mut admitted = None;
+    for _ in 0..100 {
+        if server.server().open_connections() == 0 {
+            admitted = Some(RawClient::connect(server.connect_tcp(), "disk", false));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(admitted.is_some(), "its slot is free again");
+}

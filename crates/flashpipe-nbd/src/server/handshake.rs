@@ -56,6 +56,9 @@ pub enum HandshakeEnd {
     /// The server is shutting down.
     #[error("the server is shutting down")]
     Shutdown,
+    /// The client sent nothing within the handshake time limit.
+    #[error("the client sent no option within the handshake time limit")]
+    Silent,
 }
 
 /// The exports a handshake may choose from; the empty name picks the first.
@@ -130,6 +133,14 @@ pub fn negotiate<S: Read + Write>(
                 if source.kind() == std::io::ErrorKind::UnexpectedEof =>
             {
                 return Err(HandshakeEnd::ClientLeft)
+            }
+            Err(WireError::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(HandshakeEnd::Silent)
             }
             Err(error) => return Err(error.into()),
         };
