@@ -18,6 +18,7 @@
 pub mod buffers;
 pub mod export;
 pub mod extents;
+pub mod handoff;
 pub mod handshake;
 pub mod transmission;
 pub mod worker;
@@ -79,6 +80,9 @@ pub struct ServerConfig {
     pub limits: ServerLimits,
     /// Print one line per connection end with a reason to standard error.
     pub log_connections: bool,
+    /// Microseconds the device workers and reply writers spin for work before parking
+    /// (`handoff`); 0 parks at once.
+    pub handoff_spin_us: u64,
 }
 
 /// Why the server would not start.
@@ -184,6 +188,7 @@ type WorkerThread = JoinHandle<Box<dyn BlockDevice>>;
 struct Shared {
     exports: Vec<Arc<ExportHandle>>,
     buffers: Arc<BufferRecycler>,
+    handoff_spin_us: u64,
     limits: ServerLimits,
     log_connections: bool,
     shutting_down: AtomicBool,
@@ -225,13 +230,14 @@ impl NbdServer {
         let mut handles = Vec::new();
         let mut worker_threads = Vec::new();
         for export in exports {
-            let (handle, worker_thread) = start_worker(export, &buffers)?;
+            let (handle, worker_thread) = start_worker(export, &buffers, config.handoff_spin_us)?;
             worker_threads.push((handle.name.clone(), worker_thread));
             handles.push(handle);
         }
         let shared = Arc::new(Shared {
             exports: handles,
             buffers,
+            handoff_spin_us: config.handoff_spin_us,
             limits: config.limits,
             log_connections: config.log_connections,
             shutting_down: AtomicBool::new(false),
@@ -443,6 +449,7 @@ fn spawn_named<T: Send + 'static>(
 fn start_worker(
     export: Export,
     buffers: &Arc<BufferRecycler>,
+    spin_us: u64,
 ) -> Result<(Arc<ExportHandle>, WorkerThread), ServerStartError> {
     let info = export.device.info().clone();
     let extents = Arc::new(Mutex::new(ExportHandle::initial_extents(&export)));
@@ -457,7 +464,7 @@ fn start_worker(
         extents: Arc::clone(&extents),
         jobs: Mutex::new(Some(job_sender)),
     });
-    let worker = DeviceWorker::new(export.device, extents, Arc::clone(buffers));
+    let worker = DeviceWorker::new(export.device, extents, Arc::clone(buffers), spin_us);
     let thread = spawn_named(&format!("nbd-export-{}", export.name), move || {
         worker.run(job_receiver)
     })?;
@@ -574,6 +581,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         Box::new(writer),
         &negotiated,
         shared.limits.max_requests_per_connection,
+        shared.handoff_spin_us,
         &shared.buffers,
         &hard_disconnect,
     );
