@@ -42,6 +42,10 @@ use handshake::{ExportTable, HandshakeEnd};
 use transmission::TransmissionEnd;
 use worker::DeviceWorker;
 
+/// Bytes the reader of a connection reads ahead (requests are 28 bytes; larger write
+/// payloads bypass the buffer).
+const REQUEST_READ_BUFFER_BYTES: usize = 64 * 1024;
+
 /// Bounds on what clients may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
@@ -576,8 +580,10 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         // Already closed by the peer is as good as closed by us.
         let _ = closer.shutdown_stream(Shutdown::Both);
     };
+    // Requests sent back to back arrive together: read them with few system calls.
+    let mut reader = std::io::BufReader::with_capacity(REQUEST_READ_BUFFER_BYTES, &mut stream);
     let end = transmission::serve_transmission(
-        &mut stream,
+        &mut reader,
         Box::new(writer),
         &negotiated,
         shared.limits.max_requests_per_connection,
