@@ -141,7 +141,13 @@ fn open_flash_export(name: &str, entry: &str) -> Result<Export, Box<dyn std::err
         store_file,
         &format!("flash export {name}"),
         FLASH_EXPORT_QUEUE_DEPTH,
-        DeviceCreation::CreateMissing,
+        // Creation formats the FTL: only for an image not made yet; an existing one is
+        // mounted (recovering from a crash if need be) and keeps its data.
+        if fresh {
+            DeviceCreation::CreateMissing
+        } else {
+            DeviceCreation::MustExist
+        },
     )?;
     Ok(Export {
         name: name.to_string(),
