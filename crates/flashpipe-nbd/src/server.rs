@@ -58,6 +58,10 @@ pub struct ServerLimits {
     /// Seconds a client may stay silent during the handshake before it is dropped (a
     /// connection slot is not held by a client that never negotiates); 0: no limit.
     pub handshake_timeout_seconds: u64,
+    /// Seconds one reply write may wait for a client that does not read before the
+    /// connection is dropped (so neither a connection slot nor shutdown waits forever);
+    /// 0: no limit.
+    pub reply_timeout_seconds: u64,
 }
 
 impl Default for ServerLimits {
@@ -67,6 +71,7 @@ impl Default for ServerLimits {
             max_requests_per_connection: 128,
             max_options_per_handshake: 256,
             handshake_timeout_seconds: 30,
+            reply_timeout_seconds: 60,
         }
     }
 }
@@ -146,6 +151,8 @@ pub trait NbdStream: Read + Write + Send + 'static {
     fn peer_name(&self) -> String;
     /// Limits each read's wait (`None`: no limit).
     fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
+    /// Limits each write's wait (`None`: no limit).
+    fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
 }
 
 impl NbdStream for TcpStream {
@@ -162,6 +169,9 @@ impl NbdStream for TcpStream {
     fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
         self.set_read_timeout(limit)
     }
+    fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.set_write_timeout(limit)
+    }
 }
 
 impl NbdStream for UnixStream {
@@ -177,6 +187,9 @@ impl NbdStream for UnixStream {
     fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
         self.set_read_timeout(limit)
     }
+    fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.set_write_timeout(limit)
+    }
 }
 
 /// An open connection: a handle to shut its read side at shutdown, and its thread.
@@ -187,6 +200,33 @@ struct OpenConnection {
 
 /// A device worker's thread, which hands the device back when it ends.
 type WorkerThread = JoinHandle<Box<dyn BlockDevice>>;
+
+/// A connection's write side that shuts the whole connection when a write fails (a
+/// client that stopped reading, or left), so its reader ends too.
+struct ClosingWriter {
+    stream: Box<dyn NbdStream>,
+}
+
+impl ClosingWriter {
+    fn closing_on_error<T>(&self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if result.is_err() {
+            // Already closed is as good as closed by us.
+            let _ = self.stream.shutdown_stream(Shutdown::Both);
+        }
+        result
+    }
+}
+
+impl Write for ClosingWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let result = self.stream.write(bytes);
+        self.closing_on_error(result)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.stream.flush();
+        self.closing_on_error(result)
+    }
+}
 
 /// State shared by the accept loops and connections.
 struct Shared {
@@ -570,7 +610,9 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
             return;
         }
     };
-    if stream.set_read_limit(None).is_err() {
+    let reply_limit = (shared.limits.reply_timeout_seconds > 0)
+        .then(|| std::time::Duration::from_secs(shared.limits.reply_timeout_seconds));
+    if stream.set_read_limit(None).is_err() || stream.set_write_limit(reply_limit).is_err() {
         return;
     }
     let (Ok(writer), Ok(closer)) = (stream.try_clone_stream(), stream.try_clone_stream()) else {
@@ -584,7 +626,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
     let mut reader = std::io::BufReader::with_capacity(REQUEST_READ_BUFFER_BYTES, &mut stream);
     let end = transmission::serve_transmission(
         &mut reader,
-        Box::new(writer),
+        Box::new(ClosingWriter { stream: writer }),
         &negotiated,
         shared.limits.max_requests_per_connection,
         shared.handoff_spin_us,
