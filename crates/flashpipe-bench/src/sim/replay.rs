@@ -419,6 +419,7 @@ fn replay_through_ftl(
     let ftl_options = FtlOptions {
         name: "replay".to_string(),
         over_provisioning: arguments.over_provisioning,
+        checkpoint_interval_pages: 0,
         ..FtlOptions::default()
     };
     let mut replay = FtlReplay::format(config, arguments.seed, ftl_options)?;
