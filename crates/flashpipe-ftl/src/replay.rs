@@ -136,7 +136,8 @@ impl ReplayOptions {
             ReplayLoop::Open { max_outstanding } => ("max_outstanding", max_outstanding),
             ReplayLoop::Closed { queue_depth } => ("queue_depth", Some(queue_depth)),
         };
-        if let Some(depth) = depth.filter(|depth| !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(depth))
+        if let Some(depth) =
+            depth.filter(|depth| !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(depth))
         {
             return Err(ReplayError::InvalidOption {
                 field,
@@ -440,7 +441,10 @@ impl FtlReplay {
         written: &mut PageBitmap,
     ) -> Result<u64, ReplayError> {
         let mut footprint = PageBitmap::new(layout.logical_pages);
-        for request in requests.iter().filter(|request| request.kind == AccessKind::Read) {
+        for request in requests
+            .iter()
+            .filter(|request| request.kind == AccessKind::Read)
+        {
             let pages = layout.pages_of(request);
             for page in pages.first..pages.first + pages.count {
                 footprint.set(page);
@@ -500,13 +504,13 @@ impl FtlReplay {
         buffers: &mut BufferShelf,
     ) -> Result<usize, ReplayError> {
         completions.clear();
-        let count = self
-            .ftl
-            .wait_completions(completions)
-            .map_err(|error| ReplayError::Stalled {
-                outstanding: self.ftl.in_flight(),
-                detail: error.to_string(),
-            })?;
+        let count =
+            self.ftl
+                .wait_completions(completions)
+                .map_err(|error| ReplayError::Stalled {
+                    outstanding: self.ftl.in_flight(),
+                    detail: error.to_string(),
+                })?;
         for completion in completions.drain(..) {
             if let Err(error) = completion.status {
                 return Err(ReplayError::Stalled {
@@ -873,7 +877,9 @@ impl<'a> Run<'a> {
     }
 
     fn finished(&self) -> bool {
-        self.next_index == self.requests.len() && self.waiting.is_empty() && self.in_flight.is_empty()
+        self.next_index == self.requests.len()
+            && self.waiting.is_empty()
+            && self.in_flight.is_empty()
     }
 
     /// The next arrival the loop must wake for (open loop).

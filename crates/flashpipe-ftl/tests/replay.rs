@@ -73,8 +73,14 @@ fn one_die_without_queueing_matches_the_closed_form() {
         + timing.page_transfer_ns
         + timing.program_ns_by_page_type[0]) as f64
         + link_ns;
-    assert!((read_ns / 1000.0 - 128.07).abs() < 0.01, "minFlash Table I read");
-    assert!((write_ns / 1000.0 - 476.17).abs() < 0.01, "minFlash Table I write");
+    assert!(
+        (read_ns / 1000.0 - 128.07).abs() < 0.01,
+        "minFlash Table I read"
+    );
+    assert!(
+        (write_ns / 1000.0 - 476.17).abs() < 0.01,
+        "minFlash Table I write"
+    );
     let spacing_ns = 10_000_000;
     let mut requests = Vec::new();
     for page in 0..8 {
@@ -160,7 +166,9 @@ fn open_loop_latency_runs_from_arrival_behind_the_bound() {
     let report = replay(config, &requests, closed);
     let reads = &report.latencies_ns.reads;
     assert!(
-        reads.iter().all(|&latency| latency.abs_diff(reads[0]) <= 10),
+        reads
+            .iter()
+            .all(|&latency| latency.abs_diff(reads[0]) <= 10),
         "closed loop: latency from issue, all alike: {reads:?}"
     );
 }
@@ -185,7 +193,10 @@ fn unwritten_reads_are_counted_or_preconditioned() {
     assert_eq!(preconditioned.unwritten_read_requests, 0);
     assert_eq!(preconditioned.precondition_pages_written, 8);
     assert!(preconditioned.reads.latency_us_p50 > 100.0);
-    assert_eq!(preconditioned.collection.host_pages_written, 0, "outside the measurement");
+    assert_eq!(
+        preconditioned.collection.host_pages_written, 0,
+        "outside the measurement"
+    );
 }
 
 /// The same seed and trace give the same report, to the last latency.
@@ -202,7 +213,12 @@ fn same_seed_and_trace_give_the_same_report() {
                 6..=8 => AccessKind::Write,
                 _ => AccessKind::Trim,
             };
-            request(index * 50_000, kind, generator.below(1500), 1 + generator.below(4))
+            request(
+                index * 50_000,
+                kind,
+                generator.below(1500),
+                1 + generator.below(4),
+            )
         })
         .collect();
     let first = replay(config.clone(), &requests, ReplayOptions::default());

@@ -398,12 +398,7 @@ pub fn run(arguments: ReplayArgs) -> BenchResult {
             finish_ftl(&arguments, &configuration, &facts, &report)
         }
         ModeArg::RawStriped => {
-            let mut array = timing_array(
-                config,
-                1,
-                workload::MAX_JOB_QUEUE_DEPTH,
-                arguments.seed,
-            )?;
+            let mut array = timing_array(config, 1, workload::MAX_JOB_QUEUE_DEPTH, arguments.seed)?;
             let report = workload::replay(&mut array, trace.requests, arguments.queue_depth);
             progress.finish();
             finish_raw(&arguments, &configuration, &facts, &report)
@@ -514,7 +509,9 @@ fn print_ftl_report(report: &ReplayReport) {
         report.elapsed_ns as f64 / 1e9,
         report.trace_span_ns as f64 / 1e9
     );
-    say!("type      count    failed  MB/s       mean us    p50 us     p99 us     p99.9 us   max us");
+    say!(
+        "type      count    failed  MB/s       mean us    p50 us     p99 us     p99.9 us   max us"
+    );
     for (name, summary) in [
         ("read", &report.reads),
         ("write", &report.writes),
@@ -652,7 +649,10 @@ fn draw_ftl_plots(folder: &str, report: &ReplayReport) -> BenchResult {
     };
     let folder = std::path::Path::new(folder);
     draw_chart(&folder.join("latency-cdf.png").to_string_lossy(), &cdf)?;
-    draw_chart(&folder.join("throughput.png").to_string_lossy(), &throughput)?;
+    draw_chart(
+        &folder.join("throughput.png").to_string_lossy(),
+        &throughput,
+    )?;
     Ok(())
 }
 

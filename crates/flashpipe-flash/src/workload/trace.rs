@@ -139,7 +139,9 @@ pub fn parse_trace(
             TraceFormat::AsciiNanoseconds => parse_ascii_nanoseconds_line(line),
         };
         if let Some(request) = parsed.map_err(&error)? {
-            collector.push(request, index + 1, options.sort).map_err(&error)?;
+            collector
+                .push(request, index + 1, options.sort)
+                .map_err(&error)?;
         }
     }
     let mut trace = collector.finish(options.sort);
