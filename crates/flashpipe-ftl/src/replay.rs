@@ -171,6 +171,8 @@ impl ReplayOptions {
 pub struct FtlReplay {
     ftl: Ftl,
     array: SharedArray,
+    /// Logical pages written (and not trimmed since) by this replayer's runs.
+    written: PageBitmap,
 }
 
 /// The array, shared by the FTL (as its backend) and the replayer.
@@ -245,7 +247,12 @@ impl FtlReplay {
             ..ftl_options
         };
         let ftl = Ftl::format(Box::new(array.clone()) as Box<dyn FlashBackend>, options)?;
-        Ok(FtlReplay { ftl, array })
+        let written = PageBitmap::new(ftl.info().block_count);
+        Ok(FtlReplay {
+            ftl,
+            array,
+            written,
+        })
     }
 
     /// The FTL (for its statistics and device description).
@@ -254,7 +261,8 @@ impl FtlReplay {
     }
 
     /// Replays `requests` (sorted by arrival, within the trace limits, as the parsers
-    /// give them) and reports.
+    /// give them) and reports. Runs may follow each other on one device (a fill, then the
+    /// measured trace): the FTL's state and the record of written pages carry over.
     pub fn run(
         &mut self,
         requests: &[TraceRequest],
@@ -268,7 +276,7 @@ impl FtlReplay {
             "replay takes requests sorted by arrival only (the parsers sort or refuse)"
         );
         let layout = PageLayout::of(&self.ftl);
-        let mut written = PageBitmap::new(layout.logical_pages);
+        let mut written = std::mem::replace(&mut self.written, PageBitmap::new(0));
         let precondition_pages_written = match options.unwritten_reads {
             UnwrittenReads::Zero => 0,
             UnwrittenReads::Precondition => {
@@ -280,7 +288,9 @@ impl FtlReplay {
         self.array.lock().reset_stats();
         let mut run = Run::new(requests, options, layout, self.array.lock().now_ns());
         run.written = written;
-        self.drive(&mut run)?;
+        let driven = self.drive(&mut run);
+        self.written = std::mem::replace(&mut run.written, PageBitmap::new(0));
+        driven?;
         let collection = CollectionSummary::of(&self.ftl.stats().since(&stats_before));
         let array_stats = self.array.lock().stats();
         Ok(run.report(
@@ -291,7 +301,8 @@ impl FtlReplay {
         ))
     }
 
-    /// Writes every page the trace reads, in runs of consecutive pages; returns the count.
+    /// Writes every page the trace reads that is not written yet, in runs of consecutive
+    /// pages; returns the count.
     fn precondition_read_footprint(
         &mut self,
         requests: &[TraceRequest],

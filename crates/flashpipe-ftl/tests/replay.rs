@@ -227,3 +227,23 @@ fn same_seed_and_trace_give_the_same_report() {
     assert_eq!(first.requests, 600);
     assert!(first.trims.count > 0);
 }
+
+/// Runs on one device follow each other: pages a first run wrote are not unwritten for
+/// the next, and the next's statistics start after the first.
+#[test]
+fn consecutive_runs_share_the_device_and_its_written_pages() {
+    let config = small_config(1, 2, 16);
+    let mut replay = FtlReplay::format(config, 7, replay_options()).unwrap();
+    let writes: Vec<TraceRequest> = (0..4)
+        .map(|index| request(index * 1_000_000, AccessKind::Write, index * 2, 2))
+        .collect();
+    let reads: Vec<TraceRequest> = (0..4)
+        .map(|index| request(index * 1_000_000, AccessKind::Read, index * 2, 2))
+        .collect();
+    let first = replay.run(&writes, &ReplayOptions::default()).unwrap();
+    assert_eq!(first.collection.host_pages_written, 8);
+    let second = replay.run(&reads, &ReplayOptions::default()).unwrap();
+    assert_eq!(second.unwritten_read_requests, 0);
+    assert_eq!(second.collection.host_pages_written, 0);
+    assert!(second.reads.latency_us_p50 > 100.0);
+}
