@@ -439,7 +439,7 @@ fn finish_ftl(
         say!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print_configuration(configuration, facts);
-        print_ftl_report(report);
+        print_ftl_report(report, &arguments.replay_options());
     }
     let failed_writes = report.failed_writes();
     if failed_writes > 0 {
@@ -502,7 +502,7 @@ fn print_configuration(configuration: &ReplayConfiguration, facts: &TraceFacts) 
     );
 }
 
-fn print_ftl_report(report: &ReplayReport) {
+fn print_ftl_report(report: &ReplayReport, options: &ReplayOptions) {
     say!("mode                     ftl (host FTL: mapping, GC, wear leveling, bad blocks)");
     say!(
         "virtual seconds          {:.6} (trace span {:.6} after --speed)",
@@ -552,8 +552,17 @@ fn print_ftl_report(report: &ReplayReport) {
         report.unwritten_read_pages,
         report.precondition_pages_written
     );
+    let bound = match options.replay_loop {
+        ReplayLoop::Open {
+            max_outstanding: Some(bound),
+        } => format!("--max-outstanding {bound}"),
+        ReplayLoop::Open {
+            max_outstanding: None,
+        } => format!("no --max-outstanding: the FTL's queue depth {OPEN_LOOP_OUTSTANDING_LIMIT}"),
+        ReplayLoop::Closed { queue_depth } => format!("closed loop, --queue-depth {queue_depth}"),
+    };
     say!(
-        "outstanding              at most {}; bound reached by {} arrivals (waited {:.1} us in all)",
+        "outstanding              at most {} ({bound}); bound reached by {} arrivals (waited {:.1} us in all)",
         report.outstanding_max,
         report.outstanding_bound_hits,
         report.outstanding_bound_wait_us_total
