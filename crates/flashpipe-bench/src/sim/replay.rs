@@ -47,9 +47,9 @@ pub struct ReplayArgs {
     /// Closed loop: `--queue-depth` in flight, latency from issue.
     #[arg(long = "loop", value_enum, default_value_t = LoopArg::Open)]
     replay_loop: LoopArg,
-    /// Requests in flight (closed loop, and the raw-striped mode's bound).
-    #[arg(long, default_value_t = 32)]
-    queue_depth: u32,
+    /// Requests in flight (closed loop, and the raw-striped mode's bound); default 32.
+    #[arg(long)]
+    queue_depth: Option<u32>,
     /// Open loop: most requests outstanding; later arrivals wait (counted).
     #[arg(long)]
     max_outstanding: Option<u32>,
@@ -188,7 +188,14 @@ struct RawJson<'a> {
     result: &'a WorkloadReport,
 }
 
+/// Requests in flight when `--queue-depth` is not given.
+const DEFAULT_QUEUE_DEPTH: u32 = 32;
+
 impl ReplayArgs {
+    fn queue_depth(&self) -> u32 {
+        self.queue_depth.unwrap_or(DEFAULT_QUEUE_DEPTH)
+    }
+
     fn trace_options(&self) -> BenchResult<TraceOptions> {
         let time_unit = match (self.format, self.time_unit) {
             (FormatArg::Disksim, unit) => match unit.unwrap_or(TimeUnitArg::Ms) {
@@ -212,22 +219,31 @@ impl ReplayArgs {
     }
 
     fn check(&self) -> BenchResult {
-        if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&self.queue_depth) {
+        let queue_depth = self.queue_depth();
+        if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&queue_depth) {
             return Err(format!(
-                "--queue-depth {}: must be within 1..={OPEN_LOOP_OUTSTANDING_LIMIT}",
-                self.queue_depth
+                "--queue-depth {queue_depth}: must be within 1..={OPEN_LOOP_OUTSTANDING_LIMIT}"
             )
             .into());
         }
         if self.mode == ModeArg::RawStriped
-            && !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&self.queue_depth)
+            && !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&queue_depth)
         {
             return Err(format!(
-                "--queue-depth {}: the raw-striped mode takes 1..={}",
-                self.queue_depth,
+                "--queue-depth {queue_depth}: the raw-striped mode takes values within 1..={}",
                 workload::MAX_JOB_QUEUE_DEPTH
             )
             .into());
+        }
+        if self.queue_depth.is_some()
+            && self.mode == ModeArg::Ftl
+            && self.replay_loop == LoopArg::Open
+        {
+            return Err(
+                "--queue-depth applies to --loop closed and --mode raw-striped; \
+                        the open loop issues at arrival times (bound them with --max-outstanding)"
+                    .into(),
+            );
         }
         if let Some(bound) = self.max_outstanding {
             if self.replay_loop == LoopArg::Closed || self.mode == ModeArg::RawStriped {
@@ -279,7 +295,7 @@ impl ReplayArgs {
                     max_outstanding: self.max_outstanding,
                 },
                 LoopArg::Closed => ReplayLoop::Closed {
-                    queue_depth: self.queue_depth,
+                    queue_depth: self.queue_depth(),
                 },
             },
             speed: self.speed,
@@ -332,7 +348,7 @@ impl ReplayArgs {
             });
         }
         if self.mode == ModeArg::RawStriped || self.replay_loop == LoopArg::Closed {
-            command += &format!(" --queue-depth {}", self.queue_depth);
+            command += &format!(" --queue-depth {}", self.queue_depth());
         }
         ReplayConfiguration {
             trace: self.file.clone(),
@@ -345,7 +361,7 @@ impl ReplayArgs {
             allow_implausible: self.allow_implausible,
             mode: self.mode,
             replay_loop: self.replay_loop,
-            queue_depth: self.queue_depth,
+            queue_depth: self.queue_depth(),
             max_outstanding: self.max_outstanding,
             speed: self.speed,
             unwritten_reads: self.unwritten_reads,
@@ -399,7 +415,7 @@ pub fn run(arguments: ReplayArgs) -> BenchResult {
         }
         ModeArg::RawStriped => {
             let mut array = timing_array(config, 1, workload::MAX_JOB_QUEUE_DEPTH, arguments.seed)?;
-            let report = workload::replay(&mut array, trace.requests, arguments.queue_depth);
+            let report = workload::replay(&mut array, trace.requests, arguments.queue_depth());
             progress.finish();
             finish_raw(&arguments, &configuration, &facts, &report)
         }
