@@ -245,6 +245,16 @@ impl ReplayArgs {
                     .into(),
             );
         }
+        let ftl_only_options_changed = self.replay_loop != LoopArg::Open
+            || self.speed != 1.0
+            || self.unwritten_reads != UnwrittenArg::Zero;
+        if self.mode == ModeArg::RawStriped && ftl_only_options_changed {
+            return Err(
+                "--loop, --speed and --unwritten-reads apply to --mode ftl only \
+                        (the raw-striped mode replays as it always did)"
+                    .into(),
+            );
+        }
         if let Some(bound) = self.max_outstanding {
             if self.replay_loop == LoopArg::Closed || self.mode == ModeArg::RawStriped {
                 return Err(
@@ -306,50 +316,50 @@ impl ReplayArgs {
         }
     }
 
-    fn configuration(&self, config: &FlashConfig) -> ReplayConfiguration {
-        let geometry = &config.geometry;
-        let value = |argument: &dyn Fn() -> Option<String>| argument().unwrap_or_default();
-        let mut command = format!(
-            "flashpipe sim replay {} --format {} --mode {} --preset {} --seed {}",
-            self.file,
-            possible_value(self.format),
-            possible_value(self.mode),
-            self.preset,
-            self.seed
-        );
-        command += &value(&|| {
-            (self.format == FormatArg::Disksim).then(|| {
-                format!(
-                    " --time-unit {}",
-                    possible_value(self.time_unit.unwrap_or(TimeUnitArg::Ms))
-                )
-            })
-        });
-        command += &value(&|| self.sort.then(|| " --sort".to_string()));
-        command += &value(&|| {
-            self.allow_implausible
-                .then(|| " --allow-implausible".to_string())
-        });
-        command += &value(&|| {
-            self.blocks_per_plane
-                .map(|blocks| format!(" --blocks-per-plane {blocks}"))
-        });
+    /// The command that repeats this run, every option that changes the result spelled out.
+    fn command_line(&self) -> String {
+        let mut words = vec![
+            "flashpipe sim replay".to_string(),
+            self.file.clone(),
+            format!("--format {}", possible_value(self.format)),
+            format!("--mode {}", possible_value(self.mode)),
+            format!("--preset {}", self.preset),
+            format!("--seed {}", self.seed),
+        ];
+        if self.format == FormatArg::Disksim {
+            let unit = self.time_unit.unwrap_or(TimeUnitArg::Ms);
+            words.push(format!("--time-unit {}", possible_value(unit)));
+        }
+        if self.sort {
+            words.push("--sort".to_string());
+        }
+        if self.allow_implausible {
+            words.push("--allow-implausible".to_string());
+        }
+        if let Some(blocks) = self.blocks_per_plane {
+            words.push(format!("--blocks-per-plane {blocks}"));
+        }
         if self.mode == ModeArg::Ftl {
-            command += &format!(
-                " --loop {} --speed {}x --unwritten-reads {} --over-provisioning {}",
-                possible_value(self.replay_loop),
-                self.speed,
-                possible_value(self.unwritten_reads),
-                self.over_provisioning
-            );
-            command += &value(&|| {
-                self.max_outstanding
-                    .map(|bound| format!(" --max-outstanding {bound}"))
-            });
+            words.push(format!("--loop {}", possible_value(self.replay_loop)));
+            words.push(format!("--speed {}x", self.speed));
+            words.push(format!(
+                "--unwritten-reads {}",
+                possible_value(self.unwritten_reads)
+            ));
+            words.push(format!("--over-provisioning {}", self.over_provisioning));
+        }
+        if let Some(bound) = self.max_outstanding {
+            words.push(format!("--max-outstanding {bound}"));
         }
         if self.mode == ModeArg::RawStriped || self.replay_loop == LoopArg::Closed {
-            command += &format!(" --queue-depth {}", self.queue_depth());
+            words.push(format!("--queue-depth {}", self.queue_depth()));
         }
+        words.join(" ")
+    }
+
+    fn configuration(&self, config: &FlashConfig) -> ReplayConfiguration {
+        let geometry = &config.geometry;
+        let command = self.command_line();
         ReplayConfiguration {
             trace: self.file.clone(),
             format: self.format,
