@@ -160,3 +160,30 @@ fn bad_traces_are_refused_with_their_line() {
         assert!(stderr.contains(expected), "{name}: {stderr}");
     }
 }
+
+#[test]
+fn plot_draws_the_latency_cdf_and_the_throughput() {
+    let folder = Folder::new("plot");
+    let preset = small_preset(&folder);
+    let trace = folder.file("writes.disksim", &random_write_trace(200));
+    let plots = folder.0.join("plots");
+    let (success, stdout, stderr) = flashpipe(&[
+        "sim",
+        "replay",
+        "--format",
+        "disksim",
+        "--preset",
+        &preset,
+        "--speed",
+        "2x",
+        "--plot",
+        plots.to_str().unwrap(),
+        &trace,
+    ]);
+    assert!(success, "{stderr}");
+    assert!(stdout.contains("--speed 2x"), "{stdout}");
+    for name in ["latency-cdf.png", "throughput.png"] {
+        let bytes = std::fs::read(plots.join(name)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{name}");
+    }
+}

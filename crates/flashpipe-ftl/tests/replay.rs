@@ -247,3 +247,28 @@ fn consecutive_runs_share_the_device_and_its_written_pages() {
     assert_eq!(second.collection.host_pages_written, 0);
     assert!(second.reads.latency_us_p50 > 100.0);
 }
+
+/// `speed` divides the arrival times: twice as fast halves the span.
+#[test]
+fn speed_scales_arrival_times() {
+    let config = small_config(1, 1, 16);
+    let requests: Vec<TraceRequest> = (0..5)
+        .map(|index| request(index * 10_000_000, AccessKind::Write, index, 1))
+        .collect();
+    for (speed, span_ns) in [(1.0, 40_000_000), (2.0, 20_000_000), (0.5, 80_000_000)] {
+        let options = ReplayOptions {
+            speed,
+            ..ReplayOptions::default()
+        };
+        let report = replay(config.clone(), &requests, options);
+        assert_eq!(report.trace_span_ns, span_ns, "speed {speed}");
+        assert!(report.elapsed_ns > span_ns && report.elapsed_ns < span_ns + 1_000_000);
+    }
+    let refused = ReplayOptions {
+        speed: 0.0,
+        ..ReplayOptions::default()
+    };
+    let mut replay = FtlReplay::format(config, 7, replay_options()).unwrap();
+    let error = replay.run(&requests, &refused).unwrap_err();
+    assert!(error.to_string().contains("`speed`"), "{error}");
+}
