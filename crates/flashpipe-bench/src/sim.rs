@@ -11,6 +11,7 @@ macro_rules! say {
     }};
 }
 
+mod replay;
 mod repro;
 
 use std::time::Instant;
@@ -30,8 +31,9 @@ pub enum SimCommand {
     Speed(SpeedArgs),
     /// A fio-like synthetic job on a preset or a TOML file.
     Job(JobArgs),
-    /// Replays a blkparse text or DiskSim ASCII trace.
-    Replay(ReplayArgs),
+    /// Replays a trace (blkparse, DiskSim, MQSim-style nanosecond ASCII) through the host
+    /// FTL (default) or onto the raw array by fixed striping.
+    Replay(replay::ReplayArgs),
     /// Reproduces a figure or table of RAD (seed 001) or minFlash (seed 004).
     Repro(repro::ReproArgs),
 }
@@ -109,25 +111,6 @@ pub struct JobArgs {
     json: bool,
 }
 
-/// Options of `sim replay`.
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    /// The trace file.
-    file: String,
-    /// Its format.
-    #[arg(long, value_enum)]
-    format: TraceFormat,
-    /// Preset name or TOML file.
-    #[arg(long, default_value = "minflash")]
-    preset: String,
-    /// Requests in flight at most.
-    #[arg(long, default_value_t = 32)]
-    queue_depth: u32,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
 /// Offsets of a job.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum PatternArg {
@@ -142,19 +125,12 @@ enum KindArg {
     Write,
 }
 
-/// Trace formats.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum TraceFormat {
-    Blkparse,
-    Disksim,
-}
-
 /// Runs one simulator subcommand.
 pub fn run(command: SimCommand) -> BenchResult {
     match command {
         SimCommand::Speed(arguments) => run_speed(arguments),
         SimCommand::Job(arguments) => run_job(arguments),
-        SimCommand::Replay(arguments) => run_replay(arguments),
+        SimCommand::Replay(arguments) => replay::run(arguments),
         SimCommand::Repro(arguments) => repro::run(arguments),
     }
 }
@@ -305,32 +281,6 @@ fn run_job(arguments: JobArgs) -> BenchResult {
         crate::progress::thousands(job.requests_per_host * u64::from(job.hosts))
     ));
     let report = workload::run_job(&mut array, &job);
-    progress.finish();
-    print_report(&report, arguments.json)
-}
-
-fn run_replay(arguments: ReplayArgs) -> BenchResult {
-    let config = FlashConfig::preset_or_file(&arguments.preset)?;
-    if !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&arguments.queue_depth) {
-        return Err(format!(
-            "--queue-depth {}: must be within 1..={}",
-            arguments.queue_depth,
-            workload::MAX_JOB_QUEUE_DEPTH
-        )
-        .into());
-    }
-    let progress = Progress::spinner(format!("sim replay: reading {}", arguments.file));
-    let text = read_trace_file(&arguments.file)?;
-    let requests = match arguments.format {
-        TraceFormat::Blkparse => workload::parse_blkparse(&text, &arguments.file)?,
-        TraceFormat::Disksim => workload::parse_disksim(&text, &arguments.file)?,
-    };
-    progress.set_message(format!(
-        "sim replay: replaying {} requests",
-        crate::progress::thousands(requests.len() as u64)
-    ));
-    let mut array = timing_array(config, 1, workload::MAX_JOB_QUEUE_DEPTH, 1)?;
-    let report = workload::replay(&mut array, requests, arguments.queue_depth);
     progress.finish();
     print_report(&report, arguments.json)
 }

@@ -1,6 +1,7 @@
 //! Workloads for the flash array: fio-like synthetic jobs (sequential or random, read or
-//! write, request size, queue depth, hosts) and trace replay (blkparse text output and
-//! DiskSim ASCII traces), all driving the raw interface in virtual time.
+//! write, request size, queue depth, hosts) and the raw striped trace replay, all driving
+//! the raw interface in virtual time; the trace formats are parsed in [`trace`]. Replay
+//! through the host FTL (the default of `flashpipe sim replay`) is `flashpipe_ftl::replay`.
 //!
 //! A host request covers whole pages; logical page `L` lives at a fixed place (the
 //! pre-FTL mapping): channel `L % C`, way `(L / C) % W`, device `(L / (C W)) % D`, page
@@ -14,6 +15,14 @@ use crate::array::FlashArray;
 use crate::config::FlashConfig;
 use crate::interface::{Ack, FlashAddress, FlashCommand, FlashRequest, SubmitError};
 use crate::stats::{FlashStats, LatencySummary};
+
+pub mod trace;
+
+pub use trace::{
+    check_trace_request, parse_blkparse, parse_disksim, parse_trace, ParsedTrace, TraceError,
+    TraceFormat, TraceOptions, TraceTimeUnit, PLAUSIBLE_MEAN_INTERARRIVAL_NS_MIN,
+    PLAUSIBLE_TRACE_SPAN_SECONDS_MAX,
+};
 
 /// Largest host request of a job or trace: 256 MiB, so a request spans fewer than 2^20
 /// pages even with the smallest (512-byte) page.
@@ -55,13 +64,15 @@ pub enum AccessPattern {
     Random,
 }
 
-/// Read or write.
+/// Read, write or trim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum AccessKind {
     /// Page reads.
     Read,
     /// Page writes (sequential writes only make sense on erased blocks).
     Write,
+    /// Trims (discards): traces only; the raw striped replay skips and counts them.
+    Trim,
 }
 
 /// A synthetic job.
@@ -93,6 +104,13 @@ impl SyntheticJob {
             value,
             limit,
         };
+        if self.kind == AccessKind::Trim {
+            return Err(refuse(
+                "kind",
+                2,
+                "a synthetic job reads or writes; trims come from traces".to_string(),
+            ));
+        }
         if !(1..=MAX_REQUEST_BYTES).contains(&self.request_bytes) {
             return Err(refuse(
                 "request_bytes",
@@ -154,6 +172,8 @@ pub struct WorkloadReport {
     pub page_operations: u64,
     /// Page operations that did not end `Ok`.
     pub failed_page_operations: u64,
+    /// Trims of a trace, skipped (the raw array has no trim).
+    pub trims_skipped: u64,
     /// Bytes moved.
     pub bytes: u64,
     /// Virtual time from the first submission to the last ack.
@@ -278,8 +298,18 @@ pub fn replay(
         "replay takes requests within the trace limits only"
     );
     let striping = Striping::new(array, array.config().geometry.devices);
-    let stream: RequestStream = Box::new(requests.into_iter());
-    drive(array, vec![stream], &striping, queue_depth, true)
+    let trims_skipped = requests
+        .iter()
+        .filter(|request| request.kind == AccessKind::Trim)
+        .count() as u64;
+    let stream: RequestStream = Box::new(
+        requests
+            .into_iter()
+            .filter(|request| request.kind != AccessKind::Trim),
+    );
+    let mut report = drive(array, vec![stream], &striping, queue_depth, true);
+    report.trims_skipped = trims_skipped;
+    report
 }
 
 fn drive(
@@ -383,6 +413,7 @@ fn drive(
         requests: latencies_ns.len() as u64,
         page_operations,
         failed_page_operations: failed,
+        trims_skipped: 0,
         bytes,
         elapsed_ns,
         megabytes_per_second: bytes as f64 / seconds / 1e6,
@@ -413,6 +444,7 @@ fn open_request(
         let address = striping.address(logical_page);
         let command = match request.kind {
             AccessKind::Read => FlashCommand::ReadPage { address },
+            AccessKind::Trim => unreachable!("trims are filtered out before the raw replay"),
             AccessKind::Write => FlashCommand::WritePage {
                 address,
                 data: if keeps_data {
@@ -461,277 +493,4 @@ fn submit_backlog(array: &mut FlashArray, host: &mut HostStream) {
             return;
         }
     }
-}
-
-/// A trace line that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{source_name}:{line}: {message}")]
-pub struct TraceError {
-    /// File name.
-    pub source_name: String,
-    /// 1-based line.
-    pub line: usize,
-    /// What is wrong.
-    pub message: String,
-}
-
-/// Parses blkparse's default text output: queue (`Q`) events become requests
-/// (`dev cpu seq time pid Q rwbs sector + count [process]`); other actions, blank lines
-/// and the closing summary are skipped.
-pub fn parse_blkparse(text: &str, source_name: &str) -> Result<Vec<TraceRequest>, TraceError> {
-    let mut requests = Vec::new();
-    let mut first_ns = None;
-    for (index, line) in text.lines().enumerate() {
-        let error = |message: String| TraceError {
-            source_name: source_name.to_string(),
-            line: index + 1,
-            message,
-        };
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let Some(first) = fields.first() else {
-            continue;
-        };
-        if !is_device_number(first) {
-            if line.starts_with("CPU")
-                || line.starts_with("Total")
-                || line.starts_with(' ')
-                || line.starts_with('\t')
-            {
-                continue;
-            }
-            return Err(error(format!("not a blkparse event line: {line:?}")));
-        }
-        if fields.len() < 7 {
-            return Err(error(format!(
-                "expected at least 7 fields, found {}",
-                fields.len()
-            )));
-        }
-        if fields[5] != "Q" {
-            continue;
-        }
-        let rwbs = fields[6];
-        let kind = if rwbs.contains('R') {
-            AccessKind::Read
-        } else if rwbs.contains('W') {
-            AccessKind::Write
-        } else {
-            continue;
-        };
-        let seconds = parse_trace_time(fields[3], "time", TimeUnit::Seconds).map_err(&error)?;
-        if fields.len() < 10 || fields[8] != "+" {
-            return Err(error(
-                "expected `sector + count` after the RWBS field".to_string(),
-            ));
-        }
-        let sector = parse_trace_integer(fields[7], "sector").map_err(&error)?;
-        let count = parse_trace_integer(fields[9], "sector count").map_err(&error)?;
-        let time_ns = seconds_to_ns(seconds);
-        let origin = *first_ns.get_or_insert(time_ns);
-        let request = sectors_to_request(
-            time_ns.saturating_sub(origin),
-            kind,
-            (sector, count),
-            &BLKPARSE_FIELDS,
-        )
-        .map_err(&error)?;
-        push_trace_request(&mut requests, request).map_err(&error)?;
-    }
-    Ok(requests)
-}
-
-fn is_device_number(field: &str) -> bool {
-    field
-        .split_once(',')
-        .is_some_and(|(major, minor)| major.parse::<u32>().is_ok() && minor.parse::<u32>().is_ok())
-}
-
-/// Parses a DiskSim ASCII trace: `arrival_ms device block size_blocks flags` per line,
-/// 512-byte blocks, flag bit 0 set for reads.
-pub fn parse_disksim(text: &str, source_name: &str) -> Result<Vec<TraceRequest>, TraceError> {
-    let mut requests = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        let error = |message: String| TraceError {
-            source_name: source_name.to_string(),
-            line: index + 1,
-            message,
-        };
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.is_empty() {
-            continue;
-        }
-        if fields.len() != 5 {
-            return Err(error(format!(
-                "expected 5 fields (time device block size flags), found {}",
-                fields.len()
-            )));
-        }
-        let milliseconds =
-            parse_trace_time(fields[0], "arrival time", TimeUnit::Milliseconds).map_err(&error)?;
-        let seconds = milliseconds / 1e3;
-        parse_trace_integer(fields[1], "device").map_err(&error)?;
-        let block = parse_trace_integer(fields[2], "block").map_err(&error)?;
-        let size = parse_trace_integer(fields[3], "size").map_err(&error)?;
-        let flags = parse_trace_integer(fields[4], "flags").map_err(&error)?;
-        let kind = if flags & 1 == 1 {
-            AccessKind::Read
-        } else {
-            AccessKind::Write
-        };
-        let request =
-            sectors_to_request(seconds_to_ns(seconds), kind, (block, size), &DISKSIM_FIELDS)
-                .map_err(&error)?;
-        push_trace_request(&mut requests, request).map_err(&error)?;
-    }
-    Ok(requests)
-}
-
-/// Checks one trace request against the trace limits: offset, length and arrival time.
-pub fn check_trace_request(request: &TraceRequest) -> Result<(), String> {
-    if request.length_bytes > MAX_REQUEST_BYTES {
-        return Err(format!(
-            "request of {} bytes: above the limit of {MAX_REQUEST_BYTES} bytes (256 MiB)",
-            request.length_bytes
-        ));
-    }
-    if request.offset_bytes > MAX_TRACE_OFFSET_BYTES {
-        return Err(format!(
-            "offset {} bytes: above the limit of {MAX_TRACE_OFFSET_BYTES} bytes (1 PiB)",
-            request.offset_bytes
-        ));
-    }
-    if request.arrival_ns > seconds_to_ns(MAX_TRACE_ARRIVAL_SECONDS) {
-        return Err(format!(
-            "arrival {} ns: above the limit of {MAX_TRACE_ARRIVAL_SECONDS} s (30 days)",
-            request.arrival_ns
-        ));
-    }
-    Ok(())
-}
-
-/// The unit of a trace's time field.
-#[derive(Clone, Copy)]
-enum TimeUnit {
-    Seconds,
-    Milliseconds,
-}
-
-impl TimeUnit {
-    fn per_second(self) -> f64 {
-        match self {
-            TimeUnit::Seconds => 1.0,
-            TimeUnit::Milliseconds => 1e3,
-        }
-    }
-
-    fn symbol(self) -> &'static str {
-        match self {
-            TimeUnit::Seconds => "s",
-            TimeUnit::Milliseconds => "ms",
-        }
-    }
-}
-
-/// A time of a trace in `unit`: a finite, non-negative decimal number of at most
-/// [`MAX_TRACE_ARRIVAL_SECONDS`].
-fn parse_trace_time(text: &str, field: &str, unit: TimeUnit) -> Result<f64, String> {
-    let value: f64 = text
-        .parse()
-        .map_err(|_| format!("field `{field}` {text:?}: not a number"))?;
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!(
-            "field `{field}` {text:?}: not a finite non-negative number"
-        ));
-    }
-    let limit = MAX_TRACE_ARRIVAL_SECONDS * unit.per_second();
-    if value > limit {
-        return Err(format!(
-            "field `{field}` {text:?}: above the limit of {limit} {} (30 days)",
-            unit.symbol()
-        ));
-    }
-    Ok(value)
-}
-
-/// A non-negative integer field of a trace.
-fn parse_trace_integer(text: &str, field: &str) -> Result<u64, String> {
-    text.parse::<u64>()
-        .map_err(|_| format!("field `{field}` {text:?}: not a non-negative integer below 2^64"))
-}
-
-/// Whole nanoseconds of a checked time (at most 30 days, so the product is exact enough
-/// and far from overflow).
-fn seconds_to_ns(seconds: f64) -> u64 {
-    assert!(
-        (0.0..=MAX_TRACE_ARRIVAL_SECONDS).contains(&seconds),
-        "times are checked before conversion"
-    );
-    (seconds * 1e9) as u64
-}
-
-/// The names a trace format gives its position and length fields, for errors.
-struct SectorFieldNames {
-    position: &'static str,
-    count: &'static str,
-}
-
-const BLKPARSE_FIELDS: SectorFieldNames = SectorFieldNames {
-    position: "sector",
-    count: "sector count",
-};
-
-const DISKSIM_FIELDS: SectorFieldNames = SectorFieldNames {
-    position: "block",
-    count: "size",
-};
-
-/// A request of `count` 512-byte sectors from `sector`, within the trace limits.
-fn sectors_to_request(
-    arrival_ns: u64,
-    kind: AccessKind,
-    (sector, count): (u64, u64),
-    names: &SectorFieldNames,
-) -> Result<TraceRequest, String> {
-    const SECTOR_BYTES: u64 = 512;
-    let offset_bytes = sector
-        .checked_mul(SECTOR_BYTES)
-        .filter(|&offset| offset <= MAX_TRACE_OFFSET_BYTES)
-        .ok_or_else(|| {
-            format!(
-                "field `{}` {sector}: above the limit of {} sectors ({MAX_TRACE_OFFSET_BYTES} bytes, 1 PiB)",
-                names.position,
-                MAX_TRACE_OFFSET_BYTES / SECTOR_BYTES
-            )
-        })?;
-    let length_bytes = count
-        .checked_mul(SECTOR_BYTES)
-        .filter(|&length| length <= MAX_REQUEST_BYTES)
-        .ok_or_else(|| {
-            format!(
-                "field `{}` {count}: above the limit of {} sectors ({MAX_REQUEST_BYTES} bytes, 256 MiB)",
-                names.count,
-                MAX_REQUEST_BYTES / SECTOR_BYTES
-            )
-        })?;
-    let request = TraceRequest {
-        arrival_ns,
-        kind,
-        offset_bytes,
-        length_bytes,
-    };
-    check_trace_request(&request)?;
-    Ok(request)
-}
-
-fn push_trace_request(
-    requests: &mut Vec<TraceRequest>,
-    request: TraceRequest,
-) -> Result<(), String> {
-    if requests.len() >= MAX_TRACE_REQUESTS {
-        return Err(format!(
-            "more than {MAX_TRACE_REQUESTS} requests: the limit of one trace"
-        ));
-    }
-    requests.push(request);
-    Ok(())
 }

@@ -10,8 +10,9 @@ use flashpipe_flash::config::{
     MAX_TOTAL_BLOCKS, MAX_WAYS,
 };
 use flashpipe_flash::workload::{
-    check_trace_request, parse_blkparse, parse_disksim, AccessKind, AccessPattern, SyntheticJob,
-    MAX_JOB_PAGE_OPERATIONS, MAX_REQUEST_BYTES,
+    check_trace_request, parse_blkparse, parse_disksim, parse_trace, AccessKind, AccessPattern,
+    SyntheticJob, TraceFormat, TraceOptions, TraceTimeUnit, MAX_JOB_PAGE_OPERATIONS,
+    MAX_REQUEST_BYTES,
 };
 use proptest::prelude::*;
 
@@ -92,6 +93,33 @@ proptest! {
     fn disksim_arbitrary_text_never_panics(text in "\\PC{0,200}") {
         if let Ok(requests) = parse_disksim(&text, "fuzz") {
             assert_within_limits(&requests);
+        }
+    }
+
+    #[test]
+    fn every_format_and_option_never_panics_and_stays_within_limits(
+        lines in prop::collection::vec(disksim_line(), 1..6),
+        format in prop::sample::select(vec![
+            TraceFormat::Blkparse,
+            TraceFormat::Disksim,
+            TraceFormat::AsciiNanoseconds,
+        ]),
+        time_unit in prop::sample::select(vec![
+            TraceTimeUnit::Milliseconds,
+            TraceTimeUnit::Microseconds,
+            TraceTimeUnit::Nanoseconds,
+        ]),
+        sort in any::<bool>(),
+        allow_implausible in any::<bool>(),
+    ) {
+        let options = TraceOptions { time_unit, sort, allow_implausible };
+        if let Ok(trace) = parse_trace(&lines.join("\n"), "fuzz", format, &options) {
+            assert_within_limits(&trace.requests);
+            assert_eq!(trace.lines.len(), trace.requests.len());
+            assert!(trace
+                .requests
+                .windows(2)
+                .all(|pair| pair[0].arrival_ns <= pair[1].arrival_ns));
         }
     }
 }

@@ -198,3 +198,192 @@ fn trace_replay_runs_in_open_loop() {
         "the second request arrives at 10 ms"
     );
 }
+
+fn parse(
+    text: &str,
+    format: workload::TraceFormat,
+    options: workload::TraceOptions,
+) -> Result<workload::ParsedTrace, workload::TraceError> {
+    workload::parse_trace(text, "t.txt", format, &options)
+}
+
+fn check_parse_error(
+    result: Result<workload::ParsedTrace, workload::TraceError>,
+    line: usize,
+    words: &str,
+) {
+    check_trace_error(result.map(|trace| trace.requests), line, words);
+}
+
+#[test]
+fn comment_lines_are_skipped_and_counted_in_every_format() {
+    use workload::TraceFormat::*;
+    for (format, text) in [
+        (
+            Disksim,
+            "# arrival device block size flags\n0.5 0 100 8 1\n  # indented\n1.5 0 108 8 0\n",
+        ),
+        (
+            AsciiNanoseconds,
+            "# MQSim\n500000 0 100 8 1\n1500000 0 108 8 0\n",
+        ),
+        (
+            Blkparse,
+            "# blkparse -i sda\n  8,0 0 1 0.1 5 Q R 100 + 8 [x]\n  8,0 0 2 0.2 5 Q W 108 + 8 [x]\n",
+        ),
+    ] {
+        let trace = parse(text, format, workload::TraceOptions::default()).unwrap();
+        assert_eq!(trace.requests.len(), 2, "{format:?}");
+        assert!(trace.comment_lines >= 1, "{format:?}");
+        assert_eq!(trace.requests[0].offset_bytes, 100 * 512);
+        assert_eq!(trace.requests[1].kind, AccessKind::Write);
+    }
+}
+
+#[test]
+fn disksim_time_units_scale_arrivals() {
+    use workload::TraceTimeUnit::*;
+    for (unit, expected_ns) in [
+        (Milliseconds, 2_000_000),
+        (Microseconds, 2_000),
+        (Nanoseconds, 2),
+    ] {
+        let options = workload::TraceOptions {
+            time_unit: unit,
+            allow_implausible: true,
+            ..workload::TraceOptions::default()
+        };
+        let trace = parse(
+            "0 0 0 8 1\n2 0 8 8 1\n",
+            workload::TraceFormat::Disksim,
+            options,
+        )
+        .unwrap();
+        assert_eq!(trace.requests[1].arrival_ns, expected_ns, "{unit:?}");
+    }
+}
+
+#[test]
+fn arrivals_going_backwards_are_refused_with_their_line_or_sorted() {
+    let text = "1.0 0 0 8 1\n3.0 0 8 8 1\n2.0 0 16 8 0\n4.0 0 24 8 1\n";
+    check_parse_error(
+        parse(
+            text,
+            workload::TraceFormat::Disksim,
+            workload::TraceOptions::default(),
+        ),
+        3,
+        "goes backwards (line 2 arrived at 3000000 ns)",
+    );
+    let sorted = workload::TraceOptions {
+        sort: true,
+        ..workload::TraceOptions::default()
+    };
+    let trace = parse(text, workload::TraceFormat::Disksim, sorted).unwrap();
+    assert_eq!(trace.out_of_order_requests, 1);
+    let arrivals: Vec<u64> = trace
+        .requests
+        .iter()
+        .map(|request| request.arrival_ns)
+        .collect();
+    assert_eq!(arrivals, vec![1_000_000, 2_000_000, 3_000_000, 4_000_000]);
+    assert_eq!(trace.lines, vec![1, 3, 2, 4]);
+}
+
+#[test]
+fn implausible_time_spans_are_refused_unless_allowed() {
+    // Nanosecond times read as milliseconds: 2,000,000 ms apart is 33 minutes a request.
+    let nanoseconds_as_milliseconds: String = (0..100)
+        .map(|index| format!("{} 0 {} 8 1\n", index * 2_000_000, index * 8))
+        .collect();
+    check_parse_error(
+        parse(
+            &nanoseconds_as_milliseconds,
+            workload::TraceFormat::Disksim,
+            workload::TraceOptions::default(),
+        ),
+        100,
+        "above the plausible 86400 s",
+    );
+    // Millisecond times read as nanoseconds: 1 ns apart.
+    check_parse_error(
+        parse(
+            "0 0 0 8 1\n1 0 8 8 1\n2 0 16 8 1\n",
+            workload::TraceFormat::AsciiNanoseconds,
+            workload::TraceOptions::default(),
+        ),
+        3,
+        "below the plausible 10 ns",
+    );
+    let allowed = workload::TraceOptions {
+        allow_implausible: true,
+        ..workload::TraceOptions::default()
+    };
+    assert!(parse(
+        &nanoseconds_as_milliseconds,
+        workload::TraceFormat::Disksim,
+        allowed
+    )
+    .is_ok());
+}
+
+#[test]
+fn ascii_nanosecond_lines_are_checked_field_by_field() {
+    let trace = parse(
+        "4851300 1 524288 16 0\n4864300 1 524304 16 1\n",
+        workload::TraceFormat::AsciiNanoseconds,
+        workload::TraceOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        trace.requests[0],
+        TraceRequest {
+            arrival_ns: 4_851_300,
+            kind: AccessKind::Write,
+            offset_bytes: 524_288 * 512,
+            length_bytes: 16 * 512,
+        }
+    );
+    assert_eq!(trace.requests[1].kind, AccessKind::Read);
+    for (text, line, words) in [
+        (
+            "0 0 0 8 1\n10 0 8 8 2\n",
+            2,
+            "field `type` \"2\": must be 0 (write) or 1 (read)",
+        ),
+        ("0 0 0 8 1\n1.5 0 8 8 1\n", 2, "field `time_ns` \"1.5\""),
+        (
+            "0 0 0 8\n",
+            1,
+            "expected 5 fields (time_ns device lba size_sectors type)",
+        ),
+        (
+            "0 0 0 1048576 1\n",
+            1,
+            "field `size_sectors` 1048576: above the limit",
+        ),
+    ] {
+        check_parse_error(
+            parse(
+                text,
+                workload::TraceFormat::AsciiNanoseconds,
+                workload::TraceOptions::default(),
+            ),
+            line,
+            words,
+        );
+    }
+}
+
+#[test]
+fn blkparse_discards_become_trims() {
+    let trace = parse(
+        "  8,0 0 1 0.1 5 Q D 100 + 8 [fstrim]\n  8,0 0 2 0.2 5 Q WS 108 + 8 [x]\n",
+        workload::TraceFormat::Blkparse,
+        workload::TraceOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(trace.requests[0].kind, AccessKind::Trim);
+    assert_eq!(trace.requests[0].arrival_ns, 0);
+    assert_eq!(trace.requests[1].arrival_ns, 100_000_000);
+}

@@ -27,6 +27,7 @@ pub mod ftl;
 pub mod layout;
 pub mod mount;
 pub mod pacing;
+pub mod replay;
 pub mod shared;
 pub mod stats;
 

@@ -1,6 +1,8 @@
 //! `flashpipe sim repro ...`: the RAD and minFlash figures and tables, our simulated
 //! numbers beside the paper's (docs/reproductions.md discusses each difference).
 
+mod rad_fig4_ftl;
+
 use crate::plot::{value_text, Chart, ChartKind, ReferencePoint, Series};
 use clap::{Args, ValueEnum};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
@@ -36,6 +38,9 @@ pub struct ReproArgs {
 enum Reproduction {
     /// RAD Fig. 4(a)/(b): N x 1 read and write bandwidth, N = 1..32, 512-sector requests.
     RadFig4,
+    /// RAD Fig. 4(a) through the host FTL in steady state (issue #16): 1 x 1 read and
+    /// write bandwidth and write amplification per over-provisioning share.
+    RadFig4Ftl,
     /// RAD Table II: flash matrix sizing for DES and Sobel.
     RadTable2,
     /// minFlash Table I: latency of one 8 KiB read and write.
@@ -113,6 +118,7 @@ pub fn run(arguments: ReproArgs) -> BenchResult {
     }
     let all = [
         Reproduction::RadFig4,
+        Reproduction::RadFig4Ftl,
         Reproduction::RadTable2,
         Reproduction::MinflashTable1,
         Reproduction::MinflashFig5,
@@ -135,6 +141,7 @@ pub fn run(arguments: ReproArgs) -> BenchResult {
         progress.set_message(format!("sim repro: reproducing {name}"));
         let figure_rows = match which {
             Reproduction::RadFig4 => rad_fig4(arguments.seed)?,
+            Reproduction::RadFig4Ftl => rad_fig4_ftl::rad_fig4_ftl(arguments.seed)?,
             Reproduction::RadTable2 => rad_table2(arguments.seed)?,
             Reproduction::MinflashTable1 => minflash_table1(arguments.seed)?,
             Reproduction::MinflashFig5 => minflash_fig5(arguments.seed)?,
@@ -651,6 +658,18 @@ fn figure_text(which: Reproduction, unit: &str) -> FigureText {
         (Reproduction::RadFig4, _) => (
             "RAD Fig. 4: N x 1 flash matrix, 512-sector sequential requests",
             "flash packages N in the N x 1 matrix",
+            "bandwidth (MiB/s, virtual time)",
+            false,
+        ),
+        (Reproduction::RadFig4Ftl, "x") => (
+            "RAD Fig. 4(a) through the FTL: write amplification of the measured writes",
+            "over-provisioning",
+            "write amplification (flash pages / host pages)",
+            false,
+        ),
+        (Reproduction::RadFig4Ftl, _) => (
+            "RAD Fig. 4(a) through the FTL, steady state, 512-sector requests",
+            "over-provisioning",
             "bandwidth (MiB/s, virtual time)",
             false,
         ),
