@@ -25,7 +25,9 @@ pub use frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
     ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
 };
-pub use stream::{read_frame, read_frame_body, read_header, write_frame, ReadFrameError};
+pub use stream::{
+    read_frame, read_frame_body, read_header, send_all, send_frame, write_frame, ReadFrameError,
+};
 
 /// A request's id, chosen by the client; its answer carries it back. Zero is reserved
 /// for frames about the whole connection (hello, welcome, release, a closing error).
