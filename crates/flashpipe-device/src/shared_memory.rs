@@ -10,6 +10,10 @@
 //! `s * buffer_size_bytes`, so a server names data by (slot, offset, length) and the
 //! client reads it in its own mapping without a copy.
 //!
+//! [`ring::FrameRing`] is a bounded single-producer single-consumer ring of records in
+//! such a region (spin, then park on a futex in the shared page), so two processes pass
+//! frames without a socket round trip.
+//!
 //! Hand-written on `libc` rather than taken from a crate: the maintained crates
 //! (`memfd`, `nix`, `sendfd`) each cover one step; the checks that make the receiving
 //! side sound (size and seals before mapping, truncated control data closing what came)
@@ -50,8 +54,10 @@
 
 mod error;
 mod fd_passing;
+mod futex;
 mod mapping;
 mod region;
+pub mod ring;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
@@ -60,6 +66,7 @@ pub use error::SharedMemoryError;
 pub use fd_passing::{receive_with_fds, send_with_fds, MAX_FDS_PER_MESSAGE};
 pub use mapping::SharedMapping;
 pub use region::{SharedMemory, MAX_MEMFD_NAME_BYTES};
+pub use ring::{FrameRing, FrameRingError, PushOutcome, RingCounters, RingWait};
 
 /// Largest region created or mapped, in bytes (1 TiB).
 pub const MAX_SHARED_MEMORY_BYTES: usize = 1 << 40;
