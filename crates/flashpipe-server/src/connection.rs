@@ -376,13 +376,11 @@ fn take_request(
     answers_to: &Sender<Completion>,
 ) -> Next {
     if connection.state.is_stopping() {
-        connection.refuse(
-            request_id,
-            RemoteError::new(
-                ErrorCode::ShuttingDown,
-                "the server is stopping; no new requests",
-            ),
+        let error = RemoteError::new(
+            ErrorCode::ShuttingDown,
+            "the server is stopping; no new requests",
         );
+        refuse_request(connection, request_id, &request, error);
         return Next::Continue;
     }
     let request = match request {
@@ -399,7 +397,7 @@ fn take_request(
     match admit(connection, request_id, &request) {
         Ok(()) => {}
         Err(Refusal::Request(error)) => {
-            connection.refuse(request_id, error);
+            refuse_request(connection, request_id, &request, error);
             return Next::Continue;
         }
         Err(Refusal::Connection(error)) => return Next::Close(error),
@@ -421,6 +419,20 @@ fn take_request(
         connection.refuse(request_id, crate::engine_errors::remote_error(&error));
     }
     Next::Continue
+}
+
+/// Refuses a request before the engine; a refused write by grant gives its grant up
+/// (after any error answer to a write by grant, the slot is no longer the client's).
+fn refuse_request(
+    connection: &Connection,
+    request_id: RequestId,
+    request: &Request,
+    error: RemoteError,
+) {
+    if let (Request::WriteGranted { slot, .. }, Some(mapped)) = (request, &connection.mapped) {
+        mapped.forfeit(*slot);
+    }
+    connection.refuse(request_id, error);
 }
 
 /// Checks the in-flight, byte and read-handle limits and records the request as in

@@ -170,6 +170,12 @@ impl Mapped {
         Ok(buffer)
     }
 
+    /// Takes a grant back (its slot returns to the pool); nothing when `slot` is not
+    /// granted.
+    pub(crate) fn forfeit(&self, slot: u32) {
+        drop(self.lock_grants().remove(&slot));
+    }
+
     /// Gives a written slot back to the client's grants.
     pub(crate) fn regrant(&self, mut buffer: IoBuf) {
         let (_, slot) = buffer.pool_slot().expect("a granted buffer has a slot");
