@@ -59,3 +59,11 @@ fn a_server_that_refuses_the_hello_is_reported_with_its_reason() {
     }
     serving.join().expect("server thread");
 }
+
+#[test]
+fn a_client_and_its_views_move_between_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Client>();
+    assert_send::<flashpipe_client::ReadView>();
+    assert_send::<flashpipe_client::WriteBuffer>();
+}
