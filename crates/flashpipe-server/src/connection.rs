@@ -68,9 +68,16 @@ impl Connection {
         if self.peer_gone.load(Ordering::Acquire) {
             return;
         }
-        let bytes = encode_frame(frame);
+        self.send_encoded(&encode_frame(frame));
+    }
+
+    /// Sends an encoded frame (as [`Connection::send`]).
+    pub(crate) fn send_encoded(&self, bytes: &[u8]) {
+        if self.peer_gone.load(Ordering::Acquire) {
+            return;
+        }
         let _serialized = self.send_lock.lock().expect("no panic while sending");
-        match send_all(&self.socket, &bytes) {
+        match send_all(&self.socket, bytes) {
             Ok(()) => {
                 Counters::add(&self.state.counters.frames_sent, 1);
                 Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
 use flashpipe_fs::FsckReport;
-use flashpipe_protocol::{CheckSummary, DataPayload, Frame, RemoteError, Response, SharedWindow};
+use flashpipe_protocol::{
+    encode_inline_data, CheckSummary, DataPayload, Frame, RemoteError, Response, SharedWindow,
+};
 
 use crate::connection::{Connection, InFlight};
 use crate::engine_errors::remote_error;
@@ -20,6 +22,10 @@ pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Comple
             panic!("the engine answered request {request_id}, which is not in flight")
         });
         let frame = match result {
+            Ok(Reply::Data(data)) if !entry.holds_handle => {
+                connection.send_encoded(&encode_inline_data(request_id, data.bytes()));
+                continue;
+            }
             Ok(reply) => Frame::Response {
                 request_id,
                 response: response(&connection, reply, &entry),
