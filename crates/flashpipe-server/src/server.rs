@@ -307,6 +307,13 @@ fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
             });
         }
     }
+    if config.answer_spin_us > crate::config::MAX_ANSWER_SPIN_US {
+        return Err(ServeError::BadConfig {
+            field: "answer_spin_us",
+            value: u64::from(config.answer_spin_us),
+            rule: "at most 10000 (10 ms)",
+        });
+    }
     let in_flight = config.max_in_flight_per_client as u64;
     if in_flight > u64::from(u32::MAX) {
         return Err(ServeError::BadConfig {
