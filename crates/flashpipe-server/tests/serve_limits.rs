@@ -306,3 +306,13 @@ fn stop_finishes_in_flight_requests_and_refuses_new_ones() {
     let after = client.stat("f");
     assert!(after.is_err(), "the connection is closed after stop");
 }
+
+#[test]
+fn stop_ends_the_server_even_when_its_socket_path_is_gone() {
+    let test = start_server("serve-socket-gone", |_| {});
+    let mut client = connect(&test.socket, false);
+    client.create("f").expect("create");
+    std::fs::remove_file(&test.socket).expect("socket removed by someone else");
+    test.server.stop_handle().stop();
+    test.server.run_until_stopped().expect("stopped");
+}
