@@ -4,7 +4,7 @@ use std::io::{ErrorKind, Read, Write};
 
 use crate::codec::{decode_body, decode_header, encode_frame, Header};
 use crate::error::DecodeError;
-use crate::frame::Frame;
+use crate::frame::{DataPayload, Frame, FrameKind, Response};
 use crate::HEADER_BYTES;
 
 /// Why a frame could not be read.
@@ -58,16 +58,68 @@ pub fn read_header(
     Ok(Some(decode_header(&header_bytes, max_body_bytes)?))
 }
 
-/// Reads the body `header` announces and decodes the frame.
+/// Bytes before the data of an inline data response: the tag and the length.
+const INLINE_DATA_PREFIX_BYTES: usize = 5;
+
+/// Reads the body `header` announces and decodes the frame. The bytes of an inline data
+/// response are read straight into their own vector (one copy from the stream).
 pub fn read_frame_body(stream: &mut impl Read, header: &Header) -> Result<Frame, ReadFrameError> {
-    let mut body = vec![0u8; header.body_length_bytes as usize];
-    if !read_exact_or_end(stream, &mut body)? && !body.is_empty() {
+    let body_length = header.body_length_bytes as usize;
+    if header.kind == FrameKind::Data && body_length >= INLINE_DATA_PREFIX_BYTES {
+        return read_data_body(stream, header);
+    }
+    read_whole_body(stream, header, Vec::new())
+}
+
+/// Reads the rest of a body after `start` (bytes of it already read) and decodes it.
+fn read_whole_body(
+    stream: &mut impl Read,
+    header: &Header,
+    start: Vec<u8>,
+) -> Result<Frame, ReadFrameError> {
+    let mut body = start;
+    let already = body.len();
+    body.resize(header.body_length_bytes as usize, 0);
+    read_body_part(stream, &mut body[already..], header)?;
+    Ok(decode_body(header, &body)?)
+}
+
+fn read_body_part(
+    stream: &mut impl Read,
+    part: &mut [u8],
+    header: &Header,
+) -> Result<(), ReadFrameError> {
+    if !read_exact_or_end(stream, part)? && !part.is_empty() {
         return Err(ReadFrameError::ClosedMidFrame {
             read_bytes: 0,
-            expected_bytes: body.len() as u64,
+            expected_bytes: u64::from(header.body_length_bytes),
         });
     }
-    Ok(decode_body(header, &body)?)
+    Ok(())
+}
+
+/// A data response: an inline payload whose length matches the body is read into its
+/// own vector; anything else is read whole and decoded as usual.
+fn read_data_body(stream: &mut impl Read, header: &Header) -> Result<Frame, ReadFrameError> {
+    let mut prefix = [0u8; INLINE_DATA_PREFIX_BYTES];
+    read_body_part(stream, &mut prefix, header)?;
+    let data_length = u32::from_le_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    let body_length = header.body_length_bytes as usize;
+    if prefix[0] != 0 || data_length != body_length - INLINE_DATA_PREFIX_BYTES {
+        return read_whole_body(stream, header, prefix.to_vec());
+    }
+    let mut data = Vec::with_capacity(data_length);
+    let read = stream.take(data_length as u64).read_to_end(&mut data)?;
+    if read != data_length {
+        return Err(ReadFrameError::ClosedMidFrame {
+            read_bytes: (INLINE_DATA_PREFIX_BYTES + read) as u64,
+            expected_bytes: body_length as u64,
+        });
+    }
+    Ok(Frame::Response {
+        request_id: header.request_id,
+        response: Response::Data(DataPayload::Inline(data)),
+    })
 }
 
 /// Reads one whole frame (body at most `max_body_bytes`); `Ok(None)` when the stream
