@@ -29,6 +29,10 @@ pub struct ServerConfig {
     /// at queue depth 1 and burns a core meanwhile. Selectable to compare side by side
     /// (`flashpipe bench serve`), at most [`MAX_ANSWER_SPIN_US`].
     pub answer_spin_us: u32,
+    /// How long one send to a client may block (its socket buffer full because it does
+    /// not read its answers) before the client is taken as gone and its connection
+    /// closed; bounds how long a graceful stop waits for a stuck client.
+    pub send_timeout_ms: u64,
 }
 
 /// Longest answer spin window (10 ms).
@@ -47,6 +51,7 @@ impl Default for ServerConfig {
             write_slots_per_client: 16,
             store_description: String::new(),
             answer_spin_us: 0,
+            send_timeout_ms: 10_000,
         }
     }
 }
