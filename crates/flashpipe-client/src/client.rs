@@ -1,0 +1,816 @@
+//! The connection to a server: the handshake, pipelined requests, one-shot calls.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufReader, Read};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use flashpipe_device::{receive_with_fds, MapAccess, SharedMapping};
+
+use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+use flashpipe_protocol::{
+    decode_body, decode_header, encode_frame, read_frame, send_all, CancelOutcome, CheckSummary,
+    DataPayload, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request, RequestId,
+    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant, HEADER_BYTES, MAX_BODY_BYTES,
+    MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
+};
+
+use crate::error::{ClientError, ConnectError};
+use crate::view::{GrantedSlot, ReadHold, ReadView, ViewBytes, WriteBuffer, WriteStorage};
+
+/// Bytes of the read buffer in front of the socket.
+const READ_BUFFER_BYTES: usize = 256 << 10;
+
+/// Most writes one [`Client::write`] keeps in flight.
+const WRITE_WINDOW_MAX: usize = 16;
+
+/// Where a server of the store whose store file is `store_file` listens: beside the
+/// store file, its name with `.sock` added (`store.toml` -> `store.toml.sock`).
+pub fn server_socket_path(store_file: &Path) -> PathBuf {
+    let mut name = store_file.as_os_str().to_owned();
+    name.push(".sock");
+    PathBuf::from(name)
+}
+
+/// How to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// Map the server's shared memory (data by reference); false for the copying path.
+    pub map_memory: bool,
+    /// What the server's logs call this client.
+    pub client_name: String,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> ConnectOptions {
+        ConnectOptions {
+            map_memory: true,
+            client_name: format!("flashpipe-client (pid {})", std::process::id()),
+        }
+    }
+}
+
+/// What the server told at connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The protocol version spoken.
+    pub version: u16,
+    /// The server's process id.
+    pub server_pid: u32,
+    /// The store the server holds.
+    pub store_path: String,
+    /// The server's limits.
+    pub limits: ServerLimits,
+}
+
+/// A request's answer, with read data as [`ReadView`]s.
+#[derive(Debug)]
+pub enum Response {
+    /// Done.
+    Done,
+    /// A write completed.
+    Written {
+        /// Bytes written.
+        length_bytes: u64,
+    },
+    /// Read data.
+    Data(ReadView),
+    /// Each file's data or its error, in the request's order.
+    Files(Vec<Result<ReadView, RemoteError>>),
+    /// One file's facts.
+    Stat(FileStat),
+    /// Every file's facts.
+    List(Vec<FileStat>),
+    /// Space and counts.
+    Stats(FsStats),
+    /// What the check found.
+    Check(CheckSummary),
+    /// What a copy did.
+    Copied(CopyReport),
+    /// A write slot granted.
+    Granted(WriteGrant),
+    /// What a cancel did.
+    Cancel(CancelOutcome),
+}
+
+/// A connection to a server.
+pub struct Client {
+    socket: UnixStream,
+    reader: BufReader<UnixStream>,
+    info: ServerInfo,
+    next_request_id: RequestId,
+    in_flight: HashSet<RequestId>,
+    arrived: VecDeque<(RequestId, Result<Response, RemoteError>)>,
+    shared: Option<SharedRegions>,
+}
+
+/// The mapped regions of a connection by reference, and what this client holds of them.
+struct SharedRegions {
+    read_mapping: Arc<SharedMapping>,
+    read_region: SharedRegion,
+    write: Option<(Arc<SharedMapping>, SharedRegion)>,
+    /// Read handles whose views are all dropped, to release with the next request.
+    releases: Arc<Mutex<Vec<u64>>>,
+    /// Granted write slots no buffer holds now.
+    spare_slots: Arc<Mutex<Vec<u32>>>,
+    /// Every slot granted to this client (a slot granted twice is refused).
+    granted_slots: HashSet<u32>,
+    /// Writes by grant in flight, and their slots.
+    granted_writes: HashMap<RequestId, u32>,
+}
+
+impl Client {
+    /// Connects to the server listening on `socket` and shakes hands; with
+    /// `map_memory`, maps the regions the server passes (when it offers none, the
+    /// connection takes the copying path: see [`Client::is_mapped`]).
+    pub fn connect(socket: &Path, options: ConnectOptions) -> Result<Client, ConnectError> {
+        let stream = UnixStream::connect(socket).map_err(|source| ConnectError::Connect {
+            path: socket.to_path_buf(),
+            source,
+        })?;
+        let hello = Frame::Hello(Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            map_memory: options.map_memory,
+            client_name: options.client_name,
+        });
+        // A server at its client limit may have closed already; its answer says why.
+        let _ = send_all(&stream, &encode_frame(&hello));
+        let (welcome, fds) = match receive_first_frame(&stream)? {
+            (Frame::Welcome(welcome), fds) => (welcome, fds),
+            (Frame::Error { error, .. }, _) => return Err(ConnectError::Refused(error)),
+            (other, _) => {
+                return Err(ConnectError::Handshake(format!(
+                    "the server answered hello with a {} frame",
+                    other.kind().name()
+                )))
+            }
+        };
+        if fds.len() != welcome.fd_count() {
+            return Err(ConnectError::Handshake(format!(
+                "the welcome announces {} shared regions but {} file descriptors came",
+                welcome.fd_count(),
+                fds.len()
+            )));
+        }
+        let shared = map_regions(&welcome, fds)?;
+        let reading = stream
+            .try_clone()
+            .map_err(|error| ConnectError::Handshake(format!("cloning the socket: {error}")))?;
+        Ok(Client {
+            socket: stream,
+            reader: BufReader::with_capacity(READ_BUFFER_BYTES, reading),
+            info: ServerInfo {
+                version: welcome.version,
+                server_pid: welcome.server_pid,
+                store_path: welcome.store_path,
+                limits: welcome.limits,
+            },
+            next_request_id: 1,
+            in_flight: HashSet::new(),
+            arrived: VecDeque::new(),
+            shared,
+        })
+    }
+
+    /// True when data goes by reference on this connection.
+    pub fn is_mapped(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Sends the release of every read handle whose views are all dropped (also done
+    /// before each request and before waiting).
+    pub fn release_now(&mut self) -> Result<(), ClientError> {
+        let bytes = self.release_frames();
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        send_all(&self.socket, &bytes).map_err(ClientError::ConnectionLost)
+    }
+
+    /// The encoded release frames of the handles waiting to be released.
+    fn release_frames(&mut self) -> Vec<u8> {
+        let Some(shared) = &self.shared else {
+            return Vec::new();
+        };
+        let handles = std::mem::take(
+            &mut *shared
+                .releases
+                .lock()
+                .expect("no panic holding the release list"),
+        );
+        handles
+            .chunks(MAX_RELEASE_HANDLES)
+            .flat_map(|chunk| {
+                encode_frame(&Frame::Release {
+                    handles: chunk.to_vec(),
+                })
+            })
+            .collect()
+    }
+
+    /// What the server told at connect.
+    pub fn server_info(&self) -> &ServerInfo {
+        &self.info
+    }
+
+    /// Requests sent and not yet taken back with [`Client::wait`].
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len() + self.arrived.len()
+    }
+
+    /// Sends a request; its answer comes from [`Client::wait`] under the returned id.
+    pub fn submit(&mut self, request: Request) -> Result<RequestId, ClientError> {
+        let request_id = self.next_request_id;
+        self.next_request_id += 1;
+        let frame = Frame::Request {
+            request_id,
+            request,
+        };
+        let mut bytes = self.release_frames();
+        bytes.extend_from_slice(&encode_frame(&frame));
+        send_all(&self.socket, &bytes).map_err(ClientError::ConnectionLost)?;
+        self.in_flight.insert(request_id);
+        Ok(request_id)
+    }
+
+    /// Waits for the next answer of any request in flight.
+    pub fn wait(&mut self) -> Result<(RequestId, Result<Response, RemoteError>), ClientError> {
+        if let Some(answer) = self.arrived.pop_front() {
+            return Ok(answer);
+        }
+        if self.in_flight.is_empty() {
+            return Err(ClientError::NothingInFlight);
+        }
+        self.receive()
+    }
+
+    /// Reads frames until an answer to a request in flight comes.
+    fn receive(&mut self) -> Result<(RequestId, Result<Response, RemoteError>), ClientError> {
+        self.release_now()?;
+        let frame = match read_frame(&mut self.reader, MAX_BODY_BYTES) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                return Err(ClientError::ConnectionLost(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                )))
+            }
+            Err(ReadFrameError::Malformed(error)) => return Err(ClientError::Malformed(error)),
+            Err(error) => {
+                return Err(ClientError::ConnectionLost(std::io::Error::other(
+                    error.to_string(),
+                )))
+            }
+        };
+        let (request_id, answer) = match frame {
+            Frame::Response {
+                request_id,
+                response,
+            } => (request_id, Ok(self.response(response)?)),
+            Frame::Error {
+                request_id: 0,
+                error,
+            } => return Err(ClientError::Closed(error)),
+            Frame::Error { request_id, error } => (request_id, Err(error)),
+            other => {
+                return Err(ClientError::Protocol(format!(
+                    "a {} frame where an answer was expected",
+                    other.kind().name()
+                )))
+            }
+        };
+        if !self.in_flight.remove(&request_id) {
+            return Err(ClientError::Protocol(format!(
+                "an answer to request {request_id}, which is not in flight"
+            )));
+        }
+        self.note_granted_write(request_id, &answer);
+        Ok((request_id, answer))
+    }
+
+    fn response(
+        &mut self,
+        response: flashpipe_protocol::Response,
+    ) -> Result<Response, ClientError> {
+        use flashpipe_protocol::Response as Wire;
+        Ok(match response {
+            Wire::Done => Response::Done,
+            Wire::Written { length_bytes } => Response::Written { length_bytes },
+            Wire::Data(payload) => Response::Data(self.view(payload, &mut HashMap::new())?),
+            Wire::Files(files) => {
+                let mut holds = HashMap::new();
+                Response::Files(
+                    files
+                        .into_iter()
+                        .map(|file| match file {
+                            Ok(payload) => self.view(payload, &mut holds).map(Ok),
+                            Err(error) => Ok(Err(error)),
+                        })
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+            Wire::Stat(stat) => Response::Stat(stat),
+            Wire::List(stats) => Response::List(stats),
+            Wire::Stats(stats) => Response::Stats(stats),
+            Wire::Check(summary) => Response::Check(summary),
+            Wire::Copied(report) => Response::Copied(report),
+            Wire::Granted(grant) => Response::Granted(grant),
+            Wire::Cancel(outcome) => Response::Cancel(outcome),
+        })
+    }
+
+    fn view(
+        &mut self,
+        payload: DataPayload,
+        holds: &mut HashMap<u64, Arc<ReadHold>>,
+    ) -> Result<ReadView, ClientError> {
+        let window = match payload {
+            DataPayload::Inline(bytes) => return Ok(ReadView::owned(bytes)),
+            DataPayload::Shared(window) => window,
+        };
+        let Some(shared) = &self.shared else {
+            return Err(ClientError::Protocol(
+                "data by reference on a connection that maps no memory".to_string(),
+            ));
+        };
+        let offset_bytes = window_offset(&shared.read_region, &window).ok_or_else(|| {
+            ClientError::Protocol(format!(
+                "read window {window:?} lies outside the read pool's slots"
+            ))
+        })?;
+        let hold = holds.entry(window.handle).or_insert_with(|| {
+            Arc::new(ReadHold {
+                mapping: Arc::clone(&shared.read_mapping),
+                handle: window.handle,
+                releases: Arc::clone(&shared.releases),
+            })
+        });
+        Ok(ReadView {
+            bytes: ViewBytes::Shared {
+                hold: Arc::clone(hold),
+                offset_bytes,
+                length_bytes: window.length_bytes as usize,
+            },
+        })
+    }
+
+    /// Keeps the slot of an answered write by grant for the next buffer (after a
+    /// success; after an error the server took the grant back).
+    fn note_granted_write(
+        &mut self,
+        request_id: RequestId,
+        answer: &Result<Response, RemoteError>,
+    ) {
+        let Some(shared) = &mut self.shared else {
+            return;
+        };
+        let Some(slot) = shared.granted_writes.remove(&request_id) else {
+            return;
+        };
+        if answer.is_ok() {
+            shared
+                .spare_slots
+                .lock()
+                .expect("no panic holding the spare slots")
+                .push(slot);
+        } else {
+            shared.granted_slots.remove(&slot);
+        }
+    }
+
+    /// Sends a request and waits for its own answer (other answers are kept for
+    /// [`Client::wait`]).
+    pub fn call(&mut self, request: Request) -> Result<Response, ClientError> {
+        let request_id = self.submit(request)?;
+        self.wait_for(request_id)
+    }
+
+    /// Waits for the answer of request `request_id` (others are kept).
+    pub fn wait_for(&mut self, request_id: RequestId) -> Result<Response, ClientError> {
+        if let Some(position) = self.arrived.iter().position(|(id, _)| *id == request_id) {
+            let (_, answer) = self.arrived.remove(position).expect("found above");
+            return Ok(answer?);
+        }
+        loop {
+            let (id, answer) = self.receive()?;
+            if id == request_id {
+                return Ok(answer?);
+            }
+            self.arrived.push_back((id, answer));
+        }
+    }
+
+    /// Creates an empty file.
+    pub fn create(&mut self, name: &str) -> Result<(), ClientError> {
+        self.call_done(Request::Create {
+            name: name.to_string(),
+        })
+    }
+
+    /// Writes `bytes` at `offset_bytes`, in requests of at most the server's write limit
+    /// with several in flight.
+    pub fn write(
+        &mut self,
+        name: &str,
+        offset_bytes: u64,
+        bytes: &[u8],
+    ) -> Result<(), ClientError> {
+        let chunk_bytes = self.write_chunk_bytes();
+        let window = self.write_window(chunk_bytes);
+        let mut waiting = VecDeque::new();
+        let mut first_error = None;
+        for (index, chunk) in bytes.chunks(chunk_bytes.max(1)).enumerate() {
+            if waiting.len() >= window {
+                note_error(&mut first_error, self.wait_written(waiting.pop_front()));
+            }
+            let mut buffer = self.write_buffer()?;
+            buffer[..chunk.len()].copy_from_slice(chunk);
+            let chunk_offset = offset_bytes + (index * chunk_bytes) as u64;
+            waiting.push_back(self.submit_write(name, chunk_offset, buffer, chunk.len())?);
+        }
+        while let Some(request_id) = waiting.pop_front() {
+            note_error(&mut first_error, self.wait_written(Some(request_id)));
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn wait_written(&mut self, request_id: Option<RequestId>) -> Result<(), ClientError> {
+        match request_id {
+            Some(request_id) => self.wait_for(request_id).and_then(expect_written),
+            None => Ok(()),
+        }
+    }
+
+    fn write_chunk_bytes(&self) -> usize {
+        self.info.limits.max_write_bytes as usize
+    }
+
+    fn write_window(&self, chunk_bytes: usize) -> usize {
+        let limits = &self.info.limits;
+        let by_bytes = (limits.max_bytes_in_flight_per_client / chunk_bytes.max(1) as u64) as usize;
+        let by_slots = match self
+            .shared
+            .as_ref()
+            .and_then(|shared| shared.write.as_ref())
+        {
+            Some((_, region)) => region.slot_count as usize,
+            None => usize::MAX,
+        };
+        by_bytes
+            .min(by_slots)
+            .min(limits.max_in_flight_per_client as usize)
+            .clamp(1, WRITE_WINDOW_MAX)
+    }
+
+    /// A buffer to fill and send with [`Client::submit_write`]: a granted slot of the
+    /// shared write pool when mapped, else memory of this client's own.
+    pub fn write_buffer(&mut self) -> Result<WriteBuffer, ClientError> {
+        let Some(shared) = &self.shared else {
+            return Ok(WriteBuffer::owned(self.write_chunk_bytes()));
+        };
+        if shared.write.is_none() {
+            return Ok(WriteBuffer::owned(self.write_chunk_bytes()));
+        }
+        let spare = shared
+            .spare_slots
+            .lock()
+            .expect("no panic holding the spare slots")
+            .pop();
+        let slot = match spare {
+            Some(slot) => slot,
+            None => match self.call(Request::GrantWrite) {
+                Ok(Response::Granted(grant)) => self.accept_grant(grant)?,
+                Ok(other) => return Err(unexpected("grant-write", &other)),
+                Err(ClientError::Remote(error)) if error.code == ErrorCode::NoWriteSlots => {
+                    return Ok(WriteBuffer::owned(self.write_chunk_bytes()))
+                }
+                Err(error) => return Err(error),
+            },
+        };
+        let shared = self.shared.as_ref().expect("checked above");
+        let (mapping, region) = shared.write.as_ref().expect("checked above");
+        Ok(WriteBuffer {
+            storage: WriteStorage::Granted(GrantedSlot {
+                mapping: Arc::clone(mapping),
+                slot,
+                offset_bytes: (u64::from(slot) * region.slot_size_bytes) as usize,
+                size_bytes: region.slot_size_bytes as usize,
+                spare_slots: Arc::clone(&shared.spare_slots),
+                sent: false,
+            }),
+        })
+    }
+
+    /// Checks a new grant: inside the write region, not granted already.
+    fn accept_grant(&mut self, grant: WriteGrant) -> Result<u32, ClientError> {
+        let shared = self
+            .shared
+            .as_mut()
+            .expect("grants come only to mapping clients");
+        let (_, region) = shared
+            .write
+            .as_ref()
+            .expect("grants come only with a write region");
+        if grant.slot >= region.slot_count
+            || u64::from(grant.slot_size_bytes) != region.slot_size_bytes
+        {
+            return Err(ClientError::Protocol(format!(
+                "grant {grant:?} does not fit the write region {region:?}"
+            )));
+        }
+        if !shared.granted_slots.insert(grant.slot) {
+            return Err(ClientError::Protocol(format!(
+                "write slot {} granted twice",
+                grant.slot
+            )));
+        }
+        Ok(grant.slot)
+    }
+
+    /// Sends a write of the first `length_bytes` of `buffer` (answered
+    /// [`Response::Written`] through [`Client::wait`]).
+    pub fn submit_write(
+        &mut self,
+        name: &str,
+        offset_bytes: u64,
+        buffer: WriteBuffer,
+        length_bytes: usize,
+    ) -> Result<RequestId, ClientError> {
+        if length_bytes > buffer.len() {
+            return Err(ClientError::LimitReached {
+                what: format!(
+                    "write of {length_bytes} bytes from a buffer of {} bytes",
+                    buffer.len()
+                ),
+                limit: buffer.len() as u64,
+            });
+        }
+        match buffer.storage {
+            WriteStorage::Owned(mut bytes) => {
+                bytes.truncate(length_bytes);
+                self.submit(Request::Write {
+                    name: name.to_string(),
+                    offset_bytes,
+                    data: bytes,
+                })
+            }
+            WriteStorage::Granted(mut granted) => {
+                let request_id = self.submit(Request::WriteGranted {
+                    name: name.to_string(),
+                    offset_bytes,
+                    slot: granted.slot,
+                    length_bytes: length_bytes as u32,
+                })?;
+                granted.sent = true;
+                let shared = self
+                    .shared
+                    .as_mut()
+                    .expect("a granted buffer comes from a mapping client");
+                shared.granted_writes.insert(request_id, granted.slot);
+                Ok(request_id)
+            }
+        }
+    }
+
+    /// Reads `length_bytes` at `offset_bytes` (at most the server's read limit).
+    pub fn read(
+        &mut self,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<ReadView, ClientError> {
+        match self.call(Request::Read {
+            name: name.to_string(),
+            offset_bytes,
+            length_bytes,
+        })? {
+            Response::Data(view) => Ok(view),
+            other => Err(unexpected("read", &other)),
+        }
+    }
+
+    /// Reads several small files whole in one request: each file's data or its error.
+    pub fn read_files(
+        &mut self,
+        names: &[String],
+    ) -> Result<Vec<Result<ReadView, RemoteError>>, ClientError> {
+        match self.call(Request::ReadFiles {
+            names: names.to_vec(),
+        })? {
+            Response::Files(files) => Ok(files),
+            other => Err(unexpected("read-files", &other)),
+        }
+    }
+
+    /// Sets a file's size.
+    pub fn truncate(&mut self, name: &str, size_bytes: u64) -> Result<(), ClientError> {
+        self.call_done(Request::Truncate {
+            name: name.to_string(),
+            size_bytes,
+        })
+    }
+
+    /// Deletes a file.
+    pub fn delete(&mut self, name: &str) -> Result<(), ClientError> {
+        self.call_done(Request::Delete {
+            name: name.to_string(),
+        })
+    }
+
+    /// Renames a file (the target must not exist).
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), ClientError> {
+        self.call_done(Request::Rename {
+            from: from.to_string(),
+            to: to.to_string(),
+        })
+    }
+
+    /// Renames a file, replacing the target if it exists.
+    pub fn rename_replacing(&mut self, from: &str, to: &str) -> Result<(), ClientError> {
+        self.call_done(Request::RenameReplacing {
+            from: from.to_string(),
+            to: to.to_string(),
+        })
+    }
+
+    /// Copies the whole file `from` to the new file `to`.
+    pub fn copy(
+        &mut self,
+        from: &str,
+        to: &str,
+        method: CopyMethod,
+    ) -> Result<CopyReport, ClientError> {
+        match self.call(Request::Copy {
+            from: from.to_string(),
+            to: to.to_string(),
+            method,
+        })? {
+            Response::Copied(report) => Ok(report),
+            other => Err(unexpected("copy", &other)),
+        }
+    }
+
+    /// One file's facts.
+    pub fn stat(&mut self, name: &str) -> Result<FileStat, ClientError> {
+        match self.call(Request::Stat {
+            name: name.to_string(),
+        })? {
+            Response::Stat(stat) => Ok(stat),
+            other => Err(unexpected("stat", &other)),
+        }
+    }
+
+    /// Every file.
+    pub fn list(&mut self) -> Result<Vec<FileStat>, ClientError> {
+        match self.call(Request::List)? {
+            Response::List(stats) => Ok(stats),
+            other => Err(unexpected("list", &other)),
+        }
+    }
+
+    /// Space and counts (df).
+    pub fn stats(&mut self) -> Result<FsStats, ClientError> {
+        match self.call(Request::Stats)? {
+            Response::Stats(stats) => Ok(stats),
+            other => Err(unexpected("stats", &other)),
+        }
+    }
+
+    /// Makes every change so far durable.
+    pub fn flush(&mut self) -> Result<(), ClientError> {
+        self.call_done(Request::Flush)
+    }
+
+    /// Checks the durable image (flush first to check the current state).
+    pub fn check(&mut self) -> Result<CheckSummary, ClientError> {
+        match self.call(Request::Check)? {
+            Response::Check(summary) => Ok(summary),
+            other => Err(unexpected("check", &other)),
+        }
+    }
+
+    /// Asks the server to cancel request `id`; says whether it was still running (a
+    /// command the engine has taken completes, and its answer still comes).
+    pub fn cancel(&mut self, id: RequestId) -> Result<CancelOutcome, ClientError> {
+        match self.call(Request::Cancel { target: id })? {
+            Response::Cancel(outcome) => Ok(outcome),
+            other => Err(unexpected("cancel", &other)),
+        }
+    }
+
+    fn call_done(&mut self, request: Request) -> Result<(), ClientError> {
+        let kind = request.kind().name();
+        match self.call(request)? {
+            Response::Done => Ok(()),
+            other => Err(unexpected(kind, &other)),
+        }
+    }
+}
+
+fn expect_written(response: Response) -> Result<(), ClientError> {
+    match response {
+        Response::Written { .. } => Ok(()),
+        other => Err(unexpected("write", &other)),
+    }
+}
+
+fn note_error(first_error: &mut Option<ClientError>, result: Result<(), ClientError>) {
+    if let Err(error) = result {
+        first_error.get_or_insert(error);
+    }
+}
+
+fn unexpected(request: &str, response: &Response) -> ClientError {
+    ClientError::Protocol(format!("a {request} request answered with {response:?}"))
+}
+
+/// Reads the server's first frame with the file descriptors that ride on its first
+/// bytes (`SCM_RIGHTS`), straight from the socket (no buffering before them).
+fn receive_first_frame(stream: &UnixStream) -> Result<(Frame, Vec<OwnedFd>), ConnectError> {
+    let handshake = |detail: String| ConnectError::Handshake(detail);
+    let mut header_bytes = [0u8; HEADER_BYTES];
+    let mut filled = 0;
+    let mut fds = Vec::new();
+    while filled < HEADER_BYTES {
+        let (received, mut received_fds) =
+            receive_with_fds(stream, &mut header_bytes[filled..], MAX_WELCOME_FDS)
+                .map_err(|error| handshake(format!("receiving the welcome: {error}")))?;
+        if received == 0 {
+            return Err(handshake(
+                "the server closed the connection without a welcome".to_string(),
+            ));
+        }
+        fds.append(&mut received_fds);
+        filled += received;
+    }
+    let header = decode_header(&header_bytes, MAX_BODY_BYTES)
+        .map_err(|error| handshake(error.to_string()))?;
+    let mut body = vec![0u8; header.body_length_bytes as usize];
+    let mut reading = stream;
+    reading
+        .read_exact(&mut body)
+        .map_err(|error| handshake(format!("receiving the welcome: {error}")))?;
+    let frame = decode_body(&header, &body).map_err(|error| handshake(error.to_string()))?;
+    Ok((frame, fds))
+}
+
+/// Most descriptors a welcome carries: the read pool and the write pool.
+const MAX_WELCOME_FDS: usize = 2;
+
+/// Maps the regions a welcome passed: the read pool read-only, the write pool
+/// read-write; `None` on the copying path.
+fn map_regions(
+    welcome: &Welcome,
+    fds: Vec<OwnedFd>,
+) -> Result<Option<SharedRegions>, ConnectError> {
+    let Some(read_region) = welcome.read_region else {
+        return Ok(None);
+    };
+    let mut fds = fds.into_iter();
+    let map = |fd: Option<OwnedFd>, region: &SharedRegion, access: MapAccess| {
+        let fd = fd.ok_or_else(|| {
+            ConnectError::Handshake("a shared region came without its descriptor".to_string())
+        })?;
+        let size_bytes = usize::try_from(region.size_bytes()).map_err(|_| {
+            ConnectError::Handshake(format!(
+                "shared region {region:?} exceeds this machine's address space"
+            ))
+        })?;
+        SharedMapping::map(fd, size_bytes, access)
+            .map(Arc::new)
+            .map_err(|error| ConnectError::Handshake(format!("mapping a shared region: {error}")))
+    };
+    let read_mapping = map(fds.next(), &read_region, MapAccess::ReadOnly)?;
+    let write = match welcome.write_region {
+        Some(region) => Some((map(fds.next(), &region, MapAccess::ReadWrite)?, region)),
+        None => None,
+    };
+    Ok(Some(SharedRegions {
+        read_mapping,
+        read_region,
+        write,
+        releases: Arc::new(Mutex::new(Vec::new())),
+        spare_slots: Arc::new(Mutex::new(Vec::new())),
+        granted_slots: HashSet::new(),
+        granted_writes: HashMap::new(),
+    }))
+}
+
+/// Byte offset of a read window in the read pool's mapping, `None` when the window
+/// leaves its slot.
+fn window_offset(region: &SharedRegion, window: &SharedWindow) -> Option<usize> {
+    if window.slot >= region.slot_count {
+        return None;
+    }
+    let end_in_slot = window.window_start.checked_add(window.length_bytes)?;
+    if end_in_slot > region.slot_size_bytes {
+        return None;
+    }
+    let offset = u64::from(window.slot)
+        .checked_mul(region.slot_size_bytes)?
+        .checked_add(window.window_start)?;
+    usize::try_from(offset).ok()
+}
