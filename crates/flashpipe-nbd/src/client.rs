@@ -1,0 +1,2 @@
+//! The NBD client (scaffold).
+pub mod uri;
