@@ -176,7 +176,9 @@ impl NbdUri {
             ))
         })?;
         if rest.contains('#') {
-            return Err(fail("a fragment (#...) has no meaning in an NBD URI".to_string()));
+            return Err(fail(
+                "a fragment (#...) has no meaning in an NBD URI".to_string(),
+            ));
         }
         let (before_query, query) = match rest.split_once('?') {
             Some((before, query)) => (before, Some(query)),
@@ -236,9 +238,8 @@ impl NbdUri {
                     "a Unix-socket URI has no host (found {authority:?}); write nbd+unix:///EXPORT?socket=PATH"
                 )));
             }
-            let socket = socket.ok_or_else(|| {
-                fail("a Unix-socket URI needs ?socket=PATH".to_string())
-            })?;
+            let socket =
+                socket.ok_or_else(|| fail("a Unix-socket URI needs ?socket=PATH".to_string()))?;
             parse_socket(socket).map_err(fail)?
         } else {
             let (host, port) = parse_host_port(host_port).map_err(fail)?;
@@ -537,7 +538,10 @@ mod tests {
                 name: b"/abstract".to_vec()
             }
         );
-        assert_eq!(parse("nbd://h/e?x-block-size=512").block_size_bytes, Some(512));
+        assert_eq!(
+            parse("nbd://h/e?x-block-size=512").block_size_bytes,
+            Some(512)
+        );
     }
 
     #[test]
@@ -549,7 +553,9 @@ mod tests {
         assert_eq!(uri.tls.user.as_deref(), Some("user"));
         let error = uri.require_supported().unwrap_err().to_string();
         assert!(error.contains("TLS not yet supported"), "{error}");
-        assert!(parse("nbds+unix:///e?socket=s").require_supported().is_err());
+        assert!(parse("nbds+unix:///e?socket=s")
+            .require_supported()
+            .is_err());
         assert!(parse("nbd://h/e").require_supported().is_ok());
     }
 
@@ -612,11 +618,14 @@ mod tests {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let alphabet = b"nbd+unix:/?#[]@%0aFz=&.-socket";
         for _ in 0..20_000 {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let length = (state >> 58) as usize;
             let text: String = (0..length)
                 .map(|index| {
-                    let pick = (state.rotate_left(index as u32 * 5) % alphabet.len() as u64) as usize;
+                    let pick =
+                        (state.rotate_left(index as u32 * 5) % alphabet.len() as u64) as usize;
                     alphabet[pick] as char
                 })
                 .collect();

@@ -1,0 +1,60 @@
+//! flashpipe's NBD client against servers no one here wrote: the device conformance
+//! suite (the `BlockDevice` contract every backend meets) over `nbdkit memory` and
+//! `qemu-nbd` on a raw file, each check on a fresh zero-filled export.
+
+mod client_support;
+
+use client_support::{have, open, zero_file, Scratch, Server};
+use flashpipe_device::conformance;
+use flashpipe_device::BlockDevice;
+
+#[test]
+fn nbdkit_memory_passes_the_conformance_suite() {
+    if !have("nbdkit") {
+        return;
+    }
+    let scratch = Scratch::new("conf-nbdkit");
+    let mut servers = Vec::new();
+    let mut serial = 0;
+    conformance::check_all(&mut |queue_depth| {
+        serial += 1;
+        let server = Server::nbdkit_memory(&scratch.path, &format!("m{serial}"), "64M");
+        let device = open(&server.uri(), queue_depth);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+#[test]
+fn qemu_nbd_passes_the_conformance_suite() {
+    if !have("qemu-nbd") {
+        return;
+    }
+    let scratch = Scratch::new("conf-qemu");
+    let mut servers = Vec::new();
+    let mut serial = 0;
+    conformance::check_all(&mut |queue_depth| {
+        serial += 1;
+        let image = scratch.path.join(format!("q{serial}.img"));
+        zero_file(&image, 64 << 20);
+        let server = Server::qemu_nbd(&scratch.path, &format!("q{serial}"), &image);
+        let device = open(&server.uri(), queue_depth);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+#[test]
+fn the_export_is_described_as_the_server_advertises_it() {
+    if !have("nbdkit") {
+        return;
+    }
+    let scratch = Scratch::new("describe");
+    let server = Server::nbdkit_memory(&scratch.path, "d", "1M");
+    let device = open(&server.uri(), 8);
+    assert_eq!(device.info().block_count, 256);
+    assert_eq!(device.info().block_size_bytes, 4096);
+    assert_eq!(&*device.info().name, server.uri());
+    assert!(device.export().structured_replies);
+    assert!(device.export().entered_with_go);
+}
