@@ -6,7 +6,7 @@ mod client_support;
 
 use client_support::{have, open, zero_file, Scratch, Server};
 use flashpipe_device::conformance;
-use flashpipe_device::BlockDevice;
+use flashpipe_device::{BlockDevice, IoBuf, Request};
 
 #[test]
 fn nbdkit_memory_passes_the_conformance_suite() {
@@ -57,4 +57,69 @@ fn the_export_is_described_as_the_server_advertises_it() {
     assert_eq!(&*device.info().name, server.uri());
     assert!(device.export().structured_replies);
     assert!(device.export().entered_with_go);
+}
+
+#[test]
+fn nbdkit_with_simple_replies_only_passes_the_conformance_suite() {
+    if !have("nbdkit") {
+        return;
+    }
+    let scratch = Scratch::new("conf-nosr");
+    let mut servers = Vec::new();
+    let mut serial = 0;
+    conformance::check_all(&mut |queue_depth| {
+        serial += 1;
+        let server = Server::nbdkit(
+            &scratch.path,
+            &format!("s{serial}"),
+            &["--no-sr", "memory", "64M"],
+        );
+        let device = open(&server.uri(), queue_depth);
+        assert!(!device.export().structured_replies);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+/// A server whose maximum payload is 64 KiB (and that refuses larger requests): a 1 MiB
+/// write and read are cut into 16 NBD requests each and come back whole.
+#[test]
+fn requests_above_the_maximum_payload_are_cut_into_parts() {
+    if !have("nbdkit") {
+        return;
+    }
+    let scratch = Scratch::new("parts");
+    let server = Server::nbdkit(
+        &scratch.path,
+        "p",
+        &[
+            "--filter=blocksize-policy",
+            "memory",
+            "8M",
+            "blocksize-maximum=65536",
+            "blocksize-error-policy=error",
+        ],
+    );
+    let mut device = open(&server.uri(), 4);
+    assert_eq!(device.export().maximum_payload_bytes, 65536);
+    let pattern: Vec<u8> = (0..1 << 20)
+        .map(|index: u32| (index * 7 + index / 4096) as u8)
+        .collect();
+    let mut completions = Vec::new();
+    device
+        .submit(Request::write(1, 3, IoBuf::from_slice(&pattern)))
+        .expect("write accepted");
+    device
+        .wait_completions(&mut completions)
+        .expect("write completes");
+    assert!(completions.pop().unwrap().status.is_ok());
+    device
+        .submit(Request::read(2, 3, IoBuf::zeroed(pattern.len())))
+        .expect("read accepted");
+    device
+        .wait_completions(&mut completions)
+        .expect("read completes");
+    let completion = completions.pop().unwrap();
+    assert!(completion.status.is_ok(), "{:?}", completion.status);
+    assert!(completion.buffer.unwrap()[..] == pattern[..]);
 }

@@ -34,10 +34,8 @@ impl Scratch {
     pub fn new(label: &str) -> Scratch {
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let number = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "fp-nbd-{label}-{}-{number}",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("fp-nbd-{label}-{}-{number}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("scratch folder");
         Scratch { path }
@@ -72,32 +70,28 @@ impl Server {
         server
     }
 
-    /// `nbdkit memory SIZE` on a socket in `folder`.
-    pub fn nbdkit_memory(folder: &Path, name: &str, size: &str) -> Server {
+    /// `nbdkit [ARGS...]` on a socket in `folder` (`ARGS`: options, plugin, parameters).
+    pub fn nbdkit(folder: &Path, name: &str, args: &[&str]) -> Server {
         let socket = folder.join(format!("{name}.sock"));
-        let args = vec![
+        let mut all = vec![
             "--foreground".to_string(),
             "--exit-with-parent".to_string(),
             "-U".to_string(),
             socket.display().to_string(),
-            "memory".to_string(),
-            size.to_string(),
         ];
-        Server::start("nbdkit", &args, &socket)
+        all.extend(args.iter().map(|arg| arg.to_string()));
+        Server::start("nbdkit", &all, &socket)
+    }
+
+    /// `nbdkit memory SIZE` on a socket in `folder`.
+    pub fn nbdkit_memory(folder: &Path, name: &str, size: &str) -> Server {
+        Server::nbdkit(folder, name, &["memory", size])
     }
 
     /// `nbdkit file FILE` on a socket in `folder` (the file outlives the server).
     pub fn nbdkit_file(folder: &Path, name: &str, file: &Path) -> Server {
-        let socket = folder.join(format!("{name}.sock"));
-        let args = vec![
-            "--foreground".to_string(),
-            "--exit-with-parent".to_string(),
-            "-U".to_string(),
-            socket.display().to_string(),
-            "file".to_string(),
-            file.display().to_string(),
-        ];
-        Server::start("nbdkit", &args, &socket)
+        let file = file.display().to_string();
+        Server::nbdkit(folder, name, &["file", &file])
     }
 
     /// `qemu-nbd -k SOCKET -f raw FILE` (discards honoured, so trimmed blocks read zero).
