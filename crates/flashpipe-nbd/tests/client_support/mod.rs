@@ -135,7 +135,9 @@ impl Server {
             .unwrap_or_else(|error| panic!("cannot start {:?}: {error}", self.command));
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.socket.exists() {
+        // The socket file appears at bind, before the server listens: wait until a
+        // connection is accepted (servers take a connection that closes at once).
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
             assert!(
                 Instant::now() < deadline,
                 "{:?} did not create its socket",
