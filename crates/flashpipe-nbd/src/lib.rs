@@ -1,0 +1,15 @@
+//! The Network Block Device protocol, as specified by `doc/proto.md` of the NBD project
+//! (<https://github.com/NetworkBlockDevice/nbd>): fixed newstyle handshake, options,
+//! simple and structured replies, `base:allocation` block status.
+//!
+//! - [`wire`]: the protocol's constants and the encoding and decoding of every message
+//!   either side sends, with every length bounded and decoding that never panics;
+//! - [`server`]: exports of any [`flashpipe_device::BlockDevice`] over TCP and Unix
+//!   sockets, many requests in flight per connection mapped to device tags.
+//!
+//! Written by hand: no maintained Rust crate implements an NBD server over a
+//! completion-based device interface (the crates that exist either speak only the
+//! oldstyle/baseline handshake, or serve a synchronous `Read + Write + Seek` object one
+//! request at a time, without structured replies, block status or multi-conn).
+
+pub mod wire;
