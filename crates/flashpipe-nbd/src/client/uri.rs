@@ -20,8 +20,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// The IANA-assigned NBD port, used when a TCP URI names none.
-pub const NBD_DEFAULT_PORT: u16 = 10809;
+/// The IANA-assigned NBD port (10809), used when a TCP URI names none.
+pub use crate::wire::NBD_DEFAULT_PORT;
 
 /// Longest URI accepted, in bytes.
 pub const MAX_URI_BYTES: usize = 8192;
