@@ -353,7 +353,7 @@ fn record_paths_for_store_file(devices: &mut [DeviceSpec], store: &Path) -> CliR
                     spec.preset = record(Path::new(&spec.preset)).display().to_string();
                 }
             }
-            DeviceSpec::Ram { .. } => {}
+            DeviceSpec::Ram { .. } | DeviceSpec::Nbd { .. } => {}
         }
     }
     Ok(())

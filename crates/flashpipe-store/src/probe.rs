@@ -49,7 +49,8 @@ pub fn refuse_devices_holding_stores(
                 Some(path) => path,
                 None => continue,
             },
-            DeviceSpec::Ram { .. } => continue,
+            // Remote exports are not probed (reading one takes a connection).
+            DeviceSpec::Ram { .. } | DeviceSpec::Nbd { .. } => continue,
         };
         let path = StoreConfig::resolve_device_path(store, path);
         if let Some(found) = flashpipe_content(&path) {

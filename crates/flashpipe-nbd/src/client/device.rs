@@ -76,6 +76,12 @@ pub struct NbdDeviceConfig {
     pub connect_timeout_ms: u64,
     /// What a flush says after a reconnect.
     pub reconnect_durability: ReconnectDurability,
+    /// Refuse writes and trims at submission (a store opened read-only), whatever the
+    /// export allows.
+    pub read_only: bool,
+    /// Use at most this many bytes of the export (a store uses the size it recorded at
+    /// mkfs even when the export has grown); the whole export when `None`.
+    pub size_limit_bytes: Option<u64>,
 }
 
 impl NbdDeviceConfig {
@@ -92,6 +98,8 @@ impl NbdDeviceConfig {
             reconnect_first_delay_ms: 50,
             connect_timeout_ms: 10_000,
             reconnect_durability: ReconnectDurability::default(),
+            read_only: false,
+            size_limit_bytes: None,
         }
     }
 }
@@ -237,7 +245,8 @@ impl NbdDevice {
     /// The export-dependent refusals: read-only, trim or copy not offered.
     fn check_supported(&self, request: Request) -> Result<Request, Rejected> {
         let request = self.info.refuse_copy_by_reference(request)?;
-        let read_only = self.export.has_flag(wire::TRANSMISSION_FLAG_READ_ONLY);
+        let read_only =
+            self.config.read_only || self.export.has_flag(wire::TRANSMISSION_FLAG_READ_ONLY);
         match &request.operation {
             Operation::Write { .. } | Operation::Trim { .. } if read_only => {
                 let operation = request.operation.name();
@@ -478,7 +487,10 @@ fn check_export(config: &NbdDeviceConfig, export: &NbdExport) -> Result<u64, Str
             export.maximum_payload_bytes
         ));
     }
-    let block_count = export.size_bytes / u64::from(block);
+    let usable_bytes = config
+        .size_limit_bytes
+        .map_or(export.size_bytes, |limit| limit.min(export.size_bytes));
+    let block_count = usable_bytes / u64::from(block);
     if block_count == 0 {
         return Err(format!(
             "the export holds {} bytes, less than one {block}-byte block",
