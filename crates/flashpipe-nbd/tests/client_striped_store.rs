@@ -16,7 +16,7 @@ use flashpipe_store::{create_store, StoreConfig};
 fn contents(index: usize) -> Vec<u8> {
     let length = 1000 + index * 37_111 % 300_000;
     (0..length)
-        .map(|byte| (byte as u64 * 2654435761 ^ index as u64 * 97) as u8)
+        .map(|byte| ((byte as u64 * 2654435761) ^ (index as u64 * 97)) as u8)
         .collect()
 }
 
