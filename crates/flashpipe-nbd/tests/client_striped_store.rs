@@ -1,7 +1,8 @@
 //! A store striped over remote disks (HWFS 3.3.2): `nbdkit memory` servers as disk
 //! nodes, the store created through `flashpipe-store` with `nbd+unix://` devices, files
-//! written, the store closed, reopened, every file read back and fsck clean; then a
-//! member lost for good: the error names it by its URI.
+//! written, the store closed, reopened, every file read back and fsck clean, a second
+//! mkfs over the same exports refused; then a member lost for good: the error names it
+//! by its URI.
 
 mod client_support;
 
@@ -74,6 +75,16 @@ fn a_store_striped_over_four_nbdkit_servers_keeps_its_files() {
     }
     let report = filesystem.check().unwrap();
     assert!(report.is_clean(), "fsck: {report:?}");
+    drop(filesystem);
+    drop(opened.lock);
+    let again = scratch.path.join("again.toml");
+    let refused = create_store(&config, &again, &mut |_| {})
+        .expect_err("mkfs over exports holding a store is refused");
+    assert!(
+        refused.to_string().contains("holds a flashpipe store"),
+        "{refused}"
+    );
+    assert!(!again.exists());
     let entries: Vec<String> = std::fs::read_dir(&scratch.path)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())

@@ -385,8 +385,13 @@ pub fn check_stripe_unit(stripe_unit_bytes: u64) -> Result<(), String> {
 /// plus its name (so `a.img` and `./a.img` agree).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FileIdentity {
-    Existing { device: u64, inode: u64 },
+    Existing {
+        device: u64,
+        inode: u64,
+    },
     Planned(PathBuf),
+    /// A remote export: its address and export name.
+    Remote(String),
 }
 
 fn file_identity(path: &Path) -> FileIdentity {
@@ -420,11 +425,30 @@ pub fn check_distinct_devices(
     let mut seen: Vec<(FileIdentity, String)> = Vec::new();
     for device in &config.devices {
         let path = match device {
+            DeviceSpec::Nbd { uri, .. } => {
+                let identity = match NbdUri::parse(uri) {
+                    Ok(parsed) => FileIdentity::Remote(format!(
+                        "{:?} {:?}",
+                        parsed.address, parsed.export_name
+                    )),
+                    Err(_) => FileIdentity::Remote(uri.clone()),
+                };
+                if let Some((_, first)) = seen.iter().find(|(known, _)| *known == identity) {
+                    return Err(StoreConfigError::BadDevice {
+                        entry: device.describe(),
+                        reason: format!(
+                            "names the same NBD export as device {first}: each device of a store is a different export"
+                        ),
+                    });
+                }
+                seen.push((identity, device.describe()));
+                continue;
+            }
             DeviceSpec::File { path, .. } => path,
             DeviceSpec::Flash(FlashDeviceSpec {
                 path: Some(path), ..
             }) => path,
-            DeviceSpec::Flash(_) | DeviceSpec::Ram { .. } | DeviceSpec::Nbd { .. } => continue,
+            DeviceSpec::Flash(_) | DeviceSpec::Ram { .. } => continue,
         };
         let identity = file_identity(&StoreConfig::resolve_device_path(store_file, path));
         if let Some((_, first)) = seen.iter().find(|(known, _)| *known == identity) {
@@ -596,6 +620,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("needs --size"));
+        let twice = StoreConfig {
+            devices: parse_device_list("nbd://h/e,NBD://h:10809/e", Some(1 << 20)).unwrap(),
+            ..sample()
+        };
+        assert!(check_distinct_devices(&twice, Path::new("s.toml"))
+            .unwrap_err()
+            .to_string()
+            .contains("same NBD export"));
         assert!(parse_device_list("nbd://h:0/e", Some(1 << 20))
             .unwrap_err()
             .to_string()
