@@ -11,8 +11,10 @@
 //! `reconnect_attempts` times, waiting `reconnect_first_delay_ms` then twice as long each
 //! time, at most one second), checks that the export kept its size and flags, and sends
 //! them again in submission order (NBD writes are idempotent; flushes are re-issued).
-//! When every attempt fails, each of them completes with an error naming the device
-//! (its URI), and so does every later submission.
+//! When every attempt fails, or the connection is lost more than `reconnect_attempts`
+//! times in a row without any request completing (a server that drops every
+//! connection), each of them completes with an error naming the device (its URI), and so
+//! does every later submission.
 //!
 //! Durability across a reconnect: writes the old connection acknowledged but no flush
 //! covered may have died with the server. With
@@ -127,6 +129,7 @@ pub struct NbdDevice {
     ready: VecDeque<Completion>,
     failed: Option<String>,
     unsent: Vec<Box<Parent>>,
+    losses_without_progress: u32,
     acknowledged_writes: u64,
     flushed_writes: u64,
     writes_possibly_lost: u64,
@@ -202,6 +205,7 @@ impl NbdDevice {
             ready: VecDeque::new(),
             failed: None,
             unsent: Vec::new(),
+            losses_without_progress: 0,
             acknowledged_writes: 0,
             flushed_writes: 0,
             writes_possibly_lost: 0,
@@ -316,6 +320,7 @@ impl NbdDevice {
                 flags,
                 covers_acknowledged_writes,
             } => {
+                self.losses_without_progress = 0;
                 if completion.status.is_ok() {
                     self.account_success(
                         &mut completion,
@@ -373,7 +378,16 @@ impl NbdDevice {
             self.writes_possibly_lost += unflushed;
         }
         self.flushed_writes = self.acknowledged_writes;
-        match self.reconnect() {
+        self.losses_without_progress += 1;
+        let attempt = if self.losses_without_progress > self.config.reconnect_attempts.max(1) {
+            Err(format!(
+                "the connection was lost {} times in a row without a request completing",
+                self.losses_without_progress
+            ))
+        } else {
+            self.reconnect()
+        };
+        match attempt {
             Ok(connection) => {
                 self.counters.reconnects += 1;
                 self.counters.requests_reissued += pending.len() as u64;
@@ -388,7 +402,7 @@ impl NbdDevice {
             }
             Err(last_attempt) => {
                 let failure = format!(
-                    "connection lost ({reason}); {} reconnect attempts failed, the last: {last_attempt}",
+                    "connection lost ({reason}); reconnecting failed ({} attempts at most): {last_attempt}",
                     self.config.reconnect_attempts
                 );
                 for parent in pending {
