@@ -7,6 +7,7 @@
 
 mod bench;
 mod kernels_cmd;
+mod nbd_cmd;
 mod run_cmd;
 mod shell_cmd;
 mod store_cmd;
@@ -37,6 +38,9 @@ enum Command {
     /// The NAND flash array model: presets, speed, synthetic jobs, trace replay, reproductions.
     #[command(subcommand)]
     Sim(SimCommandLine),
+    /// Network Block Device: serve RAM disks, files and emulated flash to NBD clients.
+    #[command(subcommand)]
+    Nbd(nbd_cmd::NbdCommand),
     /// Create a store: its devices, its file system and its store file.
     Mkfs(store_cmd::MkfsArgs),
     /// Copy local files or folders into a store.
@@ -176,6 +180,7 @@ fn main() -> ExitCode {
         Command::Run(arguments) => run_cmd::run(arguments),
         Command::Sim(SimCommandLine::Presets(arguments)) => list_presets(&arguments),
         Command::Sim(SimCommandLine::Model(command)) => flashpipe_bench::sim::run(command),
+        Command::Nbd(command) => nbd_cmd::run(command),
         Command::Mkfs(arguments) => store_cmd::run_mkfs(arguments),
         Command::Put(arguments) => store_cmd::run_put(arguments),
         Command::Get(arguments) => store_cmd::run_get(arguments),

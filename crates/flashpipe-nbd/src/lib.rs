@@ -16,4 +16,5 @@
 //! request at a time, without structured replies, block status or multi-conn).
 
 pub mod client;
+pub mod server;
 pub mod wire;

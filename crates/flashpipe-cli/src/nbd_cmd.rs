@@ -1,0 +1,185 @@
+//! `flashpipe nbd serve`: exports block devices over the Network Block Device protocol
+//! (flashpipe-nbd's server) in the foreground until SIGINT or SIGTERM.
+//!
+//! Export specs are `NAME=DEVICE`: `ram:SIZE` (a RAM disk), a file or block device path
+//! (`file:PATH` or a path), or `flash:PRESET[:PATH]` (an emulated flash device of the
+//! flash model under the host FTL, the store crate's `--devices` grammar; without a
+//! path its pages live in memory). One readiness line per export goes to standard
+//! output once every listener is bound (`nbd: serving EXPORT at URI ...`); errors go to
+//! standard error with a non-zero exit.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use flashpipe_nbd::server::{
+    parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
+    ServerLimits,
+};
+use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
+use flashpipe_store::store::DeviceCreation;
+
+use crate::store_cmd::CliResult;
+
+/// Host requests in flight on an emulated flash export.
+const FLASH_EXPORT_QUEUE_DEPTH: u32 = 128;
+
+/// `flashpipe nbd ...`.
+#[derive(Debug, Subcommand)]
+pub enum NbdCommand {
+    /// Serve exports over NBD (TCP and/or a Unix socket) until SIGINT or SIGTERM.
+    Serve(ServeArgs),
+}
+
+/// `flashpipe nbd serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// An export, NAME=DEVICE: `ram:512MiB`, a file or block device path, or
+    /// `flash:PRESET[:PATH]`. Repeat for several; the first is the default export.
+    #[arg(long = "export", value_name = "NAME=DEVICE", required = true)]
+    pub exports: Vec<String>,
+    /// TCP address to listen on (the NBD port 10809 by default; omitted when only
+    /// --socket is given).
+    #[arg(long, value_name = "ADDRESS")]
+    pub listen: Option<SocketAddr>,
+    /// Unix socket path to listen on.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Allow a TCP address beyond loopback without TLS (anyone reaching it may read
+    /// and write the exports).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Most connections open at once.
+    #[arg(long, default_value_t = ServerLimits::default().max_connections)]
+    pub max_connections: usize,
+    /// Most requests in flight per connection.
+    #[arg(long, default_value_t = ServerLimits::default().max_requests_per_connection)]
+    pub max_requests_per_connection: usize,
+    /// Serve every export read-only.
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+/// Runs an `nbd` command.
+pub fn run(command: NbdCommand) -> CliResult {
+    match command {
+        NbdCommand::Serve(arguments) => serve(arguments),
+    }
+}
+
+fn serve(arguments: ServeArgs) -> CliResult {
+    if arguments.max_connections == 0 || arguments.max_requests_per_connection == 0 {
+        return Err(
+            "--max-connections and --max-requests-per-connection must be at least 1".into(),
+        );
+    }
+    let tcp_address = match (arguments.listen, &arguments.socket) {
+        (Some(address), _) => Some(address),
+        (None, Some(_)) => None,
+        (None, None) => Some(SocketAddr::from((
+            [127, 0, 0, 1],
+            flashpipe_nbd::wire::NBD_DEFAULT_PORT,
+        ))),
+    };
+    let signals = block_stop_signals()?;
+    let mut exports = Vec::new();
+    for spec in &arguments.exports {
+        let mut export = open_export(spec)?;
+        export.read_only |= arguments.read_only;
+        exports.push(export);
+    }
+    let names: Vec<String> = exports.iter().map(|export| export.name.clone()).collect();
+    let config = ServerConfig {
+        tcp_address,
+        unix_socket_path: arguments.socket.clone(),
+        allow_non_loopback: arguments.insecure,
+        limits: ServerLimits {
+            max_connections: arguments.max_connections,
+            max_requests_per_connection: arguments.max_requests_per_connection,
+            ..ServerLimits::default()
+        },
+        log_connections: true,
+    };
+    let server = NbdServer::start(config, exports)?;
+    for name in &names {
+        println!("nbd: serving {name} at {}", server.uris(name).join(" "));
+    }
+    println!("nbd: ready (SIGINT or SIGTERM stops)");
+    let signal = wait_for_stop_signal(&signals);
+    eprintln!("nbd: signal {signal}: answering requests in flight, flushing, stopping");
+    let devices = server.shutdown();
+    drop(devices);
+    eprintln!("nbd: stopped");
+    Ok(())
+}
+
+fn open_export(spec: &str) -> Result<Export, Box<dyn std::error::Error>> {
+    let (name, device_spec) = parse_export_spec(spec)?;
+    match &device_spec {
+        ExportDeviceSpec::Other { kind, rest } if kind == "flash" => open_flash_export(&name, rest),
+        ExportDeviceSpec::Other { kind, .. } => Err(format!(
+            "export `{spec}`: unknown device kind `{kind}` (ram:SIZE, a path, file:PATH or flash:PRESET[:PATH])"
+        )
+        .into()),
+        _ => Ok(Export::open(&name, &device_spec)?),
+    }
+}
+
+fn open_flash_export(name: &str, entry: &str) -> Result<Export, Box<dyn std::error::Error>> {
+    let spec = FlashDeviceSpec::parse_entry(entry)
+        .map_err(|reason| format!("export `{name}=flash:{entry}`: {reason}"))?;
+    let fresh = spec.path.as_ref().is_none_or(|path| !path.exists());
+    let store_file = Path::new("nbd-export");
+    let device = open_flash_device(
+        &spec,
+        store_file,
+        &format!("flash export {name}"),
+        FLASH_EXPORT_QUEUE_DEPTH,
+        DeviceCreation::CreateMissing,
+    )?;
+    Ok(Export {
+        name: name.to_string(),
+        description: format!(
+            "flashpipe emulated flash ({}) under the host FTL",
+            spec.describe()
+        ),
+        device: Box::new(device),
+        read_only: false,
+        trim_reads_zeroes: true,
+        initial_allocation: if fresh {
+            InitialAllocation::AllHoles
+        } else {
+            InitialAllocation::AllData
+        },
+    })
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (before any other starts, so every thread
+/// inherits the mask) for `sigwait` to take them.
+fn block_stop_signals() -> Result<libc::sigset_t, Box<dyn std::error::Error>> {
+    // SAFETY: sigset_t is plain data; sigemptyset initializes it before any use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t owned by this frame; the calls only write it and
+    // this thread's signal mask.
+    let status = unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
+    };
+    if status != 0 {
+        return Err(format!("cannot block SIGINT/SIGTERM: error {status}").into());
+    }
+    Ok(set)
+}
+
+fn wait_for_stop_signal(set: &libc::sigset_t) -> i32 {
+    let mut signal: libc::c_int = 0;
+    loop {
+        // SAFETY: `set` is an initialized sigset_t and `signal` a valid out-pointer.
+        let status = unsafe { libc::sigwait(set, &mut signal) };
+        if status == 0 {
+            return signal;
+        }
+    }
+}

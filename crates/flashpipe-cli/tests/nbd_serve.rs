@@ -1,0 +1,127 @@
+//! `flashpipe nbd serve` as a process: the readiness lines on standard output, a client
+//! served, SIGTERM and SIGINT stopping it cleanly with status 0 (the Unix socket
+//! removed), and bad input refused with a message and a non-zero status.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+fn flashpipe() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+}
+
+/// Starts the server and reads its readiness lines; returns the child and the lines.
+fn start(arguments: &[&str]) -> (Child, Vec<String>) {
+    let mut child = flashpipe()
+        .args(["nbd", "serve"])
+        .args(arguments)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flashpipe starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        let ready = line.contains("ready");
+        lines.push(line);
+        if ready {
+            break;
+        }
+    }
+    (child, lines)
+}
+
+fn stop(mut child: Child, signal: i32) {
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill with a valid pid and signal has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(status.success(), "status {status}, stderr: {stderr}");
+    assert!(stderr.contains("nbd: stopped"), "{stderr}");
+}
+
+#[test]
+fn serves_until_sigterm_and_sigint_with_a_readiness_line() {
+    let folder = tempfile_folder();
+    let socket = folder.join("nbd.sock");
+    let socket_text = socket.to_str().unwrap();
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let (child, lines) = start(&[
+            "--export",
+            "disk=ram:8MiB",
+            "--export",
+            "small=ram:1MiB",
+            "--listen",
+            "127.0.0.1:0",
+            "--socket",
+            socket_text,
+        ]);
+        assert!(lines.last().unwrap().contains("ready"), "{lines:?}");
+        let disk_line = lines
+            .iter()
+            .find(|line| line.contains("serving disk"))
+            .unwrap();
+        let address = disk_line
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix("nbd://"))
+            .and_then(|rest| rest.split('/').next())
+            .unwrap()
+            .to_string();
+        let mut stream = TcpStream::connect(&address).unwrap();
+        let mut greeting = [0u8; 8];
+        stream.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting, b"NBDMAGIC");
+        drop(stream);
+        assert!(socket.exists());
+        stop(child, signal);
+        assert!(!socket.exists(), "the socket is removed");
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn bad_exports_and_non_loopback_addresses_are_refused() {
+    for (arguments, expected) in [
+        (vec!["--export", "nonsense"], "NAME=DEVICE"),
+        (vec!["--export", "d=ram:100"], "multiple of 512"),
+        (vec!["--export", "d=tape:1"], "unknown device kind"),
+        (
+            vec!["--export", "d=ram:1MiB", "--listen", "0.0.0.0:0"],
+            "--insecure",
+        ),
+        (
+            vec![
+                "--export",
+                "d=ram:1MiB",
+                "--export",
+                "d=ram:1MiB",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            "two exports",
+        ),
+    ] {
+        let output = flashpipe()
+            .args(["nbd", "serve"])
+            .args(&arguments)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{arguments:?} is refused");
+        assert!(stderr.contains(expected), "{arguments:?}: {stderr}");
+    }
+}
+
+fn tempfile_folder() -> std::path::PathBuf {
+    let folder = std::env::temp_dir().join(format!("flashpipe-nbd-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    folder
+}

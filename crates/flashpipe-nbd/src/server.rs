@@ -1,0 +1,583 @@
+//! The NBD server: exports of any [`flashpipe_device::BlockDevice`] over TCP and Unix
+//! sockets (doc/proto.md of the NBD project; what is implemented: docs/nbd.md).
+//!
+//! Threads: one device worker per export (it alone owns the device; `worker`), one
+//! accept loop per listener, and per connection a reader (handshake, then requests) and
+//! a writer (replies). Connections, requests in flight per connection and options per
+//! handshake are bounded by [`ServerLimits`]. A connection that breaks the protocol is
+//! dropped; nothing else is affected.
+//!
+//! Listening beyond loopback needs `allow_non_loopback` (the CLI's `--insecure`): TLS
+//! is not built yet, so such a server is readable and writable by anyone who reaches it.
+//!
+//! Shutdown ([`NbdServer::shutdown`]): accept loops stop, every connection's read side
+//! is shut so its reader ends after answering what is in flight (the specification's
+//! "wait for inflight requests"), workers flush their devices once more and hand them
+//! back.
+
+pub mod export;
+pub mod extents;
+pub mod handshake;
+pub mod transmission;
+pub mod worker;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use flashpipe_device::BlockDevice;
+use thiserror::Error;
+
+use export::ExportHandle;
+pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, InitialAllocation};
+use handshake::{ExportTable, HandshakeEnd};
+use transmission::TransmissionEnd;
+use worker::DeviceWorker;
+
+/// Bounds on what clients may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Connections open at once, over all listeners; more are closed at accept.
+    pub max_connections: usize,
+    /// Requests in flight per connection; the reader stops reading beyond it.
+    pub max_requests_per_connection: usize,
+    /// Options per handshake; more end the connection.
+    pub max_options_per_handshake: usize,
+    /// Seconds a client may stay silent during the handshake before it is dropped (a
+    /// connection slot is not held by a client that never negotiates); 0: no limit.
+    pub handshake_timeout_seconds: u64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> ServerLimits {
+        ServerLimits {
+            max_connections: 64,
+            max_requests_per_connection: 128,
+            max_options_per_handshake: 256,
+            handshake_timeout_seconds: 30,
+        }
+    }
+}
+
+/// Where and how to listen.
+#[derive(Debug, Clone, Default)]
+pub struct ServerConfig {
+    /// A TCP address (port 0 picks a free port).
+    pub tcp_address: Option<SocketAddr>,
+    /// A Unix socket path (must not exist).
+    pub unix_socket_path: Option<PathBuf>,
+    /// Allow a TCP address beyond loopback without TLS (`--insecure`).
+    pub allow_non_loopback: bool,
+    /// The limits.
+    pub limits: ServerLimits,
+    /// Print one line per connection end with a reason to standard error.
+    pub log_connections: bool,
+}
+
+/// Why the server would not start.
+#[derive(Debug, Error)]
+pub enum ServerStartError {
+    /// Nothing to listen on.
+    #[error("give a TCP address or a Unix socket path to listen on")]
+    NoListener,
+    /// No exports.
+    #[error("give at least one export")]
+    NoExports,
+    /// Two exports with one name.
+    #[error("two exports are named `{name}`")]
+    DuplicateExport {
+        /// The name.
+        name: String,
+    },
+    /// A bad export name.
+    #[error("export name `{name}` {detail}")]
+    BadExportName {
+        /// The name.
+        name: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A non-loopback address without `allow_non_loopback`.
+    #[error("refusing to listen on {address}: beyond loopback without TLS (TLS is not built yet); pass --insecure to allow it")]
+    NotLoopback {
+        /// The address.
+        address: SocketAddr,
+    },
+    /// Binding failed.
+    #[error("cannot listen on {endpoint}: {source}")]
+    Bind {
+        /// The address or path.
+        endpoint: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A thread would not start.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
+/// A connected byte stream the server can serve: TCP or Unix.
+pub trait NbdStream: Read + Write + Send + 'static {
+    /// A second handle to the same connection (for the writer thread).
+    fn try_clone_stream(&self) -> std::io::Result<Box<dyn NbdStream>>;
+    /// Shuts down one or both directions.
+    fn shutdown_stream(&self, how: Shutdown) -> std::io::Result<()>;
+    /// The peer, for logs.
+    fn peer_name(&self) -> String;
+    /// Limits each read's wait (`None`: no limit).
+    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
+}
+
+impl NbdStream for TcpStream {
+    fn try_clone_stream(&self) -> std::io::Result<Box<dyn NbdStream>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn shutdown_stream(&self, how: Shutdown) -> std::io::Result<()> {
+        self.shutdown(how)
+    }
+    fn peer_name(&self) -> String {
+        self.peer_addr()
+            .map_or_else(|_| "tcp peer".to_string(), |address| address.to_string())
+    }
+    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.set_read_timeout(limit)
+    }
+}
+
+impl NbdStream for UnixStream {
+    fn try_clone_stream(&self) -> std::io::Result<Box<dyn NbdStream>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn shutdown_stream(&self, how: Shutdown) -> std::io::Result<()> {
+        self.shutdown(how)
+    }
+    fn peer_name(&self) -> String {
+        "unix socket peer".to_string()
+    }
+    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.set_read_timeout(limit)
+    }
+}
+
+/// An open connection: a handle to shut its read side at shutdown, and its thread.
+struct OpenConnection {
+    stream: Box<dyn NbdStream>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A device worker's thread, which hands the device back when it ends.
+type WorkerThread = JoinHandle<Box<dyn BlockDevice>>;
+
+/// State shared by the accept loops and connections.
+struct Shared {
+    exports: Vec<Arc<ExportHandle>>,
+    limits: ServerLimits,
+    log_connections: bool,
+    shutting_down: AtomicBool,
+    open_connections: AtomicUsize,
+    next_connection_id: AtomicU64,
+    /// Open connections by id.
+    connections: Mutex<HashMap<u64, OpenConnection>>,
+}
+
+/// A running server.
+pub struct NbdServer {
+    shared: Arc<Shared>,
+    tcp_address: Option<SocketAddr>,
+    unix_socket_path: Option<PathBuf>,
+    accept_threads: Vec<JoinHandle<()>>,
+    worker_threads: Vec<(String, WorkerThread)>,
+}
+
+impl std::fmt::Debug for NbdServer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("NbdServer")
+            .field("tcp_address", &self.tcp_address)
+            .field("unix_socket_path", &self.unix_socket_path)
+            .finish()
+    }
+}
+
+impl NbdServer {
+    /// Binds the listeners, starts one worker per export and the accept loops.
+    pub fn start(
+        config: ServerConfig,
+        exports: Vec<Export>,
+    ) -> Result<NbdServer, ServerStartError> {
+        check_start(&config, &exports)?;
+        let tcp_listener = bind_tcp(&config)?;
+        let unix_listener = bind_unix(&config)?;
+        let mut handles = Vec::new();
+        let mut worker_threads = Vec::new();
+        for export in exports {
+            let (handle, worker_thread) = start_worker(export)?;
+            worker_threads.push((handle.name.clone(), worker_thread));
+            handles.push(handle);
+        }
+        let shared = Arc::new(Shared {
+            exports: handles,
+            limits: config.limits,
+            log_connections: config.log_connections,
+            shutting_down: AtomicBool::new(false),
+            open_connections: AtomicUsize::new(0),
+            next_connection_id: AtomicU64::new(0),
+            connections: Mutex::new(HashMap::new()),
+        });
+        let mut server = NbdServer {
+            shared: Arc::clone(&shared),
+            tcp_address: None,
+            unix_socket_path: None,
+            accept_threads: Vec::new(),
+            worker_threads,
+        };
+        if let Some(listener) = tcp_listener {
+            server.tcp_address = listener.local_addr().ok();
+            let shared = Arc::clone(&shared);
+            server
+                .accept_threads
+                .push(spawn_named("nbd-accept-tcp", move || {
+                    accept_loop(&shared, || {
+                        listener.accept().map(|(stream, _)| {
+                            // Replies are small and latency-bound; a failure to set it is harmless.
+                            let _ = stream.set_nodelay(true);
+                            Box::new(stream) as Box<dyn NbdStream>
+                        })
+                    })
+                })?);
+        }
+        if let Some(listener) = unix_listener {
+            server.unix_socket_path = config.unix_socket_path.clone();
+            let shared = Arc::clone(&shared);
+            server
+                .accept_threads
+                .push(spawn_named("nbd-accept-unix", move || {
+                    accept_loop(&shared, || {
+                        listener
+                            .accept()
+                            .map(|(stream, _)| Box::new(stream) as Box<dyn NbdStream>)
+                    })
+                })?);
+        }
+        Ok(server)
+    }
+
+    /// The TCP address bound (with the port chosen when 0 was asked).
+    pub fn tcp_address(&self) -> Option<SocketAddr> {
+        self.tcp_address
+    }
+
+    /// The Unix socket path.
+    pub fn unix_socket_path(&self) -> Option<&Path> {
+        self.unix_socket_path.as_deref()
+    }
+
+    /// The NBD URIs clients use for `export_name`, one per listener.
+    pub fn uris(&self, export_name: &str) -> Vec<String> {
+        let mut uris = Vec::new();
+        if let Some(address) = self.tcp_address {
+            uris.push(format!("nbd://{address}/{export_name}"));
+        }
+        if let Some(path) = &self.unix_socket_path {
+            uris.push(format!(
+                "nbd+unix:///{export_name}?socket={}",
+                path.display()
+            ));
+        }
+        uris
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.shared.open_connections.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting, lets every connection answer what it has in flight, stops the
+    /// workers (each flushes its device once more) and hands the devices back by name.
+    pub fn shutdown(mut self) -> Vec<(String, Box<dyn BlockDevice>)> {
+        self.stop_accepting();
+        let connections: Vec<OpenConnection> = self
+            .shared
+            .connections
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .drain()
+            .map(|(_, entry)| entry)
+            .collect();
+        for connection in &connections {
+            // A connection already closed by its client refuses the shutdown; harmless.
+            let _ = connection.stream.shutdown_stream(Shutdown::Read);
+        }
+        for connection in connections {
+            if let Some(thread) = connection.thread {
+                // A connection thread that panicked has nothing left to hand back.
+                let _ = thread.join();
+            }
+        }
+        for export in &self.shared.exports {
+            export
+                .jobs
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .take();
+        }
+        let mut devices = Vec::new();
+        for (name, thread) in self.worker_threads.drain(..) {
+            if let Ok(device) = thread.join() {
+                devices.push((name, device));
+            }
+        }
+        if let Some(path) = &self.unix_socket_path {
+            // The socket file is ours; a failure to remove it leaves only a stale name.
+            let _ = std::fs::remove_file(path);
+        }
+        devices
+    }
+
+    fn stop_accepting(&mut self) {
+        self.shared.shutting_down.store(true, Ordering::SeqCst);
+        if let Some(address) = self.tcp_address {
+            let mut wake = address;
+            if wake.ip().is_unspecified() {
+                wake.set_ip(match address {
+                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            // The connection only wakes the accept loop, which sees the flag and ends.
+            let _ = TcpStream::connect(wake);
+        }
+        if let Some(path) = &self.unix_socket_path {
+            let _ = UnixStream::connect(path);
+        }
+        for thread in self.accept_threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn check_start(config: &ServerConfig, exports: &[Export]) -> Result<(), ServerStartError> {
+    if config.tcp_address.is_none() && config.unix_socket_path.is_none() {
+        return Err(ServerStartError::NoListener);
+    }
+    if exports.is_empty() {
+        return Err(ServerStartError::NoExports);
+    }
+    for (index, export) in exports.iter().enumerate() {
+        export::check_export_name(&export.name).map_err(|detail| {
+            ServerStartError::BadExportName {
+                name: export.name.clone(),
+                detail,
+            }
+        })?;
+        if exports[..index]
+            .iter()
+            .any(|other| other.name == export.name)
+        {
+            return Err(ServerStartError::DuplicateExport {
+                name: export.name.clone(),
+            });
+        }
+    }
+    if let Some(address) = config.tcp_address {
+        if !address.ip().is_loopback() && !config.allow_non_loopback {
+            return Err(ServerStartError::NotLoopback { address });
+        }
+    }
+    Ok(())
+}
+
+fn bind_tcp(config: &ServerConfig) -> Result<Option<TcpListener>, ServerStartError> {
+    config
+        .tcp_address
+        .map(|address| {
+            TcpListener::bind(address).map_err(|source| ServerStartError::Bind {
+                endpoint: address.to_string(),
+                source,
+            })
+        })
+        .transpose()
+}
+
+fn bind_unix(config: &ServerConfig) -> Result<Option<UnixListener>, ServerStartError> {
+    config
+        .unix_socket_path
+        .as_ref()
+        .map(|path| {
+            UnixListener::bind(path).map_err(|source| ServerStartError::Bind {
+                endpoint: path.display().to_string(),
+                source,
+            })
+        })
+        .transpose()
+}
+
+fn spawn_named<T: Send + 'static>(
+    name: &str,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, ServerStartError> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(body)
+        .map_err(|source| ServerStartError::Thread {
+            what: name.to_string(),
+            source,
+        })
+}
+
+fn start_worker(export: Export) -> Result<(Arc<ExportHandle>, WorkerThread), ServerStartError> {
+    let info = export.device.info().clone();
+    let extents = Arc::new(Mutex::new(ExportHandle::initial_extents(&export)));
+    let (job_sender, job_receiver) = crossbeam_channel::unbounded();
+    let handle = Arc::new(ExportHandle {
+        name: export.name.clone(),
+        description: export.description.clone(),
+        size_bytes: info.size_bytes(),
+        block_size_bytes: info.block_size_bytes,
+        read_only: export.read_only,
+        trim_reads_zeroes: export.trim_reads_zeroes,
+        extents: Arc::clone(&extents),
+        jobs: Mutex::new(Some(job_sender)),
+    });
+    let worker = DeviceWorker::new(export.device, extents);
+    let thread = spawn_named(&format!("nbd-export-{}", export.name), move || {
+        worker.run(job_receiver)
+    })?;
+    Ok((handle, thread))
+}
+
+fn accept_loop(
+    shared: &Arc<Shared>,
+    mut accept: impl FnMut() -> std::io::Result<Box<dyn NbdStream>>,
+) {
+    loop {
+        let accepted = accept();
+        if shared.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = accepted else {
+            continue;
+        };
+        let open = shared.open_connections.fetch_add(1, Ordering::SeqCst);
+        if open >= shared.limits.max_connections {
+            shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+            if shared.log_connections {
+                eprintln!(
+                    "nbd: refused a connection from {}: {open} connections open, limit {}",
+                    stream.peer_name(),
+                    shared.limits.max_connections
+                );
+            }
+            continue;
+        }
+        start_connection(shared, stream);
+    }
+}
+
+fn start_connection(shared: &Arc<Shared>, stream: Box<dyn NbdStream>) {
+    let connection_id = shared.next_connection_id.fetch_add(1, Ordering::SeqCst);
+    let Ok(registry_handle) = stream.try_clone_stream() else {
+        shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+        return;
+    };
+    let mut connections = shared
+        .connections
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner());
+    let thread_shared = Arc::clone(shared);
+    let thread = std::thread::Builder::new()
+        .name(format!("nbd-conn-{connection_id}"))
+        .spawn(move || {
+            serve_connection(&thread_shared, stream);
+            thread_shared
+                .connections
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .remove(&connection_id);
+            thread_shared
+                .open_connections
+                .fetch_sub(1, Ordering::SeqCst);
+        });
+    match thread {
+        Ok(thread) => {
+            connections.insert(
+                connection_id,
+                OpenConnection {
+                    stream: registry_handle,
+                    thread: Some(thread),
+                },
+            );
+        }
+        Err(_) => {
+            shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// One connection: handshake, then transmission; logs how it ended.
+fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
+    let peer = stream.peer_name();
+    let table = ExportTable {
+        exports: &shared.exports,
+    };
+    let shutting_down = || shared.shutting_down.load(Ordering::SeqCst);
+    let handshake_limit = (shared.limits.handshake_timeout_seconds > 0)
+        .then(|| std::time::Duration::from_secs(shared.limits.handshake_timeout_seconds));
+    if stream.set_read_limit(handshake_limit).is_err() {
+        return;
+    }
+    let negotiated = match handshake::negotiate(
+        &mut stream,
+        table,
+        shared.limits.max_options_per_handshake,
+        &shutting_down,
+    ) {
+        Ok(negotiated) => negotiated,
+        Err(end) => {
+            if shared.log_connections && !matches!(end, HandshakeEnd::ClientLeft) {
+                eprintln!("nbd: connection from {peer} ended in the handshake: {end}");
+            }
+            let _ = stream.shutdown_stream(Shutdown::Both);
+            return;
+        }
+    };
+    if stream.set_read_limit(None).is_err() {
+        return;
+    }
+    let (Ok(writer), Ok(closer)) = (stream.try_clone_stream(), stream.try_clone_stream()) else {
+        return;
+    };
+    let hard_disconnect = move || {
+        // Already closed by the peer is as good as closed by us.
+        let _ = closer.shutdown_stream(Shutdown::Both);
+    };
+    let end = transmission::serve_transmission(
+        &mut stream,
+        Box::new(writer),
+        &negotiated,
+        shared.limits.max_requests_per_connection,
+        &hard_disconnect,
+    );
+    if shared.log_connections
+        && matches!(
+            end,
+            TransmissionEnd::Malformed(_) | TransmissionEnd::WriterGone
+        )
+    {
+        eprintln!(
+            "nbd: connection from {peer} to export `{}` ended: {end}",
+            negotiated.export.name
+        );
+    }
+    let _ = stream.shutdown_stream(Shutdown::Both);
+}

@@ -1,0 +1,456 @@
+//! The transmission phase of one connection: a reader (this thread) decodes requests,
+//! checks them and hands device work to the export's worker; a writer thread sends
+//! replies as they complete, out of order, by cookie.
+//!
+//! Requests in flight per connection are bounded by credits: the reader takes one per
+//! request before serving it and the writer returns it when the reply is written, so a
+//! client sending faster than the device serves waits in TCP, not in server memory.
+//!
+//! A request the protocol lets us answer (bad flags, bad range, misaligned, unknown
+//! command) gets an error reply and the connection goes on. A request we cannot frame
+//! (wrong magic, a write payload over [`MAX_PAYLOAD_BYTES`]) ends this connection only.
+
+use std::io::{BufWriter, Read, Write};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use flashpipe_device::IoBuf;
+use thiserror::Error;
+
+use super::export::ExportHandle;
+use super::handshake::Negotiated;
+use super::worker::{Job, JobKind, OutgoingReply, ReplyBody};
+use crate::wire::*;
+
+/// Writer buffer size: small replies gather here and leave in one system call.
+const WRITER_BUFFER_BYTES: usize = 256 * 1024;
+/// Most extents in one block status reply (well under the specification's 2^20).
+pub const MAX_EXTENTS_PER_REPLY: usize = 65_536;
+
+/// How the transmission phase ended.
+#[derive(Debug, Error)]
+pub enum TransmissionEnd {
+    /// The client sent `NBD_CMD_DISC` (in-flight requests were answered first).
+    #[error("the client disconnected (NBD_CMD_DISC)")]
+    Disconnect,
+    /// The client closed the connection.
+    #[error("the client closed the connection")]
+    ClientLeft,
+    /// The client sent something that cannot be framed; the connection was dropped.
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    /// The reply stream failed.
+    #[error("the connection failed while replying")]
+    WriterGone,
+}
+
+/// Serves requests on `reader` until the client leaves; replies go out through
+/// `writer`, which runs on its own thread until every reply is written.
+pub fn serve_transmission(
+    reader: &mut dyn Read,
+    writer: Box<dyn Write + Send>,
+    negotiated: &Negotiated,
+    request_limit: usize,
+    hard_disconnect: &dyn Fn(),
+) -> TransmissionEnd {
+    let (reply_sender, reply_receiver) = crossbeam_channel::unbounded::<OutgoingReply>();
+    let (credit_sender, credit_receiver) = crossbeam_channel::bounded::<()>(request_limit);
+    for _ in 0..request_limit {
+        credit_sender
+            .send(())
+            .expect("the credit channel holds request_limit credits");
+    }
+    let structured_replies = negotiated.structured_replies;
+    let writer_thread = std::thread::Builder::new()
+        .name("nbd-writer".to_string())
+        .spawn(move || write_replies(writer, reply_receiver, credit_sender, structured_replies));
+    let Ok(writer_thread) = writer_thread else {
+        return TransmissionEnd::WriterGone;
+    };
+    let mut session = Session {
+        export: Arc::clone(&negotiated.export),
+        negotiated,
+        replies: reply_sender,
+        credits: credit_receiver,
+    };
+    let end = session.read_requests(reader);
+    drop(session);
+    if matches!(end, TransmissionEnd::Malformed(_)) {
+        hard_disconnect();
+    }
+    let writer_ok = writer_thread.join().unwrap_or(false);
+    match end {
+        TransmissionEnd::Disconnect | TransmissionEnd::ClientLeft if !writer_ok => {
+            TransmissionEnd::WriterGone
+        }
+        end => end,
+    }
+}
+
+/// The writer: encodes replies in arrival order; returns whether every write succeeded.
+fn write_replies(
+    writer: Box<dyn Write + Send>,
+    replies: Receiver<OutgoingReply>,
+    credits: Sender<()>,
+    structured_replies: bool,
+) -> bool {
+    let mut writer = BufWriter::with_capacity(WRITER_BUFFER_BYTES, writer);
+    let mut header = Vec::with_capacity(64);
+    while let Ok(reply) = replies.recv() {
+        let mut next = Some(reply);
+        while let Some(reply) = next {
+            header.clear();
+            if write_reply(&mut writer, &mut header, reply, structured_replies).is_err() {
+                return false;
+            }
+            // The reader may be gone; a credit nobody takes is harmless.
+            let _ = credits.try_send(());
+            next = replies.try_recv().ok();
+        }
+        if writer.flush().is_err() {
+            return false;
+        }
+    }
+    writer.flush().is_ok()
+}
+
+fn write_reply(
+    writer: &mut impl Write,
+    header: &mut Vec<u8>,
+    reply: OutgoingReply,
+    structured_replies: bool,
+) -> std::io::Result<()> {
+    let cookie = reply.cookie;
+    match reply.body {
+        ReplyBody::Done if structured_replies => encode_chunk_none(header, cookie),
+        ReplyBody::Done => encode_simple_reply(header, 0, cookie),
+        ReplyBody::Data {
+            offset_bytes,
+            buffer,
+        } => {
+            if structured_replies {
+                encode_chunk_offset_data_header(
+                    header,
+                    cookie,
+                    offset_bytes,
+                    buffer.len() as u32,
+                    true,
+                );
+            } else {
+                encode_simple_reply(header, 0, cookie);
+            }
+            writer.write_all(header)?;
+            return writer.write_all(&buffer);
+        }
+        ReplyBody::Error { error, message } if structured_replies => {
+            encode_chunk_error(header, cookie, error, &message)
+        }
+        ReplyBody::Error { error, .. } => encode_simple_reply(header, error, cookie),
+        ReplyBody::BlockStatus {
+            context_id,
+            extents,
+        } => encode_chunk_block_status(header, cookie, context_id, &extents, true),
+    }
+    writer.write_all(header)
+}
+
+struct Session<'a> {
+    export: Arc<ExportHandle>,
+    negotiated: &'a Negotiated,
+    replies: Sender<OutgoingReply>,
+    credits: Receiver<()>,
+}
+
+/// A request refused with an NBD error.
+struct Refusal {
+    error: u32,
+    message: String,
+}
+
+fn refuse(error: u32, message: String) -> Refusal {
+    Refusal { error, message }
+}
+
+impl Session<'_> {
+    fn read_requests(&mut self, reader: &mut dyn Read) -> TransmissionEnd {
+        let mut header_bytes = [0u8; REQUEST_HEADER_BYTES];
+        loop {
+            if let Err(error) = reader.read_exact(&mut header_bytes) {
+                return if error.kind() == std::io::ErrorKind::UnexpectedEof {
+                    TransmissionEnd::ClientLeft
+                } else {
+                    TransmissionEnd::Malformed(format!("request header: {error}"))
+                };
+            }
+            let header = match RequestHeader::decode(&header_bytes) {
+                Ok(header) => header,
+                Err(error) => return TransmissionEnd::Malformed(error.to_string()),
+            };
+            if header.has_payload() && header.length_bytes > MAX_PAYLOAD_BYTES {
+                return TransmissionEnd::Malformed(format!(
+                    "NBD_CMD_WRITE of {} bytes, limit {MAX_PAYLOAD_BYTES}",
+                    header.length_bytes
+                ));
+            }
+            if header.command == CMD_DISC {
+                return TransmissionEnd::Disconnect;
+            }
+            if self.credits.recv().is_err() {
+                return TransmissionEnd::WriterGone;
+            }
+            if let Err(end) = self.serve_request(reader, header) {
+                return end;
+            }
+        }
+    }
+
+    fn serve_request(
+        &mut self,
+        reader: &mut dyn Read,
+        header: RequestHeader,
+    ) -> Result<(), TransmissionEnd> {
+        let payload = if header.has_payload() {
+            Some(read_payload(reader, header.length_bytes)?)
+        } else {
+            None
+        };
+        let outcome = self
+            .check(&header)
+            .and_then(|()| self.dispatch(&header, payload));
+        if let Err(refusal) = outcome {
+            self.send(
+                header.cookie,
+                ReplyBody::Error {
+                    error: refusal.error,
+                    message: refusal.message,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    fn send(&self, cookie: u64, body: ReplyBody) -> Result<(), TransmissionEnd> {
+        self.replies
+            .send(OutgoingReply { cookie, body })
+            .map_err(|_| TransmissionEnd::WriterGone)
+    }
+
+    /// Checks flags, range, alignment and permission against the specification.
+    fn check(&self, header: &RequestHeader) -> Result<(), Refusal> {
+        let name = command_name(header.command);
+        let allowed_flags = CMD_FLAG_FUA
+            | match header.command {
+                CMD_READ if self.negotiated.structured_replies => CMD_FLAG_DF,
+                CMD_WRITE_ZEROES => CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO,
+                CMD_BLOCK_STATUS => CMD_FLAG_REQ_ONE,
+                _ => 0,
+            };
+        if header.flags & !allowed_flags != 0 {
+            return Err(refuse(
+                NBD_EINVAL,
+                format!(
+                    "{name}: flags {:#x} not valid for it (allowed {allowed_flags:#x})",
+                    header.flags
+                ),
+            ));
+        }
+        let ranged = matches!(
+            header.command,
+            CMD_READ | CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES | CMD_BLOCK_STATUS | CMD_CACHE
+        );
+        if header.command == CMD_FLUSH && (header.offset_bytes != 0 || header.length_bytes != 0) {
+            return Err(refuse(
+                NBD_EINVAL,
+                format!("{name}: offset and length must be zero"),
+            ));
+        }
+        if !ranged {
+            return if header.command == CMD_FLUSH {
+                Ok(())
+            } else {
+                Err(refuse(
+                    NBD_EINVAL,
+                    format!("unknown command {}", header.command),
+                ))
+            };
+        }
+        let end_bytes = header
+            .offset_bytes
+            .checked_add(u64::from(header.length_bytes));
+        if end_bytes.is_none_or(|end| end > self.export.size_bytes) {
+            let error = if matches!(header.command, CMD_WRITE | CMD_WRITE_ZEROES) {
+                NBD_ENOSPC
+            } else {
+                NBD_EINVAL
+            };
+            return Err(refuse(
+                error,
+                format!(
+                    "{name}: {} bytes at offset {} go past the export's {} bytes",
+                    header.length_bytes, header.offset_bytes, self.export.size_bytes
+                ),
+            ));
+        }
+        let block_size_bytes = u64::from(self.export.block_size_bytes);
+        if header.offset_bytes % block_size_bytes != 0
+            || u64::from(header.length_bytes) % block_size_bytes != 0
+        {
+            return Err(refuse(
+                NBD_EINVAL,
+                format!(
+                    "{name}: offset {} and length {} must be multiples of the {block_size_bytes}-byte minimum block",
+                    header.offset_bytes, header.length_bytes
+                ),
+            ));
+        }
+        if self.export.read_only
+            && matches!(header.command, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES)
+        {
+            return Err(refuse(
+                NBD_EPERM,
+                format!("{name}: the export is read-only"),
+            ));
+        }
+        if header.command == CMD_READ && header.length_bytes > MAX_PAYLOAD_BYTES {
+            return Err(refuse(
+                NBD_EINVAL,
+                format!(
+                    "{name}: {} bytes, limit {MAX_PAYLOAD_BYTES}",
+                    header.length_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn dispatch(&self, header: &RequestHeader, payload: Option<IoBuf>) -> Result<(), Refusal> {
+        let block_size_bytes = u64::from(self.export.block_size_bytes);
+        let first_block = header.offset_bytes / block_size_bytes;
+        let block_count = u64::from(header.length_bytes) / block_size_bytes;
+        let force_unit_access = header.flags & CMD_FLAG_FUA != 0;
+        let kind = match header.command {
+            CMD_FLUSH => JobKind::Flush,
+            CMD_CACHE => return self.reply_done(header.cookie),
+            CMD_BLOCK_STATUS => return self.block_status(header),
+            _ if block_count == 0 => return self.reply_done(header.cookie),
+            CMD_READ => JobKind::Read {
+                first_block,
+                block_count,
+            },
+            CMD_WRITE => JobKind::Write {
+                first_block,
+                buffer: payload.unwrap_or_else(IoBuf::empty),
+            },
+            CMD_TRIM => JobKind::Trim {
+                first_block,
+                block_count,
+            },
+            _ => self.write_zeroes_kind(header, first_block, block_count)?,
+        };
+        let Some(jobs) = self.export.job_sender() else {
+            return Err(refuse(
+                NBD_ESHUTDOWN,
+                "the server is shutting down".to_string(),
+            ));
+        };
+        jobs.send(Job {
+            reply_to: self.replies.clone(),
+            cookie: header.cookie,
+            kind,
+            force_unit_access,
+        })
+        .map_err(|_| refuse(NBD_ESHUTDOWN, "the export's worker has stopped".to_string()))
+    }
+
+    /// `WRITE_ZEROES`: a trim where trimmed blocks read as zeroes and a hole is allowed
+    /// (fast), else zeroes written (not fast: `FAST_ZERO` gets `NBD_ENOTSUP`).
+    fn write_zeroes_kind(
+        &self,
+        header: &RequestHeader,
+        first_block: u64,
+        block_count: u64,
+    ) -> Result<JobKind, Refusal> {
+        let may_trim = self.export.trim_reads_zeroes && header.flags & CMD_FLAG_NO_HOLE == 0;
+        if may_trim {
+            return Ok(JobKind::Trim {
+                first_block,
+                block_count,
+            });
+        }
+        if header.flags & CMD_FLAG_FAST_ZERO != 0 {
+            return Err(refuse(
+                NBD_ENOTSUP,
+                "NBD_CMD_WRITE_ZEROES: zeroes would be written, no faster than a write".to_string(),
+            ));
+        }
+        Ok(JobKind::WriteZeroes {
+            first_block,
+            block_count,
+        })
+    }
+
+    fn reply_done(&self, cookie: u64) -> Result<(), Refusal> {
+        self.send(cookie, ReplyBody::Done)
+            .map_err(|_| refuse(NBD_ESHUTDOWN, "the connection is closing".to_string()))
+    }
+
+    fn block_status(&self, header: &RequestHeader) -> Result<(), Refusal> {
+        let (true, Some(context_id)) = (
+            self.negotiated.structured_replies,
+            self.negotiated.base_allocation_context,
+        ) else {
+            return Err(refuse(
+                NBD_EINVAL,
+                "NBD_CMD_BLOCK_STATUS without a metadata context selected".to_string(),
+            ));
+        };
+        if header.length_bytes == 0 {
+            return Err(refuse(
+                NBD_EINVAL,
+                "NBD_CMD_BLOCK_STATUS of length 0".to_string(),
+            ));
+        }
+        let block_size_bytes = u64::from(self.export.block_size_bytes);
+        let first_block = header.offset_bytes / block_size_bytes;
+        let end_block = first_block + u64::from(header.length_bytes) / block_size_bytes;
+        let run_limit = if header.flags & CMD_FLAG_REQ_ONE != 0 {
+            1
+        } else {
+            MAX_EXTENTS_PER_REPLY
+        };
+        let runs = self
+            .export
+            .extents
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .runs(first_block, end_block, run_limit);
+        let hole_flags = if self.export.trim_reads_zeroes {
+            STATE_HOLE | STATE_ZERO
+        } else {
+            STATE_HOLE
+        };
+        let extents = runs
+            .iter()
+            .map(|run| BlockStatusExtent {
+                length_bytes: (run.block_count * block_size_bytes) as u32,
+                flags: if run.is_hole { hole_flags } else { 0 },
+            })
+            .collect();
+        self.send(
+            header.cookie,
+            ReplyBody::BlockStatus {
+                context_id,
+                extents,
+            },
+        )
+        .map_err(|_| refuse(NBD_ESHUTDOWN, "the connection is closing".to_string()))
+    }
+}
+
+fn read_payload(reader: &mut dyn Read, length_bytes: u32) -> Result<IoBuf, TransmissionEnd> {
+    let mut buffer = IoBuf::zeroed(length_bytes as usize);
+    reader
+        .read_exact(buffer.as_mut_slice())
+        .map_err(|error| TransmissionEnd::Malformed(format!("write payload: {error}")))?;
+    Ok(buffer)
+}
