@@ -45,6 +45,25 @@ fn qemu_nbd_passes_the_conformance_suite() {
 }
 
 #[test]
+fn nbdkit_file_passes_the_conformance_suite() {
+    if !have("nbdkit") {
+        return;
+    }
+    let scratch = Scratch::new("conf-nbdkit-file");
+    let mut servers = Vec::new();
+    let mut serial = 0;
+    conformance::check_all(&mut |queue_depth| {
+        serial += 1;
+        let image = scratch.path.join(format!("f{serial}.img"));
+        zero_file(&image, 64 << 20);
+        let server = Server::nbdkit_file(&scratch.path, &format!("f{serial}"), &image);
+        let device = open(&server.uri(), queue_depth);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+#[test]
 fn the_export_is_described_as_the_server_advertises_it() {
     if !have("nbdkit") {
         return;

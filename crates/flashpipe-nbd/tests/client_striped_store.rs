@@ -8,7 +8,7 @@ mod client_support;
 
 use std::path::Path;
 
-use client_support::{have, Scratch, Server};
+use client_support::{have, zero_file, Scratch, Server};
 use flashpipe_fs::Filesystem;
 use flashpipe_store::store::{open_store_device, DeviceCreation};
 use flashpipe_store::store_config::{parse_device_list, STORE_FILE_VERSION};
@@ -95,6 +95,37 @@ fn a_store_striped_over_four_nbdkit_servers_keeps_its_files() {
             .all(|name| name.ends_with(".sock") || name == "store.toml"),
         "no local file stands for a remote device: {entries:?}"
     );
+}
+
+/// Three servers of two makers and three back ends under one store: `nbdkit memory`,
+/// `nbdkit file`, `qemu-nbd` on a raw file.
+#[test]
+fn a_store_stripes_over_nbdkit_and_qemu_nbd_together() {
+    if !have("nbdkit") || !have("qemu-nbd") {
+        return;
+    }
+    let scratch = Scratch::new("mixed");
+    let nbdkit_image = scratch.path.join("nbdkit.img");
+    let qemu_image = scratch.path.join("qemu.img");
+    zero_file(&nbdkit_image, 32 << 20);
+    zero_file(&qemu_image, 32 << 20);
+    let servers = vec![
+        Server::nbdkit_memory(&scratch.path, "memory", "32M"),
+        Server::nbdkit_file(&scratch.path, "file", &nbdkit_image),
+        Server::qemu_nbd(&scratch.path, "qemu", &qemu_image),
+    ];
+    let store_file = scratch.path.join("store.toml");
+    let config = striped_store(&servers, &store_file);
+    write_files(&config, &store_file);
+    let opened = open_store_device(&config, &store_file, DeviceCreation::ReadOnly).unwrap();
+    let mut filesystem = Filesystem::mount_read_only(opened.device).unwrap();
+    for index in 0..FILE_COUNT {
+        let file = filesystem.open(&format!("file-{index:03}")).unwrap();
+        let expected = contents(index);
+        let read = filesystem.read(file, 0, expected.len() as u64).unwrap();
+        assert!(read[..] == expected[..], "file {index} differs");
+    }
+    assert!(filesystem.check().unwrap().is_clean());
 }
 
 #[test]
