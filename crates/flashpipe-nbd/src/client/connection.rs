@@ -351,10 +351,14 @@ fn send_message(
         let mut table = shared.lock();
         table.writer_holds = None;
         if let Err(error) = result {
+            // Lost is set before the reader can look for this request again, so a reply
+            // to it is not taken for a reply to an unknown cookie.
+            let reason = format!("sending to the server failed: {error}");
+            table.lost.get_or_insert_with(|| reason.clone());
             shared.changed.notify_all();
             drop(table);
             unsent.push(parent);
-            return Err(format!("sending to the server failed: {error}"));
+            return Err(reason);
         }
         table.in_flight.insert(parent.id, parent);
         shared.changed.notify_all();

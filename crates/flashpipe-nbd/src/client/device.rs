@@ -22,6 +22,12 @@
 //! complete says so as an error, as `fsync` does after a lost write-back; with
 //! [`ReconnectDurability::TrustServer`] they are taken as kept (a server whose process
 //! died but whose host did not, over a file in the page cache).
+//!
+//! One hazard no client can close: a request the lost connection had delivered may still
+//! be carried out by the server after the new connection's requests (the server finishes
+//! what it read before it noticed the loss). The first reconnect attempt waits
+//! `reconnect_first_delay_ms` (50 ms by default), far longer than a server takes to
+//! finish one request, which makes this a matter of a server stalled for that long.
 
 // Requests in flight move as boxes between the writer's channel, the table and these
 // lists (a `Box<Parent>` is moved, never copied), so lists of boxes are meant.
