@@ -16,6 +16,8 @@
 //!   issue #13 targets (a put into a minflash store, the whole stack, the raw model);
 //! - [`kernels`]: `flashpipe bench kernels`, kernels near the data beside
 //!   read-then-compute, one thread and well-known tools (RAD's three-way comparison);
+//! - [`net`]: `flashpipe bench net`, flashpipe's NBD server beside qemu-nbd and nbdkit,
+//!   all driven by fio's nbd ioengine over loopback TCP and a Unix socket;
 //! - [`ftl`], [`ftl_fs`], [`ftl_copy`]: `flashpipe ftl ...`, experiments with the host
 //!   flash translation layer on the NAND model in virtual time;
 //! - [`sim`]: `flashpipe sim ...`, the NAND model's speed, synthetic jobs, trace replay
@@ -41,6 +43,7 @@ pub mod ftl;
 pub mod ftl_copy;
 pub mod ftl_fs;
 pub mod kernels;
+pub mod net;
 pub mod pattern;
 pub mod plot;
 pub mod progress;

@@ -18,6 +18,8 @@ pub enum BenchCommand {
     Engine(bench_engine::BenchEngineArgs),
     /// Kernels near the data beside read-then-compute, one thread, and well-known tools (RAD).
     Kernels(bench_kernels::BenchKernelsArgs),
+    /// flashpipe's NBD server beside qemu-nbd and nbdkit through fio's nbd engine, TCP and Unix sockets.
+    Net(flashpipe_bench::net::BenchNetArgs),
     /// Emulated flash at wall speed: a put into a minflash store, the whole stack and the raw model against their targets.
     Flash(bench_flash::BenchFlashArgs),
 }
@@ -30,5 +32,6 @@ pub fn run(command: BenchCommand) -> flashpipe_bench::BenchResult {
         BenchCommand::Engine(arguments) => bench_engine::run(arguments),
         BenchCommand::Kernels(arguments) => bench_kernels::run(arguments),
         BenchCommand::Flash(arguments) => bench_flash::run(arguments),
+        BenchCommand::Net(arguments) => flashpipe_bench::net::run(arguments),
     }
 }

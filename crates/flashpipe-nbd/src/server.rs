@@ -15,6 +15,7 @@
 //! "wait for inflight requests"), workers flush their devices once more and hand them
 //! back.
 
+pub mod buffers;
 pub mod export;
 pub mod extents;
 pub mod handshake;
@@ -33,6 +34,7 @@ use std::thread::JoinHandle;
 use flashpipe_device::BlockDevice;
 use thiserror::Error;
 
+use buffers::BufferRecycler;
 use export::ExportHandle;
 pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, InitialAllocation};
 use handshake::{ExportTable, HandshakeEnd};
@@ -181,6 +183,7 @@ type WorkerThread = JoinHandle<Box<dyn BlockDevice>>;
 /// State shared by the accept loops and connections.
 struct Shared {
     exports: Vec<Arc<ExportHandle>>,
+    buffers: Arc<BufferRecycler>,
     limits: ServerLimits,
     log_connections: bool,
     shutting_down: AtomicBool,
@@ -218,15 +221,17 @@ impl NbdServer {
         check_start(&config, &exports)?;
         let tcp_listener = bind_tcp(&config)?;
         let unix_listener = bind_unix(&config)?;
+        let buffers = Arc::new(BufferRecycler::new(buffers::DEFAULT_MAX_KEPT_BYTES));
         let mut handles = Vec::new();
         let mut worker_threads = Vec::new();
         for export in exports {
-            let (handle, worker_thread) = start_worker(export)?;
+            let (handle, worker_thread) = start_worker(export, &buffers)?;
             worker_threads.push((handle.name.clone(), worker_thread));
             handles.push(handle);
         }
         let shared = Arc::new(Shared {
             exports: handles,
+            buffers,
             limits: config.limits,
             log_connections: config.log_connections,
             shutting_down: AtomicBool::new(false),
@@ -435,7 +440,10 @@ fn spawn_named<T: Send + 'static>(
         })
 }
 
-fn start_worker(export: Export) -> Result<(Arc<ExportHandle>, WorkerThread), ServerStartError> {
+fn start_worker(
+    export: Export,
+    buffers: &Arc<BufferRecycler>,
+) -> Result<(Arc<ExportHandle>, WorkerThread), ServerStartError> {
     let info = export.device.info().clone();
     let extents = Arc::new(Mutex::new(ExportHandle::initial_extents(&export)));
     let (job_sender, job_receiver) = crossbeam_channel::unbounded();
@@ -449,7 +457,7 @@ fn start_worker(export: Export) -> Result<(Arc<ExportHandle>, WorkerThread), Ser
         extents: Arc::clone(&extents),
         jobs: Mutex::new(Some(job_sender)),
     });
-    let worker = DeviceWorker::new(export.device, extents);
+    let worker = DeviceWorker::new(export.device, extents, Arc::clone(buffers));
     let thread = spawn_named(&format!("nbd-export-{}", export.name), move || {
         worker.run(job_receiver)
     })?;
@@ -566,6 +574,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         Box::new(writer),
         &negotiated,
         shared.limits.max_requests_per_connection,
+        &shared.buffers,
         &hard_disconnect,
     );
     if shared.log_connections

@@ -17,6 +17,7 @@ use crossbeam_channel::{Receiver, Sender};
 use flashpipe_device::IoBuf;
 use thiserror::Error;
 
+use super::buffers::BufferRecycler;
 use super::export::ExportHandle;
 use super::handshake::Negotiated;
 use super::worker::{Job, JobKind, OutgoingReply, ReplyBody};
@@ -51,6 +52,7 @@ pub fn serve_transmission(
     writer: Box<dyn Write + Send>,
     negotiated: &Negotiated,
     request_limit: usize,
+    buffers: &Arc<BufferRecycler>,
     hard_disconnect: &dyn Fn(),
 ) -> TransmissionEnd {
     let (reply_sender, reply_receiver) = crossbeam_channel::unbounded::<OutgoingReply>();
@@ -61,13 +63,23 @@ pub fn serve_transmission(
             .expect("the credit channel holds request_limit credits");
     }
     let structured_replies = negotiated.structured_replies;
+    let writer_buffers = Arc::clone(buffers);
     let writer_thread = std::thread::Builder::new()
         .name("nbd-writer".to_string())
-        .spawn(move || write_replies(writer, reply_receiver, credit_sender, structured_replies));
+        .spawn(move || {
+            write_replies(
+                writer,
+                reply_receiver,
+                credit_sender,
+                structured_replies,
+                &writer_buffers,
+            )
+        });
     let Ok(writer_thread) = writer_thread else {
         return TransmissionEnd::WriterGone;
     };
     let mut session = Session {
+        buffers: Arc::clone(buffers),
         export: Arc::clone(&negotiated.export),
         negotiated,
         replies: reply_sender,
@@ -93,6 +105,7 @@ fn write_replies(
     replies: Receiver<OutgoingReply>,
     credits: Sender<()>,
     structured_replies: bool,
+    buffers: &BufferRecycler,
 ) -> bool {
     let mut writer = BufWriter::with_capacity(WRITER_BUFFER_BYTES, writer);
     let mut header = Vec::with_capacity(64);
@@ -100,7 +113,7 @@ fn write_replies(
         let mut next = Some(reply);
         while let Some(reply) = next {
             header.clear();
-            if write_reply(&mut writer, &mut header, reply, structured_replies).is_err() {
+            if write_reply(&mut writer, &mut header, reply, structured_replies, buffers).is_err() {
                 return false;
             }
             // The reader may be gone; a credit nobody takes is harmless.
@@ -119,6 +132,7 @@ fn write_reply(
     header: &mut Vec<u8>,
     reply: OutgoingReply,
     structured_replies: bool,
+    buffers: &BufferRecycler,
 ) -> std::io::Result<()> {
     let cookie = reply.cookie;
     match reply.body {
@@ -139,8 +153,11 @@ fn write_reply(
             } else {
                 encode_simple_reply(header, 0, cookie);
             }
-            writer.write_all(header)?;
-            return writer.write_all(&buffer);
+            let written = writer
+                .write_all(header)
+                .and_then(|()| writer.write_all(&buffer));
+            buffers.give_back(buffer);
+            return written;
         }
         ReplyBody::Error { error, message } if structured_replies => {
             encode_chunk_error(header, cookie, error, &message)
@@ -155,6 +172,7 @@ fn write_reply(
 }
 
 struct Session<'a> {
+    buffers: Arc<BufferRecycler>,
     export: Arc<ExportHandle>,
     negotiated: &'a Negotiated,
     replies: Sender<OutgoingReply>,
@@ -210,7 +228,7 @@ impl Session<'_> {
         header: RequestHeader,
     ) -> Result<(), TransmissionEnd> {
         let payload = if header.has_payload() {
-            Some(read_payload(reader, header.length_bytes)?)
+            Some(read_payload(reader, header.length_bytes, &self.buffers)?)
         } else {
             None
         };
@@ -447,8 +465,12 @@ impl Session<'_> {
     }
 }
 
-fn read_payload(reader: &mut dyn Read, length_bytes: u32) -> Result<IoBuf, TransmissionEnd> {
-    let mut buffer = IoBuf::zeroed(length_bytes as usize);
+fn read_payload(
+    reader: &mut dyn Read,
+    length_bytes: u32,
+    buffers: &BufferRecycler,
+) -> Result<IoBuf, TransmissionEnd> {
+    let mut buffer = buffers.take(length_bytes as usize);
     reader
         .read_exact(buffer.as_mut_slice())
         .map_err(|error| TransmissionEnd::Malformed(format!("write payload: {error}")))?;

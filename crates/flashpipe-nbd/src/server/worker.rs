@@ -20,6 +20,7 @@ use flashpipe_device::{
     BlockDevice, Completion, DeviceError, DeviceErrorKind, IoBuf, Request, Tag,
 };
 
+use super::buffers::BufferRecycler;
 use super::extents::ExtentMap;
 use crate::wire::{NBD_EINVAL, NBD_EIO, NBD_ENOSPC, NBD_EPERM};
 
@@ -136,6 +137,7 @@ struct ActiveJob {
 pub struct DeviceWorker {
     device: Box<dyn BlockDevice>,
     extents: Arc<Mutex<ExtentMap>>,
+    buffers: Arc<BufferRecycler>,
     jobs: HashMap<u64, ActiveJob>,
     /// Device tag -> job id.
     tag_jobs: HashMap<Tag, u64>,
@@ -146,11 +148,17 @@ pub struct DeviceWorker {
 }
 
 impl DeviceWorker {
-    /// A worker owning `device`, recording allocation in `extents`.
-    pub fn new(device: Box<dyn BlockDevice>, extents: Arc<Mutex<ExtentMap>>) -> DeviceWorker {
+    /// A worker owning `device`, recording allocation in `extents`, taking read buffers
+    /// from (and giving write payloads back to) `buffers`.
+    pub fn new(
+        device: Box<dyn BlockDevice>,
+        extents: Arc<Mutex<ExtentMap>>,
+        buffers: Arc<BufferRecycler>,
+    ) -> DeviceWorker {
         DeviceWorker {
             device,
             extents,
+            buffers,
             jobs: HashMap::new(),
             tag_jobs: HashMap::new(),
             backlog: VecDeque::new(),
@@ -229,7 +237,7 @@ impl DeviceWorker {
                 block_count,
             } => {
                 active.read_offset_bytes = first_block * block_size_bytes;
-                let buffer = IoBuf::zeroed((block_count * block_size_bytes) as usize);
+                let buffer = self.buffers.take((block_count * block_size_bytes) as usize);
                 vec![Request::read(self.take_tag(), first_block, buffer)]
             }
             JobKind::Write {
@@ -341,6 +349,9 @@ impl DeviceWorker {
         match status {
             Err(error) => {
                 job.failure.get_or_insert(error);
+                if let Some(buffer) = buffer {
+                    self.buffers.give_back(buffer);
+                }
             }
             Ok(()) => self.continue_job(job_id, &mut job, buffer),
         }
@@ -370,8 +381,12 @@ impl DeviceWorker {
             }
             return;
         }
-        if job.read_buffer.is_none() && job.map_update.is_none() {
-            job.read_buffer = buffer;
+        match buffer {
+            Some(buffer) if job.read_buffer.is_none() && job.map_update.is_none() => {
+                job.read_buffer = Some(buffer);
+            }
+            Some(buffer) => self.buffers.give_back(buffer),
+            None => {}
         }
     }
 
