@@ -481,6 +481,12 @@ impl NbdDevice {
 
     fn hand_over(&mut self, completions: &mut Vec<Completion>) -> usize {
         let count = self.ready.len();
+        assert!(
+            count <= self.in_flight,
+            "{}: {count} completions for {} requests in flight (each request completes once)",
+            self.info.name,
+            self.in_flight
+        );
         self.in_flight -= count;
         completions.extend(self.ready.drain(..));
         count
