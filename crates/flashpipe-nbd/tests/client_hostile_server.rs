@@ -57,11 +57,16 @@ impl FakeServer {
     }
 
     fn open(&self) -> Result<NbdDevice, String> {
+        self.open_with(|_| {})
+    }
+
+    fn open_with(&self, adjust: impl FnOnce(&mut NbdDeviceConfig)) -> Result<NbdDevice, String> {
         let mut config = NbdDeviceConfig::new(NbdUri::parse(&self.uri()).unwrap());
         config.queue_depth = 4;
         config.reconnect_attempts = 1;
         config.reconnect_first_delay_ms = 1;
         config.connect_timeout_ms = 2000;
+        adjust(&mut config);
         NbdDevice::open(config).map_err(|error| error.to_string())
     }
 }
@@ -462,4 +467,44 @@ fn seeded_garbage_from_the_server_is_an_error() {
         device.wait_completions(&mut completions).unwrap();
         assert!(completions.pop().unwrap().status.is_err(), "seed {seed}");
     }
+}
+
+/// A server that takes requests and never answers (a partition without a reset): the
+/// request fails after the reply timeout and the bounded reconnect, naming the silence.
+#[test]
+fn a_server_that_never_replies_times_out() {
+    let server = FakeServer::start(
+        "silent",
+        Arc::new(|stream: &mut UnixStream| {
+            handshake(stream, &export_info())?;
+            let mut rest = Vec::new();
+            stream.read_to_end(&mut rest).map(drop)
+        }),
+    );
+    let mut device = server
+        .open_with(|config| config.reply_timeout_ms = 200)
+        .expect("the handshake is fine");
+    let mut completions = Vec::new();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(device.poll_completions(&mut completions), 0);
+    assert_eq!(
+        device.counters().connections_lost,
+        0,
+        "an idle connection outlives the reply timeout"
+    );
+    device
+        .submit(Request::read(3, 0, IoBuf::zeroed(4096)))
+        .unwrap();
+    device.wait_completions(&mut completions).unwrap();
+    let error = completions
+        .pop()
+        .unwrap()
+        .status
+        .expect_err("no reply")
+        .to_string();
+    assert_contains(
+        &error,
+        "no reply from the server for 200 ms with 1 requests in flight",
+    );
+    assert_contains(&error, &server.uri());
 }

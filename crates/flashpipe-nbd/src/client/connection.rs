@@ -25,10 +25,11 @@
 #![allow(clippy::vec_box)]
 
 use std::collections::HashMap;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use flashpipe_device::{Completion, DeviceError, DeviceErrorKind, Operation, Request};
 
@@ -147,6 +148,9 @@ struct Table {
     writer_holds: Option<u64>,
     /// Set by whichever thread saw the connection fail first.
     lost: Option<String>,
+    /// When the writer last finished sending a request (the reply timeout counts from
+    /// the later of this and the last byte received).
+    last_sent: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -176,6 +180,9 @@ pub(crate) struct ConnectionSettings {
     pub(crate) device_name: Arc<str>,
     /// The negotiated export.
     pub(crate) export: NbdExport,
+    /// How long requests in flight may go without a byte from the server before the
+    /// connection counts as lost (a network partition sends no reset); `None`: forever.
+    pub(crate) reply_timeout: Option<Duration>,
 }
 
 /// A live connection: its threads and the device's ends of their channels.
@@ -200,6 +207,7 @@ impl Connection {
         let (event_sender, events) = channel();
         let write_half = stream.try_clone()?;
         let read_half = stream.try_clone()?;
+        read_half.set_read_timeout(settings.reply_timeout)?;
         let writer = {
             let shared = Arc::clone(&shared);
             let settings = settings.clone();
@@ -361,6 +369,7 @@ fn send_message(
             return Err(reason);
         }
         table.in_flight.insert(parent.id, parent);
+        table.last_sent = Some(Instant::now());
         shared.changed.notify_all();
         return Ok(true);
     }
@@ -373,6 +382,7 @@ fn send_message(
     output
         .write_all(&headers)
         .map_err(|error| format!("sending to the server failed: {error}"))?;
+    shared.lock().last_sent = Some(Instant::now());
     Ok(true)
 }
 
@@ -443,7 +453,11 @@ fn run_reader(
 ) -> Option<Box<Parent>> {
     let shutdown_handle = stream.try_clone().ok();
     let mut input = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
+    let mut last_received = Instant::now();
     let stopped = loop {
+        if let Err(stopped) = wait_for_reply(&mut input, shared, settings, &mut last_received) {
+            break stopped;
+        }
         match read_one_reply(&mut input, shared, settings) {
             Ok(Some(parent)) => {
                 let event = Event::Completed {
@@ -471,6 +485,57 @@ fn run_reader(
     }
     let _ = events.send(Event::Lost { reason });
     stopped.held
+}
+
+/// Waits at a message boundary until the server sends a byte. With a reply timeout
+/// (the socket's read timeout), waking with requests in flight and nothing received or
+/// sent for that long ends the connection; an idle connection waits on.
+fn wait_for_reply(
+    input: &mut BufReader<Stream>,
+    shared: &Shared,
+    settings: &ConnectionSettings,
+    last_received: &mut Instant,
+) -> Result<(), Stop> {
+    let name = &settings.device_name;
+    loop {
+        match input.fill_buf() {
+            Ok([]) => return Err(stop(format!("{name}: the server closed the connection"))),
+            Ok(_) => {
+                *last_received = Instant::now();
+                return Ok(());
+            }
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                let Some(timeout) = settings.reply_timeout else {
+                    continue;
+                };
+                let table = shared.lock();
+                if let Some(reason) = &table.lost {
+                    return Err(stop(reason.clone()));
+                }
+                let waiting = table.in_flight.len() + usize::from(table.writer_holds.is_some());
+                let quiet_since = table
+                    .last_sent
+                    .map_or(*last_received, |sent| sent.max(*last_received));
+                if waiting > 0 && quiet_since.elapsed() >= timeout {
+                    return Err(stop(format!(
+                        "{name}: no reply from the server for {} ms with {waiting} requests in flight",
+                        timeout.as_millis()
+                    )));
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => {
+                return Err(stop(format!(
+                    "{name}: receiving from the server failed: {error}"
+                )))
+            }
+        }
+    }
 }
 
 /// Takes parent `id` out of the table, waiting while the writer still holds it.

@@ -82,6 +82,10 @@ pub struct NbdDeviceConfig {
     pub reconnect_first_delay_ms: u64,
     /// Limit on connecting and on each handshake read.
     pub connect_timeout_ms: u64,
+    /// How long requests in flight may go without a byte from the server before the
+    /// connection counts as lost and the reconnect begins (a network partition sends no
+    /// reset, so without it a request would wait forever); 0: no limit.
+    pub reply_timeout_ms: u64,
     /// What a flush says after a reconnect.
     pub reconnect_durability: ReconnectDurability,
     /// Refuse writes and trims at submission (a store opened read-only), whatever the
@@ -94,7 +98,7 @@ pub struct NbdDeviceConfig {
 
 impl NbdDeviceConfig {
     /// Defaults for `uri`: queue depth 32, its `x-block-size` or 4096-byte blocks, no
-    /// FUA, 5 reconnect attempts from 50 ms, 10 s connect timeout.
+    /// FUA, 5 reconnect attempts from 50 ms, 10 s connect timeout, 30 s reply timeout.
     pub fn new(uri: NbdUri) -> NbdDeviceConfig {
         let block_size_bytes = uri.block_size_bytes.unwrap_or(DEFAULT_NBD_BLOCK_SIZE_BYTES);
         NbdDeviceConfig {
@@ -105,6 +109,7 @@ impl NbdDeviceConfig {
             reconnect_attempts: 5,
             reconnect_first_delay_ms: 50,
             connect_timeout_ms: 10_000,
+            reply_timeout_ms: 30_000,
             reconnect_durability: ReconnectDurability::default(),
             read_only: false,
             size_limit_bytes: None,
@@ -157,6 +162,10 @@ fn open_error(name: &Arc<str>, detail: String) -> DeviceError {
     DeviceError::new(name, DeviceErrorKind::Open { detail })
 }
 
+fn reply_timeout(config: &NbdDeviceConfig) -> Option<Duration> {
+    (config.reply_timeout_ms > 0).then(|| Duration::from_millis(config.reply_timeout_ms))
+}
+
 /// Connects and negotiates; the error says which step failed.
 fn connect(config: &NbdDeviceConfig) -> Result<(Stream, NbdExport), String> {
     let timeout = Duration::from_millis(config.connect_timeout_ms.max(1));
@@ -188,6 +197,7 @@ impl NbdDevice {
         let settings = ConnectionSettings {
             device_name: Arc::clone(&name),
             export,
+            reply_timeout: reply_timeout(&config),
         };
         let connection = Connection::start(stream, settings).map_err(|error| {
             open_error(
@@ -461,6 +471,7 @@ impl NbdDevice {
         let settings = ConnectionSettings {
             device_name: Arc::clone(&self.info.name),
             export,
+            reply_timeout: reply_timeout(&self.config),
         };
         Connection::start(stream, settings)
             .map_err(|error| format!("cannot start the connection threads: {error}"))
