@@ -6,7 +6,10 @@
 //! `poll_completions` / `wait_completions`. Tags stay the caller's: cookies carry the
 //! device's own request numbers, so a tag may repeat once its request is reaped.
 //!
-//! A lost connection is handled inside `poll_completions` / `wait_completions`: the
+//! A connection is lost on an I/O error, a protocol violation, `NBD_ESHUTDOWN`, or
+//! `reply_timeout_ms` of silence with requests in flight (an idle connection is never
+//! timed out). A lost connection is handled inside `poll_completions` /
+//! `wait_completions`: the
 //! requests not yet answered are collected, the device reconnects (up to
 //! `reconnect_attempts` times, waiting `reconnect_first_delay_ms` then twice as long each
 //! time, at most one second), checks that the export kept its size and flags, and sends
