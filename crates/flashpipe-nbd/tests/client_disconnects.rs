@@ -1,13 +1,14 @@
-//! Connections cut at seeded random points: a proxy between the client and `nbdkit
-//! memory` ends each connection after a drawn number of bytes (in either direction, so
-//! mid-request, mid-reply and mid-handshake), while a random workload of writes and reads
-//! runs with many requests in flight. The server stays up, so every write must complete
-//! and every read must match the model: the client reconnects through the proxy and
-//! re-issues whatever was not answered. A failure prints its seed.
+//! Connections cut at seeded random points: a proxy between the client and `qemu-nbd`
+//! (on a raw file) ends each connection after a drawn number of bytes (in either
+//! direction, so mid-request, mid-reply and mid-handshake) and delivers what it passes in
+//! fragments of drawn sizes, while a random workload of writes and reads runs with many
+//! requests in flight. The server stays up, so every write must complete and every read
+//! must match the model: the client reconnects through the proxy and re-issues whatever
+//! was not answered. A failure prints its seed.
 //!
-//! The server is `qemu-nbd` on a raw file: `nbdkit` 1.32.5 (Debian's) aborts on an
-//! assertion (`raw_send_socket: sock >= 0`) when connections are cut this way mid-request,
-//! which would end the test's server, not test the client.
+//! Not `nbdkit`: version 1.32.5 (Debian's) aborts on an assertion (`raw_send_socket:
+//! sock >= 0`) when connections are cut this way mid-request, which would end the test's
+//! server, not test the client.
 
 mod client_support;
 
@@ -41,8 +42,10 @@ fn pump(
     budget: Arc<AtomicI64>,
     (client, server): (UnixStream, UnixStream),
     drain_after_cut: bool,
+    fragment_seed: u64,
 ) {
     let mut buffer = vec![0u8; 64 << 10];
+    let mut fragments = SplitMix64::new(fragment_seed);
     loop {
         let read = match from.read(&mut buffer) {
             Ok(0) | Err(_) => break,
@@ -50,7 +53,7 @@ fn pump(
         };
         let left = budget.fetch_sub(read as i64, Ordering::SeqCst);
         let allowed = left.clamp(0, read as i64) as usize;
-        if allowed > 0 && to.write_all(&buffer[..allowed]).is_err() {
+        if write_in_fragments(&mut to, &buffer[..allowed], &mut fragments).is_err() {
             break;
         }
         if allowed < read {
@@ -63,6 +66,26 @@ fn pump(
     if drain_after_cut {
         while matches!(from.read(&mut buffer), Ok(read) if read > 0) {}
     }
+}
+
+/// Writes `bytes` in pieces of 1 to 4096 bytes (headers and payloads split at drawn
+/// points, so the client reassembles every message from fragments), yielding between
+/// some pieces.
+fn write_in_fragments(
+    to: &mut UnixStream,
+    bytes: &[u8],
+    fragments: &mut SplitMix64,
+) -> std::io::Result<()> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let piece = (1 + fragments.below(4096) as usize).min(rest.len());
+        to.write_all(&rest[..piece])?;
+        rest = &rest[piece..];
+        if fragments.chance(0.05) {
+            std::thread::yield_now();
+        }
+    }
+    Ok(())
 }
 
 impl CuttingProxy {
@@ -87,9 +110,11 @@ impl CuttingProxy {
                     let Ok(server) = UnixStream::connect(&upstream) else {
                         continue;
                     };
-                    let budget = {
+                    let (budget, fragment_seed) = {
                         let mut generator = generator.lock().unwrap();
-                        budget_range.0 + generator.below(budget_range.1 - budget_range.0)
+                        let budget =
+                            budget_range.0 + generator.below(budget_range.1 - budget_range.0);
+                        (budget, generator.next_u64())
                     };
                     let budget = Arc::new(AtomicI64::new(budget as i64));
                     let clone = |stream: &UnixStream| stream.try_clone().unwrap();
@@ -100,8 +125,12 @@ impl CuttingProxy {
                     );
                     let (upward_ends, downward_ends) = (ends(), ends());
                     let upward_budget = Arc::clone(&budget);
-                    std::thread::spawn(move || pump(upward, upward_budget, upward_ends, false));
-                    std::thread::spawn(move || pump(downward, budget, downward_ends, true));
+                    std::thread::spawn(move || {
+                        pump(upward, upward_budget, upward_ends, false, fragment_seed)
+                    });
+                    std::thread::spawn(move || {
+                        pump(downward, budget, downward_ends, true, !fragment_seed)
+                    });
                     drop((client, server));
                 }
             })
