@@ -48,6 +48,10 @@ pub struct BenchNetArgs {
     /// Transports (tcp, unix).
     #[arg(long, value_delimiter = ',', default_value = "tcp,unix")]
     pub transports: Vec<String>,
+    /// Spin windows of flashpipe's server hand-offs to compare, in microseconds (0: park
+    /// at once); each is a server of its own in the tables (`flashpipe-spinN`).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub flashpipe_spin_us: Vec<u64>,
     /// Connection counts (fio jobs, one NBD connection each).
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub connections: Vec<u32>,
@@ -152,8 +156,9 @@ pub fn run(arguments: BenchNetArgs) -> BenchResult {
     }
     let folder = scratch_folder()?;
     let mut results: Vec<Row> = Vec::new();
-    for server_name in &arguments.servers {
-        let Some(server) = start_server(server_name, arguments.size, &folder)? else {
+    for (server_name, spin_us) in server_variants(&arguments) {
+        let server_name = &server_name;
+        let Some(server) = start_server(server_name, spin_us, arguments.size, &folder)? else {
             crate::progress::note(&format!(
                 "bench net: {server_name} is not installed; left out"
             ));
@@ -200,6 +205,26 @@ pub fn run(arguments: BenchNetArgs) -> BenchResult {
         print_tables(&arguments, &results);
     }
     Ok(())
+}
+
+/// The servers to run: each flashpipe spin window is a server of its own.
+fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, u64)> {
+    let mut variants = Vec::new();
+    for server in &arguments.servers {
+        if server != "flashpipe" {
+            variants.push((server.clone(), 0));
+            continue;
+        }
+        for &spin_us in &arguments.flashpipe_spin_us {
+            let name = if arguments.flashpipe_spin_us.len() == 1 && spin_us == 0 {
+                "flashpipe".to_string()
+            } else {
+                format!("flashpipe-spin{spin_us}")
+            };
+            variants.push((name, spin_us));
+        }
+    }
+    variants
 }
 
 fn check_arguments(arguments: &BenchNetArgs) -> BenchResult {
@@ -260,11 +285,16 @@ fn free_tcp_port() -> BenchResult<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-fn start_server(name: &str, size_bytes: u64, folder: &Path) -> BenchResult<Option<RunningServer>> {
+fn start_server(
+    name: &str,
+    spin_us: u64,
+    size_bytes: u64,
+    folder: &Path,
+) -> BenchResult<Option<RunningServer>> {
     let socket = folder.join(format!("{name}.sock"));
     let unix_uri = format!("nbd+unix:///disk?socket={}", socket.display());
     match name {
-        "flashpipe" => {
+        _ if name.starts_with("flashpipe") => {
             let export = Export::open("disk", &ExportDeviceSpec::Ram { size_bytes })?;
             let config = ServerConfig {
                 tcp_address: Some("127.0.0.1:0".parse()?),
@@ -272,6 +302,7 @@ fn start_server(name: &str, size_bytes: u64, folder: &Path) -> BenchResult<Optio
                 allow_non_loopback: false,
                 limits: ServerLimits::default(),
                 log_connections: false,
+                handoff_spin_us: spin_us,
             };
             let server = NbdServer::start(config, vec![export])?;
             let address = server
@@ -447,9 +478,15 @@ fn find<'a>(
         .map(|row| &row.4)
 }
 
-/// flashpipe's throughput over the better of the others on the same row.
-fn ratio(results: &[Row], transport: &str, connections: u32, workload: &str) -> Option<f64> {
-    let ours = find(results, "flashpipe", transport, connections, workload)?;
+/// A flashpipe variant's throughput over the better of the others on the same row.
+fn ratio(
+    results: &[Row],
+    server: &str,
+    transport: &str,
+    connections: u32,
+    workload: &str,
+) -> Option<f64> {
+    let ours = find(results, server, transport, connections, workload)?;
     let best_other = ["qemu-nbd", "nbdkit"]
         .iter()
         .filter_map(|server| find(results, server, transport, connections, workload))
@@ -469,21 +506,22 @@ fn print_tables(arguments: &BenchNetArgs, results: &[Row]) {
             let mut table = Table::new("  ")
                 .caption(&format!("{transport}, {connections} connection(s)"))
                 .left("workload", 20)
-                .left("server", 10)
+                .left("server", 16)
                 .right("MiB/s", 9)
                 .right("IOPS", 9)
                 .right("mean us", 9)
                 .right("p99 us", 9)
                 .right("ratio", 7);
             for workload in WORKLOADS {
-                for server in &arguments.servers {
+                for (server, _) in server_variants(arguments) {
+                    let server = &server;
                     let Some(figures) =
                         find(results, server, transport, connections, workload.name)
                     else {
                         continue;
                     };
-                    let ratio_text = if server == "flashpipe" {
-                        ratio(results, transport, connections, workload.name)
+                    let ratio_text = if server.starts_with("flashpipe") {
+                        ratio(results, server, transport, connections, workload.name)
                             .map_or("-".to_string(), |ratio| format!("{ratio:.2}x"))
                     } else {
                         String::new()
@@ -518,8 +556,8 @@ fn results_json(arguments: &BenchNetArgs, results: &[Row]) -> Value {
                 "iops": figures.iops,
                 "latency_us_mean": figures.latency_us_mean,
                 "latency_us_p99": figures.latency_us_p99,
-                "ratio_to_best_other": if server == "flashpipe" {
-                    ratio(results, transport, *connections, workload)
+                "ratio_to_best_other": if server.starts_with("flashpipe") {
+                    ratio(results, server, transport, *connections, workload)
                 } else {
                     None
                 },

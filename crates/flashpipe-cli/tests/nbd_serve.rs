@@ -50,7 +50,7 @@ fn stop(mut child: Child, signal: i32) {
 
 #[test]
 fn serves_until_sigterm_and_sigint_with_a_readiness_line() {
-    let folder = tempfile_folder();
+    let folder = tempfile_folder("signals");
     let socket = folder.join("nbd.sock");
     let socket_text = socket.to_str().unwrap();
     for signal in [libc::SIGTERM, libc::SIGINT] {
@@ -120,8 +120,69 @@ fn bad_exports_and_non_loopback_addresses_are_refused() {
     }
 }
 
-fn tempfile_folder() -> std::path::PathBuf {
-    let folder = std::env::temp_dir().join(format!("flashpipe-nbd-serve-{}", std::process::id()));
+/// A fresh folder of this process named after `test` (tests run in parallel).
+fn tempfile_folder(test: &str) -> std::path::PathBuf {
+    let folder =
+        std::env::temp_dir().join(format!("flashpipe-nbd-serve-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&folder).unwrap();
     folder
+}
+
+#[test]
+fn an_emulated_flash_export_keeps_what_qemu_io_writes_across_a_restart() {
+    let has_qemu_io = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|folder| folder.join("qemu-io").is_file())
+    });
+    if !has_qemu_io {
+        println!("SKIPPED flash export: `qemu-io` is not installed");
+        return;
+    }
+    let folder = tempfile_folder("flash");
+    std::fs::create_dir_all(&folder).unwrap();
+    let image = folder.join("flash.img");
+    let export = format!("f=flash:minflash:{}", image.display());
+    let socket = folder.join("nbd.sock");
+    let socket_text = socket.to_str().unwrap();
+    let uri = format!("nbd+unix:///f?socket={socket_text}");
+    let steps: [&[&str]; 2] = [
+        &[
+            "-c",
+            "write -P 0x3c 0 256k",
+            "-c",
+            "write -P 0x77 1M 64k",
+            "-c",
+            "discard 128k 64k",
+            "-c",
+            "flush",
+        ],
+        &[
+            "-c",
+            "read -P 0x3c 0 128k",
+            "-c",
+            "read -P 0 128k 64k",
+            "-c",
+            "read -P 0x3c 192k 64k",
+            "-c",
+            "read -P 0x77 1M 64k",
+        ],
+    ];
+    for arguments in steps {
+        let (child, lines) = start(&["--export", &export, "--socket", socket_text]);
+        assert!(
+            lines.iter().any(|line| line.contains("serving f")),
+            "{lines:?}"
+        );
+        let output = Command::new("qemu-io")
+            .args(["-f", "raw"])
+            .args(arguments)
+            .arg(&uri)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{text}");
+        assert!(!text.contains("failed"), "{text}");
+        stop(child, libc::SIGTERM);
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -18,6 +18,7 @@
 pub mod buffers;
 pub mod export;
 pub mod extents;
+pub mod handoff;
 pub mod handshake;
 pub mod transmission;
 pub mod worker;
@@ -41,6 +42,10 @@ use handshake::{ExportTable, HandshakeEnd};
 use transmission::TransmissionEnd;
 use worker::DeviceWorker;
 
+/// Bytes the reader of a connection reads ahead (requests are 28 bytes; larger write
+/// payloads bypass the buffer).
+const REQUEST_READ_BUFFER_BYTES: usize = 64 * 1024;
+
 /// Bounds on what clients may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
@@ -53,6 +58,10 @@ pub struct ServerLimits {
     /// Seconds a client may stay silent during the handshake before it is dropped (a
     /// connection slot is not held by a client that never negotiates); 0: no limit.
     pub handshake_timeout_seconds: u64,
+    /// Seconds one reply write may wait for a client that does not read before the
+    /// connection is dropped (so neither a connection slot nor shutdown waits forever);
+    /// 0: no limit.
+    pub reply_timeout_seconds: u64,
 }
 
 impl Default for ServerLimits {
@@ -62,6 +71,7 @@ impl Default for ServerLimits {
             max_requests_per_connection: 128,
             max_options_per_handshake: 256,
             handshake_timeout_seconds: 30,
+            reply_timeout_seconds: 60,
         }
     }
 }
@@ -79,6 +89,9 @@ pub struct ServerConfig {
     pub limits: ServerLimits,
     /// Print one line per connection end with a reason to standard error.
     pub log_connections: bool,
+    /// Microseconds the device workers and reply writers spin for work before parking
+    /// (`handoff`); 0 parks at once.
+    pub handoff_spin_us: u64,
 }
 
 /// Why the server would not start.
@@ -138,6 +151,8 @@ pub trait NbdStream: Read + Write + Send + 'static {
     fn peer_name(&self) -> String;
     /// Limits each read's wait (`None`: no limit).
     fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
+    /// Limits each write's wait (`None`: no limit).
+    fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
 }
 
 impl NbdStream for TcpStream {
@@ -154,6 +169,9 @@ impl NbdStream for TcpStream {
     fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
         self.set_read_timeout(limit)
     }
+    fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.set_write_timeout(limit)
+    }
 }
 
 impl NbdStream for UnixStream {
@@ -169,6 +187,9 @@ impl NbdStream for UnixStream {
     fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
         self.set_read_timeout(limit)
     }
+    fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.set_write_timeout(limit)
+    }
 }
 
 /// An open connection: a handle to shut its read side at shutdown, and its thread.
@@ -180,10 +201,38 @@ struct OpenConnection {
 /// A device worker's thread, which hands the device back when it ends.
 type WorkerThread = JoinHandle<Box<dyn BlockDevice>>;
 
+/// A connection's write side that shuts the whole connection when a write fails (a
+/// client that stopped reading, or left), so its reader ends too.
+struct ClosingWriter {
+    stream: Box<dyn NbdStream>,
+}
+
+impl ClosingWriter {
+    fn closing_on_error<T>(&self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if result.is_err() {
+            // Already closed is as good as closed by us.
+            let _ = self.stream.shutdown_stream(Shutdown::Both);
+        }
+        result
+    }
+}
+
+impl Write for ClosingWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let result = self.stream.write(bytes);
+        self.closing_on_error(result)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.stream.flush();
+        self.closing_on_error(result)
+    }
+}
+
 /// State shared by the accept loops and connections.
 struct Shared {
     exports: Vec<Arc<ExportHandle>>,
     buffers: Arc<BufferRecycler>,
+    handoff_spin_us: u64,
     limits: ServerLimits,
     log_connections: bool,
     shutting_down: AtomicBool,
@@ -225,13 +274,14 @@ impl NbdServer {
         let mut handles = Vec::new();
         let mut worker_threads = Vec::new();
         for export in exports {
-            let (handle, worker_thread) = start_worker(export, &buffers)?;
+            let (handle, worker_thread) = start_worker(export, &buffers, config.handoff_spin_us)?;
             worker_threads.push((handle.name.clone(), worker_thread));
             handles.push(handle);
         }
         let shared = Arc::new(Shared {
             exports: handles,
             buffers,
+            handoff_spin_us: config.handoff_spin_us,
             limits: config.limits,
             log_connections: config.log_connections,
             shutting_down: AtomicBool::new(false),
@@ -443,6 +493,7 @@ fn spawn_named<T: Send + 'static>(
 fn start_worker(
     export: Export,
     buffers: &Arc<BufferRecycler>,
+    spin_us: u64,
 ) -> Result<(Arc<ExportHandle>, WorkerThread), ServerStartError> {
     let info = export.device.info().clone();
     let extents = Arc::new(Mutex::new(ExportHandle::initial_extents(&export)));
@@ -457,7 +508,7 @@ fn start_worker(
         extents: Arc::clone(&extents),
         jobs: Mutex::new(Some(job_sender)),
     });
-    let worker = DeviceWorker::new(export.device, extents, Arc::clone(buffers));
+    let worker = DeviceWorker::new(export.device, extents, Arc::clone(buffers), spin_us);
     let thread = spawn_named(&format!("nbd-export-{}", export.name), move || {
         worker.run(job_receiver)
     })?;
@@ -559,7 +610,9 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
             return;
         }
     };
-    if stream.set_read_limit(None).is_err() {
+    let reply_limit = (shared.limits.reply_timeout_seconds > 0)
+        .then(|| std::time::Duration::from_secs(shared.limits.reply_timeout_seconds));
+    if stream.set_read_limit(None).is_err() || stream.set_write_limit(reply_limit).is_err() {
         return;
     }
     let (Ok(writer), Ok(closer)) = (stream.try_clone_stream(), stream.try_clone_stream()) else {
@@ -569,11 +622,14 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         // Already closed by the peer is as good as closed by us.
         let _ = closer.shutdown_stream(Shutdown::Both);
     };
+    // Requests sent back to back arrive together: read them with few system calls.
+    let mut reader = std::io::BufReader::with_capacity(REQUEST_READ_BUFFER_BYTES, &mut stream);
     let end = transmission::serve_transmission(
-        &mut stream,
-        Box::new(writer),
+        &mut reader,
+        Box::new(ClosingWriter { stream: writer }),
         &negotiated,
         shared.limits.max_requests_per_connection,
+        shared.handoff_spin_us,
         &shared.buffers,
         &hard_disconnect,
     );

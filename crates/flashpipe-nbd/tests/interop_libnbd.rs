@@ -188,3 +188,46 @@ fn nbdcopy_copies_in_both_directions_over_tcp_and_unix_sockets() {
         assert!(copied == bytes);
     }
 }
+
+#[test]
+fn a_file_export_serves_its_existing_contents_and_keeps_what_is_written() {
+    if !tool_or_skip("file_export", &["nbdcopy", "nbdinfo"]) {
+        return;
+    }
+    let folder = tempfile::tempdir().unwrap();
+    let image = folder.path().join("disk.img");
+    let original = pattern_bytes(21, 8 * MIB as usize);
+    write_file(&image, &original);
+    let export = Export::open(
+        "file",
+        &ExportDeviceSpec::File {
+            path: image.clone(),
+        },
+    )
+    .unwrap();
+    let mut server = TestServer::with_exports(vec![export], ServerLimits::default());
+    let map = parse_map(&run_ok("nbdinfo", &["--map", &server.tcp_uri("file")]));
+    assert_eq!(
+        merge_runs(&map),
+        vec![(0, 8 * MIB, 0)],
+        "unknown contents are data"
+    );
+    let copy = server.scratch("copy.img");
+    run_ok(
+        "nbdcopy",
+        &[&server.unix_uri("file"), copy.to_str().unwrap()],
+    );
+    assert!(std::fs::read(&copy).unwrap() == original);
+    let replacement = pattern_bytes(22, 8 * MIB as usize);
+    let source = server.scratch("replacement.img");
+    write_file(&source, &replacement);
+    run_ok(
+        "nbdcopy",
+        &["--flush", source.to_str().unwrap(), &server.tcp_uri("file")],
+    );
+    server.server.take().unwrap().shutdown();
+    assert!(
+        std::fs::read(&image).unwrap() == replacement,
+        "the file holds what was written"
+    );
+}

@@ -515,3 +515,38 @@ fn a_silent_client_is_dropped_after_the_handshake_time_limit() {
     }
     assert!(admitted.is_some(), "its slot is free again");
 }
+
+#[test]
+fn a_client_that_stops_reading_replies_is_dropped_after_the_reply_time_limit() {
+    let limits = ServerLimits {
+        reply_timeout_seconds: 1,
+        ..ServerLimits::default()
+    };
+    let server = TestServer::with_limits(&[("disk", 8 * MIB)], limits);
+    let mut client = RawClient::connect(server.connect_tcp(), "disk", true);
+    client.stream.set_write_timeout(Some(CLOSE_WAIT)).unwrap();
+    for cookie in 0..96u64 {
+        let mut bytes = Vec::new();
+        RequestHeader {
+            flags: 0,
+            command: CMD_READ,
+            cookie,
+            offset_bytes: 0,
+            length_bytes: MIB as u32,
+        }
+        .encode(&mut bytes);
+        if client.stream.write_all(&bytes).is_err() {
+            break;
+        }
+    }
+    let mut dropped = false;
+    for _ in 0..600 {
+        if server.server().open_connections() == 0 {
+            dropped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(dropped, "the connection that never reads is dropped");
+    server_still_works(&server);
+}

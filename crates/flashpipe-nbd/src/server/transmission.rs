@@ -52,6 +52,7 @@ pub fn serve_transmission(
     writer: Box<dyn Write + Send>,
     negotiated: &Negotiated,
     request_limit: usize,
+    spin_us: u64,
     buffers: &Arc<BufferRecycler>,
     hard_disconnect: &dyn Fn(),
 ) -> TransmissionEnd {
@@ -72,6 +73,7 @@ pub fn serve_transmission(
                 reply_receiver,
                 credit_sender,
                 structured_replies,
+                spin_us,
                 &writer_buffers,
             )
         });
@@ -105,11 +107,12 @@ fn write_replies(
     replies: Receiver<OutgoingReply>,
     credits: Sender<()>,
     structured_replies: bool,
+    spin_us: u64,
     buffers: &BufferRecycler,
 ) -> bool {
     let mut writer = BufWriter::with_capacity(WRITER_BUFFER_BYTES, writer);
     let mut header = Vec::with_capacity(64);
-    while let Ok(reply) = replies.recv() {
+    while let Ok(reply) = super::handoff::receive(&replies, spin_us) {
         let mut next = Some(reply);
         while let Some(reply) = next {
             header.clear();

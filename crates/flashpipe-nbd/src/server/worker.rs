@@ -138,6 +138,8 @@ pub struct DeviceWorker {
     device: Box<dyn BlockDevice>,
     extents: Arc<Mutex<ExtentMap>>,
     buffers: Arc<BufferRecycler>,
+    /// Microseconds to spin for a job before parking (`handoff`).
+    spin_us: u64,
     jobs: HashMap<u64, ActiveJob>,
     /// Device tag -> job id.
     tag_jobs: HashMap<Tag, u64>,
@@ -154,11 +156,13 @@ impl DeviceWorker {
         device: Box<dyn BlockDevice>,
         extents: Arc<Mutex<ExtentMap>>,
         buffers: Arc<BufferRecycler>,
+        spin_us: u64,
     ) -> DeviceWorker {
         DeviceWorker {
             device,
             extents,
             buffers,
+            spin_us,
             jobs: HashMap::new(),
             tag_jobs: HashMap::new(),
             backlog: VecDeque::new(),
@@ -177,7 +181,7 @@ impl DeviceWorker {
                 if senders_gone {
                     break;
                 }
-                match jobs.recv() {
+                match super::handoff::receive(&jobs, self.spin_us) {
                     Ok(job) => self.start(job),
                     Err(_) => break,
                 }

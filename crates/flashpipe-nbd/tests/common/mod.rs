@@ -54,6 +54,10 @@ impl TestServer {
             allow_non_loopback: false,
             limits,
             log_connections: false,
+            handoff_spin_us: std::env::var("FLASHPIPE_NBD_SPIN_US")
+                .ok()
+                .and_then(|text| text.parse().ok())
+                .unwrap_or(0),
         };
         let server = NbdServer::start(config, exports).expect("the server starts");
         TestServer {
