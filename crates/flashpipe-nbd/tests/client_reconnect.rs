@@ -73,7 +73,7 @@ fn a_killed_server_restarted_in_time_gets_every_unanswered_request_again() {
     let image = scratch.path.join("disk.img");
     zero_file(&image, 16 << 20);
     let mut server = Server::nbdkit_file(&scratch.path, "disk", &image);
-    let mut device = open_with(&server, ReconnectDurability::TrustServer, 8);
+    let mut device = open_with(&server, ReconnectDurability::TrustServer, 12);
     write_blocks(&mut device, 0..32, 1);
     device.submit(Request::flush(1000)).unwrap();
     assert!(reap(&mut device)
