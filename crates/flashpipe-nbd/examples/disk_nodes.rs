@@ -5,8 +5,9 @@
 //! 1 MiB reads; wall-clock MiB/s of each and the remote/local ratio.
 //!
 //! Run on an idle machine (figures taken on a shared one mean nothing):
-//! `cargo run --release -p flashpipe-nbd --example disk_nodes -- [FILE_MIB] [NODE_MIB]`
-//! (defaults 256 and 128).
+//! `cargo run --release -p flashpipe-nbd --example disk_nodes -- [FILE_MIB] [NODE_MIB]
+//! [CONNECTIONS]` (defaults 256, 128 and 1 connection per disk node; 4 uses multi-conn).
+//! The design alternatives side by side: the same command with CONNECTIONS 1 and 4.
 
 use std::path::Path;
 use std::time::Instant;
@@ -78,6 +79,8 @@ fn main() {
         .collect();
     let file_bytes = arguments.first().copied().unwrap_or(256) * MIB;
     let node_bytes = arguments.get(1).copied().unwrap_or(128) * MIB;
+    let connections = arguments.get(2).copied().unwrap_or(1);
+    println!("{connections} connection(s) per disk node");
     let folder = std::env::temp_dir().join(format!("fp-disk-nodes-{}", std::process::id()));
     std::fs::create_dir_all(&folder).expect("scratch folder");
     println!(
@@ -91,7 +94,7 @@ fn main() {
         let servers: Vec<NbdServer> = (0..nodes).map(|_| disk_node(node_bytes)).collect();
         let remote: Vec<String> = servers
             .iter()
-            .map(|server| server.uris("disk")[0].clone())
+            .map(|server| format!("{}?x-connections={connections}", server.uris("disk")[0]))
             .collect();
         let (remote_write, remote_read) = measure(&remote.join(","), node_bytes, file, &folder);
         println!(

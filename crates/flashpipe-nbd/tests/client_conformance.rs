@@ -7,6 +7,7 @@ mod client_support;
 use client_support::{have, open, zero_file, Scratch, Server};
 use flashpipe_device::conformance;
 use flashpipe_device::{BlockDevice, IoBuf, Request};
+use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
 #[test]
 fn nbdkit_memory_passes_the_conformance_suite() {
@@ -61,6 +62,54 @@ fn nbdkit_file_passes_the_conformance_suite() {
         servers.push(server);
         Box::new(device) as Box<dyn BlockDevice>
     });
+}
+
+/// Multi-conn: four connections to one export, requests dealt over them; a flush on one
+/// covers writes answered on the others (the server's `NBD_FLAG_CAN_MULTI_CONN` promise).
+#[test]
+fn four_connections_to_nbdkit_memory_pass_the_conformance_suite() {
+    if !have("nbdkit") {
+        return;
+    }
+    let scratch = Scratch::new("conf-multi");
+    let mut servers = Vec::new();
+    let mut serial = 0;
+    conformance::check_all(&mut |queue_depth| {
+        serial += 1;
+        let server = Server::nbdkit_memory(&scratch.path, &format!("mc{serial}"), "64M");
+        let uri = format!("{}&x-connections=4", server.uri());
+        let device = open(&uri, queue_depth);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+#[test]
+fn several_connections_are_refused_without_multi_conn() {
+    if !have("nbdkit") {
+        return;
+    }
+    let scratch = Scratch::new("no-multi");
+    let server = Server::nbdkit(
+        &scratch.path,
+        "n",
+        &[
+            "--filter=multi-conn",
+            "memory",
+            "8M",
+            "multi-conn-mode=disable",
+        ],
+    );
+    let uri = format!("{}&x-connections=2", server.uri());
+    let config = NbdDeviceConfig::new(NbdUri::parse(&uri).unwrap());
+    let error = NbdDevice::open(config)
+        .expect_err("no multi-conn")
+        .to_string();
+    assert!(error.contains("does not offer multi-conn"), "{error}");
+    assert!(
+        open(&server.uri(), 4).info().block_count > 0,
+        "one connection is fine"
+    );
 }
 
 #[test]

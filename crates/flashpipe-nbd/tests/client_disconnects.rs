@@ -4,7 +4,8 @@
 //! fragments of drawn sizes, while a random workload of writes and reads runs with many
 //! requests in flight. The server stays up, so every write must complete and every read
 //! must match the model: the client reconnects through the proxy and re-issues whatever
-//! was not answered. A failure prints its seed.
+//! was not answered, over one connection and over four (multi-conn, each connection
+//! cut and recovered on its own). A failure prints its seed.
 //!
 //! Not `nbdkit`: version 1.32.5 (Debian's) aborts on an assertion (`raw_send_socket:
 //! sock >= 0`) when connections are cut this way mid-request, which would end the test's
@@ -237,7 +238,7 @@ fn connections_cut_at_random_points_lose_nothing() {
     if !have("qemu-nbd") {
         return;
     }
-    for seed in [1u64, 2, 3] {
+    for (seed, connections) in [(1u64, 1u32), (2, 1), (3, 4)] {
         let scratch = Scratch::new("cuts");
         let image = scratch.path.join("disk.img");
         zero_file(&image, BLOCKS * BLOCK as u64);
@@ -263,6 +264,7 @@ fn connections_cut_at_random_points_lose_nothing() {
         let uri = format!("nbd+unix:///?socket={}", proxy.socket.display());
         let mut config = NbdDeviceConfig::new(NbdUri::parse(&uri).unwrap());
         config.queue_depth = 32;
+        config.connections = connections;
         config.reconnect_attempts = 20;
         config.reconnect_first_delay_ms = 2;
         config.reconnect_durability = ReconnectDurability::TrustServer;
@@ -274,7 +276,7 @@ fn connections_cut_at_random_points_lose_nothing() {
             counters.reconnects > 0,
             "seed {seed}: the proxy cut nothing: {counters:?}"
         );
-        eprintln!("seed {seed}: {counters:?}");
+        eprintln!("seed {seed}, {connections} connection(s): {counters:?}");
         drop(device);
         drop(proxy);
     }

@@ -1,6 +1,7 @@
 //! flashpipe's NBD client against flashpipe's NBD server (`flashpipe_nbd::server`), both
 //! ways of reaching it (a Unix socket, loopback TCP): the device conformance suite over a
-//! RAM-disk export, and a store striped over three such disk nodes (HWFS 3.3.2).
+//! RAM-disk export (one connection, and four: multi-conn), and a store striped over three
+//! such disk nodes (HWFS 3.3.2).
 
 mod client_support;
 
@@ -65,6 +66,18 @@ fn flashpipe_s_server_over_loopback_tcp_passes_the_conformance_suite() {
         let server = ram_disk_node(64 << 20, true, None);
         let uri = server.uris("disk")[0].clone();
         assert!(uri.starts_with("nbd://127.0.0.1:"), "{uri}");
+        let device = open(&uri, queue_depth);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+#[test]
+fn four_connections_to_flashpipe_s_server_pass_the_conformance_suite() {
+    let mut servers = Vec::new();
+    conformance::check_all(&mut |queue_depth| {
+        let server = ram_disk_node(64 << 20, true, None);
+        let uri = format!("{}?x-connections=4", server.uris("disk")[0]);
         let device = open(&uri, queue_depth);
         servers.push(server);
         Box::new(device) as Box<dyn BlockDevice>

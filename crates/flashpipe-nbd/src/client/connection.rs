@@ -185,11 +185,14 @@ pub(crate) struct ConnectionSettings {
     pub(crate) reply_timeout: Option<Duration>,
 }
 
-/// A live connection: its threads and the device's ends of their channels.
+/// Where a connection's reader reports: the connection's slot on its device, and the
+/// event. Completions and the final [`Event::Lost`] of every connection of a device go
+/// to one channel.
+pub(crate) type EventSender = Sender<(usize, Event)>;
+
+/// A live connection: its threads and the device's end of the writer's channel.
 pub(crate) struct Connection {
     sender: Sender<WriterMessage>,
-    /// Completions and the final [`Event::Lost`].
-    pub(crate) events: Receiver<Event>,
     shared: Arc<Shared>,
     stream: Stream,
     writer: JoinHandle<(Vec<Box<Parent>>, Receiver<WriterMessage>)>,
@@ -201,10 +204,11 @@ impl Connection {
     pub(crate) fn start(
         stream: Stream,
         settings: ConnectionSettings,
+        slot: usize,
+        event_sender: EventSender,
     ) -> std::io::Result<Connection> {
         let shared = Arc::new(Shared::default());
         let (sender, requests) = channel();
-        let (event_sender, events) = channel();
         let write_half = stream.try_clone()?;
         let read_half = stream.try_clone()?;
         read_half.set_read_timeout(settings.reply_timeout)?;
@@ -219,11 +223,10 @@ impl Connection {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("nbd-reader".to_string())
-                .spawn(move || run_reader(read_half, &shared, &settings, &event_sender))?
+                .spawn(move || run_reader(read_half, &shared, &settings, slot, &event_sender))?
         };
         Ok(Connection {
             sender,
-            events,
             shared,
             stream,
             writer,
@@ -449,7 +452,8 @@ fn run_reader(
     stream: Stream,
     shared: &Shared,
     settings: &ConnectionSettings,
-    events: &Sender<Event>,
+    slot: usize,
+    events: &EventSender,
 ) -> Option<Box<Parent>> {
     let shutdown_handle = stream.try_clone().ok();
     let mut input = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
@@ -466,7 +470,7 @@ fn run_reader(
                     covers_acknowledged_writes: parent.covers_acknowledged_writes,
                     completion: parent.into_completion(),
                 };
-                if events.send(event).is_err() {
+                if events.send((slot, event)).is_err() {
                     break stop("the device is gone");
                 }
             }
@@ -483,7 +487,7 @@ fn run_reader(
     if let Some(handle) = shutdown_handle {
         handle.shutdown();
     }
-    let _ = events.send(Event::Lost { reason });
+    let _ = events.send((slot, Event::Lost { reason }));
     stopped.held
 }
 

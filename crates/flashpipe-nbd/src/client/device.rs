@@ -6,6 +6,10 @@
 //! `poll_completions` / `wait_completions`. Tags stay the caller's: cookies carry the
 //! device's own request numbers, so a tag may repeat once its request is reaped.
 //!
+//! With `connections` above 1 (multi-conn, only when the server offers
+//! `NBD_FLAG_CAN_MULTI_CONN`) requests are dealt over several connections in turn, each
+//! lost and recovered on its own.
+//!
 //! A connection is lost on an I/O error, a protocol violation, `NBD_ESHUTDOWN`, or
 //! `reply_timeout_ms` of silence with requests in flight (an idle connection is never
 //! timed out). A lost connection is handled inside `poll_completions` /
@@ -37,6 +41,7 @@
 #![allow(clippy::vec_box)]
 
 use std::collections::VecDeque;
+use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,7 +52,7 @@ use flashpipe_device::{
 
 use crate::wire;
 
-use super::connection::{Connection, ConnectionSettings, Event, Parent, MAX_PARTS};
+use super::connection::{Connection, ConnectionSettings, Event, EventSender, Parent, MAX_PARTS};
 use super::handshake::{negotiate, NbdExport};
 use super::transport::Stream;
 use super::uri::NbdUri;
@@ -97,15 +102,24 @@ pub struct NbdDeviceConfig {
     /// Use at most this many bytes of the export (a store uses the size it recorded at
     /// mkfs even when the export has grown); the whole export when `None`.
     pub size_limit_bytes: Option<u64>,
+    /// Connections to the export, requests dealt over them in turn (1 to
+    /// [`MAX_NBD_CONNECTIONS`]); more than one needs a server that offers multi-conn
+    /// (`NBD_FLAG_CAN_MULTI_CONN`: a flush on one connection covers writes answered on
+    /// every one).
+    pub connections: u32,
 }
+
+/// Most connections one device opens to its export.
+pub const MAX_NBD_CONNECTIONS: u32 = 16;
 
 impl NbdDeviceConfig {
     /// Defaults for `uri`: queue depth 32, its `x-block-size` or 4096-byte blocks, no
-    /// FUA, 5 reconnect attempts from 50 ms, 10 s connect timeout, 30 s reply timeout.
+    /// FUA, 5 reconnect attempts from 50 ms, 10 s connect timeout, 30 s reply timeout, its
+    /// `x-connections` or one connection.
     pub fn new(uri: NbdUri) -> NbdDeviceConfig {
         let block_size_bytes = uri.block_size_bytes.unwrap_or(DEFAULT_NBD_BLOCK_SIZE_BYTES);
         NbdDeviceConfig {
-            uri,
+            uri: uri.clone(),
             queue_depth: 32,
             block_size_bytes,
             write_with_fua: false,
@@ -116,6 +130,7 @@ impl NbdDeviceConfig {
             reconnect_durability: ReconnectDurability::default(),
             read_only: false,
             size_limit_bytes: None,
+            connections: uri.connections.unwrap_or(1),
         }
     }
 }
@@ -137,7 +152,13 @@ pub struct NbdDevice {
     config: NbdDeviceConfig,
     export: NbdExport,
     clock: Arc<dyn Clock>,
-    connection: Option<Connection>,
+    /// One slot per connection; all `None` once the device has failed.
+    connections: Vec<Option<Connection>>,
+    /// Every connection's reader reports here (the device keeps a sender, so a receive
+    /// never fails).
+    events: Receiver<(usize, Event)>,
+    event_sender: EventSender,
+    next_connection: usize,
     next_parent_id: u64,
     in_flight: usize,
     ready: VecDeque<Completion>,
@@ -194,31 +215,42 @@ impl NbdDevice {
             .require_supported()
             .map_err(|error| open_error(&name, error.reason))?;
         flashpipe_device::request::check_queue_depth(&name, config.queue_depth)?;
+        if !(1..=MAX_NBD_CONNECTIONS).contains(&config.connections) {
+            return Err(open_error(
+                &name,
+                format!(
+                    "{} connections outside 1..={MAX_NBD_CONNECTIONS}",
+                    config.connections
+                ),
+            ));
+        }
         let (stream, export) = connect(&config).map_err(|detail| open_error(&name, detail))?;
         let block_count =
             check_export(&config, &export).map_err(|detail| open_error(&name, detail))?;
-        let settings = ConnectionSettings {
-            device_name: Arc::clone(&name),
-            export,
-            reply_timeout: reply_timeout(&config),
-        };
-        let connection = Connection::start(stream, settings).map_err(|error| {
-            open_error(
+        if config.connections > 1 && !export.has_flag(wire::TRANSMISSION_FLAG_CAN_MULTI_CONN) {
+            return Err(open_error(
                 &name,
-                format!("cannot start the connection threads: {error}"),
-            )
-        })?;
-        Ok(NbdDevice {
+                format!(
+                    "{} connections asked for, but the server does not offer multi-conn (NBD_FLAG_CAN_MULTI_CONN): use one",
+                    config.connections
+                ),
+            ));
+        }
+        let (event_sender, events) = channel();
+        let mut device = NbdDevice {
             info: DeviceInfo {
-                name,
+                name: Arc::clone(&name),
                 block_size_bytes: config.block_size_bytes,
                 block_count,
                 queue_depth: config.queue_depth,
             },
-            config,
             export,
             clock: RealClock::shared(),
-            connection: Some(connection),
+            connections: Vec::with_capacity(config.connections as usize),
+            events,
+            event_sender,
+            next_connection: 0,
+            config,
             next_parent_id: 1,
             in_flight: 0,
             ready: VecDeque::new(),
@@ -229,7 +261,18 @@ impl NbdDevice {
             flushed_writes: 0,
             writes_possibly_lost: 0,
             counters: NbdDeviceCounters::default(),
-        })
+        };
+        let first = device
+            .start_connection(stream, export, 0)
+            .map_err(|detail| open_error(&name, detail))?;
+        device.connections.push(Some(first));
+        for slot in 1..device.config.connections as usize {
+            let connection = device
+                .connect_again(slot)
+                .map_err(|detail| open_error(&name, detail))?;
+            device.connections.push(Some(connection));
+        }
+        Ok(device)
     }
 
     /// What the server said about the export.
@@ -331,7 +374,7 @@ impl NbdDevice {
 
     /// Takes in one reader event: a completion (with the durability bookkeeping) or a
     /// lost connection (reconnect and re-issue, or fail everything).
-    fn handle_event(&mut self, event: Event) {
+    fn handle_event(&mut self, slot: usize, event: Event) {
         match event {
             Event::Completed {
                 mut completion,
@@ -350,7 +393,8 @@ impl NbdDevice {
                 }
                 self.ready.push_back(completion);
             }
-            Event::Lost { reason } => self.recover(reason),
+            // A connection closed after the device failed reports a loss no one recovers.
+            Event::Lost { reason } => self.recover(slot, reason),
         }
     }
 
@@ -380,14 +424,15 @@ impl NbdDevice {
         }
     }
 
-    /// After a lost connection: collect what was not answered, reconnect with backoff
-    /// and send it again, or complete it with an error naming the device.
-    fn recover(&mut self, reason: String) {
-        self.counters.connections_lost += 1;
-        let mut pending = match self.connection.take() {
-            Some(connection) => connection.close(false),
-            None => Vec::new(),
+    /// After connection `slot` was lost: collect what it had not answered, reconnect it
+    /// with backoff and send it again; or, when that fails, close every connection and
+    /// complete every unanswered request with an error naming the device.
+    fn recover(&mut self, slot: usize, reason: String) {
+        let Some(connection) = self.connections[slot].take() else {
+            return;
         };
+        self.counters.connections_lost += 1;
+        let mut pending = connection.close(false);
         pending.append(&mut self.unsent);
         pending.sort_by_key(|parent| parent.id);
         let unflushed = self.acknowledged_writes.saturating_sub(self.flushed_writes);
@@ -404,7 +449,7 @@ impl NbdDevice {
                 self.losses_without_progress
             ))
         } else {
-            self.reconnect()
+            self.reconnect(slot)
         };
         match attempt {
             Ok(connection) => {
@@ -417,13 +462,16 @@ impl NbdDevice {
                         self.unsent.push(parent);
                     }
                 }
-                self.connection = Some(connection);
+                self.connections[slot] = Some(connection);
             }
             Err(last_attempt) => {
                 let failure = format!(
                     "connection lost ({reason}); reconnecting failed ({} attempts at most): {last_attempt}",
                     self.config.reconnect_attempts
                 );
+                for other in self.connections.iter_mut().filter_map(Option::take) {
+                    pending.extend(other.close(false));
+                }
                 for parent in pending {
                     self.fail_parent(parent, &failure);
                 }
@@ -440,13 +488,13 @@ impl NbdDevice {
         self.ready.push_back(completion);
     }
 
-    fn reconnect(&mut self) -> Result<Connection, String> {
+    fn reconnect(&mut self, slot: usize) -> Result<Connection, String> {
         let mut delay_ms = self.config.reconnect_first_delay_ms;
         let mut last_error = "no attempt made (reconnect_attempts is 0)".to_string();
         for _ in 0..self.config.reconnect_attempts {
             std::thread::sleep(Duration::from_millis(delay_ms));
             delay_ms = (delay_ms * 2).clamp(1, 1000);
-            match self.connect_again() {
+            match self.connect_again(slot) {
                 Ok(connection) => return Ok(connection),
                 Err(error) => last_error = error,
             }
@@ -454,7 +502,8 @@ impl NbdDevice {
         Err(last_error)
     }
 
-    fn connect_again(&self) -> Result<Connection, String> {
+    /// A new connection in `slot`, to the same export as the first.
+    fn connect_again(&self, slot: usize) -> Result<Connection, String> {
         let (stream, export) = connect(&self.config)?;
         let same = export.size_bytes == self.export.size_bytes
             && export.transmission_flags == self.export.transmission_flags
@@ -471,25 +520,28 @@ impl NbdDevice {
                 self.export, export
             ));
         }
+        self.start_connection(stream, export, slot)
+    }
+
+    fn start_connection(
+        &self,
+        stream: Stream,
+        export: NbdExport,
+        slot: usize,
+    ) -> Result<Connection, String> {
         let settings = ConnectionSettings {
             device_name: Arc::clone(&self.info.name),
             export,
             reply_timeout: reply_timeout(&self.config),
         };
-        Connection::start(stream, settings)
+        Connection::start(stream, settings, slot, self.event_sender.clone())
             .map_err(|error| format!("cannot start the connection threads: {error}"))
     }
 
-    /// Moves ready completions and every event already reported into `completions`.
+    /// Takes in every event already reported.
     fn drain_events(&mut self) {
-        loop {
-            let Some(connection) = &self.connection else {
-                return;
-            };
-            match connection.events.try_recv() {
-                Ok(event) => self.handle_event(event),
-                Err(_) => return,
-            }
+        while let Ok((slot, event)) = self.events.try_recv() {
+            self.handle_event(slot, event);
         }
     }
 
@@ -575,10 +627,11 @@ impl BlockDevice for NbdDevice {
         }
         let parent = self.build_parent(request)?;
         self.in_flight += 1;
-        let connection = self
-            .connection
+        let slot = self.next_connection % self.connections.len();
+        self.next_connection = self.next_connection.wrapping_add(1);
+        let connection = self.connections[slot]
             .as_ref()
-            .expect("a device that has not failed has a connection");
+            .expect("a device that has not failed has all its connections");
         if let Err(parent) = connection.send(parent) {
             // The writer has stopped: the reader's Lost event follows, and the recovery
             // it starts re-issues this request with the others.
@@ -604,13 +657,12 @@ impl BlockDevice for NbdDevice {
             if self.in_flight == 0 {
                 return Err(self.error(DeviceErrorKind::NothingInFlight));
             }
-            let Some(connection) = &self.connection else {
-                panic!("requests in flight on a failed NBD device are always completed at once");
-            };
-            match connection.events.recv() {
-                Ok(event) => self.handle_event(event),
-                Err(_) => self.recover("the connection's reader stopped".to_string()),
-            }
+            // Requests in flight are on a connection, or completed in this channel.
+            let (slot, event) = self
+                .events
+                .recv()
+                .expect("the device holds a sender of its own event channel");
+            self.handle_event(slot, event);
         }
     }
 
@@ -621,8 +673,8 @@ impl BlockDevice for NbdDevice {
 
 impl Drop for NbdDevice {
     fn drop(&mut self) {
-        if let Some(connection) = self.connection.take() {
-            let nothing_in_flight = self.in_flight == self.ready.len();
+        let nothing_in_flight = self.in_flight == self.ready.len();
+        for connection in self.connections.iter_mut().filter_map(Option::take) {
             drop(connection.close(nothing_in_flight));
         }
     }

@@ -13,9 +13,10 @@
 //! TLS parameters (`tls-type`, `tls-hostname`, `tls-verify-peer`) are parsed and checked.
 //! This build speaks no TLS: a URI that requires it (`nbds`, `nbds+unix`) parses, and
 //! [`NbdUri::require_supported`] refuses it with "TLS not yet supported"; on the
-//! plain schemes TLS is opportunistic and is not attempted. One experimental parameter of
-//! flashpipe's own, `x-block-size=BYTES` (a power of two from 512 to 65536), sets the
-//! device block size the client uses over the export (default 4096).
+//! plain schemes TLS is opportunistic and is not attempted. Two experimental parameters
+//! of flashpipe's own: `x-block-size=BYTES` (a power of two from 512 to 65536) sets the
+//! device block size the client uses over the export (default 4096), and
+//! `x-connections=N` (1 to 16) the connections it opens to the export (multi-conn).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -98,6 +99,8 @@ pub struct NbdUri {
     pub tls: TlsSettings,
     /// `x-block-size`: the device block size asked for, if any.
     pub block_size_bytes: Option<u32>,
+    /// `x-connections`: connections to open to the export (multi-conn), if given.
+    pub connections: Option<u32>,
 }
 
 /// Why a text is not a usable NBD URI.
@@ -203,6 +206,7 @@ impl NbdUri {
         }
         let mut socket = None;
         let mut block_size_bytes = None;
+        let mut connections = None;
         for (key, value) in parameters {
             match key.as_str() {
                 "socket" if scheme.is_unix() => socket = Some(value),
@@ -225,9 +229,10 @@ impl NbdUri {
                 "x-block-size" => {
                     block_size_bytes = Some(parse_block_size(&value).map_err(fail)?)
                 }
+                "x-connections" => connections = Some(parse_connections(&value).map_err(fail)?),
                 other => {
                     return Err(fail(format!(
-                        "unknown query parameter {other:?} (known: socket, tls-type, tls-hostname, tls-verify-peer, x-block-size)"
+                        "unknown query parameter {other:?} (known: socket, tls-type, tls-hostname, tls-verify-peer, x-block-size, x-connections)"
                     )))
                 }
             }
@@ -251,6 +256,7 @@ impl NbdUri {
             export_name,
             tls,
             block_size_bytes,
+            connections,
         })
     }
 
@@ -376,6 +382,18 @@ fn parse_block_size(value: &[u8]) -> Result<u32, String> {
         return Err(refuse());
     }
     Ok(size)
+}
+
+/// Most connections `x-connections` may ask for.
+pub const MAX_URI_CONNECTIONS: u32 = 16;
+
+fn parse_connections(value: &[u8]) -> Result<u32, String> {
+    let refuse = || format!("x-connections is a number from 1 to {MAX_URI_CONNECTIONS}");
+    let text = std::str::from_utf8(value).map_err(|_| refuse())?;
+    match text.parse::<u32>() {
+        Ok(count @ 1..=MAX_URI_CONNECTIONS) if !text.starts_with('+') => Ok(count),
+        _ => Err(refuse()),
+    }
 }
 
 fn parse_socket(value: Vec<u8>) -> Result<NbdAddress, String> {
@@ -542,6 +560,7 @@ mod tests {
             parse("nbd://h/e?x-block-size=512").block_size_bytes,
             Some(512)
         );
+        assert_eq!(parse("nbd://h/e?x-connections=4").connections, Some(4));
     }
 
     #[test]
@@ -594,6 +613,9 @@ mod tests {
         refused("nbd://host/e?x-block-size=256", "x-block-size");
         refused("nbd://host/e?x-block-size=131072", "x-block-size");
         refused("nbd://host/e?tls-type=psk&tls-type=anon", "twice");
+        refused("nbd://host/e?x-connections=0", "x-connections");
+        refused("nbd://host/e?x-connections=17", "x-connections");
+        refused("nbd://host/e?x-connections=+2", "x-connections");
         refused("nbd://host/e?novalue", "no value");
         refused(&format!("nbd://host/{}", "a".repeat(5000)), "limit of 4096");
         refused(&format!("nbd://{}/e", "a".repeat(300)), "limit of 253");
