@@ -550,3 +550,45 @@ fn a_client_that_stops_reading_replies_is_dropped_after_the_reply_time_limit() {
     assert!(dropped, "the connection that never reads is dropped");
     server_still_works(&server);
 }
+
+#[test]
+fn a_device_of_queue_depth_one_serves_many_requests_in_flight_through_the_backlog() {
+    let device = flashpipe_device::RamDisk::new("ram qd1", 512, 8192, 1).unwrap();
+    let export = flashpipe_nbd::server::Export {
+        name: "disk".to_string(),
+        description: String::new(),
+        device: Box::new(device),
+        read_only: false,
+        trim_reads_zeroes: true,
+        initial_allocation: flashpipe_nbd::server::InitialAllocation::AllHoles,
+    };
+    let server = TestServer::with_exports(vec![export], ServerLimits::default());
+    let mut clients: Vec<_> = (0..3)
+        .map(|_| RawClient::connect(server.connect_tcp(), "disk", true))
+        .collect();
+    for (index, client) in clients.iter_mut().enumerate() {
+        for block in 0..16u64 {
+            let offset = (index as u64 * 16 + block) * 8192;
+            let data = pattern_bytes(offset, 8192);
+            client.send(CMD_WRITE, CMD_FLAG_FUA, block, offset, 8192, &data);
+        }
+        client.send(
+            CMD_WRITE_ZEROES,
+            CMD_FLAG_NO_HOLE,
+            99,
+            3 * MIB,
+            MIB as u32,
+            &[],
+        );
+    }
+    for client in &mut clients {
+        for _ in 0..17 {
+            assert_eq!(client.receive(&HashMap::new()).1, 0);
+        }
+    }
+    let client = &mut clients[0];
+    for offset in (0..48u64).map(|block| block * 8192) {
+        assert!(client.request(CMD_READ, 0, offset, 8192, &[]).1 == pattern_bytes(offset, 8192));
+    }
+    assert!(client.request(CMD_READ, 0, 3 * MIB, MIB as u32, &[]).1 == vec![0u8; MIB as usize]);
+}
