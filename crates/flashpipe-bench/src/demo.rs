@@ -3,7 +3,10 @@
 //! It opens and creates its store through `flashpipe-store` (`format_file_store`,
 //! `RunningStore`), as every interface does; the notes of opening go to standard error.
 //!
-//! Builds a store striped over two device files in a local folder, ingests sample data
+//! Builds a store striped over two device files in a local folder (or, with
+//! `--disk-nodes N`, over N disk nodes on this machine: flashpipe's NBD server exporting a
+//! RAM disk each over loopback TCP, reached through the NBD client, as the HWFS thesis's
+//! head node stripes over remote RAM disks, 3.3.2), ingests sample data
 //! (the files of `../shared/data` when present, generated files otherwise) and one large
 //! generated file, unmounts, remounts, reads everything back through the engine,
 //! verifies every file's CRC32C, checks the store with fsck, and prints a short report
@@ -16,6 +19,7 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
+use flashpipe_device::RamDisk;
 use flashpipe_device::SplitMix64;
 use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
 use flashpipe_kernels::api::Kernel;
@@ -23,10 +27,18 @@ use flashpipe_kernels::langid::model::{train, TrainingSettings};
 use flashpipe_kernels::langid::udhr::{load_udhr, training_samples, CorpusSelection, UdhrDocument};
 use flashpipe_kernels::langid::LangIdKernel;
 use flashpipe_kernels::registry::build_kernel;
+use flashpipe_nbd::server::{Export, InitialAllocation, NbdServer, ServerConfig};
 use flashpipe_pipeline::demo::{run_near_data_demo, DemoRow, NearDataDemo, HELD_OUT_PREFIX};
-use flashpipe_store::create::format_file_store;
+use flashpipe_store::create::{
+    create_store, format_file_store, FILE_STORE_BLOCK_SIZE_BYTES, FILE_STORE_QUEUE_DEPTH,
+    FILE_STORE_STRIPE_UNIT_BYTES,
+};
 use flashpipe_store::put_plan::plan_put;
+use flashpipe_store::store_config::{
+    parse_device_list, DEVICE_BLOCK_SIZE_BYTES, STORE_FILE_VERSION,
+};
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
+use flashpipe_store::StoreConfig;
 use flashpipe_store::{LockWait, RunningStore, StoreAccess};
 use serde_json::json;
 
@@ -45,10 +57,17 @@ pub struct DemoArgs {
     /// Size of the large generated file.
     #[arg(long, default_value = "256MiB")]
     pub large_file_size: String,
+    /// Stripe the store over this many disk nodes on this machine (NBD servers exporting
+    /// a RAM disk each over loopback TCP, HWFS 3.3.2) instead of two device files.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_DISK_NODES as i64))]
+    pub disk_nodes: Option<u32>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
+
+/// Most disk nodes `--disk-nodes` starts.
+pub const MAX_DISK_NODES: u32 = 16;
 
 const STORE_FILE: &str = "demo.toml";
 const DEVICE_FILES: [&str; 2] = ["demo-a.img", "demo-b.img"];
@@ -68,15 +87,39 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
     let large_file_bytes = parse_size_bytes(&arguments.large_file_size)?;
     let samples = sample_sources(&arguments.data)?;
     let sample_bytes: u64 = samples.iter().map(|source| source.size_bytes()).sum();
-    let store_path = prepare_store(&arguments.dir, sample_bytes + large_file_bytes)?;
-    say(
-        &arguments,
-        &format!(
-            "store {} striped over {} device files",
-            store_path.display(),
-            DEVICE_FILES.len()
-        ),
-    );
+    let payload_bytes = sample_bytes + large_file_bytes;
+    // The disk nodes serve until the demo ends.
+    let (store_path, _disk_nodes) = match arguments.disk_nodes {
+        None => {
+            let store_path = prepare_store(&arguments.dir, payload_bytes)?;
+            say(
+                &arguments,
+                &format!(
+                    "store {} striped over {} device files",
+                    store_path.display(),
+                    DEVICE_FILES.len()
+                ),
+            );
+            (store_path, Vec::new())
+        }
+        Some(nodes) => {
+            let (store_path, servers) =
+                prepare_disk_node_store(&arguments.dir, payload_bytes, nodes)?;
+            say(
+                &arguments,
+                &format!(
+                    "store {} striped over {nodes} disk nodes on this machine ({})",
+                    store_path.display(),
+                    servers
+                        .iter()
+                        .map(|server| server.uris(DISK_NODE_EXPORT).join(" "))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            (store_path, servers)
+        }
+    };
 
     let progress = Progress::spinner(format!(
         "writing {} sample file(s) and a {} file into the store",
@@ -316,6 +359,63 @@ fn prepare_store(dir: &Path, payload_bytes: u64) -> Result<PathBuf, Box<dyn std:
     Ok(store_path)
 }
 
+/// The export name of every disk node.
+const DISK_NODE_EXPORT: &str = "disk";
+
+/// Starts `nodes` disk nodes (flashpipe's NBD server, a RAM disk each, loopback TCP on a
+/// free port) and creates the demo store striped over them through their `nbd://` URIs.
+fn prepare_disk_node_store(
+    dir: &Path,
+    payload_bytes: u64,
+    nodes: u32,
+) -> Result<(PathBuf, Vec<NbdServer>), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    let store_path = dir.join(STORE_FILE);
+    if store_path.exists() {
+        std::fs::remove_file(&store_path)
+            .map_err(|error| format!("{}: {error}", store_path.display()))?;
+    }
+    let per_node_bytes =
+        (payload_bytes * 2 / u64::from(nodes) + (64 << 20)).next_multiple_of(1 << 20);
+    let mut servers = Vec::with_capacity(nodes as usize);
+    for index in 0..nodes {
+        let disk = RamDisk::new(
+            &format!("disk node {index}"),
+            DEVICE_BLOCK_SIZE_BYTES,
+            per_node_bytes / u64::from(DEVICE_BLOCK_SIZE_BYTES),
+            FILE_STORE_QUEUE_DEPTH,
+        )?;
+        let config = ServerConfig {
+            tcp_address: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            ..ServerConfig::default()
+        };
+        servers.push(NbdServer::start(
+            config,
+            vec![Export {
+                name: DISK_NODE_EXPORT.to_string(),
+                description: format!("demo disk node {index}: a RAM disk"),
+                device: Box::new(disk),
+                read_only: false,
+                trim_reads_zeroes: true,
+                initial_allocation: InitialAllocation::AllHoles,
+            }],
+        )?);
+    }
+    let uris: Vec<String> = servers
+        .iter()
+        .map(|server| server.uris(DISK_NODE_EXPORT).remove(0))
+        .collect();
+    let config = StoreConfig {
+        store_file_version: STORE_FILE_VERSION,
+        block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
+        stripe_unit_bytes: FILE_STORE_STRIPE_UNIT_BYTES,
+        queue_depth: FILE_STORE_QUEUE_DEPTH,
+        devices: parse_device_list(&uris.join(","), Some(per_node_bytes))?,
+    };
+    create_store(&config, &store_path, &mut print_note)?;
+    Ok((store_path, servers))
+}
+
 /// A reader that computes the CRC32C of what passes through it.
 struct ChecksummingReader<R> {
     inner: R,
@@ -509,6 +609,12 @@ fn print_round_trip(arguments: &DemoArgs, round_trip: &RoundTrip) {
             "FINDINGS (run flashpipe fsck)"
         }
     );
+    if arguments.disk_nodes.is_some() {
+        println!(
+            "the disk nodes ended with the demo; next: `flashpipe nbd serve` on other machines and `flashpipe mkfs --devices nbd://HOST/EXPORT,...` over them"
+        );
+        return;
+    }
     println!(
         "next: `flashpipe ls {0}`, `flashpipe df {0}`, `flashpipe bench device`",
         arguments.dir.join(STORE_FILE).display()

@@ -46,7 +46,9 @@ pub struct MkfsArgs {
     /// NAND flash of a preset, minflash, rad or tlc or a preset file, under the host FTL,
     /// kept in the sparse file IMAGE; `flashpipe sim presets` lists them). Paths are
     /// relative to the working directory; the store file records them relative to its own
-    /// folder when they lie inside it, absolute otherwise.
+    /// folder when they lie inside it, absolute otherwise. Remote disks: NBD URIs,
+    /// `nbd://HOST[:PORT]/EXPORT` or `nbd+unix:///EXPORT?socket=PATH` (`--size`: the bytes
+    /// of each export used).
     #[arg(long, required = true)]
     pub devices: String,
     /// Flash devices: share of the usable pages the FTL holds back (0.1 = 10%).
@@ -353,7 +355,7 @@ fn record_paths_for_store_file(devices: &mut [DeviceSpec], store: &Path) -> CliR
                     spec.preset = record(Path::new(&spec.preset)).display().to_string();
                 }
             }
-            DeviceSpec::Ram { .. } => {}
+            DeviceSpec::Ram { .. } | DeviceSpec::Nbd { .. } => {}
         }
     }
     Ok(())

@@ -5,12 +5,16 @@
 //! - [`wire`]: the protocol's constants and the encoding and decoding of every message
 //!   either side sends, with every length bounded and decoding that never panics;
 //! - [`server`]: exports of any [`flashpipe_device::BlockDevice`] over TCP and Unix
-//!   sockets, many requests in flight per connection mapped to device tags.
+//!   sockets, many requests in flight per connection mapped to device tags;
+//! - [`client`]: a remote export (an `nbd://`, `nbd+unix://` URI) as a
+//!   [`flashpipe_device::BlockDevice`], many requests in flight, reconnecting on a lost
+//!   connection, so a store can stripe over disks on other machines.
 //!
 //! Written by hand: no maintained Rust crate implements an NBD server over a
 //! completion-based device interface (the crates that exist either speak only the
 //! oldstyle/baseline handshake, or serve a synchronous `Read + Write + Seek` object one
 //! request at a time, without structured replies, block status or multi-conn).
 
+pub mod client;
 pub mod server;
 pub mod wire;

@@ -8,7 +8,9 @@
 //! `INDR`): the devices after the first of a striped store carry no super block but do
 //! carry checkpoint blocks. Only the file's data regions are read (`SEEK_DATA`), so a sparse
 //! device costs what it holds; a block device is checked for the magic only (reading a
-//! whole disk is not a probe).
+//! whole disk is not a probe). A remote NBD export is read over its first MiB and 4 KiB
+//! only: both super block slots at every block size, and the metadata kinds of the
+//! blocks there.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -17,6 +19,9 @@ use std::path::Path;
 
 use flashpipe_fs::layout::{MetadataKind, MAGIC, MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_BLOCK_SIZE_BYTES};
 use std::path::PathBuf;
+
+use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
+use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
 use crate::store::flash_metadata_path;
 use crate::store_config::{DeviceSpec, StoreConfig};
@@ -49,6 +54,15 @@ pub fn refuse_devices_holding_stores(
                 Some(path) => path,
                 None => continue,
             },
+            DeviceSpec::Nbd { uri, .. } => {
+                if let Some(found) = nbd_content(uri) {
+                    return Err(DeviceHoldsStoreError {
+                        device: PathBuf::from(uri),
+                        found,
+                    });
+                }
+                continue;
+            }
             DeviceSpec::Ram { .. } => continue,
         };
         let path = StoreConfig::resolve_device_path(store, path);
@@ -85,6 +99,67 @@ pub fn flashpipe_content(path: &Path) -> Option<String> {
         "a flashpipe store (its {} block at byte {offset}: a device of a striped store)",
         kind.name()
     ))
+}
+
+/// Bytes of an NBD export the probe reads: the super block's second slot lies at most
+/// one largest FS block in, and holds one smallest block.
+const NBD_PROBE_BYTES: u64 = MAX_FS_BLOCK_SIZE_BYTES as u64 + MIN_FS_BLOCK_SIZE_BYTES as u64;
+
+/// What flashpipe content the start of a remote export holds, if any; `None` also when
+/// it cannot be read (opening the store reports that).
+pub fn nbd_content(uri: &str) -> Option<String> {
+    let mut config = NbdDeviceConfig::new(NbdUri::parse(uri).ok()?);
+    config.read_only = true;
+    config.queue_depth = 1;
+    config.reconnect_attempts = 0;
+    let mut device = NbdDevice::open(config).ok()?;
+    let block_bytes = u64::from(device.info().block_size_bytes);
+    let length_bytes = NBD_PROBE_BYTES.min(device.info().size_bytes()) / block_bytes * block_bytes;
+    let completion = run_one(
+        &mut device,
+        Operation::Read {
+            first_block: 0,
+            buffer: IoBuf::zeroed(length_bytes as usize),
+        },
+    )
+    .ok()?;
+    completion.status.ok()?;
+    let bytes = completion.buffer?;
+    let slot_offsets = std::iter::once(0).chain(
+        (MIN_FS_BLOCK_SIZE_BYTES.trailing_zeros()..=MAX_FS_BLOCK_SIZE_BYTES.trailing_zeros())
+            .map(|shift| 1usize << shift),
+    );
+    for offset in slot_offsets {
+        if bytes.get(offset..offset + MAGIC.len()) == Some(&MAGIC[..]) {
+            return Some(format!(
+                "a flashpipe store (its super block at byte {offset})"
+            ));
+        }
+    }
+    let (offset, kind) = metadata_kind_in(&bytes)?;
+    Some(format!(
+        "a flashpipe store (its {} block at byte {offset}: a device of a striped store)",
+        kind.name()
+    ))
+}
+
+/// The first 4 KiB-aligned block of `bytes` that starts with a metadata block's kind.
+fn metadata_kind_in(bytes: &[u8]) -> Option<(usize, MetadataKind)> {
+    let kinds = [
+        MetadataKind::Map,
+        MetadataKind::NameTable,
+        MetadataKind::InodeTable,
+        MetadataKind::FreeList,
+        MetadataKind::Indirect,
+    ];
+    bytes
+        .chunks(SCAN_BLOCK_BYTES)
+        .enumerate()
+        .find_map(|(index, block)| {
+            let code = u32::from_le_bytes(block.get(..4)?.try_into().ok()?);
+            let kind = kinds.iter().find(|kind| kind.code() == code)?;
+            Some((index * SCAN_BLOCK_BYTES, *kind))
+        })
 }
 
 fn super_block_offset(file: &mut File) -> Option<u64> {

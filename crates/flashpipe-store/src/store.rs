@@ -1,13 +1,16 @@
-//! Opening a store's devices: the files, block devices, RAM or emulated flash a store
-//! file names, striped together when there are several, under a lock that makes the
-//! opener the store's one owner (exclusive) or one of its readers (shared) until the
-//! opened store is dropped (see [`crate::store_lock`]).
+//! Opening a store's devices: the files, block devices, RAM, emulated flash or remote NBD
+//! exports a store file names, striped together when there are several, under a lock
+//! that makes the opener the store's one owner (exclusive) or one of its readers (shared)
+//! until the opened store is dropped (see [`crate::store_lock`]). A remote export is
+//! locked by nothing here: no local file stands for it, and exclusion between clients
+//! of one export belongs to its server.
 
 use std::path::{Path, PathBuf};
 
 use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::file::{FileDevice, FileDeviceConfig};
 use flashpipe_device::{BlockDevice, DeviceError, RamDisk};
+use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
 use crate::flash_store::{open_flash_device, FlashStoreError};
 use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOCK_SIZE_BYTES};
@@ -179,7 +182,8 @@ pub fn device_files(config: &StoreConfig, store_file: &Path) -> Vec<PathBuf> {
                     files.push(image);
                 }
             }
-            DeviceSpec::Ram { .. } => {}
+            // A remote export has no local file to lock (see the module's documentation).
+            DeviceSpec::Ram { .. } | DeviceSpec::Nbd { .. } => {}
         }
     }
     files
@@ -242,6 +246,12 @@ fn open_member(
             config.queue_depth,
             creation,
         )?)),
+        DeviceSpec::Nbd { uri, size_bytes } => Ok(Box::new(open_nbd_member(
+            config,
+            uri,
+            *size_bytes,
+            creation,
+        )?)),
         DeviceSpec::File { path, size_bytes } => {
             let path = StoreConfig::resolve_device_path(store_file, path);
             let exists = path.exists();
@@ -272,6 +282,35 @@ fn open_member(
             Ok(Box::new(device))
         }
     }
+}
+
+/// Opens a remote export: the store's queue depth, read-only for read-only commands,
+/// at most the `size_bytes` the store file records (an export smaller than that is
+/// refused).
+fn open_nbd_member(
+    config: &StoreConfig,
+    uri: &str,
+    size_bytes: u64,
+    creation: DeviceCreation,
+) -> Result<NbdDevice, StoreOpenError> {
+    let parsed = NbdUri::parse(uri).map_err(|error| StoreConfigError::BadDevice {
+        entry: uri.to_string(),
+        reason: error.reason,
+    })?;
+    let mut device_config = NbdDeviceConfig::new(parsed);
+    device_config.queue_depth = config.queue_depth;
+    device_config.read_only = creation == DeviceCreation::ReadOnly;
+    device_config.size_limit_bytes = Some(size_bytes);
+    let device = NbdDevice::open(device_config)?;
+    let found_bytes = device.info().size_bytes();
+    if found_bytes < size_bytes {
+        return Err(StoreOpenError::WrongDeviceSize {
+            path: PathBuf::from(uri),
+            expected_bytes: size_bytes,
+            found_bytes: device.export().size_bytes,
+        });
+    }
+    Ok(device)
 }
 
 fn check_regular_file_size(

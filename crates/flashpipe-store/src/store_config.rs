@@ -3,11 +3,15 @@
 //! `flashpipe mkfs` writes it and every other command reads it. Its fields are described
 //! in `docs/store-file.md`. Relative device paths are relative to the folder holding the
 //! store file, so a store folder can be moved as a whole. A device may be emulated flash
-//! (a flash-model preset under the host FTL, issue #5), opened by [`crate::flash_store`].
+//! (a flash-model preset under the host FTL, issue #5), opened by [`crate::flash_store`],
+//! or a remote export over NBD (issue #15: `nbd://host[:port]/export`,
+//! `nbd+unix:///export?socket=PATH`), opened by `flashpipe_nbd::client`.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use flashpipe_nbd::client::{looks_like_nbd_uri, NbdUri};
 
 use crate::flash_store::{FlashDeviceSpec, FLASH_PREFIX};
 use crate::units::{parse_size_bytes, HumanBytes};
@@ -71,6 +75,16 @@ pub enum DeviceSpec {
     /// Emulated flash: a flash-model preset under the host FTL, its pages in a sparse
     /// file (or in memory when no path is given).
     Flash(FlashDeviceSpec),
+    /// A remote export over the Network Block Device protocol (a disk node on another
+    /// machine, HWFS 3.3.2). No local lock is taken on it: exclusion belongs to the
+    /// server, which alone sees every client.
+    Nbd {
+        /// The export's NBD URI (`nbd://host[:port]/export`,
+        /// `nbd+unix:///export?socket=PATH`).
+        uri: String,
+        /// Bytes of the export the store uses (the export may be larger).
+        size_bytes: u64,
+    },
 }
 
 impl DeviceSpec {
@@ -78,20 +92,21 @@ impl DeviceSpec {
     /// device without `size_bytes` uses whatever its FTL exports).
     pub fn size_bytes(&self) -> Option<u64> {
         match self {
-            DeviceSpec::File { size_bytes, .. } | DeviceSpec::Ram { size_bytes } => {
-                Some(*size_bytes)
-            }
+            DeviceSpec::File { size_bytes, .. }
+            | DeviceSpec::Ram { size_bytes }
+            | DeviceSpec::Nbd { size_bytes, .. } => Some(*size_bytes),
             DeviceSpec::Flash(flash) => flash.size_bytes,
         }
     }
 
-    /// How the device is named on the command line: its path, `ram:SIZE` or
-    /// `flash:PRESET[:PATH]`.
+    /// How the device is named on the command line: its path, `ram:SIZE`,
+    /// `flash:PRESET[:PATH]` or its NBD URI.
     pub fn describe(&self) -> String {
         match self {
             DeviceSpec::File { path, .. } => path.display().to_string(),
             DeviceSpec::Ram { size_bytes } => format!("ram:{}", HumanBytes(*size_bytes)),
             DeviceSpec::Flash(flash) => flash.describe(),
+            DeviceSpec::Nbd { uri, .. } => uri.clone(),
         }
     }
 }
@@ -256,6 +271,10 @@ impl StoreConfig {
             let block_size_bytes = match device {
                 DeviceSpec::Flash(flash) => flash.flash_config(path)?.geometry.page_data_bytes,
                 DeviceSpec::File { .. } | DeviceSpec::Ram { .. } => DEVICE_BLOCK_SIZE_BYTES,
+                DeviceSpec::Nbd { uri, .. } => NbdUri::parse(uri)
+                    .map_err(|error| error.to_string())?
+                    .block_size_bytes
+                    .unwrap_or(DEVICE_BLOCK_SIZE_BYTES),
             };
             sizes.push((device.describe(), block_size_bytes));
         }
@@ -271,6 +290,9 @@ impl StoreConfig {
     fn validate_device(&self, device: &DeviceSpec, path: &Path) -> Result<(), String> {
         if let DeviceSpec::Flash(flash) = device {
             flash.validate(path, self.block_size_bytes, self.stripe_unit_bytes)?;
+        }
+        if let DeviceSpec::Nbd { uri, .. } = device {
+            NbdUri::parse(uri).map_err(|error| error.to_string())?;
         }
         let Some(size_bytes) = device.size_bytes() else {
             return Ok(());
@@ -307,6 +329,11 @@ fn check_device_limits(device: &DeviceSpec) -> Result<(), String> {
             "size_bytes of a RAM device",
             *size_bytes,
             MAX_RAM_DEVICE_SIZE_BYTES,
+        ),
+        DeviceSpec::Nbd { size_bytes, .. } => (
+            "size_bytes of an NBD device",
+            *size_bytes,
+            MAX_FILE_DEVICE_SIZE_BYTES,
         ),
         DeviceSpec::Flash(flash) => {
             if let Some(interval) = flash
@@ -358,8 +385,13 @@ pub fn check_stripe_unit(stripe_unit_bytes: u64) -> Result<(), String> {
 /// plus its name (so `a.img` and `./a.img` agree).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FileIdentity {
-    Existing { device: u64, inode: u64 },
+    Existing {
+        device: u64,
+        inode: u64,
+    },
     Planned(PathBuf),
+    /// A remote export: its address and export name.
+    Remote(String),
 }
 
 fn file_identity(path: &Path) -> FileIdentity {
@@ -393,6 +425,25 @@ pub fn check_distinct_devices(
     let mut seen: Vec<(FileIdentity, String)> = Vec::new();
     for device in &config.devices {
         let path = match device {
+            DeviceSpec::Nbd { uri, .. } => {
+                let identity = match NbdUri::parse(uri) {
+                    Ok(parsed) => FileIdentity::Remote(format!(
+                        "{:?} {:?}",
+                        parsed.address, parsed.export_name
+                    )),
+                    Err(_) => FileIdentity::Remote(uri.clone()),
+                };
+                if let Some((_, first)) = seen.iter().find(|(known, _)| *known == identity) {
+                    return Err(StoreConfigError::BadDevice {
+                        entry: device.describe(),
+                        reason: format!(
+                            "names the same NBD export as device {first}: each device of a store is a different export"
+                        ),
+                    });
+                }
+                seen.push((identity, device.describe()));
+                continue;
+            }
             DeviceSpec::File { path, .. } => path,
             DeviceSpec::Flash(FlashDeviceSpec {
                 path: Some(path), ..
@@ -413,9 +464,11 @@ pub fn check_distinct_devices(
     Ok(())
 }
 
-/// Parses a `--devices` list: comma-separated paths, `ram:SIZE` and `flash:PRESET[:PATH]`
-/// entries. File devices get `default_size_bytes` (`--size`); a RAM entry carries its own
-/// size; a flash entry exports what its FTL gives (`--size` does not apply to it).
+/// Parses a `--devices` list: comma-separated paths, `ram:SIZE`, `flash:PRESET[:PATH]`
+/// and NBD URI entries. File and NBD devices get `default_size_bytes` (`--size`: of an
+/// NBD export, the bytes the store uses); a RAM entry carries its own size; a flash entry
+/// exports what its FTL gives (`--size` does not apply to it). A comma inside an NBD URI
+/// is written `%2C`.
 pub fn parse_device_list(
     list: &str,
     default_size_bytes: Option<u64>,
@@ -444,6 +497,16 @@ fn parse_device_entry(
         return FlashDeviceSpec::parse_entry(rest)
             .map(DeviceSpec::Flash)
             .map_err(bad);
+    }
+    if looks_like_nbd_uri(entry) {
+        NbdUri::parse(entry).map_err(|error| bad(error.reason))?;
+        let size_bytes = default_size_bytes.ok_or_else(|| {
+            bad("an NBD device needs --size (the bytes of each export the store uses)".to_string())
+        })?;
+        return Ok(DeviceSpec::Nbd {
+            uri: entry.to_string(),
+            size_bytes,
+        });
     }
     let size_bytes = default_size_bytes
         .ok_or_else(|| bad("a file device needs --size (the size of each device)".to_string()))?;
@@ -526,6 +589,54 @@ mod tests {
                 size_bytes: 2 << 20
             }]
         );
+    }
+
+    #[test]
+    fn nbd_uris_are_devices() {
+        let devices = parse_device_list(
+            "nbd://127.0.0.1:10809/disk0,nbd+unix:///d1?socket=/run/d1.sock",
+            Some(1 << 20),
+        )
+        .unwrap();
+        assert_eq!(
+            devices[0],
+            DeviceSpec::Nbd {
+                uri: "nbd://127.0.0.1:10809/disk0".to_string(),
+                size_bytes: 1 << 20
+            }
+        );
+        assert_eq!(devices[1].describe(), "nbd+unix:///d1?socket=/run/d1.sock");
+        let config = StoreConfig {
+            devices,
+            ..sample()
+        };
+        let text = config.to_toml();
+        assert!(text.contains("kind = \"nbd\""), "{text}");
+        assert_eq!(
+            StoreConfig::parse(&text, Path::new("s.toml")).unwrap(),
+            config
+        );
+        assert!(parse_device_list("nbd://h/e", None)
+            .unwrap_err()
+            .to_string()
+            .contains("needs --size"));
+        let twice = StoreConfig {
+            devices: parse_device_list("nbd://h/e,NBD://h:10809/e", Some(1 << 20)).unwrap(),
+            ..sample()
+        };
+        assert!(check_distinct_devices(&twice, Path::new("s.toml"))
+            .unwrap_err()
+            .to_string()
+            .contains("same NBD export"));
+        assert!(parse_device_list("nbd://h:0/e", Some(1 << 20))
+            .unwrap_err()
+            .to_string()
+            .contains("port"));
+        let broken = text.replace("nbd://127.0.0.1:10809/disk0", "nbd://h/e?colour=red");
+        assert!(StoreConfig::parse(&broken, Path::new("s.toml"))
+            .unwrap_err()
+            .to_string()
+            .contains("unknown query parameter"));
     }
 
     #[test]

@@ -83,6 +83,9 @@ fn assert_within_limits(config: &StoreConfig) {
                 assert!(*size_bytes <= MAX_FILE_DEVICE_SIZE_BYTES)
             }
             DeviceSpec::Ram { size_bytes } => assert!(*size_bytes <= MAX_RAM_DEVICE_SIZE_BYTES),
+            DeviceSpec::Nbd { size_bytes, .. } => {
+                assert!(*size_bytes <= MAX_FILE_DEVICE_SIZE_BYTES)
+            }
             DeviceSpec::Flash(flash) => {
                 assert!((0.0..0.95).contains(&flash.over_provisioning))
             }

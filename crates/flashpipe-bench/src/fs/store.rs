@@ -89,7 +89,7 @@ impl StoreShape {
             .iter()
             .filter_map(|device| match device {
                 DeviceSpec::File { path, .. } => Some(path.clone()),
-                DeviceSpec::Ram { .. } | DeviceSpec::Flash(_) => None,
+                DeviceSpec::Ram { .. } | DeviceSpec::Flash(_) | DeviceSpec::Nbd { .. } => None,
             })
             .collect();
         let config = StoreConfig {

@@ -1,0 +1,29 @@
+//! The NBD client: a remote export (doc/proto.md of the NBD project) as a flashpipe
+//! [`flashpipe_device::BlockDevice`], so a store can stripe over disks on other machines
+//! (HWFS 3.3.2).
+//!
+//! - [`uri`]: NBD URIs (doc/uri.md): `nbd://host[:port]/export`, `nbds://` (TLS: parsed,
+//!   refused as not yet supported), `nbd+unix:///export?socket=PATH`;
+//! - `handshake`: the fixed newstyle handshake, structured replies when the server
+//!   accepts them, `NBD_OPT_GO` with `NBD_INFO_BLOCK_SIZE` (falling back to
+//!   `NBD_OPT_EXPORT_NAME` for servers without `NBD_OPT_GO`);
+//! - `connection`: a writer thread sending requests as they are submitted and a reader
+//!   thread decoding replies, many requests in flight, cookies naming device requests;
+//! - [`device`]: [`NbdDevice`], with a bounded reconnect that re-issues every request
+//!   not yet answered and errors that name the device by its URI;
+//! - `transport`: TCP or Unix-socket streams.
+//!
+//! The protocol's constants and message encodings are `crate::wire`'s.
+
+mod connection;
+pub mod device;
+mod handshake;
+mod transport;
+pub mod uri;
+
+pub use device::{
+    NbdDevice, NbdDeviceConfig, NbdDeviceCounters, ReconnectDurability,
+    DEFAULT_NBD_BLOCK_SIZE_BYTES,
+};
+pub use handshake::NbdExport;
+pub use uri::{looks_like_nbd_uri, NbdAddress, NbdUri, NbdUriError};

@@ -1,0 +1,681 @@
+//! [`NbdDevice`]: a remote export as a [`BlockDevice`].
+//!
+//! Requests are checked at submission against the device's geometry, the export's
+//! transmission flags (read-only, trim, flush) and the queue depth, then handed to the
+//! connection's writer; completions come back from its reader and are reaped through
+//! `poll_completions` / `wait_completions`. Tags stay the caller's: cookies carry the
+//! device's own request numbers, so a tag may repeat once its request is reaped.
+//!
+//! With `connections` above 1 (multi-conn, only when the server offers
+//! `NBD_FLAG_CAN_MULTI_CONN`) requests are dealt over several connections in turn, each
+//! lost and recovered on its own.
+//!
+//! A connection is lost on an I/O error, a protocol violation, `NBD_ESHUTDOWN`, or
+//! `reply_timeout_ms` of silence with requests in flight (an idle connection is never
+//! timed out). A lost connection is handled inside `poll_completions` /
+//! `wait_completions`: the
+//! requests not yet answered are collected, the device reconnects (up to
+//! `reconnect_attempts` times, waiting `reconnect_first_delay_ms` then twice as long each
+//! time, at most one second), checks that the export kept its size and flags, and sends
+//! them again in submission order (NBD writes are idempotent; flushes are re-issued).
+//! When every attempt fails, or the connection is lost more than `reconnect_attempts`
+//! times in a row without any request completing (a server that drops every
+//! connection), each of them completes with an error naming the device (its URI), and so
+//! does every later submission.
+//!
+//! Durability across a reconnect: writes the old connection acknowledged but no flush
+//! covered may have died with the server. With
+//! [`ReconnectDurability::ReportUnflushedWrites`] (the default) the next flush to
+//! complete says so as an error, as `fsync` does after a lost write-back; with
+//! [`ReconnectDurability::TrustServer`] they are taken as kept (a server whose process
+//! died but whose host did not, over a file in the page cache).
+//!
+//! One hazard no client can close: a request the lost connection had delivered may still
+//! be carried out by the server after the new connection's requests (the server finishes
+//! what it read before it noticed the loss). The first reconnect attempt waits
+//! `reconnect_first_delay_ms` (50 ms by default), far longer than a server takes to
+//! finish one request, which makes this a matter of a server stalled for that long.
+
+// Requests in flight move as boxes between the writer's channel, the table and these
+// lists (a `Box<Parent>` is moved, never copied), so lists of boxes are meant.
+#![allow(clippy::vec_box)]
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flashpipe_device::{
+    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, RealClock,
+    Rejected, Request,
+};
+
+use crate::wire;
+
+use super::connection::{Connection, ConnectionSettings, Event, EventSender, Parent, MAX_PARTS};
+use super::handshake::{negotiate, NbdExport};
+use super::transport::Stream;
+use super::uri::NbdUri;
+
+/// The device block size used when neither the caller nor the URI names one.
+pub const DEFAULT_NBD_BLOCK_SIZE_BYTES: u32 = 4096;
+
+/// What a flush reports after a reconnect when writes acknowledged by the lost
+/// connection were not yet covered by a flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReconnectDurability {
+    /// The next flush fails, naming how many writes may be lost (the safe default).
+    #[default]
+    ReportUnflushedWrites,
+    /// The server is trusted to have kept them.
+    TrustServer,
+}
+
+/// How to open an NBD export as a device.
+#[derive(Debug, Clone)]
+pub struct NbdDeviceConfig {
+    /// The export.
+    pub uri: NbdUri,
+    /// Most requests in flight.
+    pub queue_depth: u32,
+    /// Device block size; a multiple of the export's minimum block size and at most its
+    /// maximum payload.
+    pub block_size_bytes: u32,
+    /// Send every write with `NBD_CMD_FLAG_FUA` (when the server offers FUA), so that an
+    /// acknowledged write is durable without a flush.
+    pub write_with_fua: bool,
+    /// Reconnect attempts after a lost connection before requests fail.
+    pub reconnect_attempts: u32,
+    /// Wait before the first reconnect attempt; doubled each time, at most one second.
+    pub reconnect_first_delay_ms: u64,
+    /// Limit on connecting and on each handshake read.
+    pub connect_timeout_ms: u64,
+    /// How long requests in flight may go without a byte from the server before the
+    /// connection counts as lost and the reconnect begins (a network partition sends no
+    /// reset, so without it a request would wait forever); 0: no limit.
+    pub reply_timeout_ms: u64,
+    /// What a flush says after a reconnect.
+    pub reconnect_durability: ReconnectDurability,
+    /// Refuse writes and trims at submission (a store opened read-only), whatever the
+    /// export allows.
+    pub read_only: bool,
+    /// Use at most this many bytes of the export (a store uses the size it recorded at
+    /// mkfs even when the export has grown); the whole export when `None`.
+    pub size_limit_bytes: Option<u64>,
+    /// Connections to the export, requests dealt over them in turn (1 to
+    /// [`MAX_NBD_CONNECTIONS`]); more than one needs a server that offers multi-conn
+    /// (`NBD_FLAG_CAN_MULTI_CONN`: a flush on one connection covers writes answered on
+    /// every one).
+    pub connections: u32,
+}
+
+/// Most connections one device opens to its export.
+pub const MAX_NBD_CONNECTIONS: u32 = 16;
+
+impl NbdDeviceConfig {
+    /// Defaults for `uri`: queue depth 32, its `x-block-size` or 4096-byte blocks, no
+    /// FUA, 5 reconnect attempts from 50 ms, 10 s connect timeout, 30 s reply timeout, its
+    /// `x-connections` or one connection.
+    pub fn new(uri: NbdUri) -> NbdDeviceConfig {
+        let block_size_bytes = uri.block_size_bytes.unwrap_or(DEFAULT_NBD_BLOCK_SIZE_BYTES);
+        NbdDeviceConfig {
+            uri: uri.clone(),
+            queue_depth: 32,
+            block_size_bytes,
+            write_with_fua: false,
+            reconnect_attempts: 5,
+            reconnect_first_delay_ms: 50,
+            connect_timeout_ms: 10_000,
+            reply_timeout_ms: 30_000,
+            reconnect_durability: ReconnectDurability::default(),
+            read_only: false,
+            size_limit_bytes: None,
+            connections: uri.connections.unwrap_or(1),
+        }
+    }
+}
+
+/// Counters of one device's life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NbdDeviceCounters {
+    /// Connections lost.
+    pub connections_lost: u64,
+    /// Successful reconnects.
+    pub reconnects: u64,
+    /// Requests sent again after a reconnect.
+    pub requests_reissued: u64,
+}
+
+/// A remote NBD export as a block device.
+pub struct NbdDevice {
+    info: DeviceInfo,
+    config: NbdDeviceConfig,
+    export: NbdExport,
+    clock: Arc<dyn Clock>,
+    /// One slot per connection; all `None` once the device has failed.
+    connections: Vec<Option<Connection>>,
+    /// Every connection's reader reports here (the device keeps a sender, so a receive
+    /// never fails).
+    events: Receiver<(usize, Event)>,
+    event_sender: EventSender,
+    next_connection: usize,
+    next_parent_id: u64,
+    in_flight: usize,
+    ready: VecDeque<Completion>,
+    failed: Option<String>,
+    unsent: Vec<Box<Parent>>,
+    losses_without_progress: u32,
+    acknowledged_writes: u64,
+    flushed_writes: u64,
+    writes_possibly_lost: u64,
+    counters: NbdDeviceCounters,
+}
+
+impl std::fmt::Debug for NbdDevice {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("NbdDevice")
+            .field("info", &self.info)
+            .field("export", &self.export)
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+fn open_error(name: &Arc<str>, detail: String) -> DeviceError {
+    DeviceError::new(name, DeviceErrorKind::Open { detail })
+}
+
+fn reply_timeout(config: &NbdDeviceConfig) -> Option<Duration> {
+    (config.reply_timeout_ms > 0).then(|| Duration::from_millis(config.reply_timeout_ms))
+}
+
+/// Connects and negotiates; the error says which step failed.
+fn connect(config: &NbdDeviceConfig) -> Result<(Stream, NbdExport), String> {
+    let timeout = Duration::from_millis(config.connect_timeout_ms.max(1));
+    let mut stream = Stream::connect(&config.uri.address, timeout)
+        .map_err(|error| format!("cannot connect: {error}"))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(|error| format!("cannot set the handshake timeout: {error}"))?;
+    let export = negotiate(&mut stream, &config.uri.export_name)?;
+    stream
+        .set_read_timeout(None)
+        .map_err(|error| format!("cannot clear the handshake timeout: {error}"))?;
+    Ok((stream, export))
+}
+
+impl NbdDevice {
+    /// Connects to the export, negotiates, and checks that the device block size suits
+    /// it. Errors are [`DeviceErrorKind::Open`] naming the URI.
+    pub fn open(config: NbdDeviceConfig) -> Result<NbdDevice, DeviceError> {
+        let name: Arc<str> = Arc::from(config.uri.as_str());
+        config
+            .uri
+            .require_supported()
+            .map_err(|error| open_error(&name, error.reason))?;
+        flashpipe_device::request::check_queue_depth(&name, config.queue_depth)?;
+        if !(1..=MAX_NBD_CONNECTIONS).contains(&config.connections) {
+            return Err(open_error(
+                &name,
+                format!(
+                    "{} connections outside 1..={MAX_NBD_CONNECTIONS}",
+                    config.connections
+                ),
+            ));
+        }
+        let (stream, export) = connect(&config).map_err(|detail| open_error(&name, detail))?;
+        let block_count =
+            check_export(&config, &export).map_err(|detail| open_error(&name, detail))?;
+        if config.connections > 1 && !export.has_flag(wire::TRANSMISSION_FLAG_CAN_MULTI_CONN) {
+            return Err(open_error(
+                &name,
+                format!(
+                    "{} connections asked for, but the server does not offer multi-conn (NBD_FLAG_CAN_MULTI_CONN): use one",
+                    config.connections
+                ),
+            ));
+        }
+        let (event_sender, events) = channel();
+        let mut device = NbdDevice {
+            info: DeviceInfo {
+                name: Arc::clone(&name),
+                block_size_bytes: config.block_size_bytes,
+                block_count,
+                queue_depth: config.queue_depth,
+            },
+            export,
+            clock: RealClock::shared(),
+            connections: Vec::with_capacity(config.connections as usize),
+            events,
+            event_sender,
+            next_connection: 0,
+            config,
+            next_parent_id: 1,
+            in_flight: 0,
+            ready: VecDeque::new(),
+            failed: None,
+            unsent: Vec::new(),
+            losses_without_progress: 0,
+            acknowledged_writes: 0,
+            flushed_writes: 0,
+            writes_possibly_lost: 0,
+            counters: NbdDeviceCounters::default(),
+        };
+        let first = device
+            .start_connection(stream, export, 0)
+            .map_err(|detail| open_error(&name, detail))?;
+        device.connections.push(Some(first));
+        for slot in 1..device.config.connections as usize {
+            let connection = device
+                .connect_again(slot)
+                .map_err(|detail| open_error(&name, detail))?;
+            device.connections.push(Some(connection));
+        }
+        Ok(device)
+    }
+
+    /// What the server said about the export.
+    pub fn export(&self) -> &NbdExport {
+        &self.export
+    }
+
+    /// Connections lost, reconnects, requests re-issued.
+    pub fn counters(&self) -> NbdDeviceCounters {
+        self.counters
+    }
+
+    /// Bytes per NBD request: the export's maximum payload (at most the protocol's
+    /// 32 MiB), rounded down to whole device blocks.
+    fn part_bytes(&self) -> u64 {
+        let block = u64::from(self.info.block_size_bytes);
+        let maximum = u64::from(
+            self.export
+                .maximum_payload_bytes
+                .min(wire::MAX_PAYLOAD_BYTES),
+        );
+        (maximum / block).max(1) * block
+    }
+
+    fn error(&self, kind: DeviceErrorKind) -> DeviceError {
+        DeviceError::new(&self.info.name, kind)
+    }
+
+    fn reject(&self, request: Request, kind: DeviceErrorKind) -> Rejected {
+        Rejected {
+            request,
+            error: self.error(kind),
+        }
+    }
+
+    /// The export-dependent refusals: read-only, trim or copy not offered.
+    fn check_supported(&self, request: Request) -> Result<Request, Rejected> {
+        let request = self.info.refuse_copy_by_reference(request)?;
+        let read_only =
+            self.config.read_only || self.export.has_flag(wire::TRANSMISSION_FLAG_READ_ONLY);
+        match &request.operation {
+            Operation::Write { .. } | Operation::Trim { .. } if read_only => {
+                let operation = request.operation.name();
+                Err(self.reject(request, DeviceErrorKind::ReadOnly { operation }))
+            }
+            Operation::Trim { .. } if !self.export.has_flag(wire::TRANSMISSION_FLAG_SEND_TRIM) => {
+                Err(self.reject(request, DeviceErrorKind::Unsupported { operation: "trim" }))
+            }
+            _ => Ok(request),
+        }
+    }
+
+    fn build_parent(&mut self, request: Request) -> Result<Box<Parent>, Rejected> {
+        let block = u64::from(self.info.block_size_bytes);
+        let (command, first_block, length_bytes) = match &request.operation {
+            Operation::Read {
+                first_block,
+                buffer,
+            } => (wire::CMD_READ, *first_block, buffer.len() as u64),
+            Operation::Write {
+                first_block,
+                buffer,
+            } => (wire::CMD_WRITE, *first_block, buffer.len() as u64),
+            Operation::Trim {
+                first_block,
+                block_count,
+            } => (wire::CMD_TRIM, *first_block, block_count * block),
+            Operation::Flush => (wire::CMD_FLUSH, 0, 0),
+            Operation::CopyByReference { .. } => unreachable!("refused before"),
+        };
+        let part_bytes = self.part_bytes();
+        let parts = length_bytes.div_ceil(part_bytes).max(1);
+        if parts > MAX_PARTS {
+            let detail = format!(
+                "a {} of {length_bytes} bytes needs {parts} NBD requests of at most {part_bytes} bytes, more than the limit of {MAX_PARTS}",
+                request.operation.name()
+            );
+            return Err(self.reject(request, DeviceErrorKind::IoFailed { detail }));
+        }
+        let fua = command == wire::CMD_WRITE
+            && self.config.write_with_fua
+            && self.export.has_flag(wire::TRANSMISSION_FLAG_SEND_FUA);
+        let id = self.next_parent_id;
+        self.next_parent_id += 1;
+        Ok(Box::new(Parent {
+            id,
+            request,
+            command,
+            flags: if fua { wire::CMD_FLAG_FUA } else { 0 },
+            offset_bytes: first_block * block,
+            length_bytes,
+            part_bytes,
+            parts_finished: vec![false; parts as usize],
+            status: None,
+            covered: Vec::new(),
+            covers_acknowledged_writes: self.acknowledged_writes,
+        }))
+    }
+
+    /// Takes in one reader event: a completion (with the durability bookkeeping) or a
+    /// lost connection (reconnect and re-issue, or fail everything).
+    fn handle_event(&mut self, slot: usize, event: Event) {
+        match event {
+            Event::Completed {
+                mut completion,
+                command,
+                flags,
+                covers_acknowledged_writes,
+            } => {
+                self.losses_without_progress = 0;
+                if completion.status.is_ok() {
+                    self.account_success(
+                        &mut completion,
+                        command,
+                        flags,
+                        covers_acknowledged_writes,
+                    );
+                }
+                self.ready.push_back(completion);
+            }
+            // A connection closed after the device failed reports a loss no one recovers.
+            Event::Lost { reason } => self.recover(slot, reason),
+        }
+    }
+
+    fn account_success(
+        &mut self,
+        completion: &mut Completion,
+        command: u16,
+        flags: u16,
+        covers_acknowledged_writes: u64,
+    ) {
+        match command {
+            wire::CMD_WRITE | wire::CMD_TRIM if flags & wire::CMD_FLAG_FUA == 0 => {
+                self.acknowledged_writes += 1;
+            }
+            wire::CMD_FLUSH => {
+                self.flushed_writes = self.flushed_writes.max(covers_acknowledged_writes);
+                if self.writes_possibly_lost > 0 {
+                    let lost = std::mem::take(&mut self.writes_possibly_lost);
+                    completion.status = Err(self.error(DeviceErrorKind::IoFailed {
+                        detail: format!(
+                            "the connection was lost after the server acknowledged {lost} writes that no flush had covered; the server may have lost them"
+                        ),
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// After connection `slot` was lost: collect what it had not answered, reconnect it
+    /// with backoff and send it again; or, when that fails, close every connection and
+    /// complete every unanswered request with an error naming the device.
+    fn recover(&mut self, slot: usize, reason: String) {
+        let Some(connection) = self.connections[slot].take() else {
+            return;
+        };
+        self.counters.connections_lost += 1;
+        let mut pending = connection.close(false);
+        pending.append(&mut self.unsent);
+        pending.sort_by_key(|parent| parent.id);
+        let unflushed = self.acknowledged_writes.saturating_sub(self.flushed_writes);
+        if unflushed > 0
+            && self.config.reconnect_durability == ReconnectDurability::ReportUnflushedWrites
+        {
+            self.writes_possibly_lost += unflushed;
+        }
+        self.flushed_writes = self.acknowledged_writes;
+        self.losses_without_progress += 1;
+        let attempt = if self.losses_without_progress > self.config.reconnect_attempts.max(1) {
+            Err(format!(
+                "the connection was lost {} times in a row without a request completing",
+                self.losses_without_progress
+            ))
+        } else {
+            self.reconnect(slot)
+        };
+        match attempt {
+            Ok(connection) => {
+                self.counters.reconnects += 1;
+                self.counters.requests_reissued += pending.len() as u64;
+                for mut parent in pending {
+                    parent.reset_for_reissue();
+                    if let Err(parent) = connection.send(parent) {
+                        // The new connection failed at once: its Lost event follows.
+                        self.unsent.push(parent);
+                    }
+                }
+                self.connections[slot] = Some(connection);
+            }
+            Err(last_attempt) => {
+                let failure = format!(
+                    "connection lost ({reason}); reconnecting failed ({} attempts at most): {last_attempt}",
+                    self.config.reconnect_attempts
+                );
+                for other in self.connections.iter_mut().filter_map(Option::take) {
+                    pending.extend(other.close(false));
+                }
+                for parent in pending {
+                    self.fail_parent(parent, &failure);
+                }
+                self.failed = Some(failure);
+            }
+        }
+    }
+
+    fn fail_parent(&mut self, parent: Box<Parent>, detail: &str) {
+        let mut completion = parent.into_completion();
+        completion.status = Err(self.error(DeviceErrorKind::IoFailed {
+            detail: detail.to_string(),
+        }));
+        self.ready.push_back(completion);
+    }
+
+    fn reconnect(&mut self, slot: usize) -> Result<Connection, String> {
+        let mut delay_ms = self.config.reconnect_first_delay_ms;
+        let mut last_error = "no attempt made (reconnect_attempts is 0)".to_string();
+        for _ in 0..self.config.reconnect_attempts {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            delay_ms = (delay_ms * 2).clamp(1, 1000);
+            match self.connect_again(slot) {
+                Ok(connection) => return Ok(connection),
+                Err(error) => last_error = error,
+            }
+        }
+        Err(last_error)
+    }
+
+    /// A new connection in `slot`, to the same export as the first.
+    fn connect_again(&self, slot: usize) -> Result<Connection, String> {
+        let (stream, export) = connect(&self.config)?;
+        let same = export.size_bytes == self.export.size_bytes
+            && export.transmission_flags == self.export.transmission_flags
+            && export.structured_replies == self.export.structured_replies
+            && export.maximum_payload_bytes
+                >= self
+                    .export
+                    .maximum_payload_bytes
+                    .min(wire::MAX_PAYLOAD_BYTES)
+            && self.info.block_size_bytes % export.minimum_block_bytes == 0;
+        if !same {
+            return Err(format!(
+                "the export changed across the reconnect (was {:?}, now {:?})",
+                self.export, export
+            ));
+        }
+        self.start_connection(stream, export, slot)
+    }
+
+    fn start_connection(
+        &self,
+        stream: Stream,
+        export: NbdExport,
+        slot: usize,
+    ) -> Result<Connection, String> {
+        let settings = ConnectionSettings {
+            device_name: Arc::clone(&self.info.name),
+            export,
+            reply_timeout: reply_timeout(&self.config),
+        };
+        Connection::start(stream, settings, slot, self.event_sender.clone())
+            .map_err(|error| format!("cannot start the connection threads: {error}"))
+    }
+
+    /// Takes in every event already reported.
+    fn drain_events(&mut self) {
+        while let Ok((slot, event)) = self.events.try_recv() {
+            self.handle_event(slot, event);
+        }
+    }
+
+    fn hand_over(&mut self, completions: &mut Vec<Completion>) -> usize {
+        let count = self.ready.len();
+        assert!(
+            count <= self.in_flight,
+            "{}: {count} completions for {} requests in flight (each request completes once)",
+            self.info.name,
+            self.in_flight
+        );
+        self.in_flight -= count;
+        completions.extend(self.ready.drain(..));
+        count
+    }
+}
+
+/// Checks the device block size against the export; returns the device's block count.
+fn check_export(config: &NbdDeviceConfig, export: &NbdExport) -> Result<u64, String> {
+    let block = config.block_size_bytes;
+    if !block.is_power_of_two() || block < 512 {
+        return Err(format!(
+            "device block size {block} is not a power of two of at least 512 bytes"
+        ));
+    }
+    if block % export.minimum_block_bytes != 0 {
+        return Err(format!(
+            "the export's minimum block size {} does not divide the device block size {block} (choose one with ?x-block-size=)",
+            export.minimum_block_bytes
+        ));
+    }
+    if block > export.maximum_payload_bytes {
+        return Err(format!(
+            "the device block size {block} is above the export's maximum payload {}",
+            export.maximum_payload_bytes
+        ));
+    }
+    let usable_bytes = config
+        .size_limit_bytes
+        .map_or(export.size_bytes, |limit| limit.min(export.size_bytes));
+    let block_count = usable_bytes / u64::from(block);
+    if block_count == 0 {
+        return Err(format!(
+            "the export holds {} bytes, less than one {block}-byte block",
+            export.size_bytes
+        ));
+    }
+    Ok(block_count)
+}
+
+impl BlockDevice for NbdDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+        if self.in_flight >= self.info.queue_depth as usize {
+            return Err(self.info.queue_full(request));
+        }
+        if let Err(error) = self.info.validate(&request.operation) {
+            return Err(Rejected { request, error });
+        }
+        let request = self.check_supported(request)?;
+        if let Some(failure) = &self.failed {
+            let detail = failure.clone();
+            return Err(self.reject(request, DeviceErrorKind::IoFailed { detail }));
+        }
+        if matches!(request.operation, Operation::Flush)
+            && !self.export.has_flag(wire::TRANSMISSION_FLAG_SEND_FLUSH)
+        {
+            // The server has no volatile cache to flush (it offers no NBD_CMD_FLUSH).
+            self.in_flight += 1;
+            self.ready.push_back(Completion {
+                tag: request.tag,
+                status: Ok(()),
+                buffer: None,
+            });
+            return Ok(());
+        }
+        let parent = self.build_parent(request)?;
+        self.in_flight += 1;
+        let slot = self.next_connection % self.connections.len();
+        self.next_connection = self.next_connection.wrapping_add(1);
+        let connection = self.connections[slot]
+            .as_ref()
+            .expect("a device that has not failed has all its connections");
+        if let Err(parent) = connection.send(parent) {
+            // The writer has stopped: the reader's Lost event follows, and the recovery
+            // it starts re-issues this request with the others.
+            self.unsent.push(parent);
+        }
+        Ok(())
+    }
+
+    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
+        self.drain_events();
+        self.hand_over(completions)
+    }
+
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
+        loop {
+            self.drain_events();
+            if !self.ready.is_empty() {
+                return Ok(self.hand_over(completions));
+            }
+            if self.in_flight == 0 {
+                return Err(self.error(DeviceErrorKind::NothingInFlight));
+            }
+            // Requests in flight are on a connection, or completed in this channel.
+            let (slot, event) = self
+                .events
+                .recv()
+                .expect("the device holds a sender of its own event channel");
+            self.handle_event(slot, event);
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+impl Drop for NbdDevice {
+    fn drop(&mut self) {
+        let nothing_in_flight = self.in_flight == self.ready.len();
+        for connection in self.connections.iter_mut().filter_map(Option::take) {
+            drop(connection.close(nothing_in_flight));
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The byte stream under an NBD connection: TCP (Nagle off, as the specification asks)
+//! or a Unix domain socket (by path or in Linux's abstract namespace).
+//!
+//! Writes never raise `SIGPIPE`: a server that died must become an error the device can
+//! recover from, not the end of a process that restored the default `SIGPIPE` action (as
+//! the `flashpipe` binary does). TCP writes go through `send(MSG_NOSIGNAL)` in the
+//! standard library already; Unix-socket writes do here.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use super::uri::NbdAddress;
+
+/// A connected stream.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    /// TCP.
+    Tcp(TcpStream),
+    /// A Unix domain socket.
+    Unix(UnixStream),
+}
+
+impl Stream {
+    /// Connects to `address`, giving up on one TCP address after `timeout`.
+    pub(crate) fn connect(address: &NbdAddress, timeout: Duration) -> std::io::Result<Stream> {
+        match address {
+            NbdAddress::Tcp { host, port } => {
+                let mut last_error = None;
+                for socket_address in (host.as_str(), *port).to_socket_addrs()? {
+                    match TcpStream::connect_timeout(&socket_address, timeout) {
+                        Ok(stream) => {
+                            stream.set_nodelay(true)?;
+                            return Ok(Stream::Tcp(stream));
+                        }
+                        Err(error) => last_error = Some(error),
+                    }
+                }
+                Err(last_error.unwrap_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("host {host} has no address"),
+                    )
+                }))
+            }
+            NbdAddress::Unix { path } => Ok(Stream::Unix(UnixStream::connect(path)?)),
+            NbdAddress::AbstractUnix { name } => {
+                use std::os::linux::net::SocketAddrExt;
+                let socket_address = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                Ok(Stream::Unix(UnixStream::connect_addr(&socket_address)?))
+            }
+        }
+    }
+
+    /// A second handle on the same connection (one thread reads, one writes).
+    pub(crate) fn try_clone(&self) -> std::io::Result<Stream> {
+        match self {
+            Stream::Tcp(stream) => stream.try_clone().map(Stream::Tcp),
+            Stream::Unix(stream) => stream.try_clone().map(Stream::Unix),
+        }
+    }
+
+    /// Ends the connection both ways, waking a thread blocked on it.
+    pub(crate) fn shutdown(&self) {
+        let _ = match self {
+            Stream::Tcp(stream) => stream.shutdown(Shutdown::Both),
+            Stream::Unix(stream) => stream.shutdown(Shutdown::Both),
+        };
+    }
+
+    /// Bounds every read (the handshake) or lifts the bound (`None`, transmission).
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(stream) => stream.set_read_timeout(timeout),
+            Stream::Unix(stream) => stream.set_read_timeout(timeout),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(stream) => stream.read(buffer),
+            Stream::Unix(stream) => stream.read(buffer),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buffer: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(stream) => stream.write(buffer),
+            Stream::Unix(stream) => send_without_signal(stream.as_raw_fd(), buffer),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(stream) => stream.flush(),
+            Stream::Unix(stream) => stream.flush(),
+        }
+    }
+}
+
+/// `send(2)` with `MSG_NOSIGNAL`: a closed peer is `EPIPE`, never `SIGPIPE`.
+fn send_without_signal(socket: RawFd, buffer: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: `buffer` is a live slice of `buffer.len()` readable bytes for the whole
+    // call, and `socket` is the descriptor of a stream the caller borrows, so it stays
+    // open until `send` returns; `send` only reads the bytes.
+    let sent = unsafe {
+        libc::send(
+            socket,
+            buffer.as_ptr().cast(),
+            buffer.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    };
+    if sent < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(sent as usize)
+}

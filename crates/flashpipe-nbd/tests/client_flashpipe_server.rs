@@ -1,0 +1,130 @@
+//! flashpipe's NBD client against flashpipe's NBD server (`flashpipe_nbd::server`), both
+//! ways of reaching it (a Unix socket, loopback TCP): the device conformance suite over a
+//! RAM-disk export (one connection, and four: multi-conn), and a store striped over three
+//! such disk nodes (HWFS 3.3.2).
+
+mod client_support;
+
+use client_support::Scratch;
+use flashpipe_device::conformance;
+use flashpipe_device::{BlockDevice, RamDisk};
+use flashpipe_fs::Filesystem;
+use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
+use flashpipe_nbd::server::{Export, InitialAllocation, NbdServer, ServerConfig};
+use flashpipe_store::store::{open_store_device, DeviceCreation};
+use flashpipe_store::store_config::{parse_device_list, STORE_FILE_VERSION};
+use flashpipe_store::{create_store, StoreConfig};
+
+/// A server exporting one zeroed RAM disk of `size_bytes` as `disk`.
+fn ram_disk_node(size_bytes: u64, tcp: bool, socket: Option<std::path::PathBuf>) -> NbdServer {
+    let device = RamDisk::new("ram", 4096, size_bytes / 4096, 64).expect("RAM disk");
+    let config = ServerConfig {
+        tcp_address: tcp.then(|| "127.0.0.1:0".parse().unwrap()),
+        unix_socket_path: socket,
+        ..ServerConfig::default()
+    };
+    NbdServer::start(
+        config,
+        vec![Export {
+            name: "disk".to_string(),
+            description: "a RAM disk".to_string(),
+            device: Box::new(device),
+            read_only: false,
+            trim_reads_zeroes: true,
+            initial_allocation: InitialAllocation::AllHoles,
+        }],
+    )
+    .expect("server starts")
+}
+
+fn open(uri: &str, queue_depth: u32) -> NbdDevice {
+    let mut config = NbdDeviceConfig::new(NbdUri::parse(uri).unwrap());
+    config.queue_depth = queue_depth;
+    NbdDevice::open(config).unwrap_or_else(|error| panic!("{uri}: {error}"))
+}
+
+#[test]
+fn flashpipe_s_server_over_a_unix_socket_passes_the_conformance_suite() {
+    let scratch = Scratch::new("fp-unix");
+    let mut servers = Vec::new();
+    let mut serial = 0;
+    conformance::check_all(&mut |queue_depth| {
+        serial += 1;
+        let socket = scratch.path.join(format!("s{serial}.sock"));
+        let server = ram_disk_node(64 << 20, false, Some(socket));
+        let device = open(&server.uris("disk")[0], queue_depth);
+        assert!(device.export().structured_replies);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+#[test]
+fn flashpipe_s_server_over_loopback_tcp_passes_the_conformance_suite() {
+    let mut servers = Vec::new();
+    conformance::check_all(&mut |queue_depth| {
+        let server = ram_disk_node(64 << 20, true, None);
+        let uri = server.uris("disk")[0].clone();
+        assert!(uri.starts_with("nbd://127.0.0.1:"), "{uri}");
+        let device = open(&uri, queue_depth);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+#[test]
+fn four_connections_to_flashpipe_s_server_pass_the_conformance_suite() {
+    let mut servers = Vec::new();
+    conformance::check_all(&mut |queue_depth| {
+        let server = ram_disk_node(64 << 20, true, None);
+        let uri = format!("{}?x-connections=4", server.uris("disk")[0]);
+        let device = open(&uri, queue_depth);
+        servers.push(server);
+        Box::new(device) as Box<dyn BlockDevice>
+    });
+}
+
+#[test]
+fn a_store_stripes_over_three_flashpipe_disk_nodes() {
+    let scratch = Scratch::new("fp-striped");
+    let servers: Vec<NbdServer> = (0..3)
+        .map(|_| ram_disk_node(32 << 20, true, None))
+        .collect();
+    let list: Vec<String> = servers
+        .iter()
+        .map(|server| server.uris("disk")[0].clone())
+        .collect();
+    let store_file = scratch.path.join("store.toml");
+    let config = StoreConfig {
+        store_file_version: STORE_FILE_VERSION,
+        block_size_bytes: 16 << 10,
+        stripe_unit_bytes: 64 << 10,
+        queue_depth: 32,
+        devices: parse_device_list(&list.join(","), Some(32 << 20)).unwrap(),
+    };
+    create_store(&config, &store_file, &mut |_| {}).expect("mkfs");
+    let contents = |index: usize| -> Vec<u8> {
+        (0..(5000 + index * 40_009) % 400_000)
+            .map(|byte| (byte as u8).wrapping_mul(index as u8 | 1))
+            .collect()
+    };
+    {
+        let opened = open_store_device(&config, &store_file, DeviceCreation::MustExist).unwrap();
+        let mut filesystem = Filesystem::mount(opened.device).unwrap();
+        for index in 0..30 {
+            let file = filesystem.create(&format!("f{index}")).unwrap();
+            filesystem.write(file, 0, &contents(index)).unwrap();
+        }
+        filesystem.flush().unwrap();
+        drop(filesystem.unmount().unwrap());
+    }
+    let opened = open_store_device(&config, &store_file, DeviceCreation::ReadOnly).unwrap();
+    let mut filesystem = Filesystem::mount_read_only(opened.device).unwrap();
+    for index in 0..30 {
+        let file = filesystem.open(&format!("f{index}")).unwrap();
+        let expected = contents(index);
+        let read = filesystem.read(file, 0, expected.len() as u64).unwrap();
+        assert!(read[..] == expected[..], "file {index}");
+    }
+    assert!(filesystem.check().unwrap().is_clean());
+}

@@ -1,0 +1,168 @@
+//! Shared by the client tests: NBD servers no one here wrote (`nbdkit`, `qemu-nbd`)
+//! started on a Unix socket in a scratch folder, killed when dropped, and the device
+//! opened over them.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
+
+/// Whether `program` is on the PATH; prints why a test is skipped when it is not.
+pub fn have(program: &str) -> bool {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .stdout(Stdio::null())
+        .status()
+        .map(|status| status.success())
+        .unwrap_or(false);
+    if !found {
+        eprintln!("SKIPPED: {program} is not installed (Debian package nbdkit / qemu-utils)");
+    }
+    found
+}
+
+/// A scratch folder removed when dropped.
+pub struct Scratch {
+    pub path: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(label: &str) -> Scratch {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let number = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("fp-nbd-{label}-{}-{number}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("scratch folder");
+        Scratch { path }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A server process on a Unix socket.
+pub struct Server {
+    child: Option<Child>,
+    pub socket: PathBuf,
+    command: Vec<String>,
+}
+
+impl Server {
+    /// Starts `program args...` (which must listen on `socket`) and waits for the socket.
+    pub fn start(program: &str, args: &[String], socket: &Path) -> Server {
+        let _ = std::fs::remove_file(socket);
+        let mut command = vec![program.to_string()];
+        command.extend(args.iter().cloned());
+        let mut server = Server {
+            child: None,
+            socket: socket.to_path_buf(),
+            command,
+        };
+        server.restart();
+        server
+    }
+
+    /// `nbdkit [ARGS...]` on a socket in `folder` (`ARGS`: options, plugin, parameters).
+    pub fn nbdkit(folder: &Path, name: &str, args: &[&str]) -> Server {
+        let socket = folder.join(format!("{name}.sock"));
+        let mut all = vec![
+            "--foreground".to_string(),
+            "--exit-with-parent".to_string(),
+            "-U".to_string(),
+            socket.display().to_string(),
+        ];
+        all.extend(args.iter().map(|arg| arg.to_string()));
+        Server::start("nbdkit", &all, &socket)
+    }
+
+    /// `nbdkit memory SIZE` on a socket in `folder`.
+    pub fn nbdkit_memory(folder: &Path, name: &str, size: &str) -> Server {
+        Server::nbdkit(folder, name, &["memory", size])
+    }
+
+    /// `nbdkit file FILE` on a socket in `folder` (the file outlives the server).
+    pub fn nbdkit_file(folder: &Path, name: &str, file: &Path) -> Server {
+        let file = file.display().to_string();
+        Server::nbdkit(folder, name, &["file", &file])
+    }
+
+    /// `qemu-nbd -k SOCKET -f raw FILE` (discards honoured, so trimmed blocks read zero).
+    pub fn qemu_nbd(folder: &Path, name: &str, file: &Path) -> Server {
+        let socket = folder.join(format!("{name}.sock"));
+        let args = vec![
+            "-k".to_string(),
+            socket.display().to_string(),
+            "-f".to_string(),
+            "raw".to_string(),
+            "--discard=unmap".to_string(),
+            "--persistent".to_string(),
+            file.display().to_string(),
+        ];
+        Server::start("qemu-nbd", &args, &socket)
+    }
+
+    /// The `nbd+unix` URI of the server's default export.
+    pub fn uri(&self) -> String {
+        format!("nbd+unix:///?socket={}", self.socket.display())
+    }
+
+    /// Kills the server with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+
+    /// Starts the same command again.
+    pub fn restart(&mut self) {
+        self.kill();
+        let child = Command::new(&self.command[0])
+            .args(&self.command[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {:?}: {error}", self.command));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // The socket file appears at bind, before the server listens: wait until a
+        // connection is accepted (servers take a connection that closes at once).
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "{:?} did not create its socket",
+                self.command
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Opens the device over `uri` with queue depth `queue_depth`.
+pub fn open(uri: &str, queue_depth: u32) -> NbdDevice {
+    let mut config = NbdDeviceConfig::new(NbdUri::parse(uri).expect("a valid URI"));
+    config.queue_depth = queue_depth;
+    NbdDevice::open(config).unwrap_or_else(|error| panic!("open {uri}: {error}"))
+}
+
+/// A zero-filled raw file of `size_bytes`.
+pub fn zero_file(path: &Path, size_bytes: u64) {
+    let file = std::fs::File::create(path).expect("create image");
+    file.set_len(size_bytes).expect("size image");
+}
