@@ -165,6 +165,7 @@ fn fio_nbd_engine_writes_and_verifies_random_blocks() {
                 "--verify=crc32c",
                 "--do_verify=1",
                 "--verify_fatal=1",
+                "--verify_state_save=0",
                 "--randseed=15",
                 "--output-format=terse",
             ],
