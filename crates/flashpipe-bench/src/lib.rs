@@ -18,6 +18,8 @@
 //!   read-then-compute, one thread and well-known tools (RAD's three-way comparison);
 //! - [`ftl`], [`ftl_fs`], [`ftl_copy`]: `flashpipe ftl ...`, experiments with the host
 //!   flash translation layer on the NAND model in virtual time;
+//! - [`serve`]: `flashpipe bench serve`, a client process using an engine through
+//!   `flashpipe serve` (data by reference in shared memory) beside the in-process engine;
 //! - [`sim`]: `flashpipe sim ...`, the NAND model's speed, synthetic jobs, trace replay
 //!   and the RAD and minFlash reproductions;
 //! - [`pattern`]: the one workload-pattern type every benchmark names its workloads with;
@@ -44,6 +46,7 @@ pub mod kernels;
 pub mod pattern;
 pub mod plot;
 pub mod progress;
+pub mod serve;
 pub mod sim;
 pub mod table;
 
