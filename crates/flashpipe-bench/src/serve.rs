@@ -25,6 +25,7 @@
 //! Figures measured on a shared machine are worthless: run on an idle machine.
 
 mod children;
+mod client_roles;
 mod local;
 mod remote;
 mod ring_floor;

@@ -52,17 +52,21 @@ fn measure_store_in(
     };
     let fresh = shape.format(folder)?;
     let mut notes = fresh.notes.clone();
-    let running = RunningStore::start(fresh.filesystem, engine_config());
+    let running = RunningStore::start(fresh.filesystem, engine_config(settings));
     if let Some(refusal) = running.engine.shared_read_pool_refusal() {
         notes.push(format!("the read pool is on the heap: {refusal}"));
     }
     measure_running(settings, kind, running, notes)
 }
 
-/// The engine configuration of every store: 1 MiB reads, the read pool in shared memory,
-/// the hand-off and write path the environment names (as `bench fs`).
-fn engine_config() -> EngineConfig {
+/// The engine configuration of every store: 1 MiB reads, the read pool in shared memory
+/// with a buffer for every read the most clients keep in flight, the hand-off and write
+/// path the environment names (as `bench fs`).
+fn engine_config(settings: &ServeSettings) -> EngineConfig {
+    let most_clients = settings.client_counts.iter().copied().max().unwrap_or(1);
+    let reads_held = (most_clients * super::remote::CONCURRENT_DEPTH).max(settings.depth);
     EngineConfig {
+        read_buffer_count: (reads_held + 16).max(EngineConfig::default().read_buffer_count),
         max_read_bytes: LARGE_READ_BYTES as usize,
         write_path: crate::fs::write_path_from_environment(),
         handoff: crate::fs::handoff_from_environment(),

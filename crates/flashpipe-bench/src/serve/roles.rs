@@ -29,6 +29,12 @@ pub enum ClientRole {
     RingEcho,
     /// `pread` 1 MiB at a time from a tmpfs file, `--operations` per round.
     TmpfsRead,
+    /// Read `--read-bytes` at a time, one at a time, at seeded random offsets through a
+    /// `flashpipe-client` (by reference, or `--copying`), `--operations` per round.
+    ServerQd1,
+    /// Read 1 MiB at a time, `--depth` in flight, sequentially over the file through a
+    /// `flashpipe-client`: `--operations` per round, or for `--seconds`.
+    ServerStream,
 }
 
 /// Options of the hidden `flashpipe bench serve-client` (run by `bench serve` itself).
@@ -122,6 +128,9 @@ pub struct ClientResult {
     pub bytes: u64,
     /// Its length in seconds.
     pub seconds: f64,
+    /// For server roles: whether the data came by reference (the client mapped the
+    /// server's read pool).
+    pub by_reference: Option<bool>,
 }
 
 impl ClientResult {
@@ -144,6 +153,9 @@ pub fn prepare_client(arguments: &BenchServeClientArgs) -> Result<PreparedClient
     match arguments.role {
         ClientRole::RingEcho => prepare_ring_echo(arguments),
         ClientRole::TmpfsRead => prepare_tmpfs_read(arguments),
+        ClientRole::ServerQd1 | ClientRole::ServerStream => {
+            super::client_roles::prepare_server_client(arguments)
+        }
     }
 }
 
@@ -162,7 +174,7 @@ pub fn run_client_role(arguments: BenchServeClientArgs) -> BenchResult {
     Ok(())
 }
 
-fn required<'a, T>(value: &'a Option<T>, flag: &str) -> Result<&'a T, String> {
+pub(super) fn required<'a, T>(value: &'a Option<T>, flag: &str) -> Result<&'a T, String> {
     value
         .as_ref()
         .ok_or_else(|| format!("bench serve-client needs {flag}"))
@@ -212,6 +224,7 @@ fn echo_until_closed(
         operations,
         bytes: 0,
         seconds: started.elapsed().as_secs_f64(),
+        by_reference: None,
     })
 }
 
@@ -248,6 +261,7 @@ fn tmpfs_rounds(
             operations: arguments.operations,
             bytes: arguments.operations * LARGE_READ_BYTES,
             seconds: started.elapsed().as_secs_f64(),
+            by_reference: None,
         };
         if fastest
             .as_ref()
