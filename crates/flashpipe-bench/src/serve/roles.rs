@@ -150,6 +150,7 @@ pub type PreparedClient = Box<dyn FnOnce() -> Result<ClientResult, String> + Sen
 
 /// Connects, maps or opens what `arguments` names; the returned closure measures.
 pub fn prepare_client(arguments: &BenchServeClientArgs) -> Result<PreparedClient, String> {
+    check_arguments(arguments)?;
     match arguments.role {
         ClientRole::RingEcho => prepare_ring_echo(arguments),
         ClientRole::TmpfsRead => prepare_tmpfs_read(arguments),
@@ -167,10 +168,42 @@ pub fn run_client_role(arguments: BenchServeClientArgs) -> BenchResult {
     writeln!(output, "ready")?;
     output.flush()?;
     let mut go = String::new();
-    std::io::stdin().lock().read_line(&mut go)?;
+    if std::io::stdin().lock().read_line(&mut go)? == 0 {
+        // The bench ended (or failed) before the go: nothing to measure.
+        return Ok(());
+    }
     let result = prepared()?;
     writeln!(output, "{}", serde_json::to_string(&result)?)?;
     output.flush()?;
+    Ok(())
+}
+
+/// Refuses values a role cannot run with (the subcommand is hidden, but a person may
+/// still type it).
+fn check_arguments(arguments: &BenchServeClientArgs) -> Result<(), String> {
+    let reads_file = arguments.role != ClientRole::RingEcho;
+    let read_bytes = match arguments.role {
+        ClientRole::ServerQd1 => arguments.read_bytes,
+        _ => LARGE_READ_BYTES,
+    };
+    if reads_file && (read_bytes == 0 || arguments.file_bytes < read_bytes) {
+        return Err(format!(
+            "bench serve-client: --file-bytes {} must hold at least one read of {read_bytes} bytes",
+            arguments.file_bytes
+        ));
+    }
+    let fixed_count = arguments.role != ClientRole::RingEcho && arguments.seconds <= 0.0;
+    if fixed_count && arguments.operations == 0 {
+        return Err(
+            "bench serve-client: --operations must be at least 1 (or give --seconds)".into(),
+        );
+    }
+    if !(0.0..=3600.0).contains(&arguments.seconds) {
+        return Err(format!(
+            "bench serve-client: --seconds {} is not 0 to 3600",
+            arguments.seconds
+        ));
+    }
     Ok(())
 }
 
