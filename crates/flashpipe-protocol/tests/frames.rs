@@ -409,3 +409,18 @@ proptest! {
         prop_assert!(decode_frame(&longer).is_err());
     }
 }
+
+#[test]
+fn the_one_copy_data_frame_is_the_data_response() {
+    for length in [0usize, 1, 4096, 100_000] {
+        let bytes: Vec<u8> = (0..length).map(|index| (index % 253) as u8).collect();
+        let frame = Frame::Response {
+            request_id: 77,
+            response: Response::Data(DataPayload::Inline(bytes.clone())),
+        };
+        assert_eq!(
+            flashpipe_protocol::encode_inline_data(77, &bytes),
+            encode_frame(&frame)
+        );
+    }
+}

@@ -24,9 +24,10 @@
 mod config;
 mod connection;
 mod engine_errors;
+mod mapped;
 mod replies;
 mod server;
 mod state;
 
-pub use config::ServerConfig;
+pub use config::{ServerConfig, MAX_ANSWER_SPIN_US};
 pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};
