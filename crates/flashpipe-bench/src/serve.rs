@@ -91,6 +91,10 @@ pub struct BenchServeArgs {
     /// Seconds each concurrent-clients point runs [default: 3; 0.2 with --quick].
     #[arg(long)]
     pub seconds: Option<f64>,
+    /// How long the server's answering thread polls for the engine's next answer before
+    /// it parks, microseconds (run once per value to compare) [default: the server's, 0].
+    #[arg(long)]
+    pub answer_spin_us: Option<u32>,
     /// Client processes, or client threads of this process [default: processes].
     #[arg(long, value_enum)]
     pub clients_as: Option<ClientsAs>,
@@ -123,6 +127,8 @@ pub struct ServeSettings {
     pub depth: u32,
     /// Seconds per concurrent-clients point.
     pub seconds: f64,
+    /// The server's answer spin window.
+    pub answer_spin_us: u32,
     /// How clients run.
     pub clients_as: ClientsAs,
     /// Folder of the file store.
@@ -140,6 +146,15 @@ impl ServeSettings {
         if !(0.01..=3600.0).contains(&seconds) {
             return Err(format!("--seconds {seconds}: from 0.01 to 3600 seconds"));
         }
+        let answer_spin_us = arguments
+            .answer_spin_us
+            .unwrap_or(flashpipe_server::ServerConfig::default().answer_spin_us);
+        if answer_spin_us > flashpipe_server::MAX_ANSWER_SPIN_US {
+            return Err(format!(
+                "--answer-spin-us {answer_spin_us}: at most {} microseconds",
+                flashpipe_server::MAX_ANSWER_SPIN_US
+            ));
+        }
         Ok(ServeSettings {
             stores: match arguments.stores.is_empty() {
                 true => vec![ServeStoreKind::Ram, ServeStoreKind::File],
@@ -155,6 +170,7 @@ impl ServeSettings {
                 .unwrap_or(if quick { 200 } else { 20_000 }),
             large_file_bytes: arguments.file_mib.unwrap_or(if quick { 8 } else { 256 }) * MIB,
             depth: arguments.depth.unwrap_or(4),
+            answer_spin_us,
             seconds,
             clients_as: arguments.clients_as.unwrap_or(ClientsAs::Processes),
             folder: arguments.folder.clone().unwrap_or_else(std::env::temp_dir),
@@ -274,7 +290,9 @@ fn method_text(settings: &ServeSettings) -> String {
     };
     format!(
         "one engine (read pool in shared memory) measured in process, then served over a Unix \
-         socket to {clients}; fastest of {ROUNDS} rounds; every read checks a sample of its bytes"
+         socket (server answer spin {} us) to {clients}; fastest of {ROUNDS} rounds; every read \
+         checks a sample of its bytes",
+        settings.answer_spin_us
     )
 }
 

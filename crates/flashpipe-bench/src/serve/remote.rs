@@ -37,6 +37,7 @@ pub(super) fn measure_clients(
         max_clients: most_clients + 2,
         max_read_handles_per_client: 16.max(settings.depth as usize),
         store_description: "flashpipe bench serve".to_string(),
+        answer_spin_us: settings.answer_spin_us,
         ..ServerConfig::default()
     };
     let server = match Server::start(running, config) {
