@@ -12,8 +12,9 @@
 //! - **QD1 4 KiB read round trip**: one read at a time of 4 KiB at seeded random
 //!   offsets: in-process engine, client by reference, client copying; the mean of the
 //!   fastest round, and its ratio to the in-process engine (target <= 1.5x). Beside them
-//!   the transport's floor: a 64-byte frame's round trip through two shared-memory
-//!   frame rings to a client process and back (`flashpipe_device::shared_memory::ring`).
+//!   the transport's floors: a 64-byte frame's round trip to a client process and back
+//!   through two shared-memory frame rings (`flashpipe_device::shared_memory::ring`) and
+//!   through a Unix socket.
 //! - **1 MiB reads**: `--depth` reads in flight: in-process engine, client by reference
 //!   (target >= 0.9x in-process), client copying (by reference >= 3x it), and `read()` of
 //!   the same bytes from a tmpfs file in a client process (by reference at least as fast).

@@ -37,7 +37,7 @@ pub(super) fn prepare_server_client(
                 stream(&mut client, &arguments, StreamLength::For(span))
             }
             ClientRole::ServerStream => stream_rounds(&mut client, &arguments),
-            ClientRole::RingEcho | ClientRole::TmpfsRead => {
+            ClientRole::RingEcho | ClientRole::SocketEcho | ClientRole::TmpfsRead => {
                 unreachable!("only server roles are prepared here")
             }
         }?;

@@ -113,6 +113,16 @@ fn measure_running(
         ring_us,
         in_process_us,
     ));
+    let socket_us = super::ring_floor::socket_round_trip_us(settings)?;
+    report.latency.push(latency_row(
+        &format!(
+            "Unix socket, {} B there and back (floor)",
+            super::ring_floor::FRAME_BYTES
+        ),
+        settings.operation_count,
+        socket_us,
+        in_process_us,
+    ));
     let tmpfs = tmpfs_reads(settings)?;
     report.throughput.push(throughput_row(
         "read() from tmpfs in a client",

@@ -27,6 +27,9 @@ pub enum ClientRole {
     /// Receive two frame rings over the socket and answer every request frame with a
     /// reply frame of the same size until the requests close (the transport's floor).
     RingEcho,
+    /// Connect to the socket and write back every frame of `FRAME_BYTES` it reads until
+    /// the socket closes (the socket transport's floor).
+    SocketEcho,
     /// `pread` 1 MiB at a time from a tmpfs file, `--operations` per round.
     TmpfsRead,
     /// Read `--read-bytes` at a time, one at a time, at seeded random offsets through a
@@ -153,6 +156,7 @@ pub fn prepare_client(arguments: &BenchServeClientArgs) -> Result<PreparedClient
     check_arguments(arguments)?;
     match arguments.role {
         ClientRole::RingEcho => prepare_ring_echo(arguments),
+        ClientRole::SocketEcho => prepare_socket_echo(arguments),
         ClientRole::TmpfsRead => prepare_tmpfs_read(arguments),
         ClientRole::ServerQd1 | ClientRole::ServerStream => {
             super::client_roles::prepare_server_client(arguments)
@@ -181,7 +185,11 @@ pub fn run_client_role(arguments: BenchServeClientArgs) -> BenchResult {
 /// Refuses values a role cannot run with (the subcommand is hidden, but a person may
 /// still type it).
 fn check_arguments(arguments: &BenchServeClientArgs) -> Result<(), String> {
-    let reads_file = arguments.role != ClientRole::RingEcho;
+    let echoes = matches!(
+        arguments.role,
+        ClientRole::RingEcho | ClientRole::SocketEcho
+    );
+    let reads_file = !echoes;
     let read_bytes = match arguments.role {
         ClientRole::ServerQd1 => arguments.read_bytes,
         _ => LARGE_READ_BYTES,
@@ -192,7 +200,7 @@ fn check_arguments(arguments: &BenchServeClientArgs) -> Result<(), String> {
             arguments.file_bytes
         ));
     }
-    let fixed_count = arguments.role != ClientRole::RingEcho && arguments.seconds <= 0.0;
+    let fixed_count = !echoes && arguments.seconds <= 0.0;
     if fixed_count && arguments.operations == 0 {
         return Err(
             "bench serve-client: --operations must be at least 1 (or give --seconds)".into(),
@@ -251,6 +259,37 @@ fn echo_until_closed(
         {
             std::hint::spin_loop();
         }
+        operations += 1;
+    }
+    Ok(ClientResult {
+        operations,
+        bytes: 0,
+        seconds: started.elapsed().as_secs_f64(),
+        by_reference: None,
+    })
+}
+
+fn prepare_socket_echo(arguments: &BenchServeClientArgs) -> Result<PreparedClient, String> {
+    let socket = required(&arguments.socket, "--socket")?;
+    let stream = UnixStream::connect(socket)
+        .map_err(|error| format!("connecting to {}: {error}", socket.display()))?;
+    Ok(Box::new(move || echo_socket_until_closed(stream)))
+}
+
+fn echo_socket_until_closed(mut stream: UnixStream) -> Result<ClientResult, String> {
+    use std::io::Read;
+    let started = Instant::now();
+    let mut frame = [0u8; super::ring_floor::FRAME_BYTES];
+    let mut operations = 0;
+    loop {
+        match stream.read_exact(&mut frame) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(error) => return Err(format!("reading a frame to echo: {error}")),
+        }
+        stream
+            .write_all(&frame)
+            .map_err(|error| format!("echoing a frame: {error}"))?;
         operations += 1;
     }
     Ok(ClientResult {
