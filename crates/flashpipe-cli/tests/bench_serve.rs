@@ -36,8 +36,8 @@ fn a_tiny_json_run_measures_every_row_on_both_stores() {
         let latency = store["latency"].as_array().expect("latency rows");
         assert_eq!(
             latency.len(),
-            4,
-            "in-process, ring floor, by reference, copying: {store}"
+            5,
+            "in-process, ring and socket floors, by reference, copying: {store}"
         );
         let throughput = store["throughput"].as_array().expect("throughput rows");
         assert_eq!(
