@@ -31,6 +31,7 @@ mod local;
 mod remote;
 mod ring_floor;
 mod roles;
+mod targets;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +49,14 @@ const MIB: u64 = 1 << 20;
 const SMALL_READ_BYTES: u64 = 4096;
 /// Bytes of a large read.
 const LARGE_READ_BYTES: u64 = MIB;
+/// The row of the engine called in process.
+const SIDE_IN_PROCESS: &str = "in-process engine";
+/// The row of a client reading by reference.
+const SIDE_BY_REFERENCE: &str = "client, by reference (shared memory)";
+/// The row of a client reading through the socket.
+const SIDE_COPYING: &str = "client, copying (bytes through the socket)";
+/// The row of `read()` from tmpfs.
+const SIDE_TMPFS: &str = "read() from tmpfs in a client";
 /// Rounds each fixed-count measurement runs in (the fastest counts).
 const ROUNDS: u64 = 5;
 
@@ -242,6 +251,8 @@ pub struct StoreReport {
     pub throughput: Vec<ThroughputRow>,
     /// Concurrent clients.
     pub concurrency: Vec<ConcurrencyRow>,
+    /// Issue #14's targets, each judged from the rows above.
+    pub targets: Vec<targets::TargetRow>,
 }
 
 /// The whole run.
@@ -378,6 +389,7 @@ fn print_report(report: &ServeReport) {
             ]);
         }
         concurrency.print();
+        targets::print(&store.targets);
     }
 }
 

@@ -49,6 +49,16 @@ fn a_tiny_json_run_measures_every_row_on_both_stores() {
             let ratio = row["over_in_process_ratio"].as_f64().expect("a ratio");
             assert!(ratio.is_finite() && ratio > 0.0, "{row}");
         }
+        let targets = store["targets"].as_array().expect("target rows");
+        assert_eq!(targets.len(), 6, "every issue #14 target judged: {store}");
+        for row in targets {
+            assert!(row["met"].is_boolean(), "{row}");
+            let measured = row["measured"].as_str().expect("a figure");
+            assert!(
+                measured.parse::<f64>().is_ok(),
+                "every target measured: {row}"
+            );
+        }
         let concurrency = store["concurrency"].as_array().expect("concurrency rows");
         assert_eq!(concurrency.len(), 2, "1 and 2 clients");
         for row in concurrency {

@@ -12,7 +12,7 @@ use super::children::ClientGroup;
 use super::roles::{BenchServeClientArgs, ClientRole};
 use super::{
     LatencyRow, ServeSettings, ServeStoreKind, StoreReport, ThroughputRow, LARGE_READ_BYTES, MIB,
-    ROUNDS, SMALL_READ_BYTES,
+    ROUNDS, SIDE_IN_PROCESS, SIDE_TMPFS, SMALL_READ_BYTES,
 };
 use crate::fs::{device_bytes_each, StoreShape};
 use crate::pattern::DataPattern;
@@ -90,18 +90,19 @@ fn measure_running(
         store: kind,
         notes,
         latency: vec![latency_row(
-            "in-process engine",
+            SIDE_IN_PROCESS,
             settings.operation_count,
             in_process_us,
             in_process_us,
         )],
         throughput: vec![throughput_row(
-            "in-process engine",
+            SIDE_IN_PROCESS,
             settings.depth,
             in_process,
             in_process,
         )],
         concurrency: Vec::new(),
+        targets: Vec::new(),
     };
     let ring_us = super::ring_floor::ring_round_trip_us(settings)?;
     report.latency.push(latency_row(
@@ -124,13 +125,11 @@ fn measure_running(
         in_process_us,
     ));
     let tmpfs = tmpfs_reads(settings)?;
-    report.throughput.push(throughput_row(
-        "read() from tmpfs in a client",
-        1,
-        tmpfs,
-        in_process,
-    ));
+    report
+        .throughput
+        .push(throughput_row(SIDE_TMPFS, 1, tmpfs, in_process));
     super::remote::measure_clients(settings, running, &mut report, in_process_us, in_process)?;
+    report.targets = super::targets::judge(&report);
     Ok(report)
 }
 

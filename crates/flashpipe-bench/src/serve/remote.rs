@@ -12,7 +12,7 @@ use super::local::{large_reads_per_round, latency_row, throughput_row, Throughpu
 use super::roles::{BenchServeClientArgs, ClientResult, ClientRole};
 use super::{
     jain_fairness_index, ConcurrencyRow, ServeSettings, StoreReport, LARGE_READ_BYTES, ROUNDS,
-    SMALL_READ_BYTES,
+    SIDE_BY_REFERENCE, SIDE_COPYING, SMALL_READ_BYTES,
 };
 use crate::BenchResult;
 
@@ -125,7 +125,7 @@ fn run_one(settings: &ServeSettings, role: BenchServeClientArgs) -> Result<Clien
 /// The row's name; a note when a client asked for data by reference and got copies.
 fn side_name(copying: bool, result: &ClientResult, report: &mut StoreReport) -> String {
     match (copying, result.by_reference) {
-        (true, _) => "client, copying (bytes through the socket)".to_string(),
+        (true, _) => SIDE_COPYING.to_string(),
         (false, Some(false)) => {
             let note = "a client asked for data by reference and the server sent copies";
             if !report.notes.iter().any(|existing| existing == note) {
@@ -133,7 +133,7 @@ fn side_name(copying: bool, result: &ClientResult, report: &mut StoreReport) -> 
             }
             "client, by reference REFUSED (copies)".to_string()
         }
-        (false, _) => "client, by reference (shared memory)".to_string(),
+        (false, _) => SIDE_BY_REFERENCE.to_string(),
     }
 }
 
