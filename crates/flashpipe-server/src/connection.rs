@@ -83,8 +83,9 @@ impl Connection {
                 Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);
             }
             Err(error) => {
-                tracing::debug!(connection = self.id, %error, "client gone; dropping its answers");
+                tracing::info!(connection = self.id, %error, "client gone or not reading its answers; closing, dropping its answers");
                 self.peer_gone.store(true, Ordering::Release);
+                let _ = self.socket.shutdown(std::net::Shutdown::Both);
             }
         }
     }
@@ -170,6 +171,11 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
             return;
         }
     };
+    let send_timeout = std::time::Duration::from_millis(state.config.send_timeout_ms);
+    if let Err(error) = socket.set_write_timeout(Some(send_timeout)) {
+        tracing::warn!(connection = id, %error, "cannot set the client socket's send timeout; closing");
+        return;
+    }
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reading);
     let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, id) else {
         return;
