@@ -27,7 +27,9 @@ mod report;
 mod small_files;
 mod store;
 
-pub(crate) use store::{handoff_from_environment, write_path_from_environment};
+pub(crate) use store::{
+    device_bytes_each, handoff_from_environment, write_path_from_environment, StoreShape,
+};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -20,6 +20,8 @@
 //!   all driven by fio's nbd ioengine over loopback TCP and a Unix socket;
 //! - [`ftl`], [`ftl_fs`], [`ftl_copy`]: `flashpipe ftl ...`, experiments with the host
 //!   flash translation layer on the NAND model in virtual time;
+//! - [`serve`]: `flashpipe bench serve`, a client process using an engine through
+//!   `flashpipe serve` (data by reference in shared memory) beside the in-process engine;
 //! - [`sim`]: `flashpipe sim ...`, the NAND model's speed, synthetic jobs, trace replay
 //!   and the RAD and minFlash reproductions;
 //! - [`pattern`]: the one workload-pattern type every benchmark names its workloads with;
@@ -47,6 +49,7 @@ pub mod net;
 pub mod pattern;
 pub mod plot;
 pub mod progress;
+pub mod serve;
 pub mod sim;
 pub mod table;
 

@@ -5,6 +5,7 @@ use clap::Subcommand;
 use flashpipe_bench::engine as bench_engine;
 use flashpipe_bench::{
     device as bench_device, flash_speed as bench_flash, fs as bench_fs, kernels as bench_kernels,
+    serve as bench_serve,
 };
 
 /// The benchmarks.
@@ -22,6 +23,11 @@ pub enum BenchCommand {
     Net(flashpipe_bench::net::BenchNetArgs),
     /// Emulated flash at wall speed: a put into a minflash store, the whole stack and the raw model against their targets.
     Flash(bench_flash::BenchFlashArgs),
+    /// A client process using an engine through `flashpipe serve` (by reference, copying) beside the in-process engine.
+    Serve(bench_serve::BenchServeArgs),
+    /// One client of `bench serve`, run by it as a child process.
+    #[command(hide = true)]
+    ServeClient(bench_serve::BenchServeClientArgs),
 }
 
 /// Runs one benchmark.
@@ -33,5 +39,7 @@ pub fn run(command: BenchCommand) -> flashpipe_bench::BenchResult {
         BenchCommand::Kernels(arguments) => bench_kernels::run(arguments),
         BenchCommand::Flash(arguments) => bench_flash::run(arguments),
         BenchCommand::Net(arguments) => flashpipe_bench::net::run(arguments),
+        BenchCommand::Serve(arguments) => bench_serve::run(arguments),
+        BenchCommand::ServeClient(arguments) => bench_serve::run_client_role(arguments),
     }
 }

@@ -1,0 +1,169 @@
+//! The client roles of `flashpipe bench serve` that use the server: QD1 reads and
+//! streamed 1 MiB reads through a `flashpipe-client`, by reference or copying.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use flashpipe_client::{Client, ConnectOptions, Request, Response};
+use flashpipe_device::SplitMix64;
+
+use super::local::{small_read_offset, FILE_NAME};
+use super::roles::{required, BenchServeClientArgs, ClientResult, ClientRole, PreparedClient};
+use super::{LARGE_READ_BYTES, ROUNDS};
+use crate::pattern::DataPattern;
+
+/// Connects to the server `arguments` names; the closure measures its role.
+pub(super) fn prepare_server_client(
+    arguments: &BenchServeClientArgs,
+) -> Result<PreparedClient, String> {
+    let socket = required(&arguments.socket, "--socket")?;
+    let options = ConnectOptions {
+        map_memory: !arguments.copying,
+        client_name: format!(
+            "bench serve {:?} (pid {})",
+            arguments.role,
+            std::process::id()
+        ),
+    };
+    let client = Client::connect(socket, options)
+        .map_err(|error| format!("connecting to {}: {error}", socket.display()))?;
+    let arguments = arguments.clone();
+    Ok(Box::new(move || {
+        let mut client = client;
+        let mut result = match arguments.role {
+            ClientRole::ServerQd1 => qd1_rounds(&mut client, &arguments),
+            ClientRole::ServerStream if arguments.seconds > 0.0 => {
+                let span = Duration::from_secs_f64(arguments.seconds);
+                stream(&mut client, &arguments, StreamLength::For(span))
+            }
+            ClientRole::ServerStream => stream_rounds(&mut client, &arguments),
+            ClientRole::RingEcho | ClientRole::SocketEcho | ClientRole::TmpfsRead => {
+                unreachable!("only server roles are prepared here")
+            }
+        }?;
+        result.by_reference = Some(client.is_mapped());
+        Ok(result)
+    }))
+}
+
+fn read_request(offset_bytes: u64, length_bytes: u64) -> Request {
+    Request::Read {
+        name: FILE_NAME.to_string(),
+        offset_bytes,
+        length_bytes,
+    }
+}
+
+fn check_response(
+    response: Response,
+    offset_bytes: u64,
+    pattern: &DataPattern,
+) -> Result<(), String> {
+    match response {
+        Response::Data(view) => pattern
+            .check(offset_bytes, &view)
+            .map_err(|error| error.to_string()),
+        other => Err(format!("the server answered a read with {other:?}")),
+    }
+}
+
+/// [`ROUNDS`] rounds of `operations` QD1 reads; the fastest.
+fn qd1_rounds(
+    client: &mut Client,
+    arguments: &BenchServeClientArgs,
+) -> Result<ClientResult, String> {
+    let pattern = DataPattern::new();
+    let mut generator = SplitMix64::new(arguments.seed);
+    let mut fastest = ClientResult {
+        seconds: f64::MAX,
+        ..ClientResult::default()
+    };
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        for _ in 0..arguments.operations {
+            let offset = small_read_offset(&mut generator, arguments.file_bytes);
+            let response = client
+                .call(read_request(offset, arguments.read_bytes))
+                .map_err(|error| error.to_string())?;
+            check_response(response, offset, &pattern)?;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        if seconds < fastest.seconds {
+            fastest = ClientResult {
+                operations: arguments.operations,
+                bytes: arguments.operations * arguments.read_bytes,
+                seconds,
+                by_reference: None,
+            };
+        }
+    }
+    Ok(fastest)
+}
+
+/// How long a stream of reads runs.
+#[derive(Clone, Copy)]
+enum StreamLength {
+    Reads(u64),
+    For(Duration),
+}
+
+/// [`ROUNDS`] rounds of `operations` streamed reads; the fastest.
+fn stream_rounds(
+    client: &mut Client,
+    arguments: &BenchServeClientArgs,
+) -> Result<ClientResult, String> {
+    let mut fastest = ClientResult {
+        seconds: f64::MAX,
+        ..ClientResult::default()
+    };
+    for _ in 0..ROUNDS {
+        let round = stream(client, arguments, StreamLength::Reads(arguments.operations))?;
+        if round.seconds < fastest.seconds {
+            fastest = round;
+        }
+    }
+    Ok(fastest)
+}
+
+/// 1 MiB reads over the file, `depth` in flight, each checked.
+fn stream(
+    client: &mut Client,
+    arguments: &BenchServeClientArgs,
+    length: StreamLength,
+) -> Result<ClientResult, String> {
+    let pattern = DataPattern::new();
+    let reads_in_file = (arguments.file_bytes / LARGE_READ_BYTES).max(1);
+    let depth = u64::from(arguments.depth.max(1));
+    let started = Instant::now();
+    let keep_submitting = |submitted: u64| match length {
+        StreamLength::Reads(count) => submitted < count,
+        StreamLength::For(span) => started.elapsed() < span,
+    };
+    let mut offsets = HashMap::new();
+    let (mut submitted, mut completed) = (0u64, 0u64);
+    loop {
+        while submitted - completed < depth && keep_submitting(submitted) {
+            let offset = (submitted % reads_in_file) * LARGE_READ_BYTES;
+            let id = client
+                .submit(read_request(offset, LARGE_READ_BYTES))
+                .map_err(|error| error.to_string())?;
+            offsets.insert(id, offset);
+            submitted += 1;
+        }
+        if completed == submitted {
+            break;
+        }
+        let (id, answer) = client.wait().map_err(|error| error.to_string())?;
+        let offset = offsets
+            .remove(&id)
+            .ok_or("the server answered a request not in flight")?;
+        check_response(answer.map_err(|error| error.to_string())?, offset, &pattern)?;
+        completed += 1;
+    }
+    Ok(ClientResult {
+        operations: completed,
+        bytes: completed * LARGE_READ_BYTES,
+        seconds: started.elapsed().as_secs_f64(),
+        by_reference: None,
+    })
+}
