@@ -43,6 +43,7 @@ pub mod ftl_fs;
 pub mod kernels;
 pub mod pattern;
 pub mod plot;
+pub mod precondition;
 pub mod progress;
 pub mod sim;
 pub mod table;
