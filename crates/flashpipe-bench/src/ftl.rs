@@ -38,6 +38,8 @@ pub enum FtlCommand {
     Fs(crate::ftl_fs::FtlFsArgs),
     /// Fill a preset's FTL and bring it to a steady state, directly or the slow way.
     Precondition(crate::precondition::PreconditionArgs),
+    /// The FTL over a preset paced against the wall clock: latency measured from outside.
+    Emulate(crate::emulate::EmulateArgs),
 }
 
 /// Options shared by the experiments.
@@ -74,6 +76,7 @@ pub fn run(command: FtlCommand) -> BenchResult {
         FtlCommand::Copy(arguments) => crate::ftl_copy::run(arguments),
         FtlCommand::Fs(arguments) => crate::ftl_fs::run(arguments),
         FtlCommand::Precondition(arguments) => crate::precondition::run(arguments),
+        FtlCommand::Emulate(arguments) => crate::emulate::run(arguments),
     }
 }
 

@@ -34,6 +34,7 @@
 
 pub mod demo;
 pub mod device;
+pub mod emulate;
 pub mod engine;
 pub mod flash_speed;
 pub mod fs;
