@@ -123,6 +123,10 @@ pub fn run(arguments: PreconditionArgs) -> BenchResult {
         summary.free_blocks
     );
     println!(
+        "array block table records the programs and erases: {}",
+        report.array_block_table_agrees
+    );
+    println!(
         "format {format_ms:.0} ms, precondition {:.0} ms (wall clock)",
         report.wall_time_ms
     );

@@ -10,12 +10,14 @@
 //!   the FTL's data path (one write point per die for host pages and one for collection,
 //!   pages rotating over the dies, least-worn free block first, greedy victims, collection
 //!   below the FTL's own free-block target), whose end state (the map, each block's live
-//!   pages and erase count, the free sets) is then installed in the FTL. Nothing is
-//!   programmed on the array: the array's block table still reads every page as erased,
-//!   so later reads of preconditioned pages take the array read time but skip the
-//!   bit-error model, and the array's wear counts stay at zero. Direct therefore needs an
-//!   array that keeps no page contents ([`flashpipe_flash::StorageMode::TimingOnly`]),
-//!   and the state it builds is not on flash: a remount does not recover it. The model
+//!   pages and erase count, the free sets) is then installed in the FTL. No program is
+//!   simulated on the array: its block table is told, block by block, how many pages are
+//!   programmed and how many erases were added
+//!   ([`flashpipe_flash::FlashArray::mark_block_programmed`]), so later reads go through
+//!   the error model with the right wear; no page contents or spare areas exist. Direct
+//!   therefore needs an array that keeps no page contents
+//!   ([`flashpipe_flash::StorageMode::TimingOnly`]), and the state it builds is not on
+//!   flash: a remount does not recover it. The model
 //!   ignores metadata (log and checkpoint) pages and the victim policy (it is greedy);
 //!   the check against Slow is `tests/precondition.rs`.
 //!
@@ -98,6 +100,10 @@ pub struct PreconditionReport {
     pub write_amplification: f64,
     /// Live pages per data block at the end.
     pub valid_pages: ValidPageSummary,
+    /// Whether the array's block table records the programs and erases (always for
+    /// Slow; for Direct, false where the backend cannot be told, e.g. [`crate::PowerCutFlash`]:
+    /// its pages then read as erased, skipping the bit-error model).
+    pub array_block_table_agrees: bool,
     /// Wall-clock time preconditioning took.
     pub wall_time_ms: f64,
 }
@@ -151,10 +157,11 @@ pub fn precondition(
     let started = Instant::now();
     let filled_pages = ((ftl.info().block_count as f64 * options.fill_share) as u64).max(1);
     let overwrites = (filled_pages as f64 * options.overwrite_passes) as u64;
-    let (host_pages_written, gc_pages_copied, gc_runs) = match options.method {
-        PreconditionMethod::Slow => run_slow(ftl, filled_pages, overwrites, options.seed)?,
-        PreconditionMethod::Direct => run_direct(ftl, filled_pages, overwrites, options.seed)?,
-    };
+    let (host_pages_written, gc_pages_copied, gc_runs, array_block_table_agrees) =
+        match options.method {
+            PreconditionMethod::Slow => run_slow(ftl, filled_pages, overwrites, options.seed)?,
+            PreconditionMethod::Direct => run_direct(ftl, filled_pages, overwrites, options.seed)?,
+        };
     let write_amplification = if host_pages_written == 0 {
         1.0
     } else {
@@ -168,6 +175,7 @@ pub fn precondition(
         gc_runs,
         write_amplification,
         valid_pages: valid_page_summary(ftl),
+        array_block_table_agrees,
         wall_time_ms: started.elapsed().as_secs_f64() * 1e3,
     })
 }
@@ -251,7 +259,7 @@ fn run_slow(
     filled_pages: u64,
     overwrites: u64,
     seed: u64,
-) -> Result<(u64, u64, u64), PreconditionError> {
+) -> Result<(u64, u64, u64, bool), PreconditionError> {
     let before = ftl.stats();
     let page_bytes = ftl.info().block_size_bytes as usize;
     for first in (0..filled_pages).step_by(FILL_CHUNK_PAGES as usize) {
@@ -289,6 +297,7 @@ fn run_slow(
         gained.host_pages_written,
         gained.gc_pages_copied,
         gained.gc_victims,
+        true,
     ))
 }
 
@@ -309,6 +318,8 @@ struct DirectModel {
     /// Physical page -> logical page (NONE: no live data).
     page_logical: Vec<u32>,
     valid: Vec<u32>,
+    /// Pages programmed since the block's last erase.
+    programmed_pages: Vec<u32>,
     erase_counts: Vec<u32>,
     /// True for blocks the model may use (free at the start).
     usable: Vec<bool>,
@@ -352,6 +363,7 @@ impl DirectModel {
             map: vec![NONE; ftl.info().block_count as usize],
             page_logical: vec![NONE; shape.page_count() as usize],
             valid: vec![0; block_count],
+            programmed_pages: vec![0; block_count],
             erase_counts: ftl.blocks.iter().map(|info| info.erase_count).collect(),
             usable,
             free_by_die,
@@ -401,6 +413,7 @@ impl DirectModel {
                 },
             };
             let page = point.block * self.pages_per_block + point.next_page;
+            self.programmed_pages[point.block as usize] = point.next_page + 1;
             let next = if point.next_page + 1 == self.pages_per_block {
                 self.seal(point.block);
                 None
@@ -506,6 +519,7 @@ impl DirectModel {
             "a collected block holds no live page"
         );
         self.erase_counts[victim as usize] += 1;
+        self.programmed_pages[victim as usize] = 0;
         let die = self.die_of_block[victim as usize];
         self.free_by_die[die as usize].insert((self.erase_counts[victim as usize], victim));
         self.free_count += 1;
@@ -519,7 +533,7 @@ fn run_direct(
     filled_pages: u64,
     overwrites: u64,
     seed: u64,
-) -> Result<(u64, u64, u64), PreconditionError> {
+) -> Result<(u64, u64, u64, bool), PreconditionError> {
     if ftl.backend.keeps_data() {
         return Err(PreconditionError::ArrayKeepsData {
             device: ftl.info().name.to_string(),
@@ -534,22 +548,28 @@ fn run_direct(
     for _ in 0..overwrites {
         model.write_host_page(generator.below(filled_pages) as u32)?;
     }
-    install(ftl, &model);
+    let array_marked = install(ftl, &model);
     ftl.stats.host_pages_written += model.host_pages;
     ftl.stats.gc_pages_copied += model.copied_pages;
     ftl.stats.gc_victims += model.victims;
     ftl.stats.erases += model.victims;
-    Ok((model.host_pages, model.copied_pages, model.victims))
+    Ok((
+        model.host_pages,
+        model.copied_pages,
+        model.victims,
+        array_marked,
+    ))
 }
 
 /// Installs the model's end state in the FTL: erase counts, the free sets, every block
 /// that holds data sealed, and one identity per mapped logical page.
-fn install(ftl: &mut Ftl, model: &DirectModel) {
+fn install(ftl: &mut Ftl, model: &DirectModel) -> bool {
     for set in &mut ftl.allocator.free_by_die {
         set.clear();
     }
     ftl.allocator.free_block_count = 0;
     let now_ns = ftl.backend.now_ns();
+    let mut array_marked = true;
     let free: BTreeSet<u32> = model
         .free_by_die
         .iter()
@@ -558,6 +578,15 @@ fn install(ftl: &mut Ftl, model: &DirectModel) {
     for block in 0..model.usable.len() as u32 {
         if !model.usable[block as usize] {
             continue;
+        }
+        let added_erases =
+            model.erase_counts[block as usize] - ftl.blocks[block as usize].erase_count;
+        let programmed_pages = model.programmed_pages[block as usize];
+        if programmed_pages > 0 || added_erases > 0 {
+            let address = ftl.shape.address(block, 0);
+            array_marked &=
+                ftl.backend
+                    .mark_block_programmed(address, programmed_pages, added_erases);
         }
         let info = &mut ftl.blocks[block as usize];
         info.erase_count = model.erase_counts[block as usize];
@@ -584,4 +613,5 @@ fn install(ftl: &mut Ftl, model: &DirectModel) {
         ftl.set_mapping(logical as u64, slot);
         ftl.claim_page(page, slot);
     }
+    array_marked
 }

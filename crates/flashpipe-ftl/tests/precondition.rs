@@ -91,6 +91,10 @@ fn direct_agrees_with_slow_on_valid_pages_and_write_amplification() {
             .check_invariants()
             .unwrap_or_else(|error| panic!("seed {seed}: invariants after direct: {error}"));
         eprintln!("seed {seed}\n slow   {slow:?}\n direct {direct:?}");
+        assert!(
+            direct.array_block_table_agrees,
+            "seed {seed}: array told of the programs"
+        );
         let (a, b) = (&direct.valid_pages, &slow.valid_pages);
         close("mean", a.valid_pages_mean, b.valid_pages_mean, 1.5, seed);
         for (name, x, y) in [
