@@ -2,7 +2,9 @@
 //! timing-only array, seeded. Stated tolerances (in pages of a 32-page block): the mean
 //! live pages per data block within 1.5, the 10th, 50th and 90th percentiles within 4;
 //! the FTL's invariants hold after Direct; a following run of uniform random single-page
-//! writes gives write amplification within 10 % of the same run after Slow.
+//! writes gives write amplification within 10 % of the same run after Slow. And the FTL
+//! paced against the wall clock (`PacedDevice`) hands back no QD1 read sooner than the
+//! latency the model gave it (no upper bound on wall time is asserted).
 
 mod support;
 
@@ -149,4 +151,45 @@ fn direct_refuses_an_array_that_keeps_data_and_a_used_ftl() {
             ..
         })
     ));
+}
+
+#[test]
+fn paced_reads_of_a_preconditioned_ftl_come_back_no_sooner_than_modeled() {
+    use flashpipe_device::{BlockDevice, PacedDevice, Request};
+    use std::time::Instant;
+    let seed = 5;
+    let mut ftl = fresh_ftl(seed, StorageMode::TimingOnly);
+    let report = precondition(&mut ftl, &options(PreconditionMethod::Direct, seed))
+        .expect("direct precondition");
+    let page_bytes = ftl.info().block_size_bytes as usize;
+    let mut device = PacedDevice::new(ftl, flashpipe_device::paced::DEFAULT_LAG_WARNING_NS);
+    let mut generator = SplitMix64::new(seed);
+    let mut completions = Vec::new();
+    for tag in 0..20 {
+        let before = device.inner().stats();
+        let submitted = Instant::now();
+        let request = Request {
+            tag,
+            operation: Operation::Read {
+                first_block: generator.below(report.filled_pages),
+                buffer: IoBuf::zeroed(page_bytes),
+            },
+        };
+        device.submit(request).expect("submit");
+        completions.clear();
+        device.wait_completions(&mut completions).expect("wait");
+        let waited_ns = submitted.elapsed().as_nanos() as u64;
+        let modeled_ns = device
+            .inner()
+            .stats()
+            .since(&before)
+            .host_read_latency_ns_total;
+        assert!(completions[0].status.is_ok(), "seed {seed}: read {tag}");
+        assert!(modeled_ns > 0, "seed {seed}: read {tag} took modeled time");
+        assert!(
+            waited_ns >= modeled_ns,
+            "seed {seed}: read {tag} came back after {waited_ns} ns, before its modeled {modeled_ns} ns"
+        );
+    }
+    assert_eq!(device.lag_report().released, 20);
 }
