@@ -36,6 +36,10 @@ pub enum FtlCommand {
     Copy(crate::ftl_copy::FtlCopyArgs),
     /// The file system on the minflash preset against the raw array (virtual time).
     Fs(crate::ftl_fs::FtlFsArgs),
+    /// Fill a preset's FTL and bring it to a steady state, directly or the slow way.
+    Precondition(crate::precondition::PreconditionArgs),
+    /// The FTL over a preset paced against the wall clock: latency measured from outside.
+    Emulate(crate::emulate::EmulateArgs),
 }
 
 /// Options shared by the experiments.
@@ -71,6 +75,8 @@ pub fn run(command: FtlCommand) -> BenchResult {
         FtlCommand::GcWait(arguments) => run_gc_wait(&arguments),
         FtlCommand::Copy(arguments) => crate::ftl_copy::run(arguments),
         FtlCommand::Fs(arguments) => crate::ftl_fs::run(arguments),
+        FtlCommand::Precondition(arguments) => crate::precondition::run(arguments),
+        FtlCommand::Emulate(arguments) => crate::emulate::run(arguments),
     }
 }
 

@@ -38,6 +38,7 @@
 
 pub mod demo;
 pub mod device;
+pub mod emulate;
 pub mod engine;
 pub mod flash_speed;
 pub mod fs;
@@ -48,6 +49,7 @@ pub mod kernels;
 pub mod net;
 pub mod pattern;
 pub mod plot;
+pub mod precondition;
 pub mod progress;
 pub mod serve;
 pub mod sim;

@@ -467,6 +467,40 @@ impl FlashArray {
         Ok(())
     }
 
+    /// Records, without simulating them, `programmed_pages` programs of the block at
+    /// `address` (from its first page, now) and `added_erases` erases before them, as a
+    /// preconditioning that built the FTL's state directly leaves the block (issue #16).
+    /// Only for timing-only arrays, only on an erased good block.
+    pub fn mark_block_programmed(
+        &mut self,
+        address: FlashAddress,
+        programmed_pages: u32,
+        added_erases: u32,
+    ) -> Result<(), FlashError> {
+        let refuse = |detail: String| Err(FlashError::InvalidOption { detail });
+        if self.keeps_data() {
+            return refuse("only a timing-only array can be marked programmed".to_string());
+        }
+        if programmed_pages > self.config.geometry.pages_per_block {
+            return refuse(format!(
+                "{programmed_pages} programmed pages exceed the {} pages of a block",
+                self.config.geometry.pages_per_block
+            ));
+        }
+        let Ok(index) = self.block_index(address) else {
+            return refuse(format!("block address {address:?} is outside the array"));
+        };
+        let now_ns = self.now_ns();
+        let block = &mut self.blocks[index as usize];
+        if block.next_page != 0 || block.grown_bad {
+            return refuse(format!("block {address:?} is not an erased good block"));
+        }
+        block.pe_cycles += added_erases;
+        block.next_page = programmed_pages;
+        block.programmed_at_ns = if programmed_pages > 0 { now_ns } else { 0 };
+        Ok(())
+    }
+
     /// Sets a block's wear (for experiments and tests of the error model).
     pub fn set_block_pe_cycles(&mut self, address: FlashAddress, pe_cycles: u32) {
         if let Ok(index) = self.block_index(address) {

@@ -47,6 +47,17 @@ pub trait FlashBackend: Send {
     fn sync_storage(&mut self) -> Result<(), FlashError> {
         Ok(())
     }
+    /// Records programs and erases of a block without simulating them
+    /// ([`FlashArray::mark_block_programmed`], for direct preconditioning); false where
+    /// the backend cannot (the block table then stays as it was).
+    fn mark_block_programmed(
+        &mut self,
+        _address: FlashAddress,
+        _programmed_pages: u32,
+        _added_erases: u32,
+    ) -> bool {
+        false
+    }
 }
 
 impl FlashBackend for FlashArray {
@@ -82,6 +93,14 @@ impl FlashBackend for FlashArray {
     }
     fn sync_storage(&mut self) -> Result<(), FlashError> {
         FlashArray::sync(self)
+    }
+    fn mark_block_programmed(
+        &mut self,
+        address: FlashAddress,
+        programmed_pages: u32,
+        added_erases: u32,
+    ) -> bool {
+        FlashArray::mark_block_programmed(self, address, programmed_pages, added_erases).is_ok()
     }
 }
 

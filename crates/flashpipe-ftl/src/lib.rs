@@ -27,6 +27,7 @@ pub mod ftl;
 pub mod layout;
 pub mod mount;
 pub mod pacing;
+pub mod precondition;
 pub mod replay;
 pub mod shared;
 pub mod stats;
@@ -34,6 +35,9 @@ pub mod stats;
 pub use backend::{FlashBackend, PowerCutFlash, PowerCutReport, SharedFlash};
 pub use ftl::{Ftl, FtlOptions, VictimPolicy};
 pub use mount::MountReport;
+pub use precondition::{
+    precondition, PreconditionError, PreconditionMethod, PreconditionOptions, PreconditionReport,
+};
 pub use shared::SharedFtl;
 pub use stats::FtlStats;
 

@@ -1,0 +1,341 @@
+//! Real-time emulation (issue #16): [`PacedDevice`] wraps a device that runs in virtual
+//! time (the simulated disk, the FTL over the flash model) and hands each completion to
+//! its caller only when the wall clock reaches the completion's modeled time, so whoever
+//! sits above sees the model's latencies and bandwidth in real time.
+//!
+//! Mapping: virtual instant `v` is released at wall instant
+//! `start + (v - virtual_start) + idle_offset`. The inner model runs ahead freely (a wait
+//! with nothing due steps it to its next completion, which is then held); when the inner
+//! device is idle and the wall clock has passed the mapped virtual "now", the offset
+//! grows by the difference, which is how idle wall time passes in the model without
+//! moving its clock (only the model's own event loop moves a virtual clock). So a
+//! request never enters the model earlier than the wall instant it was submitted at,
+//! and no completion is released before its modeled instant. Known approximations: a
+//! request submitted while others are in flight enters at the model's current instant,
+//! which may lie before or after the wall clock; background work of an idle FTL does
+//! not advance during the idle gap; a completion's modeled time is the inner clock when
+//! it was reaped (exact for devices that hand out completions as their events run).
+//!
+//! Waiting: the device sleeps while the release is more than [`SPIN_WINDOW_NS`] away and
+//! spins after that. Each release records its lag (wall release minus modeled
+//! instant); lags above `lag_warning_ns` are counted as warnings: the model (or the
+//! machine) could not keep up. This is the only module above `clock.rs` that reads the
+//! operating-system clock, and it is in the device layer.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::clock::{Clock, RealClock};
+use crate::error::DeviceError;
+use crate::request::{BlockDevice, Completion, DeviceInfo, Request};
+use crate::Rejected;
+
+/// Below this distance to a release the device spins instead of sleeping.
+pub const SPIN_WINDOW_NS: u64 = 200_000;
+
+/// Lag above which a release counts as a warning, by default (50 us).
+pub const DEFAULT_LAG_WARNING_NS: u64 = 50_000;
+
+/// How far behind their modeled instants completions were released.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LagReport {
+    /// Completions released.
+    pub released: u64,
+    /// Mean lag.
+    pub lag_ns_mean: f64,
+    /// 99th percentile lag.
+    pub lag_ns_p99: u64,
+    /// Largest lag.
+    pub lag_ns_max: u64,
+    /// Releases that lagged more than the warning threshold.
+    pub warnings: u64,
+    /// The warning threshold.
+    pub lag_warning_ns: u64,
+}
+
+/// A completion reaped from the inner device and held until its instant.
+struct HeldCompletion {
+    completion: Completion,
+    modeled_virtual_ns: u64,
+}
+
+/// A virtual-time device paced against the wall clock (see the module doc).
+pub struct PacedDevice<D: BlockDevice> {
+    inner: D,
+    inner_clock: Arc<dyn Clock>,
+    wall_start: Instant,
+    virtual_start_ns: u64,
+    idle_offset_ns: u64,
+    held: VecDeque<HeldCompletion>,
+    lags_ns: Vec<u64>,
+    lag_warning_ns: u64,
+    warnings: u64,
+}
+
+impl<D: BlockDevice> PacedDevice<D> {
+    /// Paces `inner` from now; lags above `lag_warning_ns` count as warnings.
+    pub fn new(inner: D, lag_warning_ns: u64) -> PacedDevice<D> {
+        let inner_clock = inner.clock();
+        let virtual_start_ns = inner_clock.now_ns();
+        PacedDevice {
+            inner,
+            inner_clock,
+            wall_start: Instant::now(),
+            virtual_start_ns,
+            idle_offset_ns: 0,
+            held: VecDeque::new(),
+            lags_ns: Vec::new(),
+            lag_warning_ns,
+            warnings: 0,
+        }
+    }
+
+    /// The wrapped device.
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    /// Hands the wrapped device back.
+    pub fn into_inner(self) -> D {
+        self.inner
+    }
+
+    /// The lags of every release so far.
+    pub fn lag_report(&self) -> LagReport {
+        let mut sorted = self.lags_ns.clone();
+        sorted.sort_unstable();
+        let released = sorted.len() as u64;
+        let percentile = |share: f64| -> u64 {
+            if sorted.is_empty() {
+                return 0;
+            }
+            sorted[((sorted.len() - 1) as f64 * share).round() as usize]
+        };
+        LagReport {
+            released,
+            lag_ns_mean: if sorted.is_empty() {
+                0.0
+            } else {
+                sorted.iter().map(|&lag| lag as f64).sum::<f64>() / sorted.len() as f64
+            },
+            lag_ns_p99: percentile(0.99),
+            lag_ns_max: sorted.last().copied().unwrap_or(0),
+            warnings: self.warnings,
+            lag_warning_ns: self.lag_warning_ns,
+        }
+    }
+
+    /// The wall instant at which virtual instant `virtual_ns` is released.
+    pub fn release_instant(&self, virtual_ns: u64) -> Instant {
+        let since_start_ns = virtual_ns.saturating_sub(self.virtual_start_ns) + self.idle_offset_ns;
+        self.wall_start + Duration::from_nanos(since_start_ns)
+    }
+
+    fn wall_elapsed_ns(&self) -> u64 {
+        self.wall_start.elapsed().as_nanos() as u64
+    }
+
+    /// Lets idle wall time pass in the model: when nothing is in flight or held, the
+    /// mapped "now" catches up with the wall clock.
+    fn catch_up_when_idle(&mut self) {
+        if self.inner.in_flight() > 0 || !self.held.is_empty() {
+            return;
+        }
+        let mapped_now_ns = self
+            .inner_clock
+            .now_ns()
+            .saturating_sub(self.virtual_start_ns)
+            + self.idle_offset_ns;
+        let wall_ns = self.wall_elapsed_ns();
+        if wall_ns > mapped_now_ns {
+            self.idle_offset_ns += wall_ns - mapped_now_ns;
+        }
+    }
+
+    fn hold(&mut self, completions: Vec<Completion>) {
+        let modeled_virtual_ns = self.inner_clock.now_ns();
+        for completion in completions {
+            self.held.push_back(HeldCompletion {
+                completion,
+                modeled_virtual_ns,
+            });
+        }
+    }
+
+    /// Moves every held completion whose instant has come to `completions`.
+    fn release_due(&mut self, completions: &mut Vec<Completion>) -> usize {
+        let now = Instant::now();
+        let mut released = 0;
+        let mut index = 0;
+        while index < self.held.len() {
+            let due = self.release_instant(self.held[index].modeled_virtual_ns);
+            if due > now {
+                index += 1;
+                continue;
+            }
+            let held = self.held.remove(index).expect("index in range");
+            let lag_ns = now.duration_since(due).as_nanos() as u64;
+            assert!(
+                now >= due,
+                "a completion released before its modeled instant"
+            );
+            self.lags_ns.push(lag_ns);
+            if lag_ns > self.lag_warning_ns {
+                self.warnings += 1;
+            }
+            completions.push(held.completion);
+            released += 1;
+        }
+        released
+    }
+
+    fn earliest_held_instant(&self) -> Option<Instant> {
+        self.held
+            .iter()
+            .map(|held| self.release_instant(held.modeled_virtual_ns))
+            .min()
+    }
+
+    /// Lets the model run to its next completion when nothing is held.
+    fn run_model_ahead(&mut self) -> Result<(), DeviceError> {
+        let mut reaped = Vec::new();
+        self.inner.poll_completions(&mut reaped);
+        if reaped.is_empty() && self.held.is_empty() && self.inner.in_flight() > 0 {
+            self.inner.wait_completions(&mut reaped)?;
+        }
+        self.hold(reaped);
+        Ok(())
+    }
+}
+
+/// Sleeps while `deadline` is far, then spins until it has come.
+fn wait_until(deadline: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let remaining = deadline - now;
+        if remaining > Duration::from_nanos(SPIN_WINDOW_NS) {
+            std::thread::sleep(remaining - Duration::from_nanos(SPIN_WINDOW_NS / 2));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for PacedDevice<D> {
+    fn info(&self) -> &DeviceInfo {
+        self.inner.info()
+    }
+
+    /// The wall clock: a paced device takes real time.
+    fn clock(&self) -> Arc<dyn Clock> {
+        RealClock::shared()
+    }
+
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+        self.catch_up_when_idle();
+        self.inner.submit(request)
+    }
+
+    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
+        let mut reaped = Vec::new();
+        self.inner.poll_completions(&mut reaped);
+        self.hold(reaped);
+        self.release_due(completions)
+    }
+
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
+        loop {
+            self.run_model_ahead()?;
+            let Some(deadline) = self.earliest_held_instant() else {
+                return self.inner.wait_completions(completions);
+            };
+            wait_until(deadline);
+            let released = self.release_due(completions);
+            if released > 0 {
+                return Ok(released);
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight() + self.held.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimDiskConfig, SimWorld};
+    use crate::{IoBuf, Operation};
+
+    const LATENCY_NS: u64 = 300_000;
+
+    fn paced_disk(seed: u64) -> PacedDevice<crate::sim::SimDisk> {
+        let world = SimWorld::new(seed);
+        let mut config = SimDiskConfig::default_for_tests("paced", 4096, 1024);
+        config.latency_ns = LATENCY_NS;
+        config.latency_jitter_ns = 100_000;
+        let disk = world.add_disk(config).expect("disk");
+        PacedDevice::new(disk, DEFAULT_LAG_WARNING_NS)
+    }
+
+    fn read(tag: u64, block: u64) -> Request {
+        Request {
+            tag,
+            operation: Operation::Read {
+                first_block: block,
+                buffer: IoBuf::zeroed(4096),
+            },
+        }
+    }
+
+    #[test]
+    fn no_completion_is_released_before_its_modeled_latency_at_queue_depth_one() {
+        let mut device = paced_disk(7);
+        let mut completions = Vec::new();
+        for tag in 0..20 {
+            let submitted = Instant::now();
+            device.submit(read(tag, tag)).expect("submit");
+            completions.clear();
+            device.wait_completions(&mut completions).expect("wait");
+            let waited_ns = submitted.elapsed().as_nanos() as u64;
+            assert_eq!(completions.len(), 1);
+            assert!(completions[0].status.is_ok());
+            assert!(
+                waited_ns >= LATENCY_NS,
+                "request {tag} came back after {waited_ns} ns, before its {LATENCY_NS} ns"
+            );
+        }
+        let report = device.lag_report();
+        assert_eq!(report.released, 20);
+    }
+
+    #[test]
+    fn deep_queues_release_every_completion_no_earlier_than_its_instant() {
+        let mut device = paced_disk(11);
+        let mut completions = Vec::new();
+        let started = Instant::now();
+        for tag in 0..16 {
+            device.submit(read(tag, tag)).expect("submit");
+        }
+        while completions.len() < 16 {
+            device.wait_completions(&mut completions).expect("wait");
+        }
+        assert!(started.elapsed().as_nanos() as u64 >= LATENCY_NS);
+        assert_eq!(device.in_flight(), 0);
+        assert_eq!(device.lag_report().released, 16);
+        let mut tags: Vec<u64> = completions
+            .iter()
+            .map(|completion| completion.tag)
+            .collect();
+        tags.sort_unstable();
+        assert_eq!(tags, (0..16).collect::<Vec<u64>>());
+    }
+}
