@@ -227,6 +227,8 @@ impl Pump {
 
     fn pump(&mut self, state: &mut PumpState) -> std::io::Result<()> {
         let mut chunk = vec![0u8; PUMP_CHUNK_BYTES];
+        // The handshake's last read may have brought the first records of data too.
+        self.take_decrypted(state, &mut chunk)?;
         loop {
             self.move_plaintext(state, &mut chunk)?;
             if state.plaintext_read_closed
@@ -293,35 +295,56 @@ impl Pump {
             // The server may have closed its end already.
             let _ = self.plaintext.shutdown(Shutdown::Write);
         }
+        // Feeding rustls and sending what it encrypted alternate until neither moves:
+        // sending makes room for more plaintext.
         loop {
-            if !state.to_tls.is_empty() {
-                let taken = self.connection.writer().write(&state.to_tls)?;
-                state.to_tls.drain(..taken);
-                if !state.to_tls.is_empty() {
-                    break;
-                }
-            }
-            if state.plaintext_read_closed {
+            let fed = self.feed_tls(state, chunk)?;
+            let sent = self.send_tls()?;
+            if !fed && !sent {
                 break;
-            }
-            match self.plaintext.read(chunk) {
-                Ok(0) => {
-                    state.plaintext_read_closed = true;
-                    self.connection.send_close_notify();
-                }
-                Ok(read) => state.to_tls.extend_from_slice(&chunk[..read]),
-                Err(error) if would_block(&error) => break,
-                Err(error) => return Err(error),
-            }
-        }
-        while self.connection.wants_write() {
-            match self.connection.write_tls(&mut self.socket) {
-                Ok(_) => {}
-                Err(error) if would_block(&error) => break,
-                Err(error) => return Err(error),
             }
         }
         Ok(())
+    }
+
+    /// Hands rustls plaintext from the plaintext end; true when anything moved.
+    fn feed_tls(&mut self, state: &mut PumpState, chunk: &mut [u8]) -> std::io::Result<bool> {
+        if !state.to_tls.is_empty() {
+            let taken = self.connection.writer().write(&state.to_tls)?;
+            state.to_tls.drain(..taken);
+            return Ok(taken > 0);
+        }
+        if state.plaintext_read_closed {
+            return Ok(false);
+        }
+        match self.plaintext.read(chunk) {
+            Ok(0) => {
+                state.plaintext_read_closed = true;
+                self.connection.send_close_notify();
+                Ok(true)
+            }
+            Ok(read) => {
+                state.to_tls.extend_from_slice(&chunk[..read]);
+                Ok(true)
+            }
+            Err(error) if would_block(&error) => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Sends encrypted records to the socket until it would block; true when anything
+    /// was sent.
+    fn send_tls(&mut self) -> std::io::Result<bool> {
+        let mut sent = false;
+        while self.connection.wants_write() {
+            match self.connection.write_tls(&mut self.socket) {
+                Ok(0) => break,
+                Ok(_) => sent = true,
+                Err(error) if would_block(&error) => break,
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(sent)
     }
 
     fn socket_ready(
@@ -345,6 +368,11 @@ impl Pump {
             let _ = self.connection.write_tls(&mut self.socket);
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, error));
         }
+        self.take_decrypted(state, chunk)
+    }
+
+    /// Moves what rustls has decrypted into `state.to_plaintext`.
+    fn take_decrypted(&mut self, state: &mut PumpState, chunk: &mut [u8]) -> std::io::Result<()> {
         loop {
             match self.connection.reader().read(chunk) {
                 Ok(0) => {
