@@ -12,11 +12,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{
     parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
     ServerLimits,
 };
-use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_store::store::DeviceCreation;
 

@@ -210,8 +210,8 @@ impl<S: Read + Write> Haggling<'_, S> {
         if option == OPT_STARTTLS {
             return self.serve_start_tls(data).map(|()| None);
         }
-        let tls_required_now = !self.tls_active
-            && self.start_tls.as_ref().is_some_and(|start| start.required);
+        let tls_required_now =
+            !self.tls_active && self.start_tls.as_ref().is_some_and(|start| start.required);
         if tls_required_now && option != OPT_ABORT {
             if option == OPT_EXPORT_NAME {
                 return Err(HandshakeEnd::TlsRequired);

@@ -126,13 +126,11 @@ pub fn load_rustls_config(
         Some(path) => {
             let mut roots = rustls::RootCertStore::empty();
             for certificate in read_certificates(path, "client CA")? {
-                roots
-                    .add(certificate)
-                    .map_err(|error| TlsSetupError::Pem {
-                        what: "client CA",
-                        path: path.to_path_buf(),
-                        detail: error.to_string(),
-                    })?;
+                roots.add(certificate).map_err(|error| TlsSetupError::Pem {
+                    what: "client CA",
+                    path: path.to_path_buf(),
+                    detail: error.to_string(),
+                })?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
@@ -237,8 +235,7 @@ impl Pump {
             {
                 return Ok(());
             }
-            let want_socket_read =
-                !state.tls_read_closed && state.to_plaintext.is_empty();
+            let want_socket_read = !state.tls_read_closed && state.to_plaintext.is_empty();
             let want_socket_write = self.connection.wants_write();
             let want_plaintext_read = !state.plaintext_read_closed && state.to_tls.is_empty();
             let want_plaintext_write = !state.to_plaintext.is_empty();
@@ -289,8 +286,7 @@ impl Pump {
                 Err(error) => return Err(error),
             }
         }
-        if state.tls_read_closed && state.to_plaintext.is_empty() && !state.plaintext_write_shut
-        {
+        if state.tls_read_closed && state.to_plaintext.is_empty() && !state.plaintext_write_shut {
             state.plaintext_write_shut = true;
             // The server may have closed its end already.
             let _ = self.plaintext.shutdown(Shutdown::Write);
@@ -353,8 +349,7 @@ impl Pump {
         chunk: &mut [u8],
         revents: libc::c_short,
     ) -> std::io::Result<()> {
-        if state.tls_read_closed || revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) == 0
-        {
+        if state.tls_read_closed || revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) == 0 {
             return Ok(());
         }
         match self.connection.read_tls(&mut self.socket) {
