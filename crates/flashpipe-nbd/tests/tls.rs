@@ -463,3 +463,69 @@ fn a_missing_certificate_file_names_the_file() {
         "{error}"
     );
 }
+
+/// A rustls client stream with the test CA and client certificate, after STARTTLS.
+fn rustls_client_after_starttls(
+    certificates: &Certificates,
+    address: std::net::SocketAddr,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(certificates.path("ca-cert.pem")).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            vec![CertificateDer::from_pem_file(certificates.path("client-cert.pem")).unwrap()],
+            PrivateKeyDer::from_pem_file(certificates.path("client-key.pem")).unwrap(),
+        )
+        .unwrap();
+    let mut socket = std::net::TcpStream::connect(address).unwrap();
+    raw_greeting(&mut socket);
+    assert_eq!(raw_option(&mut socket, OPT_STARTTLS, &[]), REP_ACK);
+    let connection = rustls::ClientConnection::new(
+        std::sync::Arc::new(config),
+        ServerName::try_from("localhost").unwrap(),
+    )
+    .unwrap();
+    rustls::StreamOwned::new(connection, socket)
+}
+
+#[test]
+fn a_tls_client_in_transmission_is_ended_by_shutdown_after_its_requests() {
+    let Some(certificates) = certificates_or_skip(
+        "a_tls_client_in_transmission_is_ended_by_shutdown_after_its_requests",
+    ) else {
+        return;
+    };
+    let server = tls_server(&certificates, TlsMode::Required, true);
+    let mut stream = rustls_client_after_starttls(&certificates, server.tcp_address().unwrap());
+    let mut go = Vec::new();
+    InfoRequest {
+        export_name: "disk".to_string(),
+        info_types: vec![],
+    }
+    .encode(&mut go);
+    let mut bytes = Vec::new();
+    encode_option(&mut bytes, OPT_GO, &go);
+    stream.write_all(&bytes).unwrap();
+    loop {
+        let (header, _) = read_option_reply(&mut stream).unwrap();
+        assert!(!header.is_error(), "GO over TLS refused: {header:?}");
+        if header.reply_type == REP_ACK {
+            break;
+        }
+    }
+    let shutdown = std::thread::spawn(move || server.shutdown());
+    let mut rest = Vec::new();
+    // The server ends the session: end of file, a close_notify or a reset; no bytes.
+    let _ = std::io::Read::read_to_end(&mut stream, &mut rest);
+    assert!(rest.is_empty());
+    let devices = shutdown.join().unwrap();
+    assert_eq!(devices.len(), 1);
+}
