@@ -300,6 +300,7 @@ fn start_server(
                 tcp_address: Some("127.0.0.1:0".parse()?),
                 unix_socket_path: Some(socket),
                 allow_non_loopback: false,
+                tls: None,
                 limits: ServerLimits::default(),
                 log_connections: false,
                 handoff_spin_us: spin_us,

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{
     parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
     ServerLimits,
@@ -45,10 +46,24 @@ pub struct ServeArgs {
     /// Unix socket path to listen on.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// Allow a TCP address beyond loopback without TLS (anyone reaching it may read
-    /// and write the exports).
+    /// Allow a TCP address beyond loopback without TLS required (anyone reaching it may
+    /// read and write the exports).
     #[arg(long)]
     pub insecure: bool,
+    /// The server's TLS certificate chain (PEM); enables NBD_OPT_STARTTLS.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_certificate: Option<PathBuf>,
+    /// The private key of --tls-certificate (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_certificate")]
+    pub tls_key: Option<PathBuf>,
+    /// Admit only TLS clients with a certificate signed by this certificate authority
+    /// (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_certificate")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Whether clients must upgrade to TLS before any other option (`required`, the
+    /// default with a certificate) or may (`optional`).
+    #[arg(long, value_name = "MODE", requires = "tls_certificate")]
+    pub tls: Option<TlsModeArgument>,
     /// Most connections open at once.
     #[arg(long, default_value_t = ServerLimits::default().max_connections)]
     pub max_connections: usize,
@@ -65,11 +80,35 @@ pub struct ServeArgs {
     pub spin_us: u64,
 }
 
+/// `--tls required|optional`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum TlsModeArgument {
+    /// Every option but STARTTLS and ABORT before TLS is refused (FORCEDTLS).
+    Required,
+    /// Clients may upgrade; plaintext clients are served too.
+    Optional,
+}
+
 /// Runs an `nbd` command.
 pub fn run(command: NbdCommand) -> CliResult {
     match command {
         NbdCommand::Serve(arguments) => serve(arguments),
     }
+}
+
+fn tls_settings(arguments: &ServeArgs) -> Result<Option<TlsSettings>, Box<dyn std::error::Error>> {
+    let (Some(certificate), Some(key)) = (&arguments.tls_certificate, &arguments.tls_key) else {
+        return Ok(None);
+    };
+    let rustls_config = load_rustls_config(certificate, key, arguments.tls_client_ca.as_deref())?;
+    let mode = match arguments.tls {
+        Some(TlsModeArgument::Optional) => TlsMode::Optional,
+        Some(TlsModeArgument::Required) | None => TlsMode::Required,
+    };
+    Ok(Some(TlsSettings {
+        rustls_config,
+        mode,
+    }))
 }
 
 fn serve(arguments: ServeArgs) -> CliResult {
@@ -93,11 +132,13 @@ fn serve(arguments: ServeArgs) -> CliResult {
         export.read_only |= arguments.read_only;
         exports.push(export);
     }
+    let tls = tls_settings(&arguments)?;
     let names: Vec<String> = exports.iter().map(|export| export.name.clone()).collect();
     let config = ServerConfig {
         tcp_address,
         unix_socket_path: arguments.socket.clone(),
         allow_non_loopback: arguments.insecure,
+        tls,
         limits: ServerLimits {
             max_connections: arguments.max_connections,
             max_requests_per_connection: arguments.max_requests_per_connection,

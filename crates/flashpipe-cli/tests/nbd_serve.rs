@@ -186,3 +186,83 @@ fn an_emulated_flash_export_keeps_what_qemu_io_writes_across_a_restart() {
     }
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+#[test]
+fn tls_options_serve_nbds_beyond_loopback_and_bad_tls_input_is_refused() {
+    let test = "tls_options";
+    let folder = tempfile_folder(test);
+    let openssl = Command::new("openssl")
+        .current_dir(&folder)
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .output();
+    if !openssl.is_ok_and(|output| output.status.success()) {
+        println!("SKIPPED {test}: the `openssl` command is missing or failed");
+        return;
+    }
+    let certificate = folder.join("cert.pem");
+    let key = folder.join("key.pem");
+    let (certificate, key) = (certificate.to_str().unwrap(), key.to_str().unwrap());
+    let (child, lines) = start(&[
+        "--export",
+        "d=ram:1MiB",
+        "--listen",
+        "0.0.0.0:0",
+        "--tls-certificate",
+        certificate,
+        "--tls-key",
+        key,
+    ]);
+    assert!(lines[0].contains("nbds://0.0.0.0:"), "{lines:?}");
+    stop(child, libc::SIGTERM);
+    for (arguments, expected) in [
+        (vec!["--tls-key", key], "--tls-certificate"),
+        (
+            vec![
+                "--tls-certificate",
+                certificate,
+                "--tls-key",
+                "/nonexistent/key.pem",
+            ],
+            "/nonexistent/key.pem",
+        ),
+        (
+            vec![
+                "--tls-certificate",
+                certificate,
+                "--tls-key",
+                key,
+                "--tls",
+                "optional",
+                "--listen",
+                "0.0.0.0:0",
+            ],
+            "--insecure",
+        ),
+    ] {
+        let output = flashpipe()
+            .args(["nbd", "serve", "--export", "d=ram:1MiB"])
+            .args(&arguments)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{arguments:?} is refused");
+        assert!(stderr.contains(expected), "{arguments:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}

@@ -7,8 +7,9 @@
 //! handshake are bounded by [`ServerLimits`]. A connection that breaks the protocol is
 //! dropped; nothing else is affected.
 //!
-//! Listening beyond loopback needs `allow_non_loopback` (the CLI's `--insecure`): TLS
-//! is not built yet, so such a server is readable and writable by anyone who reaches it.
+//! Listening beyond loopback needs TLS required ([`tls::TlsMode::Required`]) or
+//! `allow_non_loopback` (the CLI's `--insecure`): without TLS such a server is readable
+//! and writable by anyone who reaches it. TLS (`NBD_OPT_STARTTLS`): the `tls` module.
 //!
 //! Shutdown ([`NbdServer::shutdown`]): accept loops stop, every connection's read side
 //! is shut so its reader ends after answering what is in flight (the specification's
@@ -20,6 +21,7 @@ pub mod export;
 pub mod extents;
 pub mod handoff;
 pub mod handshake;
+pub mod tls;
 pub mod transmission;
 pub mod worker;
 
@@ -38,7 +40,8 @@ use thiserror::Error;
 use buffers::BufferRecycler;
 use export::ExportHandle;
 pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, InitialAllocation};
-use handshake::{ExportTable, HandshakeEnd};
+use handshake::{ExportTable, HandshakeEnd, StartTls};
+use tls::{TlsMode, TlsSettings};
 use transmission::TransmissionEnd;
 use worker::DeviceWorker;
 
@@ -83,8 +86,10 @@ pub struct ServerConfig {
     pub tcp_address: Option<SocketAddr>,
     /// A Unix socket path (must not exist).
     pub unix_socket_path: Option<PathBuf>,
-    /// Allow a TCP address beyond loopback without TLS (`--insecure`).
+    /// Allow a TCP address beyond loopback without TLS required (`--insecure`).
     pub allow_non_loopback: bool,
+    /// TLS (`NBD_OPT_STARTTLS`), when configured.
+    pub tls: Option<TlsSettings>,
     /// The limits.
     pub limits: ServerLimits,
     /// Print one line per connection end with a reason to standard error.
@@ -118,7 +123,7 @@ pub enum ServerStartError {
         detail: String,
     },
     /// A non-loopback address without `allow_non_loopback`.
-    #[error("refusing to listen on {address}: beyond loopback without TLS (TLS is not built yet); pass --insecure to allow it")]
+    #[error("refusing to listen on {address}: beyond loopback without TLS required; configure TLS (required) or pass --insecure to allow it")]
     NotLoopback {
         /// The address.
         address: SocketAddr,
@@ -153,6 +158,10 @@ pub trait NbdStream: Read + Write + Send + 'static {
     fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
     /// Limits each write's wait (`None`: no limit).
     fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
+    /// Switches non-blocking mode (the TLS pump polls the socket).
+    fn set_nonblocking_stream(&self, nonblocking: bool) -> std::io::Result<()>;
+    /// The file descriptor, for `poll`.
+    fn raw_fd(&self) -> std::os::unix::io::RawFd;
 }
 
 impl NbdStream for TcpStream {
@@ -172,6 +181,12 @@ impl NbdStream for TcpStream {
     fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
         self.set_write_timeout(limit)
     }
+    fn set_nonblocking_stream(&self, nonblocking: bool) -> std::io::Result<()> {
+        self.set_nonblocking(nonblocking)
+    }
+    fn raw_fd(&self) -> std::os::unix::io::RawFd {
+        std::os::unix::io::AsRawFd::as_raw_fd(self)
+    }
 }
 
 impl NbdStream for UnixStream {
@@ -189,6 +204,12 @@ impl NbdStream for UnixStream {
     }
     fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
         self.set_write_timeout(limit)
+    }
+    fn set_nonblocking_stream(&self, nonblocking: bool) -> std::io::Result<()> {
+        self.set_nonblocking(nonblocking)
+    }
+    fn raw_fd(&self) -> std::os::unix::io::RawFd {
+        std::os::unix::io::AsRawFd::as_raw_fd(self)
     }
 }
 
@@ -233,6 +254,7 @@ struct Shared {
     exports: Vec<Arc<ExportHandle>>,
     buffers: Arc<BufferRecycler>,
     handoff_spin_us: u64,
+    tls: Option<TlsSettings>,
     limits: ServerLimits,
     log_connections: bool,
     shutting_down: AtomicBool,
@@ -282,6 +304,7 @@ impl NbdServer {
             exports: handles,
             buffers,
             handoff_spin_us: config.handoff_spin_us,
+            tls: config.tls.clone(),
             limits: config.limits,
             log_connections: config.log_connections,
             shutting_down: AtomicBool::new(false),
@@ -337,15 +360,20 @@ impl NbdServer {
         self.unix_socket_path.as_deref()
     }
 
-    /// The NBD URIs clients use for `export_name`, one per listener.
+    /// The NBD URIs clients use for `export_name`, one per listener (`nbds` with TLS).
     pub fn uris(&self, export_name: &str) -> Vec<String> {
         let mut uris = Vec::new();
+        let scheme = if self.shared.tls.is_some() {
+            "nbds"
+        } else {
+            "nbd"
+        };
         if let Some(address) = self.tcp_address {
-            uris.push(format!("nbd://{address}/{export_name}"));
+            uris.push(format!("{scheme}://{address}/{export_name}"));
         }
         if let Some(path) = &self.unix_socket_path {
             uris.push(format!(
-                "nbd+unix:///{export_name}?socket={}",
+                "{scheme}+unix:///{export_name}?socket={}",
                 path.display()
             ));
         }
@@ -445,7 +473,11 @@ fn check_start(config: &ServerConfig, exports: &[Export]) -> Result<(), ServerSt
         }
     }
     if let Some(address) = config.tcp_address {
-        if !address.ip().is_loopback() && !config.allow_non_loopback {
+        let tls_required = config
+            .tls
+            .as_ref()
+            .is_some_and(|tls| tls.mode == TlsMode::Required);
+        if !address.ip().is_loopback() && !config.allow_non_loopback && !tls_required {
             return Err(ServerStartError::NotLoopback { address });
         }
     }
@@ -595,11 +627,32 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
     if stream.set_read_limit(handshake_limit).is_err() {
         return;
     }
+    let reply_limit = (shared.limits.reply_timeout_seconds > 0)
+        .then(|| std::time::Duration::from_secs(shared.limits.reply_timeout_seconds));
+    let upgrade = |stream: &mut Box<dyn NbdStream>| -> Result<(), String> {
+        let Some(settings) = &shared.tls else {
+            return Err("TLS is not configured".to_string());
+        };
+        let socket = stream
+            .try_clone_stream()
+            .map_err(|error| format!("cannot clone the socket: {error}"))?;
+        let plaintext = tls::upgrade(socket, &settings.rustls_config, reply_limit)?;
+        plaintext
+            .set_read_limit(handshake_limit)
+            .map_err(|error| format!("cannot limit the handshake's reads: {error}"))?;
+        *stream = plaintext;
+        Ok(())
+    };
+    let start_tls = shared.tls.as_ref().map(|settings| StartTls {
+        required: settings.mode == TlsMode::Required,
+        upgrade: &upgrade,
+    });
     let negotiated = match handshake::negotiate(
         &mut stream,
         table,
         shared.limits.max_options_per_handshake,
         &shutting_down,
+        start_tls,
     ) {
         Ok(negotiated) => negotiated,
         Err(end) => {
@@ -610,8 +663,6 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
             return;
         }
     };
-    let reply_limit = (shared.limits.reply_timeout_seconds > 0)
-        .then(|| std::time::Duration::from_secs(shared.limits.reply_timeout_seconds));
     if stream.set_read_limit(None).is_err() || stream.set_write_limit(reply_limit).is_err() {
         return;
     }

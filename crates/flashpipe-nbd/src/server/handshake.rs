@@ -2,8 +2,11 @@
 //!
 //! Served: `NBD_OPT_EXPORT_NAME`, `NBD_OPT_ABORT`, `NBD_OPT_LIST`, `NBD_OPT_INFO`,
 //! `NBD_OPT_GO`, `NBD_OPT_STRUCTURED_REPLY`, `NBD_OPT_LIST_META_CONTEXT`,
-//! `NBD_OPT_SET_META_CONTEXT` (`base:allocation`). Every other option, `NBD_OPT_STARTTLS`
-//! included (TLS is not built yet), is answered `NBD_REP_ERR_UNSUP` and haggling goes on.
+//! `NBD_OPT_SET_META_CONTEXT` (`base:allocation`), and `NBD_OPT_STARTTLS` when TLS is
+//! configured ([`StartTls`]; without it `NBD_REP_ERR_UNSUP`). With TLS required
+//! (FORCEDTLS), every option but `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT` before TLS is
+//! answered `NBD_REP_ERR_TLS_REQD` and `NBD_OPT_EXPORT_NAME` ends the connection.
+//! Every other option is answered `NBD_REP_ERR_UNSUP` and haggling goes on.
 //! A syntactically bad option is answered `NBD_REP_ERR_INVALID`; a broken option header
 //! (wrong magic, data beyond [`MAX_OPTION_DATA_BYTES`]) or more options than the limit
 //! ends the connection.
@@ -59,6 +62,22 @@ pub enum HandshakeEnd {
     /// The client sent nothing within the handshake time limit.
     #[error("the client sent no option within the handshake time limit")]
     Silent,
+    /// `NBD_OPT_EXPORT_NAME` before TLS while TLS is required (the specification:
+    /// terminate).
+    #[error("NBD_OPT_EXPORT_NAME before NBD_OPT_STARTTLS while TLS is required")]
+    TlsRequired,
+    /// The TLS upgrade after `NBD_OPT_STARTTLS` failed (a bad certificate, a plaintext
+    /// client that went on without TLS).
+    #[error("{0}")]
+    TlsFailed(String),
+}
+
+/// How `NBD_OPT_STARTTLS` is served on a server with TLS.
+pub struct StartTls<'a, S> {
+    /// FORCEDTLS: options before TLS are refused.
+    pub required: bool,
+    /// Runs the TLS handshake on the stream and replaces it with the plaintext end.
+    pub upgrade: &'a dyn Fn(&mut S) -> Result<(), String>,
 }
 
 /// The exports a handshake may choose from; the empty name picks the first.
@@ -102,6 +121,8 @@ struct Haggling<'a, S> {
     /// (export name, context id) of the last `NBD_OPT_SET_META_CONTEXT`.
     meta_context: Option<(String, u32)>,
     no_zeroes: bool,
+    start_tls: Option<StartTls<'a, S>>,
+    tls_active: bool,
 }
 
 /// Runs the handshake on `stream` until transmission begins or the handshake ends.
@@ -110,6 +131,7 @@ pub fn negotiate<S: Read + Write>(
     table: ExportTable<'_>,
     option_limit: usize,
     shutting_down: &dyn Fn() -> bool,
+    start_tls: Option<StartTls<'_, S>>,
 ) -> Result<Negotiated, HandshakeEnd> {
     let handshake_flags = HANDSHAKE_FLAG_FIXED_NEWSTYLE | HANDSHAKE_FLAG_NO_ZEROES;
     let mut greeting = Vec::with_capacity(SERVER_GREETING_BYTES);
@@ -125,6 +147,8 @@ pub fn negotiate<S: Read + Write>(
         structured_replies: false,
         meta_context: None,
         no_zeroes: client_flags & CLIENT_FLAG_NO_ZEROES != 0,
+        start_tls,
+        tls_active: false,
     };
     for _ in 0..option_limit {
         let (header, data) = match read_option(haggling.stream) {
@@ -183,6 +207,23 @@ impl<S: Read + Write> Haggling<'_, S> {
         option: u32,
         data: &[u8],
     ) -> Result<Option<Negotiated>, HandshakeEnd> {
+        if option == OPT_STARTTLS {
+            return self.serve_start_tls(data).map(|()| None);
+        }
+        let tls_required_now =
+            !self.tls_active && self.start_tls.as_ref().is_some_and(|start| start.required);
+        if tls_required_now && option != OPT_ABORT {
+            if option == OPT_EXPORT_NAME {
+                return Err(HandshakeEnd::TlsRequired);
+            }
+            return self
+                .reply_error(
+                    option,
+                    REP_ERR_TLS_REQD,
+                    "TLS is required: send NBD_OPT_STARTTLS first",
+                )
+                .map(|()| None);
+        }
         match option {
             OPT_EXPORT_NAME => self.export_name(data).map(Some),
             OPT_ABORT => {
@@ -215,6 +256,37 @@ impl<S: Read + Write> Haggling<'_, S> {
                 )
                 .map(|()| None),
         }
+    }
+
+    /// `NBD_OPT_STARTTLS`: acknowledged once when TLS is configured, then the stream is
+    /// upgraded; state negotiated before TLS is forgotten.
+    fn serve_start_tls(&mut self, data: &[u8]) -> Result<(), HandshakeEnd> {
+        if self.start_tls.is_none() {
+            return self.reply_error(
+                OPT_STARTTLS,
+                REP_ERR_UNSUP,
+                "TLS is not configured on this server",
+            );
+        }
+        if !data.is_empty() {
+            return self.reply_error(
+                OPT_STARTTLS,
+                REP_ERR_INVALID,
+                "NBD_OPT_STARTTLS takes no data",
+            );
+        }
+        if self.tls_active {
+            return self.reply_error(OPT_STARTTLS, REP_ERR_INVALID, "TLS is already active");
+        }
+        self.reply(OPT_STARTTLS, REP_ACK, &[])?;
+        let Some(start_tls) = &self.start_tls else {
+            return Err(HandshakeEnd::TlsFailed("TLS is not configured".to_string()));
+        };
+        (start_tls.upgrade)(self.stream).map_err(HandshakeEnd::TlsFailed)?;
+        self.tls_active = true;
+        self.structured_replies = false;
+        self.meta_context = None;
+        Ok(())
     }
 
     fn reply(&mut self, option: u32, reply_type: u32, data: &[u8]) -> Result<(), HandshakeEnd> {

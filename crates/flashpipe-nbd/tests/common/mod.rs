@@ -52,6 +52,7 @@ impl TestServer {
             tcp_address: Some("127.0.0.1:0".parse().unwrap()),
             unix_socket_path: Some(folder.path().join("nbd.sock")),
             allow_non_loopback: false,
+            tls: None,
             limits,
             log_connections: false,
             handoff_spin_us: std::env::var("FLASHPIPE_NBD_SPIN_US")
