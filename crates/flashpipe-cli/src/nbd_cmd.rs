@@ -12,6 +12,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use flashpipe_device::paced::DEFAULT_LAG_WARNING_NS;
+use flashpipe_device::{BlockDevice, PacedDevice};
 use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{
     parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
@@ -78,6 +80,11 @@ pub struct ServeArgs {
     /// core busy for the window after each request).
     #[arg(long, default_value_t = 0)]
     pub spin_us: u64,
+    /// Pace every `flash:` export against the wall clock (real-time emulation, issue
+    /// #16): each completion is released at its modeled instant, so clients see the
+    /// preset's latency and bandwidth.
+    #[arg(long)]
+    pub realtime: bool,
 }
 
 /// `--tls required|optional`.
@@ -128,7 +135,7 @@ fn serve(arguments: ServeArgs) -> CliResult {
     let signals = block_stop_signals()?;
     let mut exports = Vec::new();
     for spec in &arguments.exports {
-        let mut export = open_export(spec)?;
+        let mut export = open_export(spec, arguments.realtime)?;
         export.read_only |= arguments.read_only;
         exports.push(export);
     }
@@ -160,10 +167,12 @@ fn serve(arguments: ServeArgs) -> CliResult {
     Ok(())
 }
 
-fn open_export(spec: &str) -> Result<Export, Box<dyn std::error::Error>> {
+fn open_export(spec: &str, realtime: bool) -> Result<Export, Box<dyn std::error::Error>> {
     let (name, device_spec) = parse_export_spec(spec)?;
     match &device_spec {
-        ExportDeviceSpec::Other { kind, rest } if kind == "flash" => open_flash_export(&name, rest),
+        ExportDeviceSpec::Other { kind, rest } if kind == "flash" => {
+            open_flash_export(&name, rest, realtime)
+        }
         ExportDeviceSpec::Other { kind, .. } => Err(format!(
             "export `{spec}`: unknown device kind `{kind}` (ram:SIZE, a path, file:PATH or flash:PRESET[:PATH])"
         )
@@ -172,7 +181,11 @@ fn open_export(spec: &str) -> Result<Export, Box<dyn std::error::Error>> {
     }
 }
 
-fn open_flash_export(name: &str, entry: &str) -> Result<Export, Box<dyn std::error::Error>> {
+fn open_flash_export(
+    name: &str,
+    entry: &str,
+    realtime: bool,
+) -> Result<Export, Box<dyn std::error::Error>> {
     let spec = FlashDeviceSpec::parse_entry(entry)
         .map_err(|reason| format!("export `{name}=flash:{entry}`: {reason}"))?;
     let fresh = spec.path.as_ref().is_none_or(|path| !path.exists());
@@ -190,13 +203,19 @@ fn open_flash_export(name: &str, entry: &str) -> Result<Export, Box<dyn std::err
             DeviceCreation::MustExist
         },
     )?;
+    let (device, pacing): (Box<dyn BlockDevice>, &str) = if realtime {
+        let paced = PacedDevice::new(device, DEFAULT_LAG_WARNING_NS);
+        (Box::new(paced), ", paced in real time")
+    } else {
+        (Box::new(device), "")
+    };
     Ok(Export {
         name: name.to_string(),
         description: format!(
-            "flashpipe emulated flash ({}) under the host FTL",
+            "flashpipe emulated flash ({}) under the host FTL{pacing}",
             spec.describe()
         ),
-        device: Box::new(device),
+        device,
         read_only: false,
         trim_reads_zeroes: true,
         initial_allocation: if fresh {
