@@ -132,6 +132,17 @@ fn serve(arguments: ServeArgs) -> CliResult {
             flashpipe_nbd::wire::NBD_DEFAULT_PORT,
         ))),
     };
+    if arguments.realtime
+        && !arguments.exports.iter().any(|spec| {
+            spec.split_once('=')
+                .is_some_and(|(_, device)| device.starts_with("flash:"))
+        })
+    {
+        return Err(
+            "--realtime paces emulated flash exports (NAME=flash:PRESET[:PATH]); none was given"
+                .into(),
+        );
+    }
     let signals = block_stop_signals()?;
     let mut exports = Vec::new();
     for spec in &arguments.exports {

@@ -129,6 +129,20 @@ fn tempfile_folder(test: &str) -> std::path::PathBuf {
 }
 
 #[test]
+fn realtime_without_a_flash_export_is_refused() {
+    let output = flashpipe()
+        .args(["nbd", "serve", "--export", "d=ram:1MiB", "--realtime"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--realtime paces emulated flash exports"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn an_emulated_flash_export_keeps_what_qemu_io_writes_across_a_restart() {
     let has_qemu_io = std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|folder| folder.join("qemu-io").is_file())
@@ -166,8 +180,13 @@ fn an_emulated_flash_export_keeps_what_qemu_io_writes_across_a_restart() {
             "read -P 0x77 1M 64k",
         ],
     ];
-    for arguments in steps {
-        let (child, lines) = start(&["--export", &export, "--socket", socket_text]);
+    // The second run paces the export in real time (issue #16): the same data comes back.
+    for (run, arguments) in steps.into_iter().enumerate() {
+        let mut server_arguments = vec!["--export", export.as_str(), "--socket", socket_text];
+        if run == 1 {
+            server_arguments.push("--realtime");
+        }
+        let (child, lines) = start(&server_arguments);
         assert!(
             lines.iter().any(|line| line.contains("serving f")),
             "{lines:?}"
