@@ -8,6 +8,7 @@
 mod bench;
 mod kernels_cmd;
 mod run_cmd;
+mod session;
 mod shell_cmd;
 mod store_cmd;
 
@@ -127,7 +128,7 @@ fn error_kind(error: &(dyn std::error::Error + 'static)) -> &'static str {
         "usage"
     } else if error.is::<std::io::Error>() {
         "io"
-    } else if error.is::<flashpipe_engine::EngineError>() {
+    } else if error.is::<flashpipe_engine::EngineError>() || error.is::<session::SessionError>() {
         "store"
     } else if error.is::<flashpipe_store::store_config::StoreConfigError>() {
         "store_file"

@@ -1,0 +1,167 @@
+//! `flashpipe serve STORE`: one process owns a store and serves it to many clients.
+//!
+//! It runs in the foreground: opens the store read-write (`RunningStore`, which takes the
+//! store's exclusive lock, so no other process opens it meanwhile), hands it to the server
+//! library (`flashpipe_server::Server`), which listens on a Unix socket (by default
+//! `flashpipe_client::server_socket_path(STORE)`, beside the store file, where every CLI
+//! command looks for it), and logs through `tracing` to standard error. Standard output
+//! carries two lines only: the readiness line when clients are accepted, and a summary
+//! line when the server has stopped. With `$NOTIFY_SOCKET` set (a systemd
+//! `Type=notify` unit) it also sends `READY=1` and, on stop, `STOPPING=1`.
+//!
+//! SIGINT or SIGTERM stops it: no new connections, commands in flight finished, the
+//! file system flushed and unmounted cleanly, the socket removed, exit status 0. A second
+//! signal exits at once (status 130), leaving the store at its last commit.
+//! docs/serve.md is the user's guide.
+
+mod logging;
+mod notify;
+mod signals;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use flashpipe_server::{ServeReport, Server, ServerConfig};
+use flashpipe_store::store_lock::LockWait;
+use flashpipe_store::units::parse_size_bytes;
+use flashpipe_store::{RunningStore, StoreAccess};
+
+use crate::store_cmd::CliResult;
+pub use logging::LogFormat;
+
+/// `flashpipe serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The store file written by `flashpipe mkfs`.
+    pub store: PathBuf,
+    /// The Unix socket to listen on. Default: beside the store file (`flashpipe serve`
+    /// prints it), where every CLI command looks; a socket elsewhere is for programs that
+    /// are given its path.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// Most clients connected at once; one more is refused with an error naming this limit.
+    #[arg(long)]
+    pub max_clients: Option<usize>,
+    /// Most commands one client may have in flight; one more is refused with an error
+    /// naming this limit.
+    #[arg(long)]
+    pub max_in_flight_per_client: Option<usize>,
+    /// Most bytes of writes and reads in flight over all clients (e.g. 256MiB).
+    #[arg(long)]
+    pub max_bytes_in_flight: Option<String>,
+    /// How logs on standard error are written.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// More log detail: -v every connection and refusal, -vv every command.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Wait for a command using the store to finish instead of failing.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// Runs `flashpipe serve` until SIGINT or SIGTERM.
+pub fn run(arguments: ServeArgs) -> CliResult {
+    logging::install_logging(arguments.log_format, arguments.verbose)?;
+    let stop_signals = signals::StopSignals::install()
+        .map_err(|error| format!("cannot install the SIGINT and SIGTERM handlers: {error}"))?;
+    let config = server_config(&arguments)?;
+    let wait = if arguments.wait {
+        LockWait::Wait
+    } else {
+        LockWait::Fail
+    };
+    let store = RunningStore::open(&arguments.store, StoreAccess::ReadWrite, wait)?;
+    for note in &store.notes {
+        tracing::info!(store = %arguments.store.display(), "{note}");
+    }
+    let server = Server::start(store, config)?;
+    let stop_handle = server.stop_handle();
+    let signal_thread = stop_signals.serve(move |signal| {
+        tracing::info!(
+            signal = signals::signal_name(signal),
+            "stopping: no new connections; finishing commands in flight, then flush and unmount"
+        );
+        send_notification("STOPPING=1");
+        stop_handle.stop();
+    });
+    announce_readiness(&server, &arguments)?;
+    let report = server.run_until_stopped();
+    signal_thread.close();
+    let report = report?;
+    print_summary(&report, &arguments)?;
+    Ok(())
+}
+
+/// The server's configuration from the command line, the library's defaults elsewhere.
+fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::error::Error>> {
+    let mut config = ServerConfig {
+        socket_path: arguments
+            .socket
+            .clone()
+            .unwrap_or_else(|| flashpipe_client::server_socket_path(&arguments.store)),
+        ..ServerConfig::default()
+    };
+    if let Some(max_clients) = arguments.max_clients {
+        if max_clients == 0 {
+            return Err("--max-clients must be at least 1".into());
+        }
+        config.max_clients = max_clients;
+    }
+    if let Some(max_in_flight) = arguments.max_in_flight_per_client {
+        if max_in_flight == 0 {
+            return Err("--max-in-flight-per-client must be at least 1".into());
+        }
+        config.max_in_flight_per_client = max_in_flight;
+    }
+    if let Some(text) = &arguments.max_bytes_in_flight {
+        let bytes = parse_size_bytes(text)
+            .map_err(|error| format!("--max-bytes-in-flight {text:?}: {error}"))?;
+        if bytes == 0 {
+            return Err("--max-bytes-in-flight must be at least 1 byte".into());
+        }
+        config.max_bytes_in_flight = bytes;
+    }
+    Ok(config)
+}
+
+/// Prints the readiness line (standard output, flushed: a supervising script waits for
+/// it) and tells a service manager.
+fn announce_readiness(server: &Server, arguments: &ServeArgs) -> CliResult {
+    let pid = std::process::id();
+    tracing::info!(
+        socket = %server.socket_path().display(),
+        store = %arguments.store.display(),
+        pid,
+        "accepting clients"
+    );
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "flashpipe serve: ready: store {} on socket {} (pid {pid})",
+        arguments.store.display(),
+        server.socket_path().display()
+    )?;
+    out.flush()?;
+    send_notification("READY=1");
+    Ok(())
+}
+
+/// Sends a notification to `$NOTIFY_SOCKET` when set; a failure is logged, not fatal.
+fn send_notification(message: &str) {
+    match notify::notify(message) {
+        Ok(true) => tracing::debug!(message, "notified the service manager"),
+        Ok(false) => {}
+        Err(error) => tracing::warn!("{error}"),
+    }
+}
+
+/// The one summary line on standard output after a clean stop.
+fn print_summary(report: &ServeReport, arguments: &ServeArgs) -> CliResult {
+    tracing::info!(report = ?report, "stopped; store flushed and unmounted");
+    println!(
+        "flashpipe serve: stopped: store {} flushed and unmounted cleanly; {report}",
+        arguments.store.display()
+    );
+    Ok(())
+}
