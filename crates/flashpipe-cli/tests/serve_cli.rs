@@ -1,0 +1,197 @@
+//! `flashpipe serve` with the real binary: it prints its readiness line, CLI commands in
+//! other processes go through it transparently (two at once, each seeing the other's
+//! files), `-v` says so, commands that need the store alone name the server's pid, a
+//! service manager gets `READY=1`, and SIGTERM and SIGINT end it with a clean unmount.
+
+mod serve_support;
+
+use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
+
+use serve_support::*;
+
+#[test]
+fn serve_prints_its_readiness_line_and_stops_cleanly_on_sigterm() {
+    let folder = TestFolder::new("serve-ready");
+    let store = file_store(&folder, "64MiB");
+    let server = ServerProcess::start(&store, &[]);
+    assert!(
+        server.readiness_line.starts_with("flashpipe serve: ready: "),
+        "{}",
+        server.readiness_line
+    );
+    assert!(server.socket.exists(), "the socket {} exists", server.socket.display());
+    assert_eq!(
+        server.socket.parent(),
+        store.parent(),
+        "the default socket lies beside the store file"
+    );
+    let socket = server.socket.clone();
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "serve exits 0 on SIGTERM: {exit:?}");
+    assert!(
+        exit.stdout.contains("stopped") && exit.stdout.contains("unmounted cleanly"),
+        "the summary line: {exit:?}"
+    );
+    assert!(exit.stderr.contains("SIGTERM"), "the logs name the signal: {}", exit.stderr);
+    assert!(!socket.exists(), "the socket is removed on a clean stop");
+    assert_fsck_clean(&store);
+}
+
+#[test]
+fn sigint_stops_the_server_as_sigterm_does() {
+    let folder = TestFolder::new("serve-sigint");
+    let store = file_store(&folder, "64MiB");
+    let server = ServerProcess::start(&store, &["--log-format", "json"]);
+    let exit = server.stop_with(libc::SIGINT);
+    assert!(exit.status.success(), "serve exits 0 on SIGINT: {exit:?}");
+    let first_log = exit.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first_log.starts_with('{') && first_log.contains("\"level\""),
+        "--log-format json writes JSON lines: {first_log:?}"
+    );
+    assert_fsck_clean(&store);
+}
+
+#[test]
+fn commands_go_through_the_server_and_say_so_with_v() {
+    let folder = TestFolder::new("serve-through");
+    let store = file_store(&folder, "64MiB");
+    let local = folder.join("local.bin");
+    std::fs::write(&local, file_contents(1, 300_000)).unwrap();
+    let server = ServerProcess::start(&store, &[]);
+    let stderr = succeed_stderr(&["put", text(&store), text(&local), "--as", "one", "-v"]);
+    assert!(
+        stderr.contains("through the server") && stderr.contains(&server.pid.to_string()),
+        "-v names the server and its pid: {stderr}"
+    );
+    assert_eq!(read_back(&store, "one"), file_contents(1, 300_000));
+    let listing = succeed(&["ls", text(&store), "-1"]);
+    assert_eq!(listing.trim(), "one");
+    succeed(&["cp", text(&store), "one", "two"]);
+    succeed(&["mv", text(&store), "two", "three"]);
+    let stat = succeed(&["stat", text(&store), "three"]);
+    assert!(stat.contains("300000 bytes"), "{stat}");
+    let df = succeed(&["df", text(&store)]);
+    assert!(df.contains("2 file(s)"), "{df}");
+    let fsck = succeed(&["fsck", text(&store)]);
+    assert!(fsck.contains("clean"), "fsck through the server: {fsck}");
+    succeed(&["rm", text(&store), "three"]);
+    let error = fail_stderr(&["put", text(&store), text(&local), "--as", "one"]);
+    assert!(error.contains("--force"), "an existing name is refused as before: {error}");
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_eq!(succeed(&["ls", text(&store), "-1"]).trim(), "one");
+    assert_fsck_clean(&store);
+}
+
+#[test]
+fn two_concurrent_clients_put_get_and_list_through_the_server() {
+    let folder = TestFolder::new("serve-two");
+    let store = file_store(&folder, "128MiB");
+    let server = ServerProcess::start(&store, &[]);
+    let clients: Vec<_> = (0..2u64)
+        .map(|client| {
+            let store = store.clone();
+            let local = folder.join(&format!("client{client}.bin"));
+            std::thread::spawn(move || {
+                for round in 0..6u64 {
+                    let index = client * 100 + round;
+                    let contents = file_contents(index, 50_000 + 30_000 * round as usize);
+                    std::fs::write(&local, &contents).unwrap();
+                    let name = format!("c{client}-r{round}");
+                    succeed(&["put", text(&store), text(&local), "--as", &name]);
+                    assert_eq!(read_back(&store, &name), contents, "{name}");
+                    let listing = succeed(&["ls", text(&store), "-1"]);
+                    assert!(listing.lines().any(|line| line == name), "{name}: {listing}");
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().expect("a client thread");
+    }
+    let listing = succeed(&["ls", text(&store), "-1"]);
+    assert_eq!(listing.lines().count(), 12, "{listing}");
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_fsck_clean(&store);
+    for client in 0..2u64 {
+        for round in 0..6u64 {
+            let contents = file_contents(client * 100 + round, 50_000 + 30_000 * round as usize);
+            assert_eq!(read_back(&store, &format!("c{client}-r{round}")), contents);
+        }
+    }
+}
+
+#[test]
+fn ls_through_the_server_sees_a_file_another_client_just_put() {
+    let folder = TestFolder::new("serve-sees");
+    let store = file_store(&folder, "64MiB");
+    let local = folder.join("x.txt");
+    std::fs::write(&local, b"seen by the other shell\n").unwrap();
+    let server = ServerProcess::start(&store, &[]);
+    assert_eq!(succeed(&["ls", text(&store), "-1"]).trim(), "");
+    succeed(&["put", text(&store), text(&local)]);
+    assert_eq!(succeed(&["ls", text(&store), "-1"]).trim(), "x.txt");
+    assert_eq!(read_back(&store, "x.txt"), b"seen by the other shell\n");
+    drop(server);
+}
+
+#[test]
+fn commands_needing_the_store_alone_name_the_server_pid() {
+    let folder = TestFolder::new("serve-exclusive");
+    let store = file_store(&folder, "64MiB");
+    let server = ServerProcess::start(&store, &[]);
+    let pid = server.pid.to_string();
+    let repair = fail_stderr(&["fsck", text(&store), "--repair"]);
+    assert!(repair.contains(&pid), "fsck --repair names the server's pid: {repair}");
+    let second = fail_stderr(&["serve", text(&store)]);
+    assert!(second.contains(&pid), "a second serve names the first's pid: {second}");
+    let mkfs = Command::new(flashpipe_binary())
+        .args(["mkfs", "--devices", "a.img", "--size", "64MiB", "--force", "t.toml"])
+        .current_dir(folder.path())
+        .output()
+        .unwrap();
+    let mkfs_error = String::from_utf8_lossy(&mkfs.stderr);
+    assert!(!mkfs.status.success(), "mkfs over a served device must fail");
+    assert!(mkfs_error.contains(&pid), "mkfs names the server's pid: {mkfs_error}");
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_fsck_clean(&store);
+}
+
+#[test]
+fn a_service_manager_is_told_ready_and_stopping() {
+    let folder = TestFolder::new("serve-notify");
+    let store = file_store(&folder, "64MiB");
+    let notify_path = folder.join("notify.sock");
+    let receiver = UnixDatagram::bind(&notify_path).unwrap();
+    let server = ServerProcess::start_with_environment(
+        &store,
+        &[],
+        &[("NOTIFY_SOCKET", text(&notify_path))],
+    );
+    let mut buffer = [0u8; 256];
+    let length = receiver.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..length], b"READY=1");
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    let length = receiver.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..length], b"STOPPING=1");
+}
+
+#[test]
+fn without_a_server_commands_open_the_store_in_their_own_process() {
+    let folder = TestFolder::new("serve-none");
+    let store = file_store(&folder, "64MiB");
+    let stderr = succeed_stderr(&["ls", text(&store), "-v"]);
+    assert!(stderr.contains("in this process"), "{stderr}");
+    let child = Command::new(flashpipe_binary())
+        .args(["serve", text(&store), "--max-clients", "0"])
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!child.status.success(), "--max-clients 0 is refused");
+    assert!(String::from_utf8_lossy(&child.stderr).contains("--max-clients"));
+}
