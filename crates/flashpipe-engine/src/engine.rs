@@ -176,6 +176,12 @@ impl Engine {
         self.config
     }
 
+    /// A sender of commands answered on queues of the caller's choosing
+    /// ([`crate::submitter`]).
+    pub fn command_sender(&self) -> crate::submitter::CommandSender {
+        crate::submitter::CommandSender::new(self.messages.clone(), self.config)
+    }
+
     /// A new client with at most `outstanding_limit` commands outstanding.
     pub fn client(&self, outstanding_limit: usize) -> EngineClient {
         EngineClient::new(self.messages.clone(), outstanding_limit, self.config)

@@ -29,6 +29,7 @@ pub mod group_commit;
 pub mod handoff;
 mod reads;
 pub mod stepped;
+pub mod submitter;
 mod writes;
 
 pub use client::{Completion, EngineClient, StreamError, Ticket};
@@ -37,3 +38,4 @@ pub use engine::{Engine, EngineConfig, EngineCounters, WritePath};
 pub use group_commit::FlushGrouping;
 pub use handoff::{Handoff, WaitCounts};
 pub use stepped::{StepOutcome, SteppedEngine};
+pub use submitter::CommandSender;

@@ -1,0 +1,24 @@
+//! The client library of `flashpipe serve` (docs/protocol.md): connects to a server's
+//! Unix socket, sends requests under its own request ids and takes the answers in any
+//! order ([`Client::submit`], [`Client::wait`]), with one-shot conveniences for every
+//! command. Read data comes back as a [`ReadView`]: bytes the frame carried (the copying
+//! path) or a window of the server's shared read pool mapped into this process (by
+//! reference), released when the view is dropped. Writes go inline, or from a
+//! [`WriteBuffer`] granted in this client's own shared write pool.
+//!
+//! Hand-written over the protocol crate rather than an RPC framework: requests are
+//! pipelined on one socket with file descriptors passed beside the welcome, which no
+//! maintained RPC crate for Unix sockets does with shared-memory payloads.
+
+mod client;
+mod error;
+mod view;
+
+pub use client::{server_socket_path, Client, ConnectOptions, Response, ServerInfo};
+pub use error::{ClientError, ConnectError};
+pub use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+pub use flashpipe_protocol::{
+    CancelOutcome, CheckSummary, ErrorCode, RemoteError, Request, RequestId, ServerLimits,
+    WriteGrant,
+};
+pub use view::{ReadView, WriteBuffer};

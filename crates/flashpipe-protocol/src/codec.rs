@@ -1,0 +1,655 @@
+//! Frames to bytes and back (docs/protocol.md): the 24-byte header, then each kind's
+//! body. Decoding checks every field against its limit and never panics.
+
+use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
+
+use crate::error::{DecodeError, ErrorCode, RemoteError};
+use crate::frame::{
+    CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
+    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+};
+use crate::wire::{Reader, Writer};
+use crate::{
+    RequestId, HEADER_BYTES, MAGIC, MAX_BODY_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES,
+    MAX_READ_FILES_COUNT, MAX_RELEASE_HANDLES, MAX_TEXT_BYTES, PROTOCOL_VERSION,
+};
+
+/// A decoded frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// The frame's kind.
+    pub kind: FrameKind,
+    /// The frame's request id.
+    pub request_id: RequestId,
+    /// Bytes of body that follow.
+    pub body_length_bytes: u32,
+}
+
+/// Encodes a frame, header and body.
+pub fn encode_frame(frame: &Frame) -> Vec<u8> {
+    let mut writer = Writer::new();
+    writer.bytes.extend_from_slice(&[0u8; HEADER_BYTES]);
+    encode_body(frame, &mut writer);
+    let body_length = writer.bytes.len() - HEADER_BYTES;
+    assert!(
+        body_length <= MAX_BODY_BYTES as usize,
+        "a {} frame of {body_length} bytes exceeds the protocol's body limit",
+        frame.kind().name()
+    );
+    let header = encode_header(frame.kind(), frame.request_id(), body_length as u32);
+    writer.bytes[..HEADER_BYTES].copy_from_slice(&header);
+    writer.bytes
+}
+
+/// The 24 header bytes of a frame.
+pub fn encode_header(
+    kind: FrameKind,
+    request_id: RequestId,
+    body_length_bytes: u32,
+) -> [u8; HEADER_BYTES] {
+    let mut header = [0u8; HEADER_BYTES];
+    header[0..4].copy_from_slice(&MAGIC);
+    header[4..6].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    header[6..8].copy_from_slice(&(kind as u16).to_le_bytes());
+    header[8..16].copy_from_slice(&request_id.to_le_bytes());
+    header[16..20].copy_from_slice(&body_length_bytes.to_le_bytes());
+    header
+}
+
+/// Decodes a header, refusing a body longer than `max_body_bytes` (at most
+/// [`MAX_BODY_BYTES`]).
+pub fn decode_header(
+    bytes: &[u8; HEADER_BYTES],
+    max_body_bytes: u32,
+) -> Result<Header, DecodeError> {
+    let mut reader = Reader::new(bytes);
+    let magic = [
+        reader.u8("magic")?,
+        reader.u8("magic")?,
+        reader.u8("magic")?,
+        reader.u8("magic")?,
+    ];
+    if magic != MAGIC {
+        return Err(DecodeError::BadMagic { found: magic });
+    }
+    let version = reader.u16("version")?;
+    if version != PROTOCOL_VERSION {
+        return Err(DecodeError::UnsupportedVersion {
+            found: version,
+            supported: PROTOCOL_VERSION,
+        });
+    }
+    let kind_value = reader.u16("kind")?;
+    let kind =
+        FrameKind::from_wire(kind_value).ok_or(DecodeError::UnknownKind { kind: kind_value })?;
+    let request_id = reader.u64("request_id")?;
+    let body_length_bytes = reader.u32("body_length")?;
+    let limit = max_body_bytes.min(MAX_BODY_BYTES);
+    if body_length_bytes > limit {
+        return Err(DecodeError::BodyTooLarge {
+            length_bytes: u64::from(body_length_bytes),
+            limit_bytes: u64::from(limit),
+        });
+    }
+    let flags = reader.u32("flags")?;
+    if flags != 0 {
+        return Err(DecodeError::NonZeroFlags { flags });
+    }
+    check_request_id(kind, request_id)?;
+    Ok(Header {
+        kind,
+        request_id,
+        body_length_bytes,
+    })
+}
+
+fn check_request_id(kind: FrameKind, request_id: RequestId) -> Result<(), DecodeError> {
+    let connection_frame = matches!(
+        kind,
+        FrameKind::Hello | FrameKind::Welcome | FrameKind::Release
+    );
+    if connection_frame && request_id != 0 {
+        return Err(DecodeError::BadRequestId {
+            kind: kind.name(),
+            request_id,
+            rule: "hello, welcome and release frames carry id 0",
+        });
+    }
+    if !connection_frame && kind != FrameKind::Error && request_id == 0 {
+        return Err(DecodeError::BadRequestId {
+            kind: kind.name(),
+            request_id,
+            rule: "requests and their answers carry a non-zero id",
+        });
+    }
+    Ok(())
+}
+
+/// Decodes one whole frame: exactly a header and the body it announces.
+pub fn decode_frame(bytes: &[u8]) -> Result<Frame, DecodeError> {
+    if bytes.len() < HEADER_BYTES {
+        return Err(DecodeError::Truncated {
+            field: "header",
+            needed_bytes: HEADER_BYTES as u64,
+            available_bytes: bytes.len() as u64,
+        });
+    }
+    let mut header_bytes = [0u8; HEADER_BYTES];
+    header_bytes.copy_from_slice(&bytes[..HEADER_BYTES]);
+    let header = decode_header(&header_bytes, MAX_BODY_BYTES)?;
+    let body = &bytes[HEADER_BYTES..];
+    if body.len() as u64 != u64::from(header.body_length_bytes) {
+        return Err(DecodeError::LengthMismatch {
+            length_bytes: u64::from(header.body_length_bytes),
+            available_bytes: body.len() as u64,
+        });
+    }
+    decode_body(&header, body)
+}
+
+/// Decodes a frame's body under its (already decoded) header.
+pub fn decode_body(header: &Header, body: &[u8]) -> Result<Frame, DecodeError> {
+    let mut reader = Reader::new(body);
+    let request_id = header.request_id;
+    let frame = match header.kind {
+        FrameKind::Hello => Frame::Hello(decode_hello(&mut reader)?),
+        FrameKind::Welcome => Frame::Welcome(decode_welcome(&mut reader)?),
+        FrameKind::Release => Frame::Release {
+            handles: decode_release(&mut reader)?,
+        },
+        FrameKind::Error => Frame::Error {
+            request_id,
+            error: decode_remote_error(&mut reader)?,
+        },
+        kind => match decode_request(kind, &mut reader)? {
+            Some(request) => Frame::Request {
+                request_id,
+                request,
+            },
+            None => Frame::Response {
+                request_id,
+                response: decode_response(kind, &mut reader)?,
+            },
+        },
+    };
+    reader.finish(header.kind.name())?;
+    Ok(frame)
+}
+
+fn encode_body(frame: &Frame, writer: &mut Writer) {
+    match frame {
+        Frame::Hello(hello) => encode_hello(hello, writer),
+        Frame::Welcome(welcome) => encode_welcome(welcome, writer),
+        Frame::Release { handles } => {
+            writer.count(handles.len());
+            handles.iter().for_each(|handle| writer.u64(*handle));
+        }
+        Frame::Error { error, .. } => encode_remote_error(error, writer),
+        Frame::Request { request, .. } => encode_request(request, writer),
+        Frame::Response { response, .. } => encode_response(response, writer),
+    }
+}
+
+fn encode_hello(hello: &Hello, writer: &mut Writer) {
+    writer.u16(hello.min_version);
+    writer.u16(hello.max_version);
+    writer.bool(hello.map_memory);
+    writer.string(&hello.client_name);
+}
+
+fn decode_hello(reader: &mut Reader<'_>) -> Result<Hello, DecodeError> {
+    Ok(Hello {
+        min_version: reader.u16("hello.min_version")?,
+        max_version: reader.u16("hello.max_version")?,
+        map_memory: reader.bool("hello.map_memory")?,
+        client_name: reader.string("hello.client_name", MAX_NAME_BYTES)?,
+    })
+}
+
+fn encode_welcome(welcome: &Welcome, writer: &mut Writer) {
+    writer.u16(welcome.version);
+    writer.u32(welcome.server_pid);
+    writer.string(&welcome.store_path);
+    let limits = &welcome.limits;
+    writer.u32(limits.max_body_bytes);
+    writer.u32(limits.max_write_bytes);
+    writer.u64(limits.max_read_bytes);
+    writer.u32(limits.max_read_files_count);
+    writer.u64(limits.max_read_files_bytes);
+    writer.u32(limits.max_in_flight_per_client);
+    writer.u64(limits.max_bytes_in_flight_per_client);
+    writer.u32(limits.max_read_handles_per_client);
+    encode_region(welcome.read_region, writer);
+    encode_region(welcome.write_region, writer);
+}
+
+fn encode_region(region: Option<SharedRegion>, writer: &mut Writer) {
+    match region {
+        None => writer.u8(0),
+        Some(region) => {
+            writer.u8(1);
+            writer.u32(region.slot_count);
+            writer.u64(region.slot_size_bytes);
+        }
+    }
+}
+
+fn decode_welcome(reader: &mut Reader<'_>) -> Result<Welcome, DecodeError> {
+    Ok(Welcome {
+        version: reader.u16("welcome.version")?,
+        server_pid: reader.u32("welcome.server_pid")?,
+        store_path: reader.string("welcome.store_path", MAX_NAME_BYTES)?,
+        limits: ServerLimits {
+            max_body_bytes: reader.u32("welcome.max_body_bytes")?,
+            max_write_bytes: reader.u32("welcome.max_write_bytes")?,
+            max_read_bytes: reader.u64("welcome.max_read_bytes")?,
+            max_read_files_count: reader.u32("welcome.max_read_files_count")?,
+            max_read_files_bytes: reader.u64("welcome.max_read_files_bytes")?,
+            max_in_flight_per_client: reader.u32("welcome.max_in_flight_per_client")?,
+            max_bytes_in_flight_per_client: reader.u64("welcome.max_bytes_in_flight_per_client")?,
+            max_read_handles_per_client: reader.u32("welcome.max_read_handles_per_client")?,
+        },
+        read_region: decode_region(reader, "welcome.read_region")?,
+        write_region: decode_region(reader, "welcome.write_region")?,
+    })
+}
+
+fn decode_region(
+    reader: &mut Reader<'_>,
+    field: &'static str,
+) -> Result<Option<SharedRegion>, DecodeError> {
+    match reader.u8(field)? {
+        0 => Ok(None),
+        1 => Ok(Some(SharedRegion {
+            slot_count: reader.u32(field)?,
+            slot_size_bytes: reader.u64(field)?,
+        })),
+        value => Err(DecodeError::BadValue {
+            field,
+            value: u64::from(value),
+        }),
+    }
+}
+
+fn decode_release(reader: &mut Reader<'_>) -> Result<Vec<u64>, DecodeError> {
+    let count = reader.count("release.count", MAX_RELEASE_HANDLES, 8)?;
+    (0..count).map(|_| reader.u64("release.handle")).collect()
+}
+
+fn encode_remote_error(error: &RemoteError, writer: &mut Writer) {
+    writer.u16(error.code.to_wire());
+    writer.optional_u64(error.limit);
+    writer.string(&error.message);
+}
+
+fn decode_remote_error(reader: &mut Reader<'_>) -> Result<RemoteError, DecodeError> {
+    Ok(RemoteError {
+        code: ErrorCode::from_wire(reader.u16("error.code")?),
+        limit: reader.optional_u64("error.limit")?,
+        message: reader.string("error.message", MAX_TEXT_BYTES)?,
+    })
+}
+
+fn encode_request(request: &Request, writer: &mut Writer) {
+    match request {
+        Request::Create { name } | Request::Delete { name } | Request::Stat { name } => {
+            writer.string(name)
+        }
+        Request::Write {
+            name,
+            offset_bytes,
+            data,
+        } => {
+            writer.string(name);
+            writer.u64(*offset_bytes);
+            writer.bytes(data);
+        }
+        Request::WriteGranted {
+            name,
+            offset_bytes,
+            slot,
+            length_bytes,
+        } => {
+            writer.string(name);
+            writer.u64(*offset_bytes);
+            writer.u32(*slot);
+            writer.u32(*length_bytes);
+        }
+        Request::Read {
+            name,
+            offset_bytes,
+            length_bytes,
+        } => {
+            writer.string(name);
+            writer.u64(*offset_bytes);
+            writer.u64(*length_bytes);
+        }
+        Request::ReadFiles { names } => {
+            writer.count(names.len());
+            names.iter().for_each(|name| writer.string(name));
+        }
+        Request::Truncate { name, size_bytes } => {
+            writer.string(name);
+            writer.u64(*size_bytes);
+        }
+        Request::Rename { from, to } | Request::RenameReplacing { from, to } => {
+            writer.string(from);
+            writer.string(to);
+        }
+        Request::Copy { from, to, method } => {
+            writer.string(from);
+            writer.string(to);
+            writer.u8(copy_method_to_wire(*method));
+        }
+        Request::Cancel { target } => writer.u64(*target),
+        Request::List | Request::Stats | Request::Flush | Request::Check | Request::GrantWrite => {}
+    }
+}
+
+/// Decodes a request body, or `None` when `kind` is not a request.
+fn decode_request(
+    kind: FrameKind,
+    reader: &mut Reader<'_>,
+) -> Result<Option<Request>, DecodeError> {
+    let name = |reader: &mut Reader<'_>, field| reader.string(field, MAX_NAME_BYTES);
+    let request = match kind {
+        FrameKind::Create => Request::Create {
+            name: name(reader, "create.name")?,
+        },
+        FrameKind::Write => Request::Write {
+            name: name(reader, "write.name")?,
+            offset_bytes: reader.u64("write.offset")?,
+            data: reader
+                .bytes("write.data", MAX_BODY_BYTES as usize)?
+                .to_vec(),
+        },
+        FrameKind::WriteGranted => Request::WriteGranted {
+            name: name(reader, "write_granted.name")?,
+            offset_bytes: reader.u64("write_granted.offset")?,
+            slot: reader.u32("write_granted.slot")?,
+            length_bytes: reader.u32("write_granted.length")?,
+        },
+        FrameKind::Read => Request::Read {
+            name: name(reader, "read.name")?,
+            offset_bytes: reader.u64("read.offset")?,
+            length_bytes: reader.u64("read.length")?,
+        },
+        FrameKind::ReadFiles => {
+            let count = reader.count("read_files.count", MAX_READ_FILES_COUNT, 4)?;
+            let names = (0..count)
+                .map(|_| name(reader, "read_files.name"))
+                .collect::<Result<_, _>>()?;
+            Request::ReadFiles { names }
+        }
+        FrameKind::Truncate => Request::Truncate {
+            name: name(reader, "truncate.name")?,
+            size_bytes: reader.u64("truncate.size")?,
+        },
+        FrameKind::Delete => Request::Delete {
+            name: name(reader, "delete.name")?,
+        },
+        FrameKind::Rename => Request::Rename {
+            from: name(reader, "rename.from")?,
+            to: name(reader, "rename.to")?,
+        },
+        FrameKind::RenameReplacing => Request::RenameReplacing {
+            from: name(reader, "rename_replacing.from")?,
+            to: name(reader, "rename_replacing.to")?,
+        },
+        FrameKind::Copy => Request::Copy {
+            from: name(reader, "copy.from")?,
+            to: name(reader, "copy.to")?,
+            method: copy_method_from_wire(reader.u8("copy.method")?)?,
+        },
+        FrameKind::Stat => Request::Stat {
+            name: name(reader, "stat.name")?,
+        },
+        FrameKind::List => Request::List,
+        FrameKind::Stats => Request::Stats,
+        FrameKind::Flush => Request::Flush,
+        FrameKind::Check => Request::Check,
+        FrameKind::Cancel => Request::Cancel {
+            target: reader.u64("cancel.target")?,
+        },
+        FrameKind::GrantWrite => Request::GrantWrite,
+        _ => return Ok(None),
+    };
+    Ok(Some(request))
+}
+
+fn copy_method_to_wire(method: CopyMethod) -> u8 {
+    match method {
+        CopyMethod::ReferenceOrFail => 0,
+        CopyMethod::ReferenceOrBytes => 1,
+        CopyMethod::Bytes => 2,
+    }
+}
+
+fn copy_method_from_wire(value: u8) -> Result<CopyMethod, DecodeError> {
+    match value {
+        0 => Ok(CopyMethod::ReferenceOrFail),
+        1 => Ok(CopyMethod::ReferenceOrBytes),
+        2 => Ok(CopyMethod::Bytes),
+        value => Err(DecodeError::BadValue {
+            field: "copy.method",
+            value: u64::from(value),
+        }),
+    }
+}
+
+fn encode_response(response: &Response, writer: &mut Writer) {
+    match response {
+        Response::Done => {}
+        Response::Written { length_bytes } => writer.u64(*length_bytes),
+        Response::Data(payload) => encode_payload(payload, writer),
+        Response::Files(files) => {
+            writer.count(files.len());
+            files.iter().for_each(|file| encode_file_data(file, writer));
+        }
+        Response::Stat(stat) => encode_stat(stat, writer),
+        Response::List(stats) => {
+            writer.count(stats.len());
+            stats.iter().for_each(|stat| encode_stat(stat, writer));
+        }
+        Response::Stats(stats) => encode_fs_stats(stats, writer),
+        Response::Check(summary) => encode_check(summary, writer),
+        Response::Copied(report) => {
+            writer.u64(report.blocks_by_reference);
+            writer.u64(report.bytes_by_bytes);
+        }
+        Response::Granted(grant) => {
+            writer.u32(grant.slot);
+            writer.u32(grant.slot_size_bytes);
+        }
+        Response::Cancel(outcome) => writer.u8(match outcome {
+            CancelOutcome::NotInFlight => 0,
+            CancelOutcome::Running => 1,
+        }),
+    }
+}
+
+fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response, DecodeError> {
+    Ok(match kind {
+        FrameKind::Done => Response::Done,
+        FrameKind::Written => Response::Written {
+            length_bytes: reader.u64("written.length")?,
+        },
+        FrameKind::Data => Response::Data(decode_payload(reader)?),
+        FrameKind::Files => {
+            let count = reader.count("files.count", MAX_READ_FILES_COUNT, 1)?;
+            let files = (0..count)
+                .map(|_| decode_file_data(reader))
+                .collect::<Result<_, _>>()?;
+            Response::Files(files)
+        }
+        FrameKind::StatReply => Response::Stat(decode_stat(reader)?),
+        FrameKind::ListReply => {
+            let count = reader.count("list.count", MAX_LIST_ENTRIES, 36)?;
+            let stats = (0..count)
+                .map(|_| decode_stat(reader))
+                .collect::<Result<_, _>>()?;
+            Response::List(stats)
+        }
+        FrameKind::StatsReply => Response::Stats(decode_fs_stats(reader)?),
+        FrameKind::CheckReply => Response::Check(decode_check(reader)?),
+        FrameKind::Copied => Response::Copied(CopyReport {
+            blocks_by_reference: reader.u64("copied.blocks_by_reference")?,
+            bytes_by_bytes: reader.u64("copied.bytes_by_bytes")?,
+        }),
+        FrameKind::Granted => Response::Granted(WriteGrant {
+            slot: reader.u32("granted.slot")?,
+            slot_size_bytes: reader.u32("granted.slot_size")?,
+        }),
+        FrameKind::CancelReply => Response::Cancel(match reader.u8("cancel_reply.outcome")? {
+            0 => CancelOutcome::NotInFlight,
+            1 => CancelOutcome::Running,
+            value => {
+                return Err(DecodeError::BadValue {
+                    field: "cancel_reply.outcome",
+                    value: u64::from(value),
+                })
+            }
+        }),
+        other => return Err(DecodeError::UnknownKind { kind: other as u16 }),
+    })
+}
+
+fn encode_payload(payload: &DataPayload, writer: &mut Writer) {
+    match payload {
+        DataPayload::Inline(bytes) => {
+            writer.u8(0);
+            writer.bytes(bytes);
+        }
+        DataPayload::Shared(window) => {
+            writer.u8(1);
+            writer.u64(window.handle);
+            writer.u32(window.slot);
+            writer.u64(window.window_start);
+            writer.u64(window.length_bytes);
+        }
+    }
+}
+
+fn decode_payload(reader: &mut Reader<'_>) -> Result<DataPayload, DecodeError> {
+    match reader.u8("data.tag")? {
+        0 => Ok(DataPayload::Inline(
+            reader
+                .bytes("data.bytes", MAX_BODY_BYTES as usize)?
+                .to_vec(),
+        )),
+        1 => Ok(DataPayload::Shared(SharedWindow {
+            handle: reader.u64("data.handle")?,
+            slot: reader.u32("data.slot")?,
+            window_start: reader.u64("data.window_start")?,
+            length_bytes: reader.u64("data.length")?,
+        })),
+        value => Err(DecodeError::BadValue {
+            field: "data.tag",
+            value: u64::from(value),
+        }),
+    }
+}
+
+fn encode_file_data(file: &FileData, writer: &mut Writer) {
+    match file {
+        Ok(payload) => encode_payload(payload, writer),
+        Err(error) => {
+            writer.u8(2);
+            encode_remote_error(error, writer);
+        }
+    }
+}
+
+fn decode_file_data(reader: &mut Reader<'_>) -> Result<FileData, DecodeError> {
+    match reader.u8("files.tag")? {
+        0 => Ok(Ok(DataPayload::Inline(
+            reader
+                .bytes("files.bytes", MAX_BODY_BYTES as usize)?
+                .to_vec(),
+        ))),
+        1 => Ok(Ok(DataPayload::Shared(SharedWindow {
+            handle: reader.u64("files.handle")?,
+            slot: reader.u32("files.slot")?,
+            window_start: reader.u64("files.window_start")?,
+            length_bytes: reader.u64("files.length")?,
+        }))),
+        2 => Ok(Err(decode_remote_error(reader)?)),
+        value => Err(DecodeError::BadValue {
+            field: "files.tag",
+            value: u64::from(value),
+        }),
+    }
+}
+
+fn encode_stat(stat: &FileStat, writer: &mut Writer) {
+    writer.u64(stat.file_id.0);
+    writer.string(&stat.name);
+    writer.u64(stat.size_bytes);
+    writer.u64(stat.allocated_blocks);
+    writer.u64(stat.modified_clock_ns);
+}
+
+fn decode_stat(reader: &mut Reader<'_>) -> Result<FileStat, DecodeError> {
+    Ok(FileStat {
+        file_id: FileId(reader.u64("stat.file_id")?),
+        name: reader.string("stat.name", MAX_NAME_BYTES)?,
+        size_bytes: reader.u64("stat.size")?,
+        allocated_blocks: reader.u64("stat.allocated_blocks")?,
+        modified_clock_ns: reader.u64("stat.modified_clock_ns")?,
+    })
+}
+
+fn encode_fs_stats(stats: &FsStats, writer: &mut Writer) {
+    writer.u32(stats.fs_block_size_bytes);
+    writer.u64(stats.fs_block_count);
+    writer.u64(stats.used_blocks);
+    writer.u64(stats.free_blocks);
+    writer.u64(stats.pending_free_blocks);
+    writer.u64(stats.reserved_blocks);
+    writer.u64(stats.file_count);
+    writer.u64(stats.commit_sequence);
+    writer.bool(stats.unflushed_changes);
+}
+
+fn decode_fs_stats(reader: &mut Reader<'_>) -> Result<FsStats, DecodeError> {
+    Ok(FsStats {
+        fs_block_size_bytes: reader.u32("stats.fs_block_size")?,
+        fs_block_count: reader.u64("stats.fs_block_count")?,
+        used_blocks: reader.u64("stats.used_blocks")?,
+        free_blocks: reader.u64("stats.free_blocks")?,
+        pending_free_blocks: reader.u64("stats.pending_free_blocks")?,
+        reserved_blocks: reader.u64("stats.reserved_blocks")?,
+        file_count: reader.u64("stats.file_count")?,
+        commit_sequence: reader.u64("stats.commit_sequence")?,
+        unflushed_changes: reader.bool("stats.unflushed_changes")?,
+    })
+}
+
+fn encode_check(summary: &CheckSummary, writer: &mut Writer) {
+    writer.bool(summary.clean);
+    writer.optional_u64(summary.commit_sequence);
+    writer.u64(summary.file_count);
+    writer.count(summary.findings.len());
+    summary
+        .findings
+        .iter()
+        .for_each(|finding| writer.string(finding));
+    writer.string(&summary.report_text);
+}
+
+fn decode_check(reader: &mut Reader<'_>) -> Result<CheckSummary, DecodeError> {
+    let clean = reader.bool("check.clean")?;
+    let commit_sequence = reader.optional_u64("check.commit_sequence")?;
+    let file_count = reader.u64("check.file_count")?;
+    let count = reader.count("check.findings", MAX_LIST_ENTRIES, 4)?;
+    let findings = (0..count)
+        .map(|_| reader.string("check.finding", MAX_TEXT_BYTES))
+        .collect::<Result<_, _>>()?;
+    Ok(CheckSummary {
+        clean,
+        commit_sequence,
+        file_count,
+        findings,
+        report_text: reader.string("check.report_text", MAX_TEXT_BYTES)?,
+    })
+}

@@ -1,0 +1,331 @@
+//! Typed errors on the wire ([`ErrorCode`], [`RemoteError`]) and why a frame could not
+//! be decoded ([`DecodeError`]).
+
+use std::fmt;
+
+/// What went wrong, as a number on the wire (docs/protocol.md, "Error codes"). Codes
+/// below 100 are the engine's and file system's errors; 100 and up are the server's
+/// own (limits, grants, protocol). A code this version does not know decodes as
+/// [`ErrorCode::Unknown`], so a newer server's errors still reach an older client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// No file has this name.
+    NotFound,
+    /// A file with this name exists already.
+    Exists,
+    /// The name breaks the rules (UTF-8, 1..=255 bytes, no '/' or NUL).
+    BadName,
+    /// Not enough free blocks.
+    NoSpace,
+    /// A read past the end of the file.
+    ReadPastEnd,
+    /// The file would exceed the file system's capacity.
+    FileTooLarge,
+    /// The store is read-only.
+    ReadOnly,
+    /// An earlier device failure left the mount unusable.
+    Unusable,
+    /// A data block failed its checksum.
+    DataChecksumMismatch,
+    /// A device failed.
+    Device,
+    /// A copy by reference is not possible.
+    NotByReference,
+    /// Every engine read buffer is held.
+    ReadBuffersExhausted,
+    /// A read larger than the engine's limit (the limit is given).
+    ReadTooLarge,
+    /// A read-files request naming more files than allowed (the limit is given).
+    TooManyFiles,
+    /// A read-files request asking for more bytes than allowed (the limit is given).
+    ReadFilesTooLarge,
+    /// A file of a read-files request left out: the batch took its buffers.
+    BatchBuffersFull,
+    /// The engine's queue or the client's engine queue is full.
+    EngineBusy,
+    /// The engine has stopped.
+    EngineStopped,
+    /// A stale file handle.
+    StaleHandle,
+    /// A buffer unsuitable for a direct read.
+    BadBuffer,
+    /// fsck could not run.
+    CheckFailed,
+    /// Any other engine error.
+    Internal,
+    /// The server has as many clients as it allows (the limit is given); the connection
+    /// is closed.
+    TooManyClients,
+    /// The client has as many requests in flight as it may (the limit is given).
+    TooManyInFlight,
+    /// The client's requests would hold more bytes than it may (the limit is given).
+    ClientBytesInFlight,
+    /// All clients' requests would hold more bytes than the server allows (the limit is
+    /// given).
+    ServerBytesInFlight,
+    /// The client holds as many read handles as it may (the limit is given).
+    TooManyReadHandles,
+    /// A write larger than the server takes in one request (the limit is given).
+    WriteTooLarge,
+    /// A write by grant names a slot not granted to this client, or a length past the
+    /// slot (the limit is given: the slot size).
+    NotGranted,
+    /// Every write slot of the client's pool is granted (the limit is given).
+    NoWriteSlots,
+    /// No protocol version in common (the server's is given); the connection is closed.
+    UnsupportedVersion,
+    /// A frame that could not be decoded; the connection is closed.
+    MalformedFrame,
+    /// The server is stopping and takes no new requests.
+    ShuttingDown,
+    /// A request that needs mapped memory on a connection that does not map it.
+    NotMapped,
+    /// The first frame was not a hello, or a hello came twice.
+    HandshakeRequired,
+    /// A code this version does not know.
+    Unknown(u16),
+}
+
+impl ErrorCode {
+    /// The code's number on the wire.
+    pub fn to_wire(self) -> u16 {
+        match self {
+            ErrorCode::NotFound => 1,
+            ErrorCode::Exists => 2,
+            ErrorCode::BadName => 3,
+            ErrorCode::NoSpace => 4,
+            ErrorCode::ReadPastEnd => 5,
+            ErrorCode::FileTooLarge => 6,
+            ErrorCode::ReadOnly => 7,
+            ErrorCode::Unusable => 8,
+            ErrorCode::DataChecksumMismatch => 9,
+            ErrorCode::Device => 10,
+            ErrorCode::NotByReference => 11,
+            ErrorCode::ReadBuffersExhausted => 12,
+            ErrorCode::ReadTooLarge => 13,
+            ErrorCode::TooManyFiles => 14,
+            ErrorCode::ReadFilesTooLarge => 15,
+            ErrorCode::BatchBuffersFull => 16,
+            ErrorCode::EngineBusy => 17,
+            ErrorCode::EngineStopped => 18,
+            ErrorCode::StaleHandle => 19,
+            ErrorCode::BadBuffer => 20,
+            ErrorCode::CheckFailed => 21,
+            ErrorCode::Internal => 22,
+            ErrorCode::TooManyClients => 100,
+            ErrorCode::TooManyInFlight => 101,
+            ErrorCode::ClientBytesInFlight => 102,
+            ErrorCode::ServerBytesInFlight => 103,
+            ErrorCode::TooManyReadHandles => 104,
+            ErrorCode::WriteTooLarge => 105,
+            ErrorCode::NotGranted => 106,
+            ErrorCode::NoWriteSlots => 107,
+            ErrorCode::UnsupportedVersion => 108,
+            ErrorCode::MalformedFrame => 109,
+            ErrorCode::ShuttingDown => 110,
+            ErrorCode::NotMapped => 111,
+            ErrorCode::HandshakeRequired => 112,
+            ErrorCode::Unknown(code) => code,
+        }
+    }
+
+    /// The code numbered `code` on the wire ([`ErrorCode::Unknown`] for one this
+    /// version does not know).
+    pub fn from_wire(code: u16) -> ErrorCode {
+        ALL_KNOWN_CODES
+            .iter()
+            .copied()
+            .find(|known| known.to_wire() == code)
+            .unwrap_or(ErrorCode::Unknown(code))
+    }
+}
+
+/// Every code this version knows.
+pub const ALL_KNOWN_CODES: [ErrorCode; 35] = [
+    ErrorCode::NotFound,
+    ErrorCode::Exists,
+    ErrorCode::BadName,
+    ErrorCode::NoSpace,
+    ErrorCode::ReadPastEnd,
+    ErrorCode::FileTooLarge,
+    ErrorCode::ReadOnly,
+    ErrorCode::Unusable,
+    ErrorCode::DataChecksumMismatch,
+    ErrorCode::Device,
+    ErrorCode::NotByReference,
+    ErrorCode::ReadBuffersExhausted,
+    ErrorCode::ReadTooLarge,
+    ErrorCode::TooManyFiles,
+    ErrorCode::ReadFilesTooLarge,
+    ErrorCode::BatchBuffersFull,
+    ErrorCode::EngineBusy,
+    ErrorCode::EngineStopped,
+    ErrorCode::StaleHandle,
+    ErrorCode::BadBuffer,
+    ErrorCode::CheckFailed,
+    ErrorCode::Internal,
+    ErrorCode::TooManyClients,
+    ErrorCode::TooManyInFlight,
+    ErrorCode::ClientBytesInFlight,
+    ErrorCode::ServerBytesInFlight,
+    ErrorCode::TooManyReadHandles,
+    ErrorCode::WriteTooLarge,
+    ErrorCode::NotGranted,
+    ErrorCode::NoWriteSlots,
+    ErrorCode::UnsupportedVersion,
+    ErrorCode::MalformedFrame,
+    ErrorCode::ShuttingDown,
+    ErrorCode::NotMapped,
+    ErrorCode::HandshakeRequired,
+];
+
+/// A request's failure as the server reports it: the code, the engine error's (or the
+/// server's) message, and the limit where one applies.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RemoteError {
+    /// What went wrong.
+    pub code: ErrorCode,
+    /// The engine error's Display text, or the server's own words.
+    pub message: String,
+    /// The limit that was reached, where one applies.
+    pub limit: Option<u64>,
+}
+
+impl RemoteError {
+    /// An error with a code, a message and no limit.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> RemoteError {
+        RemoteError {
+            code,
+            message: message.into(),
+            limit: None,
+        }
+    }
+
+    /// An error about a limit reached.
+    pub fn limit(code: ErrorCode, message: impl Into<String>, limit: u64) -> RemoteError {
+        RemoteError {
+            code,
+            message: message.into(),
+            limit: Some(limit),
+        }
+    }
+}
+
+/// Why bytes are not a frame; every variant names what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The header does not start with `FPSV`.
+    #[error("bad magic {found:02x?}: not a flashpipe serve frame (expected \"FPSV\")")]
+    BadMagic {
+        /// The first four bytes.
+        found: [u8; 4],
+    },
+    /// The header's version is not one this code speaks.
+    #[error("frame of protocol version {found}; this side speaks version {supported}")]
+    UnsupportedVersion {
+        /// Version in the header.
+        found: u16,
+        /// Version spoken here.
+        supported: u16,
+    },
+    /// The header's frame kind is unknown.
+    #[error("unknown frame kind {kind:#06x}")]
+    UnknownKind {
+        /// The kind in the header.
+        kind: u16,
+    },
+    /// The header's body length exceeds the limit.
+    #[error("frame body of {length_bytes} bytes exceeds the limit of {limit_bytes} bytes")]
+    BodyTooLarge {
+        /// Body length in the header.
+        length_bytes: u64,
+        /// The limit.
+        limit_bytes: u64,
+    },
+    /// The header's flags are not zero (none are defined).
+    #[error("frame flags {flags:#010x} are not zero (this version defines none)")]
+    NonZeroFlags {
+        /// The flags.
+        flags: u32,
+    },
+    /// The body length does not match the bytes given.
+    #[error("frame body is {available_bytes} bytes; the header says {length_bytes}")]
+    LengthMismatch {
+        /// Body length in the header.
+        length_bytes: u64,
+        /// Bytes after the header.
+        available_bytes: u64,
+    },
+    /// A field runs past the end of the body.
+    #[error("field {field} needs {needed_bytes} bytes; {available_bytes} are left in the body")]
+    Truncated {
+        /// The field.
+        field: &'static str,
+        /// Bytes it needs.
+        needed_bytes: u64,
+        /// Bytes left.
+        available_bytes: u64,
+    },
+    /// Bytes are left after the last field.
+    #[error("{count} bytes left after the last field of a {kind} frame")]
+    TrailingBytes {
+        /// The frame kind's name.
+        kind: &'static str,
+        /// Bytes left.
+        count: u64,
+    },
+    /// A text field is not UTF-8.
+    #[error("field {field} is not UTF-8")]
+    BadUtf8 {
+        /// The field.
+        field: &'static str,
+    },
+    /// A length field exceeds its limit.
+    #[error("field {field} is {length_bytes} bytes; the limit is {limit_bytes}")]
+    TooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length.
+        length_bytes: u64,
+        /// The limit.
+        limit_bytes: u64,
+    },
+    /// A count field exceeds its limit.
+    #[error("field {field} counts {count} items; the limit is {limit}")]
+    TooMany {
+        /// The field.
+        field: &'static str,
+        /// The count.
+        count: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A field holds a value outside its range (an enum tag, a boolean).
+    #[error("field {field} holds {value}, which is not a valid value")]
+    BadValue {
+        /// The field.
+        field: &'static str,
+        /// The value.
+        value: u64,
+    },
+    /// A frame that must carry request id zero does not, or one that must not does.
+    #[error("a {kind} frame carries request id {request_id}; {rule}")]
+    BadRequestId {
+        /// The frame kind's name.
+        kind: &'static str,
+        /// The id.
+        request_id: u64,
+        /// The rule broken.
+        rule: &'static str,
+    },
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorCode::Unknown(code) => write!(formatter, "unknown error code {code}"),
+            known => write!(formatter, "{known:?}"),
+        }
+    }
+}

@@ -1,0 +1,538 @@
+//! The frames of the protocol as Rust values: the handshake ([`Hello`], [`Welcome`]),
+//! requests ([`Request`]), their answers ([`Response`], or an error), and the release of
+//! read handles. Byte layouts are in `codec` and docs/protocol.md.
+
+use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+
+use crate::error::RemoteError;
+use crate::RequestId;
+
+/// Every frame kind and its number on the wire (the header's kind field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum FrameKind {
+    /// Client -> server, first frame: versions and whether the client maps memory.
+    Hello = 0x0001,
+    /// Server -> client, answer to hello: version, limits, shared regions (fds beside).
+    Welcome = 0x0002,
+    /// Client -> server: read handles the client no longer holds.
+    Release = 0x0003,
+    /// Either way: a request failed (request id), or the connection is closed (id 0).
+    Error = 0x0004,
+    /// Request: create an empty file.
+    Create = 0x0101,
+    /// Request: write bytes carried in the frame.
+    Write = 0x0102,
+    /// Request: write bytes the client put in a granted slot of its write pool.
+    WriteGranted = 0x0103,
+    /// Request: read a range of a file.
+    Read = 0x0104,
+    /// Request: read several small files whole.
+    ReadFiles = 0x0105,
+    /// Request: set a file's size.
+    Truncate = 0x0106,
+    /// Request: delete a file.
+    Delete = 0x0107,
+    /// Request: rename a file (target must not exist).
+    Rename = 0x0108,
+    /// Request: rename a file, replacing the target.
+    RenameReplacing = 0x0109,
+    /// Request: copy a whole file.
+    Copy = 0x010A,
+    /// Request: facts about one file.
+    Stat = 0x010B,
+    /// Request: every file.
+    List = 0x010C,
+    /// Request: space and counts (df).
+    Stats = 0x010D,
+    /// Request: make every change durable.
+    Flush = 0x010E,
+    /// Request: check the durable image (fsck).
+    Check = 0x010F,
+    /// Request: cancel a request in flight.
+    Cancel = 0x0110,
+    /// Request: grant a slot of the client's write pool.
+    GrantWrite = 0x0111,
+    /// Response: done, nothing more to say.
+    Done = 0x0201,
+    /// Response: a write completed.
+    Written = 0x0202,
+    /// Response: read data (inline or by reference).
+    Data = 0x0203,
+    /// Response: data of several files.
+    Files = 0x0204,
+    /// Response: one file's facts.
+    StatReply = 0x0205,
+    /// Response: every file's facts.
+    ListReply = 0x0206,
+    /// Response: space and counts.
+    StatsReply = 0x0207,
+    /// Response: what the check found.
+    CheckReply = 0x0208,
+    /// Response: what a copy did.
+    Copied = 0x0209,
+    /// Response: a write slot granted.
+    Granted = 0x020A,
+    /// Response: what a cancel did.
+    CancelReply = 0x020B,
+}
+
+/// Every frame kind, for decoding the header's kind field.
+pub const ALL_FRAME_KINDS: [FrameKind; 32] = [
+    FrameKind::Hello,
+    FrameKind::Welcome,
+    FrameKind::Release,
+    FrameKind::Error,
+    FrameKind::Create,
+    FrameKind::Write,
+    FrameKind::WriteGranted,
+    FrameKind::Read,
+    FrameKind::ReadFiles,
+    FrameKind::Truncate,
+    FrameKind::Delete,
+    FrameKind::Rename,
+    FrameKind::RenameReplacing,
+    FrameKind::Copy,
+    FrameKind::Stat,
+    FrameKind::List,
+    FrameKind::Stats,
+    FrameKind::Flush,
+    FrameKind::Check,
+    FrameKind::Cancel,
+    FrameKind::GrantWrite,
+    FrameKind::Done,
+    FrameKind::Written,
+    FrameKind::Data,
+    FrameKind::Files,
+    FrameKind::StatReply,
+    FrameKind::ListReply,
+    FrameKind::StatsReply,
+    FrameKind::CheckReply,
+    FrameKind::Copied,
+    FrameKind::Granted,
+    FrameKind::CancelReply,
+];
+
+impl FrameKind {
+    /// The kind numbered `value`, if any.
+    pub fn from_wire(value: u16) -> Option<FrameKind> {
+        ALL_FRAME_KINDS
+            .iter()
+            .copied()
+            .find(|kind| *kind as u16 == value)
+    }
+
+    /// The kind's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameKind::Hello => "hello",
+            FrameKind::Welcome => "welcome",
+            FrameKind::Release => "release",
+            FrameKind::Error => "error",
+            FrameKind::Create => "create",
+            FrameKind::Write => "write",
+            FrameKind::WriteGranted => "write-granted",
+            FrameKind::Read => "read",
+            FrameKind::ReadFiles => "read-files",
+            FrameKind::Truncate => "truncate",
+            FrameKind::Delete => "delete",
+            FrameKind::Rename => "rename",
+            FrameKind::RenameReplacing => "rename-replacing",
+            FrameKind::Copy => "copy",
+            FrameKind::Stat => "stat",
+            FrameKind::List => "list",
+            FrameKind::Stats => "stats",
+            FrameKind::Flush => "flush",
+            FrameKind::Check => "check",
+            FrameKind::Cancel => "cancel",
+            FrameKind::GrantWrite => "grant-write",
+            FrameKind::Done => "done",
+            FrameKind::Written => "written",
+            FrameKind::Data => "data",
+            FrameKind::Files => "files",
+            FrameKind::StatReply => "stat-reply",
+            FrameKind::ListReply => "list-reply",
+            FrameKind::StatsReply => "stats-reply",
+            FrameKind::CheckReply => "check-reply",
+            FrameKind::Copied => "copied",
+            FrameKind::Granted => "granted",
+            FrameKind::CancelReply => "cancel-reply",
+        }
+    }
+}
+
+/// One frame, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// The client's opening frame.
+    Hello(Hello),
+    /// The server's answer to hello.
+    Welcome(Welcome),
+    /// Read handles the client let go of (no answer).
+    Release {
+        /// The handles.
+        handles: Vec<u64>,
+    },
+    /// A request failed (its id), or the connection is being closed (id 0).
+    Error {
+        /// The failed request, or 0 for the connection.
+        request_id: RequestId,
+        /// What went wrong.
+        error: RemoteError,
+    },
+    /// A request (id non-zero).
+    Request {
+        /// Chosen by the client.
+        request_id: RequestId,
+        /// What is asked.
+        request: Request,
+    },
+    /// A request's answer (id non-zero).
+    Response {
+        /// The request answered.
+        request_id: RequestId,
+        /// The answer.
+        response: Response,
+    },
+}
+
+impl Frame {
+    /// The header kind this frame is sent under.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Frame::Hello(_) => FrameKind::Hello,
+            Frame::Welcome(_) => FrameKind::Welcome,
+            Frame::Release { .. } => FrameKind::Release,
+            Frame::Error { .. } => FrameKind::Error,
+            Frame::Request { request, .. } => request.kind(),
+            Frame::Response { response, .. } => response.kind(),
+        }
+    }
+
+    /// The header's request id.
+    pub fn request_id(&self) -> RequestId {
+        match self {
+            Frame::Hello(_) | Frame::Welcome(_) | Frame::Release { .. } => 0,
+            Frame::Error { request_id, .. }
+            | Frame::Request { request_id, .. }
+            | Frame::Response { request_id, .. } => *request_id,
+        }
+    }
+}
+
+/// The client's opening frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// Oldest protocol version the client speaks.
+    pub min_version: u16,
+    /// Newest protocol version the client speaks.
+    pub max_version: u16,
+    /// True when the client maps shared memory (data by reference); false for the
+    /// copying path (data inline in frames).
+    pub map_memory: bool,
+    /// What the client calls itself (for logs).
+    pub client_name: String,
+}
+
+/// The server's answer to hello.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    /// The version both sides speak from now on.
+    pub version: u16,
+    /// The server's process id.
+    pub server_pid: u32,
+    /// The store the server holds (its store file, or a description).
+    pub store_path: String,
+    /// The server's limits.
+    pub limits: ServerLimits,
+    /// The engine's read pool, passed as the first file descriptor beside this frame
+    /// (mapped read-only by the client); `None` on the copying path.
+    pub read_region: Option<SharedRegion>,
+    /// The client's own write pool, passed as the next file descriptor (mapped
+    /// read-write by this client alone); `None` on the copying path.
+    pub write_region: Option<SharedRegion>,
+}
+
+impl Welcome {
+    /// True when data goes by reference on this connection.
+    pub fn is_mapped(&self) -> bool {
+        self.read_region.is_some()
+    }
+
+    /// File descriptors that travel beside this frame.
+    pub fn fd_count(&self) -> usize {
+        usize::from(self.read_region.is_some()) + usize::from(self.write_region.is_some())
+    }
+}
+
+/// The server's limits, as told to a client at connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Largest frame body the server accepts.
+    pub max_body_bytes: u32,
+    /// Largest write one request may carry (inline or by grant).
+    pub max_write_bytes: u32,
+    /// Largest read one request may ask for.
+    pub max_read_bytes: u64,
+    /// Most files one read-files request may name.
+    pub max_read_files_count: u32,
+    /// Most bytes (the files' sizes added up) one read-files request may ask for.
+    pub max_read_files_bytes: u64,
+    /// Most requests one client may have in flight.
+    pub max_in_flight_per_client: u32,
+    /// Most bytes one client's requests may hold in flight.
+    pub max_bytes_in_flight_per_client: u64,
+    /// Most read handles one client may hold.
+    pub max_read_handles_per_client: u32,
+}
+
+/// A shared-memory region of equal slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedRegion {
+    /// Slots in the region.
+    pub slot_count: u32,
+    /// Bytes per slot; slot `s` starts at byte `s * slot_size_bytes`.
+    pub slot_size_bytes: u64,
+}
+
+impl SharedRegion {
+    /// The region's size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        u64::from(self.slot_count).saturating_mul(self.slot_size_bytes)
+    }
+}
+
+/// What a client asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Create an empty file.
+    Create {
+        /// The new file.
+        name: String,
+    },
+    /// Write bytes carried in the frame (the copying path).
+    Write {
+        /// The file.
+        name: String,
+        /// Where the bytes go.
+        offset_bytes: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// Write `length_bytes` the client put at the start of write-pool slot `slot`,
+    /// which the server granted it (by reference).
+    WriteGranted {
+        /// The file.
+        name: String,
+        /// Where the bytes go.
+        offset_bytes: u64,
+        /// The granted slot.
+        slot: u32,
+        /// Bytes of the slot to write.
+        length_bytes: u32,
+    },
+    /// Read a range.
+    Read {
+        /// The file.
+        name: String,
+        /// Where to start.
+        offset_bytes: u64,
+        /// How many bytes.
+        length_bytes: u64,
+    },
+    /// Read several small files whole.
+    ReadFiles {
+        /// The files.
+        names: Vec<String>,
+    },
+    /// Set a file's size.
+    Truncate {
+        /// The file.
+        name: String,
+        /// The new size.
+        size_bytes: u64,
+    },
+    /// Delete a file.
+    Delete {
+        /// The file.
+        name: String,
+    },
+    /// Rename; the target must not exist.
+    Rename {
+        /// Current name.
+        from: String,
+        /// New name.
+        to: String,
+    },
+    /// Rename, replacing the target.
+    RenameReplacing {
+        /// Current name.
+        from: String,
+        /// New name.
+        to: String,
+    },
+    /// Copy a whole file to a new name.
+    Copy {
+        /// Source.
+        from: String,
+        /// Destination (must not exist).
+        to: String,
+        /// By reference, by reference or bytes, or by bytes.
+        method: CopyMethod,
+    },
+    /// One file's facts.
+    Stat {
+        /// The file.
+        name: String,
+    },
+    /// Every file.
+    List,
+    /// Space and counts.
+    Stats,
+    /// Make every change so far durable.
+    Flush,
+    /// Check the durable image.
+    Check,
+    /// Cancel the request `target`, if the server still can.
+    Cancel {
+        /// The request to cancel.
+        target: RequestId,
+    },
+    /// Grant a free slot of the client's write pool.
+    GrantWrite,
+}
+
+impl Request {
+    /// The header kind of this request.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Request::Create { .. } => FrameKind::Create,
+            Request::Write { .. } => FrameKind::Write,
+            Request::WriteGranted { .. } => FrameKind::WriteGranted,
+            Request::Read { .. } => FrameKind::Read,
+            Request::ReadFiles { .. } => FrameKind::ReadFiles,
+            Request::Truncate { .. } => FrameKind::Truncate,
+            Request::Delete { .. } => FrameKind::Delete,
+            Request::Rename { .. } => FrameKind::Rename,
+            Request::RenameReplacing { .. } => FrameKind::RenameReplacing,
+            Request::Copy { .. } => FrameKind::Copy,
+            Request::Stat { .. } => FrameKind::Stat,
+            Request::List => FrameKind::List,
+            Request::Stats => FrameKind::Stats,
+            Request::Flush => FrameKind::Flush,
+            Request::Check => FrameKind::Check,
+            Request::Cancel { .. } => FrameKind::Cancel,
+            Request::GrantWrite => FrameKind::GrantWrite,
+        }
+    }
+}
+
+/// A request's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// Done (create, truncate, delete, rename, flush).
+    Done,
+    /// A write completed.
+    Written {
+        /// Bytes written.
+        length_bytes: u64,
+    },
+    /// Read data.
+    Data(DataPayload),
+    /// Each file's data or its error, in the request's order.
+    Files(Vec<FileData>),
+    /// One file's facts.
+    Stat(FileStat),
+    /// Every file's facts.
+    List(Vec<FileStat>),
+    /// Space and counts.
+    Stats(FsStats),
+    /// What the check found.
+    Check(CheckSummary),
+    /// What a copy did.
+    Copied(CopyReport),
+    /// A write slot granted.
+    Granted(WriteGrant),
+    /// What a cancel did.
+    Cancel(CancelOutcome),
+}
+
+impl Response {
+    /// The header kind of this response.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Response::Done => FrameKind::Done,
+            Response::Written { .. } => FrameKind::Written,
+            Response::Data(_) => FrameKind::Data,
+            Response::Files(_) => FrameKind::Files,
+            Response::Stat(_) => FrameKind::StatReply,
+            Response::List(_) => FrameKind::ListReply,
+            Response::Stats(_) => FrameKind::StatsReply,
+            Response::Check(_) => FrameKind::CheckReply,
+            Response::Copied(_) => FrameKind::Copied,
+            Response::Granted(_) => FrameKind::Granted,
+            Response::Cancel(_) => FrameKind::CancelReply,
+        }
+    }
+}
+
+/// Read data: in the frame, or a window of the engine's shared read pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataPayload {
+    /// The bytes themselves (the copying path).
+    Inline(Vec<u8>),
+    /// Where the bytes lie in the shared read pool (by reference).
+    Shared(SharedWindow),
+}
+
+/// One file of a read-files answer.
+pub type FileData = Result<DataPayload, RemoteError>;
+
+/// A window of the engine's shared read pool, held for the client under `handle` until
+/// it releases it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedWindow {
+    /// Names the hold; released with a release frame. Several windows of one read-files
+    /// answer may share a handle (they share a pool buffer).
+    pub handle: u64,
+    /// The read pool's slot.
+    pub slot: u32,
+    /// Offset of the first byte within the slot.
+    pub window_start: u64,
+    /// Bytes.
+    pub length_bytes: u64,
+}
+
+/// What fsck found, as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckSummary {
+    /// True when nothing is wrong.
+    pub clean: bool,
+    /// Commit sequence of the super block used, when one was valid.
+    pub commit_sequence: Option<u64>,
+    /// Files in the image.
+    pub file_count: u64,
+    /// Each finding, in words.
+    pub findings: Vec<String>,
+    /// The whole report as fsck prints it.
+    pub report_text: String,
+}
+
+/// A slot of the client's write pool, now the client's to fill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteGrant {
+    /// The slot; its bytes start at `slot * slot_size_bytes` of the write region.
+    pub slot: u32,
+    /// The slot's size (most bytes one write by grant may carry from it).
+    pub slot_size_bytes: u32,
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The target was not in flight (answered already, or never sent).
+    NotInFlight,
+    /// The target is in the engine and will complete (the engine does not stop a
+    /// command it has taken); its answer still comes.
+    Running,
+}

@@ -1,0 +1,62 @@
+//! The wire protocol of `flashpipe serve` (docs/protocol.md specifies every byte).
+//!
+//! A connection carries frames both ways: a fixed 24-byte header (magic `FPSV`, protocol
+//! version, frame kind, request id, body length, flags) and a bounded body. The client
+//! opens with [`Hello`], the server answers [`Welcome`] (passing its shared regions as
+//! file descriptors beside it when the client maps memory), then the client sends
+//! [`Request`]s under request ids of its choosing and the server answers each with a
+//! [`Response`] or a [`RemoteError`] under the same id, in any order.
+//!
+//! Written by hand rather than with serde and a binary format crate: the format is a
+//! spec (docs/protocol.md), every length and count is checked against a named limit
+//! before anything is allocated, and decoding names the field that is wrong; no
+//! maintained crate gives byte-exact layouts with bounded, field-naming decoding.
+//! Decoding never panics on any input (a property test feeds it arbitrary bytes).
+
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod stream;
+mod wire;
+
+pub use codec::{decode_body, decode_frame, decode_header, encode_frame, encode_header, Header};
+pub use error::{DecodeError, ErrorCode, RemoteError};
+pub use frame::{
+    CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
+    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+};
+pub use stream::{
+    read_frame, read_frame_body, read_header, send_all, send_frame, write_frame, ReadFrameError,
+};
+
+/// A request's id, chosen by the client; its answer carries it back. Zero is reserved
+/// for frames about the whole connection (hello, welcome, release, a closing error).
+pub type RequestId = u64;
+
+/// The four bytes every frame starts with.
+pub const MAGIC: [u8; 4] = *b"FPSV";
+
+/// The protocol version this code speaks (the only one so far).
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Bytes of a frame header.
+pub const HEADER_BYTES: usize = 24;
+
+/// Largest body any frame may have: 16 MiB (a server announces its own, smaller,
+/// limits in [`ServerLimits`]).
+pub const MAX_BODY_BYTES: u32 = 16 << 20;
+
+/// Longest name (file name, client name, store path) in bytes.
+pub const MAX_NAME_BYTES: usize = 4096;
+
+/// Most names one read-files request may carry.
+pub const MAX_READ_FILES_COUNT: usize = 256;
+
+/// Most read handles one release frame may carry.
+pub const MAX_RELEASE_HANDLES: usize = 4096;
+
+/// Longest error message or check text in bytes.
+pub const MAX_TEXT_BYTES: usize = 1 << 20;
+
+/// Most file entries one list reply may carry (bounded by [`MAX_BODY_BYTES`] too).
+pub const MAX_LIST_ENTRIES: usize = 1 << 20;

@@ -1,0 +1,452 @@
+//! One client's connection: the handshake, then its reading thread, which checks each
+//! request against the limits and hands it to the engine under the client's request
+//! id; the answers go back from the thread in `replies`.
+
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::{bounded, Sender};
+use flashpipe_device::IoBuf;
+use flashpipe_engine::{Command, Completion};
+use flashpipe_protocol::{
+    read_frame, CancelOutcome, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request,
+    RequestId, Response, Welcome, PROTOCOL_VERSION,
+};
+
+use crate::replies::send_answers;
+use crate::state::{Counters, ServerState};
+
+/// Bytes of the read buffer in front of a client's socket.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
+/// One request handed to the engine and not yet answered.
+pub(crate) struct InFlight {
+    /// Bytes it holds of the client's and the server's budgets.
+    pub(crate) bytes: u64,
+}
+
+/// A connection's state, shared by its reading and answering threads.
+pub(crate) struct Connection {
+    pub(crate) id: u64,
+    pub(crate) state: Arc<ServerState>,
+    socket: UnixStream,
+    send_lock: Mutex<()>,
+    in_flight: Mutex<HashMap<RequestId, InFlight>>,
+    client_bytes_in_flight: Mutex<u64>,
+    peer_gone: AtomicBool,
+}
+
+/// What to do after a frame.
+enum Next {
+    Continue,
+    /// End the connection (the reason is logged and, where possible, sent).
+    Close(RemoteError),
+}
+
+impl Connection {
+    /// Sends a frame; a client that went away is noted and its frames dropped.
+    pub(crate) fn send(&self, frame: &Frame) {
+        if self.peer_gone.load(Ordering::Acquire) {
+            return;
+        }
+        let bytes = flashpipe_protocol::encode_frame(frame);
+        let _serialized = self.send_lock.lock().expect("no panic while sending");
+        match flashpipe_protocol::send_all(&self.socket, &bytes) {
+            Ok(()) => {
+                Counters::add(&self.state.counters.frames_sent, 1);
+                Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);
+            }
+            Err(error) => {
+                tracing::debug!(connection = self.id, %error, "client gone; dropping its answers");
+                self.peer_gone.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    fn refuse(&self, request_id: RequestId, error: RemoteError) {
+        Counters::add(&self.state.counters.requests_refused, 1);
+        tracing::debug!(connection = self.id, request_id, code = %error.code, message = %error.message, "request refused");
+        self.send(&Frame::Error { request_id, error });
+    }
+
+    /// Removes an answered request, giving back its bytes.
+    pub(crate) fn finish(&self, request_id: RequestId) -> Option<InFlight> {
+        let finished = self
+            .in_flight
+            .lock()
+            .expect("no panic holding the in-flight table")
+            .remove(&request_id);
+        if let Some(entry) = &finished {
+            self.give_back_bytes(entry.bytes);
+        }
+        finished
+    }
+
+    fn give_back_bytes(&self, bytes: u64) {
+        let mut held = self
+            .client_bytes_in_flight
+            .lock()
+            .expect("no panic holding the byte count");
+        assert!(*held >= bytes, "client bytes in flight went below zero");
+        *held -= bytes;
+        self.state.give_back_bytes(bytes);
+    }
+
+    /// Takes `bytes` of the client's and the server's budgets, or names the limit.
+    fn take_bytes(&self, bytes: u64) -> Result<(), RemoteError> {
+        let mut held = self
+            .client_bytes_in_flight
+            .lock()
+            .expect("no panic holding the byte count");
+        let limit = self.state.config.max_bytes_in_flight_per_client;
+        if *held + bytes > limit {
+            return Err(RemoteError::limit(
+                ErrorCode::ClientBytesInFlight,
+                format!("request of {bytes} bytes refused: this client already has {} bytes in flight, its limit is {limit}", *held),
+                limit,
+            ));
+        }
+        if !self.state.try_take_bytes(bytes) {
+            let limit = self.state.config.max_bytes_in_flight;
+            return Err(RemoteError::limit(
+                ErrorCode::ServerBytesInFlight,
+                format!("request of {bytes} bytes refused: the server's clients have {limit} bytes in flight at most; retry later"),
+                limit,
+            ));
+        }
+        *held += bytes;
+        Ok(())
+    }
+}
+
+/// Serves one accepted client until it leaves, breaks the protocol or the server stops.
+pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: u64) {
+    let reading = match socket.try_clone() {
+        Ok(reading) => reading,
+        Err(error) => {
+            tracing::warn!(connection = id, %error, "cannot clone the client socket; closing");
+            return;
+        }
+    };
+    let connection = Arc::new(Connection {
+        id,
+        state,
+        socket,
+        send_lock: Mutex::new(()),
+        in_flight: Mutex::new(HashMap::new()),
+        client_bytes_in_flight: Mutex::new(0),
+        peer_gone: AtomicBool::new(false),
+    });
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reading);
+    let Some(hello) = handshake(&connection, &mut reader) else {
+        return;
+    };
+    tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, "client connected");
+    let capacity = connection.state.config.max_in_flight_per_client.max(1);
+    let (answers_to, answers) = bounded::<Completion>(capacity);
+    let answering = Arc::clone(&connection);
+    let answer_thread = std::thread::Builder::new()
+        .name(format!("flashpipe-answers-{id}"))
+        .spawn(move || send_answers(answering, answers));
+    let answer_thread = match answer_thread {
+        Ok(thread) => thread,
+        Err(error) => {
+            tracing::warn!(connection = id, %error, "cannot start the answering thread; closing");
+            return;
+        }
+    };
+    read_requests(&connection, &mut reader, &answers_to);
+    drop(answers_to);
+    if answer_thread.join().is_err() {
+        tracing::error!(connection = id, "the answering thread panicked");
+    }
+    tracing::info!(
+        connection = id,
+        "client disconnected; everything it held released"
+    );
+}
+
+/// Reads the hello and sends the welcome; `None` when the connection ends here.
+fn handshake(connection: &Connection, reader: &mut BufReader<UnixStream>) -> Option<Hello> {
+    let max_body_bytes = connection.state.limits.max_body_bytes;
+    let hello = match read_frame(reader, max_body_bytes) {
+        Ok(Some(Frame::Hello(hello))) => hello,
+        Ok(None) => return None,
+        Ok(Some(other)) => {
+            close_with(
+                connection,
+                RemoteError::new(
+                    ErrorCode::HandshakeRequired,
+                    format!(
+                        "the first frame must be a hello, not a {} frame",
+                        other.kind().name()
+                    ),
+                ),
+            );
+            return None;
+        }
+        Err(error) => {
+            close_malformed(connection, &error);
+            return None;
+        }
+    };
+    Counters::add(&connection.state.counters.frames_received, 1);
+    if hello.min_version > PROTOCOL_VERSION || hello.max_version < PROTOCOL_VERSION {
+        close_with(
+            connection,
+            RemoteError::limit(
+                ErrorCode::UnsupportedVersion,
+                format!("client speaks protocol versions {}..={}; this server speaks version {PROTOCOL_VERSION}", hello.min_version, hello.max_version),
+                u64::from(PROTOCOL_VERSION),
+            ),
+        );
+        return None;
+    }
+    let welcome = Welcome {
+        version: PROTOCOL_VERSION,
+        server_pid: std::process::id(),
+        store_path: connection.state.config.store_description.clone(),
+        limits: connection.state.limits,
+        read_region: None,
+        write_region: None,
+    };
+    connection.send(&Frame::Welcome(welcome));
+    Some(hello)
+}
+
+/// Sends a closing error (request id 0), logs why, and shuts the socket.
+fn close_with(connection: &Connection, error: RemoteError) {
+    tracing::warn!(connection = connection.id, code = %error.code, reason = %error.message, "closing the connection");
+    connection.send(&Frame::Error {
+        request_id: 0,
+        error,
+    });
+    let _ = connection.socket.shutdown(std::net::Shutdown::Both);
+}
+
+fn close_malformed(connection: &Connection, error: &ReadFrameError) {
+    match error {
+        ReadFrameError::Malformed(_) => {
+            Counters::add(&connection.state.counters.malformed_frames, 1);
+            close_with(
+                connection,
+                RemoteError::new(ErrorCode::MalformedFrame, error.to_string()),
+            );
+        }
+        ReadFrameError::ClosedMidFrame { .. } | ReadFrameError::Io(_) => {
+            tracing::info!(connection = connection.id, %error, "connection ended");
+        }
+    }
+}
+
+fn read_requests(
+    connection: &Connection,
+    reader: &mut BufReader<UnixStream>,
+    answers_to: &Sender<Completion>,
+) {
+    let max_body_bytes = connection.state.limits.max_body_bytes;
+    loop {
+        let frame = match read_frame(reader, max_body_bytes) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return,
+            Err(error) => return close_malformed(connection, &error),
+        };
+        Counters::add(&connection.state.counters.frames_received, 1);
+        let next = match frame {
+            Frame::Request {
+                request_id,
+                request,
+            } => take_request(connection, request_id, request, answers_to),
+            Frame::Release { .. } => Next::Continue,
+            other => Next::Close(RemoteError::new(
+                ErrorCode::MalformedFrame,
+                format!(
+                    "a client may not send a {} frame after the handshake",
+                    other.kind().name()
+                ),
+            )),
+        };
+        if let Next::Close(error) = next {
+            return close_with(connection, error);
+        }
+    }
+}
+
+/// Checks one request and hands it to the engine, or answers it here.
+fn take_request(
+    connection: &Connection,
+    request_id: RequestId,
+    request: Request,
+    answers_to: &Sender<Completion>,
+) -> Next {
+    if connection.state.is_stopping() {
+        connection.refuse(
+            request_id,
+            RemoteError::new(
+                ErrorCode::ShuttingDown,
+                "the server is stopping; no new requests",
+            ),
+        );
+        return Next::Continue;
+    }
+    let request = match request {
+        Request::Cancel { target } => {
+            answer_cancel(connection, request_id, target);
+            return Next::Continue;
+        }
+        Request::GrantWrite | Request::WriteGranted { .. } => {
+            connection.refuse(
+                request_id,
+                RemoteError::new(
+                    ErrorCode::NotMapped,
+                    "this connection does not map memory: send data inline with write frames",
+                ),
+            );
+            return Next::Continue;
+        }
+        request => request,
+    };
+    match admit(connection, request_id, &request) {
+        Ok(()) => {}
+        Err(Refusal::Request(error)) => {
+            connection.refuse(request_id, error);
+            return Next::Continue;
+        }
+        Err(Refusal::Connection(error)) => return Next::Close(error),
+    }
+    let command = match engine_command(connection, request) {
+        Ok(command) => command,
+        Err(error) => {
+            connection.finish(request_id);
+            connection.refuse(request_id, error);
+            return Next::Continue;
+        }
+    };
+    if let Err(error) = connection
+        .state
+        .commands
+        .submit(request_id, command, answers_to)
+    {
+        connection.finish(request_id);
+        connection.refuse(request_id, crate::engine_errors::remote_error(&error));
+    }
+    Next::Continue
+}
+
+enum Refusal {
+    Request(RemoteError),
+    Connection(RemoteError),
+}
+
+/// Checks the in-flight and byte limits and records the request as in flight.
+fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> Result<(), Refusal> {
+    let config = &connection.state.config;
+    if let Request::Write { data, .. } = request {
+        if data.len() as u64 > u64::from(config.max_write_bytes) {
+            return Err(Refusal::Request(RemoteError::limit(
+                ErrorCode::WriteTooLarge,
+                format!(
+                    "write of {} bytes exceeds the server's limit of {} bytes per request",
+                    data.len(),
+                    config.max_write_bytes
+                ),
+                u64::from(config.max_write_bytes),
+            )));
+        }
+    }
+    let mut in_flight = connection
+        .in_flight
+        .lock()
+        .expect("no panic holding the in-flight table");
+    if in_flight.contains_key(&request_id) {
+        return Err(Refusal::Connection(RemoteError::new(
+            ErrorCode::MalformedFrame,
+            format!("request id {request_id} is already in flight on this connection"),
+        )));
+    }
+    let limit = config.max_in_flight_per_client;
+    if in_flight.len() >= limit {
+        return Err(Refusal::Request(RemoteError::limit(
+            ErrorCode::TooManyInFlight,
+            format!("this client already has {limit} requests in flight, its limit; wait for answers first"),
+            limit as u64,
+        )));
+    }
+    let bytes = request_bytes(connection, request);
+    connection.take_bytes(bytes).map_err(Refusal::Request)?;
+    in_flight.insert(request_id, InFlight { bytes });
+    Ok(())
+}
+
+/// Bytes a request holds while in flight: its write data, or what its read may bring.
+fn request_bytes(connection: &Connection, request: &Request) -> u64 {
+    let limits = &connection.state.limits;
+    match request {
+        Request::Write { data, .. } => data.len() as u64,
+        Request::WriteGranted { length_bytes, .. } => u64::from(*length_bytes),
+        Request::Read { length_bytes, .. } => (*length_bytes).min(limits.max_read_bytes),
+        Request::ReadFiles { names } => (names.len() as u64)
+            .saturating_mul(limits.max_read_bytes)
+            .min(limits.max_read_files_bytes),
+        _ => 0,
+    }
+}
+
+fn answer_cancel(connection: &Connection, request_id: RequestId, target: RequestId) {
+    let running = connection
+        .in_flight
+        .lock()
+        .expect("no panic holding the in-flight table")
+        .contains_key(&target);
+    let outcome = if running {
+        CancelOutcome::Running
+    } else {
+        CancelOutcome::NotInFlight
+    };
+    connection.send(&Frame::Response {
+        request_id,
+        response: Response::Cancel(outcome),
+    });
+}
+
+/// The engine command of a request the engine carries out.
+fn engine_command(_connection: &Connection, request: Request) -> Result<Command, RemoteError> {
+    Ok(match request {
+        Request::Create { name } => Command::Create { name },
+        Request::Write {
+            name,
+            offset_bytes,
+            data,
+        } => Command::Write {
+            name,
+            offset_bytes,
+            data: IoBuf::from_slice(&data),
+        },
+        Request::Read {
+            name,
+            offset_bytes,
+            length_bytes,
+        } => Command::Read {
+            name,
+            offset_bytes,
+            length_bytes,
+        },
+        Request::ReadFiles { names } => Command::ReadFiles { names },
+        Request::Truncate { name, size_bytes } => Command::Truncate { name, size_bytes },
+        Request::Delete { name } => Command::Delete { name },
+        Request::Rename { from, to } => Command::Rename { from, to },
+        Request::RenameReplacing { from, to } => Command::RenameReplacing { from, to },
+        Request::Copy { from, to, method } => Command::Copy { from, to, method },
+        Request::Stat { name } => Command::Stat { name },
+        Request::List => Command::List,
+        Request::Stats => Command::Stats,
+        Request::Flush => Command::Flush,
+        Request::Check => Command::Check,
+        Request::Cancel { .. } | Request::GrantWrite | Request::WriteGranted { .. } => {
+            unreachable!("answered before the engine")
+        }
+    })
+}

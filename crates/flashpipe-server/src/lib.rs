@@ -1,0 +1,32 @@
+//! The service behind `flashpipe serve`: one running store's engine shared by many
+//! client processes over a Unix stream socket (docs/protocol.md).
+//!
+//! [`Server::start`] takes a [`flashpipe_store::RunningStore`] (its lock stays held),
+//! binds the socket (refusing one a live server answers on, removing a stale one) and
+//! accepts clients. Each connection has two threads: one reads frames and hands requests
+//! to the engine under the client's request ids, the other sends the answers back as the
+//! engine completes them, so many clients' commands are in flight at once and each
+//! client's answers come out of order. Threads rather than a poll loop: the engine's
+//! answers arrive on a crossbeam queue, which a poll loop cannot wait on beside sockets
+//! without a wake-up pipe per answer; two threads per client keep every wait a plain
+//! blocking one, and the clients a server holds at once are bounded
+//! ([`ServerConfig::max_clients`]).
+//!
+//! Limits, each refused with a typed error naming it: clients (a connection past the
+//! limit gets an error frame and is closed), requests in flight per client, bytes in
+//! flight per client and in all, read handles held per client, bytes per write. A
+//! malformed frame ends only its own connection, with the reason logged. Everything a
+//! connection held (answers still coming, read handles, write grants) is dropped when it
+//! ends. [`Server::run_until_stopped`] stops gracefully: no new clients, no new requests,
+//! in-flight commands finished, the store flushed and closed, the socket removed.
+//! Logs go through `tracing`; the subscriber is the caller's.
+
+mod config;
+mod connection;
+mod engine_errors;
+mod replies;
+mod server;
+mod state;
+
+pub use config::ServerConfig;
+pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};

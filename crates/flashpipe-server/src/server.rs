@@ -1,0 +1,428 @@
+//! The server: binding the socket, accepting clients within the limit, stopping
+//! gracefully, and the counters.
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use flashpipe_engine::command::{read_files_max_bytes, READ_FILES_MAX_COUNT};
+use flashpipe_protocol::{send_frame, ErrorCode, Frame, RemoteError, ServerLimits, MAX_BODY_BYTES};
+use flashpipe_store::{RunningStore, StoreCloseError};
+
+use crate::config::ServerConfig;
+use crate::connection::serve_connection;
+use crate::state::{Counters, ServerState};
+
+/// Bytes a request frame may carry beyond its write data (name, offsets, a read-files
+/// list of names).
+const REQUEST_OVERHEAD_BYTES: u32 = 2 << 20;
+
+/// Why a server could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A live server already answers on the socket.
+    #[error("a server already listens on {path}; stop it first")]
+    AlreadyServing {
+        /// The socket.
+        path: PathBuf,
+    },
+    /// Something other than a socket lies at the socket's path.
+    #[error("{path} exists and is not a socket; refusing to replace it")]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The socket could not be bound, or a stale one removed.
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        /// The socket.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A limit of the configuration is out of range.
+    #[error("server setting {field} = {value} is out of range ({rule})")]
+    BadConfig {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// The rule.
+        rule: &'static str,
+    },
+    /// The accepting thread could not be started.
+    #[error("cannot start the accepting thread: {0}")]
+    Thread(std::io::Error),
+    /// Closing the store (final flush, unmount) failed.
+    #[error("closing the store: {0}")]
+    Close(#[from] StoreCloseError),
+}
+
+/// A server's running totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerCounters {
+    /// Clients connected now.
+    pub clients_now: usize,
+    /// Clients admitted since start.
+    pub clients_total: u64,
+    /// Connections refused at the client limit.
+    pub clients_refused: u64,
+    /// Frames received.
+    pub frames_received: u64,
+    /// Frames sent.
+    pub frames_sent: u64,
+    /// Bytes of frames sent.
+    pub bytes_sent: u64,
+    /// Requests refused (limits, grants, stopping) or failed before the engine.
+    pub requests_refused: u64,
+    /// Connections ended by a malformed frame.
+    pub malformed_frames: u64,
+    /// Bytes all clients' requests hold in flight now.
+    pub bytes_in_flight: u64,
+}
+
+/// What a server did, returned when it stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeReport {
+    /// The counters at the end.
+    pub counters: ServerCounters,
+}
+
+/// Stops a server from another thread (a signal handler's thread).
+#[derive(Clone)]
+pub struct StopHandle {
+    state: Arc<ServerState>,
+}
+
+impl StopHandle {
+    /// Asks the server to stop: no new clients or requests; `run_until_stopped` then
+    /// finishes what is in flight, closes the store and returns.
+    pub fn stop(&self) {
+        if self.state.stopping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::info!("stop requested");
+        // Wakes the accepting thread blocked in accept(); it sees the flag and ends.
+        let _ = UnixStream::connect(&self.state.config.socket_path);
+    }
+}
+
+/// A running server.
+pub struct Server {
+    state: Arc<ServerState>,
+    store: Option<RunningStore>,
+    accept_thread: Option<JoinHandle<()>>,
+    connection_threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Server {
+    /// Takes the running store (its lock stays held), binds the socket (refusing a live
+    /// one, removing a stale one) and starts accepting clients.
+    pub fn start(store: RunningStore, config: ServerConfig) -> Result<Server, ServeError> {
+        check_config(&config)?;
+        let listener = bind(&config.socket_path)?;
+        let engine_config = store.engine_config;
+        let limits = ServerLimits {
+            max_body_bytes: MAX_BODY_BYTES.min(
+                config
+                    .max_write_bytes
+                    .saturating_add(REQUEST_OVERHEAD_BYTES),
+            ),
+            max_write_bytes: config.max_write_bytes,
+            max_read_bytes: engine_config.max_read_bytes as u64,
+            max_read_files_count: READ_FILES_MAX_COUNT as u32,
+            max_read_files_bytes: read_files_max_bytes(engine_config.max_read_bytes as u64),
+            max_in_flight_per_client: config.max_in_flight_per_client as u32,
+            max_bytes_in_flight_per_client: config.max_bytes_in_flight_per_client,
+            max_read_handles_per_client: config.max_read_handles_per_client as u32,
+        };
+        let state = Arc::new(ServerState {
+            commands: store.engine.command_sender(),
+            config,
+            limits,
+            stopping: AtomicBool::new(false),
+            bytes_in_flight: AtomicU64::new(0),
+            clients_now: AtomicUsize::new(0),
+            live_sockets: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        });
+        let connection_threads = Arc::new(Mutex::new(Vec::new()));
+        let accepting_state = Arc::clone(&state);
+        let accepting_threads = Arc::clone(&connection_threads);
+        let accept_thread = std::thread::Builder::new()
+            .name("flashpipe-accept".to_string())
+            .spawn(move || accept_clients(listener, accepting_state, accepting_threads))
+            .map_err(ServeError::Thread)?;
+        tracing::info!(socket = %state.config.socket_path.display(), "serving");
+        Ok(Server {
+            state,
+            store: Some(store),
+            accept_thread: Some(accept_thread),
+            connection_threads,
+        })
+    }
+
+    /// Where the server listens.
+    pub fn socket_path(&self) -> &Path {
+        &self.state.config.socket_path
+    }
+
+    /// A handle that stops the server from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            state: Arc::clone(&self.state),
+        }
+    }
+
+    /// The running totals.
+    pub fn counters(&self) -> ServerCounters {
+        let counters = &self.state.counters;
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        ServerCounters {
+            clients_now: self.state.clients_now.load(Ordering::Relaxed),
+            clients_total: load(&counters.clients_total),
+            clients_refused: load(&counters.clients_refused),
+            frames_received: load(&counters.frames_received),
+            frames_sent: load(&counters.frames_sent),
+            bytes_sent: load(&counters.bytes_sent),
+            requests_refused: load(&counters.requests_refused),
+            malformed_frames: load(&counters.malformed_frames),
+            bytes_in_flight: self.state.bytes_in_flight.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Blocks until stopped ([`StopHandle::stop`]): stops accepting, ends every
+    /// client's reading, finishes the commands in flight and sends their answers, closes
+    /// the store (final flush, unmount) and removes the socket.
+    pub fn run_until_stopped(mut self) -> Result<ServeReport, ServeError> {
+        if let Some(thread) = self.accept_thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("the accepting thread panicked");
+            }
+        }
+        self.finish()
+    }
+
+    /// Ends every connection's reading, waits for their answers, closes the store and
+    /// removes the socket.
+    fn finish(&mut self) -> Result<ServeReport, ServeError> {
+        for socket in self
+            .state
+            .live_sockets
+            .lock()
+            .expect("no panic holding the sockets")
+            .values()
+        {
+            let _ = socket.shutdown(std::net::Shutdown::Read);
+        }
+        let threads = std::mem::take(
+            &mut *self
+                .connection_threads
+                .lock()
+                .expect("no panic holding the threads"),
+        );
+        for thread in threads {
+            if thread.join().is_err() {
+                tracing::error!("a connection thread panicked");
+            }
+        }
+        let counters = self.counters();
+        let closed = match self.store.take() {
+            Some(store) => store.close(),
+            None => Ok(()),
+        };
+        if let Err(error) = std::fs::remove_file(&self.state.config.socket_path) {
+            tracing::warn!(socket = %self.state.config.socket_path.display(), %error, "cannot remove the socket");
+        }
+        closed?;
+        tracing::info!(
+            clients_total = counters.clients_total,
+            "stopped; store closed"
+        );
+        Ok(ServeReport { counters })
+    }
+}
+
+impl Drop for Server {
+    /// A server dropped without `run_until_stopped` stops the same way.
+    fn drop(&mut self) {
+        if self.store.is_none() {
+            return;
+        }
+        self.stop_handle().stop();
+        if let Some(thread) = self.accept_thread.take() {
+            let _ = thread.join();
+        }
+        if let Err(error) = self.finish() {
+            tracing::error!(%error, "stopping the dropped server");
+        }
+    }
+}
+
+fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
+    let positive = [
+        ("max_clients", config.max_clients as u64),
+        (
+            "max_in_flight_per_client",
+            config.max_in_flight_per_client as u64,
+        ),
+        (
+            "max_bytes_in_flight_per_client",
+            config.max_bytes_in_flight_per_client,
+        ),
+        ("max_bytes_in_flight", config.max_bytes_in_flight),
+        (
+            "max_read_handles_per_client",
+            config.max_read_handles_per_client as u64,
+        ),
+        ("max_write_bytes", u64::from(config.max_write_bytes)),
+        (
+            "write_slots_per_client",
+            u64::from(config.write_slots_per_client),
+        ),
+    ];
+    for (field, value) in positive {
+        if value == 0 {
+            return Err(ServeError::BadConfig {
+                field,
+                value,
+                rule: "must be at least 1",
+            });
+        }
+    }
+    let in_flight = config.max_in_flight_per_client as u64;
+    if in_flight > u64::from(u32::MAX) {
+        return Err(ServeError::BadConfig {
+            field: "max_in_flight_per_client",
+            value: in_flight,
+            rule: "at most 2^32 - 1",
+        });
+    }
+    let write = u64::from(config.max_write_bytes);
+    if write > u64::from(MAX_BODY_BYTES) - u64::from(REQUEST_OVERHEAD_BYTES) {
+        return Err(ServeError::BadConfig {
+            field: "max_write_bytes",
+            value: write,
+            rule: "at most 14 MiB (the protocol's frame limit less room for the request)",
+        });
+    }
+    Ok(())
+}
+
+/// Binds the socket: refuses one a live server answers on, removes a stale one.
+fn bind(path: &Path) -> Result<UnixListener, ServeError> {
+    if let Ok(metadata) = std::fs::symlink_metadata(path) {
+        if !metadata.file_type().is_socket() {
+            return Err(ServeError::NotASocket {
+                path: path.to_path_buf(),
+            });
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(ServeError::AlreadyServing {
+                path: path.to_path_buf(),
+            });
+        }
+        tracing::info!(socket = %path.display(), "removing a stale socket");
+        std::fs::remove_file(path).map_err(|source| ServeError::Bind {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    UnixListener::bind(path).map_err(|source| ServeError::Bind {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn accept_clients(
+    listener: UnixListener,
+    state: Arc<ServerState>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+) {
+    let mut next_id = 1u64;
+    for stream in listener.incoming() {
+        if state.is_stopping() {
+            break;
+        }
+        match stream {
+            Ok(stream) => {
+                admit_client(&state, &threads, stream, next_id);
+                next_id += 1;
+            }
+            Err(error) => tracing::warn!(%error, "accept failed"),
+        }
+    }
+}
+
+/// Starts serving a new client, or refuses it at the client limit.
+fn admit_client(
+    state: &Arc<ServerState>,
+    threads: &Arc<Mutex<Vec<JoinHandle<()>>>>,
+    stream: UnixStream,
+    id: u64,
+) {
+    let limit = state.config.max_clients;
+    if state.clients_now.load(Ordering::Acquire) >= limit {
+        Counters::add(&state.counters.clients_refused, 1);
+        tracing::warn!(
+            limit,
+            "client refused: the server has as many clients as it allows"
+        );
+        let error = RemoteError::limit(
+            ErrorCode::TooManyClients,
+            format!("the server has {limit} clients, its limit; try again later"),
+            limit as u64,
+        );
+        let _ = send_frame(
+            &stream,
+            &Frame::Error {
+                request_id: 0,
+                error,
+            },
+        );
+        return;
+    }
+    let Ok(registered) = stream.try_clone() else {
+        tracing::warn!("cannot clone a client socket; closing it");
+        return;
+    };
+    state.clients_now.fetch_add(1, Ordering::AcqRel);
+    Counters::add(&state.counters.clients_total, 1);
+    state
+        .live_sockets
+        .lock()
+        .expect("no panic holding the sockets")
+        .insert(id, registered);
+    let serving_state = Arc::clone(state);
+    let spawned = std::thread::Builder::new()
+        .name(format!("flashpipe-client-{id}"))
+        .spawn(move || {
+            serve_connection(Arc::clone(&serving_state), stream, id);
+            serving_state
+                .live_sockets
+                .lock()
+                .expect("no panic holding the sockets")
+                .remove(&id);
+            serving_state.clients_now.fetch_sub(1, Ordering::AcqRel);
+        });
+    match spawned {
+        Ok(thread) => {
+            let mut threads = threads.lock().expect("no panic holding the threads");
+            threads.retain(|thread| !thread.is_finished());
+            threads.push(thread);
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot start a connection thread; closing the client");
+            state
+                .live_sockets
+                .lock()
+                .expect("no panic holding the sockets")
+                .remove(&id);
+            state.clients_now.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}

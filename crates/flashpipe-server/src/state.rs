@@ -1,0 +1,65 @@
+//! What every connection of a server shares: the configuration, the engine's command
+//! sender, the bytes in flight of all clients, the stop flag and the counters.
+
+use std::collections::HashMap;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use flashpipe_engine::CommandSender;
+use flashpipe_protocol::ServerLimits;
+
+use crate::config::ServerConfig;
+
+/// The state shared by the accepting thread and every connection.
+pub(crate) struct ServerState {
+    pub(crate) config: ServerConfig,
+    pub(crate) commands: CommandSender,
+    pub(crate) limits: ServerLimits,
+    pub(crate) stopping: AtomicBool,
+    pub(crate) bytes_in_flight: AtomicU64,
+    pub(crate) clients_now: AtomicUsize,
+    /// Each live connection's socket, to end its reading at stop.
+    pub(crate) live_sockets: Mutex<HashMap<u64, UnixStream>>,
+    pub(crate) counters: Counters,
+}
+
+/// Running totals, read by [`crate::Server::counters`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) clients_total: AtomicU64,
+    pub(crate) clients_refused: AtomicU64,
+    pub(crate) frames_received: AtomicU64,
+    pub(crate) frames_sent: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) requests_refused: AtomicU64,
+    pub(crate) malformed_frames: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, amount: u64) {
+        counter.fetch_add(amount, Ordering::Relaxed);
+    }
+}
+
+impl ServerState {
+    /// Takes `bytes` of the server-wide budget, or says it would exceed it.
+    pub(crate) fn try_take_bytes(&self, bytes: u64) -> bool {
+        let limit = self.config.max_bytes_in_flight;
+        self.bytes_in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|total| *total <= limit)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `bytes` of the server-wide budget.
+    pub(crate) fn give_back_bytes(&self, bytes: u64) {
+        let before = self.bytes_in_flight.fetch_sub(bytes, Ordering::AcqRel);
+        assert!(before >= bytes, "server bytes in flight went below zero");
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,82 @@
+//! A server over a RAM-disk store in a scratch folder, for the server's tests.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use flashpipe_client::{Client, ConnectOptions};
+use flashpipe_device::RamDisk;
+use flashpipe_engine::EngineConfig;
+use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_server::{Server, ServerConfig};
+use flashpipe_store::RunningStore;
+use flashpipe_testkit::scratch::ScratchFolder;
+
+/// A server of a fresh RAM-disk store, its socket in its own scratch folder.
+pub struct TestServer {
+    pub server: Server,
+    pub socket: PathBuf,
+    _folder: ScratchFolder,
+}
+
+/// A RAM-disk store (32 MiB, 4 KiB blocks) with its engine running.
+pub fn ram_store() -> RunningStore {
+    let disk = RamDisk::new("ram0", 4096, 8192, 32).expect("RAM disk");
+    let filesystem = Filesystem::format(
+        Box::new(disk),
+        &FormatOptions {
+            fs_block_size_bytes: 4096,
+        },
+    )
+    .expect("format");
+    RunningStore::start(filesystem, EngineConfig::default())
+}
+
+/// Starts a server of a fresh RAM store; `adjust` changes its configuration.
+pub fn start_server(name: &str, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
+    let folder = ScratchFolder::new(name);
+    let socket = folder.path().join("serve.sock");
+    let mut config = ServerConfig {
+        socket_path: socket.clone(),
+        store_description: format!("RAM store of test {name}"),
+        ..ServerConfig::default()
+    };
+    adjust(&mut config);
+    let server = Server::start(ram_store(), config).expect("server started");
+    TestServer {
+        server,
+        socket,
+        _folder: folder,
+    }
+}
+
+/// Connects on the copying path (`map_memory` false) or by reference.
+pub fn connect(socket: &std::path::Path, map_memory: bool) -> Client {
+    Client::connect(
+        socket,
+        ConnectOptions {
+            map_memory,
+            client_name: "test client".to_string(),
+        },
+    )
+    .expect("connected")
+}
+
+/// Bytes that differ by `seed` and position.
+pub fn pattern(length: usize, seed: u64) -> Vec<u8> {
+    (0..length)
+        .map(|index| {
+            ((index as u64)
+                .wrapping_mul(31)
+                .wrapping_add(seed.wrapping_mul(131))
+                % 251) as u8
+        })
+        .collect()
+}
+
+/// Waits (yielding, no wall-clock bound) until `condition` holds.
+pub fn wait_until(mut condition: impl FnMut() -> bool) {
+    while !condition() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
