@@ -100,6 +100,7 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
             .socket
             .clone()
             .unwrap_or_else(|| flashpipe_client::server_socket_path(&arguments.store)),
+        store_description: arguments.store.display().to_string(),
         ..ServerConfig::default()
     };
     if let Some(max_clients) = arguments.max_clients {
@@ -158,10 +159,18 @@ fn send_notification(message: &str) {
 
 /// The one summary line on standard output after a clean stop.
 fn print_summary(report: &ServeReport, arguments: &ServeArgs) -> CliResult {
-    tracing::info!(report = ?report, "stopped; store flushed and unmounted");
+    let counters = &report.counters;
+    tracing::info!(?counters, "stopped; store flushed and unmounted");
     println!(
-        "flashpipe serve: stopped: store {} flushed and unmounted cleanly; {report}",
-        arguments.store.display()
+        "flashpipe serve: stopped: store {} flushed and unmounted cleanly; {} client(s) served, {} refused at the client limit, {} frames in, {} frames out ({} bytes), {} request(s) refused, {} connection(s) ended by malformed frames",
+        arguments.store.display(),
+        counters.clients_total,
+        counters.clients_refused,
+        counters.frames_received,
+        counters.frames_sent,
+        counters.bytes_sent,
+        counters.requests_refused,
+        counters.malformed_frames
     );
     Ok(())
 }

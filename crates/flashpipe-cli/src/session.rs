@@ -19,16 +19,28 @@
 //! failure (a put removes its temporaries) and never flushes a failed change; docs/serve.md
 //! says what a concurrent client can see.
 
-use std::path::Path;
+mod served;
+
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flashpipe_device::Clock;
+use flashpipe_client::{
+    server_socket_path, Client, ClientError, ConnectError, ConnectOptions, ErrorCode,
+};
+use flashpipe_device::{Clock, RealClock};
 use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError, Reply, StreamError};
 use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats, NamespaceError};
+use flashpipe_store::store::StoreOpenError;
+use flashpipe_store::store_config::{DeviceSpec, StoreConfig};
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::StoreAccess;
 
 use crate::store_cmd::OpenStore;
+pub use served::{remote_code, ServedStore};
+
+/// Set to `0` to make CLI commands use the server's copying path (data in the frames)
+/// instead of mapping its shared memory, to compare the two.
+pub const MAP_MEMORY_VARIABLE: &str = "FLASHPIPE_MAP_MEMORY";
 
 /// Why a store operation of a session failed.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +57,9 @@ pub enum SessionError {
     /// Writing the local destination of a get or cat failed.
     #[error("writing the destination: {0}")]
     Sink(std::io::Error),
+    /// The server refused or failed the command, or the connection to it broke.
+    #[error(transparent)]
+    Served(#[from] ClientError),
     /// The engine answered with a reply of another command (a bug).
     #[error("unexpected engine reply to {command}: {reply}")]
     UnexpectedReply {
@@ -58,6 +73,9 @@ pub enum SessionError {
 impl SessionError {
     /// True when the error says a named file does not exist.
     pub fn is_not_found(&self) -> bool {
+        if let SessionError::Served(error) = self {
+            return remote_code(error) == Some(ErrorCode::NotFound);
+        }
         matches!(
             self,
             SessionError::Engine(EngineError::Namespace(NamespaceError::NotFound { .. }))
@@ -70,6 +88,9 @@ impl SessionError {
     /// True when the error says a target name exists already.
     pub fn is_exists(&self) -> bool {
         use flashpipe_fs::CopyError;
+        if let SessionError::Served(error) = self {
+            return remote_code(error) == Some(ErrorCode::Exists);
+        }
         matches!(
             self,
             SessionError::Engine(
@@ -265,6 +286,11 @@ enum SessionKind {
         store: OpenStore,
         client: EngineClient,
     },
+    /// A client of the server holding the store.
+    Served {
+        store: ServedStore,
+        clock_is_virtual: bool,
+    },
 }
 
 /// One command's way to its store (see the module's documentation).
@@ -288,7 +314,17 @@ pub struct SessionRequest<'a> {
 impl StoreSession {
     /// Opens a session on the store (see the module's documentation for the order).
     pub fn open(request: &SessionRequest<'_>) -> Result<StoreSession, Box<dyn std::error::Error>> {
-        let store = OpenStore::open_with(request.store_file, request.access, request.wait)?;
+        if let Some(server) = LiveServer::find(request.store_file)? {
+            return Ok(StoreSession::served(server, request));
+        }
+        let store = match OpenStore::open_with(request.store_file, request.access, request.wait) {
+            Ok(store) => store,
+            Err(error) if is_lock_held(&*error) => match LiveServer::find(request.store_file)? {
+                Some(server) => return Ok(StoreSession::served(server, request)),
+                None => return Err(error),
+            },
+            Err(error) => return Err(error),
+        };
         if request.verbose {
             eprintln!(
                 "flashpipe: {} opened in this process (no server holds it)",
@@ -301,10 +337,25 @@ impl StoreSession {
         })
     }
 
+    fn served(server: LiveServer, request: &SessionRequest<'_>) -> StoreSession {
+        if request.verbose {
+            eprintln!("flashpipe: {}", server.describe());
+        }
+        StoreSession {
+            kind: SessionKind::Served {
+                store: ServedStore {
+                    client: server.client,
+                },
+                clock_is_virtual: store_clock_is_virtual(request.store_file),
+            },
+        }
+    }
+
     /// The session's store commands.
     pub fn operations(&mut self) -> &mut dyn StoreOperations {
         match &mut self.kind {
             SessionKind::InProcess { client, .. } => client,
+            SessionKind::Served { store, .. } => store,
         }
     }
 
@@ -313,12 +364,18 @@ impl StoreSession {
     pub fn clock(&self) -> Arc<dyn Clock> {
         match &self.kind {
             SessionKind::InProcess { store, .. } => Arc::clone(&store.clock),
+            SessionKind::Served { .. } => Arc::new(RealClock::new()),
         }
     }
 
     /// Whether file times (`modified_clock_ns`) count simulated device time.
     pub fn clock_is_virtual(&self) -> bool {
-        self.clock().is_virtual()
+        match &self.kind {
+            SessionKind::InProcess { store, .. } => store.clock.is_virtual(),
+            SessionKind::Served {
+                clock_is_virtual, ..
+            } => *clock_is_virtual,
+        }
     }
 
     /// Ends the command: in this process commits and closes on success, closes without
@@ -333,6 +390,112 @@ impl StoreSession {
                 drop(client);
                 store.finish(result)
             }
+            SessionKind::Served { .. } => result,
         }
     }
+}
+
+/// A server answering on a store's socket, connected.
+pub struct LiveServer {
+    /// The connection (handshake done).
+    pub client: Client,
+    /// The socket it answers on.
+    pub socket: PathBuf,
+}
+
+impl LiveServer {
+    /// Connects to the server of `store_file` when one answers on its socket
+    /// (`flashpipe_client::server_socket_path`). `Ok(None)`: no socket, or a stale one
+    /// nobody answers on. A server that answers but refuses (its client limit) is an
+    /// error naming the limit: the store is in its hands.
+    pub fn find(store_file: &Path) -> Result<Option<LiveServer>, Box<dyn std::error::Error>> {
+        let socket = server_socket_path(store_file);
+        if !socket.exists() {
+            return Ok(None);
+        }
+        let options = ConnectOptions {
+            map_memory: std::env::var(MAP_MEMORY_VARIABLE).as_deref() != Ok("0"),
+            client_name: client_name(),
+        };
+        match Client::connect(&socket, options) {
+            Ok(client) => Ok(Some(LiveServer { client, socket })),
+            Err(ConnectError::Connect { .. }) => Ok(None),
+            Err(error) => Err(format!(
+                "{} is served by `flashpipe serve` at {}: {error}",
+                store_file.display(),
+                socket.display()
+            )
+            .into()),
+        }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.client.server_info().server_pid
+    }
+
+    /// "through the server at SOCKET (pid N)", for `-v` and errors.
+    pub fn describe(&self) -> String {
+        format!(
+            "through the server at {} (pid {}{})",
+            self.socket.display(),
+            self.pid(),
+            if self.client.is_mapped() {
+                ", data by reference"
+            } else {
+                ", data copied through the socket"
+            }
+        )
+    }
+
+    /// The error for a command that needs the store alone while this server runs.
+    pub fn refusal(&self, store_file: &Path, what: &str) -> Box<dyn std::error::Error> {
+        format!(
+            "{what} needs {} alone, but `flashpipe serve` (pid {}) holds it, serving on {}; stop the server first (kill -TERM {})",
+            store_file.display(),
+            self.pid(),
+            self.socket.display(),
+            self.pid()
+        )
+        .into()
+    }
+}
+
+/// What the server's logs call this client: the command line's first words and the pid.
+fn client_name() -> String {
+    let words: Vec<String> = std::env::args().take(2).collect();
+    let program = words
+        .first()
+        .map(|path| {
+            Path::new(path)
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.clone())
+        })
+        .unwrap_or_else(|| "flashpipe".to_string());
+    let command = words.get(1).cloned().unwrap_or_default();
+    format!("{program} {command} (pid {})", std::process::id())
+}
+
+/// True when opening failed because another process holds the store's lock.
+fn is_lock_held(error: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        error.downcast_ref::<StoreOpenError>(),
+        Some(StoreOpenError::Lock(
+            flashpipe_store::store_lock::StoreLockError::Held { .. }
+        ))
+    )
+}
+
+/// Whether the store's devices keep virtual time (emulated flash), read from its store
+/// file without locking it: then file times count simulated device time.
+fn store_clock_is_virtual(store_file: &Path) -> bool {
+    StoreConfig::load(store_file)
+        .map(|config| {
+            config
+                .devices
+                .iter()
+                .any(|device| matches!(device, DeviceSpec::Flash(_)))
+        })
+        .unwrap_or(false)
 }

@@ -33,7 +33,7 @@ use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use flashpipe_store::RunningStore;
 pub use flashpipe_store::StoreAccess;
 
-use crate::session::{SessionError, SessionRequest, StoreOperations, StoreSession};
+use crate::session::{LiveServer, SessionError, SessionRequest, StoreOperations, StoreSession};
 use serde_json::json;
 
 /// Errors of the CLI commands: shown to the user as one line.
@@ -1012,6 +1012,9 @@ pub fn run_df(arguments: StoreArgs) -> CliResult {
 /// (after repair, when anything unrepairable remains).
 pub fn run_fsck(arguments: FsckArgs) -> CliResult {
     let store_path = &arguments.store.store;
+    if let Some(server) = LiveServer::find(store_path)? {
+        return fsck_through_server(server, &arguments);
+    }
     let config = StoreConfig::load(store_path)?;
     let creation = if arguments.repair {
         DeviceCreation::MustExist
@@ -1065,6 +1068,53 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
         Err(format!(
             "{} finding(s) in {}",
             report.findings.len(),
+            store_path.display()
+        )
+        .into())
+    }
+}
+
+/// `fsck` while a server holds the store: the server checks the durable image (the state
+/// of the last flush); `--repair` and `--data` need the store unmounted and are refused
+/// naming the server.
+fn fsck_through_server(mut server: LiveServer, arguments: &FsckArgs) -> CliResult {
+    let store_path = &arguments.store.store;
+    if arguments.repair {
+        return Err(server.refusal(store_path, "fsck --repair"));
+    }
+    if arguments.data {
+        return Err(server.refusal(store_path, "fsck --data (reading every data block)"));
+    }
+    if arguments.store.verbose {
+        eprintln!("flashpipe: {}", server.describe());
+    }
+    let summary = server.client.check()?;
+    if arguments.store.json {
+        println!(
+            "{}",
+            json!({"clean": summary.clean, "findings": summary.findings,
+                   "file_count": summary.file_count, "commit_sequence": summary.commit_sequence,
+                   "server_pid": server.pid()})
+        );
+    } else {
+        for finding in &summary.findings {
+            println!("finding: {finding}");
+        }
+        if summary.clean {
+            println!(
+                "clean: {} file(s), commit {} (checked by the server, pid {})",
+                summary.file_count,
+                summary.commit_sequence.unwrap_or(0),
+                server.pid()
+            );
+        }
+    }
+    if summary.clean {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} finding(s) in {}",
+            summary.findings.len(),
             store_path.display()
         )
         .into())

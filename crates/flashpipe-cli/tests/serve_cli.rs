@@ -16,11 +16,17 @@ fn serve_prints_its_readiness_line_and_stops_cleanly_on_sigterm() {
     let store = file_store(&folder, "64MiB");
     let server = ServerProcess::start(&store, &[]);
     assert!(
-        server.readiness_line.starts_with("flashpipe serve: ready: "),
+        server
+            .readiness_line
+            .starts_with("flashpipe serve: ready: "),
         "{}",
         server.readiness_line
     );
-    assert!(server.socket.exists(), "the socket {} exists", server.socket.display());
+    assert!(
+        server.socket.exists(),
+        "the socket {} exists",
+        server.socket.display()
+    );
     assert_eq!(
         server.socket.parent(),
         store.parent(),
@@ -33,7 +39,11 @@ fn serve_prints_its_readiness_line_and_stops_cleanly_on_sigterm() {
         exit.stdout.contains("stopped") && exit.stdout.contains("unmounted cleanly"),
         "the summary line: {exit:?}"
     );
-    assert!(exit.stderr.contains("SIGTERM"), "the logs name the signal: {}", exit.stderr);
+    assert!(
+        exit.stderr.contains("SIGTERM"),
+        "the logs name the signal: {}",
+        exit.stderr
+    );
     assert!(!socket.exists(), "the socket is removed on a clean stop");
     assert_fsck_clean(&store);
 }
@@ -78,7 +88,10 @@ fn commands_go_through_the_server_and_say_so_with_v() {
     assert!(fsck.contains("clean"), "fsck through the server: {fsck}");
     succeed(&["rm", text(&store), "three"]);
     let error = fail_stderr(&["put", text(&store), text(&local), "--as", "one"]);
-    assert!(error.contains("--force"), "an existing name is refused as before: {error}");
+    assert!(
+        error.contains("--force"),
+        "an existing name is refused as before: {error}"
+    );
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
     assert_eq!(succeed(&["ls", text(&store), "-1"]).trim(), "one");
@@ -103,7 +116,10 @@ fn two_concurrent_clients_put_get_and_list_through_the_server() {
                     succeed(&["put", text(&store), text(&local), "--as", &name]);
                     assert_eq!(read_back(&store, &name), contents, "{name}");
                     let listing = succeed(&["ls", text(&store), "-1"]);
-                    assert!(listing.lines().any(|line| line == name), "{name}: {listing}");
+                    assert!(
+                        listing.lines().any(|line| line == name),
+                        "{name}: {listing}"
+                    );
                 }
             })
         })
@@ -145,17 +161,37 @@ fn commands_needing_the_store_alone_name_the_server_pid() {
     let server = ServerProcess::start(&store, &[]);
     let pid = server.pid.to_string();
     let repair = fail_stderr(&["fsck", text(&store), "--repair"]);
-    assert!(repair.contains(&pid), "fsck --repair names the server's pid: {repair}");
+    assert!(
+        repair.contains(&pid),
+        "fsck --repair names the server's pid: {repair}"
+    );
     let second = fail_stderr(&["serve", text(&store)]);
-    assert!(second.contains(&pid), "a second serve names the first's pid: {second}");
+    assert!(
+        second.contains(&pid),
+        "a second serve names the first's pid: {second}"
+    );
     let mkfs = Command::new(flashpipe_binary())
-        .args(["mkfs", "--devices", "a.img", "--size", "64MiB", "--force", "t.toml"])
+        .args([
+            "mkfs",
+            "--devices",
+            "a.img",
+            "--size",
+            "64MiB",
+            "--force",
+            "t.toml",
+        ])
         .current_dir(folder.path())
         .output()
         .unwrap();
     let mkfs_error = String::from_utf8_lossy(&mkfs.stderr);
-    assert!(!mkfs.status.success(), "mkfs over a served device must fail");
-    assert!(mkfs_error.contains(&pid), "mkfs names the server's pid: {mkfs_error}");
+    assert!(
+        !mkfs.status.success(),
+        "mkfs over a served device must fail"
+    );
+    assert!(
+        mkfs_error.contains(&pid),
+        "mkfs names the server's pid: {mkfs_error}"
+    );
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
     assert_fsck_clean(&store);

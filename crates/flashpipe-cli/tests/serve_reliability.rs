@@ -69,7 +69,8 @@ fn start_load(
     let record = Arc::new(Mutex::new(LoadRecord::default()));
     let handles = (0..clients)
         .map(|client| {
-            let (store, stop, record) = (store.to_path_buf(), Arc::clone(stop), Arc::clone(&record));
+            let (store, stop, record) =
+                (store.to_path_buf(), Arc::clone(stop), Arc::clone(&record));
             let local = folder.join(&format!("load{client}.bin"));
             std::thread::spawn(move || {
                 let mut round = 0u64;
@@ -155,7 +156,10 @@ fn sigterm_under_load_ends_with_a_clean_unmount() {
     for client in clients {
         client.join().expect("a load client");
     }
-    assert!(exit.status.success(), "serve exits 0 after SIGTERM under load: {exit:?}");
+    assert!(
+        exit.status.success(),
+        "serve exits 0 after SIGTERM under load: {exit:?}"
+    );
     assert!(exit.stdout.contains("unmounted cleanly"), "{exit:?}");
     check_store_after_load(&store, &record.lock().unwrap());
 }
@@ -177,9 +181,16 @@ fn sigkill_of_the_server_under_load_from_8_clients_loses_no_acknowledged_put() {
     let record = record.lock().unwrap();
     check_store_after_load(&store, &record);
     let restarted = ServerProcess::start(&store, &[]);
-    let name = record.acknowledged.iter().next().expect("an acknowledged put");
+    let name = record
+        .acknowledged
+        .iter()
+        .next()
+        .expect("an acknowledged put");
     let index = load_index(name).unwrap();
-    assert_eq!(read_back(&store, name), file_contents(index, load_file_length(index)));
+    assert_eq!(
+        read_back(&store, name),
+        file_contents(index, load_file_length(index))
+    );
     let exit = restarted.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
     assert_fsck_clean(&store);
@@ -233,17 +244,28 @@ fn a_client_killed_mid_put_and_mid_get_leaves_the_server_serving() {
         .spawn()
         .unwrap();
     let mut first_bytes = vec![0u8; 1 << 16];
-    get.stdout.as_mut().unwrap().read_exact(&mut first_bytes).unwrap();
+    get.stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first_bytes)
+        .unwrap();
     assert_eq!(first_bytes, big_contents[..1 << 16]);
     get.kill().unwrap();
     get.wait().unwrap();
 
-    assert_eq!(read_back(&store, "big"), big_contents, "others are still served");
+    assert_eq!(
+        read_back(&store, "big"),
+        big_contents,
+        "others are still served"
+    );
     let small = folder.join("small.bin");
     std::fs::write(&small, b"after the kills").unwrap();
     succeed(&["put", text(&store), text(&small), "--as", "after"]);
     let listing = succeed(&["ls", text(&store), "-1"]);
-    assert!(!listing.lines().any(|line| line == "killed-put"), "{listing}");
+    assert!(
+        !listing.lines().any(|line| line == "killed-put"),
+        "{listing}"
+    );
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
     assert_fsck_clean(&store);
@@ -317,7 +339,10 @@ fn garbage_on_one_connection_ends_only_that_connection() {
     let mut sink = Vec::new();
     let ended = garbage.read_to_end(&mut sink);
     assert!(
-        ended.is_ok() || ended.as_ref().is_err_and(|error| error.kind() != std::io::ErrorKind::WouldBlock),
+        ended.is_ok()
+            || ended
+                .as_ref()
+                .is_err_and(|error| error.kind() != std::io::ErrorKind::WouldBlock),
         "the server ends the garbage connection: {ended:?}"
     );
 
@@ -337,4 +362,3 @@ fn garbage_on_one_connection_ends_only_that_connection() {
     assert!(exit.status.success(), "{exit:?}");
     assert_fsck_clean(&store);
 }
-

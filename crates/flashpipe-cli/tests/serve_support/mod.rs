@@ -54,8 +54,14 @@ pub fn succeed_stderr(arguments: &[&str]) -> String {
 pub fn fail_stderr(arguments: &[&str]) -> String {
     let output = flashpipe(arguments);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success(), "flashpipe {arguments:?} should fail");
-    assert!(!stderr.contains("panicked"), "{arguments:?} panicked: {stderr}");
+    assert!(
+        !output.status.success(),
+        "flashpipe {arguments:?} should fail"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "{arguments:?} panicked: {stderr}"
+    );
     stderr
 }
 
@@ -70,8 +76,7 @@ pub struct TestFolder(PathBuf);
 impl TestFolder {
     /// A fresh folder named after the test and this process.
     pub fn new(name: &str) -> TestFolder {
-        let folder =
-            std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
+        let folder = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&folder);
         std::fs::create_dir_all(&folder).expect("scratch folder");
         TestFolder(folder)
@@ -214,7 +219,10 @@ impl ServerProcess {
 
     /// Waits for the server to exit by itself.
     pub fn wait(&mut self) -> ServerExit {
-        let mut child = self.child.take().expect("the server was not waited for yet");
+        let mut child = self
+            .child
+            .take()
+            .expect("the server was not waited for yet");
         let status = child.wait().expect("waiting for flashpipe serve");
         let stdout: Vec<String> = self.rest_of_stdout.iter().collect();
         let stderr = self.stderr.recv().unwrap_or_default();
