@@ -34,6 +34,12 @@ const DEFAULT_CONNECTIONS: u64 = 500;
 /// Extra descriptors the server may hold after the connections are gone (a listener
 /// thread's, a log line's) above what it held before them.
 const DESCRIPTOR_SLACK: usize = 8;
+/// Extra threads the server may run after the connections are gone.
+const THREAD_SLACK: usize = 4;
+/// Growth of the server's resident memory allowed over the connections (memory the
+/// allocator keeps for reuse). A leak of 10 KiB per connection stays under it at the
+/// default 500 connections and exceeds it in the 10,000-connection campaign.
+const RESIDENT_GROWTH_LIMIT_BYTES: u64 = 64 << 20;
 /// Bound on polls while waiting for something the server does asynchronously.
 const POLL_LIMIT: usize = 600;
 /// Pause between polls.
@@ -285,13 +291,28 @@ fn wait_for_descriptors_at_most(server: &ServerProcess, limit: usize) -> usize {
     count
 }
 
+/// Polls until the server runs at most `limit` threads; returns the last count.
+fn wait_for_threads_at_most(server: &ServerProcess, limit: usize) -> usize {
+    let mut count = server.thread_count();
+    for _ in 0..POLL_LIMIT {
+        if count <= limit {
+            break;
+        }
+        std::thread::sleep(POLL_PAUSE);
+        count = server.thread_count();
+    }
+    count
+}
+
 #[test]
-fn connections_opened_and_dropped_keep_descriptors_bounded() {
+fn connections_opened_and_dropped_keep_descriptors_threads_and_memory_bounded() {
     let folder = TestFolder::new("serve-connections");
     let store = file_store(&folder, "64MiB");
     let server = ServerProcess::start(&store, &[]);
     succeed(&["ls", text(&store)]);
     let before = wait_for_descriptors_at_most(&server, 0);
+    let threads_before = server.thread_count();
+    let resident_before = server.resident_bytes();
     let connections = connections_to_open();
     let refused = AtomicU64::new(0);
     for _ in 0..connections {
@@ -303,9 +324,21 @@ fn connections_opened_and_dropped_keep_descriptors_bounded() {
         }
     }
     let after = wait_for_descriptors_at_most(&server, before + DESCRIPTOR_SLACK);
+    let threads_after = wait_for_threads_at_most(&server, threads_before + THREAD_SLACK);
+    let resident_after = server.resident_bytes();
     eprintln!(
-        "{connections} connections opened and dropped ({} refused at connect): server descriptors {before} before, {after} after",
-        refused.load(Ordering::Relaxed)
+        "{connections} connections opened and dropped ({} refused at connect): server descriptors {before} before, {after} after; threads {threads_before} before, {threads_after} after; resident memory {} KiB before, {} KiB after",
+        refused.load(Ordering::Relaxed),
+        resident_before >> 10,
+        resident_after >> 10
+    );
+    assert!(
+        threads_after <= threads_before + THREAD_SLACK,
+        "threads grew from {threads_before} to {threads_after} after {connections} connections"
+    );
+    assert!(
+        resident_after <= resident_before + RESIDENT_GROWTH_LIMIT_BYTES,
+        "resident memory grew from {resident_before} to {resident_after} bytes after {connections} connections"
     );
     assert!(
         after <= before + DESCRIPTOR_SLACK,

@@ -233,6 +233,26 @@ impl ServerProcess {
         }
     }
 
+    /// Threads of the server now (entries of `/proc/PID/task`).
+    pub fn thread_count(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/task", self.pid))
+            .expect("the server's /proc/PID/task is readable")
+            .count()
+    }
+
+    /// The server's resident memory now, in bytes (`VmRSS` of `/proc/PID/status`).
+    pub fn resident_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .expect("the server's /proc/PID/status is readable");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|value| value.split_whitespace().next())
+            .and_then(|number| number.parse().ok())
+            .expect("VmRSS in /proc/PID/status");
+        kib * 1024
+    }
+
     /// Open file descriptors of the server now (entries of `/proc/PID/fd`).
     pub fn open_file_descriptors(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.pid))
