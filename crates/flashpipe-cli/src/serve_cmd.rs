@@ -49,10 +49,13 @@ pub struct ServeArgs {
     /// Most bytes of writes and reads in flight over all clients (e.g. 256MiB).
     #[arg(long)]
     pub max_bytes_in_flight: Option<String>,
+    /// Most bytes of writes and reads one client may have in flight (e.g. 64MiB).
+    #[arg(long)]
+    pub max_bytes_in_flight_per_client: Option<String>,
     /// How logs on standard error are written.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
-    /// More log detail: -v every connection and refusal, -vv every command.
+    /// More log detail: -v logs at debug level, -vv at trace level (info by default).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Wait for a command using the store to finish instead of failing.
@@ -116,14 +119,22 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
         config.max_in_flight_per_client = max_in_flight;
     }
     if let Some(text) = &arguments.max_bytes_in_flight {
-        let bytes = parse_size_bytes(text)
-            .map_err(|error| format!("--max-bytes-in-flight {text:?}: {error}"))?;
-        if bytes == 0 {
-            return Err("--max-bytes-in-flight must be at least 1 byte".into());
-        }
-        config.max_bytes_in_flight = bytes;
+        config.max_bytes_in_flight = positive_size("--max-bytes-in-flight", text)?;
+    }
+    if let Some(text) = &arguments.max_bytes_in_flight_per_client {
+        config.max_bytes_in_flight_per_client =
+            positive_size("--max-bytes-in-flight-per-client", text)?;
     }
     Ok(config)
+}
+
+/// A size option's value (`64MiB`), refused when it does not parse or is 0.
+fn positive_size(option: &str, text: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let bytes = parse_size_bytes(text).map_err(|error| format!("{option} {text:?}: {error}"))?;
+    if bytes == 0 {
+        return Err(format!("{option} must be at least 1 byte").into());
+    }
+    Ok(bytes)
 }
 
 /// Prints the readiness line (standard output, flushed: a supervising script waits for

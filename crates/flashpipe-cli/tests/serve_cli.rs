@@ -8,6 +8,7 @@ mod serve_support;
 use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};
 
+use flashpipe_client::{Client, ConnectOptions};
 use serve_support::*;
 
 #[test]
@@ -230,4 +231,59 @@ fn without_a_server_commands_open_the_store_in_their_own_process() {
         .unwrap();
     assert!(!child.status.success(), "--max-clients 0 is refused");
     assert!(String::from_utf8_lossy(&child.stderr).contains("--max-clients"));
+}
+
+#[test]
+fn a_put_that_fails_through_the_server_leaves_no_file_and_no_temporary() {
+    let folder = TestFolder::new("serve-failed-put");
+    let store = file_store(&folder, "16MiB");
+    let small = folder.join("small.bin");
+    let too_big = folder.join("too-big.bin");
+    std::fs::write(&small, file_contents(20, 100_000)).unwrap();
+    std::fs::write(&too_big, file_contents(21, 40 << 20)).unwrap();
+    let server = ServerProcess::start(&store, &[]);
+    let error = fail_stderr(&["put", text(&store), text(&small), text(&too_big)]);
+    assert!(
+        error.contains("too-big.bin"),
+        "the error names the file: {error}"
+    );
+    let listing = succeed(&["ls", text(&store), "-1"]);
+    assert_eq!(
+        listing.trim(),
+        "",
+        "nothing of the failed put is left: {listing}"
+    );
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_eq!(succeed(&["ls", text(&store), "-1"]).trim(), "");
+    assert_fsck_clean(&store);
+}
+
+#[test]
+fn a_client_past_the_client_limit_is_refused_naming_the_limit() {
+    let folder = TestFolder::new("serve-limit");
+    let store = file_store(&folder, "64MiB");
+    let server = ServerProcess::start(&store, &["--max-clients", "1"]);
+    let holder = Client::connect(&server.socket, ConnectOptions::default()).unwrap();
+    let error = fail_stderr(&["ls", text(&store)]);
+    assert!(
+        error.contains("limit") && error.contains('1'),
+        "the refusal names the limit: {error}"
+    );
+    drop(holder);
+    let mut listed = false;
+    for _ in 0..200 {
+        if flashpipe(&["ls", text(&store)]).status.success() {
+            listed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(listed, "a client is admitted once the holder has gone");
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert!(
+        exit.stdout.contains("1 refused at the client limit"),
+        "{exit:?}"
+    );
 }
