@@ -1,8 +1,9 @@
 //! Reliability of `flashpipe serve` under its clients, with the real binary:
 //! - SIGTERM while several client processes put files: the server exits 0 after a clean
 //!   unmount, fsck is clean, every put acknowledged (its command exited 0) reads back;
-//! - SIGKILL of the server under load from 8 client processes: after it, fsck (plain CLI)
-//!   is clean, every acknowledged put reads back, and a new server serves the store;
+//! - SIGKILL of the server under load from 8 client processes (`FLASHPIPE_SERVE_KILLS`
+//!   rounds, default [`DEFAULT_KILL_ROUNDS`]): after it, fsck (plain CLI) is clean, every
+//!   acknowledged put reads back, and a new server serves the store;
 //! - a client killed with SIGKILL in the middle of a put (fed from a FIFO, so the kill
 //!   lands mid-command by construction) and in the middle of a get (its output pipe left
 //!   unread): the server goes on serving others, the killed put's name never appears;
@@ -31,6 +32,10 @@ use std::time::Duration;
 use flashpipe_client::{Client, ConnectOptions};
 use serve_support::*;
 
+/// Server kills under load in the default suite (`FLASHPIPE_SERVE_KILLS`).
+const DEFAULT_KILL_ROUNDS: u64 = 1;
+/// Puts acknowledged before the server is killed (a round adds up to 7 more).
+const ACKNOWLEDGED_BEFORE_KILL: usize = 16;
 /// Connections opened and dropped in the default suite.
 const DEFAULT_CONNECTIONS: u64 = 500;
 /// Extra descriptors the server may hold after the connections are gone (a listener
@@ -174,12 +179,33 @@ fn sigterm_under_load_ends_with_a_clean_unmount() {
 
 #[test]
 fn sigkill_of_the_server_under_load_from_8_clients_loses_no_acknowledged_put() {
-    let folder = TestFolder::new("serve-sigkill-load");
+    let rounds = kill_rounds();
+    for round in 0..rounds {
+        eprintln!("server kill round {} of {rounds}", round + 1);
+        sigkill_under_load_round(round);
+    }
+}
+
+/// Server kills under load: `FLASHPIPE_SERVE_KILLS` rounds, [`DEFAULT_KILL_ROUNDS`] by
+/// default.
+fn kill_rounds() -> u64 {
+    std::env::var("FLASHPIPE_SERVE_KILLS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(DEFAULT_KILL_ROUNDS)
+}
+
+/// One round on a fresh store: 8 client processes put files through the server, which is
+/// killed with SIGKILL after [`ACKNOWLEDGED_BEFORE_KILL`] puts were acknowledged (plus
+/// up to 7 more by `round`, so rounds kill at different points); then the checks of
+/// [`check_store_after_load`] and a new server that serves the store.
+fn sigkill_under_load_round(round: u64) {
+    let folder = TestFolder::new(&format!("serve-sigkill-load-{round}"));
     let store = file_store(&folder, "256MiB");
     let server = ServerProcess::start(&store, &[]);
     let stop = Arc::new(AtomicBool::new(false));
     let (clients, record) = start_load(&folder, &store, 8, &stop);
-    wait_for_acknowledged(&record, 16);
+    wait_for_acknowledged(&record, ACKNOWLEDGED_BEFORE_KILL + (round % 8) as usize);
     let exit = server.stop_with(libc::SIGKILL);
     assert!(!exit.status.success());
     stop.store(true, Ordering::SeqCst);
