@@ -1,19 +1,24 @@
 //! The connection to a server: the handshake, pipelined requests, one-shot calls.
 
-use std::collections::{HashSet, VecDeque};
-use std::io::BufReader;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufReader, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use flashpipe_device::{receive_with_fds, MapAccess, SharedMapping};
 
 use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
 use flashpipe_protocol::{
-    encode_frame, read_frame, send_all, CancelOutcome, CheckSummary, DataPayload, Frame, Hello,
-    ReadFrameError, RemoteError, Request, RequestId, ServerLimits, WriteGrant, MAX_BODY_BYTES,
-    PROTOCOL_VERSION,
+    decode_body, decode_header, encode_frame, read_frame, send_all, CancelOutcome, CheckSummary,
+    DataPayload, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request, RequestId,
+    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant, HEADER_BYTES, MAX_BODY_BYTES,
+    MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
 };
 
 use crate::error::{ClientError, ConnectError};
-use crate::view::{ReadView, WriteBuffer, WriteStorage};
+use crate::view::{GrantedSlot, ReadHold, ReadView, ViewBytes, WriteBuffer, WriteStorage};
 
 /// Bytes of the read buffer in front of the socket.
 const READ_BUFFER_BYTES: usize = 256 << 10;
@@ -98,10 +103,28 @@ pub struct Client {
     next_request_id: RequestId,
     in_flight: HashSet<RequestId>,
     arrived: VecDeque<(RequestId, Result<Response, RemoteError>)>,
+    shared: Option<SharedRegions>,
+}
+
+/// The mapped regions of a connection by reference, and what this client holds of them.
+struct SharedRegions {
+    read_mapping: Arc<SharedMapping>,
+    read_region: SharedRegion,
+    write: Option<(Arc<SharedMapping>, SharedRegion)>,
+    /// Read handles whose views are all dropped, to release with the next request.
+    releases: Arc<Mutex<Vec<u64>>>,
+    /// Granted write slots no buffer holds now.
+    spare_slots: Arc<Mutex<Vec<u32>>>,
+    /// Every slot granted to this client (a slot granted twice is refused).
+    granted_slots: HashSet<u32>,
+    /// Writes by grant in flight, and their slots.
+    granted_writes: HashMap<RequestId, u32>,
 }
 
 impl Client {
-    /// Connects to the server listening on `socket` and shakes hands.
+    /// Connects to the server listening on `socket` and shakes hands; with
+    /// `map_memory`, maps the regions the server passes (when it offers none, the
+    /// connection takes the copying path: see [`Client::is_mapped`]).
     pub fn connect(socket: &Path, options: ConnectOptions) -> Result<Client, ConnectError> {
         let stream = UnixStream::connect(socket).map_err(|source| ConnectError::Connect {
             path: socket.to_path_buf(),
@@ -115,29 +138,30 @@ impl Client {
         });
         // A server at its client limit may have closed already; its answer says why.
         let _ = send_all(&stream, &encode_frame(&hello));
-        let reading = stream
-            .try_clone()
-            .map_err(|error| ConnectError::Handshake(format!("cloning the socket: {error}")))?;
-        let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reading);
-        let welcome = match read_frame(&mut reader, MAX_BODY_BYTES) {
-            Ok(Some(Frame::Welcome(welcome))) => welcome,
-            Ok(Some(Frame::Error { error, .. })) => return Err(ConnectError::Refused(error)),
-            Ok(Some(other)) => {
+        let (welcome, fds) = match receive_first_frame(&stream)? {
+            (Frame::Welcome(welcome), fds) => (welcome, fds),
+            (Frame::Error { error, .. }, _) => return Err(ConnectError::Refused(error)),
+            (other, _) => {
                 return Err(ConnectError::Handshake(format!(
                     "the server answered hello with a {} frame",
                     other.kind().name()
                 )))
             }
-            Ok(None) => {
-                return Err(ConnectError::Handshake(
-                    "the server closed the connection without a welcome".to_string(),
-                ))
-            }
-            Err(error) => return Err(ConnectError::Handshake(error.to_string())),
         };
+        if fds.len() != welcome.fd_count() {
+            return Err(ConnectError::Handshake(format!(
+                "the welcome announces {} shared regions but {} file descriptors came",
+                welcome.fd_count(),
+                fds.len()
+            )));
+        }
+        let shared = map_regions(&welcome, fds)?;
+        let reading = stream
+            .try_clone()
+            .map_err(|error| ConnectError::Handshake(format!("cloning the socket: {error}")))?;
         Ok(Client {
             socket: stream,
-            reader,
+            reader: BufReader::with_capacity(READ_BUFFER_BYTES, reading),
             info: ServerInfo {
                 version: welcome.version,
                 server_pid: welcome.server_pid,
@@ -147,12 +171,44 @@ impl Client {
             next_request_id: 1,
             in_flight: HashSet::new(),
             arrived: VecDeque::new(),
+            shared,
         })
     }
 
     /// True when data goes by reference on this connection.
     pub fn is_mapped(&self) -> bool {
-        false
+        self.shared.is_some()
+    }
+
+    /// Sends the release of every read handle whose views are all dropped (also done
+    /// before each request and before waiting).
+    pub fn release_now(&mut self) -> Result<(), ClientError> {
+        let bytes = self.release_frames();
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        send_all(&self.socket, &bytes).map_err(ClientError::ConnectionLost)
+    }
+
+    /// The encoded release frames of the handles waiting to be released.
+    fn release_frames(&mut self) -> Vec<u8> {
+        let Some(shared) = &self.shared else {
+            return Vec::new();
+        };
+        let handles = std::mem::take(
+            &mut *shared
+                .releases
+                .lock()
+                .expect("no panic holding the release list"),
+        );
+        handles
+            .chunks(MAX_RELEASE_HANDLES)
+            .flat_map(|chunk| {
+                encode_frame(&Frame::Release {
+                    handles: chunk.to_vec(),
+                })
+            })
+            .collect()
     }
 
     /// What the server told at connect.
@@ -173,7 +229,9 @@ impl Client {
             request_id,
             request,
         };
-        send_all(&self.socket, &encode_frame(&frame)).map_err(ClientError::ConnectionLost)?;
+        let mut bytes = self.release_frames();
+        bytes.extend_from_slice(&encode_frame(&frame));
+        send_all(&self.socket, &bytes).map_err(ClientError::ConnectionLost)?;
         self.in_flight.insert(request_id);
         Ok(request_id)
     }
@@ -191,6 +249,7 @@ impl Client {
 
     /// Reads frames until an answer to a request in flight comes.
     fn receive(&mut self) -> Result<(RequestId, Result<Response, RemoteError>), ClientError> {
+        self.release_now()?;
         let frame = match read_frame(&mut self.reader, MAX_BODY_BYTES) {
             Ok(Some(frame)) => frame,
             Ok(None) => {
@@ -228,6 +287,7 @@ impl Client {
                 "an answer to request {request_id}, which is not in flight"
             )));
         }
+        self.note_granted_write(request_id, &answer);
         Ok((request_id, answer))
     }
 
@@ -239,16 +299,19 @@ impl Client {
         Ok(match response {
             Wire::Done => Response::Done,
             Wire::Written { length_bytes } => Response::Written { length_bytes },
-            Wire::Data(payload) => Response::Data(self.view(payload)?),
-            Wire::Files(files) => Response::Files(
-                files
-                    .into_iter()
-                    .map(|file| match file {
-                        Ok(payload) => self.view(payload).map(Ok),
-                        Err(error) => Ok(Err(error)),
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
+            Wire::Data(payload) => Response::Data(self.view(payload, &mut HashMap::new())?),
+            Wire::Files(files) => {
+                let mut holds = HashMap::new();
+                Response::Files(
+                    files
+                        .into_iter()
+                        .map(|file| match file {
+                            Ok(payload) => self.view(payload, &mut holds).map(Ok),
+                            Err(error) => Ok(Err(error)),
+                        })
+                        .collect::<Result<_, _>>()?,
+                )
+            }
             Wire::Stat(stat) => Response::Stat(stat),
             Wire::List(stats) => Response::List(stats),
             Wire::Stats(stats) => Response::Stats(stats),
@@ -259,12 +322,62 @@ impl Client {
         })
     }
 
-    fn view(&mut self, payload: DataPayload) -> Result<ReadView, ClientError> {
-        match payload {
-            DataPayload::Inline(bytes) => Ok(ReadView::owned(bytes)),
-            DataPayload::Shared(_) => Err(ClientError::Protocol(
+    fn view(
+        &mut self,
+        payload: DataPayload,
+        holds: &mut HashMap<u64, Arc<ReadHold>>,
+    ) -> Result<ReadView, ClientError> {
+        let window = match payload {
+            DataPayload::Inline(bytes) => return Ok(ReadView::owned(bytes)),
+            DataPayload::Shared(window) => window,
+        };
+        let Some(shared) = &self.shared else {
+            return Err(ClientError::Protocol(
                 "data by reference on a connection that maps no memory".to_string(),
-            )),
+            ));
+        };
+        let offset_bytes = window_offset(&shared.read_region, &window).ok_or_else(|| {
+            ClientError::Protocol(format!(
+                "read window {window:?} lies outside the read pool's slots"
+            ))
+        })?;
+        let hold = holds.entry(window.handle).or_insert_with(|| {
+            Arc::new(ReadHold {
+                mapping: Arc::clone(&shared.read_mapping),
+                handle: window.handle,
+                releases: Arc::clone(&shared.releases),
+            })
+        });
+        Ok(ReadView {
+            bytes: ViewBytes::Shared {
+                hold: Arc::clone(hold),
+                offset_bytes,
+                length_bytes: window.length_bytes as usize,
+            },
+        })
+    }
+
+    /// Keeps the slot of an answered write by grant for the next buffer (after a
+    /// success; after an error the server took the grant back).
+    fn note_granted_write(
+        &mut self,
+        request_id: RequestId,
+        answer: &Result<Response, RemoteError>,
+    ) {
+        let Some(shared) = &mut self.shared else {
+            return;
+        };
+        let Some(slot) = shared.granted_writes.remove(&request_id) else {
+            return;
+        };
+        if answer.is_ok() {
+            shared
+                .spare_slots
+                .lock()
+                .expect("no panic holding the spare slots")
+                .push(slot);
+        } else {
+            shared.granted_slots.remove(&slot);
         }
     }
 
@@ -338,7 +451,16 @@ impl Client {
     fn write_window(&self, chunk_bytes: usize) -> usize {
         let limits = &self.info.limits;
         let by_bytes = (limits.max_bytes_in_flight_per_client / chunk_bytes.max(1) as u64) as usize;
+        let by_slots = match self
+            .shared
+            .as_ref()
+            .and_then(|shared| shared.write.as_ref())
+        {
+            Some((_, region)) => region.slot_count as usize,
+            None => usize::MAX,
+        };
         by_bytes
+            .min(by_slots)
             .min(limits.max_in_flight_per_client as usize)
             .clamp(1, WRITE_WINDOW_MAX)
     }
@@ -346,7 +468,66 @@ impl Client {
     /// A buffer to fill and send with [`Client::submit_write`]: a granted slot of the
     /// shared write pool when mapped, else memory of this client's own.
     pub fn write_buffer(&mut self) -> Result<WriteBuffer, ClientError> {
-        Ok(WriteBuffer::owned(self.write_chunk_bytes()))
+        let Some(shared) = &self.shared else {
+            return Ok(WriteBuffer::owned(self.write_chunk_bytes()));
+        };
+        if shared.write.is_none() {
+            return Ok(WriteBuffer::owned(self.write_chunk_bytes()));
+        }
+        let spare = shared
+            .spare_slots
+            .lock()
+            .expect("no panic holding the spare slots")
+            .pop();
+        let slot = match spare {
+            Some(slot) => slot,
+            None => match self.call(Request::GrantWrite) {
+                Ok(Response::Granted(grant)) => self.accept_grant(grant)?,
+                Ok(other) => return Err(unexpected("grant-write", &other)),
+                Err(ClientError::Remote(error)) if error.code == ErrorCode::NoWriteSlots => {
+                    return Ok(WriteBuffer::owned(self.write_chunk_bytes()))
+                }
+                Err(error) => return Err(error),
+            },
+        };
+        let shared = self.shared.as_ref().expect("checked above");
+        let (mapping, region) = shared.write.as_ref().expect("checked above");
+        Ok(WriteBuffer {
+            storage: WriteStorage::Granted(GrantedSlot {
+                mapping: Arc::clone(mapping),
+                slot,
+                offset_bytes: (u64::from(slot) * region.slot_size_bytes) as usize,
+                size_bytes: region.slot_size_bytes as usize,
+                spare_slots: Arc::clone(&shared.spare_slots),
+                sent: false,
+            }),
+        })
+    }
+
+    /// Checks a new grant: inside the write region, not granted already.
+    fn accept_grant(&mut self, grant: WriteGrant) -> Result<u32, ClientError> {
+        let shared = self
+            .shared
+            .as_mut()
+            .expect("grants come only to mapping clients");
+        let (_, region) = shared
+            .write
+            .as_ref()
+            .expect("grants come only with a write region");
+        if grant.slot >= region.slot_count
+            || u64::from(grant.slot_size_bytes) != region.slot_size_bytes
+        {
+            return Err(ClientError::Protocol(format!(
+                "grant {grant:?} does not fit the write region {region:?}"
+            )));
+        }
+        if !shared.granted_slots.insert(grant.slot) {
+            return Err(ClientError::Protocol(format!(
+                "write slot {} granted twice",
+                grant.slot
+            )));
+        }
+        Ok(grant.slot)
     }
 
     /// Sends a write of the first `length_bytes` of `buffer` (answered
@@ -375,6 +556,21 @@ impl Client {
                     offset_bytes,
                     data: bytes,
                 })
+            }
+            WriteStorage::Granted(mut granted) => {
+                let request_id = self.submit(Request::WriteGranted {
+                    name: name.to_string(),
+                    offset_bytes,
+                    slot: granted.slot,
+                    length_bytes: length_bytes as u32,
+                })?;
+                granted.sent = true;
+                let shared = self
+                    .shared
+                    .as_mut()
+                    .expect("a granted buffer comes from a mapping client");
+                shared.granted_writes.insert(request_id, granted.slot);
+                Ok(request_id)
             }
         }
     }
@@ -529,4 +725,92 @@ fn note_error(first_error: &mut Option<ClientError>, result: Result<(), ClientEr
 
 fn unexpected(request: &str, response: &Response) -> ClientError {
     ClientError::Protocol(format!("a {request} request answered with {response:?}"))
+}
+
+/// Reads the server's first frame with the file descriptors that ride on its first
+/// bytes (`SCM_RIGHTS`), straight from the socket (no buffering before them).
+fn receive_first_frame(stream: &UnixStream) -> Result<(Frame, Vec<OwnedFd>), ConnectError> {
+    let handshake = |detail: String| ConnectError::Handshake(detail);
+    let mut header_bytes = [0u8; HEADER_BYTES];
+    let mut filled = 0;
+    let mut fds = Vec::new();
+    while filled < HEADER_BYTES {
+        let (received, mut received_fds) =
+            receive_with_fds(stream, &mut header_bytes[filled..], MAX_WELCOME_FDS)
+                .map_err(|error| handshake(format!("receiving the welcome: {error}")))?;
+        if received == 0 {
+            return Err(handshake(
+                "the server closed the connection without a welcome".to_string(),
+            ));
+        }
+        fds.append(&mut received_fds);
+        filled += received;
+    }
+    let header = decode_header(&header_bytes, MAX_BODY_BYTES)
+        .map_err(|error| handshake(error.to_string()))?;
+    let mut body = vec![0u8; header.body_length_bytes as usize];
+    let mut reading = stream;
+    reading
+        .read_exact(&mut body)
+        .map_err(|error| handshake(format!("receiving the welcome: {error}")))?;
+    let frame = decode_body(&header, &body).map_err(|error| handshake(error.to_string()))?;
+    Ok((frame, fds))
+}
+
+/// Most descriptors a welcome carries: the read pool and the write pool.
+const MAX_WELCOME_FDS: usize = 2;
+
+/// Maps the regions a welcome passed: the read pool read-only, the write pool
+/// read-write; `None` on the copying path.
+fn map_regions(
+    welcome: &Welcome,
+    fds: Vec<OwnedFd>,
+) -> Result<Option<SharedRegions>, ConnectError> {
+    let Some(read_region) = welcome.read_region else {
+        return Ok(None);
+    };
+    let mut fds = fds.into_iter();
+    let map = |fd: Option<OwnedFd>, region: &SharedRegion, access: MapAccess| {
+        let fd = fd.ok_or_else(|| {
+            ConnectError::Handshake("a shared region came without its descriptor".to_string())
+        })?;
+        let size_bytes = usize::try_from(region.size_bytes()).map_err(|_| {
+            ConnectError::Handshake(format!(
+                "shared region {region:?} exceeds this machine's address space"
+            ))
+        })?;
+        SharedMapping::map(fd, size_bytes, access)
+            .map(Arc::new)
+            .map_err(|error| ConnectError::Handshake(format!("mapping a shared region: {error}")))
+    };
+    let read_mapping = map(fds.next(), &read_region, MapAccess::ReadOnly)?;
+    let write = match welcome.write_region {
+        Some(region) => Some((map(fds.next(), &region, MapAccess::ReadWrite)?, region)),
+        None => None,
+    };
+    Ok(Some(SharedRegions {
+        read_mapping,
+        read_region,
+        write,
+        releases: Arc::new(Mutex::new(Vec::new())),
+        spare_slots: Arc::new(Mutex::new(Vec::new())),
+        granted_slots: HashSet::new(),
+        granted_writes: HashMap::new(),
+    }))
+}
+
+/// Byte offset of a read window in the read pool's mapping, `None` when the window
+/// leaves its slot.
+fn window_offset(region: &SharedRegion, window: &SharedWindow) -> Option<usize> {
+    if window.slot >= region.slot_count {
+        return None;
+    }
+    let end_in_slot = window.window_start.checked_add(window.length_bytes)?;
+    if end_in_slot > region.slot_size_bytes {
+        return None;
+    }
+    let offset = u64::from(window.slot)
+        .checked_mul(region.slot_size_bytes)?
+        .checked_add(window.window_start)?;
+    usize::try_from(offset).ok()
 }

@@ -8,7 +8,9 @@
 //! A [`BufferPool`] carves a fixed number of equal buffers out of one allocation. Its
 //! buffers go back to the pool when dropped, and a device may register the pool's region
 //! with the kernel (io_uring fixed buffers); [`IoBuf::pool_slot`] tells the device
-//! which registered slot a buffer occupies.
+//! which registered slot a buffer occupies. A pool may instead live in a memfd
+//! ([`BufferPool::in_shared_memory`]) that other processes map: slot `s` lies at byte
+//! offset `s * buffer_size_bytes` of the region ([`crate::shared_memory`]).
 //!
 //! To hand one buffer to devices as several requests without a copy, split it with
 //! [`crate::split::SplitBuffer`]: its views are `IoBuf`s too.
@@ -19,6 +21,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::shared_memory::{SharedMemory, SharedMemoryError};
 use crate::split::SplitParent;
 
 /// Alignment of every [`IoBuf`], in bytes: the largest logical block size of the
@@ -245,6 +248,9 @@ struct PoolShared {
     buffer_size_bytes: usize,
     buffer_count: u32,
     free_slots: Mutex<Vec<u32>>,
+    /// The memfd holding the region, for a pool in shared memory; `None` for a heap
+    /// region (freed in drop).
+    shared_memory: Option<SharedMemory>,
 }
 
 // SAFETY: the region is only touched through IoBufs, each owning one distinct slot.
@@ -267,6 +273,47 @@ impl BufferPool {
         // SAFETY: non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let region = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        Self::over_region(region, buffer_count, buffer_size_bytes, None)
+    }
+
+    /// A pool of `buffer_count` buffers of `buffer_size_bytes` each (rounded up to the
+    /// alignment) whose region is a [`SharedMemory`] named `name`: slot `s` lies at byte
+    /// offset `s * buffer_size_bytes()` of it, so a process that maps the region
+    /// ([`crate::shared_memory::SharedMapping::map`] on [`BufferPool::shared_memory`]'s
+    /// descriptor) sees every buffer's bytes. The region lives while the pool or any of
+    /// its buffers does.
+    ///
+    /// # Panics
+    /// When `buffer_count` is zero.
+    pub fn in_shared_memory(
+        name: &str,
+        buffer_count: u32,
+        buffer_size_bytes: usize,
+    ) -> Result<BufferPool, SharedMemoryError> {
+        assert!(buffer_count > 0, "a buffer pool needs at least one buffer");
+        let buffer_size_bytes = round_up(buffer_size_bytes.max(1), IO_ALIGNMENT_BYTES);
+        let region_bytes = (buffer_count as usize).saturating_mul(buffer_size_bytes);
+        let memory = SharedMemory::create(name, region_bytes)?;
+        let region = NonNull::new(memory.as_mut_ptr()).expect("a mapping is never at address 0");
+        assert_eq!(
+            region.as_ptr() as usize % IO_ALIGNMENT_BYTES,
+            0,
+            "mappings are page-aligned"
+        );
+        Ok(Self::over_region(
+            region,
+            buffer_count,
+            buffer_size_bytes,
+            Some(memory),
+        ))
+    }
+
+    fn over_region(
+        region: NonNull<u8>,
+        buffer_count: u32,
+        buffer_size_bytes: usize,
+        shared_memory: Option<SharedMemory>,
+    ) -> BufferPool {
         let free_slots = (0..buffer_count).rev().collect();
         BufferPool {
             shared: Arc::new(PoolShared {
@@ -275,8 +322,15 @@ impl BufferPool {
                 buffer_size_bytes,
                 buffer_count,
                 free_slots: Mutex::new(free_slots),
+                shared_memory,
             }),
         }
+    }
+
+    /// The shared region holding the pool's buffers, for a pool made by
+    /// [`BufferPool::in_shared_memory`]; `None` for a heap pool.
+    pub fn shared_memory(&self) -> Option<&SharedMemory> {
+        self.shared.shared_memory.as_ref()
     }
 
     fn region_layout(buffer_count: u32, buffer_size_bytes: usize) -> Layout {
@@ -361,6 +415,10 @@ impl PoolShared {
 
 impl Drop for PoolShared {
     fn drop(&mut self) {
+        if self.shared_memory.is_some() {
+            // The SharedMemory unmaps the region when it drops, after this.
+            return;
+        }
         let layout = BufferPool::region_layout(self.buffer_count, self.buffer_size_bytes);
         // SAFETY: allocated with this layout in BufferPool::new; every IoBuf holds an Arc,
         // so none is alive now.
@@ -414,5 +472,27 @@ mod tests {
         drop(pool);
         buffer.as_mut_slice()[0] = 7;
         assert_eq!(buffer[0], 7);
+    }
+
+    #[test]
+    fn a_shared_pool_lays_slots_out_in_its_region() {
+        use crate::shared_memory::{MapAccess, SharedMapping};
+        let pool = BufferPool::in_shared_memory("test-pool", 3, 5000).unwrap();
+        assert_eq!(pool.buffer_size_bytes(), 8192);
+        let memory = pool.shared_memory().expect("a shared pool has its region");
+        assert_eq!(memory.size_bytes(), 3 * 8192);
+        let fd = memory.as_fd().try_clone_to_owned().unwrap();
+        let mapping = SharedMapping::map(fd, 3 * 8192, MapAccess::ReadOnly).unwrap();
+        let mut buffers: Vec<IoBuf> = (0..3).map(|_| pool.try_take().unwrap()).collect();
+        for buffer in &mut buffers {
+            let (_, slot) = buffer.pool_slot().unwrap();
+            buffer.as_mut_slice()[10..14].copy_from_slice(&slot.to_le_bytes());
+        }
+        drop(pool);
+        for slot in 0..3u32 {
+            let offset = slot as usize * 8192 + 10;
+            assert_eq!(mapping.bytes(offset, 4).unwrap(), slot.to_le_bytes());
+        }
+        assert!(BufferPool::new(1, 4096).shared_memory().is_none());
     }
 }

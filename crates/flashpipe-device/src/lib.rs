@@ -8,6 +8,9 @@
 //!   thread pool with `pread`/`pwrite` where the kernel refuses;
 //! - `sim`: a simulated disk in virtual time with seeded faults and crashes.
 //!
+//! [`shared_memory`] holds the memfd regions (and descriptor passing) through which a
+//! server hands buffers to client processes by reference.
+//!
 //! Time comes from the device's [`Clock`]: real for real devices, virtual for simulated
 //! ones. Layers above never read the wall clock themselves.
 
@@ -20,6 +23,7 @@ pub mod file;
 pub mod ram;
 pub mod random;
 pub mod request;
+pub mod shared_memory;
 pub mod sim;
 pub mod split;
 
@@ -30,4 +34,7 @@ pub use error::{DeviceError, DeviceErrorKind, Rejected, TransferDirection};
 pub use ram::RamDisk;
 pub use random::SplitMix64;
 pub use request::{BlockDevice, Completion, DeviceInfo, Operation, Request, Tag, MAX_QUEUE_DEPTH};
+pub use shared_memory::{
+    receive_with_fds, send_with_fds, MapAccess, SharedMapping, SharedMemory, SharedMemoryError,
+};
 pub use split::{NotAView, SplitBuffer, ViewRefused};

@@ -162,6 +162,13 @@ impl ReadData {
         self.length_bytes
     }
 
+    /// Where the bytes start inside the pool buffer: with [`ReadData::pool_slot`], the
+    /// bytes sit at `slot * buffer_size_bytes + window_start` of the pool's region (the
+    /// address a client process that mapped a shared pool reads them at).
+    pub fn window_start(&self) -> usize {
+        self.window_start
+    }
+
     /// True when the bytes sit in an engine pool buffer (always, for reads that
     /// reached the device; the engine never copies them).
     pub fn is_pooled(&self) -> bool {

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
-use flashpipe_device::{BufferPool, Clock, Completion, IoBuf};
+use flashpipe_device::{BufferPool, Clock, Completion, IoBuf, SharedMemoryError};
 use flashpipe_fs::{FileId, Filesystem, WriteCopy};
 
 use crate::client::EngineClient;
@@ -55,7 +55,26 @@ pub struct EngineConfig {
     pub flush_grouping: FlushGrouping,
     /// How writes go to the devices.
     pub write_path: WritePath,
+    /// Where the read buffers live: the heap, or shared memory another process can map
+    /// (a server handing read data to its clients by reference).
+    pub read_pool_memory: PoolMemory,
 }
+
+/// Where the engine's read-buffer pool lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoolMemory {
+    /// An ordinary heap allocation (only this process sees it).
+    #[default]
+    Heap,
+    /// A sealed memfd ([`BufferPool::in_shared_memory`], named [`READ_POOL_MEMORY_NAME`]):
+    /// [`Engine::read_pool`]'s `shared_memory()` gives the descriptor another process
+    /// maps, and a [`ReadData`]'s bytes sit at `slot * buffer_size_bytes + window_start`
+    /// of it ([`ReadData::pool_slot`], [`ReadData::window_start`]).
+    Shared,
+}
+
+/// Name of the memfd holding an engine's shared read pool (seen in `/proc/<pid>/fd`).
+pub const READ_POOL_MEMORY_NAME: &str = "flashpipe-engine-read-pool";
 
 /// How the engine carries out writes (selectable, to compare them side by side).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,6 +121,7 @@ impl Default for EngineConfig {
             handoff: Handoff::DEFAULT,
             flush_grouping: FlushGrouping::UntilNextChange,
             write_path: WritePath::default(),
+            read_pool_memory: PoolMemory::Heap,
         }
     }
 }
@@ -128,6 +148,8 @@ pub struct Engine {
     config: EngineConfig,
     clock: Arc<dyn Clock>,
     counters: Arc<Mutex<EngineCounters>>,
+    read_pool: BufferPool,
+    shared_read_pool_refusal: Option<SharedMemoryError>,
     thread: Option<JoinHandle<Result<Filesystem, EngineError>>>,
 }
 
@@ -139,10 +161,11 @@ impl Engine {
         let clock = filesystem.device_mut().clock();
         let (messages, inbox) = bounded(config.command_queue_capacity);
         let block_bytes = filesystem.stats().fs_block_size_bytes as usize;
-        let pool = BufferPool::new(
-            config.read_buffer_count,
-            config.max_read_bytes + 2 * block_bytes,
-        );
+        let ReadPool {
+            pool,
+            shared_memory_refusal,
+        } = read_buffer_pool(&filesystem, &config);
+        let read_pool = pool.clone();
         let counters = Arc::new(Mutex::new(EngineCounters::default()));
         let thread_counters = Arc::clone(&counters);
         let thread = std::thread::Builder::new()
@@ -160,8 +183,23 @@ impl Engine {
             config,
             clock,
             counters,
+            read_pool,
+            shared_read_pool_refusal: shared_memory_refusal,
             thread: Some(thread),
         }
+    }
+
+    /// The engine's read-buffer pool (a handle to the same buffers): a server passes
+    /// its `shared_memory()` descriptor to client processes when the engine was started
+    /// with [`PoolMemory::Shared`].
+    pub fn read_pool(&self) -> BufferPool {
+        self.read_pool.clone()
+    }
+
+    /// Why the read pool is on the heap although [`PoolMemory::Shared`] was asked
+    /// (the memfd could not be created or mapped); `None` when it is where it was asked.
+    pub fn shared_read_pool_refusal(&self) -> Option<&SharedMemoryError> {
+        self.shared_read_pool_refusal.as_ref()
     }
 
     /// The clock of the device the engine's file system runs on (real, or virtual in
@@ -313,13 +351,38 @@ enum NextStep {
     Stop,
 }
 
-/// The engine's read-buffer pool for `filesystem` under `config`.
-pub(crate) fn read_buffer_pool(filesystem: &Filesystem, config: &EngineConfig) -> BufferPool {
+/// An engine's read-buffer pool, and why it is on the heap when shared memory was asked
+/// and could not be had.
+pub(crate) struct ReadPool {
+    pub(crate) pool: BufferPool,
+    pub(crate) shared_memory_refusal: Option<SharedMemoryError>,
+}
+
+/// The engine's read-buffer pool for `filesystem` under `config`: in shared memory when
+/// `config.read_pool_memory` asks for it, falling back to the heap (with the reason) when
+/// the region cannot be made, so an engine always starts and a server can offer the
+/// copying path instead.
+pub(crate) fn read_buffer_pool(filesystem: &Filesystem, config: &EngineConfig) -> ReadPool {
     let block_bytes = filesystem.stats().fs_block_size_bytes as usize;
-    BufferPool::new(
-        config.read_buffer_count,
-        config.max_read_bytes + 2 * block_bytes,
-    )
+    let buffer_size_bytes = config.max_read_bytes + 2 * block_bytes;
+    let shared = match config.read_pool_memory {
+        PoolMemory::Heap => None,
+        PoolMemory::Shared => Some(BufferPool::in_shared_memory(
+            READ_POOL_MEMORY_NAME,
+            config.read_buffer_count,
+            buffer_size_bytes,
+        )),
+    };
+    match shared {
+        Some(Ok(pool)) => ReadPool {
+            pool,
+            shared_memory_refusal: None,
+        },
+        shared => ReadPool {
+            pool: BufferPool::new(config.read_buffer_count, buffer_size_bytes),
+            shared_memory_refusal: shared.and_then(Result::err),
+        },
+    }
 }
 
 impl EngineThread {

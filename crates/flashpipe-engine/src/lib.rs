@@ -34,7 +34,9 @@ mod writes;
 
 pub use client::{Completion, EngineClient, StreamError, Ticket};
 pub use command::{Command, EngineError, ReadData, Reply};
-pub use engine::{Engine, EngineConfig, EngineCounters, WritePath};
+pub use engine::{
+    Engine, EngineConfig, EngineCounters, PoolMemory, WritePath, READ_POOL_MEMORY_NAME,
+};
 pub use group_commit::FlushGrouping;
 pub use handoff::{Handoff, WaitCounts};
 pub use stepped::{StepOutcome, SteppedEngine};

@@ -48,7 +48,7 @@ impl SteppedEngine {
         assert!(config.command_queue_capacity > 0 && config.reads_in_flight_limit > 0);
         let (messages, inbox) = bounded(config.command_queue_capacity);
         let block_bytes = u64::from(filesystem.stats().fs_block_size_bytes);
-        let pool = read_buffer_pool(&filesystem, &config);
+        let pool = read_buffer_pool(&filesystem, &config).pool;
         SteppedEngine {
             messages,
             inbox,

@@ -40,6 +40,7 @@ const ENGINE_CONFIG: EngineConfig = EngineConfig {
     handoff: flashpipe_engine::Handoff::DEFAULT,
     flush_grouping: flashpipe_engine::FlushGrouping::UntilNextChange,
     write_path: WritePath::Overlapped,
+    read_pool_memory: flashpipe_engine::PoolMemory::Heap,
 };
 
 fn new_world(seed: u64) -> SimWorld {

@@ -4,18 +4,20 @@
 
 use std::collections::HashMap;
 use std::io::BufReader;
+use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{bounded, Sender};
-use flashpipe_device::IoBuf;
+use flashpipe_device::{send_with_fds, BufferPool, IoBuf};
 use flashpipe_engine::{Command, Completion};
 use flashpipe_protocol::{
-    read_frame, CancelOutcome, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request,
-    RequestId, Response, Welcome, PROTOCOL_VERSION,
+    encode_frame, read_frame, send_all, send_frame, CancelOutcome, ErrorCode, Frame, Hello,
+    ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, PROTOCOL_VERSION,
 };
 
+use crate::mapped::{Mapped, WRITE_POOL_MEMORY_NAME};
 use crate::replies::send_answers;
 use crate::state::{Counters, ServerState};
 
@@ -26,6 +28,10 @@ const READ_BUFFER_BYTES: usize = 64 << 10;
 pub(crate) struct InFlight {
     /// Bytes it holds of the client's and the server's budgets.
     pub(crate) bytes: u64,
+    /// A read answered by reference: a read handle is reserved for its answer.
+    pub(crate) holds_handle: bool,
+    /// A write from this granted slot of the client's write pool.
+    pub(crate) granted_slot: Option<u32>,
 }
 
 /// A connection's state, shared by its reading and answering threads.
@@ -37,6 +43,8 @@ pub(crate) struct Connection {
     in_flight: Mutex<HashMap<RequestId, InFlight>>,
     client_bytes_in_flight: Mutex<u64>,
     peer_gone: AtomicBool,
+    /// Read handles and write grants, when the client maps memory.
+    pub(crate) mapped: Option<Mapped>,
 }
 
 /// What to do after a frame.
@@ -46,15 +54,23 @@ enum Next {
     Close(RemoteError),
 }
 
+/// Why a request is not admitted.
+enum Refusal {
+    /// Refuse this request; the connection goes on.
+    Request(RemoteError),
+    /// The client broke the protocol; end the connection.
+    Connection(RemoteError),
+}
+
 impl Connection {
     /// Sends a frame; a client that went away is noted and its frames dropped.
     pub(crate) fn send(&self, frame: &Frame) {
         if self.peer_gone.load(Ordering::Acquire) {
             return;
         }
-        let bytes = flashpipe_protocol::encode_frame(frame);
+        let bytes = encode_frame(frame);
         let _serialized = self.send_lock.lock().expect("no panic while sending");
-        match flashpipe_protocol::send_all(&self.socket, &bytes) {
+        match send_all(&self.socket, &bytes) {
             Ok(()) => {
                 Counters::add(&self.state.counters.frames_sent, 1);
                 Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);
@@ -85,6 +101,19 @@ impl Connection {
         finished
     }
 
+    /// Forgets a request that never reached the engine: its bytes and its reserved
+    /// read handle go back.
+    fn abandon(&self, request_id: RequestId) {
+        if let Some(entry) = self.finish(request_id) {
+            if entry.holds_handle {
+                self.mapped
+                    .as_ref()
+                    .expect("a handle is reserved only when mapped")
+                    .cancel_reservation();
+            }
+        }
+    }
+
     fn give_back_bytes(&self, bytes: u64) {
         let mut held = self
             .client_bytes_in_flight
@@ -105,7 +134,10 @@ impl Connection {
         if *held + bytes > limit {
             return Err(RemoteError::limit(
                 ErrorCode::ClientBytesInFlight,
-                format!("request of {bytes} bytes refused: this client already has {} bytes in flight, its limit is {limit}", *held),
+                format!(
+                    "request of {bytes} bytes refused: this client already has {} bytes in flight, its limit is {limit}",
+                    *held
+                ),
                 limit,
             ));
         }
@@ -131,6 +163,11 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
             return;
         }
     };
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reading);
+    let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, id) else {
+        return;
+    };
+    tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, mapped = mapped.is_some(), "client connected");
     let connection = Arc::new(Connection {
         id,
         state,
@@ -139,12 +176,8 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
         in_flight: Mutex::new(HashMap::new()),
         client_bytes_in_flight: Mutex::new(0),
         peer_gone: AtomicBool::new(false),
+        mapped,
     });
-    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reading);
-    let Some(hello) = handshake(&connection, &mut reader) else {
-        return;
-    };
-    tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, "client connected");
     let capacity = connection.state.config.max_in_flight_per_client.max(1);
     let (answers_to, answers) = bounded::<Completion>(capacity);
     let answering = Arc::clone(&connection);
@@ -169,52 +202,109 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
     );
 }
 
-/// Reads the hello and sends the welcome; `None` when the connection ends here.
-fn handshake(connection: &Connection, reader: &mut BufReader<UnixStream>) -> Option<Hello> {
-    let max_body_bytes = connection.state.limits.max_body_bytes;
-    let hello = match read_frame(reader, max_body_bytes) {
+/// Reads the hello and sends the welcome (with the shared regions' descriptors when the
+/// client maps memory and the engine's read pool is shared); `None` when the connection
+/// ends here.
+fn handshake(
+    state: &ServerState,
+    socket: &UnixStream,
+    reader: &mut BufReader<UnixStream>,
+    id: u64,
+) -> Option<(Hello, Option<Mapped>)> {
+    let refuse = |error: RemoteError| {
+        tracing::warn!(connection = id, code = %error.code, reason = %error.message, "closing the connection at the handshake");
+        let _ = send_frame(
+            socket,
+            &Frame::Error {
+                request_id: 0,
+                error,
+            },
+        );
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+    };
+    let hello = match read_frame(reader, state.limits.max_body_bytes) {
         Ok(Some(Frame::Hello(hello))) => hello,
         Ok(None) => return None,
         Ok(Some(other)) => {
-            close_with(
-                connection,
-                RemoteError::new(
-                    ErrorCode::HandshakeRequired,
-                    format!(
-                        "the first frame must be a hello, not a {} frame",
-                        other.kind().name()
-                    ),
+            refuse(RemoteError::new(
+                ErrorCode::HandshakeRequired,
+                format!(
+                    "the first frame must be a hello, not a {} frame",
+                    other.kind().name()
                 ),
-            );
+            ));
             return None;
         }
         Err(error) => {
-            close_malformed(connection, &error);
+            if matches!(error, ReadFrameError::Malformed(_)) {
+                Counters::add(&state.counters.malformed_frames, 1);
+                refuse(RemoteError::new(
+                    ErrorCode::MalformedFrame,
+                    error.to_string(),
+                ));
+            }
             return None;
         }
     };
-    Counters::add(&connection.state.counters.frames_received, 1);
+    Counters::add(&state.counters.frames_received, 1);
     if hello.min_version > PROTOCOL_VERSION || hello.max_version < PROTOCOL_VERSION {
-        close_with(
-            connection,
-            RemoteError::limit(
-                ErrorCode::UnsupportedVersion,
-                format!("client speaks protocol versions {}..={}; this server speaks version {PROTOCOL_VERSION}", hello.min_version, hello.max_version),
-                u64::from(PROTOCOL_VERSION),
+        refuse(RemoteError::limit(
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "client speaks protocol versions {}..={}; this server speaks version {PROTOCOL_VERSION}",
+                hello.min_version, hello.max_version
             ),
-        );
+            u64::from(PROTOCOL_VERSION),
+        ));
         return None;
     }
+    let mapped = match (&state.read_pool, hello.map_memory) {
+        (Some(_), true) => Some(Mapped::new(
+            write_pool(state, id),
+            state.config.max_read_handles_per_client,
+        )),
+        _ => None,
+    };
     let welcome = Welcome {
         version: PROTOCOL_VERSION,
         server_pid: std::process::id(),
-        store_path: connection.state.config.store_description.clone(),
-        limits: connection.state.limits,
-        read_region: None,
-        write_region: None,
+        store_path: state.config.store_description.clone(),
+        limits: state.limits,
+        read_region: mapped.as_ref().and(state.read_region),
+        write_region: mapped.as_ref().and_then(Mapped::write_region),
     };
-    connection.send(&Frame::Welcome(welcome));
-    Some(hello)
+    let bytes = encode_frame(&Frame::Welcome(welcome));
+    let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
+    if let Some(mapped) = &mapped {
+        let read_memory = state.read_pool.as_ref().and_then(BufferPool::shared_memory);
+        fds.extend(read_memory.map(|memory| memory.as_fd()));
+        let write_memory = mapped.write_pool().and_then(BufferPool::shared_memory);
+        fds.extend(write_memory.map(|memory| memory.as_fd()));
+    }
+    if let Err(error) = send_with_fds(socket, &bytes, &fds) {
+        tracing::info!(connection = id, %error, "client gone before the welcome");
+        return None;
+    }
+    Counters::add(&state.counters.frames_sent, 1);
+    Some((hello, mapped))
+}
+
+/// A new write pool in shared memory for a mapping client; `None` (its writes go
+/// inline) when the memfd cannot be made.
+fn write_pool(state: &ServerState, id: u64) -> Option<BufferPool> {
+    let config = &state.config;
+    let pool = BufferPool::in_shared_memory(
+        WRITE_POOL_MEMORY_NAME,
+        config.write_slots_per_client,
+        config.max_write_bytes as usize,
+    );
+    match pool {
+        Ok(pool) => Some(pool),
+        Err(error) => {
+            tracing::warn!(connection = id, %error, "no shared write pool for this client; its writes go inline");
+            None
+        }
+    }
 }
 
 /// Sends a closing error (request id 0), logs why, and shuts the socket.
@@ -260,7 +350,10 @@ fn read_requests(
                 request_id,
                 request,
             } => take_request(connection, request_id, request, answers_to),
-            Frame::Release { .. } => Next::Continue,
+            Frame::Release { handles } => {
+                release(connection, &handles);
+                Next::Continue
+            }
             other => Next::Close(RemoteError::new(
                 ErrorCode::MalformedFrame,
                 format!(
@@ -283,13 +376,11 @@ fn take_request(
     answers_to: &Sender<Completion>,
 ) -> Next {
     if connection.state.is_stopping() {
-        connection.refuse(
-            request_id,
-            RemoteError::new(
-                ErrorCode::ShuttingDown,
-                "the server is stopping; no new requests",
-            ),
+        let error = RemoteError::new(
+            ErrorCode::ShuttingDown,
+            "the server is stopping; no new requests",
         );
+        refuse_request(connection, request_id, &request, error);
         return Next::Continue;
     }
     let request = match request {
@@ -297,14 +388,8 @@ fn take_request(
             answer_cancel(connection, request_id, target);
             return Next::Continue;
         }
-        Request::GrantWrite | Request::WriteGranted { .. } => {
-            connection.refuse(
-                request_id,
-                RemoteError::new(
-                    ErrorCode::NotMapped,
-                    "this connection does not map memory: send data inline with write frames",
-                ),
-            );
+        Request::GrantWrite => {
+            answer_grant(connection, request_id);
             return Next::Continue;
         }
         request => request,
@@ -312,7 +397,7 @@ fn take_request(
     match admit(connection, request_id, &request) {
         Ok(()) => {}
         Err(Refusal::Request(error)) => {
-            connection.refuse(request_id, error);
+            refuse_request(connection, request_id, &request, error);
             return Next::Continue;
         }
         Err(Refusal::Connection(error)) => return Next::Close(error),
@@ -320,42 +405,41 @@ fn take_request(
     let command = match engine_command(connection, request) {
         Ok(command) => command,
         Err(error) => {
-            connection.finish(request_id);
+            connection.abandon(request_id);
             connection.refuse(request_id, error);
             return Next::Continue;
         }
     };
-    if let Err(error) = connection
+    let submitted = connection
         .state
         .commands
-        .submit(request_id, command, answers_to)
-    {
-        connection.finish(request_id);
+        .submit(request_id, command, answers_to);
+    if let Err(error) = submitted {
+        connection.abandon(request_id);
         connection.refuse(request_id, crate::engine_errors::remote_error(&error));
     }
     Next::Continue
 }
 
-enum Refusal {
-    Request(RemoteError),
-    Connection(RemoteError),
+/// Refuses a request before the engine; a refused write by grant gives its grant up
+/// (after any error answer to a write by grant, the slot is no longer the client's).
+fn refuse_request(
+    connection: &Connection,
+    request_id: RequestId,
+    request: &Request,
+    error: RemoteError,
+) {
+    if let (Request::WriteGranted { slot, .. }, Some(mapped)) = (request, &connection.mapped) {
+        mapped.forfeit(*slot);
+    }
+    connection.refuse(request_id, error);
 }
 
-/// Checks the in-flight and byte limits and records the request as in flight.
+/// Checks the in-flight, byte and read-handle limits and records the request as in
+/// flight.
 fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> Result<(), Refusal> {
-    let config = &connection.state.config;
     if let Request::Write { data, .. } = request {
-        if data.len() as u64 > u64::from(config.max_write_bytes) {
-            return Err(Refusal::Request(RemoteError::limit(
-                ErrorCode::WriteTooLarge,
-                format!(
-                    "write of {} bytes exceeds the server's limit of {} bytes per request",
-                    data.len(),
-                    config.max_write_bytes
-                ),
-                u64::from(config.max_write_bytes),
-            )));
-        }
+        check_write_length(connection, data.len() as u64).map_err(Refusal::Request)?;
     }
     let mut in_flight = connection
         .in_flight
@@ -367,7 +451,7 @@ fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> R
             format!("request id {request_id} is already in flight on this connection"),
         )));
     }
-    let limit = config.max_in_flight_per_client;
+    let limit = connection.state.config.max_in_flight_per_client;
     if in_flight.len() >= limit {
         return Err(Refusal::Request(RemoteError::limit(
             ErrorCode::TooManyInFlight,
@@ -375,9 +459,33 @@ fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> R
             limit as u64,
         )));
     }
+    let is_read = matches!(request, Request::Read { .. } | Request::ReadFiles { .. });
+    let reservation = match (&connection.mapped, is_read) {
+        (Some(mapped), true) => Some(mapped),
+        _ => None,
+    };
+    if let Some(mapped) = reservation {
+        mapped.reserve_handle().map_err(Refusal::Request)?;
+    }
     let bytes = request_bytes(connection, request);
-    connection.take_bytes(bytes).map_err(Refusal::Request)?;
-    in_flight.insert(request_id, InFlight { bytes });
+    if let Err(error) = connection.take_bytes(bytes) {
+        if let Some(mapped) = reservation {
+            mapped.cancel_reservation();
+        }
+        return Err(Refusal::Request(error));
+    }
+    let granted_slot = match request {
+        Request::WriteGranted { slot, .. } => Some(*slot),
+        _ => None,
+    };
+    in_flight.insert(
+        request_id,
+        InFlight {
+            bytes,
+            holds_handle: reservation.is_some(),
+            granted_slot,
+        },
+    );
     Ok(())
 }
 
@@ -393,6 +501,20 @@ fn request_bytes(connection: &Connection, request: &Request) -> u64 {
             .min(limits.max_read_files_bytes),
         _ => 0,
     }
+}
+
+fn check_write_length(connection: &Connection, length_bytes: u64) -> Result<(), RemoteError> {
+    let limit = u64::from(connection.state.config.max_write_bytes);
+    if length_bytes > limit {
+        return Err(RemoteError::limit(
+            ErrorCode::WriteTooLarge,
+            format!(
+                "write of {length_bytes} bytes exceeds the server's limit of {limit} bytes per request"
+            ),
+            limit,
+        ));
+    }
+    Ok(())
 }
 
 fn answer_cancel(connection: &Connection, request_id: RequestId, target: RequestId) {
@@ -412,8 +534,47 @@ fn answer_cancel(connection: &Connection, request_id: RequestId, target: Request
     });
 }
 
+fn not_mapped() -> RemoteError {
+    RemoteError::new(
+        ErrorCode::NotMapped,
+        "this connection does not map memory: send data inline with write frames",
+    )
+}
+
+fn answer_grant(connection: &Connection, request_id: RequestId) {
+    let granted = match &connection.mapped {
+        Some(mapped) => mapped.grant(),
+        None => Err(not_mapped()),
+    };
+    match granted {
+        Ok(grant) => connection.send(&Frame::Response {
+            request_id,
+            response: Response::Granted(grant),
+        }),
+        Err(error) => connection.refuse(request_id, error),
+    }
+}
+
+fn release(connection: &Connection, handles: &[u64]) {
+    let Some(mapped) = &connection.mapped else {
+        tracing::debug!(
+            connection = connection.id,
+            "release on a connection that holds no read handles; ignored"
+        );
+        return;
+    };
+    let unknown = mapped.release(handles);
+    if unknown > 0 {
+        tracing::debug!(
+            connection = connection.id,
+            unknown,
+            "release of read handles not held; ignored"
+        );
+    }
+}
+
 /// The engine command of a request the engine carries out.
-fn engine_command(_connection: &Connection, request: Request) -> Result<Command, RemoteError> {
+fn engine_command(connection: &Connection, request: Request) -> Result<Command, RemoteError> {
     Ok(match request {
         Request::Create { name } => Command::Create { name },
         Request::Write {
@@ -425,6 +586,20 @@ fn engine_command(_connection: &Connection, request: Request) -> Result<Command,
             offset_bytes,
             data: IoBuf::from_slice(&data),
         },
+        Request::WriteGranted {
+            name,
+            offset_bytes,
+            slot,
+            length_bytes,
+        } => {
+            let mapped = connection.mapped.as_ref().ok_or_else(not_mapped)?;
+            check_write_length(connection, u64::from(length_bytes))?;
+            Command::Write {
+                name,
+                offset_bytes,
+                data: mapped.take_granted(slot, length_bytes)?,
+            }
+        }
         Request::Read {
             name,
             offset_bytes,
@@ -445,8 +620,8 @@ fn engine_command(_connection: &Connection, request: Request) -> Result<Command,
         Request::Stats => Command::Stats,
         Request::Flush => Command::Flush,
         Request::Check => Command::Check,
-        Request::Cancel { .. } | Request::GrantWrite | Request::WriteGranted { .. } => {
-            unreachable!("answered before the engine")
+        Request::Cancel { .. } | Request::GrantWrite => {
+            unreachable!("cancel and grant are answered before the engine")
         }
     })
 }

@@ -24,6 +24,7 @@
 mod config;
 mod connection;
 mod engine_errors;
+mod mapped;
 mod replies;
 mod server;
 mod state;

@@ -1,51 +1,78 @@
 //! A connection's answering thread: takes the engine's completions as they come (in
-//! any order) and sends each back under its request id.
+//! any order) and sends each back under its request id: read data inline on the copying
+//! path, or as a window of the shared read pool held under a read handle by reference.
 
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
 use flashpipe_fs::FsckReport;
-use flashpipe_protocol::{CheckSummary, DataPayload, Frame, Response};
+use flashpipe_protocol::{CheckSummary, DataPayload, Frame, RemoteError, Response, SharedWindow};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, InFlight};
 use crate::engine_errors::remote_error;
 
 /// Sends every completion back until the reading side has gone and the engine has
 /// answered everything it took (every sender of `answers` dropped).
 pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Completion>) {
     while let Ok((request_id, result)) = answers.recv() {
-        let entry = connection.finish(request_id);
-        assert!(
-            entry.is_some(),
-            "the engine answered request {request_id}, which is not in flight"
-        );
+        let entry = connection.finish(request_id).unwrap_or_else(|| {
+            panic!("the engine answered request {request_id}, which is not in flight")
+        });
         let frame = match result {
             Ok(reply) => Frame::Response {
                 request_id,
-                response: response(&connection, reply),
+                response: response(&connection, reply, &entry),
             },
-            Err(error) => Frame::Error {
-                request_id,
-                error: remote_error(&error),
-            },
+            Err(error) => {
+                if entry.holds_handle {
+                    mapped(&connection).cancel_reservation();
+                }
+                Frame::Error {
+                    request_id,
+                    error: remote_error(&error),
+                }
+            }
         };
         connection.send(&frame);
     }
 }
 
+fn mapped(connection: &Connection) -> &crate::mapped::Mapped {
+    connection
+        .mapped
+        .as_ref()
+        .expect("only a mapping connection holds handles and grants")
+}
+
 /// The wire answer of an engine reply.
-fn response(connection: &Connection, reply: Reply) -> Response {
+fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response {
     match reply {
         Reply::Done => Response::Done,
-        Reply::Written { buffer } => Response::Written {
-            length_bytes: buffer.len() as u64,
-        },
-        Reply::Data(data) => Response::Data(payload(connection, data)),
+        Reply::Written { buffer } => {
+            let length_bytes = buffer.len() as u64;
+            if entry.granted_slot.is_some() {
+                mapped(connection).regrant(buffer);
+            }
+            Response::Written { length_bytes }
+        }
+        Reply::Data(data) if entry.holds_handle => Response::Data(
+            shared_payloads(connection, vec![Ok(data)])
+                .pop()
+                .expect("one payload per read")
+                .expect("a successful read"),
+        ),
+        Reply::Data(data) => Response::Data(inline(&data)),
+        Reply::Files(files) if entry.holds_handle => {
+            Response::Files(shared_payloads(connection, files))
+        }
         Reply::Files(files) => Response::Files(
             files
                 .into_iter()
-                .map(|file| file_payload(connection, file))
+                .map(|file| {
+                    file.map(|data| inline(&data))
+                        .map_err(|error| remote_error(&error))
+                })
                 .collect(),
         ),
         Reply::Stat(stat) => Response::Stat(stat),
@@ -56,17 +83,62 @@ fn response(connection: &Connection, reply: Reply) -> Response {
     }
 }
 
-fn file_payload(
-    connection: &Connection,
-    file: Result<ReadData, EngineError>,
-) -> Result<DataPayload, flashpipe_protocol::RemoteError> {
-    file.map(|data| payload(connection, data))
-        .map_err(|error| remote_error(&error))
+fn inline(data: &ReadData) -> DataPayload {
+    DataPayload::Inline(data.bytes().to_vec())
 }
 
-/// Read data as sent: inline on the copying path.
-fn payload(_connection: &Connection, data: ReadData) -> DataPayload {
-    DataPayload::Inline(data.bytes().to_vec())
+/// Windows of the shared read pool for each file read, all held under one handle (the
+/// reservation made at admission); data outside the pool (an empty read) goes inline
+/// (the inner `Err` of each entry below).
+/// Without any pooled data the reservation is given back.
+fn shared_payloads(
+    connection: &Connection,
+    files: Vec<Result<ReadData, EngineError>>,
+) -> Vec<Result<DataPayload, RemoteError>> {
+    let mapped = mapped(connection);
+    let pooled = files
+        .iter()
+        .any(|file| matches!(file, Ok(data) if data.pool_slot().is_some()));
+    if !pooled {
+        mapped.cancel_reservation();
+        return files
+            .into_iter()
+            .map(|file| {
+                file.map(|data| inline(&data))
+                    .map_err(|error| remote_error(&error))
+            })
+            .collect();
+    }
+    let mut windows = Vec::with_capacity(files.len());
+    let mut held = Vec::new();
+    for file in files {
+        windows.push(match file {
+            Ok(data) => match data.pool_slot() {
+                Some((_, slot)) => {
+                    let window = (slot, data.window_start() as u64, data.len() as u64);
+                    held.push(data);
+                    Ok(Ok(window))
+                }
+                None => Ok(Err(inline(&data))),
+            },
+            Err(error) => Err(remote_error(&error)),
+        });
+    }
+    let handle = mapped.hold(held);
+    windows
+        .into_iter()
+        .map(|window| {
+            window.map(|window| match window {
+                Ok((slot, window_start, length_bytes)) => DataPayload::Shared(SharedWindow {
+                    handle,
+                    slot,
+                    window_start,
+                    length_bytes,
+                }),
+                Err(inline_payload) => inline_payload,
+            })
+        })
+        .collect()
 }
 
 fn check_summary(report: &FsckReport) -> CheckSummary {

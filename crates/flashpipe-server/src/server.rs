@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use flashpipe_engine::command::{read_files_max_bytes, READ_FILES_MAX_COUNT};
-use flashpipe_protocol::{send_frame, ErrorCode, Frame, RemoteError, ServerLimits, MAX_BODY_BYTES};
+use flashpipe_protocol::{
+    send_frame, ErrorCode, Frame, RemoteError, ServerLimits, SharedRegion, MAX_BODY_BYTES,
+};
 use flashpipe_store::{RunningStore, StoreCloseError};
 
 use crate::config::ServerConfig;
@@ -140,7 +142,18 @@ impl Server {
             max_bytes_in_flight_per_client: config.max_bytes_in_flight_per_client,
             max_read_handles_per_client: config.max_read_handles_per_client as u32,
         };
+        let read_pool =
+            Some(store.engine.read_pool()).filter(|pool| pool.shared_memory().is_some());
+        if read_pool.is_none() {
+            tracing::info!("the engine's read pool is not in shared memory: every client gets the copying path");
+        }
+        let read_region = read_pool.as_ref().map(|pool| SharedRegion {
+            slot_count: pool.buffer_count(),
+            slot_size_bytes: pool.buffer_size_bytes() as u64,
+        });
         let state = Arc::new(ServerState {
+            read_pool,
+            read_region,
             commands: store.engine.command_sender(),
             config,
             limits,

@@ -6,8 +6,9 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use flashpipe_device::BufferPool;
 use flashpipe_engine::CommandSender;
-use flashpipe_protocol::ServerLimits;
+use flashpipe_protocol::{ServerLimits, SharedRegion};
 
 use crate::config::ServerConfig;
 
@@ -16,6 +17,10 @@ pub(crate) struct ServerState {
     pub(crate) config: ServerConfig,
     pub(crate) commands: CommandSender,
     pub(crate) limits: ServerLimits,
+    /// The engine's read pool when it lives in shared memory (data by reference is
+    /// offered only then), and its layout as the welcome tells it.
+    pub(crate) read_pool: Option<BufferPool>,
+    pub(crate) read_region: Option<SharedRegion>,
     pub(crate) stopping: AtomicBool,
     pub(crate) bytes_in_flight: AtomicU64,
     pub(crate) clients_now: AtomicUsize,

@@ -9,10 +9,14 @@ use flashpipe_client::{CancelOutcome, ClientError, CopyMethod, ErrorCode, Reques
 fn every_command(map_memory: bool) {
     let test = start_server(&format!("serve-every-command-{map_memory}"), |_| {});
     let mut client = connect(&test.socket, map_memory);
+    assert_eq!(client.is_mapped(), map_memory);
     let contents = pattern(300_000, 7);
     client.create("a").expect("create");
     client.write("a", 0, &contents).expect("write");
-    assert_eq!(&*client.read("a", 0, 300_000).expect("read"), &contents[..]);
+    let view = client.read("a", 0, 300_000).expect("read");
+    assert_eq!(view.is_shared(), map_memory);
+    assert_eq!(&*view, &contents[..]);
+    drop(view);
     assert_eq!(
         &*client.read("a", 4095, 10).expect("read unaligned"),
         &contents[4095..4105]
@@ -87,6 +91,13 @@ fn every_command(map_memory: bool) {
     assert_eq!(
         too_large.remote().expect("remote").code,
         ErrorCode::ReadTooLarge
+    );
+    drop(files);
+    client.release_now().expect("release");
+    client.stat("a").expect("a round trip after the release");
+    assert_eq!(
+        test.read_pool.free_count(),
+        test.read_pool.buffer_count() as usize
     );
     drop(client);
     test.server.stop_handle().stop();

@@ -78,6 +78,17 @@ impl RunningStore {
         access: StoreAccess,
         wait: LockWait,
     ) -> Result<RunningStore, StoreOpenError> {
+        RunningStore::open_with(store_file, access, wait, EngineConfig::default())
+    }
+
+    /// As [`RunningStore::open`], with the engine started as `engine_config` says (a
+    /// server asks for its read pool in shared memory, `PoolMemory::Shared`).
+    pub fn open_with(
+        store_file: &Path,
+        access: StoreAccess,
+        wait: LockWait,
+        engine_config: EngineConfig,
+    ) -> Result<RunningStore, StoreOpenError> {
         let config = StoreConfig::load(store_file)?;
         if has_ram_device(&config) {
             return Err(StoreOpenError::RamDevices {
@@ -97,7 +108,7 @@ impl RunningStore {
             path: store_file.to_path_buf(),
             source,
         })?;
-        let mut running = RunningStore::start(filesystem, EngineConfig::default());
+        let mut running = RunningStore::start(filesystem, engine_config);
         running.access = access;
         running.notes = notes;
         running.lock = Some(lock);

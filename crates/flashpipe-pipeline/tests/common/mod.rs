@@ -36,6 +36,7 @@ pub const TEST_ENGINE: EngineConfig = EngineConfig {
     handoff: flashpipe_engine::Handoff::DEFAULT,
     flush_grouping: flashpipe_engine::FlushGrouping::UntilNextChange,
     write_path: WritePath::Overlapped,
+    read_pool_memory: flashpipe_engine::PoolMemory::Heap,
 };
 
 /// [`store_with`] for files whose names are owned strings.

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use flashpipe_client::{Client, ConnectOptions};
+use flashpipe_device::BufferPool;
 use flashpipe_device::RamDisk;
-use flashpipe_engine::EngineConfig;
+use flashpipe_engine::{EngineConfig, PoolMemory};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_server::{Server, ServerConfig};
 use flashpipe_store::RunningStore;
@@ -15,11 +16,14 @@ use flashpipe_testkit::scratch::ScratchFolder;
 /// A server of a fresh RAM-disk store, its socket in its own scratch folder.
 pub struct TestServer {
     pub server: Server,
+    /// The engine's read pool (its free count shows what clients hold).
+    pub read_pool: BufferPool,
     pub socket: PathBuf,
     _folder: ScratchFolder,
 }
 
-/// A RAM-disk store (32 MiB, 4 KiB blocks) with its engine running.
+/// A RAM-disk store (32 MiB, 4 KiB blocks) with its engine running, its read pool in
+/// shared memory (so clients may map it).
 pub fn ram_store() -> RunningStore {
     let disk = RamDisk::new("ram0", 4096, 8192, 32).expect("RAM disk");
     let filesystem = Filesystem::format(
@@ -29,7 +33,17 @@ pub fn ram_store() -> RunningStore {
         },
     )
     .expect("format");
-    RunningStore::start(filesystem, EngineConfig::default())
+    let config = EngineConfig {
+        read_pool_memory: PoolMemory::Shared,
+        read_buffer_count: 16,
+        ..EngineConfig::default()
+    };
+    let store = RunningStore::start(filesystem, config);
+    assert!(
+        store.engine.shared_read_pool_refusal().is_none(),
+        "memfd refused"
+    );
+    store
 }
 
 /// Starts a server of a fresh RAM store; `adjust` changes its configuration.
@@ -42,9 +56,12 @@ pub fn start_server(name: &str, adjust: impl FnOnce(&mut ServerConfig)) -> TestS
         ..ServerConfig::default()
     };
     adjust(&mut config);
-    let server = Server::start(ram_store(), config).expect("server started");
+    let store = ram_store();
+    let read_pool = store.engine.read_pool();
+    let server = Server::start(store, config).expect("server started");
     TestServer {
         server,
+        read_pool,
         socket,
         _folder: folder,
     }

@@ -1,0 +1,411 @@
+//! The frame format: golden bytes of a few frames (docs/protocol.md's examples), round
+//! trips of every frame kind, and arbitrary bytes decoding to an error or a frame,
+//! never a panic.
+
+use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
+use flashpipe_protocol::{
+    decode_frame, encode_frame, CancelOutcome, CheckSummary, DataPayload, DecodeError, ErrorCode,
+    Frame, Hello, RemoteError, Request, Response, ServerLimits, SharedRegion, SharedWindow,
+    Welcome, WriteGrant,
+};
+use proptest::prelude::*;
+
+#[test]
+fn a_create_request_is_these_bytes() {
+    let frame = Frame::Request {
+        request_id: 5,
+        request: Request::Create { name: "ab".into() },
+    };
+    let bytes = encode_frame(&frame);
+    let expected: Vec<u8> = [
+        b"FPSV".as_slice(),
+        &[1, 0],                   // version 1
+        &[0x01, 0x01],             // kind 0x0101 create
+        &[5, 0, 0, 0, 0, 0, 0, 0], // request id 5
+        &[6, 0, 0, 0],             // body length 6
+        &[0, 0, 0, 0],             // flags
+        &[2, 0, 0, 0],             // name length 2
+        b"ab",
+    ]
+    .concat();
+    assert_eq!(bytes, expected);
+    assert_eq!(decode_frame(&bytes), Ok(frame));
+}
+
+#[test]
+fn a_read_by_reference_answer_is_these_bytes() {
+    let frame = Frame::Response {
+        request_id: 0x0102,
+        response: Response::Data(DataPayload::Shared(SharedWindow {
+            handle: 7,
+            slot: 3,
+            window_start: 512,
+            length_bytes: 4096,
+        })),
+    };
+    let bytes = encode_frame(&frame);
+    let expected: Vec<u8> = [
+        b"FPSV".as_slice(),
+        &[1, 0],
+        &[0x03, 0x02], // kind 0x0203 data
+        &[0x02, 0x01, 0, 0, 0, 0, 0, 0],
+        &[29, 0, 0, 0],
+        &[0, 0, 0, 0],
+        &[1],                       // tag: shared
+        &[7, 0, 0, 0, 0, 0, 0, 0],  // handle
+        &[3, 0, 0, 0],              // slot
+        &[0, 2, 0, 0, 0, 0, 0, 0],  // window start 512
+        &[0, 16, 0, 0, 0, 0, 0, 0], // length 4096
+    ]
+    .concat();
+    assert_eq!(bytes, expected);
+    assert_eq!(decode_frame(&bytes), Ok(frame));
+}
+
+#[test]
+fn an_error_answer_is_these_bytes() {
+    let frame = Frame::Error {
+        request_id: 9,
+        error: RemoteError::limit(ErrorCode::TooManyInFlight, "x", 64),
+    };
+    let bytes = encode_frame(&frame);
+    let expected: Vec<u8> = [
+        b"FPSV".as_slice(),
+        &[1, 0],
+        &[0x04, 0x00],
+        &[9, 0, 0, 0, 0, 0, 0, 0],
+        &[16, 0, 0, 0],
+        &[0, 0, 0, 0],
+        &[101, 0],                     // code 101
+        &[1, 64, 0, 0, 0, 0, 0, 0, 0], // limit present, 64
+        &[1, 0, 0, 0],
+        b"x",
+    ]
+    .concat();
+    assert_eq!(bytes, expected);
+    assert_eq!(decode_frame(&bytes), Ok(frame));
+}
+
+#[test]
+fn decoding_names_what_is_wrong() {
+    let mut bytes = encode_frame(&Frame::Request {
+        request_id: 1,
+        request: Request::Stat { name: "abc".into() },
+    });
+    let length = bytes.len();
+    bytes[length - 3] = 0xff;
+    assert_eq!(
+        decode_frame(&bytes).unwrap_err(),
+        DecodeError::BadUtf8 { field: "stat.name" }
+    );
+    bytes[0] = b'X';
+    assert!(matches!(
+        decode_frame(&bytes),
+        Err(DecodeError::BadMagic { .. })
+    ));
+    let mut long = encode_frame(&Frame::Request {
+        request_id: 1,
+        request: Request::List,
+    });
+    long[16..20].copy_from_slice(&(17u32 << 20).to_le_bytes());
+    let error = decode_frame(&long).unwrap_err();
+    assert!(
+        matches!(error, DecodeError::BodyTooLarge { limit_bytes, .. } if limit_bytes == 16 << 20),
+        "{error}"
+    );
+    let mut zero_id = encode_frame(&Frame::Request {
+        request_id: 1,
+        request: Request::List,
+    });
+    zero_id[8] = 0;
+    assert!(matches!(
+        decode_frame(&zero_id),
+        Err(DecodeError::BadRequestId { .. })
+    ));
+    let mut many = encode_frame(&Frame::Request {
+        request_id: 1,
+        request: Request::ReadFiles { names: vec![] },
+    });
+    let body_start = 24;
+    many[body_start..body_start + 4].copy_from_slice(&1000u32.to_le_bytes());
+    let error = decode_frame(&many).unwrap_err();
+    assert_eq!(
+        error,
+        DecodeError::TooMany {
+            field: "read_files.count",
+            count: 1000,
+            limit: 256
+        }
+    );
+    assert!(error.to_string().contains("read_files.count"));
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-z0-9._-]{0,40}"
+}
+
+fn file_stat() -> impl Strategy<Value = FileStat> {
+    (
+        any::<u64>(),
+        name(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+    )
+        .prop_map(|(id, name, size, blocks, clock)| FileStat {
+            file_id: FileId(id),
+            name,
+            size_bytes: size,
+            allocated_blocks: blocks,
+            modified_clock_ns: clock,
+        })
+}
+
+fn copy_method() -> impl Strategy<Value = CopyMethod> {
+    prop_oneof![
+        Just(CopyMethod::ReferenceOrFail),
+        Just(CopyMethod::ReferenceOrBytes),
+        Just(CopyMethod::Bytes)
+    ]
+}
+
+fn remote_error() -> impl Strategy<Value = RemoteError> {
+    (
+        any::<u16>(),
+        "[ -~]{0,60}",
+        proptest::option::of(any::<u64>()),
+    )
+        .prop_map(|(code, message, limit)| RemoteError {
+            code: ErrorCode::from_wire(code),
+            message,
+            limit,
+        })
+}
+
+fn payload() -> impl Strategy<Value = DataPayload> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..300).prop_map(DataPayload::Inline),
+        (any::<u64>(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(
+            |(handle, slot, window_start, length_bytes)| {
+                DataPayload::Shared(SharedWindow {
+                    handle,
+                    slot,
+                    window_start,
+                    length_bytes,
+                })
+            }
+        ),
+    ]
+}
+
+fn request() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        name().prop_map(|name| Request::Create { name }),
+        (
+            name(),
+            any::<u64>(),
+            proptest::collection::vec(any::<u8>(), 0..300)
+        )
+            .prop_map(|(name, offset_bytes, data)| Request::Write {
+                name,
+                offset_bytes,
+                data
+            }),
+        (name(), any::<u64>(), any::<u32>(), any::<u32>()).prop_map(
+            |(name, offset_bytes, slot, length_bytes)| Request::WriteGranted {
+                name,
+                offset_bytes,
+                slot,
+                length_bytes
+            }
+        ),
+        (name(), any::<u64>(), any::<u64>()).prop_map(|(name, offset_bytes, length_bytes)| {
+            Request::Read {
+                name,
+                offset_bytes,
+                length_bytes,
+            }
+        }),
+        proptest::collection::vec(name(), 0..20).prop_map(|names| Request::ReadFiles { names }),
+        (name(), any::<u64>())
+            .prop_map(|(name, size_bytes)| Request::Truncate { name, size_bytes }),
+        name().prop_map(|name| Request::Delete { name }),
+        (name(), name()).prop_map(|(from, to)| Request::Rename { from, to }),
+        (name(), name()).prop_map(|(from, to)| Request::RenameReplacing { from, to }),
+        (name(), name(), copy_method()).prop_map(|(from, to, method)| Request::Copy {
+            from,
+            to,
+            method
+        }),
+        name().prop_map(|name| Request::Stat { name }),
+        Just(Request::List),
+        Just(Request::Stats),
+        Just(Request::Flush),
+        Just(Request::Check),
+        any::<u64>().prop_map(|target| Request::Cancel { target }),
+        Just(Request::GrantWrite),
+    ]
+}
+
+fn response() -> impl Strategy<Value = Response> {
+    prop_oneof![
+        Just(Response::Done),
+        any::<u64>().prop_map(|length_bytes| Response::Written { length_bytes }),
+        payload().prop_map(Response::Data),
+        proptest::collection::vec(
+            prop_oneof![payload().prop_map(Ok), remote_error().prop_map(Err)],
+            0..10
+        )
+        .prop_map(Response::Files),
+        file_stat().prop_map(Response::Stat),
+        proptest::collection::vec(file_stat(), 0..10).prop_map(Response::List),
+        (any::<u32>(), any::<[u64; 7]>(), any::<bool>()).prop_map(|(block, values, unflushed)| {
+            Response::Stats(FsStats {
+                fs_block_size_bytes: block,
+                fs_block_count: values[0],
+                used_blocks: values[1],
+                free_blocks: values[2],
+                pending_free_blocks: values[3],
+                reserved_blocks: values[4],
+                file_count: values[5],
+                commit_sequence: values[6],
+                unflushed_changes: unflushed,
+            })
+        }),
+        (
+            any::<bool>(),
+            proptest::option::of(any::<u64>()),
+            any::<u64>(),
+            proptest::collection::vec("[ -~]{0,30}", 0..5),
+            "[ -~]{0,80}"
+        )
+            .prop_map(
+                |(clean, commit_sequence, file_count, findings, report_text)| Response::Check(
+                    CheckSummary {
+                        clean,
+                        commit_sequence,
+                        file_count,
+                        findings,
+                        report_text
+                    }
+                )
+            ),
+        (any::<u64>(), any::<u64>()).prop_map(|(blocks_by_reference, bytes_by_bytes)| {
+            Response::Copied(CopyReport {
+                blocks_by_reference,
+                bytes_by_bytes,
+            })
+        }),
+        (any::<u32>(), any::<u32>()).prop_map(|(slot, slot_size_bytes)| Response::Granted(
+            WriteGrant {
+                slot,
+                slot_size_bytes
+            }
+        )),
+        prop_oneof![
+            Just(CancelOutcome::NotInFlight),
+            Just(CancelOutcome::Running)
+        ]
+        .prop_map(Response::Cancel),
+    ]
+}
+
+fn region() -> impl Strategy<Value = Option<SharedRegion>> {
+    proptest::option::of(
+        (any::<u32>(), any::<u64>()).prop_map(|(slot_count, slot_size_bytes)| SharedRegion {
+            slot_count,
+            slot_size_bytes,
+        }),
+    )
+}
+
+fn frame() -> impl Strategy<Value = Frame> {
+    let request_id = 1..u64::MAX;
+    prop_oneof![
+        (any::<u16>(), any::<u16>(), any::<bool>(), name()).prop_map(
+            |(min_version, max_version, map_memory, client_name)| Frame::Hello(Hello {
+                min_version,
+                max_version,
+                map_memory,
+                client_name
+            })
+        ),
+        (
+            any::<u16>(),
+            any::<u32>(),
+            name(),
+            any::<[u32; 5]>(),
+            any::<[u64; 3]>(),
+            region(),
+            region()
+        )
+            .prop_map(
+                |(version, server_pid, store_path, small, large, read_region, write_region)| {
+                    Frame::Welcome(Welcome {
+                        version,
+                        server_pid,
+                        store_path,
+                        limits: ServerLimits {
+                            max_body_bytes: small[0],
+                            max_write_bytes: small[1],
+                            max_read_bytes: large[0],
+                            max_read_files_count: small[2],
+                            max_read_files_bytes: large[1],
+                            max_in_flight_per_client: small[3],
+                            max_bytes_in_flight_per_client: large[2],
+                            max_read_handles_per_client: small[4],
+                        },
+                        read_region,
+                        write_region,
+                    })
+                }
+            ),
+        proptest::collection::vec(any::<u64>(), 0..50)
+            .prop_map(|handles| Frame::Release { handles }),
+        (any::<u64>(), remote_error())
+            .prop_map(|(request_id, error)| Frame::Error { request_id, error }),
+        (request_id.clone(), request()).prop_map(|(request_id, request)| Frame::Request {
+            request_id,
+            request
+        }),
+        (request_id, response()).prop_map(|(request_id, response)| Frame::Response {
+            request_id,
+            response
+        }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn every_frame_kind_round_trips(frame in frame()) {
+        let bytes = encode_frame(&frame);
+        prop_assert_eq!(decode_frame(&bytes), Ok(frame));
+    }
+
+    #[test]
+    fn arbitrary_bytes_decode_to_a_frame_or_an_error(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = decode_frame(&bytes);
+    }
+
+    #[test]
+    fn arbitrary_bodies_under_a_valid_header_never_panic(kind in 0usize..32, body in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let kind = flashpipe_protocol::frame::ALL_FRAME_KINDS[kind];
+        let request_id = match kind {
+            flashpipe_protocol::FrameKind::Hello | flashpipe_protocol::FrameKind::Welcome | flashpipe_protocol::FrameKind::Release => 0,
+            _ => 1,
+        };
+        let mut bytes = flashpipe_protocol::encode_header(kind, request_id, body.len() as u32).to_vec();
+        bytes.extend_from_slice(&body);
+        let _ = decode_frame(&bytes);
+    }
+
+    #[test]
+    fn a_truncated_or_extended_frame_is_an_error(frame in frame(), cut in 1usize..40) {
+        let bytes = encode_frame(&frame);
+        let cut = cut.min(bytes.len());
+        prop_assert!(decode_frame(&bytes[..bytes.len() - cut]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        prop_assert!(decode_frame(&longer).is_err());
+    }
+}
