@@ -21,6 +21,7 @@ mod signals;
 use std::io::Write;
 use std::path::PathBuf;
 
+use flashpipe_engine::{EngineConfig, PoolMemory};
 use flashpipe_server::{ServeReport, Server, ServerConfig};
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::parse_size_bytes;
@@ -61,6 +62,29 @@ pub struct ServeArgs {
     /// Wait for a command using the store to finish instead of failing.
     #[arg(long)]
     pub wait: bool,
+    /// Where the engine's read buffers live: `shared` (a memfd mapped into clients, which
+    /// get read data by reference) or `heap` (every client gets its data copied through
+    /// the socket), to compare the two.
+    #[arg(long, value_enum, default_value = "shared")]
+    pub read_pool: ReadPoolArg,
+}
+
+/// `--read-pool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadPoolArg {
+    /// Shared memory: data by reference to clients that map it.
+    Shared,
+    /// The heap: data copied through the socket to every client.
+    Heap,
+}
+
+impl ReadPoolArg {
+    fn pool_memory(self) -> PoolMemory {
+        match self {
+            ReadPoolArg::Shared => PoolMemory::Shared,
+            ReadPoolArg::Heap => PoolMemory::Heap,
+        }
+    }
 }
 
 /// Runs `flashpipe serve` until SIGINT or SIGTERM.
@@ -74,9 +98,24 @@ pub fn run(arguments: ServeArgs) -> CliResult {
     } else {
         LockWait::Fail
     };
-    let store = RunningStore::open(&arguments.store, StoreAccess::ReadWrite, wait)?;
+    let engine_config = EngineConfig {
+        read_pool_memory: arguments.read_pool.pool_memory(),
+        ..EngineConfig::default()
+    };
+    let store = RunningStore::open_with(
+        &arguments.store,
+        StoreAccess::ReadWrite,
+        wait,
+        engine_config,
+    )?;
     for note in &store.notes {
         tracing::info!(store = %arguments.store.display(), "{note}");
+    }
+    if let Some(refusal) = store.engine.shared_read_pool_refusal() {
+        tracing::warn!(
+            %refusal,
+            "the read pool is on the heap: clients get their data copied through the socket"
+        );
     }
     let server = Server::start(store, config)?;
     let stop_handle = server.stop_handle();

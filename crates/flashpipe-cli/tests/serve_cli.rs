@@ -288,3 +288,44 @@ fn a_client_past_the_client_limit_is_refused_naming_the_limit() {
         "the summary counts the refusals: {exit:?}"
     );
 }
+
+#[test]
+fn data_by_reference_and_copied_through_the_socket_read_the_same_bytes() {
+    let folder = TestFolder::new("serve-paths");
+    let store = file_store(&folder, "64MiB");
+    let local = folder.join("data.bin");
+    let contents = file_contents(30, 5 << 20);
+    std::fs::write(&local, &contents).unwrap();
+    let server = ServerProcess::start(&store, &[]);
+    for (map, path_said) in [
+        ("1", "data by reference"),
+        ("0", "data copied through the socket"),
+    ] {
+        let environment = [("FLASHPIPE_MAP_MEMORY", map)];
+        let name = format!("data-{map}");
+        let put = flashpipe_with_environment(
+            &["put", text(&store), text(&local), "--as", &name, "-v"],
+            &environment,
+        );
+        assert!(
+            put.status.success(),
+            "{}",
+            String::from_utf8_lossy(&put.stderr)
+        );
+        let get =
+            flashpipe_with_environment(&["get", text(&store), &name, "-", "-v"], &environment);
+        let said = String::from_utf8_lossy(&get.stderr);
+        assert!(get.status.success(), "{said}");
+        assert!(
+            said.contains(path_said),
+            "FLASHPIPE_MAP_MEMORY={map}: {said}"
+        );
+        assert!(
+            get.stdout == contents,
+            "FLASHPIPE_MAP_MEMORY={map}: bytes differ"
+        );
+    }
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_fsck_clean(&store);
+}

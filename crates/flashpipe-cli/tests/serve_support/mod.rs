@@ -28,6 +28,16 @@ pub fn flashpipe(arguments: &[&str]) -> Output {
         .expect("the flashpipe binary runs")
 }
 
+/// Runs one CLI command with environment variables set.
+pub fn flashpipe_with_environment(arguments: &[&str], environment: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(flashpipe_binary());
+    command.args(arguments).stdin(Stdio::null());
+    for (name, value) in environment {
+        command.env(name, value);
+    }
+    command.output().expect("the flashpipe binary runs")
+}
+
 /// Runs a command expected to succeed; returns its standard output.
 pub fn succeed(arguments: &[&str]) -> String {
     let output = flashpipe(arguments);
