@@ -93,6 +93,28 @@ pub fn run(arguments: ServeArgs) -> CliResult {
     let stop_signals = signals::StopSignals::install()
         .map_err(|error| format!("cannot install the SIGINT and SIGTERM handlers: {error}"))?;
     let config = server_config(&arguments)?;
+    let store = open_store_to_serve(&arguments)?;
+    let server = Server::start(store, config)?;
+    let stop_handle = server.stop_handle();
+    let signal_thread = stop_signals.serve(move |signal| {
+        tracing::info!(
+            signal = signals::signal_name(signal),
+            "stopping: no new connections; finishing commands in flight, then flush and unmount"
+        );
+        send_notification("STOPPING=1");
+        stop_handle.stop();
+    });
+    announce_readiness(&server, &arguments)?;
+    let report = server.run_until_stopped();
+    signal_thread.close();
+    let report = report?;
+    print_summary(&report, &arguments)?;
+    Ok(())
+}
+
+/// Opens the store read-write (its exclusive lock held until the server closes it), the
+/// engine's read pool where `--read-pool` says; logs the opening's notes.
+fn open_store_to_serve(arguments: &ServeArgs) -> Result<RunningStore, Box<dyn std::error::Error>> {
     let wait = if arguments.wait {
         LockWait::Wait
     } else {
@@ -117,22 +139,7 @@ pub fn run(arguments: ServeArgs) -> CliResult {
             "the read pool is on the heap: clients get their data copied through the socket"
         );
     }
-    let server = Server::start(store, config)?;
-    let stop_handle = server.stop_handle();
-    let signal_thread = stop_signals.serve(move |signal| {
-        tracing::info!(
-            signal = signals::signal_name(signal),
-            "stopping: no new connections; finishing commands in flight, then flush and unmount"
-        );
-        send_notification("STOPPING=1");
-        stop_handle.stop();
-    });
-    announce_readiness(&server, &arguments)?;
-    let report = server.run_until_stopped();
-    signal_thread.close();
-    let report = report?;
-    print_summary(&report, &arguments)?;
-    Ok(())
+    Ok(store)
 }
 
 /// The server's configuration from the command line, the library's defaults elsewhere.
