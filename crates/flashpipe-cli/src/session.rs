@@ -60,6 +60,13 @@ pub enum SessionError {
     /// The server refused or failed the command, or the connection to it broke.
     #[error(transparent)]
     Served(#[from] ClientError),
+    /// Through a server, another client changed or replaced the file while this command
+    /// read it in several requests: what was read mixes versions and is not kept.
+    #[error("{name} changed while it was being read (another client of the server wrote, replaced or removed it); read it again")]
+    ChangedWhileRead {
+        /// The file.
+        name: String,
+    },
     /// The engine answered with a reply of another command (a bug).
     #[error("unexpected engine reply to {command}: {reply}")]
     UnexpectedReply {

@@ -329,3 +329,42 @@ fn data_by_reference_and_copied_through_the_socket_read_the_same_bytes() {
     assert!(exit.status.success(), "{exit:?}");
     assert_fsck_clean(&store);
 }
+
+#[test]
+fn a_get_whose_file_is_replaced_meanwhile_fails_instead_of_mixing_versions() {
+    let folder = TestFolder::new("serve-replaced");
+    let store = file_store(&folder, "256MiB");
+    let old = folder.join("old.bin");
+    let new = folder.join("new.bin");
+    let old_contents = file_contents(40, 24 << 20);
+    std::fs::write(&old, &old_contents).unwrap();
+    std::fs::write(&new, file_contents(41, 24 << 20)).unwrap();
+    let server = ServerProcess::start(&store, &[]);
+    succeed(&["put", text(&store), text(&old), "--as", "f"]);
+    let mut get = Command::new(flashpipe_binary())
+        .args(["get", text(&store), "f", "-"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = get.stdout.take().unwrap();
+    let mut first_bytes = vec![0u8; 1 << 16];
+    std::io::Read::read_exact(&mut stdout, &mut first_bytes).unwrap();
+    assert_eq!(first_bytes, old_contents[..1 << 16]);
+    succeed(&["put", text(&store), text(&new), "--as", "f", "--force"]);
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut stdout, &mut rest).unwrap();
+    let output = get.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "the get must fail: it read two versions"
+    );
+    assert!(
+        stderr.contains("changed while it was being read"),
+        "{stderr}"
+    );
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+}

@@ -65,6 +65,15 @@ impl ServedStore {
     }
 }
 
+/// True when two stats of one name show the same file unchanged: the same file id (a
+/// replacement or a delete and re-create gives a new one), size and modification time
+/// (every write moves it).
+fn same_version(before: &FileStat, after: &FileStat) -> bool {
+    before.file_id == after.file_id
+        && before.size_bytes == after.size_bytes
+        && before.modified_clock_ns == after.modified_clock_ns
+}
+
 /// The server's error code of a client error, where the server answered with one.
 pub fn remote_code(error: &ClientError) -> Option<ErrorCode> {
     error.remote().map(|remote| remote.code)
@@ -170,7 +179,8 @@ impl StoreOperations for ServedStore {
         sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, SessionError> {
-        let size_bytes = self.client.stat(name)?.size_bytes;
+        let before = self.client.stat(name)?;
+        let size_bytes = before.size_bytes;
         let chunk_bytes = self.read_chunk_bytes();
         let window = self.transfer_window(chunk_bytes, true);
         let mut offsets: HashMap<RequestId, u64> = HashMap::new();
@@ -206,6 +216,12 @@ impl StoreOperations for ServedStore {
                 next_deliver += view.len() as u64;
                 progress(next_deliver);
             }
+        }
+        let after = self.client.stat(name)?;
+        if !same_version(&before, &after) {
+            return Err(SessionError::ChangedWhileRead {
+                name: name.to_string(),
+            });
         }
         Ok(size_bytes)
     }
