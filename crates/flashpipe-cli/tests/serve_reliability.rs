@@ -5,8 +5,10 @@
 //!   rounds, default [`DEFAULT_KILL_ROUNDS`]): after it, fsck (plain CLI) is clean, every
 //!   acknowledged put reads back, and a new server serves the store;
 //! - a client killed with SIGKILL in the middle of a put (fed from a FIFO, so the kill
-//!   lands mid-command by construction) and in the middle of a get (its output pipe left
-//!   unread): the server goes on serving others, the killed put's name never appears;
+//!   lands mid-command by construction) and twelve in the middle of a get (output pipe
+//!   left unread, reads by reference held: more than the engine's 64 read buffers in all,
+//!   so they must be reclaimed): the server goes on serving others, the killed put's name
+//!   never appears;
 //! - connections opened and dropped (`FLASHPIPE_SERVE_CONNECTIONS`, default
 //!   [`DEFAULT_CONNECTIONS`]; the campaign is 10000), every other one after a
 //!   full handshake (with shared memory mapped where the server offers it): the server's
@@ -230,6 +232,28 @@ fn sigkill_under_load_round(round: u64) {
     assert_fsck_clean(&store);
 }
 
+/// Gets killed mid-read in the client-kill test: more than the engine's read buffers a
+/// server could lose if a dead client's read handles were not reclaimed.
+const GETS_KILLED: usize = 12;
+
+/// Starts `get NAME -`, reads its first bytes (they must be `first_bytes`), leaves the rest
+/// unread (the client blocks writing, its reads by reference in flight or held) and kills
+/// it with SIGKILL.
+fn kill_a_get_mid_read(store: &Path, name: &str, first_bytes: &[u8]) {
+    let mut get = Command::new(flashpipe_binary())
+        .args(["get", text(store), name, "-"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut read = vec![0u8; first_bytes.len()];
+    get.stdout.as_mut().unwrap().read_exact(&mut read).unwrap();
+    assert_eq!(read, first_bytes);
+    get.kill().unwrap();
+    get.wait().unwrap();
+}
+
 /// Makes a FIFO at `path` (mkfifo(3)).
 fn make_fifo(path: &Path) {
     let name = std::ffi::CString::new(text(path)).unwrap();
@@ -270,22 +294,9 @@ fn a_client_killed_mid_put_and_mid_get_leaves_the_server_serving() {
     put.wait().unwrap();
     drop(writer);
 
-    let mut get = Command::new(flashpipe_binary())
-        .args(["get", text(&store), "big", "-"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first_bytes = vec![0u8; 1 << 16];
-    get.stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut first_bytes)
-        .unwrap();
-    assert_eq!(first_bytes, big_contents[..1 << 16]);
-    get.kill().unwrap();
-    get.wait().unwrap();
+    for _ in 0..GETS_KILLED {
+        kill_a_get_mid_read(&store, "big", &big_contents[..1 << 16]);
+    }
 
     assert_eq!(
         read_back(&store, "big"),
