@@ -653,3 +653,24 @@ fn decode_check(reader: &mut Reader<'_>) -> Result<CheckSummary, DecodeError> {
         report_text: reader.string("check.report_text", MAX_TEXT_BYTES)?,
     })
 }
+
+/// The data response of request `request_id` carrying `bytes` inline: the same bytes as
+/// [`encode_frame`] of `Response::Data(DataPayload::Inline(bytes.to_vec()))`, with the
+/// data copied once (a server's copying path answers every read with one).
+pub fn encode_inline_data(request_id: RequestId, bytes: &[u8]) -> Vec<u8> {
+    let body_length = 1 + 4 + bytes.len();
+    assert!(
+        body_length <= MAX_BODY_BYTES as usize,
+        "a data frame of {body_length} bytes exceeds the protocol's body limit"
+    );
+    let mut frame = Vec::with_capacity(HEADER_BYTES + body_length);
+    frame.extend_from_slice(&encode_header(
+        FrameKind::Data,
+        request_id,
+        body_length as u32,
+    ));
+    frame.push(0);
+    frame.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    frame.extend_from_slice(bytes);
+    frame
+}

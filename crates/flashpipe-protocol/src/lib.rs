@@ -19,7 +19,10 @@ pub mod frame;
 pub mod stream;
 mod wire;
 
-pub use codec::{decode_body, decode_frame, decode_header, encode_frame, encode_header, Header};
+pub use codec::{
+    decode_body, decode_frame, decode_header, encode_frame, encode_header, encode_inline_data,
+    Header,
+};
 pub use error::{DecodeError, ErrorCode, RemoteError};
 pub use frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,

@@ -4,8 +4,9 @@ use std::io::{ErrorKind, Read, Write};
 
 use crate::codec::{decode_body, decode_header, encode_frame, Header};
 use crate::error::DecodeError;
-use crate::frame::Frame;
+use crate::frame::{DataPayload, Frame, FrameKind, Request, Response};
 use crate::HEADER_BYTES;
+use crate::MAX_NAME_BYTES;
 
 /// Why a frame could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -58,16 +59,124 @@ pub fn read_header(
     Ok(Some(decode_header(&header_bytes, max_body_bytes)?))
 }
 
-/// Reads the body `header` announces and decodes the frame.
+/// Bytes before the data of an inline data response: the tag and the length.
+const INLINE_DATA_PREFIX_BYTES: usize = 5;
+
+/// Reads the body `header` announces and decodes the frame. The bytes of an inline data
+/// response are read straight into their own vector (one copy from the stream).
 pub fn read_frame_body(stream: &mut impl Read, header: &Header) -> Result<Frame, ReadFrameError> {
-    let mut body = vec![0u8; header.body_length_bytes as usize];
-    if !read_exact_or_end(stream, &mut body)? && !body.is_empty() {
+    let body_length = header.body_length_bytes as usize;
+    if header.kind == FrameKind::Data && body_length >= INLINE_DATA_PREFIX_BYTES {
+        return read_data_body(stream, header);
+    }
+    if header.kind == FrameKind::Write {
+        return read_write_body(stream, header);
+    }
+    read_whole_body(stream, header, Vec::new())
+}
+
+/// A write request: its data is read straight into its own vector when the name's and
+/// the data's lengths agree with the body; anything else is read whole and decoded as
+/// usual (which names what is wrong).
+fn read_write_body(stream: &mut impl Read, header: &Header) -> Result<Frame, ReadFrameError> {
+    let body_length = header.body_length_bytes as usize;
+    let mut start = Vec::new();
+    if body_length < 4 {
+        return read_whole_body(stream, header, start);
+    }
+    start.resize(4, 0);
+    read_body_part(stream, &mut start, header)?;
+    let name_length = u32::from_le_bytes([start[0], start[1], start[2], start[3]]) as usize;
+    let fixed_bytes = 4 + name_length + 8 + 4;
+    if name_length > MAX_NAME_BYTES || fixed_bytes > body_length {
+        return read_whole_body(stream, header, start);
+    }
+    start.resize(fixed_bytes, 0);
+    read_body_part(stream, &mut start[4..], header)?;
+    let data_length_at = fixed_bytes - 4;
+    let data_length = u32::from_le_bytes([
+        start[data_length_at],
+        start[data_length_at + 1],
+        start[data_length_at + 2],
+        start[data_length_at + 3],
+    ]) as usize;
+    let Ok(name) = std::str::from_utf8(&start[4..4 + name_length]) else {
+        return read_whole_body(stream, header, start);
+    };
+    if fixed_bytes + data_length != body_length {
+        return read_whole_body(stream, header, start);
+    }
+    let name = name.to_string();
+    let offset_at = 4 + name_length;
+    let mut offset = [0u8; 8];
+    offset.copy_from_slice(&start[offset_at..offset_at + 8]);
+    let mut data = Vec::with_capacity(data_length);
+    let read = stream.take(data_length as u64).read_to_end(&mut data)?;
+    if read != data_length {
         return Err(ReadFrameError::ClosedMidFrame {
-            read_bytes: 0,
-            expected_bytes: body.len() as u64,
+            read_bytes: (fixed_bytes + read) as u64,
+            expected_bytes: body_length as u64,
         });
     }
+    Ok(Frame::Request {
+        request_id: header.request_id,
+        request: Request::Write {
+            name,
+            offset_bytes: u64::from_le_bytes(offset),
+            data,
+        },
+    })
+}
+
+/// Reads the rest of a body after `start` (bytes of it already read) and decodes it.
+fn read_whole_body(
+    stream: &mut impl Read,
+    header: &Header,
+    start: Vec<u8>,
+) -> Result<Frame, ReadFrameError> {
+    let mut body = start;
+    let already = body.len();
+    body.resize(header.body_length_bytes as usize, 0);
+    read_body_part(stream, &mut body[already..], header)?;
     Ok(decode_body(header, &body)?)
+}
+
+fn read_body_part(
+    stream: &mut impl Read,
+    part: &mut [u8],
+    header: &Header,
+) -> Result<(), ReadFrameError> {
+    if !read_exact_or_end(stream, part)? && !part.is_empty() {
+        return Err(ReadFrameError::ClosedMidFrame {
+            read_bytes: 0,
+            expected_bytes: u64::from(header.body_length_bytes),
+        });
+    }
+    Ok(())
+}
+
+/// A data response: an inline payload whose length matches the body is read into its
+/// own vector; anything else is read whole and decoded as usual.
+fn read_data_body(stream: &mut impl Read, header: &Header) -> Result<Frame, ReadFrameError> {
+    let mut prefix = [0u8; INLINE_DATA_PREFIX_BYTES];
+    read_body_part(stream, &mut prefix, header)?;
+    let data_length = u32::from_le_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    let body_length = header.body_length_bytes as usize;
+    if prefix[0] != 0 || data_length != body_length - INLINE_DATA_PREFIX_BYTES {
+        return read_whole_body(stream, header, prefix.to_vec());
+    }
+    let mut data = Vec::with_capacity(data_length);
+    let read = stream.take(data_length as u64).read_to_end(&mut data)?;
+    if read != data_length {
+        return Err(ReadFrameError::ClosedMidFrame {
+            read_bytes: (INLINE_DATA_PREFIX_BYTES + read) as u64,
+            expected_bytes: body_length as u64,
+        });
+    }
+    Ok(Frame::Response {
+        request_id: header.request_id,
+        response: Response::Data(DataPayload::Inline(data)),
+    })
 }
 
 /// Reads one whole frame (body at most `max_body_bytes`); `Ok(None)` when the stream

@@ -409,3 +409,59 @@ proptest! {
         prop_assert!(decode_frame(&longer).is_err());
     }
 }
+
+#[test]
+fn the_one_copy_data_frame_is_the_data_response() {
+    for length in [0usize, 1, 4096, 100_000] {
+        let bytes: Vec<u8> = (0..length).map(|index| (index % 253) as u8).collect();
+        let frame = Frame::Response {
+            request_id: 77,
+            response: Response::Data(DataPayload::Inline(bytes.clone())),
+        };
+        assert_eq!(
+            flashpipe_protocol::encode_inline_data(77, &bytes),
+            encode_frame(&frame)
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn frames_read_from_a_stream_are_the_frames_decoded(frame in frame(), bad_tag in 2u8..=255) {
+        let bytes = encode_frame(&frame);
+        let mut stream = std::io::Cursor::new(bytes.clone());
+        let read = flashpipe_protocol::read_frame(&mut stream, flashpipe_protocol::MAX_BODY_BYTES).expect("read").expect("a frame");
+        prop_assert_eq!(read, frame);
+        let mut damaged = flashpipe_protocol::encode_inline_data(3, &[1, 2, 3]);
+        damaged[24] = bad_tag;
+        let mut stream = std::io::Cursor::new(damaged.clone());
+        let from_stream = flashpipe_protocol::read_frame(&mut stream, flashpipe_protocol::MAX_BODY_BYTES).map_err(|error| error.to_string());
+        let decoded = decode_frame(&damaged).map_err(|error| format!("malformed frame: {error}"));
+        prop_assert_eq!(from_stream.map(Option::unwrap), decoded);
+        let mut write = encode_frame(&Frame::Request { request_id: 4, request: Request::Write { name: "w".into(), offset_bytes: 9, data: vec![7; 10] } });
+        write[24] = bad_tag;
+        let mut stream = std::io::Cursor::new(write.clone());
+        let from_stream = flashpipe_protocol::read_frame(&mut stream, flashpipe_protocol::MAX_BODY_BYTES).map_err(|error| error.to_string());
+        let decoded = decode_frame(&write).map_err(|error| format!("malformed frame: {error}"));
+        prop_assert_eq!(from_stream.map(Option::unwrap), decoded);
+        let mut short = flashpipe_protocol::encode_inline_data(3, &[1, 2, 3]);
+        short.pop();
+        let mut stream = std::io::Cursor::new(short);
+        prop_assert!(flashpipe_protocol::read_frame(&mut stream, flashpipe_protocol::MAX_BODY_BYTES).is_err());
+    }
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bodies_read_from_a_stream_never_panic(kind in 0usize..32, body in proptest::collection::vec(any::<u8>(), 0..200), extra in 0u32..50) {
+        let kind = flashpipe_protocol::frame::ALL_FRAME_KINDS[kind];
+        let request_id = match kind {
+            flashpipe_protocol::FrameKind::Hello | flashpipe_protocol::FrameKind::Welcome | flashpipe_protocol::FrameKind::Release => 0,
+            _ => 1,
+        };
+        let mut bytes = flashpipe_protocol::encode_header(kind, request_id, body.len() as u32 + extra).to_vec();
+        bytes.extend_from_slice(&body);
+        let mut stream = std::io::Cursor::new(bytes);
+        let _ = flashpipe_protocol::read_frame(&mut stream, flashpipe_protocol::MAX_BODY_BYTES);
+    }
+}

@@ -23,7 +23,20 @@ pub struct ServerConfig {
     pub write_slots_per_client: u32,
     /// What the welcome calls the store (its store file, or a description).
     pub store_description: String,
+    /// How long (microseconds of wall time) a connection's answering thread polls for
+    /// the engine's next answer before it parks: 0 parks at once (a futex wake per
+    /// answer that finds it parked); a window longer than one command saves that wake
+    /// at queue depth 1 and burns a core meanwhile. Selectable to compare side by side
+    /// (`flashpipe bench serve`), at most [`MAX_ANSWER_SPIN_US`].
+    pub answer_spin_us: u32,
+    /// How long one send to a client may block (its socket buffer full because it does
+    /// not read its answers) before the client is taken as gone and its connection
+    /// closed; bounds how long a graceful stop waits for a stuck client.
+    pub send_timeout_ms: u64,
 }
+
+/// Longest answer spin window (10 ms).
+pub const MAX_ANSWER_SPIN_US: u32 = 10_000;
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
@@ -37,6 +50,8 @@ impl Default for ServerConfig {
             max_write_bytes: 1 << 20,
             write_slots_per_client: 16,
             store_description: String::new(),
+            answer_spin_us: 0,
+            send_timeout_ms: 10_000,
         }
     }
 }

@@ -68,16 +68,24 @@ impl Connection {
         if self.peer_gone.load(Ordering::Acquire) {
             return;
         }
-        let bytes = encode_frame(frame);
+        self.send_encoded(&encode_frame(frame));
+    }
+
+    /// Sends an encoded frame (as [`Connection::send`]).
+    pub(crate) fn send_encoded(&self, bytes: &[u8]) {
+        if self.peer_gone.load(Ordering::Acquire) {
+            return;
+        }
         let _serialized = self.send_lock.lock().expect("no panic while sending");
-        match send_all(&self.socket, &bytes) {
+        match send_all(&self.socket, bytes) {
             Ok(()) => {
                 Counters::add(&self.state.counters.frames_sent, 1);
                 Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);
             }
             Err(error) => {
-                tracing::debug!(connection = self.id, %error, "client gone; dropping its answers");
+                tracing::info!(connection = self.id, %error, "client gone or not reading its answers; closing, dropping its answers");
                 self.peer_gone.store(true, Ordering::Release);
+                let _ = self.socket.shutdown(std::net::Shutdown::Both);
             }
         }
     }
@@ -163,6 +171,11 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
             return;
         }
     };
+    let send_timeout = std::time::Duration::from_millis(state.config.send_timeout_ms);
+    if let Err(error) = socket.set_write_timeout(Some(send_timeout)) {
+        tracing::warn!(connection = id, %error, "cannot set the client socket's send timeout; closing");
+        return;
+    }
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reading);
     let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, id) else {
         return;

@@ -29,5 +29,5 @@ mod replies;
 mod server;
 mod state;
 
-pub use config::ServerConfig;
+pub use config::{ServerConfig, MAX_ANSWER_SPIN_US};
 pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};

@@ -4,10 +4,13 @@
 
 use std::sync::Arc;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvError, TryRecvError};
+use flashpipe_device::{Clock, RealClock};
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
 use flashpipe_fs::FsckReport;
-use flashpipe_protocol::{CheckSummary, DataPayload, Frame, RemoteError, Response, SharedWindow};
+use flashpipe_protocol::{
+    encode_inline_data, CheckSummary, DataPayload, Frame, RemoteError, Response, SharedWindow,
+};
 
 use crate::connection::{Connection, InFlight};
 use crate::engine_errors::remote_error;
@@ -15,11 +18,16 @@ use crate::engine_errors::remote_error;
 /// Sends every completion back until the reading side has gone and the engine has
 /// answered everything it took (every sender of `answers` dropped).
 pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Completion>) {
-    while let Ok((request_id, result)) = answers.recv() {
+    let spin_us = connection.state.config.answer_spin_us;
+    while let Ok((request_id, result)) = next_answer(&answers, spin_us) {
         let entry = connection.finish(request_id).unwrap_or_else(|| {
             panic!("the engine answered request {request_id}, which is not in flight")
         });
         let frame = match result {
+            Ok(Reply::Data(data)) if !entry.holds_handle => {
+                connection.send_encoded(&encode_inline_data(request_id, data.bytes()));
+                continue;
+            }
             Ok(reply) => Frame::Response {
                 request_id,
                 response: response(&connection, reply, &entry),
@@ -36,6 +44,26 @@ pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Comple
         };
         connection.send(&frame);
     }
+}
+
+/// The next answer: polled for `spin_us` of wall time, then waited for parked.
+fn next_answer(answers: &Receiver<Completion>, spin_us: u32) -> Result<Completion, RecvError> {
+    if spin_us > 0 {
+        let clock = RealClock::new();
+        let deadline_ns = clock.now_ns() + u64::from(spin_us) * 1000;
+        loop {
+            match answers.try_recv() {
+                Ok(answer) => return Ok(answer),
+                Err(TryRecvError::Disconnected) => return Err(RecvError),
+                Err(TryRecvError::Empty) => {}
+            }
+            if clock.now_ns() >= deadline_ns {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    answers.recv()
 }
 
 fn mapped(connection: &Connection) -> &crate::mapped::Mapped {

@@ -110,6 +110,14 @@ impl StopHandle {
         tracing::info!("stop requested");
         // Wakes the accepting thread blocked in accept(); it sees the flag and ends.
         let _ = UnixStream::connect(&self.state.config.socket_path);
+        // SAFETY: shutdown(2) on the listening socket's descriptor, which stays open as
+        // long as `state.listener` (held here) lives; it changes no memory.
+        let _ = unsafe {
+            libc::shutdown(
+                std::os::fd::AsRawFd::as_raw_fd(&*self.state.listener),
+                libc::SHUT_RDWR,
+            )
+        };
     }
 }
 
@@ -126,7 +134,7 @@ impl Server {
     /// one, removing a stale one) and starts accepting clients.
     pub fn start(store: RunningStore, config: ServerConfig) -> Result<Server, ServeError> {
         check_config(&config)?;
-        let listener = bind(&config.socket_path)?;
+        let listener = Arc::new(bind(&config.socket_path)?);
         let engine_config = store.engine_config;
         let limits = ServerLimits {
             max_body_bytes: MAX_BODY_BYTES.min(
@@ -152,6 +160,7 @@ impl Server {
             slot_size_bytes: pool.buffer_size_bytes() as u64,
         });
         let state = Arc::new(ServerState {
+            listener: Arc::clone(&listener),
             read_pool,
             read_region,
             commands: store.engine.command_sender(),
@@ -307,6 +316,13 @@ fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
             });
         }
     }
+    if config.answer_spin_us > crate::config::MAX_ANSWER_SPIN_US {
+        return Err(ServeError::BadConfig {
+            field: "answer_spin_us",
+            value: u64::from(config.answer_spin_us),
+            rule: "at most 10000 (10 ms)",
+        });
+    }
     let in_flight = config.max_in_flight_per_client as u64;
     if in_flight > u64::from(u32::MAX) {
         return Err(ServeError::BadConfig {
@@ -352,7 +368,7 @@ fn bind(path: &Path) -> Result<UnixListener, ServeError> {
 }
 
 fn accept_clients(
-    listener: UnixListener,
+    listener: Arc<UnixListener>,
     state: Arc<ServerState>,
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
 ) {

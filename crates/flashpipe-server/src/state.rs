@@ -2,9 +2,9 @@
 //! sender, the bytes in flight of all clients, the stop flag and the counters.
 
 use std::collections::HashMap;
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use flashpipe_device::BufferPool;
 use flashpipe_engine::CommandSender;
@@ -26,6 +26,9 @@ pub(crate) struct ServerState {
     pub(crate) clients_now: AtomicUsize,
     /// Each live connection's socket, to end its reading at stop.
     pub(crate) live_sockets: Mutex<HashMap<u64, UnixStream>>,
+    /// The listening socket, shared with the accepting thread so a stop can shut it
+    /// (which ends a blocked accept even when the socket's path is gone).
+    pub(crate) listener: Arc<UnixListener>,
     pub(crate) counters: Counters,
 }
 

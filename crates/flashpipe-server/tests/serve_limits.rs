@@ -306,3 +306,50 @@ fn stop_finishes_in_flight_requests_and_refuses_new_ones() {
     let after = client.stat("f");
     assert!(after.is_err(), "the connection is closed after stop");
 }
+
+#[test]
+fn stop_ends_the_server_even_when_its_socket_path_is_gone() {
+    let test = start_server("serve-socket-gone", |_| {});
+    let mut client = connect(&test.socket, false);
+    client.create("f").expect("create");
+    std::fs::remove_file(&test.socket).expect("socket removed by someone else");
+    test.server.stop_handle().stop();
+    test.server.run_until_stopped().expect("stopped");
+}
+
+#[test]
+fn a_client_that_never_reads_its_answers_does_not_hold_up_a_stop() {
+    let test = start_server("serve-stuck-client", |config| config.send_timeout_ms = 100);
+    let mut writer = connect(&test.socket, false);
+    writer.create("f").expect("create");
+    writer.write("f", 0, &pattern(1 << 20, 6)).expect("write");
+    let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
+    let hello = Frame::Hello(Hello {
+        min_version: 1,
+        max_version: 1,
+        map_memory: false,
+        client_name: "stuck".into(),
+    });
+    raw.write_all(&encode_frame(&hello)).expect("hello");
+    for request_id in 1..=32u64 {
+        let read = Frame::Request {
+            request_id,
+            request: Request::Read {
+                name: "f".into(),
+                offset_bytes: 0,
+                length_bytes: 1 << 20,
+            },
+        };
+        if raw.write_all(&encode_frame(&read)).is_err() {
+            break;
+        }
+    }
+    writer
+        .stat("f")
+        .expect("other clients are served meanwhile");
+    test.server.stop_handle().stop();
+    test.server
+        .run_until_stopped()
+        .expect("stopped although one client never read");
+    drop(raw);
+}
