@@ -53,6 +53,11 @@ pub struct ServeArgs {
     /// Most bytes of writes and reads one client may have in flight (e.g. 64MiB).
     #[arg(long)]
     pub max_bytes_in_flight_per_client: Option<String>,
+    /// Milliseconds an answer to a client may wait for the client to read it before the
+    /// server closes that client (one that stops reading cannot hold up the others or a
+    /// stop).
+    #[arg(long)]
+    pub send_timeout_ms: Option<u64>,
     /// How logs on standard error are written.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -163,6 +168,12 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
             return Err("--max-in-flight-per-client must be at least 1".into());
         }
         config.max_in_flight_per_client = max_in_flight;
+    }
+    if let Some(timeout_ms) = arguments.send_timeout_ms {
+        if timeout_ms == 0 {
+            return Err("--send-timeout-ms must be at least 1".into());
+        }
+        config.send_timeout_ms = timeout_ms;
     }
     if let Some(text) = &arguments.max_bytes_in_flight {
         config.max_bytes_in_flight = positive_size("--max-bytes-in-flight", text)?;
