@@ -368,3 +368,81 @@ fn a_get_whose_file_is_replaced_meanwhile_fails_instead_of_mixing_versions() {
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
 }
+
+#[test]
+fn two_clients_putting_one_name_at_once_leave_one_whole_file() {
+    let folder = TestFolder::new("serve-same-name");
+    let store = file_store(&folder, "128MiB");
+    let server = ServerProcess::start(&store, &[]);
+    let sources: Vec<_> = (0..2u64)
+        .map(|client| {
+            let path = folder.join(&format!("source{client}.bin"));
+            std::fs::write(&path, file_contents(50 + client, 6 << 20)).unwrap();
+            path
+        })
+        .collect();
+    for force in [false, true] {
+        let arguments_of = |path: &std::path::Path| {
+            let mut arguments = vec![
+                "put".to_string(),
+                text(&store).to_string(),
+                text(path).to_string(),
+                "--as".to_string(),
+                format!("same-{force}"),
+            ];
+            if force {
+                arguments.push("--force".to_string());
+            }
+            arguments
+        };
+        let children: Vec<_> = sources
+            .iter()
+            .map(|path| {
+                Command::new(flashpipe_binary())
+                    .args(arguments_of(path))
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outcomes: Vec<_> = children
+            .into_iter()
+            .map(|child| child.wait_with_output().unwrap())
+            .collect();
+        let succeeded = outcomes
+            .iter()
+            .filter(|output| output.status.success())
+            .count();
+        if force {
+            assert_eq!(
+                succeeded, 2,
+                "both forced puts succeed, the later rename wins"
+            );
+        } else {
+            assert!(succeeded >= 1, "at least the first rename succeeds");
+            for output in outcomes.iter().filter(|output| !output.status.success()) {
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                assert!(
+                    stderr.contains("--force"),
+                    "the loser is told the name exists: {stderr}"
+                );
+            }
+        }
+        let stored = read_back(&store, &format!("same-{force}"));
+        assert!(
+            stored == file_contents(50, 6 << 20) || stored == file_contents(51, 6 << 20),
+            "the stored file is one of the two puts, whole"
+        );
+    }
+    let listing = succeed(&["ls", text(&store), "-1"]);
+    assert_eq!(
+        listing.lines().count(),
+        2,
+        "no temporary is left: {listing}"
+    );
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_fsck_clean(&store);
+}

@@ -15,6 +15,8 @@
 //!   open file descriptors, threads and resident memory stay bounded and it still serves;
 //! - garbage bytes on a connection end only that connection: a put in flight on another
 //!   connection completes.
+//! - a put of two files whose second name another client takes meanwhile keeps neither
+//!   (the first is renamed back to its temporary and removed).
 //!
 //! Files a put leaves under its temporary name `.flashpipe-put-PID-N` when its client or
 //! the server dies mid-put are documented leftovers (docs/serve.md); every other name in
@@ -434,6 +436,50 @@ fn garbage_on_one_connection_ends_only_that_connection() {
     let mut expected = first_half;
     expected.extend_from_slice(&second_half);
     assert_eq!(read_back(&store, "survivor"), expected);
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_fsck_clean(&store);
+}
+
+#[test]
+fn a_put_of_two_files_losing_a_name_to_another_client_keeps_neither() {
+    let folder = TestFolder::new("serve-put-rollback");
+    let store = file_store(&folder, "64MiB");
+    let server = ServerProcess::start(&store, &[]);
+    let fifo = folder.join("first.fifo");
+    make_fifo(&fifo);
+    let second = folder.join("second.bin");
+    std::fs::write(&second, b"this put's second file").unwrap();
+    let put = Command::new(flashpipe_binary())
+        .args(["put", text(&store), "--special", text(&fifo), text(&second)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    writer.write_all(b"this put's first file").unwrap();
+    let other = folder.join("other.bin");
+    std::fs::write(&other, b"the other client's file").unwrap();
+    succeed(&["put", text(&store), text(&other), "--as", "second.bin"]);
+    drop(writer);
+    let output = put.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "the put loses second.bin to the other client"
+    );
+    assert!(
+        stderr.contains("--force") && stderr.contains("nothing of this put is kept"),
+        "{stderr}"
+    );
+    let listing = succeed(&["ls", text(&store), "-1"]);
+    assert_eq!(
+        listing.trim(),
+        "second.bin",
+        "first.fifo was renamed back and removed: {listing}"
+    );
+    assert_eq!(read_back(&store, "second.bin"), b"the other client's file");
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
     assert_fsck_clean(&store);

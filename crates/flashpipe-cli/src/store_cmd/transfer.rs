@@ -134,17 +134,35 @@ fn check_put_targets(
     Ok(())
 }
 
-/// Renames every temporary to its source's name (replacing with `replace`).
+/// Renames every temporary to its source's name (replacing with `replace`). When a rename
+/// fails without `replace`, the files renamed before it are renamed back to their
+/// temporaries (their names were free before this put), so that, through a server, no file
+/// of a failed put stays under its name for other clients to see or a later flush to
+/// commit; the caller then removes the temporaries.
 fn install_files(
     client: &mut dyn StoreOperations,
     sources: &[PutSource],
     temporaries: &[String],
     replace: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    for (source, temporary) in sources.iter().zip(temporaries) {
-        client
-            .rename(temporary, &source.name, replace)
-            .map_err(|error| format!("{}: {error}", source.name))?;
+    for (index, (source, temporary)) in sources.iter().zip(temporaries).enumerate() {
+        let Err(error) = client.rename(temporary, &source.name, replace) else {
+            continue;
+        };
+        if replace {
+            return Err(format!("{}: {error}", source.name).into());
+        }
+        for (installed, temporary) in sources[..index].iter().zip(temporaries) {
+            let _ = client.rename(&installed.name, temporary, false);
+        }
+        if error.is_exists() {
+            return Err(format!(
+                "{:?} exists in the store (put by another client of the server while this put ran); give --force to replace it; nothing of this put is kept",
+                source.name
+            )
+            .into());
+        }
+        return Err(format!("{}: {error}; nothing of this put is kept", source.name).into());
     }
     Ok(())
 }
