@@ -15,11 +15,14 @@ pub struct ServerConfig {
     pub max_bytes_in_flight_per_client: u64,
     /// Bytes all clients' requests may hold in flight together.
     pub max_bytes_in_flight: u64,
-    /// Read handles (windows of the shared read pool) one client may hold.
+    /// Read handles (windows of the shared read pool) one client may hold. Each holds
+    /// an engine read buffer: clients holding `read_buffer_count` handles together leave
+    /// others' reads refused with `ReadBuffersExhausted` until they release some.
     pub max_read_handles_per_client: usize,
     /// Largest write one request may carry.
     pub max_write_bytes: u32,
-    /// Slots of each mapping client's write pool.
+    /// Slots of each mapping client's write pool (each `max_write_bytes`; the pool is a
+    /// memfd whose pages are reserved at connect, 8 MiB per client by default).
     pub write_slots_per_client: u32,
     /// What the welcome calls the store (its store file, or a description).
     pub store_description: String,
@@ -48,7 +51,7 @@ impl Default for ServerConfig {
             max_bytes_in_flight: 512 << 20,
             max_read_handles_per_client: 16,
             max_write_bytes: 1 << 20,
-            write_slots_per_client: 16,
+            write_slots_per_client: 8,
             store_description: String::new(),
             answer_spin_us: 0,
             send_timeout_ms: 10_000,
