@@ -149,16 +149,18 @@ impl StoreOperations for ServedStore {
         let window = self.transfer_window(chunk_bytes as u64, false);
         let (mut offset_bytes, mut acknowledged_bytes, mut in_flight) = (0u64, 0u64, 0usize);
         loop {
+            if in_flight >= window {
+                acknowledged_bytes += self.reap_write()?;
+                in_flight -= 1;
+                progress(acknowledged_bytes);
+            }
+            // Taken after the reap, so no more buffers are held than writes in flight (a
+            // mapping client's granted slots are few).
             let mut buffer = self.client.write_buffer()?;
             let room = chunk_bytes.min(buffer.len());
             let filled = fill_from(source, &mut buffer[..room]).map_err(SessionError::Source)?;
             if filled == 0 {
                 break;
-            }
-            if in_flight >= window {
-                acknowledged_bytes += self.reap_write()?;
-                in_flight -= 1;
-                progress(acknowledged_bytes);
             }
             self.client
                 .submit_write(name, offset_bytes, buffer, filled)?;
