@@ -9,6 +9,8 @@ mod bench;
 mod kernels_cmd;
 mod nbd_cmd;
 mod run_cmd;
+mod serve_cmd;
+mod session;
 mod shell_cmd;
 mod store_cmd;
 
@@ -65,6 +67,8 @@ enum Command {
     Df(store_cmd::StoreArgs),
     /// Check a store's metadata, and repair what is safe with --repair.
     Fsck(store_cmd::FsckArgs),
+    /// Serve a store to many client processes on a Unix socket (foreground; SIGTERM stops it).
+    Serve(serve_cmd::ServeArgs),
     /// The host flash translation layer: write amplification, GC policies, wear, speed.
     #[command(subcommand)]
     Ftl(flashpipe_bench::ftl::FtlCommand),
@@ -131,7 +135,7 @@ fn error_kind(error: &(dyn std::error::Error + 'static)) -> &'static str {
         "usage"
     } else if error.is::<std::io::Error>() {
         "io"
-    } else if error.is::<flashpipe_engine::EngineError>() {
+    } else if error.is::<flashpipe_engine::EngineError>() || error.is::<session::SessionError>() {
         "store"
     } else if error.is::<flashpipe_store::store_config::StoreConfigError>() {
         "store_file"
@@ -192,6 +196,7 @@ fn main() -> ExitCode {
         Command::Cp(arguments) => store_cmd::run_cp(arguments),
         Command::Df(arguments) => store_cmd::run_df(arguments),
         Command::Fsck(arguments) => store_cmd::run_fsck(arguments),
+        Command::Serve(arguments) => serve_cmd::run(arguments),
         Command::Ftl(command) => flashpipe_bench::ftl::run(command),
         Command::Completions(arguments) => shell_cmd::run_completions(arguments, Cli::command()),
         Command::Man(arguments) => shell_cmd::run_man(arguments, Cli::command()),

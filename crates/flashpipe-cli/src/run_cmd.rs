@@ -104,6 +104,9 @@ pub fn run(arguments: RunArgs) -> CliResult {
         LockWait::Fail
     };
     let started = std::time::Instant::now();
+    if let Some(server) = crate::session::LiveServer::find(&arguments.store)? {
+        return Err(server.refusal(&arguments.store, "run (a kernel next to the data)"));
+    }
     let store = PipelineStore::open_with(&arguments.store, StoreAccess::ReadWrite, wait)?;
     let device_time_is_simulated = store.clock.is_virtual();
     let result = resolve_inputs(&store, &patterns)

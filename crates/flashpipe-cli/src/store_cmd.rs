@@ -14,12 +14,10 @@
 
 mod transfer;
 
-pub use transfer::{file_exists, rename_command};
+pub use crate::session::{file_exists, rename_command};
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
 use flashpipe_fs::FileStat;
 use flashpipe_store::create::create_store_with;
 use flashpipe_store::glob;
@@ -34,6 +32,8 @@ use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use flashpipe_store::RunningStore;
 pub use flashpipe_store::StoreAccess;
+
+use crate::session::{LiveServer, SessionError, SessionRequest, StoreOperations, StoreSession};
 use serde_json::json;
 
 /// Errors of the CLI commands: shown to the user as one line.
@@ -95,6 +95,10 @@ pub struct StoreArgs {
     /// command changes a store at a time; read-only ones run together).
     #[arg(long)]
     pub wait: bool,
+    /// Say on standard error how the command reaches the store: through a server
+    /// (`flashpipe serve`, named with its pid and socket) or opened in this process.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 impl StoreArgs {
@@ -103,6 +107,15 @@ impl StoreArgs {
             LockWait::Wait
         } else {
             LockWait::Fail
+        }
+    }
+
+    fn session_request(&self, access: StoreAccess) -> SessionRequest<'_> {
+        SessionRequest {
+            store_file: &self.store,
+            access,
+            wait: self.lock_wait(),
+            verbose: self.verbose,
         }
     }
 }
@@ -478,12 +491,13 @@ impl OpenStore {
     }
 }
 
-/// Opens the store of `arguments` with `access`, honouring `--wait`.
-fn open_store(
+/// Opens a session on the store of `arguments` for `access` (through its server when
+/// one holds it), honouring `--wait` and `-v`.
+fn open_session(
     arguments: &StoreArgs,
     access: StoreAccess,
-) -> Result<OpenStore, Box<dyn std::error::Error>> {
-    OpenStore::open_with(&arguments.store, access, arguments.lock_wait())
+) -> Result<StoreSession, Box<dyn std::error::Error>> {
+    StoreSession::open(&arguments.session_request(access))
 }
 
 /// Runs `put`: every file in one transaction (see `transfer`).
@@ -494,12 +508,11 @@ pub fn run_put(arguments: PutArgs) -> CliResult {
         arguments.name.as_deref(),
         arguments.special,
     )?;
-    let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
-    let mut client = store.client(16);
+    let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
+    let clock = session.clock();
     let result =
-        transfer::put_files_atomically(&mut client, &*store.clock, &sources, arguments.force);
-    drop(client);
-    let mut report = store.finish(result)?;
+        transfer::put_files_atomically(session.operations(), &*clock, &sources, arguments.force);
+    let mut report = session.finish(result)?;
     report.wall_seconds = started.elapsed().as_secs_f64();
     transfer::print_transfer_report("stored", &report, arguments.store.json);
     Ok(())
@@ -509,23 +522,23 @@ pub fn run_put(arguments: PutArgs) -> CliResult {
 /// prefix (see [`GetArgs`] for where each lands).
 pub fn run_get(arguments: GetArgs) -> CliResult {
     let started = std::time::Instant::now();
-    let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
-    let mut client = store.client(16);
+    let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
+    let clock = session.clock();
     let to_stdout = arguments.destination == Path::new("-");
-    let result = plan_get(&mut client, &arguments).and_then(|targets| {
+    let store = session.operations();
+    let result = plan_get(store, &arguments).and_then(|targets| {
         if to_stdout {
             let mut total = transfer::TransferReport::default();
             for target in &targets {
-                let report = transfer::cat_file(&mut client, &*store.clock, &target.name)?;
+                let report = transfer::cat_file(store, &*clock, &target.name)?;
                 total.total_bytes += report.total_bytes;
             }
             Ok(total)
         } else {
-            transfer::get_files(&mut client, &*store.clock, &targets)
+            transfer::get_files(store, &*clock, &targets)
         }
     });
-    drop(client);
-    let mut report = store.finish(result)?;
+    let mut report = session.finish(result)?;
     report.wall_seconds = started.elapsed().as_secs_f64();
     if !to_stdout {
         transfer::print_transfer_report("fetched", &report, arguments.store.json);
@@ -535,7 +548,7 @@ pub fn run_get(arguments: GetArgs) -> CliResult {
 
 /// The local file of every store file `get` fetches, every local name checked first.
 fn plan_get(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     arguments: &GetArgs,
 ) -> Result<Vec<transfer::GetTarget>, Box<dyn std::error::Error>> {
     let folders = if arguments.recursive {
@@ -573,7 +586,7 @@ fn plan_get(
             )
             .into());
         }
-        let size_bytes = stat_file(client, &name)?.size_bytes;
+        let size_bytes = client.stat(&name)?.size_bytes;
         targets.push(transfer::GetTarget {
             name,
             size_bytes,
@@ -610,22 +623,21 @@ pub fn run_cat(arguments: NamesArgs) -> CliResult {
     if arguments.names.is_empty() {
         return Err("cat needs at least one file name".into());
     }
-    let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
-    let mut client = store.client(16);
-    let result =
-        resolve_names(&mut client, &arguments.names, FolderRule::Refuse).and_then(|names| {
-            names.iter().try_for_each(|name| {
-                transfer::cat_file(&mut client, &*store.clock, name).map(|_| ())
-            })
-        });
-    drop(client);
-    store.finish(result)
+    let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
+    let clock = session.clock();
+    let store = session.operations();
+    let result = resolve_names(store, &arguments.names, FolderRule::Refuse).and_then(|names| {
+        names
+            .iter()
+            .try_for_each(|name| transfer::cat_file(store, &*clock, name).map(|_| ()))
+    });
+    session.finish(result)
 }
 
 /// The store files that `run`'s input names and patterns stand for (a prefix is not
 /// expanded: a kernel's inputs are named or matched).
 pub fn resolve_input_names(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     arguments: &[String],
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     resolve_names(client, arguments, FolderRule::Refuse)
@@ -646,7 +658,7 @@ enum FolderRule {
 /// that file), a name of a file for that file, and a prefix for the files under it when
 /// `folders` allows.
 fn resolve_names(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     arguments: &[String],
     folders: FolderRule,
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
@@ -689,7 +701,7 @@ fn resolve_names(
             .cloned()
             .collect();
         if under.is_empty() {
-            stat_file(client, argument)?;
+            client.stat(argument)?;
             return Err(format!("{argument:?}: no such file in the store").into());
         }
         if folders == FolderRule::Refuse {
@@ -709,17 +721,16 @@ fn resolve_names(
 /// Runs `ls`: every file, or those the names, prefixes and patterns given stand for.
 /// The listing goes to standard output, the summary line to standard error.
 pub fn run_ls(arguments: LsArgs) -> CliResult {
-    let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
-    let mut client = store.client(4);
+    let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
+    let clock_is_virtual = session.clock_is_virtual();
+    let store = session.operations();
     let files = if arguments.names.is_empty() {
-        list_files(&mut client, &[])
+        list_files(store, &[])
     } else {
-        resolve_names(&mut client, &arguments.names, FolderRule::Expand)
-            .and_then(|names| list_files(&mut client, &names))
+        resolve_names(store, &arguments.names, FolderRule::Expand)
+            .and_then(|names| list_files(store, &names))
     };
-    drop(client);
-    let clock_is_virtual = store.clock.is_virtual();
-    let files = store.finish(files)?;
+    let files = session.finish(files)?;
     if arguments.store.json {
         let rows: Vec<_> = files.iter().map(file_json).collect();
         println!("{}", serde_json::Value::Array(rows));
@@ -791,28 +802,16 @@ fn civil_date_of_days(days: u64) -> (u64, u64, u64) {
 }
 
 fn list_files(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     names: &[String],
 ) -> Result<Vec<FileStat>, Box<dyn std::error::Error>> {
     if names.is_empty() {
-        return match client.call(EngineCommand::List)? {
-            Reply::List(files) => Ok(files),
-            other => Err(format!("unexpected engine reply {other:?}").into()),
-        };
+        return Ok(client.list()?);
     }
-    names.iter().map(|name| stat_file(client, name)).collect()
-}
-
-fn stat_file(
-    client: &mut EngineClient,
-    name: &str,
-) -> Result<FileStat, Box<dyn std::error::Error>> {
-    match client.call(EngineCommand::Stat {
-        name: name.to_string(),
-    })? {
-        Reply::Stat(stat) => Ok(stat),
-        other => Err(format!("unexpected engine reply {other:?}").into()),
-    }
+    names
+        .iter()
+        .map(|name| client.stat(name).map_err(Into::into))
+        .collect()
 }
 
 fn file_json(file: &FileStat) -> serde_json::Value {
@@ -825,12 +824,11 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
     if arguments.names.is_empty() {
         return Err("stat needs at least one file name".into());
     }
-    let store = open_store(&arguments.store, StoreAccess::ReadOnly)?;
-    let mut client = store.client(4);
-    let files = resolve_names(&mut client, &arguments.names, FolderRule::Refuse)
-        .and_then(|names| list_files(&mut client, &names));
-    drop(client);
-    let files = store.finish(files)?;
+    let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
+    let store = session.operations();
+    let files = resolve_names(store, &arguments.names, FolderRule::Refuse)
+        .and_then(|names| list_files(store, &names));
+    let files = session.finish(files)?;
     if arguments.store.json {
         println!(
             "{}",
@@ -864,13 +862,12 @@ pub fn run_rm(arguments: RmArgs) -> CliResult {
     } else {
         FolderRule::Refuse
     };
-    let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
-    let mut client = store.client(4);
-    let result = resolve_names(&mut client, &arguments.names, folders)
+    let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
+    let store = session.operations();
+    let result = resolve_names(store, &arguments.names, folders)
         .map_err(|error| format!("{error}; nothing removed").into())
-        .and_then(|names| remove_all(&mut client, &names).map(|()| names));
-    drop(client);
-    let removed = store.finish(result)?;
+        .and_then(|names| remove_all(store, &names).map(|()| names));
+    let removed = session.finish(result)?;
     if arguments.store.json {
         println!("{}", json!({"removed": removed}));
     } else {
@@ -889,31 +886,28 @@ fn refuse_repeated_names(names: &[String]) -> CliResult {
     }
 }
 
-fn remove_all(client: &mut EngineClient, names: &[String]) -> CliResult {
+fn remove_all(client: &mut dyn StoreOperations, names: &[String]) -> CliResult {
     for name in names {
-        stat_file(client, name).map_err(|error| format!("{error}; nothing removed"))?;
+        client
+            .stat(name)
+            .map_err(|error| format!("{error}; nothing removed"))?;
     }
     for name in names {
-        client.call(EngineCommand::Delete { name: name.clone() })?;
+        client.delete(name)?;
     }
-    client.call(EngineCommand::Flush)?;
+    client.flush()?;
     Ok(())
 }
 
 /// Runs `mv` (replacing the target only with `--force`, in the same commit).
 pub fn run_mv(arguments: MvArgs) -> CliResult {
-    let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
-    let mut client = store.client(4);
-    let result = client
-        .call(rename_command(
-            &arguments.from,
-            &arguments.to,
-            arguments.force,
-        ))
-        .and_then(|_| client.call(EngineCommand::Flush))
+    let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
+    let store = session.operations();
+    let result = store
+        .rename(&arguments.from, &arguments.to, arguments.force)
+        .and_then(|()| store.flush())
         .map_err(|error| refuse_hint(error, arguments.force));
-    drop(client);
-    store.finish(result)?;
+    session.finish(result)?;
     if arguments.store.json {
         println!("{}", json!({"from": arguments.from, "to": arguments.to}));
     } else {
@@ -922,16 +916,9 @@ pub fn run_mv(arguments: MvArgs) -> CliResult {
     Ok(())
 }
 
-/// An engine error, with the `--force` hint when the target exists.
-fn refuse_hint(error: flashpipe_engine::EngineError, forced: bool) -> Box<dyn std::error::Error> {
-    use flashpipe_engine::EngineError;
-    use flashpipe_fs::{CopyError, NamespaceError};
-    let exists = matches!(
-        error,
-        EngineError::Namespace(NamespaceError::Exists { .. })
-            | EngineError::Copy(CopyError::Namespace(NamespaceError::Exists { .. }))
-    );
-    if exists && !forced {
+/// A store error, with the `--force` hint when the target exists.
+fn refuse_hint(error: SessionError, forced: bool) -> Box<dyn std::error::Error> {
+    if error.is_exists() && !forced {
         return format!("{error}; give --force to replace it").into();
     }
     error.into()
@@ -941,14 +928,12 @@ fn refuse_hint(error: flashpipe_engine::EngineError, forced: bool) -> Box<dyn st
 /// With `--force` an existing target is replaced: the copy is made under a temporary
 /// name and renamed over it in the same commit.
 pub fn run_cp(arguments: CpArgs) -> CliResult {
-    let store = open_store(&arguments.store, StoreAccess::ReadWrite)?;
-    let clock = Arc::clone(&store.clock);
-    let mut client = store.client(4);
+    let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
+    let clock = session.clock();
     let started_ns = clock.now_ns();
-    let result = copy_file(&mut client, &arguments);
+    let result = copy_file(session.operations(), &arguments);
     let elapsed_ns = clock.now_ns().saturating_sub(started_ns);
-    drop(client);
-    let report = store.finish(result)?;
+    let report = session.finish(result)?;
     if arguments.store.json {
         println!(
             "{}",
@@ -976,7 +961,7 @@ pub fn run_cp(arguments: CpArgs) -> CliResult {
 }
 
 fn copy_file(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     arguments: &CpArgs,
 ) -> Result<flashpipe_fs::CopyReport, Box<dyn std::error::Error>> {
     let target = if arguments.force {
@@ -984,32 +969,24 @@ fn copy_file(
     } else {
         arguments.to.clone()
     };
-    let reply = client
-        .call(EngineCommand::Copy {
-            from: arguments.from.clone(),
-            to: target.clone(),
-            method: arguments.by.method(),
-        })
+    let report = client
+        .copy(&arguments.from, &target, arguments.by.method())
         .map_err(|error| refuse_hint(error, arguments.force))?;
-    let Reply::Copied(report) = reply else {
-        return Err("unexpected engine reply to cp".into());
-    };
     if arguments.force {
-        client.call(rename_command(&target, &arguments.to, true))?;
+        if let Err(error) = client.rename(&target, &arguments.to, true) {
+            let _ = client.delete(&target);
+            return Err(error.into());
+        }
     }
-    client.call(EngineCommand::Flush)?;
+    client.flush()?;
     Ok(report)
 }
 
 /// Runs `df`.
 pub fn run_df(arguments: StoreArgs) -> CliResult {
-    let store = open_store(&arguments, StoreAccess::ReadOnly)?;
-    let mut client = store.client(1);
-    let reply = client.call(EngineCommand::Stats).map_err(Into::into);
-    drop(client);
-    let Reply::Stats(stats) = store.finish(reply)? else {
-        return Err("unexpected engine reply to df".into());
-    };
+    let mut session = open_session(&arguments, StoreAccess::ReadOnly)?;
+    let stats = session.operations().stats().map_err(Into::into);
+    let stats = session.finish(stats)?;
     let block_bytes = u64::from(stats.fs_block_size_bytes);
     if arguments.json {
         println!(
@@ -1037,6 +1014,9 @@ pub fn run_df(arguments: StoreArgs) -> CliResult {
 /// (after repair, when anything unrepairable remains).
 pub fn run_fsck(arguments: FsckArgs) -> CliResult {
     let store_path = &arguments.store.store;
+    if let Some(server) = LiveServer::find(store_path)? {
+        return fsck_through_server(server, &arguments);
+    }
     let config = StoreConfig::load(store_path)?;
     let creation = if arguments.repair {
         DeviceCreation::MustExist
@@ -1090,6 +1070,53 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
         Err(format!(
             "{} finding(s) in {}",
             report.findings.len(),
+            store_path.display()
+        )
+        .into())
+    }
+}
+
+/// `fsck` while a server holds the store: the server checks the durable image (the state
+/// of the last flush); `--repair` and `--data` need the store unmounted and are refused
+/// naming the server.
+fn fsck_through_server(mut server: LiveServer, arguments: &FsckArgs) -> CliResult {
+    let store_path = &arguments.store.store;
+    if arguments.repair {
+        return Err(server.refusal(store_path, "fsck --repair"));
+    }
+    if arguments.data {
+        return Err(server.refusal(store_path, "fsck --data (reading every data block)"));
+    }
+    if arguments.store.verbose {
+        eprintln!("flashpipe: {}", server.describe());
+    }
+    let summary = server.client.check()?;
+    if arguments.store.json {
+        println!(
+            "{}",
+            json!({"clean": summary.clean, "findings": summary.findings,
+                   "file_count": summary.file_count, "commit_sequence": summary.commit_sequence,
+                   "server_pid": server.pid()})
+        );
+    } else {
+        for finding in &summary.findings {
+            println!("finding: {finding}");
+        }
+        if summary.clean {
+            println!(
+                "clean: {} file(s), commit {} (checked by the server, pid {})",
+                summary.file_count,
+                summary.commit_sequence.unwrap_or(0),
+                server.pid()
+            );
+        }
+    }
+    if summary.clean {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} finding(s) in {}",
+            summary.findings.len(),
             store_path.display()
         )
         .into())

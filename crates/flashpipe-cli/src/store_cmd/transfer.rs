@@ -3,25 +3,22 @@
 //!
 //! A put is one transaction: every file is written under a temporary name, then all are
 //! renamed to their names (replacing existing files only with `--force`) and committed by
-//! one flush at the end. A failure removes the temporaries and the caller closes the store
-//! without committing, so the store keeps exactly its last commit.
+//! one flush at the end. A failure removes the temporaries and flushes nothing: in this
+//! process the caller then closes the store without committing, so the store keeps
+//! exactly its last commit; through a server (see `session`) the temporaries were visible
+//! to other clients while the put ran, and are gone when it fails.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 
 use flashpipe_device::Clock;
-use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError};
-use flashpipe_fs::NamespaceError;
 use flashpipe_store::put_plan::PutSource;
 use flashpipe_store::units::HumanBytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-/// Bytes per write or read command in transfers.
-const TRANSFER_CHUNK_BYTES: usize = 1 << 20;
-/// Commands in flight per transfer.
-const TRANSFER_IN_FLIGHT: usize = 8;
+use crate::session::{file_exists, StoreOperations};
 
 /// What a transfer moved and how fast.
 #[derive(Debug, Clone, Default)]
@@ -82,7 +79,7 @@ fn progress_bar(total_bytes: u64) -> ProgressBar {
 /// name, renames them all into place and flushes once. On failure the temporaries are
 /// removed and nothing is flushed; the caller then closes the store without committing.
 pub fn put_files_atomically(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     clock: &dyn Clock,
     sources: &[PutSource],
     replace: bool,
@@ -91,7 +88,7 @@ pub fn put_files_atomically(
     check_put_targets(client, sources, &temporaries, replace)?;
     let result = put_files(client, clock, sources, &temporaries).and_then(|report| {
         install_files(client, sources, &temporaries, replace)?;
-        client.call(EngineCommand::Flush)?;
+        client.flush()?;
         Ok(report)
     });
     if result.is_err() {
@@ -112,7 +109,7 @@ fn temporary_names(count: usize) -> Vec<String> {
 /// Refuses, before anything is written, a target that exists (unless `replace`) and a
 /// temporary name that is taken.
 fn check_put_targets(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     sources: &[PutSource],
     temporaries: &[String],
     replace: bool,
@@ -137,60 +134,53 @@ fn check_put_targets(
     Ok(())
 }
 
-/// Whether the store has a file `name`.
-pub fn file_exists(
-    client: &mut EngineClient,
-    name: &str,
-) -> Result<bool, Box<dyn std::error::Error>> {
-    match client.call(EngineCommand::Stat {
-        name: name.to_string(),
-    }) {
-        Ok(_) => Ok(true),
-        Err(EngineError::Namespace(NamespaceError::NotFound { .. })) => Ok(false),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// Renames every temporary to its source's name (replacing with `replace`).
+/// Renames every temporary to its source's name (replacing with `replace`). When a rename
+/// fails without `replace`, the files renamed before it are renamed back to their
+/// temporaries (their names were free before this put), so that, through a server, no file
+/// of a failed put stays under its name for other clients to see or a later flush to
+/// commit; the caller then removes the temporaries.
 fn install_files(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     sources: &[PutSource],
     temporaries: &[String],
     replace: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    for (source, temporary) in sources.iter().zip(temporaries) {
-        client
-            .call(rename_command(temporary, &source.name, replace))
-            .map_err(|error| format!("{}: {error}", source.name))?;
+    for (index, (source, temporary)) in sources.iter().zip(temporaries).enumerate() {
+        let Err(error) = client.rename(temporary, &source.name, replace) else {
+            continue;
+        };
+        if replace {
+            return Err(format!("{}: {error}", source.name).into());
+        }
+        for (installed, temporary) in sources[..index].iter().zip(temporaries) {
+            let _ = client.rename(&installed.name, temporary, false);
+        }
+        if error.is_exists() {
+            return Err(format!(
+                "{:?} exists in the store (put by another client of the server while this put ran); give --force to replace it; nothing of this put is kept",
+                source.name
+            )
+            .into());
+        }
+        return Err(format!("{}: {error}; nothing of this put is kept", source.name).into());
     }
     Ok(())
 }
 
-/// The engine command renaming `from` to `to`, replacing `to` when `replace`.
-pub fn rename_command(from: &str, to: &str, replace: bool) -> EngineCommand {
-    let (from, to) = (from.to_string(), to.to_string());
-    if replace {
-        EngineCommand::RenameReplacing { from, to }
-    } else {
-        EngineCommand::Rename { from, to }
-    }
-}
-
-/// Deletes whichever temporaries exist, best effort: the store is closed without a
-/// commit after a failure anyway, so this only keeps the engine's state clean.
-fn remove_temporaries(client: &mut EngineClient, temporaries: &[String]) {
-    while client.outstanding() > 0 && client.next_completion().is_ok() {}
+/// Deletes whichever temporaries exist, best effort: in this process the store is closed
+/// without a commit after a failure anyway; through a server this is what takes them out
+/// of other clients' sight.
+fn remove_temporaries(client: &mut dyn StoreOperations, temporaries: &[String]) {
+    client.drain();
     for temporary in temporaries {
-        let _ = client.call(EngineCommand::Delete {
-            name: temporary.clone(),
-        });
+        let _ = client.delete(temporary);
     }
 }
 
 /// Writes every source into the store file of the same index in `names` (created, or
 /// emptied if it exists).
 fn put_files(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     clock: &dyn Clock,
     sources: &[PutSource],
     names: &[String],
@@ -205,13 +195,9 @@ fn put_files(
         let mut file = File::open(&source.path)
             .map_err(|error| format!("{}: {error}", source.path.display()))?;
         let written = client
-            .write_stream(
-                name,
-                &mut file,
-                TRANSFER_CHUNK_BYTES,
-                TRANSFER_IN_FLIGHT,
-                &mut |bytes| bar.set_position(done_bytes + bytes),
-            )
+            .write_stream(name, &mut file, &mut |bytes| {
+                bar.set_position(done_bytes + bytes)
+            })
             .map_err(|error| format!("{}: {error}", source.path.display()))?;
         done_bytes += written;
     }
@@ -221,20 +207,14 @@ fn put_files(
 
 /// Writes file `name` of the store to standard output.
 pub fn cat_file(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     clock: &dyn Clock,
     name: &str,
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
     let timer = TransferTimer::start(clock);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let total_bytes = client.read_stream(
-        name,
-        &mut |chunk| out.write_all(chunk),
-        TRANSFER_CHUNK_BYTES as u64,
-        TRANSFER_IN_FLIGHT,
-        &mut |_| {},
-    )?;
+    let total_bytes = client.read_stream(name, &mut |chunk| out.write_all(chunk), &mut |_| {})?;
     out.flush()?;
     Ok(timer.report(clock, 1, total_bytes))
 }
@@ -254,7 +234,7 @@ pub struct GetTarget {
 /// under a temporary name and renamed when complete, so a failure leaves no partial file
 /// (files fetched before the failure stay).
 pub fn get_files(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     clock: &dyn Clock,
     targets: &[GetTarget],
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
@@ -278,7 +258,7 @@ pub fn get_files(
 }
 
 fn fetch_one(
-    client: &mut EngineClient,
+    client: &mut dyn StoreOperations,
     target: &GetTarget,
     bar: &ProgressBar,
     done_bytes: u64,
@@ -299,8 +279,6 @@ fn fetch_one(
     let result = client.read_stream(
         &target.name,
         &mut |chunk| file.write_all(chunk),
-        TRANSFER_CHUNK_BYTES as u64,
-        TRANSFER_IN_FLIGHT,
         &mut |bytes| bar.set_position(done_bytes + bytes),
     );
     let fetched = result

@@ -1,0 +1,244 @@
+//! `flashpipe serve STORE`: one process owns a store and serves it to many clients.
+//!
+//! It runs in the foreground: opens the store read-write (`RunningStore`, which takes the
+//! store's exclusive lock, so no other process opens it meanwhile), hands it to the server
+//! library (`flashpipe_server::Server`), which listens on a Unix socket (by default
+//! `flashpipe_client::server_socket_path(STORE)`, beside the store file, where every CLI
+//! command looks for it), and logs through `tracing` to standard error. Standard output
+//! carries two lines only: the readiness line when clients are accepted, and a summary
+//! line when the server has stopped. With `$NOTIFY_SOCKET` set (a systemd
+//! `Type=notify` unit) it also sends `READY=1` and, on stop, `STOPPING=1`.
+//!
+//! SIGINT or SIGTERM stops it: no new connections, commands in flight finished, the
+//! file system flushed and unmounted cleanly, the socket removed, exit status 0. A second
+//! signal exits at once (status 130), leaving the store at its last commit.
+//! docs/serve.md is the user's guide.
+
+mod logging;
+mod notify;
+mod signals;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use flashpipe_engine::{EngineConfig, PoolMemory};
+use flashpipe_server::{ServeReport, Server, ServerConfig};
+use flashpipe_store::store_lock::LockWait;
+use flashpipe_store::units::parse_size_bytes;
+use flashpipe_store::{RunningStore, StoreAccess};
+
+use crate::store_cmd::CliResult;
+pub use logging::LogFormat;
+
+/// `flashpipe serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The store file written by `flashpipe mkfs`.
+    pub store: PathBuf,
+    /// The Unix socket to listen on. Default: beside the store file (`flashpipe serve`
+    /// prints it), where every CLI command looks; a socket elsewhere is for programs that
+    /// are given its path.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// Most clients connected at once; one more is refused with an error naming this limit.
+    #[arg(long)]
+    pub max_clients: Option<usize>,
+    /// Most commands one client may have in flight; one more is refused with an error
+    /// naming this limit.
+    #[arg(long)]
+    pub max_in_flight_per_client: Option<usize>,
+    /// Most bytes of writes and reads in flight over all clients (e.g. 256MiB).
+    #[arg(long)]
+    pub max_bytes_in_flight: Option<String>,
+    /// Most bytes of writes and reads one client may have in flight (e.g. 64MiB).
+    #[arg(long)]
+    pub max_bytes_in_flight_per_client: Option<String>,
+    /// Milliseconds an answer to a client may wait for the client to read it before the
+    /// server closes that client (one that stops reading cannot hold up the others or a
+    /// stop).
+    #[arg(long)]
+    pub send_timeout_ms: Option<u64>,
+    /// How logs on standard error are written.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// More log detail: -v logs at debug level, -vv at trace level (info by default).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Wait for a command using the store to finish instead of failing.
+    #[arg(long)]
+    pub wait: bool,
+    /// Where the engine's read buffers live: `shared` (a memfd mapped into clients, which
+    /// get read data by reference) or `heap` (every client gets its data copied through
+    /// the socket), to compare the two.
+    #[arg(long, value_enum, default_value = "shared")]
+    pub read_pool: ReadPoolArg,
+}
+
+/// `--read-pool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadPoolArg {
+    /// Shared memory: data by reference to clients that map it.
+    Shared,
+    /// The heap: data copied through the socket to every client.
+    Heap,
+}
+
+impl ReadPoolArg {
+    fn pool_memory(self) -> PoolMemory {
+        match self {
+            ReadPoolArg::Shared => PoolMemory::Shared,
+            ReadPoolArg::Heap => PoolMemory::Heap,
+        }
+    }
+}
+
+/// Runs `flashpipe serve` until SIGINT or SIGTERM.
+pub fn run(arguments: ServeArgs) -> CliResult {
+    logging::install_logging(arguments.log_format, arguments.verbose)?;
+    let stop_signals = signals::StopSignals::install()
+        .map_err(|error| format!("cannot install the SIGINT and SIGTERM handlers: {error}"))?;
+    let config = server_config(&arguments)?;
+    let store = open_store_to_serve(&arguments)?;
+    let server = Server::start(store, config)?;
+    let stop_handle = server.stop_handle();
+    let signal_thread = stop_signals.serve(move |signal| {
+        tracing::info!(
+            signal = signals::signal_name(signal),
+            "stopping: no new connections; finishing commands in flight, then flush and unmount"
+        );
+        send_notification("STOPPING=1");
+        stop_handle.stop();
+    });
+    announce_readiness(&server, &arguments)?;
+    let report = server.run_until_stopped();
+    signal_thread.close();
+    let report = report?;
+    print_summary(&report, &arguments)?;
+    Ok(())
+}
+
+/// Opens the store read-write (its exclusive lock held until the server closes it), the
+/// engine's read pool where `--read-pool` says; logs the opening's notes.
+fn open_store_to_serve(arguments: &ServeArgs) -> Result<RunningStore, Box<dyn std::error::Error>> {
+    let wait = if arguments.wait {
+        LockWait::Wait
+    } else {
+        LockWait::Fail
+    };
+    let engine_config = EngineConfig {
+        read_pool_memory: arguments.read_pool.pool_memory(),
+        ..EngineConfig::default()
+    };
+    let store = RunningStore::open_with(
+        &arguments.store,
+        StoreAccess::ReadWrite,
+        wait,
+        engine_config,
+    )?;
+    for note in &store.notes {
+        tracing::info!(store = %arguments.store.display(), "{note}");
+    }
+    if let Some(refusal) = store.engine.shared_read_pool_refusal() {
+        tracing::warn!(
+            %refusal,
+            "the read pool is on the heap: clients get their data copied through the socket"
+        );
+    }
+    Ok(store)
+}
+
+/// The server's configuration from the command line, the library's defaults elsewhere.
+fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::error::Error>> {
+    let mut config = ServerConfig {
+        socket_path: arguments
+            .socket
+            .clone()
+            .unwrap_or_else(|| flashpipe_client::server_socket_path(&arguments.store)),
+        store_description: arguments.store.display().to_string(),
+        ..ServerConfig::default()
+    };
+    if let Some(max_clients) = arguments.max_clients {
+        if max_clients == 0 {
+            return Err("--max-clients must be at least 1".into());
+        }
+        config.max_clients = max_clients;
+    }
+    if let Some(max_in_flight) = arguments.max_in_flight_per_client {
+        if max_in_flight == 0 {
+            return Err("--max-in-flight-per-client must be at least 1".into());
+        }
+        config.max_in_flight_per_client = max_in_flight;
+    }
+    if let Some(timeout_ms) = arguments.send_timeout_ms {
+        if timeout_ms == 0 {
+            return Err("--send-timeout-ms must be at least 1".into());
+        }
+        config.send_timeout_ms = timeout_ms;
+    }
+    if let Some(text) = &arguments.max_bytes_in_flight {
+        config.max_bytes_in_flight = positive_size("--max-bytes-in-flight", text)?;
+    }
+    if let Some(text) = &arguments.max_bytes_in_flight_per_client {
+        config.max_bytes_in_flight_per_client =
+            positive_size("--max-bytes-in-flight-per-client", text)?;
+    }
+    Ok(config)
+}
+
+/// A size option's value (`64MiB`), refused when it does not parse or is 0.
+fn positive_size(option: &str, text: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let bytes = parse_size_bytes(text).map_err(|error| format!("{option} {text:?}: {error}"))?;
+    if bytes == 0 {
+        return Err(format!("{option} must be at least 1 byte").into());
+    }
+    Ok(bytes)
+}
+
+/// Prints the readiness line (standard output, flushed: a supervising script waits for
+/// it) and tells a service manager.
+fn announce_readiness(server: &Server, arguments: &ServeArgs) -> CliResult {
+    let pid = std::process::id();
+    tracing::info!(
+        socket = %server.socket_path().display(),
+        store = %arguments.store.display(),
+        pid,
+        "accepting clients"
+    );
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "flashpipe serve: ready: store {} on socket {} (pid {pid})",
+        arguments.store.display(),
+        server.socket_path().display()
+    )?;
+    out.flush()?;
+    send_notification("READY=1");
+    Ok(())
+}
+
+/// Sends a notification to `$NOTIFY_SOCKET` when set; a failure is logged, not fatal.
+fn send_notification(message: &str) {
+    match notify::notify(message) {
+        Ok(true) => tracing::debug!(message, "notified the service manager"),
+        Ok(false) => {}
+        Err(error) => tracing::warn!("{error}"),
+    }
+}
+
+/// The one summary line on standard output after a clean stop.
+fn print_summary(report: &ServeReport, arguments: &ServeArgs) -> CliResult {
+    let counters = &report.counters;
+    tracing::info!(?counters, "stopped; store flushed and unmounted");
+    println!(
+        "flashpipe serve: stopped: store {} flushed and unmounted cleanly; {} client(s) served, {} refused at the client limit, {} frames in, {} frames out ({} bytes), {} request(s) refused, {} connection(s) ended by malformed frames",
+        arguments.store.display(),
+        counters.clients_total,
+        counters.clients_refused,
+        counters.frames_received,
+        counters.frames_sent,
+        counters.bytes_sent,
+        counters.requests_refused,
+        counters.malformed_frames
+    );
+    Ok(())
+}

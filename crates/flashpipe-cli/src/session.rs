@@ -1,0 +1,508 @@
+//! A store session: the way every CLI store command talks to a store, either through the
+//! engine in this process (the store opened here, its lock held by this command) or
+//! through `flashpipe serve`, the server that holds the store, as one of its clients.
+//!
+//! [`StoreSession::open`] looks for a live server first (a socket at
+//! `flashpipe_client::server_socket_path(STORE)` that accepts a connection); without one
+//! it opens the store here as before. When opening here finds the store locked and a server
+//! has come up meanwhile, it goes through that server. With `-v` the command says on
+//! standard error which way it went.
+//!
+//! The commands see one interface, [`StoreOperations`], implemented by the engine's client
+//! and by the server's; errors keep their kind ([`SessionError::is_not_found`],
+//! [`SessionError::is_exists`]) so the commands' messages and hints are the same both ways.
+//!
+//! What ending a command means differs: in this process a failed command closes the store
+//! without committing (the store keeps its last commit); through a server the command's
+//! changes since its start are visible to the server's other clients at once, and a flush
+//! by any of them commits them. So a command through a server undoes what it can on
+//! failure (a put removes its temporaries) and never flushes a failed change; docs/serve.md
+//! says what a concurrent client can see.
+
+mod served;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flashpipe_client::{
+    server_socket_path, Client, ClientError, ConnectError, ConnectOptions, ErrorCode,
+};
+use flashpipe_device::{Clock, RealClock};
+use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError, Reply, StreamError};
+use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats, NamespaceError};
+use flashpipe_store::store::StoreOpenError;
+use flashpipe_store::store_config::{DeviceSpec, StoreConfig};
+use flashpipe_store::store_lock::LockWait;
+use flashpipe_store::StoreAccess;
+
+use crate::store_cmd::OpenStore;
+pub use served::{remote_code, ServedStore};
+
+/// Set to `0` to make CLI commands use the server's copying path (data in the frames)
+/// instead of mapping its shared memory, to compare the two.
+pub const MAP_MEMORY_VARIABLE: &str = "FLASHPIPE_MAP_MEMORY";
+
+/// Why a store operation of a session failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The engine in this process refused or failed the command.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// A streaming transfer through the engine in this process failed.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// Reading the local source of a put failed.
+    #[error("reading the source: {0}")]
+    Source(std::io::Error),
+    /// Writing the local destination of a get or cat failed.
+    #[error("writing the destination: {0}")]
+    Sink(std::io::Error),
+    /// The server refused or failed the command, or the connection to it broke.
+    #[error(transparent)]
+    Served(#[from] ClientError),
+    /// Through a server, another client changed or replaced the file while this command
+    /// read it in several requests: what was read mixes versions and is not kept.
+    #[error("{name} changed while it was being read (another client of the server wrote, replaced or removed it); read it again")]
+    ChangedWhileRead {
+        /// The file.
+        name: String,
+    },
+    /// The engine answered with a reply of another command (a bug).
+    #[error("unexpected engine reply to {command}: {reply}")]
+    UnexpectedReply {
+        /// The command asked.
+        command: &'static str,
+        /// What came back.
+        reply: String,
+    },
+}
+
+impl SessionError {
+    /// True when the error says a named file does not exist.
+    pub fn is_not_found(&self) -> bool {
+        if let SessionError::Served(error) = self {
+            return remote_code(error) == Some(ErrorCode::NotFound);
+        }
+        matches!(
+            self,
+            SessionError::Engine(EngineError::Namespace(NamespaceError::NotFound { .. }))
+                | SessionError::Stream(StreamError::Engine(EngineError::Namespace(
+                    NamespaceError::NotFound { .. }
+                )))
+        )
+    }
+
+    /// True when the error says a target name exists already.
+    pub fn is_exists(&self) -> bool {
+        use flashpipe_fs::CopyError;
+        if let SessionError::Served(error) = self {
+            return remote_code(error) == Some(ErrorCode::Exists);
+        }
+        matches!(
+            self,
+            SessionError::Engine(
+                EngineError::Namespace(NamespaceError::Exists { .. })
+                    | EngineError::Copy(CopyError::Namespace(NamespaceError::Exists { .. }))
+            )
+        )
+    }
+}
+
+/// Bytes per write or read command in transfers.
+pub const TRANSFER_CHUNK_BYTES: usize = 1 << 20;
+/// Commands in flight per transfer.
+pub const TRANSFER_IN_FLIGHT: usize = 8;
+
+/// The store commands every CLI command needs, by the engine in this process or through a
+/// server. Each call is answered before it returns (transfers keep several commands in
+/// flight inside the call).
+pub trait StoreOperations {
+    /// Facts about one file.
+    fn stat(&mut self, name: &str) -> Result<FileStat, SessionError>;
+    /// Every file.
+    fn list(&mut self) -> Result<Vec<FileStat>, SessionError>;
+    /// Deletes a file.
+    fn delete(&mut self, name: &str) -> Result<(), SessionError>;
+    /// Renames `from` to `to`, replacing `to` when `replace`.
+    fn rename(&mut self, from: &str, to: &str, replace: bool) -> Result<(), SessionError>;
+    /// Copies the whole file `from` to the new file `to`.
+    fn copy(
+        &mut self,
+        from: &str,
+        to: &str,
+        method: CopyMethod,
+    ) -> Result<CopyReport, SessionError>;
+    /// Space and counts.
+    fn stats(&mut self) -> Result<FsStats, SessionError>;
+    /// Makes every change so far durable.
+    fn flush(&mut self) -> Result<(), SessionError>;
+    /// Writes everything `source` yields into file `name` (created, or emptied if it
+    /// exists); `progress` gets the bytes acknowledged so far. Returns the bytes written.
+    fn write_stream(
+        &mut self,
+        name: &str,
+        source: &mut dyn std::io::Read,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, SessionError>;
+    /// Reads the whole file `name` into `sink`, in order; `progress` gets the bytes
+    /// delivered so far. Returns the bytes delivered.
+    fn read_stream(
+        &mut self,
+        name: &str,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, SessionError>;
+    /// Waits for every command still in flight (after a failure), dropping the answers.
+    fn drain(&mut self);
+}
+
+/// Whether the store has a file `name`.
+pub fn file_exists(store: &mut dyn StoreOperations, name: &str) -> Result<bool, SessionError> {
+    match store.stat(name) {
+        Ok(_) => Ok(true),
+        Err(error) if error.is_not_found() => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+fn unexpected(command: &'static str, reply: Reply) -> SessionError {
+    SessionError::UnexpectedReply {
+        command,
+        reply: format!("{reply:?}"),
+    }
+}
+
+fn stream_error(error: StreamError) -> SessionError {
+    match error {
+        StreamError::Engine(error) => SessionError::Engine(error),
+        StreamError::Source(error) => SessionError::Source(error),
+        StreamError::Sink(error) => SessionError::Sink(error),
+    }
+}
+
+/// The engine command renaming `from` to `to`, replacing `to` when `replace`.
+pub fn rename_command(from: &str, to: &str, replace: bool) -> EngineCommand {
+    let (from, to) = (from.to_string(), to.to_string());
+    if replace {
+        EngineCommand::RenameReplacing { from, to }
+    } else {
+        EngineCommand::Rename { from, to }
+    }
+}
+
+impl StoreOperations for EngineClient {
+    fn stat(&mut self, name: &str) -> Result<FileStat, SessionError> {
+        match self.call(EngineCommand::Stat {
+            name: name.to_string(),
+        })? {
+            Reply::Stat(stat) => Ok(stat),
+            other => Err(unexpected("stat", other)),
+        }
+    }
+
+    fn list(&mut self) -> Result<Vec<FileStat>, SessionError> {
+        match self.call(EngineCommand::List)? {
+            Reply::List(files) => Ok(files),
+            other => Err(unexpected("list", other)),
+        }
+    }
+
+    fn delete(&mut self, name: &str) -> Result<(), SessionError> {
+        self.call(EngineCommand::Delete {
+            name: name.to_string(),
+        })?;
+        Ok(())
+    }
+
+    fn rename(&mut self, from: &str, to: &str, replace: bool) -> Result<(), SessionError> {
+        self.call(rename_command(from, to, replace))?;
+        Ok(())
+    }
+
+    fn copy(
+        &mut self,
+        from: &str,
+        to: &str,
+        method: CopyMethod,
+    ) -> Result<CopyReport, SessionError> {
+        match self.call(EngineCommand::Copy {
+            from: from.to_string(),
+            to: to.to_string(),
+            method,
+        })? {
+            Reply::Copied(report) => Ok(report),
+            other => Err(unexpected("copy", other)),
+        }
+    }
+
+    fn stats(&mut self) -> Result<FsStats, SessionError> {
+        match self.call(EngineCommand::Stats)? {
+            Reply::Stats(stats) => Ok(stats),
+            other => Err(unexpected("stats", other)),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), SessionError> {
+        self.call(EngineCommand::Flush)?;
+        Ok(())
+    }
+
+    fn write_stream(
+        &mut self,
+        name: &str,
+        source: &mut dyn std::io::Read,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, SessionError> {
+        EngineClient::write_stream(
+            self,
+            name,
+            source,
+            TRANSFER_CHUNK_BYTES,
+            TRANSFER_IN_FLIGHT,
+            progress,
+        )
+        .map_err(stream_error)
+    }
+
+    fn read_stream(
+        &mut self,
+        name: &str,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, SessionError> {
+        EngineClient::read_stream(
+            self,
+            name,
+            sink,
+            TRANSFER_CHUNK_BYTES as u64,
+            TRANSFER_IN_FLIGHT,
+            progress,
+        )
+        .map_err(stream_error)
+    }
+
+    fn drain(&mut self) {
+        while self.outstanding() > 0 && self.next_completion().is_ok() {}
+    }
+}
+
+/// How a session reaches its store.
+enum SessionKind {
+    /// The store opened in this process, with a client of its engine.
+    InProcess {
+        store: OpenStore,
+        client: EngineClient,
+    },
+    /// A client of the server holding the store.
+    Served {
+        store: ServedStore,
+        clock_is_virtual: bool,
+    },
+}
+
+/// One command's way to its store (see the module's documentation).
+pub struct StoreSession {
+    kind: SessionKind,
+}
+
+/// How to open a session: the store file, the access the command needs, `--wait`, `-v`.
+#[derive(Debug, Clone)]
+pub struct SessionRequest<'a> {
+    /// The store file.
+    pub store_file: &'a Path,
+    /// Read-only commands share the store with other readers when opened here.
+    pub access: StoreAccess,
+    /// Wait for another command using the store instead of failing.
+    pub wait: LockWait,
+    /// Say on standard error which way the command reaches the store.
+    pub verbose: bool,
+}
+
+impl StoreSession {
+    /// Opens a session on the store (see the module's documentation for the order).
+    pub fn open(request: &SessionRequest<'_>) -> Result<StoreSession, Box<dyn std::error::Error>> {
+        if let Some(server) = LiveServer::find(request.store_file)? {
+            return Ok(StoreSession::served(server, request));
+        }
+        let store = match OpenStore::open_with(request.store_file, request.access, request.wait) {
+            Ok(store) => store,
+            Err(error) if is_lock_held(&*error) => match LiveServer::find(request.store_file)? {
+                Some(server) => return Ok(StoreSession::served(server, request)),
+                None => return Err(error),
+            },
+            Err(error) => return Err(error),
+        };
+        if request.verbose {
+            eprintln!(
+                "flashpipe: {} opened in this process (no server holds it)",
+                request.store_file.display()
+            );
+        }
+        let client = store.client(2 * TRANSFER_IN_FLIGHT);
+        Ok(StoreSession {
+            kind: SessionKind::InProcess { store, client },
+        })
+    }
+
+    fn served(server: LiveServer, request: &SessionRequest<'_>) -> StoreSession {
+        if request.verbose {
+            eprintln!("flashpipe: {}", server.describe());
+        }
+        StoreSession {
+            kind: SessionKind::Served {
+                store: ServedStore {
+                    client: server.client,
+                },
+                clock_is_virtual: store_clock_is_virtual(request.store_file),
+            },
+        }
+    }
+
+    /// The session's store commands.
+    pub fn operations(&mut self) -> &mut dyn StoreOperations {
+        match &mut self.kind {
+            SessionKind::InProcess { client, .. } => client,
+            SessionKind::Served { store, .. } => store,
+        }
+    }
+
+    /// The clock transfers are timed with: the store's devices' (virtual on emulated
+    /// flash) in this process, the wall clock through a server.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        match &self.kind {
+            SessionKind::InProcess { store, .. } => Arc::clone(&store.clock),
+            SessionKind::Served { .. } => Arc::new(RealClock::new()),
+        }
+    }
+
+    /// Whether file times (`modified_clock_ns`) count simulated device time.
+    pub fn clock_is_virtual(&self) -> bool {
+        match &self.kind {
+            SessionKind::InProcess { store, .. } => store.clock.is_virtual(),
+            SessionKind::Served {
+                clock_is_virtual, ..
+            } => *clock_is_virtual,
+        }
+    }
+
+    /// Ends the command: in this process commits and closes on success, closes without
+    /// committing on failure; through a server nothing more is sent (a successful
+    /// changing command has flushed already, a failed one must not).
+    pub fn finish<T>(
+        self,
+        result: Result<T, Box<dyn std::error::Error>>,
+    ) -> Result<T, Box<dyn std::error::Error>> {
+        match self.kind {
+            SessionKind::InProcess { store, client } => {
+                drop(client);
+                store.finish(result)
+            }
+            SessionKind::Served { .. } => result,
+        }
+    }
+}
+
+/// A server answering on a store's socket, connected.
+pub struct LiveServer {
+    /// The connection (handshake done).
+    pub client: Client,
+    /// The socket it answers on.
+    pub socket: PathBuf,
+}
+
+impl LiveServer {
+    /// Connects to the server of `store_file` when one answers on its socket
+    /// (`flashpipe_client::server_socket_path`). `Ok(None)`: no socket, or a stale one
+    /// nobody answers on. A server that answers but refuses (its client limit) is an
+    /// error naming the limit: the store is in its hands.
+    pub fn find(store_file: &Path) -> Result<Option<LiveServer>, Box<dyn std::error::Error>> {
+        let socket = server_socket_path(store_file);
+        if !socket.exists() {
+            return Ok(None);
+        }
+        let options = ConnectOptions {
+            map_memory: std::env::var(MAP_MEMORY_VARIABLE).as_deref() != Ok("0"),
+            client_name: client_name(),
+        };
+        match Client::connect(&socket, options) {
+            Ok(client) => Ok(Some(LiveServer { client, socket })),
+            Err(ConnectError::Connect { .. }) => Ok(None),
+            Err(error) => Err(format!(
+                "{} is served by `flashpipe serve` at {}: {error}",
+                store_file.display(),
+                socket.display()
+            )
+            .into()),
+        }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.client.server_info().server_pid
+    }
+
+    /// "through the server at SOCKET (pid N)", for `-v` and errors.
+    pub fn describe(&self) -> String {
+        format!(
+            "through the server at {} (pid {}{})",
+            self.socket.display(),
+            self.pid(),
+            if self.client.is_mapped() {
+                ", data by reference"
+            } else {
+                ", data copied through the socket"
+            }
+        )
+    }
+
+    /// The error for a command that needs the store alone while this server runs.
+    pub fn refusal(&self, store_file: &Path, what: &str) -> Box<dyn std::error::Error> {
+        format!(
+            "{what} needs {} alone, but `flashpipe serve` (pid {}) holds it, serving on {}; stop the server first (kill -TERM {})",
+            store_file.display(),
+            self.pid(),
+            self.socket.display(),
+            self.pid()
+        )
+        .into()
+    }
+}
+
+/// What the server's logs call this client: the command line's first words and the pid.
+fn client_name() -> String {
+    let words: Vec<String> = std::env::args().take(2).collect();
+    let program = words
+        .first()
+        .map(|path| {
+            Path::new(path)
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.clone())
+        })
+        .unwrap_or_else(|| "flashpipe".to_string());
+    let command = words.get(1).cloned().unwrap_or_default();
+    format!("{program} {command} (pid {})", std::process::id())
+}
+
+/// True when opening failed because another process holds the store's lock.
+fn is_lock_held(error: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        error.downcast_ref::<StoreOpenError>(),
+        Some(StoreOpenError::Lock(
+            flashpipe_store::store_lock::StoreLockError::Held { .. }
+        ))
+    )
+}
+
+/// Whether the store's devices keep virtual time (emulated flash), read from its store
+/// file without locking it: then file times count simulated device time.
+fn store_clock_is_virtual(store_file: &Path) -> bool {
+    StoreConfig::load(store_file)
+        .map(|config| {
+            config
+                .devices
+                .iter()
+                .any(|device| matches!(device, DeviceSpec::Flash(_)))
+        })
+        .unwrap_or(false)
+}

@@ -1,0 +1,238 @@
+//! The store commands through a server: [`ServedStore`] implements
+//! [`StoreOperations`] over a `flashpipe_client::Client`, keeping several writes and reads
+//! in flight within the limits the server announced at connect.
+
+use std::collections::{BTreeMap, HashMap};
+
+use flashpipe_client::{
+    Client, ClientError, CopyMethod, CopyReport, ErrorCode, FileStat, FsStats, ReadView, Request,
+    RequestId, Response,
+};
+
+use super::{SessionError, StoreOperations, TRANSFER_CHUNK_BYTES, TRANSFER_IN_FLIGHT};
+
+/// A connection to the server holding the store.
+pub struct ServedStore {
+    /// The connection.
+    pub client: Client,
+}
+
+impl ServedStore {
+    /// Commands a transfer keeps in flight: the CLI's own window, within the server's
+    /// per-client limits on commands, bytes and (for reads by reference) read handles.
+    fn transfer_window(&self, chunk_bytes: u64, reads: bool) -> usize {
+        let limits = &self.client.server_info().limits;
+        let by_bytes = limits.max_bytes_in_flight_per_client / chunk_bytes.max(1);
+        let mut window = TRANSFER_IN_FLIGHT
+            .min(limits.max_in_flight_per_client as usize)
+            .min(usize::try_from(by_bytes).unwrap_or(usize::MAX));
+        if reads {
+            window = window.min(limits.max_read_handles_per_client as usize);
+        }
+        window.max(1)
+    }
+
+    /// Bytes per write command: the CLI's chunk, at most the server's write limit.
+    fn write_chunk_bytes(&self) -> usize {
+        let limit = self.client.server_info().limits.max_write_bytes as usize;
+        TRANSFER_CHUNK_BYTES.min(limit).max(1)
+    }
+
+    /// Bytes per read command: the CLI's chunk, at most the server's read limit.
+    fn read_chunk_bytes(&self) -> u64 {
+        let limit = self.client.server_info().limits.max_read_bytes;
+        (TRANSFER_CHUNK_BYTES as u64).min(limit).max(1)
+    }
+
+    /// Creates `name` empty, or empties it when it exists.
+    fn prepare_empty_file(&mut self, name: &str) -> Result<(), SessionError> {
+        match self.client.create(name) {
+            Ok(()) => Ok(()),
+            Err(error) if remote_code(&error) == Some(ErrorCode::Exists) => {
+                Ok(self.client.truncate(name, 0)?)
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Waits for one write's answer; returns the bytes it wrote.
+    fn reap_write(&mut self) -> Result<u64, SessionError> {
+        let (_, answer) = self.client.wait()?;
+        match answer.map_err(ClientError::from)? {
+            Response::Written { length_bytes } => Ok(length_bytes),
+            other => Err(unexpected("write", &other)),
+        }
+    }
+}
+
+/// True when two stats of one name show the same file unchanged: the same file id (a
+/// replacement or a delete and re-create gives a new one), size and modification time
+/// (every write moves it).
+fn same_version(before: &FileStat, after: &FileStat) -> bool {
+    before.file_id == after.file_id
+        && before.size_bytes == after.size_bytes
+        && before.modified_clock_ns == after.modified_clock_ns
+}
+
+/// The server's error code of a client error, where the server answered with one.
+pub fn remote_code(error: &ClientError) -> Option<ErrorCode> {
+    error.remote().map(|remote| remote.code)
+}
+
+fn unexpected(command: &'static str, response: &Response) -> SessionError {
+    SessionError::UnexpectedReply {
+        command,
+        reply: format!("{response:?}"),
+    }
+}
+
+/// Reads from `source` until `buffer` is full or the source ends; returns bytes read.
+fn fill_from(source: &mut dyn std::io::Read, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match source.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+impl StoreOperations for ServedStore {
+    fn stat(&mut self, name: &str) -> Result<FileStat, SessionError> {
+        Ok(self.client.stat(name)?)
+    }
+
+    fn list(&mut self) -> Result<Vec<FileStat>, SessionError> {
+        Ok(self.client.list()?)
+    }
+
+    fn delete(&mut self, name: &str) -> Result<(), SessionError> {
+        Ok(self.client.delete(name)?)
+    }
+
+    fn rename(&mut self, from: &str, to: &str, replace: bool) -> Result<(), SessionError> {
+        if replace {
+            Ok(self.client.rename_replacing(from, to)?)
+        } else {
+            Ok(self.client.rename(from, to)?)
+        }
+    }
+
+    fn copy(
+        &mut self,
+        from: &str,
+        to: &str,
+        method: CopyMethod,
+    ) -> Result<CopyReport, SessionError> {
+        Ok(self.client.copy(from, to, method)?)
+    }
+
+    fn stats(&mut self) -> Result<FsStats, SessionError> {
+        Ok(self.client.stats()?)
+    }
+
+    fn flush(&mut self) -> Result<(), SessionError> {
+        Ok(self.client.flush()?)
+    }
+
+    fn write_stream(
+        &mut self,
+        name: &str,
+        source: &mut dyn std::io::Read,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, SessionError> {
+        self.prepare_empty_file(name)?;
+        let chunk_bytes = self.write_chunk_bytes();
+        let window = self.transfer_window(chunk_bytes as u64, false);
+        let (mut offset_bytes, mut acknowledged_bytes, mut in_flight) = (0u64, 0u64, 0usize);
+        loop {
+            if in_flight >= window {
+                acknowledged_bytes += self.reap_write()?;
+                in_flight -= 1;
+                progress(acknowledged_bytes);
+            }
+            // Taken after the reap, so no more buffers are held than writes in flight (a
+            // mapping client's granted slots are few).
+            let mut buffer = self.client.write_buffer()?;
+            let room = chunk_bytes.min(buffer.len());
+            let filled = fill_from(source, &mut buffer[..room]).map_err(SessionError::Source)?;
+            if filled == 0 {
+                break;
+            }
+            self.client
+                .submit_write(name, offset_bytes, buffer, filled)?;
+            in_flight += 1;
+            offset_bytes += filled as u64;
+        }
+        while in_flight > 0 {
+            acknowledged_bytes += self.reap_write()?;
+            in_flight -= 1;
+            progress(acknowledged_bytes);
+        }
+        Ok(offset_bytes)
+    }
+
+    fn read_stream(
+        &mut self,
+        name: &str,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, SessionError> {
+        let before = self.client.stat(name)?;
+        let size_bytes = before.size_bytes;
+        let chunk_bytes = self.read_chunk_bytes();
+        let window = self.transfer_window(chunk_bytes, true);
+        let mut offsets: HashMap<RequestId, u64> = HashMap::new();
+        let mut arrived: BTreeMap<u64, ReadView> = BTreeMap::new();
+        let (mut next_submit, mut next_deliver) = (0u64, 0u64);
+        while next_deliver < size_bytes {
+            while next_submit < size_bytes && offsets.len() + arrived.len() < window {
+                let length_bytes = chunk_bytes.min(size_bytes - next_submit);
+                let request_id = self.client.submit(Request::Read {
+                    name: name.to_string(),
+                    offset_bytes: next_submit,
+                    length_bytes,
+                })?;
+                offsets.insert(request_id, next_submit);
+                next_submit += length_bytes;
+            }
+            let (request_id, answer) = self.client.wait()?;
+            let offset = offsets
+                .remove(&request_id)
+                .expect("an answer to a read this call submitted");
+            match answer.map_err(ClientError::from)? {
+                Response::Data(view) => arrived.insert(offset, view),
+                other => return Err(unexpected("read", &other)),
+            };
+            while let Some(view) = arrived.remove(&next_deliver) {
+                if view.is_empty() {
+                    return Err(SessionError::UnexpectedReply {
+                        command: "read",
+                        reply: format!("no bytes at offset {next_deliver} of {size_bytes}"),
+                    });
+                }
+                sink(&view).map_err(SessionError::Sink)?;
+                next_deliver += view.len() as u64;
+                progress(next_deliver);
+            }
+        }
+        let after = self.client.stat(name)?;
+        if !same_version(&before, &after) {
+            return Err(SessionError::ChangedWhileRead {
+                name: name.to_string(),
+            });
+        }
+        Ok(size_bytes)
+    }
+
+    fn drain(&mut self) {
+        while self.client.in_flight() > 0 {
+            if self.client.wait().is_err() {
+                break;
+            }
+        }
+    }
+}
