@@ -124,14 +124,8 @@ fn serve(arguments: ServeArgs) -> CliResult {
             "--max-connections and --max-requests-per-connection must be at least 1".into(),
         );
     }
-    let tcp_address = match (arguments.listen, &arguments.socket) {
-        (Some(address), _) => Some(address),
-        (None, Some(_)) => None,
-        (None, None) => Some(SocketAddr::from((
-            [127, 0, 0, 1],
-            flashpipe_nbd::wire::NBD_DEFAULT_PORT,
-        ))),
-    };
+    crate::serve_cmd::signals::ignore_closed_pipes();
+    let tcp_address = tcp_address_to_listen_on(arguments.listen, arguments.socket.as_deref());
     if arguments.realtime
         && !arguments.exports.iter().any(|spec| {
             spec.split_once('=')
@@ -144,12 +138,7 @@ fn serve(arguments: ServeArgs) -> CliResult {
         );
     }
     let signals = block_stop_signals()?;
-    let mut exports = Vec::new();
-    for spec in &arguments.exports {
-        let mut export = open_export(spec, arguments.realtime)?;
-        export.read_only |= arguments.read_only;
-        exports.push(export);
-    }
+    let exports = open_exports(&arguments.exports, arguments.read_only, arguments.realtime)?;
     let tls = tls_settings(&arguments)?;
     let names: Vec<String> = exports.iter().map(|export| export.name.clone()).collect();
     let config = ServerConfig {
@@ -176,6 +165,38 @@ fn serve(arguments: ServeArgs) -> CliResult {
     drop(devices);
     eprintln!("nbd: stopped");
     Ok(())
+}
+
+/// The TCP address an NBD server listens on: `listen`, or none when only a Unix `socket`
+/// is given, or loopback on the NBD port when neither is.
+pub fn tcp_address_to_listen_on(
+    listen: Option<SocketAddr>,
+    socket: Option<&Path>,
+) -> Option<SocketAddr> {
+    match (listen, socket) {
+        (Some(address), _) => Some(address),
+        (None, Some(_)) => None,
+        (None, None) => Some(SocketAddr::from((
+            [127, 0, 0, 1],
+            flashpipe_nbd::wire::NBD_DEFAULT_PORT,
+        ))),
+    }
+}
+
+/// Opens every export of `specs` (`NAME=DEVICE`), read-only when asked, flash exports
+/// paced in real time when asked.
+pub fn open_exports(
+    specs: &[String],
+    read_only: bool,
+    realtime: bool,
+) -> Result<Vec<Export>, Box<dyn std::error::Error>> {
+    let mut exports = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let mut export = open_export(spec, realtime)?;
+        export.read_only |= read_only;
+        exports.push(export);
+    }
+    Ok(exports)
 }
 
 fn open_export(spec: &str, realtime: bool) -> Result<Export, Box<dyn std::error::Error>> {

@@ -16,12 +16,14 @@
 
 mod logging;
 mod notify;
-mod signals;
+pub(crate) mod signals;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use flashpipe_engine::{EngineConfig, PoolMemory};
+use flashpipe_nbd::server::{NbdServer, ServerConfig as NbdServerConfig};
 use flashpipe_server::{ServeReport, Server, ServerConfig};
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::parse_size_bytes;
@@ -33,8 +35,25 @@ pub use logging::LogFormat;
 /// `flashpipe serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// The store file written by `flashpipe mkfs`.
-    pub store: PathBuf,
+    /// The store file written by `flashpipe mkfs`. Optional with --export: a process that
+    /// only exports disks over NBD is a disk node (HWFS 3.3.2).
+    #[arg(required_unless_present = "nbd_exports")]
+    pub store: Option<PathBuf>,
+    /// Also export a block device over NBD, NAME=DEVICE: `ram:512MiB`, a file or block
+    /// device path, or `flash:PRESET[:PATH]`; repeat for several (`flashpipe nbd serve`
+    /// has the TLS and tuning options).
+    #[arg(long = "export", value_name = "NAME=DEVICE")]
+    pub nbd_exports: Vec<String>,
+    /// TCP address of the NBD server (127.0.0.1:10809 unless only --nbd-socket is given).
+    #[arg(long = "nbd", value_name = "ADDRESS", requires = "nbd_exports")]
+    pub nbd_address: Option<SocketAddr>,
+    /// Unix socket of the NBD server.
+    #[arg(long, value_name = "PATH", requires = "nbd_exports")]
+    pub nbd_socket: Option<PathBuf>,
+    /// Let the NBD server listen beyond loopback without TLS (anyone reaching it may read
+    /// and write the exports).
+    #[arg(long, requires = "nbd_exports")]
+    pub insecure: bool,
     /// The Unix socket to listen on. Default: beside the store file (`flashpipe serve`
     /// prints it), where every CLI command looks; a socket elsewhere is for programs that
     /// are given its path.
@@ -83,6 +102,15 @@ pub enum ReadPoolArg {
     Heap,
 }
 
+impl ServeArgs {
+    /// The store served; `run` serves a store only when one is given.
+    fn store(&self) -> &Path {
+        self.store
+            .as_deref()
+            .expect("a store is served only when its path is given")
+    }
+}
+
 impl ReadPoolArg {
     fn pool_memory(self) -> PoolMemory {
         match self {
@@ -94,9 +122,14 @@ impl ReadPoolArg {
 
 /// Runs `flashpipe serve` until SIGINT or SIGTERM.
 pub fn run(arguments: ServeArgs) -> CliResult {
+    signals::ignore_closed_pipes();
     logging::install_logging(arguments.log_format, arguments.verbose)?;
     let stop_signals = signals::StopSignals::install()
         .map_err(|error| format!("cannot install the SIGINT and SIGTERM handlers: {error}"))?;
+    let nbd = start_nbd_exports(&arguments)?;
+    if arguments.store.is_none() {
+        return serve_disk_node_until_stopped(stop_signals, nbd);
+    }
     let config = server_config(&arguments)?;
     let store = open_store_to_serve(&arguments)?;
     let server = Server::start(store, config)?;
@@ -113,7 +146,76 @@ pub fn run(arguments: ServeArgs) -> CliResult {
     let report = server.run_until_stopped();
     signal_thread.close();
     let report = report?;
+    stop_nbd_exports(nbd);
     print_summary(&report, &arguments)?;
+    Ok(())
+}
+
+/// Starts the NBD server of `--export`, if any, and prints one line per export.
+fn start_nbd_exports(
+    arguments: &ServeArgs,
+) -> Result<Option<NbdServer>, Box<dyn std::error::Error>> {
+    if arguments.nbd_exports.is_empty() {
+        return Ok(None);
+    }
+    let exports = crate::nbd_cmd::open_exports(&arguments.nbd_exports, false, false)?;
+    let names: Vec<String> = exports.iter().map(|export| export.name.clone()).collect();
+    let config = NbdServerConfig {
+        tcp_address: crate::nbd_cmd::tcp_address_to_listen_on(
+            arguments.nbd_address,
+            arguments.nbd_socket.as_deref(),
+        ),
+        unix_socket_path: arguments.nbd_socket.clone(),
+        allow_non_loopback: arguments.insecure,
+        log_connections: true,
+        ..NbdServerConfig::default()
+    };
+    let server = NbdServer::start(config, exports)?;
+    for name in &names {
+        println!(
+            "flashpipe serve: nbd export {name} at {}",
+            server.uris(name).join(" ")
+        );
+    }
+    Ok(Some(server))
+}
+
+/// Stops the NBD server (requests in flight answered, devices flushed and closed).
+fn stop_nbd_exports(nbd: Option<NbdServer>) {
+    if let Some(server) = nbd {
+        drop(server.shutdown());
+        tracing::info!("nbd exports stopped");
+    }
+}
+
+/// A process with no store to serve: its NBD exports until SIGINT or SIGTERM.
+fn serve_disk_node_until_stopped(
+    stop_signals: signals::StopSignals,
+    nbd: Option<NbdServer>,
+) -> CliResult {
+    let (stop_sender, stop_receiver) = std::sync::mpsc::channel();
+    let signal_thread = stop_signals.serve(move |signal| {
+        tracing::info!(
+            signal = signals::signal_name(signal),
+            "stopping the NBD exports"
+        );
+        let _ = stop_sender.send(());
+    });
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "flashpipe serve: ready: disk node, NBD exports only (pid {})",
+            std::process::id()
+        )?;
+        out.flush()?;
+    }
+    send_notification("READY=1");
+    let _ = stop_receiver.recv();
+    send_notification("STOPPING=1");
+    stop_nbd_exports(nbd);
+    signal_thread.close();
+    say_on_stdout("flashpipe serve: stopped: NBD exports closed");
     Ok(())
 }
 
@@ -130,13 +232,13 @@ fn open_store_to_serve(arguments: &ServeArgs) -> Result<RunningStore, Box<dyn st
         ..EngineConfig::default()
     };
     let store = RunningStore::open_with(
-        &arguments.store,
+        arguments.store(),
         StoreAccess::ReadWrite,
         wait,
         engine_config,
     )?;
     for note in &store.notes {
-        tracing::info!(store = %arguments.store.display(), "{note}");
+        tracing::info!(store = %arguments.store().display(), "{note}");
     }
     if let Some(refusal) = store.engine.shared_read_pool_refusal() {
         tracing::warn!(
@@ -153,8 +255,8 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
         socket_path: arguments
             .socket
             .clone()
-            .unwrap_or_else(|| flashpipe_client::server_socket_path(&arguments.store)),
-        store_description: arguments.store.display().to_string(),
+            .unwrap_or_else(|| flashpipe_client::server_socket_path(arguments.store())),
+        store_description: arguments.store().display().to_string(),
         ..ServerConfig::default()
     };
     if let Some(max_clients) = arguments.max_clients {
@@ -200,7 +302,7 @@ fn announce_readiness(server: &Server, arguments: &ServeArgs) -> CliResult {
     let pid = std::process::id();
     tracing::info!(
         socket = %server.socket_path().display(),
-        store = %arguments.store.display(),
+        store = %arguments.store().display(),
         pid,
         "accepting clients"
     );
@@ -208,7 +310,7 @@ fn announce_readiness(server: &Server, arguments: &ServeArgs) -> CliResult {
     writeln!(
         out,
         "flashpipe serve: ready: store {} on socket {} (pid {pid})",
-        arguments.store.display(),
+        arguments.store().display(),
         server.socket_path().display()
     )?;
     out.flush()?;
@@ -229,9 +331,9 @@ fn send_notification(message: &str) {
 fn print_summary(report: &ServeReport, arguments: &ServeArgs) -> CliResult {
     let counters = &report.counters;
     tracing::info!(?counters, "stopped; store flushed and unmounted");
-    println!(
+    say_on_stdout(&format!(
         "flashpipe serve: stopped: store {} flushed and unmounted cleanly; {} client(s) served, {} refused at the client limit, {} frames in, {} frames out ({} bytes), {} request(s) refused, {} connection(s) ended by malformed frames",
-        arguments.store.display(),
+        arguments.store().display(),
         counters.clients_total,
         counters.clients_refused,
         counters.frames_received,
@@ -239,6 +341,16 @@ fn print_summary(report: &ServeReport, arguments: &ServeArgs) -> CliResult {
         counters.bytes_sent,
         counters.requests_refused,
         counters.malformed_frames
-    );
+    ));
     Ok(())
+}
+
+/// Writes one line on standard output, flushed. A stdout closed by whoever started the
+/// server (its readiness line read, the pipe dropped) is no failure of a server stopping
+/// cleanly: the line is then only logged.
+fn say_on_stdout(line: &str) {
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        tracing::info!("{line}");
+    }
 }

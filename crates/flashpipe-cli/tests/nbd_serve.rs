@@ -12,8 +12,14 @@ fn flashpipe() -> Command {
 
 /// Starts the server and reads its readiness lines; returns the child and the lines.
 fn start(arguments: &[&str]) -> (Child, Vec<String>) {
+    let mut full_arguments = vec!["nbd", "serve"];
+    full_arguments.extend_from_slice(arguments);
+    start_flashpipe(&full_arguments)
+}
+
+/// Starts `flashpipe ARGUMENTS` and reads standard output up to its readiness line.
+fn start_flashpipe(arguments: &[&str]) -> (Child, Vec<String>) {
     let mut child = flashpipe()
-        .args(["nbd", "serve"])
         .args(arguments)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -126,6 +132,46 @@ fn tempfile_folder(test: &str) -> std::path::PathBuf {
         std::env::temp_dir().join(format!("flashpipe-nbd-serve-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&folder).unwrap();
     folder
+}
+
+#[test]
+fn serve_without_a_store_is_a_disk_node_exporting_over_nbd() {
+    let folder = tempfile_folder("disk-node");
+    let socket = folder.join("node.sock");
+    let socket_text = socket.to_str().unwrap();
+    let (mut child, lines) = start_flashpipe(&[
+        "serve",
+        "--export",
+        "disk=ram:8MiB",
+        "--nbd-socket",
+        socket_text,
+    ]);
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains("nbd export disk at nbd+unix:///disk")),
+        "{lines:?}"
+    );
+    assert!(lines.last().unwrap().contains("disk node"), "{lines:?}");
+    let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    let mut greeting = [0u8; 8];
+    stream.read_exact(&mut greeting).unwrap();
+    assert_eq!(&greeting, b"NBDMAGIC");
+    drop(stream);
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill with a valid pid and signal has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert!(child.wait().unwrap().success());
+    assert!(!socket.exists(), "the NBD socket is removed at stop");
+    let refused = flashpipe()
+        .args(["serve", "--nbd-socket", socket_text])
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "--nbd-socket without --export is refused"
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]

@@ -75,3 +75,14 @@ impl StopSignalThread {
         }
     }
 }
+
+/// Ignores SIGPIPE for the rest of the process (the CLI restores its default action for
+/// `flashpipe ls | head`): a server writing to a client, an NBD peer or a standard output
+/// that went away gets `EPIPE` on that one write and keeps serving everyone else.
+pub fn ignore_closed_pipes() {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions; the
+    // disposition is process-wide, so it holds for threads already running too.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
