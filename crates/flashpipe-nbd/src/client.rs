@@ -11,13 +11,21 @@
 //!   thread decoding replies, many requests in flight, cookies naming device requests;
 //! - [`device`]: [`NbdDevice`], with a bounded reconnect that re-issues every request
 //!   not yet answered and errors that name the device by its URI;
-//! - `transport`: TCP or Unix-socket streams.
+//! - `transport`: TCP or Unix-socket streams;
+//! - `core`: the protocol and policy without I/O (cookies, frames, reply decoding and
+//!   checks, admission, durability ledger, reconnect policy) that both drivers share;
+//! - `sim_network` and `sim`: [`SimNetwork`], seeded disk nodes over simulated links in
+//!   virtual time (delays, drops, resets, refused reconnects), and [`SimNbdDevice`], the
+//!   client over it, for the deterministic simulation.
 //!
 //! The protocol's constants and message encodings are `crate::wire`'s.
 
 mod connection;
+mod core;
 pub mod device;
 mod handshake;
+mod sim;
+mod sim_network;
 mod transport;
 pub mod uri;
 
@@ -26,4 +34,6 @@ pub use device::{
     DEFAULT_NBD_BLOCK_SIZE_BYTES,
 };
 pub use handshake::NbdExport;
+pub use sim::{SimNbdDevice, SimNbdDeviceConfig};
+pub use sim_network::{sim_node_uri, SimLinkConfig, SimNetwork, SimNetworkCounters, SimNodeConfig};
 pub use uri::{looks_like_nbd_uri, NbdAddress, NbdUri, NbdUriError};

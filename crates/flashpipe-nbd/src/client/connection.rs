@@ -19,97 +19,38 @@
 //! and collects every parent not yet completed ([`Connection::close`]) to re-issue on a
 //! new connection. Nothing is ever lost between the two: each parent is in exactly one
 //! of the writer's queue, the writer's hands, the table or the reader's hands.
+//!
+//! What is protocol rather than I/O (cookies, frame encoding, reply decoding and its
+//! checks) is `super::core`'s, shared with the simulated client.
 
 // Requests in flight move as boxes between the writer's channel, the table and these
 // lists (a `Box<Parent>` is moved, never copied), so lists of boxes are meant.
 #![allow(clippy::vec_box)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use flashpipe_device::{Completion, DeviceError, DeviceErrorKind, Operation, Request};
+use flashpipe_device::Completion;
 
-use crate::wire::{self, ReplyHeader, RequestHeader, StructuredReplyHeader};
+use crate::wire::{self, RequestHeader};
+
+use super::core::{
+    cookie_of_reply, describe_reply_header_error, parent_id_of_cookie, part_header, part_headers,
+    pending_part, read_reply_body, write_part_payload, Parent, ReplyRules,
+};
 
 use super::handshake::NbdExport;
 use super::transport::Stream;
-
-/// Bits of a cookie that number the part of its parent.
-pub(crate) const PART_BITS: u32 = 20;
-
-/// Most parts one device request may be cut into.
-pub(crate) const MAX_PARTS: u64 = 1 << PART_BITS;
 
 /// Bytes the reader buffers from the socket.
 const READ_BUFFER_BYTES: usize = 256 << 10;
 
 /// Bytes the writer gathers before a system call (headers of many small requests).
 const WRITE_BUFFER_BYTES: usize = 64 << 10;
-
-/// A device request in flight on the connection.
-#[derive(Debug)]
-pub(crate) struct Parent {
-    /// The device's number for it (cookies carry it).
-    pub(crate) id: u64,
-    /// The caller's request, buffer included.
-    pub(crate) request: Request,
-    /// NBD command.
-    pub(crate) command: u16,
-    /// Command flags (FUA).
-    pub(crate) flags: u16,
-    /// First byte of the export it touches.
-    pub(crate) offset_bytes: u64,
-    /// Bytes it touches.
-    pub(crate) length_bytes: u64,
-    /// Bytes per part (the last may be shorter).
-    pub(crate) part_bytes: u64,
-    /// Parts whose reply is complete.
-    pub(crate) parts_finished: Vec<bool>,
-    /// The first error a part met.
-    pub(crate) status: Option<DeviceError>,
-    /// Byte ranges (relative to the parent) a structured read reply has filled.
-    pub(crate) covered: Vec<(u64, u64)>,
-    /// For a flush: how many writes had been acknowledged when it was submitted.
-    pub(crate) covers_acknowledged_writes: u64,
-}
-
-impl Parent {
-    pub(crate) fn part_count(&self) -> u64 {
-        self.length_bytes.div_ceil(self.part_bytes).max(1)
-    }
-
-    /// Relative start and length of part `index`.
-    fn part_range(&self, index: u64) -> (u64, u64) {
-        let start = index * self.part_bytes;
-        (start, self.part_bytes.min(self.length_bytes - start))
-    }
-
-    /// Forgets what a lost connection had done, so the whole request is sent again.
-    pub(crate) fn reset_for_reissue(&mut self) {
-        self.parts_finished
-            .iter_mut()
-            .for_each(|done| *done = false);
-        self.status = None;
-        self.covered.clear();
-    }
-
-    fn is_finished(&self) -> bool {
-        self.parts_finished.iter().all(|&done| done)
-    }
-
-    /// The completion of a finished parent.
-    pub(crate) fn into_completion(self: Box<Self>) -> Completion {
-        Completion {
-            tag: self.request.tag,
-            status: self.status.map_or(Ok(()), Err),
-            buffer: self.request.into_buffer(),
-        }
-    }
-}
 
 /// What the reader reports to the device.
 #[derive(Debug)]
@@ -389,45 +330,13 @@ fn send_message(
     Ok(true)
 }
 
-fn part_header(parent: &Parent, index: u64) -> RequestHeader {
-    let (start, length) = if parent.command == wire::CMD_FLUSH {
-        (0, 0)
-    } else {
-        parent.part_range(index)
-    };
-    let offset_bytes = if parent.command == wire::CMD_FLUSH {
-        0
-    } else {
-        parent.offset_bytes + start
-    };
-    RequestHeader {
-        flags: parent.flags,
-        command: parent.command,
-        cookie: parent.id << PART_BITS | index,
-        offset_bytes,
-        length_bytes: u32::try_from(length).expect("a part fits the 32-bit length field"),
-    }
-}
-
-fn part_headers(parent: &Parent) -> Vec<u8> {
-    let mut headers = Vec::with_capacity(wire::REQUEST_HEADER_BYTES * parent.part_count() as usize);
-    for index in 0..parent.part_count() {
-        part_header(parent, index).encode(&mut headers);
-    }
-    headers
-}
-
 fn write_parts(output: &mut BufWriter<Stream>, parent: &Parent) -> std::io::Result<()> {
-    let Operation::Write { buffer, .. } = &parent.request.operation else {
-        panic!("write_parts is given writes only");
-    };
     let mut header = Vec::with_capacity(wire::REQUEST_HEADER_BYTES);
     for index in 0..parent.part_count() {
         header.clear();
         part_header(parent, index).encode(&mut header);
         output.write_all(&header)?;
-        let (start, length) = parent.part_range(index);
-        output.write_all(&buffer[start as usize..(start + length) as usize])?;
+        output.write_all(write_part_payload(parent, index))?;
     }
     Ok(())
 }
@@ -544,7 +453,7 @@ fn wait_for_reply(
 
 /// Takes parent `id` out of the table, waiting while the writer still holds it.
 fn take_parent(shared: &Shared, cookie: u64) -> Result<Box<Parent>, Stop> {
-    let id = cookie >> PART_BITS;
+    let id = parent_id_of_cookie(cookie);
     let mut table = shared.lock();
     loop {
         if let Some(parent) = table.in_flight.remove(&id) {
@@ -572,240 +481,32 @@ fn read_one_reply(
     settings: &ConnectionSettings,
 ) -> Result<Option<Box<Parent>>, Stop> {
     let name = &settings.device_name;
-    let header = wire::read_reply_header(input).map_err(|error| match error {
-        wire::WireError::Io { source, .. }
-            if source.kind() == std::io::ErrorKind::UnexpectedEof =>
-        {
-            stop(format!("{name}: the server closed the connection"))
-        }
-        wire::WireError::Io { source, .. } => stop(format!(
-            "{name}: receiving from the server failed: {source}"
-        )),
-        other => stop(format!("{name}: protocol violation: {other}")),
-    })?;
-    let cookie = match header {
-        ReplyHeader::Simple { cookie, .. } => cookie,
-        ReplyHeader::Structured(chunk) => chunk.cookie,
-    };
+    let header = wire::read_reply_header(input)
+        .map_err(|error| stop(describe_reply_header_error(name, error)))?;
+    let cookie = cookie_of_reply(&header);
     let mut parent = take_parent(shared, cookie)?;
-    let part = cookie & (MAX_PARTS - 1);
-    if part >= parent.part_count() || parent.parts_finished[part as usize] {
-        return Err(Stop {
-            reason: format!("{name}: protocol violation: a reply for cookie {cookie:#x}, whose request has no such part pending"),
-            held: Some(parent),
-        });
-    }
-    let outcome = match header {
-        ReplyHeader::Simple { error, .. } => {
-            read_simple_reply(input, &mut parent, part, error, settings)
+    let part = match pending_part(&parent, cookie, name) {
+        Ok(part) => part,
+        Err(reason) => {
+            return Err(Stop {
+                reason,
+                held: Some(parent),
+            })
         }
-        ReplyHeader::Structured(chunk) => read_chunk(input, &mut parent, part, &chunk, settings),
     };
-    match outcome {
-        Ok(part_done) => {
-            if part_done {
-                parent.parts_finished[part as usize] = true;
-            }
-            if parent.is_finished() {
-                return Ok(Some(parent));
-            }
+    let rules = ReplyRules {
+        device_name: name,
+        structured_replies: settings.export.structured_replies,
+    };
+    match read_reply_body(input, &mut parent, part, &header, &rules) {
+        Ok(true) => Ok(Some(parent)),
+        Ok(false) => {
             shared.lock().in_flight.insert(parent.id, parent);
             Ok(None)
         }
         Err(reason) => Err(Stop {
-            reason: format!("{name}: {reason}"),
+            reason,
             held: Some(parent),
         }),
     }
-}
-
-/// Records a server error on the parent (the first one wins). `NBD_ESHUTDOWN` is not an
-/// answer but the server leaving: the connection is treated as lost and the request
-/// re-issued on the next one.
-fn record_server_error(
-    parent: &mut Parent,
-    error: u32,
-    message: &str,
-    settings: &ConnectionSettings,
-) -> Result<(), String> {
-    if error == wire::NBD_ESHUTDOWN {
-        return Err("the server is shutting down (NBD_ESHUTDOWN)".to_string());
-    }
-    let operation = parent.request.operation.name();
-    let detail = if message.is_empty() {
-        format!(
-            "the server failed the {operation}: {}",
-            wire::error_name(error)
-        )
-    } else {
-        format!(
-            "the server failed the {operation}: {}: {message}",
-            wire::error_name(error)
-        )
-    };
-    let kind = match error {
-        wire::NBD_ENOSPC => DeviceErrorKind::OutOfSpace { detail },
-        _ => DeviceErrorKind::IoFailed { detail },
-    };
-    parent
-        .status
-        .get_or_insert_with(|| DeviceError::new(&settings.device_name, kind));
-    Ok(())
-}
-
-fn read_buffer_range(parent: &mut Parent, start: u64, length: u64) -> &mut [u8] {
-    let Operation::Read { buffer, .. } = &mut parent.request.operation else {
-        panic!("data is read into read requests only");
-    };
-    &mut buffer[start as usize..(start + length) as usize]
-}
-
-fn read_simple_reply(
-    input: &mut BufReader<Stream>,
-    parent: &mut Parent,
-    part: u64,
-    error: u32,
-    settings: &ConnectionSettings,
-) -> Result<bool, String> {
-    let is_read = parent.command == wire::CMD_READ;
-    if is_read && settings.export.structured_replies {
-        return Err(
-            "protocol violation: a simple reply to NBD_CMD_READ after structured replies were negotiated"
-                .to_string(),
-        );
-    }
-    if error != 0 {
-        record_server_error(parent, error, "", settings)?;
-        return Ok(true);
-    }
-    if is_read {
-        let (start, length) = parent.part_range(part);
-        input
-            .read_exact(read_buffer_range(parent, start, length))
-            .map_err(|error| format!("receiving read data failed: {error}"))?;
-    }
-    Ok(true)
-}
-
-fn read_payload(input: &mut BufReader<Stream>, length_bytes: u32) -> Result<Vec<u8>, String> {
-    let mut payload = vec![0u8; length_bytes as usize];
-    input
-        .read_exact(&mut payload)
-        .map_err(|error| format!("receiving a reply chunk failed: {error}"))?;
-    Ok(payload)
-}
-
-/// Reads one structured chunk; `Ok(true)` when it ends its part's reply.
-fn read_chunk(
-    input: &mut BufReader<Stream>,
-    parent: &mut Parent,
-    part: u64,
-    chunk: &StructuredReplyHeader,
-    settings: &ConnectionSettings,
-) -> Result<bool, String> {
-    let is_read = parent.command == wire::CMD_READ;
-    match chunk.reply_type {
-        wire::REPLY_TYPE_NONE => {
-            if chunk.length_bytes != 0 || !chunk.is_done() {
-                return Err(format!(
-                    "protocol violation: NBD_REPLY_TYPE_NONE with length {} and flags {:#x} (length 0 and the DONE flag required)",
-                    chunk.length_bytes, chunk.flags
-                ));
-            }
-        }
-        wire::REPLY_TYPE_OFFSET_DATA if is_read => {
-            if chunk.length_bytes < 9 {
-                return Err(format!(
-                    "protocol violation: NBD_REPLY_TYPE_OFFSET_DATA of {} bytes (at least 9)",
-                    chunk.length_bytes
-                ));
-            }
-            let mut offset = [0u8; 8];
-            input
-                .read_exact(&mut offset)
-                .map_err(|error| format!("receiving a reply chunk failed: {error}"))?;
-            let data_bytes = u64::from(chunk.length_bytes - 8);
-            let start = claim_content(parent, part, u64::from_be_bytes(offset), data_bytes)?;
-            input
-                .read_exact(read_buffer_range(parent, start, data_bytes))
-                .map_err(|error| format!("receiving read data failed: {error}"))?;
-        }
-        wire::REPLY_TYPE_OFFSET_HOLE if is_read => {
-            let payload = read_payload(input, chunk.length_bytes)?;
-            let (offset_bytes, hole_bytes) = wire::decode_offset_hole_payload(&payload)
-                .map_err(|error| format!("protocol violation: {error}"))?;
-            let start = claim_content(parent, part, offset_bytes, u64::from(hole_bytes))?;
-            read_buffer_range(parent, start, u64::from(hole_bytes)).fill(0);
-        }
-        reply_type if reply_type & wire::REPLY_TYPE_FLAG_ERROR != 0 => {
-            let payload = read_payload(input, chunk.length_bytes)?;
-            let error = wire::decode_error_payload(reply_type, &payload)
-                .map_err(|error| format!("protocol violation: {error}"))?;
-            if error.error == 0 {
-                return Err("protocol violation: an error chunk with error 0".to_string());
-            }
-            record_server_error(parent, error.error, &error.message, settings)?;
-        }
-        other => {
-            return Err(format!(
-                "protocol violation: structured reply type {other} to {}",
-                wire::command_name(parent.command)
-            ))
-        }
-    }
-    if chunk.is_done() && parent.status.is_none() && is_read {
-        check_part_covered(parent, part)?;
-    }
-    Ok(chunk.is_done())
-}
-
-/// Checks that a content chunk lies inside its part and overlaps nothing received
-/// before; records it and returns its start relative to the parent.
-fn claim_content(
-    parent: &mut Parent,
-    part: u64,
-    offset_bytes: u64,
-    length_bytes: u64,
-) -> Result<u64, String> {
-    let (part_start, part_length) = parent.part_range(part);
-    let absolute_start = parent.offset_bytes + part_start;
-    let inside = offset_bytes >= absolute_start
-        && offset_bytes
-            .checked_add(length_bytes)
-            .is_some_and(|end| end <= absolute_start + part_length);
-    if !inside {
-        return Err(format!(
-            "protocol violation: read data at bytes {offset_bytes}+{length_bytes}, outside the request's {absolute_start}+{part_length}"
-        ));
-    }
-    let start = offset_bytes - parent.offset_bytes;
-    let end = start + length_bytes;
-    if parent
-        .covered
-        .iter()
-        .any(|&(covered_start, covered_end)| start < covered_end && covered_start < end)
-    {
-        return Err(format!(
-            "protocol violation: read data at bytes {offset_bytes}+{length_bytes} overlaps data already received"
-        ));
-    }
-    parent.covered.push((start, end));
-    Ok(start)
-}
-
-/// A successful read reply covers its whole part.
-fn check_part_covered(parent: &Parent, part: u64) -> Result<(), String> {
-    let (part_start, part_length) = parent.part_range(part);
-    let part_end = part_start + part_length;
-    let covered: u64 = parent
-        .covered
-        .iter()
-        .map(|&(start, end)| end.min(part_end).saturating_sub(start.max(part_start)))
-        .sum();
-    if covered != part_length {
-        return Err(format!(
-            "protocol violation: a successful read reply covered {covered} of its {part_length} bytes"
-        ));
-    }
-    Ok(())
 }

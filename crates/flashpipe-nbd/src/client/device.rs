@@ -35,41 +35,35 @@
 //! what it read before it noticed the loss). The first reconnect attempt waits
 //! `reconnect_first_delay_ms` (50 ms by default), far longer than a server takes to
 //! finish one request, which makes this a matter of a server stalled for that long.
+//!
+//! The policy (admission, durability ledger, which requests are re-issued and in what
+//! order, backoff, bounds, the final error) is `super::core`'s [`ClientCore`], shared with
+//! the simulated client; this file drives it over threads, sockets and the wall clock.
 
 // Requests in flight move as boxes between the writer's channel, the table and these
 // lists (a `Box<Parent>` is moved, never copied), so lists of boxes are meant.
 #![allow(clippy::vec_box)]
 
-use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Duration;
 
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, RealClock,
-    Rejected, Request,
+    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, RealClock, Rejected,
+    Request,
 };
 
 use crate::wire;
 
-use super::connection::{Connection, ConnectionSettings, Event, EventSender, Parent, MAX_PARTS};
+use super::connection::{Connection, ConnectionSettings, Event, EventSender};
+use super::core::{ClientCore, ClientPolicy, Parent, RecoveryStep};
+pub use super::core::{NbdDeviceCounters, ReconnectDurability};
 use super::handshake::{negotiate, NbdExport};
 use super::transport::Stream;
 use super::uri::NbdUri;
 
 /// The device block size used when neither the caller nor the URI names one.
 pub const DEFAULT_NBD_BLOCK_SIZE_BYTES: u32 = 4096;
-
-/// What a flush reports after a reconnect when writes acknowledged by the lost
-/// connection were not yet covered by a flush.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReconnectDurability {
-    /// The next flush fails, naming how many writes may be lost (the safe default).
-    #[default]
-    ReportUnflushedWrites,
-    /// The server is trusted to have kept them.
-    TrustServer,
-}
 
 /// How to open an NBD export as a device.
 #[derive(Debug, Clone)]
@@ -135,22 +129,10 @@ impl NbdDeviceConfig {
     }
 }
 
-/// Counters of one device's life.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NbdDeviceCounters {
-    /// Connections lost.
-    pub connections_lost: u64,
-    /// Successful reconnects.
-    pub reconnects: u64,
-    /// Requests sent again after a reconnect.
-    pub requests_reissued: u64,
-}
-
 /// A remote NBD export as a block device.
 pub struct NbdDevice {
-    info: DeviceInfo,
+    core: ClientCore,
     config: NbdDeviceConfig,
-    export: NbdExport,
     clock: Arc<dyn Clock>,
     /// One slot per connection; all `None` once the device has failed.
     connections: Vec<Option<Connection>>,
@@ -159,25 +141,16 @@ pub struct NbdDevice {
     events: Receiver<(usize, Event)>,
     event_sender: EventSender,
     next_connection: usize,
-    next_parent_id: u64,
-    in_flight: usize,
-    ready: VecDeque<Completion>,
-    failed: Option<String>,
     unsent: Vec<Box<Parent>>,
-    losses_without_progress: u32,
-    acknowledged_writes: u64,
-    flushed_writes: u64,
-    writes_possibly_lost: u64,
-    counters: NbdDeviceCounters,
 }
 
 impl std::fmt::Debug for NbdDevice {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("NbdDevice")
-            .field("info", &self.info)
-            .field("export", &self.export)
-            .field("in_flight", &self.in_flight)
+            .field("info", self.core.info())
+            .field("export", self.core.export())
+            .field("in_flight", &self.core.in_flight())
             .finish_non_exhaustive()
     }
 }
@@ -237,30 +210,21 @@ impl NbdDevice {
             ));
         }
         let (event_sender, events) = channel();
+        let info = DeviceInfo {
+            name: Arc::clone(&name),
+            block_size_bytes: config.block_size_bytes,
+            block_count,
+            queue_depth: config.queue_depth,
+        };
         let mut device = NbdDevice {
-            info: DeviceInfo {
-                name: Arc::clone(&name),
-                block_size_bytes: config.block_size_bytes,
-                block_count,
-                queue_depth: config.queue_depth,
-            },
-            export,
+            core: ClientCore::new(info, export, policy_of(&config)),
             clock: RealClock::shared(),
             connections: Vec::with_capacity(config.connections as usize),
             events,
             event_sender,
             next_connection: 0,
             config,
-            next_parent_id: 1,
-            in_flight: 0,
-            ready: VecDeque::new(),
-            failed: None,
             unsent: Vec::new(),
-            losses_without_progress: 0,
-            acknowledged_writes: 0,
-            flushed_writes: 0,
-            writes_possibly_lost: 0,
-            counters: NbdDeviceCounters::default(),
         };
         let first = device
             .start_connection(stream, export, 0)
@@ -277,99 +241,12 @@ impl NbdDevice {
 
     /// What the server said about the export.
     pub fn export(&self) -> &NbdExport {
-        &self.export
+        self.core.export()
     }
 
     /// Connections lost, reconnects, requests re-issued.
     pub fn counters(&self) -> NbdDeviceCounters {
-        self.counters
-    }
-
-    /// Bytes per NBD request: the export's maximum payload (at most the protocol's
-    /// 32 MiB), rounded down to whole device blocks.
-    fn part_bytes(&self) -> u64 {
-        let block = u64::from(self.info.block_size_bytes);
-        let maximum = u64::from(
-            self.export
-                .maximum_payload_bytes
-                .min(wire::MAX_PAYLOAD_BYTES),
-        );
-        (maximum / block).max(1) * block
-    }
-
-    fn error(&self, kind: DeviceErrorKind) -> DeviceError {
-        DeviceError::new(&self.info.name, kind)
-    }
-
-    fn reject(&self, request: Request, kind: DeviceErrorKind) -> Rejected {
-        Rejected {
-            request,
-            error: self.error(kind),
-        }
-    }
-
-    /// The export-dependent refusals: read-only, trim or copy not offered.
-    fn check_supported(&self, request: Request) -> Result<Request, Rejected> {
-        let request = self.info.refuse_copy_by_reference(request)?;
-        let read_only =
-            self.config.read_only || self.export.has_flag(wire::TRANSMISSION_FLAG_READ_ONLY);
-        match &request.operation {
-            Operation::Write { .. } | Operation::Trim { .. } if read_only => {
-                let operation = request.operation.name();
-                Err(self.reject(request, DeviceErrorKind::ReadOnly { operation }))
-            }
-            Operation::Trim { .. } if !self.export.has_flag(wire::TRANSMISSION_FLAG_SEND_TRIM) => {
-                Err(self.reject(request, DeviceErrorKind::Unsupported { operation: "trim" }))
-            }
-            _ => Ok(request),
-        }
-    }
-
-    fn build_parent(&mut self, request: Request) -> Result<Box<Parent>, Rejected> {
-        let block = u64::from(self.info.block_size_bytes);
-        let (command, first_block, length_bytes) = match &request.operation {
-            Operation::Read {
-                first_block,
-                buffer,
-            } => (wire::CMD_READ, *first_block, buffer.len() as u64),
-            Operation::Write {
-                first_block,
-                buffer,
-            } => (wire::CMD_WRITE, *first_block, buffer.len() as u64),
-            Operation::Trim {
-                first_block,
-                block_count,
-            } => (wire::CMD_TRIM, *first_block, block_count * block),
-            Operation::Flush => (wire::CMD_FLUSH, 0, 0),
-            Operation::CopyByReference { .. } => unreachable!("refused before"),
-        };
-        let part_bytes = self.part_bytes();
-        let parts = length_bytes.div_ceil(part_bytes).max(1);
-        if parts > MAX_PARTS {
-            let detail = format!(
-                "a {} of {length_bytes} bytes needs {parts} NBD requests of at most {part_bytes} bytes, more than the limit of {MAX_PARTS}",
-                request.operation.name()
-            );
-            return Err(self.reject(request, DeviceErrorKind::IoFailed { detail }));
-        }
-        let fua = command == wire::CMD_WRITE
-            && self.config.write_with_fua
-            && self.export.has_flag(wire::TRANSMISSION_FLAG_SEND_FUA);
-        let id = self.next_parent_id;
-        self.next_parent_id += 1;
-        Ok(Box::new(Parent {
-            id,
-            request,
-            command,
-            flags: if fua { wire::CMD_FLAG_FUA } else { 0 },
-            offset_bytes: first_block * block,
-            length_bytes,
-            part_bytes,
-            parts_finished: vec![false; parts as usize],
-            status: None,
-            covered: Vec::new(),
-            covers_acknowledged_writes: self.acknowledged_writes,
-        }))
+        self.core.counters()
     }
 
     /// Takes in one reader event: a completion (with the durability bookkeeping) or a
@@ -377,50 +254,15 @@ impl NbdDevice {
     fn handle_event(&mut self, slot: usize, event: Event) {
         match event {
             Event::Completed {
-                mut completion,
+                completion,
                 command,
                 flags,
                 covers_acknowledged_writes,
-            } => {
-                self.losses_without_progress = 0;
-                if completion.status.is_ok() {
-                    self.account_success(
-                        &mut completion,
-                        command,
-                        flags,
-                        covers_acknowledged_writes,
-                    );
-                }
-                self.ready.push_back(completion);
-            }
+            } => self
+                .core
+                .complete(completion, command, flags, covers_acknowledged_writes),
             // A connection closed after the device failed reports a loss no one recovers.
             Event::Lost { reason } => self.recover(slot, reason),
-        }
-    }
-
-    fn account_success(
-        &mut self,
-        completion: &mut Completion,
-        command: u16,
-        flags: u16,
-        covers_acknowledged_writes: u64,
-    ) {
-        match command {
-            wire::CMD_WRITE | wire::CMD_TRIM if flags & wire::CMD_FLAG_FUA == 0 => {
-                self.acknowledged_writes += 1;
-            }
-            wire::CMD_FLUSH => {
-                self.flushed_writes = self.flushed_writes.max(covers_acknowledged_writes);
-                if self.writes_possibly_lost > 0 {
-                    let lost = std::mem::take(&mut self.writes_possibly_lost);
-                    completion.status = Err(self.error(DeviceErrorKind::IoFailed {
-                        detail: format!(
-                            "the connection was lost after the server acknowledged {lost} writes that no flush had covered; the server may have lost them"
-                        ),
-                    }));
-                }
-            }
-            _ => {}
         }
     }
 
@@ -431,32 +273,15 @@ impl NbdDevice {
         let Some(connection) = self.connections[slot].take() else {
             return;
         };
-        self.counters.connections_lost += 1;
         let mut pending = connection.close(false);
         pending.append(&mut self.unsent);
-        pending.sort_by_key(|parent| parent.id);
-        let unflushed = self.acknowledged_writes.saturating_sub(self.flushed_writes);
-        if unflushed > 0
-            && self.config.reconnect_durability == ReconnectDurability::ReportUnflushedWrites
-        {
-            self.writes_possibly_lost += unflushed;
-        }
-        self.flushed_writes = self.acknowledged_writes;
-        self.losses_without_progress += 1;
-        let attempt = if self.losses_without_progress > self.config.reconnect_attempts.max(1) {
-            Err(format!(
-                "the connection was lost {} times in a row without a request completing",
-                self.losses_without_progress
-            ))
-        } else {
-            self.reconnect(slot)
+        let (mut pending, attempt) = match self.core.begin_recovery(pending) {
+            RecoveryStep::GiveUp(pending, why) => (pending, Err(why)),
+            RecoveryStep::Reconnect(pending) => (pending, self.reconnect(slot)),
         };
         match attempt {
             Ok(connection) => {
-                self.counters.reconnects += 1;
-                self.counters.requests_reissued += pending.len() as u64;
-                for mut parent in pending {
-                    parent.reset_for_reissue();
+                for parent in self.core.reissue(pending) {
                     if let Err(parent) = connection.send(parent) {
                         // The new connection failed at once: its Lost event follows.
                         self.unsent.push(parent);
@@ -465,35 +290,19 @@ impl NbdDevice {
                 self.connections[slot] = Some(connection);
             }
             Err(last_attempt) => {
-                let failure = format!(
-                    "connection lost ({reason}); reconnecting failed ({} attempts at most): {last_attempt}",
-                    self.config.reconnect_attempts
-                );
                 for other in self.connections.iter_mut().filter_map(Option::take) {
                     pending.extend(other.close(false));
                 }
-                for parent in pending {
-                    self.fail_parent(parent, &failure);
-                }
-                self.failed = Some(failure);
+                self.core.fail_everything(pending, &reason, &last_attempt);
             }
         }
     }
 
-    fn fail_parent(&mut self, parent: Box<Parent>, detail: &str) {
-        let mut completion = parent.into_completion();
-        completion.status = Err(self.error(DeviceErrorKind::IoFailed {
-            detail: detail.to_string(),
-        }));
-        self.ready.push_back(completion);
-    }
-
     fn reconnect(&mut self, slot: usize) -> Result<Connection, String> {
-        let mut delay_ms = self.config.reconnect_first_delay_ms;
         let mut last_error = "no attempt made (reconnect_attempts is 0)".to_string();
-        for _ in 0..self.config.reconnect_attempts {
+        for attempt in 0..self.config.reconnect_attempts {
+            let delay_ms = self.core.policy().reconnect_delay_ms(attempt);
             std::thread::sleep(Duration::from_millis(delay_ms));
-            delay_ms = (delay_ms * 2).clamp(1, 1000);
             match self.connect_again(slot) {
                 Ok(connection) => return Ok(connection),
                 Err(error) => last_error = error,
@@ -505,21 +314,7 @@ impl NbdDevice {
     /// A new connection in `slot`, to the same export as the first.
     fn connect_again(&self, slot: usize) -> Result<Connection, String> {
         let (stream, export) = connect(&self.config)?;
-        let same = export.size_bytes == self.export.size_bytes
-            && export.transmission_flags == self.export.transmission_flags
-            && export.structured_replies == self.export.structured_replies
-            && export.maximum_payload_bytes
-                >= self
-                    .export
-                    .maximum_payload_bytes
-                    .min(wire::MAX_PAYLOAD_BYTES)
-            && self.info.block_size_bytes % export.minimum_block_bytes == 0;
-        if !same {
-            return Err(format!(
-                "the export changed across the reconnect (was {:?}, now {:?})",
-                self.export, export
-            ));
-        }
+        self.core.check_same_export(&export)?;
         self.start_connection(stream, export, slot)
     }
 
@@ -530,7 +325,7 @@ impl NbdDevice {
         slot: usize,
     ) -> Result<Connection, String> {
         let settings = ConnectionSettings {
-            device_name: Arc::clone(&self.info.name),
+            device_name: Arc::clone(&self.core.info().name),
             export,
             reply_timeout: reply_timeout(&self.config),
         };
@@ -544,18 +339,16 @@ impl NbdDevice {
             self.handle_event(slot, event);
         }
     }
+}
 
-    fn hand_over(&mut self, completions: &mut Vec<Completion>) -> usize {
-        let count = self.ready.len();
-        assert!(
-            count <= self.in_flight,
-            "{}: {count} completions for {} requests in flight (each request completes once)",
-            self.info.name,
-            self.in_flight
-        );
-        self.in_flight -= count;
-        completions.extend(self.ready.drain(..));
-        count
+/// The driver-independent part of a configuration.
+fn policy_of(config: &NbdDeviceConfig) -> ClientPolicy {
+    ClientPolicy {
+        write_with_fua: config.write_with_fua,
+        read_only: config.read_only,
+        reconnect_attempts: config.reconnect_attempts,
+        reconnect_first_delay_ms: config.reconnect_first_delay_ms,
+        reconnect_durability: config.reconnect_durability,
     }
 }
 
@@ -594,7 +387,7 @@ fn check_export(config: &NbdDeviceConfig, export: &NbdExport) -> Result<u64, Str
 
 impl BlockDevice for NbdDevice {
     fn info(&self) -> &DeviceInfo {
-        &self.info
+        self.core.info()
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
@@ -602,31 +395,9 @@ impl BlockDevice for NbdDevice {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.in_flight >= self.info.queue_depth as usize {
-            return Err(self.info.queue_full(request));
-        }
-        if let Err(error) = self.info.validate(&request.operation) {
-            return Err(Rejected { request, error });
-        }
-        let request = self.check_supported(request)?;
-        if let Some(failure) = &self.failed {
-            let detail = failure.clone();
-            return Err(self.reject(request, DeviceErrorKind::IoFailed { detail }));
-        }
-        if matches!(request.operation, Operation::Flush)
-            && !self.export.has_flag(wire::TRANSMISSION_FLAG_SEND_FLUSH)
-        {
-            // The server has no volatile cache to flush (it offers no NBD_CMD_FLUSH).
-            self.in_flight += 1;
-            self.ready.push_back(Completion {
-                tag: request.tag,
-                status: Ok(()),
-                buffer: None,
-            });
+        let Some(parent) = self.core.admit(request)? else {
             return Ok(());
-        }
-        let parent = self.build_parent(request)?;
-        self.in_flight += 1;
+        };
         let slot = self.next_connection % self.connections.len();
         self.next_connection = self.next_connection.wrapping_add(1);
         let connection = self.connections[slot]
@@ -642,7 +413,7 @@ impl BlockDevice for NbdDevice {
 
     fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
         self.drain_events();
-        self.hand_over(completions)
+        self.core.hand_over(completions)
     }
 
     fn wait_completions(
@@ -651,11 +422,14 @@ impl BlockDevice for NbdDevice {
     ) -> Result<usize, DeviceError> {
         loop {
             self.drain_events();
-            if !self.ready.is_empty() {
-                return Ok(self.hand_over(completions));
+            if self.core.ready_count() > 0 {
+                return Ok(self.core.hand_over(completions));
             }
-            if self.in_flight == 0 {
-                return Err(self.error(DeviceErrorKind::NothingInFlight));
+            if self.core.in_flight() == 0 {
+                return Err(DeviceError::new(
+                    &self.core.info().name,
+                    DeviceErrorKind::NothingInFlight,
+                ));
             }
             // Requests in flight are on a connection, or completed in this channel.
             let (slot, event) = self
@@ -667,13 +441,13 @@ impl BlockDevice for NbdDevice {
     }
 
     fn in_flight(&self) -> usize {
-        self.in_flight
+        self.core.in_flight()
     }
 }
 
 impl Drop for NbdDevice {
     fn drop(&mut self) {
-        let nothing_in_flight = self.in_flight == self.ready.len();
+        let nothing_in_flight = self.core.in_flight() == self.core.ready_count();
         for connection in self.connections.iter_mut().filter_map(Option::take) {
             drop(connection.close(nothing_in_flight));
         }

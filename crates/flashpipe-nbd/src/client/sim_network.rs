@@ -1,0 +1,757 @@
+//! A simulated network of NBD disk nodes in virtual time: the ground that
+//! [`super::sim::SimNbdDevice`] runs on.
+//!
+//! A [`SimNetwork`] is one discrete-event world: a [`VirtualClock`], one event queue
+//! ordered by (virtual time, sequence number), and its nodes. Each node is an in-simulation
+//! NBD server over a [`RamDisk`] behind a seeded link to one client connection at a time.
+//! Bytes on the link are the protocol's own (`crate::wire`): the client's request frames
+//! are decoded by the node with [`RequestHeader::decode`], carried out on the RAM disk, and
+//! answered with simple replies or structured chunks (reads in one or two chunks, an
+//! all-zero half as a hole) that the client decodes with the real client's code.
+//!
+//! Faults, per node ([`SimLinkConfig`]), all drawn from the node's seeded generator:
+//! - a delay per message in each direction (the link keeps each direction in order, as a
+//!   stream does) and a service delay per request at the node, so replies come back out
+//!   of order;
+//! - a message lost with its connection (the sender's side sees the connection reset
+//!   after a delay); the node closing a connection on a request; a connection attempt
+//!   refused;
+//! - [`SimNetwork::take_down`]: the node is gone (its connection reset, every attempt
+//!   refused) until [`SimNetwork::bring_up`]. Its RAM disk keeps what it holds.
+//!
+//! Nothing reads the wall clock, starts a thread or iterates a hash map, so a seed fixes
+//! the whole history; [`SimNetwork::history_fingerprint`] sums it up for replay checks.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use flashpipe_device::{
+    run_one, Clock, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk, SplitMix64,
+    VirtualClock,
+};
+
+use crate::wire::{self, RequestHeader};
+
+use super::handshake::NbdExport;
+
+/// Bytes per block of a node's RAM disk (every NBD request of the client is a multiple).
+const NODE_DISK_BLOCK_BYTES: u32 = 512;
+
+/// Most requests one message from the client may carry (one device request's parts).
+const MAX_REQUESTS_PER_MESSAGE: usize = 1 << 20;
+
+/// How a node's link and service misbehave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimLinkConfig {
+    /// Shortest one-way delay of a message, nanoseconds.
+    pub delay_ns_min: u64,
+    /// Longest one-way delay of a message, nanoseconds.
+    pub delay_ns_max: u64,
+    /// Longest time the node takes to carry out one request, nanoseconds.
+    pub service_ns_max: u64,
+    /// Chance that a message is lost and its connection severed.
+    pub sever_probability: f64,
+    /// Chance that the node closes the connection instead of serving a request.
+    pub close_probability: f64,
+    /// Chance that a connection attempt is refused.
+    pub refuse_probability: f64,
+}
+
+impl SimLinkConfig {
+    /// A link that never fails: 20 to 80 us each way, up to 30 us of service.
+    pub fn reliable() -> SimLinkConfig {
+        SimLinkConfig {
+            delay_ns_min: 20_000,
+            delay_ns_max: 80_000,
+            service_ns_max: 30_000,
+            sever_probability: 0.0,
+            close_probability: 0.0,
+            refuse_probability: 0.0,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.delay_ns_min > self.delay_ns_max {
+            return Err(format!(
+                "delay_ns_min {} above delay_ns_max {}",
+                self.delay_ns_min, self.delay_ns_max
+            ));
+        }
+        let probabilities = [
+            ("sever_probability", self.sever_probability),
+            ("close_probability", self.close_probability),
+            ("refuse_probability", self.refuse_probability),
+        ];
+        for (name, probability) in probabilities {
+            if !(0.0..=1.0).contains(&probability) {
+                return Err(format!("{name} {probability} outside 0.0..=1.0"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One disk node: its export and its link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimNodeConfig {
+    /// The node's name; the client device is named `nbd+sim://NAME/`.
+    pub name: String,
+    /// Export size in bytes (a multiple of 512).
+    pub size_bytes: u64,
+    /// Whether the node answers with structured replies (else simple ones).
+    pub structured_replies: bool,
+    /// The export's maximum payload (requests above it are cut into parts).
+    pub maximum_payload_bytes: u32,
+    /// The link's faults.
+    pub link: SimLinkConfig,
+}
+
+/// What the network hands a client device.
+#[derive(Debug)]
+pub(crate) enum Delivery {
+    /// One reply message (a simple reply, or one structured chunk) on `connection`.
+    Reply { connection: u64, bytes: Vec<u8> },
+    /// `connection` was reset.
+    Lost { connection: u64, reason: String },
+    /// A connection attempt succeeded.
+    Connected { connection: u64, export: NbdExport },
+    /// A connection attempt failed.
+    Refused { reason: String },
+}
+
+/// A scheduled happening.
+#[derive(Debug)]
+enum NetworkEvent {
+    /// Client bytes reach the node.
+    ArriveAtNode {
+        node: usize,
+        connection: u64,
+        bytes: Vec<u8>,
+    },
+    /// The node finished a request; its reply enters the link.
+    ServiceDone {
+        node: usize,
+        connection: u64,
+        replies: Vec<Vec<u8>>,
+    },
+    /// Something reaches the client.
+    ArriveAtClient { node: usize, delivery: Delivery },
+    /// The client tries to connect.
+    ConnectAttempt { node: usize },
+}
+
+impl NetworkEvent {
+    fn node(&self) -> usize {
+        match self {
+            NetworkEvent::ArriveAtNode { node, .. }
+            | NetworkEvent::ServiceDone { node, .. }
+            | NetworkEvent::ArriveAtClient { node, .. }
+            | NetworkEvent::ConnectAttempt { node } => *node,
+        }
+    }
+
+    fn kind_code(&self) -> u64 {
+        match self {
+            NetworkEvent::ArriveAtNode { .. } => 1,
+            NetworkEvent::ServiceDone { .. } => 2,
+            NetworkEvent::ArriveAtClient { delivery, .. } => match delivery {
+                Delivery::Reply { .. } => 3,
+                Delivery::Lost { .. } => 4,
+                Delivery::Connected { .. } => 5,
+                Delivery::Refused { .. } => 6,
+            },
+            NetworkEvent::ConnectAttempt { .. } => 7,
+        }
+    }
+}
+
+/// One node's state.
+struct Node {
+    config: SimNodeConfig,
+    export: NbdExport,
+    disk: RamDisk,
+    generator: SplitMix64,
+    up: bool,
+    live_connection: Option<u64>,
+    /// Arrival time of the last message each way (a stream keeps its order).
+    last_to_node_ns: u64,
+    last_to_client_ns: u64,
+    inbox: VecDeque<Delivery>,
+    requests_served: u64,
+}
+
+/// The whole network behind the mutex.
+struct NetworkState {
+    clock: VirtualClock,
+    seed_generator: SplitMix64,
+    nodes: Vec<Node>,
+    events: BTreeMap<(u64, u64), NetworkEvent>,
+    next_sequence: u64,
+    next_connection: u64,
+    fingerprint: u64,
+    events_run: u64,
+    counters: SimNetworkCounters,
+}
+
+/// What happened on a network so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimNetworkCounters {
+    /// Connections reset (a lost message, a node closing, a node going down).
+    pub connections_reset: u64,
+    /// Connection attempts refused.
+    pub attempts_refused: u64,
+    /// Connections made by scheduled attempts (reconnects).
+    pub reconnects: u64,
+    /// Requests the nodes carried out (re-issued ones counted again).
+    pub requests_served: u64,
+}
+
+/// One simulated network of NBD disk nodes. Clones share it.
+#[derive(Clone)]
+pub struct SimNetwork {
+    state: Arc<Mutex<NetworkState>>,
+}
+
+impl std::fmt::Debug for SimNetwork {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        formatter
+            .debug_struct("SimNetwork")
+            .field("now_ns", &state.clock.now_ns())
+            .field("nodes", &state.nodes.len())
+            .field("events_run", &state.events_run)
+            .finish()
+    }
+}
+
+/// The name a node's client device carries.
+pub fn sim_node_uri(node_name: &str) -> String {
+    format!("nbd+sim://{node_name}/")
+}
+
+impl SimNetwork {
+    /// An empty network at virtual time zero whose every random choice derives from
+    /// `seed`.
+    pub fn new(seed: u64) -> SimNetwork {
+        SimNetwork {
+            state: Arc::new(Mutex::new(NetworkState {
+                clock: VirtualClock::new(),
+                seed_generator: SplitMix64::new(seed),
+                nodes: Vec::new(),
+                events: BTreeMap::new(),
+                next_sequence: 0,
+                next_connection: 1,
+                fingerprint: 0xcbf2_9ce4_8422_2325,
+                events_run: 0,
+                counters: SimNetworkCounters::default(),
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, NetworkState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The network's virtual clock.
+    pub fn clock(&self) -> VirtualClock {
+        self.lock().clock.clone()
+    }
+
+    /// The current virtual time.
+    pub fn now_ns(&self) -> u64 {
+        self.lock().clock.now_ns()
+    }
+
+    /// Adds a node (its RAM disk all zeros); returns its index. Bad settings are an
+    /// `Open` error naming the node.
+    pub fn add_node(&self, config: SimNodeConfig) -> Result<usize, DeviceError> {
+        let name: Arc<str> = Arc::from(sim_node_uri(&config.name));
+        let open_error = |detail: String| DeviceError::new(&name, DeviceErrorKind::Open { detail });
+        config.link.validate().map_err(open_error)?;
+        let block = u64::from(NODE_DISK_BLOCK_BYTES);
+        if config.size_bytes == 0 || config.size_bytes % block != 0 {
+            return Err(open_error(format!(
+                "export size {} is not a positive multiple of {block} bytes",
+                config.size_bytes
+            )));
+        }
+        if config.maximum_payload_bytes < NODE_DISK_BLOCK_BYTES
+            || config.maximum_payload_bytes > wire::MAX_PAYLOAD_BYTES
+        {
+            return Err(open_error(format!(
+                "maximum payload {} outside {NODE_DISK_BLOCK_BYTES}..={}",
+                config.maximum_payload_bytes,
+                wire::MAX_PAYLOAD_BYTES
+            )));
+        }
+        let mut state = self.lock();
+        let disk = RamDisk::with_clock(
+            &config.name,
+            NODE_DISK_BLOCK_BYTES,
+            config.size_bytes / block,
+            64,
+            state.clock.as_clock(),
+        )?;
+        let export = NbdExport {
+            size_bytes: config.size_bytes,
+            transmission_flags: wire::TRANSMISSION_FLAG_HAS_FLAGS
+                | wire::TRANSMISSION_FLAG_SEND_FLUSH
+                | wire::TRANSMISSION_FLAG_SEND_FUA
+                | wire::TRANSMISSION_FLAG_SEND_TRIM,
+            minimum_block_bytes: NODE_DISK_BLOCK_BYTES,
+            preferred_block_bytes: 4096,
+            maximum_payload_bytes: config.maximum_payload_bytes,
+            structured_replies: config.structured_replies,
+            entered_with_go: true,
+        };
+        let generator = SplitMix64::new(state.seed_generator.next_u64());
+        state.nodes.push(Node {
+            config,
+            export,
+            disk,
+            generator,
+            up: true,
+            live_connection: None,
+            last_to_node_ns: 0,
+            last_to_client_ns: 0,
+            inbox: VecDeque::new(),
+            requests_served: 0,
+        });
+        Ok(state.nodes.len() - 1)
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.lock().nodes.len()
+    }
+
+    /// Node `node`'s name.
+    ///
+    /// # Panics
+    /// When `node` is not a node of this network.
+    pub fn node_name(&self, node: usize) -> String {
+        self.lock().nodes[node].config.name.clone()
+    }
+
+    /// Requests node `node` has carried out.
+    pub fn requests_served(&self, node: usize) -> u64 {
+        self.lock().nodes[node].requests_served
+    }
+
+    /// The node is gone: its connection resets and every attempt is refused, until
+    /// [`SimNetwork::bring_up`]. Its disk keeps its contents.
+    pub fn take_down(&self, node: usize) {
+        let mut state = self.lock();
+        state.nodes[node].up = false;
+        state.sever(node, "the disk node went down");
+    }
+
+    /// The node is back: connection attempts may succeed again.
+    pub fn bring_up(&self, node: usize) {
+        self.lock().nodes[node].up = true;
+    }
+
+    /// Runs the earliest pending event, moving virtual time to it; false when nothing
+    /// is pending.
+    pub fn run_next_event(&self) -> bool {
+        self.lock().run_next_event()
+    }
+
+    /// A sum of the history so far (each event's time, node and kind, in order): two
+    /// runs with the same seed and the same calls give the same value.
+    pub fn history_fingerprint(&self) -> u64 {
+        self.lock().fingerprint
+    }
+
+    /// Resets, refusals, reconnects and requests so far.
+    pub fn counters(&self) -> SimNetworkCounters {
+        self.lock().counters
+    }
+
+    /// Events run so far.
+    pub fn events_run(&self) -> u64 {
+        self.lock().events_run
+    }
+
+    /// Connects to `node` at once, without faults (opening a device).
+    pub(crate) fn connect_now(&self, node: usize) -> Result<(u64, NbdExport), String> {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let Some(target) = state.nodes.get_mut(node) else {
+            return Err(format!("the network has no node {node}"));
+        };
+        if !target.up {
+            return Err("connection refused: the disk node is down".to_string());
+        }
+        let connection = state.next_connection;
+        state.next_connection += 1;
+        target.live_connection = Some(connection);
+        target.inbox.clear();
+        Ok((connection, target.export))
+    }
+
+    /// Schedules a connection attempt to `node` after `delay_ns`; its outcome is
+    /// delivered as [`Delivery::Connected`] or [`Delivery::Refused`].
+    pub(crate) fn schedule_connect(&self, node: usize, delay_ns: u64) {
+        let mut state = self.lock();
+        let at_ns = state.clock.now_ns().saturating_add(delay_ns);
+        state.schedule(at_ns, NetworkEvent::ConnectAttempt { node });
+    }
+
+    /// Sends client bytes on `connection` (lost silently when the connection is already
+    /// dead: its reset is delivered, or on its way).
+    pub(crate) fn send_to_node(&self, node: usize, connection: u64, bytes: Vec<u8>) {
+        let mut state = self.lock();
+        if state.nodes[node].live_connection != Some(connection) {
+            return;
+        }
+        let severed = {
+            let link = state.nodes[node].config.link;
+            state.nodes[node].generator.chance(link.sever_probability)
+        };
+        if severed {
+            state.sever(
+                node,
+                "the link dropped a request and the connection was reset",
+            );
+            return;
+        }
+        let at_ns = state.arrival_to_node_ns(node);
+        state.schedule(
+            at_ns,
+            NetworkEvent::ArriveAtNode {
+                node,
+                connection,
+                bytes,
+            },
+        );
+    }
+
+    /// The client closed `connection` (after a loss it noticed, or when dropped).
+    pub(crate) fn close(&self, node: usize, connection: u64) {
+        let mut state = self.lock();
+        if state.nodes[node].live_connection == Some(connection) {
+            state.nodes[node].live_connection = None;
+        }
+    }
+
+    /// Runs every event due by now, then takes what reached `node`'s client.
+    pub(crate) fn take_deliveries(&self, node: usize) -> Vec<Delivery> {
+        let mut state = self.lock();
+        state.run_due_events();
+        state.nodes[node].inbox.drain(..).collect()
+    }
+}
+
+impl NetworkState {
+    fn schedule(&mut self, at_ns: u64, event: NetworkEvent) {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        self.events.insert((at_ns, sequence), event);
+    }
+
+    fn delay_ns(&mut self, node: usize) -> u64 {
+        let target = &mut self.nodes[node];
+        let link = target.config.link;
+        link.delay_ns_min
+            + target
+                .generator
+                .below(link.delay_ns_max - link.delay_ns_min + 1)
+    }
+
+    fn arrival_to_node_ns(&mut self, node: usize) -> u64 {
+        let at_ns = self.clock.now_ns() + self.delay_ns(node);
+        let target = &mut self.nodes[node];
+        target.last_to_node_ns = target.last_to_node_ns.max(at_ns);
+        target.last_to_node_ns
+    }
+
+    fn arrival_to_client_ns(&mut self, node: usize) -> u64 {
+        let at_ns = self.clock.now_ns() + self.delay_ns(node);
+        let target = &mut self.nodes[node];
+        target.last_to_client_ns = target.last_to_client_ns.max(at_ns);
+        target.last_to_client_ns
+    }
+
+    /// Ends the node's live connection; the client hears of it after a delay.
+    fn sever(&mut self, node: usize, reason: &str) {
+        let Some(connection) = self.nodes[node].live_connection.take() else {
+            return;
+        };
+        self.counters.connections_reset += 1;
+        let at_ns = self.arrival_to_client_ns(node);
+        let delivery = Delivery::Lost {
+            connection,
+            reason: reason.to_string(),
+        };
+        self.schedule(at_ns, NetworkEvent::ArriveAtClient { node, delivery });
+    }
+
+    fn run_due_events(&mut self) {
+        let now_ns = self.clock.now_ns();
+        while self
+            .events
+            .first_key_value()
+            .is_some_and(|(&(at_ns, _), _)| at_ns <= now_ns)
+        {
+            self.run_next_event();
+        }
+    }
+
+    fn run_next_event(&mut self) -> bool {
+        let Some(((at_ns, _), event)) = self.events.pop_first() else {
+            return false;
+        };
+        self.clock.advance_to(at_ns);
+        self.events_run += 1;
+        for value in [at_ns, event.node() as u64, event.kind_code()] {
+            self.fingerprint = (self.fingerprint ^ value).wrapping_mul(0x0100_0000_01b3);
+        }
+        match event {
+            NetworkEvent::ArriveAtNode {
+                node,
+                connection,
+                bytes,
+            } => self.serve(node, connection, &bytes),
+            NetworkEvent::ServiceDone {
+                node,
+                connection,
+                replies,
+            } => self.send_replies(node, connection, replies),
+            NetworkEvent::ArriveAtClient { node, delivery } => {
+                self.nodes[node].inbox.push_back(delivery);
+            }
+            NetworkEvent::ConnectAttempt { node } => self.attempt_connect(node),
+        }
+        true
+    }
+
+    fn attempt_connect(&mut self, node: usize) {
+        let refuse_probability = self.nodes[node].config.link.refuse_probability;
+        let refused = !self.nodes[node].up || self.nodes[node].generator.chance(refuse_probability);
+        if refused {
+            self.counters.attempts_refused += 1;
+        } else {
+            self.counters.reconnects += 1;
+        }
+        let delivery = if !self.nodes[node].up {
+            Delivery::Refused {
+                reason: "connection refused: the disk node is down".to_string(),
+            }
+        } else if refused {
+            Delivery::Refused {
+                reason: "connection refused (simulated)".to_string(),
+            }
+        } else {
+            let connection = self.next_connection;
+            self.next_connection += 1;
+            self.nodes[node].live_connection = Some(connection);
+            Delivery::Connected {
+                connection,
+                export: self.nodes[node].export,
+            }
+        };
+        let at_ns = self.arrival_to_client_ns(node);
+        self.schedule(at_ns, NetworkEvent::ArriveAtClient { node, delivery });
+    }
+
+    /// The node reads the requests of one message, carries each out on its disk and
+    /// schedules each reply after its own service time.
+    fn serve(&mut self, node: usize, connection: u64, bytes: &[u8]) {
+        if self.nodes[node].live_connection != Some(connection) {
+            return;
+        }
+        let close_probability = self.nodes[node].config.link.close_probability;
+        if self.nodes[node].generator.chance(close_probability) {
+            self.sever(node, "the server closed the connection");
+            return;
+        }
+        let requests = match split_requests(bytes) {
+            Ok(requests) => requests,
+            Err(reason) => {
+                self.sever(node, &format!("the server refused a request: {reason}"));
+                return;
+            }
+        };
+        for (header, payload) in requests {
+            let replies = self.carry_out(node, &header, payload);
+            let service_ns_max = self.nodes[node].config.link.service_ns_max;
+            let service_ns = self.nodes[node].generator.below(service_ns_max + 1);
+            let at_ns = self.clock.now_ns() + service_ns;
+            self.schedule(
+                at_ns,
+                NetworkEvent::ServiceDone {
+                    node,
+                    connection,
+                    replies,
+                },
+            );
+        }
+    }
+
+    fn send_replies(&mut self, node: usize, connection: u64, replies: Vec<Vec<u8>>) {
+        for bytes in replies {
+            if self.nodes[node].live_connection != Some(connection) {
+                return;
+            }
+            let sever_probability = self.nodes[node].config.link.sever_probability;
+            if self.nodes[node].generator.chance(sever_probability) {
+                self.sever(
+                    node,
+                    "the link dropped a reply and the connection was reset",
+                );
+                return;
+            }
+            let at_ns = self.arrival_to_client_ns(node);
+            let delivery = Delivery::Reply { connection, bytes };
+            self.schedule(at_ns, NetworkEvent::ArriveAtClient { node, delivery });
+        }
+    }
+
+    /// Carries out one request on the node's disk; returns its reply messages.
+    fn carry_out(&mut self, node: usize, header: &RequestHeader, payload: &[u8]) -> Vec<Vec<u8>> {
+        let target = &mut self.nodes[node];
+        target.requests_served += 1;
+        self.counters.requests_served += 1;
+        let outcome = execute(&mut target.disk, target.export.size_bytes, header, payload);
+        let split = target.generator.chance(0.5);
+        encode_replies(header, outcome, target.export.structured_replies, split)
+    }
+}
+
+/// Cuts one client message into its requests (headers and write payloads).
+fn split_requests(bytes: &[u8]) -> Result<Vec<(RequestHeader, &[u8])>, String> {
+    let mut requests = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        if requests.len() >= MAX_REQUESTS_PER_MESSAGE {
+            return Err(format!(
+                "more than {MAX_REQUESTS_PER_MESSAGE} requests in one message"
+            ));
+        }
+        let Some((header_bytes, after)) =
+            rest.split_first_chunk::<{ wire::REQUEST_HEADER_BYTES }>()
+        else {
+            return Err(format!(
+                "{} bytes left, short of a request header",
+                rest.len()
+            ));
+        };
+        let header = RequestHeader::decode(header_bytes).map_err(|error| error.to_string())?;
+        let payload_bytes = if header.has_payload() {
+            header.length_bytes as usize
+        } else {
+            0
+        };
+        if after.len() < payload_bytes {
+            return Err(format!(
+                "a write of {payload_bytes} bytes with {} bytes of payload",
+                after.len()
+            ));
+        }
+        let (payload, after) = after.split_at(payload_bytes);
+        requests.push((header, payload));
+        rest = after;
+    }
+    Ok(requests)
+}
+
+/// What a request came to: its read data, or an NBD error.
+type Outcome = Result<Option<Vec<u8>>, u32>;
+
+fn execute(disk: &mut RamDisk, size_bytes: u64, header: &RequestHeader, payload: &[u8]) -> Outcome {
+    let block = u64::from(NODE_DISK_BLOCK_BYTES);
+    let length = u64::from(header.length_bytes);
+    let inside = header
+        .offset_bytes
+        .checked_add(length)
+        .is_some_and(|end| end <= size_bytes);
+    let aligned = header.offset_bytes % block == 0 && length % block == 0;
+    let first_block = header.offset_bytes / block;
+    let operation = match header.command {
+        wire::CMD_FLUSH => Operation::Flush,
+        _ if !inside => return Err(wire::NBD_EINVAL),
+        _ if !aligned => return Err(wire::NBD_EINVAL),
+        wire::CMD_READ => Operation::Read {
+            first_block,
+            buffer: IoBuf::zeroed(length as usize),
+        },
+        wire::CMD_WRITE => Operation::Write {
+            first_block,
+            buffer: IoBuf::from_slice(payload),
+        },
+        wire::CMD_TRIM => Operation::Trim {
+            first_block,
+            block_count: length / block,
+        },
+        _ => return Err(wire::NBD_EINVAL),
+    };
+    let is_read = header.command == wire::CMD_READ;
+    match run_one(disk, operation) {
+        Ok(completion) if completion.status.is_ok() => Ok(if is_read {
+            completion.buffer.map(|buffer| buffer.as_slice().to_vec())
+        } else {
+            None
+        }),
+        _ => Err(wire::NBD_EIO),
+    }
+}
+
+/// The reply messages for one request: a simple reply, or structured chunks (a read in
+/// two chunks, second half first, when `split`; an all-zero chunk as a hole).
+fn encode_replies(
+    header: &RequestHeader,
+    outcome: Outcome,
+    structured: bool,
+    split: bool,
+) -> Vec<Vec<u8>> {
+    let cookie = header.cookie;
+    let mut message = Vec::new();
+    if !structured {
+        let error = outcome.as_ref().err().copied().unwrap_or(0);
+        wire::encode_simple_reply(&mut message, error, cookie);
+        if let Ok(Some(data)) = outcome {
+            message.extend_from_slice(&data);
+        }
+        return vec![message];
+    }
+    match outcome {
+        Err(error) => {
+            wire::encode_chunk_error(&mut message, cookie, error, "simulated server error");
+            vec![message]
+        }
+        Ok(None) => {
+            wire::encode_chunk_none(&mut message, cookie);
+            vec![message]
+        }
+        Ok(Some(data)) => {
+            let half = if split && data.len() >= 2 * NODE_DISK_BLOCK_BYTES as usize {
+                data.len() / 2
+            } else {
+                0
+            };
+            if half == 0 {
+                return vec![content_chunk(cookie, header.offset_bytes, &data, true)];
+            }
+            let (first, second) = data.split_at(half);
+            let mut messages = Vec::with_capacity(2);
+            let second_offset = header.offset_bytes + half as u64;
+            messages.push(content_chunk(cookie, second_offset, second, false));
+            messages.push(content_chunk(cookie, header.offset_bytes, first, true));
+            messages
+        }
+    }
+}
+
+/// One `OFFSET_DATA` chunk, or `OFFSET_HOLE` when every byte is zero.
+fn content_chunk(cookie: u64, offset_bytes: u64, data: &[u8], done: bool) -> Vec<u8> {
+    let mut message = Vec::new();
+    let length = u32::try_from(data.len()).expect("a part fits the 32-bit length field");
+    if !data.is_empty() && data.iter().all(|&byte| byte == 0) {
+        wire::encode_chunk_offset_hole(&mut message, cookie, offset_bytes, length, done);
+    } else {
+        wire::encode_chunk_offset_data_header(&mut message, cookie, offset_bytes, length, done);
+        message.extend_from_slice(data);
+    }
+    message
+}

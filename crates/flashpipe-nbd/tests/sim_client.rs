@@ -1,0 +1,330 @@
+//! The NBD client inside the deterministic simulation (issue #15): a file system striped
+//! over simulated NBD disk nodes whose links delay, drop and reset, and refuse
+//! reconnects, runs the testkit's random file-system workload (every read checked
+//! against the model); then it is remounted over fresh connections and must hold the
+//! model exactly, fsck clean. A member whose node stays down fails with errors naming
+//! it; the same seed gives the same history; a flush after a reconnect reports the
+//! writes no flush had covered.
+//!
+//! `FLASHPIPE_SEEDS=N` runs seeds 0..N of the campaign (default 6); `FLASHPIPE_SEED=S`
+//! replays one.
+
+use flashpipe_array::{CompletionOrder, StripedDevice};
+use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation, SplitMix64};
+use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_nbd::client::{
+    ReconnectDurability, SimLinkConfig, SimNbdDevice, SimNbdDeviceConfig, SimNetwork,
+    SimNetworkCounters, SimNodeConfig,
+};
+use flashpipe_testkit::fs_workload::{contents, describe, FsWorkload, WorkloadShape};
+use flashpipe_testkit::seeds::run_seeds;
+
+const FS_BLOCK_BYTES: u32 = 4096;
+
+/// A seeded layout: nodes, their links, and how the client talks to them.
+struct Layout {
+    members: usize,
+    device_block_bytes: u32,
+    stripe_unit_bytes: u64,
+    device_config: SimNbdDeviceConfig,
+}
+
+fn faulty_link(rng: &mut SplitMix64) -> SimLinkConfig {
+    SimLinkConfig {
+        delay_ns_min: 10_000,
+        delay_ns_max: 10_000 + rng.below(200_000),
+        service_ns_max: rng.below(100_000),
+        sever_probability: [0.0, 0.005, 0.01, 0.02][rng.below(4) as usize],
+        close_probability: [0.0, 0.005, 0.01][rng.below(3) as usize],
+        refuse_probability: [0.0, 0.3, 0.5][rng.below(3) as usize],
+    }
+}
+
+fn build(seed: u64, rng: &mut SplitMix64) -> (SimNetwork, Layout) {
+    let network = SimNetwork::new(seed);
+    let members = 2 + rng.below(3) as usize;
+    let fs_blocks: u64 = 480;
+    let node_bytes = (fs_blocks / members as u64 + 1) * u64::from(FS_BLOCK_BYTES);
+    for member in 0..members {
+        let config = SimNodeConfig {
+            name: format!("node{member}"),
+            size_bytes: node_bytes,
+            structured_replies: rng.chance(0.5),
+            maximum_payload_bytes: [4096, 16384, 1 << 20][rng.below(3) as usize],
+            link: faulty_link(rng),
+        };
+        network.add_node(config).expect("node");
+    }
+    let device_block_bytes = if rng.chance(0.5) { 512 } else { 4096 };
+    let mut device_config = SimNbdDeviceConfig::new(0, device_block_bytes);
+    device_config.reconnect_attempts = 12;
+    device_config.write_with_fua = rng.chance(0.3);
+    // The nodes' RAM disks keep what they acknowledged across resets.
+    device_config.reconnect_durability = ReconnectDurability::TrustServer;
+    let layout = Layout {
+        members,
+        device_block_bytes,
+        stripe_unit_bytes: u64::from(FS_BLOCK_BYTES) << rng.below(2),
+        device_config,
+    };
+    (network, layout)
+}
+
+fn open_stack(network: &SimNetwork, layout: &Layout) -> Box<dyn BlockDevice> {
+    let members: Vec<Box<dyn BlockDevice>> = (0..layout.members)
+        .map(|node| {
+            let config = SimNbdDeviceConfig {
+                node,
+                ..layout.device_config
+            };
+            Box::new(SimNbdDevice::open(network, config).expect("open")) as Box<dyn BlockDevice>
+        })
+        .collect();
+    Box::new(
+        StripedDevice::new(
+            "stripe",
+            members,
+            layout.stripe_unit_bytes,
+            CompletionOrder::AsCompleted,
+            64,
+        )
+        .expect("stripe"),
+    )
+}
+
+/// One seed: workload under faults, then a remount that must hold the model.
+fn run_seed(seed: u64) -> (SimNetworkCounters, u64) {
+    let mut rng = SplitMix64::new(seed);
+    let (network, layout) = build(seed, &mut rng);
+    assert!(layout.device_block_bytes <= FS_BLOCK_BYTES);
+    let fs = Filesystem::format(
+        open_stack(&network, &layout),
+        &FormatOptions {
+            fs_block_size_bytes: FS_BLOCK_BYTES,
+        },
+    )
+    .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
+    let mut run = FsWorkload::new(seed, rng, fs, WorkloadShape::new(u64::from(FS_BLOCK_BYTES)));
+    let ended_early = run.run(100);
+    assert!(!ended_early, "seed {seed}: a device error ended the run");
+    run.fs
+        .flush()
+        .unwrap_or_else(|error| panic!("seed {seed}: last flush: {error}"));
+    let model = run.model.clone();
+    drop(run);
+
+    let mut fs = Filesystem::mount(open_stack(&network, &layout))
+        .unwrap_or_else(|error| panic!("seed {seed}: remount: {error}"));
+    let report = fs
+        .check()
+        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
+    assert!(
+        report.is_clean(),
+        "seed {seed}: fsck: {:#?}",
+        report.findings
+    );
+    let found = contents(&mut fs, seed);
+    assert!(
+        found == model,
+        "seed {seed}: after the remount the files are {:?}, the model {:?}",
+        describe(&found),
+        describe(&model)
+    );
+    (network.counters(), network.history_fingerprint())
+}
+
+#[test]
+fn a_file_system_striped_over_faulty_simulated_nbd_nodes_keeps_every_acknowledged_write() {
+    let results = run_seeds(6, run_seed);
+    let resets: u64 = results
+        .iter()
+        .map(|(counters, _)| counters.connections_reset)
+        .sum();
+    let reconnects: u64 = results
+        .iter()
+        .map(|(counters, _)| counters.reconnects)
+        .sum();
+    let refused: u64 = results
+        .iter()
+        .map(|(counters, _)| counters.attempts_refused)
+        .sum();
+    let served: u64 = results
+        .iter()
+        .map(|(counters, _)| counters.requests_served)
+        .sum();
+    eprintln!(
+        "{} seeds: {served} requests served, {resets} connections reset, {refused} attempts refused, {reconnects} reconnects",
+        results.len()
+    );
+    if results.len() >= 4 {
+        assert!(resets > 0 && reconnects > 0, "the faults never fired");
+        assert!(
+            served > 100 * results.len() as u64,
+            "too little I/O: {served}"
+        );
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_history() {
+    let first = run_seed(3);
+    let second = run_seed(3);
+    assert_eq!(first, second);
+    let other = run_seed(4);
+    assert_ne!(first.1, other.1, "two seeds gave the same history");
+}
+
+fn reliable_node(network: &SimNetwork, name: &str) -> usize {
+    network
+        .add_node(SimNodeConfig {
+            name: name.to_string(),
+            size_bytes: 1 << 20,
+            structured_replies: true,
+            maximum_payload_bytes: 1 << 20,
+            link: SimLinkConfig::reliable(),
+        })
+        .expect("node")
+}
+
+fn write_block(device: &mut dyn BlockDevice, block: u64, byte: u8) -> Result<(), String> {
+    let buffer = IoBuf::from_slice(&[byte; 4096]);
+    let operation = Operation::Write {
+        first_block: block,
+        buffer,
+    };
+    let completion = run_one(device, operation).map_err(|error| error.to_string())?;
+    completion.status.map_err(|error| error.to_string())
+}
+
+fn read_block(device: &mut dyn BlockDevice, block: u64) -> Result<Vec<u8>, String> {
+    let operation = Operation::Read {
+        first_block: block,
+        buffer: IoBuf::zeroed(4096),
+    };
+    let completion = run_one(device, operation).map_err(|error| error.to_string())?;
+    completion.status.map_err(|error| error.to_string())?;
+    Ok(completion
+        .buffer
+        .expect("a read hands its buffer back")
+        .as_slice()
+        .to_vec())
+}
+
+fn flush(device: &mut dyn BlockDevice) -> Result<(), String> {
+    let completion = run_one(device, Operation::Flush).map_err(|error| error.to_string())?;
+    completion.status.map_err(|error| error.to_string())
+}
+
+#[test]
+fn a_member_whose_reconnects_run_out_fails_with_errors_naming_it() {
+    let network = SimNetwork::new(7);
+    for index in 0..3 {
+        reliable_node(&network, &format!("node{index}"));
+    }
+    let mut config = SimNbdDeviceConfig::new(1, 4096);
+    config.reconnect_attempts = 3;
+    let mut device = SimNbdDevice::open(&network, config).expect("open");
+    write_block(&mut device, 5, 0xab).expect("write");
+    flush(&mut device).expect("flush");
+    network.take_down(1);
+    let error = read_block(&mut device, 5).expect_err("the node is down");
+    assert!(error.contains("nbd+sim://node1/"), "{error}");
+    assert!(
+        error.contains("reconnecting failed (3 attempts at most)"),
+        "{error}"
+    );
+    assert!(error.contains("the disk node is down"), "{error}");
+    let later = write_block(&mut device, 6, 1).expect_err("the device failed for good");
+    assert!(later.contains("nbd+sim://node1/"), "{later}");
+    assert_eq!(device.counters().connections_lost, 1);
+    assert_eq!(device.counters().reconnects, 0);
+    assert!(device.failure().is_some());
+
+    // Through a striped file system: the error names the member.
+    network.bring_up(1);
+    let members: Vec<Box<dyn BlockDevice>> = (0..3)
+        .map(|node| {
+            let config = SimNbdDeviceConfig {
+                reconnect_attempts: 2,
+                ..SimNbdDeviceConfig::new(node, 4096)
+            };
+            Box::new(SimNbdDevice::open(&network, config).expect("open")) as Box<dyn BlockDevice>
+        })
+        .collect();
+    let striped = StripedDevice::new("stripe", members, 4096, CompletionOrder::AsCompleted, 32)
+        .expect("stripe");
+    let mut fs = Filesystem::format(
+        Box::new(striped),
+        &FormatOptions {
+            fs_block_size_bytes: 4096,
+        },
+    )
+    .expect("mkfs");
+    let file = fs.create("kept").expect("create");
+    fs.write(file, 0, &[7u8; 64 << 10]).expect("write");
+    fs.flush().expect("flush");
+    network.take_down(2);
+    let outcome = fs
+        .write(file, 0, &[9u8; 64 << 10])
+        .map_err(|error| error.to_string())
+        .and_then(|()| fs.flush().map_err(|error| error.to_string()));
+    let error = outcome.expect_err("a member is gone");
+    assert!(error.contains("nbd+sim://node2/"), "{error}");
+}
+
+#[test]
+fn a_request_lost_with_its_connection_is_reissued_and_reads_back() {
+    let network = SimNetwork::new(11);
+    reliable_node(&network, "node0");
+    let mut config = SimNbdDeviceConfig::new(0, 4096);
+    config.reconnect_durability = ReconnectDurability::TrustServer;
+    let mut device = SimNbdDevice::open(&network, config).expect("open");
+    for block in 0..8 {
+        device
+            .submit(flashpipe_device::Request {
+                tag: block,
+                operation: Operation::Write {
+                    first_block: block,
+                    buffer: IoBuf::from_slice(&[block as u8 + 1; 4096]),
+                },
+            })
+            .expect("submit");
+    }
+    // The node resets the connection with all eight in flight; it comes back at once.
+    network.take_down(0);
+    network.bring_up(0);
+    let mut completions = Vec::new();
+    while completions.len() < 8 {
+        device.wait_completions(&mut completions).expect("wait");
+    }
+    assert!(completions
+        .iter()
+        .all(|completion| completion.status.is_ok()));
+    assert_eq!(device.counters().reconnects, 1);
+    assert_eq!(device.counters().requests_reissued, 8);
+    for block in 0..8 {
+        assert_eq!(
+            read_block(&mut device, block).unwrap(),
+            vec![block as u8 + 1; 4096]
+        );
+    }
+}
+
+#[test]
+fn a_flush_after_a_reconnect_reports_writes_no_flush_covered() {
+    let network = SimNetwork::new(5);
+    reliable_node(&network, "node0");
+    let mut device = SimNbdDevice::open(&network, SimNbdDeviceConfig::new(0, 4096)).expect("open");
+    write_block(&mut device, 1, 1).expect("write");
+    network.take_down(0);
+    network.bring_up(0);
+    // The reset is noticed on the next request, which is re-issued after the reconnect.
+    write_block(&mut device, 2, 2).expect("write after the reset");
+    let error = flush(&mut device).expect_err("one write was acknowledged but not flushed");
+    assert!(
+        error.contains("acknowledged 1 writes that no flush had covered"),
+        "{error}"
+    );
+    assert!(error.contains("nbd+sim://node0/"), "{error}");
+    flush(&mut device).expect("the next flush is clean");
+}
