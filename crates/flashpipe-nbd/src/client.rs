@@ -15,7 +15,7 @@
 //! - `core`: the protocol and policy without I/O (cookies, frames, reply decoding and
 //!   checks, admission, durability ledger, reconnect policy) that both drivers share;
 //! - `sim_network` and `sim`: [`SimNetwork`], seeded disk nodes over simulated links in
-//!   virtual time (delays, drops, resets, refused reconnects), and [`SimNbdDevice`], the
+//!   virtual time (delays, drops, resets, partitions, refused reconnects), and [`SimNbdDevice`], the
 //!   client over it, for the deterministic simulation.
 //!
 //! The protocol's constants and message encodings are `crate::wire`'s.

@@ -35,6 +35,7 @@ fn faulty_link(rng: &mut SplitMix64) -> SimLinkConfig {
         delay_ns_max: 10_000 + rng.below(200_000),
         service_ns_max: rng.below(100_000),
         sever_probability: [0.0, 0.005, 0.01, 0.02][rng.below(4) as usize],
+        silent_loss_probability: [0.0, 0.002, 0.005][rng.below(3) as usize],
         close_probability: [0.0, 0.005, 0.01][rng.below(3) as usize],
         refuse_probability: [0.0, 0.3, 0.5][rng.below(3) as usize],
     }
@@ -58,6 +59,8 @@ fn build(seed: u64, rng: &mut SplitMix64) -> (SimNetwork, Layout) {
     let device_block_bytes = if rng.chance(0.5) { 512 } else { 4096 };
     let mut device_config = SimNbdDeviceConfig::new(0, device_block_bytes);
     device_config.reconnect_attempts = 12;
+    // Far above a round trip (at most about 0.5 ms here), far below the default 30 s.
+    device_config.reply_timeout_ms = 20;
     device_config.write_with_fua = rng.chance(0.3);
     // The nodes' RAM disks keep what they acknowledged across resets.
     device_config.reconnect_durability = ReconnectDurability::TrustServer;
@@ -144,6 +147,10 @@ fn a_file_system_striped_over_faulty_simulated_nbd_nodes_keeps_every_acknowledge
         .iter()
         .map(|(counters, _)| counters.reconnects)
         .sum();
+    let partitioned: u64 = results
+        .iter()
+        .map(|(counters, _)| counters.connections_partitioned)
+        .sum();
     let refused: u64 = results
         .iter()
         .map(|(counters, _)| counters.attempts_refused)
@@ -153,11 +160,14 @@ fn a_file_system_striped_over_faulty_simulated_nbd_nodes_keeps_every_acknowledge
         .map(|(counters, _)| counters.requests_served)
         .sum();
     eprintln!(
-        "{} seeds: {served} requests served, {resets} connections reset, {refused} attempts refused, {reconnects} reconnects",
+        "{} seeds: {served} requests served, {resets} connections reset, {partitioned} partitioned, {refused} attempts refused, {reconnects} reconnects",
         results.len()
     );
     if results.len() >= 4 {
-        assert!(resets > 0 && reconnects > 0, "the faults never fired");
+        assert!(
+            resets > 0 && partitioned > 0 && reconnects > 0,
+            "the faults never fired"
+        );
         assert!(
             served > 100 * results.len() as u64,
             "too little I/O: {served}"
@@ -327,4 +337,57 @@ fn a_flush_after_a_reconnect_reports_writes_no_flush_covered() {
     );
     assert!(error.contains("nbd+sim://node0/"), "{error}");
     flush(&mut device).expect("the next flush is clean");
+}
+
+#[test]
+fn a_partitioned_connection_is_timed_out_and_its_requests_reissued() {
+    let network = SimNetwork::new(13);
+    reliable_node(&network, "node0");
+    let mut config = SimNbdDeviceConfig::new(0, 4096);
+    config.reconnect_durability = ReconnectDurability::TrustServer;
+    config.reply_timeout_ms = 100;
+    let mut device = SimNbdDevice::open(&network, config).expect("open");
+    write_block(&mut device, 3, 3).expect("write");
+    network.partition(0);
+    let started_ns = network.now_ns();
+    write_block(&mut device, 4, 4).expect("the write goes through after the timeout");
+    assert!(
+        network.now_ns() - started_ns >= 100_000_000,
+        "timed out too early"
+    );
+    assert_eq!(device.counters().connections_lost, 1);
+    assert_eq!(device.counters().reconnects, 1);
+    assert_eq!(read_block(&mut device, 3).unwrap(), vec![3; 4096]);
+    assert_eq!(read_block(&mut device, 4).unwrap(), vec![4; 4096]);
+}
+
+#[test]
+fn a_link_that_swallows_everything_ends_in_an_error_naming_the_member() {
+    let network = SimNetwork::new(17);
+    let mut link = SimLinkConfig::reliable();
+    link.silent_loss_probability = 1.0;
+    network
+        .add_node(SimNodeConfig {
+            name: "black-hole".to_string(),
+            size_bytes: 1 << 20,
+            structured_replies: false,
+            maximum_payload_bytes: 1 << 20,
+            link,
+        })
+        .expect("node");
+    let mut config = SimNbdDeviceConfig::new(0, 4096);
+    config.reconnect_attempts = 4;
+    config.reply_timeout_ms = 10;
+    let mut device = SimNbdDevice::open(&network, config).expect("open");
+    let error = read_block(&mut device, 0).expect_err("nothing ever answers");
+    assert!(error.contains("nbd+sim://black-hole/"), "{error}");
+    assert!(
+        error.contains("no reply from the server for 10 ms"),
+        "{error}"
+    );
+    assert!(
+        error.contains("lost 5 times in a row without a request completing"),
+        "{error}"
+    );
+    assert_eq!(device.counters().reconnects, 4);
 }

@@ -40,7 +40,7 @@ use crate::wire::{self, RequestHeader};
 
 use super::core::{
     cookie_of_reply, describe_reply_header_error, parent_id_of_cookie, part_header, part_headers,
-    pending_part, read_reply_body, write_part_payload, Parent, ReplyRules,
+    pending_part, read_reply_body, silence_ends_connection, write_part_payload, Parent, ReplyRules,
 };
 
 use super::handshake::NbdExport;
@@ -434,11 +434,12 @@ fn wait_for_reply(
                 let quiet_since = table
                     .last_sent
                     .map_or(*last_received, |sent| sent.max(*last_received));
-                if waiting > 0 && quiet_since.elapsed() >= timeout {
-                    return Err(stop(format!(
-                        "{name}: no reply from the server for {} ms with {waiting} requests in flight",
-                        timeout.as_millis()
-                    )));
+                let quiet_for_ns = quiet_since.elapsed().as_nanos() as u64;
+                let timeout_ns = timeout.as_nanos() as u64;
+                if let Some(reason) =
+                    silence_ends_connection(name, waiting, quiet_for_ns, timeout_ns)
+                {
+                    return Err(stop(reason));
                 }
             }
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}

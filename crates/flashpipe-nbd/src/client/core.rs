@@ -14,7 +14,7 @@
 //!   the reconnect policy: which requests to re-issue and in what order (every one not
 //!   answered, flushes included, in submission order), the backoff between attempts, the
 //!   bound on attempts and on losses in a row without progress, and the final error that
-//!   names the member.
+//!   names the member; the reply timeout's rule ([`silence_ends_connection`]).
 //!
 //! The drivers around it only move bytes and wait: the real one on sockets and the wall
 //! clock, the simulated one on events of a seeded world in virtual time.
@@ -196,6 +196,24 @@ pub(crate) fn describe_reply_header_error(device_name: &str, error: wire::WireEr
         }
         other => format!("{device_name}: protocol violation: {other}"),
     }
+}
+
+/// The reply timeout's rule: with `waiting` requests in flight and nothing received or
+/// sent for `quiet_for_ns`, the connection counts as lost once `timeout_ns` has passed (a
+/// network partition sends no reset); an idle connection never times out. Returns the
+/// reason when it has.
+pub(crate) fn silence_ends_connection(
+    device_name: &str,
+    waiting: usize,
+    quiet_for_ns: u64,
+    timeout_ns: u64,
+) -> Option<String> {
+    (waiting > 0 && quiet_for_ns >= timeout_ns).then(|| {
+        format!(
+            "{device_name}: no reply from the server for {} ms with {waiting} requests in flight",
+            timeout_ns / 1_000_000
+        )
+    })
 }
 
 /// Checks that the part a reply's cookie names is pending on `parent`; returns the part.

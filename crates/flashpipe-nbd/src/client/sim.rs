@@ -11,7 +11,8 @@
 //! scheduled in virtual time with the real client's backoff, and on success the requests
 //! are sent again in submission order (flushes too); when the attempts run out every one
 //! of them, and every later submission, fails with an error naming the device
-//! (`nbd+sim://NODE/`).
+//! (`nbd+sim://NODE/`). The reply timeout is a timer event in virtual time applying the
+//! core's rule, so a partition (no reset) is noticed as on real sockets.
 //!
 //! Every member of a striped stack shares one [`SimNetwork`], so waiting on one member
 //! moves the others' replies along, in virtual-time order.
@@ -31,8 +32,8 @@ use crate::wire;
 
 use super::core::{
     cookie_of_reply, describe_reply_header_error, encode_request_frames, parent_id_of_cookie,
-    pending_part, read_reply_body, ClientCore, ClientPolicy, NbdDeviceCounters, Parent,
-    ReconnectDurability, RecoveryStep, ReplyRules,
+    pending_part, read_reply_body, silence_ends_connection, ClientCore, ClientPolicy,
+    NbdDeviceCounters, Parent, ReconnectDurability, RecoveryStep, ReplyRules,
 };
 use super::handshake::NbdExport;
 use super::sim_network::{sim_node_uri, Delivery, SimNetwork};
@@ -54,11 +55,15 @@ pub struct SimNbdDeviceConfig {
     pub reconnect_first_delay_ms: u64,
     /// What a flush says after a reconnect.
     pub reconnect_durability: ReconnectDurability,
+    /// How long (virtual time) requests in flight may go without a byte from the node
+    /// before the connection counts as lost; 0: no limit.
+    pub reply_timeout_ms: u64,
 }
 
 impl SimNbdDeviceConfig {
     /// The real client's defaults for node `node` with `block_size_bytes` blocks:
-    /// queue depth 32, 5 attempts from 50 ms, unflushed writes reported.
+    /// queue depth 32, 5 attempts from 50 ms, unflushed writes reported, 30 s reply
+    /// timeout.
     pub fn new(node: usize, block_size_bytes: u32) -> SimNbdDeviceConfig {
         SimNbdDeviceConfig {
             node,
@@ -68,6 +73,7 @@ impl SimNbdDeviceConfig {
             reconnect_attempts: 5,
             reconnect_first_delay_ms: 50,
             reconnect_durability: ReconnectDurability::default(),
+            reply_timeout_ms: 30_000,
         }
     }
 }
@@ -96,6 +102,12 @@ pub struct SimNbdDevice {
     link: LinkState,
     /// Requests sent on the live connection, by parent id.
     sent: BTreeMap<u64, Box<Parent>>,
+    /// Reply timeout in nanoseconds; 0: none.
+    reply_timeout_ns: u64,
+    /// When a byte was last sent or received (virtual time).
+    last_activity_ns: u64,
+    /// Whether a timer tick is on its way.
+    tick_armed: bool,
 }
 
 impl std::fmt::Debug for SimNbdDevice {
@@ -167,6 +179,9 @@ impl SimNbdDevice {
             clock: network.clock().as_clock(),
             link: LinkState::Connected(connection),
             sent: BTreeMap::new(),
+            reply_timeout_ns: config.reply_timeout_ms.saturating_mul(1_000_000),
+            last_activity_ns: network.now_ns(),
+            tick_armed: false,
         })
     }
 
@@ -185,6 +200,34 @@ impl SimNbdDevice {
         encode_request_frames(&parent, &mut frames);
         self.sent.insert(parent.id, parent);
         self.network.send_to_node(self.node, connection, frames);
+        self.last_activity_ns = self.clock.now_ns();
+        self.arm_tick(self.last_activity_ns);
+    }
+
+    /// Sets the reply timeout's timer to `since_ns` plus the timeout, unless one is set.
+    fn arm_tick(&mut self, since_ns: u64) {
+        if self.reply_timeout_ns == 0 || self.tick_armed {
+            return;
+        }
+        self.tick_armed = true;
+        let at_ns = since_ns.saturating_add(self.reply_timeout_ns);
+        self.network.schedule_tick(self.node, at_ns);
+    }
+
+    /// The timer: the core's reply-timeout rule on the live connection.
+    fn tick(&mut self) {
+        self.tick_armed = false;
+        let LinkState::Connected(connection) = self.link else {
+            return;
+        };
+        let quiet_for_ns = self.clock.now_ns().saturating_sub(self.last_activity_ns);
+        let waiting = self.sent.len();
+        let name = Arc::clone(&self.core.info().name);
+        match silence_ends_connection(&name, waiting, quiet_for_ns, self.reply_timeout_ns) {
+            Some(reason) => self.lose(connection, reason),
+            None if waiting > 0 => self.arm_tick(self.last_activity_ns),
+            None => {}
+        }
     }
 
     /// Runs the network's due events and takes in what reached this device.
@@ -196,9 +239,11 @@ impl SimNbdDevice {
 
     fn handle(&mut self, delivery: Delivery) {
         match (delivery, &self.link) {
+            (Delivery::Tick, _) => self.tick(),
             (Delivery::Reply { connection, bytes }, LinkState::Connected(live))
                 if connection == *live =>
             {
+                self.last_activity_ns = self.clock.now_ns();
                 if let Err(reason) = self.take_reply(&bytes) {
                     self.lose(connection, reason);
                 }

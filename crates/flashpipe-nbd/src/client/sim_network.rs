@@ -14,8 +14,9 @@
 //!   stream does) and a service delay per request at the node, so replies come back out
 //!   of order;
 //! - a message lost with its connection (the sender's side sees the connection reset
-//!   after a delay); the node closing a connection on a request; a connection attempt
-//!   refused;
+//!   after a delay), or lost silently with it (a partition: only the client's reply
+//!   timeout notices, [`SimNetwork::partition`]); the node closing a connection on a
+//!   request; a connection attempt refused;
 //! - [`SimNetwork::take_down`]: the node is gone (its connection reset, every attempt
 //!   refused) until [`SimNetwork::bring_up`]. Its RAM disk keeps what it holds.
 //!
@@ -51,6 +52,9 @@ pub struct SimLinkConfig {
     pub service_ns_max: u64,
     /// Chance that a message is lost and its connection severed.
     pub sever_probability: f64,
+    /// Chance that a message is lost silently and its connection with it (a partition:
+    /// no reset reaches either side, so only the client's reply timeout notices).
+    pub silent_loss_probability: f64,
     /// Chance that the node closes the connection instead of serving a request.
     pub close_probability: f64,
     /// Chance that a connection attempt is refused.
@@ -65,6 +69,7 @@ impl SimLinkConfig {
             delay_ns_max: 80_000,
             service_ns_max: 30_000,
             sever_probability: 0.0,
+            silent_loss_probability: 0.0,
             close_probability: 0.0,
             refuse_probability: 0.0,
         }
@@ -79,6 +84,7 @@ impl SimLinkConfig {
         }
         let probabilities = [
             ("sever_probability", self.sever_probability),
+            ("silent_loss_probability", self.silent_loss_probability),
             ("close_probability", self.close_probability),
             ("refuse_probability", self.refuse_probability),
         ];
@@ -117,6 +123,8 @@ pub(crate) enum Delivery {
     Connected { connection: u64, export: NbdExport },
     /// A connection attempt failed.
     Refused { reason: String },
+    /// A timer the client set ([`SimNetwork::schedule_tick`]) is due.
+    Tick,
 }
 
 /// A scheduled happening.
@@ -159,6 +167,7 @@ impl NetworkEvent {
                 Delivery::Lost { .. } => 4,
                 Delivery::Connected { .. } => 5,
                 Delivery::Refused { .. } => 6,
+                Delivery::Tick => 8,
             },
             NetworkEvent::ConnectAttempt { .. } => 7,
         }
@@ -200,6 +209,8 @@ pub struct SimNetworkCounters {
     pub connections_reset: u64,
     /// Connection attempts refused.
     pub attempts_refused: u64,
+    /// Connections lost silently (partitions).
+    pub connections_partitioned: u64,
     /// Connections made by scheduled attempts (reconnects).
     pub reconnects: u64,
     /// Requests the nodes carried out (re-issued ones counted again).
@@ -346,6 +357,12 @@ impl SimNetwork {
         state.sever(node, "the disk node went down");
     }
 
+    /// The node's live connection is partitioned: every message on it is lost from now
+    /// on and no reset reaches the client (only its reply timeout notices).
+    pub fn partition(&self, node: usize) {
+        self.lock().partition(node);
+    }
+
     /// The node is back: connection attempts may succeed again.
     pub fn bring_up(&self, node: usize) {
         self.lock().nodes[node].up = true;
@@ -398,11 +415,23 @@ impl SimNetwork {
         state.schedule(at_ns, NetworkEvent::ConnectAttempt { node });
     }
 
+    /// Delivers [`Delivery::Tick`] to `node`'s client at `at_ns` (a timer).
+    pub(crate) fn schedule_tick(&self, node: usize, at_ns: u64) {
+        let mut state = self.lock();
+        let at_ns = at_ns.max(state.clock.now_ns());
+        let delivery = Delivery::Tick;
+        state.schedule(at_ns, NetworkEvent::ArriveAtClient { node, delivery });
+    }
+
     /// Sends client bytes on `connection` (lost silently when the connection is already
     /// dead: its reset is delivered, or on its way).
     pub(crate) fn send_to_node(&self, node: usize, connection: u64, bytes: Vec<u8>) {
         let mut state = self.lock();
         if state.nodes[node].live_connection != Some(connection) {
+            return;
+        }
+        if state.draw_silent_loss(node) {
+            state.partition(node);
             return;
         }
         let severed = {
@@ -471,6 +500,18 @@ impl NetworkState {
         let target = &mut self.nodes[node];
         target.last_to_client_ns = target.last_to_client_ns.max(at_ns);
         target.last_to_client_ns
+    }
+
+    fn draw_silent_loss(&mut self, node: usize) -> bool {
+        let probability = self.nodes[node].config.link.silent_loss_probability;
+        self.nodes[node].generator.chance(probability)
+    }
+
+    /// Ends the node's live connection without a word to the client.
+    fn partition(&mut self, node: usize) {
+        if self.nodes[node].live_connection.take().is_some() {
+            self.counters.connections_partitioned += 1;
+        }
     }
 
     /// Ends the node's live connection; the client hears of it after a delay.
@@ -592,6 +633,10 @@ impl NetworkState {
     fn send_replies(&mut self, node: usize, connection: u64, replies: Vec<Vec<u8>>) {
         for bytes in replies {
             if self.nodes[node].live_connection != Some(connection) {
+                return;
+            }
+            if self.draw_silent_loss(node) {
+                self.partition(node);
                 return;
             }
             let sever_probability = self.nodes[node].config.link.sever_probability;
