@@ -36,6 +36,7 @@ fn faulty_link(rng: &mut SplitMix64) -> SimLinkConfig {
         service_ns_max: rng.below(100_000),
         sever_probability: [0.0, 0.005, 0.01, 0.02][rng.below(4) as usize],
         silent_loss_probability: [0.0, 0.002, 0.005][rng.below(3) as usize],
+        garble_probability: [0.0, 0.005][rng.below(2) as usize],
         close_probability: [0.0, 0.005, 0.01][rng.below(3) as usize],
         refuse_probability: [0.0, 0.3, 0.5][rng.below(3) as usize],
     }
@@ -151,6 +152,10 @@ fn a_file_system_striped_over_faulty_simulated_nbd_nodes_keeps_every_acknowledge
         .iter()
         .map(|(counters, _)| counters.connections_partitioned)
         .sum();
+    let garbled: u64 = results
+        .iter()
+        .map(|(counters, _)| counters.replies_garbled)
+        .sum();
     let refused: u64 = results
         .iter()
         .map(|(counters, _)| counters.attempts_refused)
@@ -160,7 +165,7 @@ fn a_file_system_striped_over_faulty_simulated_nbd_nodes_keeps_every_acknowledge
         .map(|(counters, _)| counters.requests_served)
         .sum();
     eprintln!(
-        "{} seeds: {served} requests served, {resets} connections reset, {partitioned} partitioned, {refused} attempts refused, {reconnects} reconnects",
+        "{} seeds: {served} requests served, {resets} connections reset, {partitioned} partitioned, {garbled} replies garbled, {refused} attempts refused, {reconnects} reconnects",
         results.len()
     );
     if results.len() >= 4 {

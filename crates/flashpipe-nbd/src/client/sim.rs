@@ -358,15 +358,14 @@ impl SimNbdDevice {
     }
 
     fn attempt_failed_for_good(&mut self, last_attempt: String) {
-        let LinkState::Reconnecting {
-            pending,
-            lost_because,
-            ..
-        } = std::mem::replace(&mut self.link, LinkState::Failed)
-        else {
-            return;
-        };
-        self.fail(pending, &lost_because, &last_attempt);
+        match std::mem::replace(&mut self.link, LinkState::Failed) {
+            LinkState::Reconnecting {
+                pending,
+                lost_because,
+                ..
+            } => self.fail(pending, &lost_because, &last_attempt),
+            other => self.link = other,
+        }
     }
 
     fn fail(&mut self, pending: Vec<Box<Parent>>, lost_because: &str, last_attempt: &str) {
@@ -376,13 +375,16 @@ impl SimNbdDevice {
     }
 
     fn reconnected(&mut self, connection: u64) {
-        let LinkState::Reconnecting { pending, .. } =
-            std::mem::replace(&mut self.link, LinkState::Connected(connection))
-        else {
-            return;
-        };
-        for parent in self.core.reissue(pending) {
-            self.send(connection, parent);
+        match std::mem::replace(&mut self.link, LinkState::Connected(connection)) {
+            LinkState::Reconnecting { pending, .. } => {
+                for parent in self.core.reissue(pending) {
+                    self.send(connection, parent);
+                }
+            }
+            other => {
+                self.network.close(self.node, connection);
+                self.link = other;
+            }
         }
     }
 }

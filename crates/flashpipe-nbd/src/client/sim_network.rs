@@ -15,8 +15,9 @@
 //!   of order;
 //! - a message lost with its connection (the sender's side sees the connection reset
 //!   after a delay), or lost silently with it (a partition: only the client's reply
-//!   timeout notices, [`SimNetwork::partition`]); the node closing a connection on a
-//!   request; a connection attempt refused;
+//!   timeout notices, [`SimNetwork::partition`]); a reply whose magic is garbled (a
+//!   protocol violation); the node closing a connection on a request; a connection
+//!   attempt refused;
 //! - [`SimNetwork::take_down`]: the node is gone (its connection reset, every attempt
 //!   refused) until [`SimNetwork::bring_up`]. Its RAM disk keeps what it holds.
 //!
@@ -55,6 +56,9 @@ pub struct SimLinkConfig {
     /// Chance that a message is lost silently and its connection with it (a partition:
     /// no reset reaches either side, so only the client's reply timeout notices).
     pub silent_loss_probability: f64,
+    /// Chance that a reply arrives with a flipped bit in its magic (a protocol violation
+    /// the client must end the connection on and recover from).
+    pub garble_probability: f64,
     /// Chance that the node closes the connection instead of serving a request.
     pub close_probability: f64,
     /// Chance that a connection attempt is refused.
@@ -70,6 +74,7 @@ impl SimLinkConfig {
             service_ns_max: 30_000,
             sever_probability: 0.0,
             silent_loss_probability: 0.0,
+            garble_probability: 0.0,
             close_probability: 0.0,
             refuse_probability: 0.0,
         }
@@ -85,6 +90,7 @@ impl SimLinkConfig {
         let probabilities = [
             ("sever_probability", self.sever_probability),
             ("silent_loss_probability", self.silent_loss_probability),
+            ("garble_probability", self.garble_probability),
             ("close_probability", self.close_probability),
             ("refuse_probability", self.refuse_probability),
         ];
@@ -211,6 +217,8 @@ pub struct SimNetworkCounters {
     pub attempts_refused: u64,
     /// Connections lost silently (partitions).
     pub connections_partitioned: u64,
+    /// Replies garbled on the way.
+    pub replies_garbled: u64,
     /// Connections made by scheduled attempts (reconnects).
     pub reconnects: u64,
     /// Requests the nodes carried out (re-issued ones counted again).
@@ -631,7 +639,7 @@ impl NetworkState {
     }
 
     fn send_replies(&mut self, node: usize, connection: u64, replies: Vec<Vec<u8>>) {
-        for bytes in replies {
+        for mut bytes in replies {
             if self.nodes[node].live_connection != Some(connection) {
                 return;
             }
@@ -647,10 +655,26 @@ impl NetworkState {
                 );
                 return;
             }
+            self.maybe_garble(node, &mut bytes);
             let at_ns = self.arrival_to_client_ns(node);
             let delivery = Delivery::Reply { connection, bytes };
             self.schedule(at_ns, NetworkEvent::ArriveAtClient { node, delivery });
         }
+    }
+
+    /// Flips one bit of a reply's magic (its first four bytes), by the link's chance.
+    fn maybe_garble(&mut self, node: usize, bytes: &mut [u8]) {
+        let target = &mut self.nodes[node];
+        if bytes.len() < 4
+            || !target
+                .generator
+                .chance(target.config.link.garble_probability)
+        {
+            return;
+        }
+        let bit = target.generator.below(32);
+        bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
+        self.counters.replies_garbled += 1;
     }
 
     /// Carries out one request on the node's disk; returns its reply messages.
