@@ -18,6 +18,8 @@
 //!   timeout notices, [`SimNetwork::partition`]); a reply whose magic is garbled (a
 //!   protocol violation); the node closing a connection on a request; a connection
 //!   attempt refused;
+//! - [`SimNetwork::restart_node`]: the node loses every change since its last flush (FUA
+//!   writes excepted) and resets its connection;
 //! - [`SimNetwork::take_down`]: the node is gone (its connection reset, every attempt
 //!   refused) until [`SimNetwork::bring_up`]. Its RAM disk keeps what it holds.
 //!
@@ -193,6 +195,9 @@ struct Node {
     last_to_client_ns: u64,
     inbox: VecDeque<Delivery>,
     requests_served: u64,
+    /// Blocks (of [`NODE_DISK_BLOCK_BYTES`]) changed since the node's last flush, with
+    /// their contents before: what a restart reverts.
+    unflushed_originals: BTreeMap<u64, Vec<u8>>,
 }
 
 /// The whole network behind the mutex.
@@ -217,6 +222,10 @@ pub struct SimNetworkCounters {
     pub attempts_refused: u64,
     /// Connections lost silently (partitions).
     pub connections_partitioned: u64,
+    /// Node restarts ([`SimNetwork::restart_node`]).
+    pub node_restarts: u64,
+    /// Blocks a restart reverted (writes acknowledged but not flushed, lost).
+    pub blocks_reverted: u64,
     /// Replies garbled on the way.
     pub replies_garbled: u64,
     /// Connections made by scheduled attempts (reconnects).
@@ -335,6 +344,7 @@ impl SimNetwork {
             last_to_client_ns: 0,
             inbox: VecDeque::new(),
             requests_served: 0,
+            unflushed_originals: BTreeMap::new(),
         });
         Ok(state.nodes.len() - 1)
     }
@@ -369,6 +379,14 @@ impl SimNetwork {
     /// on and no reset reaches the client (only its reply timeout notices).
     pub fn partition(&self, node: usize) {
         self.lock().partition(node);
+    }
+
+    /// The node restarts at once: every block written or trimmed since its last flush
+    /// (FUA writes excepted) reverts to what it held before, and its connection resets.
+    /// What the client acknowledged and no flush covered is lost, as on a server whose
+    /// host lost power.
+    pub fn restart_node(&self, node: usize) {
+        self.lock().restart_node(node);
     }
 
     /// The node is back: connection attempts may succeed again.
@@ -682,9 +700,83 @@ impl NetworkState {
         let target = &mut self.nodes[node];
         target.requests_served += 1;
         self.counters.requests_served += 1;
+        target.note_volatile_change(header);
         let outcome = execute(&mut target.disk, target.export.size_bytes, header, payload);
+        if outcome.is_ok() {
+            target.note_durable(header);
+        }
         let split = target.generator.chance(0.5);
         encode_replies(header, outcome, target.export.structured_replies, split)
+    }
+
+    fn restart_node(&mut self, node: usize) {
+        self.counters.node_restarts += 1;
+        let target = &mut self.nodes[node];
+        let originals = std::mem::take(&mut target.unflushed_originals);
+        self.counters.blocks_reverted += originals.len() as u64;
+        for (block, contents) in originals {
+            let operation = Operation::Write {
+                first_block: block,
+                buffer: IoBuf::from_slice(&contents),
+            };
+            run_one(&mut target.disk, operation).expect("a RAM disk write inside its bounds");
+        }
+        self.sever(node, "the disk node restarted");
+    }
+}
+
+impl Node {
+    /// The blocks a request changes, when it is a change a restart may undo: a write
+    /// without FUA, or a trim, inside the export.
+    fn volatile_blocks(&self, header: &RequestHeader) -> Option<std::ops::Range<u64>> {
+        let volatile = match header.command {
+            wire::CMD_WRITE => header.flags & wire::CMD_FLAG_FUA == 0,
+            wire::CMD_TRIM => true,
+            _ => false,
+        };
+        let block = u64::from(NODE_DISK_BLOCK_BYTES);
+        let end = header
+            .offset_bytes
+            .checked_add(u64::from(header.length_bytes))?;
+        let fits = end <= self.export.size_bytes && header.offset_bytes % block == 0;
+        (volatile && fits).then(|| header.offset_bytes / block..end.div_ceil(block))
+    }
+
+    /// Before a volatile change: keeps each block's contents from before the first
+    /// change since the last flush.
+    fn note_volatile_change(&mut self, header: &RequestHeader) {
+        let Some(blocks) = self.volatile_blocks(header) else {
+            return;
+        };
+        for block in blocks {
+            if self.unflushed_originals.contains_key(&block) {
+                continue;
+            }
+            let operation = Operation::Read {
+                first_block: block,
+                buffer: IoBuf::zeroed(NODE_DISK_BLOCK_BYTES as usize),
+            };
+            let completion =
+                run_one(&mut self.disk, operation).expect("a RAM disk read inside its bounds");
+            let contents = completion.buffer.expect("a read hands its buffer back");
+            self.unflushed_originals
+                .insert(block, contents.as_slice().to_vec());
+        }
+    }
+
+    /// After a request succeeded: a flush makes everything durable, a FUA write its
+    /// blocks.
+    fn note_durable(&mut self, header: &RequestHeader) {
+        if header.command == wire::CMD_FLUSH {
+            self.unflushed_originals.clear();
+        } else if header.command == wire::CMD_WRITE && header.flags & wire::CMD_FLAG_FUA != 0 {
+            let block = u64::from(NODE_DISK_BLOCK_BYTES);
+            let first = header.offset_bytes / block;
+            let end = (header.offset_bytes + u64::from(header.length_bytes)).div_ceil(block);
+            for index in first..end {
+                self.unflushed_originals.remove(&index);
+            }
+        }
     }
 }
 
