@@ -486,3 +486,28 @@ fn a_node_restart_under_a_file_system_keeps_the_last_flush() {
         .count();
     eprintln!("flushes failed after a node restart: {failed_flushes}");
 }
+
+#[test]
+fn a_device_dropped_while_reconnecting_leaves_the_node_to_the_next() {
+    let network = SimNetwork::new(23);
+    reliable_node(&network, "node0");
+    let mut first = SimNbdDevice::open(&network, SimNbdDeviceConfig::new(0, 4096)).expect("open");
+    first
+        .submit(flashpipe_device::Request {
+            tag: 1,
+            operation: Operation::Flush,
+        })
+        .expect("submit");
+    network.restart_node(0);
+    // Run until the reset is seen and an attempt is scheduled, then drop the device.
+    let mut completions = Vec::new();
+    while first.counters().connections_lost == 0 {
+        assert!(network.run_next_event(), "the reset never came");
+        first.poll_completions(&mut completions);
+    }
+    drop(first);
+    let mut second = SimNbdDevice::open(&network, SimNbdDeviceConfig::new(0, 4096)).expect("open");
+    write_block(&mut second, 0, 9).expect("write");
+    assert_eq!(read_block(&mut second, 0).unwrap(), vec![9; 4096]);
+    assert_eq!(second.counters().connections_lost, 0);
+}

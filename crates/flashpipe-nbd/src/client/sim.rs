@@ -448,10 +448,13 @@ impl BlockDevice for SimNbdDevice {
 }
 
 impl Drop for SimNbdDevice {
-    /// Closes the connection; requests still in flight are dropped with it.
+    /// Closes the connection, or stops waiting for one; requests still in flight are
+    /// dropped with it.
     fn drop(&mut self) {
-        if let LinkState::Connected(connection) = self.link {
-            self.network.close(self.node, connection);
+        match self.link {
+            LinkState::Connected(connection) => self.network.close(self.node, connection),
+            LinkState::Reconnecting { .. } => self.network.cancel_connect(self.node),
+            LinkState::Failed => {}
         }
     }
 }

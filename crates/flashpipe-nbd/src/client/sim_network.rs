@@ -153,7 +153,7 @@ enum NetworkEvent {
     /// Something reaches the client.
     ArriveAtClient { node: usize, delivery: Delivery },
     /// The client tries to connect.
-    ConnectAttempt { node: usize },
+    ConnectAttempt { node: usize, attempt: u64 },
 }
 
 impl NetworkEvent {
@@ -162,7 +162,7 @@ impl NetworkEvent {
             NetworkEvent::ArriveAtNode { node, .. }
             | NetworkEvent::ServiceDone { node, .. }
             | NetworkEvent::ArriveAtClient { node, .. }
-            | NetworkEvent::ConnectAttempt { node } => *node,
+            | NetworkEvent::ConnectAttempt { node, .. } => *node,
         }
     }
 
@@ -198,6 +198,9 @@ struct Node {
     /// Blocks (of [`NODE_DISK_BLOCK_BYTES`]) changed since the node's last flush, with
     /// their contents before: what a restart reverts.
     unflushed_originals: BTreeMap<u64, Vec<u8>>,
+    /// The connection attempt the node's client waits for (a device dropped or replaced
+    /// while reconnecting leaves its attempt behind, which must not take the node).
+    awaited_attempt: Option<u64>,
 }
 
 /// The whole network behind the mutex.
@@ -345,6 +348,7 @@ impl SimNetwork {
             inbox: VecDeque::new(),
             requests_served: 0,
             unflushed_originals: BTreeMap::new(),
+            awaited_attempt: None,
         });
         Ok(state.nodes.len() - 1)
     }
@@ -429,6 +433,7 @@ impl SimNetwork {
         let connection = state.next_connection;
         state.next_connection += 1;
         target.live_connection = Some(connection);
+        target.awaited_attempt = None;
         target.inbox.clear();
         Ok((connection, target.export))
     }
@@ -438,7 +443,14 @@ impl SimNetwork {
     pub(crate) fn schedule_connect(&self, node: usize, delay_ns: u64) {
         let mut state = self.lock();
         let at_ns = state.clock.now_ns().saturating_add(delay_ns);
-        state.schedule(at_ns, NetworkEvent::ConnectAttempt { node });
+        let attempt = state.next_sequence;
+        state.nodes[node].awaited_attempt = Some(attempt);
+        state.schedule(at_ns, NetworkEvent::ConnectAttempt { node, attempt });
+    }
+
+    /// The node's client no longer waits for a connection attempt (it was dropped).
+    pub(crate) fn cancel_connect(&self, node: usize) {
+        self.lock().nodes[node].awaited_attempt = None;
     }
 
     /// Delivers [`Delivery::Tick`] to `node`'s client at `at_ns` (a timer).
@@ -588,7 +600,12 @@ impl NetworkState {
             NetworkEvent::ArriveAtClient { node, delivery } => {
                 self.nodes[node].inbox.push_back(delivery);
             }
-            NetworkEvent::ConnectAttempt { node } => self.attempt_connect(node),
+            NetworkEvent::ConnectAttempt { node, attempt } => {
+                if self.nodes[node].awaited_attempt == Some(attempt) {
+                    self.nodes[node].awaited_attempt = None;
+                    self.attempt_connect(node);
+                }
+            }
         }
         true
     }
