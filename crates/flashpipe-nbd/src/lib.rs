@@ -17,4 +17,5 @@
 
 pub mod client;
 pub mod server;
+mod tls_pump;
 pub mod wire;
