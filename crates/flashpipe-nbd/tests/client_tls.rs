@@ -1,7 +1,8 @@
 //! TLS on the NBD client (`nbds://`, `nbds+unix://`): flashpipe's client against
 //! flashpipe's own TLS server (a client certificate, multi-conn: every connection does
 //! STARTTLS), against `nbdkit --tls=require` (a restarted server: the reconnect redoes
-//! TLS), a store striped over `nbds` members; and the failures, each a clear error
+//! TLS), against `qemu-nbd --tls-creds` (x509, client certificates verified), a store
+//! striped over `nbds` members; and the failures, each a clear error
 //! naming the URI: a server that does not trust the client, a client that does not
 //! trust the server, a wrong host name, a plaintext-only server refusing STARTTLS, a
 //! plain `nbd://` URI against a server requiring TLS.
@@ -266,6 +267,48 @@ fn nbdkit_with_tls_required_serves_the_client_and_a_restart_redoes_tls() {
     assert!(open(&plain)
         .expect_err("plaintext to nbdkit --tls=require")
         .contains(&plain));
+}
+
+#[test]
+fn qemu_nbd_with_x509_credentials_serves_the_client_over_nbds_unix() {
+    if !have("qemu-nbd") {
+        return;
+    }
+    let Some(certificates) = certificates_or_skip("client_tls_qemu_nbd") else {
+        return;
+    };
+    let scratch = Scratch::new("client-tls-qemu");
+    let image = scratch.path.join("disk.img");
+    zero_file(&image, 8 * MIB);
+    let server_folder = certificates.server_folder("qemu-server");
+    let socket = scratch.path.join("qemu.sock");
+    // endpoint=server verifies clients by default: the client folder's certificate.
+    let arguments = vec![
+        "--object".to_string(),
+        format!(
+            "tls-creds-x509,id=tls0,endpoint=server,dir={}",
+            server_folder.display()
+        ),
+        "--tls-creds".to_string(),
+        "tls0".to_string(),
+        "-k".to_string(),
+        socket.display().to_string(),
+        "-f".to_string(),
+        "raw".to_string(),
+        "--persistent".to_string(),
+        image.display().to_string(),
+    ];
+    let server = Server::start("qemu-nbd", &arguments, &socket);
+    let folder = certificates.client_folder("client", "ca", Some("client"));
+    let uri = nbds_unix_uri(&server, &folder);
+    let mut device = open(&uri).unwrap_or_else(|error| panic!("{error}"));
+    write_and_check(&mut device, 0..200, 6);
+    drop(device);
+    let without_certificate = certificates.client_folder("anonymous", "ca", None);
+    let uri = nbds_unix_uri(&server, &without_certificate);
+    assert!(open(&uri)
+        .expect_err("no client certificate")
+        .contains(&uri));
 }
 
 fn contents(index: usize) -> Vec<u8> {
