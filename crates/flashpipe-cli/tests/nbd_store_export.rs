@@ -2,7 +2,8 @@
 //! stack (`--export NAME=store:STORE.toml[,rw]`), as processes read through flashpipe's
 //! own NBD client: the export equals the member files striped by hand, the store is
 //! locked while exported (a `put` is refused, then works after the stop), writes are
-//! refused on a read-only export and land in the member files with `,rw`;
+//! refused on a read-only export and land in the member files with `,rw`; a store of two
+//! emulated flash members (under their FTL) exported and mounted over NBD with its file;
 //! `flashpipe serve STORE` refuses to export the store it serves; TLS options without
 //! `--export` and plaintext beyond loopback without `--insecure` are refused.
 
@@ -168,6 +169,41 @@ fn a_store_device_stack_is_exported_read_only_under_the_store_lock() {
     drop(device);
     stop(child);
     succeed(&["put", text(&store), text(&source), "--as", "again"]);
+}
+
+#[test]
+fn a_flash_store_exported_through_its_ftl_mounts_over_nbd_with_its_files() {
+    let folder = fresh_folder("nbd-store-export-flash");
+    let store = folder.join("s.toml");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        "flash:minflash:f0.img,flash:minflash:f1.img",
+        text(&store),
+    ]);
+    let source = folder.join("source.bin");
+    let bytes: Vec<u8> = (0..700_000u32)
+        .map(|index| (index * 13 % 249) as u8)
+        .collect();
+    std::fs::write(&source, &bytes).unwrap();
+    succeed(&["put", text(&store), text(&source)]);
+    let config = StoreConfig::load(&store).unwrap();
+    let socket = folder.join("nbd.sock");
+    let export = format!("s=store:{}", text(&store));
+    let (child, _lines) =
+        start_flashpipe(&["serve", "--export", &export, "--nbd-socket", text(&socket)]);
+    let uri = format!(
+        "nbd+unix:///s?socket={}&x-block-size={}",
+        text(&socket),
+        config.block_size_bytes
+    );
+    let device: Box<dyn BlockDevice> = Box::new(open_device(&uri));
+    let mut filesystem = flashpipe_fs::Filesystem::mount_read_only(device).unwrap();
+    let file = filesystem.open("source.bin").expect("the file is there");
+    let read = filesystem.read(file, 0, bytes.len() as u64).unwrap();
+    assert!(read[..] == bytes[..], "the file read over NBD differs");
+    drop(filesystem);
+    stop(child);
 }
 
 #[test]
