@@ -5,7 +5,8 @@
 //! striped over `nbds` members; and the failures, each a clear error
 //! naming the URI: a server that does not trust the client, a client that does not
 //! trust the server, a wrong host name, a plaintext-only server refusing STARTTLS, a
-//! plain `nbd://` URI against a server requiring TLS.
+//! plain `nbd://` URI against a server requiring TLS, hostile answers to STARTTLS (an
+//! acknowledgement followed by plaintext, or carrying data; refusals).
 
 mod client_support;
 mod common;
@@ -124,6 +125,7 @@ fn write_and_check(device: &mut NbdDevice, blocks: std::ops::Range<u64>, round: 
 
 fn assert_refused(uri: &str, expected: &str) {
     let error = open(uri).expect_err(uri);
+    eprintln!("refused as expected: {error}");
     assert!(error.contains(uri), "the error names the URI: {error}");
     assert!(error.contains(expected), "{expected:?} in: {error}");
 }
@@ -213,6 +215,52 @@ fn refusals_and_untrusted_certificates_are_clear_errors_naming_the_uri() {
         "nbds://localhost:1/disk?tls-psk-file=/k.psk",
         "not supported",
     );
+}
+
+/// A hostile server on loopback TCP: greets, reads the client flags and one option,
+/// answers it with `reply_type` (and `reply_data`), then sends `after` and closes.
+fn one_shot_server(reply_type: u32, reply_data: &'static [u8], after: &'static [u8]) -> u16 {
+    use flashpipe_nbd::wire;
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut greeting = Vec::new();
+        wire::encode_server_greeting(
+            &mut greeting,
+            wire::HANDSHAKE_FLAG_FIXED_NEWSTYLE | wire::HANDSHAKE_FLAG_NO_ZEROES,
+        );
+        stream.write_all(&greeting).unwrap();
+        let mut client_flags = [0u8; 4];
+        std::io::Read::read_exact(&mut stream, &mut client_flags).unwrap();
+        let (header, _) = wire::read_option(&mut stream).unwrap();
+        let mut reply = Vec::new();
+        wire::encode_option_reply(&mut reply, header.option, reply_type, reply_data);
+        stream.write_all(&reply).unwrap();
+        let _ = stream.write_all(after);
+        // The client's own bytes (a TLS ClientHello, NBD_OPT_ABORT) are read and dropped.
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stream, &mut rest);
+    });
+    port
+}
+
+#[test]
+fn hostile_answers_to_starttls_are_clear_errors_naming_the_uri() {
+    use flashpipe_nbd::wire;
+    let uri_for = |port: u16| format!("nbds://localhost:{port}/disk?tls-verify-peer=false");
+    let port = one_shot_server(wire::REP_ACK, b"", b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    assert_refused(&uri_for(port), "TLS handshake failed");
+    let port = one_shot_server(wire::REP_ACK, b"surprise", b"");
+    assert_refused(
+        &uri_for(port),
+        "NBD_REP_ACK to NBD_OPT_STARTTLS with 8 bytes",
+    );
+    let port = one_shot_server(wire::REP_ERR_POLICY, b"no TLS for you", b"");
+    assert_refused(&uri_for(port), "NBD_REP_ERR_POLICY");
+    let port = one_shot_server(wire::REP_ERR_UNSUP, b"", b"");
+    assert_refused(&uri_for(port), "a server without TLS?");
 }
 
 fn nbdkit_tls_file(
