@@ -2,9 +2,10 @@
 //! (flashpipe-nbd's server) in the foreground until SIGINT or SIGTERM.
 //!
 //! Export specs are `NAME=DEVICE`: `ram:SIZE` (a RAM disk), a file or block device path
-//! (`file:PATH` or a path), or `flash:PRESET[:PATH]` (an emulated flash device of the
+//! (`file:PATH` or a path), `flash:PRESET[:PATH]` (an emulated flash device of the
 //! flash model under the host FTL, the store crate's `--devices` grammar; without a
-//! path its pages live in memory). One readiness line per export goes to standard
+//! path its pages live in memory), or `store:STORE.toml[,rw]` (a store's whole device
+//! stack under the store's locks: `store_export`). One readiness line per export goes to standard
 //! output once every listener is bound (`nbd: serving EXPORT at URI ...`); errors go to
 //! standard error with a non-zero exit.
 
@@ -24,6 +25,11 @@ use flashpipe_store::store::DeviceCreation;
 
 use crate::store_cmd::CliResult;
 
+mod store_export;
+
+pub use store_export::refuse_store_exports_of;
+use store_export::{open_store_export, STORE_EXPORT_KIND};
+
 /// Host requests in flight on an emulated flash export.
 const FLASH_EXPORT_QUEUE_DEPTH: u32 = 128;
 
@@ -37,8 +43,10 @@ pub enum NbdCommand {
 /// `flashpipe nbd serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// An export, NAME=DEVICE: `ram:512MiB`, a file or block device path, or
-    /// `flash:PRESET[:PATH]`. Repeat for several; the first is the default export.
+    /// An export, NAME=DEVICE: `ram:512MiB`, a file or block device path,
+    /// `flash:PRESET[:PATH]`, or `store:STORE.toml[,rw]` (a store's device stack,
+    /// read-only unless `,rw`, the store locked meanwhile). Repeat for several; the first
+    /// is the default export.
     #[arg(long = "export", value_name = "NAME=DEVICE", required = true)]
     pub exports: Vec<String>,
     /// TCP address to listen on (the NBD port 10809 by default; omitted when only
@@ -52,20 +60,9 @@ pub struct ServeArgs {
     /// read and write the exports).
     #[arg(long)]
     pub insecure: bool,
-    /// The server's TLS certificate chain (PEM); enables NBD_OPT_STARTTLS.
-    #[arg(long, value_name = "PEM", requires = "tls_key")]
-    pub tls_certificate: Option<PathBuf>,
-    /// The private key of --tls-certificate (PEM).
-    #[arg(long, value_name = "PEM", requires = "tls_certificate")]
-    pub tls_key: Option<PathBuf>,
-    /// Admit only TLS clients with a certificate signed by this certificate authority
-    /// (PEM).
-    #[arg(long, value_name = "PEM", requires = "tls_certificate")]
-    pub tls_client_ca: Option<PathBuf>,
-    /// Whether clients must upgrade to TLS before any other option (`required`, the
-    /// default with a certificate) or may (`optional`).
-    #[arg(long, value_name = "MODE", requires = "tls_certificate")]
-    pub tls: Option<TlsModeArgument>,
+    /// TLS (`NBD_OPT_STARTTLS`).
+    #[command(flatten)]
+    pub tls: NbdTlsArgs,
     /// Most connections open at once.
     #[arg(long, default_value_t = ServerLimits::default().max_connections)]
     pub max_connections: usize,
@@ -87,6 +84,53 @@ pub struct ServeArgs {
     pub realtime: bool,
 }
 
+/// The NBD server's TLS options, shared by `flashpipe nbd serve` and
+/// `flashpipe serve --export`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct NbdTlsArgs {
+    /// The NBD server's TLS certificate chain (PEM); enables NBD_OPT_STARTTLS.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_certificate: Option<PathBuf>,
+    /// The private key of --tls-certificate (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_certificate")]
+    pub tls_key: Option<PathBuf>,
+    /// Admit only TLS clients with a certificate signed by this certificate authority
+    /// (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_certificate")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Whether clients must upgrade to TLS before any other option (`required`, the
+    /// default with a certificate) or may (`optional`).
+    #[arg(long = "tls", value_name = "MODE", requires = "tls_certificate")]
+    pub tls_mode: Option<TlsModeArgument>,
+}
+
+impl NbdTlsArgs {
+    /// Whether any TLS option was given.
+    pub fn is_given(&self) -> bool {
+        self.tls_certificate.is_some()
+            || self.tls_key.is_some()
+            || self.tls_client_ca.is_some()
+            || self.tls_mode.is_some()
+    }
+
+    /// The server's TLS settings: `None` without a certificate; an error naming the file
+    /// that cannot be read.
+    pub fn settings(&self) -> Result<Option<TlsSettings>, Box<dyn std::error::Error>> {
+        let (Some(certificate), Some(key)) = (&self.tls_certificate, &self.tls_key) else {
+            return Ok(None);
+        };
+        let rustls_config = load_rustls_config(certificate, key, self.tls_client_ca.as_deref())?;
+        let mode = match self.tls_mode {
+            Some(TlsModeArgument::Optional) => TlsMode::Optional,
+            Some(TlsModeArgument::Required) | None => TlsMode::Required,
+        };
+        Ok(Some(TlsSettings {
+            rustls_config,
+            mode,
+        }))
+    }
+}
+
 /// `--tls required|optional`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum TlsModeArgument {
@@ -101,21 +145,6 @@ pub fn run(command: NbdCommand) -> CliResult {
     match command {
         NbdCommand::Serve(arguments) => serve(arguments),
     }
-}
-
-fn tls_settings(arguments: &ServeArgs) -> Result<Option<TlsSettings>, Box<dyn std::error::Error>> {
-    let (Some(certificate), Some(key)) = (&arguments.tls_certificate, &arguments.tls_key) else {
-        return Ok(None);
-    };
-    let rustls_config = load_rustls_config(certificate, key, arguments.tls_client_ca.as_deref())?;
-    let mode = match arguments.tls {
-        Some(TlsModeArgument::Optional) => TlsMode::Optional,
-        Some(TlsModeArgument::Required) | None => TlsMode::Required,
-    };
-    Ok(Some(TlsSettings {
-        rustls_config,
-        mode,
-    }))
 }
 
 fn serve(arguments: ServeArgs) -> CliResult {
@@ -139,7 +168,7 @@ fn serve(arguments: ServeArgs) -> CliResult {
     }
     let signals = block_stop_signals()?;
     let exports = open_exports(&arguments.exports, arguments.read_only, arguments.realtime)?;
-    let tls = tls_settings(&arguments)?;
+    let tls = arguments.tls.settings()?;
     let names: Vec<String> = exports.iter().map(|export| export.name.clone()).collect();
     let config = ServerConfig {
         tcp_address,
@@ -205,8 +234,11 @@ fn open_export(spec: &str, realtime: bool) -> Result<Export, Box<dyn std::error:
         ExportDeviceSpec::Other { kind, rest } if kind == "flash" => {
             open_flash_export(&name, rest, realtime)
         }
+        ExportDeviceSpec::Other { kind, rest } if kind == STORE_EXPORT_KIND => {
+            open_store_export(&name, rest)
+        }
         ExportDeviceSpec::Other { kind, .. } => Err(format!(
-            "export `{spec}`: unknown device kind `{kind}` (ram:SIZE, a path, file:PATH or flash:PRESET[:PATH])"
+            "export `{spec}`: unknown device kind `{kind}` (ram:SIZE, a path, file:PATH, flash:PRESET[:PATH] or store:STORE.toml[,rw])"
         )
         .into()),
         _ => Ok(Export::open(&name, &device_spec)?),

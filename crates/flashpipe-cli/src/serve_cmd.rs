@@ -40,8 +40,8 @@ pub struct ServeArgs {
     #[arg(required_unless_present = "nbd_exports")]
     pub store: Option<PathBuf>,
     /// Also export a block device over NBD, NAME=DEVICE: `ram:512MiB`, a file or block
-    /// device path, or `flash:PRESET[:PATH]`; repeat for several (`flashpipe nbd serve`
-    /// has the TLS and tuning options).
+    /// device path, `flash:PRESET[:PATH]`, or `store:STORE.toml[,rw]` (another store's
+    /// device stack); repeat for several (`flashpipe nbd serve` has the tuning options).
     #[arg(long = "export", value_name = "NAME=DEVICE")]
     pub nbd_exports: Vec<String>,
     /// TCP address of the NBD server (127.0.0.1:10809 unless only --nbd-socket is given).
@@ -54,6 +54,9 @@ pub struct ServeArgs {
     /// and write the exports).
     #[arg(long, requires = "nbd_exports")]
     pub insecure: bool,
+    /// TLS of the NBD server (`NBD_OPT_STARTTLS`), as `flashpipe nbd serve` has it.
+    #[command(flatten)]
+    pub nbd_tls: crate::nbd_cmd::NbdTlsArgs,
     /// The Unix socket to listen on. Default: beside the store file (`flashpipe serve`
     /// prints it), where every CLI command looks; a socket elsewhere is for programs that
     /// are given its path.
@@ -156,8 +159,18 @@ fn start_nbd_exports(
     arguments: &ServeArgs,
 ) -> Result<Option<NbdServer>, Box<dyn std::error::Error>> {
     if arguments.nbd_exports.is_empty() {
+        if arguments.nbd_tls.is_given() {
+            return Err(
+                "the --tls options configure the NBD server of --export, and no --export was given"
+                    .into(),
+            );
+        }
         return Ok(None);
     }
+    if let Some(store) = &arguments.store {
+        crate::nbd_cmd::refuse_store_exports_of(&arguments.nbd_exports, store)?;
+    }
+    let tls = arguments.nbd_tls.settings()?;
     let exports = crate::nbd_cmd::open_exports(&arguments.nbd_exports, false, false)?;
     let names: Vec<String> = exports.iter().map(|export| export.name.clone()).collect();
     let config = NbdServerConfig {
@@ -167,6 +180,7 @@ fn start_nbd_exports(
         ),
         unix_socket_path: arguments.nbd_socket.clone(),
         allow_non_loopback: arguments.insecure,
+        tls,
         log_connections: true,
         ..NbdServerConfig::default()
     };

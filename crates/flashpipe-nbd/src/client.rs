@@ -2,9 +2,12 @@
 //! [`flashpipe_device::BlockDevice`], so a store can stripe over disks on other machines
 //! (HWFS 3.3.2).
 //!
-//! - [`uri`]: NBD URIs (doc/uri.md): `nbd://host[:port]/export`, `nbds://` (TLS: parsed,
-//!   refused as not yet supported), `nbd+unix:///export?socket=PATH`;
-//! - `handshake`: the fixed newstyle handshake, structured replies when the server
+//! - [`uri`]: NBD URIs (doc/uri.md): `nbd://host[:port]/export`, `nbds://` (TLS),
+//!   `nbd+unix:///export?socket=PATH`, `nbds+unix://`;
+//! - `tls`: the rustls client configuration a `nbds` URI asks for (`tls-certificates`,
+//!   `tls-verify-peer`, `tls-hostname`) and the upgrade after `NBD_OPT_STARTTLS`;
+//! - `handshake`: the fixed newstyle handshake, `NBD_OPT_STARTTLS` for `nbds` URIs,
+//!   structured replies when the server
 //!   accepts them, `NBD_OPT_GO` with `NBD_INFO_BLOCK_SIZE` (falling back to
 //!   `NBD_OPT_EXPORT_NAME` for servers without `NBD_OPT_GO`);
 //! - `connection`: a writer thread sending requests as they are submitted and a reader
@@ -26,6 +29,7 @@ pub mod device;
 mod handshake;
 mod sim;
 mod sim_network;
+mod tls;
 mod transport;
 pub mod uri;
 

@@ -6,9 +6,12 @@
 //!   either side sends, with every length bounded and decoding that never panics;
 //! - [`server`]: exports of any [`flashpipe_device::BlockDevice`] over TCP and Unix
 //!   sockets, many requests in flight per connection mapped to device tags;
-//! - [`client`]: a remote export (an `nbd://`, `nbd+unix://` URI) as a
+//! - [`client`]: a remote export (an `nbd://`, `nbd+unix://` URI, or `nbds://`,
+//!   `nbds+unix://` over TLS) as a
 //!   [`flashpipe_device::BlockDevice`], many requests in flight, reconnecting on a lost
-//!   connection, so a store can stripe over disks on other machines.
+//!   connection, so a store can stripe over disks on other machines;
+//! - `tls_pump`: the thread relaying plaintext between a rustls connection and a
+//!   socketpair, shared by the server's and the client's TLS.
 //!
 //! Written by hand: no maintained Rust crate implements an NBD server over a
 //! completion-based device interface (the crates that exist either speak only the
@@ -17,4 +20,5 @@
 
 pub mod client;
 pub mod server;
+mod tls_pump;
 pub mod wire;

@@ -59,6 +59,7 @@ use super::connection::{Connection, ConnectionSettings, Event, EventSender};
 use super::core::{ClientCore, ClientPolicy, Parent, RecoveryStep};
 pub use super::core::{NbdDeviceCounters, ReconnectDurability};
 use super::handshake::{negotiate, NbdExport};
+use super::tls::client_tls_for;
 use super::transport::Stream;
 use super::uri::NbdUri;
 
@@ -165,13 +166,14 @@ fn reply_timeout(config: &NbdDeviceConfig) -> Option<Duration> {
 
 /// Connects and negotiates; the error says which step failed.
 fn connect(config: &NbdDeviceConfig) -> Result<(Stream, NbdExport), String> {
+    let tls = client_tls_for(&config.uri)?;
     let timeout = Duration::from_millis(config.connect_timeout_ms.max(1));
     let mut stream = Stream::connect(&config.uri.address, timeout)
         .map_err(|error| format!("cannot connect: {error}"))?;
     stream
         .set_read_timeout(Some(timeout))
         .map_err(|error| format!("cannot set the handshake timeout: {error}"))?;
-    let export = negotiate(&mut stream, &config.uri.export_name)?;
+    let export = negotiate(&mut stream, &config.uri.export_name, tls.as_ref())?;
     stream
         .set_read_timeout(None)
         .map_err(|error| format!("cannot clear the handshake timeout: {error}"))?;

@@ -1,5 +1,6 @@
 //! The client's side of the fixed newstyle handshake (doc/proto.md, "Handshake"):
-//! greeting, client flags, `NBD_OPT_STRUCTURED_REPLY` (used when the server accepts it),
+//! greeting, client flags, `NBD_OPT_STARTTLS` and the TLS handshake when the URI requires
+//! TLS, `NBD_OPT_STRUCTURED_REPLY` (used when the server accepts it),
 //! then `NBD_OPT_GO` with an `NBD_INFO_BLOCK_SIZE` request, falling back to
 //! `NBD_OPT_EXPORT_NAME` only when the server answers `NBD_REP_ERR_UNSUP` to `NBD_OPT_GO`.
 //!
@@ -13,6 +14,7 @@ use std::io::{Read, Write};
 
 use crate::wire::{self, InfoReply, InfoRequest, WireError};
 
+use super::tls::{self, ClientTlsSetup};
 use super::transport::Stream;
 
 /// The second magic of the oldstyle handshake (`cliserv_magic`), recognised to name it.
@@ -49,8 +51,13 @@ fn wire_error(error: WireError) -> String {
     format!("handshake: {error}")
 }
 
-/// Runs the handshake on a fresh connection and enters transmission on `export_name`.
-pub(crate) fn negotiate(stream: &mut Stream, export_name: &str) -> Result<NbdExport, String> {
+/// Runs the handshake on a fresh connection and enters transmission on `export_name`;
+/// with `tls`, upgrades the connection to TLS first (`stream` becomes the TLS stream).
+pub(crate) fn negotiate(
+    stream: &mut Stream,
+    export_name: &str,
+    tls: Option<&ClientTlsSetup>,
+) -> Result<NbdExport, String> {
     let handshake_flags = read_greeting(stream)?;
     let mut client_flags = wire::CLIENT_FLAG_FIXED_NEWSTYLE;
     let no_zeroes = handshake_flags & wire::HANDSHAKE_FLAG_NO_ZEROES != 0;
@@ -58,6 +65,9 @@ pub(crate) fn negotiate(stream: &mut Stream, export_name: &str) -> Result<NbdExp
         client_flags |= wire::CLIENT_FLAG_NO_ZEROES;
     }
     write_all(stream, &client_flags.to_be_bytes())?;
+    if let Some(setup) = tls {
+        start_tls(stream, setup)?;
+    }
     let structured_replies = negotiate_structured_replies(stream)?;
     match go(stream, export_name)? {
         Some(mut export) => {
@@ -135,6 +145,43 @@ fn reply_error_name(reply_type: u32) -> &'static str {
         wire::REP_ERR_BLOCK_SIZE_REQD => "NBD_REP_ERR_BLOCK_SIZE_REQD",
         wire::REP_ERR_TOO_BIG => "NBD_REP_ERR_TOO_BIG",
         _ => "an unknown error reply",
+    }
+}
+
+/// `NBD_OPT_STARTTLS`, then the TLS handshake on `NBD_REP_ACK`; any other answer is a
+/// server that will not speak TLS (the connection is left with `NBD_OPT_ABORT`).
+fn start_tls(stream: &mut Stream, setup: &ClientTlsSetup) -> Result<(), String> {
+    let mut option = Vec::new();
+    wire::encode_option(&mut option, wire::OPT_STARTTLS, &[]);
+    write_all(stream, &option)?;
+    let (reply_type, data) = read_reply(stream, wire::OPT_STARTTLS)?;
+    match reply_type {
+        wire::REP_ACK if data.is_empty() => {
+            tls::upgrade(stream, setup).map_err(|error| format!("handshake: {error}"))
+        }
+        wire::REP_ACK => Err(format!(
+            "handshake: NBD_REP_ACK to NBD_OPT_STARTTLS with {} bytes of data, which it has none",
+            data.len()
+        )),
+        wire::REP_ERR_UNSUP | wire::REP_ERR_POLICY | wire::REP_ERR_INVALID => {
+            abort(stream);
+            Err(format!(
+                "handshake: the server refused NBD_OPT_STARTTLS with {} (a server without TLS? use nbd:// for a plaintext server on a trusted network){}",
+                reply_error_name(reply_type),
+                error_text(&data)
+            ))
+        }
+        reply if reply & wire::REP_FLAG_ERROR != 0 => {
+            abort(stream);
+            Err(format!(
+                "handshake: the server refused NBD_OPT_STARTTLS with {}{}",
+                reply_error_name(reply),
+                error_text(&data)
+            ))
+        }
+        reply => Err(format!(
+            "handshake: reply type {reply} to NBD_OPT_STARTTLS, which has only NBD_REP_ACK or an error"
+        )),
     }
 }
 
@@ -234,7 +281,7 @@ fn go_refusal(reply_type: u32, export_name: &str, data: &[u8]) -> String {
     let what = match reply_type {
         wire::REP_ERR_UNKNOWN => format!("export {export_name:?} does not exist on the server"),
         wire::REP_ERR_TLS_REQD => {
-            "the server requires TLS, and TLS is not yet supported by this client".to_string()
+            "the server requires TLS: use an nbds:// (or nbds+unix://) URI".to_string()
         }
         wire::REP_ERR_POLICY => format!("the server's policy refuses export {export_name:?}"),
         wire::REP_ERR_SHUTDOWN => "the server is shutting down".to_string(),

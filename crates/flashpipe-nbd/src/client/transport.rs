@@ -1,5 +1,6 @@
 //! The byte stream under an NBD connection: TCP (Nagle off, as the specification asks)
-//! or a Unix domain socket (by path or in Linux's abstract namespace).
+//! or a Unix domain socket (by path or in Linux's abstract namespace), or, after
+//! `NBD_OPT_STARTTLS`, the plaintext end of the TLS pump (`client::tls`).
 //!
 //! Writes never raise `SIGPIPE`: a server that died must become an error the device can
 //! recover from, not the end of a process that restored the default `SIGPIPE` action (as
@@ -21,6 +22,8 @@ pub(crate) enum Stream {
     Tcp(TcpStream),
     /// A Unix domain socket.
     Unix(UnixStream),
+    /// TLS: the plaintext end of the pump thread that owns the socket.
+    Tls(UnixStream),
 }
 
 impl Stream {
@@ -59,6 +62,7 @@ impl Stream {
         match self {
             Stream::Tcp(stream) => stream.try_clone().map(Stream::Tcp),
             Stream::Unix(stream) => stream.try_clone().map(Stream::Unix),
+            Stream::Tls(stream) => stream.try_clone().map(Stream::Tls),
         }
     }
 
@@ -66,7 +70,7 @@ impl Stream {
     pub(crate) fn shutdown(&self) {
         let _ = match self {
             Stream::Tcp(stream) => stream.shutdown(Shutdown::Both),
-            Stream::Unix(stream) => stream.shutdown(Shutdown::Both),
+            Stream::Unix(stream) | Stream::Tls(stream) => stream.shutdown(Shutdown::Both),
         };
     }
 
@@ -74,7 +78,7 @@ impl Stream {
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
         match self {
             Stream::Tcp(stream) => stream.set_read_timeout(timeout),
-            Stream::Unix(stream) => stream.set_read_timeout(timeout),
+            Stream::Unix(stream) | Stream::Tls(stream) => stream.set_read_timeout(timeout),
         }
     }
 }
@@ -83,7 +87,7 @@ impl Read for Stream {
     fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(stream) => stream.read(buffer),
-            Stream::Unix(stream) => stream.read(buffer),
+            Stream::Unix(stream) | Stream::Tls(stream) => stream.read(buffer),
         }
     }
 }
@@ -92,14 +96,16 @@ impl Write for Stream {
     fn write(&mut self, buffer: &[u8]) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(stream) => stream.write(buffer),
-            Stream::Unix(stream) => send_without_signal(stream.as_raw_fd(), buffer),
+            Stream::Unix(stream) | Stream::Tls(stream) => {
+                send_without_signal(stream.as_raw_fd(), buffer)
+            }
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Stream::Tcp(stream) => stream.flush(),
-            Stream::Unix(stream) => stream.flush(),
+            Stream::Unix(stream) | Stream::Tls(stream) => stream.flush(),
         }
     }
 }

@@ -10,10 +10,11 @@
 //! longer than a Unix socket address holds. Scheme names are case-insensitive; the port
 //! defaults to 10809 (IANA).
 //!
-//! TLS parameters (`tls-type`, `tls-hostname`, `tls-verify-peer`) are parsed and checked.
-//! This build speaks no TLS: a URI that requires it (`nbds`, `nbds+unix`) parses, and
-//! [`NbdUri::require_supported`] refuses it with "TLS not yet supported"; on the
-//! plain schemes TLS is opportunistic and is not attempted. Two experimental parameters
+//! TLS parameters (`tls-type`, `tls-hostname`, `tls-verify-peer`, `tls-certificates`,
+//! `tls-psk-file`, `tls-username`) are parsed and checked. `nbds` and `nbds+unix` require
+//! TLS with X.509 certificates (`client::tls`); [`NbdUri::require_supported`] refuses
+//! what this client cannot do (TLS-PSK, anonymous TLS) with "not supported"; on the plain
+//! schemes TLS is opportunistic and is not attempted. Two experimental parameters
 //! of flashpipe's own: `x-block-size=BYTES` (a power of two from 512 to 65536) sets the
 //! device block size the client uses over the export (default 4096), and
 //! `x-connections=N` (1 to 16) the connections it opens to the export (multi-conn).
@@ -85,6 +86,13 @@ pub struct TlsSettings {
     pub verify_peer: Option<bool>,
     /// The authority's user information (only used by TLS authentication).
     pub user: Option<String>,
+    /// `tls-certificates`: a folder laid out as GnuTLS tools expect (`ca-cert.pem`,
+    /// `client-cert.pem`, `client-key.pem`).
+    pub certificates_folder: Option<PathBuf>,
+    /// `tls-psk-file` (TLS-PSK: not supported, refused when opened).
+    pub psk_file: Option<PathBuf>,
+    /// `tls-username` (TLS-PSK: not supported, refused when opened).
+    pub username: Option<String>,
 }
 
 /// A parsed NBD URI.
@@ -221,10 +229,23 @@ impl NbdUri {
                 }
                 "tls-verify-peer" => {
                     tls.verify_peer = Some(match value.as_slice() {
-                        b"0" => false,
-                        b"1" => true,
-                        _ => return Err(fail("tls-verify-peer is 0 or 1".to_string())),
+                        b"0" | b"false" => false,
+                        b"1" | b"true" => true,
+                        _ => {
+                            return Err(fail(
+                                "tls-verify-peer is 0, 1, false or true".to_string(),
+                            ))
+                        }
                     })
+                }
+                "tls-certificates" => {
+                    tls.certificates_folder = Some(parse_local_path(value, "tls-certificates").map_err(fail)?)
+                }
+                "tls-psk-file" => {
+                    tls.psk_file = Some(parse_local_path(value, "tls-psk-file").map_err(fail)?)
+                }
+                "tls-username" => {
+                    tls.username = Some(bytes_to_utf8(value, "tls-username").map_err(fail)?)
                 }
                 "x-block-size" => {
                     block_size_bytes = Some(parse_block_size(&value).map_err(fail)?)
@@ -232,7 +253,7 @@ impl NbdUri {
                 "x-connections" => connections = Some(parse_connections(&value).map_err(fail)?),
                 other => {
                     return Err(fail(format!(
-                        "unknown query parameter {other:?} (known: socket, tls-type, tls-hostname, tls-verify-peer, x-block-size, x-connections)"
+                        "unknown query parameter {other:?} (known: socket, tls-type, tls-hostname, tls-verify-peer, tls-certificates, tls-psk-file, tls-username, x-block-size, x-connections)"
                     )))
                 }
             }
@@ -260,13 +281,31 @@ impl NbdUri {
         })
     }
 
-    /// Refuses what this build cannot connect to: a URI that requires TLS.
+    /// Refuses what this build cannot connect to: TLS-PSK (`tls-type=psk`,
+    /// `tls-psk-file`, `tls-username`) and anonymous TLS (`tls-type=anon`); rustls has
+    /// neither.
     pub fn require_supported(&self) -> Result<(), NbdUriError> {
-        if self.tls.required {
-            return Err(NbdUriError {
+        let refuse = |what: &str| {
+            Err(NbdUriError {
                 uri: self.text.clone(),
-                reason: "TLS not yet supported: this flashpipe speaks NBD without TLS only (use nbd:// or nbd+unix:// over a trusted network)".to_string(),
-            });
+                reason: format!(
+                    "{what} is not supported: this client speaks TLS with X.509 certificates only (tls-certificates=DIR, tls-verify-peer, tls-hostname)"
+                ),
+            })
+        };
+        if !self.tls.required {
+            return Ok(());
+        }
+        match self.tls.tls_type {
+            Some(TlsType::Psk) => return refuse("TLS-PSK (tls-type=psk)"),
+            Some(TlsType::Anon) => return refuse("anonymous TLS (tls-type=anon)"),
+            Some(TlsType::X509) | None => {}
+        }
+        if self.tls.psk_file.is_some() {
+            return refuse("TLS-PSK (tls-psk-file)");
+        }
+        if self.tls.username.is_some() {
+            return refuse("TLS-PSK (tls-username)");
         }
         Ok(())
     }
@@ -362,6 +401,18 @@ fn parse_query(query: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
         parameters.push((key, percent_decode(value, "query parameter value")?));
     }
     Ok(parameters)
+}
+
+/// A local file or folder named by a query parameter: not empty, no NUL.
+fn parse_local_path(value: Vec<u8>, what: &str) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err(format!("{what}= names no path"));
+    }
+    if value.contains(&0) {
+        return Err(format!("the {what} path holds a NUL character"));
+    }
+    use std::os::unix::ffi::OsStringExt;
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(value)))
 }
 
 fn parse_tls_type(value: &[u8]) -> Result<TlsType, String> {
@@ -564,17 +615,33 @@ mod tests {
     }
 
     #[test]
-    fn tls_uris_parse_and_are_refused_as_unsupported() {
+    fn tls_uris_parse_and_psk_and_anonymous_tls_are_refused_as_unsupported() {
         let uri = parse("nbds://user@host/e?tls-type=x509&tls-hostname=h&tls-verify-peer=0");
         assert!(uri.tls.required);
         assert_eq!(uri.tls.tls_type, Some(TlsType::X509));
         assert_eq!(uri.tls.verify_peer, Some(false));
         assert_eq!(uri.tls.user.as_deref(), Some("user"));
-        let error = uri.require_supported().unwrap_err().to_string();
-        assert!(error.contains("TLS not yet supported"), "{error}");
-        assert!(parse("nbds+unix:///e?socket=s")
-            .require_supported()
-            .is_err());
+        assert!(uri.require_supported().is_ok());
+        let uri =
+            parse("nbds+unix:///e?socket=s&tls-certificates=/etc/pki/x&tls-verify-peer=false");
+        assert_eq!(
+            uri.tls.certificates_folder.as_deref(),
+            Some(std::path::Path::new("/etc/pki/x"))
+        );
+        assert_eq!(uri.tls.verify_peer, Some(false));
+        assert!(uri.require_supported().is_ok());
+        for unsupported in [
+            "nbds://h/e?tls-type=psk",
+            "nbds://h/e?tls-type=anon",
+            "nbds://h/e?tls-psk-file=/k.psk",
+            "nbds://h/e?tls-username=alice",
+        ] {
+            let error = parse(unsupported)
+                .require_supported()
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("not supported"), "{unsupported}: {error}");
+        }
         assert!(parse("nbd://h/e").require_supported().is_ok());
     }
 
