@@ -16,12 +16,12 @@
 //! program is missing is left out with a note.
 
 mod disk_nodes;
+mod external_server;
 mod served_disk;
 mod stripe;
 
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use clap::Args;
@@ -35,8 +35,6 @@ use stripe::{StripeRow, StripeSettings};
 use crate::table::Table;
 use crate::BenchResult;
 
-/// Rounds of 50 ms to wait for an external server to accept connections.
-const SERVER_READY_ROUNDS: u32 = 200;
 /// Least size of the striping part's big file (what `bench fs` allows).
 const LEAST_STRIPE_FILE_BYTES: u64 = 8 << 20;
 /// Most small files of the striping part.
@@ -508,11 +506,6 @@ fn scratch_folder() -> BenchResult<PathBuf> {
     Ok(folder)
 }
 
-fn free_tcp_port() -> BenchResult<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
 fn start_server(
     name: &str,
     spin_us: u64,
@@ -522,13 +515,12 @@ fn start_server(
     // A socket of its own per server and disk: a killed server leaves its socket file.
     let socket = folder.join(format!("{name}-{}.sock", disk.kind().name()));
     let _ = std::fs::remove_file(&socket);
-    let unix_uri = format!("nbd+unix:///disk?socket={}", socket.display());
     match name {
         _ if name.starts_with("flashpipe") => {
             let export = disk.flashpipe_export("disk")?;
             let config = ServerConfig {
                 tcp_address: Some("127.0.0.1:0".parse()?),
-                unix_socket_path: Some(socket),
+                unix_socket_path: Some(socket.clone()),
                 allow_non_loopback: false,
                 tls: None,
                 limits: ServerLimits::default(),
@@ -541,86 +533,18 @@ fn start_server(
                 .ok_or("the server has no TCP address")?;
             Ok(Some(RunningServer {
                 tcp_uri: format!("nbd://{address}/disk"),
-                unix_uri,
+                unix_uri: unix_uri(&socket),
                 stop: Stop::InProcess(server),
             }))
         }
-        "qemu-nbd" | "nbdkit" => {
-            if !program_exists(name) {
-                return Ok(None);
-            }
-            let port = free_tcp_port()?;
-            let tcp = spawn_external(name, disk, folder, port, None)?;
-            let mut children = vec![tcp];
-            let started = wait_until_accepting(&format!("127.0.0.1:{port}"), name)
-                .and_then(|()| spawn_external(name, disk, folder, port, Some(&socket)))
-                .and_then(|unix| {
-                    children.push(unix);
-                    wait_until_socket(&socket, name)
-                });
-            let server = RunningServer {
-                tcp_uri: format!("nbd://127.0.0.1:{port}/disk"),
-                unix_uri,
-                stop: Stop::Children(children),
-            };
-            match started {
-                Ok(()) => Ok(Some(server)),
-                Err(error) => {
-                    server.stop();
-                    Err(error)
-                }
-            }
-        }
+        "qemu-nbd" | "nbdkit" => external_server::start(name, disk, folder, &socket),
         _ => Err(format!("unknown server {name}").into()),
     }
 }
 
-fn spawn_external(
-    name: &str,
-    disk: &ServedDisk,
-    folder: &Path,
-    port: u16,
-    socket: Option<&Path>,
-) -> BenchResult<Child> {
-    let mut command = Command::new(name);
-    if name == "qemu-nbd" {
-        command.args(["-f", "raw", "-x", "disk", "-t", "-e", "64"]);
-        match socket {
-            Some(socket) => command.arg("-k").arg(socket),
-            None => command.args(["-b", "127.0.0.1", "-p", &port.to_string()]),
-        };
-        disk.qemu_nbd_arguments(&mut command, folder)?;
-    } else {
-        command.args(["-f", "--exit-with-parent", "-e", "disk"]);
-        match socket {
-            Some(socket) => command.arg("-U").arg(socket),
-            None => command.args(["-i", "127.0.0.1", "-p", &port.to_string()]),
-        };
-        command.args(disk.nbdkit_plugin_arguments());
-    }
-    Ok(command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?)
-}
-fn wait_until_accepting(address: &str, name: &str) -> BenchResult {
-    for _ in 0..SERVER_READY_ROUNDS {
-        if TcpStream::connect(address).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!("{name} never accepted connections on {address}").into())
-}
-
-fn wait_until_socket(socket: &Path, name: &str) -> BenchResult {
-    for _ in 0..SERVER_READY_ROUNDS {
-        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!("{name} never accepted connections on {}", socket.display()).into())
+/// The URI of the export `disk` on the Unix socket `socket`.
+fn unix_uri(socket: &Path) -> String {
+    format!("nbd+unix:///disk?socket={}", socket.display())
 }
 
 /// One sequential write over the whole disk, so that reads read data.
