@@ -248,6 +248,9 @@ struct ServerResults {
 /// Runs the benchmark and prints its tables (or JSON).
 pub fn run(arguments: BenchNetArgs) -> BenchResult {
     check_arguments(&arguments)?;
+    if arguments.runs(NetPart::Servers) && !program_exists("fio") {
+        return Err("fio is not on PATH (Debian: apt-get install fio); bench net drives every server with fio's nbd ioengine; --parts stripe needs no fio".into());
+    }
     let folder = scratch_folder()?;
     let outcome = run_parts(&arguments, &folder);
     // The scratch folder holds qemu-nbd's RAM image, the sockets and the disk nodes' logs;
@@ -295,9 +298,6 @@ fn run_parts(
 
 /// Every server on every disk, transport, connection count and workload.
 fn run_servers(arguments: &BenchNetArgs, folder: &Path) -> BenchResult<ServerResults> {
-    if !program_exists("fio") {
-        return Err("fio is not on PATH (Debian: apt-get install fio); bench net drives every server with fio's nbd ioengine".into());
-    }
     let shared_file = match arguments.disks.contains(&NetDisk::File) {
         true => Some(SharedFile::create(
             arguments.file_dir.as_deref().unwrap_or(Path::new(".")),
@@ -319,6 +319,8 @@ fn run_servers(arguments: &BenchNetArgs, folder: &Path) -> BenchResult<ServerRes
         for (server_name, spin_us) in server_variants(arguments) {
             measure_server(arguments, &server_name, spin_us, &served, folder, &mut rows)?;
         }
+        // qemu-nbd's RAM disk is memory in /dev/shm; the other disks do not need it.
+        let _ = std::fs::remove_file(folder.join(served_disk::QEMU_NBD_RAM_IMAGE));
     }
     Ok(ServerResults {
         rows,
