@@ -28,8 +28,13 @@ mod small_files;
 mod store;
 
 pub(crate) use store::{
-    device_bytes_each, handoff_from_environment, write_path_from_environment, StoreShape,
+    device_bytes_each, handoff_from_environment, start_engine, write_path_from_environment,
+    StoreShape,
 };
+// The store measurements `bench net` repeats on stores striped over disk nodes.
+pub(crate) use large_file::{measure_engine, STRIPE_UNIT_BYTES, WORKLOADS as LARGE_FILE_WORKLOADS};
+pub(crate) use report::folder_file_system;
+pub(crate) use small_files::{engine_phases as small_file_engine_phases, SMALL_FILE_BYTES};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

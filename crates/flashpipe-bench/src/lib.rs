@@ -17,7 +17,8 @@
 //! - [`kernels`]: `flashpipe bench kernels`, kernels near the data beside
 //!   read-then-compute, one thread and well-known tools (RAD's three-way comparison);
 //! - [`net`]: `flashpipe bench net`, flashpipe's NBD server beside qemu-nbd and nbdkit,
-//!   all driven by fio's nbd ioengine over loopback TCP and a Unix socket;
+//!   all driven by fio's nbd ioengine over loopback TCP and a Unix socket, on a RAM disk
+//!   and on one file; and a store striped over loopback disk nodes beside RAM disks;
 //! - [`ftl`], [`ftl_fs`], [`ftl_copy`]: `flashpipe ftl ...`, experiments with the host
 //!   flash translation layer on the NAND model in virtual time;
 //! - [`serve`]: `flashpipe bench serve`, a client process using an engine through

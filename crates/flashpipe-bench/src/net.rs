@@ -1,41 +1,69 @@
-//! `flashpipe bench net`: flashpipe's NBD server beside `qemu-nbd` and `nbdkit` (memory
-//! plugin) serving a RAM disk of the same size, all driven by the same client, fio's own
-//! `nbd` ioengine (libnbd), over loopback TCP and a Unix socket, in one run.
+//! `flashpipe bench net`: flashpipe's NBD server beside `qemu-nbd` and `nbdkit` serving the
+//! same disk, all driven by the same client, fio's own `nbd` ioengine (libnbd), over
+//! loopback TCP and a Unix socket, in one run; and a store striped over 1, 2, 4 and 8
+//! loopback disk nodes beside the same store over local RAM disks ([`stripe`]).
 //!
-//! Rows: 1 MiB sequential reads and writes (queue depth 8), 4 KiB random reads and writes
-//! at queue depth 1 (mean and p99 latency) and 32, each with 1 and 4 connections
-//! (fio's `numjobs`, one NBD connection per job; multi-conn). Each server's disk is first
-//! filled by one sequential write so reads read data, not holes. The ratio column is
-//! flashpipe's throughput over the better of the other two (issue #15's target: >= 1.0x
-//! on every row); for the queue-depth-1 rows the latency columns are the figures to read.
-//!
-//! flashpipe's server runs in this process (its RAM export: `ram:SIZE`); `qemu-nbd`
-//! serves a raw file in `/dev/shm` (memory, as close to a RAM disk as qemu-nbd gets);
-//! `nbdkit memory` serves its sparse RAM disk. A server whose program is missing is left
-//! out with a note.
+//! Server rows, for each disk of `--disks` ([`served_disk`]): a RAM disk of the same size
+//! per server (flashpipe `ram:SIZE` in this process, `qemu-nbd` on a raw file in
+//! `/dev/shm`, `nbdkit memory`), and one file in `--file-dir` that every server serves in
+//! turn, with the caching choice of `--file-cache` for all. Workloads: 1 MiB sequential
+//! reads and writes (queue depth 8), 4 KiB random reads and writes at queue depth 1 (mean
+//! and p99 latency) and 32, each with 1 and 4 connections (fio's `numjobs`, one NBD
+//! connection per job; multi-conn). Each server's disk is first filled by one sequential
+//! write so reads read data, not holes. The ratio column is flashpipe's throughput over the
+//! better of the other two on the same disk (issue #15's target: >= 1.0x on every row); for
+//! the queue-depth-1 rows the latency columns are the figures to read. A server whose
+//! program is missing is left out with a note.
 
-use std::net::TcpStream;
+mod disk_nodes;
+mod external_server;
+mod served_disk;
+mod stripe;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use clap::Args;
-use flashpipe_nbd::server::{Export, ExportDeviceSpec, NbdServer, ServerConfig, ServerLimits};
+use flashpipe_nbd::server::{NbdServer, ServerConfig, ServerLimits};
 use serde_json::{json, Value};
+
+pub use served_disk::{FileCache, NetDisk};
+use served_disk::{ServedDisk, SharedFile};
+use stripe::{StripeRow, StripeSettings};
 
 use crate::table::Table;
 use crate::BenchResult;
 
-/// Rounds of 50 ms to wait for an external server to accept connections.
-const SERVER_READY_ROUNDS: u32 = 200;
+/// Least size of the striping part's big file (what `bench fs` allows).
+const LEAST_STRIPE_FILE_BYTES: u64 = 8 << 20;
+/// Most small files of the striping part.
+const MOST_STRIPE_SMALL_FILES: u64 = 1_000_000;
+
+/// The parts of `bench net`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetPart {
+    /// flashpipe's NBD server beside qemu-nbd and nbdkit, through fio.
+    Servers,
+    /// A store striped over loopback disk nodes beside the same store over RAM disks.
+    Stripe,
+}
 
 /// `flashpipe bench net`.
 #[derive(Debug, Args)]
 pub struct BenchNetArgs {
-    /// Size of each server's RAM disk.
+    /// Parts to run: servers (fio against each NBD server), stripe (a store over disk nodes).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "servers,stripe"
+    )]
+    pub parts: Vec<NetPart>,
+    /// Size of each server's disk (RAM disk and file).
     #[arg(long, default_value = "256MiB", value_parser = flashpipe_units::parse_size_bytes)]
     pub size: u64,
-    /// Seconds of each measured row.
+    /// Seconds of each measured fio row, and of each random-read row of the stripe part.
     #[arg(long, default_value_t = 5)]
     pub runtime_seconds: u64,
     /// Servers to compare (flashpipe, qemu-nbd, nbdkit).
@@ -45,6 +73,16 @@ pub struct BenchNetArgs {
         default_value = "flashpipe,qemu-nbd,nbdkit"
     )]
     pub servers: Vec<String>,
+    /// Disks every server serves: ram (one each), file (the same file for all).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "ram,file")]
+    pub disks: Vec<NetDisk>,
+    /// Folder of the served file; its file system is printed [default: the current directory].
+    #[arg(long)]
+    pub file_dir: Option<PathBuf>,
+    /// Caching of the served file, the same choice for every server: direct (O_DIRECT;
+    /// nbdkit cache=none) or buffered (the page cache).
+    #[arg(long, value_enum, default_value = "direct")]
+    pub file_cache: FileCache,
     /// Transports (tcp, unix).
     #[arg(long, value_delimiter = ',', default_value = "tcp,unix")]
     pub transports: Vec<String>,
@@ -55,9 +93,47 @@ pub struct BenchNetArgs {
     /// Connection counts (fio jobs, one NBD connection each).
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub connections: Vec<u32>,
+    /// fio workloads to run [default: all six: seq-read-1m-qd8, seq-write-1m-qd8,
+    /// rand-read-4k-qd1, rand-write-4k-qd1, rand-read-4k-qd32, rand-write-4k-qd32].
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Vec<String>,
+    /// Disk-node counts of the stripe part (each a store of its own).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    pub disk_nodes: Vec<u32>,
+    /// Size of the stripe part's big file (a multiple of 1 MiB, at least 8 MiB).
+    #[arg(long, default_value = "1GiB", value_parser = flashpipe_units::parse_size_bytes)]
+    pub stripe_file_size: u64,
+    /// Small 2 KiB files of the stripe part (0: none).
+    #[arg(long, default_value_t = 10_000)]
+    pub stripe_small_files: u64,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
+}
+
+impl BenchNetArgs {
+    fn runs(&self, part: NetPart) -> bool {
+        self.parts.contains(&part)
+    }
+
+    /// The workloads to run, in the order of [`WORKLOADS`].
+    fn selected_workloads(&self) -> Vec<Workload> {
+        WORKLOADS
+            .into_iter()
+            .filter(|workload| {
+                self.workloads.is_empty() || self.workloads.iter().any(|name| name == workload.name)
+            })
+            .collect()
+    }
+
+    fn stripe_settings(&self) -> StripeSettings {
+        StripeSettings {
+            node_counts: self.disk_nodes.clone(),
+            file_bytes: self.stripe_file_size,
+            small_file_count: self.stripe_small_files,
+            random_runtime: Duration::from_secs(self.runtime_seconds),
+        }
+    }
 }
 
 /// One fio workload.
@@ -108,8 +184,22 @@ const WORKLOADS: [Workload; 6] = [
     },
 ];
 
-/// One measured row: server, transport, connections, workload, figures.
-type Row = (String, String, u32, &'static str, Figures);
+/// Where one fio row ran: which server, disk, transport and connection count, and what.
+#[derive(Debug, Clone, PartialEq)]
+struct RowKey {
+    server: String,
+    disk: NetDisk,
+    transport: String,
+    connections: u32,
+    workload: &'static str,
+}
+
+/// One measured fio row.
+#[derive(Debug, Clone)]
+struct Row {
+    key: RowKey,
+    figures: Figures,
+}
 
 /// fio's figures for one row.
 #[derive(Debug, Clone, Copy, Default)]
@@ -148,61 +238,157 @@ impl RunningServer {
     }
 }
 
+/// What the server part measured, and on what file.
+struct ServerResults {
+    rows: Vec<Row>,
+    /// The shared file's path and file system, when the file disk ran.
+    file: Option<(String, String)>,
+}
+
 /// Runs the benchmark and prints its tables (or JSON).
 pub fn run(arguments: BenchNetArgs) -> BenchResult {
     check_arguments(&arguments)?;
-    if !program_exists("fio") {
-        return Err("fio is not on PATH (Debian: apt-get install fio); bench net drives every server with fio's nbd ioengine".into());
+    if arguments.runs(NetPart::Servers) && !program_exists("fio") {
+        return Err("fio is not on PATH (Debian: apt-get install fio); bench net drives every server with fio's nbd ioengine; --parts stripe needs no fio".into());
     }
     let folder = scratch_folder()?;
-    let mut results: Vec<Row> = Vec::new();
-    for (server_name, spin_us) in server_variants(&arguments) {
-        let server_name = &server_name;
-        let Some(server) = start_server(server_name, spin_us, arguments.size, &folder)? else {
-            crate::progress::note(&format!(
-                "bench net: {server_name} is not installed; left out"
-            ));
-            continue;
+    let outcome = run_parts(&arguments, &folder);
+    // The scratch folder holds qemu-nbd's RAM image, the sockets and the disk nodes' logs;
+    // after a failure the logs are kept for the message that names them.
+    let (servers, stripe_rows) = match outcome {
+        Ok(results) => {
+            let _ = std::fs::remove_dir_all(&folder);
+            results
+        }
+        Err(error) => {
+            let _ = std::fs::remove_file(folder.join(served_disk::QEMU_NBD_RAM_IMAGE));
+            return Err(format!("{error} (scratch folder kept: {})", folder.display()).into());
+        }
+    };
+    if arguments.json {
+        println!("{}", results_json(&arguments, &servers, &stripe_rows));
+        return Ok(());
+    }
+    if arguments.runs(NetPart::Servers) {
+        print_tables(&arguments, &servers);
+    }
+    if arguments.runs(NetPart::Stripe) {
+        stripe::print_table(&arguments.stripe_settings(), &stripe_rows);
+    }
+    Ok(())
+}
+
+fn run_parts(
+    arguments: &BenchNetArgs,
+    folder: &Path,
+) -> BenchResult<(ServerResults, Vec<StripeRow>)> {
+    let servers = match arguments.runs(NetPart::Servers) {
+        true => run_servers(arguments, folder)?,
+        false => ServerResults {
+            rows: Vec::new(),
+            file: None,
+        },
+    };
+    let stripe_rows = match arguments.runs(NetPart::Stripe) {
+        true => stripe::run(&arguments.stripe_settings(), folder)?,
+        false => Vec::new(),
+    };
+    Ok((servers, stripe_rows))
+}
+
+/// Every server on every disk, transport, connection count and workload.
+fn run_servers(arguments: &BenchNetArgs, folder: &Path) -> BenchResult<ServerResults> {
+    let shared_file = match arguments.disks.contains(&NetDisk::File) {
+        true => Some(SharedFile::create(
+            arguments.file_dir.as_deref().unwrap_or(Path::new(".")),
+            arguments.size,
+        )?),
+        false => None,
+    };
+    let mut rows = Vec::new();
+    for &disk in &arguments.disks {
+        let served = match (disk, &shared_file) {
+            (NetDisk::File, Some(file)) => ServedDisk::File {
+                path: file.path.clone(),
+                cache: arguments.file_cache,
+            },
+            _ => ServedDisk::Ram {
+                size_bytes: arguments.size,
+            },
         };
-        for transport in &arguments.transports {
-            let uri = if transport == "unix" {
-                &server.unix_uri
-            } else {
-                &server.tcp_uri
-            };
-            // Each listener of nbdkit is its own process with its own RAM disk.
-            fill(uri, arguments.size)?;
-            for &connections in &arguments.connections {
-                for workload in WORKLOADS {
-                    crate::progress::set_phase(format!(
-                        "{server_name} {transport} {connections} conn {}",
-                        workload.name
-                    ));
-                    let figures = run_fio(
-                        uri,
-                        arguments.size,
-                        &workload,
+        for (server_name, spin_us) in server_variants(arguments) {
+            measure_server(arguments, &server_name, spin_us, &served, folder, &mut rows)?;
+        }
+        // qemu-nbd's RAM disk is memory in /dev/shm; the other disks do not need it.
+        let _ = std::fs::remove_file(folder.join(served_disk::QEMU_NBD_RAM_IMAGE));
+    }
+    Ok(ServerResults {
+        rows,
+        file: shared_file.map(|file| (file.path.display().to_string(), file.file_system.clone())),
+    })
+}
+
+/// One server on one disk: every transport, connection count and workload.
+fn measure_server(
+    arguments: &BenchNetArgs,
+    server_name: &str,
+    spin_us: u64,
+    disk: &ServedDisk,
+    folder: &Path,
+    rows: &mut Vec<Row>,
+) -> BenchResult {
+    let Some(server) = start_server(server_name, spin_us, disk, folder)? else {
+        crate::progress::note(&format!(
+            "bench net: {server_name} is not installed; left out"
+        ));
+        return Ok(());
+    };
+    let measured = measure_running_server(arguments, server_name, disk, &server, rows);
+    server.stop();
+    measured
+}
+
+fn measure_running_server(
+    arguments: &BenchNetArgs,
+    server_name: &str,
+    disk: &ServedDisk,
+    server: &RunningServer,
+    rows: &mut Vec<Row>,
+) -> BenchResult {
+    let disk_name = disk.kind().name();
+    for transport in &arguments.transports {
+        let uri = if transport == "unix" {
+            &server.unix_uri
+        } else {
+            &server.tcp_uri
+        };
+        // Each listener of nbdkit memory is its own process with its own RAM disk.
+        fill(uri, arguments.size)?;
+        for &connections in &arguments.connections {
+            for workload in arguments.selected_workloads() {
+                crate::progress::set_phase(format!(
+                    "{server_name} {disk_name} {transport} {connections} conn {}",
+                    workload.name
+                ));
+                let figures = run_fio(
+                    uri,
+                    arguments.size,
+                    &workload,
+                    connections,
+                    arguments.runtime_seconds,
+                )?;
+                rows.push(Row {
+                    key: RowKey {
+                        server: server_name.to_string(),
+                        disk: disk.kind(),
+                        transport: transport.clone(),
                         connections,
-                        arguments.runtime_seconds,
-                    )?;
-                    results.push((
-                        server_name.clone(),
-                        transport.clone(),
-                        connections,
-                        workload.name,
-                        figures,
-                    ));
-                }
+                        workload: workload.name,
+                    },
+                    figures,
+                });
             }
         }
-        server.stop();
-    }
-    // The scratch folder holds only qemu-nbd's image and the sockets.
-    let _ = std::fs::remove_dir_all(&folder);
-    if arguments.json {
-        println!("{}", results_json(&arguments, &results));
-    } else {
-        print_tables(&arguments, &results);
     }
     Ok(())
 }
@@ -228,6 +414,9 @@ fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, u64)> {
 }
 
 fn check_arguments(arguments: &BenchNetArgs) -> BenchResult {
+    if arguments.parts.is_empty() {
+        return Err("--parts: name at least one part (servers, stripe)".into());
+    }
     if arguments.size < 64 * 1024 * 1024 || arguments.size % (1024 * 1024) != 0 {
         return Err(format!(
             "--size {} bytes: at least 64 MiB and whole MiB",
@@ -238,6 +427,11 @@ fn check_arguments(arguments: &BenchNetArgs) -> BenchResult {
     if arguments.runtime_seconds == 0 || arguments.runtime_seconds > 3600 {
         return Err("--runtime-seconds must be within 1..=3600".into());
     }
+    check_server_arguments(arguments)?;
+    check_stripe_arguments(arguments)
+}
+
+fn check_server_arguments(arguments: &BenchNetArgs) -> BenchResult {
     for server in &arguments.servers {
         if !["flashpipe", "qemu-nbd", "nbdkit"].contains(&server.as_str()) {
             return Err(format!(
@@ -260,6 +454,40 @@ fn check_arguments(arguments: &BenchNetArgs) -> BenchResult {
     {
         return Err("--connections: each count within 1..=64".into());
     }
+    for name in &arguments.workloads {
+        if !WORKLOADS.iter().any(|workload| workload.name == name) {
+            let known: Vec<&str> = WORKLOADS.iter().map(|workload| workload.name).collect();
+            return Err(format!(
+                "--workloads: unknown workload `{name}` ({})",
+                known.join(", ")
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn check_stripe_arguments(arguments: &BenchNetArgs) -> BenchResult {
+    let most_nodes = disk_nodes::MOST_DISK_NODES;
+    if arguments.runs(NetPart::Stripe) && arguments.disk_nodes.is_empty() {
+        return Err("--disk-nodes: name at least one count".into());
+    }
+    if arguments
+        .disk_nodes
+        .iter()
+        .any(|&count| count == 0 || count > most_nodes)
+    {
+        return Err(format!("--disk-nodes: each count within 1..={most_nodes}").into());
+    }
+    let file_bytes = arguments.stripe_file_size;
+    if file_bytes < LEAST_STRIPE_FILE_BYTES || file_bytes % (1024 * 1024) != 0 {
+        return Err(
+            format!("--stripe-file-size {file_bytes} bytes: at least 8 MiB and whole MiB").into(),
+        );
+    }
+    if arguments.stripe_small_files > MOST_STRIPE_SMALL_FILES {
+        return Err(format!("--stripe-small-files: at most {MOST_STRIPE_SMALL_FILES}").into());
+    }
     Ok(())
 }
 
@@ -280,25 +508,21 @@ fn scratch_folder() -> BenchResult<PathBuf> {
     Ok(folder)
 }
 
-fn free_tcp_port() -> BenchResult<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
 fn start_server(
     name: &str,
     spin_us: u64,
-    size_bytes: u64,
+    disk: &ServedDisk,
     folder: &Path,
 ) -> BenchResult<Option<RunningServer>> {
-    let socket = folder.join(format!("{name}.sock"));
-    let unix_uri = format!("nbd+unix:///disk?socket={}", socket.display());
+    // A socket of its own per server and disk: a killed server leaves its socket file.
+    let socket = folder.join(format!("{name}-{}.sock", disk.kind().name()));
+    let _ = std::fs::remove_file(&socket);
     match name {
         _ if name.starts_with("flashpipe") => {
-            let export = Export::open("disk", &ExportDeviceSpec::Ram { size_bytes })?;
+            let export = disk.flashpipe_export("disk")?;
             let config = ServerConfig {
                 tcp_address: Some("127.0.0.1:0".parse()?),
-                unix_socket_path: Some(socket),
+                unix_socket_path: Some(socket.clone()),
                 allow_non_loopback: false,
                 tls: None,
                 limits: ServerLimits::default(),
@@ -311,90 +535,18 @@ fn start_server(
                 .ok_or("the server has no TCP address")?;
             Ok(Some(RunningServer {
                 tcp_uri: format!("nbd://{address}/disk"),
-                unix_uri,
+                unix_uri: unix_uri(&socket),
                 stop: Stop::InProcess(server),
             }))
         }
-        "qemu-nbd" | "nbdkit" => {
-            if !program_exists(name) {
-                return Ok(None);
-            }
-            let port = free_tcp_port()?;
-            let tcp = spawn_external(name, size_bytes, folder, port, None)?;
-            wait_until_accepting(&format!("127.0.0.1:{port}"), name)?;
-            let unix = spawn_external(name, size_bytes, folder, port, Some(&socket))?;
-            wait_until_socket(&socket, name)?;
-            Ok(Some(RunningServer {
-                tcp_uri: format!("nbd://127.0.0.1:{port}/disk"),
-                unix_uri,
-                stop: Stop::Children(vec![tcp, unix]),
-            }))
-        }
+        "qemu-nbd" | "nbdkit" => external_server::start(name, disk, folder, &socket),
         _ => Err(format!("unknown server {name}").into()),
     }
 }
 
-fn spawn_external(
-    name: &str,
-    size_bytes: u64,
-    folder: &Path,
-    port: u16,
-    socket: Option<&Path>,
-) -> BenchResult<Child> {
-    let mut command = Command::new(name);
-    if name == "qemu-nbd" {
-        let image = folder.join("qemu-nbd.raw");
-        if !image.exists() {
-            std::fs::File::create(&image)?.set_len(size_bytes)?;
-        }
-        command.args([
-            "-f",
-            "raw",
-            "-x",
-            "disk",
-            "-t",
-            "-e",
-            "64",
-            "--cache=writeback",
-            "--aio=threads",
-        ]);
-        match socket {
-            Some(socket) => command.arg("-k").arg(socket),
-            None => command.args(["-b", "127.0.0.1", "-p", &port.to_string()]),
-        };
-        command.arg(&image);
-    } else {
-        command.args(["-f", "--exit-with-parent", "-e", "disk"]);
-        match socket {
-            Some(socket) => command.arg("-U").arg(socket),
-            None => command.args(["-i", "127.0.0.1", "-p", &port.to_string()]),
-        };
-        command.args(["memory", &format!("size={size_bytes}")]);
-    }
-    Ok(command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?)
-}
-
-fn wait_until_accepting(address: &str, name: &str) -> BenchResult {
-    for _ in 0..SERVER_READY_ROUNDS {
-        if TcpStream::connect(address).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!("{name} never accepted connections on {address}").into())
-}
-
-fn wait_until_socket(socket: &Path, name: &str) -> BenchResult {
-    for _ in 0..SERVER_READY_ROUNDS {
-        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!("{name} never accepted connections on {}", socket.display()).into())
+/// The URI of the export `disk` on the Unix socket `socket`.
+fn unix_uri(socket: &Path) -> String {
+    format!("nbd+unix:///disk?socket={}", socket.display())
 }
 
 /// One sequential write over the whole disk, so that reads read data.
@@ -464,110 +616,156 @@ fn parse_fio(report: &str, is_read: bool) -> BenchResult<Figures> {
     })
 }
 
-fn find<'a>(
-    results: &'a [Row],
-    server: &str,
-    transport: &str,
-    connections: u32,
-    workload: &str,
-) -> Option<&'a Figures> {
+fn find<'a>(results: &'a [Row], key: &RowKey) -> Option<&'a Figures> {
     results
         .iter()
-        .find(|row| {
-            row.0 == server && row.1 == transport && row.2 == connections && row.3 == workload
-        })
-        .map(|row| &row.4)
+        .find(|row| row.key == *key)
+        .map(|row| &row.figures)
 }
 
-/// A flashpipe variant's throughput over the better of the others on the same row.
-fn ratio(
-    results: &[Row],
-    server: &str,
-    transport: &str,
-    connections: u32,
-    workload: &str,
-) -> Option<f64> {
-    let ours = find(results, server, transport, connections, workload)?;
+/// A flashpipe variant's throughput over the better of the others on the same row (same
+/// disk, transport, connections and workload).
+fn ratio(results: &[Row], key: &RowKey) -> Option<f64> {
+    if !key.server.starts_with("flashpipe") {
+        return None;
+    }
+    let ours = find(results, key)?;
     let best_other = ["qemu-nbd", "nbdkit"]
         .iter()
-        .filter_map(|server| find(results, server, transport, connections, workload))
+        .filter_map(|server| {
+            let other = RowKey {
+                server: server.to_string(),
+                ..key.clone()
+            };
+            find(results, &other)
+        })
         .map(|figures| figures.bytes_per_second)
         .fold(0.0, f64::max);
     (best_other > 0.0).then(|| ours.bytes_per_second / best_other)
 }
 
-fn print_tables(arguments: &BenchNetArgs, results: &[Row]) {
+/// The run's first line: the disks as served.
+fn describe_disks(arguments: &BenchNetArgs, servers: &ServerResults) -> String {
+    let size_mib = arguments.size / (1024 * 1024);
+    let mut disks = Vec::new();
+    for disk in &arguments.disks {
+        match (disk, &servers.file) {
+            (NetDisk::File, Some((path, file_system))) => disks.push(format!(
+                "file {path} on {file_system}, {size_mib} MiB, cache {}",
+                arguments.file_cache.describe()
+            )),
+            _ => disks.push(format!("RAM disk {size_mib} MiB")),
+        }
+    }
+    disks.join("; ")
+}
+
+fn print_tables(arguments: &BenchNetArgs, servers: &ServerResults) {
     println!(
-        "bench net: fio nbd ioengine, RAM disk {} MiB, {} s per row, loopback",
-        arguments.size / (1024 * 1024),
-        arguments.runtime_seconds
+        "bench net: fio nbd ioengine, {} s per row, loopback; {}",
+        arguments.runtime_seconds,
+        describe_disks(arguments, servers)
     );
-    for transport in &arguments.transports {
-        for &connections in &arguments.connections {
-            let mut table = Table::new("  ")
-                .caption(&format!("{transport}, {connections} connection(s)"))
-                .left("workload", 20)
-                .left("server", 16)
-                .right("MiB/s", 9)
-                .right("IOPS", 9)
-                .right("mean us", 9)
-                .right("p99 us", 9)
-                .right("ratio", 7);
-            for workload in WORKLOADS {
-                for (server, _) in server_variants(arguments) {
-                    let server = &server;
-                    let Some(figures) =
-                        find(results, server, transport, connections, workload.name)
-                    else {
-                        continue;
-                    };
-                    let ratio_text = if server.starts_with("flashpipe") {
-                        ratio(results, server, transport, connections, workload.name)
-                            .map_or("-".to_string(), |ratio| format!("{ratio:.2}x"))
-                    } else {
-                        String::new()
-                    };
-                    table.row(vec![
-                        workload.name.to_string(),
-                        server.clone(),
-                        format!("{:.1}", figures.bytes_per_second / 1048576.0),
-                        format!("{:.0}", figures.iops),
-                        format!("{:.1}", figures.latency_us_mean),
-                        format!("{:.1}", figures.latency_us_p99),
-                        ratio_text,
-                    ]);
-                }
+    for &disk in &arguments.disks {
+        for transport in &arguments.transports {
+            for &connections in &arguments.connections {
+                println!();
+                server_table(arguments, &servers.rows, disk, transport, connections).print();
             }
-            println!();
-            table.print();
         }
     }
 }
 
-fn results_json(arguments: &BenchNetArgs, results: &[Row]) -> Value {
-    let rows: Vec<Value> = results
+fn server_table(
+    arguments: &BenchNetArgs,
+    results: &[Row],
+    disk: NetDisk,
+    transport: &str,
+    connections: u32,
+) -> Table {
+    let mut table = Table::new("  ")
+        .caption(&format!(
+            "{}, {transport}, {connections} connection(s)",
+            disk.name()
+        ))
+        .left("workload", 20)
+        .left("server", 16)
+        .right("MiB/s", 9)
+        .right("IOPS", 9)
+        .right("mean us", 9)
+        .right("p99 us", 9)
+        .right("ratio", 7);
+    for workload in arguments.selected_workloads() {
+        for (server, _) in server_variants(arguments) {
+            let key = RowKey {
+                server,
+                disk,
+                transport: transport.to_string(),
+                connections,
+                workload: workload.name,
+            };
+            let Some(figures) = find(results, &key) else {
+                continue;
+            };
+            let ratio_text = match key.server.starts_with("flashpipe") {
+                true => {
+                    ratio(results, &key).map_or("-".to_string(), |ratio| format!("{ratio:.2}x"))
+                }
+                false => String::new(),
+            };
+            table.row(vec![
+                workload.name.to_string(),
+                key.server.clone(),
+                format!("{:.1}", figures.bytes_per_second / 1048576.0),
+                format!("{:.0}", figures.iops),
+                format!("{:.1}", figures.latency_us_mean),
+                format!("{:.1}", figures.latency_us_p99),
+                ratio_text,
+            ]);
+        }
+    }
+    table
+}
+
+fn results_json(
+    arguments: &BenchNetArgs,
+    servers: &ServerResults,
+    stripe_rows: &[StripeRow],
+) -> Value {
+    let rows: Vec<Value> = servers
+        .rows
         .iter()
-        .map(|(server, transport, connections, workload, figures)| {
+        .map(|row| {
             json!({
-                "server": server,
-                "transport": transport,
-                "connections": connections,
-                "workload": workload,
-                "bytes_per_second": figures.bytes_per_second,
-                "iops": figures.iops,
-                "latency_us_mean": figures.latency_us_mean,
-                "latency_us_p99": figures.latency_us_p99,
-                "ratio_to_best_other": if server.starts_with("flashpipe") {
-                    ratio(results, server, transport, *connections, workload)
-                } else {
-                    None
-                },
+                "server": row.key.server,
+                "disk": row.key.disk.name(),
+                "transport": row.key.transport,
+                "connections": row.key.connections,
+                "workload": row.key.workload,
+                "bytes_per_second": row.figures.bytes_per_second,
+                "iops": row.figures.iops,
+                "latency_us_mean": row.figures.latency_us_mean,
+                "latency_us_p99": row.figures.latency_us_p99,
+                "ratio_to_best_other": ratio(&servers.rows, &row.key),
             })
         })
         .collect();
+    let file = servers.file.as_ref().map(|(path, file_system)| {
+        json!({
+            "path": path,
+            "file_system": file_system,
+            "cache": arguments.file_cache.describe(),
+        })
+    });
     json!({
         "size_bytes": arguments.size,
         "runtime_seconds": arguments.runtime_seconds,
+        "file": file,
         "rows": rows,
+        "stripe": {
+            "file_size_bytes": arguments.stripe_file_size,
+            "small_file_count": arguments.stripe_small_files,
+            "rows": stripe_rows,
+        },
     })
 }

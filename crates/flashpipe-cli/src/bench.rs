@@ -19,7 +19,7 @@ pub enum BenchCommand {
     Engine(bench_engine::BenchEngineArgs),
     /// Kernels near the data beside read-then-compute, one thread, and well-known tools (RAD).
     Kernels(bench_kernels::BenchKernelsArgs),
-    /// flashpipe's NBD server beside qemu-nbd and nbdkit through fio's nbd engine, TCP and Unix sockets.
+    /// flashpipe's NBD server beside qemu-nbd and nbdkit (RAM disk, same file); a store over disk nodes.
     Net(flashpipe_bench::net::BenchNetArgs),
     /// Emulated flash at wall speed: a put into a minflash store, the whole stack and the raw model against their targets.
     Flash(bench_flash::BenchFlashArgs),

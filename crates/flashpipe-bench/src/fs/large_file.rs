@@ -27,7 +27,7 @@ const LARGE_FILE_NAME: &str = "large-file";
 /// Device files of the store.
 const DEVICE_COUNT: u32 = 2;
 /// Stripe unit of the store.
-const STRIPE_UNIT_BYTES: u64 = 256 * 1024;
+pub(crate) const STRIPE_UNIT_BYTES: u64 = 256 * 1024;
 /// Bytes per sequential command.
 const SEQUENTIAL_REQUEST_BYTES: u64 = MIB;
 /// Sequential commands in flight.
@@ -188,7 +188,7 @@ fn row(
 }
 
 /// The four engine workloads, in [`WORKLOADS`] order.
-fn measure_engine(
+pub(crate) fn measure_engine(
     client: &mut EngineClient,
     settings: &Settings,
     pattern: &DataPattern,

@@ -87,7 +87,7 @@ impl Machine {
     }
 }
 
-pub(super) fn folder_file_system(folder: &Path) -> String {
+pub(crate) fn folder_file_system(folder: &Path) -> String {
     let output = Command::new("df")
         .args(["--output=fstype"])
         .arg(folder)

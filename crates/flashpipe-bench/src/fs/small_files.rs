@@ -140,7 +140,7 @@ fn pipeline(
 }
 
 /// Seconds of each phase through the engine: create, write, read, delete.
-fn engine_phases(
+pub(crate) fn engine_phases(
     client: &mut EngineClient,
     count: u64,
     pattern: &DataPattern,
