@@ -16,7 +16,8 @@ use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{
-    run_pipeline, OutputTarget, PipelineConfig, PipelineError, PipelineResult,
+    run_pipeline_observed, FileObserver, FileOutcome, OutputTarget, PipelineConfig, PipelineError,
+    PipelineResult,
 };
 use flashpipe_protocol::{ErrorCode, RemoteError, RunKernelRequest};
 use flashpipe_store::RunningStore;
@@ -24,12 +25,14 @@ use flashpipe_store::RunningStore;
 use crate::engine_errors::remote_error;
 
 /// Runs `run` on `store`'s engine; `run_number` makes its temporary names unique among
-/// the server's runs; `cancel` stops it at the next file boundary.
+/// the server's runs; `cancel` stops it at the next file boundary; `on_file_done` is told
+/// each file's outcome (output names as they will be committed) as the file completes.
 pub(crate) fn run_kernel_job(
     store: &RunningStore,
     run: &RunKernelRequest,
     run_number: u64,
     cancel: &Arc<AtomicBool>,
+    on_file_done: FileObserver,
 ) -> Result<PipelineResult, RemoteError> {
     let (reader_count, worker_count) = thread_counts(run)?;
     let kernel = find_kernel(&run.kernel)
@@ -48,14 +51,18 @@ pub(crate) fn run_kernel_job(
     }
     let mut client = store.engine.client(4);
     staged.check(&mut client, &run.inputs, run.replace_outputs)?;
-    let result = run_pipeline(PipelineJob {
-        engine: &store.engine,
-        engine_config: &store.engine_config,
-        kernel,
-        files: &run.inputs,
-        config: &config,
-        cancel: Arc::clone(cancel),
-    });
+    let observer = staged.observer(on_file_done);
+    let result = run_pipeline_observed(
+        PipelineJob {
+            engine: &store.engine,
+            engine_config: &store.engine_config,
+            kernel,
+            files: &run.inputs,
+            config: &config,
+            cancel: Arc::clone(cancel),
+        },
+        observer,
+    );
     let outcome = match result {
         Ok(_) if cancel.load(Ordering::Acquire) => Err(cancelled()),
         Ok(result) => staged
@@ -253,15 +260,30 @@ impl StagedOutputs {
     /// Puts the output names where the pipeline reported temporaries.
     fn rename_reported(&self, result: &mut PipelineResult) {
         for file in &mut result.files {
-            let index = file.output_file.as_ref().and_then(|reported| {
-                self.temporaries
-                    .iter()
-                    .position(|temporary| temporary == reported)
-            });
-            if let Some(name) = index.and_then(|index| self.names.get(index)) {
-                file.output_file = Some(name.clone());
-            }
+            rename_output(&self.temporaries, &self.names, file);
         }
+    }
+
+    /// An observer telling `on_file_done` each outcome with its output's name.
+    fn observer(&self, on_file_done: FileObserver) -> FileObserver {
+        let (temporaries, names) = (self.temporaries.clone(), self.names.clone());
+        Arc::new(move |index, outcome: &FileOutcome| {
+            let mut outcome = outcome.clone();
+            rename_output(&temporaries, &names, &mut outcome);
+            on_file_done(index, &outcome);
+        })
+    }
+}
+
+/// Puts the output name in `file` where the pipeline reported a temporary.
+fn rename_output(temporaries: &[String], names: &[String], file: &mut FileOutcome) {
+    let index = file.output_file.as_ref().and_then(|reported| {
+        temporaries
+            .iter()
+            .position(|temporary| temporary == reported)
+    });
+    if let Some(name) = index.and_then(|index| names.get(index)) {
+        file.output_file = Some(name.clone());
     }
 }
 

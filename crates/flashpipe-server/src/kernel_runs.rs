@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
-use flashpipe_pipeline::PipelineResult;
+use flashpipe_pipeline::{FileObserver, PipelineResult};
 use flashpipe_protocol::kernel_run::MAX_KERNEL_RESULT_BYTES;
 use flashpipe_protocol::{
     ErrorCode, Frame, KernelFileOutcome, KernelFileResult, KernelRunSummary, KernelStageFigures,
@@ -81,7 +81,14 @@ impl KernelRuns {
         let spawned = std::thread::Builder::new()
             .name(format!("flashpipe-kernel-run-{run_number}"))
             .spawn(move || {
-                let result = run_kernel_job(&store, &run, run_number, &cancel);
+                let streaming = Arc::clone(&connection);
+                let on_file_done: FileObserver = Arc::new(move |index, file| {
+                    streaming.send(&Frame::Response {
+                        request_id,
+                        response: Response::KernelFile(file_outcome(index, file)),
+                    });
+                });
+                let result = run_kernel_job(&store, &run, run_number, &cancel, on_file_done);
                 drop(store);
                 runs.kernel_runs.lock_running().remove(&key);
                 answer(&connection, request_id, result);
@@ -139,25 +146,18 @@ impl KernelRuns {
     }
 }
 
-/// Sends a finished run's answers: each file's outcome, then the summary; or the error.
+/// Sends a finished run's last answer (its files' outcomes went as they completed): the
+/// summary, or the error.
 fn answer(
     connection: &Connection,
     request_id: RequestId,
     result: Result<PipelineResult, RemoteError>,
 ) {
     let final_frame = match result {
-        Ok(result) => {
-            for (index, file) in result.files.iter().enumerate() {
-                connection.send(&Frame::Response {
-                    request_id,
-                    response: Response::KernelFile(file_outcome(index, file)),
-                });
-            }
-            Frame::Response {
-                request_id,
-                response: Response::KernelSummary(summary(&result, connection)),
-            }
-        }
+        Ok(result) => Frame::Response {
+            request_id,
+            response: Response::KernelSummary(summary(&result, connection)),
+        },
         Err(error) => {
             tracing::debug!(connection = connection.id, request_id, code = %error.code, message = %error.message, "kernel run failed");
             Frame::Error { request_id, error }

@@ -285,3 +285,41 @@ fn clients_past_the_server_wide_read_handle_cap_are_refused_with_the_limit() {
     assert_eq!(again.len(), 4);
     second.flush().expect("flush");
 }
+
+#[test]
+fn a_stopping_server_cancels_its_kernel_runs_and_closes_the_store() {
+    let test = start_server("serve-kernel-stop", |_| {});
+    let mut client = connect(&test.socket, false);
+    let names = put_files(&mut client, 8, 512 << 10);
+    let mut request = run_request(
+        "des-cbc",
+        &["key=0123456789abcdef", "iv=0011223344556677"],
+        &names,
+    );
+    request.worker_count = 1;
+    let run = client
+        .submit(Request::RunKernel(request))
+        .expect("submitted");
+    client.stat(&names[0]).expect("the run is registered");
+    test.server.stop_handle().stop();
+    let report = test
+        .server
+        .run_until_stopped()
+        .expect("the store closes once the run has stopped");
+    assert_eq!(report.counters.clients_now, 0);
+    loop {
+        match client.wait_for(run) {
+            Ok(Response::KernelFile(_)) => continue,
+            Ok(Response::KernelSummary(_)) => break,
+            Ok(other) => panic!("answered {other:?}"),
+            Err(error) => {
+                let cancelled = error.remote().map(|remote| remote.code);
+                assert!(
+                    cancelled.is_none() || cancelled == Some(ErrorCode::Cancelled),
+                    "a cancelled run, or a connection closed under it: {error}"
+                );
+                break;
+            }
+        }
+    }
+}
