@@ -22,6 +22,26 @@ fn put_inputs(store: &std::path::Path, folder: &TestFolder) {
     }
 }
 
+/// `sha256sum --check` reads the lines and agrees with them (skipped where the tool is
+/// missing).
+fn check_with_sha256sum(folder: &TestFolder, lines: &str) {
+    let sums = folder.join("sums.txt");
+    std::fs::write(&sums, lines).unwrap();
+    let checked = std::process::Command::new("sha256sum")
+        .args(["--check", "sums.txt"])
+        .current_dir(folder.path())
+        .output();
+    match checked {
+        Ok(output) => assert!(
+            output.status.success(),
+            "sha256sum --check: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(error) => eprintln!("sha256sum not run ({error}); the lines are checked above"),
+    }
+}
+
 #[test]
 fn run_through_the_server_prints_what_the_run_in_process_prints() {
     let folder = TestFolder::new("serve-run-sha256");
@@ -54,7 +74,9 @@ fn run_through_the_server_prints_what_the_run_in_process_prints() {
         let (hex, name) = line.split_once("  ").expect("HASH  NAME");
         assert_eq!(hex.len(), 64, "{line}");
         assert!(name.starts_with("data:"), "{line}");
+        std::fs::write(folder.join(name), read_back(&store, name)).unwrap();
     }
+    check_with_sha256sum(&folder, &served);
     let json = succeed(&["run", text(&store), "sha256", "data:a", "--json"]);
     assert!(json.contains("\"slowest_stage\""), "{json}");
     let transformed = succeed(&[
