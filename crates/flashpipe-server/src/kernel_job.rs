@@ -27,9 +27,12 @@ use crate::engine_errors::remote_error;
 /// Runs `run` on `store`'s engine; `run_number` makes its temporary names unique among
 /// the server's runs; `cancel` stops it at the next file boundary; `on_file_done` is told
 /// each file's outcome (output names as they will be committed) as the file completes.
+/// The run takes `1 / runs_at_once` of the engine's read buffers as its credits, so runs
+/// going on together never empty the read pool for each other.
 pub(crate) fn run_kernel_job(
     store: &RunningStore,
     run: &RunKernelRequest,
+    runs_at_once: usize,
     run_number: u64,
     cancel: &Arc<AtomicBool>,
     on_file_done: FileObserver,
@@ -43,9 +46,19 @@ pub(crate) fn run_kernel_job(
             "no input files given (arguments with '=' are kernel options)",
         ));
     }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = run.inputs.iter().find(|name| !seen.insert(name.as_str())) {
+        return Err(bad_run(format!(
+            "input file {twice} is named twice; name each input once"
+        )));
+    }
     let staged = StagedOutputs::new(&output_target(run, kernel.as_ref())?, run_number);
     let mut config = PipelineConfig::for_engine(&store.engine_config, staged.target.clone());
     config.reader_count = reader_count;
+    config.chunk_credit_count = (config.chunk_credit_count / runs_at_once.max(1)).max(1);
+    config.reads_in_flight_per_reader = config
+        .reads_in_flight_per_reader
+        .min(config.chunk_credit_count);
     if let Some(workers) = worker_count {
         config.worker_count = workers;
     }

@@ -77,6 +77,7 @@ impl KernelRuns {
             running.insert(key, Arc::clone(&cancel));
         }
         let run_number = self.next_run_number.fetch_add(1, Ordering::Relaxed);
+        let max_runs = self.max_runs;
         let runs = Arc::clone(&connection.state);
         let spawned = std::thread::Builder::new()
             .name(format!("flashpipe-kernel-run-{run_number}"))
@@ -88,7 +89,16 @@ impl KernelRuns {
                         response: Response::KernelFile(file_outcome(index, file)),
                     });
                 });
-                let result = run_kernel_job(&store, &run, run_number, &cancel, on_file_done);
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_kernel_job(&store, &run, max_runs, run_number, &cancel, on_file_done)
+                }))
+                .unwrap_or_else(|_| {
+                    tracing::error!(run_number, "a kernel run panicked");
+                    Err(RemoteError::new(
+                        ErrorCode::Internal,
+                        "the kernel run failed inside the server (a bug; see the server's log)",
+                    ))
+                });
                 drop(store);
                 runs.kernel_runs.lock_running().remove(&key);
                 answer(&connection, request_id, result);

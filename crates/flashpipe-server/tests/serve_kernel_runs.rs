@@ -161,6 +161,14 @@ fn a_transforming_run_commits_its_outputs_under_their_names() {
         .collect_all()
         .expect_err("unknown kernel");
     assert_eq!(remote_code(&unknown), ErrorCode::BadKernelRun);
+    let twice = vec![names[0].clone(), names[0].clone()];
+    let duplicate = client
+        .run_kernel(run_request("sha256", &[], &twice))
+        .expect("submitted")
+        .collect_all()
+        .expect_err("an input named twice");
+    assert_eq!(remote_code(&duplicate), ErrorCode::BadKernelRun);
+    assert!(duplicate.to_string().contains("named twice"), "{duplicate}");
     let missing = client
         .run_kernel(run_request("sha256", &[], &["absent".to_string()]))
         .expect("submitted")
@@ -321,5 +329,36 @@ fn a_stopping_server_cancels_its_kernel_runs_and_closes_the_store() {
                 break;
             }
         }
+    }
+}
+
+#[test]
+fn two_runs_at_once_share_the_engine_read_pool() {
+    let test = start_server("serve-kernel-two", |config| config.max_kernel_runs = 2);
+    let mut client = connect(&test.socket, false);
+    let names = put_files(&mut client, 12, 1 << 20);
+    let first = client
+        .submit(Request::RunKernel(run_request("crc32c", &[], &names)))
+        .expect("submitted");
+    let second = client
+        .submit(Request::RunKernel(run_request("sha256", &[], &names)))
+        .expect("submitted");
+    for (run, kernel) in [(first, "crc32c"), (second, "sha256")] {
+        let mut files = 0;
+        loop {
+            match client.wait_for(run) {
+                Ok(Response::KernelFile(file)) => {
+                    file.result.expect("each file succeeds");
+                    files += 1;
+                }
+                Ok(Response::KernelSummary(summary)) => {
+                    assert_eq!(summary.kernel, kernel);
+                    break;
+                }
+                Ok(other) => panic!("answered {other:?}"),
+                Err(error) => panic!("{kernel} failed beside another run: {error}"),
+            }
+        }
+        assert_eq!(files, 12);
     }
 }
