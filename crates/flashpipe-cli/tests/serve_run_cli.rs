@@ -57,7 +57,10 @@ fn run_through_the_server_prints_what_the_run_in_process_prints() {
         "--output",
         "enc-local",
     ]);
-    let server = ServerProcess::start(&store, &[]);
+    let server = ServerProcess::start(
+        &store,
+        &["--max-kernel-runs", "1", "--max-read-handles", "64"],
+    );
     let stderr = succeed_stderr(&["run", text(&store), "sha256", "data:*", "-v"]);
     assert!(
         stderr.contains("through the server") && stderr.contains(&server.pid.to_string()),
