@@ -76,33 +76,18 @@ impl KernelRuns {
             }
             running.insert(key, Arc::clone(&cancel));
         }
-        let run_number = self.next_run_number.fetch_add(1, Ordering::Relaxed);
-        let max_runs = self.max_runs;
-        let runs = Arc::clone(&connection.state);
+        let task = RunTask {
+            store,
+            connection,
+            request_id,
+            run,
+            runs_at_once: self.max_runs,
+            run_number: self.next_run_number.fetch_add(1, Ordering::Relaxed),
+            cancel,
+        };
         let spawned = std::thread::Builder::new()
-            .name(format!("flashpipe-kernel-run-{run_number}"))
-            .spawn(move || {
-                let streaming = Arc::clone(&connection);
-                let on_file_done: FileObserver = Arc::new(move |index, file| {
-                    streaming.send(&Frame::Response {
-                        request_id,
-                        response: Response::KernelFile(file_outcome(index, file)),
-                    });
-                });
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run_kernel_job(&store, &run, max_runs, run_number, &cancel, on_file_done)
-                }))
-                .unwrap_or_else(|_| {
-                    tracing::error!(run_number, "a kernel run panicked");
-                    Err(RemoteError::new(
-                        ErrorCode::Internal,
-                        "the kernel run failed inside the server (a bug; see the server's log)",
-                    ))
-                });
-                drop(store);
-                runs.kernel_runs.lock_running().remove(&key);
-                answer(&connection, request_id, result);
-            });
+            .name(format!("flashpipe-kernel-run-{}", task.run_number))
+            .spawn(move || task.run_and_answer());
         match spawned {
             Ok(thread) => {
                 let mut threads = self.threads.lock().expect("no panic holding the threads");
@@ -153,6 +138,64 @@ impl KernelRuns {
                 tracing::error!("a kernel run's thread panicked");
             }
         }
+    }
+}
+
+/// One run, on its own thread.
+struct RunTask {
+    store: Arc<RunningStore>,
+    connection: Arc<Connection>,
+    request_id: RequestId,
+    run: RunKernelRequest,
+    runs_at_once: usize,
+    run_number: u64,
+    cancel: Arc<AtomicBool>,
+}
+
+impl RunTask {
+    /// Runs the job, streaming each file's outcome as it completes, then leaves the
+    /// registry and sends the last answer.
+    fn run_and_answer(self) {
+        let RunTask {
+            store,
+            connection,
+            request_id,
+            run,
+            runs_at_once,
+            run_number,
+            cancel,
+        } = self;
+        let streaming = Arc::clone(&connection);
+        let on_file_done: FileObserver = Arc::new(move |index, file| {
+            streaming.send(&Frame::Response {
+                request_id,
+                response: Response::KernelFile(file_outcome(index, file)),
+            });
+        });
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_kernel_job(
+                &store,
+                &run,
+                runs_at_once,
+                run_number,
+                &cancel,
+                on_file_done,
+            )
+        }))
+        .unwrap_or_else(|_| {
+            tracing::error!(run_number, "a kernel run panicked");
+            Err(RemoteError::new(
+                ErrorCode::Internal,
+                "the kernel run failed inside the server (a bug; see the server's log)",
+            ))
+        });
+        drop(store);
+        connection
+            .state
+            .kernel_runs
+            .lock_running()
+            .remove(&(connection.id, request_id));
+        answer(&connection, request_id, result);
     }
 }
 
