@@ -14,6 +14,12 @@
 //! their names in one commit when the whole job succeeded; a failed job commits nothing. An
 //! output name that exists in the store is refused before anything runs, unless `--force`
 //! (then it is replaced in that same commit).
+//!
+//! When `flashpipe serve` holds the store, the run goes through the server
+//! (`through_server`): the same job next to the server's engine, the same output (`-v` says
+//! which way it went).
+
+mod through_server;
 
 use std::path::PathBuf;
 
@@ -63,6 +69,9 @@ pub struct RunArgs {
     /// Wait for another command using the store to finish instead of failing.
     #[arg(long)]
     pub wait: bool,
+    /// Say on standard error whether the run goes through a server or this process.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 /// A store opened for a pipeline: the store commands' opener, which keeps the engine's
@@ -98,16 +107,22 @@ pub fn run(arguments: RunArgs) -> CliResult {
         return Err("no input files given (arguments with '=' are kernel options)".into());
     }
     let kernel = spec.build(&options)?;
+    let started = std::time::Instant::now();
+    if let Some(server) = crate::session::LiveServer::find(&arguments.store)? {
+        return through_server::run_through_server(server, &arguments, options, &patterns, started);
+    }
     let wait = if arguments.wait {
         LockWait::Wait
     } else {
         LockWait::Fail
     };
-    let started = std::time::Instant::now();
-    if let Some(server) = crate::session::LiveServer::find(&arguments.store)? {
-        return Err(server.refusal(&arguments.store, "run (a kernel next to the data)"));
-    }
     let store = PipelineStore::open_with(&arguments.store, StoreAccess::ReadWrite, wait)?;
+    if arguments.verbose {
+        eprintln!(
+            "flashpipe: {} opened in this process (no server holds it)",
+            arguments.store.display()
+        );
+    }
     let device_time_is_simulated = store.clock.is_virtual();
     let result = resolve_inputs(&store, &patterns)
         .and_then(|files| run_resolved(&store, &arguments, kernel, &files));

@@ -75,6 +75,14 @@ pub struct ServeArgs {
     /// Most bytes of writes and reads one client may have in flight (e.g. 64MiB).
     #[arg(long)]
     pub max_bytes_in_flight_per_client: Option<String>,
+    /// Most kernel runs (`flashpipe run`) at once over all clients; one more is refused with
+    /// an error naming this limit. Each run takes this share of the engine's read buffers.
+    #[arg(long)]
+    pub max_kernel_runs: Option<usize>,
+    /// Most read handles (reads by reference not yet released) over all clients; a read
+    /// past it is refused with an error naming this limit.
+    #[arg(long)]
+    pub max_read_handles: Option<usize>,
     /// Milliseconds an answer to a client may wait for the client to read it before the
     /// server closes that client (one that stops reading cannot hold up the others or a
     /// stop).
@@ -284,6 +292,25 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
             return Err("--max-in-flight-per-client must be at least 1".into());
         }
         config.max_in_flight_per_client = max_in_flight;
+    }
+    for (option, value, field) in [
+        (
+            "--max-kernel-runs",
+            arguments.max_kernel_runs,
+            &mut config.max_kernel_runs,
+        ),
+        (
+            "--max-read-handles",
+            arguments.max_read_handles,
+            &mut config.max_read_handles,
+        ),
+    ] {
+        if let Some(value) = value {
+            if value == 0 {
+                return Err(format!("{option} must be at least 1").into());
+            }
+            *field = value;
+        }
     }
     if let Some(timeout_ms) = arguments.send_timeout_ms {
         if timeout_ms == 0 {

@@ -93,6 +93,10 @@ pub enum Response {
     Granted(WriteGrant),
     /// What a cancel did.
     Cancel(CancelOutcome),
+    /// One input's outcome of a kernel run (more answers follow under the same id).
+    KernelFile(flashpipe_protocol::KernelFileOutcome),
+    /// A kernel run's totals: its last answer.
+    KernelSummary(flashpipe_protocol::KernelRunSummary),
 }
 
 /// A connection to a server.
@@ -265,11 +269,15 @@ impl Client {
                 )))
             }
         };
+        let mut is_final = true;
         let (request_id, answer) = match frame {
             Frame::Response {
                 request_id,
                 response,
-            } => (request_id, Ok(self.response(response)?)),
+            } => {
+                is_final = response.is_final();
+                (request_id, Ok(self.response(response)?))
+            }
             Frame::Error {
                 request_id: 0,
                 error,
@@ -282,7 +290,12 @@ impl Client {
                 )))
             }
         };
-        if !self.in_flight.remove(&request_id) {
+        let known = if is_final {
+            self.in_flight.remove(&request_id)
+        } else {
+            self.in_flight.contains(&request_id)
+        };
+        if !known {
             return Err(ClientError::Protocol(format!(
                 "an answer to request {request_id}, which is not in flight"
             )));
@@ -319,6 +332,8 @@ impl Client {
             Wire::Copied(report) => Response::Copied(report),
             Wire::Granted(grant) => Response::Granted(grant),
             Wire::Cancel(outcome) => Response::Cancel(outcome),
+            Wire::KernelFile(outcome) => Response::KernelFile(outcome),
+            Wire::KernelSummary(summary) => Response::KernelSummary(summary),
         })
     }
 

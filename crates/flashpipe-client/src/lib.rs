@@ -4,7 +4,8 @@
 //! command. Read data comes back as a [`ReadView`]: bytes the frame carried (the copying
 //! path) or a window of the server's shared read pool mapped into this process (by
 //! reference), released when the view is dropped. Writes go inline, or from a
-//! [`WriteBuffer`] granted in this client's own shared write pool.
+//! [`WriteBuffer`] granted in this client's own shared write pool. Kernel runs stream
+//! their answers through [`Client::run_kernel`] ([`KernelRun`]).
 //!
 //! Hand-written over the protocol crate rather than an RPC framework: requests are
 //! pipelined on one socket with file descriptors passed beside the welcome, which no
@@ -12,13 +13,16 @@
 
 mod client;
 mod error;
+mod run_kernel;
 mod view;
 
 pub use client::{server_socket_path, Client, ConnectOptions, Response, ServerInfo};
 pub use error::{ClientError, ConnectError};
 pub use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
 pub use flashpipe_protocol::{
-    CancelOutcome, CheckSummary, ErrorCode, RemoteError, Request, RequestId, ServerLimits,
+    CancelOutcome, CheckSummary, ErrorCode, KernelFileOutcome, KernelFileResult, KernelRunSummary,
+    KernelStageFigures, RemoteError, Request, RequestId, RunKernelRequest, ServerLimits, WireFloat,
     WriteGrant,
 };
+pub use run_kernel::{KernelRun, KernelRunEvent};
 pub use view::{ReadView, WriteBuffer};

@@ -22,7 +22,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, KernelErrorKind};
 
@@ -223,7 +223,7 @@ pub trait Kernel: Send + Sync {
 }
 
 /// A file's summary value.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Summary {
     /// The kernel produced only a byte stream.
@@ -272,7 +272,7 @@ pub enum Summary {
 }
 
 /// One matching line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineMatch {
     /// 1-based line number.
     pub line_number: u64,
@@ -283,7 +283,7 @@ pub struct LineMatch {
 }
 
 /// The language of one piece of a file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PieceLabel {
     /// Offset of the piece's first byte.
     pub offset_bytes: u64,
@@ -296,7 +296,7 @@ pub struct PieceLabel {
 }
 
 /// The neighbours of one query.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueryNeighbours {
     /// Index of the query in the query batch.
     pub query_index: usize,
@@ -305,7 +305,7 @@ pub struct QueryNeighbours {
 }
 
 /// One neighbour.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Neighbour {
     /// Index of the record in the data file.
     pub record_index: u64,

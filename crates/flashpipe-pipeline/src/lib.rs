@@ -37,4 +37,4 @@ mod stages;
 pub use config::{OutputTarget, PipelineConfig};
 pub use error::PipelineError;
 pub use report::{FileOutcome, PipelineReport, PipelineResult, StageReport};
-pub use run::run_pipeline;
+pub use run::{run_pipeline, run_pipeline_observed, FileObserver};

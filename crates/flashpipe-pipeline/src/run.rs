@@ -34,8 +34,22 @@ pub struct PipelineJob<'a> {
     pub cancel: Arc<AtomicBool>,
 }
 
+/// Told each input's outcome (its index in the job's files) as soon as the file is done,
+/// from the reduce stage's thread (a slow observer slows the job); a job that fails later
+/// still fails.
+pub type FileObserver = Arc<dyn Fn(usize, &FileOutcome) + Send + Sync>;
+
 /// Runs `kernel` over `files` in the store served by `engine`; see [`PipelineJob`].
 pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineError> {
+    run_pipeline_observed(job, Arc::new(|_, _| {}))
+}
+
+/// As [`run_pipeline`], telling `on_file_done` each file's outcome as it completes (a
+/// server streams them to its client, issue #14).
+pub fn run_pipeline_observed(
+    job: PipelineJob<'_>,
+    on_file_done: FileObserver,
+) -> Result<PipelineResult, PipelineError> {
     job.config.check(job.engine_config, job.files.len())?;
     let mut control = job.engine.client(4);
     let sizes = input_sizes(&mut control, job.files)?;
@@ -73,6 +87,7 @@ pub fn run_pipeline(job: PipelineJob<'_>) -> Result<PipelineResult, PipelineErro
         Arc::clone(&job.cancel),
         job.config.chunk_credit_count,
         output,
+        on_file_done,
     );
     let spare_buffers_left = spare_receiver_clone(&shared);
     let counters = run_stages(&job, &shared, &sizes, write_receiver, spare_sender);

@@ -90,6 +90,8 @@ pub(crate) struct Shared {
     first_error: Mutex<Option<PipelineError>>,
     credits: Arc<CreditPool>,
     pub(crate) output: OutputPlan,
+    /// Told each file's outcome as the reduce stage records it.
+    pub(crate) on_file_done: crate::run::FileObserver,
 }
 
 /// How each file's writer is made.
@@ -136,8 +138,10 @@ impl Shared {
         cancel: Arc<AtomicBool>,
         credit_count: usize,
         output: OutputPlan,
+        on_file_done: crate::run::FileObserver,
     ) -> Shared {
         Shared {
+            on_file_done,
             kernel,
             clock,
             cancel,

@@ -8,6 +8,10 @@ use crate::frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
     ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
 };
+use crate::kernel_run::{
+    decode_kernel_file, decode_kernel_summary, decode_run_kernel, encode_kernel_file,
+    encode_kernel_summary, encode_run_kernel,
+};
 use crate::wire::{Reader, Writer};
 use crate::{
     RequestId, HEADER_BYTES, MAGIC, MAX_BODY_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES,
@@ -342,6 +346,7 @@ fn encode_request(request: &Request, writer: &mut Writer) {
             writer.u8(copy_method_to_wire(*method));
         }
         Request::Cancel { target } => writer.u64(*target),
+        Request::RunKernel(run) => encode_run_kernel(run, writer),
         Request::List | Request::Stats | Request::Flush | Request::Check | Request::GrantWrite => {}
     }
 }
@@ -412,6 +417,7 @@ fn decode_request(
             target: reader.u64("cancel.target")?,
         },
         FrameKind::GrantWrite => Request::GrantWrite,
+        FrameKind::RunKernel => Request::RunKernel(decode_run_kernel(reader)?),
         _ => return Ok(None),
     };
     Ok(Some(request))
@@ -464,7 +470,10 @@ fn encode_response(response: &Response, writer: &mut Writer) {
         Response::Cancel(outcome) => writer.u8(match outcome {
             CancelOutcome::NotInFlight => 0,
             CancelOutcome::Running => 1,
+            CancelOutcome::Stopping => 2,
         }),
+        Response::KernelFile(outcome) => encode_kernel_file(outcome, writer, encode_remote_error),
+        Response::KernelSummary(summary) => encode_kernel_summary(summary, writer),
     }
 }
 
@@ -503,6 +512,7 @@ fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response,
         FrameKind::CancelReply => Response::Cancel(match reader.u8("cancel_reply.outcome")? {
             0 => CancelOutcome::NotInFlight,
             1 => CancelOutcome::Running,
+            2 => CancelOutcome::Stopping,
             value => {
                 return Err(DecodeError::BadValue {
                     field: "cancel_reply.outcome",
@@ -510,6 +520,10 @@ fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response,
                 })
             }
         }),
+        FrameKind::KernelFile => {
+            Response::KernelFile(decode_kernel_file(reader, decode_remote_error)?)
+        }
+        FrameKind::KernelSummary => Response::KernelSummary(decode_kernel_summary(reader)?),
         other => return Err(DecodeError::UnknownKind { kind: other as u16 }),
     })
 }

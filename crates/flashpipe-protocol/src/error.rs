@@ -82,6 +82,19 @@ pub enum ErrorCode {
     NotMapped,
     /// The first frame was not a hello, or a hello came twice.
     HandshakeRequired,
+    /// The request was cancelled by the client (a kernel run stopped at a file
+    /// boundary and committed nothing).
+    Cancelled,
+    /// The server runs as many kernels at once as it allows (the limit is given).
+    TooManyKernelRuns,
+    /// A kernel run cannot start: unknown kernel, bad options, bad output names or
+    /// thread counts, an output that exists without `--force`.
+    BadKernelRun,
+    /// The kernel failed on an input (the message names the file and offset).
+    KernelFailed,
+    /// All clients together hold as many read handles as the server allows (the limit
+    /// is given).
+    ServerReadHandles,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -125,6 +138,11 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => 110,
             ErrorCode::NotMapped => 111,
             ErrorCode::HandshakeRequired => 112,
+            ErrorCode::Cancelled => 113,
+            ErrorCode::TooManyKernelRuns => 114,
+            ErrorCode::BadKernelRun => 115,
+            ErrorCode::KernelFailed => 116,
+            ErrorCode::ServerReadHandles => 117,
             ErrorCode::Unknown(code) => code,
         }
     }
@@ -141,7 +159,7 @@ impl ErrorCode {
 }
 
 /// Every code this version knows.
-pub const ALL_KNOWN_CODES: [ErrorCode; 35] = [
+pub const ALL_KNOWN_CODES: [ErrorCode; 40] = [
     ErrorCode::NotFound,
     ErrorCode::Exists,
     ErrorCode::BadName,
@@ -177,6 +195,11 @@ pub const ALL_KNOWN_CODES: [ErrorCode; 35] = [
     ErrorCode::ShuttingDown,
     ErrorCode::NotMapped,
     ErrorCode::HandshakeRequired,
+    ErrorCode::Cancelled,
+    ErrorCode::TooManyKernelRuns,
+    ErrorCode::BadKernelRun,
+    ErrorCode::KernelFailed,
+    ErrorCode::ServerReadHandles,
 ];
 
 /// A request's failure as the server reports it: the code, the engine error's (or the

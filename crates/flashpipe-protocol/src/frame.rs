@@ -5,6 +5,7 @@
 use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
 
 use crate::error::RemoteError;
+use crate::kernel_run::{KernelFileOutcome, KernelRunSummary, RunKernelRequest};
 use crate::RequestId;
 
 /// Every frame kind and its number on the wire (the header's kind field).
@@ -53,6 +54,9 @@ pub enum FrameKind {
     Cancel = 0x0110,
     /// Request: grant a slot of the client's write pool.
     GrantWrite = 0x0111,
+    /// Request: run a kernel over files of the store (answered by kernel-file frames,
+    /// then a kernel-summary frame or an error).
+    RunKernel = 0x0120,
     /// Response: done, nothing more to say.
     Done = 0x0201,
     /// Response: a write completed.
@@ -75,10 +79,14 @@ pub enum FrameKind {
     Granted = 0x020A,
     /// Response: what a cancel did.
     CancelReply = 0x020B,
+    /// Response (one of several): one input file's outcome of a kernel run.
+    KernelFile = 0x0220,
+    /// Response (the last): a kernel run's totals and stage table.
+    KernelSummary = 0x0221,
 }
 
 /// Every frame kind, for decoding the header's kind field.
-pub const ALL_FRAME_KINDS: [FrameKind; 32] = [
+pub const ALL_FRAME_KINDS: [FrameKind; 35] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Release,
@@ -111,6 +119,9 @@ pub const ALL_FRAME_KINDS: [FrameKind; 32] = [
     FrameKind::Copied,
     FrameKind::Granted,
     FrameKind::CancelReply,
+    FrameKind::RunKernel,
+    FrameKind::KernelFile,
+    FrameKind::KernelSummary,
 ];
 
 impl FrameKind {
@@ -157,6 +168,9 @@ impl FrameKind {
             FrameKind::Copied => "copied",
             FrameKind::Granted => "granted",
             FrameKind::CancelReply => "cancel-reply",
+            FrameKind::RunKernel => "run-kernel",
+            FrameKind::KernelFile => "kernel-file",
+            FrameKind::KernelSummary => "kernel-summary",
         }
     }
 }
@@ -400,6 +414,9 @@ pub enum Request {
     },
     /// Grant a free slot of the client's write pool.
     GrantWrite,
+    /// Run a kernel next to the data; answered by one [`Response::KernelFile`] per
+    /// input, then [`Response::KernelSummary`] (or an error).
+    RunKernel(RunKernelRequest),
 }
 
 impl Request {
@@ -423,6 +440,7 @@ impl Request {
             Request::Check => FrameKind::Check,
             Request::Cancel { .. } => FrameKind::Cancel,
             Request::GrantWrite => FrameKind::GrantWrite,
+            Request::RunKernel(_) => FrameKind::RunKernel,
         }
     }
 }
@@ -455,6 +473,10 @@ pub enum Response {
     Granted(WriteGrant),
     /// What a cancel did.
     Cancel(CancelOutcome),
+    /// One input's outcome of a kernel run (more answers follow under the same id).
+    KernelFile(KernelFileOutcome),
+    /// A kernel run's totals: its last answer.
+    KernelSummary(KernelRunSummary),
 }
 
 impl Response {
@@ -472,7 +494,15 @@ impl Response {
             Response::Copied(_) => FrameKind::Copied,
             Response::Granted(_) => FrameKind::Granted,
             Response::Cancel(_) => FrameKind::CancelReply,
+            Response::KernelFile(_) => FrameKind::KernelFile,
+            Response::KernelSummary(_) => FrameKind::KernelSummary,
         }
+    }
+
+    /// True when this answer ends its request (every answer but a kernel run's
+    /// per-file outcomes).
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Response::KernelFile(_))
     }
 }
 
@@ -535,4 +565,8 @@ pub enum CancelOutcome {
     /// The target is in the engine and will complete (the engine does not stop a
     /// command it has taken); its answer still comes.
     Running,
+    /// The target (a kernel run) is told to stop at its next file boundary: it commits
+    /// nothing and answers with a `Cancelled` error, unless it had committed its
+    /// outputs already (then its summary still comes).
+    Stopping,
 }

@@ -16,6 +16,7 @@
 pub mod codec;
 pub mod error;
 pub mod frame;
+pub mod kernel_run;
 pub mod stream;
 mod wire;
 
@@ -27,6 +28,10 @@ pub use error::{DecodeError, ErrorCode, RemoteError};
 pub use frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
     ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+};
+pub use kernel_run::{
+    KernelFileOutcome, KernelFileResult, KernelRunSummary, KernelStageFigures, RunKernelRequest,
+    WireFloat,
 };
 pub use stream::{
     read_frame, read_frame_body, read_header, send_all, send_frame, write_frame, ReadFrameError,

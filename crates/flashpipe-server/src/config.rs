@@ -19,6 +19,11 @@ pub struct ServerConfig {
     /// an engine read buffer: clients holding `read_buffer_count` handles together leave
     /// others' reads refused with `ReadBuffersExhausted` until they release some.
     pub max_read_handles_per_client: usize,
+    /// Read handles all clients together may hold (a client past it gets
+    /// `ServerReadHandles` with the limit, whatever its own count).
+    pub max_read_handles: usize,
+    /// Kernel runs at once, server-wide (one past it gets `TooManyKernelRuns`).
+    pub max_kernel_runs: usize,
     /// Largest write one request may carry.
     pub max_write_bytes: u32,
     /// Slots of each mapping client's write pool (each `max_write_bytes`; the pool is a
@@ -50,6 +55,8 @@ impl Default for ServerConfig {
             max_bytes_in_flight_per_client: 64 << 20,
             max_bytes_in_flight: 512 << 20,
             max_read_handles_per_client: 16,
+            max_read_handles: 4096,
+            max_kernel_runs: 2,
             max_write_bytes: 1 << 20,
             write_slots_per_client: 8,
             store_description: String::new(),

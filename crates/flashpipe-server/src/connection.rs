@@ -205,6 +205,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
         }
     };
     read_requests(&connection, &mut reader, &answers_to);
+    connection.state.kernel_runs.cancel_connection(id);
     drop(answers_to);
     if answer_thread.join().is_err() {
         tracing::error!(connection = id, "the answering thread panicked");
@@ -275,6 +276,8 @@ fn handshake(
         (Some(_), true) => Some(Mapped::new(
             write_pool(state, id),
             state.config.max_read_handles_per_client,
+            Arc::clone(&state.read_handles_now),
+            state.config.max_read_handles,
         )),
         _ => None,
     };
@@ -346,7 +349,7 @@ fn close_malformed(connection: &Connection, error: &ReadFrameError) {
 }
 
 fn read_requests(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     reader: &mut BufReader<UnixStream>,
     answers_to: &Sender<Completion>,
 ) {
@@ -383,7 +386,7 @@ fn read_requests(
 
 /// Checks one request and hands it to the engine, or answers it here.
 fn take_request(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     request_id: RequestId,
     request: Request,
     answers_to: &Sender<Completion>,
@@ -405,6 +408,7 @@ fn take_request(
             answer_grant(connection, request_id);
             return Next::Continue;
         }
+        Request::RunKernel(run) => return start_kernel_run(connection, request_id, run),
         request => request,
     };
     match admit(connection, request_id, &request) {
@@ -531,6 +535,13 @@ fn check_write_length(connection: &Connection, length_bytes: u64) -> Result<(), 
 }
 
 fn answer_cancel(connection: &Connection, request_id: RequestId, target: RequestId) {
+    let state = &connection.state;
+    if state.kernel_runs.cancel(connection.id, target) {
+        return connection.send(&Frame::Response {
+            request_id,
+            response: Response::Cancel(CancelOutcome::Stopping),
+        });
+    }
     let running = connection
         .in_flight
         .lock()
@@ -633,8 +644,38 @@ fn engine_command(connection: &Connection, request: Request) -> Result<Command, 
         Request::Stats => Command::Stats,
         Request::Flush => Command::Flush,
         Request::Check => Command::Check,
-        Request::Cancel { .. } | Request::GrantWrite => {
-            unreachable!("cancel and grant are answered before the engine")
+        Request::Cancel { .. } | Request::GrantWrite | Request::RunKernel(_) => {
+            unreachable!("cancel, grant and kernel runs are answered before the engine")
         }
     })
+}
+
+/// Admits a kernel run (it counts as one request in flight) and starts it on a thread of
+/// its own (`kernel_runs`), or refuses it.
+fn start_kernel_run(
+    connection: &Arc<Connection>,
+    request_id: RequestId,
+    run: flashpipe_protocol::RunKernelRequest,
+) -> Next {
+    let request = Request::RunKernel(run);
+    match admit(connection, request_id, &request) {
+        Ok(()) => {}
+        Err(Refusal::Request(error)) => {
+            connection.refuse(request_id, error);
+            return Next::Continue;
+        }
+        Err(Refusal::Connection(error)) => return Next::Close(error),
+    }
+    let Request::RunKernel(run) = request else {
+        unreachable!("built above as a kernel run")
+    };
+    let started = connection
+        .state
+        .kernel_runs
+        .start(Arc::clone(connection), request_id, run);
+    if let Err(error) = started {
+        connection.abandon(request_id);
+        connection.refuse(request_id, error);
+    }
+    Next::Continue
 }

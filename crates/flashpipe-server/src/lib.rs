@@ -17,13 +17,17 @@
 //! flight per client and in all, read handles held per client, bytes per write. A
 //! malformed frame ends only its own connection, with the reason logged. Everything a
 //! connection held (answers still coming, read handles, write grants) is dropped when it
-//! ends. [`Server::run_until_stopped`] stops gracefully: no new clients, no new requests,
+//! ends. Kernel runs (`flashpipe run` through a server) go on threads of their own
+//! next to the engine, bounded server-wide, and stop at a file boundary when cancelled.
+//! [`Server::run_until_stopped`] stops gracefully: no new clients, no new requests,
 //! in-flight commands finished, the store flushed and closed, the socket removed.
 //! Logs go through `tracing`; the subscriber is the caller's.
 
 mod config;
 mod connection;
 mod engine_errors;
+mod kernel_job;
+mod kernel_runs;
 mod mapped;
 mod replies;
 mod server;

@@ -13,7 +13,8 @@
 //! Everything here is dropped with the connection, so a client that dies holds nothing.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use flashpipe_device::{BufferPool, IoBuf};
 use flashpipe_engine::ReadData;
@@ -28,6 +29,9 @@ pub(crate) struct Mapped {
     write_pool: Option<BufferPool>,
     grants: Mutex<HashMap<u32, IoBuf>>,
     max_handles: usize,
+    /// Handles held and reserved by every client of the server, and their limit.
+    server_handles: Arc<AtomicUsize>,
+    max_server_handles: usize,
 }
 
 #[derive(Default)]
@@ -38,8 +42,15 @@ struct Handles {
 }
 
 impl Mapped {
-    pub(crate) fn new(write_pool: Option<BufferPool>, max_handles: usize) -> Mapped {
+    pub(crate) fn new(
+        write_pool: Option<BufferPool>,
+        max_handles: usize,
+        server_handles: Arc<AtomicUsize>,
+        max_server_handles: usize,
+    ) -> Mapped {
         Mapped {
+            server_handles,
+            max_server_handles,
             handles: Mutex::new(Handles {
                 next_handle: 1,
                 ..Handles::default()
@@ -84,8 +95,33 @@ impl Mapped {
                 self.max_handles as u64,
             ));
         }
+        self.take_server_handle()?;
         handles.reserved += 1;
         Ok(())
+    }
+
+    /// Counts one more handle server-wide, or names the server's limit.
+    fn take_server_handle(&self) -> Result<(), RemoteError> {
+        let limit = self.max_server_handles;
+        self.server_handles
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                Some(now + 1).filter(|after| *after <= limit)
+            })
+            .map(drop)
+            .map_err(|now| {
+                RemoteError::limit(
+                    ErrorCode::ServerReadHandles,
+                    format!(
+                        "the server's clients hold {now} read handles together, its limit is {limit}; retry when others drop read views"
+                    ),
+                    limit as u64,
+                )
+            })
+    }
+
+    fn give_back_server_handles(&self, count: usize) {
+        let before = self.server_handles.fetch_sub(count, Ordering::AcqRel);
+        assert!(before >= count, "server read handles went below zero");
     }
 
     /// Gives back a reservation that no answer used.
@@ -93,6 +129,7 @@ impl Mapped {
         let mut handles = self.lock_handles();
         assert!(handles.reserved > 0, "a reservation to cancel");
         handles.reserved -= 1;
+        self.give_back_server_handles(1);
     }
 
     /// Turns a reservation into a handle holding `data` until released.
@@ -109,10 +146,12 @@ impl Mapped {
     /// Drops the holds of `handles`; returns how many were not held (ignored).
     pub(crate) fn release(&self, released: &[u64]) -> usize {
         let mut handles = self.lock_handles();
-        released
+        let unknown = released
             .iter()
             .filter(|handle| handles.held.remove(handle).is_none())
-            .count()
+            .count();
+        self.give_back_server_handles(released.len() - unknown);
+        unknown
     }
 
     fn lock_grants(&self) -> std::sync::MutexGuard<'_, HashMap<u32, IoBuf>> {
@@ -181,5 +220,15 @@ impl Mapped {
         let (_, slot) = buffer.pool_slot().expect("a granted buffer has a slot");
         buffer.set_len(buffer.capacity());
         self.lock_grants().insert(slot, buffer);
+    }
+}
+
+impl Drop for Mapped {
+    /// A connection that ends gives its read handles back to the server-wide count.
+    fn drop(&mut self) {
+        let handles = self.lock_handles();
+        let count = handles.held.len() + handles.reserved;
+        drop(handles);
+        self.give_back_server_handles(count);
     }
 }

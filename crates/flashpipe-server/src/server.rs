@@ -124,7 +124,8 @@ impl StopHandle {
 /// A running server.
 pub struct Server {
     state: Arc<ServerState>,
-    store: Option<RunningStore>,
+    /// Shared with kernel runs while they go on (they hold it only for their run).
+    store: Option<Arc<RunningStore>>,
     accept_thread: Option<JoinHandle<()>>,
     connection_threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
@@ -159,7 +160,14 @@ impl Server {
             slot_count: pool.buffer_count(),
             slot_size_bytes: pool.buffer_size_bytes() as u64,
         });
+        let store = Arc::new(store);
         let state = Arc::new(ServerState {
+            kernel_runs: crate::kernel_runs::KernelRuns::new(
+                Arc::downgrade(&store),
+                config.max_kernel_runs,
+            ),
+            read_handles_now: Arc::new(AtomicUsize::new(0)),
+            device_time_is_virtual: store.clock.is_virtual(),
             listener: Arc::clone(&listener),
             read_pool,
             read_region,
@@ -252,9 +260,14 @@ impl Server {
                 tracing::error!("a connection thread panicked");
             }
         }
+        self.state.kernel_runs.cancel_all_and_join();
         let counters = self.counters();
-        let closed = match self.store.take() {
-            Some(store) => store.close(),
+        let closed = match self.store.take().map(Arc::try_unwrap) {
+            Some(Ok(store)) => store.close(),
+            Some(Err(_)) => {
+                tracing::error!("a kernel run still holds the store; it closes when that run ends");
+                Ok(())
+            }
             None => Ok(()),
         };
         if let Err(error) = std::fs::remove_file(&self.state.config.socket_path) {
@@ -301,6 +314,8 @@ fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
             "max_read_handles_per_client",
             config.max_read_handles_per_client as u64,
         ),
+        ("max_read_handles", config.max_read_handles as u64),
+        ("max_kernel_runs", config.max_kernel_runs as u64),
         ("max_write_bytes", u64::from(config.max_write_bytes)),
         (
             "write_slots_per_client",

@@ -30,6 +30,13 @@ pub(crate) struct ServerState {
     /// (which ends a blocked accept even when the socket's path is gone).
     pub(crate) listener: Arc<UnixListener>,
     pub(crate) counters: Counters,
+    /// Kernel runs going on, server-wide (issue #14).
+    pub(crate) kernel_runs: crate::kernel_runs::KernelRuns,
+    /// Read handles held and reserved by all clients together (each client's `Mapped`
+    /// counts its own here too), bounded by `config.max_read_handles`.
+    pub(crate) read_handles_now: Arc<AtomicUsize>,
+    /// True when the store's clock is simulated device time (kernel runs' summaries say so).
+    pub(crate) device_time_is_virtual: bool,
 }
 
 /// Running totals, read by [`crate::Server::counters`].

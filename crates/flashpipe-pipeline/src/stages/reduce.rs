@@ -103,6 +103,7 @@ impl Reducer<'_> {
 
     fn record(&mut self, index: usize, outcome: FileOutcome) {
         assert!(self.outcomes[index].is_none(), "a file finished twice");
+        (self.shared.on_file_done)(index, &outcome);
         self.outcomes[index] = Some(outcome);
     }
 

@@ -1,0 +1,135 @@
+//! `flashpipe run` through `flashpipe serve` (issue #14), two processes: the kernel runs next
+//! to the server's engine and prints exactly what the run without a server prints (`sha256`
+//! lines that `sha256sum --check` reads), `-v` says it went through the server, transformed
+//! outputs are the same bytes under the same names, and an existing output is refused as in
+//! process.
+
+mod serve_support;
+
+use serve_support::*;
+
+const DES_KEY: &str = "key=0123456789abcdef";
+
+fn put_inputs(store: &std::path::Path, folder: &TestFolder) {
+    for (index, name) in ["data:a", "data:b", "data:c"].iter().enumerate() {
+        let local = folder.join(&format!("local-{index}.bin"));
+        std::fs::write(
+            &local,
+            file_contents(index as u64, 150_000 + index * 70_001),
+        )
+        .unwrap();
+        succeed(&["put", text(store), text(&local), "--as", name]);
+    }
+}
+
+/// `sha256sum --check` reads the lines and agrees with them (skipped where the tool is
+/// missing).
+fn check_with_sha256sum(folder: &TestFolder, lines: &str) {
+    let sums = folder.join("sums.txt");
+    std::fs::write(&sums, lines).unwrap();
+    let checked = std::process::Command::new("sha256sum")
+        .args(["--check", "sums.txt"])
+        .current_dir(folder.path())
+        .output();
+    match checked {
+        Ok(output) => assert!(
+            output.status.success(),
+            "sha256sum --check: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(error) => eprintln!("sha256sum not run ({error}); the lines are checked above"),
+    }
+}
+
+#[test]
+fn run_through_the_server_prints_what_the_run_in_process_prints() {
+    let folder = TestFolder::new("serve-run-sha256");
+    let store = file_store(&folder, "64MiB");
+    put_inputs(&store, &folder);
+    let in_process = succeed(&["run", text(&store), "sha256", "data:*"]);
+    succeed(&[
+        "run",
+        text(&store),
+        "des-ecb",
+        DES_KEY,
+        "data:a",
+        "--output",
+        "enc-local",
+    ]);
+    let server = ServerProcess::start(
+        &store,
+        &["--max-kernel-runs", "1", "--max-read-handles", "64"],
+    );
+    let stderr = succeed_stderr(&["run", text(&store), "sha256", "data:*", "-v"]);
+    assert!(
+        stderr.contains("through the server") && stderr.contains(&server.pid.to_string()),
+        "-v names the server and its pid: {stderr}"
+    );
+    assert!(
+        stderr.contains("slowest stage"),
+        "the stage table: {stderr}"
+    );
+    let served = succeed(&["run", text(&store), "sha256", "data:*"]);
+    assert_eq!(served, in_process, "stdout is the same through the server");
+    assert_eq!(served.lines().count(), 3);
+    for line in served.lines() {
+        let (hex, name) = line.split_once("  ").expect("HASH  NAME");
+        assert_eq!(hex.len(), 64, "{line}");
+        assert!(name.starts_with("data:"), "{line}");
+        std::fs::write(folder.join(name), read_back(&store, name)).unwrap();
+    }
+    check_with_sha256sum(&folder, &served);
+    let json = succeed(&["run", text(&store), "sha256", "data:a", "--json"]);
+    assert!(json.contains("\"slowest_stage\""), "{json}");
+    let transformed = succeed(&[
+        "run",
+        text(&store),
+        "des-ecb",
+        DES_KEY,
+        "data:a",
+        "--output",
+        "enc-served",
+    ]);
+    assert!(transformed.contains("-> enc-served"), "{transformed}");
+    let refused = fail_stderr(&[
+        "run",
+        text(&store),
+        "des-ecb",
+        DES_KEY,
+        "data:a",
+        "--output",
+        "enc-served",
+    ]);
+    assert!(
+        refused.contains("--force"),
+        "an existing output is refused: {refused}"
+    );
+    succeed(&[
+        "run",
+        text(&store),
+        "des-ecb",
+        DES_KEY,
+        "data:a",
+        "--output",
+        "enc-served",
+        "--force",
+    ]);
+    let listing = succeed(&["ls", text(&store), "-1"]);
+    assert!(
+        !listing.contains(".flashpipe"),
+        "no temporary is left: {listing}"
+    );
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_eq!(
+        read_back(&store, "enc-served"),
+        read_back(&store, "enc-local")
+    );
+    assert_eq!(
+        succeed(&["run", text(&store), "sha256", "data:*"]),
+        in_process,
+        "the store's inputs are unchanged"
+    );
+    assert_fsck_clean(&store);
+}

@@ -1,0 +1,232 @@
+//! The kernel-run frames (issue #14): golden bytes of a run-kernel request (docs/protocol.md's
+//! example), round trips of every kernel-run frame, the limits refused by name, and arbitrary
+//! bodies under their headers decoding to a frame or an error, never a panic.
+
+use flashpipe_protocol::{
+    decode_body, decode_frame, encode_frame, encode_header, CancelOutcome, DecodeError, ErrorCode,
+    Frame, FrameKind, Header, KernelFileOutcome, KernelFileResult, KernelRunSummary,
+    KernelStageFigures, RemoteError, Request, Response, RunKernelRequest, WireFloat,
+};
+use proptest::prelude::*;
+
+#[test]
+fn a_run_kernel_request_is_these_bytes() {
+    let frame = Frame::Request {
+        request_id: 3,
+        request: Request::RunKernel(RunKernelRequest {
+            kernel: "grep".into(),
+            options: vec!["pattern=x".into()],
+            inputs: vec!["a".into()],
+            output: None,
+            replace_outputs: false,
+            reader_count: 1,
+            worker_count: 0,
+        }),
+    };
+    let bytes = encode_frame(&frame);
+    let expected: Vec<u8> = [
+        b"FPSV".as_slice(),
+        &[1, 0],
+        &[0x20, 0x01], // kind 0x0120 run-kernel
+        &[3, 0, 0, 0, 0, 0, 0, 0],
+        &[44, 0, 0, 0], // body length
+        &[0, 0, 0, 0],
+        &[4, 0, 0, 0], // kernel name length
+        b"grep",
+        &[1, 0, 0, 0], // one option
+        &[9, 0, 0, 0],
+        b"pattern=x",
+        &[1, 0, 0, 0], // one input
+        &[1, 0, 0, 0],
+        b"a",
+        &[0],          // no --output
+        &[0],          // no --force
+        &[1, 0, 0, 0], // one reader
+        &[0, 0, 0, 0], // workers: the server's default
+    ]
+    .concat();
+    assert_eq!(bytes, expected);
+    assert_eq!(decode_frame(&bytes), Ok(frame));
+}
+
+fn sample_summary() -> KernelRunSummary {
+    KernelRunSummary {
+        kernel: "sha256".into(),
+        file_count: 2,
+        input_bytes: 8192,
+        output_bytes: 0,
+        elapsed_seconds: WireFloat::from_f64(0.25),
+        input_bytes_per_second: WireFloat::from_f64(32768.0),
+        slowest_stage: "kernel".into(),
+        stages: vec![KernelStageFigures {
+            stage: "read".into(),
+            thread_count: 1,
+            item_count: 2,
+            bytes: 8192,
+            busy_seconds: WireFloat::from_f64(0.001),
+            blocked_downstream_seconds: WireFloat::from_f64(0.0),
+            capacity_bytes_per_second: WireFloat::from_f64(f64::INFINITY),
+        }],
+        max_chunks_in_flight: 2,
+        chunk_credit_count: 16,
+        device_time_is_virtual: false,
+    }
+}
+
+#[test]
+fn kernel_run_answers_round_trip_bit_for_bit() {
+    let frames = [
+        Frame::Response {
+            request_id: 9,
+            response: Response::KernelFile(KernelFileOutcome {
+                index: 1,
+                name: "b".into(),
+                size_bytes: 4096,
+                result: Ok(KernelFileResult {
+                    summary_json: br#"{"kind":"digest"}"#.to_vec(),
+                    output_bytes: 0,
+                    output_file: Some("b.des".into()),
+                }),
+            }),
+        },
+        Frame::Response {
+            request_id: 9,
+            response: Response::KernelFile(KernelFileOutcome {
+                index: 0,
+                name: "a".into(),
+                size_bytes: 0,
+                result: Err(RemoteError::new(ErrorCode::KernelFailed, "a at byte 0")),
+            }),
+        },
+        Frame::Response {
+            request_id: 9,
+            response: Response::KernelSummary(sample_summary()),
+        },
+        Frame::Response {
+            request_id: 9,
+            response: Response::Cancel(CancelOutcome::Stopping),
+        },
+    ];
+    for frame in frames {
+        let decoded = decode_frame(&encode_frame(&frame)).expect("decodes");
+        assert_eq!(decoded, frame);
+    }
+    let summary = sample_summary();
+    assert!(summary.stages[0]
+        .capacity_bytes_per_second
+        .to_f64()
+        .is_infinite());
+    assert!(!Response::KernelFile(KernelFileOutcome {
+        index: 0,
+        name: "a".into(),
+        size_bytes: 0,
+        result: Err(RemoteError::new(ErrorCode::Cancelled, "x")),
+    })
+    .is_final());
+    assert!(Response::KernelSummary(summary).is_final());
+}
+
+#[test]
+fn new_error_codes_keep_their_numbers() {
+    for (code, number) in [
+        (ErrorCode::Cancelled, 113),
+        (ErrorCode::TooManyKernelRuns, 114),
+        (ErrorCode::BadKernelRun, 115),
+        (ErrorCode::KernelFailed, 116),
+        (ErrorCode::ServerReadHandles, 117),
+    ] {
+        assert_eq!(code.to_wire(), number);
+        assert_eq!(ErrorCode::from_wire(number), code);
+    }
+}
+
+fn body_under(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
+    let mut bytes = encode_header(kind, 1, body.len() as u32).to_vec();
+    bytes.extend_from_slice(body);
+    decode_frame(&bytes)
+}
+
+#[test]
+fn hostile_run_kernel_bodies_are_refused_by_name() {
+    let mut long_kernel = Vec::new();
+    long_kernel.extend_from_slice(&65u32.to_le_bytes());
+    long_kernel.extend_from_slice(&[b'k'; 65]);
+    assert_eq!(
+        body_under(FrameKind::RunKernel, &long_kernel).unwrap_err(),
+        DecodeError::TooLong {
+            field: "run_kernel.kernel",
+            length_bytes: 65,
+            limit_bytes: 64
+        }
+    );
+    let mut many_options = Vec::new();
+    many_options.extend_from_slice(&1u32.to_le_bytes());
+    many_options.push(b'k');
+    many_options.extend_from_slice(&65u32.to_le_bytes());
+    assert!(matches!(
+        body_under(FrameKind::RunKernel, &many_options),
+        Err(DecodeError::TooMany {
+            field: "run_kernel.option_count",
+            count: 65,
+            limit: 64
+        })
+    ));
+    let mut lying_inputs = Vec::new();
+    lying_inputs.extend_from_slice(&1u32.to_le_bytes());
+    lying_inputs.push(b'k');
+    lying_inputs.extend_from_slice(&0u32.to_le_bytes());
+    lying_inputs.extend_from_slice(&60_000u32.to_le_bytes());
+    assert!(matches!(
+        body_under(FrameKind::RunKernel, &lying_inputs),
+        Err(DecodeError::Truncated {
+            field: "run_kernel.input_count",
+            ..
+        })
+    ));
+    let mut summary = encode_frame(&Frame::Response {
+        request_id: 1,
+        response: Response::KernelSummary(sample_summary()),
+    });
+    let last = summary.len() - 1;
+    summary[last] = 7;
+    assert_eq!(
+        decode_frame(&summary).unwrap_err(),
+        DecodeError::BadValue {
+            field: "kernel_summary.device_time_is_virtual",
+            value: 7
+        }
+    );
+}
+
+const KERNEL_KINDS: [FrameKind; 3] = [
+    FrameKind::RunKernel,
+    FrameKind::KernelFile,
+    FrameKind::KernelSummary,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn arbitrary_kernel_run_bodies_never_panic(kind in 0usize..3, body in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let header = Header { kind: KERNEL_KINDS[kind], request_id: 1, body_length_bytes: body.len() as u32 };
+        let _ = decode_body(&header, &body);
+    }
+
+    #[test]
+    fn run_kernel_requests_round_trip(
+        kernel in "[a-z0-9]{1,20}",
+        options in proptest::collection::vec("[a-z]{1,8}=[ -~]{0,20}", 0..5),
+        inputs in proptest::collection::vec("[a-z0-9._:-]{1,30}", 0..20),
+        output in proptest::option::of("[a-z]{1,10}"),
+        replace_outputs in any::<bool>(),
+        reader_count in any::<u32>(),
+        worker_count in any::<u32>(),
+    ) {
+        let frame = Frame::Request {
+            request_id: 77,
+            request: Request::RunKernel(RunKernelRequest { kernel, options, inputs, output, replace_outputs, reader_count, worker_count }),
+        };
+        prop_assert_eq!(decode_frame(&encode_frame(&frame)), Ok(frame));
+    }
+}
