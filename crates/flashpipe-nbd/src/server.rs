@@ -46,7 +46,7 @@ pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, I
 use handshake::{ExportTable, HandshakeEnd, StartTls};
 use tls::{TlsMode, TlsSettings};
 use transmission::{TransmissionEnd, TransmissionSetup};
-use worker::{DeviceWorker, SharedWorker};
+use worker::{DeviceWorker, SharedWorker, WorkerCell};
 
 /// Bytes the reader of a connection reads ahead (requests are 28 bytes; larger write
 /// payloads bypass the buffer).
@@ -553,12 +553,12 @@ fn start_worker(
         extents: Arc::clone(&extents),
         jobs: Mutex::new(Some(job_sender)),
     });
-    let worker: SharedWorker = Arc::new(Mutex::new(Some(DeviceWorker::new(
+    let worker: SharedWorker = Arc::new(WorkerCell::new(DeviceWorker::new(
         export.device,
         extents,
         Arc::clone(buffers),
         spin_us,
-    ))));
+    )));
     let thread_worker = Arc::clone(&worker);
     let thread = spawn_named(&format!("nbd-export-{}", export.name), move || {
         DeviceWorker::run(thread_worker, job_receiver)

@@ -12,16 +12,20 @@
 //! The allocation map is updated here, on completion, before the reply is sent: a block
 //! status query after a reply sees its effect.
 //!
-//! The worker's state sits behind a lock ([`SharedWorker`]) so that a connection's
-//! reader may serve a job on its own thread ([`try_inline`]) when nobody else holds it:
-//! for a device that completes at submission (a RAM disk) the request is submitted,
-//! completed and its reply handed back to the reader with no thread hand-off at all.
-//! What does not complete at once stays with the worker, which the reader wakes with a
+//! The worker's state sits behind a lock ([`WorkerCell`]) so that a connection's
+//! reader may serve a job on its own thread ([`try_inline`]): for a device that
+//! completes at submission (a RAM disk) the request is submitted, completed and its
+//! reply handed back to the reader with no thread hand-off at all. A reader that finds
+//! the lock taken by another submitting thread waits for it (a submission is short);
+//! one that finds the worker thread waiting on the device hands the job over the
+//! channel instead, so requests keep reaching a device that completes later. What does
+//! not complete at once stays with the worker, which the reader wakes with a
 //! [`JobKind::Reap`] job; the worker thread is then the one waiting on the device. The
 //! device is still one device whichever thread submits, so the multi-conn flush rule
 //! holds unchanged.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -146,8 +150,27 @@ struct ActiveJob {
 }
 
 /// The worker's state shared by the worker thread and the readers of every connection
-/// to the export; `None` once the worker thread has ended and handed the device back.
-pub type SharedWorker = Arc<Mutex<Option<DeviceWorker>>>;
+/// to the export.
+pub struct WorkerCell {
+    /// The state; `None` once the worker thread has ended and handed the device back.
+    state: Mutex<Option<DeviceWorker>>,
+    /// Set while the worker thread holds the lock waiting for the device to complete
+    /// something (readers then hand their jobs over rather than wait).
+    waiting_on_device: AtomicBool,
+}
+
+impl WorkerCell {
+    /// A cell holding `worker`.
+    pub fn new(worker: DeviceWorker) -> WorkerCell {
+        WorkerCell {
+            state: Mutex::new(Some(worker)),
+            waiting_on_device: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A worker cell as the threads share it.
+pub type SharedWorker = Arc<WorkerCell>;
 
 /// What became of a job offered to [`try_inline`].
 #[derive(Debug)]
@@ -161,7 +184,8 @@ pub enum InlineOutcome {
         /// Requests are left in flight that no thread is waiting for.
         reap_needed: bool,
     },
-    /// Someone else holds the worker (or it has ended): send the job on the channel.
+    /// The worker thread is waiting on the device (or has ended): send the job on the
+    /// channel.
     Busy(Job),
 }
 
@@ -244,7 +268,10 @@ impl DeviceWorker {
                 }
             }
             worker.submit_backlog();
-            worker.reap(jobs.is_empty() || senders_gone);
+            let may_wait = jobs.is_empty() || senders_gone;
+            shared.waiting_on_device.store(may_wait, Ordering::SeqCst);
+            worker.reap(may_wait);
+            shared.waiting_on_device.store(false, Ordering::SeqCst);
         }
         let mut worker = lock_worker(&shared).take()?;
         worker.final_flush();
@@ -534,17 +561,25 @@ impl DeviceWorker {
     }
 }
 
-fn lock_worker(shared: &SharedWorker) -> std::sync::MutexGuard<'_, Option<DeviceWorker>> {
-    shared.lock().unwrap_or_else(|poison| poison.into_inner())
+fn lock_worker(shared: &WorkerCell) -> std::sync::MutexGuard<'_, Option<DeviceWorker>> {
+    shared
+        .state
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
 }
 
-/// Serves `job` on the caller's thread when the worker is free (see the module's
-/// documentation); never waits for the device, nor for a worker someone else holds.
-pub fn try_inline(shared: &SharedWorker, job: Job) -> InlineOutcome {
-    let mut guard = match shared.try_lock() {
+/// Serves `job` on the caller's thread (see the module's documentation): waits for
+/// a lock taken by a submitting thread, never for the device.
+pub fn try_inline(shared: &WorkerCell, job: Job) -> InlineOutcome {
+    let mut guard = match shared.state.try_lock() {
         Ok(guard) => guard,
         Err(std::sync::TryLockError::Poisoned(poison)) => poison.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return InlineOutcome::Busy(job),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            if shared.waiting_on_device.load(Ordering::SeqCst) {
+                return InlineOutcome::Busy(job);
+            }
+            lock_worker(shared)
+        }
     };
     let Some(worker) = guard.as_mut() else {
         return InlineOutcome::Busy(job);
