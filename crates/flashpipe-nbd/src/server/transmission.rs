@@ -5,7 +5,8 @@
 //! A request's device work is tried on this thread first ([`worker::try_inline`]): when
 //! the export's worker is free and the device completes at submission (a RAM disk) the
 //! reply is ready at once and joins this thread's own batch of replies, with no thread
-//! hand-off. Otherwise the job goes to the worker over its channel, as it must for a
+//! hand-off (a large read's reply goes to the writer thread, so that sending it overlaps
+//! with copying the next: [`WRITER_THREAD_MIN_DATA_BYTES`]). Otherwise the job goes to the worker over its channel, as it must for a
 //! device that completes later. The reader writes its batch (one `writev`) before it
 //! could block: when no whole request is buffered, before waiting for a credit, when the
 //! batch is full. Refusals and block status replies join the same batch.
@@ -34,6 +35,11 @@ use crate::wire::*;
 
 /// Most extents in one block status reply (well under the specification's 2^20).
 pub const MAX_EXTENTS_PER_REPLY: usize = 65_536;
+/// Read replies with at least this much data, served on the reader's thread, are
+/// written by the writer thread: the reader goes on copying the next request's data
+/// while the writer sends this one (two copies per large read overlap; a hand-off costs
+/// far less than either), where a small reply is cheaper written by the reader.
+pub const WRITER_THREAD_MIN_DATA_BYTES: usize = 256 * 1024;
 
 /// How the transmission phase ended.
 #[derive(Debug, Error)]
@@ -295,6 +301,22 @@ impl Session<'_> {
         self.batch.push(OutgoingReply { cookie, body });
     }
 
+    /// A reply served on this thread: a large read's goes to the writer thread
+    /// ([`WRITER_THREAD_MIN_DATA_BYTES`]), any other joins this thread's batch.
+    fn keep_or_hand_over(&mut self, reply: OutgoingReply) {
+        let large = matches!(&reply.body, ReplyBody::Data { buffer, .. }
+            if buffer.len() >= WRITER_THREAD_MIN_DATA_BYTES);
+        if large {
+            if let Err(returned) = self.replies.send(reply) {
+                // The writer thread has ended (a failed write): the batch's write will
+                // find the connection broken too.
+                self.batch.push(returned.into_inner());
+            }
+            return;
+        }
+        self.batch.push(reply);
+    }
+
     /// Checks flags, range, alignment and permission against the specification.
     fn check(&self, header: &RequestHeader) -> Result<(), Refusal> {
         let name = command_name(header.command);
@@ -416,7 +438,7 @@ impl Session<'_> {
         let job = match &self.worker {
             Some(shared) => match worker::try_inline(shared, job) {
                 InlineOutcome::Replied(reply) => {
-                    self.batch.push(reply);
+                    self.keep_or_hand_over(reply);
                     return Ok(());
                 }
                 InlineOutcome::Started { reap_needed } => {
