@@ -1,9 +1,11 @@
 //! The NBD server: exports of any [`flashpipe_device::BlockDevice`] over TCP and Unix
 //! sockets (doc/proto.md of the NBD project; what is implemented: docs/nbd.md).
 //!
-//! Threads: one device worker per export (it alone owns the device; `worker`), one
-//! accept loop per listener, and per connection a reader (handshake, then requests) and
-//! a writer (replies). Connections, requests in flight per connection and options per
+//! Threads: one device worker per export (it owns the device, which a connection's
+//! reader may borrow to serve a request on its own thread when the worker is free;
+//! `worker`), one accept loop per listener, and per connection a reader (handshake,
+//! then requests, and the replies of what it served itself) and a writer (replies of
+//! what the worker served). Connections, requests in flight per connection and options per
 //! handshake are bounded by [`ServerLimits`]. A connection that breaks the protocol is
 //! dropped; nothing else is affected.
 //!
@@ -21,6 +23,7 @@ pub mod export;
 pub mod extents;
 pub mod handoff;
 pub mod handshake;
+pub mod replies;
 pub mod tls;
 pub mod transmission;
 pub mod worker;
@@ -42,8 +45,8 @@ use export::ExportHandle;
 pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, InitialAllocation};
 use handshake::{ExportTable, HandshakeEnd, StartTls};
 use tls::{TlsMode, TlsSettings};
-use transmission::TransmissionEnd;
-use worker::DeviceWorker;
+use transmission::{TransmissionEnd, TransmissionSetup};
+use worker::{DeviceWorker, SharedWorker, WorkerCell};
 
 /// Bytes the reader of a connection reads ahead (requests are 28 bytes; larger write
 /// payloads bypass the buffer).
@@ -220,7 +223,7 @@ struct OpenConnection {
 }
 
 /// A device worker's thread, which hands the device back when it ends.
-type WorkerThread = JoinHandle<Box<dyn BlockDevice>>;
+type WorkerThread = JoinHandle<Option<Box<dyn BlockDevice>>>;
 
 /// A connection's write side that shuts the whole connection when a write fails (a
 /// client that stopped reading, or left), so its reader ends too.
@@ -243,6 +246,10 @@ impl Write for ClosingWriter {
         let result = self.stream.write(bytes);
         self.closing_on_error(result)
     }
+    fn write_vectored(&mut self, slices: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        let result = self.stream.write_vectored(slices);
+        self.closing_on_error(result)
+    }
     fn flush(&mut self) -> std::io::Result<()> {
         let result = self.stream.flush();
         self.closing_on_error(result)
@@ -252,6 +259,8 @@ impl Write for ClosingWriter {
 /// State shared by the accept loops and connections.
 struct Shared {
     exports: Vec<Arc<ExportHandle>>,
+    /// Each export's worker state, in the order of `exports`.
+    workers: Vec<SharedWorker>,
     buffers: Arc<BufferRecycler>,
     handoff_spin_us: u64,
     tls: Option<TlsSettings>,
@@ -294,14 +303,18 @@ impl NbdServer {
         let unix_listener = bind_unix(&config)?;
         let buffers = Arc::new(BufferRecycler::new(buffers::DEFAULT_MAX_KEPT_BYTES));
         let mut handles = Vec::new();
+        let mut workers = Vec::new();
         let mut worker_threads = Vec::new();
         for export in exports {
-            let (handle, worker_thread) = start_worker(export, &buffers, config.handoff_spin_us)?;
+            let (handle, worker, worker_thread) =
+                start_worker(export, &buffers, config.handoff_spin_us)?;
             worker_threads.push((handle.name.clone(), worker_thread));
             handles.push(handle);
+            workers.push(worker);
         }
         let shared = Arc::new(Shared {
             exports: handles,
+            workers,
             buffers,
             handoff_spin_us: config.handoff_spin_us,
             tls: config.tls.clone(),
@@ -416,7 +429,7 @@ impl NbdServer {
         }
         let mut devices = Vec::new();
         for (name, thread) in self.worker_threads.drain(..) {
-            if let Ok(device) = thread.join() {
+            if let Ok(Some(device)) = thread.join() {
                 devices.push((name, device));
             }
         }
@@ -526,7 +539,7 @@ fn start_worker(
     export: Export,
     buffers: &Arc<BufferRecycler>,
     spin_us: u64,
-) -> Result<(Arc<ExportHandle>, WorkerThread), ServerStartError> {
+) -> Result<(Arc<ExportHandle>, SharedWorker, WorkerThread), ServerStartError> {
     let info = export.device.info().clone();
     let extents = Arc::new(Mutex::new(ExportHandle::initial_extents(&export)));
     let (job_sender, job_receiver) = crossbeam_channel::unbounded();
@@ -540,11 +553,17 @@ fn start_worker(
         extents: Arc::clone(&extents),
         jobs: Mutex::new(Some(job_sender)),
     });
-    let worker = DeviceWorker::new(export.device, extents, Arc::clone(buffers), spin_us);
+    let worker: SharedWorker = Arc::new(WorkerCell::new(DeviceWorker::new(
+        export.device,
+        extents,
+        Arc::clone(buffers),
+        spin_us,
+    )));
+    let thread_worker = Arc::clone(&worker);
     let thread = spawn_named(&format!("nbd-export-{}", export.name), move || {
-        worker.run(job_receiver)
+        DeviceWorker::run(thread_worker, job_receiver)
     })?;
-    Ok((handle, thread))
+    Ok((handle, worker, thread))
 }
 
 fn accept_loop(
@@ -675,13 +694,22 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
     };
     // Requests sent back to back arrive together: read them with few system calls.
     let mut reader = std::io::BufReader::with_capacity(REQUEST_READ_BUFFER_BYTES, &mut stream);
+    let worker = shared
+        .exports
+        .iter()
+        .position(|export| Arc::ptr_eq(export, &negotiated.export))
+        .map(|index| Arc::clone(&shared.workers[index]));
+    let setup = TransmissionSetup {
+        negotiated: &negotiated,
+        worker,
+        request_limit: shared.limits.max_requests_per_connection,
+        spin_us: shared.handoff_spin_us,
+        buffers: &shared.buffers,
+    };
     let end = transmission::serve_transmission(
         &mut reader,
         Box::new(ClosingWriter { stream: writer }),
-        &negotiated,
-        shared.limits.max_requests_per_connection,
-        shared.handoff_spin_us,
-        &shared.buffers,
+        setup,
         &hard_disconnect,
     );
     if shared.log_connections

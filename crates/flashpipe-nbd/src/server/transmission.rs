@@ -1,32 +1,45 @@
 //! The transmission phase of one connection: a reader (this thread) decodes requests,
-//! checks them and hands device work to the export's worker; a writer thread sends
-//! replies as they complete, out of order, by cookie.
+//! checks them and serves them; a writer thread sends the replies of requests the
+//! export's worker completed, out of order, by cookie.
+//!
+//! A request's device work is tried on this thread first ([`worker::try_inline`]): when
+//! the export's worker is free and the device completes at submission (a RAM disk) the
+//! reply is ready at once and joins this thread's own batch of replies, with no thread
+//! hand-off (a large read's reply goes to the writer thread, so that sending it overlaps
+//! with copying the next: [`WRITER_THREAD_MIN_DATA_BYTES`]). Otherwise the job goes to the worker over its channel, as it must for a
+//! device that completes later. The reader writes its batch (one `writev`) before it
+//! could block: when no whole request is buffered, before waiting for a credit, when the
+//! batch is full. Refusals and block status replies join the same batch.
 //!
 //! Requests in flight per connection are bounded by credits: the reader takes one per
-//! request before serving it and the writer returns it when the reply is written, so a
-//! client sending faster than the device serves waits in TCP, not in server memory.
+//! request before serving it and whoever writes the reply returns it, so a client
+//! sending faster than the device serves waits in TCP, not in server memory.
 //!
 //! A request the protocol lets us answer (bad flags, bad range, misaligned, unknown
 //! command) gets an error reply and the connection goes on. A request we cannot frame
 //! (wrong magic, a write payload over [`MAX_PAYLOAD_BYTES`]) ends this connection only.
 
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use flashpipe_device::IoBuf;
 use thiserror::Error;
 
 use super::buffers::BufferRecycler;
 use super::export::ExportHandle;
 use super::handshake::Negotiated;
-use super::worker::{Job, JobKind, OutgoingReply, ReplyBody};
+use super::replies::{ReplyBatch, ReplySink};
+use super::worker::{self, InlineOutcome, Job, JobKind, OutgoingReply, ReplyBody, SharedWorker};
 use crate::wire::*;
 
-/// Writer buffer size: small replies gather here and leave in one system call.
-const WRITER_BUFFER_BYTES: usize = 256 * 1024;
 /// Most extents in one block status reply (well under the specification's 2^20).
 pub const MAX_EXTENTS_PER_REPLY: usize = 65_536;
+/// Read replies with at least this much data, served on the reader's thread, are
+/// written by the writer thread: the reader goes on copying the next request's data
+/// while the writer sends this one (two copies per large read overlap; a hand-off costs
+/// far less than either), where a small reply is cheaper written by the reader.
+pub const WRITER_THREAD_MIN_DATA_BYTES: usize = 256 * 1024;
 
 /// How the transmission phase ended.
 #[derive(Debug, Error)]
@@ -45,17 +58,31 @@ pub enum TransmissionEnd {
     WriterGone,
 }
 
+/// Where a connection's requests go and its replies come from.
+pub struct TransmissionSetup<'a> {
+    /// What the handshake settled.
+    pub negotiated: &'a Negotiated,
+    /// The export's worker, for serving requests on the reader's thread (`None`: every
+    /// job goes over the worker's channel).
+    pub worker: Option<SharedWorker>,
+    /// Requests in flight at most.
+    pub request_limit: usize,
+    /// Microseconds the writer spins for a reply before parking (`handoff`).
+    pub spin_us: u64,
+    /// The server's buffer pool.
+    pub buffers: &'a Arc<BufferRecycler>,
+}
+
 /// Serves requests on `reader` until the client leaves; replies go out through
-/// `writer`, which runs on its own thread until every reply is written.
-pub fn serve_transmission(
-    reader: &mut dyn Read,
+/// `writer`, shared by this thread and a writer thread that runs until every reply of
+/// the export's worker is written.
+pub fn serve_transmission<R: Read>(
+    reader: &mut BufReader<R>,
     writer: Box<dyn Write + Send>,
-    negotiated: &Negotiated,
-    request_limit: usize,
-    spin_us: u64,
-    buffers: &Arc<BufferRecycler>,
+    setup: TransmissionSetup<'_>,
     hard_disconnect: &dyn Fn(),
 ) -> TransmissionEnd {
+    let request_limit = setup.request_limit;
     let (reply_sender, reply_receiver) = crossbeam_channel::unbounded::<OutgoingReply>();
     let (credit_sender, credit_receiver) = crossbeam_channel::bounded::<()>(request_limit);
     for _ in 0..request_limit {
@@ -63,15 +90,19 @@ pub fn serve_transmission(
             .send(())
             .expect("the credit channel holds request_limit credits");
     }
-    let structured_replies = negotiated.structured_replies;
-    let writer_buffers = Arc::clone(buffers);
+    let structured_replies = setup.negotiated.structured_replies;
+    let sink = Arc::new(ReplySink::new(writer));
+    let writer_buffers = Arc::clone(setup.buffers);
+    let writer_sink = Arc::clone(&sink);
+    let writer_credits = credit_sender.clone();
+    let spin_us = setup.spin_us;
     let writer_thread = std::thread::Builder::new()
         .name("nbd-writer".to_string())
         .spawn(move || {
             write_replies(
-                writer,
+                &writer_sink,
                 reply_receiver,
-                credit_sender,
+                writer_credits,
                 structured_replies,
                 spin_us,
                 &writer_buffers,
@@ -81,13 +112,25 @@ pub fn serve_transmission(
         return TransmissionEnd::WriterGone;
     };
     let mut session = Session {
-        buffers: Arc::clone(buffers),
-        export: Arc::clone(&negotiated.export),
-        negotiated,
+        buffers: Arc::clone(setup.buffers),
+        export: Arc::clone(&setup.negotiated.export),
+        negotiated: setup.negotiated,
+        worker: setup.worker,
         replies: reply_sender,
         credits: credit_receiver,
+        credit_returns: credit_sender,
+        sink,
+        batch: ReplyBatch::new(structured_replies),
     };
-    let end = session.read_requests(reader);
+    let mut end = session.read_requests(reader);
+    if matches!(
+        end,
+        TransmissionEnd::Disconnect | TransmissionEnd::ClientLeft
+    ) {
+        if let Err(writer_end) = session.write_batch() {
+            end = writer_end;
+        }
+    }
     drop(session);
     if matches!(end, TransmissionEnd::Malformed(_)) {
         hard_disconnect();
@@ -101,85 +144,53 @@ pub fn serve_transmission(
     }
 }
 
-/// The writer: encodes replies in arrival order; returns whether every write succeeded.
+/// The writer: writes the worker's replies in batches as they arrive; returns whether
+/// every write succeeded.
 fn write_replies(
-    writer: Box<dyn Write + Send>,
+    sink: &ReplySink,
     replies: Receiver<OutgoingReply>,
     credits: Sender<()>,
     structured_replies: bool,
     spin_us: u64,
     buffers: &BufferRecycler,
 ) -> bool {
-    let mut writer = BufWriter::with_capacity(WRITER_BUFFER_BYTES, writer);
-    let mut header = Vec::with_capacity(64);
+    let mut batch = ReplyBatch::new(structured_replies);
     while let Ok(reply) = super::handoff::receive(&replies, spin_us) {
-        let mut next = Some(reply);
-        while let Some(reply) = next {
-            header.clear();
-            if write_reply(&mut writer, &mut header, reply, structured_replies, buffers).is_err() {
-                return false;
+        batch.push(reply);
+        while !batch.is_full() {
+            match replies.try_recv() {
+                Ok(reply) => batch.push(reply),
+                Err(_) => break,
             }
-            // The reader may be gone; a credit nobody takes is harmless.
-            let _ = credits.try_send(());
-            next = replies.try_recv().ok();
         }
-        if writer.flush().is_err() {
-            return false;
+        match batch.write_to(sink, buffers) {
+            Ok(count) => return_credits(&credits, count),
+            Err(_) => return false,
         }
     }
-    writer.flush().is_ok()
+    true
 }
 
-fn write_reply(
-    writer: &mut impl Write,
-    header: &mut Vec<u8>,
-    reply: OutgoingReply,
-    structured_replies: bool,
-    buffers: &BufferRecycler,
-) -> std::io::Result<()> {
-    let cookie = reply.cookie;
-    match reply.body {
-        ReplyBody::Done if structured_replies => encode_chunk_none(header, cookie),
-        ReplyBody::Done => encode_simple_reply(header, 0, cookie),
-        ReplyBody::Data {
-            offset_bytes,
-            buffer,
-        } => {
-            if structured_replies {
-                encode_chunk_offset_data_header(
-                    header,
-                    cookie,
-                    offset_bytes,
-                    buffer.len() as u32,
-                    true,
-                );
-            } else {
-                encode_simple_reply(header, 0, cookie);
-            }
-            let written = writer
-                .write_all(header)
-                .and_then(|()| writer.write_all(&buffer));
-            buffers.give_back(buffer);
-            return written;
-        }
-        ReplyBody::Error { error, message } if structured_replies => {
-            encode_chunk_error(header, cookie, error, &message)
-        }
-        ReplyBody::Error { error, .. } => encode_simple_reply(header, error, cookie),
-        ReplyBody::BlockStatus {
-            context_id,
-            extents,
-        } => encode_chunk_block_status(header, cookie, context_id, &extents, true),
+fn return_credits(credits: &Sender<()>, count: usize) {
+    for _ in 0..count {
+        // The reader may be gone; a credit nobody takes is harmless.
+        let _ = credits.try_send(());
     }
-    writer.write_all(header)
 }
 
 struct Session<'a> {
     buffers: Arc<BufferRecycler>,
     export: Arc<ExportHandle>,
     negotiated: &'a Negotiated,
+    worker: Option<SharedWorker>,
+    /// Where the worker sends replies for the writer thread.
     replies: Sender<OutgoingReply>,
     credits: Receiver<()>,
+    /// Credits of replies this thread wrote go back here.
+    credit_returns: Sender<()>,
+    sink: Arc<ReplySink>,
+    /// Replies this thread produced, not yet written.
+    batch: ReplyBatch,
 }
 
 /// A request refused with an NBD error.
@@ -193,9 +204,14 @@ fn refuse(error: u32, message: String) -> Refusal {
 }
 
 impl Session<'_> {
-    fn read_requests(&mut self, reader: &mut dyn Read) -> TransmissionEnd {
+    fn read_requests<R: Read>(&mut self, reader: &mut BufReader<R>) -> TransmissionEnd {
         let mut header_bytes = [0u8; REQUEST_HEADER_BYTES];
         loop {
+            if reader.buffer().len() < REQUEST_HEADER_BYTES {
+                if let Err(end) = self.write_batch() {
+                    return end;
+                }
+            }
             if let Err(error) = reader.read_exact(&mut header_bytes) {
                 return if error.kind() == std::io::ErrorKind::UnexpectedEof {
                     TransmissionEnd::ClientLeft
@@ -216,21 +232,51 @@ impl Session<'_> {
             if header.command == CMD_DISC {
                 return TransmissionEnd::Disconnect;
             }
-            if self.credits.recv().is_err() {
-                return TransmissionEnd::WriterGone;
+            if let Err(end) = self.take_credit() {
+                return end;
             }
             if let Err(end) = self.serve_request(reader, header) {
                 return end;
             }
+            if self.batch.is_full() {
+                if let Err(end) = self.write_batch() {
+                    return end;
+                }
+            }
         }
     }
 
-    fn serve_request(
+    /// Takes a credit, writing this thread's replies first if it must wait for one
+    /// (their credits may be the ones it waits for).
+    fn take_credit(&mut self) -> Result<(), TransmissionEnd> {
+        match self.credits.try_recv() {
+            Ok(()) => return Ok(()),
+            Err(TryRecvError::Disconnected) => return Err(TransmissionEnd::WriterGone),
+            Err(TryRecvError::Empty) => {}
+        }
+        self.write_batch()?;
+        self.credits.recv().map_err(|_| TransmissionEnd::WriterGone)
+    }
+
+    /// Writes this thread's batch of replies and returns their credits.
+    fn write_batch(&mut self) -> Result<(), TransmissionEnd> {
+        let count = self
+            .batch
+            .write_to(&self.sink, &self.buffers)
+            .map_err(|_| TransmissionEnd::WriterGone)?;
+        return_credits(&self.credit_returns, count);
+        Ok(())
+    }
+
+    fn serve_request<R: Read>(
         &mut self,
-        reader: &mut dyn Read,
+        reader: &mut BufReader<R>,
         header: RequestHeader,
     ) -> Result<(), TransmissionEnd> {
         let payload = if header.has_payload() {
+            if reader.buffer().len() < header.length_bytes as usize {
+                self.write_batch()?;
+            }
             Some(read_payload(reader, header.length_bytes, &self.buffers)?)
         } else {
             None
@@ -245,15 +291,30 @@ impl Session<'_> {
                     error: refusal.error,
                     message: refusal.message,
                 },
-            )?;
+            );
         }
         Ok(())
     }
 
-    fn send(&self, cookie: u64, body: ReplyBody) -> Result<(), TransmissionEnd> {
-        self.replies
-            .send(OutgoingReply { cookie, body })
-            .map_err(|_| TransmissionEnd::WriterGone)
+    /// Adds a reply to this thread's batch.
+    fn send(&mut self, cookie: u64, body: ReplyBody) {
+        self.batch.push(OutgoingReply { cookie, body });
+    }
+
+    /// A reply served on this thread: a large read's goes to the writer thread
+    /// ([`WRITER_THREAD_MIN_DATA_BYTES`]), any other joins this thread's batch.
+    fn keep_or_hand_over(&mut self, reply: OutgoingReply) {
+        let large = matches!(&reply.body, ReplyBody::Data { buffer, .. }
+            if buffer.len() >= WRITER_THREAD_MIN_DATA_BYTES);
+        if large {
+            if let Err(returned) = self.replies.send(reply) {
+                // The writer thread has ended (a failed write): the batch's write will
+                // find the connection broken too.
+                self.batch.push(returned.into_inner());
+            }
+            return;
+        }
+        self.batch.push(reply);
     }
 
     /// Checks flags, range, alignment and permission against the specification.
@@ -344,7 +405,7 @@ impl Session<'_> {
         Ok(())
     }
 
-    fn dispatch(&self, header: &RequestHeader, payload: Option<IoBuf>) -> Result<(), Refusal> {
+    fn dispatch(&mut self, header: &RequestHeader, payload: Option<IoBuf>) -> Result<(), Refusal> {
         let block_size_bytes = u64::from(self.export.block_size_bytes);
         let first_block = header.offset_bytes / block_size_bytes;
         let block_count = u64::from(header.length_bytes) / block_size_bytes;
@@ -368,19 +429,38 @@ impl Session<'_> {
             },
             _ => self.write_zeroes_kind(header, first_block, block_count)?,
         };
+        let job = Job {
+            reply_to: self.replies.clone(),
+            cookie: header.cookie,
+            kind,
+            force_unit_access,
+        };
+        let job = match &self.worker {
+            Some(shared) => match worker::try_inline(shared, job) {
+                InlineOutcome::Replied(reply) => {
+                    self.keep_or_hand_over(reply);
+                    return Ok(());
+                }
+                InlineOutcome::Started { reap_needed } => {
+                    if reap_needed {
+                        if let Some(jobs) = self.export.job_sender() {
+                            worker::send_reap(&jobs, &self.replies);
+                        }
+                    }
+                    return Ok(());
+                }
+                InlineOutcome::Busy(job) => job,
+            },
+            None => job,
+        };
         let Some(jobs) = self.export.job_sender() else {
             return Err(refuse(
                 NBD_ESHUTDOWN,
                 "the server is shutting down".to_string(),
             ));
         };
-        jobs.send(Job {
-            reply_to: self.replies.clone(),
-            cookie: header.cookie,
-            kind,
-            force_unit_access,
-        })
-        .map_err(|_| refuse(NBD_ESHUTDOWN, "the export's worker has stopped".to_string()))
+        jobs.send(job)
+            .map_err(|_| refuse(NBD_ESHUTDOWN, "the export's worker has stopped".to_string()))
     }
 
     /// `WRITE_ZEROES`: a trim where trimmed blocks read as zeroes and a hole is allowed
@@ -410,12 +490,12 @@ impl Session<'_> {
         })
     }
 
-    fn reply_done(&self, cookie: u64) -> Result<(), Refusal> {
-        self.send(cookie, ReplyBody::Done)
-            .map_err(|_| refuse(NBD_ESHUTDOWN, "the connection is closing".to_string()))
+    fn reply_done(&mut self, cookie: u64) -> Result<(), Refusal> {
+        self.send(cookie, ReplyBody::Done);
+        Ok(())
     }
 
-    fn block_status(&self, header: &RequestHeader) -> Result<(), Refusal> {
+    fn block_status(&mut self, header: &RequestHeader) -> Result<(), Refusal> {
         let (true, Some(context_id)) = (
             self.negotiated.structured_replies,
             self.negotiated.base_allocation_context,
@@ -463,8 +543,8 @@ impl Session<'_> {
                 context_id,
                 extents,
             },
-        )
-        .map_err(|_| refuse(NBD_ESHUTDOWN, "the connection is closing".to_string()))
+        );
+        Ok(())
     }
 }
 

@@ -11,8 +11,21 @@
 //!
 //! The allocation map is updated here, on completion, before the reply is sent: a block
 //! status query after a reply sees its effect.
+//!
+//! The worker's state sits behind a lock ([`WorkerCell`]) so that a connection's
+//! reader may serve a job on its own thread ([`try_inline`]): for a device that
+//! completes at submission (a RAM disk) the request is submitted, completed and its
+//! reply handed back to the reader with no thread hand-off at all. A reader that finds
+//! the lock taken by another submitting thread waits for it (a submission is short);
+//! one that finds the worker thread waiting on the device hands the job over the
+//! channel instead, so requests keep reaching a device that completes later. What does
+//! not complete at once stays with the worker, which the reader wakes with a
+//! [`JobKind::Reap`] job; the worker thread is then the one waiting on the device. The
+//! device is still one device whichever thread submits, so the multi-conn flush rule
+//! holds unchanged.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -99,6 +112,9 @@ pub enum JobKind {
         /// Blocks.
         block_count: u64,
     },
+    /// No request: a reader left requests in flight on the device (served on its own
+    /// thread) and asks the worker thread to reap them. No reply is sent.
+    Reap,
 }
 
 /// One NBD request handed to the worker.
@@ -133,6 +149,46 @@ struct ActiveJob {
     failure: Option<DeviceError>,
 }
 
+/// The worker's state shared by the worker thread and the readers of every connection
+/// to the export.
+pub struct WorkerCell {
+    /// The state; `None` once the worker thread has ended and handed the device back.
+    state: Mutex<Option<DeviceWorker>>,
+    /// Set while the worker thread holds the lock waiting for the device to complete
+    /// something (readers then hand their jobs over rather than wait).
+    waiting_on_device: AtomicBool,
+}
+
+impl WorkerCell {
+    /// A cell holding `worker`.
+    pub fn new(worker: DeviceWorker) -> WorkerCell {
+        WorkerCell {
+            state: Mutex::new(Some(worker)),
+            waiting_on_device: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A worker cell as the threads share it.
+pub type SharedWorker = Arc<WorkerCell>;
+
+/// What became of a job offered to [`try_inline`].
+#[derive(Debug)]
+pub enum InlineOutcome {
+    /// It completed on the caller's thread: here is its reply.
+    Replied(OutgoingReply),
+    /// It was started, but the device has not completed it yet: the worker thread will
+    /// send its reply (the caller must send it a [`JobKind::Reap`] job when
+    /// `reap_needed`).
+    Started {
+        /// Requests are left in flight that no thread is waiting for.
+        reap_needed: bool,
+    },
+    /// The worker thread is waiting on the device (or has ended): send the job on the
+    /// channel.
+    Busy(Job),
+}
+
 /// The worker's state: the device, its jobs and their requests.
 pub struct DeviceWorker {
     device: Box<dyn BlockDevice>,
@@ -147,6 +203,10 @@ pub struct DeviceWorker {
     next_tag: Tag,
     next_job_id: u64,
     completions: Vec<Completion>,
+    /// The job a reader is serving on its own thread: its reply is kept in
+    /// `inline_reply` for the reader instead of being sent.
+    inline_job_id: Option<u64>,
+    inline_reply: Option<OutgoingReply>,
 }
 
 impl DeviceWorker {
@@ -169,35 +229,53 @@ impl DeviceWorker {
             next_tag: 0,
             next_job_id: 0,
             completions: Vec::new(),
+            inline_job_id: None,
+            inline_reply: None,
         }
     }
 
     /// Serves jobs until every sender is gone and nothing is in flight, then flushes the
-    /// device once more and hands it back.
-    pub fn run(mut self, jobs: Receiver<Job>) -> Box<dyn BlockDevice> {
+    /// device once more and hands it back (`None` if it was already taken).
+    pub fn run(shared: SharedWorker, jobs: Receiver<Job>) -> Option<Box<dyn BlockDevice>> {
+        let spin_us = lock_worker(&shared).as_ref()?.spin_us;
         let mut senders_gone = false;
         loop {
-            if self.jobs.is_empty() {
+            let idle = lock_worker(&shared)
+                .as_ref()
+                .is_none_or(|worker| worker.jobs.is_empty());
+            let mut first_job = None;
+            if idle {
                 if senders_gone {
                     break;
                 }
-                match super::handoff::receive(&jobs, self.spin_us) {
-                    Ok(job) => self.start(job),
-                    Err(_) => break,
+                match super::handoff::receive(&jobs, spin_us) {
+                    Ok(job) => first_job = Some(job),
+                    Err(_) => senders_gone = true,
                 }
+            }
+            let mut guard = lock_worker(&shared);
+            let worker = guard.as_mut()?;
+            if let Some(job) = first_job {
+                worker.start(job);
             }
             while !senders_gone {
                 match jobs.try_recv() {
-                    Ok(job) => self.start(job),
+                    Ok(job) => {
+                        worker.start(job);
+                    }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => senders_gone = true,
                 }
             }
-            self.submit_backlog();
-            self.reap(jobs.is_empty() || senders_gone);
+            worker.submit_backlog();
+            let may_wait = jobs.is_empty() || senders_gone;
+            shared.waiting_on_device.store(may_wait, Ordering::SeqCst);
+            worker.reap(may_wait);
+            shared.waiting_on_device.store(false, Ordering::SeqCst);
         }
-        self.final_flush();
-        self.device
+        let mut worker = lock_worker(&shared).take()?;
+        worker.final_flush();
+        Some(worker.device)
     }
 
     fn final_flush(&mut self) {
@@ -218,7 +296,12 @@ impl DeviceWorker {
         tag
     }
 
-    fn start(&mut self, job: Job) {
+    /// Takes `job` on: its device requests join the backlog; returns the job's id
+    /// (`None` for a [`JobKind::Reap`], which has no requests).
+    fn start(&mut self, job: Job) -> Option<u64> {
+        if matches!(job.kind, JobKind::Reap) {
+            return None;
+        }
         let job_id = self.next_job_id;
         self.next_job_id += 1;
         let mut active = ActiveJob {
@@ -278,9 +361,26 @@ impl DeviceWorker {
                 }
                 requests
             }
+            JobKind::Reap => Vec::new(),
         };
         self.enqueue(job_id, &mut active, requests);
         self.jobs.insert(job_id, active);
+        Some(job_id)
+    }
+
+    /// Submits and reaps without waiting until `job_id` has its reply or the device
+    /// stops completing; returns the reply if it came.
+    fn serve_inline(&mut self, job_id: u64) -> Option<OutgoingReply> {
+        self.inline_job_id = Some(job_id);
+        loop {
+            self.submit_backlog();
+            let reaped = self.reap_without_waiting();
+            if self.inline_reply.is_some() || reaped == 0 {
+                break;
+            }
+        }
+        self.inline_job_id = None;
+        self.inline_reply.take()
     }
 
     fn enqueue(&mut self, job_id: u64, active: &mut ActiveJob, requests: Vec<Request>) {
@@ -309,6 +409,21 @@ impl DeviceWorker {
         }
     }
 
+    /// Reaps what the device has completed, without waiting; returns how many.
+    fn reap_without_waiting(&mut self) -> usize {
+        let mut completions = std::mem::take(&mut self.completions);
+        let reaped = if self.device.in_flight() > 0 {
+            self.device.poll_completions(&mut completions)
+        } else {
+            0
+        };
+        for completion in completions.drain(..) {
+            self.finish_request(completion.tag, completion.status, completion.buffer);
+        }
+        self.completions = completions;
+        reaped
+    }
+
     /// Reaps completions: waits for one when `may_wait` and requests are in flight.
     fn reap(&mut self, may_wait: bool) {
         let mut completions = std::mem::take(&mut self.completions);
@@ -331,7 +446,7 @@ impl DeviceWorker {
         let job_ids: Vec<u64> = self.jobs.keys().copied().collect();
         for job_id in job_ids {
             if let Some(job) = self.jobs.remove(&job_id) {
-                send_reply(&job, error_body(&error));
+                self.reply(job_id, &job, error_body(&error));
             }
         }
         self.tag_jobs.clear();
@@ -397,7 +512,7 @@ impl DeviceWorker {
     /// Every request of the job is done: update the map, flush for FUA, reply.
     fn complete_job(&mut self, job_id: u64, mut job: ActiveJob) {
         if let Some(error) = job.failure.take() {
-            send_reply(&job, error_body(&error));
+            self.reply(job_id, &job, error_body(&error));
             return;
         }
         if !job.flushing {
@@ -427,16 +542,70 @@ impl DeviceWorker {
             },
             None => ReplyBody::Done,
         };
-        send_reply(&job, body);
+        self.reply(job_id, &job, body);
+    }
+
+    /// Sends a job's reply to its connection's writer, or keeps it for the reader
+    /// serving that job on its own thread.
+    fn reply(&mut self, job_id: u64, job: &ActiveJob, body: ReplyBody) {
+        let reply = OutgoingReply {
+            cookie: job.cookie,
+            body,
+        };
+        if self.inline_job_id == Some(job_id) {
+            self.inline_reply = Some(reply);
+            return;
+        }
+        // A connection that is gone no longer wants its replies.
+        let _ = job.reply_to.send(reply);
     }
 }
 
-fn send_reply(job: &ActiveJob, body: ReplyBody) {
-    // A connection that is gone no longer wants its replies.
-    let _ = job.reply_to.send(OutgoingReply {
-        cookie: job.cookie,
-        body,
-    });
+fn lock_worker(shared: &WorkerCell) -> std::sync::MutexGuard<'_, Option<DeviceWorker>> {
+    shared
+        .state
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// Serves `job` on the caller's thread (see the module's documentation): waits for
+/// a lock taken by a submitting thread, never for the device.
+pub fn try_inline(shared: &WorkerCell, job: Job) -> InlineOutcome {
+    let mut guard = match shared.state.try_lock() {
+        Ok(guard) => guard,
+        Err(std::sync::TryLockError::Poisoned(poison)) => poison.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            if shared.waiting_on_device.load(Ordering::SeqCst) {
+                return InlineOutcome::Busy(job);
+            }
+            lock_worker(shared)
+        }
+    };
+    let Some(worker) = guard.as_mut() else {
+        return InlineOutcome::Busy(job);
+    };
+    let Some(job_id) = worker.start(job) else {
+        return InlineOutcome::Started { reap_needed: false };
+    };
+    match worker.serve_inline(job_id) {
+        Some(reply) => InlineOutcome::Replied(reply),
+        None => InlineOutcome::Started {
+            reap_needed: !worker.jobs.is_empty(),
+        },
+    }
+}
+
+/// Asks the worker thread to reap requests left in flight (a [`JobKind::Reap`] job on
+/// its channel).
+pub fn send_reap(jobs: &Sender<Job>, reply_to: &Sender<OutgoingReply>) {
+    let reap = Job {
+        reply_to: reply_to.clone(),
+        cookie: 0,
+        kind: JobKind::Reap,
+        force_unit_access: false,
+    };
+    // A worker that has stopped has nothing left to reap for us.
+    let _ = jobs.send(reap);
 }
 
 /// The NBD error for a device error, with the device's message.

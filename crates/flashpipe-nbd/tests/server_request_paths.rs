@@ -1,0 +1,180 @@
+//! The server's two request paths (issue #15's request-path work): a request served on
+//! its connection's reader thread when the export's worker is free and the device
+//! completes at submission, and a request handed to the worker thread when it is not.
+//! A device that completes only when waited on forces every request through the worker
+//! (the reader starts it, then wakes the worker to reap); several connections hammering
+//! one RAM export at once mix both paths (whoever finds the worker busy hands over).
+//! Every reply must come, once, with the right data, whichever path served it.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::{pattern_bytes, RawClient, TestServer};
+use flashpipe_device::{
+    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, RamDisk, Rejected, Request,
+};
+use flashpipe_nbd::server::{Export, InitialAllocation, ServerLimits};
+use flashpipe_nbd::wire::*;
+
+const MIB: u64 = 1 << 20;
+
+/// A RAM disk whose completions are never ready at a poll, only when waited for: like
+/// a device whose hardware completes later.
+struct CompletesWhenWaited {
+    inner: RamDisk,
+}
+
+impl BlockDevice for CompletesWhenWaited {
+    fn info(&self) -> &DeviceInfo {
+        self.inner.info()
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock()
+    }
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+        self.inner.submit(request)
+    }
+    fn poll_completions(&mut self, _completions: &mut Vec<Completion>) -> usize {
+        0
+    }
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
+        self.inner.wait_completions(completions)
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+}
+
+fn export_of(device: Box<dyn BlockDevice>) -> Export {
+    Export {
+        name: "disk".to_string(),
+        description: String::new(),
+        device,
+        read_only: false,
+        trim_reads_zeroes: true,
+        initial_allocation: InitialAllocation::AllHoles,
+    }
+}
+
+/// Pipelines FUA writes and a write of zeroes on each client, then reads everything
+/// back, pipelined, on another connection after a flush.
+fn pipelined_writes_then_reads(server: &TestServer) {
+    let mut clients: Vec<_> = [true, false, true]
+        .into_iter()
+        .map(|structured| RawClient::connect(server.connect_tcp(), "disk", structured))
+        .collect();
+    for (index, client) in clients.iter_mut().enumerate() {
+        for block in 0..16u64 {
+            let offset = (index as u64 * 16 + block) * 8192;
+            client.send(
+                CMD_WRITE,
+                CMD_FLAG_FUA,
+                block,
+                offset,
+                8192,
+                &pattern_bytes(offset, 8192),
+            );
+        }
+        client.send(
+            CMD_WRITE_ZEROES,
+            CMD_FLAG_NO_HOLE,
+            99,
+            3 * MIB,
+            MIB as u32,
+            &[],
+        );
+    }
+    for client in &mut clients {
+        let mut cookies: Vec<u64> = (0..17)
+            .map(|_| {
+                let (cookie, error, _) = client.receive(&HashMap::new());
+                assert_eq!(error, 0, "request {cookie} failed");
+                cookie
+            })
+            .collect();
+        cookies.sort_unstable();
+        let expected: Vec<u64> = (0..16).chain([99]).collect();
+        assert_eq!(cookies, expected, "every request answered once");
+    }
+    let reader = &mut clients[1];
+    assert_eq!(reader.request(CMD_FLUSH, 0, 0, 0, &[]).0, 0);
+    let mut lengths = HashMap::new();
+    for block in 0..48u64 {
+        reader.send(CMD_READ, 0, block, block * 8192, 8192, &[]);
+        lengths.insert(block, 8192);
+    }
+    for _ in 0..48 {
+        let (cookie, error, data) = reader.receive(&lengths);
+        assert_eq!(error, 0);
+        assert!(data == pattern_bytes(cookie * 8192, 8192), "block {cookie}");
+    }
+    assert!(reader.request(CMD_READ, 0, 3 * MIB, MIB as u32, &[]).1 == vec![0u8; MIB as usize]);
+}
+
+#[test]
+fn a_device_that_completes_later_is_served_through_the_worker() {
+    let inner = RamDisk::new("completes when waited", 512, 16384, 8).unwrap();
+    let device = Box::new(CompletesWhenWaited { inner });
+    let server = TestServer::with_exports(vec![export_of(device)], ServerLimits::default());
+    pipelined_writes_then_reads(&server);
+    let mut server = server;
+    let devices = server.server.take().unwrap().shutdown();
+    assert_eq!(devices.len(), 1, "the worker hands the device back");
+}
+
+#[test]
+fn a_ram_export_serves_requests_on_the_readers_thread() {
+    let device = Box::new(RamDisk::new("ram", 512, 16384, 8).unwrap());
+    let server = TestServer::with_exports(vec![export_of(device)], ServerLimits::default());
+    pipelined_writes_then_reads(&server);
+}
+
+#[test]
+fn connections_racing_for_one_export_get_every_reply_with_its_data() {
+    let server = Arc::new(TestServer::ram(&[("disk", 8 * MIB)]));
+    let threads: Vec<_> = (0..4u64)
+        .map(|index| {
+            let server = Arc::clone(&server);
+            std::thread::spawn(move || {
+                let mut client = RawClient::connect(server.connect_tcp(), "disk", index % 2 == 0);
+                let base = index * 2 * MIB;
+                for round in 0..8u64 {
+                    let mut lengths = HashMap::new();
+                    for block in 0..32u64 {
+                        let offset = base + block * 4096;
+                        let seed = offset + round;
+                        client.send(
+                            CMD_WRITE,
+                            0,
+                            block,
+                            offset,
+                            4096,
+                            &pattern_bytes(seed, 4096),
+                        );
+                    }
+                    for _ in 0..32 {
+                        assert_eq!(client.receive(&HashMap::new()).1, 0);
+                    }
+                    for block in 0..32u64 {
+                        client.send(CMD_READ, 0, 1000 + block, base + block * 4096, 4096, &[]);
+                        lengths.insert(1000 + block, 4096);
+                    }
+                    for _ in 0..32 {
+                        let (cookie, error, data) = client.receive(&lengths);
+                        assert_eq!(error, 0);
+                        let offset = base + (cookie - 1000) * 4096;
+                        assert!(data == pattern_bytes(offset + round, 4096));
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("a client thread");
+    }
+}
