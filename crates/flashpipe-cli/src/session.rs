@@ -423,6 +423,7 @@ impl LiveServer {
         let options = ConnectOptions {
             map_memory: std::env::var(MAP_MEMORY_VARIABLE).as_deref() != Ok("0"),
             client_name: client_name(),
+            ..ConnectOptions::default()
         };
         match Client::connect(&socket, options) {
             Ok(client) => Ok(Some(LiveServer { client, socket })),

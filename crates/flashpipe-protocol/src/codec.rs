@@ -6,7 +6,7 @@ use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 use crate::error::{DecodeError, ErrorCode, RemoteError};
 use crate::frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
-    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
 };
 use crate::wire::{Reader, Writer};
 use crate::{
@@ -342,7 +342,12 @@ fn encode_request(request: &Request, writer: &mut Writer) {
             writer.u8(copy_method_to_wire(*method));
         }
         Request::Cancel { target } => writer.u64(*target),
-        Request::List | Request::Stats | Request::Flush | Request::Check | Request::GrantWrite => {}
+        Request::List
+        | Request::Stats
+        | Request::Flush
+        | Request::Check
+        | Request::GrantWrite
+        | Request::OpenRings => {}
     }
 }
 
@@ -412,6 +417,7 @@ fn decode_request(
             target: reader.u64("cancel.target")?,
         },
         FrameKind::GrantWrite => Request::GrantWrite,
+        FrameKind::OpenRings => Request::OpenRings,
         _ => return Ok(None),
     };
     Ok(Some(request))
@@ -465,6 +471,10 @@ fn encode_response(response: &Response, writer: &mut Writer) {
             CancelOutcome::NotInFlight => 0,
             CancelOutcome::Running => 1,
         }),
+        Response::RingsOpened(rings) => {
+            writer.u32(rings.request_ring_capacity_bytes);
+            writer.u32(rings.reply_ring_capacity_bytes);
+        }
     }
 }
 
@@ -509,6 +519,10 @@ fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response,
                     value: u64::from(value),
                 })
             }
+        }),
+        FrameKind::RingsOpened => Response::RingsOpened(RingsOpened {
+            request_ring_capacity_bytes: reader.u32("rings_opened.request_ring_capacity")?,
+            reply_ring_capacity_bytes: reader.u32("rings_opened.reply_ring_capacity")?,
         }),
         other => return Err(DecodeError::UnknownKind { kind: other as u16 }),
     })

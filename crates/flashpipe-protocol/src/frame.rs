@@ -53,6 +53,8 @@ pub enum FrameKind {
     Cancel = 0x0110,
     /// Request: grant a slot of the client's write pool.
     GrantWrite = 0x0111,
+    /// Request: move this connection's frames into shared-memory rings (#14).
+    OpenRings = 0x0130,
     /// Response: done, nothing more to say.
     Done = 0x0201,
     /// Response: a write completed.
@@ -75,10 +77,12 @@ pub enum FrameKind {
     Granted = 0x020A,
     /// Response: what a cancel did.
     CancelReply = 0x020B,
+    /// Response: the rings are open (their two descriptors ride beside it).
+    RingsOpened = 0x0230,
 }
 
 /// Every frame kind, for decoding the header's kind field.
-pub const ALL_FRAME_KINDS: [FrameKind; 32] = [
+pub const ALL_FRAME_KINDS: [FrameKind; 34] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Release,
@@ -111,6 +115,8 @@ pub const ALL_FRAME_KINDS: [FrameKind; 32] = [
     FrameKind::Copied,
     FrameKind::Granted,
     FrameKind::CancelReply,
+    FrameKind::OpenRings,
+    FrameKind::RingsOpened,
 ];
 
 impl FrameKind {
@@ -157,6 +163,8 @@ impl FrameKind {
             FrameKind::Copied => "copied",
             FrameKind::Granted => "granted",
             FrameKind::CancelReply => "cancel-reply",
+            FrameKind::OpenRings => "open-rings",
+            FrameKind::RingsOpened => "rings-opened",
         }
     }
 }
@@ -400,6 +408,9 @@ pub enum Request {
     },
     /// Grant a free slot of the client's write pool.
     GrantWrite,
+    /// Move the connection's frames into two shared-memory rings (a mapping client,
+    /// nothing in flight); answered [`Response::RingsOpened`].
+    OpenRings,
 }
 
 impl Request {
@@ -423,6 +434,7 @@ impl Request {
             Request::Check => FrameKind::Check,
             Request::Cancel { .. } => FrameKind::Cancel,
             Request::GrantWrite => FrameKind::GrantWrite,
+            Request::OpenRings => FrameKind::OpenRings,
         }
     }
 }
@@ -455,6 +467,8 @@ pub enum Response {
     Granted(WriteGrant),
     /// What a cancel did.
     Cancel(CancelOutcome),
+    /// The rings are open; every later frame goes through them.
+    RingsOpened(RingsOpened),
 }
 
 impl Response {
@@ -472,6 +486,7 @@ impl Response {
             Response::Copied(_) => FrameKind::Copied,
             Response::Granted(_) => FrameKind::Granted,
             Response::Cancel(_) => FrameKind::CancelReply,
+            Response::RingsOpened(_) => FrameKind::RingsOpened,
         }
     }
 }
@@ -535,4 +550,15 @@ pub enum CancelOutcome {
     /// The target is in the engine and will complete (the engine does not stop a
     /// command it has taken); its answer still comes.
     Running,
+}
+
+/// The answer to [`Request::OpenRings`]: the data areas of the two rings whose memfds
+/// ride beside the frame (the request ring first, then the reply ring); each region is
+/// one header page (4096 bytes) and then its data area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingsOpened {
+    /// Data area of the ring the client pushes its frames into, in bytes.
+    pub request_ring_capacity_bytes: u32,
+    /// Data area of the ring the server pushes its frames into, in bytes.
+    pub reply_ring_capacity_bytes: u32,
 }

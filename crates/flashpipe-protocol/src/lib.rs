@@ -26,7 +26,7 @@ pub use codec::{
 pub use error::{DecodeError, ErrorCode, RemoteError};
 pub use frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
-    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
 };
 pub use stream::{
     read_frame, read_frame_body, read_header, send_all, send_frame, write_frame, ReadFrameError,

@@ -26,8 +26,9 @@ mod connection;
 mod engine_errors;
 mod mapped;
 mod replies;
+mod rings;
 mod server;
 mod state;
 
-pub use config::{ServerConfig, MAX_ANSWER_SPIN_US};
+pub use config::{ServerConfig, DEFAULT_RING_CAPACITY_BYTES, MAX_ANSWER_SPIN_US};
 pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};

@@ -24,6 +24,7 @@ pub(super) fn prepare_server_client(
             arguments.role,
             std::process::id()
         ),
+        ..ConnectOptions::default()
     };
     let client = Client::connect(socket, options)
         .map_err(|error| format!("connecting to {}: {error}", socket.display()))?;
