@@ -165,8 +165,24 @@ struct SharedRegions {
 impl Client {
     /// Connects to the server listening on `socket` and shakes hands; with
     /// `map_memory`, maps the regions the server passes (when it offers none, the
-    /// connection takes the copying path: see [`Client::is_mapped`]).
+    /// connection takes the copying path: see [`Client::is_mapped`]). A mapping client
+    /// moves its frames into rings as `options.transport` says; a server older than
+    /// the rings closes such a connection (`MalformedFrame`), and the client connects
+    /// again on the socket.
     pub fn connect(socket: &Path, options: ConnectOptions) -> Result<Client, ConnectError> {
+        let on_socket = ConnectOptions {
+            transport: ClientTransport::Socket,
+            ..options.clone()
+        };
+        match Client::connect_once(socket, options) {
+            Err(ConnectError::Refused(error)) if error.code == ErrorCode::MalformedFrame => {
+                Client::connect_once(socket, on_socket)
+            }
+            other => other,
+        }
+    }
+
+    fn connect_once(socket: &Path, options: ConnectOptions) -> Result<Client, ConnectError> {
         let stream = UnixStream::connect(socket).map_err(|source| ConnectError::Connect {
             path: socket.to_path_buf(),
             source,

@@ -38,7 +38,8 @@ pub struct ServerConfig {
     pub send_timeout_ms: u64,
     /// Bytes of the data area of each of a ring client's two frame rings (a power of
     /// two, at least 4096; frames larger than a quarter of it go through in pieces).
-    /// Pages are touched as the ring wraps: up to twice this per ring client (#14).
+    /// The memfds' pages are reserved when the rings open: twice this (and two header
+    /// pages) per ring client, 2 MiB by default (#14).
     pub ring_capacity_bytes: u32,
     /// How long (microseconds of wall time) a ring client's reading thread polls its
     /// request ring before it parks on the ring's futex (a poll yields the core after
