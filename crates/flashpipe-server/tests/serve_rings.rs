@@ -196,6 +196,44 @@ fn a_client_corrupting_its_ring_indices_ends_only_its_own_connection() {
     later.stat("kept").expect("new clients go on");
 }
 
+#[test]
+fn a_full_reply_ring_holds_answers_back_and_loses_none() {
+    let test = start_server("serve-rings-full", |config| {
+        config.ring_capacity_bytes = 4096;
+    });
+    let mut client = connect_with(&test.socket, true, ClientTransport::RingsWhenMapped);
+    client.create("named-with-some-length").expect("create");
+    let submitted: Vec<_> = (0..60)
+        .map(|_| {
+            client
+                .submit(Request::Stat {
+                    name: "named-with-some-length".to_string(),
+                })
+                .expect("submit")
+        })
+        .collect();
+    let mut answered = Vec::new();
+    for _ in &submitted {
+        let (request_id, answer) = client.wait().expect("an answer");
+        assert!(matches!(answer, Ok(Response::Stat(_))), "{answer:?}");
+        answered.push(request_id);
+    }
+    answered.sort_unstable();
+    assert_eq!(answered, submitted, "every answer came once");
+}
+
+#[test]
+fn a_byte_on_the_socket_after_opening_rings_ends_that_connection() {
+    let test = start_server("serve-rings-socket-byte", |_| {});
+    let mut honest = connect(&test.socket, true);
+    let (socket, _request_ring, _) = hostile_rings(&test.socket);
+    let mut writing = &socket;
+    std::io::Write::write_all(&mut writing, b"x").expect("a stray byte");
+    wait_until(|| test.server.counters().malformed_frames == 1);
+    wait_until(|| test.server.counters().clients_now == 1);
+    honest.list().expect("the other client goes on");
+}
+
 /// Shakes hands by hand and opens rings: the socket, the request ring's memfd and the
 /// bytes its region spans.
 fn hostile_rings(path: &std::path::Path) -> (UnixStream, OwnedFd, usize) {
