@@ -10,13 +10,16 @@
 //! over the socket (or, with `--clients-as threads`, client threads of the bench process,
 //! said in the output). Rows:
 //! - **QD1 4 KiB read round trip**: one read at a time of 4 KiB at seeded random
-//!   offsets: in-process engine, client by reference, client copying; the mean of the
+//!   offsets: in-process engine, client by reference with its frames through two
+//!   shared-memory rings (the default of a mapping client, #14), client by reference
+//!   with its frames on the socket, client copying; the mean of the
 //!   fastest round, and its ratio to the in-process engine (target <= 1.5x). Beside them
 //!   the transport's floors: a 64-byte frame's round trip to a client process and back
 //!   through two shared-memory frame rings (`flashpipe_device::shared_memory::ring`) and
 //!   through a Unix socket.
 //! - **1 MiB reads**: `--depth` reads in flight: in-process engine, client by reference
-//!   (target >= 0.9x in-process), client copying (by reference >= 3x it), and `read()` of
+//!   over rings (target >= 0.9x in-process) and over the socket, client copying (by
+//!   reference >= 3x it), and `read()` of
 //!   the same bytes from a tmpfs file in a client process (by reference at least as fast).
 //! - **concurrent clients**: 1, 4, 16, 64 clients each reading 1 MiB by reference for a
 //!   fixed time: aggregate throughput and Jain's fairness index of the per-client
@@ -51,8 +54,10 @@ const SMALL_READ_BYTES: u64 = 4096;
 const LARGE_READ_BYTES: u64 = MIB;
 /// The row of the engine called in process.
 const SIDE_IN_PROCESS: &str = "in-process engine";
-/// The row of a client reading by reference.
-const SIDE_BY_REFERENCE: &str = "client, by reference (shared memory)";
+/// The row of a client reading by reference, its frames through shared-memory rings.
+const SIDE_BY_REFERENCE: &str = "client, by reference, frames through rings";
+/// The row of a client reading by reference, its frames on the socket.
+const SIDE_BY_REFERENCE_SOCKET: &str = "client, by reference, frames on socket";
 /// The row of a client reading through the socket.
 const SIDE_COPYING: &str = "client, copying (bytes through the socket)";
 /// The row of `read()` from tmpfs.
@@ -105,6 +110,10 @@ pub struct BenchServeArgs {
     /// it parks, microseconds (run once per value to compare) [default: the server's, 0].
     #[arg(long)]
     pub answer_spin_us: Option<u32>,
+    /// How long the server's reading thread polls a ring client's request ring, and the
+    /// client its reply ring, before parking on the futex, microseconds [default: 200].
+    #[arg(long)]
+    pub ring_spin_us: Option<u32>,
     /// Client processes, or client threads of this process [default: processes].
     #[arg(long, value_enum)]
     pub clients_as: Option<ClientsAs>,
@@ -139,6 +148,8 @@ pub struct ServeSettings {
     pub seconds: f64,
     /// The server's answer spin window.
     pub answer_spin_us: u32,
+    /// The ring spin window of the server's reading thread and of ring clients.
+    pub ring_spin_us: u32,
     /// How clients run.
     pub clients_as: ClientsAs,
     /// Folder of the file store.
@@ -165,6 +176,15 @@ impl ServeSettings {
                 flashpipe_server::MAX_ANSWER_SPIN_US
             ));
         }
+        let ring_spin_us = arguments
+            .ring_spin_us
+            .unwrap_or(flashpipe_server::ServerConfig::default().ring_spin_us);
+        if ring_spin_us > flashpipe_server::MAX_ANSWER_SPIN_US {
+            return Err(format!(
+                "--ring-spin-us {ring_spin_us}: at most {} microseconds",
+                flashpipe_server::MAX_ANSWER_SPIN_US
+            ));
+        }
         Ok(ServeSettings {
             stores: match arguments.stores.is_empty() {
                 true => vec![ServeStoreKind::Ram, ServeStoreKind::File],
@@ -181,6 +201,7 @@ impl ServeSettings {
             large_file_bytes: arguments.file_mib.unwrap_or(if quick { 8 } else { 256 }) * MIB,
             depth: arguments.depth.unwrap_or(4),
             answer_spin_us,
+            ring_spin_us,
             seconds,
             clients_as: arguments.clients_as.unwrap_or(ClientsAs::Processes),
             folder: arguments.folder.clone().unwrap_or_else(std::env::temp_dir),
@@ -302,9 +323,9 @@ fn method_text(settings: &ServeSettings) -> String {
     };
     format!(
         "one engine (read pool in shared memory) measured in process, then served over a Unix \
-         socket (server answer spin {} us) to {clients}; fastest of {ROUNDS} rounds; every read \
-         checks a sample of its bytes",
-        settings.answer_spin_us
+         socket (server answer spin {} us, ring spin {} us) to {clients}; fastest of {ROUNDS} \
+         rounds; every read checks a sample of its bytes",
+        settings.answer_spin_us, settings.ring_spin_us
     )
 }
 
@@ -342,7 +363,7 @@ fn print_report(report: &ServeReport) {
         }
         let mut latency = Table::new("  ")
             .indent("  ")
-            .left("QD1 4 KiB read round trip", 44)
+            .left("QD1 4 KiB read round trip", 46)
             .right("reads", 8)
             .right("us/read", 9)
             .right("x in-proc", 10);
@@ -357,7 +378,7 @@ fn print_report(report: &ServeReport) {
         latency.print();
         let mut throughput = Table::new("  ")
             .indent("  ")
-            .left("1 MiB reads", 44)
+            .left("1 MiB reads", 46)
             .right("depth", 6)
             .right("GiB/s", 8)
             .right("x in-proc", 10);

@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flashpipe_client::{
-    server_socket_path, Client, ClientError, ConnectError, ConnectOptions, ErrorCode,
+    server_socket_path, Client, ClientError, ClientTransport, ConnectError, ConnectOptions,
+    ErrorCode,
 };
 use flashpipe_device::{Clock, RealClock};
 use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError, Reply, StreamError};
@@ -41,6 +42,10 @@ pub use served::{remote_code, ServedStore};
 /// Set to `0` to make CLI commands use the server's copying path (data in the frames)
 /// instead of mapping its shared memory, to compare the two.
 pub const MAP_MEMORY_VARIABLE: &str = "FLASHPIPE_MAP_MEMORY";
+
+/// Set to `0` to keep a mapping CLI command's frames on the socket instead of the
+/// shared-memory rings (#14), to compare the two.
+pub const FRAME_RINGS_VARIABLE: &str = "FLASHPIPE_FRAME_RINGS";
 
 /// Why a store operation of a session failed.
 #[derive(Debug, thiserror::Error)]
@@ -423,6 +428,11 @@ impl LiveServer {
         let options = ConnectOptions {
             map_memory: std::env::var(MAP_MEMORY_VARIABLE).as_deref() != Ok("0"),
             client_name: client_name(),
+            transport: match std::env::var(FRAME_RINGS_VARIABLE).as_deref() {
+                Ok("0") => ClientTransport::Socket,
+                _ => ClientTransport::RingsWhenMapped,
+            },
+            ..ConnectOptions::default()
         };
         match Client::connect(&socket, options) {
             Ok(client) => Ok(Some(LiveServer { client, socket })),

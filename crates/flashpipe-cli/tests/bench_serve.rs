@@ -36,14 +36,14 @@ fn a_tiny_json_run_measures_every_row_on_both_stores() {
         let latency = store["latency"].as_array().expect("latency rows");
         assert_eq!(
             latency.len(),
-            5,
-            "in-process, ring and socket floors, by reference, copying: {store}"
+            6,
+            "in-process, ring and socket floors, by reference over rings and socket, copying: {store}"
         );
         let throughput = store["throughput"].as_array().expect("throughput rows");
         assert_eq!(
             throughput.len(),
-            4,
-            "in-process, tmpfs, by reference, copying: {store}"
+            5,
+            "in-process, tmpfs, by reference over rings and socket, copying: {store}"
         );
         for row in latency.iter().chain(throughput) {
             let ratio = row["over_in_process_ratio"].as_f64().expect("a ratio");
@@ -86,6 +86,8 @@ fn the_tables_print_with_client_threads() {
         "frame rings",
         "read() from tmpfs",
         "client, copying",
+        "frames through rings",
+        "frames on socket",
         "Jain",
     ] {
         assert!(

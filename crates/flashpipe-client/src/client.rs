@@ -1,4 +1,6 @@
-//! The connection to a server: the handshake, pipelined requests, one-shot calls.
+//! The connection to a server: the handshake, pipelined requests, one-shot calls. A
+//! mapping client moves its frames into two shared-memory rings after the handshake
+//! (#14, [`ClientTransport`]); the socket then only tells whether the server lives.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufReader, Read};
@@ -7,14 +9,18 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use flashpipe_device::shared_memory::{
+    attach_received_ring, push_stream_bytes, FrameRing, PeerCheck, RingReader, RingWait,
+    DEFAULT_RING_SPIN_US, RING_HEADER_BYTES,
+};
 use flashpipe_device::{receive_with_fds, MapAccess, SharedMapping};
 
 use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
 use flashpipe_protocol::{
     decode_body, decode_header, encode_frame, read_frame, send_all, CancelOutcome, CheckSummary,
     DataPayload, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request, RequestId,
-    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant, HEADER_BYTES, MAX_BODY_BYTES,
-    MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
+    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant, HEADER_BYTES,
+    MAX_BODY_BYTES, MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
 };
 
 use crate::error::{ClientError, ConnectError};
@@ -41,6 +47,21 @@ pub struct ConnectOptions {
     pub map_memory: bool,
     /// What the server's logs call this client.
     pub client_name: String,
+    /// How frames travel once connected.
+    pub transport: ClientTransport,
+    /// How long a wait for an answer polls the reply ring before it parks on the
+    /// ring's futex (a poll yields the core after the first few), in microseconds.
+    pub ring_spin_us: u32,
+}
+
+/// How a connection's frames travel after the handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientTransport {
+    /// Through two shared-memory rings when the connection maps memory and the server
+    /// opens them; on the socket otherwise.
+    RingsWhenMapped,
+    /// On the socket always.
+    Socket,
 }
 
 impl Default for ConnectOptions {
@@ -48,9 +69,15 @@ impl Default for ConnectOptions {
         ConnectOptions {
             map_memory: true,
             client_name: format!("flashpipe-client (pid {})", std::process::id()),
+            transport: ClientTransport::RingsWhenMapped,
+            ring_spin_us: DEFAULT_RING_SPIN_US,
         }
     }
 }
+
+/// Longest park of a wait on the reply ring before it looks whether the server's end of
+/// the socket is still open (a server killed cannot close its rings), in microseconds.
+const RING_PARK_TIMEOUT_US: u64 = 50_000;
 
 /// What the server told at connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,12 +129,26 @@ pub enum Response {
 /// A connection to a server.
 pub struct Client {
     socket: UnixStream,
-    reader: BufReader<UnixStream>,
+    link: Link,
     info: ServerInfo,
     next_request_id: RequestId,
     in_flight: HashSet<RequestId>,
     arrived: VecDeque<(RequestId, Result<Response, RemoteError>)>,
     shared: Option<SharedRegions>,
+}
+
+/// Where frames travel.
+enum Link {
+    /// The socket, read through a buffer.
+    Socket(BufReader<UnixStream>),
+    /// The rings: requests pushed into one, answers read from the other.
+    Rings(Box<RingLink>),
+}
+
+/// The two rings of a connection on rings.
+struct RingLink {
+    requests: FrameRing,
+    replies: RingReader,
 }
 
 /// The mapped regions of a connection by reference, and what this client holds of them.
@@ -128,8 +169,24 @@ struct SharedRegions {
 impl Client {
     /// Connects to the server listening on `socket` and shakes hands; with
     /// `map_memory`, maps the regions the server passes (when it offers none, the
-    /// connection takes the copying path: see [`Client::is_mapped`]).
+    /// connection takes the copying path: see [`Client::is_mapped`]). A mapping client
+    /// moves its frames into rings as `options.transport` says; a server older than
+    /// the rings closes such a connection (`MalformedFrame`), and the client connects
+    /// again on the socket.
     pub fn connect(socket: &Path, options: ConnectOptions) -> Result<Client, ConnectError> {
+        let on_socket = ConnectOptions {
+            transport: ClientTransport::Socket,
+            ..options.clone()
+        };
+        match Client::connect_once(socket, options) {
+            Err(ConnectError::Refused(error)) if error.code == ErrorCode::MalformedFrame => {
+                Client::connect_once(socket, on_socket)
+            }
+            other => other,
+        }
+    }
+
+    fn connect_once(socket: &Path, options: ConnectOptions) -> Result<Client, ConnectError> {
         let stream = UnixStream::connect(socket).map_err(|source| ConnectError::Connect {
             path: socket.to_path_buf(),
             source,
@@ -160,19 +217,31 @@ impl Client {
             )));
         }
         let shared = map_regions(&welcome, fds)?;
-        let reading = stream
-            .try_clone()
-            .map_err(|error| ConnectError::Handshake(format!("cloning the socket: {error}")))?;
+        let mut next_request_id = 1;
+        let mut link = None;
+        if shared.is_some() && options.transport == ClientTransport::RingsWhenMapped {
+            link = open_rings(&stream, next_request_id, options.ring_spin_us)?;
+            next_request_id += 1;
+        }
+        let link = match link {
+            Some(link) => link,
+            None => Link::Socket(BufReader::with_capacity(
+                READ_BUFFER_BYTES,
+                stream.try_clone().map_err(|error| {
+                    ConnectError::Handshake(format!("cloning the socket: {error}"))
+                })?,
+            )),
+        };
         Ok(Client {
             socket: stream,
-            reader: BufReader::with_capacity(READ_BUFFER_BYTES, reading),
+            link,
             info: ServerInfo {
                 version: welcome.version,
                 server_pid: welcome.server_pid,
                 store_path: welcome.store_path,
                 limits: welcome.limits,
             },
-            next_request_id: 1,
+            next_request_id,
             in_flight: HashSet::new(),
             arrived: VecDeque::new(),
             shared,
@@ -184,6 +253,24 @@ impl Client {
         self.shared.is_some()
     }
 
+    /// True when frames go through shared-memory rings on this connection.
+    pub fn uses_rings(&self) -> bool {
+        matches!(self.link, Link::Rings(_))
+    }
+
+    /// Sends encoded frames: on the socket, or into the request ring (waiting while it
+    /// is full, as long as the server lives).
+    fn send_bytes(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        match &mut self.link {
+            Link::Socket(_) => send_all(&self.socket, bytes).map_err(ClientError::ConnectionLost),
+            Link::Rings(rings) => {
+                let socket = &self.socket;
+                push_stream_bytes(&mut rings.requests, bytes, &mut |_| server_alive(socket))
+                    .map_err(ClientError::ConnectionLost)
+            }
+        }
+    }
+
     /// Sends the release of every read handle whose views are all dropped (also done
     /// before each request and before waiting).
     pub fn release_now(&mut self) -> Result<(), ClientError> {
@@ -191,7 +278,7 @@ impl Client {
         if bytes.is_empty() {
             return Ok(());
         }
-        send_all(&self.socket, &bytes).map_err(ClientError::ConnectionLost)
+        self.send_bytes(&bytes)
     }
 
     /// The encoded release frames of the handles waiting to be released.
@@ -235,7 +322,7 @@ impl Client {
         };
         let mut bytes = self.release_frames();
         bytes.extend_from_slice(&encode_frame(&frame));
-        send_all(&self.socket, &bytes).map_err(ClientError::ConnectionLost)?;
+        self.send_bytes(&bytes)?;
         self.in_flight.insert(request_id);
         Ok(request_id)
     }
@@ -254,7 +341,11 @@ impl Client {
     /// Reads frames until an answer to a request in flight comes.
     fn receive(&mut self) -> Result<(RequestId, Result<Response, RemoteError>), ClientError> {
         self.release_now()?;
-        let frame = match read_frame(&mut self.reader, MAX_BODY_BYTES) {
+        let read = match &mut self.link {
+            Link::Socket(reader) => read_frame(reader, MAX_BODY_BYTES),
+            Link::Rings(rings) => read_frame(&mut rings.replies, MAX_BODY_BYTES),
+        };
+        let frame = match read {
             Ok(Some(frame)) => frame,
             Ok(None) => {
                 return Err(ClientError::ConnectionLost(std::io::Error::new(
@@ -334,6 +425,11 @@ impl Client {
             Wire::Cancel(outcome) => Response::Cancel(outcome),
             Wire::KernelFile(outcome) => Response::KernelFile(outcome),
             Wire::KernelSummary(summary) => Response::KernelSummary(summary),
+            Wire::RingsOpened(_) => {
+                return Err(ClientError::Protocol(
+                    "a rings-opened answer after the connection was set up".to_string(),
+                ))
+            }
         })
     }
 
@@ -740,6 +836,94 @@ fn note_error(first_error: &mut Option<ClientError>, result: Result<(), ClientEr
 
 fn unexpected(request: &str, response: &Response) -> ClientError {
     ClientError::Protocol(format!("a {request} request answered with {response:?}"))
+}
+
+/// Asks the server to move the connection's frames into rings (request `request_id`,
+/// the first after the welcome) and attaches the two it passes; `None` when it refuses
+/// (the connection stays on the socket).
+fn open_rings(
+    stream: &UnixStream,
+    request_id: RequestId,
+    spin_us: u32,
+) -> Result<Option<Link>, ConnectError> {
+    let handshake = |detail: String| ConnectError::Handshake(detail);
+    let open = Frame::Request {
+        request_id,
+        request: Request::OpenRings,
+    };
+    send_all(stream, &encode_frame(&open))
+        .map_err(|error| handshake(format!("asking for rings: {error}")))?;
+    let (rings, fds) = match receive_first_frame(stream)? {
+        (
+            Frame::Response {
+                response: flashpipe_protocol::Response::RingsOpened(rings),
+                ..
+            },
+            fds,
+        ) => (rings, fds),
+        (
+            Frame::Error {
+                request_id: 0,
+                error,
+            },
+            _,
+        ) => return Err(ConnectError::Refused(error)),
+        (Frame::Error { .. }, _) => return Ok(None),
+        (other, _) => {
+            return Err(handshake(format!(
+                "the server answered open-rings with a {} frame",
+                other.kind().name()
+            )))
+        }
+    };
+    let [request_fd, reply_fd]: [OwnedFd; 2] = fds.try_into().map_err(|fds: Vec<OwnedFd>| {
+        handshake(format!(
+            "rings-opened came with {} file descriptors, not 2",
+            fds.len()
+        ))
+    })?;
+    let attach = |fd: OwnedFd, capacity_bytes: u32| {
+        attach_received_ring(fd, RING_HEADER_BYTES + capacity_bytes as usize)
+            .map_err(|error| handshake(format!("attaching a frame ring: {error}")))
+    };
+    let RingsOpened {
+        request_ring_capacity_bytes,
+        reply_ring_capacity_bytes,
+    } = rings;
+    let requests = attach(request_fd, request_ring_capacity_bytes)?;
+    let replies = attach(reply_fd, reply_ring_capacity_bytes)?;
+    let watched = stream
+        .try_clone()
+        .and_then(|watched| watched.set_nonblocking(true).map(|()| watched))
+        .map_err(|error| handshake(format!("watching the socket: {error}")))?;
+    let peer_check: PeerCheck = Box::new(move |_| server_alive(&watched));
+    let wait = RingWait::SpinThenPark {
+        spin_us,
+        park_timeout_us: Some(RING_PARK_TIMEOUT_US),
+    };
+    Ok(Some(Link::Rings(Box::new(RingLink {
+        requests,
+        replies: RingReader::new(replies, wait, Some(peer_check)),
+    }))))
+}
+
+/// Looks (without waiting; the socket is non-blocking once on rings) whether the
+/// server's end of the socket is still open: its end, or bytes on it, is an error.
+fn server_alive(socket: &UnixStream) -> std::io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut reading = socket;
+    match reading.read(&mut byte) {
+        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => Ok(()),
+        Err(error) => Err(error),
+        Ok(0) => Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the server closed the connection",
+        )),
+        Ok(_) => Err(std::io::Error::other(
+            "the server sent bytes on the socket of a connection on rings",
+        )),
+    }
 }
 
 /// Reads the server's first frame with the file descriptors that ride on its first

@@ -16,7 +16,9 @@ mod error;
 mod run_kernel;
 mod view;
 
-pub use client::{server_socket_path, Client, ConnectOptions, Response, ServerInfo};
+pub use client::{
+    server_socket_path, Client, ClientTransport, ConnectOptions, Response, ServerInfo,
+};
 pub use error::{ClientError, ConnectError};
 pub use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
 pub use flashpipe_protocol::{

@@ -58,6 +58,7 @@ mod futex;
 mod mapping;
 mod region;
 pub mod ring;
+pub mod ring_stream;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
@@ -66,7 +67,11 @@ pub use error::SharedMemoryError;
 pub use fd_passing::{receive_with_fds, send_with_fds, MAX_FDS_PER_MESSAGE};
 pub use mapping::SharedMapping;
 pub use region::{SharedMemory, MAX_MEMFD_NAME_BYTES};
-pub use ring::{FrameRing, FrameRingError, PushOutcome, RingCounters, RingWait};
+pub use ring::{
+    attach_received_ring, FrameRing, FrameRingError, PushOutcome, RingCounters, RingWait,
+    DEFAULT_RING_SPIN_US, RING_HEADER_BYTES,
+};
+pub use ring_stream::{push_stream_bytes, ring_error_of, PeerCheck, RingReader};
 
 /// Largest region created or mapped, in bytes (1 TiB).
 pub const MAX_SHARED_MEMORY_BYTES: usize = 1 << 40;

@@ -6,7 +6,7 @@ use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 use crate::error::{DecodeError, ErrorCode, RemoteError};
 use crate::frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
-    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
 };
 use crate::kernel_run::{
     decode_kernel_file, decode_kernel_summary, decode_run_kernel, encode_kernel_file,
@@ -347,7 +347,12 @@ fn encode_request(request: &Request, writer: &mut Writer) {
         }
         Request::Cancel { target } => writer.u64(*target),
         Request::RunKernel(run) => encode_run_kernel(run, writer),
-        Request::List | Request::Stats | Request::Flush | Request::Check | Request::GrantWrite => {}
+        Request::List
+        | Request::Stats
+        | Request::Flush
+        | Request::Check
+        | Request::GrantWrite
+        | Request::OpenRings => {}
     }
 }
 
@@ -418,6 +423,7 @@ fn decode_request(
         },
         FrameKind::GrantWrite => Request::GrantWrite,
         FrameKind::RunKernel => Request::RunKernel(decode_run_kernel(reader)?),
+        FrameKind::OpenRings => Request::OpenRings,
         _ => return Ok(None),
     };
     Ok(Some(request))
@@ -474,6 +480,10 @@ fn encode_response(response: &Response, writer: &mut Writer) {
         }),
         Response::KernelFile(outcome) => encode_kernel_file(outcome, writer, encode_remote_error),
         Response::KernelSummary(summary) => encode_kernel_summary(summary, writer),
+        Response::RingsOpened(rings) => {
+            writer.u32(rings.request_ring_capacity_bytes);
+            writer.u32(rings.reply_ring_capacity_bytes);
+        }
     }
 }
 
@@ -524,6 +534,10 @@ fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response,
             Response::KernelFile(decode_kernel_file(reader, decode_remote_error)?)
         }
         FrameKind::KernelSummary => Response::KernelSummary(decode_kernel_summary(reader)?),
+        FrameKind::RingsOpened => Response::RingsOpened(RingsOpened {
+            request_ring_capacity_bytes: reader.u32("rings_opened.request_ring_capacity")?,
+            reply_ring_capacity_bytes: reader.u32("rings_opened.reply_ring_capacity")?,
+        }),
         other => return Err(DecodeError::UnknownKind { kind: other as u16 }),
     })
 }

@@ -57,6 +57,8 @@ pub enum FrameKind {
     /// Request: run a kernel over files of the store (answered by kernel-file frames,
     /// then a kernel-summary frame or an error).
     RunKernel = 0x0120,
+    /// Request: move this connection's frames into shared-memory rings (#14).
+    OpenRings = 0x0130,
     /// Response: done, nothing more to say.
     Done = 0x0201,
     /// Response: a write completed.
@@ -83,10 +85,12 @@ pub enum FrameKind {
     KernelFile = 0x0220,
     /// Response (the last): a kernel run's totals and stage table.
     KernelSummary = 0x0221,
+    /// Response: the rings are open (their two descriptors ride beside it).
+    RingsOpened = 0x0230,
 }
 
 /// Every frame kind, for decoding the header's kind field.
-pub const ALL_FRAME_KINDS: [FrameKind; 35] = [
+pub const ALL_FRAME_KINDS: [FrameKind; 37] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Release,
@@ -122,6 +126,8 @@ pub const ALL_FRAME_KINDS: [FrameKind; 35] = [
     FrameKind::RunKernel,
     FrameKind::KernelFile,
     FrameKind::KernelSummary,
+    FrameKind::OpenRings,
+    FrameKind::RingsOpened,
 ];
 
 impl FrameKind {
@@ -171,6 +177,8 @@ impl FrameKind {
             FrameKind::RunKernel => "run-kernel",
             FrameKind::KernelFile => "kernel-file",
             FrameKind::KernelSummary => "kernel-summary",
+            FrameKind::OpenRings => "open-rings",
+            FrameKind::RingsOpened => "rings-opened",
         }
     }
 }
@@ -417,6 +425,9 @@ pub enum Request {
     /// Run a kernel next to the data; answered by one [`Response::KernelFile`] per
     /// input, then [`Response::KernelSummary`] (or an error).
     RunKernel(RunKernelRequest),
+    /// Move the connection's frames into two shared-memory rings (a mapping client,
+    /// nothing in flight); answered [`Response::RingsOpened`].
+    OpenRings,
 }
 
 impl Request {
@@ -441,6 +452,7 @@ impl Request {
             Request::Cancel { .. } => FrameKind::Cancel,
             Request::GrantWrite => FrameKind::GrantWrite,
             Request::RunKernel(_) => FrameKind::RunKernel,
+            Request::OpenRings => FrameKind::OpenRings,
         }
     }
 }
@@ -477,6 +489,8 @@ pub enum Response {
     KernelFile(KernelFileOutcome),
     /// A kernel run's totals: its last answer.
     KernelSummary(KernelRunSummary),
+    /// The rings are open; every later frame goes through them.
+    RingsOpened(RingsOpened),
 }
 
 impl Response {
@@ -496,6 +510,7 @@ impl Response {
             Response::Cancel(_) => FrameKind::CancelReply,
             Response::KernelFile(_) => FrameKind::KernelFile,
             Response::KernelSummary(_) => FrameKind::KernelSummary,
+            Response::RingsOpened(_) => FrameKind::RingsOpened,
         }
     }
 
@@ -569,4 +584,15 @@ pub enum CancelOutcome {
     /// nothing and answers with a `Cancelled` error, unless it had committed its
     /// outputs already (then its summary still comes).
     Stopping,
+}
+
+/// The answer to [`Request::OpenRings`]: the data areas of the two rings whose memfds
+/// ride beside the frame (the request ring first, then the reply ring); each region is
+/// one header page (4096 bytes) and then its data area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingsOpened {
+    /// Data area of the ring the client pushes its frames into, in bytes.
+    pub request_ring_capacity_bytes: u32,
+    /// Data area of the ring the server pushes its frames into, in bytes.
+    pub reply_ring_capacity_bytes: u32,
 }

@@ -27,7 +27,7 @@ pub use codec::{
 pub use error::{DecodeError, ErrorCode, RemoteError};
 pub use frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
-    ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
 };
 pub use kernel_run::{
     KernelFileOutcome, KernelFileResult, KernelRunSummary, KernelStageFigures, RunKernelRequest,

@@ -244,6 +244,7 @@ fn request() -> impl Strategy<Value = Request> {
         Just(Request::Check),
         any::<u64>().prop_map(|target| Request::Cancel { target }),
         Just(Request::GrantWrite),
+        Just(Request::OpenRings),
     ]
 }
 
@@ -307,6 +308,12 @@ fn response() -> impl Strategy<Value = Response> {
             Just(CancelOutcome::Running)
         ]
         .prop_map(Response::Cancel),
+        (any::<u32>(), any::<u32>()).prop_map(|(request, reply)| Response::RingsOpened(
+            flashpipe_protocol::RingsOpened {
+                request_ring_capacity_bytes: request,
+                reply_ring_capacity_bytes: reply,
+            }
+        )),
     ]
 }
 

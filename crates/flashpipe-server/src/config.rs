@@ -41,7 +41,19 @@ pub struct ServerConfig {
     /// not read its answers) before the client is taken as gone and its connection
     /// closed; bounds how long a graceful stop waits for a stuck client.
     pub send_timeout_ms: u64,
+    /// Bytes of the data area of each of a ring client's two frame rings (a power of
+    /// two, at least 4096; frames larger than a quarter of it go through in pieces).
+    /// The memfds' pages are reserved when the rings open: twice this (and two header
+    /// pages) per ring client, 2 MiB by default (#14).
+    pub ring_capacity_bytes: u32,
+    /// How long (microseconds of wall time) a ring client's reading thread polls its
+    /// request ring before it parks on the ring's futex (a poll yields the core after
+    /// the first few), at most [`MAX_ANSWER_SPIN_US`]; 0 parks at once.
+    pub ring_spin_us: u32,
 }
+
+/// Default data area of each frame ring of a ring client (1 MiB).
+pub const DEFAULT_RING_CAPACITY_BYTES: u32 = 1 << 20;
 
 /// Longest answer spin window (10 ms).
 pub const MAX_ANSWER_SPIN_US: u32 = 10_000;
@@ -62,6 +74,8 @@ impl Default for ServerConfig {
             store_description: String::new(),
             answer_spin_us: 0,
             send_timeout_ms: 10_000,
+            ring_capacity_bytes: DEFAULT_RING_CAPACITY_BYTES,
+            ring_spin_us: flashpipe_device::shared_memory::DEFAULT_RING_SPIN_US,
         }
     }
 }

@@ -1,13 +1,15 @@
 //! One client's connection: the handshake, then its reading thread, which checks each
 //! request against the limits and hands it to the engine under the client's request
-//! id; the answers go back from the thread in `replies`.
+//! id; the answers go back from the thread in `replies`. A mapping client may move
+//! its frames into shared-memory rings (`rings`, #14); the same loop then reads them
+//! from the request ring.
 
 use std::collections::HashMap;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{bounded, Sender};
 use flashpipe_device::{send_with_fds, BufferPool, IoBuf};
@@ -19,6 +21,7 @@ use flashpipe_protocol::{
 
 use crate::mapped::{Mapped, WRITE_POOL_MEMORY_NAME};
 use crate::replies::send_answers;
+use crate::rings::{open_rings, ConnectionRings, OpenRefusal};
 use crate::state::{Counters, ServerState};
 
 /// Bytes of the read buffer in front of a client's socket.
@@ -45,11 +48,15 @@ pub(crate) struct Connection {
     peer_gone: AtomicBool,
     /// Read handles and write grants, when the client maps memory.
     pub(crate) mapped: Option<Mapped>,
+    /// The rings, once the client moved its frames into them (#14).
+    rings: OnceLock<ConnectionRings>,
 }
 
 /// What to do after a frame.
 enum Next {
     Continue,
+    /// Read the frames from this request ring from now on.
+    SwitchToRings(flashpipe_device::shared_memory::FrameRing),
     /// End the connection (the reason is logged and, where possible, sent).
     Close(RemoteError),
 }
@@ -76,6 +83,15 @@ impl Connection {
         if self.peer_gone.load(Ordering::Acquire) {
             return;
         }
+        if let Some(rings) = self.rings.get() {
+            if crate::rings::push_reply(self, rings, bytes) {
+                Counters::add(&self.state.counters.frames_sent, 1);
+                Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);
+            } else {
+                self.end_rings_and_socket();
+            }
+            return;
+        }
         let _serialized = self.send_lock.lock().expect("no panic while sending");
         match send_all(&self.socket, bytes) {
             Ok(()) => {
@@ -88,6 +104,64 @@ impl Connection {
                 let _ = self.socket.shutdown(std::net::Shutdown::Both);
             }
         }
+    }
+
+    /// Sends an encoded frame on the socket with descriptors beside it; false when the
+    /// client is gone.
+    pub(crate) fn send_on_socket_with_fds(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> bool {
+        let _serialized = self.send_lock.lock().expect("no panic while sending");
+        match send_with_fds(&self.socket, bytes, fds) {
+            Ok(()) => {
+                Counters::add(&self.state.counters.frames_sent, 1);
+                Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);
+                true
+            }
+            Err(error) => {
+                tracing::info!(connection = self.id, %error, "client gone");
+                self.note_peer_gone();
+                false
+            }
+        }
+    }
+
+    /// Sends every later frame through `rings`.
+    pub(crate) fn use_rings(&self, rings: ConnectionRings) {
+        if self.rings.set(rings).is_err() {
+            unreachable!("a connection opens its rings once (checked before)");
+        }
+    }
+
+    /// The rings, when the client moved to them.
+    pub(crate) fn rings(&self) -> Option<&ConnectionRings> {
+        self.rings.get()
+    }
+
+    /// Requests in flight now.
+    pub(crate) fn in_flight_count(&self) -> usize {
+        self.in_flight
+            .lock()
+            .expect("no panic holding the in-flight table")
+            .len()
+    }
+
+    /// True once the client is taken as gone (its answers are dropped).
+    pub(crate) fn is_peer_gone(&self) -> bool {
+        self.peer_gone.load(Ordering::Acquire)
+    }
+
+    /// Takes the client as gone: its answers are dropped from now on.
+    pub(crate) fn note_peer_gone(&self) {
+        self.peer_gone.store(true, Ordering::Release);
+    }
+
+    /// Takes the client as gone and ends everything of the connection: both rings (a
+    /// parked reader wakes) and the socket (the watcher and the client see its end).
+    pub(crate) fn end_rings_and_socket(&self) {
+        self.note_peer_gone();
+        if let Some(rings) = self.rings.get() {
+            rings.close_both();
+        }
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
     }
 
     fn refuse(&self, request_id: RequestId, error: RemoteError) {
@@ -190,6 +264,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
         client_bytes_in_flight: Mutex::new(0),
         peer_gone: AtomicBool::new(false),
         mapped,
+        rings: OnceLock::new(),
     });
     let capacity = connection.state.config.max_in_flight_per_client.max(1);
     let (answers_to, answers) = bounded::<Completion>(capacity);
@@ -204,11 +279,21 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
             return;
         }
     };
-    read_requests(&connection, &mut reader, &answers_to);
+    let mut watcher = None;
+    if let ReadEnd::SwitchToRings(requests) = read_requests(&connection, &mut reader, &answers_to) {
+        watcher = serve_rings(&connection, reader, requests, &answers_to);
+    }
     connection.state.kernel_runs.cancel_connection(id);
     drop(answers_to);
     if answer_thread.join().is_err() {
         tracing::error!(connection = id, "the answering thread panicked");
+    }
+    if let Some(rings) = connection.rings() {
+        rings.close_both();
+        let _ = connection.socket.shutdown(std::net::Shutdown::Both);
+    }
+    if watcher.is_some_and(|watcher| watcher.join().is_err()) {
+        tracing::error!(connection = id, "the socket watcher panicked");
     }
     tracing::info!(
         connection = id,
@@ -323,8 +408,35 @@ fn write_pool(state: &ServerState, id: u64) -> Option<BufferPool> {
     }
 }
 
+/// Reads the frames of a connection on rings from its request ring, the socket left to
+/// a watcher thread; returns the watcher to join once the connection ends.
+fn serve_rings(
+    connection: &Arc<Connection>,
+    socket: BufReader<UnixStream>,
+    requests: flashpipe_device::shared_memory::FrameRing,
+    answers_to: &Sender<Completion>,
+) -> Option<std::thread::JoinHandle<()>> {
+    if !socket.buffer().is_empty() {
+        Counters::add(&connection.state.counters.malformed_frames, 1);
+        close_with(
+            connection,
+            RemoteError::new(
+                ErrorCode::MalformedFrame,
+                "bytes on the socket after open-rings: frames go through the rings",
+            ),
+        );
+        return None;
+    }
+    let watcher = crate::rings::start_watcher(connection, socket)?;
+    let mut reader = crate::rings::request_reader(connection, requests);
+    if let ReadEnd::SwitchToRings(_) = read_requests(connection, &mut reader, answers_to) {
+        unreachable!("open-rings on rings ends the connection");
+    }
+    Some(watcher)
+}
+
 /// Sends a closing error (request id 0), logs why, and shuts the socket.
-fn close_with(connection: &Connection, error: RemoteError) {
+pub(crate) fn close_with(connection: &Connection, error: RemoteError) {
     tracing::warn!(connection = connection.id, code = %error.code, reason = %error.message, "closing the connection");
     connection.send(&Frame::Error {
         request_id: 0,
@@ -342,23 +454,42 @@ fn close_malformed(connection: &Connection, error: &ReadFrameError) {
                 RemoteError::new(ErrorCode::MalformedFrame, error.to_string()),
             );
         }
+        ReadFrameError::Io(io_error) if crate::rings::is_corrupt_ring(io_error) => {
+            Counters::add(&connection.state.counters.malformed_frames, 1);
+            tracing::warn!(connection = connection.id, %error, "the client's request ring is corrupt");
+            close_with(
+                connection,
+                RemoteError::new(ErrorCode::MalformedFrame, error.to_string()),
+            );
+        }
         ReadFrameError::ClosedMidFrame { .. } | ReadFrameError::Io(_) => {
             tracing::info!(connection = connection.id, %error, "connection ended");
         }
     }
 }
 
+/// How a connection's reading ended.
+enum ReadEnd {
+    /// The client left, broke the protocol, or the server stops.
+    Done,
+    /// The client moved to rings: read this request ring from now on.
+    SwitchToRings(flashpipe_device::shared_memory::FrameRing),
+}
+
 fn read_requests(
     connection: &Arc<Connection>,
-    reader: &mut BufReader<UnixStream>,
+    reader: &mut impl Read,
     answers_to: &Sender<Completion>,
-) {
+) -> ReadEnd {
     let max_body_bytes = connection.state.limits.max_body_bytes;
     loop {
         let frame = match read_frame(reader, max_body_bytes) {
             Ok(Some(frame)) => frame,
-            Ok(None) => return,
-            Err(error) => return close_malformed(connection, &error),
+            Ok(None) => return ReadEnd::Done,
+            Err(error) => {
+                close_malformed(connection, &error);
+                return ReadEnd::Done;
+            }
         };
         Counters::add(&connection.state.counters.frames_received, 1);
         let next = match frame {
@@ -378,8 +509,13 @@ fn read_requests(
                 ),
             )),
         };
-        if let Next::Close(error) = next {
-            return close_with(connection, error);
+        match next {
+            Next::Continue => {}
+            Next::SwitchToRings(requests) => return ReadEnd::SwitchToRings(requests),
+            Next::Close(error) => {
+                close_with(connection, error);
+                return ReadEnd::Done;
+            }
         }
     }
 }
@@ -409,6 +545,7 @@ fn take_request(
             return Next::Continue;
         }
         Request::RunKernel(run) => return start_kernel_run(connection, request_id, run),
+        Request::OpenRings => return answer_open_rings(connection, request_id),
         request => request,
     };
     match admit(connection, request_id, &request) {
@@ -558,6 +695,17 @@ fn answer_cancel(connection: &Connection, request_id: RequestId, target: Request
     });
 }
 
+fn answer_open_rings(connection: &Connection, request_id: RequestId) -> Next {
+    match open_rings(connection, request_id) {
+        Ok(requests) => Next::SwitchToRings(requests),
+        Err(OpenRefusal::Request(error)) => {
+            connection.refuse(request_id, error);
+            Next::Continue
+        }
+        Err(OpenRefusal::Connection(error)) => Next::Close(error),
+    }
+}
+
 fn not_mapped() -> RemoteError {
     RemoteError::new(
         ErrorCode::NotMapped,
@@ -644,8 +792,11 @@ fn engine_command(connection: &Connection, request: Request) -> Result<Command, 
         Request::Stats => Command::Stats,
         Request::Flush => Command::Flush,
         Request::Check => Command::Check,
-        Request::Cancel { .. } | Request::GrantWrite | Request::RunKernel(_) => {
-            unreachable!("cancel, grant and kernel runs are answered before the engine")
+        Request::Cancel { .. }
+        | Request::GrantWrite
+        | Request::RunKernel(_)
+        | Request::OpenRings => {
+            unreachable!("cancel, grant, kernel runs and open-rings are answered before the engine")
         }
     })
 }

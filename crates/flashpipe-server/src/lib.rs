@@ -10,7 +10,10 @@
 //! answers arrive on a crossbeam queue, which a poll loop cannot wait on beside sockets
 //! without a wake-up pipe per answer; two threads per client keep every wait a plain
 //! blocking one, and the clients a server holds at once are bounded
-//! ([`ServerConfig::max_clients`]).
+//! ([`ServerConfig::max_clients`]). A mapping client may move its frames into two
+//! shared-memory rings (#14, docs/protocol.md): its reading thread then pops the request
+//! ring (spin, then park on the ring's futex), answers are pushed into the reply ring,
+//! and a third thread blocks reading the socket, whose end closes the rings.
 //!
 //! Limits, each refused with a typed error naming it: clients (a connection past the
 //! limit gets an error frame and is closed), requests in flight per client, bytes in
@@ -30,8 +33,9 @@ mod kernel_job;
 mod kernel_runs;
 mod mapped;
 mod replies;
+mod rings;
 mod server;
 mod state;
 
-pub use config::{ServerConfig, MAX_ANSWER_SPIN_US};
+pub use config::{ServerConfig, DEFAULT_RING_CAPACITY_BYTES, MAX_ANSWER_SPIN_US};
 pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};

@@ -338,6 +338,23 @@ fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
             rule: "at most 10000 (10 ms)",
         });
     }
+    if config.ring_spin_us > crate::config::MAX_ANSWER_SPIN_US {
+        return Err(ServeError::BadConfig {
+            field: "ring_spin_us",
+            value: u64::from(config.ring_spin_us),
+            rule: "at most 10000 (10 ms)",
+        });
+    }
+    let ring_bytes = config.ring_capacity_bytes as usize;
+    let ring_limits = flashpipe_device::shared_memory::ring::MIN_RING_CAPACITY_BYTES
+        ..=flashpipe_device::shared_memory::ring::MAX_RING_CAPACITY_BYTES;
+    if !ring_bytes.is_power_of_two() || !ring_limits.contains(&ring_bytes) {
+        return Err(ServeError::BadConfig {
+            field: "ring_capacity_bytes",
+            value: u64::from(config.ring_capacity_bytes),
+            rule: "a power of two from 4096 to 1 GiB",
+        });
+    }
     let in_flight = config.max_in_flight_per_client as u64;
     if in_flight > u64::from(u32::MAX) {
         return Err(ServeError::BadConfig {

@@ -32,6 +32,7 @@ fn a_client_past_the_client_limit_is_refused_with_the_limit() {
         ConnectOptions {
             map_memory: false,
             client_name: "second".into(),
+            ..ConnectOptions::default()
         },
     )
     .err()

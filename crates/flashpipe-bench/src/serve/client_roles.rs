@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use flashpipe_client::{Client, ConnectOptions, Request, Response};
+use flashpipe_client::{Client, ClientTransport, ConnectOptions, Request, Response};
 use flashpipe_device::SplitMix64;
 
 use super::local::{small_read_offset, FILE_NAME};
@@ -24,6 +24,12 @@ pub(super) fn prepare_server_client(
             arguments.role,
             std::process::id()
         ),
+        transport: if arguments.socket_frames {
+            ClientTransport::Socket
+        } else {
+            ClientTransport::RingsWhenMapped
+        },
+        ring_spin_us: arguments.ring_spin_us,
     };
     let client = Client::connect(socket, options)
         .map_err(|error| format!("connecting to {}: {error}", socket.display()))?;
@@ -42,6 +48,7 @@ pub(super) fn prepare_server_client(
             }
         }?;
         result.by_reference = Some(client.is_mapped());
+        result.through_rings = Some(client.uses_rings());
         Ok(result)
     }))
 }
@@ -94,6 +101,7 @@ fn qd1_rounds(
                 bytes: arguments.operations * arguments.read_bytes,
                 seconds,
                 by_reference: None,
+                through_rings: None,
             };
         }
     }
@@ -165,5 +173,6 @@ fn stream(
         bytes: completed * LARGE_READ_BYTES,
         seconds: started.elapsed().as_secs_f64(),
         by_reference: None,
+        through_rings: None,
     })
 }

@@ -12,7 +12,7 @@ use super::local::{large_reads_per_round, latency_row, throughput_row, Throughpu
 use super::roles::{BenchServeClientArgs, ClientResult, ClientRole};
 use super::{
     jain_fairness_index, ConcurrencyRow, ServeSettings, StoreReport, LARGE_READ_BYTES, ROUNDS,
-    SIDE_BY_REFERENCE, SIDE_COPYING, SMALL_READ_BYTES,
+    SIDE_BY_REFERENCE, SIDE_BY_REFERENCE_SOCKET, SIDE_COPYING, SMALL_READ_BYTES,
 };
 use crate::BenchResult;
 
@@ -38,6 +38,7 @@ pub(super) fn measure_clients(
         max_read_handles_per_client: 16.max(settings.depth as usize),
         store_description: "flashpipe bench serve".to_string(),
         answer_spin_us: settings.answer_spin_us,
+        ring_spin_us: settings.ring_spin_us,
         ..ServerConfig::default()
     };
     let server = match Server::start(running, config) {
@@ -68,13 +69,13 @@ fn measure_with_server(
     in_process_us: f64,
     in_process: Throughput,
 ) -> BenchResult {
-    for copying in [false, true] {
-        let mut role = server_role(settings, socket, ClientRole::ServerQd1, copying);
+    for path in CLIENT_PATHS {
+        let mut role = server_role(settings, socket, ClientRole::ServerQd1, path);
         role.read_bytes = SMALL_READ_BYTES;
         role.operations = (settings.operation_count / ROUNDS).max(1);
         role.seed = 14;
         let result = run_one(settings, role)?;
-        let side = side_name(copying, &result, report);
+        let side = side_name(path, &result, report);
         report.latency.push(latency_row(
             &side,
             settings.operation_count,
@@ -82,11 +83,11 @@ fn measure_with_server(
             in_process_us,
         ));
     }
-    for copying in [false, true] {
-        let mut role = server_role(settings, socket, ClientRole::ServerStream, copying);
+    for path in CLIENT_PATHS {
+        let mut role = server_role(settings, socket, ClientRole::ServerStream, path);
         role.operations = large_reads_per_round(settings);
         let result = run_one(settings, role)?;
-        let side = side_name(copying, &result, report);
+        let side = side_name(path, &result, report);
         report.throughput.push(throughput_row(
             &side,
             settings.depth,
@@ -102,18 +103,36 @@ fn measure_with_server(
     Ok(())
 }
 
+/// How a client row's client reads: by reference with its frames through rings or on
+/// the socket, or copying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientPath {
+    ByReferenceRings,
+    ByReferenceSocket,
+    Copying,
+}
+
+/// The client rows, in print order.
+const CLIENT_PATHS: [ClientPath; 3] = [
+    ClientPath::ByReferenceRings,
+    ClientPath::ByReferenceSocket,
+    ClientPath::Copying,
+];
+
 fn server_role(
     settings: &ServeSettings,
     socket: &Path,
     role: ClientRole,
-    copying: bool,
+    path: ClientPath,
 ) -> BenchServeClientArgs {
     let mut arguments = BenchServeClientArgs::new(role);
     arguments.socket = Some(socket.to_path_buf());
     arguments.file_bytes = settings.large_file_bytes;
     arguments.depth = settings.depth;
     arguments.read_bytes = LARGE_READ_BYTES;
-    arguments.copying = copying;
+    arguments.copying = path == ClientPath::Copying;
+    arguments.socket_frames = path == ClientPath::ByReferenceSocket;
+    arguments.ring_spin_us = settings.ring_spin_us;
     arguments
 }
 
@@ -122,18 +141,26 @@ fn run_one(settings: &ServeSettings, role: BenchServeClientArgs) -> Result<Clien
     Ok(group.go_and_collect()?.remove(0))
 }
 
-/// The row's name; a note when a client asked for data by reference and got copies.
-fn side_name(copying: bool, result: &ClientResult, report: &mut StoreReport) -> String {
-    match (copying, result.by_reference) {
-        (true, _) => SIDE_COPYING.to_string(),
-        (false, Some(false)) => {
-            let note = "a client asked for data by reference and the server sent copies";
-            if !report.notes.iter().any(|existing| existing == note) {
-                report.notes.push(note.to_string());
-            }
+/// The row's name; a note when a client asked for data by reference and got copies, or
+/// for rings and stayed on the socket.
+fn side_name(path: ClientPath, result: &ClientResult, report: &mut StoreReport) -> String {
+    let mut note = |text: &str| {
+        if !report.notes.iter().any(|existing| existing == text) {
+            report.notes.push(text.to_string());
+        }
+    };
+    match (path, result.by_reference, result.through_rings) {
+        (ClientPath::Copying, _, _) => SIDE_COPYING.to_string(),
+        (_, Some(false), _) => {
+            note("a client asked for data by reference and the server sent copies");
             "client, by reference REFUSED (copies)".to_string()
         }
-        (false, _) => SIDE_BY_REFERENCE.to_string(),
+        (ClientPath::ByReferenceRings, _, Some(false)) => {
+            note("a client asked for frame rings and the server kept it on the socket");
+            "client, by reference, rings REFUSED (socket)".to_string()
+        }
+        (ClientPath::ByReferenceRings, _, _) => SIDE_BY_REFERENCE.to_string(),
+        (ClientPath::ByReferenceSocket, _, _) => SIDE_BY_REFERENCE_SOCKET.to_string(),
     }
 }
 
@@ -144,7 +171,12 @@ fn concurrency_point(
     count: u32,
     one_client_rate: &mut Option<f64>,
 ) -> Result<ConcurrencyRow, String> {
-    let mut role = server_role(settings, socket, ClientRole::ServerStream, false);
+    let mut role = server_role(
+        settings,
+        socket,
+        ClientRole::ServerStream,
+        ClientPath::ByReferenceRings,
+    );
     role.depth = CONCURRENT_DEPTH;
     role.seconds = settings.seconds;
     let roles = vec![role; count as usize];

@@ -70,6 +70,12 @@ pub struct BenchServeClientArgs {
     /// Data by reference (mapped) or through the socket (copying).
     #[arg(long)]
     pub copying: bool,
+    /// A mapping client's frames stay on the socket (not through rings).
+    #[arg(long)]
+    pub socket_frames: bool,
+    /// How long a ring client polls its reply ring before parking, microseconds.
+    #[arg(long, default_value_t = flashpipe_device::shared_memory::DEFAULT_RING_SPIN_US)]
+    pub ring_spin_us: u32,
     /// Seed of the read offsets.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -88,6 +94,8 @@ impl BenchServeClientArgs {
             seconds: 0.0,
             read_bytes: 0,
             copying: false,
+            socket_frames: false,
+            ring_spin_us: flashpipe_device::shared_memory::DEFAULT_RING_SPIN_US,
             seed: 0,
         }
     }
@@ -112,11 +120,15 @@ impl BenchServeClientArgs {
             ("--seconds", self.seconds.to_string()),
             ("--read-bytes", self.read_bytes.to_string()),
             ("--seed", self.seed.to_string()),
+            ("--ring-spin-us", self.ring_spin_us.to_string()),
         ] {
             line.extend([flag.to_string(), value]);
         }
         if self.copying {
             line.push("--copying".to_string());
+        }
+        if self.socket_frames {
+            line.push("--socket-frames".to_string());
         }
         line
     }
@@ -134,6 +146,9 @@ pub struct ClientResult {
     /// For server roles: whether the data came by reference (the client mapped the
     /// server's read pool).
     pub by_reference: Option<bool>,
+    /// For server roles: whether the frames went through shared-memory rings.
+    #[serde(default)]
+    pub through_rings: Option<bool>,
 }
 
 impl ClientResult {
@@ -266,6 +281,7 @@ fn echo_until_closed(
         bytes: 0,
         seconds: started.elapsed().as_secs_f64(),
         by_reference: None,
+        through_rings: None,
     })
 }
 
@@ -297,6 +313,7 @@ fn echo_socket_until_closed(mut stream: UnixStream) -> Result<ClientResult, Stri
         bytes: 0,
         seconds: started.elapsed().as_secs_f64(),
         by_reference: None,
+        through_rings: None,
     })
 }
 
@@ -334,6 +351,7 @@ fn tmpfs_rounds(
             bytes: arguments.operations * LARGE_READ_BYTES,
             seconds: started.elapsed().as_secs_f64(),
             by_reference: None,
+            through_rings: None,
         };
         if fastest
             .as_ref()

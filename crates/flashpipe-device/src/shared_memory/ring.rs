@@ -273,6 +273,22 @@ impl FrameRing {
         }
     }
 
+    /// Another handle on the same ring (its descriptor duplicated and mapped again), for
+    /// a thread that only closes it or looks whether it is closed (#14: the watcher of a
+    /// connection's socket). Pushing or popping through it as well breaks the protocol
+    /// of one producer and one consumer.
+    pub fn attach_again(&self) -> Result<FrameRing, FrameRingError> {
+        let fd = self
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|source| SharedMemoryError::System {
+                region: self.region.clone(),
+                operation: "dup",
+                source,
+            })?;
+        attach_received_ring(fd, self.region_size_bytes())
+    }
+
     /// Bytes the peer maps: the header page and the data area.
     pub fn region_size_bytes(&self) -> usize {
         RING_HEADER_BYTES + self.capacity_bytes

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use flashpipe_client::{Client, ConnectOptions};
+use flashpipe_client::{Client, ClientTransport, ConnectOptions};
 use flashpipe_device::BufferPool;
 use flashpipe_device::RamDisk;
 use flashpipe_engine::{EngineConfig, PoolMemory};
@@ -67,13 +67,38 @@ pub fn start_server(name: &str, adjust: impl FnOnce(&mut ServerConfig)) -> TestS
     }
 }
 
-/// Connects on the copying path (`map_memory` false) or by reference.
+/// Names the transport of the clients [`connect`] makes: `socket` keeps every frame
+/// on the socket; unset or anything else moves a mapping client's frames into rings
+/// (the default). Run the suites both ways to cover both transports.
+pub const TRANSPORT_VARIABLE: &str = "FLASHPIPE_TEST_TRANSPORT";
+
+/// The transport [`TRANSPORT_VARIABLE`] names.
+pub fn test_transport() -> ClientTransport {
+    match std::env::var(TRANSPORT_VARIABLE).as_deref() {
+        Ok("socket") => ClientTransport::Socket,
+        _ => ClientTransport::RingsWhenMapped,
+    }
+}
+
+/// Connects on the copying path (`map_memory` false) or by reference (through rings
+/// unless [`TRANSPORT_VARIABLE`] says `socket`).
 pub fn connect(socket: &std::path::Path, map_memory: bool) -> Client {
+    connect_with(socket, map_memory, test_transport())
+}
+
+/// Connects with the transport given.
+pub fn connect_with(
+    socket: &std::path::Path,
+    map_memory: bool,
+    transport: ClientTransport,
+) -> Client {
     Client::connect(
         socket,
         ConnectOptions {
             map_memory,
             client_name: "test client".to_string(),
+            transport,
+            ..ConnectOptions::default()
         },
     )
     .expect("connected")
