@@ -6,7 +6,7 @@
 //! the same bytes (the codec is canonical); reading the bytes from a stream gives what
 //! decoding them gives.
 //!
-//! `FLASHPIPE_FUZZ_CASES` sets the number of cases (default 20 000, about a second in a
+//! `FLASHPIPE_FUZZ_CASES` sets the number of cases (default 20 000, under a second in a
 //! release build); `FLASHPIPE_FUZZ_SEED` the first seed.
 
 use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
