@@ -27,6 +27,8 @@ mod connection;
 mod core;
 pub mod device;
 mod handshake;
+#[doc(hidden)]
+pub mod reply_fuzzing;
 mod sim;
 mod sim_network;
 mod tls;
