@@ -111,7 +111,7 @@ pub struct BenchServeArgs {
     #[arg(long)]
     pub answer_spin_us: Option<u32>,
     /// How long the server's reading thread polls a ring client's request ring, and the
-    /// client its reply ring, before parking on the futex, microseconds [default: 200].
+    /// client its reply ring, before parking on the futex, microseconds [default: 0, the server's].
     #[arg(long)]
     pub ring_spin_us: Option<u32>,
     /// Client processes, or client threads of this process [default: processes].

@@ -83,6 +83,15 @@ pub struct ServeArgs {
     /// past it is refused with an error naming this limit.
     #[arg(long)]
     pub max_read_handles: Option<usize>,
+    /// Microseconds the answering thread of a client polls for the engine's next answer
+    /// before it sleeps (0, the default, sleeps at once; at most 10000). Spinning pays only
+    /// where cores are spare: see docs/benchmarks.md, issue #14.
+    #[arg(long)]
+    pub answer_spin_us: Option<u32>,
+    /// Microseconds the server polls a ring client's request ring before it sleeps on the
+    /// ring's futex (0, the default, sleeps at once; at most 10000).
+    #[arg(long)]
+    pub ring_spin_us: Option<u32>,
     /// Milliseconds an answer to a client may wait for the client to read it before the
     /// server closes that client (one that stops reading cannot hold up the others or a
     /// stop).
@@ -311,6 +320,12 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
             }
             *field = value;
         }
+    }
+    if let Some(spin_us) = arguments.answer_spin_us {
+        config.answer_spin_us = spin_us;
+    }
+    if let Some(spin_us) = arguments.ring_spin_us {
+        config.ring_spin_us = spin_us;
     }
     if let Some(timeout_ms) = arguments.send_timeout_ms {
         if timeout_ms == 0 {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use flashpipe_device::shared_memory::{
     attach_received_ring, push_stream_bytes, FrameRing, PeerCheck, RingReader, RingWait,
-    DEFAULT_RING_SPIN_US, RING_HEADER_BYTES,
+    DEFAULT_SERVE_RING_SPIN_US, RING_HEADER_BYTES,
 };
 use flashpipe_device::{receive_with_fds, MapAccess, SharedMapping};
 
@@ -70,7 +70,7 @@ impl Default for ConnectOptions {
             map_memory: true,
             client_name: format!("flashpipe-client (pid {})", std::process::id()),
             transport: ClientTransport::RingsWhenMapped,
-            ring_spin_us: DEFAULT_RING_SPIN_US,
+            ring_spin_us: DEFAULT_SERVE_RING_SPIN_US,
         }
     }
 }

@@ -69,7 +69,7 @@ pub use mapping::SharedMapping;
 pub use region::{SharedMemory, MAX_MEMFD_NAME_BYTES};
 pub use ring::{
     attach_received_ring, FrameRing, FrameRingError, PushOutcome, RingCounters, RingWait,
-    DEFAULT_RING_SPIN_US, RING_HEADER_BYTES,
+    DEFAULT_RING_SPIN_US, DEFAULT_SERVE_RING_SPIN_US, RING_HEADER_BYTES,
 };
 pub use ring_stream::{push_stream_bytes, ring_error_of, PeerCheck, RingReader};
 

@@ -74,7 +74,7 @@ pub struct BenchServeClientArgs {
     #[arg(long)]
     pub socket_frames: bool,
     /// How long a ring client polls its reply ring before parking, microseconds.
-    #[arg(long, default_value_t = flashpipe_device::shared_memory::DEFAULT_RING_SPIN_US)]
+    #[arg(long, default_value_t = flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US)]
     pub ring_spin_us: u32,
     /// Seed of the read offsets.
     #[arg(long, default_value_t = 0)]
@@ -95,7 +95,7 @@ impl BenchServeClientArgs {
             read_bytes: 0,
             copying: false,
             socket_frames: false,
-            ring_spin_us: flashpipe_device::shared_memory::DEFAULT_RING_SPIN_US,
+            ring_spin_us: flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US,
             seed: 0,
         }
     }

@@ -66,6 +66,12 @@ pub const RECORD_PREFIX_BYTES: usize = 4;
 /// Default spin window of a waiting pop, in microseconds (the engine's default hand-off
 /// window, `flashpipe_engine::handoff::DEFAULT_SPIN_US`).
 pub const DEFAULT_RING_SPIN_US: u32 = 200;
+/// Default spin window of the rings of `flashpipe serve` (server and client), in
+/// microseconds: 0, park at once. Measured on the 2-vCPU guest (docs/benchmarks.md, issue
+/// #14): spinning 200 us made the QD1 round trip slower (18.4 against 15.7 us) and equal
+/// clients less equal (Jain 0.93-0.97 against 1.000), since a spinning client and a
+/// spinning server thread take the cores the engine needs. Raise it where cores are spare.
+pub const DEFAULT_SERVE_RING_SPIN_US: u32 = 0;
 /// Name of the memfd a ring lives in.
 pub const RING_MEMORY_NAME: &str = "flashpipe-frame-ring";
 
