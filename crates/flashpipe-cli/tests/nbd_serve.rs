@@ -2,6 +2,8 @@
 //! served, SIGTERM and SIGINT stopping it cleanly with status 0 (the Unix socket
 //! removed), and bad input refused with a message and a non-zero status.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -256,32 +258,9 @@ fn an_emulated_flash_export_keeps_what_qemu_io_writes_across_a_restart() {
 fn tls_options_serve_nbds_beyond_loopback_and_bad_tls_input_is_refused() {
     let test = "tls_options";
     let folder = tempfile_folder(test);
-    let openssl = Command::new("openssl")
-        .current_dir(&folder)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=localhost",
-        ])
-        .output();
-    if !openssl.is_ok_and(|output| output.status.success()) {
-        println!("SKIPPED {test}: the `openssl` command is missing or failed");
+    let Some((certificate, key)) = common::self_signed_certificate(&folder, test) else {
         return;
-    }
-    let certificate = folder.join("cert.pem");
-    let key = folder.join("key.pem");
+    };
     let (certificate, key) = (certificate.to_str().unwrap(), key.to_str().unwrap());
     let (child, lines) = start(&[
         "--export",

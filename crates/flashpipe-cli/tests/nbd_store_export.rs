@@ -289,32 +289,9 @@ fn serve_refuses_to_export_the_store_it_serves_and_tls_without_export() {
 fn serve_export_speaks_tls_beyond_loopback_and_needs_insecure_without() {
     let test = "serve_export_tls";
     let folder = fresh_folder(test);
-    let openssl = Command::new("openssl")
-        .current_dir(&folder)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=localhost",
-        ])
-        .output();
-    if !openssl.is_ok_and(|output| output.status.success()) {
-        println!("SKIPPED {test}: the `openssl` command is missing or failed");
+    let Some((certificate, key)) = common::self_signed_certificate(&folder, test) else {
         return;
-    }
-    let certificate = folder.join("cert.pem");
-    let key = folder.join("key.pem");
+    };
     let (child, lines) = start_flashpipe(&[
         "serve",
         "--export",

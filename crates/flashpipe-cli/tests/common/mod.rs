@@ -123,3 +123,33 @@ pub fn file_store(folder: &Path, size: &str) -> PathBuf {
     succeed(&["mkfs", "--devices", "a.img", "--size", size, text(&store)]);
     store
 }
+
+/// A self-signed certificate for `localhost` (`cert.pem`, `key.pem` in `folder`, made by
+/// the `openssl` command), or `None` after printing why `test` is skipped.
+pub fn self_signed_certificate(folder: &Path, test: &str) -> Option<(PathBuf, PathBuf)> {
+    let openssl = Command::new("openssl")
+        .current_dir(folder)
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .output();
+    if !openssl.is_ok_and(|output| output.status.success()) {
+        println!("SKIPPED {test}: the `openssl` command is missing or failed");
+        return None;
+    }
+    Some((folder.join("cert.pem"), folder.join("key.pem")))
+}
