@@ -13,8 +13,10 @@ use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{
     decode_frame, encode_frame, read_frame, CancelOutcome, CheckSummary, DataPayload, ErrorCode,
-    Frame, FrameKind, Hello, RemoteError, Request, Response, ServerLimits, SharedRegion,
-    SharedWindow, Welcome, WriteGrant, HEADER_BYTES, MAX_BODY_BYTES,
+    Frame, FrameKind, Hello, KernelFileOutcome, KernelFileResult, KernelRunSummary,
+    KernelStageFigures, RemoteError, Request, Response, RingsOpened, RunKernelRequest,
+    ServerLimits, SharedRegion, SharedWindow, Welcome, WireFloat, WriteGrant, HEADER_BYTES,
+    MAX_BODY_BYTES,
 };
 
 const DEFAULT_CASES: u64 = 20_000;
@@ -127,6 +129,16 @@ fn request_frames() -> Vec<Frame> {
         Request::Check,
         Request::Cancel { target: 41 },
         Request::GrantWrite,
+        Request::RunKernel(RunKernelRequest {
+            kernel: "grep".into(),
+            options: vec!["pattern=needle".into()],
+            inputs: vec![name(), "other".into()],
+            output: Some("out".into()),
+            replace_outputs: true,
+            reader_count: 2,
+            worker_count: 0,
+        }),
+        Request::OpenRings,
     ]
     .into_iter()
     .enumerate()
@@ -177,6 +189,27 @@ fn response_frames() -> Vec<Frame> {
             slot_size_bytes: 1 << 20,
         }),
         Response::Cancel(CancelOutcome::Running),
+        Response::KernelFile(KernelFileOutcome {
+            index: 1,
+            name: "b".into(),
+            size_bytes: 4096,
+            result: Ok(KernelFileResult {
+                summary_json: br#"{"kind":"digest"}"#.to_vec(),
+                output_bytes: 16,
+                output_file: Some("b.des".into()),
+            }),
+        }),
+        Response::KernelFile(KernelFileOutcome {
+            index: 0,
+            name: "a".into(),
+            size_bytes: 0,
+            result: Err(remote_error()),
+        }),
+        Response::KernelSummary(kernel_summary()),
+        Response::RingsOpened(RingsOpened {
+            request_ring_capacity_bytes: 1 << 20,
+            reply_ring_capacity_bytes: 1 << 20,
+        }),
     ]
     .into_iter()
     .enumerate()
@@ -185,6 +218,30 @@ fn response_frames() -> Vec<Frame> {
         response,
     })
     .collect()
+}
+
+fn kernel_summary() -> KernelRunSummary {
+    KernelRunSummary {
+        kernel: "sha256".into(),
+        file_count: 2,
+        input_bytes: 8192,
+        output_bytes: 0,
+        elapsed_seconds: WireFloat::from_f64(0.25),
+        input_bytes_per_second: WireFloat::from_f64(32768.0),
+        slowest_stage: "kernel".into(),
+        stages: vec![KernelStageFigures {
+            stage: "read".into(),
+            thread_count: 1,
+            item_count: 2,
+            bytes: 8192,
+            busy_seconds: WireFloat::from_f64(0.001),
+            blocked_downstream_seconds: WireFloat::from_f64(0.0),
+            capacity_bytes_per_second: WireFloat::from_f64(f64::INFINITY),
+        }],
+        max_chunks_in_flight: 2,
+        chunk_credit_count: 16,
+        device_time_is_virtual: false,
+    }
 }
 
 fn connection_frames() -> Vec<Frame> {
