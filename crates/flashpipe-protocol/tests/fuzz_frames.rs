@@ -9,14 +9,15 @@
 //! `FLASHPIPE_FUZZ_CASES` sets the number of cases (default 20 000, under a second in a
 //! release build); `FLASHPIPE_FUZZ_SEED` the first seed.
 
+mod common;
+
 use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{
     decode_frame, encode_frame, read_frame, CancelOutcome, CheckSummary, DataPayload, ErrorCode,
-    Frame, FrameKind, Hello, KernelFileOutcome, KernelFileResult, KernelRunSummary,
-    KernelStageFigures, RemoteError, Request, Response, RingsOpened, RunKernelRequest,
-    ServerLimits, SharedRegion, SharedWindow, Welcome, WireFloat, WriteGrant, HEADER_BYTES,
-    MAX_BODY_BYTES,
+    Frame, FrameKind, Hello, KernelFileOutcome, KernelFileResult, RemoteError, Request, Response,
+    RingsOpened, RunKernelRequest, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+    HEADER_BYTES, MAX_BODY_BYTES,
 };
 
 const DEFAULT_CASES: u64 = 20_000;
@@ -205,7 +206,7 @@ fn response_frames() -> Vec<Frame> {
             size_bytes: 0,
             result: Err(remote_error()),
         }),
-        Response::KernelSummary(kernel_summary()),
+        Response::KernelSummary(common::sample_summary()),
         Response::RingsOpened(RingsOpened {
             request_ring_capacity_bytes: 1 << 20,
             reply_ring_capacity_bytes: 1 << 20,
@@ -218,30 +219,6 @@ fn response_frames() -> Vec<Frame> {
         response,
     })
     .collect()
-}
-
-fn kernel_summary() -> KernelRunSummary {
-    KernelRunSummary {
-        kernel: "sha256".into(),
-        file_count: 2,
-        input_bytes: 8192,
-        output_bytes: 0,
-        elapsed_seconds: WireFloat::from_f64(0.25),
-        input_bytes_per_second: WireFloat::from_f64(32768.0),
-        slowest_stage: "kernel".into(),
-        stages: vec![KernelStageFigures {
-            stage: "read".into(),
-            thread_count: 1,
-            item_count: 2,
-            bytes: 8192,
-            busy_seconds: WireFloat::from_f64(0.001),
-            blocked_downstream_seconds: WireFloat::from_f64(0.0),
-            capacity_bytes_per_second: WireFloat::from_f64(f64::INFINITY),
-        }],
-        max_chunks_in_flight: 2,
-        chunk_credit_count: 16,
-        device_time_is_virtual: false,
-    }
 }
 
 fn connection_frames() -> Vec<Frame> {

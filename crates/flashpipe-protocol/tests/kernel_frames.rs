@@ -2,10 +2,12 @@
 //! example), round trips of every kernel-run frame, the limits refused by name, and arbitrary
 //! bodies under their headers decoding to a frame or an error, never a panic.
 
+mod common;
+
 use flashpipe_protocol::{
     decode_body, decode_frame, encode_frame, encode_header, CancelOutcome, DecodeError, ErrorCode,
-    Frame, FrameKind, Header, KernelFileOutcome, KernelFileResult, KernelRunSummary,
-    KernelStageFigures, RemoteError, Request, Response, RunKernelRequest, WireFloat,
+    Frame, FrameKind, Header, KernelFileOutcome, KernelFileResult, RemoteError, Request, Response,
+    RunKernelRequest,
 };
 use proptest::prelude::*;
 
@@ -49,30 +51,6 @@ fn a_run_kernel_request_is_these_bytes() {
     assert_eq!(decode_frame(&bytes), Ok(frame));
 }
 
-fn sample_summary() -> KernelRunSummary {
-    KernelRunSummary {
-        kernel: "sha256".into(),
-        file_count: 2,
-        input_bytes: 8192,
-        output_bytes: 0,
-        elapsed_seconds: WireFloat::from_f64(0.25),
-        input_bytes_per_second: WireFloat::from_f64(32768.0),
-        slowest_stage: "kernel".into(),
-        stages: vec![KernelStageFigures {
-            stage: "read".into(),
-            thread_count: 1,
-            item_count: 2,
-            bytes: 8192,
-            busy_seconds: WireFloat::from_f64(0.001),
-            blocked_downstream_seconds: WireFloat::from_f64(0.0),
-            capacity_bytes_per_second: WireFloat::from_f64(f64::INFINITY),
-        }],
-        max_chunks_in_flight: 2,
-        chunk_credit_count: 16,
-        device_time_is_virtual: false,
-    }
-}
-
 #[test]
 fn kernel_run_answers_round_trip_bit_for_bit() {
     let frames = [
@@ -100,7 +78,7 @@ fn kernel_run_answers_round_trip_bit_for_bit() {
         },
         Frame::Response {
             request_id: 9,
-            response: Response::KernelSummary(sample_summary()),
+            response: Response::KernelSummary(common::sample_summary()),
         },
         Frame::Response {
             request_id: 9,
@@ -111,7 +89,7 @@ fn kernel_run_answers_round_trip_bit_for_bit() {
         let decoded = decode_frame(&encode_frame(&frame)).expect("decodes");
         assert_eq!(decoded, frame);
     }
-    let summary = sample_summary();
+    let summary = common::sample_summary();
     assert!(summary.stages[0]
         .capacity_bytes_per_second
         .to_f64()
@@ -185,7 +163,7 @@ fn hostile_run_kernel_bodies_are_refused_by_name() {
     ));
     let mut summary = encode_frame(&Frame::Response {
         request_id: 1,
-        response: Response::KernelSummary(sample_summary()),
+        response: Response::KernelSummary(common::sample_summary()),
     });
     let last = summary.len() - 1;
     summary[last] = 7;
