@@ -30,9 +30,43 @@ impl SplitMix64 {
         self.next_u64() % bound
     }
 
+    /// An index in `0..bound`, 0 when `bound` is 0 (picking from a slice that may be empty).
+    pub fn index_below(&mut self, bound: usize) -> usize {
+        (self.next_u64() % bound.max(1) as u64) as usize
+    }
+
+    /// The generator of case `case` in a run of cases seeded `first_seed`: each case
+    /// replays alone from the pair.
+    pub fn for_case(first_seed: u64, case: u64) -> SplitMix64 {
+        SplitMix64::new(first_seed ^ case.wrapping_mul(0x2545_F491_4F6C_DD1D))
+    }
+
     /// True with probability `probability` (0.0..=1.0).
     pub fn chance(&mut self, probability: f64) -> bool {
         let unit = (self.next_u64() >> 11) as f64 / ((1u64 << 53) as f64);
         probability > 0.0 && unit < probability
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SplitMix64;
+
+    #[test]
+    fn indices_stay_below_their_bound_and_an_empty_bound_gives_zero() {
+        let mut generator = SplitMix64::new(7);
+        for bound in [1usize, 2, 5, 1000] {
+            for _ in 0..1000 {
+                assert!(generator.index_below(bound) < bound);
+            }
+        }
+        assert_eq!(generator.index_below(0), 0);
+    }
+
+    #[test]
+    fn a_case_replays_alone_and_cases_differ() {
+        let draw = |case| SplitMix64::for_case(42, case).next_u64();
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
     }
 }

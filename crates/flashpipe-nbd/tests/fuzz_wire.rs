@@ -12,6 +12,7 @@
 //! `FLASHPIPE_FUZZ_SEED` the first seed. The server's side (arbitrary bytes and option
 //! sequences against a running server, other connections unaffected) is tests/protocol.rs.
 
+use flashpipe_device::SplitMix64;
 use flashpipe_nbd::client::reply_fuzzing::{
     cookie_of_part, feed_replies, FuzzedCommand, FuzzedRequest,
 };
@@ -19,32 +20,6 @@ use flashpipe_nbd::wire::{self, InfoReply, InfoRequest, MetaContextRequest, Requ
 
 const DEFAULT_CASES: u64 = 10_000;
 const DEFAULT_SEED: u64 = 0x5eed_0000_0015;
-
-/// The SplitMix64 generator (Steele, Lea, Flood 2014): small, seeded, good enough to
-/// draw mutations.
-struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    fn for_case(first_seed: u64, case: u64) -> SplitMix64 {
-        SplitMix64 {
-            state: first_seed ^ case.wrapping_mul(0x2545_f491_4f6c_dd1d),
-        }
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut value = self.state;
-        value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        value ^ (value >> 31)
-    }
-
-    fn below(&mut self, bound: usize) -> usize {
-        (self.next_u64() % bound.max(1) as u64) as usize
-    }
-}
 
 fn environment_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -81,34 +56,40 @@ fn set_u32_be(bytes: &mut [u8], offset: usize, value: u32) {
 
 /// Applies one drawn mutation (type swaps are the callers', who know where types sit).
 fn mutate(bytes: &mut Vec<u8>, generator: &mut SplitMix64) {
-    match generator.below(6) {
+    match generator.index_below(6) {
         0 => {
             if !bytes.is_empty() {
-                let bit = generator.below(bytes.len() * 8);
+                let bit = generator.index_below(bytes.len() * 8);
                 bytes[bit / 8] ^= 1 << (bit % 8);
             }
         }
         1 => {
             if !bytes.is_empty() {
-                let at = generator.below(bytes.len());
-                bytes[at] = [0, 1, 0x7f, 0x80, 0xff][generator.below(5)];
+                let at = generator.index_below(bytes.len());
+                bytes[at] = [0, 1, 0x7f, 0x80, 0xff][generator.index_below(5)];
             }
         }
         2 => {
-            let keep = generator.below(bytes.len() + 1);
+            let keep = generator.index_below(bytes.len() + 1);
             bytes.truncate(keep);
         }
         3 => {
-            let extra = generator.below(24) + 1;
+            let extra = generator.index_below(24) + 1;
             bytes.extend((0..extra).map(|_| generator.next_u64() as u8));
         }
         4 => {
-            let at = generator.below(bytes.len() + 1);
-            set_u32_be(bytes, at, EXTREME_U32S[generator.below(EXTREME_U32S.len())]);
+            let at = generator.index_below(bytes.len() + 1);
+            set_u32_be(
+                bytes,
+                at,
+                EXTREME_U32S[generator.index_below(EXTREME_U32S.len())],
+            );
         }
         _ => {
-            let at = generator.below(bytes.len() + 1);
-            let count = generator.below(8).min(bytes.len() - at.min(bytes.len()));
+            let at = generator.index_below(bytes.len() + 1);
+            let count = generator
+                .index_below(8)
+                .min(bytes.len() - at.min(bytes.len()));
             bytes.drain(at..at + count);
         }
     }
@@ -116,7 +97,7 @@ fn mutate(bytes: &mut Vec<u8>, generator: &mut SplitMix64) {
 
 fn mutated(seed: &[u8], generator: &mut SplitMix64) -> Vec<u8> {
     let mut bytes = seed.to_vec();
-    for _ in 0..generator.below(3) + 1 {
+    for _ in 0..generator.index_below(3) + 1 {
         mutate(&mut bytes, generator);
     }
     bytes
@@ -371,11 +352,11 @@ fn mutated_wire_messages_decode_canonically_or_fail_cleanly() {
     let mut decoded = 0u64;
     for case in 0..cases {
         let mut generator = SplitMix64::for_case(first_seed, case);
-        let (message, seed) = &seeds[generator.below(seeds.len())];
+        let (message, seed) = &seeds[generator.index_below(seeds.len())];
         let bytes = mutated(seed, &mut generator);
         decoded += u64::from(check_message(*message, &bytes));
         // Kinds swapped: the same bytes through another decoder.
-        let (other, _) = seeds[generator.below(seeds.len())];
+        let (other, _) = seeds[generator.index_below(seeds.len())];
         check_message(other, &bytes);
     }
     assert!(cases < 1000 || decoded > 0, "no mutated case decoded");
@@ -479,14 +460,14 @@ fn drawn_request(generator: &mut SplitMix64) -> FuzzedRequest {
         FuzzedCommand::Write,
         FuzzedCommand::Flush,
         FuzzedCommand::Trim,
-    ][generator.below(5)];
-    let length_bytes = [512, 1000, 4096, 8192][generator.below(4)];
+    ][generator.index_below(5)];
+    let length_bytes = [512, 1000, 4096, 8192][generator.index_below(4)];
     FuzzedRequest {
         command,
-        structured_replies: generator.below(2) == 0,
-        offset_bytes: generator.below(1 << 20) as u64 * 512,
+        structured_replies: generator.index_below(2) == 0,
+        offset_bytes: generator.index_below(1 << 20) as u64 * 512,
         length_bytes,
-        part_bytes: [512, 1024, 4096, 65536][generator.below(4)],
+        part_bytes: [512, 1024, 4096, 65536][generator.index_below(4)],
     }
 }
 

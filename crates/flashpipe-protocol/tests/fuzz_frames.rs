@@ -11,6 +11,7 @@
 
 mod common;
 
+use flashpipe_device::SplitMix64;
 use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{
@@ -27,26 +28,6 @@ const DEFAULT_SEED: u64 = 0x5eed_f5a5_0014;
 const BODY_LENGTH_OFFSET: usize = 16;
 /// Where the kind field sits in the header.
 const KIND_OFFSET: usize = 6;
-
-/// The SplitMix64 generator (Steele, Lea, Flood 2014): small, seeded, good enough to
-/// draw mutations.
-struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut value = self.state;
-        value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        value ^ (value >> 31)
-    }
-
-    fn below(&mut self, bound: usize) -> usize {
-        (self.next_u64() % bound.max(1) as u64) as usize
-    }
-}
 
 fn environment_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -317,43 +298,43 @@ fn swap_kind(bytes: &mut [u8], kind: FrameKind) {
 
 /// Applies one drawn mutation.
 fn mutate(bytes: &mut Vec<u8>, generator: &mut SplitMix64) {
-    match generator.below(8) {
+    match generator.index_below(8) {
         0 => {
             if !bytes.is_empty() {
-                let bit = generator.below(bytes.len() * 8);
+                let bit = generator.index_below(bytes.len() * 8);
                 bytes[bit / 8] ^= 1 << (bit % 8);
             }
         }
         1 => {
             if !bytes.is_empty() {
-                let at = generator.below(bytes.len());
-                bytes[at] = [0, 1, 2, 0x7f, 0x80, 0xff][generator.below(6)];
+                let at = generator.index_below(bytes.len());
+                bytes[at] = [0, 1, 2, 0x7f, 0x80, 0xff][generator.index_below(6)];
             }
         }
         2 => {
-            let keep = generator.below(bytes.len() + 1);
+            let keep = generator.index_below(bytes.len() + 1);
             bytes.truncate(keep);
         }
         3 => {
-            let extra = generator.below(16) + 1;
+            let extra = generator.index_below(16) + 1;
             bytes.extend((0..extra).map(|_| generator.next_u64() as u8));
         }
         4 => {
-            let offset = HEADER_BYTES.min(bytes.len()) + generator.below(bytes.len());
+            let offset = HEADER_BYTES.min(bytes.len()) + generator.index_below(bytes.len());
             set_u32(
                 bytes,
                 offset,
-                EXTREME_U32S[generator.below(EXTREME_U32S.len())],
+                EXTREME_U32S[generator.index_below(EXTREME_U32S.len())],
             );
         }
         5 => set_u32(
             bytes,
             BODY_LENGTH_OFFSET,
-            EXTREME_U32S[generator.below(EXTREME_U32S.len())],
+            EXTREME_U32S[generator.index_below(EXTREME_U32S.len())],
         ),
         6 => swap_kind(
             bytes,
-            ALL_FRAME_KINDS[generator.below(ALL_FRAME_KINDS.len())],
+            ALL_FRAME_KINDS[generator.index_below(ALL_FRAME_KINDS.len())],
         ),
         _ => fix_body_length(bytes),
     }
@@ -387,14 +368,12 @@ fn mutated_frames_decode_to_a_canonical_frame_or_an_error() {
     let first_seed = environment_u64("FLASHPIPE_FUZZ_SEED", DEFAULT_SEED);
     let mut decoded_cases = 0u64;
     for case in 0..cases {
-        let mut generator = SplitMix64 {
-            state: first_seed ^ case.wrapping_mul(0x2545_f491_4f6c_dd1d),
-        };
-        let mut bytes = seeds[generator.below(seeds.len())].clone();
-        for _ in 0..generator.below(4) + 1 {
+        let mut generator = SplitMix64::for_case(first_seed, case);
+        let mut bytes = seeds[generator.index_below(seeds.len())].clone();
+        for _ in 0..generator.index_below(4) + 1 {
             mutate(&mut bytes, &mut generator);
         }
-        if generator.below(2) == 0 {
+        if generator.index_below(2) == 0 {
             fix_body_length(&mut bytes);
         }
         check_case(&bytes, case);
