@@ -27,14 +27,16 @@ use flashpipe_bench::progress::Progress;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use flashpipe_kernels::api::{Kernel, OutputKind, Summary};
+use flashpipe_kernels::api::{Kernel, Summary};
 use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
-use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig, PipelineResult};
+use flashpipe_pipeline::{
+    output_target, run_pipeline, PipelineConfig, PipelineResult, StagedOutputs,
+};
 use flashpipe_store::units::HumanBytes;
 
-use crate::store_cmd::{file_exists, rename_command, CliResult, StoreAccess};
+use crate::store_cmd::{CliResult, StoreAccess};
 use flashpipe_store::store_lock::LockWait;
 
 /// `flashpipe run`.
@@ -155,102 +157,14 @@ fn run_resolved(
     kernel: Arc<dyn Kernel>,
     files: &[String],
 ) -> Result<PipelineResult, Box<dyn std::error::Error>> {
-    let output = output_target(arguments, kernel.as_ref(), files)?;
-    let staged = StagedOutputs::new(&output);
+    let output = output_target(kernel.as_ref(), arguments.output.as_deref(), files)?;
+    let staged = StagedOutputs::new(&output, &format!(".flashpipe-run-{}", std::process::id()));
     let mut config = PipelineConfig::for_engine(&store.engine_config, staged.pipeline_target());
     config.reader_count = arguments.readers;
     if let Some(workers) = arguments.workers {
         config.worker_count = workers;
     }
     run_staged(store, kernel, files, &config, &staged, arguments.force)
-}
-
-/// The output files of a job: their names, and the temporary names the pipeline writes
-/// them under until the job has succeeded.
-struct StagedOutputs {
-    names: Vec<String>,
-    temporaries: Vec<String>,
-    target: OutputTarget,
-}
-
-impl StagedOutputs {
-    fn new(output: &OutputTarget) -> StagedOutputs {
-        let names = match output {
-            OutputTarget::StoreFiles(names) => names.clone(),
-            OutputTarget::Discard | OutputTarget::ReturnToCaller => Vec::new(),
-        };
-        let pid = std::process::id();
-        let temporaries: Vec<String> = (0..names.len())
-            .map(|index| format!(".flashpipe-run-{pid}-{index}"))
-            .collect();
-        let target = match output {
-            OutputTarget::StoreFiles(_) => OutputTarget::StoreFiles(temporaries.clone()),
-            OutputTarget::Discard => OutputTarget::Discard,
-            OutputTarget::ReturnToCaller => OutputTarget::ReturnToCaller,
-        };
-        StagedOutputs {
-            names,
-            temporaries,
-            target,
-        }
-    }
-
-    fn pipeline_target(&self) -> OutputTarget {
-        self.target.clone()
-    }
-
-    /// Refuses, before the job runs, an output that is an input, an output that exists
-    /// (unless `replace`) and a temporary name that is taken.
-    fn check(
-        &self,
-        client: &mut flashpipe_engine::EngineClient,
-        inputs: &[String],
-        replace: bool,
-    ) -> CliResult {
-        for name in &self.names {
-            if inputs.contains(name) {
-                return Err(format!(
-                    "output file {name} is also an input; choose another output name"
-                )
-                .into());
-            }
-            if !replace && file_exists(client, name)? {
-                return Err(format!(
-                    "output file {name} exists in the store; give --force to replace it"
-                )
-                .into());
-            }
-        }
-        for temporary in &self.temporaries {
-            if file_exists(client, temporary)? {
-                return Err(format!(
-                    "temporary name {temporary:?} is taken in the store; remove that file first"
-                )
-                .into());
-            }
-        }
-        Ok(())
-    }
-
-    /// Renames every temporary to its output name and commits them together.
-    fn install(&self, client: &mut flashpipe_engine::EngineClient, replace: bool) -> CliResult {
-        for (temporary, name) in self.temporaries.iter().zip(&self.names) {
-            client
-                .call(rename_command(temporary, name, replace))
-                .map_err(|error| format!("output file {name}: {error}"))?;
-        }
-        client.call(flashpipe_engine::Command::Flush)?;
-        Ok(())
-    }
-
-    /// The output name for a temporary the pipeline reported.
-    fn name_of(&self, reported: &str) -> Option<&String> {
-        let index = self
-            .temporaries
-            .iter()
-            .position(|temporary| temporary == reported)?;
-        self.names.get(index)
-    }
 }
 
 /// Runs the job with its outputs staged, then installs them (see the module's notes).
@@ -270,13 +184,7 @@ fn run_staged(
     let mut result = result?;
     staged.install(&mut client, replace)?;
     for file in &mut result.files {
-        if let Some(name) = file
-            .output_file
-            .as_deref()
-            .and_then(|reported| staged.name_of(reported))
-        {
-            file.output_file = Some(name.clone());
-        }
+        staged.rename_reported(file);
     }
     Ok(result)
 }
@@ -300,40 +208,6 @@ pub fn split_arguments(arguments: &[String]) -> (Vec<String>, Vec<String>) {
         .iter()
         .cloned()
         .partition(|argument| argument.contains('='))
-}
-
-fn output_target(
-    arguments: &RunArgs,
-    kernel: &dyn Kernel,
-    files: &[String],
-) -> Result<OutputTarget, Box<dyn std::error::Error>> {
-    if kernel.output_kind() == OutputKind::Summary {
-        if arguments.output.is_some() {
-            return Err(format!(
-                "kernel {} produces a summary, not a stream; --output does not apply",
-                kernel.name()
-            )
-            .into());
-        }
-        return Ok(OutputTarget::Discard);
-    }
-    let names = match (&arguments.output, files.len()) {
-        (Some(name), 1) => vec![name.clone()],
-        (Some(prefix), _) => files
-            .iter()
-            .map(|file| format!("{prefix}-{file}"))
-            .collect(),
-        (None, _) => files
-            .iter()
-            .map(|file| format!("{file}.{}", kernel.name()))
-            .collect(),
-    };
-    for name in &names {
-        if let Some(reason) = flashpipe_fs::name_problem(name) {
-            return Err(format!("output name {name:?}: {reason}").into());
-        }
-    }
-    Ok(OutputTarget::StoreFiles(names))
 }
 
 /// Prints each file's result on standard output (digests as `HASH  NAME`, the format

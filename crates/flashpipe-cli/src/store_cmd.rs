@@ -14,7 +14,7 @@
 
 mod transfer;
 
-pub use crate::session::{file_exists, rename_command};
+pub use crate::session::file_exists;
 
 use std::path::{Path, PathBuf};
 

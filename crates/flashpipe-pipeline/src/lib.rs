@@ -32,9 +32,11 @@ pub mod error;
 mod output;
 pub mod report;
 pub mod run;
+pub mod staged;
 mod stages;
 
 pub use config::{OutputTarget, PipelineConfig};
 pub use error::PipelineError;
 pub use report::{FileOutcome, PipelineReport, PipelineResult, StageReport};
 pub use run::{run_pipeline, run_pipeline_observed, FileObserver};
+pub use staged::{output_target, StagedOutputs, StagingError};

@@ -1,7 +1,7 @@
 //! One kernel run next to the server's engine (issue #14): the same job `flashpipe run`
 //! runs in its own process (crates/flashpipe-cli/src/run_cmd.rs), on the engine the
-//! server owns. Outputs are atomic as there: the pipeline writes them under temporary
-//! names, which are renamed to their names and committed together (one flush) when the
+//! server owns. Outputs are atomic as there (`flashpipe_pipeline::staged`, shared with it): the
+//! pipeline writes them under temporary names, which are renamed to their names and committed together (one flush) when the
 //! whole job succeeded; a failed or cancelled job removes its temporaries and flushes
 //! nothing, so it commits nothing. Outputs that exist are refused before anything runs,
 //! unless the request replaces them.
@@ -9,15 +9,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use flashpipe_engine::{Command, EngineClient, EngineError, Reply};
-use flashpipe_fs::NamespaceError;
-use flashpipe_kernels::api::{Kernel, OutputKind};
 use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{
-    run_pipeline_observed, FileObserver, FileOutcome, OutputTarget, PipelineConfig, PipelineError,
-    PipelineResult,
+    output_target, run_pipeline_observed, FileObserver, FileOutcome, PipelineConfig, PipelineError,
+    PipelineResult, StagedOutputs, StagingError,
 };
 use flashpipe_protocol::{ErrorCode, RemoteError, RunKernelRequest};
 use flashpipe_store::RunningStore;
@@ -52,8 +49,11 @@ pub(crate) fn run_kernel_job(
             "input file {twice} is named twice; name each input once"
         )));
     }
-    let staged = StagedOutputs::new(&output_target(run, kernel.as_ref())?, run_number);
-    let mut config = PipelineConfig::for_engine(&store.engine_config, staged.target.clone());
+    let output = output_target(kernel.as_ref(), run.output.as_deref(), &run.inputs)
+        .map_err(staging_error)?;
+    let temporary_prefix = format!(".flashpipe-serve-run-{}-{run_number}", std::process::id());
+    let staged = StagedOutputs::new(&output, &temporary_prefix);
+    let mut config = PipelineConfig::for_engine(&store.engine_config, staged.pipeline_target());
     config.reader_count = reader_count;
     config.chunk_credit_count = (config.chunk_credit_count / runs_at_once.max(1)).max(1);
     config.reads_in_flight_per_reader = config
@@ -63,8 +63,10 @@ pub(crate) fn run_kernel_job(
         config.worker_count = workers;
     }
     let mut client = store.engine.client(4);
-    staged.check(&mut client, &run.inputs, run.replace_outputs)?;
-    let observer = staged.observer(on_file_done);
+    staged
+        .check(&mut client, &run.inputs, run.replace_outputs)
+        .map_err(staging_error)?;
+    let observer = observer(&staged, on_file_done);
     let result = run_pipeline_observed(
         PipelineJob {
             engine: &store.engine,
@@ -80,16 +82,21 @@ pub(crate) fn run_kernel_job(
         Ok(_) if cancel.load(Ordering::Acquire) => Err(cancelled()),
         Ok(result) => staged
             .install(&mut client, run.replace_outputs)
-            .map(|()| result),
+            .map(|()| result)
+            .map_err(staging_error),
         Err(error) => Err(pipeline_error(&error)),
     };
     match outcome {
         Ok(mut result) => {
-            staged.rename_reported(&mut result);
+            for file in &mut result.files {
+                staged.rename_reported(file);
+            }
             Ok(result)
         }
         Err(error) => {
-            staged.remove_temporaries(&mut client);
+            for (temporary, removal_error) in staged.remove_temporaries(&mut client) {
+                tracing::warn!(%temporary, error = %removal_error, "cannot remove a failed run's temporary output");
+            }
             Err(error)
         }
     }
@@ -141,182 +148,28 @@ fn pipeline_error(error: &PipelineError) -> RemoteError {
     RemoteError::new(code, error.to_string())
 }
 
-/// The output files of a run (none for a kernel that summarises): `--output` for one
-/// input, `NAME-<input>` for several, `<input>.<kernel>` without `--output`.
-fn output_target(run: &RunKernelRequest, kernel: &dyn Kernel) -> Result<OutputTarget, RemoteError> {
-    if kernel.output_kind() == OutputKind::Summary {
-        if run.output.is_some() {
-            return Err(bad_run(format!(
-                "kernel {} produces a summary, not a stream; --output does not apply",
-                kernel.name()
-            )));
+/// A staging refusal as the client sees it: naming refusals are a bad run, names taken
+/// are `Exists`, engine errors keep their code.
+fn staging_error(error: StagingError) -> RemoteError {
+    let message = error.to_string();
+    match error {
+        StagingError::OutputForSummary { .. }
+        | StagingError::BadOutputName { .. }
+        | StagingError::OutputIsInput { .. } => bad_run(message),
+        StagingError::OutputExists { .. } | StagingError::TemporaryTaken { .. } => {
+            RemoteError::new(ErrorCode::Exists, message)
         }
-        return Ok(OutputTarget::Discard);
-    }
-    let names: Vec<String> = match (&run.output, run.inputs.len()) {
-        (Some(name), 1) => vec![name.clone()],
-        (Some(prefix), _) => run
-            .inputs
-            .iter()
-            .map(|file| format!("{prefix}-{file}"))
-            .collect(),
-        (None, _) => run
-            .inputs
-            .iter()
-            .map(|file| format!("{file}.{}", kernel.name()))
-            .collect(),
-    };
-    for name in &names {
-        if let Some(reason) = flashpipe_fs::name_problem(name) {
-            return Err(bad_run(format!("output name {name:?}: {reason}")));
-        }
-    }
-    Ok(OutputTarget::StoreFiles(names))
-}
-
-/// A run's output names and the temporary names the pipeline writes them under.
-struct StagedOutputs {
-    names: Vec<String>,
-    temporaries: Vec<String>,
-    target: OutputTarget,
-}
-
-impl StagedOutputs {
-    fn new(output: &OutputTarget, run_number: u64) -> StagedOutputs {
-        let names = match output {
-            OutputTarget::StoreFiles(names) => names.clone(),
-            OutputTarget::Discard | OutputTarget::ReturnToCaller => Vec::new(),
-        };
-        let pid = std::process::id();
-        let temporaries: Vec<String> = (0..names.len())
-            .map(|index| format!(".flashpipe-serve-run-{pid}-{run_number}-{index}"))
-            .collect();
-        let target = match output {
-            OutputTarget::StoreFiles(_) => OutputTarget::StoreFiles(temporaries.clone()),
-            other => other.clone(),
-        };
-        StagedOutputs {
-            names,
-            temporaries,
-            target,
-        }
-    }
-
-    /// Refuses an output that is an input, one that exists (unless `replace`) and a
-    /// temporary name that is taken, before the job runs.
-    fn check(
-        &self,
-        client: &mut EngineClient,
-        inputs: &[String],
-        replace: bool,
-    ) -> Result<(), RemoteError> {
-        for name in &self.names {
-            if inputs.contains(name) {
-                return Err(bad_run(format!(
-                    "output file {name} is also an input; choose another output name"
-                )));
-            }
-            if !replace && file_exists(client, name)? {
-                return Err(RemoteError::new(
-                    ErrorCode::Exists,
-                    format!("output file {name} exists in the store; give --force to replace it"),
-                ));
-            }
-        }
-        for temporary in &self.temporaries {
-            if file_exists(client, temporary)? {
-                return Err(RemoteError::new(
-                    ErrorCode::Exists,
-                    format!(
-                        "temporary name {temporary:?} is taken in the store; remove that file first"
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Renames every temporary to its output name and commits them together.
-    fn install(&self, client: &mut EngineClient, replace: bool) -> Result<(), RemoteError> {
-        for (temporary, name) in self.temporaries.iter().zip(&self.names) {
-            let (from, to) = (temporary.clone(), name.clone());
-            let command = if replace {
-                Command::RenameReplacing { from, to }
-            } else {
-                Command::Rename { from, to }
-            };
-            client.call(command).map_err(|error| {
-                let wire = remote_error(&error);
-                RemoteError::new(wire.code, format!("output file {name}: {error}"))
-            })?;
-        }
-        client
-            .call(Command::Flush)
-            .map(drop)
-            .map_err(|error| remote_error(&error))
-    }
-
-    /// Removes the temporaries of a failed run (uncommitted; a missing one is fine).
-    fn remove_temporaries(&self, client: &mut EngineClient) {
-        for temporary in &self.temporaries {
-            let removed = client.call(Command::Delete {
-                name: temporary.clone(),
-            });
-            if let Err(error) = removed {
-                if !is_not_found(&error) {
-                    tracing::warn!(%temporary, %error, "cannot remove a failed run's temporary output");
-                }
-            }
-        }
-    }
-
-    /// Puts the output names where the pipeline reported temporaries.
-    fn rename_reported(&self, result: &mut PipelineResult) {
-        for file in &mut result.files {
-            rename_output(&self.temporaries, &self.names, file);
-        }
-    }
-
-    /// An observer telling `on_file_done` each outcome with its output's name.
-    fn observer(&self, on_file_done: FileObserver) -> FileObserver {
-        let (temporaries, names) = (self.temporaries.clone(), self.names.clone());
-        Arc::new(move |index, outcome: &FileOutcome| {
-            let mut outcome = outcome.clone();
-            rename_output(&temporaries, &names, &mut outcome);
-            on_file_done(index, &outcome);
-        })
+        StagingError::Install { error, .. } => RemoteError::new(remote_error(&error).code, message),
+        StagingError::Engine(error) => remote_error(&error),
     }
 }
 
-/// Puts the output name in `file` where the pipeline reported a temporary.
-fn rename_output(temporaries: &[String], names: &[String], file: &mut FileOutcome) {
-    let index = file.output_file.as_ref().and_then(|reported| {
-        temporaries
-            .iter()
-            .position(|temporary| temporary == reported)
-    });
-    if let Some(name) = index.and_then(|index| names.get(index)) {
-        file.output_file = Some(name.clone());
-    }
-}
-
-fn is_not_found(error: &EngineError) -> bool {
-    matches!(
-        error,
-        EngineError::Namespace(NamespaceError::NotFound { .. })
-    )
-}
-
-fn file_exists(client: &mut EngineClient, name: &str) -> Result<bool, RemoteError> {
-    match client.call(Command::Stat {
-        name: name.to_string(),
-    }) {
-        Ok(Reply::Stat(_)) => Ok(true),
-        Ok(other) => Err(RemoteError::new(
-            ErrorCode::Internal,
-            format!("stat of {name} answered {other:?}"),
-        )),
-        Err(error) if is_not_found(&error) => Ok(false),
-        Err(error) => Err(remote_error(&error)),
-    }
+/// An observer telling `on_file_done` each outcome with its output's name.
+fn observer(staged: &StagedOutputs, on_file_done: FileObserver) -> FileObserver {
+    let staged = staged.clone();
+    Arc::new(move |index, outcome: &FileOutcome| {
+        let mut outcome = outcome.clone();
+        staged.rename_reported(&mut outcome);
+        on_file_done(index, &outcome);
+    })
 }
