@@ -1,11 +1,10 @@
 //! One kernel run next to the server's engine (issue #14): the same job `flashpipe run`
 //! runs in its own process (crates/flashpipe-cli/src/run_cmd.rs), on the engine the
-//! server owns. Outputs are atomic as there (`flashpipe_pipeline::staged`, shared with it): the
-//! pipeline writes them under temporary names, which are renamed to their names and committed together (one flush) when the
-//! whole job succeeded; a failed or cancelled job removes its temporaries and flushes
-//! nothing, so it commits nothing. Outputs that exist are refused before anything runs,
-//! unless the request replaces them.
-
+//! server owns. Outputs are atomic as there (`flashpipe_pipeline::staged`, shared with
+//! it): the pipeline writes them under temporary names, which are renamed to their names
+//! and committed together (one flush) when the whole job succeeded; a failed or cancelled
+//! job removes its temporaries and flushes nothing, so it commits nothing. Outputs that
+//! exist are refused before anything runs, unless the request replaces them.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
