@@ -5,6 +5,7 @@
 //! and committed together (one flush) when the whole job succeeded; a failed or cancelled
 //! job removes its temporaries and flushes nothing, so it commits nothing. Outputs that
 //! exist are refused before anything runs, unless the request replaces them.
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
