@@ -86,7 +86,14 @@ pub fn load_udhr(
     if !directory.is_dir() {
         return Err(CorpusError::Io {
             path: directory.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such folder"),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                if directory.exists() {
+                    "not a folder"
+                } else {
+                    "no such folder"
+                },
+            ),
         });
     }
     if directory.join("index.tsv").is_file() {
