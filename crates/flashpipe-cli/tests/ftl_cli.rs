@@ -73,3 +73,32 @@ fn a_plot_path_that_is_not_png_is_refused() {
     assert!(message.contains(".png"), "{message}");
     assert!(!std::path::Path::new("chart.svg").exists());
 }
+
+/// Pages a copy by reference of a 64 MiB file may program on the minflash preset (8 KiB
+/// pages, 16 KiB FS blocks): the new file's indirect chain (4,096 pointers of 12 bytes, 1,362
+/// per block: 3 blocks of 2 pages) plus the commit's fixed cost (a metadata-log record and the
+/// super block: 5 pages today, bounded at 8). A copy that moved data would program 8,192.
+const REFERENCE_COPY_PAGES_MAX: u64 = 3 * 2 + 8;
+
+#[test]
+fn a_copy_by_reference_programs_only_the_new_files_metadata() {
+    let output = flashpipe_ftl(&["copy", "--size", "64MiB", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let by_reference = &report["by_reference"];
+    assert_eq!(by_reference["blocks_by_reference"], 4096, "{report}");
+    assert_eq!(by_reference["bytes_by_bytes"], 0, "{report}");
+    assert_eq!(by_reference["copy_matches_source"], true, "{report}");
+    let programmed = by_reference["flash_pages_programmed"]
+        .as_u64()
+        .expect("a page count");
+    assert!(
+        (1..=REFERENCE_COPY_PAGES_MAX).contains(&programmed),
+        "a copy by reference programmed {programmed} pages (at most {REFERENCE_COPY_PAGES_MAX}): {report}"
+    );
+    assert_eq!(report["by_bytes"]["copy_matches_source"], true, "{report}");
+}

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Output;
 
 use common::flashpipe;
+use flashpipe_kernels::shared_data::optional_shared_folder;
 
 /// A fresh scratch folder under the system temporary folder (the CLI crate has no tempfile).
 struct ScratchFolder(std::path::PathBuf);
@@ -145,11 +146,9 @@ fn kernels_run_transforms_and_summarises_files_and_refuses_bad_input() {
 
 #[test]
 fn langid_profiles_train_evaluate_and_refuse_corruption() {
-    let udhr = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/udhr");
-    if !udhr.is_dir() {
-        eprintln!("SKIPPED: UDHR corpus absent at {}", udhr.display());
+    let Some(udhr) = optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "udhr") else {
         return;
-    }
+    };
     let udhr_path = udhr.to_str().expect("utf-8 path");
     let directory = ScratchFolder::new("langid");
     let profiles = directory.path().join("profiles.bin");

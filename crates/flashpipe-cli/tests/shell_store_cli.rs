@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
+use flashpipe_kernels::shared_data::optional_shared_folder;
 use serde_json::Value;
 
 /// A one-device store in `folder` holding `photos/README`, `photos/sub/x.txt` and
@@ -283,11 +284,9 @@ fn mkfs_reads_device_paths_relative_to_the_working_directory() {
 
 #[test]
 fn train_langid_takes_all_the_data_and_json() {
-    let udhr = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/udhr");
-    if !udhr.is_dir() {
-        eprintln!("SKIPPED: UDHR corpus absent at {}", udhr.display());
+    let Some(udhr) = optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "udhr") else {
         return;
-    }
+    };
     let folder = fresh_folder("shell-train-all");
     let profiles = folder.join("profiles.bin");
     let report: Value = serde_json::from_str(&succeed(&[

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 use common::{check_fails, fresh_folder, succeed, text};
 
+use flashpipe_kernels::shared_data::{
+    optional_shared_folder, repository_root, shared_data_directory_from,
+};
 use serde_json::Value;
 
 fn make_store(folder: &Path) -> PathBuf {
@@ -394,11 +397,13 @@ fn the_demo_runs_on_a_small_size() {
 
 #[test]
 fn the_demo_runs_kernels_near_the_shared_data() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    if !data.join("udhr").is_dir() || !data.join("images").is_dir() {
-        eprintln!("skipped: ../shared/data (UDHR texts and images) is absent");
+    let (Some(_), Some(_)) = (
+        optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "udhr"),
+        optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "images"),
+    ) else {
         return;
-    }
+    };
+    let data = shared_data_directory_from(&repository_root(env!("CARGO_MANIFEST_DIR")));
     let folder = fresh_folder("demo-near-data");
     let output = succeed(&[
         "demo",

@@ -14,7 +14,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .first()
         .map_or(Ok(16 << 20), |text| text.parse())?;
     let minimum_seconds = arguments.get(1).map_or(Ok(0.5), |text| text.parse())?;
-    let udhr = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/udhr");
+    let udhr = flashpipe_kernels::shared_data::optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "udhr")
+        .ok_or("the langid row needs the UDHR corpus (scripts/fetch-udhr DIR, then FLASHPIPE_SHARED_DATA=PARENT-OF-DIR with DIR named udhr)")?;
     let documents = load_udhr(&udhr, CorpusSelection::default())?;
     let model = Arc::new(train(&training_samples(&documents), Default::default()));
     let sample = documents

@@ -29,5 +29,6 @@ pub mod langid;
 pub mod options;
 pub mod records;
 pub mod registry;
+pub mod shared_data;
 pub mod sobel;
 pub mod throughput;

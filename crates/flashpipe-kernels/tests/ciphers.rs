@@ -55,16 +55,14 @@ fn parse_rsp(text: &str) -> Vec<CavpVector> {
 }
 
 fn des_folder(mode: &str) -> Option<std::path::PathBuf> {
-    let folder = std::path::PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/data/des"
-    ))
-    .join(mode);
+    let folder =
+        flashpipe_kernels::shared_data::optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "des")?
+            .join(mode);
     if folder.is_dir() {
         Some(folder)
     } else {
         eprintln!(
-            "SKIPPED: NIST DES vectors not found at {}",
+            "uses extra data from ../shared when present: NIST DES vectors not found at {}",
             folder.display()
         );
         None

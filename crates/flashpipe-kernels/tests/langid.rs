@@ -152,7 +152,7 @@ fn kernel_labels_pieces_and_whole_files_the_same_under_any_chunking() {
 }
 
 #[test]
-fn kernel_options_name_a_missing_or_corrupt_profile_file() {
+fn kernel_options_name_a_missing_or_corrupt_profile_file_and_default_to_the_shipped_one() {
     let missing = flashpipe_kernels::registry::build_kernel(
         "langid",
         &["profiles=/nonexistent/profiles.bin".into()],
@@ -175,8 +175,8 @@ fn kernel_options_name_a_missing_or_corrupt_profile_file() {
     );
     assert!(corrupt.is_err());
     assert!(
-        flashpipe_kernels::registry::build_kernel("langid", &[]).is_err(),
-        "profiles is required"
+        flashpipe_kernels::registry::build_kernel("langid", &[]).is_ok(),
+        "without profiles= the shipped profile is used"
     );
 }
 
@@ -210,4 +210,55 @@ fn html_paragraph_extraction_strips_tags_and_decodes_entities() {
     ] {
         assert_eq!(decode_entities(text), expected);
     }
+}
+
+#[test]
+fn corpus_folders_without_an_index_are_labelled_by_attribute_or_file_name() {
+    use flashpipe_kernels::langid::udhr::{load_udhr, CorpusSelection};
+    let directory = tempfile::tempdir().expect("temp dir");
+    let package = directory.path().join("package");
+    let declarations = package.join("declaration");
+    std::fs::create_dir_all(&declarations).expect("folders");
+    let html = |attributes: &str| {
+        format!("<!doctype html>\n<html {attributes}><body><p>one paragraph here</p><p>and a second one</p><p>third</p></body></html>")
+    };
+    std::fs::write(
+        declarations.join("001.html"),
+        html("data-code=\"001\" data-iso6393=\"eng\" lang=\"en\""),
+    )
+    .expect("write");
+    std::fs::write(declarations.join("002.html"), html("lang=\"fr\"")).expect("write");
+    std::fs::write(declarations.join("003.html"), html("data-iso6393=\"und\"")).expect("write");
+    std::fs::write(
+        declarations.join("004.html"),
+        html("data-iso6393=\"bad code!\""),
+    )
+    .expect("write");
+    std::fs::write(declarations.join("005.html"), html("")).expect("write");
+    for folder in [&package, &declarations] {
+        let documents = load_udhr(folder, CorpusSelection::default()).expect("a corpus");
+        let labels: Vec<(&str, &str)> = documents
+            .iter()
+            .map(|document| (document.file.as_str(), document.language.as_str()))
+            .collect();
+        assert_eq!(labels, [("001.html", "eng"), ("002.html", "fr")]);
+        assert!(!documents[0].test_text.is_empty());
+    }
+    let texts = directory.path().join("texts");
+    std::fs::create_dir_all(&texts).expect("folder");
+    std::fs::write(texts.join("deu.1.txt"), "erste Zeile\n\nzweite Zeile\n").expect("write");
+    std::fs::write(texts.join("one-line.txt"), "only one paragraph").expect("write");
+    let documents = load_udhr(&texts, CorpusSelection::default()).expect("a corpus");
+    assert_eq!(documents.len(), 1);
+    assert_eq!(documents[0].language, "deu");
+    let empty = directory.path().join("empty");
+    std::fs::create_dir_all(&empty).expect("folder");
+    let error = load_udhr(&empty, CorpusSelection::default()).expect_err("nothing usable");
+    assert!(error.to_string().contains("CODE.txt"), "{error}");
+    let missing = load_udhr(
+        &directory.path().join("missing"),
+        CorpusSelection::default(),
+    )
+    .expect_err("no folder");
+    assert!(missing.to_string().contains("missing"), "{missing}");
 }

@@ -6,7 +6,11 @@
 //! pieces at multiples of the piece size, mapped in parallel) or, with `piece=0`, the whole file
 //! (scores are additive, so the file streams through one in-order job that carries the last
 //! three bytes across chunk boundaries).
+//!
+//! A profile trained on the UDHR corpus ships inside the crate ([`builtin`]); the kernel uses it
+//! unless `profiles=FILE` names another.
 
+pub mod builtin;
 pub mod html;
 pub mod model;
 pub mod profile_file;
@@ -27,8 +31,8 @@ use model::{LanguageModel, LanguageScores};
 pub const LANGID_OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         key: "profiles",
-        default: None,
-        help: "profile file made by `flashpipe kernels train-langid`",
+        default: Some(builtin::BUILTIN_PROFILE_NAME),
+        help: "profile file made by `flashpipe kernels train-langid`; `builtin` (the default) is the UDHR profile of 445 languages shipped in the binary",
     },
     OptionSpec {
         key: "piece",
@@ -55,17 +59,17 @@ impl LangIdKernel {
     /// Builds from options (loads the profile file).
     pub fn from_options(options: &KernelOptions) -> Result<Arc<dyn Kernel>, OptionsError> {
         let path = options.text("profiles")?;
-        let model = profile_file::load_profile(std::path::Path::new(path)).map_err(|error| {
-            OptionsError::BadFile {
-                key: "profiles".into(),
-                reason: error.to_string(),
-            }
-        })?;
+        let bad_file = |error: profile_file::ProfileError| OptionsError::BadFile {
+            key: "profiles".into(),
+            reason: error.to_string(),
+        };
+        let model = if path == builtin::BUILTIN_PROFILE_NAME {
+            builtin::builtin_model().map_err(bad_file)?
+        } else {
+            Arc::new(profile_file::load_profile(std::path::Path::new(path)).map_err(bad_file)?)
+        };
         let piece_size_bytes = options.integer("piece", 0, 1 << 30)? as usize;
-        Ok(Arc::new(Arc::new(Self::new(
-            Arc::new(model),
-            piece_size_bytes,
-        ))))
+        Ok(Arc::new(Arc::new(Self::new(model, piece_size_bytes))))
     }
 
     fn label_with(

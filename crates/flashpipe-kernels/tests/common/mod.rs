@@ -53,13 +53,5 @@ pub fn hex(text: &str) -> Vec<u8> {
 
 /// The shared data folder, or `None` (with a message) where it is absent.
 pub fn shared_data(folder: &str) -> Option<std::path::PathBuf> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(folder);
-    if path.is_dir() {
-        Some(path)
-    } else {
-        eprintln!("SKIPPED: shared data folder {} is absent", path.display());
-        None
-    }
+    flashpipe_kernels::shared_data::optional_shared_folder(env!("CARGO_MANIFEST_DIR"), folder)
 }
