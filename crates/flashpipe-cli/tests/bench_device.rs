@@ -97,7 +97,7 @@ fn bench_device_without_fio_reports_every_ratio_and_cleans_up() {
 #[test]
 fn bench_device_with_fio_gives_ratios_to_fio() {
     if !fio_available() {
-        eprintln!("fio is not installed: skipping the side-by-side run");
+        flashpipe_testkit::tools::skip("the side-by-side run", "fio is not installed");
         return;
     }
     let folder = fresh_folder("bench-fio");

@@ -32,7 +32,7 @@ fn run_json(arguments: &[&str]) -> Value {
 #[test]
 fn same_file_rows_compare_every_installed_server_on_one_file() {
     if !program_runs("fio", "--version") {
-        eprintln!("fio is not installed: skipping bench net's server rows");
+        flashpipe_testkit::tools::skip("bench net's server rows", "fio is not installed");
         return;
     }
     let folder = fresh_folder("bench-net-file");

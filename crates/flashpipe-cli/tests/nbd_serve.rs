@@ -192,11 +192,7 @@ fn realtime_without_a_flash_export_is_refused() {
 
 #[test]
 fn an_emulated_flash_export_keeps_what_qemu_io_writes_across_a_restart() {
-    let has_qemu_io = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|folder| folder.join("qemu-io").is_file())
-    });
-    if !has_qemu_io {
-        println!("SKIPPED flash export: `qemu-io` is not installed");
+    if !flashpipe_testkit::tools::programs_or_skip("flash export", &["qemu-io"]) {
         return;
     }
     let folder = tempfile_folder("flash");

@@ -87,7 +87,10 @@ fn ext4_on_a_flashpipe_export_through_nbdfuse_is_clean_after_files_are_written()
         return;
     }
     if !is_root() || !Path::new("/dev/fuse").exists() || !Path::new("/dev/loop-control").exists() {
-        println!("SKIPPED ext4_on_an_export: needs root, /dev/fuse and /dev/loop-control");
+        flashpipe_testkit::tools::skip(
+            "ext4_on_an_export",
+            "needs root, /dev/fuse and /dev/loop-control",
+        );
         return;
     }
     let server = TestServer::ram(&[("fs", 48 * MIB)]);
@@ -146,7 +149,10 @@ fn fio_nbd_engine_writes_and_verifies_random_blocks() {
     }
     let engines = run_tool("fio", &["--enghelp"]);
     if !String::from_utf8_lossy(&engines.stdout).contains("nbd") {
-        println!("SKIPPED fio_nbd_verify: this fio was built without the nbd ioengine");
+        flashpipe_testkit::tools::skip(
+            "fio_nbd_verify",
+            "this fio was built without the nbd ioengine",
+        );
         return;
     }
     let server = TestServer::ram(&[("disk", 16 * MIB)]);

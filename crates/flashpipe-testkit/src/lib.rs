@@ -9,7 +9,10 @@
 //!   that refused input changed nothing.
 //! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`) and the
 //!   replay line printed when one fails.
+//! - [`tools`]: tools a test drives but the project does not build; a missing one skips the
+//!   test with a message, or fails it under `FLASHPIPE_REQUIRE_TOOLS=1` (CI).
 
 pub mod fs_workload;
 pub mod scratch;
 pub mod seeds;
+pub mod tools;

@@ -148,7 +148,7 @@ pub fn self_signed_certificate(folder: &Path, test: &str) -> Option<(PathBuf, Pa
         ])
         .output();
     if !openssl.is_ok_and(|output| output.status.success()) {
-        println!("SKIPPED {test}: the `openssl` command is missing or failed");
+        flashpipe_testkit::tools::skip(test, "the `openssl` command is missing or failed");
         return None;
     }
     Some((folder.join("cert.pem"), folder.join("key.pem")))

@@ -10,19 +10,11 @@ use std::time::{Duration, Instant};
 
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
-/// Whether `program` is on the PATH; prints why a test is skipped when it is not.
+/// Whether `program` is on the PATH; says why the test is skipped when it is not (a failure
+/// under `FLASHPIPE_REQUIRE_TOOLS=1`).
 pub fn have(program: &str) -> bool {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {program}"))
-        .stdout(Stdio::null())
-        .status()
-        .map(|status| status.success())
-        .unwrap_or(false);
-    if !found {
-        eprintln!("SKIPPED: {program} is not installed (Debian package nbdkit / qemu-utils)");
-    }
-    found
+    let test = std::thread::current().name().unwrap_or("this test").to_string();
+    flashpipe_testkit::tools::programs_or_skip(&test, &[program])
 }
 
 /// A scratch folder removed when dropped.

@@ -101,20 +101,10 @@ impl Drop for TestServer {
     }
 }
 
-/// Whether `tool` is on the PATH; prints the skip message when it is not.
+/// Whether every one of `tools` is on the PATH; says why `test` is skipped when one is not (a
+/// failure under `FLASHPIPE_REQUIRE_TOOLS=1`).
 pub fn tool_or_skip(test: &str, tools: &[&str]) -> bool {
-    for tool in tools {
-        let found = std::env::var_os("PATH").is_some_and(|path| {
-            std::env::split_paths(&path).any(|folder| folder.join(tool).is_file())
-        });
-        if !found {
-            println!(
-                "SKIPPED {test}: `{tool}` is not installed (Debian: see HELPERS.md's package list)"
-            );
-            return false;
-        }
-    }
-    true
+    flashpipe_testkit::tools::programs_or_skip(test, tools)
 }
 
 /// Runs `program` with `arguments` under `timeout`, returning its output.

@@ -1,0 +1,58 @@
+//! Tools a test drives but the project does not build (fio, nbdkit, qemu, openssl, a second
+//! uid), and what a test does when one is missing.
+//!
+//! On a developer's machine a missing tool skips the test with a line saying what is missing
+//! (`SKIPPED test: reason`). Under `FLASHPIPE_REQUIRE_TOOLS=1`, which `.ci/run` sets, the same
+//! call fails the test instead: in CI a missing tool is a broken install step, never a silent
+//! pass.
+
+/// The environment variable that turns a missing tool into a failure.
+pub const REQUIRE_TOOLS_VARIABLE: &str = "FLASHPIPE_REQUIRE_TOOLS";
+
+/// True when a missing tool must fail the test (`FLASHPIPE_REQUIRE_TOOLS=1`).
+pub fn tools_required() -> bool {
+    std::env::var(REQUIRE_TOOLS_VARIABLE).is_ok_and(|value| value == "1")
+}
+
+/// Says that `test` cannot run because of `reason`: prints the skip line, or panics when tools
+/// are required. The caller returns from the test after it.
+pub fn skip(test: &str, reason: &str) {
+    assert!(
+        !tools_required(),
+        "{test} cannot run: {reason} ({REQUIRE_TOOLS_VARIABLE}=1 makes this a failure)"
+    );
+    eprintln!("SKIPPED {test}: {reason}");
+}
+
+/// True when `program` is a file in a folder of `PATH`.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|folder| folder.join(program).is_file())
+    })
+}
+
+/// True when every one of `programs` is on `PATH`; otherwise [`skip`]s `test`, naming the first
+/// missing one, and returns false.
+pub fn programs_or_skip(test: &str, programs: &[&str]) -> bool {
+    match programs.iter().find(|program| !on_path(program)) {
+        None => true,
+        Some(missing) => {
+            skip(
+                test,
+                &format!("`{missing}` is not installed (scripts/install-test-packages installs it)"),
+            );
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shell_is_on_the_path_and_a_made_up_program_is_not() {
+        assert!(on_path("sh"));
+        assert!(!on_path("flashpipe-no-such-program-7f3a"));
+    }
+}
