@@ -162,6 +162,32 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
         refused_then_forced(&folder, &ext, "an ext4 file system");
     }
 
+    let remote = folder.join("remote.img");
+    image_with(&remote, 0, &pseudo_random_bytes(4096));
+    let socket = folder.join("nbd.sock");
+    let export = format!("d={}", text(&remote));
+    let server = Running::start(&[
+        "nbd",
+        "serve",
+        "--export",
+        &export,
+        "--socket",
+        text(&socket),
+    ]);
+    let uri = format!("nbd+unix:///d?socket={}", text(&socket));
+    check_fails(
+        &[
+            "mkfs",
+            "--devices",
+            &uri,
+            "--size",
+            "16MiB",
+            text(&folder.join("remote.toml")),
+        ],
+        "holds unrecognised data",
+    );
+    server.stop();
+
     let store = folder.join("zeroes.toml");
     let zeroes = folder.join("zeroes.img");
     std::fs::write(&zeroes, vec![0u8; IMAGE_BYTES as usize]).unwrap();
