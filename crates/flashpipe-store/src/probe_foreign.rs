@@ -33,6 +33,7 @@
 //! missing signature costs a less precise message, never a wiped device.
 
 use std::fs::File;
+use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -153,7 +154,6 @@ fn device_size_bytes(file: &File) -> Option<u64> {
     if metadata.is_file() {
         return Some(metadata.len());
     }
-    use std::io::{Seek, SeekFrom};
     let mut handle = file.try_clone().ok()?;
     handle.seek(SeekFrom::End(0)).ok()
 }
