@@ -5,7 +5,9 @@
 //! (`file:PATH` or a path), `flash:PRESET[:PATH]` (an emulated flash device of the
 //! flash model under the host FTL, the store crate's `--devices` grammar; without a
 //! path its pages live in memory), or `store:STORE.toml[,rw]` (a store's whole device
-//! stack under the store's locks: `store_export`). One readiness line per export goes to standard
+//! stack under the store's locks: `store_export`). Device paths and flash images are
+//! locked as a store locks its devices (`path_export`): a device a store holds is
+//! refused. One readiness line per export goes to standard
 //! output once every listener is bound (`nbd: serving EXPORT at URI ...`); errors go to
 //! standard error with a non-zero exit.
 
@@ -25,10 +27,14 @@ use flashpipe_store::store::DeviceCreation;
 
 use crate::store_cmd::CliResult;
 
+mod path_export;
 mod store_export;
 
+use flashpipe_store::store_lock::LockWait;
+pub use path_export::refuse_device_exports_of;
+use path_export::{flash_image_paths, lock_export_paths, open_path_export};
 pub use store_export::refuse_store_exports_of;
-use store_export::{open_store_export, STORE_EXPORT_KIND};
+use store_export::{open_store_export, LockedStoreDevice, STORE_EXPORT_KIND};
 
 /// Host requests in flight on an emulated flash export.
 const FLASH_EXPORT_QUEUE_DEPTH: u32 = 128;
@@ -69,9 +75,14 @@ pub struct ServeArgs {
     /// Most requests in flight per connection.
     #[arg(long, default_value_t = ServerLimits::default().max_requests_per_connection)]
     pub max_requests_per_connection: usize,
-    /// Serve every export read-only.
+    /// Serve every export read-only (device paths under a shared lock).
     #[arg(long)]
     pub read_only: bool,
+    /// Export device paths read-only under a shared lock, the lock a store's readers take:
+    /// a path a store's readers hold can be exported beside them (never while a writer
+    /// holds it). Without it a path export is writable and locked exclusively.
+    #[arg(long)]
+    pub shared: bool,
     /// Microseconds the device workers and reply writers spin for work before parking
     /// (0: park at once; spinning saves a wake per hand-off at queue depth 1 and keeps a
     /// core busy for the window after each request).
@@ -167,7 +178,14 @@ fn serve(arguments: ServeArgs) -> CliResult {
         );
     }
     let signals = block_stop_signals()?;
-    let exports = open_exports(&arguments.exports, arguments.read_only, arguments.realtime)?;
+    let exports = open_exports(
+        &arguments.exports,
+        ExportAccess {
+            read_only: arguments.read_only,
+            shared: arguments.shared,
+            realtime: arguments.realtime,
+        },
+    )?;
     let tls = arguments.tls.settings()?;
     let names: Vec<String> = exports.iter().map(|export| export.name.clone()).collect();
     let config = ServerConfig {
@@ -212,27 +230,37 @@ pub fn tcp_address_to_listen_on(
     }
 }
 
-/// Opens every export of `specs` (`NAME=DEVICE`), read-only when asked, flash exports
-/// paced in real time when asked.
+/// How `open_exports` opens its exports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExportAccess {
+    /// Every export read-only (device paths locked shared).
+    pub read_only: bool,
+    /// Device paths read-only, locked shared (other kinds as they are).
+    pub shared: bool,
+    /// Flash exports paced in real time.
+    pub realtime: bool,
+}
+
+/// Opens every export of `specs` (`NAME=DEVICE`) as `access` asks, device paths under
+/// their locks.
 pub fn open_exports(
     specs: &[String],
-    read_only: bool,
-    realtime: bool,
+    access: ExportAccess,
 ) -> Result<Vec<Export>, Box<dyn std::error::Error>> {
     let mut exports = Vec::with_capacity(specs.len());
     for spec in specs {
-        let mut export = open_export(spec, realtime)?;
-        export.read_only |= read_only;
+        let mut export = open_export(spec, access)?;
+        export.read_only |= access.read_only;
         exports.push(export);
     }
     Ok(exports)
 }
 
-fn open_export(spec: &str, realtime: bool) -> Result<Export, Box<dyn std::error::Error>> {
+fn open_export(spec: &str, access: ExportAccess) -> Result<Export, Box<dyn std::error::Error>> {
     let (name, device_spec) = parse_export_spec(spec)?;
     match &device_spec {
         ExportDeviceSpec::Other { kind, rest } if kind == "flash" => {
-            open_flash_export(&name, rest, realtime)
+            open_flash_export(&name, rest, access.realtime)
         }
         ExportDeviceSpec::Other { kind, rest } if kind == STORE_EXPORT_KIND => {
             open_store_export(&name, rest)
@@ -241,7 +269,13 @@ fn open_export(spec: &str, realtime: bool) -> Result<Export, Box<dyn std::error:
             "export `{spec}`: unknown device kind `{kind}` (ram:SIZE, a path, file:PATH, flash:PRESET[:PATH] or store:STORE.toml[,rw])"
         )
         .into()),
-        _ => Ok(Export::open(&name, &device_spec)?),
+        ExportDeviceSpec::File { path } => open_path_export(
+            &name,
+            &device_spec,
+            path,
+            access.read_only || access.shared,
+        ),
+        ExportDeviceSpec::Ram { .. } => Ok(Export::open(&name, &device_spec)?),
     }
 }
 
@@ -253,6 +287,12 @@ fn open_flash_export(
     let spec = FlashDeviceSpec::parse_entry(entry)
         .map_err(|reason| format!("export `{name}=flash:{entry}`: {reason}"))?;
     let fresh = spec.path.as_ref().is_none_or(|path| !path.exists());
+    let image_paths = spec
+        .path
+        .as_deref()
+        .map(flash_image_paths)
+        .unwrap_or_default();
+    let mut lock = lock_export_paths(name, &image_paths, true)?;
     let store_file = Path::new("nbd-export");
     let device = open_flash_device(
         &spec,
@@ -267,12 +307,15 @@ fn open_flash_export(
             DeviceCreation::MustExist
         },
     )?;
+    // A fresh image exists now: lock what the first call found missing.
+    lock.lock_all(&image_paths, LockWait::Fail)?;
     let (device, pacing): (Box<dyn BlockDevice>, &str) = if realtime {
         let paced = PacedDevice::new(device, DEFAULT_LAG_WARNING_NS);
         (Box::new(paced), ", paced in real time")
     } else {
         (Box::new(device), "")
     };
+    let device = Box::new(LockedStoreDevice::new(device, lock));
     Ok(Export {
         name: name.to_string(),
         description: format!(

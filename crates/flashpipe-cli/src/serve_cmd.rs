@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// and write the exports).
     #[arg(long, requires = "nbd_exports")]
     pub insecure: bool,
+    /// Export device paths read-only under a shared lock (beside a store's readers, never
+    /// a writer); without it a path export is writable and locked exclusively.
+    #[arg(long, requires = "nbd_exports")]
+    pub shared: bool,
     /// TLS of the NBD server (`NBD_OPT_STARTTLS`), as `flashpipe nbd serve` has it.
     #[command(flatten)]
     pub nbd_tls: crate::nbd_cmd::NbdTlsArgs,
@@ -186,9 +190,16 @@ fn start_nbd_exports(
     }
     if let Some(store) = &arguments.store {
         crate::nbd_cmd::refuse_store_exports_of(&arguments.nbd_exports, store)?;
+        crate::nbd_cmd::refuse_device_exports_of(&arguments.nbd_exports, store)?;
     }
     let tls = arguments.nbd_tls.settings()?;
-    let exports = crate::nbd_cmd::open_exports(&arguments.nbd_exports, false, false)?;
+    let exports = crate::nbd_cmd::open_exports(
+        &arguments.nbd_exports,
+        crate::nbd_cmd::ExportAccess {
+            shared: arguments.shared,
+            ..crate::nbd_cmd::ExportAccess::default()
+        },
+    )?;
     let names: Vec<String> = exports.iter().map(|export| export.name.clone()).collect();
     let config = NbdServerConfig {
         tcp_address: crate::nbd_cmd::tcp_address_to_listen_on(

@@ -72,8 +72,9 @@ pub struct MkfsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
-    /// Format devices that hold a flashpipe store or flash image already (their contents
-    /// are lost); without it such a device is refused.
+    /// Format devices that hold data already (their contents are lost): a flashpipe store
+    /// or flash image, another file system, swap, LUKS, a partition table, or any non-zero
+    /// byte in the first MiB; without it such a device is refused, naming what it holds.
     #[arg(long)]
     pub force: bool,
     /// Wait for a command using one of the devices to finish instead of failing.
@@ -154,12 +155,18 @@ pub struct GetArgs {
     /// Where to write: a file path, an existing folder (the file keeps the last
     /// `:`-component of its name: `get s.toml a:b.txt out/` writes `out/b.txt`), or `-`
     /// for standard output. With -r a folder (created if missing) where `a:b:c` becomes
-    /// `DEST/a/b/c`; with a pattern an existing folder.
+    /// `DEST/a/b/c`; with a pattern an existing folder. A regular file there is replaced
+    /// whole (by rename); a special file (a device, a FIFO) is written into as `cp` does.
     pub destination: PathBuf,
     /// Fetch every file under the prefix NAME (or matching the pattern), recreating
     /// folders from the `:`-components of the names.
     #[arg(short, long)]
     pub recursive: bool,
+    /// Refuse a destination that is a special file (a device, a FIFO, a socket) instead
+    /// of writing into it as `cp` does. Regular files are always replaced whole, by
+    /// rename.
+    #[arg(long)]
+    pub no_special: bool,
 }
 
 /// Commands taking a store and names: `cat`, `stat`.
@@ -535,7 +542,12 @@ pub fn run_get(arguments: GetArgs) -> CliResult {
             }
             Ok(total)
         } else {
-            transfer::get_files(store, &*clock, &targets)
+            let special = if arguments.no_special {
+                transfer::SpecialDestination::Refuse
+            } else {
+                transfer::SpecialDestination::WriteInto
+            };
+            transfer::get_files(store, &*clock, &targets, special)
         }
     });
     let mut report = session.finish(result)?;

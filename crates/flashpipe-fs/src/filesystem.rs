@@ -16,7 +16,7 @@ use crate::io::{flush_device, Geometry};
 use crate::layout::{
     is_valid_fs_block_size, FIRST_ALLOCATABLE_BLOCK, FORMAT_VERSION, MIN_FS_BLOCK_COUNT,
 };
-use crate::name::check_name;
+use crate::name::{check_name, check_new_name};
 use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, State};
 
@@ -222,7 +222,7 @@ impl Filesystem {
     pub fn create(&mut self, name: &str) -> Result<FileId, NamespaceError> {
         self.check_writable("create")?;
         self.check_usable()?;
-        check_name(name)?;
+        check_new_name(name)?;
         if self.state.names.contains_key(name) {
             return Err(NamespaceError::Exists {
                 name: name.to_string(),
@@ -511,7 +511,7 @@ impl Filesystem {
         self.check_writable("rename")?;
         self.check_usable()?;
         let file = self.open(from)?;
-        check_name(to)?;
+        check_new_name(to)?;
         if from == to {
             return Ok(());
         }
@@ -544,7 +544,7 @@ impl Filesystem {
     pub fn rename_replacing(&mut self, from: &str, to: &str) -> Result<(), NamespaceError> {
         self.check_usable()?;
         self.open(from)?;
-        check_name(to)?;
+        check_new_name(to)?;
         if from == to {
             return Ok(());
         }

@@ -64,5 +64,5 @@ pub use fsck::{
 };
 pub use image::{DamagedSlot, LogDamage};
 pub use io::MAX_REQUEST_BYTES;
-pub use name::name_problem;
+pub use name::{name_problem, new_name_problem};
 pub use staged_write::{PlannedWrite, WriteCopy};

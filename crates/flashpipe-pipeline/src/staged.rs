@@ -87,7 +87,7 @@ pub fn output_target(
             .collect(),
     };
     for name in &names {
-        if let Some(reason) = flashpipe_fs::name_problem(name) {
+        if let Some(reason) = flashpipe_fs::new_name_problem(name) {
             return Err(StagingError::BadOutputName {
                 name: name.clone(),
                 reason,

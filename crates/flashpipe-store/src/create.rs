@@ -1,8 +1,9 @@
 //! Creating a store: checking its store file's contents, creating and formatting its
 //! devices, then writing the store file (last, so a failure leaves no store file behind).
 //!
-//! Devices that hold a flashpipe store or a flash image already are refused (see
-//! [`crate::probe`]) unless the caller forces the format. A failed creation removes every
+//! Devices that hold anything (a flashpipe store or flash image, another file system,
+//! swap, an encrypted volume, a partition table, or any non-zero byte in their first MiB)
+//! are refused (see [`crate::probe_foreign`]) unless the caller forces the format. A failed creation removes every
 //! device file and image it created (never one that was there before), so the same
 //! creation can be retried. Nothing here prints: the notes of opening the devices go to
 //! the caller's `note` function, which shows them as the interface does.
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use flashpipe_fs::{Filesystem, FormatOptions, FsStats};
 
-use crate::probe::refuse_devices_holding_stores;
+use crate::probe_foreign::refuse_devices_holding_data;
 use crate::store::{device_files, lock_store, open_store_device_locked, OpenedStoreDevice};
 use crate::store_config::{check_distinct_devices, parse_device_list, STORE_FILE_VERSION};
 use crate::store_lock::{LockWait, StoreLock};
@@ -66,7 +67,7 @@ pub fn create_store_with(
         wait,
     )?;
     if !force {
-        refuse_devices_holding_stores(config, store)?;
+        refuse_devices_holding_data(config, store)?;
     }
     let existing: Vec<PathBuf> = device_files(config, store)
         .into_iter()

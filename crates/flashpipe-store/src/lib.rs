@@ -11,7 +11,8 @@
 //! grammar, [`units`] (the `flashpipe-units` crate, re-exported here).
 //!
 //! Creating a store is here too ([`create`]: devices created and formatted, the store
-//! file written last, devices that hold a store refused after a look at them, [`probe`]),
+//! file written last, devices that hold a store or any other data refused after a look at
+//! them, [`probe`] and [`probe_foreign`]),
 //! with what every interface needs to name a store's files: shell patterns over store
 //! names ([`glob`]) and the plan of which local files a put stores under which names
 //! ([`put_plan`]).
@@ -25,6 +26,7 @@ pub mod create;
 pub mod flash_store;
 pub mod glob;
 pub mod probe;
+pub mod probe_foreign;
 pub mod put_plan;
 pub mod running;
 pub mod store;

@@ -1,6 +1,6 @@
 //! Which local files a put stores, and under which names, all checked before anything is
 //! written: every path exists and is readable, every name is valid in a store
-//! (`flashpipe_fs::name_problem`), no two sources share a name, and special files (FIFOs,
+//! (`flashpipe_fs::new_name_problem`), no two sources share a name, and special files (FIFOs,
 //! devices, sockets) are refused unless asked for.
 //!
 //! A file keeps its own name (or the one given); a folder's files are named
@@ -164,7 +164,7 @@ fn collect_folder(
 fn check_names(sources: &[PutSource]) -> Result<(), Box<dyn std::error::Error>> {
     let mut seen = std::collections::HashSet::new();
     for source in sources {
-        if let Some(reason) = flashpipe_fs::name_problem(&source.name) {
+        if let Some(reason) = flashpipe_fs::new_name_problem(&source.name) {
             return Err(format!(
                 "{}: name {:?} is not valid in a store: {reason}",
                 source.path.display(),

@@ -6,7 +6,8 @@
 //! per request type counts, bandwidth and latency, garbage collection and write
 //! amplification during the trace, per-die utilization, and every request that failed or
 //! was refused; exits non-zero when any write failed. `--json` prints one object,
-//! `--plot DIR` draws the latency CDF and the throughput over time.
+//! `--plot DIR` draws the latency CDF and the throughput over time (DIR is made if
+//! missing, inside a folder that must exist).
 
 use clap::{Args, ValueEnum};
 use flashpipe_flash::workload::{self, ParsedTrace, TraceOptions, TraceTimeUnit, WorkloadReport};
@@ -276,8 +277,20 @@ impl ReplayArgs {
             .into());
         }
         if let Some(path) = &self.plot {
-            if std::path::Path::new(path).exists() && !std::path::Path::new(path).is_dir() {
+            let folder = std::path::Path::new(path);
+            if folder.exists() && !folder.is_dir() {
                 return Err(format!("--plot {path}: exists and is not a folder").into());
+            }
+            let parent = folder
+                .parent()
+                .filter(|parent| !parent.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            if !folder.exists() && !parent.is_dir() {
+                return Err(format!(
+                    "--plot {path}: the folder {} does not exist; --plot makes one folder in an existing one, so create it first or name another",
+                    parent.display()
+                )
+                .into());
             }
         }
         Ok(())
@@ -640,8 +653,10 @@ fn utilization_line(values: &[f64]) -> String {
 
 /// The latency CDF (per request type) and the throughput over time, as PNGs.
 fn draw_ftl_plots(folder: &str, report: &ReplayReport) -> BenchResult {
-    std::fs::create_dir_all(folder)
-        .map_err(|error| format!("--plot {folder}: cannot create the folder: {error}"))?;
+    if !std::path::Path::new(folder).is_dir() {
+        std::fs::create_dir(folder)
+            .map_err(|error| format!("--plot {folder}: cannot create the folder: {error}"))?;
+    }
     let cdf_series: Vec<Series> = [
         ("read", &report.latencies_ns.reads),
         ("write", &report.latencies_ns.writes),

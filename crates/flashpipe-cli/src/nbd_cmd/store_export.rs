@@ -121,10 +121,21 @@ fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// A store's striped device holding the store's locks for as long as it lives.
-struct LockedStoreDevice {
+/// A device (a store's striped stack, or an exported device path) holding its locks for
+/// as long as it lives.
+pub(super) struct LockedStoreDevice {
     device: Box<dyn BlockDevice>,
     _lock: StoreLock,
+}
+
+impl LockedStoreDevice {
+    /// `device`, keeping `lock` until it is dropped.
+    pub(super) fn new(device: Box<dyn BlockDevice>, lock: StoreLock) -> LockedStoreDevice {
+        LockedStoreDevice {
+            device,
+            _lock: lock,
+        }
+    }
 }
 
 impl BlockDevice for LockedStoreDevice {

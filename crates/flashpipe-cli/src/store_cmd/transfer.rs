@@ -10,7 +10,8 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 
 use flashpipe_device::Clock;
 use flashpipe_store::put_plan::PutSource;
@@ -230,13 +231,25 @@ pub struct GetTarget {
     pub path: PathBuf,
 }
 
-/// Fetches every target, one progress bar over their total size. Each file is written
-/// under a temporary name and renamed when complete, so a failure leaves no partial file
-/// (files fetched before the failure stay).
+/// What `get` does with a destination that is a special file (a character or block
+/// device, a FIFO, a socket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecialDestination {
+    /// Write into it as `cp` does: opened for writing, never truncated nor replaced.
+    WriteInto,
+    /// Refuse it (`--no-special`).
+    Refuse,
+}
+
+/// Fetches every target, one progress bar over their total size. A regular file (or a
+/// new one) is written under a temporary name and renamed when complete, so a failure
+/// leaves no partial file (files fetched before the failure stay); a special file is
+/// written into, or refused, as `special` says.
 pub fn get_files(
     client: &mut dyn StoreOperations,
     clock: &dyn Clock,
     targets: &[GetTarget],
+    special: SpecialDestination,
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
     let total_bytes: u64 = targets.iter().map(|target| target.size_bytes).sum();
     let bar = progress_bar(total_bytes);
@@ -245,7 +258,7 @@ pub fn get_files(
     let mut result = Ok(());
     for target in targets {
         bar.set_message(target.name.clone());
-        match fetch_one(client, target, &bar, done_bytes) {
+        match fetch_one(client, target, special, &bar, done_bytes) {
             Ok(bytes) => done_bytes += bytes,
             Err(error) => {
                 result = Err(error);
@@ -260,9 +273,13 @@ pub fn get_files(
 fn fetch_one(
     client: &mut dyn StoreOperations,
     target: &GetTarget,
+    special: SpecialDestination,
     bar: &ProgressBar,
     done_bytes: u64,
 ) -> Result<u64, Box<dyn std::error::Error>> {
+    if let Some(kind) = special_file_kind(&target.path) {
+        return write_into_special(client, target, kind, special, bar, done_bytes);
+    }
     if let Some(parent) = target
         .path
         .parent()
@@ -293,6 +310,64 @@ fn fetch_one(
     };
     std::fs::rename(&partial, &target.path)
         .map_err(|error| format!("{}: {error}", target.path.display()))?;
+    Ok(bytes)
+}
+
+/// What special file `path` is (following symbolic links, as `cp` does), or `None` for
+/// a regular file, a folder or nothing at all.
+fn special_file_kind(path: &Path) -> Option<&'static str> {
+    let file_type = std::fs::metadata(path).ok()?.file_type();
+    if file_type.is_char_device() {
+        Some("a character device")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else if file_type.is_fifo() {
+        Some("a FIFO")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    }
+}
+
+/// Writes a store file into the special file at `target.path` as `cp` does (opened for
+/// writing, never created, truncated nor renamed over), or refuses it.
+fn write_into_special(
+    client: &mut dyn StoreOperations,
+    target: &GetTarget,
+    kind: &'static str,
+    special: SpecialDestination,
+    bar: &ProgressBar,
+    done_bytes: u64,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    let path = target.path.display();
+    if special == SpecialDestination::Refuse {
+        return Err(format!(
+            "{path} is {kind}, and --no-special refuses writing into special files; give a regular file's path, or leave out --no-special to write into it as cp does"
+        )
+        .into());
+    }
+    if kind == "a socket" {
+        return Err(format!(
+            "{path} is a socket, which cannot be opened for writing; give a file's path, or `-` for standard output"
+        )
+        .into());
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&target.path)
+        .map_err(|error| format!("{path} ({kind}): cannot open it for writing: {error}"))?;
+    let bytes = client
+        .read_stream(
+            &target.name,
+            &mut |chunk| file.write_all(chunk),
+            &mut |bytes| bar.set_position(done_bytes + bytes),
+        )
+        .map_err(|error| format!("{path} ({kind}): {error}"))?;
+    if kind == "a block device" {
+        file.sync_all()
+            .map_err(|error| format!("{path} ({kind}): cannot flush it: {error}"))?;
+    }
     Ok(bytes)
 }
 

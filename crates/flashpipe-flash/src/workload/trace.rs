@@ -2,7 +2,9 @@
 //! five-column nanosecond form MQSim reads, parsed and checked line by line.
 //!
 //! Every format skips blank lines and comment lines (first non-blank character `#`).
-//! Every bad line is refused with its 1-based number and the field. Arrival times that go
+//! Every bad line is refused with its 1-based number and the field. A trace without one
+//! request is refused too, naming its first line that is not blank or a comment (a
+//! blkparse trace skips the events that are not queued reads, writes or discards). Arrival times that go
 //! backwards are refused with the line number unless [`TraceOptions::sort`] asks for a
 //! stable sort by arrival. A trace whose arrival times are implausible for the unit it was
 //! read in (a span over [`PLAUSIBLE_TRACE_SPAN_SECONDS_MAX`], or a mean interarrival time
@@ -119,7 +121,10 @@ pub fn parse_trace(
     options: &TraceOptions,
 ) -> Result<ParsedTrace, TraceError> {
     let mut collector = Collector::default();
+    let mut first_skipped_line = None;
+    let mut line_count = 0;
     for (index, line) in text.lines().enumerate() {
+        line_count = index + 1;
         let error = |message: String| TraceError {
             source_name: source_name.to_string(),
             line: index + 1,
@@ -138,11 +143,22 @@ pub fn parse_trace(
             TraceFormat::Disksim => parse_disksim_line(line, options.time_unit),
             TraceFormat::AsciiNanoseconds => parse_ascii_nanoseconds_line(line),
         };
-        if let Some(request) = parsed.map_err(&error)? {
-            collector
+        match parsed.map_err(&error)? {
+            Some(request) => collector
                 .push(request, index + 1, options.sort)
-                .map_err(&error)?;
+                .map_err(&error)?,
+            None => {
+                first_skipped_line.get_or_insert(index + 1);
+            }
         }
+    }
+    if collector.requests.is_empty() {
+        return Err(no_requests(
+            source_name,
+            format,
+            first_skipped_line,
+            line_count,
+        ));
     }
     let mut trace = collector.finish(options.sort);
     if format == TraceFormat::Blkparse {
@@ -152,6 +168,35 @@ pub fn parse_trace(
         check_plausible(&trace, source_name, format, options)?;
     }
     Ok(trace)
+}
+
+/// The error of a trace without one request: it names the first line that was read and
+/// skipped (a blkparse event that is not a queued read, write or discard), or says that
+/// the trace holds only blank and comment lines.
+fn no_requests(
+    source_name: &str,
+    format: TraceFormat,
+    first_skipped_line: Option<usize>,
+    line_count: usize,
+) -> TraceError {
+    let (line, message) = match first_skipped_line {
+        Some(line) => (
+            line,
+            match format {
+                TraceFormat::Blkparse => "the trace holds no request: this line, the first that is not blank or a comment, is not a queue (Q) event of a read, write or discard (R, W or D), nor is any other; give blkparse's text output of a traced device".to_string(),
+                _ => "the trace holds no request, and this line is the first that is not one".to_string(),
+            },
+        ),
+        None => (
+            line_count.max(1),
+            "the trace holds no request (only blank or comment lines); a replay needs at least one".to_string(),
+        ),
+    };
+    TraceError {
+        source_name: source_name.to_string(),
+        line,
+        message,
+    }
 }
 
 /// Parses blkparse's default text output: queue (`Q`) events become requests

@@ -124,7 +124,7 @@ pub fn parse_export_spec(spec: &str) -> Result<(String, ExportDeviceSpec), Expor
         });
     };
     check_export_name(name).map_err(|detail| ExportSpecError::BadName {
-        spec: spec.to_string(),
+        spec: spec.escape_debug().to_string(),
         detail,
     })?;
     let device_spec = if let Some(size) = device.strip_prefix("ram:") {
@@ -161,7 +161,9 @@ pub fn parse_export_spec(spec: &str) -> Result<(String, ExportDeviceSpec), Expor
     Ok((name.to_string(), device_spec))
 }
 
-/// Checks an export name: at most 4096 bytes, no NUL (the specification's strings).
+/// Checks an export name: at most 4096 bytes (the specification's strings), no NUL and
+/// no other control character (a newline would forge a line of the readiness output and
+/// the logs that name exports).
 pub fn check_export_name(name: &str) -> Result<(), String> {
     if name.len() > MAX_STRING_BYTES {
         return Err(format!("is {} bytes, limit {MAX_STRING_BYTES}", name.len()));
@@ -169,13 +171,23 @@ pub fn check_export_name(name: &str) -> Result<(), String> {
     if name.contains('\0') {
         return Err("contains a NUL".to_string());
     }
+    if let Some(control) = name.chars().find(|character| character.is_control()) {
+        return Err(format!(
+            "contains the control character U+{:04X}; export names are printed, so they hold printable characters only",
+            u32::from(control)
+        ));
+    }
     Ok(())
 }
 
 impl Export {
     /// Opens a `ram:` or file spec as an export; `Other` kinds are the caller's.
     pub fn open(name: &str, device_spec: &ExportDeviceSpec) -> Result<Export, ExportSpecError> {
-        let spec_text = || format!("{name}={device_spec:?}");
+        let spec_text = || match device_spec {
+            ExportDeviceSpec::Ram { size_bytes } => format!("{name}=ram:{size_bytes}"),
+            ExportDeviceSpec::File { path } => format!("{name}={}", path.display()),
+            ExportDeviceSpec::Other { kind, rest } => format!("{name}={kind}:{rest}"),
+        };
         match device_spec {
             ExportDeviceSpec::Ram { size_bytes } => {
                 let block_count = size_bytes / u64::from(RAM_EXPORT_BLOCK_SIZE_BYTES);
@@ -295,6 +307,9 @@ mod tests {
             ExportDeviceSpec::Other { .. }
         ));
         assert!(parse_export_spec("ram:1MiB").is_err());
+        assert!(parse_export_spec("a\nnbd: ready=ram:1MiB").is_err());
+        assert!(parse_export_spec("a\tb=ram:1MiB").is_err());
+        assert!(parse_export_spec("a\u{7f}=ram:1MiB").is_err());
         assert!(parse_export_spec("d=ram:1000").is_err());
         assert!(parse_export_spec("d=ram:lots").is_err());
     }
