@@ -19,21 +19,10 @@ use common::{check_fails, flashpipe, fresh_folder, succeed, succeed_bytes, text}
 /// Size of every device image of these tests.
 const IMAGE_BYTES: u64 = 16 << 20;
 
-/// Whether a test that needs `tool` runs: prints why it is skipped when the tool is
-/// missing, and fails instead under `FLASHPIPE_REQUIRE_TOOLS=1` (CI).
+/// Whether a test that needs `tool` runs: says why a part is skipped when the tool is
+/// missing (a failure under `FLASHPIPE_REQUIRE_TOOLS=1`, as in CI).
 fn tool_present(tool: &str, test: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !found {
-        assert!(
-            std::env::var("FLASHPIPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "{test}: {tool} is required (FLASHPIPE_REQUIRE_TOOLS=1) and missing"
-        );
-        eprintln!("{test}: skipped part: {tool} is not installed");
-    }
-    found
+    flashpipe_testkit::tools::programs_or_skip(test, &[tool])
 }
 
 /// A pseudo-random byte stream (xorshift), so the test needs no random crate.
@@ -383,12 +372,10 @@ fn make_node(path: &Path, mode: libc::mode_t, device: libc::dev_t) -> bool {
     let status = unsafe { libc::mknod(name.as_ptr(), mode, device) };
     if status != 0 {
         let error = std::io::Error::last_os_error();
-        assert!(
-            std::env::var("FLASHPIPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "mknod {}: {error} (FLASHPIPE_REQUIRE_TOOLS=1 requires it)",
-            path.display()
+        flashpipe_testkit::tools::skip(
+            "the special-file part",
+            &format!("mknod {} failed: {error}", path.display()),
         );
-        eprintln!("skipped part: mknod {} failed: {error}", path.display());
         return false;
     }
     true
