@@ -287,3 +287,47 @@ fn leftover_temporaries_are_removed_and_named_at_the_next_read_write_open() {
         );
     }
 }
+
+#[test]
+fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
+    let folder = TestFolder::new("security-read-buffers");
+    let store = file_store(&folder, "64MiB");
+    let local = folder.join("data.bin");
+    let contents = file_contents(4, 1 << 20);
+    std::fs::write(&local, &contents).unwrap();
+    succeed(&["put", text(&store), text(&local), "--as", "data"]);
+    let server = ServerProcess::start(&store, &["--max-read-handles", "4096"]);
+    // Four clients holding 16 reads by reference each hold the engine's 64 read buffers.
+    let mut holders = Vec::new();
+    let mut views = Vec::new();
+    for _ in 0..4 {
+        let mut holder = Client::connect(&server.socket, ConnectOptions::default()).unwrap();
+        for index in 0..16u64 {
+            match holder.read("data", index * 4096, 4096) {
+                Ok(view) => views.push(view),
+                Err(error) => panic!("a holder's read {index}: {error}"),
+            }
+        }
+        holders.push(holder);
+    }
+    let getter = {
+        let store = store.clone();
+        std::thread::spawn(move || flashpipe(&["get", text(&store), "data", "-"]))
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !getter.is_finished(),
+        "the get waits while every read buffer is held"
+    );
+    drop(views);
+    drop(holders);
+    let output = getter.join().unwrap();
+    assert!(
+        output.status.success(),
+        "the get fails instead of waiting: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.stdout == contents, "the get reads the file's bytes");
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+}
