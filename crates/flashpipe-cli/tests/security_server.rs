@@ -331,3 +331,32 @@ fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
 }
+
+#[test]
+fn bad_values_of_the_new_serve_options_are_refused_before_serving() {
+    let folder = TestFolder::new("security-bad-options");
+    let store = file_store(&folder, "64MiB");
+    let a_file = folder.join("not-a-folder");
+    std::fs::write(&a_file, b"x").unwrap();
+    let missing = folder.join("missing");
+    for (arguments, said) in [
+        (
+            vec!["--handshake-timeout-ms", "0"],
+            "--handshake-timeout-ms",
+        ),
+        (vec!["--max-clients-per-uid", "0"], "--max-clients-per-uid"),
+        (vec!["--spill-dir", text(&missing)], "--spill-dir"),
+        (vec!["--kernel-data", text(&a_file)], "--kernel-data"),
+    ] {
+        let mut command = vec!["serve", text(&store)];
+        command.extend(arguments);
+        let error = fail_stderr(&command);
+        assert!(error.contains(said), "{command:?}: {error}");
+        assert!(!error.contains("panicked"), "{error}");
+    }
+    assert!(
+        !folder.join("s.toml.sock").exists(),
+        "no socket is left behind"
+    );
+    succeed(&["ls", text(&store)]);
+}

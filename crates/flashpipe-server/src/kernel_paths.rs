@@ -6,12 +6,16 @@
 //! the server has a `--kernel-data` folder: the name is then resolved inside that
 //! folder (no absolute path, no `..`, no symbolic link leading out of it). A sort spills
 //! into the server's spill folder: `--spill-dir`, or by default a private folder (mode
-//! 0700, a fresh name) the server makes at start and removes at stop.
+//! 0700, a fresh name) the server makes at start and removes at stop; folders of killed
+//! servers (this user's, their process gone) are removed at the next start.
 
 use std::path::{Component, Path, PathBuf};
 
 use flashpipe_kernels::host_paths::{host_path_options, HostPathUse};
 use flashpipe_protocol::{ErrorCode, RemoteError, RunKernelRequest};
+
+/// How the names of servers' private spill folders begin (then the server's pid).
+const SPILL_FOLDER_PREFIX: &str = "flashpipe-spill-";
 
 /// The server's folders for kernel runs.
 pub(crate) struct KernelPaths {
@@ -180,6 +184,7 @@ fn existing_folder(option: &'static str, path: &Path) -> Result<PathBuf, KernelP
 fn make_private_folder() -> Result<PathBuf, KernelPathsError> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::temp_dir();
+    remove_stale_spill_folders(&base);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.subsec_nanos())
@@ -187,7 +192,7 @@ fn make_private_folder() -> Result<PathBuf, KernelPathsError> {
     let mut last_error = None;
     for attempt in 0..16u32 {
         let path = base.join(format!(
-            "flashpipe-spill-{}-{nanos:08x}-{attempt}",
+            "{SPILL_FOLDER_PREFIX}{}-{nanos:08x}-{attempt}",
             std::process::id()
         ));
         match std::fs::DirBuilder::new().mode(0o700).create(&path) {
@@ -200,6 +205,43 @@ fn make_private_folder() -> Result<PathBuf, KernelPathsError> {
     }
     let (path, source) = last_error.expect("every attempt found its name taken");
     Err(KernelPathsError::SpillFolder { path, source })
+}
+
+/// Removes the private spill folders of servers that were killed (their process is
+/// gone): only folders (not links) named `flashpipe-spill-PID-...` owned by this user.
+fn remove_stale_spill_folders(base: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    // SAFETY: geteuid(2) has no preconditions and touches no memory.
+    let own_uid = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(SPILL_FOLDER_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(metadata) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if alive || !metadata.is_dir() || metadata.uid() != own_uid {
+            continue;
+        }
+        match std::fs::remove_dir_all(entry.path()) {
+            Ok(()) => {
+                tracing::info!(folder = %entry.path().display(), "removed the spill folder of a server that was killed")
+            }
+            Err(error) => {
+                tracing::warn!(folder = %entry.path().display(), %error, "cannot remove the spill folder of a server that was killed")
+            }
+        }
+    }
 }
 
 #[cfg(test)]
