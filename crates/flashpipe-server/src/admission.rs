@@ -6,7 +6,8 @@
 //! A newcomer is admitted under two limits: the server's `max_clients` and one user's
 //! share, `max_clients_per_uid`, so one local user cannot take every place. At either
 //! limit the oldest connection that never finished its handshake (of the newcomer's own
-//! user at the user's share; of anyone at the server's limit) is closed to make room;
+//! user at the user's share; at the server's limit the newcomer's user's first, then
+//! anyone's) is closed to make room;
 //! only when there is none is the newcomer refused with a typed error frame. A watchdog
 //! thread closes each connection still without a handshake when the handshake time
 //! limit passes, so silent connections hold their places for that long at most.
@@ -95,7 +96,10 @@ impl Admission {
     ) -> Result<(), RemoteError> {
         let mut entries = self.lock();
         if entries.len() >= self.max_clients {
-            let oldest_silent = oldest_without_handshake(&entries, |_| true);
+            // The newcomer's own user's silent connections go first, so a flood of
+            // silent connections makes room from itself before it touches others'.
+            let oldest_silent = oldest_without_handshake(&entries, |entry| entry.uid == uid)
+                .or_else(|| oldest_without_handshake(&entries, |_| true));
             let Some(evicted) = oldest_silent else {
                 let limit = self.max_clients;
                 return Err(RemoteError::limit(
