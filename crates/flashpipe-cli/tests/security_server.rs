@@ -2,8 +2,9 @@
 //! closed at the handshake time limit and make room for a newcomer, one user holds at
 //! most its share of the connections, clients name no host path in kernel options, a
 //! device image shrunk or deleted under the server stops its writes with a clear error,
-//! and temporaries a killed command left are removed (and named) at the next
-//! read-write open.
+//! temporaries a killed command left are removed (and named) at the next read-write
+//! open, a `get` waits for read buffers other clients hold, and bad values of the new
+//! serve options are refused before serving.
 
 mod serve_support;
 
@@ -359,4 +360,57 @@ fn bad_values_of_the_new_serve_options_are_refused_before_serving() {
         "no socket is left behind"
     );
     succeed(&["ls", text(&store)]);
+}
+
+#[test]
+fn the_temporary_of_a_put_killed_mid_way_is_removed_at_the_next_read_write_open() {
+    let folder = TestFolder::new("security-killed-put");
+    let store = file_store(&folder, "256MiB");
+    let large = folder.join("large.bin");
+    std::fs::write(&large, file_contents(5, 160 << 20)).unwrap();
+    let server = ServerProcess::start(&store, &[]);
+    let mut put = std::process::Command::new(flashpipe_binary())
+        .args(["put", text(&store), text(&large), "--as", "large"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let temporary = loop {
+        let listing = succeed(&["ls", text(&store), "-1"]);
+        if let Some(name) = listing
+            .lines()
+            .map(str::trim)
+            .find(|name| name.starts_with(".flashpipe-put-"))
+        {
+            break name.to_string();
+        }
+        assert!(
+            put.try_wait().unwrap().is_none(),
+            "the put ended before its temporary was seen; give it a larger file"
+        );
+        assert!(Instant::now() < deadline, "no temporary appeared");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    put.kill().unwrap();
+    put.wait().unwrap();
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    let small = folder.join("small.bin");
+    std::fs::write(&small, b"small").unwrap();
+    let output = flashpipe(&["put", text(&store), text(&small), "--as", "small"]);
+    let notes = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{notes}");
+    assert!(
+        notes.contains(&temporary) && notes.contains("killed"),
+        "the removed temporary {temporary} is named: {notes}"
+    );
+    let listing = succeed(&["ls", text(&store), "-1"]);
+    assert!(!listing.contains(".flashpipe-put-"), "{listing}");
+    assert!(
+        !listing.lines().any(|name| name.trim() == "large"),
+        "{listing}"
+    );
+    assert_fsck_clean(&store);
 }
