@@ -17,7 +17,9 @@
 //!
 //! When `flashpipe serve` holds the store, the run goes through the server
 //! (`through_server`): the same job next to the server's engine, the same output (`-v` says
-//! which way it went).
+//! which way it went). Options naming host paths (`temp_dir=`, `queries=`, `profiles=`)
+//! are then the server's to resolve in its own folders or refuse (docs/serve.md); in
+//! this process they name the caller's files.
 
 mod through_server;
 
@@ -28,6 +30,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use flashpipe_kernels::api::{Kernel, Summary};
+use flashpipe_kernels::host_paths::host_path_options;
 use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
@@ -108,11 +111,17 @@ pub fn run(arguments: RunArgs) -> CliResult {
     if patterns.is_empty() {
         return Err("no input files given (arguments with '=' are kernel options)".into());
     }
-    let kernel = spec.build(&options)?;
+    // A kernel whose options name host paths is built where it runs: through a server
+    // those paths are the server's to resolve (or refuse), never read here.
+    let names_host_paths = host_path_options(spec.name).next().is_some();
+    if !names_host_paths {
+        spec.build(&options)?;
+    }
     let started = std::time::Instant::now();
     if let Some(server) = crate::session::LiveServer::find(&arguments.store)? {
         return through_server::run_through_server(server, &arguments, options, &patterns, started);
     }
+    let kernel = spec.build(&options)?;
     let wait = if arguments.wait {
         LockWait::Wait
     } else {

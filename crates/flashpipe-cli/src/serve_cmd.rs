@@ -69,6 +69,26 @@ pub struct ServeArgs {
     /// Most clients connected at once; one more is refused with an error naming this limit.
     #[arg(long)]
     pub max_clients: Option<usize>,
+    /// Most connections one local user may hold at once (default: half of --max-clients,
+    /// at least 1), so one user cannot take every place; one more is refused with an error
+    /// naming this limit.
+    #[arg(long)]
+    pub max_clients_per_uid: Option<usize>,
+    /// Milliseconds a new connection may take to send its hello (default 5000); one that
+    /// has not is closed. At either client limit, the oldest connection without a hello is
+    /// closed first to make room.
+    #[arg(long)]
+    pub handshake_timeout_ms: Option<u64>,
+    /// Folder where kernel runs through this server spill (a sort's runs). Default: a
+    /// private folder (mode 0700) the server makes in the system temporary folder and
+    /// removes when it stops. Clients cannot name a folder of their own.
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
+    /// Folder of files kernel runs through this server may read (`queries=NAME` of knn,
+    /// `profiles=NAME` of langid), named relative to it; without it a client naming such
+    /// a file is refused. Absolute names and `..` are refused.
+    #[arg(long, value_name = "DIR")]
+    pub kernel_data: Option<PathBuf>,
     /// Most commands one client may have in flight; one more is refused with an error
     /// naming this limit.
     #[arg(long)]
@@ -307,6 +327,20 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
         }
         config.max_clients = max_clients;
     }
+    if let Some(per_uid) = arguments.max_clients_per_uid {
+        if per_uid == 0 {
+            return Err("--max-clients-per-uid must be at least 1".into());
+        }
+        config.max_clients_per_uid = Some(per_uid);
+    }
+    if let Some(timeout_ms) = arguments.handshake_timeout_ms {
+        if timeout_ms == 0 {
+            return Err("--handshake-timeout-ms must be at least 1".into());
+        }
+        config.handshake_timeout_ms = timeout_ms;
+    }
+    config.spill_dir = arguments.spill_dir.clone();
+    config.kernel_data_dir = arguments.kernel_data.clone();
     if let Some(max_in_flight) = arguments.max_in_flight_per_client {
         if max_in_flight == 0 {
             return Err("--max-in-flight-per-client must be at least 1".into());

@@ -24,6 +24,7 @@ pub mod driver;
 pub mod error;
 pub mod external_sort;
 pub mod grep;
+pub mod host_paths;
 pub mod knn;
 pub mod langid;
 pub mod options;

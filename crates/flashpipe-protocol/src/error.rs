@@ -95,6 +95,18 @@ pub enum ErrorCode {
     /// All clients together hold as many read handles as the server allows (the limit
     /// is given).
     ServerReadHandles,
+    /// The client's user holds as many of the server's connections as one user may (the
+    /// limit is given); the connection is closed.
+    TooManyClientsForUser,
+    /// The client did not finish its hello within the server's handshake time limit (the
+    /// limit in milliseconds is given); the connection is closed.
+    HandshakeTimeout,
+    /// A kernel option names a host path, which a client may not do through a server
+    /// (the message names the option and what to give instead).
+    HostPathOption,
+    /// A device image of the served store shrank or was removed under the server; the
+    /// server takes no more writes (reads of what is left go on).
+    StoreDeviceChanged,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -143,6 +155,10 @@ impl ErrorCode {
             ErrorCode::BadKernelRun => 115,
             ErrorCode::KernelFailed => 116,
             ErrorCode::ServerReadHandles => 117,
+            ErrorCode::TooManyClientsForUser => 124,
+            ErrorCode::HandshakeTimeout => 125,
+            ErrorCode::HostPathOption => 126,
+            ErrorCode::StoreDeviceChanged => 127,
             ErrorCode::Unknown(code) => code,
         }
     }
@@ -159,7 +175,7 @@ impl ErrorCode {
 }
 
 /// Every code this version knows.
-pub const ALL_KNOWN_CODES: [ErrorCode; 40] = [
+pub const ALL_KNOWN_CODES: [ErrorCode; 44] = [
     ErrorCode::NotFound,
     ErrorCode::Exists,
     ErrorCode::BadName,
@@ -200,6 +216,10 @@ pub const ALL_KNOWN_CODES: [ErrorCode; 40] = [
     ErrorCode::BadKernelRun,
     ErrorCode::KernelFailed,
     ErrorCode::ServerReadHandles,
+    ErrorCode::TooManyClientsForUser,
+    ErrorCode::HandshakeTimeout,
+    ErrorCode::HostPathOption,
+    ErrorCode::StoreDeviceChanged,
 ];
 
 /// A request's failure as the server reports it: the code, the engine error's (or the

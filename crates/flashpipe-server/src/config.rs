@@ -7,8 +7,16 @@ use std::path::PathBuf;
 pub struct ServerConfig {
     /// Where the server listens.
     pub socket_path: PathBuf,
-    /// Clients connected at once; one past it gets an error frame and is closed.
+    /// Clients connected at once; one past it gets an error frame and is closed (after
+    /// the oldest connection without a handshake, if any, was closed to make room).
     pub max_clients: usize,
+    /// Connections one local user (the uid `SO_PEERCRED` gives) may hold at once;
+    /// `None`: half of `max_clients`, at least 1. One past it gets an error frame and is
+    /// closed, so one user cannot take every place.
+    pub max_clients_per_uid: Option<usize>,
+    /// How long (milliseconds) a connection may take to send its hello; one that has not
+    /// by then is closed, so silent connections hold their places that long at most.
+    pub handshake_timeout_ms: u64,
     /// Requests one client may have in flight.
     pub max_in_flight_per_client: usize,
     /// Bytes one client's requests may hold in flight (write data, read lengths).
@@ -29,6 +37,12 @@ pub struct ServerConfig {
     /// Slots of each mapping client's write pool (each `max_write_bytes`; the pool is a
     /// memfd whose pages are reserved at connect, 8 MiB per client by default).
     pub write_slots_per_client: u32,
+    /// Where kernel runs spill (a sort's runs); `None`: a private folder (mode 0700) the
+    /// server makes at start and removes at stop. Clients never name it.
+    pub spill_dir: Option<PathBuf>,
+    /// The folder kernel runs' input files (`queries=`, `profiles=`) are named relative
+    /// to; `None`: clients may name no such file.
+    pub kernel_data_dir: Option<PathBuf>,
     /// What the welcome calls the store (its store file, or a description).
     pub store_description: String,
     /// How long (microseconds of wall time) a connection's answering thread polls for
@@ -55,14 +69,28 @@ pub struct ServerConfig {
 /// Default data area of each frame ring of a ring client (1 MiB).
 pub const DEFAULT_RING_CAPACITY_BYTES: u32 = 1 << 20;
 
+/// Default handshake time limit (5 s).
+pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
+
 /// Longest answer spin window (10 ms).
 pub const MAX_ANSWER_SPIN_US: u32 = 10_000;
+
+impl ServerConfig {
+    /// Connections one user may hold: `max_clients_per_uid`, or half of `max_clients`
+    /// (at least 1).
+    pub fn clients_per_uid(&self) -> usize {
+        self.max_clients_per_uid
+            .unwrap_or((self.max_clients / 2).max(1))
+    }
+}
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
             socket_path: PathBuf::from("flashpipe.sock"),
             max_clients: 64,
+            max_clients_per_uid: None,
+            handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
             max_in_flight_per_client: 64,
             max_bytes_in_flight_per_client: 64 << 20,
             max_bytes_in_flight: 512 << 20,
@@ -71,6 +99,8 @@ impl Default for ServerConfig {
             max_kernel_runs: 2,
             max_write_bytes: 1 << 20,
             write_slots_per_client: 8,
+            spill_dir: None,
+            kernel_data_dir: None,
             store_description: String::new(),
             answer_spin_us: 0,
             send_timeout_ms: 10_000,

@@ -254,6 +254,13 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
     let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, id) else {
         return;
     };
+    if !state.admission.handshake_done(id) {
+        tracing::info!(
+            connection = id,
+            "the handshake finished after the connection's place was taken back; closing"
+        );
+        return;
+    }
     tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, mapped = mapped.is_some(), "client connected");
     let connection = Arc::new(Connection {
         id,
@@ -532,6 +539,10 @@ fn take_request(
             ErrorCode::ShuttingDown,
             "the server is stopping; no new requests",
         );
+        refuse_request(connection, request_id, &request, error);
+        return Next::Continue;
+    }
+    if let Err(error) = connection.state.device_watch.check_before(&request) {
         refuse_request(connection, request_id, &request, error);
         return Next::Continue;
     }

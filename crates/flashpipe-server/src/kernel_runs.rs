@@ -62,6 +62,7 @@ impl KernelRuns {
         let store = self.store.upgrade().ok_or_else(|| {
             RemoteError::new(ErrorCode::ShuttingDown, "the server is closing its store")
         })?;
+        let run = connection.state.kernel_paths.server_side(run)?;
         let key = (connection.id, request_id);
         let cancel = Arc::new(AtomicBool::new(false));
         {

@@ -15,8 +15,10 @@
 //! ring (spin, then park on the ring's futex), answers are pushed into the reply ring,
 //! and a third thread blocks reading the socket, whose end closes the rings.
 //!
-//! Limits, each refused with a typed error naming it: clients (a connection past the
-//! limit gets an error frame and is closed), requests in flight per client, bytes in
+//! Limits, each refused with a typed error naming it: clients and clients per local
+//! user (a connection past either gets an error frame and is closed, once the oldest
+//! connection that never sent its hello was closed to make room; `admission`), the
+//! time a connection may take to send its hello, requests in flight per client, bytes in
 //! flight per client and in all, read handles held per client, bytes per write. A
 //! malformed frame ends only its own connection, with the reason logged. Everything a
 //! connection held (answers still coming, read handles, write grants) is dropped when it
@@ -26,10 +28,13 @@
 //! in-flight commands finished, the store flushed and closed, the socket removed.
 //! Logs go through `tracing`; the subscriber is the caller's.
 
+mod admission;
 mod config;
 mod connection;
+mod device_watch;
 mod engine_errors;
 mod kernel_job;
+mod kernel_paths;
 mod kernel_runs;
 mod mapped;
 mod replies;
@@ -37,5 +42,8 @@ mod rings;
 mod server;
 mod state;
 
-pub use config::{ServerConfig, DEFAULT_RING_CAPACITY_BYTES, MAX_ANSWER_SPIN_US};
+pub use config::{
+    ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_RING_CAPACITY_BYTES, MAX_ANSWER_SPIN_US,
+};
+pub use kernel_paths::KernelPathsError;
 pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};

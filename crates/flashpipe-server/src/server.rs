@@ -10,9 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use flashpipe_engine::command::{read_files_max_bytes, READ_FILES_MAX_COUNT};
-use flashpipe_protocol::{
-    send_frame, ErrorCode, Frame, RemoteError, ServerLimits, SharedRegion, MAX_BODY_BYTES,
-};
+use flashpipe_protocol::{send_frame, Frame, ServerLimits, SharedRegion, MAX_BODY_BYTES};
 use flashpipe_store::{RunningStore, StoreCloseError};
 
 use crate::config::ServerConfig;
@@ -59,6 +57,9 @@ pub enum ServeError {
     /// The accepting thread could not be started.
     #[error("cannot start the accepting thread: {0}")]
     Thread(std::io::Error),
+    /// The spill or kernel data folder is unusable.
+    #[error(transparent)]
+    KernelPaths(#[from] crate::kernel_paths::KernelPathsError),
     /// Closing the store (final flush, unmount) failed.
     #[error("closing the store: {0}")]
     Close(#[from] StoreCloseError),
@@ -127,6 +128,8 @@ pub struct Server {
     /// Shared with kernel runs while they go on (they hold it only for their run).
     store: Option<Arc<RunningStore>>,
     accept_thread: Option<JoinHandle<()>>,
+    /// Closes connections that send no hello in time (`admission`).
+    watchdog: Option<JoinHandle<()>>,
     connection_threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
@@ -135,6 +138,10 @@ impl Server {
     /// one, removing a stale one) and starts accepting clients.
     pub fn start(store: RunningStore, config: ServerConfig) -> Result<Server, ServeError> {
         check_config(&config)?;
+        let kernel_paths = crate::kernel_paths::KernelPaths::new(
+            config.spill_dir.as_deref(),
+            config.kernel_data_dir.as_deref(),
+        )?;
         let listener = Arc::new(bind(&config.socket_path)?);
         let engine_config = store.engine_config;
         let limits = ServerLimits {
@@ -161,6 +168,11 @@ impl Server {
             slot_size_bytes: pool.buffer_size_bytes() as u64,
         });
         let store = Arc::new(store);
+        let admission = crate::admission::Admission::new(
+            config.max_clients,
+            config.clients_per_uid(),
+            std::time::Duration::from_millis(config.handshake_timeout_ms),
+        );
         let state = Arc::new(ServerState {
             kernel_runs: crate::kernel_runs::KernelRuns::new(
                 Arc::downgrade(&store),
@@ -177,6 +189,9 @@ impl Server {
             stopping: AtomicBool::new(false),
             bytes_in_flight: AtomicU64::new(0),
             clients_now: AtomicUsize::new(0),
+            admission,
+            kernel_paths,
+            device_watch: crate::device_watch::DeviceWatch::new(Arc::downgrade(&store)),
             live_sockets: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         });
@@ -187,11 +202,13 @@ impl Server {
             .name("flashpipe-accept".to_string())
             .spawn(move || accept_clients(listener, accepting_state, accepting_threads))
             .map_err(ServeError::Thread)?;
+        let watchdog = start_handshake_watchdog(&state)?;
         tracing::info!(socket = %state.config.socket_path.display(), "serving");
         Ok(Server {
             state,
             store: Some(store),
             accept_thread: Some(accept_thread),
+            watchdog: Some(watchdog),
             connection_threads,
         })
     }
@@ -261,6 +278,12 @@ impl Server {
             }
         }
         self.state.kernel_runs.cancel_all_and_join();
+        self.state.kernel_paths.remove_owned();
+        if let Some(watchdog) = self.watchdog.take() {
+            if watchdog.join().is_err() {
+                tracing::error!("the handshake watchdog panicked");
+            }
+        }
         let counters = self.counters();
         let closed = match self.store.take().map(Arc::try_unwrap) {
             Some(Ok(store)) => store.close(),
@@ -301,6 +324,8 @@ impl Drop for Server {
 fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
     let positive = [
         ("max_clients", config.max_clients as u64),
+        ("max_clients_per_uid", config.clients_per_uid() as u64),
+        ("handshake_timeout_ms", config.handshake_timeout_ms),
         (
             "max_in_flight_per_client",
             config.max_in_flight_per_client as u64,
@@ -419,39 +444,63 @@ fn accept_clients(
     }
 }
 
-/// Starts serving a new client, or refuses it at the client limit.
+/// Starts the thread that closes connections sending no hello within the handshake
+/// time limit; it ends when the server stops.
+fn start_handshake_watchdog(state: &Arc<ServerState>) -> Result<JoinHandle<()>, ServeError> {
+    let watching = Arc::clone(state);
+    std::thread::Builder::new()
+        .name("flashpipe-handshakes".to_string())
+        .spawn(move || {
+            watching
+                .admission
+                .watch_handshakes(&|| watching.is_stopping(), &watching.clients_now)
+        })
+        .map_err(ServeError::Thread)
+}
+
+/// Gives a newcomer a place (`admission`: the server's and its user's limits, the
+/// oldest silent connection closed to make room), or refuses it with an error frame;
+/// true when it has a place.
+fn take_place(state: &ServerState, stream: &UnixStream, id: u64) -> bool {
+    let uid = crate::admission::peer_uid(stream);
+    let admitted = stream.try_clone().map_err(|error| {
+        tracing::warn!(%error, "cannot clone a client socket; closing it");
+    });
+    let Ok(handle) = admitted else {
+        return false;
+    };
+    match state.admission.admit(id, uid, handle, &state.clients_now) {
+        Ok(()) => true,
+        Err(error) => {
+            Counters::add(&state.counters.clients_refused, 1);
+            tracing::warn!(uid, code = %error.code, reason = %error.message, "client refused");
+            let _ = send_frame(
+                stream,
+                &Frame::Error {
+                    request_id: 0,
+                    error,
+                },
+            );
+            false
+        }
+    }
+}
+
+/// Starts serving a new client, or refuses it at the client limits.
 fn admit_client(
     state: &Arc<ServerState>,
     threads: &Arc<Mutex<Vec<JoinHandle<()>>>>,
     stream: UnixStream,
     id: u64,
 ) {
-    let limit = state.config.max_clients;
-    if state.clients_now.load(Ordering::Acquire) >= limit {
-        Counters::add(&state.counters.clients_refused, 1);
-        tracing::warn!(
-            limit,
-            "client refused: the server has as many clients as it allows"
-        );
-        let error = RemoteError::limit(
-            ErrorCode::TooManyClients,
-            format!("the server has {limit} clients, its limit; try again later"),
-            limit as u64,
-        );
-        let _ = send_frame(
-            &stream,
-            &Frame::Error {
-                request_id: 0,
-                error,
-            },
-        );
+    if !take_place(state, &stream, id) {
         return;
     }
     let Ok(registered) = stream.try_clone() else {
         tracing::warn!("cannot clone a client socket; closing it");
+        state.admission.release(id, &state.clients_now);
         return;
     };
-    state.clients_now.fetch_add(1, Ordering::AcqRel);
     Counters::add(&state.counters.clients_total, 1);
     state
         .live_sockets
@@ -468,7 +517,9 @@ fn admit_client(
                 .lock()
                 .expect("no panic holding the sockets")
                 .remove(&id);
-            serving_state.clients_now.fetch_sub(1, Ordering::AcqRel);
+            serving_state
+                .admission
+                .release(id, &serving_state.clients_now);
         });
     match spawned {
         Ok(thread) => {
@@ -483,7 +534,7 @@ fn admit_client(
                 .lock()
                 .expect("no panic holding the sockets")
                 .remove(&id);
-            state.clients_now.fetch_sub(1, Ordering::AcqRel);
+            state.admission.release(id, &state.clients_now);
         }
     }
 }

@@ -24,6 +24,12 @@ pub(crate) struct ServerState {
     pub(crate) stopping: AtomicBool,
     pub(crate) bytes_in_flight: AtomicU64,
     pub(crate) clients_now: AtomicUsize,
+    /// Every connection's place: limits per server and per user, handshake deadlines.
+    pub(crate) admission: crate::admission::Admission,
+    /// The store's device images, examined before each request that writes.
+    pub(crate) device_watch: crate::device_watch::DeviceWatch,
+    /// The spill and kernel data folders of kernel runs (clients name no host path).
+    pub(crate) kernel_paths: crate::kernel_paths::KernelPaths,
     /// Each live connection's socket, to end its reading at stop.
     pub(crate) live_sockets: Mutex<HashMap<u64, UnixStream>>,
     /// The listening socket, shared with the accepting thread so a stop can shut it

@@ -25,6 +25,8 @@
 pub mod create;
 pub mod flash_store;
 pub mod glob;
+pub mod leftovers;
+pub mod member_watch;
 pub mod probe;
 pub mod probe_foreign;
 pub mod put_plan;
@@ -36,6 +38,7 @@ pub mod store_lock;
 pub use flashpipe_units as units;
 
 pub use create::{create_store, create_store_with, format_file_store};
+pub use member_watch::MemberChanged;
 pub use running::{RunningStore, StoreAccess, StoreCloseError};
 pub use store::{DeviceCreation, StoreOpenError};
 pub use store_config::{DeviceSpec, StoreConfig, StoreConfigError};

@@ -17,6 +17,7 @@ use flashpipe_device::Clock;
 use flashpipe_engine::{Engine, EngineClient, EngineConfig, EngineError};
 use flashpipe_fs::{Filesystem, FlushError};
 
+use crate::member_watch::{MemberChanged, MemberWatch};
 use crate::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice, StoreOpenError};
 use crate::store_config::{DeviceSpec, StoreConfig};
 use crate::store_lock::{LockWait, StoreLock};
@@ -65,6 +66,8 @@ pub struct RunningStore {
     /// the interface to show.
     pub notes: Vec<String>,
     access: StoreAccess,
+    /// The regular-file device images, examined before writes by a long-running holder.
+    members: MemberWatch,
     /// Declared last: released after the engine and its devices are closed.
     lock: Option<StoreLock>,
 }
@@ -104,13 +107,22 @@ impl RunningStore {
             StoreAccess::ReadWrite => Filesystem::mount(device),
             StoreAccess::ReadOnly => Filesystem::mount_read_only(device),
         };
-        let filesystem = mounted.map_err(|source| StoreOpenError::Mount {
+        let mut filesystem = mounted.map_err(|source| StoreOpenError::Mount {
             path: store_file.to_path_buf(),
             source,
         })?;
+        let mut notes = notes;
+        if access == StoreAccess::ReadWrite {
+            notes.extend(crate::leftovers::remove_leftover_temporaries(
+                &mut filesystem,
+            ));
+        }
         let mut running = RunningStore::start(filesystem, engine_config);
         running.access = access;
         running.notes = notes;
+        if access == StoreAccess::ReadWrite {
+            running.members = MemberWatch::open(&config, store_file);
+        }
         running.lock = Some(lock);
         Ok(running)
     }
@@ -125,6 +137,7 @@ impl RunningStore {
             engine_config,
             notes: Vec::new(),
             access: StoreAccess::ReadWrite,
+            members: MemberWatch::default(),
             lock: None,
         }
     }
@@ -132,6 +145,13 @@ impl RunningStore {
     /// Whether the store was opened to change it or only to read it.
     pub fn access(&self) -> StoreAccess {
         self.access
+    }
+
+    /// Examines the store's device images (one `fstat` each): `Err` names one that was
+    /// deleted or shrank since the open, after which no write should go to the store.
+    /// A store opened read-only, or without image files, always passes.
+    pub fn check_devices(&self) -> Result<(), MemberChanged> {
+        self.members.check()
     }
 
     /// A client with room for `outstanding_limit` commands.

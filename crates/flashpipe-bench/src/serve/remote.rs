@@ -35,6 +35,8 @@ pub(super) fn measure_clients(
     let config = ServerConfig {
         socket_path: folder.join("serve.sock"),
         max_clients: most_clients + 2,
+        // Every benchmark client is this process's user.
+        max_clients_per_uid: Some(most_clients + 2),
         max_read_handles_per_client: 16.max(settings.depth as usize),
         store_description: "flashpipe bench serve".to_string(),
         answer_spin_us: settings.answer_spin_us,

@@ -1,15 +1,52 @@
 //! The store commands through a server: [`ServedStore`] implements
 //! [`StoreOperations`] over a `flashpipe_client::Client`, keeping several writes and reads
-//! in flight within the limits the server announced at connect.
+//! in flight within the limits the server announced at connect. A read refused because
+//! every engine read buffer is held (by other clients' reads) waits and is tried again
+//! rather than failing the command.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
 
 use flashpipe_client::{
-    Client, ClientError, CopyMethod, CopyReport, ErrorCode, FileStat, FsStats, ReadView, Request,
-    RequestId, Response,
+    Client, ClientError, CopyMethod, CopyReport, ErrorCode, FileStat, FsStats, ReadView,
+    RemoteError, Request, RequestId, Response,
 };
 
 use super::{SessionError, StoreOperations, TRANSFER_CHUNK_BYTES, TRANSFER_IN_FLIGHT};
+
+/// How long, in all, a read waits for engine read buffers that other reads hold before
+/// it fails (each wait ends as soon as a retried read gets a buffer).
+const READ_BUFFER_WAIT: Duration = Duration::from_secs(60);
+
+/// Longest pause between two tries of a read refused for want of engine read buffers.
+const READ_BUFFER_PAUSE_MAX: Duration = Duration::from_millis(100);
+
+/// A read's waiting for engine read buffers: pauses growing from 1 ms to 100 ms, for
+/// [`READ_BUFFER_WAIT`] at most since the first refusal without a read in between.
+#[derive(Default)]
+struct BufferWait {
+    since: Option<Instant>,
+    pause: Duration,
+}
+
+impl BufferWait {
+    /// Pauses before the refused read is tried again, or gives the refusal back once
+    /// the reads have waited too long.
+    fn wait_or_give_up(&mut self, refusal: &RemoteError) -> Result<(), SessionError> {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= READ_BUFFER_WAIT {
+            return Err(ClientError::from(refusal.clone()).into());
+        }
+        self.pause = (self.pause * 2).clamp(Duration::from_millis(1), READ_BUFFER_PAUSE_MAX);
+        std::thread::sleep(self.pause);
+        Ok(())
+    }
+
+    /// A read got its buffer: the next refusal starts a new wait.
+    fn reset(&mut self) {
+        *self = BufferWait::default();
+    }
+}
 
 /// A connection to the server holding the store.
 pub struct ServedStore {
@@ -187,22 +224,50 @@ impl StoreOperations for ServedStore {
         let window = self.transfer_window(chunk_bytes, true);
         let mut offsets: HashMap<RequestId, u64> = HashMap::new();
         let mut arrived: BTreeMap<u64, ReadView> = BTreeMap::new();
+        let mut again: BTreeSet<u64> = BTreeSet::new();
+        let mut waiting = BufferWait::default();
         let (mut next_submit, mut next_deliver) = (0u64, 0u64);
         while next_deliver < size_bytes {
-            while next_submit < size_bytes && offsets.len() + arrived.len() < window {
-                let length_bytes = chunk_bytes.min(size_bytes - next_submit);
+            while offsets.len() + arrived.len() < window {
+                let offset_bytes = match again.pop_first() {
+                    Some(offset_bytes) => offset_bytes,
+                    None if next_submit < size_bytes => {
+                        let offset_bytes = next_submit;
+                        next_submit += chunk_bytes.min(size_bytes - offset_bytes);
+                        offset_bytes
+                    }
+                    None => break,
+                };
+                let length_bytes = chunk_bytes.min(size_bytes - offset_bytes);
                 let request_id = self.client.submit(Request::Read {
                     name: name.to_string(),
-                    offset_bytes: next_submit,
+                    offset_bytes,
                     length_bytes,
                 })?;
-                offsets.insert(request_id, next_submit);
-                next_submit += length_bytes;
+                offsets.insert(request_id, offset_bytes);
             }
             let (request_id, answer) = self.client.wait()?;
             let offset = offsets
                 .remove(&request_id)
                 .expect("an answer to a read this call submitted");
+            let answer = match answer {
+                Err(error) if error.code == ErrorCode::ReadBuffersExhausted => {
+                    // Every engine read buffer is held by reads of other clients (or
+                    // ours): wait for some to come back instead of failing. Views this
+                    // call holds past the refused offset cannot be delivered before it:
+                    // give them back too and read them again.
+                    waiting.wait_or_give_up(&error)?;
+                    again.insert(offset);
+                    let later: Vec<u64> = arrived.range(offset..).map(|(at, _)| *at).collect();
+                    for at in later {
+                        arrived.remove(&at);
+                        again.insert(at);
+                    }
+                    continue;
+                }
+                answer => answer,
+            };
+            waiting.reset();
             match answer.map_err(ClientError::from)? {
                 Response::Data(view) => arrived.insert(offset, view),
                 other => return Err(unexpected("read", &other)),
