@@ -95,6 +95,9 @@ pub enum ErrorCode {
     /// All clients together hold as many read handles as the server allows (the limit
     /// is given).
     ServerReadHandles,
+    /// The client's user may not use this store (the store's access rule: its owner,
+    /// root, and the group `serve --allow-group` names); the connection is closed.
+    AccessDenied,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -143,6 +146,7 @@ impl ErrorCode {
             ErrorCode::BadKernelRun => 115,
             ErrorCode::KernelFailed => 116,
             ErrorCode::ServerReadHandles => 117,
+            ErrorCode::AccessDenied => 118,
             ErrorCode::Unknown(code) => code,
         }
     }
@@ -159,7 +163,7 @@ impl ErrorCode {
 }
 
 /// Every code this version knows.
-pub const ALL_KNOWN_CODES: [ErrorCode; 40] = [
+pub const ALL_KNOWN_CODES: [ErrorCode; 41] = [
     ErrorCode::NotFound,
     ErrorCode::Exists,
     ErrorCode::BadName,
@@ -200,6 +204,7 @@ pub const ALL_KNOWN_CODES: [ErrorCode; 40] = [
     ErrorCode::BadKernelRun,
     ErrorCode::KernelFailed,
     ErrorCode::ServerReadHandles,
+    ErrorCode::AccessDenied,
 ];
 
 /// A request's failure as the server reports it: the code, the engine error's (or the

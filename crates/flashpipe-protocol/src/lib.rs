@@ -44,8 +44,9 @@ pub type RequestId = u64;
 /// The four bytes every frame starts with.
 pub const MAGIC: [u8; 4] = *b"FPSV";
 
-/// The protocol version this code speaks (the only one so far).
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The protocol version this code speaks (the only one: version 2 adds the welcome's
+/// store identity and the `AccessDenied` error; docs/protocol.md, "Versioning").
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Bytes of a frame header.
 pub const HEADER_BYTES: usize = 24;

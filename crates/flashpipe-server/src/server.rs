@@ -15,6 +15,7 @@ use flashpipe_protocol::{
 };
 use flashpipe_store::{RunningStore, StoreCloseError};
 
+use crate::access::{bind_private, peer_credentials, AllowedGroup};
 use crate::config::ServerConfig;
 use crate::connection::serve_connection;
 use crate::state::{Counters, ServerState};
@@ -133,9 +134,12 @@ pub struct Server {
 impl Server {
     /// Takes the running store (its lock stays held), binds the socket (refusing a live
     /// one, removing a stale one) and starts accepting clients.
-    pub fn start(store: RunningStore, config: ServerConfig) -> Result<Server, ServeError> {
+    pub fn start(store: RunningStore, mut config: ServerConfig) -> Result<Server, ServeError> {
         check_config(&config)?;
-        let listener = Arc::new(bind(&config.socket_path)?);
+        if config.store_identity.is_none() {
+            config.store_identity = store.identity.map(|identity| identity.0);
+        }
+        let listener = Arc::new(bind(&config.socket_path, config.access.group.as_ref())?);
         let engine_config = store.engine_config;
         let limits = ServerLimits {
             max_body_bytes: MAX_BODY_BYTES.min(
@@ -374,8 +378,9 @@ fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// Binds the socket: refuses one a live server answers on, removes a stale one.
-fn bind(path: &Path) -> Result<UnixListener, ServeError> {
+/// Binds the socket: refuses one a live server answers on, removes a stale one; the
+/// socket is 0600 (0660 and the group's with `group`) from its first moment.
+fn bind(path: &Path, group: Option<&AllowedGroup>) -> Result<UnixListener, ServeError> {
     if let Ok(metadata) = std::fs::symlink_metadata(path) {
         if !metadata.file_type().is_socket() {
             return Err(ServeError::NotASocket {
@@ -393,7 +398,7 @@ fn bind(path: &Path) -> Result<UnixListener, ServeError> {
             source,
         })?;
     }
-    UnixListener::bind(path).map_err(|source| ServeError::Bind {
+    bind_private(path, group).map_err(|source| ServeError::Bind {
         path: path.to_path_buf(),
         source,
     })
@@ -426,6 +431,9 @@ fn admit_client(
     stream: UnixStream,
     id: u64,
 ) {
+    if !peer_allowed(state, &stream) {
+        return;
+    }
     let limit = state.config.max_clients;
     if state.clients_now.load(Ordering::Acquire) >= limit {
         Counters::add(&state.counters.clients_refused, 1);
@@ -486,4 +494,32 @@ fn admit_client(
             state.clients_now.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+/// Checks the client's user (`SO_PEERCRED`) against the store's access rule; a refused
+/// client gets an `AccessDenied` error frame and is closed.
+fn peer_allowed(state: &ServerState, stream: &UnixStream) -> bool {
+    let refusal = match peer_credentials(stream) {
+        Ok(peer) => match state.config.access.check(&peer) {
+            Ok(()) => return true,
+            Err(reason) => {
+                tracing::warn!(uid = peer.uid, pid = peer.pid, "client refused: {reason}");
+                reason
+            }
+        },
+        Err(error) => {
+            tracing::warn!(%error, "client refused: its credentials cannot be read");
+            format!("the server cannot read this client's credentials: {error}")
+        }
+    };
+    Counters::add(&state.counters.clients_refused, 1);
+    let _ = send_frame(
+        stream,
+        &Frame::Error {
+            request_id: 0,
+            error: RemoteError::new(ErrorCode::AccessDenied, refusal),
+        },
+    );
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    false
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use flashpipe_fs::{Filesystem, FormatOptions, FsStats};
 
+use crate::identity::StoreIdentity;
 use crate::probe::refuse_devices_holding_stores;
 use crate::store::{device_files, lock_store, open_store_device_locked, OpenedStoreDevice};
 use crate::store_config::{check_distinct_devices, parse_device_list, STORE_FILE_VERSION};
@@ -99,6 +100,10 @@ fn format_store(
     let filesystem = Filesystem::format(device, &options)?;
     let stats = filesystem.stats();
     drop(filesystem.unmount()?);
+    let mut config = config.clone();
+    if config.identity.is_none() {
+        config.identity = Some(StoreIdentity::new_random()?);
+    }
     config.save_new(store)?;
     drop(lock);
     Ok(stats)
@@ -125,6 +130,7 @@ pub fn format_file_store(
 ) -> StoreCreateResult<FsStats> {
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
         stripe_unit_bytes: FILE_STORE_STRIPE_UNIT_BYTES,
         queue_depth: FILE_STORE_QUEUE_DEPTH,

@@ -24,6 +24,7 @@
 pub mod create;
 pub mod flash_store;
 pub mod glob;
+pub mod identity;
 pub mod probe;
 pub mod put_plan;
 pub mod running;
@@ -34,6 +35,7 @@ pub mod store_lock;
 pub use flashpipe_units as units;
 
 pub use create::{create_store, create_store_with, format_file_store};
+pub use identity::{IdentityError, StoreIdentity};
 pub use running::{RunningStore, StoreAccess, StoreCloseError};
 pub use store::{DeviceCreation, StoreOpenError};
 pub use store_config::{DeviceSpec, StoreConfig, StoreConfigError};

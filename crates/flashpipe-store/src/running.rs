@@ -17,6 +17,7 @@ use flashpipe_device::Clock;
 use flashpipe_engine::{Engine, EngineClient, EngineConfig, EngineError};
 use flashpipe_fs::{Filesystem, FlushError};
 
+use crate::identity::{ensure_identity, StoreIdentity};
 use crate::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice, StoreOpenError};
 use crate::store_config::{DeviceSpec, StoreConfig};
 use crate::store_lock::{LockWait, StoreLock};
@@ -65,6 +66,10 @@ pub struct RunningStore {
     /// the interface to show.
     pub notes: Vec<String>,
     access: StoreAccess,
+    /// The store's identity (from its store file; given one at a read-write open when it
+    /// had none); `None` for a store opened read-only before it had one, or not from a
+    /// store file.
+    pub identity: Option<StoreIdentity>,
     /// Declared last: released after the engine and its devices are closed.
     lock: Option<StoreLock>,
 }
@@ -89,7 +94,7 @@ impl RunningStore {
         wait: LockWait,
         engine_config: EngineConfig,
     ) -> Result<RunningStore, StoreOpenError> {
-        let config = StoreConfig::load(store_file)?;
+        let mut config = StoreConfig::load(store_file)?;
         if has_ram_device(&config) {
             return Err(StoreOpenError::RamDevices {
                 path: store_file.to_path_buf(),
@@ -97,7 +102,7 @@ impl RunningStore {
         }
         let OpenedStoreDevice {
             device,
-            notes,
+            mut notes,
             lock,
         } = open_store_device_waiting(&config, store_file, access.device_creation(), wait)?;
         let mounted = match access {
@@ -108,7 +113,20 @@ impl RunningStore {
             path: store_file.to_path_buf(),
             source,
         })?;
+        let identity = match access {
+            StoreAccess::ReadWrite => {
+                let (identity, new) = ensure_identity(store_file, &mut config)?;
+                if new {
+                    notes.push(format!(
+                        "the store had no identity yet (made before identities); it is now {identity}"
+                    ));
+                }
+                Some(identity)
+            }
+            StoreAccess::ReadOnly => config.identity,
+        };
         let mut running = RunningStore::start(filesystem, engine_config);
+        running.identity = identity;
         running.access = access;
         running.notes = notes;
         running.lock = Some(lock);
@@ -125,6 +143,7 @@ impl RunningStore {
             engine_config,
             notes: Vec::new(),
             access: StoreAccess::ReadWrite,
+            identity: None,
             lock: None,
         }
     }

@@ -51,6 +51,9 @@ pub enum StoreOpenError {
     /// The store file is unusable.
     #[error(transparent)]
     Config(#[from] StoreConfigError),
+    /// The store's identity could not be written into its store file.
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
     /// A device could not be opened or set up.
     #[error(transparent)]
     Device(#[from] DeviceError),
