@@ -417,6 +417,7 @@ fn a_store_file_without_identity_opens_read_only_unchanged_and_gets_one_when_wri
         "64MiB",
         text(&store),
     ]);
+    let made_identity = identity_of(&store);
     let made = std::fs::read_to_string(&store).expect("store file");
     let old: String = made
         .lines()
@@ -450,7 +451,10 @@ fn a_store_file_without_identity_opens_read_only_unchanged_and_gets_one_when_wri
     let upgraded = std::fs::read_to_string(&store).expect("store file");
     assert!(upgraded.contains("store_file_version = 2"), "{upgraded}");
     let identity = identity_of(&store);
-    assert_eq!(identity.len(), 36);
+    assert_eq!(
+        identity, made_identity,
+        "the identity comes back from the member's label"
+    );
     assert!(!folder.join("s.toml.identity-upgrade").exists());
 
     let server = serve(&[text(&store)], false, false);
@@ -460,4 +464,120 @@ fn a_store_file_without_identity_opens_read_only_unchanged_and_gets_one_when_wri
     );
     drop(server);
     assert_eq!(identity_of(&store), identity, "the identity stays");
+}
+
+#[test]
+fn swapped_members_and_a_member_of_another_store_are_named() {
+    let folder = fresh_folder("sec-members");
+    let store = folder.join("s.toml");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        "a.img,b.img",
+        "--size",
+        "64MiB",
+        text(&store),
+    ]);
+    let data = folder.join("d.txt");
+    std::fs::write(&data, b"kept").expect("data");
+    succeed(&["put", text(&store), text(&data)]);
+
+    let (a, b, t) = (
+        folder.join("a.img"),
+        folder.join("b.img"),
+        folder.join("t.img"),
+    );
+    std::fs::rename(&a, &t).expect("swap");
+    std::fs::rename(&b, &a).expect("swap");
+    std::fs::rename(&t, &b).expect("swap");
+    check_fails(
+        &["ls", text(&store)],
+        "members out of order: a.img is member 1, b.img is member 0; list them as b.img,a.img",
+    );
+    check_fails(
+        &["put", text(&store), text(&data), "--as", "x"],
+        "members out of order",
+    );
+    std::fs::rename(&a, &t).expect("swap back");
+    std::fs::rename(&b, &a).expect("swap back");
+    std::fs::rename(&t, &b).expect("swap back");
+    assert_eq!(
+        names(&succeed(&["ls", text(&store)])),
+        vec!["d.txt".to_string()]
+    );
+
+    let other = folder.join("o.toml");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        "c.img,e.img",
+        "--size",
+        "64MiB",
+        text(&other),
+    ]);
+    let text_of_store = std::fs::read_to_string(&store).expect("store file");
+    let mixed = folder.join("mixed.toml");
+    std::fs::write(&mixed, text_of_store.replace("\"b.img\"", "\"c.img\"")).expect("mixed");
+    check_fails(&["ls", text(&mixed)], "c.img is member 0 of another store");
+    check_fails(&["ls", text(&mixed)], &identity_of(&other));
+}
+
+#[test]
+fn a_store_without_member_labels_gets_them_at_its_first_read_write_command() {
+    let folder = fresh_folder("sec-unlabelled");
+    let store = folder.join("s.toml");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        "a.img,b.img",
+        "--size",
+        "64MiB",
+        text(&store),
+    ]);
+    let size = 64u64 << 20;
+    for name in ["a.img", "b.img"] {
+        let image = folder.join(name);
+        assert_eq!(std::fs::metadata(&image).expect("image").len(), size + 4096);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&image)
+            .expect("image")
+            .set_len(size)
+            .expect("an image as made before labels");
+    }
+    let version_1: String = std::fs::read_to_string(&store)
+        .expect("store file")
+        .lines()
+        .filter(|line| !line.starts_with("identity = "))
+        .map(|line| line.replace("store_file_version = 2", "store_file_version = 1") + "\n")
+        .collect();
+    std::fs::write(&store, version_1).expect("a store as made before identities");
+    succeed(&["ls", text(&store)]);
+    for name in ["a.img", "b.img"] {
+        assert_eq!(
+            std::fs::metadata(folder.join(name)).expect("image").len(),
+            size,
+            "read-only opens write no label"
+        );
+    }
+    let data = folder.join("d.txt");
+    std::fs::write(&data, b"data").expect("data");
+    succeed(&["put", text(&store), text(&data)]);
+    for name in ["a.img", "b.img"] {
+        assert_eq!(
+            std::fs::metadata(folder.join(name)).expect("image").len(),
+            size + 4096,
+            "labelled at the first write"
+        );
+    }
+    assert_eq!(identity_of(&store).len(), 36, "a new identity");
+    let (a, b, t) = (
+        folder.join("a.img"),
+        folder.join("b.img"),
+        folder.join("t.img"),
+    );
+    std::fs::rename(&a, &t).expect("swap");
+    std::fs::rename(&b, &a).expect("swap");
+    std::fs::rename(&t, &b).expect("swap");
+    check_fails(&["ls", text(&store)], "list them as b.img,a.img");
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use flashpipe_fs::{Filesystem, FormatOptions, FsStats};
 
 use crate::identity::StoreIdentity;
+use crate::member_label::label_members;
 use crate::probe::refuse_devices_holding_stores;
 use crate::store::{device_files, lock_store, open_store_device_locked, OpenedStoreDevice};
 use crate::store_config::{check_distinct_devices, parse_device_list, STORE_FILE_VERSION};
@@ -101,9 +102,12 @@ fn format_store(
     let stats = filesystem.stats();
     drop(filesystem.unmount()?);
     let mut config = config.clone();
-    if config.identity.is_none() {
-        config.identity = Some(StoreIdentity::new_random()?);
-    }
+    let identity = match config.identity {
+        Some(identity) => identity,
+        None => StoreIdentity::new_random()?,
+    };
+    config.identity = Some(identity);
+    label_members(&config, store, identity, true)?;
     config.save_new(store)?;
     drop(lock);
     Ok(stats)

@@ -155,16 +155,22 @@ fn text_with_identity(text: &str, identity: StoreIdentity) -> String {
     out
 }
 
-/// Gives a store file without an identity one (see the module's documentation); returns
-/// the identity and whether it is new. The caller holds the store's exclusive lock.
+/// Gives a store file without an identity one (see the module's documentation): the
+/// identity its members' labels carry when they have one (`known`), a new random one
+/// otherwise; returns the identity and whether the store file changed. The caller holds
+/// the store's exclusive lock.
 pub fn ensure_identity(
     store_file: &Path,
     config: &mut StoreConfig,
+    known: Option<StoreIdentity>,
 ) -> Result<(StoreIdentity, bool), IdentityError> {
     if let Some(identity) = config.identity {
         return Ok((identity, false));
     }
-    let identity = StoreIdentity::new_random()?;
+    let identity = match known {
+        Some(identity) => identity,
+        None => StoreIdentity::new_random()?,
+    };
     let mut backup_name = store_file.as_os_str().to_owned();
     backup_name.push(".identity-upgrade");
     let backup = PathBuf::from(backup_name);

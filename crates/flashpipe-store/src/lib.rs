@@ -25,6 +25,7 @@ pub mod create;
 pub mod flash_store;
 pub mod glob;
 pub mod identity;
+pub mod member_label;
 pub mod probe;
 pub mod put_plan;
 pub mod running;

@@ -18,6 +18,7 @@ use flashpipe_engine::{Engine, EngineClient, EngineConfig, EngineError};
 use flashpipe_fs::{Filesystem, FlushError};
 
 use crate::identity::{ensure_identity, StoreIdentity};
+use crate::member_label::{label_members, labelled_identity};
 use crate::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice, StoreOpenError};
 use crate::store_config::{DeviceSpec, StoreConfig};
 use crate::store_lock::{LockWait, StoreLock};
@@ -115,10 +116,20 @@ impl RunningStore {
         })?;
         let identity = match access {
             StoreAccess::ReadWrite => {
-                let (identity, new) = ensure_identity(store_file, &mut config)?;
+                let labelled = match config.identity {
+                    Some(_) => None,
+                    None => labelled_identity(&config, store_file)?,
+                };
+                let (identity, new) = ensure_identity(store_file, &mut config, labelled)?;
                 if new {
                     notes.push(format!(
                         "the store had no identity yet (made before identities); it is now {identity}"
+                    ));
+                }
+                let labelled = label_members(&config, store_file, identity, false)?;
+                if labelled > 0 {
+                    notes.push(format!(
+                        "labelled {labelled} member(s) with the store's identity and their place (made before member labels)"
                     ));
                 }
                 Some(identity)

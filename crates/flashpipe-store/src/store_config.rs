@@ -561,7 +561,7 @@ mod tests {
     #[test]
     fn bad_store_files_are_rejected_clearly() {
         check_rejected(
-            &|text| text.replace("store_file_version = 1", "store_file_version = 9"),
+            &|text| text.replace("store_file_version = 2", "store_file_version = 9"),
             "newer than this flashpipe",
         );
         check_rejected(&|text| text.replace("16384", "5000"), "block size 5000");
