@@ -215,3 +215,37 @@ fn write_durably(path: &Path, bytes: &[u8], create: bool) -> std::io::Result<()>
     file.set_len(bytes.len() as u64)?;
     file.sync_all()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_prints_and_parses_as_a_version_4_uuid() {
+        let identity = StoreIdentity::new_random().expect("random bytes");
+        assert_eq!(identity.0[6] >> 4, 4, "version 4");
+        assert_eq!(identity.0[8] >> 6, 0b10, "RFC 4122 variant");
+        let text = identity.to_string();
+        assert_eq!(text.len(), 36);
+        assert_eq!(text.parse::<StoreIdentity>(), Ok(identity));
+        assert_ne!(StoreIdentity::new_random().expect("random bytes"), identity);
+        for bad in [
+            "",
+            "00000000-0000-0000-0000-000000000000",
+            "0005a966b1cc4d228c0fe12811a234c9",
+            "0005a966-b1cc-4d22-8c0f-e12811a234cg",
+            "0005a966-b1cc-4d22-8c0f+e12811a234c9",
+        ] {
+            assert!(bad.parse::<StoreIdentity>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_upgrade_puts_the_identity_first_and_sets_version_2() {
+        let identity: StoreIdentity = "0005a966-b1cc-4d22-8c0f-e12811a234c9".parse().unwrap();
+        let old = "# comment\nstore_file_version = 1\nqueue_depth = 32\n\n[[devices]]\nkind = \"ram\"\nsize_bytes = 1048576\n";
+        let new = text_with_identity(old, identity);
+        assert!(new.starts_with("identity = \"0005a966-b1cc-4d22-8c0f-e12811a234c9\"\n# comment\nstore_file_version = 2\n"));
+        assert!(new.ends_with("[[devices]]\nkind = \"ram\"\nsize_bytes = 1048576\n"));
+    }
+}

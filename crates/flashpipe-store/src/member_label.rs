@@ -289,3 +289,33 @@ pub fn label_members(
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_round_trips_and_a_damaged_one_is_no_label() {
+        let label = MemberLabel {
+            identity: StoreIdentity([7; 16]),
+            index: 1,
+            member_count: 2,
+        };
+        let bytes = label.encode();
+        assert_eq!(bytes.len() as u64, LABEL_BYTES);
+        assert_eq!(&bytes[0..8], b"FPMEMBER");
+        assert_eq!(MemberLabel::decode(&bytes), Some(label));
+        for offset in [0, 8, 12, 16, 24, 39, 40] {
+            let mut damaged = bytes.clone();
+            damaged[offset] ^= 1;
+            assert_eq!(MemberLabel::decode(&damaged), None, "byte {offset} flipped");
+        }
+        assert_eq!(MemberLabel::decode(&vec![0u8; 4096]), None);
+        let impossible = MemberLabel { index: 2, ..label }.encode();
+        assert_eq!(
+            MemberLabel::decode(&impossible),
+            None,
+            "index past the count"
+        );
+    }
+}

@@ -98,13 +98,13 @@ pub fn open_to_others(config: &StoreConfig, store: &Path) -> Vec<String> {
         if mode & 0o066 == 0 {
             continue;
         }
-        let who = match (mode & 0o044 != 0, mode & 0o022 != 0) {
-            (true, true) => "readable and writable",
-            (true, false) => "readable",
-            _ => "writable",
+        let (who, what) = match (mode & 0o044 != 0, mode & 0o022 != 0) {
+            (true, true) => ("readable and writable", "read and change"),
+            (true, false) => ("readable", "read"),
+            _ => ("writable", "change"),
         };
         warnings.push(format!(
-            "{} is {who} by users other than its owner (mode {mode:03o}); they can read or change the store's data bypassing flashpipe: chmod 600 {}",
+            "{} is {who} by users other than its owner (mode {mode:03o}); they can {what} the store's data without flashpipe: chmod 600 {}",
             path.display(),
             path.display()
         ));
