@@ -438,6 +438,9 @@ impl LiveServer {
         match Client::connect(&socket, options) {
             Ok(client) => Ok(Some(LiveServer { client, socket })),
             Err(ConnectError::Connect { .. }) => Ok(None),
+            Err(error @ (ConnectError::ForeignServer { .. } | ConnectError::OtherStore { .. })) => {
+                Err(format!("{}: {error}", store_file.display()).into())
+            }
             Err(error) => Err(format!(
                 "{} is served by `flashpipe serve` at {}: {error}",
                 store_file.display(),
