@@ -519,6 +519,7 @@ fn prepare_disk_node_store(
         .collect();
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
         stripe_unit_bytes: FILE_STORE_STRIPE_UNIT_BYTES,
         queue_depth: FILE_STORE_QUEUE_DEPTH,

@@ -261,6 +261,7 @@ fn write_input(path: &Path, size_bytes: u64) -> BenchResult {
 fn store_config() -> StoreConfig {
     StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: STORE_BLOCK_SIZE_BYTES,
         stripe_unit_bytes: STORE_STRIPE_UNIT_BYTES,
         queue_depth: STORE_QUEUE_DEPTH,

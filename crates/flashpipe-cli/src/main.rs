@@ -68,7 +68,7 @@ enum Command {
     /// Check a store's metadata, and repair what is safe with --repair.
     Fsck(store_cmd::FsckArgs),
     /// Serve a store to many client processes on a Unix socket (foreground; SIGTERM stops it).
-    Serve(serve_cmd::ServeArgs),
+    Serve(Box<serve_cmd::ServeArgs>),
     /// The host flash translation layer: write amplification, GC policies, wear, speed.
     #[command(subcommand)]
     Ftl(flashpipe_bench::ftl::FtlCommand),
@@ -196,7 +196,7 @@ fn main() -> ExitCode {
         Command::Cp(arguments) => store_cmd::run_cp(arguments),
         Command::Df(arguments) => store_cmd::run_df(arguments),
         Command::Fsck(arguments) => store_cmd::run_fsck(arguments),
-        Command::Serve(arguments) => serve_cmd::run(arguments),
+        Command::Serve(arguments) => serve_cmd::run(*arguments),
         Command::Ftl(command) => flashpipe_bench::ftl::run(command),
         Command::Completions(arguments) => shell_cmd::run_completions(arguments, Cli::command()),
         Command::Man(arguments) => shell_cmd::run_man(arguments, Cli::command()),

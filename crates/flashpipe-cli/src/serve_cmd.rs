@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use flashpipe_engine::{EngineConfig, PoolMemory};
 use flashpipe_nbd::server::{NbdServer, ServerConfig as NbdServerConfig};
-use flashpipe_server::{ServeReport, Server, ServerConfig};
+use flashpipe_server::{group_by_name, AccessRule, ServeReport, Server, ServerConfig};
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::parse_size_bytes;
 use flashpipe_store::{RunningStore, StoreAccess};
@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// are given its path.
     #[arg(long)]
     pub socket: Option<PathBuf>,
+    /// Let the members of GROUP use the store through the server besides its owner and
+    /// root (the socket is then 0660 and owned by GROUP; 0600 otherwise).
+    #[arg(long, value_name = "GROUP")]
+    pub allow_group: Option<String>,
     /// Most clients connected at once; one more is refused with an error naming this limit.
     #[arg(long)]
     pub max_clients: Option<usize>,
@@ -311,6 +315,23 @@ fn open_store_to_serve(arguments: &ServeArgs) -> Result<RunningStore, Box<dyn st
     Ok(store)
 }
 
+/// Who may use the store through the server: the store file's owner, root, and the
+/// group of `--allow-group`.
+fn access_rule(arguments: &ServeArgs) -> Result<AccessRule, Box<dyn std::error::Error>> {
+    use std::os::unix::fs::MetadataExt;
+    let store = arguments.store();
+    let owner_uid = std::fs::metadata(store)
+        .map_err(|error| format!("cannot read the store file {}: {error}", store.display()))?
+        .uid();
+    let group = match &arguments.allow_group {
+        Some(name) => {
+            Some(group_by_name(name).map_err(|reason| format!("--allow-group: {reason}"))?)
+        }
+        None => None,
+    };
+    Ok(AccessRule { owner_uid, group })
+}
+
 /// The server's configuration from the command line, the library's defaults elsewhere.
 fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::error::Error>> {
     let mut config = ServerConfig {
@@ -319,6 +340,7 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
             .clone()
             .unwrap_or_else(|| flashpipe_client::server_socket_path(arguments.store())),
         store_description: arguments.store().display().to_string(),
+        access: access_rule(arguments)?,
         ..ServerConfig::default()
     };
     if let Some(max_clients) = arguments.max_clients {

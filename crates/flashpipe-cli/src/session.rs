@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use flashpipe_client::{
     server_socket_path, Client, ClientError, ClientTransport, ConnectError, ConnectOptions,
-    ErrorCode,
+    ErrorCode, ServerExpectation,
 };
 use flashpipe_device::{Clock, RealClock};
 use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError, Reply, StreamError};
@@ -426,6 +426,7 @@ impl LiveServer {
             return Ok(None);
         }
         let options = ConnectOptions {
+            expect: Some(server_expectation(store_file)?),
             map_memory: std::env::var(MAP_MEMORY_VARIABLE).as_deref() != Ok("0"),
             client_name: client_name(),
             transport: match std::env::var(FRAME_RINGS_VARIABLE).as_deref() {
@@ -437,6 +438,9 @@ impl LiveServer {
         match Client::connect(&socket, options) {
             Ok(client) => Ok(Some(LiveServer { client, socket })),
             Err(ConnectError::Connect { .. }) => Ok(None),
+            Err(error @ (ConnectError::ForeignServer { .. } | ConnectError::OtherStore { .. })) => {
+                Err(format!("{}: {error}", store_file.display()).into())
+            }
             Err(error) => Err(format!(
                 "{} is served by `flashpipe serve` at {}: {error}",
                 store_file.display(),
@@ -476,6 +480,27 @@ impl LiveServer {
         )
         .into()
     }
+}
+
+/// What the store file says of the server that may hold it: its owner (besides root)
+/// runs it, and it holds the store of the file's identity (any, for a store file that
+/// has none yet). Read through the same path the socket is found by.
+fn server_expectation(store_file: &Path) -> Result<ServerExpectation, Box<dyn std::error::Error>> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::metadata(store_file).map_err(|error| {
+        format!(
+            "cannot read the store file {}: {error}",
+            store_file.display()
+        )
+    })?;
+    let store_identity = StoreConfig::load(store_file)
+        .ok()
+        .and_then(|config| config.identity)
+        .map(|identity| identity.0);
+    Ok(ServerExpectation {
+        owner_uid: metadata.uid(),
+        store_identity,
+    })
 }
 
 /// What the server's logs call this client: the command line's first words and the pid.

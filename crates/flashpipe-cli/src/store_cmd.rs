@@ -12,6 +12,7 @@
 //! it commits with one flush at its end when it succeeded, and a command that fails closes
 //! the store without committing, so the store keeps its last commit.
 
+mod permissions;
 mod transfer;
 
 pub use crate::session::file_exists;
@@ -80,6 +81,10 @@ pub struct MkfsArgs {
     /// Wait for a command using one of the devices to finish instead of failing.
     #[arg(long)]
     pub wait: bool,
+    /// Permission bits (octal) of the image files and store file mkfs creates; 600
+    /// (the owner alone) unless given, whatever the umask.
+    #[arg(long, value_name = "OCTAL")]
+    pub mode: Option<String>,
     /// The store file to write (must not exist).
     pub store: PathBuf,
 }
@@ -285,19 +290,28 @@ pub struct FsckArgs {
 
 /// Runs `mkfs`: validates everything, creates the devices, formats, writes the store file.
 pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
+    let mode = match &arguments.mode {
+        Some(text) => permissions::parse_mode(text)?,
+        None => permissions::DEFAULT_CREATED_MODE,
+    };
     let config = mkfs_config(&arguments)?;
     let wait = if arguments.wait {
         LockWait::Wait
     } else {
         LockWait::Fail
     };
-    let stats = create_store_with(
-        &config,
-        &arguments.store,
-        arguments.force,
-        wait,
-        &mut print_note,
-    )?;
+    let existing = permissions::existing_store_files(&config, &arguments.store);
+    let stats = {
+        let _umask = permissions::PrivateUmask::set();
+        create_store_with(
+            &config,
+            &arguments.store,
+            arguments.force,
+            wait,
+            &mut print_note,
+        )?
+    };
+    permissions::apply_mode(&config, &arguments.store, &existing, mode)?;
     let capacity_bytes = stats.fs_block_count * u64::from(stats.fs_block_size_bytes);
     if arguments.json {
         println!(
@@ -338,6 +352,7 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
     apply_flash_options(arguments, &mut devices)?;
     Ok(StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes,
         stripe_unit_bytes,
         queue_depth: arguments.queue_depth,
@@ -1026,6 +1041,11 @@ pub fn run_df(arguments: StoreArgs) -> CliResult {
 /// (after repair, when anything unrepairable remains).
 pub fn run_fsck(arguments: FsckArgs) -> CliResult {
     let store_path = &arguments.store.store;
+    if let Ok(config) = StoreConfig::load(store_path) {
+        for warning in permissions::open_to_others(&config, store_path) {
+            eprintln!("fsck: warning: {warning}");
+        }
+    }
     if let Some(server) = LiveServer::find(store_path)? {
         return fsck_through_server(server, &arguments);
     }

@@ -529,7 +529,7 @@ fn store_field_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for (field, value, expected) in [
         ("store_file_version", "0", "store_file_version"),
-        ("store_file_version", "2", "version"),
+        ("store_file_version", "3", "version"),
         ("store_file_version", "-1", "store_file_version"),
         ("block_size_bytes", "0", "block size"),
         ("block_size_bytes", "1000", "block size"),

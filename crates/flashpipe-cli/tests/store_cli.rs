@@ -322,7 +322,7 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         &newer,
         std::fs::read_to_string(&store)
             .unwrap()
-            .replace("store_file_version = 1", "store_file_version = 2"),
+            .replace("store_file_version = 2", "store_file_version = 3"),
     )
     .unwrap();
     check_fails(&["ls", text(&newer)], "newer than this flashpipe");

@@ -15,6 +15,7 @@ use flashpipe_device::shared_memory::{
 };
 use flashpipe_device::{receive_with_fds, MapAccess, SharedMapping};
 
+use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
 use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
 use flashpipe_protocol::{
     decode_body, decode_header, encode_frame, read_frame, send_all, CancelOutcome, CheckSummary,
@@ -52,6 +53,9 @@ pub struct ConnectOptions {
     /// How long a wait for an answer polls the reply ring before it parks on the
     /// ring's futex (a poll yields the core after the first few), in microseconds.
     pub ring_spin_us: u32,
+    /// Who must run the server and which store it must hold; `None` trusts any server
+    /// (tests and programs that started the server themselves).
+    pub expect: Option<ServerExpectation>,
 }
 
 /// How a connection's frames travel after the handshake.
@@ -71,6 +75,7 @@ impl Default for ConnectOptions {
             client_name: format!("flashpipe-client (pid {})", std::process::id()),
             transport: ClientTransport::RingsWhenMapped,
             ring_spin_us: DEFAULT_SERVE_RING_SPIN_US,
+            expect: None,
         }
     }
 }
@@ -88,6 +93,8 @@ pub struct ServerInfo {
     pub server_pid: u32,
     /// The store the server holds.
     pub store_path: String,
+    /// The identity of the store the server holds (`None`: it has none yet).
+    pub store_identity: Option<[u8; 16]>,
     /// The server's limits.
     pub limits: ServerLimits,
 }
@@ -191,6 +198,9 @@ impl Client {
             path: socket.to_path_buf(),
             source,
         })?;
+        if let Some(expected) = &options.expect {
+            check_server_user(&stream, socket, expected)?;
+        }
         let hello = Frame::Hello(Hello {
             min_version: PROTOCOL_VERSION,
             max_version: PROTOCOL_VERSION,
@@ -209,6 +219,9 @@ impl Client {
                 )))
             }
         };
+        if let Some(expected) = &options.expect {
+            check_store_identity(socket, expected, welcome.store_identity)?;
+        }
         if fds.len() != welcome.fd_count() {
             return Err(ConnectError::Handshake(format!(
                 "the welcome announces {} shared regions but {} file descriptors came",
@@ -239,6 +252,7 @@ impl Client {
                 version: welcome.version,
                 server_pid: welcome.server_pid,
                 store_path: welcome.store_path,
+                store_identity: welcome.store_identity,
                 limits: welcome.limits,
             },
             next_request_id,

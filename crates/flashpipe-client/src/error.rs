@@ -21,6 +21,27 @@ pub enum ConnectError {
     /// The handshake went wrong.
     #[error("handshake with the server failed: {0}")]
     Handshake(String),
+    /// The process answering on the socket runs as another user than the store's owner
+    /// or root: someone else's server, not to be given the store's data.
+    #[error("refusing the server at {path}: it runs as uid {server_uid}, but the store belongs to uid {owner_uid} and only its owner or root may serve it; nothing was sent to it (remove the socket if it is not yours to keep)")]
+    ForeignServer {
+        /// The socket.
+        path: PathBuf,
+        /// The server's uid.
+        server_uid: u32,
+        /// The store file's owner.
+        owner_uid: u32,
+    },
+    /// The server holds another store than the one asked for.
+    #[error("refusing the server at {path}: it holds the store with identity {server}, but the store file names identity {expected}; stop that server or give this store its own socket")]
+    OtherStore {
+        /// The socket.
+        path: PathBuf,
+        /// The identity the store file names.
+        expected: String,
+        /// The identity the server told ("none" when it told none).
+        server: String,
+    },
 }
 
 /// Why a request could not be carried out (beyond the server's own answer).

@@ -14,6 +14,7 @@
 mod client;
 mod error;
 mod run_kernel;
+mod trust;
 mod view;
 
 pub use client::{
@@ -27,4 +28,5 @@ pub use flashpipe_protocol::{
     WriteGrant,
 };
 pub use run_kernel::{KernelRun, KernelRunEvent};
+pub use trust::{format_identity, peer_uid, ServerExpectation};
 pub use view::{ReadView, WriteBuffer};

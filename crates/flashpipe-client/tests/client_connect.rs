@@ -98,6 +98,7 @@ fn serve_as_a_server_without_rings(listener: UnixListener, connections: usize) -
             version: PROTOCOL_VERSION,
             server_pid: std::process::id(),
             store_path: "old server".to_string(),
+            store_identity: None,
             limits,
             read_region: Some(SharedRegion {
                 slot_count: 1,

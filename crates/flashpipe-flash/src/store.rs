@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::config::{ConfigError, FlashConfig};
@@ -519,7 +519,20 @@ pub(crate) fn write_metadata(path: &Path, metadata: &Metadata) -> Result<(), Fla
     bytes.extend_from_slice(&crc.to_le_bytes());
     let meta_path = metadata_path(path);
     let temporary = meta_path.with_extension("meta.tmp");
-    let mut file = File::create(&temporary).map_err(|error| io_error(&temporary, error))?;
+    // The new `.meta` keeps the old one's mode (mkfs makes it 0600 or `--mode`), never
+    // the umask's: it holds the array's state, readable by its owner alone by default.
+    let mode = std::fs::metadata(&meta_path)
+        .map(|metadata| metadata.permissions().mode() & 0o777)
+        .unwrap_or(0o600);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(|error| io_error(&temporary, error))?;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(|error| io_error(&temporary, error))?;
     file.write_all(&bytes)
         .and_then(|()| file.sync_all())
         .map_err(|error| io_error(&temporary, error))?;

@@ -43,6 +43,7 @@ fn measure(devices: &str, node_bytes: u64, file_bytes: u64, folder: &Path) -> (f
     let store_file = folder.join("store.toml");
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: 64 << 10,
         stripe_unit_bytes: 256 << 10,
         queue_depth: 32,

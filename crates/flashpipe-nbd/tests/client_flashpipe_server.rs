@@ -97,6 +97,7 @@ fn a_store_stripes_over_three_flashpipe_disk_nodes() {
     let store_file = scratch.path.join("store.toml");
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: 16 << 10,
         stripe_unit_bytes: 64 << 10,
         queue_depth: 32,

@@ -27,6 +27,7 @@ fn striped_store(servers: &[Server], store_file: &Path) -> StoreConfig {
     let list: Vec<String> = servers.iter().map(Server::uri).collect();
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: 16 << 10,
         stripe_unit_bytes: 64 << 10,
         queue_depth: 32,

@@ -454,6 +454,7 @@ fn a_store_striped_over_nbds_members_keeps_its_files() {
     let store_file = scratch.path.join("store.toml");
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: 16 << 10,
         stripe_unit_bytes: 64 << 10,
         queue_depth: 32,

@@ -214,6 +214,9 @@ fn encode_welcome(welcome: &Welcome, writer: &mut Writer) {
     writer.u16(welcome.version);
     writer.u32(welcome.server_pid);
     writer.string(&welcome.store_path);
+    writer
+        .bytes
+        .extend_from_slice(&welcome.store_identity.unwrap_or([0u8; 16]));
     let limits = &welcome.limits;
     writer.u32(limits.max_body_bytes);
     writer.u32(limits.max_write_bytes);
@@ -243,6 +246,7 @@ fn decode_welcome(reader: &mut Reader<'_>) -> Result<Welcome, DecodeError> {
         version: reader.u16("welcome.version")?,
         server_pid: reader.u32("welcome.server_pid")?,
         store_path: reader.string("welcome.store_path", MAX_NAME_BYTES)?,
+        store_identity: decode_identity(reader)?,
         limits: ServerLimits {
             max_body_bytes: reader.u32("welcome.max_body_bytes")?,
             max_write_bytes: reader.u32("welcome.max_write_bytes")?,
@@ -256,6 +260,15 @@ fn decode_welcome(reader: &mut Reader<'_>) -> Result<Welcome, DecodeError> {
         read_region: decode_region(reader, "welcome.read_region")?,
         write_region: decode_region(reader, "welcome.write_region")?,
     })
+}
+
+/// The welcome's 16 identity bytes; all zero means the store has no identity yet.
+fn decode_identity(reader: &mut Reader<'_>) -> Result<Option<[u8; 16]>, DecodeError> {
+    let mut identity = [0u8; 16];
+    for byte in identity.iter_mut() {
+        *byte = reader.u8("welcome.store_identity")?;
+    }
+    Ok(Some(identity).filter(|identity| identity.iter().any(|&byte| byte != 0)))
 }
 
 fn decode_region(

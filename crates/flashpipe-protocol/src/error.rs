@@ -107,6 +107,9 @@ pub enum ErrorCode {
     /// A device image of the served store shrank or was removed under the server; the
     /// server takes no more writes (reads of what is left go on).
     StoreDeviceChanged,
+    /// The client's user may not use this store (the store's access rule: its owner,
+    /// root, and the group `serve --allow-group` names); the connection is closed.
+    AccessDenied,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -155,10 +158,11 @@ impl ErrorCode {
             ErrorCode::BadKernelRun => 115,
             ErrorCode::KernelFailed => 116,
             ErrorCode::ServerReadHandles => 117,
-            ErrorCode::TooManyClientsForUser => 124,
-            ErrorCode::HandshakeTimeout => 125,
-            ErrorCode::HostPathOption => 126,
-            ErrorCode::StoreDeviceChanged => 127,
+            ErrorCode::TooManyClientsForUser => 119,
+            ErrorCode::HandshakeTimeout => 120,
+            ErrorCode::HostPathOption => 121,
+            ErrorCode::StoreDeviceChanged => 122,
+            ErrorCode::AccessDenied => 118,
             ErrorCode::Unknown(code) => code,
         }
     }
@@ -175,7 +179,7 @@ impl ErrorCode {
 }
 
 /// Every code this version knows.
-pub const ALL_KNOWN_CODES: [ErrorCode; 44] = [
+pub const ALL_KNOWN_CODES: [ErrorCode; 45] = [
     ErrorCode::NotFound,
     ErrorCode::Exists,
     ErrorCode::BadName,
@@ -220,6 +224,7 @@ pub const ALL_KNOWN_CODES: [ErrorCode; 44] = [
     ErrorCode::HandshakeTimeout,
     ErrorCode::HostPathOption,
     ErrorCode::StoreDeviceChanged,
+    ErrorCode::AccessDenied,
 ];
 
 /// A request's failure as the server reports it: the code, the engine error's (or the

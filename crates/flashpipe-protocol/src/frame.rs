@@ -265,6 +265,9 @@ pub struct Welcome {
     pub server_pid: u32,
     /// The store the server holds (its store file, or a description).
     pub store_path: String,
+    /// The identity (a random 16-byte UUID made at mkfs) of the store the server holds;
+    /// `None` for a store that has none yet (version 2; all zero on the wire).
+    pub store_identity: Option<[u8; 16]>,
     /// The server's limits.
     pub limits: ServerLimits,
     /// The engine's read pool, passed as the first file descriptor beside this frame

@@ -17,6 +17,7 @@ pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod kernel_run;
+pub mod peer;
 pub mod stream;
 mod wire;
 
@@ -33,6 +34,7 @@ pub use kernel_run::{
     KernelFileOutcome, KernelFileResult, KernelRunSummary, KernelStageFigures, RunKernelRequest,
     WireFloat,
 };
+pub use peer::{peer_credentials, PeerCredentials};
 pub use stream::{
     read_frame, read_frame_body, read_header, send_all, send_frame, write_frame, ReadFrameError,
 };
@@ -44,8 +46,9 @@ pub type RequestId = u64;
 /// The four bytes every frame starts with.
 pub const MAGIC: [u8; 4] = *b"FPSV";
 
-/// The protocol version this code speaks (the only one so far).
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The protocol version this code speaks (the only one: version 2 adds the welcome's
+/// store identity and the `AccessDenied` error; docs/protocol.md, "Versioning").
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Bytes of a frame header.
 pub const HEADER_BYTES: usize = 24;

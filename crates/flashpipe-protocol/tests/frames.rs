@@ -19,7 +19,7 @@ fn a_create_request_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[1, 0],                   // version 1
+        &[2, 0],                   // version 2
         &[0x01, 0x01],             // kind 0x0101 create
         &[5, 0, 0, 0, 0, 0, 0, 0], // request id 5
         &[6, 0, 0, 0],             // body length 6
@@ -46,7 +46,7 @@ fn a_read_by_reference_answer_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[1, 0],
+        &[2, 0],
         &[0x03, 0x02], // kind 0x0203 data
         &[0x02, 0x01, 0, 0, 0, 0, 0, 0],
         &[29, 0, 0, 0],
@@ -71,7 +71,7 @@ fn an_error_answer_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[1, 0],
+        &[2, 0],
         &[0x04, 0x00],
         &[9, 0, 0, 0, 0, 0, 0, 0],
         &[16, 0, 0, 0],
@@ -340,18 +340,33 @@ fn frame() -> impl Strategy<Value = Frame> {
         (
             any::<u16>(),
             any::<u32>(),
-            name(),
+            (
+                name(),
+                proptest::option::of(
+                    any::<[u8; 16]>()
+                        .prop_filter("not all zero", |bytes| bytes.iter().any(|&byte| byte != 0))
+                )
+            ),
             any::<[u32; 5]>(),
             any::<[u64; 3]>(),
             region(),
             region()
         )
             .prop_map(
-                |(version, server_pid, store_path, small, large, read_region, write_region)| {
+                |(
+                    version,
+                    server_pid,
+                    (store_path, store_identity),
+                    small,
+                    large,
+                    read_region,
+                    write_region,
+                )| {
                     Frame::Welcome(Welcome {
                         version,
                         server_pid,
                         store_path,
+                        store_identity,
                         limits: ServerLimits {
                             max_body_bytes: small[0],
                             max_write_bytes: small[1],

@@ -209,15 +209,16 @@ fn connection_frames() -> Vec<Frame> {
     };
     vec![
         Frame::Hello(Hello {
-            min_version: 1,
-            max_version: 1,
+            min_version: 2,
+            max_version: 2,
             map_memory: true,
             client_name: "fuzz-client".into(),
         }),
         Frame::Welcome(Welcome {
-            version: 1,
+            version: 2,
             server_pid: 1234,
             store_path: "/tmp/store".into(),
+            store_identity: Some([7; 16]),
             limits: ServerLimits {
                 max_body_bytes: 1 << 20,
                 max_write_bytes: 1 << 20,

@@ -17,7 +17,6 @@
 //! finds its entry gone and releases nothing twice.
 
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -27,10 +26,6 @@ use flashpipe_protocol::{send_frame, ErrorCode, Frame, RemoteError};
 
 /// Longest sleep of the watchdog between looks at the stop flag.
 const WATCHDOG_TICK_MS: u64 = 100;
-
-/// The uid given to a connection whose peer credentials cannot be read (never a real
-/// user's: such connections share one user's share).
-pub(crate) const UNKNOWN_UID: u32 = u32::MAX;
 
 /// One accepted connection's place.
 struct Entry {
@@ -247,37 +242,6 @@ fn take_back(entries: &mut BTreeMap<u64, Entry>, id: u64, why: TakenBack) {
         ),
     }
     let _ = entry.socket.shutdown(std::net::Shutdown::Both);
-}
-
-/// The uid of the process at the other end of `socket` (`SO_PEERCRED`), or
-/// [`UNKNOWN_UID`] when the kernel does not say.
-pub(crate) fn peer_uid(socket: &UnixStream) -> u32 {
-    let mut credentials = libc::ucred {
-        pid: 0,
-        uid: UNKNOWN_UID,
-        gid: UNKNOWN_UID,
-    };
-    let mut length = size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt(2) writes at most `length` bytes into `credentials`, a live
-    // `ucred` of exactly that size, and `length` is a live socklen_t; the descriptor
-    // stays open as long as `socket` is borrowed.
-    let result = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut credentials as *mut libc::ucred).cast(),
-            &mut length,
-        )
-    };
-    if result != 0 || length as usize != size_of::<libc::ucred>() {
-        tracing::warn!(
-            error = %std::io::Error::last_os_error(),
-            "cannot read a client's credentials; it shares the unknown user's share"
-        );
-        return UNKNOWN_UID;
-    }
-    credentials.uid
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::access::AccessRule;
+
 /// A server's socket and limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
@@ -45,6 +47,11 @@ pub struct ServerConfig {
     pub kernel_data_dir: Option<PathBuf>,
     /// What the welcome calls the store (its store file, or a description).
     pub store_description: String,
+    /// The store's identity, told in the welcome (`None`: the store has none yet).
+    pub store_identity: Option<[u8; 16]>,
+    /// Who may connect (checked by the peer's credentials before the handshake); the
+    /// socket is 0600, or 0660 owned by the rule's group.
+    pub access: AccessRule,
     /// How long (microseconds of wall time) a connection's answering thread polls for
     /// the engine's next answer before it parks: 0 parks at once (a futex wake per
     /// answer that finds it parked); a window longer than one command saves that wake
@@ -102,6 +109,8 @@ impl Default for ServerConfig {
             spill_dir: None,
             kernel_data_dir: None,
             store_description: String::new(),
+            store_identity: None,
+            access: AccessRule::default(),
             answer_spin_us: 0,
             send_timeout_ms: 10_000,
             ring_capacity_bytes: DEFAULT_RING_CAPACITY_BYTES,

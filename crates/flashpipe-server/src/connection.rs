@@ -377,6 +377,7 @@ fn handshake(
         version: PROTOCOL_VERSION,
         server_pid: std::process::id(),
         store_path: state.config.store_description.clone(),
+        store_identity: state.config.store_identity,
         limits: state.limits,
         read_region: mapped.as_ref().and(state.read_region),
         write_region: mapped.as_ref().and_then(Mapped::write_region),

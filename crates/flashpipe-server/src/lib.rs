@@ -26,8 +26,12 @@
 //! next to the engine, bounded server-wide, and stop at a file boundary when cancelled.
 //! [`Server::run_until_stopped`] stops gracefully: no new clients, no new requests,
 //! in-flight commands finished, the store flushed and closed, the socket removed.
+//! Who may connect is checked by the peer's credentials before the handshake
+//! ([`AccessRule`]: root, the store file's owner, a group when allowed), and the socket
+//! is created 0600 (0660 with a group) whatever the umask.
 //! Logs go through `tracing`; the subscriber is the caller's.
 
+mod access;
 mod admission;
 mod config;
 mod connection;
@@ -42,6 +46,7 @@ mod rings;
 mod server;
 mod state;
 
+pub use access::{group_by_name, peer_credentials, AccessRule, AllowedGroup, PeerCredentials};
 pub use config::{
     ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_RING_CAPACITY_BYTES, MAX_ANSWER_SPIN_US,
 };

@@ -10,9 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use flashpipe_engine::command::{read_files_max_bytes, READ_FILES_MAX_COUNT};
-use flashpipe_protocol::{send_frame, Frame, ServerLimits, SharedRegion, MAX_BODY_BYTES};
+use flashpipe_protocol::{
+    send_frame, ErrorCode, Frame, RemoteError, ServerLimits, SharedRegion, MAX_BODY_BYTES,
+};
 use flashpipe_store::{RunningStore, StoreCloseError};
 
+use crate::access::{bind_private, peer_credentials, AllowedGroup};
 use crate::config::ServerConfig;
 use crate::connection::serve_connection;
 use crate::state::{Counters, ServerState};
@@ -136,13 +139,16 @@ pub struct Server {
 impl Server {
     /// Takes the running store (its lock stays held), binds the socket (refusing a live
     /// one, removing a stale one) and starts accepting clients.
-    pub fn start(store: RunningStore, config: ServerConfig) -> Result<Server, ServeError> {
+    pub fn start(store: RunningStore, mut config: ServerConfig) -> Result<Server, ServeError> {
         check_config(&config)?;
         let kernel_paths = crate::kernel_paths::KernelPaths::new(
             config.spill_dir.as_deref(),
             config.kernel_data_dir.as_deref(),
         )?;
-        let listener = Arc::new(bind(&config.socket_path)?);
+        if config.store_identity.is_none() {
+            config.store_identity = store.identity.map(|identity| identity.0);
+        }
+        let listener = Arc::new(bind(&config.socket_path, config.access.group.as_ref())?);
         let engine_config = store.engine_config;
         let limits = ServerLimits {
             max_body_bytes: MAX_BODY_BYTES.min(
@@ -399,8 +405,9 @@ fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// Binds the socket: refuses one a live server answers on, removes a stale one.
-fn bind(path: &Path) -> Result<UnixListener, ServeError> {
+/// Binds the socket: refuses one a live server answers on, removes a stale one; the
+/// socket is 0600 (0660 and the group's with `group`) from its first moment.
+fn bind(path: &Path, group: Option<&AllowedGroup>) -> Result<UnixListener, ServeError> {
     if let Ok(metadata) = std::fs::symlink_metadata(path) {
         if !metadata.file_type().is_socket() {
             return Err(ServeError::NotASocket {
@@ -418,7 +425,7 @@ fn bind(path: &Path) -> Result<UnixListener, ServeError> {
             source,
         })?;
     }
-    UnixListener::bind(path).map_err(|source| ServeError::Bind {
+    bind_private(path, group).map_err(|source| ServeError::Bind {
         path: path.to_path_buf(),
         source,
     })
@@ -461,8 +468,7 @@ fn start_handshake_watchdog(state: &Arc<ServerState>) -> Result<JoinHandle<()>, 
 /// Gives a newcomer a place (`admission`: the server's and its user's limits, the
 /// oldest silent connection closed to make room), or refuses it with an error frame;
 /// true when it has a place.
-fn take_place(state: &ServerState, stream: &UnixStream, id: u64) -> bool {
-    let uid = crate::admission::peer_uid(stream);
+fn take_place(state: &ServerState, stream: &UnixStream, id: u64, uid: u32) -> bool {
     let admitted = stream.try_clone().map_err(|error| {
         tracing::warn!(%error, "cannot clone a client socket; closing it");
     });
@@ -493,7 +499,10 @@ fn admit_client(
     stream: UnixStream,
     id: u64,
 ) {
-    if !take_place(state, &stream, id) {
+    let Some(uid) = peer_allowed(state, &stream) else {
+        return;
+    };
+    if !take_place(state, &stream, id, uid) {
         return;
     }
     let Ok(registered) = stream.try_clone() else {
@@ -537,4 +546,32 @@ fn admit_client(
             state.admission.release(id, &state.clients_now);
         }
     }
+}
+
+/// Checks the client's user (`SO_PEERCRED`) against the store's access rule; a refused
+/// client gets an `AccessDenied` error frame and is closed. Returns the admitted uid.
+fn peer_allowed(state: &ServerState, stream: &UnixStream) -> Option<u32> {
+    let refusal = match peer_credentials(stream) {
+        Ok(peer) => match state.config.access.check(&peer) {
+            Ok(()) => return Some(peer.uid),
+            Err(reason) => {
+                tracing::warn!(uid = peer.uid, pid = peer.pid, "client refused: {reason}");
+                reason
+            }
+        },
+        Err(error) => {
+            tracing::warn!(%error, "client refused: its credentials cannot be read");
+            format!("the server cannot read this client's credentials: {error}")
+        }
+    };
+    Counters::add(&state.counters.clients_refused, 1);
+    let _ = send_frame(
+        stream,
+        &Frame::Error {
+            request_id: 0,
+            error: RemoteError::new(ErrorCode::AccessDenied, refusal),
+        },
+    );
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    None
 }

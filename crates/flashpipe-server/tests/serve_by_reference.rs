@@ -236,8 +236,8 @@ fn fuzzed_grants_and_releases_from_a_raw_client_never_hurt_others() {
     let mut rng = SplitMix64::new(seed);
     let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
     let hello = Frame::Hello(Hello {
-        min_version: 1,
-        max_version: 1,
+        min_version: 2,
+        max_version: 2,
         map_memory: true,
         client_name: "fuzz".into(),
     });

@@ -155,9 +155,10 @@ fn a_malformed_frame_ends_only_its_connection() {
             frame
         },
         encode_frame(&Frame::Welcome(flashpipe_protocol::Welcome {
-            version: 1,
+            version: 2,
             server_pid: 1,
             store_path: String::new(),
+            store_identity: None,
             limits: good.server_info().limits,
             read_region: None,
             write_region: None,
@@ -209,8 +210,8 @@ fn a_client_gone_mid_frame_leaves_nothing_held() {
     for _ in 0..5 {
         let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
         let hello = Frame::Hello(Hello {
-            min_version: 1,
-            max_version: 1,
+            min_version: 2,
+            max_version: 2,
             map_memory: false,
             client_name: "dying".into(),
         });
@@ -326,8 +327,8 @@ fn a_client_that_never_reads_its_answers_does_not_hold_up_a_stop() {
     writer.write("f", 0, &pattern(1 << 20, 6)).expect("write");
     let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
     let hello = Frame::Hello(Hello {
-        min_version: 1,
-        max_version: 1,
+        min_version: 2,
+        max_version: 2,
         map_memory: false,
         client_name: "stuck".into(),
     });

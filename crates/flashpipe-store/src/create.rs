@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use flashpipe_fs::{Filesystem, FormatOptions, FsStats};
 
+use crate::identity::StoreIdentity;
+use crate::member_label::label_members;
 use crate::probe_foreign::refuse_devices_holding_data;
 use crate::store::{device_files, lock_store, open_store_device_locked, OpenedStoreDevice};
 use crate::store_config::{check_distinct_devices, parse_device_list, STORE_FILE_VERSION};
@@ -100,6 +102,13 @@ fn format_store(
     let filesystem = Filesystem::format(device, &options)?;
     let stats = filesystem.stats();
     drop(filesystem.unmount()?);
+    let mut config = config.clone();
+    let identity = match config.identity {
+        Some(identity) => identity,
+        None => StoreIdentity::new_random()?,
+    };
+    config.identity = Some(identity);
+    label_members(&config, store, identity, true)?;
     config.save_new(store)?;
     drop(lock);
     Ok(stats)
@@ -126,6 +135,7 @@ pub fn format_file_store(
 ) -> StoreCreateResult<FsStats> {
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
         stripe_unit_bytes: FILE_STORE_STRIPE_UNIT_BYTES,
         queue_depth: FILE_STORE_QUEUE_DEPTH,

@@ -25,7 +25,9 @@
 pub mod create;
 pub mod flash_store;
 pub mod glob;
+pub mod identity;
 pub mod leftovers;
+pub mod member_label;
 pub mod member_watch;
 pub mod probe;
 pub mod probe_foreign;
@@ -38,6 +40,7 @@ pub mod store_lock;
 pub use flashpipe_units as units;
 
 pub use create::{create_store, create_store_with, format_file_store};
+pub use identity::{IdentityError, StoreIdentity};
 pub use member_watch::MemberChanged;
 pub use running::{RunningStore, StoreAccess, StoreCloseError};
 pub use store::{DeviceCreation, StoreOpenError};

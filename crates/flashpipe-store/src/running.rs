@@ -17,6 +17,8 @@ use flashpipe_device::Clock;
 use flashpipe_engine::{Engine, EngineClient, EngineConfig, EngineError};
 use flashpipe_fs::{Filesystem, FlushError};
 
+use crate::identity::{ensure_identity, StoreIdentity};
+use crate::member_label::{label_members, labelled_identity};
 use crate::member_watch::{MemberChanged, MemberWatch};
 use crate::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice, StoreOpenError};
 use crate::store_config::{DeviceSpec, StoreConfig};
@@ -68,6 +70,10 @@ pub struct RunningStore {
     access: StoreAccess,
     /// The regular-file device images, examined before writes by a long-running holder.
     members: MemberWatch,
+    /// The store's identity (from its store file; given one at a read-write open when it
+    /// had none); `None` for a store opened read-only before it had one, or not from a
+    /// store file.
+    pub identity: Option<StoreIdentity>,
     /// Declared last: released after the engine and its devices are closed.
     lock: Option<StoreLock>,
 }
@@ -92,7 +98,7 @@ impl RunningStore {
         wait: LockWait,
         engine_config: EngineConfig,
     ) -> Result<RunningStore, StoreOpenError> {
-        let config = StoreConfig::load(store_file)?;
+        let mut config = StoreConfig::load(store_file)?;
         if has_ram_device(&config) {
             return Err(StoreOpenError::RamDevices {
                 path: store_file.to_path_buf(),
@@ -100,7 +106,7 @@ impl RunningStore {
         }
         let OpenedStoreDevice {
             device,
-            notes,
+            mut notes,
             lock,
         } = open_store_device_waiting(&config, store_file, access.device_creation(), wait)?;
         let mounted = match access {
@@ -111,13 +117,35 @@ impl RunningStore {
             path: store_file.to_path_buf(),
             source,
         })?;
-        let mut notes = notes;
+        let identity = match access {
+            StoreAccess::ReadWrite => {
+                let labelled = match config.identity {
+                    Some(_) => None,
+                    None => labelled_identity(&config, store_file)?,
+                };
+                let (identity, new) = ensure_identity(store_file, &mut config, labelled)?;
+                if new {
+                    notes.push(format!(
+                        "the store had no identity yet (made before identities); it is now {identity}"
+                    ));
+                }
+                let labelled = label_members(&config, store_file, identity, false)?;
+                if labelled > 0 {
+                    notes.push(format!(
+                        "labelled {labelled} member(s) with the store's identity and their place (made before member labels)"
+                    ));
+                }
+                Some(identity)
+            }
+            StoreAccess::ReadOnly => config.identity,
+        };
         if access == StoreAccess::ReadWrite {
             notes.extend(crate::leftovers::remove_leftover_temporaries(
                 &mut filesystem,
             ));
         }
         let mut running = RunningStore::start(filesystem, engine_config);
+        running.identity = identity;
         running.access = access;
         running.notes = notes;
         if access == StoreAccess::ReadWrite {
@@ -138,6 +166,7 @@ impl RunningStore {
             notes: Vec::new(),
             access: StoreAccess::ReadWrite,
             members: MemberWatch::default(),
+            identity: None,
             lock: None,
         }
     }

@@ -51,6 +51,12 @@ pub enum StoreOpenError {
     /// The store file is unusable.
     #[error(transparent)]
     Config(#[from] StoreConfigError),
+    /// The members do not fit the store file (out of order, another store's).
+    #[error(transparent)]
+    Members(#[from] crate::member_label::MemberLabelError),
+    /// The store's identity could not be written into its store file.
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
     /// A device could not be opened or set up.
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -141,6 +147,9 @@ pub fn open_store_device_locked(
         creation.lock_mode(),
         "a store is opened under the lock its mode needs"
     );
+    if creation != DeviceCreation::CreateMissing {
+        crate::member_label::check_member_labels(config, store_file)?;
+    }
     let (device, notes) = open_devices(config, store_file, creation)?;
     Ok(OpenedStoreDevice {
         device,
@@ -264,8 +273,9 @@ fn open_member(
             let is_regular_file =
                 !exists || path.metadata().map(|meta| meta.is_file()).unwrap_or(false);
             if is_regular_file {
-                check_regular_file_size(&path, *size_bytes, creation)?;
-                file_config.create_size_bytes = (!file_config.read_only).then_some(*size_bytes);
+                let labelled = check_regular_file_size(&path, *size_bytes, creation)?;
+                file_config.create_size_bytes =
+                    (!file_config.read_only && !labelled).then_some(*size_bytes);
             }
             let device = FileDevice::open(file_config)?;
             if let Some(reason) = device.fallback_reason() {
@@ -317,17 +327,20 @@ fn check_regular_file_size(
     path: &Path,
     expected_bytes: u64,
     creation: DeviceCreation,
-) -> Result<(), StoreOpenError> {
+) -> Result<bool, StoreOpenError> {
     let Ok(metadata) = path.metadata() else {
-        return Ok(());
+        return Ok(false);
     };
     let found_bytes = metadata.len();
+    if found_bytes == expected_bytes + crate::member_label::LABEL_BYTES {
+        return Ok(true);
+    }
     let acceptable = match creation {
         DeviceCreation::CreateMissing => found_bytes == expected_bytes || found_bytes == 0,
         DeviceCreation::MustExist | DeviceCreation::ReadOnly => found_bytes == expected_bytes,
     };
     if acceptable {
-        return Ok(());
+        return Ok(false);
     }
     Err(StoreOpenError::WrongDeviceSize {
         path: path.to_path_buf(),

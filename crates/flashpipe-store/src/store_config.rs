@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 use flashpipe_nbd::client::{looks_like_nbd_uri, NbdUri};
 
 use crate::flash_store::{FlashDeviceSpec, FLASH_PREFIX};
+use crate::identity::StoreIdentity;
 use crate::units::{parse_size_bytes, HumanBytes};
 
 /// The store-file version this build writes and the newest it reads.
-pub const STORE_FILE_VERSION: u32 = 1;
+pub const STORE_FILE_VERSION: u32 = 2;
 
 /// Logical block size of the devices under a store (direct I/O granularity).
 pub const DEVICE_BLOCK_SIZE_BYTES: u32 = 4096;
@@ -44,6 +45,11 @@ pub const MAX_CHECKPOINT_INTERVAL_PAGES: u64 = 1 << 32;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
+    /// The store's identity (a random UUID made at mkfs; version 2). `None` in a
+    /// version-1 file, which gets one at its next read-write open
+    /// ([`crate::identity::ensure_identity`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<StoreIdentity>,
     /// Version of this file's layout; a newer one than [`STORE_FILE_VERSION`] is refused.
     pub store_file_version: u32,
     /// File-system block size (a power of two, at least 4 KiB).
@@ -522,6 +528,7 @@ mod tests {
 
     fn sample() -> StoreConfig {
         StoreConfig {
+            identity: None,
             store_file_version: STORE_FILE_VERSION,
             block_size_bytes: 16384,
             stripe_unit_bytes: 65536,
@@ -554,7 +561,7 @@ mod tests {
     #[test]
     fn bad_store_files_are_rejected_clearly() {
         check_rejected(
-            &|text| text.replace("store_file_version = 1", "store_file_version = 9"),
+            &|text| text.replace("store_file_version = 2", "store_file_version = 9"),
             "newer than this flashpipe",
         );
         check_rejected(&|text| text.replace("16384", "5000"), "block size 5000");

@@ -46,6 +46,7 @@ fn small_minflash(path: Option<&str>) -> FlashDeviceSpec {
 fn store_config(devices: Vec<DeviceSpec>, block_size_bytes: u32) -> StoreConfig {
     StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes,
         stripe_unit_bytes: 64 << 10,
         queue_depth: 32,

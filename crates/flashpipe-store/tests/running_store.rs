@@ -19,6 +19,7 @@ fn make_file_store(folder: &ScratchFolder, devices: &str) -> PathBuf {
     let store_file = folder.path().join("store.toml");
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: 4096,
         stripe_unit_bytes: 64 << 10,
         queue_depth: 16,
@@ -119,6 +120,7 @@ fn a_store_naming_ram_devices_is_refused() {
     let store_file = folder.path().join("store.toml");
     let config = StoreConfig {
         store_file_version: STORE_FILE_VERSION,
+        identity: None,
         block_size_bytes: 4096,
         stripe_unit_bytes: 64 << 10,
         queue_depth: 16,

@@ -39,7 +39,9 @@ pub fn programs_or_skip(test: &str, programs: &[&str]) -> bool {
         Some(missing) => {
             skip(
                 test,
-                &format!("`{missing}` is not installed (scripts/install-test-packages installs it)"),
+                &format!(
+                    "`{missing}` is not installed (scripts/install-test-packages installs it)"
+                ),
             );
             false
         }

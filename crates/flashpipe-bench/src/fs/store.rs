@@ -94,6 +94,7 @@ impl StoreShape {
             .collect();
         let config = StoreConfig {
             store_file_version: STORE_FILE_VERSION,
+            identity: None,
             block_size_bytes: self.fs_block_size_bytes,
             stripe_unit_bytes: self.stripe_unit_bytes,
             queue_depth: QUEUE_DEPTH_PER_DEVICE,

@@ -49,6 +49,7 @@ impl KernelStore {
         }
         let config = StoreConfig {
             store_file_version: STORE_FILE_VERSION,
+            identity: None,
             block_size_bytes: fs_block_size_bytes,
             stripe_unit_bytes: 64 << 10,
             queue_depth: 32,

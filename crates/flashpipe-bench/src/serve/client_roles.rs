@@ -30,6 +30,7 @@ pub(super) fn prepare_server_client(
             ClientTransport::RingsWhenMapped
         },
         ring_spin_us: arguments.ring_spin_us,
+        expect: None,
     };
     let client = Client::connect(socket, options)
         .map_err(|error| format!("connecting to {}: {error}", socket.display()))?;

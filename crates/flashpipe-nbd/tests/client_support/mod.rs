@@ -13,7 +13,10 @@ use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 /// Whether `program` is on the PATH; says why the test is skipped when it is not (a failure
 /// under `FLASHPIPE_REQUIRE_TOOLS=1`).
 pub fn have(program: &str) -> bool {
-    let test = std::thread::current().name().unwrap_or("this test").to_string();
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string();
     flashpipe_testkit::tools::programs_or_skip(&test, &[program])
 }
 
