@@ -254,13 +254,6 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
     let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, id) else {
         return;
     };
-    if !state.admission.handshake_done(id) {
-        tracing::info!(
-            connection = id,
-            "the handshake finished after the connection's place was taken back; closing"
-        );
-        return;
-    }
     tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, mapped = mapped.is_some(), "client connected");
     let connection = Arc::new(Connection {
         id,
@@ -362,6 +355,15 @@ fn handshake(
             ),
             u64::from(PROTOCOL_VERSION),
         ));
+        return None;
+    }
+    // Marked before the welcome goes out: a client that holds its welcome has a place that
+    // a newcomer can no longer take back as a silent connection's.
+    if !state.admission.handshake_done(id) {
+        tracing::info!(
+            connection = id,
+            "the hello came after the connection's place was taken back; closing"
+        );
         return None;
     }
     let mapped = match (&state.read_pool, hello.map_memory) {
