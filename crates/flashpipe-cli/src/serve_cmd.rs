@@ -453,7 +453,16 @@ fn send_notification(message: &str) {
 /// The one summary line on standard output after a clean stop.
 fn print_summary(report: &ServeReport, arguments: &ServeArgs) -> CliResult {
     let counters = &report.counters;
-    tracing::info!(?counters, "stopped; store flushed and unmounted");
+    tracing::info!(
+        clients_total = counters.clients_total,
+        clients_refused = counters.clients_refused,
+        frames_received = counters.frames_received,
+        frames_sent = counters.frames_sent,
+        bytes_sent = counters.bytes_sent,
+        requests_refused = counters.requests_refused,
+        malformed_frames = counters.malformed_frames,
+        "stopped; store flushed and unmounted"
+    );
     say_on_stdout(&format!(
         "flashpipe serve: stopped: store {} flushed and unmounted cleanly; {} client(s) served, {} refused at the client limit, {} frames in, {} frames out ({} bytes), {} request(s) refused, {} connection(s) ended by malformed frames",
         arguments.store().display(),
