@@ -603,7 +603,7 @@ fn store_field_cases() -> Vec<Case> {
     cases.push(store_file_case(
         "not TOML",
         "[[[ nothing".to_string(),
-        &["not a valid store description"],
+        &["is not a store file", "flashpipe put STORE.toml FILE"],
     ));
     cases
 }

@@ -329,6 +329,23 @@ fn bad_input_fails_clearly_and_changes_nothing() {
     let garbage = folder.join("garbage.toml");
     std::fs::write(&garbage, "devices = 3\n[[").unwrap();
     check_fails(&["ls", text(&garbage)], "not a valid store description");
+    // Slips: an image or a data file where the store file goes, a size in powers of ten.
+    check_fails(
+        &["ls", text(&folder.join("a.img"))],
+        "binary data, perhaps a device image",
+    );
+    check_fails(&["put", text(&f_txt), text(&store)], "is not a store file");
+    check_fails(
+        &[
+            "mkfs",
+            "--devices",
+            "decimal.img",
+            "--size",
+            "2GB",
+            "decimal.toml",
+        ],
+        "did you mean 2GiB?",
+    );
 
     let ram = folder.join("ram.toml");
     succeed(&["mkfs", "--devices", "ram:8MiB", text(&ram)]);

@@ -136,6 +136,15 @@ pub enum StoreConfigError {
         /// The parser's message, with the line.
         message: String,
     },
+    /// The file is not a store file at all (binary data, or text that is not TOML): most
+    /// often an image or a data file given where the store file goes.
+    #[error("{path} is not a store file: it holds {what}. A command takes the store file `mkfs` wrote (STORE.toml) first, then its other arguments, as in `flashpipe put STORE.toml FILE...`")]
+    NotAStoreFile {
+        /// The file given.
+        path: PathBuf,
+        /// What it holds instead.
+        what: &'static str,
+    },
     /// The store file was written by a newer flashpipe.
     #[error("store file {path} has version {found}, newer than this flashpipe reads ({STORE_FILE_VERSION}); upgrade flashpipe")]
     NewerVersion {
@@ -162,6 +171,40 @@ pub enum StoreConfigError {
     },
 }
 
+/// True when `text` names a key every store file has, so a TOML error in it is a damaged
+/// store file, not another kind of file given in its place.
+fn looks_like_a_store_file(text: &str) -> bool {
+    text.lines().any(|line| {
+        let line = line.trim_start();
+        [
+            "store_file_version",
+            "block_size_bytes",
+            "devices",
+            "[[devices]]",
+        ]
+        .iter()
+        .any(|key| line.starts_with(key))
+    })
+}
+
+/// A hint for a size given in powers of ten (`2GB`, `500MB`) where powers of two were meant.
+fn binary_unit_hint(size_bytes: u64) -> String {
+    let units = [
+        (1_000_000_000_000, "TB", "TiB"),
+        (1_000_000_000, "GB", "GiB"),
+        (1_000_000, "MB", "MiB"),
+        (1_000, "kB", "KiB"),
+    ];
+    match units.iter().find(|(unit, ..)| size_bytes % unit == 0) {
+        Some((unit, decimal, binary)) => format!(
+            " ({}{decimal} is {size_bytes} bytes, powers of ten; did you mean {}{binary}?)",
+            size_bytes / unit,
+            size_bytes / unit
+        ),
+        None => String::new(),
+    }
+}
+
 impl StoreConfig {
     /// Parses and validates a store description; `path` is used in errors.
     pub fn parse(text: &str, path: &Path) -> Result<StoreConfig, StoreConfigError> {
@@ -173,7 +216,16 @@ impl StoreConfig {
             path: path.to_path_buf(),
             message: error.to_string().trim_end().to_string(),
         };
-        let version: VersionOnly = toml::from_str(text).map_err(syntax)?;
+        let version: VersionOnly = toml::from_str(text).map_err(|error| {
+            if looks_like_a_store_file(text) {
+                syntax(error)
+            } else {
+                StoreConfigError::NotAStoreFile {
+                    path: path.to_path_buf(),
+                    what: "text that is not a store description",
+                }
+            }
+        })?;
         if let Some(found) = version
             .store_file_version
             .filter(|&found| found > STORE_FILE_VERSION)
@@ -190,10 +242,16 @@ impl StoreConfig {
 
     /// Reads and validates the store file at `path`.
     pub fn load(path: &Path) -> Result<StoreConfig, StoreConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| StoreConfigError::Io {
+        let bytes = std::fs::read(path).map_err(|source| StoreConfigError::Io {
             path: path.to_path_buf(),
             source,
         })?;
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Err(StoreConfigError::NotAStoreFile {
+                path: path.to_path_buf(),
+                what: "binary data, perhaps a device image",
+            });
+        };
         StoreConfig::parse(&text, path)
     }
 
@@ -307,8 +365,9 @@ impl StoreConfig {
             || size_bytes % u64::from(DEVICE_BLOCK_SIZE_BYTES) != 0
         {
             return Err(format!(
-                "device {} of {size_bytes} bytes: a device holds at least one stripe unit and a whole number of 4 KiB blocks",
+                "device {} of {size_bytes} bytes: a device holds at least one stripe unit and a whole number of 4 KiB blocks{}",
                 device.describe(),
+                binary_unit_hint(size_bytes),
             ));
         }
         Ok(())
