@@ -573,6 +573,29 @@ pub fn run_get(arguments: GetArgs) -> CliResult {
     Ok(())
 }
 
+/// A destination written with a trailing `/` names a folder: refuses it, saying so, when it
+/// is not an existing one (instead of the operating system's "Not a directory").
+fn refuse_missing_folder(destination: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    use std::os::unix::ffi::OsStrExt;
+    if !destination.as_os_str().as_bytes().ends_with(b"/") || destination.is_dir() {
+        return Ok(());
+    }
+    let bytes = destination.as_os_str().as_bytes();
+    let without_slash = Path::new(std::ffi::OsStr::from_bytes(
+        &bytes[..bytes.len() - bytes.iter().rev().take_while(|&&byte| byte == b'/').count()],
+    ));
+    let what = if without_slash.exists() {
+        "exists but is not a folder"
+    } else {
+        "does not exist"
+    };
+    Err(format!(
+        "{}: the trailing / names a folder, and it {what}; create it first (mkdir -p), or drop the / to name a file",
+        destination.display()
+    )
+    .into())
+}
+
 /// The local file of every store file `get` fetches, every local name checked first.
 fn plan_get(
     client: &mut dyn StoreOperations,
@@ -593,6 +616,7 @@ fn plan_get(
         )
         .into());
     }
+    refuse_missing_folder(destination)?;
     let mut targets = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for name in names {

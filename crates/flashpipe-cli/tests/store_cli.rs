@@ -336,6 +336,15 @@ fn bad_input_fails_clearly_and_changes_nothing() {
     );
     check_fails(&["put", text(&f_txt), text(&store)], "is not a store file");
     check_fails(
+        &["get", store_text, "f.txt", "nodir/"],
+        "create it first (mkdir -p)",
+    );
+    let file_as_folder = format!("{}/", f_txt.display());
+    check_fails(
+        &["get", store_text, "f.txt", &file_as_folder],
+        "exists but is not a folder",
+    );
+    check_fails(
         &[
             "mkfs",
             "--devices",
