@@ -203,6 +203,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.is::<run_cmd::NoMatch>() => ExitCode::from(1),
         Err(error) => {
             report_error(&format!("{error:#}"), error_kind(&*error), as_json);
             ExitCode::FAILURE

@@ -147,7 +147,7 @@ pub fn run(arguments: RunArgs) -> CliResult {
             started.elapsed().as_secs_f64(),
         );
     }
-    Ok(())
+    Ok(no_match_status(&result)?)
 }
 
 /// The input files the names and patterns given stand for.
@@ -219,13 +219,67 @@ pub fn split_arguments(arguments: &[String]) -> (Vec<String>, Vec<String>) {
         .partition(|argument| argument.contains('='))
 }
 
+/// A search that matched no line: `run` exits with status 1 and no message, as `grep` does
+/// (its results, the totals and the stage table are printed as usual).
+#[derive(Debug, thiserror::Error)]
+#[error("no line matched")]
+pub struct NoMatch;
+
+/// `Err(NoMatch)` when every file's result is a search that matched nothing.
+fn no_match_status(result: &PipelineResult) -> Result<(), NoMatch> {
+    let searched_nothing_found = !result.files.is_empty()
+        && result.files.iter().all(|file| {
+            matches!(
+                file.summary,
+                Summary::Matches {
+                    matching_line_count: 0,
+                    ..
+                }
+            )
+        });
+    if searched_nothing_found {
+        Err(NoMatch)
+    } else {
+        Ok(())
+    }
+}
+
+/// Prints a search's matches as `grep -H -n` does (`NAME:LINE:TEXT`), and on standard error
+/// how many matching lines were counted but not kept (`max_matches`).
+fn print_matches(
+    name: &str,
+    matching_line_count: u64,
+    matches: &[flashpipe_kernels::api::LineMatch],
+) {
+    for found in matches {
+        println!("{name}:{}:{}", found.line_number, found.line);
+    }
+    let not_shown = matching_line_count.saturating_sub(matches.len() as u64);
+    if not_shown > 0 {
+        eprintln!(
+            "flashpipe: {name}: {not_shown} more matching line(s) counted but not kept (raise max_matches= to see them)"
+        );
+    }
+}
+
 /// Prints each file's result on standard output (digests as `HASH  NAME`, the format
-/// `sha256sum --check` reads), the totals and the stage table on standard error.
+/// `sha256sum --check` reads; matches as `NAME:LINE:TEXT`, as `grep -H -n` prints them),
+/// the totals and the stage table on standard error.
 fn print_result(result: &PipelineResult, device_time_is_simulated: bool, wall_seconds: f64) {
     for file in &result.files {
-        if let Summary::Digest { hex, .. } = &file.summary {
-            println!("{hex}  {}", file.name);
-            continue;
+        match &file.summary {
+            Summary::Digest { hex, .. } => {
+                println!("{hex}  {}", file.name);
+                continue;
+            }
+            Summary::Matches {
+                matching_line_count,
+                matches,
+            } => {
+                print_matches(&file.name, *matching_line_count, matches);
+                continue;
+            }
+            _ => {}
         }
         println!(
             "{}  ({})  {}",

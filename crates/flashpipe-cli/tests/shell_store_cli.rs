@@ -217,7 +217,11 @@ fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
         let mut run = vec!["run", text(&store), "grep"];
         run.extend(&options);
         run.push("lines.txt");
-        assert!(succeed(&run).contains("2 matching lines"), "{run:?}");
+        assert_eq!(
+            succeed(&run),
+            "lines.txt:1:apple\nlines.txt:3:apricot\n",
+            "{run:?}"
+        );
         let mut kernels = vec!["kernels", "run", "grep"];
         kernels.extend(&options);
         kernels.push(text(&local));
@@ -226,6 +230,10 @@ fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
             "{kernels:?}"
         );
     }
+    let nothing = flashpipe(&["run", text(&store), "grep", "pattern=cherry", "lines.txt"]);
+    assert_eq!(nothing.status.code(), Some(1), "no match exits 1, as grep");
+    assert!(nothing.stdout.is_empty());
+    assert!(!String::from_utf8_lossy(&nothing.stderr).contains("error"));
     check_fails(
         &["run", text(&store), "no-such-kernel", "lines.txt"],
         "sha256",

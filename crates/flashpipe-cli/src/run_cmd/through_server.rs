@@ -59,7 +59,7 @@ pub(super) fn run_through_server(
             started.elapsed().as_secs_f64(),
         );
     }
-    Ok(())
+    Ok(super::no_match_status(&result)?)
 }
 
 /// The pipeline's result as the server's answers describe it.
