@@ -77,6 +77,30 @@ pub struct RunArgs {
     /// Say on standard error whether the run goes through a server or this process.
     #[arg(short, long)]
     pub verbose: bool,
+    /// How result lines name files: `store` (`pics:img1.jpg`) or `path` (`pics/img1.jpg`,
+    /// as `get -r` writes them, so `sha256sum --check` runs in the folder `get -r` filled).
+    #[arg(long, value_enum, default_value_t = NameStyle::Store)]
+    pub names: NameStyle,
+}
+
+/// How `run` names files in its result lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NameStyle {
+    /// The store's names, `:` between folders.
+    Store,
+    /// Local relative paths, `/` between folders, as `get -r` writes them.
+    Path,
+}
+
+impl NameStyle {
+    /// `name` as this style shows it; a store name that cannot be a local path is refused
+    /// with `get -r`'s own message.
+    fn show(self, name: &str) -> Result<String, Box<dyn std::error::Error>> {
+        match self {
+            NameStyle::Store => Ok(name.to_string()),
+            NameStyle::Path => Ok(crate::store_cmd::local_components(name)?.join("/")),
+        }
+    }
 }
 
 /// A store opened for a pipeline: the store commands' opener, which keeps the engine's
@@ -143,9 +167,10 @@ pub fn run(arguments: RunArgs) -> CliResult {
     } else {
         print_result(
             &result,
+            arguments.names,
             device_time_is_simulated,
             started.elapsed().as_secs_f64(),
-        );
+        )?;
     }
     Ok(no_match_status(&result)?)
 }
@@ -265,25 +290,35 @@ fn print_matches(
 /// Prints each file's result on standard output (digests as `HASH  NAME`, the format
 /// `sha256sum --check` reads; matches as `NAME:LINE:TEXT`, as `grep -H -n` prints them),
 /// the totals and the stage table on standard error.
-fn print_result(result: &PipelineResult, device_time_is_simulated: bool, wall_seconds: f64) {
-    for file in &result.files {
+fn print_result(
+    result: &PipelineResult,
+    names: NameStyle,
+    device_time_is_simulated: bool,
+    wall_seconds: f64,
+) -> CliResult {
+    let shown = result
+        .files
+        .iter()
+        .map(|file| names.show(&file.name))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (file, name) in result.files.iter().zip(&shown) {
         match &file.summary {
             Summary::Digest { hex, .. } => {
-                println!("{hex}  {}", file.name);
+                println!("{hex}  {name}");
                 continue;
             }
             Summary::Matches {
                 matching_line_count,
                 matches,
             } => {
-                print_matches(&file.name, *matching_line_count, matches);
+                print_matches(name, *matching_line_count, matches);
                 continue;
             }
             _ => {}
         }
         println!(
             "{}  ({})  {}",
-            file.name,
+            name,
             HumanBytes(file.size_bytes),
             describe_summary(&file.summary)
         );
@@ -322,6 +357,7 @@ fn print_result(result: &PipelineResult, device_time_is_simulated: bool, wall_se
             stage.capacity_bytes_per_second / 1048576.0
         );
     }
+    Ok(())
 }
 
 /// One line describing a summary.

@@ -649,7 +649,7 @@ fn plan_get(
 
 /// The local path components of a store name (its `:`-separated parts), each checked to
 /// be a plain file or folder name: never empty, `.`, `..`, nor holding `/` or NUL.
-fn local_components(name: &str) -> Result<Vec<&str>, Box<dyn std::error::Error>> {
+pub(crate) fn local_components(name: &str) -> Result<Vec<&str>, Box<dyn std::error::Error>> {
     let components: Vec<&str> = name.split(':').collect();
     for component in &components {
         if component.is_empty()

@@ -204,6 +204,43 @@ fn digests_from_run_are_checked_by_sha256sum_against_fetched_files() {
 }
 
 #[test]
+fn digests_named_as_paths_check_after_a_recursive_get() {
+    let folder = fresh_folder("shell-sha256sum-paths");
+    let store = file_store(&folder, "16MiB");
+    let pictures = folder.join("pics");
+    std::fs::create_dir_all(pictures.join("sub")).unwrap();
+    std::fs::write(pictures.join("img1.jpg"), "one\n").unwrap();
+    std::fs::write(pictures.join("sub").join("img2.jpg"), "two\n").unwrap();
+    succeed(&["put", text(&store), text(&pictures)]);
+    let store_names = succeed(&["run", text(&store), "sha256", "pics:*"]);
+    assert!(store_names.contains("  pics:sub:img2.jpg"), "{store_names}");
+    let sums = succeed(&["run", text(&store), "sha256", "--names", "path", "pics:*"]);
+    assert!(sums.contains("  pics/sub/img2.jpg"), "{sums}");
+    let fetched = folder.join("fetched");
+    std::fs::create_dir_all(&fetched).unwrap();
+    succeed(&["get", "-r", text(&store), "pics", text(&fetched)]);
+    std::fs::write(fetched.join("SUMS"), &sums).unwrap();
+    if !flashpipe_testkit::tools::programs_or_skip(
+        "digests_named_as_paths_check_after_a_recursive_get",
+        &["sha256sum"],
+    ) {
+        return;
+    }
+    let check = std::process::Command::new("sha256sum")
+        .args(["--check", "SUMS"])
+        .current_dir(&fetched)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "sha256sum --check: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        stderr_of(&check)
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
 fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
     let folder = fresh_folder("shell-options");
     let store = file_store(&folder, "16MiB");

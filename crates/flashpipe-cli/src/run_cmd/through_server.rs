@@ -55,9 +55,10 @@ pub(super) fn run_through_server(
     } else {
         super::print_result(
             &result,
+            arguments.names,
             device_time_is_simulated,
             started.elapsed().as_secs_f64(),
-        );
+        )?;
     }
     Ok(super::no_match_status(&result)?)
 }
