@@ -97,7 +97,10 @@ pub fn run(arguments: PreconditionArgs) -> BenchResult {
          passes {}, seed {}",
         arguments.preset,
         ftl.info().block_count,
-        report.method,
+        match report.method {
+            PreconditionMethod::Slow => "slow",
+            PreconditionMethod::Direct => "direct",
+        },
         arguments.fill,
         arguments.passes,
         arguments.seed

@@ -53,8 +53,9 @@ pub fn decode_gray_png(bytes: &[u8]) -> Result<GrayImage, KernelErrorKind> {
     let info = reader.info();
     if info.color_type != png::ColorType::Grayscale || info.bit_depth != png::BitDepth::Eight {
         return Err(KernelErrorKind::WrongFormat(format!(
-            "Sobel takes 8-bit grayscale PNG; this one is {:?} at {:?} bits",
-            info.color_type, info.bit_depth
+            "Sobel takes 8-bit grayscale PNG; this one is {} at {} bits per sample (convert it first, e.g. `convert IN.png -colorspace Gray -depth 8 OUT.png`)",
+            colour_name(info.color_type),
+            info.bit_depth as u8
         )));
     }
     let (width, height) = (info.width as usize, info.height as usize);
@@ -213,5 +214,16 @@ impl Kernel for SobelKernel {
             file: file.clone(),
             gathered: Vec::with_capacity(file.size_bytes.min(1 << 30) as usize),
         })))
+    }
+}
+
+/// A PNG colour type as its specification names it.
+fn colour_name(colour: png::ColorType) -> &'static str {
+    match colour {
+        png::ColorType::Grayscale => "grayscale",
+        png::ColorType::Rgb => "RGB",
+        png::ColorType::Indexed => "indexed colour",
+        png::ColorType::GrayscaleAlpha => "grayscale with alpha",
+        png::ColorType::Rgba => "RGBA",
     }
 }
