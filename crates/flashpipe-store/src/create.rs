@@ -98,6 +98,7 @@ fn format_store(
     }
     let options = FormatOptions {
         fs_block_size_bytes: config.block_size_bytes,
+        store_identity: None,
     };
     let filesystem = Filesystem::format(device, &options)?;
     let stats = filesystem.stats();
