@@ -266,6 +266,7 @@ fn fresh_filesystem(settings: &Settings) -> Result<Filesystem, BenchEngineError>
     write_zeros_everywhere(&mut disk)?;
     let options = FormatOptions {
         fs_block_size_bytes: BLOCK_BYTES,
+        store_identity: None,
     };
     Ok(Filesystem::format(Box::new(disk), &options)?)
 }

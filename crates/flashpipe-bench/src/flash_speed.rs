@@ -358,6 +358,7 @@ fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFig
     let stats = device.stats_handle();
     let options = FormatOptions {
         fs_block_size_bytes: STORE_BLOCK_SIZE_BYTES,
+        store_identity: None,
     };
     let filesystem = Filesystem::format(Box::new(device), &options)?;
     let before = read_stats(&stats);

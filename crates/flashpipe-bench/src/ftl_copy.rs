@@ -176,6 +176,7 @@ fn experiment_filesystem(
         Box::new(ftl.clone()) as Box<dyn BlockDevice>,
         &FormatOptions {
             fs_block_size_bytes: block_size_bytes,
+            store_identity: None,
         },
     )?;
     Ok((filesystem, ftl))

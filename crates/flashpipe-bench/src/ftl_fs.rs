@@ -526,6 +526,7 @@ impl FlashStack {
         let ftl_stats = device.stats_handle();
         let options = FormatOptions {
             fs_block_size_bytes: plan.block_size_bytes,
+            store_identity: None,
         };
         let mut filesystem = Filesystem::format(Box::new(device), &options)?;
         let clock = filesystem.device_mut().clock();

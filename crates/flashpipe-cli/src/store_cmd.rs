@@ -1094,7 +1094,12 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
         store_path.display(),
         if arguments.data { " and its data" } else { "" }
     ));
-    let report = flashpipe_fs::fsck_with_options(&mut *device, options);
+    let report = flashpipe_store::super_block_identity::fsck_store_device(
+        &mut *device,
+        options,
+        store_path,
+        config.identity,
+    );
     progress.finish();
     drop(device);
     drop(lock);

@@ -13,6 +13,7 @@ fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: block_size_bytes,
+            store_identity: None,
         },
     )
     .unwrap()
@@ -32,6 +33,7 @@ fn sim_parallel_filesystem(seed: u64) -> Filesystem {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: 8192,
+            store_identity: None,
         },
     )
     .unwrap()

@@ -357,6 +357,7 @@ fn run_seed(seed: u64) -> Tally {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: BLOCK_BYTES as u32,
+            store_identity: None,
         },
     )
     .expect("format");
@@ -425,6 +426,7 @@ fn reads_from_several_clients_are_in_flight_together() {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: BLOCK_BYTES as u32,
+            store_identity: None,
         },
     )
     .expect("format");

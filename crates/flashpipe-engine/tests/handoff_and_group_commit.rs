@@ -45,6 +45,7 @@ fn format(world: &SimWorld) -> Filesystem {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: BLOCK_BYTES,
+            store_identity: None,
         },
     )
     .expect("format")

@@ -20,6 +20,7 @@ fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: block_size_bytes,
+            store_identity: None,
         },
     )
     .unwrap()
@@ -195,6 +196,7 @@ fn adjacent_files_on_blocks_larger_than_the_device_s_share_requests() {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: 16384,
+            store_identity: None,
         },
     )
     .unwrap();

@@ -12,6 +12,7 @@ fn ram_filesystem() -> Filesystem {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         },
     )
     .unwrap()

@@ -151,6 +151,8 @@ fn write_log_commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
         let address = state.committed.log_region[first_index as usize + offset];
         writes.push((address, IoBuf::from_slice(&block)));
     }
+    super_block.format_version = FORMAT_VERSION;
+    super_block.store_identity = state.store_identity;
     super_block.commit_sequence = sequence;
     super_block.log_block_count = first_index + record_block_count;
     super_block.log_record_count += 1;
@@ -376,6 +378,7 @@ fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
         log_region_block_count: region_block_count,
         log_block_count: 0,
         log_record_count: 0,
+        store_identity: state.store_identity,
     };
     let tables = [
         (MetadataKind::NameTable, name_blocks),

@@ -30,9 +30,37 @@ pub enum FormatError {
         /// Smallest usable capacity at this block size.
         minimum_size_bytes: u64,
     },
+    /// The store identity asked for is all zero, which means none.
+    #[error("a store identity of all zero bytes means none: give a non-zero identity or none")]
+    ZeroStoreIdentity,
     /// The device failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+}
+
+/// The store identity could not be set; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreIdentityError {
+    /// All zero bytes mean no identity.
+    #[error("a store identity of all zero bytes means none: give a non-zero identity")]
+    Zero,
+    /// The file system is mounted read-only.
+    #[error("the file system is mounted read-only, so its store identity cannot be set; open the store read-write")]
+    ReadOnly,
+    /// An earlier flush failed half-way.
+    #[error("the file system is unusable after a failed flush ({reason}); remount it")]
+    Unusable {
+        /// What failed.
+        reason: String,
+    },
+    /// The image already belongs to another store.
+    #[error("the file system belongs to store {current}, not {requested}: the devices hold another store's file system; check the devices the store file names")]
+    Different {
+        /// The identity the image holds.
+        current: String,
+        /// The identity asked for.
+        requested: String,
+    },
 }
 
 /// Mount failed; nothing was written.

@@ -20,6 +20,10 @@ use crate::name::{check_name, check_new_name};
 use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, State};
 
+mod store_identity;
+
+pub use store_identity::store_identity_text;
+
 /// A file's handle: its inode number. It stays valid across renames and until the file
 /// is deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,12 +34,16 @@ pub struct FileId(pub u64);
 pub struct FormatOptions {
     /// FS block size: a power of two from 4 KiB to 1 MiB, a multiple of the device's.
     pub fs_block_size_bytes: u32,
+    /// The identity of the store the file system belongs to, written into the super
+    /// block (format version 4); `None` leaves it unset (all zero on disk).
+    pub store_identity: Option<[u8; 16]>,
 }
 
 impl Default for FormatOptions {
     fn default() -> FormatOptions {
         FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         }
     }
 }
@@ -128,6 +136,12 @@ impl Filesystem {
         options: &FormatOptions,
     ) -> Result<Filesystem, FormatError> {
         let info = device.info().clone();
+        if options
+            .store_identity
+            .is_some_and(|identity| identity.iter().all(|&byte| byte == 0))
+        {
+            return Err(FormatError::ZeroStoreIdentity);
+        }
         let block_size = options.fs_block_size_bytes;
         if !is_valid_fs_block_size(block_size) || block_size % info.block_size_bytes != 0 {
             return Err(FormatError::BadBlockSize {
@@ -148,6 +162,7 @@ impl Filesystem {
             fs_block_count - FIRST_ALLOCATABLE_BLOCK,
         )];
         let mut state = State::empty(geometry, device.clock(), &free);
+        state.store_identity = options.store_identity;
         commit(&mut state, &mut *device).map_err(|error| match error {
             FlushError::Device(error) => FormatError::Device(error),
             _ => FormatError::DeviceTooSmall {

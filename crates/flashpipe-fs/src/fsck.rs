@@ -262,6 +262,8 @@ pub struct FsckReport {
     pub slot_fallback: Option<Box<SlotFallback>>,
     /// Every file repair drops, truncates or renames (with repair: did).
     pub lost_files: Vec<LostFile>,
+    /// The store identity of the super block used (format version 4), when it has one.
+    pub store_identity: Option<[u8; 16]>,
 }
 
 impl FsckReport {
@@ -331,6 +333,7 @@ pub fn fsck(device: &mut dyn BlockDevice, repair: bool) -> Result<FsckReport, Fs
         file_count: image.files.len() as u64,
         slot_fallback,
         lost_files: planned_losses(&image),
+        store_identity: image.super_block.store_identity,
         ..FsckReport::default()
     };
     if !repair || report.findings.is_empty() {

@@ -6,11 +6,15 @@
 /// ASCII magic at offset 0 of a super block.
 pub const MAGIC: [u8; 8] = *b"FLASHPFS";
 /// The format version this code writes (and the newest it reads): version 3 adds the
-/// metadata log (docs/format.md, "Metadata log").
-pub const FORMAT_VERSION: u32 = 3;
+/// metadata log (docs/format.md, "Metadata log"), version 4 the store identity in the
+/// super block.
+pub const FORMAT_VERSION: u32 = 4;
 /// The first format version with a metadata log (the super block's log fields at
 /// offsets 112..136, `LOGR` blocks).
 pub const FIRST_LOGGED_FORMAT_VERSION: u32 = 3;
+/// The first format version whose super block holds the store identity (offsets
+/// 136..152).
+pub const FIRST_IDENTIFIED_FORMAT_VERSION: u32 = 4;
 /// The oldest format version this code reads: version 1, whose block pointers carry no
 /// data checksum (docs/format.md, "Versioning").
 pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;
@@ -49,9 +53,16 @@ pub const INODE_RECORD_HEADER_BYTES: usize = 40;
 pub const FREE_EXTENT_BYTES: usize = 16;
 /// Offset of the super block's reserved bytes in format versions 1 and 2.
 pub const RESERVED_OFFSET_BEFORE_LOG: usize = 112;
-/// Offset of the super block's reserved bytes from format version 3 on (after the log
+/// Offset of the super block's reserved bytes in format version 3 (after the log
 /// fields).
 pub const RESERVED_OFFSET_WITH_LOG: usize = 136;
+/// Offset of the super block's store identity from format version 4 on.
+pub const STORE_IDENTITY_OFFSET: usize = 136;
+/// Bytes of the store identity.
+pub const STORE_IDENTITY_BYTES: usize = 16;
+/// Offset of the super block's reserved bytes from format version 4 on (after the store
+/// identity).
+pub const RESERVED_OFFSET_WITH_IDENTITY: usize = 152;
 
 const SUPER_CHECKSUM_OFFSET: usize = 12;
 const METADATA_CHECKSUM_OFFSET: usize = 4;
@@ -169,6 +180,9 @@ pub struct SuperBlock {
     pub log_block_count: u64,
     /// Log records (commits since the checkpoint) in those blocks (version 3).
     pub log_record_count: u64,
+    /// The identity of the store the image belongs to (version 4; all zero on disk means
+    /// none, as in every older image).
+    pub store_identity: Option<[u8; STORE_IDENTITY_BYTES]>,
 }
 
 impl SuperBlock {
@@ -186,7 +200,9 @@ impl SuperBlock {
 
 /// Offset of the reserved (zero) bytes of a super block of format `version`.
 pub fn reserved_offset_of_version(version: u32) -> usize {
-    if version >= FIRST_LOGGED_FORMAT_VERSION {
+    if version >= FIRST_IDENTIFIED_FORMAT_VERSION {
+        RESERVED_OFFSET_WITH_IDENTITY
+    } else if version >= FIRST_LOGGED_FORMAT_VERSION {
         RESERVED_OFFSET_WITH_LOG
     } else {
         RESERVED_OFFSET_BEFORE_LOG
@@ -244,6 +260,12 @@ impl SuperBlock {
             write_u64(&mut bytes, 120, self.log_block_count);
             write_u64(&mut bytes, 128, self.log_record_count);
         }
+        if self.format_version >= FIRST_IDENTIFIED_FORMAT_VERSION {
+            if let Some(identity) = &self.store_identity {
+                bytes[STORE_IDENTITY_OFFSET..STORE_IDENTITY_OFFSET + STORE_IDENTITY_BYTES]
+                    .copy_from_slice(identity);
+            }
+        }
         let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
         write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
         let decoded = SuperBlock::decode(&bytes);
@@ -289,12 +311,20 @@ impl SuperBlock {
             log_region_block_count: 0,
             log_block_count: 0,
             log_record_count: 0,
+            store_identity: None,
         };
         let mut super_block = super_block;
         if version >= FIRST_LOGGED_FORMAT_VERSION {
             super_block.log_region_block_count = read_u64(bytes, 112);
             super_block.log_block_count = read_u64(bytes, 120);
             super_block.log_record_count = read_u64(bytes, 128);
+        }
+        if version >= FIRST_IDENTIFIED_FORMAT_VERSION {
+            let identity: [u8; STORE_IDENTITY_BYTES] = bytes
+                [STORE_IDENTITY_OFFSET..STORE_IDENTITY_OFFSET + STORE_IDENTITY_BYTES]
+                .try_into()
+                .expect("16 bytes");
+            super_block.store_identity = identity.iter().any(|&byte| byte != 0).then_some(identity);
         }
         let reserved = &bytes[reserved_offset_of_version(version)..];
         super_block.check_fields(read_u32(bytes, 20), reserved)?;
@@ -569,7 +599,68 @@ mod tests {
             log_region_block_count: 8,
             log_block_count: 2,
             log_record_count: 1,
+            store_identity: None,
         }
+    }
+
+    fn re_sealed(mut bytes: [u8; SUPER_BLOCK_SIZE_BYTES]) -> [u8; SUPER_BLOCK_SIZE_BYTES] {
+        let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
+        write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
+        bytes
+    }
+
+    #[test]
+    fn store_identity_round_trips_at_its_offset() {
+        let identity = [0xa5u8; STORE_IDENTITY_BYTES];
+        let with_identity = SuperBlock {
+            store_identity: Some(identity),
+            ..sample_super_block()
+        };
+        let encoded = with_identity.encode();
+        assert_eq!(&encoded[136..152], &identity);
+        assert!(encoded[152..].iter().all(|&byte| byte == 0));
+        assert_eq!(SuperBlock::decode(&encoded), Ok(with_identity));
+        let without = sample_super_block().encode();
+        assert!(without[136..].iter().all(|&byte| byte == 0));
+        assert_eq!(SuperBlock::decode(&without), Ok(sample_super_block()));
+    }
+
+    #[test]
+    fn older_versions_decode_without_identity_and_keep_their_reserved_bytes() {
+        for version in 1..FIRST_IDENTIFIED_FORMAT_VERSION {
+            let older = SuperBlock {
+                format_version: version,
+                log_region_block_count: 0,
+                log_block_count: 0,
+                log_record_count: 0,
+                ..sample_super_block()
+            };
+            let older = if version >= FIRST_LOGGED_FORMAT_VERSION {
+                SuperBlock {
+                    format_version: version,
+                    ..sample_super_block()
+                }
+            } else {
+                older
+            };
+            let encoded = older.encode();
+            assert_eq!(SuperBlock::decode(&encoded), Ok(older.clone()));
+            let mut stray = encoded;
+            stray[140] = 1;
+            assert!(
+                matches!(
+                    SuperBlock::decode(&re_sealed(stray)),
+                    Err(SuperBlockProblem::BadField(_))
+                ),
+                "version {version}: byte 140 is reserved"
+            );
+        }
+        let mut stray = sample_super_block().encode();
+        stray[152] = 1;
+        assert!(matches!(
+            SuperBlock::decode(&re_sealed(stray)),
+            Err(SuperBlockProblem::BadField(_))
+        ));
     }
 
     #[test]

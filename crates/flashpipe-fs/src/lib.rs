@@ -53,8 +53,9 @@ pub use copy::{CopyMethod, CopyReport};
 pub use data::MappedRun;
 pub use error::{
     is_crash, CopyError, FileIoError, FlushError, FormatError, FsckError, MountError,
-    NamespaceError,
+    NamespaceError, StoreIdentityError,
 };
+pub use filesystem::store_identity_text;
 pub use filesystem::{
     CommitPolicy, FileId, FileStat, Filesystem, FormatOptions, FsStats, MetadataLogFill,
 };

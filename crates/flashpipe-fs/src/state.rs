@@ -229,6 +229,9 @@ pub struct State {
     pub unusable_reason: Option<String>,
     /// Spare write buffers.
     pub buffers: BufferRecycler,
+    /// The store identity every commit writes into the super block (format version 4):
+    /// from mkfs, the mounted image, or [`crate::Filesystem::set_store_identity`].
+    pub store_identity: Option<[u8; 16]>,
 }
 
 impl State {
@@ -248,6 +251,7 @@ impl State {
             checkpoint_every_commit: false,
             unusable_reason: None,
             buffers: BufferRecycler::default(),
+            store_identity: None,
         }
     }
 
@@ -402,6 +406,7 @@ impl State {
             };
             state.insert_file(inode_number, node);
         }
+        state.store_identity = image.super_block.store_identity;
         state.committed = CommittedCheckpoint {
             sequence: image.super_block.commit_sequence,
             next_inode_number: state.next_inode_number,

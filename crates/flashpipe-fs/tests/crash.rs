@@ -87,6 +87,7 @@ fn run_seed(seed: u64) -> Tally {
         layout.open(&world),
         &FormatOptions {
             fs_block_size_bytes: block_size,
+            store_identity: None,
         },
     )
     .expect("mkfs");

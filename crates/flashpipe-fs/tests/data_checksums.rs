@@ -109,6 +109,7 @@ fn format(shared: &SharedDisk) -> Filesystem {
         Box::new(RemappingDisk::new(shared)),
         &FormatOptions {
             fs_block_size_bytes: BLOCK_SIZE as u32,
+            store_identity: None,
         },
     )
     .expect("format")

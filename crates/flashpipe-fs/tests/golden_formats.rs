@@ -16,6 +16,21 @@ use support::SharedDisk;
 
 const BLOCK_SIZE: u64 = 4096;
 
+/// The identity of [`known_super_block_v4`]: bytes 0x10, 0x11, ... 0x1f.
+const KNOWN_IDENTITY: [u8; 16] = [
+    0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+];
+
+/// [`known_super_block`] in format version 4, with [`KNOWN_IDENTITY`].
+fn known_super_block_v4() -> SuperBlock {
+    SuperBlock {
+        format_version: 4,
+        store_identity: Some(KNOWN_IDENTITY),
+        ..known_super_block()
+    }
+}
+
+/// A version-3 super block (no store identity; reserved bytes from 136).
 fn known_super_block() -> SuperBlock {
     SuperBlock {
         format_version: 3,
@@ -34,6 +49,7 @@ fn known_super_block() -> SuperBlock {
         log_region_block_count: 0x20,
         log_block_count: 3,
         log_record_count: 2,
+        store_identity: None,
     }
 }
 
@@ -64,9 +80,35 @@ fn known_super_block_fields() -> Vec<u8> {
 }
 
 #[test]
+fn the_version_4_super_block_has_the_documented_bytes() {
+    assert_eq!(FORMAT_VERSION, 4);
+    let encoded = known_super_block_v4().encode();
+    let mut fields = known_super_block_fields();
+    fields[8] = 4; // 8..12: format_version 4
+    fields.extend_from_slice(&KNOWN_IDENTITY); // 136..152: store_identity
+    let mut expected = [0u8; SUPER_BLOCK_SIZE_BYTES];
+    expected[..fields.len()].copy_from_slice(&fields);
+    // 12..16: CRC32C of the 512 bytes with the checksum field zero (152..512 reserved, zero).
+    let checksum = crc32c::crc32c(&expected);
+    expected[12..16].copy_from_slice(&checksum.to_le_bytes());
+    assert_eq!(encoded[..], expected[..]);
+    assert_eq!(SuperBlock::decode(&encoded), Ok(known_super_block_v4()));
+
+    let without_identity = SuperBlock {
+        store_identity: None,
+        ..known_super_block_v4()
+    };
+    let encoded = without_identity.encode();
+    assert!(
+        encoded[136..].iter().all(|&byte| byte == 0),
+        "no identity: 16 zero bytes"
+    );
+    assert_eq!(SuperBlock::decode(&encoded), Ok(without_identity));
+}
+
+#[test]
 fn the_super_block_has_the_documented_bytes() {
     assert_eq!(MAGIC, *b"FLASHPFS");
-    assert_eq!(FORMAT_VERSION, 3);
     assert_eq!(SUPER_BLOCK_SIZE_BYTES, 512);
     let encoded = known_super_block().encode();
     let fields = known_super_block_fields();
@@ -82,12 +124,12 @@ fn the_super_block_has_the_documented_bytes() {
 
 #[test]
 fn a_super_block_is_judged_in_the_documented_order() {
-    let encoded = known_super_block().encode();
+    let encoded = known_super_block_v4().encode();
     let mut newer = encoded;
-    newer[8] = 4;
+    newer[8] = 5;
     assert_eq!(
         SuperBlock::decode(&newer),
-        Err(SuperBlockProblem::NewerVersion(4)),
+        Err(SuperBlockProblem::NewerVersion(5)),
         "the version is judged before the checksum"
     );
     let mut damaged = encoded;
@@ -170,6 +212,7 @@ fn committed_image() -> (SharedDisk, Filesystem) {
         shared.boxed(),
         &FormatOptions {
             fs_block_size_bytes: BLOCK_SIZE as u32,
+            store_identity: None,
         },
     )
     .expect("format");

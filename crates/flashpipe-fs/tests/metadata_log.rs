@@ -121,6 +121,7 @@ fn format(device: Box<dyn BlockDevice>) -> Filesystem {
         device,
         &FormatOptions {
             fs_block_size_bytes: BLOCK_SIZE as u32,
+            store_identity: None,
         },
     )
     .expect("format")

@@ -15,6 +15,7 @@ fn new_fs(block_size_bytes: u32, device_blocks: u64) -> Filesystem {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: block_size_bytes,
+            store_identity: None,
         },
     )
     .expect("mkfs")
@@ -373,6 +374,7 @@ fn format_refuses_bad_block_sizes_and_tiny_devices() {
             Box::new(disk),
             &FormatOptions {
                 fs_block_size_bytes: block_size,
+                store_identity: None,
             },
         );
         assert!(
@@ -385,6 +387,7 @@ fn format_refuses_bad_block_sizes_and_tiny_devices() {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         },
     );
     assert!(matches!(result, Err(FormatError::BadBlockSize { .. })));
@@ -419,7 +422,7 @@ fn mount_refuses_blank_newer_and_too_small_devices() {
 
     for slot_offset in [0u64, 4096] {
         let mut super_bytes = shared.peek(slot_offset, 512);
-        super_bytes[8..12].copy_from_slice(&4u32.to_le_bytes());
+        super_bytes[8..12].copy_from_slice(&5u32.to_le_bytes());
         shared.poke(slot_offset, &super_bytes);
     }
     let error = Filesystem::mount(shared.boxed()).err().unwrap();
@@ -427,8 +430,8 @@ fn mount_refuses_blank_newer_and_too_small_devices() {
         matches!(
             error,
             MountError::NewerVersion {
-                found: 4,
-                supported: 3
+                found: 5,
+                supported: 4
             }
         ),
         "{error}"
@@ -518,6 +521,7 @@ fn runs_over_a_striped_set_of_ram_disks() {
         Box::new(striped),
         &FormatOptions {
             fs_block_size_bytes: 16384,
+            store_identity: None,
         },
     )
     .unwrap();

@@ -84,6 +84,7 @@ fn a_failed_read_into_gives_the_callers_buffer_back_whole() {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: FS_BLOCK_BYTES as u32,
+            store_identity: None,
         },
     )
     .expect("mkfs");

@@ -15,6 +15,7 @@ fn filesystem() -> Filesystem {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: BLOCK_BYTES as u32,
+            store_identity: None,
         },
     )
     .expect("format")

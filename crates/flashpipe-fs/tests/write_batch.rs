@@ -20,6 +20,7 @@ fn check_batches(seed: u64, block_size_bytes: u32) {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: block_size_bytes,
+            store_identity: None,
         },
     )
     .unwrap();

@@ -38,6 +38,7 @@ fn flash_store(seed: u64) -> FlashStore {
         Box::new(ftl) as Box<dyn BlockDevice>,
         &FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         },
     )
     .expect("format the file system");
@@ -224,6 +225,7 @@ fn copies_by_reference_over_a_stripe_of_ftls_keep_every_block_on_its_member() {
         Box::new(stripe) as Box<dyn BlockDevice>,
         &FormatOptions {
             fs_block_size_bytes: 8192,
+            store_identity: None,
         },
     )
     .expect("format the file system");

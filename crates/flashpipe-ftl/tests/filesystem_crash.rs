@@ -492,6 +492,7 @@ fn run_seed_in_mode(seed: u64, mode: FlashMode) -> Tally {
         Box::new(device),
         &FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         },
     )
     .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));

@@ -53,6 +53,7 @@ fn measure(devices: &str, node_bytes: u64, file_bytes: u64, folder: &Path) -> (f
         .expect("devices open");
     let options = FormatOptions {
         fs_block_size_bytes: config.block_size_bytes,
+        store_identity: None,
     };
     let mut filesystem = Filesystem::format(opened.device, &options).expect("format");
     let chunk: Vec<u8> = (0..MIB).map(|index| (index * 7) as u8).collect();

@@ -111,6 +111,7 @@ fn run_seed(seed: u64) -> (SimNetworkCounters, u64) {
         open_stack(&network, &layout),
         &FormatOptions {
             fs_block_size_bytes: FS_BLOCK_BYTES,
+            store_identity: None,
         },
     )
     .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
@@ -278,6 +279,7 @@ fn a_member_whose_reconnects_run_out_fails_with_errors_naming_it() {
         Box::new(striped),
         &FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         },
     )
     .expect("mkfs");
@@ -436,6 +438,7 @@ fn run_restart_seed(seed: u64) -> bool {
         open_stack(&network, &layout),
         &FormatOptions {
             fs_block_size_bytes: FS_BLOCK_BYTES,
+            store_identity: None,
         },
     )
     .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));

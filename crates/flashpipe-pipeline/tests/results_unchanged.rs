@@ -106,6 +106,7 @@ fn store_of(files: &Files) -> Engine {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: 16384,
+            store_identity: None,
         },
     )
     .expect("format");

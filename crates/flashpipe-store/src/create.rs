@@ -96,17 +96,18 @@ fn format_store(
     for line in &notes {
         note(line);
     }
+    let identity = match config.identity {
+        Some(identity) => identity,
+        None => StoreIdentity::new_random()?,
+    };
     let options = FormatOptions {
         fs_block_size_bytes: config.block_size_bytes,
+        store_identity: Some(identity.0),
     };
     let filesystem = Filesystem::format(device, &options)?;
     let stats = filesystem.stats();
     drop(filesystem.unmount()?);
     let mut config = config.clone();
-    let identity = match config.identity {
-        Some(identity) => identity,
-        None => StoreIdentity::new_random()?,
-    };
     config.identity = Some(identity);
     label_members(&config, store, identity, true)?;
     config.save_new(store)?;

@@ -36,6 +36,7 @@ pub mod running;
 pub mod store;
 pub mod store_config;
 pub mod store_lock;
+pub mod super_block_identity;
 
 pub use flashpipe_units as units;
 

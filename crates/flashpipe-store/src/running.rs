@@ -23,6 +23,7 @@ use crate::member_watch::{MemberChanged, MemberWatch};
 use crate::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice, StoreOpenError};
 use crate::store_config::{DeviceSpec, StoreConfig};
 use crate::store_lock::{LockWait, StoreLock};
+use crate::super_block_identity::{check_super_block_identity, give_super_block_identity};
 
 /// Whether a store is opened to change it or only to read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,13 +118,17 @@ impl RunningStore {
             path: store_file.to_path_buf(),
             source,
         })?;
+        let super_block_identity = filesystem.store_identity();
+        check_super_block_identity(store_file, config.identity, super_block_identity)?;
         let identity = match access {
             StoreAccess::ReadWrite => {
                 let labelled = match config.identity {
                     Some(_) => None,
                     None => labelled_identity(&config, store_file)?,
                 };
-                let (identity, new) = ensure_identity(store_file, &mut config, labelled)?;
+                check_super_block_identity(store_file, labelled, super_block_identity)?;
+                let known = labelled.or(super_block_identity.map(StoreIdentity));
+                let (identity, new) = ensure_identity(store_file, &mut config, known)?;
                 if new {
                     notes.push(format!(
                         "the store had no identity yet (made before identities); it is now {identity}"
@@ -135,6 +140,11 @@ impl RunningStore {
                         "labelled {labelled} member(s) with the store's identity and their place (made before member labels)"
                     ));
                 }
+                notes.extend(give_super_block_identity(
+                    store_file,
+                    &mut filesystem,
+                    identity,
+                )?);
                 Some(identity)
             }
             StoreAccess::ReadOnly => config.identity,

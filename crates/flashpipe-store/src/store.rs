@@ -89,6 +89,24 @@ pub enum StoreOpenError {
         /// The file system's error.
         source: flashpipe_fs::MountError,
     },
+    /// The devices hold the file system of another store than the store file names.
+    #[error("store {path} is store {expected}, but its devices hold the file system of store {found}: the store file points at devices of another store; make it name this store's own devices, or use the other store's own store file")]
+    OtherStoresDevices {
+        /// The store file.
+        path: PathBuf,
+        /// The identity the store file (or its members' labels) names.
+        expected: crate::identity::StoreIdentity,
+        /// The identity in the super block of the file system on the devices.
+        found: crate::identity::StoreIdentity,
+    },
+    /// The store's identity could not be given to its file system.
+    #[error("store {path}: {source}")]
+    SuperBlockIdentity {
+        /// The store file.
+        path: PathBuf,
+        /// The file system's refusal.
+        source: flashpipe_fs::StoreIdentityError,
+    },
     /// A device is smaller than the store file says.
     #[error("device {path} holds {found_bytes} bytes but the store file records {expected_bytes}: wrong device?")]
     WrongDeviceSize {

@@ -33,6 +33,7 @@ fn format_new_flash_store(spec: &FlashDeviceSpec, store_file: &Path) -> Filesyst
     .unwrap();
     let options = FormatOptions {
         fs_block_size_bytes: 8 << 10,
+        store_identity: None,
     };
     Filesystem::format(Box::new(device), &options).unwrap()
 }
@@ -98,6 +99,7 @@ fn a_flash_store_survives_closing_and_reopening() {
     let opened = open_store_device(&config, &store_file, DeviceCreation::CreateMissing).unwrap();
     let options = FormatOptions {
         fs_block_size_bytes: config.block_size_bytes,
+        store_identity: None,
     };
     let mut filesystem = Filesystem::format(opened.device, &options).unwrap();
     write_files(&mut filesystem);

@@ -32,6 +32,7 @@ fn make_file_store(folder: &ScratchFolder, devices: &str) -> PathBuf {
         opened.device,
         &FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         },
     )
     .expect("format");

@@ -231,6 +231,7 @@ fn prefilled_filesystem(
     let (device, counts) = CountingDevice::new(Box::new(disk));
     let options = FormatOptions {
         fs_block_size_bytes: BLOCK_BYTES,
+        store_identity: None,
     };
     let mut filesystem = Filesystem::format(Box::new(device), &options)?;
     for index in 0..store_files {

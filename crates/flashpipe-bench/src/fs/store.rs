@@ -107,6 +107,7 @@ impl StoreShape {
         }
         let options = FormatOptions {
             fs_block_size_bytes: self.fs_block_size_bytes,
+            store_identity: None,
         };
         let filesystem = Filesystem::format(opened.device, &options)?;
         Ok(FreshStore {

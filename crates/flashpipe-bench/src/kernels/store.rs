@@ -62,6 +62,7 @@ impl KernelStore {
         }
         let options = FormatOptions {
             fs_block_size_bytes: config.block_size_bytes,
+            store_identity: None,
         };
         let mut filesystem = Filesystem::format(opened.device, &options)?;
         config.save_new(store_file)?;

@@ -32,6 +32,7 @@ pub fn format(device: Box<dyn BlockDevice>) -> Filesystem {
         device,
         &FormatOptions {
             fs_block_size_bytes: BLOCK_BYTES as u32,
+            store_identity: None,
         },
     )
     .expect("format")

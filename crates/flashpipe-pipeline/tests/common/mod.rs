@@ -70,6 +70,7 @@ pub fn store_on_clock(files: &[(&str, Vec<u8>)], clock: Arc<dyn Clock>) -> TestS
         Box::new(device),
         &FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         },
     )
     .expect("format");

@@ -30,6 +30,7 @@ pub fn ram_store() -> RunningStore {
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: 4096,
+            store_identity: None,
         },
     )
     .expect("format");
