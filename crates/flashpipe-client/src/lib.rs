@@ -28,5 +28,5 @@ pub use flashpipe_protocol::{
     WriteGrant,
 };
 pub use run_kernel::{KernelRun, KernelRunEvent};
-pub use trust::{format_identity, peer_uid, ServerExpectation};
+pub use trust::{peer_uid, ServerExpectation};
 pub use view::{ReadView, WriteBuffer};

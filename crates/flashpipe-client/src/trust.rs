@@ -6,6 +6,8 @@
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
+use flashpipe_fs::store_identity_text;
+
 use crate::error::ConnectError;
 
 /// What the client expects of the server it reaches.
@@ -56,21 +58,9 @@ pub(crate) fn check_store_identity(
     }
     Err(ConnectError::OtherStore {
         path: path.to_path_buf(),
-        expected: format_identity(&wanted),
+        expected: store_identity_text(&wanted),
         server: told
-            .map(|identity| format_identity(&identity))
+            .map(|identity| store_identity_text(&identity))
             .unwrap_or_else(|| "none".to_string()),
     })
-}
-
-/// The hyphenated UUID form of an identity.
-pub fn format_identity(identity: &[u8; 16]) -> String {
-    let mut text = String::with_capacity(36);
-    for (index, byte) in identity.iter().enumerate() {
-        if matches!(index, 4 | 6 | 8 | 10) {
-            text.push('-');
-        }
-        text.push_str(&format!("{byte:02x}"));
-    }
-    text
 }

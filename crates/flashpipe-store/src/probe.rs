@@ -105,14 +105,20 @@ pub fn flashpipe_content(path: &Path) -> Option<String> {
 /// one largest FS block in, and holds one smallest block.
 const NBD_PROBE_BYTES: u64 = MAX_FS_BLOCK_SIZE_BYTES as u64 + MIN_FS_BLOCK_SIZE_BYTES as u64;
 
-/// What flashpipe content the start of a remote export holds, if any; `None` also when
-/// it cannot be read (opening the store reports that).
-pub fn nbd_content(uri: &str) -> Option<String> {
+/// A remote export opened read-only, one request at a time and without reconnecting, for
+/// a probe to read; `None` when it cannot be opened (opening the store reports that).
+pub(crate) fn open_nbd_for_probe(uri: &str) -> Option<NbdDevice> {
     let mut config = NbdDeviceConfig::new(NbdUri::parse(uri).ok()?);
     config.read_only = true;
     config.queue_depth = 1;
     config.reconnect_attempts = 0;
-    let mut device = NbdDevice::open(config).ok()?;
+    NbdDevice::open(config).ok()
+}
+
+/// What flashpipe content the start of a remote export holds, if any; `None` also when
+/// it cannot be read (opening the store reports that).
+pub fn nbd_content(uri: &str) -> Option<String> {
+    let mut device = open_nbd_for_probe(uri)?;
     let block_bytes = u64::from(device.info().block_size_bytes);
     let length_bytes = NBD_PROBE_BYTES.min(device.info().size_bytes()) / block_bytes * block_bytes;
     let completion = run_one(

@@ -38,7 +38,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
-use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
+use flashpipe_nbd::client::NbdDevice;
 
 use crate::probe::{flashpipe_content, nbd_content, DeviceHoldsStoreError};
 use crate::store_config::{DeviceSpec, StoreConfig};
@@ -111,11 +111,7 @@ pub fn file_content(path: &Path) -> Option<String> {
 
 /// What a remote export holds beyond flashpipe content; `None` when it cannot be read.
 pub fn nbd_foreign_content(uri: &str) -> Option<String> {
-    let mut config = NbdDeviceConfig::new(NbdUri::parse(uri).ok()?);
-    config.read_only = true;
-    config.queue_depth = 1;
-    config.reconnect_attempts = 0;
-    let mut device = NbdDevice::open(config).ok()?;
+    let mut device = crate::probe::open_nbd_for_probe(uri)?;
     let block_bytes = u64::from(device.info().block_size_bytes);
     let size_bytes = device.info().size_bytes();
     let head_length = PROBE_HEAD_BYTES.min(size_bytes) / block_bytes * block_bytes;

@@ -635,9 +635,10 @@ mod tests {
         );
         check_rejected(&|text| format!("{text}\nextra = 1\n"), "unknown field");
         check_rejected(
-            &|_| "not toml at all [".to_string(),
+            &|text| format!("{text}\n[["),
             "not a valid store description",
         );
+        check_rejected(&|_| "not toml at all [".to_string(), "is not a store file");
         check_rejected(
             &|text| text.replace("1048576", "4096"),
             "at least one stripe unit",
