@@ -1,8 +1,11 @@
 //! A served store whose device image shrinks or disappears takes no more writes.
 //!
-//! Before each request that would change the store (create, write, truncate, delete,
-//! rename, copy, flush, kernel run), the server examines the store's image files
-//! ([`RunningStore::check_devices`], one `fstat` per image). The first finding is kept:
+//! Before each request that changes the store's names or commits it (create, truncate,
+//! delete, rename, copy, flush, kernel run), the server examines the store's image files
+//! ([`RunningStore::check_devices`], one `fstat` per image). Data writes are not examined
+//! one by one: they are the per-chunk hot path, and none of them is durable before the flush
+//! that ends its command, which is examined, so a command writing to a changed image fails
+//! before anything of it is acknowledged. The first finding is kept:
 //! from then on every such request is refused with `StoreDeviceChanged` and the message
 //! says what happened and what to do; reads of what is still there go on.
 
@@ -56,12 +59,11 @@ fn refusal(message: &str) -> RemoteError {
     RemoteError::new(ErrorCode::StoreDeviceChanged, message)
 }
 
-/// True for the requests that write to the store.
+/// True for the requests that change the store's names or commit it (data writes are
+/// covered by the flush that makes them durable).
 fn changes_store(request: &Request) -> bool {
     match request {
         Request::Create { .. }
-        | Request::Write { .. }
-        | Request::WriteGranted { .. }
         | Request::Truncate { .. }
         | Request::Delete { .. }
         | Request::Rename { .. }
@@ -69,7 +71,9 @@ fn changes_store(request: &Request) -> bool {
         | Request::Copy { .. }
         | Request::Flush
         | Request::RunKernel(_) => true,
-        Request::Read { .. }
+        Request::Write { .. }
+        | Request::WriteGranted { .. }
+        | Request::Read { .. }
         | Request::ReadFiles { .. }
         | Request::Stat { .. }
         | Request::List
