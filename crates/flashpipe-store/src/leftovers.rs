@@ -21,6 +21,9 @@ const TEMPORARY_PATTERNS: [(&str, usize); 4] = [
     (".flashpipe-serve-run-", 3),
 ];
 
+/// What every temporary pattern starts with: the one prefix looked up at each open.
+const TEMPORARY_PREFIX: &str = ".flashpipe-";
+
 /// Longest decimal field of a temporary name (a u64 has at most 20 digits).
 const MAX_FIELD_DIGITS: usize = 20;
 
@@ -48,10 +51,13 @@ pub fn remove_leftover_temporaries(filesystem: &mut Filesystem) -> Vec<String> {
         "leftover temporaries are removed only under a read-write mount"
     );
     let leftovers: Vec<(String, u64)> = filesystem
-        .list()
+        .names_with_prefix(TEMPORARY_PREFIX)
         .into_iter()
-        .filter(|stat| is_leftover_temporary(&stat.name))
-        .map(|stat| (stat.name, stat.size_bytes))
+        .filter(|name| is_leftover_temporary(name))
+        .filter_map(|name| {
+            let size_bytes = filesystem.stat_name(&name).ok()?.size_bytes;
+            Some((name, size_bytes))
+        })
         .collect();
     let mut notes = Vec::new();
     let mut removed = Vec::new();
@@ -83,7 +89,14 @@ pub fn remove_leftover_temporaries(filesystem: &mut Filesystem) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_leftover_temporary;
+    use super::{is_leftover_temporary, TEMPORARY_PATTERNS, TEMPORARY_PREFIX};
+
+    #[test]
+    fn every_pattern_starts_with_the_prefix_looked_up() {
+        for (prefix, _) in TEMPORARY_PATTERNS {
+            assert!(prefix.starts_with(TEMPORARY_PREFIX), "{prefix}");
+        }
+    }
 
     #[test]
     fn only_exact_temporary_names_match() {
