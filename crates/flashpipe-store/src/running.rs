@@ -79,6 +79,38 @@ pub struct RunningStore {
     lock: Option<StoreLock>,
 }
 
+/// At a read-write open: the store's identity, given to whichever of the store file, the
+/// members' labels and the super block lacks it (a store made before identities), each
+/// change noted; refused when the labels and the super block name different stores.
+fn settle_identity(
+    store_file: &Path,
+    config: &mut StoreConfig,
+    filesystem: &mut Filesystem,
+    notes: &mut Vec<String>,
+) -> Result<StoreIdentity, StoreOpenError> {
+    let super_block_identity = filesystem.store_identity();
+    let labelled = match config.identity {
+        Some(_) => None,
+        None => labelled_identity(config, store_file)?,
+    };
+    check_super_block_identity(store_file, labelled, super_block_identity)?;
+    let known = labelled.or(super_block_identity.map(StoreIdentity));
+    let (identity, new) = ensure_identity(store_file, config, known)?;
+    if new {
+        notes.push(format!(
+            "the store had no identity yet (made before identities); it is now {identity}"
+        ));
+    }
+    let labelled_count = label_members(config, store_file, identity, false)?;
+    if labelled_count > 0 {
+        notes.push(format!(
+            "labelled {labelled_count} member(s) with the store's identity and their place (made before member labels)"
+        ));
+    }
+    notes.extend(give_super_block_identity(store_file, filesystem, identity)?);
+    Ok(identity)
+}
+
 impl RunningStore {
     /// Loads the store file at `store_file`, locks the store for `access` (failing at once
     /// when another process uses it, or waiting with [`LockWait::Wait`]), opens its devices,
@@ -118,42 +150,18 @@ impl RunningStore {
             path: store_file.to_path_buf(),
             source,
         })?;
-        let super_block_identity = filesystem.store_identity();
-        check_super_block_identity(store_file, config.identity, super_block_identity)?;
+        check_super_block_identity(store_file, config.identity, filesystem.store_identity())?;
         let identity = match access {
             StoreAccess::ReadWrite => {
-                let labelled = match config.identity {
-                    Some(_) => None,
-                    None => labelled_identity(&config, store_file)?,
-                };
-                check_super_block_identity(store_file, labelled, super_block_identity)?;
-                let known = labelled.or(super_block_identity.map(StoreIdentity));
-                let (identity, new) = ensure_identity(store_file, &mut config, known)?;
-                if new {
-                    notes.push(format!(
-                        "the store had no identity yet (made before identities); it is now {identity}"
-                    ));
-                }
-                let labelled = label_members(&config, store_file, identity, false)?;
-                if labelled > 0 {
-                    notes.push(format!(
-                        "labelled {labelled} member(s) with the store's identity and their place (made before member labels)"
-                    ));
-                }
-                notes.extend(give_super_block_identity(
-                    store_file,
+                let identity =
+                    settle_identity(store_file, &mut config, &mut filesystem, &mut notes)?;
+                notes.extend(crate::leftovers::remove_leftover_temporaries(
                     &mut filesystem,
-                    identity,
-                )?);
+                ));
                 Some(identity)
             }
             StoreAccess::ReadOnly => config.identity,
         };
-        if access == StoreAccess::ReadWrite {
-            notes.extend(crate::leftovers::remove_leftover_temporaries(
-                &mut filesystem,
-            ));
-        }
         let mut running = RunningStore::start(filesystem, engine_config);
         running.identity = identity;
         running.access = access;
