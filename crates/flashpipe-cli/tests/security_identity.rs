@@ -20,7 +20,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{check_fails, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
 
 const NOBODY_UID: u32 = 65534;
 
@@ -154,15 +154,7 @@ fn a_server_of_another_user_on_the_stores_socket_is_refused() {
     }
     let folder = fresh_folder("sec-squatter");
     std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
-    let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    let store = file_store(&folder, "64MiB");
     let theirs = folder.join("nob");
     std::fs::create_dir(&theirs).expect("their folder");
     std::os::unix::fs::chown(&theirs, Some(NOBODY_UID), Some(NOBODY_UID)).expect("chown");
@@ -201,15 +193,7 @@ fn a_server_of_another_user_on_the_stores_socket_is_refused() {
 #[test]
 fn a_server_holding_a_renamed_store_is_refused_naming_both_identities() {
     let folder = fresh_folder("sec-renamed");
-    let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    let store = file_store(&folder, "64MiB");
     let old_identity = identity_of(&store);
     let server = serve(&[text(&store)], false, false);
     let renamed = folder.join("old.toml");
@@ -245,15 +229,7 @@ fn the_socket_is_private_whatever_the_umask_and_a_group_widens_it() {
     }
     let folder = fresh_folder("sec-umask");
     std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    let store = file_store(&folder, "64MiB");
 
     let server = serve(&[text(&store)], false, true);
     assert_eq!(
@@ -408,15 +384,7 @@ fn mkfs_makes_private_files_and_fsck_warns_about_open_ones() {
 #[test]
 fn a_store_file_without_identity_opens_read_only_unchanged_and_gets_one_when_written() {
     let folder = fresh_folder("sec-old-store");
-    let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    let store = file_store(&folder, "64MiB");
     let made_identity = identity_of(&store);
     let made = std::fs::read_to_string(&store).expect("store file");
     let old: String = made

@@ -12,7 +12,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{check_fails, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
 
 /// CRC32C (Castagnoli), as the super block's checksum uses.
 fn crc32c(bytes: &[u8]) -> u32 {
@@ -137,15 +137,7 @@ fn a_store_file_naming_another_flash_stores_image_is_refused_naming_both() {
 #[test]
 fn a_store_made_before_identities_opens_read_only_unchanged_and_gets_them_at_its_first_put() {
     let folder = fresh_folder("sb-identity-old");
-    let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    let store = file_store(&folder, "64MiB");
     let image_path = folder.join("a.img");
     let size = 64usize << 20;
     let mut image = std::fs::read(&image_path).expect("image");
