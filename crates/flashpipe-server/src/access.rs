@@ -156,9 +156,11 @@ pub fn bind_private(
         std::process::id(),
         unique_suffix()
     ));
-    std::fs::create_dir(&folder)?;
+    // Made 0700 from its first instant (the umask only takes bits away), so no other user
+    // can put a name in it before the socket is bound.
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&folder)?;
     let bound = (|| {
-        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700))?;
         let inner = folder.join("s");
         let listener = UnixListener::bind(&inner)?;
         let mode = if group.is_some() { 0o660 } else { 0o600 };
