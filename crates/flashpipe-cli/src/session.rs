@@ -36,6 +36,7 @@ use flashpipe_store::store_config::{DeviceSpec, StoreConfig};
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::StoreAccess;
 
+use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::OpenStore;
 pub use served::{remote_code, ServedStore};
 
@@ -439,12 +440,15 @@ impl LiveServer {
             Ok(client) => Ok(Some(LiveServer { client, socket })),
             Err(ConnectError::Connect { .. }) => Ok(None),
             Err(error @ (ConnectError::ForeignServer { .. } | ConnectError::OtherStore { .. })) => {
-                Err(format!("{}: {error}", store_file.display()).into())
+                Err(Failure::context(&error, format!("{}: {error}", store_file.display())).into())
             }
-            Err(error) => Err(format!(
-                "{} is served by `flashpipe serve` at {}: {error}",
-                store_file.display(),
-                socket.display()
+            Err(error) => Err(Failure::context(
+                &error,
+                format!(
+                    "{} is served by `flashpipe serve` at {}: {error}",
+                    store_file.display(),
+                    socket.display()
+                ),
             )
             .into()),
         }
@@ -471,12 +475,15 @@ impl LiveServer {
 
     /// The error for a command that needs the store alone while this server runs.
     pub fn refusal(&self, store_file: &Path, what: &str) -> Box<dyn std::error::Error> {
-        format!(
-            "{what} needs {} alone, but `flashpipe serve` (pid {}) holds it, serving on {}; stop the server first (kill -TERM {})",
-            store_file.display(),
-            self.pid(),
-            self.socket.display(),
-            self.pid()
+        Failure::new(
+            ErrorKind::StoreInUse,
+            format!(
+                "{what} needs {} alone, but `flashpipe serve` (pid {}) holds it, serving on {}; stop the server first (kill -TERM {})",
+                store_file.display(),
+                self.pid(),
+                self.socket.display(),
+                self.pid()
+            ),
         )
         .into()
     }
