@@ -89,9 +89,9 @@ pub struct ServeArgs {
     /// core busy for the window after each request).
     #[arg(long, default_value_t = 0)]
     pub spin_us: u64,
-    /// Pace every `flash:` export against the wall clock (real-time emulation, issue
-    /// #16): each completion is released at its modeled instant, so clients see the
-    /// preset's latency and bandwidth.
+    /// Pace every `flash:` export against the wall clock (real-time emulation): each
+    /// completion is released at its modeled instant, so clients see the preset's latency
+    /// and bandwidth.
     #[arg(long)]
     pub realtime: bool,
 }

@@ -45,7 +45,7 @@ pub use served::{remote_code, ServedStore};
 pub const MAP_MEMORY_VARIABLE: &str = "FLASHPIPE_MAP_MEMORY";
 
 /// Set to `0` to keep a mapping CLI command's frames on the socket instead of the
-/// shared-memory rings (#14), to compare the two.
+/// shared-memory rings, to compare the two.
 pub const FRAME_RINGS_VARIABLE: &str = "FLASHPIPE_FRAME_RINGS";
 
 /// Why a store operation of a session failed.

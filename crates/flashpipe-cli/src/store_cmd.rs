@@ -292,7 +292,7 @@ pub struct FsckArgs {
 /// Runs `mkfs`: validates everything, creates the devices, formats, writes the store file.
 pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
     let mode = match &arguments.mode {
-        Some(text) => permissions::parse_mode(text)?,
+        Some(text) => permissions::parse_mode(text).map_err(Failure::invalid_input)?,
         None => permissions::DEFAULT_CREATED_MODE,
     };
     let config = mkfs_config(&arguments)?;
@@ -343,11 +343,13 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
         .as_deref()
         .map(parse_size_bytes)
         .transpose()?;
-    let block_size_bytes = u32::try_from(parse_size_bytes(&arguments.block_size)?)
-        .map_err(|_| format!("block size {} is too large", arguments.block_size))?;
-    check_block_size(block_size_bytes)?;
+    let block_size_bytes =
+        u32::try_from(parse_size_bytes(&arguments.block_size)?).map_err(|_| {
+            Failure::invalid_input(format!("block size {} is too large", arguments.block_size))
+        })?;
+    check_block_size(block_size_bytes).map_err(Failure::invalid_input)?;
     let stripe_unit_bytes = parse_size_bytes(&arguments.stripe_unit)?;
-    check_stripe_unit(stripe_unit_bytes)?;
+    check_stripe_unit(stripe_unit_bytes).map_err(Failure::invalid_input)?;
     let mut devices = parse_device_list(&arguments.devices, size_bytes)?;
     record_paths_for_store_file(&mut devices, &arguments.store)?;
     apply_flash_options(arguments, &mut devices)?;

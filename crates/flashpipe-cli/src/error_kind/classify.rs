@@ -62,6 +62,9 @@ fn known(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
         FlashStoreError => flash_store,
         MemberLabelError => member_label,
         IdentityError => |_| Io,
+        flashpipe_store::probe::DeviceHoldsStoreError => |_| Exists,
+        flashpipe_store::put_plan::PutPlanError => put_plan,
+        flashpipe_store::units::SizeParseError => |_| InvalidInput,
         DeviceError => device,
         EngineError => engine,
         StreamError => stream,
@@ -136,6 +139,14 @@ pub(super) fn io(error: &std::io::Error) -> ErrorKind {
             Some(inner) => known(inner).unwrap_or(Io),
             None => Io,
         },
+    }
+}
+
+fn put_plan(error: &flashpipe_store::put_plan::PutPlanError) -> ErrorKind {
+    use flashpipe_store::put_plan::PutPlanError as P;
+    match error {
+        P::Local { source, .. } => io(source),
+        P::Refused(_) => InvalidInput,
     }
 }
 
