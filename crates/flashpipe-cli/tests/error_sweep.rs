@@ -251,6 +251,18 @@ fn cases() -> Vec<Case> {
         case("not_found", &["run", "s.toml", "sha256", "nope", "--json"]),
         case("not_found", &["ls", "m.toml", "--json"]),
         case("not_found", &["serve", "missing.toml"]),
+        case(
+            "not_found",
+            &[
+                "kernels",
+                "train-langid",
+                "--out",
+                "p.bin",
+                "--corpus",
+                "/nonexistent",
+                "--json",
+            ],
+        ),
         // exists: the target is there already.
         case(
             "exists",
@@ -441,6 +453,14 @@ fn cases() -> Vec<Case> {
             ],
         ),
         case("invalid_input", &["serve", "s.toml", "--max-clients", "0"]),
+        case(
+            "invalid_input",
+            &["sim", "speed", "--preset", "nope", "--json"],
+        ),
+        case(
+            "invalid_input",
+            &["ftl", "copy", "--size", "bogus", "--json"],
+        ),
         // corrupt: damaged store files and images.
         case("corrupt", &["ls", "damaged.toml", "--json"]),
         case("corrupt", &["ls", "z.toml", "--json"]),

@@ -65,6 +65,7 @@ fn known(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
         flashpipe_store::probe::DeviceHoldsStoreError => |_| Exists,
         flashpipe_store::put_plan::PutPlanError => put_plan,
         flashpipe_store::units::SizeParseError => |_| InvalidInput,
+        flashpipe_flash::ConfigError => |_| InvalidInput,
         DeviceError => device,
         EngineError => engine,
         StreamError => stream,
