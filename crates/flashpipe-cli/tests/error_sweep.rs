@@ -5,6 +5,7 @@
 //! The help of every command and the kernels listing are swept for the same text.
 
 mod common;
+mod serve_support;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -560,6 +561,57 @@ fn every_error_path_has_its_kind_and_status_and_no_debug_text() {
         }
     }
     drop(locked);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn through_a_server_the_kinds_are_the_same_and_its_logs_hold_no_debug_text() {
+    let folder = fresh_folder("error-sweep-served");
+    std::fs::write(folder.join("h.txt"), b"hello\n").unwrap();
+    let store = common::file_store(&folder, "64MiB");
+    succeed(&["put", text(&store), text(&folder.join("h.txt"))]);
+    let server = serve_support::ServerProcess::start(&store, &["--log-format", "json"]);
+    let served_cases = [
+        case("no_match", &["ls", "s.toml", "zz*", "--json"]),
+        case("not_found", &["get", "s.toml", "nope", "out.txt", "--json"]),
+        case("not_found", &["stat", "s.toml", "nope", "--json"]),
+        case("not_found", &["mv", "s.toml", "nope", "x", "--json"]),
+        case("exists", &["put", "s.toml", "h.txt", "--json"]),
+        case("exists", &["cp", "s.toml", "h.txt", "h.txt", "--json"]),
+        case(
+            "invalid_input",
+            &["put", "s.toml", "h.txt", "--as", "bad/name", "--json"],
+        ),
+        case("store_in_use", &["fsck", "s.toml", "--repair", "--json"]),
+        case("kernel", &["run", "s.toml", "nokernel", "h.txt", "--json"]),
+        case(
+            "kernel",
+            &["run", "s.toml", "grep", "bogus=1", "h.txt", "--json"],
+        ),
+        case("not_found", &["run", "s.toml", "sha256", "nope", "--json"]),
+        case(
+            "no_match",
+            &["run", "s.toml", "grep", "pattern=zzz", "h.txt"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for case in &served_cases {
+        let output = run_in(&folder, &case.arguments);
+        let problems = check(case, &output);
+        println!(
+            "served {:?}: exit {:?}: {}",
+            case.arguments,
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        );
+        if !problems.is_empty() {
+            failures.push(format!("{:?}: {}", case.arguments, problems.join("; ")));
+        }
+    }
+    let exit = server.stop_with(libc::SIGTERM);
+    for finding in findings(&format!("{}\n{}", exit.stdout, exit.stderr)) {
+        failures.push(format!("the server's output holds {finding}"));
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
