@@ -438,6 +438,19 @@ impl LiveServer {
         };
         match Client::connect(&socket, options) {
             Ok(client) => Ok(Some(LiveServer { client, socket })),
+            Err(ConnectError::Connect { source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Err(Failure::new(
+                    ErrorKind::Permission,
+                    format!(
+                        "{} is served by `flashpipe serve` at {}, whose socket this user may not use ({source}); the store's owner may admit a group with `flashpipe serve --allow-group GROUP`",
+                        store_file.display(),
+                        socket.display()
+                    ),
+                )
+                .into())
+            }
             Err(ConnectError::Connect { .. }) => Ok(None),
             Err(error @ (ConnectError::ForeignServer { .. } | ConnectError::OtherStore { .. })) => {
                 Err(Failure::context(&error, format!("{}: {error}", store_file.display())).into())

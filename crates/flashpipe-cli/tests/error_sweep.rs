@@ -631,12 +631,43 @@ fn a_user_without_access_gets_permission() {
     let folder = fresh_folder("error-sweep-permission");
     std::fs::set_permissions(&folder, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let store = common::file_store(&folder, "16MiB");
-    let output = Command::new("runuser")
-        .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_flashpipe")])
-        .args(["ls", text(&store), "--json"])
-        .output()
-        .unwrap();
-    let problems = check(&case("permission", &["ls", "s.toml", "--json"]), &output);
+    let as_nobody = || {
+        Command::new("runuser")
+            .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_flashpipe")])
+            .args(["ls", text(&store), "--json"])
+            .current_dir(&folder)
+            .output()
+            .unwrap()
+    };
+    let expected = case("permission", &["ls", "s.toml", "--json"]);
+    // The store file is the owner's alone (mode 600).
+    let output = as_nobody();
+    let problems = check(&expected, &output);
+    assert!(
+        problems.is_empty(),
+        "{problems:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Through a server: its private socket refuses the user (the store file readable).
+    let server = serve_support::ServerProcess::start(&store, &[]);
+    std::fs::set_permissions(&store, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let output = as_nobody();
+    println!("{}", String::from_utf8_lossy(&output.stderr));
+    let problems = check(&expected, &output);
+    assert!(
+        problems.is_empty(),
+        "{problems:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The socket widened by hand: the server's access rule (AccessDenied) refuses the user.
+    for path in [store.as_path(), server.socket.as_path()] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .unwrap();
+    }
+    let output = as_nobody();
+    println!("{}", String::from_utf8_lossy(&output.stderr));
+    let problems = check(&expected, &output);
+    drop(server.stop_with(libc::SIGTERM));
     assert!(
         problems.is_empty(),
         "{problems:?}: {}",
