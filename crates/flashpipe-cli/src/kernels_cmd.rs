@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use flashpipe_bench::progress::Progress;
+use flashpipe_kernels::api::{OutputKind, Schedule};
 use flashpipe_kernels::driver::{run_on_bytes, DrivePlan, MapOrder};
 use flashpipe_kernels::langid::model::{train, TrainingSettings};
 use flashpipe_kernels::langid::profile_file::{load_profile, save_profile, ProfileError};
@@ -241,6 +242,22 @@ pub fn run(arguments: KernelsArgs) -> Result<(), Box<dyn std::error::Error>> {
     result.map_err(Into::into)
 }
 
+/// A schedule in the listing's words.
+fn schedule_words(schedule: Schedule) -> &'static str {
+    match schedule {
+        Schedule::ChunksInParallel => "chunks of a file in parallel",
+        Schedule::ChunksInOrder => "chunks of a file in order",
+    }
+}
+
+/// An output kind in the listing's words.
+fn output_words(output: OutputKind) -> &'static str {
+    match output {
+        OutputKind::TransformedStream => "a transformed file",
+        OutputKind::Summary => "a summary per file",
+    }
+}
+
 fn list(json: bool) -> Result<(), KernelsCommandError> {
     if json {
         println!(
@@ -252,8 +269,10 @@ fn list(json: bool) -> Result<(), KernelsCommandError> {
     for spec in KERNELS {
         println!("{:<13} {}", spec.name, spec.description);
         println!(
-            "{:<13} schedule: {:?}, output: {:?}",
-            "", spec.schedule, spec.output
+            "{:<13} schedule: {}, output: {}",
+            "",
+            schedule_words(spec.schedule),
+            output_words(spec.output)
         );
         for option in spec.options {
             let default = option
@@ -473,9 +492,9 @@ fn measure(arguments: &KernelsArgs) -> Result<(), KernelsCommandError> {
 
 fn print_throughput_row(row: &ThroughputRow) {
     println!(
-        "| {} | {:?} | {:.1} | {:.1} | {:.1} | {} |",
+        "| {} | {} | {:.1} | {:.1} | {:.1} | {} |",
         row.kernel,
-        row.schedule,
+        schedule_words(row.schedule),
         row.single_core_bytes_per_second / 1e6,
         row.single_core_bytes_per_cpu_second / 1e6,
         row.all_cores_bytes_per_second / 1e6,
@@ -535,7 +554,7 @@ fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
         ));
     }
     let kernel = build_kernel(&arguments.kernel, &options)?;
-    let is_stream = kernel.output_kind() == flashpipe_kernels::api::OutputKind::TransformedStream;
+    let is_stream = kernel.output_kind() == OutputKind::TransformedStream;
     if is_stream && arguments.out_dir.is_none() {
         return Err(KernelsCommandError::BadArgument(format!(
             "kernel '{}' writes a transformed file: give --out-dir",

@@ -6,6 +6,7 @@
 //! dispatches, and turns errors into a message on standard error and a non-zero exit.
 
 mod bench;
+mod error_kind;
 mod kernels_cmd;
 mod nbd_cmd;
 mod run_cmd;
@@ -129,33 +130,21 @@ fn json_requested() -> bool {
         .any(|argument| argument == "--json")
 }
 
-/// A short, stable name for the kind of an error, for JSON error objects.
-fn error_kind(error: &(dyn std::error::Error + 'static)) -> &'static str {
-    if error.is::<shell_cmd::JsonDoesNotApplyError>() {
-        "usage"
-    } else if error.is::<std::io::Error>() {
-        "io"
-    } else if error.is::<flashpipe_engine::EngineError>() || error.is::<session::SessionError>() {
-        "store"
-    } else if error.is::<flashpipe_store::store_config::StoreConfigError>() {
-        "store_file"
-    } else if error.is::<kernels_cmd::KernelsCommandError>()
-        || error.is::<flashpipe_kernels::error::OptionsError>()
-    {
-        "kernel"
-    } else {
-        "command"
-    }
-}
-
 /// Prints an error: one line of text, or with `--json` one object
-/// `{"error": MESSAGE, "kind": KIND}` on standard error.
-fn report_error(message: &str, kind: &str, as_json: bool) {
+/// `{"error": MESSAGE, "kind": KIND, "exit_status": STATUS}` on standard error; returns
+/// the kind's exit status (error_kind.rs holds the table).
+fn report_error(message: &str, kind: error_kind::ErrorKind, as_json: bool) -> ExitCode {
     if as_json {
-        eprintln!("{}", serde_json::json!({"error": message, "kind": kind}));
+        let object = serde_json::json!({
+            "error": message,
+            "kind": kind.name(),
+            "exit_status": kind.exit_status(),
+        });
+        eprintln!("{object}");
     } else {
         eprintln!("flashpipe: error: {message}");
     }
+    ExitCode::from(kind.exit_status())
 }
 
 /// A clap error's message without its `error: ` label and usage lines, on one line.
@@ -172,8 +161,11 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) if as_json && error.use_stderr() => {
-            report_error(&usage_error_text(&error), "usage", true);
-            return ExitCode::from(2);
+            return report_error(
+                &usage_error_text(&error),
+                error_kind::ErrorKind::Usage,
+                true,
+            );
         }
         Err(error) => error.exit(),
     };
@@ -204,9 +196,6 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.is::<run_cmd::NoMatch>() => ExitCode::from(1),
-        Err(error) => {
-            report_error(&format!("{error:#}"), error_kind(&*error), as_json);
-            ExitCode::FAILURE
-        }
+        Err(error) => report_error(&error.to_string(), error_kind::classify(&*error), as_json),
     }
 }

@@ -25,14 +25,15 @@ use flashpipe_nbd::server::{
 use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_store::store::DeviceCreation;
 
+use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::CliResult;
 
 mod path_export;
 mod store_export;
 
 use flashpipe_store::store_lock::LockWait;
-pub use path_export::refuse_device_exports_of;
 use path_export::{flash_image_paths, lock_export_paths, open_path_export};
+pub use path_export::{refuse_device_exports_of, PathExportError};
 pub use store_export::refuse_store_exports_of;
 use store_export::{open_store_export, LockedStoreDevice, STORE_EXPORT_KIND};
 
@@ -88,9 +89,9 @@ pub struct ServeArgs {
     /// core busy for the window after each request).
     #[arg(long, default_value_t = 0)]
     pub spin_us: u64,
-    /// Pace every `flash:` export against the wall clock (real-time emulation, issue
-    /// #16): each completion is released at its modeled instant, so clients see the
-    /// preset's latency and bandwidth.
+    /// Pace every `flash:` export against the wall clock (real-time emulation): each
+    /// completion is released at its modeled instant, so clients see the preset's latency
+    /// and bandwidth.
     #[arg(long)]
     pub realtime: bool,
 }
@@ -160,9 +161,10 @@ pub fn run(command: NbdCommand) -> CliResult {
 
 fn serve(arguments: ServeArgs) -> CliResult {
     if arguments.max_connections == 0 || arguments.max_requests_per_connection == 0 {
-        return Err(
-            "--max-connections and --max-requests-per-connection must be at least 1".into(),
-        );
+        return Err(Failure::invalid_input(
+            "--max-connections and --max-requests-per-connection must be at least 1",
+        )
+        .into());
     }
     crate::serve_cmd::signals::ignore_closed_pipes();
     let tcp_address = tcp_address_to_listen_on(arguments.listen, arguments.socket.as_deref());
@@ -172,10 +174,10 @@ fn serve(arguments: ServeArgs) -> CliResult {
                 .is_some_and(|(_, device)| device.starts_with("flash:"))
         })
     {
-        return Err(
-            "--realtime paces emulated flash exports (NAME=flash:PRESET[:PATH]); none was given"
-                .into(),
-        );
+        return Err(Failure::invalid_input(
+            "--realtime paces emulated flash exports (NAME=flash:PRESET[:PATH]); none was given",
+        )
+        .into());
     }
     let signals = block_stop_signals()?;
     let exports = open_exports(
@@ -265,9 +267,9 @@ fn open_export(spec: &str, access: ExportAccess) -> Result<Export, Box<dyn std::
         ExportDeviceSpec::Other { kind, rest } if kind == STORE_EXPORT_KIND => {
             open_store_export(&name, rest)
         }
-        ExportDeviceSpec::Other { kind, .. } => Err(format!(
+        ExportDeviceSpec::Other { kind, .. } => Err(Failure::invalid_input(format!(
             "export `{spec}`: unknown device kind `{kind}` (ram:SIZE, a path, file:PATH, flash:PRESET[:PATH] or store:STORE.toml[,rw])"
-        )
+        ))
         .into()),
         ExportDeviceSpec::File { path } => open_path_export(
             &name,
@@ -347,7 +349,11 @@ fn block_stop_signals() -> Result<libc::sigset_t, Box<dyn std::error::Error>> {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
     };
     if status != 0 {
-        return Err(format!("cannot block SIGINT/SIGTERM: error {status}").into());
+        return Err(Failure::new(
+            ErrorKind::Internal,
+            format!("cannot block SIGINT/SIGTERM: error {status}"),
+        )
+        .into());
     }
     Ok(set)
 }

@@ -39,6 +39,7 @@ use flashpipe_pipeline::{
 };
 use flashpipe_store::units::HumanBytes;
 
+use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::{CliResult, StoreAccess};
 use flashpipe_store::store_lock::LockWait;
 
@@ -133,7 +134,11 @@ pub fn run(arguments: RunArgs) -> CliResult {
     let (mut options, patterns) = split_arguments(&arguments.arguments);
     options.extend(arguments.options.iter().cloned());
     if patterns.is_empty() {
-        return Err("no input files given (arguments with '=' are kernel options)".into());
+        return Err(Failure::new(
+            ErrorKind::Usage,
+            "no input files given (arguments with '=' are kernel options)",
+        )
+        .into());
     }
     // A kernel whose options name host paths is built where it runs: through a server
     // those paths are the server's to resolve (or refuse), never read here.
@@ -230,7 +235,10 @@ fn check_thread_options(arguments: &RunArgs) -> CliResult {
         ("--workers", arguments.workers, MAX_WORKER_COUNT),
     ] {
         if let Some(value) = value.filter(|value| !(1..=maximum).contains(value)) {
-            return Err(format!("{option} {value}: must be within 1..={maximum}").into());
+            return Err(Failure::invalid_input(format!(
+                "{option} {value}: must be within 1..={maximum}"
+            ))
+            .into());
         }
     }
     Ok(())

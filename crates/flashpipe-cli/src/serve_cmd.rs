@@ -29,6 +29,7 @@ use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::parse_size_bytes;
 use flashpipe_store::{RunningStore, StoreAccess};
 
+use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::CliResult;
 pub use logging::LogFormat;
 
@@ -113,7 +114,7 @@ pub struct ServeArgs {
     pub max_read_handles: Option<usize>,
     /// Microseconds the answering thread of a client polls for the engine's next answer
     /// before it sleeps (0, the default, sleeps at once; at most 10000). Spinning pays only
-    /// where cores are spare: see docs/benchmarks.md, issue #14.
+    /// where cores are spare: see docs/benchmarks.md.
     #[arg(long)]
     pub answer_spin_us: Option<u32>,
     /// Microseconds the server polls a ring client's request ring before it sleeps on the
@@ -172,8 +173,12 @@ impl ReadPoolArg {
 pub fn run(arguments: ServeArgs) -> CliResult {
     signals::ignore_closed_pipes();
     logging::install_logging(arguments.log_format, arguments.verbose)?;
-    let stop_signals = signals::StopSignals::install()
-        .map_err(|error| format!("cannot install the SIGINT and SIGTERM handlers: {error}"))?;
+    let stop_signals = signals::StopSignals::install().map_err(|error| {
+        Failure::new(
+            ErrorKind::Internal,
+            format!("cannot install the SIGINT and SIGTERM handlers: {error}"),
+        )
+    })?;
     let nbd = start_nbd_exports(&arguments)?;
     if arguments.store.is_none() {
         return serve_disk_node_until_stopped(stop_signals, nbd);
@@ -205,10 +210,11 @@ fn start_nbd_exports(
 ) -> Result<Option<NbdServer>, Box<dyn std::error::Error>> {
     if arguments.nbd_exports.is_empty() {
         if arguments.nbd_tls.is_given() {
-            return Err(
-                "the --tls options configure the NBD server of --export, and no --export was given"
-                    .into(),
-            );
+            return Err(Failure::new(
+                ErrorKind::Usage,
+                "the --tls options configure the NBD server of --export, and no --export was given",
+            )
+            .into());
         }
         return Ok(None);
     }
@@ -321,12 +327,18 @@ fn access_rule(arguments: &ServeArgs) -> Result<AccessRule, Box<dyn std::error::
     use std::os::unix::fs::MetadataExt;
     let store = arguments.store();
     let owner_uid = std::fs::metadata(store)
-        .map_err(|error| format!("cannot read the store file {}: {error}", store.display()))?
+        .map_err(|error| {
+            Failure::context(
+                &error,
+                format!("cannot read the store file {}: {error}", store.display()),
+            )
+        })?
         .uid();
     let group = match &arguments.allow_group {
-        Some(name) => {
-            Some(group_by_name(name).map_err(|reason| format!("--allow-group: {reason}"))?)
-        }
+        Some(name) => Some(
+            group_by_name(name)
+                .map_err(|reason| Failure::invalid_input(format!("--allow-group: {reason}")))?,
+        ),
         None => None,
     };
     Ok(AccessRule { owner_uid, group })
@@ -345,19 +357,19 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
     };
     if let Some(max_clients) = arguments.max_clients {
         if max_clients == 0 {
-            return Err("--max-clients must be at least 1".into());
+            return Err(Failure::invalid_input("--max-clients must be at least 1").into());
         }
         config.max_clients = max_clients;
     }
     if let Some(per_uid) = arguments.max_clients_per_uid {
         if per_uid == 0 {
-            return Err("--max-clients-per-uid must be at least 1".into());
+            return Err(Failure::invalid_input("--max-clients-per-uid must be at least 1").into());
         }
         config.max_clients_per_uid = Some(per_uid);
     }
     if let Some(timeout_ms) = arguments.handshake_timeout_ms {
         if timeout_ms == 0 {
-            return Err("--handshake-timeout-ms must be at least 1".into());
+            return Err(Failure::invalid_input("--handshake-timeout-ms must be at least 1").into());
         }
         config.handshake_timeout_ms = timeout_ms;
     }
@@ -365,7 +377,9 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
     config.kernel_data_dir = arguments.kernel_data.clone();
     if let Some(max_in_flight) = arguments.max_in_flight_per_client {
         if max_in_flight == 0 {
-            return Err("--max-in-flight-per-client must be at least 1".into());
+            return Err(
+                Failure::invalid_input("--max-in-flight-per-client must be at least 1").into(),
+            );
         }
         config.max_in_flight_per_client = max_in_flight;
     }
@@ -383,7 +397,7 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
     ] {
         if let Some(value) = value {
             if value == 0 {
-                return Err(format!("{option} must be at least 1").into());
+                return Err(Failure::invalid_input(format!("{option} must be at least 1")).into());
             }
             *field = value;
         }
@@ -396,7 +410,7 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
     }
     if let Some(timeout_ms) = arguments.send_timeout_ms {
         if timeout_ms == 0 {
-            return Err("--send-timeout-ms must be at least 1".into());
+            return Err(Failure::invalid_input("--send-timeout-ms must be at least 1").into());
         }
         config.send_timeout_ms = timeout_ms;
     }
@@ -412,9 +426,10 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
 
 /// A size option's value (`64MiB`), refused when it does not parse or is 0.
 fn positive_size(option: &str, text: &str) -> Result<u64, Box<dyn std::error::Error>> {
-    let bytes = parse_size_bytes(text).map_err(|error| format!("{option} {text:?}: {error}"))?;
+    let bytes = parse_size_bytes(text)
+        .map_err(|error| Failure::invalid_input(format!("{option} {text:?}: {error}")))?;
     if bytes == 0 {
-        return Err(format!("{option} must be at least 1 byte").into());
+        return Err(Failure::invalid_input(format!("{option} must be at least 1 byte")).into());
     }
     Ok(bytes)
 }

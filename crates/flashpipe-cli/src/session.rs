@@ -36,6 +36,7 @@ use flashpipe_store::store_config::{DeviceSpec, StoreConfig};
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::StoreAccess;
 
+use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::OpenStore;
 pub use served::{remote_code, ServedStore};
 
@@ -44,7 +45,7 @@ pub use served::{remote_code, ServedStore};
 pub const MAP_MEMORY_VARIABLE: &str = "FLASHPIPE_MAP_MEMORY";
 
 /// Set to `0` to keep a mapping CLI command's frames on the socket instead of the
-/// shared-memory rings (#14), to compare the two.
+/// shared-memory rings, to compare the two.
 pub const FRAME_RINGS_VARIABLE: &str = "FLASHPIPE_FRAME_RINGS";
 
 /// Why a store operation of a session failed.
@@ -437,14 +438,30 @@ impl LiveServer {
         };
         match Client::connect(&socket, options) {
             Ok(client) => Ok(Some(LiveServer { client, socket })),
+            Err(ConnectError::Connect { source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Err(Failure::new(
+                    ErrorKind::Permission,
+                    format!(
+                        "{} is served by `flashpipe serve` at {}, whose socket this user may not use ({source}); the store's owner may admit a group with `flashpipe serve --allow-group GROUP`",
+                        store_file.display(),
+                        socket.display()
+                    ),
+                )
+                .into())
+            }
             Err(ConnectError::Connect { .. }) => Ok(None),
             Err(error @ (ConnectError::ForeignServer { .. } | ConnectError::OtherStore { .. })) => {
-                Err(format!("{}: {error}", store_file.display()).into())
+                Err(Failure::context(&error, format!("{}: {error}", store_file.display())).into())
             }
-            Err(error) => Err(format!(
-                "{} is served by `flashpipe serve` at {}: {error}",
-                store_file.display(),
-                socket.display()
+            Err(error) => Err(Failure::context(
+                &error,
+                format!(
+                    "{} is served by `flashpipe serve` at {}: {error}",
+                    store_file.display(),
+                    socket.display()
+                ),
             )
             .into()),
         }
@@ -471,12 +488,15 @@ impl LiveServer {
 
     /// The error for a command that needs the store alone while this server runs.
     pub fn refusal(&self, store_file: &Path, what: &str) -> Box<dyn std::error::Error> {
-        format!(
-            "{what} needs {} alone, but `flashpipe serve` (pid {}) holds it, serving on {}; stop the server first (kill -TERM {})",
-            store_file.display(),
-            self.pid(),
-            self.socket.display(),
-            self.pid()
+        Failure::new(
+            ErrorKind::StoreInUse,
+            format!(
+                "{what} needs {} alone, but `flashpipe serve` (pid {}) holds it, serving on {}; stop the server first (kill -TERM {})",
+                store_file.display(),
+                self.pid(),
+                self.socket.display(),
+                self.pid()
+            ),
         )
         .into()
     }

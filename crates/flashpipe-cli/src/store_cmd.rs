@@ -34,6 +34,7 @@ use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use flashpipe_store::RunningStore;
 pub use flashpipe_store::StoreAccess;
 
+use crate::error_kind::{ErrorKind, Failure};
 use crate::session::{LiveServer, SessionError, SessionRequest, StoreOperations, StoreSession};
 use serde_json::json;
 
@@ -291,7 +292,7 @@ pub struct FsckArgs {
 /// Runs `mkfs`: validates everything, creates the devices, formats, writes the store file.
 pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
     let mode = match &arguments.mode {
-        Some(text) => permissions::parse_mode(text)?,
+        Some(text) => permissions::parse_mode(text).map_err(Failure::invalid_input)?,
         None => permissions::DEFAULT_CREATED_MODE,
     };
     let config = mkfs_config(&arguments)?;
@@ -342,11 +343,13 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
         .as_deref()
         .map(parse_size_bytes)
         .transpose()?;
-    let block_size_bytes = u32::try_from(parse_size_bytes(&arguments.block_size)?)
-        .map_err(|_| format!("block size {} is too large", arguments.block_size))?;
-    check_block_size(block_size_bytes)?;
+    let block_size_bytes =
+        u32::try_from(parse_size_bytes(&arguments.block_size)?).map_err(|_| {
+            Failure::invalid_input(format!("block size {} is too large", arguments.block_size))
+        })?;
+    check_block_size(block_size_bytes).map_err(Failure::invalid_input)?;
     let stripe_unit_bytes = parse_size_bytes(&arguments.stripe_unit)?;
-    check_stripe_unit(stripe_unit_bytes)?;
+    check_stripe_unit(stripe_unit_bytes).map_err(Failure::invalid_input)?;
     let mut devices = parse_device_list(&arguments.devices, size_bytes)?;
     record_paths_for_store_file(&mut devices, &arguments.store)?;
     apply_flash_options(arguments, &mut devices)?;
@@ -365,8 +368,12 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
 /// reads its paths relative to its own folder: a path inside that folder becomes relative
 /// to it (the store and its devices can move together), any other becomes absolute.
 fn record_paths_for_store_file(devices: &mut [DeviceSpec], store: &Path) -> CliResult {
-    let working_directory = std::env::current_dir()
-        .map_err(|error| format!("the working directory cannot be read: {error}"))?;
+    let working_directory = std::env::current_dir().map_err(|error| {
+        Failure::context(
+            &error,
+            format!("the working directory cannot be read: {error}"),
+        )
+    })?;
     let absolute_store = lexically_normal(&working_directory.join(store));
     let store_folder = absolute_store
         .parent()
@@ -433,7 +440,7 @@ fn apply_flash_options(arguments: &MkfsArgs, devices: &mut [DeviceSpec]) -> CliR
         }
     }
     if given && flash_count == 0 {
-        return Err("--flash-over-provisioning and --flash-blocks-per-plane apply to flash devices (flash:PRESET:IMAGE); this store has none".into());
+        return Err(Failure::invalid_input("--flash-over-provisioning and --flash-blocks-per-plane apply to flash devices (flash:PRESET:IMAGE); this store has none").into());
     }
     Ok(())
 }
@@ -589,10 +596,10 @@ fn refuse_missing_folder(destination: &Path) -> Result<(), Box<dyn std::error::E
     } else {
         "does not exist"
     };
-    Err(format!(
+    Err(Failure::not_found(format!(
         "{}: the trailing / names a folder, and it {what}; create it first (mkdir -p), or drop the / to name a file",
         destination.display()
-    )
+    ))
     .into())
 }
 
@@ -610,10 +617,10 @@ fn plan_get(
     let destination = &arguments.destination;
     let several = arguments.recursive || glob::is_pattern(&arguments.name);
     if several && destination != Path::new("-") && !arguments.recursive && !destination.is_dir() {
-        return Err(format!(
+        return Err(Failure::invalid_input(format!(
             "{}: a pattern fetches into an existing folder; this is not one",
             destination.display()
-        )
+        ))
         .into());
     }
     refuse_missing_folder(destination)?;
@@ -631,10 +638,10 @@ fn plan_get(
             destination.clone()
         };
         if destination != Path::new("-") && !seen.insert(path.clone()) {
-            return Err(format!(
+            return Err(Failure::invalid_input(format!(
                 "two files would both be written to {}; use -r to keep their folders",
                 path.display()
-            )
+            ))
             .into());
         }
         let size_bytes = client.stat(&name)?.size_bytes;
@@ -657,9 +664,9 @@ pub(crate) fn local_components(name: &str) -> Result<Vec<&str>, Box<dyn std::err
             || *component == ".."
             || component.contains(['/', '\0'])
         {
-            return Err(format!(
+            return Err(Failure::invalid_input(format!(
                 "store name {name:?} cannot be a local path: component {component:?} is empty, `.`, `..` or holds `/`; rename it with `flashpipe mv` or fetch it with `get NAME FILE`"
-            )
+            ))
             .into());
         }
     }
@@ -669,10 +676,10 @@ pub(crate) fn local_components(name: &str) -> Result<Vec<&str>, Box<dyn std::err
 /// Runs `cat`: every named file (or pattern's matches) to standard output, in order.
 pub fn run_cat(arguments: NamesArgs) -> CliResult {
     if arguments.store.json {
-        return Err("cat writes the files' raw bytes; --json does not apply (use `stat --json` for facts about them)".into());
+        return Err(Failure::new(ErrorKind::Usage, "cat writes the files' raw bytes; --json does not apply (use `stat --json` for facts about them)").into());
     }
     if arguments.names.is_empty() {
-        return Err("cat needs at least one file name".into());
+        return Err(Failure::new(ErrorKind::Usage, "cat needs at least one file name").into());
     }
     let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
     let clock = session.clock();
@@ -740,7 +747,10 @@ fn resolve_names(
                     resolved.push(argument.clone());
                     continue;
                 }
-                return Err(format!("pattern {argument:?} matches no file in the store").into());
+                return Err(Failure::no_match(format!(
+                    "pattern {argument:?} matches no file in the store"
+                ))
+                .into());
             }
             resolved.extend(matching);
             continue;
@@ -753,13 +763,15 @@ fn resolve_names(
             .collect();
         if under.is_empty() {
             client.stat(argument)?;
-            return Err(format!("{argument:?}: no such file in the store").into());
+            return Err(
+                Failure::not_found(format!("{argument:?}: no such file in the store")).into(),
+            );
         }
         if folders == FolderRule::Refuse {
-            return Err(format!(
+            return Err(Failure::invalid_input(format!(
                 "{argument:?} is no file but the prefix of {} file(s); give -r for all of them",
                 under.len()
-            )
+            ))
             .into());
         }
         resolved.extend(under);
@@ -873,7 +885,7 @@ fn file_json(file: &FileStat) -> serde_json::Value {
 /// Runs `stat`.
 pub fn run_stat(arguments: NamesArgs) -> CliResult {
     if arguments.names.is_empty() {
-        return Err("stat needs at least one file name".into());
+        return Err(Failure::new(ErrorKind::Usage, "stat needs at least one file name").into());
     }
     let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
     let store = session.operations();
@@ -905,7 +917,7 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
 /// name deletes nothing.
 pub fn run_rm(arguments: RmArgs) -> CliResult {
     if arguments.names.is_empty() {
-        return Err("rm needs at least one file name".into());
+        return Err(Failure::new(ErrorKind::Usage, "rm needs at least one file name").into());
     }
     refuse_repeated_names(&arguments.names)?;
     let folders = if arguments.recursive {
@@ -916,7 +928,7 @@ pub fn run_rm(arguments: RmArgs) -> CliResult {
     let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
     let store = session.operations();
     let result = resolve_names(store, &arguments.names, folders)
-        .map_err(|error| format!("{error}; nothing removed").into())
+        .map_err(|error| Failure::context(&*error, format!("{error}; nothing removed")).into())
         .and_then(|names| remove_all(store, &names).map(|()| names));
     let removed = session.finish(result)?;
     if arguments.store.json {
@@ -932,7 +944,10 @@ pub fn run_rm(arguments: RmArgs) -> CliResult {
 fn refuse_repeated_names(names: &[String]) -> CliResult {
     let mut seen = std::collections::HashSet::new();
     match names.iter().find(|name| !seen.insert(name.as_str())) {
-        Some(name) => Err(format!("{name:?} is named more than once; nothing removed").into()),
+        Some(name) => Err(Failure::invalid_input(format!(
+            "{name:?} is named more than once; nothing removed"
+        ))
+        .into()),
         None => Ok(()),
     }
 }
@@ -941,7 +956,7 @@ fn remove_all(client: &mut dyn StoreOperations, names: &[String]) -> CliResult {
     for name in names {
         client
             .stat(name)
-            .map_err(|error| format!("{error}; nothing removed"))?;
+            .map_err(|error| Failure::context(&error, format!("{error}; nothing removed")))?;
     }
     for name in names {
         client.delete(name)?;
@@ -970,7 +985,11 @@ pub fn run_mv(arguments: MvArgs) -> CliResult {
 /// A store error, with the `--force` hint when the target exists.
 fn refuse_hint(error: SessionError, forced: bool) -> Box<dyn std::error::Error> {
     if error.is_exists() && !forced {
-        return format!("{error}; give --force to replace it").into();
+        return Failure::new(
+            ErrorKind::Exists,
+            format!("{error}; give --force to replace it"),
+        )
+        .into();
     }
     error.into()
 }
@@ -1128,10 +1147,13 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
     if clean {
         Ok(())
     } else {
-        Err(format!(
-            "{} finding(s) in {}",
-            report.findings.len(),
-            store_path.display()
+        Err(Failure::new(
+            ErrorKind::Corrupt,
+            format!(
+                "{} finding(s) in {}",
+                report.findings.len(),
+                store_path.display()
+            ),
         )
         .into())
     }
@@ -1175,10 +1197,13 @@ fn fsck_through_server(mut server: LiveServer, arguments: &FsckArgs) -> CliResul
     if summary.clean {
         Ok(())
     } else {
-        Err(format!(
-            "{} finding(s) in {}",
-            summary.findings.len(),
-            store_path.display()
+        Err(Failure::new(
+            ErrorKind::Corrupt,
+            format!(
+                "{} finding(s) in {}",
+                summary.findings.len(),
+                store_path.display()
+            ),
         )
         .into())
     }

@@ -21,4 +21,5 @@
 pub mod client;
 pub mod server;
 mod tls_pump;
+mod tls_words;
 pub mod wire;

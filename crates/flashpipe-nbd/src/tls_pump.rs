@@ -20,6 +20,8 @@ use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
+use crate::tls_words::{self, Side};
+
 /// A connected socket the pump can own: readable, writable without `SIGPIPE`, pollable.
 pub(crate) trait PumpSocket: Read + Write + Send + 'static {
     /// The file descriptor, for `poll`.
@@ -31,15 +33,20 @@ pub(crate) trait PumpSocket: Read + Write + Send + 'static {
 }
 
 /// Runs the TLS handshake on `socket` (blocking, within the socket's own time limits).
+/// A failure is told in words (`crate::tls_words`) for the `side` running the handshake.
 pub(crate) fn complete_handshake<S: PumpSocket>(
     connection: &mut rustls::Connection,
     socket: &mut S,
+    side: Side,
 ) -> Result<(), String> {
     while connection.is_handshaking() {
         if let Err(error) = connection.complete_io(socket) {
             // Alerts describing the failure go out if they can.
             let _ = connection.write_tls(socket);
-            return Err(format!("TLS handshake failed: {error}"));
+            return Err(format!(
+                "TLS handshake failed: {}",
+                tls_words::describe_io_error(&error, side)
+            ));
         }
     }
     Ok(())

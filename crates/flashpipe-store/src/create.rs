@@ -54,10 +54,13 @@ pub fn create_store_with(
     note: &mut dyn FnMut(&str),
 ) -> StoreCreateResult<FsStats> {
     if store.exists() {
-        return Err(format!(
-            "store file {} exists already; remove it first to make a new store",
-            store.display()
-        )
+        return Err(crate::StoreConfigError::Io {
+            path: store.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "exists already; remove it first to make a new store",
+            ),
+        }
         .into());
     }
     config.validate(store)?;

@@ -20,6 +20,32 @@ pub struct PutSource {
     pub size_bytes: u64,
 }
 
+/// Why a put cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PutPlanError {
+    /// A local path cannot be read.
+    #[error("{path}: {source}")]
+    Local {
+        /// The path as given.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A path or name that cannot be stored as given (the message says why and what to
+    /// give instead).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl PutPlanError {
+    fn local(path: &Path, source: std::io::Error) -> PutPlanError {
+        PutPlanError::Local {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
 /// Lists the files to store, with their names, checking everything first: every path
 /// exists and is readable, every name is valid, no two sources share a name, and no
 /// source is a special file (FIFO, device, socket).
@@ -40,8 +66,7 @@ pub fn plan_put_with_special(
 ) -> Result<Vec<PutSource>, Box<dyn std::error::Error>> {
     let mut sources = Vec::new();
     for path in paths {
-        let metadata =
-            std::fs::metadata(path).map_err(|error| format!("{}: {error}", path.display()))?;
+        let metadata = std::fs::metadata(path).map_err(|error| PutPlanError::local(path, error))?;
         if metadata.is_dir() {
             let prefix = match name {
                 Some(name) => name.to_string(),
@@ -53,7 +78,10 @@ pub fn plan_put_with_special(
             let file_name = match (name, paths.len()) {
                 (Some(name), 1) => name.to_string(),
                 (Some(_), _) => {
-                    return Err("--as names one file; with several paths give none".into())
+                    return Err(PutPlanError::Refused(
+                        "--as names one file; with several paths give none".to_string(),
+                    )
+                    .into())
                 }
                 (None, _) => local_file_name(path)?,
             };
@@ -71,14 +99,13 @@ pub fn plan_put_with_special(
 /// The name a folder gives its files' prefix: its own name (`photos/` -> `photos`,
 /// `.` -> the current folder's name), as `cp -r` keeps it.
 fn folder_name(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
-    let absolute =
-        std::fs::canonicalize(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let absolute = std::fs::canonicalize(path).map_err(|error| PutPlanError::local(path, error))?;
     match absolute.file_name() {
         Some(_) => local_file_name(&absolute),
-        None => Err(format!(
+        None => Err(PutPlanError::Refused(format!(
             "{}: the root folder has no name to use as a prefix; give one with --as",
             path.display()
-        )
+        ))
         .into()),
     }
 }
@@ -88,10 +115,10 @@ fn local_file_name(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
         .and_then(|name| name.to_str())
         .map(str::to_string)
         .ok_or_else(|| {
-            format!(
+            PutPlanError::Refused(format!(
                 "{}: the file name is not UTF-8; give one with --as",
                 path.display()
-            )
+            ))
             .into()
         })
 }
@@ -118,10 +145,10 @@ fn check_not_special(
     if include_special {
         return Ok(());
     }
-    Err(format!(
+    Err(PutPlanError::Refused(format!(
         "{} is {kind}, not a regular file: reading it may block or never end; give --special to store what it yields",
         path.display()
-    )
+    ))
     .into())
 }
 
@@ -133,14 +160,14 @@ fn collect_folder(
     sources: &mut Vec<PutSource>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut entries: Vec<_> = std::fs::read_dir(folder)
-        .map_err(|error| format!("{}: {error}", folder.display()))?
+        .map_err(|error| PutPlanError::local(folder, error))?
         .collect::<Result<_, _>>()
-        .map_err(|error| format!("{}: {error}", folder.display()))?;
+        .map_err(|error| PutPlanError::local(folder, error))?;
     entries.sort_by_key(|entry| entry.file_name());
     for entry in entries {
         let path = entry.path();
         let metadata =
-            std::fs::metadata(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+            std::fs::metadata(&path).map_err(|error| PutPlanError::local(&path, error))?;
         if metadata.is_dir() {
             collect_folder(root, &path, prefix, include_special, sources)?;
             continue;
@@ -149,7 +176,9 @@ fn collect_folder(
         let relative = path.strip_prefix(root).expect("entries lie under the root");
         let parts: Option<Vec<&str>> = relative.iter().map(|part| part.to_str()).collect();
         let relative_name = parts
-            .ok_or_else(|| format!("{}: a path component is not UTF-8", path.display()))?
+            .ok_or_else(|| {
+                PutPlanError::Refused(format!("{}: a path component is not UTF-8", path.display()))
+            })?
             .join(":");
         let name = format!("{prefix}:{relative_name}");
         sources.push(PutSource {
@@ -165,15 +194,19 @@ fn check_names(sources: &[PutSource]) -> Result<(), Box<dyn std::error::Error>> 
     let mut seen = std::collections::HashSet::new();
     for source in sources {
         if let Some(reason) = flashpipe_fs::new_name_problem(&source.name) {
-            return Err(format!(
+            return Err(PutPlanError::Refused(format!(
                 "{}: name {:?} is not valid in a store: {reason}",
                 source.path.display(),
                 source.name
-            )
+            ))
             .into());
         }
         if !seen.insert(source.name.as_str()) {
-            return Err(format!("two sources would both be named {:?}", source.name).into());
+            return Err(PutPlanError::Refused(format!(
+                "two sources would both be named {:?}",
+                source.name
+            ))
+            .into());
         }
     }
     Ok(())

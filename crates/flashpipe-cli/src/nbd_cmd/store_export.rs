@@ -19,6 +19,8 @@ use flashpipe_store::store::{open_store_device, DeviceCreation};
 use flashpipe_store::store_lock::StoreLock;
 use flashpipe_store::StoreConfig;
 
+use crate::error_kind::{ErrorKind, Failure};
+
 /// The device kind of a store export (`NAME=store:PATH`).
 pub const STORE_EXPORT_KIND: &str = "store";
 
@@ -56,17 +58,20 @@ impl StoreExportSpec {
 
 /// Opens the store's device stack under its locks as export `name`.
 pub fn open_store_export(name: &str, text: &str) -> Result<Export, Box<dyn std::error::Error>> {
-    let spec = StoreExportSpec::parse(text)
-        .map_err(|reason| format!("export `{name}=store:{text}`: {reason}"))?;
-    let config = StoreConfig::load(&spec.store_file)
-        .map_err(|error| format!("export `{name}=store:{text}`: {error}"))?;
+    let spec = StoreExportSpec::parse(text).map_err(|reason| {
+        Failure::invalid_input(format!("export `{name}=store:{text}`: {reason}"))
+    })?;
+    let config = StoreConfig::load(&spec.store_file).map_err(|error| {
+        Failure::context(&error, format!("export `{name}=store:{text}`: {error}"))
+    })?;
     let creation = if spec.writable {
         DeviceCreation::MustExist
     } else {
         DeviceCreation::ReadOnly
     };
-    let opened = open_store_device(&config, &spec.store_file, creation)
-        .map_err(|error| format!("export `{name}=store:{text}`: {error}"))?;
+    let opened = open_store_device(&config, &spec.store_file, creation).map_err(|error| {
+        Failure::context(&error, format!("export `{name}=store:{text}`: {error}"))
+    })?;
     let access = if spec.writable {
         "read-write, store locked exclusively"
     } else {
@@ -107,9 +112,12 @@ pub fn refuse_store_exports_of(
             continue;
         };
         if canonical(&export.store_file) == served {
-            return Err(format!(
-                "export `{name}` names store {}, which this `flashpipe serve` serves: a store's device stack is exported only while no file system runs on it (export another store, or stop serving this one)",
-                served_store.display()
+            return Err(Failure::new(
+                ErrorKind::StoreInUse,
+                format!(
+                    "export `{name}` names store {}, which this `flashpipe serve` serves: a store's device stack is exported only while no file system runs on it (export another store, or stop serving this one)",
+                    served_store.display()
+                ),
             )
             .into());
         }

@@ -11,6 +11,7 @@ use flashpipe_kernels::api::Summary;
 use flashpipe_pipeline::{FileOutcome, PipelineReport, PipelineResult, StageReport};
 
 use super::RunArgs;
+use crate::error_kind::{ErrorKind, Failure};
 use crate::session::{LiveServer, ServedStore};
 use crate::store_cmd::{resolve_input_names, CliResult};
 
@@ -104,11 +105,14 @@ fn pipeline_result(
 fn file_outcome(file: KernelFileOutcome) -> Result<FileOutcome, Box<dyn std::error::Error>> {
     let result = file
         .result
-        .map_err(|error| format!("{}: {error}", file.name))?;
+        .map_err(|error| Failure::context(&error, format!("{}: {error}", file.name)))?;
     let summary: Summary = serde_json::from_slice(&result.summary_json).map_err(|error| {
-        format!(
-            "{}: the server's summary of the file is not one this flashpipe reads: {error}",
-            file.name
+        Failure::new(
+            ErrorKind::Internal,
+            format!(
+                "{}: the server's summary of the file is not one this flashpipe reads: {error}",
+                file.name
+            ),
         )
     })?;
     Ok(FileOutcome {

@@ -19,6 +19,7 @@ use flashpipe_store::units::HumanBytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
+use crate::error_kind::{ErrorKind, Failure};
 use crate::session::{file_exists, StoreOperations};
 
 /// What a transfer moved and how fast.
@@ -117,17 +118,23 @@ fn check_put_targets(
 ) -> Result<(), Box<dyn std::error::Error>> {
     for source in sources {
         if !replace && file_exists(client, &source.name)? {
-            return Err(format!(
-                "{:?} exists in the store; give --force to replace it (the old file stays whole until the new one is committed)",
-                source.name
+            return Err(Failure::new(
+                ErrorKind::Exists,
+                format!(
+                    "{:?} exists in the store; give --force to replace it (the old file stays whole until the new one is committed)",
+                    source.name
+                ),
             )
             .into());
         }
     }
     for temporary in temporaries {
         if file_exists(client, temporary)? {
-            return Err(format!(
-                "temporary name {temporary:?} is taken in the store; remove that file first"
+            return Err(Failure::new(
+                ErrorKind::Exists,
+                format!(
+                    "temporary name {temporary:?} is taken in the store; remove that file first"
+                ),
             )
             .into());
         }
@@ -151,19 +158,26 @@ fn install_files(
             continue;
         };
         if replace {
-            return Err(format!("{}: {error}", source.name).into());
+            return Err(Failure::context(&error, format!("{}: {error}", source.name)).into());
         }
         for (installed, temporary) in sources[..index].iter().zip(temporaries) {
             let _ = client.rename(&installed.name, temporary, false);
         }
         if error.is_exists() {
-            return Err(format!(
-                "{:?} exists in the store (put by another client of the server while this put ran); give --force to replace it; nothing of this put is kept",
-                source.name
+            return Err(Failure::new(
+                ErrorKind::Exists,
+                format!(
+                    "{:?} exists in the store (put by another client of the server while this put ran); give --force to replace it; nothing of this put is kept",
+                    source.name
+                ),
             )
             .into());
         }
-        return Err(format!("{}: {error}; nothing of this put is kept", source.name).into());
+        return Err(Failure::context(
+            &error,
+            format!("{}: {error}; nothing of this put is kept", source.name),
+        )
+        .into());
     }
     Ok(())
 }
@@ -193,13 +207,16 @@ fn put_files(
     let mut done_bytes = 0;
     for (source, name) in sources.iter().zip(names) {
         bar.set_message(source.name.clone());
-        let mut file = File::open(&source.path)
-            .map_err(|error| format!("{}: {error}", source.path.display()))?;
+        let mut file = File::open(&source.path).map_err(|error| {
+            Failure::context(&error, format!("{}: {error}", source.path.display()))
+        })?;
         let written = client
             .write_stream(name, &mut file, &mut |bytes| {
                 bar.set_position(done_bytes + bytes)
             })
-            .map_err(|error| format!("{}: {error}", source.path.display()))?;
+            .map_err(|error| {
+                Failure::context(&error, format!("{}: {error}", source.path.display()))
+            })?;
         done_bytes += written;
     }
     bar.finish_and_clear();
@@ -286,13 +303,13 @@ fn fetch_one(
         .filter(|parent| !parent.as_os_str().is_empty())
     {
         std::fs::create_dir_all(parent)
-            .map_err(|error| format!("{}: {error}", parent.display()))?;
+            .map_err(|error| Failure::context(&error, format!("{}: {error}", parent.display())))?;
     }
     let mut partial_name = target.path.file_name().unwrap_or_default().to_os_string();
     partial_name.push(".flashpipe-partial");
     let partial = target.path.with_file_name(partial_name);
-    let mut file =
-        File::create(&partial).map_err(|error| format!("{}: {error}", partial.display()))?;
+    let mut file = File::create(&partial)
+        .map_err(|error| Failure::context(&error, format!("{}: {error}", partial.display())))?;
     let result = client.read_stream(
         &target.name,
         &mut |chunk| file.write_all(chunk),
@@ -309,7 +326,7 @@ fn fetch_one(
         }
     };
     std::fs::rename(&partial, &target.path)
-        .map_err(|error| format!("{}: {error}", target.path.display()))?;
+        .map_err(|error| Failure::context(&error, format!("{}: {error}", target.path.display())))?;
     Ok(bytes)
 }
 
@@ -342,31 +359,37 @@ fn write_into_special(
 ) -> Result<u64, Box<dyn std::error::Error>> {
     let path = target.path.display();
     if special == SpecialDestination::Refuse {
-        return Err(format!(
+        return Err(Failure::invalid_input(format!(
             "{path} is {kind}, and --no-special refuses writing into special files; give a regular file's path, or leave out --no-special to write into it as cp does"
-        )
+        ))
         .into());
     }
     if kind == "a socket" {
-        return Err(format!(
+        return Err(Failure::invalid_input(format!(
             "{path} is a socket, which cannot be opened for writing; give a file's path, or `-` for standard output"
-        )
+        ))
         .into());
     }
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .open(&target.path)
-        .map_err(|error| format!("{path} ({kind}): cannot open it for writing: {error}"))?;
+        .map_err(|error| {
+            Failure::context(
+                &error,
+                format!("{path} ({kind}): cannot open it for writing: {error}"),
+            )
+        })?;
     let bytes = client
         .read_stream(
             &target.name,
             &mut |chunk| file.write_all(chunk),
             &mut |bytes| bar.set_position(done_bytes + bytes),
         )
-        .map_err(|error| format!("{path} ({kind}): {error}"))?;
+        .map_err(|error| Failure::context(&error, format!("{path} ({kind}): {error}")))?;
     if kind == "a block device" {
-        file.sync_all()
-            .map_err(|error| format!("{path} ({kind}): cannot flush it: {error}"))?;
+        file.sync_all().map_err(|error| {
+            Failure::context(&error, format!("{path} ({kind}): cannot flush it: {error}"))
+        })?;
     }
     Ok(bytes)
 }

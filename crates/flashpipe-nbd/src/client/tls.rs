@@ -7,7 +7,13 @@
 //!   expect: `ca-cert.pem` (the authorities trusted for the server's certificate),
 //!   `client-cert.pem` and `client-key.pem` (this client's certificate, sent when the
 //!   server asks; both or neither). Without it the system's bundle is trusted
-//!   (`/etc/ssl/certs/ca-certificates.crt` or `/etc/pki/tls/certs/ca-bundle.crt`);
+//!   (`/etc/ssl/certs/ca-certificates.crt` or `/etc/pki/tls/certs/ca-bundle.crt`).
+//!   A server certificate byte-identical to one in `ca-cert.pem` is trusted by itself
+//!   (pinned, as gnutls does), so a self-signed certificate made by `openssl req -x509`
+//!   (a CA certificate, which chain verification refuses as a server's own) works when
+//!   copied there; its name and dates are not checked, the handshake signature is (the
+//!   server proves it holds the certificate's key). Any other certificate goes through
+//!   normal chain verification against the trusted certificates;
 //! - `tls-verify-peer=false`: the server's certificate is not checked (encryption
 //!   without authentication of the server; handshake signatures are still checked);
 //! - `tls-hostname=NAME`: the name checked against the server's certificate (and sent as
@@ -32,6 +38,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use super::transport::Stream;
 use super::uri::{NbdAddress, NbdUri};
 use crate::tls_pump::{self, PumpSocket};
+use crate::tls_words::{self, Side};
 
 /// System bundles of trusted authorities, used when the URI names no `tls-certificates`.
 const SYSTEM_CA_BUNDLES: [&str; 2] = [
@@ -58,20 +65,31 @@ pub(crate) fn client_tls_for(uri: &NbdUri) -> Result<Option<ClientTlsSetup>, Str
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(|error| format!("TLS configuration refused: {error}"))?;
+        .map_err(|error| {
+            format!(
+                "TLS configuration refused: {}",
+                tls_words::describe(&error, Side::Client)
+            )
+        })?;
     let verify_peer = uri.tls.verify_peer.unwrap_or(true);
     let folder = uri.tls.certificates_folder.as_deref();
     let builder = if verify_peer {
-        builder.with_root_certificates(trusted_roots(folder)?)
+        let trusted = trusted_certificates(folder)?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedOrChain::new(trusted, provider)?))
     } else {
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(UnverifiedServer { provider }))
     };
     let config = match folder.map(client_identity).transpose()?.flatten() {
-        Some((chain, key)) => builder
-            .with_client_auth_cert(chain, key)
-            .map_err(|error| format!("the client certificate is refused: {error}"))?,
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|error| {
+            format!(
+                "the client certificate is refused: {}",
+                tls_words::describe(&error, Side::Client)
+            )
+        })?,
         None => builder.with_no_client_auth(),
     };
     Ok(Some(ClientTlsSetup {
@@ -89,13 +107,19 @@ fn server_name(uri: &NbdUri) -> Result<ServerName<'static>, String> {
         }
     };
     ServerName::try_from(name.clone())
-        .map_err(|error| format!("{name:?} is not a TLS server name: {error}"))
+        .map_err(|_| format!("'{name}' is not a TLS server name (a DNS name or an IP address); give tls-hostname=NAME"))
 }
 
 fn read_pem_certificates(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let certificates = CertificateDer::pem_file_iter(path)
         .and_then(|iterator| iterator.collect::<Result<Vec<_>, _>>())
-        .map_err(|error| format!("cannot read {what} from {}: {error}", path.display()))?;
+        .map_err(|error| {
+            format!(
+                "cannot read {what} from {}: {}",
+                path.display(),
+                tls_words::describe_pem_error(&error)
+            )
+        })?;
     if certificates.is_empty() {
         return Err(format!(
             "{} holds no PEM certificate ({what})",
@@ -105,8 +129,9 @@ fn read_pem_certificates(path: &Path, what: &str) -> Result<Vec<CertificateDer<'
     Ok(certificates)
 }
 
-/// `DIR/ca-cert.pem`, or the system's bundle when no folder is given.
-fn trusted_roots(folder: Option<&Path>) -> Result<rustls::RootCertStore, String> {
+/// The certificates of `DIR/ca-cert.pem`, or of the system's bundle when no folder is
+/// given.
+fn trusted_certificates(folder: Option<&Path>) -> Result<TrustedCertificates, String> {
     let path = match folder {
         Some(folder) => folder.join("ca-cert.pem"),
         None => SYSTEM_CA_BUNDLES
@@ -120,13 +145,117 @@ fn trusted_roots(folder: Option<&Path>) -> Result<rustls::RootCertStore, String>
                 )
             })?,
     };
-    let mut roots = rustls::RootCertStore::empty();
-    let (added, _ignored) =
-        roots.add_parsable_certificates(read_pem_certificates(&path, "trusted CA")?);
-    if added == 0 {
-        return Err(format!("{} holds no usable CA certificate", path.display()));
+    let certificates = read_pem_certificates(&path, "trusted CA")?;
+    Ok(TrustedCertificates { path, certificates })
+}
+
+/// The certificates a user trusts, and the file they came from (for errors).
+struct TrustedCertificates {
+    path: PathBuf,
+    certificates: Vec<CertificateDer<'static>>,
+}
+
+/// The server verifier under `tls-verify-peer` (the default): a server certificate
+/// byte-identical to a trusted one is accepted by itself (pinned); any other goes
+/// through webpki's chain verification against the trusted certificates usable as
+/// authorities. Handshake signatures are always verified with the certificate the
+/// server presented.
+#[derive(Debug)]
+struct PinnedOrChain {
+    pinned: Vec<CertificateDer<'static>>,
+    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl PinnedOrChain {
+    fn new(
+        trusted: TrustedCertificates,
+        provider: Arc<CryptoProvider>,
+    ) -> Result<PinnedOrChain, String> {
+        assert!(
+            !trusted.certificates.is_empty(),
+            "read_pem_certificates refuses an empty file"
+        );
+        let mut roots = rustls::RootCertStore::empty();
+        let (added, _ignored) = roots.add_parsable_certificates(trusted.certificates.clone());
+        let chain = if added == 0 {
+            None
+        } else {
+            let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                Arc::clone(&provider),
+            )
+            .build()
+            .map_err(|_| format!("{} holds no usable CA certificate", trusted.path.display()))?;
+            Some(verifier)
+        };
+        Ok(PinnedOrChain {
+            pinned: trusted.certificates,
+            chain,
+            provider,
+        })
     }
-    Ok(roots)
+}
+
+impl ServerCertVerifier for PinnedOrChain {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if self
+            .pinned
+            .iter()
+            .any(|trusted| trusted.as_ref() == end_entity.as_ref())
+        {
+            return Ok(ServerCertVerified::assertion());
+        }
+        match &self.chain {
+            Some(chain) => {
+                chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+            }
+            None => Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer,
+            )),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        certificate: &CertificateDer<'_>,
+        signature: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            certificate,
+            signature,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        certificate: &CertificateDer<'_>,
+        signature: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            certificate,
+            signature,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
 }
 
 type ClientIdentity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
@@ -142,8 +271,9 @@ fn client_identity(folder: &Path) -> Result<Option<ClientIdentity>, String> {
             let chain = read_pem_certificates(&certificate_path, "client certificate")?;
             let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|error| {
                 format!(
-                    "cannot read the client key from {}: {error}",
-                    key_path.display()
+                    "cannot read the client key from {}: {}",
+                    key_path.display(),
+                    tls_words::describe_pem_error(&error)
                 )
             })?;
             Ok(Some((chain, key)))
@@ -173,9 +303,14 @@ pub(crate) fn upgrade(stream: &mut Stream, setup: &ClientTlsSetup) -> Result<(),
     );
     let client =
         rustls::ClientConnection::new(Arc::clone(&setup.config), setup.server_name.clone())
-            .map_err(|error| format!("cannot start TLS: {error}"))?;
+            .map_err(|error| {
+                format!(
+                    "cannot start TLS: {}",
+                    tls_words::describe(&error, Side::Client)
+                )
+            })?;
     let mut connection = rustls::Connection::Client(client);
-    tls_pump::complete_handshake(&mut connection, &mut socket)?;
+    tls_pump::complete_handshake(&mut connection, &mut socket, Side::Client)?;
     let plaintext =
         tls_pump::start_pump(connection, socket, Some(TLS_WRITE_LIMIT), "nbd-client-tls")?;
     plaintext

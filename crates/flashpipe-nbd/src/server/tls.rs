@@ -29,6 +29,7 @@ use thiserror::Error;
 
 use super::NbdStream;
 use crate::tls_pump::{self, PumpSocket};
+use crate::tls_words::{describe, describe_pem_error, Side};
 
 /// Whether clients must upgrade to TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,9 +88,9 @@ fn read_certificates(
         detail,
     };
     let certificates = CertificateDer::pem_file_iter(path)
-        .map_err(|error| pem_error(error.to_string()))?
+        .map_err(|error| pem_error(describe_pem_error(&error)))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| pem_error(error.to_string()))?;
+        .map_err(|error| pem_error(describe_pem_error(&error)))?;
     if certificates.is_empty() {
         return Err(TlsSetupError::NoCertificate {
             what,
@@ -110,12 +111,12 @@ pub fn load_rustls_config(
     let key = PrivateKeyDer::from_pem_file(key_path).map_err(|error| TlsSetupError::Pem {
         what: "private key",
         path: key_path.to_path_buf(),
-        detail: error.to_string(),
+        detail: describe_pem_error(&error),
     })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(|error| TlsSetupError::Rustls(error.to_string()))?;
+        .map_err(|error| TlsSetupError::Rustls(describe(&error, Side::Server)))?;
     let builder = match client_ca_path {
         Some(path) => {
             let mut roots = rustls::RootCertStore::empty();
@@ -123,7 +124,7 @@ pub fn load_rustls_config(
                 roots.add(certificate).map_err(|error| TlsSetupError::Pem {
                     what: "client CA",
                     path: path.to_path_buf(),
-                    detail: error.to_string(),
+                    detail: describe(&error, Side::Server),
                 })?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
@@ -135,7 +136,7 @@ pub fn load_rustls_config(
     };
     let config = builder
         .with_single_cert(chain, key)
-        .map_err(|error| TlsSetupError::Rustls(error.to_string()))?;
+        .map_err(|error| TlsSetupError::Rustls(describe(&error, Side::Server)))?;
     Ok(Arc::new(config))
 }
 
@@ -150,9 +151,9 @@ pub fn upgrade(
     let mut socket = socket;
     let mut connection = rustls::Connection::Server(
         rustls::ServerConnection::new(Arc::clone(config))
-            .map_err(|error| format!("cannot start TLS: {error}"))?,
+            .map_err(|error| format!("cannot start TLS: {}", describe(&error, Side::Server)))?,
     );
-    tls_pump::complete_handshake(&mut connection, &mut socket)?;
+    tls_pump::complete_handshake(&mut connection, &mut socket, Side::Server)?;
     let plaintext_end = tls_pump::start_pump(connection, socket, write_limit, "nbd-tls-pump")?;
     Ok(Box::new(plaintext_end))
 }
