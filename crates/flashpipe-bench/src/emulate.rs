@@ -344,3 +344,44 @@ fn print_results(json: &EmulateJson) {
         }
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::record::record_chart;
+
+    #[test]
+    fn the_latency_plot_is_a_cdf_with_the_models_figures_marked() {
+        let json = EmulateJson {
+            preset: "minflash".to_string(),
+            blocks_per_plane: 8,
+            pattern: "randread",
+            queue_depth: 1,
+            seconds: 0.2,
+            seed: 1,
+            requests: 4,
+            requests_per_second: 20.0,
+            latency_us_mean: 140.0,
+            latency_us_p50: 130.0,
+            latency_us_p99: 190.0,
+            latency_us_max: 190.0,
+            model_latency_us_mean: 128.07,
+            closed_form_latency_us: Some(128.07),
+            release_lag_us_mean: 1.0,
+            release_lag_us_p99: 2.0,
+            release_lag_us_max: 3.0,
+            releases: 4,
+            releases_lagged: 0,
+            lag_warning_us: 50,
+            kept_up: true,
+        };
+        let chart = latency_chart(&json, &[128.5, 129.0, 130.0, 190.0]);
+        let points = &chart.series[0].points;
+        assert_eq!(points.first(), Some(&(128.5, 0.25)));
+        assert_eq!(points.last(), Some(&(190.0, 1.0)));
+        let recording = record_chart(&chart).unwrap();
+        assert_eq!(recording.texts_starting("model mean 128.1").len(), 1);
+        assert_eq!(recording.texts_starting("closed form").len(), 1);
+        assert_eq!(recording.texts_equal("share of requests").len(), 1);
+    }
+}

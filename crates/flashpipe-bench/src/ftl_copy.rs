@@ -365,3 +365,48 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> 
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::record::record_chart;
+
+    fn measurement(method: &'static str, virtual_ns: u64, pages: u64) -> CopyMeasurement {
+        CopyMeasurement {
+            method,
+            virtual_ns,
+            wall_ns: 1,
+            blocks_by_reference: 0,
+            bytes_by_bytes: 0,
+            flash_pages_programmed: pages,
+            pages_copied_by_reference: 0,
+            copy_matches_source: true,
+        }
+    }
+
+    #[test]
+    fn the_plot_shows_time_and_pages_of_both_copies() {
+        let experiment = CopyExperiment {
+            preset: "minflash".to_string(),
+            file_size_bytes: 4 << 20,
+            fs_block_size_bytes: 16 << 10,
+            flash_blocks_per_chip: 16,
+            write_virtual_ns: 1,
+            by_reference: measurement("reference", 2_000_000, 12),
+            by_bytes: measurement("bytes", 2_345_000_000, 613),
+            virtual_time_ratio: 1000.0,
+            wall_time_ratio: 10.0,
+            target_ratio: 1000.0,
+            target_met: true,
+        };
+        let charts = charts(&experiment);
+        assert_eq!(charts.len(), 2);
+        let time = record_chart(&charts[0]).unwrap();
+        assert_eq!(time.texts_equal("by reference").len(), 1);
+        assert_eq!(time.texts_equal("by bytes").len(), 1);
+        assert_eq!(time.texts_equal("2345").len(), 1, "the by-bytes bar's ms");
+        let pages = record_chart(&charts[1]).unwrap();
+        assert_eq!(pages.texts_equal("613").len(), 1);
+        assert_eq!(pages.texts_equal("12.0").len(), 1);
+    }
+}

@@ -17,6 +17,7 @@
 
 mod legend;
 pub mod record;
+mod reference;
 
 use std::sync::Once;
 
@@ -27,6 +28,7 @@ use plotters::style::{FontStyle, FontTransform};
 
 pub use legend::legend_height_pixels;
 use legend::{draw_legend, text_width_estimate_pixels};
+use reference::draw_reference_points;
 
 /// DejaVu Sans, embedded.
 const FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
@@ -660,107 +662,6 @@ fn draw_bars<DB: DrawingBackend>(plot: &mut Plot<'_, DB>, chart: &Chart) -> Resu
         }
     }
     Ok(())
-}
-
-fn draw_reference_points<DB: DrawingBackend>(
-    plot: &mut Plot<'_, DB>,
-    chart: &Chart,
-) -> Result<(), String> {
-    let bars = matches!(chart.kind, ChartKind::GroupedBars { .. });
-    let mut taken: Vec<(i32, i32, i32, i32)> = Vec::new();
-    for point in &chart.reference_points {
-        let x = if bars {
-            let (left, right) = bar_span(point.x, point.series_index, chart.series.len());
-            (left + right) / 2.0
-        } else {
-            point.x
-        };
-        let colour = series_colour(point.series_index);
-        let diamond = EmptyElement::at((x, point.y))
-            + Polygon::new(vec![(0, -7), (7, 0), (0, 7), (-7, 0)], colour.filled())
-            + PathElement::new(
-                vec![(0, -7), (7, 0), (0, 7), (-7, 0), (0, -7)],
-                BLACK.stroke_width(2),
-            );
-        plot.draw_series(std::iter::once(diamond))
-            .map_err(|failure| failure.to_string())?;
-        let (pixel_x, pixel_y) = plot.backend_coord(&(x, point.y));
-        let width = text_width_estimate_pixels(&point.name, NOTE_FONT_PIXELS);
-        let height = NOTE_FONT_PIXELS as i32 + 2;
-        let (plot_x_pixels, plot_y_pixels) = plot.plotting_area().get_pixel_range();
-        let label_left = if pixel_x + 9 + width > plot_x_pixels.end {
-            pixel_x - 9 - width
-        } else {
-            pixel_x + 9
-        };
-        let inside = PixelBox {
-            left: plot_x_pixels.start + 2,
-            top: plot_y_pixels.start + 2,
-            right: plot_x_pixels.end - 2,
-            bottom: plot_y_pixels.end - 4,
-        };
-        if let Some((left, top)) = free_label_place(
-            &taken,
-            &inside,
-            label_left.max(inside.left),
-            pixel_y - height - 2,
-            width,
-            height,
-        ) {
-            taken.push((left, top, left + width, top + height));
-            let label = EmptyElement::at((x, point.y))
-                + Text::new(
-                    point.name.clone(),
-                    (left - pixel_x, top - pixel_y),
-                    font(NOTE_FONT_PIXELS).pos(Pos::new(HPos::Left, VPos::Top)),
-                );
-            plot.draw_series(std::iter::once(label))
-                .map_err(|failure| failure.to_string())?;
-        }
-    }
-    Ok(())
-}
-
-/// A rectangle of pixels.
-struct PixelBox {
-    left: i32,
-    top: i32,
-    right: i32,
-    bottom: i32,
-}
-
-/// A place for a label of `width` x `height` pixels near (`left`, `top`) that lies within
-/// `inside` (the plotting area: never over the tick values) and overlaps none of
-/// `taken`: the first of a few candidates above and below, or none.
-fn free_label_place(
-    taken: &[(i32, i32, i32, i32)],
-    inside: &PixelBox,
-    left: i32,
-    top: i32,
-    width: i32,
-    height: i32,
-) -> Option<(i32, i32)> {
-    let candidates = [
-        0,
-        height + 14,
-        -(height + 2),
-        2 * height + 16,
-        -(2 * height + 4),
-    ];
-    candidates
-        .iter()
-        .map(|&shift| (left, top + shift))
-        .filter(|&(x, y)| {
-            x >= inside.left
-                && y >= inside.top
-                && x + width <= inside.right
-                && y + height <= inside.bottom
-        })
-        .find(|&(x, y)| {
-            taken.iter().all(|&(left, top, right, bottom)| {
-                x + width <= left || x >= right || y + height <= top || y >= bottom
-            })
-        })
 }
 
 #[cfg(test)]

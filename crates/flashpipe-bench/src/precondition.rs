@@ -266,3 +266,47 @@ fn charts(json: &PreconditionJson) -> Vec<Chart> {
     };
     vec![live, written]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::record::record_chart;
+
+    #[test]
+    fn the_plot_shows_live_pages_and_who_wrote_the_pages() {
+        let json = PreconditionJson {
+            preset: "minflash".to_string(),
+            raw_capacity_gib: 2.0,
+            logical_pages: 1000,
+            method: "direct",
+            fill: 0.9,
+            passes: 2.0,
+            seed: 1,
+            over_provisioning: 0.1,
+            filled_pages: 900,
+            host_pages_written: 2713,
+            gc_pages_copied: 1900,
+            gc_victims: 20,
+            write_amplification: 1.7,
+            data_blocks: 40,
+            pages_per_block: 256,
+            live_pages_per_block_mean: 180.0,
+            live_pages_per_block_p10: 145,
+            live_pages_per_block_p50: 178,
+            live_pages_per_block_p90: 228,
+            free_blocks: 5,
+            array_block_table_agrees: true,
+            format_wall_ms: 1.0,
+            precondition_wall_ms: 2.0,
+        };
+        let charts = charts(&json);
+        assert_eq!(charts.len(), 2);
+        let live = record_chart(&charts[0]).unwrap();
+        for text in ["p10", "p50", "mean", "p90", "live pages (of 256 per block)"] {
+            assert_eq!(live.texts_equal(text).len(), 1, "{text}: {:?}", live.texts);
+        }
+        let written = record_chart(&charts[1]).unwrap();
+        assert_eq!(written.texts_equal("garbage collection").len(), 1);
+        assert_eq!(written.texts_equal("2713").len(), 1, "the host bar's value");
+    }
+}

@@ -115,7 +115,7 @@ pub struct ServeArgs {
     pub max_read_handles: Option<usize>,
     /// Microseconds the answering thread of a client polls for the engine's next answer
     /// before it sleeps (0, the default, sleeps at once; at most 10000). Spinning pays only
-    /// where cores are spare: see docs/benchmarks.md, issue #14.
+    /// where cores are spare: see docs/benchmarks.md.
     #[arg(long)]
     pub answer_spin_us: Option<u32>,
     /// Microseconds the server polls a ring client's request ring before it sleeps on the
