@@ -358,4 +358,23 @@ fn zero_filled_reads_stay_out_of_the_read_latency() {
         result["reads"]["latency_us_p50"].as_f64().unwrap() > 10.0,
         "the read p50 is a flash read's: {result}"
     );
+    let table = succeed(&[
+        "sim",
+        "replay",
+        "--format",
+        "disksim",
+        "--blocks-per-plane",
+        "16",
+        "--precondition",
+        text(&trace),
+    ]);
+    let read_row: Vec<&str> = table
+        .lines()
+        .find(|line| line.starts_with("read "))
+        .expect("the read row")
+        .split_whitespace()
+        .collect();
+    let read_p50: f64 = read_row[5].parse().expect("a read p50");
+    assert!(read_p50 > 10.0, "the table's read p50: {table}");
+    assert!(table.contains("50 of them read nothing else"), "{table}");
 }

@@ -705,17 +705,33 @@ fn print_ftl_report(report: &ReplayReport, options: &ReplayOptions) {
     );
 }
 
+/// One row of the latency table; a type with no request measured shows "-" for its
+/// latencies rather than a 0.0 that reads as a measurement.
 fn kind_row(name: &str, summary: &KindSummary) -> String {
-    format!(
-        "{name:<9} {:<8} {:<7} {:<10.1} {:<10.1} {:<10.1} {:<10.1} {:<10.1} {:.1}",
-        summary.count,
-        summary.failed,
-        summary.megabytes_per_second,
+    let latencies = [
         summary.latency_us_mean,
         summary.latency_us_p50,
         summary.latency_us_p99,
         summary.latency_us_p999,
-        summary.latency_us_max
+        summary.latency_us_max,
+    ]
+    .map(|value| {
+        if summary.count == 0 {
+            "-".to_string()
+        } else {
+            format!("{value:.1}")
+        }
+    });
+    format!(
+        "{name:<9} {:<8} {:<7} {:<10.1} {:<10} {:<10} {:<10} {:<10} {}",
+        summary.count,
+        summary.failed,
+        summary.megabytes_per_second,
+        latencies[0],
+        latencies[1],
+        latencies[2],
+        latencies[3],
+        latencies[4]
     )
 }
 
