@@ -448,7 +448,7 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
 
 /// A size option's value (`64MiB`), refused when it does not parse or is 0.
 fn positive_size(option: &str, text: &str) -> Result<u64, Box<dyn std::error::Error>> {
-    let bytes = parse_size_bytes(text).map_err(|error| format!("{option} {text:?}: {error}"))?;
+    let bytes = parse_size_bytes(text).map_err(|error| format!("{option} \"{text}\": {error}"))?;
     if bytes == 0 {
         return Err(format!("{option} must be at least 1 byte").into());
     }

@@ -148,7 +148,7 @@ fn parse_speed(text: &str) -> Result<f64, String> {
     let number = text.strip_suffix(['x', 'X']).unwrap_or(text);
     let speed: f64 = number
         .parse()
-        .map_err(|_| format!("{text:?} is not a speed such as 2x or 0.5x"))?;
+        .map_err(|_| format!("\"{text}\" is not a speed such as 2x or 0.5x"))?;
     let range = flashpipe_ftl::replay::REPLAY_SPEED_RANGE;
     if !range.contains(&speed) {
         return Err(format!(
@@ -236,7 +236,8 @@ impl ReplayArgs {
             (_, None) => TraceTimeUnit::Milliseconds,
             (format, Some(_)) => {
                 return Err(format!(
-                    "--time-unit applies to --format disksim only ({format:?} fixes its own unit)"
+                    "--time-unit applies to --format disksim only ({} fixes its own unit)",
+                    possible_value(format)
                 )
                 .into())
             }

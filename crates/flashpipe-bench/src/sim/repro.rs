@@ -134,10 +134,9 @@ pub fn run(arguments: ReproArgs) -> BenchResult {
     let mut charts = Vec::new();
     let progress = Progress::spinner("sim repro");
     for which in chosen {
-        let name = which.to_possible_value().map_or_else(
-            || format!("{which:?}"),
-            |value| value.get_name().to_string(),
-        );
+        let name = which
+            .to_possible_value()
+            .map_or_else(String::new, |value| value.get_name().to_string());
         progress.set_message(format!("sim repro: reproducing {name}"));
         let figure_rows = match which {
             Reproduction::RadFig4 => rad_fig4(arguments.seed)?,
