@@ -23,6 +23,8 @@ struct FigureText {
     reference_name: Option<&'static str>,
     /// A series drawn dashed with triangles, and what its legend entry adds.
     dashed_series: Option<(&'static str, &'static str)>,
+    /// The series whose name starts with "read" drawn first (its colour the first).
+    reads_first: bool,
 }
 
 /// The text of the chart of `which` for the rows in `unit`.
@@ -109,6 +111,7 @@ fn figure_text(which: Reproduction, unit: &str) -> FigureText {
         paper_once,
         reference_name,
         dashed_series,
+        reads_first: which == Reproduction::RadFig4Ftl,
     }
 }
 
@@ -146,7 +149,11 @@ fn first_appearances<'row>(names: impl Iterator<Item = &'row str>) -> Vec<&'row 
 /// One chart: a series per row series, x the row's category (or its x on a linear axis);
 /// the paper's values as reference points named by their value.
 fn chart_of_rows(text: &FigureText, rows: &[&Row]) -> Chart {
-    let series_names = first_appearances(rows.iter().filter_map(|row| row.series));
+    let mut series_names = first_appearances(rows.iter().filter_map(|row| row.series));
+    if text.reads_first {
+        // The table's order stays; the chart takes RAD Fig. 4's colours (read first).
+        series_names.sort_by_key(|name| !name.starts_with("read"));
+    }
     let categories: Vec<String> =
         first_appearances(rows.iter().filter_map(|row| row.category.as_deref()))
             .into_iter()

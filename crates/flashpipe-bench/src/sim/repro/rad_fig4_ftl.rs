@@ -1,4 +1,4 @@
-//! RAD Fig. 4(a) measured again through the host FTL (issue #16): the 1 x 1 package
+//! RAD Fig. 4(a) measured again through the host FTL: the 1 x 1 package
 //! brought to a steady state (filled sequentially, then overwritten at random pages twice
 //! over), then 512-sector sequential requests one at a time replayed through the FTL
 //! (`flashpipe_ftl::replay`), so each written page also pays for the garbage collection
@@ -25,7 +25,7 @@ const REQUEST_BYTES: u64 = 512 * 512;
 /// a fixed figure, so timing does not change).
 const FTL_SPARE_BYTES_ADDED: u32 = 32;
 
-/// The rows: read and write bandwidth (read first: the colours of RAD Fig. 4) and write amplification per over-provisioning share.
+/// The rows: write and read bandwidth and write amplification per over-provisioning share.
 pub(super) fn rad_fig4_ftl(seed: u64) -> BenchResult<Vec<Row>> {
     const PAPER_READ_1X1: f64 = 24.61;
     const PAPER_WRITE_1X1: f64 = 7.54;
@@ -37,22 +37,22 @@ pub(super) fn rad_fig4_ftl(seed: u64) -> BenchResult<Vec<Row>> {
         rows.push(
             Row::new(
                 "RAD Fig.4(a) FTL",
-                format!("1x1 read through the FTL, steady state, OP {percent}"),
-                bandwidth_mebibytes(&read, read.reads.bytes),
-                Some(PAPER_READ_1X1),
-                "MiB/s",
-            )
-            .at("read through the FTL", x, percent.clone()),
-        );
-        rows.push(
-            Row::new(
-                "RAD Fig.4(a) FTL",
                 format!("1x1 write through the FTL, steady state, OP {percent}"),
                 bandwidth_mebibytes(&write, write.writes.bytes),
                 Some(PAPER_WRITE_1X1),
                 "MiB/s",
             )
             .at("write through the FTL", x, percent.clone()),
+        );
+        rows.push(
+            Row::new(
+                "RAD Fig.4(a) FTL",
+                format!("1x1 read through the FTL, steady state, OP {percent}"),
+                bandwidth_mebibytes(&read, read.reads.bytes),
+                Some(PAPER_READ_1X1),
+                "MiB/s",
+            )
+            .at("read through the FTL", x, percent.clone()),
         );
         rows.push(
             Row::new(

@@ -39,16 +39,17 @@ fn rad_fig4_ftl_rows() -> Vec<Row> {
     for share in [0.07, 0.15, 0.25, 0.35, 0.5] {
         let percent = format!("{:.0}%", share * 100.0);
         let x = share * 100.0;
+        // The command's order: write, then read (the table keeps it).
         rows.push(
-            Row::new("f", format!("read {percent}"), 24.0, Some(24.61), "MiB/s").at(
-                "read through the FTL",
+            Row::new("f", format!("write {percent}"), 3.0, Some(7.54), "MiB/s").at(
+                "write through the FTL",
                 x,
                 percent.clone(),
             ),
         );
         rows.push(
-            Row::new("f", format!("write {percent}"), 3.0, Some(7.54), "MiB/s").at(
-                "write through the FTL",
+            Row::new("f", format!("read {percent}"), 24.0, Some(24.61), "MiB/s").at(
+                "read through the FTL",
                 x,
                 percent.clone(),
             ),
