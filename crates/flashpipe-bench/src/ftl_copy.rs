@@ -4,6 +4,7 @@
 //! and flushed, then copied once by reference and once by bytes, each followed by a flush
 //! (the copy is durable when the command returns); both copies are read back and their
 //! CRC32C compared with the source's. Target: by reference at least 1000x less time.
+//! `--plot FILE.png` draws both copies' virtual time and flash pages programmed.
 
 use std::time::Instant;
 
@@ -15,6 +16,7 @@ use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
+use crate::plot::{check_plot_path, draw_panels, Chart, ChartKind, Series};
 use crate::progress::Progress;
 use crate::table::Table;
 use crate::BenchResult;
@@ -43,6 +45,10 @@ pub struct FtlCopyArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also draw the two copies' virtual time and pages programmed into this PNG (its
+    /// folder must exist).
+    #[arg(long, value_name = "PATH.png")]
+    plot: Option<String>,
 }
 
 /// One way of copying, measured.
@@ -76,6 +82,9 @@ struct CopyExperiment {
 
 /// Runs `flashpipe ftl copy`.
 pub fn run(arguments: FtlCopyArgs) -> BenchResult {
+    if let Some(path) = &arguments.plot {
+        check_plot_path(path).map_err(|error| format!("--plot: {error}"))?;
+    }
     let size_bytes = parse_size_bytes(&arguments.size)?;
     let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
     if size_bytes == 0 {
@@ -127,7 +136,53 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
         by_bytes,
     };
     progress.finish();
+    if let Some(path) = &arguments.plot {
+        draw_panels(path, &charts(&experiment), 2)?;
+    }
     print_experiment(&experiment, arguments.json)
+}
+
+/// The two panels of `--plot`: virtual time and flash pages programmed, per method.
+fn charts(experiment: &CopyExperiment) -> Vec<Chart> {
+    let methods = ["by reference", "by bytes"].map(String::from).to_vec();
+    let both = [&experiment.by_reference, &experiment.by_bytes];
+    let size = HumanBytes(experiment.file_size_bytes);
+    let time = Chart {
+        title: format!(
+            "Copy of a {size} file on {}: {:.0}x less time by reference",
+            experiment.preset, experiment.virtual_time_ratio
+        ),
+        x_label: "how the file is copied".to_string(),
+        y_label: "time to a durable copy (ms, virtual)".to_string(),
+        kind: ChartKind::GroupedBars {
+            categories: methods.clone(),
+        },
+        series: vec![Series::new(
+            "copy and flush",
+            both.iter()
+                .enumerate()
+                .map(|(index, row)| (index as f64, row.virtual_ns as f64 / 1e6)),
+        )],
+        reference_points: Vec::new(),
+        reference_name: String::new(),
+    };
+    let pages = Chart {
+        title: format!("Flash pages programmed by each copy of a {size} file"),
+        x_label: "how the file is copied".to_string(),
+        y_label: "flash pages programmed (data, collection, log, checkpoints)".to_string(),
+        kind: ChartKind::GroupedBars {
+            categories: methods,
+        },
+        series: vec![Series::new(
+            "pages programmed",
+            both.iter()
+                .enumerate()
+                .map(|(index, row)| (index as f64, row.flash_pages_programmed as f64)),
+        )],
+        reference_points: Vec::new(),
+        reference_name: String::new(),
+    };
+    vec![time, pages]
 }
 
 /// The preset with its erase blocks per chip sized so that the FTL exports room for the
@@ -309,4 +364,49 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> 
         if experiment.target_met { "met" } else { "NOT MET" }
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::record::record_chart;
+
+    fn measurement(method: &'static str, virtual_ns: u64, pages: u64) -> CopyMeasurement {
+        CopyMeasurement {
+            method,
+            virtual_ns,
+            wall_ns: 1,
+            blocks_by_reference: 0,
+            bytes_by_bytes: 0,
+            flash_pages_programmed: pages,
+            pages_copied_by_reference: 0,
+            copy_matches_source: true,
+        }
+    }
+
+    #[test]
+    fn the_plot_shows_time_and_pages_of_both_copies() {
+        let experiment = CopyExperiment {
+            preset: "minflash".to_string(),
+            file_size_bytes: 4 << 20,
+            fs_block_size_bytes: 16 << 10,
+            flash_blocks_per_chip: 16,
+            write_virtual_ns: 1,
+            by_reference: measurement("reference", 2_000_000, 12),
+            by_bytes: measurement("bytes", 2_345_000_000, 613),
+            virtual_time_ratio: 1000.0,
+            wall_time_ratio: 10.0,
+            target_ratio: 1000.0,
+            target_met: true,
+        };
+        let charts = charts(&experiment);
+        assert_eq!(charts.len(), 2);
+        let time = record_chart(&charts[0]).unwrap();
+        assert_eq!(time.texts_equal("by reference").len(), 1);
+        assert_eq!(time.texts_equal("by bytes").len(), 1);
+        assert_eq!(time.texts_equal("2345").len(), 1, "the by-bytes bar's ms");
+        let pages = record_chart(&charts[1]).unwrap();
+        assert_eq!(pages.texts_equal("613").len(), 1);
+        assert_eq!(pages.texts_equal("12.0").len(), 1);
+    }
 }

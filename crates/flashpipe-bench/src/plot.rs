@@ -7,8 +7,17 @@
 //! categorical x axis, or grouped bars over categories; several charts of different
 //! units go into one file as a grid of panels, each with its own axes.
 //!
+//! Lines carry a marker per series (circle, square, triangle, inverted triangle, in
+//! turn) and may be dashed, so curves that lie on each other stay told apart; the
+//! paper's labels are kept inside the plotting area, clear of the tick values.
+//! [`record`] draws a chart without pixels and keeps what was drawn, for tests.
+//!
 //! The font is DejaVu Sans (`assets/DejaVuSans.ttf`, Bitstream Vera licence, see
 //! `assets/DejaVuSans-LICENSE.txt`), compiled into the binary.
+
+mod legend;
+pub mod record;
+mod reference;
 
 use std::sync::Once;
 
@@ -16,6 +25,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, FontTransform};
+
+pub use legend::legend_height_pixels;
+use legend::{draw_legend, text_width_estimate_pixels};
+use reference::draw_reference_points;
 
 /// DejaVu Sans, embedded.
 const FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
@@ -51,6 +64,32 @@ const COLOURS: [RGBColor; 6] = [
 ];
 const GRID_COLOUR: RGBColor = RGBColor(225, 225, 225);
 
+/// The colour of series `index` (the palette in turn).
+fn series_colour(index: usize) -> RGBColor {
+    COLOURS[index % COLOURS.len()]
+}
+
+/// The mark drawn at each point of a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    /// A filled circle.
+    Circle,
+    /// A filled square.
+    Square,
+    /// A filled triangle, point up.
+    Triangle,
+    /// A filled triangle, point down.
+    InvertedTriangle,
+}
+
+/// The markers in the order series take them.
+const MARKERS: [Marker; 4] = [
+    Marker::Circle,
+    Marker::Square,
+    Marker::Triangle,
+    Marker::InvertedTriangle,
+];
+
 /// One line (or one bar per category): its name for the legend and its points (x, y).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
@@ -58,16 +97,77 @@ pub struct Series {
     pub name: String,
     /// Points in x order. On a categorical axis x is the category's index.
     pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (lines only).
+    pub dashed: bool,
+    /// Its marker; `None` takes the series' turn in [`Marker`]'s order.
+    pub marker: Option<Marker>,
 }
 
 impl Series {
-    /// A series named `name` with `points`.
+    /// A series named `name` with `points`, solid, its marker by its turn.
     pub fn new(name: impl Into<String>, points: impl IntoIterator<Item = (f64, f64)>) -> Series {
         Series {
             name: name.into(),
             points: points.into_iter().collect(),
+            dashed: false,
+            marker: None,
         }
     }
+
+    /// The same series drawn dashed.
+    pub fn dashed(mut self) -> Series {
+        self.dashed = true;
+        self
+    }
+
+    /// The same series with `marker` at its points.
+    pub fn with_marker(mut self, marker: Marker) -> Series {
+        self.marker = Some(marker);
+        self
+    }
+
+    /// The marker drawn when this series is series `index` of its chart.
+    pub fn marker_at(&self, index: usize) -> Marker {
+        self.marker.unwrap_or(MARKERS[index % MARKERS.len()])
+    }
+}
+
+/// The corners of `marker` `size` pixels from its centre (a circle as a 12-gon).
+fn marker_vertices(marker: Marker, size: i32) -> Vec<(i32, i32)> {
+    match marker {
+        Marker::Circle => (0..12)
+            .map(|step| {
+                let angle = f64::from(step) * std::f64::consts::PI / 6.0;
+                (
+                    (f64::from(size) * angle.cos()).round() as i32,
+                    (f64::from(size) * angle.sin()).round() as i32,
+                )
+            })
+            .collect(),
+        Marker::Square => vec![(-size, -size), (size, -size), (size, size), (-size, size)],
+        Marker::Triangle => vec![(0, -size - 1), (size + 1, size), (-size - 1, size)],
+        Marker::InvertedTriangle => vec![(0, size + 1), (size + 1, -size), (-size - 1, -size)],
+    }
+}
+
+/// A marker: its shape filled, then its outline.
+type MarkerElement<C, DB> =
+    plotters::element::ComposedElement<C, DB, Polygon<(i32, i32)>, PathElement<(i32, i32)>>;
+
+/// `marker` of `size` pixels in `colour`, centred on `at`: the shape filled and its
+/// outline stroked in the same colour (crisp edges).
+fn marker_element<C, DB: DrawingBackend>(
+    at: C,
+    marker: Marker,
+    size: i32,
+    colour: RGBColor,
+) -> MarkerElement<C, DB> {
+    let corners = marker_vertices(marker, size);
+    let mut outline = corners.clone();
+    outline.push(corners[0]);
+    EmptyElement::at(at)
+        + Polygon::new(corners, colour.filled())
+        + PathElement::new(outline, colour.stroke_width(1))
 }
 
 /// A point the paper gives, drawn as a diamond and named beside it.
@@ -214,57 +314,6 @@ pub fn render_chart(chart: &Chart) -> Result<RenderedChart, PlotError> {
         height_pixels: PANEL_HEIGHT_PIXELS,
         rgb,
     })
-}
-
-/// Height in pixels of the legend of `chart` in a panel `width_pixels` wide.
-pub fn legend_height_pixels(chart: &Chart, width_pixels: u32) -> u32 {
-    let rows = legend_layout(&legend_entries(chart), width_pixels)
-        .iter()
-        .map(|&(row, _)| row + 1)
-        .max()
-        .unwrap_or(1);
-    rows * LEGEND_ROW_PIXELS + 8
-}
-
-/// The legend entries of `chart`: its series with their colours, then the reference
-/// points' name (no colour: a grey diamond) if it has any.
-fn legend_entries(chart: &Chart) -> Vec<(String, Option<RGBColor>)> {
-    let mut entries: Vec<(String, Option<RGBColor>)> = chart
-        .series
-        .iter()
-        .enumerate()
-        .map(|(index, line)| (line.name.clone(), Some(COLOURS[index % COLOURS.len()])))
-        .collect();
-    if !chart.reference_points.is_empty() {
-        entries.push((chart.reference_name.clone(), None));
-    }
-    entries
-}
-
-/// Roughly how wide `text` is in pixels at `size_pixels` (DejaVu Sans' mean advance).
-fn text_width_estimate_pixels(text: &str, size_pixels: f64) -> i32 {
-    (text.chars().count() as f64 * size_pixels * 0.62).ceil() as i32
-}
-
-/// Each legend entry's row and left edge: entries flow left to right from a 40-pixel
-/// indent, at least a third of the width apart, wrapping onto a new row when full.
-fn legend_layout(entries: &[(String, Option<RGBColor>)], width_pixels: u32) -> Vec<(u32, i32)> {
-    let indent = 40;
-    let usable = width_pixels as i32 - indent;
-    let column = usable / LEGEND_ENTRIES_PER_ROW as i32;
-    let mut places = Vec::with_capacity(entries.len());
-    let (mut row, mut left) = (0u32, indent);
-    for (name, _) in entries {
-        let wanted = 36 + text_width_estimate_pixels(name, TICK_FONT_PIXELS) + 24;
-        let width = ((wanted + column - 1) / column).max(1) * column;
-        if left > indent && left + wanted > width_pixels as i32 {
-            row += 1;
-            left = indent;
-        }
-        places.push((row, left));
-        left += width;
-    }
-    places
 }
 
 fn check_charts(charts: &[Chart], columns: usize) -> Result<(), String> {
@@ -555,18 +604,26 @@ type Plot<'area, DB> = ChartContext<
 fn draw_lines<DB: DrawingBackend>(plot: &mut Plot<'_, DB>, chart: &Chart) -> Result<(), String> {
     let count = chart.series.len() as u32;
     for (index, line) in chart.series.iter().enumerate() {
-        let colour = COLOURS[index % COLOURS.len()];
+        let colour = series_colour(index);
         // Earlier series are drawn wider, so a later one lying on top leaves them visible.
         let widening = 2 * (count - 1 - index as u32).min(3);
-        plot.draw_series(LineSeries::new(
-            line.points.iter().copied(),
-            colour.stroke_width(3 + widening),
-        ))
+        let stroke = colour.stroke_width(3 + widening);
+        if line.dashed {
+            plot.draw_series(DashedLineSeries::new(
+                line.points.iter().copied(),
+                12,
+                8,
+                stroke,
+            ))
+        } else {
+            plot.draw_series(LineSeries::new(line.points.iter().copied(), stroke))
+        }
         .map_err(|failure| failure.to_string())?;
+        let marker = line.marker_at(index);
         plot.draw_series(
             line.points
                 .iter()
-                .map(|&point| Circle::new(point, 4 + widening, colour.filled())),
+                .map(|&point| marker_element(point, marker, 4 + widening as i32, colour)),
         )
         .map_err(|failure| failure.to_string())?;
     }
@@ -576,7 +633,7 @@ fn draw_lines<DB: DrawingBackend>(plot: &mut Plot<'_, DB>, chart: &Chart) -> Res
 fn draw_bars<DB: DrawingBackend>(plot: &mut Plot<'_, DB>, chart: &Chart) -> Result<(), String> {
     let count = chart.series.len();
     for (index, line) in chart.series.iter().enumerate() {
-        let colour = COLOURS[index % COLOURS.len()];
+        let colour = series_colour(index);
         for &(x, y) in &line.points {
             let (left, right) = bar_span(x, index, count);
             plot.draw_series(std::iter::once(Rectangle::new(
@@ -605,143 +662,6 @@ fn draw_bars<DB: DrawingBackend>(plot: &mut Plot<'_, DB>, chart: &Chart) -> Resu
         }
     }
     Ok(())
-}
-
-fn draw_reference_points<DB: DrawingBackend>(
-    plot: &mut Plot<'_, DB>,
-    chart: &Chart,
-) -> Result<(), String> {
-    let bars = matches!(chart.kind, ChartKind::GroupedBars { .. });
-    let mut taken: Vec<(i32, i32, i32, i32)> = Vec::new();
-    for point in &chart.reference_points {
-        let x = if bars {
-            let (left, right) = bar_span(point.x, point.series_index, chart.series.len());
-            (left + right) / 2.0
-        } else {
-            point.x
-        };
-        let colour = COLOURS[point.series_index % COLOURS.len()];
-        let diamond = EmptyElement::at((x, point.y))
-            + Polygon::new(vec![(0, -7), (7, 0), (0, 7), (-7, 0)], colour.filled())
-            + PathElement::new(
-                vec![(0, -7), (7, 0), (0, 7), (-7, 0), (0, -7)],
-                BLACK.stroke_width(2),
-            );
-        plot.draw_series(std::iter::once(diamond))
-            .map_err(|failure| failure.to_string())?;
-        let (pixel_x, pixel_y) = plot.backend_coord(&(x, point.y));
-        let width = (point.name.chars().count() as f64 * NOTE_FONT_PIXELS * 0.6) as i32;
-        let height = NOTE_FONT_PIXELS as i32 + 2;
-        let (plot_x_pixels, _) = plot.plotting_area().get_pixel_range();
-        let label_left = if pixel_x + 9 + width > plot_x_pixels.end {
-            pixel_x - 9 - width
-        } else {
-            pixel_x + 9
-        };
-        if let Some((left, top)) =
-            free_label_place(&taken, label_left, pixel_y - height - 2, width, height)
-        {
-            taken.push((left, top, left + width, top + height));
-            let label = EmptyElement::at((x, point.y))
-                + Text::new(
-                    point.name.clone(),
-                    (left - pixel_x, top - pixel_y),
-                    font(NOTE_FONT_PIXELS).pos(Pos::new(HPos::Left, VPos::Top)),
-                );
-            plot.draw_series(std::iter::once(label))
-                .map_err(|failure| failure.to_string())?;
-        }
-    }
-    Ok(())
-}
-
-/// A place for a label of `width` x `height` pixels near (`left`, `top`) that overlaps
-/// none of `taken`: the first of a few candidates above and below, or none.
-fn free_label_place(
-    taken: &[(i32, i32, i32, i32)],
-    left: i32,
-    top: i32,
-    width: i32,
-    height: i32,
-) -> Option<(i32, i32)> {
-    let candidates = [
-        0,
-        height + 14,
-        -(height + 2),
-        2 * height + 16,
-        -(2 * height + 4),
-    ];
-    candidates
-        .iter()
-        .map(|&shift| (left, top + shift))
-        .find(|&(x, y)| {
-            taken.iter().all(|&(left, top, right, bottom)| {
-                x + width <= left || x >= right || y + height <= top || y >= bottom
-            })
-        })
-}
-
-fn draw_legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    chart: &Chart,
-) -> Result<(), String> {
-    let (width, _) = area.dim_in_pixel();
-    let bars = matches!(chart.kind, ChartKind::GroupedBars { .. });
-    let entries = legend_entries(chart);
-    for ((name, colour), (row, left)) in entries.iter().zip(legend_layout(&entries, width)) {
-        let middle = 4 + (row * LEGEND_ROW_PIXELS + LEGEND_ROW_PIXELS / 2) as i32;
-        draw_legend_sample(area, (left, middle), *colour, bars)?;
-        area.draw_text(
-            name,
-            &font(TICK_FONT_PIXELS).pos(Pos::new(HPos::Left, VPos::Center)),
-            (left + 36, middle),
-        )
-        .map_err(|failure| failure.to_string())?;
-    }
-    Ok(())
-}
-
-fn draw_legend_sample<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    (left, middle): (i32, i32),
-    colour: Option<RGBColor>,
-    bars: bool,
-) -> Result<(), String> {
-    let drawn = match colour {
-        Some(colour) if bars => area.draw(&Rectangle::new(
-            [(left, middle - 6), (left + 28, middle + 6)],
-            colour.filled(),
-        )),
-        Some(colour) => area
-            .draw(&PathElement::new(
-                vec![(left, middle), (left + 28, middle)],
-                colour.stroke_width(3),
-            ))
-            .and_then(|()| area.draw(&Circle::new((left + 14, middle), 4, colour.filled()))),
-        None => area
-            .draw(&Polygon::new(
-                vec![
-                    (left + 14, middle - 7),
-                    (left + 21, middle),
-                    (left + 14, middle + 7),
-                    (left + 7, middle),
-                ],
-                RGBColor(160, 160, 160).filled(),
-            ))
-            .and_then(|()| {
-                area.draw(&PathElement::new(
-                    vec![
-                        (left + 14, middle - 7),
-                        (left + 21, middle),
-                        (left + 14, middle + 7),
-                        (left + 7, middle),
-                        (left + 14, middle - 7),
-                    ],
-                    BLACK.stroke_width(2),
-                ))
-            }),
-    };
-    drawn.map_err(|failure| failure.to_string())
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! `flashpipe ftl precondition`: fills a preset's FTL to a share of its logical capacity
-//! and brings it to a steady state, directly or the slow way (issue #16), and prints what
+//! and brings it to a steady state, directly or the slow way, and prints what
 //! it built and how long it took. The array keeps no page contents (timing only).
+//! `--json` prints one object instead of the text; `--plot FILE.png` draws the live pages
+//! per data block and the pages written (host, collection) as two panels.
 
 use std::time::Instant;
 
@@ -10,6 +12,9 @@ use flashpipe_ftl::{
     precondition, FlashBackend, Ftl, FtlOptions, PreconditionMethod, PreconditionOptions,
 };
 
+use serde::Serialize;
+
+use crate::plot::{check_plot_path, draw_panels, Chart, ChartKind, Series};
 use crate::BenchResult;
 
 /// The method, as the command line names it.
@@ -45,10 +50,47 @@ pub struct PreconditionArgs {
     /// Erase blocks per plane instead of the preset's (a smaller device).
     #[arg(long)]
     blocks_per_plane: Option<u32>,
+    /// Print one JSON object instead of the text.
+    #[arg(long)]
+    json: bool,
+    /// Also draw the state built into this PNG (its folder must exist).
+    #[arg(long, value_name = "PATH.png")]
+    plot: Option<String>,
+}
+
+/// What `--json` prints: the text's figures, named.
+#[derive(Debug, Serialize)]
+struct PreconditionJson {
+    preset: String,
+    raw_capacity_gib: f64,
+    logical_pages: u64,
+    method: &'static str,
+    fill: f64,
+    passes: f64,
+    seed: u64,
+    over_provisioning: f64,
+    filled_pages: u64,
+    host_pages_written: u64,
+    gc_pages_copied: u64,
+    gc_victims: u64,
+    write_amplification: f64,
+    data_blocks: u32,
+    pages_per_block: u32,
+    live_pages_per_block_mean: f64,
+    live_pages_per_block_p10: u32,
+    live_pages_per_block_p50: u32,
+    live_pages_per_block_p90: u32,
+    free_blocks: u32,
+    array_block_table_agrees: bool,
+    format_wall_ms: f64,
+    precondition_wall_ms: f64,
 }
 
 /// Runs `flashpipe ftl precondition`.
 pub fn run(arguments: PreconditionArgs) -> BenchResult {
+    if let Some(path) = &arguments.plot {
+        check_plot_path(path).map_err(|error| format!("--plot: {error}"))?;
+    }
     let mut config = FlashConfig::preset_or_file(&arguments.preset)?;
     if let Some(blocks) = arguments.blocks_per_plane {
         let preset_blocks = config.geometry.blocks_per_plane;
@@ -92,46 +134,179 @@ pub fn run(arguments: PreconditionArgs) -> BenchResult {
         },
     )?;
     let summary = &report.valid_pages;
-    println!(
-        "preset {} ({capacity_gib:.1} GiB raw, {} logical pages), method {:?}, fill {}, \
-         passes {}, seed {}",
-        arguments.preset,
-        ftl.info().block_count,
-        match report.method {
+    let json = PreconditionJson {
+        preset: arguments.preset.clone(),
+        raw_capacity_gib: capacity_gib,
+        logical_pages: ftl.info().block_count,
+        method: match report.method {
             PreconditionMethod::Slow => "slow",
             PreconditionMethod::Direct => "direct",
         },
-        arguments.fill,
-        arguments.passes,
-        arguments.seed
+        fill: arguments.fill,
+        passes: arguments.passes,
+        seed: arguments.seed,
+        over_provisioning: arguments.over_provisioning,
+        filled_pages: report.filled_pages,
+        host_pages_written: report.host_pages_written,
+        gc_pages_copied: report.gc_pages_copied,
+        gc_victims: report.gc_runs,
+        write_amplification: report.write_amplification,
+        data_blocks: summary.data_blocks,
+        pages_per_block: summary.pages_per_block,
+        live_pages_per_block_mean: summary.valid_pages_mean,
+        live_pages_per_block_p10: summary.valid_pages_p10,
+        live_pages_per_block_p50: summary.valid_pages_p50,
+        live_pages_per_block_p90: summary.valid_pages_p90,
+        free_blocks: summary.free_blocks,
+        array_block_table_agrees: report.array_block_table_agrees,
+        format_wall_ms: format_ms,
+        precondition_wall_ms: report.wall_time_ms,
+    };
+    if let Some(path) = &arguments.plot {
+        draw_panels(path, &charts(&json), 2)?;
+    }
+    if arguments.json {
+        println!("{}", serde_json::to_string(&json)?);
+        return Ok(());
+    }
+    print_text(&json);
+    Ok(())
+}
+
+fn print_text(json: &PreconditionJson) {
+    println!(
+        "preset {} ({:.1} GiB raw, {} logical pages), method {}, fill {}, passes {}, seed {}",
+        json.preset,
+        json.raw_capacity_gib,
+        json.logical_pages,
+        json.method,
+        json.fill,
+        json.passes,
+        json.seed
     );
     println!(
         "filled pages {}, host pages written {}, pages copied by collection {}, victims {}, \
          write amplification {:.3}",
-        report.filled_pages,
-        report.host_pages_written,
-        report.gc_pages_copied,
-        report.gc_runs,
-        report.write_amplification
+        json.filled_pages,
+        json.host_pages_written,
+        json.gc_pages_copied,
+        json.gc_victims,
+        json.write_amplification
     );
     println!(
         "data blocks {}, live pages per block of {}: mean {:.2}, p10 {}, p50 {}, p90 {}; \
          free blocks {}",
-        summary.data_blocks,
-        summary.pages_per_block,
-        summary.valid_pages_mean,
-        summary.valid_pages_p10,
-        summary.valid_pages_p50,
-        summary.valid_pages_p90,
-        summary.free_blocks
+        json.data_blocks,
+        json.pages_per_block,
+        json.live_pages_per_block_mean,
+        json.live_pages_per_block_p10,
+        json.live_pages_per_block_p50,
+        json.live_pages_per_block_p90,
+        json.free_blocks
     );
     println!(
         "array block table records the programs and erases: {}",
-        report.array_block_table_agrees
+        json.array_block_table_agrees
     );
     println!(
-        "format {format_ms:.0} ms, precondition {:.0} ms (wall clock)",
-        report.wall_time_ms
+        "format {:.0} ms, precondition {:.0} ms (wall clock)",
+        json.format_wall_ms, json.precondition_wall_ms
     );
-    Ok(())
+}
+
+/// The two panels of `--plot`: live pages per data block, and the pages written.
+fn charts(json: &PreconditionJson) -> Vec<Chart> {
+    let live = Chart {
+        title: format!(
+            "Live pages per data block after preconditioning ({} blocks)",
+            json.data_blocks
+        ),
+        x_label: "statistic over the data blocks".to_string(),
+        y_label: format!("live pages (of {} per block)", json.pages_per_block),
+        kind: ChartKind::GroupedBars {
+            categories: ["p10", "p50", "mean", "p90"].map(String::from).to_vec(),
+        },
+        series: vec![Series::new(
+            format!(
+                "{}, fill {}, passes {}, seed {}",
+                json.preset, json.fill, json.passes, json.seed
+            ),
+            [
+                f64::from(json.live_pages_per_block_p10),
+                f64::from(json.live_pages_per_block_p50),
+                json.live_pages_per_block_mean,
+                f64::from(json.live_pages_per_block_p90),
+            ]
+            .into_iter()
+            .enumerate()
+            .map(|(index, value)| (index as f64, value)),
+        )],
+        reference_points: Vec::new(),
+        reference_name: String::new(),
+    };
+    let written = Chart {
+        title: format!(
+            "Pages programmed while preconditioning (write amplification {:.3})",
+            json.write_amplification
+        ),
+        x_label: "who wrote them".to_string(),
+        y_label: "flash pages".to_string(),
+        kind: ChartKind::GroupedBars {
+            categories: ["host", "garbage collection"].map(String::from).to_vec(),
+        },
+        series: vec![Series::new(
+            format!("method {}", json.method),
+            [
+                (0.0, json.host_pages_written as f64),
+                (1.0, json.gc_pages_copied as f64),
+            ],
+        )],
+        reference_points: Vec::new(),
+        reference_name: String::new(),
+    };
+    vec![live, written]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::record::record_chart;
+
+    #[test]
+    fn the_plot_shows_live_pages_and_who_wrote_the_pages() {
+        let json = PreconditionJson {
+            preset: "minflash".to_string(),
+            raw_capacity_gib: 2.0,
+            logical_pages: 1000,
+            method: "direct",
+            fill: 0.9,
+            passes: 2.0,
+            seed: 1,
+            over_provisioning: 0.1,
+            filled_pages: 900,
+            host_pages_written: 2713,
+            gc_pages_copied: 1900,
+            gc_victims: 20,
+            write_amplification: 1.7,
+            data_blocks: 40,
+            pages_per_block: 256,
+            live_pages_per_block_mean: 180.0,
+            live_pages_per_block_p10: 145,
+            live_pages_per_block_p50: 178,
+            live_pages_per_block_p90: 228,
+            free_blocks: 5,
+            array_block_table_agrees: true,
+            format_wall_ms: 1.0,
+            precondition_wall_ms: 2.0,
+        };
+        let charts = charts(&json);
+        assert_eq!(charts.len(), 2);
+        let live = record_chart(&charts[0]).unwrap();
+        for text in ["p10", "p50", "mean", "p90", "live pages (of 256 per block)"] {
+            assert_eq!(live.texts_equal(text).len(), 1, "{text}: {:?}", live.texts);
+        }
+        let written = record_chart(&charts[1]).unwrap();
+        assert_eq!(written.texts_equal("garbage collection").len(), 1);
+        assert_eq!(written.texts_equal("2713").len(), 1, "the host bar's value");
+    }
 }

@@ -11,12 +11,13 @@ macro_rules! say {
     }};
 }
 
+mod job;
 mod replay;
 mod repro;
 
 use std::time::Instant;
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob, WorkloadReport};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 
@@ -29,8 +30,9 @@ use crate::BenchResult;
 pub enum SimCommand {
     /// Simulated page operations per wall-clock second (4 KiB random reads by default).
     Speed(SpeedArgs),
-    /// A fio-like synthetic job on a preset or a TOML file.
-    Job(JobArgs),
+    /// A fio-like synthetic job (`--rw randrw --rwmixread 70`), or the jobs of a job
+    /// file run one after another.
+    Job(job::JobArgs),
     /// Replays a trace (blkparse, DiskSim, MQSim-style nanosecond ASCII) through the host
     /// FTL (default) or onto the raw array by fixed striping.
     Replay(replay::ReplayArgs),
@@ -71,65 +73,16 @@ struct SpeedReport {
     page_operations_per_cpu_second: Option<f64>,
     simulated_megabytes_per_second: f64,
     simulated_read_latency_us_p99: f64,
-    /// Issue #13's target for the wall-clock rate on an idle machine.
+    /// The target for the wall-clock rate on an idle machine.
     target_page_operations_per_wall_second: f64,
     target_met: bool,
-}
-
-/// Options of `sim job`.
-#[derive(Debug, Args)]
-pub struct JobArgs {
-    /// Preset name or TOML file.
-    #[arg(long, default_value = "minflash")]
-    preset: String,
-    /// Offsets.
-    #[arg(long, value_enum, default_value_t = PatternArg::Random)]
-    pattern: PatternArg,
-    /// Reads or writes.
-    #[arg(long, value_enum, default_value_t = KindArg::Read)]
-    kind: KindArg,
-    /// Bytes per request (a size: 8192, 8KiB, 1MiB).
-    #[arg(long, default_value_t = 8192, value_parser = flashpipe_store::units::parse_size_bytes)]
-    request_bytes: u64,
-    /// Requests in flight per host.
-    #[arg(long, default_value_t = 32)]
-    queue_depth: u32,
-    /// Hosts.
-    #[arg(long, default_value_t = 1)]
-    hosts: u32,
-    /// Devices to spread over (the preset's count at most).
-    #[arg(long, default_value_t = 1)]
-    devices: u32,
-    /// Requests per host.
-    #[arg(long, default_value_t = 10_000)]
-    requests: u64,
-    /// Seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
-/// Offsets of a job.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum PatternArg {
-    Sequential,
-    Random,
-}
-
-/// Kind of a job.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum KindArg {
-    Read,
-    Write,
 }
 
 /// Runs one simulator subcommand.
 pub fn run(command: SimCommand) -> BenchResult {
     match command {
         SimCommand::Speed(arguments) => run_speed(arguments),
-        SimCommand::Job(arguments) => run_job(arguments),
+        SimCommand::Job(arguments) => job::run(arguments),
         SimCommand::Replay(arguments) => replay::run(arguments),
         SimCommand::Repro(arguments) => repro::run(arguments),
     }
@@ -220,7 +173,7 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
     say!("wall seconds                {wall_seconds:.3}");
     say!("page operations per second  {wall_rate:.0} (simulated per wall-clock second, one core)");
     say!(
-        "target                      at least {RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND:.0} per wall-clock second (issue #13, idle machine): {}",
+        "target                      at least {RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND:.0} per wall-clock second (an idle machine): {}",
         if wall_rate >= RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND {
             "met"
         } else {
@@ -243,46 +196,6 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
         report.array.reads.latency_us_p99
     );
     Ok(())
-}
-
-fn run_job(arguments: JobArgs) -> BenchResult {
-    let config = FlashConfig::preset_or_file(&arguments.preset)?;
-    let job = SyntheticJob {
-        pattern: match arguments.pattern {
-            PatternArg::Sequential => AccessPattern::Sequential,
-            PatternArg::Random => AccessPattern::Random,
-        },
-        kind: match arguments.kind {
-            KindArg::Read => AccessKind::Read,
-            KindArg::Write => AccessKind::Write,
-        },
-        request_bytes: arguments.request_bytes,
-        queue_depth: arguments.queue_depth,
-        hosts: arguments.hosts,
-        requests_per_host: arguments.requests,
-        devices: arguments.devices,
-        seed: arguments.seed,
-    };
-    job.check(&config)
-        .map_err(|error| format!("--{}: {error}", error.field.replace('_', "-")))?;
-    let progress = Progress::spinner("sim job: building the array");
-    let mut array = timing_array(
-        config,
-        arguments.hosts,
-        workload::MAX_JOB_QUEUE_DEPTH,
-        arguments.seed,
-    )?;
-    if matches!(arguments.kind, KindArg::Read) {
-        progress.set_message("sim job: writing the whole array once");
-        array.precondition_full()?;
-    }
-    progress.set_message(format!(
-        "sim job: simulating {} requests",
-        crate::progress::thousands(job.requests_per_host * u64::from(job.hosts))
-    ));
-    let report = workload::run_job(&mut array, &job);
-    progress.finish();
-    print_report(&report, arguments.json)
 }
 
 /// The text of a trace: a regular file of at most [`workload::MAX_TRACE_FILE_BYTES`].

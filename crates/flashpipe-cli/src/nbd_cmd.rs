@@ -94,6 +94,10 @@ pub struct ServeArgs {
     /// and bandwidth.
     #[arg(long)]
     pub realtime: bool,
+    /// Print readiness on standard output as one JSON object (pid, addresses, each
+    /// export's URIs) and the stop on standard error as JSON lines, instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The NBD server's TLS options, shared by `flashpipe nbd serve` and
@@ -204,16 +208,51 @@ fn serve(arguments: ServeArgs) -> CliResult {
         handoff_spin_us: arguments.spin_us,
     };
     let server = NbdServer::start(config, exports)?;
-    for name in &names {
-        println!("nbd: serving {name} at {}", server.uris(name).join(" "));
+    if arguments.json {
+        let mut ready = crate::serve_cmd::readiness::Ready::new("nbd serve");
+        ready.nbd_address = server.tcp_address().map(|address| address.to_string());
+        ready.nbd_socket = server
+            .unix_socket_path()
+            .map(|path| path.display().to_string());
+        ready.exports = names
+            .iter()
+            .map(|name| crate::serve_cmd::readiness::ExportAddress {
+                name: name.clone(),
+                uris: server.uris(name),
+            })
+            .collect();
+        println!("{}", crate::serve_cmd::readiness::json_line(&ready));
+    } else {
+        for name in &names {
+            println!("nbd: serving {name} at {}", server.uris(name).join(" "));
+        }
+        println!("nbd: ready (SIGINT or SIGTERM stops)");
     }
-    println!("nbd: ready (SIGINT or SIGTERM stops)");
     let signal = wait_for_stop_signal(&signals);
-    eprintln!("nbd: signal {signal}: answering requests in flight, flushing, stopping");
+    if arguments.json {
+        eprintln!(
+            "{}",
+            serde_json::json!({"event": "stopping", "signal": crate::serve_cmd::signals::signal_name(signal)})
+        );
+    } else {
+        eprintln!("nbd: signal {signal}: answering requests in flight, flushing, stopping");
+    }
     let devices = server.shutdown();
     drop(devices);
-    eprintln!("nbd: stopped");
+    if arguments.json {
+        eprintln!("{}", serde_json::json!({"event": "stopped"}));
+    } else {
+        eprintln!("nbd: stopped");
+    }
     Ok(())
+}
+
+/// The export names of `NAME=DEVICE` specs, in order.
+pub fn export_names(specs: &[String]) -> Vec<String> {
+    specs
+        .iter()
+        .filter_map(|spec| spec.split_once('=').map(|(name, _)| name.to_string()))
+        .collect()
 }
 
 /// The TCP address an NBD server listens on: `listen`, or none when only a Unix `socket`

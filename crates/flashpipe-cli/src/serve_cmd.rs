@@ -16,6 +16,7 @@
 
 mod logging;
 mod notify;
+pub(crate) mod readiness;
 pub(crate) mod signals;
 
 use std::io::Write;
@@ -32,6 +33,7 @@ use flashpipe_store::{RunningStore, StoreAccess};
 use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::CliResult;
 pub use logging::LogFormat;
+use readiness::{json_line, ExportAddress, Ready, Stopped};
 
 /// `flashpipe serve`.
 #[derive(Debug, clap::Args)]
@@ -129,6 +131,10 @@ pub struct ServeArgs {
     /// How logs on standard error are written.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Print the readiness and stop lines on standard output as JSON objects, one line
+    /// each (pid, store, socket, NBD exports and their URIs; the stop counters).
+    #[arg(long)]
+    pub json: bool,
     /// More log detail: -v logs at debug level, -vv at trace level (info by default).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -181,7 +187,7 @@ pub fn run(arguments: ServeArgs) -> CliResult {
     })?;
     let nbd = start_nbd_exports(&arguments)?;
     if arguments.store.is_none() {
-        return serve_disk_node_until_stopped(stop_signals, nbd);
+        return serve_disk_node_until_stopped(stop_signals, nbd, &arguments);
     }
     let config = server_config(&arguments)?;
     let store = open_store_to_serve(&arguments)?;
@@ -195,7 +201,7 @@ pub fn run(arguments: ServeArgs) -> CliResult {
         send_notification("STOPPING=1");
         stop_handle.stop();
     });
-    announce_readiness(&server, &arguments)?;
+    announce_readiness(&server, nbd.as_ref(), &arguments)?;
     let report = server.run_until_stopped();
     signal_thread.close();
     let report = report?;
@@ -243,13 +249,34 @@ fn start_nbd_exports(
         ..NbdServerConfig::default()
     };
     let server = NbdServer::start(config, exports)?;
-    for name in &names {
-        println!(
-            "flashpipe serve: nbd export {name} at {}",
-            server.uris(name).join(" ")
-        );
+    if !arguments.json {
+        for name in &names {
+            println!(
+                "flashpipe serve: nbd export {name} at {}",
+                server.uris(name).join(" ")
+            );
+        }
     }
     Ok(Some(server))
+}
+
+/// The readiness object of this process: its NBD server's addresses and exports, if any.
+fn ready_object(nbd: Option<&NbdServer>, arguments: &ServeArgs) -> Ready {
+    let mut ready = Ready::new("serve");
+    if let Some(server) = nbd {
+        ready.nbd_address = server.tcp_address().map(|address| address.to_string());
+        ready.nbd_socket = server
+            .unix_socket_path()
+            .map(|path| path.display().to_string());
+        ready.exports = crate::nbd_cmd::export_names(&arguments.nbd_exports)
+            .into_iter()
+            .map(|name| ExportAddress {
+                uris: server.uris(&name),
+                name,
+            })
+            .collect();
+    }
+    ready
 }
 
 /// Stops the NBD server (requests in flight answered, devices flushed and closed).
@@ -264,6 +291,7 @@ fn stop_nbd_exports(nbd: Option<NbdServer>) {
 fn serve_disk_node_until_stopped(
     stop_signals: signals::StopSignals,
     nbd: Option<NbdServer>,
+    arguments: &ServeArgs,
 ) -> CliResult {
     let (stop_sender, stop_receiver) = std::sync::mpsc::channel();
     let signal_thread = stop_signals.serve(move |signal| {
@@ -275,11 +303,15 @@ fn serve_disk_node_until_stopped(
     });
     {
         let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "flashpipe serve: ready: disk node, NBD exports only (pid {})",
-            std::process::id()
-        )?;
+        if arguments.json {
+            writeln!(out, "{}", json_line(&ready_object(nbd.as_ref(), arguments)))?;
+        } else {
+            writeln!(
+                out,
+                "flashpipe serve: ready: disk node, NBD exports only (pid {})",
+                std::process::id()
+            )?;
+        }
         out.flush()?;
     }
     send_notification("READY=1");
@@ -287,7 +319,11 @@ fn serve_disk_node_until_stopped(
     send_notification("STOPPING=1");
     stop_nbd_exports(nbd);
     signal_thread.close();
-    say_on_stdout("flashpipe serve: stopped: NBD exports closed");
+    if arguments.json {
+        say_on_stdout(r#"{"event":"stopped","store":null}"#);
+    } else {
+        say_on_stdout("flashpipe serve: stopped: NBD exports closed");
+    }
     Ok(())
 }
 
@@ -427,7 +463,7 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
 /// A size option's value (`64MiB`), refused when it does not parse or is 0.
 fn positive_size(option: &str, text: &str) -> Result<u64, Box<dyn std::error::Error>> {
     let bytes = parse_size_bytes(text)
-        .map_err(|error| Failure::invalid_input(format!("{option} {text:?}: {error}")))?;
+        .map_err(|error| Failure::invalid_input(format!("{option} \"{text}\": {error}")))?;
     if bytes == 0 {
         return Err(Failure::invalid_input(format!("{option} must be at least 1 byte")).into());
     }
@@ -436,7 +472,11 @@ fn positive_size(option: &str, text: &str) -> Result<u64, Box<dyn std::error::Er
 
 /// Prints the readiness line (standard output, flushed: a supervising script waits for
 /// it) and tells a service manager.
-fn announce_readiness(server: &Server, arguments: &ServeArgs) -> CliResult {
+fn announce_readiness(
+    server: &Server,
+    nbd: Option<&NbdServer>,
+    arguments: &ServeArgs,
+) -> CliResult {
     let pid = std::process::id();
     tracing::info!(
         socket = %server.socket_path().display(),
@@ -445,12 +485,19 @@ fn announce_readiness(server: &Server, arguments: &ServeArgs) -> CliResult {
         "accepting clients"
     );
     let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "flashpipe serve: ready: store {} on socket {} (pid {pid})",
-        arguments.store().display(),
-        server.socket_path().display()
-    )?;
+    if arguments.json {
+        let mut ready = ready_object(nbd, arguments);
+        ready.store = Some(arguments.store().display().to_string());
+        ready.socket = Some(server.socket_path().display().to_string());
+        writeln!(out, "{}", json_line(&ready))?;
+    } else {
+        writeln!(
+            out,
+            "flashpipe serve: ready: store {} on socket {} (pid {pid})",
+            arguments.store().display(),
+            server.socket_path().display()
+        )?;
+    }
     out.flush()?;
     send_notification("READY=1");
     Ok(())
@@ -478,6 +525,20 @@ fn print_summary(report: &ServeReport, arguments: &ServeArgs) -> CliResult {
         malformed_frames = counters.malformed_frames,
         "stopped; store flushed and unmounted"
     );
+    if arguments.json {
+        say_on_stdout(&json_line(&Stopped {
+            event: "stopped",
+            store: arguments.store().display().to_string(),
+            clients_total: counters.clients_total,
+            clients_refused: counters.clients_refused,
+            frames_received: counters.frames_received,
+            frames_sent: counters.frames_sent,
+            bytes_sent: counters.bytes_sent,
+            requests_refused: counters.requests_refused,
+            malformed_frames: counters.malformed_frames,
+        }));
+        return Ok(());
+    }
     say_on_stdout(&format!(
         "flashpipe serve: stopped: store {} flushed and unmounted cleanly; {} client(s) served, {} refused at the client limit, {} frames in, {} frames out ({} bytes), {} request(s) refused, {} connection(s) ended by malformed frames",
         arguments.store().display(),

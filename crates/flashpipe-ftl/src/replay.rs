@@ -67,6 +67,9 @@ pub enum ReplayError {
     /// The FTL could not be formatted.
     #[error("cannot format the FTL: {0}")]
     Ftl(#[from] FtlError),
+    /// Preconditioning before the replay failed.
+    #[error("cannot precondition the FTL before the replay: {0}")]
+    Precondition(#[from] crate::PreconditionError),
     /// Requests wait for space garbage collection cannot make.
     #[error("the replay stalled with {outstanding} requests outstanding: {detail}")]
     Stalled {
@@ -219,6 +222,16 @@ impl FlashBackend for SharedArray {
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
         self
     }
+    fn mark_block_programmed(
+        &mut self,
+        address: FlashAddress,
+        programmed_pages: u32,
+        added_erases: u32,
+    ) -> bool {
+        self.lock()
+            .mark_block_programmed(address, programmed_pages, added_erases)
+            .is_ok()
+    }
 }
 
 impl FtlReplay {
@@ -258,6 +271,26 @@ impl FtlReplay {
     /// The FTL (for its statistics and device description).
     pub fn ftl(&self) -> &Ftl {
         &self.ftl
+    }
+
+    /// Brings the freshly formatted FTL to a steady state with
+    /// [`crate::precondition`] (its first `fill_share` of logical pages written, then
+    /// overwritten at random), and records those pages as written, so that a short trace
+    /// replayed next meets garbage collection and reads of the filled pages go to flash.
+    /// Refused (by `precondition`) once anything is mapped.
+    pub fn precondition(
+        &mut self,
+        options: &crate::PreconditionOptions,
+    ) -> Result<crate::PreconditionReport, ReplayError> {
+        let report = crate::precondition(&mut self.ftl, options)?;
+        assert!(
+            report.filled_pages <= self.ftl.info().block_count,
+            "preconditioning fills logical pages of the device only"
+        );
+        for page in 0..report.filled_pages {
+            self.written.set(page);
+        }
+        Ok(report)
     }
 
     /// Replays `requests` (sorted by arrival, within the trace limits, as the parsers

@@ -184,7 +184,15 @@ fn unwritten_reads_are_counted_or_preconditioned() {
     let zero = replay(config.clone(), &requests, ReplayOptions::default());
     assert_eq!(zero.unwritten_read_requests, 4);
     assert_eq!(zero.unwritten_read_pages, 8);
-    assert_eq!(zero.reads.latency_us_max, 0.0, "zero-filled at once");
+    assert_eq!(
+        zero.zero_filled_reads, 4,
+        "answered with zeros, flash untouched"
+    );
+    assert_eq!(
+        zero.reads.count, 0,
+        "zero-filled reads stay out of the read latency figures"
+    );
+    assert_eq!(zero.all.count, 0);
     let options = ReplayOptions {
         unwritten_reads: UnwrittenReads::Precondition,
         ..ReplayOptions::default()
@@ -271,4 +279,52 @@ fn speed_scales_arrival_times() {
     let mut replay = FtlReplay::format(config, 7, replay_options()).unwrap();
     let error = replay.run(&requests, &refused).unwrap_err();
     assert!(error.to_string().contains("`speed`"), "{error}");
+}
+
+/// A replay from a preconditioned steady state: the filled pages read from flash, a short
+/// burst of random overwrites meets garbage collection at once, and a second
+/// preconditioning of a device already written is refused.
+#[test]
+fn a_replay_from_a_preconditioned_steady_state_collects_at_once() {
+    let config = small_config(1, 2, 16);
+    let mut replay = FtlReplay::format(config, 7, replay_options()).unwrap();
+    let options = flashpipe_ftl::PreconditionOptions {
+        fill_share: 0.9,
+        overwrite_passes: 1.0,
+        ..flashpipe_ftl::PreconditionOptions::default()
+    };
+    let filled = replay.precondition(&options).unwrap().filled_pages;
+    assert!(filled > 0);
+    let mut generator = flashpipe_device::SplitMix64::new(3);
+    let requests: Vec<TraceRequest> = (0..filled)
+        .map(|index| {
+            let kind = if index % 4 == 0 {
+                AccessKind::Read
+            } else {
+                AccessKind::Write
+            };
+            request(index * 1_000, kind, generator.below(filled), 1)
+        })
+        .collect();
+    let report = replay
+        .run(
+            &requests,
+            &ReplayOptions {
+                replay_loop: ReplayLoop::Closed { queue_depth: 8 },
+                ..ReplayOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        report.unwritten_read_requests, 0,
+        "the filled pages are written"
+    );
+    assert_eq!(report.zero_filled_reads, 0);
+    assert!(report.reads.latency_us_p50 > 10.0, "reads went to flash");
+    assert!(
+        report.collection.gc_pages_copied > 0 && report.collection.write_amplification > 1.0,
+        "a steady state collects from the first overwrites: {:?}",
+        report.collection
+    );
+    assert!(replay.precondition(&options).is_err());
 }

@@ -7,7 +7,13 @@
 //! amplification during the trace, per-die utilization, and every request that failed or
 //! was refused; exits non-zero when any write failed. `--json` prints one object,
 //! `--plot DIR` draws the latency CDF and the throughput over time (DIR is made if
-//! missing, inside a folder that must exist).
+//! missing, inside a folder that must exist). `--precondition` starts the FTL from a
+//! garbage-collection steady state (`flashpipe_ftl::precondition`), so a short trace
+//! meets collection; its write amplification is reported beside the trace's. Reads of
+//! never-written pages only are answered with zeros without flash: they are counted
+//! apart and left out of the latency figures and the CDF.
+
+mod plots;
 
 use clap::{Args, ValueEnum};
 use flashpipe_flash::workload::{self, ParsedTrace, TraceOptions, TraceTimeUnit, WorkloadReport};
@@ -16,13 +22,13 @@ use flashpipe_ftl::replay::{
     FtlReplay, KindSummary, ReplayLoop, ReplayOptions, ReplayReport, UnwrittenReads,
     OPEN_LOOP_OUTSTANDING_LIMIT,
 };
-use flashpipe_ftl::FtlOptions;
+use flashpipe_ftl::{FtlOptions, PreconditionMethod, PreconditionOptions};
 use serde::Serialize;
 
 use super::timing_array;
-use crate::plot::{draw_chart, Chart, ChartKind, Series};
 use crate::progress::Progress;
 use crate::BenchResult;
+use plots::draw_ftl_plots;
 
 /// Options of `sim replay`.
 #[derive(Debug, Clone, Args)]
@@ -73,6 +79,17 @@ pub struct ReplayArgs {
     /// Seed of the array (factory bad blocks, slow programs, bit errors).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Start from a preconditioned steady state: the first `--precondition-fill` of the
+    /// logical pages written, then overwritten at random `--precondition-passes` times
+    /// over (through the FTL only).
+    #[arg(long)]
+    precondition: bool,
+    /// Share of the logical pages `--precondition` fills (0 < share <= 1).
+    #[arg(long, default_value_t = 0.9, requires = "precondition")]
+    precondition_fill: f64,
+    /// Random overwrites after the fill, in multiples of the filled pages.
+    #[arg(long, default_value_t = 1.0, requires = "precondition")]
+    precondition_passes: f64,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -131,7 +148,7 @@ fn parse_speed(text: &str) -> Result<f64, String> {
     let number = text.strip_suffix(['x', 'X']).unwrap_or(text);
     let speed: f64 = number
         .parse()
-        .map_err(|_| format!("{text:?} is not a speed such as 2x or 0.5x"))?;
+        .map_err(|_| format!("\"{text}\" is not a speed such as 2x or 0.5x"))?;
     let range = flashpipe_ftl::replay::REPLAY_SPEED_RANGE;
     if !range.contains(&speed) {
         return Err(format!(
@@ -162,9 +179,21 @@ struct ReplayConfiguration {
     page_bytes: u32,
     dies: u32,
     over_provisioning: f64,
+    precondition: Option<PreconditionFacts>,
     seed: u64,
     flashpipe_version: &'static str,
     command: String,
+}
+
+/// The steady state a `--precondition` run started from.
+#[derive(Debug, Clone, Serialize)]
+struct PreconditionFacts {
+    fill: f64,
+    passes: f64,
+    filled_pages: u64,
+    host_pages_written: u64,
+    gc_pages_copied: u64,
+    write_amplification: f64,
 }
 
 /// What the trace parser skipped or moved.
@@ -207,7 +236,8 @@ impl ReplayArgs {
             (_, None) => TraceTimeUnit::Milliseconds,
             (format, Some(_)) => {
                 return Err(format!(
-                    "--time-unit applies to --format disksim only ({format:?} fixes its own unit)"
+                    "--time-unit applies to --format disksim only ({} fixes its own unit)",
+                    possible_value(format)
                 )
                 .into())
             }
@@ -249,12 +279,26 @@ impl ReplayArgs {
         let ftl_only_options_changed = self.replay_loop != LoopArg::Open
             || self.speed != 1.0
             || self.unwritten_reads != UnwrittenArg::Zero;
-        if self.mode == ModeArg::RawStriped && ftl_only_options_changed {
+        if self.mode == ModeArg::RawStriped && (ftl_only_options_changed || self.precondition) {
             return Err(
-                "--loop, --speed and --unwritten-reads apply to --mode ftl only \
+                "--loop, --speed, --unwritten-reads and --precondition apply to --mode ftl only \
                         (the raw-striped mode replays as it always did)"
                     .into(),
             );
+        }
+        if !(self.precondition_fill > 0.0 && self.precondition_fill <= 1.0) {
+            return Err(format!(
+                "--precondition-fill {}: must be within (0, 1]",
+                self.precondition_fill
+            )
+            .into());
+        }
+        if !(0.0..=100.0).contains(&self.precondition_passes) {
+            return Err(format!(
+                "--precondition-passes {}: must be within 0..=100",
+                self.precondition_passes
+            )
+            .into());
         }
         if let Some(bound) = self.max_outstanding {
             if self.replay_loop == LoopArg::Closed || self.mode == ModeArg::RawStriped {
@@ -361,6 +405,12 @@ impl ReplayArgs {
             ));
             words.push(format!("--over-provisioning {}", self.over_provisioning));
         }
+        if self.precondition {
+            words.push(format!(
+                "--precondition --precondition-fill {} --precondition-passes {}",
+                self.precondition_fill, self.precondition_passes
+            ));
+        }
         if let Some(bound) = self.max_outstanding {
             words.push(format!("--max-outstanding {bound}"));
         }
@@ -393,6 +443,7 @@ impl ReplayArgs {
             page_bytes: geometry.page_data_bytes,
             dies: geometry.devices * geometry.channels * geometry.ways * geometry.dies,
             over_provisioning: self.over_provisioning,
+            precondition: None,
             seed: self.seed,
             flashpipe_version: env!("CARGO_PKG_VERSION"),
             command,
@@ -412,7 +463,7 @@ pub fn run(arguments: ReplayArgs) -> BenchResult {
     arguments.check()?;
     let options = arguments.trace_options()?;
     let config = arguments.config()?;
-    let configuration = arguments.configuration(&config);
+    let mut configuration = arguments.configuration(&config);
     let progress = Progress::spinner(format!("sim replay: reading {}", arguments.file));
     let text = super::read_trace_file(&arguments.file)?;
     let format = match arguments.format {
@@ -432,7 +483,8 @@ pub fn run(arguments: ReplayArgs) -> BenchResult {
     ));
     match arguments.mode {
         ModeArg::Ftl => {
-            let report = replay_through_ftl(&arguments, config, trace)?;
+            let (report, precondition) = replay_through_ftl(&arguments, config, trace)?;
+            configuration.precondition = precondition;
             progress.finish();
             finish_ftl(&arguments, &configuration, &facts, &report)
         }
@@ -449,7 +501,7 @@ fn replay_through_ftl(
     arguments: &ReplayArgs,
     config: FlashConfig,
     trace: ParsedTrace,
-) -> BenchResult<ReplayReport> {
+) -> BenchResult<(ReplayReport, Option<PreconditionFacts>)> {
     let ftl_options = FtlOptions {
         name: "replay".to_string(),
         over_provisioning: arguments.over_provisioning,
@@ -457,7 +509,26 @@ fn replay_through_ftl(
         ..FtlOptions::default()
     };
     let mut replay = FtlReplay::format(config, arguments.seed, ftl_options)?;
-    Ok(replay.run(&trace.requests, &arguments.replay_options())?)
+    let precondition = if arguments.precondition {
+        let report = replay.precondition(&PreconditionOptions {
+            fill_share: arguments.precondition_fill,
+            overwrite_passes: arguments.precondition_passes,
+            method: PreconditionMethod::Direct,
+            seed: arguments.seed,
+        })?;
+        Some(PreconditionFacts {
+            fill: arguments.precondition_fill,
+            passes: arguments.precondition_passes,
+            filled_pages: report.filled_pages,
+            host_pages_written: report.host_pages_written,
+            gc_pages_copied: report.gc_pages_copied,
+            write_amplification: report.write_amplification,
+        })
+    } else {
+        None
+    };
+    let report = replay.run(&trace.requests, &arguments.replay_options())?;
+    Ok((report, precondition))
 }
 
 fn finish_ftl(
@@ -478,6 +549,17 @@ fn finish_ftl(
         say!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print_configuration(configuration, facts);
+        if let Some(steady) = &configuration.precondition {
+            say!(
+                "preconditioned           {} pages filled (share {}), {} passes: {} host pages, {} copied by collection, write amplification {:.3}",
+                steady.filled_pages,
+                steady.fill,
+                steady.passes,
+                steady.host_pages_written,
+                steady.gc_pages_copied,
+                steady.write_amplification
+            );
+        }
         print_ftl_report(report, &arguments.replay_options());
     }
     let failed_writes = report.failed_writes();
@@ -586,9 +668,10 @@ fn print_ftl_report(report: &ReplayReport, options: &ReplayOptions) {
         collection.static_wear_leveling_moves
     );
     say!(
-        "unwritten reads          {} requests, {} pages (zero-filled); {} pages preconditioned",
+        "unwritten reads          {} requests touched {} never-written pages; {} of them read nothing else (zero-filled without flash: not in the read figures above); {} pages written first (--unwritten-reads precondition)",
         report.unwritten_read_requests,
         report.unwritten_read_pages,
+        report.zero_filled_reads,
         report.precondition_pages_written
     );
     let bound = match options.replay_loop {
@@ -623,17 +706,33 @@ fn print_ftl_report(report: &ReplayReport, options: &ReplayOptions) {
     );
 }
 
+/// One row of the latency table; a type with no request measured shows "-" for its
+/// latencies rather than a 0.0 that reads as a measurement.
 fn kind_row(name: &str, summary: &KindSummary) -> String {
-    format!(
-        "{name:<9} {:<8} {:<7} {:<10.1} {:<10.1} {:<10.1} {:<10.1} {:<10.1} {:.1}",
-        summary.count,
-        summary.failed,
-        summary.megabytes_per_second,
+    let latencies = [
         summary.latency_us_mean,
         summary.latency_us_p50,
         summary.latency_us_p99,
         summary.latency_us_p999,
-        summary.latency_us_max
+        summary.latency_us_max,
+    ]
+    .map(|value| {
+        if summary.count == 0 {
+            "-".to_string()
+        } else {
+            format!("{value:.1}")
+        }
+    });
+    format!(
+        "{name:<9} {:<8} {:<7} {:<10.1} {:<10} {:<10} {:<10} {:<10} {}",
+        summary.count,
+        summary.failed,
+        summary.megabytes_per_second,
+        latencies[0],
+        latencies[1],
+        latencies[2],
+        latencies[3],
+        latencies[4]
     )
 }
 
@@ -649,79 +748,4 @@ fn utilization_line(values: &[f64]) -> String {
         "mean {mean:.3}, least {least:.3}, most {most:.3} over {}",
         values.len()
     )
-}
-
-/// The latency CDF (per request type) and the throughput over time, as PNGs.
-fn draw_ftl_plots(folder: &str, report: &ReplayReport) -> BenchResult {
-    if !std::path::Path::new(folder).is_dir() {
-        std::fs::create_dir(folder)
-            .map_err(|error| format!("--plot {folder}: cannot create the folder: {error}"))?;
-    }
-    let cdf_series: Vec<Series> = [
-        ("read", &report.latencies_ns.reads),
-        ("write", &report.latencies_ns.writes),
-        ("trim", &report.latencies_ns.trims),
-    ]
-    .into_iter()
-    .filter(|(_, latencies)| !latencies.is_empty())
-    .map(|(name, latencies)| Series::new(name, cdf_points(latencies)))
-    .collect();
-    let cdf = Chart {
-        title: "Request latency CDF (replay through the FTL)".to_string(),
-        x_label: "latency (us)".to_string(),
-        y_label: "share of requests".to_string(),
-        kind: ChartKind::Lines,
-        series: cdf_series,
-        reference_points: Vec::new(),
-        reference_name: String::new(),
-    };
-    let interval_seconds = report.throughput_interval_ns as f64 / 1e9;
-    let throughput = Chart {
-        title: "Throughput over time (completed bytes)".to_string(),
-        x_label: "virtual time (s)".to_string(),
-        y_label: "MB/s".to_string(),
-        kind: ChartKind::Lines,
-        series: vec![Series::new(
-            "read + write",
-            report
-                .throughput_bytes
-                .iter()
-                .enumerate()
-                .map(|(index, &bytes)| {
-                    (
-                        index as f64 * interval_seconds,
-                        bytes as f64 / interval_seconds / 1e6,
-                    )
-                }),
-        )],
-        reference_points: Vec::new(),
-        reference_name: String::new(),
-    };
-    let folder = std::path::Path::new(folder);
-    draw_chart(&folder.join("latency-cdf.png").to_string_lossy(), &cdf)?;
-    draw_chart(
-        &folder.join("throughput.png").to_string_lossy(),
-        &throughput,
-    )?;
-    Ok(())
-}
-
-/// At most 200 points of the CDF of sorted latencies: (latency us, share at or below).
-fn cdf_points(sorted_latencies_ns: &[u64]) -> Vec<(f64, f64)> {
-    const POINTS: usize = 200;
-    let count = sorted_latencies_ns.len();
-    let step = count.div_ceil(POINTS).max(1);
-    let mut points: Vec<(f64, f64)> = (step - 1..count)
-        .step_by(step)
-        .map(|index| {
-            (
-                sorted_latencies_ns[index] as f64 / 1000.0,
-                (index + 1) as f64 / count as f64,
-            )
-        })
-        .collect();
-    if points.last().is_none_or(|&(_, share)| share < 1.0) {
-        points.push((sorted_latencies_ns[count - 1] as f64 / 1000.0, 1.0));
-    }
-    points
 }

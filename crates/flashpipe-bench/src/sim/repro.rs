@@ -1,9 +1,9 @@
 //! `flashpipe sim repro ...`: the RAD and minFlash figures and tables, our simulated
 //! numbers beside the paper's (docs/reproductions.md discusses each difference).
 
+mod charts;
 mod rad_fig4_ftl;
 
-use crate::plot::{value_text, Chart, ChartKind, ReferencePoint, Series};
 use clap::{Args, ValueEnum};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::{FlashAddress, FlashCommand, FlashConfig, FlashRequest};
@@ -38,7 +38,7 @@ pub struct ReproArgs {
 enum Reproduction {
     /// RAD Fig. 4(a)/(b): N x 1 read and write bandwidth, N = 1..32, 512-sector requests.
     RadFig4,
-    /// RAD Fig. 4(a) through the host FTL in steady state (issue #16): 1 x 1 read and
+    /// RAD Fig. 4(a) through the host FTL in steady state: 1 x 1 read and
     /// write bandwidth and write amplification per over-provisioning share.
     RadFig4Ftl,
     /// RAD Table II: flash matrix sizing for DES and Sobel.
@@ -134,10 +134,9 @@ pub fn run(arguments: ReproArgs) -> BenchResult {
     let mut charts = Vec::new();
     let progress = Progress::spinner("sim repro");
     for which in chosen {
-        let name = which.to_possible_value().map_or_else(
-            || format!("{which:?}"),
-            |value| value.get_name().to_string(),
-        );
+        let name = which
+            .to_possible_value()
+            .map_or_else(String::new, |value| value.get_name().to_string());
         progress.set_message(format!("sim repro: reproducing {name}"));
         let figure_rows = match which {
             Reproduction::RadFig4 => rad_fig4(arguments.seed)?,
@@ -149,7 +148,7 @@ pub fn run(arguments: ReproArgs) -> BenchResult {
             Reproduction::MinflashFig7 => minflash_fig7(arguments.seed)?,
             Reproduction::All => Vec::new(),
         };
-        charts.extend(figure_charts(which, &figure_rows));
+        charts.extend(charts::figure_charts(which, &figure_rows));
         rows.extend(figure_rows);
     }
     progress.finish();
@@ -641,183 +640,5 @@ fn size_text(size_bytes: u64) -> String {
         format!("{} MiB", size_bytes >> 20)
     } else {
         format!("{} KiB", size_bytes >> 10)
-    }
-}
-
-/// What a reproduction's chart says: its title, axes, and how it draws.
-struct FigureText {
-    title: &'static str,
-    x_label: &'static str,
-    y_label: &'static str,
-    bars: bool,
-}
-
-/// The text of the chart of `which` for the rows in `unit`.
-fn figure_text(which: Reproduction, unit: &str) -> FigureText {
-    let (title, x_label, y_label, bars) = match (which, unit) {
-        (Reproduction::RadFig4, _) => (
-            "RAD Fig. 4: N x 1 flash matrix, 512-sector sequential requests",
-            "flash packages N in the N x 1 matrix",
-            "bandwidth (MiB/s, virtual time)",
-            false,
-        ),
-        (Reproduction::RadFig4Ftl, "x") => (
-            "RAD Fig. 4(a) through the FTL: write amplification of the measured writes",
-            "over-provisioning",
-            "write amplification (flash pages / host pages)",
-            false,
-        ),
-        (Reproduction::RadFig4Ftl, _) => (
-            "RAD Fig. 4(a) through the FTL, steady state, 512-sector requests",
-            "over-provisioning",
-            "bandwidth (MiB/s, virtual time)",
-            false,
-        ),
-        (Reproduction::RadTable2, "rows") => (
-            "RAD Table II: flash matrix rows N for each kernel",
-            "kernel",
-            "rows N (packages per column)",
-            true,
-        ),
-        (Reproduction::RadTable2, "GiB/s") => (
-            "RAD Table II: matrix bandwidth at those N rows",
-            "kernel",
-            "bandwidth (GiB/s, virtual time)",
-            true,
-        ),
-        (Reproduction::RadTable2, _) => (
-            "RAD Table II: N x 1 rates the sizing uses",
-            "rate",
-            "bandwidth (MiB/s, virtual time)",
-            true,
-        ),
-        (Reproduction::MinflashTable1, _) => (
-            "minFlash Table I: latency of one 8 KiB read and write",
-            "step of the request",
-            "latency (us, virtual time)",
-            true,
-        ),
-        (Reproduction::MinflashFig5, _) => (
-            "minFlash Fig. 5: read bandwidth vs request size (1 device, 1 host)",
-            "request size",
-            "bandwidth (GB/s, virtual time)",
-            false,
-        ),
-        (Reproduction::MinflashFig6, _) => (
-            "minFlash Fig. 6: random 16 MiB reads over devices and hosts",
-            "N (devices, hosts, or both, as the series says)",
-            "total bandwidth (GB/s, virtual time)",
-            false,
-        ),
-        (Reproduction::MinflashFig7 | Reproduction::All, _) => (
-            "minFlash Fig. 7: 8 KiB read latency over network hops",
-            "hops between the host's device and the one read",
-            "latency (us, virtual time)",
-            false,
-        ),
-    };
-    FigureText {
-        title,
-        x_label,
-        y_label,
-        bars,
-    }
-}
-
-/// The charts of one reproduction's rows: one per unit, in order of appearance.
-fn figure_charts(which: Reproduction, rows: &[Row]) -> Vec<Chart> {
-    let mut units: Vec<&'static str> = Vec::new();
-    for row in rows.iter().filter(|row| row.series.is_some()) {
-        if !units.contains(&row.unit) {
-            units.push(row.unit);
-        }
-    }
-    units
-        .into_iter()
-        .map(|unit| {
-            let unit_rows: Vec<&Row> = rows
-                .iter()
-                .filter(|row| row.unit == unit && row.series.is_some())
-                .collect();
-            chart_of_rows(&figure_text(which, unit), &unit_rows)
-        })
-        .collect()
-}
-
-/// Names in order of first appearance.
-fn first_appearances<'row>(names: impl Iterator<Item = &'row str>) -> Vec<&'row str> {
-    let mut seen = Vec::new();
-    for name in names {
-        if !seen.contains(&name) {
-            seen.push(name);
-        }
-    }
-    seen
-}
-
-/// One chart: a series per row series, x the row's category; the paper's values as
-/// reference points named by their value.
-fn chart_of_rows(text: &FigureText, rows: &[&Row]) -> Chart {
-    let series_names = first_appearances(rows.iter().filter_map(|row| row.series));
-    let categories: Vec<String> =
-        first_appearances(rows.iter().filter_map(|row| row.category.as_deref()))
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-    let place = |row: &Row| {
-        let series_index = series_names
-            .iter()
-            .position(|name| Some(*name) == row.series)?;
-        let category = categories
-            .iter()
-            .position(|name| Some(name.as_str()) == row.category.as_deref())?;
-        Some((series_index, category as f64))
-    };
-    let series = series_names
-        .iter()
-        .enumerate()
-        .map(|(index, name)| {
-            let points = rows.iter().filter_map(|row| {
-                place(row)
-                    .filter(|(at, _)| *at == index)
-                    .map(|(_, x)| (x, row.ours))
-            });
-            let legend_name = if name.starts_with("our") {
-                name.to_string()
-            } else {
-                format!("{name} (ours)")
-            };
-            Series::new(legend_name, points)
-        })
-        .collect();
-    let reference_points = rows
-        .iter()
-        .filter_map(|row| {
-            let (series_index, x) = place(row)?;
-            let paper = row.paper?;
-            Some(ReferencePoint {
-                name: format!("paper {}", value_text(paper)),
-                x,
-                y: paper,
-                series_index,
-            })
-        })
-        .collect();
-    let kind = if text.bars {
-        ChartKind::GroupedBars { categories }
-    } else {
-        ChartKind::CategoryLines { categories }
-    };
-    Chart {
-        title: text.title.to_string(),
-        x_label: text.x_label.to_string(),
-        y_label: text.y_label.to_string(),
-        kind,
-        series,
-        reference_points,
-        reference_name: format!(
-            "the paper's values ({})",
-            text.title.split(':').next().unwrap_or(text.title)
-        ),
     }
 }

@@ -41,7 +41,7 @@ impl StoreExportSpec {
             Some((path, "ro")) => (path, false),
             Some((_, other)) => {
                 return Err(format!(
-                    "unknown store export option {other:?} (store:STORE.toml, store:STORE.toml,ro or store:STORE.toml,rw)"
+                    "unknown store export option \"{other}\" (store:STORE.toml, store:STORE.toml,ro or store:STORE.toml,rw)"
                 ))
             }
             None => (text, false),

@@ -19,13 +19,13 @@ pub const NOTIFY_SOCKET_VARIABLE: &str = "NOTIFY_SOCKET";
 #[derive(Debug, thiserror::Error)]
 pub enum NotifyError {
     /// `$NOTIFY_SOCKET` is set but empty, or is neither an absolute path nor `@name`.
-    #[error("${NOTIFY_SOCKET_VARIABLE} is {value:?}: neither an absolute path nor an abstract name starting with @")]
+    #[error("${NOTIFY_SOCKET_VARIABLE} is \"{value}\": neither an absolute path nor an abstract name starting with @")]
     BadAddress {
         /// The variable's value.
         value: String,
     },
     /// The datagram could not be sent.
-    #[error("sending {message:?} to ${NOTIFY_SOCKET_VARIABLE} {address:?}: {source}")]
+    #[error("sending {message} to ${NOTIFY_SOCKET_VARIABLE} \"{address}\": {source}")]
     Send {
         /// What was being sent.
         message: String,

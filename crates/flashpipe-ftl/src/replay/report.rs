@@ -101,6 +101,9 @@ pub struct ReplayReport {
     pub unwritten_read_requests: u64,
     /// Pages of those reads that were never written.
     pub unwritten_read_pages: u64,
+    /// Reads of never-written pages only, answered with zeros without flash: counted
+    /// here alone, not in `reads` (count, bytes, latency) nor in `all`.
+    pub zero_filled_reads: u64,
     /// Pages written before the measurement (`--unwritten-reads precondition`).
     pub precondition_pages_written: u64,
     /// Requests whose range reached past the logical capacity and was wrapped.

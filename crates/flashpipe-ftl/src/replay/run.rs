@@ -17,6 +17,8 @@ pub(super) struct Outstanding {
     /// Where its latency starts: arrival (open loop) or issue (closed loop).
     pub(super) latency_from_ns: u64,
     pub(super) length_bytes: u64,
+    /// A read of never-written pages only: answered with zeros, flash untouched.
+    pub(super) zero_filled: bool,
 }
 
 /// The state of one replay: arrivals, the wait queue, requests in flight, results.
@@ -40,6 +42,7 @@ pub(super) struct Run<'a> {
     pub(super) rejected: u64,
     pub(super) unwritten_read_requests: u64,
     pub(super) unwritten_read_pages: u64,
+    pub(super) zero_filled_reads: u64,
     pub(super) wrapped_requests: u64,
     pub(super) partial_page_requests: u64,
     pub(super) bound_hits: u64,
@@ -84,6 +87,7 @@ impl<'a> Run<'a> {
             rejected: 0,
             unwritten_read_requests: 0,
             unwritten_read_pages: 0,
+            zero_filled_reads: 0,
             wrapped_requests: 0,
             partial_page_requests: 0,
             bound_hits: 0,
@@ -131,6 +135,7 @@ impl<'a> Run<'a> {
         self.wrapped_requests += u64::from(pages.wrapped);
         self.partial_page_requests += u64::from(pages.partial);
         let page_bytes = self.layout.page_bytes as usize;
+        let mut zero_filled = false;
         let operation = match request.kind {
             AccessKind::Read => {
                 let unwritten = (pages.first..pages.first + pages.count)
@@ -138,6 +143,7 @@ impl<'a> Run<'a> {
                     .count() as u64;
                 self.unwritten_read_pages += unwritten;
                 self.unwritten_read_requests += u64::from(unwritten > 0);
+                zero_filled = unwritten == pages.count;
                 Operation::Read {
                     first_block: pages.first,
                     buffer: self.buffers.take(pages.count as usize * page_bytes),
@@ -165,6 +171,7 @@ impl<'a> Run<'a> {
                 kind: request.kind,
                 latency_from_ns,
                 length_bytes: request.length_bytes,
+                zero_filled,
             },
         );
         self.outstanding_max = self.outstanding_max.max(self.in_flight.len());
@@ -192,6 +199,14 @@ impl<'a> Run<'a> {
             .remove(&completion.tag)
             .expect("a completion for an issued request");
         let kind = kind_index(outstanding.kind);
+        if outstanding.zero_filled && completion.status.is_ok() {
+            // Zeros handed back without flash: no latency of the device's to count.
+            self.zero_filled_reads += 1;
+            self.last_completion_ns = self.last_completion_ns.max(now_ns);
+            self.throughput.push((now_ns, outstanding.length_bytes));
+            self.buffers.give_back(completion.buffer);
+            return;
+        }
         if completion.status.is_err() {
             self.failed[kind] += 1;
         }
@@ -272,6 +287,7 @@ impl<'a> Run<'a> {
             rejected_requests: self.rejected,
             unwritten_read_requests: self.unwritten_read_requests,
             unwritten_read_pages: self.unwritten_read_pages,
+            zero_filled_reads: self.zero_filled_reads,
             precondition_pages_written,
             wrapped_requests: self.wrapped_requests,
             partial_page_requests: self.partial_page_requests,

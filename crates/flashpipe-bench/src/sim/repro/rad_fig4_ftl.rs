@@ -1,4 +1,4 @@
-//! RAD Fig. 4(a) measured again through the host FTL (issue #16): the 1 x 1 package
+//! RAD Fig. 4(a) measured again through the host FTL: the 1 x 1 package
 //! brought to a steady state (filled sequentially, then overwritten at random pages twice
 //! over), then 512-sector sequential requests one at a time replayed through the FTL
 //! (`flashpipe_ftl::replay`), so each written page also pays for the garbage collection
