@@ -369,7 +369,7 @@ impl Report {
         if let Some(small_files) = &self.small_files {
             print_small_files(small_files);
         }
-        println!("\nTargets (issue #13):");
+        println!("\nTargets:");
         for target in &self.targets {
             println!(
                 "  {:<54} {:>8} ({}): {}  [{}]",
@@ -761,7 +761,7 @@ fn print_efficiency(efficiency: &EfficiencyResult) {
 fn print_anchors(efficiency: &EfficiencyResult) {
     let anchors = &efficiency.anchors;
     println!(
-        "\n  Per file beside tmpfs and ext4-RAM (issue #13): flashpipe = {} RAM disk(s), {} FS blocks, through the engine; times per file in µs; ratio = flashpipe time / theirs (target <= 1.0 against tmpfs at 1 KiB..1 MiB, goal 0.5)",
+        "\n  Per file beside tmpfs and ext4-RAM: flashpipe = {} RAM disk(s), {} FS blocks, through the engine; times per file in µs; ratio = flashpipe time / theirs (target <= 1.0 against tmpfs at 1 KiB..1 MiB, goal 0.5)",
         efficiency.anchor_disk_count,
         HumanBytes(u64::from(efficiency.anchor_fs_block_size_bytes))
     );
