@@ -203,6 +203,18 @@ fn erase_blocks(backend: &mut dyn FlashBackend, shape: &Shape, blocks: &[u32]) -
     failed
 }
 
+/// Logical pages an FTL formatted on an array of `config` with every block good exports
+/// at `over_provisioning`: what is left of the blocks once the FTL's reserves (a write
+/// point per die for the host and for collection, two checkpoints, the log) are set
+/// aside, less the over-provisioning. Factory bad blocks, found at format, lower it.
+pub fn exported_logical_pages(
+    config: &flashpipe_flash::FlashConfig,
+    over_provisioning: f64,
+) -> u64 {
+    let shape = Shape::new(config);
+    logical_page_count(&shape, shape.block_count, over_provisioning)
+}
+
 /// Logical pages exported for `good_blocks` good blocks at `over_provisioning`.
 fn logical_page_count(shape: &Shape, good_blocks: u32, over_provisioning: f64) -> u64 {
     let mut logical = u64::from(good_blocks) * u64::from(shape.pages_per_block);
