@@ -17,7 +17,7 @@ use crate::backend::FlashBackend;
 use crate::ftl::{BlockUse, Ftl, FtlOptions, Identity, NONE};
 use crate::layout::{
     is_factory_bad_mark, CheckpointImage, LogRecord, PageKind, Shape, SpareRecord,
-    SPARE_RECORD_BYTES,
+    COMPACT_SPARE_RECORD_BYTES,
 };
 use crate::FtlError;
 
@@ -127,10 +127,10 @@ fn drain_stale_acks(backend: &mut dyn FlashBackend) {
 }
 
 fn check_backend(backend: &dyn FlashBackend) -> Result<(), FtlError> {
-    if backend.host_spare_bytes() < SPARE_RECORD_BYTES {
+    if backend.host_spare_bytes() < COMPACT_SPARE_RECORD_BYTES {
         return Err(FtlError::Unsupported {
             detail: format!(
-                "{} host spare bytes per page; the FTL needs {SPARE_RECORD_BYTES}",
+                "{} host spare bytes per page; the FTL needs at least {COMPACT_SPARE_RECORD_BYTES}",
                 backend.host_spare_bytes()
             ),
         });
