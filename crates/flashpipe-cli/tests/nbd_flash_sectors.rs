@@ -3,7 +3,8 @@
 //! as the preferred one; fio's 4 KiB random read/write with verification passes over
 //! `flashpipe nbd serve`, qemu-io's 512-byte writes read back, and mkfs.ext4 formats
 //! the export through nbdfuse (the kernel's NBD client is not on this machine's path),
-//! the result checked by e2fsck after a restart of the server.
+//! the result checked by e2fsck after a restart of the server. A `store:` export of a
+//! flash store takes 512-byte requests too.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -81,6 +82,64 @@ fn the_flash_export_advertises_512_byte_blocks_and_prefers_its_page() {
     assert!(text.contains("block_size_minimum: 512"), "{text}");
     // minflash's page is 8 KiB.
     assert!(text.contains("block_size_preferred: 8192"), "{text}");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn a_flash_store_export_takes_512_byte_requests() {
+    if !tools::programs_or_skip("flash store export block sizes", &["nbdinfo", "qemu-io"]) {
+        return;
+    }
+    let folder = folder("store");
+    let store = folder.join("s.toml");
+    let mkfs = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .current_dir(&folder)
+        .args([
+            "mkfs",
+            "--devices",
+            "flash:minflash:f.img",
+            "--size",
+            "256MiB",
+        ])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let socket = folder.join("nbd.sock");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(["nbd", "serve", "--export"])
+        .arg(format!("f=store:{},rw", store.display()))
+        .arg("--socket")
+        .arg(&socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flashpipe starts");
+    let stdout = server.stdout.take().unwrap();
+    for line in BufReader::new(stdout).lines() {
+        if line.unwrap().contains("ready") {
+            break;
+        }
+    }
+    let info = run(Command::new("nbdinfo").arg(uri(&socket)));
+    // The store's first blocks hold its super block: write and read back near the end.
+    let text = run(Command::new("qemu-io")
+        .args(["-f", "raw"])
+        .args([
+            "-c",
+            "write -P 0x5a 200M 512",
+            "-c",
+            "read -P 0x5a 200M 512",
+        ])
+        .arg(uri(&socket)));
+    stop(server);
+    assert!(info.contains("block_size_minimum: 512"), "{info}");
+    assert!(info.contains("block_size_preferred: 8192"), "{info}");
+    assert!(!text.contains("failed"), "{text}");
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
