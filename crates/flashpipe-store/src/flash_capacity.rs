@@ -56,7 +56,12 @@ impl FlashDeviceSpec {
         let preset = self.preset_config(store_file)?;
         let page_bytes = u64::from(preset.geometry.page_data_bytes);
         let device = self.describe();
-        if size_bytes == 0 || size_bytes % page_bytes != 0 {
+        if size_bytes == 0 {
+            return Err(format!(
+                "{device}: --size 0 leaves the store no room: give at least one {page_bytes}-byte flash page"
+            ));
+        }
+        if size_bytes % page_bytes != 0 {
             return Err(format!(
                 "{device}: --size {} is not a whole number of the preset's {page_bytes}-byte flash pages",
                 HumanBytes(size_bytes)
