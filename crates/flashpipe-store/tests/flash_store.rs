@@ -230,8 +230,7 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
         ),
     ];
     let rad = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../flashpipe-flash/presets/rad.toml"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../flashpipe-flash/presets/rad.toml"),
     )
     .unwrap();
     std::fs::write(
