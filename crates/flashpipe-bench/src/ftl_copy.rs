@@ -10,8 +10,10 @@ use std::time::Instant;
 
 use clap::Args;
 use flashpipe_device::{BlockDevice, Clock};
+use flashpipe_flash::config::MAX_BLOCKS_PER_PLANE;
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_fs::{CopyMethod, Filesystem, FormatOptions};
+use flashpipe_ftl::mount::exported_logical_pages;
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
@@ -186,20 +188,37 @@ fn charts(experiment: &CopyExperiment) -> Vec<Chart> {
 }
 
 /// The preset with its erase blocks per chip sized so that the FTL exports room for the
-/// source, two copies and the file system's metadata.
+/// source, two copies and the file system's metadata. The first guess scales the bytes
+/// needed by the over-provisioning and a margin; the FTL's own reserves (three blocks per
+/// die, two checkpoints, the log) are whole blocks, a large share of a small array, so
+/// the guess grows a block per chip at a time until the FTL's export holds what is needed
+/// (a 512 MiB copy on minflash needs 18 blocks per chip where the guess gives 16).
 fn sized_config(preset: &str, size_bytes: u64) -> BenchResult<FlashConfig> {
     let mut config = FlashConfig::preset(preset)?;
     let geometry = &config.geometry;
     let chips = u64::from(geometry.devices * geometry.channels * geometry.ways * geometry.dies);
     let block_bytes = u64::from(geometry.pages_per_block) * u64::from(geometry.page_data_bytes);
-    let logical_bytes = size_bytes * 3 + (64 << 20);
+    let page_bytes = u64::from(geometry.page_data_bytes);
+    let too_large = || format!("--size {} needs too large an array", HumanBytes(size_bytes));
+    let logical_bytes = size_bytes
+        .checked_mul(3)
+        .and_then(|bytes| bytes.checked_add(64 << 20))
+        .ok_or_else(too_large)?;
     let physical_bytes = (logical_bytes as f64 / (1.0 - OVER_PROVISIONING) * 1.15) as u64;
-    let blocks_per_chip = physical_bytes.div_ceil(chips * block_bytes).max(16);
-    config.geometry.blocks_per_plane = u32::try_from(blocks_per_chip)
-        .map_err(|_| format!("--size {} needs too large an array", HumanBytes(size_bytes)))?;
+    let mut blocks_per_chip = physical_bytes.div_ceil(chips * block_bytes).max(16);
     config.reliability.factory_bad_block_fraction = 0.0;
     config.reliability.grown_bad_probability_at_rated = 0.0;
-    Ok(config)
+    let needed_pages = logical_bytes.div_ceil(page_bytes);
+    loop {
+        config.geometry.blocks_per_plane = u32::try_from(blocks_per_chip)
+            .ok()
+            .filter(|&blocks| blocks <= MAX_BLOCKS_PER_PLANE)
+            .ok_or_else(too_large)?;
+        if exported_logical_pages(&config, OVER_PROVISIONING) >= needed_pages {
+            return Ok(config);
+        }
+        blocks_per_chip += 1;
+    }
 }
 
 fn experiment_filesystem(

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use flashpipe_device::paced::DEFAULT_LAG_WARNING_NS;
 use flashpipe_device::{BlockDevice, PacedDevice};
+use flashpipe_ftl::sectors::SectorDevice;
 use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{
     parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
@@ -350,6 +351,8 @@ fn open_flash_export(
     )?;
     // A fresh image exists now: lock what the first call found missing.
     lock.lock_all(&image_paths, LockWait::Fail)?;
+    // 512-byte requests, merged into pages by the FTL's read-merge-write.
+    let device = SectorDevice::new(device)?;
     let (device, pacing): (Box<dyn BlockDevice>, &str) = if realtime {
         let paced = PacedDevice::new(device, DEFAULT_LAG_WARNING_NS);
         (Box::new(paced), ", paced in real time")

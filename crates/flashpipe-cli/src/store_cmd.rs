@@ -23,7 +23,6 @@ use flashpipe_fs::FileStat;
 use flashpipe_store::create::create_store_with;
 use flashpipe_store::glob;
 use flashpipe_store::put_plan::plan_put_with_special;
-use flashpipe_store::running::has_ram_device;
 use flashpipe_store::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice};
 use flashpipe_store::store_config::{
     check_block_size, check_stripe_unit, parse_device_list, DeviceSpec, StoreConfig,
@@ -59,7 +58,9 @@ pub struct MkfsArgs {
     /// Flash devices: erase blocks per plane (the preset's geometry otherwise, cut to 8 GiB raw).
     #[arg(long)]
     pub flash_blocks_per_plane: Option<u32>,
-    /// Size of each file device (e.g. 2GiB).
+    /// Size of each device (e.g. 2GiB): file devices and NBD exports need it; on a flash
+    /// device the store uses that much (the emulated array grows past its default 8 GiB
+    /// raw to hold it; more than the preset can hold is refused).
     #[arg(long)]
     pub size: Option<String>,
     /// File-system block size: 4KiB, 8KiB, 16KiB or a larger power of two.
@@ -296,6 +297,8 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
         None => permissions::DEFAULT_CREATED_MODE,
     };
     let config = mkfs_config(&arguments)?;
+    config.validate(&arguments.store)?;
+    refuse_devices_that_do_not_last(&config)?;
     let wait = if arguments.wait {
         LockWait::Wait
     } else {
@@ -331,8 +334,32 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
             HumanBytes(config.stripe_unit_bytes)
         );
     }
-    if has_ram_device(&config) {
-        eprintln!("note: RAM devices keep their contents only inside one process; commands on this store from the shell will refuse it");
+    Ok(())
+}
+
+/// Refuses devices whose contents end with the mkfs process (`ram:SIZE`, `flash:PRESET`
+/// without an image): every later command would refuse the store file mkfs wrote.
+fn refuse_devices_that_do_not_last(config: &StoreConfig) -> CliResult {
+    for device in &config.devices {
+        let instead = match device {
+            DeviceSpec::Ram { size_bytes } => format!(
+                "a file device of that size: --devices dev0.img --size {}",
+                HumanBytes(*size_bytes).to_string().replace(' ', "")
+            ),
+            DeviceSpec::Flash(spec) if spec.path.is_none() => format!(
+                "an image file to keep its pages in: --devices flash:{}:{}.img",
+                spec.preset,
+                Path::new(&spec.preset)
+                    .file_stem()
+                    .map_or("flash".into(), |stem| stem.to_string_lossy())
+            ),
+            _ => continue,
+        };
+        return Err(format!(
+            "device {} keeps its contents only inside the process that opens it, so the store mkfs would write could never be opened again; use {instead}",
+            device.describe().replace(' ', "")
+        )
+        .into());
     }
     Ok(())
 }
@@ -353,6 +380,13 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
     let mut devices = parse_device_list(&arguments.devices, size_bytes)?;
     record_paths_for_store_file(&mut devices, &arguments.store)?;
     apply_flash_options(arguments, &mut devices)?;
+    if let Some(size_bytes) = size_bytes {
+        for device in devices.iter_mut() {
+            if let DeviceSpec::Flash(spec) = device {
+                spec.fit_size(&arguments.store, size_bytes)?;
+            }
+        }
+    }
     Ok(StoreConfig {
         store_file_version: STORE_FILE_VERSION,
         identity: None,

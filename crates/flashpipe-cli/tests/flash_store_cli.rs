@@ -72,6 +72,17 @@ fn files_put_in_one_process_come_back_in_the_next() {
 fn bad_flash_devices_are_refused_and_change_nothing() {
     let folder = ScratchFolder::new("refused");
     let store = folder.join("s.toml");
+    // rad's pages carry the FTL's compact record (20 host spare bytes); a preset with
+    // less spare is refused.
+    let rad = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../flashpipe-flash/presets/rad.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        folder.path().join("tiny-spare.toml"),
+        rad.replace("page_spare_bytes = 224", "page_spare_bytes = 210"),
+    )
+    .unwrap();
     let cases: [(&[&str], &str); 5] = [
         (
             &["--devices", "flash:nand9:f.img"],
@@ -81,7 +92,10 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
             &["--devices", "flash:minflash:f.img", "--block-size", "4KiB"],
             "not a multiple of the flash page",
         ),
-        (&["--devices", "flash:rad:f.img"], "host spare bytes"),
+        (
+            &["--devices", "flash:tiny-spare.toml:f.img"],
+            "host spare bytes; the FTL needs at least 20",
+        ),
         (
             &["--devices", "flash:minflash:f.img,g.img", "--size", "1GiB"],
             "share one block size",
@@ -124,11 +138,14 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
 }
 
 #[test]
-fn a_flash_store_in_memory_is_refused_by_commands_from_the_shell() {
+fn a_flash_store_in_memory_is_refused_by_mkfs_naming_an_image_instead() {
     let folder = ScratchFolder::new("memory");
     let store = folder.join("m.toml");
-    succeed_bytes(&["mkfs", "--devices", "flash:minflash", &store]);
-    check_fails_unchanged(&folder, &["ls", &store], "lives in memory");
+    check_fails_unchanged(
+        &folder,
+        &["mkfs", "--devices", "flash:minflash", &store],
+        "flash:minflash:minflash.img",
+    );
 }
 
 #[test]

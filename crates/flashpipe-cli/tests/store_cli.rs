@@ -356,9 +356,13 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         "did you mean 2GiB?",
     );
 
+    // A RAM device would end with mkfs: refused, saying what to write instead.
     let ram = folder.join("ram.toml");
-    succeed(&["mkfs", "--devices", "ram:8MiB", text(&ram)]);
-    check_fails(&["put", text(&ram), text(&f_txt)], "RAM devices");
+    check_fails(
+        &["mkfs", "--devices", "ram:8MiB", text(&ram)],
+        "--devices dev0.img --size 8MiB",
+    );
+    assert!(!ram.exists());
     std::fs::remove_dir_all(&folder).unwrap();
 }
 

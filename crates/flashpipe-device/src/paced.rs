@@ -267,6 +267,18 @@ impl<D: BlockDevice> BlockDevice for PacedDevice<D> {
     fn in_flight(&self) -> usize {
         self.inner.in_flight() + self.held.len()
     }
+
+    fn copies_by_reference(&self) -> bool {
+        self.inner.copies_by_reference()
+    }
+
+    fn copy_alignment_blocks(&self) -> u64 {
+        self.inner.copy_alignment_blocks()
+    }
+
+    fn preferred_block_size_bytes(&self) -> u32 {
+        self.inner.preferred_block_size_bytes()
+    }
 }
 
 #[cfg(test)]

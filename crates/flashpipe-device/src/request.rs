@@ -320,6 +320,12 @@ pub trait BlockDevice: Send {
     fn copy_alignment_blocks(&self) -> u64 {
         1
     }
+
+    /// The request size the device serves best (its page, for a device that merges
+    /// smaller requests into pages); never below the block size, a multiple of it.
+    fn preferred_block_size_bytes(&self) -> u32 {
+        self.info().block_size_bytes
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
@@ -349,6 +355,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn copy_alignment_blocks(&self) -> u64 {
         (**self).copy_alignment_blocks()
+    }
+    fn preferred_block_size_bytes(&self) -> u32 {
+        (**self).preferred_block_size_bytes()
     }
 }
 

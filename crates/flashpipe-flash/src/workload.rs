@@ -174,6 +174,9 @@ pub struct WorkloadReport {
     pub failed_page_operations: u64,
     /// Trims of a trace, skipped (the raw array has no trim).
     pub trims_skipped: u64,
+    /// Bad blocks (factory or grown) the striping stepped over (the raw trace replay,
+    /// as a raw-flash user would); 0 for synthetic jobs, which stripe over every block.
+    pub bad_blocks_skipped: u64,
     /// Bytes moved.
     pub bytes: u64,
     /// Virtual time from the first submission to the last ack.
@@ -189,17 +192,20 @@ pub struct WorkloadReport {
 }
 
 /// Maps logical pages to flash addresses by fixed striping.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Striping {
     channels: u64,
     ways: u64,
     devices: u64,
     pages_per_block: u64,
     blocks_per_way: u64,
+    /// Per way (index `(device x channels + channel) x ways + way`), its bad blocks in
+    /// ascending order, stepped over; empty when the striping covers every block.
+    bad_blocks: Vec<Vec<u32>>,
 }
 
 impl Striping {
-    /// The striping of `array` over its first `devices` devices.
+    /// The striping of `array` over its first `devices` devices, every block included.
     pub fn new(array: &FlashArray, devices: u32) -> Striping {
         let config = array.config();
         Striping {
@@ -208,7 +214,48 @@ impl Striping {
             devices: u64::from(devices.clamp(1, config.geometry.devices)),
             pages_per_block: u64::from(config.geometry.pages_per_block),
             blocks_per_way: u64::from(config.blocks_per_way()),
+            bad_blocks: Vec::new(),
         }
+    }
+
+    /// The striping of `array` over its first `devices` devices stepping over bad blocks
+    /// (factory bad, or grown bad already), as a raw-flash user does: the `k`-th block
+    /// of a way is its `k`-th good block, and every way offers as many blocks as the way
+    /// with the fewest good ones.
+    pub fn skipping_bad_blocks(array: &FlashArray, devices: u32) -> Striping {
+        let mut striping = Striping::new(array, devices);
+        let blocks_per_way = striping.blocks_per_way as u32;
+        let mut fewest_good = blocks_per_way;
+        for device in 0..striping.devices as u32 {
+            for channel in 0..striping.channels as u32 {
+                for way in 0..striping.ways as u32 {
+                    let address = |block| FlashAddress {
+                        device,
+                        bus: channel,
+                        chip: way,
+                        block,
+                        page: 0,
+                    };
+                    let bad: Vec<u32> = (0..blocks_per_way)
+                        .filter(|&block| {
+                            array.is_factory_bad(address(block))
+                                || array
+                                    .block_state(address(block))
+                                    .is_some_and(|state| state.grown_bad)
+                        })
+                        .collect();
+                    fewest_good = fewest_good.min(blocks_per_way - bad.len() as u32);
+                    striping.bad_blocks.push(bad);
+                }
+            }
+        }
+        striping.blocks_per_way = u64::from(fewest_good);
+        striping
+    }
+
+    /// Bad blocks the striping steps over.
+    pub fn bad_blocks_skipped(&self) -> u64 {
+        self.bad_blocks.iter().map(|bad| bad.len() as u64).sum()
     }
 
     /// Logical pages covered.
@@ -216,18 +263,30 @@ impl Striping {
         self.channels * self.ways * self.devices * self.pages_per_block * self.blocks_per_way
     }
 
-    /// The address of logical page `logical_page` (wrapping at the capacity).
+    /// The address of logical page `logical_page` (wrapping at the capacity). When some
+    /// way has no good block at all the capacity is empty and every page maps to a bad
+    /// (or missing) block of its way, whose operations fail.
     pub fn address(&self, logical_page: u64) -> FlashAddress {
-        let page = logical_page % self.page_count();
+        let page = logical_page % self.page_count().max(1);
         let channel = page % self.channels;
         let way = (page / self.channels) % self.ways;
         let device = (page / (self.channels * self.ways)) % self.devices;
         let stripe = page / (self.channels * self.ways * self.devices);
+        let mut block = (stripe / self.pages_per_block) as u32;
+        if !self.bad_blocks.is_empty() {
+            let way_index = ((device * self.channels + channel) * self.ways + way) as usize;
+            for &bad in &self.bad_blocks[way_index] {
+                if bad > block {
+                    break;
+                }
+                block += 1;
+            }
+        }
         FlashAddress {
             device: device as u32,
             bus: channel as u32,
             chip: way as u32,
-            block: (stripe / self.pages_per_block) as u32,
+            block,
             page: (stripe % self.pages_per_block) as u32,
         }
     }
@@ -297,7 +356,7 @@ pub fn replay(
             .all(|request| check_trace_request(request).is_ok()),
         "replay takes requests within the trace limits only"
     );
-    let striping = Striping::new(array, array.config().geometry.devices);
+    let striping = Striping::skipping_bad_blocks(array, array.config().geometry.devices);
     let trims_skipped = requests
         .iter()
         .filter(|request| request.kind == AccessKind::Trim)
@@ -309,6 +368,7 @@ pub fn replay(
     );
     let mut report = drive(array, vec![stream], &striping, queue_depth, true);
     report.trims_skipped = trims_skipped;
+    report.bad_blocks_skipped = striping.bad_blocks_skipped();
     report
 }
 
@@ -414,6 +474,7 @@ fn drive(
         page_operations,
         failed_page_operations: failed,
         trims_skipped: 0,
+        bad_blocks_skipped: 0,
         bytes,
         elapsed_ns,
         megabytes_per_second: bytes as f64 / seconds / 1e6,

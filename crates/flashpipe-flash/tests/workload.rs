@@ -128,6 +128,35 @@ fn striping_spreads_consecutive_pages_over_channels_then_ways() {
     assert_eq!((next_page.bus, next_page.chip, next_page.page), (0, 0, 1));
 }
 
+#[test]
+fn the_replay_striping_steps_over_bad_blocks_and_keeps_every_way_equally_long() {
+    let mut config = FlashConfig::preset("minflash").unwrap();
+    config.geometry.blocks_per_plane = 256;
+    let array = timing_array(config);
+    let every_block = Striping::new(&array, 1);
+    let striping = Striping::skipping_bad_blocks(&array, 1);
+    let skipped = striping.bad_blocks_skipped();
+    assert!(skipped > 0, "minflash ships about 0.2% bad blocks");
+    assert_eq!(every_block.bad_blocks_skipped(), 0);
+    assert!(striping.page_count() < every_block.page_count());
+    let pages_per_block = 256;
+    let ways = 64;
+    let mut bad_seen = 0;
+    for stripe in 0..striping.page_count() / (pages_per_block * ways) {
+        for way in 0..ways {
+            let logical = stripe * pages_per_block * ways + way;
+            let address = striping.address(logical);
+            assert!(
+                !array.is_factory_bad(address),
+                "page {logical} maps to a bad block"
+            );
+            let plain = every_block.address(logical);
+            bad_seen += u64::from(array.is_factory_bad(plain));
+        }
+    }
+    assert!(bad_seen > 0 && bad_seen <= skipped);
+}
+
 /// RAD 1x1 with zero controller delays: one page takes tR + transfer to read and
 /// transfer + tPROG to write, so 512-sector requests run at page / period.
 #[test]

@@ -5,8 +5,18 @@
 
 use flashpipe_flash::{FlashAddress, FlashConfig};
 
-/// Host spare bytes the FTL needs in every page.
+/// Host spare bytes of the full spare record (format 1), used whenever a page has them.
 pub const SPARE_RECORD_BYTES: usize = 36;
+/// Host spare bytes of the compact spare record (format 2), used on pages whose host
+/// spare is too small for the full one (the rad preset: 20 bytes); the fewest the FTL
+/// needs.
+pub const COMPACT_SPARE_RECORD_BYTES: usize = 20;
+/// Version of the compact spare record (carried in its kind byte).
+pub const COMPACT_SPARE_FORMAT_VERSION: u16 = 2;
+/// Largest value of a 40-bit field of the compact spare record.
+const COMPACT_FIELD_MAX: u64 = (1 << 40) - 1;
+/// Largest checkpoint part index or count in the compact spare record (20 bits each).
+const COMPACT_PART_MAX: u64 = (1 << 20) - 1;
 /// Version of the spare, log and checkpoint formats.
 pub const FORMAT_VERSION: u16 = 1;
 /// First bytes of a checkpoint image.
@@ -22,13 +32,18 @@ pub const CHECKPOINT_HEADER_BYTES: usize = 40;
 /// preset, what its pages hold and what the FTL needs.
 pub fn check_spare_layout(config: &FlashConfig) -> Result<(), String> {
     let host_spare_bytes = config.host_spare_bytes() as usize;
-    if host_spare_bytes < SPARE_RECORD_BYTES {
+    if host_spare_bytes < COMPACT_SPARE_RECORD_BYTES {
         return Err(format!(
-            "the pages of {} have {host_spare_bytes} host spare bytes; the FTL needs {SPARE_RECORD_BYTES}",
+            "the pages of {} have {host_spare_bytes} host spare bytes; the FTL needs at least {COMPACT_SPARE_RECORD_BYTES} (its compact spare record; {SPARE_RECORD_BYTES} for the full one)",
             config.name
         ));
     }
     Ok(())
+}
+
+/// Whether pages with `host_spare_bytes` of host spare carry the compact spare record.
+pub fn uses_compact_spare(host_spare_bytes: usize) -> bool {
+    host_spare_bytes < SPARE_RECORD_BYTES
 }
 
 /// What a programmed page holds (spare byte 0; never 0x00, the factory bad mark, nor 0xFF).
@@ -56,6 +71,26 @@ impl PageKind {
             0xD7 => Some(PageKind::Data),
             0xC7 => Some(PageKind::Checkpoint),
             0x17 => Some(PageKind::Log),
+            _ => None,
+        }
+    }
+
+    /// Byte 0 of a compact record: the kind, format 2 and (data) the poisoned flag.
+    fn compact_byte(self, poisoned: bool) -> u8 {
+        match (self, poisoned) {
+            (PageKind::Data, false) => 0xD2,
+            (PageKind::Data, true) => 0xD3,
+            (PageKind::Checkpoint, _) => 0xC2,
+            (PageKind::Log, _) => 0x12,
+        }
+    }
+
+    fn from_compact_byte(byte: u8) -> Option<(PageKind, bool)> {
+        match byte {
+            0xD2 => Some((PageKind::Data, false)),
+            0xD3 => Some((PageKind::Data, true)),
+            0xC2 => Some((PageKind::Checkpoint, false)),
+            0x12 => Some((PageKind::Log, false)),
             _ => None,
         }
     }
@@ -101,8 +136,92 @@ impl SpareRecord {
         spare
     }
 
-    /// Decodes a spare area read with `data`; None for erased, foreign or damaged pages.
+    /// The spare bytes for this record over `data` on pages with `host_spare_bytes` of
+    /// host spare: the full record when it fits, the compact one otherwise.
+    pub fn encode_for(&self, data: &[u8], host_spare_bytes: usize) -> Vec<u8> {
+        if uses_compact_spare(host_spare_bytes) {
+            self.encode_compact(data)
+        } else {
+            self.encode(data)
+        }
+    }
+
+    /// The compact spare bytes (format 2, [`COMPACT_SPARE_RECORD_BYTES`]) for this record
+    /// over `data`. Layout (little endian): byte 0 kind, format and flag (0xD2 data, 0xD3
+    /// poisoned data, 0xC2 checkpoint, 0x12 log); bytes 1..6 `field_a` (40 bits; a
+    /// checkpoint's part index in the low 20 bits, its part count in the high 20); bytes
+    /// 6..11 `field_b` (40 bits); bytes 11..16 program sequence (40 bits); bytes 16..20
+    /// CRC32C of bytes 0..16 followed by the page data. The block's erase count is not
+    /// carried (it decodes as 0; checkpoints keep wear).
+    pub fn encode_compact(&self, data: &[u8]) -> Vec<u8> {
+        let field_a = if self.kind == PageKind::Checkpoint {
+            let part = self.field_a & 0xFFFF_FFFF;
+            let count = self.field_a >> 32;
+            assert!(
+                part <= COMPACT_PART_MAX && count <= COMPACT_PART_MAX,
+                "checkpoint part {part} of {count}: past the compact record's 20 bits"
+            );
+            part | count << 20
+        } else {
+            self.field_a
+        };
+        for (what, value) in [
+            ("field a", field_a),
+            ("field b", self.field_b),
+            ("program sequence", self.program_sequence),
+        ] {
+            assert!(
+                value <= COMPACT_FIELD_MAX,
+                "{what} {value}: past the compact spare record's 40 bits"
+            );
+        }
+        let mut spare = vec![0u8; COMPACT_SPARE_RECORD_BYTES];
+        spare[0] = self.kind.compact_byte(self.poisoned);
+        spare[1..6].copy_from_slice(&field_a.to_le_bytes()[..5]);
+        spare[6..11].copy_from_slice(&self.field_b.to_le_bytes()[..5]);
+        spare[11..16].copy_from_slice(&self.program_sequence.to_le_bytes()[..5]);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&spare[..16]), data);
+        spare[16..20].copy_from_slice(&crc.to_le_bytes());
+        spare
+    }
+
+    fn decode_compact(spare: &[u8], data: &[u8]) -> Option<SpareRecord> {
+        if spare.len() < COMPACT_SPARE_RECORD_BYTES {
+            return None;
+        }
+        let (kind, poisoned) = PageKind::from_compact_byte(spare[0])?;
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&spare[..16]), data);
+        if crc.to_le_bytes() != spare[16..20] {
+            return None;
+        }
+        let read_u40 = |offset: usize| {
+            let mut bytes = [0u8; 8];
+            bytes[..5].copy_from_slice(&spare[offset..offset + 5]);
+            u64::from_le_bytes(bytes)
+        };
+        let mut field_a = read_u40(1);
+        if kind == PageKind::Checkpoint {
+            field_a = (field_a & COMPACT_PART_MAX) | (field_a >> 20) << 32;
+        }
+        Some(SpareRecord {
+            kind,
+            poisoned,
+            field_a,
+            field_b: read_u40(6),
+            program_sequence: read_u40(11),
+            erase_count: 0,
+        })
+    }
+
+    /// Decodes a spare area read with `data`, full (format 1) or compact (format 2);
+    /// None for erased, foreign or damaged pages.
     pub fn decode(spare: &[u8], data: &[u8]) -> Option<SpareRecord> {
+        if spare
+            .first()
+            .is_some_and(|&byte| PageKind::from_compact_byte(byte).is_some())
+        {
+            return SpareRecord::decode_compact(spare, data);
+        }
         if spare.len() < SPARE_RECORD_BYTES {
             return None;
         }

@@ -29,6 +29,7 @@ pub mod mount;
 pub mod pacing;
 pub mod precondition;
 pub mod replay;
+pub mod sectors;
 pub mod shared;
 pub mod stats;
 

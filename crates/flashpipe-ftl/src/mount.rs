@@ -17,7 +17,7 @@ use crate::backend::FlashBackend;
 use crate::ftl::{BlockUse, Ftl, FtlOptions, Identity, NONE};
 use crate::layout::{
     is_factory_bad_mark, CheckpointImage, LogRecord, PageKind, Shape, SpareRecord,
-    SPARE_RECORD_BYTES,
+    COMPACT_SPARE_RECORD_BYTES,
 };
 use crate::FtlError;
 
@@ -127,10 +127,10 @@ fn drain_stale_acks(backend: &mut dyn FlashBackend) {
 }
 
 fn check_backend(backend: &dyn FlashBackend) -> Result<(), FtlError> {
-    if backend.host_spare_bytes() < SPARE_RECORD_BYTES {
+    if backend.host_spare_bytes() < COMPACT_SPARE_RECORD_BYTES {
         return Err(FtlError::Unsupported {
             detail: format!(
-                "{} host spare bytes per page; the FTL needs {SPARE_RECORD_BYTES}",
+                "{} host spare bytes per page; the FTL needs at least {COMPACT_SPARE_RECORD_BYTES}",
                 backend.host_spare_bytes()
             ),
         });
@@ -201,6 +201,18 @@ fn erase_blocks(backend: &mut dyn FlashBackend, shape: &Shape, blocks: &[u32]) -
         }
     });
     failed
+}
+
+/// Logical pages an FTL formatted on an array of `config` with every block good exports
+/// at `over_provisioning`: what is left of the blocks once the FTL's reserves (a write
+/// point per die for the host and for collection, two checkpoints, the log) are set
+/// aside, less the over-provisioning. Factory bad blocks, found at format, lower it.
+pub fn exported_logical_pages(
+    config: &flashpipe_flash::FlashConfig,
+    over_provisioning: f64,
+) -> u64 {
+    let shape = Shape::new(config);
+    logical_page_count(&shape, shape.block_count, over_provisioning)
 }
 
 /// Logical pages exported for `good_blocks` good blocks at `over_provisioning`.

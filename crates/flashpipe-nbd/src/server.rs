@@ -548,6 +548,7 @@ fn start_worker(
         description: export.description.clone(),
         size_bytes: info.size_bytes(),
         block_size_bytes: info.block_size_bytes,
+        preferred_block_size_bytes: export.device.preferred_block_size_bytes(),
         read_only: export.read_only,
         trim_reads_zeroes: export.trim_reads_zeroes,
         extents: Arc::clone(&extents),

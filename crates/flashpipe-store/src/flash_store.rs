@@ -142,17 +142,23 @@ impl FlashDeviceSpec {
         }
     }
 
-    /// The array's configuration: the preset (resolved against the store file's folder
-    /// when it is a path) with this device's number of blocks per plane.
-    pub fn flash_config(&self, store_file: &Path) -> Result<FlashConfig, String> {
+    /// The preset as it ships (resolved against the store file's folder when it is a
+    /// path), its blocks per plane not cut.
+    pub fn preset_config(&self, store_file: &Path) -> Result<FlashConfig, String> {
         check_preset_name(&self.preset)?;
-        let mut config = if PRESET_NAMES.contains(&self.preset.as_str()) {
+        if PRESET_NAMES.contains(&self.preset.as_str()) {
             FlashConfig::preset(&self.preset)
         } else {
             let path = StoreConfig::resolve_device_path(store_file, Path::new(&self.preset));
             FlashConfig::preset_or_file(&path.display().to_string())
         }
-        .map_err(|error| format!("flash preset {}: {error}", self.preset))?;
+        .map_err(|error| format!("flash preset {}: {error}", self.preset))
+    }
+
+    /// The array's configuration: the preset (resolved against the store file's folder
+    /// when it is a path) with this device's number of blocks per plane.
+    pub fn flash_config(&self, store_file: &Path) -> Result<FlashConfig, String> {
+        let mut config = self.preset_config(store_file)?;
         let preset_blocks = config.geometry.blocks_per_plane;
         let blocks_per_plane = match self.blocks_per_plane {
             Some(blocks) if blocks == 0 || blocks > preset_blocks => {
@@ -279,7 +285,7 @@ pub enum FlashStoreError {
         device: String,
     },
     /// The FTL exports less than the store file's `size_bytes`.
-    #[error("flash device {device}: its FTL exports {exported_bytes} bytes, less than size_bytes {size_bytes}")]
+    #[error("flash device {device}: its FTL exports {} ({exported_bytes} bytes), less than the store's size {} ({size_bytes} bytes): make the store with a smaller --size", HumanBytes(*exported_bytes), HumanBytes(*size_bytes))]
     TooSmall {
         /// The device.
         device: String,

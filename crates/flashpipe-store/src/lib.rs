@@ -23,6 +23,7 @@
 //! print what this crate only reports (the [`running::RunningStore::notes`]).
 
 pub mod create;
+pub mod flash_capacity;
 pub mod flash_store;
 pub mod glob;
 pub mod identity;

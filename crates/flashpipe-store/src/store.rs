@@ -266,13 +266,19 @@ fn open_member(
             size_bytes / u64::from(DEVICE_BLOCK_SIZE_BYTES),
             config.queue_depth,
         )?)),
-        DeviceSpec::Flash(flash) => Ok(Box::new(open_flash_device(
-            flash,
-            store_file,
-            &format!("flash{index}"),
-            config.queue_depth,
-            creation,
-        )?)),
+        DeviceSpec::Flash(flash) => {
+            let device = open_flash_device(
+                flash,
+                store_file,
+                &format!("flash{index}"),
+                config.queue_depth,
+                creation,
+            )?;
+            if creation == DeviceCreation::CreateMissing {
+                notes.push(device.capacity_note(flash, store_file));
+            }
+            Ok(Box::new(device))
+        }
         DeviceSpec::Nbd { uri, size_bytes } => Ok(Box::new(open_nbd_member(
             config,
             uri,

@@ -222,12 +222,22 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
             "too few",
         ),
         (
-            with(&|spec| spec.preset = "rad".into()),
+            // rad's pages carry the FTL's compact record; fewer spare bytes do not.
+            with(&|spec| spec.preset = "tiny-spare.toml".into()),
             16384,
             create,
-            "host spare bytes",
+            "host spare bytes; the FTL needs at least 20",
         ),
     ];
+    let rad = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../flashpipe-flash/presets/rad.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        folder.path().join("tiny-spare.toml"),
+        rad.replace("page_spare_bytes = 224", "page_spare_bytes = 210"),
+    )
+    .unwrap();
     for (spec, block_size_bytes, creation, expected_fragment) in cases {
         check_refused(&folder, spec, block_size_bytes, creation, expected_fragment);
     }

@@ -591,6 +591,11 @@ fn finish_raw(
         if report.trims_skipped > 0 {
             say!("trims skipped            {}", report.trims_skipped);
         }
+        say!(
+            "bad blocks skipped       {} (the striping steps over them; every way offers as \
+             many blocks as the one with the fewest good ones)",
+            report.bad_blocks_skipped
+        );
         super::print_report(report, false)?;
     }
     if report.failed_page_operations > 0 {

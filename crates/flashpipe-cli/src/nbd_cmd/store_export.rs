@@ -14,8 +14,10 @@ use std::sync::Arc;
 use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Rejected, Request,
 };
+use flashpipe_ftl::sectors::{SectorDevice, SECTOR_BYTES};
 use flashpipe_nbd::server::{Export, InitialAllocation};
 use flashpipe_store::store::{open_store_device, DeviceCreation};
+use flashpipe_store::store_config::DeviceSpec;
 use flashpipe_store::store_lock::StoreLock;
 use flashpipe_store::StoreConfig;
 
@@ -85,13 +87,30 @@ pub fn open_store_export(name: &str, text: &str) -> Result<Export, Box<dyn std::
             config.devices.len()
         ),
         device: Box::new(LockedStoreDevice {
-            device: opened.device,
+            device: sectors_when_flash(&config, opened.device)?,
             _lock: opened.lock,
         }),
         read_only: !spec.writable,
         trim_reads_zeroes: false,
         initial_allocation: InitialAllocation::AllData,
     })
+}
+
+/// A store with emulated flash members is exported in 512-byte sectors (the FTL's
+/// read-merge-write, `flashpipe_ftl::sectors`), as an SSD takes requests smaller than its
+/// pages; other stores keep their devices' block.
+fn sectors_when_flash(
+    config: &StoreConfig,
+    device: Box<dyn BlockDevice>,
+) -> Result<Box<dyn BlockDevice>, Box<dyn std::error::Error>> {
+    let flash = config
+        .devices
+        .iter()
+        .any(|spec| matches!(spec, DeviceSpec::Flash(_)));
+    if !flash || device.info().block_size_bytes <= SECTOR_BYTES {
+        return Ok(device);
+    }
+    Ok(Box::new(SectorDevice::new(device)?))
 }
 
 /// Refuses an export of `served_store` itself: `flashpipe serve STORE` holds that store
@@ -180,6 +199,10 @@ impl BlockDevice for LockedStoreDevice {
 
     fn copy_alignment_blocks(&self) -> u64 {
         self.device.copy_alignment_blocks()
+    }
+
+    fn preferred_block_size_bytes(&self) -> u32 {
+        self.device.preferred_block_size_bytes()
     }
 }
 

@@ -142,7 +142,7 @@ impl Ftl {
             erase_count: self.blocks[block as usize].erase_count,
             ..record
         };
-        let spare = record.encode(&data);
+        let spare = record.encode_for(&data, self.backend.host_spare_bytes());
         let address = self
             .shape
             .address(block, physical_page % self.shape.pages_per_block);

@@ -250,6 +250,9 @@ pub struct ExportHandle {
     pub size_bytes: u64,
     /// The device's block size: the minimum block size advertised.
     pub block_size_bytes: u32,
+    /// The device's preferred request size (its page, for flash merging sectors into
+    /// pages): the preferred block size advertised, at least 4 KiB.
+    pub preferred_block_size_bytes: u32,
     /// Read-only.
     pub read_only: bool,
     /// Trimmed blocks read as zeroes.

@@ -374,7 +374,7 @@ impl<S: Read + Write> Haggling<'_, S> {
             },
             InfoReply::BlockSize {
                 minimum_bytes: export.block_size_bytes,
-                preferred_bytes: export.block_size_bytes.max(4096),
+                preferred_bytes: preferred_block_size_bytes(&export),
                 maximum_payload_bytes: MAX_PAYLOAD_BYTES,
             },
         ];
@@ -449,4 +449,16 @@ impl<S: Read + Write> Haggling<'_, S> {
         }
         self.reply(option, REP_ACK, &[])
     }
+}
+
+/// The preferred block size advertised: the device's preferred request size, at least
+/// 4 KiB and the minimum block, and a power of two (`doc/proto.md`, block size
+/// constraints); a size that is not one is rounded up.
+fn preferred_block_size_bytes(export: &ExportHandle) -> u32 {
+    export
+        .preferred_block_size_bytes
+        .max(export.block_size_bytes)
+        .max(4096)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 31)
 }

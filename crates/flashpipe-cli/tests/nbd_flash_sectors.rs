@@ -1,0 +1,291 @@
+//! An emulated flash export takes what every SSD takes: 512-byte and 4 KiB requests
+//! (the FTL's read-merge-write), advertised as a 512-byte minimum block with the page
+//! as the preferred one; fio's 4 KiB random read/write with verification passes over
+//! `flashpipe nbd serve`, qemu-io's 512-byte writes read back, and mkfs.ext4 formats
+//! the export through nbdfuse (the kernel's NBD client is not on this machine's path),
+//! the result checked by e2fsck after a restart of the server. A `store:` export of a
+//! flash store takes 512-byte requests too.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flashpipe_testkit::tools;
+
+fn folder(test: &str) -> PathBuf {
+    let folder = std::env::temp_dir().join(format!(
+        "flashpipe-nbd-sectors-{}-{test}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&folder).unwrap();
+    folder
+}
+
+/// Starts `flashpipe nbd serve` exporting `f=flash:minflash:IMAGE` on `socket`.
+fn serve(image: &Path, socket: &Path) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(["nbd", "serve", "--export"])
+        .arg(format!("f=flash:minflash:{}", image.display()))
+        .arg("--socket")
+        .arg(socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flashpipe starts");
+    let stdout = child.stdout.take().unwrap();
+    for line in BufReader::new(stdout).lines() {
+        if line.unwrap().contains("ready") {
+            break;
+        }
+    }
+    child
+}
+
+fn stop(mut child: Child) {
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill with a valid pid and signal has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(status.success(), "status {status}, stderr: {stderr}");
+}
+
+fn uri(socket: &Path) -> String {
+    format!("nbd+unix:///f?socket={}", socket.display())
+}
+
+fn run(command: &mut Command) -> String {
+    let output = command.output().expect("the tool starts");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{command:?}: {text}");
+    text
+}
+
+#[test]
+fn the_flash_export_advertises_512_byte_blocks_and_prefers_its_page() {
+    if !tools::programs_or_skip("flash export block sizes", &["nbdinfo"]) {
+        return;
+    }
+    let folder = folder("info");
+    let socket = folder.join("nbd.sock");
+    let server = serve(&folder.join("flash.img"), &socket);
+    let text = run(Command::new("nbdinfo").arg(uri(&socket)));
+    stop(server);
+    assert!(text.contains("block_size_minimum: 512"), "{text}");
+    // minflash's page is 8 KiB.
+    assert!(text.contains("block_size_preferred: 8192"), "{text}");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn a_flash_store_export_takes_512_byte_requests() {
+    if !tools::programs_or_skip("flash store export block sizes", &["nbdinfo", "qemu-io"]) {
+        return;
+    }
+    let folder = folder("store");
+    let store = folder.join("s.toml");
+    let mkfs = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .current_dir(&folder)
+        .args([
+            "mkfs",
+            "--devices",
+            "flash:minflash:f.img",
+            "--size",
+            "256MiB",
+        ])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let socket = folder.join("nbd.sock");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(["nbd", "serve", "--export"])
+        .arg(format!("f=store:{},rw", store.display()))
+        .arg("--socket")
+        .arg(&socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flashpipe starts");
+    let stdout = server.stdout.take().unwrap();
+    for line in BufReader::new(stdout).lines() {
+        if line.unwrap().contains("ready") {
+            break;
+        }
+    }
+    let info = run(Command::new("nbdinfo").arg(uri(&socket)));
+    // The store's first blocks hold its super block: write and read back near the end.
+    let text = run(Command::new("qemu-io")
+        .args(["-f", "raw"])
+        .args([
+            "-c",
+            "write -P 0x5a 200M 512",
+            "-c",
+            "read -P 0x5a 200M 512",
+        ])
+        .arg(uri(&socket)));
+    stop(server);
+    assert!(info.contains("block_size_minimum: 512"), "{info}");
+    assert!(info.contains("block_size_preferred: 8192"), "{info}");
+    assert!(!text.contains("failed"), "{text}");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn fio_4k_random_read_write_with_verification_passes_on_a_flash_export() {
+    if !tools::programs_or_skip("fio on a flash export", &["fio"]) {
+        return;
+    }
+    let folder = folder("fio");
+    let socket = folder.join("nbd.sock");
+    let server = serve(&folder.join("flash.img"), &socket);
+    let text = run(Command::new("fio")
+        .args([
+            "--name=sectors",
+            "--ioengine=nbd",
+            "--rw=randrw",
+            "--bs=4k",
+            "--size=16m",
+            "--iodepth=8",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+        ])
+        .arg(format!("--uri={}", uri(&socket))));
+    stop(server);
+    assert!(text.contains("err= 0"), "{text}");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn qemu_io_512_byte_writes_merge_into_pages_and_survive_a_restart() {
+    if !tools::programs_or_skip("512-byte writes on a flash export", &["qemu-io"]) {
+        return;
+    }
+    let folder = folder("qemu-io");
+    let socket = folder.join("nbd.sock");
+    let image = folder.join("flash.img");
+    let steps: [&[&str]; 2] = [
+        &[
+            "-c",
+            "write -P 0x11 0 16k",
+            "-c",
+            "write -P 0x22 512 512",
+            "-c",
+            "write -P 0x33 7680 1k",
+            "-c",
+            "discard 12k 512",
+            "-c",
+            "flush",
+        ],
+        &[
+            "-c",
+            "read -P 0x11 0 512",
+            "-c",
+            "read -P 0x22 512 512",
+            "-c",
+            "read -P 0x11 1k 6656",
+            "-c",
+            "read -P 0x33 7680 1k",
+            "-c",
+            "read -P 0x11 8704 3584",
+            "-c",
+            "read -P 0 12k 512",
+            "-c",
+            "read -P 0x11 12800 3584",
+        ],
+    ];
+    for arguments in steps {
+        let server = serve(&image, &socket);
+        let text = run(Command::new("qemu-io")
+            .args(["-f", "raw"])
+            .args(arguments)
+            .arg(uri(&socket)));
+        stop(server);
+        assert!(!text.contains("failed"), "{text}");
+        assert!(!text.contains("Pattern verification"), "{text}");
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// Waits for nbdfuse's file to appear; false after a few seconds.
+fn fuse_file_appears(file: &Path) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if file.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn mkfs_ext4_formats_a_flash_export_through_nbdfuse() {
+    if !tools::programs_or_skip(
+        "mkfs.ext4 on a flash export",
+        &["nbdfuse", "fusermount3", "mkfs.ext4", "e2fsck"],
+    ) {
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        tools::skip("mkfs.ext4 on a flash export", "/dev/fuse is absent");
+        return;
+    }
+    let folder = folder("mkfs");
+    let socket = folder.join("nbd.sock");
+    let image = folder.join("flash.img");
+    let mount = folder.join("mnt");
+    std::fs::create_dir_all(&mount).unwrap();
+    let fuse_file = mount.join("nbd");
+    for (round, program) in [(0, "mkfs.ext4"), (1, "e2fsck")] {
+        let server = serve(&image, &socket);
+        let mut fuse = Command::new("nbdfuse")
+            .arg(&mount)
+            .arg(uri(&socket))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nbdfuse starts");
+        if !fuse_file_appears(&fuse_file) {
+            let _ = fuse.kill();
+            let output = fuse.wait_with_output().unwrap();
+            stop(server);
+            tools::skip(
+                "mkfs.ext4 on a flash export",
+                &format!(
+                    "nbdfuse could not mount: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+            );
+            std::fs::remove_dir_all(&folder).unwrap();
+            return;
+        }
+        let mut command = Command::new(program);
+        if round == 0 {
+            command.args(["-F", "-q"]);
+        } else {
+            command.args(["-f", "-n"]);
+        }
+        let output = command.arg(&fuse_file).output().unwrap();
+        run(Command::new("fusermount3").arg("-u").arg(&mount));
+        fuse.wait().unwrap();
+        stop(server);
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{program}: {text}");
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
