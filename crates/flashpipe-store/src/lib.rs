@@ -40,7 +40,9 @@ pub mod super_block_identity;
 
 pub use flashpipe_units as units;
 
-pub use create::{create_store, create_store_with, format_file_store};
+pub use create::{
+    create_store, create_store_with, create_store_with_options, format_file_store, CreateOptions,
+};
 pub use identity::{IdentityError, StoreIdentity};
 pub use member_watch::MemberChanged;
 pub use running::{RunningStore, StoreAccess, StoreCloseError};
