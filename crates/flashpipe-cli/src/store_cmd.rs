@@ -1,4 +1,5 @@
-//! The store commands: `mkfs`, `put`, `get`, `cat`, `ls`, `stat`, `rm`, `mv`, `df`, `fsck`.
+//! The store commands: `mkfs`, `put`, `get`, `cat`, `ls`, `stat`, `rm`, `mv`, `df`, `fsck`,
+//! `info`.
 //!
 //! Each opens the store named by its TOML file, mounts the file system, starts the
 //! engine (the filesystem core thread) and talks to it as a client; transfers keep
@@ -12,11 +13,13 @@
 //! it commits with one flush at its end when it succeeded, and a command that fails closes
 //! the store without committing, so the store keeps its last commit.
 
+mod info_cmd;
 mod permissions;
 mod put_stdin;
 mod transfer;
 
 pub use crate::session::file_exists;
+pub use info_cmd::{run_info, InfoArgs};
 
 use std::path::{Path, PathBuf};
 

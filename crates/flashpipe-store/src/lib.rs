@@ -26,6 +26,7 @@ pub mod create;
 pub mod flash_store;
 pub mod glob;
 pub mod identity;
+pub mod info;
 pub mod leftovers;
 pub mod member_label;
 pub mod member_watch;
