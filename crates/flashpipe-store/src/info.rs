@@ -237,19 +237,28 @@ pub fn describe_members(store_file: &Path) -> Result<StoreInfo, StoreInfoError> 
     })
 }
 
+/// What [`gather_store_info`] found: the summary, whole or as far as it got, and what
+/// stopped it.
+#[derive(Debug)]
+pub struct GatheredInfo {
+    /// The summary (without `filesystem` when the store could not be opened).
+    pub info: StoreInfo,
+    /// Why the store could not be opened or mounted, if it could not.
+    pub problem: Option<StoreInfoError>,
+}
+
 /// The whole summary: [`describe_members`], then the store locked shared, each flash
-/// member's FTL mounted read-only for its wear, the striped devices opened read-only and
-/// the file system mounted read-only. Refuses (after the rows are made, so a caller can
-/// show them) a store with a missing or unreadable member.
+/// member's FTL mounted read-only for its size and its array read for its wear, the
+/// striped devices opened read-only and the file system mounted read-only. A store with
+/// a missing or unreadable member is not opened: the rows made so far come back with the
+/// problem. Fails outright only when the store file cannot be read.
 pub fn gather_store_info(
     store_file: &Path,
     wait: LockWait,
-) -> Result<StoreInfo, (Option<StoreInfo>, StoreInfoError)> {
-    let mut info = describe_members(store_file).map_err(|error| (None, error))?;
-    match read_opened(store_file, wait, &mut info) {
-        Ok(()) => Ok(info),
-        Err(error) => Err((Some(info), error)),
-    }
+) -> Result<GatheredInfo, StoreInfoError> {
+    let mut info = describe_members(store_file)?;
+    let problem = read_opened(store_file, wait, &mut info).err();
+    Ok(GatheredInfo { info, problem })
 }
 
 fn read_opened(

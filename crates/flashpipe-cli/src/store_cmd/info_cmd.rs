@@ -38,17 +38,11 @@ pub fn run_info(arguments: InfoArgs) -> CliResult {
             arguments.store.display()
         );
     }
-    match gather_store_info(&arguments.store, arguments.lock_wait()) {
-        Ok(info) => {
-            print_info(&info, None, arguments.json)?;
-            Ok(())
-        }
-        Err((partial, error)) => {
-            if let Some(info) = partial {
-                print_info(&info, None, arguments.json)?;
-            }
-            Err(error.into())
-        }
+    let gathered = gather_store_info(&arguments.store, arguments.lock_wait())?;
+    print_info(&gathered.info, None, arguments.json)?;
+    match gathered.problem {
+        Some(problem) => Err(problem.into()),
+        None => Ok(()),
     }
 }
 
