@@ -141,6 +141,10 @@ fn put_from_standard_input_streams_in_bounded_memory() {
     const MEMORY_BOUND_BYTES: u64 = 256 << 20;
     let folder = TestFolder::new("stdin-memory");
     let store = file_store(&folder, "1GiB");
+    #[allow(
+        clippy::zombie_processes,
+        reason = "wait4 reaps it, to read its peak memory"
+    )]
     let mut child = spawn_with_piped_input(&["put", text(&store), "-", "--as", "big"]);
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
