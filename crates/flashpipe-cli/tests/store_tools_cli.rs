@@ -170,6 +170,64 @@ fn put_from_standard_input_streams_in_bounded_memory() {
 }
 
 #[test]
+fn get_and_cat_to_standard_output_stream_in_bounded_memory() {
+    const FILE_BYTES: u64 = 768 << 20;
+    const MEMORY_BOUND_BYTES: u64 = 256 << 20;
+    let folder = TestFolder::new("stdout-memory");
+    let store = file_store(&folder, "1GiB");
+    let source = folder.join("big.bin");
+    let chunk = file_contents(9, 1 << 20);
+    let mut file = std::fs::File::create(&source).unwrap();
+    for _ in 0..FILE_BYTES >> 20 {
+        file.write_all(&chunk).unwrap();
+    }
+    drop(file);
+    succeed(&["put", text(&store), text(&source), "--as", "big"]);
+    std::fs::remove_file(&source).unwrap();
+    for arguments in [
+        vec!["get", text(&store), "big", "-"],
+        vec!["cat", text(&store), "big"],
+    ] {
+        #[allow(
+            clippy::zombie_processes,
+            reason = "wait4 reaps it, to read its peak memory"
+        )]
+        let mut child = Command::new(flashpipe_binary())
+            .args(&arguments)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let chunk = chunk.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buffer = vec![0u8; 1 << 20];
+            let (mut total, mut matches) = (0u64, true);
+            loop {
+                let read = std::io::Read::read(&mut stdout, &mut buffer).unwrap();
+                if read == 0 {
+                    return (total, matches);
+                }
+                for (index, byte) in buffer[..read].iter().enumerate() {
+                    let at = (total as usize + index) % chunk.len();
+                    matches &= *byte == chunk[at];
+                }
+                total += read as u64;
+            }
+        });
+        let (status, peak_bytes) = wait_for_peak_memory_bytes(&child);
+        let (total, matches) = reader.join().unwrap();
+        assert_eq!(status, 0, "{arguments:?} succeeds");
+        assert_eq!(total, FILE_BYTES, "{arguments:?} writes the whole file");
+        assert!(matches, "{arguments:?} writes the file's bytes");
+        assert!(
+            peak_bytes < MEMORY_BOUND_BYTES,
+            "{arguments:?} of {FILE_BYTES} bytes peaked at {peak_bytes} bytes resident"
+        );
+    }
+}
+
+#[test]
 fn a_put_from_standard_input_killed_mid_stream_leaves_nothing() {
     let folder = TestFolder::new("stdin-kill");
     let store = file_store(&folder, "256MiB");

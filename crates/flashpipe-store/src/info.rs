@@ -500,10 +500,14 @@ fn describe_member(
                     }
                 }
                 Ok(_) => {
+                    member.label = LabelState::Unreadable;
                     member.problem =
                         Some("is neither a regular file nor a block device".to_string());
                 }
-                Err(error) => member.problem = Some(missing_text(&error)),
+                Err(error) => {
+                    member.label = LabelState::Unreadable;
+                    member.problem = Some(missing_text(&error));
+                }
             }
         }
     }
