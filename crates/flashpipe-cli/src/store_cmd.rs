@@ -145,9 +145,12 @@ pub struct PutArgs {
     /// Files or folders to store. A folder keeps its own name as the prefix of its files'
     /// names, with `:` between folder names (`photos/sub/x.txt` -> `photos:sub:x.txt`).
     /// `-` alone reads standard input to its end into the file named by --as
-    /// (`tar c dir | flashpipe put s.toml - --as dir.tar`): streamed in bounded memory,
+    /// (`tar c dir | flashpipe put s.toml - --as dir.tar`; `-` where a path goes, as tar
+    /// and cat read it, and the name from --as, as for any one file put): streamed in bounded memory,
     /// committed at end of file, nothing kept if the command is killed or the input
-    /// fails; a local file named `-` is `./-`.
+    /// fails (a command before the pipe that fails part-way is not seen: what it wrote
+    /// is stored; `set -o pipefail` makes the shell report it); a local file named `-`
+    /// is `./-`.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Name in the store: the file's name for one file (needed for `-`, standard
