@@ -492,3 +492,57 @@ fn images_are_sparse_unless_preallocated() {
     );
     assert!(!flash_store.exists() && !folder.join("f.img").exists());
 }
+
+/// What a full file system does to a sparse image and to `--preallocate`, on a 24 MiB
+/// tmpfs mounted in a private mount namespace (`unshare -m`, gone with the shell): a put
+/// past the room fails saying the file system is full and the store keeps its last
+/// commit (fsck clean); `mkfs --preallocate` of an image larger than the room fails at
+/// once and leaves no image behind.
+#[test]
+fn a_full_file_system_fails_the_write_of_a_sparse_image_and_mkfs_preallocate() {
+    const TEST: &str = "the full file system test";
+    if !flashpipe_testkit::tools::programs_or_skip(TEST, &["unshare", "mount", "head"]) {
+        return;
+    }
+    let folder = TestFolder::new("full-file-system");
+    let script = r#"
+        mount -t tmpfs -o size=24m tmpfs "$1" || exit 99
+        cd "$1" || exit 98
+        "$2" mkfs --devices a.img --size 64MiB s.toml 2>/dev/null || exit 97
+        head -c 40000000 /dev/urandom | "$2" put s.toml - --as big
+        echo "put=$?"
+        "$2" fsck s.toml
+        "$2" ls s.toml -1
+        "$2" mkfs --devices b.img --size 64MiB --preallocate t.toml
+        echo "preallocate=$?"
+        ls
+    "#;
+    let output = Command::new("unshare")
+        .args(["-m", "sh", "-c", script, "sh"])
+        .arg(folder.path())
+        .arg(flashpipe_binary())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() == Some(99) || !output.status.success() && stdout.is_empty() {
+        flashpipe_testkit::tools::skip(
+            TEST,
+            &format!("a tmpfs cannot be mounted in a private mount namespace here: {stderr}"),
+        );
+        return;
+    }
+    assert!(stdout.contains("put=1"), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("the file system holding it is full"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("clean: 0 file(s)"), "{stdout}");
+    assert!(stdout.contains("preallocate=1"), "{stdout}");
+    assert!(stderr.contains("cannot preallocate 64 MiB"), "{stderr}");
+    assert!(
+        !stdout.contains("b.img") && !stdout.contains("t.toml"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
