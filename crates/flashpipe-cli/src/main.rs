@@ -66,6 +66,8 @@ enum Command {
     Cp(store_cmd::CpArgs),
     /// Show a store's space and file count.
     Df(store_cmd::StoreArgs),
+    /// Summarize a store: members, sizes, labels, format, identity, space, log, flash wear.
+    Info(store_cmd::InfoArgs),
     /// Check a store's metadata, and repair what is safe with --repair.
     Fsck(store_cmd::FsckArgs),
     /// Serve a store to many client processes on a Unix socket (foreground; SIGTERM stops it).
@@ -187,6 +189,7 @@ fn main() -> ExitCode {
         Command::Mv(arguments) => store_cmd::run_mv(arguments),
         Command::Cp(arguments) => store_cmd::run_cp(arguments),
         Command::Df(arguments) => store_cmd::run_df(arguments),
+        Command::Info(arguments) => store_cmd::run_info(arguments),
         Command::Fsck(arguments) => store_cmd::run_fsck(arguments),
         Command::Serve(arguments) => serve_cmd::run(*arguments),
         Command::Ftl(command) => flashpipe_bench::ftl::run(command),

@@ -1,4 +1,5 @@
-//! The store commands: `mkfs`, `put`, `get`, `cat`, `ls`, `stat`, `rm`, `mv`, `df`, `fsck`.
+//! The store commands: `mkfs`, `put`, `get`, `cat`, `ls`, `stat`, `rm`, `mv`, `df`, `fsck`,
+//! `info`.
 //!
 //! Each opens the store named by its TOML file, mounts the file system, starts the
 //! engine (the filesystem core thread) and talks to it as a client; transfers keep
@@ -12,15 +13,18 @@
 //! it commits with one flush at its end when it succeeded, and a command that fails closes
 //! the store without committing, so the store keeps its last commit.
 
+mod info_cmd;
 mod permissions;
+mod put_stdin;
 mod transfer;
 
 pub use crate::session::file_exists;
+pub use info_cmd::{run_info, InfoArgs};
 
 use std::path::{Path, PathBuf};
 
 use flashpipe_fs::FileStat;
-use flashpipe_store::create::create_store_with;
+use flashpipe_store::create::{create_store_with_options, CreateOptions};
 use flashpipe_store::glob;
 use flashpipe_store::put_plan::plan_put_with_special;
 use flashpipe_store::store::{open_store_device_waiting, DeviceCreation, OpenedStoreDevice};
@@ -83,6 +87,13 @@ pub struct MkfsArgs {
     /// Wait for a command using one of the devices to finish instead of failing.
     #[arg(long)]
     pub wait: bool,
+    /// Allocate every block of the image files mkfs creates now (fallocate), instead of
+    /// making them sparse as `qemu-img create` does. Sparse (the default): a fresh image
+    /// takes almost no space and grows as data is written, so a file system that fills up
+    /// fails a later write (ENOSPC, the store keeps its last commit). Preallocated: mkfs
+    /// fails at once when the room is not there, and writes never meet a full file system.
+    #[arg(long)]
+    pub preallocate: bool,
     /// Permission bits (octal) of the image files and store file mkfs creates; 600
     /// (the owner alone) unless given, whatever the umask.
     #[arg(long, value_name = "OCTAL")]
@@ -135,10 +146,17 @@ pub struct PutArgs {
     pub store: StoreArgs,
     /// Files or folders to store. A folder keeps its own name as the prefix of its files'
     /// names, with `:` between folder names (`photos/sub/x.txt` -> `photos:sub:x.txt`).
+    /// `-` alone reads standard input to its end into the file named by --as
+    /// (`tar c dir | flashpipe put s.toml - --as dir.tar`; `-` where a path goes, as tar
+    /// and cat read it, and the name from --as, as for any one file put): streamed in bounded memory,
+    /// committed at end of file, nothing kept if the command is killed or the input
+    /// fails (a command before the pipe that fails part-way is not seen: what it wrote
+    /// is stored; `set -o pipefail` makes the shell report it); a local file named `-`
+    /// is `./-`.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Name in the store: the file's name for one file, the prefix replacing a folder's
-    /// name (`NAME:sub:x.txt`) for folders.
+    /// Name in the store: the file's name for one file (needed for `-`, standard
+    /// input), the prefix replacing a folder's name (`NAME:sub:x.txt`) for folders.
     #[arg(long = "as")]
     pub name: Option<String>,
     /// Replace files that exist in the store already; the old file stays whole until the
@@ -304,14 +322,24 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
     } else {
         LockWait::Fail
     };
+    let has_file_device = config
+        .devices
+        .iter()
+        .any(|device| matches!(device, DeviceSpec::File { .. }));
+    if arguments.preallocate && !has_file_device {
+        return Err("--preallocate applies to image files (devices named by a file path); this store has none (flash images are always sparse)".into());
+    }
     let existing = permissions::existing_store_files(&config, &arguments.store);
     let stats = {
         let _umask = permissions::PrivateUmask::set();
-        create_store_with(
+        create_store_with_options(
             &config,
             &arguments.store,
-            arguments.force,
-            wait,
+            CreateOptions {
+                force: arguments.force,
+                wait,
+                preallocate: arguments.preallocate,
+            },
             &mut print_note,
         )?
     };
@@ -566,15 +594,36 @@ fn open_session(
 /// Runs `put`: every file in one transaction (see `transfer`).
 pub fn run_put(arguments: PutArgs) -> CliResult {
     let started = std::time::Instant::now();
-    let sources = plan_put_with_special(
-        &arguments.paths,
-        arguments.name.as_deref(),
-        arguments.special,
-    )?;
+    let from_standard_input = put_stdin::names_standard_input(&arguments.paths);
+    let (sources, mut standard_input) = if from_standard_input {
+        let source = put_stdin::plan_standard_input(&arguments.paths, arguments.name.as_deref())?;
+        put_stdin::note_when_typed();
+        let input = put_stdin::read_ahead(std::io::stdin().lock())?;
+        (vec![source], Some(input))
+    } else {
+        let sources = plan_put_with_special(
+            &arguments.paths,
+            arguments.name.as_deref(),
+            arguments.special,
+        )?;
+        (sources, None)
+    };
     let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
     let clock = session.clock();
-    let result =
-        transfer::put_files_atomically(session.operations(), &*clock, &sources, arguments.force);
+    let input = match &mut standard_input {
+        Some(reader) => transfer::PutInput::Stream {
+            reader,
+            label: "standard input",
+        },
+        None => transfer::PutInput::Files,
+    };
+    let result = transfer::put_files_atomically(
+        session.operations(),
+        &*clock,
+        &sources,
+        input,
+        arguments.force,
+    );
     let mut report = session.finish(result)?;
     report.wall_seconds = started.elapsed().as_secs_f64();
     transfer::print_transfer_report("stored", &report, arguments.store.json);

@@ -8,7 +8,7 @@ mod common;
 use common::{check_fails, flashpipe, fresh_folder, succeed};
 
 /// Every leaf command that prints results; each must list `--json` in its help.
-const COMMANDS_WITH_RESULTS: [&[&str]; 32] = [
+const COMMANDS_WITH_RESULTS: [&[&str]; 33] = [
     &["bench", "device"],
     &["bench", "fs"],
     &["bench", "kernels"],
@@ -33,6 +33,7 @@ const COMMANDS_WITH_RESULTS: [&[&str]; 32] = [
     &["mv"],
     &["cp"],
     &["df"],
+    &["info"],
     &["fsck"],
     &["ftl", "wa"],
     &["ftl", "hotcold"],

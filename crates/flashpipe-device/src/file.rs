@@ -1,8 +1,8 @@
 //! Files and block devices as [`BlockDevice`]s: io_uring with `O_DIRECT`, with a
 //! thread-pool fallback where the kernel refuses.
 //!
-//! [`FileDevice::open`] opens a regular file (creating and preallocating it when asked)
-//! or a block device, checks the block size against what direct I/O needs there
+//! [`FileDevice::open`] opens a regular file (creating it when asked: preallocated, or
+//! sparse with [`FileDeviceConfig::preallocate`] off) or a block device, checks the block size against what direct I/O needs there
 //! (`BLKSSZGET` for block devices, `statx` for files) and starts an engine:
 //! - [`FileEngine::IoUring`]: one ring per device, the file registered as a fixed file,
 //!   [`BufferPool`]s registered as fixed buffers on request; `submit` only queues, so a
@@ -41,7 +41,7 @@ use crate::error::{DeviceError, DeviceErrorKind, Rejected};
 use crate::request::{check_queue_depth, BlockDevice, Completion, DeviceInfo, Operation, Request};
 
 use job::Job;
-pub use open::SMALLEST_SECTOR_BYTES;
+pub use open::{allocate_existing, SMALLEST_SECTOR_BYTES};
 use open::{Geometry, OpenFlags};
 use threads::ThreadPoolEngine;
 pub use uring::UringCounters;
@@ -82,9 +82,16 @@ pub struct FileDeviceConfig {
     pub block_size_bytes: u32,
     /// Most requests in flight: 1..=[`crate::MAX_QUEUE_DEPTH`].
     pub queue_depth: u32,
-    /// Create the file with this size (preallocated) when it does not exist; an
-    /// existing file must already have this size.
+    /// Create the file with this size when it does not exist (preallocated or sparse, as
+    /// [`FileDeviceConfig::preallocate`] says); an existing file must already have this
+    /// size.
     pub create_size_bytes: Option<u64>,
+    /// How a file made with `create_size_bytes` gets its size: `true` allocates every
+    /// block at once (`fallocate`: a full file system fails now, and writes never find
+    /// it full later); `false` makes a sparse file (`ftruncate`: blocks are allocated as
+    /// they are first written, as `qemu-img create` does, so a full file system fails a
+    /// later write with ENOSPC instead). Holes read back as zeros either way.
+    pub preallocate: bool,
     /// Which engine to use.
     pub engine: FileEngine,
     /// Bypass the page cache (`O_DIRECT`); false gives buffered I/O for comparisons.
@@ -95,14 +102,15 @@ pub struct FileDeviceConfig {
 }
 
 impl FileDeviceConfig {
-    /// Defaults for `path`: 4096-byte blocks, queue depth 32, no creation, automatic
-    /// engine, direct I/O.
+    /// Defaults for `path`: 4096-byte blocks, queue depth 32, no creation (preallocated
+    /// when asked for), automatic engine, direct I/O.
     pub fn new(path: impl Into<PathBuf>) -> FileDeviceConfig {
         FileDeviceConfig {
             path: path.into(),
             block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
             queue_depth: 32,
             create_size_bytes: None,
+            preallocate: true,
             engine: FileEngine::Auto,
             direct_io: true,
             read_only: false,
@@ -424,7 +432,7 @@ fn open_file(config: &FileDeviceConfig, system_calls: SystemCalls) -> Result<Ope
         };
     let created = create && !existed;
     if let Some(size_bytes) = config.create_size_bytes {
-        if let Err(detail) = size_new_file(&file, existed, size_bytes) {
+        if let Err(detail) = size_new_file(&file, existed, size_bytes, config.preallocate) {
             if created {
                 let _ = std::fs::remove_file(&config.path);
             }
@@ -448,14 +456,25 @@ fn check_create_size(size_bytes: u64, block_size_bytes: u32) -> Result<(), Strin
     Ok(())
 }
 
-fn size_new_file(file: &File, existed: bool, size_bytes: u64) -> Result<(), String> {
+fn size_new_file(
+    file: &File,
+    existed: bool,
+    size_bytes: u64,
+    preallocate: bool,
+) -> Result<(), String> {
     let metadata = file.metadata().map_err(|error| error.to_string())?;
     if !metadata.is_file() {
         return Err("is not a regular file, so it cannot be created with a size".to_string());
     }
     if !existed && metadata.len() == 0 {
-        return open::allocate(file, size_bytes)
-            .map_err(|error| format!("cannot allocate {size_bytes} bytes: {error}"));
+        if !preallocate {
+            return file
+                .set_len(size_bytes)
+                .map_err(|error| format!("cannot size it to {size_bytes} bytes: {error}"));
+        }
+        return open::allocate(file, size_bytes).map_err(|error| {
+            format!("cannot allocate {size_bytes} bytes: {error}; leave out preallocation to make a sparse file that takes space as it is written")
+        });
     }
     if metadata.len() != size_bytes {
         return Err(format!(

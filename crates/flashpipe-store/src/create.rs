@@ -16,7 +16,9 @@ use crate::identity::StoreIdentity;
 use crate::member_label::label_members;
 use crate::probe_foreign::refuse_devices_holding_data;
 use crate::store::{device_files, lock_store, open_store_device_locked, OpenedStoreDevice};
-use crate::store_config::{check_distinct_devices, parse_device_list, STORE_FILE_VERSION};
+use crate::store_config::{
+    check_distinct_devices, parse_device_list, DeviceSpec, STORE_FILE_VERSION,
+};
 use crate::store_lock::{LockWait, StoreLock};
 use crate::{DeviceCreation, StoreConfig};
 
@@ -42,10 +44,23 @@ pub fn create_store(
     create_store_with(config, store, false, LockWait::Fail, note)
 }
 
+/// How [`create_store_with_options`] creates a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// Format devices that hold data already.
+    pub force: bool,
+    /// Wait for another user of a device instead of failing.
+    pub wait: LockWait,
+    /// Allocate every block of the image files it creates (`fallocate`) instead of
+    /// leaving them sparse: a file system without room for them fails the creation now,
+    /// where a sparse image would fail a later write with ENOSPC.
+    pub preallocate: bool,
+}
+
 /// [`create_store`], formatting devices that hold a store with `force` and waiting for
-/// their owner with [`LockWait::Wait`]. Refuses a device named twice; on failure removes
-/// every device file and image it created (never one that was there before), so the same
-/// creation can be retried.
+/// their owner with [`LockWait::Wait`]; image files are sparse. Refuses a device named
+/// twice; on failure removes every device file and image it created (never one that was
+/// there before), so the same creation can be retried.
 pub fn create_store_with(
     config: &StoreConfig,
     store: &Path,
@@ -53,6 +68,22 @@ pub fn create_store_with(
     wait: LockWait,
     note: &mut dyn FnMut(&str),
 ) -> StoreCreateResult<FsStats> {
+    let options = CreateOptions {
+        force,
+        wait,
+        preallocate: false,
+    };
+    create_store_with_options(config, store, options, note)
+}
+
+/// [`create_store_with`] with every option, preallocation included.
+pub fn create_store_with_options(
+    config: &StoreConfig,
+    store: &Path,
+    options: CreateOptions,
+    note: &mut dyn FnMut(&str),
+) -> StoreCreateResult<FsStats> {
+    let CreateOptions { force, wait, .. } = options;
     if store.exists() {
         return Err(crate::StoreConfigError::Io {
             path: store.to_path_buf(),
@@ -78,7 +109,7 @@ pub fn create_store_with(
         .into_iter()
         .filter(|path| path.exists())
         .collect();
-    let result = format_store(config, store, lock, note);
+    let result = format_store(config, store, lock, options.preallocate, &existing, note);
     if result.is_err() {
         remove_created_files(config, store, &existing);
     }
@@ -89,6 +120,8 @@ fn format_store(
     config: &StoreConfig,
     store: &Path,
     lock: StoreLock,
+    preallocate: bool,
+    existing: &[PathBuf],
     note: &mut dyn FnMut(&str),
 ) -> StoreCreateResult<FsStats> {
     let OpenedStoreDevice {
@@ -98,6 +131,9 @@ fn format_store(
     } = open_store_device_locked(config, store, DeviceCreation::CreateMissing, lock)?;
     for line in &notes {
         note(line);
+    }
+    if preallocate {
+        preallocate_created_files(config, store, existing)?;
     }
     let identity = match config.identity {
         Some(identity) => identity,
@@ -116,6 +152,33 @@ fn format_store(
     config.save_new(store)?;
     drop(lock);
     Ok(stats)
+}
+
+/// Allocates every block of the regular-file members this creation made (those not in
+/// `existing`), before anything is formatted on them.
+fn preallocate_created_files(
+    config: &StoreConfig,
+    store: &Path,
+    existing: &[PathBuf],
+) -> StoreCreateResult<()> {
+    for spec in &config.devices {
+        let DeviceSpec::File { path, size_bytes } = spec else {
+            continue;
+        };
+        let path = StoreConfig::resolve_device_path(store, path);
+        let regular = std::fs::metadata(&path).is_ok_and(|metadata| metadata.is_file());
+        if existing.contains(&path) || !regular {
+            continue;
+        }
+        flashpipe_device::file::allocate_existing(&path).map_err(|error| {
+            format!(
+                "{}: cannot preallocate {}: {error}; free space there, or leave out --preallocate to make a sparse image that takes space as it is written",
+                path.display(),
+                crate::units::HumanBytes(*size_bytes)
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Removes the device files and flash images of `config` that a failed creation made:

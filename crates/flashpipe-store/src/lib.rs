@@ -27,6 +27,7 @@ pub mod flash_capacity;
 pub mod flash_store;
 pub mod glob;
 pub mod identity;
+pub mod info;
 pub mod leftovers;
 pub mod member_label;
 pub mod member_watch;
@@ -41,7 +42,9 @@ pub mod super_block_identity;
 
 pub use flashpipe_units as units;
 
-pub use create::{create_store, create_store_with, format_file_store};
+pub use create::{
+    create_store, create_store_with, create_store_with_options, format_file_store, CreateOptions,
+};
 pub use identity::{IdentityError, StoreIdentity};
 pub use member_watch::MemberChanged;
 pub use running::{RunningStore, StoreAccess, StoreCloseError};

@@ -293,6 +293,9 @@ fn open_member(
             }
             let mut file_config = FileDeviceConfig::new(&path);
             file_config.queue_depth = config.queue_depth;
+            // A new image file is sparse (as `qemu-img create` makes them); mkfs
+            // `--preallocate` allocates it whole afterwards (`crate::create`).
+            file_config.preallocate = false;
             file_config.read_only = creation == DeviceCreation::ReadOnly;
             let is_regular_file =
                 !exists || path.metadata().map(|meta| meta.is_file()).unwrap_or(false);

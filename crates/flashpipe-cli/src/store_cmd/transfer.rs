@@ -65,15 +65,31 @@ impl TransferTimer {
 }
 
 /// A byte progress bar on standard error; indicatif hides it when standard error is not
-/// a terminal, so pipes and logs see nothing.
-fn progress_bar(total_bytes: u64) -> ProgressBar {
-    let bar =
-        ProgressBar::with_draw_target(Some(total_bytes), indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
-            .expect("the template is valid"),
-    );
+/// a terminal, so pipes and logs see nothing. `None`: the total is not known (standard
+/// input), so only the bytes so far and the rate are shown.
+fn progress_bar(total_bytes: Option<u64>) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(total_bytes, indicatif::ProgressDrawTarget::stderr());
+    let template = if total_bytes.is_some() {
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}"
+    } else {
+        "{spinner} {bytes} {bytes_per_sec} {msg}"
+    };
+    bar.set_style(ProgressStyle::with_template(template).expect("the template is valid"));
     bar
+}
+
+/// Where a put's bytes come from: the local files its sources name, or one stream
+/// (standard input) for its single source.
+pub enum PutInput<'a> {
+    /// Each source's `path`, opened in turn.
+    Files,
+    /// The stream, read to its end for the one source (`put STORE - --as NAME`).
+    Stream {
+        /// The bytes.
+        reader: &'a mut dyn std::io::Read,
+        /// What to call it in messages ("standard input").
+        label: &'static str,
+    },
 }
 
 /// Stores every source as one transaction (see the module's documentation): checks that
@@ -84,11 +100,12 @@ pub fn put_files_atomically(
     client: &mut dyn StoreOperations,
     clock: &dyn Clock,
     sources: &[PutSource],
+    input: PutInput<'_>,
     replace: bool,
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
     let temporaries = temporary_names(sources.len());
     check_put_targets(client, sources, &temporaries, replace)?;
-    let result = put_files(client, clock, sources, &temporaries).and_then(|report| {
+    let result = put_files(client, clock, sources, input, &temporaries).and_then(|report| {
         install_files(client, sources, &temporaries, replace)?;
         client.flush()?;
         Ok(report)
@@ -193,30 +210,44 @@ fn remove_temporaries(client: &mut dyn StoreOperations, temporaries: &[String]) 
 }
 
 /// Writes every source into the store file of the same index in `names` (created, or
-/// emptied if it exists).
+/// emptied if it exists), reading each from its path or, for a stream, the one source
+/// from the stream (its size is not known ahead: memory stays bounded by the transfer's
+/// commands in flight whatever its length).
 fn put_files(
     client: &mut dyn StoreOperations,
     clock: &dyn Clock,
     sources: &[PutSource],
+    mut input: PutInput<'_>,
     names: &[String],
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
     assert_eq!(sources.len(), names.len(), "one store name per source");
-    let total_bytes: u64 = sources.iter().map(|source| source.size_bytes).sum();
+    let total_bytes = match input {
+        PutInput::Files => Some(sources.iter().map(|source| source.size_bytes).sum()),
+        PutInput::Stream { .. } => {
+            assert_eq!(sources.len(), 1, "a stream is the one source of its put");
+            None
+        }
+    };
     let bar = progress_bar(total_bytes);
     let timer = TransferTimer::start(clock);
     let mut done_bytes = 0;
     for (source, name) in sources.iter().zip(names) {
         bar.set_message(source.name.clone());
-        let mut file = File::open(&source.path).map_err(|error| {
-            Failure::context(&error, format!("{}: {error}", source.path.display()))
-        })?;
+        let mut file;
+        let (reader, label): (&mut dyn std::io::Read, String) = match &mut input {
+            PutInput::Files => {
+                file = File::open(&source.path).map_err(|error| {
+                    Failure::context(&error, format!("{}: {error}", source.path.display()))
+                })?;
+                (&mut file, source.path.display().to_string())
+            }
+            PutInput::Stream { reader, label } => (&mut **reader, label.to_string()),
+        };
         let written = client
-            .write_stream(name, &mut file, &mut |bytes| {
+            .write_stream(name, reader, &mut |bytes| {
                 bar.set_position(done_bytes + bytes)
             })
-            .map_err(|error| {
-                Failure::context(&error, format!("{}: {error}", source.path.display()))
-            })?;
+            .map_err(|error| Failure::context(&error, format!("{label}: {error}")))?;
         done_bytes += written;
     }
     bar.finish_and_clear();
@@ -269,7 +300,7 @@ pub fn get_files(
     special: SpecialDestination,
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
     let total_bytes: u64 = targets.iter().map(|target| target.size_bytes).sum();
-    let bar = progress_bar(total_bytes);
+    let bar = progress_bar(Some(total_bytes));
     let timer = TransferTimer::start(clock);
     let mut done_bytes = 0;
     let mut result = Ok(());

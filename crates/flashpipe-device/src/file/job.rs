@@ -147,8 +147,11 @@ impl Job {
     }
 }
 
-/// A failed system call becomes [`DeviceErrorKind::IoFailed`], a short transfer
-/// [`DeviceErrorKind::ShortTransfer`].
+/// A failed system call becomes [`DeviceErrorKind::IoFailed`], a short read
+/// [`DeviceErrorKind::ShortTransfer`]. A short write is [`DeviceErrorKind::IoFailed`]
+/// saying what stops a write part-way on Linux (the file system holding the file is full,
+/// the user's quota or the file size limit is reached): a sparse image takes its space as
+/// it is written, so that is where a full file system is found out.
 fn check_result(
     device_name: &Arc<str>,
     action: &Action,
@@ -157,17 +160,17 @@ fn check_result(
 ) -> Result<(), DeviceError> {
     let kind = match (result, action) {
         (Ok(moved_bytes), _) if moved_bytes == expected_bytes => return Ok(()),
-        (Ok(moved_bytes), Action::Read { .. } | Action::Write { .. }) => {
-            DeviceErrorKind::ShortTransfer {
-                direction: if matches!(action, Action::Read { .. }) {
-                    TransferDirection::Read
-                } else {
-                    TransferDirection::Write
-                },
-                moved_bytes: moved_bytes as u64,
-                expected_bytes: expected_bytes as u64,
-            }
-        }
+        (Ok(moved_bytes), Action::Write { .. }) => DeviceErrorKind::IoFailed {
+            detail: format!(
+                "write of {expected_bytes} bytes at offset {} stopped after {moved_bytes} bytes: the file system holding it is full or a quota or file size limit is reached (a sparse image takes its space as it is written; free space, or make images with mkfs --preallocate)",
+                action.offset_bytes()
+            ),
+        },
+        (Ok(moved_bytes), Action::Read { .. }) => DeviceErrorKind::ShortTransfer {
+            direction: TransferDirection::Read,
+            moved_bytes: moved_bytes as u64,
+            expected_bytes: expected_bytes as u64,
+        },
         (Ok(moved_bytes), _) => DeviceErrorKind::IoFailed {
             detail: format!(
                 "{}: {moved_bytes} of {expected_bytes} bytes at offset {}",

@@ -153,6 +153,19 @@ pub fn allocate(file: &File, size_bytes: u64) -> io::Result<()> {
     }
 }
 
+/// Allocates every block of the regular file at `path` (its size unchanged): a sparse
+/// file made with `preallocate` off becomes a preallocated one, so a full file system
+/// fails now rather than at a later write. Where the file system cannot preallocate
+/// (`EOPNOTSUPP`) the file stays sparse and this succeeds, as [`allocate`] does.
+pub fn allocate_existing(path: &Path) -> io::Result<()> {
+    let file = OpenOptions::new().write(true).open(path)?;
+    let size_bytes = file.metadata()?.len();
+    if size_bytes == 0 {
+        return Ok(());
+    }
+    allocate(&file, size_bytes)
+}
+
 /// Punches a hole (the range reads back as zeros; the file keeps its size).
 pub fn punch_hole(file_descriptor: i32, offset_bytes: u64, length_bytes: u64) -> io::Result<()> {
     // SAFETY: plain syscall on a descriptor the caller keeps open.

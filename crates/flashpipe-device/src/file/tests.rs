@@ -18,6 +18,7 @@ fn config(path: &Path, engine: FileEngine, queue_depth: u32) -> FileDeviceConfig
         block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
         queue_depth,
         create_size_bytes: Some(TEST_BLOCK_COUNT * u64::from(DEFAULT_BLOCK_SIZE_BYTES)),
+        preallocate: true,
         engine,
         direct_io: true,
         read_only: false,
@@ -537,4 +538,50 @@ fn a_read_only_device_reads_and_refuses_every_change() {
     .unwrap();
     assert!(error.to_string().contains("read-only"), "{error}");
     assert!(!folder.path().join("new.img").exists());
+}
+
+/// Bytes the file system has allocated to `path` (`st_blocks` counts 512-byte units).
+fn allocated_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+#[test]
+fn created_files_are_sparse_unless_preallocated() {
+    let folder = tempfile::tempdir().unwrap();
+    let size_bytes = TEST_BLOCK_COUNT * u64::from(DEFAULT_BLOCK_SIZE_BYTES);
+    let sparse = folder.path().join("sparse.img");
+    let mut device = FileDevice::open(FileDeviceConfig {
+        preallocate: false,
+        ..config(&sparse, FileEngine::Auto, 4)
+    })
+    .unwrap();
+    assert_eq!(std::fs::metadata(&sparse).unwrap().len(), size_bytes);
+    assert!(
+        allocated_bytes(&sparse) < size_bytes / 8,
+        "a sparse file allocates nothing at creation: {} bytes",
+        allocated_bytes(&sparse)
+    );
+    let completion = run_one(
+        &mut device,
+        Operation::Read {
+            first_block: TEST_BLOCK_COUNT - 1,
+            buffer: IoBuf::zeroed(DEFAULT_BLOCK_SIZE_BYTES as usize),
+        },
+    )
+    .unwrap();
+    completion.status.unwrap();
+    assert!(completion.buffer.unwrap().iter().all(|&byte| byte == 0));
+    drop(device);
+    let full = folder.path().join("full.img");
+    let device = FileDevice::open(config(&full, FileEngine::Auto, 4)).unwrap();
+    drop(device);
+    assert_eq!(std::fs::metadata(&full).unwrap().len(), size_bytes);
+    // A file system that cannot preallocate falls back to a sparse file (tmpfs and ext4,
+    // where tests run, can).
+    assert!(
+        allocated_bytes(&full) >= size_bytes,
+        "a preallocated file has every block: {} of {size_bytes} bytes",
+        allocated_bytes(&full)
+    );
 }
