@@ -15,7 +15,7 @@
 
 mod info_cmd;
 mod permissions;
-mod put_stdin;
+pub(crate) mod put_stdin;
 mod transfer;
 
 pub use crate::session::file_exists;

@@ -64,6 +64,8 @@ fn known(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
         IdentityError => |_| Io,
         flashpipe_store::probe::DeviceHoldsStoreError => |_| Exists,
         flashpipe_store::put_plan::PutPlanError => put_plan,
+        flashpipe_store::info::StoreInfoError => store_info,
+        crate::store_cmd::put_stdin::PutStdinError => put_stdin,
         flashpipe_store::units::SizeParseError => |_| InvalidInput,
         flashpipe_flash::ConfigError => |_| InvalidInput,
         DeviceError => device,
@@ -148,6 +150,25 @@ fn put_plan(error: &flashpipe_store::put_plan::PutPlanError) -> ErrorKind {
     match error {
         P::Local { source, .. } => io(source),
         P::Refused(_) => InvalidInput,
+    }
+}
+
+fn store_info(error: &flashpipe_store::info::StoreInfoError) -> ErrorKind {
+    use flashpipe_store::info::StoreInfoError as E;
+    match error {
+        E::Config(inner) => store_config(inner),
+        E::Open(inner) => store_open(inner),
+        E::Mount { source, .. } => mount(source),
+        E::Members { .. } => Io,
+        E::RamDevices { .. } => InvalidInput,
+    }
+}
+
+fn put_stdin(error: &crate::store_cmd::put_stdin::PutStdinError) -> ErrorKind {
+    use crate::store_cmd::put_stdin::PutStdinError as E;
+    match error {
+        E::Unreadable(inner) => io(inner),
+        E::NoName | E::NotAlone | E::Empty | E::BadName { .. } => InvalidInput,
     }
 }
 
