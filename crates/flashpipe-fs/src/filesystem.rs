@@ -81,6 +81,9 @@ pub struct FileStat {
     pub size_bytes: u64,
     /// FS blocks holding its data (holes excluded).
     pub allocated_blocks: u64,
+    /// Of those, the blocks that other pointers reference too (shared by a copy by
+    /// sharing, with another file or within this one): stored once for all of them.
+    pub shared_blocks: u64,
     /// Device clock at its last change (virtual time on simulated devices).
     pub modified_clock_ns: u64,
 }
@@ -92,8 +95,15 @@ pub struct FsStats {
     pub fs_block_size_bytes: u32,
     /// FS blocks in all.
     pub fs_block_count: u64,
-    /// Blocks in use (data, indirect, checkpoint, super blocks).
+    /// Blocks in use (data, indirect, checkpoint, super blocks); a shared block counts
+    /// once however many pointers reference it.
     pub used_blocks: u64,
+    /// Data blocks referenced by more than one pointer (each counted once in
+    /// `used_blocks`).
+    pub shared_blocks: u64,
+    /// Blocks that sharing saves: for each shared block, its references beyond the first
+    /// (what the copies would take if each had its own).
+    pub saved_blocks: u64,
     /// Blocks free now.
     pub free_blocks: u64,
     /// Blocks freed since the last flush, free again once it completes.
@@ -450,6 +460,7 @@ impl Filesystem {
         method: CopyMethod,
     ) -> Result<CopyReport, CopyError> {
         self.check_io_writable("copy")?;
+        self.assert_no_writes_pending("copy");
         let range = copy::CopyRange {
             source_inode: source.0,
             source_offset_bytes,
@@ -508,12 +519,10 @@ impl Filesystem {
         self.check_usable()?;
         let file = self.open(name)?;
         let node = self.state.remove_file(file.0);
-        for block in node
-            .pointers
-            .into_iter()
-            .chain(node.indirect_chain)
-            .filter(|&block| block != 0)
-        {
+        for block in node.pointers.into_iter().filter(|&block| block != 0) {
+            self.state.release_data_block(block);
+        }
+        for block in node.indirect_chain {
             self.state.allocator.release(block);
         }
         self.state.changed_since_commit = true;
@@ -618,6 +627,11 @@ impl Filesystem {
             name: node.name.to_string(),
             size_bytes: node.size_bytes,
             allocated_blocks: node.pointers.iter().filter(|&&block| block != 0).count() as u64,
+            shared_blocks: node
+                .pointers
+                .iter()
+                .filter(|&&block| block != 0 && self.state.shared.is_shared(block))
+                .count() as u64,
             modified_clock_ns: node.modified_clock_ns,
         }
     }
@@ -631,6 +645,13 @@ impl Filesystem {
             fs_block_size_bytes: geometry.fs_block_size_bytes,
             fs_block_count: geometry.fs_block_count,
             used_blocks: geometry.fs_block_count - free_blocks - pending_free_blocks,
+            shared_blocks: self.state.shared.shared_block_count(),
+            saved_blocks: self
+                .state
+                .shared
+                .iter()
+                .map(|(_, count)| u64::from(count) - 1)
+                .sum(),
             free_blocks,
             pending_free_blocks,
             reserved_blocks: self.state.checkpoint_reserve_blocks(&self.state.totals),

@@ -15,13 +15,15 @@ use crate::layout::{
     fixed_entries_per_block, indirect_block_count_in_version, open_metadata_block,
     pointer_entry_bytes, pointers_per_indirect_block_in_version, read_pointer_entry, read_u32,
     read_u64, reserved_offset_of_version, MetadataHeader, MetadataKind, SuperBlock,
-    SuperBlockProblem, DIRECT_POINTER_COUNT, FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES,
+    SuperBlockProblem, DIRECT_POINTER_COUNT, FIRST_ALLOCATABLE_BLOCK, FIRST_SHARED_FORMAT_VERSION,
+    FREE_EXTENT_BYTES,
     INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES, METADATA_HEADER_BYTES,
     MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::name::name_problem;
 
 mod replay;
+mod shared_table;
 
 pub use replay::LogDamage;
 
@@ -262,6 +264,7 @@ pub fn load_image_of(
         damaged_chains: BTreeMap::new(),
         lost_name_table_blocks: Vec::new(),
         lost_inode_table_blocks: Vec::new(),
+        shared_table: shared_table::SharedTable::default(),
     };
     let used_blocks = loader.load(device)?;
     Ok(LoadedImage {
@@ -568,6 +571,7 @@ struct Loader {
     damaged_chains: BTreeMap<u64, ChainDamage>,
     lost_name_table_blocks: Vec<u64>,
     lost_inode_table_blocks: Vec<u64>,
+    shared_table: shared_table::SharedTable,
 }
 
 impl Loader {
@@ -650,6 +654,7 @@ impl Loader {
         let expected = super_block.name_table_block_count
             + super_block.inode_table_block_count
             + super_block.free_list_block_count
+            + super_block.shared_table_block_count
             + super_block.log_region_block_count;
         if addresses.len() as u64 != expected {
             let problem = format!(
@@ -684,16 +689,22 @@ impl Loader {
     ) -> Result<(), DeviceError> {
         let name_count = self.super_block.name_table_block_count as usize;
         let inode_count = self.super_block.inode_table_block_count as usize;
+        let free_count = self.super_block.free_list_block_count as usize;
         let kinds: Vec<(MetadataKind, u64)> = (0..addresses.len())
             .map(|position| {
                 if position < name_count {
                     (MetadataKind::NameTable, position as u64)
                 } else if position < name_count + inode_count {
                     (MetadataKind::InodeTable, (position - name_count) as u64)
-                } else {
+                } else if position < name_count + inode_count + free_count {
                     (
                         MetadataKind::FreeList,
                         (position - name_count - inode_count) as u64,
+                    )
+                } else {
+                    (
+                        MetadataKind::SharedTable,
+                        (position - name_count - inode_count - free_count) as u64,
                     )
                 }
             })
@@ -730,6 +741,7 @@ impl Loader {
         let outcome = match kind {
             MetadataKind::NameTable => self.parse_names(payload, header.entry_count, block),
             MetadataKind::InodeTable => self.parse_inodes(payload, header.entry_count, block),
+            MetadataKind::SharedTable => self.parse_shared_extents(payload, header.entry_count),
             _ => self.parse_free_extents(payload, header.entry_count),
         };
         if let Err(problem) = outcome {
@@ -741,6 +753,10 @@ impl Loader {
     /// by repair from the blocks in use); a name table block costs its files' names
     /// (they become orphans); an inode table block costs its files (their names dangle).
     fn table_block_lost(&mut self, structure: Structure, block: u64, problem: String) {
+        if structure == Structure::SharedTable {
+            self.shared_table_lost(block, problem);
+            return;
+        }
         let consequence = match structure {
             Structure::FreeList => {
                 self.free_list_complete = false;
@@ -1087,6 +1103,7 @@ impl Loader {
     }
 
     fn check_counts(&mut self) {
+        self.check_shared_counts();
         let super_block = self.super_block.clone();
         if self.files_complete && self.files.len() as u64 != super_block.file_count {
             let problem = format!(
@@ -1151,15 +1168,30 @@ impl Loader {
             for &block in &file.indirect_chain {
                 mark(block, &|| format!("indirect block of inode {inode_number}"));
             }
+        }
+        let sharing = self.super_block.format_version >= FIRST_SHARED_FORMAT_VERSION;
+        let mut data_blocks = BlockBits::new(self.geometry.fs_block_count);
+        let mut pointer_counts: BTreeMap<u64, u32> = BTreeMap::new();
+        for (&inode_number, file) in &self.files {
             for (index, &block) in file.pointers.iter().enumerate() {
-                if block != 0 {
-                    mark(block, &|| {
-                        format!("data block {index} of inode {inode_number}")
-                    });
+                if block == 0 {
+                    continue;
                 }
+                if sharing && data_blocks.get(block) {
+                    let count = pointer_counts.entry(block).or_insert(1);
+                    *count = count.saturating_add(1);
+                    continue;
+                }
+                data_blocks.set(block);
+                mark(block, &|| {
+                    format!("data block {index} of inode {inode_number}")
+                });
             }
         }
         self.findings.extend(doubly_used);
+        if sharing {
+            self.compare_with_shared_table(&pointer_counts);
+        }
         if self.free_list_complete && self.files_complete {
             self.compare_with_free_list(used);
         }
@@ -1249,5 +1281,6 @@ fn structure_of(kind: MetadataKind) -> Structure {
         MetadataKind::FreeList => Structure::FreeList,
         MetadataKind::Indirect => Structure::IndirectBlock,
         MetadataKind::Log => Structure::Log,
+        MetadataKind::SharedTable => Structure::SharedTable,
     }
 }
