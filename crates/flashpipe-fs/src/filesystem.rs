@@ -81,9 +81,10 @@ pub struct FileStat {
     pub size_bytes: u64,
     /// FS blocks holding its data (holes excluded).
     pub allocated_blocks: u64,
-    /// Of those, the blocks that other pointers reference too (shared by a copy by
-    /// sharing, with another file or within this one): stored once for all of them.
-    pub shared_blocks: u64,
+    /// Bytes of the file (at most its size) in blocks that other pointers reference too
+    /// (shared by a copy by sharing, with another file or within this one): stored once
+    /// for all of them, as `du` counts a reflinked file against its apparent size.
+    pub shared_bytes: u64,
     /// Device clock at its last change (virtual time on simulated devices).
     pub modified_clock_ns: u64,
 }
@@ -627,11 +628,17 @@ impl Filesystem {
             name: node.name.to_string(),
             size_bytes: node.size_bytes,
             allocated_blocks: node.pointers.iter().filter(|&&block| block != 0).count() as u64,
-            shared_blocks: node
+            shared_bytes: node
                 .pointers
                 .iter()
-                .filter(|&&block| block != 0 && self.state.shared.is_shared(block))
-                .count() as u64,
+                .enumerate()
+                .filter(|&(_, &block)| block != 0 && self.state.shared.is_shared(block))
+                .map(|(index, _)| {
+                    let block_bytes = self.state.geometry.block_bytes();
+                    let start = index as u64 * block_bytes;
+                    block_bytes.min(node.size_bytes.saturating_sub(start))
+                })
+                .sum(),
             modified_clock_ns: node.modified_clock_ns,
         }
     }
