@@ -16,10 +16,10 @@ use crate::error::FlushError;
 use crate::io::{flush_device, write_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, pointers_per_indirect_block,
-    seal_metadata_block, write_pointer_entry, write_u32, write_u64, MetadataHeader, MetadataKind, SuperBlock,
-    DIRECT_POINTER_COUNT, FIRST_SHARED_FORMAT_VERSION, FORMAT_VERSION, FREE_EXTENT_BYTES,
-    MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, POINTER_ENTRY_BYTES,
-    SHARED_EXTENT_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    seal_metadata_block, write_pointer_entry, write_u32, write_u64, MetadataHeader, MetadataKind,
+    SuperBlock, DIRECT_POINTER_COUNT, FIRST_SHARED_FORMAT_VERSION, FORMAT_VERSION,
+    FREE_EXTENT_BYTES, MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
+    POINTER_ENTRY_BYTES, SHARED_EXTENT_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::metadata_log::{
     encode_inode_record, LogFile, LogRecord, LOG_EXTENT_ENTRY_BYTES, LOG_FILE_ENTRY_HEADER_BYTES,

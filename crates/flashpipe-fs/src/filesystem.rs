@@ -759,6 +759,7 @@ impl Filesystem {
                 (Structure::NameTable, super_block.name_table_block_count),
                 (Structure::InodeTable, super_block.inode_table_block_count),
                 (Structure::FreeList, super_block.free_list_block_count),
+                (Structure::SharedTable, super_block.shared_table_block_count),
                 (Structure::CheckpointMap, super_block.map_block_count),
             ];
             let mut addresses = self.state.committed.blocks.iter().copied();

@@ -16,8 +16,7 @@ use crate::layout::{
     pointer_entry_bytes, pointers_per_indirect_block_in_version, read_pointer_entry, read_u32,
     read_u64, reserved_offset_of_version, MetadataHeader, MetadataKind, SuperBlock,
     SuperBlockProblem, DIRECT_POINTER_COUNT, FIRST_ALLOCATABLE_BLOCK, FIRST_SHARED_FORMAT_VERSION,
-    FREE_EXTENT_BYTES,
-    INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES, METADATA_HEADER_BYTES,
+    FREE_EXTENT_BYTES, INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES, METADATA_HEADER_BYTES,
     MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::name::name_problem;

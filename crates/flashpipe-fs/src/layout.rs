@@ -675,10 +675,13 @@ mod tests {
         };
         let mut stray = version_4.encode();
         stray[152] = 1;
-        assert!(matches!(
-            SuperBlock::decode(&re_sealed(stray)),
-            Err(SuperBlockProblem::BadField(_))
-        ), "version 4: byte 152 is reserved");
+        assert!(
+            matches!(
+                SuperBlock::decode(&re_sealed(stray)),
+                Err(SuperBlockProblem::BadField(_))
+            ),
+            "version 4: byte 152 is reserved"
+        );
     }
 
     fn re_sealed(mut bytes: [u8; SUPER_BLOCK_SIZE_BYTES]) -> [u8; SUPER_BLOCK_SIZE_BYTES] {

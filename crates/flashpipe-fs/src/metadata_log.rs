@@ -461,7 +461,8 @@ pub fn salvage_changes(block: &[u8]) -> (Vec<(u64, String)>, Vec<u64>) {
     let mut counts = None;
     let mut offset = 0;
     while offset < payload.len() {
-        let first = payload[offset] == LOG_ENTRY_RECORD_START;
+        let first = payload[offset] == LOG_ENTRY_RECORD_START
+            || payload[offset] == LOG_ENTRY_SHARED_RECORD_START;
         match decode_entry(&payload[offset..], first, &mut record, &mut counts) {
             Ok(length) => offset += length,
             Err(_) => break,
@@ -510,7 +511,10 @@ mod tests {
             ..sample_record()
         };
         let blocks = record.encode(4096, 0);
-        assert_eq!(blocks[0][METADATA_HEADER_BYTES], LOG_ENTRY_SHARED_RECORD_START);
+        assert_eq!(
+            blocks[0][METADATA_HEADER_BYTES],
+            LOG_ENTRY_SHARED_RECORD_START
+        );
         assert_eq!(read_u32(&blocks[0], METADATA_HEADER_BYTES + 48), 2);
         let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
         assert_eq!(decode_record(&views), Ok(record.clone()));

@@ -67,7 +67,10 @@ impl SharedCounts {
         match self.counts.get_mut(&block) {
             None => true,
             Some(count) => {
-                assert!(*count >= 2, "block {block}: a table entry counts at least 2");
+                assert!(
+                    *count >= 2,
+                    "block {block}: a table entry counts at least 2"
+                );
                 *count -= 1;
                 if *count == 1 {
                     self.counts.remove(&block);
@@ -87,11 +90,7 @@ impl SharedCounts {
     /// The blocks whose count changed since the last commit, with their counts now (1:
     /// no longer shared, or freed), as extents like [`SharedCounts::extents`].
     pub fn touched_extents(&self) -> Vec<(u64, u64, u32)> {
-        extents_of(
-            self.touched
-                .iter()
-                .map(|&block| (block, self.count(block))),
-        )
+        extents_of(self.touched.iter().map(|&block| (block, self.count(block))))
     }
 
     /// Blocks touched since the last commit.

@@ -15,7 +15,7 @@ use crate::image::{BlockBits, LoadedImage};
 use crate::io::{BufferRecycler, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, FREE_EXTENT_BYTES,
-    MAX_NAME_BYTES, SHARED_EXTENT_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
+    MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, SHARED_EXTENT_BYTES,
 };
 use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK};
 use crate::shared::SharedCounts;
@@ -277,8 +277,7 @@ impl State {
     /// shared (each could be an extent of its own).
     pub fn shared_table_blocks(&self, shared_blocks: u64) -> u64 {
         let per_block =
-            fixed_entries_per_block(self.geometry.fs_block_size_bytes, SHARED_EXTENT_BYTES)
-                as u64;
+            fixed_entries_per_block(self.geometry.fs_block_size_bytes, SHARED_EXTENT_BYTES) as u64;
         shared_blocks.div_ceil(per_block)
     }
 
@@ -438,12 +437,8 @@ impl State {
             state.insert_file(inode_number, node);
         }
         state.store_identity = image.super_block.store_identity;
-        state.shared = SharedCounts::from_pointers(
-            state
-                .files
-                .values()
-                .flat_map(|node| node.pointers.iter()),
-        );
+        state.shared =
+            SharedCounts::from_pointers(state.files.values().flat_map(|node| node.pointers.iter()));
         state.committed = CommittedCheckpoint {
             sequence: image.super_block.commit_sequence,
             next_inode_number: state.next_inode_number,

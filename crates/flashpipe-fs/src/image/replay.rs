@@ -13,8 +13,8 @@ use crate::fsck::Structure;
 use crate::io::read_fs_blocks;
 use crate::layout::{read_u32, DIRECT_POINTER_COUNT, METADATA_HEADER_BYTES};
 use crate::metadata_log::{
-    decode_record, open_log_block, salvage_changes, LogFile, LogRecord, LOG_ENTRY_RECORD_START, LOG_ENTRY_SHARED_RECORD_START,
-    LOG_RECORD_START_BYTES,
+    decode_record, open_log_block, salvage_changes, LogFile, LogRecord, LOG_ENTRY_RECORD_START,
+    LOG_ENTRY_SHARED_RECORD_START, LOG_RECORD_START_BYTES,
 };
 use crate::name::name_problem;
 
