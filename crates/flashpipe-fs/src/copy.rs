@@ -276,20 +276,24 @@ fn share_blocks(
         .count() as u64;
     let table_growth = state.shared_table_blocks(state.shared.shared_block_count() + newly_shared)
         - state.shared_table_blocks(state.shared.shared_block_count());
+    let destination_end_block =
+        (range.destination_offset_bytes + range.length_bytes).div_ceil(block_bytes);
     data::check_copy_space(
         state,
         range.destination_inode,
-        plan.end_block,
-        2 * table_growth,
+        destination_end_block,
+        2 * table_growth + edges.len() as u64,
     )?;
-    data::install_shared_pointers(
-        state,
-        range.destination_inode,
-        plan.first_block,
-        &source_pointers,
-        &source_checksums,
-        (plan.end_block * block_bytes).min(range.destination_offset_bytes + range.length_bytes),
-    );
+    if plan.first_block < plan.end_block {
+        data::install_shared_pointers(
+            state,
+            range.destination_inode,
+            plan.first_block,
+            &source_pointers,
+            &source_checksums,
+            (plan.end_block * block_bytes).min(range.destination_offset_bytes + range.length_bytes),
+        );
+    }
     let mut report = CopyReport {
         blocks_by_reference: plan.end_block - plan.first_block,
         bytes_by_bytes: 0,
