@@ -46,7 +46,7 @@ fn a_read_by_reference_answer_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[2, 0],
+        &[3, 0],
         &[0x03, 0x02], // kind 0x0203 data
         &[0x02, 0x01, 0, 0, 0, 0, 0, 0],
         &[29, 0, 0, 0],
@@ -71,7 +71,7 @@ fn an_error_answer_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[2, 0],
+        &[3, 0],
         &[0x04, 0x00],
         &[9, 0, 0, 0, 0, 0, 0, 0],
         &[16, 0, 0, 0],
