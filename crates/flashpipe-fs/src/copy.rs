@@ -285,7 +285,7 @@ fn share_blocks(
         2 * table_growth + edges.len() as u64,
     )?;
     if plan.first_block < plan.end_block {
-        data::install_shared_pointers(
+        install_shared_pointers(
             state,
             range.destination_inode,
             plan.first_block,
@@ -481,4 +481,48 @@ fn copy_by_bytes(
         blocks_by_reference: 0,
         bytes_by_bytes: range.length_bytes,
     })
+}
+
+/// Points file blocks `first..first + blocks.len()` of `inode_number` at `blocks`, blocks
+/// that other pointers already reference (0: a hole), with their data `checksums`: each
+/// block's reference count rises first, then the blocks they replace lose one (so a
+/// block replaced by itself keeps its count). Grows the size to at least `end_bytes`.
+fn install_shared_pointers(
+    state: &mut State,
+    inode_number: u64,
+    first: u64,
+    blocks: &[u64],
+    checksums: &[Option<u32>],
+    end_bytes: u64,
+) {
+    assert_eq!(blocks.len(), checksums.len(), "one checksum per block");
+    let end = first + blocks.len() as u64;
+    if end > state.files[&inode_number].pointers.len() as u64 {
+        state.resize_pointers(inode_number, end);
+    }
+    for &block in blocks.iter().filter(|&&block| block != 0) {
+        state.shared.add_reference(block);
+    }
+    let now = state.now_ns();
+    let node = state.files.get_mut(&inode_number).expect("live file");
+    let mut replaced = Vec::new();
+    for (offset, (&block, &checksum)) in blocks.iter().zip(checksums).enumerate() {
+        assert!(
+            block != 0 || checksum.is_none(),
+            "a hole carries no checksum"
+        );
+        let slot = &mut node.pointers[first as usize + offset];
+        if *slot != 0 {
+            replaced.push(*slot);
+        }
+        *slot = block;
+        node.checksums[first as usize + offset] = checksum;
+    }
+    node.size_bytes = node.size_bytes.max(end_bytes);
+    node.modified_clock_ns = now;
+    node.map_changed = true;
+    for block in replaced {
+        state.release_data_block(block);
+    }
+    state.changed_since_commit = true;
 }

@@ -20,14 +20,22 @@ pub struct SharedCounts {
 
 impl SharedCounts {
     /// Counts taken from the pointers: every block that `pointers` lists more than once
-    /// (holes, block 0, excluded). Nothing is touched.
-    pub fn from_pointers<'a>(pointers: impl Iterator<Item = &'a u64>) -> SharedCounts {
-        let mut seen = std::collections::HashSet::new();
+    /// (holes, block 0, excluded); every pointer is below `fs_block_count` (one bit per
+    /// block marks the blocks seen). Nothing is touched.
+    pub fn from_pointers<'a>(
+        fs_block_count: u64,
+        pointers: impl Iterator<Item = &'a u64>,
+    ) -> SharedCounts {
+        let mut seen = vec![0u64; fs_block_count.div_ceil(64) as usize];
         let mut counts: BTreeMap<u64, u32> = BTreeMap::new();
         for &block in pointers.filter(|&&block| block != 0) {
-            if !seen.insert(block) {
-                *counts.entry(block).or_insert(1) += 1;
+            assert!(block < fs_block_count, "pointer {block} out of range");
+            let (word, bit) = ((block / 64) as usize, 1u64 << (block % 64));
+            if seen[word] & bit != 0 {
+                let count = counts.entry(block).or_insert(1);
+                *count = count.saturating_add(1);
             }
+            seen[word] |= bit;
         }
         SharedCounts {
             counts,
@@ -147,7 +155,7 @@ mod tests {
     #[test]
     fn counts_from_pointers_skip_holes_and_single_uses() {
         let pointers = [0, 5, 6, 5, 0, 5, 7, 6];
-        let shared = SharedCounts::from_pointers(pointers.iter());
+        let shared = SharedCounts::from_pointers(16, pointers.iter());
         assert_eq!(shared.extents(), vec![(5, 1, 3), (6, 1, 2)]);
         assert_eq!(shared.touched_block_count(), 0);
     }

@@ -437,8 +437,10 @@ impl State {
             state.insert_file(inode_number, node);
         }
         state.store_identity = image.super_block.store_identity;
-        state.shared =
-            SharedCounts::from_pointers(state.files.values().flat_map(|node| node.pointers.iter()));
+        state.shared = SharedCounts::from_pointers(
+            geometry.fs_block_count,
+            state.files.values().flat_map(|node| node.pointers.iter()),
+        );
         state.committed = CommittedCheckpoint {
             sequence: image.super_block.commit_sequence,
             next_inode_number: state.next_inode_number,

@@ -55,15 +55,18 @@ impl Loader {
                 .counts
                 .last_key_value()
                 .is_none_or(|(&last, _)| last < first);
+            let claimed = self.shared_table.counts.len() as u64 + block_count;
             if block_count == 0
                 || reference_count < 2
                 || first < FIRST_ALLOCATABLE_BLOCK
                 || end > fs_block_count
                 || !after_previous
+                || claimed > self.super_block.shared_block_count
             {
                 return Err(format!(
                     "extent {first}+{block_count} with count {reference_count} is empty, out of \
-                     range, unsorted, overlapping or counts fewer than 2 references"
+                     range, unsorted, overlapping, beyond the super block's shared block count or \
+                     counts fewer than 2 references"
                 ));
             }
             for block in first..end {
