@@ -649,41 +649,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn shared_table_fields_round_trip_at_their_offsets() {
-        let with_shared = SuperBlock {
-            shared_table_block_count: 2,
-            shared_extent_count: 3,
-            shared_block_count: 40,
-            ..sample_super_block()
-        };
-        let encoded = with_shared.encode();
-        assert_eq!(read_u64(&encoded, 152), 2);
-        assert_eq!(read_u64(&encoded, 160), 3);
-        assert_eq!(read_u64(&encoded, 168), 40);
-        assert!(encoded[176..].iter().all(|&byte| byte == 0));
-        assert_eq!(SuperBlock::decode(&encoded), Ok(with_shared));
-        let mut impossible = encoded;
-        write_u64(&mut impossible, 160, 41);
-        assert!(matches!(
-            SuperBlock::decode(&re_sealed(impossible)),
-            Err(SuperBlockProblem::BadField(_))
-        ));
-        let version_4 = SuperBlock {
-            format_version: FIRST_IDENTIFIED_FORMAT_VERSION,
-            ..sample_super_block()
-        };
-        let mut stray = version_4.encode();
-        stray[152] = 1;
-        assert!(
-            matches!(
-                SuperBlock::decode(&re_sealed(stray)),
-                Err(SuperBlockProblem::BadField(_))
-            ),
-            "version 4: byte 152 is reserved"
-        );
-    }
-
     fn re_sealed(mut bytes: [u8; SUPER_BLOCK_SIZE_BYTES]) -> [u8; SUPER_BLOCK_SIZE_BYTES] {
         let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
         write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);

@@ -114,6 +114,44 @@ fn the_version_5_super_block_has_the_documented_bytes() {
 }
 
 #[test]
+fn the_shared_table_fields_are_checked_and_reserved_before_version_5() {
+    let encoded = known_super_block_v5().encode();
+    let mut impossible = encoded;
+    impossible[160..168].copy_from_slice(&0x41u64.to_le_bytes());
+    let checksum = checksum_with_field_zeroed(&impossible, 12);
+    impossible[12..16].copy_from_slice(&checksum.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&impossible),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "more extents than blocks"
+    );
+    let mut stray = known_super_block_v4().encode();
+    stray[152] = 1;
+    let checksum = checksum_with_field_zeroed(&stray, 12);
+    stray[12..16].copy_from_slice(&checksum.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&stray),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "version 4: byte 152 is reserved"
+    );
+    let mut stray = encoded;
+    stray[176] = 1;
+    let checksum = checksum_with_field_zeroed(&stray, 12);
+    stray[12..16].copy_from_slice(&checksum.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&stray),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "version 5: byte 176 is reserved"
+    );
+}
+
+#[test]
 fn the_version_4_super_block_has_the_documented_bytes() {
     let encoded = known_super_block_v4().encode();
     let mut fields = known_super_block_fields();
