@@ -4,7 +4,9 @@
 //! bytes, `rm` of either copy leaves the other whole and gives the space back only with
 //! the last one, `fsck` stays clean; a `cp` killed with SIGKILL at random moments leaves
 //! a clean store holding the copy whole or not at all; a version-4 store is read without
-//! a write and upgraded by its first read-write command.
+//! a write and upgraded by its first read-write command; a reference count changed in the
+//! image is an fsck finding (every command refuses the store) that `fsck --repair` fixes
+//! from the block pointers, both files whole.
 
 mod common;
 
@@ -257,4 +259,60 @@ fn a_version_4_store_is_read_unchanged_and_upgraded_by_its_first_change() {
     assert_eq!(newest_version(&image, block_bytes), 5);
     assert_clean(&store);
     assert!(fetch(&store, "g.bin", &folder) == original());
+}
+
+/// The newest super block slot of `image` (the larger commit sequence).
+fn newest_slot(image: &[u8], block_bytes: u64) -> &[u8] {
+    let slot = |index: usize| &image[index * block_bytes as usize..][..512];
+    if read_u64(slot(0), 32) >= read_u64(slot(1), 32) {
+        slot(0)
+    } else {
+        slot(1)
+    }
+}
+
+#[test]
+fn fsck_finds_a_wrong_reference_count_and_repair_rewrites_it_from_the_pointers() {
+    let folder = fresh_folder("shared-fsck");
+    let store = file_store(&folder, "32MiB");
+    let image_path = folder.join("a.img");
+    let block_bytes = df(&store)["block_size_bytes"].as_u64().unwrap();
+    std::fs::write(folder.join("f.bin"), original()).unwrap();
+    succeed(&["put", text(&store), text(&folder.join("f.bin"))]);
+    downgrade_to_version_4(&image_path, block_bytes);
+    succeed(&["cp", text(&store), "f.bin", "g.bin", "--by", "reference"]);
+
+    let mut image = std::fs::read(&image_path).unwrap();
+    let newest = newest_slot(&image, block_bytes).to_vec();
+    assert_eq!(read_u32(&newest, 8), 5, "the upgrade's checkpoint");
+    assert_eq!(read_u64(&newest, 152), 1, "one shared table block");
+    let map = &image[(read_u64(&newest, 64) * block_bytes) as usize..][..block_bytes as usize];
+    let tables_before = read_u64(&newest, 80) + read_u64(&newest, 88) + read_u64(&newest, 96);
+    let table_block = read_u64(map, 40 + 8 * tables_before as usize);
+    let start = (table_block * block_bytes) as usize;
+    let table = &mut image[start..start + block_bytes as usize];
+    assert_eq!(&table[0..4], b"SHRD");
+    assert_eq!(read_u32(table, 40 + 12), 2, "each block referenced twice");
+    write_u32(table, 40 + 12, 5);
+    write_u32(table, 4, 0);
+    let checksum = checksum_with_field_zeroed(table, 4);
+    write_u32(table, 4, checksum);
+    std::fs::write(&image_path, &image).unwrap();
+
+    let output = flashpipe(&["fsck", text(&store)]);
+    let report = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{report}");
+    assert!(
+        report.contains("shared table") && report.contains("the shared table says 5"),
+        "{report}"
+    );
+    check_fails(&["ls", text(&store)], "fsck");
+    succeed(&["fsck", text(&store), "--repair"]);
+    assert_clean(&store);
+    for name in ["f.bin", "g.bin"] {
+        assert!(fetch(&store, name, &folder) == original(), "{name}");
+    }
+    let data_blocks = (FILE_BYTES as u64).div_ceil(block_bytes);
+    assert_eq!(df(&store)["shared_bytes"], data_blocks * block_bytes);
 }
