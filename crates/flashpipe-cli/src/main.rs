@@ -61,8 +61,8 @@ enum Command {
     Rm(store_cmd::RmArgs),
     /// Rename a file of a store.
     Mv(store_cmd::MvArgs),
-    /// Copy a file inside a store: by reference (remapped, no data moved) on emulated
-    /// flash, by bytes elsewhere.
+    /// Copy a file inside a store: by reference (its blocks shared, no data moved, counted
+    /// once) on every store; `--by remap` asks the device (emulated flash) instead.
     Cp(store_cmd::CpArgs),
     /// Show a store's space and file count.
     Df(store_cmd::StoreArgs),

@@ -257,10 +257,15 @@ pub struct MvArgs {
 /// How `flashpipe cp` may move data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CopyMethodArg {
-    /// Remap whole blocks (stores on emulated flash); fail where that is impossible.
+    /// Share whole blocks with the source (reference counts; every store kind): no data
+    /// moves, the shared blocks are stored and counted once.
     Reference,
-    /// Remap whole blocks where possible, else copy the bytes.
+    /// The same as `reference` (sharing needs nothing from the device, so it never falls
+    /// back to bytes for a whole file).
     Auto,
+    /// Ask the device to remap whole blocks (an FTL on emulated flash: the flash copy
+    /// experiment's way); fail where the device cannot.
+    Remap,
     /// Read and write every byte.
     Bytes,
 }
@@ -268,8 +273,8 @@ pub enum CopyMethodArg {
 impl CopyMethodArg {
     fn method(self) -> flashpipe_fs::CopyMethod {
         match self {
-            CopyMethodArg::Reference => flashpipe_fs::CopyMethod::ReferenceOrFail,
-            CopyMethodArg::Auto => flashpipe_fs::CopyMethod::ReferenceOrBytes,
+            CopyMethodArg::Reference | CopyMethodArg::Auto => flashpipe_fs::CopyMethod::Share,
+            CopyMethodArg::Remap => flashpipe_fs::CopyMethod::ReferenceOrFail,
             CopyMethodArg::Bytes => flashpipe_fs::CopyMethod::Bytes,
         }
     }
@@ -288,8 +293,9 @@ pub struct CpArgs {
     /// over `to` in the same commit.
     #[arg(long)]
     pub force: bool,
-    /// `reference`: remap blocks, no data moves (needs a store on emulated flash; fails
-    /// elsewhere); `auto`: by reference when possible, else bytes; `bytes`: copy bytes.
+    /// `reference` (or `auto`): share the source's blocks, no data moves, on every store;
+    /// `remap`: the device remaps blocks (a store on emulated flash; fails elsewhere);
+    /// `bytes`: copy bytes.
     #[arg(long = "by", value_enum, default_value = "auto")]
     pub by: CopyMethodArg,
 }
@@ -894,9 +900,10 @@ pub fn run_ls(arguments: LsArgs) -> CliResult {
             println!("{}", file.name);
         } else if arguments.long {
             println!(
-                "{:>14} {:>8} {:>8} {:>23}  {}",
+                "{:>14} {:>8} {:>14} {:>8} {:>23}  {}",
                 size(file.size_bytes),
                 file.allocated_blocks,
+                size(file.shared_bytes),
                 file.file_id.0,
                 modified_time_text(file.modified_clock_ns, clock_is_virtual),
                 file.name
@@ -962,7 +969,8 @@ fn list_files(
 
 fn file_json(file: &FileStat) -> serde_json::Value {
     json!({"name": file.name, "size_bytes": file.size_bytes, "file_id": file.file_id.0,
-           "allocated_blocks": file.allocated_blocks, "modified_clock_ns": file.modified_clock_ns})
+           "allocated_blocks": file.allocated_blocks, "shared_bytes": file.shared_bytes,
+           "modified_clock_ns": file.modified_clock_ns})
 }
 
 /// Runs `stat`.
@@ -984,12 +992,14 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
     }
     for file in files {
         println!(
-            "{}: {} bytes ({}), file id {}, {} blocks allocated",
+            "{}: {} bytes ({}), file id {}, {} blocks allocated, {} bytes in shared blocks ({})",
             file.name,
             file.size_bytes,
             HumanBytes(file.size_bytes),
             file.file_id.0,
-            file.allocated_blocks
+            file.allocated_blocks,
+            file.shared_bytes,
+            HumanBytes(file.shared_bytes)
         );
     }
     Ok(())
@@ -1077,7 +1087,7 @@ fn refuse_hint(error: SessionError, forced: bool) -> Box<dyn std::error::Error> 
     error.into()
 }
 
-/// Runs `cp`: copies one file inside the store, by reference where the device remaps.
+/// Runs `cp`: copies one file inside the store, sharing its blocks (or as `--by` says).
 /// With `--force` an existing target is replaced: the copy is made under a temporary
 /// name and renamed over it in the same commit.
 pub fn run_cp(arguments: CpArgs) -> CliResult {
@@ -1102,10 +1112,15 @@ pub fn run_cp(arguments: CpArgs) -> CliResult {
             "wall time"
         };
         eprintln!(
-            "copied {} to {}: {} blocks by reference, {} by bytes, {:.3} ms of {clock_name}",
+            "copied {} to {}: {} blocks by reference ({}), {} by bytes, {:.3} ms of {clock_name}",
             arguments.from,
             arguments.to,
             report.blocks_by_reference,
+            if arguments.by == CopyMethodArg::Remap {
+                "remapped by the device"
+            } else {
+                "shared with the source"
+            },
             HumanBytes(report.bytes_by_bytes),
             elapsed_ns as f64 / 1e6
         );
@@ -1146,14 +1161,19 @@ pub fn run_df(arguments: StoreArgs) -> CliResult {
             "{}",
             json!({"block_size_bytes": block_bytes, "total_bytes": stats.fs_block_count * block_bytes,
                    "used_bytes": stats.used_blocks * block_bytes, "free_bytes": stats.free_blocks * block_bytes,
+                   "shared_blocks": stats.shared_blocks, "shared_bytes": stats.shared_blocks * block_bytes,
+                   "saved_bytes": stats.saved_blocks * block_bytes,
                    "reserved_bytes": stats.reserved_blocks * block_bytes, "file_count": stats.file_count,
                    "commit_sequence": stats.commit_sequence})
         );
     } else {
         println!(
-            "{} total, {} used, {} free ({} kept for the next commit), {} file(s), commit {}",
+            "{} total, {} used ({} in shared blocks, counted once; \
+             sharing saves {}), {} free ({} kept for the next commit), {} file(s), commit {}",
             HumanBytes(stats.fs_block_count * block_bytes),
             HumanBytes(stats.used_blocks * block_bytes),
+            HumanBytes(stats.shared_blocks * block_bytes),
+            HumanBytes(stats.saved_blocks * block_bytes),
             HumanBytes(stats.free_blocks * block_bytes),
             HumanBytes(stats.reserved_blocks * block_bytes),
             stats.file_count,

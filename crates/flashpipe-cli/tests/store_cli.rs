@@ -109,9 +109,10 @@ fn folder_clones_ranges(folder: &Path) -> bool {
     result == 0 && (kind == XFS_SUPER_MAGIC || kind == BTRFS_SUPER_MAGIC)
 }
 
-/// `cp` on a store of files in `folder`: by reference where the host file system clones
-/// ranges (no byte moves), a clear refusal that leaves no file elsewhere; by bytes and
-/// `auto` everywhere; bad names and methods refused.
+/// `cp` on a store of files in `folder`: by reference (shared blocks) on every store, no
+/// byte moves; `--by remap` (the device remaps) where the host file system clones ranges,
+/// else a clear refusal that leaves no file behind; by bytes and `auto` everywhere; bad
+/// names and methods refused.
 fn check_cp_on_file_store(folder: &Path) {
     let clones = folder_clones_ranges(folder);
     let store = make_store(folder);
@@ -127,12 +128,24 @@ fn check_cp_on_file_store(folder: &Path) {
         "reference",
         "--json",
     ];
+    let report: Value = serde_json::from_str(&succeed(&by_reference)).unwrap();
+    assert_eq!(report["bytes_by_bytes"], 0, "{report}");
+    succeed(&["rm", text(&store), "copy"]);
+    let by_remap = [
+        "cp",
+        text(&store),
+        "original.bin",
+        "copy",
+        "--by",
+        "remap",
+        "--json",
+    ];
     if clones {
-        let report: Value = serde_json::from_str(&succeed(&by_reference)).unwrap();
+        let report: Value = serde_json::from_str(&succeed(&by_remap)).unwrap();
         assert_eq!(report["bytes_by_bytes"], 0, "{report}");
         succeed(&["rm", text(&store), "copy"]);
     } else {
-        check_fails(&by_reference, "cannot copy by reference");
+        check_fails(&by_remap, "cannot copy by reference");
     }
     assert_eq!(listing(&store).len(), 1);
     let report: Value = serde_json::from_str(&succeed(&[
@@ -143,8 +156,7 @@ fn check_cp_on_file_store(folder: &Path) {
         "--json",
     ]))
     .unwrap();
-    let expected_bytes = if clones { 0 } else { 100_000 };
-    assert_eq!(report["bytes_by_bytes"], expected_bytes, "{report}");
+    assert_eq!(report["bytes_by_bytes"], 0, "auto shares blocks: {report}");
     succeed(&["cp", text(&store), "copy", "copy-2", "--by", "bytes"]);
     for name in ["copy", "copy-2"] {
         let fetched = folder.join("fetched.bin");
@@ -163,7 +175,7 @@ fn check_cp_on_file_store(folder: &Path) {
 }
 
 #[test]
-fn cp_copies_on_file_stores_and_refuses_a_copy_by_reference_clearly() {
+fn cp_shares_blocks_on_file_stores_and_refuses_a_remap_clearly() {
     let folder = fresh_folder("cp");
     check_cp_on_file_store(&folder);
     std::fs::remove_dir_all(&folder).unwrap();
@@ -241,9 +253,22 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
         report["blocks_by_reference"].as_u64().unwrap() > 0,
         "{report}"
     );
+    let remapped: Value = serde_json::from_str(&succeed(&[
+        "cp",
+        text(&store),
+        "original.bin",
+        "remapped",
+        "--by",
+        "remap",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(remapped["bytes_by_bytes"], 0, "the FTL remaps: {remapped}");
     let fetched = folder.join("fetched.bin");
-    succeed(&["get", text(&store), "copy", text(&fetched)]);
-    assert!(std::fs::read(&fetched).unwrap() == original);
+    for name in ["copy", "remapped"] {
+        succeed(&["get", text(&store), name, text(&fetched)]);
+        assert!(std::fs::read(&fetched).unwrap() == original, "{name}");
+    }
     let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
     assert_eq!(fsck["clean"], true);
     std::fs::remove_dir_all(&folder).unwrap();

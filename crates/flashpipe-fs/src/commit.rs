@@ -16,14 +16,14 @@ use crate::error::FlushError;
 use crate::io::{flush_device, write_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, pointers_per_indirect_block,
-    seal_metadata_block, write_pointer_entry, write_u64, MetadataHeader, MetadataKind, SuperBlock,
-    DIRECT_POINTER_COUNT, FIRST_LOGGED_FORMAT_VERSION, FORMAT_VERSION, FREE_EXTENT_BYTES,
-    MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, POINTER_ENTRY_BYTES,
-    SUPER_BLOCK_SIZE_BYTES,
+    seal_metadata_block, write_pointer_entry, write_u32, write_u64, MetadataHeader, MetadataKind,
+    SuperBlock, DIRECT_POINTER_COUNT, FIRST_SHARED_FORMAT_VERSION, FORMAT_VERSION,
+    FREE_EXTENT_BYTES, MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
+    POINTER_ENTRY_BYTES, SHARED_EXTENT_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::metadata_log::{
     encode_inode_record, LogFile, LogRecord, LOG_EXTENT_ENTRY_BYTES, LOG_FILE_ENTRY_HEADER_BYTES,
-    LOG_RECORD_START_BYTES, LOG_REMOVED_ENTRY_BYTES,
+    LOG_REMOVED_ENTRY_BYTES, LOG_SHARED_RECORD_START_BYTES,
 };
 use crate::state::{CommittedCheckpoint, FileNode, State};
 
@@ -66,7 +66,8 @@ pub fn commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), Flu
 }
 
 /// The log rule (docs/format.md, "When a checkpoint is taken"): a commit appends a log
-/// record when the last commit is of version 3 (it has a log region), no repair (or the
+/// record when the last commit is of version 5 (it has a log region and a shared
+/// table, so that its records carry reference counts), no repair (or the
 /// commit policy) asks for a checkpoint, the free blocks hold the new indirect chains of the changed files, and
 /// the record (bounded from above before anything is written) fits in what is left of
 /// the region. Otherwise it writes a checkpoint.
@@ -77,7 +78,7 @@ pub fn log_commit_fits(state: &State) -> bool {
     };
     if state.force_checkpoint
         || state.checkpoint_every_commit
-        || super_block.format_version < FIRST_LOGGED_FORMAT_VERSION
+        || super_block.format_version < FIRST_SHARED_FORMAT_VERSION
     {
         return false;
     }
@@ -88,7 +89,9 @@ pub fn log_commit_fits(state: &State) -> bool {
     let block_size = state.geometry.fs_block_size_bytes;
     let mut chain_blocks = 0;
     let mut old_chain_blocks = 0;
-    let mut record_bytes = LOG_RECORD_START_BYTES as u64;
+    let mut record_bytes = (LOG_SHARED_RECORD_START_BYTES
+        + LOG_EXTENT_ENTRY_BYTES * state.shared.touched_extents().len())
+        as u64;
     for inode_number in state.files.touched() {
         match state.files.get(inode_number) {
             Some(node) => {
@@ -170,6 +173,7 @@ fn write_log_commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
     state.committed.next_inode_number = state.next_inode_number;
     state.committed.super_block = Some(super_block);
     state.files.forget_touched();
+    state.shared.forget_touched();
     state.changed_since_commit = false;
     Ok(())
 }
@@ -185,6 +189,7 @@ fn build_log_record(state: &State, sequence: u64, touched: &[u64]) -> LogRecord 
         free_block_count: state.allocator.free_block_count_after_commit(),
         allocated: state.allocator.fresh_extents(),
         freed: state.allocator.pending_extents(),
+        shared: Some(state.shared.touched_extents()),
         ..LogRecord::default()
     };
     for &inode_number in touched {
@@ -251,15 +256,29 @@ fn commit_space_needed(state: &State) -> u64 {
         name_blocks + inode_blocks,
         state.allocator.free_block_count(),
     );
+    let shared_blocks = shared_table_block_count(state);
     let extent_bound =
         state.allocator.extents_after_commit().len() as u64 + released_blocks + chain_blocks;
     let (free_list_blocks, map_blocks) = size_free_list_and_map(
         state,
         extent_bound,
-        name_blocks + inode_blocks,
+        name_blocks + inode_blocks + shared_blocks,
         region_blocks,
     );
-    chain_blocks + name_blocks + inode_blocks + free_list_blocks + map_blocks + region_blocks
+    chain_blocks
+        + name_blocks
+        + inode_blocks
+        + shared_blocks
+        + free_list_blocks
+        + map_blocks
+        + region_blocks
+}
+
+/// Blocks of the shared table the next checkpoint writes (0 when no block is shared).
+fn shared_table_block_count(state: &State) -> u64 {
+    let per_block =
+        fixed_entries_per_block(state.geometry.fs_block_size_bytes, SHARED_EXTENT_BYTES) as u64;
+    (state.shared.extents().len() as u64).div_ceil(per_block)
 }
 
 /// Blocks that entries of `entry_sizes` bytes fill when packed in order (at least one).
@@ -349,10 +368,17 @@ fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
     let inode_blocks = pack_inode_table(state);
     let named_blocks = name_blocks.len() as u64 + inode_blocks.len() as u64;
     let region_block_count = log_region_blocks(named_blocks, free_blocks_before);
+    let shared_extents = state.shared.extents();
+    let shared_blocks = pack_shared_table(state, &shared_extents);
+    let shared_table_block_count = shared_blocks.len() as u64;
     let base_extents = state.allocator.extents_after_commit().len() as u64;
-    let (free_list_block_count, map_block_count) =
-        size_free_list_and_map(state, base_extents, named_blocks, region_block_count);
-    let table_block_count = named_blocks + free_list_block_count;
+    let (free_list_block_count, map_block_count) = size_free_list_and_map(
+        state,
+        base_extents,
+        named_blocks + shared_table_block_count,
+        region_block_count,
+    );
+    let table_block_count = named_blocks + free_list_block_count + shared_table_block_count;
     let checkpoint_blocks = allocate_addresses(
         state,
         table_block_count + map_block_count + region_block_count,
@@ -379,11 +405,15 @@ fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
         log_block_count: 0,
         log_record_count: 0,
         store_identity: state.store_identity,
+        shared_table_block_count,
+        shared_extent_count: shared_extents.len() as u64,
+        shared_block_count: state.shared.shared_block_count(),
     };
     let tables = [
         (MetadataKind::NameTable, name_blocks),
         (MetadataKind::InodeTable, inode_blocks),
         (MetadataKind::FreeList, free_list_blocks),
+        (MetadataKind::SharedTable, shared_blocks),
     ];
     let mut next_address = table_addresses.iter().copied();
     for (kind, blocks) in tables {
@@ -428,6 +458,7 @@ fn finish_checkpoint(
         node.map_changed = false;
     }
     state.files.forget_touched();
+    state.shared.forget_touched();
     state.force_checkpoint = false;
     state.changed_since_commit = false;
 }
@@ -599,6 +630,21 @@ fn pack_free_list(state: &State, extents: &[(u64, u64)], block_count: usize) -> 
         "free list outgrew its reserved blocks"
     );
     blocks
+}
+
+/// The shared table (docs/format.md, "Shared table"): one 16-byte entry per extent of
+/// consecutive blocks with one reference count; no block at all when nothing is shared.
+fn pack_shared_table(state: &State, extents: &[(u64, u64, u32)]) -> Vec<PackedBlock> {
+    let mut packer = TablePacker::new(state.geometry.fs_block_size_bytes as usize);
+    let mut entry = [0u8; SHARED_EXTENT_BYTES];
+    for &(first_block, block_count, reference_count) in extents {
+        assert!(reference_count >= 2, "only shared blocks have entries");
+        write_u64(&mut entry, 0, first_block);
+        write_u32(&mut entry, 8, block_count as u32);
+        write_u32(&mut entry, 12, reference_count);
+        packer.push(&entry);
+    }
+    packer.finish(0)
 }
 
 fn seal_table_block(

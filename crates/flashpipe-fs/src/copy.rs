@@ -1,20 +1,28 @@
 //! Copying file ranges by reference (the memory-copy thesis, seed 002, ch. 3): whole
-//! blocks of the destination come to refer to the source's data through the device's
-//! [`Operation::CopyByReference`] (the FTL remaps pages, nothing moves); partial blocks at
-//! unaligned ends are copied by bytes (the thesis's head/tail rule).
+//! blocks of the destination come to refer to the source's data without moving it;
+//! partial blocks at unaligned ends are copied by bytes (the thesis's head/tail rule).
 //!
-//! The file system stays copy-on-write: every destination block that is copied by
-//! reference gets a newly allocated FS block, and the device makes that block read as the
-//! source block does. The source's blocks and pointers are taken before anything changes,
-//! so overlapping ranges of one file behave as memmove. A copy whose offsets differ modulo
-//! the block size, or a device that cannot remap, cannot be done by reference: the caller
-//! chooses between an error ([`CopyMethod::ReferenceOrFail`]) and a byte copy
-//! ([`CopyMethod::ReferenceOrBytes`]); [`CopyMethod::Bytes`] always moves bytes (the
-//! baseline the copy experiment compares with).
+//! Two ways to refer to the source's data:
+//! - [`CopyMethod::Share`] (format version 5): the destination's pointers name the
+//!   source's own FS blocks and their reference counts rise (`shared.rs`); nothing is
+//!   asked of the device, so it works on every store, and the shared data is stored and
+//!   counted once. A later write to a shared block goes copy-on-write to a new block.
+//! - [`CopyMethod::ReferenceOrFail`] and [`CopyMethod::ReferenceOrBytes`]: the device's
+//!   [`Operation::CopyByReference`] (the FTL remaps pages, the flash copy experiment):
+//!   every destination block copied by reference gets a newly allocated FS block, and the
+//!   device makes that block read as the source block does.
+//!
+//! The source's blocks and pointers are taken before anything changes, so overlapping
+//! ranges of one file behave as memmove. A copy whose offsets differ modulo the block
+//! size cannot refer to blocks: sharing then copies bytes; a device remap, or a device
+//! that cannot remap, lets the caller choose between an error
+//! ([`CopyMethod::ReferenceOrFail`]) and a byte copy ([`CopyMethod::ReferenceOrBytes`]);
+//! [`CopyMethod::Bytes`] always moves bytes (the baseline the copy experiment compares
+//! with).
 //!
 //! Tail rule: when the copied range ends at the source's end and at or past the
-//! destination's end, the source's last partial block is remapped too, since the bytes past
-//! a file's size in its last block are zero on both sides (a format invariant).
+//! destination's end, the source's last partial block is referred to too, since the bytes
+//! past a file's size in its last block are zero on both sides (a format invariant).
 
 use flashpipe_device::{BlockDevice, DeviceError, DeviceErrorKind, Operation};
 
@@ -25,6 +33,11 @@ use crate::state::State;
 /// How a copy may move data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyMethod {
+    /// Whole blocks shared with the source (the destination points at the source's
+    /// blocks, whose reference counts rise; no device support needed); partial blocks at
+    /// unaligned ends, or everything when the offsets differ modulo the block size, by
+    /// bytes.
+    Share,
     /// Whole blocks by reference, or fail with [`CopyError::NotByReference`] (no silent
     /// byte copy). Partial blocks at unaligned ends are still copied by bytes.
     ReferenceOrFail,
@@ -37,7 +50,9 @@ pub enum CopyMethod {
 /// What a copy did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CopyReport {
-    /// FS blocks whose data the device remapped (holes included: they stay holes).
+    /// FS blocks whose data the destination now refers to without a byte copy: shared
+    /// with the source ([`CopyMethod::Share`]) or remapped by the device (holes
+    /// included: they stay holes).
     pub blocks_by_reference: u64,
     /// Bytes read and written.
     pub bytes_by_bytes: u64,
@@ -95,6 +110,9 @@ pub fn copy_range(
     }
     if method == CopyMethod::Bytes {
         return copy_by_bytes(state, device, range);
+    }
+    if method == CopyMethod::Share {
+        return share_blocks(state, device, range);
     }
     match reference_obstacle(state, device, range) {
         None => {}
@@ -220,6 +238,62 @@ fn copy_by_reference(
         &source_checksums,
         (plan.end_block * block_bytes).min(range.destination_offset_bytes + range.length_bytes),
     );
+    let mut report = CopyReport {
+        blocks_by_reference: plan.end_block - plan.first_block,
+        bytes_by_bytes: 0,
+    };
+    for (offset_bytes, bytes) in edges {
+        data::write(state, device, range.destination_inode, offset_bytes, &bytes)?;
+        report.bytes_by_bytes += bytes.len() as u64;
+    }
+    Ok(report)
+}
+
+/// Copies `range` by sharing the source's whole blocks (their reference counts rise) and
+/// the unaligned edges by bytes; everything by bytes when the offsets differ modulo the
+/// block size.
+fn share_blocks(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    range: CopyRange,
+) -> Result<CopyReport, CopyError> {
+    let block_bytes = state.geometry.block_bytes();
+    if range.source_offset_bytes % block_bytes != range.destination_offset_bytes % block_bytes {
+        return copy_by_bytes(state, device, range);
+    }
+    let plan = plan_reference(state, range);
+    let edges = read_edges(state, device, range, &plan)?;
+    let (source_pointers, source_checksums): (Vec<u64>, Vec<Option<u32>>) = (plan.first_block
+        ..plan.end_block)
+        .map(|block| {
+            let source_block = source_block_of(range, block_bytes, block);
+            pointer_and_checksum_at(state, range.source_inode, source_block)
+        })
+        .unzip();
+    let newly_shared = source_pointers
+        .iter()
+        .filter(|&&pointer| pointer != 0 && !state.shared.is_shared(pointer))
+        .count() as u64;
+    let table_growth = state.shared_table_blocks(state.shared.shared_block_count() + newly_shared)
+        - state.shared_table_blocks(state.shared.shared_block_count());
+    let destination_end_block =
+        (range.destination_offset_bytes + range.length_bytes).div_ceil(block_bytes);
+    data::check_copy_space(
+        state,
+        range.destination_inode,
+        destination_end_block,
+        2 * table_growth + edges.len() as u64,
+    )?;
+    if plan.first_block < plan.end_block {
+        install_shared_pointers(
+            state,
+            range.destination_inode,
+            plan.first_block,
+            &source_pointers,
+            &source_checksums,
+            (plan.end_block * block_bytes).min(range.destination_offset_bytes + range.length_bytes),
+        );
+    }
     let mut report = CopyReport {
         blocks_by_reference: plan.end_block - plan.first_block,
         bytes_by_bytes: 0,
@@ -407,4 +481,48 @@ fn copy_by_bytes(
         blocks_by_reference: 0,
         bytes_by_bytes: range.length_bytes,
     })
+}
+
+/// Points file blocks `first..first + blocks.len()` of `inode_number` at `blocks`, blocks
+/// that other pointers already reference (0: a hole), with their data `checksums`: each
+/// block's reference count rises first, then the blocks they replace lose one (so a
+/// block replaced by itself keeps its count). Grows the size to at least `end_bytes`.
+fn install_shared_pointers(
+    state: &mut State,
+    inode_number: u64,
+    first: u64,
+    blocks: &[u64],
+    checksums: &[Option<u32>],
+    end_bytes: u64,
+) {
+    assert_eq!(blocks.len(), checksums.len(), "one checksum per block");
+    let end = first + blocks.len() as u64;
+    if end > state.files[&inode_number].pointers.len() as u64 {
+        state.resize_pointers(inode_number, end);
+    }
+    for &block in blocks.iter().filter(|&&block| block != 0) {
+        state.shared.add_reference(block);
+    }
+    let now = state.now_ns();
+    let node = state.files.get_mut(&inode_number).expect("live file");
+    let mut replaced = Vec::new();
+    for (offset, (&block, &checksum)) in blocks.iter().zip(checksums).enumerate() {
+        assert!(
+            block != 0 || checksum.is_none(),
+            "a hole carries no checksum"
+        );
+        let slot = &mut node.pointers[first as usize + offset];
+        if *slot != 0 {
+            replaced.push(*slot);
+        }
+        *slot = block;
+        node.checksums[first as usize + offset] = checksum;
+    }
+    node.size_bytes = node.size_bytes.max(end_bytes);
+    node.modified_clock_ns = now;
+    node.map_changed = true;
+    for block in replaced {
+        state.release_data_block(block);
+    }
+    state.changed_since_commit = true;
 }

@@ -588,7 +588,7 @@ pub(crate) fn plan_blocks(
     let new_count = old_count.max(end);
     let pointer_at = |index: u64| node.pointers.get(index as usize).copied().unwrap_or(0);
     let new_block_count = (first..end)
-        .filter(|&index| pointer_at(index) == 0 || !state.allocator.is_fresh(pointer_at(index)))
+        .filter(|&index| pointer_at(index) == 0 || !state.writable_in_place(pointer_at(index)))
         .count() as u64;
     let totals_after = totals_with(
         state,
@@ -648,14 +648,14 @@ fn choose_targets(
     let mut position = 0;
     while position < current.len() {
         let pointer = current[position];
-        if pointer != 0 && state.allocator.is_fresh(pointer) {
+        if pointer != 0 && state.writable_in_place(pointer) {
             targets.push(pointer);
             position += 1;
             continue;
         }
         let stretch = current[position..]
             .iter()
-            .take_while(|&&pointer| pointer == 0 || !state.allocator.is_fresh(pointer))
+            .take_while(|&&pointer| pointer == 0 || !state.writable_in_place(pointer))
             .count() as u64;
         let (start, count) = state
             .allocator
@@ -757,7 +757,7 @@ pub fn truncate(
             .filter(|&block| block != 0)
             .collect();
         for block in dropped {
-            state.allocator.release(block);
+            state.release_data_block(block);
         }
     } else {
         state.check_space(0, &totals_after).map_err(no_space)?;
@@ -791,7 +791,7 @@ fn zero_tail_of_last_block(
     if keep_bytes == 0 || pointer == 0 {
         return Ok(());
     }
-    let fresh = state.allocator.is_fresh(pointer);
+    let fresh = state.writable_in_place(pointer);
     state
         .check_space(u64::from(!fresh), totals_after)
         .map_err(no_space)?;
@@ -819,7 +819,7 @@ fn zero_tail_of_last_block(
         return Err(error.into());
     }
     if target != pointer {
-        state.allocator.release(pointer);
+        state.release_data_block(pointer);
     }
     let node = state.files.get_mut(&inode_number).expect("live file");
     node.pointers[index] = target;
@@ -905,7 +905,7 @@ pub fn install_pointers(
     node.modified_clock_ns = now;
     node.map_changed = true;
     for block in replaced {
-        state.allocator.release(block);
+        state.release_data_block(block);
     }
     state.changed_since_commit = true;
 }

@@ -20,6 +20,7 @@ use crate::name::{check_name, check_new_name};
 use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, State};
 
+mod inspect;
 mod store_identity;
 
 pub use store_identity::store_identity_text;
@@ -81,6 +82,10 @@ pub struct FileStat {
     pub size_bytes: u64,
     /// FS blocks holding its data (holes excluded).
     pub allocated_blocks: u64,
+    /// Bytes of the file (at most its size) in blocks that other pointers reference too
+    /// (shared by a copy by sharing, with another file or within this one): stored once
+    /// for all of them, as `du` counts a reflinked file against its apparent size.
+    pub shared_bytes: u64,
     /// Device clock at its last change (virtual time on simulated devices).
     pub modified_clock_ns: u64,
 }
@@ -92,8 +97,15 @@ pub struct FsStats {
     pub fs_block_size_bytes: u32,
     /// FS blocks in all.
     pub fs_block_count: u64,
-    /// Blocks in use (data, indirect, checkpoint, super blocks).
+    /// Blocks in use (data, indirect, checkpoint, super blocks); a shared block counts
+    /// once however many pointers reference it.
     pub used_blocks: u64,
+    /// Data blocks referenced by more than one pointer (each counted once in
+    /// `used_blocks`).
+    pub shared_blocks: u64,
+    /// Blocks that sharing saves: for each shared block, its references beyond the first
+    /// (what the copies would take if each had its own).
+    pub saved_blocks: u64,
     /// Blocks free now.
     pub free_blocks: u64,
     /// Blocks freed since the last flush, free again once it completes.
@@ -450,6 +462,7 @@ impl Filesystem {
         method: CopyMethod,
     ) -> Result<CopyReport, CopyError> {
         self.check_io_writable("copy")?;
+        self.assert_no_writes_pending("copy");
         let range = copy::CopyRange {
             source_inode: source.0,
             source_offset_bytes,
@@ -508,12 +521,10 @@ impl Filesystem {
         self.check_usable()?;
         let file = self.open(name)?;
         let node = self.state.remove_file(file.0);
-        for block in node
-            .pointers
-            .into_iter()
-            .chain(node.indirect_chain)
-            .filter(|&block| block != 0)
-        {
+        for block in node.pointers.into_iter().filter(|&block| block != 0) {
+            self.state.release_data_block(block);
+        }
+        for block in node.indirect_chain {
             self.state.allocator.release(block);
         }
         self.state.changed_since_commit = true;
@@ -618,6 +629,17 @@ impl Filesystem {
             name: node.name.to_string(),
             size_bytes: node.size_bytes,
             allocated_blocks: node.pointers.iter().filter(|&&block| block != 0).count() as u64,
+            shared_bytes: node
+                .pointers
+                .iter()
+                .enumerate()
+                .filter(|&(_, &block)| block != 0 && self.state.shared.is_shared(block))
+                .map(|(index, _)| {
+                    let block_bytes = self.state.geometry.block_bytes();
+                    let start = index as u64 * block_bytes;
+                    block_bytes.min(node.size_bytes.saturating_sub(start))
+                })
+                .sum(),
             modified_clock_ns: node.modified_clock_ns,
         }
     }
@@ -631,6 +653,13 @@ impl Filesystem {
             fs_block_size_bytes: geometry.fs_block_size_bytes,
             fs_block_count: geometry.fs_block_count,
             used_blocks: geometry.fs_block_count - free_blocks - pending_free_blocks,
+            shared_blocks: self.state.shared.shared_block_count(),
+            saved_blocks: self
+                .state
+                .shared
+                .iter()
+                .map(|(_, count)| u64::from(count) - 1)
+                .sum(),
             free_blocks,
             pending_free_blocks,
             reserved_blocks: self.state.checkpoint_reserve_blocks(&self.state.totals),
@@ -719,43 +748,6 @@ impl Filesystem {
     /// `plan_write` and `finish_write`, as they say).
     pub fn device_mut(&mut self) -> &mut dyn BlockDevice {
         &mut *self.device
-    }
-
-    /// Every metadata block of the last commit with its structure: super block slots,
-    /// checkpoint map, name table, inode table, free list, the log blocks in use (in log
-    /// order), indirect blocks (for fsck tests and tools that inspect images).
-    pub fn metadata_blocks(&self) -> Vec<(Structure, u64)> {
-        let mut blocks = vec![(Structure::SuperBlock, 0), (Structure::SuperBlock, 1)];
-        if let Some(super_block) = &self.state.committed.super_block {
-            let kinds = [
-                (Structure::NameTable, super_block.name_table_block_count),
-                (Structure::InodeTable, super_block.inode_table_block_count),
-                (Structure::FreeList, super_block.free_list_block_count),
-                (Structure::CheckpointMap, super_block.map_block_count),
-            ];
-            let mut addresses = self.state.committed.blocks.iter().copied();
-            for (structure, count) in kinds {
-                blocks.extend(
-                    addresses
-                        .by_ref()
-                        .take(count as usize)
-                        .map(|block| (structure, block)),
-                );
-            }
-            let log_blocks =
-                &self.state.committed.log_region[..super_block.log_block_count as usize];
-            blocks.extend(log_blocks.iter().map(|&block| (Structure::Log, block)));
-        }
-        for node in self.state.files.values() {
-            if !node.map_changed {
-                blocks.extend(
-                    node.indirect_chain
-                        .iter()
-                        .map(|&block| (Structure::IndirectBlock, block)),
-                );
-            }
-        }
-        blocks
     }
 
     fn check_writable(&self, operation: &'static str) -> Result<(), NamespaceError> {

@@ -54,6 +54,8 @@ pub enum Structure {
     DataBlock,
     /// The metadata log (version 3): a record that cannot be replayed.
     Log,
+    /// The shared table (version 5): reference counts of shared data blocks.
+    SharedTable,
 }
 
 impl fmt::Display for Structure {
@@ -68,6 +70,7 @@ impl fmt::Display for Structure {
             Structure::BlockAccounting => "block accounting",
             Structure::DataBlock => "data block",
             Structure::Log => "metadata log",
+            Structure::SharedTable => "shared table",
         };
         formatter.write_str(name)
     }

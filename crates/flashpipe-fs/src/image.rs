@@ -21,7 +21,9 @@ use crate::layout::{
 };
 use crate::name::name_problem;
 
+mod accounting;
 mod replay;
+mod shared_table;
 
 pub use replay::LogDamage;
 
@@ -262,6 +264,7 @@ pub fn load_image_of(
         damaged_chains: BTreeMap::new(),
         lost_name_table_blocks: Vec::new(),
         lost_inode_table_blocks: Vec::new(),
+        shared_table: shared_table::SharedTable::default(),
     };
     let used_blocks = loader.load(device)?;
     Ok(LoadedImage {
@@ -568,6 +571,7 @@ struct Loader {
     damaged_chains: BTreeMap<u64, ChainDamage>,
     lost_name_table_blocks: Vec<u64>,
     lost_inode_table_blocks: Vec<u64>,
+    shared_table: shared_table::SharedTable,
 }
 
 impl Loader {
@@ -650,6 +654,7 @@ impl Loader {
         let expected = super_block.name_table_block_count
             + super_block.inode_table_block_count
             + super_block.free_list_block_count
+            + super_block.shared_table_block_count
             + super_block.log_region_block_count;
         if addresses.len() as u64 != expected {
             let problem = format!(
@@ -684,16 +689,22 @@ impl Loader {
     ) -> Result<(), DeviceError> {
         let name_count = self.super_block.name_table_block_count as usize;
         let inode_count = self.super_block.inode_table_block_count as usize;
+        let free_count = self.super_block.free_list_block_count as usize;
         let kinds: Vec<(MetadataKind, u64)> = (0..addresses.len())
             .map(|position| {
                 if position < name_count {
                     (MetadataKind::NameTable, position as u64)
                 } else if position < name_count + inode_count {
                     (MetadataKind::InodeTable, (position - name_count) as u64)
-                } else {
+                } else if position < name_count + inode_count + free_count {
                     (
                         MetadataKind::FreeList,
                         (position - name_count - inode_count) as u64,
+                    )
+                } else {
+                    (
+                        MetadataKind::SharedTable,
+                        (position - name_count - inode_count - free_count) as u64,
                     )
                 }
             })
@@ -730,6 +741,7 @@ impl Loader {
         let outcome = match kind {
             MetadataKind::NameTable => self.parse_names(payload, header.entry_count, block),
             MetadataKind::InodeTable => self.parse_inodes(payload, header.entry_count, block),
+            MetadataKind::SharedTable => self.parse_shared_extents(payload, header.entry_count),
             _ => self.parse_free_extents(payload, header.entry_count),
         };
         if let Err(problem) = outcome {
@@ -741,6 +753,10 @@ impl Loader {
     /// by repair from the blocks in use); a name table block costs its files' names
     /// (they become orphans); an inode table block costs its files (their names dangle).
     fn table_block_lost(&mut self, structure: Structure, block: u64, problem: String) {
+        if structure == Structure::SharedTable {
+            self.shared_table_lost(block, problem);
+            return;
+        }
         let consequence = match structure {
             Structure::FreeList => {
                 self.free_list_complete = false;
@@ -1087,6 +1103,7 @@ impl Loader {
     }
 
     fn check_counts(&mut self) {
+        self.check_shared_counts();
         let super_block = self.super_block.clone();
         if self.files_complete && self.files.len() as u64 != super_block.file_count {
             let problem = format!(
@@ -1125,90 +1142,6 @@ impl Loader {
             }
             previous_end = first + count;
         }
-    }
-
-    /// Marks every block's owner; reports doubly used, used-and-free and leaked blocks.
-    fn account_blocks(&mut self, used: &mut BlockBits, checkpoint_blocks: &[u64]) {
-        let mut doubly_used = Vec::new();
-        let mut mark = |block: u64, what: &dyn Fn() -> String| {
-            if used.set(block) && doubly_used.len() < MAX_ACCOUNTING_FINDINGS {
-                doubly_used.push(Finding::new(
-                    Structure::BlockAccounting,
-                    Some(block),
-                    format!("block used twice; one use: {}", what()),
-                    false,
-                ));
-            }
-        };
-        mark(0, &|| "super block slot 0".to_string());
-        mark(1, &|| "super block slot 1".to_string());
-        for &block in checkpoint_blocks {
-            mark(block, &|| {
-                "checkpoint block (map, table or log region)".to_string()
-            });
-        }
-        for (&inode_number, file) in &self.files {
-            for &block in &file.indirect_chain {
-                mark(block, &|| format!("indirect block of inode {inode_number}"));
-            }
-            for (index, &block) in file.pointers.iter().enumerate() {
-                if block != 0 {
-                    mark(block, &|| {
-                        format!("data block {index} of inode {inode_number}")
-                    });
-                }
-            }
-        }
-        self.findings.extend(doubly_used);
-        if self.free_list_complete && self.files_complete {
-            self.compare_with_free_list(used);
-        }
-    }
-
-    fn compare_with_free_list(&mut self, used: &BlockBits) {
-        let mut free = BlockBits::new(self.geometry.fs_block_count);
-        for &(first, count) in &self.free_extents {
-            for block in first..first + count {
-                free.set(block);
-            }
-        }
-        let mut run: Option<(bool, u64, u64)> = None;
-        let mut reported = 0;
-        for block in FIRST_ALLOCATABLE_BLOCK..=self.geometry.fs_block_count {
-            let problem = (block < self.geometry.fs_block_count)
-                .then(|| (used.get(block), free.get(block)))
-                .and_then(|state| match state {
-                    (true, true) => Some(true),
-                    (false, false) => Some(false),
-                    _ => None,
-                });
-            match (run, problem) {
-                (Some((kind, first, count)), Some(now))
-                    if kind == now && first + count == block =>
-                {
-                    run = Some((kind, first, count + 1));
-                }
-                (previous, now) => {
-                    if let Some((kind, first, count)) = previous {
-                        if reported < MAX_ACCOUNTING_FINDINGS {
-                            self.report_accounting_run(kind, first, count);
-                        }
-                        reported += 1;
-                    }
-                    run = now.map(|kind| (kind, block, 1));
-                }
-            }
-        }
-    }
-
-    fn report_accounting_run(&mut self, used_and_free: bool, first: u64, count: u64) {
-        let what = if used_and_free {
-            "in use but listed free"
-        } else {
-            "leaked (neither used nor free)"
-        };
-        let problem = format!("blocks {first}..{} ({count} blocks) {what}", first + count);
-        self.find(Structure::BlockAccounting, Some(first), problem, true);
     }
 }
 
@@ -1249,5 +1182,6 @@ fn structure_of(kind: MetadataKind) -> Structure {
         MetadataKind::FreeList => Structure::FreeList,
         MetadataKind::Indirect => Structure::IndirectBlock,
         MetadataKind::Log => Structure::Log,
+        MetadataKind::SharedTable => Structure::SharedTable,
     }
 }

@@ -8,13 +8,16 @@ pub const MAGIC: [u8; 8] = *b"FLASHPFS";
 /// The format version this code writes (and the newest it reads): version 3 adds the
 /// metadata log (docs/format.md, "Metadata log"), version 4 the store identity in the
 /// super block.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The first format version with a metadata log (the super block's log fields at
 /// offsets 112..136, `LOGR` blocks).
 pub const FIRST_LOGGED_FORMAT_VERSION: u32 = 3;
 /// The first format version whose super block holds the store identity (offsets
 /// 136..152).
 pub const FIRST_IDENTIFIED_FORMAT_VERSION: u32 = 4;
+/// The first format version with shared blocks (the shared table, super block fields at
+/// offsets 152..176, log entries of reference counts).
+pub const FIRST_SHARED_FORMAT_VERSION: u32 = 5;
 /// The oldest format version this code reads: version 1, whose block pointers carry no
 /// data checksum (docs/format.md, "Versioning").
 pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;
@@ -63,6 +66,12 @@ pub const STORE_IDENTITY_BYTES: usize = 16;
 /// Offset of the super block's reserved bytes from format version 4 on (after the store
 /// identity).
 pub const RESERVED_OFFSET_WITH_IDENTITY: usize = 152;
+/// Offset of the super block's reserved bytes from format version 5 on (after the shared
+/// table fields).
+pub const RESERVED_OFFSET_WITH_SHARED: usize = 176;
+/// Bytes of one shared table entry: first block (u64), block count (u32), reference
+/// count (u32).
+pub const SHARED_EXTENT_BYTES: usize = 16;
 
 const SUPER_CHECKSUM_OFFSET: usize = 12;
 const METADATA_CHECKSUM_OFFSET: usize = 4;
@@ -82,6 +91,8 @@ pub enum MetadataKind {
     Indirect,
     /// Metadata log block (`LOGR`, version 3).
     Log,
+    /// Shared table: reference counts of shared data blocks (`SHRD`, version 5).
+    SharedTable,
 }
 
 impl MetadataKind {
@@ -94,6 +105,7 @@ impl MetadataKind {
             MetadataKind::FreeList => b"FREE",
             MetadataKind::Indirect => b"INDR",
             MetadataKind::Log => b"LOGR",
+            MetadataKind::SharedTable => b"SHRD",
         };
         u32::from_le_bytes(*characters)
     }
@@ -107,6 +119,7 @@ impl MetadataKind {
             MetadataKind::FreeList => "free list",
             MetadataKind::Indirect => "indirect block",
             MetadataKind::Log => "metadata log",
+            MetadataKind::SharedTable => "shared table",
         }
     }
 }
@@ -183,6 +196,12 @@ pub struct SuperBlock {
     /// The identity of the store the image belongs to (version 4; all zero on disk means
     /// none, as in every older image).
     pub store_identity: Option<[u8; STORE_IDENTITY_BYTES]>,
+    /// Shared table blocks, listed in the map after the free list (version 5; 0 before).
+    pub shared_table_block_count: u64,
+    /// Extents in the shared table (version 5).
+    pub shared_extent_count: u64,
+    /// Blocks those extents cover: data blocks referenced more than once (version 5).
+    pub shared_block_count: u64,
 }
 
 impl SuperBlock {
@@ -200,7 +219,9 @@ impl SuperBlock {
 
 /// Offset of the reserved (zero) bytes of a super block of format `version`.
 pub fn reserved_offset_of_version(version: u32) -> usize {
-    if version >= FIRST_IDENTIFIED_FORMAT_VERSION {
+    if version >= FIRST_SHARED_FORMAT_VERSION {
+        RESERVED_OFFSET_WITH_SHARED
+    } else if version >= FIRST_IDENTIFIED_FORMAT_VERSION {
         RESERVED_OFFSET_WITH_IDENTITY
     } else if version >= FIRST_LOGGED_FORMAT_VERSION {
         RESERVED_OFFSET_WITH_LOG
@@ -266,6 +287,11 @@ impl SuperBlock {
                     .copy_from_slice(identity);
             }
         }
+        if self.format_version >= FIRST_SHARED_FORMAT_VERSION {
+            write_u64(&mut bytes, 152, self.shared_table_block_count);
+            write_u64(&mut bytes, 160, self.shared_extent_count);
+            write_u64(&mut bytes, 168, self.shared_block_count);
+        }
         let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
         write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
         let decoded = SuperBlock::decode(&bytes);
@@ -312,6 +338,9 @@ impl SuperBlock {
             log_block_count: 0,
             log_record_count: 0,
             store_identity: None,
+            shared_table_block_count: 0,
+            shared_extent_count: 0,
+            shared_block_count: 0,
         };
         let mut super_block = super_block;
         if version >= FIRST_LOGGED_FORMAT_VERSION {
@@ -325,6 +354,11 @@ impl SuperBlock {
                 .try_into()
                 .expect("16 bytes");
             super_block.store_identity = identity.iter().any(|&byte| byte != 0).then_some(identity);
+        }
+        if version >= FIRST_SHARED_FORMAT_VERSION {
+            super_block.shared_table_block_count = read_u64(bytes, 152);
+            super_block.shared_extent_count = read_u64(bytes, 160);
+            super_block.shared_block_count = read_u64(bytes, 168);
         }
         let reserved = &bytes[reserved_offset_of_version(version)..];
         super_block.check_fields(read_u32(bytes, 20), reserved)?;
@@ -369,7 +403,8 @@ impl SuperBlock {
             .checked_add(self.inode_table_block_count)
             .and_then(|sum| sum.checked_add(self.free_list_block_count))
             .and_then(|sum| sum.checked_add(self.map_block_count))
-            .and_then(|sum| sum.checked_add(self.log_region_block_count));
+            .and_then(|sum| sum.checked_add(self.log_region_block_count))
+            .and_then(|sum| sum.checked_add(self.shared_table_block_count));
         match table_blocks {
             Some(total) if total < self.fs_block_count => {}
             _ => return bad("checkpoint block counts exceed the file system".to_string()),
@@ -380,6 +415,14 @@ impl SuperBlock {
             return bad(format!(
                 "free block count {} / extent count {}",
                 self.free_block_count, self.free_extent_count
+            ));
+        }
+        if self.shared_extent_count > self.shared_block_count
+            || self.shared_block_count >= self.fs_block_count
+        {
+            return bad(format!(
+                "shared table of {} extents covering {} blocks",
+                self.shared_extent_count, self.shared_block_count
             ));
         }
         if self.log_block_count > self.log_region_block_count
@@ -600,6 +643,9 @@ mod tests {
             log_block_count: 2,
             log_record_count: 1,
             store_identity: None,
+            shared_table_block_count: 0,
+            shared_extent_count: 0,
+            shared_block_count: 0,
         }
     }
 
@@ -656,7 +702,7 @@ mod tests {
             );
         }
         let mut stray = sample_super_block().encode();
-        stray[152] = 1;
+        stray[176] = 1;
         assert!(matches!(
             SuperBlock::decode(&re_sealed(stray)),
             Err(SuperBlockProblem::BadField(_))

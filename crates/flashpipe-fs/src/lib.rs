@@ -46,6 +46,7 @@ mod io;
 pub mod layout;
 pub mod metadata_log;
 mod name;
+pub mod shared;
 mod staged_write;
 mod state;
 

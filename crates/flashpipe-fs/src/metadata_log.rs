@@ -24,8 +24,15 @@ pub const LOG_ENTRY_REMOVED: u8 = 3;
 pub const LOG_ENTRY_ALLOCATED: u8 = 4;
 /// Tag of an extent given back to the free list by the commit.
 pub const LOG_ENTRY_FREED: u8 = 5;
+/// Tag of a shared-count entry (version 5): the reference count of an extent of blocks
+/// after the commit.
+pub const LOG_ENTRY_SHARED: u8 = 6;
+/// Tag of the record start of version 5, which also counts shared-count entries.
+pub const LOG_ENTRY_SHARED_RECORD_START: u8 = 7;
 /// Bytes of the record start entry.
 pub const LOG_RECORD_START_BYTES: usize = 48;
+/// Bytes of the version-5 record start entry (tag 7).
+pub const LOG_SHARED_RECORD_START_BYTES: usize = 56;
 /// Bytes of a file entry before its inode record.
 pub const LOG_FILE_ENTRY_HEADER_BYTES: usize = 4;
 /// Bytes of a removed-inode entry.
@@ -71,6 +78,10 @@ pub struct LogRecord {
     pub allocated: Vec<(u64, u64)>,
     /// Extents the commit gave back to the free list.
     pub freed: Vec<(u64, u64)>,
+    /// Version 5: extents `(first_block, block_count, reference_count)` whose counts the
+    /// commit changed, with their counts after it (1: no longer shared or freed); `None`
+    /// for a record of version 3 or 4 (its start entry is tag 1).
+    pub shared: Option<Vec<(u64, u64, u32)>>,
 }
 
 /// Writes the inode record (docs/format.md, "Inode table") of a file to `entry`.
@@ -105,8 +116,15 @@ impl LogRecord {
         let mut entries = Vec::with_capacity(
             1 + self.removed.len() + self.files.len() + self.allocated.len() + self.freed.len(),
         );
-        let mut start = vec![0u8; LOG_RECORD_START_BYTES];
-        start[0] = LOG_ENTRY_RECORD_START;
+        let (start_tag, start_bytes) = match &self.shared {
+            None => (LOG_ENTRY_RECORD_START, LOG_RECORD_START_BYTES),
+            Some(_) => (LOG_ENTRY_SHARED_RECORD_START, LOG_SHARED_RECORD_START_BYTES),
+        };
+        let mut start = vec![0u8; start_bytes];
+        start[0] = start_tag;
+        if let Some(shared) = &self.shared {
+            write_u32(&mut start, 48, shared.len() as u32);
+        }
         write_u32(&mut start, 8, self.removed.len() as u32);
         write_u32(&mut start, 12, self.files.len() as u32);
         write_u32(&mut start, 16, self.allocated.len() as u32);
@@ -146,6 +164,14 @@ impl LogRecord {
                 write_u64(&mut entry, 16, block_count);
                 entries.push(entry);
             }
+        }
+        for &(first_block, block_count, reference_count) in self.shared.iter().flatten() {
+            let mut entry = vec![0u8; LOG_EXTENT_ENTRY_BYTES];
+            entry[0] = LOG_ENTRY_SHARED;
+            write_u32(&mut entry, 4, reference_count);
+            write_u64(&mut entry, 8, first_block);
+            write_u64(&mut entry, 16, block_count);
+            entries.push(entry);
         }
         entries
     }
@@ -247,9 +273,17 @@ pub fn decode_record(blocks: &[&[u8]]) -> Result<LogRecord, String> {
             ));
         }
     }
-    let Some((block_count, removed, files, allocated, freed)) = counts else {
+    let Some((block_count, removed, files, allocated, freed, shared)) = counts else {
         return Err("the record has no start entry".to_string());
     };
+    let shared_found = record.shared.as_ref().map(Vec::len);
+    if shared_found != shared {
+        return Err(format!(
+            "the start entry announces {} shared-count entries; found {}",
+            shared.map_or("no".to_string(), |count| count.to_string()),
+            shared_found.map_or("none".to_string(), |count| count.to_string())
+        ));
+    }
     let found = (
         blocks.len(),
         record.removed.len(),
@@ -268,8 +302,9 @@ pub fn decode_record(blocks: &[&[u8]]) -> Result<LogRecord, String> {
     Ok(record)
 }
 
-/// Counts a record start announces: blocks, removed, files, allocated, freed.
-type AnnouncedCounts = (usize, usize, usize, usize, usize);
+/// Counts a record start announces: blocks, removed, files, allocated, freed, and (tag
+/// 7) shared-count entries.
+type AnnouncedCounts = (usize, usize, usize, usize, usize, Option<usize>);
 
 /// Decodes one entry at the start of `bytes` into `record`; returns its length.
 fn decode_entry(
@@ -279,14 +314,19 @@ fn decode_entry(
     counts: &mut Option<AnnouncedCounts>,
 ) -> Result<usize, String> {
     let tag = *bytes.first().ok_or("runs past the payload")?;
-    if first != (tag == LOG_ENTRY_RECORD_START) {
+    let is_start = tag == LOG_ENTRY_RECORD_START || tag == LOG_ENTRY_SHARED_RECORD_START;
+    if first != is_start {
         return Err(format!(
-            "tag {tag}: a record starts with its start entry (tag 1), and only there"
+            "tag {tag}: a record starts with its start entry (tag 1 or 7), and only there"
         ));
     }
     let fixed = |length: usize| -> Result<&[u8], String> {
         let entry = bytes.get(..length).ok_or("runs past the payload")?;
-        let reserved_end = if tag == LOG_ENTRY_RECORD_START { 4 } else { 8 };
+        let reserved_end = if is_start || tag == LOG_ENTRY_SHARED {
+            4
+        } else {
+            8
+        };
         if entry[1..reserved_end].iter().any(|&byte| byte != 0) {
             return Err("reserved bytes are not zero".to_string());
         }
@@ -296,11 +336,49 @@ fn decode_entry(
         LOG_ENTRY_RECORD_START => {
             let entry = fixed(LOG_RECORD_START_BYTES)?;
             let field = |offset| read_u32(entry, offset) as usize;
-            *counts = Some((field(4), field(8), field(12), field(16), field(20)));
+            *counts = Some((field(4), field(8), field(12), field(16), field(20), None));
             record.next_inode_number = read_u64(entry, 24);
             record.file_count = read_u64(entry, 32);
             record.free_block_count = read_u64(entry, 40);
             Ok(LOG_RECORD_START_BYTES)
+        }
+        LOG_ENTRY_SHARED_RECORD_START => {
+            let entry = fixed(LOG_SHARED_RECORD_START_BYTES)?;
+            if read_u32(entry, 52) != 0 {
+                return Err("reserved bytes are not zero".to_string());
+            }
+            let field = |offset| read_u32(entry, offset) as usize;
+            *counts = Some((
+                field(4),
+                field(8),
+                field(12),
+                field(16),
+                field(20),
+                Some(field(48)),
+            ));
+            record.next_inode_number = read_u64(entry, 24);
+            record.file_count = read_u64(entry, 32);
+            record.free_block_count = read_u64(entry, 40);
+            record.shared = Some(Vec::new());
+            Ok(LOG_SHARED_RECORD_START_BYTES)
+        }
+        LOG_ENTRY_SHARED => {
+            let entry = fixed(LOG_EXTENT_ENTRY_BYTES)?;
+            let Some(shared) = record.shared.as_mut() else {
+                return Err(
+                    "a shared-count entry (tag 6) in a record whose start (tag 1) has none"
+                        .to_string(),
+                );
+            };
+            let reference_count = read_u32(entry, 4);
+            let block_count = read_u64(entry, 16);
+            if reference_count == 0 || block_count == 0 {
+                return Err(format!(
+                    "shared-count entry of {block_count} blocks with count {reference_count} (both must be at least 1)"
+                ));
+            }
+            shared.push((read_u64(entry, 8), block_count, reference_count));
+            Ok(LOG_EXTENT_ENTRY_BYTES)
         }
         LOG_ENTRY_REMOVED => {
             let entry = fixed(LOG_REMOVED_ENTRY_BYTES)?;
@@ -383,7 +461,8 @@ pub fn salvage_changes(block: &[u8]) -> (Vec<(u64, String)>, Vec<u64>) {
     let mut counts = None;
     let mut offset = 0;
     while offset < payload.len() {
-        let first = payload[offset] == LOG_ENTRY_RECORD_START;
+        let first = payload[offset] == LOG_ENTRY_RECORD_START
+            || payload[offset] == LOG_ENTRY_SHARED_RECORD_START;
         match decode_entry(&payload[offset..], first, &mut record, &mut counts) {
             Ok(length) => offset += length,
             Err(_) => break,
@@ -421,7 +500,31 @@ mod tests {
             }],
             allocated: vec![(40, 1)],
             freed: vec![(30, 2)],
+            shared: None,
         }
+    }
+
+    #[test]
+    fn a_version_5_record_carries_shared_counts() {
+        let record = LogRecord {
+            shared: Some(vec![(40, 3, 2), (50, 1, 1)]),
+            ..sample_record()
+        };
+        let blocks = record.encode(4096, 0);
+        assert_eq!(
+            blocks[0][METADATA_HEADER_BYTES],
+            LOG_ENTRY_SHARED_RECORD_START
+        );
+        assert_eq!(read_u32(&blocks[0], METADATA_HEADER_BYTES + 48), 2);
+        let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+        assert_eq!(decode_record(&views), Ok(record.clone()));
+        let empty = LogRecord {
+            shared: Some(Vec::new()),
+            ..sample_record()
+        };
+        let blocks = empty.encode(4096, 0);
+        let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+        assert_eq!(decode_record(&views), Ok(empty));
     }
 
     #[test]

@@ -15,9 +15,10 @@ use crate::image::{BlockBits, LoadedImage};
 use crate::io::{BufferRecycler, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, FREE_EXTENT_BYTES,
-    MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES,
+    MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, SHARED_EXTENT_BYTES,
 };
 use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK};
+use crate::shared::SharedCounts;
 
 /// One file: its name, size and block map.
 #[derive(Debug, Clone)]
@@ -232,6 +233,8 @@ pub struct State {
     /// The store identity every commit writes into the super block (format version 4):
     /// from mkfs, the mounted image, or [`crate::Filesystem::set_store_identity`].
     pub store_identity: Option<[u8; 16]>,
+    /// Reference counts of data blocks shared by several pointers (format version 5).
+    pub shared: SharedCounts,
 }
 
 impl State {
@@ -252,7 +255,30 @@ impl State {
             unusable_reason: None,
             buffers: BufferRecycler::default(),
             store_identity: None,
+            shared: SharedCounts::default(),
         }
+    }
+
+    /// One pointer to data block `block` goes away: the block is freed (copy-on-write
+    /// rules of the allocator) when it was the last one, else its count drops.
+    pub fn release_data_block(&mut self, block: u64) {
+        if self.shared.drop_reference(block) {
+            self.allocator.release(block);
+        }
+    }
+
+    /// True when data block `block` may be overwritten in place: allocated since the last
+    /// commit and referenced by one pointer only.
+    pub fn writable_in_place(&self, block: u64) -> bool {
+        self.allocator.is_fresh(block) && !self.shared.is_shared(block)
+    }
+
+    /// Blocks of the shared table a checkpoint writes when `shared_blocks` blocks are
+    /// shared (each could be an extent of its own).
+    pub fn shared_table_blocks(&self, shared_blocks: u64) -> u64 {
+        let per_block =
+            fixed_entries_per_block(self.geometry.fs_block_size_bytes, SHARED_EXTENT_BYTES) as u64;
+        shared_blocks.div_ceil(per_block)
     }
 
     /// Adds a file (from mkfs, create or an image), keeping the index and totals right.
@@ -330,7 +356,11 @@ impl State {
             .inode_table_bytes
             .div_ceil(payload_bytes - largest_inode_record)
             + 1;
-        let tables = name_blocks + inode_blocks + self.largest_free_list_blocks();
+        let tables = name_blocks
+            + inode_blocks
+            + self.largest_free_list_blocks()
+            + self.shared_table_blocks(self.shared.shared_block_count())
+            + 1;
         let map_blocks = tables.div_ceil(fixed_entries_per_block(block_size, 8) as u64) + 1;
         tables + map_blocks + totals.indirect_blocks
     }
@@ -407,6 +437,10 @@ impl State {
             state.insert_file(inode_number, node);
         }
         state.store_identity = image.super_block.store_identity;
+        state.shared = SharedCounts::from_pointers(
+            geometry.fs_block_count,
+            state.files.values().flat_map(|node| node.pointers.iter()),
+        );
         state.committed = CommittedCheckpoint {
             sequence: image.super_block.commit_sequence,
             next_inode_number: state.next_inode_number,

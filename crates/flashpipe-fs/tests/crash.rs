@@ -95,7 +95,11 @@ fn run_seed(seed: u64) -> Tally {
     let crash_window = if rng.chance(0.8) { 120 } else { 600 };
     let crash_after = 1 + rng.below(crash_window);
     world.crash_after_requests(crash_after);
-    let mut run = FsWorkload::new(seed, rng, fs, WorkloadShape::new(u64::from(block_size)));
+    let shape = WorkloadShape {
+        share_copy_percent: 10,
+        ..WorkloadShape::new(u64::from(block_size))
+    };
+    let mut run = FsWorkload::new(seed, rng, fs, shape);
     let crashed = run.run(80);
     if !crashed {
         run.in_progress = None;

@@ -50,6 +50,21 @@ fn known_super_block() -> SuperBlock {
         log_block_count: 3,
         log_record_count: 2,
         store_identity: None,
+        shared_table_block_count: 0,
+        shared_extent_count: 0,
+        shared_block_count: 0,
+    }
+}
+
+/// [`known_super_block_v4`] in format version 5, with a shared table of 2 blocks holding
+/// 3 extents that cover 0x40 blocks.
+fn known_super_block_v5() -> SuperBlock {
+    SuperBlock {
+        format_version: 5,
+        shared_table_block_count: 2,
+        shared_extent_count: 3,
+        shared_block_count: 0x40,
+        ..known_super_block_v4()
     }
 }
 
@@ -80,8 +95,64 @@ fn known_super_block_fields() -> Vec<u8> {
 }
 
 #[test]
+fn the_version_5_super_block_has_the_documented_bytes() {
+    assert_eq!(FORMAT_VERSION, 5);
+    let encoded = known_super_block_v5().encode();
+    let mut fields = known_super_block_fields();
+    fields[8] = 5; // 8..12: format_version 5
+    fields.extend_from_slice(&KNOWN_IDENTITY); // 136..152: store_identity
+    fields.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]); // 152..160: shared_table_block_count
+    fields.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]); // 160..168: shared_extent_count
+    fields.extend_from_slice(&[0x40, 0, 0, 0, 0, 0, 0, 0]); // 168..176: shared_block_count
+    let mut expected = [0u8; SUPER_BLOCK_SIZE_BYTES];
+    expected[..fields.len()].copy_from_slice(&fields);
+    // 12..16: CRC32C of the 512 bytes with the checksum field zero (176..512 reserved, zero).
+    let checksum = crc32c::crc32c(&expected);
+    expected[12..16].copy_from_slice(&checksum.to_le_bytes());
+    assert_eq!(encoded[..], expected[..]);
+    assert_eq!(SuperBlock::decode(&encoded), Ok(known_super_block_v5()));
+}
+
+#[test]
+fn the_shared_table_fields_are_checked_and_reserved_before_version_5() {
+    let encoded = known_super_block_v5().encode();
+    let mut impossible = encoded;
+    impossible[160..168].copy_from_slice(&0x41u64.to_le_bytes());
+    let checksum = checksum_with_field_zeroed(&impossible, 12);
+    impossible[12..16].copy_from_slice(&checksum.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&impossible),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "more extents than blocks"
+    );
+    let mut stray = known_super_block_v4().encode();
+    stray[152] = 1;
+    let checksum = checksum_with_field_zeroed(&stray, 12);
+    stray[12..16].copy_from_slice(&checksum.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&stray),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "version 4: byte 152 is reserved"
+    );
+    let mut stray = encoded;
+    stray[176] = 1;
+    let checksum = checksum_with_field_zeroed(&stray, 12);
+    stray[12..16].copy_from_slice(&checksum.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&stray),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "version 5: byte 176 is reserved"
+    );
+}
+
+#[test]
 fn the_version_4_super_block_has_the_documented_bytes() {
-    assert_eq!(FORMAT_VERSION, 4);
     let encoded = known_super_block_v4().encode();
     let mut fields = known_super_block_fields();
     fields[8] = 4; // 8..12: format_version 4
@@ -124,12 +195,12 @@ fn the_super_block_has_the_documented_bytes() {
 
 #[test]
 fn a_super_block_is_judged_in_the_documented_order() {
-    let encoded = known_super_block_v4().encode();
+    let encoded = known_super_block_v5().encode();
     let mut newer = encoded;
-    newer[8] = 5;
+    newer[8] = 6;
     assert_eq!(
         SuperBlock::decode(&newer),
-        Err(SuperBlockProblem::NewerVersion(5)),
+        Err(SuperBlockProblem::NewerVersion(6)),
         "the version is judged before the checksum"
     );
     let mut damaged = encoded;
@@ -162,6 +233,7 @@ fn the_kind_codes_are_the_documented_ascii() {
     assert_eq!(MetadataKind::FreeList.code(), 0x4545_5246);
     assert_eq!(MetadataKind::Indirect.code(), 0x5244_4E49);
     assert_eq!(MetadataKind::Log.code(), 0x5247_4F4C);
+    assert_eq!(MetadataKind::SharedTable.code(), 0x4452_4853);
 }
 
 #[test]

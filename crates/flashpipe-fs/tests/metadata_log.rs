@@ -52,7 +52,45 @@ fn known_record() -> LogRecord {
         }],
         allocated: vec![(0x40, 1)],
         freed: vec![(0x50, 3)],
+        shared: None,
     }
+}
+
+/// The version-5 record start (tag 7) and a shared-count entry (tag 6), golden bytes.
+#[test]
+fn a_version_5_log_record_has_the_documented_bytes() {
+    let record = LogRecord {
+        shared: Some(vec![(0x60, 2, 3)]),
+        ..known_record()
+    };
+    let blocks = record.encode(BLOCK_SIZE as u32, 0);
+    let payload = &blocks[0][40..];
+    let start: Vec<u8> = [
+        &[7, 0, 0, 0][..],               // 0: tag 7, 1..4 reserved
+        &[1, 0, 0, 0],                   // 4..8: record_block_count
+        &[1, 0, 0, 0],                   // 8..12: removed_count
+        &[1, 0, 0, 0],                   // 12..16: file_count_in_record
+        &[1, 0, 0, 0],                   // 16..20: allocated_count
+        &[1, 0, 0, 0],                   // 20..24: freed_count
+        &[0x30, 0, 0, 0, 0, 0, 0, 0],    // 24..32: next_inode_number
+        &[7, 0, 0, 0, 0, 0, 0, 0],       // 32..40: file_count
+        &[0x34, 0x12, 0, 0, 0, 0, 0, 0], // 40..48: free_block_count
+        &[1, 0, 0, 0],                   // 48..52: shared_count
+        &[0, 0, 0, 0],                   // 52..56: reserved
+    ]
+    .concat();
+    assert_eq!(&payload[..56], start.as_slice());
+    let shared_entry: Vec<u8> = [
+        &[6, 0, 0, 0][..],            // 0: tag 6, 1..4 reserved
+        &[3, 0, 0, 0],                // 4..8: reference_count
+        &[0x60, 0, 0, 0, 0, 0, 0, 0], // 8..16: first_block
+        &[2, 0, 0, 0, 0, 0, 0, 0],    // 16..24: block_count
+    ]
+    .concat();
+    let end = 56 + 16 + 70 + 24 + 24;
+    assert_eq!(&payload[end..end + 24], shared_entry.as_slice());
+    assert!(payload[end + 24..].iter().all(|&byte| byte == 0));
+    assert_eq!(decode_record(&[&blocks[0][..]]), Ok(record));
 }
 
 #[test]
@@ -450,7 +488,7 @@ fn names(fs: &Filesystem) -> Vec<String> {
 fn a_damaged_log_record_is_reported_with_what_it_loses_and_repair_keeps_the_commit_before() {
     let (shared, log) = store_with_three_records();
     let mut block = shared.peek(log[1] * BLOCK_SIZE, BLOCK_SIZE as usize);
-    block[METADATA_HEADER_BYTES + 60] ^= 0x04;
+    block[METADATA_HEADER_BYTES + 68] ^= 0x04;
     shared.poke(log[1] * BLOCK_SIZE, &block);
 
     let image_before = shared.peek(0, 4096 * 4096);

@@ -422,7 +422,7 @@ fn mount_refuses_blank_newer_and_too_small_devices() {
 
     for slot_offset in [0u64, 4096] {
         let mut super_bytes = shared.peek(slot_offset, 512);
-        super_bytes[8..12].copy_from_slice(&5u32.to_le_bytes());
+        super_bytes[8..12].copy_from_slice(&6u32.to_le_bytes());
         shared.poke(slot_offset, &super_bytes);
     }
     let error = Filesystem::mount(shared.boxed()).err().unwrap();
@@ -430,8 +430,8 @@ fn mount_refuses_blank_newer_and_too_small_devices() {
         matches!(
             error,
             MountError::NewerVersion {
-                found: 5,
-                supported: 4
+                found: 6,
+                supported: 5
             }
         ),
         "{error}"

@@ -6,7 +6,7 @@
 
 mod support;
 
-use flashpipe_fs::layout::{checksum_with_field_zeroed, read_u32, write_u32};
+use flashpipe_fs::layout::{checksum_with_field_zeroed, read_u32, write_u32, FORMAT_VERSION};
 use flashpipe_fs::{fsck, Filesystem, FormatError, FormatOptions, StoreIdentityError, Structure};
 use support::{pattern, SharedDisk};
 
@@ -72,7 +72,7 @@ fn mkfs_writes_the_identity_and_every_kind_of_commit_keeps_it() {
     assert_eq!(fs.store_identity(), Some(IDENTITY));
     assert_eq!(
         newest_version_and_identity(&shared, &fs),
-        (4, IDENTITY.to_vec())
+        (FORMAT_VERSION, IDENTITY.to_vec())
     );
 
     let file = fs.create("a").unwrap();
@@ -82,14 +82,14 @@ fn mkfs_writes_the_identity_and_every_kind_of_commit_keeps_it() {
     assert!(fs.metadata_log_fill().log_record_count > 0, "a log commit");
     assert_eq!(
         newest_version_and_identity(&shared, &fs),
-        (4, IDENTITY.to_vec())
+        (FORMAT_VERSION, IDENTITY.to_vec())
     );
     fs.create("b").unwrap();
     fs.flush_checkpoint().unwrap();
     assert_eq!(fs.metadata_log_fill().log_record_count, 0, "a checkpoint");
     assert_eq!(
         newest_version_and_identity(&shared, &fs),
-        (4, IDENTITY.to_vec())
+        (FORMAT_VERSION, IDENTITY.to_vec())
     );
     drop(fs.unmount().unwrap());
 
@@ -128,7 +128,7 @@ fn fsck_repair_keeps_the_identity() {
     assert_eq!(fs.store_identity(), Some(IDENTITY));
     for slot in 0..2 {
         let bytes = slot_bytes(&shared, slot);
-        assert_eq!(read_u32(&bytes, 8), 4, "slot {slot}");
+        assert_eq!(read_u32(&bytes, 8), FORMAT_VERSION, "slot {slot}");
         assert_eq!(&bytes[136..152], &IDENTITY, "slot {slot}");
     }
 }
@@ -179,14 +179,14 @@ fn a_version_3_image_mounts_and_its_first_commit_writes_version_4_with_the_ident
     fs.flush().unwrap();
     assert_eq!(
         newest_version_and_identity(&shared, &fs),
-        (4, IDENTITY.to_vec()),
-        "the next commit writes version 4 with the identity"
+        (FORMAT_VERSION, IDENTITY.to_vec()),
+        "the next commit writes the current version with the identity"
     );
     fs.write(fs.open("old").unwrap(), 0, b"new").unwrap();
     fs.flush().unwrap();
     assert_eq!(
         newest_version_and_identity(&shared, &fs),
-        (4, IDENTITY.to_vec())
+        (FORMAT_VERSION, IDENTITY.to_vec())
     );
     drop(fs.unmount().unwrap());
 

@@ -447,6 +447,7 @@ fn copy_method_to_wire(method: CopyMethod) -> u8 {
         CopyMethod::ReferenceOrFail => 0,
         CopyMethod::ReferenceOrBytes => 1,
         CopyMethod::Bytes => 2,
+        CopyMethod::Share => 3,
     }
 }
 
@@ -455,6 +456,7 @@ fn copy_method_from_wire(value: u8) -> Result<CopyMethod, DecodeError> {
         0 => Ok(CopyMethod::ReferenceOrFail),
         1 => Ok(CopyMethod::ReferenceOrBytes),
         2 => Ok(CopyMethod::Bytes),
+        3 => Ok(CopyMethod::Share),
         value => Err(DecodeError::BadValue {
             field: "copy.method",
             value: u64::from(value),
@@ -627,6 +629,7 @@ fn encode_stat(stat: &FileStat, writer: &mut Writer) {
     writer.string(&stat.name);
     writer.u64(stat.size_bytes);
     writer.u64(stat.allocated_blocks);
+    writer.u64(stat.shared_bytes);
     writer.u64(stat.modified_clock_ns);
 }
 
@@ -636,6 +639,7 @@ fn decode_stat(reader: &mut Reader<'_>) -> Result<FileStat, DecodeError> {
         name: reader.string("stat.name", MAX_NAME_BYTES)?,
         size_bytes: reader.u64("stat.size")?,
         allocated_blocks: reader.u64("stat.allocated_blocks")?,
+        shared_bytes: reader.u64("stat.shared_bytes")?,
         modified_clock_ns: reader.u64("stat.modified_clock_ns")?,
     })
 }
@@ -644,6 +648,8 @@ fn encode_fs_stats(stats: &FsStats, writer: &mut Writer) {
     writer.u32(stats.fs_block_size_bytes);
     writer.u64(stats.fs_block_count);
     writer.u64(stats.used_blocks);
+    writer.u64(stats.shared_blocks);
+    writer.u64(stats.saved_blocks);
     writer.u64(stats.free_blocks);
     writer.u64(stats.pending_free_blocks);
     writer.u64(stats.reserved_blocks);
@@ -657,6 +663,8 @@ fn decode_fs_stats(reader: &mut Reader<'_>) -> Result<FsStats, DecodeError> {
         fs_block_size_bytes: reader.u32("stats.fs_block_size")?,
         fs_block_count: reader.u64("stats.fs_block_count")?,
         used_blocks: reader.u64("stats.used_blocks")?,
+        shared_blocks: reader.u64("stats.shared_blocks")?,
+        saved_blocks: reader.u64("stats.saved_blocks")?,
         free_blocks: reader.u64("stats.free_blocks")?,
         pending_free_blocks: reader.u64("stats.pending_free_blocks")?,
         reserved_blocks: reader.u64("stats.reserved_blocks")?,

@@ -46,9 +46,10 @@ pub type RequestId = u64;
 /// The four bytes every frame starts with.
 pub const MAGIC: [u8; 4] = *b"FPSV";
 
-/// The protocol version this code speaks (the only one: version 2 adds the welcome's
-/// store identity and the `AccessDenied` error; docs/protocol.md, "Versioning").
-pub const PROTOCOL_VERSION: u16 = 2;
+/// The protocol version this code speaks (the only one: version 2 added the welcome's
+/// store identity and the `AccessDenied` error, version 3 the copy method `share` and
+/// the shared block counts of `file_stat` and `stats`; docs/protocol.md, "Versioning").
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Bytes of a frame header.
 pub const HEADER_BYTES: usize = 24;

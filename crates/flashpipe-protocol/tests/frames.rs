@@ -19,7 +19,7 @@ fn a_create_request_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[2, 0],                   // version 2
+        &[3, 0],                   // version 3
         &[0x01, 0x01],             // kind 0x0101 create
         &[5, 0, 0, 0, 0, 0, 0, 0], // request id 5
         &[6, 0, 0, 0],             // body length 6
@@ -46,7 +46,7 @@ fn a_read_by_reference_answer_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[2, 0],
+        &[3, 0],
         &[0x03, 0x02], // kind 0x0203 data
         &[0x02, 0x01, 0, 0, 0, 0, 0, 0],
         &[29, 0, 0, 0],
@@ -71,7 +71,7 @@ fn an_error_answer_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[2, 0],
+        &[3, 0],
         &[0x04, 0x00],
         &[9, 0, 0, 0, 0, 0, 0, 0],
         &[16, 0, 0, 0],
@@ -151,12 +151,14 @@ fn file_stat() -> impl Strategy<Value = FileStat> {
         any::<u64>(),
         any::<u64>(),
         any::<u64>(),
+        any::<u64>(),
     )
-        .prop_map(|(id, name, size, blocks, clock)| FileStat {
+        .prop_map(|(id, name, size, blocks, shared, clock)| FileStat {
             file_id: FileId(id),
             name,
             size_bytes: size,
             allocated_blocks: blocks,
+            shared_bytes: shared,
             modified_clock_ns: clock,
         })
 }
@@ -165,7 +167,8 @@ fn copy_method() -> impl Strategy<Value = CopyMethod> {
     prop_oneof![
         Just(CopyMethod::ReferenceOrFail),
         Just(CopyMethod::ReferenceOrBytes),
-        Just(CopyMethod::Bytes)
+        Just(CopyMethod::Bytes),
+        Just(CopyMethod::Share)
     ]
 }
 
@@ -260,11 +263,13 @@ fn response() -> impl Strategy<Value = Response> {
         .prop_map(Response::Files),
         file_stat().prop_map(Response::Stat),
         proptest::collection::vec(file_stat(), 0..10).prop_map(Response::List),
-        (any::<u32>(), any::<[u64; 7]>(), any::<bool>()).prop_map(|(block, values, unflushed)| {
+        (any::<u32>(), any::<[u64; 9]>(), any::<bool>()).prop_map(|(block, values, unflushed)| {
             Response::Stats(FsStats {
                 fs_block_size_bytes: block,
                 fs_block_count: values[0],
                 used_blocks: values[1],
+                shared_blocks: values[7],
+                saved_blocks: values[8],
                 free_blocks: values[2],
                 pending_free_blocks: values[3],
                 reserved_blocks: values[4],

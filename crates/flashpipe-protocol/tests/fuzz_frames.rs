@@ -42,6 +42,7 @@ fn stat(index: u64) -> FileStat {
         name: format!("file-{index}.bin"),
         size_bytes: index * 4096,
         allocated_blocks: index,
+        shared_bytes: index * 2048,
         modified_clock_ns: index << 32,
     }
 }
@@ -148,6 +149,8 @@ fn response_frames() -> Vec<Frame> {
             fs_block_size_bytes: 4096,
             fs_block_count: 1 << 20,
             used_blocks: 100,
+            shared_blocks: 7,
+            saved_blocks: 9,
             free_blocks: 1000,
             pending_free_blocks: 3,
             reserved_blocks: 64,
@@ -209,13 +212,13 @@ fn connection_frames() -> Vec<Frame> {
     };
     vec![
         Frame::Hello(Hello {
-            min_version: 2,
-            max_version: 2,
+            min_version: 3,
+            max_version: 3,
             map_memory: true,
             client_name: "fuzz-client".into(),
         }),
         Frame::Welcome(Welcome {
-            version: 2,
+            version: 3,
             server_pid: 1234,
             store_path: "/tmp/store".into(),
             store_identity: Some([7; 16]),

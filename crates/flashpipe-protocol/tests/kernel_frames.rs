@@ -28,7 +28,7 @@ fn a_run_kernel_request_is_these_bytes() {
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
         b"FPSV".as_slice(),
-        &[2, 0],
+        &[3, 0],
         &[0x20, 0x01], // kind 0x0120 run-kernel
         &[3, 0, 0, 0, 0, 0, 0, 0],
         &[44, 0, 0, 0], // body length

@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 use common::{connect, pattern, start_server, wait_until};
 use flashpipe_client::{ClientError, ErrorCode, Request, Response};
 use flashpipe_device::SplitMix64;
-use flashpipe_protocol::{encode_frame, Frame, Hello};
+use flashpipe_protocol::{encode_frame, Frame, Hello, PROTOCOL_VERSION};
 
 fn remote_code(error: &ClientError) -> ErrorCode {
     error
@@ -236,8 +236,8 @@ fn fuzzed_grants_and_releases_from_a_raw_client_never_hurt_others() {
     let mut rng = SplitMix64::new(seed);
     let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
     let hello = Frame::Hello(Hello {
-        min_version: 2,
-        max_version: 2,
+        min_version: PROTOCOL_VERSION,
+        max_version: PROTOCOL_VERSION,
         map_memory: true,
         client_name: "fuzz".into(),
     });

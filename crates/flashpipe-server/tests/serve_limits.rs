@@ -210,8 +210,8 @@ fn a_client_gone_mid_frame_leaves_nothing_held() {
     for _ in 0..5 {
         let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
         let hello = Frame::Hello(Hello {
-            min_version: 2,
-            max_version: 2,
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
             map_memory: false,
             client_name: "dying".into(),
         });
@@ -327,8 +327,8 @@ fn a_client_that_never_reads_its_answers_does_not_hold_up_a_stop() {
     writer.write("f", 0, &pattern(1 << 20, 6)).expect("write");
     let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
     let hello = Frame::Hello(Hello {
-        min_version: 2,
-        max_version: 2,
+        min_version: PROTOCOL_VERSION,
+        max_version: PROTOCOL_VERSION,
         map_memory: false,
         client_name: "stuck".into(),
     });

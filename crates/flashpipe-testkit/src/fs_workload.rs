@@ -1,5 +1,6 @@
 //! The crash tests' file-system workload: random creates, writes at random offsets,
-//! truncates, renames, deletes, reads and flushes, each checked against a plain in-memory
+//! truncates, renames, deletes, reads, flushes and (with
+//! [`WorkloadShape::share_copy_percent`]) copies by sharing blocks, each checked against a plain in-memory
 //! model (name -> bytes), remembering the state of the last completed flush and of the
 //! flush in progress. After a crash and a remount, [`check_recovered`] asserts that the
 //! file system holds one of those two states (docs/format.md, "Crash consistency").
@@ -14,7 +15,9 @@
 use std::collections::BTreeMap;
 
 use flashpipe_device::{DeviceError, SplitMix64};
-use flashpipe_fs::{is_crash, FileIoError, Filesystem, FlushError, NamespaceError};
+use flashpipe_fs::{
+    is_crash, CopyError, CopyMethod, FileIoError, Filesystem, FlushError, NamespaceError,
+};
 
 /// The model: file name -> bytes.
 pub type Model = BTreeMap<String, Vec<u8>>;
@@ -60,6 +63,12 @@ pub struct WorkloadShape {
     /// Keep going after a device error that is not a crash, checking that the failed
     /// operation changed nothing visible; only a failed flush ends the run.
     pub continue_after_device_errors: bool,
+    /// Percent of steps that copy by sharing blocks ([`CopyMethod::Share`]): a whole file
+    /// to a new name, or a range into an existing file (same file and overlapping
+    /// included). 0 (the default) draws nothing extra, so older runs keep their sequences.
+    /// Not for runs that go on after device errors: a copy that fails half-way may have
+    /// shared its whole blocks already.
+    pub share_copy_percent: u64,
 }
 
 impl WorkloadShape {
@@ -72,6 +81,7 @@ impl WorkloadShape {
             truncate_blocks_max: 25,
             stop_on_any_device_error: false,
             continue_after_device_errors: false,
+            share_copy_percent: 0,
         }
     }
 }
@@ -238,6 +248,10 @@ impl FsWorkload {
     }
 
     fn step(&mut self) -> Outcome {
+        if self.shape.share_copy_percent > 0 && self.rng.below(100) < self.shape.share_copy_percent
+        {
+            return self.share_copy();
+        }
         match self.rng.below(100) {
             0..=14 => self.create(),
             15..=49 => self.write(),
@@ -374,6 +388,92 @@ impl FsWorkload {
             self.model.remove(name);
         }
         namespace_outcome(result, expected, self.seed)
+    }
+
+    /// A copy by sharing: a whole file to a new name (half the time), else a range of one
+    /// file into another existing one (or itself) at offsets of the same phase in a block
+    /// (so that whole blocks are shared) or, now and then, of any phase (bytes).
+    fn share_copy(&mut self) -> Outcome {
+        let from = self.pick_name();
+        let to = self.pick_name();
+        let Some(source) = self.model.get(from).cloned() else {
+            return Outcome::Done;
+        };
+        if self.rng.chance(0.5) && from != to {
+            let expected = !self.model.contains_key(to);
+            return match self.fs.copy_file(from, to, CopyMethod::Share) {
+                Ok(_) => {
+                    assert!(expected, "seed {}: copy onto existing {to}", self.seed);
+                    self.model.insert(to.to_string(), source);
+                    Outcome::Done
+                }
+                Err(CopyError::Namespace(NamespaceError::Exists { .. })) if !expected => {
+                    Outcome::Done
+                }
+                Err(error) => self.copy_failed(error, &format!("copy {from} to {to}")),
+            };
+        }
+        let Some(destination_length) = self.model.get(to).map(Vec::len) else {
+            return Outcome::Done;
+        };
+        let block_bytes = self.shape.block_size_bytes;
+        let source_offset = self.rng.below(source.len() as u64 + 1);
+        let length = self.rng.below(source.len() as u64 - source_offset + 1);
+        let destination_base =
+            self.rng.below(destination_length as u64 / block_bytes + 3) * block_bytes;
+        let destination_offset = if self.rng.chance(0.8) {
+            destination_base + source_offset % block_bytes
+        } else {
+            destination_base + self.rng.below(block_bytes)
+        };
+        let what = format!("copy {from} {source_offset}+{length} to {to} at {destination_offset}");
+        let (Ok(source_file), Ok(destination_file)) = (self.fs.open(from), self.fs.open(to)) else {
+            panic!("seed {}: {what}: open", self.seed);
+        };
+        match self.fs.copy_range(
+            source_file,
+            source_offset,
+            destination_file,
+            destination_offset,
+            length,
+            CopyMethod::Share,
+        ) {
+            Ok(_) => {
+                if length == 0 {
+                    return Outcome::Done;
+                }
+                let bytes =
+                    source[source_offset as usize..(source_offset + length) as usize].to_vec();
+                let content = self.model.get_mut(to).expect("model has the file");
+                let end = (destination_offset + length) as usize;
+                if content.len() < end {
+                    content.resize(end, 0);
+                }
+                content[destination_offset as usize..end].copy_from_slice(&bytes);
+                Outcome::Done
+            }
+            Err(error) => self.copy_failed(error, &what),
+        }
+    }
+
+    /// A copy that failed: out of space (nothing changed) or a crash end the step; any
+    /// other error fails the run.
+    fn copy_failed(&mut self, error: CopyError, what: &str) -> Outcome {
+        match error {
+            CopyError::Io(FileIoError::FileTooLarge { .. })
+            | CopyError::Namespace(NamespaceError::NoSpace { .. }) => Outcome::Done,
+            CopyError::Io(error) => {
+                let outcome = self.file_outcome(error, what);
+                assert!(
+                    outcome != Outcome::FailedCleanly,
+                    "seed {}: {what}: a copy that fails half-way may have shared its whole \
+                     blocks already, so runs that go on after device errors do not copy",
+                    self.seed
+                );
+                outcome
+            }
+            error => panic!("seed {}: {what}: {error}", self.seed),
+        }
     }
 
     fn read(&mut self) -> Outcome {

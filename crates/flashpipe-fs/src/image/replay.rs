@@ -14,7 +14,7 @@ use crate::io::read_fs_blocks;
 use crate::layout::{read_u32, DIRECT_POINTER_COUNT, METADATA_HEADER_BYTES};
 use crate::metadata_log::{
     decode_record, open_log_block, salvage_changes, LogFile, LogRecord, LOG_ENTRY_RECORD_START,
-    LOG_RECORD_START_BYTES,
+    LOG_ENTRY_SHARED_RECORD_START, LOG_RECORD_START_BYTES,
 };
 use crate::name::name_problem;
 
@@ -172,7 +172,7 @@ impl Loader {
         }
         let start = &first[METADATA_HEADER_BYTES..];
         if header.payload_bytes < LOG_RECORD_START_BYTES as u32
-            || start[0] != LOG_ENTRY_RECORD_START
+            || (start[0] != LOG_ENTRY_RECORD_START && start[0] != LOG_ENTRY_SHARED_RECORD_START)
         {
             return Err((
                 index,
@@ -236,6 +236,9 @@ impl Loader {
         {
             return Err("an inode appears twice in the record".to_string());
         }
+        if let Some(shared) = &record.shared {
+            self.check_shared_entries(shared)?;
+        }
         let mut new_names = HashSet::with_capacity(record.files.len());
         for file in &record.files {
             self.check_log_file(file, record.next_inode_number)?;
@@ -268,6 +271,9 @@ impl Loader {
         for file in &record.files {
             names.insert(file.name.clone(), file.inode_number);
             self.files.insert(file.inode_number, loaded_file(file));
+        }
+        if let Some(shared) = &record.shared {
+            self.apply_shared_entries(shared);
         }
         self.next_inode_number = record.next_inode_number;
         Ok(())
