@@ -32,9 +32,16 @@ fn status_of(kind: &str) -> i32 {
     }
 }
 
-/// Runs the binary in `folder`.
+/// Seconds one error case may run before it is stopped (no case waits on anything).
+const CASE_LIMIT_S: u32 = 120;
+
+/// Runs the binary in `folder`, under coreutils' `timeout` so that a case which does not
+/// fail (a server that starts and runs) ends with status 124 and a message instead of
+/// hanging the suite.
 fn run_in(folder: &Path, arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+    Command::new("timeout")
+        .arg(CASE_LIMIT_S.to_string())
+        .arg(env!("CARGO_BIN_EXE_flashpipe"))
         .args(arguments)
         .current_dir(folder)
         .stdin(std::process::Stdio::null())
@@ -224,7 +231,7 @@ fn cases() -> Vec<Case> {
         case("usage", &["stat", "s.toml", "--json"]),
         case("usage", &["run", "s.toml", "grep", "pattern=x", "--json"]),
         case("usage", &["completions", "tcsh"]),
-        case("usage", &["serve", "s.toml", "--json"]),
+        case("usage", &["serve", "s.toml", "--no-such-option"]),
         // no_match: a pattern matching nothing (grep's 1).
         case("no_match", &["ls", "s.toml", "zz*", "--json"]),
         case("no_match", &["cat", "s.toml", "zz*"]),

@@ -307,7 +307,7 @@ fn info_summarizes_a_file_store() {
         assert!(member["allocated_bytes"].as_u64().unwrap() < 32 << 20);
     }
     let filesystem = &info["filesystem"];
-    assert_eq!(filesystem["format_version"], 4);
+    assert_eq!(filesystem["format_version"], 5);
     assert_eq!(filesystem["file_count"], 1);
     assert_eq!(filesystem["identity"], info["identity"]);
     assert_eq!(filesystem["total_bytes"], 64 << 20);
@@ -319,7 +319,7 @@ fn info_summarizes_a_file_store() {
     );
     assert!(info["server_pid"].is_null());
     let text_info = succeed(&["info", text(&store)]);
-    for expected in ["format version 4", "1 file(s)", "metadata log:", "label ok"] {
+    for expected in ["format version 5", "1 file(s)", "metadata log:", "label ok"] {
         assert!(text_info.contains(expected), "{text_info}");
     }
 }
@@ -532,13 +532,16 @@ fn a_full_file_system_fails_the_write_of_a_sparse_image_and_mkfs_preallocate() {
         );
         return;
     }
-    assert!(stdout.contains("put=1"), "{stdout}{stderr}");
     assert!(
-        stderr.contains("the file system holding it is full"),
+        stdout.contains("put=4"),
+        "a full file system is no_space (4): {stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains("a sparse image takes its space as it is written"),
         "{stderr}"
     );
     assert!(stdout.contains("clean: 0 file(s)"), "{stdout}");
-    assert!(stdout.contains("preallocate=1"), "{stdout}");
+    assert!(stdout.contains("preallocate=4"), "{stdout}");
     assert!(stderr.contains("cannot preallocate 64 MiB"), "{stderr}");
     assert!(
         !stdout.contains("b.img") && !stdout.contains("t.toml"),

@@ -171,10 +171,13 @@ fn preallocate_created_files(
             continue;
         }
         flashpipe_device::file::allocate_existing(&path).map_err(|error| {
-            format!(
+            std::io::Error::new(
+                error.kind(),
+                format!(
                 "{}: cannot preallocate {}: {error}; free space there, or leave out --preallocate to make a sparse image that takes space as it is written",
                 path.display(),
-                crate::units::HumanBytes(*size_bytes)
+                    crate::units::HumanBytes(*size_bytes)
+                ),
             )
         })?;
     }

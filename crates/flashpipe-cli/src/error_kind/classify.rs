@@ -130,6 +130,7 @@ pub(super) fn io(error: &std::io::Error) -> ErrorKind {
         Io_::NotFound => NotFound,
         Io_::AlreadyExists => Exists,
         Io_::PermissionDenied => Permission,
+        Io_::StorageFull | Io_::QuotaExceeded | Io_::FileTooLarge => NoSpace,
         Io_::InvalidInput => InvalidInput,
         Io_::InvalidData => Corrupt,
         Io_::ConnectionRefused

@@ -147,11 +147,19 @@ impl Job {
     }
 }
 
-/// A failed system call becomes [`DeviceErrorKind::IoFailed`], a short read
-/// [`DeviceErrorKind::ShortTransfer`]. A short write is [`DeviceErrorKind::IoFailed`]
+/// A failed system call becomes [`DeviceErrorKind::IoFailed`] ([`DeviceErrorKind::OutOfSpace`]
+/// for ENOSPC, EDQUOT and EFBIG), a short read [`DeviceErrorKind::ShortTransfer`]. A short
+/// write is [`DeviceErrorKind::OutOfSpace`]
 /// saying what stops a write part-way on Linux (the file system holding the file is full,
 /// the user's quota or the file size limit is reached): a sparse image takes its space as
 /// it is written, so that is where a full file system is found out.
+fn is_out_of_space(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+    )
+}
+
 fn check_result(
     device_name: &Arc<str>,
     action: &Action,
@@ -160,7 +168,7 @@ fn check_result(
 ) -> Result<(), DeviceError> {
     let kind = match (result, action) {
         (Ok(moved_bytes), _) if moved_bytes == expected_bytes => return Ok(()),
-        (Ok(moved_bytes), Action::Write { .. }) => DeviceErrorKind::IoFailed {
+        (Ok(moved_bytes), Action::Write { .. }) => DeviceErrorKind::OutOfSpace {
             detail: format!(
                 "write of {expected_bytes} bytes at offset {} stopped after {moved_bytes} bytes: the file system holding it is full or a quota or file size limit is reached (a sparse image takes its space as it is written; free space, or make images with mkfs --preallocate)",
                 action.offset_bytes()
@@ -174,6 +182,13 @@ fn check_result(
         (Ok(moved_bytes), _) => DeviceErrorKind::IoFailed {
             detail: format!(
                 "{}: {moved_bytes} of {expected_bytes} bytes at offset {}",
+                action.name(),
+                action.offset_bytes()
+            ),
+        },
+        (Err(error), _) if is_out_of_space(&error) => DeviceErrorKind::OutOfSpace {
+            detail: format!(
+                "{} of {expected_bytes} bytes at offset {}: {error} (a sparse image takes its space as it is written; free space, or make images with mkfs --preallocate)",
                 action.name(),
                 action.offset_bytes()
             ),
