@@ -326,8 +326,9 @@ fn open_flash_export(
     entry: &str,
     realtime: bool,
 ) -> Result<Export, Box<dyn std::error::Error>> {
-    let spec = FlashDeviceSpec::parse_entry(entry)
-        .map_err(|reason| format!("export `{name}=flash:{entry}`: {reason}"))?;
+    let spec = FlashDeviceSpec::parse_entry(entry).map_err(|reason| {
+        Failure::invalid_input(format!("export `{name}=flash:{entry}`: {reason}"))
+    })?;
     let fresh = spec.path.as_ref().is_none_or(|path| !path.exists());
     let image_paths = spec
         .path

@@ -80,7 +80,10 @@ pub fn run_mkfs(arguments: MkfsArgs) -> CliResult {
         .iter()
         .any(|device| matches!(device, DeviceSpec::File { .. }));
     if arguments.preallocate && !has_file_device {
-        return Err("--preallocate applies to image files (devices named by a file path); this store has none (flash images are always sparse)".into());
+        return Err(Failure::invalid_input(
+            "--preallocate applies to image files (devices named by a file path); this store has none (flash images are always sparse)",
+        )
+        .into());
     }
     let existing = permissions::existing_store_files(&config, &arguments.store);
     let stats = {
@@ -136,10 +139,10 @@ fn refuse_devices_that_do_not_last(config: &StoreConfig) -> CliResult {
             ),
             _ => continue,
         };
-        return Err(format!(
+        return Err(Failure::invalid_input(format!(
             "device {} keeps its contents only inside the process that opens it, so the store mkfs would write could never be opened again; use {instead}",
             device.describe().replace(' ', "")
-        )
+        ))
         .into());
     }
     Ok(())
