@@ -42,6 +42,12 @@ impl BenchError {
         }
     }
 
+    /// The same failure told as `prefix: message` (an option's name, a file's).
+    pub fn prefixed(mut self, prefix: impl fmt::Display) -> BenchError {
+        self.message = format!("{prefix}: {}", self.message);
+        self
+    }
+
     /// The failure's kind.
     pub fn kind(&self) -> BenchErrorKind {
         self.kind
