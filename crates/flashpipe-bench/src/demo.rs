@@ -488,8 +488,7 @@ fn prepare_disk_node_store(
     std::fs::create_dir_all(dir).map_err(io_with(dir.display()))?;
     let store_path = dir.join(STORE_FILE);
     if store_path.exists() {
-        std::fs::remove_file(&store_path)
-            .map_err(io_with(store_path.display()))?;
+        std::fs::remove_file(&store_path).map_err(io_with(store_path.display()))?;
     }
     let per_node_bytes =
         (payload_bytes * 2 / u64::from(nodes) + (64 << 20)).next_multiple_of(1 << 20);
@@ -575,10 +574,7 @@ fn ingest(
         let (name, reader): (&str, Box<dyn Read>) = match sample {
             SampleSource::Local { path, name, .. } => (
                 name,
-                Box::new(
-                    std::fs::File::open(path)
-                        .map_err(io_with(path.display()))?,
-                ),
+                Box::new(std::fs::File::open(path).map_err(io_with(path.display()))?),
             ),
             SampleSource::Generated {
                 name,

@@ -96,7 +96,11 @@ struct EmulateJson {
 /// Runs `flashpipe ftl emulate`.
 pub fn run(arguments: EmulateArgs) -> BenchResult {
     if !(arguments.seconds > 0.0 && arguments.seconds <= 3600.0) {
-        return Err(invalid_input(format!("--seconds {} is outside (0, 3600]", arguments.seconds)).into());
+        return Err(invalid_input(format!(
+            "--seconds {} is outside (0, 3600]",
+            arguments.seconds
+        ))
+        .into());
     }
     if !(1..=64).contains(&arguments.qd) {
         return Err(invalid_input(format!("--qd {} is outside 1..=64", arguments.qd)).into());

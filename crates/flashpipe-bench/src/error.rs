@@ -122,7 +122,10 @@ mod tests {
             error.kind(),
             BenchErrorKind::Io(std::io::ErrorKind::PermissionDenied)
         );
-        assert_eq!(error.io_source().unwrap().raw_os_error(), Some(libc::EACCES));
+        assert_eq!(
+            error.io_source().unwrap().raw_os_error(),
+            Some(libc::EACCES)
+        );
         assert!(error.to_string().starts_with("cannot read trace t.txt: "));
         assert!(std::error::Error::source(&error).is_some());
     }

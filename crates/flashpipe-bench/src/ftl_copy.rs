@@ -91,8 +91,12 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
     if size_bytes == 0 {
         return Err(invalid_input("--size must be at least one byte").into());
     }
-    let block_size_bytes = u32::try_from(block_size_bytes)
-        .map_err(|_| invalid_input(format!("--block-size {} is too large", arguments.block_size)))?;
+    let block_size_bytes = u32::try_from(block_size_bytes).map_err(|_| {
+        invalid_input(format!(
+            "--block-size {} is too large",
+            arguments.block_size
+        ))
+    })?;
     let config = sized_config(&arguments.preset, size_bytes)?;
     let blocks_per_chip = config.geometry.blocks_per_plane;
     let progress = Progress::spinner("copy: formatting the file system on the FTL");
@@ -196,8 +200,12 @@ fn sized_config(preset: &str, size_bytes: u64) -> BenchResult<FlashConfig> {
     let logical_bytes = size_bytes * 3 + (64 << 20);
     let physical_bytes = (logical_bytes as f64 / (1.0 - OVER_PROVISIONING) * 1.15) as u64;
     let blocks_per_chip = physical_bytes.div_ceil(chips * block_bytes).max(16);
-    config.geometry.blocks_per_plane = u32::try_from(blocks_per_chip)
-        .map_err(|_| invalid_input(format!("--size {} needs too large an array", HumanBytes(size_bytes))))?;
+    config.geometry.blocks_per_plane = u32::try_from(blocks_per_chip).map_err(|_| {
+        invalid_input(format!(
+            "--size {} needs too large an array",
+            HumanBytes(size_bytes)
+        ))
+    })?;
     config.reliability.factory_bad_block_fraction = 0.0;
     config.reliability.grown_bad_probability_at_rated = 0.0;
     Ok(config)

@@ -23,8 +23,8 @@ use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
 use flashpipe_flash::{
-    Ack, AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
-    StorageMode, SubmitError,
+    Ack, AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions,
+    FlashRequest, StorageMode, SubmitError,
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
@@ -159,7 +159,9 @@ fn check_range(flag: &str, value: u64, low: u64, high: u64) -> Result<(), BenchE
     if (low..=high).contains(&value) {
         return Ok(());
     }
-    Err(invalid_input(format!("{flag} {value} is not within {low}..={high}")))
+    Err(invalid_input(format!(
+        "{flag} {value} is not within {low}..={high}"
+    )))
 }
 
 /// Latency figures of one-at-a-time reads, in virtual microseconds.
@@ -436,7 +438,11 @@ fn run_raw(array: &mut FlashArray, commands: Vec<FlashCommand>) -> Result<Vec<Ac
                     held = Some(*request);
                     break;
                 }
-                Err(error) => return Err(internal(format!("the raw array refused a request: {error}"))),
+                Err(error) => {
+                    return Err(internal(format!(
+                        "the raw array refused a request: {error}"
+                    )))
+                }
             }
         }
         if array.wait_acks(&mut acks) == 0 {

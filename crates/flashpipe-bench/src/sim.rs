@@ -21,8 +21,8 @@ use clap::{Args, Subcommand};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob, WorkloadReport};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 
-use crate::flash_speed::RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND;
 use crate::error::{invalid_input, io_context, io_with};
+use crate::flash_speed::RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND;
 use crate::progress::Progress;
 use crate::BenchResult;
 
@@ -127,10 +127,12 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
         devices: 1,
         seed: arguments.seed,
     };
-    job.check(&config)
-        .map_err(|error| {
-            invalid_input(format!("--operations {}: {}", arguments.operations, error.limit))
-        })?;
+    job.check(&config).map_err(|error| {
+        invalid_input(format!(
+            "--operations {}: {}",
+            arguments.operations, error.limit
+        ))
+    })?;
     let progress = Progress::spinner("sim speed: writing the whole array once");
     let mut array = timing_array(config, 1, arguments.queue_depth, arguments.seed)?;
     array.precondition_full()?;

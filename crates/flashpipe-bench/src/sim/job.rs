@@ -286,7 +286,8 @@ fn spec_of_arguments(arguments: &JobArgs) -> JobSpec {
 
 /// The jobs of a job file, each checked; the file's name in every refusal.
 fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
-    let metadata = std::fs::metadata(path).map_err(io_with(format!("cannot read job file {path}")))?;
+    let metadata =
+        std::fs::metadata(path).map_err(io_with(format!("cannot read job file {path}")))?;
     if !metadata.is_file() {
         return Err(invalid_input(format!("job file {path}: not a regular file")).into());
     }
@@ -304,8 +305,7 @@ fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
             io_context(error, format!("cannot read job file {path}"))
         }
     })?;
-    let file: JobFile =
-        toml::from_str(&text)
+    let file: JobFile = toml::from_str(&text)
         .map_err(|error| invalid_input(format!("job file {path}: {}", error.message())))?;
     if file.job.is_empty() {
         return Err(invalid_input(format!(
@@ -346,7 +346,11 @@ fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
             .into());
         }
         if names.contains(&entry.name) {
-            return Err(invalid_input(format!("job file {path}: two jobs are named {}", entry.name)).into());
+            return Err(invalid_input(format!(
+                "job file {path}: two jobs are named {}",
+                entry.name
+            ))
+            .into());
         }
         names.push(entry.name.clone());
         let request_bytes = match entry.request_bytes {
@@ -373,8 +377,9 @@ fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
             blocks_per_plane: entry.blocks_per_plane,
             seed: entry.seed.unwrap_or(defaults.seed),
         };
-        check_spec(&spec)
-            .map_err(|error| invalid_input(format!("job file {path}, job {}: {error}", spec.name)))?;
+        check_spec(&spec).map_err(|error| {
+            invalid_input(format!("job file {path}, job {}: {error}", spec.name))
+        })?;
         specs.push(spec);
     }
     Ok(specs)
@@ -421,7 +426,11 @@ fn check_spec(spec: &JobSpec) -> BenchResult {
         .map_err(|error| invalid_input(format!("--{}: {error}", error.field.replace('_', "-"))))?;
     if spec.rw.mixed() {
         if spec.rwmixread > 100 {
-            return Err(invalid_input(format!("--rwmixread {}: must be within 0..=100", spec.rwmixread)).into());
+            return Err(invalid_input(format!(
+                "--rwmixread {}: must be within 0..=100",
+                spec.rwmixread
+            ))
+            .into());
         }
         if spec.hosts != 1 || spec.devices != 1 {
             return Err(invalid_input(
@@ -532,10 +541,10 @@ fn run_mixed(spec: &JobSpec) -> BenchResult<MixedReport> {
         return Err(BenchError::new(
             BenchErrorKind::Io(std::io::ErrorKind::Other),
             format!(
-            "job {}: {} writes failed or were refused: the result is not usable",
-            spec.name,
-            report.failed_writes()
-        ),
+                "job {}: {} writes failed or were refused: the result is not usable",
+                spec.name,
+                report.failed_writes()
+            ),
         )
         .into());
     }

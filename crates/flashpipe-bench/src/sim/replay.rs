@@ -275,8 +275,7 @@ impl ReplayArgs {
                 "--queue-depth applies to --loop closed and --mode raw-striped; \
                         the open loop issues at arrival times (bound them with --max-outstanding)",
             )
-            .into(),
-            );
+            .into());
         }
         let ftl_only_options_changed = self.replay_loop != LoopArg::Open
             || self.speed != 1.0
@@ -286,8 +285,7 @@ impl ReplayArgs {
                 "--loop, --speed, --unwritten-reads and --precondition apply to --mode ftl only \
                         (the raw-striped mode replays as it always did)",
             )
-            .into(),
-            );
+            .into());
         }
         if !(self.precondition_fill > 0.0 && self.precondition_fill <= 1.0) {
             return Err(invalid_input(format!(
@@ -308,8 +306,7 @@ impl ReplayArgs {
                 return Err(invalid_input(
                     "--max-outstanding applies to the open loop through the FTL only",
                 )
-                .into(),
-                );
+                .into());
             }
             if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&bound) {
                 return Err(invalid_input(format!(
@@ -328,14 +325,21 @@ impl ReplayArgs {
         if let Some(path) = &self.plot {
             let folder = std::path::Path::new(path);
             if folder.exists() && !folder.is_dir() {
-                return Err(invalid_input(format!("--plot {path}: exists and is not a folder")).into());
+                return Err(
+                    invalid_input(format!("--plot {path}: exists and is not a folder")).into(),
+                );
             }
             let parent = folder
                 .parent()
                 .filter(|parent| !parent.as_os_str().is_empty())
                 .unwrap_or(std::path::Path::new("."));
             if !folder.exists() && !parent.is_dir() {
-                return Err(invalid_input(format!(
+                let kind = if parent.exists() {
+                    BenchErrorKind::InvalidInput
+                } else {
+                    BenchErrorKind::NotFound
+                };
+                return Err(BenchError::new(kind, format!(
                     "--plot {path}: the folder {} does not exist; --plot makes one folder in an existing one, so create it first or name another",
                     parent.display()
                 ))
@@ -476,7 +480,8 @@ pub fn run(arguments: ReplayArgs) -> BenchResult {
         FormatArg::Disksim => workload::TraceFormat::Disksim,
         FormatArg::AsciiNs => workload::TraceFormat::AsciiNanoseconds,
     };
-    let trace = workload::parse_trace(&text, &arguments.file, format, &options)?;
+    let trace = workload::parse_trace(&text, &arguments.file, format, &options)
+        .map_err(BenchError::from)?;
     let facts = TraceFacts {
         requests: trace.requests.len() as u64,
         comment_lines: trace.comment_lines,
@@ -572,8 +577,8 @@ fn finish_ftl(
         return Err(BenchError::new(
             BenchErrorKind::Io(std::io::ErrorKind::Other),
             format!(
-            "{failed_writes} write requests failed or were refused: the result is not usable"
-        ),
+                "{failed_writes} write requests failed or were refused: the result is not usable"
+            ),
         )
         .into());
     }

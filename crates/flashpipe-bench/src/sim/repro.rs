@@ -380,7 +380,9 @@ fn single_latency_us(
     })?;
     let mut acks = Vec::new();
     array.run_until_idle(&mut acks);
-    let ack = acks.pop().ok_or_else(|| internal("the array answered no request"))?;
+    let ack = acks
+        .pop()
+        .ok_or_else(|| internal("the array answered no request"))?;
     Ok((ack.completed_ns - ack.submitted_ns) as f64 / 1000.0)
 }
 
