@@ -446,7 +446,7 @@ fn run_raw(array: &mut FlashArray, commands: Vec<FlashCommand>) -> Result<Vec<Ac
             }
         }
         if array.wait_acks(&mut acks) == 0 {
-            return Err(internal("the raw array stopped with requests outstanding").into());
+            return Err(internal("the raw array stopped with requests outstanding"));
         }
     }
     if let Some(failed) = acks.iter().find(|ack| !ack.status.is_ok()) {
