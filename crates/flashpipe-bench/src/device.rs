@@ -143,7 +143,7 @@ fn parse_size_argument(text: &str) -> Result<u64, String> {
 pub(crate) fn parse_runtime_seconds(text: &str) -> Result<f64, String> {
     let seconds: f64 = text
         .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+        .map_err(|_| format!("\"{text}\" is not a number of seconds"))?;
     if !(seconds > 0.0 && seconds <= MOST_RUNTIME_SECONDS) {
         return Err(format!(
             "{text} is outside (0, {MOST_RUNTIME_SECONDS}] seconds"

@@ -396,9 +396,9 @@ fn measure_through_engine(
 fn expect_done(reply: Reply, command: &'static str) -> Result<(), BenchEngineError> {
     match reply {
         Reply::Done | Reply::Written { .. } | Reply::Stat(_) => Ok(()),
-        other => Err(BenchEngineError::UnexpectedReply {
+        _ => Err(BenchEngineError::UnexpectedReply {
             command,
-            reply: format!("{other:?}"),
+            reply: "a reply of another kind".to_string(),
         }),
     }
 }
@@ -460,9 +460,9 @@ fn measure_engine(
                 Reply::Data(_) => Err(BenchEngineError::DataMismatch(format!(
                     "engine read of {name}"
                 ))),
-                other => Err(BenchEngineError::UnexpectedReply {
+                _ => Err(BenchEngineError::UnexpectedReply {
                     command: "read",
-                    reply: format!("{other:?}"),
+                    reply: "a reply of another kind".to_string(),
                 }),
             }
         },
