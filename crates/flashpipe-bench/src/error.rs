@@ -48,6 +48,12 @@ impl BenchError {
         self
     }
 
+    /// The same failure told as `message (note)`.
+    pub fn suffixed(mut self, note: impl fmt::Display) -> BenchError {
+        self.message = format!("{} ({note})", self.message);
+        self
+    }
+
     /// The failure's kind.
     pub fn kind(&self) -> BenchErrorKind {
         self.kind
