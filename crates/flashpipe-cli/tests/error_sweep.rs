@@ -731,6 +731,29 @@ fn a_user_without_access_gets_permission() {
         "{problems:?}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // A trace the user may not read, and a plot folder it may not make (the folder is
+    // the owner's, mode 755): permission, from the operating system's error.
+    let trace = "8,0 1 1 0.000001000 100 Q W 2048 + 8 [fio]\n";
+    for (name, mode) in [("private.txt", 0o600), ("t.txt", 0o644)] {
+        std::fs::write(folder.join(name), trace).unwrap();
+        let permissions = std::os::unix::fs::PermissionsExt::from_mode(mode);
+        std::fs::set_permissions(folder.join(name), permissions).unwrap();
+    }
+    for line in [
+        "sim replay private.txt --format blkparse --json",
+        "sim replay t.txt --format blkparse --plot plots --json",
+    ] {
+        let arguments: Vec<&'static str> = line.split(' ').collect();
+        let output = Command::new("runuser")
+            .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_flashpipe")])
+            .args(&arguments)
+            .current_dir(&folder)
+            .output()
+            .unwrap();
+        let problems = check(&case("permission", &arguments), &output);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(problems.is_empty(), "{line}: {problems:?}: {stderr}");
+    }
     // Through a server: its private socket refuses the user (the store file readable).
     let server = serve_support::ServerProcess::start(&store, &[]);
     std::fs::set_permissions(&store, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
