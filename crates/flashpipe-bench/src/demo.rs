@@ -46,6 +46,7 @@ use flashpipe_store::StoreConfig;
 use flashpipe_store::{LockWait, RunningStore, StoreAccess};
 use serde_json::json;
 
+use crate::error::{internal, io_with, BenchError, BenchErrorKind};
 use crate::progress::Progress;
 use crate::BenchResult;
 
@@ -177,10 +178,13 @@ pub fn run(arguments: DemoArgs) -> BenchResult {
         print_round_trip(&round_trip);
     }
     if !round_trip.mismatches.is_empty() || !round_trip.fsck_clean {
-        return Err(format!(
-            "{} file(s) differ after the round trip, fsck clean: {}",
-            round_trip.mismatches.len(),
-            round_trip.fsck_clean
+        return Err(BenchError::new(
+            BenchErrorKind::Io(std::io::ErrorKind::InvalidData),
+            format!(
+                "{} file(s) differ after the round trip, fsck clean: {}",
+                round_trip.mismatches.len(),
+                round_trip.fsck_clean
+            ),
         )
         .into());
     }
@@ -361,7 +365,7 @@ fn generated_image() -> GrayImage {
 /// Stores the generated image and returns its name.
 fn store_generated_image(store: &RunningStore) -> Result<String, Box<dyn std::error::Error>> {
     let png = encode_gray_png(&generated_image())
-        .map_err(|error| format!("cannot encode the generated image: {error}"))?;
+        .map_err(|error| internal(format!("cannot encode the generated image: {error}")))?;
     let mut client = store.client(IN_FLIGHT * 2);
     client.write_stream(
         GENERATED_IMAGE_NAME,
@@ -452,11 +456,11 @@ fn sample_sources(data: &Path) -> Result<Vec<SampleSource>, Box<dyn std::error::
 }
 
 fn prepare_store(dir: &Path, payload_bytes: u64) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(io_with(dir.display()))?;
     for name in std::iter::once(STORE_FILE).chain(DEVICE_FILES) {
         let path = dir.join(name);
         if path.exists() {
-            std::fs::remove_file(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+            std::fs::remove_file(&path).map_err(io_with(path.display()))?;
         }
     }
     let per_device_bytes =
@@ -481,11 +485,10 @@ fn prepare_disk_node_store(
     payload_bytes: u64,
     nodes: u32,
 ) -> Result<(PathBuf, Vec<NbdServer>), Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(io_with(dir.display()))?;
     let store_path = dir.join(STORE_FILE);
     if store_path.exists() {
-        std::fs::remove_file(&store_path)
-            .map_err(|error| format!("{}: {error}", store_path.display()))?;
+        std::fs::remove_file(&store_path).map_err(io_with(store_path.display()))?;
     }
     let per_node_bytes =
         (payload_bytes * 2 / u64::from(nodes) + (64 << 20)).next_multiple_of(1 << 20);
@@ -571,10 +574,7 @@ fn ingest(
         let (name, reader): (&str, Box<dyn Read>) = match sample {
             SampleSource::Local { path, name, .. } => (
                 name,
-                Box::new(
-                    std::fs::File::open(path)
-                        .map_err(|error| format!("{}: {error}", path.display()))?,
-                ),
+                Box::new(std::fs::File::open(path).map_err(io_with(path.display()))?),
             ),
             SampleSource::Generated {
                 name,
@@ -648,7 +648,7 @@ fn fsck_clean(store_path: &Path) -> Result<bool, Box<dyn std::error::Error>> {
     store.close()?;
     match reply? {
         Reply::Check(report) => Ok(report.is_clean()),
-        other => Err(format!("unexpected engine reply {other:?}").into()),
+        _ => Err(internal("the engine answered a check with no report").into()),
     }
 }
 

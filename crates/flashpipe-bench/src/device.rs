@@ -104,7 +104,7 @@ pub struct BenchDeviceArgs {
 pub enum BenchDeviceError {
     /// A bad command-line value.
     #[error("bad argument: {0}")]
-    BadArgument(String),
+    BadArgument(#[source] crate::error::BenchError),
     /// The benchmark's folder cannot be made.
     #[error("cannot create folder {path}: {source}")]
     Folder {
@@ -114,7 +114,7 @@ pub enum BenchDeviceError {
         source: std::io::Error,
     },
     /// A device cannot be opened or set up.
-    #[error(transparent)]
+    #[error("{0}")]
     Device(#[from] DeviceError),
     /// A workload failed.
     #[error("{workload}: {detail}")]
@@ -143,7 +143,7 @@ fn parse_size_argument(text: &str) -> Result<u64, String> {
 pub(crate) fn parse_runtime_seconds(text: &str) -> Result<f64, String> {
     let seconds: f64 = text
         .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+        .map_err(|_| format!("\"{text}\" is not a number of seconds"))?;
     if !(seconds > 0.0 && seconds <= MOST_RUNTIME_SECONDS) {
         return Err(format!(
             "{text} is outside (0, {MOST_RUNTIME_SECONDS}] seconds"
@@ -213,9 +213,10 @@ impl Plan {
 /// Runs the benchmark.
 pub fn run(arguments: BenchDeviceArgs) -> crate::BenchResult {
     if arguments.qd.is_empty() {
-        return Err(
-            BenchDeviceError::BadArgument("--qd needs at least one queue depth".into()).into(),
-        );
+        return Err(BenchDeviceError::BadArgument(crate::error::invalid_input(
+            "--qd needs at least one queue depth",
+        ))
+        .into());
     }
     let directory = arguments
         .dir

@@ -20,6 +20,7 @@ use flashpipe_ftl::{
 
 use serde::Serialize;
 
+use crate::error::{internal, invalid_input, BenchError};
 use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use crate::BenchResult;
 
@@ -95,21 +96,25 @@ struct EmulateJson {
 /// Runs `flashpipe ftl emulate`.
 pub fn run(arguments: EmulateArgs) -> BenchResult {
     if !(arguments.seconds > 0.0 && arguments.seconds <= 3600.0) {
-        return Err(format!("--seconds {} is outside (0, 3600]", arguments.seconds).into());
+        return Err(invalid_input(format!(
+            "--seconds {} is outside (0, 3600]",
+            arguments.seconds
+        ))
+        .into());
     }
     if !(1..=64).contains(&arguments.qd) {
-        return Err(format!("--qd {} is outside 1..=64", arguments.qd).into());
+        return Err(invalid_input(format!("--qd {} is outside 1..=64", arguments.qd)).into());
     }
     if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| format!("--plot: {error}"))?;
+        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
     }
     let mut config = FlashConfig::preset_or_file(&arguments.preset)?;
     let preset_blocks = config.geometry.blocks_per_plane;
     if !(8..=preset_blocks).contains(&arguments.blocks_per_plane) {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--blocks-per-plane {} is not within 8..={preset_blocks}",
             arguments.blocks_per_plane
-        )
+        ))
         .into());
     }
     config.geometry.blocks_per_plane = arguments.blocks_per_plane;
@@ -213,7 +218,7 @@ fn drive(
             completion.status?;
             let submitted = submitted_at
                 .remove(&completion.tag)
-                .ok_or("a completion with an unknown tag")?;
+                .ok_or_else(|| internal("a completion with an unknown tag"))?;
             latencies_us.push(now.duration_since(submitted).as_secs_f64() * 1e6);
         }
     }

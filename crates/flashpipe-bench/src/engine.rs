@@ -104,27 +104,27 @@ pub struct BenchEngineArgs {
 pub enum BenchEngineError {
     /// A bad command-line value.
     #[error("bad argument: {0}")]
-    BadArgument(String),
+    BadArgument(#[source] crate::error::BenchError),
     /// The RAM disk could not be made or written.
-    #[error(transparent)]
+    #[error("{0}")]
     Device(#[from] flashpipe_device::DeviceError),
     /// mkfs failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Format(#[from] FormatError),
     /// A name operation of the direct file system failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Namespace(#[from] NamespaceError),
     /// A data operation of the direct file system failed.
-    #[error(transparent)]
+    #[error("{0}")]
     FileIo(#[from] FileIoError),
     /// A mount of the commit-policy part failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Mount(#[from] MountError),
     /// A direct flush failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Flush(#[from] FlushError),
     /// The engine failed a command.
-    #[error(transparent)]
+    #[error("{0}")]
     Engine(#[from] EngineError),
     /// The engine answered a command with a reply of another kind.
     #[error("the engine answered {command} with {reply}")]
@@ -225,9 +225,11 @@ impl Settings {
         let mut handoffs = vec![Handoff::Park];
         for spin_us in spin_windows_us {
             if spin_us == 0 || spin_us > MAX_SPIN_US {
-                return Err(BenchEngineError::BadArgument(format!(
-                    "--spin-us {spin_us}: a spin window is 1 to {MAX_SPIN_US} microseconds \
+                return Err(BenchEngineError::BadArgument(crate::error::invalid_input(
+                    format!(
+                        "--spin-us {spin_us}: a spin window is 1 to {MAX_SPIN_US} microseconds \
                      (park is always measured)"
+                    ),
                 )));
             }
             handoffs.push(Handoff::SpinThenPark { spin_us });
@@ -394,9 +396,9 @@ fn measure_through_engine(
 fn expect_done(reply: Reply, command: &'static str) -> Result<(), BenchEngineError> {
     match reply {
         Reply::Done | Reply::Written { .. } | Reply::Stat(_) => Ok(()),
-        other => Err(BenchEngineError::UnexpectedReply {
+        _ => Err(BenchEngineError::UnexpectedReply {
             command,
-            reply: format!("{other:?}"),
+            reply: "a reply of another kind".to_string(),
         }),
     }
 }
@@ -458,9 +460,9 @@ fn measure_engine(
                 Reply::Data(_) => Err(BenchEngineError::DataMismatch(format!(
                     "engine read of {name}"
                 ))),
-                other => Err(BenchEngineError::UnexpectedReply {
+                _ => Err(BenchEngineError::UnexpectedReply {
                     command: "read",
-                    reply: format!("{other:?}"),
+                    reply: "a reply of another kind".to_string(),
                 }),
             }
         },

@@ -46,6 +46,7 @@ use flashpipe_store::{
 };
 use serde::Serialize;
 
+use crate::error::{invalid_input, io_with};
 use crate::pattern::{DataPattern, DataPatternReader};
 use crate::progress::Progress;
 use crate::sim::{process_cpu_seconds, timing_array};
@@ -196,10 +197,15 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
     let size_bytes = if arguments.quick {
         QUICK_SIZE_BYTES
     } else {
-        parse_size_bytes(&arguments.size).map_err(|error| format!("--size: {error}"))?
+        parse_size_bytes(&arguments.size)
+            .map_err(|error| invalid_input(format!("--size: {error}")))?
     };
     if size_bytes == 0 {
-        return Err(format!("--size {}: the file must not be empty", arguments.size).into());
+        return Err(invalid_input(format!(
+            "--size {}: the file must not be empty",
+            arguments.size
+        ))
+        .into());
     }
     let raw_operations = if arguments.quick {
         QUICK_RAW_OPERATIONS
@@ -209,14 +215,14 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
     let parent = arguments.dir.clone().unwrap_or_else(std::env::temp_dir);
     let folder = parent.join(format!("flashpipe-bench-flash-{}", std::process::id()));
     std::fs::create_dir_all(&folder)
-        .map_err(|error| format!("work folder {}: {error}", folder.display()))?;
+        .map_err(io_with(format!("work folder {}", folder.display())))?;
     let puts = measure_put_in(&folder, size_bytes).and_then(|put| {
         let memory_put = measure_memory_put(&folder.join(INPUT_NAME), size_bytes)?;
         Ok((put, memory_put))
     });
     let removed = std::fs::remove_dir_all(&folder);
     let (put, memory_put) = puts?;
-    removed.map_err(|error| format!("removing {}: {error}", folder.display()))?;
+    removed.map_err(io_with(format!("removing {}", folder.display())))?;
     let ftl_alone = measure_ftl_alone(size_bytes)?;
     let raw = measure_raw(raw_operations)?;
     let report = Report {
@@ -251,7 +257,7 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
 fn write_input(path: &Path, size_bytes: u64) -> BenchResult {
     let pattern = DataPattern::with_seed(RAW_SEED);
     let mut reader = DataPatternReader::new(&pattern, size_bytes);
-    let file = File::create(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let file = File::create(path).map_err(io_with(path.display()))?;
     let mut writer = BufWriter::with_capacity(PUT_CHUNK_BYTES, file);
     std::io::copy(&mut reader, &mut writer)?;
     writer.flush()?;
@@ -316,7 +322,7 @@ fn timed_put(
     let started = Instant::now();
     let running = open()?;
     let mut client = running.client(PUT_IN_FLIGHT);
-    let mut file = File::open(input).map_err(|error| format!("{}: {error}", input.display()))?;
+    let mut file = File::open(input).map_err(io_with(input.display()))?;
     let written = client.write_stream(
         INPUT_NAME,
         &mut file,
@@ -448,14 +454,12 @@ fn write_sequentially(
                     submitted * request_blocks,
                     buffer,
                 ))
-                .map_err(|rejected| rejected.error.to_string())?;
+                .map_err(|rejected| rejected.error)?;
             submitted += 1;
         }
-        device
-            .wait_completions(&mut completions)
-            .map_err(|error| error.to_string())?;
+        device.wait_completions(&mut completions)?;
         for completion in completions.drain(..) {
-            completion.status.map_err(|error| error.to_string())?;
+            completion.status?;
             let buffer = completion.buffer.expect("a write hands its buffer back");
             written_bytes += buffer.len() as u64;
             free_buffers.push(buffer);
@@ -484,8 +488,9 @@ fn measure_raw(operations: u64) -> BenchResult<RawFigures> {
         devices: 1,
         seed: RAW_SEED,
     };
-    job.check(&config)
-        .map_err(|error| format!("--raw-operations {operations}: {}", error.limit))?;
+    job.check(&config).map_err(|error| {
+        invalid_input(format!("--raw-operations {operations}: {}", error.limit))
+    })?;
     let progress = Progress::spinner("bench flash: the raw model (sim speed)");
     let mut array = timing_array(config, 1, RAW_QUEUE_DEPTH, RAW_SEED)?;
     array.precondition_full()?;

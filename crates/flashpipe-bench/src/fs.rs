@@ -117,7 +117,7 @@ pub struct BenchFsArgs {
 pub enum BenchFsError {
     /// A bad command-line value.
     #[error("bad argument: {0}")]
-    BadArgument(String),
+    BadArgument(#[source] crate::error::BenchError),
     /// A local file or folder operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -127,28 +127,28 @@ pub enum BenchFsError {
         source: std::io::Error,
     },
     /// A store could not be opened.
-    #[error(transparent)]
+    #[error("{0}")]
     StoreOpen(#[from] flashpipe_store::store::StoreOpenError),
     /// mkfs failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Format(#[from] FormatError),
     /// A name operation failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Namespace(#[from] NamespaceError),
     /// A data operation of the file system failed.
-    #[error(transparent)]
+    #[error("{0}")]
     FileIo(#[from] flashpipe_fs::FileIoError),
     /// A flush failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Flush(#[from] FlushError),
     /// The engine failed a command.
-    #[error(transparent)]
+    #[error("{0}")]
     Engine(#[from] EngineError),
     /// A streamed transfer failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Stream(#[from] StreamError),
     /// A raw device request failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Device(#[from] flashpipe_device::DeviceError),
     /// Data read back differs from what was written.
     #[error("data check failed: {0}")]
@@ -199,8 +199,8 @@ impl Settings {
             DEFAULT_LARGE_FILE_BYTES
         });
         if large_file_bytes % MIB != 0 || large_file_bytes < 8 * MIB {
-            return Err(BenchFsError::BadArgument(format!(
-                "--size {large_file_bytes} must be a multiple of 1 MiB and at least 8 MiB"
+            return Err(BenchFsError::BadArgument(crate::error::invalid_input(
+                format!("--size {large_file_bytes} must be a multiple of 1 MiB and at least 8 MiB"),
             )));
         }
         let fs_block_size_bytes = check_fs_block_size(arguments.block_size)?;
@@ -239,8 +239,8 @@ fn check_fs_block_size(block_size_bytes: u64) -> Result<u32, BenchFsError> {
     let valid =
         block_size_bytes.is_power_of_two() && (4096..=(1 << 20)).contains(&block_size_bytes);
     if !valid {
-        return Err(BenchFsError::BadArgument(format!(
-            "--block-size {block_size_bytes} must be a power of two from 4 KiB to 1 MiB"
+        return Err(BenchFsError::BadArgument(crate::error::invalid_input(
+            format!("--block-size {block_size_bytes} must be a power of two from 4 KiB to 1 MiB"),
         )));
     }
     Ok(block_size_bytes as u32)

@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use crate::error::{internal, invalid_input, BenchError};
 use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use clap::{Args, Subcommand};
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation, SplitMix64};
@@ -80,27 +81,27 @@ pub fn run(command: FtlCommand) -> BenchResult {
     }
 }
 
-fn check_arguments(arguments: &ExperimentArgs) -> Result<(), String> {
+fn check_arguments(arguments: &ExperimentArgs) -> Result<(), BenchError> {
     if !(8..=4096).contains(&arguments.blocks_per_chip) {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--blocks-per-chip {} is not within 8..=4096",
             arguments.blocks_per_chip
-        ));
+        )));
     }
     if !(4..=1024).contains(&arguments.pages_per_block) {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--pages-per-block {} is not within 4..=1024",
             arguments.pages_per_block
-        ));
+        )));
     }
     if !(1..=200).contains(&arguments.device_writes) {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--device-writes {} is not within 1..=200",
             arguments.device_writes
-        ));
+        )));
     }
     if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| format!("--plot: {error}"))?;
+        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
     }
     Ok(())
 }
@@ -139,8 +140,9 @@ fn categories(names: &[&str]) -> ChartKind {
 }
 
 /// The experiments' array: minFlash timing, 2 channels x 4 ways, 4 KiB pages.
-fn experiment_config(arguments: &ExperimentArgs) -> Result<FlashConfig, String> {
-    let mut config = FlashConfig::preset("minflash").map_err(|error| error.to_string())?;
+fn experiment_config(arguments: &ExperimentArgs) -> Result<FlashConfig, BenchError> {
+    let mut config = FlashConfig::preset("minflash")
+        .map_err(|error| internal(format!("the minflash preset: {error}")))?;
     config.name = "ftl-experiment".to_string();
     config.geometry.channels = 2;
     config.geometry.ways = 4;

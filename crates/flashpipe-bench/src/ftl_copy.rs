@@ -18,6 +18,7 @@ use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
+use crate::error::{invalid_input, BenchError};
 use crate::plot::{check_plot_path, draw_panels, Chart, ChartKind, Series};
 use crate::progress::Progress;
 use crate::table::Table;
@@ -85,15 +86,19 @@ struct CopyExperiment {
 /// Runs `flashpipe ftl copy`.
 pub fn run(arguments: FtlCopyArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| format!("--plot: {error}"))?;
+        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
     }
     let size_bytes = parse_size_bytes(&arguments.size)?;
     let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
     if size_bytes == 0 {
-        return Err("--size must be at least one byte".into());
+        return Err(invalid_input("--size must be at least one byte").into());
     }
-    let block_size_bytes = u32::try_from(block_size_bytes)
-        .map_err(|_| format!("--block-size {} is too large", arguments.block_size))?;
+    let block_size_bytes = u32::try_from(block_size_bytes).map_err(|_| {
+        invalid_input(format!(
+            "--block-size {} is too large",
+            arguments.block_size
+        ))
+    })?;
     let config = sized_config(&arguments.preset, size_bytes)?;
     let blocks_per_chip = config.geometry.blocks_per_plane;
     let progress = Progress::spinner("copy: formatting the file system on the FTL");
@@ -199,7 +204,12 @@ fn sized_config(preset: &str, size_bytes: u64) -> BenchResult<FlashConfig> {
     let chips = u64::from(geometry.devices * geometry.channels * geometry.ways * geometry.dies);
     let block_bytes = u64::from(geometry.pages_per_block) * u64::from(geometry.page_data_bytes);
     let page_bytes = u64::from(geometry.page_data_bytes);
-    let too_large = || format!("--size {} needs too large an array", HumanBytes(size_bytes));
+    let too_large = || {
+        invalid_input(format!(
+            "--size {} needs too large an array",
+            HumanBytes(size_bytes)
+        ))
+    };
     let logical_bytes = size_bytes
         .checked_mul(3)
         .and_then(|bytes| bytes.checked_add(64 << 20))

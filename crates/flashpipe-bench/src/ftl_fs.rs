@@ -18,12 +18,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::error::{internal, invalid_input, BenchError, BenchErrorKind};
 use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
 use flashpipe_flash::{
-    Ack, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
-    StorageMode, SubmitError,
+    Ack, AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions,
+    FlashRequest, StorageMode, SubmitError,
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
@@ -99,10 +100,10 @@ fn plan(arguments: &FtlFsArgs) -> BenchResult<Plan> {
     let mut config = FlashConfig::preset(PRESET)?;
     let preset_blocks = config.geometry.blocks_per_plane;
     if !(8..=preset_blocks).contains(&arguments.blocks_per_chip) {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--blocks-per-chip {} is not within 8..={preset_blocks}",
             arguments.blocks_per_chip
-        )
+        ))
         .into());
     }
     config.geometry.blocks_per_plane = arguments.blocks_per_chip;
@@ -110,27 +111,27 @@ fn plan(arguments: &FtlFsArgs) -> BenchResult<Plan> {
     let size_bytes = parse_size_bytes(&arguments.size)?;
     let raw_bytes = config.total_pages() * page_bytes;
     if size_bytes < 1 << 20 || size_bytes % page_bytes != 0 || size_bytes > raw_bytes / 2 {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--size {} is not a whole number of 8 KiB pages from 1 MiB to half the array ({})",
             arguments.size,
             HumanBytes(raw_bytes / 2)
-        )
+        ))
         .into());
     }
     let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
     if block_size_bytes % page_bytes != 0 || block_size_bytes > 1 << 20 {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--block-size {} is not a multiple of the 8 KiB flash page up to 1 MiB",
             arguments.block_size
-        )
+        ))
         .into());
     }
     let chunk_bytes = parse_size_bytes(&arguments.chunk)?;
     if chunk_bytes == 0 || chunk_bytes % 4096 != 0 || chunk_bytes > 1 << 20 {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--chunk {} is not a multiple of 4 KiB up to 1 MiB (the engine's largest read)",
             arguments.chunk
-        )
+        ))
         .into());
     }
     check_range("--in-flight", arguments.in_flight as u64, 1, 256)?;
@@ -154,11 +155,13 @@ fn plan(arguments: &FtlFsArgs) -> BenchResult<Plan> {
     })
 }
 
-fn check_range(flag: &str, value: u64, low: u64, high: u64) -> Result<(), String> {
+fn check_range(flag: &str, value: u64, low: u64, high: u64) -> Result<(), BenchError> {
     if (low..=high).contains(&value) {
         return Ok(());
     }
-    Err(format!("{flag} {value} is not within {low}..={high}"))
+    Err(invalid_input(format!(
+        "{flag} {value} is not within {low}..={high}"
+    )))
 }
 
 /// Latency figures of one-at-a-time reads, in virtual microseconds.
@@ -308,8 +311,8 @@ pub fn run(arguments: FtlFsArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
         let path_text = path
             .to_str()
-            .ok_or_else(|| format!("plot path {} is not UTF-8", path.display()))?;
-        check_plot_path(path_text)?;
+            .ok_or_else(|| invalid_input(format!("--plot {}: not UTF-8", path.display())))?;
+        check_plot_path(path_text).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
     }
     let plan = plan(&arguments)?;
     let progress = crate::progress::Progress::spinner("ftl fs: raw flash commands");
@@ -411,7 +414,7 @@ fn die_address(channels: u32, die: u32, block: u32, page: u32) -> FlashAddress {
 }
 
 /// Runs `commands` with the queue kept full; returns the acks' completion times.
-fn run_raw(array: &mut FlashArray, commands: Vec<FlashCommand>) -> Result<Vec<Ack>, String> {
+fn run_raw(array: &mut FlashArray, commands: Vec<FlashCommand>) -> Result<Vec<Ack>, BenchError> {
     let mut acks = Vec::with_capacity(commands.len());
     let mut pending = commands.into_iter().enumerate();
     let mut held: Option<FlashRequest> = None;
@@ -435,17 +438,27 @@ fn run_raw(array: &mut FlashArray, commands: Vec<FlashCommand>) -> Result<Vec<Ac
                     held = Some(*request);
                     break;
                 }
-                Err(error) => return Err(format!("the raw array refused a request: {error}")),
+                Err(error) => {
+                    return Err(internal(format!(
+                        "the raw array refused a request: {error}"
+                    )))
+                }
             }
         }
         if array.wait_acks(&mut acks) == 0 {
-            return Err("the raw array stopped with requests outstanding".to_string());
+            return Err(internal("the raw array stopped with requests outstanding"));
         }
     }
     if let Some(failed) = acks.iter().find(|ack| !ack.status.is_ok()) {
-        return Err(format!(
-            "raw request {} failed: {:?}",
-            failed.tag, failed.status
+        let status = match &failed.status {
+            AckStatus::Uncorrectable => "an uncorrectable read".to_string(),
+            AckStatus::BadBlock => "a bad block".to_string(),
+            AckStatus::RuleViolation(rule) => rule.to_string(),
+            AckStatus::Ok { .. } => "no error".to_string(),
+        };
+        return Err(BenchError::new(
+            BenchErrorKind::Io(std::io::ErrorKind::Other),
+            format!("raw request {} failed: {status}", failed.tag),
         ));
     }
     Ok(acks)
@@ -654,12 +667,14 @@ fn random_reads(
         })?;
         latencies_ns.push(clock.now_ns() - started_ns);
         let Reply::Data(data) = reply else {
-            return Err(format!("a read answered {reply:?}").into());
+            return Err(internal("the engine answered a read with no data").into());
         };
         if !pattern.matches(offset_bytes, data.bytes()) {
-            return Err(
-                format!("the 4 KiB read at {offset_bytes} differs from what was written").into(),
-            );
+            return Err(BenchError::new(
+                BenchErrorKind::Io(std::io::ErrorKind::InvalidData),
+                format!("the 4 KiB read at {offset_bytes} differs from what was written"),
+            )
+            .into());
         }
     }
     Ok(LatencyFigures::from_ns(&latencies_ns))
@@ -668,7 +683,7 @@ fn random_reads(
 fn draw(path: &Path, report: &Report) -> BenchResult {
     let path_text = path
         .to_str()
-        .ok_or_else(|| format!("plot path {} is not UTF-8", path.display()))?;
+        .ok_or_else(|| invalid_input(format!("--plot {}: not UTF-8", path.display())))?;
     let chart = Chart {
         title: format!(
             "File system on {} vs the raw array: transfers in virtual time",

@@ -43,6 +43,7 @@ use flashpipe_pipeline::{OutputTarget, PipelineConfig};
 use flashpipe_store::units::parse_size_bytes;
 use serde::Serialize;
 
+use crate::error::{invalid_input, BenchError, BenchErrorKind};
 use crate::fs::page_cache::{drop_page_cache_if, PageCacheDrop};
 use crate::kernels::store::KernelStore;
 use cases::{bench_cases, BenchCase, ToolCommand};
@@ -233,7 +234,7 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         usize::try_from(parse_size_bytes(&arguments.size)?)?
     };
     if size_bytes < 64 * 1024 {
-        return Err("--size must be at least 64KiB".into());
+        return Err(invalid_input("--size must be at least 64KiB").into());
     }
     let dir = arguments
         .dir
@@ -575,10 +576,15 @@ fn run_tool(tool: &ToolCommand, paths: &[PathBuf]) -> BenchResult<f64> {
             .output()?;
         let grep_found_nothing = argv[0] == "grep" && output.status.code() == Some(1);
         if !(output.status.success() || grep_found_nothing) {
-            return Err(String::from_utf8_lossy(&output.stderr)
-                .trim()
-                .to_string()
-                .into());
+            return Err(BenchError::new(
+                BenchErrorKind::Io(std::io::ErrorKind::Other),
+                format!(
+                    "{} failed: {}",
+                    argv[0],
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
+            )
+            .into());
         }
     }
     Ok(started.elapsed().as_secs_f64())

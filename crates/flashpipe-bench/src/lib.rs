@@ -27,6 +27,8 @@
 //!   and the RAD and minFlash reproductions;
 //! - [`pattern`]: the one workload-pattern type every benchmark names its workloads with;
 //! - [`table`]: the one text-table formatter every report prints with;
+//! - [`error`]: [`error::BenchError`], the one typed error every command fails with (its
+//!   kind, not its words, decides the CLI's exit status);
 //! - [`progress`]: the phase spinner on standard error every long experiment shows;
 //! - [`plot`]: the PNG charts the experiments and reproductions draw (with the embedded
 //!   DejaVu Sans font in `assets/`).
@@ -41,6 +43,7 @@ pub mod demo;
 pub mod device;
 pub mod emulate;
 pub mod engine;
+pub mod error;
 pub mod flash_speed;
 pub mod fs;
 pub mod ftl;

@@ -32,6 +32,7 @@ pub use served_disk::{FileCache, NetDisk};
 use served_disk::{ServedDisk, SharedFile};
 use stripe::{StripeRow, StripeSettings};
 
+use crate::error::{internal, invalid_input, not_found, BenchError, BenchErrorKind};
 use crate::table::Table;
 use crate::BenchResult;
 
@@ -249,7 +250,7 @@ struct ServerResults {
 pub fn run(arguments: BenchNetArgs) -> BenchResult {
     check_arguments(&arguments)?;
     if arguments.runs(NetPart::Servers) && !program_exists("fio") {
-        return Err("fio is not on PATH (Debian: apt-get install fio); bench net drives every server with fio's nbd ioengine; --parts stripe needs no fio".into());
+        return Err(not_found("fio is not on PATH (Debian: apt-get install fio); bench net drives every server with fio's nbd ioengine; --parts stripe needs no fio").into());
     }
     let folder = scratch_folder()?;
     let outcome = run_parts(&arguments, &folder);
@@ -262,7 +263,14 @@ pub fn run(arguments: BenchNetArgs) -> BenchResult {
         }
         Err(error) => {
             let _ = std::fs::remove_file(folder.join(served_disk::QEMU_NBD_RAM_IMAGE));
-            return Err(format!("{error} (scratch folder kept: {})", folder.display()).into());
+            let note = format!("scratch folder kept: {}", folder.display());
+            return Err(match error.downcast::<BenchError>() {
+                Ok(typed) => Box::new(typed.suffixed(note)),
+                Err(other) => {
+                    eprintln!("flashpipe: {note}");
+                    other
+                }
+            });
         }
     };
     if arguments.json {
@@ -415,17 +423,17 @@ fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, u64)> {
 
 fn check_arguments(arguments: &BenchNetArgs) -> BenchResult {
     if arguments.parts.is_empty() {
-        return Err("--parts: name at least one part (servers, stripe)".into());
+        return Err(invalid_input("--parts: name at least one part (servers, stripe)").into());
     }
     if arguments.size < 64 * 1024 * 1024 || arguments.size % (1024 * 1024) != 0 {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--size {} bytes: at least 64 MiB and whole MiB",
             arguments.size
-        )
+        ))
         .into());
     }
     if arguments.runtime_seconds == 0 || arguments.runtime_seconds > 3600 {
-        return Err("--runtime-seconds must be within 1..=3600".into());
+        return Err(invalid_input("--runtime-seconds must be within 1..=3600").into());
     }
     check_server_arguments(arguments)?;
     check_stripe_arguments(arguments)
@@ -434,9 +442,9 @@ fn check_arguments(arguments: &BenchNetArgs) -> BenchResult {
 fn check_server_arguments(arguments: &BenchNetArgs) -> BenchResult {
     for server in &arguments.servers {
         if !["flashpipe", "qemu-nbd", "nbdkit"].contains(&server.as_str()) {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--servers: unknown server `{server}` (flashpipe, qemu-nbd, nbdkit)"
-            )
+            ))
             .into());
         }
     }
@@ -452,15 +460,15 @@ fn check_server_arguments(arguments: &BenchNetArgs) -> BenchResult {
         .iter()
         .any(|&count| count == 0 || count > 64)
     {
-        return Err("--connections: each count within 1..=64".into());
+        return Err(invalid_input("--connections: each count within 1..=64").into());
     }
     for name in &arguments.workloads {
         if !WORKLOADS.iter().any(|workload| workload.name == name) {
             let known: Vec<&str> = WORKLOADS.iter().map(|workload| workload.name).collect();
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--workloads: unknown workload `{name}` ({})",
                 known.join(", ")
-            )
+            ))
             .into());
         }
     }
@@ -470,14 +478,16 @@ fn check_server_arguments(arguments: &BenchNetArgs) -> BenchResult {
 fn check_stripe_arguments(arguments: &BenchNetArgs) -> BenchResult {
     let most_nodes = disk_nodes::MOST_DISK_NODES;
     if arguments.runs(NetPart::Stripe) && arguments.disk_nodes.is_empty() {
-        return Err("--disk-nodes: name at least one count".into());
+        return Err(invalid_input("--disk-nodes: name at least one count").into());
     }
     if arguments
         .disk_nodes
         .iter()
         .any(|&count| count == 0 || count > most_nodes)
     {
-        return Err(format!("--disk-nodes: each count within 1..={most_nodes}").into());
+        return Err(
+            invalid_input(format!("--disk-nodes: each count within 1..={most_nodes}")).into(),
+        );
     }
     let file_bytes = arguments.stripe_file_size;
     if file_bytes < LEAST_STRIPE_FILE_BYTES || file_bytes % (1024 * 1024) != 0 {
@@ -486,7 +496,10 @@ fn check_stripe_arguments(arguments: &BenchNetArgs) -> BenchResult {
         );
     }
     if arguments.stripe_small_files > MOST_STRIPE_SMALL_FILES {
-        return Err(format!("--stripe-small-files: at most {MOST_STRIPE_SMALL_FILES}").into());
+        return Err(invalid_input(format!(
+            "--stripe-small-files: at most {MOST_STRIPE_SMALL_FILES}"
+        ))
+        .into());
     }
     Ok(())
 }
@@ -532,7 +545,7 @@ fn start_server(
             let server = NbdServer::start(config, vec![export])?;
             let address = server
                 .tcp_address()
-                .ok_or("the server has no TCP address")?;
+                .ok_or_else(|| internal("the server has no TCP address"))?;
             Ok(Some(RunningServer {
                 tcp_uri: format!("nbd://{address}/disk"),
                 unix_uri: unix_uri(&socket),
@@ -540,7 +553,7 @@ fn start_server(
             }))
         }
         "qemu-nbd" | "nbdkit" => external_server::start(name, disk, folder, &socket),
-        _ => Err(format!("unknown server {name}").into()),
+        _ => Err(internal(format!("unknown server {name}")).into()),
     }
 }
 
@@ -593,10 +606,13 @@ fn run_fio(
 fn run_fio_command(arguments: &[String]) -> BenchResult<String> {
     let output = Command::new("fio").args(arguments).output()?;
     if !output.status.success() {
-        return Err(format!(
-            "fio {} failed: {}",
-            arguments.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
+        return Err(BenchError::new(
+            BenchErrorKind::Io(std::io::ErrorKind::Other),
+            format!(
+                "fio {} failed: {}",
+                arguments.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
         )
         .into());
     }
@@ -604,7 +620,9 @@ fn run_fio_command(arguments: &[String]) -> BenchResult<String> {
 }
 
 fn parse_fio(report: &str, is_read: bool) -> BenchResult<Figures> {
-    let start = report.find('{').ok_or("fio printed no JSON")?;
+    let start = report
+        .find('{')
+        .ok_or_else(|| internal("fio printed no JSON"))?;
     let value: Value = serde_json::from_str(&report[start..])?;
     let side = &value["jobs"][0][if is_read { "read" } else { "write" }];
     let number = |value: &Value| value.as_f64().unwrap_or(0.0);

@@ -21,6 +21,8 @@ mod reference;
 
 use std::sync::Once;
 
+use crate::error::BenchErrorKind;
+
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -227,6 +229,14 @@ pub struct PlotError {
     pub path: String,
     /// What failed.
     pub detail: String,
+    /// What kind of failure it is (a wrong name, a missing folder, a drawing failed).
+    pub kind: BenchErrorKind,
+}
+
+impl From<PlotError> for crate::error::BenchError {
+    fn from(error: PlotError) -> crate::error::BenchError {
+        crate::error::BenchError::new(error.kind, error.to_string())
+    }
 }
 
 /// A chart rendered into memory: RGB bytes, row by row.
@@ -252,12 +262,14 @@ impl RenderedChart {
 /// Checks, before any work, that a chart can be written at `path`: its name ends in
 /// `.png` and its folder exists.
 pub fn check_plot_path(path: &str) -> Result<(), PlotError> {
-    let error = |detail: String| PlotError {
+    let error = |kind, detail: String| PlotError {
         path: path.to_string(),
         detail,
+        kind,
     };
     if !path.to_ascii_lowercase().ends_with(".png") {
         return Err(error(
+            BenchErrorKind::InvalidInput,
             "the chart is a PNG file: give a name ending in .png".to_string(),
         ));
     }
@@ -266,10 +278,15 @@ pub fn check_plot_path(path: &str) -> Result<(), PlotError> {
         .filter(|folder| !folder.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
     if !folder.is_dir() {
-        return Err(error(format!(
-            "the folder {} does not exist",
-            folder.display()
-        )));
+        let kind = if folder.exists() {
+            BenchErrorKind::InvalidInput
+        } else {
+            BenchErrorKind::NotFound
+        };
+        return Err(error(
+            kind,
+            format!("the folder {} does not exist", folder.display()),
+        ));
     }
     Ok(())
 }
@@ -282,16 +299,25 @@ pub fn draw_chart(path: &str, chart: &Chart) -> Result<(), PlotError> {
 /// Draws `charts` into a PNG at `path` as a grid of panels, `columns` a row, each
 /// panel with its own title, axes and legend.
 pub fn draw_panels(path: &str, charts: &[Chart], columns: usize) -> Result<(), PlotError> {
-    let error = |detail: String| PlotError {
-        path: path.to_string(),
-        detail,
+    let error = |kind| {
+        move |detail: String| PlotError {
+            path: path.to_string(),
+            detail,
+            kind,
+        }
     };
     check_plot_path(path)?;
-    check_charts(charts, columns).map_err(error)?;
+    check_charts(charts, columns).map_err(error(BenchErrorKind::Internal))?;
+    std::fs::File::create(path)
+        .map_err(|failure| error(BenchErrorKind::Io(failure.kind()))(failure.to_string()))?;
     let (width, height) = grid_size_pixels(charts.len(), columns);
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-    draw_grid(&root, charts, columns).map_err(error)?;
-    root.present().map_err(|failure| error(failure.to_string()))
+    draw_grid(&root, charts, columns).map_err(error(BenchErrorKind::Internal))?;
+    root.present().map_err(|_| {
+        error(BenchErrorKind::Io(std::io::ErrorKind::Other))(
+            "the PNG could not be encoded or written".to_string(),
+        )
+    })
 }
 
 /// Renders one chart into memory (for tests and for callers that encode it themselves).
@@ -299,6 +325,7 @@ pub fn render_chart(chart: &Chart) -> Result<RenderedChart, PlotError> {
     let error = |detail: String| PlotError {
         path: "(memory)".to_string(),
         detail,
+        kind: BenchErrorKind::Internal,
     };
     check_charts(std::slice::from_ref(chart), 1).map_err(error)?;
     let mut rgb = vec![0u8; (PANEL_WIDTH_PIXELS * PANEL_HEIGHT_PIXELS * 3) as usize];

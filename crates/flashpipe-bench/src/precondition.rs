@@ -14,6 +14,7 @@ use flashpipe_ftl::{
 
 use serde::Serialize;
 
+use crate::error::{invalid_input, BenchError};
 use crate::plot::{check_plot_path, draw_panels, Chart, ChartKind, Series};
 use crate::BenchResult;
 
@@ -89,15 +90,16 @@ struct PreconditionJson {
 /// Runs `flashpipe ftl precondition`.
 pub fn run(arguments: PreconditionArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| format!("--plot: {error}"))?;
+        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
     }
     let mut config = FlashConfig::preset_or_file(&arguments.preset)?;
     if let Some(blocks) = arguments.blocks_per_plane {
         let preset_blocks = config.geometry.blocks_per_plane;
         if !(8..=preset_blocks).contains(&blocks) {
-            return Err(
-                format!("--blocks-per-plane {blocks} is not within 8..={preset_blocks}").into(),
-            );
+            return Err(invalid_input(format!(
+                "--blocks-per-plane {blocks} is not within 8..={preset_blocks}"
+            ))
+            .into());
         }
         config.geometry.blocks_per_plane = blocks;
     }

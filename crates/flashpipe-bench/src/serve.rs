@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+use crate::error::{invalid_input, io_with, BenchError};
 use crate::table::Table;
 use crate::BenchResult;
 
@@ -161,29 +162,31 @@ pub struct ServeSettings {
 }
 
 impl ServeSettings {
-    fn from_arguments(arguments: &BenchServeArgs) -> Result<ServeSettings, String> {
+    fn from_arguments(arguments: &BenchServeArgs) -> Result<ServeSettings, BenchError> {
         let quick = arguments.quick;
         let seconds = arguments.seconds.unwrap_or(if quick { 0.2 } else { 3.0 });
         if !(0.01..=3600.0).contains(&seconds) {
-            return Err(format!("--seconds {seconds}: from 0.01 to 3600 seconds"));
+            return Err(invalid_input(format!(
+                "--seconds {seconds}: from 0.01 to 3600 seconds"
+            )));
         }
         let answer_spin_us = arguments
             .answer_spin_us
             .unwrap_or(flashpipe_server::ServerConfig::default().answer_spin_us);
         if answer_spin_us > flashpipe_server::MAX_ANSWER_SPIN_US {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--answer-spin-us {answer_spin_us}: at most {} microseconds",
                 flashpipe_server::MAX_ANSWER_SPIN_US
-            ));
+            )));
         }
         let ring_spin_us = arguments
             .ring_spin_us
             .unwrap_or(flashpipe_server::ServerConfig::default().ring_spin_us);
         if ring_spin_us > flashpipe_server::MAX_ANSWER_SPIN_US {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--ring-spin-us {ring_spin_us}: at most {} microseconds",
                 flashpipe_server::MAX_ANSWER_SPIN_US
-            ));
+            )));
         }
         Ok(ServeSettings {
             stores: match arguments.stores.is_empty() {
@@ -330,15 +333,14 @@ fn method_text(settings: &ServeSettings) -> String {
 }
 
 /// A new empty folder under `parent` named after this process and `label`.
-fn scratch_folder(parent: &Path, label: &str) -> Result<PathBuf, String> {
+fn scratch_folder(parent: &Path, label: &str) -> Result<PathBuf, BenchError> {
     static NEXT_FOLDER: AtomicU64 = AtomicU64::new(0);
     let folder = parent.join(format!(
         "flashpipe-bench-serve-{label}-{}-{}",
         std::process::id(),
         NEXT_FOLDER.fetch_add(1, Ordering::Relaxed)
     ));
-    std::fs::create_dir_all(&folder)
-        .map_err(|error| format!("creating {}: {error}", folder.display()))?;
+    std::fs::create_dir_all(&folder).map_err(io_with(format!("creating {}", folder.display())))?;
     Ok(folder)
 }
 

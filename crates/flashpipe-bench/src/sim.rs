@@ -21,6 +21,7 @@ use clap::{Args, Subcommand};
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob, WorkloadReport};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 
+use crate::error::{invalid_input, io_context, io_with};
 use crate::flash_speed::RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND;
 use crate::progress::Progress;
 use crate::BenchResult;
@@ -109,11 +110,11 @@ pub fn timing_array(
 fn run_speed(arguments: SpeedArgs) -> BenchResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
     if !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&arguments.queue_depth) {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "--queue-depth {}: must be within 1..={}",
             arguments.queue_depth,
             workload::MAX_JOB_QUEUE_DEPTH
-        )
+        ))
         .into());
     }
     let job = SyntheticJob {
@@ -126,8 +127,12 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
         devices: 1,
         seed: arguments.seed,
     };
-    job.check(&config)
-        .map_err(|error| format!("--operations {}: {}", arguments.operations, error.limit))?;
+    job.check(&config).map_err(|error| {
+        invalid_input(format!(
+            "--operations {}: {}",
+            arguments.operations, error.limit
+        ))
+    })?;
     let progress = Progress::spinner("sim speed: writing the whole array once");
     let mut array = timing_array(config, 1, arguments.queue_depth, arguments.seed)?;
     array.precondition_full()?;
@@ -200,21 +205,25 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
 
 /// The text of a trace: a regular file of at most [`workload::MAX_TRACE_FILE_BYTES`].
 fn read_trace_file(path: &str) -> BenchResult<String> {
-    let metadata =
-        std::fs::metadata(path).map_err(|error| format!("cannot read trace {path}: {error}"))?;
+    let metadata = std::fs::metadata(path).map_err(io_with(format!("cannot read trace {path}")))?;
     if !metadata.is_file() {
-        return Err(format!("trace {path}: not a regular file").into());
+        return Err(invalid_input(format!("trace {path}: not a regular file")).into());
     }
     if metadata.len() > workload::MAX_TRACE_FILE_BYTES {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "trace {path}: {} bytes, above the limit of {} bytes (1 GiB)",
             metadata.len(),
             workload::MAX_TRACE_FILE_BYTES
-        )
+        ))
         .into());
     }
-    Ok(std::fs::read_to_string(path)
-        .map_err(|error| format!("cannot read trace {path}: {error}"))?)
+    std::fs::read_to_string(path).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::InvalidData {
+            invalid_input(format!("trace {path}: not a text file (not UTF-8)")).into()
+        } else {
+            io_context(error, format!("cannot read trace {path}")).into()
+        }
+    })
 }
 
 fn print_report(report: &WorkloadReport, json: bool) -> BenchResult {

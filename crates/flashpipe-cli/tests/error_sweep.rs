@@ -571,6 +571,89 @@ fn every_error_path_has_its_kind_and_status_and_no_debug_text() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The benchmark, experiment and simulation commands' error paths, each a command line
+/// split at spaces, run in a folder holding `t.txt` (a good blkparse trace), `bad.txt` (a
+/// trace whose second line is long garbage with a control character), `bad.toml` (no
+/// TOML) and `notes.txt`.
+fn bench_cases() -> Vec<Case> {
+    [
+        ("not_found", "sim replay missing.txt --format blkparse"),
+        ("invalid_input", "sim replay bad.txt --format blkparse"),
+        ("invalid_input", "sim replay latin1.txt --format blkparse"),
+        ("invalid_input", "sim replay . --format blkparse"),
+        (
+            "invalid_input",
+            "sim replay t.txt --format blkparse --queue-depth 0",
+        ),
+        (
+            "invalid_input",
+            "sim replay t.txt --format blkparse --time-unit us",
+        ),
+        (
+            "invalid_input",
+            "sim replay t.txt --format blkparse --over-provisioning 0.99",
+        ),
+        (
+            "invalid_input",
+            "sim replay t.txt --format blkparse --plot notes.txt",
+        ),
+        (
+            "not_found",
+            "sim replay t.txt --format blkparse --plot nodir/sub",
+        ),
+        ("not_found", "sim job missing.toml"),
+        ("invalid_input", "sim job bad.toml"),
+        ("invalid_input", "sim job notes.txt"),
+        ("invalid_input", "sim job --rw randrw --rwmixread 101"),
+        ("invalid_input", "sim job --rw randrw --hosts 2"),
+        ("invalid_input", "sim speed --queue-depth 0"),
+        ("invalid_input", "ftl wa --blocks-per-chip 1"),
+        ("invalid_input", "ftl hotcold --device-writes 0"),
+        ("invalid_input", "ftl wa --plot chart.txt"),
+        ("not_found", "ftl wear --plot nodir/chart.png"),
+        ("invalid_input", "ftl fs --queue-depth 0"),
+        ("invalid_input", "ftl copy --size 0"),
+        ("invalid_input", "ftl emulate --qd 0"),
+        ("invalid_input", "ftl emulate --seconds 0"),
+        ("invalid_input", "demo --dir notes.txt/store"),
+    ]
+    .into_iter()
+    .map(|(kind, line)| {
+        let mut arguments: Vec<&'static str> = line.split(' ').collect();
+        arguments.push("--json");
+        Case { arguments, kind }
+    })
+    .collect()
+}
+
+#[test]
+fn bench_ftl_sim_and_demo_errors_have_their_kinds_and_no_debug_text() {
+    let folder = fresh_folder("error-sweep-bench");
+    let good = "8,0 1 1 0.000001000 100 Q W 2048 + 8 [fio]\n";
+    let garbage = format!("{good}garbage \u{1b}[31m {}\n", "x".repeat(200));
+    std::fs::write(folder.join("t.txt"), good).unwrap();
+    std::fs::write(folder.join("bad.txt"), &garbage).unwrap();
+    std::fs::write(folder.join("latin1.txt"), b"8,0 caf\xe9\n").unwrap();
+    std::fs::write(folder.join("bad.toml"), "[[job]\nname = 1\n").unwrap();
+    std::fs::write(folder.join("notes.txt"), "shopping list\n").unwrap();
+    let cases = bench_cases();
+    assert!(cases.len() >= 15, "{} cases", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let output = run_in(&folder, &case.arguments);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        println!("{:?}: {}", case.arguments, stderr.trim_end());
+        let mut problems = check(case, &output);
+        if stderr.contains('\u{1b}') || stderr.contains(&"x".repeat(100)) {
+            problems.push("the bad line is quoted whole or raw".to_string());
+        }
+        if !problems.is_empty() {
+            failures.push(format!("{:?}: {}", case.arguments, problems.join("; ")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn through_a_server_the_kinds_are_the_same_and_its_logs_hold_no_debug_text() {
     let folder = fresh_folder("error-sweep-served");
@@ -655,6 +738,29 @@ fn a_user_without_access_gets_permission() {
         "{problems:?}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // A trace the user may not read, and a plot folder it may not make (the folder is
+    // the owner's, mode 755): permission, from the operating system's error.
+    let trace = "8,0 1 1 0.000001000 100 Q W 2048 + 8 [fio]\n";
+    for (name, mode) in [("private.txt", 0o600), ("t.txt", 0o644)] {
+        std::fs::write(folder.join(name), trace).unwrap();
+        let permissions = std::os::unix::fs::PermissionsExt::from_mode(mode);
+        std::fs::set_permissions(folder.join(name), permissions).unwrap();
+    }
+    for line in [
+        "sim replay private.txt --format blkparse --json",
+        "sim replay t.txt --format blkparse --plot plots --json",
+    ] {
+        let arguments: Vec<&'static str> = line.split(' ').collect();
+        let output = Command::new("runuser")
+            .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_flashpipe")])
+            .args(&arguments)
+            .current_dir(&folder)
+            .output()
+            .unwrap();
+        let problems = check(&case("permission", &arguments), &output);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(problems.is_empty(), "{line}: {problems:?}: {stderr}");
+    }
     // Through a server: its private socket refuses the user (the store file readable).
     let server = serve_support::ServerProcess::start(&store, &[]);
     std::fs::set_permissions(&store, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();

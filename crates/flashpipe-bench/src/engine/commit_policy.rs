@@ -193,8 +193,8 @@ impl CommitPolicySettings {
             .iter()
             .find(|&&count| count > MOST_STORE_FILE_COUNT)
         {
-            return Err(BenchEngineError::BadArgument(format!(
-                "--store-files {count}: at most {MOST_STORE_FILE_COUNT} files"
+            return Err(BenchEngineError::BadArgument(crate::error::invalid_input(
+                format!("--store-files {count}: at most {MOST_STORE_FILE_COUNT} files"),
             )));
         }
         Ok(CommitPolicySettings {

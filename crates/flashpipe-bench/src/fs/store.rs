@@ -171,7 +171,7 @@ pub(crate) fn handoff_from_environment() -> Handoff {
         Ok(spin_us) if spin_us <= max_spin_us => Handoff::SpinThenPark { spin_us },
         _ => {
             eprintln!(
-                "error: {SPIN_US_VARIABLE}={text:?} is not a spin window in microseconds \
+                "error: {SPIN_US_VARIABLE}=\"{text}\" is not a spin window in microseconds \
                  (0 to park at once, at most {max_spin_us})"
             );
             std::process::exit(2)
@@ -191,7 +191,7 @@ pub(crate) fn write_path_from_environment() -> WritePath {
     };
     WritePath::from_name(&name).unwrap_or_else(|| {
         eprintln!(
-            "error: {WRITE_PATH_VARIABLE}={name:?} names no write path \
+            "error: {WRITE_PATH_VARIABLE}=\"{name}\" names no write path \
              (overlapped, overlapped-after-reads, overlapped-copying or batched)"
         );
         std::process::exit(2)

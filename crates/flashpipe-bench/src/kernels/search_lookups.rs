@@ -17,6 +17,7 @@ use flashpipe_kernels::throughput::synthetic_bytes;
 use serde::Serialize;
 
 use super::cases::{SEARCH_KEY_BYTES, SEARCH_RECORD_BYTES};
+use crate::error::{internal, BenchError, BenchErrorKind};
 use crate::kernels::store::KernelStore;
 
 use crate::BenchResult;
@@ -127,7 +128,9 @@ impl ProbeRead for EngineProbe {
                 std::io::ErrorKind::UnexpectedEof,
                 format!("read {} of {} bytes", data.len(), buffer.len()),
             )),
-            other => Err(std::io::Error::other(format!("a read answered {other:?}"))),
+            _ => Err(std::io::Error::other(
+                "the engine answered a read with no data",
+            )),
         }
     }
 }
@@ -143,16 +146,22 @@ fn timed_lookups<R: ProbeRead + ?Sized>(
     for (key, expected) in plan.keys.iter().zip(&plan.expected) {
         let result = index.lookup(key, probe)?;
         if result.record_index != *expected {
-            return Err(format!(
-                "lookup of {:?} gave record {:?}, the reference {expected:?}",
+            return Err(internal(format!(
+                "lookup of \"{}\" gave record {}, the reference {}",
                 String::from_utf8_lossy(key),
-                result.record_index
-            )
+                record_text(result.record_index),
+                record_text(*expected)
+            ))
             .into());
         }
         probe_reads += u64::from(result.probe_read_count);
     }
     Ok((started.elapsed().as_secs_f64(), probe_reads))
+}
+
+/// A lookup's record for an error: its index, or "none".
+fn record_text(record: Option<u64>) -> String {
+    record.map_or_else(|| "none".to_string(), |index| index.to_string())
 }
 
 /// `look KEY FILE` for the first keys; checks found / not found against the reference.
@@ -168,14 +177,20 @@ fn look_seconds(plan: &SearchLookupPlan, path: &Path, count: usize) -> BenchResu
         let found = match status.code() {
             Some(0) => true,
             Some(1) => false,
-            _ => return Err(format!("look exited with {status}").into()),
+            _ => {
+                return Err(BenchError::new(
+                    BenchErrorKind::Io(std::io::ErrorKind::Other),
+                    format!("look exited with {status}"),
+                )
+                .into())
+            }
         };
         if found != expected.is_some() {
-            return Err(format!(
-                "look says {:?} is {}found; the reference disagrees",
+            return Err(internal(format!(
+                "look says \"{}\" is {}found; the reference disagrees",
                 String::from_utf8_lossy(key),
                 if found { "" } else { "not " }
-            )
+            ))
             .into());
         }
     }
@@ -192,7 +207,7 @@ pub fn run_lookups(
     let index = plan
         .kernel
         .last_index()
-        .ok_or("the search-index pass kept no index")?;
+        .ok_or_else(|| internal("the search-index pass kept no index"))?;
     let engine_probe = EngineProbe {
         client: RefCell::new(store.engine.client(4)),
         file_name: plan.file_name.clone(),

@@ -16,6 +16,7 @@ use flashpipe_store::store::{open_store_device, DeviceCreation};
 use flashpipe_store::store_config::{parse_device_list, StoreConfig, STORE_FILE_VERSION};
 use flashpipe_store::store_lock::StoreLock;
 
+use crate::error::{BenchError, BenchErrorKind};
 use crate::BenchResult;
 
 /// A freshly formatted store with its engine running.
@@ -41,9 +42,12 @@ impl KernelStore {
         fs_block_size_bytes: u32,
     ) -> BenchResult<KernelStore> {
         if store_file.exists() {
-            return Err(format!(
-                "store file {} exists already; remove it first to make a new store",
-                store_file.display()
+            return Err(BenchError::new(
+                BenchErrorKind::Io(std::io::ErrorKind::AlreadyExists),
+                format!(
+                    "store file {} exists already; remove it first to make a new store",
+                    store_file.display()
+                ),
             )
             .into());
         }

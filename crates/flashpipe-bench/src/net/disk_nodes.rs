@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::error::{invalid_input, io_context, io_with, BenchError, BenchErrorKind};
 use crate::BenchResult;
 
 /// The export name of every disk node.
@@ -34,10 +35,13 @@ impl DiskNodes {
     /// to `log_folder`.
     pub fn start(count: u32, size_bytes: u64, log_folder: &Path) -> BenchResult<DiskNodes> {
         if count == 0 || count > MOST_DISK_NODES {
-            return Err(format!("disk nodes: {count} is not within 1..={MOST_DISK_NODES}").into());
+            return Err(invalid_input(format!(
+                "disk nodes: {count} is not within 1..={MOST_DISK_NODES}"
+            ))
+            .into());
         }
         let program = std::env::current_exe()
-            .map_err(|error| format!("finding the flashpipe binary for the disk nodes: {error}"))?;
+            .map_err(io_with("finding the flashpipe binary for the disk nodes"))?;
         let mut nodes = DiskNodes {
             children: Vec::with_capacity(count as usize),
             uris: Vec::with_capacity(count as usize),
@@ -48,10 +52,13 @@ impl DiskNodes {
             let stdout = child.stdout.take().expect("stdout was piped");
             nodes.children.push(child);
             let uri = wait_for_uri(stdout).map_err(|error| {
-                format!(
-                    "disk node {index} ({} serve): {error}; its log: {}",
-                    program.display(),
-                    log_path.display()
+                BenchError::new(
+                    BenchErrorKind::Io(std::io::ErrorKind::ConnectionRefused),
+                    format!(
+                        "disk node {index} ({} serve): {error}; its log: {}",
+                        program.display(),
+                        log_path.display()
+                    ),
                 )
             })?;
             nodes.uris.push(uri);
@@ -77,7 +84,7 @@ impl Drop for DiskNodes {
 
 fn spawn_disk_node(program: &Path, size_bytes: u64, log_path: &Path) -> BenchResult<Child> {
     let log = std::fs::File::create(log_path)
-        .map_err(|error| format!("creating {}: {error}", log_path.display()))?;
+        .map_err(io_with(format!("creating {}", log_path.display())))?;
     let mut command = Command::new(program);
     command
         .args(["serve", "--export"])
@@ -98,7 +105,7 @@ fn spawn_disk_node(program: &Path, size_bytes: u64, log_path: &Path) -> BenchRes
     }
     command
         .spawn()
-        .map_err(|error| format!("starting {} serve: {error}", program.display()).into())
+        .map_err(|error| io_context(error, format!("starting {} serve", program.display())).into())
 }
 
 /// Reads the node's standard output on a thread of its own until its ready line, returning

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::served_disk::ServedDisk;
 use super::{program_exists, unix_uri, RunningServer, Stop};
+use crate::error::{io_with, BenchError, BenchErrorKind};
 use crate::BenchResult;
 
 /// Rounds of 50 ms to wait for an external server to accept connections.
@@ -88,7 +89,7 @@ fn start_listener(
     };
     let log_path = folder.join(format!("{name}-{}-{transport}.log", disk.kind().name()));
     let log = std::fs::File::create(&log_path)
-        .map_err(|error| format!("creating {}: {error}", log_path.display()))?;
+        .map_err(io_with(format!("creating {}", log_path.display())))?;
     let mut command = Command::new(name);
     if name == "qemu-nbd" {
         command.args(["-f", "raw", "-x", "disk", "-t", "-e", "64"]);
@@ -110,7 +111,7 @@ fn start_listener(
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .map_err(|error| format!("starting {name}: {error}"))?;
+        .map_err(io_with(format!("starting {name}")))?;
     children.push((child, log_path));
     Ok(())
 }
@@ -128,17 +129,23 @@ fn wait_until_ready(
             return Ok(());
         }
         if let Some(status) = child.try_wait()? {
-            return Err(format!(
-                "{name} ended ({status}) before accepting connections on {place}: {}",
-                log_tail(log_path)
+            return Err(BenchError::new(
+                BenchErrorKind::Io(std::io::ErrorKind::ConnectionRefused),
+                format!(
+                    "{name} ended ({status}) before accepting connections on {place}: {}",
+                    log_tail(log_path)
+                ),
             )
             .into());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Err(format!(
-        "{name} never accepted connections on {place}: {}",
-        log_tail(log_path)
+    Err(BenchError::new(
+        BenchErrorKind::Io(std::io::ErrorKind::TimedOut),
+        format!(
+            "{name} never accepted connections on {place}: {}",
+            log_tail(log_path)
+        ),
     )
     .into())
 }

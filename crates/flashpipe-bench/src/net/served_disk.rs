@@ -20,6 +20,7 @@ use flashpipe_device::file::{FileDevice, FileDeviceConfig};
 use flashpipe_nbd::server::export::EXPORT_QUEUE_DEPTH;
 use flashpipe_nbd::server::{Export, ExportDeviceSpec, InitialAllocation};
 
+use crate::error::io_with;
 use crate::BenchResult;
 
 /// qemu-nbd's RAM disk: a raw image of this name in the scratch folder (in `/dev/shm`).
@@ -173,8 +174,7 @@ fn buffered_file_export(name: &str, path: &Path) -> BenchResult<Export> {
     let mut config = FileDeviceConfig::new(path);
     config.queue_depth = EXPORT_QUEUE_DEPTH;
     config.direct_io = false;
-    let device = FileDevice::open(config)
-        .map_err(|error| format!("opening {} buffered: {error}", path.display()))?;
+    let device = FileDevice::open(config)?;
     Ok(Export {
         name: name.to_string(),
         description: format!("flashpipe file device {} (buffered)", path.display()),
@@ -198,18 +198,18 @@ impl SharedFile {
     /// allocated so that no server pays for allocation in a measured row.
     pub fn create(folder: &Path, size_bytes: u64) -> BenchResult<SharedFile> {
         std::fs::create_dir_all(folder)
-            .map_err(|error| format!("--file-dir {}: {error}", folder.display()))?;
+            .map_err(io_with(format!("--file-dir {}", folder.display())))?;
         let folder = std::fs::canonicalize(folder)
-            .map_err(|error| format!("--file-dir {}: {error}", folder.display()))?;
+            .map_err(io_with(format!("--file-dir {}", folder.display())))?;
         let path = folder.join(format!("flashpipe-bench-net-{}.img", std::process::id()));
         let file = std::fs::File::create(&path)
-            .map_err(|error| format!("creating {}: {error}", path.display()))?;
+            .map_err(io_with(format!("creating {}", path.display())))?;
         let shared = SharedFile {
             file_system: crate::fs::folder_file_system(&folder),
             path,
         };
         allocate(&file, size_bytes)
-            .map_err(|error| format!("allocating {}: {error}", shared.path.display()))?;
+            .map_err(io_with(format!("allocating {}", shared.path.display())))?;
         Ok(shared)
     }
 }

@@ -140,7 +140,9 @@ fn wait_until_ready(
             let line = read_line(stdout)?;
             match line.trim() {
                 "ready" => Ok(()),
-                other => Err(format!("a client process said {other:?} instead of ready")),
+                other => Err(format!(
+                    "a client process said \"{other}\" instead of ready"
+                )),
             }
         }
         (RunningClient::Thread { .. }, Some(ready)) => ready

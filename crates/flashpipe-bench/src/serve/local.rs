@@ -14,6 +14,7 @@ use super::{
     LatencyRow, ServeSettings, ServeStoreKind, StoreReport, ThroughputRow, LARGE_READ_BYTES, MIB,
     ROUNDS, SIDE_IN_PROCESS, SIDE_TMPFS, SMALL_READ_BYTES,
 };
+use crate::error::{internal, io_with};
 use crate::fs::{device_bytes_each, StoreShape};
 use crate::pattern::DataPattern;
 use crate::BenchResult;
@@ -208,7 +209,7 @@ fn checked_data(reply: Reply, offset_bytes: u64, pattern: &DataPattern) -> Bench
             pattern.check(offset_bytes, data.bytes())?;
             Ok(data)
         }
-        other => Err(format!("the engine answered a read with {other:?}").into()),
+        _ => Err(internal("the engine answered a read with no data").into()),
     }
 }
 
@@ -285,8 +286,8 @@ fn tmpfs_reads(settings: &ServeSettings) -> BenchResult<Throughput> {
 fn write_tmpfs_file(path: &std::path::Path, file_bytes: u64) -> BenchResult {
     use std::io::Write;
     let pattern = DataPattern::new();
-    let mut file = std::fs::File::create(path)
-        .map_err(|error| format!("creating {}: {error}", path.display()))?;
+    let mut file =
+        std::fs::File::create(path).map_err(io_with(format!("creating {}", path.display())))?;
     let mut buffer = vec![0u8; MIB as usize];
     for offset_bytes in (0..file_bytes).step_by(MIB as usize) {
         let length = MIB.min(file_bytes - offset_bytes) as usize;

@@ -22,7 +22,8 @@ const RING_CAPACITY_BYTES: usize = 64 * 1024;
 /// Mean microseconds per round trip of the fastest of [`ROUNDS`] rounds of
 /// `settings.operation_count / ROUNDS` round trips.
 pub(super) fn ring_round_trip_us(settings: &ServeSettings) -> Result<f64, String> {
-    let folder = super::scratch_folder(&std::env::temp_dir(), "rings")?;
+    let folder =
+        super::scratch_folder(&std::env::temp_dir(), "rings").map_err(|error| error.to_string())?;
     let socket_path = folder.join("rings.sock");
     let listener = UnixListener::bind(&socket_path)
         .map_err(|error| format!("binding {}: {error}", socket_path.display()))?;
@@ -81,7 +82,8 @@ fn time_round_trips(
 /// Mean microseconds per round trip of a [`FRAME_BYTES`] frame through a Unix socket to a
 /// client that writes it back, the fastest of [`ROUNDS`] rounds.
 pub(super) fn socket_round_trip_us(settings: &ServeSettings) -> Result<f64, String> {
-    let folder = super::scratch_folder(&std::env::temp_dir(), "socket-echo")?;
+    let folder = super::scratch_folder(&std::env::temp_dir(), "socket-echo")
+        .map_err(|error| error.to_string())?;
     let socket_path = folder.join("echo.sock");
     let listener = UnixListener::bind(&socket_path)
         .map_err(|error| format!("binding {}: {error}", socket_path.display()))?;

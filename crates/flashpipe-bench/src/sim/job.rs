@@ -23,6 +23,7 @@ use flashpipe_ftl::FtlOptions;
 use serde::{Deserialize, Serialize};
 
 use super::timing_array;
+use crate::error::{invalid_input, io_context, io_with, BenchError, BenchErrorKind};
 use crate::progress::Progress;
 use crate::BenchResult;
 
@@ -286,32 +287,37 @@ fn spec_of_arguments(arguments: &JobArgs) -> JobSpec {
 /// The jobs of a job file, each checked; the file's name in every refusal.
 fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
     let metadata =
-        std::fs::metadata(path).map_err(|error| format!("cannot read job file {path}: {error}"))?;
+        std::fs::metadata(path).map_err(io_with(format!("cannot read job file {path}")))?;
     if !metadata.is_file() {
-        return Err(format!("job file {path}: not a regular file").into());
+        return Err(invalid_input(format!("job file {path}: not a regular file")).into());
     }
     if metadata.len() > MAX_JOB_FILE_BYTES {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "job file {path}: {} bytes, above the limit of {MAX_JOB_FILE_BYTES} bytes",
             metadata.len()
-        )
+        ))
         .into());
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| format!("cannot read job file {path}: {error}"))?;
-    let file: JobFile =
-        toml::from_str(&text).map_err(|error| format!("job file {path}: {}", error.message()))?;
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::InvalidData {
+            invalid_input(format!("job file {path}: not a text file (not UTF-8)"))
+        } else {
+            io_context(error, format!("cannot read job file {path}"))
+        }
+    })?;
+    let file: JobFile = toml::from_str(&text)
+        .map_err(|error| invalid_input(format!("job file {path}: {}", error.message())))?;
     if file.job.is_empty() {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "job file {path}: no jobs; a job file lists at least one [[job]] table (name, rw, ...)"
-        )
+        ))
         .into());
     }
     if file.job.len() > MAX_JOBS_PER_FILE {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "job file {path}: {} jobs, above the limit of {MAX_JOBS_PER_FILE}",
             file.job.len()
-        )
+        ))
         .into());
     }
     let defaults = JobSpec {
@@ -334,12 +340,17 @@ fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
     let mut specs = Vec::with_capacity(file.job.len());
     for entry in file.job {
         if entry.name.trim().is_empty() || entry.name.chars().any(char::is_control) {
-            return Err(
-                format!("job file {path}: a job name must be printable text, not empty").into(),
-            );
+            return Err(invalid_input(format!(
+                "job file {path}: a job name must be printable text, not empty"
+            ))
+            .into());
         }
         if names.contains(&entry.name) {
-            return Err(format!("job file {path}: two jobs are named {}", entry.name).into());
+            return Err(invalid_input(format!(
+                "job file {path}: two jobs are named {}",
+                entry.name
+            ))
+            .into());
         }
         names.push(entry.name.clone());
         let request_bytes = match entry.request_bytes {
@@ -347,10 +358,10 @@ fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
             Some(SizeValue::Bytes(bytes)) => bytes,
             Some(SizeValue::Text(text)) => flashpipe_store::units::parse_size_bytes(&text)
                 .map_err(|error| {
-                    format!(
+                    invalid_input(format!(
                         "job file {path}, job {}: request_bytes {text}: {error}",
                         entry.name
-                    )
+                    ))
                 })?,
         };
         let spec = JobSpec {
@@ -366,8 +377,9 @@ fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
             blocks_per_plane: entry.blocks_per_plane,
             seed: entry.seed.unwrap_or(defaults.seed),
         };
-        check_spec(&spec)
-            .map_err(|error| format!("job file {path}, job {}: {error}", spec.name))?;
+        check_spec(&spec).map_err(|error| {
+            invalid_input(format!("job file {path}, job {}: {error}", spec.name))
+        })?;
         specs.push(spec);
     }
     Ok(specs)
@@ -379,9 +391,9 @@ fn spec_config(spec: &JobSpec) -> BenchResult<FlashConfig> {
     if let Some(blocks) = spec.blocks_per_plane {
         let preset_blocks = config.geometry.blocks_per_plane;
         if !(8..=preset_blocks).contains(&blocks) {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "blocks_per_plane {blocks}: must be within 8..={preset_blocks} (the preset's)"
-            )
+            ))
             .into());
         }
         config.geometry.blocks_per_plane = blocks;
@@ -411,23 +423,27 @@ fn check_spec(spec: &JobSpec) -> BenchResult {
     };
     synthetic_job(spec, kind)
         .check(&config)
-        .map_err(|error| format!("--{}: {error}", error.field.replace('_', "-")))?;
+        .map_err(|error| invalid_input(format!("--{}: {error}", error.field.replace('_', "-"))))?;
     if spec.rw.mixed() {
         if spec.rwmixread > 100 {
-            return Err(format!("--rwmixread {}: must be within 0..=100", spec.rwmixread).into());
+            return Err(invalid_input(format!(
+                "--rwmixread {}: must be within 0..=100",
+                spec.rwmixread
+            ))
+            .into());
         }
         if spec.hosts != 1 || spec.devices != 1 {
-            return Err(
+            return Err(invalid_input(
                 "a mixed job (rw, randrw) runs through the host FTL: one host, the whole preset; \
-                 leave --hosts and --devices at 1"
-                    .into(),
-            );
+                 leave --hosts and --devices at 1",
+            )
+            .into());
         }
         if spec.queue_depth > OPEN_LOOP_OUTSTANDING_LIMIT {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--queue-depth {}: a mixed job takes at most {OPEN_LOOP_OUTSTANDING_LIMIT}",
                 spec.queue_depth
-            )
+            ))
             .into());
         }
     }
@@ -522,10 +538,13 @@ fn run_mixed(spec: &JobSpec) -> BenchResult<MixedReport> {
     )?;
     progress.finish();
     if report.failed_writes() > 0 {
-        return Err(format!(
-            "job {}: {} writes failed or were refused: the result is not usable",
-            spec.name,
-            report.failed_writes()
+        return Err(BenchError::new(
+            BenchErrorKind::Io(std::io::ErrorKind::Other),
+            format!(
+                "job {}: {} writes failed or were refused: the result is not usable",
+                spec.name,
+                report.failed_writes()
+            ),
         )
         .into());
     }

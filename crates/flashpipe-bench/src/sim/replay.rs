@@ -26,6 +26,7 @@ use flashpipe_ftl::{FtlOptions, PreconditionMethod, PreconditionOptions};
 use serde::Serialize;
 
 use super::timing_array;
+use crate::error::{invalid_input, BenchError, BenchErrorKind};
 use crate::progress::Progress;
 use crate::BenchResult;
 use plots::draw_ftl_plots;
@@ -235,10 +236,10 @@ impl ReplayArgs {
             },
             (_, None) => TraceTimeUnit::Milliseconds,
             (format, Some(_)) => {
-                return Err(format!(
+                return Err(invalid_input(format!(
                     "--time-unit applies to --format disksim only ({} fixes its own unit)",
                     possible_value(format)
-                )
+                ))
                 .into())
             }
         };
@@ -252,88 +253,96 @@ impl ReplayArgs {
     fn check(&self) -> BenchResult {
         let queue_depth = self.queue_depth();
         if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&queue_depth) {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--queue-depth {queue_depth}: must be within 1..={OPEN_LOOP_OUTSTANDING_LIMIT}"
-            )
+            ))
             .into());
         }
         if self.mode == ModeArg::RawStriped
             && !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&queue_depth)
         {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--queue-depth {queue_depth}: the raw-striped mode takes values within 1..={}",
                 workload::MAX_JOB_QUEUE_DEPTH
-            )
+            ))
             .into());
         }
         if self.queue_depth.is_some()
             && self.mode == ModeArg::Ftl
             && self.replay_loop == LoopArg::Open
         {
-            return Err(
+            return Err(invalid_input(
                 "--queue-depth applies to --loop closed and --mode raw-striped; \
-                        the open loop issues at arrival times (bound them with --max-outstanding)"
-                    .into(),
-            );
+                        the open loop issues at arrival times (bound them with --max-outstanding)",
+            )
+            .into());
         }
         let ftl_only_options_changed = self.replay_loop != LoopArg::Open
             || self.speed != 1.0
             || self.unwritten_reads != UnwrittenArg::Zero;
         if self.mode == ModeArg::RawStriped && (ftl_only_options_changed || self.precondition) {
-            return Err(
+            return Err(invalid_input(
                 "--loop, --speed, --unwritten-reads and --precondition apply to --mode ftl only \
-                        (the raw-striped mode replays as it always did)"
-                    .into(),
-            );
-        }
-        if !(self.precondition_fill > 0.0 && self.precondition_fill <= 1.0) {
-            return Err(format!(
-                "--precondition-fill {}: must be within (0, 1]",
-                self.precondition_fill
+                        (the raw-striped mode replays as it always did)",
             )
             .into());
         }
+        if !(self.precondition_fill > 0.0 && self.precondition_fill <= 1.0) {
+            return Err(invalid_input(format!(
+                "--precondition-fill {}: must be within (0, 1]",
+                self.precondition_fill
+            ))
+            .into());
+        }
         if !(0.0..=100.0).contains(&self.precondition_passes) {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--precondition-passes {}: must be within 0..=100",
                 self.precondition_passes
-            )
+            ))
             .into());
         }
         if let Some(bound) = self.max_outstanding {
             if self.replay_loop == LoopArg::Closed || self.mode == ModeArg::RawStriped {
-                return Err(
-                    "--max-outstanding applies to the open loop through the FTL only".into(),
-                );
+                return Err(invalid_input(
+                    "--max-outstanding applies to the open loop through the FTL only",
+                )
+                .into());
             }
             if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&bound) {
-                return Err(format!(
+                return Err(invalid_input(format!(
                     "--max-outstanding {bound}: must be within 1..={OPEN_LOOP_OUTSTANDING_LIMIT}"
-                )
+                ))
                 .into());
             }
         }
         if !(0.0..0.95).contains(&self.over_provisioning) {
-            return Err(format!(
+            return Err(invalid_input(format!(
                 "--over-provisioning {}: must be within 0..0.95",
                 self.over_provisioning
-            )
+            ))
             .into());
         }
         if let Some(path) = &self.plot {
             let folder = std::path::Path::new(path);
             if folder.exists() && !folder.is_dir() {
-                return Err(format!("--plot {path}: exists and is not a folder").into());
+                return Err(
+                    invalid_input(format!("--plot {path}: exists and is not a folder")).into(),
+                );
             }
             let parent = folder
                 .parent()
                 .filter(|parent| !parent.as_os_str().is_empty())
                 .unwrap_or(std::path::Path::new("."));
             if !folder.exists() && !parent.is_dir() {
-                return Err(format!(
+                let kind = if parent.exists() {
+                    BenchErrorKind::InvalidInput
+                } else {
+                    BenchErrorKind::NotFound
+                };
+                return Err(BenchError::new(kind, format!(
                     "--plot {path}: the folder {} does not exist; --plot makes one folder in an existing one, so create it first or name another",
                     parent.display()
-                )
+                ))
                 .into());
             }
         }
@@ -345,9 +354,9 @@ impl ReplayArgs {
         if let Some(blocks) = self.blocks_per_plane {
             let preset_blocks = config.geometry.blocks_per_plane;
             if !(8..=preset_blocks).contains(&blocks) {
-                return Err(format!(
+                return Err(invalid_input(format!(
                     "--blocks-per-plane {blocks}: must be within 8..={preset_blocks} (the preset's)"
-                )
+                ))
                 .into());
             }
             config.geometry.blocks_per_plane = blocks;
@@ -471,7 +480,8 @@ pub fn run(arguments: ReplayArgs) -> BenchResult {
         FormatArg::Disksim => workload::TraceFormat::Disksim,
         FormatArg::AsciiNs => workload::TraceFormat::AsciiNanoseconds,
     };
-    let trace = workload::parse_trace(&text, &arguments.file, format, &options)?;
+    let trace = workload::parse_trace(&text, &arguments.file, format, &options)
+        .map_err(BenchError::from)?;
     let facts = TraceFacts {
         requests: trace.requests.len() as u64,
         comment_lines: trace.comment_lines,
@@ -564,8 +574,11 @@ fn finish_ftl(
     }
     let failed_writes = report.failed_writes();
     if failed_writes > 0 {
-        return Err(format!(
-            "{failed_writes} write requests failed or were refused: the result is not usable"
+        return Err(BenchError::new(
+            BenchErrorKind::Io(std::io::ErrorKind::Other),
+            format!(
+                "{failed_writes} write requests failed or were refused: the result is not usable"
+            ),
         )
         .into());
     }
@@ -599,12 +612,12 @@ fn finish_raw(
         super::print_report(report, false)?;
     }
     if report.failed_page_operations > 0 {
-        return Err(format!(
+        return Err(invalid_input(format!(
             "{} page operations failed in the raw-striped mode (random writes break the \
              program-in-order rule there): the result is not usable; replay through the FTL \
              (--mode ftl)",
             report.failed_page_operations
-        )
+        ))
         .into());
     }
     Ok(())

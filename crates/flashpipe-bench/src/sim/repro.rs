@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::timing_array;
 
+use crate::error::internal;
 use crate::progress::Progress;
 use crate::table::{Align, Table};
 use crate::BenchResult;
@@ -379,7 +380,9 @@ fn single_latency_us(
     })?;
     let mut acks = Vec::new();
     array.run_until_idle(&mut acks);
-    let ack = acks.pop().ok_or("no ack")?;
+    let ack = acks
+        .pop()
+        .ok_or_else(|| internal("the array answered no request"))?;
     Ok((ack.completed_ns - ack.submitted_ns) as f64 / 1000.0)
 }
 

@@ -68,6 +68,7 @@ fn known(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
         crate::store_cmd::put_stdin::PutStdinError => put_stdin,
         flashpipe_store::units::SizeParseError => |_| InvalidInput,
         flashpipe_flash::ConfigError => |_| InvalidInput,
+        flashpipe_bench::error::BenchError => bench,
         DeviceError => device,
         EngineError => engine,
         StreamError => stream,
@@ -142,6 +143,22 @@ pub(super) fn io(error: &std::io::Error) -> ErrorKind {
         _ => match error.get_ref() {
             Some(inner) => known(inner).unwrap_or(Io),
             None => Io,
+        },
+    }
+}
+
+/// A benchmark's failure: its kind, an operating-system failure by its error's number
+/// when kept.
+fn bench(error: &flashpipe_bench::error::BenchError) -> ErrorKind {
+    use flashpipe_bench::error::BenchErrorKind as B;
+    match error.kind() {
+        B::InvalidInput => InvalidInput,
+        B::NotFound => NotFound,
+        B::NoSpace => NoSpace,
+        B::Internal => Internal,
+        B::Io(kind) => match error.io_source() {
+            Some(source) => io(source),
+            None => io(&std::io::Error::from(kind)),
         },
     }
 }

@@ -343,7 +343,7 @@ fn parse_blkparse_line(line: &str) -> Result<Option<TraceRequest>, String> {
         {
             return Ok(None);
         }
-        return Err(format!("not a blkparse event line: {line:?}"));
+        return Err(format!("not a blkparse event line: {}", quoted(line)));
     }
     if fields.len() < 7 {
         return Err(format!(
@@ -430,7 +430,8 @@ fn parse_ascii_nanoseconds_line(line: &str) -> Result<Option<TraceRequest>, Stri
         "1" => AccessKind::Read,
         other => {
             return Err(format!(
-                "field `type` {other:?}: must be 0 (write) or 1 (read)"
+                "field `type` {}: must be 0 (write) or 1 (read)",
+                quoted(other)
             ))
         }
     };
@@ -465,16 +466,18 @@ pub fn check_trace_request(request: &TraceRequest) -> Result<(), String> {
 fn parse_trace_time(text: &str, field: &str, per_second: f64, symbol: &str) -> Result<f64, String> {
     let value: f64 = text
         .parse()
-        .map_err(|_| format!("field `{field}` {text:?}: not a number"))?;
+        .map_err(|_| format!("field `{field}` {}: not a number", quoted(text)))?;
     if !value.is_finite() || value < 0.0 {
         return Err(format!(
-            "field `{field}` {text:?}: not a finite non-negative number"
+            "field `{field}` {}: not a finite non-negative number",
+            quoted(text)
         ));
     }
     let limit = MAX_TRACE_ARRIVAL_SECONDS * per_second;
     if value > limit {
         return Err(format!(
-            "field `{field}` {text:?}: above the limit of {limit} {symbol} (30 days)"
+            "field `{field}` {}: above the limit of {limit} {symbol} (30 days)",
+            quoted(text)
         ));
     }
     Ok(value)
@@ -482,8 +485,36 @@ fn parse_trace_time(text: &str, field: &str, per_second: f64, symbol: &str) -> R
 
 /// A non-negative integer field of a trace.
 fn parse_trace_integer(text: &str, field: &str) -> Result<u64, String> {
-    text.parse::<u64>()
-        .map_err(|_| format!("field `{field}` {text:?}: not a non-negative integer below 2^64"))
+    text.parse::<u64>().map_err(|_| {
+        format!(
+            "field `{field}` {}: not a non-negative integer below 2^64",
+            quoted(text)
+        )
+    })
+}
+
+/// The most characters of a trace's text an error quotes.
+const QUOTED_CHARACTERS_MAX: usize = 80;
+
+/// `text` in double quotes for an error: at most [`QUOTED_CHARACTERS_MAX`] characters
+/// (then `...`), each control character shown as `?` so that a hostile trace cannot
+/// drive the terminal.
+fn quoted(text: &str) -> String {
+    let mut shown: String = text
+        .chars()
+        .take(QUOTED_CHARACTERS_MAX)
+        .map(|character| {
+            if character.is_control() {
+                '?'
+            } else {
+                character
+            }
+        })
+        .collect();
+    if text.chars().nth(QUOTED_CHARACTERS_MAX).is_some() {
+        shown.push_str("...");
+    }
+    format!("\"{shown}\"")
 }
 
 /// Whole nanoseconds of a checked time (at most 30 days, so the product is exact enough

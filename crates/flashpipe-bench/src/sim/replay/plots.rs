@@ -4,14 +4,16 @@
 
 use flashpipe_ftl::replay::ReplayReport;
 
+use crate::error::io_with;
 use crate::plot::{draw_chart, Chart, ChartKind, Series};
 use crate::BenchResult;
 
 /// The latency CDF (per request type) and the throughput over time, as PNGs.
 pub(super) fn draw_ftl_plots(folder: &str, report: &ReplayReport) -> BenchResult {
     if !std::path::Path::new(folder).is_dir() {
-        std::fs::create_dir(folder)
-            .map_err(|error| format!("--plot {folder}: cannot create the folder: {error}"))?;
+        std::fs::create_dir(folder).map_err(io_with(format!(
+            "--plot {folder}: cannot create the folder"
+        )))?;
     }
     let cdf_series: Vec<Series> = [
         ("read", &report.latencies_ns.reads),

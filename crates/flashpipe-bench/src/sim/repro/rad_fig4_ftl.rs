@@ -10,6 +10,7 @@ use flashpipe_ftl::replay::{FtlReplay, ReplayLoop, ReplayOptions, ReplayReport};
 use flashpipe_ftl::FtlOptions;
 
 use super::{rad_config, Row, MEBIBYTE};
+use crate::error::internal;
 use crate::BenchResult;
 
 /// Erase blocks of the package in this experiment (the preset's 2048 would only make the
@@ -120,10 +121,10 @@ fn steady_state_reports(
     let write = replay.run(&measured(AccessKind::Write), &one_at_a_time)?;
     let read = replay.run(&measured(AccessKind::Read), &one_at_a_time)?;
     if write.failed_writes() > 0 {
-        return Err(format!(
+        return Err(internal(format!(
             "RAD Fig. 4 through the FTL: {} writes failed",
             write.failed_writes()
-        )
+        ))
         .into());
     }
     Ok((write, read))
