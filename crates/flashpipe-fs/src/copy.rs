@@ -485,8 +485,9 @@ fn copy_by_bytes(
 
 /// Points file blocks `first..first + blocks.len()` of `inode_number` at `blocks`, blocks
 /// that other pointers already reference (0: a hole), with their data `checksums`: each
-/// block's reference count rises first, then the blocks they replace lose one (so a
-/// block replaced by itself keeps its count). Grows the size to at least `end_bytes`.
+/// block gains a reference unless its slot holds it already, then
+/// [`data::install_pointers`] releases the blocks replaced (all gains come before any
+/// release, so no count reaches zero on the way). Grows the size to at least `end_bytes`.
 fn install_shared_pointers(
     state: &mut State,
     inode_number: u64,
@@ -495,34 +496,19 @@ fn install_shared_pointers(
     checksums: &[Option<u32>],
     end_bytes: u64,
 ) {
-    assert_eq!(blocks.len(), checksums.len(), "one checksum per block");
     let end = first + blocks.len() as u64;
     if end > state.files[&inode_number].pointers.len() as u64 {
         state.resize_pointers(inode_number, end);
     }
-    for &block in blocks.iter().filter(|&&block| block != 0) {
+    let pointers = &state.files[&inode_number].pointers[first as usize..end as usize];
+    let gained: Vec<u64> = blocks
+        .iter()
+        .zip(pointers)
+        .filter(|&(&block, &slot)| block != 0 && slot != block)
+        .map(|(&block, _)| block)
+        .collect();
+    for block in gained {
         state.shared.add_reference(block);
     }
-    let now = state.now_ns();
-    let node = state.files.get_mut(&inode_number).expect("live file");
-    let mut replaced = Vec::new();
-    for (offset, (&block, &checksum)) in blocks.iter().zip(checksums).enumerate() {
-        assert!(
-            block != 0 || checksum.is_none(),
-            "a hole carries no checksum"
-        );
-        let slot = &mut node.pointers[first as usize + offset];
-        if *slot != 0 {
-            replaced.push(*slot);
-        }
-        *slot = block;
-        node.checksums[first as usize + offset] = checksum;
-    }
-    node.size_bytes = node.size_bytes.max(end_bytes);
-    node.modified_clock_ns = now;
-    node.map_changed = true;
-    for block in replaced {
-        state.release_data_block(block);
-    }
-    state.changed_since_commit = true;
+    data::install_pointers(state, inode_number, first, blocks, checksums, end_bytes);
 }
