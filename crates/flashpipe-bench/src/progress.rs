@@ -180,8 +180,17 @@ mod tests {
     }
 
     #[test]
-    fn a_spinner_finishes_without_a_terminal() {
+    fn a_count_follows_its_phase_with_grouped_digits() {
+        assert_eq!(
+            counted_message("replaying trace", 12_000, 100_000, "requests"),
+            "replaying trace: 12,000 of 100,000 requests"
+        );
+    }
+
+    #[test]
+    fn a_spinner_names_its_phase_and_finishes_without_a_terminal() {
         let progress = Progress::spinner("measuring");
+        assert_eq!(progress.bar.message(), "measuring");
         progress.set_message("measuring again");
         progress.set_counted_message("replaying trace", 12_000, 100_000, "requests");
         set_phase("a phase named from afar");
