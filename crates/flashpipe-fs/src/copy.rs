@@ -238,15 +238,7 @@ fn copy_by_reference(
         &source_checksums,
         (plan.end_block * block_bytes).min(range.destination_offset_bytes + range.length_bytes),
     );
-    let mut report = CopyReport {
-        blocks_by_reference: plan.end_block - plan.first_block,
-        bytes_by_bytes: 0,
-    };
-    for (offset_bytes, bytes) in edges {
-        data::write(state, device, range.destination_inode, offset_bytes, &bytes)?;
-        report.bytes_by_bytes += bytes.len() as u64;
-    }
-    Ok(report)
+    write_edges(state, device, range, &plan, edges)
 }
 
 /// Copies `range` by sharing the source's whole blocks (their reference counts rise) and
@@ -294,15 +286,7 @@ fn share_blocks(
             (plan.end_block * block_bytes).min(range.destination_offset_bytes + range.length_bytes),
         );
     }
-    let mut report = CopyReport {
-        blocks_by_reference: plan.end_block - plan.first_block,
-        bytes_by_bytes: 0,
-    };
-    for (offset_bytes, bytes) in edges {
-        data::write(state, device, range.destination_inode, offset_bytes, &bytes)?;
-        report.bytes_by_bytes += bytes.len() as u64;
-    }
-    Ok(report)
+    write_edges(state, device, range, &plan, edges)
 }
 
 /// A device refusal of the copy (it cannot remap these blocks) becomes
@@ -325,6 +309,26 @@ fn pointer_and_checksum_at(state: &State, inode_number: u64, index: u64) -> (u64
         Some(&pointer) => (pointer, node.checksums[index as usize]),
         None => (0, None),
     }
+}
+
+/// Writes the edges read by [`read_edges`] into the destination by bytes, after the
+/// planned whole blocks were installed; the report counts both.
+fn write_edges(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    range: CopyRange,
+    plan: &ReferencePlan,
+    edges: Vec<(u64, Vec<u8>)>,
+) -> Result<CopyReport, CopyError> {
+    let mut report = CopyReport {
+        blocks_by_reference: plan.end_block - plan.first_block,
+        bytes_by_bytes: 0,
+    };
+    for (offset_bytes, bytes) in edges {
+        data::write(state, device, range.destination_inode, offset_bytes, &bytes)?;
+        report.bytes_by_bytes += bytes.len() as u64;
+    }
+    Ok(report)
 }
 
 /// Reads the head and tail bytes from the source before anything changes; returns
