@@ -16,17 +16,20 @@
 
 pub mod batch;
 pub mod buffer;
-pub mod clock;
 pub mod conformance;
 pub mod error;
 pub mod file;
 pub mod paced;
 pub mod ram;
-pub mod random;
 pub mod request;
 pub mod shared_memory;
 pub mod sim;
 pub mod split;
+
+/// Clocks live in flashpipe-base (the leaf every layer shares); re-exported at their old path.
+pub use flashpipe_base::clock;
+/// The seeded generator lives in flashpipe-base; re-exported at its old path.
+pub use flashpipe_base::random;
 
 pub use batch::{run_batch, run_one};
 pub use buffer::{BufferPool, IoBuf, PoolExhausted, IO_ALIGNMENT_BYTES};
