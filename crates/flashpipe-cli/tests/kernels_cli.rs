@@ -145,6 +145,7 @@ fn kernels_run_transforms_and_summarises_files_and_refuses_bad_input() {
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/udhr (scripts/test-data runs it)"]
 fn langid_profiles_train_evaluate_and_refuse_corruption() {
     let Some(udhr) = optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "udhr") else {
         return;

@@ -186,6 +186,7 @@ fn retraining_from_a_folder_of_text_files_is_one_command() {
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/udhr (scripts/test-data runs it)"]
 fn the_shipped_profile_is_what_training_on_the_udhr_corpus_gives() {
     let Some(udhr) = optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "udhr") else {
         return;

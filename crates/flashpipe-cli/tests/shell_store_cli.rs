@@ -328,6 +328,7 @@ fn mkfs_reads_device_paths_relative_to_the_working_directory() {
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/udhr (scripts/test-data runs it)"]
 fn train_langid_takes_all_the_data_and_json() {
     let Some(udhr) = optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "udhr") else {
         return;

@@ -451,6 +451,7 @@ fn the_demo_runs_on_a_small_size() {
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/udhr and images (scripts/test-data runs it)"]
 fn the_demo_runs_kernels_near_the_shared_data() {
     let (Some(_), Some(_)) = (
         optional_shared_folder(env!("CARGO_MANIFEST_DIR"), "udhr"),

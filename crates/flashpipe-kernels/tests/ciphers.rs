@@ -113,19 +113,23 @@ fn check_cavp_folder(mode: &str, kernel_name: &str) -> usize {
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/des (scripts/test-data runs it)"]
 fn des_ecb_matches_every_nist_cavp_vector() {
-    let checked = check_cavp_folder("ECB", "des-ecb");
-    if des_folder("ECB").is_some() {
-        assert_eq!(checked, 490, "every ECB vector runs");
-    }
+    assert_eq!(
+        check_cavp_folder("ECB", "des-ecb"),
+        490,
+        "every ECB vector runs"
+    );
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/des (scripts/test-data runs it)"]
 fn des_cbc_matches_every_nist_cavp_vector() {
-    let checked = check_cavp_folder("CBC", "des-cbc");
-    if des_folder("CBC").is_some() {
-        assert_eq!(checked, 490, "every CBC vector runs");
-    }
+    assert_eq!(
+        check_cavp_folder("CBC", "des-cbc"),
+        490,
+        "every CBC vector runs"
+    );
 }
 
 const DES_KEY: &str = "key=133457799bbcdff1";

@@ -28,6 +28,7 @@ fn subset() -> Option<(Vec<UdhrDocument>, LanguageModel)> {
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/udhr (scripts/test-data runs it)"]
 fn held_out_accuracy_on_thirty_languages_is_high_for_2k_pieces() {
     let Some((documents, model)) = subset() else {
         return;
@@ -118,6 +119,7 @@ fn profile_file_round_trips_and_refuses_damage() {
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/udhr (scripts/test-data runs it)"]
 fn kernel_labels_pieces_and_whole_files_the_same_under_any_chunking() {
     let Some((documents, model)) = subset() else {
         return;

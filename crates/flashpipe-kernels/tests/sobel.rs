@@ -48,6 +48,7 @@ fn check_image(image: &GrayImage) {
 }
 
 #[test]
+#[ignore = "data test: needs ../shared/data/images (scripts/test-data runs it)"]
 fn sobel_matches_the_reference_on_every_shared_image() {
     let Some(folder) = shared_data("images") else {
         return;
