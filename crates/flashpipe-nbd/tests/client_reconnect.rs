@@ -6,8 +6,9 @@
 
 mod client_support;
 
+use std::os::unix::net::UnixListener;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use client_support::{have, zero_file, Scratch, Server};
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
@@ -22,6 +23,22 @@ fn open_with(server: &Server, durability: ReconnectDurability, attempts: u32) ->
     config.reconnect_first_delay_ms = 50;
     config.reconnect_durability = durability;
     NbdDevice::open(config).expect("open")
+}
+
+/// Waits (up to 30 s) until a client connects to `listener`, and closes that connection.
+fn wait_for_a_connection(listener: &UnixListener) {
+    listener.set_nonblocking(true).expect("nonblocking");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => return drop(stream),
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "the client never reconnected");
+                thread::sleep(Duration::from_millis(5));
+            }
+            Err(error) => panic!("accept: {error}"),
+        }
+    }
 }
 
 fn block_pattern(block: u64, round: u8) -> Vec<u8> {
@@ -81,11 +98,15 @@ fn a_killed_server_restarted_in_time_gets_every_unanswered_request_again() {
         .all(|completion| completion.status.is_ok()));
 
     server.kill();
+    // Holds the server's socket so the client's first reconnect attempt is seen (and fails)
+    // before the server comes back: the restart waits on that attempt, not on a clock.
+    let gate = UnixListener::bind(&server.socket).expect("the socket path is free");
     // nbdkit --exit-with-parent follows the thread that started it, so the restarting
     // thread lives until the test is done with the server.
     let (done, wait_done) = std::sync::mpsc::channel::<()>();
     let restarter = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(300));
+        wait_for_a_connection(&gate);
+        drop(gate);
         server.restart();
         let _ = wait_done.recv();
         server

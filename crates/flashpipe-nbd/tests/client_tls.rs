@@ -394,15 +394,12 @@ fn sequential_mib_per_second(uri: &str, size_bytes: u64, rounds: u32) -> (f64, f
 }
 
 /// The TLS pump's cost against plaintext on loopback TCP, flashpipe's server, queue
-/// depth 32, 1 MiB requests. A measurement for an idle machine:
-/// `FLASHPIPE_NBD_TLS_THROUGHPUT=1 cargo test --release -p flashpipe-nbd --test client_tls
-/// tls_throughput -- --nocapture`.
+/// depth 32, 1 MiB requests. A measurement for an idle machine, not part of the suite:
+/// `cargo test --release -p flashpipe-nbd --test client_tls tls_throughput -- --ignored
+/// --nocapture`.
 #[test]
+#[ignore = "a measurement for an idle machine (it asserts no figure): run it with --ignored"]
 fn tls_throughput_against_plaintext_when_asked() {
-    if std::env::var_os("FLASHPIPE_NBD_TLS_THROUGHPUT").is_none() {
-        eprintln!("SKIPPED: set FLASHPIPE_NBD_TLS_THROUGHPUT=1 to measure TLS against plaintext");
-        return;
-    }
     let Some(certificates) = certificates_or_skip("tls_throughput") else {
         return;
     };

@@ -11,12 +11,12 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::{pattern_bytes, run_ok, run_tool, tool_or_skip, TestServer};
+use common::{pattern_bytes, run_ok, run_tool, tool_or_skip, wait_until, TestServer};
 
 const MIB: u64 = 1024 * 1024;
 
-/// Rounds of 100 ms to wait for nbdfuse's pid file (how long a mount may take to come up).
-const NBDFUSE_READY_ROUNDS: u32 = 300;
+/// How long nbdfuse may take to write its pid file (to bring its mount up).
+const NBDFUSE_READY: Duration = Duration::from_secs(30);
 
 struct FuseMount {
     mount_point: std::path::PathBuf,
@@ -63,13 +63,12 @@ fn start_nbdfuse(server: &TestServer, uri: &str) -> FuseMount {
         .spawn()
         .expect("nbdfuse starts");
     let mount = FuseMount { mount_point, child };
-    for _ in 0..NBDFUSE_READY_ROUNDS {
-        if pid_file.exists() {
-            return mount;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("nbdfuse never wrote its pid file {}", pid_file.display());
+    assert!(
+        wait_until(NBDFUSE_READY, || pid_file.exists()),
+        "nbdfuse never wrote its pid file {}",
+        pid_file.display()
+    );
+    mount
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
-use common::{pattern_bytes, RawClient, TestServer};
+use common::{pattern_bytes, wait_until, RawClient, TestServer};
 use flashpipe_nbd::server::{NbdServer, ServerConfig, ServerLimits, ServerStartError};
 use flashpipe_nbd::wire::*;
 use proptest::prelude::*;
@@ -307,18 +307,14 @@ fn connections_beyond_the_limit_are_closed_at_accept() {
     let mut third = server.connect_tcp();
     assert!(closes(&mut third), "the third connection is closed");
     drop(first);
-    let mut admitted = None;
-    for _ in 0..100 {
-        if server.server().open_connections() < 2 {
-            admitted = Some(RawClient::connect(server.connect_tcp(), "disk", false));
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert!(
-        admitted.is_some(),
-        "a connection is admitted once one closed"
+        wait_until(Duration::from_secs(5), || server
+            .server()
+            .open_connections()
+            < 2),
+        "the closed connection is counted out"
     );
+    RawClient::connect(server.connect_tcp(), "disk", false);
 }
 
 #[test]
@@ -505,15 +501,14 @@ fn a_silent_client_is_dropped_after_the_handshake_time_limit() {
     let mut greeting = [0u8; SERVER_GREETING_BYTES];
     silent.read_exact(&mut greeting).unwrap();
     assert!(closes(&mut silent), "the silent client is dropped");
-    let mut admitted = None;
-    for _ in 0..100 {
-        if server.server().open_connections() == 0 {
-            admitted = Some(RawClient::connect(server.connect_tcp(), "disk", false));
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(admitted.is_some(), "its slot is free again");
+    assert!(
+        wait_until(Duration::from_secs(5), || server
+            .server()
+            .open_connections()
+            == 0),
+        "its slot is free again"
+    );
+    RawClient::connect(server.connect_tcp(), "disk", false);
 }
 
 #[test]
@@ -539,14 +534,9 @@ fn a_client_that_stops_reading_replies_is_dropped_after_the_reply_time_limit() {
             break;
         }
     }
-    let mut dropped = false;
-    for _ in 0..600 {
-        if server.server().open_connections() == 0 {
-            dropped = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let dropped = wait_until(Duration::from_secs(30), || {
+        server.server().open_connections() == 0
+    });
     assert!(dropped, "the connection that never reads is dropped");
     server_still_works(&server);
 }

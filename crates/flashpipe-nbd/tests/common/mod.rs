@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use flashpipe_nbd::server::{Export, ExportDeviceSpec, NbdServer, ServerConfig, ServerLimits};
 use flashpipe_nbd::wire::*;
@@ -129,6 +130,25 @@ pub fn run_ok(program: &str, arguments: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// How often [`wait_until`] looks again.
+pub const WAIT_POLL: Duration = Duration::from_millis(2);
+
+/// Waits until `condition` holds, looking every [`WAIT_POLL`], for at most `timeout`; true
+/// when it held. Tests wait on what the server reports (its open connections, a file a tool
+/// writes when ready), never for a guessed time.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
 }
 
 /// Bytes of a seeded pattern (SplitMix64), for files whose contents a test checks.
