@@ -13,12 +13,14 @@
 //! write so reads read data, not holes. The ratio column is flashpipe's throughput over the
 //! better of the other two on the same disk (issue #15's target: >= 1.0x on every row); for
 //! the queue-depth-1 rows the latency columns are the figures to read. A server whose
-//! program is missing is left out with a note.
+//! program is missing is left out with a note. `--parts tls` (not run by default) measures
+//! what TLS costs flashpipe's client and server ([`tls`]).
 
 mod disk_nodes;
 mod external_server;
 mod served_disk;
 mod stripe;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -48,12 +50,15 @@ pub enum NetPart {
     Servers,
     /// A store striped over loopback disk nodes beside the same store over RAM disks.
     Stripe,
+    /// flashpipe's client and server over nbds:// (TLS) beside nbd://.
+    Tls,
 }
 
 /// `flashpipe bench net`.
 #[derive(Debug, Args)]
 pub struct BenchNetArgs {
-    /// Parts to run: servers (fio against each NBD server), stripe (a store over disk nodes).
+    /// Parts to run: servers (fio against each NBD server), stripe (a store over disk nodes),
+    /// tls (nbds:// beside nbd://, flashpipe's client and server).
     #[arg(
         long,
         value_enum,
@@ -256,7 +261,7 @@ pub fn run(arguments: BenchNetArgs) -> BenchResult {
     let outcome = run_parts(&arguments, &folder);
     // The scratch folder holds qemu-nbd's RAM image, the sockets and the disk nodes' logs;
     // after a failure the logs are kept for the message that names them.
-    let (servers, stripe_rows) = match outcome {
+    let (servers, stripe_rows, tls_rows) = match outcome {
         Ok(results) => {
             let _ = std::fs::remove_dir_all(&folder);
             results
@@ -274,7 +279,9 @@ pub fn run(arguments: BenchNetArgs) -> BenchResult {
         }
     };
     if arguments.json {
-        println!("{}", results_json(&arguments, &servers, &stripe_rows));
+        let mut results = results_json(&arguments, &servers, &stripe_rows);
+        results["tls"] = json!(tls_rows);
+        println!("{results}");
         return Ok(());
     }
     if arguments.runs(NetPart::Servers) {
@@ -283,13 +290,16 @@ pub fn run(arguments: BenchNetArgs) -> BenchResult {
     if arguments.runs(NetPart::Stripe) {
         stripe::print_table(&arguments.stripe_settings(), &stripe_rows);
     }
+    if arguments.runs(NetPart::Tls) {
+        tls::print_table(arguments.size, &tls_rows);
+    }
     Ok(())
 }
 
 fn run_parts(
     arguments: &BenchNetArgs,
     folder: &Path,
-) -> BenchResult<(ServerResults, Vec<StripeRow>)> {
+) -> BenchResult<(ServerResults, Vec<StripeRow>, Vec<tls::TlsRow>)> {
     let servers = match arguments.runs(NetPart::Servers) {
         true => run_servers(arguments, folder)?,
         false => ServerResults {
@@ -301,7 +311,11 @@ fn run_parts(
         true => stripe::run(&arguments.stripe_settings(), folder)?,
         false => Vec::new(),
     };
-    Ok((servers, stripe_rows))
+    let tls_rows = match arguments.runs(NetPart::Tls) {
+        true => tls::run(arguments.size, folder)?,
+        false => Vec::new(),
+    };
+    Ok((servers, stripe_rows, tls_rows))
 }
 
 /// Every server on every disk, transport, connection count and workload.
@@ -423,7 +437,7 @@ fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, u64)> {
 
 fn check_arguments(arguments: &BenchNetArgs) -> BenchResult {
     if arguments.parts.is_empty() {
-        return Err(invalid_input("--parts: name at least one part (servers, stripe)").into());
+        return Err(invalid_input("--parts: name at least one part (servers, stripe, tls)").into());
     }
     if arguments.size < 64 * 1024 * 1024 || arguments.size % (1024 * 1024) != 0 {
         return Err(invalid_input(format!(

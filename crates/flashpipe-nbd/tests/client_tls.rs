@@ -359,68 +359,6 @@ fn qemu_nbd_with_x509_credentials_serves_the_client_over_nbds_unix() {
         .contains(&uri));
 }
 
-/// Sequential 1 MiB reads and writes over `uri` for `rounds` passes of the export;
-/// MiB/s of each (a measurement printed, never asserted).
-fn sequential_mib_per_second(uri: &str, size_bytes: u64, rounds: u32) -> (f64, f64) {
-    const CHUNK: usize = 1 << 20;
-    let mut device = open(uri).unwrap_or_else(|error| panic!("{error}"));
-    let blocks_per_chunk = (CHUNK / BLOCK) as u64;
-    let chunks = size_bytes / CHUNK as u64;
-    let payload = vec![0x3C; CHUNK];
-    let mut measure = |write: bool| {
-        let started = std::time::Instant::now();
-        let mut completions = Vec::new();
-        for _ in 0..rounds {
-            for chunk in 0..chunks {
-                let block = chunk * blocks_per_chunk;
-                let request = if write {
-                    Request::write(chunk, block, IoBuf::from_slice(&payload))
-                } else {
-                    Request::read(chunk, block, IoBuf::zeroed(CHUNK))
-                };
-                submit(&mut device, request, &mut completions);
-            }
-            completions.extend(reap(&mut device));
-        }
-        assert!(completions
-            .iter()
-            .all(|completion| completion.status.is_ok()));
-        let bytes = (size_bytes * u64::from(rounds)) as f64;
-        bytes / (1 << 20) as f64 / started.elapsed().as_secs_f64()
-    };
-    let write = measure(true);
-    let read = measure(false);
-    (write, read)
-}
-
-/// The TLS pump's cost against plaintext on loopback TCP, flashpipe's server, queue
-/// depth 32, 1 MiB requests. A measurement for an idle machine, not part of the suite:
-/// `cargo test --release -p flashpipe-nbd --test client_tls tls_throughput -- --ignored
-/// --nocapture`.
-#[test]
-#[ignore = "a measurement for an idle machine (it asserts no figure): run it with --ignored"]
-fn tls_throughput_against_plaintext_when_asked() {
-    let Some(certificates) = certificates_or_skip("tls_throughput") else {
-        return;
-    };
-    let size_bytes = 256 * MIB;
-    let tls_server = flashpipe_server(&certificates, Some(TlsMode::Required), size_bytes);
-    let plain_server = flashpipe_server(&certificates, None, size_bytes);
-    let folder = certificates.client_folder("client", "ca", Some("client"));
-    let tls_uri = format!(
-        "nbds://localhost:{}/disk?tls-certificates={}",
-        port(&tls_server),
-        folder.display()
-    );
-    let plain_uri = format!("nbd://localhost:{}/disk", port(&plain_server));
-    for (label, uri) in [("nbd ", &plain_uri), ("nbds", &tls_uri)] {
-        let (write, read) = sequential_mib_per_second(uri, size_bytes, 4);
-        println!("{label}: sequential 1 MiB writes {write:.0} MiB/s, reads {read:.0} MiB/s (queue depth 32, loopback TCP)");
-    }
-    tls_server.shutdown();
-    plain_server.shutdown();
-}
-
 fn contents(index: usize) -> Vec<u8> {
     let length = 1000 + index * 37_111 % 200_000;
     (0..length)
