@@ -485,7 +485,15 @@ fn a_server_that_never_replies_times_out() {
         .open_with(|config| config.reply_timeout_ms = 200)
         .expect("the handshake is fine");
     let mut completions = Vec::new();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The reply timeout passes twice with nothing in flight: counted, and nothing else.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while device.idle_reply_timeouts() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reply timeout never passed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     assert_eq!(device.poll_completions(&mut completions), 0);
     assert_eq!(
         device.counters().connections_lost,

@@ -92,6 +92,8 @@ struct Table {
     /// When the writer last finished sending a request (the reply timeout counts from
     /// the later of this and the last byte received).
     last_sent: Option<Instant>,
+    /// Reply timeouts that passed with nothing in flight (the connection was kept).
+    idle_timeouts: u64,
 }
 
 #[derive(Debug, Default)]
@@ -173,6 +175,11 @@ impl Connection {
             writer,
             reader,
         })
+    }
+
+    /// Reply timeouts this connection let pass with nothing in flight (it stays open).
+    pub(crate) fn idle_timeouts(&self) -> u64 {
+        self.shared.lock().idle_timeouts
     }
 
     /// Hands a request to the writer; gives it back when the writer has stopped.
@@ -426,11 +433,14 @@ fn wait_for_reply(
                 let Some(timeout) = settings.reply_timeout else {
                     continue;
                 };
-                let table = shared.lock();
+                let mut table = shared.lock();
                 if let Some(reason) = &table.lost {
                     return Err(stop(reason.clone()));
                 }
                 let waiting = table.in_flight.len() + usize::from(table.writer_holds.is_some());
+                if waiting == 0 {
+                    table.idle_timeouts += 1;
+                }
                 let quiet_since = table
                     .last_sent
                     .map_or(*last_received, |sent| sent.max(*last_received));

@@ -251,6 +251,17 @@ impl NbdDevice {
         self.core.counters()
     }
 
+    /// How many times the reply timeout passed on a live connection with nothing in flight,
+    /// summed over the connections open now: an idle connection is kept, and this count is
+    /// how a caller (a test) sees that the timeout ran without ending it.
+    pub fn idle_reply_timeouts(&self) -> u64 {
+        self.connections
+            .iter()
+            .flatten()
+            .map(Connection::idle_timeouts)
+            .sum()
+    }
+
     /// Takes in one reader event: a completion (with the durability bookkeeping) or a
     /// lost connection (reconnect and re-issue, or fail everything).
     fn handle_event(&mut self, slot: usize, event: Event) {
