@@ -116,6 +116,18 @@ impl Link {
         &self.faults
     }
 
+    /// Changes the link's faults from now on (a link that got slow or lossy); arrivals
+    /// already promised keep their order.
+    ///
+    /// # Panics
+    /// When `faults` is out of range (check it with [`LinkFaults::validate`]).
+    pub fn set_faults(&mut self, faults: LinkFaults) {
+        if let Err(error) = faults.validate() {
+            panic!("link faults refused: {error}");
+        }
+        self.faults = faults;
+    }
+
     /// Draws one one-way delay (one draw from `generator`).
     pub fn draw_delay_ns(&self, generator: &mut SplitMix64) -> u64 {
         self.faults.delay_ns_min

@@ -100,6 +100,8 @@ enum NetworkEvent {
     ArriveAtClient { node: usize, delivery: Delivery },
     /// The client tries to connect.
     ConnectAttempt { node: usize, attempt: u64 },
+    /// A node taken down for a while ([`SimNetwork::take_down_for`]) is back.
+    BringUp { node: usize },
 }
 
 impl NetworkEvent {
@@ -108,7 +110,8 @@ impl NetworkEvent {
             NetworkEvent::ArriveAtNode { node, .. }
             | NetworkEvent::ServiceDone { node, .. }
             | NetworkEvent::ArriveAtClient { node, .. }
-            | NetworkEvent::ConnectAttempt { node, .. } => *node,
+            | NetworkEvent::ConnectAttempt { node, .. }
+            | NetworkEvent::BringUp { node } => *node,
         }
     }
 
@@ -124,6 +127,7 @@ impl NetworkEvent {
                 Delivery::Tick => 8,
             },
             NetworkEvent::ConnectAttempt { .. } => 7,
+            NetworkEvent::BringUp { .. } => 9,
         }
     }
 }
@@ -144,6 +148,9 @@ struct Node {
     /// Blocks (of [`NODE_DISK_BLOCK_BYTES`]) changed since the node's last flush, with
     /// their contents before: what a restart reverts.
     unflushed_originals: BTreeMap<u64, Vec<u8>>,
+    /// Chance that the node fails a request with `EIO` (a failing device behind it;
+    /// [`SimNetwork::set_failure_probability`]). No draw is made while it is zero.
+    failure_probability: f64,
     /// The connection attempt the node's client waits for (a device dropped or replaced
     /// while reconnecting leaves its attempt behind, which must not take the node).
     awaited_attempt: Option<u64>,
@@ -179,6 +186,8 @@ pub struct SimNetworkCounters {
     pub reconnects: u64,
     /// Requests the nodes carried out (re-issued ones counted again).
     pub requests_served: u64,
+    /// Requests a failing node answered with `EIO` ([`SimNetwork::set_failure_probability`]).
+    pub requests_failed: u64,
 }
 
 /// One simulated network of NBD disk nodes. Clones share it.
@@ -307,6 +316,7 @@ impl SimNetwork {
             inbox: VecDeque::new(),
             requests_served: 0,
             unflushed_originals: BTreeMap::new(),
+            failure_probability: 0.0,
             awaited_attempt: None,
         });
         Ok(state.nodes.len() - 1)
@@ -355,6 +365,46 @@ impl SimNetwork {
     /// The node is back: connection attempts may succeed again.
     pub fn bring_up(&self, node: usize) {
         self.lock().nodes[node].up = true;
+    }
+
+    /// Takes the node down ([`SimNetwork::take_down`]) and brings it back `duration_ns`
+    /// of virtual time later (a reboot the client's reconnects may outlast).
+    pub fn take_down_for(&self, node: usize, duration_ns: u64) {
+        let mut state = self.lock();
+        state.nodes[node].up = false;
+        state.sever(node, "the disk node went down");
+        let at_ns = state.timeline.now_ns().saturating_add(duration_ns);
+        state.schedule(at_ns, NetworkEvent::BringUp { node });
+    }
+
+    /// Slows the node by `factor`: its link delays and its service time are multiplied
+    /// (a device that got slow, a congested path). 1 leaves it as it is.
+    ///
+    /// # Panics
+    /// When `factor` is zero.
+    pub fn slow_down(&self, node: usize, factor: u32) {
+        assert!(factor > 0, "a slow-down factor is at least 1");
+        let mut state = self.lock();
+        let target = &mut state.nodes[node];
+        let mut faults = *target.link.faults();
+        let factor = u64::from(factor);
+        faults.delay_ns_min = faults.delay_ns_min.saturating_mul(factor);
+        faults.delay_ns_max = faults.delay_ns_max.saturating_mul(factor);
+        faults.service_ns_max = faults.service_ns_max.saturating_mul(factor);
+        target.link.set_faults(faults);
+    }
+
+    /// Sets the chance (0.0..=1.0) that the node fails a request with `EIO`, as a failing
+    /// device behind its server would; 0 stops it.
+    ///
+    /// # Panics
+    /// When `probability` lies outside 0.0..=1.0.
+    pub fn set_failure_probability(&self, node: usize, probability: f64) {
+        assert!(
+            (0.0..=1.0).contains(&probability),
+            "failure probability {probability} outside 0.0..=1.0"
+        );
+        self.lock().nodes[node].failure_probability = probability;
     }
 
     /// Runs the earliest pending event, moving virtual time to it; false when nothing
@@ -557,6 +607,7 @@ impl NetworkState {
                     self.attempt_connect(node);
                 }
             }
+            NetworkEvent::BringUp { node } => self.nodes[node].up = true,
         }
     }
 
@@ -673,8 +724,15 @@ impl NetworkState {
         let target = &mut self.nodes[node];
         target.requests_served += 1;
         self.counters.requests_served += 1;
-        target.note_volatile_change(header);
-        let outcome = execute(&mut target.disk, target.export.size_bytes, header, payload);
+        let failing =
+            target.failure_probability > 0.0 && target.generator.chance(target.failure_probability);
+        let outcome = if failing {
+            self.counters.requests_failed += 1;
+            Err(wire::NBD_EIO)
+        } else {
+            target.note_volatile_change(header);
+            execute(&mut target.disk, target.export.size_bytes, header, payload)
+        };
         if outcome.is_ok() {
             target.note_durable(header);
         }
