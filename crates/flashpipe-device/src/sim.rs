@@ -191,7 +191,7 @@ impl SimWorld {
 }
 
 impl flashpipe_sim::Component for SimWorld {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "simulated disks"
     }
 

@@ -7,16 +7,34 @@
 //! component runs its due events itself, with no virtual call per event, so a hot event
 //! loop (the flash array's packed heap) keeps its speed.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use flashpipe_base::{Clock, SplitMix64, VirtualClock};
 
 /// Something with its own events that lives in a [`World`].
 pub trait Component {
     /// The component's name, for reports.
-    fn name(&self) -> &str;
+    fn name(&self) -> &'static str;
     /// The time of its earliest pending event, or `None` when it has none.
     fn next_due_ns(&self) -> Option<u64>;
     /// Runs every event due at or before `now_ns` (the world's clock already shows it).
     fn run_due(&mut self, now_ns: u64);
+}
+
+/// A component shared with its driver (which submits to it between steps).
+impl<C: Component> Component for Rc<RefCell<C>> {
+    fn name(&self) -> &'static str {
+        self.borrow().name()
+    }
+
+    fn next_due_ns(&self) -> Option<u64> {
+        self.borrow().next_due_ns()
+    }
+
+    fn run_due(&mut self, now_ns: u64) {
+        self.borrow_mut().run_due(now_ns);
+    }
 }
 
 /// A component's place in its world (registration order).
@@ -97,7 +115,7 @@ impl World {
     ///
     /// # Panics
     /// When `id` is not of this world.
-    pub fn component_name(&self, id: ComponentId) -> &str {
+    pub fn component_name(&self, id: ComponentId) -> &'static str {
         self.components[id.0].name()
     }
 
@@ -162,9 +180,6 @@ impl World {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-
     use super::*;
     use crate::queue::Timeline;
 
@@ -173,14 +188,14 @@ mod tests {
 
     /// A component that logs its events into a shared journal.
     struct Ticker {
-        name: String,
+        name: &'static str,
         timeline: Timeline<u32>,
         journal: Journal,
     }
 
     impl Component for Ticker {
-        fn name(&self) -> &str {
-            &self.name
+        fn name(&self) -> &'static str {
+            self.name
         }
 
         fn next_due_ns(&self) -> Option<u64> {
@@ -191,18 +206,23 @@ mod tests {
             while let Some((_, value)) = self.timeline.pop_due() {
                 self.journal
                     .borrow_mut()
-                    .push((now_ns, self.name.clone(), value));
+                    .push((now_ns, self.name.to_string(), value));
             }
         }
     }
 
-    fn ticker(world: &World, name: &str, events: &[(u64, u32)], journal: &Journal) -> Box<Ticker> {
+    fn ticker(
+        world: &World,
+        name: &'static str,
+        events: &[(u64, u32)],
+        journal: &Journal,
+    ) -> Box<Ticker> {
         let mut timeline = Timeline::with_clock(world.clock().clone());
         for &(at_ns, value) in events {
             timeline.schedule(at_ns, value);
         }
         Box::new(Ticker {
-            name: name.to_string(),
+            name,
             timeline,
             journal: Rc::clone(journal),
         })
@@ -259,5 +279,18 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a[0], a[1]);
+    }
+
+    #[test]
+    fn a_shared_component_stays_in_its_drivers_hands() {
+        let journal: Journal = Rc::new(RefCell::new(Vec::new()));
+        let mut world = World::new(2);
+        let shared = Rc::new(RefCell::new(*ticker(&world, "shared", &[(7, 1)], &journal)));
+        world.register(Box::new(Rc::clone(&shared)));
+        world.run_until_idle(10);
+        shared.borrow_mut().timeline.schedule(9, 2);
+        assert!(world.run_until_idle(10));
+        assert_eq!(journal.borrow().len(), 2);
+        assert_eq!(world.now_ns(), 9);
     }
 }

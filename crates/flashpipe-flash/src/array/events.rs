@@ -163,7 +163,7 @@ impl FlashArray {
 }
 
 impl flashpipe_sim::Component for FlashArray {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "flash array"
     }
 
@@ -178,5 +178,72 @@ impl flashpipe_sim::Component for FlashArray {
             self.clock.advance_to(now_ns);
         }
         self.run_events_until(now_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::interface::FlashCommand;
+
+    fn array() -> FlashArray {
+        let mut config = FlashConfig::preset("rad").expect("the rad preset");
+        config.geometry.channels = 2;
+        config.geometry.ways = 2;
+        config.geometry.blocks_per_plane = 8;
+        config.geometry.pages_per_block = 8;
+        config.reliability.factory_bad_block_fraction = 0.0;
+        config.reliability.grown_bad_probability_at_rated = 0.0;
+        let options = FlashOptions {
+            seed: 5,
+            host_queue_depth: 64,
+            ..FlashOptions::default()
+        };
+        FlashArray::new(config, options).expect("an array")
+    }
+
+    fn submit_reads(array: &mut FlashArray) {
+        for tag in 0..24u64 {
+            let address = FlashAddress {
+                device: 0,
+                bus: (tag % 2) as u32,
+                chip: (tag / 2 % 2) as u32,
+                block: 1,
+                page: 0,
+            };
+            array
+                .submit(FlashRequest {
+                    tag,
+                    host: 0,
+                    command: FlashCommand::ReadPage { address },
+                })
+                .expect("room for the read");
+        }
+    }
+
+    fn instants(acks: &[Ack]) -> Vec<(u64, u64)> {
+        acks.iter().map(|ack| (ack.tag, ack.completed_ns)).collect()
+    }
+
+    #[test]
+    fn an_array_stepped_by_a_world_acks_at_the_instants_it_acks_alone() {
+        let mut alone = array();
+        submit_reads(&mut alone);
+        let mut expected = Vec::new();
+        alone.run_until_idle(&mut expected);
+
+        let mut world = flashpipe_sim::World::new(1);
+        let shared = Rc::new(RefCell::new(array()));
+        let id = world.register(Box::new(Rc::clone(&shared)));
+        assert_eq!(world.component_name(id), "flash array");
+        submit_reads(&mut shared.borrow_mut());
+        assert!(world.run_until_idle(1_000_000));
+        let mut acks = Vec::new();
+        shared.borrow_mut().poll_acks(&mut acks);
+        assert_eq!(instants(&acks), instants(&expected));
+        assert_eq!(world.now_ns(), shared.borrow().now_ns());
     }
 }

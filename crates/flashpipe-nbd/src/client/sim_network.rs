@@ -757,7 +757,7 @@ impl NetworkState {
 }
 
 impl flashpipe_sim::Component for SimNetwork {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "simulated network"
     }
 
