@@ -53,21 +53,54 @@ pub fn seeds(default_count: u64) -> Vec<u64> {
 /// As [`seeds`], with a count of its own for long mode (`long_count`, unless
 /// `FLASHPIPE_SEEDS` is set).
 pub fn seeds_long(default_count: u64, long_count: u64) -> Vec<u64> {
-    if let Some(seed) = replayed_seed() {
-        return vec![seed];
-    }
     let chosen_count: Option<u64> = std::env::var(SEED_COUNT_VARIABLE)
         .ok()
         .and_then(|value| value.trim().parse().ok());
-    if long_mode() {
-        let count = chosen_count.unwrap_or(long_count);
+    let request = SeedRequest {
+        replayed: replayed_seed(),
+        chosen_count,
+        long: long_mode(),
+    };
+    request.seeds(default_count, long_count, || {
         let base = random_seed();
         eprintln!(
-            "long mode: {count} seeds from base seed {base} ({SEED_VARIABLE}=S replays seed S)"
+            "long mode: {} seeds from base seed {base} ({SEED_VARIABLE}=S replays seed S)",
+            chosen_count.unwrap_or(long_count)
         );
-        return (0..count).map(|offset| base.wrapping_add(offset)).collect();
+        base
+    })
+}
+
+/// What the environment asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SeedRequest {
+    /// `FLASHPIPE_SEED`.
+    replayed: Option<u64>,
+    /// `FLASHPIPE_SEEDS`.
+    chosen_count: Option<u64>,
+    /// `FLASHPIPE_LONG=1`.
+    long: bool,
+}
+
+impl SeedRequest {
+    /// The seeds: the replayed one; else, in long mode, a count from `draw_base()`; else
+    /// `0..count`.
+    fn seeds(
+        &self,
+        default_count: u64,
+        long_count: u64,
+        draw_base: impl FnOnce() -> u64,
+    ) -> Vec<u64> {
+        if let Some(seed) = self.replayed {
+            return vec![seed];
+        }
+        if self.long {
+            let count = self.chosen_count.unwrap_or(long_count);
+            let base = draw_base();
+            return (0..count).map(|offset| base.wrapping_add(offset)).collect();
+        }
+        (0..self.chosen_count.unwrap_or(default_count)).collect()
     }
-    (0..chosen_count.unwrap_or(default_count)).collect()
 }
 
 /// The line that replays `seed`.
@@ -122,5 +155,43 @@ mod tests {
             replay_line(42),
             "seed 42 failed; replay with FLASHPIPE_SEED=42"
         );
+    }
+
+    #[test]
+    fn a_replayed_seed_wins_over_every_other_setting() {
+        let request = SeedRequest {
+            replayed: Some(77),
+            chosen_count: Some(9),
+            long: true,
+        };
+        let seeds = request.seeds(5, 1_000, || panic!("no base is drawn for a replay"));
+        assert_eq!(seeds, [77]);
+    }
+
+    #[test]
+    fn the_default_runs_from_zero_and_long_mode_from_the_drawn_base() {
+        let default = SeedRequest {
+            replayed: None,
+            chosen_count: None,
+            long: false,
+        };
+        assert_eq!(default.seeds(3, 1_000, || panic!("no base")), [0, 1, 2]);
+        let chosen = SeedRequest {
+            chosen_count: Some(2),
+            ..default
+        };
+        assert_eq!(chosen.seeds(3, 1_000, || panic!("no base")), [0, 1]);
+        let long = SeedRequest {
+            long: true,
+            ..default
+        };
+        let seeds = long.seeds(3, 4, || u64::MAX - 1);
+        assert_eq!(seeds, [u64::MAX - 1, u64::MAX, 0, 1]);
+        let long_chosen = SeedRequest {
+            long: true,
+            chosen_count: Some(2),
+            ..default
+        };
+        assert_eq!(long_chosen.seeds(3, 4, || 10), [10, 11]);
     }
 }
