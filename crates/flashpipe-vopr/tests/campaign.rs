@@ -68,7 +68,7 @@ fn the_same_seed_gives_the_same_fingerprint_twice() {
     let first = run_or_panic(&campaign, seed);
     let second = run_or_panic(&campaign, seed);
     assert_eq!(first, second, "seed {seed} ran two histories");
-    let other = run_or_panic(&campaign, seed + 1);
+    let other = run_or_panic(&campaign, seed.wrapping_add(1));
     assert_ne!(
         first.fingerprint, other.fingerprint,
         "two seeds, one history"
