@@ -20,8 +20,10 @@
 //! writes in flight, answered as they complete).
 //!
 //! `FLASHPIPE_KILLS=N` sets the kills per store kind (default [`DEFAULT_KILLS_PER_KIND`]);
-//! `FLASHPIPE_SEED=S` fixes the seed (printed at the start; it fixes the files, the
-//! commands and the kill delays, while where a kill lands also depends on the machine).
+//! Each campaign draws a random seed and prints it at the start (so every run explores
+//! new files, commands and kill delays); `FLASHPIPE_SEED=S` replays seed `S` (it fixes
+//! the files, the commands and the kill delays, while where a kill lands also depends on
+//! the machine). A failing campaign names its seed and the command that replays it.
 //! Each kind prints its figures: kills, kills that landed mid-command, losses.
 
 mod common;
@@ -32,11 +34,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use flashpipe_device::SplitMix64;
+use flashpipe_testkit::seeds;
 
 /// Kills per store kind in the default suite.
 const DEFAULT_KILLS_PER_KIND: u64 = 20;
-/// Seed when `FLASHPIPE_SEED` is not set.
-const DEFAULT_SEED: u64 = 0x6b11_1009;
 /// Largest file put, in bytes (the live set stays under [`LIVE_BYTES_LIMIT`]).
 const LARGEST_FILE_BYTES: u64 = 3 << 20;
 /// Bytes of live files above which the harness removes rather than adds.
@@ -191,11 +192,9 @@ fn kills_per_kind() -> u64 {
         .unwrap_or(DEFAULT_KILLS_PER_KIND)
 }
 
+/// The seed `FLASHPIPE_SEED` names, else a random one (printed by the campaign).
 fn campaign_seed() -> u64 {
-    std::env::var("FLASHPIPE_SEED")
-        .ok()
-        .map(|value| value.trim().parse().expect("FLASHPIPE_SEED is a number"))
-        .unwrap_or(DEFAULT_SEED)
+    seeds::replayed_seed().unwrap_or_else(seeds::random_seed)
 }
 
 fn random_content(generator: &mut SplitMix64) -> Vec<u8> {
@@ -901,9 +900,24 @@ fn summarize(found: &BTreeMap<String, Vec<u8>>, touched: &TouchedFiles) -> Strin
         .join("; ")
 }
 
-/// Runs the campaign on one store kind and checks its figures.
+/// Runs the campaign on one store kind with a fresh (or the replayed) seed; a failure
+/// names the seed and the command that replays it.
 fn kill_campaign(kind: &'static StoreKind) {
     let seed = campaign_seed();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        kill_campaign_with_seed(kind, seed);
+    }));
+    if let Err(panic) = outcome {
+        eprintln!(
+            "kill -9 campaign on a {} store failed with seed {seed}; replay with FLASHPIPE_SEED={seed} cargo test --release -p flashpipe-cli --test kill_nine",
+            kind.label
+        );
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Runs the campaign on one store kind with `seed` and checks its figures.
+fn kill_campaign_with_seed(kind: &'static StoreKind, seed: u64) {
     let kills = kills_per_kind();
     eprintln!(
         "kill -9 campaign on a {} store: seed {seed} (FLASHPIPE_SEED={seed} replays the workload), {kills} kills",

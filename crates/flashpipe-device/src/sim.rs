@@ -28,6 +28,11 @@
 //!
 //! After `restart`, [`SimWorld::open_disk`] gives a fresh handle over the durable image.
 //!
+//! The event queue is `flashpipe_sim`'s [`Timeline`](flashpipe_sim::Timeline). A
+//! `SimWorld` stands alone (its own clock) or joins a [`flashpipe_sim::World`]
+//! ([`SimWorld::join`]): it then shares the world's clock, draws its seed from the world
+//! and runs as one of its components, beside flash arrays and networks.
+//!
 //! Written by hand because no crate offers a deterministic simulated block device with
 //! this crash model; it is the ground the file system's crash tests stand on.
 
@@ -69,9 +74,28 @@ impl fmt::Debug for SimWorld {
 impl SimWorld {
     /// An empty world at virtual time zero whose every random choice derives from `seed`.
     pub fn new(seed: u64) -> SimWorld {
+        SimWorld::with_clock(seed, VirtualClock::new())
+    }
+
+    /// An empty world of disks on a shared clock (which it only moves forward).
+    pub fn with_clock(seed: u64, clock: VirtualClock) -> SimWorld {
         SimWorld {
-            state: Arc::new(Mutex::new(WorldState::new(seed))),
+            state: Arc::new(Mutex::new(WorldState::new(seed, clock))),
         }
+    }
+
+    /// A world of disks that lives in `world`: on its clock, seeded from its seed, and
+    /// registered as one of its components (so [`flashpipe_sim::World::step`] runs its
+    /// events in time order with every other component's).
+    pub fn join(world: &mut flashpipe_sim::World) -> SimWorld {
+        let disks = SimWorld::with_clock(world.draw_seed(), world.clock().clone());
+        world.register(Box::new(disks.clone()));
+        disks
+    }
+
+    /// The time of the earliest pending event, if any.
+    pub fn next_event_ns(&self) -> Option<u64> {
+        self.lock().next_due_ns()
     }
 
     fn lock(&self) -> MutexGuard<'_, WorldState> {
@@ -163,6 +187,20 @@ impl SimWorld {
     /// When `disk_index` is not a disk of this world.
     pub fn durable_block(&self, disk_index: usize, block: u64) -> Vec<u8> {
         self.lock().durable_contents(disk_index, block)
+    }
+}
+
+impl flashpipe_sim::Component for SimWorld {
+    fn name(&self) -> &'static str {
+        "simulated disks"
+    }
+
+    fn next_due_ns(&self) -> Option<u64> {
+        self.next_event_ns()
+    }
+
+    fn run_due(&mut self, _now_ns: u64) {
+        self.lock().run_due_events();
     }
 }
 

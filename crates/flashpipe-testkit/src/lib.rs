@@ -7,7 +7,8 @@
 //!   cuts) both drive it.
 //! - [`scratch`]: a scratch folder per test, removed when dropped, with a listing to check
 //!   that refused input changed nothing.
-//! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`) and the
+//! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`, a random
+//!   printed base under `FLASHPIPE_LONG=1`) and the
 //!   replay line printed when one fails.
 //! - [`tools`]: tools a test drives but the project does not build; a missing one skips the
 //!   test with a message, or fails it under `FLASHPIPE_REQUIRE_TOOLS=1` (CI).

@@ -671,3 +671,43 @@ fn dropping_a_handle_with_requests_in_flight_leaves_the_world_consistent() {
         .unwrap();
     assert_eq!(reap_all(&mut other).len(), 1);
 }
+
+#[test]
+fn two_disk_sets_joined_in_one_world_run_in_time_order_on_its_clock() {
+    let mut world = flashpipe_sim::World::new(5);
+    let fast = SimWorld::join(&mut world);
+    let slow = SimWorld::join(&mut world);
+    let mut fast_disk = fast
+        .add_disk(exact_timing_config(1_000, 1_000_000_000, 1))
+        .unwrap();
+    let mut slow_disk = slow
+        .add_disk(exact_timing_config(9_000, 1_000_000_000, 1))
+        .unwrap();
+    slow_disk
+        .submit(Request::write(
+            1,
+            0,
+            IoBuf::zeroed(BLOCK_SIZE_BYTES as usize),
+        ))
+        .unwrap();
+    fast_disk.submit(Request::flush(2)).unwrap();
+    let mut completions = Vec::new();
+    let mut seen = Vec::new();
+    while world.step() {
+        for disk in [&mut fast_disk, &mut slow_disk] {
+            if disk.poll_completions(&mut completions) > 0 {
+                seen.extend(completions.drain(..).map(|c| (c.tag, world.now_ns())));
+            }
+        }
+    }
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[0],
+        (2, 1_000),
+        "the flush of the fast disk comes first"
+    );
+    assert_eq!(seen[1].0, 1);
+    assert!(seen[1].1 > 9_000);
+    assert_eq!(fast.now_ns(), world.now_ns(), "one clock");
+    assert_eq!(world.component_count(), 2);
+}

@@ -1,6 +1,7 @@
 //! The discrete-event core of a simulated world: every disk's state, one event queue
-//! ordered by (virtual time, sequence number), service slots, the transfer channel,
-//! fault injection and crashes.
+//! ordered by (virtual time, sequence number) (`flashpipe_sim::Timeline`, which moves the
+//! world's virtual clock), service slots, the transfer channel, fault injection and
+//! crashes.
 //!
 //! Everything here runs under the world's one mutex, on the caller's thread; random
 //! choices come from seeded [`SplitMix64`] generators and every collection iterates in a
@@ -9,7 +10,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use crate::clock::{Clock, VirtualClock};
+use flashpipe_sim::Timeline;
+
+use crate::clock::VirtualClock;
 use crate::error::{DeviceError, DeviceErrorKind, TransferDirection};
 use crate::random::SplitMix64;
 use crate::request::{Completion, DeviceInfo, Operation, Request};
@@ -68,12 +71,10 @@ struct DiskState {
 /// The whole world behind the mutex.
 #[derive(Debug)]
 pub(crate) struct WorldState {
-    clock: VirtualClock,
+    timeline: Timeline<Event>,
     seed_generator: SplitMix64,
     crash_generator: SplitMix64,
     disks: Vec<DiskState>,
-    events: BTreeMap<(u64, u64), Event>,
-    next_sequence: u64,
     next_request_id: u64,
     next_handle_id: u64,
     crashed: bool,
@@ -90,16 +91,14 @@ pub(crate) struct OpenedHandle {
 }
 
 impl WorldState {
-    pub(crate) fn new(seed: u64) -> WorldState {
+    pub(crate) fn new(seed: u64, clock: VirtualClock) -> WorldState {
         let mut seed_generator = SplitMix64::new(seed);
         let crash_generator = SplitMix64::new(seed_generator.next_u64());
         WorldState {
-            clock: VirtualClock::new(),
+            timeline: Timeline::with_clock(clock),
             seed_generator,
             crash_generator,
             disks: Vec::new(),
-            events: BTreeMap::new(),
-            next_sequence: 0,
             next_request_id: 0,
             next_handle_id: 0,
             crashed: false,
@@ -111,7 +110,12 @@ impl WorldState {
     }
 
     pub(crate) fn clock(&self) -> &VirtualClock {
-        &self.clock
+        self.timeline.clock()
+    }
+
+    /// The time of the earliest pending event.
+    pub(crate) fn next_due_ns(&self) -> Option<u64> {
+        self.timeline.next_due_ns()
     }
 
     pub(crate) fn disk_count(&self) -> usize {
@@ -270,13 +274,11 @@ impl WorldState {
     }
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
-        self.events.insert((time_ns, sequence), event);
+        self.timeline.schedule(time_ns, event);
     }
 
     fn start_service(&mut self, disk_index: usize, request_id: u64) {
-        let now_ns = self.clock.now_ns();
+        let now_ns = self.timeline.now_ns();
         let disk = &mut self.disks[disk_index];
         assert!(disk.busy_slot_count < disk.config.parallelism);
         disk.busy_slot_count += 1;
@@ -306,12 +308,7 @@ impl WorldState {
 
     /// Processes every event due at or before the current virtual time.
     pub(crate) fn run_due_events(&mut self) {
-        let now_ns = self.clock.now_ns();
-        while let Some(entry) = self.events.first_entry() {
-            if entry.key().0 > now_ns {
-                break;
-            }
-            let event = entry.remove();
+        while let Some((_, event)) = self.timeline.pop_due() {
             self.process(event);
         }
     }
@@ -356,9 +353,8 @@ impl WorldState {
 
     /// Runs the earliest pending event (advancing virtual time to it); false when none.
     pub(crate) fn run_next_event(&mut self) -> bool {
-        match self.events.pop_first() {
-            Some(((time_ns, _), event)) => {
-                self.clock.advance_to(time_ns);
+        match self.timeline.pop_next() {
+            Some((_, event)) => {
                 self.process(event);
                 true
             }
@@ -374,7 +370,7 @@ impl WorldState {
     }
 
     fn start_transfer(&mut self, event: Event) {
-        let now_ns = self.clock.now_ns();
+        let now_ns = self.timeline.now_ns();
         let disk = &mut self.disks[event.disk_index];
         let size_bytes = match &disk.requests[&event.request_id].request.operation {
             Operation::Read { buffer, .. } | Operation::Write { buffer, .. } => buffer.len(),
@@ -425,7 +421,7 @@ impl WorldState {
         self.crashed = true;
         self.epoch += 1;
         self.submissions_until_crash = None;
-        self.events.clear();
+        self.timeline.clear();
         let mut decisions_per_disk = Vec::with_capacity(self.disks.len());
         for disk in &mut self.disks {
             decisions_per_disk

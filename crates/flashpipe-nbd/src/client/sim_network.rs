@@ -1,8 +1,10 @@
 //! A simulated network of NBD disk nodes in virtual time: the ground that
 //! [`super::sim::SimNbdDevice`] runs on.
 //!
-//! A [`SimNetwork`] is one discrete-event world: a [`VirtualClock`], one event queue
-//! ordered by (virtual time, sequence number), and its nodes. Each node is an in-simulation
+//! A [`SimNetwork`] is one discrete-event world: a `flashpipe_sim::Timeline` (one event
+//! queue ordered by (virtual time, sequence number) and the [`VirtualClock`] it moves),
+//! and its nodes, each behind a `flashpipe_sim::Link`. A network stands alone or joins a
+//! `flashpipe_sim::World` ([`SimNetwork::join`]) beside disks and flash arrays. Each node is an in-simulation
 //! NBD server over a [`RamDisk`] behind a seeded link to one client connection at a time.
 //! Bytes on the link are the protocol's own (`crate::wire`): the client's request frames
 //! are decoded by the node with [`RequestHeader::decode`], carried out on the RAM disk, and
@@ -26,84 +28,28 @@
 //! Nothing reads the wall clock, starts a thread or iterates a hash map, so a seed fixes
 //! the whole history; [`SimNetwork::history_fingerprint`] sums it up for replay checks.
 
+mod serving;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use flashpipe_device::{
-    run_one, Clock, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk, SplitMix64,
-    VirtualClock,
+    run_one, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk, SplitMix64, VirtualClock,
 };
+use flashpipe_sim::{Link, LinkFaults, Timeline};
 
 use crate::wire::{self, RequestHeader};
 
 use super::handshake::NbdExport;
+use serving::{encode_replies, execute, split_requests};
 
 /// Bytes per block of a node's RAM disk (every NBD request of the client is a multiple).
 const NODE_DISK_BLOCK_BYTES: u32 = 512;
 
-/// Most requests one message from the client may carry (one device request's parts).
-const MAX_REQUESTS_PER_MESSAGE: usize = 1 << 20;
-
-/// How a node's link and service misbehave.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SimLinkConfig {
-    /// Shortest one-way delay of a message, nanoseconds.
-    pub delay_ns_min: u64,
-    /// Longest one-way delay of a message, nanoseconds.
-    pub delay_ns_max: u64,
-    /// Longest time the node takes to carry out one request, nanoseconds.
-    pub service_ns_max: u64,
-    /// Chance that a message is lost and its connection severed.
-    pub sever_probability: f64,
-    /// Chance that a message is lost silently and its connection with it (a partition:
-    /// no reset reaches either side, so only the client's reply timeout notices).
-    pub silent_loss_probability: f64,
-    /// Chance that a reply arrives with a flipped bit in its magic (a protocol violation
-    /// the client must end the connection on and recover from).
-    pub garble_probability: f64,
-    /// Chance that the node closes the connection instead of serving a request.
-    pub close_probability: f64,
-    /// Chance that a connection attempt is refused.
-    pub refuse_probability: f64,
-}
-
-impl SimLinkConfig {
-    /// A link that never fails: 20 to 80 us each way, up to 30 us of service.
-    pub fn reliable() -> SimLinkConfig {
-        SimLinkConfig {
-            delay_ns_min: 20_000,
-            delay_ns_max: 80_000,
-            service_ns_max: 30_000,
-            sever_probability: 0.0,
-            silent_loss_probability: 0.0,
-            garble_probability: 0.0,
-            close_probability: 0.0,
-            refuse_probability: 0.0,
-        }
-    }
-
-    fn validate(&self) -> Result<(), String> {
-        if self.delay_ns_min > self.delay_ns_max {
-            return Err(format!(
-                "delay_ns_min {} above delay_ns_max {}",
-                self.delay_ns_min, self.delay_ns_max
-            ));
-        }
-        let probabilities = [
-            ("sever_probability", self.sever_probability),
-            ("silent_loss_probability", self.silent_loss_probability),
-            ("garble_probability", self.garble_probability),
-            ("close_probability", self.close_probability),
-            ("refuse_probability", self.refuse_probability),
-        ];
-        for (name, probability) in probabilities {
-            if !(0.0..=1.0).contains(&probability) {
-                return Err(format!("{name} {probability} outside 0.0..=1.0"));
-            }
-        }
-        Ok(())
-    }
-}
+/// How a node's link and service misbehave: the simulator's link faults (delays, a
+/// service time, and the chances of a reset, a silent loss, a garbled reply, a close and
+/// a refused attempt).
+pub type SimLinkConfig = LinkFaults;
 
 /// One disk node: its export and its link.
 #[derive(Debug, Clone, PartialEq)]
@@ -154,6 +100,8 @@ enum NetworkEvent {
     ArriveAtClient { node: usize, delivery: Delivery },
     /// The client tries to connect.
     ConnectAttempt { node: usize, attempt: u64 },
+    /// A node taken down for a while ([`SimNetwork::take_down_for`]) is back.
+    BringUp { node: usize },
 }
 
 impl NetworkEvent {
@@ -162,7 +110,8 @@ impl NetworkEvent {
             NetworkEvent::ArriveAtNode { node, .. }
             | NetworkEvent::ServiceDone { node, .. }
             | NetworkEvent::ArriveAtClient { node, .. }
-            | NetworkEvent::ConnectAttempt { node, .. } => *node,
+            | NetworkEvent::ConnectAttempt { node, .. }
+            | NetworkEvent::BringUp { node } => *node,
         }
     }
 
@@ -178,6 +127,7 @@ impl NetworkEvent {
                 Delivery::Tick => 8,
             },
             NetworkEvent::ConnectAttempt { .. } => 7,
+            NetworkEvent::BringUp { .. } => 9,
         }
     }
 }
@@ -188,16 +138,19 @@ struct Node {
     export: NbdExport,
     disk: RamDisk,
     generator: SplitMix64,
+    /// The node's link: its faults and the last arrival each way (a stream keeps its
+    /// order).
+    link: Link,
     up: bool,
     live_connection: Option<u64>,
-    /// Arrival time of the last message each way (a stream keeps its order).
-    last_to_node_ns: u64,
-    last_to_client_ns: u64,
     inbox: VecDeque<Delivery>,
     requests_served: u64,
     /// Blocks (of [`NODE_DISK_BLOCK_BYTES`]) changed since the node's last flush, with
     /// their contents before: what a restart reverts.
     unflushed_originals: BTreeMap<u64, Vec<u8>>,
+    /// Chance that the node fails a request with `EIO` (a failing device behind it;
+    /// [`SimNetwork::set_failure_probability`]). No draw is made while it is zero.
+    failure_probability: f64,
     /// The connection attempt the node's client waits for (a device dropped or replaced
     /// while reconnecting leaves its attempt behind, which must not take the node).
     awaited_attempt: Option<u64>,
@@ -205,11 +158,9 @@ struct Node {
 
 /// The whole network behind the mutex.
 struct NetworkState {
-    clock: VirtualClock,
+    timeline: Timeline<NetworkEvent>,
     seed_generator: SplitMix64,
     nodes: Vec<Node>,
-    events: BTreeMap<(u64, u64), NetworkEvent>,
-    next_sequence: u64,
     next_connection: u64,
     fingerprint: u64,
     events_run: u64,
@@ -235,6 +186,8 @@ pub struct SimNetworkCounters {
     pub reconnects: u64,
     /// Requests the nodes carried out (re-issued ones counted again).
     pub requests_served: u64,
+    /// Requests a failing node answered with `EIO` ([`SimNetwork::set_failure_probability`]).
+    pub requests_failed: u64,
 }
 
 /// One simulated network of NBD disk nodes. Clones share it.
@@ -248,7 +201,7 @@ impl std::fmt::Debug for SimNetwork {
         let state = self.lock();
         formatter
             .debug_struct("SimNetwork")
-            .field("now_ns", &state.clock.now_ns())
+            .field("now_ns", &state.timeline.now_ns())
             .field("nodes", &state.nodes.len())
             .field("events_run", &state.events_run)
             .finish()
@@ -264,13 +217,16 @@ impl SimNetwork {
     /// An empty network at virtual time zero whose every random choice derives from
     /// `seed`.
     pub fn new(seed: u64) -> SimNetwork {
+        SimNetwork::with_clock(seed, VirtualClock::new())
+    }
+
+    /// An empty network on a shared clock (which it only moves forward).
+    pub fn with_clock(seed: u64, clock: VirtualClock) -> SimNetwork {
         SimNetwork {
             state: Arc::new(Mutex::new(NetworkState {
-                clock: VirtualClock::new(),
+                timeline: Timeline::with_clock(clock),
                 seed_generator: SplitMix64::new(seed),
                 nodes: Vec::new(),
-                events: BTreeMap::new(),
-                next_sequence: 0,
                 next_connection: 1,
                 fingerprint: 0xcbf2_9ce4_8422_2325,
                 events_run: 0,
@@ -283,14 +239,27 @@ impl SimNetwork {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A network that lives in `world`: on its clock, seeded from its seed, and
+    /// registered as one of its components.
+    pub fn join(world: &mut flashpipe_sim::World) -> SimNetwork {
+        let network = SimNetwork::with_clock(world.draw_seed(), world.clock().clone());
+        world.register(Box::new(network.clone()));
+        network
+    }
+
     /// The network's virtual clock.
     pub fn clock(&self) -> VirtualClock {
-        self.lock().clock.clone()
+        self.lock().timeline.clock().clone()
     }
 
     /// The current virtual time.
     pub fn now_ns(&self) -> u64 {
-        self.lock().clock.now_ns()
+        self.lock().timeline.now_ns()
+    }
+
+    /// The time of the earliest pending event, if any.
+    pub fn next_event_ns(&self) -> Option<u64> {
+        self.lock().timeline.next_due_ns()
     }
 
     /// Adds a node (its RAM disk all zeros); returns its index. Bad settings are an
@@ -298,7 +267,7 @@ impl SimNetwork {
     pub fn add_node(&self, config: SimNodeConfig) -> Result<usize, DeviceError> {
         let name: Arc<str> = Arc::from(sim_node_uri(&config.name));
         let open_error = |detail: String| DeviceError::new(&name, DeviceErrorKind::Open { detail });
-        config.link.validate().map_err(open_error)?;
+        let link = Link::new(config.link).map_err(|error| open_error(error.to_string()))?;
         let block = u64::from(NODE_DISK_BLOCK_BYTES);
         if config.size_bytes == 0 || config.size_bytes % block != 0 {
             return Err(open_error(format!(
@@ -321,7 +290,7 @@ impl SimNetwork {
             NODE_DISK_BLOCK_BYTES,
             config.size_bytes / block,
             64,
-            state.clock.as_clock(),
+            state.timeline.clock().as_clock(),
         )?;
         let export = NbdExport {
             size_bytes: config.size_bytes,
@@ -341,13 +310,13 @@ impl SimNetwork {
             export,
             disk,
             generator,
+            link,
             up: true,
             live_connection: None,
-            last_to_node_ns: 0,
-            last_to_client_ns: 0,
             inbox: VecDeque::new(),
             requests_served: 0,
             unflushed_originals: BTreeMap::new(),
+            failure_probability: 0.0,
             awaited_attempt: None,
         });
         Ok(state.nodes.len() - 1)
@@ -398,6 +367,46 @@ impl SimNetwork {
         self.lock().nodes[node].up = true;
     }
 
+    /// Takes the node down ([`SimNetwork::take_down`]) and brings it back `duration_ns`
+    /// of virtual time later (a reboot the client's reconnects may outlast).
+    pub fn take_down_for(&self, node: usize, duration_ns: u64) {
+        let mut state = self.lock();
+        state.nodes[node].up = false;
+        state.sever(node, "the disk node went down");
+        let at_ns = state.timeline.now_ns().saturating_add(duration_ns);
+        state.schedule(at_ns, NetworkEvent::BringUp { node });
+    }
+
+    /// Slows the node by `factor`: its link delays and its service time are multiplied
+    /// (a device that got slow, a congested path). 1 leaves it as it is.
+    ///
+    /// # Panics
+    /// When `factor` is zero.
+    pub fn slow_down(&self, node: usize, factor: u32) {
+        assert!(factor > 0, "a slow-down factor is at least 1");
+        let mut state = self.lock();
+        let target = &mut state.nodes[node];
+        let mut faults = *target.link.faults();
+        let factor = u64::from(factor);
+        faults.delay_ns_min = faults.delay_ns_min.saturating_mul(factor);
+        faults.delay_ns_max = faults.delay_ns_max.saturating_mul(factor);
+        faults.service_ns_max = faults.service_ns_max.saturating_mul(factor);
+        target.link.set_faults(faults);
+    }
+
+    /// Sets the chance (0.0..=1.0) that the node fails a request with `EIO`, as a failing
+    /// device behind its server would; 0 stops it.
+    ///
+    /// # Panics
+    /// When `probability` lies outside 0.0..=1.0.
+    pub fn set_failure_probability(&self, node: usize, probability: f64) {
+        assert!(
+            (0.0..=1.0).contains(&probability),
+            "failure probability {probability} outside 0.0..=1.0"
+        );
+        self.lock().nodes[node].failure_probability = probability;
+    }
+
     /// Runs the earliest pending event, moving virtual time to it; false when nothing
     /// is pending.
     pub fn run_next_event(&self) -> bool {
@@ -442,8 +451,8 @@ impl SimNetwork {
     /// delivered as [`Delivery::Connected`] or [`Delivery::Refused`].
     pub(crate) fn schedule_connect(&self, node: usize, delay_ns: u64) {
         let mut state = self.lock();
-        let at_ns = state.clock.now_ns().saturating_add(delay_ns);
-        let attempt = state.next_sequence;
+        let at_ns = state.timeline.now_ns().saturating_add(delay_ns);
+        let attempt = state.timeline.next_sequence();
         state.nodes[node].awaited_attempt = Some(attempt);
         state.schedule(at_ns, NetworkEvent::ConnectAttempt { node, attempt });
     }
@@ -456,7 +465,7 @@ impl SimNetwork {
     /// Delivers [`Delivery::Tick`] to `node`'s client at `at_ns` (a timer).
     pub(crate) fn schedule_tick(&self, node: usize, at_ns: u64) {
         let mut state = self.lock();
-        let at_ns = at_ns.max(state.clock.now_ns());
+        let at_ns = at_ns.max(state.timeline.now_ns());
         let delivery = Delivery::Tick;
         state.schedule(at_ns, NetworkEvent::ArriveAtClient { node, delivery });
     }
@@ -473,8 +482,8 @@ impl SimNetwork {
             return;
         }
         let severed = {
-            let link = state.nodes[node].config.link;
-            state.nodes[node].generator.chance(link.sever_probability)
+            let target = &mut state.nodes[node];
+            target.link.draw_sever(&mut target.generator)
         };
         if severed {
             state.sever(
@@ -512,37 +521,30 @@ impl SimNetwork {
 
 impl NetworkState {
     fn schedule(&mut self, at_ns: u64, event: NetworkEvent) {
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
-        self.events.insert((at_ns, sequence), event);
+        self.timeline.schedule(at_ns, event);
     }
 
-    fn delay_ns(&mut self, node: usize) -> u64 {
-        let target = &mut self.nodes[node];
-        let link = target.config.link;
-        link.delay_ns_min
-            + target
-                .generator
-                .below(link.delay_ns_max - link.delay_ns_min + 1)
-    }
-
+    /// When a message the client sends now reaches the node (the link's forward way).
     fn arrival_to_node_ns(&mut self, node: usize) -> u64 {
-        let at_ns = self.clock.now_ns() + self.delay_ns(node);
+        let now_ns = self.timeline.now_ns();
         let target = &mut self.nodes[node];
-        target.last_to_node_ns = target.last_to_node_ns.max(at_ns);
-        target.last_to_node_ns
+        target
+            .link
+            .forward_arrival_ns(now_ns, &mut target.generator)
     }
 
+    /// When a message the node sends now reaches the client (the backward way).
     fn arrival_to_client_ns(&mut self, node: usize) -> u64 {
-        let at_ns = self.clock.now_ns() + self.delay_ns(node);
+        let now_ns = self.timeline.now_ns();
         let target = &mut self.nodes[node];
-        target.last_to_client_ns = target.last_to_client_ns.max(at_ns);
-        target.last_to_client_ns
+        target
+            .link
+            .backward_arrival_ns(now_ns, &mut target.generator)
     }
 
     fn draw_silent_loss(&mut self, node: usize) -> bool {
-        let probability = self.nodes[node].config.link.silent_loss_probability;
-        self.nodes[node].generator.chance(probability)
+        let target = &mut self.nodes[node];
+        target.link.draw_silent_loss(&mut target.generator)
     }
 
     /// Ends the node's live connection without a word to the client.
@@ -567,21 +569,20 @@ impl NetworkState {
     }
 
     fn run_due_events(&mut self) {
-        let now_ns = self.clock.now_ns();
-        while self
-            .events
-            .first_key_value()
-            .is_some_and(|(&(at_ns, _), _)| at_ns <= now_ns)
-        {
-            self.run_next_event();
+        while let Some((at_ns, event)) = self.timeline.pop_due() {
+            self.run_event(at_ns, event);
         }
     }
 
     fn run_next_event(&mut self) -> bool {
-        let Some(((at_ns, _), event)) = self.events.pop_first() else {
+        let Some((at_ns, event)) = self.timeline.pop_next() else {
             return false;
         };
-        self.clock.advance_to(at_ns);
+        self.run_event(at_ns, event);
+        true
+    }
+
+    fn run_event(&mut self, at_ns: u64, event: NetworkEvent) {
         self.events_run += 1;
         for value in [at_ns, event.node() as u64, event.kind_code()] {
             self.fingerprint = (self.fingerprint ^ value).wrapping_mul(0x0100_0000_01b3);
@@ -606,13 +607,15 @@ impl NetworkState {
                     self.attempt_connect(node);
                 }
             }
+            NetworkEvent::BringUp { node } => self.nodes[node].up = true,
         }
-        true
     }
 
     fn attempt_connect(&mut self, node: usize) {
-        let refuse_probability = self.nodes[node].config.link.refuse_probability;
-        let refused = !self.nodes[node].up || self.nodes[node].generator.chance(refuse_probability);
+        let refused = !self.nodes[node].up || {
+            let target = &mut self.nodes[node];
+            target.link.draw_refuse(&mut target.generator)
+        };
         if refused {
             self.counters.attempts_refused += 1;
         } else {
@@ -645,8 +648,11 @@ impl NetworkState {
         if self.nodes[node].live_connection != Some(connection) {
             return;
         }
-        let close_probability = self.nodes[node].config.link.close_probability;
-        if self.nodes[node].generator.chance(close_probability) {
+        let closes = {
+            let target = &mut self.nodes[node];
+            target.link.draw_close(&mut target.generator)
+        };
+        if closes {
             self.sever(node, "the server closed the connection");
             return;
         }
@@ -659,9 +665,11 @@ impl NetworkState {
         };
         for (header, payload) in requests {
             let replies = self.carry_out(node, &header, payload);
-            let service_ns_max = self.nodes[node].config.link.service_ns_max;
-            let service_ns = self.nodes[node].generator.below(service_ns_max + 1);
-            let at_ns = self.clock.now_ns() + service_ns;
+            let service_ns = {
+                let target = &mut self.nodes[node];
+                target.link.draw_service_ns(&mut target.generator)
+            };
+            let at_ns = self.timeline.now_ns() + service_ns;
             self.schedule(
                 at_ns,
                 NetworkEvent::ServiceDone {
@@ -682,8 +690,11 @@ impl NetworkState {
                 self.partition(node);
                 return;
             }
-            let sever_probability = self.nodes[node].config.link.sever_probability;
-            if self.nodes[node].generator.chance(sever_probability) {
+            let severed = {
+                let target = &mut self.nodes[node];
+                target.link.draw_sever(&mut target.generator)
+            };
+            if severed {
                 self.sever(
                     node,
                     "the link dropped a reply and the connection was reset",
@@ -700,11 +711,7 @@ impl NetworkState {
     /// Flips one bit of a reply's magic (its first four bytes), by the link's chance.
     fn maybe_garble(&mut self, node: usize, bytes: &mut [u8]) {
         let target = &mut self.nodes[node];
-        if bytes.len() < 4
-            || !target
-                .generator
-                .chance(target.config.link.garble_probability)
-        {
+        if bytes.len() < 4 || !target.link.draw_garble(&mut target.generator) {
             return;
         }
         let bit = target.generator.below(32);
@@ -717,8 +724,15 @@ impl NetworkState {
         let target = &mut self.nodes[node];
         target.requests_served += 1;
         self.counters.requests_served += 1;
-        target.note_volatile_change(header);
-        let outcome = execute(&mut target.disk, target.export.size_bytes, header, payload);
+        let failing =
+            target.failure_probability > 0.0 && target.generator.chance(target.failure_probability);
+        let outcome = if failing {
+            self.counters.requests_failed += 1;
+            Err(wire::NBD_EIO)
+        } else {
+            target.note_volatile_change(header);
+            execute(&mut target.disk, target.export.size_bytes, header, payload)
+        };
         if outcome.is_ok() {
             target.note_durable(header);
         }
@@ -742,194 +756,16 @@ impl NetworkState {
     }
 }
 
-impl Node {
-    /// The blocks a request changes, when it is a change a restart may undo: a write
-    /// without FUA, or a trim, inside the export.
-    fn volatile_blocks(&self, header: &RequestHeader) -> Option<std::ops::Range<u64>> {
-        let volatile = match header.command {
-            wire::CMD_WRITE => header.flags & wire::CMD_FLAG_FUA == 0,
-            wire::CMD_TRIM => true,
-            _ => false,
-        };
-        let block = u64::from(NODE_DISK_BLOCK_BYTES);
-        let end = header
-            .offset_bytes
-            .checked_add(u64::from(header.length_bytes))?;
-        let fits = end <= self.export.size_bytes && header.offset_bytes % block == 0;
-        (volatile && fits).then(|| header.offset_bytes / block..end.div_ceil(block))
+impl flashpipe_sim::Component for SimNetwork {
+    fn name(&self) -> &'static str {
+        "simulated network"
     }
 
-    /// Before a volatile change: keeps each block's contents from before the first
-    /// change since the last flush.
-    fn note_volatile_change(&mut self, header: &RequestHeader) {
-        let Some(blocks) = self.volatile_blocks(header) else {
-            return;
-        };
-        for block in blocks {
-            if self.unflushed_originals.contains_key(&block) {
-                continue;
-            }
-            let operation = Operation::Read {
-                first_block: block,
-                buffer: IoBuf::zeroed(NODE_DISK_BLOCK_BYTES as usize),
-            };
-            let completion =
-                run_one(&mut self.disk, operation).expect("a RAM disk read inside its bounds");
-            let contents = completion.buffer.expect("a read hands its buffer back");
-            self.unflushed_originals
-                .insert(block, contents.as_slice().to_vec());
-        }
+    fn next_due_ns(&self) -> Option<u64> {
+        self.next_event_ns()
     }
 
-    /// After a request succeeded: a flush makes everything durable, a FUA write its
-    /// blocks.
-    fn note_durable(&mut self, header: &RequestHeader) {
-        if header.command == wire::CMD_FLUSH {
-            self.unflushed_originals.clear();
-        } else if header.command == wire::CMD_WRITE && header.flags & wire::CMD_FLAG_FUA != 0 {
-            let block = u64::from(NODE_DISK_BLOCK_BYTES);
-            let first = header.offset_bytes / block;
-            let end = (header.offset_bytes + u64::from(header.length_bytes)).div_ceil(block);
-            for index in first..end {
-                self.unflushed_originals.remove(&index);
-            }
-        }
+    fn run_due(&mut self, _now_ns: u64) {
+        self.lock().run_due_events();
     }
-}
-
-/// Cuts one client message into its requests (headers and write payloads).
-fn split_requests(bytes: &[u8]) -> Result<Vec<(RequestHeader, &[u8])>, String> {
-    let mut requests = Vec::new();
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        if requests.len() >= MAX_REQUESTS_PER_MESSAGE {
-            return Err(format!(
-                "more than {MAX_REQUESTS_PER_MESSAGE} requests in one message"
-            ));
-        }
-        let Some((header_bytes, after)) =
-            rest.split_first_chunk::<{ wire::REQUEST_HEADER_BYTES }>()
-        else {
-            return Err(format!(
-                "{} bytes left, short of a request header",
-                rest.len()
-            ));
-        };
-        let header = RequestHeader::decode(header_bytes).map_err(|error| error.to_string())?;
-        let payload_bytes = if header.has_payload() {
-            header.length_bytes as usize
-        } else {
-            0
-        };
-        if after.len() < payload_bytes {
-            return Err(format!(
-                "a write of {payload_bytes} bytes with {} bytes of payload",
-                after.len()
-            ));
-        }
-        let (payload, after) = after.split_at(payload_bytes);
-        requests.push((header, payload));
-        rest = after;
-    }
-    Ok(requests)
-}
-
-/// What a request came to: its read data, or an NBD error.
-type Outcome = Result<Option<Vec<u8>>, u32>;
-
-fn execute(disk: &mut RamDisk, size_bytes: u64, header: &RequestHeader, payload: &[u8]) -> Outcome {
-    let block = u64::from(NODE_DISK_BLOCK_BYTES);
-    let length = u64::from(header.length_bytes);
-    let inside = header
-        .offset_bytes
-        .checked_add(length)
-        .is_some_and(|end| end <= size_bytes);
-    let aligned = header.offset_bytes % block == 0 && length % block == 0;
-    let first_block = header.offset_bytes / block;
-    let operation = match header.command {
-        wire::CMD_FLUSH => Operation::Flush,
-        _ if !inside => return Err(wire::NBD_EINVAL),
-        _ if !aligned => return Err(wire::NBD_EINVAL),
-        wire::CMD_READ => Operation::Read {
-            first_block,
-            buffer: IoBuf::zeroed(length as usize),
-        },
-        wire::CMD_WRITE => Operation::Write {
-            first_block,
-            buffer: IoBuf::from_slice(payload),
-        },
-        wire::CMD_TRIM => Operation::Trim {
-            first_block,
-            block_count: length / block,
-        },
-        _ => return Err(wire::NBD_EINVAL),
-    };
-    let is_read = header.command == wire::CMD_READ;
-    match run_one(disk, operation) {
-        Ok(completion) if completion.status.is_ok() => Ok(if is_read {
-            completion.buffer.map(|buffer| buffer.as_slice().to_vec())
-        } else {
-            None
-        }),
-        _ => Err(wire::NBD_EIO),
-    }
-}
-
-/// The reply messages for one request: a simple reply, or structured chunks (a read in
-/// two chunks, second half first, when `split`; an all-zero chunk as a hole).
-fn encode_replies(
-    header: &RequestHeader,
-    outcome: Outcome,
-    structured: bool,
-    split: bool,
-) -> Vec<Vec<u8>> {
-    let cookie = header.cookie;
-    let mut message = Vec::new();
-    if !structured {
-        let error = outcome.as_ref().err().copied().unwrap_or(0);
-        wire::encode_simple_reply(&mut message, error, cookie);
-        if let Ok(Some(data)) = outcome {
-            message.extend_from_slice(&data);
-        }
-        return vec![message];
-    }
-    match outcome {
-        Err(error) => {
-            wire::encode_chunk_error(&mut message, cookie, error, "simulated server error");
-            vec![message]
-        }
-        Ok(None) => {
-            wire::encode_chunk_none(&mut message, cookie);
-            vec![message]
-        }
-        Ok(Some(data)) => {
-            let half = if split && data.len() >= 2 * NODE_DISK_BLOCK_BYTES as usize {
-                data.len() / 2
-            } else {
-                0
-            };
-            if half == 0 {
-                return vec![content_chunk(cookie, header.offset_bytes, &data, true)];
-            }
-            let (first, second) = data.split_at(half);
-            let mut messages = Vec::with_capacity(2);
-            let second_offset = header.offset_bytes + half as u64;
-            messages.push(content_chunk(cookie, second_offset, second, false));
-            messages.push(content_chunk(cookie, header.offset_bytes, first, true));
-            messages
-        }
-    }
-}
-
-/// One `OFFSET_DATA` chunk, or `OFFSET_HOLE` when every byte is zero.
-fn content_chunk(cookie: u64, offset_bytes: u64, data: &[u8], done: bool) -> Vec<u8> {
-    let mut message = Vec::new();
-    let length = u32::try_from(data.len()).expect("a part fits the 32-bit length field");
-    if !data.is_empty() && data.iter().all(|&byte| byte == 0) {
-        wire::encode_chunk_offset_hole(&mut message, cookie, offset_bytes, length, done);
-    } else {
-        wire::encode_chunk_offset_data_header(&mut message, cookie, offset_bytes, length, done);
-        message.extend_from_slice(data);
-    }
-    message
 }

@@ -1,0 +1,319 @@
+//! What an admitted request does to the medium: block rules and wear, page contents
+//! with their ECC, injected bit flips and program times, reads decoded, writes and
+//! erases applied (and journaled when the store keeps a journal).
+
+use super::*;
+
+impl FlashArray {
+    pub(super) fn wear(&self, block_index: u64) -> BlockWear {
+        let block = &self.blocks[block_index as usize];
+        BlockWear {
+            pe_cycles: block.pe_cycles,
+            reads_since_erase: block.reads_since_erase,
+            programmed_at_ns: block.programmed_at_ns,
+        }
+    }
+
+    /// Appends the new state of the block at `address` to the image's journal (after a
+    /// program wrote its page, or an erase), so a process death keeps it.
+    pub(super) fn journal_block_of(&mut self, address: FlashAddress, write_now: bool) {
+        let block_index = self
+            .block_index(address)
+            .expect("an admitted command has a valid address");
+        let now_ns = self.now_ns();
+        self.store.journal_block(
+            block_index,
+            &self.blocks[block_index as usize],
+            now_ns,
+            write_now,
+        );
+    }
+
+    pub(super) fn page_index(&self, block_index: u64, page: u32) -> u64 {
+        block_index * u64::from(self.config.geometry.pages_per_block) + u64::from(page)
+    }
+
+    pub(super) fn apply_read(
+        &mut self,
+        slot_index: u32,
+        address: FlashAddress,
+        generator: &mut SplitMix64,
+    ) -> Result<u64, RuleViolation> {
+        let block_index = self.block_index(address)?;
+        let array_read_ns = self.config.timing.array_read_ns;
+        let keeps_data = self.keeps_data();
+        let data_bytes = self.config.geometry.page_data_bytes as usize;
+        let spare_bytes = self.host_spare_bytes();
+        let factory_bad = reliability::is_factory_bad(
+            &self.config.reliability,
+            self.options.seed,
+            block_index,
+            address.block,
+        );
+        let programmed = address.page < self.blocks[block_index as usize].next_page;
+        if factory_bad || !programmed {
+            if keeps_data {
+                let mut spare = vec![0xFF; spare_bytes];
+                if factory_bad && address.page == 0 && !spare.is_empty() {
+                    spare[0] = 0x00;
+                }
+                let slot = self.slot_mut(slot_index);
+                slot.data = Some(vec![0xFF; data_bytes]);
+                slot.spare = Some(spare);
+            }
+            return Ok(array_read_ns);
+        }
+        let rber = reliability::raw_bit_error_rate(
+            &self.config.reliability,
+            self.wear(block_index),
+            self.now_ns(),
+        );
+        self.blocks[block_index as usize].reads_since_erase += 1;
+        let raw_bytes = self.config.raw_page_bytes();
+        let flips = reliability::poisson(generator, rber * (raw_bytes * 8) as f64);
+        let (status, symbols, data, spare) = if keeps_data {
+            self.read_and_decode(block_index, address.page, flips, generator)
+        } else {
+            let (status, symbols) = self.judge_flips(flips, generator);
+            (status, symbols, None, None)
+        };
+        let slot = self.slot_mut(slot_index);
+        slot.status = status;
+        slot.ecc_symbols = symbols;
+        slot.data = data;
+        slot.spare = spare;
+        Ok(array_read_ns)
+    }
+
+    pub(super) fn flip_positions(
+        &self,
+        flips: u32,
+        generator: &mut SplitMix64,
+    ) -> Vec<(usize, u8)> {
+        let raw_bits = (self.config.raw_page_bytes() * 8) as u64;
+        (0..flips)
+            .map(|_| {
+                let bit = generator.below(raw_bits);
+                ((bit / 8) as usize, 1u8 << (bit % 8))
+            })
+            .collect()
+    }
+
+    /// Status and corrected symbols of a read with `flips` bit errors, without data.
+    pub(super) fn judge_flips(&self, flips: u32, generator: &mut SplitMix64) -> (AckStatus, u32) {
+        if flips == 0 {
+            return (AckStatus::CLEAN, 0);
+        }
+        let positions = self.flip_positions(flips, generator);
+        Self::status_of(self.codec.judge_flips(&positions))
+    }
+
+    pub(super) fn status_of(judgement: crate::ecc::FlipJudgement) -> (AckStatus, u32) {
+        match judgement.outcome {
+            DecodeOutcome::Corrected { symbols } => (
+                AckStatus::Ok {
+                    corrected_bits: judgement.wrong_bits,
+                    corrected_symbols: symbols,
+                },
+                symbols,
+            ),
+            DecodeOutcome::Uncorrectable => (AckStatus::Uncorrectable, 0),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    pub(super) fn read_and_decode(
+        &mut self,
+        block_index: u64,
+        page: u32,
+        flips: u32,
+        generator: &mut SplitMix64,
+    ) -> (AckStatus, u32, Option<Vec<u8>>, Option<Vec<u8>>) {
+        let mut raw = vec![0u8; self.config.raw_page_bytes()];
+        let page_index = self.page_index(block_index, page);
+        if self.store.read_page(page_index, &mut raw).is_err() {
+            return (AckStatus::Uncorrectable, 0, None, None);
+        }
+        let positions = self.flip_positions(flips, generator);
+        let (status, symbols) = match self.ecc_mode {
+            EccMode::OutcomeModel => self.judge_read(&mut raw, &positions),
+            EccMode::Decoder => self.decode_read(&mut raw, &positions),
+        };
+        let data_bytes = self.config.geometry.page_data_bytes as usize;
+        let message_bytes = data_bytes + self.host_spare_bytes();
+        let spare = raw[data_bytes..message_bytes].to_vec();
+        raw.truncate(data_bytes);
+        (status, symbols, Some(raw), Some(spare))
+    }
+
+    /// The outcome model on a read page: a correctable read returns the programmed bytes
+    /// (what the decoder would give back), an uncorrectable one the bytes with every flip.
+    pub(super) fn judge_read(&self, raw: &mut [u8], positions: &[(usize, u8)]) -> (AckStatus, u32) {
+        if positions.is_empty() {
+            return (AckStatus::CLEAN, 0);
+        }
+        let judgement = self.codec.judge_flips(positions);
+        if judgement.outcome == DecodeOutcome::Uncorrectable {
+            for &(byte, bit) in positions {
+                raw[byte] ^= bit;
+            }
+        }
+        Self::status_of(judgement)
+    }
+
+    /// The real decoder on a read page: flips applied, then every touched codeword decoded.
+    pub(super) fn decode_read(
+        &self,
+        raw: &mut [u8],
+        positions: &[(usize, u8)],
+    ) -> (AckStatus, u32) {
+        let message_bytes = self.codec.layout().message_bytes;
+        if !positions.is_empty() && !self.store.stores_parity() {
+            // What the page would hold with its parity: the programmed message encoded.
+            self.codec.encode_in_place(raw);
+        }
+        let original = (!positions.is_empty()).then(|| raw.to_vec());
+        let mut touched: Vec<usize> = Vec::new();
+        for &(byte, bit) in positions {
+            raw[byte] ^= bit;
+            if let Some(codeword) = self.codec.codeword_of_byte(byte) {
+                if !touched.contains(&codeword) {
+                    touched.push(codeword);
+                }
+            }
+        }
+        let corrupted = raw.to_vec();
+        match self.codec.decode(raw, &touched) {
+            DecodeOutcome::Corrected { symbols } => {
+                if let Some(original) = &original {
+                    assert!(
+                        raw[..message_bytes] == original[..message_bytes] || symbols > 0,
+                        "a decode that corrected nothing returned altered data"
+                    );
+                }
+                let corrected_bits = corrupted
+                    .iter()
+                    .zip(raw.iter())
+                    .map(|(before, after)| (before ^ after).count_ones())
+                    .sum();
+                (
+                    AckStatus::Ok {
+                        corrected_bits,
+                        corrected_symbols: symbols,
+                    },
+                    symbols,
+                )
+            }
+            DecodeOutcome::Uncorrectable => (AckStatus::Uncorrectable, 0),
+        }
+    }
+
+    pub(super) fn program_time_ns(&self, page: u32, generator: &mut SplitMix64) -> u64 {
+        let timing = &self.config.timing;
+        let types = &timing.program_ns_by_page_type;
+        let typical_ns = types[page as usize % types.len()];
+        if generator.chance(timing.program_slow_fraction) {
+            typical_ns + generator.below(timing.program_ns_max - typical_ns + 1)
+        } else {
+            typical_ns
+        }
+    }
+
+    /// The raw page a program stores: data, host spare (0xFF after the host's bytes), parity
+    /// (only where the store keeps it: an image; in memory the bytes after the message stay
+    /// 0xFF). Built in `data`'s own vector (no copy when it has room for the raw page).
+    pub(super) fn encoded_page(&self, data: Vec<u8>, spare: &[u8]) -> Vec<u8> {
+        let message_bytes = self.codec.layout().message_bytes;
+        let mut raw = data;
+        raw.extend_from_slice(spare);
+        assert!(raw.len() <= message_bytes, "data and spare fit the message");
+        raw.resize(self.config.raw_page_bytes(), 0xFF);
+        if self.store.stores_parity() {
+            self.codec.encode_in_place(&mut raw);
+        }
+        raw
+    }
+
+    pub(super) fn apply_write(
+        &mut self,
+        slot_index: u32,
+        address: FlashAddress,
+        generator: &mut SplitMix64,
+    ) -> Result<u64, RuleViolation> {
+        let block_index = self.block_index(address)?;
+        let program_ns = self.program_time_ns(address.page, generator);
+        let block = self.blocks[block_index as usize];
+        let slot = self.slot_mut(slot_index);
+        let data = slot.data.take().unwrap_or_default();
+        let spare = slot.spare.take().unwrap_or_default();
+        if block.grown_bad || self.is_factory_bad(address) {
+            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+            return Ok(program_ns);
+        }
+        if address.page < block.next_page {
+            return Err(RuleViolation::NotErased {
+                block: address.block,
+                page: address.page,
+            });
+        }
+        if address.page > block.next_page {
+            return Err(RuleViolation::OutOfOrder {
+                expected_page: block.next_page,
+                page: address.page,
+            });
+        }
+        let failure =
+            reliability::operation_failure_probability(&self.config.reliability, block.pe_cycles);
+        if generator.chance(failure) {
+            self.blocks[block_index as usize].grown_bad = true;
+            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+            return Ok(program_ns);
+        }
+        if self.keeps_data() {
+            let raw = self.encoded_page(data, &spare);
+            let page_index = self.page_index(block_index, address.page);
+            if self.store.write_page(page_index, raw).is_err() {
+                self.blocks[block_index as usize].grown_bad = true;
+                self.slot_mut(slot_index).status = AckStatus::BadBlock;
+                return Ok(program_ns);
+            }
+        }
+        let now_ns = self.now_ns();
+        let block = &mut self.blocks[block_index as usize];
+        if block.next_page == 0 {
+            block.programmed_at_ns = now_ns;
+        }
+        block.next_page += 1;
+        Ok(program_ns)
+    }
+
+    pub(super) fn apply_erase(
+        &mut self,
+        slot_index: u32,
+        address: FlashAddress,
+        generator: &mut SplitMix64,
+    ) -> Result<u64, RuleViolation> {
+        let block_index = self.block_index(address)?;
+        let erase_ns = self.config.timing.erase_ns;
+        let pages = u64::from(self.config.geometry.pages_per_block);
+        let factory_bad = self.is_factory_bad(address);
+        let reliability = &self.config.reliability;
+        let block = &mut self.blocks[block_index as usize];
+        if block.grown_bad || factory_bad {
+            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+            return Ok(erase_ns);
+        }
+        let failure = reliability::operation_failure_probability(reliability, block.pe_cycles);
+        block.pe_cycles += 1;
+        if generator.chance(failure) {
+            block.grown_bad = true;
+            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+            return Ok(erase_ns);
+        }
+        block.next_page = 0;
+        block.reads_since_erase = 0;
+        block.programmed_at_ns = 0;
+        self.store.erase_block(block_index * pages, pages);
+        Ok(erase_ns)
+    }
+}

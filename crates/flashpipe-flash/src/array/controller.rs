@@ -1,0 +1,244 @@
+//! The controller side of the array: a request accepted from its host (checked, its
+//! write data across the host link, its hops), the controller tags of each device
+//! (hosts served round-robin), and admission onto a die's queue.
+
+use super::*;
+
+impl FlashArray {
+    pub(super) fn accept(&mut self, request: FlashRequest) {
+        let now_ns = self.now_ns();
+        let address = request.command.address();
+        let kind = request.command.kind();
+        let mut slot = Slot {
+            tag: request.tag,
+            address,
+            host: request.host,
+            kind,
+            device: address.device,
+            channel: 0,
+            die: 0,
+            submitted_ns: now_ns,
+            admitted_ns: 0,
+            array_busy_ns: 0,
+            ecc_symbols: 0,
+            status: AckStatus::CLEAN,
+            data: None,
+            spare: None,
+        };
+        let violation = self
+            .check_address(address)
+            .err()
+            .or_else(|| match &request.command {
+                FlashCommand::WritePage { data, spare, .. } => {
+                    self.check_lengths(data, spare).err()
+                }
+                _ => None,
+            });
+        if let Some(violation) = violation {
+            slot.status = AckStatus::RuleViolation(violation);
+            let slot_index = self.store_slot(slot);
+            self.schedule(
+                now_ns + self.host_software_ns(kind),
+                EventKind::Complete,
+                slot_index,
+            );
+            return;
+        }
+        slot.channel = address.device * self.config.geometry.channels + address.bus;
+        slot.die = slot.channel * self.config.dies_per_channel()
+            + address.chip * self.config.geometry.dies
+            + address.block / (self.config.geometry.planes * self.config.geometry.blocks_per_plane);
+        if let FlashCommand::WritePage { data, spare, .. } = request.command {
+            slot.data = Some(data);
+            slot.spare = Some(spare);
+        }
+        let page_bytes = u64::from(self.config.geometry.page_data_bytes);
+        let link_done_ns = match kind {
+            CommandKind::Write => {
+                self.book_host_link(request.host, now_ns, page_bytes)
+                    + self.config.timing.ecc_encode_ns
+            }
+            _ => now_ns,
+        };
+        let hops = self.hops(request.host, address.device);
+        let slot_index = self.store_slot(slot);
+        let arrival_ns = link_done_ns + hops * self.config.timing.hop_ns;
+        if arrival_ns == now_ns {
+            self.arrive(slot_index);
+        } else {
+            self.schedule(arrival_ns, EventKind::Arrive, slot_index);
+        }
+    }
+
+    pub(super) fn host_software_ns(&self, kind: CommandKind) -> u64 {
+        match kind {
+            CommandKind::Read => self.config.timing.host_software_read_ns,
+            _ => self.config.timing.host_software_write_ns,
+        }
+    }
+
+    pub(super) fn hops(&self, host: u32, device: u32) -> u64 {
+        let attached = host % self.config.geometry.devices;
+        u64::from(attached.abs_diff(device))
+    }
+
+    pub(super) fn book_host_link(&mut self, host: u32, ready_ns: u64, bytes: u64) -> u64 {
+        let rate = self.config.timing.host_link_bytes_per_second;
+        let transfer_ns = (bytes * 1_000_000_000).div_ceil(rate);
+        let link = &mut self.hosts[host as usize];
+        let start_ns = ready_ns.max(link.link_free_ns);
+        link.link_free_ns = start_ns + transfer_ns;
+        link.link_busy_ns += transfer_ns;
+        link.link_free_ns
+    }
+
+    pub(super) fn check_address(&self, address: FlashAddress) -> Result<(), RuleViolation> {
+        let geometry = &self.config.geometry;
+        for (field, value, limit) in [
+            ("device", address.device, geometry.devices),
+            ("bus", address.bus, geometry.channels),
+            ("chip", address.chip, geometry.ways),
+            ("block", address.block, self.config.blocks_per_way()),
+            ("page", address.page, geometry.pages_per_block),
+        ] {
+            if value >= limit {
+                return Err(RuleViolation::AddressOutOfRange {
+                    field,
+                    value: u64::from(value),
+                    limit: u64::from(limit),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_lengths(&self, data: &[u8], spare: &[u8]) -> Result<(), RuleViolation> {
+        let page_bytes = self.config.geometry.page_data_bytes as usize;
+        let data_ok = data.len() == page_bytes || (!self.keeps_data() && data.is_empty());
+        if !data_ok {
+            return Err(RuleViolation::WrongLength {
+                field: "data",
+                length: data.len(),
+                expected: page_bytes,
+            });
+        }
+        if spare.len() > self.host_spare_bytes() {
+            return Err(RuleViolation::WrongLength {
+                field: "spare",
+                length: spare.len(),
+                expected: self.host_spare_bytes(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn block_index(&self, address: FlashAddress) -> Result<u64, RuleViolation> {
+        self.check_address(address)?;
+        let geometry = &self.config.geometry;
+        let way_index = (u64::from(address.device) * u64::from(geometry.channels)
+            + u64::from(address.bus))
+            * u64::from(geometry.ways)
+            + u64::from(address.chip);
+        Ok(way_index * u64::from(self.config.blocks_per_way()) + u64::from(address.block))
+    }
+
+    pub(super) fn store_slot(&mut self, slot: Slot) -> u32 {
+        match self.free_slots.pop() {
+            Some(index) => {
+                self.slots[index as usize] = Some(slot);
+                index
+            }
+            None => {
+                self.slots.push(Some(slot));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    pub(super) fn slot(&self, index: u32) -> &Slot {
+        self.slots[index as usize].as_ref().expect("live slot")
+    }
+
+    pub(super) fn slot_mut(&mut self, index: u32) -> &mut Slot {
+        self.slots[index as usize].as_mut().expect("live slot")
+    }
+
+    #[inline]
+    pub(super) fn arrive(&mut self, slot_index: u32) {
+        let (device_index, host) = {
+            let slot = self.slot(slot_index);
+            (slot.device as usize, slot.host as usize)
+        };
+        let device = &mut self.devices[device_index];
+        if device.free_tags > 0 {
+            device.free_tags -= 1;
+            self.admit(slot_index);
+        } else {
+            device.waiting_by_host[host].push_back(slot_index);
+        }
+    }
+
+    #[inline]
+    pub(super) fn release_tag(&mut self, device_index: u32) {
+        let host_count = self.options.host_count;
+        let device = &mut self.devices[device_index as usize];
+        for offset in 0..host_count {
+            let host = (device.host_rotation + offset) % host_count;
+            if let Some(slot_index) = device.waiting_by_host[host as usize].pop_front() {
+                device.host_rotation = (host + 1) % host_count;
+                self.admit(slot_index);
+                return;
+            }
+        }
+        device.free_tags += 1;
+        assert!(device.free_tags <= self.config.timing.controller_queue_depth);
+    }
+
+    #[inline]
+    pub(super) fn admit(&mut self, slot_index: u32) {
+        let address = self.slot(slot_index).address;
+        let now_ns = self.now_ns();
+        self.operation_counter += 1;
+        let mut generator = SplitMix64::new(
+            self.options.seed ^ self.operation_counter.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        let kind = self.slot(slot_index).kind;
+        let outcome = match kind {
+            CommandKind::Read => self.apply_read(slot_index, address, &mut generator),
+            CommandKind::Write => self.apply_write(slot_index, address, &mut generator),
+            CommandKind::Erase => self.apply_erase(slot_index, address, &mut generator),
+        };
+        if outcome.is_ok() && kind != CommandKind::Read {
+            // A clean program's record may wait (it is written before its ack leaves);
+            // an erase's goes out at once, ahead of any program into the erased block.
+            let clean_program =
+                kind == CommandKind::Write && self.slot(slot_index).status == AckStatus::CLEAN;
+            self.journal_block_of(address, !clean_program);
+        }
+        let slot = self.slot_mut(slot_index);
+        slot.admitted_ns = now_ns;
+        match outcome {
+            Ok(array_busy_ns) => {
+                slot.array_busy_ns = array_busy_ns;
+                let die = slot.die;
+                let channel = slot.channel;
+                let work = QueuedWork {
+                    slot_index,
+                    admitted_ns: now_ns,
+                    kind: slot.kind,
+                };
+                self.dies[die as usize].waiting.push_back(work);
+                self.refresh_offer(die);
+                self.channels[channel as usize].queued_count += 1;
+                self.schedule_bus(channel);
+            }
+            Err(violation) => {
+                slot.status = AckStatus::RuleViolation(violation);
+                let device = slot.device;
+                let kind = slot.kind;
+                self.release_tag(device);
+                self.schedule_return(slot_index, now_ns, kind);
+            }
+        }
+    }
+}

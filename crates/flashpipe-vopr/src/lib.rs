@@ -1,0 +1,30 @@
+//! flashpipe-vopr: a campaign runner after TigerBeetle's VOPR (Viewstamped Operation
+//! Replicator): one seed builds one simulated world and runs the storage stack in it under
+//! faults; the same seed runs the same history, so a failing seed is a bug report.
+//!
+//! - [`campaign`]: [`Campaign::run`] builds, in one [`flashpipe_sim::World`], a
+//!   simulated network of NBD disk nodes (`flashpipe_nbd::client::SimNetwork`), the NBD
+//!   client over each (`SimNbdDevice`), striping over them (`flashpipe_array`), a file
+//!   system, and the stepped engine (`flashpipe_engine::SteppedEngine`) with several
+//!   clients. A seeded [`flashpipe_sim::FaultPlan`] crashes everything, restarts nodes,
+//!   partitions links, takes nodes down for a while, slows them and makes them fail
+//!   requests. Every reply is checked against a model; after every crash the file system
+//!   is remounted over fresh connections, must pass fsck and must hold what the last
+//!   acknowledged flush held (or what a flush in progress held).
+//! - [`workload`]: the commands drawn and what their replies must be.
+//! - [`planted`]: test-only fault hooks: bugs planted on purpose, which the campaign must
+//!   find (a check of the checker).
+//!
+//! `FLASHPIPE_SEED=S` replays seed `S` (see `tests/campaign.rs`); a failure prints
+//! `seed S failed; FLASHPIPE_SEED=S replays`.
+//!
+//! Layer rule: a check crate at the top of the stack; it depends on the simulator, the
+//! devices, the NBD client, striping, the file system and the engine, and nothing depends
+//! on it. It reads no wall clock and starts no thread.
+
+pub mod campaign;
+pub mod planted;
+pub mod workload;
+
+pub use campaign::{Campaign, CampaignConfig, CampaignFailure, CampaignReport};
+pub use planted::PlantedBug;
