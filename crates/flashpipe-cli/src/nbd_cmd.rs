@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use flashpipe_base::WaitPolicy;
 use flashpipe_device::paced::DEFAULT_LAG_WARNING_NS;
 use flashpipe_device::{BlockDevice, PacedDevice};
 use flashpipe_ftl::sectors::SectorDevice;
@@ -85,11 +86,12 @@ pub struct ServeArgs {
     /// holds it). Without it a path export is writable and locked exclusively.
     #[arg(long)]
     pub shared: bool,
-    /// Microseconds the device workers and reply writers spin for work before parking
-    /// (0: park at once; spinning saves a wake per hand-off at queue depth 1 and keeps a
-    /// core busy for the window after each request).
-    #[arg(long, default_value_t = 0)]
-    pub spin_us: u64,
+    /// Microseconds the device workers and reply writers poll for work before parking,
+    /// 0 to 10000 [default: FLASHPIPE_SPIN_US, else 0: park at once]. Spinning saves a
+    /// wake per hand-off at queue depth 1 and keeps a core busy for the window after each
+    /// request.
+    #[arg(long)]
+    pub spin_us: Option<WaitPolicy>,
     /// Pace every `flash:` export against the wall clock (real-time emulation): each
     /// completion is released at its modeled instant, so clients see the preset's latency
     /// and bandwidth.
@@ -206,7 +208,7 @@ fn serve(arguments: ServeArgs) -> CliResult {
             ..ServerLimits::default()
         },
         log_connections: true,
-        handoff_spin_us: arguments.spin_us,
+        spin: crate::serve_cmd::spin_policy(arguments.spin_us, WaitPolicy::PARK)?,
     };
     let server = NbdServer::start(config, exports)?;
     if arguments.json {

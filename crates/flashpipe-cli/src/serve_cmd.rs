@@ -23,7 +23,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use flashpipe_engine::{EngineConfig, PoolMemory};
+use flashpipe_base::wait::{WaitPolicy, SPIN_US_VARIABLE};
+use flashpipe_engine::{EngineConfig, Handoff, PoolMemory};
 use flashpipe_nbd::server::{NbdServer, ServerConfig as NbdServerConfig};
 use flashpipe_server::{group_by_name, AccessRule, ServeReport, Server, ServerConfig};
 use flashpipe_store::store_lock::LockWait;
@@ -114,15 +115,13 @@ pub struct ServeArgs {
     /// past it is refused with an error naming this limit.
     #[arg(long)]
     pub max_read_handles: Option<usize>,
-    /// Microseconds the answering thread of a client polls for the engine's next answer
-    /// before it sleeps (0, the default, sleeps at once; at most 10000). Spinning pays only
-    /// where cores are spare: see docs/benchmarks.md.
+    /// Microseconds every waiting thread of the server polls before it sleeps, 0 to 10000:
+    /// the engine's hand-off, each client's answering thread, and the reading thread of a
+    /// ring client's request ring [default: FLASHPIPE_SPIN_US, else each one's own: the
+    /// engine 200, the others 0 (sleep at once)]. Spinning pays only where cores are
+    /// spare: see docs/benchmarks.md.
     #[arg(long)]
-    pub answer_spin_us: Option<u32>,
-    /// Microseconds the server polls a ring client's request ring before it sleeps on the
-    /// ring's futex (0, the default, sleeps at once; at most 10000).
-    #[arg(long)]
-    pub ring_spin_us: Option<u32>,
+    pub spin_us: Option<WaitPolicy>,
     /// Milliseconds an answer to a client may wait for the client to read it before the
     /// server closes that client (one that stops reading cannot hold up the others or a
     /// stop).
@@ -246,6 +245,7 @@ fn start_nbd_exports(
         allow_non_loopback: arguments.insecure,
         tls,
         log_connections: true,
+        spin: spin_policy(arguments.spin_us, WaitPolicy::PARK)?,
         ..NbdServerConfig::default()
     };
     let server = NbdServer::start(config, exports)?;
@@ -335,10 +335,13 @@ fn open_store_to_serve(arguments: &ServeArgs) -> Result<RunningStore, Box<dyn st
     } else {
         LockWait::Fail
     };
-    let engine_config = EngineConfig {
+    let mut engine_config = EngineConfig {
         read_pool_memory: arguments.read_pool.pool_memory(),
         ..EngineConfig::default()
     };
+    if let Some(spin) = spin_setting(arguments.spin_us)? {
+        engine_config.handoff = Handoff::from_policy(spin);
+    }
     let store = RunningStore::open_with(
         arguments.store(),
         StoreAccess::ReadWrite,
@@ -378,6 +381,30 @@ fn access_rule(arguments: &ServeArgs) -> Result<AccessRule, Box<dyn std::error::
         None => None,
     };
     Ok(AccessRule { owner_uid, group })
+}
+
+/// The spin window `--spin-us` gives, else the one [`SPIN_US_VARIABLE`] gives; `None`
+/// when neither is set (each waiting thread keeps its own default). A bad value in the
+/// environment is refused as a bad flag is.
+pub(crate) fn spin_setting(given: Option<WaitPolicy>) -> Result<Option<WaitPolicy>, Failure> {
+    if given.is_some() {
+        return Ok(given);
+    }
+    match WaitPolicy::from_environment() {
+        None => Ok(None),
+        Some(Ok(spin)) => Ok(Some(spin)),
+        Some(Err(error)) => Err(Failure::invalid_input(format!(
+            "{SPIN_US_VARIABLE}: {error}"
+        ))),
+    }
+}
+
+/// [`spin_setting`], or `role_default` when neither the flag nor the environment names one.
+pub(crate) fn spin_policy(
+    given: Option<WaitPolicy>,
+    role_default: WaitPolicy,
+) -> Result<WaitPolicy, Failure> {
+    Ok(spin_setting(given)?.unwrap_or(role_default))
 }
 
 /// The server's configuration from the command line, the library's defaults elsewhere.
@@ -438,11 +465,8 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
             *field = value;
         }
     }
-    if let Some(spin_us) = arguments.answer_spin_us {
-        config.answer_spin_us = spin_us;
-    }
-    if let Some(spin_us) = arguments.ring_spin_us {
-        config.ring_spin_us = spin_us;
+    if let Some(spin) = spin_setting(arguments.spin_us)? {
+        config.spin = spin;
     }
     if let Some(timeout_ms) = arguments.send_timeout_ms {
         if timeout_ms == 0 {
