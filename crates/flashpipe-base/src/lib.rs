@@ -7,15 +7,19 @@
 //! - [`wait`]: the one wait strategy ([`WaitPolicy`], one knob: `spin_us`; [`Waiter`]:
 //!   poll, spin, yield, then the caller's park), used by the engine's hand-off, the NBD
 //!   server's threads, the store server's answering thread and the shared-memory rings.
+//! - [`socket`]: the one send without SIGPIPE (`MSG_NOSIGNAL`): [`send_all_nosignal`],
+//!   [`SendNoSignal`]; a write to a gone peer is an `EPIPE` error, never a signal.
 //!
 //! A leaf crate: it depends on no other flashpipe crate (only on crossbeam's channel
-//! type, which [`Waiter::receive`] polls), so the device layer, the
+//! type, which [`Waiter::receive`] polls, and libc), so the device layer, the
 //! simulator, the network runtime and the tests can all stand on it.
 
 pub mod clock;
 pub mod random;
+pub mod socket;
 pub mod wait;
 
 pub use clock::{Clock, RealClock, VirtualClock};
 pub use random::SplitMix64;
+pub use socket::{send_all_nosignal, send_nosignal, send_vectored_nosignal, SendNoSignal};
 pub use wait::{WaitPolicy, WaitPolicyError, Waited, Waiter};
