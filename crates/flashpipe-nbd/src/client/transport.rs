@@ -5,7 +5,7 @@
 //! Writes never raise `SIGPIPE`: a server that died must become an error the device can
 //! recover from, not the end of a process that restored the default `SIGPIPE` action (as
 //! the `flashpipe` binary does). TCP writes go through `send(MSG_NOSIGNAL)` in the
-//! standard library already; Unix-socket writes do here.
+//! standard library already; Unix-socket writes through `flashpipe_base::socket`.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
@@ -95,9 +95,9 @@ impl Read for Stream {
 impl Write for Stream {
     fn write(&mut self, buffer: &[u8]) -> std::io::Result<usize> {
         match self {
+            Stream::Tcp(stream) => stream.write(buffer),
             // MSG_NOSIGNAL: a closed peer is `EPIPE`, never `SIGPIPE` (which the CLI
             // leaves at its default action, the end of the process).
-            Stream::Tcp(stream) => flashpipe_base::send_nosignal(stream.as_fd(), buffer),
             Stream::Unix(stream) | Stream::Tls(stream) => {
                 flashpipe_base::send_nosignal(stream.as_fd(), buffer)
             }
