@@ -11,13 +11,12 @@
 //!
 //! SIGINT or SIGTERM stops it: no new connections, commands in flight finished, the
 //! file system flushed and unmounted cleanly, the socket removed, exit status 0. A second
-//! signal exits at once (status 130), leaving the store at its last commit.
+//! signal exits at once (status 130), leaving the store at its last commit. Signals and
+//! logs are `flashpipe_net`'s, shared with `flashpipe nbd serve`.
 //! docs/serve.md is the user's guide.
 
-mod logging;
 mod notify;
 pub(crate) mod readiness;
-pub(crate) mod signals;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -26,6 +25,7 @@ use std::path::{Path, PathBuf};
 use flashpipe_base::wait::{WaitPolicy, SPIN_US_VARIABLE};
 use flashpipe_engine::{EngineConfig, Handoff, PoolMemory};
 use flashpipe_nbd::server::{NbdServer, ServerConfig as NbdServerConfig};
+use flashpipe_net::{logging, signals};
 use flashpipe_server::{group_by_name, AccessRule, ServeReport, Server, ServerConfig};
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::parse_size_bytes;
@@ -33,7 +33,7 @@ use flashpipe_store::{RunningStore, StoreAccess};
 
 use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::CliResult;
-pub use logging::LogFormat;
+pub use flashpipe_net::LogFormat;
 use readiness::{json_line, ExportAddress, Ready, Stopped};
 
 /// `flashpipe serve`.
@@ -176,6 +176,8 @@ impl ReadPoolArg {
 
 /// Runs `flashpipe serve` until SIGINT or SIGTERM.
 pub fn run(arguments: ServeArgs) -> CliResult {
+    // Checked before anything is opened: a bad FLASHPIPE_SPIN_US changes nothing.
+    spin_setting(arguments.spin_us)?;
     signals::ignore_closed_pipes();
     logging::install_logging(arguments.log_format, arguments.verbose)?;
     let stop_signals = signals::StopSignals::install().map_err(|error| {

@@ -95,7 +95,8 @@ pub struct ServerConfig {
     pub tls: Option<TlsSettings>,
     /// The limits.
     pub limits: ServerLimits,
-    /// Print one line per connection end with a reason to standard error.
+    /// Log (a `tracing` event) each connection refused or ended for a reason other than
+    /// the client leaving.
     pub log_connections: bool,
     /// How long the device workers and reply writers poll for work before parking
     /// (`flashpipe_base::wait`; `nbd serve --spin-us`); the default parks at once, so an
@@ -583,10 +584,11 @@ fn accept_loop(
         if open >= shared.limits.max_connections {
             shared.open_connections.fetch_sub(1, Ordering::SeqCst);
             if shared.log_connections {
-                eprintln!(
-                    "nbd: refused a connection from {}: {open} connections open, limit {}",
-                    stream.peer_name(),
-                    shared.limits.max_connections
+                tracing::warn!(
+                    peer = %stream.peer_name(),
+                    open,
+                    limit = shared.limits.max_connections,
+                    "nbd: refused a connection: as many connections open as the limit"
                 );
             }
             continue;
@@ -677,7 +679,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         Ok(negotiated) => negotiated,
         Err(end) => {
             if shared.log_connections && !matches!(end, HandshakeEnd::ClientLeft) {
-                eprintln!("nbd: connection from {peer} ended in the handshake: {end}");
+                tracing::info!(%peer, "nbd: connection ended in the handshake: {end}");
             }
             let _ = stream.shutdown_stream(Shutdown::Both);
             return;
@@ -719,9 +721,10 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
             TransmissionEnd::Malformed(_) | TransmissionEnd::WriterGone
         )
     {
-        eprintln!(
-            "nbd: connection from {peer} to export `{}` ended: {end}",
-            negotiated.export.name
+        tracing::warn!(
+            %peer,
+            export = %negotiated.export.name,
+            "nbd: connection ended: {end}"
         );
     }
     let _ = stream.shutdown_stream(Shutdown::Both);
