@@ -27,6 +27,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use clap::Args;
+use flashpipe_base::WaitPolicy;
 use flashpipe_nbd::server::{NbdServer, ServerConfig, ServerLimits};
 use serde_json::{json, Value};
 
@@ -92,10 +93,10 @@ pub struct BenchNetArgs {
     /// Transports (tcp, unix).
     #[arg(long, value_delimiter = ',', default_value = "tcp,unix")]
     pub transports: Vec<String>,
-    /// Spin windows of flashpipe's server hand-offs to compare, in microseconds (0: park
-    /// at once); each is a server of its own in the tables (`flashpipe-spinN`).
+    /// Spin windows of flashpipe's server hand-offs to compare, in microseconds, 0 (park
+    /// at once) to 10000; each is a server of its own in the tables (`flashpipe-spinN`).
     #[arg(long, value_delimiter = ',', default_value = "0")]
-    pub flashpipe_spin_us: Vec<u64>,
+    pub spin_us: Vec<WaitPolicy>,
     /// Connection counts (fio jobs, one NBD connection each).
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub connections: Vec<u32>,
@@ -338,8 +339,8 @@ fn run_servers(arguments: &BenchNetArgs, folder: &Path) -> BenchResult<ServerRes
                 size_bytes: arguments.size,
             },
         };
-        for (server_name, spin_us) in server_variants(arguments) {
-            measure_server(arguments, &server_name, spin_us, &served, folder, &mut rows)?;
+        for (server_name, spin) in server_variants(arguments) {
+            measure_server(arguments, &server_name, spin, &served, folder, &mut rows)?;
         }
         // qemu-nbd's RAM disk is memory in /dev/shm; the other disks do not need it.
         let _ = std::fs::remove_file(folder.join(served_disk::QEMU_NBD_RAM_IMAGE));
@@ -354,12 +355,12 @@ fn run_servers(arguments: &BenchNetArgs, folder: &Path) -> BenchResult<ServerRes
 fn measure_server(
     arguments: &BenchNetArgs,
     server_name: &str,
-    spin_us: u64,
+    spin: WaitPolicy,
     disk: &ServedDisk,
     folder: &Path,
     rows: &mut Vec<Row>,
 ) -> BenchResult {
-    let Some(server) = start_server(server_name, spin_us, disk, folder)? else {
+    let Some(server) = start_server(server_name, spin, disk, folder)? else {
         crate::progress::note(&format!(
             "bench net: {server_name} is not installed; left out"
         ));
@@ -416,20 +417,21 @@ fn measure_running_server(
 }
 
 /// The servers to run: each flashpipe spin window is a server of its own.
-fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, u64)> {
+fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, WaitPolicy)> {
     let mut variants = Vec::new();
     for server in &arguments.servers {
         if server != "flashpipe" {
-            variants.push((server.clone(), 0));
+            variants.push((server.clone(), WaitPolicy::PARK));
             continue;
         }
-        for &spin_us in &arguments.flashpipe_spin_us {
-            let name = if arguments.flashpipe_spin_us.len() == 1 && spin_us == 0 {
+        for &spin in &arguments.spin_us {
+            let spin_us = spin.window_us();
+            let name = if arguments.spin_us.len() == 1 && spin_us == 0 {
                 "flashpipe".to_string()
             } else {
                 format!("flashpipe-spin{spin_us}")
             };
-            variants.push((name, spin_us));
+            variants.push((name, spin));
         }
     }
     variants
@@ -537,7 +539,7 @@ fn scratch_folder() -> BenchResult<PathBuf> {
 
 fn start_server(
     name: &str,
-    spin_us: u64,
+    spin: WaitPolicy,
     disk: &ServedDisk,
     folder: &Path,
 ) -> BenchResult<Option<RunningServer>> {
@@ -554,7 +556,7 @@ fn start_server(
                 tls: None,
                 limits: ServerLimits::default(),
                 log_connections: false,
-                handoff_spin_us: spin_us,
+                spin,
             };
             let server = NbdServer::start(config, vec![export])?;
             let address = server

@@ -39,6 +39,7 @@ mod targets;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use flashpipe_base::wait::{WaitPolicy, SPIN_US_VARIABLE};
 use serde::Serialize;
 
 use crate::error::{invalid_input, io_with, BenchError};
@@ -107,14 +108,13 @@ pub struct BenchServeArgs {
     /// Seconds each concurrent-clients point runs [default: 3; 0.2 with --quick].
     #[arg(long)]
     pub seconds: Option<f64>,
-    /// How long the server's answering thread polls for the engine's next answer before
-    /// it parks, microseconds (run once per value to compare) [default: the server's, 0].
+    /// How long every waiting thread polls before parking, microseconds, 0 to 10000 (run
+    /// once per value to compare): the engine's hand-off, the server's answering thread,
+    /// its reading thread on a ring client's request ring, and the client on its reply
+    /// ring [default: FLASHPIPE_SPIN_US, else each one's own: the engine 200, the server
+    /// and clients 0].
     #[arg(long)]
-    pub answer_spin_us: Option<u32>,
-    /// How long the server's reading thread polls a ring client's request ring, and the
-    /// client its reply ring, before parking on the futex, microseconds [default: 0, the server's].
-    #[arg(long)]
-    pub ring_spin_us: Option<u32>,
+    pub spin_us: Option<WaitPolicy>,
     /// Client processes, or client threads of this process [default: processes].
     #[arg(long, value_enum)]
     pub clients_as: Option<ClientsAs>,
@@ -147,10 +147,9 @@ pub struct ServeSettings {
     pub depth: u32,
     /// Seconds per concurrent-clients point.
     pub seconds: f64,
-    /// The server's answer spin window.
-    pub answer_spin_us: u32,
-    /// The ring spin window of the server's reading thread and of ring clients.
-    pub ring_spin_us: u32,
+    /// The spin window of every waiting thread, when one was given (`None`: each role's
+    /// default).
+    pub spin_us: Option<u32>,
     /// How clients run.
     pub clients_as: ClientsAs,
     /// Folder of the file store.
@@ -170,24 +169,12 @@ impl ServeSettings {
                 "--seconds {seconds}: from 0.01 to 3600 seconds"
             )));
         }
-        let answer_spin_us = arguments
-            .answer_spin_us
-            .unwrap_or(flashpipe_server::ServerConfig::default().answer_spin_us);
-        if answer_spin_us > flashpipe_server::MAX_ANSWER_SPIN_US {
-            return Err(invalid_input(format!(
-                "--answer-spin-us {answer_spin_us}: at most {} microseconds",
-                flashpipe_server::MAX_ANSWER_SPIN_US
-            )));
-        }
-        let ring_spin_us = arguments
-            .ring_spin_us
-            .unwrap_or(flashpipe_server::ServerConfig::default().ring_spin_us);
-        if ring_spin_us > flashpipe_server::MAX_ANSWER_SPIN_US {
-            return Err(invalid_input(format!(
-                "--ring-spin-us {ring_spin_us}: at most {} microseconds",
-                flashpipe_server::MAX_ANSWER_SPIN_US
-            )));
-        }
+        let spin = match arguments.spin_us {
+            Some(spin) => Some(spin),
+            None => WaitPolicy::from_environment()
+                .transpose()
+                .map_err(|error| invalid_input(format!("{SPIN_US_VARIABLE}: {error}")))?,
+        };
         Ok(ServeSettings {
             stores: match arguments.stores.is_empty() {
                 true => vec![ServeStoreKind::Ram, ServeStoreKind::File],
@@ -203,8 +190,7 @@ impl ServeSettings {
                 .unwrap_or(if quick { 200 } else { 20_000 }),
             large_file_bytes: arguments.file_mib.unwrap_or(if quick { 8 } else { 256 }) * MIB,
             depth: arguments.depth.unwrap_or(4),
-            answer_spin_us,
-            ring_spin_us,
+            spin_us: spin.map(WaitPolicy::window_us),
             seconds,
             clients_as: arguments.clients_as.unwrap_or(ClientsAs::Processes),
             folder: arguments.folder.clone().unwrap_or_else(std::env::temp_dir),
@@ -324,11 +310,14 @@ fn method_text(settings: &ServeSettings) -> String {
             "client threads of the bench process, each with its own client over the socket"
         }
     };
+    let spin = match settings.spin_us {
+        Some(spin_us) => format!("{spin_us} us for every waiting thread"),
+        None => "each waiting thread's default".to_string(),
+    };
     format!(
         "one engine (read pool in shared memory) measured in process, then served over a Unix \
-         socket (server answer spin {} us, ring spin {} us) to {clients}; fastest of {ROUNDS} \
-         rounds; every read checks a sample of its bytes",
-        settings.answer_spin_us, settings.ring_spin_us
+         socket (spin {spin}) to {clients}; fastest of {ROUNDS} rounds; every read checks a \
+         sample of its bytes"
     )
 }
 

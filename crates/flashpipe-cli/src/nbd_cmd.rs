@@ -11,10 +11,12 @@
 //! output once every listener is bound (`nbd: serving EXPORT at URI ...`); errors go to
 //! standard error with a non-zero exit.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use flashpipe_base::WaitPolicy;
 use flashpipe_device::paced::DEFAULT_LAG_WARNING_NS;
 use flashpipe_device::{BlockDevice, PacedDevice};
 use flashpipe_ftl::sectors::SectorDevice;
@@ -23,6 +25,8 @@ use flashpipe_nbd::server::{
     parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
     ServerLimits,
 };
+use flashpipe_net::signals::{self, StopSignals};
+use flashpipe_net::{logging, LogFormat};
 use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_store::store::DeviceCreation;
 
@@ -85,11 +89,12 @@ pub struct ServeArgs {
     /// holds it). Without it a path export is writable and locked exclusively.
     #[arg(long)]
     pub shared: bool,
-    /// Microseconds the device workers and reply writers spin for work before parking
-    /// (0: park at once; spinning saves a wake per hand-off at queue depth 1 and keeps a
-    /// core busy for the window after each request).
-    #[arg(long, default_value_t = 0)]
-    pub spin_us: u64,
+    /// Microseconds the device workers and reply writers poll for work before parking,
+    /// 0 to 10000 [default: FLASHPIPE_SPIN_US, else 0: park at once]. Spinning saves a
+    /// wake per hand-off at queue depth 1 and keeps a core busy for the window after each
+    /// request.
+    #[arg(long)]
+    pub spin_us: Option<WaitPolicy>,
     /// Pace every `flash:` export against the wall clock (real-time emulation): each
     /// completion is released at its modeled instant, so clients see the preset's latency
     /// and bandwidth.
@@ -171,7 +176,9 @@ fn serve(arguments: ServeArgs) -> CliResult {
         )
         .into());
     }
-    crate::serve_cmd::signals::ignore_closed_pipes();
+    // Checked before anything is opened: a bad FLASHPIPE_SPIN_US changes nothing.
+    let spin = crate::serve_cmd::spin_policy(arguments.spin_us, WaitPolicy::PARK)?;
+    signals::ignore_closed_pipes();
     let tcp_address = tcp_address_to_listen_on(arguments.listen, arguments.socket.as_deref());
     if arguments.realtime
         && !arguments.exports.iter().any(|spec| {
@@ -184,7 +191,17 @@ fn serve(arguments: ServeArgs) -> CliResult {
         )
         .into());
     }
-    let signals = block_stop_signals()?;
+    let log_format = match arguments.json {
+        true => LogFormat::Json,
+        false => LogFormat::Text,
+    };
+    logging::install_logging(log_format, 0)?;
+    let stop_signals = StopSignals::install().map_err(|error| {
+        Failure::new(
+            ErrorKind::Internal,
+            format!("cannot install the SIGINT and SIGTERM handlers: {error}"),
+        )
+    })?;
     let exports = open_exports(
         &arguments.exports,
         ExportAccess {
@@ -206,7 +223,7 @@ fn serve(arguments: ServeArgs) -> CliResult {
             ..ServerLimits::default()
         },
         log_connections: true,
-        handoff_spin_us: arguments.spin_us,
+        spin,
     };
     let server = NbdServer::start(config, exports)?;
     if arguments.json {
@@ -229,23 +246,44 @@ fn serve(arguments: ServeArgs) -> CliResult {
         }
         println!("nbd: ready (SIGINT or SIGTERM stops)");
     }
-    let signal = wait_for_stop_signal(&signals);
-    if arguments.json {
-        eprintln!(
-            "{}",
-            serde_json::json!({"event": "stopping", "signal": crate::serve_cmd::signals::signal_name(signal)})
-        );
-    } else {
-        eprintln!("nbd: signal {signal}: answering requests in flight, flushing, stopping");
-    }
+    let (stop_sender, stop_receiver) = std::sync::mpsc::channel();
+    let signal_thread = stop_signals.serve(move |signal| {
+        let _ = stop_sender.send(signal);
+    });
+    let signal = stop_receiver.recv().map_err(|_| {
+        Failure::new(
+            ErrorKind::Internal,
+            "the signal thread ended before a stop signal came",
+        )
+    })?;
+    stop_line(
+        arguments.json,
+        serde_json::json!({"event": "stopping", "signal": signals::signal_name(signal)}),
+        &format!(
+            "nbd: {}: answering requests in flight, flushing, stopping",
+            signals::signal_name(signal)
+        ),
+    );
     let devices = server.shutdown();
     drop(devices);
-    if arguments.json {
-        eprintln!("{}", serde_json::json!({"event": "stopped"}));
-    } else {
-        eprintln!("nbd: stopped");
-    }
+    stop_line(
+        arguments.json,
+        serde_json::json!({"event": "stopped"}),
+        "nbd: stopped",
+    );
+    signal_thread.close();
     Ok(())
+}
+
+/// One stop line: with `--json`, `object` as a JSON log line of its own (the shape the
+/// readiness object has: `event` and its fields at the top), else an `info` log event.
+fn stop_line(json: bool, object: serde_json::Value, text: &str) {
+    if json {
+        let mut standard_error = std::io::stderr().lock();
+        let _ = writeln!(standard_error, "{object}");
+    } else {
+        tracing::info!("{text}");
+    }
 }
 
 /// The export names of `NAME=DEVICE` specs, in order.
@@ -376,38 +414,4 @@ fn open_flash_export(
             InitialAllocation::AllData
         },
     })
-}
-
-/// Blocks SIGINT and SIGTERM in this thread (before any other starts, so every thread
-/// inherits the mask) for `sigwait` to take them.
-fn block_stop_signals() -> Result<libc::sigset_t, Box<dyn std::error::Error>> {
-    // SAFETY: sigset_t is plain data; sigemptyset initializes it before any use.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid sigset_t owned by this frame; the calls only write it and
-    // this thread's signal mask.
-    let status = unsafe {
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
-    };
-    if status != 0 {
-        return Err(Failure::new(
-            ErrorKind::Internal,
-            format!("cannot block SIGINT/SIGTERM: error {status}"),
-        )
-        .into());
-    }
-    Ok(set)
-}
-
-fn wait_for_stop_signal(set: &libc::sigset_t) -> i32 {
-    let mut signal: libc::c_int = 0;
-    loop {
-        // SAFETY: `set` is an initialized sigset_t and `signal` a valid out-pointer.
-        let status = unsafe { libc::sigwait(set, &mut signal) };
-        if status == 0 {
-            return signal;
-        }
-    }
 }

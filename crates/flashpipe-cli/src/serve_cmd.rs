@@ -11,20 +11,21 @@
 //!
 //! SIGINT or SIGTERM stops it: no new connections, commands in flight finished, the
 //! file system flushed and unmounted cleanly, the socket removed, exit status 0. A second
-//! signal exits at once (status 130), leaving the store at its last commit.
+//! signal exits at once (status 130), leaving the store at its last commit. Signals and
+//! logs are `flashpipe_net`'s, shared with `flashpipe nbd serve`.
 //! docs/serve.md is the user's guide.
 
-mod logging;
 mod notify;
 pub(crate) mod readiness;
-pub(crate) mod signals;
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use flashpipe_engine::{EngineConfig, PoolMemory};
+use flashpipe_base::wait::{WaitPolicy, SPIN_US_VARIABLE};
+use flashpipe_engine::{EngineConfig, Handoff, PoolMemory};
 use flashpipe_nbd::server::{NbdServer, ServerConfig as NbdServerConfig};
+use flashpipe_net::{logging, signals};
 use flashpipe_server::{group_by_name, AccessRule, ServeReport, Server, ServerConfig};
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::parse_size_bytes;
@@ -32,7 +33,7 @@ use flashpipe_store::{RunningStore, StoreAccess};
 
 use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::CliResult;
-pub use logging::LogFormat;
+pub use flashpipe_net::LogFormat;
 use readiness::{json_line, ExportAddress, Ready, Stopped};
 
 /// `flashpipe serve`.
@@ -114,15 +115,13 @@ pub struct ServeArgs {
     /// past it is refused with an error naming this limit.
     #[arg(long)]
     pub max_read_handles: Option<usize>,
-    /// Microseconds the answering thread of a client polls for the engine's next answer
-    /// before it sleeps (0, the default, sleeps at once; at most 10000). Spinning pays only
-    /// where cores are spare: see docs/benchmarks.md.
+    /// Microseconds every waiting thread of the server polls before it sleeps, 0 to 10000:
+    /// the engine's hand-off, each client's answering thread, and the reading thread of a
+    /// ring client's request ring [default: FLASHPIPE_SPIN_US, else each one's own: the
+    /// engine 200, the others 0 (sleep at once)]. Spinning pays only where cores are
+    /// spare: see docs/benchmarks.md.
     #[arg(long)]
-    pub answer_spin_us: Option<u32>,
-    /// Microseconds the server polls a ring client's request ring before it sleeps on the
-    /// ring's futex (0, the default, sleeps at once; at most 10000).
-    #[arg(long)]
-    pub ring_spin_us: Option<u32>,
+    pub spin_us: Option<WaitPolicy>,
     /// Milliseconds an answer to a client may wait for the client to read it before the
     /// server closes that client (one that stops reading cannot hold up the others or a
     /// stop).
@@ -177,6 +176,8 @@ impl ReadPoolArg {
 
 /// Runs `flashpipe serve` until SIGINT or SIGTERM.
 pub fn run(arguments: ServeArgs) -> CliResult {
+    // Checked before anything is opened: a bad FLASHPIPE_SPIN_US changes nothing.
+    spin_setting(arguments.spin_us)?;
     signals::ignore_closed_pipes();
     logging::install_logging(arguments.log_format, arguments.verbose)?;
     let stop_signals = signals::StopSignals::install().map_err(|error| {
@@ -246,6 +247,7 @@ fn start_nbd_exports(
         allow_non_loopback: arguments.insecure,
         tls,
         log_connections: true,
+        spin: spin_policy(arguments.spin_us, WaitPolicy::PARK)?,
         ..NbdServerConfig::default()
     };
     let server = NbdServer::start(config, exports)?;
@@ -335,10 +337,13 @@ fn open_store_to_serve(arguments: &ServeArgs) -> Result<RunningStore, Box<dyn st
     } else {
         LockWait::Fail
     };
-    let engine_config = EngineConfig {
+    let mut engine_config = EngineConfig {
         read_pool_memory: arguments.read_pool.pool_memory(),
         ..EngineConfig::default()
     };
+    if let Some(spin) = spin_setting(arguments.spin_us)? {
+        engine_config.handoff = Handoff::from_policy(spin);
+    }
     let store = RunningStore::open_with(
         arguments.store(),
         StoreAccess::ReadWrite,
@@ -378,6 +383,30 @@ fn access_rule(arguments: &ServeArgs) -> Result<AccessRule, Box<dyn std::error::
         None => None,
     };
     Ok(AccessRule { owner_uid, group })
+}
+
+/// The spin window `--spin-us` gives, else the one [`SPIN_US_VARIABLE`] gives; `None`
+/// when neither is set (each waiting thread keeps its own default). A bad value in the
+/// environment is refused as a bad flag is.
+pub(crate) fn spin_setting(given: Option<WaitPolicy>) -> Result<Option<WaitPolicy>, Failure> {
+    if given.is_some() {
+        return Ok(given);
+    }
+    match WaitPolicy::from_environment() {
+        None => Ok(None),
+        Some(Ok(spin)) => Ok(Some(spin)),
+        Some(Err(error)) => Err(Failure::invalid_input(format!(
+            "{SPIN_US_VARIABLE}: {error}"
+        ))),
+    }
+}
+
+/// [`spin_setting`], or `role_default` when neither the flag nor the environment names one.
+pub(crate) fn spin_policy(
+    given: Option<WaitPolicy>,
+    role_default: WaitPolicy,
+) -> Result<WaitPolicy, Failure> {
+    Ok(spin_setting(given)?.unwrap_or(role_default))
 }
 
 /// The server's configuration from the command line, the library's defaults elsewhere.
@@ -438,11 +467,8 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
             *field = value;
         }
     }
-    if let Some(spin_us) = arguments.answer_spin_us {
-        config.answer_spin_us = spin_us;
-    }
-    if let Some(spin_us) = arguments.ring_spin_us {
-        config.ring_spin_us = spin_us;
+    if let Some(spin) = spin_setting(arguments.spin_us)? {
+        config.spin = spin;
     }
     if let Some(timeout_ms) = arguments.send_timeout_ms {
         if timeout_ms == 0 {

@@ -4,9 +4,10 @@
 //! 2-vCPU virtual machine a sleep/wake round trip between two threads costs about 50 us,
 //! where a spin round trip costs about 0.1 us, so an engine that parks on every command
 //! cannot answer faster than a park. [`Handoff::SpinThenPark`] polls the queue for a
-//! bounded window of wall time first (a `spin_loop` hint between polls; after the first
-//! few microseconds a `yield_now` every few polls, so a peer sharing the core can run) and parks only when nothing came
-//! in that window. A client issuing commands back to back and an engine answering them
+//! bounded window of wall time first and parks only when nothing came in that window; the
+//! polling is the one wait strategy of [`flashpipe_base::wait`] (a `spin_loop` hint between
+//! polls; after the first few microseconds a `yield_now` every few polls, so a peer sharing
+//! the core can run). A client issuing commands back to back and an engine answering them
 //! then never sleep while work keeps coming, and neither burns a core for longer than
 //! one window once the work stops. The classic bound for spin-then-block waiting is a
 //! window of one park's cost (never more than twice the cost of the better choice made
@@ -17,13 +18,13 @@
 //! to a parked client therefore costs one wake at most (the first reply unregisters it;
 //! the rest are taken from the queue without waiting).
 //!
-//! Spin windows are wall time (the device layer's [`RealClock`]), never a device's
+//! Spin windows are wall time (`flashpipe_base::RealClock`), never a device's
 //! clock: they bound how long a thread polls, they are not part of what the engine
 //! measures. The deterministic [`crate::SteppedEngine`] never waits at all, so
 //! nothing here runs in simulation.
 
-use crossbeam_channel::{Receiver, RecvError, TryRecvError};
-use flashpipe_device::{Clock, RealClock};
+use crossbeam_channel::{Receiver, RecvError};
+use flashpipe_base::wait::{WaitPolicy, Waited, Waiter};
 
 /// Spin window of [`Handoff::DEFAULT`], in microseconds: longer than one 4 KiB read of a
 /// device file (50-60 us on the machine measured), so a client waiting on one read is
@@ -35,16 +36,8 @@ use flashpipe_device::{Clock, RealClock};
 /// on the same core still runs.
 pub const DEFAULT_SPIN_US: u32 = 200;
 
-/// Longest spin window an engine accepts, in microseconds.
-pub const MAX_SPIN_US: u32 = 10_000;
-
-/// Polls spent with only a `spin_loop` hint between them before yielding starts (a
-/// few microseconds: an answer that close is caught without a system call).
-const POLLS_BEFORE_YIELDING: u32 = 128;
-
-/// Polls between two looks at the clock, and between two `yield_now` calls once
-/// yielding has started.
-const POLLS_PER_YIELD: u32 = 16;
+/// Longest spin window an engine accepts, in microseconds (the one bound of every wait).
+pub const MAX_SPIN_US: u32 = flashpipe_base::wait::MAX_SPIN_US;
 
 /// How a thread waits on an empty queue (the engine's inbox, a client's replies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +62,20 @@ impl Handoff {
         match self {
             Handoff::Park => 0,
             Handoff::SpinThenPark { spin_us } => spin_us,
+        }
+    }
+
+    /// The one wait strategy's policy for this hand-off (a window of 0 for
+    /// [`Handoff::Park`]).
+    pub fn policy(self) -> WaitPolicy {
+        WaitPolicy::spin_us(self.spin_us())
+    }
+
+    /// The hand-off of a wait policy: [`Handoff::Park`] for a window of 0.
+    pub fn from_policy(policy: WaitPolicy) -> Handoff {
+        match policy.window_us() {
+            0 => Handoff::Park,
+            spin_us => Handoff::SpinThenPark { spin_us },
         }
     }
 }
@@ -105,14 +112,6 @@ impl WaitCounts {
     }
 }
 
-/// How one receive went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Waited {
-    Ready,
-    Spun,
-    Parked,
-}
-
 /// Receives the next message of `queue`, waiting as `handoff` says; `Err` when the
 /// queue is empty and every sender has gone.
 pub(crate) fn receive<T>(
@@ -120,48 +119,9 @@ pub(crate) fn receive<T>(
     handoff: Handoff,
     counts: &mut WaitCounts,
 ) -> Result<T, RecvError> {
-    let (result, waited) = receive_counted(queue, handoff);
+    let (result, waited) = Waiter::new(handoff.policy()).receive(queue);
     counts.count(waited);
     result
-}
-
-fn receive_counted<T>(queue: &Receiver<T>, handoff: Handoff) -> (Result<T, RecvError>, Waited) {
-    match queue.try_recv() {
-        Ok(message) => return (Ok(message), Waited::Ready),
-        Err(TryRecvError::Disconnected) => return (Err(RecvError), Waited::Ready),
-        Err(TryRecvError::Empty) => {}
-    }
-    if let Handoff::SpinThenPark { spin_us } = handoff {
-        if let Some(result) = spin_for(queue, spin_us) {
-            return (result, Waited::Spun);
-        }
-    }
-    (queue.recv(), Waited::Parked)
-}
-
-/// Polls `queue` for `spin_us` microseconds of wall time; `None` if nothing came.
-fn spin_for<T>(queue: &Receiver<T>, spin_us: u32) -> Option<Result<T, RecvError>> {
-    let clock = RealClock::new();
-    let deadline_ns = clock.now_ns() + u64::from(spin_us) * 1000;
-    let mut polls = 0u32;
-    loop {
-        match queue.try_recv() {
-            Ok(message) => return Some(Ok(message)),
-            Err(TryRecvError::Disconnected) => return Some(Err(RecvError)),
-            Err(TryRecvError::Empty) => {}
-        }
-        polls = polls.wrapping_add(1);
-        if polls % POLLS_PER_YIELD != 0 {
-            std::hint::spin_loop();
-            continue;
-        }
-        if polls > POLLS_BEFORE_YIELDING {
-            std::thread::yield_now();
-        }
-        if clock.now_ns() >= deadline_ns {
-            return None;
-        }
-    }
 }
 
 #[cfg(test)]

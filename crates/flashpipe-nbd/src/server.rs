@@ -21,7 +21,6 @@
 pub mod buffers;
 pub mod export;
 pub mod extents;
-pub mod handoff;
 pub mod handshake;
 pub mod replies;
 pub mod tls;
@@ -37,6 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use flashpipe_base::WaitPolicy;
 use flashpipe_device::BlockDevice;
 use thiserror::Error;
 
@@ -95,11 +95,13 @@ pub struct ServerConfig {
     pub tls: Option<TlsSettings>,
     /// The limits.
     pub limits: ServerLimits,
-    /// Print one line per connection end with a reason to standard error.
+    /// Log (a `tracing` event) each connection refused or ended for a reason other than
+    /// the client leaving.
     pub log_connections: bool,
-    /// Microseconds the device workers and reply writers spin for work before parking
-    /// (`handoff`); 0 parks at once.
-    pub handoff_spin_us: u64,
+    /// How long the device workers and reply writers poll for work before parking
+    /// (`flashpipe_base::wait`; `nbd serve --spin-us`); the default parks at once, so an
+    /// idle server burns nothing.
+    pub spin: WaitPolicy,
 }
 
 /// Why the server would not start.
@@ -262,7 +264,7 @@ struct Shared {
     /// Each export's worker state, in the order of `exports`.
     workers: Vec<SharedWorker>,
     buffers: Arc<BufferRecycler>,
-    handoff_spin_us: u64,
+    spin: WaitPolicy,
     tls: Option<TlsSettings>,
     limits: ServerLimits,
     log_connections: bool,
@@ -306,8 +308,7 @@ impl NbdServer {
         let mut workers = Vec::new();
         let mut worker_threads = Vec::new();
         for export in exports {
-            let (handle, worker, worker_thread) =
-                start_worker(export, &buffers, config.handoff_spin_us)?;
+            let (handle, worker, worker_thread) = start_worker(export, &buffers, config.spin)?;
             worker_threads.push((handle.name.clone(), worker_thread));
             handles.push(handle);
             workers.push(worker);
@@ -316,7 +317,7 @@ impl NbdServer {
             exports: handles,
             workers,
             buffers,
-            handoff_spin_us: config.handoff_spin_us,
+            spin: config.spin,
             tls: config.tls.clone(),
             limits: config.limits,
             log_connections: config.log_connections,
@@ -538,7 +539,7 @@ fn spawn_named<T: Send + 'static>(
 fn start_worker(
     export: Export,
     buffers: &Arc<BufferRecycler>,
-    spin_us: u64,
+    spin: WaitPolicy,
 ) -> Result<(Arc<ExportHandle>, SharedWorker, WorkerThread), ServerStartError> {
     let info = export.device.info().clone();
     let extents = Arc::new(Mutex::new(ExportHandle::initial_extents(&export)));
@@ -558,7 +559,7 @@ fn start_worker(
         export.device,
         extents,
         Arc::clone(buffers),
-        spin_us,
+        spin,
     )));
     let thread_worker = Arc::clone(&worker);
     let thread = spawn_named(&format!("nbd-export-{}", export.name), move || {
@@ -583,10 +584,11 @@ fn accept_loop(
         if open >= shared.limits.max_connections {
             shared.open_connections.fetch_sub(1, Ordering::SeqCst);
             if shared.log_connections {
-                eprintln!(
-                    "nbd: refused a connection from {}: {open} connections open, limit {}",
-                    stream.peer_name(),
-                    shared.limits.max_connections
+                tracing::warn!(
+                    peer = %stream.peer_name(),
+                    open,
+                    limit = shared.limits.max_connections,
+                    "nbd: refused a connection: as many connections open as the limit"
                 );
             }
             continue;
@@ -677,7 +679,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         Ok(negotiated) => negotiated,
         Err(end) => {
             if shared.log_connections && !matches!(end, HandshakeEnd::ClientLeft) {
-                eprintln!("nbd: connection from {peer} ended in the handshake: {end}");
+                tracing::info!(%peer, "nbd: connection ended in the handshake: {end}");
             }
             let _ = stream.shutdown_stream(Shutdown::Both);
             return;
@@ -704,7 +706,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         negotiated: &negotiated,
         worker,
         request_limit: shared.limits.max_requests_per_connection,
-        spin_us: shared.handoff_spin_us,
+        spin: shared.spin,
         buffers: &shared.buffers,
     };
     let end = transmission::serve_transmission(
@@ -719,9 +721,10 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
             TransmissionEnd::Malformed(_) | TransmissionEnd::WriterGone
         )
     {
-        eprintln!(
-            "nbd: connection from {peer} to export `{}` ended: {end}",
-            negotiated.export.name
+        tracing::warn!(
+            %peer,
+            export = %negotiated.export.name,
+            "nbd: connection ended: {end}"
         );
     }
     let _ = stream.shutdown_stream(Shutdown::Both);

@@ -16,7 +16,7 @@
 
 use std::io::{Read, Write};
 use std::net::Shutdown;
-use std::os::unix::io::{AsRawFd, RawFd};
+use std::os::unix::io::{AsFd, AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -80,24 +80,10 @@ pub(crate) fn start_pump<S: PumpSocket>(
     Ok(plaintext_end)
 }
 
-/// `send(2)` with `MSG_NOSIGNAL` on the plaintext end: a closed peer is `EPIPE`, never
-/// `SIGPIPE`.
+/// `send(2)` with `MSG_NOSIGNAL` on the plaintext end (`flashpipe_base::socket`): a
+/// closed peer is `EPIPE`, never `SIGPIPE`.
 fn send_without_signal(socket: &UnixStream, buffer: &[u8]) -> std::io::Result<usize> {
-    // SAFETY: `buffer` is a live slice of `buffer.len()` readable bytes for the whole
-    // call, and `socket` is borrowed, so its descriptor stays open until `send` returns;
-    // `send` only reads the bytes.
-    let sent = unsafe {
-        libc::send(
-            socket.as_raw_fd(),
-            buffer.as_ptr().cast(),
-            buffer.len(),
-            libc::MSG_NOSIGNAL,
-        )
-    };
-    if sent < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(sent as usize)
+    flashpipe_base::send_nosignal(socket.as_fd(), buffer)
 }
 
 /// Plaintext bytes moved per read.

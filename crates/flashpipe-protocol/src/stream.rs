@@ -200,30 +200,8 @@ pub fn write_frame(stream: &mut impl Write, frame: &Frame) -> std::io::Result<()
 /// an `EPIPE` error here, never a SIGPIPE that would end a process that restored the
 /// default signal action (the CLI does).
 pub fn send_all(stream: &std::os::unix::net::UnixStream, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut sent = 0;
-    while sent < bytes.len() {
-        let rest = &bytes[sent..];
-        // SAFETY: `rest` is a live byte slice for the duration of the call and the file
-        // descriptor belongs to `stream`, which outlives the call.
-        let result = unsafe {
-            libc::send(
-                stream.as_raw_fd(),
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_NOSIGNAL,
-            )
-        };
-        if result < 0 {
-            let error = std::io::Error::last_os_error();
-            if error.kind() == ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(error);
-        }
-        sent += result as usize;
-    }
-    Ok(())
+    use std::os::fd::AsFd;
+    flashpipe_base::send_all_nosignal(stream.as_fd(), bytes)
 }
 
 /// Encodes `frame` and sends it whole on a Unix socket ([`send_all`]).

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::access::AccessRule;
+use flashpipe_base::WaitPolicy;
 
 /// A server's socket and limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,12 +53,14 @@ pub struct ServerConfig {
     /// Who may connect (checked by the peer's credentials before the handshake); the
     /// socket is 0600, or 0660 owned by the rule's group.
     pub access: AccessRule,
-    /// How long (microseconds of wall time) a connection's answering thread polls for
-    /// the engine's next answer before it parks: 0 parks at once (a futex wake per
-    /// answer that finds it parked); a window longer than one command saves that wake
-    /// at queue depth 1 and burns a core meanwhile. Selectable to compare side by side
-    /// (`flashpipe bench serve`), at most [`MAX_ANSWER_SPIN_US`].
-    pub answer_spin_us: u32,
+    /// How long (wall time) the server's waiting threads poll before they park: a
+    /// connection's answering thread waiting for the engine's next answer, and a ring
+    /// client's reading thread waiting on its request ring (before the ring's futex).
+    /// The default parks at once (a futex wake per answer or frame that finds the thread
+    /// parked); a window longer than one command saves that wake at queue depth 1 and
+    /// burns a core meanwhile. `flashpipe serve --spin-us`; `flashpipe bench serve
+    /// --spin-us` compares windows side by side.
+    pub spin: WaitPolicy,
     /// How long one send to a client may block (its socket buffer full because it does
     /// not read its answers) before the client is taken as gone and its connection
     /// closed; bounds how long a graceful stop waits for a stuck client.
@@ -67,10 +70,6 @@ pub struct ServerConfig {
     /// The memfds' pages are reserved when the rings open: twice this (and two header
     /// pages) per ring client, 2 MiB by default (#14).
     pub ring_capacity_bytes: u32,
-    /// How long (microseconds of wall time) a ring client's reading thread polls its
-    /// request ring before it parks on the ring's futex (a poll yields the core after
-    /// the first few), at most [`MAX_ANSWER_SPIN_US`]; 0 parks at once.
-    pub ring_spin_us: u32,
 }
 
 /// Default data area of each frame ring of a ring client (1 MiB).
@@ -78,9 +77,6 @@ pub const DEFAULT_RING_CAPACITY_BYTES: u32 = 1 << 20;
 
 /// Default handshake time limit (5 s).
 pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
-
-/// Longest answer spin window (10 ms).
-pub const MAX_ANSWER_SPIN_US: u32 = 10_000;
 
 impl ServerConfig {
     /// Connections one user may hold: `max_clients_per_uid`, or half of `max_clients`
@@ -111,10 +107,9 @@ impl Default for ServerConfig {
             store_description: String::new(),
             store_identity: None,
             access: AccessRule::default(),
-            answer_spin_us: 0,
+            spin: WaitPolicy::spin_us(flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US),
             send_timeout_ms: 10_000,
             ring_capacity_bytes: DEFAULT_RING_CAPACITY_BYTES,
-            ring_spin_us: flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US,
         }
     }
 }

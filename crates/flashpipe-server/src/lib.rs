@@ -47,8 +47,6 @@ mod server;
 mod state;
 
 pub use access::{group_by_name, peer_credentials, AccessRule, AllowedGroup, PeerCredentials};
-pub use config::{
-    ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_RING_CAPACITY_BYTES, MAX_ANSWER_SPIN_US,
-};
+pub use config::{ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_RING_CAPACITY_BYTES};
 pub use kernel_paths::KernelPathsError;
 pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};

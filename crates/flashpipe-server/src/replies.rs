@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, RecvError, TryRecvError};
-use flashpipe_device::{Clock, RealClock};
+use crossbeam_channel::{Receiver, RecvError};
+use flashpipe_base::{WaitPolicy, Waiter};
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
 use flashpipe_fs::FsckReport;
 use flashpipe_protocol::{
@@ -18,8 +18,8 @@ use crate::engine_errors::remote_error;
 /// Sends every completion back until the reading side has gone and the engine has
 /// answered everything it took (every sender of `answers` dropped).
 pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Completion>) {
-    let spin_us = connection.state.config.answer_spin_us;
-    while let Ok((request_id, result)) = next_answer(&answers, spin_us) {
+    let spin = connection.state.config.spin;
+    while let Ok((request_id, result)) = next_answer(&answers, spin) {
         let entry = connection.finish(request_id).unwrap_or_else(|| {
             panic!("the engine answered request {request_id}, which is not in flight")
         });
@@ -46,24 +46,9 @@ pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Comple
     }
 }
 
-/// The next answer: polled for `spin_us` of wall time, then waited for parked.
-fn next_answer(answers: &Receiver<Completion>, spin_us: u32) -> Result<Completion, RecvError> {
-    if spin_us > 0 {
-        let clock = RealClock::new();
-        let deadline_ns = clock.now_ns() + u64::from(spin_us) * 1000;
-        loop {
-            match answers.try_recv() {
-                Ok(answer) => return Ok(answer),
-                Err(TryRecvError::Disconnected) => return Err(RecvError),
-                Err(TryRecvError::Empty) => {}
-            }
-            if clock.now_ns() >= deadline_ns {
-                break;
-            }
-            std::hint::spin_loop();
-        }
-    }
-    answers.recv()
+/// The next answer: polled for the spin window of wall time, then waited for parked.
+fn next_answer(answers: &Receiver<Completion>, spin: WaitPolicy) -> Result<Completion, RecvError> {
+    Waiter::new(spin).receive(answers).0
 }
 
 fn mapped(connection: &Connection) -> &crate::mapped::Mapped {

@@ -169,7 +169,7 @@ pub(crate) fn push_reply(connection: &Connection, rings: &ConnectionRings, bytes
 /// parked until a frame comes or the watcher closes the ring.
 pub(crate) fn request_reader(connection: &Connection, requests: FrameRing) -> RingReader {
     let wait = RingWait::SpinThenPark {
-        spin_us: connection.state.config.ring_spin_us,
+        spin_us: connection.state.config.spin.window_us(),
         park_timeout_us: None,
     };
     RingReader::new(requests, wait, None)

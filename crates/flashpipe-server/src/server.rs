@@ -362,20 +362,6 @@ fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
             });
         }
     }
-    if config.answer_spin_us > crate::config::MAX_ANSWER_SPIN_US {
-        return Err(ServeError::BadConfig {
-            field: "answer_spin_us",
-            value: u64::from(config.answer_spin_us),
-            rule: "at most 10000 (10 ms)",
-        });
-    }
-    if config.ring_spin_us > crate::config::MAX_ANSWER_SPIN_US {
-        return Err(ServeError::BadConfig {
-            field: "ring_spin_us",
-            value: u64::from(config.ring_spin_us),
-            rule: "at most 10000 (10 ms)",
-        });
-    }
     let ring_bytes = config.ring_capacity_bytes as usize;
     let ring_limits = flashpipe_device::shared_memory::ring::MIN_RING_CAPACITY_BYTES
         ..=flashpipe_device::shared_memory::ring::MAX_RING_CAPACITY_BYTES;

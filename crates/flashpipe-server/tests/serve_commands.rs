@@ -116,7 +116,9 @@ fn every_command_by_reference() {
 
 #[test]
 fn pipelined_requests_are_answered_by_id_in_any_order() {
-    let test = start_server("serve-pipelined", |config| config.answer_spin_us = 100);
+    let test = start_server("serve-pipelined", |config| {
+        config.spin = flashpipe_base::WaitPolicy::spin_us(100)
+    });
     let mut client = connect(&test.socket, false);
     for index in 0..8u64 {
         let name = format!("f{index}");

@@ -118,7 +118,9 @@ fn the_socket_transport_and_the_copying_path_stay_beside_rings() {
 
 #[test]
 fn a_client_killed_while_the_server_is_parked_on_its_ring_leaves_nothing_held() {
-    let test = start_server("serve-rings-sigkill", |config| config.ring_spin_us = 0);
+    let test = start_server("serve-rings-sigkill", |config| {
+        config.spin = flashpipe_base::WaitPolicy::PARK
+    });
     let full = test.read_pool.buffer_count() as usize;
     let mut writer = connect(&test.socket, true);
     writer.create("held").expect("create");

@@ -157,7 +157,8 @@ pub fn engine_config() -> EngineConfig {
 /// The environment variable that picks the engine's hand-off for a side-by-side run: `0`
 /// parks at once ([`Handoff::Park`]), `N` spins N microseconds before parking (at most
 /// [`flashpipe_engine::handoff::MAX_SPIN_US`]); the engine's default when it is not set.
-pub const SPIN_US_VARIABLE: &str = "FLASHPIPE_SPIN_US";
+/// The one name of the spin knob (`flashpipe_base::wait`), as every `--spin-us`.
+pub const SPIN_US_VARIABLE: &str = flashpipe_base::wait::SPIN_US_VARIABLE;
 
 /// The hand-off [`SPIN_US_VARIABLE`] names; a value that is not a number of microseconds
 /// within the engine's bound is a usage error that ends the process with status 2.
@@ -166,10 +167,9 @@ pub(crate) fn handoff_from_environment() -> Handoff {
         return Handoff::DEFAULT;
     };
     let max_spin_us = flashpipe_engine::handoff::MAX_SPIN_US;
-    match text.trim().parse::<u32>() {
-        Ok(0) => Handoff::Park,
-        Ok(spin_us) if spin_us <= max_spin_us => Handoff::SpinThenPark { spin_us },
-        _ => {
+    match flashpipe_base::WaitPolicy::parse(&text) {
+        Ok(spin) => Handoff::from_policy(spin),
+        Err(_) => {
             eprintln!(
                 "error: {SPIN_US_VARIABLE}=\"{text}\" is not a spin window in microseconds \
                  (0 to park at once, at most {max_spin_us})"

@@ -29,7 +29,7 @@ pub(super) fn prepare_server_client(
         } else {
             ClientTransport::RingsWhenMapped
         },
-        ring_spin_us: arguments.ring_spin_us,
+        ring_spin_us: arguments.spin_us,
         expect: None,
     };
     let client = Client::connect(socket, options)

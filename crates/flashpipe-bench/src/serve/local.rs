@@ -4,8 +4,9 @@
 
 use std::time::Instant;
 
+use flashpipe_base::WaitPolicy;
 use flashpipe_device::{IoBuf, SplitMix64};
-use flashpipe_engine::{Command, EngineClient, EngineConfig, PoolMemory, ReadData, Reply};
+use flashpipe_engine::{Command, EngineClient, EngineConfig, Handoff, PoolMemory, ReadData, Reply};
 use flashpipe_store::running::RunningStore;
 
 use super::children::ClientGroup;
@@ -62,7 +63,7 @@ fn measure_store_in(
 
 /// The engine configuration of every store: 1 MiB reads, the read pool in shared memory
 /// with a buffer for every read the most clients keep in flight, the hand-off and write
-/// path the environment names (as `bench fs`).
+/// path the environment names (as `bench fs`; `--spin-us` names the hand-off first).
 fn engine_config(settings: &ServeSettings) -> EngineConfig {
     let most_clients = settings.client_counts.iter().copied().max().unwrap_or(1);
     let reads_held = (most_clients * super::remote::CONCURRENT_DEPTH).max(settings.depth);
@@ -70,7 +71,10 @@ fn engine_config(settings: &ServeSettings) -> EngineConfig {
         read_buffer_count: (reads_held + 16).max(EngineConfig::default().read_buffer_count),
         max_read_bytes: LARGE_READ_BYTES as usize,
         write_path: crate::fs::write_path_from_environment(),
-        handoff: crate::fs::handoff_from_environment(),
+        handoff: match settings.spin_us {
+            Some(spin_us) => Handoff::from_policy(WaitPolicy::spin_us(spin_us)),
+            None => crate::fs::handoff_from_environment(),
+        },
         read_pool_memory: PoolMemory::Shared,
         ..EngineConfig::default()
     }

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use flashpipe_base::WaitPolicy;
 use flashpipe_server::{Server, ServerConfig};
 use flashpipe_store::running::RunningStore;
 
@@ -39,8 +40,10 @@ pub(super) fn measure_clients(
         max_clients_per_uid: Some(most_clients + 2),
         max_read_handles_per_client: 16.max(settings.depth as usize),
         store_description: "flashpipe bench serve".to_string(),
-        answer_spin_us: settings.answer_spin_us,
-        ring_spin_us: settings.ring_spin_us,
+        spin: settings
+            .spin_us
+            .map(WaitPolicy::spin_us)
+            .unwrap_or(ServerConfig::default().spin),
         ..ServerConfig::default()
     };
     let server = match Server::start(running, config) {
@@ -134,7 +137,9 @@ fn server_role(
     arguments.read_bytes = LARGE_READ_BYTES;
     arguments.copying = path == ClientPath::Copying;
     arguments.socket_frames = path == ClientPath::ByReferenceSocket;
-    arguments.ring_spin_us = settings.ring_spin_us;
+    if let Some(spin_us) = settings.spin_us {
+        arguments.spin_us = spin_us;
+    }
     arguments
 }
 

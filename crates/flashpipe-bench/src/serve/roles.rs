@@ -75,7 +75,7 @@ pub struct BenchServeClientArgs {
     pub socket_frames: bool,
     /// How long a ring client polls its reply ring before parking, microseconds.
     #[arg(long, default_value_t = flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US)]
-    pub ring_spin_us: u32,
+    pub spin_us: u32,
     /// Seed of the read offsets.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -95,7 +95,7 @@ impl BenchServeClientArgs {
             read_bytes: 0,
             copying: false,
             socket_frames: false,
-            ring_spin_us: flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US,
+            spin_us: flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US,
             seed: 0,
         }
     }
@@ -120,7 +120,7 @@ impl BenchServeClientArgs {
             ("--seconds", self.seconds.to_string()),
             ("--read-bytes", self.read_bytes.to_string()),
             ("--seed", self.seed.to_string()),
-            ("--ring-spin-us", self.ring_spin_us.to_string()),
+            ("--spin-us", self.spin_us.to_string()),
         ] {
             line.extend([flag.to_string(), value]);
         }

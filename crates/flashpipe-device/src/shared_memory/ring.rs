@@ -19,10 +19,10 @@
 //! not contend for one line.
 //!
 //! # Waiting
-//! The consumer polls `head` for a spin window (a `spin_loop` hint between polls,
-//! `yield_now` after the first few, as the engine's hand-off does in
-//! `flashpipe-engine/src/handoff.rs`, whose window it takes as default), then parks on a
-//! futex: it stores 1 in `consumer_parked`, looks at `head` once more and sleeps only if
+//! The consumer polls `head` for a spin window (the one wait strategy,
+//! `flashpipe_base::wait`: a `spin_loop` hint between polls, `yield_now` after the first
+//! few; by default the engine's hand-off window), then parks on a futex (the waiter's park
+//! closure, the ring's own): it stores 1 in `consumer_parked`, looks at `head` once more and sleeps only if
 //! nothing came (`FUTEX_WAIT` while the word is 1). The producer, after publishing a
 //! record, reads `consumer_parked` and makes a system call only when it finds 1: it swaps
 //! in 0 and wakes (`FUTEX_WAKE`). Both sides use sequentially consistent order for those
@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use super::error::SharedMemoryError;
 use super::futex;
 use super::{MapAccess, SharedMapping, SharedMemory};
-use crate::clock::{Clock, RealClock};
+use flashpipe_base::wait::{WaitPolicy, Waited, Waiter, MAX_SPIN_US};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"FPRING01");
 const VERSION: u32 = 1;
@@ -74,11 +74,6 @@ pub const DEFAULT_RING_SPIN_US: u32 = 200;
 pub const DEFAULT_SERVE_RING_SPIN_US: u32 = 0;
 /// Name of the memfd a ring lives in.
 pub const RING_MEMORY_NAME: &str = "flashpipe-frame-ring";
-
-/// Polls with only a `spin_loop` hint before yielding starts.
-const POLLS_BEFORE_YIELDING: u32 = 128;
-/// Polls between two looks at the clock (and two yields once yielding).
-const POLLS_PER_YIELD: u32 = 16;
 
 /// Why a ring could not be made, attached or used.
 #[derive(Debug, thiserror::Error)]
@@ -391,11 +386,29 @@ impl FrameRing {
         else {
             return Ok(false);
         };
-        if self.spin_until_readable(spin_us) {
-            let came = self.try_pop_into(record)?;
+        // A window over the bound is a caller's setting taken at its longest.
+        let policy =
+            WaitPolicy::checked(u64::from(spin_us)).unwrap_or(WaitPolicy::spin_us(MAX_SPIN_US));
+        let (came, waited) = Waiter::new(policy).wait_with(
+            &mut (&mut *self, &mut *record),
+            |(ring, record)| ring.is_readable().then(|| ring.try_pop_into(record)),
+            |(ring, record)| ring.park_until_readable(park_timeout_us, record),
+        );
+        if waited != Waited::Parked {
+            let came = came?;
             self.counters.pops_spun += u64::from(came);
             return Ok(came);
         }
+        came
+    }
+
+    /// The park closure of a waiting pop: sleeps on the futex until a record comes, the
+    /// ring is closed, or (with a timeout) the sleep ends; true when a record came.
+    fn park_until_readable(
+        &mut self,
+        park_timeout_us: Option<u64>,
+        record: &mut Vec<u8>,
+    ) -> Result<bool, FrameRingError> {
         loop {
             if self.is_closed() {
                 return self.try_pop_into(record);
@@ -438,29 +451,6 @@ impl FrameRing {
         let new_tail = tail + (RECORD_PREFIX_BYTES + length_bytes) as u64;
         self.tail_word().store(new_tail, Ordering::Release);
         Ok(true)
-    }
-
-    /// Polls for a record (or the close) for `spin_us`; true if one may be read.
-    fn spin_until_readable(&self, spin_us: u32) -> bool {
-        let clock = RealClock::new();
-        let deadline_ns = clock.now_ns() + u64::from(spin_us) * 1000;
-        let mut polls = 0u32;
-        loop {
-            if self.is_readable() {
-                return true;
-            }
-            polls = polls.wrapping_add(1);
-            if polls % POLLS_PER_YIELD != 0 {
-                std::hint::spin_loop();
-                continue;
-            }
-            if polls > POLLS_BEFORE_YIELDING {
-                std::thread::yield_now();
-            }
-            if clock.now_ns() >= deadline_ns {
-                return false;
-            }
-        }
     }
 
     /// A record is pending, or the ring is closed (either ends a wait).

@@ -12,6 +12,8 @@
 use std::io::{Error, ErrorKind, Read};
 use std::time::{Duration, Instant};
 
+use flashpipe_base::wait::{WaitPolicy, Waiter};
+
 use super::ring::{FrameRing, FrameRingError, PushOutcome, RingWait};
 
 /// Called by a waiting reader or writer between two waits; an error ends the wait with
@@ -148,28 +150,53 @@ pub fn push_stream_bytes(
     Ok(())
 }
 
+/// Pushes one record, waiting while the ring is full. The producer has no futex to
+/// park on, so this is the one wait strategy with a window of 0 whose park closure
+/// backs off instead: it yields [`YIELDS_BEFORE_SLEEPING`] times, then sleeps from
+/// [`FIRST_FULL_SLEEP_US`] doubling to [`MAX_FULL_SLEEP_US`], asking `peer_check`
+/// before each sleep whether the consumer still lives.
 fn push_one_waiting(
     ring: &mut FrameRing,
     record: &[u8],
     peer_check: &mut dyn FnMut(Duration) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let mut full_tries = 0u32;
+    let (pushed, _) = Waiter::new(WaitPolicy::PARK).wait_with(
+        ring,
+        |ring| try_push_once(ring, record),
+        |ring| push_backing_off(ring, record, peer_check),
+    );
+    pushed
+}
+
+/// One push: `None` while the ring is full.
+fn try_push_once(ring: &mut FrameRing, record: &[u8]) -> Option<std::io::Result<()>> {
+    match ring.try_push(record) {
+        Ok(PushOutcome::Pushed) => Some(Ok(())),
+        Ok(PushOutcome::Full) => None,
+        Err(error) => Some(Err(io_error(error))),
+    }
+}
+
+fn push_backing_off(
+    ring: &mut FrameRing,
+    record: &[u8],
+    peer_check: &mut dyn FnMut(Duration) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut full_tries = 1u32;
     let mut sleep_us = FIRST_FULL_SLEEP_US;
     let mut waiting_since = None;
     loop {
-        match ring.try_push(record) {
-            Ok(PushOutcome::Pushed) => return Ok(()),
-            Ok(PushOutcome::Full) => {}
-            Err(error) => return Err(io_error(error)),
-        }
-        full_tries += 1;
         if full_tries < YIELDS_BEFORE_SLEEPING {
             std::thread::yield_now();
-            continue;
+        } else {
+            peer_check(waiting_since.get_or_insert_with(Instant::now).elapsed())?;
+            std::thread::sleep(Duration::from_micros(sleep_us));
+            sleep_us = (sleep_us * 2).min(MAX_FULL_SLEEP_US);
         }
-        peer_check(waiting_since.get_or_insert_with(Instant::now).elapsed())?;
-        std::thread::sleep(Duration::from_micros(sleep_us));
-        sleep_us = (sleep_us * 2).min(MAX_FULL_SLEEP_US);
+        if let Some(pushed) = try_push_once(ring, record) {
+            return pushed;
+        }
+        full_tries += 1;
     }
 }
 

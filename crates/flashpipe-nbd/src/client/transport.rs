@@ -5,11 +5,11 @@
 //! Writes never raise `SIGPIPE`: a server that died must become an error the device can
 //! recover from, not the end of a process that restored the default `SIGPIPE` action (as
 //! the `flashpipe` binary does). TCP writes go through `send(MSG_NOSIGNAL)` in the
-//! standard library already; Unix-socket writes do here.
+//! standard library already; Unix-socket writes through `flashpipe_base::socket`.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -96,8 +96,10 @@ impl Write for Stream {
     fn write(&mut self, buffer: &[u8]) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(stream) => stream.write(buffer),
+            // MSG_NOSIGNAL: a closed peer is `EPIPE`, never `SIGPIPE` (which the CLI
+            // leaves at its default action, the end of the process).
             Stream::Unix(stream) | Stream::Tls(stream) => {
-                send_without_signal(stream.as_raw_fd(), buffer)
+                flashpipe_base::send_nosignal(stream.as_fd(), buffer)
             }
         }
     }
@@ -108,23 +110,4 @@ impl Write for Stream {
             Stream::Unix(stream) | Stream::Tls(stream) => stream.flush(),
         }
     }
-}
-
-/// `send(2)` with `MSG_NOSIGNAL`: a closed peer is `EPIPE`, never `SIGPIPE`.
-fn send_without_signal(socket: RawFd, buffer: &[u8]) -> std::io::Result<usize> {
-    // SAFETY: `buffer` is a live slice of `buffer.len()` readable bytes for the whole
-    // call, and `socket` is the descriptor of a stream the caller borrows, so it stays
-    // open until `send` returns; `send` only reads the bytes.
-    let sent = unsafe {
-        libc::send(
-            socket,
-            buffer.as_ptr().cast(),
-            buffer.len(),
-            libc::MSG_NOSIGNAL,
-        )
-    };
-    if sent < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(sent as usize)
 }

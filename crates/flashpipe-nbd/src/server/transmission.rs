@@ -23,6 +23,7 @@ use std::io::{BufReader, Read, Write};
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use flashpipe_base::{WaitPolicy, Waiter};
 use flashpipe_device::IoBuf;
 use thiserror::Error;
 
@@ -67,8 +68,8 @@ pub struct TransmissionSetup<'a> {
     pub worker: Option<SharedWorker>,
     /// Requests in flight at most.
     pub request_limit: usize,
-    /// Microseconds the writer spins for a reply before parking (`handoff`).
-    pub spin_us: u64,
+    /// How long the writer polls for a reply before parking.
+    pub spin: WaitPolicy,
     /// The server's buffer pool.
     pub buffers: &'a Arc<BufferRecycler>,
 }
@@ -95,7 +96,7 @@ pub fn serve_transmission<R: Read>(
     let writer_buffers = Arc::clone(setup.buffers);
     let writer_sink = Arc::clone(&sink);
     let writer_credits = credit_sender.clone();
-    let spin_us = setup.spin_us;
+    let spin = setup.spin;
     let writer_thread = std::thread::Builder::new()
         .name("nbd-writer".to_string())
         .spawn(move || {
@@ -104,7 +105,7 @@ pub fn serve_transmission<R: Read>(
                 reply_receiver,
                 writer_credits,
                 structured_replies,
-                spin_us,
+                spin,
                 &writer_buffers,
             )
         });
@@ -151,11 +152,12 @@ fn write_replies(
     replies: Receiver<OutgoingReply>,
     credits: Sender<()>,
     structured_replies: bool,
-    spin_us: u64,
+    spin: WaitPolicy,
     buffers: &BufferRecycler,
 ) -> bool {
     let mut batch = ReplyBatch::new(structured_replies);
-    while let Ok(reply) = super::handoff::receive(&replies, spin_us) {
+    let waiter = Waiter::new(spin);
+    while let Ok(reply) = waiter.receive(&replies).0 {
         batch.push(reply);
         while !batch.is_full() {
             match replies.try_recv() {

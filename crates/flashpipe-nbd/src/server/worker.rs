@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use flashpipe_base::{WaitPolicy, Waiter};
 use flashpipe_device::{
     BlockDevice, Completion, DeviceError, DeviceErrorKind, IoBuf, Request, Tag,
 };
@@ -194,8 +195,8 @@ pub struct DeviceWorker {
     device: Box<dyn BlockDevice>,
     extents: Arc<Mutex<ExtentMap>>,
     buffers: Arc<BufferRecycler>,
-    /// Microseconds to spin for a job before parking (`handoff`).
-    spin_us: u64,
+    /// How long to poll for a job before parking.
+    spin: WaitPolicy,
     jobs: HashMap<u64, ActiveJob>,
     /// Device tag -> job id.
     tag_jobs: HashMap<Tag, u64>,
@@ -216,13 +217,13 @@ impl DeviceWorker {
         device: Box<dyn BlockDevice>,
         extents: Arc<Mutex<ExtentMap>>,
         buffers: Arc<BufferRecycler>,
-        spin_us: u64,
+        spin: WaitPolicy,
     ) -> DeviceWorker {
         DeviceWorker {
             device,
             extents,
             buffers,
-            spin_us,
+            spin,
             jobs: HashMap::new(),
             tag_jobs: HashMap::new(),
             backlog: VecDeque::new(),
@@ -237,7 +238,7 @@ impl DeviceWorker {
     /// Serves jobs until every sender is gone and nothing is in flight, then flushes the
     /// device once more and hands it back (`None` if it was already taken).
     pub fn run(shared: SharedWorker, jobs: Receiver<Job>) -> Option<Box<dyn BlockDevice>> {
-        let spin_us = lock_worker(&shared).as_ref()?.spin_us;
+        let waiter = Waiter::new(lock_worker(&shared).as_ref()?.spin);
         let mut senders_gone = false;
         loop {
             let idle = lock_worker(&shared)
@@ -248,7 +249,7 @@ impl DeviceWorker {
                 if senders_gone {
                     break;
                 }
-                match super::handoff::receive(&jobs, spin_us) {
+                match waiter.receive(&jobs).0 {
                     Ok(job) => first_job = Some(job),
                     Err(_) => senders_gone = true,
                 }

@@ -56,10 +56,9 @@ impl TestServer {
             tls: None,
             limits,
             log_connections: false,
-            handoff_spin_us: std::env::var("FLASHPIPE_NBD_SPIN_US")
-                .ok()
-                .and_then(|text| text.parse().ok())
-                .unwrap_or(0),
+            spin: flashpipe_base::WaitPolicy::from_environment()
+                .and_then(Result::ok)
+                .unwrap_or_default(),
         };
         let server = NbdServer::start(config, exports).expect("the server starts");
         TestServer {

@@ -1,14 +1,17 @@
 //! The server's structured logs: a `tracing` subscriber writing to standard error, as
 //! text (colours only when standard error is a terminal) or as one JSON object a line
 //! (`--log-format json`), at `info` by default, `debug` with `-v`, `trace` with `-vv`.
-//! Standard output stays for the readiness line and the summary line.
+//! Standard output stays for the readiness line and the summary line. Both servers of
+//! the CLI install it (`flashpipe serve --log-format`, `flashpipe nbd serve --json`), so
+//! the events of the NBD server and of the store server land in one stream.
 
 use std::io::IsTerminal;
 
 use tracing::Level;
 
 /// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum LogFormat {
     /// Human-readable lines: time, level, message, fields.
     Text,

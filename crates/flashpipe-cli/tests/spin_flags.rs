@@ -1,0 +1,97 @@
+//! The one spin knob through the binary: `--spin-us` and `FLASHPIPE_SPIN_US` bounded and
+//! checked before anything is opened, and the flags it replaced refused by name.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn flashpipe_with(arguments: &[&str], environment: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(arguments)
+        .envs(environment.iter().copied())
+        .output()
+        .expect("flashpipe runs")
+}
+
+fn assert_refused(arguments: &[&str], environment: &[(&str, &str)], expected: &str) {
+    let output = flashpipe_with(arguments, environment);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "{arguments:?} with {environment:?} is refused"
+    );
+    assert!(
+        stderr.contains(expected),
+        "{arguments:?} with {environment:?}: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "{arguments:?} with {environment:?}: {stderr}"
+    );
+}
+
+#[test]
+fn the_flags_the_one_knob_replaced_are_refused_by_name() {
+    let folder = common::fresh_folder("spin-flags-old");
+    let store = common::file_store(folder.path(), "8MiB");
+    let store = common::text(&store);
+    for (arguments, old) in [
+        (
+            vec!["serve", store, "--answer-spin-us", "5"],
+            "--answer-spin-us",
+        ),
+        (
+            vec!["serve", store, "--ring-spin-us", "5"],
+            "--ring-spin-us",
+        ),
+        (
+            vec!["bench", "net", "--flashpipe-spin-us", "0"],
+            "--flashpipe-spin-us",
+        ),
+        (
+            vec!["bench", "serve", "--ring-spin-us", "0"],
+            "--ring-spin-us",
+        ),
+    ] {
+        assert_refused(&arguments, &[], old);
+    }
+}
+
+#[test]
+fn a_spin_window_out_of_bounds_changes_nothing() {
+    let folder = common::fresh_folder("spin-flags-bounds");
+    let socket = folder.path().join("nbd.sock");
+    let image = folder.path().join("disk.img");
+    let export = format!("d={}", common::text(&image));
+    let nbd = [
+        "nbd",
+        "serve",
+        "--export",
+        export.as_str(),
+        "--socket",
+        common::text(&socket),
+    ];
+    let mut too_long = nbd.to_vec();
+    too_long.extend(["--spin-us", "10001"]);
+    assert_refused(&too_long, &[], "at most 10000");
+    assert_refused(&nbd, &[("FLASHPIPE_SPIN_US", "soon")], "FLASHPIPE_SPIN_US");
+    assert_refused(&nbd, &[("FLASHPIPE_SPIN_US", "99999999")], "at most 10000");
+    assert!(!socket.exists(), "no socket was made");
+    assert!(!image.exists(), "no export file was made");
+
+    let store = common::file_store(folder.path(), "8MiB");
+    let serve = ["serve", common::text(&store)];
+    assert_refused(&serve, &[("FLASHPIPE_SPIN_US", "-1")], "FLASHPIPE_SPIN_US");
+    let mut too_long = serve.to_vec();
+    too_long.extend(["--spin-us", "20000"]);
+    assert_refused(&too_long, &[], "at most 10000");
+    let socket = flashpipe_client_socket(&store);
+    assert!(!socket.exists(), "no server socket was made");
+}
+
+/// Where `flashpipe serve` would listen for `store` (beside the store file).
+fn flashpipe_client_socket(store: &std::path::Path) -> std::path::PathBuf {
+    let mut name = store.file_name().unwrap().to_os_string();
+    name.push(".sock");
+    store.with_file_name(name)
+}
