@@ -25,100 +25,16 @@ use flashpipe_device::BlockDevice;
 use crate::commit::{commit, write_super_block};
 use crate::data::verify_data_block;
 use crate::error::FsckError;
-use crate::image::{load_image, load_image_of, DamagedSlot, LoadFailure, LoadedImage};
+use crate::filesystem::Filesystem;
+use crate::image::{load_image, load_image_of, LoadFailure, LoadedImage};
 use crate::io::{flush_device, read_fs_blocks};
 use crate::layout::FORMAT_VERSION;
-use crate::state::State;
+
+use crate::findings::DamagedSlot;
+pub use crate::findings::{Finding, Structure};
 
 /// Most file names listed in a one-line summary of what a fallback loses.
 const MAX_NAMES_IN_SUMMARY: usize = 10;
-
-/// The structure a finding is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Structure {
-    /// A super block slot (blocks 0 and 1).
-    SuperBlock,
-    /// The checkpoint map chain.
-    CheckpointMap,
-    /// The name table (blocks or entries).
-    NameTable,
-    /// The inode table (blocks or records).
-    InodeTable,
-    /// A file's indirect chain.
-    IndirectBlock,
-    /// The free list.
-    FreeList,
-    /// Block ownership across all structures (doubly used, leaked, used and free).
-    BlockAccounting,
-    /// A file's data block whose content does not match its checksum (`fsck --data`).
-    DataBlock,
-    /// The metadata log (version 3): a record that cannot be replayed.
-    Log,
-    /// The shared table (version 5): reference counts of shared data blocks.
-    SharedTable,
-}
-
-impl fmt::Display for Structure {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
-            Structure::SuperBlock => "super block",
-            Structure::CheckpointMap => "checkpoint map",
-            Structure::NameTable => "name table",
-            Structure::InodeTable => "inode table",
-            Structure::IndirectBlock => "indirect block",
-            Structure::FreeList => "free list",
-            Structure::BlockAccounting => "block accounting",
-            Structure::DataBlock => "data block",
-            Structure::Log => "metadata log",
-            Structure::SharedTable => "shared table",
-        };
-        formatter.write_str(name)
-    }
-}
-
-/// One inconsistency.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    /// What it is about.
-    pub structure: Structure,
-    /// The FS block concerned, when there is one.
-    pub block: Option<u64>,
-    /// What is wrong.
-    pub problem: String,
-    /// True when `fsck --repair` fixes it.
-    pub repairable: bool,
-}
-
-impl Finding {
-    /// A finding about `structure` at `block`.
-    pub fn new(
-        structure: Structure,
-        block: Option<u64>,
-        problem: String,
-        repairable: bool,
-    ) -> Finding {
-        Finding {
-            structure,
-            block,
-            problem,
-            repairable,
-        }
-    }
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{}", self.structure)?;
-        if let Some(block) = self.block {
-            write!(formatter, " (block {block})")?;
-        }
-        write!(formatter, ": {}", self.problem)?;
-        if self.repairable {
-            write!(formatter, " [repairable]")?;
-        }
-        Ok(())
-    }
-}
 
 /// What repair does (or did) to one file it cannot keep whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -682,7 +598,7 @@ fn repair_image(
         .map(|finding| format!("fixed: {finding}"))
         .collect();
     let truncated: Vec<u64> = image.damaged_chains.keys().copied().collect();
-    let mut state = State::from_image(image, device.clock(), true);
+    let mut state = image.into_state(device.clock(), true);
     for inode_number in truncated {
         let node = state
             .files
@@ -898,4 +814,22 @@ fn verify_data_batch(
         }
     }
     Ok(())
+}
+
+/// fsck of a mounted file system: the checks of its durable image.
+impl Filesystem {
+    /// Checks the durable image (the last flush) with fsck, without repairing.
+    pub fn check(&mut self) -> Result<FsckReport, FsckError> {
+        fsck(self.device_for_check(), false)
+    }
+
+    /// [`Filesystem::check`] with options (`verify_data`: read and verify every data
+    /// block too; `repair` is ignored here, a mounted file system is not repaired).
+    pub fn check_with_options(&mut self, options: FsckOptions) -> Result<FsckReport, FsckError> {
+        let options = FsckOptions {
+            repair: false,
+            ..options
+        };
+        fsck_with_options(self.device_for_check(), options)
+    }
 }

@@ -6,10 +6,11 @@
 //! becomes a [`Finding`] (mount refuses an image with findings; fsck lists them).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
-use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation};
+use flashpipe_device::{run_one, BlockDevice, Clock, DeviceError, IoBuf, Operation};
 
-use crate::fsck::{Finding, Structure};
+use crate::findings::{DamagedSlot, Finding, Structure};
 use crate::io::{read_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count_in_version, open_metadata_block,
@@ -20,12 +21,14 @@ use crate::layout::{
     MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::name::name_problem;
+use crate::shared::SharedCounts;
+use crate::state::{CommittedCheckpoint, FileNode, State};
 
 mod accounting;
 mod replay;
 mod shared_table;
 
-pub use replay::LogDamage;
+pub use crate::findings::LogDamage;
 
 /// Offset of the super block's checksum field (docs/format.md, "Super block").
 const SUPER_BLOCK_CHECKSUM_OFFSET: usize = 12;
@@ -171,6 +174,63 @@ impl LoadedImage {
             .map(damaged_slot_finding)
             .chain(self.findings.iter().cloned())
             .collect()
+    }
+}
+
+impl LoadedImage {
+    /// The state an image describes. With `rebuild_free_list` the free list is the
+    /// complement of the blocks in use and orphans get `lost+found.<inode>` names (fsck
+    /// repair); otherwise the image's free list is taken as it is (mount, which has
+    /// checked that it is right). A version-1 image's files are all marked as changed
+    /// maps, so that the first commit writes every indirect chain in the version-2 layout
+    /// (docs/format.md, "Versioning"); their blocks carry no checksum until rewritten.
+    pub fn into_state(self, clock: Arc<dyn Clock>, rebuild_free_list: bool) -> State {
+        let image = self;
+        let geometry = image.geometry;
+        let free_extents = if rebuild_free_list {
+            unused_extents(&image.used_blocks, &geometry)
+        } else {
+            image.free_extents.clone()
+        };
+        let mut state = State::empty(geometry, clock, &free_extents);
+        let highest_inode = image.files.keys().next_back().copied().unwrap_or(0);
+        let upgrading = image.super_block.format_version < 2;
+        state.next_inode_number = image.next_inode_number.max(highest_inode + 1);
+        let (named, orphans): (Vec<_>, Vec<_>) = image
+            .files
+            .into_iter()
+            .partition(|(_, file)| file.name.is_some());
+        for (inode_number, file) in named.into_iter().chain(orphans) {
+            let name = match file.name {
+                Some(name) => name,
+                None => state.orphan_name(inode_number),
+            };
+            let node = FileNode {
+                name,
+                size_bytes: file.size_bytes,
+                pointers: file.pointers,
+                checksums: file.checksums,
+                indirect_chain: file.indirect_chain,
+                map_changed: upgrading,
+                modified_clock_ns: file.modified_clock_ns,
+            };
+            state.insert_file(inode_number, node);
+        }
+        state.store_identity = image.super_block.store_identity;
+        state.shared = SharedCounts::from_pointers(
+            geometry.fs_block_count,
+            state.files.values().flat_map(|node| node.pointers.iter()),
+        );
+        state.committed = CommittedCheckpoint {
+            sequence: image.super_block.commit_sequence,
+            next_inode_number: state.next_inode_number,
+            blocks: image.checkpoint_blocks,
+            super_block: Some(image.super_block),
+            log_region: image.log_region,
+        };
+        state.files.forget_touched();
+        state.changed_since_commit = false;
+        state
     }
 }
 
@@ -390,66 +450,18 @@ fn slot_finding(slot: u64, problem: String) -> Finding {
     )
 }
 
-/// A super block slot that is not valid (or disagrees with the other) while the other
-/// slot is valid: the mount refuses it, fsck reports it, and only `fsck --repair`
-/// falls back to the valid slot's commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DamagedSlot {
-    /// The damaged slot (0 or 1).
-    pub slot: u64,
-    /// What is wrong with it.
-    pub problem: String,
-    /// The commit sequence its bytes claim (offset 32), when it carries the magic; not
-    /// to be trusted, since the slot is damaged.
-    pub claimed_sequence: Option<u64>,
-    /// The valid slot (the one a fallback uses).
-    pub fallback_slot: u64,
-    /// The commit the valid slot holds.
-    pub fallback_sequence: u64,
-    /// The damaged slot decoded with its checksum recomputed and its reserved bytes
-    /// cleared, when its fields are sane then: the commit it probably held.
-    pub salvaged: Option<SuperBlock>,
-}
-
-impl DamagedSlot {
-    /// True unless the slot provably held an older commit than the fallback: its claimed
-    /// sequence is unknown or larger. (A claimed sequence that is smaller is believed
-    /// only as far as the damage allows; the mount refuses either way.)
-    pub fn may_hold_newer_commit(&self) -> bool {
-        self.claimed_sequence
-            .is_none_or(|claimed| claimed > self.fallback_sequence)
-    }
-
-    /// One sentence: the damage, what the slot claims, and the commit a fallback uses.
-    pub fn describe(&self) -> String {
-        let claim = match self.claimed_sequence {
-            None => "it may have held a newer commit".to_string(),
-            Some(claimed) if claimed > self.fallback_sequence => {
-                format!("it claims commit {claimed}, newer than the commit in use")
-            }
-            Some(claimed) => format!(
-                "it claims commit {claimed}, not newer than commit {}",
-                self.fallback_sequence
-            ),
-        };
-        format!(
-            "super block slot {} is damaged ({}); {claim}; slot {} holds commit {}",
-            self.slot, self.problem, self.fallback_slot, self.fallback_sequence
-        )
-    }
-
-    fn new(slot: u64, problem: String, read: &SlotRead, fallback: &SuperBlock) -> DamagedSlot {
-        let has_magic = !matches!(read.decoded, Err(SuperBlockProblem::NoMagic));
-        DamagedSlot {
-            slot,
-            problem,
-            claimed_sequence: has_magic.then(|| read_u64(&read.bytes, 32)),
-            fallback_slot: 1 - slot,
-            fallback_sequence: fallback.commit_sequence,
-            salvaged: has_magic
-                .then(|| salvage_super_block(&read.bytes))
-                .flatten(),
-        }
+/// The damage of slot `slot`, read as `read`, beside the valid `fallback`.
+fn damaged_slot(slot: u64, problem: String, read: &SlotRead, fallback: &SuperBlock) -> DamagedSlot {
+    let has_magic = !matches!(read.decoded, Err(SuperBlockProblem::NoMagic));
+    DamagedSlot {
+        slot,
+        problem,
+        claimed_sequence: has_magic.then(|| read_u64(&read.bytes, 32)),
+        fallback_slot: 1 - slot,
+        fallback_sequence: fallback.commit_sequence,
+        salvaged: has_magic
+            .then(|| salvage_super_block(&read.bytes))
+            .flatten(),
     }
 }
 
@@ -486,16 +498,16 @@ fn choose_super_block(device: &mut dyn BlockDevice) -> Result<ChosenSuperBlock, 
                 || other.fs_block_count != chosen.fs_block_count)
                 .then(|| {
                     let problem = "its geometry differs from the other slot's".to_string();
-                    DamagedSlot::new(other_slot, problem, other_read, chosen)
+                    damaged_slot(other_slot, problem, other_read, chosen)
                 });
             Ok((chosen.clone(), damage))
         }
         (Ok(zero), Err(problem)) => {
-            let damage = DamagedSlot::new(1, problem.to_string(), &slot_one, zero);
+            let damage = damaged_slot(1, problem.to_string(), &slot_one, zero);
             Ok((zero.clone(), Some(damage)))
         }
         (Err(problem), Ok(one)) => {
-            let damage = DamagedSlot::new(0, problem.to_string(), &slot_zero, one);
+            let damage = damaged_slot(0, problem.to_string(), &slot_zero, one);
             Ok((one.clone(), Some(damage)))
         }
         (Err(SuperBlockProblem::NoMagic), Err(SuperBlockProblem::NoMagic)) => {
@@ -1184,4 +1196,19 @@ fn structure_of(kind: MetadataKind) -> Structure {
         MetadataKind::Log => Structure::Log,
         MetadataKind::SharedTable => Structure::SharedTable,
     }
+}
+
+/// Extents of blocks (from the first allocatable one) whose bit is clear.
+fn unused_extents(used: &BlockBits, geometry: &Geometry) -> Vec<(u64, u64)> {
+    let mut extents: Vec<(u64, u64)> = Vec::new();
+    for block in FIRST_ALLOCATABLE_BLOCK..geometry.fs_block_count {
+        if used.get(block) {
+            continue;
+        }
+        match extents.last_mut() {
+            Some(last) if last.0 + last.1 == block => last.1 += 1,
+            _ => extents.push((block, 1)),
+        }
+    }
+    extents
 }

@@ -40,6 +40,7 @@ mod copy;
 mod data;
 pub mod error;
 mod filesystem;
+mod findings;
 pub mod fsck;
 mod image;
 mod io;
@@ -60,11 +61,11 @@ pub use filesystem::store_identity_text;
 pub use filesystem::{
     CommitPolicy, FileId, FileStat, Filesystem, FormatOptions, FsStats, MetadataLogFill,
 };
+pub use findings::{DamagedSlot, LogDamage};
 pub use fsck::{
     fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,
     SlotFallback, Structure,
 };
-pub use image::{DamagedSlot, LogDamage};
 pub use io::MAX_REQUEST_BYTES;
 pub use name::{name_problem, new_name_problem};
 pub use staged_write::{PlannedWrite, WriteCopy};
