@@ -19,6 +19,7 @@ use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, State};
 
 mod inspect;
+mod planned_reads;
 mod store_identity;
 
 pub use store_identity::store_identity_text;

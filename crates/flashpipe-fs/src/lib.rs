@@ -47,6 +47,7 @@ mod io;
 pub mod layout;
 pub mod metadata_log;
 mod name;
+mod read_plan;
 pub mod shared;
 mod staged_write;
 mod state;
@@ -68,4 +69,5 @@ pub use fsck::{
 };
 pub use io::MAX_REQUEST_BYTES;
 pub use name::{name_problem, new_name_problem};
+pub use read_plan::{read_span_bytes, touching_group, ReadCheck, ReadPiece, ReadPlan};
 pub use staged_write::{PlannedWrite, WriteCopy};
