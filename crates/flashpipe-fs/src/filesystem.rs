@@ -2,7 +2,9 @@
 //! image, unmount. One [`Filesystem`] owns one device and is driven from one thread
 //! (the engine's file system thread).
 
-use flashpipe_device::{BlockDevice, DeviceInfo, IoBuf};
+use std::sync::Arc;
+
+use flashpipe_device::{BlockDevice, Clock, DeviceInfo, IoBuf};
 
 use crate::commit::{commit, write_super_block};
 use crate::copy::{self, CopyMethod, CopyReport};
@@ -723,6 +725,12 @@ impl Filesystem {
     /// The device, for fsck of the mounted image (nothing is in flight while it runs).
     pub(crate) fn device_for_check(&mut self) -> &mut dyn BlockDevice {
         &mut *self.device
+    }
+
+    /// The clock of the device under the file system (virtual in simulation, never the
+    /// wall clock): what a caller times the file system's work with.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.state.clock)
     }
 
     /// The device's description.

@@ -47,6 +47,7 @@ mod io;
 pub mod layout;
 pub mod metadata_log;
 mod name;
+mod plan;
 mod read_plan;
 pub mod shared;
 mod staged_write;
