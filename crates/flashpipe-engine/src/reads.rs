@@ -437,7 +437,8 @@ fn batch_results(
 
 /// Plans a read with the file system and takes its pool buffer: a span larger than a
 /// pool buffer is refused before the file system is asked (as a read too large), then the
-/// file system's refusals (stale handle, past the end), then an exhausted pool.
+/// file system's refusals (stale handle, past the end, a range past the largest offset),
+/// then an exhausted pool.
 fn plan_read(
     filesystem: &Filesystem,
     pool: &BufferPool,
@@ -448,14 +449,15 @@ fn plan_read(
     length_bytes: u64,
 ) -> Result<(ReadPlan, IoBuf), EngineError> {
     let span_bytes = read_span_bytes(block_bytes, offset_bytes, length_bytes);
-    if span_bytes > pool.buffer_size_bytes() as u64 {
+    if span_bytes.is_some_and(|span_bytes| span_bytes > pool.buffer_size_bytes() as u64) {
         return Err(EngineError::ReadTooLarge {
             length_bytes,
             max_read_bytes: pool.buffer_size_bytes() as u64 - block_bytes,
         });
     }
+    // A range past the largest offset (`None`) is no file's: the file system refuses it.
     let plan = filesystem.plan_read(file, file_name, offset_bytes, length_bytes)?;
-    assert_eq!(plan.span_bytes() as u64, span_bytes, "one span rule");
+    assert_eq!(Some(plan.span_bytes() as u64), span_bytes, "one span rule");
     let mut buffer = pool.try_take()?;
     buffer.set_len(plan.span_bytes());
     Ok((plan, buffer))

@@ -30,7 +30,9 @@ pub(crate) fn plan_read(
     let block_bytes = state.geometry.block_bytes();
     let runs = block_map(state, inode_number, offset_bytes, length_bytes)?;
     let first_file_block = offset_bytes / block_bytes;
-    let span_bytes = read_span_bytes(block_bytes, offset_bytes, length_bytes) as usize;
+    let span_bytes = read_span_bytes(block_bytes, offset_bytes, length_bytes)
+        .expect("a range inside a file lies below the largest offset")
+        as usize;
     let window_start = (offset_bytes - first_file_block * block_bytes) as usize;
     let check = ReadCheck::new(file_name, runs, first_file_block, block_bytes);
     Ok(ReadPlan::new(span_bytes, window_start, check))
@@ -51,12 +53,17 @@ pub(crate) fn plan_file_read(
 
 /// Bytes of the whole FS blocks (of `block_bytes`) that bytes `offset..offset + length`
 /// of a file touch: the buffer a read of that range needs (an empty range inside a block
-/// still spans that block, as the engine's reads always have).
-pub fn read_span_bytes(block_bytes: u64, offset_bytes: u64, length_bytes: u64) -> u64 {
+/// still spans that block, as the engine's reads always have). `None` when the range
+/// runs past the largest byte offset (no file reaches it: the file system refuses such a
+/// read as past the end).
+pub fn read_span_bytes(block_bytes: u64, offset_bytes: u64, length_bytes: u64) -> Option<u64> {
     assert!(block_bytes > 0, "an FS block holds bytes");
     let aligned_start = offset_bytes / block_bytes * block_bytes;
-    let aligned_end = (offset_bytes + length_bytes).div_ceil(block_bytes) * block_bytes;
-    aligned_end - aligned_start
+    let aligned_end = offset_bytes
+        .checked_add(length_bytes)?
+        .div_ceil(block_bytes)
+        .checked_mul(block_bytes)?;
+    Some(aligned_end - aligned_start)
 }
 
 /// One piece of a planned read: `length_bytes` at `position_bytes` of the read's buffer,
@@ -239,11 +246,13 @@ mod tests {
 
     #[test]
     fn the_span_covers_the_whole_blocks_touched() {
-        assert_eq!(read_span_bytes(4096, 0, 1), 4096);
-        assert_eq!(read_span_bytes(4096, 4095, 2), 8192);
-        assert_eq!(read_span_bytes(4096, 4096, 4096), 4096);
-        assert_eq!(read_span_bytes(4096, 4096, 0), 0);
-        assert_eq!(read_span_bytes(4096, 10, 0), 4096);
+        assert_eq!(read_span_bytes(4096, 0, 1), Some(4096));
+        assert_eq!(read_span_bytes(4096, 4095, 2), Some(8192));
+        assert_eq!(read_span_bytes(4096, 4096, 4096), Some(4096));
+        assert_eq!(read_span_bytes(4096, 4096, 0), Some(0));
+        assert_eq!(read_span_bytes(4096, 10, 0), Some(4096));
+        assert_eq!(read_span_bytes(4096, u64::MAX - 10, 100), None);
+        assert_eq!(read_span_bytes(4096, u64::MAX - 10, 5), None);
     }
 
     #[test]
