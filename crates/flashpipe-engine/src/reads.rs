@@ -1,10 +1,12 @@
 //! The engine's read path: many reads in flight at once, each read straight from the
 //! device into one engine-owned pool buffer (no copy), completed out of order.
 //!
-//! A read is planned with the file system's block map: each run of contiguous device
-//! blocks becomes one device request whose buffer is a view of the read's pool buffer at
-//! the run's position, handed out by a [`SplitBuffer`] (whose module holds the safety
-//! argument); holes are zero-filled in place through views of their own. The split stays
+//! A read is planned by the file system ([`Filesystem::plan_read`], from its block map):
+//! each piece, a run of contiguous device blocks, becomes one device request whose buffer
+//! is a view of the read's pool buffer at the piece's position, handed out by a
+//! [`SplitBuffer`] (whose module holds the safety argument); holes are zero-filled in
+//! place through views of their own. This module keeps what is the engine's: the pool
+//! buffers, the request tags, the table of reads in flight and the sinks. The split stays
 //! in the [`ReadsInFlight`] table until every piece is back and dropped, and only then
 //! gives the pool buffer back whole.
 //!
@@ -22,8 +24,8 @@
 //! each file's data is a window of it: still no copy, and the buffer returns to the pool
 //! when the last file in it is dropped.
 //!
-//! Every FS block read is verified against the CRC32C its block pointer carries (the block
-//! map hands the checksums out with the runs) once its request is back, in place in the
+//! Every FS block read is verified against the CRC32C its block pointer carries (the
+//! plan's [`ReadCheck`], the file system's) once its request is back, in place in the
 //! pool buffer (no copy); a damaged block fails its read, or its file of a batch, with
 //! [`flashpipe_fs::FileIoError::DataChecksumMismatch`] naming the file and the offset.
 
@@ -33,7 +35,7 @@ use std::sync::Arc;
 use flashpipe_device::{
     BlockDevice, BufferPool, Completion, DeviceError, IoBuf, PoolExhausted, Request, SplitBuffer,
 };
-use flashpipe_fs::{FileId, Filesystem, MappedRun};
+use flashpipe_fs::{read_span_bytes, touching_group, FileId, Filesystem, ReadCheck, ReadPlan};
 
 use crate::command::{
     read_files_max_bytes, EngineError, ReadBuffer, ReadData, READ_FILES_MAX_BUFFERS,
@@ -78,38 +80,15 @@ struct BatchBuffer {
     first_error: Option<DeviceError>,
 }
 
-/// What a finished read checks before handing its bytes out: the file's name (for the
-/// error) and the runs read, whose blocks lie in the buffer from `buffer_start` on, the
-/// first byte of file block `first_file_block` there.
-struct Verification {
-    file_name: String,
-    runs: Vec<MappedRun>,
-    buffer_start: usize,
-    first_file_block: u64,
-}
-
-impl Verification {
-    /// Verifies every block of every run read (holes have no checksum).
-    fn verify(&self, block_bytes: u64, buffer: &[u8]) -> Result<(), EngineError> {
-        for run in self.runs.iter().filter(|run| run.first_fs_block.is_some()) {
-            let start = self.buffer_start
-                + ((run.first_file_block - self.first_file_block) * block_bytes) as usize;
-            let run_bytes = &buffer[start..start + (run.block_count * block_bytes) as usize];
-            run.verify(&self.file_name, block_bytes, run_bytes)?;
-        }
-        Ok(())
-    }
-}
-
 /// Where one file of a batch ends up.
 enum BatchFile {
     /// Bytes `window_start..window_start + length_bytes` of buffer `buffer_index`, whose
-    /// blocks `verification` checks.
+    /// blocks `check` verifies.
     Window {
         buffer_index: usize,
         window_start: usize,
         length_bytes: usize,
-        verification: Verification,
+        check: ReadCheck,
     },
     /// An empty file.
     Empty,
@@ -127,7 +106,7 @@ struct InFlightBatch<S> {
 struct InFlightRead<S> {
     sink: S,
     buffer: SplitBuffer,
-    verification: Verification,
+    check: ReadCheck,
     window_start: usize,
     length_bytes: usize,
     pieces_outstanding: usize,
@@ -201,18 +180,13 @@ impl<S: ReadSink> ReadsInFlight<S> {
             Err(error) => return Err((sink, error)),
         };
         let slot = self.free_slots.pop().expect("caller checked has_room");
-        let ReadPlan {
-            buffer,
-            window_start,
-            runs,
-            verification,
-        } = plan;
+        let (plan, buffer) = plan;
         self.slot_files[slot].push(file);
         let mut buffer = SplitBuffer::new(buffer);
         let mut pieces = 0;
-        for (position_bytes, run_bytes, device_block) in runs {
-            let mut view = run_view(&mut buffer, position_bytes, run_bytes);
-            let Some(device_block) = device_block else {
+        for piece in plan.pieces() {
+            let mut view = run_view(&mut buffer, piece.position_bytes, piece.length_bytes);
+            let Some(device_block) = piece.first_device_block else {
                 view.fill(0);
                 continue;
             };
@@ -223,10 +197,11 @@ impl<S: ReadSink> ReadsInFlight<S> {
             ));
             pieces += 1;
         }
+        let window_start = plan.window_start();
         let read = InFlightRead {
             sink,
             buffer,
-            verification,
+            check: plan.into_check(),
             window_start,
             length_bytes: length_bytes as usize,
             pieces_outstanding: pieces,
@@ -274,16 +249,10 @@ impl<S: ReadSink> ReadsInFlight<S> {
             files.push(match resolved_file {
                 Err(error) => BatchFile::Failed(error),
                 Ok((_, 0)) => BatchFile::Empty,
-                Ok((file, size_bytes)) => match filesystem.block_map(file, 0, size_bytes) {
-                    Err(error) => BatchFile::Failed(error.into()),
-                    Ok(runs) => {
-                        let verification = Verification {
-                            file_name: names[file_index].clone(),
-                            runs,
-                            buffer_start: 0,
-                            first_file_block: 0,
-                        };
-                        match contiguous_extent(&verification.runs) {
+                Ok((file, size_bytes)) => {
+                    match filesystem.plan_file_read(file, &names[file_index], size_bytes) {
+                        Err(error) => BatchFile::Failed(error.into()),
+                        Ok(check) => match check.contiguous_extent() {
                             Some((first_fs_block, first_device_block, block_count)) => {
                                 extents.push(FileExtent {
                                     file_index,
@@ -291,14 +260,14 @@ impl<S: ReadSink> ReadsInFlight<S> {
                                     first_device_block,
                                     block_count,
                                     size_bytes,
-                                    verification,
+                                    check,
                                 });
                                 BatchFile::Empty
                             }
-                            None => planner.plan_scattered(verification, size_bytes),
-                        }
+                            None => planner.plan_scattered(check, size_bytes),
+                        },
                     }
-                },
+                }
             });
         }
         planner.plan_extents(extents, &mut files);
@@ -395,8 +364,9 @@ impl<S: ReadSink> ReadsInFlight<S> {
                 let result = match read.first_error {
                     Some(error) => Err(EngineError::Device(error)),
                     None => read
-                        .verification
-                        .verify(self.block_bytes, &buffer)
+                        .check
+                        .verify(&buffer)
+                        .map_err(EngineError::from)
                         .map(|()| ReadData {
                             buffer: ReadBuffer::Owned(buffer),
                             window_start: read.window_start,
@@ -412,7 +382,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
                     files,
                     ..
                 } = batch;
-                sink.deliver_files(Ok(batch_results(self.block_bytes, buffers, files)));
+                sink.deliver_files(Ok(batch_results(buffers, files)));
             }
         }
     }
@@ -422,7 +392,6 @@ impl<S: ReadSink> ReadsInFlight<S> {
 /// (or its error: a failed device request fails only the files in its buffer, a damaged
 /// block only its own file).
 fn batch_results(
-    block_bytes: u64,
     buffers: Vec<BatchBuffer>,
     files: Vec<BatchFile>,
 ) -> Vec<Result<ReadData, EngineError>> {
@@ -443,11 +412,11 @@ fn batch_results(
                 buffer_index,
                 window_start,
                 length_bytes,
-                verification,
+                check,
             } => match &shared[buffer_index] {
                 Ok(buffer) => {
                     assert!(window_start + length_bytes <= buffer.len());
-                    verification.verify(block_bytes, &buffer[window_start..])?;
+                    check.verify(&buffer[window_start..])?;
                     Ok(ReadData {
                         buffer: ReadBuffer::Shared(Arc::clone(buffer)),
                         window_start,
@@ -466,58 +435,32 @@ fn batch_results(
         .collect()
 }
 
-struct ReadPlan {
-    buffer: IoBuf,
-    window_start: usize,
-    /// (position in buffer, bytes, first device block or None for a hole)
-    runs: Vec<(usize, usize, Option<u64>)>,
-    verification: Verification,
-}
-
+/// Plans a read with the file system and takes its pool buffer: a span larger than a
+/// pool buffer is refused before the file system is asked (as a read too large), then the
+/// file system's refusals (stale handle, past the end, a range past the largest offset),
+/// then an exhausted pool.
 fn plan_read(
-    filesystem: &mut Filesystem,
+    filesystem: &Filesystem,
     pool: &BufferPool,
     block_bytes: u64,
     file: FileId,
     file_name: &str,
     offset_bytes: u64,
     length_bytes: u64,
-) -> Result<ReadPlan, EngineError> {
-    let aligned_start = offset_bytes / block_bytes * block_bytes;
-    let aligned_end = (offset_bytes + length_bytes).div_ceil(block_bytes) * block_bytes;
-    let span_bytes = aligned_end - aligned_start;
-    if span_bytes > pool.buffer_size_bytes() as u64 {
+) -> Result<(ReadPlan, IoBuf), EngineError> {
+    let span_bytes = read_span_bytes(block_bytes, offset_bytes, length_bytes);
+    if span_bytes.is_some_and(|span_bytes| span_bytes > pool.buffer_size_bytes() as u64) {
         return Err(EngineError::ReadTooLarge {
             length_bytes,
             max_read_bytes: pool.buffer_size_bytes() as u64 - block_bytes,
         });
     }
-    let mapped_runs = filesystem.block_map(file, offset_bytes, length_bytes)?;
+    // A range past the largest offset (`None`) is no file's: the file system refuses it.
+    let plan = filesystem.plan_read(file, file_name, offset_bytes, length_bytes)?;
+    assert_eq!(Some(plan.span_bytes() as u64), span_bytes, "one span rule");
     let mut buffer = pool.try_take()?;
-    buffer.set_len(span_bytes as usize);
-    let first_file_block = aligned_start / block_bytes;
-    let runs = mapped_runs
-        .iter()
-        .map(|run| {
-            let position = (run.first_file_block - first_file_block) * block_bytes;
-            (
-                position as usize,
-                (run.block_count * block_bytes) as usize,
-                run.first_device_block,
-            )
-        })
-        .collect();
-    Ok(ReadPlan {
-        buffer,
-        window_start: (offset_bytes - aligned_start) as usize,
-        runs,
-        verification: Verification {
-            file_name: file_name.to_string(),
-            runs: mapped_runs,
-            buffer_start: 0,
-            first_file_block,
-        },
-    })
+    buffer.set_len(plan.span_bytes());
+    Ok((plan, buffer))
 }
 
 /// Opens every file of a batch and checks the limits: the whole batch is refused when it
@@ -573,27 +516,6 @@ fn run_view(buffer: &mut SplitBuffer, position_bytes: usize, run_bytes: usize) -
         })
 }
 
-/// The blocks of a file whose data lies in one physically contiguous run of FS blocks (no
-/// holes, no fragments): (first FS block, its first device block, FS block count).
-/// Contiguity is judged in FS blocks: a run's count is in FS blocks, and an FS block spans
-/// several device blocks when the FS block is larger than the device's.
-fn contiguous_extent(runs: &[MappedRun]) -> Option<(u64, u64, u64)> {
-    let first = runs.first()?;
-    let (first_fs_block, first_device_block) = (first.first_fs_block?, first.first_device_block?);
-    let mut next_fs_block = first_fs_block;
-    for run in runs {
-        if run.first_fs_block != Some(next_fs_block) {
-            return None;
-        }
-        next_fs_block += run.block_count;
-    }
-    Some((
-        first_fs_block,
-        first_device_block,
-        next_fs_block - first_fs_block,
-    ))
-}
-
 /// A contiguous file of a batch.
 struct FileExtent {
     file_index: usize,
@@ -601,7 +523,7 @@ struct FileExtent {
     first_device_block: u64,
     block_count: u64,
     size_bytes: u64,
-    verification: Verification,
+    check: ReadCheck,
 }
 
 /// Why a span found no place in a batch's buffers.
@@ -686,16 +608,16 @@ impl BatchPlanner<'_> {
 
     /// A file with holes or fragments: its blocks laid out in order at a place of its own,
     /// one request per run, holes zero-filled.
-    fn plan_scattered(&mut self, verification: Verification, size_bytes: u64) -> BatchFile {
+    fn plan_scattered(&mut self, check: ReadCheck, size_bytes: u64) -> BatchFile {
         let span_bytes = (size_bytes.div_ceil(self.block_bytes) * self.block_bytes) as usize;
         let (buffer_index, start_bytes) = match self.place(span_bytes) {
             Ok(placed) => placed,
             Err(refused) => return BatchFile::Failed(refused.error()),
         };
-        for run in &verification.runs {
-            let position_bytes = start_bytes + (run.first_file_block * self.block_bytes) as usize;
-            let byte_count = (run.block_count * self.block_bytes) as usize;
-            match run.first_device_block {
+        for piece in check.pieces() {
+            let position_bytes = start_bytes + piece.position_bytes;
+            let byte_count = piece.length_bytes;
+            match piece.first_device_block {
                 Some(device_block) => {
                     self.add_request(buffer_index, position_bytes, byte_count, device_block)
                 }
@@ -711,7 +633,7 @@ impl BatchPlanner<'_> {
             buffer_index,
             window_start: start_bytes,
             length_bytes: size_bytes as usize,
-            verification,
+            check,
         }
     }
 
@@ -728,17 +650,8 @@ impl BatchPlanner<'_> {
             .map(|extent| (extent.first_fs_block, extent.block_count))
             .collect();
         while group_start < extents.len() {
-            let (first_block, first_count) = extents[group_start];
-            let mut end_block = first_block + first_count;
-            let mut group_end = group_start + 1;
-            while let Some(&(next_block, next_count)) = extents.get(group_end) {
-                let touches = next_block == end_block;
-                if !touches || end_block + next_count - first_block > buffer_blocks {
-                    break;
-                }
-                end_block += next_count;
-                group_end += 1;
-            }
+            let first_block = extents[group_start].0;
+            let (group_end, end_block) = touching_group(&extents, group_start, buffer_blocks);
             let group: Vec<FileExtent> = remaining.by_ref().take(group_end - group_start).collect();
             self.plan_group(group, first_block, end_block, files);
             group_start = group_end;
@@ -778,7 +691,7 @@ impl BatchPlanner<'_> {
                 buffer_index,
                 window_start,
                 length_bytes: extent.size_bytes as usize,
-                verification: extent.verification,
+                check: extent.check,
             };
         }
     }

@@ -157,6 +157,16 @@ fn errors_are_clear_and_change_nothing() {
         past_end.to_string().contains("past the end") || past_end.to_string().contains("end"),
         "{past_end}"
     );
+    for offset_bytes in [u64::MAX - 10, u64::MAX] {
+        let hostile = read(&mut client, "f", offset_bytes, 100).unwrap_err();
+        assert!(
+            matches!(
+                hostile,
+                EngineError::FileIo(FileIoError::ReadPastEnd { .. })
+            ),
+            "a range past the largest offset is past the end: {hostile}"
+        );
+    }
     let too_large = read(&mut client, "f", 0, 1 << 20).unwrap_err();
     assert!(
         matches!(too_large, EngineError::ReadTooLarge { .. }),

@@ -13,7 +13,7 @@
 use flashpipe_device::{BlockDevice, IoBuf};
 
 use crate::error::FlushError;
-use crate::io::{flush_device, write_fs_blocks, Geometry};
+use crate::io::{write_fs_blocks, Geometry};
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, pointers_per_indirect_block,
     seal_metadata_block, write_pointer_entry, write_u32, write_u64, MetadataHeader, MetadataKind,
@@ -25,7 +25,13 @@ use crate::metadata_log::{
     encode_inode_record, LogFile, LogRecord, LOG_EXTENT_ENTRY_BYTES, LOG_FILE_ENTRY_HEADER_BYTES,
     LOG_REMOVED_ENTRY_BYTES, LOG_SHARED_RECORD_START_BYTES,
 };
+use crate::plan::run_plan;
 use crate::state::{CommittedCheckpoint, FileNode, State};
+
+mod plan;
+
+pub use plan::CommitPlan;
+use plan::Durable;
 
 /// Fewest blocks of a checkpoint's log region (when the free space allows).
 pub const LOG_REGION_MIN_BLOCKS: u64 = 4;
@@ -36,33 +42,10 @@ pub const LOG_REGION_MAX_BLOCKS: u64 = 8192;
 pub const LOG_REGION_FREE_SPACE_DIVISOR: u64 = 8;
 
 /// Commits `state` to `device`. When nothing changed since the last commit it only
-/// flushes the device. A failure half-way makes the state unusable.
+/// flushes the device. A failure half-way makes the state unusable. The steps are
+/// [`CommitPlan`]'s, run by the sync driver.
 pub fn commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
-    if let Some(reason) = &state.unusable_reason {
-        return Err(FlushError::Unusable {
-            reason: reason.clone(),
-        });
-    }
-    if !state.changed_since_commit {
-        return flush_device(device).map_err(FlushError::from);
-    }
-    let result = if log_commit_fits(state) {
-        write_log_commit(state, device)
-    } else {
-        let needed_blocks = commit_space_needed(state);
-        let free_blocks = state.allocator.free_block_count();
-        if needed_blocks > free_blocks {
-            return Err(FlushError::NoSpace {
-                needed_blocks,
-                free_blocks,
-            });
-        }
-        write_checkpoint(state, device)
-    };
-    if let Err(error) = &result {
-        state.unusable_reason = Some(error.to_string());
-    }
-    result
+    run_plan(&mut CommitPlan::new(), state, device)
 }
 
 /// The log rule (docs/format.md, "When a checkpoint is taken"): a commit appends a log
@@ -125,10 +108,11 @@ fn record_block_bound(block_size_bytes: u32, record_bytes: u64) -> u64 {
     record_bytes.div_ceil(usable)
 }
 
-/// Appends one log record for the changes since the last commit: new indirect chains
+/// Prepares one log record for the changes since the last commit: new indirect chains
 /// of changed files into fresh blocks, the record into the next blocks of the log
-/// region, flush, super block, flush.
-fn write_log_commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
+/// region; the writes, and what becomes durable once they, a flush, the super block and
+/// a flush are done ([`finish_log_commit`]).
+fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
     let sequence = state.committed.sequence + 1;
     let touched: Vec<u64> = state.files.touched().iter().copied().collect();
     let changed_maps: Vec<u64> = touched
@@ -159,10 +143,18 @@ fn write_log_commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
     super_block.commit_sequence = sequence;
     super_block.log_block_count = first_index + record_block_count;
     super_block.log_record_count += 1;
-    write_fs_blocks(device, &state.geometry, writes)?;
-    flush_device(device)?;
-    write_super_block(device, &state.geometry, sequence % 2, &super_block)?;
-    flush_device(device)?;
+    (
+        writes,
+        Durable::Log {
+            touched,
+            super_block,
+        },
+    )
+}
+
+/// The state once a log commit is durable: freed blocks allocatable, nothing touched.
+fn finish_log_commit(state: &mut State, touched: Vec<u64>, super_block: SuperBlock) {
+    let sequence = super_block.commit_sequence;
     state.allocator.commit_is_durable();
     for inode_number in &touched {
         if let Some(node) = state.files.get_mut(inode_number) {
@@ -175,7 +167,6 @@ fn write_log_commit(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
     state.files.forget_touched();
     state.shared.forget_touched();
     state.changed_since_commit = false;
-    Ok(())
 }
 
 /// The record of the changes since the last commit (indirect chains already
@@ -351,7 +342,10 @@ impl TablePacker {
     }
 }
 
-fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
+/// Prepares a checkpoint: every table anew with a new log region; the writes, and what
+/// becomes durable once they, a flush, the super block and a flush are done
+/// ([`finish_checkpoint`]).
+fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable), FlushError> {
     let sequence = state.committed.sequence + 1;
     let free_blocks_before = state.allocator.free_block_count();
     let changed_maps: Vec<u64> = state
@@ -431,13 +425,15 @@ fn write_checkpoint(state: &mut State, device: &mut dyn BlockDevice) -> Result<(
         .copied()
         .collect();
     writes.extend(build_map_chain(state, sequence, &listed, map_addresses));
-    write_fs_blocks(device, &state.geometry, writes)?;
-    flush_device(device)?;
-    write_super_block(device, &state.geometry, sequence % 2, &super_block)?;
-    flush_device(device)?;
     let log_region = region_addresses.to_vec();
-    finish_checkpoint(state, checkpoint_blocks, log_region, super_block);
-    Ok(())
+    Ok((
+        writes,
+        Durable::Checkpoint {
+            checkpoint_blocks,
+            log_region,
+            super_block,
+        },
+    ))
 }
 
 fn finish_checkpoint(
@@ -709,8 +705,18 @@ pub fn write_super_block(
     slot: u64,
     super_block: &SuperBlock,
 ) -> Result<(), flashpipe_device::DeviceError> {
+    write_fs_blocks(
+        device,
+        geometry,
+        vec![super_block_write(slot, super_block, geometry)],
+    )
+}
+
+/// The block that puts `super_block` into slot `slot` (FS block 0 or 1), the rest of the
+/// block zero.
+fn super_block_write(slot: u64, super_block: &SuperBlock, geometry: &Geometry) -> (u64, IoBuf) {
     assert!(slot < 2);
     let mut buffer = IoBuf::zeroed(geometry.fs_block_size_bytes as usize);
     buffer[..SUPER_BLOCK_SIZE_BYTES].copy_from_slice(&super_block.encode());
-    write_fs_blocks(device, geometry, vec![(slot, buffer)])
+    (slot, buffer)
 }

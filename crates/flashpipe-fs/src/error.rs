@@ -7,8 +7,7 @@
 
 use flashpipe_device::{DeviceError, DeviceErrorKind};
 
-use crate::fsck::Finding;
-use crate::image::DamagedSlot;
+use crate::findings::{DamagedSlot, Finding};
 
 /// mkfs failed.
 #[derive(Debug, thiserror::Error)]

@@ -2,15 +2,15 @@
 //! image, unmount. One [`Filesystem`] owns one device and is driven from one thread
 //! (the engine's file system thread).
 
-use flashpipe_device::{BlockDevice, DeviceInfo, IoBuf};
+use std::sync::Arc;
+
+use flashpipe_device::{BlockDevice, Clock, DeviceInfo, IoBuf};
 
 use crate::commit::{commit, write_super_block};
 use crate::copy::{self, CopyMethod, CopyReport};
 use crate::data::{self, MappedRun};
-use crate::error::{
-    CopyError, FileIoError, FlushError, FormatError, FsckError, MountError, NamespaceError,
-};
-use crate::fsck::{fsck, fsck_with_options, Finding, FsckOptions, FsckReport, Structure};
+use crate::error::{CopyError, FileIoError, FlushError, FormatError, MountError, NamespaceError};
+use crate::findings::{Finding, Structure};
 use crate::image::{load_image, LoadFailure};
 use crate::io::{flush_device, Geometry};
 use crate::layout::{
@@ -21,6 +21,7 @@ use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, State};
 
 mod inspect;
+mod planned_reads;
 mod store_identity;
 
 pub use store_identity::store_identity_text;
@@ -236,7 +237,7 @@ impl Filesystem {
         if !findings.is_empty() {
             return Err(MountError::Corrupt { findings });
         }
-        let state = State::from_image(image, device.clock(), false);
+        let state = image.into_state(device.clock(), false);
         Ok(Filesystem {
             device,
             state,
@@ -715,25 +716,21 @@ impl Filesystem {
         commit(&mut self.state, &mut *self.device)
     }
 
-    /// Checks the durable image (the last flush) with fsck, without repairing.
-    pub fn check(&mut self) -> Result<FsckReport, FsckError> {
-        fsck(&mut *self.device, false)
-    }
-
-    /// [`Filesystem::check`] with options (`verify_data`: read and verify every data
-    /// block too; `repair` is ignored here, a mounted file system is not repaired).
-    pub fn check_with_options(&mut self, options: FsckOptions) -> Result<FsckReport, FsckError> {
-        let options = FsckOptions {
-            repair: false,
-            ..options
-        };
-        fsck_with_options(&mut *self.device, options)
-    }
-
     /// Flushes and hands the device back.
     pub fn unmount(mut self) -> Result<Box<dyn BlockDevice>, FlushError> {
         self.flush()?;
         Ok(self.device)
+    }
+
+    /// The device, for fsck of the mounted image (nothing is in flight while it runs).
+    pub(crate) fn device_for_check(&mut self) -> &mut dyn BlockDevice {
+        &mut *self.device
+    }
+
+    /// The clock of the device under the file system (virtual in simulation, never the
+    /// wall clock): what a caller times the file system's work with.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.state.clock)
     }
 
     /// The device's description.

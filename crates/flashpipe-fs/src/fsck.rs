@@ -18,299 +18,24 @@
 //! system.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use flashpipe_device::BlockDevice;
 
 use crate::commit::{commit, write_super_block};
-use crate::data::verify_data_block;
 use crate::error::FsckError;
-use crate::image::{load_image, load_image_of, DamagedSlot, LoadFailure, LoadedImage};
-use crate::io::{flush_device, read_fs_blocks};
+use crate::filesystem::Filesystem;
+use crate::image::{load_image, load_image_of, LoadFailure, LoadedImage};
+use crate::io::flush_device;
 use crate::layout::FORMAT_VERSION;
-use crate::state::State;
 
-/// Most file names listed in a one-line summary of what a fallback loses.
-const MAX_NAMES_IN_SUMMARY: usize = 10;
+use crate::findings::DamagedSlot;
+pub use crate::findings::{Finding, Structure};
 
-/// The structure a finding is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Structure {
-    /// A super block slot (blocks 0 and 1).
-    SuperBlock,
-    /// The checkpoint map chain.
-    CheckpointMap,
-    /// The name table (blocks or entries).
-    NameTable,
-    /// The inode table (blocks or records).
-    InodeTable,
-    /// A file's indirect chain.
-    IndirectBlock,
-    /// The free list.
-    FreeList,
-    /// Block ownership across all structures (doubly used, leaked, used and free).
-    BlockAccounting,
-    /// A file's data block whose content does not match its checksum (`fsck --data`).
-    DataBlock,
-    /// The metadata log (version 3): a record that cannot be replayed.
-    Log,
-    /// The shared table (version 5): reference counts of shared data blocks.
-    SharedTable,
-}
+mod data_check;
+mod report;
 
-impl fmt::Display for Structure {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
-            Structure::SuperBlock => "super block",
-            Structure::CheckpointMap => "checkpoint map",
-            Structure::NameTable => "name table",
-            Structure::InodeTable => "inode table",
-            Structure::IndirectBlock => "indirect block",
-            Structure::FreeList => "free list",
-            Structure::BlockAccounting => "block accounting",
-            Structure::DataBlock => "data block",
-            Structure::Log => "metadata log",
-            Structure::SharedTable => "shared table",
-        };
-        formatter.write_str(name)
-    }
-}
-
-/// One inconsistency.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    /// What it is about.
-    pub structure: Structure,
-    /// The FS block concerned, when there is one.
-    pub block: Option<u64>,
-    /// What is wrong.
-    pub problem: String,
-    /// True when `fsck --repair` fixes it.
-    pub repairable: bool,
-}
-
-impl Finding {
-    /// A finding about `structure` at `block`.
-    pub fn new(
-        structure: Structure,
-        block: Option<u64>,
-        problem: String,
-        repairable: bool,
-    ) -> Finding {
-        Finding {
-            structure,
-            block,
-            problem,
-            repairable,
-        }
-    }
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{}", self.structure)?;
-        if let Some(block) = self.block {
-            write!(formatter, " (block {block})")?;
-        }
-        write!(formatter, ": {}", self.problem)?;
-        if self.repairable {
-            write!(formatter, " [repairable]")?;
-        }
-        Ok(())
-    }
-}
-
-/// What repair does (or did) to one file it cannot keep whole.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LostFileOutcome {
-    /// The file is gone (its inode record could not be read); only its name was left.
-    Dropped,
-    /// The file keeps its first `to_size_bytes` bytes.
-    Truncated {
-        /// Size recorded before the damage.
-        from_size_bytes: u64,
-        /// Size kept.
-        to_size_bytes: u64,
-    },
-    /// The file is whole but its name was lost; it is kept under a new name.
-    Renamed {
-        /// The new name (`lost+found.<inode>`).
-        to: String,
-    },
-    /// A damaged log record: the file goes back to what commit `to_commit` held (it
-    /// disappears if that commit did not have it).
-    RolledBack {
-        /// The commit the file system goes back to.
-        to_commit: u64,
-    },
-}
-
-/// One file repair drops, truncates or renames, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LostFile {
-    /// Its inode number.
-    pub inode_number: u64,
-    /// Its name, when the name table still names it.
-    pub name: Option<String>,
-    /// What happens to it.
-    pub outcome: LostFileOutcome,
-    /// Why (the damaged block).
-    pub reason: String,
-}
-
-impl fmt::Display for LostFile {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let who = match &self.name {
-            Some(name) => format!("{name:?} (inode {})", self.inode_number),
-            None => format!("inode {}", self.inode_number),
-        };
-        match &self.outcome {
-            LostFileOutcome::Dropped => write!(formatter, "dropped {who}")?,
-            LostFileOutcome::Truncated {
-                from_size_bytes,
-                to_size_bytes,
-            } => write!(
-                formatter,
-                "truncated {who} from {from_size_bytes} to {to_size_bytes} bytes"
-            )?,
-            LostFileOutcome::Renamed { to } => write!(formatter, "kept {who} as {to:?}")?,
-            LostFileOutcome::RolledBack { to_commit } => write!(
-                formatter,
-                "rolled {who} back to commit {to_commit} (gone if that commit did not hold it)"
-            )?,
-        }
-        write!(formatter, ": {}", self.reason)
-    }
-}
-
-/// A damaged super block slot and what falling back to the valid slot loses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotFallback {
-    /// The damaged slot and the commit a fallback uses.
-    pub damage: DamagedSlot,
-    /// True when the damaged slot may hold a newer commit, which a fallback drops.
-    pub drops_a_commit: bool,
-    /// What differs between the dropped commit and the fallback's, one line per file,
-    /// when the dropped commit could still be read; `None` when it cannot be told.
-    pub lost_changes: Option<Vec<String>>,
-    /// Why the differences cannot be told, when they cannot.
-    pub unknown_reason: Option<String>,
-}
-
-impl SlotFallback {
-    /// One line: the commit a fallback drops and a summary of what it loses.
-    pub fn summary(&self) -> String {
-        let damage = &self.damage;
-        if !self.drops_a_commit {
-            return format!(
-                "rewriting slot {} from commit {} loses nothing",
-                damage.slot, damage.fallback_sequence
-            );
-        }
-        let dropped = damage
-            .claimed_sequence
-            .map_or("the commit it held".to_string(), |sequence| {
-                format!("commit {sequence}")
-            });
-        let head = format!(
-            "falling back to commit {} drops {dropped}",
-            damage.fallback_sequence
-        );
-        match (&self.lost_changes, &self.unknown_reason) {
-            (Some(changes), _) if changes.is_empty() => {
-                format!("{head}; no file differs between the two commits")
-            }
-            (Some(changes), _) => {
-                let shown: Vec<&str> = changes
-                    .iter()
-                    .take(MAX_NAMES_IN_SUMMARY)
-                    .map(String::as_str)
-                    .collect();
-                let more = changes.len().saturating_sub(MAX_NAMES_IN_SUMMARY);
-                let tail = if more > 0 {
-                    format!("; and {more} more")
-                } else {
-                    String::new()
-                };
-                format!(
-                    "{head}; {} file(s) differ: {}{tail}",
-                    changes.len(),
-                    shown.join("; ")
-                )
-            }
-            (None, reason) => format!(
-                "{head}; which files differ cannot be told: {}",
-                reason
-                    .as_deref()
-                    .unwrap_or("the dropped commit cannot be read")
-            ),
-        }
-    }
-}
-
-/// What fsck found and, with repair, what it fixed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FsckReport {
-    /// Every inconsistency found, before any repair.
-    pub findings: Vec<Finding>,
-    /// What the repair fixed (empty without repair or when nothing could be fixed).
-    pub repaired: Vec<String>,
-    /// Why the repair did not run, when it was asked for and refused.
-    pub repair_refused: Option<String>,
-    /// Commit sequence of the super block used, when one was valid.
-    pub commit_sequence: Option<u64>,
-    /// Files in the image (as loaded).
-    pub file_count: u64,
-    /// A damaged super block slot and what falling back loses (repair falls back).
-    pub slot_fallback: Option<Box<SlotFallback>>,
-    /// Every file repair drops, truncates or renames (with repair: did).
-    pub lost_files: Vec<LostFile>,
-    /// The store identity of the super block used (format version 4), when it has one.
-    pub store_identity: Option<[u8; 16]>,
-}
-
-impl FsckReport {
-    /// True when nothing is wrong.
-    pub fn is_clean(&self) -> bool {
-        self.findings.is_empty()
-    }
-}
-
-/// Human form: a summary line, then one line per finding and per repair.
-impl fmt::Display for FsckReport {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.commit_sequence {
-            Some(sequence) => write!(formatter, "commit {sequence}, {} files: ", self.file_count)?,
-            None => write!(formatter, "no usable commit: ")?,
-        }
-        if self.is_clean() {
-            return writeln!(formatter, "clean");
-        }
-        writeln!(formatter, "{} finding(s)", self.findings.len())?;
-        for finding in &self.findings {
-            writeln!(formatter, "  {finding}")?;
-        }
-        for repair in &self.repaired {
-            writeln!(formatter, "  {repair}")?;
-        }
-        if self.repaired.is_empty() {
-            if let Some(fallback) = &self.slot_fallback {
-                writeln!(
-                    formatter,
-                    "  repair would fall back: {}",
-                    fallback.summary()
-                )?;
-            }
-            for lost in &self.lost_files {
-                writeln!(formatter, "  repair would have: {lost}")?;
-            }
-        }
-        if let Some(reason) = &self.repair_refused {
-            writeln!(formatter, "  repair refused: {reason}")?;
-        }
-        Ok(())
-    }
-}
+use data_check::check_data_blocks;
+pub use report::{FsckReport, LostFile, LostFileOutcome, SlotFallback};
 
 /// Checks the file system on `device` (not mounted elsewhere) and, with `repair`, fixes
 /// what it safely can. Never panics on a damaged image. Without `repair` it only reads.
@@ -682,7 +407,7 @@ fn repair_image(
         .map(|finding| format!("fixed: {finding}"))
         .collect();
     let truncated: Vec<u64> = image.damaged_chains.keys().copied().collect();
-    let mut state = State::from_image(image, device.clock(), true);
+    let mut state = image.into_state(device.clock(), true);
     for inode_number in truncated {
         let node = state
             .files
@@ -789,113 +514,20 @@ pub fn fsck_with_options(
     Ok(report)
 }
 
-/// Most data blocks read in one batch, and most bytes.
-const DATA_READ_BATCH_BLOCKS: usize = 1024;
-const DATA_READ_BATCH_BYTES: u64 = 64 << 20;
-/// Most damaged data blocks listed one by one (then one summary finding).
-const MAX_DATA_FINDINGS: usize = 1000;
-
-/// One data block to verify: its file's index in the name list, its offset in the file,
-/// its FS block and the checksum its pointer carries.
-struct DataBlockToVerify {
-    file_index: usize,
-    offset_bytes: u64,
-    fs_block: u64,
-    checksum: u32,
-}
-
-/// Damaged data blocks found so far: the first [`MAX_DATA_FINDINGS`] as findings.
-#[derive(Default)]
-struct DataDamage {
-    findings: Vec<Finding>,
-    damaged_blocks: usize,
-}
-
-/// Reads every checksummed data block of the image, in batches with the device queue full
-/// (streamed: memory stays bounded by one batch), and returns a finding per damaged block.
-fn check_data_blocks(
-    device: &mut dyn BlockDevice,
-    image: &LoadedImage,
-) -> Result<Vec<Finding>, FsckError> {
-    let block_bytes = image.geometry.block_bytes();
-    let batch_blocks =
-        DATA_READ_BATCH_BLOCKS.min((DATA_READ_BATCH_BYTES / block_bytes).max(1) as usize);
-    let file_names: Vec<String> = image
-        .files
-        .iter()
-        .map(|(inode_number, file)| match &file.name {
-            Some(name) => name.to_string(),
-            None => format!("(orphan inode {inode_number})"),
-        })
-        .collect();
-    let mut damage = DataDamage::default();
-    let mut batch = Vec::with_capacity(batch_blocks);
-    for (file_index, file) in image.files.values().enumerate() {
-        let checked_blocks = file.pointers.iter().zip(&file.checksums).enumerate();
-        for (index, (&fs_block, &checksum)) in checked_blocks {
-            let Some(checksum) = checksum else {
-                continue;
-            };
-            batch.push(DataBlockToVerify {
-                file_index,
-                offset_bytes: index as u64 * block_bytes,
-                fs_block,
-                checksum,
-            });
-            if batch.len() == batch_blocks {
-                verify_data_batch(device, image, &file_names, &batch, &mut damage)?;
-                batch.clear();
-            }
-        }
+/// fsck of a mounted file system: the checks of its durable image.
+impl Filesystem {
+    /// Checks the durable image (the last flush) with fsck, without repairing.
+    pub fn check(&mut self) -> Result<FsckReport, FsckError> {
+        fsck(self.device_for_check(), false)
     }
-    verify_data_batch(device, image, &file_names, &batch, &mut damage)?;
-    let DataDamage {
-        mut findings,
-        damaged_blocks,
-    } = damage;
-    if damaged_blocks > MAX_DATA_FINDINGS {
-        findings.push(Finding::new(
-            Structure::DataBlock,
-            None,
-            format!(
-                "{} more damaged data block(s) not listed",
-                damaged_blocks - MAX_DATA_FINDINGS
-            ),
-            false,
-        ));
-    }
-    Ok(findings)
-}
 
-/// Reads one batch of data blocks and records each one whose checksum does not match.
-fn verify_data_batch(
-    device: &mut dyn BlockDevice,
-    image: &LoadedImage,
-    file_names: &[String],
-    batch: &[DataBlockToVerify],
-    damage: &mut DataDamage,
-) -> Result<(), FsckError> {
-    let addresses: Vec<u64> = batch.iter().map(|block| block.fs_block).collect();
-    let buffers = read_fs_blocks(device, &image.geometry, &addresses)?;
-    for (block, buffer) in batch.iter().zip(&buffers) {
-        let verified = verify_data_block(
-            &file_names[block.file_index],
-            block.offset_bytes,
-            block.fs_block,
-            Some(block.checksum),
-            buffer,
-        );
-        if let Err(error) = verified {
-            damage.damaged_blocks += 1;
-            if damage.damaged_blocks <= MAX_DATA_FINDINGS {
-                damage.findings.push(Finding::new(
-                    Structure::DataBlock,
-                    Some(block.fs_block),
-                    error.to_string(),
-                    false,
-                ));
-            }
-        }
+    /// [`Filesystem::check`] with options (`verify_data`: read and verify every data
+    /// block too; `repair` is ignored here, a mounted file system is not repaired).
+    pub fn check_with_options(&mut self, options: FsckOptions) -> Result<FsckReport, FsckError> {
+        let options = FsckOptions {
+            repair: false,
+            ..options
+        };
+        fsck_with_options(self.device_for_check(), options)
     }
-    Ok(())
 }

@@ -5,27 +5,30 @@
 //! metadata block's kind, checksum, sequence and owner are checked, and every problem
 //! becomes a [`Finding`] (mount refuses an image with findings; fsck lists them).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
-use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation};
+use flashpipe_device::{BlockDevice, Clock, DeviceError};
 
-use crate::fsck::{Finding, Structure};
+use crate::findings::{DamagedSlot, Finding, Structure};
 use crate::io::{read_fs_blocks, Geometry};
 use crate::layout::{
-    fixed_entries_per_block, indirect_block_count_in_version, open_metadata_block,
-    pointer_entry_bytes, pointers_per_indirect_block_in_version, read_pointer_entry, read_u32,
-    read_u64, reserved_offset_of_version, MetadataHeader, MetadataKind, SuperBlock,
-    SuperBlockProblem, DIRECT_POINTER_COUNT, FIRST_ALLOCATABLE_BLOCK, FREE_EXTENT_BYTES,
-    INODE_RECORD_HEADER_BYTES, MAX_FS_BLOCK_SIZE_BYTES, METADATA_HEADER_BYTES,
-    MIN_FS_BLOCK_SIZE_BYTES, NAME_ENTRY_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    indirect_block_count_in_version, open_metadata_block, pointer_entry_bytes,
+    pointers_per_indirect_block_in_version, read_pointer_entry, MetadataKind, SuperBlock,
+    FIRST_ALLOCATABLE_BLOCK, METADATA_HEADER_BYTES,
 };
-use crate::name::name_problem;
+use crate::shared::SharedCounts;
+use crate::state::{CommittedCheckpoint, FileNode, State};
 
 mod accounting;
 mod replay;
 mod shared_table;
+mod super_slots;
+mod tables;
 
-pub use replay::LogDamage;
+use super_slots::{check_device_fits, choose_super_block, damaged_slot_finding};
+
+pub use crate::findings::LogDamage;
 
 /// Offset of the super block's checksum field (docs/format.md, "Super block").
 const SUPER_BLOCK_CHECKSUM_OFFSET: usize = 12;
@@ -174,6 +177,63 @@ impl LoadedImage {
     }
 }
 
+impl LoadedImage {
+    /// The state an image describes. With `rebuild_free_list` the free list is the
+    /// complement of the blocks in use and orphans get `lost+found.<inode>` names (fsck
+    /// repair); otherwise the image's free list is taken as it is (mount, which has
+    /// checked that it is right). A version-1 image's files are all marked as changed
+    /// maps, so that the first commit writes every indirect chain in the version-2 layout
+    /// (docs/format.md, "Versioning"); their blocks carry no checksum until rewritten.
+    pub fn into_state(self, clock: Arc<dyn Clock>, rebuild_free_list: bool) -> State {
+        let image = self;
+        let geometry = image.geometry;
+        let free_extents = if rebuild_free_list {
+            unused_extents(&image.used_blocks, &geometry)
+        } else {
+            image.free_extents.clone()
+        };
+        let mut state = State::empty(geometry, clock, &free_extents);
+        let highest_inode = image.files.keys().next_back().copied().unwrap_or(0);
+        let upgrading = image.super_block.format_version < 2;
+        state.next_inode_number = image.next_inode_number.max(highest_inode + 1);
+        let (named, orphans): (Vec<_>, Vec<_>) = image
+            .files
+            .into_iter()
+            .partition(|(_, file)| file.name.is_some());
+        for (inode_number, file) in named.into_iter().chain(orphans) {
+            let name = match file.name {
+                Some(name) => name,
+                None => state.orphan_name(inode_number),
+            };
+            let node = FileNode {
+                name,
+                size_bytes: file.size_bytes,
+                pointers: file.pointers,
+                checksums: file.checksums,
+                indirect_chain: file.indirect_chain,
+                map_changed: upgrading,
+                modified_clock_ns: file.modified_clock_ns,
+            };
+            state.insert_file(inode_number, node);
+        }
+        state.store_identity = image.super_block.store_identity;
+        state.shared = SharedCounts::from_pointers(
+            geometry.fs_block_count,
+            state.files.values().flat_map(|node| node.pointers.iter()),
+        );
+        state.committed = CommittedCheckpoint {
+            sequence: image.super_block.commit_sequence,
+            next_inode_number: state.next_inode_number,
+            blocks: image.checkpoint_blocks,
+            super_block: Some(image.super_block),
+            log_region: image.log_region,
+        };
+        state.files.forget_touched();
+        state.changed_since_commit = false;
+        state
+    }
+}
+
 /// One bit per FS block.
 #[derive(Debug, Clone)]
 pub struct BlockBits {
@@ -210,24 +270,6 @@ impl BlockBits {
         *word &= !mask;
         was_set
     }
-}
-
-/// The finding that reports a damaged slot (repairable: `fsck --repair` falls back).
-fn damaged_slot_finding(damage: &DamagedSlot) -> Finding {
-    let remedy = if damage.may_hold_newer_commit() {
-        format!(
-            "`flashpipe fsck --repair` falls back to commit {} and rewrites the slot",
-            damage.fallback_sequence
-        )
-    } else {
-        "`flashpipe fsck --repair` rewrites the slot".to_string()
-    };
-    Finding::new(
-        Structure::SuperBlock,
-        Some(damage.slot),
-        format!("{}: {remedy}", damage.describe()),
-        true,
-    )
 }
 
 /// Loads and checks the image on `device`.
@@ -286,261 +328,6 @@ pub fn load_image_of(
         lost_inode_table_blocks: loader.lost_inode_table_blocks,
         used_blocks,
     })
-}
-
-/// Reads the first 512 bytes at `byte_offset` (whole device blocks).
-fn read_super_bytes(device: &mut dyn BlockDevice, byte_offset: u64) -> Result<IoBuf, DeviceError> {
-    let device_block_size = u64::from(device.info().block_size_bytes);
-    let length = (SUPER_BLOCK_SIZE_BYTES as u64).div_ceil(device_block_size) * device_block_size;
-    let completion = run_one(
-        device,
-        Operation::Read {
-            first_block: byte_offset / device_block_size,
-            buffer: IoBuf::zeroed(length as usize),
-        },
-    )?;
-    Ok(completion.buffer.expect("a read hands its buffer back"))
-}
-
-type SlotResult = Result<SuperBlock, SuperBlockProblem>;
-
-/// One slot as read: its decoding and its first 512 bytes (for a damaged slot's report).
-struct SlotRead {
-    decoded: SlotResult,
-    bytes: Vec<u8>,
-    byte_offset: u64,
-}
-
-impl SlotRead {
-    fn absent() -> SlotRead {
-        SlotRead {
-            decoded: Err(SuperBlockProblem::NoMagic),
-            bytes: Vec::new(),
-            byte_offset: 0,
-        }
-    }
-
-    /// The salvaged super block of a damaged slot, when it is sane and its block size
-    /// puts slot 1 where it was read.
-    fn salvaged(&self, slot: u64) -> Option<(u64, SuperBlock)> {
-        if matches!(self.decoded, Err(SuperBlockProblem::NoMagic)) {
-            return None;
-        }
-        let super_block = salvage_super_block(&self.bytes)?;
-        let where_expected = slot * u64::from(super_block.fs_block_size_bytes);
-        (where_expected == self.byte_offset).then_some((slot, super_block))
-    }
-}
-
-/// Slot 0, and slot 1 at the block size slot 0 names or, when slot 0 is unusable, at each
-/// possible block size.
-fn read_slots(device: &mut dyn BlockDevice) -> Result<(SlotRead, Option<SlotRead>), LoadFailure> {
-    let device_size = device.info().size_bytes();
-    let device_block_size = device.info().block_size_bytes;
-    if device_size < 2 * u64::from(MIN_FS_BLOCK_SIZE_BYTES.max(device_block_size)) {
-        return Err(LoadFailure::NotFormatted);
-    }
-    let slot_zero = read_slot(device, 0)?;
-    let candidate_sizes: Vec<u32> = match &slot_zero.decoded {
-        Ok(super_block) => vec![super_block.fs_block_size_bytes],
-        Err(_) => (MIN_FS_BLOCK_SIZE_BYTES.trailing_zeros()
-            ..=MAX_FS_BLOCK_SIZE_BYTES.trailing_zeros())
-            .map(|shift| 1u32 << shift)
-            .collect(),
-    };
-    let mut slot_one: Option<SlotRead> = None;
-    for block_size in candidate_sizes {
-        let offset = u64::from(block_size);
-        if block_size % device_block_size != 0 || 2 * offset > device_size {
-            continue;
-        }
-        let read = read_slot(device, offset)?;
-        let usable = matches!(&read.decoded, Ok(found) if found.fs_block_size_bytes == block_size);
-        let has_magic = !matches!(read.decoded, Err(SuperBlockProblem::NoMagic));
-        if usable || (slot_one.is_none() && has_magic) || slot_zero.decoded.is_ok() {
-            slot_one = Some(read);
-        }
-        if usable {
-            break;
-        }
-    }
-    Ok((slot_zero, slot_one))
-}
-
-/// Reads and decodes the slot at `byte_offset`; a newer version stops everything.
-fn read_slot(device: &mut dyn BlockDevice, byte_offset: u64) -> Result<SlotRead, LoadFailure> {
-    let bytes = read_super_bytes(device, byte_offset)?[..SUPER_BLOCK_SIZE_BYTES].to_vec();
-    let decoded = SuperBlock::decode(&bytes);
-    if let Err(SuperBlockProblem::NewerVersion(found)) = decoded {
-        return Err(LoadFailure::NewerVersion { found });
-    }
-    Ok(SlotRead {
-        decoded,
-        bytes,
-        byte_offset,
-    })
-}
-
-fn slot_finding(slot: u64, problem: String) -> Finding {
-    Finding::new(
-        Structure::SuperBlock,
-        Some(slot),
-        format!("slot {slot}: {problem}"),
-        true,
-    )
-}
-
-/// A super block slot that is not valid (or disagrees with the other) while the other
-/// slot is valid: the mount refuses it, fsck reports it, and only `fsck --repair`
-/// falls back to the valid slot's commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DamagedSlot {
-    /// The damaged slot (0 or 1).
-    pub slot: u64,
-    /// What is wrong with it.
-    pub problem: String,
-    /// The commit sequence its bytes claim (offset 32), when it carries the magic; not
-    /// to be trusted, since the slot is damaged.
-    pub claimed_sequence: Option<u64>,
-    /// The valid slot (the one a fallback uses).
-    pub fallback_slot: u64,
-    /// The commit the valid slot holds.
-    pub fallback_sequence: u64,
-    /// The damaged slot decoded with its checksum recomputed and its reserved bytes
-    /// cleared, when its fields are sane then: the commit it probably held.
-    pub salvaged: Option<SuperBlock>,
-}
-
-impl DamagedSlot {
-    /// True unless the slot provably held an older commit than the fallback: its claimed
-    /// sequence is unknown or larger. (A claimed sequence that is smaller is believed
-    /// only as far as the damage allows; the mount refuses either way.)
-    pub fn may_hold_newer_commit(&self) -> bool {
-        self.claimed_sequence
-            .is_none_or(|claimed| claimed > self.fallback_sequence)
-    }
-
-    /// One sentence: the damage, what the slot claims, and the commit a fallback uses.
-    pub fn describe(&self) -> String {
-        let claim = match self.claimed_sequence {
-            None => "it may have held a newer commit".to_string(),
-            Some(claimed) if claimed > self.fallback_sequence => {
-                format!("it claims commit {claimed}, newer than the commit in use")
-            }
-            Some(claimed) => format!(
-                "it claims commit {claimed}, not newer than commit {}",
-                self.fallback_sequence
-            ),
-        };
-        format!(
-            "super block slot {} is damaged ({}); {claim}; slot {} holds commit {}",
-            self.slot, self.problem, self.fallback_slot, self.fallback_sequence
-        )
-    }
-
-    fn new(slot: u64, problem: String, read: &SlotRead, fallback: &SuperBlock) -> DamagedSlot {
-        let has_magic = !matches!(read.decoded, Err(SuperBlockProblem::NoMagic));
-        DamagedSlot {
-            slot,
-            problem,
-            claimed_sequence: has_magic.then(|| read_u64(&read.bytes, 32)),
-            fallback_slot: 1 - slot,
-            fallback_sequence: fallback.commit_sequence,
-            salvaged: has_magic
-                .then(|| salvage_super_block(&read.bytes))
-                .flatten(),
-        }
-    }
-}
-
-/// Decodes damaged super block bytes after clearing the reserved bytes and recomputing
-/// the checksum: the commit the slot probably held, when its fields are sane.
-fn salvage_super_block(bytes: &[u8]) -> Option<SuperBlock> {
-    let mut copy = bytes.get(..SUPER_BLOCK_SIZE_BYTES)?.to_vec();
-    let version = read_u32(&copy, 8);
-    copy[reserved_offset_of_version(version)..].fill(0);
-    copy[SUPER_BLOCK_CHECKSUM_OFFSET..SUPER_BLOCK_CHECKSUM_OFFSET + 4].fill(0);
-    let checksum = crc32c::crc32c(&copy);
-    copy[SUPER_BLOCK_CHECKSUM_OFFSET..SUPER_BLOCK_CHECKSUM_OFFSET + 4]
-        .copy_from_slice(&checksum.to_le_bytes());
-    SuperBlock::decode(&copy).ok()
-}
-
-/// The chosen super block, and the other slot's damage when it is not a valid older
-/// or equal twin.
-type ChosenSuperBlock = (SuperBlock, Option<DamagedSlot>);
-
-/// Picks the valid slot with the larger sequence; describes the other slot's damage.
-fn choose_super_block(device: &mut dyn BlockDevice) -> Result<ChosenSuperBlock, LoadFailure> {
-    let (slot_zero, slot_one) = read_slots(device)?;
-    let slot_one = slot_one.unwrap_or_else(SlotRead::absent);
-    match (&slot_zero.decoded, &slot_one.decoded) {
-        (Ok(zero), Ok(one)) => {
-            let (chosen, other, other_slot, other_read) =
-                if one.commit_sequence > zero.commit_sequence {
-                    (one, zero, 0, &slot_zero)
-                } else {
-                    (zero, one, 1, &slot_one)
-                };
-            let damage = (other.fs_block_size_bytes != chosen.fs_block_size_bytes
-                || other.fs_block_count != chosen.fs_block_count)
-                .then(|| {
-                    let problem = "its geometry differs from the other slot's".to_string();
-                    DamagedSlot::new(other_slot, problem, other_read, chosen)
-                });
-            Ok((chosen.clone(), damage))
-        }
-        (Ok(zero), Err(problem)) => {
-            let damage = DamagedSlot::new(1, problem.to_string(), &slot_one, zero);
-            Ok((zero.clone(), Some(damage)))
-        }
-        (Err(problem), Ok(one)) => {
-            let damage = DamagedSlot::new(0, problem.to_string(), &slot_zero, one);
-            Ok((one.clone(), Some(damage)))
-        }
-        (Err(SuperBlockProblem::NoMagic), Err(SuperBlockProblem::NoMagic)) => {
-            Err(LoadFailure::NotFormatted)
-        }
-        (Err(zero), Err(one)) => {
-            let mut findings = vec![
-                slot_finding(0, zero.to_string()),
-                slot_finding(1, one.to_string()),
-            ];
-            for finding in &mut findings {
-                finding.repairable = false;
-            }
-            let salvaged = [(0, &slot_zero), (1, &slot_one)]
-                .into_iter()
-                .filter_map(|(slot, read)| read.salvaged(slot))
-                .collect();
-            Err(LoadFailure::NoValidSuperBlock { findings, salvaged })
-        }
-    }
-}
-
-fn check_device_fits(
-    device: &dyn BlockDevice,
-    super_block: &SuperBlock,
-) -> Result<Geometry, LoadFailure> {
-    let info = device.info();
-    let expected_size_bytes = super_block
-        .fs_block_count
-        .saturating_mul(u64::from(super_block.fs_block_size_bytes));
-    if super_block.fs_block_size_bytes % info.block_size_bytes != 0
-        || expected_size_bytes > info.size_bytes()
-    {
-        return Err(LoadFailure::WrongDeviceSize {
-            expected_size_bytes,
-            fs_block_size_bytes: super_block.fs_block_size_bytes,
-            device_size_bytes: info.size_bytes(),
-            device_block_size_bytes: info.block_size_bytes,
-        });
-    }
-    Ok(Geometry::new(
-        super_block.fs_block_size_bytes,
-        super_block.fs_block_count,
-        info.block_size_bytes,
-    ))
 }
 
 /// A name table entry as read, resolved against the inode table afterwards.
@@ -614,358 +401,6 @@ impl Loader {
         self.account_blocks(&mut used, &checkpoint_blocks);
         self.checkpoint_blocks = checkpoint_blocks;
         Ok(used)
-    }
-
-    /// Walks the map chain; returns its blocks and the table addresses it lists.
-    fn load_map(
-        &mut self,
-        device: &mut dyn BlockDevice,
-    ) -> Result<Option<MapAndTables>, DeviceError> {
-        let super_block = self.super_block.clone();
-        let mut map_blocks = Vec::new();
-        let mut addresses = Vec::new();
-        let mut block = super_block.map_head;
-        let capacity = fixed_entries_per_block(self.geometry.fs_block_size_bytes, 8);
-        for index in 0..super_block.map_block_count {
-            if !self.in_range(block) || map_blocks.contains(&block) {
-                let problem =
-                    format!("map block {index} points at block {block}, out of range or a loop");
-                self.find(Structure::CheckpointMap, Some(block), problem, false);
-                return Ok(None);
-            }
-            let buffer = read_fs_blocks(device, &self.geometry, &[block])?.remove(0);
-            let is_last = index + 1 == super_block.map_block_count;
-            match open_metadata_block(&buffer, MetadataKind::Map, super_block.commit_sequence)
-                .and_then(|header| check_map_header(&header, index, capacity, is_last))
-            {
-                Ok(header) => {
-                    let entries = (0..header.entry_count as usize)
-                        .map(|slot| read_u64(&buffer, METADATA_HEADER_BYTES + 8 * slot));
-                    addresses.extend(entries);
-                    map_blocks.push(block);
-                    block = header.next_block;
-                }
-                Err(problem) => {
-                    self.find(Structure::CheckpointMap, Some(block), problem, false);
-                    return Ok(None);
-                }
-            }
-        }
-        let expected = super_block.name_table_block_count
-            + super_block.inode_table_block_count
-            + super_block.free_list_block_count
-            + super_block.shared_table_block_count
-            + super_block.log_region_block_count;
-        if addresses.len() as u64 != expected {
-            let problem = format!(
-                "map lists {} table blocks, the super block says {expected}",
-                addresses.len()
-            );
-            self.find(
-                Structure::CheckpointMap,
-                Some(super_block.map_head),
-                problem,
-                false,
-            );
-            return Ok(None);
-        }
-        if let Some(&bad) = addresses.iter().find(|&&address| !self.in_range(address)) {
-            let problem = format!("map lists block {bad}, outside the file system");
-            self.find(
-                Structure::CheckpointMap,
-                Some(super_block.map_head),
-                problem,
-                false,
-            );
-            return Ok(None);
-        }
-        Ok(Some((map_blocks, addresses)))
-    }
-
-    fn load_tables(
-        &mut self,
-        device: &mut dyn BlockDevice,
-        addresses: &[u64],
-    ) -> Result<(), DeviceError> {
-        let name_count = self.super_block.name_table_block_count as usize;
-        let inode_count = self.super_block.inode_table_block_count as usize;
-        let free_count = self.super_block.free_list_block_count as usize;
-        let kinds: Vec<(MetadataKind, u64)> = (0..addresses.len())
-            .map(|position| {
-                if position < name_count {
-                    (MetadataKind::NameTable, position as u64)
-                } else if position < name_count + inode_count {
-                    (MetadataKind::InodeTable, (position - name_count) as u64)
-                } else if position < name_count + inode_count + free_count {
-                    (
-                        MetadataKind::FreeList,
-                        (position - name_count - inode_count) as u64,
-                    )
-                } else {
-                    (
-                        MetadataKind::SharedTable,
-                        (position - name_count - inode_count - free_count) as u64,
-                    )
-                }
-            })
-            .collect();
-        for (chunk_index, chunk) in addresses.chunks(TABLE_READ_BATCH_BLOCKS).enumerate() {
-            let buffers = read_fs_blocks(device, &self.geometry, chunk)?;
-            for (offset, (buffer, &block)) in buffers.iter().zip(chunk).enumerate() {
-                let (kind, index) = kinds[chunk_index * TABLE_READ_BATCH_BLOCKS + offset];
-                self.load_table_block(buffer, block, kind, index);
-            }
-        }
-        Ok(())
-    }
-
-    fn load_table_block(&mut self, buffer: &[u8], block: u64, kind: MetadataKind, index: u64) {
-        let structure = structure_of(kind);
-        let header = match open_metadata_block(buffer, kind, self.super_block.commit_sequence) {
-            Ok(header) if header.owner == index && header.next_block == 0 => header,
-            Ok(header) => {
-                let problem = format!(
-                    "header names index {} / next {}, expected index {index} / next 0",
-                    header.owner, header.next_block
-                );
-                self.table_block_lost(structure, block, problem);
-                return;
-            }
-            Err(problem) => {
-                self.table_block_lost(structure, block, problem);
-                return;
-            }
-        };
-        let payload =
-            &buffer[METADATA_HEADER_BYTES..METADATA_HEADER_BYTES + header.payload_bytes as usize];
-        let outcome = match kind {
-            MetadataKind::NameTable => self.parse_names(payload, header.entry_count, block),
-            MetadataKind::InodeTable => self.parse_inodes(payload, header.entry_count, block),
-            MetadataKind::SharedTable => self.parse_shared_extents(payload, header.entry_count),
-            _ => self.parse_free_extents(payload, header.entry_count),
-        };
-        if let Err(problem) = outcome {
-            self.table_block_lost(structure, block, problem);
-        }
-    }
-
-    /// A table block that cannot be used: a free list block costs the free list (rebuilt
-    /// by repair from the blocks in use); a name table block costs its files' names
-    /// (they become orphans); an inode table block costs its files (their names dangle).
-    fn table_block_lost(&mut self, structure: Structure, block: u64, problem: String) {
-        if structure == Structure::SharedTable {
-            self.shared_table_lost(block, problem);
-            return;
-        }
-        let consequence = match structure {
-            Structure::FreeList => {
-                self.free_list_complete = false;
-                "the free list is rebuilt from the blocks in use by `flashpipe fsck --repair`"
-            }
-            Structure::NameTable => {
-                self.files_complete = false;
-                self.lost_name_table_blocks.push(block);
-                "the names it holds are lost; `flashpipe fsck --repair` keeps their files as lost+found.<inode>"
-            }
-            _ => {
-                self.files_complete = false;
-                self.lost_inode_table_blocks.push(block);
-                "the files it describes are lost; `flashpipe fsck --repair` drops their names"
-            }
-        };
-        self.find(
-            structure,
-            Some(block),
-            format!("{problem}: {consequence}"),
-            true,
-        );
-    }
-
-    fn parse_names(&mut self, payload: &[u8], entry_count: u32, block: u64) -> Result<(), String> {
-        let mut offset = 0;
-        for entry in 0..entry_count {
-            if offset + NAME_ENTRY_HEADER_BYTES > payload.len() {
-                return Err(format!("entry {entry} runs past the payload"));
-            }
-            let inode_number = read_u64(payload, offset);
-            let length = u16::from_le_bytes([payload[offset + 8], payload[offset + 9]]) as usize;
-            let start = offset + NAME_ENTRY_HEADER_BYTES;
-            let Some(bytes) = payload.get(start..start + length) else {
-                return Err(format!(
-                    "entry {entry}: name of {length} bytes runs past the payload"
-                ));
-            };
-            let name = std::str::from_utf8(bytes)
-                .map_err(|_| format!("entry {entry}: name is not UTF-8"))?;
-            if let Some(reason) = name_problem(name) {
-                return Err(format!("entry {entry}: bad name {name:?}: {reason}"));
-            }
-            self.name_entries.push(NameEntry {
-                inode_number,
-                name: name.into(),
-                block,
-            });
-            offset = start + length;
-        }
-        (offset == payload.len())
-            .then_some(())
-            .ok_or_else(|| "entries do not fill the payload exactly".to_string())
-    }
-
-    fn parse_inodes(&mut self, payload: &[u8], entry_count: u32, block: u64) -> Result<(), String> {
-        let mut offset = 0;
-        for entry in 0..entry_count {
-            let Some(header) = payload.get(offset..offset + INODE_RECORD_HEADER_BYTES) else {
-                return Err(format!("record {entry} runs past the payload"));
-            };
-            let direct_count = read_u32(header, 32) as usize;
-            let entry_bytes = pointer_entry_bytes(self.super_block.format_version);
-            let end = offset
-                + INODE_RECORD_HEADER_BYTES
-                + entry_bytes * direct_count.min(DIRECT_POINTER_COUNT + 1);
-            let Some(record) = payload.get(offset..end) else {
-                return Err(format!("record {entry} runs past the payload"));
-            };
-            self.parse_inode_record(record, entry, block)?;
-            offset = end;
-        }
-        (offset == payload.len())
-            .then_some(())
-            .ok_or_else(|| "records do not fill the payload exactly".to_string())
-    }
-
-    fn parse_inode_record(&mut self, record: &[u8], entry: u32, block: u64) -> Result<(), String> {
-        let inode_number = read_u64(record, 0);
-        let size_bytes = read_u64(record, 8);
-        let indirect_head = read_u64(record, 16);
-        let direct_count = read_u32(record, 32) as usize;
-        let pointer_count = size_bytes.div_ceil(self.geometry.block_bytes());
-        let context = format!("record {entry} (inode {inode_number})");
-        if inode_number == 0 || inode_number >= self.super_block.next_inode_number {
-            return Err(format!(
-                "{context}: inode number outside 1..{}",
-                self.super_block.next_inode_number
-            ));
-        }
-        if size_bytes > self.geometry.capacity_bytes() {
-            return Err(format!(
-                "{context}: size {size_bytes} exceeds the file system"
-            ));
-        }
-        if direct_count as u64 != pointer_count.min(DIRECT_POINTER_COUNT as u64)
-            || read_u32(record, 36) != 0
-        {
-            return Err(format!(
-                "{context}: {direct_count} direct pointers for a size of {size_bytes} bytes"
-            ));
-        }
-        let needs_chain = pointer_count > DIRECT_POINTER_COUNT as u64;
-        if needs_chain != (indirect_head != 0) || (needs_chain && !self.in_range(indirect_head)) {
-            return Err(format!(
-                "{context}: indirect head {indirect_head} for {pointer_count} pointers"
-            ));
-        }
-        let version = self.super_block.format_version;
-        let entry_bytes = pointer_entry_bytes(version);
-        let mut pointers = Vec::with_capacity(direct_count);
-        let mut checksums = Vec::with_capacity(direct_count);
-        for slot in 0..direct_count {
-            let offset = INODE_RECORD_HEADER_BYTES + entry_bytes * slot;
-            let (pointer, checksum) = read_pointer_entry(record, offset, version)
-                .map_err(|problem| format!("{context}: direct pointer {slot}: {problem}"))?;
-            if pointer != 0 && !self.in_range(pointer) {
-                return Err(format!(
-                    "{context}: direct pointer {slot} = {pointer} out of range"
-                ));
-            }
-            pointers.push(pointer);
-            checksums.push(checksum);
-        }
-        let file = LoadedFile {
-            name: None,
-            size_bytes,
-            modified_clock_ns: read_u64(record, 24),
-            pointers,
-            checksums,
-            indirect_head,
-            indirect_chain: Vec::new(),
-        };
-        if self.files.insert(inode_number, file).is_some() {
-            let problem = format!("inode {inode_number} has two records");
-            self.find(Structure::InodeTable, Some(block), problem, false);
-        }
-        Ok(())
-    }
-
-    fn parse_free_extents(&mut self, payload: &[u8], entry_count: u32) -> Result<(), String> {
-        if payload.len() != entry_count as usize * FREE_EXTENT_BYTES {
-            return Err(format!(
-                "{entry_count} extents in {} payload bytes",
-                payload.len()
-            ));
-        }
-        for entry in payload.chunks_exact(FREE_EXTENT_BYTES) {
-            self.free_extents
-                .push((read_u64(entry, 0), read_u64(entry, 8)));
-        }
-        Ok(())
-    }
-
-    /// Attaches names to inodes; reports duplicates, dangling names and orphans.
-    fn resolve_names(&mut self) {
-        let mut seen: HashMap<Box<str>, u64> = HashMap::with_capacity(self.name_entries.len());
-        for entry in std::mem::take(&mut self.name_entries) {
-            if seen
-                .insert(entry.name.clone(), entry.inode_number)
-                .is_some()
-            {
-                let problem = format!("name {:?} appears twice", entry.name);
-                self.find(Structure::NameTable, Some(entry.block), problem, false);
-                continue;
-            }
-            match self.files.get_mut(&entry.inode_number) {
-                None => {
-                    let cause = if self.lost_inode_table_blocks.is_empty() {
-                        ""
-                    } else {
-                        " (lost with a damaged inode table block)"
-                    };
-                    let problem = format!(
-                        "name {:?} points at inode {}, which has no record{cause}",
-                        entry.name, entry.inode_number
-                    );
-                    self.find(Structure::NameTable, Some(entry.block), problem, true);
-                    self.dangling_names.push(DanglingName {
-                        name: entry.name,
-                        inode_number: entry.inode_number,
-                        block: entry.block,
-                    });
-                }
-                Some(file) if file.name.is_some() => {
-                    let problem = format!(
-                        "inode {} has a second name {:?}",
-                        entry.inode_number, entry.name
-                    );
-                    self.find(Structure::NameTable, Some(entry.block), problem, false);
-                }
-                Some(file) => file.name = Some(entry.name),
-            }
-        }
-        let orphans: Vec<u64> = self
-            .files
-            .iter()
-            .filter(|(_, file)| file.name.is_none())
-            .map(|(&inode, _)| inode)
-            .collect();
-        let cause = if self.lost_name_table_blocks.is_empty() {
-            ""
-        } else {
-            " (its name may have been in a damaged name table block)"
-        };
-        for inode_number in orphans {
-            let problem = format!("inode {inode_number} has no name (orphan){cause}");
-            self.find(Structure::InodeTable, None, problem, true);
-        }
     }
 
     /// Walks every file's indirect chain, one step of all chains per batch.
@@ -1145,43 +580,17 @@ impl Loader {
     }
 }
 
-fn check_map_header(
-    header: &MetadataHeader,
-    index: u64,
-    capacity: usize,
-    is_last: bool,
-) -> Result<MetadataHeader, String> {
-    if header.owner != index {
-        return Err(format!(
-            "map block says index {}, expected {index}",
-            header.owner
-        ));
+/// Extents of blocks (from the first allocatable one) whose bit is clear.
+fn unused_extents(used: &BlockBits, geometry: &Geometry) -> Vec<(u64, u64)> {
+    let mut extents: Vec<(u64, u64)> = Vec::new();
+    for block in FIRST_ALLOCATABLE_BLOCK..geometry.fs_block_count {
+        if used.get(block) {
+            continue;
+        }
+        match extents.last_mut() {
+            Some(last) if last.0 + last.1 == block => last.1 += 1,
+            _ => extents.push((block, 1)),
+        }
     }
-    if header.entry_count as usize > capacity
-        || u64::from(header.payload_bytes) != 8 * u64::from(header.entry_count)
-    {
-        return Err(format!(
-            "{} entries in {} payload bytes",
-            header.entry_count, header.payload_bytes
-        ));
-    }
-    if is_last != (header.next_block == 0) {
-        return Err(format!(
-            "next block {} at chain index {index}",
-            header.next_block
-        ));
-    }
-    Ok(header.clone())
-}
-
-fn structure_of(kind: MetadataKind) -> Structure {
-    match kind {
-        MetadataKind::Map => Structure::CheckpointMap,
-        MetadataKind::NameTable => Structure::NameTable,
-        MetadataKind::InodeTable => Structure::InodeTable,
-        MetadataKind::FreeList => Structure::FreeList,
-        MetadataKind::Indirect => Structure::IndirectBlock,
-        MetadataKind::Log => Structure::Log,
-        MetadataKind::SharedTable => Structure::SharedTable,
-    }
+    extents
 }

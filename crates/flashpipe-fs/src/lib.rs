@@ -40,12 +40,15 @@ mod copy;
 mod data;
 pub mod error;
 mod filesystem;
+mod findings;
 pub mod fsck;
 mod image;
 mod io;
 pub mod layout;
 pub mod metadata_log;
 mod name;
+mod plan;
+mod read_plan;
 pub mod shared;
 mod staged_write;
 mod state;
@@ -60,11 +63,12 @@ pub use filesystem::store_identity_text;
 pub use filesystem::{
     CommitPolicy, FileId, FileStat, Filesystem, FormatOptions, FsStats, MetadataLogFill,
 };
+pub use findings::{DamagedSlot, LogDamage};
 pub use fsck::{
     fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,
     SlotFallback, Structure,
 };
-pub use image::{DamagedSlot, LogDamage};
 pub use io::MAX_REQUEST_BYTES;
 pub use name::{name_problem, new_name_problem};
+pub use read_plan::{read_span_bytes, touching_group, ReadCheck, ReadPiece, ReadPlan};
 pub use staged_write::{PlannedWrite, WriteCopy};

@@ -11,13 +11,12 @@ use std::sync::Arc;
 use flashpipe_device::Clock;
 
 use crate::allocator::Allocator;
-use crate::image::{BlockBits, LoadedImage};
 use crate::io::{BufferRecycler, Geometry};
+use crate::layout::SuperBlock;
 use crate::layout::{
     fixed_entries_per_block, indirect_block_count, inode_record_bytes, FREE_EXTENT_BYTES,
     MAX_NAME_BYTES, METADATA_HEADER_BYTES, NAME_ENTRY_HEADER_BYTES, SHARED_EXTENT_BYTES,
 };
-use crate::layout::{SuperBlock, FIRST_ALLOCATABLE_BLOCK};
 use crate::shared::SharedCounts;
 
 /// One file: its name, size and block map.
@@ -399,61 +398,9 @@ impl State {
 }
 
 impl State {
-    /// The state an image describes. With `rebuild_free_list` the free list is the
-    /// complement of the blocks in use and orphans get `lost+found.<inode>` names (fsck
-    /// repair); otherwise the image's free list is taken as it is (mount, which has
-    /// checked that it is right). A version-1 image's files are all marked as changed
-    /// maps, so that the first commit writes every indirect chain in the version-2 layout
-    /// (docs/format.md, "Versioning"); their blocks carry no checksum until rewritten.
-    pub fn from_image(image: LoadedImage, clock: Arc<dyn Clock>, rebuild_free_list: bool) -> State {
-        let geometry = image.geometry;
-        let free_extents = if rebuild_free_list {
-            unused_extents(&image.used_blocks, &geometry)
-        } else {
-            image.free_extents.clone()
-        };
-        let mut state = State::empty(geometry, clock, &free_extents);
-        let highest_inode = image.files.keys().next_back().copied().unwrap_or(0);
-        let upgrading = image.super_block.format_version < 2;
-        state.next_inode_number = image.next_inode_number.max(highest_inode + 1);
-        let (named, orphans): (Vec<_>, Vec<_>) = image
-            .files
-            .into_iter()
-            .partition(|(_, file)| file.name.is_some());
-        for (inode_number, file) in named.into_iter().chain(orphans) {
-            let name = match file.name {
-                Some(name) => name,
-                None => state.orphan_name(inode_number),
-            };
-            let node = FileNode {
-                name,
-                size_bytes: file.size_bytes,
-                pointers: file.pointers,
-                checksums: file.checksums,
-                indirect_chain: file.indirect_chain,
-                map_changed: upgrading,
-                modified_clock_ns: file.modified_clock_ns,
-            };
-            state.insert_file(inode_number, node);
-        }
-        state.store_identity = image.super_block.store_identity;
-        state.shared = SharedCounts::from_pointers(
-            geometry.fs_block_count,
-            state.files.values().flat_map(|node| node.pointers.iter()),
-        );
-        state.committed = CommittedCheckpoint {
-            sequence: image.super_block.commit_sequence,
-            next_inode_number: state.next_inode_number,
-            blocks: image.checkpoint_blocks,
-            super_block: Some(image.super_block),
-            log_region: image.log_region,
-        };
-        state.files.forget_touched();
-        state.changed_since_commit = false;
-        state
-    }
-
-    fn orphan_name(&self, inode_number: u64) -> Box<str> {
+    /// A name for orphan `inode_number` that no file has: `lost+found.<inode>`, with a
+    /// suffix when that is taken.
+    pub fn orphan_name(&self, inode_number: u64) -> Box<str> {
         let base = format!("lost+found.{inode_number}");
         let mut candidate = base.clone();
         let mut suffix = 1;
@@ -463,19 +410,4 @@ impl State {
         }
         candidate.into()
     }
-}
-
-/// Extents of blocks (from the first allocatable one) whose bit is clear.
-fn unused_extents(used: &BlockBits, geometry: &Geometry) -> Vec<(u64, u64)> {
-    let mut extents: Vec<(u64, u64)> = Vec::new();
-    for block in FIRST_ALLOCATABLE_BLOCK..geometry.fs_block_count {
-        if used.get(block) {
-            continue;
-        }
-        match extents.last_mut() {
-            Some(last) if last.0 + last.1 == block => last.1 += 1,
-            _ => extents.push((block, 1)),
-        }
-    }
-    extents
 }

@@ -1,7 +1,7 @@
 //! Looking inside a mounted image, for fsck tests and tools that inspect images: which
 //! block holds which structure of the last commit.
 
-use crate::fsck::Structure;
+use crate::findings::Structure;
 
 use super::Filesystem;
 

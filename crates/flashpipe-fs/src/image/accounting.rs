@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::fsck::{Finding, Structure};
+use crate::findings::{Finding, Structure};
 use crate::layout::{FIRST_ALLOCATABLE_BLOCK, FIRST_SHARED_FORMAT_VERSION};
 
 use super::{BlockBits, Loader, MAX_ACCOUNTING_FINDINGS};

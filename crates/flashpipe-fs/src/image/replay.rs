@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use flashpipe_device::{BlockDevice, DeviceError};
 
 use super::{BlockBits, LoadedFile, Loader, TABLE_READ_BATCH_BLOCKS};
-use crate::fsck::Structure;
+use crate::findings::{LogDamage, Structure};
 use crate::io::read_fs_blocks;
 use crate::layout::{read_u32, DIRECT_POINTER_COUNT, METADATA_HEADER_BYTES};
 use crate::metadata_log::{
@@ -17,54 +17,6 @@ use crate::metadata_log::{
     LOG_ENTRY_SHARED_RECORD_START, LOG_RECORD_START_BYTES,
 };
 use crate::name::name_problem;
-
-/// The first log record that could not be replayed, and what is lost with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogDamage {
-    /// The commit of the damaged record: the image is the commit before it.
-    pub commit_sequence: u64,
-    /// The newest commit the super block names (the last lost one).
-    pub newest_sequence: u64,
-    /// The damaged log block.
-    pub block: u64,
-    /// What is wrong.
-    pub problem: String,
-    /// Files created, changed or renamed by the lost records, as far as their blocks can
-    /// still be read: `(inode number, name)`.
-    pub lost_files: Vec<(u64, String)>,
-    /// Inodes the lost records removed (those files come back).
-    pub restored_inodes: Vec<u64>,
-}
-
-impl LogDamage {
-    /// One sentence: what the loss is.
-    pub fn describe(&self) -> String {
-        let names: Vec<String> = self
-            .lost_files
-            .iter()
-            .map(|(inode, name)| format!("{name:?} (inode {inode})"))
-            .collect();
-        let changed = if names.is_empty() {
-            "no file named in a readable block".to_string()
-        } else {
-            names.join(", ")
-        };
-        let restored = if self.restored_inodes.is_empty() {
-            String::new()
-        } else {
-            let inodes: Vec<String> = self.restored_inodes.iter().map(u64::to_string).collect();
-            format!("; inodes they removed come back: {}", inodes.join(", "))
-        };
-        format!(
-            "commits {}..={} are lost (the image is commit {}): files they created or changed: \
-             {changed}{restored}; `flashpipe fsck --repair` keeps commit {}",
-            self.commit_sequence,
-            self.newest_sequence,
-            self.commit_sequence - 1,
-            self.commit_sequence - 1
-        )
-    }
-}
 
 /// The free blocks while the log is replayed (absent when the checkpoint's free list
 /// could not be read: then the records' extents are not checked).

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::fsck::Structure;
+use crate::findings::Structure;
 use crate::layout::{read_u32, read_u64, FIRST_ALLOCATABLE_BLOCK, SHARED_EXTENT_BYTES};
 
 use super::{Loader, MAX_ACCOUNTING_FINDINGS};
