@@ -114,7 +114,7 @@ impl Default for ServerConfig {
             answer_spin_us: 0,
             send_timeout_ms: 10_000,
             ring_capacity_bytes: DEFAULT_RING_CAPACITY_BYTES,
-            ring_spin_us: flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US,
+            ring_spin_us: flashpipe_shm::DEFAULT_SERVE_RING_SPIN_US,
         }
     }
 }
