@@ -25,11 +25,11 @@
 //!   `flashpipe serve` (data by reference in shared memory) beside the in-process engine;
 //! - [`sim`]: `flashpipe sim ...`, the NAND model's speed, synthetic jobs, trace replay
 //!   and the RAD and minFlash reproductions;
-//! - [`pattern`]: the one workload-pattern type every benchmark names its workloads with;
-//! - [`table`]: the one text-table formatter every report prints with;
+//! - [`pattern`], [`table`], [`progress`], [`verdict`], [`fio`]: the measuring harness
+//!   (`flashpipe-bench-harness`), re-exported at these paths: workload patterns, the text
+//!   tables, the phase spinner, the one target verdict and the one fio driver and parser;
 //! - [`error`]: [`error::BenchError`], the one typed error every command fails with (its
 //!   kind, not its words, decides the CLI's exit status);
-//! - [`progress`]: the phase spinner on standard error every long experiment shows;
 //! - [`plot`]: the PNG charts the experiments and reproductions draw (with the embedded
 //!   DejaVu Sans font in `assets/`).
 //!
@@ -51,13 +51,13 @@ pub mod ftl_copy;
 pub mod ftl_fs;
 pub mod kernels;
 pub mod net;
-pub mod pattern;
 pub mod plot;
 pub mod precondition;
-pub mod progress;
 pub mod serve;
 pub mod sim;
-pub mod table;
+
+/// The harness's modules, at the paths the experiments have always used.
+pub use flashpipe_bench_harness::{fio, pattern, progress, table, verdict};
 
 /// The result of every benchmark and experiment: any error, described for a person.
 pub type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
