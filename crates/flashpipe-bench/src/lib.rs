@@ -3,10 +3,9 @@
 //! Everything here measures or reproduces; nothing here is part of the storage engine. It
 //! lives in its own crate so that the command-line interface only parses arguments,
 //! dispatches and prints, and so that the model crates (`flashpipe-flash`,
-//! `flashpipe-ftl`) and the engine do not pull the chart drawing (`plotters`) in.
+//! `flashpipe-ftl`) and the engine do not pull the chart drawing (`plotters`) in. The
+//! product's demo (`flashpipe demo`) is not here: the CLI holds it (`demo_cmd`).
 //!
-//! - [`demo`]: `flashpipe demo`, the main job: a striped store made, sample data in,
-//!   read back, verified, checked, its throughputs printed, kernels run near the data;
 //! - [`device`]: `flashpipe bench device`, raw device-layer I/O beside fio and `memcpy`;
 //! - [`engine`]: `flashpipe bench engine`, one command's cost through the engine's
 //!   hand-off modes beside the file system called directly, and group commit;
@@ -39,7 +38,6 @@
 
 #![warn(missing_docs)]
 
-pub mod demo;
 pub mod device;
 pub mod emulate;
 pub mod engine;
