@@ -2,6 +2,9 @@
 //!
 //! - [`table`]: the one text-table formatter every report prints with;
 //! - [`progress`]: the phase spinner on standard error every long experiment shows;
+//! - [`plot`]: the PNG charts the experiments and reproductions draw (with the embedded
+//!   DejaVu Sans font in `assets/`); [`kind`]: the failure kinds its errors (and the
+//!   experiments' errors) carry;
 //! - [`pattern`]: the one workload-pattern type every benchmark names its workloads with;
 //! - [`verdict`]: the one target type ([`verdict::Bound`], [`verdict::Verdict`]): a
 //!   measured figure against a required one reads "met" or "NOT MET", spelled here alone;
@@ -16,7 +19,9 @@
 //! or engine crate pulls measurement code in.
 
 pub mod fio;
+pub mod kind;
 pub mod pattern;
+pub mod plot;
 pub mod progress;
 pub mod table;
 pub mod verdict;

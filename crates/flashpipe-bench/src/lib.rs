@@ -29,8 +29,8 @@
 //!   tables, the phase spinner, the one target verdict and the one fio driver and parser;
 //! - [`error`]: [`error::BenchError`], the one typed error every command fails with (its
 //!   kind, not its words, decides the CLI's exit status);
-//! - [`plot`]: the PNG charts the experiments and reproductions draw (with the embedded
-//!   DejaVu Sans font in `assets/`).
+//! - [`plot`]: the PNG charts the experiments and reproductions draw (the harness's, with
+//!   the embedded DejaVu Sans font).
 //!
 //! Each command's argument struct derives `clap::Args`, so the CLI names it in its
 //! command tree and calls the module's `run`; the numbers printed are the ones the
@@ -49,13 +49,12 @@ pub mod ftl_copy;
 pub mod ftl_fs;
 pub mod kernels;
 pub mod net;
-pub mod plot;
 pub mod precondition;
 pub mod serve;
 pub mod sim;
 
 /// The harness's modules, at the paths the experiments have always used.
-pub use flashpipe_bench_harness::{fio, pattern, progress, table, verdict};
+pub use flashpipe_bench_harness::{fio, pattern, plot, progress, table, verdict};
 
 /// The result of every benchmark and experiment: any error, described for a person.
 pub type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
