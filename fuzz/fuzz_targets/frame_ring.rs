@@ -7,9 +7,9 @@
 //! than the ring's largest record.
 #![no_main]
 
-use flashpipe_device::shared_memory::ring::{attach_received_ring, RING_HEADER_BYTES};
-use flashpipe_device::shared_memory::{FrameRing, RingWait};
-use flashpipe_device::{MapAccess, SharedMapping};
+use flashpipe_shm::ring::{attach_received_ring, RING_HEADER_BYTES};
+use flashpipe_shm::{FrameRing, RingWait};
+use flashpipe_shm::{MapAccess, SharedMapping};
 use libfuzzer_sys::fuzz_target;
 
 const CAPACITY_BYTES: usize = 4096;

@@ -4,6 +4,11 @@
 //! suite, simulated disks, fault injection) must produce the same sequence forever,
 //! independent of any crate's version.
 
+/// SplitMix64's increment, the golden ratio in 64 bits (2^64 / phi, odd). Also the one
+/// multiplier for scattering a small index over a large range (a Fibonacci hash), where a
+/// figure depends on that exact scatter.
+pub const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// A tiny deterministic generator (SplitMix64), stable across versions.
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {
@@ -18,7 +23,7 @@ impl SplitMix64 {
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.state = self.state.wrapping_add(GOLDEN_GAMMA);
         let mut value = self.state;
         value = (value ^ (value >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         value = (value ^ (value >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -307,7 +307,7 @@ fn open_file(
 fn execute(plan: &Plan) -> Result<Report, BenchDeviceError> {
     let mut cleanup = prepare_folder(plan)?;
     let mut fio = if plan.use_fio {
-        fio::find_or_install()
+        fio::find()
     } else {
         Err("--no-fio".to_string())
     };

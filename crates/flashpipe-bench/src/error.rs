@@ -9,20 +9,9 @@
 
 use std::fmt;
 
-/// What kind of failure a [`BenchError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BenchErrorKind {
-    /// An option value, or a file given (a trace, a job file), is wrong.
-    InvalidInput,
-    /// A file or folder named does not exist.
-    NotFound,
-    /// An operating-system failure, of this kind (its error, when kept, is the source).
-    Io(std::io::ErrorKind),
-    /// A disk or a store is full.
-    NoSpace,
-    /// A state that cannot happen: a bug.
-    Internal,
-}
+/// What kind of failure a [`BenchError`] is (defined in the harness, whose charts fail
+/// with the same kinds).
+pub use flashpipe_bench_harness::kind::BenchErrorKind;
 
 /// A failure of a benchmark or experiment: what happened in words, and its kind.
 #[derive(Debug)]
@@ -106,6 +95,12 @@ pub fn io_context(error: std::io::Error, message: impl fmt::Display) -> BenchErr
 /// A closure for `map_err` giving an `io::Error` the words `message`.
 pub fn io_with(message: impl fmt::Display) -> impl FnOnce(std::io::Error) -> BenchError {
     move |error| io_context(error, message)
+}
+
+impl From<flashpipe_bench_harness::plot::PlotError> for BenchError {
+    fn from(error: flashpipe_bench_harness::plot::PlotError) -> BenchError {
+        BenchError::new(error.kind, error.to_string())
+    }
 }
 
 impl From<flashpipe_flash::workload::TraceError> for BenchError {

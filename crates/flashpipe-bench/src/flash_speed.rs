@@ -130,11 +130,7 @@ impl Verdict {
     }
 
     fn word(&self) -> &'static str {
-        if self.met {
-            "met"
-        } else {
-            "NOT MET"
-        }
+        crate::verdict::Verdict::of(self.met).label()
     }
 }
 

@@ -347,5 +347,5 @@ fn find_fio(settings: &Settings) -> Result<crate::device::fio::Fio, String> {
     if !settings.runs(Part::Large) {
         return Err("not needed (large-file part not run)".to_string());
     }
-    crate::device::fio::find_or_install()
+    crate::device::fio::find()
 }

@@ -226,7 +226,7 @@ impl Workload {
                 let draw = (generator.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
                 let rank = cumulative.partition_point(|&value| value < draw) as u64;
                 // Scatter ranks over the device so hot pages do not share blocks by address.
-                (rank.min(pages - 1) * 0x9E37_79B9_7F4A_7C15 % pages + pages) % pages
+                (rank.min(pages - 1) * flashpipe_base::random::GOLDEN_GAMMA % pages + pages) % pages
             }
         }
     }

@@ -390,7 +390,7 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> 
         experiment.virtual_time_ratio,
         experiment.wall_time_ratio,
         experiment.target_ratio,
-        if experiment.target_met { "met" } else { "NOT MET" }
+        crate::verdict::Verdict::of(experiment.target_met)
     );
     Ok(())
 }

@@ -697,9 +697,5 @@ fn print_cold_table(report: &BenchKernelsReport) {
 }
 
 fn met(value: Option<bool>) -> &'static str {
-    match value {
-        Some(true) => "met",
-        Some(false) => "NOT MET",
-        None => "-",
-    }
+    value.map_or("-", |met| crate::verdict::Verdict::of(met).label())
 }

@@ -3,10 +3,9 @@
 //! Everything here measures or reproduces; nothing here is part of the storage engine. It
 //! lives in its own crate so that the command-line interface only parses arguments,
 //! dispatches and prints, and so that the model crates (`flashpipe-flash`,
-//! `flashpipe-ftl`) and the engine do not pull the chart drawing (`plotters`) in.
+//! `flashpipe-ftl`) and the engine do not pull the chart drawing (`plotters`) in. The
+//! product's demo (`flashpipe demo`) is not here: the CLI holds it (`demo_cmd`).
 //!
-//! - [`demo`]: `flashpipe demo`, the main job: a striped store made, sample data in,
-//!   read back, verified, checked, its throughputs printed, kernels run near the data;
 //! - [`device`]: `flashpipe bench device`, raw device-layer I/O beside fio and `memcpy`;
 //! - [`engine`]: `flashpipe bench engine`, one command's cost through the engine's
 //!   hand-off modes beside the file system called directly, and group commit;
@@ -25,13 +24,13 @@
 //!   `flashpipe serve` (data by reference in shared memory) beside the in-process engine;
 //! - [`sim`]: `flashpipe sim ...`, the NAND model's speed, synthetic jobs, trace replay
 //!   and the RAD and minFlash reproductions;
-//! - [`pattern`]: the one workload-pattern type every benchmark names its workloads with;
-//! - [`table`]: the one text-table formatter every report prints with;
+//! - [`pattern`], [`table`], [`progress`], [`verdict`], [`fio`]: the measuring harness
+//!   (`flashpipe-bench-harness`), re-exported at these paths: workload patterns, the text
+//!   tables, the phase spinner, the one target verdict and the one fio driver and parser;
 //! - [`error`]: [`error::BenchError`], the one typed error every command fails with (its
 //!   kind, not its words, decides the CLI's exit status);
-//! - [`progress`]: the phase spinner on standard error every long experiment shows;
-//! - [`plot`]: the PNG charts the experiments and reproductions draw (with the embedded
-//!   DejaVu Sans font in `assets/`).
+//! - [`plot`]: the PNG charts the experiments and reproductions draw (the harness's, with
+//!   the embedded DejaVu Sans font).
 //!
 //! Each command's argument struct derives `clap::Args`, so the CLI names it in its
 //! command tree and calls the module's `run`; the numbers printed are the ones the
@@ -39,7 +38,6 @@
 
 #![warn(missing_docs)]
 
-pub mod demo;
 pub mod device;
 pub mod emulate;
 pub mod engine;
@@ -51,13 +49,12 @@ pub mod ftl_copy;
 pub mod ftl_fs;
 pub mod kernels;
 pub mod net;
-pub mod pattern;
-pub mod plot;
 pub mod precondition;
-pub mod progress;
 pub mod serve;
 pub mod sim;
-pub mod table;
+
+/// The harness's modules, at the paths the experiments have always used.
+pub use flashpipe_bench_harness::{fio, pattern, plot, progress, table, verdict};
 
 /// The result of every benchmark and experiment: any error, described for a person.
 pub type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;

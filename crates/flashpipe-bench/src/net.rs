@@ -23,7 +23,7 @@ mod stripe;
 mod tls;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Duration;
 
 use clap::Args;
@@ -38,6 +38,7 @@ use stripe::{StripeRow, StripeSettings};
 use crate::error::{internal, invalid_input, not_found, BenchError, BenchErrorKind};
 use crate::table::Table;
 use crate::BenchResult;
+use flashpipe_bench_harness::fio;
 
 /// Least size of the striping part's big file (what `bench fs` allows).
 const LEAST_STRIPE_FILE_BYTES: u64 = 8 << 20;
@@ -256,7 +257,7 @@ struct ServerResults {
 pub fn run(arguments: BenchNetArgs) -> BenchResult {
     check_arguments(&arguments)?;
     if arguments.runs(NetPart::Servers) && !program_exists("fio") {
-        return Err(not_found("fio is not on PATH (Debian: apt-get install fio); bench net drives every server with fio's nbd ioengine; --parts stripe needs no fio").into());
+        return Err(not_found("fio is not on PATH (install it with scripts/install-test-packages); bench net drives every server with fio's nbd ioengine; --parts stripe needs no fio").into());
     }
     let folder = scratch_folder()?;
     let outcome = run_parts(&arguments, &folder);
@@ -620,33 +621,29 @@ fn run_fio(
 }
 
 fn run_fio_command(arguments: &[String]) -> BenchResult<String> {
-    let output = Command::new("fio").args(arguments).output()?;
-    if !output.status.success() {
-        return Err(BenchError::new(
+    fio::run(arguments).map_err(|error| {
+        BenchError::new(
             BenchErrorKind::Io(std::io::ErrorKind::Other),
-            format!(
-                "fio {} failed: {}",
-                arguments.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            ),
+            error.to_string(),
         )
-        .into());
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        .into()
+    })
 }
 
+/// The harness's one fio parser; the p99 is the completion latency (`clat_ns`), as the
+/// `bench net` tables have always shown.
 fn parse_fio(report: &str, is_read: bool) -> BenchResult<Figures> {
-    let start = report
-        .find('{')
-        .ok_or_else(|| internal("fio printed no JSON"))?;
-    let value: Value = serde_json::from_str(&report[start..])?;
-    let side = &value["jobs"][0][if is_read { "read" } else { "write" }];
-    let number = |value: &Value| value.as_f64().unwrap_or(0.0);
+    let figures = fio::parse_report(
+        report,
+        fio::Direction::of_read(is_read),
+        fio::LatencySource::Completion,
+    )
+    .map_err(|error| internal(error.to_string()))?;
     Ok(Figures {
-        bytes_per_second: number(&side["bw_bytes"]),
-        iops: number(&side["iops"]),
-        latency_us_mean: number(&side["lat_ns"]["mean"]) / 1000.0,
-        latency_us_p99: number(&side["clat_ns"]["percentile"]["99.000000"]) / 1000.0,
+        bytes_per_second: figures.bytes_per_second,
+        iops: figures.iops,
+        latency_us_mean: figures.latency_us_mean,
+        latency_us_p99: figures.latency_us_p99,
     })
 }
 

@@ -15,7 +15,7 @@
 //!   with its frames on the socket, client copying; the mean of the
 //!   fastest round, and its ratio to the in-process engine (target <= 1.5x). Beside them
 //!   the transport's floors: a 64-byte frame's round trip to a client process and back
-//!   through two shared-memory frame rings (`flashpipe_device::shared_memory::ring`) and
+//!   through two shared-memory frame rings (`flashpipe_shm::ring`) and
 //!   through a Unix socket.
 //! - **1 MiB reads**: `--depth` reads in flight: in-process engine, client by reference
 //!   over rings (target >= 0.9x in-process) and over the socket, client copying (by

@@ -179,11 +179,7 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
     say!("page operations per second  {wall_rate:.0} (simulated per wall-clock second, one core)");
     say!(
         "target                      at least {RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND:.0} per wall-clock second (an idle machine): {}",
-        if wall_rate >= RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND {
-            "met"
-        } else {
-            "NOT MET"
-        }
+        crate::verdict::Verdict::of(wall_rate >= RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND)
     );
     if let Some(cpu_seconds) = cpu_seconds.filter(|&seconds| seconds > 0.0) {
         say!("cpu seconds                 {cpu_seconds:.3}");

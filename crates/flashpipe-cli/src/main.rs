@@ -6,6 +6,7 @@
 //! dispatches, and turns errors into a message on standard error and a non-zero exit.
 
 mod bench;
+mod demo_cmd;
 mod error_kind;
 mod kernels_cmd;
 mod nbd_cmd;
@@ -33,7 +34,7 @@ enum Command {
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// The main job on an embedded default: a striped store, sample data in, read back, verified.
-    Demo(flashpipe_bench::demo::DemoArgs),
+    Demo(demo_cmd::DemoArgs),
     /// Compute kernels: list them with their options, measure them, train language profiles.
     Kernels(kernels_cmd::KernelsArgs),
     /// Run a kernel next to the data: a pipeline inside the store's engine.
@@ -173,7 +174,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
-        Command::Demo(arguments) => flashpipe_bench::demo::run(arguments),
+        Command::Demo(arguments) => demo_cmd::run(arguments),
         Command::Kernels(arguments) => kernels_cmd::run(arguments),
         Command::Run(arguments) => run_cmd::run(arguments),
         Command::Sim(SimCommandLine::Presets(arguments)) => list_presets(&arguments),

@@ -13,16 +13,8 @@ const BLOCK_SIZE: usize = 4096;
 
 /// Deterministic bytes that do not repeat a block (SplitMix64).
 fn pattern(length: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed;
-    (0..length)
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut mixed = state;
-            mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (mixed ^ (mixed >> 31)) as u8
-        })
-        .collect()
+    let mut random = flashpipe_base::SplitMix64::new(seed);
+    (0..length).map(|_| random.next_u64() as u8).collect()
 }
 
 /// Overwrites, in the image at `image`, the block that holds `block` with random bytes;

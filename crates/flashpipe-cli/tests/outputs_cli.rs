@@ -228,12 +228,10 @@ fn hostile_job_files_are_refused() {
 
 /// `count` random 8 KiB writes over the first 512 MiB, 100 us apart (DiskSim, ms).
 fn random_write_trace(count: u64) -> String {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut random = flashpipe_base::SplitMix64::new(1);
     (0..count)
         .map(|index| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = random.next_u64();
             let sector = (state % 65_536) * 16;
             format!("{:.3} 0 {sector} 16 0\n", index as f64 * 0.1)
         })

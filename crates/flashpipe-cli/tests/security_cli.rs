@@ -25,17 +25,10 @@ fn tool_present(tool: &str, test: &str) -> bool {
     flashpipe_testkit::tools::programs_or_skip(test, &[tool])
 }
 
-/// A pseudo-random byte stream (xorshift), so the test needs no random crate.
+/// A pseudo-random byte stream from the one seeded generator.
 fn pseudo_random_bytes(length: usize) -> Vec<u8> {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    (0..length)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
+    let mut random = flashpipe_base::SplitMix64::new(1);
+    (0..length).map(|_| random.next_u64() as u8).collect()
 }
 
 /// An image of [`IMAGE_BYTES`] at `path` with `bytes` written at `offset`.

@@ -9,11 +9,11 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use flashpipe_device::shared_memory::{
+use flashpipe_shm::{
     attach_received_ring, push_stream_bytes, FrameRing, PeerCheck, RingReader, RingWait,
     DEFAULT_SERVE_RING_SPIN_US, RING_HEADER_BYTES,
 };
-use flashpipe_device::{receive_with_fds, MapAccess, SharedMapping};
+use flashpipe_shm::{receive_with_fds, MapAccess, SharedMapping};
 
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
 use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};

@@ -13,7 +13,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 
-use flashpipe_device::SharedMapping;
+use flashpipe_shm::SharedMapping;
 
 /// Bytes read: carried in the answer (the copying path), or a window of the server's
 /// shared read pool, released (the server may reuse the buffer) when dropped.

@@ -7,11 +7,11 @@ use std::os::unix::net::UnixListener;
 use std::path::Path;
 
 use flashpipe_client::{server_socket_path, Client, ConnectError, ConnectOptions, ErrorCode};
-use flashpipe_device::{send_with_fds, SharedMemory};
 use flashpipe_protocol::{
     encode_frame, read_frame, Frame, RemoteError, ServerLimits, SharedRegion, Welcome,
     MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
+use flashpipe_shm::{send_with_fds, SharedMemory};
 use flashpipe_testkit::scratch::ScratchFolder;
 
 #[test]

@@ -10,7 +10,7 @@
 //! with the kernel (io_uring fixed buffers); [`IoBuf::pool_slot`] tells the device
 //! which registered slot a buffer occupies. A pool may instead live in a memfd
 //! ([`BufferPool::in_shared_memory`]) that other processes map: slot `s` lies at byte
-//! offset `s * buffer_size_bytes` of the region ([`crate::shared_memory`]).
+//! offset `s * buffer_size_bytes` of the region (`flashpipe_shm`).
 //!
 //! To hand one buffer to devices as several requests without a copy, split it with
 //! [`crate::split::SplitBuffer`]: its views are `IoBuf`s too.
@@ -21,8 +21,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::shared_memory::{SharedMemory, SharedMemoryError};
 use crate::split::SplitParent;
+use flashpipe_shm::{SharedMemory, SharedMemoryError};
 
 /// Alignment of every [`IoBuf`], in bytes: the largest logical block size of the
 /// devices we drive with direct I/O.
@@ -279,7 +279,7 @@ impl BufferPool {
     /// A pool of `buffer_count` buffers of `buffer_size_bytes` each (rounded up to the
     /// alignment) whose region is a [`SharedMemory`] named `name`: slot `s` lies at byte
     /// offset `s * buffer_size_bytes()` of it, so a process that maps the region
-    /// ([`crate::shared_memory::SharedMapping::map`] on [`BufferPool::shared_memory`]'s
+    /// ([`flashpipe_shm::SharedMapping::map`] on [`BufferPool::shared_memory`]'s
     /// descriptor) sees every buffer's bytes. The region lives while the pool or any of
     /// its buffers does.
     ///
@@ -476,7 +476,7 @@ mod tests {
 
     #[test]
     fn a_shared_pool_lays_slots_out_in_its_region() {
-        use crate::shared_memory::{MapAccess, SharedMapping};
+        use flashpipe_shm::{MapAccess, SharedMapping};
         let pool = BufferPool::in_shared_memory("test-pool", 3, 5000).unwrap();
         assert_eq!(pool.buffer_size_bytes(), 8192);
         let memory = pool.shared_memory().expect("a shared pool has its region");

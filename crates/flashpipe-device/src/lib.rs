@@ -8,8 +8,9 @@
 //!   thread pool with `pread`/`pwrite` where the kernel refuses;
 //! - `sim`: a simulated disk in virtual time with seeded faults and crashes.
 //!
-//! [`shared_memory`] holds the memfd regions (and descriptor passing) through which a
-//! server hands buffers to client processes by reference.
+//! A [`BufferPool`] can live in a memfd region of `flashpipe-shm`
+//! ([`BufferPool::in_shared_memory`]), through which a server hands buffers to client
+//! processes by reference; the regions, descriptor passing and rings live in that crate.
 //!
 //! Time comes from the device's [`Clock`]: real for real devices, virtual for simulated
 //! ones. Layers above never read the wall clock themselves.
@@ -22,7 +23,6 @@ pub mod file;
 pub mod paced;
 pub mod ram;
 pub mod request;
-pub mod shared_memory;
 pub mod sim;
 pub mod split;
 
@@ -39,7 +39,4 @@ pub use paced::{LagReport, PacedDevice};
 pub use ram::RamDisk;
 pub use random::SplitMix64;
 pub use request::{BlockDevice, Completion, DeviceInfo, Operation, Request, Tag, MAX_QUEUE_DEPTH};
-pub use shared_memory::{
-    receive_with_fds, send_with_fds, MapAccess, SharedMapping, SharedMemory, SharedMemoryError,
-};
 pub use split::{NotAView, SplitBuffer, ViewRefused};

@@ -28,8 +28,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
-use flashpipe_device::{BufferPool, Clock, Completion, IoBuf, SharedMemoryError};
+use flashpipe_device::{BufferPool, Clock, Completion, IoBuf};
 use flashpipe_fs::{FileId, Filesystem, WriteCopy};
+use flashpipe_shm::SharedMemoryError;
 
 use crate::client::EngineClient;
 use crate::command::{Command, EngineError, ReadData, Reply};

@@ -2,9 +2,10 @@
 //! bytes are visible, without a copy, at `slot * buffer_size_bytes + window_start` of a
 //! second mapping of the pool's memfd, as a client process would map it.
 
-use flashpipe_device::{IoBuf, MapAccess, RamDisk, SharedMapping, SplitMix64};
+use flashpipe_device::{IoBuf, RamDisk, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, PoolMemory, ReadData, Reply};
 use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_shm::{MapAccess, SharedMapping};
 
 fn ram_filesystem() -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 8192, 32).unwrap();

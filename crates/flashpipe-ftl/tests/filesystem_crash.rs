@@ -342,7 +342,8 @@ fn power_cycle(
         .expect("the FTL is still in place");
     let stats = ftl.stats();
     drop(ftl.into_backend());
-    let power_cut = lock_array(array).cut_power(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let power_cut =
+        lock_array(array).cut_power(seed.wrapping_mul(flashpipe_base::random::GOLDEN_GAMMA));
     let (ftl, report, cut_in_mount) = mount_after_cut(array, options, countdown_in_mount, seed);
     if let Err(problem) = ftl.check_invariants() {
         panic!("seed {seed}: FTL invariants after mount: {problem}");

@@ -87,14 +87,10 @@ pub struct ThroughputRow {
 
 /// Deterministic bytes (SplitMix64).
 pub fn synthetic_bytes(length_bytes: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed;
+    let mut random = flashpipe_base::SplitMix64::new(seed);
     let mut bytes = Vec::with_capacity(length_bytes + 8);
     while bytes.len() < length_bytes {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut mixed = state;
-        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        bytes.extend_from_slice(&(mixed ^ (mixed >> 31)).to_le_bytes());
+        bytes.extend_from_slice(&random.next_u64().to_le_bytes());
     }
     bytes.truncate(length_bytes);
     bytes

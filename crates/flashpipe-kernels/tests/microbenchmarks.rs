@@ -13,23 +13,19 @@ use flashpipe_kernels::external_sort::{ExternalSortKernel, SortSettings};
 use flashpipe_kernels::knn::{encode_vectors, KnnKernel};
 use flashpipe_kernels::registry::build_kernel;
 
-/// Deterministic pseudo-random numbers for test data.
-struct TestRandom(u64);
+/// Deterministic pseudo-random numbers for test data: 31 bits of the one seeded generator.
+struct TestRandom(flashpipe_base::SplitMix64);
 
 impl TestRandom {
     fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
+        self.0.next_u64() >> 33
     }
 }
 
 #[test]
 fn knn_matches_brute_force_for_a_batch_of_queries() {
     let dimensions = 5;
-    let mut random = TestRandom(7);
+    let mut random = TestRandom(flashpipe_base::SplitMix64::new(7));
     let data: Vec<f32> = (0..dimensions * 300)
         .map(|_| (random.next() % 1000) as f32 / 10.0)
         .collect();
@@ -106,7 +102,7 @@ fn stable_sorted(data: &[u8], record: usize, key: usize) -> Vec<u8> {
 
 #[test]
 fn external_sort_spills_and_matches_a_stable_in_memory_sort() {
-    let mut random = TestRandom(3);
+    let mut random = TestRandom(flashpipe_base::SplitMix64::new(3));
     for (record, key, record_count, memory_bytes) in [
         (16, 4, 5000, 4096),
         (8, 8, 3000, 1 << 20),
@@ -169,7 +165,7 @@ fn external_sort_refuses_partial_records_and_bad_options() {
 
 #[test]
 fn sparse_index_search_finds_first_occurrences_with_one_probe() {
-    let mut random = TestRandom(11);
+    let mut random = TestRandom(flashpipe_base::SplitMix64::new(11));
     let record = 12;
     let key = 4;
     let mut keys: Vec<u32> = (0..2000).map(|_| (random.next() % 1500) as u32).collect();

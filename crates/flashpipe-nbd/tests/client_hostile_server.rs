@@ -421,15 +421,8 @@ fn transmission_violations_fail_the_request_naming_the_rule() {
 fn seeded_garbage_from_the_server_is_an_error() {
     for seed in 0..40u64 {
         let garbage = move |length: usize| -> Vec<u8> {
-            let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-            (0..length)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect()
+            let mut random = flashpipe_base::SplitMix64::new(seed);
+            (0..length).map(|_| random.next_u64() as u8).collect()
         };
         let early = FakeServer::start(
             &format!("garbage-early-{seed}"),

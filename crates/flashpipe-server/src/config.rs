@@ -107,7 +107,7 @@ impl Default for ServerConfig {
             store_description: String::new(),
             store_identity: None,
             access: AccessRule::default(),
-            spin: WaitPolicy::spin_us(flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US),
+            spin: WaitPolicy::spin_us(flashpipe_shm::DEFAULT_SERVE_RING_SPIN_US),
             send_timeout_ms: 10_000,
             ring_capacity_bytes: DEFAULT_RING_CAPACITY_BYTES,
         }

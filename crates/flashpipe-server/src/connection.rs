@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{bounded, Sender};
-use flashpipe_device::{send_with_fds, BufferPool, IoBuf};
+use flashpipe_device::{BufferPool, IoBuf};
 use flashpipe_engine::{Command, Completion};
 use flashpipe_protocol::{
     encode_frame, read_frame, send_all, send_frame, CancelOutcome, ErrorCode, Frame, Hello,
     ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, PROTOCOL_VERSION,
 };
+use flashpipe_shm::send_with_fds;
 
 use crate::mapped::{Mapped, WRITE_POOL_MEMORY_NAME};
 use crate::replies::send_answers;
@@ -56,7 +57,7 @@ pub(crate) struct Connection {
 enum Next {
     Continue,
     /// Read the frames from this request ring from now on.
-    SwitchToRings(flashpipe_device::shared_memory::FrameRing),
+    SwitchToRings(flashpipe_shm::FrameRing),
     /// End the connection (the reason is logged and, where possible, sent).
     Close(RemoteError),
 }
@@ -423,7 +424,7 @@ fn write_pool(state: &ServerState, id: u64) -> Option<BufferPool> {
 fn serve_rings(
     connection: &Arc<Connection>,
     socket: BufReader<UnixStream>,
-    requests: flashpipe_device::shared_memory::FrameRing,
+    requests: flashpipe_shm::FrameRing,
     answers_to: &Sender<Completion>,
 ) -> Option<std::thread::JoinHandle<()>> {
     if !socket.buffer().is_empty() {
@@ -483,7 +484,7 @@ enum ReadEnd {
     /// The client left, broke the protocol, or the server stops.
     Done,
     /// The client moved to rings: read this request ring from now on.
-    SwitchToRings(flashpipe_device::shared_memory::FrameRing),
+    SwitchToRings(flashpipe_shm::FrameRing),
 }
 
 fn read_requests(

@@ -11,12 +11,10 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flashpipe_device::shared_memory::{
-    push_stream_bytes, ring_error_of, FrameRing, RingReader, RingWait,
-};
 use flashpipe_protocol::{
     encode_frame, ErrorCode, Frame, RemoteError, RequestId, Response, RingsOpened,
 };
+use flashpipe_shm::{push_stream_bytes, ring_error_of, FrameRing, RingReader, RingWait};
 
 use crate::connection::Connection;
 use crate::state::Counters;
@@ -65,7 +63,7 @@ pub(crate) fn open_rings(
 ) -> Result<FrameRing, OpenRefusal> {
     check_may_open(connection)?;
     let capacity_bytes = connection.state.config.ring_capacity_bytes as usize;
-    let refused = |error: flashpipe_device::shared_memory::FrameRingError| {
+    let refused = |error: flashpipe_shm::FrameRingError| {
         tracing::warn!(connection = connection.id, %error, "cannot make the frame rings; the client stays on its socket");
         OpenRefusal::Request(RemoteError::new(
             ErrorCode::Internal,

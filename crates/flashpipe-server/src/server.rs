@@ -363,8 +363,8 @@ fn check_config(config: &ServerConfig) -> Result<(), ServeError> {
         }
     }
     let ring_bytes = config.ring_capacity_bytes as usize;
-    let ring_limits = flashpipe_device::shared_memory::ring::MIN_RING_CAPACITY_BYTES
-        ..=flashpipe_device::shared_memory::ring::MAX_RING_CAPACITY_BYTES;
+    let ring_limits =
+        flashpipe_shm::ring::MIN_RING_CAPACITY_BYTES..=flashpipe_shm::ring::MAX_RING_CAPACITY_BYTES;
     if !ring_bytes.is_power_of_two() || !ring_limits.contains(&ring_bytes) {
         return Err(ServeError::BadConfig {
             field: "ring_capacity_bytes",

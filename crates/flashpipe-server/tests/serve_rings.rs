@@ -13,11 +13,11 @@ use std::process::{Command, Stdio};
 
 use common::{connect, connect_with, pattern, start_server, wait_until};
 use flashpipe_client::{ClientTransport, Request, Response};
-use flashpipe_device::shared_memory::{attach_received_ring, RING_HEADER_BYTES};
-use flashpipe_device::{receive_with_fds, send_with_fds};
 use flashpipe_protocol::{
     decode_header, encode_frame, Frame, Hello, HEADER_BYTES, MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
+use flashpipe_shm::{attach_received_ring, RING_HEADER_BYTES};
+use flashpipe_shm::{receive_with_fds, send_with_fds};
 
 /// Where the SIGKILL test's child finds the server (set only in the child).
 const CHILD_SOCKET_VARIABLE: &str = "FLASHPIPE_RING_CHILD_SOCKET";

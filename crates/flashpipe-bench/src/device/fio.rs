@@ -1,10 +1,11 @@
-//! Running fio as the reference: finding (or installing) it, running one workload on
-//! the same file with `ioengine=io_uring`, and reading its JSON report.
+//! Running fio as the reference: finding it (never installing it: the harness's one
+//! driver), running one workload on the same file with `ioengine=io_uring`, and reading its
+//! JSON report with the harness's one parser (p99 from `lat_ns`, submission to completion,
+//! as the device layer measures its own).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use serde_json::Value;
+use flashpipe_bench_harness::fio::{self, Direction, LatencySource};
 
 use super::measure::{Figures, Workload};
 
@@ -15,36 +16,14 @@ pub struct Fio {
     pub version: String,
 }
 
-/// Finds fio on the path; if missing, tries `apt-get install -y fio` (after
-/// `apt-get update` when the first try fails). Returns why not when it cannot.
-pub fn find_or_install() -> Result<Fio, String> {
-    if let Some(fio) = find() {
-        return Ok(fio);
-    }
-    crate::progress::note("flashpipe: fio not found on PATH; trying apt-get install -y fio");
-    let installed = apt_get(&["install", "-y", "fio"])
-        || (apt_get(&["update"]) && apt_get(&["install", "-y", "fio"]));
-    match (installed, find()) {
-        (_, Some(fio)) => Ok(fio),
-        (false, None) => Err("fio is not on PATH and apt-get could not install it".to_string()),
-        (true, None) => Err("apt-get installed fio but it does not run".to_string()),
-    }
-}
-
-fn find() -> Option<Fio> {
-    let output = Command::new("fio").arg("--version").output().ok()?;
-    output.status.success().then(|| Fio {
-        version: String::from_utf8_lossy(&output.stdout).trim().to_string(),
-    })
-}
-
-fn apt_get(arguments: &[&str]) -> bool {
-    Command::new("apt-get")
-        .args(arguments)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
+/// Finds fio on the path; never installs it. Returns why not when it cannot (the
+/// message names scripts/install-test-packages).
+pub fn find() -> Result<Fio, String> {
+    fio::find()
+        .map(|found| Fio {
+            version: found.version,
+        })
+        .map_err(|error| error.to_string())
 }
 
 /// How fio should run one workload.
@@ -72,18 +51,7 @@ impl Fio {
 /// Runs fio with `arguments` and returns its standard output (its JSON report), or
 /// what went wrong, with the command line.
 pub fn run_fio_command(arguments: &[String]) -> Result<String, String> {
-    let output = Command::new("fio")
-        .args(arguments)
-        .output()
-        .map_err(|error| format!("cannot start fio: {error}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "fio {} failed: {}",
-            arguments.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    fio::run(arguments).map_err(|error| error.to_string())
 }
 
 fn fio_arguments(run: &FioRun<'_>) -> Vec<String> {
@@ -106,26 +74,16 @@ fn fio_arguments(run: &FioRun<'_>) -> Vec<String> {
     ]
 }
 
-/// Reads fio's JSON report (the first job's read or write section).
+/// Reads fio's JSON report (the first job's read or write section; p99 from `lat_ns`).
 pub fn parse_report(text: &str, is_read: bool) -> Result<Figures, String> {
-    let start = text
-        .find('{')
-        .ok_or_else(|| "fio printed no JSON report".to_string())?;
-    let report: Value = serde_json::from_str(&text[start..])
-        .map_err(|error| format!("fio's JSON report does not parse: {error}"))?;
-    let section = &report["jobs"][0][if is_read { "read" } else { "write" }];
-    let number = |pointer: &str| {
-        section
-            .pointer(pointer)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| format!("fio's JSON report lacks {pointer}"))
-    };
+    let figures = fio::parse_report(text, Direction::of_read(is_read), LatencySource::Total)
+        .map_err(|error| error.to_string())?;
     Ok(Figures {
-        mb_per_s: number("/bw_bytes")? / 1e6,
-        iops: number("/iops")?,
-        latency_us_mean: number("/lat_ns/mean")? / 1e3,
-        latency_us_p99: number("/lat_ns/percentile/99.000000")? / 1e3,
-        requests: number("/total_ios")? as u64,
+        mb_per_s: figures.bytes_per_second / 1e6,
+        iops: figures.iops,
+        latency_us_mean: figures.latency_us_mean,
+        latency_us_p99: figures.latency_us_p99,
+        requests: figures.requests,
     })
 }
 
@@ -145,7 +103,7 @@ mod tests {
         assert_eq!(figures.latency_us_p99, 8.0);
         assert_eq!(figures.requests, 1500);
         let error = parse_report(report, false).unwrap_err();
-        assert!(error.contains("lacks /bw_bytes"), "{error}");
+        assert!(error.contains("lacks /jobs/0/write/total_ios"), "{error}");
         assert!(parse_report("no json", true)
             .unwrap_err()
             .contains("no JSON"));

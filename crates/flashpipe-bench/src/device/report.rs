@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::measure::{Figures, Pattern, Workload};
 use crate::table::{Align, Table};
+use crate::verdict::Verdict;
 
 /// Everything one run measured.
 #[derive(Debug, Serialize)]
@@ -110,15 +111,9 @@ pub struct StripeResult {
     pub in_memory: bool,
 }
 
-/// Which way a bound goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Bound {
-    /// The ratio must be at least the bound.
-    AtLeast,
-    /// The ratio must be at most the bound.
-    AtMost,
-}
+/// Which way a bound goes (the harness's one bound; this report's JSON spells it
+/// `at-least` / `at-most`).
+pub use crate::verdict::Bound;
 
 /// A performance target, evaluated.
 #[derive(Debug, Serialize)]
@@ -130,6 +125,7 @@ pub struct Target {
     /// The bound.
     pub bound_ratio: f64,
     /// Which way the bound goes.
+    #[serde(serialize_with = "crate::verdict::serialize_bound_kebab")]
     pub bound: Bound,
     /// "met", "NOT MET" or "n/a".
     pub status: &'static str,
@@ -137,12 +133,7 @@ pub struct Target {
 
 impl Target {
     fn new(name: String, measured_ratio: Option<f64>, bound: Bound, bound_ratio: f64) -> Target {
-        let status = match (measured_ratio, bound) {
-            (None, _) => "n/a",
-            (Some(ratio), Bound::AtLeast) if ratio >= bound_ratio => "met",
-            (Some(ratio), Bound::AtMost) if ratio <= bound_ratio => "met",
-            (Some(_), _) => "NOT MET",
-        };
+        let status = Verdict::judge(measured_ratio, bound, bound_ratio).label();
         Target {
             name,
             measured_ratio,

@@ -15,6 +15,7 @@ use super::reference::Measured;
 use super::small_files::SmallFilesResult;
 use super::Settings;
 use crate::table::{Align, Table};
+use crate::verdict::Verdict;
 
 /// Files at least this large must reach the higher efficiency target.
 const LARGE_EFFICIENCY_MIN_FILE_BYTES: u64 = 10 << 20;
@@ -104,31 +105,8 @@ pub(crate) fn folder_file_system(folder: &Path) -> String {
         .unwrap_or_else(|| "unknown (df -T failed)".to_string())
 }
 
-/// Which side of the required ratio passes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Bound {
-    /// The measured ratio must be at least the required one (throughput, efficiency).
-    AtLeast,
-    /// The measured ratio must be at most the required one (time, latency).
-    AtMost,
-}
-
-impl Bound {
-    fn passes(self, measured_ratio: f64, required_ratio: f64) -> bool {
-        match self {
-            Bound::AtLeast => measured_ratio >= required_ratio,
-            Bound::AtMost => measured_ratio <= required_ratio,
-        }
-    }
-
-    fn symbol(self) -> &'static str {
-        match self {
-            Bound::AtLeast => ">=",
-            Bound::AtMost => "<=",
-        }
-    }
-}
+/// Which side of the required ratio passes (the harness's one bound; JSON `at_least`).
+pub use crate::verdict::Bound;
 
 /// A measured ratio with the figures it comes from, or why it is missing.
 type Measurement = Result<(f64, String), String>;
@@ -182,9 +160,7 @@ impl Target {
     fn verdict(&self) -> &'static str {
         match (self.met, self.goal_met) {
             (Some(true), Some(true)) => "met, goal met",
-            (Some(true), _) => "met",
-            (Some(false), _) => "NOT MET",
-            (None, _) => "n/a",
+            (met, _) => Verdict::of_optional(met).label(),
         }
     }
 

@@ -167,7 +167,7 @@ pub fn print_sweep(report: &SmallFilesReport) {
     println!(
         "best = {:.0}% of the large-file bandwidth (target >= 50%): {}",
         report.best_fraction_of_large_file * 100.0,
-        if report.target_met { "met" } else { "NOT MET" }
+        crate::verdict::Verdict::of(report.target_met)
     );
 }
 

@@ -1,5 +1,5 @@
 //! The transport's floors: a small frame's round trip to a client and back with nothing
-//! served, through two shared-memory frame rings (`flashpipe_device::shared_memory::ring`)
+//! served, through two shared-memory frame rings (`flashpipe_shm::ring`)
 //! and through a Unix socket (`write` then `read` on each side, as the server's protocol
 //! does), the least a request and its answer can cost between two processes each way.
 
@@ -7,8 +7,8 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::time::Instant;
 
-use flashpipe_device::send_with_fds;
-use flashpipe_device::shared_memory::{FrameRing, PushOutcome, RingWait};
+use flashpipe_shm::send_with_fds;
+use flashpipe_shm::{FrameRing, PushOutcome, RingWait};
 
 use super::children::ClientGroup;
 use super::roles::{BenchServeClientArgs, ClientRole};

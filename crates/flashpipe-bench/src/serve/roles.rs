@@ -11,9 +11,9 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use flashpipe_device::receive_with_fds;
-use flashpipe_device::shared_memory::ring::attach_received_ring;
-use flashpipe_device::shared_memory::{FrameRing, PushOutcome, RingWait};
+use flashpipe_shm::receive_with_fds;
+use flashpipe_shm::ring::attach_received_ring;
+use flashpipe_shm::{FrameRing, PushOutcome, RingWait};
 use serde::{Deserialize, Serialize};
 
 use super::{LARGE_READ_BYTES, ROUNDS};
@@ -74,7 +74,7 @@ pub struct BenchServeClientArgs {
     #[arg(long)]
     pub socket_frames: bool,
     /// How long a ring client polls its reply ring before parking, microseconds.
-    #[arg(long, default_value_t = flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US)]
+    #[arg(long, default_value_t = flashpipe_shm::DEFAULT_SERVE_RING_SPIN_US)]
     pub spin_us: u32,
     /// Seed of the read offsets.
     #[arg(long, default_value_t = 0)]
@@ -95,7 +95,7 @@ impl BenchServeClientArgs {
             read_bytes: 0,
             copying: false,
             socket_frames: false,
-            spin_us: flashpipe_device::shared_memory::DEFAULT_SERVE_RING_SPIN_US,
+            spin_us: flashpipe_shm::DEFAULT_SERVE_RING_SPIN_US,
             seed: 0,
         }
     }

@@ -118,7 +118,7 @@ pub(super) fn print(targets: &[TargetRow]) {
         .right("measured", 13)
         .left("verdict", 0);
     for row in targets {
-        let verdict = if row.met { "met" } else { "NOT MET" };
+        let verdict = crate::verdict::Verdict::of(row.met).label();
         table.row(vec![
             row.target.clone(),
             row.measured.clone(),

@@ -311,14 +311,9 @@ pub fn assert_fsck_clean(store: &Path) {
 
 /// Deterministic contents of `length` bytes for file number `index` of a test.
 pub fn file_contents(index: u64, length: usize) -> Vec<u8> {
-    let mut state = index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
+    let mut random = flashpipe_base::SplitMix64::for_case(1, index);
     (0..length)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
+        .map(|_| (random.next_u64() >> 24) as u8)
         .collect()
 }
 

@@ -200,7 +200,7 @@ impl FlashArray {
         let now_ns = self.now_ns();
         self.operation_counter += 1;
         let mut generator = SplitMix64::new(
-            self.options.seed ^ self.operation_counter.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            self.options.seed ^ self.operation_counter.wrapping_mul(flashpipe_base::random::GOLDEN_GAMMA),
         );
         let kind = self.slot(slot_index).kind;
         let outcome = match kind {

@@ -79,7 +79,7 @@ impl DataPattern {
 
     /// The pattern drawn from `seed`: the same seed, the same bytes.
     pub fn with_seed(seed: u64) -> DataPattern {
-        let mut generator = flashpipe_device::SplitMix64::new(seed);
+        let mut generator = flashpipe_base::SplitMix64::new(seed);
         let block = (0..MIB / 8)
             .flat_map(|_| generator.next_u64().to_le_bytes())
             .collect();

@@ -21,7 +21,7 @@ mod reference;
 
 use std::sync::Once;
 
-use crate::error::BenchErrorKind;
+use crate::kind::BenchErrorKind;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -231,12 +231,6 @@ pub struct PlotError {
     pub detail: String,
     /// What kind of failure it is (a wrong name, a missing folder, a drawing failed).
     pub kind: BenchErrorKind,
-}
-
-impl From<PlotError> for crate::error::BenchError {
-    fn from(error: PlotError) -> crate::error::BenchError {
-        crate::error::BenchError::new(error.kind, error.to_string())
-    }
 }
 
 /// A chart rendered into memory: RGB bytes, row by row.

@@ -8,9 +8,10 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::Command;
 
-use flashpipe_device::shared_memory::ring::{attach_received_ring, RING_HEADER_BYTES};
-use flashpipe_device::shared_memory::{FrameRing, FrameRingError, PushOutcome, RingWait};
-use flashpipe_device::{receive_with_fds, send_with_fds, MapAccess, SharedMapping, SplitMix64};
+use flashpipe_base::SplitMix64;
+use flashpipe_shm::ring::{attach_received_ring, RING_HEADER_BYTES};
+use flashpipe_shm::{receive_with_fds, send_with_fds, MapAccess, SharedMapping};
+use flashpipe_shm::{FrameRing, FrameRingError, PushOutcome, RingWait};
 
 const CHILD_SOCKET_VARIABLE: &str = "FLASHPIPE_FRAME_RING_CHILD_SOCKET";
 const CAPACITY_BYTES: usize = 4096;
@@ -100,7 +101,7 @@ fn bad_capacities_and_foreign_regions_are_refused() {
             Err(FrameRingError::CapacityInvalid { .. })
         ));
     }
-    let memory = flashpipe_device::SharedMemory::create("not-a-ring", 2 * 4096).unwrap();
+    let memory = flashpipe_shm::SharedMemory::create("not-a-ring", 2 * 4096).unwrap();
     let fd = memory.as_fd().try_clone_to_owned().unwrap();
     let error = attach_received_ring(fd, 2 * 4096).unwrap_err();
     assert!(matches!(error, FrameRingError::NotARing { .. }), "{error}");

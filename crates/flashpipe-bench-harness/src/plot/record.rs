@@ -106,7 +106,7 @@ pub fn record_chart(chart: &Chart) -> Result<Recording, PlotError> {
     let error = |detail: String| PlotError {
         path: "(recording)".to_string(),
         detail,
-        kind: crate::error::BenchErrorKind::Internal,
+        kind: crate::kind::BenchErrorKind::Internal,
     };
     check_charts(std::slice::from_ref(chart), 1).map_err(error)?;
     let recording = Rc::new(RefCell::new(Recording {

@@ -46,9 +46,9 @@ use flashpipe_store::StoreConfig;
 use flashpipe_store::{LockWait, RunningStore, StoreAccess};
 use serde_json::json;
 
-use crate::error::{internal, io_with, BenchError, BenchErrorKind};
-use crate::progress::Progress;
-use crate::BenchResult;
+use flashpipe_bench::error::{internal, io_with, BenchError, BenchErrorKind};
+use flashpipe_bench::progress::Progress;
+use flashpipe_bench::BenchResult;
 
 /// Options of `flashpipe demo`.
 #[derive(Debug, clap::Args)]
@@ -405,7 +405,7 @@ fn print_note(note: &str) {
 
 fn say(arguments: &DemoArgs, line: &str) {
     if !arguments.json {
-        crate::progress::output_line(line);
+        flashpipe_bench::progress::output_line(line);
     }
 }
 

@@ -5,10 +5,10 @@
 //! with `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`, mapped `MAP_SHARED` read-write),
 //! passes its descriptor over a Unix socket ([`send_with_fds`], `SCM_RIGHTS`), and the
 //! receiver maps it ([`SharedMapping::map`]: `fstat` says it is large enough, `F_GET_SEALS`
-//! says it is sealed, then `mmap` read-only or read-write). A [`crate::BufferPool`] can
-//! live in one ([`crate::BufferPool::in_shared_memory`]): slot `s` lies at byte offset
-//! `s * buffer_size_bytes`, so a server names data by (slot, offset, length) and the
-//! client reads it in its own mapping without a copy.
+//! says it is sealed, then `mmap` read-only or read-write). The device layer's
+//! `BufferPool` can live in one (`flashpipe_device::BufferPool::in_shared_memory`): slot
+//! `s` lies at byte offset `s * buffer_size_bytes`, so a server names data by (slot,
+//! offset, length) and the client reads it in its own mapping without a copy.
 //!
 //! [`ring::FrameRing`] is a bounded single-producer single-consumer ring of records in
 //! such a region (spin, then park on a futex in the shared page), so two processes pass
@@ -25,9 +25,9 @@
 //!    [`SharedMapping`] each own their `mmap` (and the descriptor) and unmap only in
 //!    `drop`; every pointer or slice they give out borrows `self` (slices) or is
 //!    documented as valid only while `self` lives (raw pointers, whose use is the
-//!    caller's `unsafe`). A [`crate::BufferPool`] in shared memory holds its
+//!    caller's `unsafe`). A device-layer `BufferPool` in shared memory holds its
 //!    `SharedMemory` inside the `Arc` every pool buffer holds, so the region outlives
-//!    every [`crate::IoBuf`] carved from it, exactly as a heap pool's allocation does.
+//!    every `IoBuf` carved from it, exactly as a heap pool's allocation does.
 //! 2. *No SIGBUS from the other process.* Touching a page of a `MAP_SHARED` mapping past
 //!    the end of its file raises SIGBUS. The owner seals the size before anyone maps it
 //!    (`F_SEAL_SHRINK | F_SEAL_GROW`, and `F_SEAL_SEAL` so no later seal changes the
@@ -51,6 +51,13 @@
 //! 5. *Descriptors.* Received descriptors become [`std::os::fd::OwnedFd`]s at once (so they close on
 //!    every path, including truncated control data) and carry close-on-exec
 //!    (`MSG_CMSG_CLOEXEC`, `MFD_CLOEXEC`), so no child inherits a region by accident.
+//!
+//! # Layer
+//! A crate of the device layer's level: it depends on `flashpipe-base` (the ring's clock)
+//! and `libc` alone, and on no other flashpipe crate. The device layer (for
+//! `BufferPool::in_shared_memory`), the engine, the server, the client and the benchmarks
+//! stand on it.
+
 
 mod error;
 mod fd_passing;
