@@ -200,7 +200,10 @@ impl FlashArray {
         let now_ns = self.now_ns();
         self.operation_counter += 1;
         let mut generator = SplitMix64::new(
-            self.options.seed ^ self.operation_counter.wrapping_mul(flashpipe_base::random::GOLDEN_GAMMA),
+            self.options.seed
+                ^ self
+                    .operation_counter
+                    .wrapping_mul(flashpipe_device::random::GOLDEN_GAMMA),
         );
         let kind = self.slot(slot_index).kind;
         let outcome = match kind {
