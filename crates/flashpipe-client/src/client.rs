@@ -16,7 +16,7 @@ use flashpipe_device::shared_memory::{
 use flashpipe_device::{receive_with_fds, MapAccess, SharedMapping};
 
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
-use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+use flashpipe_api::{CopyMethod, CopyReport, FileStat, FsStats};
 use flashpipe_protocol::{
     decode_body, decode_header, encode_frame, read_frame, send_all, CancelOutcome, CheckSummary,
     DataPayload, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request, RequestId,

@@ -21,7 +21,7 @@ pub use client::{
     server_socket_path, Client, ClientTransport, ConnectOptions, Response, ServerInfo,
 };
 pub use error::{ClientError, ConnectError};
-pub use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+pub use flashpipe_api::{CopyMethod, CopyReport, FileStat, FsStats};
 pub use flashpipe_protocol::{
     CancelOutcome, CheckSummary, ErrorCode, KernelFileOutcome, KernelFileResult, KernelRunSummary,
     KernelStageFigures, RemoteError, Request, RequestId, RunKernelRequest, ServerLimits, WireFloat,

@@ -2,7 +2,8 @@
 //! requests ([`Request`]), their answers ([`Response`], or an error), and the release of
 //! read handles. Byte layouts are in `codec` and docs/protocol.md.
 
-use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+pub use flashpipe_api::CheckSummary;
+use flashpipe_api::{CopyMethod, CopyReport, FileStat, FsStats};
 
 use crate::error::RemoteError;
 use crate::kernel_run::{KernelFileOutcome, KernelRunSummary, RunKernelRequest};
@@ -549,21 +550,6 @@ pub struct SharedWindow {
     pub window_start: u64,
     /// Bytes.
     pub length_bytes: u64,
-}
-
-/// What fsck found, as sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckSummary {
-    /// True when nothing is wrong.
-    pub clean: bool,
-    /// Commit sequence of the super block used, when one was valid.
-    pub commit_sequence: Option<u64>,
-    /// Files in the image.
-    pub file_count: u64,
-    /// Each finding, in words.
-    pub findings: Vec<String>,
-    /// The whole report as fsck prints it.
-    pub report_text: String,
 }
 
 /// A slot of the client's write pool, now the client's to fill.
