@@ -16,7 +16,7 @@ use flashpipe_device::shared_memory::{
 use flashpipe_device::{receive_with_fds, MapAccess, SharedMapping};
 
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
-use flashpipe_api::{CopyMethod, CopyReport, FileStat, FsStats};
+use flashpipe_api::{CopyReport, FileStat, FsStats};
 use flashpipe_protocol::{
     decode_body, decode_header, encode_frame, read_frame, send_all, CancelOutcome, CheckSummary,
     DataPayload, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request, RequestId,
@@ -528,13 +528,6 @@ impl Client {
         }
     }
 
-    /// Creates an empty file.
-    pub fn create(&mut self, name: &str) -> Result<(), ClientError> {
-        self.call_done(Request::Create {
-            name: name.to_string(),
-        })
-    }
-
     /// Writes `bytes` at `offset_bytes`, in requests of at most the server's write limit
     /// with several in flight.
     pub fn write(
@@ -700,137 +693,12 @@ impl Client {
         }
     }
 
-    /// Reads `length_bytes` at `offset_bytes` (at most the server's read limit).
-    pub fn read(
-        &mut self,
-        name: &str,
-        offset_bytes: u64,
-        length_bytes: u64,
-    ) -> Result<ReadView, ClientError> {
-        match self.call(Request::Read {
-            name: name.to_string(),
-            offset_bytes,
-            length_bytes,
-        })? {
-            Response::Data(view) => Ok(view),
-            other => Err(unexpected("read", &other)),
-        }
-    }
-
-    /// Reads several small files whole in one request: each file's data or its error.
-    pub fn read_files(
-        &mut self,
-        names: &[String],
-    ) -> Result<Vec<Result<ReadView, RemoteError>>, ClientError> {
-        match self.call(Request::ReadFiles {
-            names: names.to_vec(),
-        })? {
-            Response::Files(files) => Ok(files),
-            other => Err(unexpected("read-files", &other)),
-        }
-    }
-
-    /// Sets a file's size.
-    pub fn truncate(&mut self, name: &str, size_bytes: u64) -> Result<(), ClientError> {
-        self.call_done(Request::Truncate {
-            name: name.to_string(),
-            size_bytes,
-        })
-    }
-
-    /// Deletes a file.
-    pub fn delete(&mut self, name: &str) -> Result<(), ClientError> {
-        self.call_done(Request::Delete {
-            name: name.to_string(),
-        })
-    }
-
-    /// Renames a file (the target must not exist).
-    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), ClientError> {
-        self.call_done(Request::Rename {
-            from: from.to_string(),
-            to: to.to_string(),
-        })
-    }
-
-    /// Renames a file, replacing the target if it exists.
-    pub fn rename_replacing(&mut self, from: &str, to: &str) -> Result<(), ClientError> {
-        self.call_done(Request::RenameReplacing {
-            from: from.to_string(),
-            to: to.to_string(),
-        })
-    }
-
-    /// Copies the whole file `from` to the new file `to`.
-    pub fn copy(
-        &mut self,
-        from: &str,
-        to: &str,
-        method: CopyMethod,
-    ) -> Result<CopyReport, ClientError> {
-        match self.call(Request::Copy {
-            from: from.to_string(),
-            to: to.to_string(),
-            method,
-        })? {
-            Response::Copied(report) => Ok(report),
-            other => Err(unexpected("copy", &other)),
-        }
-    }
-
-    /// One file's facts.
-    pub fn stat(&mut self, name: &str) -> Result<FileStat, ClientError> {
-        match self.call(Request::Stat {
-            name: name.to_string(),
-        })? {
-            Response::Stat(stat) => Ok(stat),
-            other => Err(unexpected("stat", &other)),
-        }
-    }
-
-    /// Every file.
-    pub fn list(&mut self) -> Result<Vec<FileStat>, ClientError> {
-        match self.call(Request::List)? {
-            Response::List(stats) => Ok(stats),
-            other => Err(unexpected("list", &other)),
-        }
-    }
-
-    /// Space and counts (df).
-    pub fn stats(&mut self) -> Result<FsStats, ClientError> {
-        match self.call(Request::Stats)? {
-            Response::Stats(stats) => Ok(stats),
-            other => Err(unexpected("stats", &other)),
-        }
-    }
-
-    /// Makes every change so far durable.
-    pub fn flush(&mut self) -> Result<(), ClientError> {
-        self.call_done(Request::Flush)
-    }
-
-    /// Checks the durable image (flush first to check the current state).
-    pub fn check(&mut self) -> Result<CheckSummary, ClientError> {
-        match self.call(Request::Check)? {
-            Response::Check(summary) => Ok(summary),
-            other => Err(unexpected("check", &other)),
-        }
-    }
-
     /// Asks the server to cancel request `id`; says whether it was still running (a
     /// command the engine has taken completes, and its answer still comes).
     pub fn cancel(&mut self, id: RequestId) -> Result<CancelOutcome, ClientError> {
         match self.call(Request::Cancel { target: id })? {
             Response::Cancel(outcome) => Ok(outcome),
             other => Err(unexpected("cancel", &other)),
-        }
-    }
-
-    fn call_done(&mut self, request: Request) -> Result<(), ClientError> {
-        let kind = request.kind().name();
-        match self.call(request)? {
-            Response::Done => Ok(()),
-            other => Err(unexpected(kind, &other)),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use flashpipe_client::{
     Client, ClientError, CopyMethod, CopyReport, ErrorCode, FileStat, FsStats, ReadView,
-    RemoteError, Request, RequestId, Response,
+    RemoteError, Request, RequestId, Response, TransportExt,
 };
 
 use super::{SessionError, StoreOperations, TRANSFER_CHUNK_BYTES, TRANSFER_IN_FLIGHT};
