@@ -70,6 +70,13 @@ where
     let mut spare: Vec<<T::P as Payloads>::Write> = Vec::new();
     let (mut offset_bytes, mut acknowledged_bytes, mut outstanding) = (0u64, 0u64, 0usize);
     loop {
+        if outstanding >= in_flight {
+            acknowledged_bytes += reap_write(transport, &mut spare)?;
+            outstanding -= 1;
+            progress(acknowledged_bytes);
+        }
+        // taken after the reap, so no more buffers are held than writes in flight (a
+        // served client's granted slots are few; the engine's come back to be refilled)
         let mut buffer = match spare.pop() {
             Some(buffer) => buffer,
             None => transport
@@ -83,11 +90,6 @@ where
             break;
         }
         T::P::set_write_len(&mut buffer, filled);
-        if outstanding >= in_flight {
-            acknowledged_bytes += reap_write(transport, &mut spare)?;
-            outstanding -= 1;
-            progress(acknowledged_bytes);
-        }
         transport
             .submit(Command::Write {
                 name: name.to_string(),
