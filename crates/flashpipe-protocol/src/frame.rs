@@ -3,7 +3,7 @@
 //! read handles. Byte layouts are in `codec` and docs/protocol.md.
 
 pub use flashpipe_api::CheckSummary;
-use flashpipe_api::{CopyMethod, CopyReport, FileStat, FsStats};
+use flashpipe_api::{CommandKind, CopyMethod, CopyReport, FileStat, FsStats};
 
 use crate::error::RemoteError;
 use crate::kernel_run::{KernelFileOutcome, KernelRunSummary, RunKernelRequest};
@@ -435,6 +435,20 @@ pub enum Request {
 }
 
 impl Request {
+    /// The command of the command set this request carries (a write by grant is a
+    /// write); `None` for the requests that are not commands (cancel, grant, kernel
+    /// run, open-rings).
+    pub fn command_kind(&self) -> Option<CommandKind> {
+        match self {
+            Request::WriteGranted { .. } => Some(CommandKind::Write),
+            Request::Cancel { .. }
+            | Request::GrantWrite
+            | Request::RunKernel(_)
+            | Request::OpenRings => None,
+            request => CommandKind::from_wire(request.kind() as u16),
+        }
+    }
+
     /// The header kind of this request.
     pub fn kind(&self) -> FrameKind {
         match self {
