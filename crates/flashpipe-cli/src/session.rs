@@ -188,11 +188,10 @@ fn stream_error(error: StreamError) -> SessionError {
 
 /// The engine command renaming `from` to `to`, replacing `to` when `replace`.
 pub fn rename_command(from: &str, to: &str, replace: bool) -> EngineCommand {
-    let (from, to) = (from.to_string(), to.to_string());
-    if replace {
-        EngineCommand::RenameReplacing { from, to }
-    } else {
-        EngineCommand::Rename { from, to }
+    EngineCommand::Rename {
+        from: from.to_string(),
+        to: to.to_string(),
+        replace,
     }
 }
 

@@ -12,7 +12,7 @@ use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use flashpipe_client::{Client, ConnectOptions};
+use flashpipe_client::{Client, ConnectOptions, TransportExt};
 use serve_support::*;
 
 /// Opens a connection that never sends a byte.

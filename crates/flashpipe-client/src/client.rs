@@ -3,29 +3,29 @@
 //! (#14, [`ClientTransport`]); the socket then only tells whether the server lives.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{BufReader, Read};
-use std::os::fd::OwnedFd;
+use std::io::BufReader;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use flashpipe_shm::{
-    attach_received_ring, push_stream_bytes, FrameRing, PeerCheck, RingReader, RingWait,
-    DEFAULT_SERVE_RING_SPIN_US, RING_HEADER_BYTES,
+    push_stream_bytes, FrameRing, RingReader, SharedMapping, DEFAULT_SERVE_RING_SPIN_US,
 };
-use flashpipe_shm::{receive_with_fds, MapAccess, SharedMapping};
 
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
-use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+use flashpipe_api::{CopyReport, FileStat, FsStats};
 use flashpipe_protocol::{
-    decode_body, decode_header, encode_frame, read_frame, send_all, CancelOutcome, CheckSummary,
-    DataPayload, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request, RequestId,
-    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant, HEADER_BYTES,
+    encode_frame, read_frame, send_all, CancelOutcome, CheckSummary, DataPayload, ErrorCode, Frame,
+    Hello, ReadFrameError, RemoteError, Request, RequestId, ServerLimits, SharedRegion, WriteGrant,
     MAX_BODY_BYTES, MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
 };
 
 use crate::error::{ClientError, ConnectError};
+
+mod setup;
+
 use crate::view::{GrantedSlot, ReadHold, ReadView, ViewBytes, WriteBuffer, WriteStorage};
+use setup::{map_regions, open_rings, receive_first_frame, server_alive, window_offset};
 
 /// Bytes of the read buffer in front of the socket.
 const READ_BUFFER_BYTES: usize = 256 << 10;
@@ -528,13 +528,6 @@ impl Client {
         }
     }
 
-    /// Creates an empty file.
-    pub fn create(&mut self, name: &str) -> Result<(), ClientError> {
-        self.call_done(Request::Create {
-            name: name.to_string(),
-        })
-    }
-
     /// Writes `bytes` at `offset_bytes`, in requests of at most the server's write limit
     /// with several in flight.
     pub fn write(
@@ -700,137 +693,12 @@ impl Client {
         }
     }
 
-    /// Reads `length_bytes` at `offset_bytes` (at most the server's read limit).
-    pub fn read(
-        &mut self,
-        name: &str,
-        offset_bytes: u64,
-        length_bytes: u64,
-    ) -> Result<ReadView, ClientError> {
-        match self.call(Request::Read {
-            name: name.to_string(),
-            offset_bytes,
-            length_bytes,
-        })? {
-            Response::Data(view) => Ok(view),
-            other => Err(unexpected("read", &other)),
-        }
-    }
-
-    /// Reads several small files whole in one request: each file's data or its error.
-    pub fn read_files(
-        &mut self,
-        names: &[String],
-    ) -> Result<Vec<Result<ReadView, RemoteError>>, ClientError> {
-        match self.call(Request::ReadFiles {
-            names: names.to_vec(),
-        })? {
-            Response::Files(files) => Ok(files),
-            other => Err(unexpected("read-files", &other)),
-        }
-    }
-
-    /// Sets a file's size.
-    pub fn truncate(&mut self, name: &str, size_bytes: u64) -> Result<(), ClientError> {
-        self.call_done(Request::Truncate {
-            name: name.to_string(),
-            size_bytes,
-        })
-    }
-
-    /// Deletes a file.
-    pub fn delete(&mut self, name: &str) -> Result<(), ClientError> {
-        self.call_done(Request::Delete {
-            name: name.to_string(),
-        })
-    }
-
-    /// Renames a file (the target must not exist).
-    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), ClientError> {
-        self.call_done(Request::Rename {
-            from: from.to_string(),
-            to: to.to_string(),
-        })
-    }
-
-    /// Renames a file, replacing the target if it exists.
-    pub fn rename_replacing(&mut self, from: &str, to: &str) -> Result<(), ClientError> {
-        self.call_done(Request::RenameReplacing {
-            from: from.to_string(),
-            to: to.to_string(),
-        })
-    }
-
-    /// Copies the whole file `from` to the new file `to`.
-    pub fn copy(
-        &mut self,
-        from: &str,
-        to: &str,
-        method: CopyMethod,
-    ) -> Result<CopyReport, ClientError> {
-        match self.call(Request::Copy {
-            from: from.to_string(),
-            to: to.to_string(),
-            method,
-        })? {
-            Response::Copied(report) => Ok(report),
-            other => Err(unexpected("copy", &other)),
-        }
-    }
-
-    /// One file's facts.
-    pub fn stat(&mut self, name: &str) -> Result<FileStat, ClientError> {
-        match self.call(Request::Stat {
-            name: name.to_string(),
-        })? {
-            Response::Stat(stat) => Ok(stat),
-            other => Err(unexpected("stat", &other)),
-        }
-    }
-
-    /// Every file.
-    pub fn list(&mut self) -> Result<Vec<FileStat>, ClientError> {
-        match self.call(Request::List)? {
-            Response::List(stats) => Ok(stats),
-            other => Err(unexpected("list", &other)),
-        }
-    }
-
-    /// Space and counts (df).
-    pub fn stats(&mut self) -> Result<FsStats, ClientError> {
-        match self.call(Request::Stats)? {
-            Response::Stats(stats) => Ok(stats),
-            other => Err(unexpected("stats", &other)),
-        }
-    }
-
-    /// Makes every change so far durable.
-    pub fn flush(&mut self) -> Result<(), ClientError> {
-        self.call_done(Request::Flush)
-    }
-
-    /// Checks the durable image (flush first to check the current state).
-    pub fn check(&mut self) -> Result<CheckSummary, ClientError> {
-        match self.call(Request::Check)? {
-            Response::Check(summary) => Ok(summary),
-            other => Err(unexpected("check", &other)),
-        }
-    }
-
     /// Asks the server to cancel request `id`; says whether it was still running (a
     /// command the engine has taken completes, and its answer still comes).
     pub fn cancel(&mut self, id: RequestId) -> Result<CancelOutcome, ClientError> {
         match self.call(Request::Cancel { target: id })? {
             Response::Cancel(outcome) => Ok(outcome),
             other => Err(unexpected("cancel", &other)),
-        }
-    }
-
-    fn call_done(&mut self, request: Request) -> Result<(), ClientError> {
-        let kind = request.kind().name();
-        match self.call(request)? {
-            Response::Done => Ok(()),
-            other => Err(unexpected(kind, &other)),
         }
     }
 }
@@ -850,180 +718,4 @@ fn note_error(first_error: &mut Option<ClientError>, result: Result<(), ClientEr
 
 fn unexpected(request: &str, response: &Response) -> ClientError {
     ClientError::Protocol(format!("a {request} request answered with {response:?}"))
-}
-
-/// Asks the server to move the connection's frames into rings (request `request_id`,
-/// the first after the welcome) and attaches the two it passes; `None` when it refuses
-/// (the connection stays on the socket).
-fn open_rings(
-    stream: &UnixStream,
-    request_id: RequestId,
-    spin_us: u32,
-) -> Result<Option<Link>, ConnectError> {
-    let handshake = |detail: String| ConnectError::Handshake(detail);
-    let open = Frame::Request {
-        request_id,
-        request: Request::OpenRings,
-    };
-    send_all(stream, &encode_frame(&open))
-        .map_err(|error| handshake(format!("asking for rings: {error}")))?;
-    let (rings, fds) = match receive_first_frame(stream)? {
-        (
-            Frame::Response {
-                response: flashpipe_protocol::Response::RingsOpened(rings),
-                ..
-            },
-            fds,
-        ) => (rings, fds),
-        (
-            Frame::Error {
-                request_id: 0,
-                error,
-            },
-            _,
-        ) => return Err(ConnectError::Refused(error)),
-        (Frame::Error { .. }, _) => return Ok(None),
-        (other, _) => {
-            return Err(handshake(format!(
-                "the server answered open-rings with a {} frame",
-                other.kind().name()
-            )))
-        }
-    };
-    let [request_fd, reply_fd]: [OwnedFd; 2] = fds.try_into().map_err(|fds: Vec<OwnedFd>| {
-        handshake(format!(
-            "rings-opened came with {} file descriptors, not 2",
-            fds.len()
-        ))
-    })?;
-    let attach = |fd: OwnedFd, capacity_bytes: u32| {
-        attach_received_ring(fd, RING_HEADER_BYTES + capacity_bytes as usize)
-            .map_err(|error| handshake(format!("attaching a frame ring: {error}")))
-    };
-    let RingsOpened {
-        request_ring_capacity_bytes,
-        reply_ring_capacity_bytes,
-    } = rings;
-    let requests = attach(request_fd, request_ring_capacity_bytes)?;
-    let replies = attach(reply_fd, reply_ring_capacity_bytes)?;
-    let watched = stream
-        .try_clone()
-        .and_then(|watched| watched.set_nonblocking(true).map(|()| watched))
-        .map_err(|error| handshake(format!("watching the socket: {error}")))?;
-    let peer_check: PeerCheck = Box::new(move |_| server_alive(&watched));
-    let wait = RingWait::SpinThenPark {
-        spin_us,
-        park_timeout_us: Some(RING_PARK_TIMEOUT_US),
-    };
-    Ok(Some(Link::Rings(Box::new(RingLink {
-        requests,
-        replies: RingReader::new(replies, wait, Some(peer_check)),
-    }))))
-}
-
-/// Looks (without waiting; the socket is non-blocking once on rings) whether the
-/// server's end of the socket is still open: its end, or bytes on it, is an error.
-fn server_alive(socket: &UnixStream) -> std::io::Result<()> {
-    let mut byte = [0u8; 1];
-    let mut reading = socket;
-    match reading.read(&mut byte) {
-        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => Ok(()),
-        Err(error) => Err(error),
-        Ok(0) => Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the server closed the connection",
-        )),
-        Ok(_) => Err(std::io::Error::other(
-            "the server sent bytes on the socket of a connection on rings",
-        )),
-    }
-}
-
-/// Reads the server's first frame with the file descriptors that ride on its first
-/// bytes (`SCM_RIGHTS`), straight from the socket (no buffering before them).
-fn receive_first_frame(stream: &UnixStream) -> Result<(Frame, Vec<OwnedFd>), ConnectError> {
-    let handshake = |detail: String| ConnectError::Handshake(detail);
-    let mut header_bytes = [0u8; HEADER_BYTES];
-    let mut filled = 0;
-    let mut fds = Vec::new();
-    while filled < HEADER_BYTES {
-        let (received, mut received_fds) =
-            receive_with_fds(stream, &mut header_bytes[filled..], MAX_WELCOME_FDS)
-                .map_err(|error| handshake(format!("receiving the welcome: {error}")))?;
-        if received == 0 {
-            return Err(handshake(
-                "the server closed the connection without a welcome".to_string(),
-            ));
-        }
-        fds.append(&mut received_fds);
-        filled += received;
-    }
-    let header = decode_header(&header_bytes, MAX_BODY_BYTES)
-        .map_err(|error| handshake(error.to_string()))?;
-    let mut body = vec![0u8; header.body_length_bytes as usize];
-    let mut reading = stream;
-    reading
-        .read_exact(&mut body)
-        .map_err(|error| handshake(format!("receiving the welcome: {error}")))?;
-    let frame = decode_body(&header, &body).map_err(|error| handshake(error.to_string()))?;
-    Ok((frame, fds))
-}
-
-/// Most descriptors a welcome carries: the read pool and the write pool.
-const MAX_WELCOME_FDS: usize = 2;
-
-/// Maps the regions a welcome passed: the read pool read-only, the write pool
-/// read-write; `None` on the copying path.
-fn map_regions(
-    welcome: &Welcome,
-    fds: Vec<OwnedFd>,
-) -> Result<Option<SharedRegions>, ConnectError> {
-    let Some(read_region) = welcome.read_region else {
-        return Ok(None);
-    };
-    let mut fds = fds.into_iter();
-    let map = |fd: Option<OwnedFd>, region: &SharedRegion, access: MapAccess| {
-        let fd = fd.ok_or_else(|| {
-            ConnectError::Handshake("a shared region came without its descriptor".to_string())
-        })?;
-        let size_bytes = usize::try_from(region.size_bytes()).map_err(|_| {
-            ConnectError::Handshake(format!(
-                "shared region {region:?} exceeds this machine's address space"
-            ))
-        })?;
-        SharedMapping::map(fd, size_bytes, access)
-            .map(Arc::new)
-            .map_err(|error| ConnectError::Handshake(format!("mapping a shared region: {error}")))
-    };
-    let read_mapping = map(fds.next(), &read_region, MapAccess::ReadOnly)?;
-    let write = match welcome.write_region {
-        Some(region) => Some((map(fds.next(), &region, MapAccess::ReadWrite)?, region)),
-        None => None,
-    };
-    Ok(Some(SharedRegions {
-        read_mapping,
-        read_region,
-        write,
-        releases: Arc::new(Mutex::new(Vec::new())),
-        spare_slots: Arc::new(Mutex::new(Vec::new())),
-        granted_slots: HashSet::new(),
-        granted_writes: HashMap::new(),
-    }))
-}
-
-/// Byte offset of a read window in the read pool's mapping, `None` when the window
-/// leaves its slot.
-fn window_offset(region: &SharedRegion, window: &SharedWindow) -> Option<usize> {
-    if window.slot >= region.slot_count {
-        return None;
-    }
-    let end_in_slot = window.window_start.checked_add(window.length_bytes)?;
-    if end_in_slot > region.slot_size_bytes {
-        return None;
-    }
-    let offset = u64::from(window.slot)
-        .checked_mul(region.slot_size_bytes)?
-        .checked_add(window.window_start)?;
-    usize::try_from(offset).ok()
 }

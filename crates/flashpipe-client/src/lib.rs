@@ -1,7 +1,8 @@
 //! The client library of `flashpipe serve` (docs/protocol.md): connects to a server's
 //! Unix socket, sends requests under its own request ids and takes the answers in any
-//! order ([`Client::submit`], [`Client::wait`]), with one-shot conveniences for every
-//! command. Read data comes back as a [`ReadView`]: bytes the frame carried (the copying
+//! order ([`Client::submit`], [`Client::wait`]). The client is a
+//! [`flashpipe_api::Transport`]: every command's one-shot method comes
+//! from [`TransportExt`], the same code as over the in-process engine. Read data comes back as a [`ReadView`]: bytes the frame carried (the copying
 //! path) or a window of the server's shared read pool mapped into this process (by
 //! reference), released when the view is dropped. Writes go inline, or from a
 //! [`WriteBuffer`] granted in this client's own shared write pool. Kernel runs stream
@@ -14,6 +15,7 @@
 mod client;
 mod error;
 mod run_kernel;
+mod transport;
 mod trust;
 mod view;
 
@@ -21,12 +23,16 @@ pub use client::{
     server_socket_path, Client, ClientTransport, ConnectOptions, Response, ServerInfo,
 };
 pub use error::{ClientError, ConnectError};
-pub use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+pub use flashpipe_api::{
+    read_stream, write_stream, CopyMethod, CopyReport, FileStat, FsStats, StreamError, Transport,
+    TransportExt,
+};
 pub use flashpipe_protocol::{
     CancelOutcome, CheckSummary, ErrorCode, KernelFileOutcome, KernelFileResult, KernelRunSummary,
     KernelStageFigures, RemoteError, Request, RequestId, RunKernelRequest, ServerLimits, WireFloat,
     WriteGrant,
 };
 pub use run_kernel::{KernelRun, KernelRunEvent};
+pub use transport::{Remote, WriteSource};
 pub use trust::{peer_uid, ServerExpectation};
 pub use view::{ReadView, WriteBuffer};

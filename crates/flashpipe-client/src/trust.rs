@@ -6,7 +6,7 @@
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use flashpipe_fs::store_identity_text;
+use flashpipe_api::store_identity_text;
 
 use crate::error::ConnectError;
 

@@ -1,23 +1,25 @@
 //! A client of the engine: submits commands through the engine's bounded queue and
-//! reaps its own completions, with streaming helpers that keep several commands in
-//! flight (pipelined reads and writes of whole files).
+//! reaps its own completions; a [`Transport`], so the command set's methods
+//! ([`flashpipe_api::TransportExt`]) and file streams ([`flashpipe_api::write_stream`],
+//! [`flashpipe_api::read_stream`]) work over it.
 //!
 //! Waiting for a completion spins, then parks, as the engine's configuration says
 //! ([`crate::handoff`]); [`EngineClient::submit_all`] and
 //! [`EngineClient::wait_completions`] hand several commands over and take several
 //! completions back per call.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use flashpipe_api::{Limits, Transport};
 use flashpipe_device::IoBuf;
 
-use crate::command::{Command, EngineError, ReadData, Reply};
+use crate::command::{Command, EngineError, Local, Reply};
 use crate::engine::{EngineConfig, Envelope, Message};
 use crate::handoff::{self, WaitCounts};
 
 /// A ticket names one submitted command; its completion carries it back.
-pub type Ticket = u64;
+pub type Ticket = flashpipe_api::Ticket;
 
 /// One client's connection to the engine.
 pub struct EngineClient {
@@ -186,6 +188,14 @@ impl EngineClient {
     /// Submits a command and waits for its own completion (others are kept for later).
     pub fn call(&mut self, command: Command) -> Result<Reply, EngineError> {
         let ticket = self.submit(command)?;
+        self.wait_for_ticket(ticket)
+    }
+
+    fn wait_for_ticket(&mut self, ticket: Ticket) -> Result<Reply, EngineError> {
+        if let Some(at) = self.stashed.iter().position(|(id, _)| *id == ticket) {
+            let (_, result) = self.stashed.remove(at).expect("the position just found");
+            return result;
+        }
         loop {
             let completion = self.receive_reply()?;
             if completion.0 == ticket {
@@ -196,8 +206,9 @@ impl EngineClient {
     }
 
     /// Writes everything `source` yields into file `name` (created, or truncated if it
-    /// exists), `chunk_bytes` per command with up to `in_flight` commands outstanding.
-    /// Calls `progress` with the bytes written so far. Returns the bytes written.
+    /// exists), `chunk_bytes` per command with up to `in_flight` commands outstanding
+    /// ([`flashpipe_api::write_stream`]). Calls `progress` with the bytes written so far.
+    /// Returns the bytes written.
     pub fn write_stream(
         &mut self,
         name: &str,
@@ -206,69 +217,14 @@ impl EngineClient {
         in_flight: usize,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, StreamError> {
-        self.prepare_empty_file(name)?;
-        let in_flight = in_flight.clamp(1, self.outstanding_limit);
-        let mut spare_buffers: Vec<IoBuf> = Vec::new();
-        let mut offset_bytes = 0u64;
-        let mut acknowledged_bytes = 0u64;
-        loop {
-            let mut buffer = spare_buffers
-                .pop()
-                .unwrap_or_else(|| IoBuf::zeroed(chunk_bytes));
-            buffer.set_len(chunk_bytes);
-            let filled = fill_from(source, &mut buffer).map_err(StreamError::Source)?;
-            if filled == 0 {
-                break;
-            }
-            buffer.set_len(filled);
-            if self.outstanding >= in_flight {
-                acknowledged_bytes += self.reap_write(&mut spare_buffers)?;
-                progress(acknowledged_bytes);
-            }
-            self.submit(Command::Write {
-                name: name.to_string(),
-                offset_bytes,
-                data: buffer,
-            })?;
-            offset_bytes += filled as u64;
-        }
-        while self.outstanding > 0 {
-            acknowledged_bytes += self.reap_write(&mut spare_buffers)?;
-            progress(acknowledged_bytes);
-        }
-        Ok(offset_bytes)
+        flashpipe_api::write_stream(self, name, source, chunk_bytes, in_flight, progress)
+            .map_err(StreamError::from)
     }
 
-    fn prepare_empty_file(&mut self, name: &str) -> Result<(), EngineError> {
-        match self.call(Command::Create {
-            name: name.to_string(),
-        }) {
-            Ok(_) => Ok(()),
-            Err(EngineError::Namespace(flashpipe_fs::NamespaceError::Exists { .. })) => self
-                .call(Command::Truncate {
-                    name: name.to_string(),
-                    size_bytes: 0,
-                })
-                .map(|_| ()),
-            Err(error) => Err(error),
-        }
-    }
-
-    fn reap_write(&mut self, spare_buffers: &mut Vec<IoBuf>) -> Result<u64, EngineError> {
-        let (_, result) = self.next_completion()?;
-        match result? {
-            Reply::Written { buffer } => {
-                let written = buffer.len() as u64;
-                spare_buffers.push(buffer);
-                Ok(written)
-            }
-            other => unreachable!("a write completed with {other:?}"),
-        }
-    }
-
-    /// Reads file `name` from `offset_bytes` to its end into `sink`, `chunk_bytes` per
-    /// command with up to `in_flight` reads outstanding, delivering the data in order.
-    /// Calls `progress` with the bytes delivered so far. Returns the bytes delivered.
+    /// Reads file `name` from its start to its end into `sink`, `chunk_bytes` per command
+    /// with up to `in_flight` reads outstanding, delivering the data in order
+    /// ([`flashpipe_api::read_stream`]). Calls `progress` with the bytes delivered so far.
+    /// Returns the bytes delivered.
     pub fn read_stream(
         &mut self,
         name: &str,
@@ -277,58 +233,48 @@ impl EngineClient {
         in_flight: usize,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, StreamError> {
-        let size_bytes = match self.call(Command::Stat {
-            name: name.to_string(),
-        })? {
-            Reply::Stat(stat) => stat.size_bytes,
-            other => unreachable!("stat answered {other:?}"),
-        };
-        let chunk_bytes = chunk_bytes.clamp(1, self.max_read_bytes());
-        let in_flight = in_flight.clamp(1, self.outstanding_limit);
-        let mut offsets_by_ticket = BTreeMap::new();
-        let mut arrived: BTreeMap<u64, ReadData> = BTreeMap::new();
-        let (mut next_submit, mut next_deliver) = (0u64, 0u64);
-        while next_deliver < size_bytes {
-            while next_submit < size_bytes && self.outstanding < in_flight {
-                let length_bytes = chunk_bytes.min(size_bytes - next_submit);
-                let ticket = self.submit(Command::Read {
-                    name: name.to_string(),
-                    offset_bytes: next_submit,
-                    length_bytes,
-                })?;
-                offsets_by_ticket.insert(ticket, next_submit);
-                next_submit += length_bytes;
-            }
-            let (ticket, result) = self.next_completion()?;
-            let offset = offsets_by_ticket
-                .remove(&ticket)
-                .expect("a read this call submitted");
-            match result? {
-                Reply::Data(data) => arrived.insert(offset, data),
-                other => unreachable!("a read completed with {other:?}"),
-            };
-            while let Some(data) = arrived.remove(&next_deliver) {
-                sink(data.bytes()).map_err(StreamError::Sink)?;
-                next_deliver += data.len() as u64;
-                progress(next_deliver);
-            }
-        }
-        Ok(size_bytes)
+        flashpipe_api::read_stream(self, name, sink, chunk_bytes, in_flight, progress)
+            .map_err(StreamError::from)
     }
 }
 
-/// Reads from `source` until `buffer` is full or the source ends; returns bytes read.
-fn fill_from(source: &mut dyn std::io::Read, buffer: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buffer.len() {
-        match source.read(&mut buffer[filled..]) {
-            Ok(0) => break,
-            Ok(count) => filled += count,
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
+/// The engine client is a [`Transport`]: of an engine thread, or of a [`crate::SteppedEngine`]
+/// stepped by another thread (a client on the stepping thread itself reaps with
+/// [`EngineClient::try_next_completion`], since a wait would block the steps it waits
+/// for).
+impl Transport for EngineClient {
+    type P = Local;
+    type Error = EngineError;
+
+    fn submit(&mut self, command: Command) -> Result<Ticket, EngineError> {
+        EngineClient::submit(self, command)
+    }
+
+    fn wait(&mut self) -> Result<Completion, EngineError> {
+        self.next_completion()
+    }
+
+    fn wait_for(&mut self, ticket: Ticket) -> Result<Reply, EngineError> {
+        self.wait_for_ticket(ticket)
+    }
+
+    fn write_buffer(&mut self, length_bytes: usize) -> Result<IoBuf, EngineError> {
+        Ok(IoBuf::zeroed(length_bytes))
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_read_bytes: self.max_read_bytes(),
+            max_write_bytes: u64::MAX,
+            max_read_files_count: self.max_read_files_count(),
+            max_read_files_bytes: self.max_read_files_bytes(),
+            max_in_flight: self.outstanding_limit,
         }
     }
-    Ok(filled)
+
+    fn outstanding(&self) -> usize {
+        self.outstanding
+    }
 }
 
 /// A streaming transfer failed: in the engine, or in the local source or sink.
@@ -343,4 +289,14 @@ pub enum StreamError {
     /// Writing the local destination failed.
     #[error("writing the destination: {0}")]
     Sink(std::io::Error),
+}
+
+impl From<flashpipe_api::StreamError<EngineError>> for StreamError {
+    fn from(error: flashpipe_api::StreamError<EngineError>) -> StreamError {
+        match error {
+            flashpipe_api::StreamError::Transport(error) => StreamError::Engine(error),
+            flashpipe_api::StreamError::Source(error) => StreamError::Source(error),
+            flashpipe_api::StreamError::Sink(error) => StreamError::Sink(error),
+        }
+    }
 }

@@ -3,105 +3,54 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
+use flashpipe_api::{ApiError, CodedError, ErrorCode, MismatchedReply, Payloads, StreamPayloads};
 use flashpipe_device::{DeviceError, IoBuf, PoolExhausted};
-use flashpipe_fs::{
-    CopyError, CopyMethod, CopyReport, FileIoError, FileStat, FlushError, FsStats, FsckError,
-    FsckReport, NamespaceError,
-};
+use flashpipe_fs::{CopyError, FileIoError, FlushError, FsckError, FsckReport, NamespaceError};
+
+/// The engine's payloads: a write carries an aligned buffer and gets it back, a read
+/// answers with a window of an engine pool buffer, a check with the full fsck report, and
+/// one file of a batched read fails with its own engine error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Local;
+
+impl Payloads for Local {
+    type Write = IoBuf;
+    type Written = IoBuf;
+    type Read = ReadData;
+    type Check = FsckReport;
+    type FileError = EngineError;
+}
+
+impl StreamPayloads for Local {
+    fn write_bytes_mut(write: &mut IoBuf) -> &mut [u8] {
+        write.as_mut_slice()
+    }
+
+    fn set_write_len(write: &mut IoBuf, length_bytes: usize) {
+        write.set_len(length_bytes);
+    }
+
+    fn written_bytes(written: &IoBuf) -> u64 {
+        written.len() as u64
+    }
+
+    fn reuse_written(written: IoBuf) -> Option<IoBuf> {
+        Some(written)
+    }
+
+    fn read_bytes(read: &ReadData) -> &[u8] {
+        read.bytes()
+    }
+}
 
 /// A client's request to the filesystem core (HWFS 3.3.1: file name, operation, offset,
-/// length), addressed by name.
-#[derive(Debug)]
-pub enum Command {
-    /// Create an empty file.
-    Create {
-        /// The new file's name.
-        name: String,
-    },
-    /// Write `data` at `offset_bytes`; the buffer comes back in [`Reply::Written`]. When
-    /// `offset_bytes` is a multiple of the FS block size, the whole FS blocks go to the
-    /// device straight from `data` on the default write path (no copy; the engine holds
-    /// it until they are written).
-    /// The answer comes when this write's own device requests have completed, possibly
-    /// before earlier writes to other blocks.
-    Write {
-        /// The file.
-        name: String,
-        /// Where the bytes go.
-        offset_bytes: u64,
-        /// The bytes (its `len()` is the length written).
-        data: IoBuf,
-    },
-    /// Read `length_bytes` at `offset_bytes` into an engine-owned buffer.
-    Read {
-        /// The file.
-        name: String,
-        /// Where to start.
-        offset_bytes: u64,
-        /// How many bytes (at most the engine's `max_read_bytes`).
-        length_bytes: u64,
-    },
-    /// Read several whole small files in one message (at most [`READ_FILES_MAX_COUNT`]
-    /// files and [`read_files_max_bytes`] bytes together, each at most the engine's
-    /// `max_read_bytes`). The files are planned together from their block maps and
-    /// physically adjacent files share one device request and one pool buffer; the answer
-    /// is one [`Reply::Files`] with every file's data or its own error, in `names` order.
-    ReadFiles {
-        /// The files, whole.
-        names: Vec<String>,
-    },
-    /// Set a file's size.
-    Truncate {
-        /// The file.
-        name: String,
-        /// The new size.
-        size_bytes: u64,
-    },
-    /// Delete a file.
-    Delete {
-        /// The file.
-        name: String,
-    },
-    /// Rename a file; the target must not exist.
-    Rename {
-        /// Current name.
-        from: String,
-        /// New name.
-        to: String,
-    },
-    /// Rename a file, replacing the target if it exists (both take effect in the same
-    /// commit; the replaced file's data stays intact until that commit is durable).
-    RenameReplacing {
-        /// Current name.
-        from: String,
-        /// New name (replaced if it exists).
-        to: String,
-    },
-    /// Create `to` as a copy of the whole file `from` (`to` must not exist). With a
-    /// reference method on a store whose device remaps (an FTL on flash), whole blocks
-    /// are remapped and no data moves.
-    Copy {
-        /// The source file.
-        from: String,
-        /// The new file.
-        to: String,
-        /// By reference (or fail, or fall back to bytes) or by bytes.
-        method: CopyMethod,
-    },
-    /// Facts about one file.
-    Stat {
-        /// The file.
-        name: String,
-    },
-    /// Every file.
-    List,
-    /// Space and counts (df).
-    Stats,
-    /// Make every change so far durable.
-    Flush,
-    /// Check the durable image (flush first to check the current state).
-    Check,
-}
+/// length), addressed by name: the one command set ([`flashpipe_api::Command`]) over the
+/// engine's payloads. A write's buffer comes back in [`Reply::Written`]; whole FS blocks
+/// of a block-aligned write go to the device straight from it on the default write path.
+pub type Command = flashpipe_api::Command<Local>;
+
+/// The engine's answer to a command ([`flashpipe_api::Reply`] over the engine's payloads).
+pub type Reply = flashpipe_api::Reply<Local>;
 
 /// Most files one [`Command::ReadFiles`] may name.
 pub const READ_FILES_MAX_COUNT: usize = 256;
@@ -187,33 +136,6 @@ impl ReadData {
     }
 }
 
-/// The engine's answer to a command.
-#[derive(Debug)]
-pub enum Reply {
-    /// The command needed no other answer.
-    Done,
-    /// A write completed; its buffer is handed back for reuse.
-    Written {
-        /// The command's buffer.
-        buffer: IoBuf,
-    },
-    /// Data of a read.
-    Data(ReadData),
-    /// Data of a [`Command::ReadFiles`]: each file's whole data or its own error, in the
-    /// order of the command's names.
-    Files(Vec<Result<ReadData, EngineError>>),
-    /// One file.
-    Stat(FileStat),
-    /// Every file, by name.
-    List(Vec<FileStat>),
-    /// Space and counts.
-    Stats(FsStats),
-    /// An fsck report.
-    Check(FsckReport),
-    /// What a copy did.
-    Copied(CopyReport),
-}
-
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -284,4 +206,86 @@ pub enum EngineError {
     /// The engine has stopped.
     #[error("the engine has stopped")]
     Stopped,
+    /// A command was answered with a reply of another kind (the engine never does; the
+    /// command set's generic methods name it rather than panic).
+    #[error(transparent)]
+    MismatchedReply(#[from] MismatchedReply),
+}
+
+impl EngineError {
+    /// The error as every transport reports it: a code, this error's Display text, and
+    /// the limit where one applies (what a server sends its client).
+    pub fn to_api(&self) -> ApiError {
+        let (code, limit) = code_and_limit(self);
+        ApiError {
+            code,
+            message: self.to_string(),
+            limit,
+        }
+    }
+}
+
+impl CodedError for EngineError {
+    fn code(&self) -> ErrorCode {
+        code_and_limit(self).0
+    }
+}
+
+fn code_and_limit(error: &EngineError) -> (ErrorCode, Option<u64>) {
+    match error {
+        EngineError::Namespace(error) => (namespace_code(error), None),
+        EngineError::FileIo(error) => file_io_code(error),
+        EngineError::Copy(CopyError::NotByReference { .. }) => (ErrorCode::NotByReference, None),
+        EngineError::Copy(CopyError::Namespace(error)) => (namespace_code(error), None),
+        EngineError::Copy(CopyError::Io(error)) => file_io_code(error),
+        EngineError::Flush(FlushError::NoSpace { .. }) => (ErrorCode::NoSpace, None),
+        EngineError::Flush(FlushError::Unusable { .. }) => (ErrorCode::Unusable, None),
+        EngineError::Flush(FlushError::Device(_)) | EngineError::Device(_) => {
+            (ErrorCode::Device, None)
+        }
+        EngineError::Check(_) => (ErrorCode::CheckFailed, None),
+        EngineError::ReadBuffersExhausted(_) => (ErrorCode::ReadBuffersExhausted, None),
+        EngineError::ReadTooLarge { max_read_bytes, .. } => {
+            (ErrorCode::ReadTooLarge, Some(*max_read_bytes))
+        }
+        EngineError::TooManyFiles { limit, .. } => (ErrorCode::TooManyFiles, Some(*limit as u64)),
+        EngineError::ReadFilesTooLarge { limit_bytes, .. } => {
+            (ErrorCode::ReadFilesTooLarge, Some(*limit_bytes))
+        }
+        EngineError::BatchBuffersFull { limit } => {
+            (ErrorCode::BatchBuffersFull, Some(*limit as u64))
+        }
+        EngineError::TooManyOutstanding { limit } => (ErrorCode::EngineBusy, Some(*limit as u64)),
+        EngineError::QueueFull { capacity } => (ErrorCode::EngineBusy, Some(*capacity as u64)),
+        EngineError::Stopped => (ErrorCode::EngineStopped, None),
+        EngineError::MismatchedReply(_) => (ErrorCode::Internal, None),
+    }
+}
+
+fn namespace_code(error: &NamespaceError) -> ErrorCode {
+    match error {
+        NamespaceError::BadName { .. } => ErrorCode::BadName,
+        NamespaceError::NotFound { .. } => ErrorCode::NotFound,
+        NamespaceError::Exists { .. } => ErrorCode::Exists,
+        NamespaceError::StaleHandle { .. } => ErrorCode::StaleHandle,
+        NamespaceError::NoSpace { .. } => ErrorCode::NoSpace,
+        NamespaceError::Unusable { .. } => ErrorCode::Unusable,
+        NamespaceError::ReadOnly { .. } => ErrorCode::ReadOnly,
+    }
+}
+
+fn file_io_code(error: &FileIoError) -> (ErrorCode, Option<u64>) {
+    match error {
+        FileIoError::StaleHandle { .. } => (ErrorCode::StaleHandle, None),
+        FileIoError::ReadPastEnd { size_bytes, .. } => (ErrorCode::ReadPastEnd, Some(*size_bytes)),
+        FileIoError::FileTooLarge {
+            limit_size_bytes, ..
+        } => (ErrorCode::FileTooLarge, Some(*limit_size_bytes)),
+        FileIoError::NoSpace { .. } => (ErrorCode::NoSpace, None),
+        FileIoError::BadBuffer { .. } => (ErrorCode::BadBuffer, None),
+        FileIoError::Unusable { .. } => (ErrorCode::Unusable, None),
+        FileIoError::DataChecksumMismatch { .. } => (ErrorCode::DataChecksumMismatch, None),
+        FileIoError::ReadOnly { .. } => (ErrorCode::ReadOnly, None),
+        FileIoError::Device(_) => (ErrorCode::Device, None),
+    }
 }

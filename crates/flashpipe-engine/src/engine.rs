@@ -781,11 +781,19 @@ impl EngineThread {
                 .delete(&name)
                 .map(|()| Reply::Done)
                 .map_err(Into::into),
-            Command::Rename { from, to } => filesystem
+            Command::Rename {
+                from,
+                to,
+                replace: false,
+            } => filesystem
                 .rename(&from, &to)
                 .map(|()| Reply::Done)
                 .map_err(Into::into),
-            Command::RenameReplacing { from, to } => filesystem
+            Command::Rename {
+                from,
+                to,
+                replace: true,
+            } => filesystem
                 .rename_replacing(&from, &to)
                 .map(|()| Reply::Done)
                 .map_err(Into::into),

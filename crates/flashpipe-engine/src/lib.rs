@@ -6,7 +6,7 @@
 //! whole blocks of a write leaving from the client's own buffer without one. The
 //! engine knows nothing of store files, locks or device kinds: `flashpipe-store` opens a
 //! store's devices, mounts them and starts an engine on the file system. Rule: this crate
-//! depends only on the file system and the device layer.
+//! depends only on the command set (`flashpipe-api`), the file system and the device layer.
 //!
 //! No sleep and wake per command ([`handoff`]): the engine thread and its clients wait on
 //! their queues by spinning for a bounded window of wall time, then parking
@@ -33,7 +33,7 @@ pub mod submitter;
 mod writes;
 
 pub use client::{Completion, EngineClient, StreamError, Ticket};
-pub use command::{Command, EngineError, ReadData, Reply};
+pub use command::{Command, EngineError, Local, ReadData, Reply};
 pub use engine::{
     Engine, EngineConfig, EngineCounters, PoolMemory, WritePath, READ_POOL_MEMORY_NAME,
 };

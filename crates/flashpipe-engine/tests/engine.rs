@@ -88,6 +88,7 @@ fn commands_run_in_order_for_one_client() {
         .call(Command::Rename {
             from: "a".to_string(),
             to: "b".to_string(),
+            replace: false,
         })
         .unwrap();
     let Reply::List(files) = client.call(Command::List).unwrap() else {

@@ -149,9 +149,10 @@ fn draw_command(rng: &mut SplitMix64, model: &mut Model) -> (Command, String, Ex
             let moved = model.remove(&name).expect("the file exists");
             model.insert(to.clone(), moved);
             (
-                Command::RenameReplacing {
+                Command::Rename {
                     from: name.clone(),
                     to: to.clone(),
+                    replace: true,
                 },
                 format!("rename {name} over {to}"),
                 Expected::Done,

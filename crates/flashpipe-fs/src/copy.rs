@@ -26,37 +26,11 @@
 
 use flashpipe_device::{BlockDevice, DeviceError, DeviceErrorKind, Operation};
 
+pub use flashpipe_api::{CopyMethod, CopyReport};
+
 use crate::data;
 use crate::error::{CopyError, FileIoError};
 use crate::state::State;
-
-/// How a copy may move data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CopyMethod {
-    /// Whole blocks shared with the source (the destination points at the source's
-    /// blocks, whose reference counts rise; no device support needed); partial blocks at
-    /// unaligned ends, or everything when the offsets differ modulo the block size, by
-    /// bytes.
-    Share,
-    /// Whole blocks by reference, or fail with [`CopyError::NotByReference`] (no silent
-    /// byte copy). Partial blocks at unaligned ends are still copied by bytes.
-    ReferenceOrFail,
-    /// Whole blocks by reference when possible, else everything by bytes.
-    ReferenceOrBytes,
-    /// Read and write every byte.
-    Bytes,
-}
-
-/// What a copy did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CopyReport {
-    /// FS blocks whose data the destination now refers to without a byte copy: shared
-    /// with the source ([`CopyMethod::Share`]) or remapped by the device (holes
-    /// included: they stay holes).
-    pub blocks_by_reference: u64,
-    /// Bytes read and written.
-    pub bytes_by_bytes: u64,
-}
 
 /// Bytes per read-then-write step of a byte copy.
 const BYTE_COPY_CHUNK_BYTES: u64 = 8 << 20;

@@ -24,12 +24,7 @@ mod inspect;
 mod planned_reads;
 mod store_identity;
 
-pub use store_identity::store_identity_text;
-
-/// A file's handle: its inode number. It stays valid across renames and until the file
-/// is deleted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FileId(pub u64);
+pub use flashpipe_api::{store_identity_text, FileId, FileStat, FsStats};
 
 /// mkfs options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,55 +65,6 @@ enum MountMode {
     /// Never writes: every change is refused with a `ReadOnly` error, flush and
     /// unmount touch nothing.
     ReadOnly,
-}
-
-/// What `stat` and `list` say about a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileStat {
-    /// The file's handle (inode number).
-    pub file_id: FileId,
-    /// Its name.
-    pub name: String,
-    /// Its length.
-    pub size_bytes: u64,
-    /// FS blocks holding its data (holes excluded).
-    pub allocated_blocks: u64,
-    /// Bytes of the file (at most its size) in blocks that other pointers reference too
-    /// (shared by a copy by sharing, with another file or within this one): stored once
-    /// for all of them, as `du` counts a reflinked file against its apparent size.
-    pub shared_bytes: u64,
-    /// Device clock at its last change (virtual time on simulated devices).
-    pub modified_clock_ns: u64,
-}
-
-/// What `df` says about the file system.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FsStats {
-    /// FS block size.
-    pub fs_block_size_bytes: u32,
-    /// FS blocks in all.
-    pub fs_block_count: u64,
-    /// Blocks in use (data, indirect, checkpoint, super blocks); a shared block counts
-    /// once however many pointers reference it.
-    pub used_blocks: u64,
-    /// Data blocks referenced by more than one pointer (each counted once in
-    /// `used_blocks`).
-    pub shared_blocks: u64,
-    /// Blocks that sharing saves: for each shared block, its references beyond the first
-    /// (what the copies would take if each had its own).
-    pub saved_blocks: u64,
-    /// Blocks free now.
-    pub free_blocks: u64,
-    /// Blocks freed since the last flush, free again once it completes.
-    pub pending_free_blocks: u64,
-    /// Free blocks kept back so that the next flush can write its checkpoint.
-    pub reserved_blocks: u64,
-    /// Files.
-    pub file_count: u64,
-    /// Sequence number of the last completed commit.
-    pub commit_sequence: u64,
-    /// True when something changed since the last flush.
-    pub unflushed_changes: bool,
 }
 
 /// How much of the last checkpoint's log region the durable log fills (docs/format.md,

@@ -161,11 +161,10 @@ impl StagedOutputs {
     /// Renames every temporary to its output name and commits them together.
     pub fn install(&self, client: &mut EngineClient, replace: bool) -> Result<(), StagingError> {
         for (temporary, name) in self.temporaries.iter().zip(&self.names) {
-            let (from, to) = (temporary.clone(), name.clone());
-            let command = if replace {
-                Command::RenameReplacing { from, to }
-            } else {
-                Command::Rename { from, to }
+            let command = Command::Rename {
+                from: temporary.clone(),
+                to: name.clone(),
+                replace,
             };
             client
                 .call(command)

@@ -1,7 +1,7 @@
 //! Frames to bytes and back (docs/protocol.md): the 24-byte header, then each kind's
 //! body. Decoding checks every field against its limit and never panics.
 
-use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
+use flashpipe_api::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 
 use crate::error::{DecodeError, ErrorCode, RemoteError};
 use crate::frame::{

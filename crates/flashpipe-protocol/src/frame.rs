@@ -2,7 +2,8 @@
 //! requests ([`Request`]), their answers ([`Response`], or an error), and the release of
 //! read handles. Byte layouts are in `codec` and docs/protocol.md.
 
-use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats};
+pub use flashpipe_api::CheckSummary;
+use flashpipe_api::{CommandKind, CopyMethod, CopyReport, FileStat, FsStats};
 
 use crate::error::RemoteError;
 use crate::kernel_run::{KernelFileOutcome, KernelRunSummary, RunKernelRequest};
@@ -434,6 +435,20 @@ pub enum Request {
 }
 
 impl Request {
+    /// The command of the command set this request carries (a write by grant is a
+    /// write); `None` for the requests that are not commands (cancel, grant, kernel
+    /// run, open-rings).
+    pub fn command_kind(&self) -> Option<CommandKind> {
+        match self {
+            Request::WriteGranted { .. } => Some(CommandKind::Write),
+            Request::Cancel { .. }
+            | Request::GrantWrite
+            | Request::RunKernel(_)
+            | Request::OpenRings => None,
+            request => CommandKind::from_wire(request.kind() as u16),
+        }
+    }
+
     /// The header kind of this request.
     pub fn kind(&self) -> FrameKind {
         match self {
@@ -549,21 +564,6 @@ pub struct SharedWindow {
     pub window_start: u64,
     /// Bytes.
     pub length_bytes: u64,
-}
-
-/// What fsck found, as sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckSummary {
-    /// True when nothing is wrong.
-    pub clean: bool,
-    /// Commit sequence of the super block used, when one was valid.
-    pub commit_sequence: Option<u64>,
-    /// Files in the image.
-    pub file_count: u64,
-    /// Each finding, in words.
-    pub findings: Vec<String>,
-    /// The whole report as fsck prints it.
-    pub report_text: String,
 }
 
 /// A slot of the client's write pool, now the client's to fill.

@@ -2,7 +2,7 @@
 //! trips of every frame kind, and arbitrary bytes decoding to an error or a frame,
 //! never a panic.
 
-use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
+use flashpipe_api::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 use flashpipe_protocol::{
     decode_frame, encode_frame, CancelOutcome, CheckSummary, DataPayload, DecodeError, ErrorCode,
     Frame, Hello, RemoteError, Request, Response, ServerLimits, SharedRegion, SharedWindow,

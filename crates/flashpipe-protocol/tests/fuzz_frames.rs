@@ -11,8 +11,8 @@
 
 mod common;
 
+use flashpipe_api::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 use flashpipe_device::SplitMix64;
-use flashpipe_fs::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{
     decode_frame, encode_frame, read_frame, CancelOutcome, CheckSummary, DataPayload, ErrorCode,

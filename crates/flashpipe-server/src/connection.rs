@@ -585,7 +585,7 @@ fn take_request(
         .submit(request_id, command, answers_to);
     if let Err(error) = submitted {
         connection.abandon(request_id);
-        connection.refuse(request_id, crate::engine_errors::remote_error(&error));
+        connection.refuse(request_id, error.to_api());
     }
     Next::Continue
 }
@@ -799,8 +799,16 @@ fn engine_command(connection: &Connection, request: Request) -> Result<Command, 
         Request::ReadFiles { names } => Command::ReadFiles { names },
         Request::Truncate { name, size_bytes } => Command::Truncate { name, size_bytes },
         Request::Delete { name } => Command::Delete { name },
-        Request::Rename { from, to } => Command::Rename { from, to },
-        Request::RenameReplacing { from, to } => Command::RenameReplacing { from, to },
+        Request::Rename { from, to } => Command::Rename {
+            from,
+            to,
+            replace: false,
+        },
+        Request::RenameReplacing { from, to } => Command::Rename {
+            from,
+            to,
+            replace: true,
+        },
         Request::Copy { from, to, method } => Command::Copy { from, to, method },
         Request::Stat { name } => Command::Stat { name },
         Request::List => Command::List,

@@ -59,28 +59,12 @@ fn refusal(message: &str) -> RemoteError {
     RemoteError::new(ErrorCode::StoreDeviceChanged, message)
 }
 
-/// True for the requests that change the store's names or commit it (data writes are
-/// covered by the flush that makes them durable).
+/// True for the requests that change the store's names or commit it (the commands whose
+/// kind says so, and kernel runs, which commit their outputs); data writes are covered by
+/// the flush that makes them durable.
 fn changes_store(request: &Request) -> bool {
-    match request {
-        Request::Create { .. }
-        | Request::Truncate { .. }
-        | Request::Delete { .. }
-        | Request::Rename { .. }
-        | Request::RenameReplacing { .. }
-        | Request::Copy { .. }
-        | Request::Flush
-        | Request::RunKernel(_) => true,
-        Request::Write { .. }
-        | Request::WriteGranted { .. }
-        | Request::Read { .. }
-        | Request::ReadFiles { .. }
-        | Request::Stat { .. }
-        | Request::List
-        | Request::Stats
-        | Request::Check
-        | Request::Cancel { .. }
-        | Request::GrantWrite
-        | Request::OpenRings => false,
+    match request.command_kind() {
+        Some(kind) => kind.changes_names(),
+        None => matches!(request, Request::RunKernel(_)),
     }
 }

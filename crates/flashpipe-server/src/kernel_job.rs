@@ -19,8 +19,6 @@ use flashpipe_pipeline::{
 use flashpipe_protocol::{ErrorCode, RemoteError, RunKernelRequest};
 use flashpipe_store::RunningStore;
 
-use crate::engine_errors::remote_error;
-
 /// Runs `run` on `store`'s engine; `run_number` makes its temporary names unique among
 /// the server's runs; `cancel` stops it at the next file boundary; `on_file_done` is told
 /// each file's outcome (output names as they will be committed) as the file completes.
@@ -139,7 +137,7 @@ fn pipeline_error(error: &PipelineError) -> RemoteError {
         PipelineError::Open { source, .. }
         | PipelineError::Read { source, .. }
         | PipelineError::Output { source, .. }
-        | PipelineError::Write { source, .. } => remote_error(source).code,
+        | PipelineError::Write { source, .. } => source.to_api().code,
         PipelineError::Kernel(_) | PipelineError::KernelPanicked { .. } => ErrorCode::KernelFailed,
         PipelineError::Config(_) => ErrorCode::BadKernelRun,
         PipelineError::Cancelled => return cancelled(),
@@ -159,8 +157,8 @@ fn staging_error(error: StagingError) -> RemoteError {
         StagingError::OutputExists { .. } | StagingError::TemporaryTaken { .. } => {
             RemoteError::new(ErrorCode::Exists, message)
         }
-        StagingError::Install { error, .. } => RemoteError::new(remote_error(&error).code, message),
-        StagingError::Engine(error) => remote_error(&error),
+        StagingError::Install { error, .. } => RemoteError::new(error.to_api().code, message),
+        StagingError::Engine(error) => error.to_api(),
     }
 }
 

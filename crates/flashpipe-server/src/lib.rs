@@ -36,7 +36,6 @@ mod admission;
 mod config;
 mod connection;
 mod device_watch;
-mod engine_errors;
 mod kernel_job;
 mod kernel_paths;
 mod kernel_runs;

@@ -13,7 +13,6 @@ use flashpipe_protocol::{
 };
 
 use crate::connection::{Connection, InFlight};
-use crate::engine_errors::remote_error;
 
 /// Sends every completion back until the reading side has gone and the engine has
 /// answered everything it took (every sender of `answers` dropped).
@@ -38,7 +37,7 @@ pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Comple
                 }
                 Frame::Error {
                     request_id,
-                    error: remote_error(&error),
+                    error: error.to_api(),
                 }
             }
         };
@@ -84,7 +83,7 @@ fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response
                 .into_iter()
                 .map(|file| {
                     file.map(|data| inline(&data))
-                        .map_err(|error| remote_error(&error))
+                        .map_err(|error| error.to_api())
                 })
                 .collect(),
         ),
@@ -118,7 +117,7 @@ fn shared_payloads(
             .into_iter()
             .map(|file| {
                 file.map(|data| inline(&data))
-                    .map_err(|error| remote_error(&error))
+                    .map_err(|error| error.to_api())
             })
             .collect();
     }
@@ -134,7 +133,7 @@ fn shared_payloads(
                 }
                 None => Ok(Err(inline(&data))),
             },
-            Err(error) => Err(remote_error(&error)),
+            Err(error) => Err(error.to_api()),
         });
     }
     let handle = mapped.hold(held);

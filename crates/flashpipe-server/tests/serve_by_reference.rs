@@ -8,7 +8,7 @@ use std::io::Write;
 use std::os::unix::net::UnixStream;
 
 use common::{connect, pattern, start_server, wait_until};
-use flashpipe_client::{ClientError, ErrorCode, Request, Response};
+use flashpipe_client::{ClientError, ErrorCode, Request, Response, TransportExt};
 use flashpipe_device::SplitMix64;
 use flashpipe_protocol::{encode_frame, Frame, Hello, PROTOCOL_VERSION};
 
@@ -64,8 +64,10 @@ fn both_paths_return_the_same_bytes() {
             .write(name, 0, &pattern(100 + index * 37, index as u64))
             .expect("write small");
     }
-    let by_copy = copying.read_files(&small).expect("copying batch");
-    let by_reference = mapped.read_files(&small).expect("batch by reference");
+    let by_copy = copying.read_files(small.clone()).expect("copying batch");
+    let by_reference = mapped
+        .read_files(small.clone())
+        .expect("batch by reference");
     for ((copy, reference), index) in by_copy.iter().zip(&by_reference).zip(0..) {
         let reference = reference.as_ref().expect("file read");
         assert!(reference.is_shared());

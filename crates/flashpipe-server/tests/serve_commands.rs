@@ -4,7 +4,9 @@
 mod common;
 
 use common::{connect, pattern, start_server};
-use flashpipe_client::{CancelOutcome, ClientError, CopyMethod, ErrorCode, Request, Response};
+use flashpipe_client::{
+    CancelOutcome, ClientError, CopyMethod, ErrorCode, Request, Response, TransportExt,
+};
 
 fn every_command(map_memory: bool) {
     let test = start_server(&format!("serve-every-command-{map_memory}"), |_| {});
@@ -26,7 +28,7 @@ fn every_command(map_memory: bool) {
     client.create("small").expect("create small");
     client.write("small", 0, b"hello").expect("write small");
     let names = vec!["small".to_string(), "missing".to_string(), "a".to_string()];
-    let files = client.read_files(&names).expect("read files");
+    let files = client.read_files(names.clone()).expect("read files");
     assert_eq!(&files[0].as_ref().expect("small read")[..], b"hello");
     assert_eq!(
         files[1].as_ref().expect_err("missing").code,

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::{connect, pattern};
-use flashpipe_client::server_socket_path;
+use flashpipe_client::{server_socket_path, TransportExt};
 use flashpipe_engine::{EngineConfig, PoolMemory};
 use flashpipe_server::{Server, ServerConfig};
 use flashpipe_store::{format_file_store, LockWait, RunningStore, StoreAccess};

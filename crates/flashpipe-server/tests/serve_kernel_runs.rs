@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{connect, pattern, start_server, wait_until};
 use flashpipe_client::{
     CancelOutcome, Client, ClientError, ErrorCode, KernelRunEvent, Request, Response,
-    RunKernelRequest,
+    RunKernelRequest, TransportExt,
 };
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_pipeline::run::PipelineJob;

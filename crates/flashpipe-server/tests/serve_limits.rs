@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 
 use common::{connect, pattern, start_server, wait_until};
 use flashpipe_client::{
-    Client, ClientError, ConnectError, ConnectOptions, ErrorCode, Request, Response,
+    Client, ClientError, ConnectError, ConnectOptions, ErrorCode, Request, Response, TransportExt,
 };
 use flashpipe_protocol::{
     encode_frame, encode_header, read_frame, Frame, FrameKind, Hello, MAX_BODY_BYTES,

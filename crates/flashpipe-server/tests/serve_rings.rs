@@ -12,7 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 
 use common::{connect, connect_with, pattern, start_server, wait_until};
-use flashpipe_client::{ClientTransport, Request, Response};
+use flashpipe_client::{ClientTransport, Request, Response, TransportExt};
 use flashpipe_protocol::{
     decode_header, encode_frame, Frame, Hello, HEADER_BYTES, MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
@@ -59,7 +59,7 @@ fn a_mapping_client_round_trips_every_kind_of_frame_through_rings() {
     let names: Vec<String> = (0..20)
         .map(|index| format!("file-with-a-long-name-{index:04}"))
         .collect();
-    let files = client.read_files(&names).expect("read files");
+    let files = client.read_files(names.clone()).expect("read files");
     assert!(files.iter().all(Result::is_ok));
     assert_eq!(client.stat("big").expect("stat").size_bytes, 300_000);
     client.flush().expect("flush");

@@ -58,7 +58,6 @@
 //! `BufferPool::in_shared_memory`), the engine, the server, the client and the benchmarks
 //! stand on it.
 
-
 mod error;
 mod fd_passing;
 mod futex;

@@ -159,9 +159,6 @@ const FORBIDDEN: &[Rule] = &[
 /// Forbidden edges (`from`, `to`, kind) that exist today and are on their way out. Delete a
 /// line when the change that removes its edge merges.
 const EXPECTED_TO_GO: &[(&str, &str, Kind)] = &[
-    // One set of types: the protocol and the client take their values from flashpipe-api.
-    ("flashpipe-protocol", "flashpipe-fs", Kind::Normal),
-    ("flashpipe-client", "flashpipe-fs", Kind::Normal),
     // The NBD crate splits; the store keeps the client alone.
     ("flashpipe-store", "flashpipe-nbd", Kind::Normal),
     // The nbd example opens a store: the one upward arrow.

@@ -115,9 +115,10 @@ pub fn draw_command(rng: &mut SplitMix64, model: &mut Model) -> (Command, String
             let moved = model.remove(&name).expect("the file exists");
             model.insert(to.clone(), moved);
             (
-                Command::RenameReplacing {
+                Command::Rename {
                     from: name.clone(),
                     to: to.clone(),
+                    replace: true,
                 },
                 format!("rename {name} over {to}"),
                 Expected::Done,
@@ -163,7 +164,7 @@ pub fn changed_names(command: &Command) -> Vec<String> {
         | Command::Write { name, .. }
         | Command::Truncate { name, .. }
         | Command::Delete { name } => vec![name.clone()],
-        Command::RenameReplacing { from, to } => vec![from.clone(), to.clone()],
+        Command::Rename { from, to, .. } => vec![from.clone(), to.clone()],
         _ => Vec::new(),
     }
 }

@@ -1,6 +1,7 @@
 //! The store commands through a server: [`ServedStore`] implements
 //! [`StoreOperations`] over a `flashpipe_client::Client`, keeping several writes and reads
-//! in flight within the limits the server announced at connect. A read refused because
+//! in flight within the limits the server announced at connect (writes through the command
+//! set's one write stream, `flashpipe_api::write_stream`). A read refused because
 //! every engine read buffer is held (by other clients' reads) waits and is tried again
 //! rather than failing the command.
 
@@ -8,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use flashpipe_client::{
-    Client, ClientError, CopyMethod, CopyReport, ErrorCode, FileStat, FsStats, ReadView,
-    RemoteError, Request, RequestId, Response,
+    write_stream, Client, ClientError, CopyMethod, CopyReport, ErrorCode, FileStat, FsStats,
+    ReadView, RemoteError, Request, RequestId, Response, StreamError, TransportExt,
 };
 
 use super::{SessionError, StoreOperations, TRANSFER_CHUNK_BYTES, TRANSFER_IN_FLIGHT};
@@ -80,26 +81,6 @@ impl ServedStore {
         let limit = self.client.server_info().limits.max_read_bytes;
         (TRANSFER_CHUNK_BYTES as u64).min(limit).max(1)
     }
-
-    /// Creates `name` empty, or empties it when it exists.
-    fn prepare_empty_file(&mut self, name: &str) -> Result<(), SessionError> {
-        match self.client.create(name) {
-            Ok(()) => Ok(()),
-            Err(error) if remote_code(&error) == Some(ErrorCode::Exists) => {
-                Ok(self.client.truncate(name, 0)?)
-            }
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    /// Waits for one write's answer; returns the bytes it wrote.
-    fn reap_write(&mut self) -> Result<u64, SessionError> {
-        let (_, answer) = self.client.wait()?;
-        match answer.map_err(ClientError::from)? {
-            Response::Written { length_bytes } => Ok(length_bytes),
-            other => Err(unexpected("write", &other)),
-        }
-    }
 }
 
 /// True when two stats of one name show the same file unchanged: the same file id (a
@@ -121,20 +102,6 @@ fn unexpected(command: &'static str, response: &Response) -> SessionError {
         command,
         reply: format!("{response:?}"),
     }
-}
-
-/// Reads from `source` until `buffer` is full or the source ends; returns bytes read.
-fn fill_from(source: &mut dyn std::io::Read, buffer: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buffer.len() {
-        match source.read(&mut buffer[filled..]) {
-            Ok(0) => break,
-            Ok(count) => filled += count,
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(filled)
 }
 
 impl StoreOperations for ServedStore {
@@ -181,35 +148,21 @@ impl StoreOperations for ServedStore {
         source: &mut dyn std::io::Read,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, SessionError> {
-        self.prepare_empty_file(name)?;
         let chunk_bytes = self.write_chunk_bytes();
         let window = self.transfer_window(chunk_bytes as u64, false);
-        let (mut offset_bytes, mut acknowledged_bytes, mut in_flight) = (0u64, 0u64, 0usize);
-        loop {
-            if in_flight >= window {
-                acknowledged_bytes += self.reap_write()?;
-                in_flight -= 1;
-                progress(acknowledged_bytes);
-            }
-            // Taken after the reap, so no more buffers are held than writes in flight (a
-            // mapping client's granted slots are few).
-            let mut buffer = self.client.write_buffer()?;
-            let room = chunk_bytes.min(buffer.len());
-            let filled = fill_from(source, &mut buffer[..room]).map_err(SessionError::Source)?;
-            if filled == 0 {
-                break;
-            }
-            self.client
-                .submit_write(name, offset_bytes, buffer, filled)?;
-            in_flight += 1;
-            offset_bytes += filled as u64;
-        }
-        while in_flight > 0 {
-            acknowledged_bytes += self.reap_write()?;
-            in_flight -= 1;
-            progress(acknowledged_bytes);
-        }
-        Ok(offset_bytes)
+        write_stream(
+            &mut self.client,
+            name,
+            source,
+            chunk_bytes,
+            window,
+            progress,
+        )
+        .map_err(|error| match error {
+            StreamError::Transport(error) => SessionError::Served(error),
+            StreamError::Source(error) => SessionError::Source(error),
+            StreamError::Sink(error) => SessionError::Sink(error),
+        })
     }
 
     fn read_stream(

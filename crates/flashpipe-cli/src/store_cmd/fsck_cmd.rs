@@ -2,6 +2,7 @@
 //! directly or through the server that holds it, and repairs what is safe with `--repair`.
 
 use super::*;
+use flashpipe_client::TransportExt;
 
 /// `flashpipe fsck`.
 #[derive(Debug, clap::Args)]

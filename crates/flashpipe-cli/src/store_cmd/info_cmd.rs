@@ -10,6 +10,7 @@
 //! A missing or unreadable member (or one that does not mount) still gives the rows
 //! that could be made, then the error and a non-zero exit.
 
+use flashpipe_client::TransportExt;
 use flashpipe_store::info::{
     describe_members, gather_store_info, FilesystemInfo, MemberInfo, StoreInfo,
 };

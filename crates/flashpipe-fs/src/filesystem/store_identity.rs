@@ -4,18 +4,7 @@
 
 use super::{Filesystem, MountMode};
 use crate::error::StoreIdentityError;
-
-/// `identity` in the usual hyphenated UUID form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-pub fn store_identity_text(identity: &[u8; 16]) -> String {
-    let mut text = String::with_capacity(36);
-    for (index, byte) in identity.iter().enumerate() {
-        if matches!(index, 4 | 6 | 8 | 10) {
-            text.push('-');
-        }
-        text.push_str(&format!("{byte:02x}"));
-    }
-    text
-}
+use flashpipe_api::store_identity_text;
 
 impl Filesystem {
     /// The identity of the store this file system belongs to: the mounted super block's
@@ -55,22 +44,5 @@ impl Filesystem {
                 Ok(())
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn identities_are_written_as_uuids() {
-        let mut identity = [0u8; 16];
-        for (index, byte) in identity.iter_mut().enumerate() {
-            *byte = index as u8 * 17;
-        }
-        assert_eq!(
-            store_identity_text(&identity),
-            "00112233-4455-6677-8899-aabbccddeeff"
-        );
     }
 }

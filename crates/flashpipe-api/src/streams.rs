@@ -1,0 +1,240 @@
+//! Whole files streamed over any [`Transport`], written once: a source's bytes written
+//! into a file with several writes in flight ([`write_stream`]), a file read into a sink
+//! in order with several reads in flight ([`read_stream`]). The in-process engine client,
+//! the served client and every CLI path that moves a file use these.
+
+use std::collections::BTreeMap;
+
+use crate::command::{Command, Payloads, Reply};
+use crate::error::ErrorCode;
+use crate::kind::CommandKind;
+use crate::transport::{CodedError, MismatchedReply, Transport, TransportExt};
+
+/// The payloads a stream needs to see into: a write payload's bytes to fill, a completed
+/// write's length (and its buffer, to fill again), read data's bytes.
+pub trait StreamPayloads: Payloads {
+    /// The bytes of a write payload, to fill (its current length).
+    fn write_bytes_mut(write: &mut Self::Write) -> &mut [u8];
+    /// Sets a write payload's length (at most the length it was made with).
+    fn set_write_len(write: &mut Self::Write, length_bytes: usize);
+    /// Bytes a completed write wrote.
+    fn written_bytes(written: &Self::Written) -> u64;
+    /// The payload of a completed write, to fill again, where the transport hands it back.
+    fn reuse_written(written: Self::Written) -> Option<Self::Write>;
+    /// The bytes of read data.
+    fn read_bytes(read: &Self::Read) -> &[u8];
+}
+
+/// A streaming transfer failed: in the transport, or in the local source or sink.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError<E> {
+    /// The transport refused or failed a command.
+    #[error(transparent)]
+    Transport(E),
+    /// Reading the local source failed.
+    #[error("reading the source: {0}")]
+    Source(std::io::Error),
+    /// Writing the local destination failed.
+    #[error("writing the destination: {0}")]
+    Sink(std::io::Error),
+}
+
+/// Writes everything `source` yields into file `name` (created, or truncated if it
+/// exists), `chunk_bytes` per command with up to `in_flight` commands outstanding.
+/// Calls `progress` with the bytes acknowledged so far. Returns the bytes written.
+/// The transport must have nothing else outstanding.
+pub fn write_stream<T>(
+    transport: &mut T,
+    name: &str,
+    source: &mut dyn std::io::Read,
+    chunk_bytes: usize,
+    in_flight: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64, StreamError<T::Error>>
+where
+    T: Transport + ?Sized,
+    T::P: StreamPayloads,
+{
+    assert_eq!(
+        transport.outstanding(),
+        0,
+        "a stream starts with nothing else outstanding"
+    );
+    prepare_empty_file(transport, name).map_err(StreamError::Transport)?;
+    let limits = transport.limits();
+    let chunk_bytes = chunk_bytes.clamp(
+        1,
+        usize::try_from(limits.max_write_bytes).unwrap_or(usize::MAX),
+    );
+    let in_flight = in_flight.clamp(1, limits.max_in_flight.max(1));
+    let mut spare: Vec<<T::P as Payloads>::Write> = Vec::new();
+    let (mut offset_bytes, mut acknowledged_bytes, mut outstanding) = (0u64, 0u64, 0usize);
+    loop {
+        if outstanding >= in_flight {
+            acknowledged_bytes += reap_write(transport, &mut spare)?;
+            outstanding -= 1;
+            progress(acknowledged_bytes);
+        }
+        // taken after the reap, so no more buffers are held than writes in flight (a
+        // served client's granted slots are few; the engine's come back to be refilled)
+        let mut buffer = match spare.pop() {
+            Some(buffer) => buffer,
+            None => transport
+                .write_buffer(chunk_bytes)
+                .map_err(StreamError::Transport)?,
+        };
+        T::P::set_write_len(&mut buffer, chunk_bytes);
+        let filled =
+            fill_from(source, T::P::write_bytes_mut(&mut buffer)).map_err(StreamError::Source)?;
+        if filled == 0 {
+            break;
+        }
+        T::P::set_write_len(&mut buffer, filled);
+        transport
+            .submit(Command::Write {
+                name: name.to_string(),
+                offset_bytes,
+                data: buffer,
+            })
+            .map_err(StreamError::Transport)?;
+        outstanding += 1;
+        offset_bytes += filled as u64;
+    }
+    while outstanding > 0 {
+        acknowledged_bytes += reap_write(transport, &mut spare)?;
+        outstanding -= 1;
+        progress(acknowledged_bytes);
+    }
+    Ok(offset_bytes)
+}
+
+fn prepare_empty_file<T: Transport + ?Sized>(
+    transport: &mut T,
+    name: &str,
+) -> Result<(), T::Error> {
+    match transport.create(name) {
+        Ok(()) => Ok(()),
+        Err(error) if error.code() == ErrorCode::Exists => transport.truncate(name, 0),
+        Err(error) => Err(error),
+    }
+}
+
+fn reap_write<T>(
+    transport: &mut T,
+    spare: &mut Vec<<T::P as Payloads>::Write>,
+) -> Result<u64, StreamError<T::Error>>
+where
+    T: Transport + ?Sized,
+    T::P: StreamPayloads,
+{
+    let (_, result) = transport.wait().map_err(StreamError::Transport)?;
+    match result.map_err(StreamError::Transport)? {
+        Reply::Written { buffer } => {
+            let written = T::P::written_bytes(&buffer);
+            spare.extend(T::P::reuse_written(buffer));
+            Ok(written)
+        }
+        other => Err(StreamError::Transport(
+            MismatchedReply {
+                asked: CommandKind::Write.name(),
+                answered: other.name(),
+            }
+            .into(),
+        )),
+    }
+}
+
+/// Reads file `name` from its start to its end into `sink`, `chunk_bytes` per command
+/// with up to `in_flight` reads outstanding, delivering the data in order. Calls
+/// `progress` with the bytes delivered so far. Returns the bytes delivered. The
+/// transport must have nothing else outstanding.
+pub fn read_stream<T>(
+    transport: &mut T,
+    name: &str,
+    sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    chunk_bytes: u64,
+    in_flight: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64, StreamError<T::Error>>
+where
+    T: Transport + ?Sized,
+    T::P: StreamPayloads,
+{
+    assert_eq!(
+        transport.outstanding(),
+        0,
+        "a stream starts with nothing else outstanding"
+    );
+    let size_bytes = transport
+        .stat(name)
+        .map_err(StreamError::Transport)?
+        .size_bytes;
+    let limits = transport.limits();
+    let chunk_bytes = chunk_bytes.clamp(1, limits.max_read_bytes.max(1));
+    let in_flight = in_flight.clamp(1, limits.max_in_flight.max(1));
+    let mut offsets_by_ticket = BTreeMap::new();
+    let mut arrived: BTreeMap<u64, <T::P as Payloads>::Read> = BTreeMap::new();
+    let (mut next_submit, mut next_deliver) = (0u64, 0u64);
+    while next_deliver < size_bytes {
+        while next_submit < size_bytes && offsets_by_ticket.len() < in_flight {
+            let length_bytes = chunk_bytes.min(size_bytes - next_submit);
+            let ticket = transport
+                .submit(Command::Read {
+                    name: name.to_string(),
+                    offset_bytes: next_submit,
+                    length_bytes,
+                })
+                .map_err(StreamError::Transport)?;
+            offsets_by_ticket.insert(ticket, (next_submit, length_bytes));
+            next_submit += length_bytes;
+        }
+        let (ticket, result) = transport.wait().map_err(StreamError::Transport)?;
+        let (offset, length_bytes) = offsets_by_ticket
+            .remove(&ticket)
+            .expect("a read this call submitted");
+        match result.map_err(StreamError::Transport)? {
+            Reply::Data(data) if T::P::read_bytes(&data).len() as u64 == length_bytes => {
+                arrived.insert(offset, data)
+            }
+            Reply::Data(_) => {
+                return Err(StreamError::Transport(
+                    MismatchedReply {
+                        asked: CommandKind::Read.name(),
+                        answered: "data of another length",
+                    }
+                    .into(),
+                ))
+            }
+            other => {
+                return Err(StreamError::Transport(
+                    MismatchedReply {
+                        asked: CommandKind::Read.name(),
+                        answered: other.name(),
+                    }
+                    .into(),
+                ))
+            }
+        };
+        while let Some(data) = arrived.remove(&next_deliver) {
+            let bytes = T::P::read_bytes(&data);
+            sink(bytes).map_err(StreamError::Sink)?;
+            next_deliver += bytes.len() as u64;
+            progress(next_deliver);
+        }
+    }
+    Ok(size_bytes)
+}
+
+/// Reads from `source` until `buffer` is full or the source ends; returns bytes read.
+fn fill_from(source: &mut dyn std::io::Read, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match source.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
