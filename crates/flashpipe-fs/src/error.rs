@@ -46,8 +46,8 @@ pub enum StoreIdentityError {
     /// The file system is mounted read-only.
     #[error("the file system is mounted read-only, so its store identity cannot be set; open the store read-write")]
     ReadOnly,
-    /// An earlier flush failed half-way.
-    #[error("the file system is unusable after a failed flush ({reason}); remount it")]
+    /// An earlier device failure left the mount unusable.
+    #[error("the file system is unusable after an earlier device failure ({reason}); remount it")]
     Unusable {
         /// What failed.
         reason: String,
@@ -147,7 +147,7 @@ pub enum NamespaceError {
         /// Blocks free.
         free_blocks: u64,
     },
-    /// An earlier device failure during a flush left this mount unusable; remount.
+    /// An earlier device failure (a flush, or a write over blocks written since the last flush) left this mount unusable; remount.
     #[error("file system unusable after an earlier failure ({reason}); unmount and mount again")]
     Unusable {
         /// The earlier failure.
@@ -204,7 +204,7 @@ pub enum FileIoError {
         /// What is wrong.
         detail: String,
     },
-    /// An earlier device failure during a flush left this mount unusable; remount.
+    /// An earlier device failure (a flush, or a write over blocks written since the last flush) left this mount unusable; remount.
     #[error("file system unusable after an earlier failure ({reason}); unmount and mount again")]
     Unusable {
         /// The earlier failure.
@@ -270,7 +270,7 @@ pub enum FlushError {
         /// Blocks free.
         free_blocks: u64,
     },
-    /// An earlier device failure during a flush left this mount unusable; remount.
+    /// An earlier device failure (a flush, or a write over blocks written since the last flush) left this mount unusable; remount.
     #[error("file system unusable after an earlier failure ({reason}); unmount and mount again")]
     Unusable {
         /// The earlier failure.

@@ -335,9 +335,7 @@ pub(crate) fn finish(
             Ok(())
         }
         (Some(blocks), Err(error)) => {
-            for block in blocks.allocated {
-                state.allocator.release(block);
-            }
+            blocks.abandon(state, &error);
             Err(error.into())
         }
     };

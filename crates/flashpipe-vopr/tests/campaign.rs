@@ -7,6 +7,7 @@
 //! - The same seed gives the same fingerprint twice.
 //! - A planted bug (a device that acknowledges flushes without flushing) is found within
 //!   50 seeds.
+//! - The seeds that once found real bugs run every time.
 
 use flashpipe_testkit::seeds::{long_mode, replayed_seed, run_seeds_long};
 use flashpipe_vopr::{Campaign, CampaignConfig, CampaignReport, PlantedBug};
@@ -55,6 +56,23 @@ fn acknowledged_writes_survive_every_fault_the_seeds_draw() {
             total(|report| report.network.requests_served) > 1_000,
             "too little I/O reached the nodes"
         );
+    }
+}
+
+/// Seeds that once found a bug, run in every suite so it cannot come back.
+/// - 2361: a write over blocks written since the last flush failed on one stripe member
+///   and the next flush was acknowledged, committing a block whose checksum no longer
+///   matched (now the mount turns unusable and that flush fails).
+const SEEDS_THAT_FOUND_BUGS: &[u64] = &[2361];
+
+#[test]
+fn the_seeds_that_once_found_bugs_pass() {
+    let campaign = Campaign::new(CampaignConfig {
+        trace: trace(),
+        ..CampaignConfig::default()
+    });
+    for &seed in SEEDS_THAT_FOUND_BUGS {
+        run_or_panic(&campaign, seed);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use flashpipe_device::{BlockDevice, IoBuf, Operation};
+use flashpipe_device::{BlockDevice, DeviceError, IoBuf, Operation};
 
 use super::read::{group_runs, verify_file_blocks};
 use super::{check_size_limit, check_usable, install_pointers, no_space, totals_with};
@@ -174,9 +174,7 @@ pub(super) fn write_independent_run(
         }
         Err(error) => {
             for (index, plan) in planned {
-                for block in plan.blocks.allocated {
-                    state.allocator.release(block);
-                }
+                plan.blocks.abandon(state, &error);
                 results[index] = Err(error.clone().into());
             }
         }
@@ -195,6 +193,30 @@ pub(crate) struct BlockPlan {
     pub(crate) allocated: Vec<u64>,
     pub(crate) end_bytes: u64,
     pub(crate) old_edges: HashMap<u64, IoBuf>,
+}
+
+impl BlockPlan {
+    /// Undoes a write whose device requests failed: the blocks it allocated go back
+    /// to the allocator and no pointer is installed. A failed request may have left
+    /// any bytes in its target, so when the write overwrote blocks in place (blocks
+    /// written since the last commit, whose pointers and checksums the next commit
+    /// would record), their contents are no longer what those checksums describe:
+    /// the mount becomes unusable, so the next flush fails instead of committing
+    /// pointers to damaged blocks (the last commit on disk stays intact).
+    pub(crate) fn abandon(self, state: &mut State, error: &DeviceError) {
+        let overwrote_in_place = self
+            .targets
+            .iter()
+            .any(|target| !self.allocated.contains(target));
+        for block in self.allocated {
+            state.allocator.release(block);
+        }
+        if overwrote_in_place && state.unusable_reason.is_none() {
+            state.unusable_reason = Some(format!(
+                "a write over blocks written since the last flush failed ({error}), so their contents are unknown"
+            ));
+        }
+    }
 }
 
 /// True when a write of `length_bytes` at `offset_bytes` into `inode_number` must read
