@@ -707,6 +707,12 @@ impl Filesystem {
         }
     }
 
+    /// Why this mount refuses changes after an earlier device failure (a flush, or a
+    /// write over blocks written since the last flush), if it does: remount to go on.
+    pub fn unusable_reason(&self) -> Option<&str> {
+        self.state.unusable_reason.as_deref()
+    }
+
     fn check_usable(&self) -> Result<(), NamespaceError> {
         match &self.state.unusable_reason {
             Some(reason) => Err(NamespaceError::Unusable {

@@ -228,7 +228,7 @@ const FAULT_RUN_STEPS: usize = 160;
 struct FaultTally {
     runs: u64,
     device_errors_survived: u64,
-    writes_cut_after_failure: u64,
+    writes_failed_unchanged: u64,
     failed_flushes_remounted: u64,
 }
 
@@ -306,12 +306,17 @@ fn run_fault_seed(seed: u64) -> FaultTally {
             continue;
         }
         tally.failed_flushes_remounted += 1;
-        let recovered = power_cut_and_check(&world, &run, device_blocks, "after a failed flush");
+        let recovered = power_cut_and_check(
+            &world,
+            &run,
+            device_blocks,
+            "after a failed flush or a write that left the mount unusable",
+        );
         let fs = mount_faulty_disk(&world, seed);
         run.resume_with(fs, recovered);
     }
     tally.device_errors_survived = run.device_errors_survived;
-    tally.writes_cut_after_failure = run.writes_cut_after_failure;
+    tally.writes_failed_unchanged = run.writes_failed_unchanged;
     power_cut_and_check(&world, &run, device_blocks, "at the end of a fault run");
     tally
 }
@@ -324,7 +329,7 @@ fn device_faults_never_damage_the_last_flushed_state() {
         total.runs += tally.runs;
         total.device_errors_survived += tally.device_errors_survived;
         total.failed_flushes_remounted += tally.failed_flushes_remounted;
-        total.writes_cut_after_failure += tally.writes_cut_after_failure;
+        total.writes_failed_unchanged += tally.writes_failed_unchanged;
         if tally.device_errors_survived + tally.failed_flushes_remounted > 0 {
             runs_with_survived_errors += 1;
         }

@@ -7,10 +7,10 @@
 //!
 //! With [`WorkloadShape::continue_after_device_errors`], an injected device error that is
 //! not a crash does not end the run: a failed read or truncate is checked to have changed
-//! nothing; a failed write to have kept the size (the blocks it covered that were written
-//! since the last flush may read as damaged, docs/format.md "Device errors", so the file
-//! is cut at the write's first block and the rest checked); and the run goes on. A failed
-//! flush makes the mount unusable, so it ends the run for the caller to remount.
+//! nothing; a failed write into fresh blocks to have changed nothing; and the run goes on. A failed
+//! flush, or a failed write over blocks written since the last flush, makes the mount
+//! unusable (docs/format.md, "Device errors"), so it ends the run for the caller to
+//! remount, which must find the last flush.
 
 use std::collections::BTreeMap;
 
@@ -101,8 +101,8 @@ pub struct FsWorkload {
     pub in_progress: Option<Model>,
     /// Device errors that failed an operation without ending the run.
     pub device_errors_survived: u64,
-    /// Failed writes after which the file was cut at the write's first block.
-    pub writes_cut_after_failure: u64,
+    /// Failed writes into fresh blocks, after which the file was found unchanged.
+    pub writes_failed_unchanged: u64,
     shape: WorkloadShape,
 }
 
@@ -130,7 +130,7 @@ impl FsWorkload {
             committed: Model::new(),
             in_progress: None,
             device_errors_survived: 0,
-            writes_cut_after_failure: 0,
+            writes_failed_unchanged: 0,
             shape,
         }
     }
@@ -208,39 +208,12 @@ impl FsWorkload {
         );
     }
 
-    /// After a failed write at `offset`: the size is unchanged, and blocks the write
-    /// covered that were written since the last flush may hold a mix of old and new bytes
-    /// under their old checksums (docs/format.md, "Device errors"), so they read as
-    /// damaged. The workload cuts the file at the write's first block, which drops every
-    /// block the write touched, and checks that the rest is what the model holds.
+    /// After a failed write at `offset` that left the mount usable (it wrote only into
+    /// fresh blocks, which it released): the file is exactly what the model holds.
     fn check_failed_write(&mut self, name: &str, offset: u64, length: usize) {
         let what = format!("write {name} {offset}+{length}");
-        let seed = self.seed;
-        let file = self
-            .fs
-            .open(name)
-            .unwrap_or_else(|error| panic!("seed {seed}: {what}: open {name}: {error}"));
-        let size_bytes = self
-            .fs
-            .stat(file)
-            .unwrap_or_else(|error| panic!("seed {seed}: {what}: stat {name}: {error}"))
-            .size_bytes;
-        let expected_size = self.model[name].len() as u64;
-        assert_eq!(
-            size_bytes, expected_size,
-            "seed {seed}: the failed {what} changed the size"
-        );
-        let block_bytes = self.shape.block_size_bytes;
-        let cut_bytes = (offset / block_bytes * block_bytes).min(size_bytes);
-        self.fs
-            .truncate(file, cut_bytes)
-            .unwrap_or_else(|error| panic!("seed {seed}: {what}: cut to {cut_bytes}: {error}"));
-        self.model
-            .get_mut(name)
-            .expect("model has the file")
-            .truncate(cut_bytes as usize);
-        self.check_unchanged(name, &format!("{what} (cut to {cut_bytes})"));
-        self.writes_cut_after_failure += 1;
+        self.check_unchanged(name, &what);
+        self.writes_failed_unchanged += 1;
     }
 
     fn pick_name(&mut self) -> &'static str {
@@ -323,6 +296,9 @@ impl FsWorkload {
             }
             Err(error) => {
                 let outcome = self.file_outcome(error, &format!("write {name} {offset}+{length}"));
+                if outcome == Outcome::FailedCleanly && self.fs.unusable_reason().is_some() {
+                    return Outcome::Crashed;
+                }
                 if outcome == Outcome::FailedCleanly {
                     self.check_failed_write(name, offset, length);
                 }
