@@ -95,8 +95,9 @@ impl BlockDevice for TearingWritesDisk {
     }
 }
 
-#[test]
-fn a_failed_in_place_write_makes_the_next_flush_fail_and_the_last_commit_survives() {
+/// A file system formatted on a [`TearingWritesDisk`], the shared image beside it, and the
+/// switch that makes its writes tear.
+fn formatted_tearing_disk() -> (Filesystem, SharedDisk, Arc<AtomicBool>) {
     let shared = SharedDisk::new(512, 4096);
     let failing = Arc::new(AtomicBool::new(false));
     let disk = TearingWritesDisk {
@@ -104,7 +105,7 @@ fn a_failed_in_place_write_makes_the_next_flush_fail_and_the_last_commit_survive
         failing: Arc::clone(&failing),
         torn: HashMap::new(),
     };
-    let mut fs = Filesystem::format(
+    let fs = Filesystem::format(
         Box::new(disk),
         &FormatOptions {
             fs_block_size_bytes: FS_BLOCK_BYTES as u32,
@@ -112,6 +113,12 @@ fn a_failed_in_place_write_makes_the_next_flush_fail_and_the_last_commit_survive
         },
     )
     .expect("mkfs");
+    (fs, shared, failing)
+}
+
+#[test]
+fn a_failed_in_place_write_makes_the_next_flush_fail_and_the_last_commit_survives() {
+    let (mut fs, shared, failing) = formatted_tearing_disk();
     let file = fs.create("victim").unwrap();
     let committed = pattern(2 * FS_BLOCK_BYTES as usize, 3);
     fs.write(file, 0, &committed).unwrap();
@@ -142,21 +149,7 @@ fn a_failed_in_place_write_makes_the_next_flush_fail_and_the_last_commit_survive
 
 #[test]
 fn a_failed_write_into_fresh_blocks_leaves_the_mount_usable() {
-    let shared = SharedDisk::new(512, 4096);
-    let failing = Arc::new(AtomicBool::new(false));
-    let disk = TearingWritesDisk {
-        disk: shared.clone(),
-        failing: Arc::clone(&failing),
-        torn: HashMap::new(),
-    };
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: FS_BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("mkfs");
+    let (mut fs, shared, failing) = formatted_tearing_disk();
     let file = fs.create("victim").unwrap();
     let committed = pattern(2 * FS_BLOCK_BYTES as usize, 5);
     fs.write(file, 0, &committed).unwrap();
@@ -170,4 +163,16 @@ fn a_failed_write_into_fresh_blocks_leaves_the_mount_usable() {
         .expect("nothing was overwritten in place, so the flush goes on");
     let read = fs.read(file, 0, committed.len() as u64).unwrap();
     assert_eq!(&read[..], &committed[..]);
+    drop(fs);
+
+    let mut remounted = Filesystem::mount(shared.boxed()).expect("remount");
+    let file = remounted.open("victim").unwrap();
+    let read = remounted.read(file, 0, committed.len() as u64).unwrap();
+    assert_eq!(
+        &read[..],
+        &committed[..],
+        "the flush after the failure kept the file"
+    );
+    let report = remounted.check().unwrap();
+    assert!(report.findings.is_empty(), "{report}");
 }
