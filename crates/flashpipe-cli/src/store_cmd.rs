@@ -27,6 +27,7 @@ pub use mkfs::{run_mkfs, MkfsArgs};
 
 use std::path::{Path, PathBuf};
 
+use flashpipe_device::Clock;
 use flashpipe_fs::FileStat;
 use flashpipe_store::create::{create_store_with_options, CreateOptions};
 use flashpipe_store::glob;
@@ -42,7 +43,11 @@ use flashpipe_store::RunningStore;
 pub use flashpipe_store::StoreAccess;
 
 use crate::error_kind::{ErrorKind, Failure};
-use crate::session::{LiveServer, SessionError, SessionRequest, StoreOperations, StoreSession};
+use crate::session::{
+    rename_file, with_transport, LiveServer, SessionError, SessionRequest, SessionResult,
+    StoreSession, StoreTransport,
+};
+use flashpipe_api::TransportExt;
 use serde_json::json;
 
 /// Errors of the CLI commands: shown to the user as one line.
@@ -356,13 +361,13 @@ pub fn run_put(arguments: PutArgs) -> CliResult {
         },
         None => transfer::PutInput::Files,
     };
-    let result = transfer::put_files_atomically(
-        session.operations(),
+    let result = with_transport!(session, |store| transfer::put_files_atomically(
+        store,
         &*clock,
         &sources,
         input,
         arguments.force,
-    );
+    ));
     let mut report = session.finish(result)?;
     report.wall_seconds = started.elapsed().as_secs_f64();
     transfer::print_transfer_report("stored", &report, arguments.store.json);
@@ -376,30 +381,36 @@ pub fn run_get(arguments: GetArgs) -> CliResult {
     let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
     let clock = session.clock();
     let to_stdout = arguments.destination == Path::new("-");
-    let store = session.operations();
-    let result = plan_get(store, &arguments).and_then(|targets| {
-        if to_stdout {
-            let mut total = transfer::TransferReport::default();
-            for target in &targets {
-                let report = transfer::cat_file(store, &*clock, &target.name)?;
-                total.total_bytes += report.total_bytes;
-            }
-            Ok(total)
-        } else {
-            let special = if arguments.no_special {
-                transfer::SpecialDestination::Refuse
-            } else {
-                transfer::SpecialDestination::WriteInto
-            };
-            transfer::get_files(store, &*clock, &targets, special)
-        }
-    });
+    let result = with_transport!(session, |store| get(store, &*clock, &arguments));
     let mut report = session.finish(result)?;
     report.wall_seconds = started.elapsed().as_secs_f64();
     if !to_stdout {
         transfer::print_transfer_report("fetched", &report, arguments.store.json);
     }
     Ok(())
+}
+
+/// Fetches what `get` names, to its files or standard output.
+fn get<T: StoreTransport>(
+    store: &mut T,
+    clock: &dyn Clock,
+    arguments: &GetArgs,
+) -> Result<transfer::TransferReport, Box<dyn std::error::Error>> {
+    let targets = plan_get(store, arguments)?;
+    if arguments.destination == Path::new("-") {
+        let mut total = transfer::TransferReport::default();
+        for target in &targets {
+            let report = transfer::cat_file(store, clock, &target.name)?;
+            total.total_bytes += report.total_bytes;
+        }
+        return Ok(total);
+    }
+    let special = if arguments.no_special {
+        transfer::SpecialDestination::Refuse
+    } else {
+        transfer::SpecialDestination::WriteInto
+    };
+    transfer::get_files(store, clock, &targets, special)
 }
 
 /// A destination written with a trailing `/` names a folder: refuses it, saying so, when it
@@ -426,8 +437,8 @@ fn refuse_missing_folder(destination: &Path) -> Result<(), Box<dyn std::error::E
 }
 
 /// The local file of every store file `get` fetches, every local name checked first.
-fn plan_get(
-    client: &mut dyn StoreOperations,
+fn plan_get<T: StoreTransport>(
+    client: &mut T,
     arguments: &GetArgs,
 ) -> Result<Vec<transfer::GetTarget>, Box<dyn std::error::Error>> {
     let folders = if arguments.recursive {
@@ -466,7 +477,7 @@ fn plan_get(
             ))
             .into());
         }
-        let size_bytes = client.stat(&name)?.size_bytes;
+        let size_bytes = client.stat(&name).session()?.size_bytes;
         targets.push(transfer::GetTarget {
             name,
             size_bytes,
@@ -505,19 +516,20 @@ pub fn run_cat(arguments: NamesArgs) -> CliResult {
     }
     let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
     let clock = session.clock();
-    let store = session.operations();
-    let result = resolve_names(store, &arguments.names, FolderRule::Refuse).and_then(|names| {
-        names
-            .iter()
-            .try_for_each(|name| transfer::cat_file(store, &*clock, name).map(|_| ()))
+    let result = with_transport!(session, |store| {
+        resolve_names(store, &arguments.names, FolderRule::Refuse).and_then(|names| {
+            names
+                .iter()
+                .try_for_each(|name| transfer::cat_file(store, &*clock, name).map(|_| ()))
+        })
     });
     session.finish(result)
 }
 
 /// The store files that `run`'s input names and patterns stand for (a prefix is not
 /// expanded: a kernel's inputs are named or matched).
-pub fn resolve_input_names(
-    client: &mut dyn StoreOperations,
+pub fn resolve_input_names<T: StoreTransport>(
+    client: &mut T,
     arguments: &[String],
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     resolve_names(client, arguments, FolderRule::Refuse)
@@ -537,8 +549,8 @@ enum FolderRule {
 /// it matches (none is an error naming it, unless a file has the pattern's very name: then
 /// that file), a name of a file for that file, and a prefix for the files under it when
 /// `folders` allows.
-fn resolve_names(
-    client: &mut dyn StoreOperations,
+fn resolve_names<T: StoreTransport>(
+    client: &mut T,
     arguments: &[String],
     folders: FolderRule,
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
@@ -584,7 +596,7 @@ fn resolve_names(
             .cloned()
             .collect();
         if under.is_empty() {
-            client.stat(argument)?;
+            client.stat(argument).session()?;
             return Err(
                 Failure::not_found(format!("{argument:?}: no such file in the store")).into(),
             );
@@ -608,13 +620,14 @@ fn resolve_names(
 pub fn run_ls(arguments: LsArgs) -> CliResult {
     let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
     let clock_is_virtual = session.clock_is_virtual();
-    let store = session.operations();
-    let files = if arguments.names.is_empty() {
-        list_files(store, &[])
-    } else {
-        resolve_names(store, &arguments.names, FolderRule::Expand)
-            .and_then(|names| list_files(store, &names))
-    };
+    let files = with_transport!(session, |store| {
+        if arguments.names.is_empty() {
+            list_files(store, &[])
+        } else {
+            resolve_names(store, &arguments.names, FolderRule::Expand)
+                .and_then(|names| list_files(store, &names))
+        }
+    });
     let files = session.finish(files)?;
     if arguments.store.json {
         let rows: Vec<_> = files.iter().map(file_json).collect();
@@ -687,16 +700,16 @@ fn civil_date_of_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
-fn list_files(
-    client: &mut dyn StoreOperations,
+fn list_files<T: StoreTransport>(
+    client: &mut T,
     names: &[String],
 ) -> Result<Vec<FileStat>, Box<dyn std::error::Error>> {
     if names.is_empty() {
-        return Ok(client.list()?);
+        return Ok(client.list().session()?);
     }
     names
         .iter()
-        .map(|name| client.stat(name).map_err(Into::into))
+        .map(|name| client.stat(name).session().map_err(Into::into))
         .collect()
 }
 
@@ -712,9 +725,10 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
         return Err(Failure::new(ErrorKind::Usage, "stat needs at least one file name").into());
     }
     let mut session = open_session(&arguments.store, StoreAccess::ReadOnly)?;
-    let store = session.operations();
-    let files = resolve_names(store, &arguments.names, FolderRule::Refuse)
-        .and_then(|names| list_files(store, &names));
+    let files = with_transport!(session, |store| {
+        resolve_names(store, &arguments.names, FolderRule::Refuse)
+            .and_then(|names| list_files(store, &names))
+    });
     let files = session.finish(files)?;
     if arguments.store.json {
         println!(
@@ -752,10 +766,11 @@ pub fn run_rm(arguments: RmArgs) -> CliResult {
         FolderRule::Refuse
     };
     let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
-    let store = session.operations();
-    let result = resolve_names(store, &arguments.names, folders)
-        .map_err(|error| Failure::context(&*error, format!("{error}; nothing removed")).into())
-        .and_then(|names| remove_all(store, &names).map(|()| names));
+    let result = with_transport!(session, |store| {
+        resolve_names(store, &arguments.names, folders)
+            .map_err(|error| Failure::context(&*error, format!("{error}; nothing removed")).into())
+            .and_then(|names| remove_all(store, &names).map(|()| names))
+    });
     let removed = session.finish(result)?;
     if arguments.store.json {
         println!("{}", json!({"removed": removed}));
@@ -778,27 +793,28 @@ fn refuse_repeated_names(names: &[String]) -> CliResult {
     }
 }
 
-fn remove_all(client: &mut dyn StoreOperations, names: &[String]) -> CliResult {
+fn remove_all<T: StoreTransport>(client: &mut T, names: &[String]) -> CliResult {
     for name in names {
         client
             .stat(name)
+            .session()
             .map_err(|error| Failure::context(&error, format!("{error}; nothing removed")))?;
     }
     for name in names {
-        client.delete(name)?;
+        client.delete(name).session()?;
     }
-    client.flush()?;
+    client.flush().session()?;
     Ok(())
 }
 
 /// Runs `mv` (replacing the target only with `--force`, in the same commit).
 pub fn run_mv(arguments: MvArgs) -> CliResult {
     let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
-    let store = session.operations();
-    let result = store
-        .rename(&arguments.from, &arguments.to, arguments.force)
-        .and_then(|()| store.flush())
-        .map_err(|error| refuse_hint(error, arguments.force));
+    let result = with_transport!(session, |store| {
+        rename_file(store, &arguments.from, &arguments.to, arguments.force)
+            .and_then(|()| store.flush().session())
+            .map_err(|error| refuse_hint(error, arguments.force))
+    });
     session.finish(result)?;
     if arguments.store.json {
         println!("{}", json!({"from": arguments.from, "to": arguments.to}));
@@ -827,7 +843,7 @@ pub fn run_cp(arguments: CpArgs) -> CliResult {
     let mut session = open_session(&arguments.store, StoreAccess::ReadWrite)?;
     let clock = session.clock();
     let started_ns = clock.now_ns();
-    let result = copy_file(session.operations(), &arguments);
+    let result = with_transport!(session, |store| copy_file(store, &arguments));
     let elapsed_ns = clock.now_ns().saturating_sub(started_ns);
     let report = session.finish(result)?;
     if arguments.store.json {
@@ -861,8 +877,8 @@ pub fn run_cp(arguments: CpArgs) -> CliResult {
     Ok(())
 }
 
-fn copy_file(
-    client: &mut dyn StoreOperations,
+fn copy_file<T: StoreTransport>(
+    client: &mut T,
     arguments: &CpArgs,
 ) -> Result<flashpipe_fs::CopyReport, Box<dyn std::error::Error>> {
     let target = if arguments.force {
@@ -872,21 +888,22 @@ fn copy_file(
     };
     let report = client
         .copy(&arguments.from, &target, arguments.by.method())
+        .session()
         .map_err(|error| refuse_hint(error, arguments.force))?;
     if arguments.force {
-        if let Err(error) = client.rename(&target, &arguments.to, true) {
+        if let Err(error) = rename_file(client, &target, &arguments.to, true) {
             let _ = client.delete(&target);
             return Err(error.into());
         }
     }
-    client.flush()?;
+    client.flush().session()?;
     Ok(report)
 }
 
 /// Runs `df`.
 pub fn run_df(arguments: StoreArgs) -> CliResult {
     let mut session = open_session(&arguments, StoreAccess::ReadOnly)?;
-    let stats = session.operations().stats().map_err(Into::into);
+    let stats = with_transport!(session, |store| store.stats().session().map_err(Into::into));
     let stats = session.finish(stats)?;
     let block_bytes = u64::from(stats.fs_block_size_bytes);
     if arguments.json {
