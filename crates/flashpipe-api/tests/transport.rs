@@ -389,6 +389,21 @@ impl ReadRetry<ApiError> for RetryBuffers {
     }
 }
 
+/// File `f` read whole through `retry`: its stat at the start and its bytes.
+fn read_whole<R: ReadRetry<ApiError>>(
+    transport: &mut MemoryTransport,
+    window: ReadWindow,
+    retry: &mut R,
+) -> Result<(FileStat, Vec<u8>), StreamError<ApiError>> {
+    let mut out = Vec::new();
+    let mut sink = |chunk: &[u8]| {
+        out.extend_from_slice(chunk);
+        Ok(())
+    };
+    let stat = read_stream_retrying(transport, "f", &mut sink, window, &mut |_| {}, retry)?;
+    Ok((stat, out))
+}
+
 #[test]
 fn a_refused_read_is_tried_again_when_the_retry_says_so_and_fails_the_stream_otherwise() {
     let data: Vec<u8> = (0..=255u8).cycle().take(95).collect();
@@ -398,20 +413,9 @@ fn a_refused_read_is_tried_again_when_the_retry_says_so_and_fails_the_stream_oth
     };
     let mut transport = MemoryTransport::new(Fault::RefuseReads);
     transport.files.insert("f".into(), data.clone());
-    let mut out = Vec::new();
     let mut retry = RetryBuffers::default();
-    let stat = read_stream_retrying(
-        &mut transport,
-        "f",
-        &mut |chunk| {
-            out.extend_from_slice(chunk);
-            Ok(())
-        },
-        window,
-        &mut |_| {},
-        &mut retry,
-    )
-    .expect("refused reads tried again");
+    let (stat, out) =
+        read_whole(&mut transport, window, &mut retry).expect("refused reads tried again");
     assert_eq!(stat.size_bytes, 95);
     assert_eq!(out, data, "every byte once, in order");
     assert_eq!(retry.tries, 3);
@@ -420,15 +424,7 @@ fn a_refused_read_is_tried_again_when_the_retry_says_so_and_fails_the_stream_oth
 
     let mut transport = MemoryTransport::new(Fault::RefuseReads);
     transport.files.insert("f".into(), data);
-    let result = read_stream_retrying(
-        &mut transport,
-        "f",
-        &mut |_| Ok(()),
-        window,
-        &mut |_| {},
-        &mut NeverRetry,
-    );
-    match result {
+    match read_whole(&mut transport, window, &mut NeverRetry) {
         Err(StreamError::Transport(error)) => {
             assert_eq!(error.code, ErrorCode::ReadBuffersExhausted)
         }

@@ -26,11 +26,13 @@ mod transport;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use flashpipe_api::CodedError;
 use flashpipe_client::{
     server_socket_path, Client, ClientTransport, ConnectError, ConnectOptions, ServerExpectation,
 };
+use flashpipe_client::{ClientError, ErrorCode};
 use flashpipe_device::{Clock, RealClock};
-use flashpipe_engine::EngineClient;
+use flashpipe_engine::{EngineClient, EngineError};
 use flashpipe_store::store::StoreOpenError;
 use flashpipe_store::store_config::{DeviceSpec, StoreConfig};
 use flashpipe_store::store_lock::LockWait;
@@ -39,8 +41,8 @@ use flashpipe_store::StoreAccess;
 use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::OpenStore;
 pub use transport::{
-    drain, file_exists, read_file, rename_file, write_file, SessionError, SessionResult,
-    StoreTransport, TRANSFER_CHUNK_BYTES, TRANSFER_IN_FLIGHT,
+    drain, file_exists, read_file, rename_file, write_file, SessionResult, StoreTransport,
+    TRANSFER_CHUNK_BYTES, TRANSFER_IN_FLIGHT,
 };
 
 /// Set to `0` to make CLI commands use the server's copying path (data in the frames)
@@ -70,6 +72,51 @@ pub enum SessionTransport<'a> {
     InProcess(&'a mut EngineClient),
     /// The client of the server holding the store.
     Served(&'a mut Client),
+}
+
+/// Why a store operation of a session failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The engine in this process refused or failed the command.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Reading the local source of a put failed.
+    #[error("reading the source: {0}")]
+    Source(std::io::Error),
+    /// Writing the local destination of a get or cat failed.
+    #[error("writing the destination: {0}")]
+    Sink(std::io::Error),
+    /// The server refused or failed the command, or the connection to it broke.
+    #[error(transparent)]
+    Served(#[from] ClientError),
+    /// Through a server, another client changed or replaced the file while this command
+    /// read it in several requests: what was read mixes versions and is not kept.
+    #[error("{name} changed while it was being read (another client of the server wrote, replaced or removed it); read it again")]
+    ChangedWhileRead {
+        /// The file.
+        name: String,
+    },
+}
+
+impl SessionError {
+    /// The command set's code of the store's refusal, where the store refused.
+    fn code(&self) -> Option<ErrorCode> {
+        match self {
+            SessionError::Engine(error) => Some(error.code()),
+            SessionError::Served(error) => error.remote().map(|remote| remote.code),
+            _ => None,
+        }
+    }
+
+    /// True when the error says a named file does not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(ErrorCode::NotFound)
+    }
+
+    /// True when the error says a target name exists already.
+    pub fn is_exists(&self) -> bool {
+        self.code() == Some(ErrorCode::Exists)
+    }
 }
 
 /// How a session reaches its store.

@@ -16,8 +16,10 @@ use flashpipe_api::{
     read_stream_retrying, write_stream, CodedError, Command, ReadRetry, ReadWindow, StreamError,
     StreamPayloads, Transport, TransportExt,
 };
-use flashpipe_client::{Client, ClientError, ErrorCode};
-use flashpipe_engine::{EngineClient, EngineError};
+use flashpipe_client::{Client, ErrorCode};
+
+use super::SessionError;
+use flashpipe_engine::EngineClient;
 use flashpipe_fs::FileStat;
 
 /// Bytes per write or read command in transfers (at most what the transport allows).
@@ -31,51 +33,6 @@ const READ_BUFFER_WAIT: Duration = Duration::from_secs(60);
 
 /// Longest pause between two tries of a read refused for want of engine read buffers.
 const READ_BUFFER_PAUSE_MAX: Duration = Duration::from_millis(100);
-
-/// Why a store operation of a session failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    /// The engine in this process refused or failed the command.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    /// Reading the local source of a put failed.
-    #[error("reading the source: {0}")]
-    Source(std::io::Error),
-    /// Writing the local destination of a get or cat failed.
-    #[error("writing the destination: {0}")]
-    Sink(std::io::Error),
-    /// The server refused or failed the command, or the connection to it broke.
-    #[error(transparent)]
-    Served(#[from] ClientError),
-    /// Through a server, another client changed or replaced the file while this command
-    /// read it in several requests: what was read mixes versions and is not kept.
-    #[error("{name} changed while it was being read (another client of the server wrote, replaced or removed it); read it again")]
-    ChangedWhileRead {
-        /// The file.
-        name: String,
-    },
-}
-
-impl SessionError {
-    /// The command set's code of the store's refusal, where the store refused.
-    fn code(&self) -> Option<ErrorCode> {
-        match self {
-            SessionError::Engine(error) => Some(error.code()),
-            SessionError::Served(error) => error.remote().map(|remote| remote.code),
-            _ => None,
-        }
-    }
-
-    /// True when the error says a named file does not exist.
-    pub fn is_not_found(&self) -> bool {
-        self.code() == Some(ErrorCode::NotFound)
-    }
-
-    /// True when the error says a target name exists already.
-    pub fn is_exists(&self) -> bool {
-        self.code() == Some(ErrorCode::Exists)
-    }
-}
 
 /// A transport's result as a session's (its error kept whole, so its message and kind
 /// are the same both ways).

@@ -6,82 +6,9 @@ use flashpipe_store::units::HumanBytes;
 use serde_json::json;
 
 use super::names::{resolve_names, FolderRule};
-use super::{open_session, CliResult, StoreAccess, StoreArgs};
+use super::{open_session, CliResult, CopyMethodArg, CpArgs, MvArgs, RmArgs, StoreAccess};
 use crate::error_kind::{ErrorKind, Failure};
 use crate::session::{rename_file, with_transport, SessionError, SessionResult, StoreTransport};
-
-/// `flashpipe rm`.
-#[derive(Debug, clap::Args)]
-pub struct RmArgs {
-    #[command(flatten)]
-    pub store: StoreArgs,
-    /// File names in the store, or patterns (`*`, `?`, `[...]`, matched against whole
-    /// names); with -r also prefixes (`photos` removes every `photos:...`).
-    pub names: Vec<String>,
-    /// Remove every file under each prefix given, all in one commit.
-    #[arg(short, long)]
-    pub recursive: bool,
-}
-
-/// `flashpipe mv`.
-#[derive(Debug, clap::Args)]
-pub struct MvArgs {
-    #[command(flatten)]
-    pub store: StoreArgs,
-    /// Current name.
-    pub from: String,
-    /// New name (must not exist, unless --force).
-    pub to: String,
-    /// Replace `to` if it exists, in the same commit as the rename.
-    #[arg(long)]
-    pub force: bool,
-}
-
-/// How `flashpipe cp` may move data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CopyMethodArg {
-    /// Share whole blocks with the source (reference counts; every store kind): no data
-    /// moves, the shared blocks are stored and counted once.
-    Reference,
-    /// The same as `reference` (sharing needs nothing from the device, so it never falls
-    /// back to bytes for a whole file).
-    Auto,
-    /// Ask the device to remap whole blocks (an FTL on emulated flash: the flash copy
-    /// experiment's way); fail where the device cannot.
-    Remap,
-    /// Read and write every byte.
-    Bytes,
-}
-
-impl CopyMethodArg {
-    fn method(self) -> flashpipe_fs::CopyMethod {
-        match self {
-            CopyMethodArg::Reference | CopyMethodArg::Auto => flashpipe_fs::CopyMethod::Share,
-            CopyMethodArg::Remap => flashpipe_fs::CopyMethod::ReferenceOrFail,
-            CopyMethodArg::Bytes => flashpipe_fs::CopyMethod::Bytes,
-        }
-    }
-}
-
-/// `flashpipe cp`.
-#[derive(Debug, clap::Args)]
-pub struct CpArgs {
-    #[command(flatten)]
-    pub store: StoreArgs,
-    /// The file to copy.
-    pub from: String,
-    /// The new file (must not exist, unless --force).
-    pub to: String,
-    /// Replace `to` if it exists: the copy is made under a temporary name and renamed
-    /// over `to` in the same commit.
-    #[arg(long)]
-    pub force: bool,
-    /// `reference` (or `auto`): share the source's blocks, no data moves, on every store;
-    /// `remap`: the device remaps blocks (a store on emulated flash; fails elsewhere);
-    /// `bytes`: copy bytes.
-    #[arg(long = "by", value_enum, default_value = "auto")]
-    pub by: CopyMethodArg,
-}
 
 /// Runs `rm`: resolves every name, pattern and (with -r) prefix first (each stands for
 /// at least one file, none is named twice), then deletes them all in one commit; a bad

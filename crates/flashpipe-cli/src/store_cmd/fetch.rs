@@ -1,41 +1,16 @@
 //! `flashpipe get` and `flashpipe cat`: store files to local files, folders or standard
 //! output, every local name checked before anything is fetched.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use flashpipe_api::TransportExt;
 use flashpipe_device::Clock;
 use flashpipe_store::glob;
 
 use super::names::{local_components, resolve_names, FolderRule};
-use super::{open_session, transfer, CliResult, NamesArgs, StoreAccess, StoreArgs};
+use super::{open_session, transfer, CliResult, GetArgs, NamesArgs, StoreAccess};
 use crate::error_kind::{ErrorKind, Failure};
 use crate::session::{with_transport, SessionResult, StoreTransport};
-
-/// `flashpipe get`.
-#[derive(Debug, clap::Args)]
-pub struct GetArgs {
-    #[command(flatten)]
-    pub store: StoreArgs,
-    /// The file in the store; or a pattern (`*`, `?`, `[...]`, matched against whole
-    /// names); or with -r a prefix (`photos` fetches every `photos:...`).
-    pub name: String,
-    /// Where to write: a file path, an existing folder (the file keeps the last
-    /// `:`-component of its name: `get s.toml a:b.txt out/` writes `out/b.txt`), or `-`
-    /// for standard output. With -r a folder (created if missing) where `a:b:c` becomes
-    /// `DEST/a/b/c`; with a pattern an existing folder. A regular file there is replaced
-    /// whole (by rename); a special file (a device, a FIFO) is written into as `cp` does.
-    pub destination: PathBuf,
-    /// Fetch every file under the prefix NAME (or matching the pattern), recreating
-    /// folders from the `:`-components of the names.
-    #[arg(short, long)]
-    pub recursive: bool,
-    /// Refuse a destination that is a special file (a device, a FIFO, a socket) instead
-    /// of writing into it as `cp` does. Regular files are always replaced whole, by
-    /// rename.
-    #[arg(long)]
-    pub no_special: bool,
-}
 
 /// Runs `get`: one file, the files matching a pattern, or with -r every file under a
 /// prefix (see [`GetArgs`] for where each lands).

@@ -6,32 +6,9 @@ use flashpipe_store::units::HumanBytes;
 use serde_json::json;
 
 use super::names::{list_files, resolve_names, FolderRule};
-use super::{open_session, CliResult, NamesArgs, StoreAccess, StoreArgs};
+use super::{open_session, CliResult, LsArgs, NamesArgs, StoreAccess, StoreArgs};
 use crate::error_kind::{ErrorKind, Failure};
 use crate::session::{with_transport, SessionResult};
-
-/// `flashpipe ls`.
-#[derive(Debug, clap::Args)]
-#[command(disable_help_flag = true)]
-pub struct LsArgs {
-    #[command(flatten)]
-    pub store: StoreArgs,
-    /// Names, prefixes (`photos` lists every `photos:...`) or patterns (`*`, `?`,
-    /// `[...]`, matched against whole names). None: every file.
-    pub names: Vec<String>,
-    /// One name a line, nothing else.
-    #[arg(short = '1')]
-    pub one_per_line: bool,
-    /// Long listing: size, blocks, file id, modification time (store clock), name.
-    #[arg(short = 'l')]
-    pub long: bool,
-    /// Sizes in human units (KiB, MiB, ...).
-    #[arg(short = 'h', long = "human-readable")]
-    pub human: bool,
-    /// Print help.
-    #[arg(long, action = clap::ArgAction::Help)]
-    pub help: Option<bool>,
-}
 
 /// Runs `ls`: every file, or those the names, prefixes and patterns given stand for.
 /// The listing goes to standard output, the summary line to standard error.
