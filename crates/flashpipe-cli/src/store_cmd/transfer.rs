@@ -136,27 +136,24 @@ fn check_put_targets<T: StoreTransport>(
     temporaries: &[String],
     replace: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    for source in sources {
-        if !replace && file_exists(client, &source.name)? {
-            return Err(Failure::new(
-                ErrorKind::Exists,
-                format!(
-                    "{:?} exists in the store; give --force to replace it (the old file stays whole until the new one is committed)",
-                    source.name
-                ),
-            )
-            .into());
-        }
-    }
-    for temporary in temporaries {
-        if file_exists(client, temporary)? {
-            return Err(Failure::new(
-                ErrorKind::Exists,
-                format!(
-                    "temporary name {temporary:?} is taken in the store; remove that file first"
-                ),
-            )
-            .into());
+    let targets = sources.iter().filter(|_| !replace).map(|source| {
+        (
+            &source.name,
+            format!(
+                "{:?} exists in the store; give --force to replace it (the old file stays whole until the new one is committed)",
+                source.name
+            ),
+        )
+    });
+    let taken = temporaries.iter().map(|temporary| {
+        (
+            temporary,
+            format!("temporary name {temporary:?} is taken in the store; remove that file first"),
+        )
+    });
+    for (name, refusal) in targets.chain(taken) {
+        if file_exists(client, name)? {
+            return Err(Failure::new(ErrorKind::Exists, refusal).into());
         }
     }
     Ok(())
