@@ -28,9 +28,9 @@ use std::sync::Arc;
 
 use flashpipe_api::CodedError;
 use flashpipe_client::{
-    server_socket_path, Client, ClientTransport, ConnectError, ConnectOptions, ServerExpectation,
+    server_socket_path, Client, ClientError, ClientTransport, ConnectError, ConnectOptions,
+    ErrorCode, ServerExpectation,
 };
-use flashpipe_client::{ClientError, ErrorCode};
 use flashpipe_device::{Clock, RealClock};
 use flashpipe_engine::{EngineClient, EngineError};
 use flashpipe_store::store::StoreOpenError;

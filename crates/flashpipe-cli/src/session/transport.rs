@@ -193,3 +193,51 @@ impl<E: CodedError> ReadRetry<E> for BufferWait {
         *self = BufferWait::default();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flashpipe_api::ApiError;
+
+    #[test]
+    fn only_a_refusal_for_want_of_read_buffers_is_waited_out() {
+        let mut waiting = BufferWait::default();
+        let refusal = ApiError::new(ErrorCode::ReadBuffersExhausted, "no read buffers");
+        assert!(waiting.failed(refusal.clone()).is_ok());
+        assert!(waiting.failed(refusal).is_ok());
+        assert_eq!(waiting.pause, Duration::from_millis(2), "pauses grow");
+        let other = ApiError::new(ErrorCode::NotFound, "gone");
+        assert_eq!(
+            waiting.failed(other).expect_err("not waited out").code,
+            ErrorCode::NotFound
+        );
+        ReadRetry::<ApiError>::succeeded(&mut waiting);
+        assert!(
+            waiting.since.is_none(),
+            "a read that succeeds ends the wait"
+        );
+    }
+
+    #[test]
+    fn a_changed_file_is_another_version() {
+        let stat = FileStat {
+            file_id: flashpipe_fs::FileId(7),
+            name: "f".into(),
+            size_bytes: 10,
+            allocated_blocks: 1,
+            shared_bytes: 0,
+            modified_clock_ns: 5,
+        };
+        assert!(same_version(&stat, &stat.clone()));
+        let rewritten = FileStat {
+            modified_clock_ns: 6,
+            ..stat.clone()
+        };
+        let replaced = FileStat {
+            file_id: flashpipe_fs::FileId(8),
+            ..stat.clone()
+        };
+        assert!(!same_version(&stat, &rewritten));
+        assert!(!same_version(&stat, &replaced));
+    }
+}
