@@ -28,7 +28,10 @@ pub mod values;
 pub use command::{Command, FileResult, Payloads, Reply, ReplyMap};
 pub use error::{ApiError, ErrorCode, ALL_KNOWN_CODES};
 pub use kind::CommandKind;
-pub use streams::{read_stream, write_stream, StreamError, StreamPayloads};
+pub use streams::{
+    read_stream, read_stream_retrying, write_stream, NeverRetry, ReadRetry, ReadWindow,
+    StreamError, StreamPayloads,
+};
 pub use transport::{
     CodedError, Completion, Limits, MismatchedReply, Ticket, Transport, TransportExt,
 };

@@ -1,14 +1,16 @@
 //! Whole files streamed over any [`Transport`], written once: a source's bytes written
 //! into a file with several writes in flight ([`write_stream`]), a file read into a sink
-//! in order with several reads in flight ([`read_stream`]). The in-process engine client,
-//! the served client and every CLI path that moves a file use these.
+//! in order with several reads in flight ([`read_stream`]; [`read_stream_retrying`] tries
+//! refused reads again as its [`ReadRetry`] says). The in-process engine client, the served
+//! client and every CLI path that moves a file use these.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::command::{Command, Payloads, Reply};
 use crate::error::ErrorCode;
 use crate::kind::CommandKind;
 use crate::transport::{CodedError, MismatchedReply, Transport, TransportExt};
+use crate::values::FileStat;
 
 /// The payloads a stream needs to see into: a write payload's bytes to fill, a completed
 /// write's length (and its buffer, to fill again), read data's bytes.
@@ -134,20 +136,15 @@ where
             spare.extend(T::P::reuse_written(buffer));
             Ok(written)
         }
-        other => Err(StreamError::Transport(
-            MismatchedReply {
-                asked: CommandKind::Write.name(),
-                answered: other.name(),
-            }
-            .into(),
-        )),
+        other => Err(mismatched(CommandKind::Write, other.name())),
     }
 }
 
 /// Reads file `name` from its start to its end into `sink`, `chunk_bytes` per command
 /// with up to `in_flight` reads outstanding, delivering the data in order. Calls
 /// `progress` with the bytes delivered so far. Returns the bytes delivered. The
-/// transport must have nothing else outstanding.
+/// transport must have nothing else outstanding. A refused read fails the stream
+/// ([`read_stream_retrying`] may try it again).
 pub fn read_stream<T>(
     transport: &mut T,
     name: &str,
@@ -160,60 +157,118 @@ where
     T: Transport + ?Sized,
     T::P: StreamPayloads,
 {
+    let window = ReadWindow {
+        chunk_bytes,
+        in_flight,
+    };
+    read_stream_retrying(transport, name, sink, window, progress, &mut NeverRetry)
+        .map(|stat| stat.size_bytes)
+}
+
+/// How a read stream cuts its file: bytes per read command and reads held at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadWindow {
+    /// Bytes per read command (at most the transport's limit).
+    pub chunk_bytes: u64,
+    /// Reads outstanding or arrived and not yet delivered, at most (a transport's read
+    /// data may hold a buffer of the engine's until delivered).
+    pub in_flight: usize,
+}
+
+/// What a read stream does with a read that failed: give up, or pause and try it again
+/// (a read refused for want of engine read buffers that other reads hold, say).
+pub trait ReadRetry<E> {
+    /// A read failed with `error`: `Ok(())` once it may be tried again (after a pause
+    /// of the retry's choosing), or the error to end the stream with.
+    fn failed(&mut self, error: E) -> Result<(), E>;
+
+    /// A read succeeded (a later failure starts a new wait).
+    fn succeeded(&mut self) {}
+}
+
+/// Never tries a failed read again.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NeverRetry;
+
+impl<E> ReadRetry<E> for NeverRetry {
+    fn failed(&mut self, error: E) -> Result<(), E> {
+        Err(error)
+    }
+}
+
+/// [`read_stream`] whose failed reads `retry` may try again: when it does, the data that
+/// arrived for later offsets is given back too (it holds read buffers the failed read may
+/// be waiting for) and read again after it. Returns the file's stat taken before the
+/// first read (its size is the bytes delivered), so a caller can tell whether the file
+/// changed while it was read.
+pub fn read_stream_retrying<T, R>(
+    transport: &mut T,
+    name: &str,
+    sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    window: ReadWindow,
+    progress: &mut dyn FnMut(u64),
+    retry: &mut R,
+) -> Result<FileStat, StreamError<T::Error>>
+where
+    T: Transport + ?Sized,
+    T::P: StreamPayloads,
+    R: ReadRetry<T::Error> + ?Sized,
+{
     assert_eq!(
         transport.outstanding(),
         0,
         "a stream starts with nothing else outstanding"
     );
-    let size_bytes = transport
-        .stat(name)
-        .map_err(StreamError::Transport)?
-        .size_bytes;
+    let before = transport.stat(name).map_err(StreamError::Transport)?;
+    let size_bytes = before.size_bytes;
     let limits = transport.limits();
-    let chunk_bytes = chunk_bytes.clamp(1, limits.max_read_bytes.max(1));
-    let in_flight = in_flight.clamp(1, limits.max_in_flight.max(1));
+    let chunk_bytes = window.chunk_bytes.clamp(1, limits.max_read_bytes.max(1));
+    let in_flight = window.in_flight.clamp(1, limits.max_in_flight.max(1));
     let mut offsets_by_ticket = BTreeMap::new();
     let mut arrived: BTreeMap<u64, <T::P as Payloads>::Read> = BTreeMap::new();
+    let mut again: BTreeSet<u64> = BTreeSet::new();
     let (mut next_submit, mut next_deliver) = (0u64, 0u64);
     while next_deliver < size_bytes {
-        while next_submit < size_bytes && offsets_by_ticket.len() < in_flight {
-            let length_bytes = chunk_bytes.min(size_bytes - next_submit);
+        while offsets_by_ticket.len() + arrived.len() < in_flight {
+            let offset_bytes = match again.pop_first() {
+                Some(offset_bytes) => offset_bytes,
+                None if next_submit < size_bytes => {
+                    let offset_bytes = next_submit;
+                    next_submit += chunk_bytes.min(size_bytes - offset_bytes);
+                    offset_bytes
+                }
+                None => break,
+            };
+            let length_bytes = chunk_bytes.min(size_bytes - offset_bytes);
             let ticket = transport
                 .submit(Command::Read {
                     name: name.to_string(),
-                    offset_bytes: next_submit,
+                    offset_bytes,
                     length_bytes,
                 })
                 .map_err(StreamError::Transport)?;
-            offsets_by_ticket.insert(ticket, (next_submit, length_bytes));
-            next_submit += length_bytes;
+            offsets_by_ticket.insert(ticket, (offset_bytes, length_bytes));
         }
         let (ticket, result) = transport.wait().map_err(StreamError::Transport)?;
         let (offset, length_bytes) = offsets_by_ticket
             .remove(&ticket)
             .expect("a read this call submitted");
-        match result.map_err(StreamError::Transport)? {
+        let reply = match result {
+            Ok(reply) => reply,
+            Err(error) => {
+                retry.failed(error).map_err(StreamError::Transport)?;
+                again.insert(offset);
+                again.extend(arrived.split_off(&offset).into_keys());
+                continue;
+            }
+        };
+        retry.succeeded();
+        match reply {
             Reply::Data(data) if T::P::read_bytes(&data).len() as u64 == length_bytes => {
                 arrived.insert(offset, data)
             }
-            Reply::Data(_) => {
-                return Err(StreamError::Transport(
-                    MismatchedReply {
-                        asked: CommandKind::Read.name(),
-                        answered: "data of another length",
-                    }
-                    .into(),
-                ))
-            }
-            other => {
-                return Err(StreamError::Transport(
-                    MismatchedReply {
-                        asked: CommandKind::Read.name(),
-                        answered: other.name(),
-                    }
-                    .into(),
-                ))
-            }
+            Reply::Data(_) => return Err(mismatched(CommandKind::Read, "data of another length")),
+            other => return Err(mismatched(CommandKind::Read, other.name())),
         };
         while let Some(data) = arrived.remove(&next_deliver) {
             let bytes = T::P::read_bytes(&data);
@@ -222,7 +277,21 @@ where
             progress(next_deliver);
         }
     }
-    Ok(size_bytes)
+    Ok(before)
+}
+
+/// A stream's command answered with something else than its reply.
+fn mismatched<E: From<MismatchedReply>>(
+    asked: CommandKind,
+    answered: &'static str,
+) -> StreamError<E> {
+    StreamError::Transport(
+        MismatchedReply {
+            asked: asked.name(),
+            answered,
+        }
+        .into(),
+    )
 }
 
 /// Reads from `source` until `buffer` is full or the source ends; returns bytes read.

@@ -5,9 +5,10 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use flashpipe_api::{
-    read_stream, write_stream, ApiError, Command, CommandKind, Completion, CopyMethod, CopyReport,
-    ErrorCode, FileId, FileStat, FsStats, Limits, Payloads, Reply, ReplyMap, StreamError,
-    StreamPayloads, Ticket, Transport, TransportExt,
+    read_stream, read_stream_retrying, write_stream, ApiError, Command, CommandKind, Completion,
+    CopyMethod, CopyReport, ErrorCode, FileId, FileStat, FsStats, Limits, NeverRetry, Payloads,
+    ReadRetry, ReadWindow, Reply, ReplyMap, StreamError, StreamPayloads, Ticket, Transport,
+    TransportExt,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +46,8 @@ enum Fault {
     None,
     AnswerDone,
     ShortReads,
+    /// Every other read is refused for want of read buffers, three times in all.
+    RefuseReads,
 }
 
 struct MemoryTransport {
@@ -54,6 +57,7 @@ struct MemoryTransport {
     next_ticket: Ticket,
     fault: Fault,
     max_in_flight_seen: usize,
+    reads_seen: usize,
 }
 
 impl MemoryTransport {
@@ -65,6 +69,7 @@ impl MemoryTransport {
             next_ticket: 1,
             fault,
             max_in_flight_seen: 0,
+            reads_seen: 0,
         }
     }
 
@@ -120,6 +125,16 @@ impl MemoryTransport {
                 offset_bytes,
                 length_bytes,
             } => {
+                self.reads_seen += 1;
+                if self.fault == Fault::RefuseReads
+                    && self.reads_seen % 2 == 0
+                    && self.reads_seen <= 6
+                {
+                    return Err(ApiError::new(
+                        ErrorCode::ReadBuffersExhausted,
+                        "no read buffers",
+                    ));
+                }
                 let file = self.file(&name)?;
                 let mut end = (offset_bytes + length_bytes) as usize;
                 if self.fault == Fault::ShortReads {
@@ -350,6 +365,71 @@ fn a_stream_over_a_transport_that_breaks_the_protocol_fails_cleanly() {
         error.message,
         "a stat command was answered with a done reply; the server does not follow the protocol"
     );
+}
+
+/// Tries a read refused for want of read buffers again (counting the tries), gives up on
+/// any other failure.
+#[derive(Default)]
+struct RetryBuffers {
+    tries: usize,
+    successes: usize,
+}
+
+impl ReadRetry<ApiError> for RetryBuffers {
+    fn failed(&mut self, error: ApiError) -> Result<(), ApiError> {
+        if error.code != ErrorCode::ReadBuffersExhausted {
+            return Err(error);
+        }
+        self.tries += 1;
+        Ok(())
+    }
+
+    fn succeeded(&mut self) {
+        self.successes += 1;
+    }
+}
+
+/// File `f` read whole through `retry`: its stat at the start and its bytes.
+fn read_whole<R: ReadRetry<ApiError>>(
+    transport: &mut MemoryTransport,
+    window: ReadWindow,
+    retry: &mut R,
+) -> Result<(FileStat, Vec<u8>), StreamError<ApiError>> {
+    let mut out = Vec::new();
+    let mut sink = |chunk: &[u8]| {
+        out.extend_from_slice(chunk);
+        Ok(())
+    };
+    let stat = read_stream_retrying(transport, "f", &mut sink, window, &mut |_| {}, retry)?;
+    Ok((stat, out))
+}
+
+#[test]
+fn a_refused_read_is_tried_again_when_the_retry_says_so_and_fails_the_stream_otherwise() {
+    let data: Vec<u8> = (0..=255u8).cycle().take(95).collect();
+    let window = ReadWindow {
+        chunk_bytes: 10,
+        in_flight: 3,
+    };
+    let mut transport = MemoryTransport::new(Fault::RefuseReads);
+    transport.files.insert("f".into(), data.clone());
+    let mut retry = RetryBuffers::default();
+    let (stat, out) =
+        read_whole(&mut transport, window, &mut retry).expect("refused reads tried again");
+    assert_eq!(stat.size_bytes, 95);
+    assert_eq!(out, data, "every byte once, in order");
+    assert_eq!(retry.tries, 3);
+    assert!(retry.successes >= 10, "each chunk read at least once");
+    assert!(transport.max_in_flight_seen <= 3, "the window holds");
+
+    let mut transport = MemoryTransport::new(Fault::RefuseReads);
+    transport.files.insert("f".into(), data);
+    match read_whole(&mut transport, window, &mut NeverRetry) {
+        Err(StreamError::Transport(error)) => {
+            assert_eq!(error.code, ErrorCode::ReadBuffersExhausted)
+        }
+        _ => panic!("without a retry a refused read fails the stream"),
+    }
 }
 
 struct Lengths;

@@ -8,9 +8,11 @@
 //! has come up meanwhile, it goes through that server. With `-v` the command says on
 //! standard error which way it went.
 //!
-//! The commands see one interface, [`StoreOperations`], implemented by the engine's client
-//! and by the server's; errors keep their kind ([`SessionError::is_not_found`],
-//! [`SessionError::is_exists`]) so the commands' messages and hints are the same both ways.
+//! The commands are written once, generic over [`StoreTransport`] (the command set's
+//! `flashpipe_api::Transport`, which the engine's client and the server's both are), and
+//! run over the session's with [`with_transport`]; errors keep their kind
+//! ([`SessionError::is_not_found`], [`SessionError::is_exists`]) so the commands' messages
+//! and hints are the same both ways.
 //!
 //! What ending a command means differs: in this process a failed command closes the store
 //! without committing (the store keeps its last commit); through a server the command's
@@ -19,18 +21,18 @@
 //! failure (a put removes its temporaries) and never flushes a failed change; docs/serve.md
 //! says what a concurrent client can see.
 
-mod served;
+mod transport;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use flashpipe_api::CodedError;
 use flashpipe_client::{
     server_socket_path, Client, ClientError, ClientTransport, ConnectError, ConnectOptions,
     ErrorCode, ServerExpectation,
 };
 use flashpipe_device::{Clock, RealClock};
-use flashpipe_engine::{Command as EngineCommand, EngineClient, EngineError, Reply, StreamError};
-use flashpipe_fs::{CopyMethod, CopyReport, FileStat, FsStats, NamespaceError};
+use flashpipe_engine::{EngineClient, EngineError};
 use flashpipe_store::store::StoreOpenError;
 use flashpipe_store::store_config::{DeviceSpec, StoreConfig};
 use flashpipe_store::store_lock::LockWait;
@@ -38,7 +40,10 @@ use flashpipe_store::StoreAccess;
 
 use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::OpenStore;
-pub use served::{remote_code, ServedStore};
+pub use transport::{
+    drain, file_exists, read_file, rename_file, write_file, SessionResult, StoreTransport,
+    TRANSFER_CHUNK_BYTES, TRANSFER_IN_FLIGHT,
+};
 
 /// Set to `0` to make CLI commands use the server's copying path (data in the frames)
 /// instead of mapping its shared memory, to compare the two.
@@ -48,15 +53,33 @@ pub const MAP_MEMORY_VARIABLE: &str = "FLASHPIPE_MAP_MEMORY";
 /// shared-memory rings, to compare the two.
 pub const FRAME_RINGS_VARIABLE: &str = "FLASHPIPE_FRAME_RINGS";
 
+/// Runs `$body` with `$transport` bound to the session's way to its store (`&mut` the
+/// engine's client in this process, or the server's client): the same generic code,
+/// monomorphised for each, with no dynamic dispatch on its path.
+macro_rules! with_transport {
+    ($session:expr, |$transport:ident| $body:expr) => {
+        match $session.transport() {
+            $crate::session::SessionTransport::InProcess($transport) => $body,
+            $crate::session::SessionTransport::Served($transport) => $body,
+        }
+    };
+}
+pub(crate) use with_transport;
+
+/// The session's transport, borrowed (see [`with_transport`]).
+pub enum SessionTransport<'a> {
+    /// The client of the engine in this process.
+    InProcess(&'a mut EngineClient),
+    /// The client of the server holding the store.
+    Served(&'a mut Client),
+}
+
 /// Why a store operation of a session failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     /// The engine in this process refused or failed the command.
     #[error(transparent)]
     Engine(#[from] EngineError),
-    /// A streaming transfer through the engine in this process failed.
-    #[error(transparent)]
-    Stream(#[from] StreamError),
     /// Reading the local source of a put failed.
     #[error("reading the source: {0}")]
     Source(std::io::Error),
@@ -73,221 +96,26 @@ pub enum SessionError {
         /// The file.
         name: String,
     },
-    /// The engine answered with a reply of another command (a bug).
-    #[error("unexpected engine reply to {command}: {reply}")]
-    UnexpectedReply {
-        /// The command asked.
-        command: &'static str,
-        /// What came back.
-        reply: String,
-    },
 }
 
 impl SessionError {
+    /// The command set's code of the store's refusal, where the store refused.
+    fn code(&self) -> Option<ErrorCode> {
+        match self {
+            SessionError::Engine(error) => Some(error.code()),
+            SessionError::Served(error) => error.remote().map(|remote| remote.code),
+            _ => None,
+        }
+    }
+
     /// True when the error says a named file does not exist.
     pub fn is_not_found(&self) -> bool {
-        if let SessionError::Served(error) = self {
-            return remote_code(error) == Some(ErrorCode::NotFound);
-        }
-        matches!(
-            self,
-            SessionError::Engine(EngineError::Namespace(NamespaceError::NotFound { .. }))
-                | SessionError::Stream(StreamError::Engine(EngineError::Namespace(
-                    NamespaceError::NotFound { .. }
-                )))
-        )
+        self.code() == Some(ErrorCode::NotFound)
     }
 
     /// True when the error says a target name exists already.
     pub fn is_exists(&self) -> bool {
-        use flashpipe_fs::CopyError;
-        if let SessionError::Served(error) = self {
-            return remote_code(error) == Some(ErrorCode::Exists);
-        }
-        matches!(
-            self,
-            SessionError::Engine(
-                EngineError::Namespace(NamespaceError::Exists { .. })
-                    | EngineError::Copy(CopyError::Namespace(NamespaceError::Exists { .. }))
-            )
-        )
-    }
-}
-
-/// Bytes per write or read command in transfers.
-pub const TRANSFER_CHUNK_BYTES: usize = 1 << 20;
-/// Commands in flight per transfer.
-pub const TRANSFER_IN_FLIGHT: usize = 8;
-
-/// The store commands every CLI command needs, by the engine in this process or through a
-/// server. Each call is answered before it returns (transfers keep several commands in
-/// flight inside the call).
-pub trait StoreOperations {
-    /// Facts about one file.
-    fn stat(&mut self, name: &str) -> Result<FileStat, SessionError>;
-    /// Every file.
-    fn list(&mut self) -> Result<Vec<FileStat>, SessionError>;
-    /// Deletes a file.
-    fn delete(&mut self, name: &str) -> Result<(), SessionError>;
-    /// Renames `from` to `to`, replacing `to` when `replace`.
-    fn rename(&mut self, from: &str, to: &str, replace: bool) -> Result<(), SessionError>;
-    /// Copies the whole file `from` to the new file `to`.
-    fn copy(
-        &mut self,
-        from: &str,
-        to: &str,
-        method: CopyMethod,
-    ) -> Result<CopyReport, SessionError>;
-    /// Space and counts.
-    fn stats(&mut self) -> Result<FsStats, SessionError>;
-    /// Makes every change so far durable.
-    fn flush(&mut self) -> Result<(), SessionError>;
-    /// Writes everything `source` yields into file `name` (created, or emptied if it
-    /// exists); `progress` gets the bytes acknowledged so far. Returns the bytes written.
-    fn write_stream(
-        &mut self,
-        name: &str,
-        source: &mut dyn std::io::Read,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<u64, SessionError>;
-    /// Reads the whole file `name` into `sink`, in order; `progress` gets the bytes
-    /// delivered so far. Returns the bytes delivered.
-    fn read_stream(
-        &mut self,
-        name: &str,
-        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<u64, SessionError>;
-    /// Waits for every command still in flight (after a failure), dropping the answers.
-    fn drain(&mut self);
-}
-
-/// Whether the store has a file `name`.
-pub fn file_exists(store: &mut dyn StoreOperations, name: &str) -> Result<bool, SessionError> {
-    match store.stat(name) {
-        Ok(_) => Ok(true),
-        Err(error) if error.is_not_found() => Ok(false),
-        Err(error) => Err(error),
-    }
-}
-
-fn unexpected(command: &'static str, reply: Reply) -> SessionError {
-    SessionError::UnexpectedReply {
-        command,
-        reply: format!("{reply:?}"),
-    }
-}
-
-fn stream_error(error: StreamError) -> SessionError {
-    match error {
-        StreamError::Engine(error) => SessionError::Engine(error),
-        StreamError::Source(error) => SessionError::Source(error),
-        StreamError::Sink(error) => SessionError::Sink(error),
-    }
-}
-
-/// The engine command renaming `from` to `to`, replacing `to` when `replace`.
-pub fn rename_command(from: &str, to: &str, replace: bool) -> EngineCommand {
-    EngineCommand::Rename {
-        from: from.to_string(),
-        to: to.to_string(),
-        replace,
-    }
-}
-
-impl StoreOperations for EngineClient {
-    fn stat(&mut self, name: &str) -> Result<FileStat, SessionError> {
-        match self.call(EngineCommand::Stat {
-            name: name.to_string(),
-        })? {
-            Reply::Stat(stat) => Ok(stat),
-            other => Err(unexpected("stat", other)),
-        }
-    }
-
-    fn list(&mut self) -> Result<Vec<FileStat>, SessionError> {
-        match self.call(EngineCommand::List)? {
-            Reply::List(files) => Ok(files),
-            other => Err(unexpected("list", other)),
-        }
-    }
-
-    fn delete(&mut self, name: &str) -> Result<(), SessionError> {
-        self.call(EngineCommand::Delete {
-            name: name.to_string(),
-        })?;
-        Ok(())
-    }
-
-    fn rename(&mut self, from: &str, to: &str, replace: bool) -> Result<(), SessionError> {
-        self.call(rename_command(from, to, replace))?;
-        Ok(())
-    }
-
-    fn copy(
-        &mut self,
-        from: &str,
-        to: &str,
-        method: CopyMethod,
-    ) -> Result<CopyReport, SessionError> {
-        match self.call(EngineCommand::Copy {
-            from: from.to_string(),
-            to: to.to_string(),
-            method,
-        })? {
-            Reply::Copied(report) => Ok(report),
-            other => Err(unexpected("copy", other)),
-        }
-    }
-
-    fn stats(&mut self) -> Result<FsStats, SessionError> {
-        match self.call(EngineCommand::Stats)? {
-            Reply::Stats(stats) => Ok(stats),
-            other => Err(unexpected("stats", other)),
-        }
-    }
-
-    fn flush(&mut self) -> Result<(), SessionError> {
-        self.call(EngineCommand::Flush)?;
-        Ok(())
-    }
-
-    fn write_stream(
-        &mut self,
-        name: &str,
-        source: &mut dyn std::io::Read,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<u64, SessionError> {
-        EngineClient::write_stream(
-            self,
-            name,
-            source,
-            TRANSFER_CHUNK_BYTES,
-            TRANSFER_IN_FLIGHT,
-            progress,
-        )
-        .map_err(stream_error)
-    }
-
-    fn read_stream(
-        &mut self,
-        name: &str,
-        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<u64, SessionError> {
-        EngineClient::read_stream(
-            self,
-            name,
-            sink,
-            TRANSFER_CHUNK_BYTES as u64,
-            TRANSFER_IN_FLIGHT,
-            progress,
-        )
-        .map_err(stream_error)
-    }
-
-    fn drain(&mut self) {
-        while self.outstanding() > 0 && self.next_completion().is_ok() {}
+        self.code() == Some(ErrorCode::Exists)
     }
 }
 
@@ -300,7 +128,7 @@ enum SessionKind {
     },
     /// A client of the server holding the store.
     Served {
-        store: ServedStore,
+        client: Client,
         clock_is_virtual: bool,
     },
 }
@@ -355,19 +183,17 @@ impl StoreSession {
         }
         StoreSession {
             kind: SessionKind::Served {
-                store: ServedStore {
-                    client: server.client,
-                },
+                client: server.client,
                 clock_is_virtual: store_clock_is_virtual(request.store_file),
             },
         }
     }
 
-    /// The session's store commands.
-    pub fn operations(&mut self) -> &mut dyn StoreOperations {
+    /// The session's way to its store; generic code runs over it with [`with_transport`].
+    pub fn transport(&mut self) -> SessionTransport<'_> {
         match &mut self.kind {
-            SessionKind::InProcess { client, .. } => client,
-            SessionKind::Served { store, .. } => store,
+            SessionKind::InProcess { client, .. } => SessionTransport::InProcess(client),
+            SessionKind::Served { client, .. } => SessionTransport::Served(client),
         }
     }
 

@@ -365,11 +365,9 @@ fn store_identity(error: &StoreIdentityError) -> ErrorKind {
 fn session(error: &SessionError) -> ErrorKind {
     match error {
         SessionError::Engine(inner) => engine(inner),
-        SessionError::Stream(inner) => stream(inner),
         SessionError::Source(inner) | SessionError::Sink(inner) => io(inner),
         SessionError::Served(inner) => client(inner),
         SessionError::ChangedWhileRead { .. } => StoreInUse,
-        SessionError::UnexpectedReply { .. } => Internal,
     }
 }
 

@@ -12,7 +12,7 @@ use flashpipe_pipeline::{FileOutcome, PipelineReport, PipelineResult, StageRepor
 
 use super::RunArgs;
 use crate::error_kind::{ErrorKind, Failure};
-use crate::session::{LiveServer, ServedStore};
+use crate::session::LiveServer;
 use crate::store_cmd::{resolve_input_names, CliResult};
 
 /// Runs the kernel through `server` and prints as the run in process does.
@@ -26,10 +26,8 @@ pub(super) fn run_through_server(
     if arguments.verbose {
         eprintln!("flashpipe: {}", server.describe());
     }
-    let mut store = ServedStore {
-        client: server.client,
-    };
-    let inputs = resolve_input_names(&mut store, patterns)?;
+    let mut client = server.client;
+    let inputs = resolve_input_names(&mut client, patterns)?;
     let request = RunKernelRequest {
         kernel: arguments.kernel.clone(),
         options,
@@ -43,10 +41,7 @@ pub(super) fn run_through_server(
         "running the kernel over {} file(s) through the server",
         request.inputs.len()
     ));
-    let answers = store
-        .client
-        .run_kernel(request)
-        .and_then(|run| run.collect_all());
+    let answers = client.run_kernel(request).and_then(|run| run.collect_all());
     progress.finish();
     let (files, summary) = answers?;
     let device_time_is_simulated = summary.device_time_is_virtual;

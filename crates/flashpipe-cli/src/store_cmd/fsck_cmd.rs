@@ -82,19 +82,7 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
     } else {
         print_fsck_report(&report);
     }
-    if clean {
-        Ok(())
-    } else {
-        Err(Failure::new(
-            ErrorKind::Corrupt,
-            format!(
-                "{} finding(s) in {}",
-                report.findings.len(),
-                store_path.display()
-            ),
-        )
-        .into())
-    }
+    verdict(clean, report.findings.len(), store_path)
 }
 
 /// `fsck` while a server holds the store: the server checks the durable image (the state
@@ -132,19 +120,20 @@ fn fsck_through_server(mut server: LiveServer, arguments: &FsckArgs) -> CliResul
             );
         }
     }
-    if summary.clean {
-        Ok(())
-    } else {
-        Err(Failure::new(
-            ErrorKind::Corrupt,
-            format!(
-                "{} finding(s) in {}",
-                summary.findings.len(),
-                store_path.display()
-            ),
-        )
-        .into())
+    verdict(summary.clean, summary.findings.len(), store_path)
+}
+
+/// A check's outcome as the command's: a success when clean, else a failure of kind
+/// `Corrupt` counting the findings.
+fn verdict(clean: bool, finding_count: usize, store_path: &Path) -> CliResult {
+    if clean {
+        return Ok(());
     }
+    Err(Failure::new(
+        ErrorKind::Corrupt,
+        format!("{finding_count} finding(s) in {}", store_path.display()),
+    )
+    .into())
 }
 
 fn print_fsck_report(report: &flashpipe_fs::FsckReport) {

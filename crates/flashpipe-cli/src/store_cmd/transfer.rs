@@ -20,7 +20,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::error_kind::{ErrorKind, Failure};
-use crate::session::{file_exists, StoreOperations};
+use crate::session::{
+    drain, file_exists, read_file, rename_file, write_file, SessionResult, StoreTransport,
+};
+use flashpipe_api::TransportExt;
 
 /// What a transfer moved and how fast.
 #[derive(Debug, Clone, Default)]
@@ -96,8 +99,8 @@ pub enum PutInput<'a> {
 /// no target exists unless `replace` (`--force`), writes each source under a temporary
 /// name, renames them all into place and flushes once. On failure the temporaries are
 /// removed and nothing is flushed; the caller then closes the store without committing.
-pub fn put_files_atomically(
-    client: &mut dyn StoreOperations,
+pub fn put_files_atomically<T: StoreTransport>(
+    client: &mut T,
     clock: &dyn Clock,
     sources: &[PutSource],
     input: PutInput<'_>,
@@ -107,7 +110,7 @@ pub fn put_files_atomically(
     check_put_targets(client, sources, &temporaries, replace)?;
     let result = put_files(client, clock, sources, input, &temporaries).and_then(|report| {
         install_files(client, sources, &temporaries, replace)?;
-        client.flush()?;
+        client.flush().session()?;
         Ok(report)
     });
     if result.is_err() {
@@ -127,33 +130,30 @@ fn temporary_names(count: usize) -> Vec<String> {
 
 /// Refuses, before anything is written, a target that exists (unless `replace`) and a
 /// temporary name that is taken.
-fn check_put_targets(
-    client: &mut dyn StoreOperations,
+fn check_put_targets<T: StoreTransport>(
+    client: &mut T,
     sources: &[PutSource],
     temporaries: &[String],
     replace: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    for source in sources {
-        if !replace && file_exists(client, &source.name)? {
-            return Err(Failure::new(
-                ErrorKind::Exists,
-                format!(
-                    "{:?} exists in the store; give --force to replace it (the old file stays whole until the new one is committed)",
-                    source.name
-                ),
-            )
-            .into());
-        }
-    }
-    for temporary in temporaries {
-        if file_exists(client, temporary)? {
-            return Err(Failure::new(
-                ErrorKind::Exists,
-                format!(
-                    "temporary name {temporary:?} is taken in the store; remove that file first"
-                ),
-            )
-            .into());
+    let targets = sources.iter().filter(|_| !replace).map(|source| {
+        (
+            &source.name,
+            format!(
+                "{:?} exists in the store; give --force to replace it (the old file stays whole until the new one is committed)",
+                source.name
+            ),
+        )
+    });
+    let taken = temporaries.iter().map(|temporary| {
+        (
+            temporary,
+            format!("temporary name {temporary:?} is taken in the store; remove that file first"),
+        )
+    });
+    for (name, refusal) in targets.chain(taken) {
+        if file_exists(client, name)? {
+            return Err(Failure::new(ErrorKind::Exists, refusal).into());
         }
     }
     Ok(())
@@ -164,21 +164,21 @@ fn check_put_targets(
 /// temporaries (their names were free before this put), so that, through a server, no file
 /// of a failed put stays under its name for other clients to see or a later flush to
 /// commit; the caller then removes the temporaries.
-fn install_files(
-    client: &mut dyn StoreOperations,
+fn install_files<T: StoreTransport>(
+    client: &mut T,
     sources: &[PutSource],
     temporaries: &[String],
     replace: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     for (index, (source, temporary)) in sources.iter().zip(temporaries).enumerate() {
-        let Err(error) = client.rename(temporary, &source.name, replace) else {
+        let Err(error) = rename_file(client, temporary, &source.name, replace) else {
             continue;
         };
         if replace {
             return Err(Failure::context(&error, format!("{}: {error}", source.name)).into());
         }
         for (installed, temporary) in sources[..index].iter().zip(temporaries) {
-            let _ = client.rename(&installed.name, temporary, false);
+            let _ = client.rename(&installed.name, temporary);
         }
         if error.is_exists() {
             return Err(Failure::new(
@@ -202,8 +202,8 @@ fn install_files(
 /// Deletes whichever temporaries exist, best effort: in this process the store is closed
 /// without a commit after a failure anyway; through a server this is what takes them out
 /// of other clients' sight.
-fn remove_temporaries(client: &mut dyn StoreOperations, temporaries: &[String]) {
-    client.drain();
+fn remove_temporaries<T: StoreTransport>(client: &mut T, temporaries: &[String]) {
+    drain(client);
     for temporary in temporaries {
         let _ = client.delete(temporary);
     }
@@ -213,8 +213,8 @@ fn remove_temporaries(client: &mut dyn StoreOperations, temporaries: &[String]) 
 /// emptied if it exists), reading each from its path or, for a stream, the one source
 /// from the stream (its size is not known ahead: memory stays bounded by the transfer's
 /// commands in flight whatever its length).
-fn put_files(
-    client: &mut dyn StoreOperations,
+fn put_files<T: StoreTransport>(
+    client: &mut T,
     clock: &dyn Clock,
     sources: &[PutSource],
     mut input: PutInput<'_>,
@@ -243,11 +243,10 @@ fn put_files(
             }
             PutInput::Stream { reader, label } => (&mut **reader, label.to_string()),
         };
-        let written = client
-            .write_stream(name, reader, &mut |bytes| {
-                bar.set_position(done_bytes + bytes)
-            })
-            .map_err(|error| Failure::context(&error, format!("{label}: {error}")))?;
+        let written = write_file(client, name, reader, &mut |bytes| {
+            bar.set_position(done_bytes + bytes)
+        })
+        .map_err(|error| Failure::context(&error, format!("{label}: {error}")))?;
         done_bytes += written;
     }
     bar.finish_and_clear();
@@ -255,15 +254,15 @@ fn put_files(
 }
 
 /// Writes file `name` of the store to standard output.
-pub fn cat_file(
-    client: &mut dyn StoreOperations,
+pub fn cat_file<T: StoreTransport>(
+    client: &mut T,
     clock: &dyn Clock,
     name: &str,
 ) -> Result<TransferReport, Box<dyn std::error::Error>> {
     let timer = TransferTimer::start(clock);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let total_bytes = client.read_stream(name, &mut |chunk| out.write_all(chunk), &mut |_| {})?;
+    let total_bytes = read_file(client, name, &mut |chunk| out.write_all(chunk), &mut |_| {})?;
     out.flush()?;
     Ok(timer.report(clock, 1, total_bytes))
 }
@@ -293,8 +292,8 @@ pub enum SpecialDestination {
 /// new one) is written under a temporary name and renamed when complete, so a failure
 /// leaves no partial file (files fetched before the failure stay); a special file is
 /// written into, or refused, as `special` says.
-pub fn get_files(
-    client: &mut dyn StoreOperations,
+pub fn get_files<T: StoreTransport>(
+    client: &mut T,
     clock: &dyn Clock,
     targets: &[GetTarget],
     special: SpecialDestination,
@@ -318,8 +317,8 @@ pub fn get_files(
     result.map(|()| timer.report(clock, targets.len(), done_bytes))
 }
 
-fn fetch_one(
-    client: &mut dyn StoreOperations,
+fn fetch_one<T: StoreTransport>(
+    client: &mut T,
     target: &GetTarget,
     special: SpecialDestination,
     bar: &ProgressBar,
@@ -341,7 +340,8 @@ fn fetch_one(
     let partial = target.path.with_file_name(partial_name);
     let mut file = File::create(&partial)
         .map_err(|error| Failure::context(&error, format!("{}: {error}", partial.display())))?;
-    let result = client.read_stream(
+    let result = read_file(
+        client,
         &target.name,
         &mut |chunk| file.write_all(chunk),
         &mut |bytes| bar.set_position(done_bytes + bytes),
@@ -380,8 +380,8 @@ fn special_file_kind(path: &Path) -> Option<&'static str> {
 
 /// Writes a store file into the special file at `target.path` as `cp` does (opened for
 /// writing, never created, truncated nor renamed over), or refuses it.
-fn write_into_special(
-    client: &mut dyn StoreOperations,
+fn write_into_special<T: StoreTransport>(
+    client: &mut T,
     target: &GetTarget,
     kind: &'static str,
     special: SpecialDestination,
@@ -410,13 +410,13 @@ fn write_into_special(
                 format!("{path} ({kind}): cannot open it for writing: {error}"),
             )
         })?;
-    let bytes = client
-        .read_stream(
-            &target.name,
-            &mut |chunk| file.write_all(chunk),
-            &mut |bytes| bar.set_position(done_bytes + bytes),
-        )
-        .map_err(|error| Failure::context(&error, format!("{path} ({kind}): {error}")))?;
+    let bytes = read_file(
+        client,
+        &target.name,
+        &mut |chunk| file.write_all(chunk),
+        &mut |bytes| bar.set_position(done_bytes + bytes),
+    )
+    .map_err(|error| Failure::context(&error, format!("{path} ({kind}): {error}")))?;
     if kind == "a block device" {
         file.sync_all().map_err(|error| {
             Failure::context(&error, format!("{path} ({kind}): cannot flush it: {error}"))
