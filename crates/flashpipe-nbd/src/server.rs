@@ -19,6 +19,7 @@
 //! back.
 
 pub mod buffers;
+pub mod core;
 pub mod export;
 pub mod extents;
 pub mod handshake;
