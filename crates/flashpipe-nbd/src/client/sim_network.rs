@@ -33,6 +33,8 @@
 //! the whole history; [`SimNetwork::history_fingerprint`] sums it up for replay checks.
 
 mod serving;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
