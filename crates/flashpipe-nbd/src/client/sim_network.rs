@@ -44,11 +44,11 @@ use flashpipe_device::{
 };
 use flashpipe_sim::{Link, LinkFaults, Timeline};
 
-use crate::server::core::{NbdServerCore, Step};
+use crate::server::core::NbdServerCore;
 use crate::wire;
 
 use super::handshake::NbdExport;
-use serving::{connection_core, Service};
+use serving::connection_core;
 
 /// Bytes per block of a node's RAM disk (every NBD request of the client is a multiple).
 const NODE_DISK_BLOCK_BYTES: u32 = 512;
@@ -659,69 +659,6 @@ impl NetworkState {
         };
         let at_ns = self.arrival_to_client_ns(node);
         self.schedule(at_ns, NetworkEvent::ArriveAtClient { node, delivery });
-    }
-
-    /// The node reads the requests of one message, carries each out on its disk and
-    /// schedules each reply after its own service time.
-    fn serve(&mut self, node: usize, connection: u64, bytes: &[u8]) {
-        if self.nodes[node].live_connection != Some(connection) {
-            return;
-        }
-        let closes = {
-            let target = &mut self.nodes[node];
-            target.link.draw_close(&mut target.generator)
-        };
-        if closes {
-            self.sever(node, "the server closed the connection");
-            return;
-        }
-        self.nodes[node].server.receive(bytes);
-        loop {
-            let step = self.nodes[node].server.next_step();
-            match step {
-                Step::Job(job) => {
-                    let target = &mut self.nodes[node];
-                    let failing = target.failure_probability > 0.0
-                        && target.generator.chance(target.failure_probability);
-                    let service = if failing {
-                        self.counters.requests_failed += 1;
-                        Service::Fail
-                    } else {
-                        Service::Run
-                    };
-                    let reply = target.carry_out(job, service);
-                    target.server.complete(reply);
-                }
-                Step::BlockStatus(query) => {
-                    let target = &mut self.nodes[node];
-                    let runs = Node::all_data(query.first_block, query.end_block);
-                    let reply = query.reply(target.server.settings(), &runs);
-                    target.server.complete(reply);
-                }
-                Step::Answered => {}
-                Step::NeedInput | Step::NeedCompletion => return,
-                Step::End(end) => {
-                    self.sever(node, &format!("the server refused a request: {end}"));
-                    return;
-                }
-            }
-            self.nodes[node].requests_served += 1;
-            self.counters.requests_served += 1;
-            let replies = self.nodes[node].server.take_replies();
-            let service_ns = {
-                let target = &mut self.nodes[node];
-                target.link.draw_service_ns(&mut target.generator)
-            };
-            let at_ns = self.timeline.now_ns() + service_ns;
-            self.schedule(
-                at_ns,
-                NetworkEvent::ServiceDone {
-                    node,
-                    connection,
-                    replies,
-                },
-            );
-        }
     }
 
     fn send_replies(&mut self, node: usize, connection: u64, replies: Vec<Vec<u8>>) {

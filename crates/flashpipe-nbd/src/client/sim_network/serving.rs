@@ -6,11 +6,11 @@
 
 use flashpipe_device::{run_one, BlockDevice, DeviceError, DeviceErrorKind, IoBuf, Operation};
 
-use crate::server::core::{CoreSettings, DeviceJob, NbdServerCore};
+use crate::server::core::{CoreSettings, DeviceJob, NbdServerCore, Step};
 use crate::server::extents::AllocationRun;
 use crate::server::worker::{error_body, JobKind, OutgoingReply, ReplyBody};
 
-use super::{Node, NODE_DISK_BLOCK_BYTES};
+use super::{NetworkEvent, NetworkState, Node, NODE_DISK_BLOCK_BYTES};
 
 /// Requests a node's connection holds unanswered at most (the real server's default).
 pub(super) const NODE_REQUEST_LIMIT: usize = 128;
@@ -29,15 +29,81 @@ pub(super) fn connection_core(size_bytes: u64, structured_replies: bool) -> NbdS
 }
 
 /// Whether a job fails on a failing device, or runs.
-pub(super) enum Service {
+enum Service {
     Run,
     Fail,
+}
+
+impl NetworkState {
+    /// The node feeds one message to its connection's core, carries each job the core
+    /// hands out on its disk (or fails it) and schedules each request's replies after its
+    /// own service time.
+    pub(super) fn serve(&mut self, node: usize, connection: u64, bytes: &[u8]) {
+        if self.nodes[node].live_connection != Some(connection) {
+            return;
+        }
+        let closes = {
+            let target = &mut self.nodes[node];
+            target.link.draw_close(&mut target.generator)
+        };
+        if closes {
+            self.sever(node, "the server closed the connection");
+            return;
+        }
+        self.nodes[node].server.receive(bytes);
+        loop {
+            let step = self.nodes[node].server.next_step();
+            match step {
+                Step::Job(job) => {
+                    let target = &mut self.nodes[node];
+                    let failing = target.failure_probability > 0.0
+                        && target.generator.chance(target.failure_probability);
+                    let service = if failing {
+                        self.counters.requests_failed += 1;
+                        Service::Fail
+                    } else {
+                        Service::Run
+                    };
+                    let reply = target.carry_out(job, service);
+                    target.server.complete(reply);
+                }
+                Step::BlockStatus(query) => {
+                    let target = &mut self.nodes[node];
+                    let runs = Node::all_data(query.first_block, query.end_block);
+                    let reply = query.reply(target.server.settings(), &runs);
+                    target.server.complete(reply);
+                }
+                Step::Answered => {}
+                Step::NeedInput | Step::NeedCompletion => return,
+                Step::End(end) => {
+                    self.sever(node, &format!("the server refused a request: {end}"));
+                    return;
+                }
+            }
+            self.nodes[node].requests_served += 1;
+            self.counters.requests_served += 1;
+            let replies = self.nodes[node].server.take_replies();
+            let service_ns = {
+                let target = &mut self.nodes[node];
+                target.link.draw_service_ns(&mut target.generator)
+            };
+            let at_ns = self.timeline.now_ns() + service_ns;
+            self.schedule(
+                at_ns,
+                NetworkEvent::ServiceDone {
+                    node,
+                    connection,
+                    replies,
+                },
+            );
+        }
+    }
 }
 
 impl Node {
     /// Carries `job` out on the node's disk (or fails it with `EIO`), keeping the
     /// record of what a restart reverts; returns its reply.
-    pub(super) fn carry_out(&mut self, job: DeviceJob, service: Service) -> OutgoingReply {
+    fn carry_out(&mut self, job: DeviceJob, service: Service) -> OutgoingReply {
         let cookie = job.cookie;
         let body = match service {
             Service::Fail => error_body(&DeviceError::new(
@@ -61,7 +127,7 @@ impl Node {
 
     /// A block status query (a node selects no metadata context, so the core refuses
     /// it first): every block is data.
-    pub(super) fn all_data(first_block: u64, end_block: u64) -> Vec<AllocationRun> {
+    fn all_data(first_block: u64, end_block: u64) -> Vec<AllocationRun> {
         vec![AllocationRun {
             block_count: end_block - first_block,
             is_hole: false,
