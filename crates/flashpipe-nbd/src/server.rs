@@ -3,7 +3,8 @@
 //!
 //! Threads: one device worker per export (it owns the device, which a connection's
 //! reader may borrow to serve a request on its own thread when the worker is free;
-//! `worker`), one accept loop per listener, and per connection a reader (handshake,
+//! `worker`), one accept loop per listener (`flashpipe_net::accept`, which applies the
+//! connection limit and the handshake deadline), and per connection a reader (handshake,
 //! then requests, and the replies of what it served itself) and a writer (replies of
 //! what the worker served). Connections, requests in flight per connection and options per
 //! handshake are bounded by [`ServerLimits`]. A connection that breaks the protocol is
@@ -14,11 +15,12 @@
 //! and writable by anyone who reaches it. TLS (`NBD_OPT_STARTTLS`): the `tls` module.
 //!
 //! Shutdown ([`NbdServer::shutdown`]): accept loops stop, every connection's read side
-//! is shut so its reader ends after answering what is in flight (the specification's
+//! is shut (the runtime's graceful stop) so its reader ends after answering what is in flight (the specification's
 //! "wait for inflight requests"), workers flush their devices once more and hand them
 //! back.
 
 pub mod buffers;
+pub mod core;
 pub mod export;
 pub mod extents;
 pub mod handshake;
@@ -27,14 +29,15 @@ pub mod tls;
 pub mod transmission;
 pub mod worker;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+
+use flashpipe_net::{Accepted, Listener, Protocol};
 
 use flashpipe_base::WaitPolicy;
 use flashpipe_device::BlockDevice;
@@ -218,12 +221,6 @@ impl NbdStream for UnixStream {
     }
 }
 
-/// An open connection: a handle to shut its read side at shutdown, and its thread.
-struct OpenConnection {
-    stream: Box<dyn NbdStream>,
-    thread: Option<JoinHandle<()>>,
-}
-
 /// A device worker's thread, which hands the device back when it ends.
 type WorkerThread = JoinHandle<Option<Box<dyn BlockDevice>>>;
 
@@ -269,10 +266,41 @@ struct Shared {
     limits: ServerLimits,
     log_connections: bool,
     shutting_down: AtomicBool,
-    open_connections: AtomicUsize,
-    next_connection_id: AtomicU64,
-    /// Open connections by id.
-    connections: Mutex<HashMap<u64, OpenConnection>>,
+}
+
+/// The NBD protocol as the runtime's accept loop serves it.
+struct NbdProtocol {
+    shared: Arc<Shared>,
+}
+
+impl Protocol for NbdProtocol {
+    fn serve(&self, connection: Accepted) {
+        let stream: Box<dyn NbdStream> = match connection {
+            Accepted::Tcp(stream) => {
+                // Replies are small and latency-bound; a failure to set it is harmless.
+                let _ = stream.set_nodelay(true);
+                Box::new(stream)
+            }
+            Accepted::Unix(stream) => Box::new(stream),
+        };
+        serve_connection(&self.shared, stream);
+    }
+
+    fn refused(&self, connection: &Accepted, open: usize, limit: usize) {
+        if !self.shared.log_connections {
+            return;
+        }
+        let peer = match connection {
+            Accepted::Tcp(stream) => stream.peer_name(),
+            Accepted::Unix(stream) => stream.peer_name(),
+        };
+        tracing::warn!(
+            %peer,
+            open,
+            limit,
+            "nbd: refused a connection: as many connections open as the limit"
+        );
+    }
 }
 
 /// A running server.
@@ -280,7 +308,8 @@ pub struct NbdServer {
     shared: Arc<Shared>,
     tcp_address: Option<SocketAddr>,
     unix_socket_path: Option<PathBuf>,
-    accept_threads: Vec<JoinHandle<()>>,
+    /// The accept loops and the open connections.
+    runtime: flashpipe_net::Server,
     worker_threads: Vec<(String, WorkerThread)>,
 }
 
@@ -322,46 +351,42 @@ impl NbdServer {
             limits: config.limits,
             log_connections: config.log_connections,
             shutting_down: AtomicBool::new(false),
-            open_connections: AtomicUsize::new(0),
-            next_connection_id: AtomicU64::new(0),
-            connections: Mutex::new(HashMap::new()),
         });
-        let mut server = NbdServer {
-            shared: Arc::clone(&shared),
-            tcp_address: None,
-            unix_socket_path: None,
-            accept_threads: Vec::new(),
-            worker_threads,
-        };
+        let tcp_address = tcp_listener
+            .as_ref()
+            .and_then(|listener| listener.local_addr().ok());
+        let unix_socket_path = unix_listener.as_ref().and(config.unix_socket_path.clone());
+        let mut listeners = Vec::new();
         if let Some(listener) = tcp_listener {
-            server.tcp_address = listener.local_addr().ok();
-            let shared = Arc::clone(&shared);
-            server
-                .accept_threads
-                .push(spawn_named("nbd-accept-tcp", move || {
-                    accept_loop(&shared, || {
-                        listener.accept().map(|(stream, _)| {
-                            // Replies are small and latency-bound; a failure to set it is harmless.
-                            let _ = stream.set_nodelay(true);
-                            Box::new(stream) as Box<dyn NbdStream>
-                        })
-                    })
-                })?);
+            listeners.push(Listener::Tcp(listener));
         }
-        if let Some(listener) = unix_listener {
-            server.unix_socket_path = config.unix_socket_path.clone();
-            let shared = Arc::clone(&shared);
-            server
-                .accept_threads
-                .push(spawn_named("nbd-accept-unix", move || {
-                    accept_loop(&shared, || {
-                        listener
-                            .accept()
-                            .map(|(stream, _)| Box::new(stream) as Box<dyn NbdStream>)
-                    })
-                })?);
+        if let (Some(listener), Some(path)) = (unix_listener, &unix_socket_path) {
+            listeners.push(Listener::Unix {
+                listener,
+                path: path.clone(),
+            });
         }
-        Ok(server)
+        let limits = flashpipe_net::Limits {
+            max_connections: config.limits.max_connections,
+            handshake_deadline: handshake_limit(&config.limits),
+        };
+        let protocol = Arc::new(NbdProtocol {
+            shared: Arc::clone(&shared),
+        });
+        let runtime =
+            flashpipe_net::Server::start(listeners, limits, protocol, "nbd").map_err(|source| {
+                ServerStartError::Thread {
+                    what: "nbd-accept".to_string(),
+                    source,
+                }
+            })?;
+        Ok(NbdServer {
+            shared,
+            tcp_address,
+            unix_socket_path,
+            runtime,
+            worker_threads,
+        })
     }
 
     /// The TCP address bound (with the port chosen when 0 was asked).
@@ -396,31 +421,14 @@ impl NbdServer {
 
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
-        self.shared.open_connections.load(Ordering::SeqCst)
+        self.runtime.open_connections()
     }
 
     /// Stops accepting, lets every connection answer what it has in flight, stops the
     /// workers (each flushes its device once more) and hands the devices back by name.
     pub fn shutdown(mut self) -> Vec<(String, Box<dyn BlockDevice>)> {
-        self.stop_accepting();
-        let connections: Vec<OpenConnection> = self
-            .shared
-            .connections
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .drain()
-            .map(|(_, entry)| entry)
-            .collect();
-        for connection in &connections {
-            // A connection already closed by its client refuses the shutdown; harmless.
-            let _ = connection.stream.shutdown_stream(Shutdown::Read);
-        }
-        for connection in connections {
-            if let Some(thread) = connection.thread {
-                // A connection thread that panicked has nothing left to hand back.
-                let _ = thread.join();
-            }
-        }
+        self.shared.shutting_down.store(true, Ordering::SeqCst);
+        self.runtime.stop();
         for export in &self.shared.exports {
             export
                 .jobs
@@ -439,27 +447,6 @@ impl NbdServer {
             let _ = std::fs::remove_file(path);
         }
         devices
-    }
-
-    fn stop_accepting(&mut self) {
-        self.shared.shutting_down.store(true, Ordering::SeqCst);
-        if let Some(address) = self.tcp_address {
-            let mut wake = address;
-            if wake.ip().is_unspecified() {
-                wake.set_ip(match address {
-                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-                });
-            }
-            // The connection only wakes the accept loop, which sees the flag and ends.
-            let _ = TcpStream::connect(wake);
-        }
-        if let Some(path) = &self.unix_socket_path {
-            let _ = UnixStream::connect(path);
-        }
-        for thread in self.accept_threads.drain(..) {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -568,73 +555,10 @@ fn start_worker(
     Ok((handle, worker, thread))
 }
 
-fn accept_loop(
-    shared: &Arc<Shared>,
-    mut accept: impl FnMut() -> std::io::Result<Box<dyn NbdStream>>,
-) {
-    loop {
-        let accepted = accept();
-        if shared.shutting_down.load(Ordering::SeqCst) {
-            return;
-        }
-        let Ok(stream) = accepted else {
-            continue;
-        };
-        let open = shared.open_connections.fetch_add(1, Ordering::SeqCst);
-        if open >= shared.limits.max_connections {
-            shared.open_connections.fetch_sub(1, Ordering::SeqCst);
-            if shared.log_connections {
-                tracing::warn!(
-                    peer = %stream.peer_name(),
-                    open,
-                    limit = shared.limits.max_connections,
-                    "nbd: refused a connection: as many connections open as the limit"
-                );
-            }
-            continue;
-        }
-        start_connection(shared, stream);
-    }
-}
-
-fn start_connection(shared: &Arc<Shared>, stream: Box<dyn NbdStream>) {
-    let connection_id = shared.next_connection_id.fetch_add(1, Ordering::SeqCst);
-    let Ok(registry_handle) = stream.try_clone_stream() else {
-        shared.open_connections.fetch_sub(1, Ordering::SeqCst);
-        return;
-    };
-    let mut connections = shared
-        .connections
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner());
-    let thread_shared = Arc::clone(shared);
-    let thread = std::thread::Builder::new()
-        .name(format!("nbd-conn-{connection_id}"))
-        .spawn(move || {
-            serve_connection(&thread_shared, stream);
-            thread_shared
-                .connections
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner())
-                .remove(&connection_id);
-            thread_shared
-                .open_connections
-                .fetch_sub(1, Ordering::SeqCst);
-        });
-    match thread {
-        Ok(thread) => {
-            connections.insert(
-                connection_id,
-                OpenConnection {
-                    stream: registry_handle,
-                    thread: Some(thread),
-                },
-            );
-        }
-        Err(_) => {
-            shared.open_connections.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
+/// How long each handshake read may wait (`None`: no limit).
+fn handshake_limit(limits: &ServerLimits) -> Option<std::time::Duration> {
+    (limits.handshake_timeout_seconds > 0)
+        .then(|| std::time::Duration::from_secs(limits.handshake_timeout_seconds))
 }
 
 /// One connection: handshake, then transmission; logs how it ended.
@@ -644,11 +568,9 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         exports: &shared.exports,
     };
     let shutting_down = || shared.shutting_down.load(Ordering::SeqCst);
-    let handshake_limit = (shared.limits.handshake_timeout_seconds > 0)
-        .then(|| std::time::Duration::from_secs(shared.limits.handshake_timeout_seconds));
-    if stream.set_read_limit(handshake_limit).is_err() {
-        return;
-    }
+    // The accept loop set the handshake's read limit; a TLS upgrade sets it again on
+    // the plaintext end.
+    let handshake_limit = handshake_limit(&shared.limits);
     let reply_limit = (shared.limits.reply_timeout_seconds > 0)
         .then(|| std::time::Duration::from_secs(shared.limits.reply_timeout_seconds));
     let upgrade = |stream: &mut Box<dyn NbdStream>| -> Result<(), String> {

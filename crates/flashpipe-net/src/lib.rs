@@ -1,5 +1,8 @@
 //! flashpipe-net: the network runtime both of flashpipe's servers share.
 //!
+//! - [`accept`]: the accept loop over TCP and Unix listeners (the connection limit, the
+//!   handshake deadline, a thread per connection, the graceful stop), serving any
+//!   [`Protocol`].
 //! - [`signals`]: SIGINT and SIGTERM ask a server to stop (signal-hook: the first one
 //!   calls the server's stop, a second one ends the process with status 130); SIGPIPE
 //!   ignored, so a write to a gone peer is an `EPIPE` error on that one write.
@@ -14,8 +17,10 @@
 //! uses none of them. Readiness lines and `sd_notify` stay with the CLI, which prints
 //! them.
 
+pub mod accept;
 pub mod logging;
 pub mod signals;
 
+pub use accept::{Accepted, Limits, Listener, Protocol, Server};
 pub use logging::{install_logging, level_for_verbosity, LogFormat, LoggingError};
 pub use signals::{ignore_closed_pipes, signal_name, StopSignalThread, StopSignals};

@@ -6,15 +6,19 @@
 //! and its nodes, each behind a `flashpipe_sim::Link`. A network stands alone or joins a
 //! `flashpipe_sim::World` ([`SimNetwork::join`]) beside disks and flash arrays. Each node is an in-simulation
 //! NBD server over a [`RamDisk`] behind a seeded link to one client connection at a time.
-//! Bytes on the link are the protocol's own (`crate::wire`): the client's request frames
-//! are decoded by the node with [`RequestHeader::decode`], carried out on the RAM disk, and
-//! answered with simple replies or structured chunks (reads in one or two chunks, an
-//! all-zero half as a hole) that the client decodes with the real client's code.
+//! Bytes on the link are the protocol's own (`crate::wire`): each connection to a node is
+//! served by the real server's transmission core
+//! ([`crate::server::core::NbdServerCore`]), which cuts the client's bytes into requests,
+//! checks them as the real server does and hands out device jobs that the node carries out
+//! on its RAM disk; the core encodes the replies (simple replies or structured chunks),
+//! which the client decodes with the real client's code.
 //!
 //! Faults, per node ([`SimLinkConfig`]), all drawn from the node's seeded generator:
 //! - a delay per message in each direction (the link keeps each direction in order, as a
 //!   stream does) and a service delay per request at the node, so replies come back out
 //!   of order;
+//! - a failing device ([`SimNetwork::set_failure_probability`]): a job completes with an
+//!   I/O error, answered by the core's error path;
 //! - a message lost with its connection (the sender's side sees the connection reset
 //!   after a delay), or lost silently with it (a partition: only the client's reply
 //!   timeout notices, [`SimNetwork::partition`]); a reply whose magic is garbled (a
@@ -29,6 +33,8 @@
 //! the whole history; [`SimNetwork::history_fingerprint`] sums it up for replay checks.
 
 mod serving;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -38,10 +44,11 @@ use flashpipe_device::{
 };
 use flashpipe_sim::{Link, LinkFaults, Timeline};
 
-use crate::wire::{self, RequestHeader};
+use crate::server::core::NbdServerCore;
+use crate::wire;
 
 use super::handshake::NbdExport;
-use serving::{encode_replies, execute, split_requests};
+use serving::connection_core;
 
 /// Bytes per block of a node's RAM disk (every NBD request of the client is a multiple).
 const NODE_DISK_BLOCK_BYTES: u32 = 512;
@@ -143,6 +150,9 @@ struct Node {
     link: Link,
     up: bool,
     live_connection: Option<u64>,
+    /// The server's transmission core of the live connection (a new one per
+    /// connection).
+    server: NbdServerCore,
     inbox: VecDeque<Delivery>,
     requests_served: u64,
     /// Blocks (of [`NODE_DISK_BLOCK_BYTES`]) changed since the node's last flush, with
@@ -154,6 +164,14 @@ struct Node {
     /// The connection attempt the node's client waits for (a device dropped or replaced
     /// while reconnecting leaves its attempt behind, which must not take the node).
     awaited_attempt: Option<u64>,
+}
+
+impl Node {
+    /// `connection` is the node's live one, served by a new transmission core.
+    fn open_connection(&mut self, connection: u64) {
+        self.live_connection = Some(connection);
+        self.server = connection_core(self.export.size_bytes, self.export.structured_replies);
+    }
 }
 
 /// The whole network behind the mutex.
@@ -313,6 +331,7 @@ impl SimNetwork {
             link,
             up: true,
             live_connection: None,
+            server: connection_core(export.size_bytes, export.structured_replies),
             inbox: VecDeque::new(),
             requests_served: 0,
             unflushed_originals: BTreeMap::new(),
@@ -441,7 +460,7 @@ impl SimNetwork {
         }
         let connection = state.next_connection;
         state.next_connection += 1;
-        target.live_connection = Some(connection);
+        target.open_connection(connection);
         target.awaited_attempt = None;
         target.inbox.clear();
         Ok((connection, target.export))
@@ -632,7 +651,7 @@ impl NetworkState {
         } else {
             let connection = self.next_connection;
             self.next_connection += 1;
-            self.nodes[node].live_connection = Some(connection);
+            self.nodes[node].open_connection(connection);
             Delivery::Connected {
                 connection,
                 export: self.nodes[node].export,
@@ -640,45 +659,6 @@ impl NetworkState {
         };
         let at_ns = self.arrival_to_client_ns(node);
         self.schedule(at_ns, NetworkEvent::ArriveAtClient { node, delivery });
-    }
-
-    /// The node reads the requests of one message, carries each out on its disk and
-    /// schedules each reply after its own service time.
-    fn serve(&mut self, node: usize, connection: u64, bytes: &[u8]) {
-        if self.nodes[node].live_connection != Some(connection) {
-            return;
-        }
-        let closes = {
-            let target = &mut self.nodes[node];
-            target.link.draw_close(&mut target.generator)
-        };
-        if closes {
-            self.sever(node, "the server closed the connection");
-            return;
-        }
-        let requests = match split_requests(bytes) {
-            Ok(requests) => requests,
-            Err(reason) => {
-                self.sever(node, &format!("the server refused a request: {reason}"));
-                return;
-            }
-        };
-        for (header, payload) in requests {
-            let replies = self.carry_out(node, &header, payload);
-            let service_ns = {
-                let target = &mut self.nodes[node];
-                target.link.draw_service_ns(&mut target.generator)
-            };
-            let at_ns = self.timeline.now_ns() + service_ns;
-            self.schedule(
-                at_ns,
-                NetworkEvent::ServiceDone {
-                    node,
-                    connection,
-                    replies,
-                },
-            );
-        }
     }
 
     fn send_replies(&mut self, node: usize, connection: u64, replies: Vec<Vec<u8>>) {
@@ -717,27 +697,6 @@ impl NetworkState {
         let bit = target.generator.below(32);
         bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
         self.counters.replies_garbled += 1;
-    }
-
-    /// Carries out one request on the node's disk; returns its reply messages.
-    fn carry_out(&mut self, node: usize, header: &RequestHeader, payload: &[u8]) -> Vec<Vec<u8>> {
-        let target = &mut self.nodes[node];
-        target.requests_served += 1;
-        self.counters.requests_served += 1;
-        let failing =
-            target.failure_probability > 0.0 && target.generator.chance(target.failure_probability);
-        let outcome = if failing {
-            self.counters.requests_failed += 1;
-            Err(wire::NBD_EIO)
-        } else {
-            target.note_volatile_change(header);
-            execute(&mut target.disk, target.export.size_bytes, header, payload)
-        };
-        if outcome.is_ok() {
-            target.note_durable(header);
-        }
-        let split = target.generator.chance(0.5);
-        encode_replies(header, outcome, target.export.structured_replies, split)
     }
 
     fn restart_node(&mut self, node: usize) {

@@ -78,40 +78,9 @@ impl ReplyBatch {
 
     /// Encodes `reply` into the batch (a read's data buffer is kept, not copied).
     pub fn push(&mut self, reply: OutgoingReply) {
-        let headers = &mut self.headers;
-        let cookie = reply.cookie;
-        let structured = self.structured_replies;
-        let mut data = None;
-        match reply.body {
-            ReplyBody::Done if structured => encode_chunk_none(headers, cookie),
-            ReplyBody::Done => encode_simple_reply(headers, 0, cookie),
-            ReplyBody::Data {
-                offset_bytes,
-                buffer,
-            } => {
-                if structured {
-                    let length_bytes = buffer.len() as u32;
-                    encode_chunk_offset_data_header(
-                        headers,
-                        cookie,
-                        offset_bytes,
-                        length_bytes,
-                        true,
-                    );
-                } else {
-                    encode_simple_reply(headers, 0, cookie);
-                }
-                self.bytes += buffer.len();
-                data = Some(buffer);
-            }
-            ReplyBody::Error { error, message } if structured => {
-                encode_chunk_error(headers, cookie, error, &message)
-            }
-            ReplyBody::Error { error, .. } => encode_simple_reply(headers, error, cookie),
-            ReplyBody::BlockStatus {
-                context_id,
-                extents,
-            } => encode_chunk_block_status(headers, cookie, context_id, &extents, true),
+        let data = encode_reply_header(self.structured_replies, reply, &mut self.headers);
+        if let Some(buffer) = &data {
+            self.bytes += buffer.len();
         }
         let header_start = self.replies.last().map_or(0, |reply| reply.header_end);
         self.bytes += self.headers.len() - header_start;
@@ -166,6 +135,42 @@ impl ReplyBatch {
         }
         write_all_vectored(writer, &mut slices[..slice_count])
     }
+}
+
+/// Appends `reply`'s simple reply or structured chunk header to `headers` (a
+/// structured error's message and a block status's extents included) and returns a
+/// read's data, which follows the header on the wire.
+pub fn encode_reply_header(
+    structured_replies: bool,
+    reply: OutgoingReply,
+    headers: &mut Vec<u8>,
+) -> Option<flashpipe_device::IoBuf> {
+    let cookie = reply.cookie;
+    match reply.body {
+        ReplyBody::Done if structured_replies => encode_chunk_none(headers, cookie),
+        ReplyBody::Done => encode_simple_reply(headers, 0, cookie),
+        ReplyBody::Data {
+            offset_bytes,
+            buffer,
+        } => {
+            if structured_replies {
+                let length_bytes = buffer.len() as u32;
+                encode_chunk_offset_data_header(headers, cookie, offset_bytes, length_bytes, true);
+            } else {
+                encode_simple_reply(headers, 0, cookie);
+            }
+            return Some(buffer);
+        }
+        ReplyBody::Error { error, message } if structured_replies => {
+            encode_chunk_error(headers, cookie, error, &message)
+        }
+        ReplyBody::Error { error, .. } => encode_simple_reply(headers, error, cookie),
+        ReplyBody::BlockStatus {
+            context_id,
+            extents,
+        } => encode_chunk_block_status(headers, cookie, context_id, &extents, true),
+    }
+    None
 }
 
 /// `write_all` over I/O slices: `writev` until every byte is written.

@@ -15,9 +15,12 @@
 //! request before serving it and whoever writes the reply returns it, so a client
 //! sending faster than the device serves waits in TCP, not in server memory.
 //!
-//! A request the protocol lets us answer (bad flags, bad range, misaligned, unknown
-//! command) gets an error reply and the connection goes on. A request we cannot frame
-//! (wrong magic, a write payload over [`MAX_PAYLOAD_BYTES`]) ends this connection only.
+//! What each request means is the I/O-free core's to say ([`core::frame`] and
+//! [`core::plan`], shared with the simulated disk nodes): a request the protocol lets
+//! us answer (bad flags, bad range, misaligned, unknown command) gets an error reply and
+//! the connection goes on. A request we cannot frame (wrong magic, a write payload over
+//! [`MAX_PAYLOAD_BYTES`]) ends this connection only. This thread keeps the framing's
+//! reads (a write payload goes from the socket's buffer straight into a pooled buffer).
 
 use std::io::{BufReader, Read, Write};
 use std::sync::Arc;
@@ -28,14 +31,14 @@ use flashpipe_device::IoBuf;
 use thiserror::Error;
 
 use super::buffers::BufferRecycler;
+use super::core::{self, BlockStatusQuery, CoreEnd, CoreSettings, DeviceJob, Framing, Plan};
 use super::export::ExportHandle;
 use super::handshake::Negotiated;
 use super::replies::{ReplyBatch, ReplySink};
-use super::worker::{self, InlineOutcome, Job, JobKind, OutgoingReply, ReplyBody, SharedWorker};
+use super::worker::{self, InlineOutcome, Job, OutgoingReply, ReplyBody, SharedWorker};
 use crate::wire::*;
 
-/// Most extents in one block status reply (well under the specification's 2^20).
-pub const MAX_EXTENTS_PER_REPLY: usize = 65_536;
+pub use super::core::MAX_EXTENTS_PER_REPLY;
 /// Read replies with at least this much data, served on the reader's thread, are
 /// written by the writer thread: the reader goes on copying the next request's data
 /// while the writer sends this one (two copies per large read overlap; a hand-off costs
@@ -115,7 +118,7 @@ pub fn serve_transmission<R: Read>(
     let mut session = Session {
         buffers: Arc::clone(setup.buffers),
         export: Arc::clone(&setup.negotiated.export),
-        negotiated: setup.negotiated,
+        settings: CoreSettings::from_negotiated(setup.negotiated),
         worker: setup.worker,
         replies: reply_sender,
         credits: credit_receiver,
@@ -180,10 +183,11 @@ fn return_credits(credits: &Sender<()>, count: usize) {
     }
 }
 
-struct Session<'a> {
+struct Session {
     buffers: Arc<BufferRecycler>,
     export: Arc<ExportHandle>,
-    negotiated: &'a Negotiated,
+    /// What the core checks requests against.
+    settings: CoreSettings,
     worker: Option<SharedWorker>,
     /// Where the worker sends replies for the writer thread.
     replies: Sender<OutgoingReply>,
@@ -195,17 +199,7 @@ struct Session<'a> {
     batch: ReplyBatch,
 }
 
-/// A request refused with an NBD error.
-struct Refusal {
-    error: u32,
-    message: String,
-}
-
-fn refuse(error: u32, message: String) -> Refusal {
-    Refusal { error, message }
-}
-
-impl Session<'_> {
+impl Session {
     fn read_requests<R: Read>(&mut self, reader: &mut BufReader<R>) -> TransmissionEnd {
         let mut header_bytes = [0u8; REQUEST_HEADER_BYTES];
         loop {
@@ -225,19 +219,15 @@ impl Session<'_> {
                 Ok(header) => header,
                 Err(error) => return TransmissionEnd::Malformed(error.to_string()),
             };
-            if header.has_payload() && header.length_bytes > MAX_PAYLOAD_BYTES {
-                return TransmissionEnd::Malformed(format!(
-                    "NBD_CMD_WRITE of {} bytes, limit {MAX_PAYLOAD_BYTES}",
-                    header.length_bytes
-                ));
-            }
-            if header.command == CMD_DISC {
-                return TransmissionEnd::Disconnect;
-            }
+            let payload_bytes = match core::frame(&header) {
+                Ok(Framing::Request { payload_bytes }) => payload_bytes,
+                Ok(Framing::Disconnect) => return TransmissionEnd::Disconnect,
+                Err(end) => return end.into(),
+            };
             if let Err(end) = self.take_credit() {
                 return end;
             }
-            if let Err(end) = self.serve_request(reader, header) {
+            if let Err(end) = self.serve_request(reader, header, payload_bytes) {
                 return end;
             }
             if self.batch.is_full() {
@@ -274,26 +264,20 @@ impl Session<'_> {
         &mut self,
         reader: &mut BufReader<R>,
         header: RequestHeader,
+        payload_bytes: usize,
     ) -> Result<(), TransmissionEnd> {
         let payload = if header.has_payload() {
-            if reader.buffer().len() < header.length_bytes as usize {
+            if reader.buffer().len() < payload_bytes {
                 self.write_batch()?;
             }
-            Some(read_payload(reader, header.length_bytes, &self.buffers)?)
+            Some(read_payload(reader, payload_bytes, &self.buffers)?)
         } else {
             None
         };
-        let outcome = self
-            .check(&header)
-            .and_then(|()| self.dispatch(&header, payload));
-        if let Err(refusal) = outcome {
-            self.send(
-                header.cookie,
-                ReplyBody::Error {
-                    error: refusal.error,
-                    message: refusal.message,
-                },
-            );
+        match core::plan(&self.settings, &header, payload) {
+            Plan::Reply(reply) => self.batch.push(reply),
+            Plan::BlockStatus(query) => self.block_status(&query),
+            Plan::Job(job) => self.dispatch(job),
         }
         Ok(())
     }
@@ -319,129 +303,21 @@ impl Session<'_> {
         self.batch.push(reply);
     }
 
-    /// Checks flags, range, alignment and permission against the specification.
-    fn check(&self, header: &RequestHeader) -> Result<(), Refusal> {
-        let name = command_name(header.command);
-        let allowed_flags = CMD_FLAG_FUA
-            | match header.command {
-                CMD_READ if self.negotiated.structured_replies => CMD_FLAG_DF,
-                CMD_WRITE_ZEROES => CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO,
-                CMD_BLOCK_STATUS => CMD_FLAG_REQ_ONE,
-                _ => 0,
-            };
-        if header.flags & !allowed_flags != 0 {
-            return Err(refuse(
-                NBD_EINVAL,
-                format!(
-                    "{name}: flags {:#x} not valid for it (allowed {allowed_flags:#x})",
-                    header.flags
-                ),
-            ));
-        }
-        let ranged = matches!(
-            header.command,
-            CMD_READ | CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES | CMD_BLOCK_STATUS | CMD_CACHE
-        );
-        if header.command == CMD_FLUSH && (header.offset_bytes != 0 || header.length_bytes != 0) {
-            return Err(refuse(
-                NBD_EINVAL,
-                format!("{name}: offset and length must be zero"),
-            ));
-        }
-        if !ranged {
-            return if header.command == CMD_FLUSH {
-                Ok(())
-            } else {
-                Err(refuse(
-                    NBD_EINVAL,
-                    format!("unknown command {}", header.command),
-                ))
-            };
-        }
-        let end_bytes = header
-            .offset_bytes
-            .checked_add(u64::from(header.length_bytes));
-        if end_bytes.is_none_or(|end| end > self.export.size_bytes) {
-            let error = if matches!(header.command, CMD_WRITE | CMD_WRITE_ZEROES) {
-                NBD_ENOSPC
-            } else {
-                NBD_EINVAL
-            };
-            return Err(refuse(
-                error,
-                format!(
-                    "{name}: {} bytes at offset {} go past the export's {} bytes",
-                    header.length_bytes, header.offset_bytes, self.export.size_bytes
-                ),
-            ));
-        }
-        let block_size_bytes = u64::from(self.export.block_size_bytes);
-        if header.offset_bytes % block_size_bytes != 0
-            || u64::from(header.length_bytes) % block_size_bytes != 0
-        {
-            return Err(refuse(
-                NBD_EINVAL,
-                format!(
-                    "{name}: offset {} and length {} must be multiples of the {block_size_bytes}-byte minimum block",
-                    header.offset_bytes, header.length_bytes
-                ),
-            ));
-        }
-        if self.export.read_only
-            && matches!(header.command, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES)
-        {
-            return Err(refuse(
-                NBD_EPERM,
-                format!("{name}: the export is read-only"),
-            ));
-        }
-        if header.command == CMD_READ && header.length_bytes > MAX_PAYLOAD_BYTES {
-            return Err(refuse(
-                NBD_EINVAL,
-                format!(
-                    "{name}: {} bytes, limit {MAX_PAYLOAD_BYTES}",
-                    header.length_bytes
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn dispatch(&mut self, header: &RequestHeader, payload: Option<IoBuf>) -> Result<(), Refusal> {
-        let block_size_bytes = u64::from(self.export.block_size_bytes);
-        let first_block = header.offset_bytes / block_size_bytes;
-        let block_count = u64::from(header.length_bytes) / block_size_bytes;
-        let force_unit_access = header.flags & CMD_FLAG_FUA != 0;
-        let kind = match header.command {
-            CMD_FLUSH => JobKind::Flush,
-            CMD_CACHE => return self.reply_done(header.cookie),
-            CMD_BLOCK_STATUS => return self.block_status(header),
-            _ if block_count == 0 => return self.reply_done(header.cookie),
-            CMD_READ => JobKind::Read {
-                first_block,
-                block_count,
-            },
-            CMD_WRITE => JobKind::Write {
-                first_block,
-                buffer: payload.unwrap_or_else(IoBuf::empty),
-            },
-            CMD_TRIM => JobKind::Trim {
-                first_block,
-                block_count,
-            },
-            _ => self.write_zeroes_kind(header, first_block, block_count)?,
-        };
+    /// Serves a device job: on this thread when the export's worker is free, else
+    /// over the worker's channel.
+    fn dispatch(&mut self, device_job: DeviceJob) {
+        let cookie = device_job.cookie;
         let job = Job {
             reply_to: self.replies.clone(),
-            cookie: header.cookie,
-            kind,
-            force_unit_access,
+            cookie,
+            kind: device_job.kind,
+            force_unit_access: device_job.force_unit_access,
         };
         let job = match &self.worker {
             Some(shared) => match worker::try_inline(shared, job) {
                 InlineOutcome::Replied(reply) => {
                     self.keep_or_hand_over(reply);
-                    return Ok(());
+                    return;
                 }
                 InlineOutcome::Started { reap_needed } => {
                     if reap_needed {
@@ -449,115 +325,58 @@ impl Session<'_> {
                             worker::send_reap(&jobs, &self.replies);
                         }
                     }
-                    return Ok(());
+                    return;
                 }
                 InlineOutcome::Busy(job) => job,
             },
             None => job,
         };
-        let Some(jobs) = self.export.job_sender() else {
-            return Err(refuse(
-                NBD_ESHUTDOWN,
-                "the server is shutting down".to_string(),
-            ));
+        let refusal = match self.export.job_sender() {
+            None => "the server is shutting down",
+            Some(jobs) => match jobs.send(job) {
+                Ok(()) => return,
+                Err(_) => "the export's worker has stopped",
+            },
         };
-        jobs.send(job)
-            .map_err(|_| refuse(NBD_ESHUTDOWN, "the export's worker has stopped".to_string()))
+        self.send(
+            cookie,
+            ReplyBody::Error {
+                error: NBD_ESHUTDOWN,
+                message: refusal.to_string(),
+            },
+        );
     }
 
-    /// `WRITE_ZEROES`: a trim where trimmed blocks read as zeroes and a hole is allowed
-    /// (fast), else zeroes written (not fast: `FAST_ZERO` gets `NBD_ENOTSUP`).
-    fn write_zeroes_kind(
-        &self,
-        header: &RequestHeader,
-        first_block: u64,
-        block_count: u64,
-    ) -> Result<JobKind, Refusal> {
-        let may_trim = self.export.trim_reads_zeroes && header.flags & CMD_FLAG_NO_HOLE == 0;
-        if may_trim {
-            return Ok(JobKind::Trim {
-                first_block,
-                block_count,
-            });
-        }
-        if header.flags & CMD_FLAG_FAST_ZERO != 0 {
-            return Err(refuse(
-                NBD_ENOTSUP,
-                "NBD_CMD_WRITE_ZEROES: zeroes would be written, no faster than a write".to_string(),
-            ));
-        }
-        Ok(JobKind::WriteZeroes {
-            first_block,
-            block_count,
-        })
-    }
-
-    fn reply_done(&mut self, cookie: u64) -> Result<(), Refusal> {
-        self.send(cookie, ReplyBody::Done);
-        Ok(())
-    }
-
-    fn block_status(&mut self, header: &RequestHeader) -> Result<(), Refusal> {
-        let (true, Some(context_id)) = (
-            self.negotiated.structured_replies,
-            self.negotiated.base_allocation_context,
-        ) else {
-            return Err(refuse(
-                NBD_EINVAL,
-                "NBD_CMD_BLOCK_STATUS without a metadata context selected".to_string(),
-            ));
-        };
-        if header.length_bytes == 0 {
-            return Err(refuse(
-                NBD_EINVAL,
-                "NBD_CMD_BLOCK_STATUS of length 0".to_string(),
-            ));
-        }
-        let block_size_bytes = u64::from(self.export.block_size_bytes);
-        let first_block = header.offset_bytes / block_size_bytes;
-        let end_block = first_block + u64::from(header.length_bytes) / block_size_bytes;
-        let run_limit = if header.flags & CMD_FLAG_REQ_ONE != 0 {
-            1
-        } else {
-            MAX_EXTENTS_PER_REPLY
-        };
+    /// Answers a block status query from the export's allocation map.
+    fn block_status(&mut self, query: &BlockStatusQuery) {
         let runs = self
             .export
             .extents
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
-            .runs(first_block, end_block, run_limit);
-        let hole_flags = if self.export.trim_reads_zeroes {
-            STATE_HOLE | STATE_ZERO
-        } else {
-            STATE_HOLE
-        };
-        let extents = runs
-            .iter()
-            .map(|run| BlockStatusExtent {
-                length_bytes: (run.block_count * block_size_bytes) as u32,
-                flags: if run.is_hole { hole_flags } else { 0 },
-            })
-            .collect();
-        self.send(
-            header.cookie,
-            ReplyBody::BlockStatus {
-                context_id,
-                extents,
-            },
-        );
-        Ok(())
+            .runs(query.first_block, query.end_block, query.run_limit);
+        let reply = query.reply(&self.settings, &runs);
+        self.batch.push(reply);
     }
 }
 
 fn read_payload(
     reader: &mut dyn Read,
-    length_bytes: u32,
+    length_bytes: usize,
     buffers: &BufferRecycler,
 ) -> Result<IoBuf, TransmissionEnd> {
-    let mut buffer = buffers.take(length_bytes as usize);
+    let mut buffer = buffers.take(length_bytes);
     reader
         .read_exact(buffer.as_mut_slice())
         .map_err(|error| TransmissionEnd::Malformed(format!("write payload: {error}")))?;
     Ok(buffer)
+}
+
+impl From<CoreEnd> for TransmissionEnd {
+    fn from(end: CoreEnd) -> TransmissionEnd {
+        match end {
+            CoreEnd::Disconnect => TransmissionEnd::Disconnect,
+            CoreEnd::Malformed(message) => TransmissionEnd::Malformed(message),
+        }
+    }
 }

@@ -1,41 +1,227 @@
-//! The NBD serving of a simulated disk node: a client message cut into requests, each
-//! carried out on the node's RAM disk and answered with simple replies or structured
-//! chunks; and the record of what a node restart reverts (unflushed, non-FUA changes).
-//!
-//! Kept apart from the network's events and links (`super`) so that the day the real
-//! server's I/O-free transmission core runs inside the simulation, it replaces this file
-//! alone.
+//! The NBD serving of a simulated disk node: the real server's transmission core
+//! ([`NbdServerCore`]) cuts the client's bytes into requests, checks them and hands out
+//! device jobs; the node carries each job out on its RAM disk (or fails it, as a failing
+//! device would) and the core encodes the reply. Also the record of what a node restart
+//! reverts (unflushed, non-FUA changes), fed by the jobs.
 
-use flashpipe_device::{run_one, IoBuf, Operation, RamDisk};
+use flashpipe_device::{run_one, BlockDevice, DeviceError, DeviceErrorKind, IoBuf, Operation};
 
-use crate::wire::{self, RequestHeader};
+use crate::server::core::{CoreSettings, DeviceJob, NbdServerCore, Step};
+use crate::server::extents::AllocationRun;
+use crate::server::worker::{error_body, JobKind, OutgoingReply, ReplyBody};
 
-use super::{Node, NODE_DISK_BLOCK_BYTES};
+use super::{NetworkEvent, NetworkState, Node, NODE_DISK_BLOCK_BYTES};
 
-/// Most requests one message from the client may carry (one device request's parts).
-const MAX_REQUESTS_PER_MESSAGE: usize = 1 << 20;
+/// Requests a node's connection holds unanswered at most (the real server's default).
+pub(super) const NODE_REQUEST_LIMIT: usize = 128;
+
+/// The transmission core of a new connection to a node exporting `size_bytes`.
+pub(super) fn connection_core(size_bytes: u64, structured_replies: bool) -> NbdServerCore {
+    let settings = CoreSettings {
+        size_bytes,
+        block_size_bytes: NODE_DISK_BLOCK_BYTES,
+        read_only: false,
+        trim_reads_zeroes: false,
+        structured_replies,
+        base_allocation_context: None,
+    };
+    NbdServerCore::new(settings, NODE_REQUEST_LIMIT)
+}
+
+/// Whether a job fails on a failing device, or runs.
+enum Service {
+    Run,
+    Fail,
+}
+
+impl NetworkState {
+    /// The node feeds one message to its connection's core, carries each job the core
+    /// hands out on its disk (or fails it) and schedules each request's replies after its
+    /// own service time.
+    pub(super) fn serve(&mut self, node: usize, connection: u64, bytes: &[u8]) {
+        if self.nodes[node].live_connection != Some(connection) {
+            return;
+        }
+        let closes = {
+            let target = &mut self.nodes[node];
+            target.link.draw_close(&mut target.generator)
+        };
+        if closes {
+            self.sever(node, "the server closed the connection");
+            return;
+        }
+        self.nodes[node].server.receive(bytes);
+        loop {
+            let step = self.nodes[node].server.next_step();
+            match step {
+                Step::Job(job) => {
+                    let target = &mut self.nodes[node];
+                    let failing = target.failure_probability > 0.0
+                        && target.generator.chance(target.failure_probability);
+                    let service = if failing {
+                        self.counters.requests_failed += 1;
+                        Service::Fail
+                    } else {
+                        Service::Run
+                    };
+                    let reply = target.carry_out(job, service);
+                    target.server.complete(reply);
+                }
+                Step::BlockStatus(query) => {
+                    let target = &mut self.nodes[node];
+                    let runs = Node::all_data(query.first_block, query.end_block);
+                    let reply = query.reply(target.server.settings(), &runs);
+                    target.server.complete(reply);
+                }
+                Step::Answered => {}
+                Step::NeedInput | Step::NeedCompletion => return,
+                Step::End(end) => {
+                    self.sever(node, &format!("the server refused a request: {end}"));
+                    return;
+                }
+            }
+            self.nodes[node].requests_served += 1;
+            self.counters.requests_served += 1;
+            let replies = self.nodes[node].server.take_replies();
+            let service_ns = {
+                let target = &mut self.nodes[node];
+                target.link.draw_service_ns(&mut target.generator)
+            };
+            let at_ns = self.timeline.now_ns() + service_ns;
+            self.schedule(
+                at_ns,
+                NetworkEvent::ServiceDone {
+                    node,
+                    connection,
+                    replies,
+                },
+            );
+        }
+    }
+}
 
 impl Node {
-    /// The blocks a request changes, when it is a change a restart may undo: a write
-    /// without FUA, or a trim, inside the export.
-    pub(super) fn volatile_blocks(&self, header: &RequestHeader) -> Option<std::ops::Range<u64>> {
-        let volatile = match header.command {
-            wire::CMD_WRITE => header.flags & wire::CMD_FLAG_FUA == 0,
-            wire::CMD_TRIM => true,
-            _ => false,
+    /// Carries `job` out on the node's disk (or fails it with `EIO`), keeping the
+    /// record of what a restart reverts; returns its reply.
+    fn carry_out(&mut self, job: DeviceJob, service: Service) -> OutgoingReply {
+        let cookie = job.cookie;
+        let body = match service {
+            Service::Fail => error_body(&DeviceError::new(
+                &self.disk.info().name,
+                DeviceErrorKind::IoFailed {
+                    detail: "simulated device failure".to_string(),
+                },
+            )),
+            Service::Run => {
+                self.note_volatile_change(&job);
+                let durable = Node::durable_effect(&job);
+                let body = self.execute(job.kind);
+                if !matches!(body, ReplyBody::Error { .. }) {
+                    self.note_durable(durable);
+                }
+                body
+            }
         };
+        OutgoingReply { cookie, body }
+    }
+
+    /// A block status query (a node selects no metadata context, so the core refuses
+    /// it first): every block is data.
+    fn all_data(first_block: u64, end_block: u64) -> Vec<AllocationRun> {
+        vec![AllocationRun {
+            block_count: end_block - first_block,
+            is_hole: false,
+        }]
+    }
+
+    fn execute(&mut self, kind: JobKind) -> ReplyBody {
         let block = u64::from(NODE_DISK_BLOCK_BYTES);
-        let end = header
-            .offset_bytes
-            .checked_add(u64::from(header.length_bytes))?;
-        let fits = end <= self.export.size_bytes && header.offset_bytes % block == 0;
-        (volatile && fits).then(|| header.offset_bytes / block..end.div_ceil(block))
+        let (operation, read_offset_bytes) = match kind {
+            JobKind::Read {
+                first_block,
+                block_count,
+            } => (
+                Operation::Read {
+                    first_block,
+                    buffer: IoBuf::zeroed((block_count * block) as usize),
+                },
+                Some(first_block * block),
+            ),
+            JobKind::Write {
+                first_block,
+                buffer,
+            } => (
+                Operation::Write {
+                    first_block,
+                    buffer,
+                },
+                None,
+            ),
+            JobKind::Flush => (Operation::Flush, None),
+            JobKind::Trim {
+                first_block,
+                block_count,
+            } => (
+                Operation::Trim {
+                    first_block,
+                    block_count,
+                },
+                None,
+            ),
+            JobKind::WriteZeroes {
+                first_block,
+                block_count,
+            } => (
+                Operation::Write {
+                    first_block,
+                    buffer: IoBuf::zeroed((block_count * block) as usize),
+                },
+                None,
+            ),
+            JobKind::Reap => return ReplyBody::Done,
+        };
+        let completion = match run_one(&mut self.disk, operation) {
+            Ok(completion) => completion,
+            Err(error) => return error_body(&error),
+        };
+        if let Err(error) = completion.status {
+            return error_body(&error);
+        }
+        match (read_offset_bytes, completion.buffer) {
+            (Some(offset_bytes), Some(buffer)) => ReplyBody::Data {
+                offset_bytes,
+                buffer,
+            },
+            _ => ReplyBody::Done,
+        }
+    }
+
+    /// The blocks a job changes, when it is a change a restart may undo: a write or a
+    /// write-zeroes without FUA, or a trim.
+    fn volatile_blocks(job: &DeviceJob) -> Option<std::ops::Range<u64>> {
+        let block = u64::from(NODE_DISK_BLOCK_BYTES);
+        let volatile = !job.force_unit_access;
+        match &job.kind {
+            JobKind::Write {
+                first_block,
+                buffer,
+            } if volatile => Some(*first_block..first_block + buffer.len() as u64 / block),
+            JobKind::WriteZeroes {
+                first_block,
+                block_count,
+            } if volatile => Some(*first_block..first_block + block_count),
+            JobKind::Trim {
+                first_block,
+                block_count,
+            } => Some(*first_block..first_block + block_count),
+            _ => None,
+        }
     }
 
     /// Before a volatile change: keeps each block's contents from before the first
     /// change since the last flush.
-    pub(super) fn note_volatile_change(&mut self, header: &RequestHeader) {
-        let Some(blocks) = self.volatile_blocks(header) else {
+    fn note_volatile_change(&mut self, job: &DeviceJob) {
+        let Some(blocks) = Node::volatile_blocks(job) else {
             return;
         };
         for block in blocks {
@@ -54,160 +240,43 @@ impl Node {
         }
     }
 
-    /// After a request succeeded: a flush makes everything durable, a FUA write its
-    /// blocks.
-    pub(super) fn note_durable(&mut self, header: &RequestHeader) {
-        if header.command == wire::CMD_FLUSH {
-            self.unflushed_originals.clear();
-        } else if header.command == wire::CMD_WRITE && header.flags & wire::CMD_FLAG_FUA != 0 {
-            let block = u64::from(NODE_DISK_BLOCK_BYTES);
-            let first = header.offset_bytes / block;
-            let end = (header.offset_bytes + u64::from(header.length_bytes)).div_ceil(block);
-            for index in first..end {
-                self.unflushed_originals.remove(&index);
+    /// What a job makes durable when it succeeds: a flush everything, a FUA write (or
+    /// write-zeroes) its blocks.
+    fn durable_effect(job: &DeviceJob) -> Durable {
+        let block = u64::from(NODE_DISK_BLOCK_BYTES);
+        match &job.kind {
+            JobKind::Flush => Durable::Everything,
+            JobKind::Write {
+                first_block,
+                buffer,
+            } if job.force_unit_access => {
+                Durable::Blocks(*first_block..first_block + buffer.len() as u64 / block)
             }
+            JobKind::WriteZeroes {
+                first_block,
+                block_count,
+            } if job.force_unit_access => Durable::Blocks(*first_block..first_block + block_count),
+            _ => Durable::Nothing,
         }
     }
-}
 
-/// Cuts one client message into its requests (headers and write payloads).
-pub(super) fn split_requests(bytes: &[u8]) -> Result<Vec<(RequestHeader, &[u8])>, String> {
-    let mut requests = Vec::new();
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        if requests.len() >= MAX_REQUESTS_PER_MESSAGE {
-            return Err(format!(
-                "more than {MAX_REQUESTS_PER_MESSAGE} requests in one message"
-            ));
-        }
-        let Some((header_bytes, after)) =
-            rest.split_first_chunk::<{ wire::REQUEST_HEADER_BYTES }>()
-        else {
-            return Err(format!(
-                "{} bytes left, short of a request header",
-                rest.len()
-            ));
-        };
-        let header = RequestHeader::decode(header_bytes).map_err(|error| error.to_string())?;
-        let payload_bytes = if header.has_payload() {
-            header.length_bytes as usize
-        } else {
-            0
-        };
-        if after.len() < payload_bytes {
-            return Err(format!(
-                "a write of {payload_bytes} bytes with {} bytes of payload",
-                after.len()
-            ));
-        }
-        let (payload, after) = after.split_at(payload_bytes);
-        requests.push((header, payload));
-        rest = after;
-    }
-    Ok(requests)
-}
-
-/// What a request came to: its read data, or an NBD error.
-pub(super) type Outcome = Result<Option<Vec<u8>>, u32>;
-
-pub(super) fn execute(
-    disk: &mut RamDisk,
-    size_bytes: u64,
-    header: &RequestHeader,
-    payload: &[u8],
-) -> Outcome {
-    let block = u64::from(NODE_DISK_BLOCK_BYTES);
-    let length = u64::from(header.length_bytes);
-    let inside = header
-        .offset_bytes
-        .checked_add(length)
-        .is_some_and(|end| end <= size_bytes);
-    let aligned = header.offset_bytes % block == 0 && length % block == 0;
-    let first_block = header.offset_bytes / block;
-    let operation = match header.command {
-        wire::CMD_FLUSH => Operation::Flush,
-        _ if !inside => return Err(wire::NBD_EINVAL),
-        _ if !aligned => return Err(wire::NBD_EINVAL),
-        wire::CMD_READ => Operation::Read {
-            first_block,
-            buffer: IoBuf::zeroed(length as usize),
-        },
-        wire::CMD_WRITE => Operation::Write {
-            first_block,
-            buffer: IoBuf::from_slice(payload),
-        },
-        wire::CMD_TRIM => Operation::Trim {
-            first_block,
-            block_count: length / block,
-        },
-        _ => return Err(wire::NBD_EINVAL),
-    };
-    let is_read = header.command == wire::CMD_READ;
-    match run_one(disk, operation) {
-        Ok(completion) if completion.status.is_ok() => Ok(if is_read {
-            completion.buffer.map(|buffer| buffer.as_slice().to_vec())
-        } else {
-            None
-        }),
-        _ => Err(wire::NBD_EIO),
-    }
-}
-
-/// The reply messages for one request: a simple reply, or structured chunks (a read in
-/// two chunks, second half first, when `split`; an all-zero chunk as a hole).
-pub(super) fn encode_replies(
-    header: &RequestHeader,
-    outcome: Outcome,
-    structured: bool,
-    split: bool,
-) -> Vec<Vec<u8>> {
-    let cookie = header.cookie;
-    let mut message = Vec::new();
-    if !structured {
-        let error = outcome.as_ref().err().copied().unwrap_or(0);
-        wire::encode_simple_reply(&mut message, error, cookie);
-        if let Ok(Some(data)) = outcome {
-            message.extend_from_slice(&data);
-        }
-        return vec![message];
-    }
-    match outcome {
-        Err(error) => {
-            wire::encode_chunk_error(&mut message, cookie, error, "simulated server error");
-            vec![message]
-        }
-        Ok(None) => {
-            wire::encode_chunk_none(&mut message, cookie);
-            vec![message]
-        }
-        Ok(Some(data)) => {
-            let half = if split && data.len() >= 2 * NODE_DISK_BLOCK_BYTES as usize {
-                data.len() / 2
-            } else {
-                0
-            };
-            if half == 0 {
-                return vec![content_chunk(cookie, header.offset_bytes, &data, true)];
+    /// After a job succeeded: forgets the originals of what it made durable.
+    fn note_durable(&mut self, durable: Durable) {
+        match durable {
+            Durable::Everything => self.unflushed_originals.clear(),
+            Durable::Blocks(blocks) => {
+                for index in blocks {
+                    self.unflushed_originals.remove(&index);
+                }
             }
-            let (first, second) = data.split_at(half);
-            let mut messages = Vec::with_capacity(2);
-            let second_offset = header.offset_bytes + half as u64;
-            messages.push(content_chunk(cookie, second_offset, second, false));
-            messages.push(content_chunk(cookie, header.offset_bytes, first, true));
-            messages
+            Durable::Nothing => {}
         }
     }
 }
 
-/// One `OFFSET_DATA` chunk, or `OFFSET_HOLE` when every byte is zero.
-fn content_chunk(cookie: u64, offset_bytes: u64, data: &[u8], done: bool) -> Vec<u8> {
-    let mut message = Vec::new();
-    let length = u32::try_from(data.len()).expect("a part fits the 32-bit length field");
-    if !data.is_empty() && data.iter().all(|&byte| byte == 0) {
-        wire::encode_chunk_offset_hole(&mut message, cookie, offset_bytes, length, done);
-    } else {
-        wire::encode_chunk_offset_data_header(&mut message, cookie, offset_bytes, length, done);
-        message.extend_from_slice(data);
-    }
-    message
+/// What a successful job makes durable.
+enum Durable {
+    Everything,
+    Blocks(std::ops::Range<u64>),
+    Nothing,
 }

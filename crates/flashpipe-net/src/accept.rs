@@ -1,0 +1,323 @@
+//! The accept loop a server runs on each of its listeners, and the connections it
+//! holds open: one thread per listener accepts, applies the connection limit (a
+//! connection past it is closed at once, after the protocol's `refused` hook), sets the
+//! handshake deadline (a read timeout the protocol lifts when its handshake is done) and
+//! serves each admitted connection on its own thread through [`Protocol::serve`].
+//!
+//! A graceful stop ([`Server::stop`]) stops accepting (each blocked accept is woken by a
+//! connection to its own listener, which is closed unread), then shuts the read side of
+//! every open connection, so each connection's reader ends after answering what it has in
+//! flight, and joins every connection thread.
+//!
+//! What a listener may bind to (loopback only unless allowed) is the server's policy,
+//! checked before it hands its listeners over.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// A bound listener.
+#[derive(Debug)]
+pub enum Listener {
+    /// A TCP listener.
+    Tcp(TcpListener),
+    /// A Unix socket listener and its path (a stop connects to it to wake the loop).
+    Unix {
+        /// The listener.
+        listener: UnixListener,
+        /// Where it is bound.
+        path: PathBuf,
+    },
+}
+
+/// An accepted connection.
+#[derive(Debug)]
+pub enum Accepted {
+    /// Over TCP.
+    Tcp(TcpStream),
+    /// Over a Unix socket.
+    Unix(UnixStream),
+}
+
+impl Accepted {
+    fn try_clone(&self) -> io::Result<Accepted> {
+        Ok(match self {
+            Accepted::Tcp(stream) => Accepted::Tcp(stream.try_clone()?),
+            Accepted::Unix(stream) => Accepted::Unix(stream.try_clone()?),
+        })
+    }
+
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Accepted::Tcp(stream) => stream.shutdown(how),
+            Accepted::Unix(stream) => stream.shutdown(how),
+        }
+    }
+
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        match self {
+            Accepted::Tcp(stream) => stream.set_read_timeout(limit),
+            Accepted::Unix(stream) => stream.set_read_timeout(limit),
+        }
+    }
+}
+
+impl Listener {
+    fn accept(&self) -> io::Result<Accepted> {
+        match self {
+            Listener::Tcp(listener) => listener.accept().map(|(stream, _)| Accepted::Tcp(stream)),
+            Listener::Unix { listener, .. } => {
+                listener.accept().map(|(stream, _)| Accepted::Unix(stream))
+            }
+        }
+    }
+
+    /// What a stop connects to, to wake a blocked accept.
+    fn wake_target(&self) -> WakeTarget {
+        match self {
+            Listener::Tcp(listener) => match listener.local_addr() {
+                Ok(mut address) => {
+                    if address.ip().is_unspecified() {
+                        address.set_ip(match address {
+                            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                        });
+                    }
+                    WakeTarget::Tcp(address)
+                }
+                Err(_) => WakeTarget::Nothing,
+            },
+            Listener::Unix { path, .. } => WakeTarget::Unix(path.clone()),
+        }
+    }
+}
+
+enum WakeTarget {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+    Nothing,
+}
+
+impl WakeTarget {
+    fn wake(&self) {
+        // The connection only wakes the accept loop, which sees the stop and ends; a
+        // failure leaves a loop that ended already.
+        match self {
+            WakeTarget::Tcp(address) => drop(TcpStream::connect(address)),
+            WakeTarget::Unix(path) => drop(UnixStream::connect(path)),
+            WakeTarget::Nothing => {}
+        }
+    }
+}
+
+/// Bounds the accept loop applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections open at once, over all listeners; more are closed at accept.
+    pub max_connections: usize,
+    /// How long each read may wait until the protocol lifts the limit (its handshake
+    /// done); `None`: no limit. A client silent that long gets a timed-out read.
+    pub handshake_deadline: Option<Duration>,
+}
+
+/// The protocol a [`Server`] serves.
+pub trait Protocol: Send + Sync + 'static {
+    /// Serves one admitted connection, on the connection's own thread, until it ends.
+    fn serve(&self, connection: Accepted);
+    /// A connection closed at accept because `open` connections reached `limit` (a
+    /// log line, typically).
+    fn refused(&self, connection: &Accepted, open: usize, limit: usize);
+}
+
+/// An open connection: a handle to shut its read side at a stop, and its thread.
+struct OpenConnection {
+    reading: Accepted,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Inner {
+    limits: Limits,
+    protocol: Arc<dyn Protocol>,
+    thread_prefix: String,
+    stopping: AtomicBool,
+    open: AtomicUsize,
+    next_id: AtomicU64,
+    connections: Mutex<HashMap<u64, OpenConnection>>,
+}
+
+impl Inner {
+    fn connections(&self) -> MutexGuard<'_, HashMap<u64, OpenConnection>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// Accept loops over a server's listeners and the connections they opened.
+pub struct Server {
+    inner: Arc<Inner>,
+    accept_threads: Vec<(JoinHandle<()>, WakeTarget)>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Server")
+            .field("open", &self.open_connections())
+            .finish()
+    }
+}
+
+impl Server {
+    /// Starts one accept thread per listener (named `{thread_prefix}-accept-N`;
+    /// connection threads `{thread_prefix}-conn-ID`).
+    pub fn start(
+        listeners: Vec<Listener>,
+        limits: Limits,
+        protocol: Arc<dyn Protocol>,
+        thread_prefix: &str,
+    ) -> io::Result<Server> {
+        let inner = Arc::new(Inner {
+            limits,
+            protocol,
+            thread_prefix: thread_prefix.to_string(),
+            stopping: AtomicBool::new(false),
+            open: AtomicUsize::new(0),
+            next_id: AtomicU64::new(0),
+            connections: Mutex::new(HashMap::new()),
+        });
+        let mut server = Server {
+            inner: Arc::clone(&inner),
+            accept_threads: Vec::new(),
+        };
+        for (index, listener) in listeners.into_iter().enumerate() {
+            let wake = listener.wake_target();
+            let loop_inner = Arc::clone(&inner);
+            let spawned = std::thread::Builder::new()
+                .name(format!("{thread_prefix}-accept-{index}"))
+                .spawn(move || accept_loop(&loop_inner, &listener));
+            match spawned {
+                Ok(thread) => server.accept_threads.push((thread, wake)),
+                Err(error) => {
+                    server.stop();
+                    return Err(error);
+                }
+            }
+        }
+        Ok(server)
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.inner.open.load(Ordering::SeqCst)
+    }
+
+    /// Whether a stop has begun.
+    pub fn is_stopping(&self) -> bool {
+        self.inner.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting: every accept loop ends and is joined. Open connections go on.
+    pub fn stop_accepting(&mut self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        for (_, wake) in &self.accept_threads {
+            wake.wake();
+        }
+        for (thread, _) in self.accept_threads.drain(..) {
+            // An accept loop that panicked has nothing left to stop.
+            let _ = thread.join();
+        }
+    }
+
+    /// The graceful stop: stops accepting, shuts the read side of every open
+    /// connection (its reader ends after answering what is in flight) and joins every
+    /// connection thread.
+    pub fn stop(&mut self) {
+        self.stop_accepting();
+        let connections: Vec<OpenConnection> = self
+            .inner
+            .connections()
+            .drain()
+            .map(|(_, open)| open)
+            .collect();
+        for connection in &connections {
+            // A connection already closed by its client refuses the shutdown; harmless.
+            let _ = connection.reading.shutdown(Shutdown::Read);
+        }
+        for mut connection in connections {
+            if let Some(thread) = connection.thread.take() {
+                // A connection thread that panicked has nothing left to join.
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+fn accept_loop(inner: &Arc<Inner>, listener: &Listener) {
+    loop {
+        let accepted = listener.accept();
+        if inner.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(connection) = accepted else {
+            continue;
+        };
+        let open = inner.open.fetch_add(1, Ordering::SeqCst);
+        let limit = inner.limits.max_connections;
+        if open >= limit {
+            inner.open.fetch_sub(1, Ordering::SeqCst);
+            inner.protocol.refused(&connection, open, limit);
+            continue;
+        }
+        start_connection(inner, connection);
+    }
+}
+
+fn start_connection(inner: &Arc<Inner>, connection: Accepted) {
+    let id = inner.next_id.fetch_add(1, Ordering::SeqCst);
+    let deadline_set = connection
+        .set_read_timeout(inner.limits.handshake_deadline)
+        .is_ok();
+    let Ok(reading) = connection.try_clone() else {
+        inner.open.fetch_sub(1, Ordering::SeqCst);
+        return;
+    };
+    if !deadline_set {
+        inner.open.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
+    // Held until the entry is in: a connection that ends at once removes its entry
+    // only after it was inserted.
+    let mut connections = inner.connections();
+    let thread_inner = Arc::clone(inner);
+    let thread = std::thread::Builder::new()
+        .name(format!("{}-conn-{id}", inner.thread_prefix))
+        .spawn(move || {
+            thread_inner.protocol.serve(connection);
+            thread_inner.connections().remove(&id);
+            thread_inner.open.fetch_sub(1, Ordering::SeqCst);
+        });
+    match thread {
+        Ok(thread) => {
+            connections.insert(
+                id,
+                OpenConnection {
+                    reading,
+                    thread: Some(thread),
+                },
+            );
+        }
+        Err(_) => {
+            inner.open.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

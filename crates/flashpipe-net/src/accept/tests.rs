@@ -1,0 +1,164 @@
+//! Tests of the accept loop over loopback TCP and a Unix socket: the connection limit,
+//! the handshake deadline and the graceful stop.
+
+use super::*;
+use std::io::{Read, Write};
+use std::sync::mpsc;
+
+/// Echoes one byte back per byte read until the client closes or a read fails; reports
+/// how each connection ended, and each refusal.
+struct Echo {
+    ends: Mutex<mpsc::Sender<String>>,
+    refusals: Mutex<mpsc::Sender<(usize, usize)>>,
+}
+
+impl Protocol for Echo {
+    fn serve(&self, connection: Accepted) {
+        let end = match connection {
+            Accepted::Tcp(mut stream) => echo_until_end(&mut stream),
+            Accepted::Unix(mut stream) => format!("unix {}", echo_until_end(&mut stream)),
+        };
+        let _ = self.ends.lock().unwrap().send(end);
+    }
+
+    fn refused(&self, _connection: &Accepted, open: usize, limit: usize) {
+        let _ = self.refusals.lock().unwrap().send((open, limit));
+    }
+}
+
+fn echo_until_end(stream: &mut (impl Read + Write)) -> String {
+    let mut byte = [0u8; 1];
+    loop {
+        match stream.read(&mut byte) {
+            Ok(0) => return "closed".to_string(),
+            Ok(_) => {
+                if stream.write_all(&byte).is_err() {
+                    return "write failed".to_string();
+                }
+            }
+            Err(error) => return format!("error {:?}", error.kind()),
+        }
+    }
+}
+
+type Started = (
+    Server,
+    SocketAddr,
+    mpsc::Receiver<String>,
+    mpsc::Receiver<(usize, usize)>,
+);
+
+fn start(limits: Limits) -> Started {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let (end_sender, ends) = mpsc::channel();
+    let (refusal_sender, refusals) = mpsc::channel();
+    let protocol = Arc::new(Echo {
+        ends: Mutex::new(end_sender),
+        refusals: Mutex::new(refusal_sender),
+    });
+    let server = Server::start(vec![Listener::Tcp(listener)], limits, protocol, "test").unwrap();
+    (server, address, ends, refusals)
+}
+
+fn echo(stream: &mut TcpStream, byte: u8) -> u8 {
+    stream.write_all(&[byte]).unwrap();
+    let mut back = [0u8; 1];
+    stream.read_exact(&mut back).unwrap();
+    back[0]
+}
+
+const NO_DEADLINE: Limits = Limits {
+    max_connections: 2,
+    handshake_deadline: None,
+};
+
+#[test]
+fn a_connection_past_the_limit_is_closed_and_reported() {
+    let (mut server, address, _ends, refusals) = start(NO_DEADLINE);
+    let mut first = TcpStream::connect(address).unwrap();
+    let mut second = TcpStream::connect(address).unwrap();
+    assert_eq!(echo(&mut first, 1), 1);
+    assert_eq!(echo(&mut second, 2), 2);
+    assert_eq!(server.open_connections(), 2);
+    let mut third = TcpStream::connect(address).unwrap();
+    assert_eq!(
+        refusals.recv_timeout(Duration::from_secs(10)).unwrap(),
+        (2, 2)
+    );
+    let mut rest = Vec::new();
+    assert_eq!(third.read_to_end(&mut rest).unwrap_or(0), 0);
+    server.stop();
+    assert_eq!(server.open_connections(), 0);
+}
+
+#[test]
+fn a_silent_client_meets_the_handshake_deadline() {
+    let limits = Limits {
+        max_connections: 4,
+        handshake_deadline: Some(Duration::from_millis(50)),
+    };
+    let (mut server, address, ends, _refusals) = start(limits);
+    let _silent = TcpStream::connect(address).unwrap();
+    let end = ends.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        end == "error WouldBlock" || end == "error TimedOut",
+        "the read timed out: {end}"
+    );
+    server.stop();
+}
+
+#[test]
+fn stop_ends_accepting_and_every_connection_after_its_reader_ends() {
+    let (mut server, address, ends, _refusals) = start(NO_DEADLINE);
+    let mut client = TcpStream::connect(address).unwrap();
+    assert_eq!(echo(&mut client, 7), 7);
+    server.stop();
+    assert!(server.is_stopping());
+    assert_eq!(
+        ends.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "closed"
+    );
+    assert_eq!(server.open_connections(), 0);
+    // Nobody accepts any more: a connection may still be queued by the kernel until the
+    // listener is dropped with the joined loop, but it is never served.
+    if let Ok(mut late) = TcpStream::connect(address) {
+        late.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let _ = late.write_all(&[1]);
+        let mut back = [0u8; 1];
+        assert!(!matches!(late.read(&mut back), Ok(1)));
+    }
+}
+
+#[test]
+fn a_unix_listener_serves_and_stops() {
+    let directory =
+        std::env::temp_dir().join(format!("flashpipe-net-accept-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let path = directory.join("socket");
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    let (end_sender, ends) = mpsc::channel();
+    let (refusal_sender, _refusals) = mpsc::channel();
+    let protocol = Arc::new(Echo {
+        ends: Mutex::new(end_sender),
+        refusals: Mutex::new(refusal_sender),
+    });
+    let listeners = vec![Listener::Unix {
+        listener,
+        path: path.clone(),
+    }];
+    let mut server = Server::start(listeners, NO_DEADLINE, protocol, "test").unwrap();
+    let mut client = UnixStream::connect(&path).unwrap();
+    client.write_all(&[9]).unwrap();
+    let mut back = [0u8; 1];
+    client.read_exact(&mut back).unwrap();
+    assert_eq!(back[0], 9);
+    server.stop();
+    assert_eq!(
+        ends.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "unix closed"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
