@@ -12,11 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{bounded, Sender};
+use flashpipe_api::Command;
 use flashpipe_device::{BufferPool, IoBuf};
-use flashpipe_engine::{Command, Completion};
+use flashpipe_engine::Completion;
 use flashpipe_protocol::{
     encode_frame, read_frame, send_all, send_frame, CancelOutcome, ErrorCode, Frame, Hello,
-    ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, PROTOCOL_VERSION,
+    ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, WireCommand, WritePayload,
+    PROTOCOL_VERSION,
 };
 use flashpipe_shm::send_with_fds;
 
@@ -550,7 +552,8 @@ fn take_request(
         refuse_request(connection, request_id, &request, error);
         return Next::Continue;
     }
-    let request = match request {
+    let command = match request {
+        Request::Command(command) => command,
         Request::Cancel { target } => {
             answer_cancel(connection, request_id, target);
             return Next::Continue;
@@ -561,17 +564,16 @@ fn take_request(
         }
         Request::RunKernel(run) => return start_kernel_run(connection, request_id, run),
         Request::OpenRings => return answer_open_rings(connection, request_id),
-        request => request,
     };
-    match admit(connection, request_id, &request) {
+    match admit(connection, request_id, Some(&command)) {
         Ok(()) => {}
         Err(Refusal::Request(error)) => {
-            refuse_request(connection, request_id, &request, error);
+            refuse_command(connection, request_id, &command, error);
             return Next::Continue;
         }
         Err(Refusal::Connection(error)) => return Next::Close(error),
     }
-    let command = match engine_command(connection, request) {
+    let command = match command.map_write(|data| engine_write(connection, data)) {
         Ok(command) => command,
         Err(error) => {
             connection.abandon(request_id);
@@ -598,17 +600,49 @@ fn refuse_request(
     request: &Request,
     error: RemoteError,
 ) {
-    if let (Request::WriteGranted { slot, .. }, Some(mapped)) = (request, &connection.mapped) {
-        mapped.forfeit(*slot);
+    match request {
+        Request::Command(command) => refuse_command(connection, request_id, command, error),
+        _ => connection.refuse(request_id, error),
+    }
+}
+
+/// Refuses a command before the engine (giving up its grant, if a write by grant).
+fn refuse_command(
+    connection: &Connection,
+    request_id: RequestId,
+    command: &WireCommand,
+    error: RemoteError,
+) {
+    if let (Some(slot), Some(mapped)) = (granted_slot(command), &connection.mapped) {
+        mapped.forfeit(slot);
     }
     connection.refuse(request_id, error);
 }
 
-/// Checks the in-flight, byte and read-handle limits and records the request as in
-/// flight.
-fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> Result<(), Refusal> {
-    if let Request::Write { data, .. } = request {
-        check_write_length(connection, data.len() as u64).map_err(Refusal::Request)?;
+/// The write-pool slot a write by grant names.
+fn granted_slot(command: &WireCommand) -> Option<u32> {
+    match command {
+        Command::Write {
+            data: WritePayload::Granted { slot, .. },
+            ..
+        } => Some(*slot),
+        _ => None,
+    }
+}
+
+/// Checks the in-flight, byte and read-handle limits and records the command (`None`:
+/// a kernel run) as in flight.
+fn admit(
+    connection: &Connection,
+    request_id: RequestId,
+    command: Option<&WireCommand>,
+) -> Result<(), Refusal> {
+    if let Some(Command::Write {
+        data: WritePayload::Inline(bytes),
+        ..
+    }) = command
+    {
+        check_write_length(connection, bytes.len() as u64).map_err(Refusal::Request)?;
     }
     let mut in_flight = connection
         .in_flight
@@ -628,7 +662,10 @@ fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> R
             limit as u64,
         )));
     }
-    let is_read = matches!(request, Request::Read { .. } | Request::ReadFiles { .. });
+    let is_read = matches!(
+        command,
+        Some(Command::Read { .. } | Command::ReadFiles { .. })
+    );
     let reservation = match (&connection.mapped, is_read) {
         (Some(mapped), true) => Some(mapped),
         _ => None,
@@ -636,17 +673,14 @@ fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> R
     if let Some(mapped) = reservation {
         mapped.reserve_handle().map_err(Refusal::Request)?;
     }
-    let bytes = request_bytes(connection, request);
+    let bytes = command.map_or(0, |command| command_bytes(connection, command));
     if let Err(error) = connection.take_bytes(bytes) {
         if let Some(mapped) = reservation {
             mapped.cancel_reservation();
         }
         return Err(Refusal::Request(error));
     }
-    let granted_slot = match request {
-        Request::WriteGranted { slot, .. } => Some(*slot),
-        _ => None,
-    };
+    let granted_slot = command.and_then(granted_slot);
     in_flight.insert(
         request_id,
         InFlight {
@@ -658,14 +692,13 @@ fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> R
     Ok(())
 }
 
-/// Bytes a request holds while in flight: its write data, or what its read may bring.
-fn request_bytes(connection: &Connection, request: &Request) -> u64 {
+/// Bytes a command holds while in flight: its write data, or what its read may bring.
+fn command_bytes(connection: &Connection, command: &WireCommand) -> u64 {
     let limits = &connection.state.limits;
-    match request {
-        Request::Write { data, .. } => data.len() as u64,
-        Request::WriteGranted { length_bytes, .. } => u64::from(*length_bytes),
-        Request::Read { length_bytes, .. } => (*length_bytes).min(limits.max_read_bytes),
-        Request::ReadFiles { names } => (names.len() as u64)
+    match command {
+        Command::Write { data, .. } => data.length_bytes(),
+        Command::Read { length_bytes, .. } => (*length_bytes).min(limits.max_read_bytes),
+        Command::ReadFiles { names } => (names.len() as u64)
             .saturating_mul(limits.max_read_bytes)
             .min(limits.max_read_files_bytes),
         _ => 0,
@@ -760,68 +793,17 @@ fn release(connection: &Connection, handles: &[u64]) {
     }
 }
 
-/// The engine command of a request the engine carries out.
-fn engine_command(connection: &Connection, request: Request) -> Result<Command, RemoteError> {
-    Ok(match request {
-        Request::Create { name } => Command::Create { name },
-        Request::Write {
-            name,
-            offset_bytes,
-            data,
-        } => Command::Write {
-            name,
-            offset_bytes,
-            data: IoBuf::from_slice(&data),
-        },
-        Request::WriteGranted {
-            name,
-            offset_bytes,
-            slot,
-            length_bytes,
-        } => {
+/// The engine's buffer of a write's wire payload: the bytes the frame carried, or the
+/// granted slot of this client's write pool (taken back from the client).
+fn engine_write(connection: &Connection, data: WritePayload) -> Result<IoBuf, RemoteError> {
+    match data {
+        WritePayload::Inline(bytes) => Ok(IoBuf::from_slice(&bytes)),
+        WritePayload::Granted { slot, length_bytes } => {
             let mapped = connection.mapped.as_ref().ok_or_else(not_mapped)?;
             check_write_length(connection, u64::from(length_bytes))?;
-            Command::Write {
-                name,
-                offset_bytes,
-                data: mapped.take_granted(slot, length_bytes)?,
-            }
+            mapped.take_granted(slot, length_bytes)
         }
-        Request::Read {
-            name,
-            offset_bytes,
-            length_bytes,
-        } => Command::Read {
-            name,
-            offset_bytes,
-            length_bytes,
-        },
-        Request::ReadFiles { names } => Command::ReadFiles { names },
-        Request::Truncate { name, size_bytes } => Command::Truncate { name, size_bytes },
-        Request::Delete { name } => Command::Delete { name },
-        Request::Rename { from, to } => Command::Rename {
-            from,
-            to,
-            replace: false,
-        },
-        Request::RenameReplacing { from, to } => Command::Rename {
-            from,
-            to,
-            replace: true,
-        },
-        Request::Copy { from, to, method } => Command::Copy { from, to, method },
-        Request::Stat { name } => Command::Stat { name },
-        Request::List => Command::List,
-        Request::Stats => Command::Stats,
-        Request::Flush => Command::Flush,
-        Request::Check => Command::Check,
-        Request::Cancel { .. }
-        | Request::GrantWrite
-        | Request::RunKernel(_)
-        | Request::OpenRings => {
-            unreachable!("cancel, grant, kernel runs and open-rings are answered before the engine")
-        }
-    })
+    }
 }
 
 /// Admits a kernel run (it counts as one request in flight) and starts it on a thread of
@@ -831,8 +813,7 @@ fn start_kernel_run(
     request_id: RequestId,
     run: flashpipe_protocol::RunKernelRequest,
 ) -> Next {
-    let request = Request::RunKernel(run);
-    match admit(connection, request_id, &request) {
+    match admit(connection, request_id, None) {
         Ok(()) => {}
         Err(Refusal::Request(error)) => {
             connection.refuse(request_id, error);
@@ -840,9 +821,6 @@ fn start_kernel_run(
         }
         Err(Refusal::Connection(error)) => return Next::Close(error),
     }
-    let Request::RunKernel(run) = request else {
-        unreachable!("built above as a kernel run")
-    };
     let started = connection
         .state
         .kernel_runs

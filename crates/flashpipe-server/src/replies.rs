@@ -10,6 +10,7 @@ use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
 use flashpipe_fs::FsckReport;
 use flashpipe_protocol::{
     encode_inline_data, CheckSummary, DataPayload, Frame, RemoteError, Response, SharedWindow,
+    WireReply,
 };
 
 use crate::connection::{Connection, InFlight};
@@ -57,28 +58,32 @@ fn mapped(connection: &Connection) -> &crate::mapped::Mapped {
         .expect("only a mapping connection holds handles and grants")
 }
 
-/// The wire answer of an engine reply.
+/// The wire answer of an engine reply: the same reply, its payloads mapped (a read's
+/// data inline or as windows of the shared read pool, a write's buffer to its length
+/// (a granted slot's buffer regranted), a check's report to its summary).
 fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response {
-    match reply {
-        Reply::Done => Response::Done,
+    Response::Reply(match reply {
+        Reply::Done => WireReply::Done,
         Reply::Written { buffer } => {
             let length_bytes = buffer.len() as u64;
             if entry.granted_slot.is_some() {
                 mapped(connection).regrant(buffer);
             }
-            Response::Written { length_bytes }
+            WireReply::Written {
+                buffer: length_bytes,
+            }
         }
-        Reply::Data(data) if entry.holds_handle => Response::Data(
+        Reply::Data(data) if entry.holds_handle => WireReply::Data(
             shared_payloads(connection, vec![Ok(data)])
                 .pop()
                 .expect("one payload per read")
                 .expect("a successful read"),
         ),
-        Reply::Data(data) => Response::Data(inline(&data)),
+        Reply::Data(data) => WireReply::Data(inline(&data)),
         Reply::Files(files) if entry.holds_handle => {
-            Response::Files(shared_payloads(connection, files))
+            WireReply::Files(shared_payloads(connection, files))
         }
-        Reply::Files(files) => Response::Files(
+        Reply::Files(files) => WireReply::Files(
             files
                 .into_iter()
                 .map(|file| {
@@ -87,12 +92,12 @@ fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response
                 })
                 .collect(),
         ),
-        Reply::Stat(stat) => Response::Stat(stat),
-        Reply::List(stats) => Response::List(stats),
-        Reply::Stats(stats) => Response::Stats(stats),
-        Reply::Check(report) => Response::Check(check_summary(&report)),
-        Reply::Copied(report) => Response::Copied(report),
-    }
+        Reply::Stat(stat) => WireReply::Stat(stat),
+        Reply::List(stats) => WireReply::List(stats),
+        Reply::Stats(stats) => WireReply::Stats(stats),
+        Reply::Check(report) => WireReply::Check(check_summary(&report)),
+        Reply::Copied(report) => WireReply::Copied(report),
+    })
 }
 
 fn inline(data: &ReadData) -> DataPayload {
