@@ -14,8 +14,11 @@
 use std::collections::HashMap;
 
 use flashpipe_api::{Command, Payloads, Reply};
+use flashpipe_engine::Reply as EngineReply;
+use flashpipe_fs::FsckReport;
 use flashpipe_protocol::{
-    ErrorCode, Frame, RemoteError, RequestId, Response, WireCommand, WireReply, WritePayload,
+    CheckSummary, DataPayload, ErrorCode, Frame, RemoteError, RequestId, Response, WireCommand,
+    WireReply, WritePayload,
 };
 
 /// One connection's limits, as the server announced them.
@@ -312,5 +315,42 @@ pub fn granted_slot(command: &WireCommand) -> Option<u32> {
             ..
         } => Some(*slot),
         _ => None,
+    }
+}
+
+/// The wire reply of an engine reply on the copying path: read data inline (copied once),
+/// a write's length, a check's summary.
+pub fn inline_reply(reply: EngineReply) -> WireReply {
+    match reply {
+        Reply::Done => Reply::Done,
+        Reply::Written { buffer } => Reply::Written {
+            buffer: buffer.len() as u64,
+        },
+        Reply::Data(data) => Reply::Data(DataPayload::Inline(data.bytes().to_vec())),
+        Reply::Files(files) => Reply::Files(
+            files
+                .into_iter()
+                .map(|file| {
+                    file.map(|data| DataPayload::Inline(data.bytes().to_vec()))
+                        .map_err(|error| error.to_api())
+                })
+                .collect(),
+        ),
+        Reply::Stat(stat) => Reply::Stat(stat),
+        Reply::List(stats) => Reply::List(stats),
+        Reply::Stats(stats) => Reply::Stats(stats),
+        Reply::Check(report) => Reply::Check(check_summary(&report)),
+        Reply::Copied(report) => Reply::Copied(report),
+    }
+}
+
+/// What a client is told of a check.
+fn check_summary(report: &FsckReport) -> CheckSummary {
+    CheckSummary {
+        clean: report.is_clean(),
+        commit_sequence: report.commit_sequence,
+        file_count: report.file_count,
+        findings: report.findings.iter().map(ToString::to_string).collect(),
+        report_text: report.to_string(),
     }
 }

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, RecvError};
 use flashpipe_base::{WaitPolicy, Waiter};
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
-use flashpipe_fs::FsckReport;
 use flashpipe_protocol::{
-    encode_inline_data, CheckSummary, DataPayload, Frame, RemoteError, Response, SharedWindow,
-    WireReply,
+    encode_inline_data, DataPayload, Frame, RemoteError, Response, SharedWindow, WireReply,
 };
 
 use crate::connection::{Connection, InFlight};
+use crate::core::inline_reply;
 
 /// Sends every completion back until the reading side has gone and the engine has
 /// answered everything it took (every sender of `answers` dropped).
@@ -59,16 +58,14 @@ fn mapped(connection: &Connection) -> &crate::mapped::Mapped {
 }
 
 /// The wire answer of an engine reply: the same reply, its payloads mapped (a read's
-/// data inline or as windows of the shared read pool, a write's buffer to its length
-/// (a granted slot's buffer regranted), a check's report to its summary).
+/// data as windows of the shared read pool when it holds a read handle, else inline; a
+/// write's buffer to its length, a granted slot's buffer regranted; a check's report to
+/// its summary).
 fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response {
     Response::Reply(match reply {
-        Reply::Done => WireReply::Done,
-        Reply::Written { buffer } => {
+        Reply::Written { buffer } if entry.granted_slot.is_some() => {
             let length_bytes = buffer.len() as u64;
-            if entry.granted_slot.is_some() {
-                mapped(connection).regrant(buffer);
-            }
+            mapped(connection).regrant(buffer);
             WireReply::Written {
                 buffer: length_bytes,
             }
@@ -79,24 +76,10 @@ fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response
                 .expect("one payload per read")
                 .expect("a successful read"),
         ),
-        Reply::Data(data) => WireReply::Data(inline(&data)),
         Reply::Files(files) if entry.holds_handle => {
             WireReply::Files(shared_payloads(connection, files))
         }
-        Reply::Files(files) => WireReply::Files(
-            files
-                .into_iter()
-                .map(|file| {
-                    file.map(|data| inline(&data))
-                        .map_err(|error| error.to_api())
-                })
-                .collect(),
-        ),
-        Reply::Stat(stat) => WireReply::Stat(stat),
-        Reply::List(stats) => WireReply::List(stats),
-        Reply::Stats(stats) => WireReply::Stats(stats),
-        Reply::Check(report) => WireReply::Check(check_summary(&report)),
-        Reply::Copied(report) => WireReply::Copied(report),
+        reply => inline_reply(reply),
     })
 }
 
@@ -156,14 +139,4 @@ fn shared_payloads(
             })
         })
         .collect()
-}
-
-fn check_summary(report: &FsckReport) -> CheckSummary {
-    CheckSummary {
-        clean: report.is_clean(),
-        commit_sequence: report.commit_sequence,
-        file_count: report.file_count,
-        findings: report.findings.iter().map(ToString::to_string).collect(),
-        report_text: report.to_string(),
-    }
 }
