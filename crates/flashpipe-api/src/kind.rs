@@ -76,6 +76,16 @@ impl CommandKind {
         }
     }
 
+    /// The kind of a rename: replacing an existing target or not (one command,
+    /// [`crate::Command::Rename`], two kinds on the wire).
+    pub fn rename(replace: bool) -> CommandKind {
+        if replace {
+            CommandKind::RenameReplacing
+        } else {
+            CommandKind::Rename
+        }
+    }
+
     /// The kind numbered `number` on the wire, if any.
     pub fn from_wire(number: u16) -> Option<CommandKind> {
         CommandKind::ALL

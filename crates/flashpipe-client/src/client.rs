@@ -13,11 +13,11 @@ use flashpipe_shm::{
 };
 
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
-use flashpipe_api::{CopyReport, FileStat, FsStats};
+use flashpipe_api::{Command, CopyReport, FileStat, FsStats, Reply};
 use flashpipe_protocol::{
     encode_frame, read_frame, send_all, CancelOutcome, CheckSummary, DataPayload, ErrorCode, Frame,
-    Hello, ReadFrameError, RemoteError, Request, RequestId, ServerLimits, SharedRegion, WriteGrant,
-    MAX_BODY_BYTES, MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
+    Hello, ReadFrameError, RemoteError, Request, RequestId, ServerLimits, SharedRegion,
+    WireCommand, WriteGrant, WritePayload, MAX_BODY_BYTES, MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
 };
 
 use crate::error::{ClientError, ConnectError};
@@ -326,8 +326,10 @@ impl Client {
         self.in_flight.len() + self.arrived.len()
     }
 
-    /// Sends a request; its answer comes from [`Client::wait`] under the returned id.
-    pub fn submit(&mut self, request: Request) -> Result<RequestId, ClientError> {
+    /// Sends a request (a command over the wire's payloads, or a request about the
+    /// connection); its answer comes from [`Client::wait`] under the returned id.
+    pub fn submit(&mut self, request: impl Into<Request>) -> Result<RequestId, ClientError> {
+        let request = request.into();
         let request_id = self.next_request_id;
         self.next_request_id += 1;
         let frame = Frame::Request {
@@ -415,10 +417,14 @@ impl Client {
     ) -> Result<Response, ClientError> {
         use flashpipe_protocol::Response as Wire;
         Ok(match response {
-            Wire::Done => Response::Done,
-            Wire::Written { length_bytes } => Response::Written { length_bytes },
-            Wire::Data(payload) => Response::Data(self.view(payload, &mut HashMap::new())?),
-            Wire::Files(files) => {
+            Wire::Reply(Reply::Done) => Response::Done,
+            Wire::Reply(Reply::Written { buffer }) => Response::Written {
+                length_bytes: buffer,
+            },
+            Wire::Reply(Reply::Data(payload)) => {
+                Response::Data(self.view(payload, &mut HashMap::new())?)
+            }
+            Wire::Reply(Reply::Files(files)) => {
                 let mut holds = HashMap::new();
                 Response::Files(
                     files
@@ -430,11 +436,11 @@ impl Client {
                         .collect::<Result<_, _>>()?,
                 )
             }
-            Wire::Stat(stat) => Response::Stat(stat),
-            Wire::List(stats) => Response::List(stats),
-            Wire::Stats(stats) => Response::Stats(stats),
-            Wire::Check(summary) => Response::Check(summary),
-            Wire::Copied(report) => Response::Copied(report),
+            Wire::Reply(Reply::Stat(stat)) => Response::Stat(stat),
+            Wire::Reply(Reply::List(stats)) => Response::List(stats),
+            Wire::Reply(Reply::Stats(stats)) => Response::Stats(stats),
+            Wire::Reply(Reply::Check(summary)) => Response::Check(summary),
+            Wire::Reply(Reply::Copied(report)) => Response::Copied(report),
             Wire::Granted(grant) => Response::Granted(grant),
             Wire::Cancel(outcome) => Response::Cancel(outcome),
             Wire::KernelFile(outcome) => Response::KernelFile(outcome),
@@ -508,7 +514,7 @@ impl Client {
 
     /// Sends a request and waits for its own answer (other answers are kept for
     /// [`Client::wait`]).
-    pub fn call(&mut self, request: Request) -> Result<Response, ClientError> {
+    pub fn call(&mut self, request: impl Into<Request>) -> Result<Response, ClientError> {
         let request_id = self.submit(request)?;
         self.wait_for(request_id)
     }
@@ -657,40 +663,36 @@ impl Client {
         buffer: WriteBuffer,
         length_bytes: usize,
     ) -> Result<RequestId, ClientError> {
-        if length_bytes > buffer.len() {
-            return Err(ClientError::LimitReached {
-                what: format!(
-                    "write of {length_bytes} bytes from a buffer of {} bytes",
-                    buffer.len()
-                ),
-                limit: buffer.len() as u64,
-            });
+        let mut granted = None;
+        let data = wire_write(buffer, length_bytes, &mut granted)?;
+        self.submit_command(
+            Command::Write {
+                name: name.to_string(),
+                offset_bytes,
+                data,
+            },
+            granted,
+        )
+    }
+
+    /// Sends a command whose write payload, if any, was mapped by [`wire_write`] (which
+    /// put a granted slot in `granted`): the slot is the server's from now on, until the
+    /// write's answer gives it back.
+    pub(crate) fn submit_command(
+        &mut self,
+        command: WireCommand,
+        granted: Option<GrantedSlot>,
+    ) -> Result<RequestId, ClientError> {
+        let request_id = self.submit(command)?;
+        if let Some(mut granted) = granted {
+            granted.sent = true;
+            let shared = self
+                .shared
+                .as_mut()
+                .expect("a granted buffer comes from a mapping client");
+            shared.granted_writes.insert(request_id, granted.slot);
         }
-        match buffer.storage {
-            WriteStorage::Owned(mut bytes) => {
-                bytes.truncate(length_bytes);
-                self.submit(Request::Write {
-                    name: name.to_string(),
-                    offset_bytes,
-                    data: bytes,
-                })
-            }
-            WriteStorage::Granted(mut granted) => {
-                let request_id = self.submit(Request::WriteGranted {
-                    name: name.to_string(),
-                    offset_bytes,
-                    slot: granted.slot,
-                    length_bytes: length_bytes as u32,
-                })?;
-                granted.sent = true;
-                let shared = self
-                    .shared
-                    .as_mut()
-                    .expect("a granted buffer comes from a mapping client");
-                shared.granted_writes.insert(request_id, granted.slot);
-                Ok(request_id)
-            }
-        }
+        Ok(request_id)
     }
 
     /// Asks the server to cancel request `id`; says whether it was still running (a
@@ -701,6 +703,38 @@ impl Client {
             other => Err(unexpected("cancel", &other)),
         }
     }
+}
+
+/// The wire payload of a write of the first `length_bytes` of `buffer`: its bytes inline,
+/// or its granted slot (kept in `granted` until the write is sent).
+pub(crate) fn wire_write(
+    buffer: WriteBuffer,
+    length_bytes: usize,
+    granted: &mut Option<GrantedSlot>,
+) -> Result<WritePayload, ClientError> {
+    if length_bytes > buffer.len() {
+        return Err(ClientError::LimitReached {
+            what: format!(
+                "write of {length_bytes} bytes from a buffer of {} bytes",
+                buffer.len()
+            ),
+            limit: buffer.len() as u64,
+        });
+    }
+    Ok(match buffer.storage {
+        WriteStorage::Owned(mut bytes) => {
+            bytes.truncate(length_bytes);
+            WritePayload::Inline(bytes)
+        }
+        WriteStorage::Granted(slot) => {
+            let payload = WritePayload::Granted {
+                slot: slot.slot,
+                length_bytes: length_bytes as u32,
+            };
+            *granted = Some(slot);
+            payload
+        }
+    })
 }
 
 fn expect_written(response: Response) -> Result<(), ClientError> {

@@ -29,9 +29,15 @@ pub use flashpipe_api::{
 };
 pub use flashpipe_protocol::{
     CancelOutcome, CheckSummary, ErrorCode, KernelFileOutcome, KernelFileResult, KernelRunSummary,
-    KernelStageFigures, RemoteError, Request, RequestId, RunKernelRequest, ServerLimits, WireFloat,
-    WriteGrant,
+    KernelStageFigures, RemoteError, RequestId, RunKernelRequest, ServerLimits, WireCommand,
+    WireFloat, WriteGrant, WritePayload,
 };
+
+/// A command as [`Client::submit`] sends it: a command of the command set over the wire's
+/// payloads (`Request::Read { .. }` builds a read). The requests about the connection
+/// (`flashpipe_protocol::Request`: cancel, write grants, kernel runs, rings) have their
+/// own methods, and [`Client::submit`] takes them too.
+pub type Request = WireCommand;
 pub use run_kernel::{KernelRun, KernelRunEvent};
 pub use transport::{Remote, WriteSource};
 pub use trust::{peer_uid, ServerExpectation};

@@ -2,16 +2,17 @@
 //! over the served client's payloads ([`Remote`]), so the command methods
 //! ([`flashpipe_api::TransportExt`]) and the file streams ([`flashpipe_api::write_stream`],
 //! [`flashpipe_api::read_stream`]) are the same code as over the in-process engine.
-//! A command becomes one request frame here, and an answer one reply; answers that are
-//! not a command's (a grant, a cancel outcome, a kernel run's) are a protocol violation.
+//! A command becomes the wire's command by its write payload alone (bytes inline, or a
+//! granted slot), and an answer one reply; answers that are not a command's (a grant, a
+//! cancel outcome, a kernel run's) are a protocol violation.
 
 use flashpipe_api::{
     CheckSummary, CodedError, Command, Completion, ErrorCode, Limits, MismatchedReply, Payloads,
     Reply, StreamPayloads, Ticket, Transport,
 };
-use flashpipe_protocol::{RemoteError, Request};
+use flashpipe_protocol::RemoteError;
 
-use crate::client::{Client, Response};
+use crate::client::{wire_write, Client, Response};
 use crate::error::ClientError;
 use crate::view::{ReadView, WriteBuffer};
 
@@ -77,42 +78,6 @@ impl CodedError for ClientError {
     }
 }
 
-/// The request frame of a command (a write goes through [`Client::submit_write`]).
-fn request(command: Command<Remote>) -> Request {
-    match command {
-        Command::Create { name } => Request::Create { name },
-        Command::Write { .. } => unreachable!("writes are submitted by submit_write"),
-        Command::Read {
-            name,
-            offset_bytes,
-            length_bytes,
-        } => Request::Read {
-            name,
-            offset_bytes,
-            length_bytes,
-        },
-        Command::ReadFiles { names } => Request::ReadFiles { names },
-        Command::Truncate { name, size_bytes } => Request::Truncate { name, size_bytes },
-        Command::Delete { name } => Request::Delete { name },
-        Command::Rename {
-            from,
-            to,
-            replace: false,
-        } => Request::Rename { from, to },
-        Command::Rename {
-            from,
-            to,
-            replace: true,
-        } => Request::RenameReplacing { from, to },
-        Command::Copy { from, to, method } => Request::Copy { from, to, method },
-        Command::Stat { name } => Request::Stat { name },
-        Command::List => Request::List,
-        Command::Stats => Request::Stats,
-        Command::Flush => Request::Flush,
-        Command::Check => Request::Check,
-    }
-}
-
 /// The command reply of an answer.
 fn reply(response: Response) -> Result<Reply<Remote>, ClientError> {
     Ok(match response {
@@ -146,14 +111,10 @@ impl Transport for Client {
     type Error = ClientError;
 
     fn submit(&mut self, command: Command<Remote>) -> Result<Ticket, ClientError> {
-        match command {
-            Command::Write {
-                name,
-                offset_bytes,
-                data,
-            } => self.submit_write(&name, offset_bytes, data.buffer, data.length_bytes),
-            command => Client::submit(self, request(command)),
-        }
+        let mut granted = None;
+        let command = command
+            .map_write(|source| wire_write(source.buffer, source.length_bytes, &mut granted))?;
+        self.submit_command(command, granted)
     }
 
     fn wait(&mut self) -> Result<Completion<Remote, ClientError>, ClientError> {

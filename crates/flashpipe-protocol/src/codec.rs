@@ -1,12 +1,15 @@
 //! Frames to bytes and back (docs/protocol.md): the 24-byte header, then each kind's
 //! body. Decoding checks every field against its limit and never panics.
 
-use flashpipe_api::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
+use flashpipe_api::{
+    Command, CommandKind, CopyMethod, CopyReport, FileId, FileStat, FsStats, Reply,
+};
 
 use crate::error::{DecodeError, ErrorCode, RemoteError};
 use crate::frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
-    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WireCommand, WireReply,
+    WriteGrant, WritePayload,
 };
 use crate::kernel_run::{
     decode_kernel_file, decode_kernel_summary, decode_run_kernel, encode_kernel_file,
@@ -309,63 +312,10 @@ fn decode_remote_error(reader: &mut Reader<'_>) -> Result<RemoteError, DecodeErr
 
 fn encode_request(request: &Request, writer: &mut Writer) {
     match request {
-        Request::Create { name } | Request::Delete { name } | Request::Stat { name } => {
-            writer.string(name)
-        }
-        Request::Write {
-            name,
-            offset_bytes,
-            data,
-        } => {
-            writer.string(name);
-            writer.u64(*offset_bytes);
-            writer.bytes(data);
-        }
-        Request::WriteGranted {
-            name,
-            offset_bytes,
-            slot,
-            length_bytes,
-        } => {
-            writer.string(name);
-            writer.u64(*offset_bytes);
-            writer.u32(*slot);
-            writer.u32(*length_bytes);
-        }
-        Request::Read {
-            name,
-            offset_bytes,
-            length_bytes,
-        } => {
-            writer.string(name);
-            writer.u64(*offset_bytes);
-            writer.u64(*length_bytes);
-        }
-        Request::ReadFiles { names } => {
-            writer.count(names.len());
-            names.iter().for_each(|name| writer.string(name));
-        }
-        Request::Truncate { name, size_bytes } => {
-            writer.string(name);
-            writer.u64(*size_bytes);
-        }
-        Request::Rename { from, to } | Request::RenameReplacing { from, to } => {
-            writer.string(from);
-            writer.string(to);
-        }
-        Request::Copy { from, to, method } => {
-            writer.string(from);
-            writer.string(to);
-            writer.u8(copy_method_to_wire(*method));
-        }
+        Request::Command(command) => (command_codec(command.kind()).encode)(command, writer),
         Request::Cancel { target } => writer.u64(*target),
         Request::RunKernel(run) => encode_run_kernel(run, writer),
-        Request::List
-        | Request::Stats
-        | Request::Flush
-        | Request::Check
-        | Request::GrantWrite
-        | Request::OpenRings => {}
+        Request::GrantWrite | Request::OpenRings => {}
     }
 }
 
@@ -374,63 +324,19 @@ fn decode_request(
     kind: FrameKind,
     reader: &mut Reader<'_>,
 ) -> Result<Option<Request>, DecodeError> {
-    let name = |reader: &mut Reader<'_>, field| reader.string(field, MAX_NAME_BYTES);
+    if let Some(command_kind) = CommandKind::from_wire(kind as u16) {
+        let command = (command_codec(command_kind).decode)(reader)?;
+        return Ok(Some(Request::Command(command)));
+    }
     let request = match kind {
-        FrameKind::Create => Request::Create {
-            name: name(reader, "create.name")?,
-        },
-        FrameKind::Write => Request::Write {
-            name: name(reader, "write.name")?,
-            offset_bytes: reader.u64("write.offset")?,
-            data: reader
-                .bytes("write.data", MAX_BODY_BYTES as usize)?
-                .to_vec(),
-        },
-        FrameKind::WriteGranted => Request::WriteGranted {
+        FrameKind::WriteGranted => Request::Command(Command::Write {
             name: name(reader, "write_granted.name")?,
             offset_bytes: reader.u64("write_granted.offset")?,
-            slot: reader.u32("write_granted.slot")?,
-            length_bytes: reader.u32("write_granted.length")?,
-        },
-        FrameKind::Read => Request::Read {
-            name: name(reader, "read.name")?,
-            offset_bytes: reader.u64("read.offset")?,
-            length_bytes: reader.u64("read.length")?,
-        },
-        FrameKind::ReadFiles => {
-            let count = reader.count("read_files.count", MAX_READ_FILES_COUNT, 4)?;
-            let names = (0..count)
-                .map(|_| name(reader, "read_files.name"))
-                .collect::<Result<_, _>>()?;
-            Request::ReadFiles { names }
-        }
-        FrameKind::Truncate => Request::Truncate {
-            name: name(reader, "truncate.name")?,
-            size_bytes: reader.u64("truncate.size")?,
-        },
-        FrameKind::Delete => Request::Delete {
-            name: name(reader, "delete.name")?,
-        },
-        FrameKind::Rename => Request::Rename {
-            from: name(reader, "rename.from")?,
-            to: name(reader, "rename.to")?,
-        },
-        FrameKind::RenameReplacing => Request::RenameReplacing {
-            from: name(reader, "rename_replacing.from")?,
-            to: name(reader, "rename_replacing.to")?,
-        },
-        FrameKind::Copy => Request::Copy {
-            from: name(reader, "copy.from")?,
-            to: name(reader, "copy.to")?,
-            method: copy_method_from_wire(reader.u8("copy.method")?)?,
-        },
-        FrameKind::Stat => Request::Stat {
-            name: name(reader, "stat.name")?,
-        },
-        FrameKind::List => Request::List,
-        FrameKind::Stats => Request::Stats,
-        FrameKind::Flush => Request::Flush,
-        FrameKind::Check => Request::Check,
+            data: WritePayload::Granted {
+                slot: reader.u32("write_granted.slot")?,
+                length_bytes: reader.u32("write_granted.length")?,
+            },
+        }),
         FrameKind::Cancel => Request::Cancel {
             target: reader.u64("cancel.target")?,
         },
@@ -440,6 +346,213 @@ fn decode_request(
         _ => return Ok(None),
     };
     Ok(Some(request))
+}
+
+/// How one kind of command is written into a request body and read back from one.
+pub struct CommandCodec {
+    /// The command kind (its frame kind is the kind's wire number).
+    pub kind: CommandKind,
+    encode: fn(&WireCommand, &mut Writer),
+    decode: fn(&mut Reader<'_>) -> Result<WireCommand, DecodeError>,
+}
+
+/// Every command's codec, one entry per [`CommandKind`] in [`CommandKind::ALL`] order
+/// (`protocol/tests/command_kinds.rs` fails when a kind has none). A write's entry
+/// encodes both of its payloads (the header says which); a write by grant is decoded
+/// under its own frame kind in `decode_request`.
+pub const COMMAND_CODECS: [CommandCodec; 14] = [
+    codec(CommandKind::Create, encode_name, |reader| {
+        Ok(Command::Create {
+            name: name(reader, "create.name")?,
+        })
+    }),
+    codec(CommandKind::Write, encode_write, |reader| {
+        Ok(Command::Write {
+            name: name(reader, "write.name")?,
+            offset_bytes: reader.u64("write.offset")?,
+            data: WritePayload::Inline(
+                reader
+                    .bytes("write.data", MAX_BODY_BYTES as usize)?
+                    .to_vec(),
+            ),
+        })
+    }),
+    codec(CommandKind::Read, encode_read, |reader| {
+        Ok(Command::Read {
+            name: name(reader, "read.name")?,
+            offset_bytes: reader.u64("read.offset")?,
+            length_bytes: reader.u64("read.length")?,
+        })
+    }),
+    codec(CommandKind::ReadFiles, encode_read_files, |reader| {
+        let count = reader.count("read_files.count", MAX_READ_FILES_COUNT, 4)?;
+        let names = (0..count)
+            .map(|_| name(reader, "read_files.name"))
+            .collect::<Result<_, _>>()?;
+        Ok(Command::ReadFiles { names })
+    }),
+    codec(CommandKind::Truncate, encode_truncate, |reader| {
+        Ok(Command::Truncate {
+            name: name(reader, "truncate.name")?,
+            size_bytes: reader.u64("truncate.size")?,
+        })
+    }),
+    codec(CommandKind::Delete, encode_name, |reader| {
+        Ok(Command::Delete {
+            name: name(reader, "delete.name")?,
+        })
+    }),
+    codec(CommandKind::Rename, encode_rename, |reader| {
+        Ok(Command::Rename {
+            from: name(reader, "rename.from")?,
+            to: name(reader, "rename.to")?,
+            replace: false,
+        })
+    }),
+    codec(CommandKind::RenameReplacing, encode_rename, |reader| {
+        Ok(Command::Rename {
+            from: name(reader, "rename_replacing.from")?,
+            to: name(reader, "rename_replacing.to")?,
+            replace: true,
+        })
+    }),
+    codec(CommandKind::Copy, encode_copy, |reader| {
+        Ok(Command::Copy {
+            from: name(reader, "copy.from")?,
+            to: name(reader, "copy.to")?,
+            method: copy_method_from_wire(reader.u8("copy.method")?)?,
+        })
+    }),
+    codec(CommandKind::Stat, encode_name, |reader| {
+        Ok(Command::Stat {
+            name: name(reader, "stat.name")?,
+        })
+    }),
+    codec(CommandKind::List, encode_nothing, |_| Ok(Command::List)),
+    codec(CommandKind::Stats, encode_nothing, |_| Ok(Command::Stats)),
+    codec(CommandKind::Flush, encode_nothing, |_| Ok(Command::Flush)),
+    codec(CommandKind::Check, encode_nothing, |_| Ok(Command::Check)),
+];
+
+const fn codec(
+    kind: CommandKind,
+    encode: fn(&WireCommand, &mut Writer),
+    decode: fn(&mut Reader<'_>) -> Result<WireCommand, DecodeError>,
+) -> CommandCodec {
+    CommandCodec {
+        kind,
+        encode,
+        decode,
+    }
+}
+
+/// The codec of `kind`: its entry in [`COMMAND_CODECS`] (the table is in
+/// [`CommandKind::ALL`] order, checked by a test).
+fn command_codec(kind: CommandKind) -> &'static CommandCodec {
+    let index = CommandKind::ALL
+        .iter()
+        .position(|other| *other == kind)
+        .expect("every command kind is in CommandKind::ALL");
+    let entry = &COMMAND_CODECS[index];
+    assert!(
+        entry.kind == kind,
+        "COMMAND_CODECS is in CommandKind::ALL order"
+    );
+    entry
+}
+
+fn name(reader: &mut Reader<'_>, field: &'static str) -> Result<String, DecodeError> {
+    reader.string(field, MAX_NAME_BYTES)
+}
+
+/// Create, delete, stat: the name alone.
+fn encode_name(command: &WireCommand, writer: &mut Writer) {
+    match command {
+        Command::Create { name } | Command::Delete { name } | Command::Stat { name } => {
+            writer.string(name)
+        }
+        other => unreachable_codec(other),
+    }
+}
+
+fn encode_write(command: &WireCommand, writer: &mut Writer) {
+    let Command::Write {
+        name,
+        offset_bytes,
+        data,
+    } = command
+    else {
+        return unreachable_codec(command);
+    };
+    writer.string(name);
+    writer.u64(*offset_bytes);
+    match data {
+        WritePayload::Inline(bytes) => writer.bytes(bytes),
+        WritePayload::Granted { slot, length_bytes } => {
+            writer.u32(*slot);
+            writer.u32(*length_bytes);
+        }
+    }
+}
+
+fn encode_read(command: &WireCommand, writer: &mut Writer) {
+    let Command::Read {
+        name,
+        offset_bytes,
+        length_bytes,
+    } = command
+    else {
+        return unreachable_codec(command);
+    };
+    writer.string(name);
+    writer.u64(*offset_bytes);
+    writer.u64(*length_bytes);
+}
+
+fn encode_read_files(command: &WireCommand, writer: &mut Writer) {
+    let Command::ReadFiles { names } = command else {
+        return unreachable_codec(command);
+    };
+    writer.count(names.len());
+    names.iter().for_each(|name| writer.string(name));
+}
+
+fn encode_truncate(command: &WireCommand, writer: &mut Writer) {
+    let Command::Truncate { name, size_bytes } = command else {
+        return unreachable_codec(command);
+    };
+    writer.string(name);
+    writer.u64(*size_bytes);
+}
+
+/// Both renames: the replace flag is the frame kind, not a body byte.
+fn encode_rename(command: &WireCommand, writer: &mut Writer) {
+    let Command::Rename { from, to, .. } = command else {
+        return unreachable_codec(command);
+    };
+    writer.string(from);
+    writer.string(to);
+}
+
+fn encode_copy(command: &WireCommand, writer: &mut Writer) {
+    let Command::Copy { from, to, method } = command else {
+        return unreachable_codec(command);
+    };
+    writer.string(from);
+    writer.string(to);
+    writer.u8(copy_method_to_wire(*method));
+}
+
+/// List, stats, flush, check: no body.
+fn encode_nothing(_command: &WireCommand, _writer: &mut Writer) {}
+
+/// A codec entry handed a command of another kind: `command_codec` picks entries by the
+/// command's own kind, so this is a bug in this file, not input.
+fn unreachable_codec(command: &WireCommand) {
+    unreachable!(
+        "the codec of another kind was handed a {} command",
+        command.kind().name()
+    )
 }
 
 fn copy_method_to_wire(method: CopyMethod) -> u8 {
@@ -466,24 +579,7 @@ fn copy_method_from_wire(value: u8) -> Result<CopyMethod, DecodeError> {
 
 fn encode_response(response: &Response, writer: &mut Writer) {
     match response {
-        Response::Done => {}
-        Response::Written { length_bytes } => writer.u64(*length_bytes),
-        Response::Data(payload) => encode_payload(payload, writer),
-        Response::Files(files) => {
-            writer.count(files.len());
-            files.iter().for_each(|file| encode_file_data(file, writer));
-        }
-        Response::Stat(stat) => encode_stat(stat, writer),
-        Response::List(stats) => {
-            writer.count(stats.len());
-            stats.iter().for_each(|stat| encode_stat(stat, writer));
-        }
-        Response::Stats(stats) => encode_fs_stats(stats, writer),
-        Response::Check(summary) => encode_check(summary, writer),
-        Response::Copied(report) => {
-            writer.u64(report.blocks_by_reference);
-            writer.u64(report.bytes_by_bytes);
-        }
+        Response::Reply(reply) => encode_reply(reply, writer),
         Response::Granted(grant) => {
             writer.u32(grant.slot);
             writer.u32(grant.slot_size_bytes);
@@ -502,59 +598,96 @@ fn encode_response(response: &Response, writer: &mut Writer) {
     }
 }
 
+fn encode_reply(reply: &WireReply, writer: &mut Writer) {
+    match reply {
+        Reply::Done => {}
+        Reply::Written { buffer } => writer.u64(*buffer),
+        Reply::Data(payload) => encode_payload(payload, writer),
+        Reply::Files(files) => {
+            writer.count(files.len());
+            files.iter().for_each(|file| encode_file_data(file, writer));
+        }
+        Reply::Stat(stat) => encode_stat(stat, writer),
+        Reply::List(stats) => {
+            writer.count(stats.len());
+            stats.iter().for_each(|stat| encode_stat(stat, writer));
+        }
+        Reply::Stats(stats) => encode_fs_stats(stats, writer),
+        Reply::Check(summary) => encode_check(summary, writer),
+        Reply::Copied(report) => {
+            writer.u64(report.blocks_by_reference);
+            writer.u64(report.bytes_by_bytes);
+        }
+    }
+}
+
 fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response, DecodeError> {
-    Ok(match kind {
-        FrameKind::Done => Response::Done,
-        FrameKind::Written => Response::Written {
-            length_bytes: reader.u64("written.length")?,
+    let reply = match kind {
+        FrameKind::Done => Reply::Done,
+        FrameKind::Written => Reply::Written {
+            buffer: reader.u64("written.length")?,
         },
-        FrameKind::Data => Response::Data(decode_payload(reader)?),
+        FrameKind::Data => Reply::Data(decode_payload(reader)?),
         FrameKind::Files => {
             let count = reader.count("files.count", MAX_READ_FILES_COUNT, 1)?;
             let files = (0..count)
                 .map(|_| decode_file_data(reader))
                 .collect::<Result<_, _>>()?;
-            Response::Files(files)
+            Reply::Files(files)
         }
-        FrameKind::StatReply => Response::Stat(decode_stat(reader)?),
+        FrameKind::StatReply => Reply::Stat(decode_stat(reader)?),
         FrameKind::ListReply => {
             let count = reader.count("list.count", MAX_LIST_ENTRIES, 36)?;
             let stats = (0..count)
                 .map(|_| decode_stat(reader))
                 .collect::<Result<_, _>>()?;
-            Response::List(stats)
+            Reply::List(stats)
         }
-        FrameKind::StatsReply => Response::Stats(decode_fs_stats(reader)?),
-        FrameKind::CheckReply => Response::Check(decode_check(reader)?),
-        FrameKind::Copied => Response::Copied(CopyReport {
+        FrameKind::StatsReply => Reply::Stats(decode_fs_stats(reader)?),
+        FrameKind::CheckReply => Reply::Check(decode_check(reader)?),
+        FrameKind::Copied => Reply::Copied(CopyReport {
             blocks_by_reference: reader.u64("copied.blocks_by_reference")?,
             bytes_by_bytes: reader.u64("copied.bytes_by_bytes")?,
         }),
-        FrameKind::Granted => Response::Granted(WriteGrant {
-            slot: reader.u32("granted.slot")?,
-            slot_size_bytes: reader.u32("granted.slot_size")?,
-        }),
-        FrameKind::CancelReply => Response::Cancel(match reader.u8("cancel_reply.outcome")? {
-            0 => CancelOutcome::NotInFlight,
-            1 => CancelOutcome::Running,
-            2 => CancelOutcome::Stopping,
-            value => {
-                return Err(DecodeError::BadValue {
-                    field: "cancel_reply.outcome",
-                    value: u64::from(value),
-                })
-            }
-        }),
-        FrameKind::KernelFile => {
-            Response::KernelFile(decode_kernel_file(reader, decode_remote_error)?)
+        FrameKind::Granted => {
+            return Ok(Response::Granted(WriteGrant {
+                slot: reader.u32("granted.slot")?,
+                slot_size_bytes: reader.u32("granted.slot_size")?,
+            }))
         }
-        FrameKind::KernelSummary => Response::KernelSummary(decode_kernel_summary(reader)?),
-        FrameKind::RingsOpened => Response::RingsOpened(RingsOpened {
-            request_ring_capacity_bytes: reader.u32("rings_opened.request_ring_capacity")?,
-            reply_ring_capacity_bytes: reader.u32("rings_opened.reply_ring_capacity")?,
-        }),
+        FrameKind::CancelReply => {
+            return Ok(Response::Cancel(
+                match reader.u8("cancel_reply.outcome")? {
+                    0 => CancelOutcome::NotInFlight,
+                    1 => CancelOutcome::Running,
+                    2 => CancelOutcome::Stopping,
+                    value => {
+                        return Err(DecodeError::BadValue {
+                            field: "cancel_reply.outcome",
+                            value: u64::from(value),
+                        })
+                    }
+                },
+            ))
+        }
+        FrameKind::KernelFile => {
+            return Ok(Response::KernelFile(decode_kernel_file(
+                reader,
+                decode_remote_error,
+            )?))
+        }
+        FrameKind::KernelSummary => {
+            return Ok(Response::KernelSummary(decode_kernel_summary(reader)?))
+        }
+        FrameKind::RingsOpened => {
+            return Ok(Response::RingsOpened(RingsOpened {
+                request_ring_capacity_bytes: reader.u32("rings_opened.request_ring_capacity")?,
+                reply_ring_capacity_bytes: reader.u32("rings_opened.reply_ring_capacity")?,
+            }))
+        }
         other => return Err(DecodeError::UnknownKind { kind: other as u16 }),
-    })
+    };
+    Ok(Response::Reply(reply))
 }
 
 fn encode_payload(payload: &DataPayload, writer: &mut Writer) {
@@ -704,7 +837,7 @@ fn decode_check(reader: &mut Reader<'_>) -> Result<CheckSummary, DecodeError> {
 }
 
 /// The data response of request `request_id` carrying `bytes` inline: the same bytes as
-/// [`encode_frame`] of `Response::Data(DataPayload::Inline(bytes.to_vec()))`, with the
+/// [`encode_frame`] of `Response::Reply(Reply::Data(DataPayload::Inline(bytes.to_vec())))`, with the
 /// data copied once (a server's copying path answers every read with one).
 pub fn encode_inline_data(request_id: RequestId, bytes: &[u8]) -> Vec<u8> {
     let body_length = 1 + 4 + bytes.len();

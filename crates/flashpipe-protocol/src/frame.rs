@@ -1,9 +1,11 @@
 //! The frames of the protocol as Rust values: the handshake ([`Hello`], [`Welcome`]),
-//! requests ([`Request`]), their answers ([`Response`], or an error), and the release of
-//! read handles. Byte layouts are in `codec` and docs/protocol.md.
+//! requests ([`Request`]: a command of the command set over the wire's payloads
+//! ([`Wire`]), or a request about the connection), their answers ([`Response`], or an
+//! error), and the release of read handles. Byte layouts are in `codec` and
+//! docs/protocol.md.
 
 pub use flashpipe_api::CheckSummary;
-use flashpipe_api::{CommandKind, CopyMethod, CopyReport, FileStat, FsStats};
+use flashpipe_api::{Command, CommandKind, Payloads, Reply};
 
 use crate::error::RemoteError;
 use crate::kernel_run::{KernelFileOutcome, KernelRunSummary, RunKernelRequest};
@@ -132,6 +134,13 @@ pub const ALL_FRAME_KINDS: [FrameKind; 37] = [
 ];
 
 impl FrameKind {
+    /// The frame kind of a command's request (a write by grant travels under
+    /// [`FrameKind::WriteGranted`] instead).
+    pub fn of_command(kind: CommandKind) -> FrameKind {
+        FrameKind::from_wire(kind.wire_number())
+            .expect("every command kind has its frame kind (protocol/tests/command_kinds.rs)")
+    }
+
     /// The kind numbered `value`, if any.
     pub fn from_wire(value: u16) -> Option<FrameKind> {
         ALL_FRAME_KINDS
@@ -328,97 +337,59 @@ impl SharedRegion {
     }
 }
 
-/// What a client asks.
+/// The wire's payloads of the command set: a write carries its bytes in the frame or
+/// names a granted slot of the client's write pool, a completed write says how many
+/// bytes it wrote, read data is inline or a window of the shared read pool, a check
+/// answers with its summary, and one file of a batched read fails with an error frame's
+/// body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wire;
+
+impl Payloads for Wire {
+    type Write = WritePayload;
+    type Written = u64;
+    type Read = DataPayload;
+    type Check = CheckSummary;
+    type FileError = RemoteError;
+}
+
+/// A command as it travels in a request frame.
+pub type WireCommand = Command<Wire>;
+
+/// A command's answer as it travels in a response frame.
+pub type WireReply = Reply<Wire>;
+
+/// The bytes of a write command on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
-    /// Create an empty file.
-    Create {
-        /// The new file.
-        name: String,
-    },
-    /// Write bytes carried in the frame (the copying path).
-    Write {
-        /// The file.
-        name: String,
-        /// Where the bytes go.
-        offset_bytes: u64,
-        /// The bytes.
-        data: Vec<u8>,
-    },
-    /// Write `length_bytes` the client put at the start of write-pool slot `slot`,
-    /// which the server granted it (by reference).
-    WriteGranted {
-        /// The file.
-        name: String,
-        /// Where the bytes go.
-        offset_bytes: u64,
+pub enum WritePayload {
+    /// The bytes themselves, carried in the frame (the copying path; frame kind write).
+    Inline(Vec<u8>),
+    /// `length_bytes` the client put at the start of write-pool slot `slot`, which the
+    /// server granted it (by reference; frame kind write-granted).
+    Granted {
         /// The granted slot.
         slot: u32,
         /// Bytes of the slot to write.
         length_bytes: u32,
     },
-    /// Read a range.
-    Read {
-        /// The file.
-        name: String,
-        /// Where to start.
-        offset_bytes: u64,
-        /// How many bytes.
-        length_bytes: u64,
-    },
-    /// Read several small files whole.
-    ReadFiles {
-        /// The files.
-        names: Vec<String>,
-    },
-    /// Set a file's size.
-    Truncate {
-        /// The file.
-        name: String,
-        /// The new size.
-        size_bytes: u64,
-    },
-    /// Delete a file.
-    Delete {
-        /// The file.
-        name: String,
-    },
-    /// Rename; the target must not exist.
-    Rename {
-        /// Current name.
-        from: String,
-        /// New name.
-        to: String,
-    },
-    /// Rename, replacing the target.
-    RenameReplacing {
-        /// Current name.
-        from: String,
-        /// New name.
-        to: String,
-    },
-    /// Copy a whole file to a new name.
-    Copy {
-        /// Source.
-        from: String,
-        /// Destination (must not exist).
-        to: String,
-        /// By reference, by reference or bytes, or by bytes.
-        method: CopyMethod,
-    },
-    /// One file's facts.
-    Stat {
-        /// The file.
-        name: String,
-    },
-    /// Every file.
-    List,
-    /// Space and counts.
-    Stats,
-    /// Make every change so far durable.
-    Flush,
-    /// Check the durable image.
-    Check,
+}
+
+impl WritePayload {
+    /// Bytes this write carries.
+    pub fn length_bytes(&self) -> u64 {
+        match self {
+            WritePayload::Inline(bytes) => bytes.len() as u64,
+            WritePayload::Granted { length_bytes, .. } => u64::from(*length_bytes),
+        }
+    }
+}
+
+/// What a client asks: a command of the command set, or one of the requests about the
+/// connection itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// A command the engine carries out.
+    Command(WireCommand),
     /// Cancel the request `target`, if the server still can.
     Cancel {
         /// The request to cancel.
@@ -434,39 +405,35 @@ pub enum Request {
     OpenRings,
 }
 
+impl From<WireCommand> for Request {
+    fn from(command: WireCommand) -> Request {
+        Request::Command(command)
+    }
+}
+
 impl Request {
     /// The command of the command set this request carries (a write by grant is a
     /// write); `None` for the requests that are not commands (cancel, grant, kernel
     /// run, open-rings).
     pub fn command_kind(&self) -> Option<CommandKind> {
         match self {
-            Request::WriteGranted { .. } => Some(CommandKind::Write),
+            Request::Command(command) => Some(command.kind()),
             Request::Cancel { .. }
             | Request::GrantWrite
             | Request::RunKernel(_)
             | Request::OpenRings => None,
-            request => CommandKind::from_wire(request.kind() as u16),
         }
     }
 
-    /// The header kind of this request.
+    /// The header kind of this request: a command's own number
+    /// ([`CommandKind::wire_number`]), write-granted for a write by grant.
     pub fn kind(&self) -> FrameKind {
         match self {
-            Request::Create { .. } => FrameKind::Create,
-            Request::Write { .. } => FrameKind::Write,
-            Request::WriteGranted { .. } => FrameKind::WriteGranted,
-            Request::Read { .. } => FrameKind::Read,
-            Request::ReadFiles { .. } => FrameKind::ReadFiles,
-            Request::Truncate { .. } => FrameKind::Truncate,
-            Request::Delete { .. } => FrameKind::Delete,
-            Request::Rename { .. } => FrameKind::Rename,
-            Request::RenameReplacing { .. } => FrameKind::RenameReplacing,
-            Request::Copy { .. } => FrameKind::Copy,
-            Request::Stat { .. } => FrameKind::Stat,
-            Request::List => FrameKind::List,
-            Request::Stats => FrameKind::Stats,
-            Request::Flush => FrameKind::Flush,
-            Request::Check => FrameKind::Check,
+            Request::Command(Command::Write {
+                data: WritePayload::Granted { .. },
+                ..
+            }) => FrameKind::WriteGranted,
+            Request::Command(command) => FrameKind::of_command(command.kind()),
             Request::Cancel { .. } => FrameKind::Cancel,
             Request::GrantWrite => FrameKind::GrantWrite,
             Request::RunKernel(_) => FrameKind::RunKernel,
@@ -475,30 +442,12 @@ impl Request {
     }
 }
 
-/// A request's answer.
+/// A request's answer: a command's reply, or the answer to a request about the
+/// connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
-    /// Done (create, truncate, delete, rename, flush).
-    Done,
-    /// A write completed.
-    Written {
-        /// Bytes written.
-        length_bytes: u64,
-    },
-    /// Read data.
-    Data(DataPayload),
-    /// Each file's data or its error, in the request's order.
-    Files(Vec<FileData>),
-    /// One file's facts.
-    Stat(FileStat),
-    /// Every file's facts.
-    List(Vec<FileStat>),
-    /// Space and counts.
-    Stats(FsStats),
-    /// What the check found.
-    Check(CheckSummary),
-    /// What a copy did.
-    Copied(CopyReport),
+    /// A command's reply.
+    Reply(WireReply),
     /// A write slot granted.
     Granted(WriteGrant),
     /// What a cancel did.
@@ -511,19 +460,27 @@ pub enum Response {
     RingsOpened(RingsOpened),
 }
 
+impl From<WireReply> for Response {
+    fn from(reply: WireReply) -> Response {
+        Response::Reply(reply)
+    }
+}
+
 impl Response {
     /// The header kind of this response.
     pub fn kind(&self) -> FrameKind {
         match self {
-            Response::Done => FrameKind::Done,
-            Response::Written { .. } => FrameKind::Written,
-            Response::Data(_) => FrameKind::Data,
-            Response::Files(_) => FrameKind::Files,
-            Response::Stat(_) => FrameKind::StatReply,
-            Response::List(_) => FrameKind::ListReply,
-            Response::Stats(_) => FrameKind::StatsReply,
-            Response::Check(_) => FrameKind::CheckReply,
-            Response::Copied(_) => FrameKind::Copied,
+            Response::Reply(reply) => match reply {
+                Reply::Done => FrameKind::Done,
+                Reply::Written { .. } => FrameKind::Written,
+                Reply::Data(_) => FrameKind::Data,
+                Reply::Files(_) => FrameKind::Files,
+                Reply::Stat(_) => FrameKind::StatReply,
+                Reply::List(_) => FrameKind::ListReply,
+                Reply::Stats(_) => FrameKind::StatsReply,
+                Reply::Check(_) => FrameKind::CheckReply,
+                Reply::Copied(_) => FrameKind::Copied,
+            },
             Response::Granted(_) => FrameKind::Granted,
             Response::Cancel(_) => FrameKind::CancelReply,
             Response::KernelFile(_) => FrameKind::KernelFile,

@@ -5,7 +5,10 @@
 //! opens with [`Hello`], the server answers [`Welcome`] (passing its shared regions as
 //! file descriptors beside it when the client maps memory), then the client sends
 //! [`Request`]s under request ids of its choosing and the server answers each with a
-//! [`Response`] or a [`RemoteError`] under the same id, in any order.
+//! [`Response`] or a [`RemoteError`] under the same id, in any order. A request is a
+//! command of the one command set (`flashpipe_api::Command` over the wire's payloads,
+//! [`Wire`]) or a request about the connection; [`COMMAND_CODECS`] holds every
+//! command's body layout once.
 //!
 //! Written by hand rather than with serde and a binary format crate: the format is a
 //! spec (docs/protocol.md), every length and count is checked against a named limit
@@ -23,12 +26,13 @@ mod wire;
 
 pub use codec::{
     decode_body, decode_frame, decode_header, encode_frame, encode_header, encode_inline_data,
-    Header,
+    CommandCodec, Header, COMMAND_CODECS,
 };
 pub use error::{DecodeError, ErrorCode, RemoteError};
 pub use frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
-    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
+    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, Wire, WireCommand, WireReply,
+    WriteGrant, WritePayload,
 };
 pub use kernel_run::{
     KernelFileOutcome, KernelFileResult, KernelRunSummary, KernelStageFigures, RunKernelRequest,

@@ -4,9 +4,10 @@ use std::io::{ErrorKind, Read, Write};
 
 use crate::codec::{decode_body, decode_header, encode_frame, Header};
 use crate::error::DecodeError;
-use crate::frame::{DataPayload, Frame, FrameKind, Request, Response};
+use crate::frame::{DataPayload, Frame, FrameKind, Request, Response, WritePayload};
 use crate::HEADER_BYTES;
 use crate::MAX_NAME_BYTES;
+use flashpipe_api::{Command, Reply};
 
 /// Why a frame could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -120,11 +121,11 @@ fn read_write_body(stream: &mut impl Read, header: &Header) -> Result<Frame, Rea
     }
     Ok(Frame::Request {
         request_id: header.request_id,
-        request: Request::Write {
+        request: Request::Command(Command::Write {
             name,
             offset_bytes: u64::from_le_bytes(offset),
-            data,
-        },
+            data: WritePayload::Inline(data),
+        }),
     })
 }
 
@@ -175,7 +176,7 @@ fn read_data_body(stream: &mut impl Read, header: &Header) -> Result<Frame, Read
     }
     Ok(Frame::Response {
         request_id: header.request_id,
-        response: Response::Data(DataPayload::Inline(data)),
+        response: Response::Reply(Reply::Data(DataPayload::Inline(data))),
     })
 }
 

@@ -2,7 +2,8 @@
 //! trips of every frame kind, and arbitrary bytes decoding to an error or a frame,
 //! never a panic.
 
-use flashpipe_api::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
+use flashpipe_api::{Command, CopyMethod, CopyReport, FileId, FileStat, FsStats, Reply};
+use flashpipe_protocol::WritePayload;
 use flashpipe_protocol::{
     decode_frame, encode_frame, CancelOutcome, CheckSummary, DataPayload, DecodeError, ErrorCode,
     Frame, Hello, RemoteError, Request, Response, ServerLimits, SharedRegion, SharedWindow,
@@ -14,7 +15,7 @@ use proptest::prelude::*;
 fn a_create_request_is_these_bytes() {
     let frame = Frame::Request {
         request_id: 5,
-        request: Request::Create { name: "ab".into() },
+        request: Request::Command(Command::Create { name: "ab".into() }),
     };
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
@@ -36,12 +37,12 @@ fn a_create_request_is_these_bytes() {
 fn a_read_by_reference_answer_is_these_bytes() {
     let frame = Frame::Response {
         request_id: 0x0102,
-        response: Response::Data(DataPayload::Shared(SharedWindow {
+        response: Response::Reply(Reply::Data(DataPayload::Shared(SharedWindow {
             handle: 7,
             slot: 3,
             window_start: 512,
             length_bytes: 4096,
-        })),
+        }))),
     };
     let bytes = encode_frame(&frame);
     let expected: Vec<u8> = [
@@ -90,7 +91,7 @@ fn an_error_answer_is_these_bytes() {
 fn decoding_names_what_is_wrong() {
     let mut bytes = encode_frame(&Frame::Request {
         request_id: 1,
-        request: Request::Stat { name: "abc".into() },
+        request: Request::Command(Command::Stat { name: "abc".into() }),
     });
     let length = bytes.len();
     bytes[length - 3] = 0xff;
@@ -105,7 +106,7 @@ fn decoding_names_what_is_wrong() {
     ));
     let mut long = encode_frame(&Frame::Request {
         request_id: 1,
-        request: Request::List,
+        request: Request::Command(Command::List),
     });
     long[16..20].copy_from_slice(&(17u32 << 20).to_le_bytes());
     let error = decode_frame(&long).unwrap_err();
@@ -115,7 +116,7 @@ fn decoding_names_what_is_wrong() {
     );
     let mut zero_id = encode_frame(&Frame::Request {
         request_id: 1,
-        request: Request::List,
+        request: Request::Command(Command::List),
     });
     zero_id[8] = 0;
     assert!(matches!(
@@ -124,7 +125,7 @@ fn decoding_names_what_is_wrong() {
     ));
     let mut many = encode_frame(&Frame::Request {
         request_id: 1,
-        request: Request::ReadFiles { names: vec![] },
+        request: Request::Command(Command::ReadFiles { names: vec![] }),
     });
     let body_start = 24;
     many[body_start..body_start + 4].copy_from_slice(&1000u32.to_le_bytes());
@@ -203,48 +204,57 @@ fn payload() -> impl Strategy<Value = DataPayload> {
 
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        name().prop_map(|name| Request::Create { name }),
+        name().prop_map(|name| Request::Command(Command::Create { name })),
         (
             name(),
             any::<u64>(),
             proptest::collection::vec(any::<u8>(), 0..300)
         )
-            .prop_map(|(name, offset_bytes, data)| Request::Write {
-                name,
-                offset_bytes,
-                data
-            }),
+            .prop_map(
+                |(name, offset_bytes, data)| Request::Command(Command::Write {
+                    name,
+                    offset_bytes,
+                    data: WritePayload::Inline(data)
+                })
+            ),
         (name(), any::<u64>(), any::<u32>(), any::<u32>()).prop_map(
-            |(name, offset_bytes, slot, length_bytes)| Request::WriteGranted {
+            |(name, offset_bytes, slot, length_bytes)| Request::Command(Command::Write {
                 name,
                 offset_bytes,
-                slot,
-                length_bytes
-            }
+                data: WritePayload::Granted { slot, length_bytes }
+            })
         ),
         (name(), any::<u64>(), any::<u64>()).prop_map(|(name, offset_bytes, length_bytes)| {
-            Request::Read {
+            Request::Command(Command::Read {
                 name,
                 offset_bytes,
                 length_bytes,
-            }
+            })
         }),
-        proptest::collection::vec(name(), 0..20).prop_map(|names| Request::ReadFiles { names }),
-        (name(), any::<u64>())
-            .prop_map(|(name, size_bytes)| Request::Truncate { name, size_bytes }),
-        name().prop_map(|name| Request::Delete { name }),
-        (name(), name()).prop_map(|(from, to)| Request::Rename { from, to }),
-        (name(), name()).prop_map(|(from, to)| Request::RenameReplacing { from, to }),
-        (name(), name(), copy_method()).prop_map(|(from, to, method)| Request::Copy {
+        proptest::collection::vec(name(), 0..20)
+            .prop_map(|names| Request::Command(Command::ReadFiles { names })),
+        (name(), any::<u64>()).prop_map(|(name, size_bytes)| Request::Command(Command::Truncate {
+            name,
+            size_bytes
+        })),
+        name().prop_map(|name| Request::Command(Command::Delete { name })),
+        (name(), name()).prop_map(|(from, to)| Request::Command(Command::Rename {
             from,
             to,
-            method
-        }),
-        name().prop_map(|name| Request::Stat { name }),
-        Just(Request::List),
-        Just(Request::Stats),
-        Just(Request::Flush),
-        Just(Request::Check),
+            replace: false
+        })),
+        (name(), name()).prop_map(|(from, to)| Request::Command(Command::Rename {
+            from,
+            to,
+            replace: true
+        })),
+        (name(), name(), copy_method())
+            .prop_map(|(from, to, method)| Request::Command(Command::Copy { from, to, method })),
+        name().prop_map(|name| Request::Command(Command::Stat { name })),
+        Just(Request::Command(Command::List)),
+        Just(Request::Command(Command::Stats)),
+        Just(Request::Command(Command::Flush)),
+        Just(Request::Command(Command::Check)),
         any::<u64>().prop_map(|target| Request::Cancel { target }),
         Just(Request::GrantWrite),
         Just(Request::OpenRings),
@@ -253,18 +263,21 @@ fn request() -> impl Strategy<Value = Request> {
 
 fn response() -> impl Strategy<Value = Response> {
     prop_oneof![
-        Just(Response::Done),
-        any::<u64>().prop_map(|length_bytes| Response::Written { length_bytes }),
-        payload().prop_map(Response::Data),
+        Just(Response::Reply(Reply::Done)),
+        any::<u64>().prop_map(|length_bytes| Response::Reply(Reply::Written {
+            buffer: length_bytes
+        })),
+        payload().prop_map(|value| Response::Reply(Reply::Data(value))),
         proptest::collection::vec(
             prop_oneof![payload().prop_map(Ok), remote_error().prop_map(Err)],
             0..10
         )
-        .prop_map(Response::Files),
-        file_stat().prop_map(Response::Stat),
-        proptest::collection::vec(file_stat(), 0..10).prop_map(Response::List),
+        .prop_map(|value| Response::Reply(Reply::Files(value))),
+        file_stat().prop_map(|value| Response::Reply(Reply::Stat(value))),
+        proptest::collection::vec(file_stat(), 0..10)
+            .prop_map(|value| Response::Reply(Reply::List(value))),
         (any::<u32>(), any::<[u64; 9]>(), any::<bool>()).prop_map(|(block, values, unflushed)| {
-            Response::Stats(FsStats {
+            Response::Reply(Reply::Stats(FsStats {
                 fs_block_size_bytes: block,
                 fs_block_count: values[0],
                 used_blocks: values[1],
@@ -276,7 +289,7 @@ fn response() -> impl Strategy<Value = Response> {
                 file_count: values[5],
                 commit_sequence: values[6],
                 unflushed_changes: unflushed,
-            })
+            }))
         }),
         (
             any::<bool>(),
@@ -286,21 +299,21 @@ fn response() -> impl Strategy<Value = Response> {
             "[ -~]{0,80}"
         )
             .prop_map(
-                |(clean, commit_sequence, file_count, findings, report_text)| Response::Check(
-                    CheckSummary {
+                |(clean, commit_sequence, file_count, findings, report_text)| Response::Reply(
+                    Reply::Check(CheckSummary {
                         clean,
                         commit_sequence,
                         file_count,
                         findings,
                         report_text
-                    }
+                    })
                 )
             ),
         (any::<u64>(), any::<u64>()).prop_map(|(blocks_by_reference, bytes_by_bytes)| {
-            Response::Copied(CopyReport {
+            Response::Reply(Reply::Copied(CopyReport {
                 blocks_by_reference,
                 bytes_by_bytes,
-            })
+            }))
         }),
         (any::<u32>(), any::<u32>()).prop_map(|(slot, slot_size_bytes)| Response::Granted(
             WriteGrant {
@@ -443,7 +456,7 @@ fn the_one_copy_data_frame_is_the_data_response() {
         let bytes: Vec<u8> = (0..length).map(|index| (index % 253) as u8).collect();
         let frame = Frame::Response {
             request_id: 77,
-            response: Response::Data(DataPayload::Inline(bytes.clone())),
+            response: Response::Reply(Reply::Data(DataPayload::Inline(bytes.clone()))),
         };
         assert_eq!(
             flashpipe_protocol::encode_inline_data(77, &bytes),
@@ -465,7 +478,7 @@ proptest! {
         let from_stream = flashpipe_protocol::read_frame(&mut stream, flashpipe_protocol::MAX_BODY_BYTES).map_err(|error| error.to_string());
         let decoded = decode_frame(&damaged).map_err(|error| format!("malformed frame: {error}"));
         prop_assert_eq!(from_stream.map(Option::unwrap), decoded);
-        let mut write = encode_frame(&Frame::Request { request_id: 4, request: Request::Write { name: "w".into(), offset_bytes: 9, data: vec![7; 10] } });
+        let mut write = encode_frame(&Frame::Request { request_id: 4, request: Request::Command(Command::Write { name: "w".into(), offset_bytes: 9, data: WritePayload::Inline(vec![7; 10]) }) });
         write[24] = bad_tag;
         let mut stream = std::io::Cursor::new(write.clone());
         let from_stream = flashpipe_protocol::read_frame(&mut stream, flashpipe_protocol::MAX_BODY_BYTES).map_err(|error| error.to_string());

@@ -11,9 +11,10 @@
 
 mod common;
 
-use flashpipe_api::{CopyMethod, CopyReport, FileId, FileStat, FsStats};
+use flashpipe_api::{Command, CopyMethod, CopyReport, FileId, FileStat, FsStats, Reply};
 use flashpipe_device::SplitMix64;
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
+use flashpipe_protocol::WritePayload;
 use flashpipe_protocol::{
     decode_frame, encode_frame, read_frame, CancelOutcome, CheckSummary, DataPayload, ErrorCode,
     Frame, FrameKind, Hello, KernelFileOutcome, KernelFileResult, RemoteError, Request, Response,
@@ -67,49 +68,53 @@ fn remote_error() -> RemoteError {
 fn request_frames() -> Vec<Frame> {
     let name = || "dir/a-file.txt".to_string();
     [
-        Request::Create { name: name() },
-        Request::Write {
+        Request::Command(Command::Create { name: name() }),
+        Request::Command(Command::Write {
             name: name(),
             offset_bytes: 4096,
-            data: (0..200).map(|index| index as u8).collect(),
-        },
-        Request::WriteGranted {
+            data: WritePayload::Inline((0..200).map(|index| index as u8).collect()),
+        }),
+        Request::Command(Command::Write {
             name: name(),
             offset_bytes: 8192,
-            slot: 2,
-            length_bytes: 65536,
-        },
-        Request::Read {
+            data: WritePayload::Granted {
+                slot: 2,
+                length_bytes: 65536,
+            },
+        }),
+        Request::Command(Command::Read {
             name: name(),
             offset_bytes: 0,
             length_bytes: 1 << 20,
-        },
-        Request::ReadFiles {
+        }),
+        Request::Command(Command::ReadFiles {
             names: vec!["a".into(), "bb".into(), "ccc".into()],
-        },
-        Request::Truncate {
+        }),
+        Request::Command(Command::Truncate {
             name: name(),
             size_bytes: 77,
-        },
-        Request::Delete { name: name() },
-        Request::Rename {
+        }),
+        Request::Command(Command::Delete { name: name() }),
+        Request::Command(Command::Rename {
             from: name(),
             to: "b".into(),
-        },
-        Request::RenameReplacing {
+            replace: false,
+        }),
+        Request::Command(Command::Rename {
             from: name(),
             to: "c".into(),
-        },
-        Request::Copy {
+            replace: true,
+        }),
+        Request::Command(Command::Copy {
             from: name(),
             to: "d".into(),
             method: CopyMethod::ReferenceOrBytes,
-        },
-        Request::Stat { name: name() },
-        Request::List,
-        Request::Stats,
-        Request::Flush,
-        Request::Check,
+        }),
+        Request::Command(Command::Stat { name: name() }),
+        Request::Command(Command::List),
+        Request::Command(Command::Stats),
+        Request::Command(Command::Flush),
+        Request::Command(Command::Check),
         Request::Cancel { target: 41 },
         Request::GrantWrite,
         Request::RunKernel(RunKernelRequest {
@@ -134,18 +139,18 @@ fn request_frames() -> Vec<Frame> {
 
 fn response_frames() -> Vec<Frame> {
     [
-        Response::Done,
-        Response::Written { length_bytes: 4096 },
-        Response::Data(DataPayload::Inline(vec![9; 100])),
-        Response::Data(DataPayload::Shared(shared_window())),
-        Response::Files(vec![
+        Response::Reply(Reply::Done),
+        Response::Reply(Reply::Written { buffer: 4096 }),
+        Response::Reply(Reply::Data(DataPayload::Inline(vec![9; 100]))),
+        Response::Reply(Reply::Data(DataPayload::Shared(shared_window()))),
+        Response::Reply(Reply::Files(vec![
             Ok(DataPayload::Inline(b"small file".to_vec())),
             Ok(DataPayload::Shared(shared_window())),
             Err(remote_error()),
-        ]),
-        Response::Stat(stat(3)),
-        Response::List((1..5).map(stat).collect()),
-        Response::Stats(FsStats {
+        ])),
+        Response::Reply(Reply::Stat(stat(3))),
+        Response::Reply(Reply::List((1..5).map(stat).collect())),
+        Response::Reply(Reply::Stats(FsStats {
             fs_block_size_bytes: 4096,
             fs_block_count: 1 << 20,
             used_blocks: 100,
@@ -157,18 +162,18 @@ fn response_frames() -> Vec<Frame> {
             file_count: 12,
             commit_sequence: 99,
             unflushed_changes: true,
-        }),
-        Response::Check(CheckSummary {
+        })),
+        Response::Reply(Reply::Check(CheckSummary {
             clean: false,
             commit_sequence: Some(5),
             file_count: 2,
             findings: vec!["block 7 owned twice".into(), "orphan".into()],
             report_text: "2 findings".into(),
-        }),
-        Response::Copied(CopyReport {
+        })),
+        Response::Reply(Reply::Copied(CopyReport {
             blocks_by_reference: 10,
             bytes_by_bytes: 512,
-        }),
+        })),
         Response::Granted(WriteGrant {
             slot: 1,
             slot_size_bytes: 1 << 20,

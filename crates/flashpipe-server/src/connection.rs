@@ -4,7 +4,6 @@
 //! its frames into shared-memory rings (`rings`, #14); the same loop then reads them
 //! from the request ring.
 
-use std::collections::HashMap;
 use std::io::{BufReader, Read};
 use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixStream;
@@ -13,13 +12,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{bounded, Sender};
 use flashpipe_device::{BufferPool, IoBuf};
-use flashpipe_engine::{Command, Completion};
+use flashpipe_engine::{Completion, Local};
 use flashpipe_protocol::{
     encode_frame, read_frame, send_all, send_frame, CancelOutcome, ErrorCode, Frame, Hello,
-    ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, PROTOCOL_VERSION,
+    ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, WritePayload,
+    PROTOCOL_VERSION,
 };
 use flashpipe_shm::send_with_fds;
 
+use crate::core::{
+    check_write_length, granted_slot, CoreHost, CoreLimits, Refused, StoreServerCore,
+};
 use crate::mapped::{Mapped, WRITE_POOL_MEMORY_NAME};
 use crate::replies::send_answers;
 use crate::rings::{open_rings, ConnectionRings, OpenRefusal};
@@ -28,15 +31,7 @@ use crate::state::{Counters, ServerState};
 /// Bytes of the read buffer in front of a client's socket.
 const READ_BUFFER_BYTES: usize = 64 << 10;
 
-/// One request handed to the engine and not yet answered.
-pub(crate) struct InFlight {
-    /// Bytes it holds of the client's and the server's budgets.
-    pub(crate) bytes: u64,
-    /// A read answered by reference: a read handle is reserved for its answer.
-    pub(crate) holds_handle: bool,
-    /// A write from this granted slot of the client's write pool.
-    pub(crate) granted_slot: Option<u32>,
-}
+pub(crate) use crate::core::InFlight;
 
 /// A connection's state, shared by its reading and answering threads.
 pub(crate) struct Connection {
@@ -44,8 +39,8 @@ pub(crate) struct Connection {
     pub(crate) state: Arc<ServerState>,
     socket: UnixStream,
     send_lock: Mutex<()>,
-    in_flight: Mutex<HashMap<RequestId, InFlight>>,
-    client_bytes_in_flight: Mutex<u64>,
+    /// The request rules: in-flight table, byte credits, admission (`core`).
+    core: Mutex<StoreServerCore>,
     peer_gone: AtomicBool,
     /// Read handles and write grants, when the client maps memory.
     pub(crate) mapped: Option<Mapped>,
@@ -60,14 +55,6 @@ enum Next {
     SwitchToRings(flashpipe_shm::FrameRing),
     /// End the connection (the reason is logged and, where possible, sent).
     Close(RemoteError),
-}
-
-/// Why a request is not admitted.
-enum Refusal {
-    /// Refuse this request; the connection goes on.
-    Request(RemoteError),
-    /// The client broke the protocol; end the connection.
-    Connection(RemoteError),
 }
 
 impl Connection {
@@ -137,12 +124,17 @@ impl Connection {
         self.rings.get()
     }
 
+    /// The connection's request rules (one lock, shared by the reading and answering
+    /// threads).
+    fn core(&self) -> std::sync::MutexGuard<'_, StoreServerCore> {
+        self.core
+            .lock()
+            .expect("no panic holding the connection's core")
+    }
+
     /// Requests in flight now.
     pub(crate) fn in_flight_count(&self) -> usize {
-        self.in_flight
-            .lock()
-            .expect("no panic holding the in-flight table")
-            .len()
+        self.core().in_flight_count()
     }
 
     /// True once the client is taken as gone (its answers are dropped).
@@ -173,71 +165,81 @@ impl Connection {
 
     /// Removes an answered request, giving back its bytes.
     pub(crate) fn finish(&self, request_id: RequestId) -> Option<InFlight> {
-        let finished = self
-            .in_flight
-            .lock()
-            .expect("no panic holding the in-flight table")
-            .remove(&request_id);
-        if let Some(entry) = &finished {
-            self.give_back_bytes(entry.bytes);
-        }
-        finished
+        self.core().finish(self, request_id)
     }
 
     /// Forgets a request that never reached the engine: its bytes and its reserved
     /// read handle go back.
     fn abandon(&self, request_id: RequestId) {
-        if let Some(entry) = self.finish(request_id) {
-            if entry.holds_handle {
-                self.mapped
-                    .as_ref()
-                    .expect("a handle is reserved only when mapped")
-                    .cancel_reservation();
-            }
-        }
-    }
-
-    fn give_back_bytes(&self, bytes: u64) {
-        let mut held = self
-            .client_bytes_in_flight
-            .lock()
-            .expect("no panic holding the byte count");
-        assert!(*held >= bytes, "client bytes in flight went below zero");
-        *held -= bytes;
-        self.state.give_back_bytes(bytes);
-    }
-
-    /// Takes `bytes` of the client's and the server's budgets, or names the limit.
-    fn take_bytes(&self, bytes: u64) -> Result<(), RemoteError> {
-        let mut held = self
-            .client_bytes_in_flight
-            .lock()
-            .expect("no panic holding the byte count");
-        let limit = self.state.config.max_bytes_in_flight_per_client;
-        if *held + bytes > limit {
-            return Err(RemoteError::limit(
-                ErrorCode::ClientBytesInFlight,
-                format!(
-                    "request of {bytes} bytes refused: this client already has {} bytes in flight, its limit is {limit}",
-                    *held
-                ),
-                limit,
-            ));
-        }
-        if !self.state.try_take_bytes(bytes) {
-            let limit = self.state.config.max_bytes_in_flight;
-            return Err(RemoteError::limit(
-                ErrorCode::ServerBytesInFlight,
-                format!("request of {bytes} bytes refused: the server's clients have {limit} bytes in flight at most; retry later"),
-                limit,
-            ));
-        }
-        *held += bytes;
-        Ok(())
+        self.core().abandon(self, request_id);
     }
 }
 
-/// Serves one accepted client until it leaves, breaks the protocol or the server stops.
+/// A connection's limits, from the server's configuration.
+fn core_limits(state: &ServerState) -> CoreLimits {
+    CoreLimits {
+        max_in_flight: state.config.max_in_flight_per_client,
+        max_write_bytes: u64::from(state.config.max_write_bytes),
+        max_bytes_in_flight: state.config.max_bytes_in_flight_per_client,
+        max_read_bytes: state.limits.max_read_bytes,
+        max_read_files_bytes: state.limits.max_read_files_bytes,
+    }
+}
+
+/// The connection's memory and the server's budget, for its core.
+impl CoreHost for Connection {
+    type Engine = Local;
+
+    fn reserve_read_handle(&self) -> Result<bool, RemoteError> {
+        match &self.mapped {
+            Some(mapped) => mapped.reserve_handle().map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    fn cancel_read_handle(&self) {
+        self.mapped
+            .as_ref()
+            .expect("a handle is reserved only when mapped")
+            .cancel_reservation();
+    }
+
+    fn forfeit_grant(&self, slot: u32) {
+        if let Some(mapped) = &self.mapped {
+            mapped.forfeit(slot);
+        }
+    }
+
+    fn take_server_bytes(&self, bytes: u64) -> Result<(), RemoteError> {
+        if self.state.try_take_bytes(bytes) {
+            return Ok(());
+        }
+        let limit = self.state.config.max_bytes_in_flight;
+        Err(RemoteError::limit(
+            ErrorCode::ServerBytesInFlight,
+            format!("request of {bytes} bytes refused: the server's clients have {limit} bytes in flight at most; retry later"),
+            limit,
+        ))
+    }
+
+    fn give_back_server_bytes(&self, bytes: u64) {
+        self.state.give_back_bytes(bytes);
+    }
+
+    /// The bytes the frame carried, or the granted slot of this client's write pool
+    /// (taken back from the client).
+    fn engine_write(&self, data: WritePayload, max_write_bytes: u64) -> Result<IoBuf, RemoteError> {
+        match data {
+            WritePayload::Inline(bytes) => Ok(IoBuf::from_slice(&bytes)),
+            WritePayload::Granted { slot, length_bytes } => {
+                let mapped = self.mapped.as_ref().ok_or_else(not_mapped)?;
+                check_write_length(u64::from(length_bytes), max_write_bytes)?;
+                mapped.take_granted(slot, length_bytes)
+            }
+        }
+    }
+}
+
 pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: u64) {
     let reading = match socket.try_clone() {
         Ok(reading) => reading,
@@ -256,13 +258,13 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
         return;
     };
     tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, mapped = mapped.is_some(), "client connected");
+    let core = Mutex::new(StoreServerCore::new(core_limits(&state)));
     let connection = Arc::new(Connection {
         id,
         state,
         socket,
         send_lock: Mutex::new(()),
-        in_flight: Mutex::new(HashMap::new()),
-        client_bytes_in_flight: Mutex::new(0),
+        core,
         peer_gone: AtomicBool::new(false),
         mapped,
         rings: OnceLock::new(),
@@ -550,7 +552,8 @@ fn take_request(
         refuse_request(connection, request_id, &request, error);
         return Next::Continue;
     }
-    let request = match request {
+    let command = match request {
+        Request::Command(command) => command,
         Request::Cancel { target } => {
             answer_cancel(connection, request_id, target);
             return Next::Continue;
@@ -561,23 +564,17 @@ fn take_request(
         }
         Request::RunKernel(run) => return start_kernel_run(connection, request_id, run),
         Request::OpenRings => return answer_open_rings(connection, request_id),
-        request => request,
     };
-    match admit(connection, request_id, &request) {
-        Ok(()) => {}
-        Err(Refusal::Request(error)) => {
-            refuse_request(connection, request_id, &request, error);
-            return Next::Continue;
-        }
-        Err(Refusal::Connection(error)) => return Next::Close(error),
-    }
-    let command = match engine_command(connection, request) {
+    let admitted = connection
+        .core()
+        .admit_command(&**connection, request_id, command);
+    let command = match admitted {
         Ok(command) => command,
-        Err(error) => {
-            connection.abandon(request_id);
+        Err(Refused::Request(error)) => {
             connection.refuse(request_id, error);
             return Next::Continue;
         }
+        Err(Refused::Connection(error)) => return Next::Close(error),
     };
     let submitted = connection
         .state
@@ -598,92 +595,12 @@ fn refuse_request(
     request: &Request,
     error: RemoteError,
 ) {
-    if let (Request::WriteGranted { slot, .. }, Some(mapped)) = (request, &connection.mapped) {
-        mapped.forfeit(*slot);
+    if let Request::Command(command) = request {
+        if let Some(slot) = granted_slot(command) {
+            connection.forfeit_grant(slot);
+        }
     }
     connection.refuse(request_id, error);
-}
-
-/// Checks the in-flight, byte and read-handle limits and records the request as in
-/// flight.
-fn admit(connection: &Connection, request_id: RequestId, request: &Request) -> Result<(), Refusal> {
-    if let Request::Write { data, .. } = request {
-        check_write_length(connection, data.len() as u64).map_err(Refusal::Request)?;
-    }
-    let mut in_flight = connection
-        .in_flight
-        .lock()
-        .expect("no panic holding the in-flight table");
-    if in_flight.contains_key(&request_id) {
-        return Err(Refusal::Connection(RemoteError::new(
-            ErrorCode::MalformedFrame,
-            format!("request id {request_id} is already in flight on this connection"),
-        )));
-    }
-    let limit = connection.state.config.max_in_flight_per_client;
-    if in_flight.len() >= limit {
-        return Err(Refusal::Request(RemoteError::limit(
-            ErrorCode::TooManyInFlight,
-            format!("this client already has {limit} requests in flight, its limit; wait for answers first"),
-            limit as u64,
-        )));
-    }
-    let is_read = matches!(request, Request::Read { .. } | Request::ReadFiles { .. });
-    let reservation = match (&connection.mapped, is_read) {
-        (Some(mapped), true) => Some(mapped),
-        _ => None,
-    };
-    if let Some(mapped) = reservation {
-        mapped.reserve_handle().map_err(Refusal::Request)?;
-    }
-    let bytes = request_bytes(connection, request);
-    if let Err(error) = connection.take_bytes(bytes) {
-        if let Some(mapped) = reservation {
-            mapped.cancel_reservation();
-        }
-        return Err(Refusal::Request(error));
-    }
-    let granted_slot = match request {
-        Request::WriteGranted { slot, .. } => Some(*slot),
-        _ => None,
-    };
-    in_flight.insert(
-        request_id,
-        InFlight {
-            bytes,
-            holds_handle: reservation.is_some(),
-            granted_slot,
-        },
-    );
-    Ok(())
-}
-
-/// Bytes a request holds while in flight: its write data, or what its read may bring.
-fn request_bytes(connection: &Connection, request: &Request) -> u64 {
-    let limits = &connection.state.limits;
-    match request {
-        Request::Write { data, .. } => data.len() as u64,
-        Request::WriteGranted { length_bytes, .. } => u64::from(*length_bytes),
-        Request::Read { length_bytes, .. } => (*length_bytes).min(limits.max_read_bytes),
-        Request::ReadFiles { names } => (names.len() as u64)
-            .saturating_mul(limits.max_read_bytes)
-            .min(limits.max_read_files_bytes),
-        _ => 0,
-    }
-}
-
-fn check_write_length(connection: &Connection, length_bytes: u64) -> Result<(), RemoteError> {
-    let limit = u64::from(connection.state.config.max_write_bytes);
-    if length_bytes > limit {
-        return Err(RemoteError::limit(
-            ErrorCode::WriteTooLarge,
-            format!(
-                "write of {length_bytes} bytes exceeds the server's limit of {limit} bytes per request"
-            ),
-            limit,
-        ));
-    }
-    Ok(())
 }
 
 fn answer_cancel(connection: &Connection, request_id: RequestId, target: RequestId) {
@@ -694,11 +611,7 @@ fn answer_cancel(connection: &Connection, request_id: RequestId, target: Request
             response: Response::Cancel(CancelOutcome::Stopping),
         });
     }
-    let running = connection
-        .in_flight
-        .lock()
-        .expect("no panic holding the in-flight table")
-        .contains_key(&target);
+    let running = connection.core().is_in_flight(target);
     let outcome = if running {
         CancelOutcome::Running
     } else {
@@ -760,70 +673,6 @@ fn release(connection: &Connection, handles: &[u64]) {
     }
 }
 
-/// The engine command of a request the engine carries out.
-fn engine_command(connection: &Connection, request: Request) -> Result<Command, RemoteError> {
-    Ok(match request {
-        Request::Create { name } => Command::Create { name },
-        Request::Write {
-            name,
-            offset_bytes,
-            data,
-        } => Command::Write {
-            name,
-            offset_bytes,
-            data: IoBuf::from_slice(&data),
-        },
-        Request::WriteGranted {
-            name,
-            offset_bytes,
-            slot,
-            length_bytes,
-        } => {
-            let mapped = connection.mapped.as_ref().ok_or_else(not_mapped)?;
-            check_write_length(connection, u64::from(length_bytes))?;
-            Command::Write {
-                name,
-                offset_bytes,
-                data: mapped.take_granted(slot, length_bytes)?,
-            }
-        }
-        Request::Read {
-            name,
-            offset_bytes,
-            length_bytes,
-        } => Command::Read {
-            name,
-            offset_bytes,
-            length_bytes,
-        },
-        Request::ReadFiles { names } => Command::ReadFiles { names },
-        Request::Truncate { name, size_bytes } => Command::Truncate { name, size_bytes },
-        Request::Delete { name } => Command::Delete { name },
-        Request::Rename { from, to } => Command::Rename {
-            from,
-            to,
-            replace: false,
-        },
-        Request::RenameReplacing { from, to } => Command::Rename {
-            from,
-            to,
-            replace: true,
-        },
-        Request::Copy { from, to, method } => Command::Copy { from, to, method },
-        Request::Stat { name } => Command::Stat { name },
-        Request::List => Command::List,
-        Request::Stats => Command::Stats,
-        Request::Flush => Command::Flush,
-        Request::Check => Command::Check,
-        Request::Cancel { .. }
-        | Request::GrantWrite
-        | Request::RunKernel(_)
-        | Request::OpenRings => {
-            unreachable!("cancel, grant, kernel runs and open-rings are answered before the engine")
-        }
-    })
-}
-
 /// Admits a kernel run (it counts as one request in flight) and starts it on a thread of
 /// its own (`kernel_runs`), or refuses it.
 fn start_kernel_run(
@@ -831,18 +680,17 @@ fn start_kernel_run(
     request_id: RequestId,
     run: flashpipe_protocol::RunKernelRequest,
 ) -> Next {
-    let request = Request::RunKernel(run);
-    match admit(connection, request_id, &request) {
+    let admitted = connection
+        .core()
+        .admit_kernel_run(&**connection, request_id);
+    match admitted {
         Ok(()) => {}
-        Err(Refusal::Request(error)) => {
+        Err(Refused::Request(error)) => {
             connection.refuse(request_id, error);
             return Next::Continue;
         }
-        Err(Refusal::Connection(error)) => return Next::Close(error),
+        Err(Refused::Connection(error)) => return Next::Close(error),
     }
-    let Request::RunKernel(run) = request else {
-        unreachable!("built above as a kernel run")
-    };
     let started = connection
         .state
         .kernel_runs

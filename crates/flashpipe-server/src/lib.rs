@@ -35,6 +35,7 @@ mod access;
 mod admission;
 mod config;
 mod connection;
+pub mod core;
 mod device_watch;
 mod kernel_job;
 mod kernel_paths;
@@ -47,5 +48,6 @@ mod state;
 
 pub use access::{group_by_name, peer_credentials, AccessRule, AllowedGroup, PeerCredentials};
 pub use config::{ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_RING_CAPACITY_BYTES};
+pub use core::{inline_reply, CoreHost, CoreLimits, InFlight, Refused, StoreServerCore};
 pub use kernel_paths::KernelPathsError;
 pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, RecvError};
 use flashpipe_base::{WaitPolicy, Waiter};
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
-use flashpipe_fs::FsckReport;
 use flashpipe_protocol::{
-    encode_inline_data, CheckSummary, DataPayload, Frame, RemoteError, Response, SharedWindow,
+    encode_inline_data, DataPayload, Frame, RemoteError, Response, SharedWindow, WireReply,
 };
 
 use crate::connection::{Connection, InFlight};
+use crate::core::inline_reply;
 
 /// Sends every completion back until the reading side has gone and the engine has
 /// answered everything it took (every sender of `answers` dropped).
@@ -57,42 +57,30 @@ fn mapped(connection: &Connection) -> &crate::mapped::Mapped {
         .expect("only a mapping connection holds handles and grants")
 }
 
-/// The wire answer of an engine reply.
+/// The wire answer of an engine reply: the same reply, its payloads mapped (a read's
+/// data as windows of the shared read pool when it holds a read handle, else inline; a
+/// write's buffer to its length, a granted slot's buffer regranted; a check's report to
+/// its summary).
 fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response {
-    match reply {
-        Reply::Done => Response::Done,
-        Reply::Written { buffer } => {
+    Response::Reply(match reply {
+        Reply::Written { buffer } if entry.granted_slot.is_some() => {
             let length_bytes = buffer.len() as u64;
-            if entry.granted_slot.is_some() {
-                mapped(connection).regrant(buffer);
+            mapped(connection).regrant(buffer);
+            WireReply::Written {
+                buffer: length_bytes,
             }
-            Response::Written { length_bytes }
         }
-        Reply::Data(data) if entry.holds_handle => Response::Data(
+        Reply::Data(data) if entry.holds_handle => WireReply::Data(
             shared_payloads(connection, vec![Ok(data)])
                 .pop()
                 .expect("one payload per read")
                 .expect("a successful read"),
         ),
-        Reply::Data(data) => Response::Data(inline(&data)),
         Reply::Files(files) if entry.holds_handle => {
-            Response::Files(shared_payloads(connection, files))
+            WireReply::Files(shared_payloads(connection, files))
         }
-        Reply::Files(files) => Response::Files(
-            files
-                .into_iter()
-                .map(|file| {
-                    file.map(|data| inline(&data))
-                        .map_err(|error| error.to_api())
-                })
-                .collect(),
-        ),
-        Reply::Stat(stat) => Response::Stat(stat),
-        Reply::List(stats) => Response::List(stats),
-        Reply::Stats(stats) => Response::Stats(stats),
-        Reply::Check(report) => Response::Check(check_summary(&report)),
-        Reply::Copied(report) => Response::Copied(report),
-    }
+        reply => inline_reply(reply),
+    })
 }
 
 fn inline(data: &ReadData) -> DataPayload {
@@ -151,14 +139,4 @@ fn shared_payloads(
             })
         })
         .collect()
-}
-
-fn check_summary(report: &FsckReport) -> CheckSummary {
-    CheckSummary {
-        clean: report.is_clean(),
-        commit_sequence: report.commit_sequence,
-        file_count: report.file_count,
-        findings: report.findings.iter().map(ToString::to_string).collect(),
-        report_text: report.to_string(),
-    }
 }

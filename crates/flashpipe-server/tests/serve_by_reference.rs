@@ -8,9 +8,11 @@ use std::io::Write;
 use std::os::unix::net::UnixStream;
 
 use common::{connect, pattern, start_server, wait_until};
-use flashpipe_client::{ClientError, ErrorCode, Request, Response, TransportExt};
+use flashpipe_api::Command;
+use flashpipe_client::{ClientError, ErrorCode, Response, TransportExt};
 use flashpipe_device::SplitMix64;
 use flashpipe_protocol::{encode_frame, Frame, Hello, PROTOCOL_VERSION};
+use flashpipe_protocol::{Request, WritePayload};
 
 fn remote_code(error: &ClientError) -> ErrorCode {
     error
@@ -189,12 +191,14 @@ fn writes_by_grant_land_and_writes_outside_grants_are_refused() {
 
     for (slot, length) in [(7u32, 10u32), (u32::MAX, 10), (slot, (64 << 10) + 1)] {
         let refused = client
-            .call(Request::WriteGranted {
+            .call(Request::Command(Command::Write {
                 name: "f".into(),
                 offset_bytes: 0,
-                slot,
-                length_bytes: length,
-            })
+                data: WritePayload::Granted {
+                    slot,
+                    length_bytes: length,
+                },
+            }))
             .expect_err("outside the grants");
         let code = remote_code(&refused);
         assert!(
@@ -204,12 +208,14 @@ fn writes_by_grant_land_and_writes_outside_grants_are_refused() {
     }
     let mut copying = connect(&test.socket, false);
     let refused = copying
-        .call(Request::WriteGranted {
+        .call(Request::Command(Command::Write {
             name: "f".into(),
             offset_bytes: 0,
-            slot: 0,
-            length_bytes: 10,
-        })
+            data: WritePayload::Granted {
+                slot: 0,
+                length_bytes: 10,
+            },
+        }))
         .expect_err("a copying client has no grants");
     assert_eq!(remote_code(&refused), ErrorCode::NotMapped);
     let refused = copying.call(Request::GrantWrite).expect_err("no pool");
@@ -248,12 +254,14 @@ fn fuzzed_grants_and_releases_from_a_raw_client_never_hurt_others() {
         let frame = match rng.next_u64() % 3 {
             0 => Frame::Request {
                 request_id,
-                request: Request::WriteGranted {
+                request: Request::Command(Command::Write {
                     name: "fuzzed".into(),
                     offset_bytes: rng.next_u64() % 20_000,
-                    slot: (rng.next_u64() % 40) as u32,
-                    length_bytes: (rng.next_u64() % (2 << 20)) as u32,
-                },
+                    data: WritePayload::Granted {
+                        slot: (rng.next_u64() % 40) as u32,
+                        length_bytes: (rng.next_u64() % (2 << 20)) as u32,
+                    },
+                }),
             },
             1 => Frame::Release {
                 handles: (0..rng.next_u64() % 8)

@@ -10,12 +10,13 @@ use std::sync::Arc;
 
 use common::{connect, pattern, start_server, wait_until};
 use flashpipe_client::{
-    CancelOutcome, Client, ClientError, ErrorCode, KernelRunEvent, Request, Response,
-    RunKernelRequest, TransportExt,
+    CancelOutcome, Client, ClientError, ErrorCode, KernelRunEvent, Response, RunKernelRequest,
+    TransportExt,
 };
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig};
+use flashpipe_protocol::Request;
 
 fn run_request(kernel: &str, options: &[&str], inputs: &[String]) -> RunKernelRequest {
     RunKernelRequest {

@@ -7,13 +7,15 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
 use common::{connect, pattern, start_server, wait_until};
+use flashpipe_api::Command;
 use flashpipe_client::{
-    Client, ClientError, ConnectError, ConnectOptions, ErrorCode, Request, Response, TransportExt,
+    Client, ClientError, ConnectError, ConnectOptions, ErrorCode, Response, TransportExt,
 };
 use flashpipe_protocol::{
     encode_frame, encode_header, read_frame, Frame, FrameKind, Hello, MAX_BODY_BYTES,
     PROTOCOL_VERSION,
 };
+use flashpipe_protocol::{Request, WritePayload};
 use flashpipe_server::{ServeError, Server, ServerConfig};
 
 fn remote_code(error: &ClientError) -> ErrorCode {
@@ -68,11 +70,11 @@ fn byte_and_write_limits_refuse_with_their_limit() {
         .write("f", 0, &pattern(100_000, 1))
         .expect("a long write goes in chunks");
     let too_large = client
-        .call(Request::Write {
+        .call(Request::Command(Command::Write {
             name: "f".into(),
             offset_bytes: 0,
-            data: vec![1; 8193],
-        })
+            data: WritePayload::Inline(vec![1; 8193]),
+        }))
         .expect_err("write too large");
     assert_eq!(remote_code(&too_large), ErrorCode::WriteTooLarge);
     assert_eq!(too_large.limit(), Some(8192));
@@ -94,11 +96,11 @@ fn byte_and_write_limits_refuse_with_their_limit() {
     let mut client = connect(&test.socket, false);
     client.create("f").expect("create");
     let server_bytes = client
-        .call(Request::Write {
+        .call(Request::Command(Command::Write {
             name: "f".into(),
             offset_bytes: 0,
-            data: vec![1; 5000],
-        })
+            data: WritePayload::Inline(vec![1; 5000]),
+        }))
         .expect_err("over the server's bytes");
     assert_eq!(remote_code(&server_bytes), ErrorCode::ServerBytesInFlight);
     assert_eq!(server_bytes.limit(), Some(4096));
@@ -116,11 +118,11 @@ fn requests_past_the_in_flight_limit_are_refused_with_the_limit() {
     let ids: Vec<_> = (0..32)
         .map(|_| {
             client
-                .submit(Request::Read {
+                .submit(Request::Command(Command::Read {
                     name: "f".into(),
                     offset_bytes: 0,
                     length_bytes: 65536,
-                })
+                }))
                 .expect("submit")
         })
         .collect();
@@ -218,11 +220,11 @@ fn a_client_gone_mid_frame_leaves_nothing_held() {
         raw.write_all(&encode_frame(&hello)).expect("hello");
         let write = encode_frame(&Frame::Request {
             request_id: 1,
-            request: Request::Write {
+            request: Request::Command(Command::Write {
                 name: "f".into(),
                 offset_bytes: 0,
-                data: vec![9; 500_000],
-            },
+                data: WritePayload::Inline(vec![9; 500_000]),
+            }),
         });
         raw.write_all(&write[..write.len() / 2])
             .expect("half a write");
@@ -282,11 +284,11 @@ fn stop_finishes_in_flight_requests_and_refuses_new_ones() {
     let ids: Vec<_> = (0..8u64)
         .map(|index| {
             client
-                .submit(Request::Write {
+                .submit(Request::Command(Command::Write {
                     name: "f".into(),
                     offset_bytes: index * 4096,
-                    data: pattern(4096, index),
-                })
+                    data: WritePayload::Inline(pattern(4096, index)),
+                }))
                 .expect("submit")
         })
         .collect();
@@ -336,11 +338,11 @@ fn a_client_that_never_reads_its_answers_does_not_hold_up_a_stop() {
     for request_id in 1..=32u64 {
         let read = Frame::Request {
             request_id,
-            request: Request::Read {
+            request: Request::Command(Command::Read {
                 name: "f".into(),
                 offset_bytes: 0,
                 length_bytes: 1 << 20,
-            },
+            }),
         };
         if raw.write_all(&encode_frame(&read)).is_err() {
             break;

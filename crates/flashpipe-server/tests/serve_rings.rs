@@ -12,10 +12,12 @@ use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 
 use common::{connect, connect_with, pattern, start_server, wait_until};
-use flashpipe_client::{ClientTransport, Request, Response, TransportExt};
+
+use flashpipe_client::{ClientTransport, Response, TransportExt};
 use flashpipe_protocol::{
     decode_header, encode_frame, Frame, Hello, HEADER_BYTES, MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
+use flashpipe_protocol::{Request, WireCommand, WritePayload};
 use flashpipe_shm::{attach_received_ring, RING_HEADER_BYTES};
 use flashpipe_shm::{receive_with_fds, send_with_fds};
 
@@ -36,11 +38,11 @@ fn a_mapping_client_round_trips_every_kind_of_frame_through_rings() {
     client.write("big", 0, &contents).expect("write by grant");
     let inline = pattern(100_000, 15);
     client
-        .call(Request::Write {
+        .call(Request::Command(WireCommand::Write {
             name: "big".to_string(),
             offset_bytes: 0,
-            data: inline.clone(),
-        })
+            data: WritePayload::Inline(inline.clone()),
+        }))
         .expect("an inline write far larger than the 4 KiB ring");
     let view = client.read("big", 0, 200_000).expect("read by reference");
     assert!(view.is_shared());
@@ -67,11 +69,11 @@ fn a_mapping_client_round_trips_every_kind_of_frame_through_rings() {
     let pipelined: Vec<_> = (0..12)
         .map(|index| {
             client
-                .submit(Request::Read {
+                .submit(Request::Command(WireCommand::Read {
                     name: "big".to_string(),
                     offset_bytes: index * 4096,
                     length_bytes: 4096,
-                })
+                }))
                 .expect("submit")
         })
         .collect();
@@ -208,9 +210,9 @@ fn a_full_reply_ring_holds_answers_back_and_loses_none() {
     let submitted: Vec<_> = (0..60)
         .map(|_| {
             client
-                .submit(Request::Stat {
+                .submit(Request::Command(WireCommand::Stat {
                     name: "named-with-some-length".to_string(),
-                })
+                }))
                 .expect("submit")
         })
         .collect();

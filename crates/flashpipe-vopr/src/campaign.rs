@@ -24,15 +24,17 @@ use std::fmt;
 use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::{BlockDevice, SplitMix64};
 use flashpipe_engine::{
-    EngineClient, EngineConfig, EngineError, Reply, StepOutcome, SteppedEngine, WritePath,
+    Command, EngineClient, EngineConfig, StepOutcome, SteppedEngine, WritePath,
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_nbd::client::{
     SimLinkConfig, SimNbdDevice, SimNbdDeviceConfig, SimNetwork, SimNetworkCounters, SimNodeConfig,
 };
+use flashpipe_server::CoreLimits;
 use flashpipe_sim::{FaultKind, FaultPlan, FaultPlanConfig, World};
 
 use crate::planted::{LyingFlushes, PlantedBug};
+use crate::served::{Answer, Outcome, ServedClient};
 use crate::workload::{
     agrees_outside, changed_names, describe, digest, draw_command, Expected, Model, Submitted,
     BLOCK_BYTES,
@@ -40,6 +42,18 @@ use crate::workload::{
 
 const CLIENT_COUNT: usize = 3;
 const CLIENT_OUTSTANDING_LIMIT: usize = 16;
+/// The client whose commands go through the store server's request rules as frames
+/// (the one that also sends the last flush).
+const SERVED_CLIENT: usize = 0;
+/// The served client's connection limits: those of a default server, but for requests
+/// in flight (the client's own outstanding limit) and reads (the engine's).
+const SERVED_LIMITS: CoreLimits = CoreLimits {
+    max_in_flight: CLIENT_OUTSTANDING_LIMIT,
+    max_write_bytes: 1 << 20,
+    max_bytes_in_flight: 64 << 20,
+    max_read_bytes: ENGINE_CONFIG.max_read_bytes as u64,
+    max_read_files_bytes: 64 << 20,
+};
 const NODE_SIZE_BYTES: u64 = 8 << 20;
 const STRIPE_UNIT_BYTES: u64 = 16 << 10;
 /// Virtual time a node taken down stays down, at most.
@@ -138,7 +152,38 @@ pub struct Campaign {
 /// The stack above the network: the engine and its clients.
 struct Stack {
     engine: SteppedEngine,
-    clients: Vec<EngineClient>,
+    clients: Vec<CampaignClient>,
+}
+
+/// One of the campaign's clients: in process, or served (through the store server's
+/// request rules, as frames).
+enum CampaignClient {
+    InProcess(EngineClient),
+    Served(ServedClient),
+}
+
+impl CampaignClient {
+    /// Submits `command`; its ticket, or why it could not be submitted.
+    fn submit(&mut self, command: Command) -> Result<u64, String> {
+        match self {
+            CampaignClient::InProcess(client) => client
+                .try_submit(command)
+                .map_err(|error| error.to_string()),
+            CampaignClient::Served(client) => client.submit(command),
+        }
+    }
+
+    /// Every answer that has arrived, by ticket.
+    fn take_answers(&mut self) -> Vec<(u64, Outcome)> {
+        match self {
+            CampaignClient::InProcess(client) => {
+                std::iter::from_fn(|| client.try_next_completion())
+                    .map(|(ticket, result)| (ticket, Answer::of_engine(result)))
+                    .collect()
+            }
+            CampaignClient::Served(client) => client.take_answers(),
+        }
+    }
 }
 
 /// One run's state.
@@ -367,7 +412,15 @@ impl Run {
     fn stack(&self, filesystem: Filesystem) -> Stack {
         let engine = SteppedEngine::new(filesystem, ENGINE_CONFIG);
         let clients = (0..CLIENT_COUNT)
-            .map(|_| engine.client(CLIENT_OUTSTANDING_LIMIT))
+            .map(|index| {
+                let client = engine.client(CLIENT_OUTSTANDING_LIMIT);
+                match index {
+                    SERVED_CLIENT => {
+                        CampaignClient::Served(ServedClient::new(client, SERVED_LIMITS))
+                    }
+                    _ => CampaignClient::InProcess(client),
+                }
+            })
             .collect();
         Stack { engine, clients }
     }
@@ -442,7 +495,7 @@ impl Run {
             let (command, what, expected) = draw_command(&mut self.rng, &mut self.model);
             let changes = changed_names(&command);
             let ticket = stack.clients[client]
-                .try_submit(command)
+                .submit(command)
                 .map_err(|error| self.fail(round, format!("submitting {what}: {error}")))?;
             submitted.push(Submitted {
                 client,
@@ -494,7 +547,7 @@ impl Run {
         &mut self,
         round: u64,
         submitted: Vec<Submitted>,
-        mut replies: HashMap<(usize, u64), Result<Reply, EngineError>>,
+        mut replies: HashMap<(usize, u64), Outcome>,
     ) -> Result<RoundChecks, CampaignFailure> {
         let mut checks = RoundChecks {
             disturbed: false,
@@ -542,16 +595,16 @@ impl Run {
             };
             self.report.commands_answered += 1;
             match (command.expected, reply) {
-                (Expected::Done, Reply::Done) | (Expected::Written, Reply::Written { .. }) => {}
-                (Expected::Data(expected), Reply::Data(data)) => {
-                    if data.bytes() != expected.as_slice() {
+                (Expected::Done, Answer::Done) | (Expected::Written, Answer::Written) => {}
+                (Expected::Data(expected), Answer::Data(data)) => {
+                    if data != expected {
                         return Err(self.fail(
                             round,
                             format!("{} returned other bytes than were written", command.what),
                         ));
                     }
                 }
-                (Expected::Files(expected), Reply::Files(files)) => {
+                (Expected::Files(expected), Answer::Files(files)) => {
                     if files.len() != expected.len() {
                         return Err(self.fail(
                             round,
@@ -565,7 +618,7 @@ impl Run {
                     }
                     for (found, expected) in files.into_iter().zip(expected) {
                         match found {
-                            Ok(found) if found.bytes() == expected.as_slice() => {}
+                            Ok(found) if found == expected => {}
                             Ok(_) => {
                                 return Err(self.fail(
                                     round,
@@ -583,7 +636,7 @@ impl Run {
                         }
                     }
                 }
-                (Expected::Flushed(model), Reply::Done) => {
+                (Expected::Flushed(model), Answer::Done) => {
                     self.committed = model;
                     self.report.flushes_acknowledged += 1;
                     checks.in_progress.clear();
@@ -670,7 +723,7 @@ impl Run {
     fn final_flush(&mut self, mut stack: Stack) -> Result<(), CampaignFailure> {
         let round = self.config.rounds;
         let ticket = stack.clients[0]
-            .try_submit(flashpipe_engine::Command::Flush)
+            .submit(Command::Flush)
             .map_err(|error| self.fail(round, format!("submitting the last flush: {error}")))?;
         let engine_error = stack.engine.run_until_idle().err();
         let replies = collect_replies(&mut stack.clients);
@@ -694,13 +747,11 @@ impl Run {
 }
 
 /// Every reply that has arrived, by (client, ticket).
-fn collect_replies(
-    clients: &mut [EngineClient],
-) -> HashMap<(usize, u64), Result<Reply, EngineError>> {
+fn collect_replies(clients: &mut [CampaignClient]) -> HashMap<(usize, u64), Outcome> {
     let mut replies = HashMap::new();
     for (index, client) in clients.iter_mut().enumerate() {
-        while let Some((ticket, result)) = client.try_next_completion() {
-            replies.insert((index, ticket), result);
+        for (ticket, outcome) in client.take_answers() {
+            replies.insert((index, ticket), outcome);
         }
     }
     replies

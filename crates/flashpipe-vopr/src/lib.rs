@@ -6,12 +6,14 @@
 //!   simulated network of NBD disk nodes (`flashpipe_nbd::client::SimNetwork`), the NBD
 //!   client over each (`SimNbdDevice`), striping over them (`flashpipe_array`), a file
 //!   system, and the stepped engine (`flashpipe_engine::SteppedEngine`) with several
-//!   clients. A seeded [`flashpipe_sim::FaultPlan`] crashes everything, restarts nodes,
+//!   clients, one of them served: its commands travel as encoded frames through the
+//!   store server's request rules (`flashpipe_server::StoreServerCore`). A seeded [`flashpipe_sim::FaultPlan`] crashes everything, restarts nodes,
 //!   partitions links, takes nodes down for a while, slows them and makes them fail
 //!   requests. Every reply is checked against a model; after every crash the file system
 //!   is remounted over fresh connections, must pass fsck and must hold what the last
 //!   acknowledged flush held (or what a flush in progress held).
 //! - [`workload`]: the commands drawn and what their replies must be.
+//! - `served`: the served client (frames through a `StoreServerCore`, a perfect link).
 //! - [`planted`]: test-only fault hooks: bugs planted on purpose, which the campaign must
 //!   find (a check of the checker).
 //!
@@ -19,11 +21,12 @@
 //! `seed S failed; FLASHPIPE_SEED=S replays`.
 //!
 //! Layer rule: a check crate at the top of the stack; it depends on the simulator, the
-//! devices, the NBD client, striping, the file system and the engine, and nothing depends
-//! on it. It reads no wall clock and starts no thread.
+//! devices, the NBD client, striping, the file system, the engine, the protocol and the
+//! store server's core, and nothing depends on it. It reads no wall clock and starts no thread.
 
 pub mod campaign;
 pub mod planted;
+mod served;
 pub mod workload;
 
 pub use campaign::{Campaign, CampaignConfig, CampaignFailure, CampaignReport};
