@@ -5,6 +5,8 @@
 //!   plain in-memory model, and the check a recovered file system must pass. The file
 //!   system's own crash test (simulated disks) and the FTL's (emulated flash with power
 //!   cuts) both drive it.
+//! - [`hooked`]: a block device wrapped with test hooks (count requests, refuse some, hold
+//!   completions back until waited for).
 //! - [`scratch`]: a scratch folder per test, removed when dropped, with a listing to check
 //!   that refused input changed nothing.
 //! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`, a random
@@ -14,6 +16,7 @@
 //!   test with a message, or fails it under `FLASHPIPE_REQUIRE_TOOLS=1` (CI).
 
 pub mod fs_workload;
+pub mod hooked;
 pub mod scratch;
 pub mod seeds;
 pub mod tools;
