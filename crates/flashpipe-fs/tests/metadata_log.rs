@@ -28,7 +28,7 @@ use flashpipe_fs::{
 };
 use flashpipe_testkit::hooked::{Hooked, Hooks};
 use flashpipe_testkit::seeds::run_seeds;
-use support::{drop_log_region, pattern, SharedDisk};
+use support::{blocks_of, drop_log_region, pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 
@@ -161,14 +161,6 @@ fn format(device: Box<dyn BlockDevice>) -> Filesystem {
         },
     )
     .expect("format")
-}
-
-fn blocks_of(fs: &Filesystem, structure: Structure) -> Vec<u64> {
-    fs.metadata_blocks()
-        .into_iter()
-        .filter(|entry| entry.0 == structure)
-        .map(|entry| entry.1)
-        .collect()
 }
 
 #[test]

@@ -19,7 +19,7 @@ use flashpipe_fs::layout::{
 };
 use flashpipe_fs::{fsck, CopyMethod, FileId, Filesystem, FormatOptions, MountError, Structure};
 use flashpipe_testkit::seeds::run_seeds;
-use support::{pattern, SharedDisk};
+use support::{blocks_of, pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 const DISK_BLOCKS: u64 = 4096;
@@ -41,14 +41,6 @@ fn read_all(fs: &mut Filesystem, file: FileId) -> Vec<u8> {
         return Vec::new();
     }
     fs.read(file, 0, size).expect("read").to_vec()
-}
-
-fn blocks_of(fs: &Filesystem, structure: Structure) -> Vec<u64> {
-    fs.metadata_blocks()
-        .into_iter()
-        .filter(|entry| entry.0 == structure)
-        .map(|entry| entry.1)
-        .collect()
 }
 
 fn newest_super_block(shared: &SharedDisk, fs: &Filesystem) -> Vec<u8> {

@@ -26,14 +26,7 @@ struct FlashStore {
 }
 
 fn flash_store(seed: u64) -> FlashStore {
-    let array = support::small_array(support::small_config(64, 32), seed);
-    let flash = SharedFlash::new(Box::new(array));
-    let options = support::test_options(32);
-    let ftl = Ftl::format(
-        Box::new(flash.clone()) as Box<dyn FlashBackend>,
-        options.clone(),
-    )
-    .expect("format the FTL");
+    let (flash, options, ftl) = support::ftl_on_shared_flash(64, seed);
     let filesystem = Filesystem::format(
         Box::new(ftl) as Box<dyn BlockDevice>,
         &FormatOptions {
