@@ -14,7 +14,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{check_fails, flashpipe, fresh_folder, succeed, succeed_bytes, text};
+use common::{check_fails, flashpipe, fresh_folder, mkfs, succeed, succeed_bytes, text};
 
 /// Size of every device image of these tests.
 const IMAGE_BYTES: u64 = 16 << 20;
@@ -175,14 +175,11 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
     std::fs::write(&zeroes, vec![0u8; IMAGE_BYTES as usize]).unwrap();
     let sparse = folder.join("sparse.img");
     image_with(&sparse, 0, &[]);
-    succeed(&[
-        "mkfs",
-        "--devices",
+    mkfs(
+        &store,
         &format!("{},{}", text(&zeroes), text(&sparse)),
-        "--size",
-        "16MiB",
-        text(&store),
-    ]);
+        &["--size", "16MiB"],
+    );
     check_fails(
         &[
             "mkfs",
