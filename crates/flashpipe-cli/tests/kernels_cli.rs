@@ -157,7 +157,7 @@ fn langid_profiles_train_evaluate_and_refuse_corruption() {
         "--out",
         profiles_path,
     ]);
-    let output = flashpipe(&[
+    let evaluate = [
         "kernels",
         "eval-langid",
         "--udhr",
@@ -166,27 +166,14 @@ fn langid_profiles_train_evaluate_and_refuse_corruption() {
         "8",
         "--profiles",
         profiles_path,
-        "--json",
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    ];
+    let stdout = succeed_bytes(&[&evaluate[..], &["--json"]].concat());
+    let report: serde_json::Value = serde_json::from_slice(&stdout).expect("JSON report");
     assert_eq!(report["languages"], 8);
     assert_eq!(report["rows"].as_array().expect("rows").len(), 5);
     let mut bytes = std::fs::read(&profiles).expect("profile");
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x40;
     std::fs::write(&profiles, &bytes).expect("corrupt it");
-    check_fails(
-        &[
-            "kernels",
-            "eval-langid",
-            "--udhr",
-            udhr_path,
-            "--max-languages",
-            "8",
-            "--profiles",
-            profiles_path,
-        ],
-        "corrupt",
-    );
+    check_fails(&evaluate, "corrupt");
 }

@@ -170,11 +170,11 @@ struct FailingReads {
 
 impl Hooks for FailingReads {
     fn before_submit(&mut self, request: &Request) -> Result<(), DeviceErrorKind> {
-        let is_read = matches!(request.operation, Operation::Read { .. });
-        if is_read && self.fail_reads.load(Ordering::Acquire) {
-            return Err(io_failed("injected read failure"));
+        let failing = self.fail_reads.load(Ordering::Acquire);
+        match request.operation {
+            Operation::Read { .. } if failing => Err(io_failed("injected read failure")),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
