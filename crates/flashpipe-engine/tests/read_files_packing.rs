@@ -10,19 +10,13 @@ use std::sync::Arc;
 use flashpipe_device::{DeviceErrorKind, Operation, RamDisk, Request};
 use flashpipe_engine::command::READ_FILES_MAX_BUFFERS;
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, ReadData, Reply};
-use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_fs::Filesystem;
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{Hooked, Hooks};
 
 fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 16384, 32).unwrap();
-    Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: block_size_bytes,
-            store_identity: None,
-        },
-    )
-    .unwrap()
+    format_fs(Box::new(disk), block_size_bytes)
 }
 
 fn pattern(length: usize, seed: u64) -> Vec<u8> {
@@ -174,14 +168,7 @@ fn adjacent_files_on_blocks_larger_than_the_device_s_share_requests() {
             reads: Arc::clone(&reads),
         },
     );
-    let filesystem = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: 16384,
-            store_identity: None,
-        },
-    )
-    .unwrap();
+    let filesystem = format_fs(Box::new(disk), 16384);
     let engine = Engine::start(filesystem, EngineConfig::default());
     let mut client = engine.client(8);
     let names: Vec<String> = (0..100).map(|index| format!("small-{index:03}")).collect();

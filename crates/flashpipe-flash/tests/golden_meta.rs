@@ -4,14 +4,24 @@
 //! written from the doc's table alone, field by field at the documented offsets; then an
 //! erase and a program after the sync leave two journal records, read the same way.
 
-mod common;
+use std::path::{Path, PathBuf};
 
-use std::path::PathBuf;
-
-use common::{acks_of, small_config, with_suffix};
-use flashpipe_flash::{FlashAddress, FlashArray, FlashCommand, FlashOptions, StorageMode};
+use flashpipe_flash::{
+    FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest, StorageMode,
+};
 
 const SEED: u64 = 0x0102_0304_0506_0708;
+
+fn small_config() -> FlashConfig {
+    let mut config = FlashConfig::preset("rad").unwrap();
+    config.geometry.channels = 2;
+    config.geometry.ways = 2;
+    config.geometry.blocks_per_plane = 8;
+    config.geometry.pages_per_block = 8;
+    config.reliability.factory_bad_block_fraction = 0.0;
+    config.reliability.grown_bad_probability_at_rated = 0.0;
+    config
+}
 
 fn scratch() -> PathBuf {
     let directory =
@@ -21,8 +31,23 @@ fn scratch() -> PathBuf {
     directory
 }
 
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 fn run(array: &mut FlashArray, command: FlashCommand) {
-    assert!(acks_of(array, 1, command).pop().unwrap().status.is_ok());
+    array
+        .submit(FlashRequest {
+            tag: 1,
+            host: 0,
+            command,
+        })
+        .unwrap();
+    let mut acks = Vec::new();
+    array.run_until_idle(&mut acks);
+    assert!(acks.pop().unwrap().status.is_ok());
 }
 
 fn u32_at(bytes: &[u8], offset: usize) -> u32 {

@@ -23,9 +23,10 @@ use flashpipe_fs::layout::{
 };
 use flashpipe_fs::metadata_log::{decode_record, open_log_block, LogFile, LogRecord};
 use flashpipe_fs::{
-    fsck, CommitPolicy, FileIoError, Filesystem, FlushError, FormatOptions, LostFileOutcome,
-    MountError, NamespaceError, Structure,
+    fsck, CommitPolicy, FileIoError, Filesystem, FlushError, LostFileOutcome, MountError,
+    NamespaceError, Structure,
 };
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{Hooked, Hooks};
 use flashpipe_testkit::seeds::run_seeds;
 use support::{blocks_of, drop_log_region, pattern, SharedDisk};
@@ -153,14 +154,7 @@ fn a_log_record_has_the_documented_bytes() {
 }
 
 fn format(device: Box<dyn BlockDevice>) -> Filesystem {
-    Filesystem::format(
-        device,
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_SIZE as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format")
+    format_fs(device, BLOCK_SIZE as u32)
 }
 
 #[test]

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use flashpipe_device::{BufferPool, DeviceErrorKind, Operation, Request};
-use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
+use flashpipe_fs::FileIoError;
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks};
 use support::{pattern, SharedDisk};
 
@@ -51,14 +52,7 @@ fn a_failed_read_into_gives_the_callers_buffer_back_whole() {
             reads_accepted: 0,
         },
     );
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: FS_BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("mkfs");
+    let mut fs = format_fs(Box::new(disk), FS_BLOCK_BYTES as u32);
     let first = fs.create("first").unwrap();
     let second = fs.create("second").unwrap();
     let file = fs.create("fragmented").unwrap();

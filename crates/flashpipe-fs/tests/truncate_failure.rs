@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use flashpipe_device::{DeviceErrorKind, Operation, Request};
-use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
+use flashpipe_fs::FileIoError;
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks};
 use support::{pattern, SharedDisk};
 
@@ -40,14 +41,7 @@ fn a_failed_tail_write_leaves_the_file_and_the_free_space_as_they_were() {
             failing: Arc::clone(&failing),
         },
     );
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: FS_BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("mkfs");
+    let mut fs = format_fs(Box::new(disk), FS_BLOCK_BYTES as u32);
     let file = fs.create("victim").unwrap();
     let contents = pattern(3 * FS_BLOCK_BYTES as usize, 7);
     fs.write(file, 0, &contents).unwrap();

@@ -1,6 +1,7 @@
 //! Test support shared by the tests of several flashpipe crates. It is only ever a
 //! dev-dependency: production code never links it.
 //!
+//! - [`formatted`]: a file system formatted on a device with a given block size.
 //! - [`fs_workload`]: the random file-system workload of the crash tests, checked against a
 //!   plain in-memory model, and the check a recovered file system must pass. The file
 //!   system's own crash test (simulated disks) and the FTL's (emulated flash with power
@@ -15,6 +16,7 @@
 //! - [`tools`]: tools a test drives but the project does not build; a missing one skips the
 //!   test with a message, or fails it under `FLASHPIPE_REQUIRE_TOOLS=1` (CI).
 
+pub mod formatted;
 pub mod fs_workload;
 pub mod hooked;
 pub mod scratch;

@@ -26,6 +26,7 @@ use flashpipe_engine::{
     Command, EngineClient, EngineConfig, EngineError, Reply, StepOutcome, SteppedEngine, WritePath,
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::fs_workload::{contents, describe, Model};
 use flashpipe_testkit::seeds::run_seeds;
 use flashpipe_vopr::workload::{draw_command, Expected, BLOCK_BYTES};
@@ -241,14 +242,7 @@ fn run_seed(seed: u64) -> Tally {
     let world = new_world(seed);
     let mut rng = SplitMix64::new(seed ^ 0x5733_9ED0);
     let disk = world.open_disk(0).expect("open disk");
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format");
+    let mut fs = format_fs(Box::new(disk), BLOCK_BYTES as u32);
     let mut files = Model::new();
     for crash in 0..CRASHES_PER_SEED {
         let (committed, interrupted) =
@@ -310,14 +304,7 @@ fn a_seed_replays_exactly() {
 fn reads_from_several_clients_are_in_flight_together() {
     let world = new_world(5);
     let disk = world.open_disk(0).expect("open disk");
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format");
+    let mut fs = format_fs(Box::new(disk), BLOCK_BYTES as u32);
     let data: Vec<u8> = (0..64 * BLOCK_BYTES)
         .map(|index| (index / 7) as u8)
         .collect();

@@ -12,13 +12,13 @@ use flashpipe_device::{
     Clock, DeviceErrorKind, Operation, RamDisk, RealClock, Request, VirtualClock,
 };
 use flashpipe_engine::{Engine, EngineConfig, WritePath};
-use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_kernels::api::{
     Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
     Schedule, SequentialJob, Summary,
 };
 use flashpipe_kernels::error::{KernelError, KernelErrorKind};
 use flashpipe_pipeline::{run_pipeline, PipelineConfig, PipelineError, PipelineResult};
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks};
 
 /// A running RAM store.
@@ -68,14 +68,7 @@ pub fn store_on_clock(files: &[(&str, Vec<u8>)], clock: Arc<dyn Clock>) -> TestS
             fail_reads: Arc::clone(&fail_reads),
         },
     );
-    let mut filesystem = Filesystem::format(
-        Box::new(device),
-        &FormatOptions {
-            fs_block_size_bytes: 4096,
-            store_identity: None,
-        },
-    )
-    .expect("format");
+    let mut filesystem = format_fs(Box::new(device), 4096);
     for (name, data) in files {
         let file = filesystem.create(name).expect("create");
         filesystem.write(file, 0, data).expect("write");
