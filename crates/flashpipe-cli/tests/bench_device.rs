@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::flashpipe;
+use common::{check_fails, flashpipe};
 
 use serde_json::Value;
 
@@ -145,17 +145,17 @@ fn bad_arguments_fail_clearly_and_create_nothing() {
 fn a_folder_that_is_a_file_is_a_clear_error() {
     let path = std::env::temp_dir().join(format!("flashpipe-not-a-folder-{}", std::process::id()));
     std::fs::write(&path, b"x").unwrap();
-    let output = flashpipe(&[
-        "bench",
-        "device",
-        "--no-fio",
-        "--size",
-        "4MiB",
-        "--dir",
-        path.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
-    assert!(stderr.contains("cannot create folder"), "{stderr}");
+    check_fails(
+        &[
+            "bench",
+            "device",
+            "--no-fio",
+            "--size",
+            "4MiB",
+            "--dir",
+            path.to_str().unwrap(),
+        ],
+        "cannot create folder",
+    );
     std::fs::remove_file(&path).unwrap();
 }

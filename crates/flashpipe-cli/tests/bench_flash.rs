@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::flashpipe;
+use common::{check_fails, flashpipe};
 
 use serde_json::Value;
 
@@ -64,10 +64,7 @@ fn quick_run_reports_every_target_and_cleans_up() {
 
 #[test]
 fn a_bad_size_is_refused_with_its_name() {
-    let output = flashpipe(&["bench", "flash", "--size", "lots"]);
-    assert!(!output.status.success());
-    let message = String::from_utf8_lossy(&output.stderr);
-    assert!(message.contains("--size"), "{message}");
+    check_fails(&["bench", "flash", "--size", "lots"], "--size");
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{flashpipe, fresh_folder, succeed, text};
+use common::{file_names, flashpipe, fresh_folder, mkfs, succeed, text};
 
 const BLOCK_SIZE: usize = 16384;
 const SMALL_FILE_COUNT: usize = 43;
@@ -20,16 +20,11 @@ const SMALL_FILE_COUNT: usize = 43;
 /// after them (commit 3, in super block slot 1).
 fn make_store(folder: &Path) -> (PathBuf, PathBuf) {
     let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
+    mkfs(
+        &store,
         "a.img",
-        "--size",
-        "16MiB",
-        "--block-size",
-        "16KiB",
-        text(&store),
-    ]);
+        &["--size", "16MiB", "--block-size", "16KiB"],
+    );
     let source = folder.join("files");
     std::fs::create_dir_all(&source).unwrap();
     for index in 1..=SMALL_FILE_COUNT {
@@ -63,16 +58,6 @@ fn fails(arguments: &[&str]) -> String {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
     format!("{stdout}{stderr}")
-}
-
-fn file_names(store: &Path) -> Vec<String> {
-    let json: serde_json::Value =
-        serde_json::from_str(&succeed(&["ls", text(store), "--json"])).unwrap();
-    json.as_array()
-        .unwrap()
-        .iter()
-        .map(|file| file["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]

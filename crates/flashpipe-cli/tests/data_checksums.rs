@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{check_fails, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, flashpipe, fresh_folder, mkfs, succeed, text};
 
 const BLOCK_SIZE: usize = 4096;
 
@@ -35,16 +35,7 @@ fn damage_block_holding(image: &Path, block: &[u8]) -> usize {
 fn a_damaged_data_block_fails_get_and_cat_and_fsck_data_reports_it() {
     let folder = fresh_folder("data-checksums");
     let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img",
-        "--size",
-        "8MiB",
-        "--block-size",
-        "4KiB",
-        text(&store),
-    ]);
+    mkfs(&store, "a.img", &["--size", "8MiB", "--block-size", "4KiB"]);
     let contents = pattern(5 * BLOCK_SIZE + 123, 7);
     let source = folder.join("victim.bin");
     std::fs::write(&source, &contents).unwrap();

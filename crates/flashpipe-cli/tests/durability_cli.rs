@@ -13,21 +13,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{check_fails, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, file_names, flashpipe, fresh_folder, mkfs, succeed, text};
 
 const DEVICES: [&str; 2] = ["a.img", "b.img"];
 
 /// A store of two 8 MiB file devices in `folder`.
 fn make_store(folder: &Path) -> PathBuf {
     let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        &DEVICES.join(","),
-        "--size",
-        "8MiB",
-        text(&store),
-    ]);
+    mkfs(&store, &DEVICES.join(","), &["--size", "8MiB"]);
     store
 }
 
@@ -61,16 +54,6 @@ fn write_local(folder: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let path = folder.join(name);
     std::fs::write(&path, bytes).unwrap();
     path
-}
-
-fn names_in(store: &Path) -> Vec<String> {
-    let json: serde_json::Value =
-        serde_json::from_str(&succeed(&["ls", text(store), "--json"])).unwrap();
-    json.as_array()
-        .unwrap()
-        .iter()
-        .map(|file| file["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 fn stored_bytes(store: &Path, name: &str) -> Vec<u8> {
@@ -144,7 +127,7 @@ fn two_puts_at_once_lose_nothing() {
                 assert_refused_for_holder(&stderr);
             }
         }
-        let names = names_in(&store);
+        let names = file_names(&store);
         for (name, bytes) in &expected {
             assert!(names.contains(name), "round {round}: {name} was lost");
             assert!(
@@ -171,7 +154,7 @@ fn put_and_rm_at_once_leave_one_of_the_two_orders() {
         let (put_ok, put_stderr) = finish(put);
         let (rm_ok, rm_stderr) = finish(rm);
         assert!(put_ok && rm_ok, "{put_stderr} {rm_stderr}");
-        let names = names_in(&store);
+        let names = file_names(&store);
         assert!(!names.contains(&"old".to_string()), "{names:?}");
         assert!(stored_bytes(&store, &new_name) == std::fs::read(&new).unwrap());
         assert_fsck_clean(&store);
@@ -288,7 +271,11 @@ fn a_put_that_runs_out_of_space_commits_nothing() {
         &["put", text(&store), text(&small), text(&huge)],
         "no space",
     );
-    assert_eq!(names_in(&store), ["kept"], "no partial file, no temporary");
+    assert_eq!(
+        file_names(&store),
+        ["kept"],
+        "no partial file, no temporary"
+    );
     assert!(stored_bytes(&store, "kept") == old, "the old file is whole");
     assert_eq!(commit_sequence(&store), commit_before, "nothing committed");
     assert_fsck_clean(&store);
@@ -307,7 +294,7 @@ fn put_replaces_an_existing_file_only_with_force() {
     assert!(stored_bytes(&store, "file") == pattern(50_000, 1));
     succeed(&["put", text(&store), text(&second), "--force"]);
     assert!(stored_bytes(&store, "file") == pattern(70_000, 2));
-    assert_eq!(names_in(&store), ["file"]);
+    assert_eq!(file_names(&store), ["file"]);
     assert_fsck_clean(&store);
 }
 
@@ -324,9 +311,9 @@ fn rm_with_a_repeated_or_missing_name_removes_nothing() {
     assert_devices_unchanged(&folder, &before, "rm x y x");
     check_fails(&["rm", text(&store), "x", "missing", "y"], "missing");
     assert_devices_unchanged(&folder, &before, "rm with a missing name");
-    assert_eq!(names_in(&store), ["x", "y"]);
+    assert_eq!(file_names(&store), ["x", "y"]);
     succeed(&["rm", text(&store), "x", "y"]);
-    assert!(names_in(&store).is_empty());
+    assert!(file_names(&store).is_empty());
 }
 
 #[test]
@@ -347,7 +334,7 @@ fn mv_and_cp_replace_only_with_force() {
     let replacement = write_local(&folder, "c", &pattern(10_000, 3));
     succeed(&["put", text(&store), text(&replacement)]);
     succeed(&["mv", text(&store), "c", "a", "--force"]);
-    assert_eq!(names_in(&store), ["a", "b"]);
+    assert_eq!(file_names(&store), ["a", "b"]);
     assert!(stored_bytes(&store, "a") == pattern(10_000, 3));
     assert_fsck_clean(&store);
 }
@@ -364,7 +351,7 @@ fn run_output_commits_whole_or_not_at_all() {
         "wrong input format",
     );
     assert_devices_unchanged(&folder, &before, "a failed run");
-    assert_eq!(names_in(&store), ["text.txt"]);
+    assert_eq!(file_names(&store), ["text.txt"]);
     let key = "key=0011223344556677";
     check_fails(
         &[
@@ -416,7 +403,7 @@ fn run_output_commits_whole_or_not_at_all() {
         "data",
     ]);
     assert!(stored_bytes(&store, "text.txt") == stored_bytes(&store, "sealed"));
-    assert_eq!(names_in(&store), ["data", "sealed", "text.txt"]);
+    assert_eq!(file_names(&store), ["data", "sealed", "text.txt"]);
     assert_fsck_clean(&store);
 }
 
@@ -464,15 +451,7 @@ fn mkfs_refuses_a_device_holding_a_store_unless_forced() {
     assert_eq!(stored_bytes(&store, "kept"), b"precious");
     succeed(&["mkfs", "--devices", "c.img", "--size", "8MiB", text(&other)]);
     std::fs::remove_file(&other).unwrap();
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "c.img",
-        "--size",
-        "8MiB",
-        "--force",
-        text(&other),
-    ]);
+    mkfs(&other, "c.img", &["--size", "8MiB", "--force"]);
 }
 
 #[test]
@@ -504,14 +483,7 @@ fn a_failed_mkfs_removes_what_it_created_and_the_retry_works() {
         "a device that was there stays"
     );
     assert!(!store.exists());
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "kept.img,new.img",
-        "--size",
-        "2MiB",
-        text(&store),
-    ]);
+    mkfs(&store, "kept.img,new.img", &["--size", "2MiB"]);
     assert_fsck_clean(&store);
 }
 

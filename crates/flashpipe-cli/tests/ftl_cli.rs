@@ -2,7 +2,9 @@
 //! JSON (pacing keeps every wait within its bound), PNG plots, and a bad `--plot` path
 //! refused with a clear error.
 
-use std::process::{Command, Output};
+mod common;
+
+use common::flashpipe_ftl;
 
 const SMALL: [&str; 6] = [
     "--blocks-per-chip",
@@ -12,14 +14,6 @@ const SMALL: [&str; 6] = [
     "--device-writes",
     "2",
 ];
-
-fn flashpipe_ftl(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .arg("ftl")
-        .args(arguments)
-        .output()
-        .expect("run flashpipe")
-}
 
 #[test]
 fn gc_wait_json_reports_waits_within_the_bound_when_paced() {

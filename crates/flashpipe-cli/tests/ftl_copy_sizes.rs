@@ -4,18 +4,16 @@
 
 use std::process::Command;
 
+use flashpipe_testkit::tools::stdout_of;
+
 #[test]
 fn a_512_mib_copy_fits_the_array_sized_for_it() {
-    let output = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(["ftl", "copy", "--size", "512MiB", "--json"])
-        .output()
-        .expect("run flashpipe");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+            .args(["ftl", "copy", "--size", "512MiB", "--json"]),
+        "flashpipe ftl copy",
     );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let report: serde_json::Value = serde_json::from_slice(&stdout).expect("JSON");
     assert_eq!(report["file_size_bytes"], 512u64 << 20, "{report}");
     assert_eq!(
         report["by_reference"]["copy_matches_source"], true,

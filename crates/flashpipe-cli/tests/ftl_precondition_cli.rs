@@ -3,15 +3,9 @@
 //! with a message and a non-zero exit, and the paced emulation prints its measured
 //! latency, the closed form and its lag report (no wall-clock figure is asserted).
 
-use std::process::{Command, Output};
+mod common;
 
-fn flashpipe_ftl(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .arg("ftl")
-        .args(arguments)
-        .output()
-        .expect("run flashpipe")
-}
+use common::flashpipe_ftl;
 
 #[test]
 fn precondition_builds_the_steady_state_both_ways() {

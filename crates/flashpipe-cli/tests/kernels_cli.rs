@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::flashpipe;
+use common::{check_fails, flashpipe, succeed_bytes};
 use flashpipe_kernels::shared_data::optional_shared_folder;
 
 /// A fresh scratch folder under the system temporary folder (the CLI crate has no tempfile).
@@ -102,7 +102,7 @@ fn kernels_run_transforms_and_summarises_files_and_refuses_bad_input() {
         "names the file: {}",
         stderr(&output)
     );
-    let output = flashpipe(&[
+    succeed_bytes(&[
         "kernels",
         "run",
         "des-ecb",
@@ -112,35 +112,28 @@ fn kernels_run_transforms_and_summarises_files_and_refuses_bad_input() {
         "--out-dir",
         out_dir_path,
     ]);
-    assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(
         std::fs::read(out_dir.join("notes.txt"))
             .expect("ciphertext")
             .len(),
         32
     );
-    let output = flashpipe(&[
-        "kernels",
-        "run",
-        "des-ecb",
-        "-o",
-        "key=12",
-        text_path,
-        "--out-dir",
-        out_dir_path,
-    ]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("16 hex digits"),
-        "{}",
-        stderr(&output)
+    check_fails(
+        &[
+            "kernels",
+            "run",
+            "des-ecb",
+            "-o",
+            "key=12",
+            text_path,
+            "--out-dir",
+            out_dir_path,
+        ],
+        "16 hex digits",
     );
-    let output = flashpipe(&["kernels", "run", "rot13", text_path]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("unknown kernel 'rot13'"),
-        "{}",
-        stderr(&output)
+    check_fails(
+        &["kernels", "run", "rot13", text_path],
+        "unknown kernel 'rot13'",
     );
 }
 
@@ -154,7 +147,7 @@ fn langid_profiles_train_evaluate_and_refuse_corruption() {
     let directory = ScratchFolder::new("langid");
     let profiles = directory.path().join("profiles.bin");
     let profiles_path = profiles.to_str().expect("utf-8 path");
-    let output = flashpipe(&[
+    succeed_bytes(&[
         "kernels",
         "train-langid",
         "--udhr",
@@ -164,8 +157,7 @@ fn langid_profiles_train_evaluate_and_refuse_corruption() {
         "--out",
         profiles_path,
     ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let output = flashpipe(&[
+    let evaluate = [
         "kernels",
         "eval-langid",
         "--udhr",
@@ -174,26 +166,14 @@ fn langid_profiles_train_evaluate_and_refuse_corruption() {
         "8",
         "--profiles",
         profiles_path,
-        "--json",
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    ];
+    let stdout = succeed_bytes(&[&evaluate[..], &["--json"]].concat());
+    let report: serde_json::Value = serde_json::from_slice(&stdout).expect("JSON report");
     assert_eq!(report["languages"], 8);
     assert_eq!(report["rows"].as_array().expect("rows").len(), 5);
     let mut bytes = std::fs::read(&profiles).expect("profile");
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x40;
     std::fs::write(&profiles, &bytes).expect("corrupt it");
-    let output = flashpipe(&[
-        "kernels",
-        "eval-langid",
-        "--udhr",
-        udhr_path,
-        "--max-languages",
-        "8",
-        "--profiles",
-        profiles_path,
-    ]);
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("corrupt"), "{}", stderr(&output));
+    check_fails(&evaluate, "corrupt");
 }

@@ -6,11 +6,14 @@
 //! the result checked by e2fsck after a restart of the server. A `store:` export of a
 //! flash store takes 512-byte requests too.
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::stop_with;
 use flashpipe_testkit::tools;
 
 fn folder(test: &str) -> PathBuf {
@@ -42,19 +45,8 @@ fn serve(image: &Path, socket: &Path) -> Child {
     child
 }
 
-fn stop(mut child: Child) {
-    let pid = i32::try_from(child.id()).unwrap();
-    // SAFETY: kill with a valid pid and signal has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(status.success(), "status {status}, stderr: {stderr}");
+fn stop(child: Child) {
+    stop_with(child, libc::SIGTERM);
 }
 
 fn uri(socket: &Path) -> String {

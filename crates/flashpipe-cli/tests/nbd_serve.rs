@@ -4,9 +4,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
+
+use common::{start_flashpipe, stop_with};
 
 fn flashpipe() -> Command {
     Command::new(env!("CARGO_BIN_EXE_flashpipe"))
@@ -19,40 +21,8 @@ fn start(arguments: &[&str]) -> (Child, Vec<String>) {
     start_flashpipe(&full_arguments)
 }
 
-/// Starts `flashpipe ARGUMENTS` and reads standard output up to its readiness line.
-fn start_flashpipe(arguments: &[&str]) -> (Child, Vec<String>) {
-    let mut child = flashpipe()
-        .args(arguments)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flashpipe starts");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = Vec::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.unwrap();
-        let ready = line.contains("ready");
-        lines.push(line);
-        if ready {
-            break;
-        }
-    }
-    (child, lines)
-}
-
-fn stop(mut child: Child, signal: i32) {
-    let pid = i32::try_from(child.id()).unwrap();
-    // SAFETY: kill with a valid pid and signal has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
-    let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(status.success(), "status {status}, stderr: {stderr}");
+fn stop(child: Child, signal: i32) {
+    let stderr = stop_with(child, signal);
     assert!(stderr.contains("nbd: stopped"), "{stderr}");
 }
 

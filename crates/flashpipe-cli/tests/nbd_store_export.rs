@@ -9,46 +9,18 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
-use common::{check_fails, fresh_folder, succeed, text};
+use common::{check_fails, fresh_folder, mkfs, start_flashpipe, stop_with, succeed, text};
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 use flashpipe_store::StoreConfig;
 
 const MIB: u64 = 1024 * 1024;
 
-/// Starts `flashpipe ARGUMENTS` and reads standard output up to its readiness line.
-fn start_flashpipe(arguments: &[&str]) -> (Child, Vec<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flashpipe starts");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = Vec::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.unwrap();
-        let ready = line.contains("ready");
-        lines.push(line);
-        if ready {
-            break;
-        }
-    }
-    (child, lines)
-}
-
-fn stop(mut child: Child) {
-    let pid = i32::try_from(child.id()).unwrap();
-    // SAFETY: kill with a valid pid and signal has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
-    assert!(status.success(), "status {status}, stderr: {stderr}");
+fn stop(child: Child) {
+    stop_with(child, libc::SIGTERM);
 }
 
 fn open_device(uri: &str) -> NbdDevice {
@@ -97,14 +69,7 @@ fn striped_by_hand(members: &[Vec<u8>], stripe_unit_bytes: usize, size_bytes: us
 
 fn make_store(folder: &Path) -> std::path::PathBuf {
     let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img,b.img",
-        "--size",
-        "16MiB",
-        text(&store),
-    ]);
+    mkfs(&store, "a.img,b.img", &["--size", "16MiB"]);
     let source = folder.join("source.bin");
     let bytes: Vec<u8> = (0..300_000u32)
         .map(|index| (index * 7 % 251) as u8)
@@ -175,12 +140,7 @@ fn a_store_device_stack_is_exported_read_only_under_the_store_lock() {
 fn a_flash_store_exported_through_its_ftl_mounts_over_nbd_with_its_files() {
     let folder = fresh_folder("nbd-store-export-flash");
     let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "flash:minflash:f0.img,flash:minflash:f1.img",
-        text(&store),
-    ]);
+    mkfs(&store, "flash:minflash:f0.img,flash:minflash:f1.img", &[]);
     let source = folder.join("source.bin");
     let bytes: Vec<u8> = (0..700_000u32)
         .map(|index| (index * 13 % 249) as u8)

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, fresh_folder, succeed, text};
+use common::{check_fails, fresh_folder, mkfs, succeed, text};
 use serde_json::Value;
 
 /// A store with a text file, an image, and a vector file whose length is not whole vectors.
@@ -20,14 +20,7 @@ fn sample_store(folder: &Path) -> PathBuf {
     std::fs::write(folder.join("vectors.bin"), [0u8; 10]).expect("vectors");
     let image = flashpipe_kernels::throughput::synthetic_png(64, 48).expect("png");
     std::fs::write(folder.join("image.png"), image).expect("png");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "dev.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    mkfs(&store, "dev.img", &["--size", "64MiB"]);
     for file in ["words.txt", "vectors.bin", "image.png"] {
         succeed(&["put", text(&store), text(&folder.join(file))]);
     }

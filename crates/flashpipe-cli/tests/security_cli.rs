@@ -8,13 +8,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{check_fails, flashpipe, fresh_folder, succeed, succeed_bytes, text};
+use common::{
+    check_fails, flashpipe, fresh_folder, mkfs, start_flashpipe, stop_with, succeed, succeed_bytes,
+    text,
+};
 
 /// Size of every device image of these tests.
 const IMAGE_BYTES: u64 = 16 << 20;
@@ -175,14 +178,11 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
     std::fs::write(&zeroes, vec![0u8; IMAGE_BYTES as usize]).unwrap();
     let sparse = folder.join("sparse.img");
     image_with(&sparse, 0, &[]);
-    succeed(&[
-        "mkfs",
-        "--devices",
+    mkfs(
+        &store,
         &format!("{},{}", text(&zeroes), text(&sparse)),
-        "--size",
-        "16MiB",
-        text(&store),
-    ]);
+        &["--size", "16MiB"],
+    );
     check_fails(
         &[
             "mkfs",
@@ -204,20 +204,10 @@ impl Running {
     /// Starts `flashpipe ARGUMENTS` and reads standard output up to a line containing
     /// `ready`.
     fn start(arguments: &[&str]) -> Running {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-            .args(arguments)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("flashpipe starts");
-        let stdout = child.stdout.take().unwrap();
-        let mut running = Running(Some(child));
-        for line in BufReader::new(stdout).lines() {
-            if line.unwrap().contains("ready") {
-                return running;
-            }
+        let (mut child, lines) = start_flashpipe(arguments);
+        if lines.last().is_some_and(|line| line.contains("ready")) {
+            return Running(Some(child));
         }
-        let mut child = running.0.take().unwrap();
         let mut stderr = String::new();
         child
             .stderr
@@ -231,12 +221,7 @@ impl Running {
 
     /// Stops the process with SIGTERM and waits for it to exit with status 0.
     fn stop(mut self) {
-        let mut child = self.0.take().unwrap();
-        let pid = i32::try_from(child.id()).unwrap();
-        // SAFETY: kill with a valid pid and signal has no memory effects.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let status = child.wait().unwrap();
-        assert!(status.success(), "status {status}");
+        stop_with(self.0.take().unwrap(), libc::SIGTERM);
     }
 }
 

@@ -20,7 +20,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
+use common::{
+    check_fails, downgrade_to_version_1, file_store, flashpipe, fresh_folder, mkfs, succeed,
+    succeed_bytes, text,
+};
+use flashpipe_testkit::tools::stdout_of;
 
 const NOBODY_UID: u32 = 65534;
 
@@ -196,14 +200,7 @@ fn a_server_holding_a_renamed_store_is_refused_naming_both_identities() {
     let server = serve(&[text(&store)], false, false);
     let renamed = folder.join("old.toml");
     std::fs::rename(&store, &renamed).expect("rename the served store");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "b.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    mkfs(&store, "b.img", &["--size", "64MiB"]);
     let new_identity = identity_of(&store);
     assert_ne!(old_identity, new_identity);
 
@@ -305,33 +302,20 @@ fn mkfs_makes_private_files_and_fsck_warns_about_open_ones() {
     let folder = fresh_folder("sec-mode");
     let store = folder.join("s.toml");
     let binary = env!("CARGO_BIN_EXE_flashpipe");
-    let made = Command::new("sh")
-        .args([
-            "-c",
-            &format!("umask 022; exec {binary} mkfs --devices a.img,b.img --size 64MiB s.toml"),
-        ])
-        .current_dir(&folder)
-        .output()
-        .expect("sh runs");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
+    stdout_of(
+        Command::new("sh")
+            .args([
+                "-c",
+                &format!("umask 022; exec {binary} mkfs --devices a.img,b.img --size 64MiB s.toml"),
+            ])
+            .current_dir(&folder),
+        "mkfs under umask 022",
     );
     for name in ["a.img", "b.img", "s.toml"] {
         assert_eq!(mode_of(&folder.join(name)), 0o600, "{name} under umask 022");
     }
     let wider = folder.join("w.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "w.img",
-        "--size",
-        "64MiB",
-        "--mode",
-        "640",
-        text(&wider),
-    ]);
+    mkfs(&wider, "w.img", &["--size", "64MiB", "--mode", "640"]);
     assert_eq!(mode_of(&folder.join("w.img")), 0o640);
     assert_eq!(mode_of(&wider), 0o640);
     check_fails(
@@ -408,12 +392,7 @@ fn a_store_file_without_identity_opens_read_only_unchanged_and_gets_one_when_wri
 
     let data = folder.join("d.txt");
     std::fs::write(&data, b"data").expect("data");
-    let output = flashpipe(&["put", text(&store), text(&data)]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeed_bytes(&["put", text(&store), text(&data)]);
     let upgraded = std::fs::read_to_string(&store).expect("store file");
     assert!(upgraded.contains("store_file_version = 2"), "{upgraded}");
     let identity = identity_of(&store);
@@ -436,14 +415,7 @@ fn a_store_file_without_identity_opens_read_only_unchanged_and_gets_one_when_wri
 fn swapped_members_and_a_member_of_another_store_are_named() {
     let folder = fresh_folder("sec-members");
     let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img,b.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    mkfs(&store, "a.img,b.img", &["--size", "64MiB"]);
     let data = folder.join("d.txt");
     std::fs::write(&data, b"kept").expect("data");
     succeed(&["put", text(&store), text(&data)]);
@@ -473,14 +445,7 @@ fn swapped_members_and_a_member_of_another_store_are_named() {
     );
 
     let other = folder.join("o.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "c.img,e.img",
-        "--size",
-        "64MiB",
-        text(&other),
-    ]);
+    mkfs(&other, "c.img,e.img", &["--size", "64MiB"]);
     let text_of_store = std::fs::read_to_string(&store).expect("store file");
     let mixed = folder.join("mixed.toml");
     std::fs::write(&mixed, text_of_store.replace("\"b.img\"", "\"c.img\"")).expect("mixed");
@@ -492,14 +457,7 @@ fn swapped_members_and_a_member_of_another_store_are_named() {
 fn a_store_without_member_labels_gets_them_at_its_first_read_write_command() {
     let folder = fresh_folder("sec-unlabelled");
     let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "a.img,b.img",
-        "--size",
-        "64MiB",
-        text(&store),
-    ]);
+    mkfs(&store, "a.img,b.img", &["--size", "64MiB"]);
     let size = 64u64 << 20;
     for name in ["a.img", "b.img"] {
         let image = folder.join(name);
@@ -511,13 +469,7 @@ fn a_store_without_member_labels_gets_them_at_its_first_read_write_command() {
             .set_len(size)
             .expect("an image as made before labels");
     }
-    let version_1: String = std::fs::read_to_string(&store)
-        .expect("store file")
-        .lines()
-        .filter(|line| !line.starts_with("identity = "))
-        .map(|line| line.replace("store_file_version = 2", "store_file_version = 1") + "\n")
-        .collect();
-    std::fs::write(&store, version_1).expect("a store as made before identities");
+    downgrade_to_version_1(&store);
     succeed(&["ls", text(&store)]);
     for name in ["a.img", "b.img"] {
         assert_eq!(

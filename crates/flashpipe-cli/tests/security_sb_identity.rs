@@ -12,7 +12,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
+use common::{
+    check_fails, downgrade_to_version_1, file_store, flashpipe, fresh_folder, mkfs, succeed, text,
+};
 
 /// CRC32C (Castagnoli), as the super block's checksum uses.
 fn crc32c(bytes: &[u8]) -> u32 {
@@ -73,12 +75,7 @@ fn a_store_file_naming_another_flash_stores_image_is_refused_naming_both() {
     let folder = fresh_folder("sb-identity-flash");
     let (ours, theirs) = (folder.join("ours.toml"), folder.join("theirs.toml"));
     succeed(&["mkfs", "--devices", "flash:minflash:ours.img", text(&ours)]);
-    succeed(&[
-        "mkfs",
-        "--devices",
-        "flash:minflash:theirs.img",
-        text(&theirs),
-    ]);
+    mkfs(&theirs, "flash:minflash:theirs.img", &[]);
     let data = folder.join("d.txt");
     std::fs::write(&data, b"theirs").expect("data");
     succeed(&["put", text(&theirs), text(&data)]);
@@ -159,13 +156,7 @@ fn a_store_made_before_identities_opens_read_only_unchanged_and_gets_them_at_its
         image[offset..offset + 512].copy_from_slice(&slot);
     }
     std::fs::write(&image_path, &image).expect("a version-3 image without label");
-    let version_1: String = std::fs::read_to_string(&store)
-        .expect("store file")
-        .lines()
-        .filter(|line| !line.starts_with("identity = "))
-        .map(|line| line.replace("store_file_version = 2", "store_file_version = 1") + "\n")
-        .collect();
-    std::fs::write(&store, &version_1).expect("a store file made before identities");
+    let version_1 = downgrade_to_version_1(&store);
 
     for arguments in [vec!["ls", text(&store)], vec!["fsck", text(&store)]] {
         succeed(&arguments);

@@ -9,7 +9,7 @@ use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{fresh_folder, succeed, text};
+use common::{fresh_folder, mkfs, succeed, text};
 
 #[test]
 fn completions_for_each_shell_name_the_subcommands() {
@@ -90,14 +90,7 @@ fn check_quiet_on_closed_pipe(arguments: &[&str]) {
 fn store_with_files(folder: &Path) -> PathBuf {
     let store = folder.join("s.toml");
     let device = folder.join("a.img");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        text(&device),
-        "--size",
-        "32MiB",
-        text(&store),
-    ]);
+    mkfs(&store, text(&device), &["--size", "32MiB"]);
     let source = folder.join("files");
     std::fs::create_dir_all(&source).unwrap();
     for index in 0..20 {

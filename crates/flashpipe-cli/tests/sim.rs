@@ -1,22 +1,12 @@
 //! End-to-end tests of `flashpipe sim`: reproductions as JSON, and clear errors (with
 //! line numbers) for malformed presets and traces.
 
-use std::process::Command;
+mod common;
 
-fn flashpipe(arguments: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("the binary runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use common::outcome;
 
 fn rows(which: &str) -> Vec<serde_json::Value> {
-    let (success, stdout, stderr) = flashpipe(&["sim", "repro", which, "--json"]);
+    let (success, stdout, stderr) = outcome(&["sim", "repro", which, "--json"]);
     assert!(success, "{stderr}");
     serde_json::from_str(&stdout).expect("JSON rows")
 }
@@ -52,12 +42,12 @@ fn malformed_preset_file_is_refused_with_its_line() {
     std::fs::create_dir_all(&directory).unwrap();
     let preset = directory.join("bad.toml");
     std::fs::write(&preset, "name = \"x\"\n[geometry]\ndevices = \"two\"\n").unwrap();
-    let (success, _, stderr) = flashpipe(&["sim", "job", "--preset", preset.to_str().unwrap()]);
+    let (success, _, stderr) = outcome(&["sim", "job", "--preset", preset.to_str().unwrap()]);
     assert!(!success);
     assert!(stderr.contains("bad.toml:3:"), "{stderr}");
     let trace = directory.join("trace.txt");
     std::fs::write(&trace, "0.0 0 0 8 1\n0.1 0 8 eight 1\n").unwrap();
-    let (success, _, stderr) = flashpipe(&[
+    let (success, _, stderr) = outcome(&[
         "sim",
         "replay",
         "--format",

@@ -4,20 +4,11 @@
 //! seed and trace print the same JSON, and implausible or unordered traces are refused
 //! with their line.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn flashpipe(arguments: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .output()
-        .expect("the binary runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use std::path::{Path, PathBuf};
+
+use common::outcome;
 
 /// A folder of its own for one test, removed when dropped.
 struct Folder(PathBuf);
@@ -88,7 +79,7 @@ fn random_writes_replay_through_the_ftl_with_collection_and_no_failure() {
     let arguments = [
         "sim", "replay", "--format", "disksim", "--preset", &preset, "--json", &trace,
     ];
-    let (success, stdout, stderr) = flashpipe(&arguments);
+    let (success, stdout, stderr) = outcome(&arguments);
     assert!(success, "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let result = &json["result"];
@@ -107,9 +98,9 @@ fn random_writes_replay_through_the_ftl_with_collection_and_no_failure() {
     );
     assert_eq!(json["configuration"]["seed"], 1);
     assert_eq!(json["configuration"]["mode"], "ftl");
-    let (_, again, _) = flashpipe(&arguments);
+    let (_, again, _) = outcome(&arguments);
     assert_eq!(stdout, again, "same seed and trace, same output");
-    let (success, _, stderr) = flashpipe(&[
+    let (success, _, stderr) = outcome(&[
         "sim",
         "replay",
         "--format",
@@ -153,7 +144,7 @@ fn bad_traces_are_refused_with_their_line() {
             arguments.extend(["--format", "disksim"]);
         }
         arguments.extend(options);
-        let (success, _, stderr) = flashpipe(&arguments);
+        let (success, _, stderr) = outcome(&arguments);
         assert!(!success, "{name}");
         assert!(stderr.contains(expected), "{name}: {stderr}");
     }
@@ -165,7 +156,7 @@ fn plot_draws_the_latency_cdf_and_the_throughput() {
     let preset = small_preset(&folder);
     let trace = folder.file("writes.disksim", &random_write_trace(200));
     let plots = folder.0.join("plots");
-    let (success, stdout, stderr) = flashpipe(&[
+    let (success, stdout, stderr) = outcome(&[
         "sim",
         "replay",
         "--format",

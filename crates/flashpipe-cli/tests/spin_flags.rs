@@ -3,32 +3,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
-
-fn flashpipe_with(arguments: &[&str], environment: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .envs(environment.iter().copied())
-        .output()
-        .expect("flashpipe runs")
-}
-
-fn assert_refused(arguments: &[&str], environment: &[(&str, &str)], expected: &str) {
-    let output = flashpipe_with(arguments, environment);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "{arguments:?} with {environment:?} is refused"
-    );
-    assert!(
-        stderr.contains(expected),
-        "{arguments:?} with {environment:?}: {stderr}"
-    );
-    assert!(
-        !stderr.contains("panicked"),
-        "{arguments:?} with {environment:?}: {stderr}"
-    );
-}
+use common::check_fails_in_env;
 
 #[test]
 fn the_flags_the_one_knob_replaced_are_refused_by_name() {
@@ -53,7 +28,7 @@ fn the_flags_the_one_knob_replaced_are_refused_by_name() {
             "--ring-spin-us",
         ),
     ] {
-        assert_refused(&arguments, &[], old);
+        check_fails_in_env(&arguments, &[], old);
     }
 }
 
@@ -73,18 +48,18 @@ fn a_spin_window_out_of_bounds_changes_nothing() {
     ];
     let mut too_long = nbd.to_vec();
     too_long.extend(["--spin-us", "10001"]);
-    assert_refused(&too_long, &[], "at most 10000");
-    assert_refused(&nbd, &[("FLASHPIPE_SPIN_US", "soon")], "FLASHPIPE_SPIN_US");
-    assert_refused(&nbd, &[("FLASHPIPE_SPIN_US", "99999999")], "at most 10000");
+    check_fails_in_env(&too_long, &[], "at most 10000");
+    check_fails_in_env(&nbd, &[("FLASHPIPE_SPIN_US", "soon")], "FLASHPIPE_SPIN_US");
+    check_fails_in_env(&nbd, &[("FLASHPIPE_SPIN_US", "99999999")], "at most 10000");
     assert!(!socket.exists(), "no socket was made");
     assert!(!image.exists(), "no export file was made");
 
     let store = common::file_store(folder.path(), "8MiB");
     let serve = ["serve", common::text(&store)];
-    assert_refused(&serve, &[("FLASHPIPE_SPIN_US", "-1")], "FLASHPIPE_SPIN_US");
+    check_fails_in_env(&serve, &[("FLASHPIPE_SPIN_US", "-1")], "FLASHPIPE_SPIN_US");
     let mut too_long = serve.to_vec();
     too_long.extend(["--spin-us", "20000"]);
-    assert_refused(&too_long, &[], "at most 10000");
+    check_fails_in_env(&too_long, &[], "at most 10000");
     let socket = flashpipe_client_socket(&store);
     assert!(!socket.exists(), "no server socket was made");
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, fresh_folder, succeed, text};
+use common::{check_fails, fresh_folder, mkfs, succeed, text};
 
 use flashpipe_kernels::shared_data::{
     optional_shared_folder, repository_root, shared_data_directory_from,
@@ -16,16 +16,11 @@ use serde_json::Value;
 
 fn make_store(folder: &Path) -> PathBuf {
     let store = folder.join("s.toml");
-    succeed(&[
-        "mkfs",
-        "--devices",
+    mkfs(
+        &store,
         "a.img,b.img",
-        "--size",
-        "32MiB",
-        "--block-size",
-        "8KiB",
-        text(&store),
-    ]);
+        &["--size", "32MiB", "--block-size", "8KiB"],
+    );
     store
 }
 
@@ -223,16 +218,16 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
         ],
         "apply to flash devices",
     );
-    succeed(&[
-        "mkfs",
-        "--devices",
+    mkfs(
+        &store,
         &format!("flash:minflash:{}", text(&image)),
-        "--flash-over-provisioning",
-        "0.2",
-        "--flash-blocks-per-plane",
-        "24",
-        text(&store),
-    ]);
+        &[
+            "--flash-over-provisioning",
+            "0.2",
+            "--flash-blocks-per-plane",
+            "24",
+        ],
+    );
     let store_text = std::fs::read_to_string(&store).unwrap();
     assert!(
         store_text.contains("over_provisioning = 0.2"),

@@ -5,18 +5,12 @@
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
 use flashpipe_device::{RamDisk, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, Reply};
-use flashpipe_fs::{FileIoError, Filesystem, FormatOptions, NamespaceError};
+use flashpipe_fs::{FileIoError, Filesystem, NamespaceError};
+use flashpipe_testkit::formatted::format_fs;
 
 fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 8192, 32).unwrap();
-    Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: block_size_bytes,
-            store_identity: None,
-        },
-    )
-    .unwrap()
+    format_fs(Box::new(disk), block_size_bytes)
 }
 
 /// A file system on one simulated disk serving 12 requests at once with jittered
@@ -29,14 +23,7 @@ fn sim_parallel_filesystem(seed: u64) -> Filesystem {
     config.latency_jitter_ns = 40_000;
     config.parallelism = 12;
     let disk = world.add_disk(config).unwrap();
-    Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: 8192,
-            store_identity: None,
-        },
-    )
-    .unwrap()
+    format_fs(Box::new(disk), 8192)
 }
 
 fn pattern(length: usize, seed: u64) -> Vec<u8> {

@@ -13,7 +13,8 @@ use flashpipe_engine::{
     Command, Engine, EngineClient, EngineConfig, EngineError, FlushGrouping, Handoff, Reply,
     SteppedEngine,
 };
-use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_fs::Filesystem;
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
 
 const BLOCK_BYTES: u32 = 4096;
@@ -41,14 +42,7 @@ fn new_world(seed: u64) -> SimWorld {
 
 fn format(world: &SimWorld) -> Filesystem {
     let disk = world.open_disk(0).expect("open the simulated disk");
-    Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_BYTES,
-            store_identity: None,
-        },
-    )
-    .expect("format")
+    format_fs(Box::new(disk), BLOCK_BYTES)
 }
 
 /// Power fails now; the disk restarts and the file system is mounted again and checked.

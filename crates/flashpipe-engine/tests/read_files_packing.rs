@@ -7,23 +7,16 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, RamDisk, Rejected, Request,
-};
+use flashpipe_device::{DeviceErrorKind, Operation, RamDisk, Request};
 use flashpipe_engine::command::READ_FILES_MAX_BUFFERS;
 use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, ReadData, Reply};
-use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_fs::Filesystem;
+use flashpipe_testkit::formatted::format_fs;
+use flashpipe_testkit::hooked::{Hooked, Hooks};
 
 fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 16384, 32).unwrap();
-    Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: block_size_bytes,
-            store_identity: None,
-        },
-    )
-    .unwrap()
+    format_fs(Box::new(disk), block_size_bytes)
 }
 
 fn pattern(length: usize, seed: u64) -> Vec<u8> {
@@ -149,36 +142,17 @@ fn files_apart_on_the_device_share_pool_buffers() {
     engine.shutdown().unwrap();
 }
 
-/// A RAM disk that counts the read requests it is given.
+/// Counts the read requests a device is given.
 struct CountingReads {
-    inner: RamDisk,
     reads: Arc<AtomicUsize>,
 }
 
-impl BlockDevice for CountingReads {
-    fn info(&self) -> &DeviceInfo {
-        self.inner.info()
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock()
-    }
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+impl Hooks for CountingReads {
+    fn before_submit(&mut self, request: &Request) -> Result<(), DeviceErrorKind> {
         if let Operation::Read { .. } = request.operation {
             self.reads.fetch_add(1, Ordering::AcqRel);
         }
-        self.inner.submit(request)
-    }
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        self.inner.poll_completions(completions)
-    }
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        self.inner.wait_completions(completions)
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+        Ok(())
     }
 }
 
@@ -188,18 +162,13 @@ impl BlockDevice for CountingReads {
 #[test]
 fn adjacent_files_on_blocks_larger_than_the_device_s_share_requests() {
     let reads = Arc::new(AtomicUsize::new(0));
-    let disk = CountingReads {
-        inner: RamDisk::new("ram0", 4096, 16384, 32).unwrap(),
-        reads: Arc::clone(&reads),
-    };
-    let filesystem = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: 16384,
-            store_identity: None,
+    let disk = Hooked::new(
+        RamDisk::new("ram0", 4096, 16384, 32).unwrap(),
+        CountingReads {
+            reads: Arc::clone(&reads),
         },
-    )
-    .unwrap();
+    );
+    let filesystem = format_fs(Box::new(disk), 16384);
     let engine = Engine::start(filesystem, EngineConfig::default());
     let mut client = engine.client(8);
     let names: Vec<String> = (0..100).map(|index| format!("small-{index:03}")).collect();

@@ -4,19 +4,13 @@
 
 use flashpipe_device::{IoBuf, RamDisk, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, PoolMemory, ReadData, Reply};
-use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_fs::Filesystem;
 use flashpipe_shm::{MapAccess, SharedMapping};
+use flashpipe_testkit::formatted::format_fs;
 
 fn ram_filesystem() -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 8192, 32).unwrap();
-    Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: 4096,
-            store_identity: None,
-        },
-    )
-    .unwrap()
+    format_fs(Box::new(disk), 4096)
 }
 
 fn drawn_bytes(length_bytes: usize, seed: u64) -> Vec<u8> {

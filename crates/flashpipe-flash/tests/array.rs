@@ -2,22 +2,13 @@
 //! forms, scheduler priorities, determinism, persistence, presets, and the pre-FTL
 //! block device against the device layer's conformance suite.
 
+mod common;
+
+use common::{acks_of, page_of, small_config};
 use flashpipe_flash::{
     Ack, AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions,
     FlashRequest, RuleViolation, StorageMode, StripedFlashDevice,
 };
-
-/// A small array: 2 channels x 2 ways x 8 blocks x 8 pages of 4 KiB, no random failures.
-fn small_config() -> FlashConfig {
-    let mut config = FlashConfig::preset("rad").unwrap();
-    config.geometry.channels = 2;
-    config.geometry.ways = 2;
-    config.geometry.blocks_per_plane = 8;
-    config.geometry.pages_per_block = 8;
-    config.reliability.factory_bad_block_fraction = 0.0;
-    config.reliability.grown_bad_probability_at_rated = 0.0;
-    config
-}
 
 fn array_with(config: FlashConfig, storage: StorageMode, seed: u64) -> FlashArray {
     FlashArray::new(
@@ -42,21 +33,9 @@ fn address(bus: u32, chip: u32, block: u32, page: u32) -> FlashAddress {
     }
 }
 
-fn page_of(byte: u8) -> Vec<u8> {
-    (0..4096).map(|index| byte ^ (index as u8)).collect()
-}
-
 /// Submits one command and runs it to its ack.
 fn run(array: &mut FlashArray, command: FlashCommand) -> Ack {
-    array
-        .submit(FlashRequest {
-            tag: 7,
-            host: 0,
-            command,
-        })
-        .unwrap();
-    let mut acks = Vec::new();
-    array.run_until_idle(&mut acks);
+    let mut acks = acks_of(array, 7, command);
     assert_eq!(acks.len(), 1);
     acks.pop().unwrap()
 }

@@ -8,11 +8,13 @@
 //! Seeded: `FLASHPIPE_SEEDS=N` runs N patterns per case (default 300); a failure names its
 //! seed.
 
+mod common;
+
+use common::acks_of;
 use flashpipe_device::SplitMix64;
 use flashpipe_flash::ecc::{DecodeOutcome, EccMode, PageCodec, CODEWORD_PARITY_BYTES};
 use flashpipe_flash::{
-    AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
-    StorageMode,
+    AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, StorageMode,
 };
 
 fn pattern_count() -> u64 {
@@ -154,16 +156,7 @@ fn noisy_config() -> FlashConfig {
 }
 
 fn run_one(array: &mut FlashArray, command: FlashCommand) -> flashpipe_flash::Ack {
-    array
-        .submit(FlashRequest {
-            tag: 1,
-            host: 0,
-            command,
-        })
-        .unwrap();
-    let mut acks = Vec::new();
-    array.run_until_idle(&mut acks);
-    acks.pop().unwrap()
+    acks_of(array, 1, command).pop().unwrap()
 }
 
 /// One read's status and data.

@@ -4,24 +4,15 @@
 //! the array; a torn last record is ignored; a version 1 `.meta` is upgraded; a read-only
 //! open writes nothing.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::{acks_of, page_of, small_config, with_suffix};
 use flashpipe_flash::{
-    AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashError, FlashOptions,
-    FlashRequest, StorageMode,
+    AckStatus, FlashAddress, FlashArray, FlashCommand, FlashError, FlashOptions, FlashRequest,
+    StorageMode,
 };
-
-/// A small array: 2 channels x 2 ways x 8 blocks x 8 pages of 4 KiB, no random failures.
-fn small_config() -> FlashConfig {
-    let mut config = FlashConfig::preset("rad").unwrap();
-    config.geometry.channels = 2;
-    config.geometry.ways = 2;
-    config.geometry.blocks_per_plane = 8;
-    config.geometry.pages_per_block = 8;
-    config.reliability.factory_bad_block_fraction = 0.0;
-    config.reliability.grown_bad_probability_at_rated = 0.0;
-    config
-}
 
 fn new_file_array(path: &Path) -> FlashArray {
     FlashArray::new(
@@ -46,12 +37,6 @@ fn scratch(name: &str) -> PathBuf {
     directory
 }
 
-fn companion(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
 fn address(block: u32, page: u32) -> FlashAddress {
     FlashAddress {
         device: 0,
@@ -62,21 +47,8 @@ fn address(block: u32, page: u32) -> FlashAddress {
     }
 }
 
-fn page_of(byte: u8) -> Vec<u8> {
-    (0..4096).map(|index| byte ^ (index as u8)).collect()
-}
-
 fn run(array: &mut FlashArray, command: FlashCommand) -> flashpipe_flash::Ack {
-    array
-        .submit(FlashRequest {
-            tag: 7,
-            host: 0,
-            command,
-        })
-        .unwrap();
-    let mut acks = Vec::new();
-    array.run_until_idle(&mut acks);
-    acks.pop().unwrap()
+    acks_of(array, 7, command).pop().unwrap()
 }
 
 fn erase(array: &mut FlashArray, at: FlashAddress) {
@@ -132,7 +104,7 @@ fn programs_and_erases_after_the_last_sync_survive_a_death() {
 /// death at this instant would leave).
 fn snapshot(from: &Path, to: &Path) {
     for suffix in ["", ".meta", ".journal"] {
-        std::fs::copy(companion(from, suffix), companion(to, suffix)).unwrap();
+        std::fs::copy(with_suffix(from, suffix), with_suffix(to, suffix)).unwrap();
     }
 }
 
@@ -200,7 +172,7 @@ fn held_program_records_are_written_before_acks_leave() {
 fn a_torn_last_record_is_ignored() {
     let directory = scratch("torn");
     let path = directory.join("array.img");
-    let journal = companion(&path, ".journal");
+    let journal = with_suffix(&path, ".journal");
     let mut array = new_file_array(&path);
     array.sync().unwrap();
     erase(&mut array, address(3, 0));
@@ -235,13 +207,13 @@ fn a_version_1_meta_is_upgraded() {
     assert!(write(&mut array, address(1, 0), 0x42).is_ok());
     array.sync().unwrap();
     drop(array);
-    let meta = companion(&path, ".meta");
+    let meta = with_suffix(&path, ".meta");
     let mut bytes = std::fs::read(&meta).unwrap();
     assert_eq!(&bytes[..8], b"FPFLASH2");
     bytes.truncate(bytes.len() - 12);
     bytes[..8].copy_from_slice(b"FPFLASH1");
     std::fs::write(&meta, &bytes).unwrap();
-    std::fs::remove_file(companion(&path, ".journal")).unwrap();
+    std::fs::remove_file(with_suffix(&path, ".journal")).unwrap();
     let mut reopened = FlashArray::open(&path, 1, 8).unwrap();
     assert_eq!(read_data(&mut reopened, address(1, 0)), page_of(0x42));
     assert_eq!(&std::fs::read(&meta).unwrap()[..8], b"FPFLASH2");
@@ -262,8 +234,8 @@ fn a_read_only_open_writes_nothing() {
     let files = |path: &Path| {
         [
             path.to_path_buf(),
-            companion(path, ".meta"),
-            companion(path, ".journal"),
+            with_suffix(path, ".meta"),
+            with_suffix(path, ".journal"),
         ]
         .map(|file| std::fs::read(file).unwrap())
     };

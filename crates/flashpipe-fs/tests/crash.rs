@@ -23,6 +23,7 @@ use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::sim::{FaultConfig, SimDiskConfig, SimWorld};
 use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation, RamDisk, SplitMix64};
 use flashpipe_fs::{FileIoError, Filesystem, FormatOptions, Structure};
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::fs_workload::{check_recovered, FsWorkload, WorkloadShape};
 use flashpipe_testkit::seeds::run_seeds;
 
@@ -83,14 +84,7 @@ fn run_seed(seed: u64) -> Tally {
         device_blocks,
     };
     layout.create(&world);
-    let fs = Filesystem::format(
-        layout.open(&world),
-        &FormatOptions {
-            fs_block_size_bytes: block_size,
-            store_identity: None,
-        },
-    )
-    .expect("mkfs");
+    let fs = format_fs(layout.open(&world), block_size);
     world.set_crash_survival_probability([0.0, 0.5, 0.5, 1.0][rng.below(4) as usize]);
     let crash_window = if rng.chance(0.8) { 120 } else { 600 };
     let crash_after = 1 + rng.below(crash_window);

@@ -20,13 +20,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, Rejected, Request,
-};
+use flashpipe_device::{BlockDevice, DeviceErrorKind, Operation, Request};
 use flashpipe_fs::{
     fsck, CopyMethod, FileId, FileIoError, Filesystem, FormatOptions, LostFileOutcome, MountError,
     NamespaceError, Structure,
 };
+use flashpipe_testkit::hooked::{Hooked, Hooks};
 use support::{pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
@@ -38,55 +37,36 @@ const IMAGE_BYTES: usize = (DEVICE_BLOCKS * 512) as usize;
 #[derive(Clone)]
 struct CountingDisk {
     disk: SharedDisk,
-    changes: Arc<AtomicU64>,
+    changes: ChangeCounter,
+}
+
+/// The count of requests that are not reads.
+#[derive(Clone)]
+struct ChangeCounter(Arc<AtomicU64>);
+
+impl Hooks for ChangeCounter {
+    fn before_submit(&mut self, request: &Request) -> Result<(), DeviceErrorKind> {
+        if !matches!(request.operation, Operation::Read { .. }) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
 }
 
 impl CountingDisk {
     fn new(disk: &SharedDisk) -> CountingDisk {
         CountingDisk {
             disk: disk.clone(),
-            changes: Arc::new(AtomicU64::new(0)),
+            changes: ChangeCounter(Arc::new(AtomicU64::new(0))),
         }
     }
 
     fn boxed(&self) -> Box<dyn BlockDevice> {
-        Box::new(self.clone())
+        Box::new(Hooked::new(self.disk.clone(), self.changes.clone()))
     }
 
     fn changes(&self) -> u64 {
-        self.changes.load(Ordering::SeqCst)
-    }
-}
-
-impl BlockDevice for CountingDisk {
-    fn info(&self) -> &DeviceInfo {
-        self.disk.info()
-    }
-
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.disk.clock()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if !matches!(request.operation, Operation::Read { .. }) {
-            self.changes.fetch_add(1, Ordering::SeqCst);
-        }
-        self.disk.submit(request)
-    }
-
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        self.disk.poll_completions(completions)
-    }
-
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        self.disk.wait_completions(completions)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.disk.in_flight()
+        self.changes.0.load(Ordering::SeqCst)
     }
 }
 

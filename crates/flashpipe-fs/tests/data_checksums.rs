@@ -21,9 +21,9 @@ use flashpipe_fs::layout::{
     POINTER_ENTRY_BYTES, UNCHECKED_BLOCK_FLAG,
 };
 use flashpipe_fs::{
-    fsck, fsck_with_options, CopyMethod, FileId, FileIoError, Filesystem, FormatOptions,
-    FsckOptions, Structure,
+    fsck, fsck_with_options, CopyMethod, FileId, FileIoError, Filesystem, FsckOptions, Structure,
 };
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
 use support::{drop_log_region, pattern, SharedDisk};
 
@@ -105,14 +105,7 @@ impl BlockDevice for RemappingDisk {
 }
 
 fn format(shared: &SharedDisk) -> Filesystem {
-    Filesystem::format(
-        Box::new(RemappingDisk::new(shared)),
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_SIZE as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format")
+    format_fs(Box::new(RemappingDisk::new(shared)), BLOCK_SIZE as u32)
 }
 
 fn mount(shared: &SharedDisk) -> Filesystem {

@@ -16,7 +16,8 @@ use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf, Operation,
     Rejected, Request, Tag,
 };
-use flashpipe_fs::{FileIoError, Filesystem, FlushError, FormatOptions};
+use flashpipe_fs::{FileIoError, Filesystem, FlushError};
+use flashpipe_testkit::formatted::format_fs;
 use support::{pattern, SharedDisk};
 
 const FS_BLOCK_BYTES: u64 = 4096;
@@ -105,14 +106,7 @@ fn formatted_tearing_disk() -> (Filesystem, SharedDisk, Arc<AtomicBool>) {
         failing: Arc::clone(&failing),
         torn: HashMap::new(),
     };
-    let fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: FS_BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("mkfs");
+    let fs = format_fs(Box::new(disk), FS_BLOCK_BYTES as u32);
     (fs, shared, failing)
 }
 

@@ -16,21 +16,20 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, Rejected, Request,
-    SplitMix64,
-};
+use flashpipe_device::{BlockDevice, DeviceErrorKind, Operation, Request, SplitMix64};
 use flashpipe_fs::layout::{
     checksum_with_field_zeroed, read_u32, read_u64, write_u32, FORMAT_VERSION,
     METADATA_HEADER_BYTES,
 };
 use flashpipe_fs::metadata_log::{decode_record, open_log_block, LogFile, LogRecord};
 use flashpipe_fs::{
-    fsck, CommitPolicy, FileIoError, Filesystem, FlushError, FormatOptions, LostFileOutcome,
-    MountError, NamespaceError, Structure,
+    fsck, CommitPolicy, FileIoError, Filesystem, FlushError, LostFileOutcome, MountError,
+    NamespaceError, Structure,
 };
+use flashpipe_testkit::formatted::format_fs;
+use flashpipe_testkit::hooked::{Hooked, Hooks};
 use flashpipe_testkit::seeds::run_seeds;
-use support::{drop_log_region, pattern, SharedDisk};
+use support::{blocks_of, drop_log_region, pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 
@@ -155,22 +154,7 @@ fn a_log_record_has_the_documented_bytes() {
 }
 
 fn format(device: Box<dyn BlockDevice>) -> Filesystem {
-    Filesystem::format(
-        device,
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_SIZE as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format")
-}
-
-fn blocks_of(fs: &Filesystem, structure: Structure) -> Vec<u64> {
-    fs.metadata_blocks()
-        .into_iter()
-        .filter(|entry| entry.0 == structure)
-        .map(|entry| entry.1)
-        .collect()
+    format_fs(device, BLOCK_SIZE as u32)
 }
 
 #[test]
@@ -227,59 +211,48 @@ fn a_commit_after_a_checkpoint_appends_one_record_read_back_from_the_device() {
 #[derive(Clone)]
 struct CountingDisk {
     disk: SharedDisk,
+    writes: WriteCounter,
+}
+
+/// The bytes and the requests written.
+#[derive(Clone)]
+struct WriteCounter {
     written_bytes: Arc<AtomicU64>,
     write_requests: Arc<AtomicU64>,
+}
+
+impl Hooks for WriteCounter {
+    fn before_submit(&mut self, request: &Request) -> Result<(), DeviceErrorKind> {
+        if let Operation::Write { buffer, .. } = &request.operation {
+            self.written_bytes
+                .fetch_add(buffer.len() as u64, Ordering::SeqCst);
+            self.write_requests.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
 }
 
 impl CountingDisk {
     fn new(disk: &SharedDisk) -> CountingDisk {
         CountingDisk {
             disk: disk.clone(),
-            written_bytes: Arc::new(AtomicU64::new(0)),
-            write_requests: Arc::new(AtomicU64::new(0)),
+            writes: WriteCounter {
+                written_bytes: Arc::new(AtomicU64::new(0)),
+                write_requests: Arc::new(AtomicU64::new(0)),
+            },
         }
+    }
+
+    fn boxed(&self) -> Box<dyn BlockDevice> {
+        Box::new(Hooked::new(self.disk.clone(), self.writes.clone()))
     }
 
     /// FS blocks and write requests so far.
     fn counts(&self) -> (u64, u64) {
         (
-            self.written_bytes.load(Ordering::SeqCst) / BLOCK_SIZE,
-            self.write_requests.load(Ordering::SeqCst),
+            self.writes.written_bytes.load(Ordering::SeqCst) / BLOCK_SIZE,
+            self.writes.write_requests.load(Ordering::SeqCst),
         )
-    }
-}
-
-impl BlockDevice for CountingDisk {
-    fn info(&self) -> &DeviceInfo {
-        self.disk.info()
-    }
-
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.disk.clock()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if let Operation::Write { buffer, .. } = &request.operation {
-            self.written_bytes
-                .fetch_add(buffer.len() as u64, Ordering::SeqCst);
-            self.write_requests.fetch_add(1, Ordering::SeqCst);
-        }
-        self.disk.submit(request)
-    }
-
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        self.disk.poll_completions(completions)
-    }
-
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        self.disk.wait_completions(completions)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.disk.in_flight()
     }
 }
 
@@ -288,7 +261,7 @@ impl BlockDevice for CountingDisk {
 fn blocks_per_flush(file_count: u64, rounds: u64, policy: CommitPolicy) -> (Vec<(u64, u64)>, u64) {
     let shared = SharedDisk::new(4096, 16384);
     let counting = CountingDisk::new(&shared);
-    let mut fs = format(Box::new(counting.clone()));
+    let mut fs = format(counting.boxed());
     fs.set_commit_policy(policy);
     for index in 0..file_count {
         let file = fs.create(&format!("file-{index:06}")).unwrap();

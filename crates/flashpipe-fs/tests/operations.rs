@@ -7,18 +7,12 @@ use flashpipe_device::{IoBuf, RamDisk};
 use flashpipe_fs::{
     FileIoError, Filesystem, FormatError, FormatOptions, MountError, NamespaceError, Structure,
 };
+use flashpipe_testkit::formatted::format_fs;
 use support::{pattern, SharedDisk};
 
 fn new_fs(block_size_bytes: u32, device_blocks: u64) -> Filesystem {
     let disk = RamDisk::new("ram0", 512, device_blocks, 32).expect("RAM disk");
-    Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: block_size_bytes,
-            store_identity: None,
-        },
-    )
-    .expect("mkfs")
+    format_fs(Box::new(disk), block_size_bytes)
 }
 
 fn read_all(fs: &mut Filesystem, name: &str) -> Vec<u8> {
@@ -517,14 +511,7 @@ fn runs_over_a_striped_set_of_ram_disks() {
         .collect();
     let striped =
         StripedDevice::new("stripe0", members, 65536, CompletionOrder::AsCompleted, 128).unwrap();
-    let mut fs = Filesystem::format(
-        Box::new(striped),
-        &FormatOptions {
-            fs_block_size_bytes: 16384,
-            store_identity: None,
-        },
-    )
-    .unwrap();
+    let mut fs = format_fs(Box::new(striped), 16384);
     let file = fs.create("big").unwrap();
     let bytes = pattern(9 * 1024 * 1024 + 333, 77);
     fs.write(file, 0, &bytes).unwrap();

@@ -8,86 +8,51 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use flashpipe_device::{
-    BlockDevice, BufferPool, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo,
-    Operation, Rejected, Request,
-};
-use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
+use flashpipe_device::{BufferPool, DeviceErrorKind, Operation, Request};
+use flashpipe_fs::FileIoError;
+use flashpipe_testkit::formatted::format_fs;
+use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks};
 use support::{pattern, SharedDisk};
 
 const FS_BLOCK_BYTES: usize = 4096;
 
-/// A shared disk that, while `failing` is set, refuses every read past the first one of
-/// each batch it sees (so some views are in flight when the refusal comes).
-#[derive(Clone)]
-struct FailingReadsDisk {
-    disk: SharedDisk,
+/// While `failing` is set, refuses every read past the first one of each batch it sees
+/// (so some views are in flight when the refusal comes).
+struct FailingReads {
     failing: Arc<AtomicBool>,
     reads_accepted: usize,
 }
 
-impl BlockDevice for FailingReadsDisk {
-    fn info(&self) -> &DeviceInfo {
-        self.disk.info()
-    }
-
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.disk.clock()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+impl Hooks for FailingReads {
+    fn before_submit(&mut self, request: &Request) -> Result<(), DeviceErrorKind> {
         let is_read = matches!(request.operation, Operation::Read { .. });
         if is_read && self.failing.load(Ordering::SeqCst) && self.reads_accepted > 0 {
-            let error = DeviceError::new(
-                &self.disk.info().name,
-                DeviceErrorKind::IoFailed {
-                    detail: "read refused by the test".to_string(),
-                },
-            );
-            return Err(Rejected { request, error });
+            return Err(io_failed("read refused by the test"));
         }
         if is_read {
             self.reads_accepted += 1;
         }
-        self.disk.submit(request)
+        Ok(())
     }
 
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        self.disk.poll_completions(completions)
-    }
-
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        let result = self.disk.wait_completions(completions);
-        if self.disk.in_flight() == 0 {
+    fn after_wait(&mut self, in_flight: usize) {
+        if in_flight == 0 {
             self.reads_accepted = 0;
         }
-        result
-    }
-
-    fn in_flight(&self) -> usize {
-        self.disk.in_flight()
     }
 }
 
 #[test]
 fn a_failed_read_into_gives_the_callers_buffer_back_whole() {
     let failing = Arc::new(AtomicBool::new(false));
-    let disk = FailingReadsDisk {
-        disk: SharedDisk::new(512, 4096),
-        failing: Arc::clone(&failing),
-        reads_accepted: 0,
-    };
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: FS_BLOCK_BYTES as u32,
-            store_identity: None,
+    let disk = Hooked::new(
+        SharedDisk::new(512, 4096),
+        FailingReads {
+            failing: Arc::clone(&failing),
+            reads_accepted: 0,
         },
-    )
-    .expect("mkfs");
+    );
+    let mut fs = format_fs(Box::new(disk), FS_BLOCK_BYTES as u32);
     let first = fs.create("first").unwrap();
     let second = fs.create("second").unwrap();
     let file = fs.create("fragmented").unwrap();

@@ -17,22 +17,16 @@ use flashpipe_fs::layout::{
     checksum_with_field_zeroed, open_metadata_block, read_u32, read_u64, write_u32, write_u64,
     MetadataKind, FORMAT_VERSION, METADATA_HEADER_BYTES,
 };
-use flashpipe_fs::{fsck, CopyMethod, FileId, Filesystem, FormatOptions, MountError, Structure};
+use flashpipe_fs::{fsck, CopyMethod, FileId, Filesystem, MountError, Structure};
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
-use support::{pattern, SharedDisk};
+use support::{blocks_of, pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 const DISK_BLOCKS: u64 = 4096;
 
 fn format(shared: &SharedDisk) -> Filesystem {
-    Filesystem::format(
-        shared.boxed(),
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_SIZE as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format")
+    format_fs(shared.boxed(), BLOCK_SIZE as u32)
 }
 
 fn read_all(fs: &mut Filesystem, file: FileId) -> Vec<u8> {
@@ -41,14 +35,6 @@ fn read_all(fs: &mut Filesystem, file: FileId) -> Vec<u8> {
         return Vec::new();
     }
     fs.read(file, 0, size).expect("read").to_vec()
-}
-
-fn blocks_of(fs: &Filesystem, structure: Structure) -> Vec<u64> {
-    fs.metadata_blocks()
-        .into_iter()
-        .filter(|entry| entry.0 == structure)
-        .map(|entry| entry.1)
-        .collect()
 }
 
 fn newest_super_block(shared: &SharedDisk, fs: &Filesystem) -> Vec<u8> {

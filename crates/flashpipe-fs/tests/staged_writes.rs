@@ -5,20 +5,14 @@
 //! verifies; a flush with a write pending is a programming error.
 
 use flashpipe_device::{run_batch, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk};
-use flashpipe_fs::{FileId, Filesystem, FormatOptions, PlannedWrite, WriteCopy};
+use flashpipe_fs::{FileId, Filesystem, PlannedWrite, WriteCopy};
+use flashpipe_testkit::formatted::format_fs;
 
 const BLOCK_BYTES: usize = 16384;
 
 fn filesystem() -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 8192, 32).expect("ram disk");
-    Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format")
+    format_fs(Box::new(disk), BLOCK_BYTES as u32)
 }
 
 fn pattern(length: usize, seed: u8) -> Vec<u8> {

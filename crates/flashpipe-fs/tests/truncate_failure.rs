@@ -9,76 +9,39 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, Rejected,
-    Request,
-};
-use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
+use flashpipe_device::{DeviceErrorKind, Operation, Request};
+use flashpipe_fs::FileIoError;
+use flashpipe_testkit::formatted::format_fs;
+use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks};
 use support::{pattern, SharedDisk};
 
 const FS_BLOCK_BYTES: u64 = 4096;
 
-/// A shared disk that refuses every write while `failing` is set.
-#[derive(Clone)]
-struct FailingWritesDisk {
-    disk: SharedDisk,
+/// Refuses every write while `failing` is set.
+struct FailingWrites {
     failing: Arc<AtomicBool>,
 }
 
-impl BlockDevice for FailingWritesDisk {
-    fn info(&self) -> &DeviceInfo {
-        self.disk.info()
-    }
-
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.disk.clock()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+impl Hooks for FailingWrites {
+    fn before_submit(&mut self, request: &Request) -> Result<(), DeviceErrorKind> {
         let is_write = matches!(request.operation, Operation::Write { .. });
         if is_write && self.failing.load(Ordering::SeqCst) {
-            let error = DeviceError::new(
-                &self.disk.info().name,
-                DeviceErrorKind::IoFailed {
-                    detail: "write refused by the test".to_string(),
-                },
-            );
-            return Err(Rejected { request, error });
+            return Err(io_failed("write refused by the test"));
         }
-        self.disk.submit(request)
-    }
-
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        self.disk.poll_completions(completions)
-    }
-
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        self.disk.wait_completions(completions)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.disk.in_flight()
+        Ok(())
     }
 }
 
 #[test]
 fn a_failed_tail_write_leaves_the_file_and_the_free_space_as_they_were() {
     let failing = Arc::new(AtomicBool::new(false));
-    let disk = FailingWritesDisk {
-        disk: SharedDisk::new(512, 4096),
-        failing: Arc::clone(&failing),
-    };
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: FS_BLOCK_BYTES as u32,
-            store_identity: None,
+    let disk = Hooked::new(
+        SharedDisk::new(512, 4096),
+        FailingWrites {
+            failing: Arc::clone(&failing),
         },
-    )
-    .expect("mkfs");
+    );
+    let mut fs = format_fs(Box::new(disk), FS_BLOCK_BYTES as u32);
     let file = fs.create("victim").unwrap();
     let contents = pattern(3 * FS_BLOCK_BYTES as usize, 7);
     fs.write(file, 0, &contents).unwrap();

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use flashpipe_device::{RamDisk, SplitMix64};
-use flashpipe_fs::{FileId, Filesystem, FormatOptions};
+use flashpipe_fs::{FileId, Filesystem};
+use flashpipe_testkit::formatted::format_fs;
 
 fn apply_to_model(model: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
     if model.len() < offset + bytes.len() {
@@ -16,14 +17,7 @@ fn apply_to_model(model: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
 
 fn check_batches(seed: u64, block_size_bytes: u32) {
     let disk = RamDisk::new("ram0", 4096, 16384, 32).unwrap();
-    let mut filesystem = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: block_size_bytes,
-            store_identity: None,
-        },
-    )
-    .unwrap();
+    let mut filesystem = format_fs(Box::new(disk), block_size_bytes);
     let mut generator = SplitMix64::new(seed);
     let files: Vec<FileId> = (0..3)
         .map(|index| filesystem.create(&format!("f{index}")).unwrap())

@@ -6,7 +6,7 @@ mod support;
 
 use flashpipe_device::BlockDevice;
 use flashpipe_fs::{Filesystem, FormatOptions};
-use flashpipe_ftl::{FlashBackend, Ftl, SharedFlash};
+use flashpipe_ftl::{FlashBackend, Ftl};
 
 fn file_contents(index: usize, length: usize) -> Vec<u8> {
     (0..length)
@@ -16,14 +16,7 @@ fn file_contents(index: usize, length: usize) -> Vec<u8> {
 
 #[test]
 fn filesystem_on_emulated_flash_survives_a_remount_of_the_ftl() {
-    let array = support::small_array(support::small_config(48, 32), 11);
-    let flash = SharedFlash::new(Box::new(array));
-    let options = support::test_options(32);
-    let ftl = Ftl::format(
-        Box::new(flash.clone()) as Box<dyn FlashBackend>,
-        options.clone(),
-    )
-    .expect("format the FTL");
+    let (flash, options, ftl) = support::ftl_on_shared_flash(48, 11);
     let mut filesystem = Filesystem::format(
         Box::new(ftl) as Box<dyn BlockDevice>,
         &FormatOptions::default(),

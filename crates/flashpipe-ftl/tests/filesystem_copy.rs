@@ -12,6 +12,7 @@ use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::{BlockDevice, RamDisk, SplitMix64};
 use flashpipe_fs::{CopyError, CopyMethod, FileId, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash, SharedFtl};
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
 
 fn contents(seed: u64, length: usize) -> Vec<u8> {
@@ -26,22 +27,8 @@ struct FlashStore {
 }
 
 fn flash_store(seed: u64) -> FlashStore {
-    let array = support::small_array(support::small_config(64, 32), seed);
-    let flash = SharedFlash::new(Box::new(array));
-    let options = support::test_options(32);
-    let ftl = Ftl::format(
-        Box::new(flash.clone()) as Box<dyn FlashBackend>,
-        options.clone(),
-    )
-    .expect("format the FTL");
-    let filesystem = Filesystem::format(
-        Box::new(ftl) as Box<dyn BlockDevice>,
-        &FormatOptions {
-            fs_block_size_bytes: 4096,
-            store_identity: None,
-        },
-    )
-    .expect("format the file system");
+    let (flash, options, ftl) = support::ftl_on_shared_flash(64, seed);
+    let filesystem = format_fs(Box::new(ftl) as Box<dyn BlockDevice>, 4096);
     FlashStore {
         flash,
         options,
@@ -221,14 +208,7 @@ fn copies_by_reference_over_a_stripe_of_ftls_keep_every_block_on_its_member() {
     )
     .expect("stripe");
     assert_eq!(stripe.copy_alignment_blocks(), 6);
-    let mut filesystem = Filesystem::format(
-        Box::new(stripe) as Box<dyn BlockDevice>,
-        &FormatOptions {
-            fs_block_size_bytes: 8192,
-            store_identity: None,
-        },
-    )
-    .expect("format the file system");
+    let mut filesystem = format_fs(Box::new(stripe) as Box<dyn BlockDevice>, 8192);
     let mut expected = Vec::new();
     for (index, length) in [70_000usize, 5_000, 123_457].into_iter().enumerate() {
         let name = format!("file-{index}");

@@ -5,15 +5,14 @@
 
 mod client_support;
 
-use client_support::Scratch;
+use client_support::{striped_store_config, Scratch};
 use flashpipe_device::conformance;
 use flashpipe_device::{BlockDevice, RamDisk};
 use flashpipe_fs::Filesystem;
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 use flashpipe_nbd::server::{Export, InitialAllocation, NbdServer, ServerConfig};
+use flashpipe_store::create_store;
 use flashpipe_store::store::{open_store_device, DeviceCreation};
-use flashpipe_store::store_config::{parse_device_list, STORE_FILE_VERSION};
-use flashpipe_store::{create_store, StoreConfig};
 
 /// A server exporting one zeroed RAM disk of `size_bytes` as `disk`.
 fn ram_disk_node(size_bytes: u64, tcp: bool, socket: Option<std::path::PathBuf>) -> NbdServer {
@@ -95,14 +94,7 @@ fn a_store_stripes_over_three_flashpipe_disk_nodes() {
         .map(|server| server.uris("disk")[0].clone())
         .collect();
     let store_file = scratch.path.join("store.toml");
-    let config = StoreConfig {
-        store_file_version: STORE_FILE_VERSION,
-        identity: None,
-        block_size_bytes: 16 << 10,
-        stripe_unit_bytes: 64 << 10,
-        queue_depth: 32,
-        devices: parse_device_list(&list.join(","), Some(32 << 20)).unwrap(),
-    };
+    let config = striped_store_config(&list);
     create_store(&config, &store_file, &mut |_| {}).expect("mkfs");
     let contents = |index: usize| -> Vec<u8> {
         (0..(5000 + index * 40_009) % 400_000)

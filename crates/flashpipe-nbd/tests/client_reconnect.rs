@@ -10,8 +10,8 @@ use std::os::unix::net::UnixListener;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use client_support::{have, zero_file, Scratch, Server};
-use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
+use client_support::{have, reap, zero_file, Scratch, Server};
+use flashpipe_device::{BlockDevice, IoBuf, Request};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri, ReconnectDurability};
 
 const BLOCK: usize = 4096;
@@ -45,14 +45,6 @@ fn block_pattern(block: u64, round: u8) -> Vec<u8> {
     (0..BLOCK)
         .map(|index| (index as u64 ^ block.wrapping_mul(31)) as u8 ^ round)
         .collect()
-}
-
-fn reap(device: &mut NbdDevice) -> Vec<Completion> {
-    let mut completions = Vec::new();
-    while device.in_flight() > 0 {
-        device.wait_completions(&mut completions).expect("wait");
-    }
-    completions
 }
 
 fn write_blocks(device: &mut NbdDevice, blocks: std::ops::Range<u64>, round: u8) {

@@ -8,10 +8,9 @@ mod client_support;
 
 use std::path::Path;
 
-use client_support::{have, zero_file, Scratch, Server};
+use client_support::{have, striped_store_config, zero_file, Scratch, Server};
 use flashpipe_fs::Filesystem;
 use flashpipe_store::store::{open_store_device, DeviceCreation};
-use flashpipe_store::store_config::{parse_device_list, STORE_FILE_VERSION};
 use flashpipe_store::{create_store, StoreConfig};
 
 fn contents(index: usize) -> Vec<u8> {
@@ -25,14 +24,7 @@ const FILE_COUNT: usize = 40;
 
 fn striped_store(servers: &[Server], store_file: &Path) -> StoreConfig {
     let list: Vec<String> = servers.iter().map(Server::uri).collect();
-    let config = StoreConfig {
-        store_file_version: STORE_FILE_VERSION,
-        identity: None,
-        block_size_bytes: 16 << 10,
-        stripe_unit_bytes: 64 << 10,
-        queue_depth: 32,
-        devices: parse_device_list(&list.join(","), Some(32 << 20)).expect("device list"),
-    };
+    let config = striped_store_config(&list);
     create_store(&config, store_file, &mut |note| eprintln!("note: {note}")).expect("mkfs");
     config
 }

@@ -14,15 +14,14 @@ mod tls_certificates;
 
 use std::path::Path;
 
-use client_support::{have, zero_file, Scratch, Server};
+use client_support::{have, reap, striped_store_config, zero_file, Scratch, Server};
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
 use flashpipe_fs::Filesystem;
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{Export, ExportDeviceSpec, NbdServer, ServerConfig, ServerLimits};
+use flashpipe_store::create_store;
 use flashpipe_store::store::{open_store_device, DeviceCreation};
-use flashpipe_store::store_config::{parse_device_list, STORE_FILE_VERSION};
-use flashpipe_store::{create_store, StoreConfig};
 use tls_certificates::{make_certificates, Certificates};
 
 const MIB: u64 = 1024 * 1024;
@@ -73,14 +72,6 @@ fn block_pattern(block: u64, round: u8) -> Vec<u8> {
     (0..BLOCK)
         .map(|index| ((index as u64 * 7) ^ block.wrapping_mul(131)) as u8 ^ round)
         .collect()
-}
-
-fn reap(device: &mut NbdDevice) -> Vec<Completion> {
-    let mut completions = Vec::new();
-    while device.in_flight() > 0 {
-        device.wait_completions(&mut completions).expect("wait");
-    }
-    completions
 }
 
 /// Submits `request`, first reaping everything in flight when the queue is full.
@@ -387,14 +378,7 @@ fn a_store_striped_over_nbds_members_keeps_its_files() {
         .collect();
     let scratch = Scratch::new("client-tls-store");
     let store_file = scratch.path.join("store.toml");
-    let config = StoreConfig {
-        store_file_version: STORE_FILE_VERSION,
-        identity: None,
-        block_size_bytes: 16 << 10,
-        stripe_unit_bytes: 64 << 10,
-        queue_depth: 32,
-        devices: parse_device_list(&list.join(","), Some(32 * MIB)).expect("device list"),
-    };
+    let config = striped_store_config(&list);
     create_store(&config, &store_file, &mut |note| eprintln!("note: {note}")).expect("mkfs");
     let opened = open_store_device(&config, &store_file, DeviceCreation::MustExist).unwrap();
     let mut filesystem = Filesystem::mount(opened.device).unwrap();

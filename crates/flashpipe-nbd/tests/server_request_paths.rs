@@ -12,41 +12,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use common::{pattern_bytes, RawClient, TestServer};
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, RamDisk, Rejected, Request,
-};
+use flashpipe_device::{BlockDevice, RamDisk};
 use flashpipe_nbd::server::{Export, InitialAllocation, ServerLimits};
 use flashpipe_nbd::wire::*;
+use flashpipe_testkit::hooked::{Hooked, Hooks};
 
 const MIB: u64 = 1 << 20;
 
-/// A RAM disk whose completions are never ready at a poll, only when waited for: like
-/// a device whose hardware completes later.
-struct CompletesWhenWaited {
-    inner: RamDisk,
-}
+/// Completions never ready at a poll, only when waited for: like a device whose hardware
+/// completes later.
+struct CompletesWhenWaited;
 
-impl BlockDevice for CompletesWhenWaited {
-    fn info(&self) -> &DeviceInfo {
-        self.inner.info()
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock()
-    }
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        self.inner.submit(request)
-    }
-    fn poll_completions(&mut self, _completions: &mut Vec<Completion>) -> usize {
-        0
-    }
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        self.inner.wait_completions(completions)
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+impl Hooks for CompletesWhenWaited {
+    fn completes_at_poll(&self) -> bool {
+        false
     }
 }
 
@@ -119,7 +98,7 @@ fn pipelined_writes_then_reads(server: &TestServer) {
 #[test]
 fn a_device_that_completes_later_is_served_through_the_worker() {
     let inner = RamDisk::new("completes when waited", 512, 16384, 8).unwrap();
-    let device = Box::new(CompletesWhenWaited { inner });
+    let device = Box::new(Hooked::new(inner, CompletesWhenWaited));
     let server = TestServer::with_exports(vec![export_of(device)], ServerLimits::default());
     pipelined_writes_then_reads(&server);
     let mut server = server;

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use flashpipe_device::{RamDisk, SplitMix64};
 use flashpipe_engine::{Engine, EngineConfig};
-use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_kernels::api::Kernel;
 use flashpipe_kernels::driver::{run_on_bytes, DrivePlan};
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_kernels::sobel::{encode_gray_png, GrayImage};
 use flashpipe_pipeline::run::PipelineJob;
 use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig};
+use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
 
 /// Engine bounds that make batches of tiny files on 16 KiB blocks need more buffers than a
@@ -102,14 +102,7 @@ fn kernel_arguments(kernel: &str) -> Vec<String> {
 /// A RAM store of 16 KiB blocks holding `files`, written one after another, flushed.
 fn store_of(files: &Files) -> Engine {
     let disk = RamDisk::new("ram", 4096, 32768, 32).expect("ram disk");
-    let mut filesystem = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: 16384,
-            store_identity: None,
-        },
-    )
-    .expect("format");
+    let mut filesystem = format_fs(Box::new(disk), 16384);
     for (name, data) in files {
         let file = filesystem.create(name).expect("create");
         filesystem.write(file, 0, data).expect("write");

@@ -6,6 +6,8 @@
 //! call fails the test instead: in CI a missing tool is a broken install step, never a silent
 //! pass.
 
+use std::process::Command;
+
 /// The environment variable that turns a missing tool into a failure.
 pub const REQUIRE_TOOLS_VARIABLE: &str = "FLASHPIPE_REQUIRE_TOOLS";
 
@@ -46,6 +48,20 @@ pub fn programs_or_skip(test: &str, programs: &[&str]) -> bool {
             false
         }
     }
+}
+
+/// Runs `command` (named `what` in failure messages), which must start and succeed; returns
+/// its standard output.
+pub fn stdout_of(command: &mut Command, what: &str) -> Vec<u8> {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{what} does not start: {error}"));
+    assert!(
+        output.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
+use flashpipe_testkit::tools::stdout_of;
 use serde_json::Value;
 
 /// Every crate, bottom layer first; a crate depends only on crates listed before it.
@@ -196,23 +197,14 @@ impl std::fmt::Display for Edge {
 fn workspace_graph() -> (BTreeSet<String>, Vec<Edge>) {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--no-deps",
-            "--format-version",
-            "1",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .output()
-        .expect("cargo runs");
-    assert!(
-        output.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = stdout_of(
+        Command::new(cargo)
+            .args(["metadata", "--no-deps", "--format-version", "1"])
+            .arg("--manifest-path")
+            .arg(&manifest),
+        "cargo metadata",
     );
-    let metadata: Value = serde_json::from_slice(&output.stdout).expect("cargo metadata is JSON");
+    let metadata: Value = serde_json::from_slice(&stdout).expect("cargo metadata is JSON");
     let packages = metadata["packages"].as_array().expect("a package list");
     let crates: BTreeSet<String> = packages
         .iter()

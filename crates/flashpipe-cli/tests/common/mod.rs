@@ -4,15 +4,21 @@
 
 #![allow(dead_code)] // each test file uses the helpers it needs
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// Runs the `flashpipe` binary built for these tests. `mkfs` runs in the folder of its
 /// store file (its last argument), so the tests' bare device names (`a.img`), which
 /// `mkfs` reads relative to the working directory, land beside the store.
 pub fn flashpipe(arguments: &[&str]) -> Output {
+    flashpipe_in_env(arguments, &[])
+}
+
+/// [`flashpipe`] with the variables of `environment` set.
+pub fn flashpipe_in_env(arguments: &[&str], environment: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_flashpipe"));
-    command.args(arguments);
+    command.args(arguments).envs(environment.iter().copied());
     if let Some(folder) = mkfs_store_folder(arguments) {
         command.current_dir(folder);
     }
@@ -50,19 +56,28 @@ pub fn succeed(arguments: &[&str]) -> String {
 /// Runs a command expected to fail and checks that its message names the problem and
 /// that it did not panic.
 pub fn check_fails(arguments: &[&str], expected_fragment: &str) {
-    let output = flashpipe(arguments);
+    check_fails_in_env(arguments, &[], expected_fragment);
+}
+
+/// [`check_fails`] with the variables of `environment` set.
+pub fn check_fails_in_env(
+    arguments: &[&str],
+    environment: &[(&str, &str)],
+    expected_fragment: &str,
+) {
+    let output = flashpipe_in_env(arguments, environment);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         !output.status.success(),
-        "flashpipe {arguments:?} should fail"
+        "flashpipe {arguments:?} with {environment:?} should fail"
     );
     assert!(
         stderr.contains(expected_fragment),
-        "flashpipe {arguments:?}: {stderr:?} lacks {expected_fragment:?}"
+        "flashpipe {arguments:?} with {environment:?}: {stderr:?} lacks {expected_fragment:?}"
     );
     assert!(
         !stderr.contains("panicked"),
-        "flashpipe {arguments:?} panicked: {stderr}"
+        "flashpipe {arguments:?} with {environment:?} panicked: {stderr}"
     );
 }
 
@@ -152,4 +167,95 @@ pub fn self_signed_certificate(folder: &Path, test: &str) -> Option<(PathBuf, Pa
         return None;
     }
     Some((folder.join("cert.pem"), folder.join("key.pem")))
+}
+
+/// Makes the store file `store` over `devices` (a `--devices` list) with the other `mkfs`
+/// options in `options`; the command must succeed.
+pub fn mkfs(store: &Path, devices: &str, options: &[&str]) {
+    let mut arguments = vec!["mkfs", "--devices", devices];
+    arguments.extend_from_slice(options);
+    arguments.push(text(store));
+    succeed(&arguments);
+}
+
+/// Runs `flashpipe ftl ARGUMENTS`.
+pub fn flashpipe_ftl(arguments: &[&str]) -> Output {
+    let mut all = vec!["ftl"];
+    all.extend_from_slice(arguments);
+    flashpipe(&all)
+}
+
+/// Runs a command and returns whether it succeeded, its standard output and its standard
+/// error (both as text).
+pub fn outcome(arguments: &[&str]) -> (bool, String, String) {
+    let output = flashpipe(arguments);
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Starts `flashpipe ARGUMENTS` and reads standard output up to its readiness line (a
+/// line with `ready`); returns the child and the lines read.
+pub fn start_flashpipe(arguments: &[&str]) -> (Child, Vec<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(arguments)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flashpipe starts");
+    let stdout = BufReader::new(child.stdout.take().expect("a piped stdout"));
+    let mut lines = Vec::new();
+    for line in stdout.lines() {
+        let line = line.expect("a line of text");
+        let ready = line.contains("ready");
+        lines.push(line);
+        if ready {
+            break;
+        }
+    }
+    (child, lines)
+}
+
+/// The names of the files in `store`, from `ls --json`.
+pub fn file_names(store: &Path) -> Vec<String> {
+    let json: serde_json::Value =
+        serde_json::from_str(&succeed(&["ls", text(store), "--json"])).expect("ls JSON");
+    json.as_array()
+        .expect("a list of files")
+        .iter()
+        .map(|file| file["name"].as_str().expect("a name").to_string())
+        .collect()
+}
+
+/// Turns the store file `store` back into version 1, as made before store identities (no
+/// `identity` lines); returns the text written.
+pub fn downgrade_to_version_1(store: &Path) -> String {
+    let version_1: String = std::fs::read_to_string(store)
+        .expect("store file")
+        .lines()
+        .filter(|line| !line.starts_with("identity = "))
+        .map(|line| line.replace("store_file_version = 2", "store_file_version = 1") + "\n")
+        .collect();
+    std::fs::write(store, &version_1).expect("a store file made before identities");
+    version_1
+}
+
+/// Stops `child` with `signal`, waits for it and checks that it exited with status 0;
+/// returns its standard error.
+pub fn stop_with(mut child: Child, signal: i32) -> String {
+    let pid = i32::try_from(child.id()).expect("a process id");
+    // SAFETY: kill with a valid pid and signal has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    let status = child.wait().expect("the child is waited for");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("a piped stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr is text");
+    assert!(status.success(), "status {status}, stderr: {stderr}");
+    stderr
 }

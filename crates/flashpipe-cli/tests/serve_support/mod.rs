@@ -10,6 +10,8 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use flashpipe_testkit::tools::stdout_of;
+
 /// How long a test waits for the readiness line before it gives up (a hang guard, not a
 /// timing assertion: a healthy server is ready in milliseconds).
 const READINESS_GUARD: Duration = Duration::from_secs(120);
@@ -116,15 +118,11 @@ impl Drop for TestFolder {
 /// Makes a store of one file device `a.img` of `size` in `folder`; returns its store file.
 pub fn file_store(folder: &TestFolder, size: &str) -> PathBuf {
     let store = folder.join("s.toml");
-    let output = Command::new(flashpipe_binary())
-        .args(["mkfs", "--devices", "a.img", "--size", size, text(&store)])
-        .current_dir(folder.path())
-        .output()
-        .expect("mkfs runs");
-    assert!(
-        output.status.success(),
-        "mkfs failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    stdout_of(
+        Command::new(flashpipe_binary())
+            .args(["mkfs", "--devices", "a.img", "--size", size, text(&store)])
+            .current_dir(folder.path()),
+        "mkfs",
     );
     store
 }

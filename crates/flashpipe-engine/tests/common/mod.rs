@@ -6,7 +6,8 @@ use flashpipe_device::{BlockDevice, SplitMix64};
 use std::collections::BTreeMap;
 
 use flashpipe_engine::SteppedEngine;
-use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_fs::Filesystem;
+use flashpipe_testkit::formatted::format_fs;
 
 /// The FS and device block size of these tests.
 pub const BLOCK_BYTES: u64 = 4096;
@@ -28,14 +29,7 @@ pub fn new_world(seed: u64) -> SimWorld {
 
 /// `device` formatted with [`BLOCK_BYTES`] blocks.
 pub fn format(device: Box<dyn BlockDevice>) -> Filesystem {
-    Filesystem::format(
-        device,
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format")
+    format_fs(device, BLOCK_BYTES as u32)
 }
 
 /// `length` bytes drawn from `rng` (a pattern, so a misplaced block shows).

@@ -193,3 +193,12 @@ pub fn drop_log_region(fs: &Filesystem, shared: &SharedDisk, super_block: &mut [
     super_block[104..112].copy_from_slice(&(extents.len() as u64).to_le_bytes());
     super_block[112..136].fill(0);
 }
+
+/// The blocks of `structure` in the file system's metadata.
+pub fn blocks_of(fs: &Filesystem, structure: Structure) -> Vec<u64> {
+    fs.metadata_blocks()
+        .into_iter()
+        .filter(|entry| entry.0 == structure)
+        .map(|entry| entry.1)
+        .collect()
+}

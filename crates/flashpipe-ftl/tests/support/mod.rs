@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
-use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash};
 
 /// A small array: 2 channels x 2 ways, `blocks` blocks per chip of `pages` 4 KiB pages.
 pub fn small_config(blocks: u32, pages: u32) -> FlashConfig {
@@ -56,4 +56,18 @@ pub fn small_ftl(queue_depth: u32) -> Ftl {
         test_options(queue_depth),
     )
     .expect("format")
+}
+
+/// An FTL formatted over a shared small array (`blocks` blocks per chip of 32 pages,
+/// seeded), queue depth 32: the shared flash (to mount again from), the options and the
+/// FTL.
+pub fn ftl_on_shared_flash(blocks: u32, seed: u64) -> (SharedFlash, FtlOptions, Ftl) {
+    let flash = SharedFlash::new(Box::new(small_array(small_config(blocks, 32), seed)));
+    let options = test_options(32);
+    let ftl = Ftl::format(
+        Box::new(flash.clone()) as Box<dyn FlashBackend>,
+        options.clone(),
+    )
+    .expect("format the FTL");
+    (flash, options, ftl)
 }

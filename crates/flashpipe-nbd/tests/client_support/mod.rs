@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use flashpipe_device::{BlockDevice, Completion};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
+use flashpipe_store::store_config::{parse_device_list, STORE_FILE_VERSION};
+use flashpipe_store::StoreConfig;
 
 /// Whether `program` is on the PATH; says why the test is skipped when it is not (a failure
 /// under `FLASHPIPE_REQUIRE_TOOLS=1`).
@@ -160,4 +163,26 @@ pub fn open(uri: &str, queue_depth: u32) -> NbdDevice {
 pub fn zero_file(path: &Path, size_bytes: u64) {
     let file = std::fs::File::create(path).expect("create image");
     file.set_len(size_bytes).expect("size image");
+}
+
+/// The store the client tests stripe over `members` (the URIs of 32 MiB devices): 16 KiB
+/// blocks, a 64 KiB stripe unit, queue depth 32.
+pub fn striped_store_config(members: &[String]) -> StoreConfig {
+    StoreConfig {
+        store_file_version: STORE_FILE_VERSION,
+        identity: None,
+        block_size_bytes: 16 << 10,
+        stripe_unit_bytes: 64 << 10,
+        queue_depth: 32,
+        devices: parse_device_list(&members.join(","), Some(32 << 20)).expect("device list"),
+    }
+}
+
+/// Waits for every request in flight on `device`; returns their completions.
+pub fn reap(device: &mut NbdDevice) -> Vec<Completion> {
+    let mut completions = Vec::new();
+    while device.in_flight() > 0 {
+        device.wait_completions(&mut completions).expect("wait");
+    }
+    completions
 }

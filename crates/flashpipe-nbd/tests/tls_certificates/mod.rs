@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use flashpipe_testkit::tools::stdout_of;
+
 /// Certificates in a temporary folder.
 pub struct Certificates {
     pub folder: tempfile::TempDir,
@@ -56,15 +58,9 @@ impl Certificates {
 }
 
 fn openssl(folder: &Path, arguments: &[&str]) {
-    let output = Command::new("openssl")
-        .current_dir(folder)
-        .args(arguments)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        output.status.success(),
-        "openssl {arguments:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
+    stdout_of(
+        Command::new("openssl").current_dir(folder).args(arguments),
+        &format!("openssl {}", arguments.join(" ")),
     );
 }
 

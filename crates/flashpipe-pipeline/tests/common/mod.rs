@@ -9,17 +9,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, RamDisk,
-    RealClock, Rejected, Request, VirtualClock,
+    Clock, DeviceErrorKind, Operation, RamDisk, RealClock, Request, VirtualClock,
 };
 use flashpipe_engine::{Engine, EngineConfig, WritePath};
-use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_kernels::api::{
     Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
     Schedule, SequentialJob, Summary,
 };
 use flashpipe_kernels::error::{KernelError, KernelErrorKind};
 use flashpipe_pipeline::{run_pipeline, PipelineConfig, PipelineError, PipelineResult};
+use flashpipe_testkit::formatted::format_fs;
+use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks};
 
 /// A running RAM store.
 pub struct TestStore {
@@ -62,18 +62,13 @@ pub fn store_with(files: &[(&str, Vec<u8>)]) -> TestStore {
 pub fn store_on_clock(files: &[(&str, Vec<u8>)], clock: Arc<dyn Clock>) -> TestStore {
     let fail_reads = Arc::new(AtomicBool::new(false));
     let ram = RamDisk::with_clock("ram", 4096, 16384, 32, clock).expect("ram disk");
-    let device = FailingReads {
-        inner: ram,
-        fail_reads: Arc::clone(&fail_reads),
-    };
-    let mut filesystem = Filesystem::format(
-        Box::new(device),
-        &FormatOptions {
-            fs_block_size_bytes: 4096,
-            store_identity: None,
+    let device = Hooked::new(
+        ram,
+        FailingReads {
+            fail_reads: Arc::clone(&fail_reads),
         },
-    )
-    .expect("format");
+    );
+    let mut filesystem = format_fs(Box::new(device), 4096);
     for (name, data) in files {
         let file = filesystem.create(name).expect("create");
         filesystem.write(file, 0, data).expect("write");
@@ -161,46 +156,18 @@ pub fn pattern(length_bytes: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// A RAM disk whose reads of data fail while `fail_reads` is set.
+/// Fails reads of data while `fail_reads` is set.
 struct FailingReads {
-    inner: RamDisk,
     fail_reads: Arc<AtomicBool>,
 }
 
-impl BlockDevice for FailingReads {
-    fn info(&self) -> &DeviceInfo {
-        self.inner.info()
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock()
-    }
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.fail_reads.load(Ordering::Acquire) {
-            if let Operation::Read { .. } = request.operation {
-                return Err(Rejected {
-                    request,
-                    error: DeviceError::new(
-                        &self.inner.info().name,
-                        DeviceErrorKind::IoFailed {
-                            detail: "injected read failure".into(),
-                        },
-                    ),
-                });
-            }
+impl Hooks for FailingReads {
+    fn before_submit(&mut self, request: &Request) -> Result<(), DeviceErrorKind> {
+        let failing = self.fail_reads.load(Ordering::Acquire);
+        match request.operation {
+            Operation::Read { .. } if failing => Err(io_failed("injected read failure")),
+            _ => Ok(()),
         }
-        self.inner.submit(request)
-    }
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        self.inner.poll_completions(completions)
-    }
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        self.inner.wait_completions(completions)
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
     }
 }
 

@@ -13,20 +13,24 @@
 //! for three crashes per seed. A second test checks that reads from several clients are
 //! in flight on the device together.
 //!
+//! The commands are drawn by the VOPR campaign's workload ([`flashpipe_vopr::workload`]),
+//! so both runs draw the same commands from the same seed.
+//!
 //! `FLASHPIPE_SEEDS=n` runs n seeds (default 60); `FLASHPIPE_SEED=n` replays one.
 
 use std::collections::HashMap;
 
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
-use flashpipe_device::{IoBuf, SplitMix64};
+use flashpipe_device::SplitMix64;
 use flashpipe_engine::{
     Command, EngineClient, EngineConfig, EngineError, Reply, StepOutcome, SteppedEngine, WritePath,
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
-use flashpipe_testkit::fs_workload::{contents, describe, Model, NAMES};
+use flashpipe_testkit::formatted::format_fs;
+use flashpipe_testkit::fs_workload::{contents, describe, Model};
 use flashpipe_testkit::seeds::run_seeds;
+use flashpipe_vopr::workload::{draw_command, Expected, BLOCK_BYTES};
 
-const BLOCK_BYTES: u64 = 4096;
 const CLIENT_COUNT: usize = 3;
 const CLIENT_OUTSTANDING_LIMIT: usize = 16;
 const CRASHES_PER_SEED: usize = 3;
@@ -67,128 +71,12 @@ fn mount(world: &SimWorld, seed: u64, when: &str) -> Filesystem {
     fs
 }
 
-/// What a submitted command's reply must be, by the model at its submission.
-enum Expected {
-    Done,
-    Written,
-    Data(Vec<u8>),
-    /// Whole files of a `ReadFiles`, in order.
-    Files(Vec<Vec<u8>>),
-    /// A flush: the model it commits.
-    Flushed(Model),
-}
-
 /// One submitted command, in submission order.
 struct Submitted {
     client: usize,
     ticket: u64,
     what: String,
     expected: Expected,
-}
-
-fn bytes_for(rng: &mut SplitMix64, length: usize) -> Vec<u8> {
-    let fill = rng.next_u64();
-    (0..length)
-        .map(|index| (fill >> (index % 8 * 8)) as u8 ^ index as u8)
-        .collect()
-}
-
-/// Draws one command valid against `model`, applies it to the model, and says what its
-/// reply must be.
-fn draw_command(rng: &mut SplitMix64, model: &mut Model) -> (Command, String, Expected) {
-    let name = NAMES[rng.below(NAMES.len() as u64) as usize].to_string();
-    let Some(content) = model.get_mut(&name) else {
-        model.insert(name.clone(), Vec::new());
-        return (
-            Command::Create { name: name.clone() },
-            format!("create {name}"),
-            Expected::Done,
-        );
-    };
-    match rng.below(100) {
-        0..=44 => {
-            let offset = rng.below(8 * BLOCK_BYTES) as usize;
-            let length = 1 + rng.below(3 * BLOCK_BYTES) as usize;
-            let bytes = bytes_for(rng, length);
-            if content.len() < offset + length {
-                content.resize(offset + length, 0);
-            }
-            content[offset..offset + length].copy_from_slice(&bytes);
-            (
-                Command::Write {
-                    name: name.clone(),
-                    offset_bytes: offset as u64,
-                    data: IoBuf::from_slice(&bytes),
-                },
-                format!("write {name} {offset}+{length}"),
-                Expected::Written,
-            )
-        }
-        45..=54 => {
-            let size = rng.below(10 * BLOCK_BYTES);
-            content.resize(size as usize, 0);
-            (
-                Command::Truncate {
-                    name: name.clone(),
-                    size_bytes: size,
-                },
-                format!("truncate {name} to {size}"),
-                Expected::Done,
-            )
-        }
-        55..=59 => {
-            model.remove(&name);
-            (
-                Command::Delete { name: name.clone() },
-                format!("delete {name}"),
-                Expected::Done,
-            )
-        }
-        60..=64 => {
-            let to = NAMES[rng.below(NAMES.len() as u64) as usize].to_string();
-            let moved = model.remove(&name).expect("the file exists");
-            model.insert(to.clone(), moved);
-            (
-                Command::Rename {
-                    from: name.clone(),
-                    to: to.clone(),
-                    replace: true,
-                },
-                format!("rename {name} over {to}"),
-                Expected::Done,
-            )
-        }
-        65..=69 => {
-            let names: Vec<String> = model.keys().take(3).cloned().collect();
-            let files = names.iter().map(|name| model[name].clone()).collect();
-            (
-                Command::ReadFiles {
-                    names: names.clone(),
-                },
-                format!("read files {names:?}"),
-                Expected::Files(files),
-            )
-        }
-        70..=89 => {
-            let offset = rng.below(content.len() as u64 + 1);
-            let length = rng.below(content.len() as u64 - offset + 1);
-            let expected = content[offset as usize..(offset + length) as usize].to_vec();
-            (
-                Command::Read {
-                    name: name.clone(),
-                    offset_bytes: offset,
-                    length_bytes: length,
-                },
-                format!("read {name} {offset}+{length}"),
-                Expected::Data(expected),
-            )
-        }
-        _ => (
-            Command::Flush,
-            "flush".to_string(),
-            Expected::Flushed(model.clone()),
-        ),
-    }
 }
 
 /// How the checks of one round ended.
@@ -354,14 +242,7 @@ fn run_seed(seed: u64) -> Tally {
     let world = new_world(seed);
     let mut rng = SplitMix64::new(seed ^ 0x5733_9ED0);
     let disk = world.open_disk(0).expect("open disk");
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format");
+    let mut fs = format_fs(Box::new(disk), BLOCK_BYTES as u32);
     let mut files = Model::new();
     for crash in 0..CRASHES_PER_SEED {
         let (committed, interrupted) =
@@ -423,14 +304,7 @@ fn a_seed_replays_exactly() {
 fn reads_from_several_clients_are_in_flight_together() {
     let world = new_world(5);
     let disk = world.open_disk(0).expect("open disk");
-    let mut fs = Filesystem::format(
-        Box::new(disk),
-        &FormatOptions {
-            fs_block_size_bytes: BLOCK_BYTES as u32,
-            store_identity: None,
-        },
-    )
-    .expect("format");
+    let mut fs = format_fs(Box::new(disk), BLOCK_BYTES as u32);
     let data: Vec<u8> = (0..64 * BLOCK_BYTES)
         .map(|index| (index / 7) as u8)
         .collect();

@@ -1,0 +1,47 @@
+//! Helpers shared by the flash model's tests: the small array most of them run on, one
+//! command run to its acknowledgements, test pages, and the names of an image's companion
+//! files.
+
+#![allow(dead_code)] // each test file uses the helpers it needs
+
+use std::path::{Path, PathBuf};
+
+use flashpipe_flash::{Ack, FlashArray, FlashCommand, FlashConfig, FlashRequest};
+
+/// A small array: 2 channels x 2 ways x 8 blocks x 8 pages of 4 KiB, no random failures.
+pub fn small_config() -> FlashConfig {
+    let mut config = FlashConfig::preset("rad").unwrap();
+    config.geometry.channels = 2;
+    config.geometry.ways = 2;
+    config.geometry.blocks_per_plane = 8;
+    config.geometry.pages_per_block = 8;
+    config.reliability.factory_bad_block_fraction = 0.0;
+    config.reliability.grown_bad_probability_at_rated = 0.0;
+    config
+}
+
+/// Submits `command` with `tag` from host 0 and runs the array until idle; returns the
+/// acknowledgements that came.
+pub fn acks_of(array: &mut FlashArray, tag: u64, command: FlashCommand) -> Vec<Ack> {
+    let request = FlashRequest {
+        tag,
+        host: 0,
+        command,
+    };
+    array.submit(request).unwrap();
+    let mut acks = Vec::new();
+    array.run_until_idle(&mut acks);
+    acks
+}
+
+/// A 4 KiB page of test bytes made from `byte`.
+pub fn page_of(byte: u8) -> Vec<u8> {
+    (0..4096).map(|index| byte ^ (index as u8)).collect()
+}
+
+/// `path` with `suffix` appended to its file name (`.meta`, `.journal`).
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
