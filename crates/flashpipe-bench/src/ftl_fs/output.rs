@@ -1,4 +1,4 @@
-//! What `flashpipe bench ftl-fs` prints: the table beside the raw ceiling, and the chart.
+//! What `flashpipe ftl fs` prints: the table beside the raw ceiling, and the chart.
 
 use super::Report;
 use crate::error::invalid_input;

@@ -1,4 +1,4 @@
-//! The raw side of `flashpipe bench ftl-fs`: the flash array driven page by page in
+//! The raw side of `flashpipe ftl fs`: the flash array driven page by page in
 //! sequence, no FTL and no file system, the ceiling the stack is compared with.
 
 use super::{mib_per_s, LatencyFigures, Plan, Progress, RawFigures};
