@@ -492,12 +492,7 @@ impl BlockDevice for StripedDevice {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.in_flight() >= self.info.queue_depth as usize {
-            return Err(self.info.queue_full(request));
-        }
-        if let Err(error) = self.info.validate(&request.operation) {
-            return Err(Rejected { request, error });
-        }
+        let request = self.info.admit(self.in_flight(), request)?;
         if let Some(error) = self.copy_across_members(&request.operation) {
             return Err(Rejected { request, error });
         }
@@ -524,10 +519,7 @@ impl BlockDevice for StripedDevice {
                 return Ok(self.poll_completions(completions));
             }
             if self.parents.is_empty() {
-                return Err(DeviceError::new(
-                    &self.info.name,
-                    DeviceErrorKind::NothingInFlight,
-                ));
+                return Err(self.info.nothing_in_flight());
             }
             self.wait_on_oldest_piece()?;
         }

@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use flashpipe_device::{
     paced::DEFAULT_LAG_WARNING_NS, BlockDevice, IoBuf, Operation, PacedDevice, Request, SplitMix64,
 };
-use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
+use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
 use flashpipe_ftl::{
     precondition, FlashBackend, Ftl, FtlOptions, PreconditionMethod, PreconditionOptions,
 };
@@ -109,23 +109,8 @@ pub fn run(arguments: EmulateArgs) -> BenchResult {
         check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
     }
     let mut config = FlashConfig::preset_or_file(&arguments.preset)?;
-    let preset_blocks = config.geometry.blocks_per_plane;
-    if !(8..=preset_blocks).contains(&arguments.blocks_per_plane) {
-        return Err(invalid_input(format!(
-            "--blocks-per-plane {} is not within 8..={preset_blocks}",
-            arguments.blocks_per_plane
-        ))
-        .into());
-    }
-    config.geometry.blocks_per_plane = arguments.blocks_per_plane;
-    let array = FlashArray::new(
-        config,
-        FlashOptions {
-            seed: arguments.seed,
-            storage: StorageMode::TimingOnly,
-            ..FlashOptions::default()
-        },
-    )?;
+    crate::precondition::shrink_blocks_per_plane(&mut config, arguments.blocks_per_plane)?;
+    let array = FlashArray::new(config, FlashOptions::timing_only(arguments.seed))?;
     let options = FtlOptions {
         checkpoint_interval_pages: 0,
         queue_depth: arguments.qd.max(2),

@@ -38,7 +38,7 @@ use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::FlashConfig;
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
-use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
+use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec, FlashStoreDevice};
 use flashpipe_store::store_config::STORE_FILE_VERSION;
 use flashpipe_store::units::parse_size_bytes;
 use flashpipe_store::{
@@ -347,16 +347,21 @@ fn flash_operations_of(work: &FtlStats) -> u64 {
         + work.erases
 }
 
-/// The same put into a minflash store kept in memory (format not timed).
-fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFigures> {
-    let progress = Progress::spinner("bench flash: putting the file into a store in memory");
-    let device = open_flash_device(
+/// A fresh minflash device kept in memory, `STORE_QUEUE_DEPTH` requests deep.
+fn memory_flash_device() -> BenchResult<FlashStoreDevice> {
+    Ok(open_flash_device(
         &FlashDeviceSpec::new(PRESET, None),
         Path::new("."),
         "flash0",
         STORE_QUEUE_DEPTH,
         DeviceCreation::CreateMissing,
-    )?;
+    )?)
+}
+
+/// The same put into a minflash store kept in memory (format not timed).
+fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFigures> {
+    let progress = Progress::spinner("bench flash: putting the file into a store in memory");
+    let device = memory_flash_device()?;
     let stats = device.stats_handle();
     let options = FormatOptions {
         fs_block_size_bytes: STORE_BLOCK_SIZE_BYTES,
@@ -385,13 +390,7 @@ const FTL_ALONE_REQUEST_BYTES: u64 = 1 << 20;
 /// then the device closed (an FTL checkpoint), as the memory put closes its store.
 fn measure_ftl_alone(size_bytes: u64) -> BenchResult<FtlAloneFigures> {
     let progress = Progress::spinner("bench flash: writing straight to the FTL in memory");
-    let mut device = open_flash_device(
-        &FlashDeviceSpec::new(PRESET, None),
-        Path::new("."),
-        "flash0",
-        STORE_QUEUE_DEPTH,
-        DeviceCreation::CreateMissing,
-    )?;
+    let mut device = memory_flash_device()?;
     let stats = device.stats_handle();
     let block_size_bytes = u64::from(device.info().block_size_bytes);
     let request_blocks = (FTL_ALONE_REQUEST_BYTES / block_size_bytes).max(1);

@@ -19,13 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::error::{internal, invalid_input, BenchError, BenchErrorKind};
-use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
+use crate::plot::{check_plot_path, Series};
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
-use flashpipe_flash::{
-    Ack, AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions,
-    FlashRequest, StorageMode, SubmitError,
-};
+use flashpipe_flash::{Ack, FlashConfig};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
 use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
@@ -34,8 +31,13 @@ use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
 use crate::pattern::{DataPattern, DataPatternReader};
-use crate::table::Table;
 use crate::BenchResult;
+
+mod raw;
+use raw::{measure_raw, raw_operation_count};
+
+mod output;
+use output::{draw, print_table};
 
 /// The preset the experiment runs on.
 const PRESET: &str = "minflash";
@@ -361,158 +363,6 @@ fn mib_per_s(bytes: u64, elapsed_ns: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64 / (elapsed_ns as f64 / 1e9)
 }
 
-/// The raw array: timing only (contents do not change the timing).
-fn raw_array(plan: &Plan) -> BenchResult<FlashArray> {
-    Ok(FlashArray::new(
-        plan.config.clone(),
-        FlashOptions {
-            seed: plan.seed,
-            storage: StorageMode::TimingOnly,
-            host_count: 1,
-            host_queue_depth: 256,
-        },
-    )?)
-}
-
-/// The pages a sequential transfer of `page_count` pages visits: consecutive pages on
-/// consecutive channels, then ways, so every die is busy; factory bad blocks skipped.
-fn sequential_addresses(array: &FlashArray, page_count: u64) -> Vec<FlashAddress> {
-    let geometry = &array.config().geometry;
-    let channels = geometry.devices * geometry.channels;
-    let dies = channels * geometry.ways * geometry.dies;
-    let good_blocks: Vec<Vec<u32>> = (0..dies)
-        .map(|die| {
-            let blocks_per_chip = geometry.dies * geometry.planes * geometry.blocks_per_plane;
-            (0..blocks_per_chip)
-                .filter(|&block| {
-                    !array.is_factory_bad(die_address(geometry.channels, die, block, 0))
-                })
-                .collect()
-        })
-        .collect();
-    (0..page_count)
-        .map(|index| {
-            let die = (index % u64::from(dies)) as u32;
-            let slot = index / u64::from(dies);
-            let block_slot = (slot / u64::from(geometry.pages_per_block)) as usize;
-            let page = (slot % u64::from(geometry.pages_per_block)) as u32;
-            let block = good_blocks[die as usize][block_slot];
-            die_address(geometry.channels, die, block, page)
-        })
-        .collect()
-}
-
-/// Die `die` counted channel first (die 0 on channel 0, die 1 on channel 1, ...).
-fn die_address(channels: u32, die: u32, block: u32, page: u32) -> FlashAddress {
-    FlashAddress {
-        device: 0,
-        bus: die % channels,
-        chip: die / channels,
-        block,
-        page,
-    }
-}
-
-/// Runs `commands` with the queue kept full; returns the acks' completion times.
-fn run_raw(array: &mut FlashArray, commands: Vec<FlashCommand>) -> Result<Vec<Ack>, BenchError> {
-    let mut acks = Vec::with_capacity(commands.len());
-    let mut pending = commands.into_iter().enumerate();
-    let mut held: Option<FlashRequest> = None;
-    let total = pending.len();
-    while acks.len() < total {
-        loop {
-            let request = match held.take() {
-                Some(request) => request,
-                None => match pending.next() {
-                    Some((index, command)) => FlashRequest {
-                        tag: index as u64,
-                        host: 0,
-                        command,
-                    },
-                    None => break,
-                },
-            };
-            match array.submit(request) {
-                Ok(()) => {}
-                Err(SubmitError::QueueFull { request, .. }) => {
-                    held = Some(*request);
-                    break;
-                }
-                Err(error) => {
-                    return Err(internal(format!(
-                        "the raw array refused a request: {error}"
-                    )))
-                }
-            }
-        }
-        if array.wait_acks(&mut acks) == 0 {
-            return Err(internal("the raw array stopped with requests outstanding"));
-        }
-    }
-    if let Some(failed) = acks.iter().find(|ack| !ack.status.is_ok()) {
-        let status = match &failed.status {
-            AckStatus::Uncorrectable => "an uncorrectable read".to_string(),
-            AckStatus::BadBlock => "a bad block".to_string(),
-            AckStatus::RuleViolation(rule) => rule.to_string(),
-            AckStatus::Ok { .. } => "no error".to_string(),
-        };
-        return Err(BenchError::new(
-            BenchErrorKind::Io(std::io::ErrorKind::Other),
-            format!("raw request {} failed: {status}", failed.tag),
-        ));
-    }
-    Ok(acks)
-}
-
-fn raw_page_count(plan: &Plan) -> u64 {
-    plan.size_bytes / u64::from(plan.config.geometry.page_data_bytes)
-}
-
-fn raw_operation_count(plan: &Plan) -> u64 {
-    2 * raw_page_count(plan) + u64::from(plan.random_reads)
-}
-
-fn measure_raw(plan: &Plan) -> BenchResult<RawFigures> {
-    let mut array = raw_array(plan)?;
-    let page_count = raw_page_count(plan);
-    let addresses = sequential_addresses(&array, page_count);
-    let page_bytes = u64::from(plan.config.geometry.page_data_bytes);
-    let writes = addresses
-        .iter()
-        .map(|&address| FlashCommand::WritePage {
-            address,
-            data: Vec::new(),
-            spare: Vec::new(),
-        })
-        .collect();
-    let started_ns = array.now_ns();
-    let write_acks = run_raw(&mut array, writes)?;
-    let write_ns = array.now_ns() - started_ns;
-    let write_progress = Progress::from_acks(&write_acks, started_ns, page_bytes);
-    let reads = addresses
-        .iter()
-        .map(|&address| FlashCommand::ReadPage { address })
-        .collect();
-    let started_ns = array.now_ns();
-    let read_acks = run_raw(&mut array, reads)?;
-    let read_ns = array.now_ns() - started_ns;
-    let read_progress = Progress::from_acks(&read_acks, started_ns, page_bytes);
-    let mut generator = SplitMix64::new(plan.seed ^ 0x5eed);
-    let mut latencies_ns = Vec::with_capacity(plan.random_reads as usize);
-    for _ in 0..plan.random_reads {
-        let address = addresses[generator.below(page_count) as usize];
-        let acks = run_raw(&mut array, vec![FlashCommand::ReadPage { address }])?;
-        latencies_ns.push(acks[0].completed_ns - acks[0].submitted_ns);
-    }
-    Ok(RawFigures {
-        sequential_write_mib_per_s: mib_per_s(page_count * page_bytes, write_ns),
-        sequential_read_mib_per_s: mib_per_s(page_count * page_bytes, read_ns),
-        page_read: LatencyFigures::from_ns(&latencies_ns),
-        write_progress,
-        read_progress,
-    })
-}
-
 const FILE_NAME: &str = "sequential.bin";
 
 /// The store the experiment runs on: minflash in memory under the FTL, the file system,
@@ -678,100 +528,6 @@ fn random_reads(
         }
     }
     Ok(LatencyFigures::from_ns(&latencies_ns))
-}
-
-fn draw(path: &Path, report: &Report) -> BenchResult {
-    let path_text = path
-        .to_str()
-        .ok_or_else(|| invalid_input(format!("--plot {}: not UTF-8", path.display())))?;
-    let chart = Chart {
-        title: format!(
-            "File system on {} vs the raw array: transfers in virtual time",
-            report.preset
-        ),
-        x_label: "data done (MiB)".to_string(),
-        y_label: "virtual time (ms)".to_string(),
-        kind: ChartKind::Lines,
-        series: vec![
-            report.raw.write_progress.series("raw array write"),
-            report.fs.write_progress.series("file system write"),
-            report.raw.read_progress.series("raw array read"),
-            report.fs.read_progress.series("file system read"),
-        ],
-        reference_points: Vec::new(),
-        reference_name: String::new(),
-    };
-    draw_chart(path_text, &chart)?;
-    Ok(())
-}
-
-fn print_table(report: &Report) {
-    let raw = &report.raw;
-    let fs = &report.fs;
-    println!(
-        "file system on {} ({} dies, {} blocks per chip, {} B pages), {} FS blocks, FTL queue depth {}, checkpoint every {} host pages (0: when the log fills), {} engine commands in flight; virtual time",
-        report.preset,
-        report.dies,
-        report.blocks_per_chip,
-        report.page_bytes,
-        HumanBytes(u64::from(report.fs_block_size_bytes)),
-        report.ftl_queue_depth,
-        report.ftl_checkpoint_interval_pages,
-        report.engine_commands_in_flight
-    );
-    let mut table = Table::new(" ")
-        .left("measure", 34)
-        .right("raw array", 12)
-        .right("file system", 12)
-        .right("share", 8);
-    let mut row = |name: &str, raw_value: f64, fs_value: f64| {
-        table.row(vec![
-            name.to_string(),
-            format!("{raw_value:.1}"),
-            format!("{fs_value:.1}"),
-            format!("{:.1}%", 100.0 * fs_value / raw_value),
-        ]);
-    };
-    row(
-        "sequential write (MiB/s)",
-        raw.sequential_write_mib_per_s,
-        fs.sequential_write_mib_per_s,
-    );
-    row(
-        "sequential read (MiB/s)",
-        raw.sequential_read_mib_per_s,
-        fs.sequential_read_mib_per_s,
-    );
-    row(
-        "random read latency mean (us)",
-        raw.page_read.latency_us_mean,
-        fs.random_read.latency_us_mean,
-    );
-    row(
-        "random read latency p99 (us)",
-        raw.page_read.latency_us_p99,
-        fs.random_read.latency_us_p99,
-    );
-    table.print();
-    let work = &fs.write_ftl_work;
-    println!(
-        "FTL during the {} write: {} host pages, {} checkpoint pages, {} log pages, {} pages copied by GC, {} erases",
-        HumanBytes(fs.file_bytes),
-        work.host_pages_written,
-        work.checkpoint_pages_written,
-        work.log_pages_written,
-        work.gc_pages_copied,
-        work.erases
-    );
-    println!(
-        "simulator speed: whole stack (engine, file system, FTL, flash model with data and ECC) {} flash operations in {:.2} wall seconds ({:.0} per wall-second); raw array (timing only) {} in {:.2} s ({:.0} per wall-second)",
-        report.stack_flash_operations,
-        report.stack_wall_seconds,
-        report.stack_flash_operations_per_wall_second,
-        report.raw_flash_operations,
-        report.raw_wall_seconds,
-        report.raw_flash_operations_per_wall_second
-    );
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
-use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
+use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
 use flashpipe_ftl::{
     precondition, FlashBackend, Ftl, FtlOptions, PreconditionMethod, PreconditionOptions,
 };
@@ -94,26 +94,12 @@ pub fn run(arguments: PreconditionArgs) -> BenchResult {
     }
     let mut config = FlashConfig::preset_or_file(&arguments.preset)?;
     if let Some(blocks) = arguments.blocks_per_plane {
-        let preset_blocks = config.geometry.blocks_per_plane;
-        if !(8..=preset_blocks).contains(&blocks) {
-            return Err(invalid_input(format!(
-                "--blocks-per-plane {blocks} is not within 8..={preset_blocks}"
-            ))
-            .into());
-        }
-        config.geometry.blocks_per_plane = blocks;
+        shrink_blocks_per_plane(&mut config, blocks)?;
     }
     let capacity_gib = config.total_pages() as f64 * f64::from(config.geometry.page_data_bytes)
         / f64::from(1u32 << 30);
     let format_started = Instant::now();
-    let array = FlashArray::new(
-        config,
-        FlashOptions {
-            seed: arguments.seed,
-            storage: StorageMode::TimingOnly,
-            ..FlashOptions::default()
-        },
-    )?;
+    let array = FlashArray::new(config, FlashOptions::timing_only(arguments.seed))?;
     let options = FtlOptions {
         name: "ftl".to_string(),
         over_provisioning: arguments.over_provisioning,
@@ -267,6 +253,20 @@ fn charts(json: &PreconditionJson) -> Vec<Chart> {
         reference_name: String::new(),
     };
     vec![live, written]
+}
+
+/// Sets `--blocks-per-plane`: at least 8 and at most the preset's (a smaller device that
+/// preconditions fast; the timing per request stays the preset's).
+pub(crate) fn shrink_blocks_per_plane(config: &mut FlashConfig, blocks: u32) -> BenchResult {
+    let preset_blocks = config.geometry.blocks_per_plane;
+    if !(8..=preset_blocks).contains(&blocks) {
+        return Err(invalid_input(format!(
+            "--blocks-per-plane {blocks} is not within 8..={preset_blocks}"
+        ))
+        .into());
+    }
+    config.geometry.blocks_per_plane = blocks;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -564,12 +564,7 @@ impl BlockDevice for FileDevice {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.in_flight() >= self.info.queue_depth as usize {
-            return Err(self.info.queue_full(request));
-        }
-        if let Err(error) = self.info.validate(&request.operation) {
-            return Err(Rejected { request, error });
-        }
+        let request = self.info.admit(self.in_flight(), request)?;
         if let Some(error) = self.transfer_too_large(&request) {
             return Err(Rejected { request, error });
         }
@@ -612,10 +607,7 @@ impl BlockDevice for FileDevice {
         completions: &mut Vec<Completion>,
     ) -> Result<usize, DeviceError> {
         if self.in_flight() == 0 {
-            return Err(DeviceError::new(
-                &self.info.name,
-                DeviceErrorKind::NothingInFlight,
-            ));
+            return Err(self.info.nothing_in_flight());
         }
         if !self.ready.is_empty() {
             return Ok(self.poll_completions(completions));

@@ -164,10 +164,7 @@ impl BlockDevice for RamDisk {
         completions: &mut Vec<Completion>,
     ) -> Result<usize, DeviceError> {
         match self.poll_completions(completions) {
-            0 => Err(DeviceError::new(
-                &self.info.name,
-                DeviceErrorKind::NothingInFlight,
-            )),
+            0 => Err(self.info.nothing_in_flight()),
             count => Ok(count),
         }
     }

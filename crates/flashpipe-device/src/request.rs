@@ -261,6 +261,25 @@ impl DeviceInfo {
         DeviceError::new(&self.name, DeviceErrorKind::Misaligned { detail })
     }
 
+    /// Admits `request` into a device holding `in_flight` requests: hands it back with
+    /// [`DeviceErrorKind::QueueFull`] when the queue is full, or with the error of
+    /// [`DeviceInfo::validate`] when it does not fit the geometry.
+    #[inline]
+    pub fn admit(&self, in_flight: usize, request: Request) -> Result<Request, Rejected> {
+        if in_flight >= self.queue_depth as usize {
+            return Err(self.queue_full(request));
+        }
+        match self.validate(&request.operation) {
+            Ok(()) => Ok(request),
+            Err(error) => Err(Rejected { request, error }),
+        }
+    }
+
+    /// The error of a wait with no request in flight.
+    pub fn nothing_in_flight(&self) -> DeviceError {
+        DeviceError::new(&self.name, DeviceErrorKind::NothingInFlight)
+    }
+
     /// The queue-full rejection for `request`.
     pub fn queue_full(&self, request: Request) -> Rejected {
         Rejected {

@@ -612,10 +612,7 @@ impl BlockDevice for StripedFlashDevice {
                 return Ok(count);
             }
             if self.requests.is_empty() {
-                return Err(DeviceError::new(
-                    &self.info.name,
-                    DeviceErrorKind::NothingInFlight,
-                ));
+                return Err(self.info.nothing_in_flight());
             }
             let mut acks = std::mem::take(&mut self.acks);
             acks.clear();

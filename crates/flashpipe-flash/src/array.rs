@@ -66,6 +66,18 @@ pub struct FlashOptions {
     pub host_queue_depth: u32,
 }
 
+impl FlashOptions {
+    /// The default options with `seed` and no data kept (timing only): what the
+    /// experiments that measure time, not contents, build their array with.
+    pub fn timing_only(seed: u64) -> FlashOptions {
+        FlashOptions {
+            seed,
+            storage: StorageMode::TimingOnly,
+            ..FlashOptions::default()
+        }
+    }
+}
+
 impl Default for FlashOptions {
     fn default() -> Self {
         FlashOptions {

@@ -102,12 +102,7 @@ impl BlockDevice for Ftl {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.host_in_flight() >= self.info.queue_depth as usize {
-            return Err(self.info.queue_full(request));
-        }
-        if let Err(error) = self.info.validate(&request.operation) {
-            return Err(Rejected { request, error });
-        }
+        let request = self.info.admit(self.host_in_flight(), request)?;
         if let Some(operation) = self.refused_when_read_only(&request.operation) {
             let error =
                 DeviceError::new(&self.info.name, DeviceErrorKind::Unsupported { operation });
@@ -169,10 +164,7 @@ impl BlockDevice for Ftl {
                 return Ok(count);
             }
             if !self.has_open_host_ops() {
-                return Err(DeviceError::new(
-                    &self.info.name,
-                    DeviceErrorKind::NothingInFlight,
-                ));
+                return Err(self.info.nothing_in_flight());
             }
             if !self.wait_and_pump() && self.host.ready.is_empty() {
                 return Err(DeviceError::new(

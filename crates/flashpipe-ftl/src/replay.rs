@@ -27,8 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use flashpipe_device::{BlockDevice, Completion, Operation, Request};
 use flashpipe_flash::workload::{AccessKind, TraceRequest};
 use flashpipe_flash::{
-    Ack, FlashAddress, FlashArray, FlashConfig, FlashOptions, FlashRequest, StorageMode,
-    SubmitError,
+    Ack, FlashAddress, FlashArray, FlashConfig, FlashOptions, FlashRequest, SubmitError,
 };
 use serde::Serialize;
 
@@ -243,14 +242,7 @@ impl FtlReplay {
         seed: u64,
         ftl_options: FtlOptions,
     ) -> Result<FtlReplay, ReplayError> {
-        let array = FlashArray::new(
-            config.clone(),
-            FlashOptions {
-                seed,
-                storage: StorageMode::TimingOnly,
-                ..FlashOptions::default()
-            },
-        )?;
+        let array = FlashArray::new(config.clone(), FlashOptions::timing_only(seed))?;
         let array = SharedArray {
             array: Arc::new(Mutex::new(array)),
             config,

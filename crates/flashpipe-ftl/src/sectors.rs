@@ -440,12 +440,7 @@ impl<D: BlockDevice> BlockDevice for SectorDevice<D> {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.in_flight() >= self.info.queue_depth as usize {
-            return Err(self.info.queue_full(request));
-        }
-        if let Err(error) = self.info.validate(&request.operation) {
-            return Err(Rejected { request, error });
-        }
+        let request = self.info.admit(self.in_flight(), request)?;
         let (kind, first_sector, sector_count, source_sector, buffer) = match request.operation {
             Operation::Read {
                 first_block,
@@ -573,10 +568,7 @@ impl<D: BlockDevice> BlockDevice for SectorDevice<D> {
                 return Ok(count);
             }
             if self.ops.is_empty() {
-                return Err(DeviceError::new(
-                    &self.info.name,
-                    DeviceErrorKind::NothingInFlight,
-                ));
+                return Err(self.info.nothing_in_flight());
             }
             let mut inner_completions = Vec::new();
             self.inner.wait_completions(&mut inner_completions)?;

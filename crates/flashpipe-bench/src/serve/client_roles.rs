@@ -97,13 +97,11 @@ fn qd1_rounds(
         }
         let seconds = started.elapsed().as_secs_f64();
         if seconds < fastest.seconds {
-            fastest = ClientResult {
-                operations: arguments.operations,
-                bytes: arguments.operations * arguments.read_bytes,
+            fastest = ClientResult::local(
+                arguments.operations,
+                arguments.operations * arguments.read_bytes,
                 seconds,
-                by_reference: None,
-                through_rings: None,
-            };
+            );
         }
     }
     Ok(fastest)
@@ -169,11 +167,9 @@ fn stream(
         check_response(answer.map_err(|error| error.to_string())?, offset, &pattern)?;
         completed += 1;
     }
-    Ok(ClientResult {
-        operations: completed,
-        bytes: completed * LARGE_READ_BYTES,
-        seconds: started.elapsed().as_secs_f64(),
-        by_reference: None,
-        through_rings: None,
-    })
+    Ok(ClientResult::local(
+        completed,
+        completed * LARGE_READ_BYTES,
+        started.elapsed().as_secs_f64(),
+    ))
 }

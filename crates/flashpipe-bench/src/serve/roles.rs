@@ -152,6 +152,18 @@ pub struct ClientResult {
 }
 
 impl ClientResult {
+    /// The result of a role that is not a server's: `operations` moving `bytes` in
+    /// `seconds`, nothing by reference or through rings.
+    pub fn local(operations: u64, bytes: u64, seconds: f64) -> ClientResult {
+        ClientResult {
+            operations,
+            bytes,
+            seconds,
+            by_reference: None,
+            through_rings: None,
+        }
+    }
+
     /// Mean microseconds per operation.
     pub fn us_per_operation(&self) -> f64 {
         self.seconds * 1e6 / self.operations.max(1) as f64
@@ -276,13 +288,11 @@ fn echo_until_closed(
         }
         operations += 1;
     }
-    Ok(ClientResult {
+    Ok(ClientResult::local(
         operations,
-        bytes: 0,
-        seconds: started.elapsed().as_secs_f64(),
-        by_reference: None,
-        through_rings: None,
-    })
+        0,
+        started.elapsed().as_secs_f64(),
+    ))
 }
 
 fn prepare_socket_echo(arguments: &BenchServeClientArgs) -> Result<PreparedClient, String> {
@@ -308,13 +318,11 @@ fn echo_socket_until_closed(mut stream: UnixStream) -> Result<ClientResult, Stri
             .map_err(|error| format!("echoing a frame: {error}"))?;
         operations += 1;
     }
-    Ok(ClientResult {
+    Ok(ClientResult::local(
         operations,
-        bytes: 0,
-        seconds: started.elapsed().as_secs_f64(),
-        by_reference: None,
-        through_rings: None,
-    })
+        0,
+        started.elapsed().as_secs_f64(),
+    ))
 }
 
 fn prepare_tmpfs_read(arguments: &BenchServeClientArgs) -> Result<PreparedClient, String> {
@@ -346,13 +354,11 @@ fn tmpfs_rounds(
                 .map_err(|error| error.to_string())?;
             read_index += 1;
         }
-        let round = ClientResult {
-            operations: arguments.operations,
-            bytes: arguments.operations * LARGE_READ_BYTES,
-            seconds: started.elapsed().as_secs_f64(),
-            by_reference: None,
-            through_rings: None,
-        };
+        let round = ClientResult::local(
+            arguments.operations,
+            arguments.operations * LARGE_READ_BYTES,
+            started.elapsed().as_secs_f64(),
+        );
         if fastest
             .as_ref()
             .is_none_or(|best| round.seconds < best.seconds)

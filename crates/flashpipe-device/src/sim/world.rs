@@ -339,10 +339,7 @@ impl WorldState {
                 return Ok(());
             }
             if handle.accepted_count == 0 {
-                return Err(DeviceError::new(
-                    &self.disks[disk_index].info.name,
-                    DeviceErrorKind::NothingInFlight,
-                ));
+                return Err(self.disks[disk_index].info.nothing_in_flight());
             }
             assert!(
                 self.run_next_event(),
