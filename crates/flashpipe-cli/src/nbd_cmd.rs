@@ -25,8 +25,8 @@ use flashpipe_nbd::server::{
     parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
     ServerLimits,
 };
-use flashpipe_net::signals::{self, StopSignals};
-use flashpipe_net::{logging, LogFormat};
+use flashpipe_net::signals;
+use flashpipe_net::LogFormat;
 use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec};
 use flashpipe_store::store::DeviceCreation;
 
@@ -178,7 +178,6 @@ fn serve(arguments: ServeArgs) -> CliResult {
     }
     // Checked before anything is opened: a bad FLASHPIPE_SPIN_US changes nothing.
     let spin = crate::serve_cmd::spin_policy(arguments.spin_us, WaitPolicy::PARK)?;
-    signals::ignore_closed_pipes();
     let tcp_address = tcp_address_to_listen_on(arguments.listen, arguments.socket.as_deref());
     if arguments.realtime
         && !arguments.exports.iter().any(|spec| {
@@ -195,13 +194,7 @@ fn serve(arguments: ServeArgs) -> CliResult {
         true => LogFormat::Json,
         false => LogFormat::Text,
     };
-    logging::install_logging(log_format, 0)?;
-    let stop_signals = StopSignals::install().map_err(|error| {
-        Failure::new(
-            ErrorKind::Internal,
-            format!("cannot install the SIGINT and SIGTERM handlers: {error}"),
-        )
-    })?;
+    let stop_signals = crate::serve_cmd::start_server_process(log_format, 0)?;
     let exports = open_exports(
         &arguments.exports,
         ExportAccess {

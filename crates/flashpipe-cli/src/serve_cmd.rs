@@ -174,18 +174,29 @@ impl ReadPoolArg {
     }
 }
 
-/// Runs `flashpipe serve` until SIGINT or SIGTERM.
-pub fn run(arguments: ServeArgs) -> CliResult {
-    // Checked before anything is opened: a bad FLASHPIPE_SPIN_US changes nothing.
-    spin_setting(arguments.spin_us)?;
+/// The start both server commands (`serve`, `nbd serve`) share, before they open
+/// anything: SIGPIPE ignored, the logging installed, then the SIGINT and SIGTERM
+/// handlers (a signal while the stores open is kept for the stop).
+pub(crate) fn start_server_process(
+    log_format: LogFormat,
+    verbose: u8,
+) -> Result<signals::StopSignals, Box<dyn std::error::Error>> {
     signals::ignore_closed_pipes();
-    logging::install_logging(arguments.log_format, arguments.verbose)?;
+    logging::install_logging(log_format, verbose)?;
     let stop_signals = signals::StopSignals::install().map_err(|error| {
         Failure::new(
             ErrorKind::Internal,
             format!("cannot install the SIGINT and SIGTERM handlers: {error}"),
         )
     })?;
+    Ok(stop_signals)
+}
+
+/// Runs `flashpipe serve` until SIGINT or SIGTERM.
+pub fn run(arguments: ServeArgs) -> CliResult {
+    // Checked before anything is opened: a bad FLASHPIPE_SPIN_US changes nothing.
+    spin_setting(arguments.spin_us)?;
+    let stop_signals = start_server_process(arguments.log_format, arguments.verbose)?;
     let nbd = start_nbd_exports(&arguments)?;
     if arguments.store.is_none() {
         return serve_disk_node_until_stopped(stop_signals, nbd, &arguments);

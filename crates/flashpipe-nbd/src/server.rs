@@ -274,7 +274,7 @@ struct NbdProtocol {
 }
 
 impl Protocol for NbdProtocol {
-    fn serve(&self, connection: Accepted) {
+    fn serve(&self, connection: Accepted, _id: u64) {
         let stream: Box<dyn NbdStream> = match connection {
             Accepted::Tcp(stream) => {
                 // Replies are small and latency-bound; a failure to set it is harmless.

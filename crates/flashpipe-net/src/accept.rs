@@ -1,13 +1,18 @@
 //! The accept loop a server runs on each of its listeners, and the connections it
 //! holds open: one thread per listener accepts, applies the connection limit (a
 //! connection past it is closed at once, after the protocol's `refused` hook), sets the
-//! handshake deadline (a read timeout the protocol lifts when its handshake is done) and
-//! serves each admitted connection on its own thread through [`Protocol::serve`].
+//! handshake deadline (a read timeout the protocol lifts when its handshake is done),
+//! reads the peer ([`PeerInfo`]: `SO_PEERCRED` or the address, before any byte is read)
+//! and asks [`Protocol::admit`] (access checks and per-user shares; a refusal closes the
+//! connection), then serves each admitted connection on its own thread through
+//! [`Protocol::serve`].
 //!
 //! A graceful stop ([`Server::stop`]) stops accepting (each blocked accept is woken by a
-//! connection to its own listener, which is closed unread), then shuts the read side of
-//! every open connection, so each connection's reader ends after answering what it has in
-//! flight, and joins every connection thread.
+//! connection to its own listener, which is closed unread, and by shutting the listening
+//! socket, which ends the accept even when a Unix socket's path is gone), then shuts the
+//! read side of every open connection, so each connection's reader ends after answering
+//! what it has in flight, and joins every connection thread. [`AcceptStopper`] asks for
+//! the first half from another thread (a signal handler's).
 //!
 //! What a listener may bind to (loopback only unless allowed) is the server's policy,
 //! checked before it hands its listeners over.
@@ -15,12 +20,15 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use crate::peer::PeerInfo;
 
 /// A bound listener.
 #[derive(Debug)]
@@ -78,9 +86,10 @@ impl Listener {
         }
     }
 
-    /// What a stop connects to, to wake a blocked accept.
+    /// What a stop connects to, and a second descriptor of the listening socket to shut,
+    /// to wake a blocked accept.
     fn wake_target(&self) -> WakeTarget {
-        match self {
+        let address = match self {
             Listener::Tcp(listener) => match listener.local_addr() {
                 Ok(mut address) => {
                     if address.ip().is_unspecified() {
@@ -89,29 +98,49 @@ impl Listener {
                             SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
                         });
                     }
-                    WakeTarget::Tcp(address)
+                    WakeAddress::Tcp(address)
                 }
-                Err(_) => WakeTarget::Nothing,
+                Err(_) => WakeAddress::Nothing,
             },
-            Listener::Unix { path, .. } => WakeTarget::Unix(path.clone()),
+            Listener::Unix { path, .. } => WakeAddress::Unix(path.clone()),
+        };
+        let listening = match self {
+            Listener::Tcp(listener) => listener.try_clone().map(OwnedFd::from),
+            Listener::Unix { listener, .. } => listener.try_clone().map(OwnedFd::from),
+        };
+        WakeTarget {
+            address,
+            listening: listening.ok(),
         }
     }
 }
 
-enum WakeTarget {
+enum WakeAddress {
     Tcp(SocketAddr),
     Unix(PathBuf),
     Nothing,
 }
 
+struct WakeTarget {
+    address: WakeAddress,
+    /// The listening socket (a second descriptor of it), shut at a stop.
+    listening: Option<OwnedFd>,
+}
+
 impl WakeTarget {
     fn wake(&self) {
         // The connection only wakes the accept loop, which sees the stop and ends; a
-        // failure leaves a loop that ended already.
-        match self {
-            WakeTarget::Tcp(address) => drop(TcpStream::connect(address)),
-            WakeTarget::Unix(path) => drop(UnixStream::connect(path)),
-            WakeTarget::Nothing => {}
+        // failure leaves a loop that ended already, or one the shutdown below wakes.
+        match &self.address {
+            WakeAddress::Tcp(address) => drop(TcpStream::connect(address)),
+            WakeAddress::Unix(path) => drop(UnixStream::connect(path)),
+            WakeAddress::Nothing => {}
+        }
+        if let Some(listening) = &self.listening {
+            // SAFETY: shutdown(2) on a descriptor owned by `listening`, open as long as
+            // it is borrowed; it changes no memory. It ends a blocked accept(2) on the
+            // same socket even when a Unix socket's path no longer leads to it.
+            let _ = unsafe { libc::shutdown(listening.as_raw_fd(), libc::SHUT_RDWR) };
         }
     }
 }
@@ -128,11 +157,28 @@ pub struct Limits {
 
 /// The protocol a [`Server`] serves.
 pub trait Protocol: Send + Sync + 'static {
-    /// Serves one admitted connection, on the connection's own thread, until it ends.
-    fn serve(&self, connection: Accepted);
+    /// Serves admitted connection `id` (ids grow from 1, unique within the server), on
+    /// the connection's own thread, until it ends.
+    fn serve(&self, connection: Accepted, id: u64);
     /// A connection closed at accept because `open` connections reached `limit` (a
     /// log line, typically).
     fn refused(&self, connection: &Accepted, open: usize, limit: usize);
+    /// Whether connection `id`, whose peer is `peer` (or the error reading it), may be
+    /// served; called on the accept thread before any of its bytes is read. On false the
+    /// connection is closed (the protocol may first write its refusal). Default: yes.
+    fn admit(&self, connection: &Accepted, peer: &io::Result<PeerInfo>, id: u64) -> bool {
+        let _ = (connection, peer, id);
+        true
+    }
+    /// Admitted connection `id` is closed unserved: its thread could not be started.
+    /// Default: nothing.
+    fn not_served(&self, id: u64, error: &io::Error) {
+        let _ = (id, error);
+    }
+    /// An accept failed (the loop goes on). Default: nothing.
+    fn accept_failed(&self, error: &io::Error) {
+        let _ = error;
+    }
 }
 
 /// An open connection: a handle to shut its read side at a stop, and its thread.
@@ -149,6 +195,17 @@ struct Inner {
     open: AtomicUsize,
     next_id: AtomicU64,
     connections: Mutex<HashMap<u64, OpenConnection>>,
+    /// One per listener, in order.
+    wakes: Vec<WakeTarget>,
+}
+
+impl Inner {
+    fn stop_accepting(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        for wake in &self.wakes {
+            wake.wake();
+        }
+    }
 }
 
 impl Inner {
@@ -162,7 +219,30 @@ impl Inner {
 /// Accept loops over a server's listeners and the connections they opened.
 pub struct Server {
     inner: Arc<Inner>,
-    accept_threads: Vec<(JoinHandle<()>, WakeTarget)>,
+    accept_threads: Vec<JoinHandle<()>>,
+}
+
+/// Asks a [`Server`]'s accept loops to end, from any thread, without waiting for them.
+#[derive(Clone)]
+pub struct AcceptStopper {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for AcceptStopper {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("AcceptStopper")
+            .field("stopping", &self.inner.stopping.load(Ordering::SeqCst))
+            .finish()
+    }
+}
+
+impl AcceptStopper {
+    /// Marks the server stopping and wakes every accept loop, which then ends; open
+    /// connections go on. [`Server::join_accepting`] waits for the loops.
+    pub fn stop_accepting(&self) {
+        self.inner.stop_accepting();
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -189,21 +269,21 @@ impl Server {
             thread_prefix: thread_prefix.to_string(),
             stopping: AtomicBool::new(false),
             open: AtomicUsize::new(0),
-            next_id: AtomicU64::new(0),
+            next_id: AtomicU64::new(1),
             connections: Mutex::new(HashMap::new()),
+            wakes: listeners.iter().map(Listener::wake_target).collect(),
         });
         let mut server = Server {
             inner: Arc::clone(&inner),
             accept_threads: Vec::new(),
         };
         for (index, listener) in listeners.into_iter().enumerate() {
-            let wake = listener.wake_target();
             let loop_inner = Arc::clone(&inner);
             let spawned = std::thread::Builder::new()
                 .name(format!("{thread_prefix}-accept-{index}"))
                 .spawn(move || accept_loop(&loop_inner, &listener));
             match spawned {
-                Ok(thread) => server.accept_threads.push((thread, wake)),
+                Ok(thread) => server.accept_threads.push(thread),
                 Err(error) => {
                     server.stop();
                     return Err(error);
@@ -223,16 +303,27 @@ impl Server {
         self.inner.stopping.load(Ordering::SeqCst)
     }
 
+    /// A handle that stops accepting from another thread.
+    pub fn stopper(&self) -> AcceptStopper {
+        AcceptStopper {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
     /// Stops accepting: every accept loop ends and is joined. Open connections go on.
     pub fn stop_accepting(&mut self) {
-        self.inner.stopping.store(true, Ordering::SeqCst);
-        for (_, wake) in &self.accept_threads {
-            wake.wake();
+        self.inner.stop_accepting();
+        self.join_accepting();
+    }
+
+    /// Waits until every accept loop has ended (after a stop, by [`AcceptStopper`] or
+    /// [`Server::stop_accepting`]); false when one of them panicked.
+    pub fn join_accepting(&mut self) -> bool {
+        let mut clean = true;
+        for thread in self.accept_threads.drain(..) {
+            clean &= thread.join().is_ok();
         }
-        for (thread, _) in self.accept_threads.drain(..) {
-            // An accept loop that panicked has nothing left to stop.
-            let _ = thread.join();
-        }
+        clean
     }
 
     /// The graceful stop: stops accepting, shuts the read side of every open
@@ -265,8 +356,12 @@ fn accept_loop(inner: &Arc<Inner>, listener: &Listener) {
         if inner.stopping.load(Ordering::SeqCst) {
             return;
         }
-        let Ok(connection) = accepted else {
-            continue;
+        let connection = match accepted {
+            Ok(connection) => connection,
+            Err(error) => {
+                inner.protocol.accept_failed(&error);
+                continue;
+            }
         };
         let open = inner.open.fetch_add(1, Ordering::SeqCst);
         let limit = inner.limits.max_connections;
@@ -292,6 +387,11 @@ fn start_connection(inner: &Arc<Inner>, connection: Accepted) {
         inner.open.fetch_sub(1, Ordering::SeqCst);
         return;
     }
+    let peer = PeerInfo::of(&connection);
+    if !inner.protocol.admit(&connection, &peer, id) {
+        inner.open.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
     // Held until the entry is in: a connection that ends at once removes its entry
     // only after it was inserted.
     let mut connections = inner.connections();
@@ -299,7 +399,7 @@ fn start_connection(inner: &Arc<Inner>, connection: Accepted) {
     let thread = std::thread::Builder::new()
         .name(format!("{}-conn-{id}", inner.thread_prefix))
         .spawn(move || {
-            thread_inner.protocol.serve(connection);
+            thread_inner.protocol.serve(connection, id);
             thread_inner.connections().remove(&id);
             thread_inner.open.fetch_sub(1, Ordering::SeqCst);
         });
@@ -313,8 +413,9 @@ fn start_connection(inner: &Arc<Inner>, connection: Accepted) {
                 },
             );
         }
-        Err(_) => {
+        Err(error) => {
             inner.open.fetch_sub(1, Ordering::SeqCst);
+            inner.protocol.not_served(id, &error);
         }
     }
 }

@@ -1,8 +1,9 @@
 //! flashpipe-net: the network runtime both of flashpipe's servers share.
 //!
 //! - [`accept`]: the accept loop over TCP and Unix listeners (the connection limit, the
-//!   handshake deadline, a thread per connection, the graceful stop), serving any
-//!   [`Protocol`].
+//!   handshake deadline, the peer check before any byte is read, a thread per
+//!   connection, the graceful stop), serving any [`Protocol`].
+//! - [`peer`]: who is at the other end ([`PeerInfo`]: `SO_PEERCRED` or the address).
 //! - [`signals`]: SIGINT and SIGTERM ask a server to stop (signal-hook: the first one
 //!   calls the server's stop, a second one ends the process with status 130); SIGPIPE
 //!   ignored, so a write to a gone peer is an `EPIPE` error on that one write.
@@ -19,8 +20,10 @@
 
 pub mod accept;
 pub mod logging;
+pub mod peer;
 pub mod signals;
 
-pub use accept::{Accepted, Limits, Listener, Protocol, Server};
+pub use accept::{AcceptStopper, Accepted, Limits, Listener, Protocol, Server};
 pub use logging::{install_logging, level_for_verbosity, LogFormat, LoggingError};
+pub use peer::PeerInfo;
 pub use signals::{ignore_closed_pipes, signal_name, StopSignalThread, StopSignals};

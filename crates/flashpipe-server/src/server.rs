@@ -1,13 +1,21 @@
 //! The server: binding the socket, accepting clients within the limit, stopping
 //! gracefully, and the counters.
+//!
+//! Accepting runs on `flashpipe-net`'s accept loop (the one the NBD server runs on):
+//! the loop reads the client's `SO_PEERCRED` before any byte, and the store protocol's
+//! `admit` applies the access rule and the per-user share there; the loop's own
+//! connection limit and read deadline are left off (the admission table holds the
+//! limits, with eviction of silent connections, and its watchdog the handshake
+//! deadline: see `admission`).
 
-use std::collections::HashMap;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
+
+use flashpipe_net::{Accepted, PeerInfo};
 
 use flashpipe_engine::command::{read_files_max_bytes, READ_FILES_MAX_COUNT};
 use flashpipe_protocol::{
@@ -15,7 +23,7 @@ use flashpipe_protocol::{
 };
 use flashpipe_store::{RunningStore, StoreCloseError};
 
-use crate::access::{bind_private, peer_credentials, AllowedGroup};
+use crate::access::{bind_private, AllowedGroup, PeerCredentials};
 use crate::config::ServerConfig;
 use crate::connection::serve_connection;
 use crate::state::{Counters, ServerState};
@@ -102,6 +110,7 @@ pub struct ServeReport {
 #[derive(Clone)]
 pub struct StopHandle {
     state: Arc<ServerState>,
+    accepting: flashpipe_net::AcceptStopper,
 }
 
 impl StopHandle {
@@ -112,16 +121,10 @@ impl StopHandle {
             return;
         }
         tracing::info!("stop requested");
-        // Wakes the accepting thread blocked in accept(); it sees the flag and ends.
-        let _ = UnixStream::connect(&self.state.config.socket_path);
-        // SAFETY: shutdown(2) on the listening socket's descriptor, which stays open as
-        // long as `state.listener` (held here) lives; it changes no memory.
-        let _ = unsafe {
-            libc::shutdown(
-                std::os::fd::AsRawFd::as_raw_fd(&*self.state.listener),
-                libc::SHUT_RDWR,
-            )
-        };
+        // Wakes the accepting thread blocked in accept() (a connection to the socket,
+        // then a shutdown of the listening socket, which works even when its path is
+        // gone); it sees the flag and ends.
+        self.accepting.stop_accepting();
     }
 }
 
@@ -130,10 +133,10 @@ pub struct Server {
     state: Arc<ServerState>,
     /// Shared with kernel runs while they go on (they hold it only for their run).
     store: Option<Arc<RunningStore>>,
-    accept_thread: Option<JoinHandle<()>>,
+    /// The accept loop and the connections it serves (`flashpipe-net`).
+    runtime: flashpipe_net::Server,
     /// Closes connections that send no hello in time (`admission`).
     watchdog: Option<JoinHandle<()>>,
-    connection_threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl Server {
@@ -148,7 +151,7 @@ impl Server {
         if config.store_identity.is_none() {
             config.store_identity = store.identity.map(|identity| identity.0);
         }
-        let listener = Arc::new(bind(&config.socket_path, config.access.group.as_ref())?);
+        let listener = bind(&config.socket_path, config.access.group.as_ref())?;
         let engine_config = store.engine_config;
         let limits = ServerLimits {
             max_body_bytes: MAX_BODY_BYTES.min(
@@ -186,7 +189,6 @@ impl Server {
             ),
             read_handles_now: Arc::new(AtomicUsize::new(0)),
             device_time_is_virtual: store.clock.is_virtual(),
-            listener: Arc::clone(&listener),
             read_pool,
             read_region,
             commands: store.engine.command_sender(),
@@ -198,24 +200,38 @@ impl Server {
             admission,
             kernel_paths,
             device_watch: crate::device_watch::DeviceWatch::new(Arc::downgrade(&store)),
-            live_sockets: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         });
-        let connection_threads = Arc::new(Mutex::new(Vec::new()));
-        let accepting_state = Arc::clone(&state);
-        let accepting_threads = Arc::clone(&connection_threads);
-        let accept_thread = std::thread::Builder::new()
-            .name("flashpipe-accept".to_string())
-            .spawn(move || accept_clients(listener, accepting_state, accepting_threads))
-            .map_err(ServeError::Thread)?;
         let watchdog = start_handshake_watchdog(&state)?;
+        let listeners = vec![flashpipe_net::Listener::Unix {
+            listener,
+            path: state.config.socket_path.clone(),
+        }];
+        // The admission table holds the client limits (evicting silent connections to
+        // make room) and the watchdog the handshake deadline, so the loop applies neither.
+        let limits = flashpipe_net::Limits {
+            max_connections: usize::MAX,
+            handshake_deadline: None,
+        };
+        let protocol = Arc::new(StoreProtocol {
+            state: Arc::clone(&state),
+        });
+        let runtime = match flashpipe_net::Server::start(listeners, limits, protocol, "flashpipe") {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                state.stopping.store(true, Ordering::Release);
+                if watchdog.join().is_err() {
+                    tracing::error!("the handshake watchdog panicked");
+                }
+                return Err(ServeError::Thread(error));
+            }
+        };
         tracing::info!(socket = %state.config.socket_path.display(), "serving");
         Ok(Server {
             state,
             store: Some(store),
-            accept_thread: Some(accept_thread),
+            runtime,
             watchdog: Some(watchdog),
-            connection_threads,
         })
     }
 
@@ -228,6 +244,7 @@ impl Server {
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle {
             state: Arc::clone(&self.state),
+            accepting: self.runtime.stopper(),
         }
     }
 
@@ -252,10 +269,8 @@ impl Server {
     /// client's reading, finishes the commands in flight and sends their answers, closes
     /// the store (final flush, unmount) and removes the socket.
     pub fn run_until_stopped(mut self) -> Result<ServeReport, ServeError> {
-        if let Some(thread) = self.accept_thread.take() {
-            if thread.join().is_err() {
-                tracing::error!("the accepting thread panicked");
-            }
+        if !self.runtime.join_accepting() {
+            tracing::error!("the accepting thread panicked");
         }
         self.finish()
     }
@@ -263,26 +278,8 @@ impl Server {
     /// Ends every connection's reading, waits for their answers, closes the store and
     /// removes the socket.
     fn finish(&mut self) -> Result<ServeReport, ServeError> {
-        for socket in self
-            .state
-            .live_sockets
-            .lock()
-            .expect("no panic holding the sockets")
-            .values()
-        {
-            let _ = socket.shutdown(std::net::Shutdown::Read);
-        }
-        let threads = std::mem::take(
-            &mut *self
-                .connection_threads
-                .lock()
-                .expect("no panic holding the threads"),
-        );
-        for thread in threads {
-            if thread.join().is_err() {
-                tracing::error!("a connection thread panicked");
-            }
-        }
+        // Shuts every connection's read side and joins every connection thread.
+        self.runtime.stop();
         self.state.kernel_runs.cancel_all_and_join();
         self.state.kernel_paths.remove_owned();
         if let Some(watchdog) = self.watchdog.take() {
@@ -318,9 +315,7 @@ impl Drop for Server {
             return;
         }
         self.stop_handle().stop();
-        if let Some(thread) = self.accept_thread.take() {
-            let _ = thread.join();
-        }
+        self.runtime.join_accepting();
         if let Err(error) = self.finish() {
             tracing::error!(%error, "stopping the dropped server");
         }
@@ -417,26 +412,6 @@ fn bind(path: &Path, group: Option<&AllowedGroup>) -> Result<UnixListener, Serve
     })
 }
 
-fn accept_clients(
-    listener: Arc<UnixListener>,
-    state: Arc<ServerState>,
-    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
-) {
-    let mut next_id = 1u64;
-    for stream in listener.incoming() {
-        if state.is_stopping() {
-            break;
-        }
-        match stream {
-            Ok(stream) => {
-                admit_client(&state, &threads, stream, next_id);
-                next_id += 1;
-            }
-            Err(error) => tracing::warn!(%error, "accept failed"),
-        }
-    }
-}
-
 /// Starts the thread that closes connections sending no hello within the handshake
 /// time limit; it ends when the server stops.
 fn start_handshake_watchdog(state: &Arc<ServerState>) -> Result<JoinHandle<()>, ServeError> {
@@ -449,6 +424,50 @@ fn start_handshake_watchdog(state: &Arc<ServerState>) -> Result<JoinHandle<()>, 
                 .watch_handshakes(&|| watching.is_stopping(), &watching.clients_now)
         })
         .map_err(ServeError::Thread)
+}
+
+/// The store protocol as `flashpipe-net`'s accept loop serves it.
+struct StoreProtocol {
+    state: Arc<ServerState>,
+}
+
+impl flashpipe_net::Protocol for StoreProtocol {
+    fn serve(&self, connection: Accepted, id: u64) {
+        // The server listens on its Unix socket alone.
+        if let Accepted::Unix(stream) = connection {
+            serve_connection(Arc::clone(&self.state), stream, id);
+        }
+        self.state.admission.release(id, &self.state.clients_now);
+    }
+
+    /// Never called: the loop's own connection limit is off (the admission table holds
+    /// the limits).
+    fn refused(&self, _connection: &Accepted, _open: usize, _limit: usize) {}
+
+    /// Checks the client's user against the access rule, then gives it a place within
+    /// the limits; a refused client gets its error frame and is closed.
+    fn admit(&self, connection: &Accepted, peer: &std::io::Result<PeerInfo>, id: u64) -> bool {
+        let Accepted::Unix(stream) = connection else {
+            return false;
+        };
+        let Some(uid) = peer_allowed(&self.state, stream, peer) else {
+            return false;
+        };
+        if !take_place(&self.state, stream, id, uid) {
+            return false;
+        }
+        Counters::add(&self.state.counters.clients_total, 1);
+        true
+    }
+
+    fn not_served(&self, id: u64, error: &std::io::Error) {
+        tracing::warn!(%error, "cannot start a connection thread; closing the client");
+        self.state.admission.release(id, &self.state.clients_now);
+    }
+
+    fn accept_failed(&self, error: &std::io::Error) {
+        tracing::warn!(%error, "accept failed");
+    }
 }
 
 /// Gives a newcomer a place (`admission`: the server's and its user's limits, the
@@ -478,66 +497,24 @@ fn take_place(state: &ServerState, stream: &UnixStream, id: u64, uid: u32) -> bo
     }
 }
 
-/// Starts serving a new client, or refuses it at the client limits.
-fn admit_client(
-    state: &Arc<ServerState>,
-    threads: &Arc<Mutex<Vec<JoinHandle<()>>>>,
-    stream: UnixStream,
-    id: u64,
-) {
-    let Some(uid) = peer_allowed(state, &stream) else {
-        return;
+/// Checks the client's user (`SO_PEERCRED`, read by the accept loop before any byte)
+/// against the store's access rule; a refused client gets an `AccessDenied` error frame
+/// and is closed. Returns the admitted uid.
+fn peer_allowed(
+    state: &ServerState,
+    stream: &UnixStream,
+    peer: &std::io::Result<PeerInfo>,
+) -> Option<u32> {
+    let credentials = match peer {
+        Ok(PeerInfo::Unix { pid, uid, gid }) => Ok(PeerCredentials {
+            pid: *pid,
+            uid: *uid,
+            gid: *gid,
+        }),
+        Ok(PeerInfo::Tcp { .. }) => Err("the connection is not over a Unix socket".to_string()),
+        Err(error) => Err(error.to_string()),
     };
-    if !take_place(state, &stream, id, uid) {
-        return;
-    }
-    let Ok(registered) = stream.try_clone() else {
-        tracing::warn!("cannot clone a client socket; closing it");
-        state.admission.release(id, &state.clients_now);
-        return;
-    };
-    Counters::add(&state.counters.clients_total, 1);
-    state
-        .live_sockets
-        .lock()
-        .expect("no panic holding the sockets")
-        .insert(id, registered);
-    let serving_state = Arc::clone(state);
-    let spawned = std::thread::Builder::new()
-        .name(format!("flashpipe-client-{id}"))
-        .spawn(move || {
-            serve_connection(Arc::clone(&serving_state), stream, id);
-            serving_state
-                .live_sockets
-                .lock()
-                .expect("no panic holding the sockets")
-                .remove(&id);
-            serving_state
-                .admission
-                .release(id, &serving_state.clients_now);
-        });
-    match spawned {
-        Ok(thread) => {
-            let mut threads = threads.lock().expect("no panic holding the threads");
-            threads.retain(|thread| !thread.is_finished());
-            threads.push(thread);
-        }
-        Err(error) => {
-            tracing::warn!(%error, "cannot start a connection thread; closing the client");
-            state
-                .live_sockets
-                .lock()
-                .expect("no panic holding the sockets")
-                .remove(&id);
-            state.admission.release(id, &state.clients_now);
-        }
-    }
-}
-
-/// Checks the client's user (`SO_PEERCRED`) against the store's access rule; a refused
-/// client gets an `AccessDenied` error frame and is closed. Returns the admitted uid.
-fn peer_allowed(state: &ServerState, stream: &UnixStream) -> Option<u32> {
-    let refusal = match peer_credentials(stream) {
+    let refusal = match credentials {
         Ok(peer) => match state.config.access.check(&peer) {
             Ok(()) => return Some(peer.uid),
             Err(reason) => {

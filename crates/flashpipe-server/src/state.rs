@@ -1,10 +1,8 @@
 //! What every connection of a server shares: the configuration, the engine's command
 //! sender, the bytes in flight of all clients, the stop flag and the counters.
 
-use std::collections::HashMap;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use flashpipe_device::BufferPool;
 use flashpipe_engine::CommandSender;
@@ -30,11 +28,6 @@ pub(crate) struct ServerState {
     pub(crate) device_watch: crate::device_watch::DeviceWatch,
     /// The spill and kernel data folders of kernel runs (clients name no host path).
     pub(crate) kernel_paths: crate::kernel_paths::KernelPaths,
-    /// Each live connection's socket, to end its reading at stop.
-    pub(crate) live_sockets: Mutex<HashMap<u64, UnixStream>>,
-    /// The listening socket, shared with the accepting thread so a stop can shut it
-    /// (which ends a blocked accept even when the socket's path is gone).
-    pub(crate) listener: Arc<UnixListener>,
     pub(crate) counters: Counters,
     /// Kernel runs going on, server-wide (issue #14).
     pub(crate) kernel_runs: crate::kernel_runs::KernelRuns,

@@ -13,7 +13,7 @@ struct Echo {
 }
 
 impl Protocol for Echo {
-    fn serve(&self, connection: Accepted) {
+    fn serve(&self, connection: Accepted, _id: u64) {
         let end = match connection {
             Accepted::Tcp(mut stream) => echo_until_end(&mut stream),
             Accepted::Unix(mut stream) => format!("unix {}", echo_until_end(&mut stream)),
@@ -161,4 +161,126 @@ fn a_unix_listener_serves_and_stops() {
         "unix closed"
     );
     let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// Admits only connections whose peer's uid is `allowed_uid`; reports each peer and each
+/// served id.
+struct Gate {
+    allowed_uid: u32,
+    peers: Mutex<mpsc::Sender<(u64, PeerInfo)>>,
+    served: Mutex<mpsc::Sender<u64>>,
+}
+
+impl Protocol for Gate {
+    fn serve(&self, connection: Accepted, id: u64) {
+        let _ = self.served.lock().unwrap().send(id);
+        if let Accepted::Unix(mut stream) = connection {
+            let _ = echo_until_end(&mut stream);
+        }
+    }
+
+    fn refused(&self, _connection: &Accepted, _open: usize, _limit: usize) {}
+
+    fn admit(&self, connection: &Accepted, peer: &io::Result<PeerInfo>, id: u64) -> bool {
+        let peer = *peer.as_ref().unwrap();
+        let _ = self.peers.lock().unwrap().send((id, peer));
+        let allowed = matches!(peer, PeerInfo::Unix { uid, .. } if uid == self.allowed_uid);
+        if !allowed {
+            if let Accepted::Unix(stream) = connection {
+                let _ = (&*stream).write_all(b"refused");
+            }
+        }
+        allowed
+    }
+}
+
+fn unix_gate(name: &str, allowed_uid: u32) -> (Server, PathBuf, Gated) {
+    let directory =
+        std::env::temp_dir().join(format!("flashpipe-net-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let path = directory.join("socket");
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    let (peer_sender, peers) = mpsc::channel();
+    let (served_sender, served) = mpsc::channel();
+    let protocol = Arc::new(Gate {
+        allowed_uid,
+        peers: Mutex::new(peer_sender),
+        served: Mutex::new(served_sender),
+    });
+    let listeners = vec![Listener::Unix {
+        listener,
+        path: path.clone(),
+    }];
+    let server = Server::start(listeners, NO_DEADLINE, protocol, "test").unwrap();
+    (server, path, (peers, served))
+}
+
+type Gated = (mpsc::Receiver<(u64, PeerInfo)>, mpsc::Receiver<u64>);
+
+fn own_uid() -> u32 {
+    // SAFETY: geteuid takes no argument and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn own_gid() -> u32 {
+    // SAFETY: getegid takes no argument and cannot fail.
+    unsafe { libc::getegid() }
+}
+
+#[test]
+fn admit_sees_the_kernels_credentials_before_any_byte_and_can_refuse() {
+    let uid = own_uid();
+    let (mut server, path, (peers, served)) = unix_gate("admit", uid.wrapping_add(1));
+    let mut refused = UnixStream::connect(&path).unwrap();
+    let (id, peer) = peers.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(id, 1, "ids grow from 1");
+    assert_eq!(
+        peer,
+        PeerInfo::Unix {
+            pid: std::process::id() as i32,
+            uid,
+            gid: own_gid(),
+        }
+    );
+    let mut answer = Vec::new();
+    refused.read_to_end(&mut answer).unwrap();
+    assert_eq!(answer, b"refused", "the refusal is written, then the close");
+    assert!(
+        served.try_recv().is_err(),
+        "a refused connection is not served"
+    );
+    assert_eq!(server.open_connections(), 0);
+    server.stop();
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
+#[test]
+fn an_admitted_connection_is_served_with_its_id() {
+    let (mut server, path, (peers, served)) = unix_gate("served", own_uid());
+    let mut client = UnixStream::connect(&path).unwrap();
+    client.write_all(&[5]).unwrap();
+    let mut back = [0u8; 1];
+    client.read_exact(&mut back).unwrap();
+    assert_eq!(back[0], 5);
+    let (admitted, _) = peers.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        served.recv_timeout(Duration::from_secs(10)).unwrap(),
+        admitted
+    );
+    server.stop();
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
+#[test]
+fn a_stopper_ends_accepting_even_when_the_socket_path_is_gone() {
+    let (mut server, path, _gated) = unix_gate("gone", own_uid());
+    std::fs::remove_file(&path).unwrap();
+    let stopper = server.stopper();
+    let stopping = std::thread::spawn(move || stopper.stop_accepting());
+    stopping.join().unwrap();
+    assert!(server.join_accepting(), "the accept loop ended cleanly");
+    assert!(server.is_stopping());
+    server.stop();
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }
