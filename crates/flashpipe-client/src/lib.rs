@@ -24,8 +24,8 @@ pub use client::{
 };
 pub use error::{ClientError, ConnectError};
 pub use flashpipe_api::{
-    read_stream, write_stream, CopyMethod, CopyReport, FileStat, FsStats, StreamError, Transport,
-    TransportExt,
+    read_stream, write_stream, CopyMethod, CopyReport, FileStat, FsStats, Reply, StreamError,
+    Transport, TransportExt,
 };
 pub use flashpipe_protocol::{
     CancelOutcome, CheckSummary, ErrorCode, KernelFileOutcome, KernelFileResult, KernelRunSummary,
