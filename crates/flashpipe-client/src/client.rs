@@ -15,9 +15,10 @@ use flashpipe_shm::{
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
 use flashpipe_api::{Command, Reply};
 use flashpipe_protocol::{
-    encode_frame, read_frame, send_all, CancelOutcome, ErrorCode, Frame, Hello, ReadFrameError,
-    RemoteError, Request, RequestId, ServerLimits, SharedRegion, WireCommand, WriteGrant,
-    WritePayload, MAX_BODY_BYTES, MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
+    encode_frame, read_frame, send_all, CancelOutcome, ClockKind, ErrorCode, Frame, Hello,
+    ReadFrameError, RemoteError, Request, RequestId, ServerLimits, SharedRegion, WireCommand,
+    WriteGrant, WritePayload, MAX_BODY_BYTES, MAX_RELEASE_HANDLES, MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
 };
 
 use crate::error::{ClientError, ConnectError};
@@ -100,6 +101,9 @@ pub struct ServerInfo {
     pub store_identity: Option<[u8; 16]>,
     /// The server's limits.
     pub limits: ServerLimits,
+    /// Which clock the store's file times count; `None` when the server did not say (a
+    /// server of protocol version 3: the caller may read the store file to learn it).
+    pub store_clock: Option<ClockKind>,
 }
 
 /// A connection to a server.
@@ -171,7 +175,7 @@ impl Client {
             check_server_user(&stream, socket, expected)?;
         }
         let hello = Frame::Hello(Hello {
-            min_version: PROTOCOL_VERSION,
+            min_version: MIN_PROTOCOL_VERSION,
             max_version: PROTOCOL_VERSION,
             map_memory: options.map_memory,
             client_name: options.client_name,
@@ -188,6 +192,13 @@ impl Client {
                 )))
             }
         };
+        if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&welcome.version) {
+            return Err(ConnectError::Handshake(format!(
+                "the server answered with protocol version {}; this client speaks versions \
+                 {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}",
+                welcome.version
+            )));
+        }
         if let Some(expected) = &options.expect {
             check_store_identity(socket, expected, welcome.store_identity)?;
         }
@@ -223,6 +234,7 @@ impl Client {
                 store_path: welcome.store_path,
                 store_identity: welcome.store_identity,
                 limits: welcome.limits,
+                store_clock: welcome.store_clock,
             },
             next_request_id,
             in_flight: HashSet::new(),

@@ -28,9 +28,9 @@ pub use flashpipe_api::{
     Transport, TransportExt,
 };
 pub use flashpipe_protocol::{
-    CancelOutcome, CheckSummary, ErrorCode, KernelFileOutcome, KernelFileResult, KernelRunSummary,
-    KernelStageFigures, RemoteError, RequestId, RunKernelRequest, ServerLimits, WireCommand,
-    WireFloat, WriteGrant, WritePayload,
+    CancelOutcome, CheckSummary, ClockKind, ErrorCode, KernelFileOutcome, KernelFileResult,
+    KernelRunSummary, KernelStageFigures, RemoteError, RequestId, RunKernelRequest, ServerLimits,
+    WireCommand, WireFloat, WriteGrant, WritePayload,
 };
 
 /// A command as [`Client::submit`] sends it: a command of the command set over the wire's

@@ -164,6 +164,7 @@ fn a_malformed_frame_ends_only_its_connection() {
             limits: good.server_info().limits,
             read_region: None,
             write_region: None,
+            store_clock: None,
         })),
     ];
     for (index, bytes) in cases.iter().enumerate() {
