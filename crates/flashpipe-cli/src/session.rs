@@ -28,8 +28,8 @@ use std::sync::Arc;
 
 use flashpipe_api::CodedError;
 use flashpipe_client::{
-    server_socket_path, Client, ClientError, ClientTransport, ConnectError, ConnectOptions,
-    ErrorCode, ServerExpectation,
+    server_socket_path, Client, ClientError, ClientTransport, ClockKind, ConnectError,
+    ConnectOptions, ErrorCode, ServerExpectation,
 };
 use flashpipe_device::{Clock, RealClock};
 use flashpipe_engine::{EngineClient, EngineError};
@@ -181,10 +181,14 @@ impl StoreSession {
         if request.verbose {
             eprintln!("flashpipe: {}", server.describe());
         }
+        let clock_is_virtual = match server.client.server_info().store_clock {
+            Some(clock) => clock == ClockKind::Virtual,
+            None => store_clock_is_virtual(request.store_file),
+        };
         StoreSession {
             kind: SessionKind::Served {
                 client: server.client,
-                clock_is_virtual: store_clock_is_virtual(request.store_file),
+                clock_is_virtual,
             },
         }
     }
@@ -375,7 +379,10 @@ fn is_lock_held(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Whether the store's devices keep virtual time (emulated flash), read from its store
-/// file without locking it: then file times count simulated device time.
+/// file without locking it: then file times count simulated device time. Asked only of a
+/// server too old to tell its store's clock in the welcome (protocol version 3); the
+/// client library cannot read store files (it depends on no store crate), so this stays
+/// here.
 fn store_clock_is_virtual(store_file: &Path) -> bool {
     StoreConfig::load(store_file)
         .map(|config| {

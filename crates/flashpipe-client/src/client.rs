@@ -13,19 +13,23 @@ use flashpipe_shm::{
 };
 
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
-use flashpipe_api::{Command, CopyReport, FileStat, FsStats, Reply};
+use flashpipe_api::{Command, Reply};
 use flashpipe_protocol::{
-    encode_frame, read_frame, send_all, CancelOutcome, CheckSummary, DataPayload, ErrorCode, Frame,
-    Hello, ReadFrameError, RemoteError, Request, RequestId, ServerLimits, SharedRegion,
-    WireCommand, WriteGrant, WritePayload, MAX_BODY_BYTES, MAX_RELEASE_HANDLES, PROTOCOL_VERSION,
+    encode_frame, read_frame, send_all, CancelOutcome, ClockKind, ErrorCode, Frame, Hello,
+    ReadFrameError, RemoteError, Request, RequestId, ServerLimits, SharedRegion, WireCommand,
+    WriteGrant, WritePayload, MAX_BODY_BYTES, MAX_RELEASE_HANDLES, MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
 };
 
 use crate::error::{ClientError, ConnectError};
 
+mod answer;
 mod setup;
 
-use crate::view::{GrantedSlot, ReadHold, ReadView, ViewBytes, WriteBuffer, WriteStorage};
-use setup::{map_regions, open_rings, receive_first_frame, server_alive, window_offset};
+pub use answer::Response;
+
+use crate::view::{GrantedSlot, WriteBuffer, WriteStorage};
+use setup::{map_regions, open_rings, receive_first_frame, server_alive};
 
 /// Bytes of the read buffer in front of the socket.
 const READ_BUFFER_BYTES: usize = 256 << 10;
@@ -97,40 +101,9 @@ pub struct ServerInfo {
     pub store_identity: Option<[u8; 16]>,
     /// The server's limits.
     pub limits: ServerLimits,
-}
-
-/// A request's answer, with read data as [`ReadView`]s.
-#[derive(Debug)]
-pub enum Response {
-    /// Done.
-    Done,
-    /// A write completed.
-    Written {
-        /// Bytes written.
-        length_bytes: u64,
-    },
-    /// Read data.
-    Data(ReadView),
-    /// Each file's data or its error, in the request's order.
-    Files(Vec<Result<ReadView, RemoteError>>),
-    /// One file's facts.
-    Stat(FileStat),
-    /// Every file's facts.
-    List(Vec<FileStat>),
-    /// Space and counts.
-    Stats(FsStats),
-    /// What the check found.
-    Check(CheckSummary),
-    /// What a copy did.
-    Copied(CopyReport),
-    /// A write slot granted.
-    Granted(WriteGrant),
-    /// What a cancel did.
-    Cancel(CancelOutcome),
-    /// One input's outcome of a kernel run (more answers follow under the same id).
-    KernelFile(flashpipe_protocol::KernelFileOutcome),
-    /// A kernel run's totals: its last answer.
-    KernelSummary(flashpipe_protocol::KernelRunSummary),
+    /// Which clock the store's file times count; `None` when the server did not say (a
+    /// server of protocol version 3: the caller may read the store file to learn it).
+    pub store_clock: Option<ClockKind>,
 }
 
 /// A connection to a server.
@@ -202,7 +175,7 @@ impl Client {
             check_server_user(&stream, socket, expected)?;
         }
         let hello = Frame::Hello(Hello {
-            min_version: PROTOCOL_VERSION,
+            min_version: MIN_PROTOCOL_VERSION,
             max_version: PROTOCOL_VERSION,
             map_memory: options.map_memory,
             client_name: options.client_name,
@@ -219,6 +192,13 @@ impl Client {
                 )))
             }
         };
+        if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&welcome.version) {
+            return Err(ConnectError::Handshake(format!(
+                "the server answered with protocol version {}; this client speaks versions \
+                 {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}",
+                welcome.version
+            )));
+        }
         if let Some(expected) = &options.expect {
             check_store_identity(socket, expected, welcome.store_identity)?;
         }
@@ -254,6 +234,7 @@ impl Client {
                 store_path: welcome.store_path,
                 store_identity: welcome.store_identity,
                 limits: welcome.limits,
+                store_clock: welcome.store_clock,
             },
             next_request_id,
             in_flight: HashSet::new(),
@@ -411,83 +392,6 @@ impl Client {
         Ok((request_id, answer))
     }
 
-    fn response(
-        &mut self,
-        response: flashpipe_protocol::Response,
-    ) -> Result<Response, ClientError> {
-        use flashpipe_protocol::Response as Wire;
-        Ok(match response {
-            Wire::Reply(Reply::Done) => Response::Done,
-            Wire::Reply(Reply::Written { buffer }) => Response::Written {
-                length_bytes: buffer,
-            },
-            Wire::Reply(Reply::Data(payload)) => {
-                Response::Data(self.view(payload, &mut HashMap::new())?)
-            }
-            Wire::Reply(Reply::Files(files)) => {
-                let mut holds = HashMap::new();
-                Response::Files(
-                    files
-                        .into_iter()
-                        .map(|file| match file {
-                            Ok(payload) => self.view(payload, &mut holds).map(Ok),
-                            Err(error) => Ok(Err(error)),
-                        })
-                        .collect::<Result<_, _>>()?,
-                )
-            }
-            Wire::Reply(Reply::Stat(stat)) => Response::Stat(stat),
-            Wire::Reply(Reply::List(stats)) => Response::List(stats),
-            Wire::Reply(Reply::Stats(stats)) => Response::Stats(stats),
-            Wire::Reply(Reply::Check(summary)) => Response::Check(summary),
-            Wire::Reply(Reply::Copied(report)) => Response::Copied(report),
-            Wire::Granted(grant) => Response::Granted(grant),
-            Wire::Cancel(outcome) => Response::Cancel(outcome),
-            Wire::KernelFile(outcome) => Response::KernelFile(outcome),
-            Wire::KernelSummary(summary) => Response::KernelSummary(summary),
-            Wire::RingsOpened(_) => {
-                return Err(ClientError::Protocol(
-                    "a rings-opened answer after the connection was set up".to_string(),
-                ))
-            }
-        })
-    }
-
-    fn view(
-        &mut self,
-        payload: DataPayload,
-        holds: &mut HashMap<u64, Arc<ReadHold>>,
-    ) -> Result<ReadView, ClientError> {
-        let window = match payload {
-            DataPayload::Inline(bytes) => return Ok(ReadView::owned(bytes)),
-            DataPayload::Shared(window) => window,
-        };
-        let Some(shared) = &self.shared else {
-            return Err(ClientError::Protocol(
-                "data by reference on a connection that maps no memory".to_string(),
-            ));
-        };
-        let offset_bytes = window_offset(&shared.read_region, &window).ok_or_else(|| {
-            ClientError::Protocol(format!(
-                "read window {window:?} lies outside the read pool's slots"
-            ))
-        })?;
-        let hold = holds.entry(window.handle).or_insert_with(|| {
-            Arc::new(ReadHold {
-                mapping: Arc::clone(&shared.read_mapping),
-                handle: window.handle,
-                releases: Arc::clone(&shared.releases),
-            })
-        });
-        Ok(ReadView {
-            bytes: ViewBytes::Shared {
-                hold: Arc::clone(hold),
-                offset_bytes,
-                length_bytes: window.length_bytes as usize,
-            },
-        })
-    }
-
     /// Keeps the slot of an answered write by grant for the next buffer (after a
     /// success; after an error the server took the grant back).
     fn note_granted_write(
@@ -642,7 +546,8 @@ impl Client {
             || u64::from(grant.slot_size_bytes) != region.slot_size_bytes
         {
             return Err(ClientError::Protocol(format!(
-                "grant {grant:?} does not fit the write region {region:?}"
+                "grant of slot {} ({} bytes) does not fit the write region ({} slots of {} bytes)",
+                grant.slot, grant.slot_size_bytes, region.slot_count, region.slot_size_bytes
             )));
         }
         if !shared.granted_slots.insert(grant.slot) {
@@ -655,7 +560,7 @@ impl Client {
     }
 
     /// Sends a write of the first `length_bytes` of `buffer` (answered
-    /// [`Response::Written`] through [`Client::wait`]).
+    /// `Response::Reply(Reply::Written { .. })` through [`Client::wait`]).
     pub fn submit_write(
         &mut self,
         name: &str,
@@ -739,7 +644,7 @@ pub(crate) fn wire_write(
 
 fn expect_written(response: Response) -> Result<(), ClientError> {
     match response {
-        Response::Written { .. } => Ok(()),
+        Response::Reply(Reply::Written { .. }) => Ok(()),
         other => Err(unexpected("write", &other)),
     }
 }
@@ -751,5 +656,8 @@ fn note_error(first_error: &mut Option<ClientError>, result: Result<(), ClientEr
 }
 
 fn unexpected(request: &str, response: &Response) -> ClientError {
-    ClientError::Protocol(format!("a {request} request answered with {response:?}"))
+    ClientError::Protocol(format!(
+        "a {request} request answered with a {} answer",
+        response.name()
+    ))
 }

@@ -24,13 +24,13 @@ pub use client::{
 };
 pub use error::{ClientError, ConnectError};
 pub use flashpipe_api::{
-    read_stream, write_stream, CopyMethod, CopyReport, FileStat, FsStats, StreamError, Transport,
-    TransportExt,
+    read_stream, write_stream, CopyMethod, CopyReport, FileStat, FsStats, Reply, StreamError,
+    Transport, TransportExt,
 };
 pub use flashpipe_protocol::{
-    CancelOutcome, CheckSummary, ErrorCode, KernelFileOutcome, KernelFileResult, KernelRunSummary,
-    KernelStageFigures, RemoteError, RequestId, RunKernelRequest, ServerLimits, WireCommand,
-    WireFloat, WriteGrant, WritePayload,
+    CancelOutcome, CheckSummary, ClockKind, ErrorCode, KernelFileOutcome, KernelFileResult,
+    KernelRunSummary, KernelStageFigures, RemoteError, RequestId, RunKernelRequest, ServerLimits,
+    WireCommand, WireFloat, WriteGrant, WritePayload,
 };
 
 /// A command as [`Client::submit`] sends it: a command of the command set over the wire's

@@ -78,25 +78,13 @@ impl CodedError for ClientError {
     }
 }
 
-/// The command reply of an answer.
+/// The command reply of an answer; the answers to requests about the connection are
+/// not a store command's.
 fn reply(response: Response) -> Result<Reply<Remote>, ClientError> {
-    Ok(match response {
-        Response::Done => Reply::Done,
-        Response::Written { length_bytes } => Reply::Written {
-            buffer: length_bytes,
-        },
-        Response::Data(view) => Reply::Data(view),
-        Response::Files(files) => Reply::Files(files),
-        Response::Stat(stat) => Reply::Stat(stat),
-        Response::List(stats) => Reply::List(stats),
-        Response::Stats(stats) => Reply::Stats(stats),
-        Response::Check(summary) => Reply::Check(summary),
-        Response::Copied(report) => Reply::Copied(report),
-        Response::Granted(_) => return Err(not_a_reply("granted")),
-        Response::Cancel(_) => return Err(not_a_reply("cancel-reply")),
-        Response::KernelFile(_) => return Err(not_a_reply("kernel-file")),
-        Response::KernelSummary(_) => return Err(not_a_reply("kernel-summary")),
-    })
+    match response {
+        Response::Reply(reply) => Ok(reply),
+        other => Err(not_a_reply(other.name())),
+    }
 }
 
 fn not_a_reply(answer: &str) -> ClientError {

@@ -105,6 +105,7 @@ fn serve_as_a_server_without_rings(listener: UnixListener, connections: usize) -
                 slot_size_bytes: 4096,
             }),
             write_region: None,
+            store_clock: Some(flashpipe_protocol::ClockKind::Real),
         });
         send_with_fds(&stream, &encode_frame(&welcome), &[read_pool.as_fd()]).expect("welcome");
         let Ok(Some(frame)) = read_frame(&mut reading, MAX_BODY_BYTES) else {

@@ -7,18 +7,18 @@ use flashpipe_api::{
 
 use crate::error::{DecodeError, ErrorCode, RemoteError};
 use crate::frame::{
-    CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
-    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, WireCommand, WireReply,
-    WriteGrant, WritePayload,
+    CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Request, Response,
+    RingsOpened, SharedWindow, WireCommand, WireReply, WriteGrant, WritePayload,
 };
+use crate::handshake;
 use crate::kernel_run::{
     decode_kernel_file, decode_kernel_summary, decode_run_kernel, encode_kernel_file,
     encode_kernel_summary, encode_run_kernel,
 };
 use crate::wire::{Reader, Writer};
 use crate::{
-    RequestId, HEADER_BYTES, MAGIC, MAX_BODY_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES,
-    MAX_READ_FILES_COUNT, MAX_RELEASE_HANDLES, MAX_TEXT_BYTES, PROTOCOL_VERSION,
+    RequestId, FRAME_VERSION, HEADER_BYTES, MAGIC, MAX_BODY_BYTES, MAX_LIST_ENTRIES,
+    MAX_NAME_BYTES, MAX_READ_FILES_COUNT, MAX_RELEASE_HANDLES, MAX_TEXT_BYTES,
 };
 
 /// A decoded frame header.
@@ -56,7 +56,7 @@ pub fn encode_header(
 ) -> [u8; HEADER_BYTES] {
     let mut header = [0u8; HEADER_BYTES];
     header[0..4].copy_from_slice(&MAGIC);
-    header[4..6].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    header[4..6].copy_from_slice(&FRAME_VERSION.to_le_bytes());
     header[6..8].copy_from_slice(&(kind as u16).to_le_bytes());
     header[8..16].copy_from_slice(&request_id.to_le_bytes());
     header[16..20].copy_from_slice(&body_length_bytes.to_le_bytes());
@@ -80,10 +80,10 @@ pub fn decode_header(
         return Err(DecodeError::BadMagic { found: magic });
     }
     let version = reader.u16("version")?;
-    if version != PROTOCOL_VERSION {
+    if version != FRAME_VERSION {
         return Err(DecodeError::UnsupportedVersion {
             found: version,
-            supported: PROTOCOL_VERSION,
+            supported: FRAME_VERSION,
         });
     }
     let kind_value = reader.u16("kind")?;
@@ -159,8 +159,8 @@ pub fn decode_body(header: &Header, body: &[u8]) -> Result<Frame, DecodeError> {
     let mut reader = Reader::new(body);
     let request_id = header.request_id;
     let frame = match header.kind {
-        FrameKind::Hello => Frame::Hello(decode_hello(&mut reader)?),
-        FrameKind::Welcome => Frame::Welcome(decode_welcome(&mut reader)?),
+        FrameKind::Hello => Frame::Hello(handshake::decode_hello(&mut reader)?),
+        FrameKind::Welcome => Frame::Welcome(handshake::decode_welcome(&mut reader)?),
         FrameKind::Release => Frame::Release {
             handles: decode_release(&mut reader)?,
         },
@@ -185,8 +185,8 @@ pub fn decode_body(header: &Header, body: &[u8]) -> Result<Frame, DecodeError> {
 
 fn encode_body(frame: &Frame, writer: &mut Writer) {
     match frame {
-        Frame::Hello(hello) => encode_hello(hello, writer),
-        Frame::Welcome(welcome) => encode_welcome(welcome, writer),
+        Frame::Hello(hello) => handshake::encode_hello(hello, writer),
+        Frame::Welcome(welcome) => handshake::encode_welcome(welcome, writer),
         Frame::Release { handles } => {
             writer.count(handles.len());
             handles.iter().for_each(|handle| writer.u64(*handle));
@@ -194,100 +194,6 @@ fn encode_body(frame: &Frame, writer: &mut Writer) {
         Frame::Error { error, .. } => encode_remote_error(error, writer),
         Frame::Request { request, .. } => encode_request(request, writer),
         Frame::Response { response, .. } => encode_response(response, writer),
-    }
-}
-
-fn encode_hello(hello: &Hello, writer: &mut Writer) {
-    writer.u16(hello.min_version);
-    writer.u16(hello.max_version);
-    writer.bool(hello.map_memory);
-    writer.string(&hello.client_name);
-}
-
-fn decode_hello(reader: &mut Reader<'_>) -> Result<Hello, DecodeError> {
-    Ok(Hello {
-        min_version: reader.u16("hello.min_version")?,
-        max_version: reader.u16("hello.max_version")?,
-        map_memory: reader.bool("hello.map_memory")?,
-        client_name: reader.string("hello.client_name", MAX_NAME_BYTES)?,
-    })
-}
-
-fn encode_welcome(welcome: &Welcome, writer: &mut Writer) {
-    writer.u16(welcome.version);
-    writer.u32(welcome.server_pid);
-    writer.string(&welcome.store_path);
-    writer
-        .bytes
-        .extend_from_slice(&welcome.store_identity.unwrap_or([0u8; 16]));
-    let limits = &welcome.limits;
-    writer.u32(limits.max_body_bytes);
-    writer.u32(limits.max_write_bytes);
-    writer.u64(limits.max_read_bytes);
-    writer.u32(limits.max_read_files_count);
-    writer.u64(limits.max_read_files_bytes);
-    writer.u32(limits.max_in_flight_per_client);
-    writer.u64(limits.max_bytes_in_flight_per_client);
-    writer.u32(limits.max_read_handles_per_client);
-    encode_region(welcome.read_region, writer);
-    encode_region(welcome.write_region, writer);
-}
-
-fn encode_region(region: Option<SharedRegion>, writer: &mut Writer) {
-    match region {
-        None => writer.u8(0),
-        Some(region) => {
-            writer.u8(1);
-            writer.u32(region.slot_count);
-            writer.u64(region.slot_size_bytes);
-        }
-    }
-}
-
-fn decode_welcome(reader: &mut Reader<'_>) -> Result<Welcome, DecodeError> {
-    Ok(Welcome {
-        version: reader.u16("welcome.version")?,
-        server_pid: reader.u32("welcome.server_pid")?,
-        store_path: reader.string("welcome.store_path", MAX_NAME_BYTES)?,
-        store_identity: decode_identity(reader)?,
-        limits: ServerLimits {
-            max_body_bytes: reader.u32("welcome.max_body_bytes")?,
-            max_write_bytes: reader.u32("welcome.max_write_bytes")?,
-            max_read_bytes: reader.u64("welcome.max_read_bytes")?,
-            max_read_files_count: reader.u32("welcome.max_read_files_count")?,
-            max_read_files_bytes: reader.u64("welcome.max_read_files_bytes")?,
-            max_in_flight_per_client: reader.u32("welcome.max_in_flight_per_client")?,
-            max_bytes_in_flight_per_client: reader.u64("welcome.max_bytes_in_flight_per_client")?,
-            max_read_handles_per_client: reader.u32("welcome.max_read_handles_per_client")?,
-        },
-        read_region: decode_region(reader, "welcome.read_region")?,
-        write_region: decode_region(reader, "welcome.write_region")?,
-    })
-}
-
-/// The welcome's 16 identity bytes; all zero means the store has no identity yet.
-fn decode_identity(reader: &mut Reader<'_>) -> Result<Option<[u8; 16]>, DecodeError> {
-    let mut identity = [0u8; 16];
-    for byte in identity.iter_mut() {
-        *byte = reader.u8("welcome.store_identity")?;
-    }
-    Ok(Some(identity).filter(|identity| identity.iter().any(|&byte| byte != 0)))
-}
-
-fn decode_region(
-    reader: &mut Reader<'_>,
-    field: &'static str,
-) -> Result<Option<SharedRegion>, DecodeError> {
-    match reader.u8(field)? {
-        0 => Ok(None),
-        1 => Ok(Some(SharedRegion {
-            slot_count: reader.u32(field)?,
-            slot_size_bytes: reader.u64(field)?,
-        })),
-        value => Err(DecodeError::BadValue {
-            field,
-            value: u64::from(value),
-        }),
     }
 }
 

@@ -286,6 +286,19 @@ pub struct Welcome {
     /// The client's own write pool, passed as the next file descriptor (mapped
     /// read-write by this client alone); `None` on the copying path.
     pub write_region: Option<SharedRegion>,
+    /// Which clock the store's file times count (version 4); `None` when not told: a
+    /// welcome of version 3 has no such field (and may not be given one).
+    pub store_clock: Option<ClockKind>,
+}
+
+/// Which clock a store's devices keep, and so what its file times
+/// (`modified_clock_ns`) count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockKind {
+    /// The wall clock (files, memory, remote devices).
+    Real,
+    /// Simulated device time (emulated flash).
+    Virtual,
 }
 
 impl Welcome {

@@ -19,6 +19,7 @@
 pub mod codec;
 pub mod error;
 pub mod frame;
+pub mod handshake;
 pub mod kernel_run;
 pub mod peer;
 pub mod stream;
@@ -30,10 +31,11 @@ pub use codec::{
 };
 pub use error::{DecodeError, ErrorCode, RemoteError};
 pub use frame::{
-    CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Hello, Request, Response,
-    RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, Wire, WireCommand, WireReply,
-    WriteGrant, WritePayload,
+    CancelOutcome, CheckSummary, ClockKind, DataPayload, FileData, Frame, FrameKind, Hello,
+    Request, Response, RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, Wire,
+    WireCommand, WireReply, WriteGrant, WritePayload,
 };
+pub use handshake::STORE_CLOCK_VERSION;
 pub use kernel_run::{
     KernelFileOutcome, KernelFileResult, KernelRunSummary, KernelStageFigures, RunKernelRequest,
     WireFloat,
@@ -50,10 +52,20 @@ pub type RequestId = u64;
 /// The four bytes every frame starts with.
 pub const MAGIC: [u8; 4] = *b"FPSV";
 
-/// The protocol version this code speaks (the only one: version 2 added the welcome's
-/// store identity and the `AccessDenied` error, version 3 the copy method `share` and
-/// the shared block counts of `file_stat` and `stats`; docs/protocol.md, "Versioning").
-pub const PROTOCOL_VERSION: u16 = 3;
+/// The newest protocol version this code speaks (docs/protocol.md, "Versioning"):
+/// version 2 added the welcome's store identity and the `AccessDenied` error, version 3
+/// the copy method `share` and the shared block counts of `file_stat` and `stats`,
+/// version 4 the welcome's store clock kind.
+pub const PROTOCOL_VERSION: u16 = 4;
+
+/// The oldest protocol version this code speaks: a hello whose range ends below it is
+/// refused, and a welcome of version 3 (no clock kind) is understood.
+pub const MIN_PROTOCOL_VERSION: u16 = 3;
+
+/// The version every frame's header carries, whichever version the connection speaks:
+/// the frame layout is version 3's (version 4 changed only the welcome's body, whose own
+/// `version` field tells its layout), so a version-3 peer reads every frame it gets.
+pub const FRAME_VERSION: u16 = 3;
 
 /// Bytes of a frame header.
 pub const HEADER_BYTES: usize = 24;

@@ -3,12 +3,12 @@
 //! never a panic.
 
 use flashpipe_api::{Command, CopyMethod, CopyReport, FileId, FileStat, FsStats, Reply};
-use flashpipe_protocol::WritePayload;
 use flashpipe_protocol::{
     decode_frame, encode_frame, CancelOutcome, CheckSummary, DataPayload, DecodeError, ErrorCode,
     Frame, Hello, RemoteError, Request, Response, ServerLimits, SharedRegion, SharedWindow,
     Welcome, WriteGrant,
 };
+use flashpipe_protocol::{ClockKind, WritePayload};
 use proptest::prelude::*;
 
 #[test]
@@ -368,7 +368,8 @@ fn frame() -> impl Strategy<Value = Frame> {
             any::<[u32; 5]>(),
             any::<[u64; 3]>(),
             region(),
-            region()
+            region(),
+            proptest::option::of(prop_oneof![Just(ClockKind::Real), Just(ClockKind::Virtual)])
         )
             .prop_map(
                 |(
@@ -379,6 +380,7 @@ fn frame() -> impl Strategy<Value = Frame> {
                     large,
                     read_region,
                     write_region,
+                    store_clock,
                 )| {
                     Frame::Welcome(Welcome {
                         version,
@@ -397,6 +399,7 @@ fn frame() -> impl Strategy<Value = Frame> {
                         },
                         read_region,
                         write_region,
+                        store_clock: store_clock.filter(|_| Welcome::carries_store_clock(version)),
                     })
                 }
             ),

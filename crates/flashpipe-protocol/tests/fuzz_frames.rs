@@ -14,13 +14,13 @@ mod common;
 use flashpipe_api::{Command, CopyMethod, CopyReport, FileId, FileStat, FsStats, Reply};
 use flashpipe_device::SplitMix64;
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
-use flashpipe_protocol::WritePayload;
 use flashpipe_protocol::{
     decode_frame, encode_frame, read_frame, CancelOutcome, CheckSummary, DataPayload, ErrorCode,
     Frame, FrameKind, Hello, KernelFileOutcome, KernelFileResult, RemoteError, Request, Response,
     RingsOpened, RunKernelRequest, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
     HEADER_BYTES, MAX_BODY_BYTES,
 };
+use flashpipe_protocol::{ClockKind, WritePayload};
 
 const DEFAULT_CASES: u64 = 20_000;
 const DEFAULT_SEED: u64 = 0x5eed_f5a5_0014;
@@ -239,6 +239,32 @@ fn connection_frames() -> Vec<Frame> {
             },
             read_region: Some(region),
             write_region: None,
+            store_clock: None,
+        }),
+        Frame::Hello(Hello {
+            min_version: 3,
+            max_version: 4,
+            map_memory: false,
+            client_name: "fuzz-client".into(),
+        }),
+        Frame::Welcome(Welcome {
+            version: 4,
+            server_pid: 1234,
+            store_path: "/tmp/store".into(),
+            store_identity: Some([7; 16]),
+            limits: ServerLimits {
+                max_body_bytes: 1 << 20,
+                max_write_bytes: 1 << 20,
+                max_read_bytes: 1 << 24,
+                max_read_files_count: 256,
+                max_read_files_bytes: 1 << 24,
+                max_in_flight_per_client: 64,
+                max_bytes_in_flight_per_client: 1 << 26,
+                max_read_handles_per_client: 1024,
+            },
+            read_region: None,
+            write_region: None,
+            store_clock: Some(ClockKind::Virtual),
         }),
         Frame::Release {
             handles: vec![1, 2, 3, u64::MAX],

@@ -14,9 +14,9 @@ use crossbeam_channel::{bounded, Sender};
 use flashpipe_device::{BufferPool, IoBuf};
 use flashpipe_engine::{Completion, Local};
 use flashpipe_protocol::{
-    encode_frame, read_frame, send_all, send_frame, CancelOutcome, ErrorCode, Frame, Hello,
-    ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, WritePayload,
-    PROTOCOL_VERSION,
+    encode_frame, read_frame, send_all, send_frame, CancelOutcome, ClockKind, ErrorCode, Frame,
+    Hello, ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, WritePayload,
+    MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
 use flashpipe_shm::send_with_fds;
 
@@ -349,17 +349,18 @@ fn handshake(
         }
     };
     Counters::add(&state.counters.frames_received, 1);
-    if hello.min_version > PROTOCOL_VERSION || hello.max_version < PROTOCOL_VERSION {
+    let Some(version) = hello.common_version() else {
         refuse(RemoteError::limit(
             ErrorCode::UnsupportedVersion,
             format!(
-                "client speaks protocol versions {}..={}; this server speaks version {PROTOCOL_VERSION}",
+                "client speaks protocol versions {}..={}; this server speaks versions \
+                 {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}",
                 hello.min_version, hello.max_version
             ),
             u64::from(PROTOCOL_VERSION),
         ));
         return None;
-    }
+    };
     // Marked before the welcome goes out: a client that holds its welcome has a place that
     // a newcomer can no longer take back as a silent connection's.
     if !state.admission.handshake_done(id) {
@@ -378,14 +379,20 @@ fn handshake(
         )),
         _ => None,
     };
+    let store_clock = if state.device_time_is_virtual {
+        ClockKind::Virtual
+    } else {
+        ClockKind::Real
+    };
     let welcome = Welcome {
-        version: PROTOCOL_VERSION,
+        version,
         server_pid: std::process::id(),
         store_path: state.config.store_description.clone(),
         store_identity: state.config.store_identity,
         limits: state.limits,
         read_region: mapped.as_ref().and(state.read_region),
         write_region: mapped.as_ref().and_then(Mapped::write_region),
+        store_clock: Some(store_clock).filter(|_| Welcome::carries_store_clock(version)),
     };
     let bytes = encode_frame(&Frame::Welcome(welcome));
     let mut fds: Vec<BorrowedFd<'_>> = Vec::new();

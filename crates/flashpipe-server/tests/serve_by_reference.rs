@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 
 use common::{connect, pattern, start_server, wait_until};
 use flashpipe_api::Command;
-use flashpipe_client::{ClientError, ErrorCode, Response, TransportExt};
+use flashpipe_client::{ClientError, ErrorCode, Reply, Response, TransportExt};
 use flashpipe_device::SplitMix64;
 use flashpipe_protocol::{encode_frame, Frame, Hello, PROTOCOL_VERSION};
 use flashpipe_protocol::{Request, WritePayload};
@@ -169,7 +169,7 @@ fn writes_by_grant_land_and_writes_outside_grants_are_refused() {
     let request_id = client.submit_write("f", 0, buffer, 5000).expect("submit");
     assert!(matches!(
         client.wait_for(request_id),
-        Ok(Response::Written { length_bytes: 5000 })
+        Ok(Response::Reply(Reply::Written { buffer: 5000 }))
     ));
     assert_eq!(
         &client.read("f", 0, 5000).expect("read")[..],

@@ -5,7 +5,7 @@ mod common;
 
 use common::{connect, pattern, start_server};
 use flashpipe_client::{
-    CancelOutcome, ClientError, CopyMethod, ErrorCode, Request, Response, TransportExt,
+    CancelOutcome, ClientError, CopyMethod, ErrorCode, Reply, Request, Response, TransportExt,
 };
 
 fn every_command(map_memory: bool) {
@@ -150,10 +150,12 @@ fn pipelined_requests_are_answered_by_id_in_any_order() {
         let (request_id, answer) = client.wait().expect("answer");
         let index = expected.remove(&request_id).expect("an id in flight");
         match answer.expect("success") {
-            Response::Data(view) => {
+            Response::Reply(Reply::Data(view)) => {
                 assert_eq!(&*view, &pattern(20_000 + index as usize * 5000, index)[..])
             }
-            Response::Stat(stat) => assert_eq!(stat.name, format!("f{}", index - 100)),
+            Response::Reply(Reply::Stat(stat)) => {
+                assert_eq!(stat.name, format!("f{}", index - 100))
+            }
             other => panic!("unexpected {other:?}"),
         }
     }

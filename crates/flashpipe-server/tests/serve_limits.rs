@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use common::{connect, pattern, start_server, wait_until};
 use flashpipe_api::Command;
 use flashpipe_client::{
-    Client, ClientError, ConnectError, ConnectOptions, ErrorCode, Response, TransportExt,
+    Client, ClientError, ConnectError, ConnectOptions, ErrorCode, Reply, Response, TransportExt,
 };
 use flashpipe_protocol::{
     encode_frame, encode_header, read_frame, Frame, FrameKind, Hello, MAX_BODY_BYTES,
@@ -130,7 +130,7 @@ fn requests_past_the_in_flight_limit_are_refused_with_the_limit() {
     for _ in &ids {
         let (_, answer) = client.wait().expect("answer");
         match answer {
-            Ok(Response::Data(view)) => assert_eq!(&*view, &pattern(65536, 3)[..]),
+            Ok(Response::Reply(Reply::Data(view))) => assert_eq!(&*view, &pattern(65536, 3)[..]),
             Ok(other) => panic!("unexpected {other:?}"),
             Err(error) => {
                 assert_eq!(error.code, ErrorCode::TooManyInFlight);
@@ -164,6 +164,7 @@ fn a_malformed_frame_ends_only_its_connection() {
             limits: good.server_info().limits,
             read_region: None,
             write_region: None,
+            store_clock: None,
         })),
     ];
     for (index, bytes) in cases.iter().enumerate() {
@@ -299,7 +300,7 @@ fn stop_finishes_in_flight_requests_and_refuses_new_ones() {
     for _ in &ids {
         let (_, answer) = client.wait().expect("every write in flight is answered");
         match answer {
-            Ok(Response::Written { length_bytes: 4096 }) => {}
+            Ok(Response::Reply(Reply::Written { buffer: 4096 })) => {}
             Err(error) if error.code == ErrorCode::ShuttingDown => {}
             other => panic!("a write is answered or refused as the server stops, not {other:?}"),
         }

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use common::{connect, connect_with, pattern, start_server, wait_until};
 
-use flashpipe_client::{ClientTransport, Response, TransportExt};
+use flashpipe_client::{ClientTransport, Reply, Response, TransportExt};
 use flashpipe_protocol::{
     decode_header, encode_frame, Frame, Hello, HEADER_BYTES, MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
@@ -80,7 +80,7 @@ fn a_mapping_client_round_trips_every_kind_of_frame_through_rings() {
     for _ in &pipelined {
         let (request_id, answer) = client.wait().expect("an answer");
         let offset = (request_id - pipelined[0]) as usize * 4096;
-        let Ok(Response::Data(view)) = answer else {
+        let Ok(Response::Reply(Reply::Data(view))) = answer else {
             panic!("request {request_id} answered {answer:?}")
         };
         let expected = if offset < 100_000 {
@@ -219,7 +219,10 @@ fn a_full_reply_ring_holds_answers_back_and_loses_none() {
     let mut answered = Vec::new();
     for _ in &submitted {
         let (request_id, answer) = client.wait().expect("an answer");
-        assert!(matches!(answer, Ok(Response::Stat(_))), "{answer:?}");
+        assert!(
+            matches!(answer, Ok(Response::Reply(Reply::Stat(_)))),
+            "{answer:?}"
+        );
         answered.push(request_id);
     }
     answered.sort_unstable();

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use flashpipe_client::{Client, ClientTransport, ConnectOptions, Request, Response};
+use flashpipe_client::{Client, ClientTransport, ConnectOptions, Reply, Request, Response};
 use flashpipe_device::SplitMix64;
 
 use super::local::{small_read_offset, FILE_NAME};
@@ -68,7 +68,7 @@ fn check_response(
     pattern: &DataPattern,
 ) -> Result<(), String> {
     match response {
-        Response::Data(view) => pattern
+        Response::Reply(Reply::Data(view)) => pattern
             .check(offset_bytes, &view)
             .map_err(|error| error.to_string()),
         _ => Err("the server answered a read with no data".to_string()),

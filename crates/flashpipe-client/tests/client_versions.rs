@@ -1,0 +1,99 @@
+//! The client's side of version negotiation: it offers versions 3 to 4 in headers of
+//! version 3, takes a version-3 welcome (no store clock: the caller falls back to the
+//! store file) and a version-4 one (the store clock told), and refuses a welcome of a
+//! version it does not speak, naming it.
+
+use std::os::unix::net::UnixListener;
+
+use flashpipe_client::{Client, ClockKind, ConnectError, ConnectOptions};
+use flashpipe_protocol::{
+    encode_frame, read_frame, Frame, Hello, ServerLimits, Welcome, MAX_BODY_BYTES,
+};
+use flashpipe_testkit::scratch::ScratchFolder;
+
+/// Plays a server answering one hello with a copying welcome of `version` telling
+/// `store_clock`; returns the hello it got.
+fn serve_one_welcome(
+    listener: UnixListener,
+    version: u16,
+    store_clock: Option<ClockKind>,
+) -> Hello {
+    let (stream, _) = listener.accept().expect("accept");
+    let mut reading = std::io::BufReader::new(stream.try_clone().expect("clone"));
+    let Ok(Some(Frame::Hello(hello))) = read_frame(&mut reading, MAX_BODY_BYTES) else {
+        panic!("the client's first frame is not a hello");
+    };
+    let welcome = Frame::Welcome(Welcome {
+        version,
+        server_pid: std::process::id(),
+        store_path: "played".to_string(),
+        store_identity: None,
+        limits: ServerLimits {
+            max_body_bytes: MAX_BODY_BYTES,
+            max_write_bytes: 4096,
+            max_read_bytes: 4096,
+            max_read_files_count: 1,
+            max_read_files_bytes: 4096,
+            max_in_flight_per_client: 4,
+            max_bytes_in_flight_per_client: 1 << 20,
+            max_read_handles_per_client: 1,
+        },
+        read_region: None,
+        write_region: None,
+        store_clock,
+    });
+    let mut writing = &stream;
+    std::io::Write::write_all(&mut writing, &encode_frame(&welcome)).expect("welcome");
+    hello
+}
+
+fn connect_to_played_server(
+    name: &str,
+    version: u16,
+    store_clock: Option<ClockKind>,
+) -> (Result<Client, ConnectError>, Hello) {
+    let folder = ScratchFolder::new(name);
+    let socket = folder.path().join("played.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    let serving = std::thread::spawn(move || serve_one_welcome(listener, version, store_clock));
+    let client = Client::connect(&socket, ConnectOptions::default());
+    let hello = serving.join().expect("server thread");
+    (client, hello)
+}
+
+#[test]
+fn the_client_offers_versions_three_to_four() {
+    let (client, hello) = connect_to_played_server("client-offer", 4, None);
+    client.expect("connected");
+    assert_eq!((hello.min_version, hello.max_version), (3, 4));
+}
+
+#[test]
+fn a_version_three_server_tells_no_store_clock() {
+    let (client, _) = connect_to_played_server("client-v3-server", 3, None);
+    let client = client.expect("a version-3 server is spoken to");
+    assert_eq!(client.server_info().version, 3);
+    assert_eq!(client.server_info().store_clock, None);
+}
+
+#[test]
+fn a_version_four_server_tells_its_store_clock() {
+    for clock in [ClockKind::Real, ClockKind::Virtual] {
+        let (client, _) = connect_to_played_server("client-v4-server", 4, Some(clock));
+        let client = client.expect("connected");
+        assert_eq!(client.server_info().version, 4);
+        assert_eq!(client.server_info().store_clock, Some(clock));
+    }
+}
+
+#[test]
+fn a_welcome_of_a_version_the_client_does_not_speak_is_refused_by_name() {
+    let (client, _) = connect_to_played_server("client-v9-server", 9, Some(ClockKind::Real));
+    match client {
+        Err(ConnectError::Handshake(detail)) => {
+            assert!(detail.contains("protocol version 9"), "{detail}");
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("a welcome of version 9 was taken"),
+    }
+}

@@ -1,0 +1,103 @@
+//! Version negotiation against a running server: a version-3 client (hello 3..=3) gets a
+//! welcome of version 3 with no store clock and is served as before; a client offering
+//! 3..=4 gets version 4 and the store's clock kind; a client speaking neither is refused
+//! with `UnsupportedVersion` naming both ranges; the library client speaks version 4.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+
+use common::{connect, start_server};
+use flashpipe_api::{Command, Reply};
+use flashpipe_client::TransportExt;
+use flashpipe_protocol::{
+    encode_frame, read_frame, ErrorCode, Frame, Hello, Request, Response, Welcome, MAX_BODY_BYTES,
+};
+
+/// Says hello with `min..=max` on a raw connection; returns the connection and the
+/// server's first frame.
+fn hello(socket: &std::path::Path, min_version: u16, max_version: u16) -> (UnixStream, Frame) {
+    let mut raw = UnixStream::connect(socket).expect("raw connect");
+    let hello = Frame::Hello(Hello {
+        min_version,
+        max_version,
+        map_memory: false,
+        client_name: "versions".into(),
+    });
+    raw.write_all(&encode_frame(&hello)).expect("hello");
+    let first = read_frame(&mut raw, MAX_BODY_BYTES)
+        .expect("a frame")
+        .expect("the server answers");
+    (raw, first)
+}
+
+fn welcome(frame: Frame) -> Welcome {
+    match frame {
+        Frame::Welcome(welcome) => welcome,
+        other => panic!("a {} frame instead of a welcome", other.kind().name()),
+    }
+}
+
+#[test]
+fn a_version_three_client_is_welcomed_at_three_without_a_clock_and_served() {
+    let test = start_server("serve-version-3", |_| {});
+    let (mut raw, first) = hello(&test.socket, 3, 3);
+    let welcome = welcome(first);
+    assert_eq!(welcome.version, 3);
+    assert_eq!(welcome.store_clock, None);
+    let create = Frame::Request {
+        request_id: 1,
+        request: Request::Command(Command::Create { name: "v3".into() }),
+    };
+    raw.write_all(&encode_frame(&create)).expect("create");
+    match read_frame(&mut raw, MAX_BODY_BYTES) {
+        Ok(Some(Frame::Response {
+            request_id: 1,
+            response: Response::Reply(Reply::Done),
+        })) => {}
+        other => panic!("a version-3 client's create answered {other:?}"),
+    }
+    let mut client = connect(&test.socket, false);
+    client
+        .stat("v3")
+        .expect("the file the version-3 client made");
+}
+
+#[test]
+fn a_client_offering_four_is_told_the_store_clock() {
+    let test = start_server("serve-version-4", |_| {});
+    let (_raw, first) = hello(&test.socket, 3, 4);
+    let welcome = welcome(first);
+    assert_eq!(welcome.version, 4);
+    assert!(welcome.store_clock.is_some());
+    let client = connect(&test.socket, true);
+    assert_eq!(client.server_info().version, 4);
+    assert_eq!(client.server_info().store_clock, welcome.store_clock);
+}
+
+#[test]
+fn a_client_speaking_no_common_version_is_refused_naming_both_ranges() {
+    let test = start_server("serve-version-none", |_| {});
+    for (min_version, max_version) in [(5, 9), (1, 2)] {
+        let (_raw, first) = hello(&test.socket, min_version, max_version);
+        match first {
+            Frame::Error {
+                request_id: 0,
+                error,
+            } => {
+                assert_eq!(error.code, ErrorCode::UnsupportedVersion);
+                assert_eq!(error.limit, Some(4));
+                assert!(
+                    error
+                        .message
+                        .contains(&format!("{min_version}..={max_version}"))
+                        && error.message.contains("3..=4"),
+                    "{}",
+                    error.message
+                );
+            }
+            other => panic!("a {} frame instead of a refusal", other.kind().name()),
+        }
+    }
+}
