@@ -154,28 +154,14 @@ fn run_seed(seed: u64) -> Tally {
     }
 }
 
-/// What a campaign exercised, printed at its end.
-#[derive(Debug, Default)]
-struct Tally {
-    runs: u64,
-    striped: u64,
-    crashed_in_operation: u64,
-    crashed_in_flush: u64,
-    recovered_flush_in_progress: u64,
-    /// Recoveries whose commit was a log record on top of a checkpoint (format v3).
-    recovered_by_replaying_a_log: u64,
-    torn_blocks: u64,
-}
-
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        self.runs += other.runs;
-        self.striped += other.striped;
-        self.crashed_in_operation += other.crashed_in_operation;
-        self.crashed_in_flush += other.crashed_in_flush;
-        self.recovered_flush_in_progress += other.recovered_flush_in_progress;
-        self.recovered_by_replaying_a_log += other.recovered_by_replaying_a_log;
-        self.torn_blocks += other.torn_blocks;
+flashpipe_testkit::tally! {
+    /// What a campaign exercised, printed at its end.
+    struct Tally {
+        runs: u64, striped: u64, crashed_in_operation: u64, crashed_in_flush: u64,
+        recovered_flush_in_progress: u64,
+        /// Recoveries whose commit was a log record on top of a checkpoint (format v3).
+        recovered_by_replaying_a_log: u64,
+        torn_blocks: u64,
     }
 }
 

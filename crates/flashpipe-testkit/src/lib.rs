@@ -13,6 +13,7 @@
 //! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`, a random
 //!   printed base under `FLASHPIPE_LONG=1`) and the
 //!   replay line printed when one fails.
+//! - [`tally`]: the counters a crash campaign adds up over its seeds ([`tally!`]).
 //! - [`tools`]: tools a test drives but the project does not build; a missing one skips the
 //!   test with a message, or fails it under `FLASHPIPE_REQUIRE_TOOLS=1` (CI).
 
@@ -21,4 +22,5 @@ pub mod fs_workload;
 pub mod hooked;
 pub mod scratch;
 pub mod seeds;
+pub mod tally;
 pub mod tools;

@@ -169,23 +169,11 @@ fn collect_replies(
     replies
 }
 
-/// What a campaign went through.
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    crashes: u64,
-    crashes_forced_after_the_last_round: u64,
-    crashes_in_a_flush: u64,
-    interrupted_flushes_found_durable: u64,
-    commands_answered: u64,
-}
-
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        self.crashes += other.crashes;
-        self.crashes_forced_after_the_last_round += other.crashes_forced_after_the_last_round;
-        self.crashes_in_a_flush += other.crashes_in_a_flush;
-        self.interrupted_flushes_found_durable += other.interrupted_flushes_found_durable;
-        self.commands_answered += other.commands_answered;
+flashpipe_testkit::tally! {
+    /// What a campaign went through.
+    struct Tally {
+        crashes: u64, crashes_forced_after_the_last_round: u64, crashes_in_a_flush: u64,
+        interrupted_flushes_found_durable: u64, commands_answered: u64,
     }
 }
 
