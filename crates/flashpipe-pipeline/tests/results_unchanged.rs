@@ -6,9 +6,12 @@
 //! the in-memory driver gives, whatever the credits, readers and writes in flight. No timing
 //! is asserted; a failing seed prints the line that replays it.
 
+mod common;
+
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use common::in_memory_summary;
 use flashpipe_device::{RamDisk, SplitMix64};
 use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_kernels::api::Kernel;
@@ -244,14 +247,7 @@ fn tiny_files_in_batches_that_leave_files_out_are_each_read_once() {
                 files.iter().map(|(_, d)| d.len() as u64).sum::<u64>()
             );
             for ((name, data), outcome) in files.iter().zip(&result.files) {
-                let expected = run_on_bytes(
-                    kernel.as_ref(),
-                    name,
-                    data,
-                    DrivePlan::single(4096),
-                    &mut Vec::new(),
-                )
-                .expect("reference");
+                let expected = in_memory_summary(kernel.as_ref(), name, data);
                 assert_eq!(&outcome.name, name);
                 assert_eq!(outcome.summary, expected, "{name}");
             }
