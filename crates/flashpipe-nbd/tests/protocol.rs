@@ -557,19 +557,7 @@ fn a_device_of_queue_depth_one_serves_many_requests_in_flight_through_the_backlo
         .map(|_| RawClient::connect(server.connect_tcp(), "disk", true))
         .collect();
     for (index, client) in clients.iter_mut().enumerate() {
-        for block in 0..16u64 {
-            let offset = (index as u64 * 16 + block) * 8192;
-            let data = pattern_bytes(offset, 8192);
-            client.send(CMD_WRITE, CMD_FLAG_FUA, block, offset, 8192, &data);
-        }
-        client.send(
-            CMD_WRITE_ZEROES,
-            CMD_FLAG_NO_HOLE,
-            99,
-            3 * MIB,
-            MIB as u32,
-            &[],
-        );
+        client.send_pipelined_writes(index as u64);
     }
     for client in &mut clients {
         for _ in 0..17 {
