@@ -8,6 +8,7 @@
 //!   cuts) both drive it.
 //! - [`hooked`]: a block device wrapped with test hooks (count requests, refuse some, hold
 //!   completions back until waited for).
+//! - [`presets`]: flash presets a test writes (a shipped one changed in one line).
 //! - [`scratch`]: a scratch folder per test, removed when dropped, with a listing to check
 //!   that refused input changed nothing.
 //! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`, a random
@@ -20,6 +21,7 @@
 pub mod formatted;
 pub mod fs_workload;
 pub mod hooked;
+pub mod presets;
 pub mod scratch;
 pub mod seeds;
 pub mod tally;
