@@ -148,6 +148,11 @@ pub fn flashpipe_ftl(arguments: &[&str]) -> Output {
     flashpipe(&all)
 }
 
+/// `flashpipe ftl ARGUMENTS`, expected to succeed: its standard output as bytes.
+pub fn succeed_ftl(arguments: &[&str]) -> Vec<u8> {
+    succeed_bytes(&[&["ftl"], arguments].concat())
+}
+
 /// Runs a command and returns whether it succeeded, its standard output and its standard
 /// error (both as text).
 pub fn outcome(arguments: &[&str]) -> (bool, String, String) {
