@@ -31,7 +31,7 @@ use flashpipe_flash::{Ack, CommandKind, FlashAddress, FlashConfig, FlashRequest,
 use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, PowerCutReport, VictimPolicy};
 use flashpipe_testkit::fs_workload::{
-    check_recovered, contents, describe, FsWorkload, Model, WorkloadShape,
+    check_clean, check_recovered, contents, describe, FsWorkload, Model, WorkloadShape,
 };
 use flashpipe_testkit::seeds::run_seeds;
 
@@ -355,14 +355,7 @@ fn mount_and_check_clean(ftl: Ftl, seed: u64, when: &str) -> (Filesystem, Shared
     let (device, shared, _switch) = PowerFailingDevice::new(ftl);
     let mut fs = Filesystem::mount(Box::new(device))
         .unwrap_or_else(|error| panic!("seed {seed}: file-system mount {when}: {error}"));
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck {when}: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck {when}: {:#?}",
-        report.findings
-    );
+    check_clean(&mut fs, seed, when);
     (fs, shared)
 }
 

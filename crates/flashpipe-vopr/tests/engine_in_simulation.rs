@@ -27,7 +27,7 @@ use flashpipe_engine::{
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_testkit::formatted::format_fs;
-use flashpipe_testkit::fs_workload::{contents, describe, Model};
+use flashpipe_testkit::fs_workload::{check_clean, contents, describe, Model};
 use flashpipe_testkit::seeds::run_seeds;
 use flashpipe_vopr::workload::{draw_command, Expected, BLOCK_BYTES};
 
@@ -60,14 +60,7 @@ fn mount(world: &SimWorld, seed: u64, when: &str) -> Filesystem {
     let disk = world.open_disk(0).expect("open disk");
     let mut fs = Filesystem::mount(Box::new(disk))
         .unwrap_or_else(|error| panic!("seed {seed}: mount {when}: {error}"));
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck {when}: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck {when}: {:#?}",
-        report.findings
-    );
+    check_clean(&mut fs, seed, when);
     fs
 }
 
