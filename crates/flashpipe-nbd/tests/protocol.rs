@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
-use common::{pattern_bytes, wait_until, RawClient, TestServer};
+use common::{pattern_bytes, request_header_bytes, wait_until, RawClient, TestServer};
 use flashpipe_nbd::server::{NbdServer, ServerConfig, ServerLimits, ServerStartError};
 use flashpipe_nbd::wire::*;
 use proptest::prelude::*;
@@ -86,16 +86,13 @@ fn arbitrary_bytes_after_handshake() -> impl Strategy<Value = Vec<u8>> {
         any::<u32>(),
     )
         .prop_map(|(flags, command, cookie, offset_bytes, length_bytes)| {
-            let mut bytes = Vec::new();
-            RequestHeader {
+            request_header_bytes(
                 flags,
                 command,
                 cookie,
                 offset_bytes,
-                length_bytes: length_bytes % (64 * 1024),
-            }
-            .encode(&mut bytes);
-            bytes
+                length_bytes % (64 * 1024),
+            )
         });
     let noise = proptest::collection::vec(any::<u8>(), 0..200);
     proptest::collection::vec(prop_oneof![header, noise], 0..12).prop_map(|parts| parts.concat())

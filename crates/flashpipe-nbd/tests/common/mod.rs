@@ -165,6 +165,26 @@ pub fn write_file(path: &Path, bytes: &[u8]) {
     std::fs::write(path, bytes).expect("writes the scratch file");
 }
 
+/// A request header's bytes on the wire.
+pub fn request_header_bytes(
+    flags: u16,
+    command: u16,
+    cookie: u64,
+    offset_bytes: u64,
+    length_bytes: u32,
+) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    RequestHeader {
+        flags,
+        command,
+        cookie,
+        offset_bytes,
+        length_bytes,
+    }
+    .encode(&mut bytes);
+    bytes
+}
+
 /// A minimal NBD client over any stream, for driving the server byte by byte.
 pub struct RawClient<S: Read + Write> {
     pub stream: S,
@@ -277,15 +297,7 @@ impl<S: Read + Write> RawClient<S> {
         length_bytes: u32,
         payload: &[u8],
     ) {
-        let mut bytes = Vec::new();
-        RequestHeader {
-            flags,
-            command,
-            cookie,
-            offset_bytes,
-            length_bytes,
-        }
-        .encode(&mut bytes);
+        let mut bytes = request_header_bytes(flags, command, cookie, offset_bytes, length_bytes);
         bytes.extend_from_slice(payload);
         self.stream.write_all(&bytes).unwrap();
     }
