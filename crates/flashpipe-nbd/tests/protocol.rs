@@ -53,6 +53,22 @@ fn closes(stream: &mut TcpStream) -> bool {
 }
 
 /// A fresh connection writes, flushes and reads back through the server.
+/// Writes `bytes` and closes the writing half: the connection must end, the server go on
+/// serving others, and nothing panic.
+fn send_and_close(
+    server: &TestServer,
+    stream: &mut TcpStream,
+    bytes: &[u8],
+) -> Result<(), TestCaseError> {
+    // The server may close before it has read everything; a refused write is fine.
+    let _ = stream.write_all(bytes);
+    let _ = stream.shutdown(Shutdown::Write);
+    prop_assert!(closes(stream), "the connection ends");
+    server_still_works(server);
+    prop_assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+    Ok(())
+}
+
 fn server_still_works(server: &TestServer) {
     let mut client = RawClient::connect(server.connect_tcp(), "disk", true);
     let data = pattern_bytes(3, 4096);
@@ -132,12 +148,7 @@ proptest! {
         count_panics();
         let server = TestServer::ram(&[("disk", 2 * MIB)]);
         let mut stream = handshake_to_transmission(&server);
-        // The server may close before it has read everything; a refused write is fine.
-        let _ = stream.write_all(&bytes);
-        let _ = stream.shutdown(Shutdown::Write);
-        prop_assert!(closes(&mut stream), "the connection ends");
-        server_still_works(&server);
-        prop_assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+        send_and_close(&server, &mut stream, &bytes)?;
     }
 
     #[test]
@@ -151,11 +162,7 @@ proptest! {
         for (option, data) in &options {
             encode_option(&mut bytes, *option, data);
         }
-        let _ = stream.write_all(&bytes);
-        let _ = stream.shutdown(Shutdown::Write);
-        prop_assert!(closes(&mut stream), "the connection ends");
-        server_still_works(&server);
-        prop_assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+        send_and_close(&server, &mut stream, &bytes)?;
     }
 }
 
