@@ -8,6 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::{check_fails, succeed_bytes};
+use flashpipe_testkit::presets::write_tiny_spare_preset;
 use flashpipe_testkit::scratch::ScratchFolder;
 use serde_json::Value;
 
@@ -74,15 +75,7 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
     let store = folder.join("s.toml");
     // rad's pages carry the FTL's compact record (20 host spare bytes); a preset with
     // less spare is refused.
-    let rad = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../flashpipe-flash/presets/rad.toml"),
-    )
-    .unwrap();
-    std::fs::write(
-        folder.path().join("tiny-spare.toml"),
-        rad.replace("page_spare_bytes = 224", "page_spare_bytes = 210"),
-    )
-    .unwrap();
+    write_tiny_spare_preset(&folder.path().join("tiny-spare.toml"));
     let cases: [(&[&str], &str); 5] = [
         (
             &["--devices", "flash:nand9:f.img"],

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::flashpipe_ftl;
+use common::{check_fails, succeed_ftl};
 
 const SMALL: [&str; 6] = [
     "--blocks-per-chip",
@@ -19,13 +19,8 @@ const SMALL: [&str; 6] = [
 fn gc_wait_json_reports_waits_within_the_bound_when_paced() {
     let mut arguments = vec!["gc-wait", "--json"];
     arguments.extend(SMALL);
-    let output = flashpipe_ftl(&arguments);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).expect("JSON rows");
+    let stdout = succeed_ftl(&arguments);
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&stdout).expect("JSON rows");
     assert_eq!(rows.len(), 10);
     for row in rows.iter().filter(|row| row["pacing"] == "on") {
         let bound = row["host_write_wait_bound_us"].as_f64().expect("a bound");
@@ -47,12 +42,7 @@ fn experiments_draw_png_plots() {
         let path_text = path.to_str().expect("UTF-8 path");
         let mut arguments = vec![experiment, "--plot", path_text];
         arguments.extend(SMALL);
-        let output = flashpipe_ftl(&arguments);
-        assert!(
-            output.status.success(),
-            "{experiment}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        succeed_ftl(&arguments);
         let bytes = std::fs::read(&path).expect("the plot");
         assert_eq!(&bytes[1..4], b"PNG", "{experiment}");
     }
@@ -61,10 +51,7 @@ fn experiments_draw_png_plots() {
 
 #[test]
 fn a_plot_path_that_is_not_png_is_refused() {
-    let output = flashpipe_ftl(&["hotcold", "--plot", "chart.svg"]);
-    assert!(!output.status.success());
-    let message = String::from_utf8_lossy(&output.stderr);
-    assert!(message.contains(".png"), "{message}");
+    check_fails(&["ftl", "hotcold", "--plot", "chart.svg"], ".png");
     assert!(!std::path::Path::new("chart.svg").exists());
 }
 
@@ -76,13 +63,8 @@ const REFERENCE_COPY_PAGES_MAX: u64 = 3 * 2 + 8;
 
 #[test]
 fn a_copy_by_reference_programs_only_the_new_files_metadata() {
-    let output = flashpipe_ftl(&["copy", "--size", "64MiB", "--json"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let stdout = succeed_ftl(&["copy", "--size", "64MiB", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&stdout).expect("JSON");
     let by_reference = &report["by_reference"];
     assert_eq!(by_reference["blocks_by_reference"], 4096, "{report}");
     assert_eq!(by_reference["bytes_by_bytes"], 0, "{report}");

@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::flashpipe_ftl;
+use common::{check_fails, flashpipe_ftl, succeed_ftl};
 
 #[test]
 fn precondition_builds_the_steady_state_both_ways() {
     for method in ["direct", "slow"] {
-        let output = flashpipe_ftl(&[
+        let stdout = String::from_utf8(succeed_ftl(&[
             "precondition",
             "--preset",
             "minflash",
@@ -24,13 +24,8 @@ fn precondition_builds_the_steady_state_both_ways() {
             "3",
             "--blocks-per-plane",
             "16",
-        ]);
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "{method}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        ]))
+        .expect("UTF-8 output");
         assert!(stdout.contains("data blocks"), "{method}: {stdout}");
         assert!(stdout.contains("write amplification"), "{method}: {stdout}");
     }
@@ -38,15 +33,22 @@ fn precondition_builds_the_steady_state_both_ways() {
 
 #[test]
 fn precondition_refuses_a_fill_share_past_one() {
-    let output = flashpipe_ftl(&["precondition", "--fill", "1.5", "--blocks-per-plane", "16"]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("fill_share"), "{stderr}");
+    check_fails(
+        &[
+            "ftl",
+            "precondition",
+            "--fill",
+            "1.5",
+            "--blocks-per-plane",
+            "16",
+        ],
+        "fill_share",
+    );
 }
 
 #[test]
 fn emulate_prints_latency_beside_the_closed_form_and_the_lag() {
-    let output = flashpipe_ftl(&[
+    let stdout = String::from_utf8(succeed_ftl(&[
         "emulate",
         "--preset",
         "minflash",
@@ -58,13 +60,8 @@ fn emulate_prints_latency_beside_the_closed_form_and_the_lag() {
         "randread",
         "--blocks-per-plane",
         "16",
-    ]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ]))
+    .expect("UTF-8 output");
     assert!(stdout.contains("latency measured from outside"), "{stdout}");
     assert!(stdout.contains("closed form"), "{stdout}");
     assert!(stdout.contains("release lag"), "{stdout}");

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::process::{Child, Command};
 
-use common::{start_flashpipe, stop_with};
+use common::{check_fails, start_flashpipe, stop_with};
 
 fn flashpipe() -> Command {
     Command::new(env!("CARGO_BIN_EXE_flashpipe"))
@@ -87,14 +87,7 @@ fn bad_exports_and_non_loopback_addresses_are_refused() {
             "two exports",
         ),
     ] {
-        let output = flashpipe()
-            .args(["nbd", "serve"])
-            .args(&arguments)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{arguments:?} is refused");
-        assert!(stderr.contains(expected), "{arguments:?}: {stderr}");
+        check_fails(&[&["nbd", "serve"], &arguments[..]].concat(), expected);
     }
 }
 
@@ -265,14 +258,10 @@ fn tls_options_serve_nbds_beyond_loopback_and_bad_tls_input_is_refused() {
             "--insecure",
         ),
     ] {
-        let output = flashpipe()
-            .args(["nbd", "serve", "--export", "d=ram:1MiB"])
-            .args(&arguments)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{arguments:?} is refused");
-        assert!(stderr.contains(expected), "{arguments:?}: {stderr}");
+        check_fails(
+            &[&["nbd", "serve", "--export", "d=ram:1MiB"], &arguments[..]].concat(),
+            expected,
+        );
     }
     std::fs::remove_dir_all(&folder).unwrap();
 }

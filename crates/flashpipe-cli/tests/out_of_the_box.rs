@@ -26,6 +26,13 @@ fn without_shared(folder: &Path, arguments: &[&str]) -> Output {
         .expect("the flashpipe binary runs")
 }
 
+/// [`without_shared`] for a command that must succeed (its standard error printed if not).
+fn succeed_without_shared(folder: &Path, arguments: &[&str]) -> Output {
+    let output = without_shared(folder, arguments);
+    assert!(output.status.success(), "{}", stderr(&output));
+    output
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -56,8 +63,7 @@ fn first_labels(output: &Output) -> Vec<(String, String)> {
 #[test]
 fn the_demo_runs_language_id_and_sobel_without_shared_data() {
     let folder = fresh_folder("demo-no-shared");
-    let output = without_shared(&folder, &["demo", "--large-file-size", "4MiB"]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    let output = succeed_without_shared(&folder, &["demo", "--large-file-size", "4MiB"]);
     let text = stdout(&output);
     assert!(text.contains("shipped profile"), "{text}");
     let langid = text
@@ -81,8 +87,7 @@ fn the_demo_runs_language_id_and_sobel_without_shared_data() {
     assert!(text.contains("generated:rings.png"), "{text}");
     let last = text.lines().last().unwrap_or_default();
     assert!(last.starts_with("next: `flashpipe ls "), "{last}");
-    let listed = without_shared(&folder, &["ls", "demo-store/demo.toml", "generated:*"]);
-    assert!(listed.status.success(), "{}", stderr(&listed));
+    let listed = succeed_without_shared(&folder, &["ls", "demo-store/demo.toml", "generated:*"]);
     assert!(
         stdout(&listed).contains("generated:rings.png.edges.png"),
         "{}",
@@ -103,8 +108,7 @@ fn langid_uses_the_shipped_profile_without_options() {
         std::fs::write(folder.join(name), text).expect("write a text");
         arguments.push(name);
     }
-    let output = without_shared(&folder, &arguments);
-    assert!(output.status.success(), "{}", stderr(&output));
+    let output = succeed_without_shared(&folder, &arguments);
     let expected: Vec<(String, String)> = texts
         .iter()
         .map(|(name, _, language)| (name.to_string(), language.to_string()))
@@ -148,7 +152,7 @@ fn retraining_from_a_folder_of_text_files_is_one_command() {
     std::fs::write(corpus.join("eng.txt"), english).expect("write");
     std::fs::write(corpus.join("spa.txt"), spanish).expect("write");
     std::fs::write(corpus.join("notes.md"), "ignored").expect("write");
-    let output = without_shared(
+    let output = succeed_without_shared(
         &folder,
         &[
             "kernels",
@@ -160,11 +164,10 @@ fn retraining_from_a_folder_of_text_files_is_one_command() {
             "--json",
         ],
     );
-    assert!(output.status.success(), "{}", stderr(&output));
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(report["languages"], 2, "{report}");
     std::fs::write(folder.join("q.txt"), "el perro y el gato en la casa").expect("write");
-    let output = without_shared(
+    let output = succeed_without_shared(
         &folder,
         &[
             "kernels",
@@ -176,7 +179,6 @@ fn retraining_from_a_folder_of_text_files_is_one_command() {
             "--json",
         ],
     );
-    assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(
         first_labels(&output),
         [("q.txt".to_string(), "spa".to_string())],

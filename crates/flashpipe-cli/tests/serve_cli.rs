@@ -107,7 +107,7 @@ fn two_concurrent_clients_put_get_and_list_through_the_server() {
     let clients: Vec<_> = (0..2u64)
         .map(|client| {
             let store = store.clone();
-            let local = folder.join(&format!("client{client}.bin"));
+            let local = folder.join(format!("client{client}.bin"));
             std::thread::spawn(move || {
                 for round in 0..6u64 {
                     let index = client * 100 + round;
@@ -376,7 +376,7 @@ fn two_clients_putting_one_name_at_once_leave_one_whole_file() {
     let server = ServerProcess::start(&store, &[]);
     let sources: Vec<_> = (0..2u64)
         .map(|client| {
-            let path = folder.join(&format!("source{client}.bin"));
+            let path = folder.join(format!("source{client}.bin"));
             std::fs::write(&path, file_contents(50 + client, 6 << 20)).unwrap();
             path
         })

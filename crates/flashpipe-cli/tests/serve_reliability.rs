@@ -88,7 +88,7 @@ fn start_load(
         .map(|client| {
             let (store, stop, record) =
                 (store.to_path_buf(), Arc::clone(stop), Arc::clone(&record));
-            let local = folder.join(&format!("load{client}.bin"));
+            let local = folder.join(format!("load{client}.bin"));
             std::thread::spawn(move || {
                 let mut round = 0u64;
                 while !stop.load(Ordering::SeqCst) {

@@ -12,7 +12,7 @@ const DES_KEY: &str = "key=0123456789abcdef";
 
 fn put_inputs(store: &std::path::Path, folder: &TestFolder) {
     for (index, name) in ["data:a", "data:b", "data:c"].iter().enumerate() {
-        let local = folder.join(&format!("local-{index}.bin"));
+        let local = folder.join(format!("local-{index}.bin"));
         std::fs::write(
             &local,
             file_contents(index as u64, 150_000 + index * 70_001),

@@ -31,6 +31,29 @@ fn pattern(length: usize, seed: u64) -> Vec<u8> {
     (0..length).map(|_| generator.next_u64() as u8).collect()
 }
 
+/// `name`'s whole contents through `read_stream` (`chunk_bytes` a command, `in_flight` at once).
+fn read_whole(
+    client: &mut flashpipe_engine::EngineClient,
+    name: &str,
+    chunk_bytes: u64,
+    in_flight: usize,
+) -> Vec<u8> {
+    let mut back = Vec::new();
+    client
+        .read_stream(
+            name,
+            &mut |chunk| {
+                back.extend_from_slice(chunk);
+                Ok(())
+            },
+            chunk_bytes,
+            in_flight,
+            &mut |_| {},
+        )
+        .unwrap();
+    back
+}
+
 fn write_file(client: &mut flashpipe_engine::EngineClient, name: &str, bytes: &[u8]) {
     client
         .call(Command::Create {
@@ -312,19 +335,7 @@ fn streams_round_trip_and_survive_shutdown() {
     client
         .write_stream("big", &mut &bytes[..500_000], 65536, 4, &mut |_| {})
         .unwrap();
-    let mut back = Vec::new();
-    client
-        .read_stream(
-            "big",
-            &mut |chunk| {
-                back.extend_from_slice(chunk);
-                Ok(())
-            },
-            65536,
-            8,
-            &mut |_| {},
-        )
-        .unwrap();
+    let back = read_whole(&mut client, "big", 65536, 8);
     assert!(back == bytes[..500_000]);
     let filesystem = engine.shutdown().unwrap();
     let device = filesystem.unmount().unwrap();
@@ -345,19 +356,7 @@ fn empty_and_tiny_files_read_back() {
     assert!(read(&mut client, "empty", 0, 0).unwrap().is_empty());
     write_file(&mut client, "one", b"x");
     assert_eq!(read(&mut client, "one", 0, 1).unwrap(), b"x");
-    let mut back = Vec::new();
-    client
-        .read_stream(
-            "empty",
-            &mut |chunk| {
-                back.extend_from_slice(chunk);
-                Ok(())
-            },
-            4096,
-            2,
-            &mut |_| {},
-        )
-        .unwrap();
+    let back = read_whole(&mut client, "empty", 4096, 2);
     assert!(back.is_empty());
 }
 
@@ -415,19 +414,7 @@ fn queued_writes_from_many_clients_batch_and_each_answer_its_own() {
     for handle in handles {
         let (name, expected) = handle.join().unwrap();
         let mut client = engine.client(8);
-        let mut back = Vec::new();
-        client
-            .read_stream(
-                &name,
-                &mut |chunk| {
-                    back.extend_from_slice(chunk);
-                    Ok(())
-                },
-                65536,
-                8,
-                &mut |_| {},
-            )
-            .unwrap();
+        let back = read_whole(&mut client, &name, 65536, 8);
         assert!(back == expected, "{name} differs after batched writes");
     }
     engine.shutdown().unwrap();

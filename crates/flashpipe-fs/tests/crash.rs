@@ -24,7 +24,7 @@ use flashpipe_device::sim::{FaultConfig, SimDiskConfig, SimWorld};
 use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation, RamDisk, SplitMix64};
 use flashpipe_fs::{FileIoError, Filesystem, FormatOptions, Structure};
 use flashpipe_testkit::formatted::format_fs;
-use flashpipe_testkit::fs_workload::{check_recovered, FsWorkload, WorkloadShape};
+use flashpipe_testkit::fs_workload::{check_clean, check_recovered, FsWorkload, WorkloadShape};
 use flashpipe_testkit::seeds::run_seeds;
 
 /// The simulated disks under a run: one disk, or a stripe of two.
@@ -107,14 +107,7 @@ fn run_seed(seed: u64) -> Tally {
         .metadata_blocks()
         .iter()
         .any(|&(structure, _)| structure == Structure::Log);
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck after crash: {:#?}",
-        report.findings
-    );
+    check_clean(&mut fs, seed, "after crash");
     let (_, matches_commit) = check_recovered(
         &mut fs,
         &run.committed,
@@ -130,14 +123,7 @@ fn run_seed(seed: u64) -> Tally {
     }
     fs.flush()
         .unwrap_or_else(|error| panic!("seed {seed}: flush after recovery: {error}"));
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck after recovery: {:#?}",
-        report.findings
-    );
+    check_clean(&mut fs, seed, "after recovery");
     Tally {
         runs: 1,
         striped: u64::from(layout.members > 1),
@@ -154,28 +140,14 @@ fn run_seed(seed: u64) -> Tally {
     }
 }
 
-/// What a campaign exercised, printed at its end.
-#[derive(Debug, Default)]
-struct Tally {
-    runs: u64,
-    striped: u64,
-    crashed_in_operation: u64,
-    crashed_in_flush: u64,
-    recovered_flush_in_progress: u64,
-    /// Recoveries whose commit was a log record on top of a checkpoint (format v3).
-    recovered_by_replaying_a_log: u64,
-    torn_blocks: u64,
-}
-
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        self.runs += other.runs;
-        self.striped += other.striped;
-        self.crashed_in_operation += other.crashed_in_operation;
-        self.crashed_in_flush += other.crashed_in_flush;
-        self.recovered_flush_in_progress += other.recovered_flush_in_progress;
-        self.recovered_by_replaying_a_log += other.recovered_by_replaying_a_log;
-        self.torn_blocks += other.torn_blocks;
+flashpipe_testkit::tally! {
+    /// What a campaign exercised, printed at its end.
+    struct Tally {
+        runs: u64, striped: u64, crashed_in_operation: u64, crashed_in_flush: u64,
+        recovered_flush_in_progress: u64,
+        /// Recoveries whose commit was a log record on top of a checkpoint (format v3).
+        recovered_by_replaying_a_log: u64,
+        torn_blocks: u64,
     }
 }
 
@@ -252,14 +224,7 @@ fn power_cut_and_check(
     world.restart();
     let mut copy = Filesystem::mount(durable_copy(world, 512, device_blocks))
         .unwrap_or_else(|error| panic!("seed {seed}: mount {when}: {error}"));
-    let report = copy
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck {when}: {:#?}",
-        report.findings
-    );
+    check_clean(&mut copy, seed, when);
     check_recovered(
         &mut copy,
         &run.committed,

@@ -6,7 +6,7 @@
 
 mod support;
 
-use flashpipe_device::{conformance, run_one, BlockDevice, IoBuf, Operation};
+use flashpipe_device::{conformance, run_one, BlockDevice, Operation};
 use flashpipe_flash::FlashConfig;
 use flashpipe_ftl::layout::{
     check_spare_layout, uses_compact_spare, PageKind, SpareRecord, COMPACT_SPARE_RECORD_BYTES,
@@ -141,17 +141,7 @@ fn an_ftl_on_compact_spares_mounts_after_a_power_cut_with_its_writes() {
     // pages are written on compact spares too.
     for round in 0..4u8 {
         for logical in 0..logical_pages {
-            let data = IoBuf::from_slice(&vec![round ^ logical as u8; page]);
-            run_one(
-                &mut ftl,
-                Operation::Write {
-                    first_block: logical,
-                    buffer: data,
-                },
-            )
-            .expect("write")
-            .status
-            .expect("written");
+            support::fill_page(&mut ftl, logical, round ^ logical as u8);
         }
     }
     run_one(
@@ -168,16 +158,7 @@ fn an_ftl_on_compact_spares_mounts_after_a_power_cut_with_its_writes() {
     let backend = ftl.into_backend();
     let (mut ftl, _) = Ftl::mount(backend, support::test_options(8)).expect("mount");
     for logical in 0..logical_pages {
-        let data = run_one(
-            &mut ftl,
-            Operation::Read {
-                first_block: logical,
-                buffer: IoBuf::zeroed(page),
-            },
-        )
-        .expect("read")
-        .buffer
-        .expect("buffer");
+        let data = support::read_pages(&mut ftl, logical, page);
         let expected = if (3..5).contains(&logical) {
             0
         } else {

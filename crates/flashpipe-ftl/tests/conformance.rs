@@ -2,7 +2,7 @@
 
 mod support;
 
-use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
+use flashpipe_device::BlockDevice;
 
 #[test]
 fn ftl_passes_the_block_device_conformance_suite() {
@@ -16,42 +16,16 @@ fn unmapped_reads_are_zeros_and_writes_read_back_after_overwrites() {
     let mut ftl = support::small_ftl(16);
     let block_count = ftl.info().block_count;
     let page = ftl.info().block_size_bytes as usize;
-    let zeros = run_one(
-        &mut ftl,
-        Operation::Read {
-            first_block: 3,
-            buffer: IoBuf::zeroed(page * 2),
-        },
-    )
-    .expect("read")
-    .buffer
-    .expect("buffer");
+    let zeros = support::read_pages(&mut ftl, 3, page * 2);
     assert!(zeros.iter().all(|&byte| byte == 0));
     for round in 0..6u8 {
         for logical in (0..block_count).step_by(3) {
-            let buffer = IoBuf::from_slice(&vec![round ^ logical as u8; page]);
-            run_one(
-                &mut ftl,
-                Operation::Write {
-                    first_block: logical,
-                    buffer,
-                },
-            )
-            .expect("write");
+            support::fill_page(&mut ftl, logical, round ^ logical as u8);
         }
         ftl.check_invariants().expect("invariants");
     }
     for logical in (0..block_count).step_by(3) {
-        let data = run_one(
-            &mut ftl,
-            Operation::Read {
-                first_block: logical,
-                buffer: IoBuf::zeroed(page),
-            },
-        )
-        .expect("read")
-        .buffer
-        .expect("buffer");
+        let data = support::read_pages(&mut ftl, logical, page);
         assert!(
             data.iter().all(|&byte| byte == 5 ^ logical as u8),
             "logical {logical}"

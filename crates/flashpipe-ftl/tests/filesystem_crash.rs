@@ -31,7 +31,7 @@ use flashpipe_flash::{Ack, CommandKind, FlashAddress, FlashConfig, FlashRequest,
 use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, PowerCutReport, VictimPolicy};
 use flashpipe_testkit::fs_workload::{
-    check_recovered, contents, describe, FsWorkload, Model, WorkloadShape,
+    check_clean, check_recovered, contents, describe, FsWorkload, Model, WorkloadShape,
 };
 use flashpipe_testkit::seeds::run_seeds;
 
@@ -239,44 +239,33 @@ impl BlockDevice for PowerFailingDevice {
     }
 }
 
-/// What a campaign exercised, printed at its end.
-#[derive(Debug, Default)]
-struct Tally {
-    runs: u64,
-    hostile_flash_runs: u64,
-    crashed_in_operation: u64,
-    crashed_in_flush: u64,
-    recovered_flush_in_progress: u64,
-    power_cut: PowerCutReport,
-    power_cuts_during_mount: u64,
-    operations_replayed: u64,
-    unreadable_pages_at_mount: u64,
-    gc_victims: u64,
-    checkpoints_written: u64,
-    grown_bad_blocks: u64,
-    programs_reissued: u64,
+flashpipe_testkit::tally! {
+    /// What a campaign exercised, printed at its end.
+    struct Tally {
+        runs: u64, hostile_flash_runs: u64, crashed_in_operation: u64, crashed_in_flush: u64,
+        recovered_flush_in_progress: u64, power_cut: PowerCuts, power_cuts_during_mount: u64,
+        operations_replayed: u64, unreadable_pages_at_mount: u64, gc_victims: u64,
+        checkpoints_written: u64, grown_bad_blocks: u64, programs_reissued: u64,
+    }
 }
 
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        self.runs += other.runs;
-        self.hostile_flash_runs += other.hostile_flash_runs;
-        self.crashed_in_operation += other.crashed_in_operation;
-        self.crashed_in_flush += other.crashed_in_flush;
-        self.recovered_flush_in_progress += other.recovered_flush_in_progress;
-        let cut = &mut self.power_cut;
-        cut.programs_completed += other.power_cut.programs_completed;
-        cut.programs_torn += other.power_cut.programs_torn;
-        cut.programs_lost += other.power_cut.programs_lost;
-        cut.erases_interrupted += other.power_cut.erases_interrupted;
-        cut.reads_dropped += other.power_cut.reads_dropped;
-        self.power_cuts_during_mount += other.power_cuts_during_mount;
-        self.operations_replayed += other.operations_replayed;
-        self.unreadable_pages_at_mount += other.unreadable_pages_at_mount;
-        self.gc_victims += other.gc_victims;
-        self.checkpoints_written += other.checkpoints_written;
-        self.grown_bad_blocks += other.grown_bad_blocks;
-        self.programs_reissued += other.programs_reissued;
+flashpipe_testkit::tally! {
+    /// The power cuts' reports, added up.
+    struct PowerCuts {
+        programs_completed: u32, programs_torn: u32, programs_lost: u32,
+        erases_interrupted: u32, reads_dropped: u32,
+    }
+}
+
+impl From<PowerCutReport> for PowerCuts {
+    fn from(report: PowerCutReport) -> PowerCuts {
+        PowerCuts {
+            programs_completed: report.programs_completed,
+            programs_torn: report.programs_torn,
+            programs_lost: report.programs_lost,
+            erases_interrupted: report.erases_interrupted,
+            reads_dropped: report.reads_dropped,
+        }
     }
 }
 
@@ -349,7 +338,7 @@ fn power_cycle(
         panic!("seed {seed}: FTL invariants after mount: {problem}");
     }
     let tally = Tally {
-        power_cut,
+        power_cut: PowerCuts::from(power_cut),
         power_cuts_during_mount: u64::from(cut_in_mount),
         operations_replayed: report.operations_replayed,
         unreadable_pages_at_mount: report.unreadable_pages,
@@ -366,14 +355,7 @@ fn mount_and_check_clean(ftl: Ftl, seed: u64, when: &str) -> (Filesystem, Shared
     let (device, shared, _switch) = PowerFailingDevice::new(ftl);
     let mut fs = Filesystem::mount(Box::new(device))
         .unwrap_or_else(|error| panic!("seed {seed}: file-system mount {when}: {error}"));
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck {when}: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck {when}: {:#?}",
-        report.findings
-    );
+    check_clean(&mut fs, seed, when);
     (fs, shared)
 }
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
-use common::{pattern_bytes, wait_until, RawClient, TestServer};
+use common::{pattern_bytes, request_header_bytes, wait_until, RawClient, TestServer};
 use flashpipe_nbd::server::{NbdServer, ServerConfig, ServerLimits, ServerStartError};
 use flashpipe_nbd::wire::*;
 use proptest::prelude::*;
@@ -53,6 +53,22 @@ fn closes(stream: &mut TcpStream) -> bool {
 }
 
 /// A fresh connection writes, flushes and reads back through the server.
+/// Writes `bytes` and closes the writing half: the connection must end, the server go on
+/// serving others, and nothing panic.
+fn send_and_close(
+    server: &TestServer,
+    stream: &mut TcpStream,
+    bytes: &[u8],
+) -> Result<(), TestCaseError> {
+    // The server may close before it has read everything; a refused write is fine.
+    let _ = stream.write_all(bytes);
+    let _ = stream.shutdown(Shutdown::Write);
+    prop_assert!(closes(stream), "the connection ends");
+    server_still_works(server);
+    prop_assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+    Ok(())
+}
+
 fn server_still_works(server: &TestServer) {
     let mut client = RawClient::connect(server.connect_tcp(), "disk", true);
     let data = pattern_bytes(3, 4096);
@@ -86,16 +102,13 @@ fn arbitrary_bytes_after_handshake() -> impl Strategy<Value = Vec<u8>> {
         any::<u32>(),
     )
         .prop_map(|(flags, command, cookie, offset_bytes, length_bytes)| {
-            let mut bytes = Vec::new();
-            RequestHeader {
+            request_header_bytes(
                 flags,
                 command,
                 cookie,
                 offset_bytes,
-                length_bytes: length_bytes % (64 * 1024),
-            }
-            .encode(&mut bytes);
-            bytes
+                length_bytes % (64 * 1024),
+            )
         });
     let noise = proptest::collection::vec(any::<u8>(), 0..200);
     proptest::collection::vec(prop_oneof![header, noise], 0..12).prop_map(|parts| parts.concat())
@@ -135,12 +148,7 @@ proptest! {
         count_panics();
         let server = TestServer::ram(&[("disk", 2 * MIB)]);
         let mut stream = handshake_to_transmission(&server);
-        // The server may close before it has read everything; a refused write is fine.
-        let _ = stream.write_all(&bytes);
-        let _ = stream.shutdown(Shutdown::Write);
-        prop_assert!(closes(&mut stream), "the connection ends");
-        server_still_works(&server);
-        prop_assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+        send_and_close(&server, &mut stream, &bytes)?;
     }
 
     #[test]
@@ -154,11 +162,7 @@ proptest! {
         for (option, data) in &options {
             encode_option(&mut bytes, *option, data);
         }
-        let _ = stream.write_all(&bytes);
-        let _ = stream.shutdown(Shutdown::Write);
-        prop_assert!(closes(&mut stream), "the connection ends");
-        server_still_works(&server);
-        prop_assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+        send_and_close(&server, &mut stream, &bytes)?;
     }
 }
 
@@ -557,19 +561,7 @@ fn a_device_of_queue_depth_one_serves_many_requests_in_flight_through_the_backlo
         .map(|_| RawClient::connect(server.connect_tcp(), "disk", true))
         .collect();
     for (index, client) in clients.iter_mut().enumerate() {
-        for block in 0..16u64 {
-            let offset = (index as u64 * 16 + block) * 8192;
-            let data = pattern_bytes(offset, 8192);
-            client.send(CMD_WRITE, CMD_FLAG_FUA, block, offset, 8192, &data);
-        }
-        client.send(
-            CMD_WRITE_ZEROES,
-            CMD_FLAG_NO_HOLE,
-            99,
-            3 * MIB,
-            MIB as u32,
-            &[],
-        );
+        client.send_pipelined_writes(index as u64);
     }
     for client in &mut clients {
         for _ in 0..17 {

@@ -48,25 +48,7 @@ fn pipelined_writes_then_reads(server: &TestServer) {
         .map(|structured| RawClient::connect(server.connect_tcp(), "disk", structured))
         .collect();
     for (index, client) in clients.iter_mut().enumerate() {
-        for block in 0..16u64 {
-            let offset = (index as u64 * 16 + block) * 8192;
-            client.send(
-                CMD_WRITE,
-                CMD_FLAG_FUA,
-                block,
-                offset,
-                8192,
-                &pattern_bytes(offset, 8192),
-            );
-        }
-        client.send(
-            CMD_WRITE_ZEROES,
-            CMD_FLAG_NO_HOLE,
-            99,
-            3 * MIB,
-            MIB as u32,
-            &[],
-        );
+        client.send_pipelined_writes(index as u64);
     }
     for client in &mut clients {
         let mut cookies: Vec<u64> = (0..17)

@@ -17,7 +17,7 @@ use flashpipe_nbd::client::{
     ReconnectDurability, SimLinkConfig, SimNbdDevice, SimNbdDeviceConfig, SimNetwork,
     SimNetworkCounters, SimNodeConfig,
 };
-use flashpipe_testkit::fs_workload::{contents, describe, FsWorkload, WorkloadShape};
+use flashpipe_testkit::fs_workload::{check_clean, contents, describe, FsWorkload, WorkloadShape};
 use flashpipe_testkit::seeds::run_seeds;
 
 const FS_BLOCK_BYTES: u32 = 4096;
@@ -126,14 +126,7 @@ fn run_seed(seed: u64) -> (SimNetworkCounters, u64) {
 
     let mut fs = Filesystem::mount(open_stack(&network, &layout))
         .unwrap_or_else(|error| panic!("seed {seed}: remount: {error}"));
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck: {:#?}",
-        report.findings
-    );
+    check_clean(&mut fs, seed, "after the remount");
     let found = contents(&mut fs, seed);
     assert!(
         found == model,
@@ -458,14 +451,7 @@ fn run_restart_seed(seed: u64) -> bool {
     drop(run);
     let mut fs = Filesystem::mount(open_stack(&network, &layout))
         .unwrap_or_else(|error| panic!("seed {seed}: remount: {error}"));
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck: {:#?}",
-        report.findings
-    );
+    check_clean(&mut fs, seed, "after the remount");
     let found = contents(&mut fs, seed);
     if flushed.is_ok() {
         assert!(found == target, "seed {seed}: a clean flush lost files");

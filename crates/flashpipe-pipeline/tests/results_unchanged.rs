@@ -6,9 +6,12 @@
 //! the in-memory driver gives, whatever the credits, readers and writes in flight. No timing
 //! is asserted; a failing seed prints the line that replays it.
 
+mod common;
+
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use common::in_memory_summary;
 use flashpipe_device::{RamDisk, SplitMix64};
 use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_kernels::api::Kernel;
@@ -16,7 +19,9 @@ use flashpipe_kernels::driver::{run_on_bytes, DrivePlan};
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_kernels::sobel::{encode_gray_png, GrayImage};
 use flashpipe_pipeline::run::PipelineJob;
-use flashpipe_pipeline::{run_pipeline, OutputTarget, PipelineConfig};
+use flashpipe_pipeline::{
+    run_pipeline, OutputTarget, PipelineConfig, PipelineError, PipelineResult,
+};
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
 
@@ -111,6 +116,23 @@ fn store_of(files: &Files) -> Engine {
     Engine::start(filesystem, engine_config())
 }
 
+/// Runs `kernel` over `names` on `engine` with `config` (never cancelled).
+fn run_job(
+    engine: &Engine,
+    kernel: &Arc<dyn Kernel>,
+    names: &[String],
+    config: &PipelineConfig,
+) -> Result<PipelineResult, PipelineError> {
+    run_pipeline(PipelineJob {
+        engine,
+        engine_config: &engine_config(),
+        kernel: Arc::clone(kernel),
+        files: names,
+        config,
+        cancel: Arc::new(AtomicBool::new(false)),
+    })
+}
+
 fn contents(engine: &Engine, name: &str) -> Vec<u8> {
     let mut client = engine.client(4);
     let mut bytes = Vec::new();
@@ -171,15 +193,8 @@ fn check_kernel(kernel_name: &str, seed: u64) {
             writes_in_flight,
             output: OutputTarget::StoreFiles(outputs.clone()),
         };
-        let result = run_pipeline(PipelineJob {
-            engine: &engine,
-            engine_config: &engine_config(),
-            kernel: Arc::clone(&kernel),
-            files: &names,
-            config: &config,
-            cancel: Arc::new(AtomicBool::new(false)),
-        })
-        .unwrap_or_else(|error| panic!("{kernel_name} with {credits} credits: {error}"));
+        let result = run_job(&engine, &kernel, &names, &config)
+            .unwrap_or_else(|error| panic!("{kernel_name} with {credits} credits: {error}"));
         assert!(result.report.max_chunks_in_flight <= credits);
         for ((output, stream), outcome) in outputs.iter().zip(&expected).zip(&result.files) {
             assert_eq!(outcome.output_bytes, stream.len() as u64, "{output}");
@@ -229,29 +244,15 @@ fn tiny_files_in_batches_that_leave_files_out_are_each_read_once() {
                 writes_in_flight: 2,
                 output: OutputTarget::Discard,
             };
-            let result = run_pipeline(PipelineJob {
-                engine: &engine,
-                engine_config: &engine_config(),
-                kernel: Arc::clone(&kernel),
-                files: &names,
-                config: &config,
-                cancel: Arc::new(AtomicBool::new(false)),
-            })
-            .unwrap_or_else(|error| panic!("{credits} credits: {error}"));
+            let result = run_job(&engine, &kernel, &names, &config)
+                .unwrap_or_else(|error| panic!("{credits} credits: {error}"));
             assert!(result.report.max_chunks_in_flight <= credits);
             assert_eq!(
                 result.report.input_bytes,
                 files.iter().map(|(_, d)| d.len() as u64).sum::<u64>()
             );
             for ((name, data), outcome) in files.iter().zip(&result.files) {
-                let expected = run_on_bytes(
-                    kernel.as_ref(),
-                    name,
-                    data,
-                    DrivePlan::single(4096),
-                    &mut Vec::new(),
-                )
-                .expect("reference");
+                let expected = in_memory_summary(kernel.as_ref(), name, data);
                 assert_eq!(&outcome.name, name);
                 assert_eq!(outcome.summary, expected, "{name}");
             }

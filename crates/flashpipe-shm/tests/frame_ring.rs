@@ -3,10 +3,10 @@
 //! (the producer waking the consumer only when it parked), and a round trip with a child
 //! process (this test binary run again with [`CHILD_SOCKET_VARIABLE`] set) over two rings.
 
+mod child;
+
+use child::{connect_to_parent, start_child_side, ChildSide};
 use std::os::fd::OwnedFd;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
-use std::process::Command;
 
 use flashpipe_base::SplitMix64;
 use flashpipe_shm::ring::{attach_received_ring, RING_HEADER_BYTES};
@@ -184,17 +184,11 @@ fn a_producer_thread_wakes_a_consumer_thread_only_when_it_parked() {
 
 #[test]
 fn a_child_process_answers_over_two_rings() {
-    let folder = tempfile::tempdir().unwrap();
-    let socket_path = folder.path().join("rings.sock");
-    let listener = UnixListener::bind(&socket_path).unwrap();
     let mut requests = FrameRing::create(CAPACITY_BYTES).unwrap();
     let mut replies = FrameRing::create(CAPACITY_BYTES).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["child_side", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_SOCKET_VARIABLE, &socket_path)
-        .spawn()
-        .unwrap();
-    let (stream, _) = listener.accept().unwrap();
+    let ChildSide {
+        stream, mut child, ..
+    } = start_child_side(CHILD_SOCKET_VARIABLE);
     send_with_fds(&stream, b"rings", &[requests.as_fd(), replies.as_fd()]).unwrap();
     let mut generator = SplitMix64::new(3);
     for index in 0..ROUND_TRIPS {
@@ -214,10 +208,9 @@ fn a_child_process_answers_over_two_rings() {
 /// The child's side: reverses every request into a reply until the requests close.
 #[test]
 fn child_side() {
-    let Some(socket_path) = std::env::var_os(CHILD_SOCKET_VARIABLE) else {
+    let Some(stream) = connect_to_parent(CHILD_SOCKET_VARIABLE) else {
         return;
     };
-    let stream = UnixStream::connect(Path::new(&socket_path)).unwrap();
     let mut buffer = [0u8; 8];
     let (_, fds) = receive_with_fds(&stream, &mut buffer, 2).unwrap();
     let [requests_fd, replies_fd]: [OwnedFd; 2] = fds.try_into().unwrap();

@@ -3,10 +3,9 @@
 //! the descriptor over a Unix socket, maps it, checks what the parent wrote and writes an
 //! answer the parent then sees in its own mapping.
 
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
-use std::process::Command;
+mod child;
 
+use child::{connect_to_parent, start_child_side, ChildSide};
 use flashpipe_shm::{receive_with_fds, send_with_fds, MapAccess, SharedMapping, SharedMemory};
 
 /// Set in the child: the socket path it connects to.
@@ -20,9 +19,6 @@ const CHILD_BYTES: &[u8] = b"written by the child";
 
 #[test]
 fn a_child_process_maps_the_region_it_receives() {
-    let folder = tempfile::tempdir().unwrap();
-    let socket_path = folder.path().join("region.sock");
-    let listener = UnixListener::bind(&socket_path).unwrap();
     let memory = SharedMemory::create("test-child-process", REGION_BYTES).unwrap();
     // SAFETY: in bounds; no other borrow of the region exists in this process.
     unsafe {
@@ -32,12 +28,9 @@ fn a_child_process_maps_the_region_it_receives() {
             PARENT_BYTES.len(),
         )
     };
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["child_side", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_SOCKET_VARIABLE, &socket_path)
-        .spawn()
-        .unwrap();
-    let (stream, _) = listener.accept().unwrap();
+    let ChildSide {
+        stream, mut child, ..
+    } = start_child_side(CHILD_SOCKET_VARIABLE);
     send_with_fds(&stream, b"region", &[memory.as_fd()]).unwrap();
     let mut answer = [0u8; 16];
     let (length, _) = receive_with_fds(&stream, &mut answer, 0).unwrap();
@@ -53,14 +46,9 @@ fn a_child_process_maps_the_region_it_receives() {
 /// The child's side; does nothing when run as an ordinary test.
 #[test]
 fn child_side() {
-    let Some(socket_path) = std::env::var_os(CHILD_SOCKET_VARIABLE) else {
+    let Some(stream) = connect_to_parent(CHILD_SOCKET_VARIABLE) else {
         return;
     };
-    run_child(Path::new(&socket_path));
-}
-
-fn run_child(socket_path: &Path) {
-    let stream = UnixStream::connect(socket_path).unwrap();
     let mut buffer = [0u8; 16];
     let (length, mut fds) = receive_with_fds(&stream, &mut buffer, 1).unwrap();
     assert_eq!(&buffer[..length], b"region");

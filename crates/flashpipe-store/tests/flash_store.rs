@@ -3,6 +3,7 @@
 //! would and read back identical; bad descriptions are refused before anything changes;
 //! the flash store device passes the block-device contract.
 
+use flashpipe_testkit::presets::write_tiny_spare_preset;
 use flashpipe_testkit::scratch::ScratchFolder;
 use std::path::{Path, PathBuf};
 
@@ -229,15 +230,7 @@ fn bad_flash_devices_are_refused_and_change_nothing() {
             "host spare bytes; the FTL needs at least 20",
         ),
     ];
-    let rad = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../flashpipe-flash/presets/rad.toml"),
-    )
-    .unwrap();
-    std::fs::write(
-        folder.path().join("tiny-spare.toml"),
-        rad.replace("page_spare_bytes = 224", "page_spare_bytes = 210"),
-    )
-    .unwrap();
+    write_tiny_spare_preset(&folder.path().join("tiny-spare.toml"));
     for (spec, block_size_bytes, creation, expected_fragment) in cases {
         check_refused(&folder, spec, block_size_bytes, creation, expected_fragment);
     }

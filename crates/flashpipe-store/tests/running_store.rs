@@ -10,21 +10,28 @@ use flashpipe_device::IoBuf;
 use flashpipe_engine::{Command, EngineClient, Reply};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_store::store::{open_store_device, DeviceCreation};
-use flashpipe_store::store_config::{parse_device_list, StoreConfig, STORE_FILE_VERSION};
+use flashpipe_store::store_config::{
+    parse_device_list, DeviceSpec, StoreConfig, STORE_FILE_VERSION,
+};
 use flashpipe_store::{LockWait, RunningStore, StoreAccess, StoreOpenError};
 use flashpipe_testkit::scratch::ScratchFolder;
 
-/// Makes a store of two striped file devices in `folder`, as mkfs does; returns its file.
-fn make_file_store(folder: &ScratchFolder, devices: &str) -> PathBuf {
-    let store_file = folder.path().join("store.toml");
-    let config = StoreConfig {
+/// A store of `devices` with 4 KiB blocks, 64 KiB stripe units and queue depth 16.
+fn store_config(devices: Vec<DeviceSpec>) -> StoreConfig {
+    StoreConfig {
         store_file_version: STORE_FILE_VERSION,
         identity: None,
         block_size_bytes: 4096,
         stripe_unit_bytes: 64 << 10,
         queue_depth: 16,
-        devices: parse_device_list(devices, Some(4 << 20)).expect("device list"),
-    };
+        devices,
+    }
+}
+
+/// Makes a store of two striped file devices in `folder`, as mkfs does; returns its file.
+fn make_file_store(folder: &ScratchFolder, devices: &str) -> PathBuf {
+    let store_file = folder.path().join("store.toml");
+    let config = store_config(parse_device_list(devices, Some(4 << 20)).expect("device list"));
     config.validate(&store_file).expect("valid store");
     let opened = open_store_device(&config, &store_file, DeviceCreation::CreateMissing)
         .expect("devices created");
@@ -119,14 +126,7 @@ fn a_store_opens_changes_commits_and_reads_back_read_only() {
 fn a_store_naming_ram_devices_is_refused() {
     let folder = ScratchFolder::new("running-store-ram");
     let store_file = folder.path().join("store.toml");
-    let config = StoreConfig {
-        store_file_version: STORE_FILE_VERSION,
-        identity: None,
-        block_size_bytes: 4096,
-        stripe_unit_bytes: 64 << 10,
-        queue_depth: 16,
-        devices: parse_device_list("ram:4MiB", None).expect("device list"),
-    };
+    let config = store_config(parse_device_list("ram:4MiB", None).expect("device list"));
     config.save_new(&store_file).expect("store file written");
     let error = open(&store_file, StoreAccess::ReadOnly)
         .err()

@@ -511,6 +511,19 @@ pub fn contents(fs: &mut Filesystem, seed: u64) -> Model {
     found
 }
 
+/// Runs fsck on `fs`; panics naming `seed` and `when` (say "after the crash") unless it
+/// ran and found nothing.
+pub fn check_clean(fs: &mut Filesystem, seed: u64, when: &str) {
+    let report = fs
+        .check()
+        .unwrap_or_else(|error| panic!("seed {seed}: fsck {when}: {error}"));
+    assert!(
+        report.is_clean(),
+        "seed {seed}: fsck {when}: {:#?}",
+        report.findings
+    );
+}
+
 /// Names and sizes, for failure messages.
 pub fn describe(model: &Model) -> Vec<(String, usize)> {
     model

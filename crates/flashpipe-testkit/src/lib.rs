@@ -8,17 +8,21 @@
 //!   cuts) both drive it.
 //! - [`hooked`]: a block device wrapped with test hooks (count requests, refuse some, hold
 //!   completions back until waited for).
+//! - [`presets`]: flash presets a test writes (a shipped one changed in one line).
 //! - [`scratch`]: a scratch folder per test, removed when dropped, with a listing to check
 //!   that refused input changed nothing.
 //! - [`seeds`]: which seeds a campaign runs (`FLASHPIPE_SEED`, `FLASHPIPE_SEEDS`, a random
 //!   printed base under `FLASHPIPE_LONG=1`) and the
 //!   replay line printed when one fails.
+//! - [`tally`]: the counters a crash campaign adds up over its seeds ([`tally!`]).
 //! - [`tools`]: tools a test drives but the project does not build; a missing one skips the
 //!   test with a message, or fails it under `FLASHPIPE_REQUIRE_TOOLS=1` (CI).
 
 pub mod formatted;
 pub mod fs_workload;
 pub mod hooked;
+pub mod presets;
 pub mod scratch;
 pub mod seeds;
+pub mod tally;
 pub mod tools;

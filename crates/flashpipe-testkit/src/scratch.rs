@@ -1,5 +1,6 @@
 //! [`ScratchFolder`]: a fresh folder for one test, removed when dropped, with the listing
-//! a "bad input changes nothing" check compares before and after.
+//! a "bad input changes nothing" check compares before and after; [`TestFolder`]: the same
+//! fresh folder, kept with its path printed when the test fails.
 
 use std::path::{Path, PathBuf};
 
@@ -10,10 +11,7 @@ pub struct ScratchFolder(PathBuf);
 impl ScratchFolder {
     /// Creates `flashpipe-<name>-<pid>` in the temporary folder, emptied if it exists.
     pub fn new(name: &str) -> ScratchFolder {
-        let path = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("scratch folder");
-        ScratchFolder(path)
+        ScratchFolder(fresh_path(name))
     }
 
     /// The folder.
@@ -47,6 +45,55 @@ impl ScratchFolder {
 
 impl Drop for ScratchFolder {
     fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Creates `flashpipe-<name>-<pid>` in the temporary folder, emptied if it exists.
+fn fresh_path(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&path);
+    std::fs::create_dir_all(&path).expect("scratch folder");
+    path
+}
+
+/// A fresh, empty folder for one test (a `Path` by `Deref`), removed when dropped after the
+/// test passed, kept with its path printed when dropped while the test fails, to look at.
+#[derive(Debug)]
+pub struct TestFolder(PathBuf);
+
+impl TestFolder {
+    /// Creates `flashpipe-<name>-<pid>` in the temporary folder, emptied if it exists.
+    pub fn new(name: &str) -> TestFolder {
+        TestFolder(fresh_path(name))
+    }
+
+    /// The folder's path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for TestFolder {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TestFolder {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestFolder {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("test failed: its folder {} is kept", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

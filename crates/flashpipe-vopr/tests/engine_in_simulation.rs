@@ -27,7 +27,7 @@ use flashpipe_engine::{
 };
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_testkit::formatted::format_fs;
-use flashpipe_testkit::fs_workload::{contents, describe, Model};
+use flashpipe_testkit::fs_workload::{check_clean, contents, describe, Model};
 use flashpipe_testkit::seeds::run_seeds;
 use flashpipe_vopr::workload::{draw_command, Expected, BLOCK_BYTES};
 
@@ -60,14 +60,7 @@ fn mount(world: &SimWorld, seed: u64, when: &str) -> Filesystem {
     let disk = world.open_disk(0).expect("open disk");
     let mut fs = Filesystem::mount(Box::new(disk))
         .unwrap_or_else(|error| panic!("seed {seed}: mount {when}: {error}"));
-    let report = fs
-        .check()
-        .unwrap_or_else(|error| panic!("seed {seed}: fsck {when}: {error}"));
-    assert!(
-        report.is_clean(),
-        "seed {seed}: fsck {when}: {:#?}",
-        report.findings
-    );
+    check_clean(&mut fs, seed, when);
     fs
 }
 
@@ -169,23 +162,11 @@ fn collect_replies(
     replies
 }
 
-/// What a campaign went through.
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    crashes: u64,
-    crashes_forced_after_the_last_round: u64,
-    crashes_in_a_flush: u64,
-    interrupted_flushes_found_durable: u64,
-    commands_answered: u64,
-}
-
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        self.crashes += other.crashes;
-        self.crashes_forced_after_the_last_round += other.crashes_forced_after_the_last_round;
-        self.crashes_in_a_flush += other.crashes_in_a_flush;
-        self.interrupted_flushes_found_durable += other.interrupted_flushes_found_durable;
-        self.commands_answered += other.commands_answered;
+flashpipe_testkit::tally! {
+    /// What a campaign went through.
+    struct Tally {
+        crashes: u64, crashes_forced_after_the_last_round: u64, crashes_in_a_flush: u64,
+        interrupted_flushes_found_durable: u64, commands_answered: u64,
     }
 }
 

@@ -81,50 +81,13 @@ pub fn check_fails_in_env(
     );
 }
 
+pub use flashpipe_testkit::scratch::TestFolder;
+
 /// An empty folder of its own for one test (`name` and the process id make it unique),
 /// removed when the guard is dropped after the test passed, kept with its path printed
 /// when the test fails (dropped while panicking), to look at.
 pub fn fresh_folder(name: &str) -> TestFolder {
-    let folder = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&folder);
-    std::fs::create_dir_all(&folder).expect("scratch folder");
-    TestFolder(folder)
-}
-
-/// A test's scratch folder: a `Path` (by `Deref`), removed on drop unless the test is
-/// failing, when it is kept and its path printed.
-#[derive(Debug)]
-pub struct TestFolder(PathBuf);
-
-impl TestFolder {
-    /// The folder's path.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl std::ops::Deref for TestFolder {
-    type Target = Path;
-
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for TestFolder {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TestFolder {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("test failed: its folder {} is kept", self.0.display());
-            return;
-        }
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    TestFolder::new(name)
 }
 
 /// A path as the `&str` argument the binary takes (test folders are UTF-8).
@@ -183,6 +146,11 @@ pub fn flashpipe_ftl(arguments: &[&str]) -> Output {
     let mut all = vec!["ftl"];
     all.extend_from_slice(arguments);
     flashpipe(&all)
+}
+
+/// `flashpipe ftl ARGUMENTS`, expected to succeed: its standard output as bytes.
+pub fn succeed_ftl(arguments: &[&str]) -> Vec<u8> {
+    succeed_bytes(&[&["ftl"], arguments].concat())
 }
 
 /// Runs a command and returns whether it succeeded, its standard output and its standard

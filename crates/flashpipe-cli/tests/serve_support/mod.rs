@@ -82,38 +82,7 @@ pub fn text(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 test path")
 }
 
-/// An empty folder for one test, removed on drop unless the test is failing.
-pub struct TestFolder(PathBuf);
-
-impl TestFolder {
-    /// A fresh folder named after the test and this process.
-    pub fn new(name: &str) -> TestFolder {
-        let folder = std::env::temp_dir().join(format!("flashpipe-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&folder);
-        std::fs::create_dir_all(&folder).expect("scratch folder");
-        TestFolder(folder)
-    }
-
-    /// The folder's path.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// A path inside the folder.
-    pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TestFolder {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("test failed: its folder {} is kept", self.0.display());
-            return;
-        }
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use flashpipe_testkit::scratch::TestFolder;
 
 /// Makes a store of one file device `a.img` of `size` in `folder`; returns its store file.
 pub fn file_store(folder: &TestFolder, size: &str) -> PathBuf {

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use flashpipe_device::{run_one, IoBuf, Operation};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash};
 
@@ -70,4 +71,33 @@ pub fn ftl_on_shared_flash(blocks: u32, seed: u64) -> (SharedFlash, FtlOptions, 
     )
     .expect("format the FTL");
     (flash, options, ftl)
+}
+
+/// Writes one page of `byte` at logical page `logical`, checking that the write succeeded.
+pub fn fill_page(ftl: &mut Ftl, logical: u64, byte: u8) {
+    let page_bytes = ftl.info().block_size_bytes as usize;
+    run_one(
+        ftl,
+        Operation::Write {
+            first_block: logical,
+            buffer: IoBuf::from_slice(&vec![byte; page_bytes]),
+        },
+    )
+    .expect("write")
+    .status
+    .expect("written");
+}
+
+/// Reads `bytes` from logical page `first_block` on, checking that the read succeeded.
+pub fn read_pages(ftl: &mut Ftl, first_block: u64, bytes: usize) -> IoBuf {
+    run_one(
+        ftl,
+        Operation::Read {
+            first_block,
+            buffer: IoBuf::zeroed(bytes),
+        },
+    )
+    .expect("read")
+    .buffer
+    .expect("buffer")
 }

@@ -165,6 +165,26 @@ pub fn write_file(path: &Path, bytes: &[u8]) {
     std::fs::write(path, bytes).expect("writes the scratch file");
 }
 
+/// A request header's bytes on the wire.
+pub fn request_header_bytes(
+    flags: u16,
+    command: u16,
+    cookie: u64,
+    offset_bytes: u64,
+    length_bytes: u32,
+) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    RequestHeader {
+        flags,
+        command,
+        cookie,
+        offset_bytes,
+        length_bytes,
+    }
+    .encode(&mut bytes);
+    bytes
+}
+
 /// A minimal NBD client over any stream, for driving the server byte by byte.
 pub struct RawClient<S: Read + Write> {
     pub stream: S,
@@ -241,6 +261,32 @@ impl<S: Read + Write> RawClient<S> {
         }
     }
 
+    /// Sends, without waiting, 16 FUA writes of [`pattern_bytes`] to this client's 16
+    /// blocks of 8 KiB (client `index` writes blocks `16 * index` on; cookies 0 to 15), then a
+    /// write of zeroes (no hole) of 1 MiB at 3 MiB (cookie 99).
+    pub fn send_pipelined_writes(&mut self, index: u64) {
+        const MIB: u64 = 1024 * 1024;
+        for block in 0..16u64 {
+            let offset = (index * 16 + block) * 8192;
+            self.send(
+                CMD_WRITE,
+                CMD_FLAG_FUA,
+                block,
+                offset,
+                8192,
+                &pattern_bytes(offset, 8192),
+            );
+        }
+        self.send(
+            CMD_WRITE_ZEROES,
+            CMD_FLAG_NO_HOLE,
+            99,
+            3 * MIB,
+            MIB as u32,
+            &[],
+        );
+    }
+
     /// Sends a request (and a write's payload) without waiting.
     pub fn send(
         &mut self,
@@ -251,15 +297,7 @@ impl<S: Read + Write> RawClient<S> {
         length_bytes: u32,
         payload: &[u8],
     ) {
-        let mut bytes = Vec::new();
-        RequestHeader {
-            flags,
-            command,
-            cookie,
-            offset_bytes,
-            length_bytes,
-        }
-        .encode(&mut bytes);
+        let mut bytes = request_header_bytes(flags, command, cookie, offset_bytes, length_bytes);
         bytes.extend_from_slice(payload);
         self.stream.write_all(&bytes).unwrap();
     }

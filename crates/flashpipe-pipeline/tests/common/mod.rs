@@ -390,3 +390,16 @@ impl Kernel for ProbeKernel {
 pub fn expected_probe_summary(data: &[u8]) -> Summary {
     digest_summary(probe_digest(data))
 }
+
+/// `kernel`'s summary of the file `name` holding `data`, run in memory in 4 KiB chunks: what
+/// the pipeline must report for that file.
+pub fn in_memory_summary(kernel: &dyn Kernel, name: &str, data: &[u8]) -> Summary {
+    flashpipe_kernels::driver::run_on_bytes(
+        kernel,
+        name,
+        data,
+        flashpipe_kernels::driver::DrivePlan::single(4096),
+        &mut flashpipe_kernels::api::CountingSink::default(),
+    )
+    .expect("reference")
+}
