@@ -5,7 +5,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
 use crate::accept::Accepted;
@@ -39,34 +38,10 @@ impl PeerInfo {
     }
 }
 
-/// The credentials of the process at the other end of `socket` (`SO_PEERCRED`).
+/// The credentials of the process at the other end of `socket` (`SO_PEERCRED`, read by
+/// the one reader in `flashpipe-base`).
 fn unix_peer(socket: &UnixStream) -> io::Result<PeerInfo> {
-    let mut credentials = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut length = size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt(2) writes at most `length` bytes into `credentials`, a live
-    // `ucred` of exactly that size, and `length` is a live socklen_t; the descriptor stays
-    // open as long as `socket` is borrowed.
-    let result = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            std::ptr::addr_of_mut!(credentials).cast(),
-            &mut length,
-        )
-    };
-    if result != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if length as usize != size_of::<libc::ucred>() {
-        return Err(io::Error::other(
-            "the kernel gave credentials of an unexpected size",
-        ));
-    }
+    let credentials = flashpipe_base::peer_credentials(socket)?;
     Ok(PeerInfo::Unix {
         pid: credentials.pid,
         uid: credentials.uid,

@@ -21,7 +21,7 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod kernel_run;
-pub mod peer;
+pub use flashpipe_base::peer;
 pub mod stream;
 mod wire;
 
