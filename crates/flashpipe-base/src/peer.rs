@@ -1,7 +1,8 @@
 //! Who is at the other end of a Unix socket, as the kernel recorded it at `connect`
 //! (`SO_PEERCRED`): the one reading of peer credentials, used by the servers' accept loop
 //! (`flashpipe-net`) to decide who may connect and how many connections a user holds, and
-//! by the client (through `flashpipe-protocol`'s re-export) to decide which server it trusts. The credentials cannot be claimed by the peer, only read.
+//! by the client (through `flashpipe-protocol`'s re-export) to decide which server it
+//! trusts. The credentials cannot be claimed by the peer, only read.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
