@@ -5,7 +5,7 @@
 //! map and their device requests issued together, so many reads from many clients keep
 //! the device queues full, each landing straight in an engine-owned pool buffer that
 //! the client receives without a copy. Writes too stay in flight many at a time
-//! ([`crate::writes`]): each is answered when its own device requests complete, and the
+//! (`crate::writes`): each is answered when its own device requests complete, and the
 //! writes that arrive meanwhile are planned and issued at once, so batches overlap; whole
 //! blocks go to the device straight from the client's buffer. Reads and writes are in
 //! flight together, and one completion loop (`EngineThread::pump_device`) routes each

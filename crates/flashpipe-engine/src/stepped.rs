@@ -4,7 +4,7 @@
 //! its seed.
 //!
 //! The state and the command handling are the threaded [`crate::Engine`]'s own
-//! ([`crate::engine::EngineThread`]); only the loop differs. One step serves at most one
+//! (`crate::engine::EngineThread`); only the loop differs. One step serves at most one
 //! queued message (a batched write gathers the writes queued right behind it, as in the
 //! threaded engine) and reaps the device completions that have arrived, reads' and
 //! writes' alike; when no message can be served but reads or writes are in flight it
