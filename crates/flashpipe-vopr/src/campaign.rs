@@ -59,7 +59,9 @@ const STRIPE_UNIT_BYTES: u64 = 16 << 10;
 /// Virtual time a node taken down stays down, at most.
 const OUTAGE_NS_MAX: u64 = 3_000_000_000;
 
-const ENGINE_CONFIG: EngineConfig = EngineConfig {
+/// The stepped engine's configuration in every campaign (and in the engine's own
+/// simulation test): small bounds, so queues and pools fill under the workload.
+pub const ENGINE_CONFIG: EngineConfig = EngineConfig {
     command_queue_capacity: 64,
     read_buffer_count: 32,
     max_read_bytes: 64 * 1024,

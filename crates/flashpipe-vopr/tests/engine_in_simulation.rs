@@ -22,9 +22,7 @@ use std::collections::HashMap;
 
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
 use flashpipe_device::SplitMix64;
-use flashpipe_engine::{
-    Command, EngineClient, EngineConfig, EngineError, Reply, StepOutcome, SteppedEngine, WritePath,
-};
+use flashpipe_engine::{Command, EngineClient, EngineError, Reply, StepOutcome, SteppedEngine};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::fs_workload::{check_clean, contents, describe, Model};
@@ -36,16 +34,7 @@ const CLIENT_OUTSTANDING_LIMIT: usize = 16;
 const CRASHES_PER_SEED: usize = 3;
 const ROUNDS_BEFORE_A_FORCED_CRASH: usize = 40;
 
-const ENGINE_CONFIG: EngineConfig = EngineConfig {
-    command_queue_capacity: 64,
-    read_buffer_count: 32,
-    max_read_bytes: 64 * 1024,
-    reads_in_flight_limit: 16,
-    handoff: flashpipe_engine::Handoff::DEFAULT,
-    flush_grouping: flashpipe_engine::FlushGrouping::UntilNextChange,
-    write_path: WritePath::Overlapped,
-    read_pool_memory: flashpipe_engine::PoolMemory::Heap,
-};
+use flashpipe_vopr::campaign::ENGINE_CONFIG;
 
 fn new_world(seed: u64) -> SimWorld {
     let world = SimWorld::new(seed);
