@@ -222,50 +222,14 @@ fn connection_frames() -> Vec<Frame> {
             map_memory: true,
             client_name: "fuzz-client".into(),
         }),
-        Frame::Welcome(Welcome {
-            version: 3,
-            server_pid: 1234,
-            store_path: "/tmp/store".into(),
-            store_identity: Some([7; 16]),
-            limits: ServerLimits {
-                max_body_bytes: 1 << 20,
-                max_write_bytes: 1 << 20,
-                max_read_bytes: 1 << 24,
-                max_read_files_count: 256,
-                max_read_files_bytes: 1 << 24,
-                max_in_flight_per_client: 64,
-                max_bytes_in_flight_per_client: 1 << 26,
-                max_read_handles_per_client: 1024,
-            },
-            read_region: Some(region),
-            write_region: None,
-            store_clock: None,
-        }),
+        Frame::Welcome(welcome(3, Some(region), None)),
         Frame::Hello(Hello {
             min_version: 3,
             max_version: 4,
             map_memory: false,
             client_name: "fuzz-client".into(),
         }),
-        Frame::Welcome(Welcome {
-            version: 4,
-            server_pid: 1234,
-            store_path: "/tmp/store".into(),
-            store_identity: Some([7; 16]),
-            limits: ServerLimits {
-                max_body_bytes: 1 << 20,
-                max_write_bytes: 1 << 20,
-                max_read_bytes: 1 << 24,
-                max_read_files_count: 256,
-                max_read_files_bytes: 1 << 24,
-                max_in_flight_per_client: 64,
-                max_bytes_in_flight_per_client: 1 << 26,
-                max_read_handles_per_client: 1024,
-            },
-            read_region: None,
-            write_region: None,
-            store_clock: Some(ClockKind::Virtual),
-        }),
+        Frame::Welcome(welcome(4, None, Some(ClockKind::Virtual))),
         Frame::Release {
             handles: vec![1, 2, 3, u64::MAX],
         },
@@ -441,5 +405,32 @@ fn every_length_field_at_every_extreme_fails_cleanly() {
                 check_case(&bytes, (seed_index * 1000 + offset) as u64);
             }
         }
+    }
+}
+
+/// A welcome of `version` with the seed frames' fixed limits.
+fn welcome(
+    version: u16,
+    read_region: Option<SharedRegion>,
+    store_clock: Option<ClockKind>,
+) -> Welcome {
+    Welcome {
+        version,
+        server_pid: 1234,
+        store_path: "/tmp/store".into(),
+        store_identity: Some([7; 16]),
+        limits: ServerLimits {
+            max_body_bytes: 1 << 20,
+            max_write_bytes: 1 << 20,
+            max_read_bytes: 1 << 24,
+            max_read_files_count: 256,
+            max_read_files_bytes: 1 << 24,
+            max_in_flight_per_client: 64,
+            max_bytes_in_flight_per_client: 1 << 26,
+            max_read_handles_per_client: 1024,
+        },
+        read_region,
+        write_region: None,
+        store_clock,
     }
 }
