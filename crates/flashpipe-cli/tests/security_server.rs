@@ -1,5 +1,5 @@
-//! A server's defences for the many, through the real binary: silent connections are
-//! closed at the handshake time limit and make room for a newcomer, one user holds at
+//! A server's defences for the many, through the real binary: silent connections (and
+//! ones trickling their hello) are closed at the handshake time limit and make room for a newcomer, one user holds at
 //! most its share of the connections, clients name no host path in kernel options, a
 //! device image shrunk or deleted under the server stops its writes with a clear error,
 //! temporaries a killed command left are removed (and named) at the next read-write
@@ -36,6 +36,38 @@ fn a_silent_connection_is_closed_at_the_handshake_time_limit() {
         "the server answers a silent connection with an error frame and closes it (the read \
          would otherwise time out): {closed:?}"
     );
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert!(
+        exit.stderr.contains("handshake time limit"),
+        "the server logs why it closed the connection: {}",
+        exit.stderr
+    );
+}
+
+#[test]
+fn a_connection_trickling_its_hello_is_closed_at_the_same_time_limit() {
+    let folder = TestFolder::new("security-handshake-trickle");
+    let store = file_store(&folder, "64MiB");
+    let server = ServerProcess::start(&store, &["--handshake-timeout-ms", "300"]);
+    let mut trickling = silent_connection(&server);
+    let started = Instant::now();
+    // The frame magic ("FPSV"), one byte every 100 ms and then again: each read the
+    // server makes is quick, but the hello never completes.
+    let mut closed = false;
+    for byte in b"FPSV".iter().cycle().take(200) {
+        if std::io::Write::write_all(&mut trickling, &[*byte]).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        closed,
+        "a connection sending its hello a byte at a time is closed at the handshake time \
+         limit, counted from its accept"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
     assert!(

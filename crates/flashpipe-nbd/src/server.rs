@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use flashpipe_net::{Accepted, Listener, Protocol};
+use flashpipe_net::{Accepted, Admitted, Listener, Protocol};
 
 use flashpipe_base::WaitPolicy;
 use flashpipe_device::BlockDevice;
@@ -162,8 +162,6 @@ pub trait NbdStream: Read + Write + Send + 'static {
     fn shutdown_stream(&self, how: Shutdown) -> std::io::Result<()>;
     /// The peer, for logs.
     fn peer_name(&self) -> String;
-    /// Limits each read's wait (`None`: no limit).
-    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
     /// Limits each write's wait (`None`: no limit).
     fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()>;
     /// Switches non-blocking mode (the TLS pump polls the socket).
@@ -182,9 +180,6 @@ impl NbdStream for TcpStream {
     fn peer_name(&self) -> String {
         self.peer_addr()
             .map_or_else(|_| "tcp peer".to_string(), |address| address.to_string())
-    }
-    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
-        self.set_read_timeout(limit)
     }
     fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
         self.set_write_timeout(limit)
@@ -206,9 +201,6 @@ impl NbdStream for UnixStream {
     }
     fn peer_name(&self) -> String {
         "unix socket peer".to_string()
-    }
-    fn set_read_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
-        self.set_read_timeout(limit)
     }
     fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
         self.set_write_timeout(limit)
@@ -274,7 +266,7 @@ struct NbdProtocol {
 }
 
 impl Protocol for NbdProtocol {
-    fn serve(&self, connection: Accepted, _id: u64) {
+    fn serve(&self, connection: Accepted, admitted: Admitted) {
         let stream: Box<dyn NbdStream> = match connection {
             Accepted::Tcp(stream) => {
                 // Replies are small and latency-bound; a failure to set it is harmless.
@@ -283,7 +275,19 @@ impl Protocol for NbdProtocol {
             }
             Accepted::Unix(stream) => Box::new(stream),
         };
-        serve_connection(&self.shared, stream);
+        serve_connection(&self.shared, stream, &admitted);
+    }
+
+    fn handshake_expired(&self, connection: &Accepted, _id: u64) {
+        if !self.shared.log_connections {
+            return;
+        }
+        let peer = match connection {
+            Accepted::Tcp(stream) => stream.peer_name(),
+            Accepted::Unix(stream) => stream.peer_name(),
+        };
+        let limit_s = self.shared.limits.handshake_timeout_seconds;
+        tracing::info!(%peer, "nbd: closing a connection that finished no handshake within {limit_s} s, the handshake time limit");
     }
 
     fn refused(&self, connection: &Accepted, open: usize, limit: usize) {
@@ -555,22 +559,20 @@ fn start_worker(
     Ok((handle, worker, thread))
 }
 
-/// How long each handshake read may wait (`None`: no limit).
+/// How long a connection may take from its accept to the end of its handshake
+/// (`None`: no limit); the runtime closes it then.
 fn handshake_limit(limits: &ServerLimits) -> Option<std::time::Duration> {
     (limits.handshake_timeout_seconds > 0)
         .then(|| std::time::Duration::from_secs(limits.handshake_timeout_seconds))
 }
 
 /// One connection: handshake, then transmission; logs how it ended.
-fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
+fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>, admitted: &Admitted) {
     let peer = stream.peer_name();
     let table = ExportTable {
         exports: &shared.exports,
     };
     let shutting_down = || shared.shutting_down.load(Ordering::SeqCst);
-    // The accept loop set the handshake's read limit; a TLS upgrade sets it again on
-    // the plaintext end.
-    let handshake_limit = handshake_limit(&shared.limits);
     let reply_limit = (shared.limits.reply_timeout_seconds > 0)
         .then(|| std::time::Duration::from_secs(shared.limits.reply_timeout_seconds));
     let upgrade = |stream: &mut Box<dyn NbdStream>| -> Result<(), String> {
@@ -580,11 +582,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
         let socket = stream
             .try_clone_stream()
             .map_err(|error| format!("cannot clone the socket: {error}"))?;
-        let plaintext = tls::upgrade(socket, &settings.rustls_config, reply_limit)?;
-        plaintext
-            .set_read_limit(handshake_limit)
-            .map_err(|error| format!("cannot limit the handshake's reads: {error}"))?;
-        *stream = plaintext;
+        *stream = tls::upgrade(socket, &settings.rustls_config, reply_limit)?;
         Ok(())
     };
     let start_tls = shared.tls.as_ref().map(|settings| StartTls {
@@ -607,7 +605,8 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>) {
             return;
         }
     };
-    if stream.set_read_limit(None).is_err() || stream.set_write_limit(reply_limit).is_err() {
+    if !admitted.handshake_done() || stream.set_write_limit(reply_limit).is_err() {
+        let _ = stream.shutdown_stream(Shutdown::Both);
         return;
     }
     let (Ok(writer), Ok(closer)) = (stream.try_clone_stream(), stream.try_clone_stream()) else {

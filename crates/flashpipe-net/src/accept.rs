@@ -24,11 +24,12 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::peer::PeerInfo;
+use deadline::HandshakeClock;
 
 /// A bound listener.
 #[derive(Debug)]
@@ -65,13 +66,6 @@ impl Accepted {
         match self {
             Accepted::Tcp(stream) => stream.shutdown(how),
             Accepted::Unix(stream) => stream.shutdown(how),
-        }
-    }
-
-    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
-        match self {
-            Accepted::Tcp(stream) => stream.set_read_timeout(limit),
-            Accepted::Unix(stream) => stream.set_read_timeout(limit),
         }
     }
 }
@@ -150,16 +144,19 @@ impl WakeTarget {
 pub struct Limits {
     /// Connections open at once, over all listeners; more are closed at accept.
     pub max_connections: usize,
-    /// How long each read may wait until the protocol lifts the limit (its handshake
-    /// done); `None`: no limit. A client silent that long gets a timed-out read.
+    /// How long a connection may take from its accept to the end of its handshake
+    /// ([`Admitted::handshake_done`]); past it the protocol's
+    /// [`Protocol::handshake_expired`] runs and the connection is shut both ways.
+    /// `None`: no limit.
     pub handshake_deadline: Option<Duration>,
 }
 
 /// The protocol a [`Server`] serves.
 pub trait Protocol: Send + Sync + 'static {
-    /// Serves admitted connection `id` (ids grow from 1, unique within the server), on
-    /// the connection's own thread, until it ends.
-    fn serve(&self, connection: Accepted, id: u64);
+    /// Serves an admitted connection (`admitted.id()`: ids grow from 1, unique within the
+    /// server), on the connection's own thread, until it ends; it calls
+    /// [`Admitted::handshake_done`] once the client has identified itself.
+    fn serve(&self, connection: Accepted, admitted: Admitted);
     /// A connection closed at accept because `open` connections reached `limit` (a
     /// log line, typically).
     fn refused(&self, connection: &Accepted, open: usize, limit: usize);
@@ -175,16 +172,24 @@ pub trait Protocol: Send + Sync + 'static {
     fn not_served(&self, id: u64, error: &io::Error) {
         let _ = (id, error);
     }
+    /// Connection `id` finished no handshake within the deadline: called on the deadline
+    /// thread just before the runtime shuts the connection (the protocol may write its
+    /// refusal, with a short write limit, and log). Default: nothing.
+    fn handshake_expired(&self, connection: &Accepted, id: u64) {
+        let _ = (connection, id);
+    }
     /// An accept failed (the loop goes on). Default: nothing.
     fn accept_failed(&self, error: &io::Error) {
         let _ = error;
     }
 }
 
-/// An open connection: a handle to shut its read side at a stop, and its thread.
+/// An open connection: a handle to shut its read side at a stop (or both sides at its
+/// handshake deadline), its thread, and where its handshake stands.
 struct OpenConnection {
     reading: Accepted,
     thread: Option<JoinHandle<()>>,
+    handshake: HandshakeClock,
 }
 
 struct Inner {
@@ -195,6 +200,8 @@ struct Inner {
     open: AtomicUsize,
     next_id: AtomicU64,
     connections: Mutex<HashMap<u64, OpenConnection>>,
+    /// Wakes the deadline thread: a connection added, or a stop.
+    connections_changed: Condvar,
     /// One per listener, in order.
     wakes: Vec<WakeTarget>,
 }
@@ -202,6 +209,7 @@ struct Inner {
 impl Inner {
     fn stop_accepting(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+        self.connections_changed.notify_all();
         for wake in &self.wakes {
             wake.wake();
         }
@@ -220,6 +228,8 @@ impl Inner {
 pub struct Server {
     inner: Arc<Inner>,
     accept_threads: Vec<JoinHandle<()>>,
+    /// Closes connections past their handshake deadline (`deadline`); none without one.
+    deadline_thread: Option<JoinHandle<()>>,
 }
 
 /// Asks a [`Server`]'s accept loops to end, from any thread, without waiting for them.
@@ -271,12 +281,21 @@ impl Server {
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             connections: Mutex::new(HashMap::new()),
+            connections_changed: Condvar::new(),
             wakes: listeners.iter().map(Listener::wake_target).collect(),
         });
         let mut server = Server {
             inner: Arc::clone(&inner),
             accept_threads: Vec::new(),
+            deadline_thread: None,
         };
+        if limits.handshake_deadline.is_some() {
+            let deadline_inner = Arc::clone(&inner);
+            let spawned = std::thread::Builder::new()
+                .name(format!("{thread_prefix}-handshakes"))
+                .spawn(move || deadline::close_late_handshakes(&deadline_inner));
+            server.deadline_thread = Some(spawned?);
+        }
         for (index, listener) in listeners.into_iter().enumerate() {
             let loop_inner = Arc::clone(&inner);
             let spawned = std::thread::Builder::new()
@@ -347,6 +366,11 @@ impl Server {
                 let _ = thread.join();
             }
         }
+        if let Some(thread) = self.deadline_thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("the handshake deadline thread panicked");
+            }
+        }
     }
 }
 
@@ -376,17 +400,11 @@ fn accept_loop(inner: &Arc<Inner>, listener: &Listener) {
 
 fn start_connection(inner: &Arc<Inner>, connection: Accepted) {
     let id = inner.next_id.fetch_add(1, Ordering::SeqCst);
-    let deadline_set = connection
-        .set_read_timeout(inner.limits.handshake_deadline)
-        .is_ok();
+    let handshake = HandshakeClock::start(inner.limits.handshake_deadline);
     let Ok(reading) = connection.try_clone() else {
         inner.open.fetch_sub(1, Ordering::SeqCst);
         return;
     };
-    if !deadline_set {
-        inner.open.fetch_sub(1, Ordering::SeqCst);
-        return;
-    }
     let peer = PeerInfo::of(&connection);
     if !inner.protocol.admit(&connection, &peer, id) {
         inner.open.fetch_sub(1, Ordering::SeqCst);
@@ -396,10 +414,14 @@ fn start_connection(inner: &Arc<Inner>, connection: Accepted) {
     // only after it was inserted.
     let mut connections = inner.connections();
     let thread_inner = Arc::clone(inner);
+    let admitted = Admitted {
+        id,
+        inner: Arc::clone(inner),
+    };
     let thread = std::thread::Builder::new()
         .name(format!("{}-conn-{id}", inner.thread_prefix))
         .spawn(move || {
-            thread_inner.protocol.serve(connection, id);
+            thread_inner.protocol.serve(connection, admitted);
             thread_inner.connections().remove(&id);
             thread_inner.open.fetch_sub(1, Ordering::SeqCst);
         });
@@ -410,8 +432,11 @@ fn start_connection(inner: &Arc<Inner>, connection: Accepted) {
                 OpenConnection {
                     reading,
                     thread: Some(thread),
+                    handshake,
                 },
             );
+            drop(connections);
+            inner.connections_changed.notify_all();
         }
         Err(error) => {
             inner.open.fetch_sub(1, Ordering::SeqCst);
@@ -420,5 +445,34 @@ fn start_connection(inner: &Arc<Inner>, connection: Accepted) {
     }
 }
 
+/// An admitted connection, as its protocol sees it: its id, and the end of its handshake.
+pub struct Admitted {
+    id: u64,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Admitted {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Admitted")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Admitted {
+    /// The connection's id (ids grow from 1, unique within the server).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Stops the connection's handshake clock: it is never closed as late from now on.
+    /// False when its deadline passed already (the connection is being closed).
+    pub fn handshake_done(&self) -> bool {
+        deadline::handshake_done(&self.inner, self.id)
+    }
+}
+
+mod deadline;
 #[cfg(test)]
 mod tests;

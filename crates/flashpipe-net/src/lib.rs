@@ -1,7 +1,7 @@
 //! flashpipe-net: the network runtime both of flashpipe's servers share.
 //!
 //! - [`accept`]: the accept loop over TCP and Unix listeners (the connection limit, the
-//!   handshake deadline, the peer check before any byte is read, a thread per
+//!   absolute handshake deadline, the peer check before any byte is read, a thread per
 //!   connection, the graceful stop), serving any [`Protocol`].
 //! - [`peer`]: who is at the other end ([`PeerInfo`]: `SO_PEERCRED` or the address).
 //! - [`signals`]: SIGINT and SIGTERM ask a server to stop (signal-hook: the first one
@@ -23,7 +23,7 @@ pub mod logging;
 pub mod peer;
 pub mod signals;
 
-pub use accept::{AcceptStopper, Accepted, Limits, Listener, Protocol, Server};
+pub use accept::{AcceptStopper, Accepted, Admitted, Limits, Listener, Protocol, Server};
 pub use logging::{install_logging, level_for_verbosity, LogFormat, LoggingError};
 pub use peer::PeerInfo;
 pub use signals::{ignore_closed_pipes, signal_name, StopSignalThread, StopSignals};

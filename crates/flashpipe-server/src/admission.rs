@@ -8,24 +8,26 @@
 //! limit the oldest connection that never finished its handshake (of the newcomer's own
 //! user at the user's share; at the server's limit the newcomer's user's first, then
 //! anyone's) is closed to make room;
-//! only when there is none is the newcomer refused with a typed error frame. A watchdog
-//! thread closes each connection still without a handshake when the handshake time
-//! limit passes, so silent connections hold their places for that long at most.
+//! only when there is none is the newcomer refused with a typed error frame. The
+//! network runtime's handshake deadline (`flashpipe-net`, absolute from the accept)
+//! closes each connection still without a handshake when the time limit passes, after
+//! [`Admission::expire`] has written its refusal, so silent connections hold their
+//! places for that long at most.
 //!
-//! An entry closed by eviction or by the watchdog leaves the table at once (its place
+//! An entry closed by eviction or at the deadline leaves the table at once (its place
 //! is free for the newcomer); its connection thread, woken by the shut socket, then
 //! finds its entry gone and releases nothing twice.
 
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use flashpipe_protocol::{send_frame, ErrorCode, Frame, RemoteError};
 
-/// Longest sleep of the watchdog between looks at the stop flag.
-const WATCHDOG_TICK_MS: u64 = 100;
+/// How long the refusal of a late connection may take to write.
+const REFUSAL_WRITE_LIMIT: Duration = Duration::from_millis(100);
 
 /// One accepted connection's place.
 struct Entry {
@@ -37,12 +39,10 @@ struct Entry {
 }
 
 /// The table of places, shared by the accepting thread, the connections and the
-/// watchdog.
+/// runtime's deadline thread.
 pub(crate) struct Admission {
     /// Entries by connection id; ids grow, so the first entry is the oldest.
     entries: Mutex<BTreeMap<u64, Entry>>,
-    /// Woken when an entry is added, so the watchdog sees its deadline.
-    changed: Condvar,
     max_clients: usize,
     max_clients_per_uid: usize,
     handshake_timeout: Duration,
@@ -66,7 +66,6 @@ impl Admission {
         assert!(max_clients >= 1 && max_clients_per_uid >= 1);
         Admission {
             entries: Mutex::new(BTreeMap::new()),
-            changed: Condvar::new(),
             max_clients,
             max_clients_per_uid,
             handshake_timeout,
@@ -131,8 +130,6 @@ impl Admission {
         );
         assert!(inserted.is_none(), "connection ids are never reused");
         clients_now.store(entries.len(), Ordering::Release);
-        drop(entries);
-        self.changed.notify_all();
         Ok(())
     }
 
@@ -155,57 +152,35 @@ impl Admission {
         clients_now.store(entries.len(), Ordering::Release);
     }
 
-    /// The watchdog: until `stopping` says so, closes every connection still without a
-    /// handshake once the handshake time limit has passed since it was accepted.
-    pub(crate) fn watch_handshakes(&self, stopping: &dyn Fn() -> bool, clients_now: &AtomicUsize) {
-        let tick = Duration::from_millis(WATCHDOG_TICK_MS);
+    /// Connection `id` sent no hello within the handshake time limit (the runtime's
+    /// deadline thread says so, then shuts it): writes it the typed refusal and frees
+    /// its place at once.
+    pub(crate) fn expire(&self, id: u64, clients_now: &AtomicUsize) {
         let mut entries = self.lock();
-        while !stopping() {
-            let now = Instant::now();
-            let expired: Vec<u64> = entries
-                .iter()
-                .filter(|(_, entry)| {
-                    !entry.handshaken
-                        && now.duration_since(entry.accepted_at) >= self.handshake_timeout
-                })
-                .map(|(id, _)| *id)
-                .collect();
-            for id in expired {
-                let timed_out = entries.get(&id).expect("an expired entry is in the table");
-                let error = RemoteError::limit(
-                    ErrorCode::HandshakeTimeout,
-                    format!(
-                        "no hello within {} ms of connecting, the server's handshake time limit; connect again and send the hello at once",
-                        self.handshake_timeout.as_millis()
-                    ),
-                    self.handshake_timeout.as_millis() as u64,
-                );
-                let _ = timed_out.socket.set_write_timeout(Some(tick));
-                let _ = send_frame(
-                    &timed_out.socket,
-                    &Frame::Error {
-                        request_id: 0,
-                        error,
-                    },
-                );
-                take_back(&mut entries, id, TakenBack::TimedOut);
-            }
-            clients_now.store(entries.len(), Ordering::Release);
-            let next_deadline = entries
-                .values()
-                .filter(|entry| !entry.handshaken)
-                .map(|entry| entry.accepted_at + self.handshake_timeout)
-                .min();
-            let wait = next_deadline
-                .map(|deadline| deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or(tick)
-                .min(tick);
-            entries = self
-                .changed
-                .wait_timeout(entries, wait)
-                .expect("no panic holding the admission table")
-                .0;
+        let Some(late) = entries.get(&id) else {
+            return;
+        };
+        if late.handshaken {
+            return;
         }
+        let limit_ms = self.handshake_timeout.as_millis() as u64;
+        let error = RemoteError::limit(
+            ErrorCode::HandshakeTimeout,
+            format!(
+                "no hello within {limit_ms} ms of connecting, the server's handshake time limit; connect again and send the hello at once"
+            ),
+            limit_ms,
+        );
+        let _ = late.socket.set_write_timeout(Some(REFUSAL_WRITE_LIMIT));
+        let _ = send_frame(
+            &late.socket,
+            &Frame::Error {
+                request_id: 0,
+                error,
+            },
+        );
+        take_back(&mut entries, id, TakenBack::TimedOut);
+        clients_now.store(entries.len(), Ordering::Release);
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crossbeam_channel::{bounded, Sender};
 use flashpipe_device::{BufferPool, IoBuf};
 use flashpipe_engine::{Completion, Local};
+use flashpipe_net::Admitted;
 use flashpipe_protocol::{
     encode_frame, read_frame, send_all, send_frame, CancelOutcome, ClockKind, ErrorCode, Frame,
     Hello, ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, WritePayload,
@@ -240,7 +241,8 @@ impl CoreHost for Connection {
     }
 }
 
-pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: u64) {
+pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admitted: Admitted) {
+    let id = admitted.id();
     let reading = match socket.try_clone() {
         Ok(reading) => reading,
         Err(error) => {
@@ -254,7 +256,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, id: 
         return;
     }
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reading);
-    let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, id) else {
+    let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, &admitted) else {
         return;
     };
     tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, mapped = mapped.is_some(), "client connected");
@@ -311,8 +313,9 @@ fn handshake(
     state: &ServerState,
     socket: &UnixStream,
     reader: &mut BufReader<UnixStream>,
-    id: u64,
+    admitted: &Admitted,
 ) -> Option<(Hello, Option<Mapped>)> {
+    let id = admitted.id();
     let refuse = |error: RemoteError| {
         tracing::warn!(connection = id, code = %error.code, reason = %error.message, "closing the connection at the handshake");
         let _ = send_frame(
@@ -363,7 +366,7 @@ fn handshake(
     };
     // Marked before the welcome goes out: a client that holds its welcome has a place that
     // a newcomer can no longer take back as a silent connection's.
-    if !state.admission.handshake_done(id) {
+    if !admitted.handshake_done() || !state.admission.handshake_done(id) {
         tracing::info!(
             connection = id,
             "the hello came after the connection's place was taken back; closing"

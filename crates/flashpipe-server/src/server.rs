@@ -4,18 +4,18 @@
 //! Accepting runs on `flashpipe-net`'s accept loop (the one the NBD server runs on):
 //! the loop reads the client's `SO_PEERCRED` before any byte, and the store protocol's
 //! `admit` applies the access rule and the per-user share there; the loop's own
-//! connection limit and read deadline are left off (the admission table holds the
-//! limits, with eviction of silent connections, and its watchdog the handshake
-//! deadline: see `admission`).
+//! connection limit is left off (the admission table holds the limits, with eviction of
+//! silent connections: see `admission`); the loop's handshake deadline, absolute from
+//! the accept, closes a client that sends no hello in time, after `admission` wrote it
+//! the typed refusal.
 
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use flashpipe_net::{Accepted, PeerInfo};
+use flashpipe_net::{Accepted, Admitted, PeerInfo};
 
 use flashpipe_engine::command::{read_files_max_bytes, READ_FILES_MAX_COUNT};
 use flashpipe_protocol::{
@@ -133,10 +133,9 @@ pub struct Server {
     state: Arc<ServerState>,
     /// Shared with kernel runs while they go on (they hold it only for their run).
     store: Option<Arc<RunningStore>>,
-    /// The accept loop and the connections it serves (`flashpipe-net`).
+    /// The accept loop, the handshake deadline and the connections it serves
+    /// (`flashpipe-net`).
     runtime: flashpipe_net::Server,
-    /// Closes connections that send no hello in time (`admission`).
-    watchdog: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -202,16 +201,17 @@ impl Server {
             device_watch: crate::device_watch::DeviceWatch::new(Arc::downgrade(&store)),
             counters: Counters::default(),
         });
-        let watchdog = start_handshake_watchdog(&state)?;
         let listeners = vec![flashpipe_net::Listener::Unix {
             listener,
             path: state.config.socket_path.clone(),
         }];
         // The admission table holds the client limits (evicting silent connections to
-        // make room) and the watchdog the handshake deadline, so the loop applies neither.
+        // make room), so the loop's own connection limit is off.
         let limits = flashpipe_net::Limits {
             max_connections: usize::MAX,
-            handshake_deadline: None,
+            handshake_deadline: Some(std::time::Duration::from_millis(
+                state.config.handshake_timeout_ms,
+            )),
         };
         let protocol = Arc::new(StoreProtocol {
             state: Arc::clone(&state),
@@ -220,9 +220,6 @@ impl Server {
             Ok(runtime) => runtime,
             Err(error) => {
                 state.stopping.store(true, Ordering::Release);
-                if watchdog.join().is_err() {
-                    tracing::error!("the handshake watchdog panicked");
-                }
                 return Err(ServeError::Thread(error));
             }
         };
@@ -231,7 +228,6 @@ impl Server {
             state,
             store: Some(store),
             runtime,
-            watchdog: Some(watchdog),
         })
     }
 
@@ -282,11 +278,6 @@ impl Server {
         self.runtime.stop();
         self.state.kernel_runs.cancel_all_and_join();
         self.state.kernel_paths.remove_owned();
-        if let Some(watchdog) = self.watchdog.take() {
-            if watchdog.join().is_err() {
-                tracing::error!("the handshake watchdog panicked");
-            }
-        }
         let counters = self.counters();
         let closed = match self.store.take().map(Arc::try_unwrap) {
             Some(Ok(store)) => store.close(),
@@ -412,32 +403,25 @@ fn bind(path: &Path, group: Option<&AllowedGroup>) -> Result<UnixListener, Serve
     })
 }
 
-/// Starts the thread that closes connections sending no hello within the handshake
-/// time limit; it ends when the server stops.
-fn start_handshake_watchdog(state: &Arc<ServerState>) -> Result<JoinHandle<()>, ServeError> {
-    let watching = Arc::clone(state);
-    std::thread::Builder::new()
-        .name("flashpipe-handshakes".to_string())
-        .spawn(move || {
-            watching
-                .admission
-                .watch_handshakes(&|| watching.is_stopping(), &watching.clients_now)
-        })
-        .map_err(ServeError::Thread)
-}
-
 /// The store protocol as `flashpipe-net`'s accept loop serves it.
 struct StoreProtocol {
     state: Arc<ServerState>,
 }
 
 impl flashpipe_net::Protocol for StoreProtocol {
-    fn serve(&self, connection: Accepted, id: u64) {
+    fn serve(&self, connection: Accepted, admitted: Admitted) {
+        let id = admitted.id();
         // The server listens on its Unix socket alone.
         if let Accepted::Unix(stream) = connection {
-            serve_connection(Arc::clone(&self.state), stream, id);
+            serve_connection(Arc::clone(&self.state), stream, admitted);
         }
         self.state.admission.release(id, &self.state.clients_now);
+    }
+
+    /// Writes the late client its typed refusal and frees its place; the runtime then
+    /// shuts the connection.
+    fn handshake_expired(&self, _connection: &Accepted, id: u64) {
+        self.state.admission.expire(id, &self.state.clients_now);
     }
 
     /// Never called: the loop's own connection limit is off (the admission table holds

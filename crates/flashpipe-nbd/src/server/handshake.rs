@@ -59,9 +59,6 @@ pub enum HandshakeEnd {
     /// The server is shutting down.
     #[error("the server is shutting down")]
     Shutdown,
-    /// The client sent nothing within the handshake time limit.
-    #[error("the client sent no option within the handshake time limit")]
-    Silent,
     /// `NBD_OPT_EXPORT_NAME` before TLS while TLS is required (the specification:
     /// terminate).
     #[error("NBD_OPT_EXPORT_NAME before NBD_OPT_STARTTLS while TLS is required")]
@@ -157,14 +154,6 @@ pub fn negotiate<S: Read + Write>(
                 if source.kind() == std::io::ErrorKind::UnexpectedEof =>
             {
                 return Err(HandshakeEnd::ClientLeft)
-            }
-            Err(WireError::Io { source, .. })
-                if matches!(
-                    source.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(HandshakeEnd::Silent)
             }
             Err(error) => return Err(error.into()),
         };

@@ -140,7 +140,8 @@ pub fn load_rustls_config(
     Ok(Arc::new(config))
 }
 
-/// Runs the TLS handshake on `socket` (blocking, within the socket's read limit), then
+/// Runs the TLS handshake on `socket` (blocking; the runtime's handshake deadline shuts
+/// the socket under a client that stalls it), then
 /// starts the pump thread (`crate::tls_pump`) and returns the plaintext end.
 /// `write_limit` bounds how long the pump waits for a client that does not read.
 pub fn upgrade(

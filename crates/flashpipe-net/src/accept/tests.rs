@@ -1,5 +1,5 @@
 //! Tests of the accept loop over loopback TCP and a Unix socket: the connection limit,
-//! the handshake deadline and the graceful stop.
+//! the absolute handshake deadline and the graceful stop.
 
 use super::*;
 use std::io::{Read, Write};
@@ -7,15 +7,23 @@ use std::sync::mpsc;
 
 /// Echoes one byte back per byte read until the client closes or a read fails; reports
 /// how each connection ended, and each refusal.
+/// Over TCP, a first byte 0 ends the handshake (any other first byte does not).
 struct Echo {
     ends: Mutex<mpsc::Sender<String>>,
     refusals: Mutex<mpsc::Sender<(usize, usize)>>,
+    expired: Mutex<mpsc::Sender<u64>>,
 }
 
 impl Protocol for Echo {
-    fn serve(&self, connection: Accepted, _id: u64) {
+    fn serve(&self, connection: Accepted, admitted: Admitted) {
         let end = match connection {
-            Accepted::Tcp(mut stream) => echo_until_end(&mut stream),
+            Accepted::Tcp(mut stream) => {
+                let mut first = [1u8; 1];
+                if stream.peek(&mut first).is_ok() && first[0] == 0 {
+                    assert!(admitted.handshake_done(), "done within the deadline");
+                }
+                echo_until_end(&mut stream)
+            }
             Accepted::Unix(mut stream) => format!("unix {}", echo_until_end(&mut stream)),
         };
         let _ = self.ends.lock().unwrap().send(end);
@@ -23,6 +31,10 @@ impl Protocol for Echo {
 
     fn refused(&self, _connection: &Accepted, open: usize, limit: usize) {
         let _ = self.refusals.lock().unwrap().send((open, limit));
+    }
+
+    fn handshake_expired(&self, _connection: &Accepted, id: u64) {
+        let _ = self.expired.lock().unwrap().send(id);
     }
 }
 
@@ -46,6 +58,7 @@ type Started = (
     SocketAddr,
     mpsc::Receiver<String>,
     mpsc::Receiver<(usize, usize)>,
+    mpsc::Receiver<u64>,
 );
 
 fn start(limits: Limits) -> Started {
@@ -53,12 +66,14 @@ fn start(limits: Limits) -> Started {
     let address = listener.local_addr().unwrap();
     let (end_sender, ends) = mpsc::channel();
     let (refusal_sender, refusals) = mpsc::channel();
+    let (expired_sender, expired) = mpsc::channel();
     let protocol = Arc::new(Echo {
         ends: Mutex::new(end_sender),
         refusals: Mutex::new(refusal_sender),
+        expired: Mutex::new(expired_sender),
     });
     let server = Server::start(vec![Listener::Tcp(listener)], limits, protocol, "test").unwrap();
-    (server, address, ends, refusals)
+    (server, address, ends, refusals, expired)
 }
 
 fn echo(stream: &mut TcpStream, byte: u8) -> u8 {
@@ -75,7 +90,7 @@ const NO_DEADLINE: Limits = Limits {
 
 #[test]
 fn a_connection_past_the_limit_is_closed_and_reported() {
-    let (mut server, address, _ends, refusals) = start(NO_DEADLINE);
+    let (mut server, address, _ends, refusals, _expired) = start(NO_DEADLINE);
     let mut first = TcpStream::connect(address).unwrap();
     let mut second = TcpStream::connect(address).unwrap();
     assert_eq!(echo(&mut first, 1), 1);
@@ -92,25 +107,69 @@ fn a_connection_past_the_limit_is_closed_and_reported() {
     assert_eq!(server.open_connections(), 0);
 }
 
+const DEADLINE: Limits = Limits {
+    max_connections: 4,
+    handshake_deadline: Some(Duration::from_millis(200)),
+};
+
 #[test]
 fn a_silent_client_meets_the_handshake_deadline() {
-    let limits = Limits {
-        max_connections: 4,
-        handshake_deadline: Some(Duration::from_millis(50)),
-    };
-    let (mut server, address, ends, _refusals) = start(limits);
-    let _silent = TcpStream::connect(address).unwrap();
+    let (mut server, address, ends, _refusals, expired) = start(DEADLINE);
+    let mut silent = TcpStream::connect(address).unwrap();
+    assert_eq!(expired.recv_timeout(Duration::from_secs(10)).unwrap(), 1);
+    assert_eq!(
+        ends.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "closed"
+    );
+    let mut rest = Vec::new();
+    assert_eq!(
+        silent.read_to_end(&mut rest).unwrap_or(0),
+        0,
+        "shut both ways"
+    );
+    server.stop();
+}
+
+#[test]
+fn a_client_trickling_bytes_is_closed_at_the_same_deadline() {
+    let (mut server, address, ends, _refusals, expired) = start(DEADLINE);
+    let mut trickling = TcpStream::connect(address).unwrap();
+    let started = std::time::Instant::now();
+    // One byte every 20 ms: each read is quick, the handshake never ends.
+    while expired.try_recv().is_err() {
+        if trickling.write_all(&[1]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the deadline counts from the accept, not from the last byte"
+        );
+    }
     let end = ends.recv_timeout(Duration::from_secs(10)).unwrap();
-    assert!(
-        end == "error WouldBlock" || end == "error TimedOut",
-        "the read timed out: {end}"
+    assert!(end == "closed" || end == "write failed", "{end}");
+    server.stop();
+}
+
+#[test]
+fn a_finished_handshake_outlives_the_deadline() {
+    let (mut server, address, ends, _refusals, expired) = start(DEADLINE);
+    let mut client = TcpStream::connect(address).unwrap();
+    assert_eq!(echo(&mut client, 0), 0, "the hello byte ends the handshake");
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(echo(&mut client, 9), 9, "served past the deadline");
+    assert!(expired.try_recv().is_err());
+    drop(client);
+    assert_eq!(
+        ends.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "closed"
     );
     server.stop();
 }
 
 #[test]
 fn stop_ends_accepting_and_every_connection_after_its_reader_ends() {
-    let (mut server, address, ends, _refusals) = start(NO_DEADLINE);
+    let (mut server, address, ends, _refusals, _expired) = start(NO_DEADLINE);
     let mut client = TcpStream::connect(address).unwrap();
     assert_eq!(echo(&mut client, 7), 7);
     server.stop();
@@ -141,9 +200,11 @@ fn a_unix_listener_serves_and_stops() {
     let listener = UnixListener::bind(&path).unwrap();
     let (end_sender, ends) = mpsc::channel();
     let (refusal_sender, _refusals) = mpsc::channel();
+    let (expired_sender, _expired) = mpsc::channel();
     let protocol = Arc::new(Echo {
         ends: Mutex::new(end_sender),
         refusals: Mutex::new(refusal_sender),
+        expired: Mutex::new(expired_sender),
     });
     let listeners = vec![Listener::Unix {
         listener,
@@ -172,8 +233,8 @@ struct Gate {
 }
 
 impl Protocol for Gate {
-    fn serve(&self, connection: Accepted, id: u64) {
-        let _ = self.served.lock().unwrap().send(id);
+    fn serve(&self, connection: Accepted, admitted: Admitted) {
+        let _ = self.served.lock().unwrap().send(admitted.id());
         if let Accepted::Unix(mut stream) = connection {
             let _ = echo_until_end(&mut stream);
         }
