@@ -10,10 +10,31 @@ mod serve_support;
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use flashpipe_client::{Client, ConnectOptions, TransportExt};
 use serve_support::*;
+
+/// Stops the server, which must stop cleanly and have logged a connection closed at the
+/// handshake time limit.
+fn stops_having_logged_the_time_limit(server: ServerProcess) {
+    let exit = server.stop_with(libc::SIGTERM);
+    assert!(exit.status.success(), "{exit:?}");
+    assert!(
+        exit.stderr.contains("handshake time limit"),
+        "the server logs why it closed the connection: {}",
+        exit.stderr
+    );
+}
+
+/// A server over a new store whose handshake time limit is `limit_ms`.
+fn server_with_handshake_limit(name: &str, limit_ms: &str) -> (TestFolder, PathBuf, ServerProcess) {
+    let folder = TestFolder::new(name);
+    let store = file_store(&folder, "64MiB");
+    let server = ServerProcess::start(&store, &["--handshake-timeout-ms", limit_ms]);
+    (folder, store, server)
+}
 
 /// Opens a connection that never sends a byte.
 fn silent_connection(server: &ServerProcess) -> UnixStream {
@@ -22,9 +43,8 @@ fn silent_connection(server: &ServerProcess) -> UnixStream {
 
 #[test]
 fn a_silent_connection_is_closed_at_the_handshake_time_limit() {
-    let folder = TestFolder::new("security-handshake-timeout");
-    let store = file_store(&folder, "64MiB");
-    let server = ServerProcess::start(&store, &["--handshake-timeout-ms", "300"]);
+    let (_folder, _store, server) =
+        server_with_handshake_limit("security-handshake-timeout", "300");
     let mut silent = silent_connection(&server);
     silent
         .set_read_timeout(Some(Duration::from_secs(20)))
@@ -36,20 +56,13 @@ fn a_silent_connection_is_closed_at_the_handshake_time_limit() {
         "the server answers a silent connection with an error frame and closes it (the read \
          would otherwise time out): {closed:?}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
-    assert!(
-        exit.stderr.contains("handshake time limit"),
-        "the server logs why it closed the connection: {}",
-        exit.stderr
-    );
+    stops_having_logged_the_time_limit(server);
 }
 
 #[test]
 fn a_connection_trickling_its_hello_is_closed_at_the_same_time_limit() {
-    let folder = TestFolder::new("security-handshake-trickle");
-    let store = file_store(&folder, "64MiB");
-    let server = ServerProcess::start(&store, &["--handshake-timeout-ms", "300"]);
+    let (_folder, _store, server) =
+        server_with_handshake_limit("security-handshake-trickle", "300");
     let mut trickling = silent_connection(&server);
     let started = Instant::now();
     // The frame magic ("FPSV"), one byte every 100 ms and then again: each read the
@@ -68,20 +81,12 @@ fn a_connection_trickling_its_hello_is_closed_at_the_same_time_limit() {
          limit, counted from its accept"
     );
     assert!(started.elapsed() < Duration::from_secs(20));
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
-    assert!(
-        exit.stderr.contains("handshake time limit"),
-        "the server logs why it closed the connection: {}",
-        exit.stderr
-    );
+    stops_having_logged_the_time_limit(server);
 }
 
 #[test]
 fn sixty_four_silent_connections_do_not_lock_out_the_owner() {
-    let folder = TestFolder::new("security-silent-flood");
-    let store = file_store(&folder, "64MiB");
-    let server = ServerProcess::start(&store, &["--handshake-timeout-ms", "2000"]);
+    let (_folder, store, server) = server_with_handshake_limit("security-silent-flood", "2000");
     let silent: Vec<UnixStream> = (0..64).map(|_| silent_connection(&server)).collect();
     std::thread::sleep(Duration::from_millis(200));
     let output = flashpipe(&["ls", text(&store)]);

@@ -76,6 +76,11 @@ fn start(limits: Limits) -> Started {
     (server, address, ends, refusals, expired)
 }
 
+/// How the next connection ended.
+fn next_end(ends: &mpsc::Receiver<String>) -> String {
+    ends.recv_timeout(Duration::from_secs(10)).unwrap()
+}
+
 fn echo(stream: &mut TcpStream, byte: u8) -> u8 {
     stream.write_all(&[byte]).unwrap();
     let mut back = [0u8; 1];
@@ -117,10 +122,7 @@ fn a_silent_client_meets_the_handshake_deadline() {
     let (mut server, address, ends, _refusals, expired) = start(DEADLINE);
     let mut silent = TcpStream::connect(address).unwrap();
     assert_eq!(expired.recv_timeout(Duration::from_secs(10)).unwrap(), 1);
-    assert_eq!(
-        ends.recv_timeout(Duration::from_secs(10)).unwrap(),
-        "closed"
-    );
+    assert_eq!(next_end(&ends), "closed");
     let mut rest = Vec::new();
     assert_eq!(
         silent.read_to_end(&mut rest).unwrap_or(0),
@@ -160,10 +162,7 @@ fn a_finished_handshake_outlives_the_deadline() {
     assert_eq!(echo(&mut client, 9), 9, "served past the deadline");
     assert!(expired.try_recv().is_err());
     drop(client);
-    assert_eq!(
-        ends.recv_timeout(Duration::from_secs(10)).unwrap(),
-        "closed"
-    );
+    assert_eq!(next_end(&ends), "closed");
     server.stop();
 }
 
@@ -174,10 +173,7 @@ fn stop_ends_accepting_and_every_connection_after_its_reader_ends() {
     assert_eq!(echo(&mut client, 7), 7);
     server.stop();
     assert!(server.is_stopping());
-    assert_eq!(
-        ends.recv_timeout(Duration::from_secs(10)).unwrap(),
-        "closed"
-    );
+    assert_eq!(next_end(&ends), "closed");
     assert_eq!(server.open_connections(), 0);
     // Nobody accepts any more: a connection may still be queued by the kernel until the
     // listener is dropped with the joined loop, but it is never served.
