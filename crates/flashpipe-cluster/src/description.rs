@@ -1,0 +1,1 @@
+//! The cluster description file (TOML; docs/cluster.md) and its checks.
