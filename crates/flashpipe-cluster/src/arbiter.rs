@@ -176,13 +176,11 @@ mod tests {
         assert_eq!(arbiter.pick(&[false; 3]), None);
     }
 
-    /// Serves `rounds` requests to always-backlogged inputs; returns each input's cost served.
-    fn serve(
-        arbiter: &mut Weighted,
-        kinds: &[CommandKind],
-        costs: RequestCosts,
-        rounds: usize,
-    ) -> Vec<f64> {
+    /// Serves `rounds` requests to always-backlogged inputs with these weights, each
+    /// sending one kind; returns each input's cost served.
+    fn serve(weights: &[u32], kinds: &[CommandKind], rounds: usize) -> Vec<f64> {
+        let costs = RequestCosts::REFLEX;
+        let mut arbiter = Weighted::new(weights.to_vec(), costs.max());
         let mut served = vec![0.0; kinds.len()];
         let heads: Vec<_> = kinds.iter().map(|&kind| Some(costs.of(kind))).collect();
         for _ in 0..rounds {
@@ -194,23 +192,14 @@ mod tests {
 
     #[test]
     fn equal_weights_share_equally() {
-        let costs = RequestCosts::REFLEX;
-        let mut arbiter = Weighted::new(vec![1, 1], costs.max());
-        let served = serve(
-            &mut arbiter,
-            &[CommandKind::Read, CommandKind::Read],
-            costs,
-            100_000,
-        );
+        let served = serve(&[1, 1], &[CommandKind::Read, CommandKind::Read], 100_000);
         assert!(jain_index(&served) >= 0.99, "{served:?}");
     }
 
     #[test]
     fn a_writer_cannot_exceed_its_share() {
-        let costs = RequestCosts::REFLEX;
-        let mut arbiter = Weighted::new(vec![1, 1, 1], costs.max());
         let kinds = [CommandKind::Write, CommandKind::Read, CommandKind::Read];
-        let served = serve(&mut arbiter, &kinds, costs, 300_000);
+        let served = serve(&[1, 1, 1], &kinds, 300_000);
         let total: f64 = served.iter().sum();
         assert!(served[0] / total <= 1.0 / 3.0 + 0.01, "{served:?}");
         assert!(jain_index(&served) >= 0.99, "{served:?}");
@@ -218,14 +207,7 @@ mod tests {
 
     #[test]
     fn weights_set_the_shares() {
-        let costs = RequestCosts::REFLEX;
-        let mut arbiter = Weighted::new(vec![3, 1], costs.max());
-        let served = serve(
-            &mut arbiter,
-            &[CommandKind::Write, CommandKind::Read],
-            costs,
-            100_000,
-        );
+        let served = serve(&[3, 1], &[CommandKind::Write, CommandKind::Read], 100_000);
         let share = served[0] / (served[0] + served[1]);
         assert!((share - 0.75).abs() < 0.01, "{served:?}");
     }

@@ -6,6 +6,7 @@
 //! names the entry. A node's device id is its node id.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::Read;
 use std::path::Path;
 
 use flashpipe_flash::config::PRESET_NAMES;
@@ -210,17 +211,20 @@ impl ClusterDescription {
             path: path.display().to_string(),
             detail,
         };
-        let metadata = std::fs::metadata(path).map_err(|error| unreadable(error.to_string()))?;
-        if !metadata.is_file() {
+        let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
+        let is_file = file.metadata().map(|metadata| metadata.is_file());
+        if !is_file.map_err(|error| unreadable(error.to_string()))? {
             return Err(unreadable("not a regular file".to_string()));
         }
-        if metadata.len() > MAX_DESCRIPTION_BYTES {
+        let mut text = String::new();
+        file.take(MAX_DESCRIPTION_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|error| unreadable(error.to_string()))?;
+        if text.len() as u64 > MAX_DESCRIPTION_BYTES {
             return Err(unreadable(format!(
-                "{} bytes, over the limit of {MAX_DESCRIPTION_BYTES}",
-                metadata.len()
+                "over the limit of {MAX_DESCRIPTION_BYTES} bytes"
             )));
         }
-        let text = std::fs::read_to_string(path).map_err(|error| unreadable(error.to_string()))?;
         ClusterDescription::from_toml(&text)
     }
 

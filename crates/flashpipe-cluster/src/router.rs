@@ -167,14 +167,26 @@ pub struct RouterCounters {
     pub orphan_acks: u64,
 }
 
+/// The controller tags: the free queue and the table, indexed by tag.
+#[derive(Debug)]
+struct TagTable {
+    rows: Vec<Option<Row>>,
+    free: VecDeque<u32>,
+}
+
+/// Requests waiting for a tag, one queue per host, and the arbiter among the hosts.
+#[derive(Debug)]
+struct HoldQueues {
+    queues: Vec<VecDeque<Held>>,
+    arbiter: Weighted,
+}
+
 /// One node's router.
 #[derive(Debug)]
 pub struct Router {
     config: RouterConfig,
-    rows: Vec<Option<Row>>,
-    free: VecDeque<u32>,
-    held: Vec<VecDeque<Held>>,
-    arbiter: Weighted,
+    tags: TagTable,
+    hold: HoldQueues,
     links_up: Vec<bool>,
     counters: RouterCounters,
 }
@@ -224,10 +236,14 @@ impl Router {
             }
         }
         Ok(Router {
-            rows: vec![None; config.tags as usize],
-            free: (0..config.tags).collect(),
-            held: vec![VecDeque::new(); config.host_weights.len()],
-            arbiter: Weighted::new(config.host_weights.clone(), config.costs.max()),
+            tags: TagTable {
+                rows: vec![None; config.tags as usize],
+                free: (0..config.tags).collect(),
+            },
+            hold: HoldQueues {
+                queues: vec![VecDeque::new(); config.host_weights.len()],
+                arbiter: Weighted::new(config.host_weights.clone(), config.costs.max()),
+            },
             links_up: vec![true; config.links],
             counters: RouterCounters::default(),
             config,
@@ -241,12 +257,12 @@ impl Router {
 
     /// Controller tags in use.
     pub fn in_flight(&self) -> usize {
-        self.config.tags as usize - self.free.len()
+        self.config.tags as usize - self.tags.free.len()
     }
 
     /// Requests held for a tag.
     pub fn held(&self) -> usize {
-        self.held.iter().map(VecDeque::len).sum()
+        self.hold.queues.iter().map(VecDeque::len).sum()
     }
 
     /// Whether a link is up.
@@ -320,7 +336,7 @@ impl Router {
             Self::answer(source, hops, &request, status, out);
             return;
         }
-        let queue = &mut self.held[request.host as usize];
+        let queue = &mut self.hold.queues[request.host as usize];
         if queue.len() >= self.config.queue_limit as usize {
             self.counters.busy += 1;
             let status = Status::Busy {
@@ -338,9 +354,10 @@ impl Router {
 
     /// Gives free tags to held requests, host by host as the arbiter picks.
     fn dispatch_held(&mut self, out: &mut Vec<Output>) {
-        while !self.free.is_empty() {
+        while !self.tags.free.is_empty() {
             let heads: Vec<Option<u32>> = self
-                .held
+                .hold
+                .queues
                 .iter()
                 .map(|queue| {
                     queue
@@ -348,10 +365,10 @@ impl Router {
                         .map(|held| self.config.costs.of(held.request.command.kind()))
                 })
                 .collect();
-            let Some(host) = self.arbiter.pick(&heads) else {
+            let Some(host) = self.hold.arbiter.pick(&heads) else {
                 return;
             };
-            let held = self.held[host]
+            let held = self.hold.queues[host]
                 .pop_front()
                 .expect("the arbiter picks a host with a request");
             self.dispatch(held, out);
@@ -390,10 +407,11 @@ impl Router {
             }
         };
         let tag = self
+            .tags
             .free
             .pop_front()
             .expect("dispatch runs with a free tag");
-        let slot = &mut self.rows[tag as usize];
+        let slot = &mut self.tags.rows[tag as usize];
         assert!(slot.is_none(), "a free tag has no row");
         *slot = Some(Row {
             source,
@@ -432,6 +450,7 @@ impl Router {
         let unknown = RouterError::UnknownTag { tag: ack.tag };
         let index = usize::try_from(ack.tag).map_err(|_| unknown.clone())?;
         let matches = self
+            .tags
             .rows
             .get(index)
             .and_then(Option::as_ref)
@@ -439,8 +458,10 @@ impl Router {
         if !matches {
             return Err(unknown);
         }
-        let row = self.rows[index].take().expect("the row was just found");
-        self.free.push_back(index as u32);
+        let row = self.tags.rows[index]
+            .take()
+            .expect("the row was just found");
+        self.tags.free.push_back(index as u32);
         if row.orphaned {
             self.counters.orphan_acks += 1;
             return Ok(());
@@ -470,8 +491,8 @@ impl Router {
         }
         self.links_up[link] = false;
         let port = Port::Link(link);
-        for tag in 0..self.rows.len() {
-            let Some(row) = self.rows[tag].as_mut() else {
+        for tag in 0..self.tags.rows.len() {
+            let Some(row) = self.tags.rows[tag].as_mut() else {
                 continue;
             };
             if row.source == port {
@@ -480,8 +501,8 @@ impl Router {
             if row.out != port {
                 continue;
             }
-            let row = self.rows[tag].take().expect("the row was just seen");
-            self.free.push_back(tag as u32);
+            let row = self.tags.rows[tag].take().expect("the row was just seen");
+            self.tags.free.push_back(tag as u32);
             if row.orphaned {
                 continue;
             }
@@ -503,7 +524,7 @@ impl Router {
                 },
             });
         }
-        for queue in &mut self.held {
+        for queue in &mut self.hold.queues {
             queue.retain(|held| held.source != port);
         }
         self.dispatch_held(&mut out);
@@ -519,21 +540,21 @@ impl Router {
 
     /// Panics unless every controller tag is either free (once) or held by one row.
     pub fn assert_tags_balanced(&self) {
-        let mut seen = vec![false; self.rows.len()];
-        for &tag in &self.free {
+        let mut seen = vec![false; self.tags.rows.len()];
+        for &tag in &self.tags.free {
             let tag = tag as usize;
             assert!(!seen[tag], "tag {tag} is free twice");
-            assert!(self.rows[tag].is_none(), "free tag {tag} has a row");
+            assert!(self.tags.rows[tag].is_none(), "free tag {tag} has a row");
             seen[tag] = true;
         }
-        let in_use = self.rows.iter().filter(|row| row.is_some()).count();
+        let in_use = self.tags.rows.iter().filter(|row| row.is_some()).count();
         assert_eq!(
-            self.free.len() + in_use,
-            self.rows.len(),
+            self.tags.free.len() + in_use,
+            self.tags.rows.len(),
             "tags leaked: {} free, {} in use, {} in all",
-            self.free.len(),
+            self.tags.free.len(),
             in_use,
-            self.rows.len()
+            self.tags.rows.len()
         );
     }
 }

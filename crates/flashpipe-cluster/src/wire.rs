@@ -8,8 +8,12 @@
 //! those limits allow, every status value by its type. Each way a frame can be bad has its
 //! own [`WireError`]; nothing a peer sends makes the decoder panic.
 
-use flashpipe_flash::{AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest};
-use flashpipe_flash::{FlashConfig, RuleViolation};
+use flashpipe_flash::{CommandKind, FlashAddress, FlashCommand, FlashConfig, FlashRequest};
+
+mod status;
+
+use status::{decode_status, status_fields};
+pub use status::{Status, StatusCode};
 
 /// The four bytes every frame starts with.
 pub const MAGIC: [u8; 4] = *b"FPCL";
@@ -17,59 +21,6 @@ pub const MAGIC: [u8; 4] = *b"FPCL";
 pub const VERSION: u8 = 1;
 /// Bytes of the fixed header.
 pub const HEADER_BYTES: usize = 16;
-/// Bytes of a ReadPage, WritePage or EraseBlock body before a write's lengths.
-pub const REQUEST_BODY_BYTES: usize = 32;
-/// Bytes of an Ack body before a read's lengths.
-pub const ACK_BODY_BYTES: usize = 36;
-/// Bytes of a Credit body.
-pub const CREDIT_BODY_BYTES: usize = 8;
-/// Flag bit of an Ack that carries a read's data and spare bytes.
-pub const FLAG_PAYLOAD: u8 = 1;
-
-/// Frame kinds (header byte 5).
-pub mod kind {
-    /// ReadPage.
-    pub const READ_PAGE: u8 = 1;
-    /// WritePage.
-    pub const WRITE_PAGE: u8 = 2;
-    /// EraseBlock.
-    pub const ERASE_BLOCK: u8 = 3;
-    /// Ack.
-    pub const ACK: u8 = 4;
-    /// Credit.
-    pub const CREDIT: u8 = 5;
-}
-
-/// Status codes of an Ack.
-pub mod code {
-    /// Done; a = corrected bits, b = corrected symbols.
-    pub const OK: u16 = 0;
-    /// A read had more errors than the ECC corrects.
-    pub const UNCORRECTABLE: u16 = 1;
-    /// A program or erase failed: the block is bad.
-    pub const BAD_BLOCK: u16 = 2;
-    /// The page is already programmed; a = block, b = page.
-    pub const NOT_ERASED: u16 = 3;
-    /// Pages programmed out of order; a = the block's next page, b = the page asked for.
-    pub const OUT_OF_ORDER: u16 = 4;
-    /// An address field past the geometry; field = which, a = value, b = limit.
-    pub const ADDRESS_OUT_OF_RANGE: u16 = 5;
-    /// Data or spare of the wrong length; field = which, a = length, b = expected.
-    pub const WRONG_LENGTH: u16 = 6;
-    /// A program or erase of a block the host does not own; a = device, b = block.
-    pub const NOT_OWNER: u16 = 7;
-    /// A node or link on the path is down; a = device, b = hop.
-    pub const UNREACHABLE: u16 = 8;
-    /// The node's queue is full; a = its limit.
-    pub const BUSY: u16 = 9;
-    /// No such host in the cluster; a = host, b = host count.
-    pub const UNKNOWN_HOST: u16 = 10;
-}
-
-/// Address fields named by `AddressOutOfRange`, in code order.
-const ADDRESS_FIELDS: [&str; 5] = ["device", "bus", "chip", "block", "page"];
-/// Length fields named by `WrongLength`, in code order.
-const LENGTH_FIELDS: [&str; 2] = ["data", "spare"];
 
 /// A virtual channel: one per datapath of the paper's router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -125,39 +76,6 @@ impl Channel {
     }
 }
 
-/// The outcome an Ack carries: the flash's own statuses and the cluster's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
-    /// What the flash device answered.
-    Flash(AckStatus),
-    /// A program or erase of a block outside the host's share, refused at the device's node.
-    NotOwner {
-        /// The device.
-        device: u32,
-        /// The block asked for.
-        block: u32,
-    },
-    /// A node or link on the path is down.
-    Unreachable {
-        /// The device the request was for.
-        device: u32,
-        /// Hops the request had made when it could go no further.
-        hop: u8,
-    },
-    /// The node held as many requests as it may; send again later.
-    Busy {
-        /// The queue's limit.
-        queue_limit: u32,
-    },
-    /// The request named a host the cluster does not have.
-    UnknownHost {
-        /// The host named.
-        host: u32,
-        /// Hosts in the cluster.
-        host_count: u32,
-    },
-}
-
 /// A read's page: data and the host's spare bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PagePayload {
@@ -210,6 +128,13 @@ pub struct Frame {
     /// The message.
     pub message: Message,
 }
+
+/// Bytes of a ReadPage, WritePage or EraseBlock body before a write's lengths.
+pub const REQUEST_BODY_BYTES: usize = 32;
+/// Bytes of an Ack body before a read's lengths.
+pub const ACK_BODY_BYTES: usize = 36;
+/// Bytes of a Credit body.
+pub const CREDIT_BODY_BYTES: usize = 8;
 
 /// The bounds a decoder holds every frame to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,77 +297,6 @@ fn command_of_code(code: u8) -> Option<CommandKind> {
     }
 }
 
-/// A status as (code, field, a, b).
-fn status_fields(status: &Status) -> Result<(u16, u16, u64, u64), EncodeError> {
-    let field_code = |names: &[&str], field: &'static str| {
-        names
-            .iter()
-            .position(|name| *name == field)
-            .map(|index| index as u16)
-            .ok_or(EncodeError::UnknownField { field })
-    };
-    Ok(match status {
-        Status::Flash(AckStatus::Ok {
-            corrected_bits,
-            corrected_symbols,
-        }) => (
-            code::OK,
-            0,
-            u64::from(*corrected_bits),
-            u64::from(*corrected_symbols),
-        ),
-        Status::Flash(AckStatus::Uncorrectable) => (code::UNCORRECTABLE, 0, 0, 0),
-        Status::Flash(AckStatus::BadBlock) => (code::BAD_BLOCK, 0, 0, 0),
-        Status::Flash(AckStatus::RuleViolation(violation)) => match violation {
-            RuleViolation::NotErased { block, page } => {
-                (code::NOT_ERASED, 0, u64::from(*block), u64::from(*page))
-            }
-            RuleViolation::OutOfOrder {
-                expected_page,
-                page,
-            } => (
-                code::OUT_OF_ORDER,
-                0,
-                u64::from(*expected_page),
-                u64::from(*page),
-            ),
-            RuleViolation::AddressOutOfRange {
-                field,
-                value,
-                limit,
-            } => (
-                code::ADDRESS_OUT_OF_RANGE,
-                field_code(&ADDRESS_FIELDS, field)?,
-                *value,
-                *limit,
-            ),
-            RuleViolation::WrongLength {
-                field,
-                length,
-                expected,
-            } => (
-                code::WRONG_LENGTH,
-                field_code(&LENGTH_FIELDS, field)?,
-                *length as u64,
-                *expected as u64,
-            ),
-        },
-        Status::NotOwner { device, block } => {
-            (code::NOT_OWNER, 0, u64::from(*device), u64::from(*block))
-        }
-        Status::Unreachable { device, hop } => {
-            (code::UNREACHABLE, 0, u64::from(*device), u64::from(*hop))
-        }
-        Status::Busy { queue_limit } => (code::BUSY, 0, u64::from(*queue_limit), 0),
-        Status::UnknownHost { host, host_count } => (
-            code::UNKNOWN_HOST,
-            0,
-            u64::from(*host),
-            u64::from(*host_count),
-        ),
-    })
-}
-
 fn check_length(field: &'static str, bytes: &[u8], limit: u32) -> Result<(), EncodeError> {
     if bytes.len() > limit as usize {
         return Err(EncodeError::TooLong {
@@ -472,6 +326,37 @@ fn put_address(out: &mut Vec<u8>, tag: u64, host: u32, address: FlashAddress) {
     }
 }
 
+/// Frame kinds (header byte 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// ReadPage.
+    ReadPage = 1,
+    /// WritePage.
+    WritePage,
+    /// EraseBlock.
+    EraseBlock,
+    /// Ack.
+    Ack,
+    /// Credit.
+    Credit,
+}
+
+impl FrameKind {
+    /// The kind of a code, if any.
+    pub fn from_code(code: u8) -> Option<FrameKind> {
+        [
+            FrameKind::ReadPage,
+            FrameKind::WritePage,
+            FrameKind::EraseBlock,
+            FrameKind::Ack,
+            FrameKind::Credit,
+        ]
+        .into_iter()
+        .find(|kind| *kind as u8 == code)
+    }
+}
+
 /// Encodes one frame, held to `limits`.
 pub fn encode(frame: &Frame, limits: WireLimits) -> Result<Vec<u8>, EncodeError> {
     let mut body = Vec::new();
@@ -485,8 +370,8 @@ pub fn encode(frame: &Frame, limits: WireLimits) -> Result<Vec<u8>, EncodeError>
                 request.command.address(),
             );
             match &request.command {
-                FlashCommand::ReadPage { .. } => kind::READ_PAGE,
-                FlashCommand::EraseBlock { .. } => kind::ERASE_BLOCK,
+                FlashCommand::ReadPage { .. } => FrameKind::ReadPage,
+                FlashCommand::EraseBlock { .. } => FrameKind::EraseBlock,
                 FlashCommand::WritePage { data, spare, .. } => {
                     check_length("data", data, limits.max_page_bytes)?;
                     check_length("spare", spare, limits.max_spare_bytes)?;
@@ -494,7 +379,7 @@ pub fn encode(frame: &Frame, limits: WireLimits) -> Result<Vec<u8>, EncodeError>
                     put_u32(&mut body, spare.len() as u32);
                     body.extend_from_slice(data);
                     body.extend_from_slice(spare);
-                    kind::WRITE_PAGE
+                    FrameKind::WritePage
                 }
             }
         }
@@ -503,7 +388,7 @@ pub fn encode(frame: &Frame, limits: WireLimits) -> Result<Vec<u8>, EncodeError>
             body.extend_from_slice(&ack.tag.to_le_bytes());
             put_u32(&mut body, ack.host);
             body.extend_from_slice(&[command_code(ack.kind), 0, 0, 0]);
-            body.extend_from_slice(&status.to_le_bytes());
+            body.extend_from_slice(&(status as u16).to_le_bytes());
             body.extend_from_slice(&field.to_le_bytes());
             body.extend_from_slice(&a.to_le_bytes());
             body.extend_from_slice(&b.to_le_bytes());
@@ -519,18 +404,18 @@ pub fn encode(frame: &Frame, limits: WireLimits) -> Result<Vec<u8>, EncodeError>
                 body.extend_from_slice(&payload.data);
                 body.extend_from_slice(&payload.spare);
             }
-            kind::ACK
+            FrameKind::Ack
         }
         Message::Credit(credit) => {
             body.extend_from_slice(&[credit.channel.code(), 0, 0, 0]);
             put_u32(&mut body, credit.count);
-            kind::CREDIT
+            FrameKind::Credit
         }
     };
     debug_assert!(body.len() <= limits.max_body_bytes());
     let mut out = Vec::with_capacity(HEADER_BYTES + body.len());
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&[VERSION, frame_kind, flags, frame.hops]);
+    out.extend_from_slice(&[VERSION, frame_kind as u8, flags, frame.hops]);
     put_u32(&mut out, body.len() as u32);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out), &body);
     put_u32(&mut out, crc);
@@ -549,6 +434,15 @@ impl Reader<'_> {
         let slice = &self.bytes[self.at..self.at + count];
         self.at += count;
         slice
+    }
+
+    /// Three reserved bytes, which must be zero.
+    fn reserved(&mut self, field: &'static str) -> Result<(), WireError> {
+        let bytes = self.take(3);
+        zero(
+            field,
+            u64::from_le_bytes([bytes[0], bytes[1], bytes[2], 0, 0, 0, 0, 0]),
+        )
     }
 
     fn u8(&mut self) -> u8 {
@@ -574,6 +468,9 @@ impl Reader<'_> {
     }
 }
 
+/// Flag bit of an Ack that carries a read's data and spare bytes.
+pub const FLAG_PAYLOAD: u8 = 1;
+
 /// The length of the frame whose header starts `bytes`, checked against the limits, so a
 /// stream reader knows how much to read before [`decode`].
 pub fn frame_length(bytes: &[u8], limits: WireLimits) -> Result<usize, WireError> {
@@ -590,10 +487,10 @@ pub fn frame_length(bytes: &[u8], limits: WireLimits) -> Result<usize, WireError
         return Err(WireError::BadVersion { version: bytes[4] });
     }
     let frame_kind = bytes[5];
-    if !(kind::READ_PAGE..=kind::CREDIT).contains(&frame_kind) {
+    let Some(kind) = FrameKind::from_code(frame_kind) else {
         return Err(WireError::UnknownKind { kind: frame_kind });
-    }
-    let allowed_flags = if frame_kind == kind::ACK {
+    };
+    let allowed_flags = if kind == FrameKind::Ack {
         FLAG_PAYLOAD
     } else {
         0
@@ -625,7 +522,7 @@ fn expect_length(frame_kind: u8, length: usize, expected: usize) -> Result<(), W
     Ok(())
 }
 
-fn bounded_u32(field: &'static str, value: u64) -> Result<u32, WireError> {
+pub(crate) fn bounded_u32(field: &'static str, value: u64) -> Result<u32, WireError> {
     u32::try_from(value).map_err(|_| WireError::FieldTooLarge {
         field,
         value,
@@ -633,7 +530,7 @@ fn bounded_u32(field: &'static str, value: u64) -> Result<u32, WireError> {
     })
 }
 
-fn zero(field: &'static str, value: u64) -> Result<(), WireError> {
+pub(crate) fn zero(field: &'static str, value: u64) -> Result<(), WireError> {
     if value != 0 {
         return Err(WireError::NotZero { field, value });
     }
@@ -679,90 +576,6 @@ fn read_page(
     Ok(PagePayload { data, spare })
 }
 
-fn decode_status(code: u16, field: u16, a: u64, b: u64) -> Result<Status, WireError> {
-    let field_name = |names: &[&'static str]| {
-        names
-            .get(usize::from(field))
-            .copied()
-            .ok_or(WireError::UnknownCode {
-                field: "status field",
-                value: u64::from(field),
-            })
-    };
-    if !matches!(code, code::ADDRESS_OUT_OF_RANGE | code::WRONG_LENGTH) {
-        zero("status field", u64::from(field))?;
-    }
-    let status = match code {
-        code::OK => Status::Flash(AckStatus::Ok {
-            corrected_bits: bounded_u32("corrected bits", a)?,
-            corrected_symbols: bounded_u32("corrected symbols", b)?,
-        }),
-        code::UNCORRECTABLE | code::BAD_BLOCK => {
-            zero("status value a", a)?;
-            zero("status value b", b)?;
-            Status::Flash(if code == code::UNCORRECTABLE {
-                AckStatus::Uncorrectable
-            } else {
-                AckStatus::BadBlock
-            })
-        }
-        code::NOT_ERASED => Status::Flash(AckStatus::RuleViolation(RuleViolation::NotErased {
-            block: bounded_u32("block", a)?,
-            page: bounded_u32("page", b)?,
-        })),
-        code::OUT_OF_ORDER => Status::Flash(AckStatus::RuleViolation(RuleViolation::OutOfOrder {
-            expected_page: bounded_u32("expected page", a)?,
-            page: bounded_u32("page", b)?,
-        })),
-        code::ADDRESS_OUT_OF_RANGE => {
-            Status::Flash(AckStatus::RuleViolation(RuleViolation::AddressOutOfRange {
-                field: field_name(&ADDRESS_FIELDS)?,
-                value: a,
-                limit: b,
-            }))
-        }
-        code::WRONG_LENGTH => {
-            let field = field_name(&LENGTH_FIELDS)?;
-            let length = bounded_u32("length", a)? as usize;
-            let expected = bounded_u32("expected length", b)? as usize;
-            Status::Flash(AckStatus::RuleViolation(RuleViolation::WrongLength {
-                field,
-                length,
-                expected,
-            }))
-        }
-        code::NOT_OWNER => Status::NotOwner {
-            device: bounded_u32("device", a)?,
-            block: bounded_u32("block", b)?,
-        },
-        code::UNREACHABLE => Status::Unreachable {
-            device: bounded_u32("device", a)?,
-            hop: u8::try_from(b).map_err(|_| WireError::FieldTooLarge {
-                field: "hop",
-                value: b,
-                limit: u64::from(u8::MAX),
-            })?,
-        },
-        code::BUSY => {
-            zero("status value b", b)?;
-            Status::Busy {
-                queue_limit: bounded_u32("queue limit", a)?,
-            }
-        }
-        code::UNKNOWN_HOST => Status::UnknownHost {
-            host: bounded_u32("host", a)?,
-            host_count: bounded_u32("host count", b)?,
-        },
-        _ => {
-            return Err(WireError::UnknownCode {
-                field: "status",
-                value: u64::from(code),
-            })
-        }
-    };
-    Ok(status)
-}
-
 /// Decodes the frame at the start of `bytes`; returns it and the bytes it took.
 pub fn decode(bytes: &[u8], limits: WireLimits) -> Result<(Frame, usize), WireError> {
     let total = frame_length(bytes, limits)?;
@@ -782,9 +595,11 @@ pub fn decode(bytes: &[u8], limits: WireLimits) -> Result<(Frame, usize), WireEr
     let hops = bytes[7];
     let body = &bytes[HEADER_BYTES..total];
     let mut reader = Reader { bytes: body, at: 0 };
-    let message = match frame_kind {
-        kind::READ_PAGE | kind::WRITE_PAGE | kind::ERASE_BLOCK => {
-            if frame_kind == kind::WRITE_PAGE {
+    let kind =
+        FrameKind::from_code(frame_kind).ok_or(WireError::UnknownKind { kind: frame_kind })?;
+    let message = match kind {
+        FrameKind::ReadPage | FrameKind::WritePage | FrameKind::EraseBlock => {
+            if kind == FrameKind::WritePage {
                 if body.len() < REQUEST_BODY_BYTES + 8 {
                     return Err(WireError::BadLength {
                         kind: frame_kind,
@@ -804,9 +619,9 @@ pub fn decode(bytes: &[u8], limits: WireLimits) -> Result<(Frame, usize), WireEr
                 block: reader.u32(),
                 page: reader.u32(),
             };
-            let command = match frame_kind {
-                kind::READ_PAGE => FlashCommand::ReadPage { address },
-                kind::ERASE_BLOCK => FlashCommand::EraseBlock { address },
+            let command = match kind {
+                FrameKind::ReadPage => FlashCommand::ReadPage { address },
+                FrameKind::EraseBlock => FlashCommand::EraseBlock { address },
                 _ => {
                     let page = read_page(&mut reader, frame_kind, limits)?;
                     FlashCommand::WritePage {
@@ -818,7 +633,7 @@ pub fn decode(bytes: &[u8], limits: WireLimits) -> Result<(Frame, usize), WireEr
             };
             Message::Request(FlashRequest { tag, host, command })
         }
-        kind::ACK => {
+        FrameKind::Ack => {
             let fixed = ACK_BODY_BYTES + if flags & FLAG_PAYLOAD != 0 { 8 } else { 0 };
             if flags & FLAG_PAYLOAD == 0 {
                 expect_length(frame_kind, body.len(), fixed)?;
@@ -836,11 +651,7 @@ pub fn decode(bytes: &[u8], limits: WireLimits) -> Result<(Frame, usize), WireEr
                 field: "command",
                 value: u64::from(command),
             })?;
-            let reserved = reader.take(3);
-            zero(
-                "ack reserved bytes",
-                u64::from(reserved[0]) | u64::from(reserved[1]) | u64::from(reserved[2]),
-            )?;
+            reader.reserved("ack reserved bytes")?;
             let status_code = reader.u16();
             let field = reader.u16();
             let a = reader.u64();
@@ -865,18 +676,14 @@ pub fn decode(bytes: &[u8], limits: WireLimits) -> Result<(Frame, usize), WireEr
                 payload,
             })
         }
-        _ => {
+        FrameKind::Credit => {
             expect_length(frame_kind, body.len(), CREDIT_BODY_BYTES)?;
             let channel_code = reader.u8();
             let channel = Channel::from_code(channel_code).ok_or(WireError::UnknownCode {
                 field: "channel",
                 value: u64::from(channel_code),
             })?;
-            let reserved = reader.take(3);
-            zero(
-                "credit reserved bytes",
-                u64::from(reserved[0]) | u64::from(reserved[1]) | u64::from(reserved[2]),
-            )?;
+            reader.reserved("credit reserved bytes")?;
             let count = reader.u32();
             Message::Credit(Credit { channel, count })
         }

@@ -1,6 +1,7 @@
 //! Tests of the wire: golden bytes per message kind, round trips, hostile decodes.
 
 use super::*;
+use flashpipe_flash::{AckStatus, RuleViolation};
 use proptest::prelude::*;
 
 const LIMITS: WireLimits = WireLimits {
@@ -232,88 +233,64 @@ fn reseal(bytes: &mut [u8]) {
     bytes[12..16].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Decodes golden frame `golden` with `replacement` written at `offset`, the checksum
+/// recomputed when `seal`.
+fn decode_edited(
+    golden: usize,
+    offset: usize,
+    replacement: &[u8],
+    seal: bool,
+) -> Result<(Frame, usize), WireError> {
+    let mut bytes = unhex(GOLDEN[golden].1);
+    bytes[offset..offset + replacement.len()].copy_from_slice(replacement);
+    if seal {
+        reseal(&mut bytes);
+    }
+    decode(&bytes, LIMITS)
+}
+
 #[test]
 fn hostile_frames_get_their_own_errors() {
     let good = unhex(GOLDEN[1].1);
     for cut in 0..good.len() {
+        let result = decode(&good[..cut], LIMITS);
         assert!(
-            matches!(
-                decode(&good[..cut], LIMITS),
-                Err(WireError::Truncated { .. })
-            ),
+            matches!(result, Err(WireError::Truncated { .. })),
             "cut at {cut}"
         );
     }
-    let mut bad_crc = good.clone();
-    *bad_crc.last_mut().unwrap() ^= 1;
-    assert!(matches!(
-        decode(&bad_crc, LIMITS),
-        Err(WireError::BadCrc { .. })
-    ));
-    let mut bad_magic = good.clone();
-    bad_magic[0] = b'X';
-    assert_eq!(decode(&bad_magic, LIMITS), Err(WireError::BadMagic));
-    let mut bad_version = good.clone();
-    bad_version[4] = 2;
-    assert_eq!(
-        decode(&bad_version, LIMITS),
-        Err(WireError::BadVersion { version: 2 })
-    );
-    let mut unknown_kind = good.clone();
-    unknown_kind[5] = 9;
-    assert_eq!(
-        decode(&unknown_kind, LIMITS),
-        Err(WireError::UnknownKind { kind: 9 })
-    );
-    let mut bad_flags = good.clone();
-    bad_flags[6] = 1;
-    assert!(matches!(
-        decode(&bad_flags, LIMITS),
-        Err(WireError::BadFlags { .. })
-    ));
-    let mut oversize = good.clone();
-    oversize[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(matches!(
-        decode(&oversize, LIMITS),
-        Err(WireError::Oversize { .. })
-    ));
-    let mut long_data = good.clone();
-    long_data[48..52].copy_from_slice(&17u32.to_le_bytes());
-    reseal(&mut long_data);
-    assert!(matches!(
-        decode(&long_data, LIMITS),
-        Err(WireError::FieldTooLarge {
-            field: "data length",
-            ..
-        })
-    ));
-    let mut wrong_sum = good.clone();
-    wrong_sum[48..52].copy_from_slice(&3u32.to_le_bytes());
-    reseal(&mut wrong_sum);
-    assert!(matches!(
-        decode(&wrong_sum, LIMITS),
-        Err(WireError::BadLength { .. })
-    ));
-    let mut ack = unhex(GOLDEN[3].1);
-    ack[32] = 99;
-    reseal(&mut ack);
-    assert!(matches!(
-        decode(&ack, LIMITS),
-        Err(WireError::UnknownCode {
-            field: "status",
-            ..
-        })
-    ));
-    let mut credit = unhex(GOLDEN[4].1);
-    credit[16] = 7;
-    reseal(&mut credit);
-    assert!(matches!(
-        decode(&credit, LIMITS),
-        Err(WireError::UnknownCode {
-            field: "channel",
-            ..
-        })
-    ));
+    let last = good.len() - 1;
+    let cases: [(usize, usize, &[u8], bool, &str); 10] = [
+        (1, last, &[0xcd], false, "checksum mismatch"),
+        (1, 0, b"X", false, "bad magic"),
+        (1, 4, &[2], false, "unsupported wire version 2"),
+        (1, 5, &[9], false, "unknown frame kind 9"),
+        (
+            1,
+            6,
+            &[1],
+            false,
+            "flags 0x01 are not defined for frame kind 2",
+        ),
+        (1, 8, &[0xff; 4], false, "over the limit of 64"),
+        (
+            1,
+            48,
+            &[17, 0, 0, 0],
+            true,
+            "data length of 17 is over the limit of 16",
+        ),
+        (1, 48, &[3, 0, 0, 0], true, "its fields say 44"),
+        (3, 32, &[99], true, "status holds unknown code 99"),
+        (4, 16, &[7], true, "channel holds unknown code 7"),
+    ];
+    for (golden, offset, replacement, seal, expected) in cases {
+        let error = decode_edited(golden, offset, replacement, seal).unwrap_err();
+        assert!(
+            error.to_string().contains(expected),
+            "{error} lacks {expected}"
+        );
+    }
 }
 
 fn arbitrary_frame() -> impl Strategy<Value = Frame> {

@@ -82,6 +82,12 @@ struct World {
 }
 
 impl World {
+    /// The link port of `node` that leads to its neighbour `other`.
+    fn link_to(&self, node: u32, other: u32) -> usize {
+        let neighbours = self.description.neighbours(node);
+        neighbours.iter().position(|&id| id == other).unwrap()
+    }
+
     /// Puts a router's outputs on the wire: every frame is encoded and decoded on the way.
     fn route(&mut self, node: u32, outputs: Vec<Output>) {
         for Output { port, frame } in outputs {
@@ -107,12 +113,7 @@ impl World {
                 }
                 Port::Link(link) => {
                     let neighbour = self.description.neighbours(node)[link];
-                    let back = self
-                        .description
-                        .neighbours(neighbour)
-                        .iter()
-                        .position(|&id| id == node)
-                        .unwrap();
+                    let back = self.link_to(neighbour, node);
                     self.events.push(Event::Deliver {
                         node: neighbour,
                         port: Port::Link(back),
@@ -155,12 +156,7 @@ impl World {
     fn link_down(&mut self, left: u32) {
         let right = left + 1;
         for (node, other) in [(left, right), (right, left)] {
-            let link = self
-                .description
-                .neighbours(node)
-                .iter()
-                .position(|&id| id == other)
-                .unwrap();
+            let link = self.link_to(node, other);
             let outputs = self.routers[node as usize].link_down(link);
             self.route(node, outputs);
         }
