@@ -64,6 +64,11 @@ impl RoundRobin {
         RoundRobin { inputs, next: 0 }
     }
 
+    /// Inputs.
+    pub fn inputs(&self) -> usize {
+        self.inputs
+    }
+
     /// Picks among the inputs whose `ready` is true; the winner gets the lowest priority next.
     pub fn pick(&mut self, ready: &[bool]) -> Option<usize> {
         assert_eq!(ready.len(), self.inputs, "one flag per input");

@@ -10,6 +10,8 @@
 //! - [`arbiter`]: rotating-priority arbitration, and weighted arbitration with request
 //!   costs so a writer cannot starve readers;
 //! - [`credits`]: token-based end-to-end flow control per virtual channel;
+//! - [`output`]: one output port: queues per virtual channel and input, a rotating-priority
+//!   arbiter per datapath, tokens on links;
 //! - [`shares`]: which host may program or erase which blocks of which device;
 //! - [`description`]: the cluster description file (TOML, docs/cluster.md) and its checks.
 //!
@@ -20,6 +22,7 @@
 pub mod arbiter;
 pub mod credits;
 pub mod description;
+pub mod output;
 pub mod router;
 pub mod shares;
 pub mod wire;

@@ -103,6 +103,9 @@ pub enum RouterConfigError {
 pub struct Output {
     /// Where.
     pub port: Port,
+    /// The input it belongs to, for the output's arbiters: the port the request or ack
+    /// came in on (a refusal: the request's port; a link's failures: that link).
+    pub from: Port,
     /// What.
     pub frame: Frame,
 }
@@ -313,6 +316,7 @@ impl Router {
     ) {
         out.push(Output {
             port: source,
+            from: source,
             frame: Frame {
                 hops,
                 message: Message::Ack(WireAck {
@@ -430,6 +434,7 @@ impl Router {
         };
         out.push(Output {
             port,
+            from: source,
             frame: Frame {
                 hops: out_hops,
                 message: Message::Request(FlashRequest {
@@ -470,6 +475,7 @@ impl Router {
         let hops = if port == Port::Device { row.hops } else { hops };
         out.push(Output {
             port: row.source,
+            from: port,
             frame: Frame {
                 hops,
                 message: Message::Ack(WireAck {
@@ -509,6 +515,7 @@ impl Router {
             self.counters.unreachable += 1;
             out.push(Output {
                 port: row.source,
+                from: port,
                 frame: Frame {
                     hops: row.hops,
                     message: Message::Ack(WireAck {

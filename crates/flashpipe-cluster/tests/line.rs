@@ -1,19 +1,31 @@
 //! Four router cores in a line (the paper's rack), a host on every node and an in-memory
 //! device behind each, driven by one seeded loop that delivers frames in random order:
 //! every request gets exactly one ack with its host's tag, routes cross 0 to 3 hops, and a
-//! link going down mid-run leaks no tag.
+//! link going down mid-run leaks no tag. Frames between nodes pass each link's output stage
+//! (a rotating-priority arbiter per datapath, two tokens per virtual channel, credits
+//! returned frame by frame) and the wire's encoder and decoder.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use flashpipe_base::random::SplitMix64;
 use flashpipe_cluster::arbiter::RequestCosts;
+use flashpipe_cluster::credits::CreditReceiver;
 use flashpipe_cluster::description::ClusterDescription;
+use flashpipe_cluster::output::{input_of, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router};
-use flashpipe_cluster::wire::{self, Frame, Message, PagePayload, Status, WireAck, WireLimits};
+use flashpipe_cluster::wire::{
+    self, Channel, Frame, Message, PagePayload, Status, WireAck, WireLimits,
+};
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
 
 const NODES: u32 = 4;
 const HOST_TAGS: u64 = 12;
+/// Input ports of an output stage: host, device, two links.
+const INPUTS: usize = 4;
+/// Frames an output stage holds per channel and input.
+const QUEUE_LIMIT: usize = 256;
+/// Tokens per channel on a link.
+const WINDOW: u32 = 2;
 const LIMITS: WireLimits = WireLimits {
     max_page_bytes: 8,
     max_spare_bytes: 2,
@@ -79,6 +91,12 @@ struct World {
     events: Vec<Event>,
     hops_seen: BTreeSet<u8>,
     statuses: BTreeMap<&'static str, u64>,
+    /// Each link direction's output stage, by (from, to) node.
+    stages: HashMap<(u32, u32), OutputStage>,
+    /// Each link direction's credit receiver, by (from, to) node.
+    receivers: HashMap<(u32, u32), CreditReceiver>,
+    /// The link that is down, as (left, right).
+    down: Option<(u32, u32)>,
 }
 
 impl World {
@@ -90,7 +108,7 @@ impl World {
 
     /// Puts a router's outputs on the wire: every frame is encoded and decoded on the way.
     fn route(&mut self, node: u32, outputs: Vec<Output>) {
-        for Output { port, frame } in outputs {
+        for Output { port, from, frame } in outputs {
             let bytes = wire::encode(&frame, LIMITS).unwrap();
             let (frame, _) = wire::decode(&bytes, LIMITS).unwrap();
             match port {
@@ -113,16 +131,65 @@ impl World {
                 }
                 Port::Link(link) => {
                     let neighbour = self.description.neighbours(node)[link];
-                    let back = self.link_to(neighbour, node);
-                    self.events.push(Event::Deliver {
-                        node: neighbour,
-                        port: Port::Link(back),
-                        frame,
-                        link: Some((node, neighbour)),
-                    });
+                    let stage = self.stages.get_mut(&(node, neighbour)).unwrap();
+                    stage.push(input_of(from), frame).unwrap();
+                    self.pump(node, neighbour);
                 }
             }
         }
+    }
+
+    /// Sends what the output stage from `from` to `to` lets go (arbiters and tokens).
+    fn pump(&mut self, from: u32, to: u32) {
+        if self.down == Some((from.min(to), from.max(to))) {
+            return;
+        }
+        let back = self.link_to(to, from);
+        let stage = self.stages.get_mut(&(from, to)).unwrap();
+        while let Some(frame) = stage.next_frame() {
+            let bytes = wire::encode(&frame, LIMITS).unwrap();
+            let (frame, _) = wire::decode(&bytes, LIMITS).unwrap();
+            self.events.push(Event::Deliver {
+                node: to,
+                port: Port::Link(back),
+                frame,
+                link: Some((from, to)),
+            });
+        }
+    }
+
+    /// A frame arrives over the link `from` -> `to`: credits feed the reverse stage; any
+    /// other frame frees a place on its channel (a credit goes back) and goes to the router.
+    fn arrive(&mut self, from: u32, to: u32, port: Port, frame: Frame) {
+        if let Message::Credit(credit) = frame.message {
+            self.stages
+                .get_mut(&(to, from))
+                .unwrap()
+                .on_credit(credit)
+                .unwrap();
+            self.pump(to, from);
+            return;
+        }
+        let channel = Channel::of(&frame.message).unwrap();
+        if let Some(credit) = self
+            .receivers
+            .get_mut(&(from, to))
+            .unwrap()
+            .on_freed(channel)
+        {
+            let credit = Frame {
+                hops: 0,
+                message: Message::Credit(credit),
+            };
+            self.stages
+                .get_mut(&(to, from))
+                .unwrap()
+                .push(input_of(port), credit)
+                .unwrap();
+            self.pump(to, from);
+        }
+        let outputs = self.routers[to as usize].receive(port, frame).unwrap();
+        self.route(to, outputs);
     }
 
     fn device_ack(&mut self, node: u32, request: FlashRequest) -> Frame {
@@ -159,6 +226,11 @@ impl World {
             let link = self.link_to(node, other);
             let outputs = self.routers[node as usize].link_down(link);
             self.route(node, outputs);
+        }
+        self.down = Some((left, right));
+        for pair in [(left, right), (right, left)] {
+            self.stages
+                .insert(pair, OutputStage::new(INPUTS, QUEUE_LIMIT, Some(WINDOW)));
         }
         self.events.retain(|event| {
             !matches!(event, Event::Deliver { link: Some((from, to)), .. }
@@ -207,6 +279,17 @@ fn run(seed: u64, hosts: u32) {
             .unwrap()
         })
         .collect();
+    let pairs: Vec<(u32, u32)> = (0..NODES - 1)
+        .flat_map(|n| [(n, n + 1), (n + 1, n)])
+        .collect();
+    let stages = pairs
+        .iter()
+        .map(|&pair| (pair, OutputStage::new(INPUTS, QUEUE_LIMIT, Some(WINDOW))))
+        .collect();
+    let receivers = pairs
+        .iter()
+        .map(|&pair| (pair, CreditReceiver::new(1)))
+        .collect();
     let mut world = World {
         description,
         routers,
@@ -214,6 +297,9 @@ fn run(seed: u64, hosts: u32) {
         events: Vec::new(),
         hops_seen: BTreeSet::new(),
         statuses: BTreeMap::new(),
+        stages,
+        receivers,
+        down: None,
     };
     let mut hosts_state: Vec<Host> = (0..hosts)
         .map(|host| Host {
@@ -317,10 +403,14 @@ fn run(seed: u64, hosts: u32) {
                 *world.statuses.entry(name).or_default() += 1;
             }
             Event::Deliver {
-                node, port, frame, ..
+                node,
+                port,
+                frame,
+                link,
             } => {
-                let outputs = world.routers[node as usize].receive(port, frame).unwrap();
-                world.route(node, outputs);
+                let (from, to) = link.expect("frames between nodes cross a link");
+                assert_eq!(to, node);
+                world.arrive(from, to, port, frame);
             }
         }
     }
@@ -335,6 +425,13 @@ fn run(seed: u64, hosts: u32) {
         hosts_state.iter().map(|state| state.acks).sum::<u64>(),
         issued
     );
+    for stage in world.stages.values() {
+        assert_eq!(
+            stage.queued(),
+            0,
+            "seed {seed}: frames left waiting for tokens"
+        );
+    }
     for router in &world.routers {
         router.assert_tags_balanced();
         assert_eq!(router.in_flight(), 0, "no tag leaked");
