@@ -127,11 +127,13 @@ pub enum DescriptionError {
         /// The first id missing.
         missing: u32,
     },
-    /// A node with an empty address.
-    #[error("node {node} has no address; give host:port")]
-    NoAddress {
+    /// A node whose address is not host:port.
+    #[error("node {node}: address {address} is not host:port (a port from 1 to 65535)")]
+    BadAddress {
         /// The node.
         node: u32,
+        /// The address given.
+        address: String,
     },
     /// A preset that does not exist.
     #[error("node {node}: unknown device preset {preset} (presets: {known})")]
@@ -358,8 +360,15 @@ impl ClusterDescription {
                     id: node.id,
                 });
             }
-            if node.address.trim().is_empty() {
-                return Err(DescriptionError::NoAddress { node: node.id });
+            let port = node.address.rsplit_once(':').and_then(|(host, port)| {
+                let port = port.parse::<u16>().ok().filter(|&port| port > 0)?;
+                (!host.trim().is_empty()).then_some(port)
+            });
+            if port.is_none() {
+                return Err(DescriptionError::BadAddress {
+                    node: node.id,
+                    address: node.address.clone(),
+                });
             }
             preset_config(node)?;
         }

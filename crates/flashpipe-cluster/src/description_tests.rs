@@ -85,7 +85,7 @@ fn replaced<'a>(from: &'a str, to: &'a str) -> impl Fn(&mut String) + 'a {
 
 #[test]
 fn every_check_refuses_with_a_clear_message() {
-    let cases: [((&str, &str), &str); 13] = [
+    let cases: [((&str, &str), &str); 15] = [
         (("version = 1", "version = 2"), "version 2 is not supported"),
         (
             ("id = 1\naddress", "id = 0\naddress"),
@@ -123,6 +123,14 @@ fn every_check_refuses_with_a_clear_message() {
             "host 1 is missing",
         ),
         (("weight = 2", "colour = 2"), "unknown field"),
+        (
+            ("127.0.0.1:7401", "127.0.0.1"),
+            "address 127.0.0.1 is not host:port",
+        ),
+        (
+            ("127.0.0.1:7402", ":7402"),
+            "address :7402 is not host:port",
+        ),
     ];
     for ((from, to), expected) in cases {
         let message = refused(replaced(from, to));
