@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::shares::BlockRange;
-use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand};
+use flashpipe_flash::{AckStatus, CommandKind, FlashAddress, FlashCommand};
 
 fn config(device: u32) -> RouterConfig {
     RouterConfig {
@@ -247,4 +247,65 @@ fn bad_configurations_are_refused() {
         Router::new(far),
         Err(RouterConfigError::NoSuchLink { .. })
     ));
+}
+
+/// Two backlogged hosts (one on the host port, one behind link 0) share one device whose
+/// requests finish oldest first; returns the cost of what each host got served.
+fn contend(kinds: [CommandKind; 2], completions: usize) -> [f64; 2] {
+    let mut router = Router::new(config(1)).unwrap();
+    let costs = RequestCosts::REFLEX;
+    let mut at_device: VecDeque<Output> = VecDeque::new();
+    let mut served = [0.0; 2];
+    let mut tag = 0u64;
+    for _ in 0..completions {
+        for (host, port) in [(0u32, Port::Host), (1, Port::Link(0))] {
+            tag += 1;
+            let address = address(1, 0);
+            let command = match kinds[host as usize] {
+                CommandKind::Read => FlashCommand::ReadPage { address },
+                _ => FlashCommand::WritePage {
+                    address,
+                    data: vec![],
+                    spare: vec![],
+                },
+            };
+            let frame = Frame {
+                hops: 0,
+                message: Message::Request(FlashRequest { tag, host, command }),
+            };
+            let out = router.receive(port, frame).unwrap();
+            at_device.extend(out.into_iter().filter(|output| output.port == Port::Device));
+        }
+        let oldest = at_device.pop_front().expect("the device always has work");
+        let host = ack_of_request_host(&oldest);
+        served[host as usize] += f64::from(costs.of(kinds[host as usize]));
+        let out = router.receive(Port::Device, ack_for(&oldest)).unwrap();
+        at_device.extend(out.into_iter().filter(|output| output.port == Port::Device));
+    }
+    router.assert_tags_balanced();
+    served
+}
+
+fn ack_of_request_host(output: &Output) -> u32 {
+    let Message::Request(request) = &output.frame.message else {
+        panic!("not a request");
+    };
+    request.host
+}
+
+#[test]
+fn hosts_of_equal_weight_share_the_device_fairly() {
+    let served = contend([CommandKind::Read, CommandKind::Read], 50_000);
+    assert!(crate::arbiter::jain_index(&served) >= 0.99, "{served:?}");
+}
+
+#[test]
+fn a_writing_host_cannot_take_more_than_its_share() {
+    let served = contend([CommandKind::Write, CommandKind::Read], 50_000);
+    let writer_share = served[0] / (served[0] + served[1]);
+    assert!(
+        writer_share <= 0.5 + 0.01,
+        "writer took {writer_share} of {served:?}"
+    );
+    assert!(crate::arbiter::jain_index(&served) >= 0.99, "{served:?}");
 }
