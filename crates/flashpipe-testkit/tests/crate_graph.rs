@@ -47,6 +47,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "flashpipe-flash",
             "flashpipe-ftl",
             "flashpipe-array",
+            "flashpipe-cluster",
         ],
     ),
     ("network", &["flashpipe-net"]),

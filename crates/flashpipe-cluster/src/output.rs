@@ -1,0 +1,272 @@
+//! One output port of a node (paper section III): frames the router sends on that port
+//! wait in a bounded queue per virtual channel and input port; a rotating-priority arbiter
+//! per datapath (request, write data, read data, ack) picks among the input ports, another
+//! rotates among the datapaths that have a frame and a token, and on a link the
+//! end-to-end tokens ([`crate::credits::CreditSender`]) hold a datapath at zero until the
+//! receiver gives tokens back. Credit frames go first, outside the channels.
+
+use std::collections::VecDeque;
+
+use crate::arbiter::RoundRobin;
+use crate::credits::{CreditError, CreditSender};
+use crate::router::Port;
+use crate::wire::{Channel, Credit, Frame, Message};
+
+/// The input index of a port: host 0, device 1, link `i` at `2 + i`.
+pub fn input_of(port: Port) -> usize {
+    match port {
+        Port::Host => 0,
+        Port::Device => 1,
+        Port::Link(link) => 2 + link,
+    }
+}
+
+/// Why a frame was not queued (the frame is handed back; nothing changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutputError {
+    /// The queue of this channel and input is full: hold the input until [`OutputStage::next_frame`]
+    /// frees a place.
+    #[error("output queue full for that channel and input; hold the input")]
+    QueueFull {
+        /// The frame, handed back.
+        frame: Box<Frame>,
+    },
+    /// An input index past the stage's inputs.
+    #[error("input {input} does not exist (the stage has {inputs})")]
+    NoSuchInput {
+        /// The input.
+        input: usize,
+        /// Inputs.
+        inputs: usize,
+    },
+}
+
+/// One output port's queues, arbiters and tokens.
+#[derive(Debug)]
+pub struct OutputStage {
+    /// Frames by channel (code order), then by input.
+    queues: Vec<Vec<VecDeque<Frame>>>,
+    queue_limit: usize,
+    input_arbiters: Vec<RoundRobin>,
+    channel_arbiter: RoundRobin,
+    tokens: Option<CreditSender>,
+    credits: VecDeque<Credit>,
+}
+
+impl OutputStage {
+    /// A stage for `inputs` input ports, holding `queue_limit` frames per channel and input;
+    /// `window` tokens per channel on a link (`None` on the host and device ports, which
+    /// need no end-to-end flow control).
+    pub fn new(inputs: usize, queue_limit: usize, window: Option<u32>) -> OutputStage {
+        assert!(
+            queue_limit > 0,
+            "a stage holds at least one frame per queue"
+        );
+        OutputStage {
+            queues: vec![vec![VecDeque::new(); inputs]; Channel::ALL.len()],
+            queue_limit,
+            input_arbiters: vec![RoundRobin::new(inputs); Channel::ALL.len()],
+            channel_arbiter: RoundRobin::new(Channel::ALL.len()),
+            tokens: window.map(CreditSender::new),
+            credits: VecDeque::new(),
+        }
+    }
+
+    /// Frames waiting (credits included).
+    pub fn queued(&self) -> usize {
+        let frames: usize = self.queues.iter().flatten().map(VecDeque::len).sum();
+        frames + self.credits.len()
+    }
+
+    /// Queues a frame from an input port.
+    pub fn push(&mut self, input: usize, frame: Frame) -> Result<(), OutputError> {
+        let inputs = self.input_arbiters[0].inputs();
+        if input >= inputs {
+            return Err(OutputError::NoSuchInput { input, inputs });
+        }
+        let Some(channel) = Channel::of(&frame.message) else {
+            if let Message::Credit(credit) = frame.message {
+                self.credits.push_back(credit);
+            }
+            return Ok(());
+        };
+        let queue = &mut self.queues[usize::from(channel.code())][input];
+        if queue.len() >= self.queue_limit {
+            return Err(OutputError::QueueFull {
+                frame: Box::new(frame),
+            });
+        }
+        queue.push_back(frame);
+        Ok(())
+    }
+
+    /// Takes back tokens the receiver returned.
+    pub fn on_credit(&mut self, credit: Credit) -> Result<(), CreditError> {
+        match &mut self.tokens {
+            Some(tokens) => tokens.on_credit(credit),
+            None => Ok(()),
+        }
+    }
+
+    /// The next frame to send, if any may go: credits first, then the datapaths in
+    /// rotating priority among those with a frame and a token, each picking an input in
+    /// rotating priority.
+    pub fn next_frame(&mut self) -> Option<Frame> {
+        if let Some(credit) = self.credits.pop_front() {
+            return Some(Frame {
+                hops: 0,
+                message: Message::Credit(credit),
+            });
+        }
+        let ready: Vec<bool> = Channel::ALL
+            .iter()
+            .map(|&channel| {
+                let waiting = self.queues[usize::from(channel.code())]
+                    .iter()
+                    .any(|queue| !queue.is_empty());
+                let has_token = self
+                    .tokens
+                    .as_ref()
+                    .is_none_or(|tokens| tokens.tokens(channel) > 0);
+                waiting && has_token
+            })
+            .collect();
+        let channel = self.channel_arbiter.pick(&ready)?;
+        let queues = &mut self.queues[channel];
+        let waiting: Vec<bool> = queues.iter().map(|queue| !queue.is_empty()).collect();
+        let input = self.input_arbiters[channel]
+            .pick(&waiting)
+            .expect("a ready channel has a waiting input");
+        if let Some(tokens) = &mut self.tokens {
+            assert!(
+                tokens.try_spend(Channel::ALL[channel]),
+                "a ready channel has a token"
+            );
+        }
+        queues[input].pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Status, WireAck};
+    use flashpipe_flash::{AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest};
+
+    fn ack(tag: u64) -> Frame {
+        Frame {
+            hops: 0,
+            message: Message::Ack(WireAck {
+                tag,
+                host: 0,
+                kind: CommandKind::Erase,
+                status: Status::Flash(AckStatus::CLEAN),
+                payload: None,
+            }),
+        }
+    }
+
+    fn write(tag: u64) -> Frame {
+        let address = FlashAddress {
+            device: 0,
+            bus: 0,
+            chip: 0,
+            block: 0,
+            page: 0,
+        };
+        Frame {
+            hops: 0,
+            message: Message::Request(FlashRequest {
+                tag,
+                host: 0,
+                command: FlashCommand::WritePage {
+                    address,
+                    data: vec![],
+                    spare: vec![],
+                },
+            }),
+        }
+    }
+
+    fn tag_of(frame: Frame) -> u64 {
+        match frame.message {
+            Message::Ack(ack) => ack.tag,
+            Message::Request(request) => request.tag,
+            Message::Credit(credit) => u64::from(credit.count) + 1000,
+        }
+    }
+
+    #[test]
+    fn inputs_take_turns_on_a_datapath() {
+        let mut stage = OutputStage::new(3, 8, None);
+        for round in 0..3 {
+            for input in 0..3 {
+                stage.push(input, ack(10 * input as u64 + round)).unwrap();
+            }
+        }
+        let order: Vec<u64> = std::iter::from_fn(|| stage.next_frame())
+            .map(tag_of)
+            .collect();
+        assert_eq!(order, [0, 10, 20, 1, 11, 21, 2, 12, 22]);
+    }
+
+    #[test]
+    fn datapaths_take_turns_and_wait_for_tokens() {
+        let mut stage = OutputStage::new(2, 8, Some(1));
+        for tag in 0..2 {
+            stage.push(0, write(tag)).unwrap();
+            stage.push(1, ack(100 + tag)).unwrap();
+        }
+        assert_eq!(tag_of(stage.next_frame().unwrap()), 0, "write data first");
+        assert_eq!(
+            tag_of(stage.next_frame().unwrap()),
+            100,
+            "then the ack datapath"
+        );
+        assert!(
+            stage.next_frame().is_none(),
+            "both datapaths wait for a token"
+        );
+        stage
+            .on_credit(Credit {
+                channel: Channel::Ack,
+                count: 1,
+            })
+            .unwrap();
+        stage
+            .push(
+                0,
+                Frame {
+                    hops: 0,
+                    message: Message::Credit(Credit {
+                        channel: Channel::ReadData,
+                        count: 4,
+                    }),
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            tag_of(stage.next_frame().unwrap()),
+            1004,
+            "credits go first"
+        );
+        assert_eq!(tag_of(stage.next_frame().unwrap()), 101);
+        assert!(stage.next_frame().is_none());
+        assert_eq!(stage.queued(), 1);
+    }
+
+    #[test]
+    fn a_full_queue_hands_the_frame_back() {
+        let mut stage = OutputStage::new(1, 1, None);
+        stage.push(0, ack(1)).unwrap();
+        let Err(OutputError::QueueFull { frame }) = stage.push(0, ack(2)) else {
+            panic!("the queue holds one frame");
+        };
+        assert_eq!(*frame, ack(2));
+        assert!(matches!(
+            stage.push(1, ack(3)),
+            Err(OutputError::NoSuchInput { .. })
+        ));
+        assert_eq!(input_of(Port::Link(1)), 3);
+    }
+}
