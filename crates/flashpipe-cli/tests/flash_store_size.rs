@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{check_fails, flashpipe, succeed_bytes};
+use common::{check_fails, command_line, flashpipe, succeed_bytes};
 use flashpipe_testkit::scratch::ScratchFolder;
 
 fn mkfs_stderr(arguments: &[&str]) -> String {
@@ -119,26 +119,15 @@ fn a_size_larger_than_the_preset_holds_is_refused_with_both_sizes() {
     let store = folder.join("s.toml");
     let before = folder.listing();
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "flash:rad:r.img",
-            "--size",
-            "1GiB",
-            &store,
-        ],
+        &command_line("mkfs --devices flash:rad:r.img --size 1GiB", &[&store]),
         "--size 1 GiB is larger than a rad device can hold: at most",
     );
     assert_eq!(folder.listing(), before, "nothing is created");
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "flash:minflash:m.img",
-            "--size",
-            "12KiB",
-            &store,
-        ],
+        &command_line(
+            "mkfs --devices flash:minflash:m.img --size 12KiB",
+            &[&store],
+        ),
         "whole number",
     );
 }

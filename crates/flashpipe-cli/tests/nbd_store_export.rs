@@ -12,7 +12,9 @@ mod common;
 use std::path::Path;
 use std::process::Child;
 
-use common::{check_fails, fresh_folder, mkfs, start_flashpipe, stop_with, succeed, text};
+use common::{
+    check_fails, command_line, fresh_folder, mkfs, start_flashpipe, stop_with, succeed, text,
+};
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 use flashpipe_store::StoreConfig;
@@ -86,14 +88,10 @@ fn a_store_device_stack_is_exported_read_only_under_the_store_lock() {
     let config = StoreConfig::load(&store).unwrap();
     let socket = folder.join("nbd.sock");
     let export = format!("s=store:{}", text(&store));
-    let (child, lines) = start_flashpipe(&[
-        "nbd",
-        "serve",
-        "--export",
-        &export,
-        "--socket",
-        text(&socket),
-    ]);
+    let (child, lines) = start_flashpipe(&command_line(
+        "nbd serve --export",
+        &[&export, "--socket", text(&socket)],
+    ));
     assert!(lines.last().unwrap().contains("ready"), "{lines:?}");
     let uri = format!(
         "nbd+unix:///s?socket={}&x-block-size={}",
@@ -252,17 +250,10 @@ fn serve_export_speaks_tls_beyond_loopback_and_needs_insecure_without() {
     let Some((certificate, key)) = common::self_signed_certificate(&folder, test) else {
         return;
     };
-    let (child, lines) = start_flashpipe(&[
-        "serve",
-        "--export",
-        "d=ram:4MiB",
-        "--nbd",
-        "0.0.0.0:0",
-        "--tls-certificate",
-        text(&certificate),
-        "--tls-key",
-        text(&key),
-    ]);
+    let (child, lines) = start_flashpipe(&command_line(
+        "serve --export d=ram:4MiB --nbd 0.0.0.0:0 --tls-certificate",
+        &[text(&certificate), "--tls-key", text(&key)],
+    ));
     let line = lines
         .iter()
         .find(|line| line.contains("nbd export d at"))

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, fresh_folder, mkfs, succeed, text};
+use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text};
 use serde_json::Value;
 
 /// A store with a text file, an image, and a vector file whose length is not whole vectors.
@@ -82,14 +82,10 @@ fn run_gives_results_and_clear_errors() {
 #[test]
 fn bench_kernels_quick_json_has_every_column() {
     let folder = fresh_folder("bench-kernels");
-    let output = succeed(&[
-        "bench",
-        "kernels",
-        "--quick",
-        "--json",
-        "--dir",
-        text(&folder),
-    ]);
+    let output = succeed(&command_line(
+        "bench kernels --quick --json --dir",
+        &[text(&folder)],
+    ));
     let report: Value = serde_json::from_str(&output).expect("JSON");
     let rows = report["rows"].as_array().expect("rows");
     let labels: Vec<&str> = rows

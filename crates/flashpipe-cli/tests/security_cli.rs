@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::{
-    check_fails, flashpipe, fresh_folder, mkfs, start_flashpipe, stop_with, succeed, succeed_bytes,
-    text,
+    check_fails, command_line, flashpipe, fresh_folder, mkfs, start_flashpipe, stop_with, succeed,
+    succeed_bytes, text,
 };
 
 /// Size of every device image of these tests.
@@ -151,14 +151,10 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
     image_with(&remote, 0, &pseudo_random_bytes(4096));
     let socket = folder.join("nbd.sock");
     let export = format!("d={}", text(&remote));
-    let server = Running::start(&[
-        "nbd",
-        "serve",
-        "--export",
-        &export,
-        "--socket",
-        text(&socket),
-    ]);
+    let server = Running::start(&command_line(
+        "nbd serve --export",
+        &[&export, "--socket", text(&socket)],
+    ));
     let uri = format!("nbd+unix:///d?socket={}", text(&socket));
     check_fails(
         &[
@@ -313,24 +309,14 @@ fn an_export_of_a_device_path_takes_the_stores_locks() {
     assert!(stderr.contains("is in use by pid"), "{stderr}");
     exported.stop();
 
-    let first = Running::start(&[
-        "nbd",
-        "serve",
-        "--shared",
-        "--export",
-        &raw,
-        "--socket",
-        text(&socket),
-    ]);
-    let second = Running::start(&[
-        "nbd",
-        "serve",
-        "--shared",
-        "--export",
-        &raw,
-        "--socket",
-        text(&second_socket),
-    ]);
+    let first = Running::start(&command_line(
+        "nbd serve --shared --export",
+        &[&raw, "--socket", text(&socket)],
+    ));
+    let second = Running::start(&command_line(
+        "nbd serve --shared --export",
+        &[&raw, "--socket", text(&second_socket)],
+    ));
     succeed(&["ls", text(&store)]);
     check_fails(
         &["put", text(&store), text(&store), "--as", "more"],
@@ -462,15 +448,10 @@ fn dot_names_control_characters_empty_traces_and_missing_plot_folders_are_refuse
     let missing_root = PathBuf::from(format!("/nonexistent-flashpipe-{}", std::process::id()));
     let plot = missing_root.join("dir").join("x");
     check_fails(
-        &[
-            "sim",
-            "replay",
-            "--format",
-            "disksim",
-            "--plot",
-            text(&plot),
-            text(&good),
-        ],
+        &command_line(
+            "sim replay --format disksim --plot",
+            &[text(&plot), text(&good)],
+        ),
         "does not exist",
     );
     assert!(

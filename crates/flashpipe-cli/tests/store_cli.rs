@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, fresh_folder, mkfs, succeed, text};
+use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text};
 
 use flashpipe_kernels::shared_data::{
     optional_shared_folder, repository_root, shared_data_directory_from,
@@ -184,7 +184,8 @@ fn cp_by_reference_clones_files_on_a_reflink_file_system() {
     let Some(root) = std::env::var_os("FLASHPIPE_REFLINK_DIR") else {
         flashpipe_testkit::tools::skip(
             "cp_by_reference_clones_files_on_a_reflink_file_system",
-            "FLASHPIPE_REFLINK_DIR names no folder on XFS or btrfs (scripts/reflink-test makes one)",
+            "FLASHPIPE_REFLINK_DIR names no folder on XFS or btrfs (scripts/reflink-test makes \
+             one)",
         );
         return;
     };
@@ -206,16 +207,10 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
     let store = folder.join("flash.toml");
     let image = folder.join("flash0.img");
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "plain.img",
-            "--size",
-            "32MiB",
-            "--flash-over-provisioning",
-            "0.2",
-            text(&store),
-        ],
+        &command_line(
+            "mkfs --devices plain.img --size 32MiB --flash-over-provisioning 0.2",
+            &[text(&store)],
+        ),
         "apply to flash devices",
     );
     mkfs(
@@ -315,27 +310,17 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         "--size",
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "c.img",
-            "--size",
-            "lots",
-            text(&folder.join("t.toml")),
-        ],
+        &command_line(
+            "mkfs --devices c.img --size lots",
+            &[text(&folder.join("t.toml"))],
+        ),
         "invalid size",
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "c.img",
-            "--size",
-            "32MiB",
-            "--block-size",
-            "3KiB",
-            text(&folder.join("t.toml")),
-        ],
+        &command_line(
+            "mkfs --devices c.img --size 32MiB --block-size 3KiB",
+            &[text(&folder.join("t.toml"))],
+        ),
         "block size",
     );
     assert!(!folder.join("t.toml").exists() && !folder.join("c.img").exists());
@@ -369,14 +354,7 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         "exists but is not a folder",
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "decimal.img",
-            "--size",
-            "2GB",
-            "decimal.toml",
-        ],
+        &command_line("mkfs --devices decimal.img --size 2GB decimal.toml", &[]),
         "did you mean 2GiB?",
     );
 

@@ -37,6 +37,15 @@ pub fn mkfs_store_folder(arguments: &[&str]) -> Option<PathBuf> {
         .flatten()
 }
 
+/// A command line: the words of `fixed` (split at white space), then `more` as they are
+/// (paths and other arguments that must not be split).
+pub fn command_line<'a>(fixed: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    fixed
+        .split_whitespace()
+        .chain(more.iter().copied())
+        .collect()
+}
+
 /// Runs a command expected to succeed and returns its standard output as bytes.
 pub fn succeed_bytes(arguments: &[&str]) -> Vec<u8> {
     let output = flashpipe(arguments);
@@ -53,10 +62,62 @@ pub fn succeed(arguments: &[&str]) -> String {
     String::from_utf8(succeed_bytes(arguments)).expect("UTF-8 output")
 }
 
+/// Runs a command expected to succeed and returns its standard output read as JSON.
+pub fn succeed_json(arguments: &[&str]) -> serde_json::Value {
+    serde_json::from_slice(&succeed_bytes(arguments)).expect("the standard output is JSON")
+}
+
+/// Checks that `output`, of the command that did `what`, succeeded; its standard error is
+/// the failure message.
+pub fn assert_succeeded(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The standard output of `output`, of the command that did `what` and succeeded, read as
+/// JSON.
+pub fn succeeded_json(output: &Output, what: &str) -> serde_json::Value {
+    assert_succeeded(output, what);
+    serde_json::from_slice(&output.stdout).expect("the standard output is JSON")
+}
+
+/// A folder path of its own for one test, not yet there (the command under test makes
+/// it), removed when the test passed (see [`TestFolder`]).
+pub fn absent_folder(name: &str) -> TestFolder {
+    let folder = fresh_folder(name);
+    std::fs::remove_dir(folder.path()).expect("the fresh folder is empty");
+    folder
+}
+
 /// Runs a command expected to fail and checks that its message names the problem and
 /// that it did not panic.
 pub fn check_fails(arguments: &[&str], expected_fragment: &str) {
     check_fails_in_env(arguments, &[], expected_fragment);
+}
+
+/// Runs a command expected to fail and checks that its message names every one of
+/// `expected_fragments` and that it did not panic.
+pub fn check_fails_naming(arguments: &[&str], expected_fragments: &[&str]) {
+    let output = flashpipe(arguments);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "flashpipe {arguments:?} should fail"
+    );
+    for fragment in expected_fragments {
+        assert!(
+            stderr.contains(fragment),
+            "flashpipe {arguments:?}: {stderr:?} lacks {fragment:?}"
+        );
+    }
+    assert!(
+        !stderr.contains("panicked"),
+        "flashpipe {arguments:?} panicked: {stderr}"
+    );
 }
 
 /// [`check_fails`] with the variables of `environment` set.
