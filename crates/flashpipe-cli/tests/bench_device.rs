@@ -133,7 +133,7 @@ fn a_folder_that_is_a_file_is_a_clear_error() {
     std::fs::write(&path, b"x").unwrap();
     check_fails(
         &command_line(
-            "bench device --no-fio --size 4MiB --dir",
+            "bench device --no-fio --size 4MiB --dir {}",
             &[path.to_str().unwrap()],
         ),
         "cannot create folder",

@@ -47,7 +47,7 @@ fn ratio_fields<'a>(value: &'a Value, found: &mut Vec<(String, &'a Value)>) {
 fn a_quick_json_run_reports_every_part_ratio_and_target() {
     let folder = scratch_folder("quick");
     let report = succeed_json(&command_line(
-        "bench fs --quick --json --dir",
+        "bench fs --quick --json --dir {}",
         &[text(&folder)],
     ));
     assert_eq!(report["quick"], Value::Bool(true));

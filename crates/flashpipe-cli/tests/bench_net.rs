@@ -25,21 +25,9 @@ fn same_file_rows_compare_every_installed_server_on_one_file() {
     }
     let folder = fresh_folder("bench-net-file");
     let report = succeed_json(&command_line(
-        "bench net --parts servers --disks file --file-dir",
-        &[
-            text(&folder),
-            "--size",
-            "64MiB",
-            "--transports",
-            "unix",
-            "--connections",
-            "1",
-            "--workloads",
-            "rand-read-4k-qd1",
-            "--runtime-seconds",
-            "1",
-            "--json",
-        ],
+        "bench net --parts servers --disks file --file-dir {} --size 64MiB --transports unix \
+         --connections 1 --workloads rand-read-4k-qd1 --runtime-seconds 1 --json",
+        &[text(&folder)],
     ));
     let rows = report["rows"].as_array().expect("rows");
     let others_installed = ["qemu-nbd", "nbdkit"]

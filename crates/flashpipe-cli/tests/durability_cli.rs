@@ -355,8 +355,8 @@ fn run_output_commits_whole_or_not_at_all() {
     let key = "key=0011223344556677";
     check_fails(
         &command_line(
-            "run --output text.txt",
-            &[text(&store), "des-ecb", key, "text.txt"],
+            "run --output text.txt {} des-ecb {} text.txt",
+            &[text(&store), key],
         ),
         "input",
     );
@@ -365,21 +365,21 @@ fn run_output_commits_whole_or_not_at_all() {
     let before = device_bytes(&folder);
     check_fails(
         &command_line(
-            "run --output text.txt",
-            &[text(&store), "des-ecb", key, "data"],
+            "run --output text.txt {} des-ecb {} data",
+            &[text(&store), key],
         ),
         "--force",
     );
     assert_devices_unchanged(&folder, &before, "a run refused for an existing output");
     assert_eq!(stored_bytes(&store, "text.txt"), b"not a picture\n");
     let ran = succeed(&command_line(
-        "run --output sealed",
-        &[text(&store), "des-ecb", key, "data"],
+        "run --output sealed {} des-ecb {} data",
+        &[text(&store), key],
     ));
     assert!(ran.contains("-> sealed"), "{ran}");
     succeed(&command_line(
-        "run --output text.txt --force",
-        &[text(&store), "des-ecb", key, "data"],
+        "run --output text.txt --force {} des-ecb {} data",
+        &[text(&store), key],
     ));
     assert!(stored_bytes(&store, "text.txt") == stored_bytes(&store, "sealed"));
     assert_eq!(file_names(&store), ["data", "sealed", "text.txt"]);
@@ -400,7 +400,7 @@ fn mkfs_refuses_a_device_named_twice() {
     std::os::unix::fs::symlink(folder.join("real.img"), folder.join("link.img")).unwrap();
     check_fails(
         &command_line(
-            "mkfs --devices real.img,link.img --size 8MiB",
+            "mkfs --devices real.img,link.img --size 8MiB {}",
             &[text(&store)],
         ),
         "same file",
@@ -436,7 +436,7 @@ fn a_failed_mkfs_removes_what_it_created_and_the_retry_works() {
     std::fs::write(folder.join("kept.img"), vec![0u8; 2 << 20]).unwrap();
     check_fails(
         &command_line(
-            "mkfs --devices kept.img,new.img --size 2MiB --block-size 1MiB --stripe-unit 1MiB",
+            "mkfs --devices kept.img,new.img --size 2MiB --block-size 1MiB --stripe-unit 1MiB {}",
             &[text(&store)],
         ),
         "too small",

@@ -12,7 +12,7 @@ fn precondition_builds_the_steady_state_both_ways() {
     for method in ["direct", "slow"] {
         let stdout = String::from_utf8(succeed_ftl(&command_line(
             "precondition --preset minflash --fill 0.9 --passes 0.5 --seed 3 \
-             --blocks-per-plane 16 --method",
+             --blocks-per-plane 16 --method {}",
             &[method],
         )))
         .expect("UTF-8 output");

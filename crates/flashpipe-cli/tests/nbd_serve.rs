@@ -33,7 +33,7 @@ fn serves_until_sigterm_and_sigint_with_a_readiness_line() {
     let socket_text = socket.to_str().unwrap();
     for signal in [libc::SIGTERM, libc::SIGINT] {
         let (child, lines) = start(&command_line(
-            "--export disk=ram:8MiB --export small=ram:1MiB --listen 127.0.0.1:0 --socket",
+            "--export disk=ram:8MiB --export small=ram:1MiB --listen 127.0.0.1:0 --socket {}",
             &[socket_text],
         ));
         assert!(lines.last().unwrap().contains("ready"), "{lines:?}");
@@ -99,7 +99,7 @@ fn serve_without_a_store_is_a_disk_node_exporting_over_nbd() {
     let socket = folder.join("node.sock");
     let socket_text = socket.to_str().unwrap();
     let (mut child, lines) = start_flashpipe(&command_line(
-        "serve --export disk=ram:8MiB --nbd-socket",
+        "serve --export disk=ram:8MiB --nbd-socket {}",
         &[socket_text],
     ));
     assert!(
@@ -213,8 +213,8 @@ fn tls_options_serve_nbds_beyond_loopback_and_bad_tls_input_is_refused() {
     };
     let (certificate, key) = (certificate.to_str().unwrap(), key.to_str().unwrap());
     let (child, lines) = start(&command_line(
-        "--export d=ram:1MiB --listen 0.0.0.0:0 --tls-certificate",
-        &[certificate, "--tls-key", key],
+        "--export d=ram:1MiB --listen 0.0.0.0:0 --tls-certificate {} --tls-key {}",
+        &[certificate, key],
     ));
     assert!(lines[0].contains("nbds://0.0.0.0:"), "{lines:?}");
     stop(child, libc::SIGTERM);

@@ -89,8 +89,8 @@ fn a_store_device_stack_is_exported_read_only_under_the_store_lock() {
     let socket = folder.join("nbd.sock");
     let export = format!("s=store:{}", text(&store));
     let (child, lines) = start_flashpipe(&command_line(
-        "nbd serve --export",
-        &[&export, "--socket", text(&socket)],
+        "nbd serve --export {} --socket {}",
+        &[&export, text(&socket)],
     ));
     assert!(lines.last().unwrap().contains("ready"), "{lines:?}");
     let uri = format!(
@@ -251,8 +251,8 @@ fn serve_export_speaks_tls_beyond_loopback_and_needs_insecure_without() {
         return;
     };
     let (child, lines) = start_flashpipe(&command_line(
-        "serve --export d=ram:4MiB --nbd 0.0.0.0:0 --tls-certificate",
-        &[text(&certificate), "--tls-key", text(&key)],
+        "serve --export d=ram:4MiB --nbd 0.0.0.0:0 --tls-certificate {} --tls-key {}",
+        &[text(&certificate), text(&key)],
     ));
     let line = lines
         .iter()

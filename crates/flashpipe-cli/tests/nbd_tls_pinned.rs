@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{fresh_folder, text};
+use common::{command_line, fresh_folder, text};
 
 /// Makes `NAME-cert.pem` and `NAME-key.pem` in `folder` as a user would; false when
 /// `openssl` is missing (the test is skipped, saying why).
@@ -38,18 +38,11 @@ fn openssl_self_signed(folder: &Path, name: &str) -> bool {
 fn serve(folder: &Path) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
         .current_dir(folder)
-        .args([
-            "nbd",
-            "serve",
-            "--export",
-            "d=ram:64MiB",
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-certificate",
-            "server-cert.pem",
-            "--tls-key",
-            "server-key.pem",
-        ])
+        .args(command_line(
+            "nbd serve --export d=ram:64MiB --listen 127.0.0.1:0 \
+             --tls-certificate server-cert.pem --tls-key server-key.pem",
+            &[],
+        ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -21,7 +21,7 @@ fn precondition_prints_json_and_draws_its_plot() {
     let folder = fresh_folder("outputs-precondition");
     let png = folder.join("state.png");
     let stdout = succeed(&command_line(
-        "ftl precondition --blocks-per-plane 16 --json --plot",
+        "ftl precondition --blocks-per-plane 16 --json --plot {}",
         &[text(&png)],
     ));
     let json = json_of(&stdout);
@@ -44,7 +44,7 @@ fn emulate_prints_json_and_draws_its_latency_cdf() {
     let folder = fresh_folder("outputs-emulate");
     let png = folder.join("latency.png");
     let stdout = succeed(&command_line(
-        "ftl emulate --seconds 0.2 --blocks-per-plane 8 --json --plot",
+        "ftl emulate --seconds 0.2 --blocks-per-plane 8 --json --plot {}",
         &[text(&png)],
     ));
     let json = json_of(&stdout);
@@ -56,7 +56,7 @@ fn emulate_prints_json_and_draws_its_latency_cdf() {
     assert!(is_png(&png));
     check_fails(
         &command_line(
-            "ftl emulate --seconds 0.1 --plot",
+            "ftl emulate --seconds 0.1 --plot {}",
             &[text(&folder.join("none/latency.png"))],
         ),
         "does not exist",
@@ -68,7 +68,7 @@ fn ftl_copy_draws_its_plot() {
     let folder = fresh_folder("outputs-copy");
     let png = folder.join("copy.png");
     let stdout = succeed(&command_line(
-        "ftl copy --size 4MiB --json --plot",
+        "ftl copy --size 4MiB --json --plot {}",
         &[text(&png)],
     ));
     let json = json_of(&stdout);
@@ -243,20 +243,20 @@ fn a_replay_from_a_preconditioned_state_meets_collection_at_once() {
         .unwrap()
         .contains("--precondition"));
     let table = succeed(&command_line(
-        "sim replay --format disksim --blocks-per-plane 16 --precondition",
+        "sim replay --format disksim --blocks-per-plane 16 --precondition {}",
         &[text(&trace)],
     ));
     assert!(table.contains("preconditioned"), "{table}");
     check_fails(
         &command_line(
-            "sim replay --format disksim --mode raw-striped --precondition",
+            "sim replay --format disksim --mode raw-striped --precondition {}",
             &[text(&trace)],
         ),
         "--precondition",
     );
     check_fails(
         &command_line(
-            "sim replay --format disksim --precondition --precondition-fill 1.5",
+            "sim replay --format disksim --precondition --precondition-fill 1.5 {}",
             &[text(&trace)],
         ),
         "--precondition-fill 1.5",
@@ -288,7 +288,7 @@ fn zero_filled_reads_stay_out_of_the_read_latency() {
     }
     std::fs::write(&trace, lines).unwrap();
     let output = flashpipe(&command_line(
-        "sim replay --format disksim --blocks-per-plane 16 --precondition --json",
+        "sim replay --format disksim --blocks-per-plane 16 --precondition --json {}",
         &[text(&trace)],
     ));
     assert!(output.status.success());
@@ -301,7 +301,7 @@ fn zero_filled_reads_stay_out_of_the_read_latency() {
         "the read p50 is a flash read's: {result}"
     );
     let table = succeed(&command_line(
-        "sim replay --format disksim --blocks-per-plane 16 --precondition",
+        "sim replay --format disksim --blocks-per-plane 16 --precondition {}",
         &[text(&trace)],
     ));
     let read_row: Vec<&str> = table

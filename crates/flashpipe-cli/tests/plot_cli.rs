@@ -29,7 +29,7 @@ fn ftl_speed_draws_its_chart() {
     let folder = fresh_folder("plot-ftl-speed");
     let png = folder.join("speed.png");
     succeed(&command_line(
-        "ftl speed --blocks-per-chip 8 --pages-per-block 8 --device-writes 1 --plot",
+        "ftl speed --blocks-per-chip 8 --pages-per-block 8 --device-writes 1 --plot {}",
         &[text(&png)],
     ));
     check_png(&png);

@@ -83,7 +83,7 @@ fn run_gives_results_and_clear_errors() {
 fn bench_kernels_quick_json_has_every_column() {
     let folder = fresh_folder("bench-kernels");
     let output = succeed(&command_line(
-        "bench kernels --quick --json --dir",
+        "bench kernels --quick --json --dir {}",
         &[text(&folder)],
     ));
     let report: Value = serde_json::from_str(&output).expect("JSON");

@@ -152,8 +152,8 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
     let socket = folder.join("nbd.sock");
     let export = format!("d={}", text(&remote));
     let server = Running::start(&command_line(
-        "nbd serve --export",
-        &[&export, "--socket", text(&socket)],
+        "nbd serve --export {} --socket {}",
+        &[&export, text(&socket)],
     ));
     let uri = format!("nbd+unix:///d?socket={}", text(&socket));
     check_fails(
@@ -297,25 +297,20 @@ fn an_export_of_a_device_path_takes_the_stores_locks() {
     let second_socket = folder.join("second.sock");
     let exported = Running::start(&["nbd", "serve", "--export", &raw, "--socket", text(&socket)]);
     check_fails(&["ls", text(&store)], "is in use by pid");
-    let stderr = refused_at_once(&[
-        "nbd",
-        "serve",
-        "--shared",
-        "--export",
-        &raw,
-        "--socket",
-        text(&second_socket),
-    ]);
+    let stderr = refused_at_once(&command_line(
+        "nbd serve --shared --export {} --socket {}",
+        &[&raw, text(&second_socket)],
+    ));
     assert!(stderr.contains("is in use by pid"), "{stderr}");
     exported.stop();
 
     let first = Running::start(&command_line(
-        "nbd serve --shared --export",
-        &[&raw, "--socket", text(&socket)],
+        "nbd serve --shared --export {} --socket {}",
+        &[&raw, text(&socket)],
     ));
     let second = Running::start(&command_line(
-        "nbd serve --shared --export",
-        &[&raw, "--socket", text(&second_socket)],
+        "nbd serve --shared --export {} --socket {}",
+        &[&raw, text(&second_socket)],
     ));
     succeed(&["ls", text(&store)]);
     check_fails(
@@ -449,7 +444,7 @@ fn dot_names_control_characters_empty_traces_and_missing_plot_folders_are_refuse
     let plot = missing_root.join("dir").join("x");
     check_fails(
         &command_line(
-            "sim replay --format disksim --plot",
+            "sim replay --format disksim --plot {} {}",
             &[text(&plot), text(&good)],
         ),
         "does not exist",

@@ -321,14 +321,14 @@ fn mkfs_makes_private_files_and_fsck_warns_about_open_ones() {
     assert_eq!(mode_of(&wider), 0o640);
     check_fails(
         &command_line(
-            "mkfs --devices x.img --size 64MiB --mode 999",
+            "mkfs --devices x.img --size 64MiB --mode 999 {}",
             &[text(&folder.join("x.toml"))],
         ),
         "not an octal mode",
     );
     check_fails(
         &command_line(
-            "mkfs --devices x.img --size 64MiB --mode 044",
+            "mkfs --devices x.img --size 64MiB --mode 044 {}",
             &[text(&folder.join("x.toml"))],
         ),
         "leaves the owner without read and write",

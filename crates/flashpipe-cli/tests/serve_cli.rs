@@ -172,15 +172,10 @@ fn commands_needing_the_store_alone_name_the_server_pid() {
         "a second serve names the first's pid: {second}"
     );
     let mkfs = Command::new(flashpipe_binary())
-        .args([
-            "mkfs",
-            "--devices",
-            "a.img",
-            "--size",
-            "64MiB",
-            "--force",
-            "t.toml",
-        ])
+        .args(command_line(
+            "mkfs --devices a.img --size 64MiB --force t.toml",
+            &[],
+        ))
         .current_dir(folder.path())
         .output()
         .unwrap();

@@ -48,7 +48,7 @@ fn malformed_preset_file_is_refused_with_its_line() {
     let trace = directory.join("trace.txt");
     std::fs::write(&trace, "0.0 0 0 8 1\n0.1 0 8 eight 1\n").unwrap();
     let (success, _, stderr) = outcome(&command_line(
-        "sim replay --format disksim",
+        "sim replay --format disksim {}",
         &[trace.to_str().unwrap()],
     ));
     assert!(!success);

@@ -101,8 +101,8 @@ fn random_writes_replay_through_the_ftl_with_collection_and_no_failure() {
     let (_, again, _) = outcome(&arguments);
     assert_eq!(stdout, again, "same seed and trace, same output");
     let (success, _, stderr) = outcome(&command_line(
-        "sim replay --format disksim --preset",
-        &[&preset, "--mode", "raw-striped", &trace],
+        "sim replay --format disksim --preset {} --mode raw-striped {}",
+        &[&preset, &trace],
     ));
     assert!(!success, "the raw-striped mode fails random writes loudly");
     assert!(stderr.contains("page operations failed"), "{stderr}");
@@ -150,15 +150,8 @@ fn plot_draws_the_latency_cdf_and_the_throughput() {
     let trace = folder.file("writes.disksim", &random_write_trace(200));
     let plots = folder.0.join("plots");
     let (success, stdout, stderr) = outcome(&command_line(
-        "sim replay --format disksim --preset",
-        &[
-            &preset,
-            "--speed",
-            "2x",
-            "--plot",
-            plots.to_str().unwrap(),
-            &trace,
-        ],
+        "sim replay --format disksim --preset {} --speed 2x --plot {} {}",
+        &[&preset, plots.to_str().unwrap(), &trace],
     ));
     assert!(success, "{stderr}");
     assert!(stdout.contains("--speed 2x"), "{stdout}");

@@ -208,7 +208,7 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
     let image = folder.join("flash0.img");
     check_fails(
         &command_line(
-            "mkfs --devices plain.img --size 32MiB --flash-over-provisioning 0.2",
+            "mkfs --devices plain.img --size 32MiB --flash-over-provisioning 0.2 {}",
             &[text(&store)],
         ),
         "apply to flash devices",
@@ -311,14 +311,14 @@ fn bad_input_fails_clearly_and_changes_nothing() {
     );
     check_fails(
         &command_line(
-            "mkfs --devices c.img --size lots",
+            "mkfs --devices c.img --size lots {}",
             &[text(&folder.join("t.toml"))],
         ),
         "invalid size",
     );
     check_fails(
         &command_line(
-            "mkfs --devices c.img --size 32MiB --block-size 3KiB",
+            "mkfs --devices c.img --size 32MiB --block-size 3KiB {}",
             &[text(&folder.join("t.toml"))],
         ),
         "block size",

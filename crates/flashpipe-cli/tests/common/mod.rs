@@ -37,15 +37,6 @@ pub fn mkfs_store_folder(arguments: &[&str]) -> Option<PathBuf> {
         .flatten()
 }
 
-/// A command line: the words of `fixed` (split at white space), then `more` as they are
-/// (paths and other arguments that must not be split).
-pub fn command_line<'a>(fixed: &'a str, more: &[&'a str]) -> Vec<&'a str> {
-    fixed
-        .split_whitespace()
-        .chain(more.iter().copied())
-        .collect()
-}
-
 /// Runs a command expected to succeed and returns its standard output as bytes.
 pub fn succeed_bytes(arguments: &[&str]) -> Vec<u8> {
     let output = flashpipe(arguments);
@@ -142,6 +133,8 @@ pub fn check_fails_in_env(
     );
 }
 
+#[allow(unused_imports)] // each test file uses the helpers it needs
+pub use flashpipe_testkit::cli_args::command_line;
 pub use flashpipe_testkit::scratch::TestFolder;
 
 /// An empty folder of its own for one test (`name` and the process id make it unique),

@@ -82,6 +82,8 @@ pub fn text(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 test path")
 }
 
+#[allow(unused_imports)] // each test file uses the helpers it needs
+pub use flashpipe_testkit::cli_args::command_line;
 pub use flashpipe_testkit::scratch::TestFolder;
 
 /// Makes a store of one file device `a.img` of `size` in `folder`; returns its store file.
