@@ -34,17 +34,10 @@ fn ratio_fields(value: &Value, found: &mut Vec<(String, Value)>) {
 }
 
 fn run_json(folder: &Path, extra: &[&str]) -> Value {
-    let mut arguments = vec![
-        "bench",
-        "device",
-        "--size",
-        "4MiB",
-        "--runtime-seconds",
-        "0.1",
-        "--json",
-        "--dir",
-        folder.to_str().unwrap(),
-    ];
+    let mut arguments = command_line(
+        "bench device --size 4MiB --runtime-seconds 0.1 --json --dir {}",
+        &[folder.to_str().unwrap()],
+    );
     arguments.extend_from_slice(extra);
     succeed_json(&arguments)
 }

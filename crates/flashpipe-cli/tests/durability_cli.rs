@@ -170,14 +170,10 @@ fn a_second_opener_is_refused_naming_the_holder_or_waits() {
     let fifo = folder.join("fifo");
     make_fifo(&fifo);
     let before = device_bytes(&folder);
-    let holder = spawn(&[
-        "put",
-        text(&store),
-        text(&fifo),
-        "--special",
-        "--as",
-        "piped",
-    ]);
+    let holder = spawn(&command_line(
+        "put {} {} --special --as piped",
+        &[text(&store), text(&fifo)],
+    ));
     let (holder, mut writer) = open_fifo_writer(holder, &fifo);
     let refused = flashpipe(&["ls", text(&store)]);
     let stderr = String::from_utf8_lossy(&refused.stderr);

@@ -212,25 +212,17 @@ fn serve_refuses_to_export_the_store_it_serves_and_tls_without_export() {
     let export = format!("s=store:{}", text(&store));
     let socket = folder.join("nbd.sock");
     check_fails(
-        &[
-            "serve",
-            text(&store),
-            "--export",
-            &export,
-            "--nbd-socket",
-            text(&socket),
-        ],
+        &command_line(
+            "serve {} --export {} --nbd-socket {}",
+            &[text(&store), &export, text(&socket)],
+        ),
         "which this `flashpipe serve` serves",
     );
     check_fails(
-        &[
-            "serve",
-            text(&store),
-            "--tls-certificate",
-            "c.pem",
-            "--tls-key",
-            "k.pem",
-        ],
+        &command_line(
+            "serve {} --tls-certificate c.pem --tls-key k.pem",
+            &[text(&store)],
+        ),
         "no --export",
     );
     check_fails(

@@ -213,16 +213,10 @@ fn a_replay_from_a_preconditioned_state_meets_collection_at_once() {
     let trace = folder.join("writes.disksim");
     std::fs::write(&trace, random_write_trace(400)).unwrap();
     let replay = |extra: &[&str]| {
-        let mut arguments = vec![
-            "sim",
-            "replay",
-            "--format",
-            "disksim",
-            "--blocks-per-plane",
-            "16",
-            "--json",
-            text(&trace),
-        ];
+        let mut arguments = command_line(
+            "sim replay --format disksim --blocks-per-plane 16 --json {}",
+            &[text(&trace)],
+        );
         arguments.extend_from_slice(extra);
         json_of(&succeed(&arguments))
     };

@@ -157,14 +157,10 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
     ));
     let uri = format!("nbd+unix:///d?socket={}", text(&socket));
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            &uri,
-            "--size",
-            "16MiB",
-            text(&folder.join("remote.toml")),
-        ],
+        &command_line(
+            "mkfs --devices {} --size 16MiB {}",
+            &[&uri, text(&folder.join("remote.toml"))],
+        ),
         "holds unrecognised data",
     );
     server.stop();
@@ -180,14 +176,10 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
         &["--size", "16MiB"],
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            text(&zeroes),
-            "--size",
-            "16MiB",
-            text(&folder.join("again.toml")),
-        ],
+        &command_line(
+            "mkfs --devices {} --size 16MiB {}",
+            &[text(&zeroes), text(&folder.join("again.toml"))],
+        ),
         "holds a flashpipe store",
     );
 }
@@ -284,14 +276,10 @@ fn an_export_of_a_device_path_takes_the_stores_locks() {
     served.stop();
 
     let in_one_process = format!("x={}", text(&image));
-    let stderr = refused_at_once(&[
-        "serve",
-        text(&store),
-        "--export",
-        &in_one_process,
-        "--nbd-socket",
-        text(&socket),
-    ]);
+    let stderr = refused_at_once(&command_line(
+        "serve {} --export {} --nbd-socket {}",
+        &[text(&store), &in_one_process, text(&socket)],
+    ));
     assert!(stderr.contains("a device of store"), "{stderr}");
 
     let second_socket = folder.join("second.sock");

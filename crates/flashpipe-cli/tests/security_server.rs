@@ -141,42 +141,24 @@ fn kernel_options_naming_host_paths_are_refused_through_a_server() {
             "the refusal names the option and what to do: {error}"
         );
     }
-    succeed(&[
-        "run",
-        text(&store),
-        "sort",
-        "record=16",
-        "key=4",
-        "records",
-        "--output",
-        "sorted",
-    ]);
-    succeed(&[
-        "run",
-        text(&store),
-        "knn",
-        "queries=q.f32",
-        "dimensions=4",
-        "k=1",
-        "records",
-    ]);
+    succeed(&command_line(
+        "run {} sort record=16 key=4 records --output sorted",
+        &[text(&store)],
+    ));
+    succeed(&command_line(
+        "run {} knn queries=q.f32 dimensions=4 k=1 records",
+        &[text(&store)],
+    ));
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");
     assert!(
         spill_folders(&spill_prefix).is_empty(),
         "the server's private spill folder is removed at stop"
     );
-    let in_process = flashpipe(&[
-        "run",
-        text(&store),
-        "sort",
-        "record=16",
-        "key=4",
-        "temp_dir=/tmp",
-        "records",
-        "--output",
-        "sorted-here",
-    ]);
+    let in_process = flashpipe(&command_line(
+        "run {} sort record=16 key=4 temp_dir=/tmp records --output sorted-here",
+        &[text(&store)],
+    ));
     assert!(
         in_process.status.success(),
         "the in-process CLI keeps host paths: {}",

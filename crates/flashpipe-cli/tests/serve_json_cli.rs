@@ -58,17 +58,10 @@ fn serve_json_prints_a_ready_object_json_logs_and_a_stopped_object() {
     let store = file_store(&folder, "64MiB");
     let nbd_socket = folder.join("nbd.sock");
     let child = Command::new(flashpipe_binary())
-        .args([
-            "serve",
-            text(&store),
-            "--json",
-            "--log-format",
-            "json",
-            "--export",
-            "scratch=ram:16MiB",
-            "--nbd-socket",
-            text(&nbd_socket),
-        ])
+        .args(command_line(
+            "serve {} --json --log-format json --export scratch=ram:16MiB --nbd-socket {}",
+            &[text(&store), text(&nbd_socket)],
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, command_line, file_store, flashpipe, fresh_folder, succeed, text};
 use flashpipe_fs::layout::{checksum_with_field_zeroed, read_u32, read_u64, write_u32};
 use serde_json::Value;
 
@@ -55,15 +55,10 @@ fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
     let before = df(&store);
     assert_eq!(before["shared_bytes"], 0, "{before}");
 
-    let report = json(&[
-        "cp",
-        text(&store),
-        "big.bin",
-        "big-copy",
-        "--by",
-        "reference",
-        "--json",
-    ]);
+    let report = json(&command_line(
+        "cp {} big.bin big-copy --by reference --json",
+        &[text(&store)],
+    ));
     assert_eq!(report["bytes_by_bytes"], 0, "{report}");
     let block_bytes = before["block_size_bytes"].as_u64().unwrap();
     let data_blocks = (FILE_BYTES as u64).div_ceil(block_bytes);
@@ -103,14 +98,10 @@ fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
 
     for (removed, kept) in [("big-copy", "big.bin"), ("big.bin", "big-copy")] {
         if removed == "big.bin" {
-            succeed(&[
-                "cp",
-                text(&store),
-                "big.bin",
-                "big-copy",
-                "--by",
-                "reference",
-            ]);
+            succeed(&command_line(
+                "cp {} big.bin big-copy --by reference",
+                &[text(&store)],
+            ));
             assert_eq!(df(&store)["shared_bytes"], data_blocks * block_bytes);
         }
         succeed(&["rm", text(&store), removed]);
@@ -151,14 +142,10 @@ fn removing_the_source_keeps_the_copy_and_a_write_unshares_one_side() {
     succeed(&["put", text(&store), text(&folder.join("a.bin"))]);
     succeed(&["cp", text(&store), "a.bin", "b.bin", "--by", "reference"]);
     std::fs::write(folder.join("small.bin"), b"replacement").unwrap();
-    succeed(&[
-        "put",
-        text(&store),
-        text(&folder.join("small.bin")),
-        "--as",
-        "b.bin",
-        "--force",
-    ]);
+    succeed(&command_line(
+        "put {} {} --as b.bin --force",
+        &[text(&store), text(&folder.join("small.bin"))],
+    ));
     assert!(fetch(&store, "a.bin", &folder) == original());
     assert_eq!(fetch(&store, "b.bin", &folder), b"replacement");
     assert_eq!(df(&store)["shared_bytes"], 0);

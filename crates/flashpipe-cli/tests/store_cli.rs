@@ -52,13 +52,10 @@ fn files_and_folders_round_trip_through_every_command() {
     std::fs::write(folder.join("empty"), b"").unwrap();
 
     succeed(&["put", text(&store), text(&source)]);
-    succeed(&[
-        "put",
-        text(&store),
-        text(&folder.join("empty")),
-        "--as",
-        "nothing",
-    ]);
+    succeed(&command_line(
+        "put {} {} --as nothing",
+        &[text(&store), text(&folder.join("empty"))],
+    ));
     assert_eq!(
         listing(&store),
         [
@@ -143,13 +140,10 @@ fn check_cp_on_file_store(folder: &Path) {
         check_fails(&by_remap, "cannot copy by reference");
     }
     assert_eq!(listing(&store).len(), 1);
-    let report: Value = serde_json::from_str(&succeed(&[
-        "cp",
-        text(&store),
-        "original.bin",
-        "copy",
-        "--json",
-    ]))
+    let report: Value = serde_json::from_str(&succeed(&command_line(
+        "cp {} original.bin copy --json",
+        &[text(&store)],
+    )))
     .unwrap();
     assert_eq!(report["bytes_by_bytes"], 0, "auto shares blocks: {report}");
     succeed(&["cp", text(&store), "copy", "copy-2", "--by", "bytes"]);
@@ -232,30 +226,20 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
     let original: Vec<u8> = (0..1_000_001u32).map(|index| (index % 241) as u8).collect();
     std::fs::write(folder.join("original.bin"), &original).unwrap();
     succeed(&["put", text(&store), text(&folder.join("original.bin"))]);
-    let report: Value = serde_json::from_str(&succeed(&[
-        "cp",
-        text(&store),
-        "original.bin",
-        "copy",
-        "--by",
-        "reference",
-        "--json",
-    ]))
+    let report: Value = serde_json::from_str(&succeed(&command_line(
+        "cp {} original.bin copy --by reference --json",
+        &[text(&store)],
+    )))
     .unwrap();
     assert_eq!(report["bytes_by_bytes"], 0, "{report}");
     assert!(
         report["blocks_by_reference"].as_u64().unwrap() > 0,
         "{report}"
     );
-    let remapped: Value = serde_json::from_str(&succeed(&[
-        "cp",
-        text(&store),
-        "original.bin",
-        "remapped",
-        "--by",
-        "remap",
-        "--json",
-    ]))
+    let remapped: Value = serde_json::from_str(&succeed(&command_line(
+        "cp {} original.bin remapped --by remap --json",
+        &[text(&store)],
+    )))
     .unwrap();
     assert_eq!(remapped["bytes_by_bytes"], 0, "the FTL remaps: {remapped}");
     let fetched = folder.join("fetched.bin");
@@ -399,31 +383,25 @@ fn damaged_devices_are_refused_clearly() {
 #[test]
 fn the_demo_runs_on_a_small_size() {
     let folder = fresh_folder("demo");
-    let output = succeed(&[
-        "demo",
-        "--dir",
-        text(&folder.join("demo")),
-        "--data",
-        text(&folder.join("no-such-data")),
-        "--large-file-size",
-        "2MiB",
-        "--json",
-    ]);
+    let output = succeed(&command_line(
+        "demo --dir {} --data {} --large-file-size 2MiB --json",
+        &[
+            text(&folder.join("demo")),
+            text(&folder.join("no-such-data")),
+        ],
+    ));
     let report: Value = serde_json::from_str(&output).unwrap();
     assert_eq!(report["fsck_clean"], true);
     assert_eq!(report["checksum_mismatches"].as_array().unwrap().len(), 0);
     assert_eq!(report["files"], 501);
     // A second run replaces the first store.
-    succeed(&[
-        "demo",
-        "--dir",
-        text(&folder.join("demo")),
-        "--data",
-        text(&folder.join("no-such-data")),
-        "--large-file-size",
-        "1MiB",
-        "--json",
-    ]);
+    succeed(&command_line(
+        "demo --dir {} --data {} --large-file-size 1MiB --json",
+        &[
+            text(&folder.join("demo")),
+            text(&folder.join("no-such-data")),
+        ],
+    ));
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
@@ -438,16 +416,10 @@ fn the_demo_runs_kernels_near_the_shared_data() {
     };
     let data = shared_data_directory_from(&repository_root(env!("CARGO_MANIFEST_DIR")));
     let folder = fresh_folder("demo-near-data");
-    let output = succeed(&[
-        "demo",
-        "--dir",
-        text(&folder.join("demo")),
-        "--data",
-        text(&data),
-        "--large-file-size",
-        "1MiB",
-        "--json",
-    ]);
+    let output = succeed(&command_line(
+        "demo --dir {} --data {} --large-file-size 1MiB --json",
+        &[text(&folder.join("demo")), text(&data)],
+    ));
     let report: Value = serde_json::from_str(&output).unwrap();
     assert_eq!(report["fsck_clean"], true);
     let rows = report["near_data"].as_array().unwrap();

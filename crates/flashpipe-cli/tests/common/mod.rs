@@ -161,23 +161,11 @@ pub fn file_store(folder: &Path, size: &str) -> PathBuf {
 pub fn self_signed_certificate(folder: &Path, test: &str) -> Option<(PathBuf, PathBuf)> {
     let openssl = Command::new("openssl")
         .current_dir(folder)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=localhost",
-        ])
+        .args(command_line(
+            "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout key.pem \
+             -out cert.pem -days 3650 -subj /CN=localhost",
+            &[],
+        ))
         .output();
     if !openssl.is_ok_and(|output| output.status.success()) {
         flashpipe_testkit::tools::skip(test, "the `openssl` command is missing or failed");
