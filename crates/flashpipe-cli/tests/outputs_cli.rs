@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{check_fails, command_line, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, command_line, flashpipe, fresh_folder, succeed, text, TestFolder};
 
 fn json_of(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout).unwrap_or_else(|error| panic!("not JSON ({error}): {stdout}"))
@@ -16,21 +16,28 @@ fn is_png(path: &std::path::Path) -> bool {
     std::fs::read(path).is_ok_and(|bytes| bytes.len() > 8 && &bytes[1..4] == b"PNG")
 }
 
+/// Runs `line` (a command line whose one `{}` is the path of its plot) in a fresh folder
+/// named `test`, checks that the plot is a PNG, and returns the JSON printed and the folder.
+fn json_and_plot(test: &str, line: &str) -> (serde_json::Value, TestFolder) {
+    let folder = fresh_folder(test);
+    let png = folder.join("plot.png");
+    let json = json_of(&succeed(&command_line(line, &[text(&png)])));
+    assert!(is_png(&png), "{line}: no PNG at {}", png.display());
+    (json, folder)
+}
+
 #[test]
 fn precondition_prints_json_and_draws_its_plot() {
-    let folder = fresh_folder("outputs-precondition");
-    let png = folder.join("state.png");
-    let stdout = succeed(&command_line(
+    let (json, folder) = json_and_plot(
+        "outputs-precondition",
         "ftl precondition --blocks-per-plane 16 --json --plot {}",
-        &[text(&png)],
-    ));
-    let json = json_of(&stdout);
+    );
     assert_eq!(json["method"], "direct");
-    assert!(json["logical_pages"].as_u64().unwrap() > 0);
-    assert!(json["filled_pages"].as_u64().unwrap() > 0);
+    for field in ["logical_pages", "filled_pages"] {
+        assert!(json[field].as_u64().unwrap() > 0, "{field}: {json}");
+    }
     assert!(json["write_amplification"].as_f64().unwrap() >= 1.0);
     assert!(json["live_pages_per_block_p50"].as_u64().is_some());
-    assert!(is_png(&png), "no PNG at {}", png.display());
     let missing = folder.join("no-such-folder/state.png");
     check_fails(
         &["ftl", "precondition", "--plot", text(&missing)],
@@ -41,19 +48,15 @@ fn precondition_prints_json_and_draws_its_plot() {
 
 #[test]
 fn emulate_prints_json_and_draws_its_latency_cdf() {
-    let folder = fresh_folder("outputs-emulate");
-    let png = folder.join("latency.png");
-    let stdout = succeed(&command_line(
+    let (json, folder) = json_and_plot(
+        "outputs-emulate",
         "ftl emulate --seconds 0.2 --blocks-per-plane 8 --json --plot {}",
-        &[text(&png)],
-    ));
-    let json = json_of(&stdout);
+    );
     assert_eq!(json["pattern"], "randread");
     assert_eq!(json["queue_depth"], 1);
     assert!(json["requests"].as_u64().unwrap() > 0);
     assert!(json["model_latency_us_mean"].as_f64().unwrap() > 0.0);
     assert!(json["kept_up"].is_boolean());
-    assert!(is_png(&png));
     check_fails(
         &command_line(
             "ftl emulate --seconds 0.1 --plot {}",
@@ -65,17 +68,10 @@ fn emulate_prints_json_and_draws_its_latency_cdf() {
 
 #[test]
 fn ftl_copy_draws_its_plot() {
-    let folder = fresh_folder("outputs-copy");
-    let png = folder.join("copy.png");
-    let stdout = succeed(&command_line(
-        "ftl copy --size 4MiB --json --plot {}",
-        &[text(&png)],
-    ));
-    let json = json_of(&stdout);
+    let (json, _folder) = json_and_plot("outputs-copy", "ftl copy --size 4MiB --json --plot {}");
     assert!(json["by_reference"]["copy_matches_source"]
         .as_bool()
         .unwrap());
-    assert!(is_png(&png));
     check_fails(
         &["ftl", "copy", "--size", "4MiB", "--plot", "copy.svg"],
         ".png",
