@@ -36,8 +36,7 @@ fn a_silent_connection_is_closed_at_the_handshake_time_limit() {
         "the server answers a silent connection with an error frame and closes it (the read \
          would otherwise time out): {closed:?}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    let exit = server.stop_cleanly();
     assert!(
         exit.stderr.contains("handshake time limit"),
         "the server logs why it closed the connection: {}",
@@ -59,8 +58,7 @@ fn sixty_four_silent_connections_do_not_lock_out_the_owner() {
         String::from_utf8_lossy(&output.stderr)
     );
     drop(silent);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -79,21 +77,12 @@ fn one_user_holds_at_most_its_share_of_the_connections() {
         "the refusal names the share and its option: {error}"
     );
     drop(first);
-    let mut listed = false;
-    for _ in 0..200 {
-        if flashpipe(&["ls", text(&store)]).status.success() {
-            listed = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
     assert!(
-        listed,
+        lists_again(&store),
         "the user gets in again once one of its connections ended"
     );
     drop(second);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -149,8 +138,7 @@ fn kernel_options_naming_host_paths_are_refused_through_a_server() {
         "run {} knn queries=q.f32 dimensions=4 k=1 records",
         &[text(&store)],
     ));
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert!(
         spill_folders(&spill_prefix).is_empty(),
         "the server's private spill folder is removed at stop"
@@ -240,8 +228,7 @@ fn leftover_temporaries_are_removed_and_named_at_the_next_read_write_open() {
     ] {
         succeed(&["put", text(&store), text(&local), "--as", name]);
     }
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     let output = flashpipe(&["put", text(&store), text(&local), "--as", "after"]);
     let notes = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{notes}");
@@ -304,8 +291,7 @@ fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(output.stdout == contents, "the get reads the file's bytes");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -370,8 +356,7 @@ fn the_temporary_of_a_put_killed_mid_way_is_removed_at_the_next_read_write_open(
     };
     put.kill().unwrap();
     put.wait().unwrap();
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     let small = folder.join("small.bin");
     std::fs::write(&small, b"small").unwrap();
     let output = flashpipe(&["put", text(&store), text(&small), "--as", "small"]);

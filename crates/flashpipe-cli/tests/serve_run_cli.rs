@@ -100,8 +100,7 @@ fn run_through_the_server_prints_what_the_run_in_process_prints() {
         !listing.contains(".flashpipe"),
         "no temporary is left: {listing}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_eq!(
         read_back(&store, "enc-served"),
         read_back(&store, "enc-local")
