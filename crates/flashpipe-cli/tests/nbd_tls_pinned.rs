@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -61,18 +61,8 @@ fn serve(folder: &Path) -> (Child, String) {
     (child, port.expect("the server names its port"))
 }
 
-fn stop(mut child: Child) {
-    let pid = i32::try_from(child.id()).expect("a pid");
-    // SAFETY: kill with a valid pid and signal has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    assert!(child.wait().expect("the server ends").success());
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("piped")
-        .read_to_string(&mut stderr)
-        .expect("its standard error");
+fn stop(child: Child) {
+    let stderr = common::stop_with(child, libc::SIGTERM);
     assert!(!stderr.contains("Other("), "{stderr}");
 }
 

@@ -8,15 +8,14 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::{
-    check_fails, command_line, flashpipe, fresh_folder, mkfs, start_flashpipe, stop_with, succeed,
-    succeed_bytes, text,
+    check_fails, command_line, flashpipe, fresh_folder, mkfs, read_stderr, start_flashpipe,
+    stop_with, succeed, succeed_bytes, text,
 };
 
 /// Size of every device image of these tests.
@@ -196,13 +195,7 @@ impl Running {
         if lines.last().is_some_and(|line| line.contains("ready")) {
             return Running(Some(child));
         }
-        let mut stderr = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
+        let stderr = read_stderr(&mut child);
         let _ = child.wait();
         panic!("flashpipe {arguments:?} never became ready: {stderr}");
     }
@@ -244,13 +237,7 @@ fn refused_at_once(arguments: &[&str]) -> String {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = read_stderr(&mut child);
     assert!(!status.success(), "flashpipe {arguments:?} should fail");
     assert!(!stderr.contains("panicked"), "{stderr}");
     stderr

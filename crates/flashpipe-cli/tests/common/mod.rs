@@ -259,6 +259,14 @@ pub fn stop_with(mut child: Child, signal: i32) -> String {
     // SAFETY: kill with a valid pid and signal has no memory effects.
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     let status = child.wait().expect("the child is waited for");
+    let stderr = read_stderr(&mut child);
+    assert!(status.success(), "status {status}, stderr: {stderr}");
+    stderr
+}
+
+/// All of the piped standard error of `child` (read to its end: call it once the child
+/// has exited or is about to).
+pub fn read_stderr(child: &mut Child) -> String {
     let mut stderr = String::new();
     child
         .stderr
@@ -266,6 +274,5 @@ pub fn stop_with(mut child: Child, signal: i32) -> String {
         .expect("a piped stderr")
         .read_to_string(&mut stderr)
         .expect("stderr is text");
-    assert!(status.success(), "status {status}, stderr: {stderr}");
     stderr
 }
