@@ -101,14 +101,7 @@ fn a_self_signed_openssl_certificate_trusted_by_itself_serves_a_store() {
 
     let made = flashpipe(
         &folder,
-        &[
-            "mkfs",
-            "--devices",
-            &uri("trusted"),
-            "--size",
-            "32MiB",
-            "n.toml",
-        ],
+        &command_line("mkfs --devices {} --size 32MiB n.toml", &[&uri("trusted")]),
     );
     assert!(
         made.status.success(),
@@ -127,15 +120,10 @@ fn a_self_signed_openssl_certificate_trusted_by_itself_serves_a_store() {
 
     let refused = flashpipe(
         &folder,
-        &[
-            "mkfs",
-            "--devices",
-            &uri("distrusting"),
-            "--size",
-            "32MiB",
-            "m.toml",
-            "--json",
-        ],
+        &command_line(
+            "mkfs --devices {} --size 32MiB m.toml --json",
+            &[&uri("distrusting")],
+        ),
     );
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(69), "{stderr}");
