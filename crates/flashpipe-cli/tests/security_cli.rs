@@ -319,12 +319,19 @@ fn file_type_of(path: &Path) -> std::fs::FileType {
     std::fs::symlink_metadata(path).unwrap().file_type()
 }
 
-#[test]
-fn get_writes_into_device_nodes_and_fifos_as_cp_does() {
-    let folder = fresh_folder("security-get-special");
+/// A fresh folder named `test` holding a 16 MiB store and a local file `source.txt` of
+/// `abc`; returns the folder, the store file and the local file.
+fn store_and_source(test: &str) -> (common::TestFolder, PathBuf, PathBuf) {
+    let folder = fresh_folder(test);
     let store = common::file_store(&folder, "16MiB");
     let source = folder.join("source.txt");
     std::fs::write(&source, b"abc").unwrap();
+    (folder, store, source)
+}
+
+#[test]
+fn get_writes_into_device_nodes_and_fifos_as_cp_does() {
+    let (folder, store, source) = store_and_source("security-get-special");
     succeed(&["put", text(&store), text(&source), "--as", "x"]);
 
     let standard_output = succeed_bytes(&["get", text(&store), "x", "-"]);
@@ -367,10 +374,7 @@ fn get_writes_into_device_nodes_and_fifos_as_cp_does() {
 
 #[test]
 fn dot_names_control_characters_empty_traces_and_missing_plot_folders_are_refused() {
-    let folder = fresh_folder("security-small");
-    let store = common::file_store(&folder, "16MiB");
-    let source = folder.join("source.txt");
-    std::fs::write(&source, b"abc").unwrap();
+    let (folder, store, source) = store_and_source("security-small");
     for name in [".", ".."] {
         check_fails(
             &["put", text(&store), text(&source), "--as", name],
