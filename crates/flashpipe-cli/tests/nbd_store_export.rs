@@ -81,6 +81,23 @@ fn make_store(folder: &Path) -> std::path::PathBuf {
     store
 }
 
+/// Serves `store` as the export `s` (`options` after its path, such as `,rw`) with
+/// `flashpipe serve --nbd-socket` in `folder`; returns the server and the export's URI
+/// (with the store's block size).
+fn serve_export(folder: &Path, store: &Path, options: &str) -> (Child, String) {
+    let config = StoreConfig::load(store).unwrap();
+    let socket = folder.join("nbd.sock");
+    let export = format!("s=store:{}{options}", text(store));
+    let (child, _lines) =
+        start_flashpipe(&["serve", "--export", &export, "--nbd-socket", text(&socket)]);
+    let uri = format!(
+        "nbd+unix:///s?socket={}&x-block-size={}",
+        text(&socket),
+        config.block_size_bytes
+    );
+    (child, uri)
+}
+
 #[test]
 fn a_store_device_stack_is_exported_read_only_under_the_store_lock() {
     let folder = fresh_folder("nbd-store-export");
@@ -145,16 +162,7 @@ fn a_flash_store_exported_through_its_ftl_mounts_over_nbd_with_its_files() {
         .collect();
     std::fs::write(&source, &bytes).unwrap();
     succeed(&["put", text(&store), text(&source)]);
-    let config = StoreConfig::load(&store).unwrap();
-    let socket = folder.join("nbd.sock");
-    let export = format!("s=store:{}", text(&store));
-    let (child, _lines) =
-        start_flashpipe(&["serve", "--export", &export, "--nbd-socket", text(&socket)]);
-    let uri = format!(
-        "nbd+unix:///s?socket={}&x-block-size={}",
-        text(&socket),
-        config.block_size_bytes
-    );
+    let (child, uri) = serve_export(&folder, &store, "");
     let device: Box<dyn BlockDevice> = Box::new(open_device(&uri));
     let mut filesystem = flashpipe_fs::Filesystem::mount_read_only(device).unwrap();
     let file = filesystem.open("source.bin").expect("the file is there");
@@ -169,15 +177,7 @@ fn a_writable_store_export_writes_the_member_files() {
     let folder = fresh_folder("nbd-store-export-rw");
     let store = make_store(&folder);
     let config = StoreConfig::load(&store).unwrap();
-    let socket = folder.join("nbd.sock");
-    let export = format!("s=store:{},rw", text(&store));
-    let (child, _lines) =
-        start_flashpipe(&["serve", "--export", &export, "--nbd-socket", text(&socket)]);
-    let uri = format!(
-        "nbd+unix:///s?socket={}&x-block-size={}",
-        text(&socket),
-        config.block_size_bytes
-    );
+    let (child, uri) = serve_export(&folder, &store, ",rw");
     let mut device = open_device(&uri);
     let block_bytes = config.block_size_bytes as usize;
     // The last block of the device: the last stripe unit, on member (units - 1) % 2.
