@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -24,6 +24,13 @@ fn original() -> Vec<u8> {
     (0..FILE_BYTES as u32)
         .map(|index| (index.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect()
+}
+
+/// Writes [`original`] to the local file `name` in `folder` and puts it into `store`.
+fn put_original(folder: &Path, store: &Path, name: &str) {
+    let local = folder.join(name);
+    std::fs::write(&local, original()).unwrap();
+    succeed(&["put", text(store), text(&local)]);
 }
 
 fn json(arguments: &[&str]) -> Value {
@@ -50,8 +57,7 @@ fn assert_clean(store: &Path) {
 fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
     let folder = fresh_folder("shared-cp");
     let store = file_store(&folder, "64MiB");
-    std::fs::write(folder.join("big.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("big.bin"))]);
+    put_original(&folder, &store, "big.bin");
     let before = df(&store);
     assert_eq!(before["shared_bytes"], 0, "{before}");
 
@@ -138,8 +144,7 @@ fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
 fn removing_the_source_keeps_the_copy_and_a_write_unshares_one_side() {
     let folder = fresh_folder("shared-rm");
     let store = file_store(&folder, "64MiB");
-    std::fs::write(folder.join("a.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("a.bin"))]);
+    put_original(&folder, &store, "a.bin");
     succeed(&["cp", text(&store), "a.bin", "b.bin", "--by", "reference"]);
     std::fs::write(folder.join("small.bin"), b"replacement").unwrap();
     succeed(&command_line(
@@ -156,8 +161,7 @@ fn removing_the_source_keeps_the_copy_and_a_write_unshares_one_side() {
 fn a_copy_killed_at_random_moments_leaves_a_clean_store_with_the_copy_whole_or_absent() {
     let folder = fresh_folder("shared-kill");
     let store = file_store(&folder, "64MiB");
-    std::fs::write(folder.join("big.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("big.bin"))]);
+    put_original(&folder, &store, "big.bin");
     let (mut landed, mut copies_found) = (0, 0);
     for attempt in 0..12u64 {
         let name = format!("copy-{attempt}");
@@ -221,12 +225,19 @@ fn newest_version(image: &Path, block_bytes: u64) -> u32 {
     slot(0).max(slot(1)).1
 }
 
-#[test]
-fn a_version_4_store_is_read_unchanged_and_upgraded_by_its_first_change() {
-    let folder = fresh_folder("shared-v4");
+/// A fresh folder named `test` holding a 32 MiB store on the one image `a.img`; returns the
+/// folder, the store file, the image and the store's block size.
+fn store_on_one_image(test: &str) -> (common::TestFolder, PathBuf, PathBuf, u64) {
+    let folder = fresh_folder(test);
     let store = file_store(&folder, "32MiB");
     let image = folder.join("a.img");
     let block_bytes = df(&store)["block_size_bytes"].as_u64().unwrap();
+    (folder, store, image, block_bytes)
+}
+
+#[test]
+fn a_version_4_store_is_read_unchanged_and_upgraded_by_its_first_change() {
+    let (folder, store, image, block_bytes) = store_on_one_image("shared-v4");
     downgrade_to_version_4(&image, block_bytes);
     assert_eq!(newest_version(&image, block_bytes), 4);
     let image_before = std::fs::read(&image).unwrap();
@@ -240,8 +251,7 @@ fn a_version_4_store_is_read_unchanged_and_upgraded_by_its_first_change() {
         std::fs::read(&image).unwrap() == image_before,
         "read-only commands write nothing to a version-4 store"
     );
-    std::fs::write(folder.join("f.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("f.bin"))]);
+    put_original(&folder, &store, "f.bin");
     succeed(&["cp", text(&store), "f.bin", "g.bin", "--by", "reference"]);
     assert_eq!(newest_version(&image, block_bytes), 5);
     assert_clean(&store);
@@ -260,12 +270,8 @@ fn newest_slot(image: &[u8], block_bytes: u64) -> &[u8] {
 
 #[test]
 fn fsck_finds_a_wrong_reference_count_and_repair_rewrites_it_from_the_pointers() {
-    let folder = fresh_folder("shared-fsck");
-    let store = file_store(&folder, "32MiB");
-    let image_path = folder.join("a.img");
-    let block_bytes = df(&store)["block_size_bytes"].as_u64().unwrap();
-    std::fs::write(folder.join("f.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("f.bin"))]);
+    let (folder, store, image_path, block_bytes) = store_on_one_image("shared-fsck");
+    put_original(&folder, &store, "f.bin");
     downgrade_to_version_4(&image_path, block_bytes);
     succeed(&["cp", text(&store), "f.bin", "g.bin", "--by", "reference"]);
 
