@@ -6,17 +6,9 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{check_fails, flashpipe};
+use common::{absent_folder, check_fails, command_line, flashpipe, succeed_json};
 
 use serde_json::Value;
-
-/// A folder path of its own for one test, not yet there (the benchmark makes it),
-/// removed when the test passed (see `common::TestFolder`).
-fn fresh_folder(name: &str) -> common::TestFolder {
-    let folder = common::fresh_folder(name);
-    std::fs::remove_dir(folder.path()).expect("the fresh folder is empty");
-    folder
-}
 
 fn fio_available() -> bool {
     Command::new("fio")
@@ -42,30 +34,17 @@ fn ratio_fields(value: &Value, found: &mut Vec<(String, Value)>) {
 }
 
 fn run_json(folder: &Path, extra: &[&str]) -> Value {
-    let mut arguments = vec![
-        "bench",
-        "device",
-        "--size",
-        "4MiB",
-        "--runtime-seconds",
-        "0.1",
-        "--json",
-        "--dir",
-        folder.to_str().unwrap(),
-    ];
-    arguments.extend_from_slice(extra);
-    let output = flashpipe(&arguments);
-    assert!(
-        output.status.success(),
-        "bench device failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let mut arguments = command_line(
+        "bench device --size 4MiB --runtime-seconds 0.1 --json --dir {}",
+        &[folder.to_str().unwrap()],
     );
-    serde_json::from_slice(&output.stdout).expect("stdout is JSON")
+    arguments.extend_from_slice(extra);
+    succeed_json(&arguments)
 }
 
 #[test]
 fn bench_device_without_fio_reports_every_ratio_and_cleans_up() {
-    let folder = fresh_folder("bench-no-fio");
+    let folder = absent_folder("bench-no-fio");
     let report = run_json(&folder, &["--no-fio"]);
     let mut found = Vec::new();
     ratio_fields(&report, &mut found);
@@ -100,7 +79,7 @@ fn bench_device_with_fio_gives_ratios_to_fio() {
         flashpipe_testkit::tools::skip("the side-by-side run", "fio is not installed");
         return;
     }
-    let folder = fresh_folder("bench-fio");
+    let folder = absent_folder("bench-fio");
     let report = run_json(&folder, &["--no-stripes", "--keep", "--only", "rand-read"]);
     assert_eq!(report["single_file"].as_array().unwrap().len(), 2);
     for result in report["single_file"].as_array().unwrap() {
@@ -116,7 +95,7 @@ fn bench_device_with_fio_gives_ratios_to_fio() {
 
 #[test]
 fn bad_arguments_fail_clearly_and_create_nothing() {
-    let folder = fresh_folder("bench-bad");
+    let folder = absent_folder("bench-bad");
     let folder_text = folder.to_str().unwrap().to_string();
     let cases: [(&[&str], &str); 10] = [
         (&["--size", "banana"], "--size"),
@@ -146,15 +125,10 @@ fn a_folder_that_is_a_file_is_a_clear_error() {
     let path = std::env::temp_dir().join(format!("flashpipe-not-a-folder-{}", std::process::id()));
     std::fs::write(&path, b"x").unwrap();
     check_fails(
-        &[
-            "bench",
-            "device",
-            "--no-fio",
-            "--size",
-            "4MiB",
-            "--dir",
-            path.to_str().unwrap(),
-        ],
+        &command_line(
+            "bench device --no-fio --size 4MiB --dir {}",
+            &[path.to_str().unwrap()],
+        ),
         "cannot create folder",
     );
     std::fs::remove_file(&path).unwrap();

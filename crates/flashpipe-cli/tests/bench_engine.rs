@@ -7,16 +7,13 @@
 
 mod common;
 
-use common::{check_fails, flashpipe, succeed};
+use common::{check_fails, command_line, succeed, succeed_json};
 
 use serde_json::Value;
 
 #[test]
 fn a_quick_json_run_measures_every_operation_in_every_mode() {
-    let output = flashpipe(&["bench", "engine", "--quick", "--json", "--spin-us", "5,50"]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "bench engine failed: {stderr}");
-    let report: Value = serde_json::from_slice(&output.stdout).expect("the output is JSON");
+    let report = succeed_json(&["bench", "engine", "--quick", "--json", "--spin-us", "5,50"]);
     assert_eq!(report["quick"], Value::Bool(true));
     let rows = report["operations"].as_array().expect("operation rows");
     assert_eq!(
@@ -120,20 +117,10 @@ fn check_mount_rows(report: &Value) {
 
 #[test]
 fn chosen_store_sizes_are_measured_and_too_large_ones_refused() {
-    let output = flashpipe(&[
-        "bench",
-        "engine",
-        "--quick",
-        "--json",
-        "--store-files",
-        "0,50",
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_slice(&output.stdout).expect("the output is JSON");
+    let report = succeed_json(&command_line(
+        "bench engine --quick --json --store-files 0,50",
+        &[],
+    ));
     let sizes: Vec<u64> = report["mount"]
         .as_array()
         .expect("mount rows")

@@ -5,35 +5,15 @@
 
 mod common;
 
-use common::{check_fails, flashpipe};
-
-use serde_json::Value;
-
-/// A folder path of its own for one test, not yet there (the benchmark makes it),
-/// removed when the test passed (see `common::TestFolder`).
-fn fresh_folder(name: &str) -> common::TestFolder {
-    let folder = common::fresh_folder(name);
-    std::fs::remove_dir(folder.path()).expect("the fresh folder is empty");
-    folder
-}
+use common::{absent_folder, check_fails, command_line, flashpipe, succeed_json, text};
 
 #[test]
 fn quick_run_reports_every_target_and_cleans_up() {
-    let folder = fresh_folder("bench-flash");
-    let output = flashpipe(&[
-        "bench",
-        "flash",
-        "--quick",
-        "--json",
-        "--dir",
-        folder.to_str().unwrap(),
-    ]);
-    assert!(
-        output.status.success(),
-        "bench flash failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let folder = absent_folder("bench-flash");
+    let report = succeed_json(&command_line(
+        "bench flash --quick --json --dir {}",
+        &[text(&folder)],
+    ));
     assert_eq!(report["put"]["file_bytes"], 32 << 20);
     let operations = report["put"]["flash_operations"].as_u64().unwrap();
     let programs_at_least = (32u64 << 20) / 8192;

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::flashpipe;
+use common::{command_line, flashpipe, succeed_json, text};
 
 use serde_json::Value;
 
@@ -46,17 +46,10 @@ fn ratio_fields<'a>(value: &'a Value, found: &mut Vec<(String, &'a Value)>) {
 #[test]
 fn a_quick_json_run_reports_every_part_ratio_and_target() {
     let folder = scratch_folder("quick");
-    let output = flashpipe(&[
-        "bench",
-        "fs",
-        "--quick",
-        "--json",
-        "--dir",
-        folder.to_str().expect("utf-8 path"),
-    ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "bench fs failed: {stderr}");
-    let report: Value = serde_json::from_slice(&output.stdout).expect("the output is JSON");
+    let report = succeed_json(&command_line(
+        "bench fs --quick --json --dir {}",
+        &[text(&folder)],
+    ));
     assert_eq!(report["quick"], Value::Bool(true));
     let rows = report["large_file"]["rows"]
         .as_array()

@@ -8,25 +8,13 @@ mod common;
 
 use std::process::Command;
 
-use common::{check_fails, flashpipe, fresh_folder, text};
-
-use serde_json::Value;
+use common::{check_fails, command_line, fresh_folder, succeed_json, text};
 
 fn program_runs(program: &str, version_argument: &str) -> bool {
     Command::new(program)
         .arg(version_argument)
         .output()
         .is_ok_and(|output| output.status.success())
-}
-
-fn run_json(arguments: &[&str]) -> Value {
-    let output = flashpipe(arguments);
-    assert!(
-        output.status.success(),
-        "flashpipe {arguments:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("stdout is JSON")
 }
 
 #[test]
@@ -36,27 +24,11 @@ fn same_file_rows_compare_every_installed_server_on_one_file() {
         return;
     }
     let folder = fresh_folder("bench-net-file");
-    let report = run_json(&[
-        "bench",
-        "net",
-        "--parts",
-        "servers",
-        "--disks",
-        "file",
-        "--file-dir",
-        text(&folder),
-        "--size",
-        "64MiB",
-        "--transports",
-        "unix",
-        "--connections",
-        "1",
-        "--workloads",
-        "rand-read-4k-qd1",
-        "--runtime-seconds",
-        "1",
-        "--json",
-    ]);
+    let report = succeed_json(&command_line(
+        "bench net --parts servers --disks file --file-dir {} --size 64MiB --transports unix \
+         --connections 1 --workloads rand-read-4k-qd1 --runtime-seconds 1 --json",
+        &[text(&folder)],
+    ));
     let rows = report["rows"].as_array().expect("rows");
     let others_installed = ["qemu-nbd", "nbdkit"]
         .iter()
@@ -83,21 +55,11 @@ fn same_file_rows_compare_every_installed_server_on_one_file() {
 
 #[test]
 fn stripe_over_disk_nodes_sits_beside_the_same_store_over_ram_disks() {
-    let report = run_json(&[
-        "bench",
-        "net",
-        "--parts",
-        "stripe",
-        "--disk-nodes",
-        "1,2",
-        "--stripe-file-size",
-        "8MiB",
-        "--stripe-small-files",
-        "40",
-        "--runtime-seconds",
-        "1",
-        "--json",
-    ]);
+    let report = succeed_json(&command_line(
+        "bench net --parts stripe --disk-nodes 1,2 --stripe-file-size 8MiB \
+         --stripe-small-files 40 --runtime-seconds 1 --json",
+        &[],
+    ));
     let rows = report["stripe"]["rows"].as_array().expect("stripe rows");
     assert_eq!(rows.len(), 2 * (4 + 4), "{report:#}");
     for row in rows {

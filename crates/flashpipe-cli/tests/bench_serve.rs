@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{check_fails, flashpipe, succeed};
+use common::{check_fails, command_line, flashpipe, succeed};
 
 use serde_json::Value;
 
@@ -37,7 +37,8 @@ fn a_tiny_json_run_measures_every_row_on_both_stores() {
         assert_eq!(
             latency.len(),
             6,
-            "in-process, ring and socket floors, by reference over rings and socket, copying: {store}"
+            "in-process, ring and socket floors, by reference over rings and socket, copying: \
+             {store}"
         );
         let throughput = store["throughput"].as_array().expect("throughput rows");
         assert_eq!(
@@ -70,14 +71,7 @@ fn a_tiny_json_run_measures_every_row_on_both_stores() {
 
 #[test]
 fn the_tables_print_with_client_threads() {
-    let mut arguments = vec![
-        "bench",
-        "serve",
-        "--stores",
-        "ram",
-        "--clients-as",
-        "threads",
-    ];
+    let mut arguments = command_line("bench serve --stores ram --clients-as threads", &[]);
     arguments.extend(TINY);
     let text = succeed(&arguments);
     for expected in [

@@ -5,25 +5,17 @@
 
 mod common;
 
-use common::{fresh_folder, succeed, text};
+use common::{command_line, fresh_folder, succeed, text};
 
 #[test]
 fn the_demo_runs_over_three_disk_nodes() {
     let folder = fresh_folder("demo-disk-nodes");
     let store = folder.join("store");
     let missing_data = folder.join("no-sample-data");
-    succeed(&[
-        "demo",
-        "--dir",
-        text(&store),
-        "--data",
-        text(&missing_data),
-        "--large-file-size",
-        "8MiB",
-        "--disk-nodes",
-        "3",
-        "--json",
-    ]);
+    succeed(&command_line(
+        "demo --dir {} --data {} --large-file-size 8MiB --disk-nodes 3 --json",
+        &[text(&store), text(&missing_data)],
+    ));
     let store_file = std::fs::read_to_string(store.join("demo.toml")).expect("the store file");
     assert_eq!(
         store_file.matches("kind = \"nbd\"").count(),

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{check_fails, file_names, flashpipe, fresh_folder, mkfs, succeed, text};
+use common::{check_fails, command_line, file_names, flashpipe, fresh_folder, mkfs, succeed, text};
 
 const DEVICES: [&str; 2] = ["a.img", "b.img"];
 
@@ -170,14 +170,10 @@ fn a_second_opener_is_refused_naming_the_holder_or_waits() {
     let fifo = folder.join("fifo");
     make_fifo(&fifo);
     let before = device_bytes(&folder);
-    let holder = spawn(&[
-        "put",
-        text(&store),
-        text(&fifo),
-        "--special",
-        "--as",
-        "piped",
-    ]);
+    let holder = spawn(&command_line(
+        "put {} {} --special --as piped",
+        &[text(&store), text(&fifo)],
+    ));
     let (holder, mut writer) = open_fifo_writer(holder, &fifo);
     let refused = flashpipe(&["ls", text(&store)]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
@@ -354,54 +350,33 @@ fn run_output_commits_whole_or_not_at_all() {
     assert_eq!(file_names(&store), ["text.txt"]);
     let key = "key=0011223344556677";
     check_fails(
-        &[
-            "run",
-            "--output",
-            "text.txt",
-            text(&store),
-            "des-ecb",
-            key,
-            "text.txt",
-        ],
+        &command_line(
+            "run --output text.txt {} des-ecb {} text.txt",
+            &[text(&store), key],
+        ),
         "input",
     );
     let data = write_local(&folder, "data", &pattern(20_000, 4));
     succeed(&["put", text(&store), text(&data)]);
     let before = device_bytes(&folder);
     check_fails(
-        &[
-            "run",
-            "--output",
-            "text.txt",
-            text(&store),
-            "des-ecb",
-            key,
-            "data",
-        ],
+        &command_line(
+            "run --output text.txt {} des-ecb {} data",
+            &[text(&store), key],
+        ),
         "--force",
     );
     assert_devices_unchanged(&folder, &before, "a run refused for an existing output");
     assert_eq!(stored_bytes(&store, "text.txt"), b"not a picture\n");
-    let ran = succeed(&[
-        "run",
-        "--output",
-        "sealed",
-        text(&store),
-        "des-ecb",
-        key,
-        "data",
-    ]);
+    let ran = succeed(&command_line(
+        "run --output sealed {} des-ecb {} data",
+        &[text(&store), key],
+    ));
     assert!(ran.contains("-> sealed"), "{ran}");
-    succeed(&[
-        "run",
-        "--output",
-        "text.txt",
-        "--force",
-        text(&store),
-        "des-ecb",
-        key,
-        "data",
-    ]);
+    succeed(&command_line(
+        "run --output text.txt --force {} des-ecb {} data",
+        &[text(&store), key],
+    ));
     assert!(stored_bytes(&store, "text.txt") == stored_bytes(&store, "sealed"));
     assert_eq!(file_names(&store), ["data", "sealed", "text.txt"]);
     assert_fsck_clean(&store);
@@ -420,14 +395,10 @@ fn mkfs_refuses_a_device_named_twice() {
     std::fs::write(folder.join("real.img"), b"").unwrap();
     std::os::unix::fs::symlink(folder.join("real.img"), folder.join("link.img")).unwrap();
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "real.img,link.img",
-            "--size",
-            "8MiB",
-            text(&store),
-        ],
+        &command_line(
+            "mkfs --devices real.img,link.img --size 8MiB {}",
+            &[text(&store)],
+        ),
         "same file",
     );
     assert!(!store.exists() && !folder.join("a.img").exists());
@@ -460,18 +431,10 @@ fn a_failed_mkfs_removes_what_it_created_and_the_retry_works() {
     let store = folder.join("s.toml");
     std::fs::write(folder.join("kept.img"), vec![0u8; 2 << 20]).unwrap();
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "kept.img,new.img",
-            "--size",
-            "2MiB",
-            "--block-size",
-            "1MiB",
-            "--stripe-unit",
-            "1MiB",
-            text(&store),
-        ],
+        &command_line(
+            "mkfs --devices kept.img,new.img --size 2MiB --block-size 1MiB --stripe-unit 1MiB {}",
+            &[text(&store)],
+        ),
         "too small",
     );
     assert!(

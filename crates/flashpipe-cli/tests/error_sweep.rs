@@ -13,325 +13,104 @@ use std::process::Command;
 use common::{fresh_folder, succeed, text};
 use error_sweep_support::*;
 
+/// Every case of the sweep, one a line: the kind it fails with, then its command line
+/// (words split at white space); `#` lines say what the cases below them have in common.
+const CASES: &str = "
+    # usage: the command line itself is wrong (clap, and the CLI's own checks).
+    usage         nosuchcommand
+    usage         put s.toml --json
+    usage         ls s.toml --bogus --json
+    usage         mkfs x.toml --json
+    usage         get s.toml h.txt --json
+    usage         cat s.toml h.txt --json
+    usage         rm s.toml --json
+    usage         stat s.toml --json
+    usage         run s.toml grep pattern=x --json
+    usage         completions tcsh
+    usage         serve s.toml --no-such-option
+    # no_match: a pattern matching nothing (grep's 1).
+    no_match      ls s.toml zz* --json
+    no_match      cat s.toml zz*
+    no_match      stat s.toml zz* --json
+    no_match      rm s.toml zz* --json
+    no_match      get s.toml zz* . --json
+    no_match      run s.toml grep pattern=zzz h.txt
+    # not_found: store files, names, local files and folders that do not exist.
+    not_found     ls missing.toml --json
+    not_found     put missing.toml h.txt --json
+    not_found     df missing.toml --json
+    not_found     fsck missing.toml --json
+    not_found     get s.toml nope out.txt --json
+    not_found     stat s.toml nope --json
+    not_found     rm s.toml nope --json
+    not_found     mv s.toml nope x --json
+    not_found     cp s.toml nope x --json
+    not_found     cat s.toml nope
+    not_found     put s.toml nofile.txt --json
+    not_found     put s.toml nodir/ --json
+    not_found     get s.toml h.txt nodir/ --json
+    not_found     run s.toml sha256 nope --json
+    not_found     ls m.toml --json
+    not_found     serve missing.toml
+    not_found     kernels train-langid --out p.bin --corpus /nonexistent --json
+    # exists: the target is there already.
+    exists        mkfs --devices b.img --size 16MiB s.toml --json
+    exists        put s.toml h.txt --json
+    exists        mv s.toml h.txt h2.txt --json
+    exists        cp s.toml h.txt h2.txt --json
+    exists        mkfs --devices a.img --size 64MiB new.toml --json
+    # store_in_use: another process holds the store.
+    store_in_use  put locked.toml h.txt --json
+    store_in_use  ls locked.toml --json
+    store_in_use  fsck locked.toml --json
+    store_in_use  rm locked.toml x --json
+    # invalid_input: wrong values, wrong files in the store's place.
+    invalid_input mkfs --devices b.img --size 2GB b.toml --json
+    invalid_input mkfs --devices tape:1 b.toml --json
+    invalid_input mkfs --devices b.img --size 16MiB --mode 999 b.toml --json
+    invalid_input mkfs --devices b.img --size lots b.toml --json
+    invalid_input mkfs --devices b.img --size 16MiB --stripe-unit 1000 b.toml --json
+    invalid_input mkfs --devices b.img --size 16MiB --block-size 3KiB b.toml --json
+    invalid_input mkfs --devices b.img --size 16MiB --flash-over-provisioning 0.1 b.toml --json
+    invalid_input put h.txt s.toml --json
+    invalid_input ls blob.bin --json
+    invalid_input ls notes.txt --json
+    invalid_input get s.toml h* h.txt --json
+    invalid_input rm s.toml h.txt h.txt --json
+    invalid_input put s.toml h.txt --as bad/name --json
+    invalid_input run s.toml sha256 h.txt --workers 0 --json
+    invalid_input nbd serve --export nonsense
+    invalid_input nbd serve --export d=tape:1
+    invalid_input nbd serve --export d=ram:1MiB --listen 0.0.0.0:0
+    invalid_input nbd serve --export d=ram:1MiB --realtime
+    invalid_input nbd serve --export d=ram:1MiB --socket n.sock --tls-certificate nocert.pem \
+                  --tls-key nokey.pem
+    invalid_input nbd serve --export d=ram:1MiB --socket n.sock --tls-certificate notes.txt \
+                  --tls-key notes.txt
+    invalid_input serve s.toml --max-clients 0
+    invalid_input sim speed --preset nope --json
+    invalid_input ftl copy --size bogus --json
+    # corrupt: damaged store files and images.
+    corrupt       ls damaged.toml --json
+    corrupt       ls z.toml --json
+    corrupt       fsck z.toml --json
+    # no_space: more data than the store holds.
+    no_space      put tiny.toml big.bin --json
+    # kernel: hostile and wrong kernel options.
+    kernel        run s.toml nokernel h.txt --json
+    kernel        run s.toml grep bogus=1 h.txt --json
+    kernel        run s.toml grep h.txt --json
+    kernel        run s.toml des-ecb key=zz h.txt --json
+    kernel        run s.toml grep pattern=a max_line_bytes=-1 h.txt --json
+    kernel        run s.toml grep pattern=a pattern=b h.txt --json
+    kernel        run s.toml des-ecb key=0123456789abcdef decrypt=true h.txt --json
+    # network: an NBD device nobody serves.
+    network       mkfs --devices nbd://127.0.0.1:1/x --size 1MiB n.toml --json
+";
+
 /// Every case of the sweep.
 fn cases() -> Vec<Case> {
-    vec![
-        // usage: the command line itself is wrong (clap, and the CLI's own checks).
-        case("usage", &["nosuchcommand"]),
-        case("usage", &["put", "s.toml", "--json"]),
-        case("usage", &["ls", "s.toml", "--bogus", "--json"]),
-        case("usage", &["mkfs", "x.toml", "--json"]),
-        case("usage", &["get", "s.toml", "h.txt", "--json"]),
-        case("usage", &["cat", "s.toml", "h.txt", "--json"]),
-        case("usage", &["rm", "s.toml", "--json"]),
-        case("usage", &["stat", "s.toml", "--json"]),
-        case("usage", &["run", "s.toml", "grep", "pattern=x", "--json"]),
-        case("usage", &["completions", "tcsh"]),
-        case("usage", &["serve", "s.toml", "--no-such-option"]),
-        // no_match: a pattern matching nothing (grep's 1).
-        case("no_match", &["ls", "s.toml", "zz*", "--json"]),
-        case("no_match", &["cat", "s.toml", "zz*"]),
-        case("no_match", &["stat", "s.toml", "zz*", "--json"]),
-        case("no_match", &["rm", "s.toml", "zz*", "--json"]),
-        case("no_match", &["get", "s.toml", "zz*", ".", "--json"]),
-        case(
-            "no_match",
-            &["run", "s.toml", "grep", "pattern=zzz", "h.txt"],
-        ),
-        // not_found: store files, names, local files and folders that do not exist.
-        case("not_found", &["ls", "missing.toml", "--json"]),
-        case("not_found", &["put", "missing.toml", "h.txt", "--json"]),
-        case("not_found", &["df", "missing.toml", "--json"]),
-        case("not_found", &["fsck", "missing.toml", "--json"]),
-        case("not_found", &["get", "s.toml", "nope", "out.txt", "--json"]),
-        case("not_found", &["stat", "s.toml", "nope", "--json"]),
-        case("not_found", &["rm", "s.toml", "nope", "--json"]),
-        case("not_found", &["mv", "s.toml", "nope", "x", "--json"]),
-        case("not_found", &["cp", "s.toml", "nope", "x", "--json"]),
-        case("not_found", &["cat", "s.toml", "nope"]),
-        case("not_found", &["put", "s.toml", "nofile.txt", "--json"]),
-        case("not_found", &["put", "s.toml", "nodir/", "--json"]),
-        case("not_found", &["get", "s.toml", "h.txt", "nodir/", "--json"]),
-        case("not_found", &["run", "s.toml", "sha256", "nope", "--json"]),
-        case("not_found", &["ls", "m.toml", "--json"]),
-        case("not_found", &["serve", "missing.toml"]),
-        case(
-            "not_found",
-            &[
-                "kernels",
-                "train-langid",
-                "--out",
-                "p.bin",
-                "--corpus",
-                "/nonexistent",
-                "--json",
-            ],
-        ),
-        // exists: the target is there already.
-        case(
-            "exists",
-            &[
-                "mkfs",
-                "--devices",
-                "b.img",
-                "--size",
-                "16MiB",
-                "s.toml",
-                "--json",
-            ],
-        ),
-        case("exists", &["put", "s.toml", "h.txt", "--json"]),
-        case("exists", &["mv", "s.toml", "h.txt", "h2.txt", "--json"]),
-        case("exists", &["cp", "s.toml", "h.txt", "h2.txt", "--json"]),
-        case(
-            "exists",
-            &[
-                "mkfs",
-                "--devices",
-                "a.img",
-                "--size",
-                "64MiB",
-                "new.toml",
-                "--json",
-            ],
-        ),
-        // store_in_use: another process holds the store.
-        case("store_in_use", &["put", "locked.toml", "h.txt", "--json"]),
-        case("store_in_use", &["ls", "locked.toml", "--json"]),
-        case("store_in_use", &["fsck", "locked.toml", "--json"]),
-        case("store_in_use", &["rm", "locked.toml", "x", "--json"]),
-        // invalid_input: wrong values, wrong files in the store's place.
-        case(
-            "invalid_input",
-            &[
-                "mkfs",
-                "--devices",
-                "b.img",
-                "--size",
-                "2GB",
-                "b.toml",
-                "--json",
-            ],
-        ),
-        case(
-            "invalid_input",
-            &["mkfs", "--devices", "tape:1", "b.toml", "--json"],
-        ),
-        case(
-            "invalid_input",
-            &[
-                "mkfs",
-                "--devices",
-                "b.img",
-                "--size",
-                "16MiB",
-                "--mode",
-                "999",
-                "b.toml",
-                "--json",
-            ],
-        ),
-        case(
-            "invalid_input",
-            &[
-                "mkfs",
-                "--devices",
-                "b.img",
-                "--size",
-                "lots",
-                "b.toml",
-                "--json",
-            ],
-        ),
-        case(
-            "invalid_input",
-            &[
-                "mkfs",
-                "--devices",
-                "b.img",
-                "--size",
-                "16MiB",
-                "--stripe-unit",
-                "1000",
-                "b.toml",
-                "--json",
-            ],
-        ),
-        case(
-            "invalid_input",
-            &[
-                "mkfs",
-                "--devices",
-                "b.img",
-                "--size",
-                "16MiB",
-                "--block-size",
-                "3KiB",
-                "b.toml",
-                "--json",
-            ],
-        ),
-        case(
-            "invalid_input",
-            &[
-                "mkfs",
-                "--devices",
-                "b.img",
-                "--size",
-                "16MiB",
-                "--flash-over-provisioning",
-                "0.1",
-                "b.toml",
-                "--json",
-            ],
-        ),
-        case("invalid_input", &["put", "h.txt", "s.toml", "--json"]),
-        case("invalid_input", &["ls", "blob.bin", "--json"]),
-        case("invalid_input", &["ls", "notes.txt", "--json"]),
-        case("invalid_input", &["get", "s.toml", "h*", "h.txt", "--json"]),
-        case(
-            "invalid_input",
-            &["rm", "s.toml", "h.txt", "h.txt", "--json"],
-        ),
-        case(
-            "invalid_input",
-            &["put", "s.toml", "h.txt", "--as", "bad/name", "--json"],
-        ),
-        case(
-            "invalid_input",
-            &[
-                "run",
-                "s.toml",
-                "sha256",
-                "h.txt",
-                "--workers",
-                "0",
-                "--json",
-            ],
-        ),
-        case("invalid_input", &["nbd", "serve", "--export", "nonsense"]),
-        case("invalid_input", &["nbd", "serve", "--export", "d=tape:1"]),
-        case(
-            "invalid_input",
-            &[
-                "nbd",
-                "serve",
-                "--export",
-                "d=ram:1MiB",
-                "--listen",
-                "0.0.0.0:0",
-            ],
-        ),
-        case(
-            "invalid_input",
-            &["nbd", "serve", "--export", "d=ram:1MiB", "--realtime"],
-        ),
-        case(
-            "invalid_input",
-            &[
-                "nbd",
-                "serve",
-                "--export",
-                "d=ram:1MiB",
-                "--socket",
-                "n.sock",
-                "--tls-certificate",
-                "nocert.pem",
-                "--tls-key",
-                "nokey.pem",
-            ],
-        ),
-        case(
-            "invalid_input",
-            &[
-                "nbd",
-                "serve",
-                "--export",
-                "d=ram:1MiB",
-                "--socket",
-                "n.sock",
-                "--tls-certificate",
-                "notes.txt",
-                "--tls-key",
-                "notes.txt",
-            ],
-        ),
-        case("invalid_input", &["serve", "s.toml", "--max-clients", "0"]),
-        case(
-            "invalid_input",
-            &["sim", "speed", "--preset", "nope", "--json"],
-        ),
-        case(
-            "invalid_input",
-            &["ftl", "copy", "--size", "bogus", "--json"],
-        ),
-        // corrupt: damaged store files and images.
-        case("corrupt", &["ls", "damaged.toml", "--json"]),
-        case("corrupt", &["ls", "z.toml", "--json"]),
-        case("corrupt", &["fsck", "z.toml", "--json"]),
-        // no_space: more data than the store holds.
-        case("no_space", &["put", "tiny.toml", "big.bin", "--json"]),
-        // kernel: hostile and wrong kernel options.
-        case("kernel", &["run", "s.toml", "nokernel", "h.txt", "--json"]),
-        case(
-            "kernel",
-            &["run", "s.toml", "grep", "bogus=1", "h.txt", "--json"],
-        ),
-        case("kernel", &["run", "s.toml", "grep", "h.txt", "--json"]),
-        case(
-            "kernel",
-            &["run", "s.toml", "des-ecb", "key=zz", "h.txt", "--json"],
-        ),
-        case(
-            "kernel",
-            &[
-                "run",
-                "s.toml",
-                "grep",
-                "pattern=a",
-                "max_line_bytes=-1",
-                "h.txt",
-                "--json",
-            ],
-        ),
-        case(
-            "kernel",
-            &[
-                "run",
-                "s.toml",
-                "grep",
-                "pattern=a",
-                "pattern=b",
-                "h.txt",
-                "--json",
-            ],
-        ),
-        case(
-            "kernel",
-            &[
-                "run",
-                "s.toml",
-                "des-ecb",
-                "key=0123456789abcdef",
-                "decrypt=true",
-                "h.txt",
-                "--json",
-            ],
-        ),
-        // network: an NBD device nobody serves.
-        case(
-            "network",
-            &[
-                "mkfs",
-                "--devices",
-                "nbd://127.0.0.1:1/x",
-                "--size",
-                "1MiB",
-                "n.toml",
-                "--json",
-            ],
-        ),
-    ]
+    cases_of(CASES)
 }
 
 #[test]
@@ -349,23 +128,26 @@ fn every_error_path_has_its_kind_and_status_and_no_debug_text() {
     assert_eq!(status, 0, "the test locks locked.toml");
     let cases = cases();
     assert!(cases.len() >= 60, "{} cases", cases.len());
-    let mut failures = Vec::new();
-    for case in &cases {
-        let output = run_in(&folder, &case.arguments);
-        let problems = check(case, &output);
-        println!(
-            "{:?}: exit {:?}: {}",
-            case.arguments,
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        );
-        if !problems.is_empty() {
-            failures.push(format!("{:?}: {}", case.arguments, problems.join("; ")));
-        }
-    }
+    let failures = sweep(&folder, &cases, "", |_| Vec::new());
     drop(locked);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The cases run against a server holding the store, in the form of [`CASES`].
+const SERVED_CASES: &str = "
+    no_match      ls s.toml zz* --json
+    not_found     get s.toml nope out.txt --json
+    not_found     stat s.toml nope --json
+    not_found     mv s.toml nope x --json
+    exists        put s.toml h.txt --json
+    exists        cp s.toml h.txt h.txt --json
+    invalid_input put s.toml h.txt --as bad/name --json
+    store_in_use  fsck s.toml --repair --json
+    kernel        run s.toml nokernel h.txt --json
+    kernel        run s.toml grep bogus=1 h.txt --json
+    not_found     run s.toml sha256 nope --json
+    no_match      run s.toml grep pattern=zzz h.txt
+";
 
 /// The benchmark, experiment and simulation commands' error paths, each a command line
 /// split at spaces, run in a folder holding `t.txt` (a good blkparse trace), `bad.txt` (a
@@ -378,43 +160,7 @@ fn through_a_server_the_kinds_are_the_same_and_its_logs_hold_no_debug_text() {
     let store = common::file_store(&folder, "64MiB");
     succeed(&["put", text(&store), text(&folder.join("h.txt"))]);
     let server = serve_support::ServerProcess::start(&store, &["--log-format", "json"]);
-    let served_cases = [
-        case("no_match", &["ls", "s.toml", "zz*", "--json"]),
-        case("not_found", &["get", "s.toml", "nope", "out.txt", "--json"]),
-        case("not_found", &["stat", "s.toml", "nope", "--json"]),
-        case("not_found", &["mv", "s.toml", "nope", "x", "--json"]),
-        case("exists", &["put", "s.toml", "h.txt", "--json"]),
-        case("exists", &["cp", "s.toml", "h.txt", "h.txt", "--json"]),
-        case(
-            "invalid_input",
-            &["put", "s.toml", "h.txt", "--as", "bad/name", "--json"],
-        ),
-        case("store_in_use", &["fsck", "s.toml", "--repair", "--json"]),
-        case("kernel", &["run", "s.toml", "nokernel", "h.txt", "--json"]),
-        case(
-            "kernel",
-            &["run", "s.toml", "grep", "bogus=1", "h.txt", "--json"],
-        ),
-        case("not_found", &["run", "s.toml", "sha256", "nope", "--json"]),
-        case(
-            "no_match",
-            &["run", "s.toml", "grep", "pattern=zzz", "h.txt"],
-        ),
-    ];
-    let mut failures = Vec::new();
-    for case in &served_cases {
-        let output = run_in(&folder, &case.arguments);
-        let problems = check(case, &output);
-        println!(
-            "served {:?}: exit {:?}: {}",
-            case.arguments,
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        );
-        if !problems.is_empty() {
-            failures.push(format!("{:?}: {}", case.arguments, problems.join("; ")));
-        }
-    }
+    let mut failures = sweep(&folder, &cases_of(SERVED_CASES), "served ", |_| Vec::new());
     let exit = server.stop_with(libc::SIGTERM);
     for finding in findings(&format!("{}\n{}", exit.stdout, exit.stderr)) {
         failures.push(format!("the server's output holds {finding}"));
@@ -438,22 +184,26 @@ fn a_user_without_access_gets_permission() {
     let folder = fresh_folder("error-sweep-permission");
     std::fs::set_permissions(&folder, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let store = common::file_store(&folder, "16MiB");
-    let as_nobody = || {
-        Command::new("runuser")
+    // Runs `arguments` as nobody, as `expected` says (its kind, permission, and whether
+    // `--json` is asked for): the command must be refused with that kind.
+    let refused = |expected: &Case, arguments: &[&str], what: &str| {
+        let output = Command::new("runuser")
             .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_flashpipe")])
-            .args(["ls", text(&store), "--json"])
+            .args(arguments)
             .current_dir(&folder)
             .output()
-            .unwrap()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        println!("{what}: {stderr}");
+        let problems = check(expected, &output);
+        assert!(problems.is_empty(), "{what}: {problems:?}: {stderr}");
     };
-    let expected = case("permission", &["ls", "s.toml", "--json"]);
-    // The store file is the owner's alone (mode 600).
-    let output = as_nobody();
-    let problems = check(&expected, &output);
-    assert!(
-        problems.is_empty(),
-        "{problems:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let ls = case("permission", &["ls", "s.toml", "--json"]);
+    let ls_store = ["ls", text(&store), "--json"];
+    refused(
+        &ls,
+        &ls_store,
+        "the store file is the owner's alone (mode 600)",
     );
     // A trace the user may not read, and a plot folder it may not make (the folder is
     // the owner's, mode 755): permission, from the operating system's error.
@@ -468,41 +218,25 @@ fn a_user_without_access_gets_permission() {
         "sim replay t.txt --format blkparse --plot plots --json",
     ] {
         let arguments: Vec<&'static str> = line.split(' ').collect();
-        let output = Command::new("runuser")
-            .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_flashpipe")])
-            .args(&arguments)
-            .current_dir(&folder)
-            .output()
-            .unwrap();
-        let problems = check(&case("permission", &arguments), &output);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(problems.is_empty(), "{line}: {problems:?}: {stderr}");
+        refused(&case("permission", &arguments), &arguments, line);
     }
-    // Through a server: its private socket refuses the user (the store file readable).
     let server = serve_support::ServerProcess::start(&store, &[]);
     std::fs::set_permissions(&store, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    let output = as_nobody();
-    println!("{}", String::from_utf8_lossy(&output.stderr));
-    let problems = check(&expected, &output);
-    assert!(
-        problems.is_empty(),
-        "{problems:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
+    refused(
+        &ls,
+        &ls_store,
+        "through a server: its private socket refuses the user",
     );
-    // The socket widened by hand: the server's access rule (AccessDenied) refuses the user.
     for path in [store.as_path(), server.socket.as_path()] {
         std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))
             .unwrap();
     }
-    let output = as_nobody();
-    println!("{}", String::from_utf8_lossy(&output.stderr));
-    let problems = check(&expected, &output);
-    drop(server.stop_with(libc::SIGTERM));
-    assert!(
-        problems.is_empty(),
-        "{problems:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
+    refused(
+        &ls,
+        &ls_store,
+        "the socket widened by hand: the server's access rule refuses the user",
     );
+    drop(server.stop_with(libc::SIGTERM));
 }
 
 #[test]

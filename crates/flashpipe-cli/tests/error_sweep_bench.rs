@@ -8,55 +8,41 @@ mod error_sweep_support;
 use common::fresh_folder;
 use error_sweep_support::*;
 
+/// The cases, one a line: the kind each fails with, then its command line (words split at
+/// white space; `--json` is added).
+const CASES: &str = "
+    not_found     sim replay missing.txt --format blkparse
+    invalid_input sim replay bad.txt --format blkparse
+    invalid_input sim replay latin1.txt --format blkparse
+    invalid_input sim replay . --format blkparse
+    invalid_input sim replay t.txt --format blkparse --queue-depth 0
+    invalid_input sim replay t.txt --format blkparse --time-unit us
+    invalid_input sim replay t.txt --format blkparse --over-provisioning 0.99
+    invalid_input sim replay t.txt --format blkparse --plot notes.txt
+    not_found     sim replay t.txt --format blkparse --plot nodir/sub
+    not_found     sim job missing.toml
+    invalid_input sim job bad.toml
+    invalid_input sim job notes.txt
+    invalid_input sim job --rw randrw --rwmixread 101
+    invalid_input sim job --rw randrw --hosts 2
+    invalid_input sim speed --queue-depth 0
+    invalid_input ftl wa --blocks-per-chip 1
+    invalid_input ftl hotcold --device-writes 0
+    invalid_input ftl wa --plot chart.txt
+    not_found     ftl wear --plot nodir/chart.png
+    invalid_input ftl fs --queue-depth 0
+    invalid_input ftl copy --size 0
+    invalid_input ftl emulate --qd 0
+    invalid_input ftl emulate --seconds 0
+    invalid_input demo --dir notes.txt/store
+";
+
 fn bench_cases() -> Vec<Case> {
-    [
-        ("not_found", "sim replay missing.txt --format blkparse"),
-        ("invalid_input", "sim replay bad.txt --format blkparse"),
-        ("invalid_input", "sim replay latin1.txt --format blkparse"),
-        ("invalid_input", "sim replay . --format blkparse"),
-        (
-            "invalid_input",
-            "sim replay t.txt --format blkparse --queue-depth 0",
-        ),
-        (
-            "invalid_input",
-            "sim replay t.txt --format blkparse --time-unit us",
-        ),
-        (
-            "invalid_input",
-            "sim replay t.txt --format blkparse --over-provisioning 0.99",
-        ),
-        (
-            "invalid_input",
-            "sim replay t.txt --format blkparse --plot notes.txt",
-        ),
-        (
-            "not_found",
-            "sim replay t.txt --format blkparse --plot nodir/sub",
-        ),
-        ("not_found", "sim job missing.toml"),
-        ("invalid_input", "sim job bad.toml"),
-        ("invalid_input", "sim job notes.txt"),
-        ("invalid_input", "sim job --rw randrw --rwmixread 101"),
-        ("invalid_input", "sim job --rw randrw --hosts 2"),
-        ("invalid_input", "sim speed --queue-depth 0"),
-        ("invalid_input", "ftl wa --blocks-per-chip 1"),
-        ("invalid_input", "ftl hotcold --device-writes 0"),
-        ("invalid_input", "ftl wa --plot chart.txt"),
-        ("not_found", "ftl wear --plot nodir/chart.png"),
-        ("invalid_input", "ftl fs --queue-depth 0"),
-        ("invalid_input", "ftl copy --size 0"),
-        ("invalid_input", "ftl emulate --qd 0"),
-        ("invalid_input", "ftl emulate --seconds 0"),
-        ("invalid_input", "demo --dir notes.txt/store"),
-    ]
-    .into_iter()
-    .map(|(kind, line)| {
-        let mut arguments: Vec<&'static str> = line.split(' ').collect();
-        arguments.push("--json");
-        Case { arguments, kind }
-    })
-    .collect()
+    let mut cases = cases_of(CASES);
+    for case in &mut cases {
+        case.arguments.push("--json");
+    }
+    cases
 }
 
 #[test]
@@ -71,18 +57,13 @@ fn bench_ftl_sim_and_demo_errors_have_their_kinds_and_no_debug_text() {
     std::fs::write(folder.join("notes.txt"), "shopping list\n").unwrap();
     let cases = bench_cases();
     assert!(cases.len() >= 15, "{} cases", cases.len());
-    let mut failures = Vec::new();
-    for case in &cases {
-        let output = run_in(&folder, &case.arguments);
+    let failures = sweep(&folder, &cases, "", |output| {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        println!("{:?}: {}", case.arguments, stderr.trim_end());
-        let mut problems = check(case, &output);
         if stderr.contains('\u{1b}') || stderr.contains(&"x".repeat(100)) {
-            problems.push("the bad line is quoted whole or raw".to_string());
+            vec!["the bad line is quoted whole or raw".to_string()]
+        } else {
+            Vec::new()
         }
-        if !problems.is_empty() {
-            failures.push(format!("{:?}: {}", case.arguments, problems.join("; ")));
-        }
-    }
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

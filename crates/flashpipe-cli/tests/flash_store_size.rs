@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{check_fails, flashpipe, succeed_bytes};
+use common::{check_fails, command_line, flashpipe, succeed_bytes};
 use flashpipe_testkit::scratch::ScratchFolder;
 
 fn mkfs_stderr(arguments: &[&str]) -> String {
@@ -85,14 +85,10 @@ fn mkfs_says_how_the_store_size_follows_from_the_preset() {
 fn mkfs_size_on_flash_is_what_the_store_uses() {
     let folder = ScratchFolder::new("size");
     let small = folder.join("small.toml");
-    let stderr = mkfs_stderr(&[
-        "mkfs",
-        "--devices",
-        "flash:minflash:small.img",
-        "--size",
-        "1GiB",
-        &small,
-    ]);
+    let stderr = mkfs_stderr(&command_line(
+        "mkfs --devices flash:minflash:small.img --size 1GiB {}",
+        &[&small],
+    ));
     assert!(
         stderr.contains("the store uses 1 GiB of it (--size)"),
         "{stderr}"
@@ -100,14 +96,10 @@ fn mkfs_size_on_flash_is_what_the_store_uses() {
     assert_eq!(df_total_bytes(&small), 1 << 30);
     // Larger than the default 8 GiB raw: the array grows to hold it.
     let large = folder.join("large.toml");
-    mkfs_stderr(&[
-        "mkfs",
-        "--devices",
-        "flash:minflash:large.img",
-        "--size",
-        "12GiB",
-        &large,
-    ]);
+    mkfs_stderr(&command_line(
+        "mkfs --devices flash:minflash:large.img --size 12GiB {}",
+        &[&large],
+    ));
     assert_eq!(df_total_bytes(&large), 12 << 30);
     let recorded = std::fs::read_to_string(&large).unwrap();
     assert!(recorded.contains("blocks_per_plane"), "{recorded}");
@@ -119,26 +111,15 @@ fn a_size_larger_than_the_preset_holds_is_refused_with_both_sizes() {
     let store = folder.join("s.toml");
     let before = folder.listing();
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "flash:rad:r.img",
-            "--size",
-            "1GiB",
-            &store,
-        ],
+        &command_line("mkfs --devices flash:rad:r.img --size 1GiB {}", &[&store]),
         "--size 1 GiB is larger than a rad device can hold: at most",
     );
     assert_eq!(folder.listing(), before, "nothing is created");
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "flash:minflash:m.img",
-            "--size",
-            "12KiB",
-            &store,
-        ],
+        &command_line(
+            "mkfs --devices flash:minflash:m.img --size 12KiB {}",
+            &[&store],
+        ),
         "whole number",
     );
 }

@@ -5,26 +5,16 @@
 
 mod common;
 
-use common::{check_fails, flashpipe_ftl, succeed_ftl};
+use common::{check_fails, command_line, flashpipe_ftl, succeed_ftl};
 
 #[test]
 fn precondition_builds_the_steady_state_both_ways() {
     for method in ["direct", "slow"] {
-        let stdout = String::from_utf8(succeed_ftl(&[
-            "precondition",
-            "--preset",
-            "minflash",
-            "--fill",
-            "0.9",
-            "--passes",
-            "0.5",
-            "--method",
-            method,
-            "--seed",
-            "3",
-            "--blocks-per-plane",
-            "16",
-        ]))
+        let stdout = String::from_utf8(succeed_ftl(&command_line(
+            "precondition --preset minflash --fill 0.9 --passes 0.5 --seed 3 \
+             --blocks-per-plane 16 --method {}",
+            &[method],
+        )))
         .expect("UTF-8 output");
         assert!(stdout.contains("data blocks"), "{method}: {stdout}");
         assert!(stdout.contains("write amplification"), "{method}: {stdout}");
@@ -34,33 +24,17 @@ fn precondition_builds_the_steady_state_both_ways() {
 #[test]
 fn precondition_refuses_a_fill_share_past_one() {
     check_fails(
-        &[
-            "ftl",
-            "precondition",
-            "--fill",
-            "1.5",
-            "--blocks-per-plane",
-            "16",
-        ],
+        &command_line("ftl precondition --fill 1.5 --blocks-per-plane 16", &[]),
         "fill_share",
     );
 }
 
 #[test]
 fn emulate_prints_latency_beside_the_closed_form_and_the_lag() {
-    let stdout = String::from_utf8(succeed_ftl(&[
-        "emulate",
-        "--preset",
-        "minflash",
-        "--seconds",
-        "0.2",
-        "--qd",
-        "1",
-        "--pattern",
-        "randread",
-        "--blocks-per-plane",
-        "16",
-    ]))
+    let stdout = String::from_utf8(succeed_ftl(&command_line(
+        "emulate --preset minflash --seconds 0.2 --qd 1 --pattern randread --blocks-per-plane 16",
+        &[],
+    )))
     .expect("UTF-8 output");
     assert!(stdout.contains("latency measured from outside"), "{stdout}");
     assert!(stdout.contains("closed form"), "{stdout}");

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::fresh_folder;
+use common::{command_line, fresh_folder};
 
 /// The minflash preset, the base every preset case edits one line of.
 const MINFLASH_PRESET: &str = include_str!("../../flashpipe-flash/presets/minflash.toml");
@@ -426,15 +426,7 @@ fn disksim_cases() -> Vec<Case> {
     cases.push(with_file(
         case(
             "replay: queue depth 0",
-            &[
-                "sim",
-                "replay",
-                "--format",
-                "disksim",
-                "--queue-depth",
-                "0",
-                "t.trace",
-            ],
+            &command_line("sim replay --format disksim --queue-depth 0 t.trace", &[]),
             &["--queue-depth", "within"],
         ),
         "t.trace",
@@ -848,68 +840,42 @@ fn mkfs_and_kernels_cases() -> Vec<Case> {
         ),
         case(
             "mkfs: queue depth 0",
-            &[
-                "mkfs",
-                "--devices",
-                "x.img",
-                "--size",
-                "4MiB",
-                "--queue-depth",
-                "0",
-                "new.toml",
-            ],
+            &command_line(
+                "mkfs --devices x.img --size 4MiB --queue-depth 0 new.toml",
+                &[],
+            ),
             &["queue_depth"],
         ),
         case(
             "mkfs: queue depth 10^6",
-            &[
-                "mkfs",
-                "--devices",
-                "x.img",
-                "--size",
-                "4MiB",
-                "--queue-depth",
-                "1000000",
-                "new.toml",
-            ],
+            &command_line(
+                "mkfs --devices x.img --size 4MiB --queue-depth 1000000 new.toml",
+                &[],
+            ),
             &["queue_depth", "4096"],
         ),
         case(
             "mkfs: block size 2 GiB",
-            &[
-                "mkfs",
-                "--devices",
-                "x.img",
-                "--size",
-                "4MiB",
-                "--block-size",
-                "2GiB",
-                "new.toml",
-            ],
+            &command_line(
+                "mkfs --devices x.img --size 4MiB --block-size 2GiB new.toml",
+                &[],
+            ),
             &["block"],
         ),
         case(
             "mkfs: size 2^64",
-            &[
-                "mkfs",
-                "--devices",
-                "x.img",
-                "--size",
-                "18446744073709551616",
-                "new.toml",
-            ],
+            &command_line(
+                "mkfs --devices x.img --size 18446744073709551616 new.toml",
+                &[],
+            ),
             &["size"],
         ),
         case(
             "mkfs: flash over-provisioning NaN",
-            &[
-                "mkfs",
-                "--devices",
-                "flash:minflash",
-                "--flash-over-provisioning",
-                "nan",
-                "new.toml",
-            ],
+            &command_line(
+                "mkfs --devices flash:minflash --flash-over-provisioning nan new.toml",
+                &[],
+            ),
             &["over_provisioning"],
         ),
         case(
@@ -939,26 +905,15 @@ fn mkfs_and_kernels_cases() -> Vec<Case> {
         ),
         case(
             "kernels train-langid --features 0",
-            &[
-                "kernels",
-                "train-langid",
-                "--features",
-                "0",
-                "--out",
-                "p.bin",
-            ],
+            &command_line("kernels train-langid --features 0 --out p.bin", &[]),
             &["--features"],
         ),
         case(
             "kernels train-langid --features 2^40",
-            &[
-                "kernels",
-                "train-langid",
-                "--features",
-                "1099511627776",
-                "--out",
-                "p.bin",
-            ],
+            &command_line(
+                "kernels train-langid --features 1099511627776 --out p.bin",
+                &[],
+            ),
             &["--features"],
         ),
         case(
@@ -1032,29 +987,16 @@ fn mkfs_and_kernels_cases() -> Vec<Case> {
     ));
     cases.push(in_folder(
         "kernels run: bad option",
-        &[
-            "kernels",
-            "run",
-            "grep",
-            "-o",
-            "pattern=a",
-            "-o",
-            "max_matches=1G",
-            "in",
-        ],
+        &command_line("kernels run grep -o pattern=a -o max_matches=1G in", &[]),
         &["max_matches", "16777216"],
         CaseFile::Text("data".to_string()),
     ));
     cases.push(in_folder(
         "kernels run: option value of 5000 bytes",
-        &[
-            "kernels",
-            "run",
-            "grep",
-            "-o",
-            &format!("pattern={}", "x".repeat(5000)),
-            "in",
-        ],
+        &command_line(
+            "kernels run grep -o {} in",
+            &[&format!("pattern={}", "x".repeat(5000))],
+        ),
         &["pattern", "4096"],
         CaseFile::Text("data".to_string()),
     ));

@@ -3,36 +3,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Output;
 
-use common::{check_fails, flashpipe, succeed_bytes};
+use common::{check_fails, check_fails_naming, flashpipe, fresh_folder, succeed_bytes};
 use flashpipe_kernels::shared_data::optional_shared_folder;
-
-/// A fresh scratch folder under the system temporary folder (the CLI crate has no tempfile).
-struct ScratchFolder(std::path::PathBuf);
-
-impl ScratchFolder {
-    fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "flashpipe-kernels-cli-{}-{name}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("scratch folder");
-        Self(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for ScratchFolder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
@@ -40,6 +14,19 @@ fn stdout(output: &Output) -> String {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `flashpipe kernels run ARGUMENTS`.
+fn kernels_run(arguments: &[&str]) -> Vec<u8> {
+    succeed_bytes(&[&["kernels", "run"], arguments].concat())
+}
+
+/// `flashpipe kernels run ARGUMENTS`, expected to fail naming each of `expected_fragments`.
+fn kernels_run_fails(arguments: &[&str], expected_fragments: &[&str]) {
+    check_fails_naming(
+        &[&["kernels", "run"], arguments].concat(),
+        expected_fragments,
+    );
 }
 
 #[test]
@@ -68,73 +55,31 @@ fn kernels_lists_every_kernel_as_text_and_json() {
 
 #[test]
 fn kernels_run_transforms_and_summarises_files_and_refuses_bad_input() {
-    let directory = ScratchFolder::new("run");
-    let text = directory.path().join("notes.txt");
+    let directory = fresh_folder("kernels-cli-run");
+    let text = directory.join("notes.txt");
     std::fs::write(&text, "alpha\nneedle here\nomega\n").expect("write");
     let text_path = text.to_str().expect("utf-8 path");
-    let output = flashpipe(&[
-        "kernels",
-        "run",
-        "grep",
-        "-o",
-        "pattern=needle",
-        text_path,
-        "--json",
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let results = kernels_run(&["grep", "-o", "pattern=needle", text_path, "--json"]);
+    let results: serde_json::Value = serde_json::from_slice(&results).expect("JSON");
     assert_eq!(results[0]["summary"]["matches"][0]["line_number"], 2);
-    let out_dir = directory.path().join("out");
+    let out_dir = directory.join("out");
     std::fs::create_dir(&out_dir).expect("out dir");
-    let out_dir_path = out_dir.to_str().expect("utf-8 path");
-    let output = flashpipe(&[
-        "kernels",
-        "run",
-        "sobel",
-        text_path,
-        "--out-dir",
-        out_dir_path,
-    ]);
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("not a PNG"), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("notes.txt"),
-        "names the file: {}",
-        stderr(&output)
-    );
-    succeed_bytes(&[
-        "kernels",
-        "run",
-        "des-ecb",
-        "-o",
-        "key=0123456789abcdef",
-        text_path,
-        "--out-dir",
-        out_dir_path,
-    ]);
+    let out = ["--out-dir", out_dir.to_str().expect("utf-8 path")];
+    let sobel = [&["sobel", text_path][..], &out].concat();
+    kernels_run_fails(&sobel, &["not a PNG", "notes.txt"]);
+    let des = ["des-ecb", "-o"];
+    kernels_run(&[&des[..], &["key=0123456789abcdef", text_path], &out].concat());
     assert_eq!(
         std::fs::read(out_dir.join("notes.txt"))
             .expect("ciphertext")
             .len(),
         32
     );
-    check_fails(
-        &[
-            "kernels",
-            "run",
-            "des-ecb",
-            "-o",
-            "key=12",
-            text_path,
-            "--out-dir",
-            out_dir_path,
-        ],
-        "16 hex digits",
+    kernels_run_fails(
+        &[&des[..], &["key=12", text_path], &out].concat(),
+        &["16 hex digits"],
     );
-    check_fails(
-        &["kernels", "run", "rot13", text_path],
-        "unknown kernel 'rot13'",
-    );
+    kernels_run_fails(&["rot13", text_path], &["unknown kernel 'rot13'"]);
 }
 
 #[test]
@@ -144,29 +89,24 @@ fn langid_profiles_train_evaluate_and_refuse_corruption() {
         return;
     };
     let udhr_path = udhr.to_str().expect("utf-8 path");
-    let directory = ScratchFolder::new("langid");
-    let profiles = directory.path().join("profiles.bin");
+    let directory = fresh_folder("kernels-cli-langid");
+    let profiles = directory.join("profiles.bin");
     let profiles_path = profiles.to_str().expect("utf-8 path");
-    succeed_bytes(&[
-        "kernels",
-        "train-langid",
-        "--udhr",
-        udhr_path,
-        "--max-languages",
-        "8",
-        "--out",
-        profiles_path,
-    ]);
+    let languages = ["--udhr", udhr_path, "--max-languages", "8"];
+    succeed_bytes(
+        &[
+            &["kernels", "train-langid"],
+            &languages[..],
+            &["--out", profiles_path],
+        ]
+        .concat(),
+    );
     let evaluate = [
-        "kernels",
-        "eval-langid",
-        "--udhr",
-        udhr_path,
-        "--max-languages",
-        "8",
-        "--profiles",
-        profiles_path,
-    ];
+        &["kernels", "eval-langid"],
+        &languages[..],
+        &["--profiles", profiles_path],
+    ]
+    .concat();
     let stdout = succeed_bytes(&[&evaluate[..], &["--json"]].concat());
     let report: serde_json::Value = serde_json::from_slice(&stdout).expect("JSON report");
     assert_eq!(report["languages"], 8);

@@ -947,16 +947,15 @@ fn kill_campaign_with_seed(kind: &'static StoreKind, seed: u64) {
     }
     harness.check_final();
     let figures = &harness.figures;
+    let (commands, kills, acknowledged) = (figures.commands, figures.kills, figures.acknowledged);
+    let (mid_command, committed) = (figures.kills_mid_command, figures.killed_commands_committed);
+    let losses = figures.durability_losses.len();
+    let findings = figures.atomicity_findings.len();
     eprintln!(
-        "{} store, seed {seed}: {} commands, {} kill signals, {} landed mid-command ({} of those commands had committed), {} acknowledged, losses {}, atomicity findings {}",
-        kind.label,
-        figures.commands,
-        figures.kills,
-        figures.kills_mid_command,
-        figures.killed_commands_committed,
-        figures.acknowledged,
-        figures.durability_losses.len(),
-        figures.atomicity_findings.len()
+        "{} store, seed {seed}: {commands} commands, {kills} kill signals, {mid_command} landed \
+         mid-command ({committed} of those commands had committed), {acknowledged} acknowledged, \
+         losses {losses}, atomicity findings {findings}",
+        kind.label
     );
     if figures.kills_after_log_commit + figures.kills_after_checkpoint > 0 {
         eprintln!(

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::stop_with;
+use common::{command_line, stop_with};
 use flashpipe_testkit::tools;
 
 fn folder(test: &str) -> PathBuf {
@@ -86,13 +86,10 @@ fn a_flash_store_export_takes_512_byte_requests() {
     let store = folder.join("s.toml");
     let mkfs = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
         .current_dir(&folder)
-        .args([
-            "mkfs",
-            "--devices",
-            "flash:minflash:f.img",
-            "--size",
-            "256MiB",
-        ])
+        .args(command_line(
+            "mkfs --devices flash:minflash:f.img --size 256MiB",
+            &[],
+        ))
         .arg(&store)
         .output()
         .unwrap();
@@ -144,17 +141,11 @@ fn fio_4k_random_read_write_with_verification_passes_on_a_flash_export() {
     let socket = folder.join("nbd.sock");
     let server = serve(&folder.join("flash.img"), &socket);
     let text = run(Command::new("fio")
-        .args([
-            "--name=sectors",
-            "--ioengine=nbd",
-            "--rw=randrw",
-            "--bs=4k",
-            "--size=16m",
-            "--iodepth=8",
-            "--verify=crc32c",
-            "--do_verify=1",
-            "--verify_fatal=1",
-        ])
+        .args(command_line(
+            "--name=sectors --ioengine=nbd --rw=randrw --bs=4k --size=16m \
+             --iodepth=8 --verify=crc32c --do_verify=1 --verify_fatal=1",
+            &[],
+        ))
         .arg(format!("--uri={}", uri(&socket)))
         // fio leaves its verify state file in its working folder: the test's, not the checkout.
         .current_dir(&folder));

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::process::{Child, Command};
 
-use common::{check_fails, start_flashpipe, stop_with};
+use common::{check_fails, command_line, start_flashpipe, stop_with};
 
 fn flashpipe() -> Command {
     Command::new(env!("CARGO_BIN_EXE_flashpipe"))
@@ -32,16 +32,10 @@ fn serves_until_sigterm_and_sigint_with_a_readiness_line() {
     let socket = folder.join("nbd.sock");
     let socket_text = socket.to_str().unwrap();
     for signal in [libc::SIGTERM, libc::SIGINT] {
-        let (child, lines) = start(&[
-            "--export",
-            "disk=ram:8MiB",
-            "--export",
-            "small=ram:1MiB",
-            "--listen",
-            "127.0.0.1:0",
-            "--socket",
-            socket_text,
-        ]);
+        let (child, lines) = start(&command_line(
+            "--export disk=ram:8MiB --export small=ram:1MiB --listen 127.0.0.1:0 --socket {}",
+            &[socket_text],
+        ));
         assert!(lines.last().unwrap().contains("ready"), "{lines:?}");
         let disk_line = lines
             .iter()
@@ -104,13 +98,10 @@ fn serve_without_a_store_is_a_disk_node_exporting_over_nbd() {
     let folder = tempfile_folder("disk-node");
     let socket = folder.join("node.sock");
     let socket_text = socket.to_str().unwrap();
-    let (mut child, lines) = start_flashpipe(&[
-        "serve",
-        "--export",
-        "disk=ram:8MiB",
-        "--nbd-socket",
-        socket_text,
-    ]);
+    let (mut child, lines) = start_flashpipe(&command_line(
+        "serve --export disk=ram:8MiB --nbd-socket {}",
+        &[socket_text],
+    ));
     assert!(
         lines
             .iter()
@@ -221,16 +212,10 @@ fn tls_options_serve_nbds_beyond_loopback_and_bad_tls_input_is_refused() {
         return;
     };
     let (certificate, key) = (certificate.to_str().unwrap(), key.to_str().unwrap());
-    let (child, lines) = start(&[
-        "--export",
-        "d=ram:1MiB",
-        "--listen",
-        "0.0.0.0:0",
-        "--tls-certificate",
-        certificate,
-        "--tls-key",
-        key,
-    ]);
+    let (child, lines) = start(&command_line(
+        "--export d=ram:1MiB --listen 0.0.0.0:0 --tls-certificate {} --tls-key {}",
+        &[certificate, key],
+    ));
     assert!(lines[0].contains("nbds://0.0.0.0:"), "{lines:?}");
     stop(child, libc::SIGTERM);
     for (arguments, expected) in [

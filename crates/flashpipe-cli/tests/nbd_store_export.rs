@@ -12,7 +12,9 @@ mod common;
 use std::path::Path;
 use std::process::Child;
 
-use common::{check_fails, fresh_folder, mkfs, start_flashpipe, stop_with, succeed, text};
+use common::{
+    check_fails, command_line, fresh_folder, mkfs, start_flashpipe, stop_with, succeed, text,
+};
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 use flashpipe_store::StoreConfig;
@@ -79,6 +81,23 @@ fn make_store(folder: &Path) -> std::path::PathBuf {
     store
 }
 
+/// Serves `store` as the export `s` (`options` after its path, such as `,rw`) with
+/// `flashpipe serve --nbd-socket` in `folder`; returns the server and the export's URI
+/// (with the store's block size).
+fn serve_export(folder: &Path, store: &Path, options: &str) -> (Child, String) {
+    let config = StoreConfig::load(store).unwrap();
+    let socket = folder.join("nbd.sock");
+    let export = format!("s=store:{}{options}", text(store));
+    let (child, _lines) =
+        start_flashpipe(&["serve", "--export", &export, "--nbd-socket", text(&socket)]);
+    let uri = format!(
+        "nbd+unix:///s?socket={}&x-block-size={}",
+        text(&socket),
+        config.block_size_bytes
+    );
+    (child, uri)
+}
+
 #[test]
 fn a_store_device_stack_is_exported_read_only_under_the_store_lock() {
     let folder = fresh_folder("nbd-store-export");
@@ -86,14 +105,10 @@ fn a_store_device_stack_is_exported_read_only_under_the_store_lock() {
     let config = StoreConfig::load(&store).unwrap();
     let socket = folder.join("nbd.sock");
     let export = format!("s=store:{}", text(&store));
-    let (child, lines) = start_flashpipe(&[
-        "nbd",
-        "serve",
-        "--export",
-        &export,
-        "--socket",
-        text(&socket),
-    ]);
+    let (child, lines) = start_flashpipe(&command_line(
+        "nbd serve --export {} --socket {}",
+        &[&export, text(&socket)],
+    ));
     assert!(lines.last().unwrap().contains("ready"), "{lines:?}");
     let uri = format!(
         "nbd+unix:///s?socket={}&x-block-size={}",
@@ -147,16 +162,7 @@ fn a_flash_store_exported_through_its_ftl_mounts_over_nbd_with_its_files() {
         .collect();
     std::fs::write(&source, &bytes).unwrap();
     succeed(&["put", text(&store), text(&source)]);
-    let config = StoreConfig::load(&store).unwrap();
-    let socket = folder.join("nbd.sock");
-    let export = format!("s=store:{}", text(&store));
-    let (child, _lines) =
-        start_flashpipe(&["serve", "--export", &export, "--nbd-socket", text(&socket)]);
-    let uri = format!(
-        "nbd+unix:///s?socket={}&x-block-size={}",
-        text(&socket),
-        config.block_size_bytes
-    );
+    let (child, uri) = serve_export(&folder, &store, "");
     let device: Box<dyn BlockDevice> = Box::new(open_device(&uri));
     let mut filesystem = flashpipe_fs::Filesystem::mount_read_only(device).unwrap();
     let file = filesystem.open("source.bin").expect("the file is there");
@@ -171,15 +177,7 @@ fn a_writable_store_export_writes_the_member_files() {
     let folder = fresh_folder("nbd-store-export-rw");
     let store = make_store(&folder);
     let config = StoreConfig::load(&store).unwrap();
-    let socket = folder.join("nbd.sock");
-    let export = format!("s=store:{},rw", text(&store));
-    let (child, _lines) =
-        start_flashpipe(&["serve", "--export", &export, "--nbd-socket", text(&socket)]);
-    let uri = format!(
-        "nbd+unix:///s?socket={}&x-block-size={}",
-        text(&socket),
-        config.block_size_bytes
-    );
+    let (child, uri) = serve_export(&folder, &store, ",rw");
     let mut device = open_device(&uri);
     let block_bytes = config.block_size_bytes as usize;
     // The last block of the device: the last stripe unit, on member (units - 1) % 2.
@@ -214,25 +212,17 @@ fn serve_refuses_to_export_the_store_it_serves_and_tls_without_export() {
     let export = format!("s=store:{}", text(&store));
     let socket = folder.join("nbd.sock");
     check_fails(
-        &[
-            "serve",
-            text(&store),
-            "--export",
-            &export,
-            "--nbd-socket",
-            text(&socket),
-        ],
+        &command_line(
+            "serve {} --export {} --nbd-socket {}",
+            &[text(&store), &export, text(&socket)],
+        ),
         "which this `flashpipe serve` serves",
     );
     check_fails(
-        &[
-            "serve",
-            text(&store),
-            "--tls-certificate",
-            "c.pem",
-            "--tls-key",
-            "k.pem",
-        ],
+        &command_line(
+            "serve {} --tls-certificate c.pem --tls-key k.pem",
+            &[text(&store)],
+        ),
         "no --export",
     );
     check_fails(
@@ -252,17 +242,10 @@ fn serve_export_speaks_tls_beyond_loopback_and_needs_insecure_without() {
     let Some((certificate, key)) = common::self_signed_certificate(&folder, test) else {
         return;
     };
-    let (child, lines) = start_flashpipe(&[
-        "serve",
-        "--export",
-        "d=ram:4MiB",
-        "--nbd",
-        "0.0.0.0:0",
-        "--tls-certificate",
-        text(&certificate),
-        "--tls-key",
-        text(&key),
-    ]);
+    let (child, lines) = start_flashpipe(&command_line(
+        "serve --export d=ram:4MiB --nbd 0.0.0.0:0 --tls-certificate {} --tls-key {}",
+        &[text(&certificate), text(&key)],
+    ));
     let line = lines
         .iter()
         .find(|line| line.contains("nbd export d at"))

@@ -7,11 +7,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{fresh_folder, text};
+use common::{command_line, fresh_folder, text};
 
 /// Makes `NAME-cert.pem` and `NAME-key.pem` in `folder` as a user would; false when
 /// `openssl` is missing (the test is skipped, saying why).
@@ -38,18 +38,11 @@ fn openssl_self_signed(folder: &Path, name: &str) -> bool {
 fn serve(folder: &Path) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
         .current_dir(folder)
-        .args([
-            "nbd",
-            "serve",
-            "--export",
-            "d=ram:64MiB",
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-certificate",
-            "server-cert.pem",
-            "--tls-key",
-            "server-key.pem",
-        ])
+        .args(command_line(
+            "nbd serve --export d=ram:64MiB --listen 127.0.0.1:0 \
+             --tls-certificate server-cert.pem --tls-key server-key.pem",
+            &[],
+        ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -68,18 +61,8 @@ fn serve(folder: &Path) -> (Child, String) {
     (child, port.expect("the server names its port"))
 }
 
-fn stop(mut child: Child) {
-    let pid = i32::try_from(child.id()).expect("a pid");
-    // SAFETY: kill with a valid pid and signal has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    assert!(child.wait().expect("the server ends").success());
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("piped")
-        .read_to_string(&mut stderr)
-        .expect("its standard error");
+fn stop(child: Child) {
+    let stderr = common::stop_with(child, libc::SIGTERM);
     assert!(!stderr.contains("Other("), "{stderr}");
 }
 
@@ -118,14 +101,7 @@ fn a_self_signed_openssl_certificate_trusted_by_itself_serves_a_store() {
 
     let made = flashpipe(
         &folder,
-        &[
-            "mkfs",
-            "--devices",
-            &uri("trusted"),
-            "--size",
-            "32MiB",
-            "n.toml",
-        ],
+        &command_line("mkfs --devices {} --size 32MiB n.toml", &[&uri("trusted")]),
     );
     assert!(
         made.status.success(),
@@ -144,15 +120,10 @@ fn a_self_signed_openssl_certificate_trusted_by_itself_serves_a_store() {
 
     let refused = flashpipe(
         &folder,
-        &[
-            "mkfs",
-            "--devices",
-            &uri("distrusting"),
-            "--size",
-            "32MiB",
-            "m.toml",
-            "--json",
-        ],
+        &command_line(
+            "mkfs --devices {} --size 32MiB m.toml --json",
+            &[&uri("distrusting")],
+        ),
     );
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(69), "{stderr}");

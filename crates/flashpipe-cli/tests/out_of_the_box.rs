@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::fresh_folder;
+use common::{command_line, fresh_folder};
 use flashpipe_kernels::shared_data::{optional_shared_folder, SHARED_DATA_VARIABLE};
 
 /// Runs the binary in `folder` with the shared data folder hidden (an empty folder).
@@ -128,14 +128,7 @@ fn train_langid_without_a_corpus_says_how_to_get_one_and_writes_nothing() {
     assert!(!folder.join("p.bin").exists());
     let output = without_shared(
         &folder,
-        &[
-            "kernels",
-            "train-langid",
-            "--corpus",
-            "missing",
-            "--out",
-            "p.bin",
-        ],
+        &command_line("kernels train-langid --corpus missing --out p.bin", &[]),
     );
     assert!(!output.status.success());
     assert!(stderr(&output).contains("missing"), "{}", stderr(&output));
@@ -154,30 +147,20 @@ fn retraining_from_a_folder_of_text_files_is_one_command() {
     std::fs::write(corpus.join("notes.md"), "ignored").expect("write");
     let output = succeed_without_shared(
         &folder,
-        &[
-            "kernels",
-            "train-langid",
-            "--corpus",
-            "corpus",
-            "--out",
-            "p.bin",
-            "--json",
-        ],
+        &command_line(
+            "kernels train-langid --corpus corpus --out p.bin --json",
+            &[],
+        ),
     );
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(report["languages"], 2, "{report}");
     std::fs::write(folder.join("q.txt"), "el perro y el gato en la casa").expect("write");
     let output = succeed_without_shared(
         &folder,
-        &[
-            "kernels",
-            "run",
-            "langid",
-            "profiles=p.bin",
-            "piece=0",
-            "q.txt",
-            "--json",
-        ],
+        &command_line(
+            "kernels run langid profiles=p.bin piece=0 q.txt --json",
+            &[],
+        ),
     );
     assert_eq!(
         first_labels(&output),

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{check_fails, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, command_line, flashpipe, fresh_folder, succeed, text, TestFolder};
 
 fn json_of(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout).unwrap_or_else(|error| panic!("not JSON ({error}): {stdout}"))
@@ -16,26 +16,28 @@ fn is_png(path: &std::path::Path) -> bool {
     std::fs::read(path).is_ok_and(|bytes| bytes.len() > 8 && &bytes[1..4] == b"PNG")
 }
 
+/// Runs `line` (a command line whose one `{}` is the path of its plot) in a fresh folder
+/// named `test`, checks that the plot is a PNG, and returns the JSON printed and the folder.
+fn json_and_plot(test: &str, line: &str) -> (serde_json::Value, TestFolder) {
+    let folder = fresh_folder(test);
+    let png = folder.join("plot.png");
+    let json = json_of(&succeed(&command_line(line, &[text(&png)])));
+    assert!(is_png(&png), "{line}: no PNG at {}", png.display());
+    (json, folder)
+}
+
 #[test]
 fn precondition_prints_json_and_draws_its_plot() {
-    let folder = fresh_folder("outputs-precondition");
-    let png = folder.join("state.png");
-    let stdout = succeed(&[
-        "ftl",
-        "precondition",
-        "--blocks-per-plane",
-        "16",
-        "--json",
-        "--plot",
-        text(&png),
-    ]);
-    let json = json_of(&stdout);
+    let (json, folder) = json_and_plot(
+        "outputs-precondition",
+        "ftl precondition --blocks-per-plane 16 --json --plot {}",
+    );
     assert_eq!(json["method"], "direct");
-    assert!(json["logical_pages"].as_u64().unwrap() > 0);
-    assert!(json["filled_pages"].as_u64().unwrap() > 0);
+    for field in ["logical_pages", "filled_pages"] {
+        assert!(json[field].as_u64().unwrap() > 0, "{field}: {json}");
+    }
     assert!(json["write_amplification"].as_f64().unwrap() >= 1.0);
     assert!(json["live_pages_per_block_p50"].as_u64().is_some());
-    assert!(is_png(&png), "no PNG at {}", png.display());
     let missing = folder.join("no-such-folder/state.png");
     check_fails(
         &["ftl", "precondition", "--plot", text(&missing)],
@@ -46,57 +48,30 @@ fn precondition_prints_json_and_draws_its_plot() {
 
 #[test]
 fn emulate_prints_json_and_draws_its_latency_cdf() {
-    let folder = fresh_folder("outputs-emulate");
-    let png = folder.join("latency.png");
-    let stdout = succeed(&[
-        "ftl",
-        "emulate",
-        "--seconds",
-        "0.2",
-        "--blocks-per-plane",
-        "8",
-        "--json",
-        "--plot",
-        text(&png),
-    ]);
-    let json = json_of(&stdout);
+    let (json, folder) = json_and_plot(
+        "outputs-emulate",
+        "ftl emulate --seconds 0.2 --blocks-per-plane 8 --json --plot {}",
+    );
     assert_eq!(json["pattern"], "randread");
     assert_eq!(json["queue_depth"], 1);
     assert!(json["requests"].as_u64().unwrap() > 0);
     assert!(json["model_latency_us_mean"].as_f64().unwrap() > 0.0);
     assert!(json["kept_up"].is_boolean());
-    assert!(is_png(&png));
     check_fails(
-        &[
-            "ftl",
-            "emulate",
-            "--seconds",
-            "0.1",
-            "--plot",
-            text(&folder.join("none/latency.png")),
-        ],
+        &command_line(
+            "ftl emulate --seconds 0.1 --plot {}",
+            &[text(&folder.join("none/latency.png"))],
+        ),
         "does not exist",
     );
 }
 
 #[test]
 fn ftl_copy_draws_its_plot() {
-    let folder = fresh_folder("outputs-copy");
-    let png = folder.join("copy.png");
-    let stdout = succeed(&[
-        "ftl",
-        "copy",
-        "--size",
-        "4MiB",
-        "--json",
-        "--plot",
-        text(&png),
-    ]);
-    let json = json_of(&stdout);
+    let (json, _folder) = json_and_plot("outputs-copy", "ftl copy --size 4MiB --json --plot {}");
     assert!(json["by_reference"]["copy_matches_source"]
         .as_bool()
         .unwrap());
-    assert!(is_png(&png));
     check_fails(
         &["ftl", "copy", "--size", "4MiB", "--plot", "copy.svg"],
         ".png",
@@ -105,21 +80,11 @@ fn ftl_copy_draws_its_plot() {
 
 #[test]
 fn a_mixed_job_reads_and_writes_in_the_asked_shares() {
-    let stdout = succeed(&[
-        "sim",
-        "job",
-        "--rw",
-        "randrw",
-        "--rwmixread",
-        "70",
-        "--requests",
-        "2000",
-        "--queue-depth",
-        "8",
-        "--blocks-per-plane",
-        "16",
-        "--json",
-    ]);
+    let stdout = succeed(&command_line(
+        "sim job --rw randrw --rwmixread 70 --requests 2000 \
+         --queue-depth 8 --blocks-per-plane 16 --json",
+        &[],
+    ));
     let json = json_of(&stdout);
     let reads = json["reads"]["count"].as_u64().unwrap();
     let writes = json["writes"]["count"].as_u64().unwrap();
@@ -244,16 +209,10 @@ fn a_replay_from_a_preconditioned_state_meets_collection_at_once() {
     let trace = folder.join("writes.disksim");
     std::fs::write(&trace, random_write_trace(400)).unwrap();
     let replay = |extra: &[&str]| {
-        let mut arguments = vec![
-            "sim",
-            "replay",
-            "--format",
-            "disksim",
-            "--blocks-per-plane",
-            "16",
-            "--json",
-            text(&trace),
-        ];
+        let mut arguments = command_line(
+            "sim replay --format disksim --blocks-per-plane 16 --json {}",
+            &[text(&trace)],
+        );
         arguments.extend_from_slice(extra);
         json_of(&succeed(&arguments))
     };
@@ -273,41 +232,23 @@ fn a_replay_from_a_preconditioned_state_meets_collection_at_once() {
         .as_str()
         .unwrap()
         .contains("--precondition"));
-    let table = succeed(&[
-        "sim",
-        "replay",
-        "--format",
-        "disksim",
-        "--blocks-per-plane",
-        "16",
-        "--precondition",
-        text(&trace),
-    ]);
+    let table = succeed(&command_line(
+        "sim replay --format disksim --blocks-per-plane 16 --precondition {}",
+        &[text(&trace)],
+    ));
     assert!(table.contains("preconditioned"), "{table}");
     check_fails(
-        &[
-            "sim",
-            "replay",
-            "--format",
-            "disksim",
-            "--mode",
-            "raw-striped",
-            "--precondition",
-            text(&trace),
-        ],
+        &command_line(
+            "sim replay --format disksim --mode raw-striped --precondition {}",
+            &[text(&trace)],
+        ),
         "--precondition",
     );
     check_fails(
-        &[
-            "sim",
-            "replay",
-            "--format",
-            "disksim",
-            "--precondition",
-            "--precondition-fill",
-            "1.5",
-            text(&trace),
-        ],
+        &command_line(
+            "sim replay --format disksim --precondition --precondition-fill 1.5 {}",
+            &[text(&trace)],
+        ),
         "--precondition-fill 1.5",
     );
 }
@@ -336,17 +277,10 @@ fn zero_filled_reads_stay_out_of_the_read_latency() {
         ));
     }
     std::fs::write(&trace, lines).unwrap();
-    let output = flashpipe(&[
-        "sim",
-        "replay",
-        "--format",
-        "disksim",
-        "--blocks-per-plane",
-        "16",
-        "--precondition",
-        "--json",
-        text(&trace),
-    ]);
+    let output = flashpipe(&command_line(
+        "sim replay --format disksim --blocks-per-plane 16 --precondition --json {}",
+        &[text(&trace)],
+    ));
     assert!(output.status.success());
     let json = json_of(&String::from_utf8_lossy(&output.stdout));
     let result = &json["result"];
@@ -356,16 +290,10 @@ fn zero_filled_reads_stay_out_of_the_read_latency() {
         result["reads"]["latency_us_p50"].as_f64().unwrap() > 10.0,
         "the read p50 is a flash read's: {result}"
     );
-    let table = succeed(&[
-        "sim",
-        "replay",
-        "--format",
-        "disksim",
-        "--blocks-per-plane",
-        "16",
-        "--precondition",
-        text(&trace),
-    ]);
+    let table = succeed(&command_line(
+        "sim replay --format disksim --blocks-per-plane 16 --precondition {}",
+        &[text(&trace)],
+    ));
     let read_row: Vec<&str> = table
         .lines()
         .find(|line| line.starts_with("read "))

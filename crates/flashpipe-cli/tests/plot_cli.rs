@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{check_fails, fresh_folder, succeed, text};
+use common::{check_fails, command_line, fresh_folder, succeed, text};
 
 fn check_png(path: &Path) {
     let bytes = std::fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
@@ -28,18 +28,10 @@ fn reproductions_that_are_tables_draw_their_numbers() {
 fn ftl_speed_draws_its_chart() {
     let folder = fresh_folder("plot-ftl-speed");
     let png = folder.join("speed.png");
-    succeed(&[
-        "ftl",
-        "speed",
-        "--blocks-per-chip",
-        "8",
-        "--pages-per-block",
-        "8",
-        "--device-writes",
-        "1",
-        "--plot",
-        text(&png),
-    ]);
+    succeed(&command_line(
+        "ftl speed --blocks-per-chip 8 --pages-per-block 8 --device-writes 1 --plot {}",
+        &[text(&png)],
+    ));
     check_png(&png);
     std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{check_fails, flashpipe, fresh_folder, succeed};
+use common::{check_fails, command_line, flashpipe, fresh_folder, succeed};
 
 /// Every leaf command that prints results; each must list `--json` in its help.
 const COMMANDS_WITH_RESULTS: [&[&str]; 33] = [
@@ -136,14 +136,10 @@ fn fsck_draws_no_spinner_into_a_pipe() {
     let folder = fresh_folder("progress-fsck");
     let store = folder.join("s.toml");
     let device = folder.join("a.img");
-    succeed(&[
-        "mkfs",
-        "--devices",
-        device.to_str().unwrap(),
-        "--size",
-        "32MiB",
-        store.to_str().unwrap(),
-    ]);
+    succeed(&command_line(
+        "mkfs --devices {} --size 32MiB {}",
+        &[device.to_str().unwrap(), store.to_str().unwrap()],
+    ));
     let report = assert_no_spinner_noise(&["fsck", store.to_str().unwrap()]);
     assert!(!report.is_empty(), "fsck printed no report");
     let _ = std::fs::remove_dir_all(&folder);

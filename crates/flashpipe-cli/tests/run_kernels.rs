@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, fresh_folder, mkfs, succeed, text};
+use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text};
 use serde_json::Value;
 
 /// A store with a text file, an image, and a vector file whose length is not whole vectors.
@@ -32,14 +32,10 @@ fn run_gives_results_and_clear_errors() {
     let folder = fresh_folder("run-kernels");
     let store = sample_store(&folder);
     let store = text(&store);
-    let grep = succeed(&[
-        "run",
-        store,
-        "grep",
-        "pattern=needle",
-        "words.txt",
-        "--json",
-    ]);
+    let grep = succeed(&command_line(
+        "run {} grep pattern=needle words.txt --json",
+        &[store],
+    ));
     let grep: Value = serde_json::from_str(&grep).expect("JSON");
     assert_eq!(grep["files"][0]["summary"]["matching_line_count"], 2);
     assert!(grep["report"]["slowest_stage"].is_string());
@@ -66,14 +62,10 @@ fn run_gives_results_and_clear_errors() {
     std::fs::write(&queries, [0u8; 8]).expect("queries");
     let queries_option = format!("queries={}", text(&queries));
     check_fails(
-        &[
-            "run",
-            store,
-            "knn",
-            "dimensions=2",
-            &queries_option,
-            "vectors.bin",
-        ],
+        &command_line(
+            "run {} knn dimensions=2 {} vectors.bin",
+            &[store, &queries_option],
+        ),
         "vectors.bin",
     );
     let _ = std::fs::remove_dir_all(&folder);
@@ -82,14 +74,10 @@ fn run_gives_results_and_clear_errors() {
 #[test]
 fn bench_kernels_quick_json_has_every_column() {
     let folder = fresh_folder("bench-kernels");
-    let output = succeed(&[
-        "bench",
-        "kernels",
-        "--quick",
-        "--json",
-        "--dir",
-        text(&folder),
-    ]);
+    let output = succeed(&command_line(
+        "bench kernels --quick --json --dir {}",
+        &[text(&folder)],
+    ));
     let report: Value = serde_json::from_str(&output).expect("JSON");
     let rows = report["rows"].as_array().expect("rows");
     let labels: Vec<&str> = rows

@@ -8,15 +8,14 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::{
-    check_fails, flashpipe, fresh_folder, mkfs, start_flashpipe, stop_with, succeed, succeed_bytes,
-    text,
+    check_fails, command_line, flashpipe, fresh_folder, mkfs, read_stderr, start_flashpipe,
+    stop_with, succeed, succeed_bytes, text,
 };
 
 /// Size of every device image of these tests.
@@ -151,24 +150,16 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
     image_with(&remote, 0, &pseudo_random_bytes(4096));
     let socket = folder.join("nbd.sock");
     let export = format!("d={}", text(&remote));
-    let server = Running::start(&[
-        "nbd",
-        "serve",
-        "--export",
-        &export,
-        "--socket",
-        text(&socket),
-    ]);
+    let server = Running::start(&command_line(
+        "nbd serve --export {} --socket {}",
+        &[&export, text(&socket)],
+    ));
     let uri = format!("nbd+unix:///d?socket={}", text(&socket));
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            &uri,
-            "--size",
-            "16MiB",
-            text(&folder.join("remote.toml")),
-        ],
+        &command_line(
+            "mkfs --devices {} --size 16MiB {}",
+            &[&uri, text(&folder.join("remote.toml"))],
+        ),
         "holds unrecognised data",
     );
     server.stop();
@@ -184,14 +175,10 @@ fn mkfs_refuses_devices_holding_other_data_unless_forced() {
         &["--size", "16MiB"],
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            text(&zeroes),
-            "--size",
-            "16MiB",
-            text(&folder.join("again.toml")),
-        ],
+        &command_line(
+            "mkfs --devices {} --size 16MiB {}",
+            &[text(&zeroes), text(&folder.join("again.toml"))],
+        ),
         "holds a flashpipe store",
     );
 }
@@ -208,13 +195,7 @@ impl Running {
         if lines.last().is_some_and(|line| line.contains("ready")) {
             return Running(Some(child));
         }
-        let mut stderr = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
+        let stderr = read_stderr(&mut child);
         let _ = child.wait();
         panic!("flashpipe {arguments:?} never became ready: {stderr}");
     }
@@ -256,13 +237,7 @@ fn refused_at_once(arguments: &[&str]) -> String {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = read_stderr(&mut child);
     assert!(!status.success(), "flashpipe {arguments:?} should fail");
     assert!(!stderr.contains("panicked"), "{stderr}");
     stderr
@@ -288,49 +263,30 @@ fn an_export_of_a_device_path_takes_the_stores_locks() {
     served.stop();
 
     let in_one_process = format!("x={}", text(&image));
-    let stderr = refused_at_once(&[
-        "serve",
-        text(&store),
-        "--export",
-        &in_one_process,
-        "--nbd-socket",
-        text(&socket),
-    ]);
+    let stderr = refused_at_once(&command_line(
+        "serve {} --export {} --nbd-socket {}",
+        &[text(&store), &in_one_process, text(&socket)],
+    ));
     assert!(stderr.contains("a device of store"), "{stderr}");
 
     let second_socket = folder.join("second.sock");
     let exported = Running::start(&["nbd", "serve", "--export", &raw, "--socket", text(&socket)]);
     check_fails(&["ls", text(&store)], "is in use by pid");
-    let stderr = refused_at_once(&[
-        "nbd",
-        "serve",
-        "--shared",
-        "--export",
-        &raw,
-        "--socket",
-        text(&second_socket),
-    ]);
+    let stderr = refused_at_once(&command_line(
+        "nbd serve --shared --export {} --socket {}",
+        &[&raw, text(&second_socket)],
+    ));
     assert!(stderr.contains("is in use by pid"), "{stderr}");
     exported.stop();
 
-    let first = Running::start(&[
-        "nbd",
-        "serve",
-        "--shared",
-        "--export",
-        &raw,
-        "--socket",
-        text(&socket),
-    ]);
-    let second = Running::start(&[
-        "nbd",
-        "serve",
-        "--shared",
-        "--export",
-        &raw,
-        "--socket",
-        text(&second_socket),
-    ]);
+    let first = Running::start(&command_line(
+        "nbd serve --shared --export {} --socket {}",
+        &[&raw, text(&socket)],
+    ));
+    let second = Running::start(&command_line(
+        "nbd serve --shared --export {} --socket {}",
+        &[&raw, text(&second_socket)],
+    ));
     succeed(&["ls", text(&store)]);
     check_fails(
         &["put", text(&store), text(&store), "--as", "more"],
@@ -363,12 +319,19 @@ fn file_type_of(path: &Path) -> std::fs::FileType {
     std::fs::symlink_metadata(path).unwrap().file_type()
 }
 
-#[test]
-fn get_writes_into_device_nodes_and_fifos_as_cp_does() {
-    let folder = fresh_folder("security-get-special");
+/// A fresh folder named `test` holding a 16 MiB store and a local file `source.txt` of
+/// `abc`; returns the folder, the store file and the local file.
+fn store_and_source(test: &str) -> (common::TestFolder, PathBuf, PathBuf) {
+    let folder = fresh_folder(test);
     let store = common::file_store(&folder, "16MiB");
     let source = folder.join("source.txt");
     std::fs::write(&source, b"abc").unwrap();
+    (folder, store, source)
+}
+
+#[test]
+fn get_writes_into_device_nodes_and_fifos_as_cp_does() {
+    let (folder, store, source) = store_and_source("security-get-special");
     succeed(&["put", text(&store), text(&source), "--as", "x"]);
 
     let standard_output = succeed_bytes(&["get", text(&store), "x", "-"]);
@@ -411,10 +374,7 @@ fn get_writes_into_device_nodes_and_fifos_as_cp_does() {
 
 #[test]
 fn dot_names_control_characters_empty_traces_and_missing_plot_folders_are_refused() {
-    let folder = fresh_folder("security-small");
-    let store = common::file_store(&folder, "16MiB");
-    let source = folder.join("source.txt");
-    std::fs::write(&source, b"abc").unwrap();
+    let (folder, store, source) = store_and_source("security-small");
     for name in [".", ".."] {
         check_fails(
             &["put", text(&store), text(&source), "--as", name],
@@ -462,15 +422,10 @@ fn dot_names_control_characters_empty_traces_and_missing_plot_folders_are_refuse
     let missing_root = PathBuf::from(format!("/nonexistent-flashpipe-{}", std::process::id()));
     let plot = missing_root.join("dir").join("x");
     check_fails(
-        &[
-            "sim",
-            "replay",
-            "--format",
-            "disksim",
-            "--plot",
-            text(&plot),
-            text(&good),
-        ],
+        &command_line(
+            "sim replay --format disksim --plot {} {}",
+            &[text(&plot), text(&good)],
+        ),
         "does not exist",
     );
     assert!(

@@ -21,8 +21,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{
-    check_fails, downgrade_to_version_1, file_store, flashpipe, fresh_folder, mkfs, succeed,
-    succeed_bytes, text,
+    check_fails, command_line, downgrade_to_version_1, file_store, flashpipe, fresh_folder, mkfs,
+    succeed, succeed_bytes, text,
 };
 use flashpipe_testkit::tools::stdout_of;
 
@@ -44,7 +44,8 @@ fn second_user_available(test: &str) -> bool {
     flashpipe_testkit::tools::skip(
         test,
         &format!(
-            "needs root and `runuser -u nobody` to run a second uid (root: {root}, runuser works: {runuser})"
+            "needs root and `runuser -u nobody` to run a second uid (root: {root}, runuser \
+             works: {runuser})"
         ),
     );
     false
@@ -319,29 +320,17 @@ fn mkfs_makes_private_files_and_fsck_warns_about_open_ones() {
     assert_eq!(mode_of(&folder.join("w.img")), 0o640);
     assert_eq!(mode_of(&wider), 0o640);
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "x.img",
-            "--size",
-            "64MiB",
-            "--mode",
-            "999",
-            text(&folder.join("x.toml")),
-        ],
+        &command_line(
+            "mkfs --devices x.img --size 64MiB --mode 999 {}",
+            &[text(&folder.join("x.toml"))],
+        ),
         "not an octal mode",
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "x.img",
-            "--size",
-            "64MiB",
-            "--mode",
-            "044",
-            text(&folder.join("x.toml")),
-        ],
+        &command_line(
+            "mkfs --devices x.img --size 64MiB --mode 044 {}",
+            &[text(&folder.join("x.toml"))],
+        ),
         "leaves the owner without read and write",
     );
     assert!(!folder.join("x.img").exists() && !folder.join("x.toml").exists());

@@ -93,8 +93,7 @@ fn commands_go_through_the_server_and_say_so_with_v() {
         error.contains("--force"),
         "an existing name is refused as before: {error}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_eq!(succeed(&["ls", text(&store), "-1"]).trim(), "one");
     assert_fsck_clean(&store);
 }
@@ -130,8 +129,7 @@ fn two_concurrent_clients_put_get_and_list_through_the_server() {
     }
     let listing = succeed(&["ls", text(&store), "-1"]);
     assert_eq!(listing.lines().count(), 12, "{listing}");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_fsck_clean(&store);
     for client in 0..2u64 {
         for round in 0..6u64 {
@@ -172,15 +170,10 @@ fn commands_needing_the_store_alone_name_the_server_pid() {
         "a second serve names the first's pid: {second}"
     );
     let mkfs = Command::new(flashpipe_binary())
-        .args([
-            "mkfs",
-            "--devices",
-            "a.img",
-            "--size",
-            "64MiB",
-            "--force",
-            "t.toml",
-        ])
+        .args(command_line(
+            "mkfs --devices a.img --size 64MiB --force t.toml",
+            &[],
+        ))
         .current_dir(folder.path())
         .output()
         .unwrap();
@@ -193,8 +186,7 @@ fn commands_needing_the_store_alone_name_the_server_pid() {
         mkfs_error.contains(&pid),
         "mkfs names the server's pid: {mkfs_error}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_fsck_clean(&store);
 }
 
@@ -212,8 +204,7 @@ fn a_service_manager_is_told_ready_and_stopping() {
     let mut buffer = [0u8; 256];
     let length = receiver.recv(&mut buffer).unwrap();
     assert_eq!(&buffer[..length], b"READY=1");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     let length = receiver.recv(&mut buffer).unwrap();
     assert_eq!(&buffer[..length], b"STOPPING=1");
 }
@@ -253,8 +244,7 @@ fn a_put_that_fails_through_the_server_leaves_no_file_and_no_temporary() {
         "",
         "nothing of the failed put is left: {listing}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_eq!(succeed(&["ls", text(&store), "-1"]).trim(), "");
     assert_fsck_clean(&store);
 }
@@ -271,17 +261,11 @@ fn a_client_past_the_client_limit_is_refused_naming_the_limit() {
         "the refusal names the limit: {error}"
     );
     drop(holder);
-    let mut listed = false;
-    for _ in 0..200 {
-        if flashpipe(&["ls", text(&store)]).status.success() {
-            listed = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    assert!(listed, "a client is admitted once the holder has gone");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    assert!(
+        lists_again(&store),
+        "a client is admitted once the holder has gone"
+    );
+    let exit = server.stop_cleanly();
     assert!(
         exit.stdout.contains("refused at the client limit")
             && !exit.stdout.contains(" 0 refused at the client limit"),
@@ -325,8 +309,7 @@ fn data_by_reference_and_copied_through_the_socket_read_the_same_bytes() {
             "FLASHPIPE_MAP_MEMORY={map}: bytes differ"
         );
     }
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_fsck_clean(&store);
 }
 
@@ -365,8 +348,7 @@ fn a_get_whose_file_is_replaced_meanwhile_fails_instead_of_mixing_versions() {
         stderr.contains("changed while it was being read"),
         "{stderr}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -442,7 +424,6 @@ fn two_clients_putting_one_name_at_once_leave_one_whole_file() {
         2,
         "no temporary is left: {listing}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_fsck_clean(&store);
 }

@@ -9,7 +9,7 @@ mod serve_support;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 
-use serve_support::{file_store, flashpipe_binary, text, TestFolder};
+use serve_support::{command_line, file_store, flashpipe_binary, text, TestFolder};
 
 /// The child's first stdout line (a hang guard of the pipe's EOF: a server that dies
 /// prints nothing and the read returns), then, after SIGTERM, the rest of stdout and all
@@ -58,17 +58,10 @@ fn serve_json_prints_a_ready_object_json_logs_and_a_stopped_object() {
     let store = file_store(&folder, "64MiB");
     let nbd_socket = folder.join("nbd.sock");
     let child = Command::new(flashpipe_binary())
-        .args([
-            "serve",
-            text(&store),
-            "--json",
-            "--log-format",
-            "json",
-            "--export",
-            "scratch=ram:16MiB",
-            "--nbd-socket",
-            text(&nbd_socket),
-        ])
+        .args(command_line(
+            "serve {} --json --log-format json --export scratch=ram:16MiB --nbd-socket {}",
+            &[text(&store), text(&nbd_socket)],
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -118,17 +111,10 @@ fn nbd_serve_json_prints_a_ready_object_and_json_stop_lines() {
     let folder = TestFolder::new("nbd-serve-json");
     let socket = folder.join("nbd.sock");
     let child = Command::new(flashpipe_binary())
-        .args([
-            "nbd",
-            "serve",
-            "--export",
-            "first=ram:8MiB",
-            "--export",
-            "second=ram:8MiB",
-            "--socket",
-            text(&socket),
-            "--json",
-        ])
+        .args(command_line(
+            "nbd serve --export first=ram:8MiB --export second=ram:8MiB --socket {} --json",
+            &[text(&socket)],
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -313,8 +313,7 @@ fn a_client_killed_mid_put_and_mid_get_leaves_the_server_serving() {
         !listing.lines().any(|line| line == "killed-put"),
         "{listing}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_fsck_clean(&store);
     assert_eq!(read_back(&store, "after"), b"after the kills");
 }
@@ -393,8 +392,7 @@ fn connections_opened_and_dropped_keep_descriptors_threads_and_memory_bounded() 
     std::fs::write(&local, b"still serving").unwrap();
     succeed(&["put", text(&store), text(&local)]);
     assert_eq!(read_back(&store, "x.txt"), b"still serving");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -436,8 +434,7 @@ fn garbage_on_one_connection_ends_only_that_connection() {
     let mut expected = first_half;
     expected.extend_from_slice(&second_half);
     assert_eq!(read_back(&store, "survivor"), expected);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_fsck_clean(&store);
 }
 
@@ -480,7 +477,6 @@ fn a_put_of_two_files_losing_a_name_to_another_client_keeps_neither() {
         "first.fifo was renamed back and removed: {listing}"
     );
     assert_eq!(read_back(&store, "second.bin"), b"the other client's file");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_fsck_clean(&store);
 }

@@ -49,15 +49,10 @@ fn run_through_the_server_prints_what_the_run_in_process_prints() {
     let store = file_store(&folder, "64MiB");
     put_inputs(&store, &folder);
     let in_process = succeed(&["run", text(&store), "sha256", "data:*"]);
-    succeed(&[
-        "run",
-        text(&store),
-        "des-ecb",
-        DES_KEY,
-        "data:a",
-        "--output",
-        "enc-local",
-    ]);
+    succeed(&command_line(
+        "run {} des-ecb {} data:a --output enc-local",
+        &[text(&store), DES_KEY],
+    ));
     let server = ServerProcess::start(
         &store,
         &["--max-kernel-runs", "1", "--max-read-handles", "64"],
@@ -83,46 +78,29 @@ fn run_through_the_server_prints_what_the_run_in_process_prints() {
     check_with_sha256sum(&folder, &served);
     let json = succeed(&["run", text(&store), "sha256", "data:a", "--json"]);
     assert!(json.contains("\"slowest_stage\""), "{json}");
-    let transformed = succeed(&[
-        "run",
-        text(&store),
-        "des-ecb",
-        DES_KEY,
-        "data:a",
-        "--output",
-        "enc-served",
-    ]);
+    let transformed = succeed(&command_line(
+        "run {} des-ecb {} data:a --output enc-served",
+        &[text(&store), DES_KEY],
+    ));
     assert!(transformed.contains("-> enc-served"), "{transformed}");
-    let refused = fail_stderr(&[
-        "run",
-        text(&store),
-        "des-ecb",
-        DES_KEY,
-        "data:a",
-        "--output",
-        "enc-served",
-    ]);
+    let refused = fail_stderr(&command_line(
+        "run {} des-ecb {} data:a --output enc-served",
+        &[text(&store), DES_KEY],
+    ));
     assert!(
         refused.contains("--force"),
         "an existing output is refused: {refused}"
     );
-    succeed(&[
-        "run",
-        text(&store),
-        "des-ecb",
-        DES_KEY,
-        "data:a",
-        "--output",
-        "enc-served",
-        "--force",
-    ]);
+    succeed(&command_line(
+        "run {} des-ecb {} data:a --output enc-served --force",
+        &[text(&store), DES_KEY],
+    ));
     let listing = succeed(&["ls", text(&store), "-1"]);
     assert!(
         !listing.contains(".flashpipe"),
         "no temporary is left: {listing}"
     );
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert_eq!(
         read_back(&store, "enc-served"),
         read_back(&store, "enc-local")

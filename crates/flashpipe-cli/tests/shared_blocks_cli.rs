@@ -10,11 +10,11 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, command_line, file_store, flashpipe, fresh_folder, succeed, text};
 use flashpipe_fs::layout::{checksum_with_field_zeroed, read_u32, read_u64, write_u32};
 use serde_json::Value;
 
@@ -24,6 +24,13 @@ fn original() -> Vec<u8> {
     (0..FILE_BYTES as u32)
         .map(|index| (index.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect()
+}
+
+/// Writes [`original`] to the local file `name` in `folder` and puts it into `store`.
+fn put_original(folder: &Path, store: &Path, name: &str) {
+    let local = folder.join(name);
+    std::fs::write(&local, original()).unwrap();
+    succeed(&["put", text(store), text(&local)]);
 }
 
 fn json(arguments: &[&str]) -> Value {
@@ -50,20 +57,14 @@ fn assert_clean(store: &Path) {
 fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
     let folder = fresh_folder("shared-cp");
     let store = file_store(&folder, "64MiB");
-    std::fs::write(folder.join("big.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("big.bin"))]);
+    put_original(&folder, &store, "big.bin");
     let before = df(&store);
     assert_eq!(before["shared_bytes"], 0, "{before}");
 
-    let report = json(&[
-        "cp",
-        text(&store),
-        "big.bin",
-        "big-copy",
-        "--by",
-        "reference",
-        "--json",
-    ]);
+    let report = json(&command_line(
+        "cp {} big.bin big-copy --by reference --json",
+        &[text(&store)],
+    ));
     assert_eq!(report["bytes_by_bytes"], 0, "{report}");
     let block_bytes = before["block_size_bytes"].as_u64().unwrap();
     let data_blocks = (FILE_BYTES as u64).div_ceil(block_bytes);
@@ -103,14 +104,10 @@ fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
 
     for (removed, kept) in [("big-copy", "big.bin"), ("big.bin", "big-copy")] {
         if removed == "big.bin" {
-            succeed(&[
-                "cp",
-                text(&store),
-                "big.bin",
-                "big-copy",
-                "--by",
-                "reference",
-            ]);
+            succeed(&command_line(
+                "cp {} big.bin big-copy --by reference",
+                &[text(&store)],
+            ));
             assert_eq!(df(&store)["shared_bytes"], data_blocks * block_bytes);
         }
         succeed(&["rm", text(&store), removed]);
@@ -147,18 +144,13 @@ fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
 fn removing_the_source_keeps_the_copy_and_a_write_unshares_one_side() {
     let folder = fresh_folder("shared-rm");
     let store = file_store(&folder, "64MiB");
-    std::fs::write(folder.join("a.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("a.bin"))]);
+    put_original(&folder, &store, "a.bin");
     succeed(&["cp", text(&store), "a.bin", "b.bin", "--by", "reference"]);
     std::fs::write(folder.join("small.bin"), b"replacement").unwrap();
-    succeed(&[
-        "put",
-        text(&store),
-        text(&folder.join("small.bin")),
-        "--as",
-        "b.bin",
-        "--force",
-    ]);
+    succeed(&command_line(
+        "put {} {} --as b.bin --force",
+        &[text(&store), text(&folder.join("small.bin"))],
+    ));
     assert!(fetch(&store, "a.bin", &folder) == original());
     assert_eq!(fetch(&store, "b.bin", &folder), b"replacement");
     assert_eq!(df(&store)["shared_bytes"], 0);
@@ -169,8 +161,7 @@ fn removing_the_source_keeps_the_copy_and_a_write_unshares_one_side() {
 fn a_copy_killed_at_random_moments_leaves_a_clean_store_with_the_copy_whole_or_absent() {
     let folder = fresh_folder("shared-kill");
     let store = file_store(&folder, "64MiB");
-    std::fs::write(folder.join("big.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("big.bin"))]);
+    put_original(&folder, &store, "big.bin");
     let (mut landed, mut copies_found) = (0, 0);
     for attempt in 0..12u64 {
         let name = format!("copy-{attempt}");
@@ -234,12 +225,19 @@ fn newest_version(image: &Path, block_bytes: u64) -> u32 {
     slot(0).max(slot(1)).1
 }
 
-#[test]
-fn a_version_4_store_is_read_unchanged_and_upgraded_by_its_first_change() {
-    let folder = fresh_folder("shared-v4");
+/// A fresh folder named `test` holding a 32 MiB store on the one image `a.img`; returns the
+/// folder, the store file, the image and the store's block size.
+fn store_on_one_image(test: &str) -> (common::TestFolder, PathBuf, PathBuf, u64) {
+    let folder = fresh_folder(test);
     let store = file_store(&folder, "32MiB");
     let image = folder.join("a.img");
     let block_bytes = df(&store)["block_size_bytes"].as_u64().unwrap();
+    (folder, store, image, block_bytes)
+}
+
+#[test]
+fn a_version_4_store_is_read_unchanged_and_upgraded_by_its_first_change() {
+    let (folder, store, image, block_bytes) = store_on_one_image("shared-v4");
     downgrade_to_version_4(&image, block_bytes);
     assert_eq!(newest_version(&image, block_bytes), 4);
     let image_before = std::fs::read(&image).unwrap();
@@ -253,8 +251,7 @@ fn a_version_4_store_is_read_unchanged_and_upgraded_by_its_first_change() {
         std::fs::read(&image).unwrap() == image_before,
         "read-only commands write nothing to a version-4 store"
     );
-    std::fs::write(folder.join("f.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("f.bin"))]);
+    put_original(&folder, &store, "f.bin");
     succeed(&["cp", text(&store), "f.bin", "g.bin", "--by", "reference"]);
     assert_eq!(newest_version(&image, block_bytes), 5);
     assert_clean(&store);
@@ -273,12 +270,8 @@ fn newest_slot(image: &[u8], block_bytes: u64) -> &[u8] {
 
 #[test]
 fn fsck_finds_a_wrong_reference_count_and_repair_rewrites_it_from_the_pointers() {
-    let folder = fresh_folder("shared-fsck");
-    let store = file_store(&folder, "32MiB");
-    let image_path = folder.join("a.img");
-    let block_bytes = df(&store)["block_size_bytes"].as_u64().unwrap();
-    std::fs::write(folder.join("f.bin"), original()).unwrap();
-    succeed(&["put", text(&store), text(&folder.join("f.bin"))]);
+    let (folder, store, image_path, block_bytes) = store_on_one_image("shared-fsck");
+    put_original(&folder, &store, "f.bin");
     downgrade_to_version_4(&image_path, block_bytes);
     succeed(&["cp", text(&store), "f.bin", "g.bin", "--by", "reference"]);
 

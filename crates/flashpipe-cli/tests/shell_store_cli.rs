@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{check_fails, file_store, flashpipe, fresh_folder, succeed, text};
+use common::{check_fails, command_line, file_store, flashpipe, fresh_folder, succeed, text};
 use flashpipe_kernels::shared_data::optional_shared_folder;
 use serde_json::Value;
 
@@ -298,14 +298,10 @@ fn mkfs_reads_device_paths_relative_to_the_working_directory() {
     std::fs::create_dir_all(folder.join("s7")).unwrap();
     std::fs::create_dir_all(folder.join("elsewhere")).unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args([
-            "mkfs",
-            "--devices",
-            "s7/a.img,elsewhere/b.img",
-            "--size",
-            "8MiB",
-            "s7/st.toml",
-        ])
+        .args(command_line(
+            "mkfs --devices s7/a.img,elsewhere/b.img --size 8MiB s7/st.toml",
+            &[],
+        ))
         .current_dir(&folder)
         .output()
         .unwrap();
@@ -335,31 +331,18 @@ fn train_langid_takes_all_the_data_and_json() {
     };
     let folder = fresh_folder("shell-train-all");
     let profiles = folder.join("profiles.bin");
-    let report: Value = serde_json::from_str(&succeed(&[
-        "kernels",
-        "train-langid",
-        "--udhr",
-        text(&udhr),
-        "--max-languages",
-        "3",
-        "--train-fraction",
-        "1.0",
-        "--out",
-        text(&profiles),
-        "--json",
-    ]))
+    let report: Value = serde_json::from_str(&succeed(&command_line(
+        "kernels train-langid --udhr {} --max-languages 3 --train-fraction 1.0 --out {} --json",
+        &[text(&udhr), text(&profiles)],
+    )))
     .unwrap();
     assert_eq!(report["languages"], 3);
     assert!(profiles.exists());
     check_fails(
-        &[
-            "kernels",
-            "eval-langid",
-            "--udhr",
-            text(&udhr),
-            "--train-fraction",
-            "1",
-        ],
+        &command_line(
+            "kernels eval-langid --udhr {} --train-fraction 1",
+            &[text(&udhr)],
+        ),
         "held out",
     );
     std::fs::remove_dir_all(&folder).unwrap();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::outcome;
+use common::{command_line, outcome};
 
 fn rows(which: &str) -> Vec<serde_json::Value> {
     let (success, stdout, stderr) = outcome(&["sim", "repro", which, "--json"]);
@@ -47,13 +47,10 @@ fn malformed_preset_file_is_refused_with_its_line() {
     assert!(stderr.contains("bad.toml:3:"), "{stderr}");
     let trace = directory.join("trace.txt");
     std::fs::write(&trace, "0.0 0 0 8 1\n0.1 0 8 eight 1\n").unwrap();
-    let (success, _, stderr) = outcome(&[
-        "sim",
-        "replay",
-        "--format",
-        "disksim",
-        trace.to_str().unwrap(),
-    ]);
+    let (success, _, stderr) = outcome(&command_line(
+        "sim replay --format disksim {}",
+        &[trace.to_str().unwrap()],
+    ));
     assert!(!success);
     assert!(stderr.contains("trace.txt:2:"), "{stderr}");
     std::fs::remove_dir_all(&directory).unwrap();

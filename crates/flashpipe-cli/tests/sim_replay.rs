@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::outcome;
+use common::{command_line, outcome};
 
 /// A folder of its own for one test, removed when dropped.
 struct Folder(PathBuf);
@@ -100,17 +100,10 @@ fn random_writes_replay_through_the_ftl_with_collection_and_no_failure() {
     assert_eq!(json["configuration"]["mode"], "ftl");
     let (_, again, _) = outcome(&arguments);
     assert_eq!(stdout, again, "same seed and trace, same output");
-    let (success, _, stderr) = outcome(&[
-        "sim",
-        "replay",
-        "--format",
-        "disksim",
-        "--preset",
-        &preset,
-        "--mode",
-        "raw-striped",
-        &trace,
-    ]);
+    let (success, _, stderr) = outcome(&command_line(
+        "sim replay --format disksim --preset {} --mode raw-striped {}",
+        &[&preset, &trace],
+    ));
     assert!(!success, "the raw-striped mode fails random writes loudly");
     assert!(stderr.contains("page operations failed"), "{stderr}");
 }
@@ -156,19 +149,10 @@ fn plot_draws_the_latency_cdf_and_the_throughput() {
     let preset = small_preset(&folder);
     let trace = folder.file("writes.disksim", &random_write_trace(200));
     let plots = folder.0.join("plots");
-    let (success, stdout, stderr) = outcome(&[
-        "sim",
-        "replay",
-        "--format",
-        "disksim",
-        "--preset",
-        &preset,
-        "--speed",
-        "2x",
-        "--plot",
-        plots.to_str().unwrap(),
-        &trace,
-    ]);
+    let (success, stdout, stderr) = outcome(&command_line(
+        "sim replay --format disksim --preset {} --speed 2x --plot {} {}",
+        &[&preset, plots.to_str().unwrap(), &trace],
+    ));
     assert!(success, "{stderr}");
     assert!(stdout.contains("--speed 2x"), "{stdout}");
     for name in ["latency-cdf.png", "throughput.png"] {

@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+use flashpipe_testkit::cli_args::command_line;
+
 #[test]
 fn raw_striped_replay_skips_factory_bad_blocks_and_counts_them() {
     let folder = std::env::temp_dir().join(format!(
@@ -26,17 +28,10 @@ fn raw_striped_replay_skips_factory_bad_blocks_and_counts_them() {
     }
     std::fs::write(&trace, text).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args([
-            "sim",
-            "replay",
-            "--format",
-            "ascii-ns",
-            "--mode",
-            "raw-striped",
-            "--blocks-per-plane",
-            "256",
-            "--json",
-        ])
+        .args(command_line(
+            "sim replay --format ascii-ns --mode raw-striped --blocks-per-plane 256 --json",
+            &[],
+        ))
         .arg(&trace)
         .output()
         .expect("run flashpipe");

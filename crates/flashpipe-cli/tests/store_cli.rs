@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, fresh_folder, mkfs, succeed, text};
+use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text};
 
 use flashpipe_kernels::shared_data::{
     optional_shared_folder, repository_root, shared_data_directory_from,
@@ -52,13 +52,10 @@ fn files_and_folders_round_trip_through_every_command() {
     std::fs::write(folder.join("empty"), b"").unwrap();
 
     succeed(&["put", text(&store), text(&source)]);
-    succeed(&[
-        "put",
-        text(&store),
-        text(&folder.join("empty")),
-        "--as",
-        "nothing",
-    ]);
+    succeed(&command_line(
+        "put {} {} --as nothing",
+        &[text(&store), text(&folder.join("empty"))],
+    ));
     assert_eq!(
         listing(&store),
         [
@@ -143,13 +140,10 @@ fn check_cp_on_file_store(folder: &Path) {
         check_fails(&by_remap, "cannot copy by reference");
     }
     assert_eq!(listing(&store).len(), 1);
-    let report: Value = serde_json::from_str(&succeed(&[
-        "cp",
-        text(&store),
-        "original.bin",
-        "copy",
-        "--json",
-    ]))
+    let report: Value = serde_json::from_str(&succeed(&command_line(
+        "cp {} original.bin copy --json",
+        &[text(&store)],
+    )))
     .unwrap();
     assert_eq!(report["bytes_by_bytes"], 0, "auto shares blocks: {report}");
     succeed(&["cp", text(&store), "copy", "copy-2", "--by", "bytes"]);
@@ -184,7 +178,8 @@ fn cp_by_reference_clones_files_on_a_reflink_file_system() {
     let Some(root) = std::env::var_os("FLASHPIPE_REFLINK_DIR") else {
         flashpipe_testkit::tools::skip(
             "cp_by_reference_clones_files_on_a_reflink_file_system",
-            "FLASHPIPE_REFLINK_DIR names no folder on XFS or btrfs (scripts/reflink-test makes one)",
+            "FLASHPIPE_REFLINK_DIR names no folder on XFS or btrfs (scripts/reflink-test makes \
+             one)",
         );
         return;
     };
@@ -206,16 +201,10 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
     let store = folder.join("flash.toml");
     let image = folder.join("flash0.img");
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "plain.img",
-            "--size",
-            "32MiB",
-            "--flash-over-provisioning",
-            "0.2",
-            text(&store),
-        ],
+        &command_line(
+            "mkfs --devices plain.img --size 32MiB --flash-over-provisioning 0.2 {}",
+            &[text(&store)],
+        ),
         "apply to flash devices",
     );
     mkfs(
@@ -237,30 +226,20 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
     let original: Vec<u8> = (0..1_000_001u32).map(|index| (index % 241) as u8).collect();
     std::fs::write(folder.join("original.bin"), &original).unwrap();
     succeed(&["put", text(&store), text(&folder.join("original.bin"))]);
-    let report: Value = serde_json::from_str(&succeed(&[
-        "cp",
-        text(&store),
-        "original.bin",
-        "copy",
-        "--by",
-        "reference",
-        "--json",
-    ]))
+    let report: Value = serde_json::from_str(&succeed(&command_line(
+        "cp {} original.bin copy --by reference --json",
+        &[text(&store)],
+    )))
     .unwrap();
     assert_eq!(report["bytes_by_bytes"], 0, "{report}");
     assert!(
         report["blocks_by_reference"].as_u64().unwrap() > 0,
         "{report}"
     );
-    let remapped: Value = serde_json::from_str(&succeed(&[
-        "cp",
-        text(&store),
-        "original.bin",
-        "remapped",
-        "--by",
-        "remap",
-        "--json",
-    ]))
+    let remapped: Value = serde_json::from_str(&succeed(&command_line(
+        "cp {} original.bin remapped --by remap --json",
+        &[text(&store)],
+    )))
     .unwrap();
     assert_eq!(remapped["bytes_by_bytes"], 0, "the FTL remaps: {remapped}");
     let fetched = folder.join("fetched.bin");
@@ -315,27 +294,17 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         "--size",
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "c.img",
-            "--size",
-            "lots",
-            text(&folder.join("t.toml")),
-        ],
+        &command_line(
+            "mkfs --devices c.img --size lots {}",
+            &[text(&folder.join("t.toml"))],
+        ),
         "invalid size",
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "c.img",
-            "--size",
-            "32MiB",
-            "--block-size",
-            "3KiB",
-            text(&folder.join("t.toml")),
-        ],
+        &command_line(
+            "mkfs --devices c.img --size 32MiB --block-size 3KiB {}",
+            &[text(&folder.join("t.toml"))],
+        ),
         "block size",
     );
     assert!(!folder.join("t.toml").exists() && !folder.join("c.img").exists());
@@ -369,14 +338,7 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         "exists but is not a folder",
     );
     check_fails(
-        &[
-            "mkfs",
-            "--devices",
-            "decimal.img",
-            "--size",
-            "2GB",
-            "decimal.toml",
-        ],
+        &command_line("mkfs --devices decimal.img --size 2GB decimal.toml", &[]),
         "did you mean 2GiB?",
     );
 
@@ -421,31 +383,25 @@ fn damaged_devices_are_refused_clearly() {
 #[test]
 fn the_demo_runs_on_a_small_size() {
     let folder = fresh_folder("demo");
-    let output = succeed(&[
-        "demo",
-        "--dir",
-        text(&folder.join("demo")),
-        "--data",
-        text(&folder.join("no-such-data")),
-        "--large-file-size",
-        "2MiB",
-        "--json",
-    ]);
+    let output = succeed(&command_line(
+        "demo --dir {} --data {} --large-file-size 2MiB --json",
+        &[
+            text(&folder.join("demo")),
+            text(&folder.join("no-such-data")),
+        ],
+    ));
     let report: Value = serde_json::from_str(&output).unwrap();
     assert_eq!(report["fsck_clean"], true);
     assert_eq!(report["checksum_mismatches"].as_array().unwrap().len(), 0);
     assert_eq!(report["files"], 501);
     // A second run replaces the first store.
-    succeed(&[
-        "demo",
-        "--dir",
-        text(&folder.join("demo")),
-        "--data",
-        text(&folder.join("no-such-data")),
-        "--large-file-size",
-        "1MiB",
-        "--json",
-    ]);
+    succeed(&command_line(
+        "demo --dir {} --data {} --large-file-size 1MiB --json",
+        &[
+            text(&folder.join("demo")),
+            text(&folder.join("no-such-data")),
+        ],
+    ));
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
@@ -460,16 +416,10 @@ fn the_demo_runs_kernels_near_the_shared_data() {
     };
     let data = shared_data_directory_from(&repository_root(env!("CARGO_MANIFEST_DIR")));
     let folder = fresh_folder("demo-near-data");
-    let output = succeed(&[
-        "demo",
-        "--dir",
-        text(&folder.join("demo")),
-        "--data",
-        text(&data),
-        "--large-file-size",
-        "1MiB",
-        "--json",
-    ]);
+    let output = succeed(&command_line(
+        "demo --dir {} --data {} --large-file-size 1MiB --json",
+        &[text(&folder.join("demo")), text(&data)],
+    ));
     let report: Value = serde_json::from_str(&output).unwrap();
     assert_eq!(report["fsck_clean"], true);
     let rows = report["near_data"].as_array().unwrap();

@@ -282,14 +282,10 @@ fn info_summarizes_a_file_store() {
     let folder = TestFolder::new("info-file");
     let store = folder.join("s.toml");
     let output = Command::new(flashpipe_binary())
-        .args([
-            "mkfs",
-            "--devices",
-            "a.img,b.img",
-            "--size",
-            "32MiB",
-            text(&store),
-        ])
+        .args(command_line(
+            "mkfs --devices a.img,b.img --size 32MiB {}",
+            &[text(&store)],
+        ))
         .current_dir(folder.path())
         .output()
         .unwrap();
@@ -329,14 +325,10 @@ fn info_shows_the_wear_of_emulated_flash() {
     let folder = TestFolder::new("info-flash");
     let store = folder.join("f.toml");
     let output = Command::new(flashpipe_binary())
-        .args([
-            "mkfs",
-            "--devices",
-            "flash:minflash:f.img",
-            "--flash-blocks-per-plane",
-            "16",
-            text(&store),
-        ])
+        .args(command_line(
+            "mkfs --devices flash:minflash:f.img --flash-blocks-per-plane 16 {}",
+            &[text(&store)],
+        ))
         .current_dir(folder.path())
         .output()
         .unwrap();

@@ -1,6 +1,8 @@
 //! Test support shared by the tests of several flashpipe crates. It is only ever a
 //! dev-dependency: production code never links it.
 //!
+//! - [`cli_args`]: command lines for the tests that run a binary, written as one string of
+//!   words.
 //! - [`formatted`]: a file system formatted on a device with a given block size.
 //! - [`fs_workload`]: the random file-system workload of the crash tests, checked against a
 //!   plain in-memory model, and the check a recovered file system must pass. The file
@@ -18,6 +20,7 @@
 //! - [`tools`]: tools a test drives but the project does not build; a missing one skips the
 //!   test with a message, or fails it under `FLASHPIPE_REQUIRE_TOOLS=1` (CI).
 
+pub mod cli_args;
 pub mod formatted;
 pub mod fs_workload;
 pub mod hooked;

@@ -53,10 +53,62 @@ pub fn succeed(arguments: &[&str]) -> String {
     String::from_utf8(succeed_bytes(arguments)).expect("UTF-8 output")
 }
 
+/// Runs a command expected to succeed and returns its standard output read as JSON.
+pub fn succeed_json(arguments: &[&str]) -> serde_json::Value {
+    serde_json::from_slice(&succeed_bytes(arguments)).expect("the standard output is JSON")
+}
+
+/// Checks that `output`, of the command that did `what`, succeeded; its standard error is
+/// the failure message.
+pub fn assert_succeeded(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The standard output of `output`, of the command that did `what` and succeeded, read as
+/// JSON.
+pub fn succeeded_json(output: &Output, what: &str) -> serde_json::Value {
+    assert_succeeded(output, what);
+    serde_json::from_slice(&output.stdout).expect("the standard output is JSON")
+}
+
+/// A folder path of its own for one test, not yet there (the command under test makes
+/// it), removed when the test passed (see [`TestFolder`]).
+pub fn absent_folder(name: &str) -> TestFolder {
+    let folder = fresh_folder(name);
+    std::fs::remove_dir(folder.path()).expect("the fresh folder is empty");
+    folder
+}
+
 /// Runs a command expected to fail and checks that its message names the problem and
 /// that it did not panic.
 pub fn check_fails(arguments: &[&str], expected_fragment: &str) {
     check_fails_in_env(arguments, &[], expected_fragment);
+}
+
+/// Runs a command expected to fail and checks that its message names every one of
+/// `expected_fragments` and that it did not panic.
+pub fn check_fails_naming(arguments: &[&str], expected_fragments: &[&str]) {
+    let output = flashpipe(arguments);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "flashpipe {arguments:?} should fail"
+    );
+    for fragment in expected_fragments {
+        assert!(
+            stderr.contains(fragment),
+            "flashpipe {arguments:?}: {stderr:?} lacks {fragment:?}"
+        );
+    }
+    assert!(
+        !stderr.contains("panicked"),
+        "flashpipe {arguments:?} panicked: {stderr}"
+    );
 }
 
 /// [`check_fails`] with the variables of `environment` set.
@@ -81,6 +133,8 @@ pub fn check_fails_in_env(
     );
 }
 
+#[allow(unused_imports)] // each test file uses the helpers it needs
+pub use flashpipe_testkit::cli_args::command_line;
 pub use flashpipe_testkit::scratch::TestFolder;
 
 /// An empty folder of its own for one test (`name` and the process id make it unique),
@@ -107,23 +161,11 @@ pub fn file_store(folder: &Path, size: &str) -> PathBuf {
 pub fn self_signed_certificate(folder: &Path, test: &str) -> Option<(PathBuf, PathBuf)> {
     let openssl = Command::new("openssl")
         .current_dir(folder)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=localhost",
-        ])
+        .args(command_line(
+            "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout key.pem \
+             -out cert.pem -days 3650 -subj /CN=localhost",
+            &[],
+        ))
         .output();
     if !openssl.is_ok_and(|output| output.status.success()) {
         flashpipe_testkit::tools::skip(test, "the `openssl` command is missing or failed");
@@ -217,6 +259,14 @@ pub fn stop_with(mut child: Child, signal: i32) -> String {
     // SAFETY: kill with a valid pid and signal has no memory effects.
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     let status = child.wait().expect("the child is waited for");
+    let stderr = read_stderr(&mut child);
+    assert!(status.success(), "status {status}, stderr: {stderr}");
+    stderr
+}
+
+/// All of the piped standard error of `child` (read to its end: call it once the child
+/// has exited or is about to).
+pub fn read_stderr(child: &mut Child) -> String {
     let mut stderr = String::new();
     child
         .stderr
@@ -224,6 +274,5 @@ pub fn stop_with(mut child: Child, signal: i32) -> String {
         .expect("a piped stderr")
         .read_to_string(&mut stderr)
         .expect("stderr is text");
-    assert!(status.success(), "status {status}, stderr: {stderr}");
     stderr
 }

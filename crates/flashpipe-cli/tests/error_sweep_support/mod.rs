@@ -139,6 +139,49 @@ pub fn case(kind: &'static str, arguments: &[&'static str]) -> Case {
     }
 }
 
+/// The cases of a table written one a line: the kind a case fails with, then its command
+/// line (words split at white space). Blank lines and `#` lines are passed over.
+pub fn cases_of(table: &'static str) -> Vec<Case> {
+    table
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| {
+            let mut words = line.split_whitespace();
+            let kind = words.next().expect("a kind");
+            status_of(kind);
+            case(kind, &words.collect::<Vec<_>>())
+        })
+        .collect()
+}
+
+/// Runs every case in `folder` and checks it (with `more_checks` besides [`check`]); prints
+/// each case's exit and message, tagged with `label`, and returns a line for each case
+/// that went wrong.
+pub fn sweep(
+    folder: &Path,
+    cases: &[Case],
+    label: &str,
+    more_checks: impl Fn(&Output) -> Vec<String>,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for case in cases {
+        let output = run_in(folder, &case.arguments);
+        let mut problems = check(case, &output);
+        problems.extend(more_checks(&output));
+        println!(
+            "{label}{:?}: exit {:?}: {}",
+            case.arguments,
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        );
+        if !problems.is_empty() {
+            failures.push(format!("{:?}: {}", case.arguments, problems.join("; ")));
+        }
+    }
+    failures
+}
+
 /// Checks one case's output; returns what is wrong.
 pub fn check(case: &Case, output: &Output) -> Vec<String> {
     let stdout = String::from_utf8_lossy(&output.stdout);

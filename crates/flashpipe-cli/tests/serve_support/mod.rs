@@ -16,6 +16,18 @@ use flashpipe_testkit::tools::stdout_of;
 /// timing assertion: a healthy server is ready in milliseconds).
 const READINESS_GUARD: Duration = Duration::from_secs(120);
 
+/// Whether `flashpipe ls STORE` succeeds within about five seconds (tried every 25 ms): a
+/// client refused for a limit is admitted again once a connection has gone.
+pub fn lists_again(store: &Path) -> bool {
+    (0..200).any(|_| {
+        let listed = flashpipe(&["ls", text(store)]).status.success();
+        if !listed {
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        listed
+    })
+}
+
 /// The `flashpipe` binary built for these tests.
 pub fn flashpipe_binary() -> &'static str {
     env!("CARGO_BIN_EXE_flashpipe")
@@ -82,6 +94,8 @@ pub fn text(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 test path")
 }
 
+#[allow(unused_imports)] // each test file uses the helpers it needs
+pub use flashpipe_testkit::cli_args::command_line;
 pub use flashpipe_testkit::scratch::TestFolder;
 
 /// Makes a store of one file device `a.img` of `size` in `folder`; returns its store file.
@@ -192,6 +206,13 @@ impl ServerProcess {
     pub fn stop_with(mut self, signal: i32) -> ServerExit {
         self.signal(signal);
         self.wait()
+    }
+
+    /// Sends SIGTERM and checks that the server exited with status 0; returns how it ended.
+    pub fn stop_cleanly(self) -> ServerExit {
+        let exit = self.stop_with(libc::SIGTERM);
+        assert!(exit.status.success(), "{exit:?}");
+        exit
     }
 
     /// Waits for the server to exit by itself.
