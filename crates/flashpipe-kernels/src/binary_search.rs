@@ -18,21 +18,17 @@ use crate::options::{
 
 /// Options of the index builder.
 pub const SEARCH_INDEX_OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        key: "record",
-        default: None,
-        help: "record size in bytes (1..=1M)",
-    },
-    OptionSpec {
-        key: "key",
-        default: Some("0"),
-        help: "key prefix length in bytes; 0 uses the whole record",
-    },
-    OptionSpec {
-        key: "block_records",
-        default: Some("64"),
-        help: "records per indexed block (one probe read per lookup reads one block)",
-    },
+    OptionSpec::required("record", "record size in bytes (1..=1M)"),
+    OptionSpec::optional(
+        "key",
+        "0",
+        "key prefix length in bytes; 0 uses the whole record",
+    ),
+    OptionSpec::optional(
+        "block_records",
+        "64",
+        "records per indexed block (one probe read per lookup reads one block)",
+    ),
 ];
 
 /// Random-access reads of the sorted file (the engine's store, a file, or memory).

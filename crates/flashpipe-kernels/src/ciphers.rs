@@ -34,47 +34,30 @@ pub enum Direction {
 
 /// Options shared by the DES kernels.
 pub const DES_ECB_OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        key: "key",
-        default: None,
-        help: "DES key, 16 hex digits",
-    },
-    OptionSpec {
-        key: "direction",
-        default: Some("encrypt"),
-        help: "encrypt or decrypt",
-    },
-    OptionSpec {
-        key: "padding",
-        default: Some("pkcs7"),
-        help: "pkcs7 (any length) or none (whole 8-byte blocks only)",
-    },
+    OptionSpec::required("key", "DES key, 16 hex digits"),
+    OptionSpec::optional("direction", "encrypt", "encrypt or decrypt"),
+    OptionSpec::optional(
+        "padding",
+        "pkcs7",
+        "pkcs7 (any length) or none (whole 8-byte blocks only)",
+    ),
 ];
 
 /// Options of DES-CBC.
 pub const DES_CBC_OPTIONS: &[OptionSpec] = &[
     DES_ECB_OPTIONS[0],
-    OptionSpec {
-        key: "iv",
-        default: None,
-        help: "initialisation vector, 16 hex digits",
-    },
+    OptionSpec::required("iv", "initialisation vector, 16 hex digits"),
     DES_ECB_OPTIONS[1],
     DES_ECB_OPTIONS[2],
 ];
 
 /// Options of AES-128-CTR.
 pub const AES_CTR_OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        key: "key",
-        default: None,
-        help: "AES-128 key, 32 hex digits",
-    },
-    OptionSpec {
-        key: "iv",
-        default: None,
-        help: "initial 128-bit counter block (big-endian counter), 32 hex digits",
-    },
+    OptionSpec::required("key", "AES-128 key, 32 hex digits"),
+    OptionSpec::required(
+        "iv",
+        "initial 128-bit counter block (big-endian counter), 32 hex digits",
+    ),
 ];
 
 /// Settings common to both DES modes.

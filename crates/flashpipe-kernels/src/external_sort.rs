@@ -20,26 +20,22 @@ use crate::options::{KernelOptions, OptionSpec, MAX_RECORD_BYTES, MAX_SORT_MEMOR
 
 /// Options of the external sort.
 pub const SORT_OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        key: "record",
-        default: None,
-        help: "record size in bytes (1..=1M)",
-    },
-    OptionSpec {
-        key: "key",
-        default: Some("0"),
-        help: "key prefix length in bytes; 0 sorts by the whole record",
-    },
-    OptionSpec {
-        key: "memory",
-        default: Some("64M"),
-        help: "memory for records and run buffers (at least 4 records)",
-    },
-    OptionSpec {
-        key: "temp_dir",
-        default: Some(""),
-        help: "folder for spilled runs; empty uses the system temporary folder",
-    },
+    OptionSpec::required("record", "record size in bytes (1..=1M)"),
+    OptionSpec::optional(
+        "key",
+        "0",
+        "key prefix length in bytes; 0 sorts by the whole record",
+    ),
+    OptionSpec::optional(
+        "memory",
+        "64M",
+        "memory for records and run buffers (at least 4 records)",
+    ),
+    OptionSpec::optional(
+        "temp_dir",
+        "",
+        "folder for spilled runs; empty uses the system temporary folder",
+    ),
 ];
 
 /// Temporary storage for sorted runs.

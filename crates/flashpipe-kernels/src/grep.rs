@@ -23,31 +23,26 @@ use crate::options::{
 
 /// Options of grep.
 pub const GREP_OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        key: "pattern",
-        default: None,
-        help: "what to search for (a regular expression unless literal=true)",
-    },
-    OptionSpec {
-        key: "literal",
-        default: Some("false"),
-        help: "true: pattern is a fixed string",
-    },
-    OptionSpec {
-        key: "ignore_case",
-        default: Some("false"),
-        help: "true: case-insensitive (regular expressions only)",
-    },
-    OptionSpec {
-        key: "max_line_bytes",
-        default: Some("1M"),
-        help: "longest line carried across a chunk boundary",
-    },
-    OptionSpec {
-        key: "max_matches",
-        default: Some("1000"),
-        help: "matching lines kept in the summary (all are counted)",
-    },
+    OptionSpec::required(
+        "pattern",
+        "what to search for (a regular expression unless literal=true)",
+    ),
+    OptionSpec::optional("literal", "false", "true: pattern is a fixed string"),
+    OptionSpec::optional(
+        "ignore_case",
+        "false",
+        "true: case-insensitive (regular expressions only)",
+    ),
+    OptionSpec::optional(
+        "max_line_bytes",
+        "1M",
+        "longest line carried across a chunk boundary",
+    ),
+    OptionSpec::optional(
+        "max_matches",
+        "1000",
+        "matching lines kept in the summary (all are counted)",
+    ),
 ];
 
 /// Longest line text kept in a [`LineMatch`].

@@ -19,21 +19,12 @@ use crate::records::{start_record_job, RecordKernel};
 
 /// Options of kNN.
 pub const KNN_OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        key: "queries",
-        default: None,
-        help: "file of query vectors (little-endian f32 records of `dimensions` values)",
-    },
-    OptionSpec {
-        key: "dimensions",
-        default: None,
-        help: "values per vector (1..=65536)",
-    },
-    OptionSpec {
-        key: "k",
-        default: Some("10"),
-        help: "neighbours per query (1..=1024)",
-    },
+    OptionSpec::required(
+        "queries",
+        "file of query vectors (little-endian f32 records of `dimensions` values)",
+    ),
+    OptionSpec::required("dimensions", "values per vector (1..=65536)"),
+    OptionSpec::optional("k", "10", "neighbours per query (1..=1024)"),
 ];
 
 /// Decodes little-endian f32 records; `None` if the length is not a whole number of records.

@@ -44,6 +44,26 @@ pub struct OptionSpec {
     pub help: &'static str,
 }
 
+impl OptionSpec {
+    /// An option the caller must give.
+    pub const fn required(key: &'static str, help: &'static str) -> Self {
+        Self {
+            key,
+            default: None,
+            help,
+        }
+    }
+
+    /// An option that takes `default` when not given.
+    pub const fn optional(key: &'static str, default: &'static str, help: &'static str) -> Self {
+        Self {
+            key,
+            default: Some(default),
+            help,
+        }
+    }
+}
+
 /// Parsed options of one kernel, with defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelOptions {

@@ -55,7 +55,7 @@ proptest! {
         minimum in 0u64..1000,
         span in 0u64..1_000_000,
     ) {
-        const SPECS: &[OptionSpec] = &[OptionSpec { key: "n", default: None, help: "a number" }];
+        const SPECS: &[OptionSpec] = &[OptionSpec::required("n", "a number")];
         if let Ok(options) = KernelOptions::parse("test", SPECS, &[format!("n={value}")]) {
             if let Ok(parsed) = options.integer("n", minimum, minimum + span) {
                 prop_assert!((minimum..=minimum + span).contains(&parsed));

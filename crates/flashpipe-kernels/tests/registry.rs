@@ -6,16 +6,8 @@ use flashpipe_kernels::options::{KernelOptions, OptionSpec};
 use flashpipe_kernels::registry::{find_kernel, KERNELS};
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec {
-        key: "size",
-        default: Some("4K"),
-        help: "a size",
-    },
-    OptionSpec {
-        key: "name",
-        default: None,
-        help: "a name",
-    },
+    OptionSpec::optional("size", "4K", "a size"),
+    OptionSpec::required("name", "a name"),
 ];
 
 fn parse(arguments: &[&str]) -> Result<KernelOptions, OptionsError> {

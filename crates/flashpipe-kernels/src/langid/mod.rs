@@ -29,16 +29,12 @@ use model::{LanguageModel, LanguageScores};
 
 /// Options of the language identifier.
 pub const LANGID_OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        key: "profiles",
-        default: Some(builtin::BUILTIN_PROFILE_NAME),
-        help: "profile file made by `flashpipe kernels train-langid`; `builtin` (the default) is the UDHR profile of 445 languages shipped in the binary",
-    },
-    OptionSpec {
-        key: "piece",
-        default: Some("2048"),
-        help: "bytes per labelled piece; 0 labels each whole file",
-    },
+    OptionSpec::optional(
+        "profiles",
+        builtin::BUILTIN_PROFILE_NAME,
+        "profile file made by `flashpipe kernels train-langid`; `builtin` (the default) is the UDHR profile of 445 languages shipped in the binary",
+    ),
+    OptionSpec::optional("piece", "2048", "bytes per labelled piece; 0 labels each whole file"),
 ];
 
 /// The language-identification kernel.
