@@ -882,6 +882,30 @@ pub struct RequestHeader {
 }
 
 impl RequestHeader {
+    /// A header from its fields, in wire order.
+    pub const fn new(
+        flags: u16,
+        command: u16,
+        cookie: u64,
+        offset_bytes: u64,
+        length_bytes: u32,
+    ) -> RequestHeader {
+        RequestHeader {
+            flags,
+            command,
+            cookie,
+            offset_bytes,
+            length_bytes,
+        }
+    }
+
+    /// The 28-byte header in a new buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(REQUEST_HEADER_BYTES);
+        self.encode(&mut bytes);
+        bytes
+    }
+
     /// Appends the 28-byte header (the write payload, if any, follows separately).
     pub fn encode(&self, output: &mut Vec<u8>) {
         put_u32(output, REQUEST_MAGIC);

@@ -73,16 +73,17 @@ pub(crate) fn client_tls_for(uri: &NbdUri) -> Result<Option<ClientTlsSetup>, Str
         })?;
     let verify_peer = uri.tls.verify_peer.unwrap_or(true);
     let folder = uri.tls.certificates_folder.as_deref();
-    let builder = if verify_peer {
-        let trusted = trusted_certificates(folder)?;
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(PinnedOrChain::new(trusted, provider)?))
+    let trust = if verify_peer {
+        Some(PinnedOrChain::new(
+            trusted_certificates(folder)?,
+            &provider,
+        )?)
     } else {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(UnverifiedServer { provider }))
+        None
     };
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ServerVerifier { trust, provider }));
     let config = match folder.map(client_identity).transpose()?.flatten() {
         Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|error| {
             format!(
@@ -155,22 +156,30 @@ struct TrustedCertificates {
     certificates: Vec<CertificateDer<'static>>,
 }
 
-/// The server verifier under `tls-verify-peer` (the default): a server certificate
-/// byte-identical to a trusted one is accepted by itself (pinned); any other goes
-/// through webpki's chain verification against the trusted certificates usable as
-/// authorities. Handshake signatures are always verified with the certificate the
-/// server presented.
+/// The server's certificate check under `tls-verify-peer` (the default): a server
+/// certificate byte-identical to a trusted one is accepted by itself (pinned); any
+/// other goes through webpki's chain verification against the trusted certificates
+/// usable as authorities.
 #[derive(Debug)]
 struct PinnedOrChain {
     pinned: Vec<CertificateDer<'static>>,
     chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+}
+
+/// The client's server verifier: with `trust`, the server certificate must pass
+/// [`PinnedOrChain`]; without (`tls-verify-peer=false`), any server certificate is
+/// accepted. Handshake signatures are always verified with the certificate the
+/// server presented (they prove the server holds the key it presented).
+#[derive(Debug)]
+struct ServerVerifier {
+    trust: Option<PinnedOrChain>,
     provider: Arc<CryptoProvider>,
 }
 
 impl PinnedOrChain {
     fn new(
         trusted: TrustedCertificates,
-        provider: Arc<CryptoProvider>,
+        provider: &Arc<CryptoProvider>,
     ) -> Result<PinnedOrChain, String> {
         assert!(
             !trusted.certificates.is_empty(),
@@ -183,7 +192,7 @@ impl PinnedOrChain {
         } else {
             let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
                 Arc::new(roots),
-                Arc::clone(&provider),
+                Arc::clone(provider),
             )
             .build()
             .map_err(|_| format!("{} holds no usable CA certificate", trusted.path.display()))?;
@@ -192,12 +201,11 @@ impl PinnedOrChain {
         Ok(PinnedOrChain {
             pinned: trusted.certificates,
             chain,
-            provider,
         })
     }
 }
 
-impl ServerCertVerifier for PinnedOrChain {
+impl ServerCertVerifier for ServerVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -206,14 +214,17 @@ impl ServerCertVerifier for PinnedOrChain {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if self
+        let Some(trust) = &self.trust else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        if trust
             .pinned
             .iter()
             .any(|trusted| trusted.as_ref() == end_entity.as_ref())
         {
             return Ok(ServerCertVerified::assertion());
         }
-        match &self.chain {
+        match &trust.chain {
             Some(chain) => {
                 chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
             }
@@ -363,59 +374,5 @@ impl PumpSocket for PumpedStream {
     fn pump_shutdown(&self, _how: Shutdown) -> std::io::Result<()> {
         self.0.shutdown();
         Ok(())
-    }
-}
-
-/// `tls-verify-peer=false`: any server certificate is accepted; the handshake's
-/// signatures are still verified (they prove the server holds the key it presented).
-#[derive(Debug)]
-struct UnverifiedServer {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for UnverifiedServer {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signature: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            certificate,
-            signature,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signature: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            certificate,
-            signature,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
     }
 }

@@ -173,16 +173,7 @@ pub fn request_header_bytes(
     offset_bytes: u64,
     length_bytes: u32,
 ) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    RequestHeader {
-        flags,
-        command,
-        cookie,
-        offset_bytes,
-        length_bytes,
-    }
-    .encode(&mut bytes);
-    bytes
+    RequestHeader::new(flags, command, cookie, offset_bytes, length_bytes).to_bytes()
 }
 
 /// A minimal NBD client over any stream, for driving the server byte by byte.

@@ -20,16 +20,7 @@ fn node_network(structured_replies: bool) -> (SimNetwork, usize, u64) {
 }
 
 fn request(command: u16, flags: u16, cookie: u64, offset_bytes: u64, length_bytes: u32) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    wire::RequestHeader {
-        flags,
-        command,
-        cookie,
-        offset_bytes,
-        length_bytes,
-    }
-    .encode(&mut bytes);
-    bytes
+    wire::RequestHeader::new(flags, command, cookie, offset_bytes, length_bytes).to_bytes()
 }
 
 /// Runs every event; returns the reply messages delivered on `connection` and whether

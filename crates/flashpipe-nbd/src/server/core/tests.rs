@@ -17,15 +17,8 @@ fn settings() -> CoreSettings {
 }
 
 fn request(command: u16, flags: u16, cookie: u64, offset_bytes: u64, length_bytes: u32) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    RequestHeader {
-        flags,
-        command,
-        cookie,
-        offset_bytes,
-        length_bytes,
-    }
-    .encode(&mut bytes);
+    let mut bytes =
+        RequestHeader::new(flags, command, cookie, offset_bytes, length_bytes).to_bytes();
     if command == CMD_WRITE {
         bytes.extend(std::iter::repeat_n(0x5a, length_bytes as usize));
     }
