@@ -12,7 +12,7 @@
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_flash::{
@@ -339,34 +339,50 @@ impl FlashBackend for PowerCutFlash {
 }
 
 /// A backend shared between owners (the FTL inside a file system and the test or tool
-/// that wants the array back after dropping them, as a crash does).
-#[derive(Clone)]
-pub struct SharedFlash {
-    inner: Arc<std::sync::Mutex<Box<dyn FlashBackend>>>,
+/// that wants the array back after dropping them, as a crash does; the trace replayer
+/// and the FTL above its array). Every backend call locks it and passes on.
+pub struct SharedFlash<B: ?Sized + FlashBackend = dyn FlashBackend> {
+    inner: Arc<Mutex<Box<B>>>,
     config: FlashConfig,
+}
+
+impl<B: ?Sized + FlashBackend> Clone for SharedFlash<B> {
+    fn clone(&self) -> Self {
+        SharedFlash {
+            inner: Arc::clone(&self.inner),
+            config: self.config.clone(),
+        }
+    }
 }
 
 impl SharedFlash {
     /// Shares `backend`.
     pub fn new(backend: Box<dyn FlashBackend>) -> SharedFlash {
-        SharedFlash {
-            config: backend.config().clone(),
-            inner: Arc::new(std::sync::Mutex::new(backend)),
-        }
+        SharedFlash::from_box(backend)
     }
 
     /// Runs `action` on the backend.
     pub fn with<R>(&self, action: impl FnOnce(&mut dyn FlashBackend) -> R) -> R {
-        let mut guard = self.inner.lock().expect("flash backend lock");
-        action(&mut **guard)
+        action(&mut **self.lock())
+    }
+}
+
+impl<B: ?Sized + FlashBackend> SharedFlash<B> {
+    /// Shares `backend`, keeping its concrete type for [`SharedFlash::lock`].
+    pub(crate) fn from_box(backend: Box<B>) -> SharedFlash<B> {
+        SharedFlash {
+            config: backend.config().clone(),
+            inner: Arc::new(Mutex::new(backend)),
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn FlashBackend>> {
+    /// The backend, locked.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Box<B>> {
         self.inner.lock().expect("flash backend lock")
     }
 }
 
-impl FlashBackend for SharedFlash {
+impl<B: ?Sized + FlashBackend + 'static> FlashBackend for SharedFlash<B> {
     fn config(&self) -> &FlashConfig {
         &self.config
     }
@@ -399,5 +415,14 @@ impl FlashBackend for SharedFlash {
     }
     fn sync_storage(&mut self) -> Result<(), FlashError> {
         self.lock().sync_storage()
+    }
+    fn mark_block_programmed(
+        &mut self,
+        address: FlashAddress,
+        programmed_pages: u32,
+        added_erases: u32,
+    ) -> bool {
+        self.lock()
+            .mark_block_programmed(address, programmed_pages, added_erases)
     }
 }

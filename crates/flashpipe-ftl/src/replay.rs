@@ -22,16 +22,12 @@ mod pages;
 mod report;
 mod run;
 
-use std::sync::{Arc, Mutex, MutexGuard};
-
 use flashpipe_device::{BlockDevice, Completion, Operation, Request};
 use flashpipe_flash::workload::{AccessKind, TraceRequest};
-use flashpipe_flash::{
-    Ack, FlashAddress, FlashArray, FlashConfig, FlashOptions, FlashRequest, SubmitError,
-};
+use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
 use serde::Serialize;
 
-use crate::backend::FlashBackend;
+use crate::backend::{FlashBackend, SharedFlash};
 use crate::{Ftl, FtlError, FtlOptions};
 use pages::{BufferShelf, PageBitmap, PageLayout};
 pub use report::{CollectionSummary, KindLatencies, KindSummary, ReplayReport};
@@ -172,65 +168,10 @@ impl ReplayOptions {
 /// time to an arrival and read its utilizations).
 pub struct FtlReplay {
     ftl: Ftl,
-    array: SharedArray,
+    /// The array, shared by the FTL (as its backend) and the replayer.
+    array: SharedFlash<FlashArray>,
     /// Logical pages written (and not trimmed since) by this replayer's runs.
     written: PageBitmap,
-}
-
-/// The array, shared by the FTL (as its backend) and the replayer.
-#[derive(Clone)]
-struct SharedArray {
-    array: Arc<Mutex<FlashArray>>,
-    config: FlashConfig,
-}
-
-impl SharedArray {
-    fn lock(&self) -> MutexGuard<'_, FlashArray> {
-        self.array.lock().expect("flash array lock")
-    }
-}
-
-impl FlashBackend for SharedArray {
-    fn config(&self) -> &FlashConfig {
-        &self.config
-    }
-    fn host_spare_bytes(&self) -> usize {
-        self.lock().host_spare_bytes()
-    }
-    fn keeps_data(&self) -> bool {
-        self.lock().keeps_data()
-    }
-    fn clock(&self) -> Arc<dyn flashpipe_device::Clock> {
-        self.lock().shared_clock()
-    }
-    fn now_ns(&self) -> u64 {
-        self.lock().now_ns()
-    }
-    fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
-        self.lock().submit(request)
-    }
-    fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
-        self.lock().poll_acks(acks)
-    }
-    fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
-        self.lock().wait_acks(acks)
-    }
-    fn factory_bad_without_data(&self, address: FlashAddress) -> bool {
-        self.lock().is_factory_bad(address)
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
-    }
-    fn mark_block_programmed(
-        &mut self,
-        address: FlashAddress,
-        programmed_pages: u32,
-        added_erases: u32,
-    ) -> bool {
-        self.lock()
-            .mark_block_programmed(address, programmed_pages, added_erases)
-            .is_ok()
-    }
 }
 
 impl FtlReplay {
@@ -243,10 +184,7 @@ impl FtlReplay {
         ftl_options: FtlOptions,
     ) -> Result<FtlReplay, ReplayError> {
         let array = FlashArray::new(config.clone(), FlashOptions::timing_only(seed))?;
-        let array = SharedArray {
-            array: Arc::new(Mutex::new(array)),
-            config,
-        };
+        let array = SharedFlash::from_box(Box::new(array));
         let options = FtlOptions {
             queue_depth: OPEN_LOOP_OUTSTANDING_LIMIT,
             ..ftl_options
