@@ -18,7 +18,7 @@ pub(crate) use write::{
 pub use write::{write, write_batch, BatchWrite};
 
 use crate::error::FileIoError;
-use crate::state::{MetadataTotals, State};
+use crate::state::{FileNode, MetadataTotals, State};
 
 /// Refuses when a failed flush left the file system unusable.
 pub(crate) fn check_usable(state: &State) -> Result<(), FileIoError> {
@@ -28,6 +28,16 @@ pub(crate) fn check_usable(state: &State) -> Result<(), FileIoError> {
         }),
         None => Ok(()),
     }
+}
+
+/// The live file with inode `inode_number`, or a stale-handle error naming it.
+fn live_file(state: &State, inode_number: u64) -> Result<&FileNode, FileIoError> {
+    state
+        .files
+        .get(&inode_number)
+        .ok_or(FileIoError::StaleHandle {
+            file_id: inode_number,
+        })
 }
 
 /// `base` after a file's pointer count changes from `old_count` to `new_count`.
@@ -71,11 +81,7 @@ pub fn check_write_target(
     length_bytes: u64,
 ) -> Result<(), FileIoError> {
     check_usable(state)?;
-    if !state.files.contains_key(&inode_number) {
-        return Err(FileIoError::StaleHandle {
-            file_id: inode_number,
-        });
-    }
+    live_file(state, inode_number)?;
     let end_bytes = offset_bytes
         .checked_add(length_bytes)
         .ok_or(FileIoError::FileTooLarge {

@@ -18,7 +18,7 @@ use crate::layout::{
 };
 use crate::name::{check_name, check_new_name};
 use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
-use crate::state::{FileNode, State};
+use crate::state::{FileNode, MetadataTotals, State};
 
 mod inspect;
 mod planned_reads;
@@ -204,12 +204,7 @@ impl Filesystem {
         }
         let mut totals_after = self.state.totals;
         totals_after.account(&self.state.geometry, name.len(), 0, true);
-        self.state
-            .check_space(0, &totals_after)
-            .map_err(|(needed_blocks, free_blocks)| NamespaceError::NoSpace {
-                needed_blocks,
-                free_blocks,
-            })?;
+        check_namespace_space(&self.state, &totals_after)?;
         let inode_number = self.state.next_inode_number;
         self.state.next_inode_number += 1;
         let node = FileNode {
@@ -496,12 +491,7 @@ impl Filesystem {
         let mut totals_after = self.state.totals;
         totals_after.name_table_bytes =
             totals_after.name_table_bytes - from.len() as u64 + to.len() as u64;
-        self.state
-            .check_space(0, &totals_after)
-            .map_err(|(needed_blocks, free_blocks)| NamespaceError::NoSpace {
-                needed_blocks,
-                free_blocks,
-            })?;
+        check_namespace_space(&self.state, &totals_after)?;
         let mut node = self.state.remove_file(file.0);
         node.name = to.into();
         node.modified_clock_ns = self.state.now_ns();
@@ -721,6 +711,20 @@ impl Filesystem {
             None => Ok(()),
         }
     }
+}
+
+/// Refuses a namespace change whose metadata (at `totals_after`) would not fit while
+/// the commit reserve stays free.
+fn check_namespace_space(
+    state: &State,
+    totals_after: &MetadataTotals,
+) -> Result<(), NamespaceError> {
+    state
+        .check_space(0, totals_after)
+        .map_err(|(needed_blocks, free_blocks)| NamespaceError::NoSpace {
+            needed_blocks,
+            free_blocks,
+        })
 }
 
 fn mount_error(failure: LoadFailure) -> MountError {

@@ -109,7 +109,12 @@ pub fn write_fs_blocks(
     geometry: &Geometry,
     writes: Vec<(u64, IoBuf)>,
 ) -> Result<(), DeviceError> {
-    let operations = writes
+    run_operations(device, block_writes(geometry, writes)).map(|_| ())
+}
+
+/// The writes of whole FS blocks `(block, buffer of B bytes)`, in the order given.
+pub(crate) fn block_writes(geometry: &Geometry, writes: Vec<(u64, IoBuf)>) -> Vec<Operation> {
+    writes
         .into_iter()
         .map(|(block, buffer)| {
             assert_eq!(buffer.len() as u64 % geometry.block_bytes(), 0);
@@ -118,8 +123,7 @@ pub fn write_fs_blocks(
                 buffer,
             }
         })
-        .collect();
-    run_operations(device, operations).map(|_| ())
+        .collect()
 }
 
 /// Makes every completed write durable.

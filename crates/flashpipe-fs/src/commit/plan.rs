@@ -6,14 +6,14 @@
 //! last commit: one device flush. Any failure after the first step makes the state
 //! unusable, as a failed flush always has.
 
-use flashpipe_device::{Completion, DeviceError, IoBuf, Operation};
+use flashpipe_device::{Completion, DeviceError, Operation};
 
 use super::{
     commit_space_needed, finish_checkpoint, finish_log_commit, log_commit_fits, prepare_checkpoint,
     prepare_log_commit, super_block_write,
 };
 use crate::error::FlushError;
-use crate::io::Geometry;
+use crate::io::{block_writes, Geometry};
 use crate::layout::SuperBlock;
 use crate::plan::{Plan, Step};
 use crate::state::State;
@@ -85,20 +85,6 @@ impl CommitPlan {
             phase: Phase::Start,
         }
     }
-}
-
-/// The writes of whole FS blocks `(block, buffer)`, in the order given.
-fn block_writes(geometry: &Geometry, writes: Vec<(u64, IoBuf)>) -> Vec<Operation> {
-    writes
-        .into_iter()
-        .map(|(block, buffer)| {
-            assert_eq!(buffer.len() as u64 % geometry.block_bytes(), 0);
-            Operation::Write {
-                first_block: geometry.device_block(block),
-                buffer,
-            }
-        })
-        .collect()
 }
 
 /// The super block write of `durable`, into the slot its sequence names.

@@ -4,7 +4,7 @@
 
 use flashpipe_device::{BlockDevice, Completion, DeviceError, IoBuf, Operation, SplitBuffer};
 
-use super::check_usable;
+use super::{check_usable, live_file};
 use crate::error::FileIoError;
 use crate::io::run_operations;
 use crate::layout::data_block_checksum;
@@ -142,12 +142,7 @@ pub fn check_read_range(
     offset_bytes: u64,
     length_bytes: u64,
 ) -> Result<(), FileIoError> {
-    let node = state
-        .files
-        .get(&inode_number)
-        .ok_or(FileIoError::StaleHandle {
-            file_id: inode_number,
-        })?;
+    let node = live_file(state, inode_number)?;
     match offset_bytes.checked_add(length_bytes) {
         Some(end) if end <= node.size_bytes => Ok(()),
         _ => Err(FileIoError::ReadPastEnd {

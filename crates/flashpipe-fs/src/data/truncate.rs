@@ -6,7 +6,7 @@
 use flashpipe_device::{BlockDevice, Completion, DeviceError, IoBuf, Operation};
 
 use super::read::verify_file_blocks;
-use super::{check_size_limit, check_usable, no_space, totals_with};
+use super::{check_size_limit, check_usable, live_file, no_space, totals_with};
 use crate::error::FileIoError;
 use crate::layout::data_block_checksum;
 use crate::plan::{run_plan, Plan, Step};
@@ -104,12 +104,7 @@ impl Plan for TruncatePlan {
         let inode_number = self.inode_number;
         let size_bytes = self.size_bytes;
         check_usable(state)?;
-        let node = state
-            .files
-            .get(&inode_number)
-            .ok_or(FileIoError::StaleHandle {
-                file_id: inode_number,
-            })?;
+        let node = live_file(state, inode_number)?;
         check_size_limit(state, size_bytes)?;
         if size_bytes == node.size_bytes {
             self.phase = Phase::Finished;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use flashpipe_device::{BlockDevice, DeviceError, IoBuf, Operation};
 
 use super::read::{group_runs, verify_file_blocks};
-use super::{check_size_limit, check_usable, install_pointers, no_space, totals_with};
+use super::{check_size_limit, check_usable, install_pointers, live_file, no_space, totals_with};
 use crate::error::FileIoError;
 use crate::io::{read_fs_blocks, run_operations};
 use crate::layout::data_block_checksum;
@@ -254,12 +254,7 @@ pub(crate) fn plan_blocks(
     offset_bytes: u64,
     data: &[u8],
 ) -> Result<Option<BlockPlan>, FileIoError> {
-    let node = state
-        .files
-        .get(&inode_number)
-        .ok_or(FileIoError::StaleHandle {
-            file_id: inode_number,
-        })?;
+    let node = live_file(state, inode_number)?;
     if data.is_empty() {
         return Ok(None);
     }
