@@ -236,6 +236,23 @@ impl EngineClient {
         flashpipe_api::read_stream(self, name, sink, chunk_bytes, in_flight, progress)
             .map_err(StreamError::from)
     }
+
+    /// Reads file `name` whole into memory ([`EngineClient::read_stream`] into a vector,
+    /// with no progress reports).
+    pub fn read_to_vec(
+        &mut self,
+        name: &str,
+        chunk_bytes: u64,
+        in_flight: usize,
+    ) -> Result<Vec<u8>, StreamError> {
+        let mut contents = Vec::new();
+        let mut sink = |bytes: &[u8]| {
+            contents.extend_from_slice(bytes);
+            Ok(())
+        };
+        self.read_stream(name, &mut sink, chunk_bytes, in_flight, &mut |_| {})?;
+        Ok(contents)
+    }
 }
 
 /// The engine client is a [`Transport`]: of an engine thread, or of a [`crate::SteppedEngine`]

@@ -38,20 +38,7 @@ fn read_whole(
     chunk_bytes: u64,
     in_flight: usize,
 ) -> Vec<u8> {
-    let mut back = Vec::new();
-    client
-        .read_stream(
-            name,
-            &mut |chunk| {
-                back.extend_from_slice(chunk);
-                Ok(())
-            },
-            chunk_bytes,
-            in_flight,
-            &mut |_| {},
-        )
-        .unwrap();
-    back
+    client.read_to_vec(name, chunk_bytes, in_flight).unwrap()
 }
 
 fn write_file(client: &mut flashpipe_engine::EngineClient, name: &str, bytes: &[u8]) {

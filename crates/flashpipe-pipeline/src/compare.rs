@@ -40,18 +40,8 @@ pub fn read_then_compute(
     let mut input_bytes = 0u64;
     for name in files {
         let started_ns = clock.now_ns();
-        let mut contents = Vec::new();
-        client
-            .read_stream(
-                name,
-                &mut |bytes| {
-                    contents.extend_from_slice(bytes);
-                    Ok(())
-                },
-                chunk_bytes as u64,
-                16,
-                &mut |_| {},
-            )
+        let contents = client
+            .read_to_vec(name, chunk_bytes as u64, 16)
             .map_err(|source| PipelineError::Stream {
                 file: name.clone(),
                 source,

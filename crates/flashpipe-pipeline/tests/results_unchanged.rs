@@ -135,20 +135,9 @@ fn run_job(
 
 fn contents(engine: &Engine, name: &str) -> Vec<u8> {
     let mut client = engine.client(4);
-    let mut bytes = Vec::new();
     client
-        .read_stream(
-            name,
-            &mut |chunk| {
-                bytes.extend_from_slice(chunk);
-                Ok(())
-            },
-            16384,
-            4,
-            &mut |_| {},
-        )
-        .unwrap_or_else(|error| panic!("reading {name}: {error}"));
-    bytes
+        .read_to_vec(name, 16384, 4)
+        .unwrap_or_else(|error| panic!("reading {name}: {error}"))
 }
 
 /// (credits, readers, writes in flight, output bytes per write).

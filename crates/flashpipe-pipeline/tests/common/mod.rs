@@ -113,20 +113,7 @@ impl TestStore {
     /// Reads a whole file back out of the store.
     pub fn contents(&self, name: &str) -> Vec<u8> {
         let mut client = self.engine.client(8);
-        let mut contents = Vec::new();
-        client
-            .read_stream(
-                name,
-                &mut |bytes| {
-                    contents.extend_from_slice(bytes);
-                    Ok(())
-                },
-                64 * 1024,
-                8,
-                &mut |_| {},
-            )
-            .expect("read back");
-        contents
+        client.read_to_vec(name, 64 * 1024, 8).expect("read back")
     }
 }
 
