@@ -216,42 +216,20 @@ fn poll_does_not_advance_virtual_time() {
 #[test]
 fn bad_settings_are_refused_with_the_disk_name() {
     let base = SimDiskConfig::default_for_tests("badsim", BLOCK_SIZE_BYTES, 64);
-    let cases = [
-        SimDiskConfig {
-            block_size_bytes: 1000,
-            ..base.clone()
-        },
-        SimDiskConfig {
-            block_count: 0,
-            ..base.clone()
-        },
-        SimDiskConfig {
-            queue_depth: 0,
-            ..base.clone()
-        },
-        SimDiskConfig {
-            parallelism: 0,
-            ..base.clone()
-        },
-        SimDiskConfig {
-            bandwidth_bytes_per_second: 0,
-            ..base.clone()
-        },
-        SimDiskConfig {
-            faults: FaultConfig {
-                read_failure_probability: 1.5,
-                ..FaultConfig::default()
-            },
-            ..base.clone()
-        },
-        SimDiskConfig {
-            faults: FaultConfig {
-                write_failure_probability: f64::NAN,
-                ..FaultConfig::default()
-            },
-            ..base.clone()
-        },
+    let breakages: [fn(&mut SimDiskConfig); 7] = [
+        |config| config.block_size_bytes = 1000,
+        |config| config.block_count = 0,
+        |config| config.queue_depth = 0,
+        |config| config.parallelism = 0,
+        |config| config.bandwidth_bytes_per_second = 0,
+        |config| config.faults.read_failure_probability = 1.5,
+        |config| config.faults.write_failure_probability = f64::NAN,
     ];
+    let cases = breakages.map(|breakage| {
+        let mut config = base.clone();
+        breakage(&mut config);
+        config
+    });
     let world = SimWorld::new(6);
     for config in cases {
         let error = world.add_disk(config.clone()).unwrap_err();
