@@ -567,34 +567,19 @@ mod tests {
 
     #[test]
     fn addresses_and_ports() {
-        assert_eq!(
-            parse("nbd://127.0.0.1:10810/disk0").address,
-            NbdAddress::Tcp {
-                host: "127.0.0.1".into(),
-                port: 10810
-            }
-        );
-        assert_eq!(
-            parse("NBD://host/").address,
-            NbdAddress::Tcp {
-                host: "host".into(),
-                port: NBD_DEFAULT_PORT
-            }
-        );
-        assert_eq!(
-            parse("nbd://[::1]:99/x").address,
-            NbdAddress::Tcp {
-                host: "::1".into(),
-                port: 99
-            }
-        );
-        assert_eq!(
-            parse("nbd://host:/x").address,
-            NbdAddress::Tcp {
-                host: "host".into(),
-                port: NBD_DEFAULT_PORT
-            }
-        );
+        let tcp_cases = [
+            ("nbd://127.0.0.1:10810/disk0", "127.0.0.1", 10810),
+            ("NBD://host/", "host", NBD_DEFAULT_PORT),
+            ("nbd://[::1]:99/x", "::1", 99),
+            ("nbd://host:/x", "host", NBD_DEFAULT_PORT),
+        ];
+        for (uri, host, port) in tcp_cases {
+            let expected = NbdAddress::Tcp {
+                host: host.into(),
+                port,
+            };
+            assert_eq!(parse(uri).address, expected, "{uri}");
+        }
         assert_eq!(
             parse("nbd+unix:///e?socket=/tmp/a%20b.sock").address,
             NbdAddress::Unix {

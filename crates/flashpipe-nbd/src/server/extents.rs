@@ -10,6 +10,7 @@
 //! otherwise determine its status"); the reverse never happens.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 /// The default bound on data ranges per export (each costs a B-tree entry, ~48 bytes).
 pub const DEFAULT_EXTENT_RANGE_LIMIT: usize = 65_536;
@@ -151,28 +152,30 @@ impl ExtentMap {
 
     /// Data ranges overlapping `start..end`.
     fn ranges_overlapping(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
-        let first_key = self
-            .data_ranges
-            .range(..start)
-            .next_back()
-            .map_or(start, |(&range_start, _)| range_start);
-        self.data_ranges
-            .range(first_key..end)
-            .filter(|(_, &range_end)| range_end > start)
-            .map(|(&range_start, &range_end)| (range_start, range_end))
-            .collect()
+        self.ranges_near(start, end, false)
     }
 
     /// Data ranges overlapping or adjacent to `start..end` (they merge with it).
     fn ranges_touching(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        self.ranges_near(start, end, true)
+    }
+
+    /// Data ranges overlapping `start..end`, and with `adjacent` also those ending at
+    /// `start` or starting at `end`.
+    fn ranges_near(&self, start: u64, end: u64, adjacent: bool) -> Vec<(u64, u64)> {
         let first_key = self
             .data_ranges
             .range(..start)
             .next_back()
             .map_or(start, |(&range_start, _)| range_start);
+        let last_key = if adjacent {
+            Bound::Included(end)
+        } else {
+            Bound::Excluded(end)
+        };
         self.data_ranges
-            .range(first_key..=end)
-            .filter(|(_, &range_end)| range_end >= start)
+            .range((Bound::Included(first_key), last_key))
+            .filter(|(_, &range_end)| range_end > start || (adjacent && range_end == start))
             .map(|(&range_start, &range_end)| (range_start, range_end))
             .collect()
     }
