@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect, pattern, start_server};
+use common::{connect, listed_names, pattern, start_server};
 use flashpipe_client::{
     CancelOutcome, ClientError, CopyMethod, ErrorCode, Reply, Request, Response, TransportExt,
 };
@@ -60,12 +60,7 @@ fn every_command(map_memory: bool) {
         refused.remote().expect("remote").code,
         ErrorCode::NotByReference
     );
-    let names: Vec<String> = client
-        .list()
-        .expect("list")
-        .into_iter()
-        .map(|stat| stat.name)
-        .collect();
+    let names = listed_names(&mut client);
     assert_eq!(names.len(), 3, "{names:?}");
     client.delete("a-copy").expect("delete");
     assert_eq!(client.stats().expect("stats").file_count, 2);

@@ -8,7 +8,7 @@ mod common;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use common::{connect, pattern, start_server, wait_until};
+use common::{connect, listed_names, pattern, start_server, wait_until};
 use flashpipe_client::{
     CancelOutcome, Client, ClientError, ErrorCode, KernelRunEvent, Response, RunKernelRequest,
     TransportExt,
@@ -27,6 +27,19 @@ fn run_request(kernel: &str, options: &[&str], inputs: &[String]) -> RunKernelRe
         replace_outputs: false,
         reader_count: 1,
         worker_count: 2,
+    }
+}
+
+/// A DES-CBC run of `inputs` on one worker: slow enough to be cancelled, limited or
+/// stopped while it runs.
+fn slow_run(inputs: &[String]) -> RunKernelRequest {
+    RunKernelRequest {
+        worker_count: 1,
+        ..run_request(
+            "des-cbc",
+            &["key=0123456789abcdef", "iv=0011223344556677"],
+            inputs,
+        )
     }
 }
 
@@ -138,12 +151,7 @@ fn a_transforming_run_commits_its_outputs_under_their_names() {
         let output = file.result.as_ref().expect("ok").output_file.clone();
         assert_eq!(output, Some(format!("{}.des-ecb", file.name)));
     }
-    let listed: Vec<String> = client
-        .list()
-        .expect("list")
-        .into_iter()
-        .map(|stat| stat.name)
-        .collect();
+    let listed = listed_names(&mut client);
     assert!(listed.contains(&"input-000.des-ecb".to_string()));
     assert!(
         listed.iter().all(|name| !name.starts_with(".flashpipe")),
@@ -183,18 +191,8 @@ fn a_cancelled_run_stops_and_leaves_no_output() {
     let test = start_server("serve-kernel-cancel", |_| {});
     let mut client = connect(&test.socket, false);
     let names = put_files(&mut client, 8, 512 << 10);
-    let before: Vec<String> = client
-        .list()
-        .expect("list")
-        .into_iter()
-        .map(|stat| stat.name)
-        .collect();
-    let mut request = run_request(
-        "des-cbc",
-        &["key=0123456789abcdef", "iv=0011223344556677"],
-        &names,
-    );
-    request.worker_count = 1;
+    let before = listed_names(&mut client);
+    let request = slow_run(&names);
     let mut run = client.run_kernel(request).expect("submitted");
     let outcome = run.cancel().expect("cancel answered");
     assert_eq!(outcome, CancelOutcome::Stopping);
@@ -209,12 +207,7 @@ fn a_cancelled_run_stops_and_leaves_no_output() {
     drop(run);
     let error = ended.expect("the run ends with an error");
     assert_eq!(remote_code(&error), ErrorCode::Cancelled, "{error}");
-    let after: Vec<String> = client
-        .list()
-        .expect("list")
-        .into_iter()
-        .map(|stat| stat.name)
-        .collect();
+    let after = listed_names(&mut client);
     assert_eq!(after, before, "no output and no temporary is left");
     assert_eq!(
         client.cancel(99).expect("cancel answered"),
@@ -227,12 +220,7 @@ fn runs_past_the_server_wide_limit_are_refused_with_the_limit() {
     let test = start_server("serve-kernel-limit", |config| config.max_kernel_runs = 1);
     let mut client = connect(&test.socket, false);
     let names = put_files(&mut client, 8, 1 << 20);
-    let mut long_run = run_request(
-        "des-cbc",
-        &["key=0123456789abcdef", "iv=0011223344556677"],
-        &names,
-    );
-    long_run.worker_count = 1;
+    let long_run = slow_run(&names);
     let first = client
         .submit(Request::RunKernel(long_run))
         .expect("submitted");
@@ -300,12 +288,7 @@ fn a_stopping_server_cancels_its_kernel_runs_and_closes_the_store() {
     let test = start_server("serve-kernel-stop", |_| {});
     let mut client = connect(&test.socket, false);
     let names = put_files(&mut client, 8, 512 << 10);
-    let mut request = run_request(
-        "des-cbc",
-        &["key=0123456789abcdef", "iv=0011223344556677"],
-        &names,
-    );
-    request.worker_count = 1;
+    let request = slow_run(&names);
     let run = client
         .submit(Request::RunKernel(request))
         .expect("submitted");

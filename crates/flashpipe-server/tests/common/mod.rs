@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use flashpipe_client::{Client, ClientTransport, ConnectOptions};
+use flashpipe_client::{Client, ClientTransport, ConnectOptions, TransportExt};
 use flashpipe_device::BufferPool;
 use flashpipe_device::RamDisk;
 use flashpipe_engine::{EngineConfig, PoolMemory};
@@ -85,6 +85,16 @@ pub fn test_transport() -> ClientTransport {
 /// unless [`TRANSPORT_VARIABLE`] says `socket`).
 pub fn connect(socket: &std::path::Path, map_memory: bool) -> Client {
     connect_with(socket, map_memory, test_transport())
+}
+
+/// The names of the files in the store, as the server lists them.
+pub fn listed_names(client: &mut Client) -> Vec<String> {
+    client
+        .list()
+        .expect("list")
+        .into_iter()
+        .map(|stat| stat.name)
+        .collect()
 }
 
 /// Connects with the transport given.
