@@ -25,6 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, KernelErrorKind};
+use crate::registry::KernelSpec;
 
 /// One piece of a file, borrowed from a read buffer.
 #[derive(Debug, Clone, Copy)]
@@ -214,12 +215,26 @@ pub enum FileJob {
 pub trait Kernel: Send + Sync {
     /// The registry name.
     fn name(&self) -> &'static str;
-    /// How chunks of one file may be scheduled.
-    fn schedule(&self) -> Schedule;
-    /// What the kernel produces.
-    fn output_kind(&self) -> OutputKind;
+    /// How chunks of one file may be scheduled: by default what the kernel's registry
+    /// entry declares (a kernel outside the registry, or one whose schedule depends on
+    /// its options, says its own).
+    fn schedule(&self) -> Schedule {
+        registered(self.name()).schedule
+    }
+    /// What the kernel produces: by default what the kernel's registry entry declares.
+    fn output_kind(&self) -> OutputKind {
+        registered(self.name()).output
+    }
     /// Starts the work for one file.
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError>;
+}
+
+/// The registry entry of a kernel named `name`; a kernel outside the registry overrides
+/// the methods that call this.
+fn registered(name: &str) -> &'static KernelSpec {
+    crate::registry::find_kernel(name).unwrap_or_else(|_| {
+        panic!("kernel {name} is not in the registry: it must state its schedule and output")
+    })
 }
 
 /// A file's summary value.

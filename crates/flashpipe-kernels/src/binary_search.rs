@@ -8,9 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use crate::api::{
-    Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary,
-};
+use crate::api::{Chunk, FileInfo, FileJob, Kernel, OutputSink, SequentialJob, Summary};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{
     KernelOptions, OptionSpec, MAX_BLOCK_RECORDS, MAX_INDEX_BLOCK_BYTES, MAX_RECORD_BYTES,
@@ -311,14 +309,6 @@ impl SequentialJob for SearchIndexJob {
 impl Kernel for SearchIndexKernel {
     fn name(&self) -> &'static str {
         "search-index"
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInOrder
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::Summary
     }
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::api::{
-    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
-    Schedule, SequentialJob, Summary,
+    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputSink, PartReducer,
+    SequentialJob, Summary,
 };
 use crate::error::{KernelError, OptionsError};
 use crate::options::{encode_hex, KernelOptions};
@@ -69,14 +69,6 @@ impl Kernel for Crc32cKernel {
         "crc32c"
     }
 
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInParallel
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::Summary
-    }
-
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {
         Ok(FileJob::Parallel {
             mapper: Arc::new(Crc32cMapper),
@@ -125,14 +117,6 @@ impl SequentialJob for Sha256Job {
 impl Kernel for Sha256Kernel {
     fn name(&self) -> &'static str {
         "sha256"
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInOrder
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::Summary
     }
 
     fn start_file(&self, _file: &FileInfo) -> Result<FileJob, KernelError> {

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 
 use crate::api::{
-    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
-    Schedule, SequentialJob, Summary,
+    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputSink, PartReducer,
+    SequentialJob, Summary,
 };
 use crate::des_block::DesBlockCipher;
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
@@ -261,14 +261,6 @@ impl Kernel for Arc<DesEcbKernel> {
         "des-ecb"
     }
 
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInParallel
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::TransformedStream
-    }
-
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {
         check_des_length(file, &self.settings)?;
         Ok(start_record_job(self, file))
@@ -301,14 +293,6 @@ impl DesCbcKernel {
 impl Kernel for DesCbcKernel {
     fn name(&self) -> &'static str {
         "des-cbc"
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInOrder
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::TransformedStream
     }
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {
@@ -564,14 +548,6 @@ impl PartReducer for InOrderStreamReducer {
 impl Kernel for Arc<Aes128CtrKernel> {
     fn name(&self) -> &'static str {
         "aes128-ctr"
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInParallel
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::TransformedStream
     }
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {

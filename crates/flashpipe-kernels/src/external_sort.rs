@@ -12,9 +12,7 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::api::{
-    Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary,
-};
+use crate::api::{Chunk, FileInfo, FileJob, Kernel, OutputSink, SequentialJob, Summary};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{KernelOptions, OptionSpec, MAX_RECORD_BYTES, MAX_SORT_MEMORY_BYTES};
 
@@ -143,14 +141,6 @@ impl ExternalSortKernel {
 impl Kernel for ExternalSortKernel {
     fn name(&self) -> &'static str {
         "sort"
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInOrder
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::TransformedStream
     }
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {

@@ -12,8 +12,8 @@ use memchr::memmem;
 use regex::bytes::{Regex, RegexBuilder};
 
 use crate::api::{
-    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, LineMatch, OutputKind, OutputSink,
-    PartReducer, Schedule, Summary,
+    Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, LineMatch, OutputSink, PartReducer,
+    Summary,
 };
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{
@@ -335,14 +335,6 @@ impl PartReducer for GrepReducer {
 impl Kernel for Arc<GrepKernel> {
     fn name(&self) -> &'static str {
         "grep"
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInParallel
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::Summary
     }
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {

@@ -6,10 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::api::{
-    FileInfo, FileJob, Kernel, Neighbour, OutputKind, OutputSink, QueryNeighbours, Schedule,
-    Summary,
-};
+use crate::api::{FileInfo, FileJob, Kernel, Neighbour, OutputSink, QueryNeighbours, Summary};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{
     KernelOptions, OptionSpec, MAX_DIMENSIONS, MAX_NEIGHBOURS, MAX_QUERY_FILE_BYTES,
@@ -220,14 +217,6 @@ fn wrong_length(size_bytes: u64, record_bytes: usize) -> KernelErrorKind {
 impl Kernel for Arc<KnnKernel> {
     fn name(&self) -> &'static str {
         "knn"
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInParallel
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::Summary
     }
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {

@@ -13,9 +13,7 @@
 use std::io::Cursor;
 use std::sync::Arc;
 
-use crate::api::{
-    Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, Schedule, SequentialJob, Summary,
-};
+use crate::api::{Chunk, FileInfo, FileJob, Kernel, OutputSink, SequentialJob, Summary};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::KernelOptions;
 
@@ -199,14 +197,6 @@ impl SequentialJob for SobelJob {
 impl Kernel for SobelKernel {
     fn name(&self) -> &'static str {
         "sobel"
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::ChunksInOrder
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::TransformedStream
     }
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {

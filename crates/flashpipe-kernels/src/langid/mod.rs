@@ -19,8 +19,7 @@ pub mod udhr;
 use std::sync::Arc;
 
 use crate::api::{
-    Chunk, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PieceLabel, Schedule, SequentialJob,
-    Summary,
+    Chunk, FileInfo, FileJob, Kernel, OutputSink, PieceLabel, Schedule, SequentialJob, Summary,
 };
 use crate::error::{KernelError, OptionsError};
 use crate::options::{KernelOptions, OptionSpec};
@@ -186,10 +185,6 @@ impl Kernel for Arc<LangIdKernel> {
         } else {
             Schedule::ChunksInParallel
         }
-    }
-
-    fn output_kind(&self) -> OutputKind {
-        OutputKind::Summary
     }
 
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {
