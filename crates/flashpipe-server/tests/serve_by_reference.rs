@@ -7,19 +7,12 @@ mod common;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 
-use common::{connect, pattern, start_server, wait_until};
+use common::{connect, pattern, remote_code, start_server, wait_until};
 use flashpipe_api::Command;
-use flashpipe_client::{ClientError, ErrorCode, Reply, Response, TransportExt};
+use flashpipe_client::{ErrorCode, Reply, Response, TransportExt};
 use flashpipe_device::SplitMix64;
 use flashpipe_protocol::{encode_frame, Frame, Hello, PROTOCOL_VERSION};
 use flashpipe_protocol::{Request, WritePayload};
-
-fn remote_code(error: &ClientError) -> ErrorCode {
-    error
-        .remote()
-        .unwrap_or_else(|| panic!("a server error, not {error}"))
-        .code
-}
 
 #[test]
 fn both_paths_return_the_same_bytes() {

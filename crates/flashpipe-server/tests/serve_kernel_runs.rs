@@ -8,10 +8,9 @@ mod common;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use common::{connect, listed_names, pattern, start_server, wait_until};
+use common::{connect, listed_names, pattern, remote_code, start_server, wait_until};
 use flashpipe_client::{
-    CancelOutcome, Client, ClientError, ErrorCode, KernelRunEvent, Response, RunKernelRequest,
-    TransportExt,
+    CancelOutcome, Client, ErrorCode, KernelRunEvent, Response, RunKernelRequest, TransportExt,
 };
 use flashpipe_kernels::registry::build_kernel;
 use flashpipe_pipeline::run::PipelineJob;
@@ -54,13 +53,6 @@ fn put_files(client: &mut Client, count: usize, length: usize) -> Vec<String> {
             name
         })
         .collect()
-}
-
-fn remote_code(error: &ClientError) -> ErrorCode {
-    error
-        .remote()
-        .unwrap_or_else(|| panic!("a server error, not {error}"))
-        .code
 }
 
 /// The summaries (as JSON) the same kernel gives in this process over the same bytes.

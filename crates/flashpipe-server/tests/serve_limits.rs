@@ -6,10 +6,10 @@ mod common;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
-use common::{connect, pattern, start_server, wait_until};
+use common::{connect, pattern, remote_code, start_server, wait_until};
 use flashpipe_api::Command;
 use flashpipe_client::{
-    Client, ClientError, ConnectError, ConnectOptions, ErrorCode, Reply, Response, TransportExt,
+    Client, ConnectError, ConnectOptions, ErrorCode, Reply, Response, TransportExt,
 };
 use flashpipe_protocol::{
     encode_frame, encode_header, read_frame, Frame, FrameKind, Hello, MAX_BODY_BYTES,
@@ -17,13 +17,6 @@ use flashpipe_protocol::{
 };
 use flashpipe_protocol::{Request, WritePayload};
 use flashpipe_server::{ServeError, Server, ServerConfig};
-
-fn remote_code(error: &ClientError) -> ErrorCode {
-    error
-        .remote()
-        .unwrap_or_else(|| panic!("a server error, not {error}"))
-        .code
-}
 
 #[test]
 fn a_client_past_the_client_limit_is_refused_with_the_limit() {

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use flashpipe_client::{Client, ClientTransport, ConnectOptions, TransportExt};
+use flashpipe_client::{
+    Client, ClientError, ClientTransport, ConnectOptions, ErrorCode, TransportExt,
+};
 use flashpipe_device::BufferPool;
 use flashpipe_device::RamDisk;
 use flashpipe_engine::{EngineConfig, PoolMemory};
@@ -85,6 +87,14 @@ pub fn test_transport() -> ClientTransport {
 /// unless [`TRANSPORT_VARIABLE`] says `socket`).
 pub fn connect(socket: &std::path::Path, map_memory: bool) -> Client {
     connect_with(socket, map_memory, test_transport())
+}
+
+/// The error code a server answered with; panics on a local error.
+pub fn remote_code(error: &ClientError) -> ErrorCode {
+    error
+        .remote()
+        .unwrap_or_else(|| panic!("a server error, not {error}"))
+        .code
 }
 
 /// The names of the files in the store, as the server lists them.
