@@ -188,13 +188,6 @@ fn super_block_offset(file: &mut File) -> Option<u64> {
 /// The first 4 KiB-aligned block of the file's data regions that starts with a metadata
 /// block's kind.
 fn metadata_block_in_data(file: &mut File) -> Option<(u64, MetadataKind)> {
-    let kinds = [
-        MetadataKind::Map,
-        MetadataKind::NameTable,
-        MetadataKind::InodeTable,
-        MetadataKind::FreeList,
-        MetadataKind::Indirect,
-    ];
     let length_bytes = file.metadata().ok()?.len();
     let mut buffer = vec![0u8; SCAN_CHUNK_BYTES];
     let mut offset = 0u64;
@@ -206,12 +199,8 @@ fn metadata_block_in_data(file: &mut File) -> Option<(u64, MetadataKind)> {
         if filled == 0 {
             return None;
         }
-        for (index, block) in buffer[..filled].chunks(SCAN_BLOCK_BYTES).enumerate() {
-            let Some(code) = block.get(..4) else { continue };
-            let code = u32::from_le_bytes(code.try_into().expect("4 bytes"));
-            if let Some(&kind) = kinds.iter().find(|kind| kind.code() == code) {
-                return Some((offset + (index * SCAN_BLOCK_BYTES) as u64, kind));
-            }
+        if let Some((within_bytes, kind)) = metadata_kind_in(&buffer[..filled]) {
+            return Some((offset + within_bytes as u64, kind));
         }
         offset += filled as u64;
     }
@@ -243,4 +232,23 @@ fn read_up_to(file: &mut File, buffer: &mut [u8]) -> Option<usize> {
         }
     }
     Some(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metadata_block_in_a_data_region_is_named_with_its_offset() {
+        let folder = flashpipe_testkit::scratch::ScratchFolder::new("probe-metadata-block");
+        let path = folder.path().join("member.img");
+        let mut bytes = vec![0u8; 8 * SCAN_BLOCK_BYTES];
+        let offset = 3 * SCAN_BLOCK_BYTES;
+        bytes[offset..offset + 4].copy_from_slice(&MetadataKind::NameTable.code().to_le_bytes());
+        std::fs::write(&path, &bytes).expect("writes the image");
+        let found = flashpipe_content(&path).expect("the metadata block is found");
+        assert!(found.contains(&format!("at byte {offset}")), "{found}");
+        std::fs::write(&path, vec![0u8; 8 * SCAN_BLOCK_BYTES]).expect("rewrites the image");
+        assert_eq!(flashpipe_content(&path), None, "zeroes hold no store");
+    }
 }
