@@ -44,6 +44,16 @@ impl Chunk<'_> {
         self.offset_bytes + self.data.len() as u64
     }
 
+    /// Asserts that this chunk starts at `*next_offset_bytes` (a sequential job's chunks
+    /// arrive in order, back to back) and moves `*next_offset_bytes` past it.
+    pub fn advance_in_order(&self, next_offset_bytes: &mut u64) {
+        assert_eq!(
+            self.offset_bytes, *next_offset_bytes,
+            "chunks arrive in order"
+        );
+        *next_offset_bytes = self.end_offset_bytes();
+    }
+
     /// An error located at `offset_bytes` in this chunk's file.
     pub fn error_at(&self, offset_bytes: u64, kind: KernelErrorKind) -> KernelError {
         KernelError::new(self.file, offset_bytes, kind)

@@ -378,11 +378,7 @@ impl SequentialJob for DesCbcJob {
         chunk: &Chunk<'_>,
         sink: &mut dyn OutputSink,
     ) -> Result<(), KernelError> {
-        assert_eq!(
-            chunk.offset_bytes, self.next_offset_bytes,
-            "chunks arrive in order"
-        );
-        self.next_offset_bytes = chunk.end_offset_bytes();
+        chunk.advance_in_order(&mut self.next_offset_bytes);
         let total = self.carry.len() + chunk.data.len();
         let whole_length = total / DES_BLOCK_BYTES * DES_BLOCK_BYTES;
         let mut blocks = Vec::with_capacity(whole_length);

@@ -314,11 +314,7 @@ impl SequentialJob for ProbeSequential {
         chunk: &Chunk<'_>,
         sink: &mut dyn OutputSink,
     ) -> Result<(), KernelError> {
-        assert_eq!(
-            chunk.offset_bytes, self.next_offset_bytes,
-            "chunks out of order"
-        );
-        self.next_offset_bytes = chunk.end_offset_bytes();
+        chunk.advance_in_order(&mut self.next_offset_bytes);
         self.sum = self.sum.wrapping_add(self.mapper.visit(chunk)?);
         sink.write_output(chunk.data)
     }
