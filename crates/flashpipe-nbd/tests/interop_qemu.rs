@@ -40,15 +40,7 @@ fn qemu_img_info_convert_and_compare() {
     );
     let compared = run_ok(
         "qemu-img",
-        &[
-            "compare",
-            "-f",
-            "raw",
-            "-F",
-            "raw",
-            source,
-            &server.unix_uri("disk"),
-        ],
+        &compare_raw_arguments(source, &server.unix_uri("disk")),
     );
     assert!(compared.contains("Images are identical"), "{compared}");
     let back = server.scratch("back.qcow2");
@@ -75,15 +67,7 @@ fn qemu_img_info_convert_and_compare() {
     write_file(std::path::Path::new(source), &changed);
     let output = common::run_tool(
         "qemu-img",
-        &[
-            "compare",
-            "-f",
-            "raw",
-            "-F",
-            "raw",
-            source,
-            &server.tcp_uri("disk"),
-        ],
+        &compare_raw_arguments(source, &server.tcp_uri("disk")),
     );
     assert_eq!(
         output.status.code(),
@@ -161,4 +145,9 @@ fn qemu_io_keeps_many_requests_in_flight() {
     let output = run_ok("qemu-io", &arguments);
     assert!(!output.contains("Pattern verification failed"), "{output}");
     assert_eq!(output.matches("read 65536/65536").count(), 32, "{output}");
+}
+
+/// `qemu-img compare` of two raw images.
+fn compare_raw_arguments<'a>(first: &'a str, second: &'a str) -> [&'a str; 7] {
+    ["compare", "-f", "raw", "-F", "raw", first, second]
 }

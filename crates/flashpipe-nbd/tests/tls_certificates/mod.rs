@@ -64,6 +64,17 @@ fn openssl(folder: &Path, arguments: &[&str]) {
     );
 }
 
+/// `openssl req` arguments for a new P-256 key, unencrypted, written to the file named
+/// next.
+const NEW_EC_KEY_INTO: &[&str] = &[
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+    "-keyout",
+];
+
 fn make_ca(folder: &Path, name: &str) {
     let key = format!("{name}-key.pem");
     let certificate = format!("{name}-cert.pem");
@@ -71,26 +82,21 @@ fn make_ca(folder: &Path, name: &str) {
     openssl(
         folder,
         &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &certificate,
-            "-days",
-            "3650",
-            "-subj",
-            &subject,
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
+            &["req", "-x509"],
+            NEW_EC_KEY_INTO,
+            &[
+                &key,
+                "-out",
+                &certificate,
+                "-days",
+                "3650",
+                "-subj",
+                &subject,
+            ],
+            &["-addext", "basicConstraints=critical,CA:TRUE"],
+            &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+        ]
+        .concat(),
     );
 }
 
@@ -104,19 +110,11 @@ fn make_leaf(folder: &Path, name: &str, ca: &str, extensions: &str) {
     openssl(
         folder,
         &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &request,
-            "-subj",
-            &subject,
-        ],
+            &["req"],
+            NEW_EC_KEY_INTO,
+            &[&key, "-out", &request, "-subj", &subject],
+        ]
+        .concat(),
     );
     openssl(
         folder,
