@@ -159,6 +159,21 @@ fn plan_reference(state: &State, range: CopyRange) -> ReferencePlan {
     }
 }
 
+/// The source's block pointers and checksums under the destination blocks of `plan`.
+fn source_blocks(
+    state: &State,
+    range: CopyRange,
+    plan: &ReferencePlan,
+) -> (Vec<u64>, Vec<Option<u32>>) {
+    let block_bytes = state.geometry.block_bytes();
+    (plan.first_block..plan.end_block)
+        .map(|block| {
+            let source_block = source_block_of(range, block_bytes, block);
+            pointer_and_checksum_at(state, range.source_inode, source_block)
+        })
+        .unzip()
+}
+
 /// The source block index of destination block `destination_block` (same phase).
 fn source_block_of(range: CopyRange, block_bytes: u64, destination_block: u64) -> u64 {
     let destination_start = destination_block * block_bytes;
@@ -173,13 +188,7 @@ fn copy_by_reference(
     let plan = plan_reference(state, range);
     let block_bytes = state.geometry.block_bytes();
     let edges = read_edges(state, device, range, &plan)?;
-    let (source_pointers, source_checksums): (Vec<u64>, Vec<Option<u32>>) = (plan.first_block
-        ..plan.end_block)
-        .map(|block| {
-            let source_block = source_block_of(range, block_bytes, block);
-            pointer_and_checksum_at(state, range.source_inode, source_block)
-        })
-        .unzip();
+    let (source_pointers, source_checksums) = source_blocks(state, range, &plan);
     let new_block_count = source_pointers
         .iter()
         .filter(|&&pointer| pointer != 0)
@@ -229,13 +238,7 @@ fn share_blocks(
     }
     let plan = plan_reference(state, range);
     let edges = read_edges(state, device, range, &plan)?;
-    let (source_pointers, source_checksums): (Vec<u64>, Vec<Option<u32>>) = (plan.first_block
-        ..plan.end_block)
-        .map(|block| {
-            let source_block = source_block_of(range, block_bytes, block);
-            pointer_and_checksum_at(state, range.source_inode, source_block)
-        })
-        .unzip();
+    let (source_pointers, source_checksums) = source_blocks(state, range, &plan);
     let newly_shared = source_pointers
         .iter()
         .filter(|&&pointer| pointer != 0 && !state.shared.is_shared(pointer))

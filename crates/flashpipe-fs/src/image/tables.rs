@@ -57,21 +57,18 @@ impl Loader {
             + super_block.free_list_block_count
             + super_block.shared_table_block_count
             + super_block.log_region_block_count;
-        if addresses.len() as u64 != expected {
-            let problem = format!(
+        let problem = if addresses.len() as u64 != expected {
+            Some(format!(
                 "map lists {} table blocks, the super block says {expected}",
                 addresses.len()
-            );
-            self.find(
-                Structure::CheckpointMap,
-                Some(super_block.map_head),
-                problem,
-                false,
-            );
-            return Ok(None);
-        }
-        if let Some(&bad) = addresses.iter().find(|&&address| !self.in_range(address)) {
-            let problem = format!("map lists block {bad}, outside the file system");
+            ))
+        } else {
+            addresses
+                .iter()
+                .find(|&&address| !self.in_range(address))
+                .map(|bad| format!("map lists block {bad}, outside the file system"))
+        };
+        if let Some(problem) = problem {
             self.find(
                 Structure::CheckpointMap,
                 Some(super_block.map_head),
