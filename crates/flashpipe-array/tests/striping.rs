@@ -169,18 +169,24 @@ fn tags(completions: &[Completion]) -> Vec<u64> {
         .collect()
 }
 
+/// A two-member stripe given tag 1 for the slow member (block 0), then tag 2 for the
+/// fast one (block 1).
+fn slow_then_fast_writes(world: &SimWorld, order: CompletionOrder) -> StripedDevice {
+    let mut striped = two_member_stripe(world, order, FaultConfig::default());
+    for tag in [1u8, 2] {
+        let block = u64::from(tag - 1);
+        let buffer = IoBuf::from_slice(&[tag; 512]);
+        striped
+            .submit(Request::write(u64::from(tag), block, buffer))
+            .unwrap();
+    }
+    striped
+}
+
 #[test]
 fn submission_order_holds_back_a_later_request_that_finished_first() {
     let world = SimWorld::new(1);
-    let mut striped =
-        two_member_stripe(&world, CompletionOrder::Submission, FaultConfig::default());
-    // Tag 1 goes to the slow member (block 0), tag 2 to the fast one (block 1).
-    striped
-        .submit(Request::write(1, 0, IoBuf::from_slice(&[1; 512])))
-        .unwrap();
-    striped
-        .submit(Request::write(2, 1, IoBuf::from_slice(&[2; 512])))
-        .unwrap();
+    let mut striped = slow_then_fast_writes(&world, CompletionOrder::Submission);
     let mut timer = sim_member(&world, "timer", 500_000, FaultConfig::default());
     timer.submit(Request::flush(0)).unwrap();
     timer.wait_completions(&mut Vec::new()).unwrap();
@@ -205,14 +211,7 @@ fn submission_order_holds_back_a_later_request_that_finished_first() {
 #[test]
 fn as_completed_order_delivers_the_fast_request_first() {
     let world = SimWorld::new(2);
-    let mut striped =
-        two_member_stripe(&world, CompletionOrder::AsCompleted, FaultConfig::default());
-    striped
-        .submit(Request::write(1, 0, IoBuf::from_slice(&[1; 512])))
-        .unwrap();
-    striped
-        .submit(Request::write(2, 1, IoBuf::from_slice(&[2; 512])))
-        .unwrap();
+    let mut striped = slow_then_fast_writes(&world, CompletionOrder::AsCompleted);
     let mut completions = Vec::new();
     striped.wait_completions(&mut completions).unwrap();
     assert_eq!(tags(&completions), vec![2]);
