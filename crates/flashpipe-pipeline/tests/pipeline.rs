@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    expected_probe_summary, in_memory_summary, names_of, pattern, small_config, store_of,
-    store_on_clock, store_with, ProbeKernel, VirtualCost,
+    expected_probe_summary, in_memory_summary, names_of, pattern, patterned_files, small_config,
+    store_of, store_on_clock, store_with, ProbeKernel, TestStore, VirtualCost,
 };
 use flashpipe_device::{Clock, VirtualClock};
 use flashpipe_kernels::api::{Schedule, Summary};
@@ -138,9 +138,7 @@ fn registry_kernels_match_the_in_memory_driver() {
 /// SISC-style: many small files dealt to several readers.
 #[test]
 fn many_small_files_with_several_readers() {
-    let files: Vec<(String, Vec<u8>)> = (0..300)
-        .map(|index| (format!("small-{index:04}"), pattern(2048, index as u8)))
-        .collect();
+    let files = patterned_files("small", 300, 2048);
     let store = store_of(&files);
     let names = names_of(&files);
     let kernel = build_kernel("crc32c", &[]).expect("crc32c");
@@ -248,22 +246,27 @@ fn panicking_kernel_is_an_error_naming_file_and_offset() {
 #[test]
 fn read_error_names_file_and_offset() {
     let store = store_with(&[("data", pattern(40_000, 4))]);
+    let (file, offset_bytes, error) = failed_read(&store, Schedule::ChunksInParallel, &["data"]);
+    assert_eq!(file, "data");
+    assert_eq!(offset_bytes % 4096, 0);
+    assert!(error.contains("data at byte"), "{error}");
+}
+
+/// Runs a probe kernel scheduled as `schedule` over `names` with every read of `store`
+/// failing; returns the read error's file, offset and text.
+fn failed_read(store: &TestStore, schedule: Schedule, names: &[&str]) -> (String, u64, String) {
     store.fail_reads.store(true, Ordering::Release);
     let error = store
         .run(
-            Arc::new(ProbeKernel::new(Schedule::ChunksInParallel)),
-            &["data"],
+            Arc::new(ProbeKernel::new(schedule)),
+            names,
             &small_config(OutputTarget::Discard),
         )
         .expect_err("reads fail");
     match &error {
         PipelineError::Read {
             file, offset_bytes, ..
-        } => {
-            assert_eq!(file, "data");
-            assert_eq!(offset_bytes % 4096, 0);
-            assert!(error.to_string().contains("data at byte"), "{error}");
-        }
+        } => (file.clone(), *offset_bytes, error.to_string()),
         other => panic!("unexpected {other}"),
     }
 }
@@ -387,9 +390,7 @@ fn batched_small_files_match_single_reads() {
 /// A slow kernel over batched small files: the batches never hold more files than the credits.
 #[test]
 fn slow_kernel_over_small_files_holds_memory_to_the_credits() {
-    let files: Vec<(String, Vec<u8>)> = (0..40)
-        .map(|index| (format!("slow-{index:02}"), pattern(2048, index as u8)))
-        .collect();
+    let files = patterned_files("slow", 40, 2048);
     let store = store_of(&files);
     let names = names_of(&files);
     let mut kernel = ProbeKernel::new(Schedule::ChunksInParallel);
@@ -410,27 +411,11 @@ fn slow_kernel_over_small_files_holds_memory_to_the_credits() {
 /// A failed batched read ends the job with an error naming one of the files, at byte 0.
 #[test]
 fn read_error_in_a_batch_names_the_file() {
-    let files: Vec<(String, Vec<u8>)> = (0..20)
-        .map(|index| (format!("batched-{index:02}"), pattern(1000, index as u8)))
-        .collect();
+    let files = patterned_files("batched", 20, 1000);
     let store = store_of(&files);
-    store.fail_reads.store(true, Ordering::Release);
-    let names = names_of(&files);
-    let error = store
-        .run(
-            Arc::new(ProbeKernel::new(Schedule::ChunksInOrder)),
-            &names,
-            &small_config(OutputTarget::Discard),
-        )
-        .expect_err("reads fail");
-    match &error {
-        PipelineError::Read {
-            file, offset_bytes, ..
-        } => {
-            assert!(file.starts_with("batched-"), "{file}");
-            assert_eq!(*offset_bytes, 0);
-            assert!(error.to_string().contains("batched-"), "{error}");
-        }
-        other => panic!("unexpected {other}"),
-    }
+    let (file, offset_bytes, error) =
+        failed_read(&store, Schedule::ChunksInOrder, &names_of(&files));
+    assert!(file.starts_with("batched-"), "{file}");
+    assert_eq!(offset_bytes, 0);
+    assert!(error.contains("batched-"), "{error}");
 }

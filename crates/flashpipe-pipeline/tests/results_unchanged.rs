@@ -116,6 +116,22 @@ fn store_of(files: &Files) -> Engine {
     Engine::start(filesystem, engine_config())
 }
 
+/// A pipeline reading the test engine's largest reads with `readers` readers, 4 reads
+/// each, 3 workers, `credits` chunk credits and `output`; tests change what they vary.
+fn store_pipeline(readers: usize, credits: usize, output: OutputTarget) -> PipelineConfig {
+    PipelineConfig {
+        reader_count: readers,
+        reads_in_flight_per_reader: 4,
+        chunk_bytes: engine_config().max_read_bytes as u64,
+        worker_count: 3,
+        chunk_credit_count: credits,
+        output_queue_capacity: 4,
+        output_chunk_bytes: 4096,
+        writes_in_flight: 2,
+        output,
+    }
+}
+
 /// Runs `kernel` over `names` on `engine` with `config` (never cancelled).
 fn run_job(
     engine: &Engine,
@@ -172,15 +188,9 @@ fn check_kernel(kernel_name: &str, seed: u64) {
     for &(credits, readers, writes_in_flight, output_chunk_bytes) in SHAPES {
         let outputs: Vec<String> = names.iter().map(|name| format!("{name}.out")).collect();
         let config = PipelineConfig {
-            reader_count: readers,
-            reads_in_flight_per_reader: 4,
-            chunk_bytes: engine_config().max_read_bytes as u64,
-            worker_count: 3,
-            chunk_credit_count: credits,
-            output_queue_capacity: 4,
             output_chunk_bytes,
             writes_in_flight,
-            output: OutputTarget::StoreFiles(outputs.clone()),
+            ..store_pipeline(readers, credits, OutputTarget::StoreFiles(outputs.clone()))
         };
         let result = run_job(&engine, &kernel, &names, &config)
             .unwrap_or_else(|error| panic!("{kernel_name} with {credits} credits: {error}"));
@@ -223,15 +233,9 @@ fn tiny_files_in_batches_that_leave_files_out_are_each_read_once() {
         let names: Vec<String> = files.iter().map(|(name, _)| name.clone()).collect();
         for (credits, readers) in [(2, 1), (8, 1), (24, 2)] {
             let config = PipelineConfig {
-                reader_count: readers,
                 reads_in_flight_per_reader: 8,
-                chunk_bytes: engine_config().max_read_bytes as u64,
                 worker_count: 2,
-                chunk_credit_count: credits,
-                output_queue_capacity: 4,
-                output_chunk_bytes: 4096,
-                writes_in_flight: 2,
-                output: OutputTarget::Discard,
+                ..store_pipeline(readers, credits, OutputTarget::Discard)
             };
             let result = run_job(&engine, &kernel, &names, &config)
                 .unwrap_or_else(|error| panic!("{credits} credits: {error}"));

@@ -132,6 +132,17 @@ pub fn small_config(output: flashpipe_pipeline::OutputTarget) -> PipelineConfig 
     }
 }
 
+/// `count` files of `length_bytes` each, named `{prefix}-0000` on, each with its own
+/// [`pattern`].
+pub fn patterned_files(prefix: &str, count: usize, length_bytes: usize) -> Vec<(String, Vec<u8>)> {
+    (0..count)
+        .map(|index| {
+            let name = format!("{prefix}-{index:04}");
+            (name, pattern(length_bytes, index as u8))
+        })
+        .collect()
+}
+
 /// Deterministic bytes.
 pub fn pattern(length_bytes: usize, seed: u8) -> Vec<u8> {
     (0..length_bytes)
