@@ -102,19 +102,22 @@ fn open_stack(network: &SimNetwork, layout: &Layout) -> Box<dyn BlockDevice> {
     )
 }
 
+/// A file system of [`FS_BLOCK_BYTES`] blocks made on the stripe of `layout`.
+fn format_stack(network: &SimNetwork, layout: &Layout, seed: u64) -> Filesystem {
+    let options = FormatOptions {
+        fs_block_size_bytes: FS_BLOCK_BYTES,
+        store_identity: None,
+    };
+    Filesystem::format(open_stack(network, layout), &options)
+        .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"))
+}
+
 /// One seed: workload under faults, then a remount that must hold the model.
 fn run_seed(seed: u64) -> (SimNetworkCounters, u64) {
     let mut rng = SplitMix64::new(seed);
     let (network, layout) = build(seed, &mut rng, true);
     assert!(layout.device_block_bytes <= FS_BLOCK_BYTES);
-    let fs = Filesystem::format(
-        open_stack(&network, &layout),
-        &FormatOptions {
-            fs_block_size_bytes: FS_BLOCK_BYTES,
-            store_identity: None,
-        },
-    )
-    .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
+    let fs = format_stack(&network, &layout, seed);
     let mut run = FsWorkload::new(seed, rng, fs, WorkloadShape::new(u64::from(FS_BLOCK_BYTES)));
     let ended_early = run.run(100);
     assert!(!ended_early, "seed {seed}: a device error ended the run");
@@ -140,30 +143,15 @@ fn run_seed(seed: u64) -> (SimNetworkCounters, u64) {
 #[test]
 fn a_file_system_striped_over_faulty_simulated_nbd_nodes_keeps_every_acknowledged_write() {
     let results = run_seeds(6, run_seed);
-    let resets: u64 = results
-        .iter()
-        .map(|(counters, _)| counters.connections_reset)
-        .sum();
-    let reconnects: u64 = results
-        .iter()
-        .map(|(counters, _)| counters.reconnects)
-        .sum();
-    let partitioned: u64 = results
-        .iter()
-        .map(|(counters, _)| counters.connections_partitioned)
-        .sum();
-    let garbled: u64 = results
-        .iter()
-        .map(|(counters, _)| counters.replies_garbled)
-        .sum();
-    let refused: u64 = results
-        .iter()
-        .map(|(counters, _)| counters.attempts_refused)
-        .sum();
-    let served: u64 = results
-        .iter()
-        .map(|(counters, _)| counters.requests_served)
-        .sum();
+    let total = |count: fn(&SimNetworkCounters) -> u64| -> u64 {
+        results.iter().map(|(counters, _)| count(counters)).sum()
+    };
+    let resets = total(|counters| counters.connections_reset);
+    let reconnects = total(|counters| counters.reconnects);
+    let partitioned = total(|counters| counters.connections_partitioned);
+    let garbled = total(|counters| counters.replies_garbled);
+    let refused = total(|counters| counters.attempts_refused);
+    let served = total(|counters| counters.requests_served);
     eprintln!(
         "{} seeds: {served} requests served, {resets} connections reset, {partitioned} partitioned, {garbled} replies garbled, {refused} attempts refused, {reconnects} reconnects",
         results.len()
@@ -427,14 +415,7 @@ fn run_restart_seed(seed: u64) -> bool {
     // possibly lost writes; here only the restart does.
     let (network, mut layout) = build(seed, &mut rng, false);
     layout.device_config.reconnect_durability = ReconnectDurability::ReportUnflushedWrites;
-    let fs = Filesystem::format(
-        open_stack(&network, &layout),
-        &FormatOptions {
-            fs_block_size_bytes: FS_BLOCK_BYTES,
-            store_identity: None,
-        },
-    )
-    .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
+    let fs = format_stack(&network, &layout, seed);
     let steps_before = 1 + rng.below(60) as usize;
     let victim = rng.below(layout.members as u64) as usize;
     let mut run = FsWorkload::new(seed, rng, fs, WorkloadShape::new(u64::from(FS_BLOCK_BYTES)));

@@ -823,6 +823,22 @@ impl ClientCore {
         self.failed = Some(failure);
     }
 
+    /// What a wait for completions can answer without waiting: the ready completions
+    /// handed over, or the error for a wait with nothing in flight; `None` while
+    /// requests are in flight and none is ready.
+    pub(crate) fn hand_over_without_waiting(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Option<Result<usize, DeviceError>> {
+        if self.ready_count() > 0 {
+            return Some(Ok(self.hand_over(completions)));
+        }
+        if self.in_flight() == 0 {
+            return Some(Err(self.error(DeviceErrorKind::NothingInFlight)));
+        }
+        None
+    }
+
     /// Hands every ready completion to the caller; returns how many.
     pub(crate) fn hand_over(&mut self, completions: &mut Vec<Completion>) -> usize {
         let count = self.ready.len();

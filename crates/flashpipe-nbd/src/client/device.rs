@@ -435,14 +435,8 @@ impl BlockDevice for NbdDevice {
     ) -> Result<usize, DeviceError> {
         loop {
             self.drain_events();
-            if self.core.ready_count() > 0 {
-                return Ok(self.core.hand_over(completions));
-            }
-            if self.core.in_flight() == 0 {
-                return Err(DeviceError::new(
-                    &self.core.info().name,
-                    DeviceErrorKind::NothingInFlight,
-                ));
+            if let Some(answer) = self.core.hand_over_without_waiting(completions) {
+                return answer;
             }
             // Requests in flight are on a connection, or completed in this channel.
             let (slot, event) = self

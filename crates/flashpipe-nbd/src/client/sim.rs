@@ -425,19 +425,18 @@ impl BlockDevice for SimNbdDevice {
     ) -> Result<usize, DeviceError> {
         loop {
             self.take_in();
-            if self.core.ready_count() > 0 {
-                return Ok(self.core.hand_over(completions));
-            }
-            let name = &self.core.info().name;
-            if self.core.in_flight() == 0 {
-                return Err(DeviceError::new(name, DeviceErrorKind::NothingInFlight));
+            if let Some(answer) = self.core.hand_over_without_waiting(completions) {
+                return answer;
             }
             if !self.network.run_next_event() {
                 let detail = format!(
                     "the simulated network has no event pending with {} requests in flight",
                     self.core.in_flight()
                 );
-                return Err(DeviceError::new(name, DeviceErrorKind::IoFailed { detail }));
+                return Err(DeviceError::new(
+                    &self.core.info().name,
+                    DeviceErrorKind::IoFailed { detail },
+                ));
             }
         }
     }
