@@ -59,12 +59,18 @@ fn read_all(filesystem: &mut Filesystem, file: FileId) -> Vec<u8> {
     filesystem.read(file, 0, size).expect("read").to_vec()
 }
 
-#[test]
-fn copying_a_file_by_reference_moves_no_data() {
-    let mut store = flash_store(3);
-    let original = contents(1, 300_001);
+/// A store of seed `store_seed` holding file `source` with `contents(seed, length)`.
+fn store_with_source(store_seed: u64, seed: u64, length: usize) -> (FlashStore, FileId, Vec<u8>) {
+    let mut store = flash_store(store_seed);
+    let original = contents(seed, length);
     let source = store.filesystem.create("source").expect("create");
     store.filesystem.write(source, 0, &original).expect("write");
+    (store, source, original)
+}
+
+#[test]
+fn copying_a_file_by_reference_moves_no_data() {
+    let (mut store, source, original) = store_with_source(3, 1, 300_001);
     store.filesystem.flush().expect("flush");
     let report = store
         .filesystem
@@ -129,57 +135,31 @@ fn a_reference_copy_programs_no_data_pages_on_flash() {
 
 #[test]
 fn unaligned_ends_are_copied_by_bytes_and_the_middle_by_reference() {
-    let mut store = flash_store(5);
-    let original = contents(3, 40_000);
-    let source = store.filesystem.create("source").expect("create");
-    store.filesystem.write(source, 0, &original).expect("write");
+    let (mut store, source, original) = store_with_source(5, 3, 40_000);
     let destination = store.filesystem.create("destination").expect("create");
     store
         .filesystem
         .write(destination, 0, &contents(4, 50_000))
         .expect("write");
-    let report = store
-        .filesystem
-        .copy_range(
-            source,
-            1000,
-            destination,
-            5096,
-            30_000,
-            CopyMethod::ReferenceOrFail,
-        )
+    // 30 000 bytes of the source from its byte 1000 into the destination at `at`.
+    let copy_30k = |filesystem: &mut Filesystem, at: u64, method: CopyMethod| {
+        filesystem.copy_range(source, 1000, destination, at, 30_000, method)
+    };
+    let report = copy_30k(&mut store.filesystem, 5096, CopyMethod::ReferenceOrFail)
         .expect("same phase: by reference");
     assert_eq!(report.blocks_by_reference, 6, "{report:?}");
     assert_eq!(report.bytes_by_bytes, 30_000 - 6 * 4096, "{report:?}");
     let mut expected = contents(4, 50_000);
     expected[5096..35_096].copy_from_slice(&original[1000..31_000]);
     assert!(read_all(&mut store.filesystem, destination) == expected);
-    let error = store
-        .filesystem
-        .copy_range(
-            source,
-            1000,
-            destination,
-            5000,
-            30_000,
-            CopyMethod::ReferenceOrFail,
-        )
+    let error = copy_30k(&mut store.filesystem, 5000, CopyMethod::ReferenceOrFail)
         .expect_err("different phase cannot be by reference");
     assert!(matches!(error, CopyError::NotByReference { .. }), "{error}");
     assert!(
         read_all(&mut store.filesystem, destination) == expected,
         "a refused copy changes nothing"
     );
-    let report = store
-        .filesystem
-        .copy_range(
-            source,
-            1000,
-            destination,
-            5000,
-            30_000,
-            CopyMethod::ReferenceOrBytes,
-        )
+    let report = copy_30k(&mut store.filesystem, 5000, CopyMethod::ReferenceOrBytes)
         .expect("falls back to bytes");
     assert_eq!(report.bytes_by_bytes, 30_000);
     expected[5000..35_000].copy_from_slice(&original[1000..31_000]);
