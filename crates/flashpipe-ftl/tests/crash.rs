@@ -9,7 +9,7 @@ mod support;
 use std::collections::HashMap;
 
 use flashpipe_device::{run_batch, BlockDevice, Completion, IoBuf, Operation, Request, SplitMix64};
-use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, VictimPolicy};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash};
 
 /// A copy's (source, destination, count).
 type CopyRange = (u64, u64, u64);
@@ -258,11 +258,7 @@ fn run_seed(seed: u64, batches: u32) -> Result<u32, String> {
     let options = FtlOptions {
         name: "ftl-crash".to_string(),
         over_provisioning: 0.1 + generator.below(30) as f64 / 100.0,
-        victim_policy: if generator.chance(0.5) {
-            VictimPolicy::Greedy
-        } else {
-            VictimPolicy::CostBenefit
-        },
+        victim_policy: support::drawn_victim_policy(&mut generator),
         checkpoint_interval_pages: 40 + generator.below(400),
         queue_depth: 16,
         check_host_write_wait_bound: true,

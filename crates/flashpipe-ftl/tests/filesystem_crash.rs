@@ -29,7 +29,7 @@ use flashpipe_device::{
 };
 use flashpipe_flash::{Ack, CommandKind, FlashAddress, FlashConfig, FlashRequest, SubmitError};
 use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
-use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, PowerCutReport, VictimPolicy};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, PowerCutReport};
 use flashpipe_testkit::fs_workload::{
     check_clean, check_recovered, contents, describe, FsWorkload, Model, WorkloadShape,
 };
@@ -274,11 +274,7 @@ fn options_for(rng: &mut SplitMix64) -> FtlOptions {
     FtlOptions {
         name: "ftl-fs-crash".to_string(),
         over_provisioning: 0.07 + rng.below(24) as f64 / 100.0,
-        victim_policy: if rng.chance(0.5) {
-            VictimPolicy::Greedy
-        } else {
-            VictimPolicy::CostBenefit
-        },
+        victim_policy: support::drawn_victim_policy(rng),
         checkpoint_interval_pages: 30 + rng.below(300),
         static_wear_leveling_spread: if rng.chance(0.5) { Some(4) } else { None },
         queue_depth: [4, 16, 64][rng.below(3) as usize],

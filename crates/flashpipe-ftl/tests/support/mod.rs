@@ -2,9 +2,18 @@
 
 #![allow(dead_code)]
 
-use flashpipe_device::{run_one, IoBuf, Operation};
+use flashpipe_device::{run_one, IoBuf, Operation, SplitMix64};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
-use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash};
+use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash, VictimPolicy};
+
+/// A victim policy drawn at even odds.
+pub fn drawn_victim_policy(rng: &mut SplitMix64) -> VictimPolicy {
+    if rng.chance(0.5) {
+        VictimPolicy::Greedy
+    } else {
+        VictimPolicy::CostBenefit
+    }
+}
 
 /// A small array: 2 channels x 2 ways, `blocks` blocks per chip of `pages` 4 KiB pages.
 pub fn small_config(blocks: u32, pages: u32) -> FlashConfig {
