@@ -170,29 +170,30 @@ fn views_are_written_and_read_through_a_ram_disk() {
     let block_bytes = 512;
     let clock = VirtualClock::new().as_clock();
     let mut disk = RamDisk::with_clock("ram-split", block_bytes as u32, 64, 4, clock).unwrap();
+    // Four views of two blocks each, at device blocks 40, 30, 20 and 10.
+    let on_pieces = |split: &mut SplitBuffer, operation: fn(u64, IoBuf) -> Operation| {
+        (0..4)
+            .map(|piece| {
+                let view = split.view(piece * 2 * block_bytes, 2 * block_bytes);
+                operation(40 - 10 * piece as u64, view.unwrap())
+            })
+            .collect()
+    };
     let mut split = SplitBuffer::new(numbered_buffer(8 * block_bytes));
-    let writes = (0..4)
-        .map(|piece| Operation::Write {
-            first_block: 40 - 10 * piece as u64,
-            buffer: split
-                .view(piece * 2 * block_bytes, 2 * block_bytes)
-                .unwrap(),
-        })
-        .collect();
+    let writes = on_pieces(&mut split, |first_block, buffer| Operation::Write {
+        first_block,
+        buffer,
+    });
     let completions = run_batch(&mut disk, writes).unwrap();
     assert_eq!(split.views_out(), 4);
     drop(completions);
     let written = split.into_parent();
 
     let mut split = SplitBuffer::new(IoBuf::zeroed(8 * block_bytes));
-    let reads = (0..4)
-        .map(|piece| Operation::Read {
-            first_block: 40 - 10 * piece as u64,
-            buffer: split
-                .view(piece * 2 * block_bytes, 2 * block_bytes)
-                .unwrap(),
-        })
-        .collect();
+    let reads = on_pieces(&mut split, |first_block, buffer| Operation::Read {
+        first_block,
+        buffer,
+    });
     for completion in run_batch(&mut disk, reads).unwrap() {
         split.return_view(completion.buffer.unwrap()).unwrap();
     }
