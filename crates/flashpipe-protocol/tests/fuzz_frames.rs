@@ -16,9 +16,9 @@ use flashpipe_device::SplitMix64;
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{
     decode_frame, encode_frame, read_frame, CancelOutcome, CheckSummary, DataPayload, ErrorCode,
-    Frame, FrameKind, Hello, KernelFileOutcome, KernelFileResult, RemoteError, Request, Response,
-    RingsOpened, RunKernelRequest, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant,
-    HEADER_BYTES, MAX_BODY_BYTES,
+    Frame, FrameKind, Hello, KernelFileOutcome, RemoteError, Request, Response, RingsOpened,
+    RunKernelRequest, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant, HEADER_BYTES,
+    MAX_BODY_BYTES,
 };
 use flashpipe_protocol::{ClockKind, WritePayload};
 
@@ -179,16 +179,7 @@ fn response_frames() -> Vec<Frame> {
             slot_size_bytes: 1 << 20,
         }),
         Response::Cancel(CancelOutcome::Running),
-        Response::KernelFile(KernelFileOutcome {
-            index: 1,
-            name: "b".into(),
-            size_bytes: 4096,
-            result: Ok(KernelFileResult {
-                summary_json: br#"{"kind":"digest"}"#.to_vec(),
-                output_bytes: 16,
-                output_file: Some("b.des".into()),
-            }),
-        }),
+        Response::KernelFile(common::sample_kernel_file(16)),
         Response::KernelFile(KernelFileOutcome {
             index: 0,
             name: "a".into(),

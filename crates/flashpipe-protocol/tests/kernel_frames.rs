@@ -6,8 +6,7 @@ mod common;
 
 use flashpipe_protocol::{
     decode_body, decode_frame, encode_frame, encode_header, CancelOutcome, DecodeError, ErrorCode,
-    Frame, FrameKind, Header, KernelFileOutcome, KernelFileResult, RemoteError, Request, Response,
-    RunKernelRequest,
+    Frame, FrameKind, Header, KernelFileOutcome, RemoteError, Request, Response, RunKernelRequest,
 };
 use proptest::prelude::*;
 
@@ -56,16 +55,7 @@ fn kernel_run_answers_round_trip_bit_for_bit() {
     let frames = [
         Frame::Response {
             request_id: 9,
-            response: Response::KernelFile(KernelFileOutcome {
-                index: 1,
-                name: "b".into(),
-                size_bytes: 4096,
-                result: Ok(KernelFileResult {
-                    summary_json: br#"{"kind":"digest"}"#.to_vec(),
-                    output_bytes: 0,
-                    output_file: Some("b.des".into()),
-                }),
-            }),
+            response: Response::KernelFile(common::sample_kernel_file(0)),
         },
         Frame::Response {
             request_id: 9,

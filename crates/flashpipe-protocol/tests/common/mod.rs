@@ -1,6 +1,8 @@
 //! Sample frames shared by the protocol's test files.
 
-use flashpipe_protocol::{KernelRunSummary, KernelStageFigures, WireFloat};
+use flashpipe_protocol::{
+    KernelFileOutcome, KernelFileResult, KernelRunSummary, KernelStageFigures, WireFloat,
+};
 
 /// A kernel run's summary with one stage, an infinite capacity among its figures.
 pub fn sample_summary() -> KernelRunSummary {
@@ -24,5 +26,20 @@ pub fn sample_summary() -> KernelRunSummary {
         max_chunks_in_flight: 2,
         chunk_credit_count: 16,
         device_time_is_virtual: false,
+    }
+}
+
+/// File `b` (4096 bytes, index 1) of a kernel run: a digest summary, `output_bytes`
+/// written to `b.des`.
+pub fn sample_kernel_file(output_bytes: u64) -> KernelFileOutcome {
+    KernelFileOutcome {
+        index: 1,
+        name: "b".into(),
+        size_bytes: 4096,
+        result: Ok(KernelFileResult {
+            summary_json: br#"{"kind":"digest"}"#.to_vec(),
+            output_bytes,
+            output_file: Some("b.des".into()),
+        }),
     }
 }
