@@ -7,7 +7,7 @@
 mod support;
 
 use flashpipe_device::{run_batch, IoBuf, Operation, SplitMix64};
-use flashpipe_flash::{FlashArray, FlashOptions, StorageMode};
+use flashpipe_flash::{FlashArray, FlashOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, VictimPolicy};
 
 /// Which logical page the next write goes to.
@@ -41,15 +41,7 @@ fn next_page(workload: Workload, generator: &mut SplitMix64, pages: u64) -> u64 
 /// A timing-only array (2 channels x 2 ways, 48 blocks of 32 4 KiB pages per chip).
 fn paced_ftl(over_provisioning: f64, policy: VictimPolicy, queue_depth: u32) -> Ftl {
     let config = support::small_config(48, 32);
-    let array = FlashArray::new(
-        config,
-        FlashOptions {
-            seed: 5,
-            storage: StorageMode::TimingOnly,
-            ..FlashOptions::default()
-        },
-    )
-    .expect("array");
+    let array = FlashArray::new(config, FlashOptions::timing_only(5)).expect("array");
     let options = FtlOptions {
         name: "ftl-paced".to_string(),
         over_provisioning,

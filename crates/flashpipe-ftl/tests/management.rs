@@ -4,7 +4,7 @@
 mod support;
 
 use flashpipe_device::{run_one, DeviceErrorKind, IoBuf, Operation, SplitMix64};
-use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
+use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash, VictimPolicy};
 
 fn page_of(value: u64, page_bytes: usize) -> IoBuf {
@@ -98,11 +98,7 @@ fn collection_never_loses_or_duplicates_a_live_page_under_either_policy() {
 fn timing_only_ftl(spread: Option<u32>) -> Ftl {
     let array = FlashArray::new(
         support::sized_config(16, 16, 512),
-        FlashOptions {
-            seed: 9,
-            storage: StorageMode::TimingOnly,
-            ..FlashOptions::default()
-        },
+        FlashOptions::timing_only(9),
     )
     .expect("array");
     let options = FtlOptions {
