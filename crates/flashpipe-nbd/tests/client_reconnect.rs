@@ -73,15 +73,24 @@ fn check_blocks(device: &mut NbdDevice, blocks: std::ops::Range<u64>, round: u8)
     }
 }
 
+/// `nbdkit` serving a zeroed image of `size_bytes` as export `disk` from a scratch
+/// folder named after `name` (the server first: it stops before its folder goes); `None`
+/// (the test skipped) without `nbdkit`.
+fn nbdkit_disk(name: &str, size_bytes: u64) -> Option<(Server, Scratch)> {
+    if !have("nbdkit") {
+        return None;
+    }
+    let scratch = Scratch::new(name);
+    let image = scratch.path.join("disk.img");
+    zero_file(&image, size_bytes);
+    Some((Server::nbdkit_file(&scratch.path, "disk", &image), scratch))
+}
+
 #[test]
 fn a_killed_server_restarted_in_time_gets_every_unanswered_request_again() {
-    if !have("nbdkit") {
+    let Some((mut server, _scratch)) = nbdkit_disk("reconnect", 16 << 20) else {
         return;
-    }
-    let scratch = Scratch::new("reconnect");
-    let image = scratch.path.join("disk.img");
-    zero_file(&image, 16 << 20);
-    let mut server = Server::nbdkit_file(&scratch.path, "disk", &image);
+    };
     let mut device = open_with(&server, ReconnectDurability::TrustServer, 12);
     write_blocks(&mut device, 0..32, 1);
     device.submit(Request::flush(1000)).unwrap();
@@ -162,13 +171,9 @@ fn a_server_that_stays_down_fails_every_request_naming_the_member() {
 
 #[test]
 fn writes_acknowledged_but_unflushed_before_a_loss_fail_the_next_flush() {
-    if !have("nbdkit") {
+    let Some((mut server, _scratch)) = nbdkit_disk("unflushed", 4 << 20) else {
         return;
-    }
-    let scratch = Scratch::new("unflushed");
-    let image = scratch.path.join("disk.img");
-    zero_file(&image, 4 << 20);
-    let mut server = Server::nbdkit_file(&scratch.path, "disk", &image);
+    };
     let mut device = open_with(&server, ReconnectDurability::ReportUnflushedWrites, 8);
     write_blocks(&mut device, 0..4, 3);
     assert!(reap(&mut device)
