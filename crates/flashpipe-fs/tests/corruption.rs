@@ -131,13 +131,26 @@ fn first_block_of(metadata: &[(Structure, u64)], wanted: Structure) -> u64 {
         .1
 }
 
+/// Flips the bits `mask` of byte `at` of the first block of `structure`; returns that
+/// block.
+fn flip_bits(
+    shared: &SharedDisk,
+    metadata: &[(Structure, u64)],
+    structure: Structure,
+    at: usize,
+    mask: u8,
+) -> u64 {
+    let block = first_block_of(metadata, structure);
+    let mut bytes = shared.peek(block * BLOCK_SIZE, BLOCK_SIZE as usize);
+    bytes[at] ^= mask;
+    shared.poke(block * BLOCK_SIZE, &bytes);
+    block
+}
+
 #[test]
 fn repair_rebuilds_a_damaged_free_list() {
     let (shared, metadata, files) = build_image();
-    let block = first_block_of(&metadata, Structure::FreeList);
-    let mut bytes = shared.peek(block * BLOCK_SIZE, BLOCK_SIZE as usize);
-    bytes[45] ^= 0x10;
-    shared.poke(block * BLOCK_SIZE, &bytes);
+    flip_bits(&shared, &metadata, Structure::FreeList, 45, 0x10);
     assert!(Filesystem::mount(shared.boxed()).is_err());
     let report = fsck(&mut shared.boxed(), true).unwrap();
     assert!(report
@@ -196,10 +209,7 @@ fn repair_returns_leaked_blocks() {
 #[test]
 fn repair_refuses_damage_it_cannot_fix_and_changes_nothing() {
     let (shared, metadata, _) = build_image();
-    let block = first_block_of(&metadata, Structure::CheckpointMap);
-    let mut bytes = shared.peek(block * BLOCK_SIZE, BLOCK_SIZE as usize);
-    bytes[60] ^= 1;
-    shared.poke(block * BLOCK_SIZE, &bytes);
+    let block = flip_bits(&shared, &metadata, Structure::CheckpointMap, 60, 1);
     let image_before = shared.peek(0, 512 * 8 * 512);
     let report = fsck(&mut shared.boxed(), true).unwrap();
     assert!(
