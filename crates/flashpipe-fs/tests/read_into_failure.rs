@@ -10,9 +10,8 @@ use std::sync::Arc;
 
 use flashpipe_device::{BufferPool, DeviceErrorKind, Operation, Request};
 use flashpipe_fs::FileIoError;
-use flashpipe_testkit::formatted::format_fs;
-use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks};
-use support::{pattern, SharedDisk};
+use flashpipe_testkit::hooked::{io_failed, Hooks};
+use support::{format_hooked, pattern};
 
 const FS_BLOCK_BYTES: usize = 4096;
 
@@ -45,14 +44,13 @@ impl Hooks for FailingReads {
 #[test]
 fn a_failed_read_into_gives_the_callers_buffer_back_whole() {
     let failing = Arc::new(AtomicBool::new(false));
-    let disk = Hooked::new(
-        SharedDisk::new(512, 4096),
+    let mut fs = format_hooked(
         FailingReads {
             failing: Arc::clone(&failing),
             reads_accepted: 0,
         },
+        FS_BLOCK_BYTES as u32,
     );
-    let mut fs = format_fs(Box::new(disk), FS_BLOCK_BYTES as u32);
     let first = fs.create("first").unwrap();
     let second = fs.create("second").unwrap();
     let file = fs.create("fragmented").unwrap();

@@ -11,9 +11,8 @@ use std::sync::Arc;
 
 use flashpipe_device::{DeviceErrorKind, Operation, Request};
 use flashpipe_fs::FileIoError;
-use flashpipe_testkit::formatted::format_fs;
-use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks};
-use support::{pattern, SharedDisk};
+use flashpipe_testkit::hooked::{io_failed, Hooks};
+use support::{format_hooked, pattern};
 
 const FS_BLOCK_BYTES: u64 = 4096;
 
@@ -35,13 +34,12 @@ impl Hooks for FailingWrites {
 #[test]
 fn a_failed_tail_write_leaves_the_file_and_the_free_space_as_they_were() {
     let failing = Arc::new(AtomicBool::new(false));
-    let disk = Hooked::new(
-        SharedDisk::new(512, 4096),
+    let mut fs = format_hooked(
         FailingWrites {
             failing: Arc::clone(&failing),
         },
+        FS_BLOCK_BYTES as u32,
     );
-    let mut fs = format_fs(Box::new(disk), FS_BLOCK_BYTES as u32);
     let file = fs.create("victim").unwrap();
     let contents = pattern(3 * FS_BLOCK_BYTES as usize, 7);
     fs.write(file, 0, &contents).unwrap();

@@ -202,3 +202,13 @@ pub fn blocks_of(fs: &Filesystem, structure: Structure) -> Vec<u64> {
         .map(|entry| entry.1)
         .collect()
 }
+
+/// A file system of `fs_block_bytes` blocks formatted on a fresh shared RAM disk (4096
+/// blocks of 512 bytes) with `hooks` seeing every request.
+pub fn format_hooked<H: flashpipe_testkit::hooked::Hooks + 'static>(
+    hooks: H,
+    fs_block_bytes: u32,
+) -> Filesystem {
+    let disk = flashpipe_testkit::hooked::Hooked::new(SharedDisk::new(512, 4096), hooks);
+    flashpipe_testkit::formatted::format_fs(Box::new(disk), fs_block_bytes)
+}
