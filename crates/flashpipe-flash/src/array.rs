@@ -10,8 +10,10 @@
 //! 4. the bus scheduler (one per channel) grants the bus to the waiting candidate with the
 //!    highest priority: command bursts before data transfers, then older before newer,
 //!    then rotating among dies; the die is busy for tR / tPROG / tBERS;
-//! 5. a read's page crosses the bus, the channel's ECC decoder, the hops and the host link;
-//!    every request then pays the host software latency and is acknowledged.
+//! 5. a read's page crosses the bus (which then stays held for the bus overhead: status
+//!    polling and scheduling), the channel's ECC decoder, the hops (each link direction a
+//!    serialization resource, cut-through) and the host link; every request then pays the
+//!    host software latency and is acknowledged.
 //!
 //! The model is split by concern: this file holds the array's state, its construction
 //! and its public face; [`events`] the packed event heap and the loop that runs it;
@@ -138,6 +140,8 @@ struct Channel {
     bus_work: Option<(u32, BusWork)>,
     queued_count: u32,
     rotation: u32,
+    /// The bus is held for the bus overhead after a transfer (freed by a `BusFree` event).
+    held: bool,
     decoder_free_ns: u64,
     busy_ns: u64,
 }
@@ -152,6 +156,7 @@ struct Host {
     in_flight: u32,
     link_free_ns: u64,
     link_busy_ns: u64,
+    last_ack_ns: u64,
 }
 
 /// The simulated flash array.
@@ -178,6 +183,9 @@ pub struct FlashArray {
     offer_keys: Vec<u128>,
     channels: Vec<Channel>,
     devices: Vec<Device>,
+    /// When each inter-controller link direction is next free: the link between devices
+    /// `i` and `i + 1` at `2 i` (towards `i + 1`) and `2 i + 1` (towards `i`).
+    link_free_ns: Vec<u64>,
     hosts: Vec<Host>,
     ready: Vec<Ack>,
     latencies: LatencyRecorder,
@@ -297,16 +305,19 @@ impl FlashArray {
                     bus_work: None,
                     queued_count: 0,
                     rotation: 0,
+                    held: false,
                     decoder_free_ns: 0,
                     busy_ns: 0,
                 })
                 .collect(),
             devices,
+            link_free_ns: vec![0; 2 * (geometry.devices.max(1) - 1) as usize],
             hosts: (0..options.host_count)
                 .map(|_| Host {
                     in_flight: 0,
                     link_free_ns: 0,
                     link_busy_ns: 0,
+                    last_ack_ns: 0,
                 })
                 .collect(),
             ready: Vec::new(),
@@ -370,6 +381,15 @@ impl FlashArray {
         self.hosts
             .get(host as usize)
             .map_or(0, |state| state.in_flight)
+    }
+
+    /// The virtual time of the last ack completed for `host` (0 before its first, or for an
+    /// unknown host): with the bytes a host was given, its own bandwidth when several
+    /// hosts share the array (minFlash Fig. 6b's fairness).
+    pub fn last_ack_ns(&self, host: u32) -> u64 {
+        self.hosts
+            .get(host as usize)
+            .map_or(0, |state| state.last_ack_ns)
     }
 
     /// Requests of all hosts accepted and not yet reaped.

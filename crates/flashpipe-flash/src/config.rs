@@ -73,7 +73,7 @@ pub enum ConfigError {
         message: String,
     },
     /// No preset has this name.
-    #[error("unknown preset `{name}` (known: minflash, rad, tlc)")]
+    #[error("unknown preset `{name}` (known: minflash, minflash-rack, rad, tlc)")]
     UnknownPreset {
         /// The name asked for.
         name: String,
@@ -147,6 +147,18 @@ pub struct FlashTiming {
     pub host_software_write_ns: u64,
     /// One inter-controller hop, each way.
     pub hop_ns: u64,
+    /// Bus time each page transfer holds its channel after the page has moved: chip
+    /// status polling, command and address cycles of the scheduler and its turnaround
+    /// between grants. It lowers what a busy bus carries, not a lone request's latency
+    /// (the page goes on to the decoder when its transfer ends). 0, the default: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bus_overhead_ns_per_page: u64,
+    /// Usable data rate of the inter-controller links between two neighbouring devices,
+    /// each direction (bytes per second): a page crossing a hop holds that direction for
+    /// its bytes at this rate (cut-through: the next hop starts after `hop_ns`).
+    /// 0, the default: links add latency only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub link_bytes_per_second: u64,
     /// Controller tags per device: requests it executes at once.
     pub controller_queue_depth: u32,
 }
@@ -192,9 +204,22 @@ pub struct FlashConfig {
 const MINFLASH_TOML: &str = include_str!("../presets/minflash.toml");
 const RAD_TOML: &str = include_str!("../presets/rad.toml");
 const TLC_TOML: &str = include_str!("../presets/tlc.toml");
+/// What `minflash-rack` adds to `minflash`: its opening comment and `[timing]` lines.
+const MINFLASH_RACK_TOML: &str = include_str!("../presets/minflash-rack.toml");
 
 /// The names of the presets shipped with the crate.
-pub const PRESET_NAMES: [&str; 3] = ["minflash", "rad", "tlc"];
+pub const PRESET_NAMES: [&str; 4] = ["minflash", "minflash-rack", "rad", "tlc"];
+
+/// The `minflash-rack` preset as one TOML text: the `minflash` file under its own name,
+/// with the rack file's `[timing]` lines added to the `[timing]` table.
+fn minflash_rack_text() -> String {
+    let (_, timing_lines) = MINFLASH_RACK_TOML
+        .split_once("[timing]\n")
+        .expect("the minflash-rack file has a [timing] table");
+    MINFLASH_TOML
+        .replacen("name = \"minflash\"", "name = \"minflash-rack\"", 1)
+        .replacen("[timing]\n", &format!("[timing]\n{timing_lines}"), 1)
+}
 
 /// A shipped preset as `flashpipe sim presets` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -207,7 +232,7 @@ pub struct PresetListing {
 
 /// Every shipped preset with its source, in [`PRESET_NAMES`] order.
 pub fn preset_listings() -> Vec<PresetListing> {
-    [MINFLASH_TOML, RAD_TOML, TLC_TOML]
+    [MINFLASH_TOML, MINFLASH_RACK_TOML, RAD_TOML, TLC_TOML]
         .iter()
         .zip(PRESET_NAMES)
         .map(|(text, name)| PresetListing {
@@ -227,6 +252,7 @@ impl FlashConfig {
     pub fn preset(name: &str) -> Result<FlashConfig, ConfigError> {
         let text = match name {
             "minflash" => MINFLASH_TOML,
+            "minflash-rack" => return FlashConfig::from_toml(&minflash_rack_text(), name),
             "rad" => RAD_TOML,
             "tlc" => TLC_TOML,
             _ => {
@@ -439,6 +465,15 @@ impl FlashConfig {
                 ),
             ));
         }
+        if timing.link_bytes_per_second > MAX_HOST_LINK_BYTES_PER_SECOND {
+            return Err((
+                "link_bytes_per_second",
+                format!(
+                    "{} is above {MAX_HOST_LINK_BYTES_PER_SECOND} (0 leaves the links' rate out)",
+                    timing.link_bytes_per_second
+                ),
+            ));
+        }
         check_probability("program_slow_fraction", timing.program_slow_fraction)
     }
 
@@ -557,12 +592,19 @@ impl FlashTiming {
             ("host_software_read_ns", self.host_software_read_ns),
             ("host_software_write_ns", self.host_software_write_ns),
             ("hop_ns", self.hop_ns),
+            ("bus_overhead_ns_per_page", self.bus_overhead_ns_per_page),
         ];
         for &program_ns in &self.program_ns_by_page_type {
             fields.push(("program_ns_by_page_type", program_ns));
         }
         fields
     }
+}
+
+/// Whether an optional timing field holds its default (left out of the TOML text, so
+/// configurations without it write the same bytes as before it existed).
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// Codewords needed to protect `message_bytes`.

@@ -358,8 +358,10 @@ fn rad_table2(seed: u64) -> BenchResult<Vec<Row>> {
     Ok(rows)
 }
 
+/// The minFlash figures' array: the `minflash-rack` preset (the board with its measured
+/// bus overheads and its links) with `devices` boards in a line.
 fn minflash_config(devices: u32) -> BenchResult<FlashConfig> {
-    let mut config = FlashConfig::preset("minflash")?;
+    let mut config = FlashConfig::preset("minflash-rack")?;
     config.geometry.devices = devices;
     config.timing.program_slow_fraction = 0.0;
     Ok(config)
@@ -503,6 +505,8 @@ fn minflash_table1_rows(read: f64, write: f64, timing: &flashpipe_flash::FlashTi
     ]
 }
 
+/// Total read bandwidth (GB/s) of a closed-loop job, and each host's own: its bytes over
+/// the time its last request took to complete (every host starts backlogged).
 fn minflash_bandwidth(
     devices: u32,
     hosts: u32,
@@ -510,9 +514,10 @@ fn minflash_bandwidth(
     request_bytes: u64,
     queue_depth: u32,
     seed: u64,
-) -> BenchResult<(f64, f64)> {
+) -> BenchResult<(f64, Vec<f64>)> {
     let mut array = timing_array(minflash_config(devices)?, hosts, 128, seed)?;
     array.precondition_full()?;
+    let start_ns = array.now_ns();
     let requests_per_host = (64 * 1024 * 1024 / request_bytes).clamp(8, 2048);
     let job = SyntheticJob {
         pattern,
@@ -526,7 +531,24 @@ fn minflash_bandwidth(
     };
     let report = workload::run_job(&mut array, &job);
     let total = report.bytes as f64 / (report.elapsed_ns as f64 / 1e9) / 1e9;
-    Ok((total, report.array.mean_channel_utilization()))
+    let host_bytes = report.bytes as f64 / f64::from(hosts);
+    let per_host = (0..hosts)
+        .map(|host| {
+            let elapsed_ns = array.last_ack_ns(host).saturating_sub(start_ns).max(1);
+            host_bytes / elapsed_ns as f64
+        })
+        .collect();
+    Ok((total, per_host))
+}
+
+/// Jain's fairness index of `shares`: 1 when all are equal, 1/n when one takes all.
+fn jain_index(shares: &[f64]) -> f64 {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|share| share * share).sum();
+    if squares == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (shares.len() as f64 * squares)
 }
 
 fn minflash_fig5(seed: u64) -> BenchResult<Vec<Row>> {
@@ -578,7 +600,8 @@ fn minflash_fig6(seed: u64) -> BenchResult<Vec<Row>> {
         );
     }
     for hosts in 1..=4u32 {
-        let (bandwidth, _) = minflash_bandwidth(1, hosts, AccessPattern::Random, request, 2, seed)?;
+        let (bandwidth, per_host) =
+            minflash_bandwidth(1, hosts, AccessPattern::Random, request, 2, seed)?;
         rows.push(
             Row::new(
                 "minFlash Fig.6(b)",
@@ -589,6 +612,24 @@ fn minflash_fig6(seed: u64) -> BenchResult<Vec<Row>> {
             )
             .at("N hosts, 1 device", f64::from(hosts), hosts.to_string()),
         );
+        if hosts > 1 {
+            for (host, share) in per_host.iter().enumerate() {
+                rows.push(Row::new(
+                    "minFlash Fig.6(b)",
+                    format!("{hosts} hosts, 1 device, host {host}"),
+                    *share,
+                    Some(1.2 / f64::from(hosts)),
+                    "GB/s",
+                ));
+            }
+            rows.push(Row::new(
+                "minFlash Fig.6(b)",
+                format!("{hosts} hosts, 1 device, Jain's index"),
+                jain_index(&per_host),
+                Some(1.0),
+                "index",
+            ));
+        }
     }
     for n in 1..=4u32 {
         let (bandwidth, _) = minflash_bandwidth(n, n, AccessPattern::Random, request, 2, seed)?;

@@ -53,16 +53,17 @@ impl FlashArray {
             slot.spare = Some(spare);
         }
         let page_bytes = u64::from(self.config.geometry.page_data_bytes);
-        let link_done_ns = match kind {
+        let arrival_ns = match kind {
             CommandKind::Write => {
-                self.book_host_link(request.host, now_ns, page_bytes)
-                    + self.config.timing.ecc_encode_ns
+                let encoded_ns = self.book_host_link(request.host, now_ns, now_ns, page_bytes)
+                    + self.config.timing.ecc_encode_ns;
+                let attached = self.attached_device(request.host);
+                self.book_links(attached, address.device, encoded_ns, page_bytes)
+                    .1
             }
-            _ => now_ns,
+            _ => now_ns + self.hops(request.host, address.device) * self.config.timing.hop_ns,
         };
-        let hops = self.hops(request.host, address.device);
         let slot_index = self.store_slot(slot);
-        let arrival_ns = link_done_ns + hops * self.config.timing.hop_ns;
         if arrival_ns == now_ns {
             self.arrive(slot_index);
         } else {
@@ -77,17 +78,68 @@ impl FlashArray {
         }
     }
 
-    pub(super) fn hops(&self, host: u32, device: u32) -> u64 {
-        let attached = host % self.config.geometry.devices;
-        u64::from(attached.abs_diff(device))
+    /// The device `host` is attached to (devices in a line, hosts dealt round them).
+    pub(super) fn attached_device(&self, host: u32) -> u32 {
+        host % self.config.geometry.devices
     }
 
-    pub(super) fn book_host_link(&mut self, host: u32, ready_ns: u64, bytes: u64) -> u64 {
+    pub(super) fn hops(&self, host: u32, device: u32) -> u64 {
+        u64::from(self.attached_device(host).abs_diff(device))
+    }
+
+    /// Books `bytes` across the link directions from device `from` to device `to`, the
+    /// first byte ready at `ready_ns`; returns when the first and the last byte reach
+    /// `to`. Each direction carries one message at a time at the link rate; a hop starts
+    /// forwarding `hop_ns` after the first byte reached it (cut-through), never finishing
+    /// before the last byte came in. Without a link rate a hop adds `hop_ns` only.
+    pub(super) fn book_links(
+        &mut self,
+        from: u32,
+        to: u32,
+        ready_ns: u64,
+        bytes: u64,
+    ) -> (u64, u64) {
+        let timing = &self.config.timing;
+        let hop_ns = timing.hop_ns;
+        let rate = timing.link_bytes_per_second;
+        if rate == 0 || from == to {
+            let at_ns = ready_ns + u64::from(from.abs_diff(to)) * hop_ns;
+            return (at_ns, at_ns);
+        }
+        let transfer_ns = (bytes * 1_000_000_000).div_ceil(rate);
+        let (mut head_ns, mut tail_ns) = (ready_ns, ready_ns);
+        let mut node = from;
+        while node != to {
+            let (next, direction) = if to > node {
+                (node + 1, 2 * node)
+            } else {
+                (node - 1, 2 * (node - 1) + 1)
+            };
+            let free_ns = &mut self.link_free_ns[direction as usize];
+            let start_ns = head_ns.max(*free_ns);
+            let finish_ns = (start_ns + transfer_ns).max(tail_ns);
+            *free_ns = finish_ns;
+            head_ns = start_ns + hop_ns;
+            tail_ns = finish_ns + hop_ns;
+            node = next;
+        }
+        (head_ns, tail_ns)
+    }
+
+    /// Books `bytes` on `host`'s link, the first byte there at `first_ns` and the last at
+    /// `last_ns`; returns when the last byte has crossed it.
+    pub(super) fn book_host_link(
+        &mut self,
+        host: u32,
+        first_ns: u64,
+        last_ns: u64,
+        bytes: u64,
+    ) -> u64 {
         let rate = self.config.timing.host_link_bytes_per_second;
         let transfer_ns = (bytes * 1_000_000_000).div_ceil(rate);
         let link = &mut self.hosts[host as usize];
-        let start_ns = ready_ns.max(link.link_free_ns);
-        link.link_free_ns = start_ns + transfer_ns;
+        let start_ns = first_ns.max(link.link_free_ns);
+        link.link_free_ns = (start_ns + transfer_ns).max(last_ns);
         link.link_busy_ns += transfer_ns;
         link.link_free_ns
     }

@@ -34,7 +34,8 @@ fn unpack_event(packed: u128) -> (u64, EventKind, u32) {
         1 => EventKind::BusDone,
         2 => EventKind::ArrayDone,
         3 => EventKind::DecodeDone,
-        _ => EventKind::Complete,
+        4 => EventKind::Complete,
+        _ => EventKind::BusFree,
     };
     (
         (packed >> 64) as u64,
@@ -56,6 +57,8 @@ pub(super) enum EventKind {
     DecodeDone = 3,
     /// The slot is acknowledged to its host.
     Complete = 4,
+    /// The bus overhead after a transfer ended: the channel (in the slot field) is free.
+    BusFree = 5,
 }
 
 impl FlashArray {
@@ -157,6 +160,7 @@ impl FlashArray {
                 EventKind::ArrayDone => self.array_done(slot_index),
                 EventKind::DecodeDone => self.decode_done(slot_index),
                 EventKind::Complete => self.complete(slot_index),
+                EventKind::BusFree => self.bus_free(slot_index),
             }
         }
     }

@@ -85,7 +85,7 @@ impl FlashArray {
     #[inline]
     pub(super) fn schedule_bus(&mut self, channel_index: u32) {
         let channel = &self.channels[channel_index as usize];
-        if channel.bus_work.is_some() || channel.queued_count == 0 {
+        if channel.bus_work.is_some() || channel.held || channel.queued_count == 0 {
             return;
         }
         let dies_per_channel = self.dies_per_channel;
@@ -114,10 +114,11 @@ impl FlashArray {
             self.channels[channel_index as usize].queued_count -= 1;
             self.refresh_offer(first_die + position);
         }
+        let overhead_ns = self.bus_overhead_ns(work);
         let channel = &mut self.channels[channel_index as usize];
         channel.bus_work = Some((slot_index, work));
         channel.rotation = (position + 1) % dies_per_channel;
-        channel.busy_ns += busy_ns;
+        channel.busy_ns += busy_ns + overhead_ns;
         let now_ns = self.now_ns();
         self.schedule(now_ns + busy_ns, EventKind::BusDone, slot_index);
     }
@@ -135,6 +136,11 @@ impl FlashArray {
             .take()
             .expect("a bus that finished was busy");
         assert_eq!(busy_slot, slot_index);
+        let overhead_ns = self.bus_overhead_ns(work);
+        if overhead_ns > 0 {
+            self.channels[channel_index as usize].held = true;
+            self.schedule(now_ns + overhead_ns, EventKind::BusFree, channel_index);
+        }
         match work {
             BusWork::Command | BusWork::CommandAndDataIn => {
                 self.dies[die_index as usize].busy_ns += array_busy_ns;
@@ -158,6 +164,27 @@ impl FlashArray {
                 self.schedule(done_ns, EventKind::DecodeDone, slot_index);
             }
         }
+        self.schedule_bus(channel_index);
+    }
+
+    /// Bus time a grant holds its channel after its work: the bus overhead, once per page
+    /// transferred (a read's data out, a write's data in), none after a command burst.
+    #[inline]
+    fn bus_overhead_ns(&self, work: BusWork) -> u64 {
+        match work {
+            BusWork::Command => 0,
+            BusWork::CommandAndDataIn | BusWork::DataOut => {
+                self.config.timing.bus_overhead_ns_per_page
+            }
+        }
+    }
+
+    /// The bus overhead after a transfer on `channel_index` ended: the bus is free again.
+    #[inline]
+    pub(super) fn bus_free(&mut self, channel_index: u32) {
+        let channel = &mut self.channels[channel_index as usize];
+        assert!(channel.held, "a bus freed after its overhead was held");
+        channel.held = false;
         self.schedule_bus(channel_index);
     }
 
@@ -206,12 +233,13 @@ impl FlashArray {
                 kind == CommandKind::Read && !matches!(slot.status, AckStatus::RuleViolation(_));
             (slot.host, slot.device, carries_data)
         };
-        let at_host_ns = ready_ns + self.hops(host, device) * self.config.timing.hop_ns;
+        let attached = self.attached_device(host);
         let delivered_ns = if carries_data {
             let page_bytes = u64::from(self.config.geometry.page_data_bytes);
-            self.book_host_link(host, at_host_ns, page_bytes)
+            let (head_ns, tail_ns) = self.book_links(device, attached, ready_ns, page_bytes);
+            self.book_host_link(host, head_ns, tail_ns, page_bytes)
         } else {
-            at_host_ns
+            ready_ns + self.hops(host, device) * self.config.timing.hop_ns
         };
         self.schedule(
             delivered_ns + self.host_software_ns(kind),
@@ -225,6 +253,7 @@ impl FlashArray {
         let slot = self.slots[slot_index as usize].take().expect("live slot");
         self.free_slots.push(slot_index);
         let now_ns = self.now_ns();
+        self.hosts[slot.host as usize].last_ack_ns = now_ns;
         let page_bytes = u64::from(self.config.geometry.page_data_bytes);
         self.latencies.record(
             slot.kind,
