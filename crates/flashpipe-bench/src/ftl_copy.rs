@@ -39,7 +39,7 @@ pub struct FtlCopyArgs {
     /// File-system block size (a multiple of the preset's page).
     #[arg(long, default_value = "16KiB")]
     block_size: String,
-    /// Flash preset (minflash, rad, tlc); its erase blocks per chip are sized to fit.
+    /// Flash preset (minflash, minflash-rack, rad, tlc); its erase blocks per chip are sized to fit.
     #[arg(long, default_value = "minflash")]
     preset: String,
     /// Seed of the flash model.

@@ -7,7 +7,7 @@ use super::*;
 #[derive(Debug, clap::Args)]
 pub struct MkfsArgs {
     /// Devices, comma-separated: file paths, `ram:SIZE`, and `flash:PRESET:IMAGE` (emulated
-    /// NAND flash of a preset, minflash, rad or tlc or a preset file, under the host FTL,
+    /// NAND flash of a preset, minflash, minflash-rack, rad or tlc or a preset file, under the host FTL,
     /// kept in the sparse file IMAGE; `flashpipe sim presets` lists them). Paths are
     /// relative to the working directory; the store file records them relative to its own
     /// folder when they lie inside it, absolute otherwise. Remote disks: NBD URIs,
