@@ -281,7 +281,7 @@ fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
 #[test]
 fn sim_presets_lists_every_preset_with_its_source() {
     let listing = succeed(&["sim", "presets"]);
-    for name in ["minflash", "rad", "tlc"] {
+    for name in ["minflash", "minflash-rack", "rad", "tlc"] {
         assert!(
             listing.lines().any(|line| line.starts_with(name)),
             "{listing}"
@@ -289,7 +289,7 @@ fn sim_presets_lists_every_preset_with_its_source() {
     }
     assert!(listing.contains("Li et al."), "{listing}");
     let json: Value = serde_json::from_str(&succeed(&["sim", "presets", "--json"])).unwrap();
-    assert_eq!(json.as_array().unwrap().len(), 3);
+    assert_eq!(json.as_array().unwrap().len(), 4);
 }
 
 #[test]
