@@ -49,25 +49,40 @@ pub(super) fn handshake_done(inner: &Inner, id: u64) -> bool {
 }
 
 /// Runs until the server stops: closes each connection still in its handshake at its
-/// due time, after the protocol's `handshake_expired` hook.
+/// due time, after the protocol's `handshake_expired` hook. The hooks (which may write a
+/// refusal) run with the connection table unlocked, so a slow peer stalls neither the
+/// accept loop nor other connections' handshakes.
 pub(super) fn close_late_handshakes(inner: &Inner) {
     let mut connections = inner.connections();
     while !inner.stopping.load(Ordering::SeqCst) {
         let now = Instant::now();
         let mut next_due: Option<Instant> = None;
+        let mut late = Vec::new();
         for (id, open) in connections.iter_mut() {
             match open.handshake {
                 HandshakeClock::Due(due) if due <= now => {
                     open.handshake = HandshakeClock::Late;
-                    inner.protocol.handshake_expired(&open.reading, *id);
-                    // A connection its client closed already refuses the shutdown.
-                    let _ = open.reading.shutdown(Shutdown::Both);
+                    // A connection whose handle cannot be cloned is shut without its hook.
+                    match open.reading.try_clone() {
+                        Ok(handle) => late.push((*id, handle)),
+                        Err(_) => drop(open.reading.shutdown(Shutdown::Both)),
+                    }
                 }
                 HandshakeClock::Due(due) => {
                     next_due = Some(next_due.map_or(due, |next| next.min(due)));
                 }
                 HandshakeClock::Done | HandshakeClock::Late => {}
             }
+        }
+        if !late.is_empty() {
+            drop(connections);
+            for (id, handle) in late {
+                inner.protocol.handshake_expired(&handle, id);
+                // A connection its client closed already refuses the shutdown.
+                let _ = handle.shutdown(Shutdown::Both);
+            }
+            connections = inner.connections();
+            continue;
         }
         let wait = next_due
             .map_or(TICK, |due| due.saturating_duration_since(now))
