@@ -18,6 +18,7 @@
 //! `flashpipe-bench` (and only they, with the CLI through them) stand on it and no model
 //! or engine crate pulls measurement code in.
 
+pub mod column_table;
 pub mod fio;
 pub mod kind;
 pub mod pattern;

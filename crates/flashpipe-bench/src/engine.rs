@@ -42,7 +42,7 @@ use flashpipe_fs::{
 };
 use serde::Serialize;
 
-use crate::table::Table;
+use crate::column_table::{fixed, ColumnTable};
 
 pub use commit_policy::{
     CommitPolicyRow, CountingDevice, MountRow, WriteCounts, DEFAULT_STORE_FILE_COUNTS,
@@ -689,48 +689,35 @@ fn method() -> String {
 
 impl Report {
     fn print_tables(&self) {
-        let mut table = Table::new("  ")
-            .left("operation", 24)
-            .left("mode", 22)
-            .right("us/op", 10)
-            .right("x direct", 9)
-            .right("engine parks/op", 15)
-            .right("client parks/op", 16);
-        for row in &self.operations {
-            let parks = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
-            table.row(vec![
-                row.operation.clone(),
-                row.mode.clone(),
-                format!("{:.2}", row.us_per_operation),
-                format!("{:.1}", row.over_direct_ratio),
-                parks(row.engine_parks_per_operation),
-                parks(row.client_parks_per_operation),
-            ]);
-        }
+        let parks = |value: Option<f64>| value.map_or("-".to_string(), |v| fixed(v, 3));
         println!("engine hand-off: per operation, one client, RAM-disk store");
-        table.print();
-        let mut table = Table::new("  ")
-            .left("mode", 22)
-            .left("grouping", 16)
-            .right("clients", 7)
-            .right("files/client", 12)
-            .right("us/file", 10)
-            .right("commit calls/flush", 18)
-            .right("commits with changes/flush", 26);
-        for row in &self.group_commit {
-            table.row(vec![
-                row.mode.clone(),
-                row.grouping.clone(),
-                row.clients.to_string(),
-                row.files_per_client.to_string(),
-                format!("{:.2}", row.us_per_file),
-                format!("{:.3}", row.commit_calls_per_flush_ratio),
-                format!("{:.3}", row.commits_with_changes_per_flush_ratio),
-            ]);
-        }
+        ColumnTable::new("  ", &self.operations)
+            .left("operation", 24, |row| row.operation.clone())
+            .left("mode", 22, |row| row.mode.clone())
+            .right("us/op", 10, |row| fixed(row.us_per_operation, 2))
+            .right("x direct", 9, |row| fixed(row.over_direct_ratio, 1))
+            .right("engine parks/op", 15, |row| {
+                parks(row.engine_parks_per_operation)
+            })
+            .right("client parks/op", 16, |row| {
+                parks(row.client_parks_per_operation)
+            })
+            .print();
         println!();
         println!("group commit: create, write 1 KiB, flush per file from several client threads");
-        table.print();
+        ColumnTable::new("  ", &self.group_commit)
+            .left("mode", 22, |row| row.mode.clone())
+            .left("grouping", 16, |row| row.grouping.clone())
+            .right("clients", 7, |row| row.clients.to_string())
+            .right("files/client", 12, |row| row.files_per_client.to_string())
+            .right("us/file", 10, |row| fixed(row.us_per_file, 2))
+            .right("commit calls/flush", 18, |row| {
+                fixed(row.commit_calls_per_flush_ratio, 3)
+            })
+            .right("commits with changes/flush", 26, |row| {
+                fixed(row.commits_with_changes_per_flush_ratio, 3)
+            })
+            .print();
         println!();
         commit_policy::print_commit_policy_table(&self.commit_policy);
         println!();

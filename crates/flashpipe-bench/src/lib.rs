@@ -24,9 +24,9 @@
 //!   `flashpipe serve` (data by reference in shared memory) beside the in-process engine;
 //! - [`sim`]: `flashpipe sim ...`, the NAND model's speed, synthetic jobs, trace replay
 //!   and the RAD and minFlash reproductions;
-//! - [`pattern`], [`table`], [`progress`], [`verdict`], [`fio`]: the measuring harness
-//!   (`flashpipe-bench-harness`), re-exported at these paths: workload patterns, the text
-//!   tables, the phase spinner, the one target verdict and the one fio driver and parser;
+//! - [`pattern`], [`table`], [`column_table`], [`progress`], [`verdict`], [`fio`]: the
+//!   measuring harness (`flashpipe-bench-harness`), re-exported at these paths: workload
+//!   patterns, the text tables (built column by column or from column definitions), the phase spinner, the one target verdict and the one fio driver and parser;
 //! - [`error`]: [`error::BenchError`], the one typed error every command fails with (its
 //!   kind, not its words, decides the CLI's exit status);
 //! - [`plot`]: the PNG charts the experiments and reproductions draw (the harness's, with
@@ -54,7 +54,7 @@ pub mod serve;
 pub mod sim;
 
 /// The harness's modules, at the paths the experiments have always used.
-pub use flashpipe_bench_harness::{fio, pattern, plot, progress, table, verdict};
+pub use flashpipe_bench_harness::{column_table, fio, pattern, plot, progress, table, verdict};
 
 /// The result of every benchmark and experiment: any error, described for a person.
 pub type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;

@@ -34,7 +34,7 @@ use super::{
     expect_done, fastest_round_us, file_bytes, timed_count, write_zeros_everywhere,
     BenchEngineError, BLOCK_BYTES, CLIENT_OUTSTANDING_LIMIT, QUEUE_DEPTH,
 };
-use crate::table::Table;
+use crate::column_table::{fixed, ColumnTable};
 
 /// Store sizes (files already there) of a default run.
 pub const DEFAULT_STORE_FILE_COUNTS: [u64; 4] = [0, 1_000, 10_000, 50_000];
@@ -428,56 +428,43 @@ pub fn mount_rows(
 
 /// Prints the commit-policy table.
 pub fn print_commit_policy_table(rows: &[CommitPolicyRow]) {
-    let mut table = Table::new("  ")
-        .right("store files", 11)
-        .left("policy", 21)
-        .right("files", 6)
-        .right("us/file", 10)
-        .right("x log", 7)
-        .right("blocks/flush", 12)
-        .right("max", 6)
-        .right("requests/flush", 14)
-        .right("checkpoints", 11)
-        .right("log region", 10);
-    for row in rows {
-        table.row(vec![
-            row.store_files.to_string(),
-            row.policy.clone(),
-            row.measured_files.to_string(),
-            format!("{:.2}", row.us_per_file),
-            format!("{:.2}", row.over_log_ratio),
-            format!("{:.2}", row.device_blocks_per_flush),
-            row.device_blocks_per_flush_max.to_string(),
-            format!("{:.2}", row.write_requests_per_flush),
-            row.checkpoints.to_string(),
-            row.log_region_blocks.to_string(),
-        ]);
-    }
     println!("commit policy: create, write 1 KiB, flush per file through the engine, store already holding N files");
-    table.print();
+    ColumnTable::new("  ", rows)
+        .right("store files", 11, |row| row.store_files.to_string())
+        .left("policy", 21, |row| row.policy.clone())
+        .right("files", 6, |row| row.measured_files.to_string())
+        .right("us/file", 10, |row| fixed(row.us_per_file, 2))
+        .right("x log", 7, |row| fixed(row.over_log_ratio, 2))
+        .right("blocks/flush", 12, |row| {
+            fixed(row.device_blocks_per_flush, 2)
+        })
+        .right("max", 6, |row| row.device_blocks_per_flush_max.to_string())
+        .right("requests/flush", 14, |row| {
+            fixed(row.write_requests_per_flush, 2)
+        })
+        .right("checkpoints", 11, |row| row.checkpoints.to_string())
+        .right("log region", 10, |row| row.log_region_blocks.to_string())
+        .print();
 }
 
 /// Prints the mount table.
 pub fn print_mount_table(rows: &[MountRow]) {
-    let mut table = Table::new("  ")
-        .right("store files", 11)
-        .right("log records", 11)
-        .right("log blocks", 10)
-        .right("log region", 10)
-        .right("mount after log us", 18)
-        .right("after checkpoint us", 19)
-        .right("x checkpoint", 12);
-    for row in rows {
-        table.row(vec![
-            row.store_files.to_string(),
-            row.log_records_replayed.to_string(),
-            row.log_blocks_replayed.to_string(),
-            row.log_region_blocks.to_string(),
-            format!("{:.0}", row.mount_after_log_us),
-            format!("{:.0}", row.mount_after_checkpoint_us),
-            format!("{:.2}", row.log_over_checkpoint_ratio),
-        ]);
-    }
     println!("mount: after a log grown to its region's size, and after a checkpoint");
-    table.print();
+    ColumnTable::new("  ", rows)
+        .right("store files", 11, |row| row.store_files.to_string())
+        .right("log records", 11, |row| {
+            row.log_records_replayed.to_string()
+        })
+        .right("log blocks", 10, |row| row.log_blocks_replayed.to_string())
+        .right("log region", 10, |row| row.log_region_blocks.to_string())
+        .right("mount after log us", 18, |row| {
+            fixed(row.mount_after_log_us, 0)
+        })
+        .right("after checkpoint us", 19, |row| {
+            fixed(row.mount_after_checkpoint_us, 0)
+        })
+        .right("x checkpoint", 12, |row| {
+            fixed(row.log_over_checkpoint_ratio, 2)
+        })
+        .print();
 }
