@@ -103,7 +103,7 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
     let blocks_per_chip = config.geometry.blocks_per_plane;
     let progress = Progress::spinner("copy: formatting the file system on the FTL");
     let (mut filesystem, ftl) = experiment_filesystem(config, arguments.seed, block_size_bytes)?;
-    let clock = filesystem.device_mut().clock();
+    let clock = filesystem.clock();
     let write_started_ns = clock.now_ns();
     progress.set_message("copy: writing the source file");
     let source_crc = write_source(&mut filesystem, size_bytes)?;

@@ -391,8 +391,8 @@ impl FlashStack {
             fs_block_size_bytes: plan.block_size_bytes,
             store_identity: None,
         };
-        let mut filesystem = Filesystem::format(Box::new(device), &options)?;
-        let clock = filesystem.device_mut().clock();
+        let filesystem = Filesystem::format(Box::new(device), &options)?;
+        let clock = filesystem.clock();
         assert!(clock.is_virtual(), "the flash store runs in virtual time");
         Ok(FlashStack {
             engine: Engine::start(

@@ -1,5 +1,7 @@
 //! The filesystem core: one dedicated thread owns the file system and its devices
-//! (HWFS ch. 1, 3.3.1); clients reach it only through bounded command queues.
+//! (HWFS ch. 1, 3.3.1); clients reach it only through bounded command queues. The thread
+//! drives the file system's core ([`FsCore`]) and owns the device beside it: the core
+//! plans, the thread keeps the requests in flight and hands the completions back.
 //!
 //! The thread serves many commands at once: reads are planned from the in-memory block
 //! map and their device requests issued together, so many reads from many clients keep
@@ -28,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
-use flashpipe_device::{BufferPool, Clock, Completion, IoBuf};
-use flashpipe_fs::{FileId, Filesystem, WriteCopy};
+use flashpipe_device::{BlockDevice, BufferPool, Clock, Completion, IoBuf};
+use flashpipe_fs::{FileId, Filesystem, FsCore, WriteCopy};
 use flashpipe_shm::SharedMemoryError;
 
 use crate::client::EngineClient;
@@ -73,10 +75,10 @@ pub struct Engine {
 
 impl Engine {
     /// Starts the engine thread, which takes ownership of `filesystem`.
-    pub fn start(mut filesystem: Filesystem, config: EngineConfig) -> Engine {
+    pub fn start(filesystem: Filesystem, config: EngineConfig) -> Engine {
         assert!(config.command_queue_capacity > 0 && config.reads_in_flight_limit > 0);
         assert!(config.handoff.spin_us() <= MAX_SPIN_US);
-        let clock = filesystem.device_mut().clock();
+        let clock = filesystem.clock();
         let (messages, inbox) = bounded(config.command_queue_capacity);
         let block_bytes = filesystem.stats().fs_block_size_bytes as usize;
         let ReadPool {
@@ -246,7 +248,9 @@ const WRITE_BATCH_LIMIT_BYTES: usize = 64 << 20;
 /// The engine's state and command handling: run on its own thread by [`Engine`], or
 /// stepped by the caller's thread by [`crate::stepped::SteppedEngine`].
 pub(crate) struct EngineThread {
-    pub(crate) filesystem: Filesystem,
+    pub(crate) fs: FsCore,
+    /// The file system's device: only this thread issues requests on it.
+    pub(crate) device: Box<dyn BlockDevice>,
     pool: BufferPool,
     pub(crate) reads: ReadsInFlight<ReadReply>,
     writes: WritesInFlight<WriteReply>,
@@ -276,8 +280,10 @@ impl EngineThread {
         block_bytes: u64,
         config: EngineConfig,
     ) -> EngineThread {
+        let (fs, device) = filesystem.into_parts();
         EngineThread {
-            filesystem,
+            fs,
+            device,
             pool,
             reads: ReadsInFlight::new(config.reads_in_flight_limit, block_bytes),
             writes: WritesInFlight::new(WRITE_BATCH_LIMIT, WRITE_BATCH_LIMIT_BYTES, block_bytes),
@@ -288,6 +294,11 @@ impl EngineThread {
             flush_grouping: config.flush_grouping,
             pending_flushes: PendingFlushes::default(),
         }
+    }
+
+    /// The file system put back together, once nothing is in flight.
+    pub(crate) fn into_filesystem(self) -> Filesystem {
+        Filesystem::from_parts(self.fs, self.device)
     }
 
     fn run(
@@ -316,10 +327,10 @@ impl EngineThread {
         if self.has_pending_flushes() {
             self.commit_pending_flushes()?;
         } else if commit {
-            self.filesystem.flush()?;
+            self.fs.flush(&mut *self.device)?;
         }
         self.publish_counters(counters, inbox_waits);
-        Ok(self.filesystem)
+        Ok(self.into_filesystem())
     }
 
     /// The next message to serve, or what to do when none can be served now: commit the
@@ -372,10 +383,10 @@ impl EngineThread {
     /// device's completions (blocking for at least one when `block` is true and something
     /// is in flight) and routes each to the reads or the writes by its tag.
     pub(crate) fn pump_device(&mut self, block: bool) -> Result<(), EngineError> {
-        self.reads.submit_waiting(self.filesystem.device_mut());
-        self.writes.submit_waiting(&mut self.filesystem);
+        self.reads.submit_waiting(&mut *self.device);
+        self.writes.submit_waiting(&mut self.fs, &mut *self.device);
         let mut completions = std::mem::take(&mut self.completions);
-        let device = self.filesystem.device_mut();
+        let device = &mut *self.device;
         let waited = if block && device.in_flight() > 0 {
             device.wait_completions(&mut completions).map(|_| ())
         } else {
@@ -384,7 +395,7 @@ impl EngineThread {
         };
         for completion in completions.drain(..) {
             if is_write_tag(completion.tag) {
-                self.writes.complete(&mut self.filesystem, completion);
+                self.writes.complete(&mut self.fs, completion);
             } else {
                 self.reads.complete(completion);
             }
@@ -486,7 +497,7 @@ impl EngineThread {
             sink.deliver(Err(error));
             return Ok(());
         }
-        let file = match self.filesystem.open(name) {
+        let file = match self.fs.open(name) {
             Ok(file) => file,
             Err(error) => {
                 sink.deliver(Err(error.into()));
@@ -496,7 +507,7 @@ impl EngineThread {
         self.wait_for_writes_of(file)?;
         self.wait_for_read_room()?;
         let started = self.reads.start(
-            &mut self.filesystem,
+            &self.fs,
             &self.pool,
             file,
             name,
@@ -519,7 +530,7 @@ impl EngineThread {
         if !self.writes.is_idle() {
             let files: Vec<FileId> = names
                 .iter()
-                .filter_map(|name| self.filesystem.open(name).ok())
+                .filter_map(|name| self.fs.open(name).ok())
                 .collect();
             for file in files {
                 self.wait_for_writes_of(file)?;
@@ -527,13 +538,9 @@ impl EngineThread {
         }
         self.wait_for_read_room()?;
         let sink = ReadReply { ticket, reply_to };
-        let started = self.reads.start_batch(
-            &self.filesystem,
-            &self.pool,
-            names,
-            self.max_read_bytes,
-            sink,
-        );
+        let started =
+            self.reads
+                .start_batch(&self.fs, &self.pool, names, self.max_read_bytes, sink);
         if let Err((sink, error)) = started {
             sink.deliver_files(Err(error));
         }
@@ -560,7 +567,7 @@ impl EngineThread {
             unreachable!("only writes are started as writes");
         };
         let sink = WriteReply { ticket, reply_to };
-        let file = match self.filesystem.open(&name) {
+        let file = match self.fs.open(&name) {
             Ok(file) => file,
             Err(error) => {
                 sink.deliver(Err(error.into()));
@@ -573,7 +580,7 @@ impl EngineThread {
             self.pump_device(true)?;
         }
         if self
-            .filesystem
+            .fs
             .write_needs_old_blocks(file, offset_bytes, length_bytes)
         {
             self.drain_device()?;
@@ -581,8 +588,11 @@ impl EngineThread {
         while !self.writes.has_room() {
             self.pump_device(true)?;
         }
-        match self.filesystem.plan_write(file, offset_bytes, data, copy) {
-            Ok(planned) => self.writes.start(&mut self.filesystem, file, planned, sink),
+        let planned = self
+            .fs
+            .plan_write(&mut *self.device, file, offset_bytes, data, copy);
+        match planned {
+            Ok(planned) => self.writes.start(&mut self.fs, file, planned, sink),
             Err(error) => sink.deliver(Err(error.into())),
         }
         Ok(())
@@ -623,7 +633,7 @@ impl EngineThread {
             else {
                 unreachable!("a write batch holds writes only");
             };
-            let file = self.filesystem.open(&name);
+            let file = self.fs.open(&name);
             resolved.push((envelope.ticket, envelope.reply_to, file, offset_bytes, data));
         }
         let writes: Vec<_> = resolved
@@ -634,7 +644,7 @@ impl EngineThread {
                     .map(|&file| (file, *offset_bytes, &data[..]))
             })
             .collect();
-        let mut results = self.filesystem.write_batch(&writes).into_iter();
+        let mut results = self.fs.write_batch(&mut *self.device, &writes).into_iter();
         for (ticket, reply_to, file, _, data) in resolved {
             let result = match file {
                 Err(error) => Err(error.into()),
@@ -649,7 +659,7 @@ impl EngineThread {
     }
 
     fn execute(&mut self, command: Command) -> Result<Reply, EngineError> {
-        let filesystem = &mut self.filesystem;
+        let (filesystem, device) = (&mut self.fs, &mut *self.device);
         match command {
             Command::Create { name } => filesystem
                 .create(&name)
@@ -657,7 +667,7 @@ impl EngineThread {
                 .map_err(Into::into),
             Command::Truncate { name, size_bytes } => {
                 let file = filesystem.open(&name)?;
-                filesystem.truncate(file, size_bytes)?;
+                filesystem.truncate(device, file, size_bytes)?;
                 Ok(Reply::Done)
             }
             Command::Delete { name } => filesystem
@@ -681,14 +691,17 @@ impl EngineThread {
                 .map(|()| Reply::Done)
                 .map_err(Into::into),
             Command::Copy { from, to, method } => filesystem
-                .copy_file(&from, &to, method)
+                .copy_file(device, &from, &to, method)
                 .map(Reply::Copied)
                 .map_err(Into::into),
             Command::Stat { name } => Ok(Reply::Stat(filesystem.stat_name(&name)?)),
             Command::List => Ok(Reply::List(filesystem.list())),
             Command::Stats => Ok(Reply::Stats(filesystem.stats())),
-            Command::Flush => filesystem.flush().map(|()| Reply::Done).map_err(Into::into),
-            Command::Check => Ok(Reply::Check(filesystem.check()?)),
+            Command::Flush => filesystem
+                .flush(device)
+                .map(|()| Reply::Done)
+                .map_err(Into::into),
+            Command::Check => Ok(Reply::Check(filesystem.check(device)?)),
             Command::Read { .. } | Command::ReadFiles { .. } | Command::Write { .. } => {
                 unreachable!("reads and writes take their own paths")
             }

@@ -141,9 +141,11 @@ impl EngineThread {
         let waiting = std::mem::take(&mut self.pending_flushes.waiting);
         self.pending_flushes.commands_served_since_first = 0;
         self.pending_flushes.commits += 1;
-        let mut outcome = Some(self.filesystem.flush());
+        let mut outcome = Some(self.fs.flush(&mut *self.device));
         for (ticket, reply_to) in waiting {
-            let result = outcome.take().unwrap_or_else(|| self.filesystem.flush());
+            let result = outcome
+                .take()
+                .unwrap_or_else(|| self.fs.flush(&mut *self.device));
             match result {
                 Ok(()) => {
                     answer(&reply_to, ticket, Ok(Reply::Done));

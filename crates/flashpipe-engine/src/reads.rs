@@ -35,7 +35,7 @@ use std::sync::Arc;
 use flashpipe_device::{
     BlockDevice, BufferPool, Completion, DeviceError, IoBuf, PoolExhausted, Request, SplitBuffer,
 };
-use flashpipe_fs::{read_span_bytes, touching_group, FileId, Filesystem, ReadCheck, ReadPlan};
+use flashpipe_fs::{read_span_bytes, touching_group, FileId, FsCore, ReadCheck, ReadPlan};
 
 use crate::command::{
     read_files_max_bytes, EngineError, ReadBuffer, ReadData, READ_FILES_MAX_BUFFERS,
@@ -159,7 +159,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
-        filesystem: &mut Filesystem,
+        filesystem: &FsCore,
         pool: &BufferPool,
         file: FileId,
         file_name: &str,
@@ -219,7 +219,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
     /// large or finds no buffer fails only its own entry.
     pub fn start_batch(
         &mut self,
-        filesystem: &Filesystem,
+        filesystem: &FsCore,
         pool: &BufferPool,
         names: &[String],
         max_read_bytes: u64,
@@ -440,7 +440,7 @@ fn batch_results(
 /// file system's refusals (stale handle, past the end, a range past the largest offset),
 /// then an exhausted pool.
 fn plan_read(
-    filesystem: &Filesystem,
+    filesystem: &FsCore,
     pool: &BufferPool,
     block_bytes: u64,
     file: FileId,
@@ -468,7 +468,7 @@ fn plan_read(
 /// file is an error of its own entry.
 #[allow(clippy::type_complexity)]
 fn resolve_batch(
-    filesystem: &Filesystem,
+    filesystem: &FsCore,
     names: &[String],
     max_read_bytes: u64,
 ) -> Result<Vec<Result<(FileId, u64), EngineError>>, EngineError> {

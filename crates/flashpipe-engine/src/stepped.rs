@@ -110,19 +110,19 @@ impl SteppedEngine {
 
     /// Device requests in flight now (for tests that check how many reads overlap).
     pub fn device_requests_in_flight(&mut self) -> usize {
-        self.core.filesystem.device_mut().in_flight()
+        self.core.device.in_flight()
     }
 
     /// Serves what is queued, flushes and returns the file system.
     pub fn shutdown(mut self) -> Result<Filesystem, EngineError> {
         self.run_until_idle()?;
-        self.core.filesystem.flush()?;
-        Ok(self.core.filesystem)
+        self.core.fs.flush(&mut *self.core.device)?;
+        Ok(self.core.into_filesystem())
     }
 
     /// Serves what is queued and returns the file system without flushing.
     pub fn shutdown_without_commit(mut self) -> Result<Filesystem, EngineError> {
         self.run_until_idle()?;
-        Ok(self.core.filesystem)
+        Ok(self.core.into_filesystem())
     }
 }

@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 
 use flashpipe_device::{BlockDevice, Completion, DeviceError, DeviceErrorKind, IoBuf, Request};
-use flashpipe_fs::{FileId, Filesystem, PlannedWrite};
+use flashpipe_fs::{FileId, FsCore, PlannedWrite};
 
 use crate::command::EngineError;
 
@@ -125,7 +125,7 @@ impl<S: WriteSink> WritesInFlight<S> {
     /// delivered at once.
     pub fn start(
         &mut self,
-        filesystem: &mut Filesystem,
+        filesystem: &mut FsCore,
         file: FileId,
         mut planned: PlannedWrite,
         sink: S,
@@ -161,9 +161,9 @@ impl<S: WriteSink> WritesInFlight<S> {
 
     /// Submits waiting requests while the device has room; a write whose last request the
     /// device refused is finished (failed) and delivered.
-    pub fn submit_waiting(&mut self, filesystem: &mut Filesystem) {
+    pub fn submit_waiting(&mut self, filesystem: &mut FsCore, device: &mut dyn BlockDevice) {
         let mut finished = Vec::new();
-        self.submit_waiting_requests(filesystem.device_mut(), &mut finished);
+        self.submit_waiting_requests(device, &mut finished);
         for slot in finished {
             self.finish(filesystem, slot);
         }
@@ -171,7 +171,7 @@ impl<S: WriteSink> WritesInFlight<S> {
 
     /// Takes one device completion of a write's request; a write whose requests are all
     /// back is finished (its block pointers installed) and delivered.
-    pub fn complete(&mut self, filesystem: &mut Filesystem, completion: Completion) {
+    pub fn complete(&mut self, filesystem: &mut FsCore, completion: Completion) {
         let Completion {
             tag,
             status,
@@ -228,7 +228,7 @@ impl<S: WriteSink> WritesInFlight<S> {
         write.requests_outstanding == 0
     }
 
-    fn finish(&mut self, filesystem: &mut Filesystem, slot: usize) {
+    fn finish(&mut self, filesystem: &mut FsCore, slot: usize) {
         let write = self.slots[slot].take().expect("finishing a live write");
         assert_eq!(write.requests_outstanding, 0, "a write finished early");
         self.free_slots.push(slot);

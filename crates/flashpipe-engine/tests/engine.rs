@@ -577,18 +577,19 @@ fn batched_reads_return_their_buffers_and_keep_their_limits() {
 }
 
 /// Overwrites FS block `fs_block` of a 4096-byte-block file system with random bytes,
-/// straight on the device.
-fn damage_fs_block(filesystem: &mut Filesystem, fs_block: u64, seed: u64) {
-    let device = filesystem.device_mut();
+/// straight on its device (taken apart from the file system's core and put back).
+fn damage_fs_block(filesystem: Filesystem, fs_block: u64, seed: u64) -> Filesystem {
+    let (core, mut device) = filesystem.into_parts();
     let device_blocks_per_fs_block = 4096 / u64::from(device.info().block_size_bytes);
     flashpipe_device::run_one(
-        device,
+        &mut *device,
         flashpipe_device::Operation::Write {
             first_block: fs_block * device_blocks_per_fs_block,
             buffer: flashpipe_device::IoBuf::from_slice(&pattern(4096, seed)),
         },
     )
     .unwrap();
+    Filesystem::from_parts(core, device)
 }
 
 fn assert_checksum_error(error: &EngineError, name: &str, offset: u64, block: u64) {
@@ -631,8 +632,8 @@ fn a_damaged_data_block_fails_its_read_and_only_its_own_file_of_a_batch() {
     };
     let damaged_block = block_of(&filesystem, "damaged", 4096);
     let scattered_block = block_of(&filesystem, "scattered", 5 * 4096);
-    damage_fs_block(&mut filesystem, damaged_block, 77);
-    damage_fs_block(&mut filesystem, scattered_block, 78);
+    let filesystem = damage_fs_block(filesystem, damaged_block, 77);
+    let filesystem = damage_fs_block(filesystem, scattered_block, 78);
 
     let engine = Engine::start(filesystem, EngineConfig::default());
     let mut client = engine.client(8);

@@ -24,6 +24,7 @@ use flashpipe_device::BlockDevice;
 use crate::commit::{commit, write_super_block};
 use crate::error::FsckError;
 use crate::filesystem::Filesystem;
+use crate::fs_core::FsCore;
 use crate::image::{load_image, load_image_of, LoadFailure, LoadedImage};
 use crate::io::flush_device;
 use crate::layout::FORMAT_VERSION;
@@ -515,19 +516,37 @@ pub fn fsck_with_options(
 }
 
 /// fsck of a mounted file system: the checks of its durable image.
-impl Filesystem {
-    /// Checks the durable image (the last flush) with fsck, without repairing.
-    pub fn check(&mut self) -> Result<FsckReport, FsckError> {
-        fsck(self.device_for_check(), false)
+impl FsCore {
+    /// Checks the durable image (the last flush) on `device` with fsck, without
+    /// repairing. Nothing may be in flight on `device`.
+    pub fn check(&self, device: &mut dyn BlockDevice) -> Result<FsckReport, FsckError> {
+        fsck(device, false)
     }
 
-    /// [`Filesystem::check`] with options (`verify_data`: read and verify every data
-    /// block too; `repair` is ignored here, a mounted file system is not repaired).
-    pub fn check_with_options(&mut self, options: FsckOptions) -> Result<FsckReport, FsckError> {
+    /// [`FsCore::check`] with options (`verify_data`: read and verify every data block
+    /// too; `repair` is ignored here, a mounted file system is not repaired).
+    pub fn check_with_options(
+        &self,
+        device: &mut dyn BlockDevice,
+        options: FsckOptions,
+    ) -> Result<FsckReport, FsckError> {
         let options = FsckOptions {
             repair: false,
             ..options
         };
-        fsck_with_options(self.device_for_check(), options)
+        fsck_with_options(device, options)
+    }
+}
+
+/// fsck of a mounted file system on its own device.
+impl Filesystem {
+    /// [`FsCore::check`].
+    pub fn check(&mut self) -> Result<FsckReport, FsckError> {
+        self.core.check(&mut *self.device)
+    }
+
+    /// [`FsCore::check_with_options`].
+    pub fn check_with_options(&mut self, options: FsckOptions) -> Result<FsckReport, FsckError> {
+        self.core.check_with_options(&mut *self.device, options)
     }
 }

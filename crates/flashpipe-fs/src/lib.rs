@@ -41,6 +41,7 @@ mod data;
 pub mod error;
 mod filesystem;
 mod findings;
+mod fs_core;
 pub mod fsck;
 mod image;
 mod io;
@@ -59,11 +60,12 @@ pub use error::{
     is_crash, CopyError, FileIoError, FlushError, FormatError, FsckError, MountError,
     NamespaceError, StoreIdentityError,
 };
-pub use filesystem::store_identity_text;
-pub use filesystem::{
-    CommitPolicy, FileId, FileStat, Filesystem, FormatOptions, FsStats, MetadataLogFill,
-};
+pub use filesystem::Filesystem;
 pub use findings::{DamagedSlot, LogDamage};
+pub use fs_core::store_identity_text;
+pub use fs_core::{
+    CommitPolicy, FileId, FileStat, FormatOptions, FsCore, FsStats, MetadataLogFill,
+};
 pub use fsck::{
     fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,
     SlotFallback, Structure,

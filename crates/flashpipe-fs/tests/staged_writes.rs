@@ -1,18 +1,30 @@
-//! Writes in two stages (`Filesystem::plan_write`, then `finish_write`): whole blocks of
+//! Writes in two stages (`FsCore::plan_write`, then `finish_write`), driven here as the
+//! engine drives them, with the core and its device held apart: whole blocks of
 //! a block-aligned write go to the device as views of the caller's buffer, which comes
 //! back whole; partial edge blocks keep the bytes around the write; a failed write
 //! installs nothing and releases its blocks; the checksums written are the ones a read
 //! verifies; a flush with a write pending is a programming error.
 
-use flashpipe_device::{run_batch, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk};
-use flashpipe_fs::{FileId, Filesystem, PlannedWrite, WriteCopy};
+use flashpipe_device::{
+    run_batch, BlockDevice, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk,
+};
+use flashpipe_fs::{FileId, Filesystem, FsCore, PlannedWrite, WriteCopy};
 use flashpipe_testkit::formatted::format_fs;
 
 const BLOCK_BYTES: usize = 16384;
 
-fn filesystem() -> Filesystem {
+/// A freshly formatted file system's core and its device, apart.
+fn core_and_device() -> (FsCore, Box<dyn BlockDevice>) {
     let disk = RamDisk::new("ram0", 4096, 8192, 32).expect("ram disk");
-    format_fs(Box::new(disk), BLOCK_BYTES as u32)
+    format_fs(Box::new(disk), BLOCK_BYTES as u32).into_parts()
+}
+
+/// Puts the two back together, unmounts, mounts again and checks the image is clean.
+fn remount_clean(core: FsCore, device: Box<dyn BlockDevice>) -> Filesystem {
+    let unmounted = Filesystem::from_parts(core, device).unmount();
+    let mut remounted = Filesystem::mount(unmounted.expect("unmount")).expect("mount");
+    assert!(remounted.check().expect("fsck").is_clean());
+    remounted
 }
 
 fn pattern(length: usize, seed: u8) -> Vec<u8> {
@@ -23,39 +35,46 @@ fn pattern(length: usize, seed: u8) -> Vec<u8> {
 
 /// Issues a planned write's requests, gives their buffers back and finishes it.
 fn run_planned(
-    filesystem: &mut Filesystem,
+    core: &mut FsCore,
+    device: &mut dyn BlockDevice,
     mut planned: PlannedWrite,
 ) -> (IoBuf, Result<(), flashpipe_fs::FileIoError>) {
     let operations = planned.take_operations();
-    let completions = run_batch(filesystem.device_mut(), operations).expect("device writes");
+    let completions = run_batch(device, operations).expect("device writes");
     for completion in completions {
         planned.take_back(completion.buffer.expect("a write hands its buffer back"));
     }
-    filesystem.finish_write(planned, Ok(()))
+    core.finish_write(planned, Ok(()))
 }
 
-fn contents(filesystem: &mut Filesystem, file: FileId) -> Vec<u8> {
-    let size = filesystem.stat(file).expect("stat").size_bytes;
-    filesystem.read(file, 0, size).expect("read").to_vec()
+fn contents(core: &mut FsCore, device: &mut dyn BlockDevice, file: FileId) -> Vec<u8> {
+    let size = core.stat(file).expect("stat").size_bytes;
+    core.read(device, file, 0, size).expect("read").to_vec()
 }
 
 #[test]
 fn whole_blocks_go_from_the_callers_buffer_and_the_buffer_comes_back() {
-    let mut filesystem = filesystem();
-    let file = filesystem.create("f").expect("create");
+    let (mut core, mut device) = core_and_device();
+    let file = core.create("f").expect("create");
     let old = pattern(12 * BLOCK_BYTES, 1);
-    filesystem.write(file, 0, &old).expect("write");
-    filesystem.flush().expect("flush");
+    core.write(&mut *device, file, 0, &old).expect("write");
+    core.flush(&mut *device).expect("flush");
     let new = pattern(9 * BLOCK_BYTES + 100, 2);
     let data = IoBuf::from_slice(&new);
     let address = data.as_ptr();
-    let mut planned = filesystem
-        .plan_write(file, BLOCK_BYTES as u64, data, WriteCopy::ZeroCopy)
+    let mut planned = core
+        .plan_write(
+            &mut *device,
+            file,
+            BLOCK_BYTES as u64,
+            data,
+            WriteCopy::ZeroCopy,
+        )
         .expect("plan");
     assert_eq!(planned.zero_copy_blocks(), 9);
-    assert_eq!(filesystem.writes_pending(), 1);
+    assert_eq!(core.writes_pending(), 1);
     assert_eq!(
-        contents(&mut filesystem, file),
+        contents(&mut core, &mut *device, file),
         old,
         "nothing is installed before the write finishes"
     );
@@ -75,11 +94,11 @@ fn whole_blocks_go_from_the_callers_buffer_and_the_buffer_comes_back() {
         )),
         "the partial last block goes through a bounce buffer of its own"
     );
-    let completions = run_batch(filesystem.device_mut(), operations).expect("device writes");
+    let completions = run_batch(&mut *device, operations).expect("device writes");
     for completion in completions {
         planned.take_back(completion.buffer.expect("buffer back"));
     }
-    let (buffer, result) = filesystem.finish_write(planned, Ok(()));
+    let (buffer, result) = core.finish_write(planned, Ok(()));
     result.expect("write");
     assert_eq!(
         buffer.as_ptr(),
@@ -87,28 +106,32 @@ fn whole_blocks_go_from_the_callers_buffer_and_the_buffer_comes_back() {
         "the caller's own buffer comes back"
     );
     assert!(buffer[..] == new[..], "and it is untouched");
-    assert_eq!(filesystem.writes_pending(), 0);
+    assert_eq!(core.writes_pending(), 0);
     let mut expected = old.clone();
     expected[BLOCK_BYTES..BLOCK_BYTES + new.len()].copy_from_slice(&new);
     assert!(
-        contents(&mut filesystem, file) == expected,
+        contents(&mut core, &mut *device, file) == expected,
         "the bytes after the partial last block are the old ones"
     );
-    filesystem.flush().expect("flush");
-    let mut remounted = Filesystem::mount(filesystem.unmount().expect("unmount")).expect("mount");
-    assert!(remounted.check().expect("fsck").is_clean());
+    core.flush(&mut *device).expect("flush");
+    let mut remounted = remount_clean(core, device);
+    let size_bytes = remounted.stat(file).expect("stat").size_bytes;
+    assert_eq!(size_bytes, expected.len() as u64);
     assert!(
-        contents(&mut remounted, file) == expected,
+        remounted
+            .read(file, 0, expected.len() as u64)
+            .expect("read")[..]
+            == expected[..],
         "checksums verify"
     );
 }
 
 #[test]
 fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
-    let mut filesystem = filesystem();
-    let file = filesystem.create("f").expect("create");
+    let (mut core, mut device) = core_and_device();
+    let file = core.create("f").expect("create");
     let old = pattern(6 * BLOCK_BYTES, 3);
-    filesystem.write(file, 0, &old).expect("write");
+    core.write(&mut *device, file, 0, &old).expect("write");
     let mut expected = old.clone();
     for (offset, length, copy, seed) in [
         (100, 3 * BLOCK_BYTES, WriteCopy::ZeroCopy, 4),
@@ -122,8 +145,8 @@ fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
         (9 * BLOCK_BYTES as u64, 10, WriteCopy::ZeroCopy, 7),
     ] {
         let new = pattern(length, seed);
-        let planned = filesystem
-            .plan_write(file, offset, IoBuf::from_slice(&new), copy)
+        let planned = core
+            .plan_write(&mut *device, file, offset, IoBuf::from_slice(&new), copy)
             .expect("plan");
         let aligned_whole_blocks = copy == WriteCopy::ZeroCopy && offset % BLOCK_BYTES as u64 == 0;
         assert_eq!(
@@ -134,7 +157,7 @@ fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
                 0
             }
         );
-        let (buffer, result) = run_planned(&mut filesystem, planned);
+        let (buffer, result) = run_planned(&mut core, &mut *device, planned);
         result.expect("write");
         assert!(buffer[..] == new[..]);
         let end = offset as usize + length;
@@ -143,7 +166,7 @@ fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
         }
         expected[offset as usize..end].copy_from_slice(&new);
         assert!(
-            contents(&mut filesystem, file) == expected,
+            contents(&mut core, &mut *device, file) == expected,
             "write at {offset}+{length}"
         );
     }
@@ -151,17 +174,23 @@ fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
 
 #[test]
 fn a_failed_write_installs_nothing_and_releases_its_blocks() {
-    let mut filesystem = filesystem();
-    let file = filesystem.create("f").expect("create");
+    let (mut core, mut device) = core_and_device();
+    let file = core.create("f").expect("create");
     let old = pattern(3 * BLOCK_BYTES, 8);
-    filesystem.write(file, 0, &old).expect("write");
-    filesystem.flush().expect("flush");
-    let free_before = filesystem.stats().free_blocks;
+    core.write(&mut *device, file, 0, &old).expect("write");
+    core.flush(&mut *device).expect("flush");
+    let free_before = core.stats().free_blocks;
     let new = pattern(8 * BLOCK_BYTES, 9);
-    let mut planned = filesystem
-        .plan_write(file, 0, IoBuf::from_slice(&new), WriteCopy::ZeroCopy)
+    let mut planned = core
+        .plan_write(
+            &mut *device,
+            file,
+            0,
+            IoBuf::from_slice(&new),
+            WriteCopy::ZeroCopy,
+        )
         .expect("plan");
-    assert_eq!(filesystem.stats().free_blocks, free_before - 8);
+    assert_eq!(core.stats().free_blocks, free_before - 8);
     // The requests never reach the device: as if every one failed.
     for operation in planned.take_operations() {
         if let Operation::Write { buffer, .. } = operation {
@@ -174,26 +203,31 @@ fn a_failed_write_installs_nothing_and_releases_its_blocks() {
             detail: "injected".to_string(),
         },
     );
-    let (buffer, result) = filesystem.finish_write(planned, Err(failure));
+    let (buffer, result) = core.finish_write(planned, Err(failure));
     assert!(result.is_err());
     assert!(
         buffer[..] == new[..],
         "the caller's buffer comes back whole"
     );
-    assert_eq!(filesystem.stats().free_blocks, free_before);
-    assert_eq!(contents(&mut filesystem, file), old);
-    filesystem.flush().expect("flush");
-    let mut remounted = Filesystem::mount(filesystem.unmount().expect("unmount")).expect("mount");
-    assert!(remounted.check().expect("fsck").is_clean());
+    assert_eq!(core.stats().free_blocks, free_before);
+    assert_eq!(contents(&mut core, &mut *device, file), old);
+    core.flush(&mut *device).expect("flush");
+    remount_clean(core, device);
 }
 
 #[test]
 #[should_panic(expected = "planned writes not finished")]
 fn a_flush_with_a_write_pending_is_refused() {
-    let mut filesystem = filesystem();
-    let file = filesystem.create("f").expect("create");
-    let _planned = filesystem
-        .plan_write(file, 0, IoBuf::from_slice(&[1; 100]), WriteCopy::ZeroCopy)
+    let (mut core, mut device) = core_and_device();
+    let file = core.create("f").expect("create");
+    let _planned = core
+        .plan_write(
+            &mut *device,
+            file,
+            0,
+            IoBuf::from_slice(&[1; 100]),
+            WriteCopy::ZeroCopy,
+        )
         .expect("plan");
-    let _ = filesystem.flush();
+    let _ = core.flush(&mut *device);
 }

@@ -37,7 +37,7 @@ fn filesystem_on_emulated_flash_survives_a_remount_of_the_ftl() {
             .expect("overwrite");
         filesystem.flush().expect("flush");
     }
-    let clock = filesystem.device_mut().clock();
+    let clock = filesystem.clock();
     let before_ns = clock.now_ns();
     drop(filesystem.unmount().expect("unmount"));
     let (ftl, report) =

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use flashpipe_device::{run_batch, BlockDevice, IoBuf, Operation};
 use flashpipe_engine::{Command, EngineClient, Reply};
-use flashpipe_fs::{Filesystem, MAX_REQUEST_BYTES};
+use flashpipe_fs::{Filesystem, FsCore, MAX_REQUEST_BYTES};
 use serde::Serialize;
 
 use super::anchors::{self, AnchorResult};
@@ -319,8 +319,9 @@ impl Combination {
                 direct_files.push((name, size, times));
             }
         }
+        let (core, mut device) = filesystem.into_parts();
         for (name, size, times) in engine_files.iter_mut().chain(&mut direct_files) {
-            measure_raw(&mut filesystem, name, *size, times)?;
+            measure_raw(&core, &mut *device, name, *size, times)?;
         }
         Ok(sizes
             .iter()
@@ -515,7 +516,8 @@ fn read_through_engine(
 
 /// Times the raw read and write-back of the file's data blocks on the device.
 fn measure_raw(
-    filesystem: &mut Filesystem,
+    filesystem: &FsCore,
+    device: &mut dyn BlockDevice,
     name: &str,
     size_bytes: u64,
     times: &mut FileTimes,
@@ -538,7 +540,6 @@ fn measure_raw(
             bytes_left -= length;
         }
     }
-    let device = filesystem.device_mut();
     let mut buffers: Vec<IoBuf> = (0..COMMANDS_IN_FLIGHT)
         .map(|_| touched_buffer(MAX_REQUEST_BYTES as usize))
         .collect();

@@ -68,7 +68,7 @@ impl KernelStore {
             fs_block_size_bytes: config.block_size_bytes,
             store_identity: None,
         };
-        let mut filesystem = Filesystem::format(opened.device, &options)?;
+        let filesystem = Filesystem::format(opened.device, &options)?;
         config.save_new(store_file)?;
         let engine_config = EngineConfig {
             write_path: crate::fs::write_path_from_environment(),
@@ -76,7 +76,7 @@ impl KernelStore {
             ..EngineConfig::default()
         };
         Ok(KernelStore {
-            clock: filesystem.device_mut().clock(),
+            clock: filesystem.clock(),
             engine: Engine::start(filesystem, engine_config),
             engine_config,
             _lock: opened.lock,

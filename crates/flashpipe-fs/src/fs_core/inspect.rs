@@ -3,9 +3,9 @@
 
 use crate::findings::Structure;
 
-use super::Filesystem;
+use super::FsCore;
 
-impl Filesystem {
+impl FsCore {
     /// Every metadata block of the last commit with its structure: super block slots,
     /// checkpoint map, name table, inode table, free list, shared table, the log blocks in use (in log
     /// order), indirect blocks (for fsck tests and tools that inspect images).

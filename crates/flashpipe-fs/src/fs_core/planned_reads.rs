@@ -2,15 +2,15 @@
 //! plan comes from the file system's block map, the caller's buffers and requests carry
 //! it out, and the plan's check verifies the blocks ([`crate::read_plan`]).
 
-use super::{FileId, Filesystem};
+use super::{FileId, FsCore};
 use crate::error::FileIoError;
 use crate::read_plan::{self, ReadCheck, ReadPlan};
 
-impl Filesystem {
+impl FsCore {
     /// Plans a read of bytes `offset_bytes..offset_bytes + length_bytes` of `file`
     /// (named `file_name` in a checksum error): the buffer it needs, where the bytes lie
     /// in it, the device reads that fill it and their check. Refuses a stale handle or a
-    /// range past the end, as [`Filesystem::block_map`] does. Nothing is issued.
+    /// range past the end, as [`FsCore::block_map`] does. Nothing is issued.
     pub fn plan_read(
         &self,
         file: FileId,

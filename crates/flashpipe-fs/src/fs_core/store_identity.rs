@@ -2,14 +2,14 @@
 //! docs/format.md, "Super block"): reading it from a mount, and giving one to an image
 //! formatted before identities (taken by the next commit).
 
-use super::{Filesystem, MountMode};
+use super::{FsCore, MountMode};
 use crate::error::StoreIdentityError;
 use flashpipe_api::store_identity_text;
 
-impl Filesystem {
+impl FsCore {
     /// The identity of the store this file system belongs to: the mounted super block's
     /// (`None` for an image formatted before identities), or the one given by
-    /// [`Filesystem::set_store_identity`] since, which the next commit writes.
+    /// [`FsCore::set_store_identity`] since, which the next commit writes.
     pub fn store_identity(&self) -> Option<[u8; 16]> {
         self.state.store_identity
     }
