@@ -1,6 +1,7 @@
 //! [`CommandKind`]: every command once, with its number on the serve protocol's wire,
-//! its name, and what it changes. Adding a command starts here: a kind, its number and
-//! name, then the engine's execute arm and one codec table entry (docs/design/24-api.md).
+//! its name, and what it changes, in one table (`CommandKind::row`). Adding a command
+//! starts here: a kind and its row, then the engine's execute arm and one codec table
+//! entry (docs/design/24-api.md).
 
 /// Every kind of command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,26 +55,32 @@ impl CommandKind {
         CommandKind::Check,
     ];
 
+    /// The kind's row in the one table of kinds: its wire number, its name and what it
+    /// changes ([`NAMES`], [`DATA`]).
+    fn row(self) -> (u16, &'static str, u8) {
+        match self {
+            CommandKind::Create => (0x0101, "create", NAMES | DATA),
+            CommandKind::Write => (0x0102, "write", DATA),
+            CommandKind::Read => (0x0104, "read", 0),
+            CommandKind::ReadFiles => (0x0105, "read-files", 0),
+            CommandKind::Truncate => (0x0106, "truncate", NAMES | DATA),
+            CommandKind::Delete => (0x0107, "delete", NAMES | DATA),
+            CommandKind::Rename => (0x0108, "rename", NAMES | DATA),
+            CommandKind::RenameReplacing => (0x0109, "rename-replacing", NAMES | DATA),
+            CommandKind::Copy => (0x010A, "copy", NAMES | DATA),
+            CommandKind::Stat => (0x010B, "stat", 0),
+            CommandKind::List => (0x010C, "list", 0),
+            CommandKind::Stats => (0x010D, "stats", 0),
+            CommandKind::Flush => (0x010E, "flush", NAMES | DATA),
+            CommandKind::Check => (0x010F, "check", 0),
+        }
+    }
+
     /// The frame kind of this command's request on the serve protocol's wire
     /// (docs/protocol.md). A write whose bytes lie in a granted slot of the client's
     /// write pool travels under its own frame kind, 0x0103 (the protocol's business).
     pub fn wire_number(self) -> u16 {
-        match self {
-            CommandKind::Create => 0x0101,
-            CommandKind::Write => 0x0102,
-            CommandKind::Read => 0x0104,
-            CommandKind::ReadFiles => 0x0105,
-            CommandKind::Truncate => 0x0106,
-            CommandKind::Delete => 0x0107,
-            CommandKind::Rename => 0x0108,
-            CommandKind::RenameReplacing => 0x0109,
-            CommandKind::Copy => 0x010A,
-            CommandKind::Stat => 0x010B,
-            CommandKind::List => 0x010C,
-            CommandKind::Stats => 0x010D,
-            CommandKind::Flush => 0x010E,
-            CommandKind::Check => 0x010F,
-        }
+        self.row().0
     }
 
     /// The kind of a rename: replacing an existing target or not (one command,
@@ -95,22 +102,7 @@ impl CommandKind {
 
     /// The kind's name, for messages (the protocol's frame kind name).
     pub fn name(self) -> &'static str {
-        match self {
-            CommandKind::Create => "create",
-            CommandKind::Write => "write",
-            CommandKind::Read => "read",
-            CommandKind::ReadFiles => "read-files",
-            CommandKind::Truncate => "truncate",
-            CommandKind::Delete => "delete",
-            CommandKind::Rename => "rename",
-            CommandKind::RenameReplacing => "rename-replacing",
-            CommandKind::Copy => "copy",
-            CommandKind::Stat => "stat",
-            CommandKind::List => "list",
-            CommandKind::Stats => "stats",
-            CommandKind::Flush => "flush",
-            CommandKind::Check => "check",
-        }
+        self.row().1
     }
 
     /// True for the commands that change the store's names or commit it: create,
@@ -118,46 +110,21 @@ impl CommandKind {
     /// its store changed under it). Data writes are covered by the flush that makes them
     /// durable.
     pub fn changes_names(self) -> bool {
-        match self {
-            CommandKind::Create
-            | CommandKind::Truncate
-            | CommandKind::Delete
-            | CommandKind::Rename
-            | CommandKind::RenameReplacing
-            | CommandKind::Copy
-            | CommandKind::Flush => true,
-            CommandKind::Write
-            | CommandKind::Read
-            | CommandKind::ReadFiles
-            | CommandKind::Stat
-            | CommandKind::List
-            | CommandKind::Stats
-            | CommandKind::Check => false,
-        }
+        self.row().2 & NAMES != 0
     }
 
     /// True for the commands that change what the store holds (a read-only store
     /// refuses them): every command but the reads, stat, list, stats and check. A flush
     /// changes nothing the client sees, but writes the device.
     pub fn changes_data(self) -> bool {
-        match self {
-            CommandKind::Create
-            | CommandKind::Write
-            | CommandKind::Truncate
-            | CommandKind::Delete
-            | CommandKind::Rename
-            | CommandKind::RenameReplacing
-            | CommandKind::Copy
-            | CommandKind::Flush => true,
-            CommandKind::Read
-            | CommandKind::ReadFiles
-            | CommandKind::Stat
-            | CommandKind::List
-            | CommandKind::Stats
-            | CommandKind::Check => false,
-        }
+        self.row().2 & DATA != 0
     }
 }
+
+/// A kind's flag in [`CommandKind::row`]: it changes the store's names or commits it.
+const NAMES: u8 = 1;
+/// A kind's flag in [`CommandKind::row`]: it changes what the store holds.
+const DATA: u8 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -40,8 +40,8 @@ use std::sync::Arc;
 use flashpipe_device::request::check_queue_depth;
 use flashpipe_device::sim::SimWorld;
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf, Operation,
-    Rejected, Request, SplitBuffer, Tag,
+    wait_in_steps, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf,
+    Operation, Rejected, Request, SplitBuffer, Tag,
 };
 
 use crate::layout::{Segment, StripeLayout};
@@ -513,16 +513,7 @@ impl BlockDevice for StripedDevice {
         &mut self,
         completions: &mut Vec<Completion>,
     ) -> Result<usize, DeviceError> {
-        loop {
-            self.make_progress();
-            if !self.ready.is_empty() {
-                return Ok(self.poll_completions(completions));
-            }
-            if self.parents.is_empty() {
-                return Err(self.info.nothing_in_flight());
-            }
-            self.wait_on_oldest_piece()?;
-        }
+        wait_in_steps(self, completions, StripedDevice::wait_on_oldest_piece)
     }
 
     fn in_flight(&self) -> usize {

@@ -3,9 +3,31 @@
 //! [`run_batch`] keeps up to the device's queue depth in flight, tags requests with
 //! their index, and returns the completions in the order the requests were given. It is
 //! the simplest correct way to keep a device's queue full from synchronous code.
+//! [`wait_in_steps`] is the `wait_completions` of a device built over others (a striped
+//! set, a flash adapter, an FTL), which makes progress in steps of its own.
 
 use crate::error::DeviceError;
 use crate::request::{BlockDevice, Completion, Operation, Request};
+
+/// The wait of a device that makes progress in steps of its own: poll; return what has
+/// arrived; with nothing in flight, say so ([`crate::DeviceErrorKind::NothingInFlight`]);
+/// else take one `step` (which blocks until something moves, or fails) and poll again.
+pub fn wait_in_steps<D: BlockDevice + ?Sized>(
+    device: &mut D,
+    completions: &mut Vec<Completion>,
+    mut step: impl FnMut(&mut D) -> Result<(), DeviceError>,
+) -> Result<usize, DeviceError> {
+    loop {
+        let count = device.poll_completions(completions);
+        if count > 0 {
+            return Ok(count);
+        }
+        if device.in_flight() == 0 {
+            return Err(device.info().nothing_in_flight());
+        }
+        step(device)?;
+    }
+}
 
 /// Submits every operation (at most the queue depth at once), waits for all, and
 /// returns their completions in input order. The device must have nothing else in

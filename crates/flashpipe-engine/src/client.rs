@@ -218,7 +218,6 @@ impl EngineClient {
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, StreamError> {
         flashpipe_api::write_stream(self, name, source, chunk_bytes, in_flight, progress)
-            .map_err(StreamError::from)
     }
 
     /// Reads file `name` from its start to its end into `sink`, `chunk_bytes` per command
@@ -234,7 +233,6 @@ impl EngineClient {
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, StreamError> {
         flashpipe_api::read_stream(self, name, sink, chunk_bytes, in_flight, progress)
-            .map_err(StreamError::from)
     }
 
     /// Reads file `name` whole into memory ([`EngineClient::read_stream`] into a vector,
@@ -294,26 +292,6 @@ impl Transport for EngineClient {
     }
 }
 
-/// A streaming transfer failed: in the engine, or in the local source or sink.
-#[derive(Debug, thiserror::Error)]
-pub enum StreamError {
-    /// The engine refused or failed a command.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    /// Reading the local source failed.
-    #[error("reading the source: {0}")]
-    Source(std::io::Error),
-    /// Writing the local destination failed.
-    #[error("writing the destination: {0}")]
-    Sink(std::io::Error),
-}
-
-impl From<flashpipe_api::StreamError<EngineError>> for StreamError {
-    fn from(error: flashpipe_api::StreamError<EngineError>) -> StreamError {
-        match error {
-            flashpipe_api::StreamError::Transport(error) => StreamError::Engine(error),
-            flashpipe_api::StreamError::Source(error) => StreamError::Source(error),
-            flashpipe_api::StreamError::Sink(error) => StreamError::Sink(error),
-        }
-    }
-}
+/// A streaming transfer through the engine failed: in the engine
+/// ([`flashpipe_api::StreamError::Transport`]), or in the local source or sink.
+pub type StreamError = flashpipe_api::StreamError<EngineError>;

@@ -17,8 +17,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf, Operation,
-    Rejected, Request,
+    wait_in_steps, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf,
+    Operation, Rejected, Request,
 };
 
 use crate::array::FlashArray;
@@ -538,15 +538,22 @@ impl StripedFlashDevice {
         JobPhase::Programming { outstanding }
     }
 
-    fn pump(&mut self) {
-        self.acks.clear();
+    /// Takes the flash array's acks (blocking for at least one when `wait`), handles
+    /// them and pushes the backlog; returns how many acks it took.
+    fn pump_acks(&mut self, wait: bool) -> usize {
         let mut acks = std::mem::take(&mut self.acks);
-        self.array.poll_acks(&mut acks);
+        acks.clear();
+        let moved = if wait {
+            self.array.wait_acks(&mut acks)
+        } else {
+            self.array.poll_acks(&mut acks)
+        };
         for ack in acks.drain(..) {
             self.handle_ack(ack);
         }
         self.acks = acks;
         self.push_backlog();
+        moved
     }
 }
 
@@ -596,7 +603,7 @@ impl BlockDevice for StripedFlashDevice {
     }
 
     fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        self.pump();
+        self.pump_acks(false);
         let count = self.ready.len();
         completions.append(&mut self.ready);
         count
@@ -606,27 +613,14 @@ impl BlockDevice for StripedFlashDevice {
         &mut self,
         completions: &mut Vec<Completion>,
     ) -> Result<usize, DeviceError> {
-        loop {
-            let count = self.poll_completions(completions);
-            if count > 0 {
-                return Ok(count);
-            }
-            if self.requests.is_empty() {
-                return Err(self.info.nothing_in_flight());
-            }
-            let mut acks = std::mem::take(&mut self.acks);
-            acks.clear();
-            let moved = self.array.wait_acks(&mut acks);
-            for ack in acks.drain(..) {
-                self.handle_ack(ack);
-            }
-            self.acks = acks;
-            self.push_backlog();
+        wait_in_steps(self, completions, |adapter| {
+            let moved = adapter.pump_acks(true);
             assert!(
-                moved > 0 || !self.ready.is_empty(),
+                moved > 0 || !adapter.ready.is_empty(),
                 "requests are open but the flash array has nothing in flight"
             );
-        }
+            Ok(())
+        })
     }
 
     fn in_flight(&self) -> usize {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, Rejected,
-    Request,
+    wait_in_steps, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo,
+    Operation, Rejected, Request,
 };
 
 use crate::ftl::{Ftl, HostKind};
@@ -158,27 +158,21 @@ impl BlockDevice for Ftl {
         &mut self,
         completions: &mut Vec<Completion>,
     ) -> Result<usize, DeviceError> {
-        loop {
-            let count = self.poll_completions(completions);
-            if count > 0 {
-                return Ok(count);
+        wait_in_steps(self, completions, |ftl| {
+            if ftl.wait_and_pump() || !ftl.host.ready.is_empty() {
+                return Ok(());
             }
-            if !self.has_open_host_ops() {
-                return Err(self.info.nothing_in_flight());
-            }
-            if !self.wait_and_pump() && self.host.ready.is_empty() {
-                return Err(DeviceError::new(
-                    &self.info.name,
-                    DeviceErrorKind::OutOfSpace {
-                        detail: format!(
-                            "host requests wait for free space that garbage collection \
-                             cannot make: {}",
-                            self.describe_state()
-                        ),
-                    },
-                ));
-            }
-        }
+            Err(DeviceError::new(
+                &ftl.info.name,
+                DeviceErrorKind::OutOfSpace {
+                    detail: format!(
+                        "host requests wait for free space that garbage collection \
+                         cannot make: {}",
+                        ftl.describe_state()
+                    ),
+                },
+            ))
+        })
     }
 
     fn in_flight(&self) -> usize {

@@ -28,8 +28,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf, Operation,
-    Rejected, Request,
+    wait_in_steps, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf,
+    Operation, Rejected, Request,
 };
 
 /// The logical block a [`SectorDevice`] exposes.
@@ -562,18 +562,12 @@ impl<D: BlockDevice> BlockDevice for SectorDevice<D> {
         &mut self,
         completions: &mut Vec<Completion>,
     ) -> Result<usize, DeviceError> {
-        loop {
-            let count = self.poll_completions(completions);
-            if count > 0 {
-                return Ok(count);
-            }
-            if self.ops.is_empty() {
-                return Err(self.info.nothing_in_flight());
-            }
+        wait_in_steps(self, completions, |sectors| {
             let mut inner_completions = Vec::new();
-            self.inner.wait_completions(&mut inner_completions)?;
-            self.reap_inner(inner_completions);
-        }
+            sectors.inner.wait_completions(&mut inner_completions)?;
+            sectors.reap_inner(inner_completions);
+            Ok(())
+        })
     }
 
     fn in_flight(&self) -> usize {

@@ -111,14 +111,7 @@ fn read_write_body(stream: &mut impl Read, header: &Header) -> Result<Frame, Rea
     let offset_at = 4 + name_length;
     let mut offset = [0u8; 8];
     offset.copy_from_slice(&start[offset_at..offset_at + 8]);
-    let mut data = Vec::with_capacity(data_length);
-    let read = stream.take(data_length as u64).read_to_end(&mut data)?;
-    if read != data_length {
-        return Err(ReadFrameError::ClosedMidFrame {
-            read_bytes: (fixed_bytes + read) as u64,
-            expected_bytes: body_length as u64,
-        });
-    }
+    let data = read_body_tail(stream, header, fixed_bytes)?;
     Ok(Frame::Request {
         request_id: header.request_id,
         request: Request::Command(Command::Write {
@@ -156,6 +149,25 @@ fn read_body_part(
     Ok(())
 }
 
+/// Reads the rest of a body, after its first `read_bytes`, into its own vector.
+fn read_body_tail(
+    stream: &mut impl Read,
+    header: &Header,
+    read_bytes: usize,
+) -> Result<Vec<u8>, ReadFrameError> {
+    let body_length = header.body_length_bytes as usize;
+    let tail_length = body_length - read_bytes;
+    let mut tail = Vec::with_capacity(tail_length);
+    let read = stream.take(tail_length as u64).read_to_end(&mut tail)?;
+    if read != tail_length {
+        return Err(ReadFrameError::ClosedMidFrame {
+            read_bytes: (read_bytes + read) as u64,
+            expected_bytes: body_length as u64,
+        });
+    }
+    Ok(tail)
+}
+
 /// A data response: an inline payload whose length matches the body is read into its
 /// own vector; anything else is read whole and decoded as usual.
 fn read_data_body(stream: &mut impl Read, header: &Header) -> Result<Frame, ReadFrameError> {
@@ -166,14 +178,7 @@ fn read_data_body(stream: &mut impl Read, header: &Header) -> Result<Frame, Read
     if prefix[0] != 0 || data_length != body_length - INLINE_DATA_PREFIX_BYTES {
         return read_whole_body(stream, header, prefix.to_vec());
     }
-    let mut data = Vec::with_capacity(data_length);
-    let read = stream.take(data_length as u64).read_to_end(&mut data)?;
-    if read != data_length {
-        return Err(ReadFrameError::ClosedMidFrame {
-            read_bytes: (INLINE_DATA_PREFIX_BYTES + read) as u64,
-            expected_bytes: body_length as u64,
-        });
-    }
+    let data = read_body_tail(stream, header, INLINE_DATA_PREFIX_BYTES)?;
     Ok(Frame::Response {
         request_id: header.request_id,
         response: Response::Reply(Reply::Data(DataPayload::Inline(data))),

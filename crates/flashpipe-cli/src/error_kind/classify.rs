@@ -289,7 +289,7 @@ fn engine(error: &EngineError) -> ErrorKind {
 
 fn stream(error: &StreamError) -> ErrorKind {
     match error {
-        StreamError::Engine(inner) => engine(inner),
+        StreamError::Transport(inner) => engine(inner),
         StreamError::Source(inner) | StreamError::Sink(inner) => io(inner),
     }
 }

@@ -429,9 +429,4 @@ impl Ftl {
         self.host_programs_in_flight += 1;
         self.submit_program(physical_page, record, data, job);
     }
-
-    /// Host ops that are open (for the device adapter's wait).
-    pub(crate) fn has_open_host_ops(&self) -> bool {
-        !self.host.ops.is_empty()
-    }
 }
