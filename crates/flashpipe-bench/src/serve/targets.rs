@@ -34,20 +34,14 @@ pub struct TargetRow {
 /// Judges every target from `report`'s rows.
 pub(super) fn judge(report: &StoreReport) -> Vec<TargetRow> {
     let latency = |side: &str| {
-        on_side(
-            &report.latency,
-            side,
-            |row| &row.side,
-            |row| row.us_per_operation,
-        )
+        on_side(&report.latency, side, |row| {
+            (row.side.as_str(), row.us_per_operation)
+        })
     };
     let throughput = |side: &str| {
-        on_side(
-            &report.throughput,
-            side,
-            |row| &row.side,
-            |row| row.gib_per_second,
-        )
+        on_side(&report.throughput, side, |row| {
+            (row.side.as_str(), row.gib_per_second)
+        })
     };
     let by_reference = throughput(SIDE_BY_REFERENCE);
     let mut targets = vec![
@@ -88,14 +82,13 @@ pub(super) fn judge(report: &StoreReport) -> Vec<TargetRow> {
     targets
 }
 
-/// `figure` of the row of `rows` measured on `side`, if there is one.
-fn on_side<R>(
-    rows: &[R],
-    side: &str,
-    side_of: fn(&R) -> &String,
-    figure: fn(&R) -> f64,
-) -> Option<f64> {
-    rows.iter().find(|row| side_of(row) == side).map(figure)
+/// The figure of the row of `rows` measured on `side`, if there is one; `side_and_figure`
+/// reads both from a row.
+fn on_side<R>(rows: &[R], side: &str, side_and_figure: fn(&R) -> (&str, f64)) -> Option<f64> {
+    rows.iter()
+        .map(side_and_figure)
+        .find(|(row_side, _)| *row_side == side)
+        .map(|(_, figure)| figure)
 }
 
 fn ratio(numerator: Option<f64>, denominator: Option<f64>) -> Option<f64> {
