@@ -62,6 +62,18 @@ impl<'a, R> ColumnTable<'a, R> {
         self
     }
 
+    /// Adds a right-aligned column with `gap` printed before it instead of the table's gap
+    /// (the first column of a group, such as one after a ` | `).
+    pub fn right_after(
+        self,
+        gap: &str,
+        header: &str,
+        width: usize,
+        cell: impl Fn(&R) -> String + 'a,
+    ) -> Self {
+        self.column_after(gap, header, width, Align::Right, cell)
+    }
+
     /// Starts every line with `indent` (see [`Table::indent`]).
     pub fn indent(mut self, indent: &str) -> Self {
         self.table = self.table.indent(indent);
@@ -94,6 +106,11 @@ pub fn fixed(value: f64, decimals: usize) -> String {
     format!("{value:.decimals$}")
 }
 
+/// [`fixed`] for a figure that may be missing: `absent` (such as `-` or `n/a`) when it is.
+pub fn fixed_or(value: Option<f64>, decimals: usize, absent: &str) -> String {
+    value.map_or_else(|| absent.to_string(), |value| fixed(value, decimals))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +141,17 @@ mod tests {
             table.render(),
             " name     value\n a         1.50\n longer-name   12.25\n"
         );
+    }
+
+    #[test]
+    fn a_group_column_prints_its_own_gap_and_a_missing_figure_its_placeholder() {
+        let rows = [(Some(1.0), None), (None, Some(2.0))];
+        let table = ColumnTable::new(" ", &rows)
+            .right("a", 4, |row: &(Option<f64>, Option<f64>)| {
+                fixed_or(row.0, 1, "-")
+            })
+            .right_after(" | ", "b", 4, |row| fixed_or(row.1, 2, "n/a"))
+            .table();
+        assert_eq!(table.render(), "   a |    b\n 1.0 |  n/a\n   - | 2.00\n");
     }
 }

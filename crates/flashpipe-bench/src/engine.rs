@@ -51,20 +51,32 @@ pub use commit_policy::{
 
 /// FS block size and RAM-disk block size.
 const BLOCK_BYTES: u32 = 4096;
-/// RAM-disk size.
-const RAM_DISK_BYTES: u64 = 256 << 20;
-/// RAM-disk size in `--quick` runs.
-const QUICK_RAM_DISK_BYTES: u64 = 16 << 20;
 /// Requests in flight on the RAM disk.
 const QUEUE_DEPTH: u32 = 32;
 /// Bytes each file holds.
 const FILE_BYTES: usize = 1024;
 /// Rounds each operation runs in.
 const ROUNDS: u64 = 5;
-/// Default operations per stat and read measurement.
-const DEFAULT_OPERATION_COUNT: u64 = 20_000;
-/// Operations per stat and read measurement in `--quick` runs.
-const QUICK_OPERATION_COUNT: u64 = 100;
+
+/// What a run's size sets: the RAM disk and the operations per measurement.
+struct RunSizes {
+    /// RAM-disk size.
+    ram_disk_bytes: u64,
+    /// Operations per stat and read measurement (unless `--operations` says).
+    operation_count: u64,
+}
+
+/// A full run's sizes.
+const FULL_RUN: RunSizes = RunSizes {
+    ram_disk_bytes: 256 << 20,
+    operation_count: 20_000,
+};
+/// A `--quick` run's sizes.
+const QUICK_RUN: RunSizes = RunSizes {
+    ram_disk_bytes: 16 << 20,
+    operation_count: 100,
+};
+
 /// Files created per mode: this share of the operation count (commits grow with files).
 const FILES_PER_OPERATIONS: u64 = 10;
 /// Default client threads of the group-commit part.
@@ -215,10 +227,11 @@ struct Settings {
 
 impl Settings {
     fn from_arguments(arguments: &BenchEngineArgs) -> Result<Settings, BenchEngineError> {
-        let operation_count = arguments.operations.unwrap_or(match arguments.quick {
-            true => QUICK_OPERATION_COUNT,
-            false => DEFAULT_OPERATION_COUNT,
-        });
+        let sizes = match arguments.quick {
+            true => QUICK_RUN,
+            false => FULL_RUN,
+        };
+        let operation_count = arguments.operations.unwrap_or(sizes.operation_count);
         let spin_windows_us = match arguments.spin_us.is_empty() {
             true => vec![Handoff::DEFAULT.spin_us()],
             false => arguments.spin_us.clone(),
@@ -242,10 +255,7 @@ impl Settings {
             client_count: arguments
                 .clients
                 .map_or(DEFAULT_CLIENT_COUNT, |count| count as usize),
-            ram_disk_bytes: match arguments.quick {
-                true => QUICK_RAM_DISK_BYTES,
-                false => RAM_DISK_BYTES,
-            },
+            ram_disk_bytes: sizes.ram_disk_bytes,
             quick: arguments.quick,
             commit_policy: commit_policy::CommitPolicySettings::new(
                 &arguments.store_files,

@@ -48,7 +48,8 @@ use crate::fs::page_cache::{drop_page_cache_if, PageCacheDrop};
 use crate::kernels::store::KernelStore;
 use cases::{bench_cases, BenchCase, ToolCommand};
 
-use crate::table::{Align, Table};
+use crate::column_table::{fixed, fixed_or, ColumnTable};
+use crate::table::Align;
 use crate::BenchResult;
 
 const MIB: f64 = 1048576.0;
@@ -598,39 +599,33 @@ fn print_report(report: &BenchKernelsReport) {
         report.storage_read_bytes_per_second / MIB
     );
     println!("warm: each side's second run, right after its cold run");
-    let mut table = Table::new(" ")
-        .left("kernel", 30)
-        .right("MiB", 8)
-        .right("mem", 9)
-        .right("(a)near", 9)
-        .right("(b)r+c", 9)
-        .right("(c)1thr", 9)
-        .right("(d)tool", 9)
-        .right("a/(d)", 8)
-        .column_after("  ", "slowest", 8, Align::Left)
-        .left("0.9xmin", 9)
-        .left("a>=(d)", 9);
-    let mib = |bytes: f64| format!("{:.1}", bytes / MIB);
-    for row in &report.rows {
-        let tool = row.tool_bytes_per_second.map_or("-".to_string(), mib);
-        let tool_ratio = row.tool_bytes_per_second.map_or("-".to_string(), |rate| {
-            format!("{:.2}", row.near_data_bytes_per_second / rate)
-        });
-        table.row(vec![
-            row.kernel.clone(),
-            mib(row.input_bytes as f64),
-            mib(row.kernel_in_memory_bytes_per_second),
-            mib(row.near_data_bytes_per_second),
-            mib(row.read_then_compute_bytes_per_second),
-            mib(row.single_thread_bytes_per_second),
-            tool,
-            tool_ratio,
-            row.near_data_slowest_stage.to_string(),
-            met(Some(row.bandwidth_target_met)).to_string(),
-            met(row.tool_target_met).to_string(),
-        ]);
-    }
-    table.print();
+    let mib = |bytes: f64| fixed(bytes / MIB, 1);
+    ColumnTable::new(" ", &report.rows)
+        .left("kernel", 30, |row| row.kernel.clone())
+        .right("MiB", 8, |row| mib(row.input_bytes as f64))
+        .right("mem", 9, |row| mib(row.kernel_in_memory_bytes_per_second))
+        .right("(a)near", 9, |row| mib(row.near_data_bytes_per_second))
+        .right("(b)r+c", 9, |row| {
+            mib(row.read_then_compute_bytes_per_second)
+        })
+        .right("(c)1thr", 9, |row| mib(row.single_thread_bytes_per_second))
+        .right("(d)tool", 9, |row| {
+            row.tool_bytes_per_second.map_or("-".to_string(), mib)
+        })
+        .right("a/(d)", 8, |row| {
+            let ratio = row
+                .tool_bytes_per_second
+                .map(|rate| row.near_data_bytes_per_second / rate);
+            fixed_or(ratio, 2, "-")
+        })
+        .column_after("  ", "slowest", 8, Align::Left, |row| {
+            row.near_data_slowest_stage.clone()
+        })
+        .left("0.9xmin", 9, |row| {
+            met(Some(row.bandwidth_target_met)).to_string()
+        })
+        .left("a>=(d)", 9, |row| met(row.tool_target_met).to_string())
+        .print();
     print_cold_table(report);
     println!("(throughputs in MiB/s of input)");
     for row in &report.rows {
@@ -672,27 +667,29 @@ fn print_cold_table(report: &BenchKernelsReport) {
         ""
     };
     let mib = |bytes: f64| format!("{:.1}{marker}", bytes / MIB);
-    let mut table = Table::new(" ")
-        .left("kernel", 30)
-        .right("(a)near", 10)
-        .right("(b)r+c", 10)
-        .right("(c)1thr", 10)
-        .right("(d)tool", 10)
-        .right("a/(d)", 8)
-        .column_after("  ", "a>=(d)", 9, Align::Left);
-    for row in &report.rows {
-        table.row(vec![
-            row.kernel.clone(),
-            mib(row.near_data_cold_bytes_per_second),
-            mib(row.read_then_compute_cold_bytes_per_second),
-            mib(row.single_thread_cold_bytes_per_second),
-            row.tool_cold_bytes_per_second.map_or("-".to_string(), mib),
-            row.tool_throughput_ratio_cold
-                .map_or("-".to_string(), |ratio| format!("{ratio:.2}")),
-            met(row.tool_target_met_cold).to_string(),
-        ]);
-    }
-    table.print();
+    ColumnTable::new(" ", &report.rows)
+        .left("kernel", 30, |row| row.kernel.clone())
+        .right(
+            "(a)near",
+            10,
+            |row| mib(row.near_data_cold_bytes_per_second),
+        )
+        .right("(b)r+c", 10, |row| {
+            mib(row.read_then_compute_cold_bytes_per_second)
+        })
+        .right("(c)1thr", 10, |row| {
+            mib(row.single_thread_cold_bytes_per_second)
+        })
+        .right("(d)tool", 10, |row| {
+            row.tool_cold_bytes_per_second.map_or("-".to_string(), mib)
+        })
+        .right("a/(d)", 8, |row| {
+            fixed_or(row.tool_throughput_ratio_cold, 2, "-")
+        })
+        .column_after("  ", "a>=(d)", 9, Align::Left, |row| {
+            met(row.tool_target_met_cold).to_string()
+        })
+        .print();
     println!("(a) cold: {}", caches.store_side);
 }
 

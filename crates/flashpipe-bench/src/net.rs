@@ -155,43 +155,29 @@ struct Workload {
     iodepth: u32,
 }
 
+impl Workload {
+    const fn new(
+        name: &'static str,
+        rw: &'static str,
+        block_size: &'static str,
+        iodepth: u32,
+    ) -> Self {
+        Workload {
+            name,
+            rw,
+            block_size,
+            iodepth,
+        }
+    }
+}
+
 const WORKLOADS: [Workload; 6] = [
-    Workload {
-        name: "seq-read-1m-qd8",
-        rw: "read",
-        block_size: "1m",
-        iodepth: 8,
-    },
-    Workload {
-        name: "seq-write-1m-qd8",
-        rw: "write",
-        block_size: "1m",
-        iodepth: 8,
-    },
-    Workload {
-        name: "rand-read-4k-qd1",
-        rw: "randread",
-        block_size: "4k",
-        iodepth: 1,
-    },
-    Workload {
-        name: "rand-write-4k-qd1",
-        rw: "randwrite",
-        block_size: "4k",
-        iodepth: 1,
-    },
-    Workload {
-        name: "rand-read-4k-qd32",
-        rw: "randread",
-        block_size: "4k",
-        iodepth: 32,
-    },
-    Workload {
-        name: "rand-write-4k-qd32",
-        rw: "randwrite",
-        block_size: "4k",
-        iodepth: 32,
-    },
+    Workload::new("seq-read-1m-qd8", "read", "1m", 8),
+    Workload::new("seq-write-1m-qd8", "write", "1m", 8),
+    Workload::new("rand-read-4k-qd1", "randread", "4k", 1),
+    Workload::new("rand-write-4k-qd1", "randwrite", "4k", 1),
+    Workload::new("rand-read-4k-qd32", "randread", "4k", 32),
+    Workload::new("rand-write-4k-qd32", "randwrite", "4k", 32),
 ];
 
 /// Where one fio row ran: which server, disk, transport and connection count, and what.

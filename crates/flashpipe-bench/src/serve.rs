@@ -42,8 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flashpipe_base::wait::{WaitPolicy, SPIN_US_VARIABLE};
 use serde::Serialize;
 
+use crate::column_table::{fixed, ColumnTable};
 use crate::error::{invalid_input, io_with, BenchError};
-use crate::table::Table;
 use crate::BenchResult;
 
 pub use roles::{run_client_role, BenchServeClientArgs, ClientResult, ClientRole};
@@ -352,57 +352,62 @@ fn print_report(report: &ServeReport) {
         for note in &store.notes {
             println!("  note: {note}");
         }
-        let mut latency = Table::new("  ")
+        print_side_table(&store.latency, LATENCY_HEADERS, |row| {
+            let (count, us) = (row.operations.to_string(), row.us_per_operation);
+            (&row.side, count, us, row.over_in_process_ratio)
+        });
+        print_side_table(&store.throughput, THROUGHPUT_HEADERS, |row| {
+            let (depth, gib_per_second) = (row.depth.to_string(), row.gib_per_second);
+            (&row.side, depth, gib_per_second, row.over_in_process_ratio)
+        });
+        ColumnTable::new("  ", &store.concurrency)
             .indent("  ")
-            .left("QD1 4 KiB read round trip", 46)
-            .right("reads", 8)
-            .right("us/read", 9)
-            .right("x in-proc", 10);
-        for row in &store.latency {
-            latency.row(vec![
-                row.side.clone(),
-                row.operations.to_string(),
-                format!("{:.2}", row.us_per_operation),
-                format!("{:.2}", row.over_in_process_ratio),
-            ]);
-        }
-        latency.print();
-        let mut throughput = Table::new("  ")
-            .indent("  ")
-            .left("1 MiB reads", 46)
-            .right("depth", 6)
-            .right("GiB/s", 8)
-            .right("x in-proc", 10);
-        for row in &store.throughput {
-            throughput.row(vec![
-                row.side.clone(),
-                row.depth.to_string(),
-                format!("{:.2}", row.gib_per_second),
-                format!("{:.2}", row.over_in_process_ratio),
-            ]);
-        }
-        throughput.print();
-        let mut concurrency = Table::new("  ")
-            .indent("  ")
-            .right("clients", 8)
-            .right("seconds", 8)
-            .right("aggregate GiB/s", 16)
-            .right("x 1 client", 11)
-            .right("Jain", 6)
-            .right("slowest/fastest", 16);
-        for row in &store.concurrency {
-            concurrency.row(vec![
-                row.clients.to_string(),
-                format!("{:.2}", row.seconds),
-                format!("{:.2}", row.aggregate_gib_per_second),
-                format!("{:.2}", row.over_one_client_ratio),
-                format!("{:.3}", row.jain_fairness_ratio),
-                format!("{:.2}", row.slowest_over_fastest_ratio),
-            ]);
-        }
-        concurrency.print();
+            .right("clients", 8, |row| row.clients.to_string())
+            .right("seconds", 8, |row| fixed(row.seconds, 2))
+            .right("aggregate GiB/s", 16, |row| {
+                fixed(row.aggregate_gib_per_second, 2)
+            })
+            .right("x 1 client", 11, |row| fixed(row.over_one_client_ratio, 2))
+            .right("Jain", 6, |row| fixed(row.jain_fairness_ratio, 3))
+            .right("slowest/fastest", 16, |row| {
+                fixed(row.slowest_over_fastest_ratio, 2)
+            })
+            .print();
         targets::print(&store.targets);
     }
+}
+
+/// The latency table's headers and least widths.
+const LATENCY_HEADERS: [(&str, usize); 4] = [
+    ("QD1 4 KiB read round trip", 46),
+    ("reads", 8),
+    ("us/read", 9),
+    ("x in-proc", 10),
+];
+/// The throughput table's headers and least widths.
+const THROUGHPUT_HEADERS: [(&str, usize); 4] = [
+    ("1 MiB reads", 46),
+    ("depth", 6),
+    ("GiB/s", 8),
+    ("x in-proc", 10),
+];
+
+/// A table of one figure per side: the side, a count, the figure and the figure over the
+/// in-process engine's, under `headers` (each a header and its column's least width).
+fn print_side_table<R>(
+    rows: &[R],
+    headers: [(&str, usize); 4],
+    cells: impl Fn(&R) -> (&String, String, f64, f64),
+) {
+    let [side, count, figure, ratio] = headers;
+    let cells: Vec<_> = rows.iter().map(cells).collect();
+    ColumnTable::new("  ", &cells)
+        .indent("  ")
+        .left(side.0, side.1, |cells| cells.0.clone())
+        .right(count.0, count.1, |cells| cells.1.clone())
+        .right(figure.0, figure.1, |cells| fixed(cells.2, 2))
+        .right(ratio.0, ratio.1, |cells| fixed(cells.3, 2))
+        .print();
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::measure::{Figures, Pattern, Workload};
-use crate::table::{Align, Table};
+use crate::column_table::{fixed, fixed_or, ColumnTable};
+use crate::table::Table;
 use crate::verdict::Verdict;
 
 /// Everything one run measured.
@@ -194,14 +195,7 @@ pub fn evaluate_targets(single_file: &[WorkloadResult], stripes: &[StripeResult]
 }
 
 fn ratio_text(ratio: Option<f64>) -> String {
-    ratio.map_or_else(|| "n/a".to_string(), |ratio| format!("{ratio:.3}"))
-}
-
-fn fio_text(fio: Option<&Figures>, pick: fn(&Figures) -> f64, precision: usize) -> String {
-    fio.map_or_else(
-        || "n/a".to_string(),
-        |figures| format!("{:.precision$}", pick(figures)),
-    )
+    fixed_or(ratio, 3, "n/a")
 }
 
 /// The human-readable report.
@@ -262,63 +256,60 @@ pub fn render_table(report: &Report) -> String {
 
 /// The single-file workloads beside fio.
 fn single_file_table(results: &[WorkloadResult]) -> Table {
-    let mut table = Table::new(" ")
-        .left("one file", 24)
-        .right("MB/s", 9)
-        .right("fio MB/s", 9)
-        .right("ratio", 6)
-        .column_after("  ", "IOPS", 10, Align::Right)
-        .right("fio IOPS", 10)
-        .right("ratio", 6)
-        .column_after("  ", "mean us", 8, Align::Right)
-        .right("fio mean", 8)
-        .right("ratio", 6)
-        .column_after("  ", "p99 us", 8, Align::Right)
-        .right("fio p99", 8);
-    for result in results {
-        let fio = result.fio.as_ref();
-        table.row(vec![
-            result.label.clone(),
-            format!("{:.1}", result.layer.mb_per_s),
-            fio_text(fio, |figures| figures.mb_per_s, 1),
-            ratio_text(result.throughput_ratio_to_fio),
-            format!("{:.0}", result.layer.iops),
-            fio_text(fio, |figures| figures.iops, 0),
-            ratio_text(result.iops_ratio_to_fio),
-            format!("{:.1}", result.layer.latency_us_mean),
-            fio_text(fio, |figures| figures.latency_us_mean, 1),
-            ratio_text(result.latency_mean_ratio_to_fio),
-            format!("{:.1}", result.layer.latency_us_p99),
-            fio_text(fio, |figures| figures.latency_us_p99, 1),
-        ]);
-    }
-    table
+    let fio = |result: &WorkloadResult, pick: fn(&Figures) -> f64, decimals: usize| {
+        fixed_or(result.fio.as_ref().map(pick), decimals, "n/a")
+    };
+    ColumnTable::new(" ", results)
+        .left("one file", 24, |result| result.label.clone())
+        .right("MB/s", 9, |result| fixed(result.layer.mb_per_s, 1))
+        .right("fio MB/s", 9, |result| fio(result, |fio| fio.mb_per_s, 1))
+        .right("ratio", 6, |result| {
+            ratio_text(result.throughput_ratio_to_fio)
+        })
+        .right_after("  ", "IOPS", 10, |result| fixed(result.layer.iops, 0))
+        .right("fio IOPS", 10, |result| fio(result, |fio| fio.iops, 0))
+        .right("ratio", 6, |result| ratio_text(result.iops_ratio_to_fio))
+        .right_after("  ", "mean us", 8, |result| {
+            fixed(result.layer.latency_us_mean, 1)
+        })
+        .right("fio mean", 8, |result| {
+            fio(result, |fio| fio.latency_us_mean, 1)
+        })
+        .right("ratio", 6, |result| {
+            ratio_text(result.latency_mean_ratio_to_fio)
+        })
+        .right_after("  ", "p99 us", 8, |result| {
+            fixed(result.layer.latency_us_p99, 1)
+        })
+        .right("fio p99", 8, |result| {
+            fio(result, |fio| fio.latency_us_p99, 1)
+        })
+        .table()
 }
 
 /// The stripes beside `memcpy`.
 fn stripes_table(stripes: &[StripeResult]) -> Table {
-    let gb_text =
-        |value: Option<f64>| value.map_or_else(|| "n/a".to_string(), |value| format!("{value:.2}"));
-    let mut table = Table::new(" ")
-        .left("stripes (1MiB QD32)", 24)
-        .right("GB/s", 8)
-        .right("memcpy GB/s", 12)
-        .right("ratio", 8)
-        .right("1MiB-cp GB/s", 12)
-        .right("ratio", 8)
-        .right("/peak", 8);
-    for stripe in stripes {
-        table.row(vec![
-            format!("{} {}", stripe.device, stripe.pattern.short_name()),
-            format!("{:.2}", stripe.gb_per_s),
-            gb_text(stripe.memcpy_sustained_gb_per_s),
-            ratio_text(stripe.throughput_ratio_to_memcpy),
-            gb_text(stripe.request_sized_memcpy_gb_per_s),
-            ratio_text(stripe.throughput_ratio_to_request_sized_memcpy),
-            ratio_text(stripe.throughput_ratio_to_peak_memcpy),
-        ]);
-    }
-    table
+    ColumnTable::new(" ", stripes)
+        .left("stripes (1MiB QD32)", 24, |stripe| {
+            format!("{} {}", stripe.device, stripe.pattern.short_name())
+        })
+        .right("GB/s", 8, |stripe| fixed(stripe.gb_per_s, 2))
+        .right("memcpy GB/s", 12, |stripe| {
+            fixed_or(stripe.memcpy_sustained_gb_per_s, 2, "n/a")
+        })
+        .right("ratio", 8, |stripe| {
+            ratio_text(stripe.throughput_ratio_to_memcpy)
+        })
+        .right("1MiB-cp GB/s", 12, |stripe| {
+            fixed_or(stripe.request_sized_memcpy_gb_per_s, 2, "n/a")
+        })
+        .right("ratio", 8, |stripe| {
+            ratio_text(stripe.throughput_ratio_to_request_sized_memcpy)
+        })
+        .right("/peak", 8, |stripe| {
+            ratio_text(stripe.throughput_ratio_to_peak_memcpy)
+        })
+        .table()
 }
 
 /// `268435456` -> `256 MiB`.
@@ -353,55 +344,29 @@ mod tests {
 
     #[test]
     fn targets_follow_the_ratios() {
-        let check = |pattern, queue_depth, layer: Figures, fio: Option<Figures>, expected| {
+        use Pattern::{RandomRead, RandomWrite, SequentialRead, SequentialWrite};
+        let fio = Some(figures(100.0, 1000.0, 10.0));
+        let cases = [
+            (SequentialRead, 32, [97.0, 1.0, 1.0], fio, "met"),
+            (SequentialRead, 32, [96.0, 1.0, 1.0], fio, "NOT MET"),
+            (SequentialWrite, 32, [95.0, 1.0, 1.0], fio, "met"),
+            (RandomRead, 32, [1.0, 949.0, 1.0], fio, "NOT MET"),
+            (RandomRead, 1, [1.0, 1.0, 11.0], fio, "met"),
+            (RandomWrite, 1, [1.0, 1.0, 11.2], fio, "NOT MET"),
+            (RandomRead, 1, [1.0, 1.0, 11.2], None, "n/a"),
+        ];
+        for (pattern, queue_depth, [mb_per_s, iops, latency_us_mean], fio, expected) in cases {
             let workload = Workload {
                 pattern,
                 request_size_bytes: 4096,
                 queue_depth,
             };
+            let layer = figures(mb_per_s, iops, latency_us_mean);
             let results = [WorkloadResult::new(workload, layer, fio, None)];
             let targets = evaluate_targets(&results, &[]);
             assert_eq!(targets.len(), 1, "{pattern:?} QD{queue_depth}");
             assert_eq!(targets[0].status, expected, "{}", targets[0].name);
-        };
-        let fio = Some(figures(100.0, 1000.0, 10.0));
-        check(
-            Pattern::SequentialRead,
-            32,
-            figures(97.0, 1.0, 1.0),
-            fio,
-            "met",
-        );
-        check(
-            Pattern::SequentialRead,
-            32,
-            figures(96.0, 1.0, 1.0),
-            fio,
-            "NOT MET",
-        );
-        check(
-            Pattern::SequentialWrite,
-            32,
-            figures(95.0, 1.0, 1.0),
-            fio,
-            "met",
-        );
-        check(
-            Pattern::RandomRead,
-            32,
-            figures(1.0, 949.0, 1.0),
-            fio,
-            "NOT MET",
-        );
-        check(Pattern::RandomRead, 1, figures(1.0, 1.0, 11.0), fio, "met");
-        check(
-            Pattern::RandomWrite,
-            1,
-            figures(1.0, 1.0, 11.2),
-            fio,
-            "NOT MET",
-        );
-        check(Pattern::RandomRead, 1, figures(1.0, 1.0, 11.2), None, "n/a");
+        }
     }
 
     #[test]

@@ -330,26 +330,29 @@ fn checkpoints_among(commits: u64, region_blocks: u64, records_left: u64) -> u64
 /// Every store size under both policies.
 pub fn commit_policy_rows(
     settings: &CommitPolicySettings,
-    mut note: impl FnMut(&str),
+    note: impl FnMut(&str),
 ) -> Result<Vec<CommitPolicyRow>, BenchEngineError> {
+    per_store_size(settings, note, "commit policies", |store_files| {
+        let measure = |policy| measure_row(store_files, policy, settings.measured_file_count);
+        let log = measure(CommitPolicy::LogWhenItFits)?;
+        let mut checkpoint = measure(CommitPolicy::CheckpointEveryCommit)?;
+        checkpoint.over_log_ratio = checkpoint.us_per_file / log.us_per_file;
+        Ok(vec![log, checkpoint])
+    })
+}
+
+/// The rows `rows_of` gives for each store size of `settings`, in order; `note` hears
+/// `phase` and the size before each.
+fn per_store_size<T>(
+    settings: &CommitPolicySettings,
+    mut note: impl FnMut(&str),
+    phase: &str,
+    mut rows_of: impl FnMut(u64) -> Result<Vec<T>, BenchEngineError>,
+) -> Result<Vec<T>, BenchEngineError> {
     let mut rows = Vec::new();
     for &store_files in &settings.store_file_counts {
-        note(&format!(
-            "bench engine: commit policies, {store_files} files"
-        ));
-        let log = measure_row(
-            store_files,
-            CommitPolicy::LogWhenItFits,
-            settings.measured_file_count,
-        )?;
-        let mut checkpoint = measure_row(
-            store_files,
-            CommitPolicy::CheckpointEveryCommit,
-            settings.measured_file_count,
-        )?;
-        checkpoint.over_log_ratio = checkpoint.us_per_file / log.us_per_file;
-        rows.push(log);
-        rows.push(checkpoint);
+        note(&format!("bench engine: {phase}, {store_files} files"));
+        rows.extend(rows_of(store_files)?);
     }
     Ok(rows)
 }
@@ -414,16 +417,11 @@ fn mount_row(store_files: u64) -> Result<MountRow, BenchEngineError> {
 /// Mount after a long log and after a checkpoint, every store size.
 pub fn mount_rows(
     settings: &CommitPolicySettings,
-    mut note: impl FnMut(&str),
+    note: impl FnMut(&str),
 ) -> Result<Vec<MountRow>, BenchEngineError> {
-    let mut rows = Vec::new();
-    for &store_files in &settings.store_file_counts {
-        note(&format!(
-            "bench engine: mount after a log, {store_files} files"
-        ));
-        rows.push(mount_row(store_files)?);
-    }
-    Ok(rows)
+    per_store_size(settings, note, "mount after a log", |store_files| {
+        Ok(vec![mount_row(store_files)?])
+    })
 }
 
 /// Prints the commit-policy table.

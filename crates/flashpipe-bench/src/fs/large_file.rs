@@ -391,23 +391,20 @@ fn measure_ordinary_file(
         direct_io: false,
         runtime,
     };
+    let random_job = |queue_depth, io_engine| {
+        Some(job(
+            "randread",
+            RANDOM_REQUEST_BYTES,
+            queue_depth,
+            io_engine,
+            Some(runtime),
+        ))
+    };
     let jobs = [
         None,
         Some(job("read", SEQUENTIAL_REQUEST_BYTES, 1, "psync", None)),
-        Some(job(
-            "randread",
-            RANDOM_REQUEST_BYTES,
-            1,
-            "psync",
-            Some(runtime),
-        )),
-        Some(job(
-            "randread",
-            RANDOM_REQUEST_BYTES,
-            32,
-            "io_uring",
-            Some(runtime),
-        )),
+        random_job(1, "psync"),
+        random_job(32, "io_uring"),
     ];
     let fio_jobs = jobs
         .each_ref()

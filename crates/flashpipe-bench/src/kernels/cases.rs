@@ -36,6 +36,38 @@ pub struct BenchCase {
     pub lookups: Option<SearchLookupPlan>,
 }
 
+impl BenchCase {
+    /// A case with `tool` beside it and no lookups.
+    fn new(
+        label: impl Into<String>,
+        kernel: Arc<dyn Kernel>,
+        files: Vec<(String, Vec<u8>)>,
+        tool: Option<ToolCommand>,
+    ) -> BenchCase {
+        BenchCase {
+            label: label.into(),
+            kernel,
+            files,
+            tool,
+            no_tool_reason: "",
+            lookups: None,
+        }
+    }
+
+    /// A case no standard tool stands beside, and why.
+    fn without_tool(
+        label: impl Into<String>,
+        kernel: Arc<dyn Kernel>,
+        files: Vec<(String, Vec<u8>)>,
+        no_tool_reason: &'static str,
+    ) -> BenchCase {
+        BenchCase {
+            no_tool_reason,
+            ..BenchCase::new(label, kernel, files, None)
+        }
+    }
+}
+
 fn kernel(name: &str, arguments: &[&str]) -> BenchResult<Arc<dyn Kernel>> {
     let arguments: Vec<String> = arguments.iter().map(|text| text.to_string()).collect();
     Ok(build_kernel(name, &arguments)?)
@@ -87,52 +119,42 @@ pub fn bench_cases(
     let random = synthetic_bytes(size_bytes, 1);
     let one = |name: &str, data: Vec<u8>| vec![(name.to_string(), data)];
     let mut cases = vec![
-        BenchCase {
-            label: "des-ecb".into(),
-            kernel: kernel("des-ecb", &[&format!("key={DES_KEY}")])?,
-            files: one("des.in", random.clone()),
-            tool: openssl_enc("-des-ecb", DES_KEY, None, true),
-            no_tool_reason: "",
-            lookups: None,
-        },
-        BenchCase {
-            label: "aes128-ctr".into(),
-            kernel: kernel(
+        BenchCase::new(
+            "des-ecb",
+            kernel("des-ecb", &[&format!("key={DES_KEY}")])?,
+            one("des.in", random.clone()),
+            openssl_enc("-des-ecb", DES_KEY, None, true),
+        ),
+        BenchCase::new(
+            "aes128-ctr",
+            kernel(
                 "aes128-ctr",
                 &[&format!("key={AES_KEY}"), &format!("iv={AES_IV}")],
             )?,
-            files: one("aes.in", random.clone()),
-            tool: openssl_enc("-aes-128-ctr", AES_KEY, Some(AES_IV), false),
-            no_tool_reason: "",
-            lookups: None,
-        },
-        BenchCase {
-            label: "sha256".into(),
-            kernel: kernel("sha256", &[])?,
-            files: one("sha.in", random.clone()),
-            tool: tool("sha256sum", &["sha256sum", "{input}"]),
-            no_tool_reason: "",
-            lookups: None,
-        },
-        BenchCase {
-            label: "crc32c".into(),
-            kernel: kernel("crc32c", &[])?,
-            files: one("crc.in", random),
-            tool: None,
-            no_tool_reason: "no standard CRC32C command-line tool",
-            lookups: None,
-        },
-        BenchCase {
-            label: "grep (regex)".into(),
-            kernel: kernel("grep", &[r"pattern=needle[0-9]+"])?,
-            files: one("grep.in", synthetic_text(size_bytes)),
-            tool: tool("GNU grep -cE", &["grep", "-cE", "needle[0-9]+", "{input}"]),
-            no_tool_reason: "",
-            lookups: None,
-        },
-        BenchCase {
-            label: "sort (100 B records)".into(),
-            kernel: kernel(
+            one("aes.in", random.clone()),
+            openssl_enc("-aes-128-ctr", AES_KEY, Some(AES_IV), false),
+        ),
+        BenchCase::new(
+            "sha256",
+            kernel("sha256", &[])?,
+            one("sha.in", random.clone()),
+            tool("sha256sum", &["sha256sum", "{input}"]),
+        ),
+        BenchCase::without_tool(
+            "crc32c",
+            kernel("crc32c", &[])?,
+            one("crc.in", random),
+            "no standard CRC32C command-line tool",
+        ),
+        BenchCase::new(
+            "grep (regex)",
+            kernel("grep", &[r"pattern=needle[0-9]+"])?,
+            one("grep.in", synthetic_text(size_bytes)),
+            tool("GNU grep -cE", &["grep", "-cE", "needle[0-9]+", "{input}"]),
+        ),
+        BenchCase::new(
+            "sort (100 B records)",
+            kernel(
                 "sort",
                 &[
                     "record=100",
@@ -140,33 +162,29 @@ pub fn bench_cases(
                     &format!("memory={}", (size_bytes / 4).max(4096)),
                 ],
             )?,
-            files: one("sort.in", text_records(size_bytes)),
-            tool: tool(
+            one("sort.in", text_records(size_bytes)),
+            tool(
                 "GNU sort (LC_ALL=C)",
                 &["env", "LC_ALL=C", "sort", "{input}", "-o", "/dev/null"],
             ),
-            no_tool_reason: "",
-            lookups: None,
-        },
+        ),
     ];
     let image = synthetic_png(1024, 1024)?;
     let image_count = (size_bytes / image.len()).clamp(2, 64);
-    cases.push(BenchCase {
-        label: "sobel".into(),
-        kernel: kernel("sobel", &[])?,
-        files: (0..image_count)
+    cases.push(BenchCase::without_tool(
+        "sobel",
+        kernel("sobel", &[])?,
+        (0..image_count)
             .map(|index| (format!("image-{index}.png"), image.clone()))
             .collect(),
-        tool: None,
-        no_tool_reason: "no standard Sobel command-line tool installed",
-        lookups: None,
-    });
+        "no standard Sobel command-line tool installed",
+    ));
     if let Some((langid, text)) = langid {
-        cases.push(BenchCase {
-            label: "langid (2 KiB pieces)".into(),
-            kernel: langid,
-            files: one("langid.in", text),
-            tool: tool(
+        cases.push(BenchCase::new(
+            "langid (2 KiB pieces)",
+            langid,
+            one("langid.in", text),
+            tool(
                 "python langid.py (2 KiB pieces)",
                 &[
                     "python3",
@@ -176,9 +194,7 @@ pub fn bench_cases(
                     "{input}",
                 ],
             ),
-            no_tool_reason: "",
-            lookups: None,
-        });
+        ));
     }
     cases.push(des_cbc_case(&synthetic_bytes(size_bytes, 1))?);
     cases.push(literal_grep_case(size_bytes)?);
@@ -200,29 +216,25 @@ fn des_cbc_case(random: &[u8]) -> BenchResult<BenchCase> {
         .enumerate()
         .map(|(index, piece)| (format!("des-cbc-{index}.in"), piece.to_vec()))
         .collect();
-    Ok(BenchCase {
-        label: format!("des-cbc ({DES_CBC_FILE_COUNT} files)"),
-        kernel: kernel(
+    Ok(BenchCase::new(
+        format!("des-cbc ({DES_CBC_FILE_COUNT} files)"),
+        kernel(
             "des-cbc",
             &[&format!("key={DES_KEY}"), &format!("iv={DES_IV}")],
         )?,
         files,
-        tool: openssl_enc("-des-cbc", DES_KEY, Some(DES_IV), true),
-        no_tool_reason: "",
-        lookups: None,
-    })
+        openssl_enc("-des-cbc", DES_KEY, Some(DES_IV), true),
+    ))
 }
 
 /// A fixed-string search (the kernel's `literal=true`, `memchr::memmem`) against `grep -cF`.
 fn literal_grep_case(size_bytes: usize) -> BenchResult<BenchCase> {
-    Ok(BenchCase {
-        label: "grep (literal)".into(),
-        kernel: kernel("grep", &["pattern=needle", "literal=true"])?,
-        files: vec![("grep-literal.in".to_string(), synthetic_text(size_bytes))],
-        tool: tool("GNU grep -cF", &["grep", "-cF", "needle", "{input}"]),
-        no_tool_reason: "",
-        lookups: None,
-    })
+    Ok(BenchCase::new(
+        "grep (literal)",
+        kernel("grep", &["pattern=needle", "literal=true"])?,
+        vec![("grep-literal.in".to_string(), synthetic_text(size_bytes))],
+        tool("GNU grep -cF", &["grep", "-cF", "needle", "{input}"]),
+    ))
 }
 
 /// Values per kNN vector.
@@ -246,18 +258,13 @@ fn knn_case(size_bytes: usize) -> BenchCase {
         KNN_NEIGHBOUR_COUNT,
         queries,
     )));
-    BenchCase {
-        label: format!(
-            "knn (D={KNN_DIMENSIONS}, {KNN_QUERY_COUNT} queries, k={KNN_NEIGHBOUR_COUNT})"
-        ),
-        kernel: knn,
-        files: vec![("knn.f32".to_string(), encode_vectors(&values))],
-        tool: None,
-        no_tool_reason: "no standard command-line tool does brute-force k-nearest-neighbour \
-                         search over a raw f32 vector file (FAISS, scikit-learn and Annoy are \
-                         libraries, and none is installed)",
-        lookups: None,
-    }
+    BenchCase::without_tool(
+        format!("knn (D={KNN_DIMENSIONS}, {KNN_QUERY_COUNT} queries, k={KNN_NEIGHBOUR_COUNT})"),
+        knn,
+        vec![("knn.f32".to_string(), encode_vectors(&values))],
+        "no standard command-line tool does brute-force k-nearest-neighbour search over a raw \
+         f32 vector file (FAISS, scikit-learn and Annoy are libraries, and none is installed)",
+    )
 }
 
 /// Bytes per record of the sorted file: 15 lowercase letters and a newline, so `look` and
@@ -297,14 +304,15 @@ fn search_index_case(size_bytes: usize) -> BenchCase {
     let file_name = "search.sorted".to_string();
     let plan = SearchLookupPlan::new(Arc::clone(&index_kernel), file_name.clone(), &data);
     BenchCase {
-        label: format!("search-index ({SEARCH_RECORD_BYTES} B records)"),
-        kernel: index_kernel,
-        files: vec![(file_name, data)],
-        tool: tool(
-            "GNU sort -c (LC_ALL=C)",
-            &["env", "LC_ALL=C", "sort", "-c", "{input}"],
-        ),
-        no_tool_reason: "",
         lookups: Some(plan),
+        ..BenchCase::new(
+            format!("search-index ({SEARCH_RECORD_BYTES} B records)"),
+            index_kernel,
+            vec![(file_name, data)],
+            tool(
+                "GNU sort -c (LC_ALL=C)",
+                &["env", "LC_ALL=C", "sort", "-c", "{input}"],
+            ),
+        )
     }
 }

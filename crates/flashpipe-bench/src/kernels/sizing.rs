@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::KernelRow;
 
-use crate::table::Table;
+use crate::column_table::{fixed, ColumnTable};
 use crate::BenchResult;
 
 /// One kernel's sizing on one preset.
@@ -83,24 +83,23 @@ pub fn sizing_rows(rows: &[KernelRow]) -> BenchResult<Vec<SizingRow>> {
 pub fn print_sizing(rows: &[SizingRow]) {
     const MIB: f64 = 1048576.0;
     println!("\nsizing (RAD Table II): flash matrix that feeds each kernel's in-memory rate");
-    let mut table = Table::new(" ")
-        .left("kernel", 30)
-        .left("preset", 6)
-        .right("kernel MiB/s", 12)
-        .right("rows x cols", 13)
-        .right("pkgs", 7)
-        .right("read MiB/s", 12)
-        .right("write MiB/s", 12);
-    for row in rows {
-        table.row(vec![
-            row.kernel.to_string(),
-            row.preset.to_string(),
-            format!("{:.1}", row.kernel_bytes_per_second / MIB),
-            format!("{} x {}", row.rows, row.columns),
-            (row.rows * u64::from(row.columns)).to_string(),
-            format!("{:.1}", row.matrix_read_bytes_per_second / MIB),
-            format!("{:.1}", row.matrix_write_bytes_per_second / MIB),
-        ]);
-    }
-    table.print();
+    ColumnTable::new(" ", rows)
+        .left("kernel", 30, |row| row.kernel.clone())
+        .left("preset", 6, |row| row.preset.clone())
+        .right("kernel MiB/s", 12, |row| {
+            fixed(row.kernel_bytes_per_second / MIB, 1)
+        })
+        .right("rows x cols", 13, |row| {
+            format!("{} x {}", row.rows, row.columns)
+        })
+        .right("pkgs", 7, |row| {
+            (row.rows * u64::from(row.columns)).to_string()
+        })
+        .right("read MiB/s", 12, |row| {
+            fixed(row.matrix_read_bytes_per_second / MIB, 1)
+        })
+        .right("write MiB/s", 12, |row| {
+            fixed(row.matrix_write_bytes_per_second / MIB, 1)
+        })
+        .print();
 }

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::kernels::store::KernelStore;
 
-use crate::table::Table;
+use crate::column_table::{fixed, ColumnTable};
 use crate::BenchResult;
 
 /// Bytes per small file (SISC's 2 KB files).
@@ -146,24 +146,16 @@ pub fn print_sweep(report: &SmallFilesReport) {
         report.fs_block_size_bytes / 1024,
         report.large_file_bytes_per_second / 1048576.0
     );
-    let mut table = Table::new(" ")
-        .right("readers", 7)
-        .right("slots", 6)
-        .right("slot B", 10)
-        .right("MiB/s", 10)
-        .right("files/s", 11)
-        .right("slowest", 8);
-    for point in &report.points {
-        table.row(vec![
-            point.reader_count.to_string(),
-            point.slots_per_reader.to_string(),
-            point.slot_bytes.to_string(),
-            format!("{:.1}", point.bytes_per_second / 1048576.0),
-            format!("{:.0}", point.files_per_second),
-            point.slowest_stage.to_string(),
-        ]);
-    }
-    table.print();
+    ColumnTable::new(" ", &report.points)
+        .right("readers", 7, |point| point.reader_count.to_string())
+        .right("slots", 6, |point| point.slots_per_reader.to_string())
+        .right("slot B", 10, |point| point.slot_bytes.to_string())
+        .right("MiB/s", 10, |point| {
+            fixed(point.bytes_per_second / 1048576.0, 1)
+        })
+        .right("files/s", 11, |point| fixed(point.files_per_second, 0))
+        .right("slowest", 8, |point| point.slowest_stage.clone())
+        .print();
     println!(
         "best = {:.0}% of the large-file bandwidth (target >= 50%): {}",
         report.best_fraction_of_large_file * 100.0,

@@ -4,6 +4,7 @@
 use super::served_disk::NetDisk;
 use super::stripe::StripeRow;
 use super::{server_variants, BenchNetArgs, Figures, Row, RowKey, ServerResults};
+use crate::column_table::{fixed, ColumnTable};
 use crate::table::Table;
 use serde_json::{json, Value};
 
@@ -74,18 +75,7 @@ fn server_table(
     transport: &str,
     connections: u32,
 ) -> Table {
-    let mut table = Table::new("  ")
-        .caption(&format!(
-            "{}, {transport}, {connections} connection(s)",
-            disk.name()
-        ))
-        .left("workload", 20)
-        .left("server", 16)
-        .right("MiB/s", 9)
-        .right("IOPS", 9)
-        .right("mean us", 9)
-        .right("p99 us", 9)
-        .right("ratio", 7);
+    let mut rows = Vec::new();
     for workload in arguments.selected_workloads() {
         for (server, _) in server_variants(arguments) {
             let key = RowKey {
@@ -95,27 +85,32 @@ fn server_table(
                 connections,
                 workload: workload.name,
             };
-            let Some(figures) = find(results, &key) else {
-                continue;
-            };
-            let ratio_text = match key.server.starts_with("flashpipe") {
-                true => {
-                    ratio(results, &key).map_or("-".to_string(), |ratio| format!("{ratio:.2}x"))
-                }
-                false => String::new(),
-            };
-            table.row(vec![
-                workload.name.to_string(),
-                key.server.clone(),
-                format!("{:.1}", figures.bytes_per_second / 1048576.0),
-                format!("{:.0}", figures.iops),
-                format!("{:.1}", figures.latency_us_mean),
-                format!("{:.1}", figures.latency_us_p99),
-                ratio_text,
-            ]);
+            if let Some(figures) = find(results, &key) {
+                rows.push((key, figures));
+            }
         }
     }
-    table
+    let ratio_text = |key: &RowKey| match key.server.starts_with("flashpipe") {
+        true => ratio(results, key).map_or("-".to_string(), |ratio| format!("{ratio:.2}x")),
+        false => String::new(),
+    };
+    ColumnTable::new("  ", &rows)
+        .caption(&format!(
+            "{}, {transport}, {connections} connection(s)",
+            disk.name()
+        ))
+        .left("workload", 20, |(key, _)| key.workload.to_string())
+        .left("server", 16, |(key, _)| key.server.clone())
+        .right("MiB/s", 9, |(_, figures)| {
+            fixed(figures.bytes_per_second / 1048576.0, 1)
+        })
+        .right("IOPS", 9, |(_, figures)| fixed(figures.iops, 0))
+        .right("mean us", 9, |(_, figures)| {
+            fixed(figures.latency_us_mean, 1)
+        })
+        .right("p99 us", 9, |(_, figures)| fixed(figures.latency_us_p99, 1))
+        .right("ratio", 7, |(key, _)| ratio_text(key))
+        .table()
 }
 
 pub(super) fn results_json(

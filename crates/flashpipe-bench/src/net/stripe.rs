@@ -19,9 +19,9 @@ use flashpipe_store::store_config::DeviceSpec;
 use serde::Serialize;
 
 use super::disk_nodes::DiskNodes;
+use crate::column_table::{fixed, ColumnTable};
 use crate::fs::{self, StoreShape};
 use crate::pattern::DataPattern;
-use crate::table::Table;
 use crate::BenchResult;
 
 /// FS block size of both stores.
@@ -206,23 +206,16 @@ pub fn print_table(settings: &StripeSettings, rows: &[StripeRow]) {
         settings.small_file_count,
         settings.random_runtime.as_secs_f64()
     );
-    let mut table = Table::new("  ")
-        .left("nodes", 5)
-        .left("workload", 24)
-        .left("unit", 7)
-        .right("local RAM", 10)
-        .right("disk nodes", 10)
-        .right("remote/local", 12);
-    for row in rows {
-        table.row(vec![
-            row.disk_nodes.to_string(),
-            row.workload.clone(),
-            row.unit.to_string(),
-            format!("{:.1}", row.local_ram),
-            format!("{:.1}", row.remote_disk_nodes),
+    let rate = |value: f64| fixed(value, 1);
+    ColumnTable::new("  ", rows)
+        .left("nodes", 5, |row| row.disk_nodes.to_string())
+        .left("workload", 24, |row| row.workload.clone())
+        .left("unit", 7, |row| row.unit.to_string())
+        .right("local RAM", 10, |row| rate(row.local_ram))
+        .right("disk nodes", 10, |row| rate(row.remote_disk_nodes))
+        .right("remote/local", 12, |row| {
             row.ratio_remote_to_local
-                .map_or("-".to_string(), |ratio| format!("{ratio:.2}x")),
-        ]);
-    }
-    table.print();
+                .map_or("-".to_string(), |ratio| format!("{ratio:.2}x"))
+        })
+        .print();
 }

@@ -15,8 +15,8 @@ use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{Export, ExportDeviceSpec, NbdServer, ServerConfig};
 use serde::Serialize;
 
+use crate::column_table::{fixed, ColumnTable};
 use crate::error::{internal, io_with, not_found, BenchError};
-use crate::table::Table;
 use crate::BenchResult;
 
 /// Bytes of each request.
@@ -191,28 +191,18 @@ pub fn print_table(size_bytes: u64, rows: &[TlsRow]) {
          {} MiB RAM export each way",
         size_bytes >> 20
     );
-    let mut table = Table::new("  ")
-        .left("transport", 9)
-        .right("write MiB/s", 11)
-        .right("read MiB/s", 10);
-    for row in rows {
-        table.row(vec![
-            row.transport.to_string(),
-            format!("{:.0}", row.write_bytes_per_second / (1 << 20) as f64),
-            format!("{:.0}", row.read_bytes_per_second / (1 << 20) as f64),
-        ]);
-    }
+    let mib = |bytes_per_second: f64| fixed(bytes_per_second / (1 << 20) as f64, 0);
+    let mut table = ColumnTable::new("  ", rows)
+        .left("transport", 9, |row| row.transport.to_string())
+        .right("write MiB/s", 11, |row| mib(row.write_bytes_per_second))
+        .right("read MiB/s", 10, |row| mib(row.read_bytes_per_second))
+        .table();
     if let [plain, tls] = rows {
+        let over_plain = |tls: f64, plain: f64| format!("{:.2}x", tls / plain);
         table.row(vec![
             "nbds/nbd".to_string(),
-            format!(
-                "{:.2}x",
-                tls.write_bytes_per_second / plain.write_bytes_per_second
-            ),
-            format!(
-                "{:.2}x",
-                tls.read_bytes_per_second / plain.read_bytes_per_second
-            ),
+            over_plain(tls.write_bytes_per_second, plain.write_bytes_per_second),
+            over_plain(tls.read_bytes_per_second, plain.read_bytes_per_second),
         ]);
     }
     table.print();

@@ -109,26 +109,22 @@ fn measure_running(
         concurrency: Vec::new(),
         targets: Vec::new(),
     };
-    let ring_us = super::ring_floor::ring_round_trip_us(settings)?;
-    report.latency.push(latency_row(
-        &format!(
-            "frame rings, {} B there and back (floor)",
-            super::ring_floor::FRAME_BYTES
-        ),
-        settings.operation_count,
-        ring_us,
-        in_process_us,
-    ));
-    let socket_us = super::ring_floor::socket_round_trip_us(settings)?;
-    report.latency.push(latency_row(
-        &format!(
-            "Unix socket, {} B there and back (floor)",
-            super::ring_floor::FRAME_BYTES
-        ),
-        settings.operation_count,
-        socket_us,
-        in_process_us,
-    ));
+    let floors: [(&str, FloorProbe); 2] = [
+        ("frame rings", super::ring_floor::ring_round_trip_us),
+        ("Unix socket", super::ring_floor::socket_round_trip_us),
+    ];
+    for (path, round_trip_us) in floors {
+        let us = round_trip_us(settings)?;
+        report.latency.push(latency_row(
+            &format!(
+                "{path}, {} B there and back (floor)",
+                super::ring_floor::FRAME_BYTES
+            ),
+            settings.operation_count,
+            us,
+            in_process_us,
+        ));
+    }
     let tmpfs = tmpfs_reads(settings)?;
     report
         .throughput
@@ -137,6 +133,9 @@ fn measure_running(
     report.targets = super::targets::judge(&report);
     Ok(report)
 }
+
+/// Measures the round trip of one floor path (a frame ring pair or a Unix socket), in us.
+type FloorProbe = fn(&ServeSettings) -> Result<f64, String>;
 
 pub(super) fn latency_row(side: &str, operations: u64, us: f64, in_process_us: f64) -> LatencyRow {
     LatencyRow {

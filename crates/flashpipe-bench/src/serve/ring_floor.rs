@@ -43,11 +43,24 @@ pub(super) fn ring_round_trip_us(settings: &ServeSettings) -> Result<f64, String
         )
         .map_err(|error| format!("handing the rings over: {error}"))
     })?;
+    measure_with_client(group, &folder, || {
+        let measured = time_round_trips(settings, &mut requests, &mut replies);
+        requests.close();
+        measured
+    })
+}
+
+/// Starts `group`'s client, runs `measure` (which ends the client's work), collects the
+/// client and removes `folder`: the measurement, or the first error.
+fn measure_with_client(
+    group: ClientGroup,
+    folder: &std::path::Path,
+    measure: impl FnOnce() -> Result<f64, String>,
+) -> Result<f64, String> {
     let started = group.go()?;
-    let measured = time_round_trips(settings, &mut requests, &mut replies);
-    requests.close();
+    let measured = measure();
     let collected = started.collect();
-    let _ = std::fs::remove_dir_all(&folder);
+    let _ = std::fs::remove_dir_all(folder);
     collected?;
     measured
 }
@@ -98,13 +111,9 @@ pub(super) fn socket_round_trip_us(settings: &ServeSettings) -> Result<f64, Stri
         Ok(())
     })?;
     let mut stream = accepted.ok_or("the echo client never connected")?;
-    let started = group.go()?;
-    let measured = time_socket_round_trips(settings, &mut stream);
-    drop(stream);
-    let collected = started.collect();
-    let _ = std::fs::remove_dir_all(&folder);
-    collected?;
-    measured
+    measure_with_client(group, &folder, move || {
+        time_socket_round_trips(settings, &mut stream)
+    })
 }
 
 fn time_socket_round_trips(

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{StoreReport, SIDE_BY_REFERENCE, SIDE_COPYING, SIDE_IN_PROCESS, SIDE_TMPFS};
-use crate::table::Table;
+use crate::column_table::ColumnTable;
 
 /// QD1 round trip from a client by reference over the in-process engine's, at most.
 const MOST_QD1_OVER_IN_PROCESS_RATIO: f64 = 1.5;
@@ -34,18 +34,14 @@ pub struct TargetRow {
 /// Judges every target from `report`'s rows.
 pub(super) fn judge(report: &StoreReport) -> Vec<TargetRow> {
     let latency = |side: &str| {
-        report
-            .latency
-            .iter()
-            .find(|row| row.side == side)
-            .map(|row| row.us_per_operation)
+        on_side(&report.latency, side, |row| {
+            (row.side.as_str(), row.us_per_operation)
+        })
     };
     let throughput = |side: &str| {
-        report
-            .throughput
-            .iter()
-            .find(|row| row.side == side)
-            .map(|row| row.gib_per_second)
+        on_side(&report.throughput, side, |row| {
+            (row.side.as_str(), row.gib_per_second)
+        })
     };
     let by_reference = throughput(SIDE_BY_REFERENCE);
     let mut targets = vec![
@@ -86,6 +82,15 @@ pub(super) fn judge(report: &StoreReport) -> Vec<TargetRow> {
     targets
 }
 
+/// The figure of the row of `rows` measured on `side`, if there is one; `side_and_figure`
+/// reads both from a row.
+fn on_side<R>(rows: &[R], side: &str, side_and_figure: fn(&R) -> (&str, f64)) -> Option<f64> {
+    rows.iter()
+        .map(side_and_figure)
+        .find(|(row_side, _)| *row_side == side)
+        .map(|(_, figure)| figure)
+}
+
 fn ratio(numerator: Option<f64>, denominator: Option<f64>) -> Option<f64> {
     Some(numerator? / denominator?)
 }
@@ -112,18 +117,12 @@ fn judged(target: String, measured: Option<f64>, met: impl Fn(f64) -> bool) -> T
 
 /// Prints the targets as a table.
 pub(super) fn print(targets: &[TargetRow]) {
-    let mut table = Table::new("  ")
+    ColumnTable::new("  ", targets)
         .indent("  ")
-        .left("target", 62)
-        .right("measured", 13)
-        .left("verdict", 0);
-    for row in targets {
-        let verdict = crate::verdict::Verdict::of(row.met).label();
-        table.row(vec![
-            row.target.clone(),
-            row.measured.clone(),
-            verdict.to_string(),
-        ]);
-    }
-    table.print();
+        .left("target", 62, |row| row.target.clone())
+        .right("measured", 13, |row| row.measured.clone())
+        .left("verdict", 0, |row| {
+            crate::verdict::Verdict::of(row.met).label().to_string()
+        })
+        .print();
 }

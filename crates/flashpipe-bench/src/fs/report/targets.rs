@@ -17,24 +17,38 @@ use flashpipe_store::units::HumanBytes;
 
 const PART_NOT_RUN: &str = "part not run";
 
+/// The large-file row measured for `prefix`, fio raw's figures on it and `ratio` of it, or
+/// why one of them is missing (`unmeasured` when fio measured no such figure).
+fn row_against_fio<'a>(
+    large_file: Option<&'a LargeFileResult>,
+    prefix: &str,
+    fio_missing: &str,
+    ratio: fn(&LargeFileRow) -> Option<f64>,
+    unmeasured: &str,
+) -> Result<(&'a LargeFileRow, &'a Measured, f64), String> {
+    let large_file = large_file.ok_or(format!("large-file {PART_NOT_RUN}"))?;
+    let row = large_file
+        .row(prefix)
+        .ok_or(format!("no {prefix} row measured"))?;
+    let fio = row.fio_raw_direct.as_ref().ok_or(fio_missing.to_string())?;
+    Ok((row, fio, ratio(row).ok_or(unmeasured.to_string())?))
+}
+
 /// Large file vs fio raw: sequential write and read, 4 KiB random reads at QD32
 /// (throughput ratios) and at QD1 (mean latency ratio).
 pub(super) fn large_file_targets(
     large_file: Option<&LargeFileResult>,
     fio_missing: &str,
 ) -> Vec<Target> {
-    let row = |prefix: &str| -> Result<&LargeFileRow, String> {
-        let large_file = large_file.ok_or(format!("large-file {PART_NOT_RUN}"))?;
-        large_file
-            .row(prefix)
-            .ok_or(format!("no {prefix} row measured"))
+    let against_fio = |prefix: &str, ratio: fn(&LargeFileRow) -> Option<f64>, unmeasured| {
+        row_against_fio(large_file, prefix, fio_missing, ratio, unmeasured)
     };
     let throughput = |prefix: &str| -> Measurement {
-        let row = row(prefix)?;
-        let fio = row.fio_raw_direct.as_ref().ok_or(fio_missing.to_string())?;
-        let ratio = row
-            .throughput_ratio_to_fio_raw
-            .ok_or("fio measured nothing".to_string())?;
+        let (row, fio, ratio) = against_fio(
+            prefix,
+            |row| row.throughput_ratio_to_fio_raw,
+            "fio measured nothing",
+        )?;
         let random = row.workload.starts_with("rand");
         Ok((
             ratio,
@@ -46,11 +60,11 @@ pub(super) fn large_file_targets(
         ))
     };
     let latency = |prefix: &str| -> Measurement {
-        let row = row(prefix)?;
-        let fio = row.fio_raw_direct.as_ref().ok_or(fio_missing.to_string())?;
-        let ratio = row
-            .mean_latency_ratio_to_fio_raw
-            .ok_or("fio measured no latency".to_string())?;
+        let (row, fio, ratio) = against_fio(
+            prefix,
+            |row| row.mean_latency_ratio_to_fio_raw,
+            "fio measured no latency",
+        )?;
         Ok((
             ratio,
             format!(
