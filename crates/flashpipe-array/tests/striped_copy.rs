@@ -3,103 +3,50 @@
 //! overlapping copies); one that would move blocks across members, or a stripe with a
 //! member that cannot remap, is refused with `Unsupported` and changes nothing.
 //!
-//! The members are RAM disks wrapped in [`RemappingRam`], a test double that answers
+//! The members are RAM disks wrapped in [`CopiesByMoving`] hooks, a test double that answers
 //! copies by moving bytes (the real remapping device is the FTL, tested in its crate);
 //! what is under test here is how the stripe splits and routes the copy.
 
 use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::{
-    run_one, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf,
-    Operation, RamDisk, Rejected, Request, SplitMix64,
+    run_one, BlockDevice, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk, Request,
+    SplitMix64,
 };
-use std::sync::Arc;
+use flashpipe_testkit::hooked::{CopiesByMoving, Hooked};
 
 const BLOCK_SIZE_BYTES: u32 = 512;
 
-/// A RAM disk that carries out copies (by moving bytes, as a stand-in for remapping).
-struct RemappingRam {
-    ram: RamDisk,
-    ready: Vec<Completion>,
-}
-
-impl RemappingRam {
-    fn copy(&mut self, source: u64, destination: u64, count: u64) -> Result<(), DeviceError> {
-        let block_bytes = BLOCK_SIZE_BYTES as usize;
-        let read = run_one(
-            &mut self.ram,
-            Operation::Read {
-                first_block: source,
-                buffer: IoBuf::zeroed(count as usize * block_bytes),
-            },
-        )?;
-        let buffer = read.buffer.expect("a read hands its buffer back");
-        run_one(
-            &mut self.ram,
-            Operation::Write {
-                first_block: destination,
-                buffer,
-            },
-        )?;
-        Ok(())
-    }
-}
-
-impl BlockDevice for RemappingRam {
-    fn info(&self) -> &DeviceInfo {
-        self.ram.info()
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.ram.clock()
-    }
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if let Err(error) = self.ram.info().validate(&request.operation) {
-            return Err(Rejected { request, error });
-        }
-        let Operation::CopyByReference {
-            source_first_block,
-            destination_first_block,
-            block_count,
-        } = request.operation
-        else {
-            return self.ram.submit(request);
-        };
-        let status = self.copy(source_first_block, destination_first_block, block_count);
-        self.ready.push(Completion {
-            tag: request.tag,
-            status,
-            buffer: None,
-        });
-        Ok(())
-    }
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        let count = self.ready.len() + self.ram.poll_completions(completions);
-        completions.append(&mut self.ready);
-        count
-    }
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        if !self.ready.is_empty() {
-            return Ok(self.poll_completions(completions));
-        }
-        self.ram.wait_completions(completions)
-    }
-    fn in_flight(&self) -> usize {
-        self.ready.len() + self.ram.in_flight()
-    }
-    fn copies_by_reference(&self) -> bool {
-        true
-    }
+/// Copies `count` blocks from `source` to `destination` on `device` by reading and
+/// writing them.
+fn move_blocks(
+    device: &mut dyn BlockDevice,
+    source: u64,
+    destination: u64,
+    count: u64,
+) -> Result<(), DeviceError> {
+    let block_bytes = BLOCK_SIZE_BYTES as usize;
+    let read = run_one(
+        device,
+        Operation::Read {
+            first_block: source,
+            buffer: IoBuf::zeroed(count as usize * block_bytes),
+        },
+    )?;
+    let buffer = read.buffer.expect("a read hands its buffer back");
+    run_one(
+        device,
+        Operation::Write {
+            first_block: destination,
+            buffer,
+        },
+    )?;
+    Ok(())
 }
 
 fn member(index: usize, block_count: u64, remaps: bool) -> Box<dyn BlockDevice> {
     let ram = RamDisk::new(&format!("m{index}"), BLOCK_SIZE_BYTES, block_count, 8).unwrap();
     if remaps {
-        Box::new(RemappingRam {
-            ram,
-            ready: Vec::new(),
-        })
+        Box::new(Hooked::new(ram, CopiesByMoving(move_blocks)))
     } else {
         Box::new(ram)
     }

@@ -5,15 +5,12 @@
 
 mod common;
 
-use common::{absent_folder, check_fails, command_line, flashpipe, succeed_json, text};
+use common::{absent_folder, check_fails, flashpipe, quick_bench_json};
 
 #[test]
 fn quick_run_reports_every_target_and_cleans_up() {
     let folder = absent_folder("bench-flash");
-    let report = succeed_json(&command_line(
-        "bench flash --quick --json --dir {}",
-        &[text(&folder)],
-    ));
+    let report = quick_bench_json("flash", &folder);
     assert_eq!(report["put"]["file_bytes"], 32 << 20);
     let operations = report["put"]["flash_operations"].as_u64().unwrap();
     let programs_at_least = (32u64 << 20) / 8192;

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{command_line, flashpipe, succeed_json, text};
+use common::{array_at, assert_positive_in_each, flashpipe, quick_bench_json, strings_at};
 
 use serde_json::Value;
 
@@ -46,21 +46,11 @@ fn ratio_fields<'a>(value: &'a Value, found: &mut Vec<(String, &'a Value)>) {
 #[test]
 fn a_quick_json_run_reports_every_part_ratio_and_target() {
     let folder = scratch_folder("quick");
-    let report = succeed_json(&command_line(
-        "bench fs --quick --json --dir {}",
-        &[text(&folder)],
-    ));
+    let report = quick_bench_json("fs", &folder);
     assert_eq!(report["quick"], Value::Bool(true));
-    let rows = report["large_file"]["rows"]
-        .as_array()
-        .expect("large-file rows");
+    let rows = array_at(&report["large_file"]["rows"], "large-file rows");
     assert_eq!(rows.len(), 4);
-    for row in rows {
-        assert!(
-            row["flashpipe"]["mb_per_s"].as_f64().unwrap() > 0.0,
-            "{row}"
-        );
-    }
+    assert_positive_in_each(rows, "/flashpipe/mb_per_s");
     if report["fio_version"].is_null() {
         let reason = report["fio_unavailable_reason"].as_str().expect("a reason");
         flashpipe_testkit::tools::skip("bench fs's fio parts", reason);
@@ -80,16 +70,9 @@ fn a_quick_json_run_reports_every_part_ratio_and_target() {
         "disks x block sizes x quick file sizes"
     );
     check_anchors(&report["efficiency"]);
-    let phases = report["small_files"]["phases"]
-        .as_array()
-        .expect("small-file phases");
+    let phases = array_at(&report["small_files"]["phases"], "small-file phases");
     assert_eq!(phases.len(), 4);
-    for phase in phases {
-        assert!(
-            phase["flashpipe_files_per_s"].as_f64().unwrap() > 0.0,
-            "{phase}"
-        );
-    }
+    assert_positive_in_each(phases, "/flashpipe_files_per_s");
     let mut ratios = Vec::new();
     ratio_fields(&report, &mut ratios);
     assert!(ratios.len() > 20, "ratios found: {}", ratios.len());
@@ -183,10 +166,7 @@ fn check_targets(targets: &Value) {
             "{target}"
         );
     }
-    let names: Vec<&str> = targets
-        .iter()
-        .map(|target| target["name"].as_str().expect("name"))
-        .collect();
+    let names = strings_at(targets, "name");
     for expected in [
         "large file vs fio raw: sequential write",
         "large file vs fio raw: 4 KiB random read QD1, latency",

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{check_fails, flashpipe};
+use common::{array_at, check_fails, flashpipe, strings_at};
 use serde_json::Value;
 
 #[test]
@@ -22,11 +22,8 @@ fn the_tls_part_measures_nbds_beside_nbd() {
         String::from_utf8_lossy(&output.stderr)
     );
     let report: Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
-    let rows = report["tls"].as_array().expect("tls rows");
-    let transports: Vec<&str> = rows
-        .iter()
-        .map(|row| row["transport"].as_str().expect("a transport"))
-        .collect();
+    let rows = array_at(&report["tls"], "tls rows");
+    let transports = strings_at(rows, "transport");
     assert_eq!(transports, ["nbd", "nbds"], "{report}");
     for row in rows {
         for figure in ["write_bytes_per_second", "read_bytes_per_second"] {

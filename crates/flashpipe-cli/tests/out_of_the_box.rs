@@ -145,23 +145,19 @@ fn retraining_from_a_folder_of_text_files_is_one_command() {
     std::fs::write(corpus.join("eng.txt"), english).expect("write");
     std::fs::write(corpus.join("spa.txt"), spanish).expect("write");
     std::fs::write(corpus.join("notes.md"), "ignored").expect("write");
-    let output = succeed_without_shared(
-        &folder,
-        &command_line(
-            "kernels train-langid --corpus corpus --out p.bin --json",
-            &[],
-        ),
+    let train = command_line(
+        "kernels train-langid --corpus corpus --out p.bin --json",
+        &[],
     );
+    let output = succeed_without_shared(&folder, &train);
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(report["languages"], 2, "{report}");
     std::fs::write(folder.join("q.txt"), "el perro y el gato en la casa").expect("write");
-    let output = succeed_without_shared(
-        &folder,
-        &command_line(
-            "kernels run langid profiles=p.bin piece=0 q.txt --json",
-            &[],
-        ),
+    let run = command_line(
+        "kernels run langid profiles=p.bin piece=0 q.txt --json",
+        &[],
     );
+    let output = succeed_without_shared(&folder, &run);
     assert_eq!(
         first_labels(&output),
         [("q.txt".to_string(), "spa".to_string())],

@@ -6,7 +6,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text};
+use common::{
+    array_at, check_fails, command_line, fresh_folder, mkfs, quick_bench_json, strings_at, succeed,
+    text,
+};
 use serde_json::Value;
 
 /// A store with a text file, an image, and a vector file whose length is not whole vectors.
@@ -74,16 +77,9 @@ fn run_gives_results_and_clear_errors() {
 #[test]
 fn bench_kernels_quick_json_has_every_column() {
     let folder = fresh_folder("bench-kernels");
-    let output = succeed(&command_line(
-        "bench kernels --quick --json --dir {}",
-        &[text(&folder)],
-    ));
-    let report: Value = serde_json::from_str(&output).expect("JSON");
-    let rows = report["rows"].as_array().expect("rows");
-    let labels: Vec<&str> = rows
-        .iter()
-        .map(|row| row["kernel"].as_str().expect("label"))
-        .collect();
+    let report = quick_bench_json("kernels", &folder);
+    let rows = array_at(&report["rows"], "rows");
+    let labels = strings_at(rows, "kernel");
     for expected in [
         "des-ecb",
         "des-cbc",

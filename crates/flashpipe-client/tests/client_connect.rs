@@ -2,28 +2,34 @@
 //! listens, a server speaking no common version refused at the handshake, a server older
 //! than the frame rings (#14) served on the socket.
 
+mod common;
+
 use std::io::Write;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 
 use flashpipe_client::{server_socket_path, Client, ConnectError, ConnectOptions, ErrorCode};
 use flashpipe_protocol::{
-    encode_frame, read_frame, Frame, RemoteError, ServerLimits, SharedRegion, Welcome,
-    MAX_BODY_BYTES, PROTOCOL_VERSION,
+    encode_frame, read_frame, Frame, RemoteError, SharedRegion, Welcome, MAX_BODY_BYTES,
+    PROTOCOL_VERSION,
 };
 use flashpipe_shm::{send_with_fds, SharedMemory};
 use flashpipe_testkit::scratch::ScratchFolder;
 
+use common::played_limits;
+
 #[test]
 fn the_socket_lies_beside_the_store_file() {
-    assert_eq!(
-        server_socket_path(Path::new("/data/stores/big.toml")),
-        Path::new("/data/stores/big.toml.sock")
-    );
-    assert_eq!(
-        server_socket_path(Path::new("s.toml")),
-        Path::new("s.toml.sock")
-    );
+    for (store, socket) in [
+        ("/data/stores/big.toml", "/data/stores/big.toml.sock"),
+        ("s.toml", "s.toml.sock"),
+    ] {
+        assert_eq!(
+            server_socket_path(Path::new(store)),
+            Path::new(socket),
+            "{store}"
+        );
+    }
 }
 
 #[test]
@@ -78,16 +84,7 @@ fn a_client_and_its_views_move_between_threads() {
 /// (open-rings); returns the kinds of the first frame after each welcome.
 fn serve_as_a_server_without_rings(listener: UnixListener, connections: usize) -> Vec<String> {
     let read_pool = SharedMemory::create("old-server-read-pool", 4096).expect("memfd");
-    let limits = ServerLimits {
-        max_body_bytes: MAX_BODY_BYTES,
-        max_write_bytes: 4096,
-        max_read_bytes: 4096,
-        max_read_files_count: 1,
-        max_read_files_bytes: 4096,
-        max_in_flight_per_client: 4,
-        max_bytes_in_flight_per_client: 1 << 20,
-        max_read_handles_per_client: 1,
-    };
+    let limits = played_limits();
     let mut first_kinds = Vec::new();
     for _ in 0..connections {
         let (stream, _) = listener.accept().expect("accept");

@@ -3,13 +3,15 @@
 //! store file) and a version-4 one (the store clock told), and refuses a welcome of a
 //! version it does not speak, naming it.
 
+mod common;
+
 use std::os::unix::net::UnixListener;
 
 use flashpipe_client::{Client, ClockKind, ConnectError, ConnectOptions};
-use flashpipe_protocol::{
-    encode_frame, read_frame, Frame, Hello, ServerLimits, Welcome, MAX_BODY_BYTES,
-};
+use flashpipe_protocol::{encode_frame, read_frame, Frame, Hello, Welcome, MAX_BODY_BYTES};
 use flashpipe_testkit::scratch::ScratchFolder;
+
+use common::played_limits;
 
 /// Plays a server answering one hello with a copying welcome of `version` telling
 /// `store_clock`; returns the hello it got.
@@ -28,16 +30,7 @@ fn serve_one_welcome(
         server_pid: std::process::id(),
         store_path: "played".to_string(),
         store_identity: None,
-        limits: ServerLimits {
-            max_body_bytes: MAX_BODY_BYTES,
-            max_write_bytes: 4096,
-            max_read_bytes: 4096,
-            max_read_files_count: 1,
-            max_read_files_bytes: 4096,
-            max_in_flight_per_client: 4,
-            max_bytes_in_flight_per_client: 1 << 20,
-            max_read_handles_per_client: 1,
-        },
+        limits: played_limits(),
         read_region: None,
         write_region: None,
         store_clock,

@@ -8,6 +8,10 @@ use flashpipe_engine::{Command, Engine, EngineConfig, EngineError, Reply};
 use flashpipe_fs::{FileIoError, Filesystem, NamespaceError};
 use flashpipe_testkit::formatted::format_fs;
 
+mod common;
+
+use common::{check_packed, read_pool_config};
+
 fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 8192, 32).unwrap();
     format_fs(Box::new(disk), block_size_bytes)
@@ -132,14 +136,7 @@ fn commands_run_in_order_for_one_client() {
 
 #[test]
 fn errors_are_clear_and_change_nothing() {
-    let engine = Engine::start(
-        ram_filesystem(4096),
-        EngineConfig {
-            read_buffer_count: 2,
-            max_read_bytes: 65536,
-            ..EngineConfig::default()
-        },
-    );
+    let engine = Engine::start(ram_filesystem(4096), read_pool_config(2, 65536));
     let mut client = engine.client(4);
     write_file(&mut client, "f", &pattern(10_000, 2));
     let missing = read(&mut client, "nope", 0, 1).unwrap_err();
@@ -521,18 +518,13 @@ fn adjacent_small_files_share_one_device_request() {
     let mut shuffled: Vec<&str> = names.iter().map(String::as_str).collect();
     shuffled.reverse();
     let batch = read_files(&mut client, &shuffled).unwrap();
-    let mut slots = std::collections::BTreeSet::new();
-    for (name, entry) in shuffled.iter().zip(&batch) {
-        let data = entry.as_ref().unwrap();
-        let index: u64 = name["small-".len()..].parse().unwrap();
-        assert_eq!(data.bytes(), &pattern(2048, index)[..], "file {name}");
-        slots.insert(data.pool_slot().expect("pooled"));
-    }
-    assert!(
-        slots.len() * 8 <= batch.len(),
-        "{} files came in {} buffers: adjacent files were not coalesced",
-        batch.len(),
-        slots.len()
+    let expected = |_, name: &str| pattern(2048, name["small-".len()..].parse().unwrap());
+    check_packed(
+        &shuffled,
+        &batch,
+        expected,
+        8,
+        "adjacent files (not coalesced)",
     );
     drop(batch);
     engine.shutdown().unwrap();
@@ -540,11 +532,7 @@ fn adjacent_small_files_share_one_device_request() {
 
 #[test]
 fn batched_reads_return_their_buffers_and_keep_their_limits() {
-    let config = EngineConfig {
-        read_buffer_count: 2,
-        max_read_bytes: 16384,
-        ..EngineConfig::default()
-    };
+    let config = read_pool_config(2, 16384);
     let engine = Engine::start(ram_filesystem(4096), config);
     let mut client = engine.client(8);
     let names: Vec<String> = (0..8).map(|index| format!("f{index}")).collect();

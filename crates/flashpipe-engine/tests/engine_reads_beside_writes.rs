@@ -19,11 +19,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, IoBuf, Operation, Rejected, Request,
-    SplitMix64,
-};
+use flashpipe_device::{BlockDevice, Completion, IoBuf, Operation, Request, SplitMix64};
 use flashpipe_engine::{Command, EngineClient, EngineConfig, Reply, SteppedEngine, WritePath};
+use flashpipe_testkit::hooked::{Hooked, Hooks, Served};
 use flashpipe_testkit::seeds::run_seeds;
 
 mod common;
@@ -199,44 +197,21 @@ struct Seen {
     writes_submitted_beside_reads: usize,
 }
 
-/// A device that counts the read and write requests in flight (by tag) and records, at
-/// each submission, whether the other kind was in flight.
-struct Probe<D> {
-    inner: D,
+/// The hooks of a device that counts the read and write requests in flight (by tag) and
+/// records, at each submission, whether the other kind was in flight.
+#[derive(Default)]
+struct Probe {
     kinds_by_tag: HashMap<u64, (bool, usize)>,
     reads_in_flight: usize,
     writes_in_flight: usize,
     seen: Arc<Mutex<Seen>>,
 }
 
-impl<D: BlockDevice> Probe<D> {
-    fn reaped(&mut self, completions: &[Completion]) {
-        for completion in completions {
-            let entry = self
-                .kinds_by_tag
-                .get_mut(&completion.tag)
-                .expect("a completion of a submitted tag");
-            entry.1 -= 1;
-            if entry.0 {
-                self.writes_in_flight -= 1;
-            } else {
-                self.reads_in_flight -= 1;
-            }
-        }
-    }
-}
-
-impl<D: BlockDevice> BlockDevice for Probe<D> {
-    fn info(&self) -> &DeviceInfo {
-        self.inner.info()
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock()
-    }
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+impl Hooks for Probe {
+    fn serve(&mut self, device: &mut dyn BlockDevice, request: Request) -> Served {
         let is_write = matches!(request.operation, Operation::Write { .. });
         let tag = request.tag;
-        self.inner.submit(request)?;
+        device.submit(request)?;
         let mut seen = self.seen.lock().expect("probe lock");
         if is_write && self.reads_in_flight > 0 {
             seen.writes_submitted_beside_reads += 1;
@@ -258,25 +233,21 @@ impl<D: BlockDevice> BlockDevice for Probe<D> {
         } else {
             self.reads_in_flight += 1;
         }
-        Ok(())
+        Ok(None)
     }
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        let start = completions.len();
-        let reaped = self.inner.poll_completions(completions);
-        self.reaped(&completions[start..]);
-        reaped
-    }
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        let start = completions.len();
-        let reaped = self.inner.wait_completions(completions)?;
-        self.reaped(&completions[start..]);
-        Ok(reaped)
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+
+    fn reaped(&mut self, completions: &mut [Completion]) {
+        for completion in completions {
+            let Some((is_write, count)) = self.kinds_by_tag.get_mut(&completion.tag) else {
+                panic!("a completion of a submitted tag");
+            };
+            *count -= 1;
+            if *is_write {
+                self.writes_in_flight -= 1;
+            } else {
+                self.reads_in_flight -= 1;
+            }
+        }
     }
 }
 
@@ -288,13 +259,11 @@ fn kernel_shaped_overlap(write_path: WritePath) -> (usize, usize) {
     let world = new_world(11);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let probe = Probe {
-        inner: world.open_disk(0).expect("open disk"),
-        kinds_by_tag: HashMap::new(),
-        reads_in_flight: 0,
-        writes_in_flight: 0,
         seen: Arc::clone(&seen),
+        ..Probe::default()
     };
-    let mut filesystem = format(Box::new(probe));
+    let disk = world.open_disk(0).expect("open disk");
+    let mut filesystem = format(Box::new(Hooked::new(disk, probe)));
     for index in 0..8 {
         let input = filesystem.create(&format!("in{index}")).expect("create");
         filesystem

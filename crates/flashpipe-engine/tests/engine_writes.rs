@@ -16,18 +16,19 @@
 //!
 //! `FLASHPIPE_SEEDS=n` runs n seeds (default 12); `FLASHPIPE_SEED=n` replays one.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf, Operation,
-    Rejected, Request, SplitMix64, TransferDirection,
+    BlockDevice, Completion, DeviceError, DeviceErrorKind, IoBuf, Operation, Request, SplitMix64,
+    TransferDirection,
 };
 use flashpipe_engine::{
     Command, EngineClient, EngineConfig, EngineError, Reply, SteppedEngine, WritePath,
 };
 use flashpipe_fs::Filesystem;
+use flashpipe_testkit::hooked::{Hooked, Hooks, Served};
 use flashpipe_testkit::seeds::run_seeds;
 
 mod common;
@@ -186,61 +187,36 @@ fn random_overlapping_writes_match_a_model_on_every_write_path() {
     }
 }
 
-/// A device that records, for each write request whose buffer starts with `marker`, how
-/// many requests were in flight when it was submitted, and once `armed`, runs
-/// `on_first_completion` when it first reaps a completion.
-struct Probe<D> {
-    inner: D,
+/// The hooks of a device that records, for each write request whose buffer starts with
+/// `marker`, how many requests were in flight when it was submitted, and once `armed`,
+/// runs `on_first_completion` when it first reaps a completion.
+struct Probe {
     marker: u8,
     in_flight_at_marked_submit: Arc<Mutex<Vec<usize>>>,
     armed: Arc<AtomicBool>,
     on_first_completion: Option<Box<dyn FnOnce() + Send>>,
 }
 
-impl<D: BlockDevice> Probe<D> {
-    fn after_reaping(&mut self, reaped: usize) {
-        if reaped > 0 && self.armed.load(Ordering::SeqCst) {
-            if let Some(action) = self.on_first_completion.take() {
-                action();
-            }
-        }
-    }
-}
-
-impl<D: BlockDevice> BlockDevice for Probe<D> {
-    fn info(&self) -> &DeviceInfo {
-        self.inner.info()
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock()
-    }
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+impl Hooks for Probe {
+    fn serve(&mut self, device: &mut dyn BlockDevice, request: Request) -> Served {
         if let Operation::Write { buffer, .. } = &request.operation {
             if buffer[0] == self.marker {
-                let in_flight = self.inner.in_flight();
+                let in_flight = device.in_flight();
                 self.in_flight_at_marked_submit
                     .lock()
                     .expect("probe lock")
                     .push(in_flight);
             }
         }
-        self.inner.submit(request)
+        device.submit(request).map(|()| None)
     }
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        let reaped = self.inner.poll_completions(completions);
-        self.after_reaping(reaped);
-        reaped
-    }
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        let reaped = self.inner.wait_completions(completions)?;
-        self.after_reaping(reaped);
-        Ok(reaped)
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+
+    fn reaped(&mut self, completions: &mut [Completion]) {
+        if !completions.is_empty() && self.armed.load(Ordering::SeqCst) {
+            if let Some(action) = self.on_first_completion.take() {
+                action();
+            }
+        }
     }
 }
 
@@ -256,7 +232,6 @@ fn late_write_in_flight_count(write_path: WritePath) -> usize {
     let late_client: Arc<Mutex<Option<EngineClient>>> = Arc::new(Mutex::new(None));
     let late_for_probe = Arc::clone(&late_client);
     let probe = Probe {
-        inner: world.open_disk(0).expect("open disk"),
         marker: MARKER,
         in_flight_at_marked_submit: Arc::clone(&recorded),
         armed: Arc::clone(&armed),
@@ -272,7 +247,8 @@ fn late_write_in_flight_count(write_path: WritePath) -> usize {
                 .expect("late submit");
         })),
     };
-    let mut filesystem = format(Box::new(probe));
+    let disk = world.open_disk(0).expect("open disk");
+    let mut filesystem = format(Box::new(Hooked::new(disk, probe)));
     filesystem.create("f").expect("create");
     filesystem.flush().expect("flush");
     let mut engine = SteppedEngine::new(filesystem, engine_config(write_path));
@@ -318,34 +294,27 @@ fn a_write_arriving_while_others_are_in_the_device_queue_joins_them() {
     );
 }
 
-/// A device that fails each write request with probability `failure_per_mille` / 1000
-/// (seeded) while `armed`: the request is accepted and completes with `InjectedFault`,
-/// leaving the disk unchanged, as a failing drive would mid-batch.
-struct FailingWrites<D> {
-    inner: D,
+/// The hooks of a device that fails each write request with probability
+/// `failure_per_mille` / 1000 (seeded) while `armed`: the request is accepted and
+/// completes with `InjectedFault`, leaving the disk unchanged, as a failing drive would
+/// mid-batch.
+struct FailingWrites {
     rng: SplitMix64,
     failure_per_mille: u64,
     armed: Arc<AtomicBool>,
-    failed: VecDeque<Completion>,
     failures: Arc<AtomicUsize>,
 }
 
-impl<D: BlockDevice> BlockDevice for FailingWrites<D> {
-    fn info(&self) -> &DeviceInfo {
-        self.inner.info()
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock()
-    }
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.in_flight() >= self.info().queue_depth as usize {
-            return Err(self.info().queue_full(request));
+impl Hooks for FailingWrites {
+    fn serve(&mut self, device: &mut dyn BlockDevice, request: Request) -> Served {
+        if device.in_flight() >= device.info().queue_depth as usize {
+            return Err(device.info().queue_full(request));
         }
         let fails = matches!(request.operation, Operation::Write { .. })
             && self.armed.load(Ordering::SeqCst)
             && self.rng.below(1000) < self.failure_per_mille;
         if !fails {
-            return self.inner.submit(request);
+            return device.submit(request).map(|()| None);
         }
         self.failures.fetch_add(1, Ordering::SeqCst);
         let tag = request.tag;
@@ -356,35 +325,18 @@ impl<D: BlockDevice> BlockDevice for FailingWrites<D> {
         else {
             unreachable!("only writes fail")
         };
+        let info = device.info();
         let kind = DeviceErrorKind::InjectedFault {
             direction: TransferDirection::Write,
             first_block: *first_block,
-            end_block: first_block + (buffer.len() / self.info().block_size_bytes as usize) as u64,
+            end_block: first_block + (buffer.len() / info.block_size_bytes as usize) as u64,
         };
-        let error = DeviceError::new(&self.info().name, kind);
-        self.failed.push_back(Completion {
+        let error = DeviceError::new(&info.name, kind);
+        Ok(Some(Completion {
             tag,
             status: Err(error),
             buffer: request.into_buffer(),
-        });
-        Ok(())
-    }
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        let failed = self.failed.len();
-        completions.extend(self.failed.drain(..));
-        failed + self.inner.poll_completions(completions)
-    }
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        if self.failed.is_empty() {
-            return self.inner.wait_completions(completions);
-        }
-        Ok(self.poll_completions(completions))
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight() + self.failed.len()
+        }))
     }
 }
 
@@ -392,15 +344,14 @@ fn failing_device_seed(seed: u64) {
     let world = new_world(seed);
     let armed = Arc::new(AtomicBool::new(false));
     let failures = Arc::new(AtomicUsize::new(0));
-    let device = FailingWrites {
-        inner: world.open_disk(0).expect("open disk"),
+    let hooks = FailingWrites {
         rng: SplitMix64::new(seed ^ 0xFA11),
         failure_per_mille: 150,
         armed: Arc::clone(&armed),
-        failed: VecDeque::new(),
         failures: Arc::clone(&failures),
     };
-    let mut filesystem = format(Box::new(device));
+    let disk = world.open_disk(0).expect("open disk");
+    let mut filesystem = format(Box::new(Hooked::new(disk, hooks)));
     filesystem.flush().expect("flush");
     let free_blocks_at_start = filesystem.stats().free_blocks;
     let mut engine = SteppedEngine::new(filesystem, engine_config(WritePath::Overlapped));

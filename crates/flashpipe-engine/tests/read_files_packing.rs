@@ -14,6 +14,10 @@ use flashpipe_fs::Filesystem;
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{Hooked, Hooks};
 
+mod common;
+
+use common::{check_packed, read_pool_config};
+
 fn ram_filesystem(block_size_bytes: u32) -> Filesystem {
     let disk = RamDisk::new("ram0", 4096, 16384, 32).unwrap();
     format_fs(Box::new(disk), block_size_bytes)
@@ -48,12 +52,7 @@ fn read_files(
 /// batches of what was left out read everything.
 #[test]
 fn a_batch_takes_at_most_its_buffer_limit_and_leaves_the_rest_out() {
-    let config = EngineConfig {
-        read_buffer_count: 32,
-        max_read_bytes: 16384,
-        ..EngineConfig::default()
-    };
-    let engine = Engine::start(ram_filesystem(16384), config);
+    let engine = Engine::start(ram_filesystem(16384), read_pool_config(32, 16384));
     let mut client = engine.client(8);
     let names: Vec<String> = (0..64).map(|index| format!("tiny-{index:02}")).collect();
     for (index, name) in names.iter().enumerate() {
@@ -124,20 +123,8 @@ fn files_apart_on_the_device_share_pool_buffers() {
         names.push(name);
     }
     let batch = read_files(&mut client, &names);
-    let mut slots = BTreeSet::new();
-    for (index, (name, entry)) in names.iter().zip(&batch).enumerate() {
-        let data = entry
-            .as_ref()
-            .unwrap_or_else(|error| panic!("{name}: {error}"));
-        assert_eq!(data.bytes(), &pattern(3000, index as u64)[..], "{name}");
-        slots.insert(data.pool_slot().expect("pooled"));
-    }
-    assert!(
-        slots.len() * 10 <= names.len(),
-        "{} files apart came in {} buffers",
-        names.len(),
-        slots.len()
-    );
+    let expected = |index: usize, _: &str| pattern(3000, index as u64);
+    check_packed(&names, &batch, expected, 10, "files apart");
     drop(batch);
     engine.shutdown().unwrap();
 }

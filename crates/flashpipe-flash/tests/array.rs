@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{acks_of, page_of, small_config};
+use common::{acks_of, config_of, page_of, small_config};
 use flashpipe_flash::{
     Ack, AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions,
     FlashRequest, RuleViolation, StorageMode, StripedFlashDevice,
@@ -16,8 +16,8 @@ fn array_with(config: FlashConfig, storage: StorageMode, seed: u64) -> FlashArra
         FlashOptions {
             seed,
             storage,
-            host_count: 1,
             host_queue_depth: 64,
+            ..FlashOptions::default()
         },
     )
     .unwrap()
@@ -308,9 +308,7 @@ fn command_bursts_go_before_data_transfers() {
 
 #[test]
 fn older_requests_win_the_bus() {
-    let mut config = small_config();
-    config.geometry.channels = 1;
-    config.geometry.ways = 2;
+    let mut config = config_of("rad", [1, 2, 8, 8]);
     let timing = &mut config.timing;
     timing.command_address_ns = 1_000;
     timing.array_read_ns = 10_000;

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::acks_of;
+use common::{acks_of, config_of};
 use flashpipe_device::SplitMix64;
 use flashpipe_flash::ecc::{DecodeOutcome, EccMode, PageCodec, CODEWORD_PARITY_BYTES};
 use flashpipe_flash::{
@@ -143,13 +143,7 @@ fn random_bit_flips_over_several_codewords_agree() {
 }
 
 fn noisy_config() -> FlashConfig {
-    let mut config = FlashConfig::preset("minflash").unwrap();
-    config.geometry.channels = 2;
-    config.geometry.ways = 1;
-    config.geometry.blocks_per_plane = 4;
-    config.geometry.pages_per_block = 8;
-    config.reliability.factory_bad_block_fraction = 0.0;
-    config.reliability.grown_bad_probability_at_rated = 0.0;
+    let mut config = config_of("minflash", [2, 1, 4, 8]);
     // About 100 flips per 8 KiB page: most pages correctable, some not.
     config.reliability.base_rber = 1.45e-3;
     config

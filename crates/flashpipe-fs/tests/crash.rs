@@ -153,10 +153,7 @@ flashpipe_testkit::tally! {
 
 #[test]
 fn crash_at_any_point_recovers_the_last_flushed_state() {
-    let mut total = Tally::default();
-    for tally in run_seeds(300, run_seed) {
-        total.add(&tally);
-    }
+    let total: Tally = run_seeds(300, run_seed).into_iter().sum();
     eprintln!("crash campaign: {total:?}");
     assert!(
         total.runs < 50 || total.recovered_by_replaying_a_log * 5 > total.runs,

@@ -7,109 +7,46 @@
 
 mod support;
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Operation, Rejected, Request,
-    SplitMix64,
-};
+use flashpipe_device::{BlockDevice, SplitMix64};
 use flashpipe_fs::layout::{
-    checksum_with_field_zeroed, data_block_checksum, open_metadata_block, read_pointer_entry,
-    read_u32, read_u64, seal_metadata_block, write_pointer_entry, write_u32, MetadataHeader,
-    MetadataKind, FORMAT_VERSION, INODE_RECORD_HEADER_BYTES, METADATA_HEADER_BYTES,
-    POINTER_ENTRY_BYTES, UNCHECKED_BLOCK_FLAG,
+    data_block_checksum, open_metadata_block, read_pointer_entry, read_u32, read_u64,
+    seal_metadata_block, write_pointer_entry, write_u32, MetadataHeader, MetadataKind,
+    FORMAT_VERSION, INODE_RECORD_HEADER_BYTES, METADATA_HEADER_BYTES, POINTER_ENTRY_BYTES,
+    UNCHECKED_BLOCK_FLAG,
 };
 use flashpipe_fs::{
     fsck, fsck_with_options, CopyMethod, FileId, FileIoError, Filesystem, FsckOptions, Structure,
 };
 use flashpipe_testkit::formatted::format_fs;
+use flashpipe_testkit::hooked::{CopiesByMoving, Hooked};
 use flashpipe_testkit::seeds::run_seeds;
-use support::{drop_log_region, pattern, SharedDisk};
+use support::{drop_log_region, pattern, rewrite_super_block, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 
-/// A shared RAM disk that copies by reference the way an FTL does from the file
-/// system's point of view: the destination blocks read as the source blocks did. (It
+/// A shared RAM disk over `shared` that copies by reference the way an FTL does from the
+/// file system's point of view: the destination blocks read as the source blocks did. (It
 /// moves the bytes itself; only the semantics matter here.)
-struct RemappingDisk {
-    shared: SharedDisk,
-    done: VecDeque<Completion>,
-}
-
-impl RemappingDisk {
-    fn new(shared: &SharedDisk) -> RemappingDisk {
-        RemappingDisk {
-            shared: shared.clone(),
-            done: VecDeque::new(),
-        }
-    }
-}
-
-impl BlockDevice for RemappingDisk {
-    fn info(&self) -> &DeviceInfo {
-        self.shared.info()
-    }
-
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.shared.clock()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        let Operation::CopyByReference {
-            source_first_block,
-            destination_first_block,
-            block_count,
-        } = request.operation
-        else {
-            return self.shared.submit(request);
+fn remapping_disk(shared: &SharedDisk) -> Box<dyn BlockDevice> {
+    let image = shared.clone();
+    let move_blocks =
+        move |device: &mut dyn BlockDevice, source: u64, destination: u64, count: u64| {
+            let device_block = u64::from(device.info().block_size_bytes);
+            let bytes = image.peek(source * device_block, (count * device_block) as usize);
+            image.poke(destination * device_block, &bytes);
+            Ok(())
         };
-        let device_block = u64::from(self.info().block_size_bytes);
-        let bytes = self.shared.peek(
-            source_first_block * device_block,
-            (block_count * device_block) as usize,
-        );
-        self.shared
-            .poke(destination_first_block * device_block, &bytes);
-        self.done.push_back(Completion {
-            tag: request.tag,
-            status: Ok(()),
-            buffer: None,
-        });
-        Ok(())
-    }
-
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        let local = self.done.len();
-        completions.extend(self.done.drain(..));
-        local + self.shared.poll_completions(completions)
-    }
-
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        if !self.done.is_empty() {
-            return Ok(self.poll_completions(completions));
-        }
-        self.shared.wait_completions(completions)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.done.len() + self.shared.in_flight()
-    }
-
-    fn copies_by_reference(&self) -> bool {
-        true
-    }
+    Box::new(Hooked::new(shared.clone(), CopiesByMoving(move_blocks)))
 }
 
 fn format(shared: &SharedDisk) -> Filesystem {
-    format_fs(Box::new(RemappingDisk::new(shared)), BLOCK_SIZE as u32)
+    format_fs(remapping_disk(shared), BLOCK_SIZE as u32)
 }
 
 fn mount(shared: &SharedDisk) -> Filesystem {
-    Filesystem::mount(Box::new(RemappingDisk::new(shared))).expect("mount")
+    Filesystem::mount(remapping_disk(shared)).expect("mount")
 }
 
 /// Reads every file whole (each read verifies every block) and compares with the model.
@@ -348,10 +285,10 @@ fn a_data_block_overwritten_with_random_bytes_gives_a_typed_error_not_wrong_byte
         &victim_bytes[2 * BLOCK_SIZE as usize..5 * BLOCK_SIZE as usize]
     );
 
-    let plain = fsck(&mut RemappingDisk::new(&shared), false).unwrap();
+    let plain = fsck(&mut *remapping_disk(&shared), false).unwrap();
     assert!(plain.is_clean(), "metadata is intact: {plain}");
     let with_data = fsck_with_options(
-        &mut RemappingDisk::new(&shared),
+        &mut *remapping_disk(&shared),
         FsckOptions {
             repair: false,
             verify_data: true,
@@ -585,15 +522,11 @@ fn downgrade_to_version_1(fs: &Filesystem, shared: &SharedDisk) {
     } else {
         0
     };
-    {
-        let slot = newest_slot;
-        let mut super_block = shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize);
-        drop_log_region(fs, shared, &mut super_block);
-        write_u32(&mut super_block, 8, 1);
-        let checksum = checksum_with_field_zeroed(&super_block[..512], 12);
-        write_u32(&mut super_block, 12, checksum);
-        shared.poke(slot * BLOCK_SIZE, &super_block);
-    }
+    let rewritten = rewrite_super_block(shared, newest_slot, |super_block| {
+        drop_log_region(fs, shared, super_block);
+        write_u32(super_block, 8, 1);
+    });
+    assert!(rewritten, "the newest slot holds a super block");
 }
 
 #[test]
@@ -616,9 +549,9 @@ fn a_version_1_image_mounts_unverified_and_its_first_commit_upgrades_it() {
     downgrade_to_version_1(&fs, &shared);
     drop(fs);
 
-    let report = fsck(&mut RemappingDisk::new(&shared), false).unwrap();
+    let report = fsck(&mut *remapping_disk(&shared), false).unwrap();
     assert!(report.is_clean(), "a version-1 image is valid: {report}");
-    let mut fs = Filesystem::mount_read_only(Box::new(RemappingDisk::new(&shared))).unwrap();
+    let mut fs = Filesystem::mount_read_only(remapping_disk(&shared)).unwrap();
     let large = fs.open("large").unwrap();
     let read = fs.read(large, 0, large_bytes.len() as u64).unwrap();
     assert!(read[..] == large_bytes[..], "version-1 data reads back");
@@ -646,7 +579,7 @@ fn a_version_1_image_mounts_unverified_and_its_first_commit_upgrades_it() {
         .collect();
     assert!(versions.contains(&FORMAT_VERSION), "{versions:?}");
     let report = fsck_with_options(
-        &mut RemappingDisk::new(&shared),
+        &mut *remapping_disk(&shared),
         FsckOptions {
             repair: false,
             verify_data: true,

@@ -12,50 +12,24 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf, Operation,
-    Rejected, Request, Tag,
-};
+use flashpipe_device::{BlockDevice, Completion, DeviceError, IoBuf, Operation, Request, Tag};
 use flashpipe_fs::{FileIoError, Filesystem, FlushError};
 use flashpipe_testkit::formatted::format_fs;
+use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks, Served};
 use support::{pattern, SharedDisk};
 
 const FS_BLOCK_BYTES: u64 = 4096;
 
-/// A shared disk whose writes, while `failing` is set, land as garbage and complete
-/// with an I/O error: a device that fails part-way through a write.
-struct TearingWritesDisk {
-    disk: SharedDisk,
+/// The hooks of a shared disk whose writes, while `failing` is set, land as garbage and
+/// complete with an I/O error: a device that fails part-way through a write.
+struct TearsWrites {
+    device_name: Arc<str>,
     failing: Arc<AtomicBool>,
     torn: HashMap<Tag, IoBuf>,
 }
 
-impl TearingWritesDisk {
-    fn tear(&mut self, completions: &mut [Completion]) {
-        for completion in completions {
-            if let Some(original) = self.torn.remove(&completion.tag) {
-                completion.buffer = Some(original);
-                completion.status = Err(DeviceError::new(
-                    &self.disk.info().name,
-                    DeviceErrorKind::IoFailed {
-                        detail: "write torn by the test".to_string(),
-                    },
-                ));
-            }
-        }
-    }
-}
-
-impl BlockDevice for TearingWritesDisk {
-    fn info(&self) -> &DeviceInfo {
-        self.disk.info()
-    }
-
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.disk.clock()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+impl Hooks for TearsWrites {
+    fn serve(&mut self, device: &mut dyn BlockDevice, request: Request) -> Served {
         let Request { tag, operation } = request;
         let operation = match operation {
             Operation::Write {
@@ -71,42 +45,36 @@ impl BlockDevice for TearingWritesDisk {
             }
             other => other,
         };
-        self.disk.submit(Request { tag, operation })
+        device.submit(Request { tag, operation }).map(|()| None)
     }
 
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        let start = completions.len();
-        let count = self.disk.poll_completions(completions);
-        self.tear(&mut completions[start..]);
-        count
-    }
-
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        let start = completions.len();
-        let count = self.disk.wait_completions(completions)?;
-        self.tear(&mut completions[start..]);
-        Ok(count)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.disk.in_flight()
+    fn reaped(&mut self, completions: &mut [Completion]) {
+        for completion in completions {
+            if let Some(original) = self.torn.remove(&completion.tag) {
+                completion.buffer = Some(original);
+                completion.status = Err(DeviceError::new(
+                    &self.device_name,
+                    io_failed("write torn by the test"),
+                ));
+            }
+        }
     }
 }
 
-/// A file system formatted on a [`TearingWritesDisk`], the shared image beside it, and the
+/// A file system formatted on a [`TearsWrites`] disk, the shared image beside it, and the
 /// switch that makes its writes tear.
 fn formatted_tearing_disk() -> (Filesystem, SharedDisk, Arc<AtomicBool>) {
     let shared = SharedDisk::new(512, 4096);
     let failing = Arc::new(AtomicBool::new(false));
-    let disk = TearingWritesDisk {
-        disk: shared.clone(),
+    let hooks = TearsWrites {
+        device_name: Arc::clone(&shared.info().name),
         failing: Arc::clone(&failing),
         torn: HashMap::new(),
     };
-    let fs = format_fs(Box::new(disk), FS_BLOCK_BYTES as u32);
+    let fs = format_fs(
+        Box::new(Hooked::new(shared.clone(), hooks)),
+        FS_BLOCK_BYTES as u32,
+    );
     (fs, shared, failing)
 }
 

@@ -17,10 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use flashpipe_device::{BlockDevice, DeviceErrorKind, Operation, Request, SplitMix64};
-use flashpipe_fs::layout::{
-    checksum_with_field_zeroed, read_u32, read_u64, write_u32, FORMAT_VERSION,
-    METADATA_HEADER_BYTES,
-};
+use flashpipe_fs::layout::{read_u32, read_u64, write_u32, FORMAT_VERSION, METADATA_HEADER_BYTES};
 use flashpipe_fs::metadata_log::{decode_record, open_log_block, LogFile, LogRecord};
 use flashpipe_fs::{
     fsck, CommitPolicy, FileIoError, Filesystem, FlushError, LostFileOutcome, MountError,
@@ -29,7 +26,7 @@ use flashpipe_fs::{
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{Hooked, Hooks};
 use flashpipe_testkit::seeds::run_seeds;
-use support::{blocks_of, drop_log_region, pattern, SharedDisk};
+use support::{blocks_of, drop_log_region, pattern, rewrite_super_block, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 
@@ -516,12 +513,11 @@ fn a_version_2_image_mounts_and_its_first_commit_writes_version_3() {
         .unwrap();
     fs.flush_checkpoint().unwrap();
     let newest_slot = fs.stats().commit_sequence % 2;
-    let mut super_block = shared.peek(newest_slot * BLOCK_SIZE, BLOCK_SIZE as usize);
-    drop_log_region(&fs, &shared, &mut super_block);
-    write_u32(&mut super_block, 8, 2);
-    let checksum = checksum_with_field_zeroed(&super_block[..512], 12);
-    write_u32(&mut super_block, 12, checksum);
-    shared.poke(newest_slot * BLOCK_SIZE, &super_block);
+    let rewritten = rewrite_super_block(&shared, newest_slot, |super_block| {
+        drop_log_region(&fs, &shared, super_block);
+        write_u32(super_block, 8, 2);
+    });
+    assert!(rewritten, "the newest slot holds a super block");
     drop(fs);
 
     assert!(fsck(&mut shared.boxed(), false).unwrap().is_clean());

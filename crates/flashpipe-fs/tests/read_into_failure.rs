@@ -11,7 +11,7 @@ use std::sync::Arc;
 use flashpipe_device::{BufferPool, DeviceErrorKind, Operation, Request};
 use flashpipe_fs::FileIoError;
 use flashpipe_testkit::hooked::{io_failed, Hooks};
-use support::{format_hooked, pattern};
+use support::{format_switched, pattern};
 
 const FS_BLOCK_BYTES: usize = 4096;
 
@@ -43,14 +43,11 @@ impl Hooks for FailingReads {
 
 #[test]
 fn a_failed_read_into_gives_the_callers_buffer_back_whole() {
-    let failing = Arc::new(AtomicBool::new(false));
-    let mut fs = format_hooked(
-        FailingReads {
-            failing: Arc::clone(&failing),
-            reads_accepted: 0,
-        },
-        FS_BLOCK_BYTES as u32,
-    );
+    let hooks_of = |failing| FailingReads {
+        failing,
+        reads_accepted: 0,
+    };
+    let (mut fs, failing) = format_switched(hooks_of, FS_BLOCK_BYTES as u32);
     let first = fs.create("first").unwrap();
     let second = fs.create("second").unwrap();
     let file = fs.create("fragmented").unwrap();

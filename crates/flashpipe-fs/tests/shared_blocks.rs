@@ -20,7 +20,7 @@ use flashpipe_fs::layout::{
 use flashpipe_fs::{fsck, CopyMethod, FileId, Filesystem, MountError, Structure};
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
-use support::{blocks_of, pattern, SharedDisk};
+use support::{blocks_of, pattern, rewrite_super_block, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 const DISK_BLOCKS: u64 = 4096;
@@ -265,17 +265,12 @@ fn a_block_shared_within_one_file_is_counted_and_unshared_by_a_write() {
 /// fields zero (they are reserved bytes there).
 fn downgrade_to_version_4(shared: &SharedDisk) {
     for slot in 0..2 {
-        let mut bytes = shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize);
-        if &bytes[0..8] != b"FLASHPFS" {
-            continue;
-        }
-        assert_eq!(read_u64(&bytes, 152), 0, "no shared table to drop");
-        write_u32(&mut bytes, 8, 4);
-        write_u64(&mut bytes, 160, 0);
-        write_u64(&mut bytes, 168, 0);
-        let checksum = checksum_with_field_zeroed(&bytes[..512], 12);
-        write_u32(&mut bytes, 12, checksum);
-        shared.poke(slot * BLOCK_SIZE, &bytes);
+        rewrite_super_block(shared, slot, |bytes| {
+            assert_eq!(read_u64(bytes, 152), 0, "no shared table to drop");
+            write_u32(bytes, 8, 4);
+            write_u64(bytes, 160, 0);
+            write_u64(bytes, 168, 0);
+        });
     }
 }
 

@@ -6,9 +6,9 @@
 
 mod support;
 
-use flashpipe_fs::layout::{checksum_with_field_zeroed, read_u32, write_u32, FORMAT_VERSION};
+use flashpipe_fs::layout::{read_u32, write_u32, FORMAT_VERSION};
 use flashpipe_fs::{fsck, Filesystem, FormatError, FormatOptions, StoreIdentityError, Structure};
-use support::{pattern, SharedDisk};
+use support::{pattern, rewrite_super_block, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 const DISK_BLOCKS: u64 = 2048;
@@ -53,15 +53,10 @@ fn newest_version_and_identity(shared: &SharedDisk, fs: &Filesystem) -> (u32, Ve
 /// version-3 image has them: they are reserved there).
 fn downgrade_to_version_3(shared: &SharedDisk) {
     for slot in 0..2 {
-        let mut bytes = slot_bytes(shared, slot);
-        if &bytes[0..8] != b"FLASHPFS" {
-            continue;
-        }
-        write_u32(&mut bytes, 8, 3);
-        bytes[136..152].fill(0);
-        let checksum = checksum_with_field_zeroed(&bytes[..512], 12);
-        write_u32(&mut bytes, 12, checksum);
-        shared.poke(slot * BLOCK_SIZE, &bytes);
+        rewrite_super_block(shared, slot, |bytes| {
+            write_u32(bytes, 8, 3);
+            bytes[136..152].fill(0);
+        });
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use flashpipe_device::{DeviceErrorKind, Operation, Request};
 use flashpipe_fs::FileIoError;
 use flashpipe_testkit::hooked::{io_failed, Hooks};
-use support::{format_hooked, pattern};
+use support::{format_switched, pattern};
 
 const FS_BLOCK_BYTES: u64 = 4096;
 
@@ -33,13 +33,8 @@ impl Hooks for FailingWrites {
 
 #[test]
 fn a_failed_tail_write_leaves_the_file_and_the_free_space_as_they_were() {
-    let failing = Arc::new(AtomicBool::new(false));
-    let mut fs = format_hooked(
-        FailingWrites {
-            failing: Arc::clone(&failing),
-        },
-        FS_BLOCK_BYTES as u32,
-    );
+    let hooks_of = |failing| FailingWrites { failing };
+    let (mut fs, failing) = format_switched(hooks_of, FS_BLOCK_BYTES as u32);
     let file = fs.create("victim").unwrap();
     let contents = pattern(3 * FS_BLOCK_BYTES as usize, 7);
     fs.write(file, 0, &contents).unwrap();

@@ -506,10 +506,7 @@ fn run_seed_in_mode(seed: u64, mode: FlashMode) -> Tally {
 #[test]
 fn file_system_on_the_ftl_recovers_the_last_flush_after_any_power_cut() {
     silence_power_loss_panics();
-    let mut total = Tally::default();
-    for tally in run_seeds(300, run_seed) {
-        total.add(&tally);
-    }
+    let total: Tally = run_seeds(300, run_seed).into_iter().sum();
     eprintln!("file-system crash campaign over the FTL: {total:#?}");
     assert!(
         total.runs < 20 || total.crashed_in_operation > 0,

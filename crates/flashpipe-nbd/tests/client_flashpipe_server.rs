@@ -42,16 +42,17 @@ fn open(uri: &str, queue_depth: u32) -> NbdDevice {
     NbdDevice::open(config).unwrap_or_else(|error| panic!("{uri}: {error}"))
 }
 
-#[test]
-fn flashpipe_s_server_over_a_unix_socket_passes_the_conformance_suite() {
-    let scratch = Scratch::new("fp-unix");
+/// Runs the device conformance suite on clients of flashpipe's server: each device the
+/// suite asks for is opened at `uri_of(node)` on a new node from `new_node` (64 MiB RAM
+/// disk), kept up until the suite ends, and has negotiated structured replies.
+fn conformance_over(
+    mut new_node: impl FnMut() -> NbdServer,
+    uri_of: impl Fn(&NbdServer) -> String,
+) {
     let mut servers = Vec::new();
-    let mut serial = 0;
     conformance::check_all(&mut |queue_depth| {
-        serial += 1;
-        let socket = scratch.path.join(format!("s{serial}.sock"));
-        let server = ram_disk_node(64 << 20, false, Some(socket));
-        let device = open(&server.uris("disk")[0], queue_depth);
+        let server = new_node();
+        let device = open(&uri_of(&server), queue_depth);
         assert!(device.export().structured_replies);
         servers.push(server);
         Box::new(device) as Box<dyn BlockDevice>
@@ -59,27 +60,32 @@ fn flashpipe_s_server_over_a_unix_socket_passes_the_conformance_suite() {
 }
 
 #[test]
+fn flashpipe_s_server_over_a_unix_socket_passes_the_conformance_suite() {
+    let scratch = Scratch::new("fp-unix");
+    let mut serial = 0;
+    let new_node = || {
+        serial += 1;
+        let socket = scratch.path.join(format!("s{serial}.sock"));
+        ram_disk_node(64 << 20, false, Some(socket))
+    };
+    conformance_over(new_node, |server| server.uris("disk")[0].clone());
+}
+
+#[test]
 fn flashpipe_s_server_over_loopback_tcp_passes_the_conformance_suite() {
-    let mut servers = Vec::new();
-    conformance::check_all(&mut |queue_depth| {
-        let server = ram_disk_node(64 << 20, true, None);
+    let new_node = || ram_disk_node(64 << 20, true, None);
+    conformance_over(new_node, |server| {
         let uri = server.uris("disk")[0].clone();
         assert!(uri.starts_with("nbd://127.0.0.1:"), "{uri}");
-        let device = open(&uri, queue_depth);
-        servers.push(server);
-        Box::new(device) as Box<dyn BlockDevice>
+        uri
     });
 }
 
 #[test]
 fn four_connections_to_flashpipe_s_server_pass_the_conformance_suite() {
-    let mut servers = Vec::new();
-    conformance::check_all(&mut |queue_depth| {
-        let server = ram_disk_node(64 << 20, true, None);
-        let uri = format!("{}?x-connections=4", server.uris("disk")[0]);
-        let device = open(&uri, queue_depth);
-        servers.push(server);
-        Box::new(device) as Box<dyn BlockDevice>
+    let new_node = || ram_disk_node(64 << 20, true, None);
+    conformance_over(new_node, |server| {
+        format!("{}?x-connections=4", server.uris("disk")[0])
     });
 }
 

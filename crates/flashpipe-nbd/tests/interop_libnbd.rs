@@ -13,10 +13,13 @@ const MIB: u64 = 1024 * 1024;
 
 #[test]
 fn nbdinfo_lists_every_export_with_its_description() {
-    if !tool_or_skip("nbdinfo_lists_every_export", &["nbdinfo"]) {
+    let Some(server) = TestServer::ram_if_tools(
+        "nbdinfo_lists_every_export",
+        &["nbdinfo"],
+        &[("first", 4 * MIB), ("second", 2 * MIB)],
+    ) else {
         return;
-    }
-    let server = TestServer::ram(&[("first", 4 * MIB), ("second", 2 * MIB)]);
+    };
     let listing = run_ok("nbdinfo", &["--list", &server.tcp_uri("")]);
     assert!(listing.contains("export=\"first\""), "{listing}");
     assert!(listing.contains("export=\"second\""), "{listing}");
@@ -34,10 +37,11 @@ fn nbdinfo_lists_every_export_with_its_description() {
 
 #[test]
 fn nbdinfo_can_and_is_report_the_advertised_features() {
-    if !tool_or_skip("nbdinfo_can_and_is", &["nbdinfo"]) {
+    let Some(server) =
+        TestServer::ram_if_tools("nbdinfo_can_and_is", &["nbdinfo"], &[("disk", 4 * MIB)])
+    else {
         return;
-    }
-    let server = TestServer::ram(&[("disk", 4 * MIB)]);
+    };
     let uri = server.tcp_uri("disk");
     for feature in [
         "connect",
@@ -90,10 +94,10 @@ fn parse_map(text: &str) -> Vec<(u64, u64, u32)> {
 
 #[test]
 fn nbdinfo_map_shows_holes_where_never_written_and_where_trimmed() {
-    if !tool_or_skip("nbdinfo_map", &["nbdinfo"]) {
+    let Some(server) = TestServer::ram_if_tools("nbdinfo_map", &["nbdinfo"], &[("disk", 16 * MIB)])
+    else {
         return;
-    }
-    let server = TestServer::ram(&[("disk", 16 * MIB)]);
+    };
     let mut client = RawClient::connect(server.connect_tcp(), "disk", true);
     let data = pattern_bytes(1, MIB as usize);
     assert_eq!(client.request(CMD_WRITE, 0, MIB, MIB as u32, &data).0, 0);
@@ -160,10 +164,13 @@ fn merge_runs(runs: &[(u64, u64, u32)]) -> Vec<(u64, u64, u32)> {
 
 #[test]
 fn nbdcopy_copies_in_both_directions_over_tcp_and_unix_sockets() {
-    if !tool_or_skip("nbdcopy_both_directions", &["nbdcopy"]) {
+    let Some(server) = TestServer::ram_if_tools(
+        "nbdcopy_both_directions",
+        &["nbdcopy"],
+        &[("disk", 24 * MIB)],
+    ) else {
         return;
-    }
-    let server = TestServer::ram(&[("disk", 24 * MIB)]);
+    };
     let source = server.scratch("source.img");
     let mut bytes = pattern_bytes(7, 24 * MIB as usize);
     bytes[3 * MIB as usize..5 * MIB as usize].fill(0);

@@ -5,16 +5,21 @@
 
 mod common;
 
-use common::{pattern_bytes, run_ok, tool_or_skip, write_file, TestServer};
+use common::{pattern_bytes, run_ok, write_file, TestServer};
 
 const MIB: u64 = 1024 * 1024;
 
+/// A server exporting one RAM disk of `size_bytes` as `disk`, when the program `tool`
+/// is installed (else the test skips, saying why).
+fn disk_if_tool(test: &str, tool: &str, size_bytes: u64) -> Option<TestServer> {
+    TestServer::ram_if_tools(test, &[tool], &[("disk", size_bytes)])
+}
+
 #[test]
 fn qemu_img_info_convert_and_compare() {
-    if !tool_or_skip("qemu_img_info_convert_compare", &["qemu-img"]) {
+    let Some(server) = disk_if_tool("qemu_img_info_convert_compare", "qemu-img", 16 * MIB) else {
         return;
-    }
-    let server = TestServer::ram(&[("disk", 16 * MIB)]);
+    };
     let info = run_ok(
         "qemu-img",
         &["info", "--output=json", &server.tcp_uri("disk")],
@@ -78,10 +83,9 @@ fn qemu_img_info_convert_and_compare() {
 
 #[test]
 fn qemu_io_writes_then_verifies_patterns() {
-    if !tool_or_skip("qemu_io_patterns", &["qemu-io"]) {
+    let Some(server) = disk_if_tool("qemu_io_patterns", "qemu-io", 8 * MIB) else {
         return;
-    }
-    let server = TestServer::ram(&[("disk", 8 * MIB)]);
+    };
     for uri in [server.tcp_uri("disk"), server.unix_uri("disk")] {
         let output = run_ok(
             "qemu-io",
@@ -122,10 +126,9 @@ fn qemu_io_writes_then_verifies_patterns() {
 
 #[test]
 fn qemu_io_keeps_many_requests_in_flight() {
-    if !tool_or_skip("qemu_io_in_flight", &["qemu-io"]) {
+    let Some(server) = disk_if_tool("qemu_io_in_flight", "qemu-io", 8 * MIB) else {
         return;
-    }
-    let server = TestServer::ram(&[("disk", 8 * MIB)]);
+    };
     let mut commands = Vec::new();
     for index in 0..32u64 {
         commands.push(format!("aio_write -P {} {}k 64k", index + 1, index * 64));

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{
     expected_probe_summary, in_memory_summary, names_of, pattern, patterned_files, small_config,
-    store_of, store_on_clock, store_with, ProbeKernel, TestStore, VirtualCost,
+    store_of, store_on_clock, store_with, ProbeFault, ProbeKernel, TestStore, VirtualCost,
 };
 use flashpipe_device::{Clock, VirtualClock};
 use flashpipe_kernels::api::{Schedule, Summary};
@@ -168,7 +168,8 @@ fn slow_kernel_holds_memory_to_the_credits() {
         let virtual_clock = VirtualClock::new();
         let store = store_on_clock(&[("big", data.clone())], virtual_clock.as_clock());
         let mut kernel = ProbeKernel::new(schedule);
-        kernel.virtual_cost = Some(VirtualCost::new(virtual_clock.clone(), COST_PER_CHUNK_NS));
+        kernel.probe.virtual_cost =
+            Some(VirtualCost::new(virtual_clock.clone(), COST_PER_CHUNK_NS));
         let mut config = small_config(OutputTarget::Discard);
         config.chunk_credit_count = 3;
         config.reads_in_flight_per_reader = 8;
@@ -213,8 +214,8 @@ fn failure_of(kernel: ProbeKernel, schedule_name: &str) -> PipelineError {
 fn failing_kernel_names_file_and_offset() {
     for schedule in [Schedule::ChunksInParallel, Schedule::ChunksInOrder] {
         let mut kernel = ProbeKernel::new(schedule);
-        kernel.fail_at_offset_bytes = Some(20_000);
-        let seen = Arc::clone(&kernel.chunks_seen);
+        kernel.probe.fault_at = Some((20_000, ProbeFault::Refuse));
+        let seen = Arc::clone(&kernel.probe.chunks_seen);
         match failure_of(kernel, "fails") {
             PipelineError::Kernel(error) => {
                 assert_eq!(&*error.file, "second");
@@ -230,7 +231,7 @@ fn failing_kernel_names_file_and_offset() {
 fn panicking_kernel_is_an_error_naming_file_and_offset() {
     for schedule in [Schedule::ChunksInParallel, Schedule::ChunksInOrder] {
         let mut kernel = ProbeKernel::new(schedule);
-        kernel.panic_at_offset_bytes = Some(5000);
+        kernel.probe.fault_at = Some((5000, ProbeFault::Panic));
         match failure_of(kernel, "panics") {
             PipelineError::KernelPanicked {
                 file, offset_bytes, ..
@@ -309,8 +310,8 @@ fn cancellation_ends_a_slow_job() {
     let store = store_with(&[("big", pattern(256 * 4096, 9))]);
     let mut kernel = ProbeKernel::new(Schedule::ChunksInParallel);
     let cancel = Arc::new(AtomicBool::new(false));
-    kernel.cancel_after_chunks = Some((8, Arc::clone(&cancel)));
-    let chunks_seen = Arc::clone(&kernel.chunks_seen);
+    kernel.probe.cancel_after_chunks = Some((8, Arc::clone(&cancel)));
+    let chunks_seen = Arc::clone(&kernel.probe.chunks_seen);
     let error = store
         .run_cancellable(
             Arc::new(kernel),
@@ -394,7 +395,7 @@ fn slow_kernel_over_small_files_holds_memory_to_the_credits() {
     let store = store_of(&files);
     let names = names_of(&files);
     let mut kernel = ProbeKernel::new(Schedule::ChunksInParallel);
-    kernel.delay = Duration::from_millis(1);
+    kernel.probe.delay = Duration::from_millis(1);
     let mut config = small_config(OutputTarget::Discard);
     config.chunk_credit_count = 6;
     let result = store.run(Arc::new(kernel), &names, &config).expect("runs");

@@ -22,8 +22,8 @@ impl Tallied for u32 {
 }
 
 /// Declares a campaign's tally: `tally! { /// doc  struct Name { field: u64, nested: Other } }`
-/// gives the struct (Debug, Default, Clone, Copy) and `Name::add(&mut self, &Name)`, which
-/// adds every field. A field's type is `u64`, `u32` or another tally.
+/// gives the struct (Debug, Default, Clone, Copy), `Name::add(&mut self, &Name)`, which
+/// adds every field, and `Sum` (the total of a campaign's tallies). A field's type is `u64`, `u32` or another tally.
 #[macro_export]
 macro_rules! tally {
     ($(#[$meta:meta])* struct $name:ident { $($(#[$field_meta:meta])* $field:ident : $kind:ty),* $(,)? }) => {
@@ -43,6 +43,17 @@ macro_rules! tally {
         impl $crate::tally::Tallied for $name {
             fn add_counts(&mut self, other: &Self) {
                 self.add(other);
+            }
+        }
+
+        impl std::iter::Sum for $name {
+            /// The tallies of a campaign's seeds, added up.
+            fn sum<I: Iterator<Item = $name>>(tallies: I) -> $name {
+                let mut total = $name::default();
+                for tally in tallies {
+                    total.add(&tally);
+                }
+                total
             }
         }
     };
@@ -71,5 +82,16 @@ mod tests {
         total.add(&one);
         assert_eq!(total.runs, 2);
         assert_eq!(total.inner.torn, 4);
+    }
+
+    #[test]
+    fn a_sum_adds_every_tally() {
+        let one = Outer {
+            runs: 1,
+            inner: Inner { torn: 2 },
+        };
+        let total: Outer = [one, one, one].into_iter().sum();
+        assert_eq!(total.runs, 3);
+        assert_eq!(total.inner.torn, 6);
     }
 }

@@ -238,10 +238,7 @@ fn run_seed(seed: u64) -> Tally {
 
 #[test]
 fn flushed_changes_from_several_clients_survive_crashes_inside_the_simulation() {
-    let mut total = Tally::default();
-    for tally in run_seeds(60, run_seed) {
-        total.add(&tally);
-    }
+    let total: Tally = run_seeds(60, run_seed).into_iter().sum();
     eprintln!("engine in simulation: {total:?}");
     assert!(
         total.crashes < 20 || total.crashes > 2 * total.crashes_forced_after_the_last_round,

@@ -58,6 +58,40 @@ pub fn succeed_json(arguments: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&succeed_bytes(arguments)).expect("the standard output is JSON")
 }
 
+/// The JSON report of `flashpipe bench KIND --quick --json --dir FOLDER`.
+pub fn quick_bench_json(kind: &str, folder: &Path) -> serde_json::Value {
+    let line = format!("bench {kind} --quick --json --dir {{}}");
+    succeed_json(&command_line(&line, &[text(folder)]))
+}
+
+/// The array `value` holds (`what` names it when it is not one).
+pub fn array_at<'a>(value: &'a serde_json::Value, what: &str) -> &'a [serde_json::Value] {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: not an array: {value}"))
+}
+
+/// The string field `field` of each of `rows`.
+pub fn strings_at<'a>(rows: &'a [serde_json::Value], field: &str) -> Vec<&'a str> {
+    let string_of = |row: &'a serde_json::Value| {
+        row[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("no string {field} in {row}"))
+    };
+    rows.iter().map(string_of).collect()
+}
+
+/// Checks that the number at `pointer` (a JSON pointer) is positive in each of `rows`.
+pub fn assert_positive_in_each(rows: &[serde_json::Value], pointer: &str) {
+    for row in rows {
+        let number = row.pointer(pointer).and_then(serde_json::Value::as_f64);
+        assert!(
+            number.is_some_and(|number| number > 0.0),
+            "{pointer} in {row}"
+        );
+    }
+}
+
 /// Checks that `output`, of the command that did `what`, succeeded; its standard error is
 /// the failure message.
 pub fn assert_succeeded(output: &Output, what: &str) {

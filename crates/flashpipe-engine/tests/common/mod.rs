@@ -1,11 +1,14 @@
-//! What the engine's write-path tests share: a simulated disk whose jitter reorders
-//! completions, formatting, drawn bytes and the in-memory model they are checked against.
+//! What the engine's tests share: a simulated disk whose jitter reorders completions,
+//! formatting, drawn bytes and the in-memory model the write-path tests are checked
+//! against; the read-pool configuration and the packing check of the batched-read tests.
+
+#![allow(dead_code)] // each test file uses the helpers it needs
 
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
 use flashpipe_device::{BlockDevice, SplitMix64};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use flashpipe_engine::SteppedEngine;
+use flashpipe_engine::{EngineConfig, EngineError, ReadData, SteppedEngine};
 use flashpipe_fs::Filesystem;
 use flashpipe_testkit::formatted::format_fs;
 
@@ -65,4 +68,40 @@ pub fn check_after_remount(seed: u64, engine: SteppedEngine, model: &BTreeMap<&s
             "seed {seed}: {name} after remount"
         );
     }
+}
+
+/// The default engine with a read pool of `buffer_count` buffers of `max_read_bytes`.
+pub fn read_pool_config(buffer_count: u32, max_read_bytes: usize) -> EngineConfig {
+    EngineConfig {
+        read_buffer_count: buffer_count,
+        max_read_bytes,
+        ..EngineConfig::default()
+    }
+}
+
+/// Checks that each of a batch's files (answers in the order of `names`) holds
+/// `expected(index, name)` and came in a pool buffer, and that at least
+/// `files_per_buffer` files shared each buffer on average; `what` says which files.
+pub fn check_packed<N: AsRef<str>>(
+    names: &[N],
+    batch: &[Result<ReadData, EngineError>],
+    expected: impl Fn(usize, &str) -> Vec<u8>,
+    files_per_buffer: usize,
+    what: &str,
+) {
+    let mut slots = BTreeSet::new();
+    for (index, (name, entry)) in names.iter().zip(batch).enumerate() {
+        let name = name.as_ref();
+        let data = entry
+            .as_ref()
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert_eq!(data.bytes(), &expected(index, name)[..], "{name}");
+        slots.insert(data.pool_slot().expect("pooled"));
+    }
+    assert!(
+        slots.len() * files_per_buffer <= names.len(),
+        "{} {what} came in {} buffers",
+        names.len(),
+        slots.len()
+    );
 }

@@ -10,11 +10,20 @@ use flashpipe_flash::{Ack, FlashArray, FlashCommand, FlashConfig, FlashRequest};
 
 /// A small array: 2 channels x 2 ways x 8 blocks x 8 pages of 4 KiB, no random failures.
 pub fn small_config() -> FlashConfig {
-    let mut config = FlashConfig::preset("rad").unwrap();
-    config.geometry.channels = 2;
-    config.geometry.ways = 2;
-    config.geometry.blocks_per_plane = 8;
-    config.geometry.pages_per_block = 8;
+    config_of("rad", [2, 2, 8, 8])
+}
+
+/// `preset` cut to `[channels, ways, blocks_per_plane, pages_per_block]`, with no bad
+/// blocks from the factory and none grown.
+pub fn config_of(preset: &str, shape: [u32; 4]) -> FlashConfig {
+    let mut config = FlashConfig::preset(preset).unwrap();
+    let geometry = &mut config.geometry;
+    [
+        geometry.channels,
+        geometry.ways,
+        geometry.blocks_per_plane,
+        geometry.pages_per_block,
+    ] = shape;
     config.reliability.factory_bad_block_fraction = 0.0;
     config.reliability.grown_bad_probability_at_rated = 0.0;
     config

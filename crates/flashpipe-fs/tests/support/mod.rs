@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use flashpipe_device::{
@@ -11,8 +12,8 @@ use flashpipe_device::{
     Rejected, Request,
 };
 use flashpipe_fs::layout::{
-    open_metadata_block, read_u64, seal_metadata_block, MetadataHeader, MetadataKind,
-    METADATA_HEADER_BYTES,
+    checksum_with_field_zeroed, open_metadata_block, read_u64, seal_metadata_block, write_u32,
+    MetadataHeader, MetadataKind, METADATA_HEADER_BYTES,
 };
 use flashpipe_fs::{Filesystem, Structure};
 
@@ -120,6 +121,25 @@ pub fn pattern(length: usize, seed: u64) -> Vec<u8> {
     (0..length).map(|_| generator.next_u64() as u8).collect()
 }
 
+/// The FS block size of the images whose super blocks [`rewrite_super_block`] changes.
+const SUPER_BLOCK_SLOT_BYTES: u64 = 4096;
+
+/// Rewrites the super block in `slot` (0 or 1) of an image with 4 KiB FS blocks, when
+/// there is one: `change` edits its bytes, then its checksum is sealed again. Returns
+/// whether there was one.
+pub fn rewrite_super_block(shared: &SharedDisk, slot: u64, change: impl FnOnce(&mut [u8])) -> bool {
+    let offset = slot * SUPER_BLOCK_SLOT_BYTES;
+    let mut bytes = shared.peek(offset, SUPER_BLOCK_SLOT_BYTES as usize);
+    if &bytes[0..8] != b"FLASHPFS" {
+        return false;
+    }
+    change(&mut bytes);
+    let checksum = checksum_with_field_zeroed(&bytes[..512], 12);
+    write_u32(&mut bytes, 12, checksum);
+    shared.poke(offset, &bytes);
+    true
+}
+
 /// Turns the version-3 checkpoint (with an empty log) of `super_block` into the
 /// version-1/2 layout: the map stops listing the log region, whose blocks go back to the
 /// (single-block) free list, and the super block's log fields become reserved zeros.
@@ -211,4 +231,15 @@ pub fn format_hooked<H: flashpipe_testkit::hooked::Hooks + 'static>(
 ) -> Filesystem {
     let disk = flashpipe_testkit::hooked::Hooked::new(SharedDisk::new(512, 4096), hooks);
     flashpipe_testkit::formatted::format_fs(Box::new(disk), fs_block_bytes)
+}
+
+/// [`format_hooked`] with hooks made around a new switch (off), returned beside the file
+/// system: the test turns the hooks' failures on and off with it.
+pub fn format_switched<H: flashpipe_testkit::hooked::Hooks + 'static>(
+    hooks_of: impl FnOnce(Arc<AtomicBool>) -> H,
+    fs_block_bytes: u32,
+) -> (Filesystem, Arc<AtomicBool>) {
+    let switch = Arc::new(AtomicBool::new(false));
+    let fs = format_hooked(hooks_of(Arc::clone(&switch)), fs_block_bytes);
+    (fs, switch)
 }

@@ -29,6 +29,12 @@ impl TestServer {
         TestServer::with_limits(exports, ServerLimits::default())
     }
 
+    /// [`TestServer::ram`] for the test `test` when the programs `tools` are installed;
+    /// `None` (the test skips, saying why) when one is missing.
+    pub fn ram_if_tools(test: &str, tools: &[&str], exports: &[(&str, u64)]) -> Option<TestServer> {
+        tool_or_skip(test, tools).then(|| TestServer::ram(exports))
+    }
+
     /// The same with chosen limits.
     pub fn with_limits(exports: &[(&str, u64)], limits: ServerLimits) -> TestServer {
         let exports = exports

@@ -11,7 +11,7 @@ use std::time::Duration;
 use flashpipe_device::{
     Clock, DeviceErrorKind, Operation, RamDisk, RealClock, Request, VirtualClock,
 };
-use flashpipe_engine::{Engine, EngineConfig, WritePath};
+use flashpipe_engine::{Engine, EngineConfig};
 use flashpipe_kernels::api::{
     Chunk, ChunkMapper, ChunkPart, FileInfo, FileJob, Kernel, OutputKind, OutputSink, PartReducer,
     Schedule, SequentialJob, Summary,
@@ -28,16 +28,17 @@ pub struct TestStore {
     pub fail_reads: Arc<AtomicBool>,
 }
 
-pub const TEST_ENGINE: EngineConfig = EngineConfig {
-    command_queue_capacity: 64,
-    read_buffer_count: 16,
-    max_read_bytes: 64 * 1024,
-    reads_in_flight_limit: 16,
-    handoff: flashpipe_engine::Handoff::DEFAULT,
-    flush_grouping: flashpipe_engine::FlushGrouping::UntilNextChange,
-    write_path: WritePath::Overlapped,
-    read_pool_memory: flashpipe_engine::PoolMemory::Heap,
-};
+/// The engine of these tests: the default one (overlapped writes, pool on the heap) with
+/// small queues and pool.
+pub fn test_engine() -> EngineConfig {
+    EngineConfig {
+        command_queue_capacity: 64,
+        read_buffer_count: 16,
+        max_read_bytes: 64 * 1024,
+        reads_in_flight_limit: 16,
+        ..EngineConfig::default()
+    }
+}
 
 /// [`store_with`] for files whose names are owned strings.
 pub fn store_of(files: &[(String, Vec<u8>)]) -> TestStore {
@@ -75,8 +76,8 @@ pub fn store_on_clock(files: &[(&str, Vec<u8>)], clock: Arc<dyn Clock>) -> TestS
     }
     filesystem.flush().expect("flush");
     TestStore {
-        engine: Engine::start(filesystem, TEST_ENGINE),
-        engine_config: TEST_ENGINE,
+        engine: Engine::start(filesystem, test_engine()),
+        engine_config: test_engine(),
         fail_reads,
     }
 }
@@ -169,18 +170,34 @@ impl Hooks for FailingReads {
     }
 }
 
-/// A test kernel: sums bytes with positions, checks that parts arrive in order, and can be slow,
-/// fail or panic at a chosen offset.
+/// A test kernel: sums bytes with positions, checks that parts arrive in order, and does
+/// at each chunk what its [`Probe`] says.
 pub struct ProbeKernel {
     pub schedule: Schedule,
+    pub probe: Probe,
+}
+
+/// What the probe kernel does at each chunk: counts it, and can be slow, refuse or panic at
+/// a chosen offset, charge a virtual clock or raise a cancellation flag.
+#[derive(Clone, Default)]
+pub struct Probe {
     pub delay: Duration,
-    pub fail_at_offset_bytes: Option<u64>,
-    pub panic_at_offset_bytes: Option<u64>,
+    /// The offset of the chunk the probe refuses or panics at, and which of the two.
+    pub fault_at: Option<(u64, ProbeFault)>,
     pub chunks_seen: Arc<AtomicU64>,
     /// Each chunk's cost charged to a virtual clock instead of spent in real time.
     pub virtual_cost: Option<VirtualCost>,
     /// Sets the flag once this many chunks have been seen (cancellation without a timer).
     pub cancel_after_chunks: Option<(u64, Arc<AtomicBool>)>,
+}
+
+/// How the probe fails at its fault offset.
+#[derive(Clone, Copy)]
+pub enum ProbeFault {
+    /// A kernel error (wrong format).
+    Refuse,
+    /// A panic.
+    Panic,
 }
 
 /// A kernel cost in virtual time: every chunk moves `clock` forward by `cost_per_chunk_ns`.
@@ -212,12 +229,7 @@ impl ProbeKernel {
     pub fn new(schedule: Schedule) -> ProbeKernel {
         ProbeKernel {
             schedule,
-            delay: Duration::ZERO,
-            fail_at_offset_bytes: None,
-            panic_at_offset_bytes: None,
-            chunks_seen: Arc::new(AtomicU64::new(0)),
-            virtual_cost: None,
-            cancel_after_chunks: None,
+            probe: Probe::default(),
         }
     }
 }
@@ -229,16 +241,7 @@ pub fn probe_digest(data: &[u8]) -> u64 {
     })
 }
 
-struct ProbeMapper {
-    delay: Duration,
-    fail_at_offset_bytes: Option<u64>,
-    panic_at_offset_bytes: Option<u64>,
-    chunks_seen: Arc<AtomicU64>,
-    virtual_cost: Option<VirtualCost>,
-    cancel_after_chunks: Option<(u64, Arc<AtomicBool>)>,
-}
-
-impl ProbeMapper {
+impl Probe {
     fn visit(&self, chunk: &Chunk<'_>) -> Result<u64, KernelError> {
         let seen = self.chunks_seen.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some((after_chunks, cancel)) = &self.cancel_after_chunks {
@@ -253,19 +256,14 @@ impl ProbeMapper {
             std::thread::sleep(self.delay);
         }
         let range = chunk.offset_bytes..chunk.end_offset_bytes().max(chunk.offset_bytes + 1);
-        if let Some(offset) = self
-            .fail_at_offset_bytes
-            .filter(|offset| range.contains(offset))
-        {
-            return Err(
-                chunk.error_at(offset, KernelErrorKind::WrongFormat("probe refuses".into()))
-            );
-        }
-        if self
-            .panic_at_offset_bytes
-            .is_some_and(|offset| range.contains(&offset))
-        {
-            panic!("probe panics");
+        match self.fault_at {
+            Some((offset, ProbeFault::Refuse)) if range.contains(&offset) => {
+                return Err(
+                    chunk.error_at(offset, KernelErrorKind::WrongFormat("probe refuses".into()))
+                );
+            }
+            Some((offset, ProbeFault::Panic)) if range.contains(&offset) => panic!("probe panics"),
+            _ => {}
         }
         Ok(chunk
             .data
@@ -278,7 +276,7 @@ impl ProbeMapper {
     }
 }
 
-impl ChunkMapper for ProbeMapper {
+impl ChunkMapper for Probe {
     fn map_chunk(&self, chunk: &Chunk<'_>) -> Result<ChunkPart, KernelError> {
         let sum = self.visit(chunk)?;
         Ok(ChunkPart::new(chunk, (sum, chunk.data.to_vec())))
@@ -313,7 +311,7 @@ impl PartReducer for ProbeReducer {
 }
 
 struct ProbeSequential {
-    mapper: ProbeMapper,
+    mapper: Probe,
     file: FileInfo,
     next_offset_bytes: u64,
     sum: u64,
@@ -353,14 +351,7 @@ impl Kernel for ProbeKernel {
         OutputKind::TransformedStream
     }
     fn start_file(&self, file: &FileInfo) -> Result<FileJob, KernelError> {
-        let mapper = ProbeMapper {
-            delay: self.delay,
-            fail_at_offset_bytes: self.fail_at_offset_bytes,
-            panic_at_offset_bytes: self.panic_at_offset_bytes,
-            chunks_seen: Arc::clone(&self.chunks_seen),
-            virtual_cost: self.virtual_cost.clone(),
-            cancel_after_chunks: self.cancel_after_chunks.clone(),
-        };
+        let mapper = self.probe.clone();
         Ok(match self.schedule {
             Schedule::ChunksInParallel => FileJob::Parallel {
                 mapper: Arc::new(mapper),
