@@ -269,14 +269,20 @@ fn node(arguments: &NodeArgs) -> CliResult {
         let host = ready
             .host
             .map_or_else(|| "no host".to_string(), |host| format!("host {host}"));
+        let neighbours = if ready.neighbours.is_empty() {
+            "none".to_string()
+        } else {
+            let ids: Vec<String> = ready.neighbours.iter().map(u32::to_string).collect();
+            ids.join(", ")
+        };
         println!(
-            "cluster node {}: ready on {}, device {} image {} ({}), links to nodes {:?}, {host} (SIGINT or SIGTERM stops)",
+            "cluster node {}: ready on {}, device {} image {} ({}), links to nodes {}, {host} (SIGINT or SIGTERM stops)",
             ready.node,
             ready.address,
             ready.preset,
             ready.image.display(),
             if ready.image_reopened { "reopened" } else { "created" },
-            ready.neighbours
+            neighbours
         );
     }
     let stopper = running.stopper();
