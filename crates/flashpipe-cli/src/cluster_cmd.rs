@@ -345,6 +345,20 @@ fn page(arguments: &PageArgs) -> CliResult {
     if arguments.op != PageOp::Read && arguments.output.is_some() {
         return Err(invalid("--output is for read only"));
     }
+    let loaded = load_description(&arguments.cluster).map_err(invalid)?;
+    let Some(device) = loaded.description.node(arguments.device) else {
+        let known: Vec<String> = loaded
+            .description
+            .nodes
+            .iter()
+            .map(|node| node.id.to_string())
+            .collect();
+        return Err(invalid(format!(
+            "device {} is not in the cluster description (its devices: {})",
+            arguments.device,
+            known.join(", ")
+        )));
+    };
     let command = match arguments.op {
         PageOp::Read => FlashCommand::ReadPage { address },
         PageOp::Erase => FlashCommand::EraseBlock { address },
@@ -352,14 +366,7 @@ fn page(arguments: &PageArgs) -> CliResult {
             let Some(input) = &arguments.input else {
                 return Err(invalid("write needs --input FILE (the page's data)"));
             };
-            let loaded = load_description(&arguments.cluster).map_err(invalid)?;
-            let Some(node) = loaded.description.node(arguments.device) else {
-                return Err(invalid(format!(
-                    "device {} is not in the cluster description",
-                    arguments.device
-                )));
-            };
-            let config = FlashConfig::preset(&node.preset).map_err(invalid)?;
+            let config = FlashConfig::preset(&device.preset).map_err(invalid)?;
             let page_bytes = config.geometry.page_data_bytes as usize;
             let mut data = std::fs::read(input).map_err(|error| {
                 Failure::new(
@@ -434,10 +441,12 @@ fn page(arguments: &PageArgs) -> CliResult {
         println!("{what}: {words}, {} hops{bytes}", reply.hops);
     }
     if !ok {
-        return Err(Box::new(Failure::new(
-            ErrorKind::InvalidInput,
-            format!("{what}: {words}"),
-        )));
+        let kind = match status {
+            Status::Unreachable { .. } | Status::Busy { .. } => ErrorKind::Network,
+            Status::Flash(AckStatus::Uncorrectable | AckStatus::BadBlock) => ErrorKind::Io,
+            _ => ErrorKind::InvalidInput,
+        };
+        return Err(Box::new(Failure::new(kind, format!("{what}: {words}"))));
     }
     Ok(())
 }

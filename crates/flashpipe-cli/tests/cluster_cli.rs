@@ -480,6 +480,26 @@ fn bad_descriptions_and_options_are_refused_clearly() {
         "--input is for write only",
     );
     run(with("read", &[]), "cannot connect to node 0");
+    check_fails(
+        &[
+            "cluster",
+            "page",
+            "--cluster",
+            text(&good),
+            "--host",
+            "0",
+            "read",
+            "--device",
+            "7",
+            "--bus",
+            "0",
+            "--chip",
+            "0",
+            "--block",
+            "0",
+        ],
+        "device 7 is not in the cluster description (its devices: 0)",
+    );
     check_fails_naming(
         &[
             "cluster",
