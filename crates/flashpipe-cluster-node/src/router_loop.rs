@@ -7,6 +7,8 @@
 //! An input whose outputs do not fit their output stage (`QueueFull`) keeps them in order
 //! and is not read again until they are queued, so every queue stays bounded: the reader
 //! of a paused connection blocks on its full channel and the socket backs up to the peer.
+//! A connection that takes no frame for [`STALL_LIMIT`] (its writer's channel full all that
+//! time) is closed, so a peer that stops reading cannot hold the other ports for longer.
 //!
 //! The device is the node's [`FlashArray`] paced to wall time: its virtual clock is the
 //! virtual time it was opened at plus the wall time since, so an ack leaves when the model
@@ -39,6 +41,8 @@ const STAGE_FRAMES: usize = 64;
 const DRAIN_BATCH: usize = 32;
 /// The longest sleep with nothing to do.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// How long a connection may leave its writer's channel full before it is closed.
+const STALL_LIMIT: Duration = Duration::from_secs(10);
 /// The sleep while a port waits for room (a full writer or output stage).
 const BLOCKED_WAIT: Duration = Duration::from_millis(1);
 
@@ -78,6 +82,8 @@ struct PortState {
     stage: OutputStage,
     credits_in: Option<CreditReceiver>,
     pending: Option<Vec<u8>>,
+    /// Since when the pending frame has waited for room in the writer's channel.
+    blocked_since: Option<Instant>,
     /// Outputs of frames from this input that did not fit their stage yet, in order.
     leftovers: VecDeque<Output>,
 }
@@ -138,6 +144,7 @@ impl RouterLoop {
                     stage: fresh_stage(port, inputs),
                     credits_in: None,
                     pending: None,
+                    blocked_since: None,
                     leftovers: VecDeque::new(),
                 }
             })
@@ -202,6 +209,7 @@ impl State {
         state.conn = Some(conn);
         state.stage = fresh_stage(port, inputs);
         state.pending = None;
+        state.blocked_since = None;
         if let Port::Link(link) = port {
             state.credits_in = Some(CreditReceiver::new(CREDIT_BATCH));
             self.router.link_up(link);
@@ -219,6 +227,7 @@ impl State {
         let state = &mut self.ports[index];
         state.stage = fresh_stage(port, inputs);
         state.pending = None;
+        state.blocked_since = None;
         state.credits_in = None;
         for other in &mut self.ports {
             other.leftovers.retain(|output| output.port != port);
@@ -432,6 +441,7 @@ impl State {
                 continue;
             }
             let mut writer_gone = false;
+            let mut stalled = false;
             let limits = self.limits;
             let state = &mut self.ports[index];
             let Some(conn) = &state.conn else {
@@ -453,9 +463,11 @@ impl State {
                     },
                 };
                 match conn.try_send(bytes) {
-                    Ok(()) => {}
+                    Ok(()) => state.blocked_since = None,
                     Err(Some(bytes)) => {
                         state.pending = Some(bytes);
+                        let since = *state.blocked_since.get_or_insert_with(Instant::now);
+                        stalled = since.elapsed() > STALL_LIMIT;
                         break;
                     }
                     Err(None) => {
@@ -466,6 +478,12 @@ impl State {
             }
             if writer_gone {
                 self.detach(index, "its writer ended");
+            } else if stalled {
+                let reason = format!(
+                    "it took no frame for {} s (a peer that stops reading would hold the node's other ports)",
+                    STALL_LIMIT.as_secs()
+                );
+                self.refuse_peer(index, &reason);
             }
         }
     }
