@@ -26,7 +26,7 @@ use flashpipe_flash::{FlashArray, FlashConfig, FlashError, FlashOptions, Storage
 use flashpipe_net::{Accepted, Admitted, Limits, Listener, Protocol, Server};
 
 use crate::conn::{self, Connection, HELLO_TIMEOUT};
-use crate::hello::{Hello, HelloError, Refusal, Role};
+use crate::hello::{Hello, Refusal, Role};
 pub use crate::router_loop::NodeSummary;
 use crate::router_loop::RouterLoop;
 
@@ -130,6 +130,9 @@ pub enum NodeError {
     /// The image could not be synced at the stop.
     #[error("the device image could not be synced at the stop: {0}")]
     Sync(FlashError),
+    /// The router thread panicked (a bug); the image keeps what its journal holds.
+    #[error("the node's router thread failed; the image keeps every acknowledged operation (its journal)")]
+    RouterFailed,
 }
 
 /// A description file, checked, with the checksum the hellos carry.
@@ -462,13 +465,13 @@ fn dial_once(shared: &Shared, neighbour: u32, address: SocketAddr) -> Result<Tcp
         return Err(refusal.to_string());
     }
     if reply.role != Role::Node || reply.id != neighbour || reply.description_crc != shared.crc {
-        let error = HelloError::UnknownAnswer { answer: 0 };
-        tracing::warn!(
-            "the peer at {address} is not node {neighbour} of this description (it says {} {})",
+        let reason = format!(
+            "the peer at {address} is not node {neighbour} of this description (it says it is {} {})",
             reply.role.name(),
             reply.id
         );
-        return Err(error.to_string());
+        tracing::warn!("{reason}");
+        return Err(reason);
     }
     Ok(stream)
 }
@@ -608,9 +611,7 @@ impl RunningNode {
         }
         match summary {
             Ok(result) => result.map_err(NodeError::Sync),
-            Err(_) => Err(NodeError::Sync(FlashError::InvalidOption {
-                detail: "the router thread panicked".to_string(),
-            })),
+            Err(_) => Err(NodeError::RouterFailed),
         }
     }
 }
