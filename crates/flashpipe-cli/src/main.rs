@@ -6,6 +6,7 @@
 //! dispatches, and turns errors into a message on standard error and a non-zero exit.
 
 mod bench;
+mod cluster_cmd;
 mod demo_cmd;
 mod error_kind;
 mod kernels_cmd;
@@ -33,6 +34,9 @@ enum Command {
     /// Benchmarks, each side by side with a reference in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The minFlash cluster: check a description, run a flash node, send a page request as a host.
+    #[command(subcommand)]
+    Cluster(cluster_cmd::ClusterCommand),
     /// The main job on an embedded default: a striped store, sample data in, read back, verified.
     Demo(demo_cmd::DemoArgs),
     /// Compute kernels: list them with their options, measure them, train language profiles.
@@ -174,6 +178,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
+        Command::Cluster(command) => cluster_cmd::run(command),
         Command::Demo(arguments) => demo_cmd::run(arguments),
         Command::Kernels(arguments) => kernels_cmd::run(arguments),
         Command::Run(arguments) => run_cmd::run(arguments),

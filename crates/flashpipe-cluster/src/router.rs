@@ -18,8 +18,9 @@
 //! host's share with `NotOwner` before the device sees it. A link going down fails every
 //! request that went out on it with `Unreachable{device, hop}` and returns its tags; rows
 //! whose source was that link are orphaned (their upstream router answers them) and free
-//! their tag when the ack comes back. [`Router::assert_tags_balanced`] checks that no tag
-//! leaks.
+//! their tag when the ack comes back; the host's connection going down
+//! ([`Router::host_down`]) orphans the host's rows the same way.
+//! [`Router::assert_tags_balanced`] checks that no tag leaks.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -533,6 +534,25 @@ impl Router {
         }
         for queue in &mut self.hold.queues {
             queue.retain(|held| held.source != port);
+        }
+        self.dispatch_held(&mut out);
+        out
+    }
+
+    /// The attached host's connection is gone: rows whose source is the host are orphaned
+    /// (their acks, when they come back, only free the tag) and its requests still held
+    /// for a tag are forgotten. Nothing is sent to the host afterwards for those requests;
+    /// a host connecting again starts with no request in flight. Returns the frames to send
+    /// (held requests of other sources given the tags now free).
+    pub fn host_down(&mut self) -> Vec<Output> {
+        let mut out = Vec::new();
+        for row in self.tags.rows.iter_mut().flatten() {
+            if row.source == Port::Host {
+                row.orphaned = true;
+            }
+        }
+        for queue in &mut self.hold.queues {
+            queue.retain(|held| held.source != Port::Host);
         }
         self.dispatch_held(&mut out);
         out

@@ -201,6 +201,47 @@ fn a_link_down_fails_its_requests_and_frees_their_tags() {
 }
 
 #[test]
+fn a_host_down_orphans_its_requests_and_leaks_no_tag() {
+    let mut router = Router::new(config(1)).unwrap();
+    let to_device = router.receive(Port::Host, read(1, 0, 1)).unwrap();
+    let to_link = router.receive(Port::Host, read(2, 0, 2)).unwrap();
+    assert!(router
+        .receive(Port::Host, read(3, 0, 1))
+        .unwrap()
+        .is_empty());
+    assert!(router
+        .receive(Port::Link(0), read(4, 1, 1))
+        .unwrap()
+        .is_empty());
+    assert_eq!((router.in_flight(), router.held()), (2, 2));
+    assert!(router.host_down().is_empty(), "no tag is free yet");
+    assert_eq!(router.held(), 1, "the host's held request is forgotten");
+    let late = router
+        .receive(Port::Device, ack_for(&to_device[0]))
+        .unwrap();
+    assert_eq!(
+        late.len(),
+        1,
+        "the late ack goes nowhere; the freed tag serves the link"
+    );
+    assert_eq!((late[0].port, late[0].from), (Port::Device, Port::Link(0)));
+    assert!(router
+        .receive(Port::Link(1), ack_for(&to_link[0]))
+        .unwrap()
+        .is_empty());
+    assert_eq!(router.counters().orphan_acks, 2);
+    assert_eq!((router.in_flight(), router.held()), (1, 0));
+    router.assert_tags_balanced();
+    let again = router.receive(Port::Host, read(1, 0, 1)).unwrap();
+    assert_eq!(
+        again[0].port,
+        Port::Device,
+        "a host connecting again is served"
+    );
+    router.assert_tags_balanced();
+}
+
+#[test]
 fn bad_frames_are_refused_and_change_nothing() {
     let mut router = Router::new(config(1)).unwrap();
     let out = router.receive(Port::Host, read(1, 0, 1)).unwrap();

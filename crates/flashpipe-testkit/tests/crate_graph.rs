@@ -50,7 +50,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "flashpipe-cluster",
         ],
     ),
-    ("network", &["flashpipe-net"]),
+    ("network", &["flashpipe-net", "flashpipe-cluster-node"]),
     (
         "nbd",
         &[

@@ -1,0 +1,617 @@
+//! The flash node process: `flashpipe cluster node --cluster FILE --node ID --image DIR`.
+//!
+//! Threads: the router thread ([`crate::router_loop`]: the router core, the output stages,
+//! the device); the accept loop of `flashpipe-net` on the node's address, whose connection
+//! threads check the hello and then read frames; a writer thread per connection; a dialer
+//! thread per lower-id neighbour (the lower id listens, the higher dials, and redials with
+//! backoff when the link is lost), which reads its link's frames while it is up.
+//!
+//! Checks at start: the description file (whole), the node named in it, the address
+//! (loopback only), the image folder (a folder, or one to create in an existing folder),
+//! the image (opened if it exists, so a restarted node serves what it had; else created).
+
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use flashpipe_cluster::arbiter::RequestCosts;
+use flashpipe_cluster::description::{ClusterDescription, DescriptionError};
+use flashpipe_cluster::router::{Port, Router, RouterConfigError};
+use flashpipe_cluster::wire::WireLimits;
+use flashpipe_flash::{FlashArray, FlashConfig, FlashError, FlashOptions, StorageMode};
+use flashpipe_net::{Accepted, Admitted, Limits, Listener, Protocol, Server};
+
+use crate::conn::{self, Connection, HELLO_TIMEOUT};
+use crate::hello::{Hello, Refusal, Role};
+pub use crate::router_loop::NodeSummary;
+use crate::router_loop::RouterLoop;
+
+/// Controller tags of a node's router (requests in flight through it).
+pub const NODE_TAGS: u32 = 64;
+/// Requests a node holds per host while no tag is free.
+pub const NODE_QUEUE_LIMIT: u32 = 64;
+/// Connections a node serves at once.
+pub const NODE_CONNECTIONS: usize = 32;
+/// The longest wait between two dials of a lost link.
+pub const REDIAL_MAX: Duration = Duration::from_secs(1);
+
+/// Why a node (or a host) could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The description file is bad.
+    #[error("cluster description {path}: {error}")]
+    Description {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        error: DescriptionError,
+    },
+    /// The file could not be read.
+    #[error("cannot read the cluster description {path}: {detail}")]
+    Unreadable {
+        /// The file.
+        path: String,
+        /// Why.
+        detail: String,
+    },
+    /// The node id is not in the description.
+    #[error("node {node} is not in the cluster description (its nodes: {known})")]
+    NoSuchNode {
+        /// The id asked for.
+        node: u32,
+        /// The ids there are.
+        known: String,
+    },
+    /// The address does not resolve to a socket address.
+    #[error("node {node}'s address {address} cannot be used: {detail}")]
+    Address {
+        /// The node.
+        node: u32,
+        /// Its address.
+        address: String,
+        /// Why.
+        detail: String,
+    },
+    /// Not a loopback address.
+    #[error("node {node}'s address {address} is not a loopback address; cluster links carry no authentication or encryption, so nodes bind to loopback only")]
+    NotLoopback {
+        /// The node.
+        node: u32,
+        /// Its address.
+        address: String,
+    },
+    /// The image folder is unusable.
+    #[error("image folder {path}: {detail}")]
+    ImageFolder {
+        /// The folder.
+        path: String,
+        /// Why.
+        detail: String,
+    },
+    /// The image could not be created or opened.
+    #[error("device image {path}: {error}")]
+    Image {
+        /// The image.
+        path: String,
+        /// Why.
+        error: FlashError,
+    },
+    /// The image holds another device than the preset's shape.
+    #[error("device image {path} holds {devices} devices; a node's image holds one (another node's image, or one made by `flashpipe sim`?)")]
+    ImageShape {
+        /// The image.
+        path: String,
+        /// Devices in it.
+        devices: u32,
+    },
+    /// The router could not be configured.
+    #[error("node {node}: {error}")]
+    Router {
+        /// The node.
+        node: u32,
+        /// Why.
+        error: RouterConfigError,
+    },
+    /// The listening socket could not be bound.
+    #[error("cannot listen on {address}: {detail} (is another node already using it?)")]
+    Bind {
+        /// The address.
+        address: String,
+        /// Why.
+        detail: String,
+    },
+    /// A thread could not be started.
+    #[error("cannot start the node's threads: {0}")]
+    Thread(std::io::Error),
+    /// The image could not be synced at the stop.
+    #[error("the device image could not be synced at the stop: {0}")]
+    Sync(FlashError),
+    /// The router thread panicked (a bug); the image keeps what its journal holds.
+    #[error("the node's router thread failed; the image keeps every acknowledged operation (its journal)")]
+    RouterFailed,
+}
+
+/// A description file, checked, with the checksum the hellos carry.
+#[derive(Debug, Clone)]
+pub struct LoadedDescription {
+    /// The description.
+    pub description: ClusterDescription,
+    /// CRC-32C of the file's bytes.
+    pub crc: u32,
+    /// The frame limits of the cluster: the largest page and spare of its presets.
+    pub limits: WireLimits,
+}
+
+/// Reads and checks a description file.
+pub fn load_description(path: &Path) -> Result<LoadedDescription, NodeError> {
+    let shown = path.display().to_string();
+    let description =
+        ClusterDescription::from_file(path).map_err(|error| NodeError::Description {
+            path: shown.clone(),
+            error,
+        })?;
+    let bytes = std::fs::read(path).map_err(|error| NodeError::Unreadable {
+        path: shown,
+        detail: error.to_string(),
+    })?;
+    let mut limits = WireLimits {
+        max_page_bytes: 0,
+        max_spare_bytes: 0,
+    };
+    for node in &description.nodes {
+        if let Ok(config) = FlashConfig::preset(&node.preset) {
+            let of = WireLimits::of_config(&config);
+            limits.max_page_bytes = limits.max_page_bytes.max(of.max_page_bytes);
+            limits.max_spare_bytes = limits.max_spare_bytes.max(of.max_spare_bytes);
+        }
+    }
+    Ok(LoadedDescription {
+        description,
+        crc: crc32c::crc32c(&bytes),
+        limits,
+    })
+}
+
+/// Resolves a node's address; refuses one that is not loopback.
+pub fn node_address(description: &ClusterDescription, node: u32) -> Result<SocketAddr, NodeError> {
+    let Some(entry) = description.node(node) else {
+        return Err(NodeError::NoSuchNode {
+            node,
+            known: description
+                .nodes
+                .iter()
+                .map(|node| node.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    };
+    let address_error = |detail: String| NodeError::Address {
+        node,
+        address: entry.address.clone(),
+        detail,
+    };
+    let address = entry
+        .address
+        .to_socket_addrs()
+        .map_err(|error| address_error(error.to_string()))?
+        .next()
+        .ok_or_else(|| address_error("it resolves to no address".to_string()))?;
+    if !address.ip().is_loopback() {
+        return Err(NodeError::NotLoopback {
+            node,
+            address: entry.address.clone(),
+        });
+    }
+    Ok(address)
+}
+
+/// How to run a node.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// The description file.
+    pub description: PathBuf,
+    /// Which node.
+    pub node: u32,
+    /// The folder of the node's image (the description's `image` names the file in it).
+    pub image_folder: PathBuf,
+}
+
+/// What a started node reports in its readiness line.
+#[derive(Debug, Clone)]
+pub struct NodeReady {
+    /// The node id (and device id).
+    pub node: u32,
+    /// Where it listens.
+    pub address: SocketAddr,
+    /// Its device preset.
+    pub preset: String,
+    /// Its image file.
+    pub image: PathBuf,
+    /// Whether the image existed (a restart) or was created.
+    pub image_reopened: bool,
+    /// Neighbour node ids, by link.
+    pub neighbours: Vec<u32>,
+    /// The attached host, if any.
+    pub host: Option<u32>,
+}
+
+/// A running node.
+pub struct RunningNode {
+    ready: NodeReady,
+    stopping: Arc<AtomicBool>,
+    doorbell: SyncSender<()>,
+    router: JoinHandle<Result<NodeSummary, FlashError>>,
+    server: Server,
+    dialers: Vec<JoinHandle<()>>,
+}
+
+/// Stops a node from another thread (a signal's).
+#[derive(Clone)]
+pub struct NodeStopper {
+    stopping: Arc<AtomicBool>,
+    doorbell: SyncSender<()>,
+}
+
+impl NodeStopper {
+    /// Asks the node to stop; [`RunningNode::wait`] returns once it has.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let _ = self.doorbell.try_send(());
+    }
+}
+
+fn image_folder(path: &Path) -> Result<(), NodeError> {
+    let folder_error = |detail: &str| NodeError::ImageFolder {
+        path: path.display().to_string(),
+        detail: detail.to_string(),
+    };
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_dir() => Ok(()),
+        Ok(_) => Err(folder_error("it is not a folder")),
+        Err(_) => {
+            let parent = path
+                .parent()
+                .filter(|parent| !parent.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if !parent.is_dir() {
+                return Err(folder_error(
+                    "it does not exist and neither does the folder it would be made in",
+                ));
+            }
+            std::fs::create_dir(path).map_err(|error| folder_error(&error.to_string()))
+        }
+    }
+}
+
+fn open_device(
+    preset: &str,
+    image: &Path,
+    node: u32,
+    host_count: u32,
+) -> Result<(FlashArray, bool), NodeError> {
+    let image_error = |error: FlashError| NodeError::Image {
+        path: image.display().to_string(),
+        error,
+    };
+    if image.exists() {
+        let array = FlashArray::open(image, host_count, NODE_TAGS).map_err(image_error)?;
+        let devices = array.config().geometry.devices;
+        if devices != 1 {
+            return Err(NodeError::ImageShape {
+                path: image.display().to_string(),
+                devices,
+            });
+        }
+        return Ok((array, true));
+    }
+    let mut config = FlashConfig::preset(preset).map_err(|error| image_error(error.into()))?;
+    config.geometry.devices = 1;
+    let options = FlashOptions {
+        seed: u64::from(node) + 1,
+        storage: StorageMode::File(image.to_path_buf()),
+        host_count,
+        host_queue_depth: NODE_TAGS,
+    };
+    let mut array = FlashArray::new(config, options).map_err(image_error)?;
+    array.sync().map_err(image_error)?;
+    Ok((array, false))
+}
+
+struct Shared {
+    node: u32,
+    crc: u32,
+    limits: WireLimits,
+    host: Option<u32>,
+    neighbours: Vec<u32>,
+    stopping: Arc<AtomicBool>,
+    doorbell: SyncSender<()>,
+    attach: SyncSender<(Port, Connection)>,
+}
+
+impl Shared {
+    fn ring(&self) -> impl Fn() + Send + Clone + 'static {
+        let doorbell = self.doorbell.clone();
+        move || {
+            let _ = doorbell.try_send(());
+        }
+    }
+
+    fn hello(&self, refusal: Option<Refusal>) -> Hello {
+        Hello {
+            role: Role::Node,
+            refusal,
+            id: self.node,
+            description_crc: self.crc,
+        }
+    }
+
+    /// Hands a connection whose hello passed to the router, then reads it until it ends.
+    fn run_connection(&self, port: Port, stream: TcpStream, peer: String) -> String {
+        let (connection, half) = match conn::open(stream, peer, self.ring()) {
+            Ok(opened) => opened,
+            Err(error) => return format!("cannot start its writer: {error}"),
+        };
+        if self.attach.send((port, connection)).is_err() {
+            return "the node is stopping".to_string();
+        }
+        (self.ring())();
+        conn::run_reader(half, self.limits)
+    }
+
+    /// Which port an opening hello may use, or why not.
+    fn port_for(&self, hello: &Hello) -> Result<Port, Refusal> {
+        if hello.refusal.is_some() {
+            return Err(Refusal::BadHello);
+        }
+        if hello.description_crc != self.crc {
+            return Err(Refusal::DescriptionMismatch);
+        }
+        match hello.role {
+            Role::Host if self.host == Some(hello.id) => Ok(Port::Host),
+            Role::Node if hello.id > self.node => self
+                .neighbours
+                .iter()
+                .position(|&id| id == hello.id)
+                .map(Port::Link)
+                .ok_or(Refusal::NotExpected),
+            _ => Err(Refusal::NotExpected),
+        }
+    }
+}
+
+struct NodeProtocol {
+    shared: Arc<Shared>,
+}
+
+impl Protocol for NodeProtocol {
+    fn serve(&self, connection: Accepted, admitted: Admitted) {
+        let Accepted::Tcp(mut stream) = connection else {
+            return;
+        };
+        let peer = stream.peer_addr().map_or_else(
+            |_| "an unknown peer".to_string(),
+            |address| address.to_string(),
+        );
+        let shared = &self.shared;
+        let refusal = match conn::read_hello(&mut stream) {
+            Ok(hello) => shared.port_for(&hello).map(|port| (port, hello)),
+            Err(conn::HelloExchangeError::Hello(error)) => {
+                tracing::warn!(peer = %peer, "refused a connection: {error}");
+                Err(Refusal::BadHello)
+            }
+            Err(error) => {
+                tracing::warn!(peer = %peer, "closed a connection: {error}");
+                return;
+            }
+        };
+        match refusal {
+            Ok((port, hello)) => {
+                if conn::send_hello(&mut stream, &shared.hello(None)).is_err()
+                    || !admitted.handshake_done()
+                {
+                    return;
+                }
+                let peer = format!("{} {} at {peer}", hello.role.name(), hello.id);
+                let reason = shared.run_connection(port, stream, peer.clone());
+                tracing::debug!(peer = %peer, "connection ended: {reason}");
+            }
+            Err(refusal) => {
+                tracing::warn!(peer = %peer, "refused a connection: {refusal}");
+                let _ = conn::send_hello(&mut stream, &shared.hello(Some(refusal)));
+            }
+        }
+    }
+
+    fn refused(&self, _connection: &Accepted, open: usize, limit: usize) {
+        tracing::warn!("refused a connection: {open} open, the limit is {limit}");
+    }
+}
+
+/// Dials the lower-id neighbour on `link` until the node stops, redialing with backoff.
+fn dial(shared: Arc<Shared>, link: usize, neighbour: u32, address: SocketAddr) {
+    let mut backoff = Duration::from_millis(20);
+    while !shared.stopping.load(Ordering::SeqCst) {
+        match dial_once(&shared, neighbour, address) {
+            Ok(stream) => {
+                backoff = Duration::from_millis(20);
+                let peer = format!("node {neighbour} at {address}");
+                let reason = shared.run_connection(Port::Link(link), stream, peer);
+                if !shared.stopping.load(Ordering::SeqCst) {
+                    tracing::warn!("link to node {neighbour} lost: {reason}; dialing again");
+                }
+            }
+            Err(reason) => tracing::debug!("cannot reach node {neighbour} at {address}: {reason}"),
+        }
+        let until = std::time::Instant::now() + backoff;
+        while std::time::Instant::now() < until && !shared.stopping.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        backoff = (backoff * 2).min(REDIAL_MAX);
+    }
+}
+
+fn dial_once(shared: &Shared, neighbour: u32, address: SocketAddr) -> Result<TcpStream, String> {
+    let mut stream =
+        TcpStream::connect_timeout(&address, HELLO_TIMEOUT).map_err(|error| error.to_string())?;
+    let _ = stream.set_nodelay(true);
+    conn::send_hello(&mut stream, &shared.hello(None)).map_err(|error| error.to_string())?;
+    let reply = conn::read_hello(&mut stream).map_err(|error| error.to_string())?;
+    if let Some(refusal) = reply.refusal {
+        tracing::warn!("node {neighbour} refused this node's link: {refusal}");
+        return Err(refusal.to_string());
+    }
+    if reply.role != Role::Node || reply.id != neighbour || reply.description_crc != shared.crc {
+        let reason = format!(
+            "the peer at {address} is not node {neighbour} of this description (it says it is {} {})",
+            reply.role.name(),
+            reply.id
+        );
+        tracing::warn!("{reason}");
+        return Err(reason);
+    }
+    Ok(stream)
+}
+
+/// Starts a node: every check first, then the threads.
+pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
+    let loaded = load_description(&options.description)?;
+    let description = &loaded.description;
+    let node = options.node;
+    let address = node_address(description, node)?;
+    let entry = description
+        .node(node)
+        .expect("node_address found the node")
+        .clone();
+    image_folder(&options.image_folder)?;
+    let image = options.image_folder.join(&entry.image);
+    let host_count = (description.hosts.len() as u32).max(1);
+    let config = description
+        .router_config(node, NODE_TAGS, NODE_QUEUE_LIMIT, RequestCosts::REFLEX)
+        .expect("the node is in the description");
+    let links = config.links;
+    let router = Router::new(config).map_err(|error| NodeError::Router { node, error })?;
+    let listener = TcpListener::bind(address).map_err(|error| NodeError::Bind {
+        address: address.to_string(),
+        detail: error.to_string(),
+    })?;
+    let (array, image_reopened) = open_device(&entry.preset, &image, node, host_count)?;
+    let neighbours = description.neighbours(node);
+    let host = description.host_on(node).map(|host| host.id);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let (doorbell, doorbell_receiver) = sync_channel(1);
+    let (attach, attach_receiver) = sync_channel(NODE_CONNECTIONS);
+    let shared = Arc::new(Shared {
+        node,
+        crc: loaded.crc,
+        limits: loaded.limits,
+        host,
+        neighbours: neighbours.clone(),
+        stopping: Arc::clone(&stopping),
+        doorbell: doorbell.clone(),
+        attach,
+    });
+    let router_loop = RouterLoop {
+        router,
+        array,
+        limits: loaded.limits,
+        links,
+        neighbours: neighbours.clone(),
+        attach: attach_receiver,
+        doorbell: doorbell_receiver,
+        stopping: Arc::clone(&stopping),
+    };
+    let router = std::thread::Builder::new()
+        .name("cluster-router".to_string())
+        .spawn(move || router_loop.run())
+        .map_err(NodeError::Thread)?;
+    let stopper = NodeStopper {
+        stopping: Arc::clone(&stopping),
+        doorbell: doorbell.clone(),
+    };
+    let server = Server::start(
+        vec![Listener::Tcp(listener)],
+        Limits {
+            max_connections: NODE_CONNECTIONS,
+            handshake_deadline: Some(HELLO_TIMEOUT),
+        },
+        Arc::new(NodeProtocol {
+            shared: Arc::clone(&shared),
+        }),
+        "cluster-node",
+    );
+    let server = match server {
+        Ok(server) => server,
+        Err(error) => {
+            stopper.stop();
+            let _ = router.join();
+            return Err(NodeError::Thread(error));
+        }
+    };
+    let mut dialers = Vec::new();
+    for (link, &neighbour) in neighbours.iter().enumerate() {
+        if neighbour > node {
+            continue;
+        }
+        let neighbour_address = node_address(description, neighbour)?;
+        let dial_shared = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("cluster-dial-{neighbour}"))
+            .spawn(move || dial(dial_shared, link, neighbour, neighbour_address));
+        match spawned {
+            Ok(thread) => dialers.push(thread),
+            Err(error) => {
+                stopper.stop();
+                return Err(NodeError::Thread(error));
+            }
+        }
+    }
+    Ok(RunningNode {
+        ready: NodeReady {
+            node,
+            address,
+            preset: entry.preset.clone(),
+            image,
+            image_reopened,
+            neighbours,
+            host,
+        },
+        stopping,
+        doorbell,
+        router,
+        server,
+        dialers,
+    })
+}
+
+impl RunningNode {
+    /// What the node is.
+    pub fn ready(&self) -> &NodeReady {
+        &self.ready
+    }
+
+    /// A handle that stops the node.
+    pub fn stopper(&self) -> NodeStopper {
+        NodeStopper {
+            stopping: Arc::clone(&self.stopping),
+            doorbell: self.doorbell.clone(),
+        }
+    }
+
+    /// Waits until the node is stopped; then stops accepting, ends every connection and
+    /// returns what it did (the image synced).
+    pub fn wait(mut self) -> Result<NodeSummary, NodeError> {
+        let summary = self.router.join();
+        self.server.stop();
+        for dialer in self.dialers {
+            let _ = dialer.join();
+        }
+        match summary {
+            Ok(result) => result.map_err(NodeError::Sync),
+            Err(_) => Err(NodeError::RouterFailed),
+        }
+    }
+}

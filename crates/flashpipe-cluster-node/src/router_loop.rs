@@ -1,0 +1,525 @@
+//! The node's router thread: one router core, one output stage per output port, a credit
+//! receiver per link, and the device. It never blocks on a socket: it takes frames from
+//! each connection's bounded channel, hands encoded frames to each writer's bounded channel
+//! without waiting (a frame that does not fit waits in the port's one pending slot), and
+//! sleeps only on its doorbell, until the device's next event at the latest.
+//!
+//! An input whose outputs do not fit their output stage (`QueueFull`) keeps them in order
+//! and is not read again until they are queued, so every queue stays bounded: the reader
+//! of a paused connection blocks on its full channel and the socket backs up to the peer.
+//! A connection that takes no frame for [`STALL_LIMIT`] (its writer's channel full all that
+//! time) is closed, so a peer that stops reading cannot hold the other ports for longer.
+//!
+//! The device is the node's [`FlashArray`] paced to wall time: its virtual clock is the
+//! virtual time it was opened at plus the wall time since, so an ack leaves when the model
+//! completes it. Requests reach it with their device id rewritten to 0 (the array holds the
+//! node's one device); acks carry no device id.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flashpipe_cluster::credits::CreditReceiver;
+use flashpipe_cluster::output::{input_of, OutputError, OutputStage};
+use flashpipe_cluster::router::{Output, Port, Router};
+use flashpipe_cluster::wire::{
+    self, Channel, Frame, Message, PagePayload, Status, WireAck, WireLimits,
+};
+use flashpipe_flash::{Ack, FlashArray, FlashCommand, FlashError};
+
+use crate::conn::{Connection, Inbound};
+
+/// Tokens per virtual channel on a link.
+pub(crate) const LINK_WINDOW: u32 = 16;
+/// Tokens a receiver gives back at once (all of them when its input goes idle).
+const CREDIT_BATCH: u32 = 4;
+/// Frames an output stage holds per channel and input.
+const STAGE_FRAMES: usize = 64;
+/// Frames taken from one connection before the others get their turn.
+const DRAIN_BATCH: usize = 32;
+/// The longest sleep with nothing to do.
+const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// How long a connection may leave its writer's channel full before it is closed.
+const STALL_LIMIT: Duration = Duration::from_secs(10);
+/// The sleep while a port waits for room (a full writer or output stage).
+const BLOCKED_WAIT: Duration = Duration::from_millis(1);
+
+/// What the router thread needs.
+pub(crate) struct RouterLoop {
+    pub router: Router,
+    pub array: FlashArray,
+    pub limits: WireLimits,
+    pub links: usize,
+    /// Neighbour node ids, by link index (for logs).
+    pub neighbours: Vec<u32>,
+    pub attach: Receiver<(Port, Connection)>,
+    pub doorbell: Receiver<()>,
+    pub stopping: Arc<AtomicBool>,
+}
+
+/// What the node did, for its last line.
+#[derive(Debug, Clone, Default)]
+pub struct NodeSummary {
+    /// Requests given a controller tag.
+    pub renamed: u64,
+    /// Requests the device carried out.
+    pub device_requests: u64,
+    /// Requests answered `Unreachable`.
+    pub unreachable: u64,
+    /// Requests answered `NotOwner`.
+    pub not_owner: u64,
+    /// Requests answered `Busy`.
+    pub busy: u64,
+    /// Connections closed for a bad frame, a bad credit or a refused frame.
+    pub bad_peers: u64,
+}
+
+struct PortState {
+    port: Port,
+    conn: Option<Connection>,
+    stage: OutputStage,
+    credits_in: Option<CreditReceiver>,
+    pending: Option<Vec<u8>>,
+    /// Since when the pending frame has waited for room in the writer's channel.
+    blocked_since: Option<Instant>,
+    /// Outputs of frames from this input that did not fit their stage yet, in order.
+    leftovers: VecDeque<Output>,
+}
+
+fn fresh_stage(port: Port, inputs: usize) -> OutputStage {
+    let window = matches!(port, Port::Link(_)).then_some(LINK_WINDOW);
+    OutputStage::new(inputs, STAGE_FRAMES, window)
+}
+
+struct State {
+    router: Router,
+    array: FlashArray,
+    limits: WireLimits,
+    neighbours: Vec<u32>,
+    ports: Vec<PortState>,
+    base_ns: u64,
+    started: Instant,
+    summary: NodeSummary,
+}
+
+fn port_of(index: usize) -> Port {
+    match index {
+        0 => Port::Host,
+        1 => Port::Device,
+        link => Port::Link(link - 2),
+    }
+}
+
+const DEVICE: usize = 1;
+
+impl RouterLoop {
+    /// Runs until the stop flag is set; then closes every connection and syncs the image.
+    pub fn run(self) -> Result<NodeSummary, FlashError> {
+        let RouterLoop {
+            mut router,
+            array,
+            limits,
+            links,
+            neighbours,
+            attach,
+            doorbell,
+            stopping,
+        } = self;
+        for link in 0..links {
+            let failed = router.link_down(link);
+            assert!(
+                failed.is_empty(),
+                "nothing is in flight before the node starts"
+            );
+        }
+        let inputs = 2 + links;
+        let ports = (0..inputs)
+            .map(|index| {
+                let port = port_of(index);
+                PortState {
+                    port,
+                    conn: None,
+                    stage: fresh_stage(port, inputs),
+                    credits_in: None,
+                    pending: None,
+                    blocked_since: None,
+                    leftovers: VecDeque::new(),
+                }
+            })
+            .collect();
+        let mut state = State {
+            base_ns: array.now_ns(),
+            router,
+            array,
+            limits,
+            neighbours,
+            ports,
+            started: Instant::now(),
+            summary: NodeSummary::default(),
+        };
+        while !stopping.load(Ordering::SeqCst) {
+            while let Ok((port, conn)) = attach.try_recv() {
+                state.attach(port, conn);
+            }
+            state.flush_leftovers();
+            state.drain_inputs();
+            state.poll_device();
+            state.pump();
+            let wait = state.wait_for();
+            match doorbell.recv_timeout(wait) {
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        for index in 0..state.ports.len() {
+            if let Some(conn) = state.ports[index].conn.take() {
+                conn.close();
+            }
+        }
+        let counters = state.router.counters();
+        state.summary.renamed = counters.renamed;
+        state.summary.unreachable = counters.unreachable;
+        state.summary.not_owner = counters.not_owner;
+        state.summary.busy = counters.busy;
+        state.router.assert_tags_balanced();
+        state.array.sync()?;
+        Ok(state.summary)
+    }
+}
+
+impl State {
+    fn name(&self, port: Port) -> String {
+        match port {
+            Port::Host => "the host".to_string(),
+            Port::Device => "the device".to_string(),
+            Port::Link(link) => format!("node {}", self.neighbours[link]),
+        }
+    }
+
+    fn attach(&mut self, port: Port, conn: Connection) {
+        let index = input_of(port);
+        if self.ports[index].conn.is_some() {
+            self.detach(index, "replaced by a new connection from the same peer");
+        }
+        tracing::info!(peer = %conn.peer, "{} connected", self.name(port));
+        let inputs = self.ports.len();
+        let state = &mut self.ports[index];
+        state.conn = Some(conn);
+        state.stage = fresh_stage(port, inputs);
+        state.pending = None;
+        state.blocked_since = None;
+        if let Port::Link(link) = port {
+            state.credits_in = Some(CreditReceiver::new(CREDIT_BATCH));
+            self.router.link_up(link);
+        }
+    }
+
+    fn detach(&mut self, index: usize, reason: &str) {
+        let Some(conn) = self.ports[index].conn.take() else {
+            return;
+        };
+        conn.close();
+        let port = self.ports[index].port;
+        tracing::info!(peer = %conn.peer, "{} disconnected: {reason}", self.name(port));
+        let inputs = self.ports.len();
+        let state = &mut self.ports[index];
+        state.stage = fresh_stage(port, inputs);
+        state.pending = None;
+        state.blocked_since = None;
+        state.credits_in = None;
+        for other in &mut self.ports {
+            other.leftovers.retain(|output| output.port != port);
+        }
+        let outputs = match port {
+            Port::Link(link) => self.router.link_down(link),
+            Port::Host => self.router.host_down(),
+            Port::Device => Vec::new(),
+        };
+        self.push_outputs(outputs);
+    }
+
+    /// Queues an output on its port's stage, or hands it back when the stage is full.
+    fn deliver(&mut self, output: Output) -> Result<(), Box<Output>> {
+        let target = input_of(output.port);
+        let state = &mut self.ports[target];
+        if state.port != Port::Device && state.conn.is_none() {
+            tracing::debug!(
+                "dropped a frame for {}: not connected",
+                self.name(output.port)
+            );
+            return Ok(());
+        }
+        match state.stage.push(input_of(output.from), output.frame) {
+            Ok(()) => Ok(()),
+            Err(OutputError::QueueFull { frame }) => Err(Box::new(Output {
+                frame: *frame,
+                ..output
+            })),
+            Err(error @ OutputError::NoSuchInput { .. }) => {
+                unreachable!("every port is an input of every stage: {error}")
+            }
+        }
+    }
+
+    fn push_outputs(&mut self, outputs: Vec<Output>) {
+        for output in outputs {
+            let input = input_of(output.from);
+            if !self.ports[input].leftovers.is_empty() {
+                self.ports[input].leftovers.push_back(output);
+                continue;
+            }
+            if let Err(output) = self.deliver(output) {
+                self.ports[input].leftovers.push_back(*output);
+            }
+        }
+    }
+
+    fn flush_leftovers(&mut self) {
+        for index in 0..self.ports.len() {
+            while let Some(output) = self.ports[index].leftovers.pop_front() {
+                if let Err(output) = self.deliver(output) {
+                    self.ports[index].leftovers.push_front(*output);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn drain_inputs(&mut self) {
+        for index in 0..self.ports.len() {
+            for _ in 0..DRAIN_BATCH {
+                if !self.ports[index].leftovers.is_empty() {
+                    break;
+                }
+                let Some(conn) = &self.ports[index].conn else {
+                    break;
+                };
+                match conn.inbound.try_recv() {
+                    Ok(Inbound::Frame(frame)) => self.on_frame(index, frame),
+                    Ok(Inbound::Closed(reason)) => {
+                        self.detach(index, &reason);
+                        break;
+                    }
+                    Err(TryRecvError::Empty) => {
+                        self.return_all_credits(index);
+                        break;
+                    }
+                    Err(TryRecvError::Disconnected) => {
+                        self.detach(index, "its reader ended");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn return_all_credits(&mut self, index: usize) {
+        let state = &mut self.ports[index];
+        if let Some(receiver) = &mut state.credits_in {
+            for credit in receiver.flush() {
+                let queued = state.stage.push(
+                    index,
+                    Frame {
+                        hops: 0,
+                        message: Message::Credit(credit),
+                    },
+                );
+                assert!(queued.is_ok(), "credit frames are never refused");
+            }
+        }
+    }
+
+    fn refuse_peer(&mut self, index: usize, reason: &str) {
+        self.summary.bad_peers += 1;
+        let peer = self.ports[index]
+            .conn
+            .as_ref()
+            .map_or_else(String::new, |conn| conn.peer.clone());
+        tracing::warn!(peer = %peer, "closing this connection only: {reason}");
+        self.detach(index, reason);
+    }
+
+    fn on_frame(&mut self, index: usize, frame: Frame) {
+        let port = self.ports[index].port;
+        if let Message::Credit(credit) = frame.message {
+            let result = match port {
+                Port::Link(_) => self.ports[index]
+                    .stage
+                    .on_credit(credit)
+                    .map_err(|error| error.to_string()),
+                _ => Err("a host sends no credit frames".to_string()),
+            };
+            if let Err(reason) = result {
+                self.refuse_peer(index, &reason);
+            }
+            return;
+        }
+        let channel = Channel::of(&frame.message);
+        match self.router.receive(port, frame) {
+            Ok(outputs) => self.push_outputs(outputs),
+            Err(error) => {
+                let peer = self.ports[index]
+                    .conn
+                    .as_ref()
+                    .map_or_else(String::new, |conn| conn.peer.clone());
+                tracing::warn!(peer = %peer, "refused a frame from {}: {error}", self.name(port));
+            }
+        }
+        let state = &mut self.ports[index];
+        if let (Some(receiver), Some(channel)) = (&mut state.credits_in, channel) {
+            if let Some(credit) = receiver.on_freed(channel) {
+                let queued = state.stage.push(
+                    index,
+                    Frame {
+                        hops: 0,
+                        message: Message::Credit(credit),
+                    },
+                );
+                assert!(queued.is_ok(), "credit frames are never refused");
+            }
+        }
+    }
+
+    fn virtual_now_ns(&self) -> u64 {
+        let elapsed = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.base_ns.saturating_add(elapsed)
+    }
+
+    fn poll_device(&mut self) {
+        let now_ns = self.virtual_now_ns();
+        self.array.run_until(now_ns);
+        if !self.ports[DEVICE].leftovers.is_empty() {
+            return;
+        }
+        let mut acks = Vec::new();
+        self.array.poll_acks(&mut acks);
+        for ack in acks {
+            let frame = ack_frame(ack);
+            match self.router.receive(Port::Device, frame) {
+                Ok(outputs) => self.push_outputs(outputs),
+                Err(error) => tracing::error!("the router refused the device's ack: {error}"),
+            }
+        }
+    }
+
+    fn pump(&mut self) {
+        while let Some(frame) = self.ports[DEVICE].stage.next_frame() {
+            let Message::Request(mut request) = frame.message else {
+                tracing::error!("the router sent the device something other than a request");
+                continue;
+            };
+            let (tag, host, kind) = (request.tag, request.host, request.command.kind());
+            match &mut request.command {
+                FlashCommand::ReadPage { address }
+                | FlashCommand::WritePage { address, .. }
+                | FlashCommand::EraseBlock { address } => address.device = 0,
+            }
+            self.summary.device_requests += 1;
+            if let Err(error) = self.array.submit(request) {
+                tracing::error!("the device refused a request: {error}");
+                let busy = Frame {
+                    hops: 0,
+                    message: Message::Ack(WireAck {
+                        tag,
+                        host,
+                        kind,
+                        status: Status::Busy {
+                            queue_limit: self.array.options().host_queue_depth,
+                        },
+                        payload: None,
+                    }),
+                };
+                if let Ok(outputs) = self.router.receive(Port::Device, busy) {
+                    self.push_outputs(outputs);
+                }
+            }
+        }
+        for index in 0..self.ports.len() {
+            if index == DEVICE {
+                continue;
+            }
+            let mut writer_gone = false;
+            let mut stalled = false;
+            let limits = self.limits;
+            let state = &mut self.ports[index];
+            let Some(conn) = &state.conn else {
+                while state.stage.next_frame().is_some() {}
+                continue;
+            };
+            loop {
+                let bytes = match state.pending.take() {
+                    Some(bytes) => bytes,
+                    None => match state.stage.next_frame() {
+                        Some(frame) => match wire::encode(&frame, limits) {
+                            Ok(bytes) => bytes,
+                            Err(error) => {
+                                tracing::error!("a frame could not be encoded: {error}");
+                                continue;
+                            }
+                        },
+                        None => break,
+                    },
+                };
+                match conn.try_send(bytes) {
+                    Ok(()) => state.blocked_since = None,
+                    Err(Some(bytes)) => {
+                        state.pending = Some(bytes);
+                        let since = *state.blocked_since.get_or_insert_with(Instant::now);
+                        stalled = since.elapsed() > STALL_LIMIT;
+                        break;
+                    }
+                    Err(None) => {
+                        writer_gone = true;
+                        break;
+                    }
+                }
+            }
+            if writer_gone {
+                self.detach(index, "its writer ended");
+            } else if stalled {
+                let reason = format!(
+                    "it took no frame for {} s (a peer that stops reading would hold the node's other ports)",
+                    STALL_LIMIT.as_secs()
+                );
+                self.refuse_peer(index, &reason);
+            }
+        }
+    }
+
+    fn wait_for(&self) -> Duration {
+        let blocked = self
+            .ports
+            .iter()
+            .any(|state| state.pending.is_some() || !state.leftovers.is_empty());
+        if blocked {
+            return BLOCKED_WAIT;
+        }
+        match self.array.next_event_ns() {
+            Some(next_ns) => {
+                let until_ns = next_ns.saturating_sub(self.virtual_now_ns());
+                Duration::from_nanos(until_ns).min(IDLE_WAIT)
+            }
+            None => IDLE_WAIT,
+        }
+    }
+}
+
+/// The device's ack as a frame to the router (its controller tag; hops filled by the router).
+fn ack_frame(ack: Ack) -> Frame {
+    let payload = ack.data.map(|data| PagePayload {
+        data,
+        spare: ack.spare.unwrap_or_default(),
+    });
+    Frame {
+        hops: 0,
+        message: Message::Ack(WireAck {
+            tag: ack.tag,
+            host: ack.host,
+            kind: ack.kind,
+            status: Status::Flash(ack.status),
+            payload,
+        }),
+    }
+}

@@ -1,0 +1,189 @@
+//! A host that sends 300 reads at once on one connection gets exactly one ack per tag,
+//! `Ok` or `Busy` (the node holds 64 tags and 64 requests per host, never more), and the
+//! node goes on serving; two nodes running different description files never link, and
+//! requests across are answered `Unreachable`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use flashpipe_cluster::wire::{self, Frame, Message, Status};
+use flashpipe_cluster_node::conn::{read_frame, read_hello, send_hello};
+use flashpipe_cluster_node::hello::{Hello, Role};
+use flashpipe_cluster_node::host::one_request;
+use flashpipe_cluster_node::node::{load_description, start, NodeOptions, NODE_QUEUE_LIMIT};
+use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn folder(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("fp-cluster-node-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&path);
+    std::fs::create_dir_all(&path).unwrap();
+    path
+}
+
+fn two_nodes(ports: [u16; 2], extra: &str) -> String {
+    format!(
+        "version = 1\n\
+         [[node]]\nid = 0\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n0.img\"\nlinks = [1]\n\
+         [[node]]\nid = 1\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n1.img\"\n\
+         [[host]]\nid = 0\nnode = 0\n{extra}",
+        ports[0], ports[1]
+    )
+}
+
+fn read_of(tag: u64, device: u32) -> Frame {
+    Frame {
+        hops: 0,
+        message: Message::Request(FlashRequest {
+            tag,
+            host: 0,
+            command: FlashCommand::ReadPage {
+                address: FlashAddress {
+                    device,
+                    bus: (tag % 8) as u32,
+                    chip: 0,
+                    block: 1,
+                    page: 0,
+                },
+            },
+        }),
+    }
+}
+
+fn run_node(
+    description: &Path,
+    node: u32,
+    images: &Path,
+) -> flashpipe_cluster_node::node::RunningNode {
+    start(&NodeOptions {
+        description: description.to_path_buf(),
+        node,
+        image_folder: images.to_path_buf(),
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
+    let root = folder("pipelined");
+    let port = free_port();
+    let description = root.join("one.toml");
+    std::fs::write(
+        &description,
+        format!("version = 1\n[[node]]\nid = 0\naddress = \"127.0.0.1:{port}\"\npreset = \"minflash\"\nimage = \"n0.img\"\n[[host]]\nid = 0\nnode = 0\n"),
+    )
+    .unwrap();
+    let loaded = load_description(&description).unwrap();
+    let node = run_node(&description, 0, &root);
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    send_hello(
+        &mut stream,
+        &Hello {
+            role: Role::Host,
+            refusal: None,
+            id: 0,
+            description_crc: loaded.crc,
+        },
+    )
+    .unwrap();
+    assert_eq!(read_hello(&mut stream).unwrap().refusal, None);
+    let requests = 300u64;
+    let mut bytes = Vec::new();
+    for tag in 0..requests {
+        bytes.extend(wire::encode(&read_of(tag, 0), loaded.limits).unwrap());
+    }
+    stream.write_all(&bytes).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut acks: BTreeMap<u64, Status> = BTreeMap::new();
+    let mut buffer = Vec::new();
+    while (acks.len() as u64) < requests {
+        let frame = read_frame(&mut stream, loaded.limits, &mut buffer)
+            .unwrap()
+            .expect("the node answers every request");
+        let Message::Ack(ack) = frame.message else {
+            panic!("a host gets acks only");
+        };
+        assert!(
+            acks.insert(ack.tag, ack.status).is_none(),
+            "one ack per tag"
+        );
+    }
+    let busy = acks
+        .values()
+        .filter(|status| matches!(status, Status::Busy { queue_limit } if *queue_limit == NODE_QUEUE_LIMIT))
+        .count();
+    let ok = acks
+        .values()
+        .filter(|status| matches!(status, Status::Flash(AckStatus::Ok { .. })))
+        .count();
+    assert_eq!(ok + busy, requests as usize, "{acks:?}");
+    assert!(ok >= 128, "the tags and the hold queue were used: {ok} ok");
+    drop(stream);
+    let reply = one_request(
+        &description,
+        0,
+        FlashCommand::ReadPage {
+            address: FlashAddress {
+                device: 0,
+                bus: 0,
+                chip: 0,
+                block: 1,
+                page: 0,
+            },
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        reply.ack.status,
+        Status::Flash(AckStatus::Ok { .. })
+    ));
+    node.stopper().stop();
+    let summary = node.wait().unwrap();
+    assert_eq!(summary.busy as usize, busy);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn nodes_running_different_descriptions_never_link() {
+    let root = folder("mismatch");
+    let ports = [free_port(), free_port()];
+    let first = root.join("first.toml");
+    let second = root.join("second.toml");
+    std::fs::write(&first, two_nodes(ports, "")).unwrap();
+    std::fs::write(&second, two_nodes(ports, "weight = 2\n")).unwrap();
+    let zero = run_node(&first, 0, &root.join("a"));
+    let one = run_node(&second, 1, &root.join("b"));
+    std::thread::sleep(Duration::from_millis(300));
+    let reply = one_request(
+        &first,
+        0,
+        FlashCommand::ReadPage {
+            address: FlashAddress {
+                device: 1,
+                bus: 0,
+                chip: 0,
+                block: 0,
+                page: 0,
+            },
+        },
+    )
+    .unwrap();
+    assert_eq!(reply.ack.status, Status::Unreachable { device: 1, hop: 0 });
+    for node in [zero, one] {
+        node.stopper().stop();
+        node.wait().unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
