@@ -34,7 +34,6 @@ use std::time::Instant;
 use flashpipe_device::{BlockDevice, IoBuf, Request};
 use flashpipe_engine::EngineConfig;
 use flashpipe_flash::store::synced_operation_count;
-use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::FlashConfig;
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
@@ -49,7 +48,7 @@ use serde::Serialize;
 use crate::error::{invalid_input, io_with};
 use crate::pattern::{DataPattern, DataPatternReader};
 use crate::progress::Progress;
-use crate::sim::{process_cpu_seconds, timing_array};
+use crate::sim::{random_read_run, timed, Elapsed};
 use crate::BenchResult;
 
 /// Target: wall seconds of a 1 GiB put into a minflash store (scaled by size).
@@ -314,26 +313,23 @@ fn timed_put(
     size_bytes: u64,
     open: impl FnOnce() -> BenchResult<RunningStore>,
 ) -> BenchResult<(f64, Option<f64>)> {
-    let cpu_before = process_cpu_seconds();
-    let started = Instant::now();
-    let running = open()?;
-    let mut client = running.client(PUT_IN_FLIGHT);
-    let mut file = File::open(input).map_err(io_with(input.display()))?;
-    let written = client.write_stream(
-        INPUT_NAME,
-        &mut file,
-        PUT_CHUNK_BYTES,
-        PUT_IN_FLIGHT,
-        &mut |_| {},
-    )?;
-    drop(client);
-    running.close()?;
-    let wall_seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(end, start)| end - start);
-    assert_eq!(written, size_bytes, "the whole file was put");
-    Ok((wall_seconds, cpu_seconds))
+    let (written, elapsed) = timed(|| -> BenchResult<u64> {
+        let running = open()?;
+        let mut client = running.client(PUT_IN_FLIGHT);
+        let mut file = File::open(input).map_err(io_with(input.display()))?;
+        let written = client.write_stream(
+            INPUT_NAME,
+            &mut file,
+            PUT_CHUNK_BYTES,
+            PUT_IN_FLIGHT,
+            &mut |_| {},
+        )?;
+        drop(client);
+        running.close()?;
+        Ok(written)
+    });
+    assert_eq!(written?, size_bytes, "the whole file was put");
+    Ok((elapsed.wall_seconds, elapsed.cpu_seconds))
 }
 
 /// Flash operations the FTL's statistics account for: every program (host, collection,
@@ -399,15 +395,19 @@ fn measure_ftl_alone(size_bytes: u64) -> BenchResult<FtlAloneFigures> {
         .min(device.info().block_count / request_blocks);
     let queue_depth = u64::from(device.info().queue_depth).max(1);
     let before = read_stats(&stats);
-    let cpu_before = process_cpu_seconds();
-    let started = Instant::now();
-    let written_bytes =
-        write_sequentially(&mut device, request_blocks, request_count, queue_depth)?;
-    device.close()?;
-    let wall_seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(end, start)| end - start);
+    let (
+        written_bytes,
+        Elapsed {
+            wall_seconds,
+            cpu_seconds,
+        },
+    ) = timed(|| -> BenchResult<u64> {
+        let written_bytes =
+            write_sequentially(&mut device, request_blocks, request_count, queue_depth)?;
+        device.close()?;
+        Ok(written_bytes)
+    });
+    let written_bytes = written_bytes?;
     progress.finish();
     let flash_operations = flash_operations_of(&read_stats(&stats).since(&before));
     Ok(FtlAloneFigures {
@@ -472,31 +472,19 @@ fn read_stats(stats: &std::sync::Mutex<FtlStats>) -> FtlStats {
 
 /// `sim speed`'s run: random 4 KiB reads of a full timing-only minflash array.
 fn measure_raw(operations: u64) -> BenchResult<RawFigures> {
-    let config = FlashConfig::preset(PRESET)?;
-    let job = SyntheticJob {
-        pattern: AccessPattern::Random,
-        kind: AccessKind::Read,
-        request_bytes: 4096,
-        queue_depth: RAW_QUEUE_DEPTH,
-        hosts: 1,
-        requests_per_host: operations,
-        devices: 1,
-        seed: RAW_SEED,
-    };
-    job.check(&config).map_err(|error| {
-        invalid_input(format!("--raw-operations {operations}: {}", error.limit))
-    })?;
-    let progress = Progress::spinner("bench flash: the raw model (sim speed)");
-    let mut array = timing_array(config, 1, RAW_QUEUE_DEPTH, RAW_SEED)?;
-    array.precondition_full()?;
-    let cpu_before = process_cpu_seconds();
-    let started = Instant::now();
-    let report = workload::run_job(&mut array, &job);
-    let wall_seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(end, start)| end - start);
-    progress.finish();
+    let (
+        report,
+        Elapsed {
+            wall_seconds,
+            cpu_seconds,
+        },
+    ) = random_read_run(
+        FlashConfig::preset(PRESET)?,
+        (operations, "--raw-operations"),
+        RAW_QUEUE_DEPTH,
+        RAW_SEED,
+        "bench flash: the raw model (sim speed)",
+    )?;
     Ok(RawFigures {
         page_operations: report.page_operations,
         wall_seconds,

@@ -18,8 +18,9 @@ use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
-use crate::error::{invalid_input, BenchError};
-use crate::plot::{check_plot_path, draw_panels, Chart, ChartKind, Series};
+use crate::error::invalid_input;
+use crate::ftl::RunArgs;
+use crate::plot::{draw_panels, Chart, ChartKind, Series};
 use crate::progress::Progress;
 use crate::table::Table;
 use crate::BenchResult;
@@ -42,16 +43,10 @@ pub struct FtlCopyArgs {
     /// Flash preset (minflash, minflash-rack, rad, tlc); its erase blocks per chip are sized to fit.
     #[arg(long, default_value = "minflash")]
     preset: String,
-    /// Seed of the flash model.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-    /// Also draw the two copies' virtual time and pages programmed into this PNG (its
-    /// folder must exist).
-    #[arg(long, value_name = "PATH.png")]
-    plot: Option<String>,
+    // The seed of the flash model, `--json`, and `--plot`: the two copies' virtual time
+    // and pages programmed.
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// One way of copying, measured.
@@ -85,9 +80,7 @@ struct CopyExperiment {
 
 /// Runs `flashpipe ftl copy`.
 pub fn run(arguments: FtlCopyArgs) -> BenchResult {
-    if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
-    }
+    arguments.run.check_plot()?;
     let size_bytes = parse_size_bytes(&arguments.size)?;
     let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
     if size_bytes == 0 {
@@ -102,7 +95,8 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
     let config = sized_config(&arguments.preset, size_bytes)?;
     let blocks_per_chip = config.geometry.blocks_per_plane;
     let progress = Progress::spinner("copy: formatting the file system on the FTL");
-    let (mut filesystem, ftl) = experiment_filesystem(config, arguments.seed, block_size_bytes)?;
+    let (mut filesystem, ftl) =
+        experiment_filesystem(config, arguments.run.seed, block_size_bytes)?;
     let clock = filesystem.device_mut().clock();
     let write_started_ns = clock.now_ns();
     progress.set_message("copy: writing the source file");
@@ -143,10 +137,10 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
         by_bytes,
     };
     progress.finish();
-    if let Some(path) = &arguments.plot {
-        draw_panels(path, &charts(&experiment), 2)?;
-    }
-    print_experiment(&experiment, arguments.json)
+    arguments
+        .run
+        .draw(|path| Ok(draw_panels(path, &charts(&experiment), 2)?))?;
+    print_experiment(&experiment, arguments.run.json)
 }
 
 /// The two panels of `--plot`: virtual time and flash pages programmed, per method.

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::timing_array;
 use crate::error::{invalid_input, io_context, io_with, BenchError, BenchErrorKind};
+use crate::precondition::preset_config;
 use crate::progress::Progress;
 use crate::BenchResult;
 
@@ -387,18 +388,7 @@ fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
 
 /// The preset of `spec`, with its erase blocks per plane when set.
 fn spec_config(spec: &JobSpec) -> BenchResult<FlashConfig> {
-    let mut config = FlashConfig::preset_or_file(&spec.preset)?;
-    if let Some(blocks) = spec.blocks_per_plane {
-        let preset_blocks = config.geometry.blocks_per_plane;
-        if !(8..=preset_blocks).contains(&blocks) {
-            return Err(invalid_input(format!(
-                "blocks_per_plane {blocks}: must be within 8..={preset_blocks} (the preset's)"
-            ))
-            .into());
-        }
-        config.geometry.blocks_per_plane = blocks;
-    }
-    Ok(config)
+    preset_config(&spec.preset, spec.blocks_per_plane)
 }
 
 fn synthetic_job(spec: &JobSpec, kind: AccessKind) -> SyntheticJob {

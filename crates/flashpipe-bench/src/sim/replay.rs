@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use super::timing_array;
 use crate::error::{invalid_input, BenchError, BenchErrorKind};
+use crate::precondition::preset_config;
 use crate::progress::Progress;
 use crate::BenchResult;
 use plots::draw_ftl_plots;
@@ -205,18 +206,34 @@ struct TraceFacts {
     out_of_order_requests_sorted: u64,
 }
 
+/// What `--json` prints: the configuration, the trace, and the result of either mode.
 #[derive(Serialize)]
-struct FtlJson<'a> {
+struct ReplayJson<'a, R> {
     configuration: &'a ReplayConfiguration,
     trace: &'a TraceFacts,
-    result: &'a ReplayReport,
+    result: &'a R,
 }
 
-#[derive(Serialize)]
-struct RawJson<'a> {
-    configuration: &'a ReplayConfiguration,
-    trace: &'a TraceFacts,
-    result: &'a WorkloadReport,
+/// Prints a replay's result: the JSON object with `--json`, else the configuration and
+/// then the mode's own lines, `text`.
+fn print_replay<R: Serialize>(
+    arguments: &ReplayArgs,
+    configuration: &ReplayConfiguration,
+    trace: &TraceFacts,
+    result: &R,
+    text: impl FnOnce() -> BenchResult,
+) -> BenchResult {
+    if arguments.json {
+        let json = ReplayJson {
+            configuration,
+            trace,
+            result,
+        };
+        say!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(());
+    }
+    print_configuration(configuration, trace);
+    text()
 }
 
 /// Requests in flight when `--queue-depth` is not given.
@@ -349,21 +366,6 @@ impl ReplayArgs {
         Ok(())
     }
 
-    fn config(&self) -> BenchResult<FlashConfig> {
-        let mut config = FlashConfig::preset_or_file(&self.preset)?;
-        if let Some(blocks) = self.blocks_per_plane {
-            let preset_blocks = config.geometry.blocks_per_plane;
-            if !(8..=preset_blocks).contains(&blocks) {
-                return Err(invalid_input(format!(
-                    "--blocks-per-plane {blocks}: must be within 8..={preset_blocks} (the preset's)"
-                ))
-                .into());
-            }
-            config.geometry.blocks_per_plane = blocks;
-        }
-        Ok(config)
-    }
-
     fn replay_options(&self) -> ReplayOptions {
         ReplayOptions {
             replay_loop: match self.replay_loop {
@@ -471,7 +473,7 @@ fn possible_value(value: impl ValueEnum) -> String {
 pub fn run(arguments: ReplayArgs) -> BenchResult {
     arguments.check()?;
     let options = arguments.trace_options()?;
-    let config = arguments.config()?;
+    let config = preset_config(&arguments.preset, arguments.blocks_per_plane)?;
     let mut configuration = arguments.configuration(&config);
     let progress = Progress::spinner(format!("sim replay: reading {}", arguments.file));
     let text = super::read_trace_file(&arguments.file)?;
@@ -550,15 +552,7 @@ fn finish_ftl(
     if let Some(folder) = &arguments.plot {
         draw_ftl_plots(folder, report)?;
     }
-    if arguments.json {
-        let json = FtlJson {
-            configuration,
-            trace: facts,
-            result: report,
-        };
-        say!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        print_configuration(configuration, facts);
+    print_replay(arguments, configuration, facts, report, || {
         if let Some(steady) = &configuration.precondition {
             say!(
                 "preconditioned           {} pages filled (share {}), {} passes: {} host pages, {} copied by collection, write amplification {:.3}",
@@ -571,7 +565,8 @@ fn finish_ftl(
             );
         }
         print_ftl_report(report, &arguments.replay_options());
-    }
+        Ok(())
+    })?;
     let failed_writes = report.failed_writes();
     if failed_writes > 0 {
         return Err(BenchError::new(
@@ -591,15 +586,7 @@ fn finish_raw(
     facts: &TraceFacts,
     report: &WorkloadReport,
 ) -> BenchResult {
-    if arguments.json {
-        let json = RawJson {
-            configuration,
-            trace: facts,
-            result: report,
-        };
-        say!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        print_configuration(configuration, facts);
+    print_replay(arguments, configuration, facts, report, || {
         say!("mode                     raw-striped (no FTL: fixed striping onto the raw array)");
         if report.trims_skipped > 0 {
             say!("trims skipped            {}", report.trims_skipped);
@@ -609,8 +596,8 @@ fn finish_raw(
              many blocks as the one with the fewest good ones)",
             report.bad_blocks_skipped
         );
-        super::print_report(report, false)?;
-    }
+        super::print_report(report, false)
+    })?;
     if report.failed_page_operations > 0 {
         return Err(invalid_input(format!(
             "{} page operations failed in the raw-striped mode (random writes break the \
