@@ -37,6 +37,9 @@ use flashpipe_flash::store::synced_operation_count;
 use flashpipe_flash::FlashConfig;
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
+use flashpipe_store::create::{
+    FILE_STORE_BLOCK_SIZE_BYTES, FILE_STORE_QUEUE_DEPTH, FILE_STORE_STRIPE_UNIT_BYTES,
+};
 use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec, FlashStoreDevice};
 use flashpipe_store::store_config::STORE_FILE_VERSION;
 use flashpipe_store::units::parse_size_bytes;
@@ -50,6 +53,7 @@ use crate::pattern::{DataPattern, DataPatternReader};
 use crate::progress::Progress;
 use crate::sim::{random_read_run, timed, Elapsed};
 use crate::BenchResult;
+use flashpipe_bench_harness::output::print_json_or_text;
 
 /// Target: wall seconds of a 1 GiB put into a minflash store (scaled by size).
 pub const PUT_TARGET_WALL_SECONDS_PER_GIB: f64 = 5.0;
@@ -64,10 +68,6 @@ const PRESET: &str = "minflash";
 const PUT_CHUNK_BYTES: usize = 1 << 20;
 /// Engine commands in flight during the put (as `flashpipe put`).
 const PUT_IN_FLIGHT: usize = 8;
-/// Store geometry of the put (`flashpipe mkfs`'s defaults).
-const STORE_BLOCK_SIZE_BYTES: u32 = 16 << 10;
-const STORE_STRIPE_UNIT_BYTES: u64 = 64 << 10;
-const STORE_QUEUE_DEPTH: u32 = 32;
 /// The raw run: `sim speed`'s defaults.
 const RAW_QUEUE_DEPTH: u32 = 128;
 const RAW_SEED: u64 = 1;
@@ -240,12 +240,7 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
         ftl_alone,
         raw,
     };
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-    }
-    Ok(())
+    Ok(print_json_or_text(arguments.json, &report, print_report)?)
 }
 
 /// Writes `size_bytes` of the data pattern to `path` (not timed).
@@ -263,9 +258,9 @@ fn store_config() -> StoreConfig {
     StoreConfig {
         store_file_version: STORE_FILE_VERSION,
         identity: None,
-        block_size_bytes: STORE_BLOCK_SIZE_BYTES,
-        stripe_unit_bytes: STORE_STRIPE_UNIT_BYTES,
-        queue_depth: STORE_QUEUE_DEPTH,
+        block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
+        stripe_unit_bytes: FILE_STORE_STRIPE_UNIT_BYTES,
+        queue_depth: FILE_STORE_QUEUE_DEPTH,
         devices: vec![DeviceSpec::Flash(FlashDeviceSpec::new(
             PRESET,
             Some(PathBuf::from("flash.img")),
@@ -343,13 +338,13 @@ fn flash_operations_of(work: &FtlStats) -> u64 {
         + work.erases
 }
 
-/// A fresh minflash device kept in memory, `STORE_QUEUE_DEPTH` requests deep.
+/// A fresh minflash device kept in memory, `FILE_STORE_QUEUE_DEPTH` requests deep.
 fn memory_flash_device() -> BenchResult<FlashStoreDevice> {
     Ok(open_flash_device(
         &FlashDeviceSpec::new(PRESET, None),
         Path::new("."),
         "flash0",
-        STORE_QUEUE_DEPTH,
+        FILE_STORE_QUEUE_DEPTH,
         DeviceCreation::CreateMissing,
     )?)
 }
@@ -360,7 +355,7 @@ fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFig
     let device = memory_flash_device()?;
     let stats = device.stats_handle();
     let options = FormatOptions {
-        fs_block_size_bytes: STORE_BLOCK_SIZE_BYTES,
+        fs_block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
         store_identity: None,
     };
     let filesystem = Filesystem::format(Box::new(device), &options)?;
@@ -382,7 +377,7 @@ fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFig
 const FTL_ALONE_REQUEST_BYTES: u64 = 1 << 20;
 
 /// The FTL layer alone: `size_bytes` (at most the device's size) written sequentially
-/// straight to a minflash device kept in memory, `STORE_QUEUE_DEPTH` requests in flight,
+/// straight to a minflash device kept in memory, `FILE_STORE_QUEUE_DEPTH` requests in flight,
 /// then the device closed (an FTL checkpoint), as the memory put closes its store.
 fn measure_ftl_alone(size_bytes: u64) -> BenchResult<FtlAloneFigures> {
     let progress = Progress::spinner("bench flash: writing straight to the FTL in memory");
@@ -472,13 +467,7 @@ fn read_stats(stats: &std::sync::Mutex<FtlStats>) -> FtlStats {
 
 /// `sim speed`'s run: random 4 KiB reads of a full timing-only minflash array.
 fn measure_raw(operations: u64) -> BenchResult<RawFigures> {
-    let (
-        report,
-        Elapsed {
-            wall_seconds,
-            cpu_seconds,
-        },
-    ) = random_read_run(
+    let (report, elapsed) = random_read_run(
         FlashConfig::preset(PRESET)?,
         (operations, "--raw-operations"),
         RAW_QUEUE_DEPTH,
@@ -487,9 +476,9 @@ fn measure_raw(operations: u64) -> BenchResult<RawFigures> {
     )?;
     Ok(RawFigures {
         page_operations: report.page_operations,
-        wall_seconds,
-        cpu_seconds,
-        page_operations_per_wall_second: report.page_operations as f64 / wall_seconds,
+        wall_seconds: elapsed.wall_seconds,
+        cpu_seconds: elapsed.cpu_seconds,
+        page_operations_per_wall_second: report.page_operations as f64 / elapsed.wall_seconds,
     })
 }
 

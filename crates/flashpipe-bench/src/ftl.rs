@@ -14,6 +14,7 @@ use flashpipe_ftl::{write_distinct_pages, FlashBackend, Ftl, FtlOptions, FtlStat
 
 use crate::BenchResult;
 use flashpipe_bench_harness::column_table::ColumnTable;
+use flashpipe_bench_harness::output::print_json_or_text;
 
 mod amplification;
 use amplification::{run_hot_cold, run_write_amplification};
@@ -153,12 +154,9 @@ fn print_rows<'a, R: serde::Serialize>(
     rows: &'a [R],
     columns: impl FnOnce(&'a [R]) -> ColumnTable<'a, R>,
 ) -> BenchResult {
-    if arguments.run.json {
-        println!("{}", serde_json::to_string_pretty(rows)?);
-    } else {
-        columns(rows).print();
-    }
-    Ok(())
+    Ok(print_json_or_text(arguments.run.json, rows, |_| {
+        columns(rows).print()
+    })?)
 }
 
 /// A share as a whole percentage (`0.1` reads `10%`), the over-provisioning columns' cell.

@@ -22,8 +22,9 @@ use crate::error::invalid_input;
 use crate::ftl::RunArgs;
 use crate::plot::{draw_panels, Chart, ChartKind, Series};
 use crate::progress::Progress;
-use crate::table::Table;
 use crate::BenchResult;
+use flashpipe_bench_harness::column_table::{fixed, ColumnTable};
+use flashpipe_bench_harness::output::print_json_or_text;
 
 /// Bytes per write or read call while filling and verifying.
 const CHUNK_BYTES: u64 = 8 << 20;
@@ -140,7 +141,11 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
     arguments
         .run
         .draw(|path| Ok(draw_panels(path, &charts(&experiment), 2)?))?;
-    print_experiment(&experiment, arguments.run.json)
+    Ok(print_json_or_text(
+        arguments.run.json,
+        &experiment,
+        print_text,
+    )?)
 }
 
 /// The two panels of `--plot`: virtual time and flash pages programmed, per method.
@@ -343,11 +348,7 @@ fn measure_copy(
     })
 }
 
-fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(experiment)?);
-        return Ok(());
-    }
+fn print_text(experiment: &CopyExperiment) {
     println!(
         "copy of a {} file on the {} preset ({} erase blocks per chip), {} FS blocks",
         HumanBytes(experiment.file_size_bytes),
@@ -359,26 +360,21 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> 
         "source written and flushed in {:.3} s (virtual)",
         experiment.write_virtual_ns as f64 / 1e9
     );
-    let mut table = Table::new(" ")
-        .left("method", 10)
-        .right("virtual ms", 14)
-        .right("wall ms", 12)
-        .right("blocks ref", 12)
-        .right("bytes", 12)
-        .right("pages prog.", 14)
-        .right("matches", 8);
-    for row in [&experiment.by_reference, &experiment.by_bytes] {
-        table.row(vec![
-            row.method.to_string(),
-            format!("{:.3}", row.virtual_ns as f64 / 1e6),
-            format!("{:.1}", row.wall_ns as f64 / 1e6),
-            row.blocks_by_reference.to_string(),
-            HumanBytes(row.bytes_by_bytes).to_string(),
-            row.flash_pages_programmed.to_string(),
-            row.copy_matches_source.to_string(),
-        ]);
-    }
-    table.print();
+    ColumnTable::new(" ", [&experiment.by_reference, &experiment.by_bytes])
+        .left("method", 10, |row| row.method.to_string())
+        .right("virtual ms", 14, |row| {
+            fixed(row.virtual_ns as f64 / 1e6, 3)
+        })
+        .right("wall ms", 12, |row| fixed(row.wall_ns as f64 / 1e6, 1))
+        .right("blocks ref", 12, |row| row.blocks_by_reference.to_string())
+        .right("bytes", 12, |row| {
+            HumanBytes(row.bytes_by_bytes).to_string()
+        })
+        .right("pages prog.", 14, |row| {
+            row.flash_pages_programmed.to_string()
+        })
+        .right("matches", 8, |row| row.copy_matches_source.to_string())
+        .print();
     println!(
         "by bytes / by reference: {:.0}x virtual time, {:.0}x wall time; target >= {:.0}x virtual: {}",
         experiment.virtual_time_ratio,
@@ -386,7 +382,6 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> 
         experiment.target_ratio,
         crate::verdict::Verdict::of(experiment.target_met)
     );
-    Ok(())
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use crate::error::{internal, invalid_input, BenchError, BenchErrorKind};
 use crate::plot::{check_plot_path, Series};
+use flashpipe_bench_harness::output::print_json_or_text;
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
 use flashpipe_flash::{Ack, FlashConfig};
@@ -350,12 +351,7 @@ pub fn run(arguments: FtlFsArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
         draw(path, &report)?;
     }
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_table(&report);
-    }
-    Ok(())
+    Ok(print_json_or_text(arguments.json, &report, print_table)?)
 }
 
 fn mib_per_s(bytes: u64, elapsed_ns: u64) -> f64 {

@@ -117,19 +117,17 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
         ))
         .into());
     }
-    let (
-        report,
-        Elapsed {
-            wall_seconds,
-            cpu_seconds,
-        },
-    ) = random_read_run(
+    let (report, elapsed) = random_read_run(
         config,
         (arguments.operations, "--operations"),
         arguments.queue_depth,
         arguments.seed,
         "sim speed",
     )?;
+    let Elapsed {
+        wall_seconds,
+        cpu_seconds,
+    } = elapsed;
     let wall_rate = report.page_operations as f64 / wall_seconds;
     if arguments.json {
         let cpu_seconds = cpu_seconds.filter(|&seconds| seconds > 0.0);
