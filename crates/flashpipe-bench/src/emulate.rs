@@ -25,6 +25,8 @@ use crate::ftl::RunArgs;
 use crate::plot::{draw_chart, Chart, ChartKind, Series};
 use crate::precondition::preset_config;
 use crate::BenchResult;
+use flashpipe_bench_harness::option_range::check_within;
+use std::ops::Bound;
 
 /// QD1 single-page read on the minflash preset in closed form (docs/reproductions.md).
 const MINFLASH_QD1_READ_US_CLOSED_FORM: f64 = 128.07;
@@ -90,16 +92,9 @@ struct EmulateJson {
 
 /// Runs `flashpipe ftl emulate`.
 pub fn run(arguments: EmulateArgs) -> BenchResult {
-    if !(arguments.seconds > 0.0 && arguments.seconds <= 3600.0) {
-        return Err(invalid_input(format!(
-            "--seconds {} is outside (0, 3600]",
-            arguments.seconds
-        ))
-        .into());
-    }
-    if !(1..=64).contains(&arguments.qd) {
-        return Err(invalid_input(format!("--qd {} is outside 1..=64", arguments.qd)).into());
-    }
+    let seconds_range = (Bound::Excluded(0.0), Bound::Included(3600.0));
+    check_within("--seconds", arguments.seconds, seconds_range).map_err(invalid_input)?;
+    check_within("--qd", arguments.qd, 1..=64).map_err(invalid_input)?;
     arguments.run.check_plot()?;
     let config = preset_config(&arguments.preset, Some(arguments.blocks_per_plane))?;
     let array = FlashArray::new(config, FlashOptions::timing_only(arguments.run.seed))?;

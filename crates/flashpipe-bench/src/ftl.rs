@@ -8,6 +8,7 @@
 use crate::error::{internal, invalid_input, BenchError};
 use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use clap::{Args, Subcommand};
+use flashpipe_bench_harness::option_range::check_within;
 use flashpipe_device::{run_batch, IoBuf, Operation, SplitMix64};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_ftl::{write_distinct_pages, FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
@@ -118,24 +119,11 @@ pub fn run(command: FtlCommand) -> BenchResult {
 }
 
 fn check_arguments(arguments: &ExperimentArgs) -> Result<(), BenchError> {
-    if !(8..=4096).contains(&arguments.blocks_per_chip) {
-        return Err(invalid_input(format!(
-            "--blocks-per-chip {} is not within 8..=4096",
-            arguments.blocks_per_chip
-        )));
-    }
-    if !(4..=1024).contains(&arguments.pages_per_block) {
-        return Err(invalid_input(format!(
-            "--pages-per-block {} is not within 4..=1024",
-            arguments.pages_per_block
-        )));
-    }
-    if !(1..=200).contains(&arguments.device_writes) {
-        return Err(invalid_input(format!(
-            "--device-writes {} is not within 1..=200",
-            arguments.device_writes
-        )));
-    }
+    check_within("--blocks-per-chip", arguments.blocks_per_chip, 8..=4096)
+        .map_err(invalid_input)?;
+    check_within("--pages-per-block", arguments.pages_per_block, 4..=1024)
+        .map_err(invalid_input)?;
+    check_within("--device-writes", arguments.device_writes, 1..=200).map_err(invalid_input)?;
     arguments.run.check_plot()?;
     Ok(())
 }

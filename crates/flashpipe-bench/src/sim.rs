@@ -25,6 +25,7 @@ use crate::error::{invalid_input, io_context, io_with};
 use crate::flash_speed::RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND;
 use crate::progress::Progress;
 use crate::BenchResult;
+use flashpipe_bench_harness::option_range::check_within;
 
 /// The simulator's subcommands.
 #[derive(Debug, Subcommand)]
@@ -109,14 +110,12 @@ pub fn timing_array(
 
 fn run_speed(arguments: SpeedArgs) -> BenchResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
-    if !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&arguments.queue_depth) {
-        return Err(invalid_input(format!(
-            "--queue-depth {}: must be within 1..={}",
-            arguments.queue_depth,
-            workload::MAX_JOB_QUEUE_DEPTH
-        ))
-        .into());
-    }
+    check_within(
+        "--queue-depth",
+        arguments.queue_depth,
+        1..=workload::MAX_JOB_QUEUE_DEPTH,
+    )
+    .map_err(invalid_input)?;
     let (report, elapsed) = random_read_run(
         config,
         (arguments.operations, "--operations"),

@@ -27,6 +27,7 @@ use crate::error::{invalid_input, io_context, io_with, BenchError, BenchErrorKin
 use crate::precondition::preset_config;
 use crate::progress::Progress;
 use crate::BenchResult;
+use flashpipe_bench_harness::option_range::check_within;
 
 /// Largest job file read (a job file is a few lines).
 const MAX_JOB_FILE_BYTES: u64 = 1 << 20;
@@ -415,13 +416,7 @@ fn check_spec(spec: &JobSpec) -> BenchResult {
         .check(&config)
         .map_err(|error| invalid_input(format!("--{}: {error}", error.field.replace('_', "-"))))?;
     if spec.rw.mixed() {
-        if spec.rwmixread > 100 {
-            return Err(invalid_input(format!(
-                "--rwmixread {}: must be within 0..=100",
-                spec.rwmixread
-            ))
-            .into());
-        }
+        check_within("--rwmixread", spec.rwmixread, 0..=100).map_err(invalid_input)?;
         if spec.hosts != 1 || spec.devices != 1 {
             return Err(invalid_input(
                 "a mixed job (rw, randrw) runs through the host FTL: one host, the whole preset; \

@@ -30,7 +30,9 @@ use crate::error::{invalid_input, BenchError, BenchErrorKind};
 use crate::precondition::preset_config;
 use crate::progress::Progress;
 use crate::BenchResult;
+use flashpipe_bench_harness::option_range::check_within;
 use plots::draw_ftl_plots;
+use std::ops::Bound;
 
 /// Options of `sim replay`.
 #[derive(Debug, Clone, Args)]
@@ -269,12 +271,12 @@ impl ReplayArgs {
 
     fn check(&self) -> BenchResult {
         let queue_depth = self.queue_depth();
-        if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&queue_depth) {
-            return Err(invalid_input(format!(
-                "--queue-depth {queue_depth}: must be within 1..={OPEN_LOOP_OUTSTANDING_LIMIT}"
-            ))
-            .into());
-        }
+        check_within(
+            "--queue-depth",
+            queue_depth,
+            1..=OPEN_LOOP_OUTSTANDING_LIMIT,
+        )
+        .map_err(invalid_input)?;
         if self.mode == ModeArg::RawStriped
             && !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&queue_depth)
         {
@@ -304,20 +306,15 @@ impl ReplayArgs {
             )
             .into());
         }
-        if !(self.precondition_fill > 0.0 && self.precondition_fill <= 1.0) {
-            return Err(invalid_input(format!(
-                "--precondition-fill {}: must be within (0, 1]",
-                self.precondition_fill
-            ))
-            .into());
-        }
-        if !(0.0..=100.0).contains(&self.precondition_passes) {
-            return Err(invalid_input(format!(
-                "--precondition-passes {}: must be within 0..=100",
-                self.precondition_passes
-            ))
-            .into());
-        }
+        let fill_range = (Bound::Excluded(0.0), Bound::Included(1.0));
+        check_within("--precondition-fill", self.precondition_fill, fill_range)
+            .map_err(invalid_input)?;
+        check_within(
+            "--precondition-passes",
+            self.precondition_passes,
+            0.0..=100.0,
+        )
+        .map_err(invalid_input)?;
         if let Some(bound) = self.max_outstanding {
             if self.replay_loop == LoopArg::Closed || self.mode == ModeArg::RawStriped {
                 return Err(invalid_input(
@@ -325,20 +322,11 @@ impl ReplayArgs {
                 )
                 .into());
             }
-            if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&bound) {
-                return Err(invalid_input(format!(
-                    "--max-outstanding {bound}: must be within 1..={OPEN_LOOP_OUTSTANDING_LIMIT}"
-                ))
-                .into());
-            }
+            check_within("--max-outstanding", bound, 1..=OPEN_LOOP_OUTSTANDING_LIMIT)
+                .map_err(invalid_input)?;
         }
-        if !(0.0..0.95).contains(&self.over_provisioning) {
-            return Err(invalid_input(format!(
-                "--over-provisioning {}: must be within 0..0.95",
-                self.over_provisioning
-            ))
-            .into());
-        }
+        check_within("--over-provisioning", self.over_provisioning, 0.0..0.95)
+            .map_err(invalid_input)?;
         if let Some(path) = &self.plot {
             let folder = std::path::Path::new(path);
             if folder.exists() && !folder.is_dir() {
