@@ -1,6 +1,10 @@
 //! flashpipe-bench-harness: what every benchmark measures and reports with, defined once.
 //!
 //! - [`table`]: the one text-table formatter every report prints with;
+//! - [`option_range`]: the one wording of an option value refused for lying outside its
+//!   range;
+//! - [`output`]: how a report reaches standard output, pretty JSON under `--json` or its
+//!   text;
 //! - [`progress`]: the phase spinner on standard error every long experiment shows;
 //! - [`plot`]: the PNG charts the experiments and reproductions draw (with the embedded
 //!   DejaVu Sans font in `assets/`); [`kind`]: the failure kinds its errors (and the
@@ -21,6 +25,8 @@
 pub mod column_table;
 pub mod fio;
 pub mod kind;
+pub mod option_range;
+pub mod output;
 pub mod pattern;
 pub mod plot;
 pub mod progress;

@@ -13,16 +13,20 @@ use clap::{Args, ValueEnum};
 use flashpipe_device::{
     paced::DEFAULT_LAG_WARNING_NS, BlockDevice, IoBuf, Operation, PacedDevice, Request, SplitMix64,
 };
-use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
+use flashpipe_flash::{FlashArray, FlashOptions};
 use flashpipe_ftl::{
     precondition, FlashBackend, Ftl, FtlOptions, PreconditionMethod, PreconditionOptions,
 };
 
 use serde::Serialize;
 
-use crate::error::{internal, invalid_input, BenchError};
-use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
+use crate::error::{internal, invalid_input};
+use crate::ftl::RunArgs;
+use crate::plot::{draw_chart, Chart, ChartKind, Series};
+use crate::precondition::preset_config;
 use crate::BenchResult;
+use flashpipe_bench_harness::option_range::check_within;
+use std::ops::Bound;
 
 /// QD1 single-page read on the minflash preset in closed form (docs/reproductions.md).
 const MINFLASH_QD1_READ_US_CLOSED_FORM: f64 = 128.07;
@@ -55,16 +59,9 @@ pub struct EmulateArgs {
     /// preconditions fast; timing per request is the preset's either way).
     #[arg(long, default_value_t = 64)]
     blocks_per_plane: u32,
-    /// Seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Print one JSON object instead of the text.
-    #[arg(long)]
-    json: bool,
-    /// Also draw the latency CDF measured from outside into this PNG (its folder must
-    /// exist).
-    #[arg(long, value_name = "PATH.png")]
-    plot: Option<String>,
+    // The seed, `--json` (one object), and `--plot`: the latency CDF measured from outside.
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// What `--json` prints: the text's figures, named.
@@ -95,22 +92,12 @@ struct EmulateJson {
 
 /// Runs `flashpipe ftl emulate`.
 pub fn run(arguments: EmulateArgs) -> BenchResult {
-    if !(arguments.seconds > 0.0 && arguments.seconds <= 3600.0) {
-        return Err(invalid_input(format!(
-            "--seconds {} is outside (0, 3600]",
-            arguments.seconds
-        ))
-        .into());
-    }
-    if !(1..=64).contains(&arguments.qd) {
-        return Err(invalid_input(format!("--qd {} is outside 1..=64", arguments.qd)).into());
-    }
-    if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
-    }
-    let mut config = FlashConfig::preset_or_file(&arguments.preset)?;
-    crate::precondition::shrink_blocks_per_plane(&mut config, arguments.blocks_per_plane)?;
-    let array = FlashArray::new(config, FlashOptions::timing_only(arguments.seed))?;
+    let seconds_range = (Bound::Excluded(0.0), Bound::Included(3600.0));
+    check_within("--seconds", arguments.seconds, seconds_range).map_err(invalid_input)?;
+    check_within("--qd", arguments.qd, 1..=64).map_err(invalid_input)?;
+    arguments.run.check_plot()?;
+    let config = preset_config(&arguments.preset, Some(arguments.blocks_per_plane))?;
+    let array = FlashArray::new(config, FlashOptions::timing_only(arguments.run.seed))?;
     let options = FtlOptions {
         checkpoint_interval_pages: 0,
         queue_depth: arguments.qd.max(2),
@@ -123,7 +110,7 @@ pub fn run(arguments: EmulateArgs) -> BenchResult {
             fill_share: 0.9,
             overwrite_passes: 0.5,
             method: PreconditionMethod::Direct,
-            seed: arguments.seed,
+            seed: arguments.run.seed,
         },
     )?
     .filled_pages;
@@ -136,10 +123,10 @@ pub fn run(arguments: EmulateArgs) -> BenchResult {
     let mut sorted_us = latencies_us;
     sorted_us.sort_by(f64::total_cmp);
     let json = summarize(&arguments, &sorted_us, &model, &lag);
-    if let Some(path) = &arguments.plot {
-        draw_chart(path, &latency_chart(&json, &sorted_us))?;
-    }
-    if arguments.json {
+    arguments
+        .run
+        .draw(|path| Ok(draw_chart(path, &latency_chart(&json, &sorted_us))?))?;
+    if arguments.run.json {
         println!("{}", serde_json::to_string(&json)?);
     } else {
         print_results(&json);
@@ -162,7 +149,7 @@ fn drive(
     filled_pages: u64,
 ) -> BenchResult<Vec<f64>> {
     let page_bytes = device.info().block_size_bytes as usize;
-    let mut generator = SplitMix64::new(arguments.seed ^ 0xE4A1);
+    let mut generator = SplitMix64::new(arguments.run.seed ^ 0xE4A1);
     let mut submitted_at: HashMap<u64, Instant> = HashMap::new();
     let mut latencies_us = Vec::new();
     let mut completions = Vec::new();
@@ -237,7 +224,7 @@ fn summarize(
         pattern: pattern_name(arguments.pattern),
         queue_depth: arguments.qd,
         seconds: arguments.seconds,
-        seed: arguments.seed,
+        seed: arguments.run.seed,
         requests: sorted_us.len() as u64,
         requests_per_second: sorted_us.len() as f64 / arguments.seconds,
         latency_us_mean: mean_us,

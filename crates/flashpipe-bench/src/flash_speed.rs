@@ -34,10 +34,12 @@ use std::time::Instant;
 use flashpipe_device::{BlockDevice, IoBuf, Request};
 use flashpipe_engine::EngineConfig;
 use flashpipe_flash::store::synced_operation_count;
-use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::FlashConfig;
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::FtlStats;
+use flashpipe_store::create::{
+    FILE_STORE_BLOCK_SIZE_BYTES, FILE_STORE_QUEUE_DEPTH, FILE_STORE_STRIPE_UNIT_BYTES,
+};
 use flashpipe_store::flash_store::{open_flash_device, FlashDeviceSpec, FlashStoreDevice};
 use flashpipe_store::store_config::STORE_FILE_VERSION;
 use flashpipe_store::units::parse_size_bytes;
@@ -49,8 +51,9 @@ use serde::Serialize;
 use crate::error::{invalid_input, io_with};
 use crate::pattern::{DataPattern, DataPatternReader};
 use crate::progress::Progress;
-use crate::sim::{process_cpu_seconds, timing_array};
+use crate::sim::{random_read_run, timed, Elapsed};
 use crate::BenchResult;
+use flashpipe_bench_harness::output::print_json_or_text;
 
 /// Target: wall seconds of a 1 GiB put into a minflash store (scaled by size).
 pub const PUT_TARGET_WALL_SECONDS_PER_GIB: f64 = 5.0;
@@ -65,10 +68,6 @@ const PRESET: &str = "minflash";
 const PUT_CHUNK_BYTES: usize = 1 << 20;
 /// Engine commands in flight during the put (as `flashpipe put`).
 const PUT_IN_FLIGHT: usize = 8;
-/// Store geometry of the put (`flashpipe mkfs`'s defaults).
-const STORE_BLOCK_SIZE_BYTES: u32 = 16 << 10;
-const STORE_STRIPE_UNIT_BYTES: u64 = 64 << 10;
-const STORE_QUEUE_DEPTH: u32 = 32;
 /// The raw run: `sim speed`'s defaults.
 const RAW_QUEUE_DEPTH: u32 = 128;
 const RAW_SEED: u64 = 1;
@@ -241,12 +240,7 @@ pub fn run(arguments: BenchFlashArgs) -> BenchResult {
         ftl_alone,
         raw,
     };
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-    }
-    Ok(())
+    Ok(print_json_or_text(arguments.json, &report, print_report)?)
 }
 
 /// Writes `size_bytes` of the data pattern to `path` (not timed).
@@ -264,9 +258,9 @@ fn store_config() -> StoreConfig {
     StoreConfig {
         store_file_version: STORE_FILE_VERSION,
         identity: None,
-        block_size_bytes: STORE_BLOCK_SIZE_BYTES,
-        stripe_unit_bytes: STORE_STRIPE_UNIT_BYTES,
-        queue_depth: STORE_QUEUE_DEPTH,
+        block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
+        stripe_unit_bytes: FILE_STORE_STRIPE_UNIT_BYTES,
+        queue_depth: FILE_STORE_QUEUE_DEPTH,
         devices: vec![DeviceSpec::Flash(FlashDeviceSpec::new(
             PRESET,
             Some(PathBuf::from("flash.img")),
@@ -314,26 +308,23 @@ fn timed_put(
     size_bytes: u64,
     open: impl FnOnce() -> BenchResult<RunningStore>,
 ) -> BenchResult<(f64, Option<f64>)> {
-    let cpu_before = process_cpu_seconds();
-    let started = Instant::now();
-    let running = open()?;
-    let mut client = running.client(PUT_IN_FLIGHT);
-    let mut file = File::open(input).map_err(io_with(input.display()))?;
-    let written = client.write_stream(
-        INPUT_NAME,
-        &mut file,
-        PUT_CHUNK_BYTES,
-        PUT_IN_FLIGHT,
-        &mut |_| {},
-    )?;
-    drop(client);
-    running.close()?;
-    let wall_seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(end, start)| end - start);
-    assert_eq!(written, size_bytes, "the whole file was put");
-    Ok((wall_seconds, cpu_seconds))
+    let (written, elapsed) = timed(|| -> BenchResult<u64> {
+        let running = open()?;
+        let mut client = running.client(PUT_IN_FLIGHT);
+        let mut file = File::open(input).map_err(io_with(input.display()))?;
+        let written = client.write_stream(
+            INPUT_NAME,
+            &mut file,
+            PUT_CHUNK_BYTES,
+            PUT_IN_FLIGHT,
+            &mut |_| {},
+        )?;
+        drop(client);
+        running.close()?;
+        Ok(written)
+    });
+    assert_eq!(written?, size_bytes, "the whole file was put");
+    Ok((elapsed.wall_seconds, elapsed.cpu_seconds))
 }
 
 /// Flash operations the FTL's statistics account for: every program (host, collection,
@@ -347,13 +338,13 @@ fn flash_operations_of(work: &FtlStats) -> u64 {
         + work.erases
 }
 
-/// A fresh minflash device kept in memory, `STORE_QUEUE_DEPTH` requests deep.
+/// A fresh minflash device kept in memory, `FILE_STORE_QUEUE_DEPTH` requests deep.
 fn memory_flash_device() -> BenchResult<FlashStoreDevice> {
     Ok(open_flash_device(
         &FlashDeviceSpec::new(PRESET, None),
         Path::new("."),
         "flash0",
-        STORE_QUEUE_DEPTH,
+        FILE_STORE_QUEUE_DEPTH,
         DeviceCreation::CreateMissing,
     )?)
 }
@@ -364,7 +355,7 @@ fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFig
     let device = memory_flash_device()?;
     let stats = device.stats_handle();
     let options = FormatOptions {
-        fs_block_size_bytes: STORE_BLOCK_SIZE_BYTES,
+        fs_block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
         store_identity: None,
     };
     let filesystem = Filesystem::format(Box::new(device), &options)?;
@@ -386,7 +377,7 @@ fn measure_memory_put(input: &Path, size_bytes: u64) -> BenchResult<MemoryPutFig
 const FTL_ALONE_REQUEST_BYTES: u64 = 1 << 20;
 
 /// The FTL layer alone: `size_bytes` (at most the device's size) written sequentially
-/// straight to a minflash device kept in memory, `STORE_QUEUE_DEPTH` requests in flight,
+/// straight to a minflash device kept in memory, `FILE_STORE_QUEUE_DEPTH` requests in flight,
 /// then the device closed (an FTL checkpoint), as the memory put closes its store.
 fn measure_ftl_alone(size_bytes: u64) -> BenchResult<FtlAloneFigures> {
     let progress = Progress::spinner("bench flash: writing straight to the FTL in memory");
@@ -399,15 +390,19 @@ fn measure_ftl_alone(size_bytes: u64) -> BenchResult<FtlAloneFigures> {
         .min(device.info().block_count / request_blocks);
     let queue_depth = u64::from(device.info().queue_depth).max(1);
     let before = read_stats(&stats);
-    let cpu_before = process_cpu_seconds();
-    let started = Instant::now();
-    let written_bytes =
-        write_sequentially(&mut device, request_blocks, request_count, queue_depth)?;
-    device.close()?;
-    let wall_seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(end, start)| end - start);
+    let (
+        written_bytes,
+        Elapsed {
+            wall_seconds,
+            cpu_seconds,
+        },
+    ) = timed(|| -> BenchResult<u64> {
+        let written_bytes =
+            write_sequentially(&mut device, request_blocks, request_count, queue_depth)?;
+        device.close()?;
+        Ok(written_bytes)
+    });
+    let written_bytes = written_bytes?;
     progress.finish();
     let flash_operations = flash_operations_of(&read_stats(&stats).since(&before));
     Ok(FtlAloneFigures {
@@ -472,36 +467,18 @@ fn read_stats(stats: &std::sync::Mutex<FtlStats>) -> FtlStats {
 
 /// `sim speed`'s run: random 4 KiB reads of a full timing-only minflash array.
 fn measure_raw(operations: u64) -> BenchResult<RawFigures> {
-    let config = FlashConfig::preset(PRESET)?;
-    let job = SyntheticJob {
-        pattern: AccessPattern::Random,
-        kind: AccessKind::Read,
-        request_bytes: 4096,
-        queue_depth: RAW_QUEUE_DEPTH,
-        hosts: 1,
-        requests_per_host: operations,
-        devices: 1,
-        seed: RAW_SEED,
-    };
-    job.check(&config).map_err(|error| {
-        invalid_input(format!("--raw-operations {operations}: {}", error.limit))
-    })?;
-    let progress = Progress::spinner("bench flash: the raw model (sim speed)");
-    let mut array = timing_array(config, 1, RAW_QUEUE_DEPTH, RAW_SEED)?;
-    array.precondition_full()?;
-    let cpu_before = process_cpu_seconds();
-    let started = Instant::now();
-    let report = workload::run_job(&mut array, &job);
-    let wall_seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(end, start)| end - start);
-    progress.finish();
+    let (report, elapsed) = random_read_run(
+        FlashConfig::preset(PRESET)?,
+        (operations, "--raw-operations"),
+        RAW_QUEUE_DEPTH,
+        RAW_SEED,
+        "bench flash: the raw model (sim speed)",
+    )?;
     Ok(RawFigures {
         page_operations: report.page_operations,
-        wall_seconds,
-        cpu_seconds,
-        page_operations_per_wall_second: report.page_operations as f64 / wall_seconds,
+        wall_seconds: elapsed.wall_seconds,
+        cpu_seconds: elapsed.cpu_seconds,
+        page_operations_per_wall_second: report.page_operations as f64 / elapsed.wall_seconds,
     })
 }
 

@@ -8,11 +8,14 @@
 use crate::error::{internal, invalid_input, BenchError};
 use crate::plot::{check_plot_path, draw_chart, Chart, ChartKind, Series};
 use clap::{Args, Subcommand};
+use flashpipe_bench_harness::option_range::check_within;
 use flashpipe_device::{run_batch, IoBuf, Operation, SplitMix64};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
-use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
+use flashpipe_ftl::{write_distinct_pages, FlashBackend, Ftl, FtlOptions, FtlStats, VictimPolicy};
 
 use crate::BenchResult;
+use flashpipe_bench_harness::column_table::ColumnTable;
+use flashpipe_bench_harness::output::print_json_or_text;
 
 mod amplification;
 use amplification::{run_hot_cold, run_write_amplification};
@@ -59,15 +62,45 @@ pub struct ExperimentArgs {
     /// Full-device writes after the initial fill (half are measured).
     #[arg(long, default_value_t = 4)]
     device_writes: u32,
-    /// Seed.
+    // The seed, `--json`, and `--plot`: the experiment's chart.
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// The options every FTL command that draws a chart takes: the seed, JSON instead of the
+/// text, and where the chart goes.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Seed of the flash model and of the workload.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Print JSON.
+    pub seed: u64,
+    /// Print JSON instead of the text.
     #[arg(long)]
-    json: bool,
-    /// Also draw the result as a PNG chart here (title, labelled axes, legend).
+    pub json: bool,
+    /// Also draw the command's chart into this PNG (title, labelled axes, legend; its
+    /// folder must exist).
     #[arg(long, value_name = "PATH.png")]
-    plot: Option<String>,
+    pub plot: Option<String>,
+}
+
+impl RunArgs {
+    /// Refuses a `--plot` path that cannot be written, before any work is done.
+    pub(crate) fn check_plot(&self) -> Result<(), BenchError> {
+        match &self.plot {
+            Some(path) => {
+                check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Draws into the `--plot` path with `draw`, if one was given.
+    pub(crate) fn draw(&self, draw: impl FnOnce(&str) -> BenchResult) -> BenchResult {
+        match &self.plot {
+            Some(path) => draw(path),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Runs an FTL subcommand.
@@ -86,36 +119,47 @@ pub fn run(command: FtlCommand) -> BenchResult {
 }
 
 fn check_arguments(arguments: &ExperimentArgs) -> Result<(), BenchError> {
-    if !(8..=4096).contains(&arguments.blocks_per_chip) {
-        return Err(invalid_input(format!(
-            "--blocks-per-chip {} is not within 8..=4096",
-            arguments.blocks_per_chip
-        )));
-    }
-    if !(4..=1024).contains(&arguments.pages_per_block) {
-        return Err(invalid_input(format!(
-            "--pages-per-block {} is not within 4..=1024",
-            arguments.pages_per_block
-        )));
-    }
-    if !(1..=200).contains(&arguments.device_writes) {
-        return Err(invalid_input(format!(
-            "--device-writes {} is not within 1..=200",
-            arguments.device_writes
-        )));
-    }
-    if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
-    }
+    check_within("--blocks-per-chip", arguments.blocks_per_chip, 8..=4096)
+        .map_err(invalid_input)?;
+    check_within("--pages-per-block", arguments.pages_per_block, 4..=1024)
+        .map_err(invalid_input)?;
+    check_within("--device-writes", arguments.device_writes, 1..=200).map_err(invalid_input)?;
+    arguments.run.check_plot()?;
     Ok(())
 }
 
 /// Draws the chart `make_chart` makes to the `--plot` path, if one was given.
 fn plot_if_asked(arguments: &ExperimentArgs, make_chart: impl FnOnce() -> Chart) -> BenchResult {
-    if let Some(path) = &arguments.plot {
-        draw_chart(path, &make_chart())?;
-    }
-    Ok(())
+    arguments
+        .run
+        .draw(|path| Ok(draw_chart(path, &make_chart())?))
+}
+
+/// Prints an experiment's rows: as JSON with `--json`, else as the table `columns` lays
+/// out over them.
+fn print_rows<'a, R: serde::Serialize>(
+    arguments: &ExperimentArgs,
+    rows: &'a [R],
+    columns: impl FnOnce(&'a [R]) -> ColumnTable<'a, R>,
+) -> BenchResult {
+    Ok(print_json_or_text(arguments.run.json, rows, |_| {
+        columns(rows).print()
+    })?)
+}
+
+/// A share as a whole percentage (`0.1` reads `10%`), the over-provisioning columns' cell.
+fn percent(share: f64) -> String {
+    format!("{:.0}%", share * 100.0)
+}
+
+/// Whole microseconds with their unit, the wait columns' cell.
+fn microseconds(value_us: f64) -> String {
+    format!("{value_us:.0} us")
+}
+
+/// The bound on a host write's wait in whole microseconds, or `none` without pacing.
+fn wait_bound(bound_us: Option<f64>) -> String {
+    bound_us.map_or("none".to_string(), |bound| format!("{bound:.0}"))
 }
 
 /// A chart of the experiments: no paper's points.
@@ -167,7 +211,7 @@ fn experiment_ftl(
     let array = FlashArray::new(
         experiment_config(arguments)?,
         FlashOptions {
-            seed: arguments.seed,
+            seed: arguments.run.seed,
             storage,
             ..FlashOptions::default()
         },
@@ -244,28 +288,13 @@ fn write_pages(
     count: u64,
 ) -> BenchResult {
     let pages = ftl.info().block_count;
-    let page_bytes = ftl.info().block_size_bytes as usize;
     let mut written = 0;
     while written < count {
         if written % PROGRESS_EVERY_PAGES == 0 {
             crate::progress::set_count(written, count, "page writes");
         }
         let batch = (count - written).min(32);
-        let mut chosen: Vec<u64> = Vec::with_capacity(batch as usize);
-        while (chosen.len() as u64) < batch {
-            let page = workload.next_page(generator, pages);
-            if !chosen.contains(&page) {
-                chosen.push(page);
-            }
-        }
-        let operations = chosen
-            .into_iter()
-            .map(|page| Operation::Write {
-                first_block: page,
-                buffer: IoBuf::zeroed(page_bytes),
-            })
-            .collect();
-        run_batch(ftl, operations)?;
+        write_distinct_pages(ftl, batch, || workload.next_page(generator, pages))?;
         written += batch;
     }
     Ok(())
@@ -301,7 +330,7 @@ fn steady_state_stats(
     ftl: &mut Ftl,
     workload: &Workload,
 ) -> BenchResult<FtlStats> {
-    let mut generator = SplitMix64::new(arguments.seed);
+    let mut generator = SplitMix64::new(arguments.run.seed);
     fill(ftl)?;
     let pages = ftl.info().block_count;
     let total = pages * u64::from(arguments.device_writes);

@@ -18,11 +18,13 @@ use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFtl};
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
 use serde::Serialize;
 
-use crate::error::{invalid_input, BenchError};
-use crate::plot::{check_plot_path, draw_panels, Chart, ChartKind, Series};
+use crate::error::invalid_input;
+use crate::ftl::RunArgs;
+use crate::plot::{draw_panels, Chart, ChartKind, Series};
 use crate::progress::Progress;
-use crate::table::Table;
 use crate::BenchResult;
+use flashpipe_bench_harness::column_table::{fixed, ColumnTable};
+use flashpipe_bench_harness::output::print_json_or_text;
 
 /// Bytes per write or read call while filling and verifying.
 const CHUNK_BYTES: u64 = 8 << 20;
@@ -42,16 +44,10 @@ pub struct FtlCopyArgs {
     /// Flash preset (minflash, minflash-rack, rad, tlc); its erase blocks per chip are sized to fit.
     #[arg(long, default_value = "minflash")]
     preset: String,
-    /// Seed of the flash model.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-    /// Also draw the two copies' virtual time and pages programmed into this PNG (its
-    /// folder must exist).
-    #[arg(long, value_name = "PATH.png")]
-    plot: Option<String>,
+    // The seed of the flash model, `--json`, and `--plot`: the two copies' virtual time
+    // and pages programmed.
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// One way of copying, measured.
@@ -85,9 +81,7 @@ struct CopyExperiment {
 
 /// Runs `flashpipe ftl copy`.
 pub fn run(arguments: FtlCopyArgs) -> BenchResult {
-    if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
-    }
+    arguments.run.check_plot()?;
     let size_bytes = parse_size_bytes(&arguments.size)?;
     let block_size_bytes = parse_size_bytes(&arguments.block_size)?;
     if size_bytes == 0 {
@@ -102,7 +96,8 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
     let config = sized_config(&arguments.preset, size_bytes)?;
     let blocks_per_chip = config.geometry.blocks_per_plane;
     let progress = Progress::spinner("copy: formatting the file system on the FTL");
-    let (mut filesystem, ftl) = experiment_filesystem(config, arguments.seed, block_size_bytes)?;
+    let (mut filesystem, ftl) =
+        experiment_filesystem(config, arguments.run.seed, block_size_bytes)?;
     let clock = filesystem.clock();
     let write_started_ns = clock.now_ns();
     progress.set_message("copy: writing the source file");
@@ -143,10 +138,14 @@ pub fn run(arguments: FtlCopyArgs) -> BenchResult {
         by_bytes,
     };
     progress.finish();
-    if let Some(path) = &arguments.plot {
-        draw_panels(path, &charts(&experiment), 2)?;
-    }
-    print_experiment(&experiment, arguments.json)
+    arguments
+        .run
+        .draw(|path| Ok(draw_panels(path, &charts(&experiment), 2)?))?;
+    Ok(print_json_or_text(
+        arguments.run.json,
+        &experiment,
+        print_text,
+    )?)
 }
 
 /// The two panels of `--plot`: virtual time and flash pages programmed, per method.
@@ -349,11 +348,7 @@ fn measure_copy(
     })
 }
 
-fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(experiment)?);
-        return Ok(());
-    }
+fn print_text(experiment: &CopyExperiment) {
     println!(
         "copy of a {} file on the {} preset ({} erase blocks per chip), {} FS blocks",
         HumanBytes(experiment.file_size_bytes),
@@ -365,26 +360,21 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> 
         "source written and flushed in {:.3} s (virtual)",
         experiment.write_virtual_ns as f64 / 1e9
     );
-    let mut table = Table::new(" ")
-        .left("method", 10)
-        .right("virtual ms", 14)
-        .right("wall ms", 12)
-        .right("blocks ref", 12)
-        .right("bytes", 12)
-        .right("pages prog.", 14)
-        .right("matches", 8);
-    for row in [&experiment.by_reference, &experiment.by_bytes] {
-        table.row(vec![
-            row.method.to_string(),
-            format!("{:.3}", row.virtual_ns as f64 / 1e6),
-            format!("{:.1}", row.wall_ns as f64 / 1e6),
-            row.blocks_by_reference.to_string(),
-            HumanBytes(row.bytes_by_bytes).to_string(),
-            row.flash_pages_programmed.to_string(),
-            row.copy_matches_source.to_string(),
-        ]);
-    }
-    table.print();
+    ColumnTable::new(" ", [&experiment.by_reference, &experiment.by_bytes])
+        .left("method", 10, |row| row.method.to_string())
+        .right("virtual ms", 14, |row| {
+            fixed(row.virtual_ns as f64 / 1e6, 3)
+        })
+        .right("wall ms", 12, |row| fixed(row.wall_ns as f64 / 1e6, 1))
+        .right("blocks ref", 12, |row| row.blocks_by_reference.to_string())
+        .right("bytes", 12, |row| {
+            HumanBytes(row.bytes_by_bytes).to_string()
+        })
+        .right("pages prog.", 14, |row| {
+            row.flash_pages_programmed.to_string()
+        })
+        .right("matches", 8, |row| row.copy_matches_source.to_string())
+        .print();
     println!(
         "by bytes / by reference: {:.0}x virtual time, {:.0}x wall time; target >= {:.0}x virtual: {}",
         experiment.virtual_time_ratio,
@@ -392,7 +382,6 @@ fn print_experiment(experiment: &CopyExperiment, json: bool) -> BenchResult<()> 
         experiment.target_ratio,
         crate::verdict::Verdict::of(experiment.target_met)
     );
-    Ok(())
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ use std::time::Instant;
 
 use crate::error::{internal, invalid_input, BenchError, BenchErrorKind};
 use crate::plot::{check_plot_path, Series};
+use flashpipe_bench_harness::option_range::check_within;
+use flashpipe_bench_harness::output::print_json_or_text;
 use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_engine::{Command, Engine, EngineClient, EngineConfig, Reply};
 use flashpipe_flash::{Ack, FlashConfig};
@@ -158,12 +160,7 @@ fn plan(arguments: &FtlFsArgs) -> BenchResult<Plan> {
 }
 
 fn check_range(flag: &str, value: u64, low: u64, high: u64) -> Result<(), BenchError> {
-    if (low..=high).contains(&value) {
-        return Ok(());
-    }
-    Err(invalid_input(format!(
-        "{flag} {value} is not within {low}..={high}"
-    )))
+    check_within(flag, value, low..=high).map_err(invalid_input)
 }
 
 /// Latency figures of one-at-a-time reads, in virtual microseconds.
@@ -350,12 +347,7 @@ pub fn run(arguments: FtlFsArgs) -> BenchResult {
     if let Some(path) = &arguments.plot {
         draw(path, &report)?;
     }
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_table(&report);
-    }
-    Ok(())
+    Ok(print_json_or_text(arguments.json, &report, print_table)?)
 }
 
 fn mib_per_s(bytes: u64, elapsed_ns: u64) -> f64 {

@@ -14,8 +14,9 @@ use flashpipe_ftl::{
 
 use serde::Serialize;
 
-use crate::error::{invalid_input, BenchError};
-use crate::plot::{check_plot_path, draw_panels, Chart, ChartKind, Series};
+use crate::error::invalid_input;
+use crate::ftl::RunArgs;
+use crate::plot::{draw_panels, Chart, ChartKind, Series};
 use crate::BenchResult;
 
 /// The method, as the command line names it.
@@ -42,21 +43,16 @@ pub struct PreconditionArgs {
     /// How the state is built.
     #[arg(long, value_enum, default_value_t = MethodArgument::Direct)]
     method: MethodArgument,
-    /// Seed of the array and of the overwrites.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     /// Share of the usable pages held back from the host.
     #[arg(long, default_value_t = 0.1)]
     over_provisioning: f64,
     /// Erase blocks per plane instead of the preset's (a smaller device).
     #[arg(long)]
     blocks_per_plane: Option<u32>,
-    /// Print one JSON object instead of the text.
-    #[arg(long)]
-    json: bool,
-    /// Also draw the state built into this PNG (its folder must exist).
-    #[arg(long, value_name = "PATH.png")]
-    plot: Option<String>,
+    // The seed (of the array and of the overwrites), `--json`, and `--plot`: the live
+    // pages per data block and the pages written (host, collection) as two panels.
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// What `--json` prints: the text's figures, named.
@@ -89,17 +85,12 @@ struct PreconditionJson {
 
 /// Runs `flashpipe ftl precondition`.
 pub fn run(arguments: PreconditionArgs) -> BenchResult {
-    if let Some(path) = &arguments.plot {
-        check_plot_path(path).map_err(|error| BenchError::from(error).prefixed("--plot"))?;
-    }
-    let mut config = FlashConfig::preset_or_file(&arguments.preset)?;
-    if let Some(blocks) = arguments.blocks_per_plane {
-        shrink_blocks_per_plane(&mut config, blocks)?;
-    }
+    arguments.run.check_plot()?;
+    let config = preset_config(&arguments.preset, arguments.blocks_per_plane)?;
     let capacity_gib = config.total_pages() as f64 * f64::from(config.geometry.page_data_bytes)
         / f64::from(1u32 << 30);
     let format_started = Instant::now();
-    let array = FlashArray::new(config, FlashOptions::timing_only(arguments.seed))?;
+    let array = FlashArray::new(config, FlashOptions::timing_only(arguments.run.seed))?;
     let options = FtlOptions {
         name: "ftl".to_string(),
         over_provisioning: arguments.over_provisioning,
@@ -118,7 +109,7 @@ pub fn run(arguments: PreconditionArgs) -> BenchResult {
             fill_share: arguments.fill,
             overwrite_passes: arguments.passes,
             method,
-            seed: arguments.seed,
+            seed: arguments.run.seed,
         },
     )?;
     let summary = &report.valid_pages;
@@ -132,7 +123,7 @@ pub fn run(arguments: PreconditionArgs) -> BenchResult {
         },
         fill: arguments.fill,
         passes: arguments.passes,
-        seed: arguments.seed,
+        seed: arguments.run.seed,
         over_provisioning: arguments.over_provisioning,
         filled_pages: report.filled_pages,
         host_pages_written: report.host_pages_written,
@@ -150,10 +141,10 @@ pub fn run(arguments: PreconditionArgs) -> BenchResult {
         format_wall_ms: format_ms,
         precondition_wall_ms: report.wall_time_ms,
     };
-    if let Some(path) = &arguments.plot {
-        draw_panels(path, &charts(&json), 2)?;
-    }
-    if arguments.json {
+    arguments
+        .run
+        .draw(|path| Ok(draw_panels(path, &charts(&json), 2)?))?;
+    if arguments.run.json {
         println!("{}", serde_json::to_string(&json)?);
         return Ok(());
     }
@@ -255,18 +246,25 @@ fn charts(json: &PreconditionJson) -> Vec<Chart> {
     vec![live, written]
 }
 
-/// Sets `--blocks-per-plane`: at least 8 and at most the preset's (a smaller device that
-/// preconditions fast; the timing per request stays the preset's).
-pub(crate) fn shrink_blocks_per_plane(config: &mut FlashConfig, blocks: u32) -> BenchResult {
-    let preset_blocks = config.geometry.blocks_per_plane;
-    if !(8..=preset_blocks).contains(&blocks) {
-        return Err(invalid_input(format!(
-            "--blocks-per-plane {blocks} is not within 8..={preset_blocks}"
-        ))
-        .into());
+/// The preset named (or the TOML file), with `--blocks-per-plane` when given: at least 8
+/// and at most the preset's (a smaller device that fills and preconditions fast; the timing
+/// per request stays the preset's).
+pub(crate) fn preset_config(
+    preset: &str,
+    blocks_per_plane: Option<u32>,
+) -> BenchResult<FlashConfig> {
+    let mut config = FlashConfig::preset_or_file(preset)?;
+    if let Some(blocks) = blocks_per_plane {
+        let preset_blocks = config.geometry.blocks_per_plane;
+        if !(8..=preset_blocks).contains(&blocks) {
+            return Err(invalid_input(format!(
+                "--blocks-per-plane {blocks}: must be within 8..={preset_blocks} (the preset's)"
+            ))
+            .into());
+        }
+        config.geometry.blocks_per_plane = blocks;
     }
-    config.geometry.blocks_per_plane = blocks;
-    Ok(())
+    Ok(config)
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use crate::error::{invalid_input, io_context, io_with};
 use crate::flash_speed::RAW_TARGET_PAGE_OPERATIONS_PER_WALL_SECOND;
 use crate::progress::Progress;
 use crate::BenchResult;
+use flashpipe_bench_harness::option_range::check_within;
 
 /// The simulator's subcommands.
 #[derive(Debug, Subcommand)]
@@ -109,45 +110,23 @@ pub fn timing_array(
 
 fn run_speed(arguments: SpeedArgs) -> BenchResult {
     let config = FlashConfig::preset_or_file(&arguments.preset)?;
-    if !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&arguments.queue_depth) {
-        return Err(invalid_input(format!(
-            "--queue-depth {}: must be within 1..={}",
-            arguments.queue_depth,
-            workload::MAX_JOB_QUEUE_DEPTH
-        ))
-        .into());
-    }
-    let job = SyntheticJob {
-        pattern: AccessPattern::Random,
-        kind: AccessKind::Read,
-        request_bytes: 4096,
-        queue_depth: arguments.queue_depth.max(1),
-        hosts: 1,
-        requests_per_host: arguments.operations,
-        devices: 1,
-        seed: arguments.seed,
-    };
-    job.check(&config).map_err(|error| {
-        invalid_input(format!(
-            "--operations {}: {}",
-            arguments.operations, error.limit
-        ))
-    })?;
-    let progress = Progress::spinner("sim speed: writing the whole array once");
-    let mut array = timing_array(config, 1, arguments.queue_depth, arguments.seed)?;
-    array.precondition_full()?;
-    progress.set_message(format!(
-        "sim speed: simulating {} page reads",
-        crate::progress::thousands(arguments.operations)
-    ));
-    let cpu_start = process_cpu_seconds();
-    let wall_start = Instant::now();
-    let report = workload::run_job(&mut array, &job);
-    let wall_seconds = wall_start.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds()
-        .zip(cpu_start)
-        .map(|(end, start)| end - start);
-    progress.finish();
+    check_within(
+        "--queue-depth",
+        arguments.queue_depth,
+        1..=workload::MAX_JOB_QUEUE_DEPTH,
+    )
+    .map_err(invalid_input)?;
+    let (report, elapsed) = random_read_run(
+        config,
+        (arguments.operations, "--operations"),
+        arguments.queue_depth,
+        arguments.seed,
+        "sim speed",
+    )?;
+    let Elapsed {
+        wall_seconds,
+        cpu_seconds,
+    } = elapsed;
     let wall_rate = report.page_operations as f64 / wall_seconds;
     if arguments.json {
         let cpu_seconds = cpu_seconds.filter(|&seconds| seconds > 0.0);
@@ -197,6 +176,40 @@ fn run_speed(arguments: SpeedArgs) -> BenchResult {
         report.array.reads.latency_us_p99
     );
     Ok(())
+}
+
+/// `sim speed`'s run, timed: `operations` random 4 KiB reads, `queue_depth` in flight,
+/// of a timing-only array of `config` written whole first. `option` names the count in a
+/// refusal, `label` starts the spinner's messages.
+pub(crate) fn random_read_run(
+    config: FlashConfig,
+    (operations, option): (u64, &str),
+    queue_depth: u32,
+    seed: u64,
+    label: &str,
+) -> BenchResult<(WorkloadReport, Elapsed)> {
+    let job = SyntheticJob {
+        pattern: AccessPattern::Random,
+        kind: AccessKind::Read,
+        request_bytes: 4096,
+        queue_depth: queue_depth.max(1),
+        hosts: 1,
+        requests_per_host: operations,
+        devices: 1,
+        seed,
+    };
+    job.check(&config)
+        .map_err(|error| invalid_input(format!("{option} {operations}: {}", error.limit)))?;
+    let progress = Progress::spinner(format!("{label}: writing the whole array once"));
+    let mut array = timing_array(config, 1, queue_depth, seed)?;
+    array.precondition_full()?;
+    progress.set_message(format!(
+        "{label}: simulating {} page reads",
+        crate::progress::thousands(operations)
+    ));
+    let timed_run = timed(|| workload::run_job(&mut array, &job));
+    progress.finish();
+    Ok(timed_run)
 }
 
 /// The text of a trace: a regular file of at most [`workload::MAX_TRACE_FILE_BYTES`].
@@ -261,8 +274,33 @@ fn print_report(report: &WorkloadReport, json: bool) -> BenchResult {
     Ok(())
 }
 
+/// How long a piece of work took: wall-clock seconds and this process's CPU seconds
+/// (`None` where /proc cannot be read).
+pub(crate) struct Elapsed {
+    pub wall_seconds: f64,
+    pub cpu_seconds: Option<f64>,
+}
+
+/// Runs `work`, timing it by the wall clock and by this process's CPU time.
+pub(crate) fn timed<T>(work: impl FnOnce() -> T) -> (T, Elapsed) {
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let value = work();
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(end, start)| end - start);
+    (
+        value,
+        Elapsed {
+            wall_seconds,
+            cpu_seconds,
+        },
+    )
+}
+
 /// User plus system CPU time of this process from /proc/self/stat (Linux), if readable.
-pub(crate) fn process_cpu_seconds() -> Option<f64> {
+fn process_cpu_seconds() -> Option<f64> {
     const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let after_name = &stat[stat.rfind(')')? + 2..];

@@ -37,7 +37,8 @@ pub use backend::{FlashBackend, PowerCutFlash, PowerCutReport, SharedFlash};
 pub use ftl::{Ftl, FtlOptions, VictimPolicy};
 pub use mount::MountReport;
 pub use precondition::{
-    precondition, PreconditionError, PreconditionMethod, PreconditionOptions, PreconditionReport,
+    precondition, write_distinct_pages, PreconditionError, PreconditionMethod, PreconditionOptions,
+    PreconditionReport,
 };
 pub use shared::SharedFtl;
 pub use stats::FtlStats;

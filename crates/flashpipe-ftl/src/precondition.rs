@@ -254,6 +254,34 @@ const FILL_CHUNK_PAGES: u64 = 16;
 /// Single-page overwrites submitted together.
 const OVERWRITE_BATCH_PAGES: u64 = 32;
 
+/// Writes one zeroed page at each of `count` distinct logical pages that `draw` picks (a
+/// page picked twice is picked again), all submitted together: a batch of random page
+/// overwrites. `draw` must be able to reach `count` distinct pages.
+pub fn write_distinct_pages(
+    ftl: &mut Ftl,
+    count: u64,
+    mut draw: impl FnMut() -> u64,
+) -> Result<(), DeviceError> {
+    assert!(
+        count <= ftl.info().block_count,
+        "a batch of distinct pages fits in the device"
+    );
+    let page_bytes = ftl.info().block_size_bytes as usize;
+    let mut pages: Vec<u64> = Vec::with_capacity(count as usize);
+    while (pages.len() as u64) < count {
+        let page = draw();
+        if !pages.contains(&page) {
+            pages.push(page);
+        }
+    }
+    let zeroed_page = |first_block| Operation::Write {
+        first_block,
+        buffer: IoBuf::zeroed(page_bytes),
+    };
+    run_batch(ftl, pages.into_iter().map(zeroed_page).collect())?;
+    Ok(())
+}
+
 fn run_slow(
     ftl: &mut Ftl,
     filled_pages: u64,
@@ -274,21 +302,9 @@ fn run_slow(
     let mut written = 0;
     while written < overwrites {
         let batch = OVERWRITE_BATCH_PAGES.min(overwrites - written);
-        let mut chosen: Vec<u64> = Vec::with_capacity(batch as usize);
-        while (chosen.len() as u64) < batch.min(filled_pages) {
-            let page = generator.below(filled_pages);
-            if !chosen.contains(&page) {
-                chosen.push(page);
-            }
-        }
-        let operations = chosen
-            .into_iter()
-            .map(|page| Operation::Write {
-                first_block: page,
-                buffer: IoBuf::zeroed(page_bytes),
-            })
-            .collect();
-        run_batch(ftl, operations)?;
+        write_distinct_pages(ftl, batch.min(filled_pages), || {
+            generator.below(filled_pages)
+        })?;
         written += batch;
     }
     ftl.run_until_quiet();

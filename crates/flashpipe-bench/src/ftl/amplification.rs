@@ -2,13 +2,15 @@
 //! collection policies (greedy, cost-benefit) on skewed workloads.
 
 use super::{
-    categories, experiment_chart, experiment_ftl, experiment_options, plot_if_asked,
-    steady_state_stats, ExperimentArgs, Workload, WorkloadMaker,
+    categories, experiment_chart, experiment_ftl, experiment_options, microseconds, percent,
+    plot_if_asked, print_rows, steady_state_stats, wait_bound, ExperimentArgs, Workload,
+    WorkloadMaker,
 };
 use crate::plot::{ChartKind, Series};
 use crate::progress::Progress;
-use crate::table::{Align, Table};
+use crate::table::Align;
 use crate::BenchResult;
+use flashpipe_bench_harness::column_table::{fixed, ColumnTable};
 use flashpipe_flash::StorageMode;
 use flashpipe_ftl::{Ftl, VictimPolicy};
 use serde::Serialize;
@@ -119,34 +121,24 @@ pub(super) fn run_write_amplification(arguments: &ExperimentArgs) -> BenchResult
             ],
         )
     })?;
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    let mut table = Table::new("  ")
-        .right("over-prov", 9)
-        .right("physical/logical", 16)
-        .right("WA measured", 11)
-        .right("WA closed form", 14)
-        .right("GC copied", 9)
-        .right("max host wait", 13)
-        .right("wait bound", 10);
-    for row in &rows {
-        let bound = row
-            .host_write_wait_bound_us
-            .map_or("none".to_string(), |bound| format!("{bound:.0}"));
-        table.row(vec![
-            format!("{:.0}%", row.over_provisioning * 100.0),
-            format!("{:.3}", row.physical_over_logical),
-            format!("{:.2}", row.write_amplification),
-            format!("{:.2}", row.write_amplification_closed_form),
-            row.gc_pages_copied.to_string(),
-            format!("{:.0} us", row.host_write_wait_us_max),
-            format!("{bound:>7} us"),
-        ]);
-    }
-    table.print();
-    Ok(())
+    print_rows(arguments, &rows, |rows| {
+        ColumnTable::new("  ", rows)
+            .right("over-prov", 9, |row| percent(row.over_provisioning))
+            .right("physical/logical", 16, |row| {
+                fixed(row.physical_over_logical, 3)
+            })
+            .right("WA measured", 11, |row| fixed(row.write_amplification, 2))
+            .right("WA closed form", 14, |row| {
+                fixed(row.write_amplification_closed_form, 2)
+            })
+            .right("GC copied", 9, |row| row.gc_pages_copied.to_string())
+            .right("max host wait", 13, |row| {
+                microseconds(row.host_write_wait_us_max)
+            })
+            .right("wait bound", 10, |row| {
+                format!("{:>7} us", wait_bound(row.host_write_wait_bound_us))
+            })
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -212,28 +204,21 @@ pub(super) fn run_hot_cold(arguments: &ExperimentArgs) -> BenchResult {
             vec![by_policy("greedy"), by_policy("cost-benefit")],
         )
     })?;
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    let mut table = Table::new(" ")
-        .caption("workload     policy        WA     GC copied  victims   (over-provisioning 10%)")
-        .left("workload", 12)
-        .left("policy", 12)
-        .right("WA", 5)
-        .column_after("  ", "GC copied", 10, Align::Right)
-        .column_after("  ", "victims", 7, Align::Right);
-    for row in &rows {
-        table.row(vec![
-            row.workload.to_string(),
-            row.policy.to_string(),
-            format!("{:.2}", row.write_amplification),
-            row.gc_pages_copied.to_string(),
-            row.gc_victims.to_string(),
-        ]);
-    }
-    table.print();
-    Ok(())
+    print_rows(arguments, &rows, |rows| {
+        ColumnTable::new(" ", rows)
+            .caption(
+                "workload     policy        WA     GC copied  victims   (over-provisioning 10%)",
+            )
+            .left("workload", 12, |row| row.workload.to_string())
+            .left("policy", 12, |row| row.policy.to_string())
+            .right("WA", 5, |row| fixed(row.write_amplification, 2))
+            .column_after("  ", "GC copied", 10, Align::Right, |row| {
+                row.gc_pages_copied.to_string()
+            })
+            .column_after("  ", "victims", 7, Align::Right, |row| {
+                row.gc_victims.to_string()
+            })
+    })
 }
 
 #[cfg(test)]

@@ -2,13 +2,15 @@
 //! how long a host write waits for collection against the longest wait observed.
 
 use super::{
-    categories, experiment_chart, experiment_ftl, experiment_options, fill, plot_if_asked,
-    steady_state_stats, write_pages, ExperimentArgs, Workload, WorkloadMaker,
+    categories, experiment_chart, experiment_ftl, experiment_options, fill, microseconds, percent,
+    plot_if_asked, print_rows, steady_state_stats, wait_bound, write_pages, ExperimentArgs,
+    Workload, WorkloadMaker,
 };
 use crate::plot::{ChartKind, Series};
 use crate::progress::Progress;
-use crate::table::{Align, Table};
+use crate::table::Align;
 use crate::BenchResult;
+use flashpipe_bench_harness::column_table::{fixed, ColumnTable};
 use flashpipe_device::{BlockDevice, SplitMix64};
 use flashpipe_flash::StorageMode;
 use flashpipe_ftl::{FtlOptions, VictimPolicy};
@@ -37,7 +39,7 @@ pub(super) fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
         let clock = ftl.clock();
         let started_virtual_ns = clock.now_ns();
         let started = Instant::now();
-        let mut generator = SplitMix64::new(arguments.seed);
+        let mut generator = SplitMix64::new(arguments.run.seed);
         fill(&mut ftl)?;
         let pages = ftl.info().block_count;
         let total = pages * u64::from(arguments.device_writes);
@@ -69,28 +71,19 @@ pub(super) fn run_speed(arguments: &ExperimentArgs) -> BenchResult {
             )],
         )
     })?;
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    let mut table = Table::new(" ")
-        .caption("storage          host 4 KiB writes   wall s   ops per wall s   virtual s")
-        .left("storage", 16)
-        .right("host 4 KiB writes", 17)
-        .right("wall s", 8)
-        .right("ops per wall s", 16)
-        .right("virtual s", 11);
-    for row in &rows {
-        table.row(vec![
-            row.storage.to_string(),
-            row.host_operations.to_string(),
-            format!("{:.2}", row.wall_seconds),
-            format!("{:.0}", row.host_operations_per_wall_second),
-            format!("{:.2}", row.virtual_seconds),
-        ]);
-    }
-    table.print();
-    Ok(())
+    print_rows(arguments, &rows, |rows| {
+        ColumnTable::new(" ", rows)
+            .caption("storage          host 4 KiB writes   wall s   ops per wall s   virtual s")
+            .left("storage", 16, |row| row.storage.to_string())
+            .right("host 4 KiB writes", 17, |row| {
+                row.host_operations.to_string()
+            })
+            .right("wall s", 8, |row| fixed(row.wall_seconds, 2))
+            .right("ops per wall s", 16, |row| {
+                fixed(row.host_operations_per_wall_second, 0)
+            })
+            .right("virtual s", 11, |row| fixed(row.virtual_seconds, 2))
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -202,41 +195,23 @@ pub(super) fn run_gc_wait(arguments: &ExperimentArgs) -> BenchResult {
             ],
         )
     })?;
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    let mut table = Table::new(" ")
-        .caption("workload  over-prov  pacing   K   wait bound   longest wait   mean wait   pages held  over bound    WA   virtual s   (greedy)")
-        .left("workload", 8)
-        .right("over-prov", 10)
-        .column_after("  ", "pacing", 6, Align::Left)
-        .right("K", 3)
-        .right("wait bound", 13)
-        .right("longest wait", 14)
-        .right("mean wait", 11)
-        .right("pages held", 12)
-        .right("over bound", 11)
-        .right("WA", 5)
-        .right("virtual s", 11);
-    for row in &rows {
-        let bound = row
-            .host_write_wait_bound_us
-            .map_or("none".to_string(), |bound| format!("{bound:.0}"));
-        table.row(vec![
-            row.workload.to_string(),
-            format!("{:.0}%", row.over_provisioning * 100.0),
-            row.pacing.to_string(),
-            row.migrations_per_host_page_max.to_string(),
-            format!("{bound:>10} us"),
-            format!("{:.0} us", row.host_write_wait_us_max),
-            format!("{:.0} us", row.host_write_wait_us_mean),
-            row.host_pages_held.to_string(),
-            row.host_write_wait_bound_exceeded.to_string(),
-            format!("{:.2}", row.write_amplification),
-            format!("{:.2}", row.virtual_seconds),
-        ]);
-    }
-    table.print();
-    Ok(())
+    print_rows(arguments, &rows, |rows| {
+        ColumnTable::new(" ", rows)
+            .caption("workload  over-prov  pacing   K   wait bound   longest wait   mean wait   pages held  over bound    WA   virtual s   (greedy)")
+            .left("workload", 8, |row| row.workload.to_string())
+            .right("over-prov", 10, |row| percent(row.over_provisioning))
+            .column_after("  ", "pacing", 6, Align::Left, |row| row.pacing.to_string())
+            .right("K", 3, |row| row.migrations_per_host_page_max.to_string())
+            .right("wait bound", 13, |row| {
+                format!("{:>10} us", wait_bound(row.host_write_wait_bound_us))
+            })
+            .right("longest wait", 14, |row| microseconds(row.host_write_wait_us_max))
+            .right("mean wait", 11, |row| microseconds(row.host_write_wait_us_mean))
+            .right("pages held", 12, |row| row.host_pages_held.to_string())
+            .right("over bound", 11, |row| {
+                row.host_write_wait_bound_exceeded.to_string()
+            })
+            .right("WA", 5, |row| fixed(row.write_amplification, 2))
+            .right("virtual s", 11, |row| fixed(row.virtual_seconds, 2))
+    })
 }

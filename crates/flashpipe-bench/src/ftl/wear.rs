@@ -1,13 +1,13 @@
 //! The program/erase spread with and without static wear leveling.
 
 use super::{
-    categories, experiment_chart, experiment_ftl, experiment_options, plot_if_asked,
+    categories, experiment_chart, experiment_ftl, experiment_options, plot_if_asked, print_rows,
     steady_state_stats, ExperimentArgs, Workload,
 };
 use crate::plot::Series;
 use crate::progress::Progress;
-use crate::table::Table;
 use crate::BenchResult;
+use flashpipe_bench_harness::column_table::{fixed, ColumnTable};
 use flashpipe_flash::StorageMode;
 use flashpipe_ftl::{FtlOptions, VictimPolicy};
 use serde::Serialize;
@@ -80,35 +80,21 @@ pub(super) fn run_wear(arguments: &ExperimentArgs) -> BenchResult {
                 .collect(),
         )
     })?;
-    if arguments.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
     let caption = format!(
         "static leveling   P/E min   mean    max   moves   WA   (zipf 0.99, {} device writes)",
         arguments.device_writes
     );
-    let mut table = Table::new(" ")
-        .caption(&caption)
-        .left("static leveling", 16)
-        .right("P/E min", 7)
-        .right("mean", 7)
-        .right("max", 6)
-        .right("moves", 7)
-        .right("WA", 5);
-    for row in &rows {
-        let label = row
-            .static_wear_leveling_spread
-            .map_or("off".to_string(), |spread| format!("spread > {spread}"));
-        table.row(vec![
-            label,
-            row.erase_count_min.to_string(),
-            format!("{:.1}", row.erase_count_mean),
-            row.erase_count_max.to_string(),
-            row.static_moves.to_string(),
-            format!("{:.2}", row.write_amplification),
-        ]);
-    }
-    table.print();
-    Ok(())
+    print_rows(arguments, &rows, |rows| {
+        ColumnTable::new(" ", rows)
+            .caption(&caption)
+            .left("static leveling", 16, |row| {
+                row.static_wear_leveling_spread
+                    .map_or("off".to_string(), |spread| format!("spread > {spread}"))
+            })
+            .right("P/E min", 7, |row| row.erase_count_min.to_string())
+            .right("mean", 7, |row| fixed(row.erase_count_mean, 1))
+            .right("max", 6, |row| row.erase_count_max.to_string())
+            .right("moves", 7, |row| row.static_moves.to_string())
+            .right("WA", 5, |row| fixed(row.write_amplification, 2))
+    })
 }

@@ -24,8 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use super::timing_array;
 use crate::error::{invalid_input, io_context, io_with, BenchError, BenchErrorKind};
+use crate::precondition::preset_config;
 use crate::progress::Progress;
 use crate::BenchResult;
+use flashpipe_bench_harness::option_range::check_within;
 
 /// Largest job file read (a job file is a few lines).
 const MAX_JOB_FILE_BYTES: u64 = 1 << 20;
@@ -387,18 +389,7 @@ fn read_job_file(path: &str) -> BenchResult<Vec<JobSpec>> {
 
 /// The preset of `spec`, with its erase blocks per plane when set.
 fn spec_config(spec: &JobSpec) -> BenchResult<FlashConfig> {
-    let mut config = FlashConfig::preset_or_file(&spec.preset)?;
-    if let Some(blocks) = spec.blocks_per_plane {
-        let preset_blocks = config.geometry.blocks_per_plane;
-        if !(8..=preset_blocks).contains(&blocks) {
-            return Err(invalid_input(format!(
-                "blocks_per_plane {blocks}: must be within 8..={preset_blocks} (the preset's)"
-            ))
-            .into());
-        }
-        config.geometry.blocks_per_plane = blocks;
-    }
-    Ok(config)
+    preset_config(&spec.preset, spec.blocks_per_plane)
 }
 
 fn synthetic_job(spec: &JobSpec, kind: AccessKind) -> SyntheticJob {
@@ -425,13 +416,7 @@ fn check_spec(spec: &JobSpec) -> BenchResult {
         .check(&config)
         .map_err(|error| invalid_input(format!("--{}: {error}", error.field.replace('_', "-"))))?;
     if spec.rw.mixed() {
-        if spec.rwmixread > 100 {
-            return Err(invalid_input(format!(
-                "--rwmixread {}: must be within 0..=100",
-                spec.rwmixread
-            ))
-            .into());
-        }
+        check_within("--rwmixread", spec.rwmixread, 0..=100).map_err(invalid_input)?;
         if spec.hosts != 1 || spec.devices != 1 {
             return Err(invalid_input(
                 "a mixed job (rw, randrw) runs through the host FTL: one host, the whole preset; \

@@ -27,9 +27,12 @@ use serde::Serialize;
 
 use super::timing_array;
 use crate::error::{invalid_input, BenchError, BenchErrorKind};
+use crate::precondition::preset_config;
 use crate::progress::Progress;
 use crate::BenchResult;
+use flashpipe_bench_harness::option_range::check_within;
 use plots::draw_ftl_plots;
+use std::ops::Bound;
 
 /// Options of `sim replay`.
 #[derive(Debug, Clone, Args)]
@@ -205,18 +208,34 @@ struct TraceFacts {
     out_of_order_requests_sorted: u64,
 }
 
+/// What `--json` prints: the configuration, the trace, and the result of either mode.
 #[derive(Serialize)]
-struct FtlJson<'a> {
+struct ReplayJson<'a, R> {
     configuration: &'a ReplayConfiguration,
     trace: &'a TraceFacts,
-    result: &'a ReplayReport,
+    result: &'a R,
 }
 
-#[derive(Serialize)]
-struct RawJson<'a> {
-    configuration: &'a ReplayConfiguration,
-    trace: &'a TraceFacts,
-    result: &'a WorkloadReport,
+/// Prints a replay's result: the JSON object with `--json`, else the configuration and
+/// then the mode's own lines, `text`.
+fn print_replay<R: Serialize>(
+    arguments: &ReplayArgs,
+    configuration: &ReplayConfiguration,
+    trace: &TraceFacts,
+    result: &R,
+    text: impl FnOnce() -> BenchResult,
+) -> BenchResult {
+    if arguments.json {
+        let json = ReplayJson {
+            configuration,
+            trace,
+            result,
+        };
+        say!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(());
+    }
+    print_configuration(configuration, trace);
+    text()
 }
 
 /// Requests in flight when `--queue-depth` is not given.
@@ -252,12 +271,12 @@ impl ReplayArgs {
 
     fn check(&self) -> BenchResult {
         let queue_depth = self.queue_depth();
-        if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&queue_depth) {
-            return Err(invalid_input(format!(
-                "--queue-depth {queue_depth}: must be within 1..={OPEN_LOOP_OUTSTANDING_LIMIT}"
-            ))
-            .into());
-        }
+        check_within(
+            "--queue-depth",
+            queue_depth,
+            1..=OPEN_LOOP_OUTSTANDING_LIMIT,
+        )
+        .map_err(invalid_input)?;
         if self.mode == ModeArg::RawStriped
             && !(1..=workload::MAX_JOB_QUEUE_DEPTH).contains(&queue_depth)
         {
@@ -287,20 +306,15 @@ impl ReplayArgs {
             )
             .into());
         }
-        if !(self.precondition_fill > 0.0 && self.precondition_fill <= 1.0) {
-            return Err(invalid_input(format!(
-                "--precondition-fill {}: must be within (0, 1]",
-                self.precondition_fill
-            ))
-            .into());
-        }
-        if !(0.0..=100.0).contains(&self.precondition_passes) {
-            return Err(invalid_input(format!(
-                "--precondition-passes {}: must be within 0..=100",
-                self.precondition_passes
-            ))
-            .into());
-        }
+        let fill_range = (Bound::Excluded(0.0), Bound::Included(1.0));
+        check_within("--precondition-fill", self.precondition_fill, fill_range)
+            .map_err(invalid_input)?;
+        check_within(
+            "--precondition-passes",
+            self.precondition_passes,
+            0.0..=100.0,
+        )
+        .map_err(invalid_input)?;
         if let Some(bound) = self.max_outstanding {
             if self.replay_loop == LoopArg::Closed || self.mode == ModeArg::RawStriped {
                 return Err(invalid_input(
@@ -308,20 +322,11 @@ impl ReplayArgs {
                 )
                 .into());
             }
-            if !(1..=OPEN_LOOP_OUTSTANDING_LIMIT).contains(&bound) {
-                return Err(invalid_input(format!(
-                    "--max-outstanding {bound}: must be within 1..={OPEN_LOOP_OUTSTANDING_LIMIT}"
-                ))
-                .into());
-            }
+            check_within("--max-outstanding", bound, 1..=OPEN_LOOP_OUTSTANDING_LIMIT)
+                .map_err(invalid_input)?;
         }
-        if !(0.0..0.95).contains(&self.over_provisioning) {
-            return Err(invalid_input(format!(
-                "--over-provisioning {}: must be within 0..0.95",
-                self.over_provisioning
-            ))
-            .into());
-        }
+        check_within("--over-provisioning", self.over_provisioning, 0.0..0.95)
+            .map_err(invalid_input)?;
         if let Some(path) = &self.plot {
             let folder = std::path::Path::new(path);
             if folder.exists() && !folder.is_dir() {
@@ -347,21 +352,6 @@ impl ReplayArgs {
             }
         }
         Ok(())
-    }
-
-    fn config(&self) -> BenchResult<FlashConfig> {
-        let mut config = FlashConfig::preset_or_file(&self.preset)?;
-        if let Some(blocks) = self.blocks_per_plane {
-            let preset_blocks = config.geometry.blocks_per_plane;
-            if !(8..=preset_blocks).contains(&blocks) {
-                return Err(invalid_input(format!(
-                    "--blocks-per-plane {blocks}: must be within 8..={preset_blocks} (the preset's)"
-                ))
-                .into());
-            }
-            config.geometry.blocks_per_plane = blocks;
-        }
-        Ok(config)
     }
 
     fn replay_options(&self) -> ReplayOptions {
@@ -471,7 +461,7 @@ fn possible_value(value: impl ValueEnum) -> String {
 pub fn run(arguments: ReplayArgs) -> BenchResult {
     arguments.check()?;
     let options = arguments.trace_options()?;
-    let config = arguments.config()?;
+    let config = preset_config(&arguments.preset, arguments.blocks_per_plane)?;
     let mut configuration = arguments.configuration(&config);
     let progress = Progress::spinner(format!("sim replay: reading {}", arguments.file));
     let text = super::read_trace_file(&arguments.file)?;
@@ -550,15 +540,7 @@ fn finish_ftl(
     if let Some(folder) = &arguments.plot {
         draw_ftl_plots(folder, report)?;
     }
-    if arguments.json {
-        let json = FtlJson {
-            configuration,
-            trace: facts,
-            result: report,
-        };
-        say!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        print_configuration(configuration, facts);
+    print_replay(arguments, configuration, facts, report, || {
         if let Some(steady) = &configuration.precondition {
             say!(
                 "preconditioned           {} pages filled (share {}), {} passes: {} host pages, {} copied by collection, write amplification {:.3}",
@@ -571,7 +553,8 @@ fn finish_ftl(
             );
         }
         print_ftl_report(report, &arguments.replay_options());
-    }
+        Ok(())
+    })?;
     let failed_writes = report.failed_writes();
     if failed_writes > 0 {
         return Err(BenchError::new(
@@ -591,15 +574,7 @@ fn finish_raw(
     facts: &TraceFacts,
     report: &WorkloadReport,
 ) -> BenchResult {
-    if arguments.json {
-        let json = RawJson {
-            configuration,
-            trace: facts,
-            result: report,
-        };
-        say!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        print_configuration(configuration, facts);
+    print_replay(arguments, configuration, facts, report, || {
         say!("mode                     raw-striped (no FTL: fixed striping onto the raw array)");
         if report.trims_skipped > 0 {
             say!("trims skipped            {}", report.trims_skipped);
@@ -609,8 +584,8 @@ fn finish_raw(
              many blocks as the one with the fewest good ones)",
             report.bad_blocks_skipped
         );
-        super::print_report(report, false)?;
-    }
+        super::print_report(report, false)
+    })?;
     if report.failed_page_operations > 0 {
         return Err(invalid_input(format!(
             "{} page operations failed in the raw-striped mode (random writes break the \

@@ -35,36 +35,41 @@ pub(super) fn rad_fig4_ftl(seed: u64) -> BenchResult<Vec<Row>> {
         let (write, read) = steady_state_reports(over_provisioning, seed)?;
         let percent = format!("{:.0}%", over_provisioning * 100.0);
         let x = over_provisioning * 100.0;
-        rows.push(
-            Row::new(
-                "RAD Fig.4(a) FTL",
-                format!("1x1 write through the FTL, steady state, OP {percent}"),
+        // (what, measured, paper's, unit, series)
+        for (what, measured, paper, unit, series) in [
+            (
+                "1x1 write through the FTL, steady state",
                 bandwidth_mebibytes(&write, write.writes.bytes),
                 Some(PAPER_WRITE_1X1),
                 "MiB/s",
-            )
-            .at("write through the FTL", x, percent.clone()),
-        );
-        rows.push(
-            Row::new(
-                "RAD Fig.4(a) FTL",
-                format!("1x1 read through the FTL, steady state, OP {percent}"),
+                "write through the FTL",
+            ),
+            (
+                "1x1 read through the FTL, steady state",
                 bandwidth_mebibytes(&read, read.reads.bytes),
                 Some(PAPER_READ_1X1),
                 "MiB/s",
-            )
-            .at("read through the FTL", x, percent.clone()),
-        );
-        rows.push(
-            Row::new(
-                "RAD Fig.4(a) FTL",
-                format!("write amplification of those writes, OP {percent}"),
+                "read through the FTL",
+            ),
+            (
+                "write amplification of those writes",
                 write.collection.write_amplification,
                 None,
                 "x",
-            )
-            .at("write amplification", x, percent),
-        );
+                "write amplification",
+            ),
+        ] {
+            rows.push(
+                Row::new(
+                    "RAD Fig.4(a) FTL",
+                    format!("{what}, OP {percent}"),
+                    measured,
+                    paper,
+                    unit,
+                )
+                .at(series, x, percent.clone()),
+            );
+        }
     }
     Ok(rows)
 }
