@@ -1,5 +1,15 @@
-//! NBD wire format: constants, and the encoding and decoding of every message of the
-//! fixed newstyle handshake and the transmission phase (doc/proto.md of the NBD project).
+//! flashpipe-nbd-wire: the NBD wire format (constants, and the encoding and decoding of
+//! every message of the fixed newstyle handshake and the transmission phase; doc/proto.md
+//! of the NBD project), and what both NBD sides share around TLS:
+//!
+//! - [`tls_pump`]: the thread relaying plaintext between a rustls connection and a
+//!   socketpair, used by the server's and the client's TLS;
+//! - [`tls_words`]: every rustls, webpki and PEM error as a sentence for a user.
+//!
+//! Layer rule: a leaf among the NBD crates. It depends on no flashpipe crate but
+//! `flashpipe-base` (send without SIGPIPE, for the pump). `flashpipe-nbd-client` stands on
+//! it; `flashpipe-nbd` (the server and the simulated disk nodes) stands on both; the store
+//! depends on the client alone.
 //!
 //! Every field is big-endian ("network byte order"). Decoders take byte slices and never
 //! panic: a short, oversized or malformed message is a [`WireError`] naming the field and
@@ -11,6 +21,9 @@
 //! The `read_*` helpers read one whole message from a [`Read`] with those bounds
 //! applied before the payload is read; the `encode_*` functions append to a `Vec<u8>`
 //! so a caller can gather several messages into one `write_all`.
+
+pub mod tls_pump;
+pub mod tls_words;
 
 use std::io::Read;
 
