@@ -1,6 +1,8 @@
 //! The NBD client's protocol logic without I/O (no threads, no sockets, no clock), shared
-//! by the real client ([`super::device::NbdDevice`], threads over sockets) and the
-//! simulated one ([`super::sim::SimNbdDevice`], a seeded link in virtual time):
+//! by the real client ([`crate::device::NbdDevice`], threads over sockets) and the
+//! simulated one (`flashpipe_nbd::client::SimNbdDevice`, a seeded link in virtual time,
+//! which is why this module is public: it is the simulated driver's way in, not an
+//! interface for anything else):
 //!
 //! - [`Parent`]: a device request in flight, cut into parts of at most the export's
 //!   maximum payload, each with its own cookie (`parent id << PART_BITS | part index`);
@@ -31,56 +33,57 @@ use flashpipe_device::{
     Completion, DeviceError, DeviceErrorKind, DeviceInfo, Operation, Rejected, Request,
 };
 
-use crate::wire::{self, ReplyHeader, RequestHeader, StructuredReplyHeader};
+use flashpipe_nbd_wire::{self as wire, ReplyHeader, RequestHeader, StructuredReplyHeader};
 
-use super::handshake::NbdExport;
+use crate::handshake::NbdExport;
 
 /// Bits of a cookie that number the part of its parent.
-pub(crate) const PART_BITS: u32 = 20;
+pub const PART_BITS: u32 = 20;
 
 /// Most parts one device request may be cut into.
-pub(crate) const MAX_PARTS: u64 = 1 << PART_BITS;
+pub const MAX_PARTS: u64 = 1 << PART_BITS;
 
 /// A device request in flight on the connection.
 #[derive(Debug)]
-pub(crate) struct Parent {
+pub struct Parent {
     /// The device's number for it (cookies carry it).
-    pub(crate) id: u64,
+    pub id: u64,
     /// The caller's request, buffer included.
-    pub(crate) request: Request,
+    pub request: Request,
     /// NBD command.
-    pub(crate) command: u16,
+    pub command: u16,
     /// Command flags (FUA).
-    pub(crate) flags: u16,
+    pub flags: u16,
     /// First byte of the export it touches.
-    pub(crate) offset_bytes: u64,
+    pub offset_bytes: u64,
     /// Bytes it touches.
-    pub(crate) length_bytes: u64,
+    pub length_bytes: u64,
     /// Bytes per part (the last may be shorter).
-    pub(crate) part_bytes: u64,
+    pub part_bytes: u64,
     /// Parts whose reply is complete.
-    pub(crate) parts_finished: Vec<bool>,
+    pub parts_finished: Vec<bool>,
     /// The first error a part met.
-    pub(crate) status: Option<DeviceError>,
+    pub status: Option<DeviceError>,
     /// Byte ranges (relative to the parent) a structured read reply has filled.
-    pub(crate) covered: Vec<(u64, u64)>,
+    pub covered: Vec<(u64, u64)>,
     /// For a flush: how many writes had been acknowledged when it was submitted.
-    pub(crate) covers_acknowledged_writes: u64,
+    pub covers_acknowledged_writes: u64,
 }
 
 impl Parent {
-    pub(crate) fn part_count(&self) -> u64 {
+    /// Parts the request is cut into (one at least, so a request without bytes, a flush, is one part).
+    pub fn part_count(&self) -> u64 {
         self.length_bytes.div_ceil(self.part_bytes).max(1)
     }
 
     /// Relative start and length of part `index`.
-    pub(crate) fn part_range(&self, index: u64) -> (u64, u64) {
+    pub fn part_range(&self, index: u64) -> (u64, u64) {
         let start = index * self.part_bytes;
         (start, self.part_bytes.min(self.length_bytes - start))
     }
 
     /// Forgets what a lost connection had done, so the whole request is sent again.
-    pub(crate) fn reset_for_reissue(&mut self) {
+    pub fn reset_for_reissue(&mut self) {
         self.parts_finished
             .iter_mut()
             .for_each(|done| *done = false);
@@ -88,12 +91,13 @@ impl Parent {
         self.covered.clear();
     }
 
-    pub(crate) fn is_finished(&self) -> bool {
+    /// Whether every part is answered.
+    pub fn is_finished(&self) -> bool {
         self.parts_finished.iter().all(|&done| done)
     }
 
     /// The completion of a finished parent.
-    pub(crate) fn into_completion(self: Box<Self>) -> Completion {
+    pub fn into_completion(self: Box<Self>) -> Completion {
         Completion {
             tag: self.request.tag,
             status: self.status.map_or(Ok(()), Err),
@@ -103,17 +107,17 @@ impl Parent {
 }
 
 /// The parent a cookie names.
-pub(crate) fn parent_id_of_cookie(cookie: u64) -> u64 {
+pub fn parent_id_of_cookie(cookie: u64) -> u64 {
     cookie >> PART_BITS
 }
 
 /// The part of its parent a cookie names.
-pub(crate) fn part_of_cookie(cookie: u64) -> u64 {
+pub fn part_of_cookie(cookie: u64) -> u64 {
     cookie & (MAX_PARTS - 1)
 }
 
 /// The cookie a reply header answers.
-pub(crate) fn cookie_of_reply(header: &ReplyHeader) -> u64 {
+pub fn cookie_of_reply(header: &ReplyHeader) -> u64 {
     match header {
         ReplyHeader::Simple { cookie, .. } => *cookie,
         ReplyHeader::Structured(chunk) => chunk.cookie,
@@ -121,7 +125,7 @@ pub(crate) fn cookie_of_reply(header: &ReplyHeader) -> u64 {
 }
 
 /// The request header of part `index` of `parent`.
-pub(crate) fn part_header(parent: &Parent, index: u64) -> RequestHeader {
+pub fn part_header(parent: &Parent, index: u64) -> RequestHeader {
     let (start, length) = if parent.command == wire::CMD_FLUSH {
         (0, 0)
     } else {
@@ -142,7 +146,7 @@ pub(crate) fn part_header(parent: &Parent, index: u64) -> RequestHeader {
 }
 
 /// Every part's header of a request without payload (read, flush, trim).
-pub(crate) fn part_headers(parent: &Parent) -> Vec<u8> {
+pub fn part_headers(parent: &Parent) -> Vec<u8> {
     let mut headers = Vec::with_capacity(wire::REQUEST_HEADER_BYTES * parent.part_count() as usize);
     for index in 0..parent.part_count() {
         part_header(parent, index).encode(&mut headers);
@@ -154,7 +158,7 @@ pub(crate) fn part_headers(parent: &Parent) -> Vec<u8> {
 ///
 /// # Panics
 /// When `parent` is not a write.
-pub(crate) fn write_part_payload(parent: &Parent, index: u64) -> &[u8] {
+pub fn write_part_payload(parent: &Parent, index: u64) -> &[u8] {
     let Operation::Write { buffer, .. } = &parent.request.operation else {
         panic!("write_part_payload is given writes only");
     };
@@ -163,7 +167,7 @@ pub(crate) fn write_part_payload(parent: &Parent, index: u64) -> &[u8] {
 }
 
 /// Every NBD request of `parent`, headers and write payloads, as sent on the wire.
-pub(crate) fn encode_request_frames(parent: &Parent, output: &mut Vec<u8>) {
+pub fn encode_request_frames(parent: &Parent, output: &mut Vec<u8>) {
     if parent.command != wire::CMD_WRITE {
         output.extend_from_slice(&part_headers(parent));
         return;
@@ -176,15 +180,15 @@ pub(crate) fn encode_request_frames(parent: &Parent, output: &mut Vec<u8>) {
 
 /// What reply checks need to know of the connection.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ReplyRules<'a> {
+pub struct ReplyRules<'a> {
     /// The device's name (its URI), for errors.
-    pub(crate) device_name: &'a Arc<str>,
+    pub device_name: &'a Arc<str>,
     /// Whether structured replies were negotiated.
-    pub(crate) structured_replies: bool,
+    pub structured_replies: bool,
 }
 
 /// Turns a failed reply-header read into the reason the connection is lost.
-pub(crate) fn describe_reply_header_error(device_name: &str, error: wire::WireError) -> String {
+pub fn describe_reply_header_error(device_name: &str, error: wire::WireError) -> String {
     match error {
         wire::WireError::Io { source, .. }
             if source.kind() == std::io::ErrorKind::UnexpectedEof =>
@@ -202,7 +206,7 @@ pub(crate) fn describe_reply_header_error(device_name: &str, error: wire::WireEr
 /// sent for `quiet_for_ns`, the connection counts as lost once `timeout_ns` has passed (a
 /// network partition sends no reset); an idle connection never times out. Returns the
 /// reason when it has.
-pub(crate) fn silence_ends_connection(
+pub fn silence_ends_connection(
     device_name: &str,
     waiting: usize,
     quiet_for_ns: u64,
@@ -217,7 +221,7 @@ pub(crate) fn silence_ends_connection(
 }
 
 /// Checks that the part a reply's cookie names is pending on `parent`; returns the part.
-pub(crate) fn pending_part(parent: &Parent, cookie: u64, device_name: &str) -> Result<u64, String> {
+pub fn pending_part(parent: &Parent, cookie: u64, device_name: &str) -> Result<u64, String> {
     let part = part_of_cookie(cookie);
     if part >= parent.part_count() || parent.parts_finished[part as usize] {
         return Err(format!(
@@ -230,7 +234,7 @@ pub(crate) fn pending_part(parent: &Parent, cookie: u64, device_name: &str) -> R
 /// Reads the body of one reply message (after its header) for part `part` of `parent`;
 /// true when the parent has finished (every part answered). An `Err` is the reason the
 /// connection is lost (already naming the device).
-pub(crate) fn read_reply_body(
+pub fn read_reply_body(
     input: &mut impl Read,
     parent: &mut Parent,
     part: u64,
@@ -469,28 +473,28 @@ pub struct NbdDeviceCounters {
 }
 
 /// Longest wait between two reconnect attempts.
-pub(crate) const RECONNECT_DELAY_MAX_MS: u64 = 1000;
+pub const RECONNECT_DELAY_MAX_MS: u64 = 1000;
 
 /// The client's choices that do not depend on how bytes move.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ClientPolicy {
+pub struct ClientPolicy {
     /// Send every write with FUA when the server offers it.
-    pub(crate) write_with_fua: bool,
+    pub write_with_fua: bool,
     /// Refuse writes and trims at submission.
-    pub(crate) read_only: bool,
+    pub read_only: bool,
     /// Reconnect attempts after a lost connection (also the bound on losses in a row
     /// without a request completing).
-    pub(crate) reconnect_attempts: u32,
+    pub reconnect_attempts: u32,
     /// Wait before the first attempt; doubled each time, at most one second.
-    pub(crate) reconnect_first_delay_ms: u64,
+    pub reconnect_first_delay_ms: u64,
     /// What a flush says after a reconnect.
-    pub(crate) reconnect_durability: ReconnectDurability,
+    pub reconnect_durability: ReconnectDurability,
 }
 
 impl ClientPolicy {
     /// The wait before reconnect attempt `attempt` (0 for the first):
     /// `reconnect_first_delay_ms`, then twice the previous wait, between 1 ms and 1 s.
-    pub(crate) fn reconnect_delay_ms(&self, attempt: u32) -> u64 {
+    pub fn reconnect_delay_ms(&self, attempt: u32) -> u64 {
         let mut delay_ms = self.reconnect_first_delay_ms;
         for _ in 0..attempt {
             delay_ms = delay_ms.saturating_mul(2).clamp(1, RECONNECT_DELAY_MAX_MS);
@@ -501,7 +505,7 @@ impl ClientPolicy {
 
 /// What to do after a lost connection.
 #[derive(Debug)]
-pub(crate) enum RecoveryStep {
+pub enum RecoveryStep {
     /// Reconnect; on success send these again ([`ClientCore::reissue`]), in this order.
     Reconnect(Vec<Box<Parent>>),
     /// Give up at once (too many losses in a row without progress): fail these with
@@ -512,7 +516,7 @@ pub(crate) enum RecoveryStep {
 /// The state of one NBD client device that is the same over real sockets and in the
 /// simulation.
 #[derive(Debug)]
-pub(crate) struct ClientCore {
+pub struct ClientCore {
     info: DeviceInfo,
     export: NbdExport,
     policy: ClientPolicy,
@@ -529,7 +533,7 @@ pub(crate) struct ClientCore {
 
 impl ClientCore {
     /// A device over `export` with geometry `info`.
-    pub(crate) fn new(info: DeviceInfo, export: NbdExport, policy: ClientPolicy) -> ClientCore {
+    pub fn new(info: DeviceInfo, export: NbdExport, policy: ClientPolicy) -> ClientCore {
         ClientCore {
             info,
             export,
@@ -546,34 +550,38 @@ impl ClientCore {
         }
     }
 
-    pub(crate) fn info(&self) -> &DeviceInfo {
+    /// The device's geometry and capabilities.
+    pub fn info(&self) -> &DeviceInfo {
         &self.info
     }
 
-    pub(crate) fn export(&self) -> &NbdExport {
+    /// What the handshake reported about the export.
+    pub fn export(&self) -> &NbdExport {
         &self.export
     }
 
-    pub(crate) fn policy(&self) -> &ClientPolicy {
+    /// The reconnect and timeout policy.
+    pub fn policy(&self) -> &ClientPolicy {
         &self.policy
     }
 
-    pub(crate) fn counters(&self) -> NbdDeviceCounters {
+    /// Connections lost, reconnects and re-issued requests so far.
+    pub fn counters(&self) -> NbdDeviceCounters {
         self.counters
     }
 
     /// Requests accepted and not yet handed back.
-    pub(crate) fn in_flight(&self) -> usize {
+    pub fn in_flight(&self) -> usize {
         self.in_flight
     }
 
     /// Completions ready to hand back.
-    pub(crate) fn ready_count(&self) -> usize {
+    pub fn ready_count(&self) -> usize {
         self.ready.len()
     }
 
     /// Why the device failed for good, once it has.
-    pub(crate) fn failure(&self) -> Option<&str> {
+    pub fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
     }
 
@@ -590,7 +598,7 @@ impl ClientCore {
 
     /// Bytes per NBD request: the export's maximum payload (at most the protocol's
     /// 32 MiB), rounded down to whole device blocks.
-    pub(crate) fn part_bytes(&self) -> u64 {
+    pub fn part_bytes(&self) -> u64 {
         let block = u64::from(self.info.block_size_bytes);
         let maximum = u64::from(
             self.export
@@ -621,7 +629,7 @@ impl ClientCore {
     /// device) and counts it in flight. `Ok(Some(parent))`: send it; `Ok(None)`: it
     /// completed at once (a flush to a server without `NBD_CMD_FLUSH`, which has no
     /// volatile cache).
-    pub(crate) fn admit(&mut self, request: Request) -> Result<Option<Box<Parent>>, Rejected> {
+    pub fn admit(&mut self, request: Request) -> Result<Option<Box<Parent>>, Rejected> {
         if self.in_flight >= self.info.queue_depth as usize {
             return Err(self.info.queue_full(request));
         }
@@ -697,7 +705,7 @@ impl ClientCore {
     }
 
     /// Takes in a finished parent: its completion, with the durability bookkeeping.
-    pub(crate) fn complete_parent(&mut self, parent: Box<Parent>) {
+    pub fn complete_parent(&mut self, parent: Box<Parent>) {
         let command = parent.command;
         let flags = parent.flags;
         let covers = parent.covers_acknowledged_writes;
@@ -705,7 +713,7 @@ impl ClientCore {
     }
 
     /// Takes in a completion reported by a connection.
-    pub(crate) fn complete(
+    pub fn complete(
         &mut self,
         mut completion: Completion,
         command: u16,
@@ -748,7 +756,7 @@ impl ClientCore {
     /// After a connection was lost with `pending` not answered (from the connection and
     /// from any list of requests not yet sent): counts the loss, notes writes no flush
     /// covered, and says whether to reconnect, with `pending` in submission order.
-    pub(crate) fn begin_recovery(&mut self, mut pending: Vec<Box<Parent>>) -> RecoveryStep {
+    pub fn begin_recovery(&mut self, mut pending: Vec<Box<Parent>>) -> RecoveryStep {
         self.counters.connections_lost += 1;
         pending.sort_by_key(|parent| parent.id);
         let unflushed = self.acknowledged_writes.saturating_sub(self.flushed_writes);
@@ -770,7 +778,7 @@ impl ClientCore {
     }
 
     /// Checks that a new connection reached the same export as the first.
-    pub(crate) fn check_same_export(&self, export: &NbdExport) -> Result<(), String> {
+    pub fn check_same_export(&self, export: &NbdExport) -> Result<(), String> {
         let same = export.size_bytes == self.export.size_bytes
             && export.transmission_flags == self.export.transmission_flags
             && export.structured_replies == self.export.structured_replies
@@ -791,7 +799,7 @@ impl ClientCore {
 
     /// After a successful reconnect: counts it and readies `pending` to be sent again
     /// (whole, in the order given).
-    pub(crate) fn reissue(&mut self, mut pending: Vec<Box<Parent>>) -> Vec<Box<Parent>> {
+    pub fn reissue(&mut self, mut pending: Vec<Box<Parent>>) -> Vec<Box<Parent>> {
         self.counters.reconnects += 1;
         self.counters.requests_reissued += pending.len() as u64;
         pending
@@ -803,7 +811,7 @@ impl ClientCore {
     /// Reconnecting failed: every request in `pending` (which must hold every request
     /// of every connection, the caller having closed them) completes with an error
     /// naming the device, and so does every later submission.
-    pub(crate) fn fail_everything(
+    pub fn fail_everything(
         &mut self,
         pending: Vec<Box<Parent>>,
         lost_because: &str,
@@ -826,7 +834,7 @@ impl ClientCore {
     /// What a wait for completions can answer without waiting: the ready completions
     /// handed over, or the error for a wait with nothing in flight; `None` while
     /// requests are in flight and none is ready.
-    pub(crate) fn hand_over_without_waiting(
+    pub fn hand_over_without_waiting(
         &mut self,
         completions: &mut Vec<Completion>,
     ) -> Option<Result<usize, DeviceError>> {
@@ -840,7 +848,7 @@ impl ClientCore {
     }
 
     /// Hands every ready completion to the caller; returns how many.
-    pub(crate) fn hand_over(&mut self, completions: &mut Vec<Completion>) -> usize {
+    pub fn hand_over(&mut self, completions: &mut Vec<Completion>) -> usize {
         let count = self.ready.len();
         assert!(
             count <= self.in_flight,

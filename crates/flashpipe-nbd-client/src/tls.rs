@@ -35,8 +35,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use super::transport::Stream;
-use super::uri::{NbdAddress, NbdUri};
+use crate::transport::Stream;
+use crate::uri::{NbdAddress, NbdUri};
 use flashpipe_nbd_wire::tls_pump::{self, PumpSocket};
 use flashpipe_nbd_wire::tls_words::{self, Side};
 
