@@ -1,45 +1,17 @@
-//! The NBD client: a remote export (doc/proto.md of the NBD project) as a flashpipe
-//! [`flashpipe_device::BlockDevice`], so a store can stripe over disks on other machines
-//! (HWFS 3.3.2).
+//! The NBD client at this crate's old path: everything of `flashpipe-nbd-client`
+//! (re-exported, so `flashpipe_nbd::client::NbdDevice` and the rest keep working), and
+//! the simulated client, which needs both the client's core and the server's:
 //!
-//! - [`uri`]: NBD URIs (doc/uri.md): `nbd://host[:port]/export`, `nbds://` (TLS),
-//!   `nbd+unix:///export?socket=PATH`, `nbds+unix://`;
-//! - `tls`: the rustls client configuration a `nbds` URI asks for (`tls-certificates`,
-//!   `tls-verify-peer`, `tls-hostname`) and the upgrade after `NBD_OPT_STARTTLS`;
-//! - `handshake`: the fixed newstyle handshake, `NBD_OPT_STARTTLS` for `nbds` URIs,
-//!   structured replies when the server
-//!   accepts them, `NBD_OPT_GO` with `NBD_INFO_BLOCK_SIZE` (falling back to
-//!   `NBD_OPT_EXPORT_NAME` for servers without `NBD_OPT_GO`);
-//! - `connection`: a writer thread sending requests as they are submitted and a reader
-//!   thread decoding replies, many requests in flight, cookies naming device requests;
-//! - [`device`]: [`NbdDevice`], with a bounded reconnect that re-issues every request
-//!   not yet answered and errors that name the device by its URI;
-//! - `transport`: TCP or Unix-socket streams;
-//! - `core`: the protocol and policy without I/O (cookies, frames, reply decoding and
-//!   checks, admission, durability ledger, reconnect policy) that both drivers share;
 //! - `sim_network` and `sim`: [`SimNetwork`], seeded disk nodes over simulated links in
-//!   virtual time (delays, drops, resets, partitions, refused reconnects), and [`SimNbdDevice`], the
-//!   client over it, for the deterministic simulation.
-//!
-//! The protocol's constants and message encodings are `crate::wire`'s.
+//!   virtual time (delays, drops, resets, partitions, refused reconnects), each node's
+//!   connections served by the server's I/O-free core (`crate::server::core`), and
+//!   [`SimNbdDevice`], the client's core (`flashpipe_nbd_client::core`) over it, for the
+//!   deterministic simulation.
 
-mod connection;
-mod core;
-pub mod device;
-mod handshake;
-#[doc(hidden)]
-pub mod reply_fuzzing;
+pub use flashpipe_nbd_client::*;
+
 mod sim;
 mod sim_network;
-mod tls;
-mod transport;
-pub mod uri;
 
-pub use device::{
-    NbdDevice, NbdDeviceConfig, NbdDeviceCounters, ReconnectDurability,
-    DEFAULT_NBD_BLOCK_SIZE_BYTES,
-};
-pub use handshake::NbdExport;
 pub use sim::{SimNbdDevice, SimNbdDeviceConfig};
 pub use sim_network::{sim_node_uri, SimLinkConfig, SimNetwork, SimNetworkCounters, SimNodeConfig};
-pub use uri::{looks_like_nbd_uri, NbdAddress, NbdUri, NbdUriError};

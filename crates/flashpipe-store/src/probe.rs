@@ -21,7 +21,7 @@ use flashpipe_fs::layout::{MetadataKind, MAGIC, MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_
 use std::path::PathBuf;
 
 use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
-use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
+use flashpipe_nbd_client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
 use crate::store::flash_metadata_path;
 use crate::store_config::{DeviceSpec, StoreConfig};

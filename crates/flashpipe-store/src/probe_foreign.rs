@@ -38,7 +38,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
-use flashpipe_nbd::client::NbdDevice;
+use flashpipe_nbd_client::NbdDevice;
 
 use crate::probe::{flashpipe_content, nbd_content, DeviceHoldsStoreError};
 use crate::store_config::{DeviceSpec, StoreConfig};

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use flashpipe_array::{CompletionOrder, StripedDevice};
 use flashpipe_device::file::{FileDevice, FileDeviceConfig};
 use flashpipe_device::{BlockDevice, DeviceError, RamDisk};
-use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
+use flashpipe_nbd_client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
 use crate::flash_store::{open_flash_device, FlashStoreError};
 use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOCK_SIZE_BYTES};

@@ -5,13 +5,13 @@
 //! store file, so a store folder can be moved as a whole. A device may be emulated flash
 //! (a flash-model preset under the host FTL, issue #5), opened by [`crate::flash_store`],
 //! or a remote export over NBD (issue #15: `nbd://host[:port]/export`,
-//! `nbd+unix:///export?socket=PATH`), opened by `flashpipe_nbd::client`.
+//! `nbd+unix:///export?socket=PATH`), opened by `flashpipe_nbd_client`.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use flashpipe_nbd::client::{looks_like_nbd_uri, NbdUri};
+use flashpipe_nbd_client::{looks_like_nbd_uri, NbdUri};
 
 use crate::flash_store::{FlashDeviceSpec, FLASH_PREFIX};
 use crate::identity::StoreIdentity;

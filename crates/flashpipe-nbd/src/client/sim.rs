@@ -1,7 +1,7 @@
 //! [`SimNbdDevice`]: the NBD client over a simulated link ([`SimNetwork`]), a
 //! [`BlockDevice`] in virtual time for the deterministic simulation.
 //!
-//! It is the real client's protocol and policy (`super::core`: cookies, frames, reply
+//! It is the real client's protocol and policy (`flashpipe_nbd_client::core`: cookies, frames, reply
 //! decoding and checks, admission, the durability ledger, the reconnect policy) driven by
 //! the network's events instead of threads and sockets: `submit` encodes a request's
 //! frames and hands them to the link; `poll_completions` runs the events due and decodes
@@ -30,13 +30,13 @@ use flashpipe_device::{
 
 use crate::wire;
 
-use super::core::{
+use crate::client::sim_network::{sim_node_uri, Delivery, SimNetwork};
+use flashpipe_nbd_client::core::{
     cookie_of_reply, describe_reply_header_error, encode_request_frames, parent_id_of_cookie,
     pending_part, read_reply_body, silence_ends_connection, ClientCore, ClientPolicy,
     NbdDeviceCounters, Parent, ReconnectDurability, RecoveryStep, ReplyRules,
 };
-use super::handshake::NbdExport;
-use super::sim_network::{sim_node_uri, Delivery, SimNetwork};
+use flashpipe_nbd_client::NbdExport;
 
 /// How to open a simulated NBD device.
 #[derive(Debug, Clone, Copy)]

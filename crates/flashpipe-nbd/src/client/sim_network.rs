@@ -47,7 +47,7 @@ use flashpipe_sim::{Link, LinkFaults, Timeline};
 use crate::server::core::NbdServerCore;
 use crate::wire;
 
-use super::handshake::NbdExport;
+use flashpipe_nbd_client::NbdExport;
 use serving::connection_core;
 
 /// Bytes per block of a node's RAM disk (every NBD request of the client is a multiple).

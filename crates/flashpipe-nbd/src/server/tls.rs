@@ -1,7 +1,7 @@
 //! TLS for the NBD server (doc/proto.md, "TLS support"): certificates loaded into a
 //! `rustls::ServerConfig`, and the upgrade of a connection after `NBD_OPT_STARTTLS`.
 //!
-//! After the TLS handshake, one pump thread (`crate::tls_pump`, shared with the client)
+//! After the TLS handshake, one pump thread (`flashpipe_nbd_wire::tls_pump`, shared with the client)
 //! owns the `rustls::ServerConnection` and the socket and relays plaintext to and from
 //! one end of a Unix socketpair. The other end is an ordinary [`NbdStream`] (a
 //! `UnixStream`): the rest of the handshake and transmission run on it unchanged, with
@@ -28,8 +28,8 @@ use rustls::server::WebPkiClientVerifier;
 use thiserror::Error;
 
 use super::NbdStream;
-use crate::tls_pump::{self, PumpSocket};
-use crate::tls_words::{describe, describe_pem_error, Side};
+use flashpipe_nbd_wire::tls_pump::{self, PumpSocket};
+use flashpipe_nbd_wire::tls_words::{describe, describe_pem_error, Side};
 
 /// Whether clients must upgrade to TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +142,7 @@ pub fn load_rustls_config(
 
 /// Runs the TLS handshake on `socket` (blocking; the runtime's handshake deadline shuts
 /// the socket under a client that stalls it), then
-/// starts the pump thread (`crate::tls_pump`) and returns the plaintext end.
+/// starts the pump thread (`flashpipe_nbd_wire::tls_pump`) and returns the plaintext end.
 /// `write_limit` bounds how long the pump waits for a client that does not read.
 pub fn upgrade(
     socket: Box<dyn NbdStream>,

@@ -21,7 +21,7 @@
 //! of the writer's queue, the writer's hands, the table or the reader's hands.
 //!
 //! What is protocol rather than I/O (cookies, frame encoding, reply decoding and its
-//! checks) is `super::core`'s, shared with the simulated client.
+//! checks) is `crate::core`'s, shared with the simulated client.
 
 // Requests in flight move as boxes between the writer's channel, the table and these
 // lists (a `Box<Parent>` is moved, never copied), so lists of boxes are meant.
@@ -36,15 +36,15 @@ use std::time::{Duration, Instant};
 
 use flashpipe_device::Completion;
 
-use crate::wire::{self, RequestHeader};
+use flashpipe_nbd_wire::{self as wire, RequestHeader};
 
-use super::core::{
+use crate::core::{
     cookie_of_reply, describe_reply_header_error, parent_id_of_cookie, part_header, part_headers,
     pending_part, read_reply_body, silence_ends_connection, write_part_payload, Parent, ReplyRules,
 };
 
-use super::handshake::NbdExport;
-use super::transport::Stream;
+use crate::handshake::NbdExport;
+use crate::transport::Stream;
 
 /// Bytes the reader buffers from the socket.
 const READ_BUFFER_BYTES: usize = 256 << 10;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use flashpipe_device::{IoBuf, Operation, Request};
 
-use super::core::{self, Parent, ReplyRules, PART_BITS};
-use crate::wire;
+use crate::core::{self, Parent, ReplyRules, PART_BITS};
+use flashpipe_nbd_wire as wire;
 
 /// Which device request the replies answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -37,7 +37,7 @@
 //! finish one request, which makes this a matter of a server stalled for that long.
 //!
 //! The policy (admission, durability ledger, which requests are re-issued and in what
-//! order, backoff, bounds, the final error) is `super::core`'s [`ClientCore`], shared with
+//! order, backoff, bounds, the final error) is `crate::core`'s [`ClientCore`], shared with
 //! the simulated client; this file drives it over threads, sockets and the wall clock.
 
 // Requests in flight move as boxes between the writer's channel, the table and these
@@ -53,15 +53,15 @@ use flashpipe_device::{
     Request,
 };
 
-use crate::wire;
+use flashpipe_nbd_wire as wire;
 
-use super::connection::{Connection, ConnectionSettings, Event, EventSender};
-use super::core::{ClientCore, ClientPolicy, Parent, RecoveryStep};
-pub use super::core::{NbdDeviceCounters, ReconnectDurability};
-use super::handshake::{negotiate, NbdExport};
-use super::tls::client_tls_for;
-use super::transport::Stream;
-use super::uri::NbdUri;
+use crate::connection::{Connection, ConnectionSettings, Event, EventSender};
+use crate::core::{ClientCore, ClientPolicy, Parent, RecoveryStep};
+pub use crate::core::{NbdDeviceCounters, ReconnectDurability};
+use crate::handshake::{negotiate, NbdExport};
+use crate::tls::client_tls_for;
+use crate::transport::Stream;
+use crate::uri::NbdUri;
 
 /// The device block size used when neither the caller nor the URI names one.
 pub const DEFAULT_NBD_BLOCK_SIZE_BYTES: u32 = 4096;

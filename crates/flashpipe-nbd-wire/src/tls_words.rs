@@ -9,7 +9,7 @@ use rustls::{AlertDescription, CertificateError, Error};
 /// Which end of the connection the words are for: it decides whose certificate "the
 /// peer's" is and which option fixes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
+pub enum Side {
     /// The NBD client (`nbds://` URIs): the peer is the server.
     Client,
     /// The NBD server (`--tls-certificate`): the peer is a client.
@@ -34,7 +34,7 @@ impl Side {
 
 /// The sentence for an I/O error of a handshake: the rustls error inside it when it
 /// holds one, its own words otherwise.
-pub(crate) fn describe_io_error(error: &std::io::Error, side: Side) -> String {
+pub fn describe_io_error(error: &std::io::Error, side: Side) -> String {
     match error
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<Error>())
@@ -53,7 +53,7 @@ pub(crate) fn describe_io_error(error: &std::io::Error, side: Side) -> String {
 }
 
 /// The sentence for one rustls error.
-pub(crate) fn describe(error: &Error, side: Side) -> String {
+pub fn describe(error: &Error, side: Side) -> String {
     match error {
         Error::InvalidCertificate(certificate) => describe_certificate(certificate, side),
         Error::NoCertificatesPresented => format!(
@@ -188,7 +188,7 @@ fn describe_alert(alert: AlertDescription, side: Side) -> String {
 
 /// The sentence for a PEM file that cannot be read or parsed (rustls-pki-types shows
 /// the bytes of a missing end marker as a Rust list).
-pub(crate) fn describe_pem_error(error: &rustls::pki_types::pem::Error) -> String {
+pub fn describe_pem_error(error: &rustls::pki_types::pem::Error) -> String {
     use rustls::pki_types::pem::Error as PemError;
     match error {
         PemError::MissingSectionEnd { .. } => {

@@ -23,7 +23,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// The IANA-assigned NBD port (10809), used when a TCP URI names none.
-pub use crate::wire::NBD_DEFAULT_PORT;
+pub use flashpipe_nbd_wire::NBD_DEFAULT_PORT;
 
 /// Longest URI accepted, in bytes.
 pub const MAX_URI_BYTES: usize = 8192;

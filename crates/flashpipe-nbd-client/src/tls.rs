@@ -19,7 +19,7 @@
 //! - `tls-hostname=NAME`: the name checked against the server's certificate (and sent as
 //!   SNI); by default the URI's host, or `localhost` for a Unix socket.
 //!
-//! After the handshake the connection runs through the pump of `crate::tls_pump`: the
+//! After the handshake the connection runs through the pump of `flashpipe_nbd_wire::tls_pump`: the
 //! device's reader and writer threads use the plaintext end (a `Stream::Tls`) as they
 //! use any stream; a reconnect connects and upgrades again.
 
@@ -35,10 +35,10 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use super::transport::Stream;
-use super::uri::{NbdAddress, NbdUri};
-use crate::tls_pump::{self, PumpSocket};
-use crate::tls_words::{self, Side};
+use crate::transport::Stream;
+use crate::uri::{NbdAddress, NbdUri};
+use flashpipe_nbd_wire::tls_pump::{self, PumpSocket};
+use flashpipe_nbd_wire::tls_words::{self, Side};
 
 /// System bundles of trusted authorities, used when the URI names no `tls-certificates`.
 const SYSTEM_CA_BUNDLES: [&str; 2] = [

@@ -13,7 +13,7 @@ use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use super::uri::NbdAddress;
+use crate::uri::NbdAddress;
 
 /// A connected stream.
 #[derive(Debug)]

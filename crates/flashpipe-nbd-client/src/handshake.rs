@@ -12,10 +12,10 @@
 
 use std::io::{Read, Write};
 
-use crate::wire::{self, InfoReply, InfoRequest, WireError};
+use flashpipe_nbd_wire::{self as wire, InfoReply, InfoRequest, WireError};
 
-use super::tls::{self, ClientTlsSetup};
-use super::transport::Stream;
+use crate::tls::{self, ClientTlsSetup};
+use crate::transport::Stream;
 
 /// The second magic of the oldstyle handshake (`cliserv_magic`), recognised to name it.
 const OLDSTYLE_MAGIC: u64 = 0x0000_4202_8186_1253;

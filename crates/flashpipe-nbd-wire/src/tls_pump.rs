@@ -23,7 +23,7 @@ use std::time::Duration;
 use crate::tls_words::{self, Side};
 
 /// A connected socket the pump can own: readable, writable without `SIGPIPE`, pollable.
-pub(crate) trait PumpSocket: Read + Write + Send + 'static {
+pub trait PumpSocket: Read + Write + Send + 'static {
     /// The file descriptor, for `poll`.
     fn pump_raw_fd(&self) -> RawFd;
     /// Switches non-blocking mode.
@@ -34,7 +34,7 @@ pub(crate) trait PumpSocket: Read + Write + Send + 'static {
 
 /// Runs the TLS handshake on `socket` (blocking, within the socket's own time limits).
 /// A failure is told in words (`crate::tls_words`) for the `side` running the handshake.
-pub(crate) fn complete_handshake<S: PumpSocket>(
+pub fn complete_handshake<S: PumpSocket>(
     connection: &mut rustls::Connection,
     socket: &mut S,
     side: Side,
@@ -55,7 +55,7 @@ pub(crate) fn complete_handshake<S: PumpSocket>(
 /// Starts the pump thread on a connection whose handshake is complete and returns the
 /// plaintext end. `write_limit` bounds how long the pump waits for a peer that does not
 /// read.
-pub(crate) fn start_pump<S: PumpSocket>(
+pub fn start_pump<S: PumpSocket>(
     connection: rustls::Connection,
     socket: S,
     write_limit: Option<Duration>,
