@@ -70,28 +70,25 @@ pub fn set_count(done: u64, total: u64, unit: &str) {
 /// Prints `line` on standard error, lifting the spinner running (if any) off its line
 /// while doing so; the text is exactly what `eprintln!` would print.
 pub fn note(line: &str) {
-    let bar = CURRENT_SPINNER
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .as_ref()
-        .map(|spinner| spinner.bar.clone());
-    match bar {
-        Some(bar) => bar.suspend(|| eprintln!("{line}")),
-        None => eprintln!("{line}"),
-    }
+    with_spinner_lifted(|| eprintln!("{line}"));
 }
 
 /// Prints `line` on standard output, lifting the spinner running (if any) off its line
 /// while doing so; the text is exactly what `println!` would print.
 pub fn output_line(line: &str) {
+    with_spinner_lifted(|| println!("{line}"));
+}
+
+/// Runs `print` with the running spinner (if any) lifted off its line.
+fn with_spinner_lifted(print: impl FnOnce()) {
     let bar = CURRENT_SPINNER
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .as_ref()
         .map(|spinner| spinner.bar.clone());
     match bar {
-        Some(bar) => bar.suspend(|| println!("{line}")),
-        None => println!("{line}"),
+        Some(bar) => bar.suspend(print),
+        None => print(),
     }
 }
 

@@ -33,16 +33,10 @@ use flashpipe_kernels::registry::build_kernel;
 use flashpipe_kernels::sobel::{encode_gray_png, GrayImage};
 use flashpipe_nbd::server::{Export, InitialAllocation, NbdServer, ServerConfig};
 use flashpipe_pipeline::demo::{run_near_data_demo, DemoRow, NearDataDemo, HELD_OUT_PREFIX};
-use flashpipe_store::create::{
-    create_store, format_file_store, FILE_STORE_BLOCK_SIZE_BYTES, FILE_STORE_QUEUE_DEPTH,
-    FILE_STORE_STRIPE_UNIT_BYTES,
-};
+use flashpipe_store::create::{format_file_store, FILE_STORE_QUEUE_DEPTH};
 use flashpipe_store::put_plan::plan_put;
-use flashpipe_store::store_config::{
-    parse_device_list, DEVICE_BLOCK_SIZE_BYTES, STORE_FILE_VERSION,
-};
+use flashpipe_store::store_config::DEVICE_BLOCK_SIZE_BYTES;
 use flashpipe_store::units::{parse_size_bytes, HumanBytes};
-use flashpipe_store::StoreConfig;
 use flashpipe_store::{LockWait, RunningStore, StoreAccess};
 use serde_json::json;
 
@@ -520,15 +514,8 @@ fn prepare_disk_node_store(
         .iter()
         .map(|server| server.uris(DISK_NODE_EXPORT).remove(0))
         .collect();
-    let config = StoreConfig {
-        store_file_version: STORE_FILE_VERSION,
-        identity: None,
-        block_size_bytes: FILE_STORE_BLOCK_SIZE_BYTES,
-        stripe_unit_bytes: FILE_STORE_STRIPE_UNIT_BYTES,
-        queue_depth: FILE_STORE_QUEUE_DEPTH,
-        devices: parse_device_list(&uris.join(","), Some(per_node_bytes))?,
-    };
-    create_store(&config, &store_path, &mut print_note)?;
+    let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
+    format_file_store(&store_path, &uris, per_node_bytes, &mut print_note)?;
     Ok((store_path, servers))
 }
 

@@ -8,22 +8,17 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{check_fails, check_fails_naming, fresh_folder, outcome, start_flashpipe, text};
+use common::{
+    check_fails, check_fails_naming, command_line, fresh_folder, outcome, start_flashpipe, text,
+};
+use flashpipe_testkit::ports::free_loopback_port;
 
 const NODES: u32 = 4;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("a free port")
-        .local_addr()
-        .expect("its address")
-        .port()
-}
 
 /// A four-node line, host `h` on node `h`, owning blocks `1024 h` to `1024 h + 1023` of
 /// every device.
@@ -187,7 +182,7 @@ fn raw_hello(port: u16, bytes: &[u8]) -> (TcpStream, [u8; 16]) {
 #[test]
 fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     let folder = fresh_folder("cluster-line");
-    let ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..NODES).map(|_| free_loopback_port()).collect();
     let description = folder.path().join("cluster.toml");
     let description_text = line_description(&ports);
     std::fs::write(&description, &description_text).unwrap();
@@ -398,67 +393,34 @@ fn bad_descriptions_and_options_are_refused_clearly() {
         "version = 1\n[[node]]\nid = 0\naddress = \"192.0.2.1:7400\"\npreset = \"minflash\"\nimage = \"a.img\"\n[[host]]\nid = 0\nnode = 0\n",
     )
     .unwrap();
-    let images = text(folder.path());
-    check_fails(
-        &[
-            "cluster",
-            "node",
-            "--cluster",
-            text(&remote),
-            "--node",
-            "0",
-            "--image",
-            images,
-        ],
-        "loopback",
-    );
-    let port = free_port();
+    let port = free_loopback_port();
     let good = folder.path().join("good.toml");
     std::fs::write(
         &good,
         format!("version = 1\n[[node]]\nid = 0\naddress = \"127.0.0.1:{port}\"\npreset = \"minflash\"\nimage = \"a.img\"\n[[host]]\nid = 0\nnode = 0\n"),
     )
     .unwrap();
-    check_fails(
-        &[
-            "cluster",
-            "node",
-            "--cluster",
-            text(&good),
-            "--node",
-            "9",
-            "--image",
-            images,
-        ],
-        "node 9 is not in the cluster description",
-    );
-    check_fails(
-        &[
-            "cluster",
-            "node",
-            "--cluster",
-            text(&good),
-            "--node",
-            "0",
-            "--image",
-            text(&good),
-        ],
-        "not a folder",
-    );
+    let images = text(folder.path());
     let nested = folder.path().join("missing/images");
-    check_fails(
-        &[
-            "cluster",
-            "node",
-            "--cluster",
+    for (description, node, image_folder, expected) in [
+        (text(&remote), "0", images, "loopback"),
+        (
             text(&good),
-            "--node",
-            "0",
-            "--image",
-            text(&nested),
-        ],
-        "does not exist",
-    );
+            "9",
+            images,
+            "node 9 is not in the cluster description",
+        ),
+        (text(&good), "0", text(&good), "not a folder"),
+        (text(&good), "0", text(&nested), "does not exist"),
+    ] {
+        check_fails(
+            &command_line(
+                "cluster node --cluster {} --node {} --image {}",
+                &[description, node, image_folder],
+            ),
+            expected,
+        );
+    }
     let arguments = ["cluster", "page", "--cluster", text(&good), "--host", "0"];
     let address = ["--device", "0", "--bus", "0", "--chip", "0", "--block", "0"];
     let with = |op: &str, extra: &[&str]| -> Vec<String> {

@@ -25,7 +25,7 @@ use flashpipe_cluster::credits::CreditReceiver;
 use flashpipe_cluster::output::{input_of, OutputError, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router};
 use flashpipe_cluster::wire::{
-    self, Channel, Frame, Message, PagePayload, Status, WireAck, WireLimits,
+    self, Channel, Credit, Frame, Message, PagePayload, Status, WireAck, WireLimits,
 };
 use flashpipe_flash::{Ack, FlashArray, FlashCommand, FlashError};
 
@@ -319,24 +319,14 @@ impl State {
         let state = &mut self.ports[index];
         if let Some(receiver) = &mut state.credits_in {
             for credit in receiver.flush() {
-                let queued = state.stage.push(
-                    index,
-                    Frame {
-                        hops: 0,
-                        message: Message::Credit(credit),
-                    },
-                );
-                assert!(queued.is_ok(), "credit frames are never refused");
+                queue_credit(&mut state.stage, index, credit);
             }
         }
     }
 
     fn refuse_peer(&mut self, index: usize, reason: &str) {
         self.summary.bad_peers += 1;
-        let peer = self.ports[index]
-            .conn
-            .as_ref()
-            .map_or_else(String::new, |conn| conn.peer.clone());
+        let peer = self.peer(index);
         tracing::warn!(peer = %peer, "closing this connection only: {reason}");
         self.detach(index, reason);
     }
@@ -360,26 +350,24 @@ impl State {
         match self.router.receive(port, frame) {
             Ok(outputs) => self.push_outputs(outputs),
             Err(error) => {
-                let peer = self.ports[index]
-                    .conn
-                    .as_ref()
-                    .map_or_else(String::new, |conn| conn.peer.clone());
+                let peer = self.peer(index);
                 tracing::warn!(peer = %peer, "refused a frame from {}: {error}", self.name(port));
             }
         }
         let state = &mut self.ports[index];
         if let (Some(receiver), Some(channel)) = (&mut state.credits_in, channel) {
             if let Some(credit) = receiver.on_freed(channel) {
-                let queued = state.stage.push(
-                    index,
-                    Frame {
-                        hops: 0,
-                        message: Message::Credit(credit),
-                    },
-                );
-                assert!(queued.is_ok(), "credit frames are never refused");
+                queue_credit(&mut state.stage, index, credit);
             }
         }
+    }
+
+    /// The peer on port `index`'s connection, for log lines (empty when none).
+    fn peer(&self, index: usize) -> String {
+        self.ports[index]
+            .conn
+            .as_ref()
+            .map_or_else(String::new, |conn| conn.peer.clone())
     }
 
     fn virtual_now_ns(&self) -> u64 {
@@ -522,4 +510,16 @@ fn ack_frame(ack: Ack) -> Frame {
             payload,
         }),
     }
+}
+
+/// Queues a credit frame from input `input` on `stage` (credit frames are never refused).
+fn queue_credit(stage: &mut OutputStage, input: usize, credit: Credit) {
+    let frame = Frame {
+        hops: 0,
+        message: Message::Credit(credit),
+    };
+    assert!(
+        stage.push(input, frame).is_ok(),
+        "credit frames are never refused"
+    );
 }

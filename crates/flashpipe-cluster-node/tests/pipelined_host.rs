@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::TcpStream;
+use std::path::Path;
 use std::time::Duration;
 
 use flashpipe_cluster::wire::{self, Frame, Message, Status};
@@ -15,21 +15,8 @@ use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::{load_description, start, NodeOptions, NODE_QUEUE_LIMIT};
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn folder(name: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("fp-cluster-node-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&path);
-    std::fs::create_dir_all(&path).unwrap();
-    path
-}
+use flashpipe_testkit::ports::free_loopback_port;
+use flashpipe_testkit::scratch::TestFolder;
 
 fn two_nodes(ports: [u16; 2], extra: &str) -> String {
     format!(
@@ -75,8 +62,8 @@ fn run_node(
 
 #[test]
 fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
-    let root = folder("pipelined");
-    let port = free_port();
+    let root = TestFolder::new("cluster-node-pipelined");
+    let port = free_loopback_port();
     let description = root.join("one.toml");
     std::fs::write(
         &description,
@@ -152,13 +139,12 @@ fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
     node.stopper().stop();
     let summary = node.wait().unwrap();
     assert_eq!(summary.busy as usize, busy);
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
 fn nodes_running_different_descriptions_never_link() {
-    let root = folder("mismatch");
-    let ports = [free_port(), free_port()];
+    let root = TestFolder::new("cluster-node-mismatch");
+    let ports = [free_loopback_port(), free_loopback_port()];
     let first = root.join("first.toml");
     let second = root.join("second.toml");
     std::fs::write(&first, two_nodes(ports, "")).unwrap();
@@ -185,5 +171,4 @@ fn nodes_running_different_descriptions_never_link() {
         node.stopper().stop();
         node.wait().unwrap();
     }
-    let _ = std::fs::remove_dir_all(&root);
 }

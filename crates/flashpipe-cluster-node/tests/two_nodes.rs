@@ -2,29 +2,14 @@
 //! read back across one hop; a block outside the host's share is refused `NotOwner`; the
 //! far node stopping turns a read into `Unreachable`.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::{start, NodeOptions};
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn folder(name: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("fp-cluster-node-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&path);
-    std::fs::create_dir_all(&path).unwrap();
-    path
-}
+use flashpipe_testkit::ports::free_loopback_port;
+use flashpipe_testkit::scratch::TestFolder;
 
 fn address(block: u32, page: u32) -> FlashAddress {
     FlashAddress {
@@ -51,8 +36,8 @@ fn request_until_linked(description: &std::path::Path, command: FlashCommand) ->
 
 #[test]
 fn a_page_crosses_one_hop_and_back() {
-    let root = folder("two");
-    let ports = [free_port(), free_port()];
+    let root = TestFolder::new("cluster-node-two");
+    let ports = [free_loopback_port(), free_loopback_port()];
     let text = format!(
         "version = 1\n\
          [[node]]\nid = 0\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n0.img\"\nlinks = [1]\n\
@@ -121,5 +106,4 @@ fn a_page_crosses_one_hop_and_back() {
     assert_eq!(reply.ack.status, Status::Unreachable { device: 1, hop: 0 });
     first.stopper().stop();
     first.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&root);
 }

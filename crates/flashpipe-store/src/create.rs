@@ -194,8 +194,9 @@ fn remove_created_files(config: &StoreConfig, store: &Path, existing: &[PathBuf]
     }
 }
 
-/// Creates a store of file devices named `device_files` (relative to the store file),
-/// each `size_bytes`, with the default geometry ([`FILE_STORE_BLOCK_SIZE_BYTES`] blocks,
+/// Creates a store of the devices named `device_files` (files relative to the store file,
+/// or any other member of a device list, such as `nbd://` URIs), each `size_bytes`, with
+/// the default geometry ([`FILE_STORE_BLOCK_SIZE_BYTES`] blocks,
 /// [`FILE_STORE_STRIPE_UNIT_BYTES`] stripe unit).
 pub fn format_file_store(
     store: &Path,

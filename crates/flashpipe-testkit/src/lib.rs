@@ -24,6 +24,7 @@ pub mod cli_args;
 pub mod formatted;
 pub mod fs_workload;
 pub mod hooked;
+pub mod ports;
 pub mod presets;
 pub mod scratch;
 pub mod seeds;
