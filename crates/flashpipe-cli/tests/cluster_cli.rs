@@ -9,12 +9,14 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{
-    check_fails, check_fails_naming, command_line, fresh_folder, outcome, start_flashpipe, text,
+    check_fails, check_fails_naming, command_line, flashpipe_as_nobody, fresh_folder, outcome,
+    second_user_available, start_flashpipe, text,
 };
 use flashpipe_testkit::ports::free_loopback_port;
 
@@ -482,4 +484,57 @@ fn bad_descriptions_and_options_are_refused_clearly() {
         ],
         &["host 3 is not in the cluster description"],
     );
+}
+
+#[test]
+fn a_keyed_cluster_lets_in_only_holders_of_its_key() {
+    if !second_user_available("a_keyed_cluster_lets_in_only_holders_of_its_key") {
+        return;
+    }
+    let folder = fresh_folder("cluster-key");
+    std::fs::set_permissions(folder.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let port = free_loopback_port();
+    let description = folder.path().join("cluster.toml");
+    std::fs::write(
+        &description,
+        format!("version = 1\nkey_file = \"cluster.key\"\n[[node]]\nid = 0\naddress = \"127.0.0.1:{port}\"\npreset = \"minflash\"\nimage = \"n0.img\"\n[[host]]\nid = 0\nnode = 0\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&description, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let key = folder.path().join("cluster.key");
+    std::fs::write(&key, [0x42u8; 32]).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut nodes = Nodes {
+        description: description.clone(),
+        images: folder.path().join("images"),
+        children: vec![None],
+    };
+    nodes.start(0);
+    let (ok, _, stderr) = page(&description, 0, "read", 0, 0, &["--page", "0"]);
+    assert!(ok, "the key's owner reads a page: {stderr}");
+
+    let as_nobody = flashpipe_as_nobody(
+        &command_line(
+            "cluster page --cluster {} --host 0 read --device 0 --bus 1 --chip 2 --block 0 --page 0",
+            &[text(&description)],
+        ),
+        folder.path(),
+    );
+    let stderr = String::from_utf8_lossy(&as_nobody.stderr);
+    assert!(!as_nobody.status.success(), "another user gets no page");
+    assert!(
+        stderr.contains("cannot read the cluster key"),
+        "another user is stopped at the key it cannot read: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, _, stderr) = page(&description, 0, "read", 0, 0, &["--page", "0"]);
+    assert!(
+        !ok && stderr.contains("chmod 600"),
+        "a key open to others is refused: {stderr}"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (ok, _, stderr) = page(&description, 0, "read", 0, 0, &["--page", "0"]);
+    assert!(ok, "the node still serves the key's owner: {stderr}");
 }

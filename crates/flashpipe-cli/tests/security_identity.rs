@@ -16,50 +16,17 @@ mod common;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{
-    check_fails, command_line, downgrade_to_version_1, file_store, flashpipe, fresh_folder, mkfs,
-    succeed, succeed_bytes, text,
+    check_fails, command_line, downgrade_to_version_1, file_store, flashpipe, flashpipe_as_nobody,
+    fresh_folder, mkfs, second_user_available, succeed, succeed_bytes, text,
 };
 use flashpipe_testkit::tools::stdout_of;
 
 const NOBODY_UID: u32 = 65534;
-
-/// True when commands can run as `nobody`; otherwise prints why `test` is skipped (or
-/// panics under `FLASHPIPE_REQUIRE_TOOLS=1`).
-fn second_user_available(test: &str) -> bool {
-    // SAFETY: geteuid takes no argument and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    let runuser = Command::new("runuser")
-        .args(["-u", "nobody", "--", "true"])
-        .output()
-        .map(|output| output.status.success())
-        .unwrap_or(false);
-    if root && runuser {
-        return true;
-    }
-    flashpipe_testkit::tools::skip(
-        test,
-        &format!(
-            "needs root and `runuser -u nobody` to run a second uid (root: {root}, runuser \
-             works: {runuser})"
-        ),
-    );
-    false
-}
-
-/// Runs the binary as `nobody` under `umask`.
-fn flashpipe_as_nobody(arguments: &[&str], folder: &Path) -> Output {
-    let mut command = Command::new("runuser");
-    command
-        .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_flashpipe")])
-        .args(arguments)
-        .current_dir(folder);
-    command.output().expect("runuser runs")
-}
 
 /// A `flashpipe serve` started for a test, killed when dropped.
 struct Served {

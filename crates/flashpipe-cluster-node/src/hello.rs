@@ -23,7 +23,8 @@ pub enum Role {
 }
 
 impl Role {
-    fn code(self) -> u8 {
+    /// The role's code on the wire.
+    pub(crate) fn code(self) -> u8 {
         match self {
             Role::Host => 1,
             Role::Node => 2,

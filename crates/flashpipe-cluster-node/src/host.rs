@@ -8,6 +8,7 @@ use std::time::Duration;
 use flashpipe_cluster::wire::{self, EncodeError, Frame, Message, WireAck};
 use flashpipe_flash::{FlashCommand, FlashRequest};
 
+use crate::auth::{prove_key, End, ProofError};
 use crate::conn::{self, HelloExchangeError, ReadError, HELLO_TIMEOUT};
 use crate::hello::{Hello, Refusal, Role};
 use crate::node::{load_description, node_address, LoadedDescription, NodeError};
@@ -58,6 +59,14 @@ pub enum HostError {
         host: u32,
         /// Why.
         refusal: Refusal,
+    },
+    /// The key proof failed: a wrong key on either side, or the node went away.
+    #[error("node {node}: {error}")]
+    Proof {
+        /// The node.
+        node: u32,
+        /// Why.
+        error: ProofError,
     },
     /// Something other than the node answered.
     #[error("the peer at node {node}'s address is not that node (it says it is {role} {id})")]
@@ -150,6 +159,18 @@ pub fn one_request(
             role: reply.role.name(),
             id: reply.id,
         });
+    }
+    if let Some(key) = &loaded.key {
+        let me = End {
+            role: Role::Host,
+            id: host,
+        };
+        let them = End {
+            role: Role::Node,
+            id: node,
+        };
+        prove_key(&mut stream, key, me, them, loaded.crc)
+            .map_err(|error| HostError::Proof { node, error })?;
     }
     let frame = Frame {
         hops: 0,

@@ -16,6 +16,7 @@
 //! `flashpipe-flash` (the device model), `flashpipe-net` (signals and the accept loop) and
 //! `flashpipe-base`; only the CLI uses it.
 
+pub mod auth;
 pub mod conn;
 pub mod hello;
 pub mod host;

@@ -25,6 +25,7 @@ use flashpipe_cluster::wire::WireLimits;
 use flashpipe_flash::{FlashArray, FlashConfig, FlashError, FlashOptions, StorageMode};
 use flashpipe_net::{Accepted, Admitted, Limits, Listener, Protocol, Server};
 
+use crate::auth::{prove_key, ClusterKey, End, KeyError, ProofError};
 use crate::conn::{self, Connection, HELLO_TIMEOUT};
 use crate::hello::{Hello, Refusal, Role};
 pub use crate::router_loop::NodeSummary;
@@ -130,6 +131,9 @@ pub enum NodeError {
     /// The image could not be synced at the stop.
     #[error("the device image could not be synced at the stop: {0}")]
     Sync(FlashError),
+    /// The cluster's key file was refused.
+    #[error(transparent)]
+    Key(#[from] KeyError),
     /// The router thread panicked (a bug); the image keeps what its journal holds.
     #[error("the node's router thread failed; the image keeps every acknowledged operation (its journal)")]
     RouterFailed,
@@ -144,6 +148,8 @@ pub struct LoadedDescription {
     pub crc: u32,
     /// The frame limits of the cluster: the largest page and spare of its presets.
     pub limits: WireLimits,
+    /// The cluster's key, when the description names one (connections prove they hold it).
+    pub key: Option<ClusterKey>,
 }
 
 /// Reads and checks a description file.
@@ -169,10 +175,17 @@ pub fn load_description(path: &Path) -> Result<LoadedDescription, NodeError> {
             limits.max_spare_bytes = limits.max_spare_bytes.max(of.max_spare_bytes);
         }
     }
+    let key = match &description.key_file {
+        Some(file) => Some(ClusterKey::load(
+            &path.parent().unwrap_or(Path::new(".")).join(file),
+        )?),
+        None => None,
+    };
     Ok(LoadedDescription {
         description,
         crc: crc32c::crc32c(&bytes),
         limits,
+        key,
     })
 }
 
@@ -282,7 +295,15 @@ fn image_folder(path: &Path) -> Result<(), NodeError> {
                     "it does not exist and neither does the folder it would be made in",
                 ));
             }
-            std::fs::create_dir(path).map_err(|error| folder_error(&error.to_string()))
+            match std::fs::create_dir(path) {
+                // Another node of the same cluster, started at the same time, made it.
+                Err(error)
+                    if error.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() =>
+                {
+                    Ok(())
+                }
+                made => made.map_err(|error| folder_error(&error.to_string())),
+            }
         }
     }
 }
@@ -325,6 +346,7 @@ struct Shared {
     node: u32,
     crc: u32,
     limits: WireLimits,
+    key: Option<ClusterKey>,
     host: Option<u32>,
     neighbours: Vec<u32>,
     stopping: Arc<AtomicBool>,
@@ -360,6 +382,18 @@ impl Shared {
         }
         (self.ring())();
         conn::run_reader(half, self.limits)
+    }
+
+    /// The key proof with the peer `them`, when the cluster has a key.
+    fn prove_key(&self, stream: &mut TcpStream, them: End) -> Result<(), ProofError> {
+        let me = End {
+            role: Role::Node,
+            id: self.node,
+        };
+        match &self.key {
+            Some(key) => prove_key(stream, key, me, them, self.crc),
+            None => Ok(()),
+        }
     }
 
     /// Which port an opening hello may use, or why not.
@@ -410,9 +444,18 @@ impl Protocol for NodeProtocol {
         };
         match refusal {
             Ok((port, hello)) => {
-                if conn::send_hello(&mut stream, &shared.hello(None)).is_err()
-                    || !admitted.handshake_done()
-                {
+                if conn::send_hello(&mut stream, &shared.hello(None)).is_err() {
+                    return;
+                }
+                let them = End {
+                    role: hello.role,
+                    id: hello.id,
+                };
+                if let Err(error) = shared.prove_key(&mut stream, them) {
+                    tracing::warn!(peer = %peer, "refused a connection: {error}");
+                    return;
+                }
+                if !admitted.handshake_done() {
                     return;
                 }
                 let peer = format!("{} {} at {peer}", hello.role.name(), hello.id);
@@ -473,6 +516,15 @@ fn dial_once(shared: &Shared, neighbour: u32, address: SocketAddr) -> Result<Tcp
         tracing::warn!("{reason}");
         return Err(reason);
     }
+    let them = End {
+        role: Role::Node,
+        id: neighbour,
+    };
+    if let Err(error) = shared.prove_key(&mut stream, them) {
+        let reason = format!("node {neighbour} at {address}: {error}");
+        tracing::warn!("{reason}");
+        return Err(reason);
+    }
     Ok(stream)
 }
 
@@ -504,10 +556,17 @@ pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
     let stopping = Arc::new(AtomicBool::new(false));
     let (doorbell, doorbell_receiver) = sync_channel(1);
     let (attach, attach_receiver) = sync_channel(NODE_CONNECTIONS);
+    if loaded.key.is_none() {
+        tracing::warn!(
+            "the description names no key_file: links and host connections are not authenticated \
+             (any local user who can read the description can connect; docs/cluster.md, \"Key\")"
+        );
+    }
     let shared = Arc::new(Shared {
         node,
         crc: loaded.crc,
         limits: loaded.limits,
+        key: loaded.key.clone(),
         host,
         neighbours: neighbours.clone(),
         stopping: Arc::clone(&stopping),

@@ -77,6 +77,12 @@ pub struct HostDescription {
 pub struct ClusterDescription {
     /// File version.
     pub version: u32,
+    /// The cluster's key (relative to the description's folder): a file of 32 to 4096
+    /// secret bytes, readable by its owner only, that every node and host proves it holds
+    /// before a link or a host connection carries a frame (docs/cluster-wire.md, "Key
+    /// proof"). Without it connections are not authenticated.
+    #[serde(default)]
+    pub key_file: Option<String>,
     /// The nodes.
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeDescription>,

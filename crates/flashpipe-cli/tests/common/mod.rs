@@ -310,3 +310,36 @@ pub fn read_stderr(child: &mut Child) -> String {
         .expect("stderr is text");
     stderr
 }
+
+/// True when commands can run as `nobody`; otherwise prints why `test` is skipped (or
+/// panics under `FLASHPIPE_REQUIRE_TOOLS=1`).
+pub fn second_user_available(test: &str) -> bool {
+    // SAFETY: geteuid takes no argument and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let runuser = Command::new("runuser")
+        .args(["-u", "nobody", "--", "true"])
+        .output()
+        .map(|output| output.status.success())
+        .unwrap_or(false);
+    if root && runuser {
+        return true;
+    }
+    flashpipe_testkit::tools::skip(
+        test,
+        &format!(
+            "needs root and `runuser -u nobody` to run a second uid (root: {root}, runuser \
+             works: {runuser})"
+        ),
+    );
+    false
+}
+
+/// Runs the binary as `nobody` under `umask`.
+pub fn flashpipe_as_nobody(arguments: &[&str], folder: &Path) -> Output {
+    let mut command = Command::new("runuser");
+    command
+        .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_flashpipe")])
+        .args(arguments)
+        .current_dir(folder);
+    command.output().expect("runuser runs")
+}
