@@ -166,6 +166,7 @@ fn check(arguments: &CheckArgs) -> CliResult {
             "nodes": nodes,
             "hosts": hosts,
             "links": links.iter().map(|&(a, b)| [a, b]).collect::<Vec<_>>(),
+            "key_file": description.key_file,
         });
         println!("{}", serde_json::to_string_pretty(&object)?);
         return Ok(());
@@ -178,6 +179,12 @@ fn check(arguments: &CheckArgs) -> CliResult {
         links.len(),
         loaded.crc
     );
+    match &description.key_file {
+        Some(file) => println!("key {file}: connections prove they hold it"),
+        None => {
+            println!("no key_file: connections are not authenticated (docs/cluster.md, \"Key\")")
+        }
+    }
     for node in &description.nodes {
         let neighbours: Vec<String> = description
             .neighbours(node.id)

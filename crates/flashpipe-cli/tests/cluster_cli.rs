@@ -194,6 +194,10 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     assert!(ok, "{stderr}");
     assert!(stdout.contains("4 nodes, 4 hosts, 3 links"), "{stdout}");
     assert!(stdout.contains("link 2 - 3"), "{stdout}");
+    assert!(
+        stdout.contains("not authenticated"),
+        "check says there is no key: {stdout}"
+    );
     let (ok, json, _) = outcome(&["cluster", "check", text(&description), "--json"]);
     assert!(ok);
     let json: serde_json::Value = serde_json::from_str(&json).expect("check --json");
@@ -509,6 +513,11 @@ fn a_keyed_cluster_lets_in_only_holders_of_its_key() {
         images: folder.path().join("images"),
         children: vec![None],
     };
+    let (ok, stdout, _) = outcome(&["cluster", "check", text(&description)]);
+    assert!(
+        ok && stdout.contains("key cluster.key"),
+        "check names the key: {stdout}"
+    );
     nodes.start(0);
     let (ok, _, stderr) = page(&description, 0, "read", 0, 0, &["--page", "0"]);
     assert!(ok, "the key's owner reads a page: {stderr}");
