@@ -579,6 +579,7 @@ pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
         limits: loaded.limits,
         links,
         neighbours: neighbours.clone(),
+        host,
         attach: attach_receiver,
         doorbell: doorbell_receiver,
         stopping: Arc::clone(&stopping),

@@ -54,6 +54,8 @@ pub(crate) struct RouterLoop {
     pub links: usize,
     /// Neighbour node ids, by link index (for logs).
     pub neighbours: Vec<u32>,
+    /// The host attached to this node: every request on the host port must be its own.
+    pub host: Option<u32>,
     pub attach: Receiver<(Port, Connection)>,
     pub doorbell: Receiver<()>,
     pub stopping: Arc<AtomicBool>,
@@ -98,6 +100,8 @@ struct State {
     array: FlashArray,
     limits: WireLimits,
     neighbours: Vec<u32>,
+    /// The host attached to this node (requests on the host port must be its own).
+    host: Option<u32>,
     ports: Vec<PortState>,
     base_ns: u64,
     started: Instant,
@@ -123,6 +127,7 @@ impl RouterLoop {
             limits,
             links,
             neighbours,
+            host,
             attach,
             doorbell,
             stopping,
@@ -155,6 +160,7 @@ impl RouterLoop {
             array,
             limits,
             neighbours,
+            host,
             ports,
             started: Instant::now(),
             summary: NodeSummary::default(),
@@ -345,6 +351,16 @@ impl State {
                 self.refuse_peer(index, &reason);
             }
             return;
+        }
+        if let (Port::Host, Message::Request(request)) = (port, &frame.message) {
+            if Some(request.host) != self.host {
+                let reason = format!(
+                    "a request on the host port says it is from host {}, not this node's host",
+                    request.host
+                );
+                self.refuse_peer(index, &reason);
+                return;
+            }
         }
         let channel = Channel::of(&frame.message);
         match self.router.receive(port, frame) {

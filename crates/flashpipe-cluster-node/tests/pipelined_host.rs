@@ -136,6 +136,33 @@ fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
         reply.ack.status,
         Status::Flash(AckStatus::Ok { .. })
     ));
+
+    let mut spoofing = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let hello = Hello {
+        role: Role::Host,
+        refusal: None,
+        id: 0,
+        description_crc: loaded.crc,
+    };
+    send_hello(&mut spoofing, &hello).unwrap();
+    assert_eq!(read_hello(&mut spoofing).unwrap().refusal, None);
+    let mut spoofed = read_of(1, 0);
+    if let Message::Request(request) = &mut spoofed.message {
+        request.host = 1;
+    }
+    spoofing
+        .write_all(&wire::encode(&spoofed, loaded.limits).unwrap())
+        .unwrap();
+    spoofing
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(
+        matches!(
+            read_frame(&mut spoofing, loaded.limits, &mut buffer),
+            Ok(None) | Err(_)
+        ),
+        "a request claiming another host than the connection's closes it, unanswered"
+    );
     node.stopper().stop();
     let summary = node.wait().unwrap();
     assert_eq!(summary.busy as usize, busy);
