@@ -1,5 +1,5 @@
 //! Fuzzes the NBD client's sans-IO core on a hostile server's replies (#15, item 6;
-//! crates/flashpipe-nbd/src/client/core.rs, docs/nbd-client.md): the first eight bytes
+//! crates/flashpipe-nbd-client/src/core, docs/nbd-client.md): the first eight bytes
 //! pick a request in flight (command, structured replies or not, offset, length, part
 //! size), the rest is what the server sends. Reply headers, simple replies, structured
 //! chunks (data, holes, errors, unknown types) go through the functions the real reader

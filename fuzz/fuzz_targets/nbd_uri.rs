@@ -1,4 +1,4 @@
-//! Fuzzes the NBD URI parser (#15; crates/flashpipe-nbd/src/client/uri.rs, docs/nbd-client.md):
+//! Fuzzes the NBD URI parser (#15; crates/flashpipe-nbd-client/src/uri.rs, docs/nbd-client.md):
 //! any text parses or is refused with a reason, never a panic; a URI that parses keeps its
 //! text, starts with an NBD scheme, and parses again to the same value.
 #![no_main]

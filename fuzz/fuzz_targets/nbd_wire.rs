@@ -1,4 +1,4 @@
-//! Fuzzes the NBD wire format (#15, item 6; crates/flashpipe-nbd/src/wire.rs, docs/nbd.md):
+//! Fuzzes the NBD wire format (#15, item 6; crates/flashpipe-nbd-wire/src, docs/nbd.md):
 //! the first byte picks a message (greeting, option, option data, option reply and its
 //! data, request header, reply header, structured chunk payloads), the rest is its bytes.
 //! Every decoder returns a value or an error, never a panic; a reader never takes more
