@@ -55,6 +55,13 @@ fn line_description(ports: &[u16]) -> String {
     text
 }
 
+/// One node at `address` with host 0 on it; `top` goes before the node (a `key_file` line).
+fn one_node_description(top: &str, address: &str) -> String {
+    format!(
+        "version = 1\n{top}[[node]]\nid = 0\naddress = \"{address}\"\npreset = \"minflash\"\nimage = \"n0.img\"\n[[host]]\nid = 0\nnode = 0\n"
+    )
+}
+
 /// The node processes; any still running are killed when the test ends.
 struct Nodes {
     description: PathBuf,
@@ -394,16 +401,12 @@ fn bad_descriptions_and_options_are_refused_clearly() {
     );
 
     let remote = folder.path().join("remote.toml");
-    std::fs::write(
-        &remote,
-        "version = 1\n[[node]]\nid = 0\naddress = \"192.0.2.1:7400\"\npreset = \"minflash\"\nimage = \"a.img\"\n[[host]]\nid = 0\nnode = 0\n",
-    )
-    .unwrap();
+    std::fs::write(&remote, one_node_description("", "192.0.2.1:7400")).unwrap();
     let port = free_loopback_port();
     let good = folder.path().join("good.toml");
     std::fs::write(
         &good,
-        format!("version = 1\n[[node]]\nid = 0\naddress = \"127.0.0.1:{port}\"\npreset = \"minflash\"\nimage = \"a.img\"\n[[host]]\nid = 0\nnode = 0\n"),
+        one_node_description("", &format!("127.0.0.1:{port}")),
     )
     .unwrap();
     let images = text(folder.path());
@@ -501,7 +504,7 @@ fn a_keyed_cluster_lets_in_only_holders_of_its_key() {
     let description = folder.path().join("cluster.toml");
     std::fs::write(
         &description,
-        format!("version = 1\nkey_file = \"cluster.key\"\n[[node]]\nid = 0\naddress = \"127.0.0.1:{port}\"\npreset = \"minflash\"\nimage = \"n0.img\"\n[[host]]\nid = 0\nnode = 0\n"),
+        one_node_description("key_file = \"cluster.key\"\n", &format!("127.0.0.1:{port}")),
     )
     .unwrap();
     std::fs::set_permissions(&description, std::fs::Permissions::from_mode(0o644)).unwrap();
