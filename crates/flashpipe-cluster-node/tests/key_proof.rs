@@ -3,15 +3,17 @@
 //! route; a host whose key differs (the same description beside another key file) is
 //! refused before any frame; a key file open to others is refused before anything connects.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
+use common::{read_page, request_until_linked, start_nodes};
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_node::auth::{KeyError, ProofError};
 use flashpipe_cluster_node::host::{one_request, HostError};
-use flashpipe_cluster_node::node::{start, NodeError, NodeOptions};
-use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand};
+use flashpipe_cluster_node::node::NodeError;
+use flashpipe_flash::AckStatus;
 use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
 
@@ -33,50 +35,20 @@ fn keyed_cluster(folder: &Path, ports: [u16; 2], key: &[u8], mode: u32) -> PathB
     description
 }
 
-fn read_far_page() -> FlashCommand {
-    FlashCommand::ReadPage {
-        address: FlashAddress {
-            device: 1,
-            bus: 0,
-            chip: 0,
-            block: 0,
-            page: 0,
-        },
-    }
-}
-
 #[test]
 fn only_holders_of_the_key_get_past_the_hello() {
     let root = TestFolder::new("cluster-node-key");
     let ports = [free_loopback_port(), free_loopback_port()];
     let description = keyed_cluster(&root.join("right"), ports, &[7; 32], 0o600);
-    let nodes: Vec<_> = (0..2)
-        .map(|node| {
-            start(&NodeOptions {
-                description: description.clone(),
-                node,
-                image_folder: root.join("images"),
-            })
-            .unwrap()
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        let reply = one_request(&description, 0, read_far_page()).unwrap();
-        match reply.ack.status {
-            Status::Unreachable { .. } if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            status => break status,
-        }
-    };
+    let nodes = start_nodes(&description, 2, &root.join("images"));
+    let status = request_until_linked(&description, read_page(1, 0));
     assert!(
         matches!(status, Status::Flash(AckStatus::Ok { .. })),
         "the keyed nodes link and the keyed host reads across: {status:?}"
     );
 
     let other = keyed_cluster(&root.join("wrong"), ports, &[8; 32], 0o600);
-    match one_request(&other, 0, read_far_page()) {
+    match one_request(&other, 0, read_page(1, 0)) {
         Err(HostError::Proof {
             error: ProofError::WrongKey,
             ..
@@ -85,17 +57,17 @@ fn only_holders_of_the_key_get_past_the_hello() {
     }
 
     let open = keyed_cluster(&root.join("open"), ports, &[7; 32], 0o644);
-    match one_request(&open, 0, read_far_page()) {
+    match one_request(&open, 0, read_page(1, 0)) {
         Err(HostError::Node(NodeError::Key(KeyError::Open { mode: 0o644, .. }))) => {}
         other => panic!("a key file others may read is refused: {other:?}"),
     }
     let short = keyed_cluster(&root.join("short"), ports, &[7; 8], 0o600);
     assert!(matches!(
-        one_request(&short, 0, read_far_page()),
+        one_request(&short, 0, read_page(1, 0)),
         Err(HostError::Node(NodeError::Key(KeyError::Shape { .. })))
     ));
 
-    let reply = one_request(&description, 0, read_far_page()).unwrap();
+    let reply = one_request(&description, 0, read_page(1, 0)).unwrap();
     assert!(
         matches!(reply.ack.status, Status::Flash(AckStatus::Ok { .. })),
         "the node goes on serving the holders of the key"

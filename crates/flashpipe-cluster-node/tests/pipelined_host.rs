@@ -3,17 +3,19 @@
 //! node goes on serving; two nodes running different description files never link, and
 //! requests across are answered `Unreachable`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::Duration;
 
+use common::{read_page, start_node};
 use flashpipe_cluster::wire::{self, Frame, Message, Status};
 use flashpipe_cluster_node::conn::{read_frame, read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::host::one_request;
-use flashpipe_cluster_node::node::{load_description, start, NodeOptions, NODE_QUEUE_LIMIT};
+use flashpipe_cluster_node::node::{load_description, NODE_QUEUE_LIMIT};
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
 use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
@@ -47,19 +49,6 @@ fn read_of(tag: u64, device: u32) -> Frame {
     }
 }
 
-fn run_node(
-    description: &Path,
-    node: u32,
-    images: &Path,
-) -> flashpipe_cluster_node::node::RunningNode {
-    start(&NodeOptions {
-        description: description.to_path_buf(),
-        node,
-        image_folder: images.to_path_buf(),
-    })
-    .unwrap()
-}
-
 #[test]
 fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
     let root = TestFolder::new("cluster-node-pipelined");
@@ -71,7 +60,7 @@ fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
     )
     .unwrap();
     let loaded = load_description(&description).unwrap();
-    let node = run_node(&description, 0, &root);
+    let node = start_node(&description, 0, &root);
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     send_hello(
         &mut stream,
@@ -118,20 +107,7 @@ fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
     assert_eq!(ok + busy, requests as usize, "{acks:?}");
     assert!(ok >= 128, "the tags and the hold queue were used: {ok} ok");
     drop(stream);
-    let reply = one_request(
-        &description,
-        0,
-        FlashCommand::ReadPage {
-            address: FlashAddress {
-                device: 0,
-                bus: 0,
-                chip: 0,
-                block: 1,
-                page: 0,
-            },
-        },
-    )
-    .unwrap();
+    let reply = one_request(&description, 0, read_page(0, 1)).unwrap();
     assert!(matches!(
         reply.ack.status,
         Status::Flash(AckStatus::Ok { .. })
@@ -176,23 +152,10 @@ fn nodes_running_different_descriptions_never_link() {
     let second = root.join("second.toml");
     std::fs::write(&first, two_nodes(ports, "")).unwrap();
     std::fs::write(&second, two_nodes(ports, "weight = 2\n")).unwrap();
-    let zero = run_node(&first, 0, &root.join("a"));
-    let one = run_node(&second, 1, &root.join("b"));
+    let zero = start_node(&first, 0, &root.join("a"));
+    let one = start_node(&second, 1, &root.join("b"));
     std::thread::sleep(Duration::from_millis(300));
-    let reply = one_request(
-        &first,
-        0,
-        FlashCommand::ReadPage {
-            address: FlashAddress {
-                device: 1,
-                bus: 0,
-                chip: 0,
-                block: 0,
-                page: 0,
-            },
-        },
-    )
-    .unwrap();
+    let reply = one_request(&first, 0, read_page(1, 0)).unwrap();
     assert_eq!(reply.ack.status, Status::Unreachable { device: 1, hop: 0 });
     for node in [zero, one] {
         node.stopper().stop();

@@ -2,37 +2,16 @@
 //! read back across one hop; a block outside the host's share is refused `NotOwner`; the
 //! far node stopping turns a read into `Unreachable`.
 
-use std::time::{Duration, Instant};
+mod common;
 
+use std::time::Duration;
+
+use common::{address, request_until_linked, start_nodes};
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_node::host::one_request;
-use flashpipe_cluster_node::node::{start, NodeOptions};
-use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand};
+use flashpipe_flash::{AckStatus, FlashCommand};
 use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
-
-fn address(block: u32, page: u32) -> FlashAddress {
-    FlashAddress {
-        device: 1,
-        bus: 0,
-        chip: 0,
-        block,
-        page,
-    }
-}
-
-fn request_until_linked(description: &std::path::Path, command: FlashCommand) -> Status {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let reply = one_request(description, 0, command.clone()).unwrap();
-        match reply.ack.status {
-            Status::Unreachable { .. } if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            status => return status,
-        }
-    }
-}
 
 #[test]
 fn a_page_crosses_one_hop_and_back() {
@@ -47,18 +26,9 @@ fn a_page_crosses_one_hop_and_back() {
     );
     let description = root.join("cluster.toml");
     std::fs::write(&description, text).unwrap();
-    let nodes: Vec<_> = (0..2)
-        .map(|node| {
-            start(&NodeOptions {
-                description: description.clone(),
-                node,
-                image_folder: root.join("images"),
-            })
-            .unwrap()
-        })
-        .collect();
+    let nodes = start_nodes(&description, 2, &root.join("images"));
     let erase = FlashCommand::EraseBlock {
-        address: address(3, 0),
+        address: address(1, 3, 0),
     };
     assert!(matches!(
         request_until_linked(&description, erase),
@@ -66,7 +36,7 @@ fn a_page_crosses_one_hop_and_back() {
     ));
     let data = vec![0x5a; 8192];
     let write = FlashCommand::WritePage {
-        address: address(3, 0),
+        address: address(1, 3, 0),
         data: data.clone(),
         spare: Vec::new(),
     };
@@ -77,7 +47,7 @@ fn a_page_crosses_one_hop_and_back() {
     ));
     assert_eq!(reply.hops, 1);
     let read = FlashCommand::ReadPage {
-        address: address(3, 0),
+        address: address(1, 3, 0),
     };
     let reply = one_request(&description, 0, read.clone()).unwrap();
     assert!(matches!(
@@ -86,7 +56,7 @@ fn a_page_crosses_one_hop_and_back() {
     ));
     assert_eq!(reply.ack.payload.unwrap().data, data);
     let outside = FlashCommand::EraseBlock {
-        address: address(100, 0),
+        address: address(1, 100, 0),
     };
     let reply = one_request(&description, 0, outside).unwrap();
     assert_eq!(

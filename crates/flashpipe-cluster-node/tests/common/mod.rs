@@ -1,0 +1,61 @@
+//! What the node tests share: nodes started in this process, page addresses, and a request
+//! retried while the links come up. Each test file uses some of them.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use flashpipe_cluster::wire::Status;
+use flashpipe_cluster_node::host::one_request;
+use flashpipe_cluster_node::node::{start, NodeOptions, RunningNode};
+use flashpipe_flash::{FlashAddress, FlashCommand};
+
+/// Starts nodes `0..count` of `description`, their images in `images`.
+pub fn start_nodes(description: &Path, count: u32, images: &Path) -> Vec<RunningNode> {
+    (0..count)
+        .map(|node| start_node(description, node, images))
+        .collect()
+}
+
+/// Starts node `node` of `description`, its image in `images`.
+pub fn start_node(description: &Path, node: u32, images: &Path) -> RunningNode {
+    start(&NodeOptions {
+        description: description.to_path_buf(),
+        node,
+        image_folder: images.to_path_buf(),
+    })
+    .unwrap()
+}
+
+/// Page `page` of block `block` on bus 0, chip 0 of `device`.
+pub fn address(device: u32, block: u32, page: u32) -> FlashAddress {
+    FlashAddress {
+        device,
+        bus: 0,
+        chip: 0,
+        block,
+        page,
+    }
+}
+
+/// A read of page 0 of block `block` on `device`.
+pub fn read_page(device: u32, block: u32) -> FlashCommand {
+    FlashCommand::ReadPage {
+        address: address(device, block, 0),
+    }
+}
+
+/// Sends `command` as host 0 until it is not answered `Unreachable` (links come up within
+/// a second of both nodes running), for at most 10 s; its last status.
+pub fn request_until_linked(description: &Path, command: FlashCommand) -> Status {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = one_request(description, 0, command.clone()).unwrap();
+        match reply.ack.status {
+            Status::Unreachable { .. } if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            status => return status,
+        }
+    }
+}
