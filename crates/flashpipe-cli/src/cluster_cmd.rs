@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
 use flashpipe_cluster::wire::Status;
-use flashpipe_cluster_node::host::one_request;
-use flashpipe_cluster_node::node::{load_description, start, NodeOptions};
+use flashpipe_cluster_node::auth::{KeyError, ProofError};
+use flashpipe_cluster_node::host::{one_request, HostError};
+use flashpipe_cluster_node::node::{load_description, start, NodeError, NodeOptions};
 use flashpipe_cluster_node::words::{status_name, status_words};
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashConfig};
 use flashpipe_net::{signals, LogFormat};
@@ -116,12 +117,22 @@ pub fn run(command: ClusterCommand) -> CliResult {
     }
 }
 
+/// A description that cannot be used: a key file open to others is a permission matter,
+/// anything else invalid input.
+fn description_failure(error: NodeError) -> Box<dyn std::error::Error> {
+    let kind = match error {
+        NodeError::Key(KeyError::Open { .. }) => ErrorKind::Permission,
+        _ => ErrorKind::InvalidInput,
+    };
+    Box::new(Failure::new(kind, error.to_string()))
+}
+
 fn invalid(error: impl std::fmt::Display) -> Box<dyn std::error::Error> {
     Box::new(Failure::invalid_input(error.to_string()))
 }
 
 fn check(arguments: &CheckArgs) -> CliResult {
-    let loaded = load_description(&arguments.file).map_err(invalid)?;
+    let loaded = load_description(&arguments.file).map_err(description_failure)?;
     let description = &loaded.description;
     let mut links = Vec::new();
     for node in &description.nodes {
@@ -352,7 +363,7 @@ fn page(arguments: &PageArgs) -> CliResult {
     if arguments.op != PageOp::Read && arguments.output.is_some() {
         return Err(invalid("--output is for read only"));
     }
-    let loaded = load_description(&arguments.cluster).map_err(invalid)?;
+    let loaded = load_description(&arguments.cluster).map_err(description_failure)?;
     let Some(device) = loaded.description.node(arguments.device) else {
         let known: Vec<String> = loaded
             .description
@@ -397,8 +408,16 @@ fn page(arguments: &PageArgs) -> CliResult {
             }
         }
     };
-    let reply = one_request(&arguments.cluster, arguments.host, command)
-        .map_err(|error| Failure::new(ErrorKind::Network, error.to_string()))?;
+    let reply = one_request(&arguments.cluster, arguments.host, command).map_err(|error| {
+        let kind = match error {
+            HostError::Proof {
+                error: ProofError::WrongKey,
+                ..
+            } => ErrorKind::Permission,
+            _ => ErrorKind::Network,
+        };
+        Failure::new(kind, error.to_string())
+    })?;
     let status = &reply.ack.status;
     let words = status_words(status);
     let what = format!(

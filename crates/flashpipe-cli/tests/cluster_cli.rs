@@ -15,8 +15,8 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{
-    check_fails, check_fails_naming, command_line, flashpipe_as_nobody, fresh_folder, outcome,
-    second_user_available, start_flashpipe, text,
+    check_fails, check_fails_naming, command_line, flashpipe, flashpipe_as_nobody, fresh_folder,
+    outcome, second_user_available, start_flashpipe, text,
 };
 use flashpipe_testkit::ports::free_loopback_port;
 
@@ -546,7 +546,33 @@ fn a_keyed_cluster_lets_in_only_holders_of_its_key() {
         !ok && stderr.contains("chmod 600"),
         "a key open to others is refused: {stderr}"
     );
+    let refused = flashpipe(&command_line(
+        "cluster page --cluster {} --host 0 read --device 0 --bus 1 --chip 2 --block 0 --page 0",
+        &[text(&description)],
+    ));
+    assert_eq!(
+        refused.status.code(),
+        Some(77),
+        "a key open to others is a permission failure"
+    );
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let elsewhere = folder.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let other_description = elsewhere.join("cluster.toml");
+    std::fs::copy(&description, &other_description).unwrap();
+    let other_key = elsewhere.join("cluster.key");
+    std::fs::write(&other_key, [0x43u8; 32]).unwrap();
+    std::fs::set_permissions(&other_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let wrong = flashpipe(&command_line(
+        "cluster page --cluster {} --host 0 read --device 0 --bus 1 --chip 2 --block 0 --page 0",
+        &[text(&other_description)],
+    ));
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(77), "another key: {stderr}");
+    assert!(
+        stderr.contains("does not hold this cluster's key"),
+        "{stderr}"
+    );
     let (ok, _, stderr) = page(&description, 0, "read", 0, 0, &["--page", "0"]);
     assert!(ok, "the node still serves the key's owner: {stderr}");
 }
