@@ -114,19 +114,25 @@ fn bad_traces_are_refused_with_their_line() {
     for (name, text, options, expected) in [
         (
             "backwards",
-            "# t d b s f\n1.0 0 0 8 1\n0.5 0 8 8 1\n",
+            &"# t d b s f\n1.0 0 0 8 1\n0.5 0 8 8 1\n".to_string(),
             &[][..],
             ":3: arrival time 500000 ns goes backwards",
         ),
         (
             "nanoseconds",
-            "0 0 0 8 1\n100000000 0 8 8 1\n",
+            &"0 0 0 8 1\n100000000 0 8 8 1\n".to_string(),
             &[][..],
             "above the plausible 86400 s",
         ),
         (
+            "long line",
+            &format!("0 0 0 8 1\n{}\n", "7".repeat(70_000)),
+            &[][..],
+            ":2: a line longer than 65536 bytes",
+        ),
+        (
             "unit",
-            "0 0 0 8 1\n",
+            &"0 0 0 8 1\n".to_string(),
             &["--time-unit", "ns", "--format", "ascii-ns"][..],
             "--time-unit applies to --format disksim only",
         ),
@@ -141,6 +147,17 @@ fn bad_traces_are_refused_with_their_line() {
         assert!(!success, "{name}");
         assert!(stderr.contains(expected), "{name}: {stderr}");
     }
+    let binary = folder.0.join("binary.disksim");
+    std::fs::write(&binary, b"0 0 0 8 1\n\xff\xfe 0 8 8 1\n").unwrap();
+    let (success, _, stderr) = outcome(&[
+        "sim",
+        "replay",
+        binary.to_str().unwrap(),
+        "--format",
+        "disksim",
+    ]);
+    assert!(!success);
+    assert!(stderr.contains(":2: not UTF-8 text"), "{stderr}");
 }
 
 #[test]

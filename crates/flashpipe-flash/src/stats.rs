@@ -1,6 +1,7 @@
 //! Statistics of a run in virtual time: bandwidth, IOPS, latency percentiles, and the
 //! utilization of channels, dies and host links.
 
+use flashpipe_base::LatencyHistogram;
 use serde::Serialize;
 
 use crate::interface::CommandKind;
@@ -8,9 +9,9 @@ use crate::interface::CommandKind;
 /// Latencies and bytes of completed requests, per command kind.
 #[derive(Debug, Clone, Default)]
 pub struct LatencyRecorder {
-    read_latencies_ns: Vec<u64>,
-    write_latencies_ns: Vec<u64>,
-    erase_latencies_ns: Vec<u64>,
+    read_latencies_ns: LatencyHistogram,
+    write_latencies_ns: LatencyHistogram,
+    erase_latencies_ns: LatencyHistogram,
     read_bytes: u64,
     write_bytes: u64,
     failed_count: u64,
@@ -24,14 +25,14 @@ impl LatencyRecorder {
         }
         match kind {
             CommandKind::Read => {
-                self.read_latencies_ns.push(latency_ns);
+                self.read_latencies_ns.record(latency_ns);
                 self.read_bytes += page_bytes;
             }
             CommandKind::Write => {
-                self.write_latencies_ns.push(latency_ns);
+                self.write_latencies_ns.record(latency_ns);
                 self.write_bytes += page_bytes;
             }
-            CommandKind::Erase => self.erase_latencies_ns.push(latency_ns),
+            CommandKind::Erase => self.erase_latencies_ns.record(latency_ns),
         }
     }
 }
@@ -54,29 +55,19 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    fn of(latencies_ns: &[u64]) -> LatencySummary {
+    /// Summarizes a histogram (nearest-rank percentiles; exact while it is).
+    pub fn of(latencies_ns: &LatencyHistogram) -> LatencySummary {
         if latencies_ns.is_empty() {
             return LatencySummary::default();
         }
-        let mut values = latencies_ns.to_vec();
-        let count = values.len();
-        let mut percentile = |fraction: f64| {
-            let rank = ((count as f64 * fraction).ceil() as usize).clamp(1, count);
-            let (_, value, _) = values.select_nth_unstable(rank - 1);
-            *value as f64 / 1000.0
-        };
-        let latency_us_p50 = percentile(0.5);
-        let latency_us_p99 = percentile(0.99);
-        let latency_us_p999 = percentile(0.999);
-        let total_ns: u128 = latencies_ns.iter().map(|&value| u128::from(value)).sum();
-        let largest_ns = latencies_ns.iter().copied().max().unwrap_or(0);
+        let microseconds = |value_ns: u64| value_ns as f64 / 1000.0;
         LatencySummary {
-            count: count as u64,
-            latency_us_mean: total_ns as f64 / count as f64 / 1000.0,
-            latency_us_p50,
-            latency_us_p99,
-            latency_us_p999,
-            latency_us_max: largest_ns as f64 / 1000.0,
+            count: latencies_ns.count(),
+            latency_us_mean: latencies_ns.mean() / 1000.0,
+            latency_us_p50: microseconds(latencies_ns.percentile(0.5)),
+            latency_us_p99: microseconds(latencies_ns.percentile(0.99)),
+            latency_us_p999: microseconds(latencies_ns.percentile(0.999)),
+            latency_us_max: microseconds(latencies_ns.max()),
         }
     }
 }
@@ -118,9 +109,9 @@ impl FlashStats {
         host_link_utilization: Vec<f64>,
     ) -> FlashStats {
         let seconds = elapsed_ns as f64 / 1e9;
-        let operations = recorder.read_latencies_ns.len()
-            + recorder.write_latencies_ns.len()
-            + recorder.erase_latencies_ns.len();
+        let operations = recorder.read_latencies_ns.count()
+            + recorder.write_latencies_ns.count()
+            + recorder.erase_latencies_ns.count();
         FlashStats {
             elapsed_ns,
             reads: LatencySummary::of(&recorder.read_latencies_ns),
@@ -161,7 +152,10 @@ mod tests {
 
     #[test]
     fn percentiles_take_the_nearest_rank() {
-        let latencies_ns: Vec<u64> = (1..=1000).rev().map(|value| value * 1000).collect();
+        let mut latencies_ns = LatencyHistogram::default();
+        (1..=1000)
+            .rev()
+            .for_each(|value| latencies_ns.record(value * 1000));
         let summary = LatencySummary::of(&latencies_ns);
         assert_eq!(summary.count, 1000);
         assert_eq!(summary.latency_us_p50, 500.0);

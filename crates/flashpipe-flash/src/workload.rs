@@ -20,8 +20,8 @@ pub mod trace;
 
 pub use trace::{
     check_trace_request, parse_blkparse, parse_disksim, parse_trace, ParsedTrace, TraceError,
-    TraceFormat, TraceOptions, TraceTimeUnit, PLAUSIBLE_MEAN_INTERARRIVAL_NS_MIN,
-    PLAUSIBLE_TRACE_SPAN_SECONDS_MAX,
+    TraceFormat, TraceOptions, TraceReader, TraceSummary, TraceTimeUnit, MAX_TRACE_LINE_BYTES,
+    PLAUSIBLE_MEAN_INTERARRIVAL_NS_MIN, PLAUSIBLE_TRACE_SPAN_SECONDS_MAX,
 };
 
 /// Largest host request of a job or trace: 256 MiB, so a request spans fewer than 2^20
@@ -35,6 +35,10 @@ pub const MAX_TRACE_ARRIVAL_SECONDS: f64 = 30.0 * 86_400.0;
 pub const MAX_TRACE_REQUESTS: usize = 1 << 24;
 /// Largest trace file read: 1 GiB.
 pub const MAX_TRACE_FILE_BYTES: u64 = 1 << 30;
+/// Most requests of a trace streamed from its file (never held in memory at once).
+pub const MAX_STREAMED_TRACE_REQUESTS: u64 = 1 << 36;
+/// Largest trace file streamed: 1 TiB.
+pub const MAX_STREAMED_TRACE_FILE_BYTES: u64 = 1 << 40;
 /// Most hosts of a synthetic job.
 pub const MAX_JOB_HOSTS: u32 = 1024;
 /// Most requests one host of a job keeps in flight.
@@ -393,7 +397,7 @@ fn drive(
             backlog: std::collections::VecDeque::new(),
         })
         .collect();
-    let mut latencies_ns = Vec::new();
+    let mut latencies_ns = flashpipe_base::LatencyHistogram::default();
     let mut acks: Vec<Ack> = Vec::new();
     let mut page_operations = 0u64;
     let mut failed = 0u64;
@@ -458,19 +462,14 @@ fn drive(
                 let open = entry.take().expect("present");
                 host.free_open_slots.push(request_id);
                 host.open_count -= 1;
-                latencies_ns.push(ack.completed_ns - open.submitted_ns);
+                latencies_ns.record(ack.completed_ns - open.submitted_ns);
             }
         }
     }
     let elapsed_ns = (array.now_ns() - start_ns).max(1);
     let seconds = elapsed_ns as f64 / 1e9;
-    let mut recorder = crate::stats::LatencyRecorder::default();
-    for &latency_ns in &latencies_ns {
-        recorder.record(crate::interface::CommandKind::Read, latency_ns, 0, true);
-    }
-    let request_stats = FlashStats::new(&recorder, elapsed_ns, Vec::new(), Vec::new(), Vec::new());
     WorkloadReport {
-        requests: latencies_ns.len() as u64,
+        requests: latencies_ns.count(),
         page_operations,
         failed_page_operations: failed,
         trims_skipped: 0,
@@ -478,8 +477,8 @@ fn drive(
         bytes,
         elapsed_ns,
         megabytes_per_second: bytes as f64 / seconds / 1e6,
-        requests_per_second: latencies_ns.len() as f64 / seconds,
-        request_latency: request_stats.reads,
+        requests_per_second: latencies_ns.count() as f64 / seconds,
+        request_latency: LatencySummary::of(&latencies_ns),
         array: array.stats(),
     }
 }

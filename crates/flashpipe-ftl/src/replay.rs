@@ -21,6 +21,7 @@
 mod pages;
 mod report;
 mod run;
+mod throughput;
 
 use flashpipe_device::{BlockDevice, Completion, Operation, Request};
 use flashpipe_flash::workload::{AccessKind, TraceRequest};
@@ -65,6 +66,9 @@ pub enum ReplayError {
     /// Preconditioning before the replay failed.
     #[error("cannot precondition the FTL before the replay: {0}")]
     Precondition(#[from] crate::PreconditionError),
+    /// The source's passes disagreed (a trace file changed while it was replayed).
+    #[error("the trace changed while it was replayed: a second pass over it ended early; replay a file nothing writes to")]
+    SourceChanged,
     /// Requests wait for space garbage collection cannot make.
     #[error("the replay stalled with {outstanding} requests outstanding: {detail}")]
     Stalled {
@@ -164,6 +168,25 @@ impl ReplayOptions {
     }
 }
 
+/// One pass over a replay's requests, in arrival order.
+pub type RequestPass<'a> = Box<dyn Iterator<Item = TraceRequest> + 'a>;
+
+/// Where a replay's requests come from: passes over the same requests in arrival order,
+/// as many as asked (the open loop reads two at once: one admits arrivals, one issues;
+/// `--unwritten-reads precondition` reads one more first). A slice in memory is one; a
+/// trace file read again for each pass is another (flashpipe-bench's `sim replay`), so
+/// a replay's memory does not grow with its trace.
+pub trait ReplaySource {
+    /// A new pass from the first request.
+    fn pass(&self) -> RequestPass<'_>;
+}
+
+impl ReplaySource for [TraceRequest] {
+    fn pass(&self) -> RequestPass<'_> {
+        Box::new(self.iter().copied())
+    }
+}
+
 /// A flash array under an FTL, with the array reachable beside it (to advance virtual
 /// time to an arrival and read its utilizations).
 pub struct FtlReplay {
@@ -231,25 +254,39 @@ impl FtlReplay {
         requests: &[TraceRequest],
         options: &ReplayOptions,
     ) -> Result<ReplayReport, ReplayError> {
+        self.run_source(requests, options)
+    }
+
+    /// [`Self::run`] over passes of `source` instead of a slice: memory stays bounded
+    /// whatever the number of requests (latencies in histograms, no request kept once
+    /// issued).
+    pub fn run_source<S: ReplaySource + ?Sized>(
+        &mut self,
+        source: &S,
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport, ReplayError> {
         options.check()?;
-        assert!(
-            requests
-                .windows(2)
-                .all(|pair| pair[0].arrival_ns <= pair[1].arrival_ns),
-            "replay takes requests sorted by arrival only (the parsers sort or refuse)"
-        );
         let layout = PageLayout::of(&self.ftl);
         let mut written = std::mem::replace(&mut self.written, PageBitmap::new(0));
         let precondition_pages_written = match options.unwritten_reads {
             UnwrittenReads::Zero => 0,
             UnwrittenReads::Precondition => {
-                self.precondition_read_footprint(requests, &layout, &mut written)?
+                self.precondition_read_footprint(source.pass(), &layout, &mut written)?
             }
         };
         self.ftl.run_until_quiet();
         let stats_before = self.ftl.stats();
         self.array.lock().reset_stats();
-        let mut run = Run::new(requests, options, layout, self.array.lock().now_ns());
+        let arrivals =
+            matches!(options.replay_loop, ReplayLoop::Open { .. }).then(|| source.pass());
+        let start_ns = self.array.lock().now_ns();
+        let mut run = Run::new(
+            source.pass().peekable(),
+            arrivals,
+            options,
+            layout,
+            start_ns,
+        );
         run.written = written;
         let driven = self.drive(&mut run);
         self.written = std::mem::replace(&mut run.written, PageBitmap::new(0));
@@ -268,16 +305,13 @@ impl FtlReplay {
     /// pages; returns the count.
     fn precondition_read_footprint(
         &mut self,
-        requests: &[TraceRequest],
+        requests: RequestPass<'_>,
         layout: &PageLayout,
         written: &mut PageBitmap,
     ) -> Result<u64, ReplayError> {
         let mut footprint = PageBitmap::new(layout.logical_pages);
-        for request in requests
-            .iter()
-            .filter(|request| request.kind == AccessKind::Read)
-        {
-            let pages = layout.pages_of(request);
+        for request in requests.filter(|request| request.kind == AccessKind::Read) {
+            let pages = layout.pages_of(&request);
             for page in pages.first..pages.first + pages.count {
                 footprint.set(page);
             }
@@ -371,6 +405,9 @@ impl FtlReplay {
             let now_ns = self.array.lock().now_ns();
             for completion in completions.drain(..) {
                 run.completed(completion, now_ns);
+            }
+            if run.source_changed {
+                return Err(ReplayError::SourceChanged);
             }
             if run.finished() {
                 return Ok(());

@@ -14,12 +14,13 @@
 //! apart and left out of the latency figures and the CDF.
 
 mod plots;
+mod trace_file;
 
 use clap::{Args, ValueEnum};
-use flashpipe_flash::workload::{self, ParsedTrace, TraceOptions, TraceTimeUnit, WorkloadReport};
+use flashpipe_flash::workload::{self, TraceOptions, TraceTimeUnit, WorkloadReport};
 use flashpipe_flash::FlashConfig;
 use flashpipe_ftl::replay::{
-    FtlReplay, KindSummary, ReplayLoop, ReplayOptions, ReplayReport, UnwrittenReads,
+    FtlReplay, KindSummary, ReplayLoop, ReplayOptions, ReplayReport, ReplaySource, UnwrittenReads,
     OPEN_LOOP_OUTSTANDING_LIMIT,
 };
 use flashpipe_ftl::{FtlOptions, PreconditionMethod, PreconditionOptions};
@@ -33,6 +34,7 @@ use crate::BenchResult;
 use flashpipe_bench_harness::option_range::check_within;
 use plots::draw_ftl_plots;
 use std::ops::Bound;
+use trace_file::TraceFile;
 
 /// Options of `sim replay`.
 #[derive(Debug, Clone, Args)]
@@ -464,26 +466,42 @@ pub fn run(arguments: ReplayArgs) -> BenchResult {
     let config = preset_config(&arguments.preset, arguments.blocks_per_plane)?;
     let mut configuration = arguments.configuration(&config);
     let progress = Progress::spinner(format!("sim replay: reading {}", arguments.file));
-    let text = super::read_trace_file(&arguments.file)?;
     let format = match arguments.format {
         FormatArg::Blkparse => workload::TraceFormat::Blkparse,
         FormatArg::Disksim => workload::TraceFormat::Disksim,
         FormatArg::AsciiNs => workload::TraceFormat::AsciiNanoseconds,
     };
+    if arguments.mode == ModeArg::Ftl && !options.sort {
+        let (file, summary) = TraceFile::check(&arguments.file, format, &options)?;
+        let facts = TraceFacts {
+            requests: summary.requests,
+            comment_lines: summary.comment_lines,
+            out_of_order_requests_sorted: 0,
+        };
+        progress.set_message(replaying(&facts));
+        let replayed = replay_through_ftl(&arguments, config, &file);
+        if let Some(error) = file.take_error() {
+            return Err(error);
+        }
+        let (report, precondition) = replayed?;
+        configuration.precondition = precondition;
+        progress.finish();
+        return finish_ftl(&arguments, &configuration, &facts, &report);
+    }
+    let text = super::read_trace_file(&arguments.file)?;
     let trace = workload::parse_trace(&text, &arguments.file, format, &options)
         .map_err(BenchError::from)?;
+    drop(text);
     let facts = TraceFacts {
         requests: trace.requests.len() as u64,
         comment_lines: trace.comment_lines,
         out_of_order_requests_sorted: trace.out_of_order_requests,
     };
-    progress.set_message(format!(
-        "sim replay: replaying {} requests",
-        crate::progress::thousands(facts.requests)
-    ));
+    progress.set_message(replaying(&facts));
     match arguments.mode {
         ModeArg::Ftl => {
-            let (report, precondition) = replay_through_ftl(&arguments, config, trace)?;
+            let (report, precondition) =
+                replay_through_ftl(&arguments, config, trace.requests.as_slice())?;
             configuration.precondition = precondition;
             progress.finish();
             finish_ftl(&arguments, &configuration, &facts, &report)
@@ -497,10 +515,17 @@ pub fn run(arguments: ReplayArgs) -> BenchResult {
     }
 }
 
-fn replay_through_ftl(
+fn replaying(facts: &TraceFacts) -> String {
+    format!(
+        "sim replay: replaying {} requests",
+        crate::progress::thousands(facts.requests)
+    )
+}
+
+fn replay_through_ftl<S: ReplaySource + ?Sized>(
     arguments: &ReplayArgs,
     config: FlashConfig,
-    trace: ParsedTrace,
+    source: &S,
 ) -> BenchResult<(ReplayReport, Option<PreconditionFacts>)> {
     let ftl_options = FtlOptions {
         name: "replay".to_string(),
@@ -527,7 +552,7 @@ fn replay_through_ftl(
     } else {
         None
     };
-    let report = replay.run(&trace.requests, &arguments.replay_options())?;
+    let report = replay.run_source(source, &arguments.replay_options())?;
     Ok((report, precondition))
 }
 

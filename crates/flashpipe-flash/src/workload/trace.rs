@@ -12,6 +12,10 @@
 //! [`TraceOptions::allow_implausible`]: a nanosecond trace read as milliseconds is the usual
 //! cause. Formats are specified in docs/flash-model.md, "Trace formats".
 
+mod reader;
+
+pub use reader::{TraceReader, TraceSummary, MAX_TRACE_LINE_BYTES};
+
 use super::{
     AccessKind, TraceRequest, MAX_REQUEST_BYTES, MAX_TRACE_ARRIVAL_SECONDS, MAX_TRACE_OFFSET_BYTES,
     MAX_TRACE_REQUESTS,
@@ -113,59 +117,54 @@ pub struct ParsedTrace {
     pub out_of_order_requests: u64,
 }
 
-/// Parses `text` (named `source_name` in errors) in `format`.
+/// Parses `text` (named `source_name` in errors) in `format`, into memory (at most
+/// [`MAX_TRACE_REQUESTS`] requests); [`TraceReader`] reads the same formats one request at
+/// a time.
 pub fn parse_trace(
     text: &str,
     source_name: &str,
     format: TraceFormat,
     options: &TraceOptions,
 ) -> Result<ParsedTrace, TraceError> {
-    let mut collector = Collector::default();
-    let mut first_skipped_line = None;
-    let mut line_count = 0;
-    for (index, line) in text.lines().enumerate() {
-        line_count = index + 1;
-        let error = |message: String| TraceError {
-            source_name: source_name.to_string(),
-            line: index + 1,
-            message,
-        };
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() {
-            continue;
-        }
-        if trimmed.starts_with('#') {
-            collector.comment_lines += 1;
-            continue;
-        }
-        let parsed = match format {
-            TraceFormat::Blkparse => parse_blkparse_line(line),
-            TraceFormat::Disksim => parse_disksim_line(line, options.time_unit),
-            TraceFormat::AsciiNanoseconds => parse_ascii_nanoseconds_line(line),
-        };
-        match parsed.map_err(&error)? {
-            Some(request) => collector
-                .push(request, index + 1, options.sort)
-                .map_err(&error)?,
-            None => {
-                first_skipped_line.get_or_insert(index + 1);
-            }
-        }
+    let mut reader = TraceReader::new(
+        text.as_bytes(),
+        source_name,
+        format,
+        options,
+        MAX_TRACE_REQUESTS as u64,
+    );
+    let mut requests = Vec::new();
+    let mut lines = Vec::new();
+    for item in reader.by_ref() {
+        let (request, line) = item?;
+        requests.push(request);
+        lines.push(line);
     }
-    if collector.requests.is_empty() {
-        return Err(no_requests(
-            source_name,
-            format,
-            first_skipped_line,
-            line_count,
-        ));
+    let summary = reader.finish_without_plausibility()?;
+    let mut trace = ParsedTrace {
+        requests,
+        lines,
+        comment_lines: summary.comment_lines,
+        out_of_order_requests: summary.out_of_order_requests,
+    };
+    if options.sort && trace.out_of_order_requests > 0 {
+        let mut pairs: Vec<(TraceRequest, usize)> =
+            trace.requests.into_iter().zip(trace.lines).collect();
+        pairs.sort_by_key(|(request, _)| request.arrival_ns);
+        (trace.requests, trace.lines) = pairs.into_iter().unzip();
     }
-    let mut trace = collector.finish(options.sort);
-    if format == TraceFormat::Blkparse {
+    if format == TraceFormat::Blkparse && options.sort {
         rebase_to_first_arrival(&mut trace.requests);
     }
     if !options.allow_implausible {
-        check_plausible(&trace, source_name, format, options)?;
+        let count = trace.requests.len();
+        let sorted = TraceSummary {
+            first_arrival_ns: trace.requests[0].arrival_ns,
+            last_arrival_ns: trace.requests[count - 1].arrival_ns,
+            last_request_line: trace.lines[count - 1],
+            ..summary
+        };
+        check_plausible(&sorted, source_name, format, options)?;
     }
     Ok(trace)
 }
@@ -173,7 +172,7 @@ pub fn parse_trace(
 /// The error of a trace without one request: it names the first line that was read and
 /// skipped (a blkparse event that is not a queued read, write or discard), or says that
 /// the trace holds only blank and comment lines.
-fn no_requests(
+pub(crate) fn no_requests(
     source_name: &str,
     format: TraceFormat,
     first_skipped_line: Option<usize>,
@@ -224,59 +223,6 @@ pub fn parse_disksim(text: &str, source_name: &str) -> Result<Vec<TraceRequest>,
     Ok(parse_trace(text, source_name, TraceFormat::Disksim, &options)?.requests)
 }
 
-/// Requests gathered in file order, with the arrival order checked as they come.
-#[derive(Default)]
-struct Collector {
-    requests: Vec<TraceRequest>,
-    lines: Vec<usize>,
-    comment_lines: u64,
-    out_of_order_requests: u64,
-}
-
-impl Collector {
-    fn push(&mut self, request: TraceRequest, line: usize, sort: bool) -> Result<(), String> {
-        if self.requests.len() >= MAX_TRACE_REQUESTS {
-            return Err(format!(
-                "more than {MAX_TRACE_REQUESTS} requests: the limit of one trace"
-            ));
-        }
-        if let Some(previous) = self.requests.last() {
-            if request.arrival_ns < previous.arrival_ns {
-                if !sort {
-                    return Err(format!(
-                        "arrival time {} ns goes backwards (line {} arrived at {} ns); \
-                         sort the trace or pass --sort",
-                        request.arrival_ns,
-                        self.lines.last().copied().unwrap_or(0),
-                        previous.arrival_ns
-                    ));
-                }
-                self.out_of_order_requests += 1;
-            }
-        }
-        self.requests.push(request);
-        self.lines.push(line);
-        Ok(())
-    }
-
-    fn finish(self, sort: bool) -> ParsedTrace {
-        let (requests, lines) = if sort && self.out_of_order_requests > 0 {
-            let mut pairs: Vec<(TraceRequest, usize)> =
-                self.requests.into_iter().zip(self.lines).collect();
-            pairs.sort_by_key(|(request, _)| request.arrival_ns);
-            pairs.into_iter().unzip()
-        } else {
-            (self.requests, self.lines)
-        };
-        ParsedTrace {
-            requests,
-            lines,
-            comment_lines: self.comment_lines,
-            out_of_order_requests: self.out_of_order_requests,
-        }
-    }
-}
-
 fn rebase_to_first_arrival(requests: &mut [TraceRequest]) {
     let Some(first_ns) = requests.first().map(|request| request.arrival_ns) else {
         return;
@@ -286,18 +232,19 @@ fn rebase_to_first_arrival(requests: &mut [TraceRequest]) {
     }
 }
 
-/// Refuses a span over a day or a mean interarrival time under 10 ns.
-fn check_plausible(
-    trace: &ParsedTrace,
+/// Refuses a span over a day or a mean interarrival time under 10 ns (`summary` of a
+/// trace in arrival order: its first and last arrivals, the last request's line).
+pub(crate) fn check_plausible(
+    summary: &TraceSummary,
     source_name: &str,
     format: TraceFormat,
     options: &TraceOptions,
 ) -> Result<(), TraceError> {
-    let count = trace.requests.len();
+    let count = summary.requests;
     if count < 2 {
         return Ok(());
     }
-    let span_ns = trace.requests[count - 1].arrival_ns - trace.requests[0].arrival_ns;
+    let span_ns = summary.last_arrival_ns - summary.first_arrival_ns;
     let unit = match format {
         TraceFormat::Blkparse => "s".to_string(),
         TraceFormat::Disksim => options.time_unit.symbol().to_string(),
@@ -305,7 +252,7 @@ fn check_plausible(
     };
     let refuse = |message: String| TraceError {
         source_name: source_name.to_string(),
-        line: trace.lines[count - 1],
+        line: summary.last_request_line,
         message,
     };
     let span_seconds = span_ns as f64 / 1e9;
@@ -332,7 +279,7 @@ fn fields_of(line: &str) -> Vec<&str> {
 }
 
 /// One blkparse line: a request (absolute time), nothing (skipped), or what is wrong.
-fn parse_blkparse_line(line: &str) -> Result<Option<TraceRequest>, String> {
+pub(crate) fn parse_blkparse_line(line: &str) -> Result<Option<TraceRequest>, String> {
     let fields = fields_of(line);
     let first = fields[0];
     if !is_device_number(first) {
@@ -385,7 +332,10 @@ fn is_device_number(field: &str) -> bool {
         .is_some_and(|(major, minor)| major.parse::<u32>().is_ok() && minor.parse::<u32>().is_ok())
 }
 
-fn parse_disksim_line(line: &str, unit: TraceTimeUnit) -> Result<Option<TraceRequest>, String> {
+pub(crate) fn parse_disksim_line(
+    line: &str,
+    unit: TraceTimeUnit,
+) -> Result<Option<TraceRequest>, String> {
     let fields = fields_of(line);
     if fields.len() != 5 {
         return Err(format!(
@@ -407,7 +357,7 @@ fn parse_disksim_line(line: &str, unit: TraceTimeUnit) -> Result<Option<TraceReq
     sectors_to_request(seconds_to_ns(seconds), kind, (block, size), &DISKSIM_FIELDS).map(Some)
 }
 
-fn parse_ascii_nanoseconds_line(line: &str) -> Result<Option<TraceRequest>, String> {
+pub(crate) fn parse_ascii_nanoseconds_line(line: &str) -> Result<Option<TraceRequest>, String> {
     let fields = fields_of(line);
     if fields.len() != 5 {
         return Err(format!(

@@ -1,6 +1,7 @@
 //! What a replay through the FTL reports: per request type, collection and wear during
-//! the measurement, utilizations, and the raw latencies behind the percentiles.
+//! the measurement, utilizations, and the latency histograms behind the percentiles.
 
+use flashpipe_base::LatencyHistogram;
 use serde::Serialize;
 
 use crate::FtlStats;
@@ -134,20 +135,20 @@ pub struct ReplayReport {
     pub throughput_bytes: Vec<u64>,
     /// Width of one throughput interval.
     pub throughput_interval_ns: u64,
-    /// Latency of every completed request, ns, by kind (for CDFs; not serialized).
+    /// Latencies of completed requests, ns, by kind (for CDFs; not serialized).
     #[serde(skip)]
     pub latencies_ns: KindLatencies,
 }
 
-/// Raw latencies by request kind.
+/// Latencies by request kind, in bounded histograms (exact while few distinct values).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KindLatencies {
     /// Reads.
-    pub reads: Vec<u64>,
+    pub reads: LatencyHistogram,
     /// Writes.
-    pub writes: Vec<u64>,
+    pub writes: LatencyHistogram,
     /// Trims.
-    pub trims: Vec<u64>,
+    pub trims: LatencyHistogram,
 }
 
 impl ReplayReport {
@@ -157,37 +158,31 @@ impl ReplayReport {
     }
 }
 
-/// Sorts `latencies_ns` in place and summarizes them (nearest-rank percentiles).
+/// Summarizes `latencies_ns` (nearest-rank percentiles, exact while the histogram is).
 pub(super) fn summarize(
-    latencies_ns: &mut [u64],
+    latencies_ns: &LatencyHistogram,
     failed: u64,
     bytes: u64,
     elapsed_ns: u64,
 ) -> KindSummary {
-    latencies_ns.sort_unstable();
-    let count = latencies_ns.len();
     let megabytes_per_second = bytes as f64 / (elapsed_ns as f64 / 1e9) / 1e6;
-    if count == 0 {
+    if latencies_ns.is_empty() {
         return KindSummary {
             failed,
             megabytes_per_second,
             ..KindSummary::default()
         };
     }
-    let percentile = |fraction: f64| {
-        let rank = ((count as f64 * fraction).ceil() as usize).clamp(1, count);
-        latencies_ns[rank - 1] as f64 / 1000.0
-    };
-    let total_ns: u128 = latencies_ns.iter().map(|&value| u128::from(value)).sum();
+    let microseconds = |value_ns: u64| value_ns as f64 / 1000.0;
     KindSummary {
-        count: count as u64,
+        count: latencies_ns.count(),
         failed,
         bytes,
         megabytes_per_second,
-        latency_us_mean: total_ns as f64 / count as f64 / 1000.0,
-        latency_us_p50: percentile(0.5),
-        latency_us_p99: percentile(0.99),
-        latency_us_p999: percentile(0.999),
-        latency_us_max: latencies_ns[count - 1] as f64 / 1000.0,
+        latency_us_mean: latencies_ns.mean() / 1000.0,
+        latency_us_p50: microseconds(latencies_ns.percentile(0.5)),
+        latency_us_p99: microseconds(latencies_ns.percentile(0.99)),
+        latency_us_p999: microseconds(latencies_ns.percentile(0.999)),
+        latency_us_max: microseconds(latencies_ns.max()),
     }
 }

@@ -1,14 +1,21 @@
 //! The state of one replay: arrivals admitted, the wait queue behind the outstanding
 //! bound, requests in flight, and the results gathered as completions come.
+//!
+//! Memory does not grow with the trace: requests come from two passes over the source
+//! (one cursor admits arrivals and only counts those waiting, the other takes them when
+//! they are issued, in the same order), latencies go to bounded histograms and
+//! throughput to a fixed number of fine intervals.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::iter::Peekable;
 
 use flashpipe_device::{Completion, Operation, Request};
 use flashpipe_flash::workload::{AccessKind, TraceRequest};
 
 use super::pages::{BufferShelf, PageBitmap, PageLayout};
 use super::report::{summarize, CollectionSummary, KindLatencies, ReplayReport};
-use super::{ReplayLoop, ReplayOptions, THROUGHPUT_BUCKETS};
+use super::throughput::ThroughputRecorder;
+use super::{ReplayLoop, ReplayOptions, RequestPass};
 
 /// A request issued and not completed.
 #[derive(Debug, Clone, Copy)]
@@ -23,16 +30,25 @@ pub(super) struct Outstanding {
 
 /// The state of one replay: arrivals, the wait queue, requests in flight, results.
 pub(super) struct Run<'a> {
-    pub(super) requests: &'a [TraceRequest],
+    /// Open loop: the cursor that admits arrivals (counted in `waiting`).
+    arrivals: Option<Peekable<RequestPass<'a>>>,
+    /// The cursor that takes requests as they are issued (in arrival order).
+    issues: Peekable<RequestPass<'a>>,
+    /// Requests seen by the admitting cursor (open loop) or issued (closed loop).
+    pub(super) requests_seen: u64,
+    /// Arrival of the latest request seen, as read.
+    last_arrival_read_ns: u64,
+    next_tag: u64,
+    /// The issuing pass ended before the admitting one: the source changed between passes.
+    pub(super) source_changed: bool,
     pub(super) layout: PageLayout,
     pub(super) open_loop: bool,
     pub(super) bound: usize,
     pub(super) speed: f64,
     pub(super) start_ns: u64,
     pub(super) first_arrival_ns: u64,
-    pub(super) next_index: usize,
-    /// Arrived (open loop) or all (closed loop) and not yet issued, with arrival times.
-    pub(super) waiting: VecDeque<(usize, u64)>,
+    /// Arrived (open loop) and not yet issued.
+    pub(super) waiting: u64,
     pub(super) in_flight: HashMap<u64, Outstanding>,
     pub(super) buffers: BufferShelf,
     pub(super) written: PageBitmap,
@@ -49,7 +65,7 @@ pub(super) struct Run<'a> {
     pub(super) bound_wait_ns_total: u64,
     pub(super) outstanding_max: usize,
     pub(super) last_completion_ns: u64,
-    pub(super) throughput: Vec<(u64, u64)>,
+    pub(super) throughput: ThroughputRecorder,
 }
 
 fn kind_index(kind: AccessKind) -> usize {
@@ -61,23 +77,36 @@ fn kind_index(kind: AccessKind) -> usize {
 }
 
 impl<'a> Run<'a> {
+    /// A run over `issues` and, in the open loop, `arrivals`: two passes over the same
+    /// requests in arrival order.
     pub(super) fn new(
-        requests: &'a [TraceRequest],
+        mut issues: Peekable<RequestPass<'a>>,
+        arrivals: Option<RequestPass<'a>>,
         options: &ReplayOptions,
         layout: PageLayout,
         start_ns: u64,
     ) -> Run<'a> {
         let open_loop = matches!(options.replay_loop, ReplayLoop::Open { .. });
-        let mut run = Run {
-            requests,
+        assert_eq!(
+            open_loop,
+            arrivals.is_some(),
+            "the open loop, and only it, admits arrivals from a second pass"
+        );
+        let first_arrival_ns = issues.peek().map_or(0, |request| request.arrival_ns);
+        Run {
+            arrivals: arrivals.map(Iterator::peekable),
+            issues,
+            requests_seen: 0,
+            last_arrival_read_ns: first_arrival_ns,
+            next_tag: 0,
+            source_changed: false,
             layout,
             open_loop,
             bound: options.outstanding_bound() as usize,
             speed: options.speed,
             start_ns,
-            first_arrival_ns: requests.first().map_or(0, |request| request.arrival_ns),
-            next_index: 0,
-            waiting: VecDeque::new(),
+            first_arrival_ns,
+            waiting: 0,
             in_flight: HashMap::new(),
             buffers: BufferShelf::default(),
             written: PageBitmap::new(0),
@@ -94,33 +123,39 @@ impl<'a> Run<'a> {
             bound_wait_ns_total: 0,
             outstanding_max: 0,
             last_completion_ns: start_ns,
-            throughput: Vec::new(),
-        };
-        if !open_loop {
-            run.waiting = (0..requests.len()).map(|index| (index, start_ns)).collect();
-            run.next_index = requests.len();
+            throughput: ThroughputRecorder::new(start_ns),
         }
-        run
     }
 
-    /// The virtual instant request `index` arrives (open loop).
-    pub(super) fn arrival_ns(&self, index: usize) -> u64 {
-        let offset_ns = self.requests[index].arrival_ns - self.first_arrival_ns;
+    /// The virtual instant a request read at `arrival_ns` arrives (open loop).
+    pub(super) fn arrival_ns(&self, arrival_ns: u64) -> u64 {
+        let offset_ns = arrival_ns - self.first_arrival_ns;
         self.start_ns + (offset_ns as f64 / self.speed).round() as u64
     }
 
+    fn seen(&mut self, request: &TraceRequest) {
+        assert!(
+            request.arrival_ns >= self.last_arrival_read_ns,
+            "replay takes requests sorted by arrival only (the parsers sort or refuse)"
+        );
+        self.last_arrival_read_ns = request.arrival_ns;
+        self.requests_seen += 1;
+    }
+
     pub(super) fn admit_arrivals(&mut self, now_ns: u64) {
-        while self.next_index < self.requests.len() {
-            let arrival_ns = self.arrival_ns(self.next_index);
-            if arrival_ns > now_ns {
-                break;
-            }
-            if self.in_flight.len() + self.waiting.len() >= self.bound {
+        let Some(mut arrivals) = self.arrivals.take() else {
+            return;
+        };
+        while let Some(request) =
+            arrivals.next_if(|request| self.arrival_ns(request.arrival_ns) <= now_ns)
+        {
+            if self.in_flight.len() as u64 + self.waiting >= self.bound as u64 {
                 self.bound_hits += 1;
             }
-            self.waiting.push_back((self.next_index, arrival_ns));
-            self.next_index += 1;
+            self.seen(&request);
+            self.waiting += 1;
         }
+        self.arrivals = Some(arrivals);
     }
 
     /// The next request to hand the FTL now, if the bound allows one.
@@ -128,9 +163,30 @@ impl<'a> Run<'a> {
         if self.in_flight.len() >= self.bound {
             return None;
         }
-        let (index, arrival_ns) = self.waiting.pop_front()?;
+        let request = if self.open_loop {
+            if self.waiting == 0 {
+                return None;
+            }
+            let Some(request) = self.issues.next() else {
+                self.source_changed = true;
+                self.waiting = 0;
+                return None;
+            };
+            self.waiting -= 1;
+            request
+        } else {
+            let request = self.issues.next()?;
+            self.seen(&request);
+            request
+        };
+        let arrival_ns = if self.open_loop {
+            self.arrival_ns(request.arrival_ns)
+        } else {
+            self.start_ns
+        };
         self.bound_wait_ns_total += now_ns - arrival_ns;
-        let request = self.requests[index];
+        let tag = self.next_tag;
+        self.next_tag += 1;
         let pages = self.layout.pages_of(&request);
         self.wrapped_requests += u64::from(pages.wrapped);
         self.partial_page_requests += u64::from(pages.partial);
@@ -166,7 +222,7 @@ impl<'a> Run<'a> {
         };
         let latency_from_ns = if self.open_loop { arrival_ns } else { now_ns };
         self.in_flight.insert(
-            index as u64,
+            tag,
             Outstanding {
                 kind: request.kind,
                 latency_from_ns,
@@ -175,10 +231,7 @@ impl<'a> Run<'a> {
             },
         );
         self.outstanding_max = self.outstanding_max.max(self.in_flight.len());
-        Some(Request {
-            tag: index as u64,
-            operation,
-        })
+        Some(Request { tag, operation })
     }
 
     pub(super) fn rejected(&mut self, tag: u64, operation: Operation) {
@@ -203,7 +256,7 @@ impl<'a> Run<'a> {
             // Zeros handed back without flash: no latency of the device's to count.
             self.zero_filled_reads += 1;
             self.last_completion_ns = self.last_completion_ns.max(now_ns);
-            self.throughput.push((now_ns, outstanding.length_bytes));
+            self.throughput.record(now_ns, outstanding.length_bytes);
             self.buffers.give_back(completion.buffer);
             return;
         }
@@ -213,13 +266,13 @@ impl<'a> Run<'a> {
         self.bytes[kind] += outstanding.length_bytes;
         let latency_ns = now_ns - outstanding.latency_from_ns;
         match outstanding.kind {
-            AccessKind::Read => self.latencies.reads.push(latency_ns),
-            AccessKind::Write => self.latencies.writes.push(latency_ns),
-            AccessKind::Trim => self.latencies.trims.push(latency_ns),
+            AccessKind::Read => self.latencies.reads.record(latency_ns),
+            AccessKind::Write => self.latencies.writes.record(latency_ns),
+            AccessKind::Trim => self.latencies.trims.record(latency_ns),
         }
         self.last_completion_ns = self.last_completion_ns.max(now_ns);
         if outstanding.kind != AccessKind::Trim {
-            self.throughput.push((now_ns, outstanding.length_bytes));
+            self.throughput.record(now_ns, outstanding.length_bytes);
         }
         self.buffers.give_back(completion.buffer);
     }
@@ -228,58 +281,46 @@ impl<'a> Run<'a> {
         self.in_flight.len()
     }
 
-    pub(super) fn finished(&self) -> bool {
-        self.next_index == self.requests.len()
-            && self.waiting.is_empty()
-            && self.in_flight.is_empty()
+    pub(super) fn finished(&mut self) -> bool {
+        self.in_flight.is_empty() && self.waiting == 0 && self.issues.peek().is_none()
     }
 
     /// The next arrival the loop must wake for (open loop).
-    pub(super) fn next_arrival_ns(&self) -> Option<u64> {
-        (self.next_index < self.requests.len()).then(|| self.arrival_ns(self.next_index))
+    pub(super) fn next_arrival_ns(&mut self) -> Option<u64> {
+        let arrival_ns = self.arrivals.as_mut()?.peek()?.arrival_ns;
+        Some(self.arrival_ns(arrival_ns))
     }
 
     pub(super) fn report(
-        mut self,
+        self,
         collection: CollectionSummary,
         die_utilization: Vec<f64>,
         channel_utilization: Vec<f64>,
         precondition_pages_written: u64,
     ) -> ReplayReport {
         let elapsed_ns = (self.last_completion_ns - self.start_ns).max(1);
-        let trace_span_ns = self
-            .requests
-            .len()
-            .checked_sub(1)
-            .map_or(0, |last| self.arrival_ns(last) - self.start_ns);
-        let interval_ns = elapsed_ns.div_ceil(THROUGHPUT_BUCKETS).max(1);
-        let mut throughput_bytes = vec![0u64; THROUGHPUT_BUCKETS as usize];
-        for &(at_ns, bytes) in &self.throughput {
-            let bucket = ((at_ns - self.start_ns) / interval_ns).min(THROUGHPUT_BUCKETS - 1);
-            throughput_bytes[bucket as usize] += bytes;
-        }
-        let summary = |latencies: &mut Vec<u64>, failed: u64, bytes: u64| {
+        let trace_span_ns = if self.requests_seen == 0 {
+            0
+        } else {
+            self.arrival_ns(self.last_arrival_read_ns) - self.start_ns
+        };
+        let (throughput_bytes, interval_ns) = self.throughput.intervals(elapsed_ns);
+        let summary = |latencies: &flashpipe_base::LatencyHistogram, failed: u64, bytes: u64| {
             summarize(latencies, failed, bytes, elapsed_ns)
         };
-        let mut all_latencies: Vec<u64> = [
-            &self.latencies.reads,
-            &self.latencies.writes,
-            &self.latencies.trims,
-        ]
-        .into_iter()
-        .flatten()
-        .copied()
-        .collect();
+        let mut all_latencies = self.latencies.reads.clone();
+        all_latencies.merge(&self.latencies.writes);
+        all_latencies.merge(&self.latencies.trims);
         let all = summary(
-            &mut all_latencies,
+            &all_latencies,
             self.failed.iter().sum(),
             self.bytes.iter().sum(),
         );
-        let reads = summary(&mut self.latencies.reads, self.failed[0], self.bytes[0]);
-        let writes = summary(&mut self.latencies.writes, self.failed[1], self.bytes[1]);
-        let trims = summary(&mut self.latencies.trims, self.failed[2], self.bytes[2]);
+        let reads = summary(&self.latencies.reads, self.failed[0], self.bytes[0]);
+        let writes = summary(&self.latencies.writes, self.failed[1], self.bytes[1]);
+        let trims = summary(&self.latencies.trims, self.failed[2], self.bytes[2]);
         ReplayReport {
-            requests: self.requests.len() as u64,
+            requests: self.requests_seen,
             reads,
             writes,
             trims,

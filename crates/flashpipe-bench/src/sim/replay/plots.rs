@@ -2,6 +2,7 @@
 //! answered with zeros without flash left out, their count in the title) and the
 //! throughput over time.
 
+use flashpipe_base::LatencyHistogram;
 use flashpipe_ftl::replay::ReplayReport;
 
 use crate::error::io_with;
@@ -71,22 +72,25 @@ pub(super) fn draw_ftl_plots(folder: &str, report: &ReplayReport) -> BenchResult
     Ok(())
 }
 
-/// At most 200 points of the CDF of sorted latencies: (latency us, share at or below).
-pub(super) fn cdf_points(sorted_latencies_ns: &[u64]) -> Vec<(f64, f64)> {
-    const POINTS: usize = 200;
-    let count = sorted_latencies_ns.len();
+/// At most 200 points of the CDF of a latency histogram: (latency us, share at or below),
+/// every `step`-th rank and the last.
+pub(super) fn cdf_points(latencies_ns: &LatencyHistogram) -> Vec<(f64, f64)> {
+    const POINTS: u64 = 200;
+    let count = latencies_ns.count();
     let step = count.div_ceil(POINTS).max(1);
-    let mut points: Vec<(f64, f64)> = (step - 1..count)
-        .step_by(step)
-        .map(|index| {
-            (
-                sorted_latencies_ns[index] as f64 / 1000.0,
-                (index + 1) as f64 / count as f64,
-            )
-        })
-        .collect();
+    let mut points = Vec::new();
+    let mut next_rank = step;
+    let mut seen = 0;
+    for (value_ns, value_count) in latencies_ns.iter() {
+        seen += value_count;
+        while next_rank <= seen {
+            let shown_ns = value_ns.min(latencies_ns.max());
+            points.push((shown_ns as f64 / 1000.0, next_rank as f64 / count as f64));
+            next_rank += step;
+        }
+    }
     if points.last().is_none_or(|&(_, share)| share < 1.0) {
-        points.push((sorted_latencies_ns[count - 1] as f64 / 1000.0, 1.0));
+        points.push((latencies_ns.max() as f64 / 1000.0, 1.0));
     }
     points
 }
@@ -98,7 +102,11 @@ mod tests {
 
     #[test]
     fn the_cdf_starts_at_the_fastest_latency_and_ends_at_one() {
-        let points = cdf_points(&[120_000, 130_000, 150_000, 400_000]);
+        let mut latencies_ns = LatencyHistogram::default();
+        [400_000, 120_000, 150_000, 130_000]
+            .into_iter()
+            .for_each(|value| latencies_ns.record(value));
+        let points = cdf_points(&latencies_ns);
         assert_eq!(points.first(), Some(&(120.0, 0.25)));
         assert_eq!(points.last(), Some(&(400.0, 1.0)));
         let chart = Chart {
