@@ -1,5 +1,5 @@
 //! `flashpipe mount` through the real binary, used by programs no one here wrote: coreutils
-//! (cp, cat, ls, mkdir, mv, rm, dd), `sqlite3` and `git`; a mount through the store's
+//! (cp, cat, ls, mkdir, mv, rm, dd), `sqlite3`, `git` and `fio --verify`; a mount through the store's
 //! server; SIGKILL of the mount process in the middle of a write (what `fsync` acknowledged
 //! is there after a remount, fsck passes); a second local user (nobody) kept out without
 //! `--allow-other`; hostile mount points and stores refused with nothing changed.
@@ -307,34 +307,74 @@ fn a_sigkill_mid_write_keeps_what_fsync_acknowledged() {
     let folder = fresh_folder("mount-kill");
     let (store, directory) = store_and_mount_point(folder.path());
     let root = folder.path();
-    shell_ok(root, "dd if=/dev/urandom of=kept bs=1M count=8 status=none");
+    // rounds killed at different moments of an unsynced write; each round's fsync'd file and
+    // every earlier round's must be whole after the kill
+    for (round, kill_after_ms) in [(0, 300u64), (1, 40), (2, 900)] {
+        shell_ok(
+            root,
+            &format!("dd if=/dev/urandom of=kept{round} bs=1M count=4 status=none"),
+        );
+        let mount = Mounted::start(&store, &directory, &[]);
+        // dd's conv=fsync: the data is acknowledged by fsync before dd returns
+        shell_ok(
+            root,
+            &format!("dd if=kept{round} of=m/kept{round} bs=1M conv=fsync status=none"),
+        );
+        let mut writer = Command::new("dd")
+            .args([
+                "if=/dev/zero",
+                "of=m/unsynced",
+                "bs=64k",
+                "count=100000",
+                "status=none",
+            ])
+            .current_dir(root)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dd starts");
+        std::thread::sleep(Duration::from_millis(kill_after_ms));
+        mount.kill();
+        let _ = writer.wait();
+        let report = succeed(&["fsck", text(&store)]);
+        assert!(report.contains("clean"), "round {round}: {report}");
+        for earlier in 0..=round {
+            assert_eq!(
+                common::succeed_bytes(&["cat", text(&store), &format!("kept{earlier}")]),
+                std::fs::read(root.join(format!("kept{earlier}"))).expect("kept"),
+                "round {round}: kept{earlier}"
+            );
+        }
+    }
     let mount = Mounted::start(&store, &directory, &[]);
-    // dd's conv=fsync: the data is acknowledged by fsync before dd returns
-    shell_ok(root, "dd if=kept of=m/kept bs=1M conv=fsync status=none");
-    let mut writer = Command::new("dd")
-        .args([
-            "if=/dev/zero",
-            "of=m/unsynced",
-            "bs=64k",
-            "count=100000",
-            "status=none",
-        ])
-        .current_dir(root)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dd starts");
-    std::thread::sleep(Duration::from_millis(300));
-    mount.kill();
-    let _ = writer.wait();
-    let report = succeed(&["fsck", text(&store)]);
-    assert!(report.contains("clean"), "{report}");
-    assert_eq!(
-        common::succeed_bytes(&["cat", text(&store), "kept"]),
-        std::fs::read(root.join("kept")).expect("kept")
-    );
-    let mount = Mounted::start(&store, &directory, &[]);
-    shell_ok(root, "cmp kept m/kept");
+    shell_ok(root, "cmp kept0 m/kept0 && cmp kept2 m/kept2");
     mount.stop(libc::SIGTERM);
+}
+
+#[test]
+fn fio_verifies_what_it_wrote_on_a_mount() {
+    if !fuse_available("fio verify on a mount")
+        || !flashpipe_testkit::tools::programs_or_skip("fio verify on a mount", &["fio"])
+    {
+        return;
+    }
+    let folder = fresh_folder("mount-fio");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let mount = Mounted::start(&store, &directory, &[]);
+    // random 4 KiB and 12 KiB writes (unaligned to the FS block size too), then every block
+    // read back and checked against its checksum
+    for (job, block) in [("aligned", "4k"), ("odd", "12k")] {
+        shell_ok(
+            root,
+            &format!(
+                "fio --name={job} --filename=m/{job}.dat --size=16M --rw=randwrite --bs={block} \
+                 --verify=crc32c --do_verify=1 --verify_fatal=1 --ioengine=psync --fsync=64 \
+                 --output=/dev/null"
+            ),
+        );
+    }
+    mount.stop(libc::SIGTERM);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
 }
 
 #[test]
