@@ -505,3 +505,56 @@ fn hostile_mount_points_and_stores_are_refused() {
     assert!(shell(root, "mountpoint -q second").status.code() != Some(0));
     mount.stop(libc::SIGTERM);
 }
+
+#[test]
+fn hostile_requests_on_a_mount_fail_cleanly() {
+    if !fuse_available("hostile requests on a mount") {
+        return;
+    }
+    let folder = fresh_folder("mount-hostile-requests");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let mount = Mounted::start(&store, &directory, &[]);
+    shell_ok(root, "mkdir -p m/d/e && echo kept > m/d/f");
+    for (line, what) in [
+        (
+            "dd if=/dev/zero of=m/huge bs=1 seek=4611686018427387904 count=1 status=none",
+            "a write past what the store holds",
+        ),
+        (
+            "truncate -s 1P m/d/f",
+            "a truncation past what the store holds",
+        ),
+        ("touch m/a:b", "a `:` in a name"),
+        ("touch m/$(printf '\\377')", "a name that is not UTF-8"),
+        ("mkdir m/.flashpipe-dir", "the marker's name"),
+        (
+            &format!("touch m/{}", "n".repeat(256)),
+            "a name past 255 bytes",
+        ),
+        (
+            &format!("mkdir m/d/{}", "n".repeat(245)),
+            "a directory whose marker would pass 255 bytes",
+        ),
+        ("ln m/d/f m/hard", "a hard link"),
+        ("ln -s f m/soft", "a symbolic link"),
+        ("mkfifo m/fifo", "a FIFO"),
+        ("mv m/d m/d/e/inside", "a directory moved into itself"),
+        ("rmdir m/d", "a directory that is not empty"),
+        ("chown nobody m/d/f", "another owner"),
+    ] {
+        assert!(
+            !shell(root, line).status.success(),
+            "{what} was accepted: {line}"
+        );
+    }
+    assert_eq!(
+        shell_ok(root, "stat -c %s m/huge").trim(),
+        "0",
+        "the failed write left the size"
+    );
+    assert_eq!(shell_ok(root, "cat m/d/f"), "kept\n");
+    assert_eq!(shell_ok(root, "ls m/d"), "e\nf\n");
+    mount.stop(libc::SIGTERM);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+}

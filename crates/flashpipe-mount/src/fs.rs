@@ -147,6 +147,21 @@ impl<T: MountTransport> MountFs<T> {
         ))
     }
 
+    /// A commit point of file `inode` (fsync, close). When one of its writes failed, its
+    /// size is asked of the store again: the size the mount counted on is not the file's.
+    fn commit_file(&self, inode: u64) -> Result<(), Errno> {
+        let mut state = self.lock();
+        let result = state.commit(Some(inode));
+        if result.is_err() {
+            if let Ok(name) = Self::file_name(&state, inode) {
+                if let Ok(size) = state.stat_size(&name) {
+                    Self::set_size(&mut state, inode, size, None);
+                }
+            }
+        }
+        result
+    }
+
     /// After an entry left directory `parent`: a directory left empty keeps existing through
     /// its marker (the root needs none).
     fn keep_directory(state: &mut State<T>, parent: u64) -> Result<(), Errno> {
@@ -493,7 +508,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.lock().commit(Some(inode.0)) {
+        match self.commit_file(inode.0) {
             Ok(()) => reply.ok(),
             Err(value) => reply.error(errno(value)),
         }
@@ -509,7 +524,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.lock().commit(Some(inode.0)) {
+        match self.commit_file(inode.0) {
             Ok(()) => reply.ok(),
             Err(value) => reply.error(errno(value)),
         }
@@ -523,7 +538,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.lock().commit(Some(inode.0)) {
+        match self.commit_file(inode.0) {
             Ok(()) => reply.ok(),
             Err(value) => reply.error(errno(value)),
         }
