@@ -247,9 +247,13 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _request: &Request,
         config: &mut fuser::KernelConfig,
     ) -> std::io::Result<()> {
-        // 1 MiB writes, as `put` sends; the kernel's own limit where it is lower
+        // 1 MiB writes and readahead, as `put` and `get` move data; the kernel's own limit
+        // where it is lower
         if let Err(nearest) = config.set_max_write(1 << 20) {
             let _ = config.set_max_write(nearest);
+        }
+        if let Err(nearest) = config.set_max_readahead(1 << 20) {
+            let _ = config.set_max_readahead(nearest);
         }
         Ok(())
     }
