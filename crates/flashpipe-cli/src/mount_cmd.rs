@@ -17,8 +17,9 @@ use std::io::{BufRead, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use flashpipe_mount::{check_mount_point, MountError, MountOptions, MountTransport};
+use flashpipe_mount::{check_mount_point, DeviceCheck, MountError, MountOptions, MountTransport};
 use flashpipe_net::StopSignals;
 use flashpipe_store::store::device_files;
 use flashpipe_store::store_lock::LockWait;
@@ -98,14 +99,29 @@ pub fn run(arguments: MountArgs) -> CliResult {
     };
     match session.into_parts() {
         SessionParts::InProcess { store, client } => {
-            let (client, result) = serve.run(client, &options);
+            // the images are examined before each change of names and commit, as a server does
+            let store = Arc::new(store);
+            let watched = Arc::clone(&store);
+            let device_check: DeviceCheck = Box::new(move || {
+                watched
+                    .check_devices()
+                    .map_err(|finding| finding.to_string())
+            });
+            let (client, result) = serve.run(client, &options, Some(device_check));
             drop(client);
-            store.finish(result)
+            match Arc::try_unwrap(store) {
+                Ok(store) => store.finish(result),
+                Err(_) => Err(Failure::new(
+                    ErrorKind::Internal,
+                    "the mount still held the store when it ended; the store keeps its last commit",
+                )
+                .into()),
+            }
         }
         SessionParts::Served { client } => {
             options.shared_store = true;
             options.max_bytes_in_flight = StoreTransport::max_bytes_in_flight(&client);
-            serve.run(client, &options).1
+            serve.run(client, &options, None).1
         }
     }
 }
@@ -120,8 +136,13 @@ struct Serve<'a> {
 impl Serve<'_> {
     /// Mounts, serves until unmounted, commits; gives the transport back for the session
     /// to be closed.
-    fn run<T: MountTransport>(self, transport: T, options: &MountOptions) -> (T, CliResult) {
-        let mut mounted = match flashpipe_mount::mount(transport, options) {
+    fn run<T: MountTransport>(
+        self,
+        transport: T,
+        options: &MountOptions,
+        device_check: Option<DeviceCheck>,
+    ) -> (T, CliResult) {
+        let mut mounted = match flashpipe_mount::mount(transport, options, device_check) {
             Ok(mounted) => mounted,
             Err((transport, error)) => return (transport, Err(mount_failure(error))),
         };

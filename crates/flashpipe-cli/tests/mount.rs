@@ -558,3 +558,45 @@ fn hostile_requests_on_a_mount_fail_cleanly() {
     mount.stop(libc::SIGTERM);
     assert!(succeed(&["fsck", text(&store)]).contains("clean"));
 }
+
+#[test]
+fn a_deleted_image_under_a_mount_stops_changes() {
+    if !fuse_available("a deleted image under a mount") {
+        return;
+    }
+    let folder = fresh_folder("mount-deleted-image");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(["mount", text(&store), text(&directory), "--foreground"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flashpipe mount starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shell(root, "mountpoint -q m").status.code() != Some(0) {
+        assert!(Instant::now() < deadline, "the mount did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    shell_ok(root, "echo before > m/before.txt");
+    std::fs::remove_file(root.join("a.img")).expect("the image is deleted");
+    assert!(
+        !shell(root, "touch m/after.txt").status.success(),
+        "a create after the image was deleted"
+    );
+    assert!(
+        !shell(root, "mkdir m/dir").status.success(),
+        "a mkdir after the image was deleted"
+    );
+    assert_eq!(
+        shell_ok(root, "cat m/before.txt"),
+        "before\n",
+        "reads go on"
+    );
+    shell_ok(root, "fusermount3 -u m");
+    let status = wait_with_deadline(&mut child, Duration::from_secs(60));
+    let stderr = common::read_stderr(&mut child);
+    assert_eq!(status.code(), Some(74), "{stderr}");
+    assert!(stderr.contains("a.img was deleted"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -70,6 +70,11 @@ pub struct MountOptions {
     pub max_bytes_in_flight: u64,
 }
 
+/// Examines the store's device images before a change of names or a commit (the engine in
+/// process: `RunningStore::check_devices`); `Err` says what changed, and from then on such
+/// requests fail with `EIO` (a server does this check itself).
+pub type DeviceCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// Why a mount failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
@@ -124,8 +129,15 @@ pub enum MountError {
         /// What FUSE said.
         source: std::io::Error,
     },
+    /// A device image of the store changed under the mount (deleted, or shrank): changes
+    /// were refused from then on, and the store is closed without a last commit.
+    #[error("a device image of the store changed while it was mounted: {finding}")]
+    DeviceChanged {
+        /// What the check found.
+        finding: String,
+    },
     /// The last commit at unmount failed.
-    #[error("committing at unmount failed (errno {errno}); the store keeps its last commit")]
+    #[error("committing at unmount failed ({}); the store keeps its last commit (the reason is above)", std::io::Error::from_raw_os_error(*errno))]
     FinalCommit {
         /// The errno the commit failed with.
         errno: i32,
@@ -215,19 +227,24 @@ pub struct MountEnd<T> {
     pub result: Result<(), MountError>,
 }
 
-/// Mounts the store reached by `transport` on `options.mount_point`; on failure the
+/// Mounts the store reached by `transport` on `options.mount_point`, examining its device
+/// images with `device_check` before each change of names and each commit; on failure the
 /// transport comes back with the error.
 #[allow(clippy::result_large_err)]
 pub fn mount<T: MountTransport>(
     transport: T,
     options: &MountOptions,
+    device_check: Option<DeviceCheck>,
 ) -> Result<Mounted<T>, (T, MountError)> {
     let state = match state::State::load(
         transport,
         options.wall_clock_times,
         options.max_bytes_in_flight,
     ) {
-        Ok(state) => state,
+        Ok(mut state) => {
+            state.device_check = device_check;
+            state
+        }
         Err((transport, message)) => return Err((transport, MountError::Store(message))),
     };
     let hidden = state.tree.hidden().to_vec();
@@ -304,18 +321,21 @@ impl<T: MountTransport> Mounted<T> {
             ..
         } = self;
         let served = session.run();
-        let committed = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .commit(None);
+        let (committed, device_changed) = {
+            let mut state = state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            (state.commit(None), state.device_changed.clone())
+        };
         let transport = take_transport(state);
-        let result = match (served, committed) {
-            (_, Err(errno)) => Err(MountError::FinalCommit { errno }),
-            (Err(source), Ok(())) => Err(MountError::Serve {
+        let result = match (served, committed, device_changed) {
+            (_, _, Some(finding)) => Err(MountError::DeviceChanged { finding }),
+            (_, Err(errno), None) => Err(MountError::FinalCommit { errno }),
+            (Err(source), Ok(()), None) => Err(MountError::Serve {
                 path: mount_point,
                 source,
             }),
-            (Ok(()), Ok(())) => Ok(()),
+            (Ok(()), Ok(()), None) => Ok(()),
         };
         MountEnd { transport, result }
     }

@@ -61,6 +61,9 @@ pub struct State<T: MountTransport> {
     uncommitted: bool,
     pub(crate) wall_clock_times: bool,
     pub(crate) started_ns: u64,
+    pub(crate) device_check: Option<crate::DeviceCheck>,
+    /// What the device check found, once it found something.
+    pub(crate) device_changed: Option<String>,
 }
 
 /// Nanoseconds since the epoch now.
@@ -118,6 +121,8 @@ impl<T: MountTransport> State<T> {
             uncommitted: false,
             wall_clock_times,
             started_ns,
+            device_check: None,
+            device_changed: None,
         })
     }
 
@@ -154,6 +159,19 @@ impl<T: MountTransport> State<T> {
                     .entry(write.inode)
                     .or_insert(errno_of(error.code()));
             }
+        }
+        Ok(())
+    }
+
+    /// Refuses a change of names or a commit once a device image of the store changed.
+    fn check_devices(&mut self) -> Result<(), Errno> {
+        if self.device_changed.is_some() {
+            return Err(libc::EIO);
+        }
+        if let Some(Err(finding)) = self.device_check.as_ref().map(|check| check()) {
+            crate::say(&format!("{finding} (for a mount: unmount it)"));
+            self.device_changed = Some(finding);
+            return Err(libc::EIO);
         }
         Ok(())
     }
@@ -284,6 +302,7 @@ impl<T: MountTransport> State<T> {
     /// in flight.
     pub fn call_done(&mut self, command: Command<T::P>) -> Result<(), Errno> {
         self.drain()?;
+        self.check_devices()?;
         let what = command.kind().name();
         self.transport
             .call_done(command)
@@ -302,6 +321,7 @@ impl<T: MountTransport> State<T> {
             None => self.write_errors.drain().map(|(_, errno)| errno).next(),
         };
         if self.uncommitted {
+            self.check_devices()?;
             self.transport.flush().map_err(|error| {
                 report("the commit", &error);
                 errno_of(error.code())
