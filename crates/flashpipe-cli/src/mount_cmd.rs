@@ -72,6 +72,8 @@ pub fn run(arguments: MountArgs) -> CliResult {
         return run_in_background(&arguments);
     }
     let tell_parent = std::env::var(READY_VARIABLE).as_deref() == Ok("1");
+    // a message to a standard error closed meanwhile must not end the mount uncommitted
+    flashpipe_net::ignore_closed_pipes();
     let signals = StopSignals::install()?;
     let session = StoreSession::open(&SessionRequest {
         store_file: &arguments.store,
