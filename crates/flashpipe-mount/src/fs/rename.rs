@@ -58,10 +58,13 @@ impl<T: MountTransport> MountFs<T> {
         if source_is_directory {
             Self::rename_directory(state, source, to.0, &new_name)?;
         } else {
+            // replace only a file the mount shows: a store name it hides (a file named as a
+            // directory was) is never overwritten unseen
+            let replace = state.tree.child(to.0, &new_name).is_some();
             state.call_done(Command::Rename {
                 from: state.tree.store_name(source, None),
                 to: state.tree.store_name(to.0, Some(&new_name)),
-                replace: true,
+                replace,
             })?;
             if let Some(target) = state.tree.child(to.0, &new_name) {
                 state.tree.remove(target);
