@@ -560,6 +560,38 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_follows_other_clients_and_keeps_inode_numbers() {
+        let mut tree = tree_of(&["a:kept", "a:gone", "a:sub:x", "top"]);
+        let a = tree.child(ROOT_INODE, "a").expect("a");
+        let kept = tree.child(a, "kept").expect("kept");
+        let fresh = Tree::new(&[
+            StoreEntry {
+                name: "a:kept".into(),
+                size_bytes: 99,
+                modified_ns: 8,
+            },
+            entry("a:new"),
+            entry("a:newdir:y"),
+            entry("a:.flashpipe-dir"),
+            entry("top"),
+        ]);
+        tree.refresh_directory(a, &fresh);
+        assert_eq!(
+            tree.child(a, "kept"),
+            Some(kept),
+            "an entry still there keeps its inode"
+        );
+        assert!(matches!(
+            tree.node(kept).map(|node| &node.kind),
+            Some(NodeKind::File { size_bytes: 99, .. })
+        ));
+        assert!(tree.child(a, "gone").is_none() && tree.child(a, "sub").is_none());
+        let new_directory = tree.child(a, "newdir").expect("a directory made meanwhile");
+        assert!(tree.child(new_directory, "y").is_some());
+        assert!(tree.child(a, "new").is_some() && tree.has_marker(a));
+    }
+
+    #[test]
     fn components_are_checked_before_anything_is_sent() {
         let tree = tree_of(&["a:b"]);
         let a = tree.child(ROOT_INODE, "a").expect("a");
