@@ -402,9 +402,24 @@ fn a_mount_goes_through_the_running_server() {
         "d:other.txt",
     ]);
     assert_eq!(shell_ok(root, "cat m/d/other.txt"), "from another client\n");
-    mount.stop(libc::SIGTERM);
+    // a SIGKILL of the mount with a file open and unsynced: what reached the server stays
+    // in its engine, seen by its other clients, and its stop commits it
+    let pid = mount.child.as_ref().expect("running").id();
+    shell_ok(
+        root,
+        &format!("exec 3>m/d/open.txt && printf 'written, not closed' >&3 && kill -KILL {pid}"),
+    );
+    mount.kill();
+    assert_eq!(
+        succeed(&["cat", text(&store), "d:open.txt"]),
+        "written, not closed"
+    );
     stop_with(server, libc::SIGTERM);
     assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+    assert_eq!(
+        succeed(&["cat", text(&store), "d:open.txt"]),
+        "written, not closed"
+    );
 }
 
 #[test]
