@@ -10,6 +10,7 @@ mod cluster_cmd;
 mod demo_cmd;
 mod error_kind;
 mod kernels_cmd;
+mod mount_cmd;
 mod nbd_cmd;
 mod run_cmd;
 mod serve_cmd;
@@ -75,6 +76,8 @@ enum Command {
     Info(store_cmd::InfoArgs),
     /// Check a store's metadata, and repair what is safe with --repair.
     Fsck(store_cmd::FsckArgs),
+    /// Mount a store as a file system (FUSE): directories are the `:` levels of its names.
+    Mount(mount_cmd::MountArgs),
     /// Serve a store to many client processes on a Unix socket (foreground; SIGTERM stops it).
     Serve(Box<serve_cmd::ServeArgs>),
     /// The host flash translation layer: write amplification, GC policies, wear, speed.
@@ -197,6 +200,7 @@ fn main() -> ExitCode {
         Command::Df(arguments) => store_cmd::run_df(arguments),
         Command::Info(arguments) => store_cmd::run_info(arguments),
         Command::Fsck(arguments) => store_cmd::run_fsck(arguments),
+        Command::Mount(arguments) => mount_cmd::run(arguments),
         Command::Serve(arguments) => serve_cmd::run(*arguments),
         Command::Ftl(command) => flashpipe_bench::ftl::run(command),
         Command::Completions(arguments) => shell_cmd::run_completions(arguments, Cli::command()),

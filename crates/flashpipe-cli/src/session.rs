@@ -237,6 +237,35 @@ impl StoreSession {
     }
 }
 
+/// A session taken apart, for a command that must own its way to the store (`mount` hands
+/// it to the file system's thread): the store opened here with its engine's client, or
+/// the server's client.
+pub enum SessionParts {
+    /// The store opened in this process; close it with `OpenStore::finish` after the
+    /// client is dropped.
+    InProcess {
+        /// The open store.
+        store: OpenStore,
+        /// Its engine's client.
+        client: EngineClient,
+    },
+    /// A client of the server holding the store.
+    Served {
+        /// The client.
+        client: Client,
+    },
+}
+
+impl StoreSession {
+    /// The session's parts (see [`SessionParts`]).
+    pub fn into_parts(self) -> SessionParts {
+        match self.kind {
+            SessionKind::InProcess { store, client } => SessionParts::InProcess { store, client },
+            SessionKind::Served { client, .. } => SessionParts::Served { client },
+        }
+    }
+}
+
 /// A server answering on a store's socket, connected.
 pub struct LiveServer {
     /// The connection (handshake done).

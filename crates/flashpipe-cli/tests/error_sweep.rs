@@ -263,6 +263,7 @@ fn help_and_listings_hold_no_debug_text_or_issue_numbers() {
         vec!["df", "--help"],
         vec!["fsck", "--help"],
         vec!["serve", "--help"],
+        vec!["mount", "--help"],
         vec!["ftl", "--help"],
         vec!["cluster", "--help"],
         vec!["cluster", "node", "--help"],

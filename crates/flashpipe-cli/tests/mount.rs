@@ -1,0 +1,617 @@
+//! `flashpipe mount` through the real binary, used by programs no one here wrote: coreutils
+//! (cp, cat, ls, mkdir, mv, rm, dd), `sqlite3`, `git` and `fio --verify`; a mount through the store's
+//! server; SIGKILL of the mount process in the middle of a write (what `fsync` acknowledged
+//! is there after a remount, fsck passes); a second local user (nobody) kept out without
+//! `--allow-other`; hostile mount points and stores refused with nothing changed.
+//!
+//! They need /dev/fuse and `fusermount3` (Debian fuse3): without them each test prints why
+//! and returns, and fails instead under `FLASHPIPE_REQUIRE_TOOLS=1`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{
+    file_store, flashpipe, fresh_folder, second_user_available, start_flashpipe, stop_with,
+    succeed, text,
+};
+
+/// True when FUSE mounts can be made here; otherwise prints why `test` is skipped.
+fn fuse_available(test: &str) -> bool {
+    if !Path::new("/dev/fuse").exists() {
+        flashpipe_testkit::tools::skip(
+            test,
+            "/dev/fuse is absent (no FUSE in this kernel or container)",
+        );
+        return false;
+    }
+    flashpipe_testkit::tools::programs_or_skip(test, &["fusermount3"])
+}
+
+/// Runs a shell command line in `folder`; its output.
+fn shell(folder: &Path, line: &str) -> Output {
+    Command::new("sh")
+        .args(["-c", line])
+        .current_dir(folder)
+        .output()
+        .expect("sh runs")
+}
+
+/// Runs a shell command line in `folder` that must succeed; its standard output.
+fn shell_ok(folder: &Path, line: &str) -> String {
+    let output = shell(folder, line);
+    assert!(
+        output.status.success(),
+        "`{line}` failed ({}): {}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A mount in the foreground, its process held by the test.
+struct Mounted {
+    child: Option<Child>,
+    directory: PathBuf,
+}
+
+impl Mounted {
+    /// Mounts `store` on `directory` (`--foreground`, with `extra` options) and waits for
+    /// its "mounted on" line.
+    fn start(store: &Path, directory: &Path, extra: &[&str]) -> Mounted {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+            .args(["mount", text(store), text(directory), "--foreground"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("flashpipe mount starts");
+        let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
+        let mut said = String::new();
+        loop {
+            let mut line = String::new();
+            let read = stderr.read_line(&mut line).expect("stderr is text");
+            said.push_str(&line);
+            if read == 0 {
+                let status = child.wait().expect("waited");
+                panic!("the mount ended before it was up ({status}): {said}");
+            }
+            if line.contains("mounted on") {
+                break;
+            }
+        }
+        // keep draining its standard error so that it never blocks on a full pipe
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            while stderr.read_line(&mut rest).unwrap_or(0) > 0 {}
+        });
+        Mounted {
+            child: Some(child),
+            directory: directory.to_path_buf(),
+        }
+    }
+
+    /// Ends the mount with `signal` and checks that the process exits with status 0.
+    fn stop(mut self, signal: i32) {
+        let mut child = self.child.take().expect("running");
+        let pid = i32::try_from(child.id()).expect("a pid");
+        // SAFETY: kill with a valid pid and signal has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let status = wait_with_deadline(&mut child, Duration::from_secs(60));
+        assert!(status.success(), "the mount exited with {status}");
+    }
+
+    /// Kills the mount process with SIGKILL and detaches its dead mount.
+    fn kill(mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        detach(&self.directory);
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            detach(&self.directory);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Detaches a background mount when dropped (a failed test leaves no mount behind).
+struct DetachOnDrop(PathBuf);
+
+impl Drop for DetachOnDrop {
+    fn drop(&mut self) {
+        detach(&self.0);
+    }
+}
+
+/// Lazily unmounts `directory` (a dead or leftover mount), ignoring failures.
+fn detach(directory: &Path) {
+    let _ = Command::new("fusermount3")
+        .args(["-u", "-z", text(directory)])
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn wait_with_deadline(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mount did not end in {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A store of 256 MiB and an empty mount point in a fresh folder.
+fn store_and_mount_point(folder: &Path) -> (PathBuf, PathBuf) {
+    let store = file_store(folder, "256M");
+    let directory = folder.join("m");
+    std::fs::create_dir(&directory).expect("mount point");
+    (store, directory)
+}
+
+#[test]
+fn coreutils_work_on_a_mount_and_unmount_commits() {
+    if !fuse_available("coreutils on a mount") {
+        return;
+    }
+    let folder = fresh_folder("mount-coreutils");
+    let (store, directory) = store_and_mount_point(folder.path());
+    std::fs::write(folder.path().join("before.txt"), b"put before the mount\n").expect("write");
+    succeed(&[
+        "put",
+        text(&store),
+        text(&folder.path().join("before.txt")),
+        "--as",
+        "a:b:before.txt",
+    ]);
+    // the default: the command returns once the mount is up, the mount runs on
+    let started = succeed(&["mount", text(&store), text(&directory)]);
+    assert!(started.contains("mounted on"), "{started}");
+    let _detach_on_failure = DetachOnDrop(directory.clone());
+    let root = folder.path();
+    assert_eq!(
+        shell_ok(root, "cat m/a/b/before.txt"),
+        "put before the mount\n"
+    );
+    shell_ok(root, "mkdir m/empty m/docs && cp before.txt m/docs/copy.txt && cp m/docs/copy.txt m/docs/again.txt");
+    shell_ok(root, "dd if=/dev/urandom of=big bs=1M count=24 status=none && dd if=big of=m/docs/big bs=256k status=none");
+    shell_ok(
+        root,
+        "cmp big m/docs/big && mv m/docs/again.txt m/docs/moved.txt && rm m/docs/copy.txt",
+    );
+    shell_ok(root, "mv m/docs m/papers");
+    let listing = shell_ok(root, "ls -R m");
+    for expected in ["empty", "papers", "moved.txt", "big", "before.txt"] {
+        assert!(listing.contains(expected), "{expected} in {listing}");
+    }
+    assert!(
+        !listing.contains("copy.txt") && !listing.contains("docs"),
+        "{listing}"
+    );
+    assert!(
+        shell(root, "rmdir m/papers").status.code() != Some(0),
+        "a non-empty directory stays"
+    );
+    shell_ok(
+        root,
+        "printf 'x' | dd of=m/papers/moved.txt bs=1 seek=3 conv=notrunc status=none",
+    );
+    assert_eq!(
+        shell_ok(root, "cat m/papers/moved.txt"),
+        "putxbefore the mount\n"
+    );
+    shell_ok(root, "truncate -s 3 m/papers/moved.txt");
+    assert_eq!(shell_ok(root, "cat m/papers/moved.txt"), "put");
+    let refused = shell(root, "touch m/a:b");
+    assert!(!refused.status.success(), "a `:` in a name is refused");
+    shell_ok(root, "umount m");
+    // the unmounted process commits and lets go of the store
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let names = loop {
+        let output = flashpipe(&["ls", text(&store)]);
+        if output.status.success() {
+            break String::from_utf8_lossy(&output.stdout).into_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the store stays in use after umount"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for expected in [
+        "a:b:before.txt",
+        "empty:.flashpipe-dir",
+        "papers:big",
+        "papers:moved.txt",
+    ] {
+        assert!(names.contains(expected), "{expected} in {names}");
+    }
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+    let big = common::succeed_bytes(&["cat", text(&store), "papers:big"]);
+    assert_eq!(big, std::fs::read(root.join("big")).expect("big"));
+}
+
+#[test]
+fn sqlite_and_git_work_on_a_mount() {
+    if !fuse_available("sqlite3 and git on a mount")
+        || !flashpipe_testkit::tools::programs_or_skip(
+            "sqlite3 and git on a mount",
+            &["sqlite3", "git"],
+        )
+    {
+        return;
+    }
+    let folder = fresh_folder("mount-programs");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let mount = Mounted::start(&store, &directory, &[]);
+    let mut inserts = String::from("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);\nBEGIN;\n");
+    for row in 0..1000 {
+        inserts.push_str(&format!("INSERT INTO t (v) VALUES ('row {row}');\n"));
+    }
+    inserts.push_str("COMMIT;\n");
+    std::fs::write(root.join("inserts.sql"), inserts).expect("sql");
+    shell_ok(root, "sqlite3 m/db.sqlite < inserts.sql");
+    assert_eq!(
+        shell_ok(root, "sqlite3 m/db.sqlite 'SELECT count(*) FROM t;'").trim(),
+        "1000"
+    );
+    shell_ok(root, "sqlite3 m/db.sqlite \"UPDATE t SET v = 'changed' WHERE id % 2 = 0; PRAGMA integrity_check;\"");
+    let git = "git -c user.name=t -c user.email=t@example.com -c init.defaultBranch=main";
+    shell_ok(root, &format!("mkdir m/repo && cd m/repo && {git} init -q && echo hello > a.txt && mkdir sub && echo there > sub/b.txt && {git} add . && {git} commit -q -m first"));
+    shell_ok(
+        root,
+        &format!("cd m/repo && echo more >> a.txt && {git} commit -q -am second"),
+    );
+    assert_eq!(
+        shell_ok(root, &format!("cd m/repo && {git} log --format=%s")),
+        "second\nfirst\n"
+    );
+    shell_ok(root, "cd m/repo && git fsck --no-progress 2>&1");
+    mount.stop(libc::SIGTERM);
+    // reopened from the store, through a new mount
+    let mount = Mounted::start(&store, &directory, &[]);
+    assert_eq!(
+        shell_ok(
+            root,
+            "sqlite3 m/db.sqlite 'SELECT count(*) FROM t WHERE v = \"changed\";'"
+        )
+        .trim(),
+        "500"
+    );
+    assert_eq!(shell_ok(root, "cd m/repo && git status --porcelain"), "");
+    mount.stop(libc::SIGINT);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+}
+
+#[test]
+fn a_sigkill_mid_write_keeps_what_fsync_acknowledged() {
+    if !fuse_available("SIGKILL of a mount") {
+        return;
+    }
+    let folder = fresh_folder("mount-kill");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    // rounds killed at different moments of an unsynced write; each round's fsync'd file and
+    // every earlier round's must be whole after the kill
+    for (round, kill_after_ms) in [(0, 300u64), (1, 40), (2, 900)] {
+        shell_ok(
+            root,
+            &format!("dd if=/dev/urandom of=kept{round} bs=1M count=4 status=none"),
+        );
+        let mount = Mounted::start(&store, &directory, &[]);
+        // dd's conv=fsync: the data is acknowledged by fsync before dd returns
+        shell_ok(
+            root,
+            &format!("dd if=kept{round} of=m/kept{round} bs=1M conv=fsync status=none"),
+        );
+        let mut writer = Command::new("dd")
+            .args([
+                "if=/dev/zero",
+                "of=m/unsynced",
+                "bs=64k",
+                "count=100000",
+                "status=none",
+            ])
+            .current_dir(root)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dd starts");
+        std::thread::sleep(Duration::from_millis(kill_after_ms));
+        mount.kill();
+        let _ = writer.wait();
+        let report = succeed(&["fsck", text(&store)]);
+        assert!(report.contains("clean"), "round {round}: {report}");
+        for earlier in 0..=round {
+            assert_eq!(
+                common::succeed_bytes(&["cat", text(&store), &format!("kept{earlier}")]),
+                std::fs::read(root.join(format!("kept{earlier}"))).expect("kept"),
+                "round {round}: kept{earlier}"
+            );
+        }
+    }
+    let mount = Mounted::start(&store, &directory, &[]);
+    shell_ok(root, "cmp kept0 m/kept0 && cmp kept2 m/kept2");
+    mount.stop(libc::SIGTERM);
+}
+
+#[test]
+fn fio_verifies_what_it_wrote_on_a_mount() {
+    if !fuse_available("fio verify on a mount")
+        || !flashpipe_testkit::tools::programs_or_skip("fio verify on a mount", &["fio"])
+    {
+        return;
+    }
+    let folder = fresh_folder("mount-fio");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let mount = Mounted::start(&store, &directory, &[]);
+    // random 4 KiB and 12 KiB writes (unaligned to the FS block size too), then every block
+    // read back and checked against its checksum
+    for (job, block) in [("aligned", "4k"), ("odd", "12k")] {
+        shell_ok(
+            root,
+            &format!(
+                "fio --name={job} --filename=m/{job}.dat --size=16M --rw=randwrite --bs={block} \
+                 --verify=crc32c --do_verify=1 --verify_fatal=1 --ioengine=psync --fsync=64 \
+                 --output=/dev/null"
+            ),
+        );
+    }
+    mount.stop(libc::SIGTERM);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+}
+
+#[test]
+fn a_mount_goes_through_the_running_server() {
+    if !fuse_available("a mount through the server") {
+        return;
+    }
+    let folder = fresh_folder("mount-served");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let (server, _lines) = start_flashpipe(&["serve", text(&store)]);
+    let mount = Mounted::start(&store, &directory, &["--verbose"]);
+    shell_ok(root, "mkdir m/d && echo through the server > m/d/f.txt");
+    // another client of the server sees the closed file at once
+    assert_eq!(
+        succeed(&["cat", text(&store), "d:f.txt"]),
+        "through the server\n"
+    );
+    std::fs::write(root.join("other.txt"), b"from another client\n").expect("write");
+    succeed(&[
+        "put",
+        text(&store),
+        text(&root.join("other.txt")),
+        "--as",
+        "d:other.txt",
+    ]);
+    assert_eq!(shell_ok(root, "cat m/d/other.txt"), "from another client\n");
+    // a SIGKILL of the mount with a file open and unsynced: what reached the server stays
+    // in its engine, seen by its other clients, and its stop commits it
+    let pid = mount.child.as_ref().expect("running").id();
+    shell_ok(
+        root,
+        &format!("exec 3>m/d/open.txt && printf 'written, not closed' >&3 && kill -KILL {pid}"),
+    );
+    mount.kill();
+    assert_eq!(
+        succeed(&["cat", text(&store), "d:open.txt"]),
+        "written, not closed"
+    );
+    stop_with(server, libc::SIGTERM);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+    assert_eq!(
+        succeed(&["cat", text(&store), "d:open.txt"]),
+        "written, not closed"
+    );
+}
+
+#[test]
+fn another_user_is_kept_out_without_allow_other() {
+    if !fuse_available("another user and a mount")
+        || !second_user_available("another user and a mount")
+    {
+        return;
+    }
+    let folder = fresh_folder("mount-other-user");
+    std::fs::set_permissions(folder.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let mount = Mounted::start(&store, &directory, &[]);
+    shell_ok(root, "echo secret > m/secret.txt");
+    let as_nobody = shell(root, "runuser -u nobody -- cat m/secret.txt");
+    assert!(!as_nobody.status.success(), "nobody read the mount");
+    mount.stop(libc::SIGTERM);
+    // the store's files are 0600: --allow-other is refused, nothing mounted
+    let refused = flashpipe(&["mount", text(&store), text(&directory), "--allow-other"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(77),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("lets no one else read"));
+    assert!(shell(root, "mountpoint -q m").status.code() != Some(0));
+    // with the store's files readable by others, others may read (not write) the mount
+    shell_ok(root, "chmod o+r s.toml a.img");
+    let mount = Mounted::start(&store, &directory, &["--allow-other"]);
+    assert_eq!(
+        shell_ok(root, "runuser -u nobody -- cat m/secret.txt"),
+        "secret\n"
+    );
+    assert!(!shell(root, "runuser -u nobody -- touch m/new.txt")
+        .status
+        .success());
+    mount.stop(libc::SIGTERM);
+}
+
+/// Runs a mount expected to fail; checks its exit status and message, and that it left
+/// `directory` and the store as they were.
+fn check_refused(store: &Path, directory: &Path, status: i32, fragment: &str) {
+    let before = flashpipe(&["ls", text(store)]);
+    let output = flashpipe(&["mount", text(store), text(directory)]);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(status), "{message}");
+    assert!(message.contains(fragment), "{fragment} in {message}");
+    assert!(!message.contains("panicked"), "{message}");
+    assert_eq!(
+        flashpipe(&["ls", text(store)]).stdout,
+        before.stdout,
+        "nothing changed"
+    );
+}
+
+#[test]
+fn hostile_mount_points_and_stores_are_refused() {
+    if !fuse_available("hostile mounts") {
+        return;
+    }
+    let folder = fresh_folder("mount-hostile");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    check_refused(&store, &root.join("missing"), 66, "does not exist");
+    std::fs::write(root.join("file"), b"x").expect("file");
+    check_refused(&store, &root.join("file"), 64, "is not a directory");
+    std::fs::create_dir(root.join("full")).expect("dir");
+    std::fs::write(root.join("full/inside"), b"x").expect("file");
+    check_refused(&store, &root.join("full"), 64, "is not empty");
+    assert!(root.join("full/inside").exists());
+    let missing_store = flashpipe(&["mount", text(&root.join("none.toml")), text(&directory)]);
+    assert!(!missing_store.status.success());
+    assert!(String::from_utf8_lossy(&missing_store.stderr).contains("none.toml"));
+    assert!(
+        shell(root, "mountpoint -q m").status.code() != Some(0),
+        "nothing mounted"
+    );
+    // twice: on the same directory, and the same store elsewhere
+    let mount = Mounted::start(&store, &directory, &[]);
+    let again = flashpipe(&["mount", text(&store), text(&directory)]);
+    assert_eq!(
+        again.status.code(),
+        Some(73),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(String::from_utf8_lossy(&again.stderr).contains("a mount point already"));
+    std::fs::create_dir(root.join("second")).expect("dir");
+    let elsewhere = flashpipe(&["mount", text(&store), text(&root.join("second"))]);
+    assert_eq!(
+        elsewhere.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&elsewhere.stderr)
+    );
+    assert!(shell(root, "mountpoint -q second").status.code() != Some(0));
+    mount.stop(libc::SIGTERM);
+}
+
+#[test]
+fn hostile_requests_on_a_mount_fail_cleanly() {
+    if !fuse_available("hostile requests on a mount") {
+        return;
+    }
+    let folder = fresh_folder("mount-hostile-requests");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let mount = Mounted::start(&store, &directory, &[]);
+    shell_ok(root, "mkdir -p m/d/e && echo kept > m/d/f");
+    for (line, what) in [
+        (
+            "dd if=/dev/zero of=m/huge bs=1 seek=4611686018427387904 count=1 status=none",
+            "a write past what the store holds",
+        ),
+        (
+            "truncate -s 1P m/d/f",
+            "a truncation past what the store holds",
+        ),
+        ("touch m/a:b", "a `:` in a name"),
+        ("touch m/$(printf '\\377')", "a name that is not UTF-8"),
+        ("mkdir m/.flashpipe-dir", "the marker's name"),
+        (
+            &format!("touch m/{}", "n".repeat(256)),
+            "a name past 255 bytes",
+        ),
+        (
+            &format!("mkdir m/d/{}", "n".repeat(245)),
+            "a directory whose marker would pass 255 bytes",
+        ),
+        ("ln m/d/f m/hard", "a hard link"),
+        ("ln -s f m/soft", "a symbolic link"),
+        ("mkfifo m/fifo", "a FIFO"),
+        ("mv m/d m/d/e/inside", "a directory moved into itself"),
+        ("rmdir m/d", "a directory that is not empty"),
+        ("chown nobody m/d/f", "another owner"),
+    ] {
+        assert!(
+            !shell(root, line).status.success(),
+            "{what} was accepted: {line}"
+        );
+    }
+    assert_eq!(
+        shell_ok(root, "stat -c %s m/huge").trim(),
+        "0",
+        "the failed write left the size"
+    );
+    assert_eq!(shell_ok(root, "cat m/d/f"), "kept\n");
+    assert_eq!(shell_ok(root, "ls m/d"), "e\nf\n");
+    mount.stop(libc::SIGTERM);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+}
+
+#[test]
+fn a_deleted_image_under_a_mount_stops_changes() {
+    if !fuse_available("a deleted image under a mount") {
+        return;
+    }
+    let folder = fresh_folder("mount-deleted-image");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+        .args(["mount", text(&store), text(&directory), "--foreground"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flashpipe mount starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shell(root, "mountpoint -q m").status.code() != Some(0) {
+        assert!(Instant::now() < deadline, "the mount did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    shell_ok(root, "echo before > m/before.txt");
+    std::fs::remove_file(root.join("a.img")).expect("the image is deleted");
+    assert!(
+        !shell(root, "touch m/after.txt").status.success(),
+        "a create after the image was deleted"
+    );
+    assert!(
+        !shell(root, "mkdir m/dir").status.success(),
+        "a mkdir after the image was deleted"
+    );
+    assert_eq!(
+        shell_ok(root, "cat m/before.txt"),
+        "before\n",
+        "reads go on"
+    );
+    shell_ok(root, "fusermount3 -u m");
+    let status = wait_with_deadline(&mut child, Duration::from_secs(60));
+    let stderr = common::read_stderr(&mut child);
+    assert_eq!(status.code(), Some(74), "{stderr}");
+    assert!(stderr.contains("a.img was deleted"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -1,0 +1,680 @@
+//! The FUSE requests, each turned into store commands on the mount's state and the tree
+//! updated after the store said yes: lookup, getattr, setattr (size; mode and times held for
+//! this mount only), readdir, open, read, write, create, unlink, rename, mkdir, rmdir,
+//! flush, release, fsync, fsyncdir, statfs. Links, symbolic links, device nodes and
+//! extended attributes are refused.
+
+mod rename;
+
+use std::ffi::OsStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use flashpipe_api::Command;
+use fuser::{
+    FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::state::{system_time, Errno, State};
+use crate::tree::{checked_component, ComponentRefusal, NodeKind, Tree, ROOT_INODE};
+use crate::{MountOptions, MountTransport};
+
+/// How long the kernel may keep names and attributes in a store only this mount changes.
+const PRIVATE_TTL: Duration = Duration::from_secs(1);
+
+/// The file system FUSE calls.
+pub struct MountFs<T: MountTransport> {
+    state: Arc<Mutex<State<T>>>,
+    uid: u32,
+    gid: u32,
+    others_write_bit: u16,
+    shared_store: bool,
+}
+
+fn errno(value: Errno) -> fuser::Errno {
+    fuser::Errno::from_i32(value)
+}
+
+fn refusal_errno(refusal: ComponentRefusal) -> Errno {
+    match refusal {
+        ComponentRefusal::TooLong => libc::ENAMETOOLONG,
+        ComponentRefusal::Reserved => libc::EPERM,
+        ComponentRefusal::HoldsSeparator | ComponentRefusal::NotUtf8 => libc::EINVAL,
+    }
+}
+
+impl<T: MountTransport> MountFs<T> {
+    /// The file system over `state`.
+    pub fn new(state: Arc<Mutex<State<T>>>, options: &MountOptions) -> MountFs<T> {
+        // SAFETY: getuid and getgid only read the process's credentials.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        // the kernel lets no one else in without allow_other, whatever the modes say
+        let others_write_bit = if options.allow_other && options.others_may_write {
+            0o002
+        } else {
+            0
+        };
+        MountFs {
+            state,
+            uid,
+            gid,
+            others_write_bit,
+            shared_store: options.shared_store,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn ttl(&self) -> Duration {
+        if self.shared_store {
+            Duration::ZERO
+        } else {
+            PRIVATE_TTL
+        }
+    }
+
+    /// The attributes of `inode`.
+    fn attributes(&self, state: &State<T>, inode: u64) -> Option<FileAttr> {
+        let node = state.tree.node(inode)?;
+        let (kind, size, default_mode, modified_ns, links) = match &node.kind {
+            NodeKind::File {
+                size_bytes,
+                modified_ns,
+            } => (
+                FileType::RegularFile,
+                *size_bytes,
+                0o644 | self.others_write_bit,
+                *modified_ns,
+                1,
+            ),
+            NodeKind::Directory { children, .. } => {
+                let directories = children
+                    .values()
+                    .filter(|child| state.tree.is_directory(**child))
+                    .count() as u32;
+                (
+                    FileType::Directory,
+                    0,
+                    0o755 | self.others_write_bit,
+                    state.started_ns,
+                    2 + directories,
+                )
+            }
+        };
+        let modified = system_time(node.time_override_ns.unwrap_or(modified_ns));
+        Some(FileAttr {
+            ino: INodeNo(inode),
+            size,
+            blocks: size.div_ceil(512),
+            atime: modified,
+            mtime: modified,
+            ctime: modified,
+            crtime: modified,
+            kind,
+            perm: node.mode_override.unwrap_or(default_mode),
+            nlink: links,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        })
+    }
+
+    /// A file another client of the server made since the tree was read: asked of the store
+    /// by name, and added when there.
+    fn look_in_store(state: &mut State<T>, parent: u64, name: &OsStr) -> Option<u64> {
+        if !state.tree.is_directory(parent) {
+            return None;
+        }
+        let name = checked_component(&state.tree, parent, name, false).ok()?;
+        let store_name = state.tree.store_name(parent, Some(&name));
+        let size_bytes = state.stat_size(&store_name).ok()?;
+        let modified_ns = state.change_time_ns();
+        Some(state.tree.add(
+            parent,
+            &name,
+            NodeKind::File {
+                size_bytes,
+                modified_ns,
+            },
+        ))
+    }
+
+    /// A commit point of file `inode` (fsync, close). When one of its writes failed, its
+    /// size is asked of the store again: the size the mount counted on is not the file's.
+    fn commit_file(&self, inode: u64) -> Result<(), Errno> {
+        let mut state = self.lock();
+        let result = state.commit(Some(inode));
+        if result.is_err() {
+            if let Ok(name) = Self::file_name(&state, inode) {
+                if let Ok(size) = state.stat_size(&name) {
+                    Self::set_size(&mut state, inode, size, None);
+                }
+            }
+        }
+        result
+    }
+
+    /// After an entry left directory `parent`: a directory left empty keeps existing through
+    /// its marker (the root needs none).
+    fn keep_directory(state: &mut State<T>, parent: u64) -> Result<(), Errno> {
+        if parent == ROOT_INODE
+            || !state.tree.children(parent).is_empty()
+            || state.tree.has_marker(parent)
+            || state.tree.node(parent).is_none()
+        {
+            return Ok(());
+        }
+        let marker = state.tree.marker_name(parent);
+        state.call_done(Command::Create { name: marker })?;
+        state.tree.set_marker(parent, true);
+        Ok(())
+    }
+
+    fn file_name(state: &State<T>, inode: u64) -> Result<String, Errno> {
+        match state.tree.node(inode).map(|node| &node.kind) {
+            Some(NodeKind::File { .. }) => Ok(state.tree.store_name(inode, None)),
+            Some(NodeKind::Directory { .. }) => Err(libc::EISDIR),
+            None => Err(libc::ENOENT),
+        }
+    }
+
+    fn set_size(state: &mut State<T>, inode: u64, size: u64, modified_ns: Option<u64>) {
+        if let Some(node) = state.tree.node_mut(inode) {
+            if let NodeKind::File {
+                size_bytes,
+                modified_ns: modified,
+            } = &mut node.kind
+            {
+                *size_bytes = size;
+                if let Some(now) = modified_ns {
+                    *modified = now;
+                }
+            }
+        }
+    }
+
+    fn do_setattr(
+        &self,
+        state: &mut State<T>,
+        inode: u64,
+        mode: Option<u32>,
+        owner: (Option<u32>, Option<u32>),
+        size: Option<u64>,
+        modified: Option<TimeOrNow>,
+    ) -> Result<FileAttr, Errno> {
+        let current = self.attributes(state, inode).ok_or(libc::ENOENT)?;
+        let (uid, gid) = owner;
+        if uid.is_some_and(|uid| uid != current.uid) || gid.is_some_and(|gid| gid != current.gid) {
+            return Err(libc::EPERM);
+        }
+        if let Some(size) = size {
+            let name = Self::file_name(state, inode)?;
+            state.call_done(Command::Truncate {
+                name,
+                size_bytes: size,
+            })?;
+            let now = state.change_time_ns();
+            Self::set_size(state, inode, size, Some(now));
+        }
+        let node = state.tree.node_mut(inode).ok_or(libc::ENOENT)?;
+        if let Some(mode) = mode {
+            node.mode_override = Some((mode & 0o7777) as u16);
+        }
+        if let Some(time) = modified {
+            node.time_override_ns = Some(match time {
+                TimeOrNow::SpecificTime(time) => time
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|since| since.as_nanos() as u64)
+                    .unwrap_or(0),
+                TimeOrNow::Now => crate::state::now_ns(),
+            });
+        }
+        self.attributes(state, inode).ok_or(libc::ENOENT)
+    }
+}
+
+impl<T: MountTransport> Filesystem for MountFs<T> {
+    fn init(
+        &mut self,
+        _request: &Request,
+        config: &mut fuser::KernelConfig,
+    ) -> std::io::Result<()> {
+        // 1 MiB writes and readahead, as `put` and `get` move data; the kernel's own limit
+        // where it is lower
+        if let Err(nearest) = config.set_max_write(1 << 20) {
+            let _ = config.set_max_write(nearest);
+        }
+        if let Err(nearest) = config.set_max_readahead(1 << 20) {
+            let _ = config.set_max_readahead(nearest);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let mut state = self.lock();
+        let mut found = name
+            .to_str()
+            .and_then(|name| state.tree.child(parent.0, name));
+        if found.is_none() && self.shared_store {
+            found = Self::look_in_store(&mut state, parent.0, name);
+        }
+        match found.and_then(|inode| self.attributes(&state, inode)) {
+            Some(attributes) => reply.entry(&self.ttl(), &attributes, Generation(0)),
+            None => reply.error(errno(libc::ENOENT)),
+        }
+    }
+
+    fn getattr(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: Option<FileHandle>,
+        reply: ReplyAttr,
+    ) {
+        let mut state = self.lock();
+        if self.shared_store && !state.tree.is_directory(inode.0) {
+            if let Ok(name) = Self::file_name(&state, inode.0) {
+                if let Ok(size) = state.stat_size(&name) {
+                    Self::set_size(&mut state, inode.0, size, None);
+                }
+            }
+        }
+        match self.attributes(&state, inode.0) {
+            Some(attributes) => reply.attr(&self.ttl(), &attributes),
+            None => reply.error(errno(libc::ENOENT)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _handle: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let mut state = self.lock();
+        match self.do_setattr(&mut state, inode.0, mode, (uid, gid), size, mtime) {
+            Ok(attributes) => reply.attr(&self.ttl(), &attributes),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let mut state = self.lock();
+        let result = (|| {
+            if !state.tree.is_directory(parent.0) {
+                return Err(libc::ENOTDIR);
+            }
+            let name =
+                checked_component(&state.tree, parent.0, name, true).map_err(refusal_errno)?;
+            if state.tree.child(parent.0, &name).is_some() {
+                return Err(libc::EEXIST);
+            }
+            let marker = format!(
+                "{}{}{}",
+                state.tree.store_name(parent.0, Some(&name)),
+                crate::SEPARATOR,
+                crate::DIRECTORY_MARKER
+            );
+            state.call_done(Command::Create { name: marker })?;
+            let inode = state.tree.add(
+                parent.0,
+                &name,
+                NodeKind::Directory {
+                    children: Default::default(),
+                    marker: true,
+                },
+            );
+            self.attributes(&state, inode).ok_or(libc::ENOENT)
+        })();
+        match result {
+            Ok(attributes) => reply.entry(&self.ttl(), &attributes, Generation(0)),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn unlink(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let mut state = self.lock();
+        let result = (|| {
+            let inode = name
+                .to_str()
+                .and_then(|name| state.tree.child(parent.0, name))
+                .ok_or(libc::ENOENT)?;
+            let store_name = Self::file_name(&state, inode)?;
+            state.call_done(Command::Delete { name: store_name })?;
+            state.tree.remove(inode);
+            Self::keep_directory(&mut state, parent.0)
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let mut state = self.lock();
+        let result = (|| {
+            let inode = name
+                .to_str()
+                .and_then(|name| state.tree.child(parent.0, name))
+                .ok_or(libc::ENOENT)?;
+            if !state.tree.is_directory(inode) {
+                return Err(libc::ENOTDIR);
+            }
+            if !state.tree.children(inode).is_empty() {
+                return Err(libc::ENOTEMPTY);
+            }
+            if state.tree.has_marker(inode) {
+                let marker = state.tree.marker_name(inode);
+                state.call_done(Command::Delete { name: marker })?;
+            }
+            state.tree.remove(inode);
+            Self::keep_directory(&mut state, parent.0)
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        new_parent: INodeNo,
+        new_name: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let mut state = self.lock();
+        match Self::do_rename(
+            &mut state,
+            (parent.0, name),
+            (new_parent.0, new_name),
+            flags,
+        ) {
+            Ok(()) => reply.ok(),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn link(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        _new_parent: INodeNo,
+        _new_name: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(errno(libc::EPERM));
+    }
+
+    fn open(&self, _request: &Request, inode: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let state = self.lock();
+        match Self::file_name(&state, inode.0) {
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn read(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut state = self.lock();
+        let result = (|| {
+            let name = Self::file_name(&state, inode.0)?;
+            let known_size = match state.tree.node(inode.0).map(|node| &node.kind) {
+                Some(NodeKind::File { size_bytes, .. }) => *size_bytes,
+                _ => 0,
+            };
+            let (bytes, size) = state.read(&name, offset, u64::from(size), known_size)?;
+            Self::set_size(&mut state, inode.0, size, None);
+            Ok(bytes)
+        })();
+        match result {
+            Ok(bytes) => reply.data(&bytes),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn write(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let mut state = self.lock();
+        let result = (|| {
+            let name = Self::file_name(&state, inode.0)?;
+            let size = match state.tree.node(inode.0).map(|node| &node.kind) {
+                Some(NodeKind::File { size_bytes, .. }) => *size_bytes,
+                _ => 0,
+            };
+            let end = offset.checked_add(data.len() as u64).ok_or(libc::EFBIG)?;
+            state.write(inode.0, &name, offset, data)?;
+            let now = state.change_time_ns();
+            Self::set_size(&mut state, inode.0, size.max(end), Some(now));
+            Ok(data.len() as u32)
+        })();
+        match result {
+            Ok(written) => reply.written(written),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match self.commit_file(inode.0) {
+            Ok(()) => reply.ok(),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn release(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.commit_file(inode.0) {
+            Ok(()) => reply.ok(),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.commit_file(inode.0) {
+            Ok(()) => reply.ok(),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        _handle: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.lock().commit(None) {
+            Ok(()) => reply.ok(),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let mut state = self.lock();
+        if !state.tree.is_directory(inode.0) {
+            reply.error(errno(libc::ENOTDIR));
+            return;
+        }
+        if self.shared_store && offset == 0 {
+            match state.list() {
+                Ok(entries) => {
+                    let fresh = Tree::new(&entries);
+                    state.tree.refresh_directory(inode.0, &fresh);
+                }
+                Err(value) => {
+                    reply.error(errno(value));
+                    return;
+                }
+            }
+        }
+        let parent = state
+            .tree
+            .node(inode.0)
+            .map(|node| node.parent)
+            .unwrap_or(ROOT_INODE);
+        let mut entries = vec![
+            (inode.0, FileType::Directory, ".".to_string()),
+            (parent, FileType::Directory, "..".to_string()),
+        ];
+        for (name, child) in state.tree.children(inode.0) {
+            let kind = if state.tree.is_directory(child) {
+                FileType::Directory
+            } else {
+                FileType::RegularFile
+            };
+            entries.push((child, kind, name));
+        }
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        for (index, (child, kind, name)) in entries.into_iter().enumerate().skip(skip) {
+            if reply.add(INodeNo(child), index as u64 + 1, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn statfs(&self, _request: &Request, _inode: INodeNo, reply: ReplyStatfs) {
+        let mut state = self.lock();
+        match state.stats() {
+            Ok(stats) => {
+                let available = stats.free_blocks.saturating_sub(stats.reserved_blocks);
+                reply.statfs(
+                    stats.fs_block_count,
+                    stats.free_blocks,
+                    available,
+                    stats.file_count + available,
+                    available,
+                    stats.fs_block_size_bytes,
+                    crate::tree::MAX_NAME_BYTES as u32,
+                    stats.fs_block_size_bytes,
+                );
+            }
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+
+    fn create(
+        &self,
+        _request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let mut state = self.lock();
+        let result = (|| {
+            if !state.tree.is_directory(parent.0) {
+                return Err(libc::ENOTDIR);
+            }
+            let name =
+                checked_component(&state.tree, parent.0, name, false).map_err(refusal_errno)?;
+            if state.tree.child(parent.0, &name).is_some() {
+                return Err(libc::EEXIST);
+            }
+            let store_name = state.tree.store_name(parent.0, Some(&name));
+            state.call_done(Command::Create { name: store_name })?;
+            let now = state.change_time_ns();
+            let inode = state.tree.add(
+                parent.0,
+                &name,
+                NodeKind::File {
+                    size_bytes: 0,
+                    modified_ns: now,
+                },
+            );
+            self.attributes(&state, inode).ok_or(libc::ENOENT)
+        })();
+        match result {
+            Ok(attributes) => reply.created(
+                &self.ttl(),
+                &attributes,
+                Generation(0),
+                FileHandle(0),
+                FopenFlags::empty(),
+            ),
+            Err(value) => reply.error(errno(value)),
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! What the mount keeps between requests and how it speaks to the store: the tree of names,
+//! the open handles, the writes in flight and whether anything is uncommitted.
+//!
+//! Writes are sent at once and answered later: up to a window of them are in flight (as
+//! `put` streams a file), and every other command first waits for all of them, so a read,
+//! a rename or a commit sees every byte written before it. Two writes touching one FS
+//! block are never in flight together. A write that fails is remembered for its file and
+//! reported by that file's next `fsync` or `close` (as NFS and most write-back file systems
+//! do). `fsync`, `close` (FUSE flush and release) and unmount commit (`Flush`): the store's
+//! all-or-nothing commit of every change so far.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use flashpipe_api::{
+    CodedError, Command, ErrorCode, Limits, Reply, StreamPayloads, Ticket, TransportExt,
+};
+
+use crate::tree::{StoreEntry, Tree};
+use crate::MountTransport;
+
+/// Writes in flight at most (the CLI's transfer window).
+const WRITE_WINDOW: usize = 8;
+
+/// How many times a read refused for want of engine read buffers is tried again.
+const READ_BUFFER_TRIES: u32 = 200;
+
+/// A failure as the kernel gets it: an errno.
+pub type Errno = i32;
+
+/// The errno for a store error code.
+pub fn errno_of(code: ErrorCode) -> Errno {
+    match code {
+        ErrorCode::NotFound => libc::ENOENT,
+        ErrorCode::Exists => libc::EEXIST,
+        ErrorCode::BadName => libc::EINVAL,
+        ErrorCode::NoSpace => libc::ENOSPC,
+        ErrorCode::FileTooLarge => libc::EFBIG,
+        ErrorCode::ReadOnly => libc::EROFS,
+        ErrorCode::StaleHandle => libc::ESTALE,
+        _ => libc::EIO,
+    }
+}
+
+/// A write in flight: its file and the FS blocks it touches.
+struct InFlightWrite {
+    inode: u64,
+    first_block: u64,
+    last_block: u64,
+}
+
+/// The mount's state (one lock around it; FUSE requests are served one at a time).
+pub struct State<T: MountTransport> {
+    pub(crate) transport: T,
+    pub(crate) tree: Tree,
+    limits: Limits,
+    block_size_bytes: u64,
+    window: usize,
+    in_flight: HashMap<Ticket, InFlightWrite>,
+    write_errors: HashMap<u64, Errno>,
+    uncommitted: bool,
+    pub(crate) wall_clock_times: bool,
+    pub(crate) started_ns: u64,
+    pub(crate) device_check: Option<crate::DeviceCheck>,
+    /// What the device check found, once it found something.
+    pub(crate) device_changed: Option<String>,
+}
+
+/// Nanoseconds since the epoch now.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since| since.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// A time in ns since the epoch as a `SystemTime`.
+pub fn system_time(ns: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns)
+}
+
+impl<T: MountTransport> State<T> {
+    /// Reads the store's names and space into a new state.
+    pub fn load(
+        mut transport: T,
+        wall_clock_times: bool,
+        max_bytes_in_flight: u64,
+    ) -> Result<State<T>, (T, String)> {
+        let started_ns = now_ns();
+        let listed = match transport.list() {
+            Ok(files) => files,
+            Err(error) => return Err((transport, format!("listing the store's files: {error}"))),
+        };
+        let stats = match transport.stats() {
+            Ok(stats) => stats,
+            Err(error) => return Err((transport, format!("reading the store's space: {error}"))),
+        };
+        let entries: Vec<StoreEntry> = listed
+            .into_iter()
+            .map(|file| StoreEntry {
+                name: file.name,
+                size_bytes: file.size_bytes,
+                modified_ns: if wall_clock_times {
+                    file.modified_clock_ns
+                } else {
+                    started_ns
+                },
+            })
+            .collect();
+        let limits = transport.limits();
+        let write_bytes = limits.max_write_bytes.clamp(1, 1 << 20);
+        let by_bytes = usize::try_from(max_bytes_in_flight / write_bytes).unwrap_or(usize::MAX);
+        Ok(State {
+            tree: Tree::new(&entries),
+            window: WRITE_WINDOW.min(limits.max_in_flight).min(by_bytes).max(1),
+            limits,
+            block_size_bytes: u64::from(stats.fs_block_size_bytes).max(1),
+            transport,
+            in_flight: HashMap::new(),
+            write_errors: HashMap::new(),
+            uncommitted: false,
+            wall_clock_times,
+            started_ns,
+            device_check: None,
+            device_changed: None,
+        })
+    }
+
+    /// A file time for a change made now (the mount's start on a virtual clock).
+    pub fn change_time_ns(&self) -> u64 {
+        if self.wall_clock_times {
+            now_ns()
+        } else {
+            self.started_ns
+        }
+    }
+
+    fn reap_one(&mut self) -> Result<(), Errno> {
+        let (ticket, outcome) = self.transport.wait().map_err(|error| {
+            report("waiting for a write", &error);
+            errno_of(error.code())
+        })?;
+        let write = self
+            .in_flight
+            .remove(&ticket)
+            .expect("only writes are left in flight between requests");
+        match outcome {
+            Ok(Reply::Written { .. }) => {}
+            Ok(other) => {
+                crate::say(&format!(
+                    "a write was answered with a {} reply",
+                    other.name()
+                ));
+                self.write_errors.insert(write.inode, libc::EIO);
+            }
+            Err(error) => {
+                report("a write", &error);
+                self.write_errors
+                    .entry(write.inode)
+                    .or_insert(errno_of(error.code()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a change of names or a commit once a device image of the store changed.
+    fn check_devices(&mut self) -> Result<(), Errno> {
+        if self.device_changed.is_some() {
+            return Err(libc::EIO);
+        }
+        if let Some(Err(finding)) = self.device_check.as_ref().map(|check| check()) {
+            crate::say(&format!("{finding} (for a mount: unmount it)"));
+            self.device_changed = Some(finding);
+            return Err(libc::EIO);
+        }
+        Ok(())
+    }
+
+    /// Waits for every write in flight (their failures are kept for their files).
+    pub fn drain(&mut self) -> Result<(), Errno> {
+        while !self.in_flight.is_empty() {
+            self.reap_one()?;
+        }
+        Ok(())
+    }
+
+    /// Sends `data` to be written at `offset_bytes` of file `inode` (named `name`).
+    pub fn write(
+        &mut self,
+        inode: u64,
+        name: &str,
+        offset_bytes: u64,
+        data: &[u8],
+    ) -> Result<(), Errno> {
+        let chunk_bytes = usize::try_from(self.limits.max_write_bytes)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let mut done = 0usize;
+        while done < data.len() {
+            let piece = &data[done..(done + chunk_bytes).min(data.len())];
+            let offset = offset_bytes + done as u64;
+            let first_block = offset / self.block_size_bytes;
+            let last_block = (offset + piece.len() as u64 - 1) / self.block_size_bytes;
+            let overlaps = self.in_flight.values().any(|write| {
+                write.inode == inode
+                    && write.first_block <= last_block
+                    && first_block <= write.last_block
+            });
+            if overlaps {
+                self.drain()?;
+            }
+            while self.in_flight.len() >= self.window {
+                self.reap_one()?;
+            }
+            let mut buffer = self.transport.write_buffer(piece.len()).map_err(|error| {
+                report("getting a write buffer", &error);
+                errno_of(error.code())
+            })?;
+            <T::P as StreamPayloads>::set_write_len(&mut buffer, piece.len());
+            <T::P as StreamPayloads>::write_bytes_mut(&mut buffer).copy_from_slice(piece);
+            let ticket = self
+                .transport
+                .submit(Command::Write {
+                    name: name.to_string(),
+                    offset_bytes: offset,
+                    data: buffer,
+                })
+                .map_err(|error| {
+                    report("sending a write", &error);
+                    errno_of(error.code())
+                })?;
+            self.in_flight.insert(
+                ticket,
+                InFlightWrite {
+                    inode,
+                    first_block,
+                    last_block,
+                },
+            );
+            self.uncommitted = true;
+            done += piece.len();
+        }
+        Ok(())
+    }
+
+    /// Reads up to `length_bytes` at `offset_bytes` of file `name`, whose size the mount
+    /// believes is `size_bytes`; the bytes and the size learnt on the way.
+    pub fn read(
+        &mut self,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+        mut size_bytes: u64,
+    ) -> Result<(Vec<u8>, u64), Errno> {
+        self.drain()?;
+        let mut bytes = Vec::new();
+        let mut position = offset_bytes;
+        let end = offset_bytes.saturating_add(length_bytes);
+        let mut tries = 0u32;
+        let mut restatted = false;
+        while position < end.min(size_bytes) {
+            let asked = (end.min(size_bytes) - position).min(self.limits.max_read_bytes.max(1));
+            match self.transport.read(name, position, asked) {
+                Ok(data) => {
+                    let read = <T::P as StreamPayloads>::read_bytes(&data);
+                    if read.is_empty() {
+                        break;
+                    }
+                    bytes.extend_from_slice(read);
+                    position += read.len() as u64;
+                }
+                Err(error)
+                    if error.code() == ErrorCode::ReadBuffersExhausted
+                        && tries < READ_BUFFER_TRIES =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(error) if error.code() == ErrorCode::ReadPastEnd && !restatted => {
+                    restatted = true;
+                    size_bytes = self.stat_size(name)?;
+                }
+                Err(error) => {
+                    report("a read", &error);
+                    return Err(errno_of(error.code()));
+                }
+            }
+        }
+        Ok((bytes, size_bytes))
+    }
+
+    /// The size of file `name` in the store now.
+    pub fn stat_size(&mut self, name: &str) -> Result<u64, Errno> {
+        self.drain()?;
+        self.transport
+            .stat(name)
+            .map(|stat| stat.size_bytes)
+            .map_err(|error| quiet_or_report("a stat", &error))
+    }
+
+    /// Sends a command answered `Done` (create, delete, rename, truncate), after the writes
+    /// in flight.
+    pub fn call_done(&mut self, command: Command<T::P>) -> Result<(), Errno> {
+        self.drain()?;
+        self.check_devices()?;
+        let what = command.kind().name();
+        self.transport
+            .call_done(command)
+            .map_err(|error| quiet_or_report(what, &error))?;
+        self.uncommitted = true;
+        Ok(())
+    }
+
+    /// A commit point for file `inode` (`fsync`, `close`) or for everything (`None`):
+    /// every write answered, the write failures of the file reported, then every change
+    /// committed.
+    pub fn commit(&mut self, inode: Option<u64>) -> Result<(), Errno> {
+        self.drain()?;
+        let failed = match inode {
+            Some(inode) => self.write_errors.remove(&inode),
+            None => self.write_errors.drain().map(|(_, errno)| errno).next(),
+        };
+        if self.uncommitted {
+            self.check_devices()?;
+            self.transport.flush().map_err(|error| {
+                report("the commit", &error);
+                errno_of(error.code())
+            })?;
+            self.uncommitted = false;
+        }
+        match failed {
+            Some(errno) => Err(errno),
+            None => Ok(()),
+        }
+    }
+
+    /// The store's space and file count.
+    pub fn stats(&mut self) -> Result<flashpipe_api::FsStats, Errno> {
+        self.drain()?;
+        self.transport
+            .stats()
+            .map_err(|error| quiet_or_report("a space query", &error))
+    }
+
+    /// The store's files now (for a listing that must see other clients' changes).
+    pub fn list(&mut self) -> Result<Vec<StoreEntry>, Errno> {
+        self.drain()?;
+        let started_ns = self.started_ns;
+        let wall = self.wall_clock_times;
+        self.transport
+            .list()
+            .map(|files| {
+                files
+                    .into_iter()
+                    .map(|file| StoreEntry {
+                        name: file.name,
+                        size_bytes: file.size_bytes,
+                        modified_ns: if wall {
+                            file.modified_clock_ns
+                        } else {
+                            started_ns
+                        },
+                    })
+                    .collect()
+            })
+            .map_err(|error| quiet_or_report("a listing", &error))
+    }
+}
+
+/// Says on standard error what failed (the kernel gets only an errno).
+fn report<E: std::fmt::Display>(what: &str, error: &E) {
+    crate::say(&format!("{what} failed: {error}"));
+}
+
+/// The errno of `error`; failures an application expects (a missing name, a name that
+/// exists) are not reported on standard error.
+fn quiet_or_report<E: std::fmt::Display + CodedError>(what: &str, error: &E) -> Errno {
+    if !matches!(error.code(), ErrorCode::NotFound | ErrorCode::Exists) {
+        report(what, error);
+    }
+    errno_of(error.code())
+}
