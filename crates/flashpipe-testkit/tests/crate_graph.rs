@@ -48,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "flashpipe-ftl",
             "flashpipe-array",
             "flashpipe-cluster",
+            "flashpipe-cluster-host",
         ],
     ),
     ("network", &["flashpipe-net", "flashpipe-cluster-node"]),
