@@ -13,11 +13,15 @@
 //! or a request the session failed itself) means the FTL's picture of the array can no
 //! longer be trusted (programs and erases in flight may or may not have happened), so the
 //! backend stops: it records the first such fault ([`ClusterFault`], naming the device,
-//! the hop and the status, readable through a [`FaultHandle`]), passes no further ack on
-//! and accepts and drops every later request; `wait_acks` then returns 0. The owner of
-//! the FTL (the store's cluster device) turns that into a device error naming the fault
-//! and never unmounts the FTL; the next mount recovers from what is on flash, which holds
-//! every operation the FTL saw acknowledged.
+//! the hop and the status, readable through a [`FaultHandle`]) and from then on sends
+//! nothing to the cluster. It still answers every request the FTL has outstanding and
+//! every later one, at once and without touching the cluster (reads as erased pages,
+//! programs and erases as done), so no loop of the FTL waits for an ack that never comes
+//! (a power cut, as `PowerCutFlash` models one, rather than a hang). Those answers are
+//! not true: the owner of the FTL (the store's cluster device) checks the handle, fails
+//! every operation from the fault on with a device error naming it, and never unmounts
+//! the FTL; the next mount recovers from what is on flash, which holds every operation
+//! the FTL saw acknowledged before the fault.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -26,7 +30,9 @@ use std::sync::{Arc, Mutex};
 
 use flashpipe_cluster::wire::{Status, WireAck};
 use flashpipe_device::{Clock, RealClock};
-use flashpipe_flash::{Ack, CommandKind, FlashAddress, FlashConfig, FlashRequest, SubmitError};
+use flashpipe_flash::{
+    Ack, AckStatus, CommandKind, FlashAddress, FlashConfig, FlashRequest, SubmitError,
+};
 use flashpipe_ftl::FlashBackend;
 
 use crate::handshake::HandshakeError;
@@ -37,7 +43,7 @@ use crate::words::{kind_name, status_words};
 
 /// Why the backend stopped (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cluster device {device}: a {kind} at hop {hop} failed: {status}{}", detail.as_ref().map_or_else(String::new, |detail| format!("; {detail}")))]
+#[error("device {device} failed a {kind} at hop {hop}: {status}{}", detail.as_ref().map_or_else(String::new, |detail| format!("; {detail}")))]
 pub struct ClusterFault {
     /// The cluster device (node id) the request was for.
     pub device: u32,
@@ -93,7 +99,8 @@ pub struct ClusterFlash {
     view: ClusterView,
     clock: Arc<RealClock>,
     fault: FaultHandle,
-    submitted_ns: HashMap<u64, u64>,
+    /// The FTL's requests not yet answered: tag -> (kind, submitted at).
+    outstanding: HashMap<u64, (CommandKind, u64)>,
     limit: usize,
     buffer: Vec<SessionAck>,
 }
@@ -121,7 +128,7 @@ impl ClusterFlash {
             view,
             clock: Arc::new(RealClock::new()),
             fault: FaultHandle::default(),
-            submitted_ns: HashMap::new(),
+            outstanding: HashMap::new(),
             limit: options.in_flight_limit,
             buffer: Vec::new(),
         })
@@ -155,9 +162,8 @@ impl ClusterFlash {
             device,
             failure,
             ..
-        } in self.buffer.drain(..)
+        } in std::mem::take(&mut self.buffer)
         {
-            let submitted_ns = self.submitted_ns.remove(&ack.tag).unwrap_or(now_ns);
             let WireAck {
                 tag,
                 kind,
@@ -179,12 +185,12 @@ impl ClusterFlash {
                         status: status_words(&status),
                         detail: failure.map(|failure| failure.to_string()),
                     });
-                    continue;
+                    break;
                 }
             };
-            if self.fault.get().is_some() {
+            let Some((_, submitted_ns)) = self.outstanding.remove(&tag) else {
                 continue;
-            }
+            };
             let (data, spare) = match payload {
                 Some(page) if kind == CommandKind::Read => (Some(page.data), Some(page.spare)),
                 _ => (None, None),
@@ -202,10 +208,35 @@ impl ClusterFlash {
             moved += 1;
         }
         if self.stopped() {
-            acks.truncate(acks.len() - moved);
-            return 0;
+            moved += self.answer_outstanding(acks);
         }
         moved
+    }
+
+    /// Once stopped: answers every outstanding request without the cluster (see the
+    /// module doc), in tag order.
+    fn answer_outstanding(&mut self, acks: &mut Vec<Ack>) -> usize {
+        let now_ns = self.clock.now_ns();
+        let geometry = &self.view.config().geometry;
+        let page_bytes = geometry.page_data_bytes as usize;
+        let spare_bytes = self.view.config().host_spare_bytes() as usize;
+        let mut tags: Vec<u64> = self.outstanding.keys().copied().collect();
+        tags.sort_unstable();
+        for &tag in &tags {
+            let (kind, submitted_ns) = self.outstanding.remove(&tag).expect("listed above");
+            let read = kind == CommandKind::Read;
+            acks.push(Ack {
+                tag,
+                host: 0,
+                kind,
+                status: AckStatus::CLEAN,
+                data: read.then(|| vec![0xFF; page_bytes]),
+                spare: read.then(|| vec![0xFF; spare_bytes]),
+                submitted_ns,
+                completed_ns: now_ns,
+            });
+        }
+        tags.len()
     }
 }
 
@@ -226,28 +257,29 @@ impl FlashBackend for ClusterFlash {
         self.clock.now_ns()
     }
     fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
+        let tag = request.tag;
+        let kind = request.command.kind();
+        let previous = self.outstanding.insert(tag, (kind, self.clock.now_ns()));
+        assert!(previous.is_none(), "tag {tag} submitted twice");
         if self.stopped() {
             return Ok(());
         }
         if self.session.in_flight() >= self.limit {
+            self.outstanding.remove(&tag);
             return Err(SubmitError::QueueFull {
                 host: request.host,
                 queue_depth: self.limit as u32,
                 request: Box::new(request),
             });
         }
-        let tag = request.tag;
         let device = self.view.devices()[request.command.address().device as usize].device;
-        let kind = request.command.kind();
         let cluster_request = FlashRequest {
             tag,
             host: self.session.host(),
             command: self.view.command_to_cluster(request.command),
         };
         match self.session.submit(cluster_request) {
-            Ok(()) => {
-                self.submitted_ns.insert(tag, self.clock.now_ns());
-            }
+            Ok(()) => {}
             Err(SessionSubmitError::Full { .. }) => {
                 unreachable!("the in-flight count was checked above")
             }
@@ -262,22 +294,37 @@ impl FlashBackend for ClusterFlash {
         Ok(())
     }
     fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
-        if self.stopped() {
-            return 0;
+        if !self.stopped() {
+            self.session.poll(&mut self.buffer);
         }
-        self.session.poll(&mut self.buffer);
         self.convert(acks)
     }
     fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
         loop {
             if self.stopped() {
-                return 0;
+                return self.answer_outstanding(acks);
             }
             if self.session.wait(&mut self.buffer) == 0 {
-                return 0;
+                if self.outstanding.is_empty() {
+                    return 0;
+                }
+                // Requests the FTL waits on that the session no longer carries: stop
+                // rather than wait for acks that cannot come.
+                let device = self.view.devices()[0].device;
+                self.fault.set_first(ClusterFault {
+                    device,
+                    hop: 0,
+                    kind: "request",
+                    status: "lost".to_string(),
+                    detail: Some(format!(
+                        "{} requests have no ack and are no longer in flight",
+                        self.outstanding.len()
+                    )),
+                });
+                continue;
             }
             let moved = self.convert(acks);
-            if moved > 0 || self.stopped() {
+            if moved > 0 {
                 return moved;
             }
         }

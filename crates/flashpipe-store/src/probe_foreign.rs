@@ -73,7 +73,7 @@ pub fn refuse_devices_holding_data(
                 let found = nbd_content(uri).or_else(|| nbd_foreign_content(uri));
                 (PathBuf::from(uri), found)
             }
-            DeviceSpec::Ram { .. } => continue,
+            DeviceSpec::Ram { .. } | DeviceSpec::Cluster(_) => continue,
         };
         if let Some(found) = found {
             return Err(DeviceHoldsStoreError {

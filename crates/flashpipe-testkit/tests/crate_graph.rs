@@ -110,6 +110,12 @@ const FORBIDDEN: &[Rule] = &[
         from: "flashpipe-store",
         to: "flashpipe-nbd",
     },
+    // The store opens cluster devices through the host's device-layer crate; it never
+    // links the node process (network layer).
+    Rule::Edge {
+        from: "flashpipe-store",
+        to: "flashpipe-cluster-node",
+    },
     // The NBD client never links the server; the wire format names neither.
     Rule::Edge {
         from: "flashpipe-nbd-client",
