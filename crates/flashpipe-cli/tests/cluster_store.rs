@@ -1,7 +1,7 @@
 //! A store made on a minFlash cluster, through the real binary: two `flashpipe cluster
 //! node` processes, host 0 on node 0 owning blocks of both devices; mkfs over the
 //! cluster, files put, listed, read back and checked, the store reopened by every
-//! command; node 1 killed with SIGKILL during a put: the put fails with an error naming
+//! command and served by `flashpipe serve`; node 1 killed with SIGKILL during a put: the put fails with an error naming
 //! the device, a non-zero exit and no hang; node 1 restarted: every file acknowledged
 //! before is there and fsck passes. Hostile: a missing description, a host the
 //! description does not have, a bad entry and a node down at mkfs are refused by name,
@@ -206,6 +206,21 @@ fn a_store_on_two_nodes_keeps_what_it_acknowledged_when_a_node_dies_mid_put() {
         serde_json::from_str(&succeed(&["fsck", &store, "--json"])).unwrap();
     assert_eq!(fsck["clean"], serde_json::Value::Bool(true), "{fsck}");
 
+    // `serve` runs the store; commands reach it through the server.
+    let (mut server, lines) = start_flashpipe(&["serve", &store]);
+    assert!(
+        lines.last().is_some_and(|line| line.contains("ready")),
+        "serve printed no readiness line: {lines:?}"
+    );
+    let served = succeed(&["ls", &store]);
+    assert!(served.contains("big.bin"), "{served}");
+    check_files(&store, folder.path(), &files[..1]);
+    let pid = i32::try_from(server.id()).expect("a process id");
+    // SAFETY: kill with a valid pid and signal has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let stopped = server.wait().expect("the server stops");
+    assert!(stopped.success(), "serve stopped with {stopped}");
+
     // Node 1 (device 1) dies while a put is writing: the put streams standard input a
     // chunk at a time, so once it has taken 24 MiB its store is open and pages are being
     // programmed on both devices.
@@ -238,6 +253,7 @@ fn a_store_on_two_nodes_keeps_what_it_acknowledged_when_a_node_dies_mid_put() {
     nodes.kill(1);
     let (mut put_ok, mut stderr) = finish_within(put, Duration::from_secs(60));
     writer.join().expect("the writer ends");
+    eprintln!("the put during the kill: succeeded {put_ok}; {stderr}");
     if put_ok {
         // The put was done before the kill: the next one meets the dead node.
         let late = folder.path().join("late.bin");

@@ -343,3 +343,40 @@ impl BlockDevice for ClusterStoreDevice {
         self.ftl().copies_by_reference()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store_config::{parse_device_list, DeviceSpec};
+
+    #[test]
+    fn entries_parse_and_describe_themselves() {
+        let devices = parse_device_list("cluster:racks/c.toml#3", None).unwrap();
+        let DeviceSpec::Cluster(spec) = &devices[0] else {
+            panic!("a cluster device");
+        };
+        assert_eq!(spec.description, PathBuf::from("racks/c.toml"));
+        assert_eq!(spec.host, 3);
+        assert_eq!(devices[0].describe(), "cluster:racks/c.toml#3");
+        let with_hash = ClusterDeviceSpec::parse_entry("a#b.toml#0").unwrap();
+        assert_eq!(with_hash.description, PathBuf::from("a#b.toml"));
+    }
+
+    #[test]
+    fn bad_entries_are_refused_with_the_form() {
+        for (entry, fragment) in [
+            ("c.toml", "cluster:DESCRIPTION.toml#HOST"),
+            ("#0", "empty description path"),
+            ("c.toml#", "is not a host id"),
+            ("c.toml#-1", "is not a host id"),
+            ("c.toml#4294967296", "is not a host id"),
+            ("c.toml#one", "is not a host id"),
+        ] {
+            let error = ClusterDeviceSpec::parse_entry(entry).unwrap_err();
+            assert!(error.contains(fragment), "{entry}: {error}");
+        }
+        let mut spec = ClusterDeviceSpec::parse_entry("c.toml#0").unwrap();
+        spec.over_provisioning = 0.95;
+        assert!(spec.validate(Path::new("s.toml"), 8192, 65536).is_err());
+    }
+}
