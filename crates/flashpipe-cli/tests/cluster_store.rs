@@ -3,9 +3,9 @@
 //! cluster, files put, listed, read back and checked, the store reopened by every
 //! command and served by `flashpipe serve`; node 1 killed with SIGKILL during a put: the put fails with an error naming
 //! the device, a non-zero exit and no hang; node 1 restarted: every file acknowledged
-//! before is there and fsck passes. Hostile: a missing description, a host the
-//! description does not have, a bad entry and a node down at mkfs are refused by name,
-//! with nothing created.
+//! before is there and fsck passes. Hostile: a missing description, a host without
+//! shares, a host the description does not have, a bad entry and a node down at mkfs are
+//! refused by name, with nothing created.
 
 mod common;
 
@@ -287,7 +287,17 @@ fn bad_cluster_devices_are_refused_by_name_and_nothing_is_created() {
     let store_path = folder.path().join("s.toml");
     let store = text(&store_path).to_string();
     let missing = folder.path().join("missing.toml");
-    let cases: [(String, &[&str]); 4] = [
+    let no_shares = folder.path().join("no-shares.toml");
+    let text_without_shares = two_nodes(ports);
+    let cut = text_without_shares
+        .find("shares = ")
+        .expect("the description has shares");
+    std::fs::write(&no_shares, &text_without_shares[..cut]).unwrap();
+    let cases: [(String, &[&str]); 5] = [
+        (
+            format!("cluster:{}#0", text(&no_shares)),
+            &["host 0 holds no share of any device"],
+        ),
         (
             format!("cluster:{}#0", text(&missing)),
             &["missing.toml", "cannot read"],
