@@ -1,5 +1,5 @@
 //! A store made on a minFlash cluster, through the real binary: two `flashpipe cluster
-//! node` processes, host 0 on node 0 owning blocks of both devices; mkfs over the
+//! node` processes with a cluster key, host 0 on node 0 owning blocks of both devices; mkfs over the
 //! cluster, files put, listed, read back and checked, the store reopened by every
 //! command and served by `flashpipe serve`; node 1 killed with SIGKILL during a put: the put fails with an error naming
 //! the device, a non-zero exit and no hang; node 1 restarted: every file acknowledged
@@ -10,6 +10,7 @@
 mod common;
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -170,7 +171,14 @@ fn a_store_on_two_nodes_keeps_what_it_acknowledged_when_a_node_dies_mid_put() {
     let folder = fresh_folder("cluster-store");
     let ports = [free_loopback_port(), free_loopback_port()];
     let description = folder.path().join("cluster.toml");
-    std::fs::write(&description, two_nodes(ports)).unwrap();
+    let key = folder.path().join("cluster.key");
+    std::fs::write(&key, sample(32, 9)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(
+        &description,
+        format!("key_file = \"cluster.key\"\n{}", two_nodes(ports)),
+    )
+    .unwrap();
     let mut nodes = Nodes {
         description: description.clone(),
         images: folder.path().join("images"),
