@@ -1,11 +1,12 @@
 //! A store made on a minFlash cluster, through the real binary: two `flashpipe cluster
-//! node` processes with a cluster key, host 0 on node 0 owning blocks of both devices; mkfs over the
-//! cluster, files put, listed, read back and checked, the store reopened by every
-//! command and served by `flashpipe serve`; node 1 killed with SIGKILL during a put: the put fails with an error naming
-//! the device, a non-zero exit and no hang; node 1 restarted: every file acknowledged
-//! before is there and fsck passes. Hostile: a missing description, a host without
-//! shares, a host the description does not have, a bad entry and a node down at mkfs are
-//! refused by name, with nothing created.
+//! node` processes with a cluster key, host 0 on node 0 owning blocks of both devices;
+//! mkfs over the cluster (`--size` honoured, a share holding an FTL refused without
+//! `--force`), files put, listed, read back and checked, the store reopened by every
+//! command and served by `flashpipe serve`; node 1 killed with SIGKILL during a put: the
+//! put fails with an error naming the device, a non-zero exit and no hang; node 1
+//! restarted: every file acknowledged before is there and fsck passes. Hostile: a missing
+//! description, a host without shares, a host the description does not have, a bad entry
+//! and a node down at mkfs are refused by name, with nothing created.
 
 mod common;
 
@@ -191,7 +192,27 @@ fn a_store_on_two_nodes_keeps_what_it_acknowledged_when_a_node_dies_mid_put() {
     let store_path = folder.path().join("s.toml");
     let store = text(&store_path).to_string();
     let device = format!("cluster:{}#0", text(&description));
-    succeed(&["mkfs", "--devices", &device, &store]);
+    // --size sets the store's size; a second mkfs on the same share meets the FTL the
+    // first left there and is refused unless --force.
+    let first = folder.path().join("first.toml");
+    succeed(&[
+        "mkfs",
+        "--devices",
+        &device,
+        "--size",
+        "64MiB",
+        text(&first),
+    ]);
+    let df = succeed(&["df", text(&first)]);
+    assert!(df.contains("MiB total"), "--size is the store's size: {df}");
+    let (ok, _, stderr) = outcome(&["mkfs", "--devices", &device, &store]);
+    assert!(!ok, "a second mkfs on the same share is refused");
+    assert!(
+        stderr.contains("flash translation layer") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert!(!store_path.exists(), "the refused mkfs wrote no store file");
+    succeed(&["mkfs", "--force", "--devices", &device, &store]);
     let store_text = std::fs::read_to_string(&store_path).unwrap();
     assert!(store_text.contains("kind = \"cluster\""), "{store_text}");
     assert!(store_text.contains("blocks_per_chip = 8"), "{store_text}");

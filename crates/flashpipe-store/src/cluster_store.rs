@@ -247,6 +247,34 @@ pub fn open_cluster_device(
     })
 }
 
+/// What the host's share of the cluster holds, for mkfs's look before it formats: an FTL
+/// that mounts (a store made there before) is named; `None` when nothing mounts or the
+/// cluster cannot be reached (creating the store then says why).
+pub fn cluster_content(spec: &ClusterDeviceSpec, store_file: &Path) -> Option<String> {
+    let backend = ClusterFlash::open(
+        &spec.description_path(store_file),
+        spec.host,
+        spec.blocks_per_chip,
+        SessionOptions::default(),
+    )
+    .ok()?;
+    let fault = backend.fault_handle();
+    let options = FtlOptions {
+        name: "probe".to_string(),
+        over_provisioning: spec.over_provisioning,
+        ..FtlOptions::default()
+    };
+    let (ftl, _) = Ftl::mount_read_only(Box::new(backend), options).ok()?;
+    if fault.get().is_some() {
+        return None;
+    }
+    Some(format!(
+        "a flash translation layer of {} logical pages on host {}'s share (a store made there before)",
+        ftl.info().block_count,
+        spec.host
+    ))
+}
+
 /// The host FTL over the cluster, as a store device (see the module doc).
 pub struct ClusterStoreDevice {
     ftl: Option<Ftl>,

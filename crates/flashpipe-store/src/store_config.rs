@@ -575,7 +575,12 @@ fn parse_device_entry(
     }
     if let Some(rest) = entry.strip_prefix(CLUSTER_PREFIX) {
         return ClusterDeviceSpec::parse_entry(rest)
-            .map(DeviceSpec::Cluster)
+            .map(|spec| {
+                DeviceSpec::Cluster(ClusterDeviceSpec {
+                    size_bytes: default_size_bytes,
+                    ..spec
+                })
+            })
             .map_err(bad);
     }
     if looks_like_nbd_uri(entry) {
