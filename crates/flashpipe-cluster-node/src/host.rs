@@ -1,17 +1,17 @@
 //! A one-shot host: connects to the node its host is attached to, sends one tagged request
 //! and waits for its ack (what `flashpipe cluster page` runs).
 
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
 use flashpipe_cluster::wire::{self, EncodeError, Frame, Message, WireAck};
+use flashpipe_cluster_host::handshake::{self, connect_host, HandshakeError};
 use flashpipe_flash::{FlashCommand, FlashRequest};
 
-use crate::auth::{prove_key, End, ProofError};
-use crate::conn::{self, HelloExchangeError, ReadError, HELLO_TIMEOUT};
-use crate::hello::{Hello, Refusal, Role};
-use crate::node::{load_description, node_address, LoadedDescription, NodeError};
+use crate::auth::ProofError;
+use crate::conn::{self, HelloExchangeError, ReadError};
+use crate::hello::Refusal;
+use crate::node::{load_description, LoadedDescription, NodeError};
 
 /// The tag of a one-shot host's request.
 pub const ONE_SHOT_TAG: u64 = 1;
@@ -106,18 +106,39 @@ pub struct HostReply {
     pub hops: u8,
 }
 
-/// Loads the description and finds the host's node.
+impl From<HandshakeError> for HostError {
+    fn from(error: HandshakeError) -> HostError {
+        match error {
+            HandshakeError::Load(error) => HostError::Node(error.into()),
+            HandshakeError::NoSuchHost { host, count } => HostError::NoSuchHost { host, count },
+            HandshakeError::Connect {
+                node,
+                address,
+                detail,
+            } => HostError::Connect {
+                node,
+                address,
+                detail,
+            },
+            HandshakeError::Hello { node, error } => HostError::Hello { node, error },
+            HandshakeError::Refused {
+                node,
+                host,
+                refusal,
+            } => HostError::Refused {
+                node,
+                host,
+                refusal,
+            },
+            HandshakeError::Proof { node, error } => HostError::Proof { node, error },
+            HandshakeError::WrongPeer { node, role, id } => HostError::WrongPeer { node, role, id },
+        }
+    }
+}
+
+/// Finds the host's node in a loaded description.
 pub fn host_node(loaded: &LoadedDescription, host: u32) -> Result<u32, HostError> {
-    loaded
-        .description
-        .hosts
-        .iter()
-        .find(|entry| entry.id == host)
-        .map(|entry| entry.node)
-        .ok_or(HostError::NoSuchHost {
-            host,
-            count: loaded.description.hosts.len(),
-        })
+    Ok(handshake::host_node(loaded, host)?)
 }
 
 /// Sends `command` as host `host` of the cluster in `description` and waits for the ack.
@@ -128,50 +149,7 @@ pub fn one_request(
 ) -> Result<HostReply, HostError> {
     let loaded = load_description(description)?;
     let node = host_node(&loaded, host)?;
-    let address = node_address(&loaded.description, node)?;
-    let mut stream = TcpStream::connect_timeout(&address, HELLO_TIMEOUT).map_err(|error| {
-        HostError::Connect {
-            node,
-            address: address.to_string(),
-            detail: error.to_string(),
-        }
-    })?;
-    let _ = stream.set_nodelay(true);
-    let hello = Hello {
-        role: Role::Host,
-        refusal: None,
-        id: host,
-        description_crc: loaded.crc,
-    };
-    let hello_error = |error: HelloExchangeError| HostError::Hello { node, error };
-    conn::send_hello(&mut stream, &hello).map_err(|error| hello_error(error.into()))?;
-    let reply = conn::read_hello(&mut stream).map_err(hello_error)?;
-    if let Some(refusal) = reply.refusal {
-        return Err(HostError::Refused {
-            node,
-            host,
-            refusal,
-        });
-    }
-    if reply.role != Role::Node || reply.id != node {
-        return Err(HostError::WrongPeer {
-            node,
-            role: reply.role.name(),
-            id: reply.id,
-        });
-    }
-    if let Some(key) = &loaded.key {
-        let me = End {
-            role: Role::Host,
-            id: host,
-        };
-        let them = End {
-            role: Role::Node,
-            id: node,
-        };
-        prove_key(&mut stream, key, me, them, loaded.crc)
-            .map_err(|error| HostError::Proof { node, error })?;
-    }
+    let mut stream = connect_host(&loaded, host, node)?;
     let frame = Frame {
         hops: 0,
         message: Message::Request(FlashRequest {

@@ -10,7 +10,7 @@
 //! (loopback only), the image folder (a folder, or one to create in an existing folder),
 //! the image (opened if it exists, so a restarted node serves what it had; else created).
 
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -24,6 +24,8 @@ use flashpipe_cluster::router::{Port, Router, RouterConfigError};
 use flashpipe_cluster::wire::WireLimits;
 use flashpipe_flash::{FlashArray, FlashConfig, FlashError, FlashOptions, StorageMode};
 use flashpipe_net::{Accepted, Admitted, Limits, Listener, Protocol, Server};
+
+use flashpipe_cluster_host::loaded::{self, LoadError};
 
 use crate::auth::{prove_key, ClusterKey, End, KeyError, ProofError};
 use crate::conn::{self, Connection, HELLO_TIMEOUT};
@@ -139,87 +141,37 @@ pub enum NodeError {
     RouterFailed,
 }
 
-/// A description file, checked, with the checksum the hellos carry.
-#[derive(Debug, Clone)]
-pub struct LoadedDescription {
-    /// The description.
-    pub description: ClusterDescription,
-    /// CRC-32C of the file's bytes.
-    pub crc: u32,
-    /// The frame limits of the cluster: the largest page and spare of its presets.
-    pub limits: WireLimits,
-    /// The cluster's key, when the description names one (connections prove they hold it).
-    pub key: Option<ClusterKey>,
-}
+pub use flashpipe_cluster_host::loaded::LoadedDescription;
 
-/// Reads and checks a description file.
-pub fn load_description(path: &Path) -> Result<LoadedDescription, NodeError> {
-    let shown = path.display().to_string();
-    let description =
-        ClusterDescription::from_file(path).map_err(|error| NodeError::Description {
-            path: shown.clone(),
-            error,
-        })?;
-    let bytes = std::fs::read(path).map_err(|error| NodeError::Unreadable {
-        path: shown,
-        detail: error.to_string(),
-    })?;
-    let mut limits = WireLimits {
-        max_page_bytes: 0,
-        max_spare_bytes: 0,
-    };
-    for node in &description.nodes {
-        if let Ok(config) = FlashConfig::preset(&node.preset) {
-            let of = WireLimits::of_config(&config);
-            limits.max_page_bytes = limits.max_page_bytes.max(of.max_page_bytes);
-            limits.max_spare_bytes = limits.max_spare_bytes.max(of.max_spare_bytes);
+impl From<LoadError> for NodeError {
+    fn from(error: LoadError) -> NodeError {
+        match error {
+            LoadError::Description { path, error } => NodeError::Description { path, error },
+            LoadError::Unreadable { path, detail } => NodeError::Unreadable { path, detail },
+            LoadError::NoSuchNode { node, known } => NodeError::NoSuchNode { node, known },
+            LoadError::Address {
+                node,
+                address,
+                detail,
+            } => NodeError::Address {
+                node,
+                address,
+                detail,
+            },
+            LoadError::NotLoopback { node, address } => NodeError::NotLoopback { node, address },
+            LoadError::Key(error) => NodeError::Key(error),
         }
     }
-    let key = match &description.key_file {
-        Some(file) => Some(ClusterKey::load(
-            &path.parent().unwrap_or(Path::new(".")).join(file),
-        )?),
-        None => None,
-    };
-    Ok(LoadedDescription {
-        description,
-        crc: crc32c::crc32c(&bytes),
-        limits,
-        key,
-    })
+}
+
+/// Reads and checks a description file ([`flashpipe_cluster_host::loaded::load_description`]).
+pub fn load_description(path: &Path) -> Result<LoadedDescription, NodeError> {
+    Ok(loaded::load_description(path)?)
 }
 
 /// Resolves a node's address; refuses one that is not loopback.
 pub fn node_address(description: &ClusterDescription, node: u32) -> Result<SocketAddr, NodeError> {
-    let Some(entry) = description.node(node) else {
-        return Err(NodeError::NoSuchNode {
-            node,
-            known: description
-                .nodes
-                .iter()
-                .map(|node| node.id.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    };
-    let address_error = |detail: String| NodeError::Address {
-        node,
-        address: entry.address.clone(),
-        detail,
-    };
-    let address = entry
-        .address
-        .to_socket_addrs()
-        .map_err(|error| address_error(error.to_string()))?
-        .next()
-        .ok_or_else(|| address_error("it resolves to no address".to_string()))?;
-    if !address.ip().is_loopback() {
-        return Err(NodeError::NotLoopback {
-            node,
-            address: entry.address.clone(),
-        });
-    }
-    Ok(address)
+    Ok(loaded::node_address(description, node)?)
 }
 
 /// How to run a node.

@@ -467,6 +467,10 @@ fn describe_member(
             member.kind = "nbd";
             member.location = uri.clone();
         }
+        DeviceSpec::Cluster(cluster) => {
+            member.kind = "cluster";
+            member.location = cluster.describe();
+        }
         DeviceSpec::Flash(flash) => {
             member.kind = "flash";
             match &flash.path {

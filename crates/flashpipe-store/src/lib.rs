@@ -5,7 +5,8 @@
 //! small TOML file ([`store_config`], docs/store-file.md). This crate reads that file,
 //! takes the lock that makes the opener the store's one owner or one of its readers
 //! ([`store_lock`]), opens its devices ([`store`]: files and block devices through
-//! io_uring, RAM, emulated flash under the host FTL ([`flash_store`]), striped together
+//! io_uring, RAM, emulated flash under the host FTL ([`flash_store`]), the host FTL over
+//! a minFlash cluster ([`cluster_store`]), striped together
 //! when there are several), mounts the file system read-write or read-only and starts the
 //! engine on it ([`running`]). Sizes are read and printed with the project's one size
 //! grammar, [`units`] (the `flashpipe-units` crate, re-exported here).
@@ -22,6 +23,7 @@
 //! interfaces above it never open a device, take a lock or mount a store themselves, and
 //! print what this crate only reports (the [`running::RunningStore::notes`]).
 
+pub mod cluster_store;
 pub mod create;
 pub mod flash_capacity;
 pub mod flash_store;

@@ -63,7 +63,8 @@ pub fn refuse_devices_holding_stores(
                 }
                 continue;
             }
-            DeviceSpec::Ram { .. } => continue,
+            // A cluster host's share is formatted by its FTL, which reads every block.
+            DeviceSpec::Ram { .. } | DeviceSpec::Cluster(_) => continue,
         };
         let path = StoreConfig::resolve_device_path(store, path);
         if let Some(found) = flashpipe_content(&path) {

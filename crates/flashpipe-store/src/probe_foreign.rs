@@ -73,6 +73,10 @@ pub fn refuse_devices_holding_data(
                 let found = nbd_content(uri).or_else(|| nbd_foreign_content(uri));
                 (PathBuf::from(uri), found)
             }
+            DeviceSpec::Cluster(cluster) => (
+                PathBuf::from(cluster.describe()),
+                crate::cluster_store::cluster_content(cluster, store),
+            ),
             DeviceSpec::Ram { .. } => continue,
         };
         if let Some(found) = found {

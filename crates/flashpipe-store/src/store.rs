@@ -12,6 +12,7 @@ use flashpipe_device::file::{FileDevice, FileDeviceConfig};
 use flashpipe_device::{BlockDevice, DeviceError, RamDisk};
 use flashpipe_nbd_client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
+use crate::cluster_store::open_cluster_device;
 use crate::flash_store::{open_flash_device, FlashStoreError};
 use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOCK_SIZE_BYTES};
 use crate::store_lock::{LockMode, LockWait, StoreLock, StoreLockError};
@@ -63,6 +64,9 @@ pub enum StoreOpenError {
     /// An emulated flash device could not be created or opened.
     #[error(transparent)]
     Flash(#[from] FlashStoreError),
+    /// A cluster device could not be created or opened.
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster_store::ClusterStoreError),
     /// A device file is missing.
     #[error(
         "device {path} of the store does not exist (was the store moved without its devices?)"
@@ -209,8 +213,9 @@ pub fn device_files(config: &StoreConfig, store_file: &Path) -> Vec<PathBuf> {
                     files.push(image);
                 }
             }
-            // A remote export has no local file to lock (see the module's documentation).
-            DeviceSpec::Ram { .. } | DeviceSpec::Nbd { .. } => {}
+            // A remote export has no local file to lock (see the module's documentation);
+            // a cluster's images belong to its nodes.
+            DeviceSpec::Ram { .. } | DeviceSpec::Nbd { .. } | DeviceSpec::Cluster(_) => {}
         }
     }
     files
@@ -279,6 +284,13 @@ fn open_member(
             }
             Ok(Box::new(device))
         }
+        DeviceSpec::Cluster(cluster) => Ok(Box::new(open_cluster_device(
+            cluster,
+            store_file,
+            &format!("cluster{index}"),
+            config.queue_depth,
+            creation,
+        )?)),
         DeviceSpec::Nbd { uri, size_bytes } => Ok(Box::new(open_nbd_member(
             config,
             uri,

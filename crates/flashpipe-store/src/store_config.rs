@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use flashpipe_nbd_client::{looks_like_nbd_uri, NbdUri};
 
+use crate::cluster_store::{ClusterDeviceSpec, CLUSTER_PREFIX};
 use crate::flash_store::{FlashDeviceSpec, FLASH_PREFIX};
 use crate::identity::StoreIdentity;
 use crate::units::{parse_size_bytes, HumanBytes};
@@ -91,6 +92,8 @@ pub enum DeviceSpec {
         /// Bytes of the export the store uses (the export may be larger).
         size_bytes: u64,
     },
+    /// The host FTL over a minFlash cluster, as one host of its description file.
+    Cluster(ClusterDeviceSpec),
 }
 
 impl DeviceSpec {
@@ -102,6 +105,7 @@ impl DeviceSpec {
             | DeviceSpec::Ram { size_bytes }
             | DeviceSpec::Nbd { size_bytes, .. } => Some(*size_bytes),
             DeviceSpec::Flash(flash) => flash.size_bytes,
+            DeviceSpec::Cluster(cluster) => cluster.size_bytes,
         }
     }
 
@@ -113,6 +117,7 @@ impl DeviceSpec {
             DeviceSpec::Ram { size_bytes } => format!("ram:{}", HumanBytes(*size_bytes)),
             DeviceSpec::Flash(flash) => flash.describe(),
             DeviceSpec::Nbd { uri, .. } => uri.clone(),
+            DeviceSpec::Cluster(cluster) => cluster.describe(),
         }
     }
 }
@@ -334,6 +339,7 @@ impl StoreConfig {
         for device in &self.devices {
             let block_size_bytes = match device {
                 DeviceSpec::Flash(flash) => flash.flash_config(path)?.geometry.page_data_bytes,
+                DeviceSpec::Cluster(cluster) => cluster.page_bytes(path)?,
                 DeviceSpec::File { .. } | DeviceSpec::Ram { .. } => DEVICE_BLOCK_SIZE_BYTES,
                 DeviceSpec::Nbd { uri, .. } => NbdUri::parse(uri)
                     .map_err(|error| error.to_string())?
@@ -357,6 +363,9 @@ impl StoreConfig {
         }
         if let DeviceSpec::Nbd { uri, .. } = device {
             NbdUri::parse(uri).map_err(|error| error.to_string())?;
+        }
+        if let DeviceSpec::Cluster(cluster) = device {
+            cluster.validate(path, self.block_size_bytes, self.stripe_unit_bytes)?;
         }
         let Some(size_bytes) = device.size_bytes() else {
             return Ok(());
@@ -412,6 +421,7 @@ fn check_device_limits(device: &DeviceSpec) -> Result<(), String> {
             }
             return Ok(());
         }
+        DeviceSpec::Cluster(_) => return Ok(()),
     };
     if size_bytes > maximum {
         return Err(format!(
@@ -513,7 +523,7 @@ pub fn check_distinct_devices(
             DeviceSpec::Flash(FlashDeviceSpec {
                 path: Some(path), ..
             }) => path,
-            DeviceSpec::Flash(_) | DeviceSpec::Ram { .. } => continue,
+            DeviceSpec::Flash(_) | DeviceSpec::Ram { .. } | DeviceSpec::Cluster(_) => continue,
         };
         let identity = file_identity(&StoreConfig::resolve_device_path(store_file, path));
         if let Some((_, first)) = seen.iter().find(|(known, _)| *known == identity) {
@@ -529,8 +539,8 @@ pub fn check_distinct_devices(
     Ok(())
 }
 
-/// Parses a `--devices` list: comma-separated paths, `ram:SIZE`, `flash:PRESET[:PATH]`
-/// and NBD URI entries. File and NBD devices get `default_size_bytes` (`--size`: of an
+/// Parses a `--devices` list: comma-separated paths, `ram:SIZE`, `flash:PRESET[:PATH]`,
+/// `cluster:DESCRIPTION.toml#HOST` and NBD URI entries. File and NBD devices get `default_size_bytes` (`--size`: of an
 /// NBD export, the bytes the store uses); a RAM entry carries its own size; a flash entry
 /// exports what its FTL gives (`--size` does not apply to it). A comma inside an NBD URI
 /// is written `%2C`.
@@ -561,6 +571,16 @@ fn parse_device_entry(
     if let Some(rest) = entry.strip_prefix(FLASH_PREFIX) {
         return FlashDeviceSpec::parse_entry(rest)
             .map(DeviceSpec::Flash)
+            .map_err(bad);
+    }
+    if let Some(rest) = entry.strip_prefix(CLUSTER_PREFIX) {
+        return ClusterDeviceSpec::parse_entry(rest)
+            .map(|spec| {
+                DeviceSpec::Cluster(ClusterDeviceSpec {
+                    size_bytes: default_size_bytes,
+                    ..spec
+                })
+            })
             .map_err(bad);
     }
     if looks_like_nbd_uri(entry) {

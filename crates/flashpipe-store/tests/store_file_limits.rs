@@ -89,6 +89,9 @@ fn assert_within_limits(config: &StoreConfig) {
             DeviceSpec::Flash(flash) => {
                 assert!((0.0..0.95).contains(&flash.over_provisioning))
             }
+            DeviceSpec::Cluster(cluster) => {
+                assert!((0.0..0.95).contains(&cluster.over_provisioning))
+            }
         }
         total_bytes += device.size_bytes().unwrap_or(0);
     }

@@ -48,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "flashpipe-ftl",
             "flashpipe-array",
             "flashpipe-cluster",
+            "flashpipe-cluster-host",
         ],
     ),
     ("network", &["flashpipe-net", "flashpipe-cluster-node"]),
@@ -108,6 +109,12 @@ const FORBIDDEN: &[Rule] = &[
     Rule::Edge {
         from: "flashpipe-store",
         to: "flashpipe-nbd",
+    },
+    // The store opens cluster devices through the host's device-layer crate; it never
+    // links the node process (network layer).
+    Rule::Edge {
+        from: "flashpipe-store",
+        to: "flashpipe-cluster-node",
     },
     // The NBD client never links the server; the wire format names neither.
     Rule::Edge {

@@ -89,7 +89,10 @@ impl StoreShape {
             .iter()
             .filter_map(|device| match device {
                 DeviceSpec::File { path, .. } => Some(path.clone()),
-                DeviceSpec::Ram { .. } | DeviceSpec::Flash(_) | DeviceSpec::Nbd { .. } => None,
+                DeviceSpec::Ram { .. }
+                | DeviceSpec::Flash(_)
+                | DeviceSpec::Nbd { .. }
+                | DeviceSpec::Cluster(_) => None,
             })
             .collect();
         let config = StoreConfig {

@@ -6,6 +6,9 @@
 use std::error::Error;
 
 use flashpipe_client::{ClientError, ConnectError, ErrorCode};
+use flashpipe_cluster_host::auth::KeyError;
+use flashpipe_cluster_host::backend::ClusterOpenError;
+use flashpipe_cluster_host::loaded::LoadError;
 use flashpipe_device::{DeviceError, DeviceErrorKind};
 use flashpipe_engine::{EngineError, StreamError};
 use flashpipe_fs::{
@@ -15,6 +18,7 @@ use flashpipe_kernels::error::{KernelError, KernelErrorKind, OptionsError};
 use flashpipe_kernels::langid::profile_file::ProfileError;
 use flashpipe_kernels::langid::udhr::CorpusError;
 use flashpipe_pipeline::PipelineError;
+use flashpipe_store::cluster_store::ClusterStoreError;
 use flashpipe_store::flash_store::FlashStoreError;
 use flashpipe_store::member_label::MemberLabelError;
 use flashpipe_store::{
@@ -208,6 +212,7 @@ fn store_open(error: &StoreOpenError) -> ErrorKind {
         StoreOpenError::Identity(_) => Io,
         StoreOpenError::Device(inner) => device(inner),
         StoreOpenError::Flash(inner) => flash_store(inner),
+        StoreOpenError::Cluster(inner) => cluster_store(inner),
         StoreOpenError::MissingDevice { .. } => NotFound,
         StoreOpenError::Lock(inner) => store_lock(inner),
         StoreOpenError::RamDevices { .. }
@@ -243,6 +248,20 @@ fn flash_store(error: &FlashStoreError) -> ErrorKind {
     }
 }
 
+/// A store device on a cluster: a node that cannot be reached fails as the network.
+fn cluster_store(error: &ClusterStoreError) -> ErrorKind {
+    match error {
+        ClusterStoreError::Open { source, .. } => match source {
+            ClusterOpenError::Load(LoadError::Key(KeyError::Open { .. })) => Permission,
+            ClusterOpenError::Load(_) | ClusterOpenError::View { .. } => InvalidInput,
+            ClusterOpenError::Handshake(_) => Network,
+        },
+        ClusterStoreError::Ftl { fault: Some(_), .. } => Network,
+        ClusterStoreError::Ftl { .. } => Io,
+        ClusterStoreError::TooSmall { .. } => InvalidInput,
+    }
+}
+
 fn member_label(error: &MemberLabelError) -> ErrorKind {
     match error {
         MemberLabelError::Io { source, .. } => io(source),
@@ -250,9 +269,10 @@ fn member_label(error: &MemberLabelError) -> ErrorKind {
     }
 }
 
-/// A device's failure; a device reached over NBD (named by its URI) fails as the network.
+/// A device's failure; a device reached over NBD (named by its URI) or on a cluster fails as
+/// the network.
 fn device(error: &DeviceError) -> ErrorKind {
-    let remote = error.device.starts_with("nbd");
+    let remote = error.device.starts_with("nbd") || error.device.starts_with("cluster");
     match &error.kind {
         DeviceErrorKind::IoFailed { .. } | DeviceErrorKind::Open { .. } if remote => Network,
         DeviceErrorKind::IoFailed { .. }

@@ -96,7 +96,7 @@ pub fn open_store_export(name: &str, text: &str) -> Result<Export, Box<dyn std::
     })
 }
 
-/// A store with emulated flash members is exported in 512-byte sectors (the FTL's
+/// A store with flash members (emulated, or on a cluster) is exported in 512-byte sectors (the FTL's
 /// read-merge-write, `flashpipe_ftl::sectors`), as an SSD takes requests smaller than its
 /// pages; other stores keep their devices' block.
 fn sectors_when_flash(
@@ -106,7 +106,7 @@ fn sectors_when_flash(
     let flash = config
         .devices
         .iter()
-        .any(|spec| matches!(spec, DeviceSpec::Flash(_)));
+        .any(|spec| matches!(spec, DeviceSpec::Flash(_) | DeviceSpec::Cluster(_)));
     if !flash || device.info().block_size_bytes <= SECTOR_BYTES {
         return Ok(device);
     }

@@ -164,6 +164,13 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
     let mut devices = parse_device_list(&arguments.devices, size_bytes)?;
     record_paths_for_store_file(&mut devices, &arguments.store)?;
     apply_flash_options(arguments, &mut devices)?;
+    for device in devices.iter_mut() {
+        if let DeviceSpec::Cluster(spec) = device {
+            spec.resolve(&arguments.store).map_err(|reason| {
+                Failure::invalid_input(format!("device {}: {reason}", spec.describe()))
+            })?;
+        }
+    }
     if let Some(size_bytes) = size_bytes {
         for device in devices.iter_mut() {
             if let DeviceSpec::Flash(spec) = device {
@@ -215,6 +222,7 @@ fn record_paths_for_store_file(devices: &mut [DeviceSpec], store: &Path) -> CliR
                     spec.preset = record(Path::new(&spec.preset)).display().to_string();
                 }
             }
+            DeviceSpec::Cluster(spec) => spec.description = record(&spec.description),
             DeviceSpec::Ram { .. } | DeviceSpec::Nbd { .. } => {}
         }
     }

@@ -1,0 +1,30 @@
+//! A host of the minFlash cluster (seed 004, section III) as the host FTL's raw flash:
+//!
+//! - [`hello`], [`auth`], [`conn`]: how every cluster connection opens (the 16-byte hello,
+//!   the key proof) and carries frames; the node process uses them from here;
+//! - [`loaded`]: a description file loaded (its checksum, frame limits, key) and a node's
+//!   address;
+//! - [`handshake`]: a host's connection to the node it is attached to;
+//! - [`session`]: [`session::HostSession`], a long-lived pipelined connection with many
+//!   tags in flight, bounded waits and named failures;
+//! - [`view`]: [`view::ClusterView`], the devices a host owns blocks on presented as one
+//!   array (RAID-0 over devices; only the host's share of each);
+//! - [`backend`]: [`backend::ClusterFlash`], the [`flashpipe_ftl::FlashBackend`] the FTL
+//!   drives, fail-stop on a fault of the cluster;
+//! - [`words`]: statuses in words, for people.
+//!
+//! Layer rule: a device-layer crate. It depends on `flashpipe-cluster` (the wire and the
+//! description), `flashpipe-flash` (the raw interface's types), `flashpipe-ftl` (the
+//! backend trait), `flashpipe-device` and `flashpipe-base`, and on `ring` for the key
+//! proof; never on the network layer (`flashpipe-cluster-node` uses this crate, and
+//! `flashpipe-store` opens stores over it).
+
+pub mod auth;
+pub mod backend;
+pub mod conn;
+pub mod handshake;
+pub mod hello;
+pub mod loaded;
+pub mod session;
+pub mod view;
+pub mod words;
