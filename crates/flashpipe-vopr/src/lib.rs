@@ -25,9 +25,11 @@
 //! store server's core, and nothing depends on it. It reads no wall clock and starts no thread.
 
 pub mod campaign;
+pub mod cluster;
 pub mod planted;
 mod served;
 pub mod workload;
 
 pub use campaign::{Campaign, CampaignConfig, CampaignFailure, CampaignReport};
+pub use cluster::{ClusterBug, ClusterCampaign, ClusterConfig, ClusterFailure, ClusterReport};
 pub use planted::PlantedBug;

@@ -1,0 +1,197 @@
+//! A node's flash device in the cluster campaign: the node's [`FlashArray`] (virtual time,
+//! pages in memory) with a power cut, as `flashpipe_ftl::PowerCutFlash` models one.
+//!
+//! The array applies a request to its pages when its controller admits it and has no
+//! power-loss hook, so the cut is modelled above it: when the node crashes, every request
+//! the node passed on and has not reaped gets a fate. Per block, in page order, a prefix
+//! of the programs completed, at most one page is torn (reads uncorrectable) and the rest
+//! were never programmed (read erased); an erase in flight either finished or left the
+//! block unreadable until its next erase. The array finishes those requests in virtual
+//! time and their acks are dropped: nobody is left to hear them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flashpipe_flash::{
+    Ack, AckStatus, CommandKind, FlashAddress, FlashArray, FlashRequest, SubmitError,
+};
+use flashpipe_sim::SplitMix64;
+
+/// A block of the node's device: (bus, chip, block).
+type BlockKey = (u32, u32, u32);
+/// A page of the node's device: (bus, chip, block, page).
+type PageKey = (u32, u32, u32, u32);
+
+/// What a cut left in a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Torn,
+    Absent,
+}
+
+/// What the cuts did, for the report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CutCounts {
+    /// Programs in flight that completed anyway.
+    pub programs_completed: u64,
+    /// Programs left torn.
+    pub programs_torn: u64,
+    /// Programs lost.
+    pub programs_lost: u64,
+    /// Erases left interrupted.
+    pub erases_interrupted: u64,
+    /// Acks dropped because their node had crashed.
+    pub acks_dropped: u64,
+}
+
+/// The node's array and what power cuts left in it.
+pub(crate) struct Device {
+    array: FlashArray,
+    /// Controller tag -> (kind, address) of every request passed on and not reaped.
+    in_flight: BTreeMap<u64, (CommandKind, FlashAddress)>,
+    /// Tags in flight when the power was cut: their acks are dropped.
+    cut_tags: BTreeSet<u64>,
+    fates: BTreeMap<PageKey, Fate>,
+    unreadable: BTreeSet<BlockKey>,
+    counts: CutCounts,
+}
+
+fn block_of(address: FlashAddress) -> BlockKey {
+    (address.bus, address.chip, address.block)
+}
+
+fn page_of(address: FlashAddress) -> PageKey {
+    (address.bus, address.chip, address.block, address.page)
+}
+
+impl Device {
+    pub(crate) fn new(array: FlashArray) -> Device {
+        Device {
+            array,
+            in_flight: BTreeMap::new(),
+            cut_tags: BTreeSet::new(),
+            fates: BTreeMap::new(),
+            unreadable: BTreeSet::new(),
+            counts: CutCounts::default(),
+        }
+    }
+
+    pub(crate) fn counts(&self) -> CutCounts {
+        self.counts
+    }
+
+    /// Requests passed on and not yet acknowledged (cut ones included).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The time of the array's next event.
+    pub(crate) fn next_event_ns(&self) -> Option<u64> {
+        self.array.next_event_ns()
+    }
+
+    /// Runs the array's events due at or before `now_ns` (those scheduled at `now_ns`
+    /// itself included), its clock moved to `now_ns`.
+    pub(crate) fn run_until(&mut self, now_ns: u64) {
+        flashpipe_sim::Component::run_due(&mut self.array, now_ns);
+    }
+
+    /// Passes a request to the array (its device id already the array's own, 0).
+    pub(crate) fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
+        let tag = request.tag;
+        let entry = (request.command.kind(), request.command.address());
+        self.array.submit(request)?;
+        let previous = self.in_flight.insert(tag, entry);
+        assert!(previous.is_none(), "controller tag {tag} passed on twice");
+        Ok(())
+    }
+
+    /// The acks ready now, with what the cuts left applied; the acks of requests cut
+    /// by a crash are dropped.
+    pub(crate) fn poll(&mut self) -> Vec<Ack> {
+        let mut acks = Vec::new();
+        self.array.poll_acks(&mut acks);
+        let mut kept = Vec::with_capacity(acks.len());
+        for mut ack in acks {
+            let (_, address) = self
+                .in_flight
+                .remove(&ack.tag)
+                .expect("the array acknowledges only what was passed on");
+            self.apply_fates(&mut ack, address);
+            if self.cut_tags.remove(&ack.tag) {
+                self.counts.acks_dropped += 1;
+                continue;
+            }
+            kept.push(ack);
+        }
+        kept
+    }
+
+    /// Cuts the power: every request in flight gets its fate.
+    pub(crate) fn cut_power(&mut self, generator: &mut SplitMix64) {
+        let mut programs: BTreeMap<BlockKey, Vec<FlashAddress>> = BTreeMap::new();
+        for (&tag, &(kind, address)) in &self.in_flight {
+            if !self.cut_tags.insert(tag) {
+                continue;
+            }
+            match kind {
+                CommandKind::Read => {}
+                CommandKind::Write => programs.entry(block_of(address)).or_default().push(address),
+                CommandKind::Erase => {
+                    if generator.chance(0.5) {
+                        self.unreadable.insert(block_of(address));
+                        self.counts.erases_interrupted += 1;
+                    }
+                }
+            }
+        }
+        for (_, mut pages) in programs {
+            pages.sort_by_key(|address| address.page);
+            let completed = generator.below(pages.len() as u64 + 1) as usize;
+            self.counts.programs_completed += completed as u64;
+            for (index, address) in pages.into_iter().enumerate().skip(completed) {
+                let fate = if index == completed && generator.chance(0.5) {
+                    self.counts.programs_torn += 1;
+                    Fate::Torn
+                } else {
+                    self.counts.programs_lost += 1;
+                    Fate::Absent
+                };
+                self.fates.insert(page_of(address), fate);
+            }
+        }
+    }
+
+    fn apply_fates(&mut self, ack: &mut Ack, address: FlashAddress) {
+        match ack.kind {
+            CommandKind::Erase if ack.status.is_ok() => {
+                let block = block_of(address);
+                self.unreadable.remove(&block);
+                self.fates
+                    .retain(|&(bus, chip, index, _), _| (bus, chip, index) != block);
+            }
+            CommandKind::Read => {
+                let fate = if self.unreadable.contains(&block_of(address)) {
+                    Some(Fate::Torn)
+                } else {
+                    self.fates.get(&page_of(address)).copied()
+                };
+                match fate {
+                    Some(Fate::Torn) => {
+                        ack.status = AckStatus::Uncorrectable;
+                        for byte in ack.data.iter_mut().flatten() {
+                            *byte ^= 0x5A;
+                        }
+                    }
+                    Some(Fate::Absent) => {
+                        ack.status = AckStatus::CLEAN;
+                        for byte in ack.data.iter_mut().chain(ack.spare.iter_mut()).flatten() {
+                            *byte = 0xFF;
+                        }
+                    }
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+}
