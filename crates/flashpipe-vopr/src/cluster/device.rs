@@ -6,7 +6,9 @@
 //! the node passed on and has not reaped gets a fate. Per block, in page order, a prefix
 //! of the programs completed, at most one page is torn (reads uncorrectable) and the rest
 //! were never programmed (read erased); an erase in flight either finished or left the
-//! block unreadable until its next erase. The array finishes those requests in virtual
+//! block unreadable until its next erase. A fate strikes only a request the array carries
+//! out (its ack Ok): a program the array refuses (not erased, out of order, a bad block)
+//! never touched the page, cut or not. The array finishes the cut requests in virtual
 //! time and their acks are dropped: nobody is left to hear them.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,11 +30,20 @@ enum Fate {
     Absent,
 }
 
+/// What a cut decided for one request, applied when the array acknowledges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CutFate {
+    /// Whatever the array did stands.
+    Done,
+    /// A program carried out left its page in this state.
+    Page(Fate),
+    /// An erase carried out left its block unreadable until its next erase.
+    Unreadable,
+}
+
 /// What the cuts did, for the report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CutCounts {
-    /// Programs in flight that completed anyway.
-    pub programs_completed: u64,
     /// Programs left torn.
     pub programs_torn: u64,
     /// Programs lost.
@@ -48,8 +59,8 @@ pub(crate) struct Device {
     array: FlashArray,
     /// Controller tag -> (kind, address) of every request passed on and not reaped.
     in_flight: BTreeMap<u64, (CommandKind, FlashAddress)>,
-    /// Tags in flight when the power was cut: their acks are dropped.
-    cut_tags: BTreeSet<u64>,
+    /// Tags in flight when the power was cut, with their fates: their acks are dropped.
+    cut_tags: BTreeMap<u64, CutFate>,
     fates: BTreeMap<PageKey, Fate>,
     unreadable: BTreeSet<BlockKey>,
     counts: CutCounts,
@@ -68,7 +79,7 @@ impl Device {
         Device {
             array,
             in_flight: BTreeMap::new(),
-            cut_tags: BTreeSet::new(),
+            cut_tags: BTreeMap::new(),
             fates: BTreeMap::new(),
             unreadable: BTreeSet::new(),
             counts: CutCounts::default(),
@@ -117,7 +128,10 @@ impl Device {
                 .remove(&ack.tag)
                 .expect("the array acknowledges only what was passed on");
             self.apply_fates(&mut ack, address);
-            if self.cut_tags.remove(&ack.tag) {
+            if let Some(fate) = self.cut_tags.remove(&ack.tag) {
+                if ack.status.is_ok() {
+                    self.strike(fate, address);
+                }
                 self.counts.acks_dropped += 1;
                 continue;
             }
@@ -128,35 +142,53 @@ impl Device {
 
     /// Cuts the power: every request in flight gets its fate.
     pub(crate) fn cut_power(&mut self, generator: &mut SplitMix64) {
-        let mut programs: BTreeMap<BlockKey, Vec<FlashAddress>> = BTreeMap::new();
+        let mut programs: BTreeMap<BlockKey, Vec<(u32, u64)>> = BTreeMap::new();
         for (&tag, &(kind, address)) in &self.in_flight {
-            if !self.cut_tags.insert(tag) {
+            if self.cut_tags.contains_key(&tag) {
                 continue;
             }
-            match kind {
-                CommandKind::Read => {}
-                CommandKind::Write => programs.entry(block_of(address)).or_default().push(address),
-                CommandKind::Erase => {
-                    if generator.chance(0.5) {
-                        self.unreadable.insert(block_of(address));
-                        self.counts.erases_interrupted += 1;
-                    }
+            let fate = match kind {
+                CommandKind::Read => CutFate::Done,
+                CommandKind::Write => {
+                    programs
+                        .entry(block_of(address))
+                        .or_default()
+                        .push((address.page, tag));
+                    CutFate::Done
                 }
-            }
+                CommandKind::Erase if generator.chance(0.5) => CutFate::Unreadable,
+                CommandKind::Erase => CutFate::Done,
+            };
+            self.cut_tags.insert(tag, fate);
         }
         for (_, mut pages) in programs {
-            pages.sort_by_key(|address| address.page);
+            pages.sort_unstable();
             let completed = generator.below(pages.len() as u64 + 1) as usize;
-            self.counts.programs_completed += completed as u64;
-            for (index, address) in pages.into_iter().enumerate().skip(completed) {
+            for (index, (_, tag)) in pages.into_iter().enumerate().skip(completed) {
                 let fate = if index == completed && generator.chance(0.5) {
-                    self.counts.programs_torn += 1;
                     Fate::Torn
                 } else {
-                    self.counts.programs_lost += 1;
                     Fate::Absent
                 };
+                self.cut_tags.insert(tag, CutFate::Page(fate));
+            }
+        }
+    }
+
+    /// A cut request the array carried out: its fate strikes.
+    fn strike(&mut self, fate: CutFate, address: FlashAddress) {
+        match fate {
+            CutFate::Done => {}
+            CutFate::Page(fate) => {
+                match fate {
+                    Fate::Torn => self.counts.programs_torn += 1,
+                    Fate::Absent => self.counts.programs_lost += 1,
+                }
                 self.fates.insert(page_of(address), fate);
+            }
+            CutFate::Unreadable => {
+                self.counts.erases_interrupted += 1;
+                self.unreadable.insert(block_of(address));
             }
         }
     }

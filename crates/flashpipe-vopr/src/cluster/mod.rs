@@ -58,6 +58,9 @@ pub const PRESET: &str = "minflash-rack";
 pub const JAIN_MIN: f64 = 0.99;
 /// The fairness phase's window of virtual time (after 2 ms to warm up).
 const FAIRNESS_WINDOW_NS: u64 = 20_000_000;
+/// The most requests a host keeps in flight in the deepest seeds: past a router's tags
+/// and its queue per host, so requests wait for tags and some are answered Busy.
+const HOST_DEPTH_DEEP: usize = 96;
 /// Steps of the fault plan.
 const PLAN_STEPS: u64 = 100;
 /// Virtual time of one plan step.
@@ -261,7 +264,8 @@ impl ClusterCampaign {
         };
         let mut hosts = Vec::new();
         for (host, &node) in attachments.iter().enumerate() {
-            let limit = 1 + setup.index_below(16);
+            let deepest = if setup.chance(0.3) { HOST_DEPTH_DEEP } else { 16 };
+            let limit = 1 + setup.index_below(deepest);
             let mut sim_host = SimHost::new(host as u32, node, limit, world.stream());
             let budget = self.config.requests_per_host / 2
                 + setup.below(self.config.requests_per_host / 2 + 1);
@@ -325,7 +329,7 @@ impl ClusterCampaign {
         if host_count >= 2 {
             let phase = "fairness phase";
             let device = setup.below(u64::from(nodes)) as u32;
-            let depth = 4 + setup.index_below(13);
+            let depth = 4 + setup.index_below(37);
             let start_ns = world.now_ns() + 2_000_000;
             let end_ns = start_ns + FAIRNESS_WINDOW_NS;
             {
@@ -389,7 +393,6 @@ impl ClusterCampaign {
         }
         for node in &state.nodes {
             let cut = node.device.counts();
-            report.cuts.programs_completed += cut.programs_completed;
             report.cuts.programs_torn += cut.programs_torn;
             report.cuts.programs_lost += cut.programs_lost;
             report.cuts.erases_interrupted += cut.erases_interrupted;
