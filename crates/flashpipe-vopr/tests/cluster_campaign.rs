@@ -29,12 +29,13 @@ fn every_request_is_answered_once_and_acknowledged_pages_read_back_under_faults(
         .filter_map(|report| report.jain)
         .fold(1.0f64, f64::min);
     eprintln!(
-        "cluster vopr: {} seeds, {} requests answered ({} carried out, {} refused as due, {} failed by faults), {} reads checked, {} faults struck, {} links severed, {} node crashes ({} programs torn, {} lost), least Jain's index {least_jain:.4}",
+        "cluster vopr: {} seeds, {} requests answered ({} carried out, {} refused as due, {} failed by faults, {} of them Busy), {} reads checked, {} faults struck, {} links severed, {} node crashes ({} programs torn, {} lost), least Jain's index {least_jain:.4}",
         reports.len(),
         total(|report| report.host_counts.answered),
         total(|report| report.host_counts.carried_out),
         total(|report| report.host_counts.refused_as_due),
         total(|report| report.host_counts.failed_by_faults),
+        total(|report| report.host_counts.busy),
         total(|report| report.host_counts.reads_checked),
         total(|report| report.net.faults_struck),
         total(|report| report.net.links_severed),

@@ -117,6 +117,8 @@ pub struct HostCounts {
     pub refused_as_due: u64,
     /// Requests failed by a fault (unreachable, busy, the node down).
     pub failed_by_faults: u64,
+    /// Of those, requests a router answered Busy.
+    pub busy: u64,
     /// Reads whose data was checked against what was acknowledged.
     pub reads_checked: u64,
     /// Reads completed inside the fairness window.
@@ -452,6 +454,14 @@ impl SimHost {
         }
     }
 
+    /// The host process was killed and starts again: what was in flight is lost (failed
+    /// here), tags start from 1 again, and it stays disconnected until it reconnects.
+    pub(crate) fn restart(&mut self) {
+        self.fail_outstanding();
+        self.connected = false;
+        self.next_tag = 1;
+    }
+
     /// Judges an ack that arrived at `now_ns`.
     pub(crate) fn on_ack(
         &mut self,
@@ -499,6 +509,7 @@ impl SimHost {
                 return Ok(());
             }
             Status::Busy { .. } => {
+                self.counts.busy += 1;
                 self.failed_by_fault(&pending);
                 return Ok(());
             }

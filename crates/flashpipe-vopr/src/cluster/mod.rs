@@ -11,8 +11,8 @@
 //!
 //! A run has three phases:
 //! 1. the mixed workload under a [`FaultPlan`]: link drops (a frame lost severs its
-//!    link), partitions, node crashes and restarts, outages, slow nodes; every ack is
-//!    judged as it arrives (`hosts`);
+//!    link), partitions, node crashes and restarts, outages, slow nodes, host restarts;
+//!    every ack is judged as it arrives (`hosts`);
 //! 2. once the world is idle: every request answered, no controller tag in use, no frame
 //!    queued, every link's tokens back (`SimNode::unrest`); then every published page
 //!    is read back and checked, and the world checked at rest again;
@@ -60,7 +60,9 @@ pub const JAIN_MIN: f64 = 0.99;
 const FAIRNESS_WINDOW_NS: u64 = 20_000_000;
 /// The most requests a host keeps in flight in the deepest seeds: past a router's tags
 /// and its queue per host, so requests wait for tags and some are answered Busy.
-const HOST_DEPTH_DEEP: usize = 96;
+const HOST_DEPTH_DEEP: usize = 160;
+/// Most host restarts per seed.
+const HOST_RESTARTS_MAX: u64 = 2;
 /// Steps of the fault plan.
 const PLAN_STEPS: u64 = 100;
 /// Virtual time of one plan step.
@@ -264,7 +266,11 @@ impl ClusterCampaign {
         };
         let mut hosts = Vec::new();
         for (host, &node) in attachments.iter().enumerate() {
-            let deepest = if setup.chance(0.3) { HOST_DEPTH_DEEP } else { 16 };
+            let deepest = if setup.chance(0.3) {
+                HOST_DEPTH_DEEP
+            } else {
+                16
+            };
             let limit = 1 + setup.index_below(deepest);
             let mut sim_host = SimHost::new(host as u32, node, limit, world.stream());
             let budget = self.config.requests_per_host / 2
@@ -302,6 +308,10 @@ impl ClusterCampaign {
                     _ => 200_000 + setup.below(2_800_000),
                 };
                 net.plan_fault(fault.at_step * STEP_NS, fault.kind, duration_ns);
+            }
+            for _ in 0..setup.below(HOST_RESTARTS_MAX + 1) {
+                let at_ns = setup.below(PLAN_STEPS) * STEP_NS;
+                net.plan_host_restart(at_ns, setup.index_below(host_count as usize));
             }
         }
         let net = Rc::new(RefCell::new(net));
@@ -388,6 +398,7 @@ impl ClusterCampaign {
             counts.carried_out += host.counts.carried_out;
             counts.refused_as_due += host.counts.refused_as_due;
             counts.failed_by_faults += host.counts.failed_by_faults;
+            counts.busy += host.counts.busy;
             counts.reads_checked += host.counts.reads_checked;
             counts.window_reads += host.counts.window_reads;
         }

@@ -8,7 +8,9 @@
 //! down, and the link reconnects when both ends are up and the partition is over. A node
 //! crash loses its router and queues and cuts its device's requests in flight; its host
 //! notices after a timeout and fails its requests in flight; the node restarts once its
-//! device has finished the cut requests. A slow node delays every frame it sends.
+//! device has finished the cut requests. A host restart resets its connection (the node
+//! takes the host port down) and a new host process, its tags from 1 again, connects
+//! later. A slow node delays every frame it sends.
 
 use flashpipe_cluster::router::Port;
 use flashpipe_cluster::wire::{self, Frame, WireLimits};
@@ -91,6 +93,12 @@ enum Event {
     },
     Restart {
         node: usize,
+    },
+    HostRestart {
+        host: usize,
+    },
+    HostReconnect {
+        host: usize,
     },
     Fault {
         kind: FaultKind,
@@ -218,6 +226,11 @@ impl Net {
     /// Lets the hosts issue again at the next step (after their mode changed).
     pub(crate) fn kick(&mut self) {
         self.events.schedule(self.now_ns, Event::Kick);
+    }
+
+    /// Puts a host restart on the queue (the host process killed and started again).
+    pub(crate) fn plan_host_restart(&mut self, at_ns: u64, host: usize) {
+        self.events.schedule(at_ns, Event::HostRestart { host });
     }
 
     /// Puts a fault of the plan on the queue.
@@ -422,6 +435,23 @@ impl Net {
         }
     }
 
+    /// The host process dies: its node takes the host port down at once (the connection
+    /// resets), the host's requests in flight are lost with it, and a new host process
+    /// (tags from 1 again) connects after a while.
+    fn restart_host(&mut self, host: usize, now_ns: u64) {
+        let node = self.hosts[host].node as usize;
+        self.counts.faults_struck += 1;
+        if self.nodes[node].alive() {
+            self.detach(node, Port::Host);
+        }
+        let state = &mut self.hosts[host];
+        state.epoch += 1;
+        state.restart();
+        let reconnect_ns = self.draw_ns(RECONNECT_NS);
+        self.events
+            .schedule(now_ns + reconnect_ns, Event::HostReconnect { host });
+    }
+
     fn link_of(&self, node: usize) -> Option<usize> {
         let links = &self.node_links[node];
         (!links.is_empty()).then(|| links[node % links.len()])
@@ -539,6 +569,19 @@ impl Net {
                 }
             }
             Event::Restart { node } => self.restart(node, now_ns),
+            Event::HostRestart { host } => self.restart_host(host, now_ns),
+            Event::HostReconnect { host } => {
+                let node = self.hosts[host].node as usize;
+                let state = &mut self.hosts[host];
+                if state.connected || !self.nodes[node].alive() {
+                    return;
+                }
+                state.epoch += 1;
+                state.connected = true;
+                let epoch = state.epoch;
+                let outputs = self.nodes[node].attach(Port::Host, epoch);
+                self.nodes[node].push_outputs(outputs);
+            }
             Event::Fault { kind, duration_ns } => self.strike(kind, duration_ns, now_ns),
             Event::Kick => {}
         }
