@@ -1,6 +1,6 @@
 //! What the cluster campaign checks against: the pages hosts were told are programmed
 //! (published: every host may read them, and each must read back as written until its
-//! owner erases the block), the page contents a seed gives, and Jain's fairness index.
+//! owner erases the block) and the page contents a seed gives.
 
 use std::collections::BTreeMap;
 
@@ -95,26 +95,9 @@ impl Published {
     }
 }
 
-/// Jain's fairness index of a set of shares: 1 when equal, 1/n when one takes all.
-pub fn jain_index(shares: &[u64]) -> f64 {
-    let sum: f64 = shares.iter().map(|&share| share as f64).sum();
-    let squares: f64 = shares.iter().map(|&share| (share as f64).powi(2)).sum();
-    if squares == 0.0 {
-        return 1.0;
-    }
-    sum * sum / (shares.len() as f64 * squares)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jain_is_one_when_equal_and_one_over_n_when_one_takes_all() {
-        assert!((jain_index(&[5, 5, 5]) - 1.0).abs() < 1e-12);
-        assert!((jain_index(&[9, 0, 0]) - 1.0 / 3.0).abs() < 1e-12);
-        assert!(jain_index(&[100, 90]) > 0.99);
-    }
 
     #[test]
     fn an_erase_unpublishes_its_block_only() {

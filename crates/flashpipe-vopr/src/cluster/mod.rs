@@ -32,13 +32,12 @@ use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
 
-use flashpipe_cluster::arbiter::RequestCosts;
+use flashpipe_cluster::arbiter::{jain_index, RequestCosts};
 use flashpipe_cluster::description::ClusterDescription;
 use flashpipe_cluster::wire::WireLimits;
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_sim::{FaultPlan, FaultPlanConfig, World};
 
-pub use check::jain_index;
 pub use device::CutCounts;
 pub use hosts::HostCounts;
 pub use world::NetCounts;
@@ -339,11 +338,12 @@ impl ClusterCampaign {
         if host_count >= 2 {
             let phase = "fairness phase";
             let device = setup.below(u64::from(nodes)) as u32;
-            let depth = 4 + setup.index_below(37);
+            let depth = 8 + setup.index_below(33);
             let start_ns = world.now_ns() + 2_000_000;
             let end_ns = start_ns + FAIRNESS_WINDOW_NS;
             {
                 let mut state = net.borrow_mut();
+                state.heal();
                 for host in &mut state.hosts {
                     host.set_limit(depth);
                     host.mode = Mode::Fairness {
@@ -369,7 +369,8 @@ impl ClusterCampaign {
                 .iter()
                 .map(|host| host.counts.window_reads)
                 .collect();
-            let index = jain_index(&reads);
+            let shares: Vec<f64> = reads.iter().map(|&count| count as f64).collect();
+            let index = jain_index(&shares);
             if index < JAIN_MIN {
                 let finding = format!(
                     "hosts reading device {device} at depth {depth} completed {} reads each in the window: Jain's index {index:.4}, below {JAIN_MIN}",

@@ -228,6 +228,17 @@ impl Net {
         self.events.schedule(self.now_ns, Event::Kick);
     }
 
+    /// Ends every slow spell and lossy spell still running (the fairness phase runs with
+    /// no fault).
+    pub(crate) fn heal(&mut self) {
+        for node in &mut self.nodes {
+            node.slow = None;
+        }
+        for link in &mut self.links {
+            link.loss = None;
+        }
+    }
+
     /// Puts a host restart on the queue (the host process killed and started again).
     pub(crate) fn plan_host_restart(&mut self, at_ns: u64, host: usize) {
         self.events.schedule(at_ns, Event::HostRestart { host });
