@@ -227,3 +227,87 @@ impl Device {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flashpipe_flash::{FlashCommand, FlashConfig, FlashOptions, StorageMode};
+
+    fn device() -> Device {
+        let mut config = FlashConfig::preset("minflash-rack").expect("a shipped preset");
+        config.geometry.channels = 1;
+        config.geometry.ways = 1;
+        config.geometry.pages_per_block = 8;
+        let options = FlashOptions {
+            seed: 3,
+            storage: StorageMode::Memory,
+            ..FlashOptions::default()
+        };
+        Device::new(FlashArray::new(config, options).expect("a small array"))
+    }
+
+    fn address(block: u32, page: u32) -> FlashAddress {
+        FlashAddress {
+            device: 0,
+            bus: 0,
+            chip: 0,
+            block,
+            page,
+        }
+    }
+
+    fn program(tag: u64, block: u32, page: u32, fill: u8) -> FlashRequest {
+        FlashRequest {
+            tag,
+            host: 0,
+            command: FlashCommand::WritePage {
+                address: address(block, page),
+                data: vec![fill; 8192],
+                spare: vec![],
+            },
+        }
+    }
+
+    fn settle(device: &mut Device) -> Vec<Ack> {
+        let mut acks = Vec::new();
+        while let Some(next_ns) = device.next_event_ns() {
+            device.run_until(next_ns);
+            acks.extend(device.poll());
+        }
+        acks.extend(device.poll());
+        acks
+    }
+
+    #[test]
+    fn a_cut_strikes_programs_carried_out_never_a_refused_one() {
+        let mut struck = 0;
+        for seed in 0..40 {
+            let mut device = device();
+            device.submit(program(1, 2, 0, 0xA5)).unwrap();
+            let acks = settle(&mut device);
+            assert!(acks.len() == 1 && acks[0].status.is_ok());
+            device.submit(program(2, 2, 0, 0x11)).unwrap();
+            device.submit(program(3, 3, 0, 0x22)).unwrap();
+            device.cut_power(&mut SplitMix64::new(seed));
+            assert!(settle(&mut device).is_empty(), "a cut's acks are dropped");
+            assert_eq!(device.in_flight(), 0);
+            let read = FlashRequest {
+                tag: 4,
+                host: 0,
+                command: FlashCommand::ReadPage {
+                    address: address(2, 0),
+                },
+            };
+            device.submit(read).unwrap();
+            let acks = settle(&mut device);
+            assert!(
+                acks[0].status.is_ok(),
+                "seed {seed}: the refused program tore the page"
+            );
+            assert_eq!(acks[0].data.as_deref(), Some(&[0xA5u8; 8192][..]));
+            let counts = device.counts();
+            struck += counts.programs_torn + counts.programs_lost;
+        }
+        assert!(struck > 0, "no cut ever struck the legal program in flight");
+    }
+}
