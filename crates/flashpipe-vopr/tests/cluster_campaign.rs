@@ -5,11 +5,14 @@
 //! - 200 seeds by default (`FLASHPIPE_SEEDS=N` for more); `FLASHPIPE_LONG=1` runs 5,000
 //!   from a random base seed it prints; `FLASHPIPE_SEED=S` replays seed `S`.
 //! - The same seed gives the same history twice.
+//! - The same with tags, hold queues and tokens far smaller than the node process's
+//!   (no fairness phase): 40 seeds, 1,000 in long mode.
 //! - Each planted bug (a node that drops the failures of a link going down, one that
 //!   acknowledges a program it dropped, one that loses a credit frame) is found within
 //!   50 seeds.
 
 use flashpipe_testkit::seeds::{long_mode, replayed_seed, run_seeds_long};
+use flashpipe_vopr::cluster::NodeLimits;
 use flashpipe_vopr::{ClusterBug, ClusterCampaign, ClusterConfig, ClusterReport};
 
 fn run_or_panic(campaign: &ClusterCampaign, seed: u64) -> ClusterReport {
@@ -67,6 +70,34 @@ fn every_request_is_answered_once_and_acknowledged_pages_read_back_under_faults(
             reports.iter().any(|report| report.jain.is_some()),
             "no fairness phase ran"
         );
+    }
+}
+
+/// Tags, hold queues and tokens far smaller than the node process's, so requests wait for
+/// tags, hosts are answered Busy and links wait for tokens, under the same faults and
+/// checks but fairness (with 4 tags per output, hosts behind links are held back by the
+/// links' tags, not by the arbiters: docs/design/25-cluster-sim.md).
+#[test]
+fn scarce_tags_tokens_and_queues_hold_under_faults_too() {
+    let campaign = ClusterCampaign::new(ClusterConfig {
+        limits: NodeLimits {
+            tags: 4,
+            queue_limit: 2,
+            link_window: 2,
+            credit_batch: 2,
+            stage_frames: 64,
+        },
+        fairness: false,
+        ..ClusterConfig::default()
+    });
+    let reports = run_seeds_long(40, 1_000, |seed| run_or_panic(&campaign, seed));
+    let busy: u64 = reports.iter().map(|report| report.host_counts.busy).sum();
+    eprintln!(
+        "cluster vopr, scarce limits: {} seeds, {busy} requests answered Busy",
+        reports.len()
+    );
+    if reports.len() >= 50 && replayed_seed().is_none() {
+        assert!(busy > 0, "no request was answered Busy");
     }
 }
 

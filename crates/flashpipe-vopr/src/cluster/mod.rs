@@ -40,6 +40,7 @@ use flashpipe_sim::{FaultPlan, FaultPlanConfig, World};
 
 pub use device::CutCounts;
 pub use hosts::HostCounts;
+pub use node::NodeLimits;
 pub use world::NetCounts;
 
 use device::Device;
@@ -47,10 +48,6 @@ use hosts::{Mode, Shape, SimHost};
 use node::SimNode;
 use world::Net;
 
-/// Controller tags of each node's router (the node process's value).
-pub const NODE_TAGS: u32 = 64;
-/// Requests each router holds per host while no tag is free (the node process's value).
-pub const NODE_QUEUE_LIMIT: u32 = 64;
 /// The device preset every node runs.
 pub const PRESET: &str = "minflash-rack";
 /// The least Jain's index of the fairness phase.
@@ -90,6 +87,10 @@ pub struct ClusterConfig {
     pub faults: bool,
     /// A bug planted on purpose, or none.
     pub planted_bug: Option<ClusterBug>,
+    /// Every node's bounds.
+    pub limits: NodeLimits,
+    /// Whether the fairness phase runs (with 2 or more hosts).
+    pub fairness: bool,
 }
 
 impl Default for ClusterConfig {
@@ -98,6 +99,8 @@ impl Default for ClusterConfig {
             requests_per_host: 160,
             faults: true,
             planted_bug: None,
+            limits: NodeLimits::NODE_PROCESS,
+            fairness: true,
         }
     }
 }
@@ -212,6 +215,7 @@ impl ClusterCampaign {
             at_ns,
             finding,
         };
+        let node_limits = self.config.limits;
         let mut world = World::new(seed);
         let mut setup = world.stream();
         let nodes = 2 + setup.below(3) as u32;
@@ -234,18 +238,24 @@ impl ClusterCampaign {
         let mut sim_nodes = Vec::new();
         for node in 0..nodes {
             let router_config = description
-                .router_config(node, NODE_TAGS, NODE_QUEUE_LIMIT, RequestCosts::REFLEX)
+                .router_config(
+                    node,
+                    node_limits.tags,
+                    node_limits.queue_limit,
+                    RequestCosts::REFLEX,
+                )
                 .expect("every node of the description has a router configuration");
             let options = FlashOptions {
                 seed: world.draw_seed(),
                 storage: StorageMode::Memory,
                 host_count,
-                host_queue_depth: NODE_TAGS,
+                host_queue_depth: node_limits.tags,
             };
             let array = FlashArray::new(config.clone(), options)
                 .map_err(|error| fail("setup", 0, format!("node {node}'s array: {error}")))?;
             let sim_node = SimNode::new(
                 router_config,
+                node_limits,
                 Device::new(array),
                 self.config.planted_bug,
                 world.stream(),
@@ -335,7 +345,7 @@ impl ClusterCampaign {
         at_rest(&net.borrow()).map_err(|finding| fail(phase, world.now_ns(), finding))?;
 
         let mut jain = None;
-        if host_count >= 2 {
+        if host_count >= 2 && self.config.fairness {
             let phase = "fairness phase";
             let device = setup.below(u64::from(nodes)) as u32;
             let depth = 8 + setup.index_below(33);
@@ -437,11 +447,17 @@ fn run_to_idle(world: &mut World, net: &Rc<RefCell<Net>>) -> Result<(), String> 
 fn at_rest(net: &Net) -> Result<(), String> {
     for host in &net.hosts {
         if host.outstanding() > 0 {
+            let nodes: Vec<String> = net.nodes.iter().filter_map(SimNode::unrest).collect();
             return Err(format!(
-                "host {} has {} requests that never got an ack:{}",
+                "host {} has {} requests that never got an ack:{} ({})",
                 host.id,
                 host.outstanding(),
-                host.describe_outstanding()
+                host.describe_outstanding(),
+                if nodes.is_empty() {
+                    "every node at rest".to_string()
+                } else {
+                    nodes.join("; ")
+                }
             ));
         }
     }

@@ -22,12 +22,32 @@ use flashpipe_sim::SplitMix64;
 use super::device::Device;
 use super::ClusterBug;
 
-/// Tokens per virtual channel on a link (the node process's value).
-pub const LINK_WINDOW: u32 = 16;
-/// Tokens a receiver gives back at once (the node process's value).
-const CREDIT_BATCH: u32 = 4;
-/// Frames an output stage holds per channel and input (the node process's value).
-const STAGE_FRAMES: usize = 64;
+/// A node's bounds: the node process's values by default; smaller ones make tags, hold
+/// queues, tokens and stage queues run out, so the paths that wait are taken often.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLimits {
+    /// Controller tags of each router.
+    pub tags: u32,
+    /// Requests each router holds per host while no tag is free.
+    pub queue_limit: u32,
+    /// Tokens per virtual channel on a link.
+    pub link_window: u32,
+    /// Tokens a receiver gives back at once.
+    pub credit_batch: u32,
+    /// Frames an output stage holds per channel and input.
+    pub stage_frames: usize,
+}
+
+impl NodeLimits {
+    /// The node process's bounds.
+    pub const NODE_PROCESS: NodeLimits = NodeLimits {
+        tags: 64,
+        queue_limit: 64,
+        link_window: 16,
+        credit_batch: 4,
+        stage_frames: 64,
+    };
+}
 /// Rounds of processing one call may run before it is called stuck.
 const PROCESS_ROUNDS_MAX: usize = 100_000;
 
@@ -51,15 +71,15 @@ fn port_of(index: usize) -> Port {
 
 const DEVICE: usize = 1;
 
-fn fresh_stage(port: Port, inputs: usize) -> OutputStage {
-    let window = matches!(port, Port::Link(_)).then_some(LINK_WINDOW);
-    OutputStage::new(inputs, STAGE_FRAMES, window)
+fn fresh_stage(port: Port, inputs: usize, limits: NodeLimits) -> OutputStage {
+    let window = matches!(port, Port::Link(_)).then_some(limits.link_window);
+    OutputStage::new(inputs, limits.stage_frames, window)
 }
 
-fn fresh_ports(inputs: usize) -> Vec<PortState> {
+fn fresh_ports(inputs: usize, limits: NodeLimits) -> Vec<PortState> {
     (0..inputs)
         .map(|index| PortState {
-            stage: fresh_stage(port_of(index), inputs),
+            stage: fresh_stage(port_of(index), inputs, limits),
             credits_in: None,
             leftovers: VecDeque::new(),
             inbox: VecDeque::new(),
@@ -79,6 +99,7 @@ pub(crate) struct Planted {
 pub(crate) struct SimNode {
     pub(crate) id: u32,
     config: RouterConfig,
+    limits: NodeLimits,
     /// The router; `None` while the node is down.
     pub(crate) router: Option<Router>,
     pub(crate) ports: Vec<PortState>,
@@ -94,6 +115,7 @@ pub(crate) struct SimNode {
 impl SimNode {
     pub(crate) fn new(
         config: RouterConfig,
+        limits: NodeLimits,
         device: Device,
         planted: Option<ClusterBug>,
         rng: SplitMix64,
@@ -104,8 +126,9 @@ impl SimNode {
         let mut node = SimNode {
             id: config.device,
             config,
+            limits,
             router: Some(router),
-            ports: fresh_ports(inputs),
+            ports: fresh_ports(inputs, limits),
             device,
             slow: None,
             planted: planted.map(|bug| Planted { bug, struck: false }),
@@ -159,9 +182,9 @@ impl SimNode {
         let inputs = self.ports.len();
         let state = &mut self.ports[index];
         state.attached = Some(epoch);
-        state.stage = fresh_stage(port, inputs);
+        state.stage = fresh_stage(port, inputs, self.limits);
         if let Port::Link(link) = port {
-            state.credits_in = Some(CreditReceiver::new(CREDIT_BATCH));
+            state.credits_in = Some(CreditReceiver::new(self.limits.credit_batch));
             self.router_mut().link_up(link);
         }
         out
@@ -177,7 +200,7 @@ impl SimNode {
         }
         let inputs = self.ports.len();
         let state = &mut self.ports[index];
-        state.stage = fresh_stage(port, inputs);
+        state.stage = fresh_stage(port, inputs, self.limits);
         state.credits_in = None;
         state.inbox.clear();
         for other in &mut self.ports {
@@ -198,7 +221,7 @@ impl SimNode {
     /// flight are cut.
     pub(crate) fn crash(&mut self, generator: &mut SplitMix64) {
         self.router = None;
-        self.ports = fresh_ports(self.ports.len());
+        self.ports = fresh_ports(self.ports.len(), self.limits);
         self.device.cut_power(generator);
     }
 
@@ -212,7 +235,7 @@ impl SimNode {
             assert!(failed.is_empty(), "nothing is in flight after a restart");
         }
         self.router = Some(router);
-        self.ports = fresh_ports(self.ports.len());
+        self.ports = fresh_ports(self.ports.len(), self.limits);
         Ok(())
     }
 
@@ -461,9 +484,10 @@ impl SimNode {
                 }
                 for channel in Channel::ALL {
                     let tokens = state.stage.tokens(channel).unwrap_or(0);
-                    if tokens != LINK_WINDOW {
+                    let window = self.limits.link_window;
+                    if tokens != window {
                         return Some(format!(
-                            "node {id}: link {link} holds {tokens} of its {LINK_WINDOW} tokens on channel {} at rest (credits leaked)",
+                            "node {id}: link {link} holds {tokens} of its {window} tokens on channel {} at rest (credits leaked)",
                             channel.code()
                         ));
                     }
