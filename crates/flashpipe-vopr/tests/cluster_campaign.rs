@@ -159,3 +159,19 @@ fn a_node_acknowledging_a_program_it_dropped_is_found() {
 fn a_node_losing_a_credit_frame_is_found() {
     found_within_50_seeds(ClusterBug::CreditDropped, "a credit frame lost");
 }
+
+#[test]
+fn limits_of_zero_are_refused_before_anything_runs() {
+    let campaign = ClusterCampaign::new(ClusterConfig {
+        limits: NodeLimits {
+            link_window: 0,
+            ..NodeLimits::NODE_PROCESS
+        },
+        ..ClusterConfig::default()
+    });
+    let failure = campaign
+        .run(3)
+        .expect_err("a window of 0 tokens is refused");
+    assert_eq!(failure.phase, "setup");
+    assert!(failure.finding.contains("link_window is 0"), "{failure}");
+}

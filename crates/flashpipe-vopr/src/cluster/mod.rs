@@ -216,6 +216,18 @@ impl ClusterCampaign {
             finding,
         };
         let node_limits = self.config.limits;
+        for (name, value) in [
+            ("tags", node_limits.tags as usize),
+            ("queue_limit", node_limits.queue_limit as usize),
+            ("link_window", node_limits.link_window as usize),
+            ("credit_batch", node_limits.credit_batch as usize),
+            ("stage_frames", node_limits.stage_frames),
+        ] {
+            if value == 0 {
+                let finding = format!("node limit {name} is 0; give at least 1");
+                return Err(fail("setup", 0, finding));
+            }
+        }
         let mut world = World::new(seed);
         let mut setup = world.stream();
         let nodes = 2 + setup.below(3) as u32;
