@@ -78,6 +78,12 @@ impl OutputStage {
         frames + self.credits.len()
     }
 
+    /// Tokens left on a channel of a link's stage (`None` on a port without end-to-end
+    /// flow control): a stage whose peer has returned every token holds its whole window.
+    pub fn tokens(&self, channel: Channel) -> Option<u32> {
+        self.tokens.as_ref().map(|tokens| tokens.tokens(channel))
+    }
+
     /// Queues a frame from an input port.
     pub fn push(&mut self, input: usize, frame: Frame) -> Result<(), OutputError> {
         let inputs = self.input_arbiters[0].inputs();
@@ -253,6 +259,9 @@ mod tests {
         assert_eq!(tag_of(stage.next_frame().unwrap()), 101);
         assert!(stage.next_frame().is_none());
         assert_eq!(stage.queued(), 1);
+        assert_eq!(stage.tokens(Channel::Ack), Some(0));
+        assert_eq!(stage.tokens(Channel::Request), Some(1));
+        assert_eq!(OutputStage::new(1, 1, None).tokens(Channel::Ack), None);
     }
 
     #[test]

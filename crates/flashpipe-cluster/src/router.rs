@@ -8,10 +8,17 @@
 //! from a bounded free queue and a table row (source port, the tag the source used, host,
 //! the port it went out on, hops), so hosts using the same tags never collide; its ack,
 //! coming back on that port, is renamed to the source's tag and sent to the source port,
-//! and the tag goes back to the free queue. With no free tag a request is held in its
-//! host's bounded queue, and a weighted arbiter ([`crate::arbiter::Weighted`], costs per
-//! kind) picks which host's request gets the next free tag; with its host's queue full the
-//! request is answered `Busy`, never dropped.
+//! and the tag goes back to the free queue. Each output (the device and each link) has its
+//! own free queue of `tags` tags: a request passing through holds its tag here while it
+//! waits for one at the next router, and with one shared queue, requests crossing a link
+//! in both directions could hold every tag on both sides and wait for each other forever;
+//! with a queue per output, tags towards one neighbour wait only on tags further the same
+//! way or on a device, never in a cycle on a line. With no free tag for its output a
+//! request is held in its host's bounded queue, and a weighted arbiter
+//! ([`crate::arbiter::Weighted`], costs per kind) picks which host's request goes next: each
+//! host offers its oldest request whose output has a free tag (requests to one output keep
+//! their order), so a request waiting for a busy output never blocks one of the same host
+//! to another. With its host's queue full the request is answered `Busy`, never dropped.
 //!
 //! Requests route by device id; each link crossed adds one to the frame's hop count. At
 //! the device's node the [`crate::shares::Shares`] refuse a program or erase outside the
@@ -52,7 +59,8 @@ pub struct RouterConfig {
     pub links: usize,
     /// The link towards each other device.
     pub next_hop: BTreeMap<u32, usize>,
-    /// Controller tags (requests in flight through this router).
+    /// Controller tags per output (the device and each link): requests in flight through
+    /// this router to that output.
     pub tags: u32,
     /// Requests held per host while no tag is free.
     pub queue_limit: u32,
@@ -171,11 +179,33 @@ pub struct RouterCounters {
     pub orphan_acks: u64,
 }
 
-/// The controller tags: the free queue and the table, indexed by tag.
+/// The controller tags: a free queue per output and the table, indexed by tag; tags
+/// `o * per_output .. (o + 1) * per_output` belong to output `o` (the device 0, link `i`
+/// at `1 + i`).
 #[derive(Debug)]
 struct TagTable {
     rows: Vec<Option<Row>>,
-    free: VecDeque<u32>,
+    free: Vec<VecDeque<u32>>,
+    per_output: u32,
+}
+
+impl TagTable {
+    fn output_of(port: Port) -> usize {
+        match port {
+            Port::Device => 0,
+            Port::Link(link) => 1 + link,
+            Port::Host => unreachable!("no request goes out to the host"),
+        }
+    }
+
+    fn release(&mut self, tag: u32) {
+        let output = (tag / self.per_output) as usize;
+        self.free[output].push_back(tag);
+    }
+
+    fn free_count(&self) -> usize {
+        self.free.iter().map(VecDeque::len).sum()
+    }
 }
 
 /// Requests waiting for a tag, one queue per host, and the arbiter among the hosts.
@@ -241,8 +271,11 @@ impl Router {
         }
         Ok(Router {
             tags: TagTable {
-                rows: vec![None; config.tags as usize],
-                free: (0..config.tags).collect(),
+                rows: vec![None; config.tags as usize * (1 + config.links)],
+                free: (0..1 + config.links as u32)
+                    .map(|output| (output * config.tags..(output + 1) * config.tags).collect())
+                    .collect(),
+                per_output: config.tags,
             },
             hold: HoldQueues {
                 queues: vec![VecDeque::new(); config.host_weights.len()],
@@ -259,9 +292,9 @@ impl Router {
         &self.counters
     }
 
-    /// Controller tags in use.
+    /// Controller tags in use (over every output).
     pub fn in_flight(&self) -> usize {
-        self.config.tags as usize - self.tags.free.len()
+        self.tags.rows.len() - self.tags.free_count()
     }
 
     /// Requests held for a tag.
@@ -357,25 +390,53 @@ impl Router {
         });
     }
 
+    /// Where a request goes: an output, or a refusal (which needs no tag).
+    fn route(&self, request: &FlashRequest, hops: u8) -> Result<Port, Status> {
+        let device = request.command.address().device;
+        if device == self.config.device {
+            if let Some(Err(status)) = self.config.shares.as_ref().map(|s| s.check(request)) {
+                return Err(status);
+            }
+            return Ok(Port::Device);
+        }
+        match self.config.next_hop.get(&device) {
+            Some(&link) if self.links_up[link] => Ok(Port::Link(link)),
+            _ => Err(Status::Unreachable { device, hop: hops }),
+        }
+    }
+
+    /// The position of a host's oldest held request that can go now (refused, or its
+    /// output has a free tag), with its cost.
+    fn first_ready(&self, host: usize) -> Option<(usize, u32)> {
+        self.hold.queues[host]
+            .iter()
+            .position(|held| match self.route(&held.request, held.hops) {
+                Ok(port) => !self.tags.free[TagTable::output_of(port)].is_empty(),
+                Err(_) => true,
+            })
+            .map(|index| {
+                let kind = self.hold.queues[host][index].request.command.kind();
+                (index, self.config.costs.of(kind))
+            })
+    }
+
     /// Gives free tags to held requests, host by host as the arbiter picks.
     fn dispatch_held(&mut self, out: &mut Vec<Output>) {
-        while !self.tags.free.is_empty() {
-            let heads: Vec<Option<u32>> = self
-                .hold
-                .queues
+        loop {
+            let ready: Vec<Option<(usize, u32)>> = (0..self.hold.queues.len())
+                .map(|host| self.first_ready(host))
+                .collect();
+            let heads: Vec<Option<u32>> = ready
                 .iter()
-                .map(|queue| {
-                    queue
-                        .front()
-                        .map(|held| self.config.costs.of(held.request.command.kind()))
-                })
+                .map(|entry| entry.map(|(_, cost)| cost))
                 .collect();
             let Some(host) = self.hold.arbiter.pick(&heads) else {
                 return;
             };
+            let (index, _) = ready[host].expect("the arbiter picks a host with a ready request");
             let held = self.hold.queues[host]
-                .pop_front()
-                .expect("the arbiter picks a host with a request");
+                .remove(index)
+                .expect("the ready request is in its host's queue");
             self.dispatch(held, out);
         }
     }
@@ -388,34 +449,20 @@ impl Router {
             request,
         } = held;
         let device = request.command.address().device;
-        let port = if device == self.config.device {
-            if let Some(Err(status)) = self.config.shares.as_ref().map(|s| s.check(&request)) {
-                self.counters.not_owner += 1;
+        let port = match self.route(&request, hops) {
+            Ok(port) => port,
+            Err(status) => {
+                match status {
+                    Status::NotOwner { .. } => self.counters.not_owner += 1,
+                    _ => self.counters.unreachable += 1,
+                }
                 Self::answer(source, hops, &request, status, out);
                 return;
             }
-            Port::Device
-        } else {
-            match self.config.next_hop.get(&device) {
-                Some(&link) if self.links_up[link] => Port::Link(link),
-                _ => {
-                    self.counters.unreachable += 1;
-                    Self::answer(
-                        source,
-                        hops,
-                        &request,
-                        Status::Unreachable { device, hop: hops },
-                        out,
-                    );
-                    return;
-                }
-            }
         };
-        let tag = self
-            .tags
-            .free
+        let tag = self.tags.free[TagTable::output_of(port)]
             .pop_front()
-            .expect("dispatch runs with a free tag");
+            .expect("dispatch runs with a free tag for its output");
         let slot = &mut self.tags.rows[tag as usize];
         assert!(slot.is_none(), "a free tag has no row");
         *slot = Some(Row {
@@ -467,7 +514,7 @@ impl Router {
         let row = self.tags.rows[index]
             .take()
             .expect("the row was just found");
-        self.tags.free.push_back(index as u32);
+        self.tags.release(index as u32);
         if row.orphaned {
             self.counters.orphan_acks += 1;
             return Ok(());
@@ -509,7 +556,7 @@ impl Router {
                 continue;
             }
             let row = self.tags.rows[tag].take().expect("the row was just seen");
-            self.tags.free.push_back(tag as u32);
+            self.tags.release(tag as u32);
             if row.orphaned {
                 continue;
             }
@@ -565,22 +612,39 @@ impl Router {
         }
     }
 
-    /// Panics unless every controller tag is either free (once) or held by one row.
+    /// Panics unless every controller tag is either free (once, in its output's queue) or
+    /// held by one row (going out on its output).
     pub fn assert_tags_balanced(&self) {
         let mut seen = vec![false; self.tags.rows.len()];
-        for &tag in &self.tags.free {
-            let tag = tag as usize;
-            assert!(!seen[tag], "tag {tag} is free twice");
-            assert!(self.tags.rows[tag].is_none(), "free tag {tag} has a row");
-            seen[tag] = true;
+        for (output, free) in self.tags.free.iter().enumerate() {
+            for &tag in free {
+                let tag = tag as usize;
+                assert_eq!(
+                    tag / self.tags.per_output as usize,
+                    output,
+                    "tag {tag} is free in another output's queue"
+                );
+                assert!(!seen[tag], "tag {tag} is free twice");
+                assert!(self.tags.rows[tag].is_none(), "free tag {tag} has a row");
+                seen[tag] = true;
+            }
+        }
+        for (tag, row) in self.tags.rows.iter().enumerate() {
+            if let Some(row) = row {
+                let output = TagTable::output_of(row.out);
+                assert_eq!(
+                    tag / self.tags.per_output as usize,
+                    output,
+                    "tag {tag} is in use on another output"
+                );
+            }
         }
         let in_use = self.tags.rows.iter().filter(|row| row.is_some()).count();
+        let free = self.tags.free_count();
         assert_eq!(
-            self.tags.free.len() + in_use,
+            free + in_use,
             self.tags.rows.len(),
-            "tags leaked: {} free, {} in use, {} in all",
-            self.tags.free.len(),
-            in_use,
+            "tags leaked: {free} free, {in_use} in use, {} in all",
             self.tags.rows.len()
         );
     }

@@ -205,6 +205,7 @@ fn a_host_down_orphans_its_requests_and_leaks_no_tag() {
     let mut router = Router::new(config(1)).unwrap();
     let to_device = router.receive(Port::Host, read(1, 0, 1)).unwrap();
     let to_link = router.receive(Port::Host, read(2, 0, 2)).unwrap();
+    let second = router.receive(Port::Host, read(5, 0, 1)).unwrap();
     assert!(router
         .receive(Port::Host, read(3, 0, 1))
         .unwrap()
@@ -213,7 +214,7 @@ fn a_host_down_orphans_its_requests_and_leaks_no_tag() {
         .receive(Port::Link(0), read(4, 1, 1))
         .unwrap()
         .is_empty());
-    assert_eq!((router.in_flight(), router.held()), (2, 2));
+    assert_eq!((router.in_flight(), router.held()), (3, 2));
     assert!(router.host_down().is_empty(), "no tag is free yet");
     assert_eq!(router.held(), 1, "the host's held request is forgotten");
     let late = router
@@ -229,7 +230,11 @@ fn a_host_down_orphans_its_requests_and_leaks_no_tag() {
         .receive(Port::Link(1), ack_for(&to_link[0]))
         .unwrap()
         .is_empty());
-    assert_eq!(router.counters().orphan_acks, 2);
+    assert!(router
+        .receive(Port::Device, ack_for(&second[0]))
+        .unwrap()
+        .is_empty());
+    assert_eq!(router.counters().orphan_acks, 3);
     assert_eq!((router.in_flight(), router.held()), (1, 0));
     router.assert_tags_balanced();
     let again = router.receive(Port::Host, read(1, 0, 1)).unwrap();
@@ -238,6 +243,101 @@ fn a_host_down_orphans_its_requests_and_leaks_no_tag() {
         Port::Device,
         "a host connecting again is served"
     );
+    router.assert_tags_balanced();
+}
+
+/// Two neighbours with one tag per output, each host sending a request to the other's
+/// device at once. With one free queue for every output (the bug the cluster campaign
+/// found), each router's only tag went to its host's request on the link, each request
+/// then waited at the other router for a tag held by the other request, and neither ever
+/// came back; with a queue per output both reach their devices.
+#[test]
+fn requests_crossing_a_link_both_ways_never_wait_for_each_others_tags() {
+    let pair = |device: u32, other: u32| RouterConfig {
+        device,
+        has_host: true,
+        links: 1,
+        next_hop: BTreeMap::from([(other, 0)]),
+        tags: 1,
+        queue_limit: 4,
+        host_weights: vec![1, 1],
+        costs: RequestCosts::REFLEX,
+        shares: None,
+    };
+    let mut left = Router::new(pair(0, 1)).unwrap();
+    let mut right = Router::new(pair(1, 0)).unwrap();
+    let rightward = left.receive(Port::Host, read(1, 0, 1)).unwrap();
+    let leftward = right.receive(Port::Host, read(1, 1, 0)).unwrap();
+    assert_eq!(
+        (rightward[0].port, leftward[0].port),
+        (Port::Link(0), Port::Link(0))
+    );
+    let at_right = right
+        .receive(Port::Link(0), rightward[0].frame.clone())
+        .unwrap();
+    let at_left = left
+        .receive(Port::Link(0), leftward[0].frame.clone())
+        .unwrap();
+    assert_eq!(
+        at_right.len(),
+        1,
+        "the request crossing rightwards waits for no tag"
+    );
+    assert_eq!(
+        at_left.len(),
+        1,
+        "the request crossing leftwards waits for no tag"
+    );
+    assert_eq!(
+        (at_right[0].port, at_left[0].port),
+        (Port::Device, Port::Device)
+    );
+    let back_right = right.receive(Port::Device, ack_for(&at_right[0])).unwrap();
+    let back_left = left.receive(Port::Device, ack_for(&at_left[0])).unwrap();
+    let home_left = left
+        .receive(Port::Link(0), back_right[0].frame.clone())
+        .unwrap();
+    let home_right = right
+        .receive(Port::Link(0), back_left[0].frame.clone())
+        .unwrap();
+    assert_eq!(
+        (home_left[0].port, ack_of(&home_left[0]).tag),
+        (Port::Host, 1)
+    );
+    assert_eq!(
+        (home_right[0].port, ack_of(&home_right[0]).tag),
+        (Port::Host, 1)
+    );
+    for router in [&left, &right] {
+        router.assert_tags_balanced();
+        assert_eq!((router.in_flight(), router.held()), (0, 0));
+    }
+}
+
+/// A host's request waiting for a busy output does not hold back its request to another.
+#[test]
+fn a_request_waiting_for_its_output_does_not_block_another_output() {
+    let mut router = Router::new(RouterConfig {
+        queue_limit: 2,
+        ..config(1)
+    })
+    .unwrap();
+    router.receive(Port::Host, read(1, 0, 2)).unwrap();
+    router.receive(Port::Host, read(2, 0, 2)).unwrap();
+    assert!(
+        router
+            .receive(Port::Host, read(3, 0, 2))
+            .unwrap()
+            .is_empty(),
+        "link 1's tags are all out"
+    );
+    let to_device = router.receive(Port::Host, read(4, 0, 1)).unwrap();
+    assert_eq!(
+        to_device[0].port,
+        Port::Device,
+        "the device's tags are its own"
+    );
+    assert_eq!(router.held(), 1);
     router.assert_tags_balanced();
 }
 

@@ -10,6 +10,9 @@
 //!   with the smallest (due time, component id), one step at a time.
 //! - [`link`]: [`Link`], the timing of an ordered, delayed byte pipe (each direction keeps
 //!   its order, as a stream does) and [`LinkFaults`], its seeded failure chances.
+//! - [`pipe`]: [`Pipe`], one direction of a link with a latency and a bandwidth
+//!   (inter-controller cables, a host's PCIe link): messages hold it for their bytes in
+//!   order, then arrive after the latency.
 //! - [`faults`]: [`FaultPlan`], crashes, restarts, partitions, slow and failing devices
 //!   drawn from a seed.
 //!
@@ -19,11 +22,13 @@
 
 pub mod faults;
 pub mod link;
+pub mod pipe;
 pub mod queue;
 pub mod world;
 
 pub use faults::{Fault, FaultKind, FaultPlan, FaultPlanConfig};
 pub use flashpipe_base::{Clock, SplitMix64, VirtualClock};
 pub use link::{Link, LinkFaults, LinkFaultsError};
+pub use pipe::Pipe;
 pub use queue::{EventQueue, Timeline};
 pub use world::{Component, ComponentId, World};

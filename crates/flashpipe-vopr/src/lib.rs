@@ -14,6 +14,12 @@
 //!   acknowledged flush held (or what a flush in progress held).
 //! - [`workload`]: the commands drawn and what their replies must be.
 //! - `served`: the served client (frames through a `StoreServerCore`, a perfect link).
+//! - [`cluster`]: [`ClusterCampaign::run`], the minFlash cluster in one world: nodes in a
+//!   line, each `flashpipe-cluster`'s router core over a flash array in virtual time,
+//!   links with a hop's latency and bandwidth, hosts owning shares and issuing legal and
+//!   illegal requests, under link drops, partitions, node crashes and restarts, outages,
+//!   slow nodes and host restarts; every ack judged, nothing leaked at rest, every
+//!   acknowledged page read back, fair shares among readers.
 //! - [`planted`]: test-only fault hooks: bugs planted on purpose, which the campaign must
 //!   find (a check of the checker).
 //!
@@ -21,13 +27,15 @@
 //! `seed S failed; FLASHPIPE_SEED=S replays`.
 //!
 //! Layer rule: a check crate at the top of the stack; it depends on the simulator, the
-//! devices, the NBD client, striping, the file system, the engine, the protocol and the
-//! store server's core, and nothing depends on it. It reads no wall clock and starts no thread.
+//! devices, the NBD client, striping, the file system, the engine, the protocol, the
+//! store server's core, the flash model and the cluster's core, and nothing depends on it. It reads no wall clock and starts no thread.
 
 pub mod campaign;
+pub mod cluster;
 pub mod planted;
 mod served;
 pub mod workload;
 
 pub use campaign::{Campaign, CampaignConfig, CampaignFailure, CampaignReport};
+pub use cluster::{ClusterBug, ClusterCampaign, ClusterConfig, ClusterFailure, ClusterReport};
 pub use planted::PlantedBug;
