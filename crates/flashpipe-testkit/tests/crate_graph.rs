@@ -68,7 +68,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("check", &["flashpipe-vopr"]),
     ("test support", &["flashpipe-testkit"]),
-    ("interfaces", &["flashpipe-cli"]),
+    ("interfaces", &["flashpipe-cli", "flashpipe-python"]),
 ];
 
 /// A rule no normal or build dependency may break.
