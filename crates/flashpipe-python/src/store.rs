@@ -63,6 +63,24 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Runs `operation` on the served client with the interpreter detached; a store
+    /// opened in this process has none (`flashpipe.Invalid`, saying to start its server).
+    pub(crate) fn with_client<R: Send>(
+        &self,
+        py: Python<'_>,
+        operation: impl FnOnce(&mut flashpipe_client::Client) -> Result<R, StoreError> + Send,
+    ) -> PyResult<R> {
+        let store = self.store_name();
+        self.run(py, Access::Read, move |session| match session.served() {
+            Some(client) => operation(client),
+            None => Err(StoreError::Invalid(format!(
+                "kernel runs go through the store's server, and {store} is opened in this process: start `flashpipe serve {store}` and open the store again"
+            ))),
+        })
+    }
+}
+
 /// A non-negative integer argument; `what` names it in the error.
 fn count_argument(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     if value.is_instance_of::<pyo3::types::PyBool>()
@@ -444,6 +462,69 @@ impl Store {
             self.via(),
             if self.read_only { ", read-only" } else { "" }
         )
+    }
+
+    /// Starts kernel `kernel` over the files `names` (names or patterns: `*`, `?`,
+    /// `[...]`) through the store's server, with `options` as `key=value` strings and
+    /// `output` the output file or prefix of a transforming kernel; returns the stream of
+    /// its answers.
+    #[pyo3(signature = (kernel, names, options, output = None, replace = false))]
+    fn _run_start(
+        slf: Bound<'_, Self>,
+        kernel: String,
+        names: Vec<String>,
+        options: Vec<String>,
+        output: Option<String>,
+        replace: bool,
+    ) -> PyResult<crate::run::KernelRunStream> {
+        let py = slf.py();
+        let store = slf.get();
+        if output.is_some() && store.read_only {
+            return Err(StoreError::ReadOnly {
+                store: store.store_name(),
+            }
+            .into());
+        }
+        let inputs = store.with_client(py, move |client| {
+            let mut inputs = Vec::new();
+            let listed = if names
+                .iter()
+                .any(|name| flashpipe_store::glob::is_pattern(name))
+            {
+                ops::list(client)?
+            } else {
+                Vec::new()
+            };
+            for name in names {
+                if flashpipe_store::glob::is_pattern(&name) {
+                    let before = inputs.len();
+                    inputs.extend(
+                        listed
+                            .iter()
+                            .filter(|file| flashpipe_store::glob::matches(&name, &file.name))
+                            .map(|file| file.name.clone()),
+                    );
+                    if inputs.len() == before {
+                        return Err(StoreError::Invalid(format!(
+                            "the pattern {name} matches no file of the store"
+                        )));
+                    }
+                } else {
+                    inputs.push(name);
+                }
+            }
+            Ok(inputs)
+        })?;
+        let request = flashpipe_client::RunKernelRequest {
+            kernel,
+            options,
+            inputs,
+            output,
+            replace_outputs: replace,
+            reader_count: 0,
+            worker_count: 0,
+        };
+        crate::run::KernelRunStream::start(py, slf.unbind(), request)
     }
 
     /// `length` bytes at `offset` of file `name` as a read-only buffer: through a server

@@ -15,15 +15,16 @@ whole story.
 """
 
 import io
+import json
 
 from . import _errors
 from ._errors import *  # noqa: F401,F403  (the exception classes)
 from ._errors import Invalid
 from ._file import StoreFile
-from ._flashpipe import ReadBuffer, __version__
+from ._flashpipe import KernelRunStream, ReadBuffer, __version__
 from ._flashpipe import Store as _NativeStore
 
-__all__ = ["Store", "StoreFile", "ReadBuffer", "__version__"] + _errors.__all__
+__all__ = ["Store", "StoreFile", "KernelRun", "ReadBuffer", "__version__"] + _errors.__all__
 
 #: Bytes a buffered store file reads or writes per command.
 BUFFER_SIZE_BYTES = 1 << 20
@@ -35,6 +36,43 @@ def _index(value, what, minimum):
     if value < minimum:
         raise Invalid(f"{what} must be {minimum} or more, not {value}")
     return value
+
+
+class KernelRun:
+    """The answers of a kernel run (:meth:`Store.run`): iterate for one dict per input
+    file, as each completes (``index``, ``name``, ``size_bytes``, ``summary`` (the kernel's
+    summary, parsed from JSON), ``output_bytes``, ``output_file``, ``error`` (None, or the
+    server's words for a file that failed)); :attr:`summary` once every file is done.
+    Closing it (or leaving its ``with`` block) before the end cancels the run, which then
+    commits nothing."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        answer = next(self._stream)
+        text = answer.pop("summary_json")
+        answer["summary"] = None if text is None else json.loads(text)
+        return answer
+
+    @property
+    def summary(self):
+        """The run's totals and stage table (a dict) once every answer was read."""
+        return self._stream.summary
+
+    def close(self):
+        """Cancels the run if it is still going."""
+        self._stream.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 class Store(_NativeStore):
@@ -61,6 +99,21 @@ class Store(_NativeStore):
         if mode == "rb":
             return io.BufferedReader(raw, buffer_size=size)
         return io.BufferedWriter(raw, buffer_size=size)
+
+    def run(self, kernel, names, *, output=None, replace=False, **options):
+        """Runs near-data kernel ``kernel`` (``flashpipe kernels`` lists them) over the
+        files ``names`` (a name, a pattern such as ``"logs:*"``, or a list of them)
+        through the store's server, next to its engine; ``options`` are the kernel's
+        (``pattern="needle"`` for grep). A transforming kernel writes its output to
+        ``output`` (one input) or ``output-NAME`` files, replacing existing ones only with
+        ``replace=True``. Returns a :class:`KernelRun` that yields each file's result as
+        it completes. Needs the store's server (``flashpipe serve``)."""
+        if isinstance(names, str):
+            names = [names]
+        if not isinstance(kernel, str):
+            raise TypeError(f"kernel must be a str, not {type(kernel).__name__}")
+        arguments = [f"{key}={value}" for key, value in options.items()]
+        return KernelRun(self._run_start(kernel, list(names), arguments, output, replace))
 
     def read_buffer(self, name, offset=0, length=-1):
         """``length`` bytes (-1: to the end) at byte ``offset`` of file ``name`` as a
