@@ -6,7 +6,7 @@
 //! end cancels the run (the server stops at its next file boundary and commits nothing)
 //! and drains its answers, so the connection stays usable.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use flashpipe_client::{
     Client, KernelFileOutcome, KernelRunSummary, RequestId, Response, RunKernelRequest,
@@ -36,6 +36,20 @@ pub struct KernelRunStream {
     state: Mutex<RunState>,
 }
 
+/// The run's state, or `flashpipe.Busy` while another thread reads the run: its lock is
+/// held across a detached wait, so waiting for it with the interpreter attached could
+/// deadlock (the reader needs the interpreter back to let go).
+fn state_of(state: &Mutex<RunState>) -> PyResult<MutexGuard<'_, RunState>> {
+    match state.try_lock() {
+        Ok(guard) => Ok(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Ok(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(crate::error::raise(
+            ErrorKind::Busy,
+            "another thread is reading this kernel run; read a run from one thread".to_string(),
+        )),
+    }
+}
+
 impl KernelRunStream {
     /// Sends `request` through the store's server and returns the stream of its answers.
     pub fn start(
@@ -54,7 +68,7 @@ impl KernelRunStream {
     }
 
     fn next_answer(&self, py: Python<'_>) -> PyResult<Option<KernelFileOutcome>> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = state_of(&self.state)?;
         if !matches!(*state, RunState::Running) {
             return Ok(None);
         }
@@ -136,7 +150,7 @@ impl KernelRunStream {
     /// when the run failed or was cancelled).
     #[getter]
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = state_of(&self.state)?;
         let RunState::Finished(summary) = &*state else {
             return Ok(None);
         };
@@ -176,10 +190,10 @@ impl KernelRunStream {
     /// Stops a run still going (it commits nothing) and reads its remaining answers;
     /// does nothing once the run ended, or when its store was closed or its connection
     /// went (nothing is left to stop then).
-    fn close(&self, py: Python<'_>) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let mut state = state_of(&self.state)?;
         if !matches!(*state, RunState::Running) {
-            return;
+            return Ok(());
         }
         *state = RunState::Ended;
         let request_id = self.request_id;
@@ -187,6 +201,7 @@ impl KernelRunStream {
         drop(self.store.get().with_client(py, move |client| {
             KernelRunStream::cancel(client, request_id)
         }));
+        Ok(())
     }
 }
 
@@ -196,7 +211,8 @@ impl Drop for KernelRunStream {
             *self.state.get_mut().unwrap_or_else(PoisonError::into_inner),
             RunState::Running
         ) {
-            Python::attach(|py| self.close(py));
+            // Dropped: no other thread holds the run, so its state lock is free.
+            Python::attach(|py| drop(self.close(py)));
         }
     }
 }

@@ -5,6 +5,7 @@
 //! The pure-Python `flashpipe.Store` adds file objects and numpy arrays on top.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use flashpipe_api::{CopyMethod, FileStat};
@@ -22,6 +23,13 @@ use crate::session::{with_transport, Session};
 pub struct Store {
     path: PathBuf,
     read_only: bool,
+    /// How the session reaches its store (fixed at open), read without its lock.
+    way: &'static str,
+    /// Whether reads come back by reference (fixed at open).
+    mapped: bool,
+    /// Set by `close()`; read without the session's lock, which a call on another
+    /// thread may hold for long.
+    closed: AtomicBool,
     session: Mutex<Option<Session>>,
 }
 
@@ -200,6 +208,9 @@ impl Store {
         Ok(Store {
             path,
             read_only,
+            way: session.way(),
+            mapped: session.by_reference(),
+            closed: AtomicBool::new(false),
             session: Mutex::new(Some(session)),
         })
     }
@@ -219,34 +230,23 @@ impl Store {
     /// How the store is reached: "in process", "served", or "closed".
     #[getter]
     fn via(&self) -> &'static str {
-        match self
-            .session
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            Some(session) => session.way(),
-            None => "closed",
+        if self.closed.load(Ordering::Acquire) {
+            "closed"
+        } else {
+            self.way
         }
     }
 
     /// True when reads come back by reference: a server's shared memory mapped here.
     #[getter]
     fn by_reference(&self) -> bool {
-        self.session
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(Session::by_reference)
+        self.mapped && !self.closed.load(Ordering::Acquire)
     }
 
     /// True once `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.session
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        self.closed.load(Ordering::Acquire)
     }
 
     /// The names of the files, sorted; with `pattern` (`*`, `?`, `[...]` over whole
@@ -431,6 +431,7 @@ impl Store {
     /// server the connection closes. Arrays and buffers read earlier stay valid. Closing
     /// twice does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.closed.store(true, Ordering::Release);
         py.detach(|| {
             let session = self
                 .session
