@@ -5,12 +5,11 @@
 //! is done is durable, and visible to the server's other clients.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use flashpipe_api::{
     read_stream_retrying, write_stream, CodedError, Command, CopyMethod, CopyReport, ErrorCode,
     FileStat, Payloads, ReadRetry, ReadWindow, StreamError, StreamPayloads, Transport,
-    TransportExt,
+    TransportExt, WaitForReadBuffers,
 };
 use flashpipe_client::Client;
 use flashpipe_engine::EngineClient;
@@ -21,10 +20,6 @@ use crate::error::StoreError;
 const CHUNK_BYTES: usize = 1 << 20;
 /// Commands in flight per stream (at most what the transport allows).
 const IN_FLIGHT: usize = 8;
-/// How long, in all, a read waits for engine read buffers other reads hold.
-const READ_BUFFER_WAIT: Duration = Duration::from_secs(60);
-/// Longest pause between two tries of a read refused for want of read buffers.
-const READ_BUFFER_PAUSE_MAX: Duration = Duration::from_millis(100);
 
 /// A way to a store: a command-set transport whose payloads streams can fill and read
 /// and whose errors are the binding's.
@@ -260,34 +255,6 @@ pub fn flush<T: Way>(transport: &mut T) -> Result<(), StoreError> {
     transport.flush().map_err(err)
 }
 
-/// A read's waiting for engine read buffers other reads hold: pauses growing from 1 ms
-/// to 100 ms, for [`READ_BUFFER_WAIT`] at most since the first refusal without a read in
-/// between. Any other failure ends the read.
-#[derive(Default)]
-pub struct BufferWait {
-    since: Option<Instant>,
-    pause: Duration,
-}
-
-impl<E: CodedError> ReadRetry<E> for BufferWait {
-    fn failed(&mut self, error: E) -> Result<(), E> {
-        if error.code() != ErrorCode::ReadBuffersExhausted {
-            return Err(error);
-        }
-        let since = *self.since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= READ_BUFFER_WAIT {
-            return Err(error);
-        }
-        self.pause = (self.pause * 2).clamp(Duration::from_millis(1), READ_BUFFER_PAUSE_MAX);
-        std::thread::sleep(self.pause);
-        Ok(())
-    }
-
-    fn succeeded(&mut self) {
-        *self = BufferWait::default();
-    }
-}
-
 /// Reads the whole file `name`, failing when it changed while it was read.
 pub fn get<T: Way>(transport: &mut T, name: &str) -> Result<Vec<u8>, StoreError> {
     let chunk_bytes = (CHUNK_BYTES as u64)
@@ -308,7 +275,7 @@ pub fn get<T: Way>(transport: &mut T, name: &str) -> Result<Vec<u8>, StoreError>
         &mut sink,
         window,
         &mut |_| {},
-        &mut BufferWait::default(),
+        &mut WaitForReadBuffers::default(),
     )
     .map_err(|error| stream_error(error, name));
     let before = match before {
@@ -338,7 +305,7 @@ pub fn read_once<T: Way>(
     offset_bytes: u64,
     length_bytes: u64,
 ) -> Result<<T::P as Payloads>::Read, StoreError> {
-    let mut waiting = BufferWait::default();
+    let mut waiting = WaitForReadBuffers::default();
     loop {
         match transport.read(name, offset_bytes, length_bytes) {
             Ok(data) => return Ok(data),

@@ -11,9 +11,7 @@ use flashpipe_client::{
     server_socket_path, Client, ClientTransport, ConnectError, ConnectOptions, ServerExpectation,
 };
 use flashpipe_engine::EngineClient;
-use flashpipe_store::{
-    LockWait, RunningStore, StoreAccess, StoreConfig, StoreLockError, StoreOpenError,
-};
+use flashpipe_store::{LockWait, RunningStore, StoreAccess, StoreLockError, StoreOpenError};
 
 use crate::error::StoreError;
 
@@ -147,20 +145,15 @@ fn live_server(store_file: &Path) -> Result<Option<Client>, StoreError> {
     }
 }
 
-/// Who must run the server of `store_file` and which store it must hold: the store
-/// file's owner (or root), with the store file's identity when it has one.
+/// Who must run the server of `store_file` and which store it must hold
+/// (`flashpipe_store::server_facts`, as the CLI checks).
 fn server_expectation(store_file: &Path) -> Result<ServerExpectation, StoreError> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(store_file).map_err(|source| StoreError::Local {
+    let facts = flashpipe_store::server_facts(store_file).map_err(|source| StoreError::Local {
         what: format!("cannot read the store file {}", store_file.display()),
         source,
     })?;
-    let store_identity = StoreConfig::load(store_file)
-        .ok()
-        .and_then(|config| config.identity)
-        .map(|identity| identity.0);
     Ok(ServerExpectation {
-        owner_uid: metadata.uid(),
-        store_identity,
+        owner_uid: facts.owner_uid,
+        store_identity: facts.store_identity,
     })
 }
