@@ -136,14 +136,20 @@ fn exists<T: Way>(transport: &mut T, name: &str) -> Result<bool, StoreError> {
     }
 }
 
-/// A temporary name for a put, not taken in the store.
+/// A temporary name for a put, not taken in the store: the CLI's pattern
+/// `.flashpipe-put-PID-INDEX`, so a put killed midway leaves a temporary the store's next
+/// read-write open removes (`flashpipe_store::leftovers`).
 fn temporary_name<T: Way>(transport: &mut T) -> Result<String, StoreError> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     loop {
         let name = format!(
-            ".flashpipe-put-{}-py{}",
+            ".flashpipe-put-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        assert!(
+            flashpipe_store::leftovers::is_leftover_temporary(&name),
+            "a put's temporary is one the store cleans up"
         );
         if !exists(transport, &name)? {
             return Ok(name);
