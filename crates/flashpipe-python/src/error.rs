@@ -170,6 +170,22 @@ pub enum StoreError {
     /// An argument is wrong.
     #[error("{0}")]
     Invalid(String),
+    /// A call while a kernel run is in flight on the store's connection.
+    #[error("a kernel run is in flight on {store}: read it to its end or close it first (or open a second Store for other calls)")]
+    KernelRunInFlight {
+        /// The store file.
+        store: String,
+    },
+    /// Commands of an earlier call are still in flight and their answers cannot come (the
+    /// connection broke).
+    #[error("{outstanding} earlier command(s) of this store never got their answers (the connection to the server broke); open the store again")]
+    Unsettled {
+        /// The commands still in flight.
+        outstanding: usize,
+    },
+    /// The store answered in a way the command set does not allow here.
+    #[error("{0}")]
+    Unexpected(String),
     /// Through a server, another client changed the file while it was read in several
     /// requests.
     #[error("{name} changed while it was being read (another client of the server wrote, replaced or removed it); read it again")]
@@ -213,6 +229,9 @@ impl StoreError {
             StoreError::Exists { .. } => ErrorKind::Exists,
             StoreError::Invalid(_) => ErrorKind::Invalid,
             StoreError::ChangedWhileRead { .. } => ErrorKind::Busy,
+            StoreError::Unexpected(_) => ErrorKind::Internal,
+            StoreError::Unsettled { .. } => ErrorKind::Network,
+            StoreError::KernelRunInFlight { .. } => ErrorKind::Busy,
         }
     }
 

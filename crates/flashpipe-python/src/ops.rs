@@ -4,12 +4,13 @@
 //! files. Every change is flushed before the operation returns, so what Python was told
 //! is done is durable, and visible to the server's other clients.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use flashpipe_api::{
     read_stream_retrying, write_stream, CodedError, Command, CopyMethod, CopyReport, ErrorCode,
-    FileStat, Payloads, ReadRetry, ReadWindow, StreamError, StreamPayloads, Transport,
-    TransportExt, WaitForReadBuffers,
+    FileStat, Payloads, ReadRetry, ReadWindow, Reply, StreamError, StreamPayloads, Ticket,
+    Transport, TransportExt, WaitForReadBuffers,
 };
 use flashpipe_client::Client;
 use flashpipe_engine::EngineClient;
@@ -110,9 +111,23 @@ fn window<T: Way>(transport: &T, chunk_bytes: u64) -> usize {
         .max(1)
 }
 
-/// Waits for every command still in flight (after a failure), dropping the answers.
-fn drain<T: Way>(transport: &mut T) {
+/// Waits for every command still in flight (after a failure), dropping the answers; each
+/// call starts with none (the command set's streams require it).
+pub fn drain<T: Way>(transport: &mut T) {
     while transport.outstanding() > 0 && transport.wait().is_ok() {}
+}
+
+/// Readies the transport for a call: commands a failed call left in flight are waited
+/// for; a connection that cannot give their answers any more is an error (the streams
+/// need nothing outstanding).
+pub fn settle<T: Way>(transport: &mut T) -> Result<(), StoreError> {
+    drain(transport);
+    if transport.outstanding() > 0 {
+        return Err(StoreError::Unsettled {
+            outstanding: transport.outstanding(),
+        });
+    }
+    Ok(())
 }
 
 /// Facts about file `name`.
@@ -320,8 +335,10 @@ pub fn read_once<T: Way>(
     }
 }
 
-/// Reads `length_bytes` at `offset_bytes` of file `name` into `target`, in commands of
-/// at most the transport's limit.
+/// Reads `target.len()` bytes at `offset_bytes` of file `name` into `target`, in commands
+/// of at most the transport's limit with several in flight (each chunk copied into place
+/// as its answer comes, in any order); a read refused for want of engine read buffers is
+/// sent again after a pause.
 pub fn read_into<T: Way>(
     transport: &mut T,
     name: &str,
@@ -331,21 +348,76 @@ pub fn read_into<T: Way>(
     let chunk_bytes = (CHUNK_BYTES as u64)
         .min(transport.limits().max_read_bytes)
         .max(1) as usize;
-    let mut done = 0usize;
-    while done < target.len() {
-        let length = chunk_bytes.min(target.len() - done);
-        let data = read_once(transport, name, offset_bytes + done as u64, length as u64)?;
-        let bytes = T::P::read_bytes(&data);
-        if bytes.len() != length {
-            return Err(StoreError::Invalid(format!(
-                "{name}: {} bytes asked at offset {}, {} read (the file is shorter)",
-                length,
-                offset_bytes + done as u64,
-                bytes.len()
-            )));
+    let in_flight =
+        window(transport, chunk_bytes as u64).min(transport.limits().max_in_flight.max(1));
+    let result = read_chunks(
+        transport,
+        name,
+        offset_bytes,
+        target,
+        chunk_bytes,
+        in_flight,
+    );
+    if result.is_err() {
+        drain(transport);
+    }
+    result
+}
+
+fn read_chunks<T: Way>(
+    transport: &mut T,
+    name: &str,
+    offset_bytes: u64,
+    target: &mut [u8],
+    chunk_bytes: usize,
+    in_flight: usize,
+) -> Result<(), StoreError> {
+    let mut pending: HashMap<Ticket, (usize, usize)> = HashMap::new();
+    let mut waiting = WaitForReadBuffers::default();
+    let mut next = 0usize;
+    let read = |transport: &mut T, start: usize, length: usize| {
+        transport
+            .submit(Command::Read {
+                name: name.to_string(),
+                offset_bytes: offset_bytes + start as u64,
+                length_bytes: length as u64,
+            })
+            .map_err(err)
+    };
+    while next < target.len() || !pending.is_empty() {
+        while next < target.len() && pending.len() < in_flight {
+            let length = chunk_bytes.min(target.len() - next);
+            pending.insert(read(transport, next, length)?, (next, length));
+            next += length;
         }
-        target[done..done + length].copy_from_slice(bytes);
-        done += length;
+        let (ticket, answer) = transport.wait().map_err(err)?;
+        let (start, length) = pending
+            .remove(&ticket)
+            .expect("every completion answers a read this call sent");
+        match answer {
+            Ok(Reply::Data(data)) => {
+                let bytes = T::P::read_bytes(&data);
+                if bytes.len() != length {
+                    return Err(StoreError::Invalid(format!(
+                        "{name}: {length} bytes asked at offset {}, {} read (the file is shorter)",
+                        offset_bytes + start as u64,
+                        bytes.len()
+                    )));
+                }
+                target[start..start + length].copy_from_slice(bytes);
+                ReadRetry::<T::Error>::succeeded(&mut waiting);
+            }
+            Ok(other) => {
+                return Err(StoreError::Unexpected(format!(
+                    "the store answered a read with a {} reply",
+                    other.name()
+                )))
+            }
+            Err(error) => {
+                waiting.failed(error).map_err(err)?;
+                pending.insert(read(transport, start, length)?, (start, length));
+            }
+        }
     }
     Ok(())
 }

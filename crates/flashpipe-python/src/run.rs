@@ -1,10 +1,11 @@
 //! Kernel runs from Python: [`KernelRunStream`], the answers of one run through the
 //! store's server (`Client::submit` of a run-kernel request), read one at a time as the
 //! server finishes each input file, then its summary. The stream holds its request id,
-//! not a borrow of the connection, so the store's other calls go on between two answers
-//! (the served client takes answers under any id). A stream closed or freed before its
-//! end cancels the run (the server stops at its next file boundary and commits nothing)
-//! and drains its answers, so the connection stays usable.
+//! not a borrow of the connection. While the run is in flight the store's other calls are
+//! refused (`flashpipe.Busy`): their commands' answers would meet the run's on the one
+//! connection. A stream closed or freed before its end cancels the run (the server stops
+//! at its next file boundary and commits nothing) and drains its answers, so the
+//! connection stays usable.
 
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
@@ -57,8 +58,11 @@ impl KernelRunStream {
         store: Py<Store>,
         request: RunKernelRequest,
     ) -> PyResult<KernelRunStream> {
-        let request_id = store.get().with_client(py, move |client| {
-            Ok(client.submit(flashpipe_protocol::Request::RunKernel(request))?)
+        let this = store.get();
+        let request_id = this.with_client(py, false, move |client| {
+            let request_id = client.submit(flashpipe_protocol::Request::RunKernel(request))?;
+            this.set_kernel_run(true);
+            Ok(request_id)
         })?;
         Ok(KernelRunStream {
             store,
@@ -76,15 +80,17 @@ impl KernelRunStream {
         let answer = self
             .store
             .get()
-            .with_client(py, move |client| Ok(client.wait_for(request_id)?));
+            .with_client(py, true, move |client| Ok(client.wait_for(request_id)?));
         match answer {
             Ok(Response::KernelFile(file)) => Ok(Some(file)),
             Ok(Response::KernelSummary(summary)) => {
                 *state = RunState::Finished(summary);
+                self.store.get().set_kernel_run(false);
                 Ok(None)
             }
             Ok(other) => {
                 *state = RunState::Ended;
+                self.store.get().set_kernel_run(false);
                 Err(crate::error::raise(
                     ErrorKind::Network,
                     format!(
@@ -95,6 +101,7 @@ impl KernelRunStream {
             }
             Err(error) => {
                 *state = RunState::Ended;
+                self.store.get().set_kernel_run(false);
                 Err(error)
             }
         }
@@ -198,9 +205,10 @@ impl KernelRunStream {
         *state = RunState::Ended;
         let request_id = self.request_id;
         // A closed store or a lost connection has no run left to stop: nothing to report.
-        drop(self.store.get().with_client(py, move |client| {
+        drop(self.store.get().with_client(py, true, move |client| {
             KernelRunStream::cancel(client, request_id)
         }));
+        self.store.get().set_kernel_run(false);
         Ok(())
     }
 }

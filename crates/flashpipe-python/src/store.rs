@@ -30,6 +30,9 @@ pub struct Store {
     /// Set by `close()`; read without the session's lock, which a call on another
     /// thread may hold for long.
     closed: AtomicBool,
+    /// Set while a kernel run is in flight on the connection: its answers arrive among
+    /// any other call's, so other calls wait for its end (`flashpipe.Busy`).
+    kernel_run: AtomicBool,
     session: Mutex<Option<Session>>,
 }
 
@@ -38,6 +41,9 @@ pub struct Store {
 enum Access {
     Read,
     Change,
+    /// A kernel run reading its own answers (the one use of the session while the run
+    /// is in flight).
+    RunAnswers,
 }
 
 impl Store {
@@ -60,8 +66,18 @@ impl Store {
         }
         py.detach(|| {
             let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+            if access != Access::RunAnswers && self.kernel_run.load(Ordering::Acquire) {
+                return Err(StoreError::KernelRunInFlight {
+                    store: self.store_name(),
+                });
+            }
             match session.as_mut() {
-                Some(session) => operation(session),
+                Some(session) => {
+                    if access != Access::RunAnswers {
+                        with_transport!(session, |transport| ops::settle(transport))?;
+                    }
+                    operation(session)
+                }
                 None => Err(StoreError::Closed {
                     store: self.store_name(),
                 }),
@@ -72,20 +88,32 @@ impl Store {
 }
 
 impl Store {
-    /// Runs `operation` on the served client with the interpreter detached; a store
-    /// opened in this process has none (`flashpipe.Invalid`, saying to start its server).
+    /// Runs `operation` on the served client with the interpreter detached (`answers`: a
+    /// kernel run reading its own answers); a store opened in this process has none
+    /// (`flashpipe.Invalid`, saying to start its server).
     pub(crate) fn with_client<R: Send>(
         &self,
         py: Python<'_>,
+        answers: bool,
         operation: impl FnOnce(&mut flashpipe_client::Client) -> Result<R, StoreError> + Send,
     ) -> PyResult<R> {
         let store = self.store_name();
-        self.run(py, Access::Read, move |session| match session.served() {
+        let access = if answers {
+            Access::RunAnswers
+        } else {
+            Access::Read
+        };
+        self.run(py, access, move |session| match session.served() {
             Some(client) => operation(client),
             None => Err(StoreError::Invalid(format!(
                 "kernel runs go through the store's server, and {store} is opened in this process: start `flashpipe serve {store}` and open the store again"
             ))),
         })
+    }
+
+    /// Marks a kernel run in flight (`true`) or ended (`false`).
+    pub(crate) fn set_kernel_run(&self, in_flight: bool) {
+        self.kernel_run.store(in_flight, Ordering::Release);
     }
 }
 
@@ -211,6 +239,7 @@ impl Store {
             way: session.way(),
             mapped: session.by_reference(),
             closed: AtomicBool::new(false),
+            kernel_run: AtomicBool::new(false),
             session: Mutex::new(Some(session)),
         })
     }
@@ -486,7 +515,7 @@ impl Store {
             }
             .into());
         }
-        let inputs = store.with_client(py, move |client| {
+        let inputs = store.with_client(py, false, move |client| {
             let mut inputs = Vec::new();
             let listed = if names
                 .iter()

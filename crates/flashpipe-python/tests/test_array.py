@@ -90,6 +90,16 @@ def test_arrays_after_a_server_is_killed_midway(binary, store_file):
         server.kill()
         with pytest.raises(flashpipe.ConnectionLost):
             store.read_array("f")
+        for call in (
+            lambda: store.get("f"),
+            lambda: store.put("g", b"x" * 3_000_000),
+            store.ls,
+            lambda: store.read_array("f"),
+            lambda: list(store.run("sha256", ["f"])),
+            store.fsck,
+        ):
+            with pytest.raises(flashpipe.ConnectionLost):
+                call()
         assert bytes(array[:6]) == b"abcabc"
     finally:
         store.close()

@@ -55,3 +55,21 @@ def test_in_process_runs_need_the_server(store_file):
         store.put("f", b"data")
         with pytest.raises(flashpipe.Invalid, match="flashpipe serve"):
             store.run("sha256", ["f"])
+
+
+def test_other_calls_wait_for_a_run_in_flight(store_file, server):
+    with flashpipe.Store(store_file) as store:
+        store.put("a", b"a" * 100000)
+        store.put("b", b"b" * 100000)
+        run = store.run("sha256", ["a", "b"])
+        with pytest.raises(flashpipe.Busy, match="kernel run is in flight"):
+            store.get("a")
+        with pytest.raises(flashpipe.Busy):
+            store.read_array("a")
+        with pytest.raises(flashpipe.Busy):
+            store.run("sha256", ["a"])
+        next(run)
+        run.close()
+        assert store.get("a") == b"a" * 100000, "usable again once the run is closed"
+        assert len(list(store.run("sha256", ["a", "b"]))) == 2
+        assert store.ls() == ["a", "b"]
