@@ -30,7 +30,7 @@ pub use error::{ApiError, ErrorCode, ALL_KNOWN_CODES};
 pub use kind::CommandKind;
 pub use streams::{
     read_stream, read_stream_retrying, write_stream, NeverRetry, ReadRetry, ReadWindow,
-    StreamError, StreamPayloads,
+    StreamError, StreamPayloads, WaitForReadBuffers,
 };
 pub use transport::{
     CodedError, Completion, Limits, MismatchedReply, Ticket, Transport, TransportExt,

@@ -196,6 +196,44 @@ impl<E> ReadRetry<E> for NeverRetry {
     }
 }
 
+/// How long, in all, [`WaitForReadBuffers`] waits for engine read buffers that other reads
+/// hold before it gives up (each wait ends as soon as a retried read gets a buffer).
+pub const READ_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Longest pause of [`WaitForReadBuffers`] between two tries.
+pub const READ_BUFFER_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Waits out a read refused because every engine read buffer is held
+/// ([`ErrorCode::ReadBuffersExhausted`], by other clients' reads or this one's): pauses
+/// growing from 1 ms to [`READ_BUFFER_PAUSE_MAX`], for [`READ_BUFFER_WAIT`] at most since
+/// the first refusal without a read in between. Any other failure ends the read. The CLI's
+/// commands and the Python package read with it.
+#[derive(Debug, Default)]
+pub struct WaitForReadBuffers {
+    since: Option<std::time::Instant>,
+    pause: std::time::Duration,
+}
+
+impl<E: CodedError> ReadRetry<E> for WaitForReadBuffers {
+    fn failed(&mut self, error: E) -> Result<(), E> {
+        if error.code() != ErrorCode::ReadBuffersExhausted {
+            return Err(error);
+        }
+        let since = *self.since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() >= READ_BUFFER_WAIT {
+            return Err(error);
+        }
+        self.pause =
+            (self.pause * 2).clamp(std::time::Duration::from_millis(1), READ_BUFFER_PAUSE_MAX);
+        std::thread::sleep(self.pause);
+        Ok(())
+    }
+
+    fn succeeded(&mut self) {
+        *self = WaitForReadBuffers::default();
+    }
+}
+
 /// [`read_stream`] whose failed reads `retry` may try again: when it does, the data that
 /// arrived for later offsets is given back too (it holds read buffers the failed read may
 /// be waiting for) and read again after it. Returns the file's stat taken before the
@@ -306,4 +344,33 @@ fn fill_from(source: &mut dyn std::io::Read, buffer: &mut [u8]) -> std::io::Resu
         }
     }
     Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ApiError;
+
+    #[test]
+    fn only_a_refusal_for_want_of_read_buffers_is_waited_out() {
+        let mut waiting = WaitForReadBuffers::default();
+        let refusal = ApiError::new(ErrorCode::ReadBuffersExhausted, "no read buffers");
+        assert!(waiting.failed(refusal.clone()).is_ok());
+        assert!(waiting.failed(refusal).is_ok());
+        assert_eq!(
+            waiting.pause,
+            std::time::Duration::from_millis(2),
+            "pauses grow"
+        );
+        let other = ApiError::new(ErrorCode::NotFound, "gone");
+        assert_eq!(
+            waiting.failed(other).expect_err("not waited out").code,
+            ErrorCode::NotFound
+        );
+        ReadRetry::<ApiError>::succeeded(&mut waiting);
+        assert!(
+            waiting.since.is_none(),
+            "a read that succeeds ends the wait"
+        );
+    }
 }

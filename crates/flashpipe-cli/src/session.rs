@@ -360,24 +360,19 @@ impl LiveServer {
     }
 }
 
-/// What the store file says of the server that may hold it: its owner (besides root)
-/// runs it, and it holds the store of the file's identity (any, for a store file that
-/// has none yet). Read through the same path the socket is found by.
+/// What the store file says of the server that may hold it
+/// (`flashpipe_store::server_facts`): its owner (besides root) runs it, and it holds the
+/// store of the file's identity (any, for a store file that has none yet).
 fn server_expectation(store_file: &Path) -> Result<ServerExpectation, Box<dyn std::error::Error>> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(store_file).map_err(|error| {
+    let facts = flashpipe_store::server_facts(store_file).map_err(|error| {
         format!(
             "cannot read the store file {}: {error}",
             store_file.display()
         )
     })?;
-    let store_identity = StoreConfig::load(store_file)
-        .ok()
-        .and_then(|config| config.identity)
-        .map(|identity| identity.0);
     Ok(ServerExpectation {
-        owner_uid: metadata.uid(),
-        store_identity,
+        owner_uid: facts.owner_uid,
+        store_identity: facts.store_identity,
     })
 }
 

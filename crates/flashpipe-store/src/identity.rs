@@ -22,6 +22,33 @@ use crate::store_config::StoreConfig;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StoreIdentity(pub [u8; 16]);
 
+/// What a store file says of the server that may hold its store: the file's owner (who,
+/// besides root, may run it) and the store's identity (the store the server must hold;
+/// `None` for a store file without one yet). The CLI and the Python package check a
+/// server against it before they trust it (docs/security.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerFacts {
+    /// The store file's owner.
+    pub owner_uid: u32,
+    /// The store's identity, where the store file has one.
+    pub store_identity: Option<[u8; 16]>,
+}
+
+/// [`ServerFacts`] read from the store file at `store_file` (through the same path the
+/// server's socket is found by).
+pub fn server_facts(store_file: &Path) -> std::io::Result<ServerFacts> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::metadata(store_file)?;
+    let store_identity = StoreConfig::load(store_file)
+        .ok()
+        .and_then(|config| config.identity)
+        .map(|identity| identity.0);
+    Ok(ServerFacts {
+        owner_uid: metadata.uid(),
+        store_identity,
+    })
+}
+
 /// Why an identity could not be made or written.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {

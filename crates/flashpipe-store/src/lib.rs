@@ -47,7 +47,7 @@ pub use flashpipe_units as units;
 pub use create::{
     create_store, create_store_with, create_store_with_options, format_file_store, CreateOptions,
 };
-pub use identity::{IdentityError, StoreIdentity};
+pub use identity::{server_facts, IdentityError, ServerFacts, StoreIdentity};
 pub use member_watch::MemberChanged;
 pub use running::{RunningStore, StoreAccess, StoreCloseError};
 pub use store::{DeviceCreation, StoreOpenError};

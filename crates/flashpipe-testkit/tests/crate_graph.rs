@@ -69,7 +69,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("check", &["flashpipe-vopr"]),
     ("test support", &["flashpipe-testkit"]),
-    ("interfaces", &["flashpipe-mount", "flashpipe-cli"]),
+    ("interfaces", &["flashpipe-mount", "flashpipe-cli", "flashpipe-python"]),
 ];
 
 /// A rule no normal or build dependency may break.

@@ -6,17 +6,16 @@
 //! boxed on the path of a chunk.
 //!
 //! A read refused because every engine read buffer is held (by other clients' reads, or
-//! this one's) waits and is tried again rather than failing the command; a file read in
+//! this one's) waits and is tried again rather than failing the command
+//! (`flashpipe_api::WaitForReadBuffers`); a file read in
 //! several commands is checked, at the end, to be the version it was at the start (through
 //! a server another client may write it meanwhile).
 
-use std::time::{Duration, Instant};
-
 use flashpipe_api::{
-    read_stream_retrying, write_stream, CodedError, Command, ReadRetry, ReadWindow, StreamError,
-    StreamPayloads, Transport, TransportExt,
+    read_stream_retrying, write_stream, CodedError, Command, ReadWindow, StreamError,
+    StreamPayloads, Transport, TransportExt, WaitForReadBuffers,
 };
-use flashpipe_client::{Client, ErrorCode};
+use flashpipe_client::Client;
 
 use super::SessionError;
 use flashpipe_engine::EngineClient;
@@ -26,13 +25,6 @@ use flashpipe_fs::FileStat;
 pub const TRANSFER_CHUNK_BYTES: usize = 1 << 20;
 /// Commands in flight per transfer (at most what the transport allows).
 pub const TRANSFER_IN_FLIGHT: usize = 8;
-
-/// How long, in all, a read waits for engine read buffers that other reads hold before
-/// it fails (each wait ends as soon as a retried read gets a buffer).
-const READ_BUFFER_WAIT: Duration = Duration::from_secs(60);
-
-/// Longest pause between two tries of a read refused for want of engine read buffers.
-const READ_BUFFER_PAUSE_MAX: Duration = Duration::from_millis(100);
 
 /// A transport's result as a session's (its error kept whole, so its message and kind
 /// are the same both ways).
@@ -140,7 +132,7 @@ pub fn read_file<T: StoreTransport>(
         chunk_bytes,
         in_flight: transfer_window(transport, chunk_bytes),
     };
-    let mut waiting = BufferWait::default();
+    let mut waiting = WaitForReadBuffers::default();
     let before = read_stream_retrying(transport, name, sink, window, progress, &mut waiting)
         .map_err(stream_error)?;
     let after = transport.stat(name).session()?;
@@ -166,57 +158,9 @@ fn same_version(before: &FileStat, after: &FileStat) -> bool {
         && before.modified_clock_ns == after.modified_clock_ns
 }
 
-/// A read's waiting for engine read buffers: pauses growing from 1 ms to 100 ms, for
-/// [`READ_BUFFER_WAIT`] at most since the first refusal without a read in between. Any
-/// other failure ends the read.
-#[derive(Default)]
-struct BufferWait {
-    since: Option<Instant>,
-    pause: Duration,
-}
-
-impl<E: CodedError> ReadRetry<E> for BufferWait {
-    fn failed(&mut self, error: E) -> Result<(), E> {
-        if error.code() != ErrorCode::ReadBuffersExhausted {
-            return Err(error);
-        }
-        let since = *self.since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= READ_BUFFER_WAIT {
-            return Err(error);
-        }
-        self.pause = (self.pause * 2).clamp(Duration::from_millis(1), READ_BUFFER_PAUSE_MAX);
-        std::thread::sleep(self.pause);
-        Ok(())
-    }
-
-    fn succeeded(&mut self) {
-        *self = BufferWait::default();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flashpipe_api::ApiError;
-
-    #[test]
-    fn only_a_refusal_for_want_of_read_buffers_is_waited_out() {
-        let mut waiting = BufferWait::default();
-        let refusal = ApiError::new(ErrorCode::ReadBuffersExhausted, "no read buffers");
-        assert!(waiting.failed(refusal.clone()).is_ok());
-        assert!(waiting.failed(refusal).is_ok());
-        assert_eq!(waiting.pause, Duration::from_millis(2), "pauses grow");
-        let other = ApiError::new(ErrorCode::NotFound, "gone");
-        assert_eq!(
-            waiting.failed(other).expect_err("not waited out").code,
-            ErrorCode::NotFound
-        );
-        ReadRetry::<ApiError>::succeeded(&mut waiting);
-        assert!(
-            waiting.since.is_none(),
-            "a read that succeeds ends the wait"
-        );
-    }
 
     #[test]
     fn a_changed_file_is_another_version() {
