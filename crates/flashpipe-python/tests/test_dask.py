@@ -108,6 +108,8 @@ def test_hostile_arguments(cluster, stores):
         fdask.Dataset([(store, None, "a:0")])
     with pytest.raises(flashpipe.Invalid, match="two workers"):
         fdask.Dataset([(store, worker, "a:0"), (store, "tcp://10.0.0.1:1", "a:1")])
+    with pytest.raises(TypeError):
+        fdask.Dataset.from_stores([store], client=cluster)
     with pytest.raises(flashpipe.Invalid, match="stores is empty"):
         fdask.Dataset.from_stores({}, client=cluster)
     bad = fdask.Dataset([(store, "tcp://127.0.0.1:1", "a:0")])
@@ -118,6 +120,8 @@ def test_hostile_arguments(cluster, stores):
     good = fdask.Dataset([(store, worker, "a:0")])
     with pytest.raises(TypeError):
         fdask.map(good, 42, client=cluster)
+    with pytest.raises(flashpipe.Invalid, match="kernel name"):
+        fdask.map(good, "", client=cluster)
     with pytest.raises(TypeError):
         fdask.map([("x", "y", "z")], total, client=cluster)
     with pytest.raises(TypeError):

@@ -222,9 +222,11 @@ def _client(client):
 
 
 def _check_workers(client, wanted):
-    known = set(client.scheduler_info(n_workers=-1)["workers"]) if _takes_n_workers(client) else set(
-        client.scheduler_info()["workers"]
-    )
+    if _takes_n_workers(client):
+        info = client.scheduler_info(n_workers=-1)
+    else:
+        info = client.scheduler_info()
+    known = set(info["workers"])
     unknown = sorted(wanted - known)
     if unknown:
         raise Invalid(
@@ -235,6 +237,7 @@ def _check_workers(client, wanted):
 
 
 def _takes_n_workers(client):
+    """Whether this ``distributed`` lists only some workers unless asked for all."""
     import inspect
 
     return "n_workers" in inspect.signature(client.scheduler_info).parameters
