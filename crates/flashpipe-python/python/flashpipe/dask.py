@@ -1,5 +1,5 @@
 """Near-data maps with Dask: a :class:`Dataset` of files spread over several stores, one
-per storage node, each served by ``flashpipe serve`` with a ``dask-worker`` beside it;
+per storage node, each served by ``flashpipe serve`` with a Dask worker (``dask worker``) beside it;
 :func:`map` runs one task per file on the worker beside the file's store.
 
 Each task is submitted with ``workers=[the worker beside its store]`` and
@@ -231,7 +231,7 @@ def _check_workers(client, wanted):
     if unknown:
         raise Invalid(
             f"no Dask worker at {', '.join(unknown)}: the scheduler knows "
-            f"{', '.join(sorted(known)) or 'no worker'}; start a dask-worker beside each store"
+            f"{', '.join(sorted(known)) or 'no worker'}; start a Dask worker (dask worker SCHEDULER) beside each store"
         )
     return known
 
