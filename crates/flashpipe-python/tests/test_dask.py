@@ -131,6 +131,9 @@ def test_hostile_arguments(cluster, stores):
     missing = fdask.Dataset([(store, worker, "no such file")])
     with pytest.raises(flashpipe.NotFound, match="no such file"):
         fdask.map(missing, total, client=cluster)
+    elsewhere = fdask.Dataset([(store + ".elsewhere", worker, "a:0")])
+    with pytest.raises(flashpipe.NotFound, match="away from"):
+        fdask.map(elsewhere, total, client=cluster, placement="away")
     servers[0].stop()
     with pytest.raises(flashpipe.ConnectionLost, match="no running server"):
         fdask.map(good, total, client=cluster)

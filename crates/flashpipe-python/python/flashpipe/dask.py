@@ -15,7 +15,7 @@ Needs ``distributed`` (``pip install "dask[distributed]"``), imported on first u
 import os
 
 from . import Store
-from ._errors import ConnectionLost, Error, Invalid
+from ._errors import ConnectionLost, Error, Invalid, NotFound
 
 __all__ = ["Dataset", "DatasetFile", "MapResult", "map"]
 
@@ -290,11 +290,24 @@ def _list_task(store, pattern):
         raise type(error)(f"listing store {store}: {error}") from None
 
 
+def _open_for_task(store, here, wanted_worker):
+    try:
+        return _open_served(store)
+    except (NotFound, ConnectionLost) as error:
+        if here == wanted_worker:
+            raise
+        raise type(error)(
+            f"the task ran on worker {here}, away from {wanted_worker} beside the store, and "
+            f"cannot reach the store from there ({error}); a task away from its store reads "
+            "through the store's server socket, which only the store's own machine sees"
+        ) from None
+
+
 def _map_task(store, wanted_worker, name, func, options):
     here = _here()
     local = here == wanted_worker
     try:
-        with _open_served(store) as opened:
+        with _open_for_task(store, here, wanted_worker) as opened:
             if isinstance(func, str):
                 with opened.run(func, [name], **options) as run:
                     value = list(run)
