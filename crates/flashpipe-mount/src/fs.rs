@@ -178,6 +178,25 @@ impl<T: MountTransport> MountFs<T> {
         Ok(())
     }
 
+    /// The checked name of a new child `name` of directory `parent` (a directory when
+    /// `directory`): ENOTDIR, the component's refusal or EEXIST otherwise.
+    fn new_child_name(
+        state: &State<T>,
+        parent: u64,
+        name: &OsStr,
+        directory: bool,
+    ) -> Result<String, Errno> {
+        if !state.tree.is_directory(parent) {
+            return Err(libc::ENOTDIR);
+        }
+        let name =
+            checked_component(&state.tree, parent, name, directory).map_err(refusal_errno)?;
+        if state.tree.child(parent, &name).is_some() {
+            return Err(libc::EEXIST);
+        }
+        Ok(name)
+    }
+
     fn file_name(state: &State<T>, inode: u64) -> Result<String, Errno> {
         match state.tree.node(inode).map(|node| &node.kind) {
             Some(NodeKind::File { .. }) => Ok(state.tree.store_name(inode, None)),
@@ -329,14 +348,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
     ) {
         let mut state = self.lock();
         let result = (|| {
-            if !state.tree.is_directory(parent.0) {
-                return Err(libc::ENOTDIR);
-            }
-            let name =
-                checked_component(&state.tree, parent.0, name, true).map_err(refusal_errno)?;
-            if state.tree.child(parent.0, &name).is_some() {
-                return Err(libc::EEXIST);
-            }
+            let name = Self::new_child_name(&state, parent.0, name, true)?;
             let marker = format!(
                 "{}{}{}",
                 state.tree.store_name(parent.0, Some(&name)),
@@ -645,14 +657,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
     ) {
         let mut state = self.lock();
         let result = (|| {
-            if !state.tree.is_directory(parent.0) {
-                return Err(libc::ENOTDIR);
-            }
-            let name =
-                checked_component(&state.tree, parent.0, name, false).map_err(refusal_errno)?;
-            if state.tree.child(parent.0, &name).is_some() {
-                return Err(libc::EEXIST);
-            }
+            let name = Self::new_child_name(&state, parent.0, name, false)?;
             let store_name = state.tree.store_name(parent.0, Some(&name));
             state.call_done(Command::Create { name: store_name })?;
             let now = state.change_time_ns();
