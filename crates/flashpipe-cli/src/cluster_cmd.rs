@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
 use flashpipe_cluster::wire::Status;
+use flashpipe_cluster_host::handshake::HandshakeError;
+use flashpipe_cluster_host::loaded::LoadError;
 use flashpipe_cluster_node::auth::{KeyError, ProofError};
 use flashpipe_cluster_node::host::{one_request, HostError};
 use flashpipe_cluster_node::node::{load_description, start, NodeError, NodeOptions};
@@ -121,7 +123,7 @@ pub fn run(command: ClusterCommand) -> CliResult {
 /// anything else invalid input.
 fn description_failure(error: NodeError) -> Box<dyn std::error::Error> {
     let kind = match error {
-        NodeError::Key(KeyError::Open { .. }) => ErrorKind::Permission,
+        NodeError::Load(LoadError::Key(KeyError::Open { .. })) => ErrorKind::Permission,
         _ => ErrorKind::InvalidInput,
     };
     Box::new(Failure::new(kind, error.to_string()))
@@ -410,10 +412,13 @@ fn page(arguments: &PageArgs) -> CliResult {
     };
     let reply = one_request(&arguments.cluster, arguments.host, command).map_err(|error| {
         let kind = match error {
-            HostError::Proof {
+            HostError::Handshake(HandshakeError::Proof {
                 error: ProofError::WrongKey,
                 ..
-            } => ErrorKind::Permission,
+            })
+            | HostError::Handshake(HandshakeError::Load(LoadError::Key(KeyError::Open {
+                ..
+            }))) => ErrorKind::Permission,
             _ => ErrorKind::Network,
         };
         Failure::new(kind, error.to_string())

@@ -8,10 +8,8 @@ use flashpipe_cluster::wire::{self, EncodeError, Frame, Message, WireAck};
 use flashpipe_cluster_host::handshake::{self, connect_host, HandshakeError};
 use flashpipe_flash::{FlashCommand, FlashRequest};
 
-use crate::auth::ProofError;
-use crate::conn::{self, HelloExchangeError, ReadError};
-use crate::hello::Refusal;
-use crate::node::{load_description, LoadedDescription, NodeError};
+use crate::conn::{self, ReadError};
+use flashpipe_cluster_host::loaded::{self, LoadedDescription};
 
 /// The tag of a one-shot host's request.
 pub const ONE_SHOT_TAG: u64 = 1;
@@ -21,63 +19,9 @@ pub const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why a request got no ack.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    /// The description or the node's address.
+    /// The description, or the connection could not be opened (hello, key proof).
     #[error(transparent)]
-    Node(#[from] NodeError),
-    /// The host id is not in the description.
-    #[error("host {host} is not in the cluster description (it has {count} hosts)")]
-    NoSuchHost {
-        /// The id.
-        host: u32,
-        /// Hosts in the description.
-        count: usize,
-    },
-    /// No connection.
-    #[error("cannot connect to node {node} at {address}: {detail} (is the node running?)")]
-    Connect {
-        /// The node.
-        node: u32,
-        /// Its address.
-        address: String,
-        /// Why.
-        detail: String,
-    },
-    /// The hello failed.
-    #[error("node {node}: {error}")]
-    Hello {
-        /// The node.
-        node: u32,
-        /// Why.
-        error: HelloExchangeError,
-    },
-    /// The node refused the host.
-    #[error("node {node} refused host {host}: {refusal}")]
-    Refused {
-        /// The node.
-        node: u32,
-        /// The host.
-        host: u32,
-        /// Why.
-        refusal: Refusal,
-    },
-    /// The key proof failed: a wrong key on either side, or the node went away.
-    #[error("node {node}: {error}")]
-    Proof {
-        /// The node.
-        node: u32,
-        /// Why.
-        error: ProofError,
-    },
-    /// Something other than the node answered.
-    #[error("the peer at node {node}'s address is not that node (it says it is {role} {id})")]
-    WrongPeer {
-        /// The node expected.
-        node: u32,
-        /// The role it gave.
-        role: &'static str,
-        /// The id it gave.
-        id: u32,
-    },
+    Handshake(#[from] HandshakeError),
     /// The request cannot be framed.
     #[error("the request does not fit the cluster's frames: {0}")]
     Encode(#[from] EncodeError),
@@ -106,36 +50,6 @@ pub struct HostReply {
     pub hops: u8,
 }
 
-impl From<HandshakeError> for HostError {
-    fn from(error: HandshakeError) -> HostError {
-        match error {
-            HandshakeError::Load(error) => HostError::Node(error.into()),
-            HandshakeError::NoSuchHost { host, count } => HostError::NoSuchHost { host, count },
-            HandshakeError::Connect {
-                node,
-                address,
-                detail,
-            } => HostError::Connect {
-                node,
-                address,
-                detail,
-            },
-            HandshakeError::Hello { node, error } => HostError::Hello { node, error },
-            HandshakeError::Refused {
-                node,
-                host,
-                refusal,
-            } => HostError::Refused {
-                node,
-                host,
-                refusal,
-            },
-            HandshakeError::Proof { node, error } => HostError::Proof { node, error },
-            HandshakeError::WrongPeer { node, role, id } => HostError::WrongPeer { node, role, id },
-        }
-    }
-}
-
 /// Finds the host's node in a loaded description.
 pub fn host_node(loaded: &LoadedDescription, host: u32) -> Result<u32, HostError> {
     Ok(handshake::host_node(loaded, host)?)
@@ -147,7 +61,7 @@ pub fn one_request(
     host: u32,
     command: FlashCommand,
 ) -> Result<HostReply, HostError> {
-    let loaded = load_description(description)?;
+    let loaded = loaded::load_description(description).map_err(HandshakeError::from)?;
     let node = host_node(&loaded, host)?;
     let mut stream = connect_host(&loaded, host, node)?;
     let frame = Frame {

@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use flashpipe_cluster::arbiter::RequestCosts;
-use flashpipe_cluster::description::{ClusterDescription, DescriptionError};
+use flashpipe_cluster::description::ClusterDescription;
 use flashpipe_cluster::router::{Port, Router, RouterConfigError};
 use flashpipe_cluster::wire::WireLimits;
 use flashpipe_flash::{FlashArray, FlashConfig, FlashError, FlashOptions, StorageMode};
@@ -27,7 +27,7 @@ use flashpipe_net::{Accepted, Admitted, Limits, Listener, Protocol, Server};
 
 use flashpipe_cluster_host::loaded::{self, LoadError};
 
-use crate::auth::{prove_key, ClusterKey, End, KeyError, ProofError};
+use crate::auth::{prove_key, ClusterKey, End, ProofError};
 use crate::conn::{self, Connection, HELLO_TIMEOUT};
 use crate::hello::{Hello, Refusal, Role};
 pub use crate::router_loop::NodeSummary;
@@ -45,48 +45,9 @@ pub const REDIAL_MAX: Duration = Duration::from_secs(1);
 /// Why a node (or a host) could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
-    /// The description file is bad.
-    #[error("cluster description {path}: {error}")]
-    Description {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        error: DescriptionError,
-    },
-    /// The file could not be read.
-    #[error("cannot read the cluster description {path}: {detail}")]
-    Unreadable {
-        /// The file.
-        path: String,
-        /// Why.
-        detail: String,
-    },
-    /// The node id is not in the description.
-    #[error("node {node} is not in the cluster description (its nodes: {known})")]
-    NoSuchNode {
-        /// The id asked for.
-        node: u32,
-        /// The ids there are.
-        known: String,
-    },
-    /// The address does not resolve to a socket address.
-    #[error("node {node}'s address {address} cannot be used: {detail}")]
-    Address {
-        /// The node.
-        node: u32,
-        /// Its address.
-        address: String,
-        /// Why.
-        detail: String,
-    },
-    /// Not a loopback address.
-    #[error("node {node}'s address {address} is not a loopback address; cluster links carry no authentication or encryption, so nodes bind to loopback only")]
-    NotLoopback {
-        /// The node.
-        node: u32,
-        /// Its address.
-        address: String,
-    },
+    /// The description, its key or a node's address (the loader's own errors).
+    #[error(transparent)]
+    Load(#[from] LoadError),
     /// The image folder is unusable.
     #[error("image folder {path}: {detail}")]
     ImageFolder {
@@ -133,36 +94,12 @@ pub enum NodeError {
     /// The image could not be synced at the stop.
     #[error("the device image could not be synced at the stop: {0}")]
     Sync(FlashError),
-    /// The cluster's key file was refused.
-    #[error(transparent)]
-    Key(#[from] KeyError),
     /// The router thread panicked (a bug); the image keeps what its journal holds.
     #[error("the node's router thread failed; the image keeps every acknowledged operation (its journal)")]
     RouterFailed,
 }
 
 pub use flashpipe_cluster_host::loaded::LoadedDescription;
-
-impl From<LoadError> for NodeError {
-    fn from(error: LoadError) -> NodeError {
-        match error {
-            LoadError::Description { path, error } => NodeError::Description { path, error },
-            LoadError::Unreadable { path, detail } => NodeError::Unreadable { path, detail },
-            LoadError::NoSuchNode { node, known } => NodeError::NoSuchNode { node, known },
-            LoadError::Address {
-                node,
-                address,
-                detail,
-            } => NodeError::Address {
-                node,
-                address,
-                detail,
-            },
-            LoadError::NotLoopback { node, address } => NodeError::NotLoopback { node, address },
-            LoadError::Key(error) => NodeError::Key(error),
-        }
-    }
-}
 
 /// Reads and checks a description file ([`flashpipe_cluster_host::loaded::load_description`]).
 pub fn load_description(path: &Path) -> Result<LoadedDescription, NodeError> {

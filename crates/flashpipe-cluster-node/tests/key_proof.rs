@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 
 use common::{read_page, request_until_linked, start_nodes};
 use flashpipe_cluster::wire::Status;
+use flashpipe_cluster_host::handshake::HandshakeError;
+use flashpipe_cluster_host::loaded::LoadError;
 use flashpipe_cluster_node::auth::{KeyError, ProofError};
 use flashpipe_cluster_node::host::{one_request, HostError};
-use flashpipe_cluster_node::node::NodeError;
 use flashpipe_flash::AckStatus;
 use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
@@ -49,22 +50,27 @@ fn only_holders_of_the_key_get_past_the_hello() {
 
     let other = keyed_cluster(&root.join("wrong"), ports, &[8; 32], 0o600);
     match one_request(&other, 0, read_page(1, 0)) {
-        Err(HostError::Proof {
+        Err(HostError::Handshake(HandshakeError::Proof {
             error: ProofError::WrongKey,
             ..
-        }) => {}
+        })) => {}
         other => panic!("a host with another key is refused: {other:?}"),
     }
 
     let open = keyed_cluster(&root.join("open"), ports, &[7; 32], 0o644);
     match one_request(&open, 0, read_page(1, 0)) {
-        Err(HostError::Node(NodeError::Key(KeyError::Open { mode: 0o644, .. }))) => {}
+        Err(HostError::Handshake(HandshakeError::Load(LoadError::Key(KeyError::Open {
+            mode: 0o644,
+            ..
+        })))) => {}
         other => panic!("a key file others may read is refused: {other:?}"),
     }
     let short = keyed_cluster(&root.join("short"), ports, &[7; 8], 0o600);
     assert!(matches!(
         one_request(&short, 0, read_page(1, 0)),
-        Err(HostError::Node(NodeError::Key(KeyError::Shape { .. })))
+        Err(HostError::Handshake(HandshakeError::Load(LoadError::Key(
+            KeyError::Shape { .. }
+        ))))
     ));
 
     let reply = one_request(&description, 0, read_page(1, 0)).unwrap();
