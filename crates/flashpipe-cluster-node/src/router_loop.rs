@@ -12,8 +12,10 @@
 //! requests and acks read past meanwhile wait in the input's held queue, bounded by the
 //! tokens the peer may spend (the window times the channels; a peer sending past its tokens
 //! fills it and is read no further).
-//! A connection that takes no frame for [`STALL_LIMIT`] (its writer's channel full all that
-//! time) is closed, so a peer that stops reading cannot hold the other ports for longer.
+//! A connection that takes no frame for [`STALL_LIMIT`] while frames wait for it (its
+//! writer's channel full, or, on a link, no token returned all that time) is closed, and
+//! its requests in flight answered, so a peer that stops reading or crediting cannot hold
+//! the other ports for longer.
 //!
 //! The device is the node's [`FlashArray`] paced to wall time: its virtual clock is the
 //! virtual time it was opened at plus the wall time since, so an ack leaves when the model
@@ -41,7 +43,8 @@ use crate::node::NodeLimits;
 const DRAIN_BATCH: usize = 32;
 /// The longest sleep with nothing to do.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
-/// How long a connection may leave its writer's channel full before it is closed.
+/// How long a connection may leave its writer's channel full, or a link its stage without
+/// tokens while frames wait, before it is closed.
 const STALL_LIMIT: Duration = Duration::from_secs(10);
 /// The sleep while a port waits for room (a full writer or output stage).
 const BLOCKED_WAIT: Duration = Duration::from_millis(1);
@@ -85,7 +88,8 @@ struct PortState {
     stage: OutputStage,
     credits_in: Option<CreditReceiver>,
     pending: Option<Vec<u8>>,
-    /// Since when the pending frame has waited for room in the writer's channel.
+    /// Since when the pending frame has waited for room in the writer's channel, or the
+    /// stage's frames for a token.
     blocked_since: Option<Instant>,
     /// Outputs of frames from this input that did not fit their stage yet, in order.
     leftovers: VecDeque<Output>,
@@ -499,7 +503,13 @@ impl State {
                                 continue;
                             }
                         },
-                        None => break,
+                        None => {
+                            if state.stage.queued() > 0 {
+                                let since = *state.blocked_since.get_or_insert_with(Instant::now);
+                                stalled = since.elapsed() > STALL_LIMIT;
+                            }
+                            break;
+                        }
                     },
                 };
                 match conn.try_send(bytes) {
@@ -520,7 +530,7 @@ impl State {
                 self.detach(index, "its writer ended");
             } else if stalled {
                 let reason = format!(
-                    "it took no frame for {} s (a peer that stops reading would hold the node's other ports)",
+                    "it took no frame for {} s (a peer that stops reading or returning tokens would hold the node's other ports)",
                     STALL_LIMIT.as_secs()
                 );
                 self.refuse_peer(index, &reason);
