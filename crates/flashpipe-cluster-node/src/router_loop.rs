@@ -11,7 +11,7 @@
 //! stages (perhaps the very stage the input waits for), so they are taken at once, and the
 //! requests and acks read past meanwhile wait in the input's held queue, bounded by the
 //! tokens the peer may spend (the window times the channels; a peer sending past its tokens
-//! fills it and is read no further).
+//! is closed as a bad peer).
 //! A connection that takes no frame for [`STALL_LIMIT`] while frames wait for it (its
 //! writer's channel full, or, on a link, no token returned all that time) is closed, and
 //! its requests in flight answered, so a peer that stops reading or crediting cannot hold
@@ -329,6 +329,14 @@ impl State {
                     Ok(Inbound::Frame(frame)) => {
                         let credit = matches!(frame.message, Message::Credit(_));
                         if paused && !credit {
+                            if self.ports[index].held.len() >= self.hold_limit() {
+                                let reason = format!(
+                                    "it sent more than its {} tokens per channel allow",
+                                    self.node_limits.link_window
+                                );
+                                self.refuse_peer(index, &reason);
+                                break;
+                            }
                             self.ports[index].held.push_back(frame);
                         } else {
                             self.on_frame(index, frame);
@@ -353,12 +361,17 @@ impl State {
         }
     }
 
-    /// Whether the paused input `index` is read on for Credit frames: a link whose held
-    /// queue has room (a peer within its tokens never fills it).
+    /// Whether the paused input `index` is read on for Credit frames: a link is (its held
+    /// queue is bounded by the peer's tokens); the host sends no credits.
     fn reads_past(&self, index: usize) -> bool {
-        let state = &self.ports[index];
-        let hold_limit = self.node_limits.link_window as usize * Channel::ALL.len();
-        matches!(state.port, Port::Link(_)) && state.held.len() < hold_limit
+        matches!(self.ports[index].port, Port::Link(_))
+    }
+
+    /// The most frames a link's held queue takes: every token the peer may spend (a frame's
+    /// token is returned only after the router took it), so one more is a peer past its
+    /// tokens.
+    fn hold_limit(&self) -> usize {
+        self.node_limits.link_window as usize * Channel::ALL.len()
     }
 
     fn return_all_credits(&mut self, index: usize) {
