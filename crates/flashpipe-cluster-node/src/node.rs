@@ -42,6 +42,29 @@ pub const NODE_CONNECTIONS: usize = 32;
 /// The longest wait between two dials of a lost link.
 pub const REDIAL_MAX: Duration = Duration::from_secs(1);
 
+/// The node's flow-control sizes: tokens per link channel, the credit batch, frames per
+/// stage queue. Both ends of a link must use the same window. [`NodeLimits::default`] is
+/// what the node process runs with; tests shrink them to reach the corners quickly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLimits {
+    /// Tokens per virtual channel on a link.
+    pub link_window: u32,
+    /// Tokens a receiver gives back at once (all of them when its input goes idle).
+    pub credit_batch: u32,
+    /// Frames an output stage holds per channel and input.
+    pub stage_frames: usize,
+}
+
+impl Default for NodeLimits {
+    fn default() -> NodeLimits {
+        NodeLimits {
+            link_window: 16,
+            credit_batch: 4,
+            stage_frames: 64,
+        }
+    }
+}
+
 /// Why a node (or a host) could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -419,6 +442,18 @@ fn dial_once(shared: &Shared, neighbour: u32, address: SocketAddr) -> Result<Tcp
 
 /// Starts a node: every check first, then the threads.
 pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
+    start_with_limits(options, NodeLimits::default())
+}
+
+/// [`start`] with other flow-control sizes (every node of a cluster uses the same).
+pub fn start_with_limits(
+    options: &NodeOptions,
+    node_limits: NodeLimits,
+) -> Result<RunningNode, NodeError> {
+    assert!(
+        node_limits.link_window > 0 && node_limits.credit_batch > 0 && node_limits.stage_frames > 0,
+        "every flow-control size is at least one"
+    );
     let loaded = load_description(&options.description)?;
     let description = &loaded.description;
     let node = options.node;
@@ -466,6 +501,7 @@ pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
         router,
         array,
         limits: loaded.limits,
+        node_limits,
         links,
         neighbours: neighbours.clone(),
         host,

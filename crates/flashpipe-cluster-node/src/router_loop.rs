@@ -5,10 +5,17 @@
 //! sleeps only on its doorbell, until the device's next event at the latest.
 //!
 //! An input whose outputs do not fit their output stage (`QueueFull`) keeps them in order
-//! and is not read again until they are queued, so every queue stays bounded: the reader
+//! and takes no new frame until they are queued, so every queue stays bounded: the reader
 //! of a paused connection blocks on its full channel and the socket backs up to the peer.
-//! A connection that takes no frame for [`STALL_LIMIT`] (its writer's channel full all that
-//! time) is closed, so a peer that stops reading cannot hold the other ports for longer.
+//! A paused link is still read for its Credit frames: they return tokens to this node's
+//! stages (perhaps the very stage the input waits for), so they are taken at once, and the
+//! requests and acks read past meanwhile wait in the input's held queue, bounded by the
+//! tokens the peer may spend (the window times the channels; a peer sending past its tokens
+//! is closed as a bad peer).
+//! A connection that takes no frame for [`STALL_LIMIT`] while frames wait for it (its
+//! writer's channel full, or, on a link, no token returned all that time) is closed, and
+//! its requests in flight answered, so a peer that stops reading or crediting cannot hold
+//! the other ports for longer.
 //!
 //! The device is the node's [`FlashArray`] paced to wall time: its virtual clock is the
 //! virtual time it was opened at plus the wall time since, so an ack leaves when the model
@@ -30,18 +37,14 @@ use flashpipe_cluster::wire::{
 use flashpipe_flash::{Ack, FlashArray, FlashCommand, FlashError};
 
 use crate::conn::{Connection, Inbound};
+use crate::node::NodeLimits;
 
-/// Tokens per virtual channel on a link.
-pub(crate) const LINK_WINDOW: u32 = 16;
-/// Tokens a receiver gives back at once (all of them when its input goes idle).
-const CREDIT_BATCH: u32 = 4;
-/// Frames an output stage holds per channel and input.
-const STAGE_FRAMES: usize = 64;
 /// Frames taken from one connection before the others get their turn.
 const DRAIN_BATCH: usize = 32;
 /// The longest sleep with nothing to do.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
-/// How long a connection may leave its writer's channel full before it is closed.
+/// How long a connection may leave its writer's channel full, or a link its stage without
+/// tokens while frames wait, before it is closed.
 const STALL_LIMIT: Duration = Duration::from_secs(10);
 /// The sleep while a port waits for room (a full writer or output stage).
 const BLOCKED_WAIT: Duration = Duration::from_millis(1);
@@ -51,6 +54,7 @@ pub(crate) struct RouterLoop {
     pub router: Router,
     pub array: FlashArray,
     pub limits: WireLimits,
+    pub node_limits: NodeLimits,
     pub links: usize,
     /// Neighbour node ids, by link index (for logs).
     pub neighbours: Vec<u32>,
@@ -84,21 +88,26 @@ struct PortState {
     stage: OutputStage,
     credits_in: Option<CreditReceiver>,
     pending: Option<Vec<u8>>,
-    /// Since when the pending frame has waited for room in the writer's channel.
+    /// Since when the pending frame has waited for room in the writer's channel, or the
+    /// stage's frames for a token.
     blocked_since: Option<Instant>,
     /// Outputs of frames from this input that did not fit their stage yet, in order.
     leftovers: VecDeque<Output>,
+    /// Requests and acks read past while `leftovers` waited (a link's Credit frames are
+    /// taken meanwhile), in order; taken before any new frame.
+    held: VecDeque<Frame>,
 }
 
-fn fresh_stage(port: Port, inputs: usize) -> OutputStage {
-    let window = matches!(port, Port::Link(_)).then_some(LINK_WINDOW);
-    OutputStage::new(inputs, STAGE_FRAMES, window)
+fn fresh_stage(port: Port, inputs: usize, limits: NodeLimits) -> OutputStage {
+    let window = matches!(port, Port::Link(_)).then_some(limits.link_window);
+    OutputStage::new(inputs, limits.stage_frames, window)
 }
 
 struct State {
     router: Router,
     array: FlashArray,
     limits: WireLimits,
+    node_limits: NodeLimits,
     neighbours: Vec<u32>,
     /// The host attached to this node (requests on the host port must be its own).
     host: Option<u32>,
@@ -125,6 +134,7 @@ impl RouterLoop {
             mut router,
             array,
             limits,
+            node_limits,
             links,
             neighbours,
             host,
@@ -146,11 +156,12 @@ impl RouterLoop {
                 PortState {
                     port,
                     conn: None,
-                    stage: fresh_stage(port, inputs),
+                    stage: fresh_stage(port, inputs, node_limits),
                     credits_in: None,
                     pending: None,
                     blocked_since: None,
                     leftovers: VecDeque::new(),
+                    held: VecDeque::new(),
                 }
             })
             .collect();
@@ -159,6 +170,7 @@ impl RouterLoop {
             router,
             array,
             limits,
+            node_limits,
             neighbours,
             host,
             ports,
@@ -211,13 +223,15 @@ impl State {
         }
         tracing::info!(peer = %conn.peer, "{} connected", self.name(port));
         let inputs = self.ports.len();
+        let node_limits = self.node_limits;
         let state = &mut self.ports[index];
         state.conn = Some(conn);
-        state.stage = fresh_stage(port, inputs);
+        state.stage = fresh_stage(port, inputs, node_limits);
         state.pending = None;
         state.blocked_since = None;
+        state.held.clear();
         if let Port::Link(link) = port {
-            state.credits_in = Some(CreditReceiver::new(CREDIT_BATCH));
+            state.credits_in = Some(CreditReceiver::new(node_limits.credit_batch));
             self.router.link_up(link);
         }
     }
@@ -230,11 +244,13 @@ impl State {
         let port = self.ports[index].port;
         tracing::info!(peer = %conn.peer, "{} disconnected: {reason}", self.name(port));
         let inputs = self.ports.len();
+        let node_limits = self.node_limits;
         let state = &mut self.ports[index];
-        state.stage = fresh_stage(port, inputs);
+        state.stage = fresh_stage(port, inputs, node_limits);
         state.pending = None;
         state.blocked_since = None;
         state.credits_in = None;
+        state.held.clear();
         for other in &mut self.ports {
             other.leftovers.retain(|output| output.port != port);
         }
@@ -296,20 +312,44 @@ impl State {
     fn drain_inputs(&mut self) {
         for index in 0..self.ports.len() {
             for _ in 0..DRAIN_BATCH {
-                if !self.ports[index].leftovers.is_empty() {
+                let paused = !self.ports[index].leftovers.is_empty();
+                if paused && !self.reads_past(index) {
                     break;
+                }
+                if !paused {
+                    if let Some(frame) = self.ports[index].held.pop_front() {
+                        self.on_frame(index, frame);
+                        continue;
+                    }
                 }
                 let Some(conn) = &self.ports[index].conn else {
                     break;
                 };
                 match conn.inbound.try_recv() {
-                    Ok(Inbound::Frame(frame)) => self.on_frame(index, frame),
+                    Ok(Inbound::Frame(frame)) => {
+                        let credit = matches!(frame.message, Message::Credit(_));
+                        if paused && !credit {
+                            if self.ports[index].held.len() >= self.hold_limit() {
+                                let reason = format!(
+                                    "it sent more than its {} tokens per channel allow",
+                                    self.node_limits.link_window
+                                );
+                                self.refuse_peer(index, &reason);
+                                break;
+                            }
+                            self.ports[index].held.push_back(frame);
+                        } else {
+                            self.on_frame(index, frame);
+                        }
+                    }
                     Ok(Inbound::Closed(reason)) => {
                         self.detach(index, &reason);
                         break;
                     }
                     Err(TryRecvError::Empty) => {
-                        self.return_all_credits(index);
+                        if !paused && self.ports[index].held.is_empty() {
+                            self.return_all_credits(index);
+                        }
                         break;
                     }
                     Err(TryRecvError::Disconnected) => {
@@ -319,6 +359,19 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Whether the paused input `index` is read on for Credit frames: a link is (its held
+    /// queue is bounded by the peer's tokens); the host sends no credits.
+    fn reads_past(&self, index: usize) -> bool {
+        matches!(self.ports[index].port, Port::Link(_))
+    }
+
+    /// The most frames a link's held queue takes: every token the peer may spend (a frame's
+    /// token is returned only after the router took it), so one more is a peer past its
+    /// tokens.
+    fn hold_limit(&self) -> usize {
+        self.node_limits.link_window as usize * Channel::ALL.len()
     }
 
     fn return_all_credits(&mut self, index: usize) {
@@ -463,7 +516,13 @@ impl State {
                                 continue;
                             }
                         },
-                        None => break,
+                        None => {
+                            if state.stage.queued() > 0 {
+                                let since = *state.blocked_since.get_or_insert_with(Instant::now);
+                                stalled = since.elapsed() > STALL_LIMIT;
+                            }
+                            break;
+                        }
                     },
                 };
                 match conn.try_send(bytes) {
@@ -484,7 +543,7 @@ impl State {
                 self.detach(index, "its writer ended");
             } else if stalled {
                 let reason = format!(
-                    "it took no frame for {} s (a peer that stops reading would hold the node's other ports)",
+                    "it took no frame for {} s (a peer that stops reading or returning tokens would hold the node's other ports)",
                     STALL_LIMIT.as_secs()
                 );
                 self.refuse_peer(index, &reason);
@@ -493,10 +552,9 @@ impl State {
     }
 
     fn wait_for(&self) -> Duration {
-        let blocked = self
-            .ports
-            .iter()
-            .any(|state| state.pending.is_some() || !state.leftovers.is_empty());
+        let blocked = self.ports.iter().any(|state| {
+            state.pending.is_some() || !state.leftovers.is_empty() || !state.held.is_empty()
+        });
         if blocked {
             return BLOCKED_WAIT;
         }
