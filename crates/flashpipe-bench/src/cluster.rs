@@ -14,7 +14,10 @@
 //! - `fig6a`: host 0 reading devices 0..N (N = 1..4) at `--depth`: aggregate MB/s;
 //! - `fig6b`: hosts 0..N (N = 1..4) all reading device 0: MB/s per host and Jain's index;
 //! - `fig6c`: hosts 0..N reading devices 0..N (N = 1..4): aggregate MB/s and its share of
-//!   N times the one-host, one-device rate of the same part.
+//!   N times the one-host, one-device rate of the same part;
+//! - `nbd`: beside Fig. 7, the same 8 KiB read at queue depth 1 through one NBD hop: an
+//!   emulated `minflash` device under the host FTL exported by a child `flashpipe nbd serve`
+//!   and read by flashpipe's NBD client ([`nbd_hop`]).
 //!
 //! The nodes busy-poll; where the machine has fewer CPUs than nodes and hosts, the rates
 //! are bounded by the CPUs, and the report says so beside the CPU count. Times and rates
@@ -23,6 +26,7 @@
 //! [`HostSession`]: flashpipe_cluster_host::session::HostSession
 
 mod load;
+mod nbd_hop;
 mod nodes;
 mod report;
 
@@ -56,6 +60,8 @@ pub enum ClusterPart {
     Fig6b,
     /// Hosts = devices = 1 to 4: aggregate bandwidth and share of ideal (Fig. 6c).
     Fig6c,
+    /// The same page read through one NBD hop (beside Fig. 7).
+    Nbd,
 }
 
 impl ClusterPart {
@@ -66,6 +72,7 @@ impl ClusterPart {
             ClusterPart::Fig6a => "fig6a",
             ClusterPart::Fig6b => "fig6b",
             ClusterPart::Fig6c => "fig6c",
+            ClusterPart::Nbd => "nbd",
         }
     }
 }
@@ -74,12 +81,12 @@ impl ClusterPart {
 #[derive(Debug, Args)]
 pub struct BenchClusterArgs {
     /// Parts to run: fig7 (latency over hops), fig6a (one host, N devices), fig6b (N hosts,
-    /// one device), fig6c (N hosts, N devices).
+    /// one device), fig6c (N hosts, N devices), nbd (a page read through one NBD hop).
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "fig7,fig6a,fig6b,fig6c"
+        default_value = "fig7,nbd,fig6a,fig6b,fig6c"
     )]
     pub parts: Vec<ClusterPart>,
     /// Seconds of each measured row (0.05 to 600).
@@ -120,9 +127,11 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
         duration: Duration::from_secs_f64(arguments.seconds),
         depth: arguments.depth,
         seed: arguments.seed,
+        scratch: scratch.path(),
     };
     for part in [
         ClusterPart::Fig7,
+        ClusterPart::Nbd,
         ClusterPart::Fig6a,
         ClusterPart::Fig6b,
         ClusterPart::Fig6c,
@@ -135,6 +144,7 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
             ClusterPart::Fig6a => measure.fig6a()?,
             ClusterPart::Fig6b => measure.fig6b()?,
             ClusterPart::Fig6c => measure.fig6c()?,
+            ClusterPart::Nbd => measure.nbd()?,
         };
         for row in &mut part_rows {
             row.attach_model(&model);
@@ -189,9 +199,29 @@ struct Measure<'a> {
     duration: Duration,
     depth: usize,
     seed: u64,
+    scratch: &'a std::path::Path,
 }
 
 impl Measure<'_> {
+    fn nbd(&self) -> BenchResult<Vec<ClusterRow>> {
+        let latencies = nbd_hop::nbd_read_latencies_us(
+            self.scratch,
+            self.geometry.page_data_bytes,
+            self.duration,
+            self.seed,
+        )?;
+        let mut row = ClusterRow::new(
+            ClusterPart::Nbd,
+            "8 KiB read through one NBD hop".to_string(),
+            percentile(&latencies, 0.50),
+            "us",
+            1,
+        );
+        row.p99 = Some(percentile(&latencies, 0.99));
+        row.samples = latencies.len() as u64;
+        Ok(vec![row])
+    }
+
     fn job(&self, host: u32, devices: Vec<u32>, depth: usize) -> HostJob {
         HostJob {
             host,

@@ -1,7 +1,7 @@
 //! Runs the `flashpipe` binary's `bench cluster` for a fraction of a second per row, one
-//! part at a time: the output's shape (table columns, JSON keys, one row per point), no
-//! node process left behind and the scratch folder removed; hostile options refused before
-//! anything starts. Nothing here looks at a time or a rate.
+//! part at a time (fig7 with the NBD hop beside it): the output's shape (table columns, JSON
+//! keys, one row per point), no node process left behind and the scratch folder removed;
+//! hostile options refused before anything starts. Nothing here looks at a time or a rate.
 
 mod common;
 
@@ -40,10 +40,10 @@ fn assert_nothing_left(folder: &Path) {
 }
 
 #[test]
-fn fig7_prints_latency_over_hops_beside_the_model_and_the_paper() {
+fn fig7_prints_latency_over_hops_beside_the_model_the_paper_and_an_nbd_hop() {
     let folder = fresh_folder("bench-cluster-fig7");
-    let output = bench_cluster(&folder, &["--parts", "fig7", "--json"]);
-    let report = succeeded_json(&output, "bench cluster --parts fig7");
+    let output = bench_cluster(&folder, &["--parts", "fig7,nbd", "--json"]);
+    let report = succeeded_json(&output, "bench cluster --parts fig7,nbd");
     for key in [
         "cpus",
         "nodes",
@@ -56,8 +56,8 @@ fn fig7_prints_latency_over_hops_beside_the_model_and_the_paper() {
         assert!(!report[key].is_null(), "{key} missing: {report:#}");
     }
     let rows = report["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 4, "{report:#}");
-    for (hops, row) in rows.iter().enumerate() {
+    assert_eq!(rows.len(), 5, "{report:#}");
+    for (hops, row) in rows[..4].iter().enumerate() {
         assert_eq!(row["part"], "fig7");
         assert_eq!(row["point"], format!("8 KiB read over {hops} hops"));
         assert_eq!(row["unit"], "us");
@@ -67,6 +67,11 @@ fn fig7_prints_latency_over_hops_beside_the_model_and_the_paper() {
         assert_eq!(row["increment"].is_number(), hops > 0, "{row:#}");
         assert_eq!(row["anchor"].is_number(), hops > 0, "{row:#}");
     }
+    let nbd = &rows[4];
+    assert_eq!(nbd["part"], "nbd", "{nbd:#}");
+    assert_eq!(nbd["unit"], "us", "{nbd:#}");
+    assert!(nbd["real"].is_number() && nbd["p99"].is_number(), "{nbd:#}");
+    assert!(nbd["model"].is_null(), "{nbd:#}");
     assert_nothing_left(&folder);
 }
 

@@ -113,6 +113,7 @@ pub fn print_report(rows: &[ClusterRow], cpus: usize, arguments: &BenchClusterAr
     );
     for part in [
         ClusterPart::Fig7,
+        ClusterPart::Nbd,
         ClusterPart::Fig6a,
         ClusterPart::Fig6b,
         ClusterPart::Fig6c,
@@ -135,6 +136,7 @@ pub fn print_report(rows: &[ClusterRow], cpus: usize, arguments: &BenchClusterAr
             ClusterPart::Fig6c => {
                 table.right("% ideal", 7, |row| fixed_or(row.of_ideal_percent, 1, "-"))
             }
+            ClusterPart::Nbd => table.right("p99", 9, |row| fixed_or(row.p99, 2, "-")),
             ClusterPart::Fig6a | ClusterPart::Fig6b => table,
         };
         table
@@ -152,6 +154,7 @@ fn part_caption(part: ClusterPart) -> &'static str {
         ClusterPart::Fig7 => {
             "Fig. 7: 8 KiB page read latency at queue depth 1, host 0 to device 0..3 (real = p50)"
         }
+        ClusterPart::Nbd => "Beside Fig. 7: the same read at queue depth 1 through one NBD hop (emulated minflash under the host FTL, flashpipe nbd serve on loopback; real = p50)",
         ClusterPart::Fig6a => "Fig. 6a: host 0 reading random pages of devices 0..N",
         ClusterPart::Fig6b => "Fig. 6b: hosts 0..N all reading random pages of device 0",
         ClusterPart::Fig6c => "Fig. 6c: hosts 0..N reading random pages of devices 0..N",
