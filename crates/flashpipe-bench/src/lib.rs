@@ -6,6 +6,8 @@
 //! `flashpipe-ftl`) and the engine do not pull the chart drawing (`plotters`) in. The
 //! product's demo (`flashpipe demo`) is not here: the CLI holds it (`demo_cmd`).
 //!
+//! - [`cluster`]: `flashpipe bench cluster`, the minFlash cluster as real node processes and
+//!   host sessions on loopback, beside the virtual-time model and the paper (Fig. 6, 7);
 //! - [`device`]: `flashpipe bench device`, raw device-layer I/O beside fio and `memcpy`;
 //! - [`engine`]: `flashpipe bench engine`, one command's cost through the engine's
 //!   hand-off modes beside the file system called directly, and group commit;
@@ -38,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod device;
 pub mod emulate;
 pub mod engine;

@@ -14,6 +14,7 @@ macro_rules! say {
 mod job;
 mod replay;
 mod repro;
+pub(crate) use repro::minflash_model_points;
 
 use std::time::Instant;
 

@@ -686,3 +686,14 @@ fn size_text(size_bytes: u64) -> String {
         format!("{} KiB", size_bytes >> 10)
     }
 }
+
+/// The virtual-time model's minFlash Fig. 6 and Fig. 7 points for `bench cluster`: each
+/// row's point name (as `sim repro` prints it), the model's figure and the paper's.
+pub(crate) fn minflash_model_points(seed: u64) -> BenchResult<Vec<(String, f64, Option<f64>)>> {
+    let mut rows = minflash_fig6(seed)?;
+    rows.extend(minflash_fig7(seed)?);
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.point, row.ours, row.paper))
+        .collect())
+}

@@ -1,0 +1,214 @@
+//! The cluster `bench cluster` measures: a four-node line on loopback ports (a
+//! description and a key file written to a scratch folder), each node a child process
+//! `flashpipe cluster node` (the binary running now, [`std::env::current_exe`]).
+//!
+//! Every child is killed and reaped when [`ClusterNodes`] is dropped, so an error anywhere
+//! in the measurement ends them too; each is also told by the kernel to die with this
+//! process (`PR_SET_PDEATHSIG`), so a benchmark stopped by Ctrl-C or killed outright leaves
+//! none behind. Each node's standard error goes to `node-N.log` in the scratch folder, and a
+//! node that is not ready in time is an error naming that log.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write as _};
+use std::net::TcpListener;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::error::{io_context, io_with, BenchError, BenchErrorKind};
+use crate::BenchResult;
+
+/// Nodes (and devices, and hosts: host `h` sits on node `h`) of the measured line.
+pub const NODES: u32 = 4;
+/// The device preset of every node.
+pub const PRESET: &str = "minflash";
+/// How long a node may take to print its ready line.
+const NODE_READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of the generated cluster key.
+const KEY_BYTES: usize = 32;
+
+/// Running node processes, killed on drop.
+pub struct ClusterNodes {
+    description: PathBuf,
+    children: Vec<Child>,
+}
+
+impl ClusterNodes {
+    /// Writes the description and key into `folder` and starts every node, one after the
+    /// other, each waited for until it prints its ready line.
+    pub fn start(folder: &Path) -> BenchResult<ClusterNodes> {
+        let program = std::env::current_exe().map_err(io_with(
+            "finding the flashpipe binary for the cluster nodes",
+        ))?;
+        write_key(&folder.join("cluster.key"))?;
+        let ports = free_ports()?;
+        let description = folder.join("cluster.toml");
+        std::fs::write(&description, line_description(&ports))
+            .map_err(io_with(format!("writing {}", description.display())))?;
+        let mut nodes = ClusterNodes {
+            description,
+            children: Vec::with_capacity(NODES as usize),
+        };
+        for node in 0..NODES {
+            let log_path = folder.join(format!("node-{node}.log"));
+            let mut child = spawn_node(&program, &nodes.description, node, folder, &log_path)?;
+            let stdout = child.stdout.take().expect("stdout was piped");
+            nodes.children.push(child);
+            wait_until_ready(stdout).map_err(|error| {
+                BenchError::new(
+                    BenchErrorKind::Io(std::io::ErrorKind::ConnectionRefused),
+                    format!(
+                        "cluster node {node} ({} cluster node): {error}; its log: {}",
+                        program.display(),
+                        log_path.display()
+                    ),
+                )
+            })?;
+        }
+        Ok(nodes)
+    }
+
+    /// The description file the nodes run.
+    pub fn description(&self) -> &Path {
+        &self.description
+    }
+}
+
+impl Drop for ClusterNodes {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            // A node that ended already makes kill fail harmlessly; wait reaps it either way.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A line 0 - 1 - 2 - 3, host `h` on node `h`, reads only (no shares), with the key on.
+fn line_description(ports: &[u16]) -> String {
+    assert_eq!(ports.len(), NODES as usize, "one port per node");
+    let mut text = String::from("version = 1\nkey_file = \"cluster.key\"\n");
+    for (node, port) in (0..NODES).zip(ports) {
+        let links = if node + 1 < NODES {
+            format!("[{}]", node + 1)
+        } else {
+            "[]".to_string()
+        };
+        let _ = write!(
+            text,
+            "[[node]]\nid = {node}\naddress = \"127.0.0.1:{port}\"\npreset = \"{PRESET}\"\nimage = \"node{node}.img\"\nlinks = {links}\n"
+        );
+    }
+    for host in 0..NODES {
+        let _ = write!(text, "[[host]]\nid = {host}\nnode = {host}\n");
+    }
+    text
+}
+
+/// Ports the kernel hands out for loopback listeners, released again for the nodes.
+fn free_ports() -> BenchResult<Vec<u16>> {
+    let listeners = (0..NODES)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io_with("finding free loopback ports for the cluster nodes"))?;
+    let ports = listeners
+        .iter()
+        .map(|listener| listener.local_addr().map(|address| address.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io_with("finding free loopback ports for the cluster nodes"))?;
+    Ok(ports)
+}
+
+/// A fresh random key, readable by its owner alone.
+fn write_key(path: &Path) -> BenchResult {
+    let mut key = [0u8; KEY_BYTES];
+    let mut source = std::fs::File::open("/dev/urandom")
+        .map_err(io_with("opening /dev/urandom for the cluster key"))?;
+    std::io::Read::read_exact(&mut source, &mut key)
+        .map_err(io_with("reading /dev/urandom for the cluster key"))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_with(format!("creating {}", path.display())))?;
+    file.write_all(&key)
+        .map_err(io_with(format!("writing {}", path.display())))?;
+    Ok(())
+}
+
+fn spawn_node(
+    program: &Path,
+    description: &Path,
+    node: u32,
+    images: &Path,
+    log_path: &Path,
+) -> BenchResult<Child> {
+    let log = std::fs::File::create(log_path)
+        .map_err(io_with(format!("creating {}", log_path.display())))?;
+    let mut command = Command::new(program);
+    command
+        .args(["cluster", "node", "--cluster"])
+        .arg(description)
+        .args(["--node", &node.to_string(), "--image"])
+        .arg(images)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log);
+    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
+    // which is async-signal-safe; it allocates nothing and touches no lock.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command.spawn().map_err(|error| {
+        io_context(
+            error,
+            format!("starting {} cluster node {node}", program.display()),
+        )
+        .into()
+    })
+}
+
+/// Reads the node's standard output on a thread of its own until its ready line; the
+/// thread then drains the rest until the node ends.
+fn wait_until_ready(stdout: std::process::ChildStdout) -> Result<(), String> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(": ready on ") {
+                let _ = sender.send(Ok(()));
+            }
+        }
+        let _ = sender.send(Err("ended before it was ready"));
+    });
+    match receiver.recv_timeout(NODE_READY_TIMEOUT) {
+        Ok(result) => result.map_err(str::to_string),
+        Err(_) => Err(format!(
+            "not ready within {} s",
+            NODE_READY_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_description_is_valid() {
+        let text = line_description(&[7400, 7401, 7402, 7403]);
+        let description = flashpipe_cluster::description::ClusterDescription::from_toml(&text)
+            .expect("a valid description");
+        assert_eq!(description.hops(0, 3), Some(3));
+        assert!(description.host_on(2).is_some());
+    }
+}
