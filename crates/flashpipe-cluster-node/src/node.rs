@@ -338,6 +338,9 @@ impl Protocol for NodeProtocol {
         let Accepted::Tcp(mut stream) = connection else {
             return;
         };
+        // Frames are small and a link carries many per round trip: without NODELAY an ack
+        // written after a request waits out the peer's delayed ACK (40 ms on Linux).
+        let _ = stream.set_nodelay(true);
         let peer = stream.peer_addr().map_or_else(
             |_| "an unknown peer".to_string(),
             |address| address.to_string(),

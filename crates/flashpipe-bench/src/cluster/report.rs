@@ -80,7 +80,7 @@ impl ClusterRow {
         let wanted = NODES as usize + self.hosts as usize;
         if cpus < wanted {
             self.note = Some(format!(
-                "CPU-bound: {cpus} CPUs for {NODES} polling nodes and {} host thread{}",
+                "CPU-bound: {cpus} CPUs for {NODES} node processes and {} host thread{}",
                 self.hosts,
                 if self.hosts == 1 { "" } else { "s" }
             ));
