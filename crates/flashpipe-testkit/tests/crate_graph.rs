@@ -69,7 +69,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("check", &["flashpipe-vopr"]),
     ("test support", &["flashpipe-testkit"]),
-    ("interfaces", &["flashpipe-mount", "flashpipe-cli", "flashpipe-python"]),
+    (
+        "interfaces",
+        &["flashpipe-mount", "flashpipe-cli", "flashpipe-python"],
+    ),
 ];
 
 /// A rule no normal or build dependency may break.
