@@ -97,3 +97,92 @@ fn a_data_keeping_backend_moves_pages_by_read_and_program() {
     assert!(stats.gc_pages_copied > 0, "{stats:?}");
     assert_eq!(stats.gc_copy_backs, 0, "{stats:?}");
 }
+
+/// Copy-backs in flight at a power cut: each destination ends as a program's page would,
+/// completed (the source's data and the new spare), torn (unreadable) or absent (erased).
+#[test]
+fn a_power_cut_leaves_copy_backs_in_flight_completed_torn_or_absent() {
+    use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
+    use flashpipe_ftl::PowerCutFlash;
+
+    let at = |block, page| FlashAddress {
+        device: 0,
+        bus: 0,
+        chip: 0,
+        block,
+        page,
+    };
+    let pages = 8;
+    let page_bytes = 4096;
+    let mut array = support::small_array(rad_like(true), 11);
+    for page in 0..pages {
+        let command = FlashCommand::WritePage {
+            address: at(1, page),
+            data: vec![page as u8 + 1; page_bytes],
+            spare: vec![7; 4],
+        };
+        array
+            .submit(FlashRequest {
+                tag: u64::from(page),
+                host: 0,
+                command,
+            })
+            .expect("submit");
+    }
+    let mut acks = Vec::new();
+    array.run_until_idle(&mut acks);
+    assert!(acks.iter().all(|ack| ack.status.is_ok()));
+    let mut flash = PowerCutFlash::new(array);
+    for page in 0..pages {
+        let command = FlashCommand::CopyBack {
+            from: at(1, page),
+            to: at(2, page),
+            spare: vec![9; 4],
+        };
+        let request = FlashRequest {
+            tag: 100 + u64::from(page),
+            host: 0,
+            command,
+        };
+        flash.submit(request).expect("submit");
+    }
+    let report = flash.cut_power(3);
+    assert_eq!(
+        report.programs_completed + report.programs_torn + report.programs_lost,
+        pages
+    );
+    let mut outcomes = [0u32; 3];
+    for page in 0..pages {
+        let request = FlashRequest {
+            tag: 200 + u64::from(page),
+            host: 0,
+            command: FlashCommand::ReadPage {
+                address: at(2, page),
+            },
+        };
+        flash.submit(request).expect("submit");
+        let mut acks = Vec::new();
+        while acks.is_empty() {
+            flash.wait_acks(&mut acks);
+        }
+        let ack = acks.pop().expect("an ack");
+        let data = ack.data.expect("data");
+        if ack.status == AckStatus::Uncorrectable {
+            outcomes[1] += 1;
+        } else if data.iter().all(|&byte| byte == 0xFF) {
+            outcomes[2] += 1;
+        } else {
+            assert_eq!(data, vec![page as u8 + 1; page_bytes], "page {page}");
+            assert_eq!(&ack.spare.expect("spare")[..4], &[9; 4]);
+            outcomes[0] += 1;
+        }
+    }
+    assert_eq!(
+        outcomes,
+        [
+            report.programs_completed,
+            report.programs_torn,
+            report.programs_lost
+        ]
+    );
+}
