@@ -252,6 +252,11 @@ impl ClusterView {
             FlashCommand::EraseBlock { address } => FlashCommand::EraseBlock {
                 address: self.to_cluster(address),
             },
+            FlashCommand::CopyBack { from, to, spare } => FlashCommand::CopyBack {
+                from: self.to_cluster(from),
+                to: self.to_cluster(to),
+                spare,
+            },
         }
     }
 

@@ -16,6 +16,7 @@ pub fn status_name(status: &Status) -> &'static str {
             flashpipe_flash::RuleViolation::NotErased { .. } => "NotErased",
             flashpipe_flash::RuleViolation::OutOfOrder { .. } => "OutOfOrder",
             flashpipe_flash::RuleViolation::WrongLength { .. } => "WrongLength",
+            flashpipe_flash::RuleViolation::CopyBackRefused { .. } => "CopyBackRefused",
         },
         Status::NotOwner { .. } => "NotOwner",
         Status::Unreachable { .. } => "Unreachable",

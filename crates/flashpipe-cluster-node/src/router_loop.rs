@@ -472,6 +472,10 @@ impl State {
                 FlashCommand::ReadPage { address }
                 | FlashCommand::WritePage { address, .. }
                 | FlashCommand::EraseBlock { address } => address.device = 0,
+                FlashCommand::CopyBack { from, to, .. } => {
+                    from.device = 0;
+                    to.device = 0;
+                }
             }
             self.summary.device_requests += 1;
             if let Err(error) = self.array.submit(request) {

@@ -145,9 +145,9 @@ impl Shares {
     pub fn check(&self, request: &FlashRequest) -> Result<(), Status> {
         let block = match &request.command {
             FlashCommand::ReadPage { .. } => return Ok(()),
-            FlashCommand::WritePage { address, .. } | FlashCommand::EraseBlock { address } => {
-                address.block
-            }
+            FlashCommand::WritePage { address, .. }
+            | FlashCommand::EraseBlock { address }
+            | FlashCommand::CopyBack { to: address, .. } => address.block,
         };
         if self.owner(block) == Some(request.host) {
             return Ok(());

@@ -278,6 +278,9 @@ pub enum EncodeError {
     /// A payload on an ack that is not a read's.
     #[error("only acks of reads carry a page")]
     PayloadOnNonRead,
+    /// A copy-back request or refusal: version 1 of the wire has no frame for it.
+    #[error("the cluster wire does not carry copy-back; read and program the page instead")]
+    CopyBackNotCarried,
 }
 
 fn command_code(kind: CommandKind) -> u8 {
@@ -381,6 +384,7 @@ pub fn encode(frame: &Frame, limits: WireLimits) -> Result<Vec<u8>, EncodeError>
                     body.extend_from_slice(spare);
                     FrameKind::WritePage
                 }
+                FlashCommand::CopyBack { .. } => return Err(EncodeError::CopyBackNotCarried),
             }
         }
         Message::Ack(ack) => {

@@ -225,6 +225,38 @@ fn encode_refuses_what_the_wire_cannot_carry() {
         encode(&payload_on_write, LIMITS),
         Err(EncodeError::PayloadOnNonRead)
     );
+    let copy_back = Frame {
+        hops: 0,
+        message: Message::Request(FlashRequest {
+            tag: 1,
+            host: 0,
+            command: FlashCommand::CopyBack {
+                from: address(),
+                to: address(),
+                spare: vec![],
+            },
+        }),
+    };
+    assert_eq!(
+        encode(&copy_back, LIMITS),
+        Err(EncodeError::CopyBackNotCarried)
+    );
+    let copy_back_refused = Frame {
+        hops: 0,
+        message: Message::Ack(WireAck {
+            tag: 1,
+            host: 0,
+            kind: CommandKind::Write,
+            status: Status::Flash(AckStatus::RuleViolation(RuleViolation::CopyBackRefused {
+                refusal: flashpipe_flash::CopyBackRefusal::Unsupported,
+            })),
+            payload: None,
+        }),
+    };
+    assert_eq!(
+        encode(&copy_back_refused, LIMITS),
+        Err(EncodeError::CopyBackNotCarried)
+    );
 }
 
 /// Recomputes the checksum of a frame edited in place.

@@ -207,6 +207,7 @@ impl World {
                 (None, flashpipe_flash::CommandKind::Write)
             }
             FlashCommand::EraseBlock { .. } => (None, flashpipe_flash::CommandKind::Erase),
+            FlashCommand::CopyBack { .. } => unreachable!("the wire does not carry copy-back"),
         };
         Frame {
             hops: 0,

@@ -41,8 +41,8 @@ use flashpipe_device::{Clock, SplitMix64, VirtualClock};
 use crate::config::FlashConfig;
 use crate::ecc::{DecodeOutcome, EccMode, PageCodec};
 use crate::interface::{
-    Ack, AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest, RuleViolation,
-    SubmitError,
+    Ack, AckStatus, CommandKind, CopyBackRefusal, FlashAddress, FlashCommand, FlashRequest,
+    RuleViolation, SubmitError,
 };
 use crate::reliability::{self, BlockWear};
 use crate::stats::{FlashStats, LatencyRecorder};
@@ -100,6 +100,8 @@ enum BusWork {
     CommandAndDataIn,
     /// A read's page leaving the register (long).
     DataOut,
+    /// A copy-back's command bursts plus its spare bytes (the page stays in the die).
+    CommandAndSpareIn,
 }
 
 /// A request inside the simulator.
@@ -118,6 +120,10 @@ struct Slot {
     status: AckStatus,
     data: Option<Vec<u8>>,
     spare: Option<Vec<u8>>,
+    /// A copy-back's source page (None for every other command).
+    copy_back_from: Option<FlashAddress>,
+    /// A copy-back's spare bytes, which cross the bus (0 for every other command).
+    copy_back_spare_bytes: u32,
 }
 
 /// A request queued on a die, with what the scheduler compares kept beside it.

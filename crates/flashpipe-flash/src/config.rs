@@ -161,6 +161,10 @@ pub struct FlashTiming {
     pub link_bytes_per_second: u64,
     /// Controller tags per device: requests it executes at once.
     pub controller_queue_depth: u32,
+    /// Whether the chips offer copy-back (an internal page move within a die and plane,
+    /// only the spare bytes on the bus). false, the default: the command is refused.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub copy_back: bool,
 }
 
 /// Parameters of the error, wear and bad-block model (see docs/flash-model.md).
@@ -603,6 +607,10 @@ impl FlashTiming {
 
 /// Whether an optional timing field holds its default (left out of the TOML text, so
 /// configurations without it write the same bytes as before it existed).
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
 fn is_zero(value: &u64) -> bool {
     *value == 0
 }

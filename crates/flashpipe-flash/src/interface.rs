@@ -38,26 +38,41 @@ pub enum FlashCommand {
         /// Where (the page is ignored).
         address: FlashAddress,
     },
+    /// CopyBack(tag, from, to, spare): NAND's internal page move ("copy-back program with
+    /// random data input"). The page at `from` is read into its die's register and
+    /// programmed at `to`, in the same die and plane, without its data crossing the bus;
+    /// only `spare` (the host spare bytes, rewritten) does. Refused unless the array's
+    /// configuration allows copy-back (see docs/flash-model.md).
+    CopyBack {
+        /// The programmed page to move.
+        from: FlashAddress,
+        /// The erased page that receives it (the next in order of its block).
+        to: FlashAddress,
+        /// Up to the host's spare bytes for `to`; shorter spare is padded with 0xFF.
+        spare: Vec<u8>,
+    },
 }
 
-/// The three kinds of command, for statistics.
+/// The three kinds of command, for statistics. A copy-back counts as a write: it programs
+/// one page (its ack's kind is `Write`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CommandKind {
     /// Page read.
     Read,
-    /// Page write.
+    /// Page write (a program or a copy-back).
     Write,
     /// Block erase.
     Erase,
 }
 
 impl FlashCommand {
-    /// The command's address.
+    /// The command's address (a copy-back's destination, the page it programs).
     pub fn address(&self) -> FlashAddress {
         match self {
             FlashCommand::ReadPage { address }
             | FlashCommand::WritePage { address, .. }
             | FlashCommand::EraseBlock { address } => *address,
+            FlashCommand::CopyBack { to, .. } => *to,
         }
     }
 
@@ -65,7 +80,7 @@ impl FlashCommand {
     pub fn kind(&self) -> CommandKind {
         match self {
             FlashCommand::ReadPage { .. } => CommandKind::Read,
-            FlashCommand::WritePage { .. } => CommandKind::Write,
+            FlashCommand::WritePage { .. } | FlashCommand::CopyBack { .. } => CommandKind::Write,
             FlashCommand::EraseBlock { .. } => CommandKind::Erase,
         }
     }
@@ -120,6 +135,34 @@ pub enum RuleViolation {
         length: usize,
         /// Expected (data) or maximum (spare) length.
         expected: usize,
+    },
+    /// A copy-back the array cannot carry out.
+    #[error("copy-back refused: {refusal}")]
+    CopyBackRefused {
+        /// Why.
+        refusal: CopyBackRefusal,
+    },
+}
+
+/// Why a copy-back was refused (its destination's order and erase rules are reported as
+/// [`RuleViolation::NotErased`] and [`RuleViolation::OutOfOrder`], as for a program).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CopyBackRefusal {
+    /// The array's configuration does not offer copy-back (`copy_back = false`).
+    #[error(
+        "this flash configuration has no copy-back command; read and program the page instead"
+    )]
+    Unsupported,
+    /// Source and destination are not in the same die and plane of one chip.
+    #[error("source and destination must be in the same die and plane of one chip")]
+    OtherPlane,
+    /// The source page holds nothing to move (erased, or its block is bad).
+    #[error("source page {page} of block {block} is not programmed")]
+    SourceNotProgrammed {
+        /// Block.
+        block: u32,
+        /// Page.
+        page: u32,
     },
 }
 

@@ -36,8 +36,8 @@ pub use adapter::StripedFlashDevice;
 pub use array::{FlashArray, FlashOptions};
 pub use config::{ConfigError, FlashConfig, FlashGeometry, FlashReliability, FlashTiming};
 pub use interface::{
-    Ack, AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest, RuleViolation,
-    SubmitError,
+    Ack, AckStatus, CommandKind, CopyBackRefusal, FlashAddress, FlashCommand, FlashRequest,
+    RuleViolation, SubmitError,
 };
 pub use stats::{FlashStats, LatencySummary};
 pub use store::{BlockState, FlashError, StorageMode};

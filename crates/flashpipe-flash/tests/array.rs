@@ -479,7 +479,7 @@ fn malformed_presets_name_their_line() {
     );
     check_malformed(
         &good.replace("base_rber = 1.0e-9", "base_rber = 2.0"),
-        35,
+        36,
         "base_rber",
     );
     for name in flashpipe_flash::config::PRESET_NAMES {

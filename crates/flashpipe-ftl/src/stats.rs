@@ -7,6 +7,9 @@ pub struct FtlStats {
     pub host_pages_written: u64,
     /// Valid pages garbage collection copied.
     pub gc_pages_copied: u64,
+    /// Of those, pages moved inside their die by the flash's copy-back command (no data
+    /// on the bus).
+    pub gc_copy_backs: u64,
     /// Log pages (trim and copy records) programmed.
     pub log_pages_written: u64,
     /// Checkpoint pages programmed.
@@ -97,6 +100,7 @@ impl FtlStats {
         FtlStats {
             host_pages_written: self.host_pages_written - earlier.host_pages_written,
             gc_pages_copied: self.gc_pages_copied - earlier.gc_pages_copied,
+            gc_copy_backs: self.gc_copy_backs - earlier.gc_copy_backs,
             log_pages_written: self.log_pages_written - earlier.log_pages_written,
             checkpoint_pages_written: self.checkpoint_pages_written
                 - earlier.checkpoint_pages_written,

@@ -135,6 +135,7 @@ pub(super) fn status_fields(status: &Status) -> Result<(StatusCode, u16, u64, u6
                 let (length, expected) = (*length as u64, *expected as u64);
                 (StatusCode::WrongLength, field, length, expected)
             }
+            RuleViolation::CopyBackRefused { .. } => return Err(EncodeError::CopyBackNotCarried),
         },
         Status::NotOwner { device, block } => values(StatusCode::NotOwner, *device, *block),
         Status::Unreachable { device, hop } => {

@@ -287,6 +287,80 @@ impl FlashArray {
         Ok(program_ns)
     }
 
+    /// A copy-back: the page at `from` read into the die's register (tR) and programmed at
+    /// `to` (tPROG) with the slot's spare and its parity recomputed. The model stores pages
+    /// exact and draws bit errors at read, so the raw errors a real copy-back carries along
+    /// uncorrected are not modelled; the source block's read count grows as for a read.
+    pub(super) fn apply_copy_back(
+        &mut self,
+        slot_index: u32,
+        from: FlashAddress,
+        to: FlashAddress,
+        generator: &mut SplitMix64,
+    ) -> Result<u64, RuleViolation> {
+        let from_index = self.block_index(from)?;
+        let to_index = self.block_index(to)?;
+        let busy_ns = self.config.timing.array_read_ns + self.program_time_ns(to.page, generator);
+        let spare = self.slot_mut(slot_index).spare.take().unwrap_or_default();
+        let source = self.blocks[from_index as usize];
+        let source_bad = source.grown_bad || self.is_factory_bad(from);
+        if source_bad || from.page >= source.next_page {
+            return Err(RuleViolation::CopyBackRefused {
+                refusal: CopyBackRefusal::SourceNotProgrammed {
+                    block: from.block,
+                    page: from.page,
+                },
+            });
+        }
+        let block = self.blocks[to_index as usize];
+        if block.grown_bad || self.is_factory_bad(to) {
+            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+            return Ok(busy_ns);
+        }
+        if to.page < block.next_page {
+            return Err(RuleViolation::NotErased {
+                block: to.block,
+                page: to.page,
+            });
+        }
+        if to.page > block.next_page {
+            return Err(RuleViolation::OutOfOrder {
+                expected_page: block.next_page,
+                page: to.page,
+            });
+        }
+        self.blocks[from_index as usize].reads_since_erase += 1;
+        let failure =
+            reliability::operation_failure_probability(&self.config.reliability, block.pe_cycles);
+        if generator.chance(failure) {
+            self.blocks[to_index as usize].grown_bad = true;
+            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+            return Ok(busy_ns);
+        }
+        if self.keeps_data() {
+            let mut raw = vec![0u8; self.config.raw_page_bytes()];
+            let source_page = self.page_index(from_index, from.page);
+            let moved = self.store.read_page(source_page, &mut raw).is_ok() && {
+                raw.truncate(self.config.geometry.page_data_bytes as usize);
+                let raw = self.encoded_page(raw, &spare);
+                let page_index = self.page_index(to_index, to.page);
+                self.store.write_page(page_index, raw).is_ok()
+            };
+            if !moved {
+                self.blocks[to_index as usize].grown_bad = true;
+                self.slot_mut(slot_index).status = AckStatus::BadBlock;
+                return Ok(busy_ns);
+            }
+        }
+        let now_ns = self.now_ns();
+        let block = &mut self.blocks[to_index as usize];
+        if block.next_page == 0 {
+            block.programmed_at_ns = now_ns;
+        }
+        block.next_page += 1;
+        Ok(busy_ns)
+    }
+
     pub(super) fn apply_erase(
         &mut self,
         slot_index: u32,

@@ -24,6 +24,8 @@ impl FlashArray {
             status: AckStatus::CLEAN,
             data: None,
             spare: None,
+            copy_back_from: None,
+            copy_back_spare_bytes: 0,
         };
         let violation = self
             .check_address(address)
@@ -31,6 +33,9 @@ impl FlashArray {
             .or_else(|| match &request.command {
                 FlashCommand::WritePage { data, spare, .. } => {
                     self.check_lengths(data, spare).err()
+                }
+                FlashCommand::CopyBack { from, to, spare } => {
+                    self.check_copy_back(*from, *to, spare).err()
                 }
                 _ => None,
             });
@@ -48,13 +53,30 @@ impl FlashArray {
         slot.die = slot.channel * self.config.dies_per_channel()
             + address.chip * self.config.geometry.dies
             + address.block / (self.config.geometry.planes * self.config.geometry.blocks_per_plane);
-        if let FlashCommand::WritePage { data, spare, .. } = request.command {
-            slot.data = Some(data);
-            slot.spare = Some(spare);
+        let mut copy_back_spare_bytes = None;
+        match request.command {
+            FlashCommand::WritePage { data, spare, .. } => {
+                slot.data = Some(data);
+                slot.spare = Some(spare);
+            }
+            FlashCommand::CopyBack { from, spare, .. } => {
+                copy_back_spare_bytes = Some(spare.len() as u64);
+                slot.copy_back_from = Some(from);
+                slot.copy_back_spare_bytes = spare.len() as u32;
+                slot.spare = Some(spare);
+            }
+            _ => {}
         }
         let page_bytes = u64::from(self.config.geometry.page_data_bytes);
-        let arrival_ns = match kind {
-            CommandKind::Write => {
+        let arrival_ns = match (kind, copy_back_spare_bytes) {
+            (CommandKind::Write, Some(spare_bytes)) => {
+                // Only the spare bytes travel: across the host link, then the hops.
+                let sent_ns = self.book_host_link(request.host, now_ns, now_ns, spare_bytes);
+                let attached = self.attached_device(request.host);
+                self.book_links(attached, address.device, sent_ns, spare_bytes)
+                    .1
+            }
+            (CommandKind::Write, None) => {
                 let encoded_ns = self.book_host_link(request.host, now_ns, now_ns, page_bytes)
                     + self.config.timing.ecc_encode_ns;
                 let attached = self.attached_device(request.host);
@@ -164,6 +186,43 @@ impl FlashArray {
         Ok(())
     }
 
+    /// The rules of a copy-back that need no block state: allowed by the configuration,
+    /// both addresses valid, in the same die and plane of one chip, spare within the host's.
+    pub(super) fn check_copy_back(
+        &self,
+        from: FlashAddress,
+        to: FlashAddress,
+        spare: &[u8],
+    ) -> Result<(), RuleViolation> {
+        if !self.config.timing.copy_back {
+            return Err(RuleViolation::CopyBackRefused {
+                refusal: CopyBackRefusal::Unsupported,
+            });
+        }
+        self.check_address(from)?;
+        self.check_address(to)?;
+        let blocks_per_plane = self.config.geometry.blocks_per_plane;
+        let same_plane = (
+            from.device,
+            from.bus,
+            from.chip,
+            from.block / blocks_per_plane,
+        ) == (to.device, to.bus, to.chip, to.block / blocks_per_plane);
+        if !same_plane {
+            return Err(RuleViolation::CopyBackRefused {
+                refusal: CopyBackRefusal::OtherPlane,
+            });
+        }
+        if spare.len() > self.host_spare_bytes() {
+            return Err(RuleViolation::WrongLength {
+                field: "spare",
+                length: spare.len(),
+                expected: self.host_spare_bytes(),
+            });
+        }
+        Ok(())
+    }
+
     pub(super) fn check_lengths(&self, data: &[u8], spare: &[u8]) -> Result<(), RuleViolation> {
         let page_bytes = self.config.geometry.page_data_bytes as usize;
         let data_ok = data.len() == page_bytes || (!self.keeps_data() && data.is_empty());
@@ -260,7 +319,10 @@ impl FlashArray {
         let kind = self.slot(slot_index).kind;
         let outcome = match kind {
             CommandKind::Read => self.apply_read(slot_index, address, &mut generator),
-            CommandKind::Write => self.apply_write(slot_index, address, &mut generator),
+            CommandKind::Write => match self.slot(slot_index).copy_back_from {
+                Some(from) => self.apply_copy_back(slot_index, from, address, &mut generator),
+                None => self.apply_write(slot_index, address, &mut generator),
+            },
             CommandKind::Erase => self.apply_erase(slot_index, address, &mut generator),
         };
         if outcome.is_ok() && kind != CommandKind::Read {

@@ -27,6 +27,14 @@ impl FlashArray {
                     1
                 };
                 (die.registers_out.len() < register_limit).then_some(match queued.kind {
+                    CommandKind::Write if self.slot(queued.slot_index).copy_back_from.is_some() => {
+                        (
+                            1,
+                            queued.admitted_ns,
+                            queued.slot_index,
+                            BusWork::CommandAndSpareIn,
+                        )
+                    }
                     CommandKind::Write => (
                         1,
                         queued.admitted_ns,
@@ -101,6 +109,12 @@ impl FlashArray {
             BusWork::Command => timing.command_address_ns,
             BusWork::CommandAndDataIn => timing.command_address_ns + timing.page_transfer_ns,
             BusWork::DataOut => timing.page_transfer_ns,
+            BusWork::CommandAndSpareIn => {
+                let spare_bytes = self.slot(slot_index).copy_back_spare_bytes;
+                timing.command_address_ns
+                    + (timing.page_transfer_ns * u64::from(spare_bytes))
+                        .div_ceil(self.config.raw_page_bytes() as u64)
+            }
         };
         if work != BusWork::DataOut {
             let die = &mut self.dies[(first_die + position) as usize];
@@ -142,7 +156,7 @@ impl FlashArray {
             self.schedule(now_ns + overhead_ns, EventKind::BusFree, channel_index);
         }
         match work {
-            BusWork::Command | BusWork::CommandAndDataIn => {
+            BusWork::Command | BusWork::CommandAndDataIn | BusWork::CommandAndSpareIn => {
                 self.dies[die_index as usize].busy_ns += array_busy_ns;
                 self.schedule(now_ns + array_busy_ns, EventKind::ArrayDone, slot_index);
             }
@@ -172,7 +186,7 @@ impl FlashArray {
     #[inline]
     fn bus_overhead_ns(&self, work: BusWork) -> u64 {
         match work {
-            BusWork::Command => 0,
+            BusWork::Command | BusWork::CommandAndSpareIn => 0,
             BusWork::CommandAndDataIn | BusWork::DataOut => {
                 self.config.timing.bus_overhead_ns_per_page
             }

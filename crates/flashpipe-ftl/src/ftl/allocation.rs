@@ -132,6 +132,13 @@ impl Allocator {
         }
     }
 
+    /// The block `stream` is filling in `die`, if one is open.
+    pub(crate) fn open_block(&self, stream: Stream, die: u32) -> Option<u32> {
+        self.open_blocks
+            .get(&WritePointKey { stream, die })
+            .map(|open| open.block)
+    }
+
     /// The die whose free set is largest (where log and checkpoint blocks come from).
     pub(crate) fn die_with_most_free_blocks(&self) -> u32 {
         (0..self.free_by_die.len() as u32)

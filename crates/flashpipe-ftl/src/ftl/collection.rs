@@ -1,11 +1,16 @@
 //! Garbage collection: victims chosen by the policy (greedy or cost-benefit) while free
 //! blocks are below the start threshold, rescues of blocks that failed a program, the
-//! relocation of each live page (read, program elsewhere, remap), and the erase that
-//! returns a victim to the free set.
+//! relocation of each live page (read, program elsewhere, remap; or, where the flash
+//! offers copy-back and the collection stream's open block of the page's die is in the
+//! page's plane, one copy-back inside the die), and the erase that returns a victim to
+//! the free set.
 //!
 //! Invariants:
 //! - a victim's page is released only after its copy is acknowledged; a page that stopped
 //!   being live meanwhile (overwritten, trimmed) is not copied, or its copy is dropped;
+//! - a copy-back in flight counts as a read of its source block and a program of its
+//!   destination block, so neither is erased before its ack; a failed copy-back retires
+//!   the destination block and the page is moved by read and program instead;
 //! - a block is erased only with no live page, no read and no program in flight
 //!   (`finish_victims`); a retired block is never erased;
 //! - a page the ECC cannot correct is read [`GC_READ_ATTEMPTS`] times, then moved with
@@ -179,6 +184,9 @@ impl Ftl {
             let physical_page = self.shape.physical_page(block, page);
             let identity = self.mapping.page_identity[physical_page as usize];
             if identity != NONE {
+                if self.try_copy_back(physical_page, identity) {
+                    continue;
+                }
                 self.submit_read(
                     physical_page,
                     RawJob::GcRead {
@@ -189,6 +197,101 @@ impl Ftl {
                 );
             }
         }
+    }
+
+    /// Moves the live page `from_page` by copy-back when the flash offers it, the backend
+    /// keeps no data (the spare record's checksum covers the page data, which a copy-back
+    /// never brings to the controller) and the collection stream's next page in the
+    /// page's die is in its plane; false when the page must be read and programmed.
+    pub(crate) fn try_copy_back(&mut self, from_page: u32, identity: u32) -> bool {
+        let config = self.backend.config();
+        if !config.timing.copy_back || self.backend.keeps_data() {
+            return false;
+        }
+        let single_plane = config.geometry.planes == 1;
+        let blocks_per_plane = config.geometry.blocks_per_plane;
+        let from_block = self.shape.block_of(from_page);
+        let die = self.shape.die_of(from_block);
+        let same_plane = |shape: &crate::layout::Shape, block: u32| {
+            let (from, to) = (shape.address(from_block, 0), shape.address(block, 0));
+            from.block / blocks_per_plane == to.block / blocks_per_plane
+        };
+        let open_block = self.allocator.open_block(Stream::Collection, die);
+        let placeable = match open_block {
+            Some(block) => same_plane(&self.shape, block),
+            None => single_plane,
+        };
+        if !placeable {
+            return false;
+        }
+        let Some(physical_page) = self.allocate_in(Stream::Collection, die) else {
+            return false;
+        };
+        let to_block = self.shape.block_of(physical_page);
+        assert!(
+            self.shape.die_of(to_block) == die && same_plane(&self.shape, to_block),
+            "a copy-back stays in its die and plane"
+        );
+        let entry = self.mapping.identities[identity as usize];
+        let record = SpareRecord {
+            kind: PageKind::Data,
+            poisoned: entry.poisoned,
+            field_a: entry.logical_origin,
+            field_b: entry.version,
+            program_sequence: 0,
+            erase_count: 0,
+        };
+        self.stats.gc_pages_copied += 1;
+        self.stats.gc_copy_backs += 1;
+        let relocation = Relocation {
+            identity,
+            from_page,
+            data: Vec::new(),
+            poisoned: entry.poisoned,
+        };
+        let job = RawJob::GcCopyBack {
+            relocation,
+            physical_page,
+        };
+        self.submit_copy_back(from_page, physical_page, record, job);
+        true
+    }
+
+    /// A copy-back's ack: done, it is a relocation's program acknowledged; failed, the
+    /// destination block is retired and the page, if still live, is read and programmed.
+    pub(crate) fn gc_copy_back_done(
+        &mut self,
+        ack: Ack,
+        relocation: Relocation,
+        physical_page: u32,
+    ) {
+        self.read_finished(relocation.from_page);
+        if ack.status.is_ok() {
+            self.gc_program_done(ack, relocation, physical_page);
+            return;
+        }
+        self.program_finished(physical_page);
+        self.retire_block(self.shape.block_of(physical_page));
+        self.stats.programs_reissued += 1;
+        self.stats.gc_pages_copied -= 1;
+        self.stats.gc_copy_backs -= 1;
+        let Relocation {
+            identity,
+            from_page,
+            ..
+        } = relocation;
+        if self.mapping.page_identity[from_page as usize] != identity {
+            self.pay_migration();
+            return;
+        }
+        self.submit_read(
+            from_page,
+            RawJob::GcRead {
+                physical_page: from_page,
+                identity,
+                attempt: 1,
+            },
+        );
     }
 
     pub(crate) fn relocate(&mut self, relocation: Relocation) {

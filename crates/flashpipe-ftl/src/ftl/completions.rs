@@ -47,6 +47,10 @@ impl Ftl {
                 relocation,
                 physical_page,
             } => self.gc_program_done(ack, relocation, physical_page),
+            RawJob::GcCopyBack {
+                relocation,
+                physical_page,
+            } => self.gc_copy_back_done(ack, relocation, physical_page),
             RawJob::LogProgram {
                 physical_page,
                 records,

@@ -1,4 +1,4 @@
-//! Submission: raw flash requests (ReadPage, WritePage, EraseBlock), each a tag with
+//! Submission: raw flash requests (ReadPage, WritePage, CopyBack, EraseBlock), each a tag with
 //! the job that its ack finishes, queued in a bounded backlog until the array admits it.
 //!
 //! Invariants:
@@ -42,6 +42,11 @@ pub(crate) enum RawJob {
         attempt: u32,
     },
     GcProgram {
+        relocation: Relocation,
+        physical_page: u32,
+    },
+    /// A live page moved by copy-back: its relocation carries no data.
+    GcCopyBack {
         relocation: Relocation,
         physical_page: u32,
     },
@@ -155,6 +160,36 @@ impl Ftl {
             },
             job,
         );
+    }
+
+    /// A copy-back of `from_page` to `physical_page` (same die and plane) with `record` as
+    /// the new spare: the source block counts it as a read in flight (it may not be erased
+    /// before the ack), the destination block as a program.
+    pub(crate) fn submit_copy_back(
+        &mut self,
+        from_page: u32,
+        physical_page: u32,
+        record: SpareRecord,
+        job: RawJob,
+    ) {
+        assert!(
+            !self.backend.keeps_data(),
+            "copy-back is used only where the spare record needs no page data"
+        );
+        let from_block = self.shape.block_of(from_page);
+        self.blocks[from_block as usize].reads_in_flight += 1;
+        let block = self.shape.block_of(physical_page);
+        let record = SpareRecord {
+            program_sequence: self.take_sequence(),
+            erase_count: self.blocks[block as usize].erase_count,
+            ..record
+        };
+        let spare = record.encode_for(&[], self.backend.host_spare_bytes());
+        let pages_per_block = self.shape.pages_per_block;
+        let from = self.shape.address(from_block, from_page % pages_per_block);
+        let to = self.shape.address(block, physical_page % pages_per_block);
+        self.blocks[block as usize].last_program_ns = self.backend.now_ns();
+        self.send(FlashCommand::CopyBack { from, to, spare }, job);
     }
 
     pub(crate) fn submit_read(&mut self, physical_page: u32, job: RawJob) {

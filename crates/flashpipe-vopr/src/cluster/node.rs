@@ -383,6 +383,10 @@ impl SimNode {
                 FlashCommand::ReadPage { address }
                 | FlashCommand::WritePage { address, .. }
                 | FlashCommand::EraseBlock { address } => address.device = 0,
+                FlashCommand::CopyBack { from, to, .. } => {
+                    from.device = 0;
+                    to.device = 0;
+                }
             }
             if kind == CommandKind::Write && self.strikes(ClusterBug::ProgramAckedUndone, 0.1) {
                 let lie = WireAck {
