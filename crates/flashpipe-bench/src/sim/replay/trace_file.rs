@@ -61,9 +61,9 @@ impl TraceFile {
         };
         let mut reader = file.reader()?;
         for item in reader.by_ref() {
-            item?;
+            item.map_err(BenchError::from)?;
         }
-        let summary = reader.finish()?;
+        let summary = reader.finish().map_err(BenchError::from)?;
         Ok((file, summary))
     }
 
