@@ -17,7 +17,6 @@ use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::load_description;
 use flashpipe_cluster_node::words::status_words;
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
-use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
 
 const REQUESTS: u64 = 40;
@@ -28,19 +27,7 @@ const SLACK: Duration = Duration::from_secs(20);
 #[test]
 fn a_neighbour_that_stalls_is_closed_and_its_requests_answered() {
     let root = TestFolder::new("cluster-node-link-stall");
-    let ports = [free_loopback_port(), free_loopback_port()];
-    let description = root.join("two.toml");
-    std::fs::write(
-        &description,
-        format!(
-            "version = 1\n\
-             [[node]]\nid = 0\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n0.img\"\nlinks = [1]\n\
-             [[node]]\nid = 1\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n1.img\"\n\
-             [[host]]\nid = 0\nnode = 0\n",
-            ports[0], ports[1]
-        ),
-    )
-    .unwrap();
+    let (description, ports) = common::two_node_description(&root, "");
     let loaded = load_description(&description).unwrap();
     let node = start_node(&description, 0, &root);
 

@@ -15,7 +15,6 @@ use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::{load_description, start_with_limits, NodeLimits, NodeOptions};
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
-use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
 
 const TINY: NodeLimits = NodeLimits {
@@ -27,19 +26,7 @@ const TINY: NodeLimits = NodeLimits {
 #[test]
 fn a_neighbour_past_its_tokens_is_closed() {
     let root = TestFolder::new("cluster-node-link-tokens");
-    let ports = [free_loopback_port(), free_loopback_port()];
-    let description = root.join("two.toml");
-    std::fs::write(
-        &description,
-        format!(
-            "version = 1\n\
-             [[node]]\nid = 0\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n0.img\"\nlinks = [1]\n\
-             [[node]]\nid = 1\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n1.img\"\n\
-             [[host]]\nid = 0\nnode = 0\n",
-            ports[0], ports[1]
-        ),
-    )
-    .unwrap();
+    let (description, ports) = common::two_node_description(&root, "");
     let loaded = load_description(&description).unwrap();
     let options = NodeOptions {
         description: description.clone(),

@@ -18,7 +18,6 @@ use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::node::{load_description, NODE_TAGS};
 use flashpipe_cluster_node::words::status_words;
 use flashpipe_flash::{AckStatus, FlashCommand, FlashRequest};
-use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
 
 const ACK_WAIT: Duration = Duration::from_secs(20);
@@ -84,19 +83,8 @@ fn acks(stream: &mut TcpStream, limits: WireLimits, count: u64) -> BTreeMap<u64,
 #[test]
 fn a_node_stopped_with_requests_in_flight_fails_them_at_its_neighbour() {
     let root = TestFolder::new("cluster-node-restart");
-    let ports = [free_loopback_port(), free_loopback_port()];
-    let description = root.join("two.toml");
-    std::fs::write(
-        &description,
-        format!(
-            "version = 1\n\
-             [[node]]\nid = 0\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n0.img\"\nlinks = [1]\n\
-             [[node]]\nid = 1\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n1.img\"\n\
-             [[host]]\nid = 0\nnode = 0\nshares = [{{ device = 1, start = 0, end = 128 }}]\n",
-            ports[0], ports[1]
-        ),
-    )
-    .unwrap();
+    let (description, ports) =
+        common::two_node_description(&root, "shares = [{ device = 1, start = 0, end = 128 }]\n");
     let images = root.join("images");
     let first = start_node(&description, 0, &images);
     let second = start_node(&description, 1, &images);

@@ -1,14 +1,37 @@
-//! What the node tests share: nodes started in this process, page addresses, and a request
-//! retried while the links come up. Each test file uses some of them.
+//! What the node tests share: a two-node description, nodes started in this process, page
+//! addresses, and a request retried while the links come up. Each test file uses some of them.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::{start, NodeOptions, RunningNode};
 use flashpipe_flash::{FlashAddress, FlashCommand};
+
+/// Writes `two.toml` into `root`: nodes 0 and 1 (minflash) on free loopback ports, linked,
+/// and host 0 on node 0 with `host_extra` appended to its table (shares, say). Returns the
+/// file and the two ports.
+pub fn two_node_description(root: &Path, host_extra: &str) -> (PathBuf, [u16; 2]) {
+    let ports = [
+        flashpipe_testkit::ports::free_loopback_port(),
+        flashpipe_testkit::ports::free_loopback_port(),
+    ];
+    let description = root.join("two.toml");
+    std::fs::write(
+        &description,
+        format!(
+            "version = 1\n\
+             [[node]]\nid = 0\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n0.img\"\nlinks = [1]\n\
+             [[node]]\nid = 1\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n1.img\"\n\
+             [[host]]\nid = 0\nnode = 0\n{host_extra}",
+            ports[0], ports[1]
+        ),
+    )
+    .expect("the test folder takes the description");
+    (description, ports)
+}
 
 /// Starts nodes `0..count` of `description`, their images in `images`.
 pub fn start_nodes(description: &Path, count: u32, images: &Path) -> Vec<RunningNode> {
