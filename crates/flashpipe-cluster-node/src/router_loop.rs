@@ -31,10 +31,8 @@ use std::time::{Duration, Instant};
 use flashpipe_cluster::credits::CreditReceiver;
 use flashpipe_cluster::output::{input_of, OutputError, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router};
-use flashpipe_cluster::wire::{
-    self, Channel, Credit, Frame, Message, PagePayload, Status, WireAck, WireLimits,
-};
-use flashpipe_flash::{Ack, FlashArray, FlashCommand, FlashError};
+use flashpipe_cluster::wire::{self, Channel, Frame, Message, Status, WireAck, WireLimits};
+use flashpipe_flash::{FlashArray, FlashCommand, FlashError};
 
 use crate::conn::{Connection, Inbound};
 use crate::node::NodeLimits;
@@ -378,7 +376,7 @@ impl State {
         let state = &mut self.ports[index];
         if let Some(receiver) = &mut state.credits_in {
             for credit in receiver.flush() {
-                queue_credit(&mut state.stage, index, credit);
+                state.stage.push_credit(index, credit);
             }
         }
     }
@@ -426,7 +424,7 @@ impl State {
         let state = &mut self.ports[index];
         if let (Some(receiver), Some(channel)) = (&mut state.credits_in, channel) {
             if let Some(credit) = receiver.on_freed(channel) {
-                queue_credit(&mut state.stage, index, credit);
+                state.stage.push_credit(index, credit);
             }
         }
     }
@@ -453,7 +451,7 @@ impl State {
         let mut acks = Vec::new();
         self.array.poll_acks(&mut acks);
         for ack in acks {
-            let frame = ack_frame(ack);
+            let frame = Frame::from_device_ack(ack);
             match self.router.receive(Port::Device, frame) {
                 Ok(outputs) => self.push_outputs(outputs),
                 Err(error) => tracing::error!("the router refused the device's ack: {error}"),
@@ -570,34 +568,4 @@ impl State {
             None => IDLE_WAIT,
         }
     }
-}
-
-/// The device's ack as a frame to the router (its controller tag; hops filled by the router).
-fn ack_frame(ack: Ack) -> Frame {
-    let payload = ack.data.map(|data| PagePayload {
-        data,
-        spare: ack.spare.unwrap_or_default(),
-    });
-    Frame {
-        hops: 0,
-        message: Message::Ack(WireAck {
-            tag: ack.tag,
-            host: ack.host,
-            kind: ack.kind,
-            status: Status::Flash(ack.status),
-            payload,
-        }),
-    }
-}
-
-/// Queues a credit frame from input `input` on `stage` (credit frames are never refused).
-fn queue_credit(stage: &mut OutputStage, input: usize, credit: Credit) {
-    let frame = Frame {
-        hops: 0,
-        message: Message::Credit(credit),
-    };
-    assert!(
-        stage.push(input, frame).is_ok(),
-        "credit frames are never refused"
-    );
 }

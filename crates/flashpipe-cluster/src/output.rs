@@ -84,6 +84,19 @@ impl OutputStage {
         self.tokens.as_ref().map(|tokens| tokens.tokens(channel))
     }
 
+    /// Queues a credit frame from input `input` (credit frames are never refused: they take
+    /// no token and their queue is bounded by the tokens they return).
+    pub fn push_credit(&mut self, input: usize, credit: Credit) {
+        let frame = Frame {
+            hops: 0,
+            message: Message::Credit(credit),
+        };
+        assert!(
+            self.push(input, frame).is_ok(),
+            "credit frames are never refused"
+        );
+    }
+
     /// Queues a frame from an input port.
     pub fn push(&mut self, input: usize, frame: Frame) -> Result<(), OutputError> {
         let inputs = self.input_arbiters[0].inputs();

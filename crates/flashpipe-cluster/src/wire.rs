@@ -129,6 +129,27 @@ pub struct Frame {
     pub message: Message,
 }
 
+impl Frame {
+    /// A device's ack as the frame a node's router takes from its device port (the
+    /// controller tag; hops filled in by the router on the way back).
+    pub fn from_device_ack(ack: flashpipe_flash::Ack) -> Frame {
+        let payload = ack.data.map(|data| PagePayload {
+            data,
+            spare: ack.spare.unwrap_or_default(),
+        });
+        Frame {
+            hops: 0,
+            message: Message::Ack(WireAck {
+                tag: ack.tag,
+                host: ack.host,
+                kind: ack.kind,
+                status: Status::Flash(ack.status),
+                payload,
+            }),
+        }
+    }
+}
+
 /// Bytes of a ReadPage, WritePage or EraseBlock body before a write's lengths.
 pub const REQUEST_BODY_BYTES: usize = 32;
 /// Bytes of an Ack body before a read's lengths.

@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 use flashpipe_cluster::credits::CreditReceiver;
 use flashpipe_cluster::output::{input_of, OutputError, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router, RouterConfig};
-use flashpipe_cluster::wire::{Channel, Credit, Frame, Message, PagePayload, Status, WireAck};
-use flashpipe_flash::{Ack, AckStatus, CommandKind, FlashCommand};
+use flashpipe_cluster::wire::{Channel, Frame, Message, Status, WireAck};
+use flashpipe_flash::{AckStatus, CommandKind, FlashCommand};
 use flashpipe_sim::SplitMix64;
 
 use super::device::Device;
@@ -300,7 +300,7 @@ impl SimNode {
                 let state = &mut self.ports[index];
                 if let Some(receiver) = &mut state.credits_in {
                     for credit in receiver.flush() {
-                        queue_credit(&mut state.stage, index, credit);
+                        state.stage.push_credit(index, credit);
                         moved = true;
                     }
                 }
@@ -329,7 +329,7 @@ impl SimNode {
         let state = &mut self.ports[index];
         if let (Some(receiver), Some(channel)) = (&mut state.credits_in, channel) {
             if let Some(credit) = receiver.on_freed(channel) {
-                queue_credit(&mut state.stage, index, credit);
+                state.stage.push_credit(index, credit);
             }
         }
         Ok(())
@@ -347,7 +347,7 @@ impl SimNode {
         }
         let moved = !acks.is_empty();
         for ack in acks {
-            self.feed_device_ack(ack_frame(ack))?;
+            self.feed_device_ack(Frame::from_device_ack(ack))?;
         }
         Ok(moved)
     }
@@ -509,34 +509,4 @@ pub(crate) fn port_name(port: Port) -> String {
         Port::Device => "device".to_string(),
         Port::Link(link) => format!("link {link}"),
     }
-}
-
-/// The device's ack as a frame to the router (hops filled in by the router).
-fn ack_frame(ack: Ack) -> Frame {
-    let payload = ack.data.map(|data| PagePayload {
-        data,
-        spare: ack.spare.unwrap_or_default(),
-    });
-    Frame {
-        hops: 0,
-        message: Message::Ack(WireAck {
-            tag: ack.tag,
-            host: ack.host,
-            kind: ack.kind,
-            status: Status::Flash(ack.status),
-            payload,
-        }),
-    }
-}
-
-/// Queues a credit frame from input `input` on `stage` (credit frames are never refused).
-fn queue_credit(stage: &mut OutputStage, input: usize, credit: Credit) {
-    let frame = Frame {
-        hops: 0,
-        message: Message::Credit(credit),
-    };
-    assert!(
-        stage.push(input, frame).is_ok(),
-        "credit frames are never refused"
-    );
 }
