@@ -37,6 +37,14 @@ fn errno(value: Errno) -> fuser::Errno {
     fuser::Errno::from_i32(value)
 }
 
+/// Answers an empty reply: done, or the error's errno.
+fn answer_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(value) => reply.error(errno(value)),
+    }
+}
+
 fn refusal_errno(refusal: ComponentRefusal) -> Errno {
     match refusal {
         ComponentRefusal::TooLong => libc::ENAMETOOLONG,
@@ -384,10 +392,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
             state.tree.remove(inode);
             Self::keep_directory(&mut state, parent.0)
         })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(value) => reply.error(errno(value)),
-        }
+        answer_empty(reply, result)
     }
 
     fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -410,10 +415,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
             state.tree.remove(inode);
             Self::keep_directory(&mut state, parent.0)
         })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(value) => reply.error(errno(value)),
-        }
+        answer_empty(reply, result)
     }
 
     fn rename(
@@ -427,15 +429,13 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         reply: ReplyEmpty,
     ) {
         let mut state = self.lock();
-        match Self::do_rename(
+        let result = Self::do_rename(
             &mut state,
             (parent.0, name),
             (new_parent.0, new_name),
             flags,
-        ) {
-            Ok(()) => reply.ok(),
-            Err(value) => reply.error(errno(value)),
-        }
+        );
+        answer_empty(reply, result);
     }
 
     fn link(
@@ -524,10 +524,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.commit_file(inode.0) {
-            Ok(()) => reply.ok(),
-            Err(value) => reply.error(errno(value)),
-        }
+        answer_empty(reply, self.commit_file(inode.0))
     }
 
     fn release(
@@ -540,10 +537,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.commit_file(inode.0) {
-            Ok(()) => reply.ok(),
-            Err(value) => reply.error(errno(value)),
-        }
+        answer_empty(reply, self.commit_file(inode.0))
     }
 
     fn fsync(
@@ -554,10 +548,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.commit_file(inode.0) {
-            Ok(()) => reply.ok(),
-            Err(value) => reply.error(errno(value)),
-        }
+        answer_empty(reply, self.commit_file(inode.0))
     }
 
     fn fsyncdir(
@@ -568,10 +559,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.lock().commit(None) {
-            Ok(()) => reply.ok(),
-            Err(value) => reply.error(errno(value)),
-        }
+        answer_empty(reply, self.lock().commit(None))
     }
 
     fn readdir(
