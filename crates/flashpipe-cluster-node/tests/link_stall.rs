@@ -10,13 +10,13 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{read_page, start_node};
-use flashpipe_cluster::wire::{self, Frame, Message, Status};
+use flashpipe_cluster::wire::{Message, Status};
 use flashpipe_cluster_node::conn::{read_frame, read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::load_description;
 use flashpipe_cluster_node::words::status_words;
-use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
+use flashpipe_flash::AckStatus;
 use flashpipe_testkit::scratch::TestFolder;
 
 const REQUESTS: u64 = 40;
@@ -47,26 +47,7 @@ fn a_neighbour_that_stalls_is_closed_and_its_requests_answered() {
     let mut host = TcpStream::connect(("127.0.0.1", ports[0])).unwrap();
     send_hello(&mut host, &hello(Role::Host, 0)).unwrap();
     assert_eq!(read_hello(&mut host).unwrap().refusal, None);
-    let mut bytes = Vec::new();
-    for tag in 0..REQUESTS {
-        let frame = Frame {
-            hops: 0,
-            message: Message::Request(FlashRequest {
-                tag,
-                host: 0,
-                command: FlashCommand::ReadPage {
-                    address: FlashAddress {
-                        device: 1,
-                        bus: (tag % 8) as u32,
-                        chip: 0,
-                        block: 1,
-                        page: 0,
-                    },
-                },
-            }),
-        };
-        bytes.extend(wire::encode(&frame, loaded.limits).unwrap());
-    }
+    let bytes = common::encoded_reads(REQUESTS, 0, 1, loaded.limits);
     let sent = Instant::now();
     host.write_all(&bytes).unwrap();
     host.set_read_timeout(Some(STALL + SLACK)).unwrap();

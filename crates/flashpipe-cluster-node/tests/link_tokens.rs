@@ -9,12 +9,12 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::read_page;
-use flashpipe_cluster::wire::{self, Frame, Message, Status};
+use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_node::conn::{read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::{load_description, start_with_limits, NodeLimits, NodeOptions};
-use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
+use flashpipe_flash::AckStatus;
 use flashpipe_testkit::scratch::TestFolder;
 
 const TINY: NodeLimits = NodeLimits {
@@ -44,26 +44,7 @@ fn a_neighbour_past_its_tokens_is_closed() {
     };
     send_hello(&mut peer, &hello).unwrap();
     assert_eq!(read_hello(&mut peer).unwrap().refusal, None);
-    let mut bytes = Vec::new();
-    for tag in 0..200u64 {
-        let frame = Frame {
-            hops: 1,
-            message: Message::Request(FlashRequest {
-                tag,
-                host: 0,
-                command: FlashCommand::ReadPage {
-                    address: FlashAddress {
-                        device: 0,
-                        bus: (tag % 8) as u32,
-                        chip: 0,
-                        block: 1,
-                        page: 0,
-                    },
-                },
-            }),
-        };
-        bytes.extend(wire::encode(&frame, loaded.limits).unwrap());
-    }
+    let bytes = common::encoded_reads(200, 1, 0, loaded.limits);
     let sent = Instant::now();
     peer.write_all(&bytes).unwrap();
     peer.set_read_timeout(Some(Duration::from_secs(20)))

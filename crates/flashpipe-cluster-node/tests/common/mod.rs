@@ -33,6 +33,38 @@ pub fn two_node_description(root: &Path, host_extra: &str) -> (PathBuf, [u16; 2]
     (description, ports)
 }
 
+/// `count` page reads (tags `0..count`, bus `tag % 8`, chip 0, block 1, page 0) of host 0
+/// to `device`, encoded as frames that have made `hops` hops, back to back.
+pub fn encoded_reads(
+    count: u64,
+    hops: u8,
+    device: u32,
+    limits: flashpipe_cluster::wire::WireLimits,
+) -> Vec<u8> {
+    use flashpipe_cluster::wire::{self, Frame, Message};
+    let mut bytes = Vec::new();
+    for tag in 0..count {
+        let frame = Frame {
+            hops,
+            message: Message::Request(flashpipe_flash::FlashRequest {
+                tag,
+                host: 0,
+                command: FlashCommand::ReadPage {
+                    address: FlashAddress {
+                        device,
+                        bus: (tag % 8) as u32,
+                        chip: 0,
+                        block: 1,
+                        page: 0,
+                    },
+                },
+            }),
+        };
+        bytes.extend(wire::encode(&frame, limits).expect("a page read fits the frames"));
+    }
+    bytes
+}
+
 /// Starts nodes `0..count` of `description`, their images in `images`.
 pub fn start_nodes(description: &Path, count: u32, images: &Path) -> Vec<RunningNode> {
     (0..count)
