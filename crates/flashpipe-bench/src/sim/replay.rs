@@ -661,9 +661,10 @@ fn print_ftl_report(report: &ReplayReport, options: &ReplayOptions) {
     }
     let collection = &report.collection;
     say!(
-        "garbage collection       {} victims, {} pages copied, {} erases, {} host pages written",
+        "garbage collection       {} victims, {} pages copied ({} by copy-back), {} erases, {} host pages written",
         collection.gc_victims,
         collection.gc_pages_copied,
+        collection.gc_copy_backs,
         collection.erases,
         collection.host_pages_written
     );

@@ -36,6 +36,8 @@ pub struct CollectionSummary {
     pub host_pages_written: u64,
     /// Valid pages collection copied.
     pub gc_pages_copied: u64,
+    /// Of those, pages moved inside their die by copy-back (no data on the bus).
+    pub gc_copy_backs: u64,
     /// Victim blocks collected.
     pub gc_victims: u64,
     /// Block erases.
@@ -67,6 +69,7 @@ impl CollectionSummary {
         CollectionSummary {
             host_pages_written: stats.host_pages_written,
             gc_pages_copied: stats.gc_pages_copied,
+            gc_copy_backs: stats.gc_copy_backs,
             gc_victims: stats.gc_victims,
             erases: stats.erases,
             write_amplification: stats.write_amplification(),
