@@ -164,3 +164,28 @@ fn a_stored_module_runs_through_the_server_and_module_path_is_refused() {
     assert_eq!(again, in_process, "the server keeps serving");
     server.stop_cleanly();
 }
+
+#[test]
+fn a_stored_module_over_the_limit_is_refused() {
+    let folder = TestFolder::new("wasm-run-too-big");
+    let store = file_store(&folder, "160MiB");
+    let local = folder.join("big.wasm");
+    let limit = flashpipe_kernels::wasm::MAX_MODULE_BYTES;
+    std::fs::File::create(&local)
+        .and_then(|file| file.set_len(limit + 1))
+        .unwrap();
+    succeed(&["put", text(&store), text(&local), "--as", "big.wasm"]);
+    std::fs::write(folder.join("in.txt"), b"some input").unwrap();
+    succeed(&[
+        "put",
+        text(&store),
+        text(&folder.join("in.txt")),
+        "--as",
+        "in.txt",
+    ]);
+    let stderr = fail_stderr(&["run", text(&store), "wasm", "module=big.wasm", "in.txt"]);
+    assert!(
+        stderr.contains("big.wasm") && stderr.contains(&limit.to_string()),
+        "{stderr}"
+    );
+}
