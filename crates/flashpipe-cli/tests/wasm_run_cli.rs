@@ -54,6 +54,19 @@ const SPIN: &str = r#"(module
   (func (export "flashpipe_file_end") (result i64) (i64.const 4))
 )"#;
 
+/// Recurses without end in its chunk call: the wasm stack limit stops it.
+const RECURSE: &str = r#"(module
+  (memory (export "memory") 32)
+  (func (export "flashpipe_abi_version") (result i32) (i32.const 1))
+  (func (export "flashpipe_schedule") (result i32) (i32.const 0))
+  (func (export "flashpipe_result_kind") (result i32) (i32.const 0))
+  (func (export "flashpipe_input_buffer") (param i32) (result i32) (i32.const 65536))
+  (func (export "flashpipe_file_start") (param i64))
+  (func $deeper (param i32) (result i32) (call $deeper (i32.add (local.get 0) (i32.const 1))))
+  (func (export "flashpipe_chunk") (param i64 i32) (result i32) (call $deeper (i32.const 0)))
+  (func (export "flashpipe_file_end") (result i64) (i64.const 4))
+)"#;
+
 const WASI: &str = r#"(module
   (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
@@ -74,6 +87,7 @@ fn a_stored_module_runs_in_process_and_hostile_ones_fail_cleanly() {
             ("k:garbage", b"\xff\xfe not a module"),
             ("k:spin.wat", SPIN.as_bytes()),
             ("k:wasi.wat", WASI.as_bytes()),
+            ("k:recurse.wat", RECURSE.as_bytes()),
         ],
     );
     let built_in = succeed(&["run", text(&store), "crc32c", "data:*"]);
@@ -106,6 +120,7 @@ fn a_stored_module_runs_in_process_and_hostile_ones_fail_cleanly() {
         (vec!["module=k:garbage"], "not a valid WebAssembly module"),
         (vec!["module=k:wasi.wat"], "wasi_snapshot_preview1.fd_write"),
         (vec!["module=k:spin.wat", "timeout_ms=300"], "timed out"),
+        (vec!["module=k:recurse.wat"], "call stack exhausted"),
         (vec![], "exactly one of module="),
         (vec!["module=k:crc.wasm", "memory=12"], "memory"),
     ] {
