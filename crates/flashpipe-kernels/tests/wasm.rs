@@ -476,3 +476,35 @@ fn options_choose_the_module_and_refuse_what_is_missing() {
     spec.build_with_store_files(&["module=h.wat".to_string()], files)
         .expect("built from store bytes");
 }
+
+#[test]
+fn time_waiting_between_calls_does_not_count_against_the_timeout() {
+    use flashpipe_kernels::api::{Chunk, FileInfo, FileJob};
+    let kernel = load(
+        &sequential_module("(i32.const 0)", ""),
+        Limits {
+            timeout_ms: 100,
+            ..LIMITS
+        },
+    )
+    .expect("loads");
+    let data = [7u8; 64];
+    let FileJob::Sequential(mut job) = kernel
+        .start_file(&FileInfo::new("slow", data.len() as u64))
+        .expect("starts")
+    else {
+        panic!("a sequential module gives a sequential job");
+    };
+    let mut sink = Vec::new();
+    for offset in [0usize, 32] {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let chunk = Chunk {
+            file: "slow",
+            offset_bytes: offset as u64,
+            data: &data[offset..offset + 32],
+        };
+        job.process_chunk(&chunk, &mut sink)
+            .expect("storage waits are not the module's time");
+    }
+    job.finish(&mut sink).expect("finishes");
+}

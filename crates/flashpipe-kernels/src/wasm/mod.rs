@@ -39,7 +39,7 @@ pub const MAX_MODULE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_MEMORY_BYTES: u64 = 256 << 20;
 /// Highest memory limit: 4 GiB, all a 32-bit memory can address.
 pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
-/// Default wall-clock budget inside the module per file: 60 s.
+/// Default wall-clock budget of the module's calls per file: 60 s.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 /// Highest wall-clock budget per file: one day.
 pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
@@ -70,7 +70,7 @@ pub const WASM_OPTIONS: &[OptionSpec] = &[
     OptionSpec::optional(
         "timeout_ms",
         "60000",
-        "wall-clock budget inside the module per file, in milliseconds",
+        "wall-clock time the module may spend on one file (its calls summed), in milliseconds",
     ),
     OptionSpec::optional(
         "fuel",

@@ -4,7 +4,7 @@
 //! worker takes its own instance and gives it back when the call sequence succeeded; an
 //! instance that failed is dropped, never reused).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 pub struct Limits {
     /// Most linear memory one instance may have, in bytes.
     pub memory_bytes: u64,
-    /// Wall-clock budget inside the module per file, in milliseconds.
+    /// Wall-clock budget of the module's calls per file (summed), in milliseconds.
     pub timeout_ms: u64,
     /// Fuel per call (0: no fuel metering).
     pub fuel: u64,
@@ -341,30 +341,33 @@ fn signature(params: &[ValType], results: &[ValType]) -> String {
     format!("({}) -> ({})", names(params), names(results))
 }
 
-/// The wall-clock budget of one file, shared by the calls made for it (the mappers of a
-/// parallel file run at once: the budget is a deadline from the file's first call).
+/// The wall-clock budget of one file: the time spent inside the module's calls for it,
+/// summed (time waiting for storage is not counted). The mappers of a parallel file run at
+/// once: each call's deadline is what was left when it began.
 #[derive(Debug)]
 pub(crate) struct FileClock {
-    started: Mutex<Option<Instant>>,
+    used_ns: AtomicU64,
     timeout: Duration,
 }
 
 impl FileClock {
     pub(crate) fn new(timeout_ms: u64) -> Self {
         Self {
-            started: Mutex::new(None),
+            used_ns: AtomicU64::new(0),
             timeout: Duration::from_millis(timeout_ms),
         }
     }
 
-    /// Time left before the deadline (the clock starts at the first call).
+    /// Time left of the budget.
     fn remaining(&self) -> Duration {
-        let mut started = self
-            .started
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let started = *started.get_or_insert_with(Instant::now);
-        self.timeout.saturating_sub(started.elapsed())
+        self.timeout
+            .saturating_sub(Duration::from_nanos(self.used_ns.load(Ordering::Acquire)))
+    }
+
+    /// Counts `spent` against the budget.
+    fn charge(&self, spent: Duration) {
+        let nanos = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
+        self.used_ns.fetch_add(nanos, Ordering::AcqRel);
     }
 }
 
@@ -625,7 +628,10 @@ impl Runner {
         call: impl FnOnce(&mut Store<Limiter>) -> wasmtime::Result<R>,
     ) -> Result<R, WasmError> {
         arm(&mut self.store, &self.limits, clock)?;
-        call(&mut self.store).map_err(|error| classify(&self.store, &self.limits, error))
+        let started = Instant::now();
+        let result = call(&mut self.store);
+        clock.charge(started.elapsed());
+        result.map_err(|error| classify(&self.store, &self.limits, error))
     }
 }
 
