@@ -31,8 +31,8 @@ const STARTUP_TARGET_MS: f64 = 10.0;
 /// Start-ups timed (the median is reported).
 const STARTUP_RUNS: usize = 7;
 
-/// Runs the section over `store`: prints its table (unless `--json`) and adds its lines to
-/// `notes` (which the JSON report carries).
+/// Runs the section over `store`: prints its lines, or with `--json` adds them to `notes`
+/// (which the JSON report carries).
 pub fn run_section(
     store: &KernelStore,
     arguments: &BenchKernelsArgs,
@@ -126,16 +126,14 @@ pub fn run_section(
             "wasm module start-up (compile + instantiate, median of {STARTUP_RUNS}): {startup_median_ms:.2} ms (target <= {STARTUP_TARGET_MS} ms): {startup_verdict}"
         ),
     ];
-    if !arguments.json {
+    if arguments.json {
+        notes.extend(lines);
+    } else {
         println!();
-        println!(
-            "WebAssembly kernels ({} files of {per_file} bytes)",
-            file_count
-        );
+        println!("WebAssembly kernels ({file_count} files of {per_file} bytes)");
         for line in &lines {
             println!("  {line}");
         }
     }
-    notes.extend(lines);
     Ok(())
 }
