@@ -508,3 +508,25 @@ fn time_waiting_between_calls_does_not_count_against_the_timeout() {
     }
     job.finish(&mut sink).expect("finishes");
 }
+
+#[test]
+fn a_stream_result_is_written_to_the_output() {
+    let stream = sequential_module(
+        "(i32.store16 (i32.const 0) (i32.const 0x6968)) (i32.const 0)",
+        "",
+    )
+    .replace(
+        "(func (export \"flashpipe_result_kind\") (result i32) (i32.const 1))",
+        "(func (export \"flashpipe_result_kind\") (result i32) (i32.const 2))",
+    );
+    let kernel = load(&stream, LIMITS).expect("loads");
+    assert_eq!(
+        kernel.output_kind(),
+        flashpipe_kernels::api::OutputKind::TransformedStream
+    );
+    let mut output = Vec::new();
+    let summary =
+        run_on_bytes(&kernel, "in", b"abc", DrivePlan::single(2), &mut output).expect("runs");
+    assert_eq!(summary, Summary::Stream { output_bytes: 2 });
+    assert_eq!(output, b"hi");
+}
