@@ -29,6 +29,7 @@ mod search_lookups;
 mod sizing;
 mod small_files;
 pub mod store;
+mod wasm;
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
@@ -80,6 +81,10 @@ pub struct BenchKernelsArgs {
     /// $FLASHPIPE_SHARED_DATA or ../shared/data; the row is left out when it is absent).
     #[arg(long)]
     pub udhr: Option<PathBuf>,
+    /// CRC32C module for the WebAssembly section (default: examples/wasm-kernels/crc32c,
+    /// built for wasm32-unknown-unknown).
+    #[arg(long)]
+    pub wasm_module: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -269,6 +274,8 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         }
         rows.push(row);
     }
+    progress.set_message("bench kernels: WebAssembly kernels");
+    wasm::run_section(&store, &arguments, size_bytes, storage, &mut notes)?;
     let small_file_count =
         arguments
             .small_file_count

@@ -17,7 +17,8 @@
 //!
 //! When `flashpipe serve` holds the store, the run goes through the server
 //! (`through_server`): the same job next to the server's engine, the same output (`-v` says
-//! which way it went). Options naming host paths (`temp_dir=`, `queries=`, `profiles=`)
+//! which way it went). Options naming host paths (`temp_dir=`, `queries=`, `profiles=`,
+//! `module_path=`)
 //! are then the server's to resolve in its own folders or refuse (docs/serve.md); in
 //! this process they name the caller's files.
 
@@ -34,6 +35,7 @@ use flashpipe_kernels::host_paths::host_path_options;
 use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
+use flashpipe_pipeline::store_file_options::{build_reading_store_files, names_store_files};
 use flashpipe_pipeline::{
     output_target, run_pipeline, PipelineConfig, PipelineResult, StagedOutputs,
 };
@@ -150,7 +152,13 @@ pub fn run(arguments: RunArgs) -> CliResult {
     if let Some(server) = crate::session::LiveServer::find(&arguments.store)? {
         return through_server::run_through_server(server, &arguments, options, &patterns, started);
     }
-    let kernel = spec.build(&options)?;
+    // A kernel whose options name store files (a WebAssembly module) is built once the
+    // store is open: those files are read from it.
+    let kernel = if names_store_files(spec) {
+        None
+    } else {
+        Some(spec.build(&options)?)
+    };
     let wait = if arguments.wait {
         LockWait::Wait
     } else {
@@ -164,8 +172,15 @@ pub fn run(arguments: RunArgs) -> CliResult {
         );
     }
     let device_time_is_simulated = store.clock.is_virtual();
-    let result = resolve_inputs(&store, &patterns)
-        .and_then(|files| run_resolved(&store, &arguments, kernel, &files));
+    let kernel = match kernel {
+        Some(kernel) => Ok(kernel),
+        None => build_reading_store_files(spec, &options, &mut store.client(4))
+            .map_err(Box::<dyn std::error::Error>::from),
+    };
+    let result = kernel.and_then(|kernel| {
+        resolve_inputs(&store, &patterns)
+            .and_then(|files| run_resolved(&store, &arguments, kernel, &files))
+    });
     let result = store.finish(result)?;
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
@@ -322,6 +337,10 @@ fn print_result(
                 print_matches(name, *matching_line_count, matches);
                 continue;
             }
+            Summary::Text { text } => {
+                println!("{text}  {name}");
+                continue;
+            }
             _ => {}
         }
         println!(
@@ -421,5 +440,6 @@ pub fn describe_summary(summary: &Summary) -> String {
             record_count,
             entry_count,
         } => format!("{record_count} records, {entry_count} index entries"),
+        Summary::Text { text } => text.clone(),
     }
 }

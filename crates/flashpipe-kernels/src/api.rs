@@ -287,6 +287,11 @@ pub enum Summary {
         /// Sorted runs spilled to temporary storage (0 when everything fit in memory).
         spilled_run_count: u64,
     },
+    /// Text a user kernel returned (a WebAssembly module's UTF-8 result).
+    Text {
+        /// The text.
+        text: String,
+    },
     /// A sparse index built over a sorted record file.
     Index {
         /// Records seen.

@@ -46,6 +46,9 @@ pub enum KernelErrorKind {
     /// Temporary storage or output failed.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+    /// A user's WebAssembly kernel failed (a trap, a limit, a bad result).
+    #[error("WebAssembly kernel: {0}")]
+    Wasm(crate::wasm::WasmError),
     /// A broken invariant inside the kernel (a bug, never bad input).
     #[error("internal error: {0}")]
     Internal(String),

@@ -32,4 +32,6 @@ pub mod records;
 pub mod registry;
 pub mod shared_data;
 pub mod sobel;
+pub mod store_files;
 pub mod throughput;
+pub mod wasm;

@@ -69,6 +69,7 @@ impl OptionSpec {
 pub struct KernelOptions {
     kernel: String,
     values: BTreeMap<&'static str, String>,
+    store_files: crate::store_files::StoreFiles,
 }
 
 impl KernelOptions {
@@ -130,7 +131,20 @@ impl KernelOptions {
         Ok(Self {
             kernel: kernel.to_string(),
             values,
+            store_files: crate::store_files::StoreFiles::new(),
         })
+    }
+
+    /// These options with the contents of the store files they name.
+    pub fn with_store_files(mut self, store_files: crate::store_files::StoreFiles) -> Self {
+        self.store_files = store_files;
+        self
+    }
+
+    /// The contents of the store file option `key` names, when the run layer read it
+    /// (`flashpipe run` and the server do; an in-memory run has no store).
+    pub fn store_file(&self, key: &str) -> Option<&[u8]> {
+        self.store_files.get(key)
     }
 
     /// The kernel these options belong to.

@@ -40,7 +40,18 @@ impl std::fmt::Debug for KernelSpec {
 impl KernelSpec {
     /// Parses `arguments` (`key=value`) and builds the kernel.
     pub fn build(&self, arguments: &[String]) -> Result<Arc<dyn Kernel>, OptionsError> {
-        let options = KernelOptions::parse(self.name, self.options, arguments)?;
+        self.build_with_store_files(arguments, crate::store_files::StoreFiles::new())
+    }
+
+    /// Like [`KernelSpec::build`], with the contents of the store files its options name
+    /// ([`crate::store_files`]), read by the run layer.
+    pub fn build_with_store_files(
+        &self,
+        arguments: &[String],
+        store_files: crate::store_files::StoreFiles,
+    ) -> Result<Arc<dyn Kernel>, OptionsError> {
+        let options =
+            KernelOptions::parse(self.name, self.options, arguments)?.with_store_files(store_files);
         (self.build)(&options)
     }
 }
@@ -148,6 +159,16 @@ pub const KERNELS: &[KernelSpec] = &[
         options: crate::binary_search::SEARCH_INDEX_OPTIONS,
         validated_against: "a linear scan for the first record with each key",
         build: crate::binary_search::SearchIndexKernel::from_options,
+    },
+    KernelSpec {
+        name: "wasm",
+        description:
+            "a user's WebAssembly module, sandboxed; its schedule and output are the module's",
+        schedule: Schedule::ChunksInParallel,
+        output: OutputKind::Summary,
+        options: crate::wasm::WASM_OPTIONS,
+        validated_against: "the built-in crc32c and plain Rust word counts and byte histograms",
+        build: crate::wasm::WasmKernel::from_options,
     },
 ];
 

@@ -91,6 +91,12 @@ fn every_registered_kernel_builds_and_matches_its_entry() {
                 "dimensions=4".into(),
             ],
             "sort" | "search-index" => vec!["record=8".into()],
+            "wasm" => vec![format!(
+                "module_path={}",
+                flashpipe_kernels::wasm::examples::examples_folder()
+                    .join("histogram.wat")
+                    .display()
+            )],
             _ => vec![],
         };
         let kernel = spec

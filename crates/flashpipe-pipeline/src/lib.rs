@@ -34,6 +34,7 @@ pub mod report;
 pub mod run;
 pub mod staged;
 mod stages;
+pub mod store_file_options;
 
 pub use config::{OutputTarget, PipelineConfig};
 pub use error::PipelineError;

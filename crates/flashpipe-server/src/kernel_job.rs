@@ -12,6 +12,7 @@ use std::sync::Arc;
 use flashpipe_kernels::registry::find_kernel;
 use flashpipe_pipeline::config::{MAX_READER_COUNT, MAX_WORKER_COUNT};
 use flashpipe_pipeline::run::PipelineJob;
+use flashpipe_pipeline::store_file_options::build_reading_store_files;
 use flashpipe_pipeline::{
     output_target, run_pipeline_observed, FileObserver, FileOutcome, PipelineConfig, PipelineError,
     PipelineResult, StagedOutputs, StagingError,
@@ -33,8 +34,8 @@ pub(crate) fn run_kernel_job(
     on_file_done: FileObserver,
 ) -> Result<PipelineResult, RemoteError> {
     let (reader_count, worker_count) = thread_counts(run)?;
-    let kernel = find_kernel(&run.kernel)
-        .and_then(|spec| spec.build(&run.options))
+    let spec = find_kernel(&run.kernel).map_err(|error| bad_run(error.to_string()))?;
+    let kernel = build_reading_store_files(spec, &run.options, &mut store.engine.client(4))
         .map_err(|error| bad_run(error.to_string()))?;
     if run.inputs.is_empty() {
         return Err(bad_run(

@@ -1,0 +1,206 @@
+//! `flashpipe run STORE wasm module=NAME`: a user's WebAssembly kernel stored in the store,
+//! run in process and through `flashpipe serve`, through the real binary. The Rust CRC32C
+//! example prints what the built-in `crc32c` prints; hostile modules (garbage, an infinite
+//! loop, an import) fail with a clear message and a non-zero status, never a panic; a
+//! server refuses `module_path=` from a client and keeps serving.
+
+mod serve_support;
+
+use flashpipe_kernels::wasm::examples::{
+    build_rust_example, examples_folder, histogram_wat, tools_required,
+};
+use serve_support::*;
+
+/// The Rust CRC32C example, or `None` (printed why) where its target is missing.
+fn crc32c_module() -> Option<Vec<u8>> {
+    match build_rust_example("crc32c") {
+        Ok(module) => Some(module),
+        Err(error) if !tools_required() => {
+            println!("skipped: {error}");
+            None
+        }
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// A store holding inputs `data:a`, `data:b`, `data:c` and the module files given.
+fn store_with(folder: &TestFolder, modules: &[(&str, &[u8])]) -> std::path::PathBuf {
+    let store = file_store(folder, "64MiB");
+    for (index, name) in ["data:a", "data:b", "data:c"].iter().enumerate() {
+        let local = folder.join(format!("local-{index}.bin"));
+        std::fs::write(
+            &local,
+            file_contents(index as u64, 100_000 + index * 70_001),
+        )
+        .unwrap();
+        succeed(&["put", text(&store), text(&local), "--as", name]);
+    }
+    for (index, (name, bytes)) in modules.iter().enumerate() {
+        let local = folder.join(format!("module-{index}"));
+        std::fs::write(&local, bytes).unwrap();
+        succeed(&["put", text(&store), text(&local), "--as", name]);
+    }
+    store
+}
+
+const SPIN: &str = r#"(module
+  (memory (export "memory") 32)
+  (func (export "flashpipe_abi_version") (result i32) (i32.const 1))
+  (func (export "flashpipe_schedule") (result i32) (i32.const 0))
+  (func (export "flashpipe_result_kind") (result i32) (i32.const 0))
+  (func (export "flashpipe_input_buffer") (param i32) (result i32) (i32.const 65536))
+  (func (export "flashpipe_file_start") (param i64))
+  (func (export "flashpipe_chunk") (param i64 i32) (result i32) (loop $spin (br $spin)) (i32.const 0))
+  (func (export "flashpipe_file_end") (result i64) (i64.const 4))
+)"#;
+
+/// Recurses without end in its chunk call: the wasm stack limit stops it.
+const RECURSE: &str = r#"(module
+  (memory (export "memory") 32)
+  (func (export "flashpipe_abi_version") (result i32) (i32.const 1))
+  (func (export "flashpipe_schedule") (result i32) (i32.const 0))
+  (func (export "flashpipe_result_kind") (result i32) (i32.const 0))
+  (func (export "flashpipe_input_buffer") (param i32) (result i32) (i32.const 65536))
+  (func (export "flashpipe_file_start") (param i64))
+  (func $deeper (param i32) (result i32) (call $deeper (i32.add (local.get 0) (i32.const 1))))
+  (func (export "flashpipe_chunk") (param i64 i32) (result i32) (call $deeper (i32.const 0)))
+  (func (export "flashpipe_file_end") (result i64) (i64.const 4))
+)"#;
+
+const WASI: &str = r#"(module
+  (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+)"#;
+
+#[test]
+fn a_stored_module_runs_in_process_and_hostile_ones_fail_cleanly() {
+    let Some(crc) = crc32c_module() else {
+        return;
+    };
+    let folder = TestFolder::new("wasm-run-in-process");
+    let histogram = histogram_wat().expect("the example");
+    let store = store_with(
+        &folder,
+        &[
+            ("k:crc.wasm", &crc),
+            ("k:hist.wat", &histogram),
+            ("k:garbage", b"\xff\xfe not a module"),
+            ("k:spin.wat", SPIN.as_bytes()),
+            ("k:wasi.wat", WASI.as_bytes()),
+            ("k:recurse.wat", RECURSE.as_bytes()),
+        ],
+    );
+    let built_in = succeed(&["run", text(&store), "crc32c", "data:*"]);
+    let wasm = succeed(&["run", text(&store), "wasm", "module=k:crc.wasm", "data:*"]);
+    assert_eq!(wasm, built_in, "the module prints what crc32c prints");
+    assert_eq!(wasm.lines().count(), 3);
+    let histogram_line = succeed(&["run", text(&store), "wasm", "module=k:hist.wat", "data:a"]);
+    let (hex, name) = histogram_line
+        .trim_end()
+        .split_once("  ")
+        .expect("HEX  NAME");
+    assert_eq!((hex.len(), name), (4096, "data:a"));
+    let by_path = succeed(&[
+        "run",
+        text(&store),
+        "wasm",
+        &format!(
+            "module_path={}",
+            examples_folder().join("histogram.wat").display()
+        ),
+        "data:a",
+    ]);
+    assert_eq!(
+        by_path, histogram_line,
+        "module_path= reads the same module"
+    );
+
+    for (arguments, wanted) in [
+        (vec!["module=k:absent.wasm"], "k:absent.wasm"),
+        (vec!["module=k:garbage"], "not a valid WebAssembly module"),
+        (vec!["module=k:wasi.wat"], "wasi_snapshot_preview1.fd_write"),
+        (vec!["module=k:spin.wat", "timeout_ms=300"], "timed out"),
+        (vec!["module=k:recurse.wat"], "call stack exhausted"),
+        (vec![], "exactly one of module="),
+        (vec!["module=k:crc.wasm", "memory=12"], "memory"),
+    ] {
+        let mut command = vec!["run", text(&store), "wasm"];
+        command.extend(arguments.iter().copied());
+        command.push("data:a");
+        let stderr = fail_stderr(&command);
+        assert!(stderr.contains(wanted), "{arguments:?}: {stderr}");
+    }
+    let after = succeed(&["run", text(&store), "wasm", "module=k:crc.wasm", "data:*"]);
+    assert_eq!(after, built_in, "nothing changed: the store still runs");
+}
+
+#[test]
+fn a_stored_module_runs_through_the_server_and_module_path_is_refused() {
+    let Some(crc) = crc32c_module() else {
+        return;
+    };
+    let folder = TestFolder::new("wasm-run-served");
+    let store = store_with(
+        &folder,
+        &[("k:crc.wasm", &crc), ("k:spin.wat", SPIN.as_bytes())],
+    );
+    let in_process = succeed(&["run", text(&store), "wasm", "module=k:crc.wasm", "data:*"]);
+    let server = ServerProcess::start(&store, &["--max-kernel-runs", "1"]);
+    let stderr = succeed_stderr(&[
+        "run",
+        text(&store),
+        "wasm",
+        "module=k:crc.wasm",
+        "data:*",
+        "-v",
+    ]);
+    assert!(stderr.contains("through the server"), "{stderr}");
+    let served = succeed(&["run", text(&store), "wasm", "module=k:crc.wasm", "data:*"]);
+    assert_eq!(served, in_process, "the same lines through the server");
+    let host_file = examples_folder().join("histogram.wat");
+    let refused = fail_stderr(&[
+        "run",
+        text(&store),
+        "wasm",
+        &format!("module_path={}", host_file.display()),
+        "data:a",
+    ]);
+    assert!(refused.contains("module_path="), "{refused}");
+    let timed_out = fail_stderr(&[
+        "run",
+        text(&store),
+        "wasm",
+        "module=k:spin.wat",
+        "timeout_ms=300",
+        "data:a",
+    ]);
+    assert!(timed_out.contains("timed out"), "{timed_out}");
+    let again = succeed(&["run", text(&store), "wasm", "module=k:crc.wasm", "data:*"]);
+    assert_eq!(again, in_process, "the server keeps serving");
+    server.stop_cleanly();
+}
+
+#[test]
+fn a_stored_module_over_the_limit_is_refused() {
+    let folder = TestFolder::new("wasm-run-too-big");
+    let store = file_store(&folder, "160MiB");
+    let local = folder.join("big.wasm");
+    let limit = flashpipe_kernels::wasm::MAX_MODULE_BYTES;
+    std::fs::File::create(&local)
+        .and_then(|file| file.set_len(limit + 1))
+        .unwrap();
+    succeed(&["put", text(&store), text(&local), "--as", "big.wasm"]);
+    std::fs::write(folder.join("in.txt"), b"some input").unwrap();
+    succeed(&[
+        "put",
+        text(&store),
+        text(&folder.join("in.txt")),
+        "--as",
+        "in.txt",
+    ]);
+    let stderr = fail_stderr(&["run", text(&store), "wasm", "module=big.wasm", "in.txt"]);
+    assert!(
+        stderr.contains("big.wasm") && stderr.contains(&limit.to_string()),
+        "{stderr}"
+    );
+}
