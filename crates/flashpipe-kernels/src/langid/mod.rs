@@ -11,10 +11,13 @@
 //! unless `profiles=FILE` names another.
 
 pub mod builtin;
+pub mod held_out;
 pub mod html;
+pub mod mixed;
 pub mod model;
 pub mod profile_file;
 pub mod udhr;
+pub mod word_lists;
 
 use std::sync::Arc;
 
