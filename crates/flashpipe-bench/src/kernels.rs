@@ -25,6 +25,7 @@
 //! tool columns; the pipeline column is timed by the store device's clock.
 
 mod cases;
+mod langid_anchors;
 mod search_lookups;
 mod sizing;
 mod small_files;
@@ -85,6 +86,10 @@ pub struct BenchKernelsArgs {
     /// built for wasm32-unknown-unknown).
     #[arg(long)]
     pub wasm_module: Option<PathBuf>,
+    /// Held-out pieces (scripts/fetch-langid-eval DIR): adds the language-identification
+    /// section (the shipped profile against langid.py, lingua and fastText's lid.176).
+    #[arg(long)]
+    pub langid_held_out: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -324,6 +329,9 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
+    }
+    if let Some(held_out) = &arguments.langid_held_out {
+        langid_anchors::run_and_print(held_out, arguments.quick, arguments.json)?;
     }
     Ok(())
 }

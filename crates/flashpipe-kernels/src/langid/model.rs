@@ -54,6 +54,16 @@ pub struct LanguageModel {
     pub languages: Vec<String>,
     /// `floor(L)` per language.
     pub floor_log_probabilities: Vec<f32>,
+    /// Log prior per language, added to its score once per text (all zero in version-1 profiles).
+    pub log_priors: Vec<f32>,
+    /// Whether only n-grams the profile lists count towards `N` (version-2 profiles); otherwise
+    /// every n-gram of the text does (version 1).
+    pub known_ngrams_only: bool,
+    /// The embedded-English rule (version-2 flag): a piece that `eng` wins is cut into
+    /// quarters, and when at least [`EMBEDDED_QUARTERS_NEEDED`] quarters go to one language with a
+    /// log prior of 0 other than English, that language is the label (technical text in any
+    /// language embeds English words, while English text rarely embeds whole passages of another).
+    pub embedded_english_rule: bool,
     /// N-gram key -> range in `postings`.
     pub(crate) features: FxHashMap<u64, (u32, u32)>,
     /// N-gram keys in file order (for writing the profile file deterministically).
@@ -181,10 +191,14 @@ fn build_model(
         .iter()
         .map(|&total| (alpha / (total as f64 + alpha * vocabulary_size)).ln() as f32)
         .collect();
+    let language_count = languages.len();
     let mut model = LanguageModel {
         settings,
         languages,
         floor_log_probabilities,
+        log_priors: vec![0.0; language_count],
+        known_ngrams_only: false,
+        embedded_english_rule: false,
         features: FxHashMap::default(),
         feature_order: Vec::new(),
         postings: Vec::new(),
@@ -236,6 +250,7 @@ impl LanguageModel {
             counts: vec![0; self.feature_count()],
             touched: Vec::new(),
             ngram_count: 0,
+            known_count: 0,
             carry: Vec::with_capacity(MAX_SUPPORTED_ORDER),
         }
     }
@@ -251,16 +266,52 @@ impl LanguageModel {
     pub fn classify_with(&self, scratch: &mut LanguageScores, text: &[u8]) -> Option<(usize, f32)> {
         scratch.reset();
         self.add_isolated(scratch, text);
-        scratch.best(self)
+        let best = scratch.best(self)?;
+        if !self.embedded_english_rule
+            || text.len() < 4 * EMBEDDED_QUARTER_MINIMUM_BYTES
+            || self.languages[best.0] != EMBEDDING_LANGUAGE
+        {
+            return Some(best);
+        }
+        Some(self.embedded_language(scratch, text).unwrap_or(best))
+    }
+
+    /// The embedded-English rule's answer for a text English wins, if another language holds
+    /// enough of its quarters.
+    fn embedded_language(&self, scratch: &mut LanguageScores, text: &[u8]) -> Option<(usize, f32)> {
+        let mut quarters: Vec<(usize, f32)> = Vec::with_capacity(4);
+        for quarter in text.chunks(text.len().div_ceil(4)) {
+            scratch.reset();
+            self.add_isolated(scratch, quarter);
+            if let Some((index, margin)) = scratch.best(self) {
+                if self.languages[index] != EMBEDDING_LANGUAGE && self.log_priors[index] == 0.0 {
+                    quarters.push((index, margin));
+                }
+            }
+        }
+        quarters
+            .iter()
+            .map(|&(index, _)| {
+                let same = quarters.iter().filter(|other| other.0 == index);
+                let count = same.clone().count();
+                let margin = same.map(|other| other.1).fold(0.0f32, f32::max);
+                (count, index, margin)
+            })
+            .filter(|&(count, _, _)| count >= EMBEDDED_QUARTERS_NEEDED)
+            .max_by(|left, right| left.0.cmp(&right.0).then(right.1.cmp(&left.1)))
+            .map(|(_, index, margin)| (index, margin))
     }
 
     fn add_isolated(&self, scores: &mut LanguageScores, text: &[u8]) {
         let scoring = self.scoring();
         let LanguageScores {
-            counts, touched, ..
+            counts,
+            touched,
+            known_count,
+            ..
         } = scores;
         scores.ngram_count += for_each_ngram(text, 0..text.len(), self.settings.max_order, |key| {
-            scoring.count(key, counts, touched);
+            *known_count += u64::from(scoring.count(key, counts, touched));
         });
     }
 
@@ -284,7 +335,8 @@ impl LanguageModel {
                     }
                     scores.ngram_count += 1;
                     let full_key = key | ((order as u64) << (8 * order));
-                    scoring.count(full_key, &mut scores.counts, &mut scores.touched);
+                    scores.known_count +=
+                        u64::from(scoring.count(full_key, &mut scores.counts, &mut scores.touched));
                 }
             }
         }
@@ -297,6 +349,13 @@ impl LanguageModel {
         scores.carry.drain(..excess);
     }
 }
+
+/// The language the embedded-English rule is about.
+pub const EMBEDDING_LANGUAGE: &str = "eng";
+/// Quarters of a piece that must go to one other language for the embedded-English rule.
+pub const EMBEDDED_QUARTERS_NEEDED: usize = 1;
+/// Shortest quarter the embedded-English rule looks at (shorter pieces keep their label).
+pub const EMBEDDED_QUARTER_MINIMUM_BYTES: usize = 64;
 
 /// Keys below this are 1- and 2-grams and are looked up in a direct table, not hashed.
 const SHORT_KEY_LIMIT: u64 = 3 << 16;
@@ -363,17 +422,19 @@ impl ScoringIndex {
         }
     }
 
+    /// Counts one n-gram; whether the model knows it.
     #[inline]
-    fn count(&self, key: u64, counts: &mut [u32], touched: &mut Vec<u32>) {
+    fn count(&self, key: u64, counts: &mut [u32], touched: &mut Vec<u32>) -> bool {
         let feature = self.feature_of(key);
         if feature == NO_FEATURE {
-            return;
+            return false;
         }
         let count = &mut counts[feature as usize];
         if *count == 0 {
             touched.push(feature);
         }
         *count += 1;
+        true
     }
 
     /// Sum of weights times counts per language over the touched features.
@@ -405,6 +466,7 @@ pub struct LanguageScores {
     counts: Vec<u32>,
     touched: Vec<u32>,
     ngram_count: u64,
+    known_count: u64,
     carry: Vec<u8>,
 }
 
@@ -416,6 +478,7 @@ impl LanguageScores {
         }
         self.touched.clear();
         self.ngram_count = 0;
+        self.known_count = 0;
         self.carry.clear();
     }
 
@@ -427,15 +490,20 @@ impl LanguageScores {
         let weight_sums = model
             .scoring()
             .weight_sums(model, &self.counts, &self.touched);
-        let count = self.ngram_count as f32;
+        let count = if model.known_ngrams_only {
+            self.known_count
+        } else {
+            self.ngram_count
+        } as f32;
         let mut best = (usize::MAX, f32::NEG_INFINITY);
         let mut runner_up = f32::NEG_INFINITY;
-        for (index, (&weight_sum, &floor)) in weight_sums
+        for (index, ((&weight_sum, &floor), &prior)) in weight_sums
             .iter()
             .zip(&model.floor_log_probabilities)
+            .zip(&model.log_priors)
             .enumerate()
         {
-            let score = weight_sum + count * floor;
+            let score = prior + weight_sum + count * floor;
             if score > best.1 {
                 runner_up = best.1;
                 best = (index, score);
@@ -443,7 +511,7 @@ impl LanguageScores {
                 runner_up = score;
             }
         }
-        let margin = if runner_up.is_finite() {
+        let margin = if runner_up.is_finite() && count > 0.0 {
             (best.1 - runner_up) / count
         } else {
             0.0

@@ -4,15 +4,16 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `FPLANGID` |
-//! | 8 | 4 | format version, u32 = 1 |
+//! | 8 | 4 | format version, u32: 1 or 2 |
 //! | 12 | 1 | max n-gram order (1..=4) |
-//! | 13 | 3 | zero |
+//! | 13 | 1 | flags (version 2; zero in version 1): bit 0 = only listed n-grams count |
+//! | 14 | 2 | zero |
 //! | 16 | 4 | language count L (1..=65535) |
 //! | 20 | 4 | feature count F |
 //! | 24 | 4 | posting count P |
 //! | 28 | 4 | features per language (training setting) |
 //! | 32 | 4 | smoothing alpha, f32 |
-//! | 36 | .. | L languages: code length u8 (1..=255), code (UTF-8), floor log-probability f32 |
+//! | 36 | .. | L languages: code length u8 (1..=255), code (UTF-8), floor log-probability f32, and in version 2 a log prior f32 |
 //! | .. | .. | F features: n-gram length u8 (1..=order), n-gram bytes, posting count u32 |
 //! | .. | 6P | P postings in feature order: language index u16, weight f32 |
 //! | end-4 | 4 | CRC32C of every byte before it |
@@ -21,8 +22,13 @@ use super::model::{ngram_key, LanguageModel, Posting, TrainingSettings, MAX_SUPP
 
 /// The file's first eight bytes.
 pub const PROFILE_MAGIC: [u8; 8] = *b"FPLANGID";
-/// The only version this build reads and writes.
-pub const PROFILE_VERSION: u32 = 1;
+/// The newest version this build reads and writes (it also reads and writes version 1:
+/// a model without priors that counts every n-gram is written as version 1).
+pub const PROFILE_VERSION: u32 = 2;
+/// Flag bit of version 2: only n-grams the profile lists count towards `N`.
+const FLAG_KNOWN_NGRAMS_ONLY: u8 = 1;
+/// Flag bit of version 2: the embedded-English rule applies to pieces.
+const FLAG_EMBEDDED_ENGLISH: u8 = 2;
 const HEADER_BYTES: usize = 36;
 
 /// A profile file that cannot be loaded.
@@ -40,7 +46,7 @@ pub enum ProfileError {
     #[error("not a flashpipe language-profile file (bad magic)")]
     BadMagic,
     /// A version this build does not read.
-    #[error("profile format version {found} is not supported (this build reads version {PROFILE_VERSION})")]
+    #[error("profile format version {found} is not supported (this build reads versions 1 to {PROFILE_VERSION})")]
     UnsupportedVersion {
         /// The version in the file.
         found: u32,
@@ -67,15 +73,31 @@ pub enum ProfileError {
 pub fn encode_profile(model: &LanguageModel) -> Vec<u8> {
     let mut bytes = Vec::new();
     bytes.extend_from_slice(&PROFILE_MAGIC);
-    bytes.extend_from_slice(&PROFILE_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&[model.settings.max_order as u8, 0, 0, 0]);
+    let version_2 = model.known_ngrams_only
+        || model.embedded_english_rule
+        || model.log_priors.iter().any(|&prior| prior != 0.0);
+    let mut flags = 0;
+    if model.known_ngrams_only {
+        flags |= FLAG_KNOWN_NGRAMS_ONLY;
+    }
+    if model.embedded_english_rule {
+        flags |= FLAG_EMBEDDED_ENGLISH;
+    }
+    bytes.extend_from_slice(&(if version_2 { 2u32 } else { 1 }).to_le_bytes());
+    bytes.extend_from_slice(&[model.settings.max_order as u8, flags, 0, 0]);
     bytes.extend_from_slice(&(model.languages.len() as u32).to_le_bytes());
     bytes.extend_from_slice(&(model.feature_count() as u32).to_le_bytes());
     bytes.extend_from_slice(&(model.posting_count() as u32).to_le_bytes());
     bytes.extend_from_slice(&(model.settings.features_per_language as u32).to_le_bytes());
     bytes.extend_from_slice(&model.settings.smoothing_alpha.to_le_bytes());
     assert_eq!(bytes.len(), HEADER_BYTES);
-    for (code, floor) in model.languages.iter().zip(&model.floor_log_probabilities) {
+    assert_eq!(model.log_priors.len(), model.languages.len());
+    for ((code, floor), prior) in model
+        .languages
+        .iter()
+        .zip(&model.floor_log_probabilities)
+        .zip(&model.log_priors)
+    {
         assert!(
             (1..=255).contains(&code.len()),
             "language codes are 1 to 255 bytes"
@@ -83,6 +105,9 @@ pub fn encode_profile(model: &LanguageModel) -> Vec<u8> {
         bytes.push(code.len() as u8);
         bytes.extend_from_slice(code.as_bytes());
         bytes.extend_from_slice(&floor.to_le_bytes());
+        if version_2 {
+            bytes.extend_from_slice(&prior.to_le_bytes());
+        }
     }
     for key in &model.feature_order {
         let ngram = super::model::ngram_bytes(*key);
@@ -164,7 +189,7 @@ fn verify_envelope(bytes: &[u8]) -> Result<&[u8], ProfileError> {
         });
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("four bytes"));
-    if version != PROFILE_VERSION {
+    if !(1..=PROFILE_VERSION).contains(&version) {
         return Err(ProfileError::UnsupportedVersion { found: version });
     }
     let (content, trailer) = bytes.split_at(bytes.len() - 4);
@@ -183,11 +208,21 @@ pub fn decode_profile(bytes: &[u8]) -> Result<LanguageModel, ProfileError> {
         bytes: content,
         position: 12,
     };
+    let version = u32::from_le_bytes(content[8..12].try_into().expect("four bytes"));
     let max_order = usize::from(reader.u8()?);
     if !(1..=MAX_SUPPORTED_ORDER).contains(&max_order) {
         return Err(reader.malformed(format!("n-gram order {max_order} is not 1 to 4")));
     }
-    reader.take(3)?;
+    let flags = reader.u8()?;
+    let allowed_flags = if version >= 2 {
+        FLAG_KNOWN_NGRAMS_ONLY | FLAG_EMBEDDED_ENGLISH
+    } else {
+        0
+    };
+    if flags & !allowed_flags != 0 {
+        return Err(reader.malformed(format!("unknown flags {flags:#04x}")));
+    }
+    reader.take(2)?;
     let language_count = reader.u32()? as usize;
     let feature_count = reader.u32()? as usize;
     let posting_count = reader.u32()? as usize;
@@ -204,12 +239,15 @@ pub fn decode_profile(bytes: &[u8]) -> Result<LanguageModel, ProfileError> {
         },
         languages: Vec::with_capacity(language_count),
         floor_log_probabilities: Vec::with_capacity(language_count),
+        log_priors: Vec::with_capacity(language_count),
+        known_ngrams_only: flags & FLAG_KNOWN_NGRAMS_ONLY != 0,
+        embedded_english_rule: flags & FLAG_EMBEDDED_ENGLISH != 0,
         features: Default::default(),
         feature_order: Vec::new(),
         postings: Vec::new(),
         scoring: std::sync::OnceLock::new(),
     };
-    read_languages(&mut reader, &mut model, language_count)?;
+    read_languages(&mut reader, &mut model, language_count, version >= 2)?;
     let feature_lengths = read_feature_keys(&mut reader, max_order, feature_count)?;
     read_postings(&mut reader, &mut model, &feature_lengths, posting_count)?;
     if reader.position != content.len() {
@@ -222,6 +260,7 @@ fn read_languages(
     reader: &mut ProfileReader<'_>,
     model: &mut LanguageModel,
     count: usize,
+    with_priors: bool,
 ) -> Result<(), ProfileError> {
     for _ in 0..count {
         let length = usize::from(reader.u8()?);
@@ -232,6 +271,11 @@ fn read_languages(
             .map_err(|_| reader.malformed("language code is not UTF-8"))?;
         model.languages.push(code.to_string());
         model.floor_log_probabilities.push(reader.f32()?);
+        let prior = if with_priors { reader.f32()? } else { 0.0 };
+        if prior > 0.0 {
+            return Err(reader.malformed("a positive log prior"));
+        }
+        model.log_priors.push(prior);
     }
     Ok(())
 }

@@ -218,7 +218,7 @@ fn html_language(html: &str) -> Option<String> {
 }
 
 /// A label a profile can hold: 1 to 64 ASCII letters, digits, `-` or `_`.
-fn valid_label(label: &str) -> bool {
+pub(crate) fn valid_label(label: &str) -> bool {
     (1..=64).contains(&label.len())
         && label.chars().all(|character| {
             character.is_ascii_alphanumeric() || character == '-' || character == '_'
