@@ -44,6 +44,11 @@ pub const HOST_PATH_OPTIONS: &[HostPathOption] = &[
         key: "profiles",
         path_use: HostPathUse::InputFile,
     },
+    HostPathOption {
+        kernel: "blastn",
+        key: "queries",
+        path_use: HostPathUse::InputFile,
+    },
 ];
 
 /// The host path options of `kernel`.

@@ -149,6 +149,15 @@ pub const KERNELS: &[KernelSpec] = &[
         validated_against: "a linear scan for the first record with each key",
         build: crate::binary_search::SearchIndexKernel::from_options,
     },
+    KernelSpec {
+        name: "blastn",
+        description: "nucleotide search like NCBI blastn (megablast or blastn task), tabular out",
+        schedule: Schedule::ChunksInOrder,
+        output: OutputKind::TransformedStream,
+        options: crate::blast::BLASTN_OPTIONS,
+        validated_against: "NCBI BLAST+ 2.12 blastn -outfmt 6 -dust no on BioMarKs 18S sequences",
+        build: crate::blast::BlastKernel::from_options,
+    },
 ];
 
 /// Finds a kernel by name.
