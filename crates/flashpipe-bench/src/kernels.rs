@@ -24,6 +24,7 @@
 //! This is a benchmark: it reads the wall clock (`std::time::Instant`) for the ordinary-file and
 //! tool columns; the pipeline column is timed by the store device's clock.
 
+pub mod blast;
 mod cases;
 mod search_lookups;
 mod sizing;
@@ -80,6 +81,10 @@ pub struct BenchKernelsArgs {
     /// $FLASHPIPE_SHARED_DATA or ../shared/data; the row is left out when it is absent).
     #[arg(long)]
     pub udhr: Option<PathBuf>,
+    /// Queries of the BLAST section, drawn from BioMarKs (default 100, 5 with --quick; 0
+    /// leaves the section out).
+    #[arg(long)]
+    pub blast_queries: Option<usize>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -158,6 +163,9 @@ pub struct BenchKernelsReport {
     pub caches: CacheReport,
     /// Notes (tools installed or missing, page cache).
     pub notes: Vec<String>,
+    /// The BLAST section (blastn kernel beside NCBI blastn), when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blast: Option<blast::BlastReport>,
 }
 
 /// What happened to the caches before the cold runs.
@@ -269,6 +277,11 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         }
         rows.push(row);
     }
+    progress.set_message("bench kernels: BLAST section");
+    let blast_queries = arguments
+        .blast_queries
+        .unwrap_or(if arguments.quick { 5 } else { 100 });
+    let blast = blast::run_section(&store, &dir, blast_queries, arguments.quick, &mut notes)?;
     let small_file_count =
         arguments
             .small_file_count
@@ -312,11 +325,15 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         small_files_small_blocks: small_blocks,
         caches: caches.report(),
         notes,
+        blast,
     };
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
+        if let Some(blast) = &report.blast {
+            blast::print_section(blast);
+        }
     }
     Ok(())
 }

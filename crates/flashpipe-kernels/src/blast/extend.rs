@@ -123,7 +123,9 @@ const FROM_QUERY_GAP: u8 = 2;
 const E_EXTENDS: u8 = 4;
 const F_EXTENDS: u8 = 8;
 
-/// Cells of one row: its first column and the columns' (best, vertical gap) scores.
+/// Cells of one row: its first column and the columns' (best, vertical gap) scores. Two rows
+/// are kept and swapped, so the extension allocates nothing per row.
+#[derive(Default)]
 struct Row {
     first_column: usize,
     best: Vec<i32>,
@@ -131,11 +133,41 @@ struct Row {
 }
 
 impl Row {
+    #[inline]
     fn at(&self, column: usize) -> (i32, i32) {
         match column.checked_sub(self.first_column) {
             Some(index) if index < self.best.len() => (self.best[index], self.vertical[index]),
             _ => (DEAD, DEAD),
         }
+    }
+
+    fn clear(&mut self, first_column: usize) {
+        self.first_column = first_column;
+        self.best.clear();
+        self.vertical.clear();
+    }
+
+    /// Keeps only the cells from the first live one to the last; false if none lives.
+    fn trim(&mut self) -> bool {
+        let Some(first_alive) = self.best.iter().position(|&score| score > DEAD) else {
+            return false;
+        };
+        let last_alive = self
+            .best
+            .iter()
+            .rposition(|&score| score > DEAD)
+            .expect("a live cell");
+        self.best.truncate(last_alive + 1);
+        self.vertical.truncate(last_alive + 1);
+        if first_alive > 0 {
+            self.best.copy_within(first_alive.., 0);
+            self.vertical.copy_within(first_alive.., 0);
+            let kept = self.best.len() - first_alive;
+            self.best.truncate(kept);
+            self.vertical.truncate(kept);
+            self.first_column += first_alive;
+        }
+        true
     }
 }
 
@@ -156,11 +188,10 @@ pub fn extend_gapped(
     let mut best_score = 0;
     let mut best_cell = (0usize, 0usize);
     // Row 0: the origin, then a gap in the query.
-    let mut previous = Row {
-        first_column: 0,
-        best: vec![0],
-        vertical: vec![DEAD],
-    };
+    let mut previous = Row::default();
+    previous.clear(0);
+    previous.best.push(0);
+    previous.vertical.push(DEAD);
     trace_rows.push((0, trace.len()));
     trace.push(FROM_DIAGONAL);
     let mut column = 1;
@@ -174,14 +205,11 @@ pub fn extend_gapped(
         trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
         column += 1;
     }
+    let mut current = Row::default();
     for row in 1..=query_length {
         let query_code = query_at(row - 1);
         let previous_last = previous.first_column + previous.best.len() - 1;
-        let mut current = Row {
-            first_column: previous.first_column,
-            best: Vec::with_capacity(previous.best.len() + 8),
-            vertical: Vec::with_capacity(previous.best.len() + 8),
-        };
+        current.clear(previous.first_column);
         let row_start = trace.len();
         let mut horizontal = DEAD;
         let mut left_best = DEAD;
@@ -245,24 +273,12 @@ pub fn extend_gapped(
                 break;
             }
         }
-        // Trim dead cells at both ends of the row.
-        let first_alive = current.best.iter().position(|&score| score > DEAD);
-        let Some(first_alive) = first_alive else {
-            break;
-        };
-        let last_alive = current
-            .best
-            .iter()
-            .rposition(|&score| score > DEAD)
-            .expect("a live cell");
-        current.best.truncate(last_alive + 1);
-        current.vertical.truncate(last_alive + 1);
-        current.best.drain(..first_alive);
-        current.vertical.drain(..first_alive);
         let row_first_column = current.first_column;
-        current.first_column += first_alive;
+        if !current.trim() {
+            break;
+        }
         trace_rows.push((row_first_column, row_start));
-        previous = current;
+        std::mem::swap(&mut previous, &mut current);
     }
     let ops = traceback(&trace, &trace_rows, best_cell);
     OneSide {
