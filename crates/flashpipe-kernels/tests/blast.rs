@@ -382,3 +382,46 @@ fn recall_against_ncbi_blastn_on_biomarks() {
         let _ = std::fs::remove_dir_all(&folder);
     }
 }
+
+/// Recall on files prepared by hand (the full BioMarKs draw takes blastn tens of minutes):
+/// `BLAST_QUERIES`, `BLAST_DATABASE` (FASTA), `BLAST_REFERENCE` (blastn's `-outfmt 6`),
+/// `BLAST_TASK`; run with `cargo test --release -p flashpipe-kernels --test blast -- --ignored`.
+#[test]
+#[ignore = "needs BLAST_QUERIES, BLAST_DATABASE, BLAST_REFERENCE and BLAST_TASK"]
+fn recall_on_prepared_files() {
+    let variable = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
+    let (queries, database, reference, task) = (
+        variable("BLAST_QUERIES"),
+        variable("BLAST_DATABASE"),
+        variable("BLAST_REFERENCE"),
+        variable("BLAST_TASK"),
+    );
+    let kernel = build_kernel(
+        "blastn",
+        &arguments(&[
+            &format!("queries={queries}"),
+            &format!("task={task}"),
+            "evalue=1e-5",
+        ]),
+    )
+    .expect("kernel");
+    let database = std::fs::read(&database).expect("database");
+    let started = std::time::Instant::now();
+    let (output, _) =
+        run_once(kernel.as_ref(), &database, DrivePlan::single(1 << 20)).expect("search");
+    let seconds = started.elapsed().as_secs_f64();
+    let ours = String::from_utf8(output).expect("text");
+    let reference = std::fs::read_to_string(&reference).expect("reference");
+    let (expected, found) = (pairs(&reference), pairs(&ours));
+    let common = expected.intersection(&found).count();
+    eprintln!(
+        "{task}: blastn {} pairs, ours {}, common {common}, recall {:.4}, precision {:.4}, {seconds:.1} s wall",
+        expected.len(),
+        found.len(),
+        common as f64 / expected.len().max(1) as f64,
+        common as f64 / found.len().max(1) as f64,
+    );
+    if let Ok(path) = std::env::var("BLAST_OUTPUT") {
+        std::fs::write(path, &ours).expect("output");
+    }
+}

@@ -172,8 +172,50 @@ impl Row {
 }
 
 /// Gapped X-drop extension from the origin over `query_length` x `subject_length` letters read
-/// through `query_at` and `subject_at` (so that the left side reads the prefixes reversed).
+/// through `query_at` and `subject_at` (so that the left side reads the prefixes reversed),
+/// with its traceback.
 pub fn extend_gapped(
+    matrix: &ScoreMatrix,
+    gaps: GapCosts,
+    x_drop: i32,
+    query_length: usize,
+    subject_length: usize,
+    query_at: impl Fn(usize) -> u8,
+    subject_at: impl Fn(usize) -> u8,
+) -> OneSide {
+    extend_gapped_with::<true>(
+        matrix,
+        gaps,
+        x_drop,
+        query_length,
+        subject_length,
+        query_at,
+        subject_at,
+    )
+}
+
+/// The same extension, its score and end only (no trace kept: BLAST's preliminary pass).
+pub fn extend_gapped_score(
+    matrix: &ScoreMatrix,
+    gaps: GapCosts,
+    x_drop: i32,
+    query_length: usize,
+    subject_length: usize,
+    query_at: impl Fn(usize) -> u8,
+    subject_at: impl Fn(usize) -> u8,
+) -> OneSide {
+    extend_gapped_with::<false>(
+        matrix,
+        gaps,
+        x_drop,
+        query_length,
+        subject_length,
+        query_at,
+        subject_at,
+    )
+}
+
+fn extend_gapped_with<const TRACE: bool>(
     matrix: &ScoreMatrix,
     gaps: GapCosts,
     x_drop: i32,
@@ -192,8 +234,10 @@ pub fn extend_gapped(
     previous.clear(0);
     previous.best.push(0);
     previous.vertical.push(DEAD);
-    trace_rows.push((0, trace.len()));
-    trace.push(FROM_DIAGONAL);
+    if TRACE {
+        trace_rows.push((0, trace.len()));
+        trace.push(FROM_DIAGONAL);
+    }
     let mut column = 1;
     while column <= subject_length {
         let score = -(gaps.open + gaps.extend * column as i32);
@@ -202,7 +246,9 @@ pub fn extend_gapped(
         }
         previous.best.push(score);
         previous.vertical.push(DEAD);
-        trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
+        if TRACE {
+            trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
+        }
         column += 1;
     }
     let mut current = Row::default();
@@ -266,7 +312,9 @@ pub fn extend_gapped(
             };
             current.best.push(score);
             current.vertical.push(vertical_kept);
-            trace.push(source | flags);
+            if TRACE {
+                trace.push(source | flags);
+            }
             left_best = score;
             column += 1;
             if column > previous_last + 1 && score == DEAD && horizontal < floor {
@@ -277,10 +325,16 @@ pub fn extend_gapped(
         if !current.trim() {
             break;
         }
-        trace_rows.push((row_first_column, row_start));
+        if TRACE {
+            trace_rows.push((row_first_column, row_start));
+        }
         std::mem::swap(&mut previous, &mut current);
     }
-    let ops = traceback(&trace, &trace_rows, best_cell);
+    let ops = if TRACE {
+        traceback(&trace, &trace_rows, best_cell)
+    } else {
+        Vec::new()
+    };
     OneSide {
         score: best_score,
         query_length: best_cell.0,
@@ -394,6 +448,39 @@ pub fn align_through(
         subject_length: left.subject_length + right.subject_length,
         ops,
     }
+}
+
+/// The score of the gapped extension through (`query_point`, `subject_point`) without a
+/// traceback (BLAST's preliminary gapped pass, with its smaller X-drop).
+pub fn score_through(
+    matrix: &ScoreMatrix,
+    gaps: GapCosts,
+    x_drop: i32,
+    query: &[u8],
+    subject: &[u8],
+    query_point: usize,
+    subject_point: usize,
+) -> i32 {
+    assert!(query_point < query.len() && subject_point < subject.len());
+    let right = extend_gapped_score(
+        matrix,
+        gaps,
+        x_drop,
+        query.len() - query_point,
+        subject.len() - subject_point,
+        |index| query[query_point + index],
+        |index| subject[subject_point + index],
+    );
+    let left = extend_gapped_score(
+        matrix,
+        gaps,
+        x_drop,
+        query_point,
+        subject_point,
+        |index| query[query_point - 1 - index],
+        |index| subject[subject_point - 1 - index],
+    );
+    left.score + right.score
 }
 
 /// The tabular columns of an alignment: length, identities, mismatches, gap openings.

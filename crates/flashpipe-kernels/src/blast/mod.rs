@@ -83,6 +83,10 @@ pub const MAX_QUERY_LETTERS: usize = 1 << 26;
 pub const UNGAPPED_X_DROP_BITS: f64 = 20.0;
 /// X-drop of the gapped extension with traceback, in bits (BLAST_GAP_X_DROPOFF_FINAL_NUCL).
 pub const GAPPED_X_DROP_BITS: f64 = 100.0;
+/// X-drop of the preliminary gapped pass, in bits: blastn's (BLAST_GAP_X_DROPOFF_NUCL).
+pub const PRELIMINARY_X_DROP_BITS_BLASTN: f64 = 30.0;
+/// X-drop of the preliminary gapped pass, in bits: megablast's (BLAST_GAP_X_DROPOFF_GREEDY).
+pub const PRELIMINARY_X_DROP_BITS_MEGABLAST: f64 = 25.0;
 /// Ungapped score, in bits, that starts a gapped extension (BLAST_GAP_TRIGGER_NUCL).
 pub const GAP_TRIGGER_BITS: f64 = 27.0;
 /// Hits whose E-value on the part of the database read so far exceeds this multiple of
@@ -263,9 +267,16 @@ impl BlastKernel {
         let ungapped_bits = |bits: f64| (bits * std::f64::consts::LN_2 / lambda).ceil() as i32;
         let gap_trigger =
             ((GAP_TRIGGER_BITS * std::f64::consts::LN_2 + karlin.k.ln()) / lambda).ceil() as i32;
+        let linear = scoring.gap_open == 0 && scoring.gap_extend == 0;
+        let preliminary_bits = if linear {
+            PRELIMINARY_X_DROP_BITS_MEGABLAST
+        } else {
+            PRELIMINARY_X_DROP_BITS_BLASTN
+        };
         let params = SearchParams {
             word_letters: scoring.word,
             ungapped_x_drop: ungapped_bits(UNGAPPED_X_DROP_BITS),
+            preliminary_x_drop: karlin.bits_to_raw(preliminary_bits),
             gapped_x_drop: karlin.bits_to_raw(GAPPED_X_DROP_BITS),
             gap_trigger: gap_trigger.max(1),
             gaps,
@@ -394,9 +405,13 @@ impl BlastJob {
                 .collect();
             self.early_letters = letters.max(1);
         }
-        let hsps =
-            self.searcher
-                .search(&kernel.index, &kernel.matrix, &kernel.params, record.codes);
+        let hsps = self.searcher.search(
+            &kernel.index,
+            &kernel.matrix,
+            &kernel.params,
+            &self.early_scores,
+            record.codes,
+        );
         let contexts = kernel.index.contexts();
         let subject = self.subjects.len() as u32;
         let mut kept_any = false;

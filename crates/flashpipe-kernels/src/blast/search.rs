@@ -11,7 +11,9 @@
 //! made is skipped (BLAST's `diag_table`).
 
 use crate::blast::alphabet::{is_base, reverse_complement, ScoreMatrix};
-use crate::blast::extend::{align_through, count_columns, extend_ungapped, GapCosts};
+use crate::blast::extend::{
+    align_through, count_columns, extend_ungapped, score_through, GapCosts,
+};
 
 /// Code placed between contexts: scores as a mismatch against everything and is no base.
 const SENTINEL: u8 = 14;
@@ -39,7 +41,9 @@ pub struct SearchParams {
     pub word_letters: usize,
     /// Ungapped X-drop (raw).
     pub ungapped_x_drop: i32,
-    /// Gapped X-drop (raw).
+    /// X-drop of the preliminary gapped pass, score only (raw).
+    pub preliminary_x_drop: i32,
+    /// X-drop of the final gapped pass with traceback (raw).
     pub gapped_x_drop: i32,
     /// Ungapped score that triggers a gapped extension (raw).
     pub gap_trigger: i32,
@@ -208,11 +212,13 @@ impl Searcher {
     }
 
     /// Searches one subject; returns its alignments, best first, none inside a better one.
+    /// A seed whose preliminary gapped score is below `cutoffs[query]` gets no traceback.
     pub fn search(
         &mut self,
         index: &QueryIndex,
         matrix: &ScoreMatrix,
         params: &SearchParams,
+        cutoffs: &[i32],
         subject: &[u8],
     ) -> Vec<Hsp> {
         let lookup_letters = index.lookup_letters;
@@ -293,6 +299,18 @@ impl Searcher {
                             .contains(&subject_point)
                 });
                 if covered {
+                    continue;
+                }
+                let preliminary = score_through(
+                    matrix,
+                    params.gaps,
+                    params.preliminary_x_drop,
+                    letters,
+                    subject,
+                    query_point,
+                    subject_point,
+                );
+                if preliminary < cutoffs[context.query as usize] {
                     continue;
                 }
                 let alignment = align_through(
