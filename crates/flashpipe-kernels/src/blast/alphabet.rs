@@ -97,6 +97,12 @@ impl ScoreMatrix {
         self.scores[first as usize][second as usize]
     }
 
+    /// The scores of one code against every code.
+    #[inline]
+    pub fn row(&self, code: u8) -> &[i32; CODE_COUNT] {
+        &self.scores[code as usize]
+    }
+
     /// The same matrix with every score multiplied by `factor` (linear gaps of half-integer cost).
     pub fn scaled(&self, factor: i32) -> Self {
         let mut scores = self.scores;

@@ -133,14 +133,6 @@ struct Row {
 }
 
 impl Row {
-    #[inline]
-    fn at(&self, column: usize) -> (i32, i32) {
-        match column.checked_sub(self.first_column) {
-            Some(index) if index < self.best.len() => (self.best[index], self.vertical[index]),
-            _ => (DEAD, DEAD),
-        }
-    }
-
     fn clear(&mut self, first_column: usize) {
         self.first_column = first_column;
         self.best.clear();
@@ -253,20 +245,29 @@ fn extend_gapped_with<const TRACE: bool>(
     }
     let mut current = Row::default();
     for row in 1..=query_length {
-        let query_code = query_at(row - 1);
-        let previous_last = previous.first_column + previous.best.len() - 1;
-        current.clear(previous.first_column);
+        let scores = matrix.row(query_at(row - 1));
+        let previous_first = previous.first_column;
+        let previous_count = previous.best.len();
+        let previous_last = previous_first + previous_count - 1;
+        current.clear(previous_first);
         let row_start = trace.len();
         let mut horizontal = DEAD;
         let mut left_best = DEAD;
         let mut column = previous.first_column;
         let floor = best_score - x_drop;
         while column <= subject_length {
-            let (up_best, up_vertical) = previous.at(column);
-            let diagonal = if column >= 1 {
-                let (diagonal_best, _) = previous.at(column - 1);
+            // Column `column` of the previous row is at `offset` there (the window starts at
+            // `previous_first`, so the diagonal cell is at `offset - 1`).
+            let offset = column - previous_first;
+            let (up_best, up_vertical) = if offset < previous_count {
+                (previous.best[offset], previous.vertical[offset])
+            } else {
+                (DEAD, DEAD)
+            };
+            let diagonal = if offset >= 1 && offset <= previous_count {
+                let diagonal_best = previous.best[offset - 1];
                 if diagonal_best > DEAD {
-                    diagonal_best + matrix.score(query_code, subject_at(column - 1))
+                    diagonal_best + scores[subject_at(column - 1) as usize]
                 } else {
                     DEAD
                 }

@@ -301,17 +301,22 @@ impl Searcher {
                 if covered {
                     continue;
                 }
-                let preliminary = score_through(
-                    matrix,
-                    params.gaps,
-                    params.preliminary_x_drop,
-                    letters,
-                    subject,
-                    query_point,
-                    subject_point,
-                );
-                if preliminary < cutoffs[context.query as usize] {
-                    continue;
+                // The gapped extension through a point of the ungapped segment scores at
+                // least about as much, so a segment above the cutoff needs no preliminary pass.
+                let cutoff = cutoffs[context.query as usize];
+                if ungapped.score < cutoff {
+                    let preliminary = score_through(
+                        matrix,
+                        params.gaps,
+                        params.preliminary_x_drop,
+                        letters,
+                        subject,
+                        query_point,
+                        subject_point,
+                    );
+                    if preliminary < cutoff {
+                        continue;
+                    }
                 }
                 let alignment = align_through(
                     matrix,
