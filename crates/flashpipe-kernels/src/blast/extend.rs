@@ -120,6 +120,8 @@ const DEAD: i32 = i32::MIN / 4;
 const FROM_DIAGONAL: u8 = 0;
 const FROM_SUBJECT_GAP: u8 = 1;
 const FROM_QUERY_GAP: u8 = 2;
+// The row loop computes the source as 0, 1 or 1 + 1.
+const _: () = assert!(FROM_DIAGONAL == 0 && FROM_QUERY_GAP == FROM_SUBJECT_GAP + 1);
 const E_EXTENDS: u8 = 4;
 const F_EXTENDS: u8 = 8;
 
@@ -274,43 +276,26 @@ fn extend_gapped_with<const TRACE: bool>(
             } else {
                 DEAD
             };
-            let mut flags = 0;
+            // Selects rather than branches: which of the three wins is data-dependent.
             let vertical_open = up_best - open_extend;
             let vertical_extend = up_vertical - gaps.extend;
-            let vertical = if vertical_extend >= vertical_open {
-                flags |= F_EXTENDS;
-                vertical_extend
-            } else {
-                vertical_open
-            };
+            let vertical = vertical_open.max(vertical_extend);
             let horizontal_open = left_best - open_extend;
             let horizontal_extend = horizontal - gaps.extend;
-            horizontal = if horizontal_extend >= horizontal_open {
-                flags |= E_EXTENDS;
-                horizontal_extend
-            } else {
-                horizontal_open
-            };
-            let mut score = diagonal;
-            let mut source = FROM_DIAGONAL;
-            if horizontal > score {
-                score = horizontal;
-                source = FROM_SUBJECT_GAP;
+            horizontal = horizontal_open.max(horizontal_extend);
+            let flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
+                | (u8::from(horizontal_extend >= horizontal_open) * E_EXTENDS);
+            let score = diagonal.max(horizontal).max(vertical);
+            let source =
+                u8::from(diagonal < score) * (FROM_SUBJECT_GAP + u8::from(horizontal < score));
+            let alive = score >= floor;
+            let score = if alive { score } else { DEAD };
+            let vertical_kept = if alive { vertical.max(DEAD) } else { DEAD };
+            horizontal = if alive { horizontal } else { DEAD };
+            if score > best_score {
+                best_score = score;
+                best_cell = (row, column);
             }
-            if vertical > score {
-                score = vertical;
-                source = FROM_QUERY_GAP;
-            }
-            let (score, vertical_kept) = if score < floor {
-                horizontal = DEAD;
-                (DEAD, DEAD)
-            } else {
-                if score > best_score {
-                    best_score = score;
-                    best_cell = (row, column);
-                }
-                (score, vertical.max(DEAD))
-            };
             current.best.push(score);
             current.vertical.push(vertical_kept);
             if TRACE {
