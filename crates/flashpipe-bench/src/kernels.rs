@@ -24,6 +24,7 @@
 //! This is a benchmark: it reads the wall clock (`std::time::Instant`) for the ordinary-file and
 //! tool columns; the pipeline column is timed by the store device's clock.
 
+pub mod blast;
 mod cases;
 mod langid_anchors;
 mod search_lookups;
@@ -90,6 +91,10 @@ pub struct BenchKernelsArgs {
     /// section (the shipped profile against langid.py, lingua and fastText's lid.176).
     #[arg(long)]
     pub langid_held_out: Option<PathBuf>,
+    /// Queries of the BLAST section, drawn from BioMarKs (default 100, 5 with --quick; 0
+    /// leaves the section out).
+    #[arg(long)]
+    pub blast_queries: Option<usize>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -168,6 +173,9 @@ pub struct BenchKernelsReport {
     pub caches: CacheReport,
     /// Notes (tools installed or missing, page cache).
     pub notes: Vec<String>,
+    /// The BLAST section (blastn kernel beside NCBI blastn), when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blast: Option<blast::BlastReport>,
 }
 
 /// What happened to the caches before the cold runs.
@@ -281,6 +289,11 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
     }
     progress.set_message("bench kernels: WebAssembly kernels");
     wasm::run_section(&store, &arguments, size_bytes, storage, &mut notes)?;
+    progress.set_message("bench kernels: BLAST section");
+    let blast_queries = arguments
+        .blast_queries
+        .unwrap_or(if arguments.quick { 5 } else { 100 });
+    let blast = blast::run_section(&store, &dir, blast_queries, arguments.quick, &mut notes)?;
     let small_file_count =
         arguments
             .small_file_count
@@ -324,11 +337,15 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         small_files_small_blocks: small_blocks,
         caches: caches.report(),
         notes,
+        blast,
     };
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
+        if let Some(blast) = &report.blast {
+            blast::print_section(blast);
+        }
     }
     if let Some(held_out) = &arguments.langid_held_out {
         langid_anchors::run_and_print(held_out, arguments.quick, arguments.json)?;

@@ -45,6 +45,11 @@ pub const HOST_PATH_OPTIONS: &[HostPathOption] = &[
         path_use: HostPathUse::InputFile,
     },
     HostPathOption {
+        kernel: "blastn",
+        key: "queries",
+        path_use: HostPathUse::InputFile,
+    },
+    HostPathOption {
         kernel: "wasm",
         key: "module_path",
         path_use: HostPathUse::InputFile,

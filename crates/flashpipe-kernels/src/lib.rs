@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod binary_search;
+pub mod blast;
 pub mod checksums;
 pub mod ciphers;
 pub mod des_block;

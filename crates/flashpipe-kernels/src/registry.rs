@@ -161,6 +161,15 @@ pub const KERNELS: &[KernelSpec] = &[
         build: crate::binary_search::SearchIndexKernel::from_options,
     },
     KernelSpec {
+        name: "blastn",
+        description: "nucleotide search like NCBI blastn (megablast or blastn task), tabular out",
+        schedule: Schedule::ChunksInOrder,
+        output: OutputKind::TransformedStream,
+        options: crate::blast::BLASTN_OPTIONS,
+        validated_against: "NCBI BLAST+ 2.12 blastn -outfmt 6 -dust no on BioMarKs 18S sequences",
+        build: crate::blast::BlastKernel::from_options,
+    },
+    KernelSpec {
         name: "wasm",
         description:
             "a user's WebAssembly module, sandboxed; its schedule and output are the module's",

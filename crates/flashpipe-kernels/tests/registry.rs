@@ -66,6 +66,8 @@ fn every_registered_kernel_builds_and_matches_its_entry() {
     let directory = tempfile::tempdir().expect("temp dir");
     let queries = directory.path().join("queries.f32");
     std::fs::write(&queries, [0u8; 16]).expect("queries");
+    let sequences = directory.path().join("queries.fa");
+    std::fs::write(&sequences, b">q\nACGTACGTACGT\n").expect("sequences");
     let profiles = directory.path().join("profiles.bin");
     let model = flashpipe_kernels::langid::model::train(
         &[("eng".to_string(), b"hello world".to_vec())],
@@ -97,6 +99,7 @@ fn every_registered_kernel_builds_and_matches_its_entry() {
                     .join("histogram.wat")
                     .display()
             )],
+            "blastn" => vec![format!("queries={}", sequences.display())],
             _ => vec![],
         };
         let kernel = spec
