@@ -425,29 +425,26 @@ fn held_out_pieces_are_read_by_size_and_scored_per_language() {
 }
 
 /// The mixed corpus folder: `$FLASHPIPE_LANGID_CORPUS`, else `langid-corpus` in the shared data
-/// folder. No test command fetches it (scripts/fetch-langid-corpus DIR does), so a missing corpus
-/// skips the test with a note even under FLASHPIPE_REQUIRE_DATA.
-fn fetched_corpus() -> Option<std::path::PathBuf> {
+/// folder. No test command fetches it (scripts/fetch-langid-corpus DIR does), so the check that
+/// needs it is ignored by default and fails when run without it.
+fn fetched_corpus() -> std::path::PathBuf {
     let folder = std::env::var_os("FLASHPIPE_LANGID_CORPUS")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
             flashpipe_kernels::shared_data::shared_data_directory().join("langid-corpus")
         });
-    if folder.join(WORD_LIST_FOLDER).is_dir() {
-        return Some(folder);
-    }
-    eprintln!(
-        "note: {} is absent (scripts/fetch-langid-corpus DIR, then FLASHPIPE_LANGID_CORPUS=DIR): the shipped-profile check does not run",
+    assert!(
+        folder.join(WORD_LIST_FOLDER).is_dir(),
+        "{} is absent: run scripts/fetch-langid-corpus DIR, then set FLASHPIPE_LANGID_CORPUS=DIR",
         folder.display()
     );
-    None
+    folder
 }
 
 #[test]
+#[ignore = "needs the fetched corpus: scripts/fetch-langid-corpus DIR, FLASHPIPE_LANGID_CORPUS=DIR, --ignored"]
 fn the_shipped_profile_is_what_training_on_the_fetched_corpus_gives() {
-    let Some(folder) = fetched_corpus() else {
-        return;
-    };
+    let folder = fetched_corpus();
     let corpus = load_mixed(&folder, CorpusSelection::default()).expect("the corpus loads");
     let model = train_mixed(&corpus.training_sources(false), MixedSettings::default());
     assert!(
