@@ -180,6 +180,9 @@ pub fn bench_cases(
         "no standard Sobel command-line tool installed",
     ));
     if let Some((langid, text)) = langid {
+        // The same interpreter as the anchors section (the venv that has langid.py).
+        let python = super::langid_anchors::anchor_python();
+        let python = python.to_string_lossy();
         cases.push(BenchCase::new(
             "langid (2 KiB pieces)",
             langid,
@@ -187,7 +190,7 @@ pub fn bench_cases(
             tool(
                 "python langid.py (2 KiB pieces)",
                 &[
-                    "python3",
+                    &python,
                     "-c",
                     "import sys,langid\nd=open(sys.argv[1],'rb').read()\n\
                      [langid.classify(d[i:i+2048].decode('utf-8','ignore')) for i in range(0,len(d),2048)]",

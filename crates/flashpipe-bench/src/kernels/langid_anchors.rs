@@ -74,7 +74,7 @@ pub struct LangidAnchorsReport {
 }
 
 /// The interpreter the anchors run with.
-fn anchor_python() -> PathBuf {
+pub(super) fn anchor_python() -> PathBuf {
     if let Some(path) = std::env::var_os("FLASHPIPE_LANGID_PYTHON") {
         return PathBuf::from(path);
     }
