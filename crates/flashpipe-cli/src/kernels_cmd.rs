@@ -398,6 +398,8 @@ fn corpus_directory(given: Option<&Path>) -> Result<PathBuf, KernelsCommandError
 }
 
 fn train_langid(arguments: &TrainLangidArgs) -> Result<(), KernelsCommandError> {
+    // Bad settings are refused before any corpus is looked for or read.
+    arguments.corpus.mixed_settings()?;
     let TrainedCorpus {
         documents,
         word_lists,
