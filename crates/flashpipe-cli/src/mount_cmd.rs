@@ -58,10 +58,29 @@ pub struct MountArgs {
     /// Say on standard error how the mount reaches the store (a server, or opened here).
     #[arg(short, long)]
     pub verbose: bool,
+    /// Milliseconds a close may leave its commit waiting, so that closes in that time share
+    /// one commit (0: each close commits before it returns; at most 60000). fsync always
+    /// commits before it returns.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_COMMIT_DELAY_MS)]
+    pub commit_delay_ms: u64,
 }
+
+/// The default of `--commit-delay-ms`.
+const DEFAULT_COMMIT_DELAY_MS: u64 = 100;
 
 /// Runs `flashpipe mount`.
 pub fn run(arguments: MountArgs) -> CliResult {
+    if arguments.commit_delay_ms > flashpipe_mount::MAX_COMMIT_DELAY_MS {
+        return Err(Failure::new(
+            ErrorKind::Usage,
+            format!(
+                "--commit-delay-ms {} is too long; give at most {} (a minute), or 0 to commit at each close",
+                arguments.commit_delay_ms,
+                flashpipe_mount::MAX_COMMIT_DELAY_MS
+            ),
+        )
+        .into());
+    }
     check_mount_point(&arguments.directory).map_err(mount_failure)?;
     let others_may_write = if arguments.allow_other {
         others_access(&arguments.store)?
@@ -93,6 +112,7 @@ pub fn run(arguments: MountArgs) -> CliResult {
         shared_store: false,
         wall_clock_times: !session.clock_is_virtual(),
         max_bytes_in_flight: u64::MAX,
+        commit_delay_ms: arguments.commit_delay_ms,
     };
     let serve = Serve {
         arguments: &arguments,
@@ -224,7 +244,10 @@ fn run_in_background(arguments: &MountArgs) -> CliResult {
         .arg("mount")
         .arg(&arguments.store)
         .arg(&arguments.directory);
-    command.arg("--foreground");
+    command
+        .arg("--foreground")
+        .arg("--commit-delay-ms")
+        .arg(arguments.commit_delay_ms.to_string());
     for (given, flag) in [
         (arguments.allow_other, "--allow-other"),
         (arguments.wait, "--wait"),

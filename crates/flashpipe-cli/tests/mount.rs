@@ -351,6 +351,50 @@ fn a_sigkill_mid_write_keeps_what_fsync_acknowledged() {
 }
 
 #[test]
+fn closes_share_a_commit_that_fsync_and_unmount_do_at_once() {
+    if !fuse_available("commit delay of a mount") {
+        return;
+    }
+    let folder = fresh_folder("mount-commit-delay");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let root = folder.path();
+    let names = || String::from_utf8_lossy(&flashpipe(&["ls", text(&store)]).stdout).into_owned();
+    // a close leaves its commit to the committer (a minute away here): a SIGKILL before it
+    // loses the closed file, not the one fsync acknowledged before it
+    let mount = Mounted::start(&store, &directory, &["--commit-delay-ms", "60000"]);
+    shell_ok(root, "echo synced > m/synced.txt && sync m/synced.txt");
+    shell_ok(root, "echo closed > m/closed.txt && cat m/closed.txt");
+    mount.kill();
+    let listed = names();
+    assert!(listed.contains("synced.txt"), "{listed}");
+    assert!(!listed.contains("closed.txt"), "{listed}");
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+    // 0: each close commits before it returns
+    let mount = Mounted::start(&store, &directory, &["--commit-delay-ms", "0"]);
+    shell_ok(root, "echo closed > m/closed.txt");
+    mount.kill();
+    assert!(names().contains("closed.txt"));
+    // the default delay: the unmount commits what closes left
+    let mount = Mounted::start(&store, &directory, &[]);
+    shell_ok(root, "echo unmounted > m/unmounted.txt");
+    mount.stop(libc::SIGTERM);
+    assert_eq!(
+        succeed(&["cat", text(&store), "unmounted.txt"]),
+        "unmounted\n"
+    );
+    // a delay past a minute, or not a number, is refused before anything is mounted
+    for bad in ["60001", "-1", "soon"] {
+        let option = format!("--commit-delay-ms={bad}");
+        let output = flashpipe(&["mount", text(&store), text(&directory), &option]);
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        let message = String::from_utf8_lossy(&output.stderr);
+        assert!(message.contains("commit-delay-ms"), "{message}");
+        assert!(!message.contains("panicked"), "{message}");
+    }
+    assert!(shell(root, "mountpoint -q m").status.code() != Some(0));
+}
+
+#[test]
 fn fio_verifies_what_it_wrote_on_a_mount() {
     if !fuse_available("fio verify on a mount")
         || !flashpipe_testkit::tools::programs_or_skip("fio verify on a mount", &["fio"])

@@ -155,11 +155,16 @@ impl<T: MountTransport> MountFs<T> {
         ))
     }
 
-    /// A commit point of file `inode` (fsync, close). When one of its writes failed, its
-    /// size is asked of the store again: the size the mount counted on is not the file's.
-    fn commit_file(&self, inode: u64) -> Result<(), Errno> {
+    /// A commit point of file `inode` (fsync, and close when `close`: then the commit may
+    /// be left to the committer). When one of its writes failed, its size is asked of the
+    /// store again: the size the mount counted on is not the file's.
+    fn commit_file(&self, inode: u64, close: bool) -> Result<(), Errno> {
         let mut state = self.lock();
-        let result = state.commit(Some(inode));
+        let result = if close {
+            state.close_point(inode)
+        } else {
+            state.commit(Some(inode))
+        };
         if result.is_err() {
             if let Ok(name) = Self::file_name(&state, inode) {
                 if let Ok(size) = state.stat_size(&name) {
@@ -524,7 +529,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        answer_empty(reply, self.commit_file(inode.0))
+        answer_empty(reply, self.commit_file(inode.0, true))
     }
 
     fn release(
@@ -537,7 +542,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        answer_empty(reply, self.commit_file(inode.0))
+        answer_empty(reply, self.commit_file(inode.0, true))
     }
 
     fn fsync(
@@ -548,7 +553,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        answer_empty(reply, self.commit_file(inode.0))
+        answer_empty(reply, self.commit_file(inode.0, false))
     }
 
     fn fsyncdir(

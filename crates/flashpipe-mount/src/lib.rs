@@ -15,6 +15,7 @@
 //! Layer rule: an interface. It names only `flashpipe-api` (the command set) below it,
 //! never the engine, the store crates or the client library; the CLI names it.
 
+mod committer;
 mod fs;
 mod state;
 mod tree;
@@ -68,7 +69,13 @@ pub struct MountOptions {
     pub wall_clock_times: bool,
     /// Most bytes of writes this client may have in flight (the transport's limit).
     pub max_bytes_in_flight: u64,
+    /// How long after a close the mount may wait before committing (milliseconds; closes
+    /// within it share one commit); 0: each close commits before it returns.
+    pub commit_delay_ms: u64,
 }
+
+/// The longest `commit_delay_ms` a mount accepts (a minute).
+pub const MAX_COMMIT_DELAY_MS: u64 = 60_000;
 
 /// Examines the store's device images before a change of names or a commit (the engine in
 /// process: `RunningStore::check_devices`); `Err` says what changed, and from then on such
@@ -243,6 +250,7 @@ pub fn mount<T: MountTransport>(
     ) {
         Ok(mut state) => {
             state.device_check = device_check;
+            state.commit_delay_ns = options.commit_delay_ms.min(MAX_COMMIT_DELAY_MS) * 1_000_000;
             state
         }
         Err((transport, message)) => return Err((transport, MountError::Store(message))),
@@ -320,7 +328,28 @@ impl<T: MountTransport> Mounted<T> {
             mount_point,
             ..
         } = self;
+        let delay_ms = state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .commit_delay_ns
+            / 1_000_000;
+        let committer = match committer::Committer::start(&state, delay_ms) {
+            Ok(committer) => committer,
+            Err(error) => {
+                say(&format!(
+                    "cannot start the commit thread ({error}); each close commits before it returns"
+                ));
+                state
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .commit_delay_ns = 0;
+                None
+            }
+        };
         let served = session.run();
+        if let Some(committer) = committer {
+            committer.stop();
+        }
         let (committed, device_changed) = {
             let mut state = state
                 .lock()

@@ -59,6 +59,10 @@ pub struct State<T: MountTransport> {
     in_flight: HashMap<Ticket, InFlightWrite>,
     write_errors: HashMap<u64, Errno>,
     uncommitted: bool,
+    /// When the commit that closes asked for is due (wall-clock ns); `None`: none asked.
+    commit_due_ns: Option<u64>,
+    /// How long after a close its commit may wait (0: the close waits for it).
+    pub(crate) commit_delay_ns: u64,
     pub(crate) wall_clock_times: bool,
     pub(crate) started_ns: u64,
     pub(crate) device_check: Option<crate::DeviceCheck>,
@@ -119,6 +123,8 @@ impl<T: MountTransport> State<T> {
             in_flight: HashMap::new(),
             write_errors: HashMap::new(),
             uncommitted: false,
+            commit_due_ns: None,
+            commit_delay_ns: 0,
             wall_clock_times,
             started_ns,
             device_check: None,
@@ -320,18 +326,57 @@ impl<T: MountTransport> State<T> {
             Some(inode) => self.write_errors.remove(&inode),
             None => self.write_errors.drain().map(|(_, errno)| errno).next(),
         };
-        if self.uncommitted {
-            self.check_devices()?;
-            self.transport.flush().map_err(|error| {
-                report("the commit", &error);
-                errno_of(error.code())
-            })?;
-            self.uncommitted = false;
+        self.commit_changes()?;
+        match failed {
+            Some(errno) => Err(errno),
+            None => Ok(()),
+        }
+    }
+
+    /// A close of file `inode` (FUSE's flush and release): every write answered and the
+    /// file's write failures reported, as at a commit point; the commit itself is done now
+    /// when `commit_delay_ns` is 0, else asked of the committer, due that long after the
+    /// first close since the last commit.
+    pub fn close_point(&mut self, inode: u64) -> Result<(), Errno> {
+        if self.commit_delay_ns == 0 {
+            return self.commit(Some(inode));
+        }
+        self.drain()?;
+        let failed = self.write_errors.remove(&inode);
+        if self.uncommitted && self.commit_due_ns.is_none() {
+            self.commit_due_ns = Some(now_ns().saturating_add(self.commit_delay_ns));
         }
         match failed {
             Some(errno) => Err(errno),
             None => Ok(()),
         }
+    }
+
+    /// The committer's turn at `now_ns`: commits when a close's commit is due. Write
+    /// failures stay kept for their files' next fsync or close; a failed commit is reported
+    /// on standard error and left to the next commit point.
+    pub fn commit_if_due(&mut self, now_ns: u64) {
+        match self.commit_due_ns {
+            Some(due_ns) if due_ns <= now_ns => {}
+            _ => return,
+        }
+        // failures were reported where they happened; the next commit point tries again
+        let _ = self.drain().and_then(|()| self.commit_changes());
+    }
+
+    /// Every change committed (a `Flush`), when there is one.
+    fn commit_changes(&mut self) -> Result<(), Errno> {
+        self.commit_due_ns = None;
+        if !self.uncommitted {
+            return Ok(());
+        }
+        self.check_devices()?;
+        self.transport.flush().map_err(|error| {
+            report("the commit", &error);
+            errno_of(error.code())
+        })?;
+        self.uncommitted = false;
+        Ok(())
     }
 
     /// The store's space and file count.
