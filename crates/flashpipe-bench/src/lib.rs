@@ -51,8 +51,10 @@ pub mod ftl;
 pub mod ftl_copy;
 pub mod ftl_fs;
 pub mod kernels;
+pub mod mount;
 pub mod net;
 pub mod precondition;
+pub mod scratch;
 pub mod serve;
 pub mod sim;
 

@@ -21,6 +21,8 @@ pub enum BenchCommand {
     Kernels(bench_kernels::BenchKernelsArgs),
     /// flashpipe's NBD server beside qemu-nbd and nbdkit (RAM disk, same file); a store over disk nodes.
     Net(flashpipe_bench::net::BenchNetArgs),
+    /// A store mounted through FUSE beside the CLI on the same store and bindfs over tmpfs.
+    Mount(flashpipe_bench::mount::BenchMountArgs),
     /// The minFlash cluster as node processes on loopback beside the model and the paper (Fig. 6, 7).
     Cluster(flashpipe_bench::cluster::BenchClusterArgs),
     /// Emulated flash at wall speed: a put into a minflash store, the whole stack and the raw model against their targets.
@@ -42,6 +44,7 @@ pub fn run(command: BenchCommand) -> flashpipe_bench::BenchResult {
         BenchCommand::Flash(arguments) => bench_flash::run(arguments),
         BenchCommand::Net(arguments) => flashpipe_bench::net::run(arguments),
         BenchCommand::Cluster(arguments) => flashpipe_bench::cluster::run(arguments),
+        BenchCommand::Mount(arguments) => flashpipe_bench::mount::run(arguments),
         BenchCommand::Serve(arguments) => bench_serve::run(arguments),
         BenchCommand::ServeClient(arguments) => bench_serve::run_client_role(arguments),
     }

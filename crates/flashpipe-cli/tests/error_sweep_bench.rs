@@ -35,6 +35,8 @@ const CASES: &str = "
     invalid_input ftl emulate --qd 0
     invalid_input ftl emulate --seconds 0
     invalid_input demo --dir notes.txt/store
+    invalid_input bench mount --size-mib 0
+    invalid_input bench mount --folder notes.txt
 ";
 
 fn bench_cases() -> Vec<Case> {

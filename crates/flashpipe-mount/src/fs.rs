@@ -10,7 +10,7 @@ use std::ffi::OsStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use flashpipe_api::Command;
+use flashpipe_api::{Command, StreamPayloads};
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
@@ -281,7 +281,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
     ) -> std::io::Result<()> {
         // 1 MiB writes and readahead, as `put` and `get` move data; the kernel's own limit
         // where it is lower
-        if let Err(nearest) = config.set_max_write(1 << 20) {
+        if let Err(nearest) = config.set_max_write(crate::state::MOST_WRITE_BYTES as u32) {
             let _ = config.set_max_write(nearest);
         }
         if let Err(nearest) = config.set_max_readahead(1 << 20) {
@@ -473,19 +473,27 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let mut state = self.lock();
         let result = (|| {
+            let mut state = self.lock();
             let name = Self::file_name(&state, inode.0)?;
             let known_size = match state.tree.node(inode.0).map(|node| &node.kind) {
                 Some(NodeKind::File { size_bytes, .. }) => *size_bytes,
                 _ => 0,
             };
-            let (bytes, size) = state.read(&name, offset, u64::from(size), known_size)?;
+            let (pieces, size) = state.read(&name, offset, u64::from(size), known_size)?;
             Self::set_size(&mut state, inode.0, size, None);
-            Ok(bytes)
+            Ok(pieces)
         })();
+        let read_bytes = <T::P as StreamPayloads>::read_bytes;
         match result {
-            Ok(bytes) => reply.data(&bytes),
+            Ok(pieces) if pieces.len() == 1 => reply.data(read_bytes(&pieces[0])),
+            Ok(pieces) => reply.data(
+                &pieces
+                    .iter()
+                    .map(read_bytes)
+                    .collect::<Vec<&[u8]>>()
+                    .concat(),
+            ),
             Err(value) => reply.error(errno(value)),
         }
     }

@@ -35,16 +35,17 @@ pub(crate) fn say(message: &str) {
 }
 
 /// A way to a store the mount can use: a command-set transport whose payloads it can fill
-/// and read, whose errors have codes and words, and which can move to the mount's thread.
+/// and read, whose errors have codes and words, and which can move to the mount's thread
+/// (with the write buffers it gives back, kept for later writes).
 pub trait MountTransport:
-    Transport<P: StreamPayloads, Error: CodedError + std::fmt::Display> + Send + 'static
+    Transport<P: StreamPayloads<Write: Send>, Error: CodedError + std::fmt::Display> + Send + 'static
 {
 }
 
 impl<T> MountTransport for T
 where
     T: Transport + Send + 'static,
-    T::P: StreamPayloads,
+    T::P: StreamPayloads<Write: Send>,
     T::Error: std::fmt::Display,
 {
 }
@@ -73,6 +74,9 @@ pub struct MountOptions {
     /// within it share one commit); 0: each close commits before it returns.
     pub commit_delay_ms: u64,
 }
+
+/// Threads serving FUSE requests (each with its own descriptor of the session).
+const SERVING_THREADS: usize = 2;
 
 /// The longest `commit_delay_ms` a mount accepts (a minute).
 pub const MAX_COMMIT_DELAY_MS: u64 = 60_000;
@@ -271,6 +275,10 @@ pub fn mount<T: MountTransport>(
     }
     let mut config = fuser::Config::default();
     config.mount_options = mount_options;
+    // one thread reads the next request from the kernel (a copy of up to 1 MiB) and answers
+    // a read (another copy) while the other is in the state's lock
+    config.n_threads = Some(SERVING_THREADS);
+    config.clone_fd = true;
     config.acl = if options.allow_other {
         fuser::SessionACL::All
     } else {

@@ -22,6 +22,9 @@ use crate::MountTransport;
 /// Writes in flight at most (the CLI's transfer window).
 const WRITE_WINDOW: usize = 8;
 
+/// Most bytes of one write command (FUSE's largest write, asked for in `init`).
+pub const MOST_WRITE_BYTES: u64 = 1 << 20;
+
 /// How many times a read refused for want of engine read buffers is tried again.
 const READ_BUFFER_TRIES: u32 = 200;
 
@@ -47,7 +50,13 @@ struct InFlightWrite {
     inode: u64,
     first_block: u64,
     last_block: u64,
+    /// Whether its buffer is a whole chunk long (kept for the next write when it comes back).
+    whole_chunk: bool,
 }
+
+/// What a read gave: the transport's read data, in order (one for a read no longer than the
+/// transport's most bytes per read).
+pub type ReadPieces<T> = Vec<<<T as flashpipe_api::Transport>::P as flashpipe_api::Payloads>::Read>;
 
 /// The mount's state (one lock around it; FUSE requests are served one at a time).
 pub struct State<T: MountTransport> {
@@ -57,6 +66,9 @@ pub struct State<T: MountTransport> {
     block_size_bytes: u64,
     window: usize,
     in_flight: HashMap<Ticket, InFlightWrite>,
+    /// Whole-chunk write buffers the transport gave back, filled again by later writes
+    /// (at most `window`; a fresh buffer is zeroed memory, mapped anew past glibc's threshold).
+    spare_writes: Vec<<T::P as flashpipe_api::Payloads>::Write>,
     write_errors: HashMap<u64, Errno>,
     uncommitted: bool,
     /// When the commit that closes asked for is due (wall-clock ns); `None`: none asked.
@@ -112,7 +124,7 @@ impl<T: MountTransport> State<T> {
             })
             .collect();
         let limits = transport.limits();
-        let write_bytes = limits.max_write_bytes.clamp(1, 1 << 20);
+        let write_bytes = limits.max_write_bytes.clamp(1, MOST_WRITE_BYTES);
         let by_bytes = usize::try_from(max_bytes_in_flight / write_bytes).unwrap_or(usize::MAX);
         Ok(State {
             tree: Tree::new(&entries),
@@ -121,6 +133,7 @@ impl<T: MountTransport> State<T> {
             block_size_bytes: u64::from(stats.fs_block_size_bytes).max(1),
             transport,
             in_flight: HashMap::new(),
+            spare_writes: Vec::new(),
             write_errors: HashMap::new(),
             uncommitted: false,
             commit_due_ns: None,
@@ -151,7 +164,12 @@ impl<T: MountTransport> State<T> {
             .remove(&ticket)
             .expect("only writes are left in flight between requests");
         match outcome {
-            Ok(Reply::Written { .. }) => {}
+            Ok(Reply::Written { buffer }) => {
+                if write.whole_chunk && self.spare_writes.len() < self.window {
+                    self.spare_writes
+                        .extend(<T::P as StreamPayloads>::reuse_written(buffer));
+                }
+            }
             Ok(other) => {
                 crate::say(&format!(
                     "a write was answered with a {} reply",
@@ -198,7 +216,7 @@ impl<T: MountTransport> State<T> {
         offset_bytes: u64,
         data: &[u8],
     ) -> Result<(), Errno> {
-        let chunk_bytes = usize::try_from(self.limits.max_write_bytes)
+        let chunk_bytes = usize::try_from(self.limits.max_write_bytes.min(MOST_WRITE_BYTES))
             .unwrap_or(usize::MAX)
             .max(1);
         let mut done = 0usize;
@@ -218,10 +236,21 @@ impl<T: MountTransport> State<T> {
             while self.in_flight.len() >= self.window {
                 self.reap_one()?;
             }
-            let mut buffer = self.transport.write_buffer(piece.len()).map_err(|error| {
-                report("getting a write buffer", &error);
-                errno_of(error.code())
-            })?;
+            let whole_chunk = piece.len() * 2 >= chunk_bytes;
+            let mut buffer = match self.spare_writes.pop().filter(|_| whole_chunk) {
+                Some(buffer) => buffer,
+                None => self
+                    .transport
+                    .write_buffer(if whole_chunk {
+                        chunk_bytes
+                    } else {
+                        piece.len()
+                    })
+                    .map_err(|error| {
+                        report("getting a write buffer", &error);
+                        errno_of(error.code())
+                    })?,
+            };
             <T::P as StreamPayloads>::set_write_len(&mut buffer, piece.len());
             <T::P as StreamPayloads>::write_bytes_mut(&mut buffer).copy_from_slice(piece);
             let ticket = self
@@ -241,6 +270,7 @@ impl<T: MountTransport> State<T> {
                     inode,
                     first_block,
                     last_block,
+                    whole_chunk,
                 },
             );
             self.uncommitted = true;
@@ -250,16 +280,16 @@ impl<T: MountTransport> State<T> {
     }
 
     /// Reads up to `length_bytes` at `offset_bytes` of file `name`, whose size the mount
-    /// believes is `size_bytes`; the bytes and the size learnt on the way.
+    /// believes is `size_bytes`; the read data (not copied) and the size learnt on the way.
     pub fn read(
         &mut self,
         name: &str,
         offset_bytes: u64,
         length_bytes: u64,
         mut size_bytes: u64,
-    ) -> Result<(Vec<u8>, u64), Errno> {
+    ) -> Result<(ReadPieces<T>, u64), Errno> {
         self.drain()?;
-        let mut bytes = Vec::new();
+        let mut pieces = Vec::new();
         let mut position = offset_bytes;
         let end = offset_bytes.saturating_add(length_bytes);
         let mut tries = 0u32;
@@ -268,12 +298,12 @@ impl<T: MountTransport> State<T> {
             let asked = (end.min(size_bytes) - position).min(self.limits.max_read_bytes.max(1));
             match self.transport.read(name, position, asked) {
                 Ok(data) => {
-                    let read = <T::P as StreamPayloads>::read_bytes(&data);
-                    if read.is_empty() {
+                    let read_bytes = <T::P as StreamPayloads>::read_bytes(&data).len() as u64;
+                    if read_bytes == 0 {
                         break;
                     }
-                    bytes.extend_from_slice(read);
-                    position += read.len() as u64;
+                    pieces.push(data);
+                    position += read_bytes;
                 }
                 Err(error)
                     if error.code() == ErrorCode::ReadBuffersExhausted
@@ -292,7 +322,7 @@ impl<T: MountTransport> State<T> {
                 }
             }
         }
-        Ok((bytes, size_bytes))
+        Ok((pieces, size_bytes))
     }
 
     /// The size of file `name` in the store now.
