@@ -101,19 +101,13 @@ impl<T: MountTransport> MountFs<T> {
                 *modified_ns,
                 1,
             ),
-            NodeKind::Directory { children, .. } => {
-                let directories = children
-                    .values()
-                    .filter(|child| state.tree.is_directory(**child))
-                    .count() as u32;
-                (
-                    FileType::Directory,
-                    0,
-                    0o755 | self.others_write_bit,
-                    state.started_ns,
-                    2 + directories,
-                )
-            }
+            NodeKind::Directory { .. } => (
+                FileType::Directory,
+                0,
+                0o755 | self.others_write_bit,
+                state.started_ns,
+                2 + state.tree.subdirectory_count(inode),
+            ),
         };
         let modified = system_time(node.time_override_ns.unwrap_or(modified_ns));
         Some(FileAttr {
@@ -179,7 +173,7 @@ impl<T: MountTransport> MountFs<T> {
     /// its marker (the root needs none).
     fn keep_directory(state: &mut State<T>, parent: u64) -> Result<(), Errno> {
         if parent == ROOT_INODE
-            || !state.tree.children(parent).is_empty()
+            || state.tree.has_children(parent)
             || state.tree.has_marker(parent)
             || state.tree.node(parent).is_none()
         {
@@ -410,7 +404,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
             if !state.tree.is_directory(inode) {
                 return Err(libc::ENOTDIR);
             }
-            if !state.tree.children(inode).is_empty() {
+            if state.tree.has_children(inode) {
                 return Err(libc::ENOTEMPTY);
             }
             if state.tree.has_marker(inode) {
@@ -480,7 +474,8 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                 Some(NodeKind::File { size_bytes, .. }) => *size_bytes,
                 _ => 0,
             };
-            let (pieces, size) = state.read(&name, offset, u64::from(size), known_size)?;
+            let (pieces, size) =
+                state.read((inode.0, &name), offset, u64::from(size), known_size)?;
             Self::set_size(&mut state, inode.0, size, None);
             Ok(pieces)
         })();
@@ -605,20 +600,22 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
             .node(inode.0)
             .map(|node| node.parent)
             .unwrap_or(ROOT_INODE);
-        let mut entries = vec![
-            (inode.0, FileType::Directory, ".".to_string()),
-            (parent, FileType::Directory, "..".to_string()),
-        ];
-        for (name, child) in state.tree.children(inode.0) {
+        // entry k (from 1) is answered with offset k; the kernel asks again from the
+        // offset of the last entry it took, so each call walks only past those
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let dots = [(inode.0, "."), (parent, "..")];
+        let dots = dots
+            .iter()
+            .map(|(child, name)| (*child, FileType::Directory, *name));
+        let children = state.tree.children_iter(inode.0).map(|(name, child)| {
             let kind = if state.tree.is_directory(child) {
                 FileType::Directory
             } else {
                 FileType::RegularFile
             };
-            entries.push((child, kind, name));
-        }
-        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        for (index, (child, kind, name)) in entries.into_iter().enumerate().skip(skip) {
+            (child, kind, name)
+        });
+        for (index, (child, kind, name)) in dots.chain(children).enumerate().skip(skip) {
             if reply.add(INodeNo(child), index as u64 + 1, kind, name) {
                 break;
             }

@@ -38,14 +38,16 @@ pub(crate) fn say(message: &str) {
 /// and read, whose errors have codes and words, and which can move to the mount's thread
 /// (with the write buffers it gives back, kept for later writes).
 pub trait MountTransport:
-    Transport<P: StreamPayloads<Write: Send>, Error: CodedError + std::fmt::Display> + Send + 'static
+    Transport<P: StreamPayloads<Write: Send, Read: Send>, Error: CodedError + std::fmt::Display>
+    + Send
+    + 'static
 {
 }
 
 impl<T> MountTransport for T
 where
     T: Transport + Send + 'static,
-    T::P: StreamPayloads<Write: Send>,
+    T::P: StreamPayloads<Write: Send, Read: Send>,
     T::Error: std::fmt::Display,
 {
 }

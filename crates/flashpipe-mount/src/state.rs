@@ -16,6 +16,8 @@ use flashpipe_api::{
     CodedError, Command, ErrorCode, Limits, Reply, StreamPayloads, Ticket, TransportExt,
 };
 
+mod ahead;
+
 use crate::tree::{StoreEntry, Tree};
 use crate::MountTransport;
 
@@ -66,6 +68,8 @@ pub struct State<T: MountTransport> {
     block_size_bytes: u64,
     window: usize,
     in_flight: HashMap<Ticket, InFlightWrite>,
+    /// Reads sent ahead of a file read in order.
+    ahead: ahead::ReadAhead<T>,
     /// Whole-chunk write buffers the transport gave back, filled again by later writes
     /// (at most `window`; a fresh buffer is zeroed memory, mapped anew past glibc's threshold).
     spare_writes: Vec<<T::P as flashpipe_api::Payloads>::Write>,
@@ -133,6 +137,7 @@ impl<T: MountTransport> State<T> {
             block_size_bytes: u64::from(stats.fs_block_size_bytes).max(1),
             transport,
             in_flight: HashMap::new(),
+            ahead: ahead::ReadAhead::default(),
             spare_writes: Vec::new(),
             write_errors: HashMap::new(),
             uncommitted: false,
@@ -159,6 +164,9 @@ impl<T: MountTransport> State<T> {
             report("waiting for a write", &error);
             errno_of(error.code())
         })?;
+        let Some((ticket, outcome)) = self.keep_if_ahead(ticket, outcome) else {
+            return Ok(());
+        };
         let write = self
             .in_flight
             .remove(&ticket)
@@ -216,6 +224,7 @@ impl<T: MountTransport> State<T> {
         offset_bytes: u64,
         data: &[u8],
     ) -> Result<(), Errno> {
+        self.drop_reads_ahead();
         let chunk_bytes = usize::try_from(self.limits.max_write_bytes.min(MOST_WRITE_BYTES))
             .unwrap_or(usize::MAX)
             .max(1);
@@ -283,7 +292,7 @@ impl<T: MountTransport> State<T> {
     /// believes is `size_bytes`; the read data (not copied) and the size learnt on the way.
     pub fn read(
         &mut self,
-        name: &str,
+        (inode, name): (u64, &str),
         offset_bytes: u64,
         length_bytes: u64,
         mut size_bytes: u64,
@@ -296,7 +305,8 @@ impl<T: MountTransport> State<T> {
         let mut restatted = false;
         while position < end.min(size_bytes) {
             let asked = (end.min(size_bytes) - position).min(self.limits.max_read_bytes.max(1));
-            match self.transport.read(name, position, asked) {
+            let ahead = self.take_ahead(inode, position, asked).map(Ok);
+            match ahead.unwrap_or_else(|| self.transport.read(name, position, asked)) {
                 Ok(data) => {
                     let read_bytes = <T::P as StreamPayloads>::read_bytes(&data).len() as u64;
                     if read_bytes == 0 {
@@ -322,6 +332,13 @@ impl<T: MountTransport> State<T> {
                 }
             }
         }
+        self.read_ahead_after(
+            inode,
+            name,
+            (offset_bytes, position),
+            length_bytes,
+            size_bytes,
+        );
         Ok((pieces, size_bytes))
     }
 
@@ -337,6 +354,7 @@ impl<T: MountTransport> State<T> {
     /// Sends a command answered `Done` (create, delete, rename, truncate), after the writes
     /// in flight.
     pub fn call_done(&mut self, command: Command<T::P>) -> Result<(), Errno> {
+        self.drop_reads_ahead();
         self.drain()?;
         self.check_devices()?;
         let what = command.kind().name();
@@ -351,6 +369,10 @@ impl<T: MountTransport> State<T> {
     /// every write answered, the write failures of the file reported, then every change
     /// committed.
     pub fn commit(&mut self, inode: Option<u64>) -> Result<(), Errno> {
+        if inode.is_none() {
+            // the last commit before the transport is handed back: nothing left in flight
+            self.drop_reads_ahead();
+        }
         self.drain()?;
         let failed = match inode {
             Some(inode) => self.write_errors.remove(&inode),

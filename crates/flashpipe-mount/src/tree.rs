@@ -86,6 +86,9 @@ pub struct Tree {
     nodes: HashMap<u64, Node>,
     next_inode: u64,
     hidden: Vec<String>,
+    /// Directories directly inside each directory that has any (a directory's link count
+    /// is 2 plus these, asked at every getattr: counted as entries come and go).
+    subdirectories: HashMap<u64, u32>,
 }
 
 /// The components of a store name as a path, and whether it is a directory's marker;
@@ -110,6 +113,7 @@ impl Tree {
             nodes: HashMap::new(),
             next_inode: ROOT_INODE + 1,
             hidden: Vec::new(),
+            subdirectories: HashMap::new(),
         };
         tree.nodes.insert(
             ROOT_INODE,
@@ -217,6 +221,25 @@ impl Tree {
         }
     }
 
+    /// Whether directory `inode` has entries (false for a file or an unknown inode).
+    pub fn has_children(&self, inode: u64) -> bool {
+        matches!(
+            self.nodes.get(&inode).map(|node| &node.kind),
+            Some(NodeKind::Directory { children, .. }) if !children.is_empty()
+        )
+    }
+
+    /// The entries of directory `inode`, in name order, borrowed (none for a file).
+    pub fn children_iter(&self, inode: u64) -> impl Iterator<Item = (&str, u64)> + '_ {
+        let children = match self.nodes.get(&inode).map(|node| &node.kind) {
+            Some(NodeKind::Directory { children, .. }) => Some(children),
+            _ => None,
+        };
+        children
+            .into_iter()
+            .flat_map(|children| children.iter().map(|(name, inode)| (name.as_str(), *inode)))
+    }
+
     /// The entries of directory `inode`, in name order.
     pub fn children(&self, inode: u64) -> Vec<(String, u64)> {
         match self.nodes.get(&inode).map(|node| &node.kind) {
@@ -273,7 +296,29 @@ impl Tree {
             let previous = children.insert(name.to_string(), inode);
             assert!(previous.is_none(), "a name is added once");
         }
+        if self.is_directory(inode) {
+            self.count_subdirectory(parent, true);
+        }
         inode
+    }
+
+    /// Counts a directory in or out of `parent`'s subdirectories.
+    fn count_subdirectory(&mut self, parent: u64, added: bool) {
+        let count = self.subdirectories.entry(parent).or_insert(0);
+        if added {
+            *count += 1;
+        } else {
+            assert!(*count > 0, "a directory counted in is counted out once");
+            *count -= 1;
+            if *count == 0 {
+                self.subdirectories.remove(&parent);
+            }
+        }
+    }
+
+    /// Directories directly inside `inode`.
+    pub fn subdirectory_count(&self, inode: u64) -> u32 {
+        self.subdirectories.get(&inode).copied().unwrap_or(0)
     }
 
     /// Removes `inode` and everything under it from the tree.
@@ -290,6 +335,8 @@ impl Tree {
             children.remove(&node.name);
         }
         if let NodeKind::Directory { children, .. } = node.kind {
+            self.count_subdirectory(node.parent, false);
+            self.subdirectories.remove(&inode);
             for child in children.into_values() {
                 self.remove_detached(child);
             }
@@ -298,6 +345,7 @@ impl Tree {
 
     fn remove_detached(&mut self, inode: u64) {
         if let Some(node) = self.nodes.remove(&inode) {
+            self.subdirectories.remove(&inode);
             if let NodeKind::Directory { children, .. } = node.kind {
                 for child in children.into_values() {
                     self.remove_detached(child);
@@ -328,6 +376,10 @@ impl Tree {
         let node = self.nodes.get_mut(&inode).expect("checked above");
         node.parent = new_parent;
         node.name = new_name.to_string();
+        if self.is_directory(inode) {
+            self.count_subdirectory(old_parent, false);
+            self.count_subdirectory(new_parent, true);
+        }
     }
 
     /// The components from the root to `inode`.
@@ -455,6 +507,28 @@ impl Tree {
     fn node_count(&self) -> usize {
         self.nodes.len()
     }
+
+    /// Checks every kept subdirectory count against a count of the children.
+    #[cfg(test)]
+    fn assert_subdirectory_counts(&self) {
+        for (inode, node) in &self.nodes {
+            if let NodeKind::Directory { children, .. } = &node.kind {
+                let counted = children
+                    .values()
+                    .filter(|child| self.is_directory(**child))
+                    .count() as u32;
+                assert_eq!(
+                    self.subdirectory_count(*inode),
+                    counted,
+                    "directory {inode}"
+                );
+            }
+        }
+        assert!(self
+            .subdirectories
+            .keys()
+            .all(|inode| self.is_directory(*inode)));
+    }
 }
 
 /// The component `name` checked for a new entry of directory `parent` in `tree`: the
@@ -545,9 +619,14 @@ mod tests {
     #[test]
     fn renames_and_removals_keep_names_consistent() {
         let mut tree = tree_of(&["a:b:c", "x:.flashpipe-dir"]);
+        tree.assert_subdirectory_counts();
+        assert_eq!(tree.subdirectory_count(ROOT_INODE), 2);
         let a = tree.child(ROOT_INODE, "a").expect("a");
         let x = tree.child(ROOT_INODE, "x").expect("x");
         tree.rename(a, x, "moved");
+        tree.assert_subdirectory_counts();
+        assert_eq!(tree.subdirectory_count(ROOT_INODE), 1);
+        assert_eq!(tree.subdirectory_count(x), 1);
         let b = tree
             .child(tree.child(x, "moved").expect("moved"), "b")
             .expect("b");
@@ -555,6 +634,7 @@ mod tests {
         assert_eq!(tree.store_name(c, None), "x:moved:b:c");
         assert!(tree.is_within(c, x) && !tree.is_within(x, c));
         tree.remove(x);
+        tree.assert_subdirectory_counts();
         assert_eq!(tree.node_count(), 1, "only the root is left");
         assert!(tree.child(ROOT_INODE, "a").is_none());
     }
@@ -576,6 +656,7 @@ mod tests {
             entry("top"),
         ]);
         tree.refresh_directory(a, &fresh);
+        tree.assert_subdirectory_counts();
         assert_eq!(
             tree.child(a, "kept"),
             Some(kept),

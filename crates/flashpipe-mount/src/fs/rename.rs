@@ -43,7 +43,7 @@ impl<T: MountTransport> MountFs<T> {
                 (false, true) => return Err(libc::EISDIR),
                 (true, false) => return Err(libc::ENOTDIR),
                 (true, true) => {
-                    if !state.tree.children(target).is_empty() {
+                    if state.tree.has_children(target) {
                         return Err(libc::ENOTEMPTY);
                     }
                     if state.tree.has_marker(target) {
