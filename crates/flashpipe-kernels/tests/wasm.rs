@@ -530,3 +530,76 @@ fn a_stream_result_is_written_to_the_output() {
     assert_eq!(summary, Summary::Stream { output_bytes: 2 });
     assert_eq!(output, b"hi");
 }
+
+/// A stream module of schedule 0 that echoes each chunk through `flashpipe_take_output`
+/// and ends each file with `!`.
+fn echo_module() -> String {
+    sequential_module(
+        "(global.set $length (local.get $length)) (i32.const 0)",
+        r#"(global $length (mut i32) (i32.const 0))
+  (data (i32.const 16) "!")
+  (func (export "flashpipe_take_output") (result i64)
+    (i64.or (i64.shl (i64.const 65536) (i64.const 32)) (i64.extend_i32_u (global.get $length))))"#,
+    )
+    .replace(
+        "(func (export \"flashpipe_result_kind\") (result i32) (i32.const 1))",
+        "(func (export \"flashpipe_result_kind\") (result i32) (i32.const 2))",
+    )
+    .replace(
+        "(func (export \"flashpipe_file_end\") (result i64) (i64.const 2))",
+        "(func (export \"flashpipe_file_end\") (result i64) (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 1)))",
+    )
+}
+
+#[test]
+fn a_stream_module_writes_each_chunk_s_output_as_it_goes() {
+    use flashpipe_kernels::api::{Chunk, FileInfo, FileJob, OutputSink};
+    use flashpipe_kernels::error::KernelError;
+    /// Each write the kernel made, in order.
+    struct Writes(Vec<Vec<u8>>);
+    impl OutputSink for Writes {
+        fn write_output(&mut self, bytes: &[u8]) -> Result<(), KernelError> {
+            self.0.push(bytes.to_vec());
+            Ok(())
+        }
+    }
+    let kernel = load(&echo_module(), LIMITS).expect("loads");
+    let data = b"abcdefg";
+    let FileJob::Sequential(mut job) = kernel
+        .start_file(&FileInfo::new("in", data.len() as u64))
+        .expect("starts")
+    else {
+        panic!("a sequential module gives a sequential job");
+    };
+    let mut sink = Writes(Vec::new());
+    for offset in (0..data.len()).step_by(3) {
+        let end = (offset + 3).min(data.len());
+        let chunk = Chunk {
+            file: "in",
+            offset_bytes: offset as u64,
+            data: &data[offset..end],
+        };
+        job.process_chunk(&chunk, &mut sink).expect("a chunk");
+        assert_eq!(sink.0.last().map(Vec::as_slice), Some(&data[offset..end]));
+    }
+    let summary = job.finish(&mut sink).expect("finishes");
+    assert_eq!(summary, Summary::Stream { output_bytes: 8 });
+    assert_eq!(sink.0.concat(), b"abcdefg!");
+    // the same through the driver, on every chunking
+    for plan in PLANS {
+        let mut output = Vec::new();
+        let summary = run_on_bytes(&kernel, "in", data, *plan, &mut output).expect("runs");
+        assert_eq!(summary, Summary::Stream { output_bytes: 8 });
+        assert_eq!(output, b"abcdefg!");
+    }
+    // an output outside memory is a typed error, not a read past it
+    let outside = echo_module().replace("(i64.const 65536)", "(i64.const 200000)");
+    let kernel = load(&outside, LIMITS).expect("loads");
+    assert!(matches!(
+        run_error(&kernel, data),
+        WasmError::BadResult {
+            function: "flashpipe_take_output",
+            ..
+        }
+    ));
+}

@@ -248,6 +248,7 @@ impl Kernel for WasmKernel {
             file: file.clone(),
             result_kind: self.result_kind,
             next_offset_bytes: 0,
+            streamed_bytes: 0,
         };
         Ok(match self.schedule {
             Schedule::ChunksInOrder => FileJob::Sequential(Box::new(finisher)),
@@ -290,12 +291,35 @@ struct Finisher {
     file: FileInfo,
     result_kind: ResultKind,
     next_offset_bytes: u64,
+    /// Output bytes written before the file's end (`flashpipe_take_output`).
+    streamed_bytes: u64,
 }
 
 impl Finisher {
     fn fail(&self, offset_bytes: u64, error: WasmError) -> KernelError {
         self.file
             .error_at(offset_bytes, KernelErrorKind::Wasm(error))
+    }
+
+    /// After a chunk or part of a stream module: the output it made, written out now, so
+    /// a file's output never waits in linear memory for the file's end.
+    fn stream_output(
+        &mut self,
+        offset_bytes: u64,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), KernelError> {
+        if self.result_kind != ResultKind::Stream {
+            return Ok(());
+        }
+        let taken = self
+            .runner
+            .take_output(&self.clock, u32::MAX)
+            .map_err(|error| self.fail(offset_bytes, error))?;
+        if let Some(bytes) = taken {
+            sink.write_output(&bytes)?;
+            self.streamed_bytes += bytes.len() as u64;
+        }
+        Ok(())
     }
 
     fn finish_file(mut self, sink: &mut dyn OutputSink) -> Result<Summary, KernelError> {
@@ -327,7 +351,7 @@ impl Finisher {
             ResultKind::Stream => {
                 sink.write_output(&bytes)?;
                 Summary::Stream {
-                    output_bytes: bytes.len() as u64,
+                    output_bytes: self.streamed_bytes + bytes.len() as u64,
                 }
             }
         };
@@ -340,12 +364,13 @@ impl SequentialJob for Finisher {
     fn process_chunk(
         &mut self,
         chunk: &Chunk<'_>,
-        _sink: &mut dyn OutputSink,
+        sink: &mut dyn OutputSink,
     ) -> Result<(), KernelError> {
         chunk.advance_in_order(&mut self.next_offset_bytes);
         self.runner
             .chunk(&self.clock, chunk.offset_bytes, chunk.data)
-            .map_err(|error| chunk.error_at(chunk.offset_bytes, KernelErrorKind::Wasm(error)))
+            .map_err(|error| chunk.error_at(chunk.offset_bytes, KernelErrorKind::Wasm(error)))?;
+        self.stream_output(chunk.offset_bytes, sink)
     }
 
     fn finish(self: Box<Self>, sink: &mut dyn OutputSink) -> Result<Summary, KernelError> {
@@ -357,7 +382,7 @@ impl PartReducer for Finisher {
     fn reduce_part(
         &mut self,
         part: ChunkPart,
-        _sink: &mut dyn OutputSink,
+        sink: &mut dyn OutputSink,
     ) -> Result<(), KernelError> {
         let offset_bytes = part.offset_bytes;
         let length_bytes = part.length_bytes as u64;
@@ -370,7 +395,7 @@ impl PartReducer for Finisher {
             .reduce(&self.clock, offset_bytes, length_bytes, &bytes)
             .map_err(|error| self.fail(offset_bytes, error))?;
         self.next_offset_bytes += length_bytes;
-        Ok(())
+        self.stream_output(offset_bytes, sink)
     }
 
     fn finish(self: Box<Self>, sink: &mut dyn OutputSink) -> Result<Summary, KernelError> {

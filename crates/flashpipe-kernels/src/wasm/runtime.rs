@@ -64,6 +64,8 @@ pub(crate) const REDUCE_EXPORT: ExportSpec = spec(
     &[ValType::I32],
 );
 pub(crate) const FILE_END_EXPORT: ExportSpec = spec("flashpipe_file_end", &[], &[ValType::I64]);
+pub(crate) const TAKE_OUTPUT_EXPORT: ExportSpec =
+    spec("flashpipe_take_output", &[], &[ValType::I64]);
 
 const fn spec(
     name: &'static str,
@@ -381,6 +383,7 @@ pub(crate) struct Runner {
     chunk: Option<TypedFunc<(i64, i32), i32>>,
     map: Option<TypedFunc<(i64, i32), i64>>,
     reduce: Option<TypedFunc<(i64, i64, i32), i32>>,
+    take_output: Option<TypedFunc<(), i64>>,
     abi_version: TypedFunc<(), i32>,
     schedule: TypedFunc<(), i32>,
     result_kind: TypedFunc<(), i32>,
@@ -445,6 +448,11 @@ impl Runner {
         } else {
             None
         };
+        let take_output = if optional(&mut store, &TAKE_OUTPUT_EXPORT) {
+            Some(typed(&instance, &mut store, &TAKE_OUTPUT_EXPORT)?)
+        } else {
+            None
+        };
         Ok(Self {
             input_buffer: typed(&instance, &mut store, &INPUT_BUFFER_EXPORT)?,
             file_start: typed(&instance, &mut store, &FILE_START_EXPORT)?,
@@ -455,6 +463,7 @@ impl Runner {
             chunk,
             map,
             reduce,
+            take_output,
             store,
             memory,
             buffer: None,
@@ -573,6 +582,21 @@ impl Runner {
         let function = self.file_end.clone();
         let packed = self.call(clock, |store| function.call(store, ()))?;
         self.read_packed(FILE_END_EXPORT.name, packed, max_result_bytes)
+    }
+
+    /// `flashpipe_take_output()`, when the module exports it: the output its last chunk or
+    /// part made, to be written out now (`None` without the export).
+    pub(crate) fn take_output(
+        &mut self,
+        clock: &FileClock,
+        max_bytes: u32,
+    ) -> Result<Option<Vec<u8>>, WasmError> {
+        let Some(function) = self.take_output.clone() else {
+            return Ok(None);
+        };
+        let packed = self.call(clock, |store| function.call(store, ()))?;
+        self.read_packed(TAKE_OUTPUT_EXPORT.name, packed, max_bytes)
+            .map(Some)
     }
 
     /// The bytes at `(pointer << 32) | length`, checked against memory and `max_bytes`.
