@@ -95,9 +95,29 @@ pub struct BenchKernelsArgs {
     /// leaves the section out).
     #[arg(long)]
     pub blast_queries: Option<usize>,
+    /// Sections to run: rad (the built-in kernels beside read-then-compute and the tools),
+    /// wasm (the WebAssembly CRC32C module), blast (the blastn kernel beside NCBI blastn).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "rad,wasm,blast"
+    )]
+    pub parts: Vec<KernelsPart>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The sections of `bench kernels`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KernelsPart {
+    /// The built-in kernels near the data beside read-then-compute and well-known tools.
+    Rad,
+    /// The WebAssembly CRC32C module beside the built-in kernel.
+    Wasm,
+    /// The blastn kernel beside NCBI blastn on BioMarKs.
+    Blast,
 }
 
 /// One kernel's row.
@@ -265,13 +285,25 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         .udhr
         .clone()
         .unwrap_or_else(|| flashpipe_kernels::shared_data::shared_data_directory().join("udhr"));
-    let langid = langid_case(&udhr, size_bytes.min(4 << 20), &mut notes);
-    let cases = bench_cases(size_bytes, langid)?;
+    let runs = |part: KernelsPart| arguments.parts.contains(&part);
+    if arguments.parts.is_empty() {
+        return Err(invalid_input("--parts: name at least one of rad, wasm, blast").into());
+    }
+    let cases = if runs(KernelsPart::Rad) {
+        let langid = langid_case(&udhr, size_bytes.min(4 << 20), &mut notes);
+        bench_cases(size_bytes, langid)?
+    } else {
+        Vec::new()
+    };
     let store_bytes = (cases.len() as u64 * size_bytes as u64 * 3 + (512 << 20)).max(1 << 30);
     progress.set_message("bench kernels: making the store");
     let store = make_store(&dir, store_bytes)?;
     progress.set_message("bench kernels: measuring the store's read bandwidth");
-    let storage = storage_bandwidth(&store, size_bytes.max(8 << 20))?;
+    let storage = if runs(KernelsPart::Rad) || runs(KernelsPart::Wasm) {
+        storage_bandwidth(&store, size_bytes.max(8 << 20))?
+    } else {
+        0.0
+    };
     let mut rows = Vec::new();
     let mut caches = ColdCaches::new(arguments.quick);
     for (index, case) in cases.iter().enumerate() {
@@ -287,12 +319,17 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
         }
         rows.push(row);
     }
-    progress.set_message("bench kernels: WebAssembly kernels");
-    wasm::run_section(&store, &arguments, size_bytes, storage, &mut notes)?;
+    if runs(KernelsPart::Wasm) {
+        progress.set_message("bench kernels: WebAssembly kernels");
+        wasm::run_section(&store, &arguments, size_bytes, storage, &mut notes)?;
+    }
     progress.set_message("bench kernels: BLAST section");
-    let blast_queries = arguments
-        .blast_queries
-        .unwrap_or(if arguments.quick { 5 } else { 100 });
+    let blast_queries = match runs(KernelsPart::Blast) {
+        true => arguments
+            .blast_queries
+            .unwrap_or(if arguments.quick { 5 } else { 100 }),
+        false => 0,
+    };
     let blast = blast::run_section(&store, &dir, blast_queries, arguments.quick, &mut notes)?;
     let small_file_count =
         arguments
@@ -342,7 +379,9 @@ pub fn run(arguments: BenchKernelsArgs) -> BenchResult {
     if arguments.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_report(&report);
+        if !report.rows.is_empty() {
+            print_report(&report);
+        }
         if let Some(blast) = &report.blast {
             blast::print_section(blast);
         }

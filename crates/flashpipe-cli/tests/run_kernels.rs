@@ -7,8 +7,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{
-    array_at, check_fails, command_line, fresh_folder, mkfs, quick_bench_json, strings_at, succeed,
-    text,
+    array_at, check_fails, command_line, flashpipe, fresh_folder, mkfs, quick_bench_json,
+    strings_at, succeed, succeeded_json, text,
 };
 use serde_json::Value;
 
@@ -162,6 +162,33 @@ fn bench_kernels_quick_json_has_every_column() {
     check_fails(
         &["bench", "kernels", "--size", "1KiB", "--dir", text(&folder)],
         "--size",
+    );
+    check_fails(
+        &[
+            "bench",
+            "kernels",
+            "--parts",
+            "nope",
+            "--dir",
+            text(&folder),
+        ],
+        "--parts",
+    );
+    // one part alone: no kernel rows, no BLAST section
+    let wasm_only = flashpipe(&[
+        "bench",
+        "kernels",
+        "--quick",
+        "--json",
+        "--parts",
+        "wasm",
+        "--dir",
+        text(&folder),
+    ]);
+    let wasm_only = succeeded_json(&wasm_only, "bench kernels --parts wasm");
+    assert!(
+        wasm_only["rows"].as_array().is_some_and(Vec::is_empty),
+        "no kernel rows without rad: {wasm_only}"
     );
     let _ = std::fs::remove_dir_all(&folder);
 }
