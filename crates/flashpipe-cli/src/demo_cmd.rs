@@ -229,7 +229,7 @@ fn near_data(
             let step = (documents.len() / NEAR_DATA_TEXT_FILES).max(1);
             say(
                 arguments,
-                &format!("language ID: the shipped profile (trained on 70% of each UDHR translation); the held-out 30% of {NEAR_DATA_TEXT_FILES} translations of {} stored and classified near the data", udhr.display()),
+                &format!("language ID: the shipped profile (trained on wordfreq word lists and 70% of each UDHR translation); the held-out 30% of {NEAR_DATA_TEXT_FILES} translations of {} stored and classified near the data", udhr.display()),
             );
             documents
                 .into_iter()
@@ -246,7 +246,7 @@ fn near_data(
             let texts = shipped_held_out_texts();
             say(
                 arguments,
-                &format!("language ID: the shipped profile (trained on 70% of each UDHR translation); {} held-out texts shipped with the demo stored and classified near the data", texts.len()),
+                &format!("language ID: the shipped profile (trained on wordfreq word lists and 70% of each UDHR translation); {} held-out texts shipped with the demo stored and classified near the data", texts.len()),
             );
             texts
         }
