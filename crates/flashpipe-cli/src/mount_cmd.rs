@@ -177,6 +177,15 @@ impl Serve<'_> {
                 shown.join(", ")
             ));
         }
+        if self.arguments.verbose {
+            match mounted.read_ahead_kib() {
+                Some(kib) if kib < 1024 => say(&format!(
+                    "the kernel reads ahead {kib} KiB at a time on this mount (root raises it to 1024 KiB, which reads large files faster)"
+                )),
+                Some(kib) => say(&format!("the kernel reads ahead {kib} KiB at a time on this mount")),
+                None => {}
+            }
+        }
         let mut unmounter = mounted.unmounter();
         let directory = self.arguments.directory.clone();
         let signal_thread = self.signals.serve(move |signal| {

@@ -253,6 +253,64 @@ fn closes_share_a_commit_that_fsync_and_unmount_do_at_once() {
     assert!(shell(root, "mountpoint -q m").status.code() != Some(0));
 }
 
+/// Drops the page cache's pages of `file`, so that its next reads go to the mount.
+fn drop_cached_pages(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: posix_fadvise reads nothing of ours; the descriptor is open.
+    let status = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(status, 0, "posix_fadvise");
+}
+
+#[test]
+fn reads_in_order_see_a_write_made_meanwhile() {
+    use std::io::Read;
+    use std::os::unix::fs::FileExt;
+    if !fuse_available("read-ahead and writes") {
+        return;
+    }
+    let folder = fresh_folder("mount-read-ahead");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let mount = Mounted::start(&store, &directory, &[]);
+    let path = directory.join("f");
+    let old: Vec<u8> = (0..16u32 << 20).map(|index| (index % 251) as u8).collect();
+    std::fs::write(&path, &old).expect("write");
+    let mut reader = std::fs::File::open(&path).expect("open");
+    drop_cached_pages(&reader);
+    let mut piece = vec![0u8; 1 << 20];
+    // reads in order: the kernel's readahead grows to whole 1 MiB requests and the mount
+    // sends the next ones ahead of them
+    for index in 0..8 {
+        reader.read_exact(&mut piece).expect("read");
+        assert_eq!(piece, old[index << 20..(index + 1) << 20]);
+    }
+    // overwrite what lies at and past the reader's position (the mount has reads ahead
+    // there, dropped at any change), then read on in order
+    let written = 8usize << 20..10usize << 20;
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    writer
+        .write_all_at(&vec![b'X'; written.len()], written.start as u64)
+        .expect("write");
+    drop(writer);
+    for index in 8..16usize {
+        reader.read_exact(&mut piece).expect("read");
+        let offset = index << 20;
+        if written.contains(&offset) {
+            assert!(
+                piece.iter().all(|byte| *byte == b'X'),
+                "the write's bytes at {offset}, not the old ones"
+            );
+        } else {
+            assert_eq!(piece, old[offset..offset + (1 << 20)], "at {offset}");
+        }
+    }
+    drop(reader);
+    mount.stop(libc::SIGTERM);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+}
+
 #[test]
 fn fio_verifies_what_it_wrote_on_a_mount() {
     if !fuse_available("fio verify on a mount")

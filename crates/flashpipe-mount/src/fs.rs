@@ -278,7 +278,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         if let Err(nearest) = config.set_max_write(crate::state::MOST_WRITE_BYTES as u32) {
             let _ = config.set_max_write(nearest);
         }
-        if let Err(nearest) = config.set_max_readahead(1 << 20) {
+        if let Err(nearest) = config.set_max_readahead(crate::READ_AHEAD_KIB * 1024) {
             let _ = config.set_max_readahead(nearest);
         }
         Ok(())
