@@ -135,31 +135,47 @@ struct Row {
 }
 
 impl Row {
+    /// Empties the row, keeping the one DEAD cell in front of its window (the column before
+    /// `first_column`), so the row below reads its up-left cell without a bounds test.
     fn clear(&mut self, first_column: usize) {
         self.first_column = first_column;
         self.best.clear();
         self.vertical.clear();
+        self.best.push(DEAD);
+        self.vertical.push(DEAD);
     }
 
-    /// Keeps only the cells from the first live one to the last; false if none lives.
+    /// Cells of the window (the front pad not counted).
+    fn count(&self) -> usize {
+        self.best.len() - 1
+    }
+
+    /// Two DEAD cells after the window, read as the cells above its last columns.
+    fn pad_end(&mut self) {
+        self.best.extend_from_slice(&[DEAD, DEAD]);
+        self.vertical.extend_from_slice(&[DEAD, DEAD]);
+    }
+
+    /// Keeps only the cells from the first live one to the last (and the front pad); false
+    /// if none lives.
     fn trim(&mut self) -> bool {
-        let Some(first_alive) = self.best.iter().position(|&score| score > DEAD) else {
+        let Some(first_alive) = self.best[1..].iter().position(|&score| score > DEAD) else {
             return false;
         };
-        let last_alive = self
-            .best
+        let last_alive = self.best[1..]
             .iter()
             .rposition(|&score| score > DEAD)
             .expect("a live cell");
-        self.best.truncate(last_alive + 1);
-        self.vertical.truncate(last_alive + 1);
-        if first_alive > 0 {
-            self.best.copy_within(first_alive.., 0);
-            self.vertical.copy_within(first_alive.., 0);
-            let kept = self.best.len() - first_alive;
+        let (first, last) = (first_alive + 1, last_alive + 1);
+        self.best.truncate(last + 1);
+        self.vertical.truncate(last + 1);
+        if first > 1 {
+            self.best.copy_within(first.., 1);
+            self.vertical.copy_within(first.., 1);
+            let kept = 1 + last + 1 - first;
             self.best.truncate(kept);
             self.vertical.truncate(kept);
-            self.first_column += first_alive;
+            self.first_column += first - 1;
         }
         true
     }
@@ -246,11 +262,17 @@ fn extend_gapped_with<const TRACE: bool>(
         column += 1;
     }
     let mut current = Row::default();
+    // the subject's letters in reading order at 1.. (column `c` pairs with letter `c`), so
+    // the row loop reads a slice; index 0 is never paired with a live cell
+    let subject_letters: Vec<u8> = std::iter::once(0)
+        .chain((0..subject_length).map(&subject_at))
+        .collect();
     for row in 1..=query_length {
         let scores = matrix.row(query_at(row - 1));
         let previous_first = previous.first_column;
-        let previous_count = previous.best.len();
+        let previous_count = previous.count();
         let previous_last = previous_first + previous_count - 1;
+        previous.pad_end();
         current.clear(previous_first);
         let row_start = trace.len();
         let mut horizontal = DEAD;
@@ -258,24 +280,13 @@ fn extend_gapped_with<const TRACE: bool>(
         let mut column = previous.first_column;
         let floor = best_score - x_drop;
         while column <= subject_length {
-            // Column `column` of the previous row is at `offset` there (the window starts at
-            // `previous_first`, so the diagonal cell is at `offset - 1`).
-            let offset = column - previous_first;
-            let (up_best, up_vertical) = if offset < previous_count {
-                (previous.best[offset], previous.vertical[offset])
-            } else {
-                (DEAD, DEAD)
-            };
-            let diagonal = if offset >= 1 && offset <= previous_count {
-                let diagonal_best = previous.best[offset - 1];
-                if diagonal_best > DEAD {
-                    diagonal_best + scores[subject_at(column - 1) as usize]
-                } else {
-                    DEAD
-                }
-            } else {
-                DEAD
-            };
+            // Column `column` of the previous row is at `offset + 1` there (after the front
+            // pad), its up-left cell at `offset`; past the window both read the end pads.
+            let offset = (column - previous_first).min(previous_count + 1);
+            let up_best = previous.best[offset + 1];
+            let up_vertical = previous.vertical[offset + 1];
+            // a DEAD cell plus a letter's score stays far below any floor: it never lives
+            let diagonal = previous.best[offset] + scores[subject_letters[column] as usize];
             // Selects rather than branches: which of the three wins is data-dependent.
             let vertical_open = up_best - open_extend;
             let vertical_extend = up_vertical - gaps.extend;
