@@ -48,6 +48,18 @@ use super::{MapAccess, SharedMapping, SharedMemory};
 /// Bytes of a doorbell region (one page).
 pub const DOORBELL_BYTES: usize = 4096;
 
+/// Default wait window of a doorbell's consumer (a cluster node's router thread), in
+/// microseconds: the waiter's first [`flashpipe_base::wait::POLLS_BEFORE_YIELDING`] polls
+/// spin (a few microseconds with a handful of rings to look at), the rest of the window
+/// yields (`sched_yield` every [`flashpipe_base::wait::POLLS_PER_YIELD`] polls), then it
+/// parks. Why these numbers, for 4 node processes and their hosts on 2 vCPUs: a pure spin
+/// steals the core from the process that has the work, so the spin part stays a few
+/// microseconds; a yield hands the core to whoever is runnable (most often the peer whose
+/// answer is awaited) and costs about a microsecond when nobody is, so the yield part is
+/// long: 100 us covers a hop's device-free round trip and stays under the ~50 us futex
+/// wake twice over, so a parked consumer is the idle case, not the busy one.
+pub const DEFAULT_DOORBELL_WINDOW_US: u32 = 100;
+
 const SEQUENCE_OFFSET: usize = 0;
 const SLEEPING_OFFSET: usize = 4;
 

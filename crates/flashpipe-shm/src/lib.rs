@@ -71,7 +71,7 @@ pub mod ring_stream;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
-pub use doorbell::{Doorbell, DoorbellCounters, DOORBELL_BYTES};
+pub use doorbell::{Doorbell, DoorbellCounters, DEFAULT_DOORBELL_WINDOW_US, DOORBELL_BYTES};
 pub use error::SharedMemoryError;
 pub use fd_passing::{receive_with_fds, send_with_fds, MAX_FDS_PER_MESSAGE};
 pub use mapping::SharedMapping;
