@@ -34,7 +34,8 @@
 //! either word. That only costs wakes or sleeps: the consumer never trusts the words for
 //! data (it always polls its rings, whose indices are checked), a forged `sleeping` of 0
 //! can only delay a wake, which the consumer's park timeout (the caller's liveness
-//! check) bounds, and a forged `sequence` makes a `FUTEX_WAIT` return early.
+//! check) bounds, and a forged `sequence` makes a `FUTEX_WAIT` return early (a peer that
+//! keeps changing it keeps the consumer polling: CPU time, not correctness).
 
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -139,8 +140,9 @@ impl Doorbell {
     /// The consumer's side: polls `poll` (which looks at every input once) as `policy`
     /// says (first poll, spin, yield), then parks on the doorbell until a producer rings
     /// or `park_timeout_us` passes (`None`: no timeout), polling again after each wake.
-    /// `None` only when a park timed out with nothing come (the caller checks its
-    /// peers' liveness and waits again).
+    /// `None` only with a timeout, when a park ended (timed out, or woken by a ring whose
+    /// record an earlier poll already took) with nothing come: the caller checks its
+    /// peers' liveness and waits again.
     pub fn wait<T>(
         &mut self,
         policy: WaitPolicy,
