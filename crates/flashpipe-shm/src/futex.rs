@@ -46,3 +46,20 @@ pub(crate) fn wake_one(word: &AtomicU32) {
         );
     }
 }
+
+/// Wakes every waiter sleeping on `word` (a doorbell has one consumer; waking all keeps
+/// a second one, should a caller ever share a doorbell, from sleeping through a ring).
+pub(crate) fn wake_all(word: &AtomicU32) {
+    // SAFETY: `word` is a live, aligned 32-bit atomic; FUTEX_WAKE touches no memory.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}

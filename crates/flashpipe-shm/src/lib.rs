@@ -12,7 +12,8 @@
 //!
 //! [`ring::FrameRing`] is a bounded single-producer single-consumer ring of records in
 //! such a region (spin, then park on a futex in the shared page), so two processes pass
-//! frames without a socket round trip.
+//! frames without a socket round trip. [`doorbell::Doorbell`] is the one futex word a
+//! consumer of several rings parks on (every producer rings it after a push).
 //!
 //! Hand-written on `libc` rather than taken from a crate: the maintained crates
 //! (`memfd`, `nix`, `sendfd`) each cover one step; the checks that make the receiving
@@ -58,6 +59,7 @@
 //! `BufferPool::in_shared_memory`), the engine, the server, the client and the benchmarks
 //! stand on it.
 
+pub mod doorbell;
 mod error;
 mod fd_passing;
 mod futex;
@@ -69,6 +71,7 @@ pub mod ring_stream;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
+pub use doorbell::{Doorbell, DoorbellCounters, DEFAULT_DOORBELL_WINDOW_US, DOORBELL_BYTES};
 pub use error::SharedMemoryError;
 pub use fd_passing::{receive_with_fds, send_with_fds, MAX_FDS_PER_MESSAGE};
 pub use mapping::SharedMapping;
