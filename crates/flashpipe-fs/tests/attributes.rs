@@ -1,0 +1,288 @@
+//! File attributes (format version 6, docs/format.md, "Inode table"): the mode, owner
+//! and wall-clock modification time a user sets with `set_attributes` are committed by
+//! the next flush and survive a log commit, a checkpoint, a remount (log replay) and a
+//! crash right after the flush; rename keeps them, a copy and a new file start with none.
+//! The inode record with attributes has the documented bytes (golden). A version-5 image
+//! mounts read-only and passes fsck unchanged, and its first read-write commit writes
+//! version 6 with its data kept. Hostile records (undefined flag bits, mode bits outside
+//! 0o7777, attributes in a version-5 image) are fsck findings and refused at mount;
+//! hostile requests change nothing.
+
+mod support;
+
+use flashpipe_fs::layout::{
+    open_metadata_block, read_u32, read_u64, seal_metadata_block, write_u32, MetadataKind,
+    FORMAT_VERSION, METADATA_HEADER_BYTES,
+};
+use flashpipe_fs::{
+    fsck, CopyMethod, FileAttributes, FileOwner, Filesystem, MountError, SetAttributesError,
+    Structure,
+};
+use flashpipe_testkit::formatted::format_fs;
+use support::{blocks_of, pattern, rewrite_super_block, SharedDisk};
+
+const BLOCK_SIZE: u64 = 4096;
+const DISK_BLOCKS: u64 = 4096;
+
+fn format(shared: &SharedDisk) -> Filesystem {
+    format_fs(shared.boxed(), BLOCK_SIZE as u32)
+}
+
+fn all_set() -> FileAttributes {
+    FileAttributes {
+        mode: Some(0o640),
+        owner: Some(FileOwner {
+            uid: 1000,
+            gid: 65534,
+        }),
+        modified_wall_ns: Some(1_700_000_000_123_456_789),
+    }
+}
+
+fn newest_super_block(shared: &SharedDisk, fs: &Filesystem) -> Vec<u8> {
+    let slot = fs.stats().commit_sequence % 2;
+    shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize)
+}
+
+fn read_all(fs: &mut Filesystem, name: &str) -> Vec<u8> {
+    let file = fs.open(name).expect("open");
+    let size = fs.stat(file).expect("stat").size_bytes;
+    fs.read(file, 0, size).expect("read").to_vec()
+}
+
+#[test]
+fn attributes_survive_log_commits_checkpoints_remounts_and_a_crash() {
+    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
+    let mut fs = format(&shared);
+    let file = fs.create("a").unwrap();
+    fs.write(file, 0, &pattern(3 * BLOCK_SIZE as usize, 1))
+        .unwrap();
+    assert_eq!(fs.attributes(file), Ok(FileAttributes::NONE), "new file");
+    fs.flush().unwrap();
+    let clock_before = fs.stat(file).unwrap().modified_clock_ns;
+    fs.set_attributes("a", all_set()).unwrap();
+    assert_eq!(fs.attributes_by_name("a"), Ok(all_set()));
+    assert_eq!(
+        fs.stat(file).unwrap().modified_clock_ns,
+        clock_before,
+        "the device clock of the last change is the data's"
+    );
+    fs.flush().unwrap();
+    assert!(
+        fs.metadata_log_fill().log_record_count > 0,
+        "a log commit carries them"
+    );
+    let crashed = shared.copy_to(DISK_BLOCKS);
+    drop(fs.unmount().unwrap());
+
+    let mut replayed = Filesystem::mount(crashed.boxed()).unwrap();
+    assert_eq!(replayed.attributes_by_name("a"), Ok(all_set()), "crash");
+    assert!(replayed.check().unwrap().is_clean());
+    drop(replayed);
+
+    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
+    assert_eq!(fs.attributes_by_name("a"), Ok(all_set()), "log replay");
+    fs.rename("a", "b").unwrap();
+    fs.copy_file("b", "c", CopyMethod::Share).unwrap();
+    let other = FileAttributes {
+        mode: Some(0),
+        owner: None,
+        modified_wall_ns: Some(-5),
+    };
+    fs.create("d").unwrap();
+    fs.set_attributes("d", other).unwrap();
+    fs.flush_checkpoint().unwrap();
+    assert_eq!(fs.metadata_log_fill().log_record_count, 0);
+    drop(fs.unmount().unwrap());
+
+    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
+    assert_eq!(fs.attributes_by_name("b"), Ok(all_set()), "rename keeps");
+    assert_eq!(
+        fs.attributes_by_name("c"),
+        Ok(FileAttributes::NONE),
+        "a copy starts with none"
+    );
+    assert_eq!(fs.attributes_by_name("d"), Ok(other), "checkpoint");
+    assert!(read_all(&mut fs, "b") == pattern(3 * BLOCK_SIZE as usize, 1));
+    fs.set_attributes("b", FileAttributes::NONE).unwrap();
+    fs.flush().unwrap();
+    drop(fs.unmount().unwrap());
+    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
+    assert_eq!(
+        fs.attributes_by_name("b"),
+        Ok(FileAttributes::NONE),
+        "cleared"
+    );
+    assert!(fs.check().unwrap().is_clean());
+}
+
+#[test]
+fn hostile_requests_change_nothing() {
+    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
+    let mut fs = format(&shared);
+    fs.create("a").unwrap();
+    fs.flush().unwrap();
+    let bad = FileAttributes {
+        mode: Some(0o100644),
+        ..FileAttributes::NONE
+    };
+    let error = fs.set_attributes("a", bad).unwrap_err();
+    assert!(matches!(error, SetAttributesError::Bad(_)));
+    assert!(error.to_string().contains("0o100644"), "{error}");
+    assert!(fs.set_attributes("missing", all_set()).is_err());
+    assert_eq!(fs.attributes_by_name("a"), Ok(FileAttributes::NONE));
+    drop(fs.unmount().unwrap());
+    let mut read_only = Filesystem::mount_read_only(shared.boxed()).unwrap();
+    let error = read_only.set_attributes("a", all_set()).unwrap_err();
+    assert!(error.to_string().contains("read-only"), "{error}");
+    assert_eq!(read_only.attributes_by_name("a"), Ok(FileAttributes::NONE));
+}
+
+/// The inode table block of the newest checkpoint, its payload edited by `change` and
+/// sealed again.
+fn edit_inode_table(fs: &Filesystem, shared: &SharedDisk, change: impl FnOnce(&mut [u8])) {
+    let block = blocks_of(fs, Structure::InodeTable)[0];
+    let mut bytes = shared.peek(block * BLOCK_SIZE, BLOCK_SIZE as usize);
+    let header = open_metadata_block(&bytes, MetadataKind::InodeTable, u64::MAX).unwrap();
+    change(&mut bytes[METADATA_HEADER_BYTES..]);
+    seal_metadata_block(&mut bytes, &header);
+    shared.poke(block * BLOCK_SIZE, &bytes);
+}
+
+#[test]
+fn an_inode_record_with_attributes_has_the_documented_bytes() {
+    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
+    let mut fs = format(&shared);
+    let file = fs.create("golden").unwrap();
+    fs.write(file, 0, &pattern(BLOCK_SIZE as usize, 2)).unwrap();
+    fs.set_attributes("golden", all_set()).unwrap();
+    fs.flush_checkpoint().unwrap();
+    let block = blocks_of(&fs, Structure::InodeTable)[0];
+    let bytes = shared.peek(block * BLOCK_SIZE, BLOCK_SIZE as usize);
+    let header = open_metadata_block(&bytes, MetadataKind::InodeTable, u64::MAX).unwrap();
+    assert_eq!(
+        header.payload_bytes,
+        64 + 12,
+        "64-byte header, one direct entry"
+    );
+    let record = &bytes[METADATA_HEADER_BYTES..];
+    assert_eq!(read_u64(record, 0), file.0);
+    assert_eq!(read_u64(record, 8), BLOCK_SIZE, "size");
+    assert_eq!(read_u32(record, 32), 1, "direct count");
+    let mut expected = Vec::new();
+    expected.extend_from_slice(&[7, 0, 0, 0]); // 36..40: flags: mode, owner, wall time
+    expected.extend_from_slice(&[0xA0, 0x01, 0, 0]); // 40..44: mode 0o640
+    expected.extend_from_slice(&[0xE8, 0x03, 0, 0]); // 44..48: uid 1000
+    expected.extend_from_slice(&[0xFE, 0xFF, 0, 0]); // 48..52: gid 65534
+    expected.extend_from_slice(&[0, 0, 0, 0]); // 52..56: reserved
+    expected.extend_from_slice(&1_700_000_000_123_456_789i64.to_le_bytes()); // 56..64
+    assert_eq!(&record[36..64], &expected[..]);
+    let map = fs.block_map(file, 0, BLOCK_SIZE).unwrap();
+    assert_eq!(
+        read_u64(record, 64),
+        map[0].first_fs_block.unwrap(),
+        "direct 0"
+    );
+    assert_eq!(read_u32(&newest_super_block(&shared, &fs), 8), 6);
+    assert_eq!(FORMAT_VERSION, 6);
+}
+
+/// An edit of an inode record's bytes.
+type RecordEdit = fn(&mut [u8]);
+
+#[test]
+fn hostile_records_are_findings_and_refused_at_mount() {
+    let cases: [(&str, RecordEdit); 3] = [
+        ("undefined flag bits", |record| write_u32(record, 36, 0x0F)),
+        ("mode bits outside 0o7777", |record| {
+            write_u32(record, 40, 0o10640)
+        }),
+        ("a stray owner", |record| {
+            write_u32(record, 36, 1);
+            write_u32(record, 44, 5);
+        }),
+    ];
+    for (what, change) in cases {
+        let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
+        let mut fs = format(&shared);
+        fs.create("a").unwrap();
+        fs.set_attributes("a", all_set()).unwrap();
+        fs.flush_checkpoint().unwrap();
+        edit_inode_table(&fs, &shared, change);
+        drop(fs.unmount().unwrap());
+        let report = fsck(&mut *shared.boxed(), false).unwrap();
+        assert!(!report.is_clean(), "{what}: fsck finds it");
+        match Filesystem::mount(shared.boxed()) {
+            Err(MountError::Corrupt { .. }) => {}
+            Err(other) => panic!("{what}: refused, but as {other}"),
+            Ok(_) => panic!("{what}: mounted"),
+        }
+        assert!(
+            Filesystem::mount_read_only(shared.boxed()).is_err(),
+            "{what}: read-only too"
+        );
+    }
+}
+
+/// Rewrites both super block slots as version 5 (the same layout).
+fn downgrade_to_version_5(shared: &SharedDisk) {
+    for slot in 0..2 {
+        rewrite_super_block(shared, slot, |bytes| write_u32(bytes, 8, 5));
+    }
+}
+
+#[test]
+fn a_version_5_image_mounts_unchanged_and_is_upgraded_by_its_first_commit() {
+    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
+    let mut fs = format(&shared);
+    let file = fs.create("old").unwrap();
+    fs.write(file, 0, &pattern(14 * BLOCK_SIZE as usize, 5))
+        .unwrap();
+    fs.flush_checkpoint().unwrap();
+    fs.create("logged").unwrap();
+    fs.flush().unwrap();
+    drop(fs.unmount().unwrap());
+    downgrade_to_version_5(&shared);
+    let image_before = shared.peek(0, (DISK_BLOCKS * BLOCK_SIZE) as usize);
+
+    let mut read_only = Filesystem::mount_read_only(shared.boxed()).unwrap();
+    assert!(read_all(&mut read_only, "old") == pattern(14 * BLOCK_SIZE as usize, 5));
+    assert_eq!(
+        read_only.attributes_by_name("old"),
+        Ok(FileAttributes::NONE)
+    );
+    drop(read_only.unmount().unwrap());
+    assert!(fsck(&mut *shared.boxed(), false).unwrap().is_clean());
+    assert!(
+        shared.peek(0, (DISK_BLOCKS * BLOCK_SIZE) as usize) == image_before,
+        "read-only mounts and fsck write nothing"
+    );
+
+    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
+    fs.set_attributes("old", all_set()).unwrap();
+    fs.flush().unwrap();
+    assert_eq!(
+        read_u32(&newest_super_block(&shared, &fs), 8),
+        6,
+        "the first commit writes version 6"
+    );
+    drop(fs.unmount().unwrap());
+    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
+    assert!(fs.check().unwrap().is_clean());
+    assert_eq!(fs.attributes_by_name("old"), Ok(all_set()));
+    assert_eq!(fs.attributes_by_name("logged"), Ok(FileAttributes::NONE));
+    assert!(read_all(&mut fs, "old") == pattern(14 * BLOCK_SIZE as usize, 5));
+}
+
+#[test]
+fn attributes_in_a_version_5_image_are_refused() {
+    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
+    let mut fs = format(&shared);
+    fs.create("a").unwrap();
+    fs.set_attributes("a", all_set()).unwrap();
+    fs.flush_checkpoint().unwrap();
+    drop(fs.unmount().unwrap());
+    downgrade_to_version_5(&shared);
+    assert!(!fsck(&mut *shared.boxed(), false).unwrap().is_clean());
+    assert!(Filesystem::mount(shared.boxed()).is_err());
+}
