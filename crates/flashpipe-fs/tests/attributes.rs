@@ -6,10 +6,13 @@
 //! mounts read-only and passes fsck unchanged, and its first read-write commit writes
 //! version 6 with its data kept. Hostile records (undefined flag bits, mode bits outside
 //! 0o7777, attributes in a version-5 image) are fsck findings and refused at mount;
-//! hostile requests change nothing.
+//! hostile requests change nothing. A crash at every point of a flush (log commit or
+//! checkpoint) that sets attributes on several files keeps all of them or none.
 
 mod support;
 
+use flashpipe_device::sim::{SimDiskConfig, SimWorld};
+use flashpipe_device::BlockDevice;
 use flashpipe_fs::layout::{
     open_metadata_block, read_u32, read_u64, seal_metadata_block, write_u32, MetadataKind,
     FORMAT_VERSION, METADATA_HEADER_BYTES,
@@ -285,4 +288,80 @@ fn attributes_in_a_version_5_image_are_refused() {
     downgrade_to_version_5(&shared);
     assert!(!fsck(&mut *shared.boxed(), false).unwrap().is_clean());
     assert!(Filesystem::mount(shared.boxed()).is_err());
+}
+
+/// Attributes set on several files (one of them also written), a flush that crashes
+/// after `crash_after` device requests (unflushed blocks kept with `survival`), a
+/// restart: the remounted file system is clean and holds either every change or none.
+/// Returns whether the flush completed and whether the changes were found.
+fn crash_during_the_flush(crash_after: u64, survival: f64, checkpoint: bool) -> (bool, bool) {
+    let what = format!("crash after {crash_after} requests, survival {survival}");
+    let world = SimWorld::new(crash_after);
+    world
+        .add_disk(SimDiskConfig::default_for_tests("sim0", 512, 400 * 8))
+        .expect("disk");
+    let open = || Box::new(world.open_disk(0).expect("open disk")) as Box<dyn BlockDevice>;
+    let mut fs = format_fs(open(), BLOCK_SIZE as u32);
+    for name in ["a", "b", "c"] {
+        let file = fs.create(name).unwrap();
+        fs.write(file, 0, &pattern(2 * BLOCK_SIZE as usize, 3))
+            .unwrap();
+    }
+    fs.flush().unwrap();
+    world.set_crash_survival_probability(survival);
+    world.crash_after_requests(crash_after);
+    for name in ["a", "b", "c"] {
+        fs.set_attributes(name, all_set()).unwrap();
+    }
+    let c = fs.open("c").unwrap();
+    let written = fs.write(c, 0, &pattern(BLOCK_SIZE as usize, 4)).is_ok();
+    let flushed = written
+        && if checkpoint {
+            fs.flush_checkpoint().is_ok()
+        } else {
+            fs.flush().is_ok()
+        };
+    if flushed {
+        world.crash_now();
+    }
+    drop(fs);
+    world.restart();
+    let mut fs = Filesystem::mount(open()).unwrap_or_else(|error| panic!("{what}: {error}"));
+    assert!(fs.check().unwrap().is_clean(), "{what}: fsck");
+    let seen: Vec<FileAttributes> = ["a", "b", "c"]
+        .iter()
+        .map(|name| fs.attributes_by_name(name).unwrap())
+        .collect();
+    let new = seen[0] == all_set();
+    assert!(
+        seen.iter()
+            .all(|&attributes| (attributes == all_set()) == new),
+        "{what}: all or nothing"
+    );
+    if flushed {
+        assert!(new, "{what}: a completed flush is durable");
+    }
+    let mut expected = pattern(2 * BLOCK_SIZE as usize, 3);
+    if new {
+        expected[..BLOCK_SIZE as usize].copy_from_slice(&pattern(BLOCK_SIZE as usize, 4));
+    }
+    assert!(read_all(&mut fs, "c") == expected, "{what}: data with them");
+    (flushed, new)
+}
+
+#[test]
+fn a_crash_during_the_flush_keeps_all_attributes_or_none() {
+    let mut outcomes = std::collections::BTreeSet::new();
+    for crash_after in 1..60 {
+        for survival in [0.0, 0.5, 1.0] {
+            outcomes.insert(crash_during_the_flush(crash_after, survival, false));
+            outcomes.insert(crash_during_the_flush(crash_after, survival, true));
+        }
+    }
+    for expected in [(false, false), (false, true), (true, true)] {
+        assert!(
+            outcomes.contains(&expected),
+            "outcome (flushed, found) {expected:?} never reached: {outcomes:?}"
+        );
+    }
 }
