@@ -7,7 +7,8 @@
 //! version 6 with its data kept. Hostile records (undefined flag bits, mode bits outside
 //! 0o7777, attributes in a version-5 image) are fsck findings and refused at mount;
 //! hostile requests change nothing. A crash at every point of a flush (log commit or
-//! checkpoint) that sets attributes on several files keeps all of them or none.
+//! checkpoint) that sets attributes on several files keeps all of them or none; a log
+//! record with undefined attribute flags is damage fsck reports and mount refuses.
 
 mod support;
 
@@ -364,4 +365,29 @@ fn a_crash_during_the_flush_keeps_all_attributes_or_none() {
             "outcome (flushed, found) {expected:?} never reached: {outcomes:?}"
         );
     }
+}
+
+#[test]
+fn a_log_record_with_hostile_attributes_is_damage() {
+    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
+    let mut fs = format(&shared);
+    fs.create("a").unwrap();
+    fs.flush_checkpoint().unwrap();
+    fs.set_attributes("a", all_set()).unwrap();
+    fs.flush().unwrap();
+    assert_eq!(fs.metadata_log_fill().log_record_count, 1);
+    let block = blocks_of(&fs, Structure::Log)[0];
+    drop(fs.unmount().unwrap());
+    let mut bytes = shared.peek(block * BLOCK_SIZE, BLOCK_SIZE as usize);
+    let header = open_metadata_block(&bytes, MetadataKind::Log, u64::MAX).unwrap();
+    // The record start (tag 7, 56 bytes), then the file entry: 4 bytes, then its inode
+    // record, whose flags word is at 36.
+    let flags_at = METADATA_HEADER_BYTES + 56 + 4 + 36;
+    assert_eq!(read_u32(&bytes, flags_at), 7);
+    write_u32(&mut bytes, flags_at, 0x0F);
+    seal_metadata_block(&mut bytes, &header);
+    shared.poke(block * BLOCK_SIZE, &bytes);
+    let report = fsck(&mut *shared.boxed(), false).unwrap();
+    assert!(!report.is_clean(), "fsck finds it");
+    assert!(Filesystem::mount(shared.boxed()).is_err(), "mount refuses");
 }
