@@ -142,7 +142,7 @@ fn a_store_made_before_identities_opens_read_only_unchanged_and_gets_them_at_its
     image.truncate(size);
     for (offset, mut slot) in super_block_slots(&image) {
         assert_eq!(&slot[0..8], b"FLASHPFS");
-        assert_eq!(slot[8], 5, "mkfs writes format version 5");
+        assert_eq!(slot[8], 6, "mkfs writes format version 6");
         assert_eq!(
             uuid_text(&slot[136..152]),
             identity_of(&store).expect("an identity"),
@@ -183,7 +183,7 @@ fn a_store_made_before_identities_opens_read_only_unchanged_and_gets_them_at_its
     let identity = identity_of(&store).expect("the store file has an identity now");
     let image = std::fs::read(&image_path).expect("image");
     let newest = newest_slot(&image);
-    assert_eq!(newest[8], 5, "the first commit writes format version 5");
+    assert_eq!(newest[8], 6, "the first commit writes format version 6");
     assert_eq!(
         uuid_text(&newest[136..152]),
         identity,

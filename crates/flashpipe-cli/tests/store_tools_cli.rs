@@ -303,7 +303,7 @@ fn info_summarizes_a_file_store() {
         assert!(member["allocated_bytes"].as_u64().unwrap() < 32 << 20);
     }
     let filesystem = &info["filesystem"];
-    assert_eq!(filesystem["format_version"], 5);
+    assert_eq!(filesystem["format_version"], 6);
     assert_eq!(filesystem["file_count"], 1);
     assert_eq!(filesystem["identity"], info["identity"]);
     assert_eq!(filesystem["total_bytes"], 64 << 20);
@@ -315,7 +315,7 @@ fn info_summarizes_a_file_store() {
     );
     assert!(info["server_pid"].is_null());
     let text_info = succeed(&["info", text(&store)]);
-    for expected in ["format version 5", "1 file(s)", "metadata log:", "label ok"] {
+    for expected in ["format version 6", "1 file(s)", "metadata log:", "label ok"] {
         assert!(text_info.contains(expected), "{text_info}");
     }
 }

@@ -12,6 +12,7 @@
 
 use flashpipe_device::{BlockDevice, IoBuf};
 
+use crate::attributes::{inode_record_header_bytes, FileAttributes};
 use crate::error::FlushError;
 use crate::io::{write_fs_blocks, Geometry};
 use crate::layout::{
@@ -72,6 +73,7 @@ pub fn log_commit_fits(state: &State) -> bool {
     let block_size = state.geometry.fs_block_size_bytes;
     let mut chain_blocks = 0;
     let mut old_chain_blocks = 0;
+    let mut attribute_bytes = 0;
     let mut record_bytes = (LOG_SHARED_RECORD_START_BYTES
         + LOG_EXTENT_ENTRY_BYTES * state.shared.touched_extents().len())
         as u64;
@@ -82,8 +84,9 @@ pub fn log_commit_fits(state: &State) -> bool {
                     chain_blocks += indirect_block_count(block_size, node.pointers.len() as u64);
                     old_chain_blocks += node.indirect_chain.len() as u64;
                 }
+                attribute_bytes = attribute_bytes.max(node.attribute_bytes());
                 record_bytes += (LOG_FILE_ENTRY_HEADER_BYTES
-                    + inode_record_bytes(node.pointers.len() as u64)
+                    + node.inode_record_bytes()
                     + node.name.len()) as u64;
             }
             None => record_bytes += LOG_REMOVED_ENTRY_BYTES as u64,
@@ -97,13 +100,17 @@ pub fn log_commit_fits(state: &State) -> bool {
         + chain_blocks
         + old_chain_blocks;
     record_bytes += extent_bound * LOG_EXTENT_ENTRY_BYTES as u64;
-    record_block_bound(block_size, record_bytes) <= region_left
+    record_block_bound(block_size, record_bytes, attribute_bytes) <= region_left
 }
 
 /// Blocks a record of `record_bytes` bytes can fill at most: entries never straddle
-/// blocks, so each block wastes less than the largest entry.
-fn record_block_bound(block_size_bytes: u32, record_bytes: u64) -> u64 {
-    let largest_entry = LOG_FILE_ENTRY_HEADER_BYTES + inode_record_bytes(u64::MAX) + MAX_NAME_BYTES;
+/// blocks, so each block wastes less than the largest entry (a file entry whose inode
+/// record carries `attribute_bytes` of attribute fields at most).
+fn record_block_bound(block_size_bytes: u32, record_bytes: u64, attribute_bytes: usize) -> u64 {
+    let largest_entry = LOG_FILE_ENTRY_HEADER_BYTES
+        + inode_record_bytes(u64::MAX)
+        + attribute_bytes
+        + MAX_NAME_BYTES;
     let usable = (block_size_bytes as usize - METADATA_HEADER_BYTES - largest_entry) as u64;
     record_bytes.div_ceil(usable)
 }
@@ -122,13 +129,19 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
         .collect();
     let mut writes = rewrite_indirect_chains(state, sequence, &changed_maps);
     let record = build_log_record(state, sequence, &touched);
+    let attributes: Vec<FileAttributes> = record
+        .files
+        .iter()
+        .map(|file| state.files[&file.inode_number].attributes)
+        .collect();
     let mut super_block = state
         .committed
         .super_block
         .clone()
         .expect("a log commit extends a committed checkpoint");
     let first_index = super_block.log_block_count;
-    let blocks = record.encode(state.geometry.fs_block_size_bytes, first_index);
+    let blocks =
+        record.encode_with_attributes(state.geometry.fs_block_size_bytes, first_index, &attributes);
     assert!(
         first_index + blocks.len() as u64 <= state.committed.log_region.len() as u64,
         "the log rule bounded the record to the region left"
@@ -238,10 +251,7 @@ fn commit_space_needed(state: &State) -> u64 {
     );
     let inode_blocks = packed_block_count(
         block_size,
-        state
-            .files
-            .values()
-            .map(|node| inode_record_bytes(node.pointers.len() as u64)),
+        state.files.values().map(|node| node.inode_record_bytes()),
     );
     let region_blocks = log_region_blocks(
         name_blocks + inode_blocks,
@@ -563,7 +573,9 @@ fn pack_name_table(state: &State) -> Vec<PackedBlock> {
 
 fn pack_inode_table(state: &State) -> Vec<PackedBlock> {
     let mut packer = TablePacker::new(state.geometry.fs_block_size_bytes as usize);
-    let mut entry = Vec::with_capacity(inode_record_bytes(DIRECT_POINTER_COUNT as u64));
+    let mut entry = Vec::with_capacity(
+        inode_record_bytes(DIRECT_POINTER_COUNT as u64) + inode_record_header_bytes(u32::MAX),
+    );
     for (&inode_number, node) in &state.files {
         let direct_count = node.pointers.len().min(DIRECT_POINTER_COUNT);
         entry.clear();
@@ -573,6 +585,7 @@ fn pack_inode_table(state: &State) -> Vec<PackedBlock> {
             node.size_bytes,
             node.indirect_chain.first().copied().unwrap_or(0),
             node.modified_clock_ns,
+            &node.attributes,
             (
                 &node.pointers[..direct_count],
                 &node.checksums[..direct_count],

@@ -7,6 +7,7 @@
 
 use flashpipe_device::{DeviceError, DeviceErrorKind};
 
+use crate::attributes::AttributeProblem;
 use crate::findings::{DamagedSlot, Finding};
 
 /// mkfs failed.
@@ -312,4 +313,15 @@ pub enum FsckError {
 /// True when `error` says a simulated device crashed.
 pub fn is_crash(error: &DeviceError) -> bool {
     error.kind == DeviceErrorKind::Crashed
+}
+
+/// Setting a file's attributes failed; nothing changed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SetAttributesError {
+    /// The file cannot be changed: no such file, a read-only mount, an unusable mount.
+    #[error(transparent)]
+    Namespace(#[from] NamespaceError),
+    /// The attributes asked for cannot be stored (a mode with bits outside 0o7777).
+    #[error("attributes refused: {0}; nothing changed")]
+    Bad(#[from] AttributeProblem),
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use flashpipe_device::{BlockDevice, Clock, DeviceInfo, IoBuf};
 
+use crate::attributes::FileAttributes;
 use crate::commit::{commit, write_super_block};
 use crate::copy::{self, CopyMethod, CopyReport};
 use crate::data::{self, MappedRun};
@@ -21,6 +22,7 @@ use crate::name::{check_name, check_new_name};
 use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, MetadataTotals, State};
 
+mod attributes;
 mod inspect;
 mod planned_reads;
 mod store_identity;
@@ -216,6 +218,7 @@ impl FsCore {
             indirect_chain: Vec::new(),
             map_changed: false,
             modified_clock_ns: self.state.now_ns(),
+            attributes: FileAttributes::NONE,
         };
         self.state.insert_file(inode_number, node);
         self.state.changed_since_commit = true;
@@ -699,7 +702,7 @@ impl FsCore {
 
 /// Refuses a namespace change whose metadata (at `totals_after`) would not fit while
 /// the commit reserve stays free.
-fn check_namespace_space(
+pub(crate) fn check_namespace_space(
     state: &State,
     totals_after: &MetadataTotals,
 ) -> Result<(), NamespaceError> {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use flashpipe_device::{BlockDevice, Clock, DeviceError};
 
+use crate::attributes::FileAttributes;
 use crate::findings::{DamagedSlot, Finding, Structure};
 use crate::io::{read_fs_blocks, Geometry};
 use crate::layout::{
@@ -96,6 +97,8 @@ pub struct LoadedFile {
     pub indirect_head: u64,
     /// Blocks of the indirect chain.
     pub indirect_chain: Vec<u64>,
+    /// What the user set of its mode, owner and wall-clock time (version 6).
+    pub attributes: FileAttributes,
 }
 
 /// An image as loaded, with everything wrong with it.
@@ -213,6 +216,7 @@ impl LoadedImage {
                 indirect_chain: file.indirect_chain,
                 map_changed: upgrading,
                 modified_clock_ns: file.modified_clock_ns,
+                attributes: file.attributes,
             };
             state.insert_file(inode_number, node);
         }

@@ -7,8 +7,9 @@
 pub const MAGIC: [u8; 8] = *b"FLASHPFS";
 /// The format version this code writes (and the newest it reads): version 3 adds the
 /// metadata log (docs/format.md, "Metadata log"), version 4 the store identity in the
-/// super block.
-pub const FORMAT_VERSION: u32 = 5;
+/// super block, version 5 shared blocks, version 6 file attributes in the inode record
+/// (`crate::attributes`).
+pub const FORMAT_VERSION: u32 = 6;
 /// The first format version with a metadata log (the super block's log fields at
 /// offsets 112..136, `LOGR` blocks).
 pub const FIRST_LOGGED_FORMAT_VERSION: u32 = 3;

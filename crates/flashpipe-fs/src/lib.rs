@@ -35,6 +35,7 @@
 //! ```
 
 mod allocator;
+pub mod attributes;
 mod commit;
 mod copy;
 mod data;
@@ -54,11 +55,12 @@ pub mod shared;
 mod staged_write;
 mod state;
 
+pub use attributes::{AttributeProblem, FileAttributes, FileOwner};
 pub use copy::{CopyMethod, CopyReport};
 pub use data::MappedRun;
 pub use error::{
     is_crash, CopyError, FileIoError, FlushError, FormatError, FsckError, MountError,
-    NamespaceError, StoreIdentityError,
+    NamespaceError, SetAttributesError, StoreIdentityError,
 };
 pub use filesystem::Filesystem;
 pub use findings::{DamagedSlot, LogDamage};

@@ -8,10 +8,13 @@
 //! `image.rs` reads and replays them. Every block is a metadata block (kind `LOGR`) whose
 //! header carries the record's commit sequence and the block's index in the region.
 
+use crate::attributes::{
+    inode_record_header_bytes, FileAttributes, ATTRIBUTE_FIELDS_OFFSET, ATTRIBUTE_FLAGS_OFFSET,
+};
 use crate::layout::{
     open_metadata_block, read_pointer_entry, read_u32, read_u64, seal_metadata_block,
     write_pointer_entry, write_u32, write_u64, MetadataHeader, MetadataKind, DIRECT_POINTER_COUNT,
-    INODE_RECORD_HEADER_BYTES, METADATA_HEADER_BYTES, POINTER_ENTRY_BYTES,
+    FORMAT_VERSION, METADATA_HEADER_BYTES, POINTER_ENTRY_BYTES,
 };
 
 /// Tag of the entry that starts a record (the first entry of its first block).
@@ -84,13 +87,16 @@ pub struct LogRecord {
     pub shared: Option<Vec<(u64, u64, u32)>>,
 }
 
-/// Writes the inode record (docs/format.md, "Inode table") of a file to `entry`.
+/// Writes the inode record (docs/format.md, "Inode table") of a file to `entry`: the
+/// version-5 layout when `attributes` is [`FileAttributes::NONE`], else with the
+/// attribute fields of version 6 before the direct pointers.
 pub fn encode_inode_record(
     entry: &mut Vec<u8>,
     inode_number: u64,
     size_bytes: u64,
     indirect_head: u64,
     modified_clock_ns: u64,
+    attributes: &FileAttributes,
     direct: (&[u64], &[Option<u32>]),
 ) {
     let (pointers, checksums) = direct;
@@ -101,7 +107,8 @@ pub fn encode_inode_record(
     entry.extend_from_slice(&indirect_head.to_le_bytes());
     entry.extend_from_slice(&modified_clock_ns.to_le_bytes());
     entry.extend_from_slice(&(pointers.len() as u32).to_le_bytes());
-    entry.extend_from_slice(&0u32.to_le_bytes());
+    entry.extend_from_slice(&attributes.flags().to_le_bytes());
+    attributes.append_fields(entry);
     let mut pointer_entry = [0u8; POINTER_ENTRY_BYTES];
     for (&pointer, &checksum) in pointers.iter().zip(checksums) {
         write_pointer_entry(&mut pointer_entry, 0, pointer, checksum);
@@ -111,8 +118,12 @@ pub fn encode_inode_record(
 
 impl LogRecord {
     /// The record's entries, each as its bytes, record start first (its block count
-    /// field still zero).
-    fn entries(&self) -> Vec<Vec<u8>> {
+    /// field still zero); `attributes` is empty (nothing set) or one per file.
+    fn entries(&self, attributes: &[FileAttributes]) -> Vec<Vec<u8>> {
+        assert!(
+            attributes.is_empty() || attributes.len() == self.files.len(),
+            "attributes for every file of the record or for none"
+        );
         let mut entries = Vec::with_capacity(
             1 + self.removed.len() + self.files.len() + self.allocated.len() + self.freed.len(),
         );
@@ -139,7 +150,7 @@ impl LogRecord {
             write_u64(&mut entry, 8, inode_number);
             entries.push(entry);
         }
-        for file in &self.files {
+        for (index, file) in self.files.iter().enumerate() {
             let mut entry = vec![LOG_ENTRY_FILE, 0];
             entry.extend_from_slice(&(file.name.len() as u16).to_le_bytes());
             encode_inode_record(
@@ -148,6 +159,7 @@ impl LogRecord {
                 file.size_bytes,
                 file.indirect_head,
                 file.modified_clock_ns,
+                attributes.get(index).unwrap_or(&FileAttributes::NONE),
                 (&file.direct_pointers, &file.direct_checksums),
             );
             entry.extend_from_slice(file.name.as_bytes());
@@ -178,14 +190,36 @@ impl LogRecord {
 
     /// Blocks of `block_size_bytes` the record fills (entries never straddle blocks).
     pub fn block_count(&self, block_size_bytes: u32) -> u64 {
-        pack_entries(&self.entries(), block_size_bytes as usize).len() as u64
+        self.block_count_with_attributes(block_size_bytes, &[])
+    }
+
+    /// [`LogRecord::block_count`] of the record whose files carry `attributes` (one per
+    /// file, or none).
+    pub fn block_count_with_attributes(
+        &self,
+        block_size_bytes: u32,
+        attributes: &[FileAttributes],
+    ) -> u64 {
+        pack_entries(&self.entries(attributes), block_size_bytes as usize).len() as u64
     }
 
     /// The record as sealed `LOGR` blocks, the first at index `first_index` of the log
-    /// region.
+    /// region; its files carry no attributes.
     pub fn encode(&self, block_size_bytes: u32, first_index: u64) -> Vec<Vec<u8>> {
+        self.encode_with_attributes(block_size_bytes, first_index, &[])
+    }
+
+    /// [`LogRecord::encode`] with the attributes of its files (one per file in order, or
+    /// none for "nothing set"): version-6 inode records in the file entries of the files
+    /// that have some.
+    pub fn encode_with_attributes(
+        &self,
+        block_size_bytes: u32,
+        first_index: u64,
+        attributes: &[FileAttributes],
+    ) -> Vec<Vec<u8>> {
         let block_size = block_size_bytes as usize;
-        let mut entries = self.entries();
+        let mut entries = self.entries(attributes);
         let block_count = pack_entries(&entries, block_size).len();
         write_u32(&mut entries[0], 4, block_count as u32);
         pack_entries(&entries, block_size)
@@ -251,9 +285,19 @@ pub fn open_log_block(
 
 /// Decodes a record from its blocks (each already opened with [`open_log_block`], all
 /// of one commit sequence, in region order). Checks the entry layout and counts, not
-/// what the entries mean (the loader does).
+/// what the entries mean (the loader does). The attributes of its files are dropped
+/// ([`decode_record_with_attributes`] keeps them).
 pub fn decode_record(blocks: &[&[u8]]) -> Result<LogRecord, String> {
+    decode_record_with_attributes(blocks).map(|(record, _)| record)
+}
+
+/// [`decode_record`] with the attributes of the record's files, one per file in order
+/// ([`FileAttributes::NONE`] for a version-5 inode record).
+pub fn decode_record_with_attributes(
+    blocks: &[&[u8]],
+) -> Result<(LogRecord, Vec<FileAttributes>), String> {
     let mut record = LogRecord::default();
+    let mut attributes = Vec::new();
     let mut counts = None;
     for (position, block) in blocks.iter().enumerate() {
         let entry_count = read_u32(block, 24);
@@ -264,7 +308,8 @@ pub fn decode_record(blocks: &[&[u8]]) -> Result<LogRecord, String> {
         for entry in 0..entry_count {
             let context = format!("block {position} of the record, entry {entry}");
             let first = position == 0 && entry == 0;
-            offset += decode_entry(&payload[offset..], first, &mut record, &mut counts)
+            let mut target = (&mut record, &mut attributes);
+            offset += decode_entry(&payload[offset..], first, &mut target, &mut counts)
                 .map_err(|problem| format!("{context}: {problem}"))?;
         }
         if offset != payload.len() {
@@ -299,20 +344,23 @@ pub fn decode_record(blocks: &[&[u8]]) -> Result<LogRecord, String> {
             found.0, found.1, found.2, found.3, found.4
         ));
     }
-    Ok(record)
+    assert_eq!(attributes.len(), record.files.len());
+    Ok((record, attributes))
 }
 
 /// Counts a record start announces: blocks, removed, files, allocated, freed, and (tag
 /// 7) shared-count entries.
 type AnnouncedCounts = (usize, usize, usize, usize, usize, Option<usize>);
 
-/// Decodes one entry at the start of `bytes` into `record`; returns its length.
+/// Decodes one entry at the start of `bytes` into a record and the attributes of its
+/// files; returns its length.
 fn decode_entry(
     bytes: &[u8],
     first: bool,
-    record: &mut LogRecord,
+    target: &mut (&mut LogRecord, &mut Vec<FileAttributes>),
     counts: &mut Option<AnnouncedCounts>,
 ) -> Result<usize, String> {
+    let (record, attributes) = target;
     let tag = *bytes.first().ok_or("runs past the payload")?;
     let is_start = tag == LOG_ENTRY_RECORD_START || tag == LOG_ENTRY_SHARED_RECORD_START;
     if first != is_start {
@@ -396,29 +444,35 @@ fn decode_entry(
             Ok(LOG_EXTENT_ENTRY_BYTES)
         }
         LOG_ENTRY_FILE => {
-            let (file, length) = decode_file_entry(bytes)?;
+            let (file, file_attributes, length) = decode_file_entry(bytes)?;
             record.files.push(file);
+            attributes.push(file_attributes);
             Ok(length)
         }
         other => Err(format!("unknown entry tag {other}")),
     }
 }
 
-/// Decodes a file entry: tag, reserved byte, name length, inode record, name.
-fn decode_file_entry(bytes: &[u8]) -> Result<(LogFile, usize), String> {
-    let header_end = LOG_FILE_ENTRY_HEADER_BYTES + INODE_RECORD_HEADER_BYTES;
-    let header = bytes.get(..header_end).ok_or("runs past the payload")?;
-    if header[1] != 0 {
+/// Decodes a file entry: tag, reserved byte, name length, inode record (its attributes
+/// checked as version 6 reads them; replay refuses attributes in an older log), name.
+fn decode_file_entry(bytes: &[u8]) -> Result<(LogFile, FileAttributes, usize), String> {
+    let prefix = bytes
+        .get(..LOG_FILE_ENTRY_HEADER_BYTES + ATTRIBUTE_FIELDS_OFFSET)
+        .ok_or("runs past the payload")?;
+    if prefix[1] != 0 {
         return Err("reserved byte is not zero".to_string());
     }
-    let name_length = u16::from_le_bytes([header[2], header[3]]) as usize;
-    let record = &header[LOG_FILE_ENTRY_HEADER_BYTES..];
-    let direct_count = read_u32(record, 32) as usize;
-    if direct_count > DIRECT_POINTER_COUNT || read_u32(record, 36) != 0 {
-        return Err(format!(
-            "{direct_count} direct pointers or a non-zero reserved field"
-        ));
+    let name_length = u16::from_le_bytes([prefix[2], prefix[3]]) as usize;
+    let direct_count = read_u32(prefix, LOG_FILE_ENTRY_HEADER_BYTES + 32) as usize;
+    if direct_count > DIRECT_POINTER_COUNT {
+        return Err(format!("{direct_count} direct pointers"));
     }
+    let flags = read_u32(prefix, LOG_FILE_ENTRY_HEADER_BYTES + ATTRIBUTE_FLAGS_OFFSET);
+    let header_end = LOG_FILE_ENTRY_HEADER_BYTES + inode_record_header_bytes(flags);
+    let header = bytes.get(..header_end).ok_or("runs past the payload")?;
+    let record = &header[LOG_FILE_ENTRY_HEADER_BYTES..];
+    let attributes = FileAttributes::decode(record, FORMAT_VERSION)
+        .map_err(|problem| format!("inode {}: {problem}", read_u64(record, 0)))?;
     let pointers_end = header_end + POINTER_ENTRY_BYTES * direct_count;
     let end = pointers_end + name_length;
     let entry = bytes.get(..end).ok_or("runs past the payload")?;
@@ -442,7 +496,7 @@ fn decode_file_entry(bytes: &[u8]) -> Result<(LogFile, usize), String> {
         direct_pointers,
         direct_checksums,
     };
-    Ok((file, end))
+    Ok((file, attributes, end))
 }
 
 /// What a log block (possibly damaged, possibly of a damaged record) still tells: the
@@ -458,12 +512,14 @@ pub fn salvage_changes(block: &[u8]) -> (Vec<(u64, String)>, Vec<u64>) {
         (read_u32(block, 28) as usize).min(block.len().saturating_sub(METADATA_HEADER_BYTES));
     let payload = &block[METADATA_HEADER_BYTES..METADATA_HEADER_BYTES + payload_bytes];
     let mut record = LogRecord::default();
+    let mut attributes = Vec::new();
     let mut counts = None;
     let mut offset = 0;
     while offset < payload.len() {
         let first = payload[offset] == LOG_ENTRY_RECORD_START
             || payload[offset] == LOG_ENTRY_SHARED_RECORD_START;
-        match decode_entry(&payload[offset..], first, &mut record, &mut counts) {
+        let mut target = (&mut record, &mut attributes);
+        match decode_entry(&payload[offset..], first, &mut target, &mut counts) {
             Ok(length) => offset += length,
             Err(_) => break,
         }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use flashpipe_device::Clock;
 
 use crate::allocator::Allocator;
+use crate::attributes::{inode_record_header_bytes, FileAttributes};
 use crate::io::{BufferRecycler, Geometry};
 use crate::layout::SuperBlock;
 use crate::layout::{
@@ -37,6 +38,20 @@ pub struct FileNode {
     pub map_changed: bool,
     /// Device clock at the last change.
     pub modified_clock_ns: u64,
+    /// What the user set of its mode, owner and wall-clock time (version 6).
+    pub attributes: FileAttributes,
+}
+
+impl FileNode {
+    /// Bytes of the attribute fields its inode record carries: 0 when nothing is set.
+    pub fn attribute_bytes(&self) -> usize {
+        inode_record_header_bytes(self.attributes.flags()) - inode_record_header_bytes(0)
+    }
+
+    /// Bytes of its inode record.
+    pub fn inode_record_bytes(&self) -> usize {
+        inode_record_bytes(self.pointers.len() as u64) + self.attribute_bytes()
+    }
 }
 
 /// Inode number -> file, remembering every inode changed, created or removed since the
@@ -155,6 +170,8 @@ pub struct MetadataTotals {
     pub inode_table_bytes: u64,
     /// Indirect blocks of all files.
     pub indirect_blocks: u64,
+    /// Files with attributes set (their inode records are longer).
+    pub attributed_files: u64,
 }
 
 impl MetadataTotals {
@@ -293,6 +310,10 @@ impl State {
             node.pointers.len() as u64,
             true,
         );
+        if !node.attributes.is_none() {
+            self.totals.inode_table_bytes += node.attribute_bytes() as u64;
+            self.totals.attributed_files += 1;
+        }
         let previous_name = self.names.insert(node.name.clone(), inode_number);
         assert!(
             previous_name.is_none(),
@@ -319,6 +340,10 @@ impl State {
             node.pointers.len() as u64,
             false,
         );
+        if !node.attributes.is_none() {
+            self.totals.inode_table_bytes -= node.attribute_bytes() as u64;
+            self.totals.attributed_files -= 1;
+        }
         let removed = self.names.remove(&node.name);
         assert_eq!(removed, Some(inode_number));
         node
@@ -346,7 +371,11 @@ impl State {
         let block_size = self.geometry.fs_block_size_bytes;
         let payload_bytes = (block_size as usize - METADATA_HEADER_BYTES) as u64;
         let largest_name_entry = (NAME_ENTRY_HEADER_BYTES + MAX_NAME_BYTES) as u64;
-        let largest_inode_record = inode_record_bytes(u64::MAX) as u64;
+        let attribute_bytes = match totals.attributed_files {
+            0 => 0,
+            _ => inode_record_header_bytes(u32::MAX) - inode_record_header_bytes(0),
+        };
+        let largest_inode_record = (inode_record_bytes(u64::MAX) + attribute_bytes) as u64;
         let name_blocks = totals
             .name_table_bytes
             .div_ceil(payload_bytes - largest_name_entry)

@@ -96,7 +96,10 @@ fn known_super_block_fields() -> Vec<u8> {
 
 #[test]
 fn the_version_5_super_block_has_the_documented_bytes() {
-    assert_eq!(FORMAT_VERSION, 5);
+    assert_eq!(
+        FORMAT_VERSION, 6,
+        "version 6 keeps the version-5 super block"
+    );
     let encoded = known_super_block_v5().encode();
     let mut fields = known_super_block_fields();
     fields[8] = 5; // 8..12: format_version 5
@@ -197,10 +200,10 @@ fn the_super_block_has_the_documented_bytes() {
 fn a_super_block_is_judged_in_the_documented_order() {
     let encoded = known_super_block_v5().encode();
     let mut newer = encoded;
-    newer[8] = 6;
+    newer[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     assert_eq!(
         SuperBlock::decode(&newer),
-        Err(SuperBlockProblem::NewerVersion(6)),
+        Err(SuperBlockProblem::NewerVersion(FORMAT_VERSION + 1)),
         "the version is judged before the checksum"
     );
     let mut damaged = encoded;

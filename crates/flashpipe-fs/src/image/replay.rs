@@ -9,12 +9,13 @@ use std::collections::{HashMap, HashSet};
 use flashpipe_device::{BlockDevice, DeviceError};
 
 use super::{BlockBits, LoadedFile, Loader, TABLE_READ_BATCH_BLOCKS};
+use crate::attributes::{FileAttributes, FIRST_ATTRIBUTED_FORMAT_VERSION};
 use crate::findings::{LogDamage, Structure};
 use crate::io::read_fs_blocks;
 use crate::layout::{read_u32, DIRECT_POINTER_COUNT, METADATA_HEADER_BYTES};
 use crate::metadata_log::{
-    decode_record, open_log_block, salvage_changes, LogFile, LogRecord, LOG_ENTRY_RECORD_START,
-    LOG_ENTRY_SHARED_RECORD_START, LOG_RECORD_START_BYTES,
+    decode_record_with_attributes, open_log_block, salvage_changes, LogFile, LogRecord,
+    LOG_ENTRY_RECORD_START, LOG_ENTRY_SHARED_RECORD_START, LOG_RECORD_START_BYTES,
 };
 use crate::name::name_problem;
 
@@ -46,8 +47,8 @@ impl Loader {
             let sequence = self.super_block.checkpoint_sequence() + record_number;
             let outcome = self
                 .read_record(&buffers, &addresses, index, sequence)
-                .and_then(|(record, block_count)| {
-                    self.apply_record(&record, &mut names)
+                .and_then(|(record, attributes, block_count)| {
+                    self.apply_record(&record, &attributes, &mut names)
                         .map_err(|problem| (index, problem))?;
                     Ok((record, block_count))
                 });
@@ -108,7 +109,7 @@ impl Loader {
         addresses: &[u64],
         index: usize,
         sequence: u64,
-    ) -> Result<(LogRecord, usize), (usize, String)> {
+    ) -> Result<(LogRecord, Vec<FileAttributes>, usize), (usize, String)> {
         let newest = self.super_block.commit_sequence;
         let first = &buffers[index];
         let header =
@@ -156,8 +157,8 @@ impl Loader {
             }
             blocks.push(buffer);
         }
-        decode_record(&blocks)
-            .map(|record| (record, block_count))
+        decode_record_with_attributes(&blocks)
+            .map(|(record, attributes)| (record, attributes, block_count))
             .map_err(|problem| (index, problem))
     }
 
@@ -166,8 +167,24 @@ impl Loader {
     fn apply_record(
         &mut self,
         record: &LogRecord,
+        attributes: &[FileAttributes],
         names: &mut HashMap<Box<str>, u64>,
     ) -> Result<(), String> {
+        assert_eq!(attributes.len(), record.files.len());
+        let version = self.super_block.format_version;
+        if version < FIRST_ATTRIBUTED_FORMAT_VERSION {
+            if let Some((file, _)) = record
+                .files
+                .iter()
+                .zip(attributes)
+                .find(|(_, attributes)| !attributes.is_none())
+            {
+                return Err(format!(
+                    "inode {} carries attributes, which a version-{version} log cannot hold",
+                    file.inode_number
+                ));
+            }
+        }
         if record.next_inode_number < self.next_inode_number {
             return Err(format!(
                 "next inode number {} is below the previous {}",
@@ -220,9 +237,10 @@ impl Loader {
                 }
             }
         }
-        for file in &record.files {
+        for (file, &attributes) in record.files.iter().zip(attributes) {
             names.insert(file.name.clone(), file.inode_number);
-            self.files.insert(file.inode_number, loaded_file(file));
+            self.files
+                .insert(file.inode_number, loaded_file(file, attributes));
         }
         if let Some(shared) = &record.shared {
             self.apply_shared_entries(shared);
@@ -417,7 +435,7 @@ fn restore(free: &mut FreeBlocks, allocated: &[u64], freed: &[u64]) {
     }
 }
 
-fn loaded_file(file: &LogFile) -> LoadedFile {
+fn loaded_file(file: &LogFile, attributes: FileAttributes) -> LoadedFile {
     LoadedFile {
         name: Some(file.name.clone()),
         size_bytes: file.size_bytes,
@@ -426,6 +444,7 @@ fn loaded_file(file: &LogFile) -> LoadedFile {
         checksums: file.direct_checksums.clone(),
         indirect_head: file.indirect_head,
         indirect_chain: Vec::new(),
+        attributes,
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use flashpipe_device::{BlockDevice, DeviceError};
 
 use super::{DanglingName, LoadedFile, Loader, MapAndTables, NameEntry, TABLE_READ_BATCH_BLOCKS};
+use crate::attributes::{inode_record_header_bytes, FileAttributes, ATTRIBUTE_FLAGS_OFFSET};
 use crate::findings::Structure;
 use crate::io::read_fs_blocks;
 use crate::layout::{
@@ -219,7 +220,7 @@ impl Loader {
             let direct_count = read_u32(header, 32) as usize;
             let entry_bytes = pointer_entry_bytes(self.super_block.format_version);
             let end = offset
-                + INODE_RECORD_HEADER_BYTES
+                + inode_record_header_bytes(read_u32(header, ATTRIBUTE_FLAGS_OFFSET))
                 + entry_bytes * direct_count.min(DIRECT_POINTER_COUNT + 1);
             let Some(record) = payload.get(offset..end) else {
                 return Err(format!("record {entry} runs past the payload"));
@@ -250,25 +251,26 @@ impl Loader {
                 "{context}: size {size_bytes} exceeds the file system"
             ));
         }
-        if direct_count as u64 != pointer_count.min(DIRECT_POINTER_COUNT as u64)
-            || read_u32(record, 36) != 0
-        {
+        if direct_count as u64 != pointer_count.min(DIRECT_POINTER_COUNT as u64) {
             return Err(format!(
                 "{context}: {direct_count} direct pointers for a size of {size_bytes} bytes"
             ));
         }
+        let version = self.super_block.format_version;
+        let attributes = FileAttributes::decode(record, version)
+            .map_err(|problem| format!("{context}: {problem}"))?;
+        let header_bytes = inode_record_header_bytes(attributes.flags());
         let needs_chain = pointer_count > DIRECT_POINTER_COUNT as u64;
         if needs_chain != (indirect_head != 0) || (needs_chain && !self.in_range(indirect_head)) {
             return Err(format!(
                 "{context}: indirect head {indirect_head} for {pointer_count} pointers"
             ));
         }
-        let version = self.super_block.format_version;
         let entry_bytes = pointer_entry_bytes(version);
         let mut pointers = Vec::with_capacity(direct_count);
         let mut checksums = Vec::with_capacity(direct_count);
         for slot in 0..direct_count {
-            let offset = INODE_RECORD_HEADER_BYTES + entry_bytes * slot;
+            let offset = header_bytes + entry_bytes * slot;
             let (pointer, checksum) = read_pointer_entry(record, offset, version)
                 .map_err(|problem| format!("{context}: direct pointer {slot}: {problem}"))?;
             if pointer != 0 && !self.in_range(pointer) {
@@ -287,6 +289,7 @@ impl Loader {
             checksums,
             indirect_head,
             indirect_chain: Vec::new(),
+            attributes,
         };
         if self.files.insert(inode_number, file).is_some() {
             let problem = format!("inode {inode_number} has two records");
