@@ -278,7 +278,11 @@ fn fsck_finds_a_wrong_reference_count_and_repair_rewrites_it_from_the_pointers()
 
     let mut image = std::fs::read(&image_path).unwrap();
     let newest = newest_slot(&image, block_bytes).to_vec();
-    assert_eq!(read_u32(&newest, 8), 6, "the upgrade's checkpoint (the current version)");
+    assert_eq!(
+        read_u32(&newest, 8),
+        6,
+        "the upgrade's checkpoint (the current version)"
+    );
     assert_eq!(read_u64(&newest, 152), 1, "one shared table block");
     let map = &image[(read_u64(&newest, 64) * block_bytes) as usize..][..block_bytes as usize];
     let tables_before = read_u64(&newest, 80) + read_u64(&newest, 88) + read_u64(&newest, 96);
