@@ -36,7 +36,7 @@ use clap::Args;
 use flashpipe_bench_harness::option_range::check_within;
 use flashpipe_flash::FlashConfig;
 
-use crate::error::{invalid_input, io_with};
+use crate::error::invalid_input;
 use crate::BenchResult;
 use load::{run_hosts, wait_for_links, HostJob, HostTally};
 use nodes::{ClusterNodes, NODES, PRESET};
@@ -114,7 +114,7 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
     }
     let model = crate::sim::minflash_model_points(arguments.seed)?;
     let config = FlashConfig::preset(PRESET).map_err(|error| invalid_input(error.to_string()))?;
-    let scratch = tempfile_folder()?;
+    let scratch = crate::scratch::Scratch::new(&std::env::temp_dir(), "cluster")?;
     let nodes = ClusterNodes::start(scratch.path())?;
     let loaded = flashpipe_cluster_host::loaded::load_description(nodes.description())
         .map_err(|error| invalid_input(format!("the generated description: {error}")))?;
@@ -155,41 +155,6 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
     drop(nodes);
     print_report(&rows, cpus, &arguments);
     Ok(())
-}
-
-/// A scratch folder removed when dropped.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempfile_folder() -> BenchResult<Scratch> {
-    let base = std::env::temp_dir();
-    for attempt in 0..100u32 {
-        let path = base.join(format!(
-            "flashpipe-bench-cluster-{}-{attempt}",
-            std::process::id()
-        ));
-        match std::fs::create_dir(&path) {
-            Ok(()) => return Ok(Scratch(path)),
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(error) => return Err(io_with(format!("creating {}", path.display()))(error).into()),
-        }
-    }
-    Err(invalid_input(format!(
-        "no free scratch folder name in {}; remove old flashpipe-bench-cluster-* folders",
-        base.display()
-    ))
-    .into())
 }
 
 /// What every measured row shares.
