@@ -14,12 +14,14 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use clap::{Args, Subcommand};
 use flashpipe_base::WaitPolicy;
 use flashpipe_device::paced::DEFAULT_LAG_WARNING_NS;
 use flashpipe_device::{BlockDevice, PacedDevice};
 use flashpipe_ftl::sectors::SectorDevice;
+use flashpipe_ftl::FtlStats;
 use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{
     parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
@@ -33,9 +35,11 @@ use flashpipe_store::store::DeviceCreation;
 use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::CliResult;
 
+mod flash_counters;
 mod path_export;
 mod store_export;
 
+use flash_counters::FlashCounters;
 use flashpipe_store::store_lock::LockWait;
 use path_export::{flash_image_paths, lock_export_paths, open_path_export};
 pub use path_export::{refuse_device_exports_of, PathExportError};
@@ -195,7 +199,7 @@ fn serve(arguments: ServeArgs) -> CliResult {
         false => LogFormat::Text,
     };
     let stop_signals = crate::serve_cmd::start_server_process(log_format, 0)?;
-    let exports = open_exports(
+    let (exports, flash_counters) = open_counted_exports(
         &arguments.exports,
         ExportAccess {
             read_only: arguments.read_only,
@@ -258,7 +262,11 @@ fn serve(arguments: ServeArgs) -> CliResult {
         ),
     );
     let devices = server.shutdown();
+    // Dropping a flash export closes its FTL, which refreshes its counters a last time.
     drop(devices);
+    for counters in &flash_counters {
+        counters.report(arguments.json);
+    }
     stop_line(
         arguments.json,
         serde_json::json!({"event": "stopped"}),
@@ -320,20 +328,38 @@ pub fn open_exports(
     specs: &[String],
     access: ExportAccess,
 ) -> Result<Vec<Export>, Box<dyn std::error::Error>> {
+    Ok(open_counted_exports(specs, access)?.0)
+}
+
+/// [`open_exports`], with a handle on the FTL counters of each flash export.
+fn open_counted_exports(
+    specs: &[String],
+    access: ExportAccess,
+) -> Result<(Vec<Export>, Vec<FlashCounters>), Box<dyn std::error::Error>> {
     let mut exports = Vec::with_capacity(specs.len());
+    let mut counters = Vec::new();
     for spec in specs {
-        let mut export = open_export(spec, access)?;
+        let mut export = open_export(spec, access, &mut counters)?;
         export.read_only |= access.read_only;
         exports.push(export);
     }
-    Ok(exports)
+    Ok((exports, counters))
 }
 
-fn open_export(spec: &str, access: ExportAccess) -> Result<Export, Box<dyn std::error::Error>> {
+fn open_export(
+    spec: &str,
+    access: ExportAccess,
+    counters: &mut Vec<FlashCounters>,
+) -> Result<Export, Box<dyn std::error::Error>> {
     let (name, device_spec) = parse_export_spec(spec)?;
     match &device_spec {
         ExportDeviceSpec::Other { kind, rest } if kind == "flash" => {
-            open_flash_export(&name, rest, access.realtime)
+            let (export, stats) = open_flash_export(&name, rest, access.realtime)?;
+            counters.push(FlashCounters {
+                export: name.clone(),
+                stats,
+            });
+            Ok(export)
         }
         ExportDeviceSpec::Other { kind, rest } if kind == STORE_EXPORT_KIND => {
             open_store_export(&name, rest)
@@ -356,7 +382,7 @@ fn open_flash_export(
     name: &str,
     entry: &str,
     realtime: bool,
-) -> Result<Export, Box<dyn std::error::Error>> {
+) -> Result<(Export, Arc<Mutex<FtlStats>>), Box<dyn std::error::Error>> {
     let spec = FlashDeviceSpec::parse_entry(entry).map_err(|reason| {
         Failure::invalid_input(format!("export `{name}=flash:{entry}`: {reason}"))
     })?;
@@ -383,6 +409,7 @@ fn open_flash_export(
     )?;
     // A fresh image exists now: lock what the first call found missing.
     lock.lock_all(&image_paths, LockWait::Fail)?;
+    let stats = device.stats_handle();
     // 512-byte requests, merged into pages by the FTL's read-merge-write.
     let device = SectorDevice::new(device)?;
     let (device, pacing): (Box<dyn BlockDevice>, &str) = if realtime {
@@ -392,7 +419,7 @@ fn open_flash_export(
         (Box::new(device), "")
     };
     let device = Box::new(LockedStoreDevice::new(device, lock));
-    Ok(Export {
+    let export = Export {
         name: name.to_string(),
         description: format!(
             "flashpipe emulated flash ({}) under the host FTL{pacing}",
@@ -406,5 +433,6 @@ fn open_flash_export(
         } else {
             InitialAllocation::AllData
         },
-    })
+    };
+    Ok((export, stats))
 }

@@ -4,7 +4,8 @@
 //! `flashpipe nbd serve`, qemu-io's 512-byte writes read back, and mkfs.ext4 formats
 //! the export through nbdfuse (the kernel's NBD client is not on this machine's path),
 //! the result checked by e2fsck after a restart of the server. A `store:` export of a
-//! flash store takes 512-byte requests too.
+//! flash store takes 512-byte requests too. At its stop the server reports each flash
+//! export's FTL counters.
 
 mod common;
 
@@ -201,6 +202,41 @@ fn qemu_io_512_byte_writes_merge_into_pages_and_survive_a_restart() {
         stop(server);
         assert!(!text.contains("failed"), "{text}");
         assert!(!text.contains("Pattern verification"), "{text}");
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn the_server_reports_each_flash_exports_ftl_counters_when_it_stops() {
+    if !tools::programs_or_skip("flash counters of a flash export", &["qemu-io"]) {
+        return;
+    }
+    let folder = folder("counters");
+    let socket = folder.join("nbd.sock");
+    let image = folder.join("flash.img");
+    let phases: [(&[&str], &str); 2] = [
+        (&["-c", "write -P 0x44 0 64k", "-c", "flush"], "(8 pages)"),
+        (&["-c", "read -P 0x44 0 64k"], "(0 pages)"),
+    ];
+    for (arguments, pages_written) in phases {
+        let server = serve(&image, &socket);
+        run(Command::new("qemu-io")
+            .args(["-f", "raw"])
+            .args(arguments)
+            .arg(uri(&socket)));
+        let stderr = stop_with(server, libc::SIGTERM);
+        let line = stderr
+            .lines()
+            .find(|line| line.contains("nbd: export f: flash:"))
+            .unwrap_or_else(|| panic!("no counters line: {stderr}"));
+        // 64 KiB is 8 minflash pages; the read phase writes none and reads some.
+        assert!(line.contains(pages_written), "{line}");
+        assert!(line.contains("pages programmed"), "{line}");
+        assert!(line.contains("write amplification"), "{line}");
+        assert!(!line.contains("{"), "no Debug text: {line}");
+        if pages_written == "(0 pages)" {
+            assert!(!line.contains(" 0 host reads"), "{line}");
+        }
     }
     std::fs::remove_dir_all(&folder).unwrap();
 }
