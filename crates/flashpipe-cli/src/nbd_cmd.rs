@@ -14,14 +14,12 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use clap::{Args, Subcommand};
 use flashpipe_base::WaitPolicy;
 use flashpipe_device::paced::DEFAULT_LAG_WARNING_NS;
 use flashpipe_device::{BlockDevice, PacedDevice};
 use flashpipe_ftl::sectors::SectorDevice;
-use flashpipe_ftl::FtlStats;
 use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{
     parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
@@ -354,11 +352,8 @@ fn open_export(
     let (name, device_spec) = parse_export_spec(spec)?;
     match &device_spec {
         ExportDeviceSpec::Other { kind, rest } if kind == "flash" => {
-            let (export, stats) = open_flash_export(&name, rest, access.realtime)?;
-            counters.push(FlashCounters {
-                export: name.clone(),
-                stats,
-            });
+            let (export, flash_counters) = open_flash_export(&name, rest, access.realtime)?;
+            counters.push(flash_counters);
             Ok(export)
         }
         ExportDeviceSpec::Other { kind, rest } if kind == STORE_EXPORT_KIND => {
@@ -382,7 +377,7 @@ fn open_flash_export(
     name: &str,
     entry: &str,
     realtime: bool,
-) -> Result<(Export, Arc<Mutex<FtlStats>>), Box<dyn std::error::Error>> {
+) -> Result<(Export, FlashCounters), Box<dyn std::error::Error>> {
     let spec = FlashDeviceSpec::parse_entry(entry).map_err(|reason| {
         Failure::invalid_input(format!("export `{name}=flash:{entry}`: {reason}"))
     })?;
@@ -434,5 +429,9 @@ fn open_flash_export(
             InitialAllocation::AllData
         },
     };
-    Ok((export, stats))
+    let counters = FlashCounters {
+        export: name.to_string(),
+        stats,
+    };
+    Ok((export, counters))
 }
