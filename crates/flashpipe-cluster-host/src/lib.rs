@@ -17,9 +17,9 @@
 //!
 //! Layer rule: a device-layer crate. It depends on `flashpipe-cluster` (the wire and the
 //! description), `flashpipe-flash` (the raw interface's types), `flashpipe-ftl` (the
-//! backend trait), `flashpipe-device` and `flashpipe-base`, on `ring` for the key
-//! proof and on `flashpipe-shm` for shared-memory links; never on the network layer (`flashpipe-cluster-node` uses this crate, and
-//! `flashpipe-store` opens stores over it).
+//! backend trait), `flashpipe-device` and `flashpipe-base`, on `ring` for the key proof
+//! and on `flashpipe-shm` for shared-memory links; never on the network layer
+//! (`flashpipe-cluster-node` uses this crate, and `flashpipe-store` opens stores over it).
 
 pub mod auth;
 pub mod backend;
