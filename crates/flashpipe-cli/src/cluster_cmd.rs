@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
+use flashpipe_cluster::description::LinkKind;
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::handshake::HandshakeError;
 use flashpipe_cluster_host::loaded::LoadError;
@@ -180,6 +181,8 @@ fn check(arguments: &CheckArgs) -> CliResult {
             "hosts": hosts,
             "links": links.iter().map(|&(a, b)| [a, b]).collect::<Vec<_>>(),
             "key_file": description.key_file,
+            "link": description.link.name(),
+            "socket_dir": loaded.socket_dir.display().to_string(),
         });
         println!("{}", serde_json::to_string_pretty(&object)?);
         return Ok(());
@@ -192,6 +195,10 @@ fn check(arguments: &CheckArgs) -> CliResult {
         links.len(),
         loaded.crc
     );
+    match description.link {
+        LinkKind::Tcp => println!("link: tcp"),
+        LinkKind::Shm => println!("link: shm (sockets in {})", loaded.socket_dir.display()),
+    }
     match &description.key_file {
         Some(file) => println!("key {file}: connections prove they hold it"),
         None => {

@@ -11,13 +11,15 @@
 //!   array (RAID-0 over devices; only the host's share of each);
 //! - [`backend`]: [`backend::ClusterFlash`], the [`flashpipe_ftl::FlashBackend`] the FTL
 //!   drives, fail-stop on a fault of the cluster;
-//! - [`words`]: statuses in words, for people.
+//! - [`words`]: statuses in words, for people;
+//! - [`shm_setup`]: the set-up of a shared-memory link over a node's Unix socket (the
+//!   socket folder, the peer's uid, the `FPSHM` message handing over rings and doorbells).
 //!
 //! Layer rule: a device-layer crate. It depends on `flashpipe-cluster` (the wire and the
 //! description), `flashpipe-flash` (the raw interface's types), `flashpipe-ftl` (the
-//! backend trait), `flashpipe-device` and `flashpipe-base`, and on `ring` for the key
-//! proof; never on the network layer (`flashpipe-cluster-node` uses this crate, and
-//! `flashpipe-store` opens stores over it).
+//! backend trait), `flashpipe-device` and `flashpipe-base`, on `ring` for the key proof
+//! and on `flashpipe-shm` for shared-memory links; never on the network layer
+//! (`flashpipe-cluster-node` uses this crate, and `flashpipe-store` opens stores over it).
 
 pub mod auth;
 pub mod backend;
@@ -26,5 +28,6 @@ pub mod handshake;
 pub mod hello;
 pub mod loaded;
 pub mod session;
+pub mod shm_setup;
 pub mod view;
 pub mod words;

@@ -1,12 +1,13 @@
 //! A cluster description file, loaded for a process that joins the cluster (a node or a
 //! host): the description checked as a whole, the CRC-32C of its bytes that every hello
 //! carries, the frame limits of its presets, its key when it names one, and the address
-//! of a node (loopback only).
+//! of a node (loopback only), and the socket folder of shared-memory links resolved against
+//! the description's folder.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use flashpipe_cluster::description::{ClusterDescription, DescriptionError};
+use flashpipe_cluster::description::{ClusterDescription, DescriptionError, LinkKind};
 use flashpipe_cluster::wire::WireLimits;
 use flashpipe_flash::FlashConfig;
 
@@ -60,6 +61,9 @@ pub enum LoadError {
     /// The cluster's key file was refused.
     #[error(transparent)]
     Key(#[from] KeyError),
+    /// The description asks for shared-memory links, which nodes and hosts do not carry yet.
+    #[error("the cluster description says link = \"shm\", but this build carries links and host connections over TCP only (docs/design/25-cluster-shm.md); set link = \"tcp\" or leave link out")]
+    ShmNotCarried,
 }
 
 /// A description file, checked, with the checksum the hellos carry.
@@ -73,6 +77,9 @@ pub struct LoadedDescription {
     pub limits: WireLimits,
     /// The cluster's key, when the description names one (connections prove they hold it).
     pub key: Option<ClusterKey>,
+    /// The folder of the nodes' Unix sockets for `shm` links: the description's
+    /// `socket_dir` joined to the description's folder.
+    pub socket_dir: PathBuf,
 }
 
 /// Reads and checks a description file.
@@ -98,22 +105,28 @@ pub fn load_description(path: &Path) -> Result<LoadedDescription, LoadError> {
             limits.max_spare_bytes = limits.max_spare_bytes.max(of.max_spare_bytes);
         }
     }
+    let folder = path.parent().unwrap_or(Path::new("."));
     let key = match &description.key_file {
-        Some(file) => Some(ClusterKey::load(
-            &path.parent().unwrap_or(Path::new(".")).join(file),
-        )?),
+        Some(file) => Some(ClusterKey::load(&folder.join(file))?),
         None => None,
     };
+    let socket_dir = folder.join(description.socket_dir());
     Ok(LoadedDescription {
         description,
         crc: crc32c::crc32c(&bytes),
         limits,
         key,
+        socket_dir,
     })
 }
 
-/// Resolves a node's address; refuses one that is not loopback.
+/// Resolves a node's address; refuses one that is not loopback, and a description whose
+/// links are shared memory (not carried yet: every node and host resolves an address before
+/// it listens or connects, so none starts on TCP when the description says otherwise).
 pub fn node_address(description: &ClusterDescription, node: u32) -> Result<SocketAddr, LoadError> {
+    if description.link == LinkKind::Shm {
+        return Err(LoadError::ShmNotCarried);
+    }
     let Some(entry) = description.node(node) else {
         return Err(LoadError::NoSuchNode {
             node,

@@ -3,10 +3,13 @@
 //! block shares per device), checked as a whole before anything runs: duplicate ids, links
 //! to unknown nodes, a disconnected array, two hosts on one node, overlapping shares,
 //! shares past the preset's geometry and unknown presets are refused with a message that
-//! names the entry. A node's device id is its node id.
+//! names the entry. A node's device id is its node id. The link kind (`tcp` or `shm`) and
+//! the socket folder of shared-memory links are read here too; with `shm` every node's
+//! address must be a loopback address.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Read;
+use std::net::IpAddr;
 use std::path::Path;
 
 use flashpipe_flash::config::PRESET_NAMES;
@@ -21,6 +24,33 @@ use crate::shares::{BlockRange, ShareError, Shares};
 pub const DESCRIPTION_VERSION: u32 = 1;
 /// The largest description file read.
 pub const MAX_DESCRIPTION_BYTES: u64 = 1 << 20;
+/// The socket folder of shared-memory links when the description names none (relative to
+/// the description's folder).
+pub const DEFAULT_SOCKET_DIR: &str = "run";
+/// The longest `socket_dir` accepted, in bytes: a Unix socket path holds at most 107 bytes,
+/// and `node-<id>.sock` takes up to 20 of them.
+pub const MAX_SOCKET_DIR_BYTES: usize = 80;
+
+/// How the nodes' links and host connections are carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkKind {
+    /// TCP on loopback (the default).
+    #[default]
+    Tcp,
+    /// Shared-memory rings set up over a Unix socket (nodes on one machine).
+    Shm,
+}
+
+impl LinkKind {
+    /// The name the description uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkKind::Tcp => "tcp",
+            LinkKind::Shm => "shm",
+        }
+    }
+}
 
 /// A flash node.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -83,6 +113,13 @@ pub struct ClusterDescription {
     /// proof"). Without it connections are not authenticated.
     #[serde(default)]
     pub key_file: Option<String>,
+    /// How links and host connections are carried: `tcp` (default) or `shm`.
+    #[serde(default)]
+    pub link: LinkKind,
+    /// The folder of the nodes' Unix sockets for `shm` links, relative to the description's
+    /// folder (default [`DEFAULT_SOCKET_DIR`]).
+    #[serde(default)]
+    pub socket_dir: Option<String>,
     /// The nodes.
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeDescription>,
@@ -210,6 +247,20 @@ pub enum DescriptionError {
     /// A share that is empty, past the geometry, or overlapping another.
     #[error(transparent)]
     Share(#[from] ShareError),
+    /// A shared-memory cluster with a node that is not on this machine.
+    #[error("link = \"shm\" needs every node on this machine, but node {node}'s address {address} is not a loopback address; use 127.0.0.1 or link = \"tcp\"")]
+    ShmNotLoopback {
+        /// The node.
+        node: u32,
+        /// Its address.
+        address: String,
+    },
+    /// A socket folder that is empty or too long for a Unix socket path.
+    #[error("socket_dir \"{dir}\" must be 1 to {MAX_SOCKET_DIR_BYTES} bytes without a NUL byte; name a shorter folder")]
+    BadSocketDir {
+        /// The folder given.
+        dir: String,
+    },
 }
 
 impl ClusterDescription {
@@ -244,6 +295,12 @@ impl ClusterDescription {
             })?;
         description.validate()?;
         Ok(description)
+    }
+
+    /// The socket folder of shared-memory links as written (relative to the description's
+    /// folder unless absolute).
+    pub fn socket_dir(&self) -> &str {
+        self.socket_dir.as_deref().unwrap_or(DEFAULT_SOCKET_DIR)
     }
 
     /// The node with this id.
@@ -399,6 +456,7 @@ impl ClusterDescription {
             });
         }
         self.validate_hosts(&ids)?;
+        self.validate_link()?;
         for &device in &ids {
             self.shares_of(device)?;
         }
@@ -452,6 +510,42 @@ impl ClusterDescription {
         }
         Ok(())
     }
+}
+
+impl ClusterDescription {
+    fn validate_link(&self) -> Result<(), DescriptionError> {
+        let dir = self.socket_dir();
+        if dir.is_empty() || dir.len() > MAX_SOCKET_DIR_BYTES || dir.contains('\0') {
+            return Err(DescriptionError::BadSocketDir {
+                dir: dir.to_string(),
+            });
+        }
+        if self.link == LinkKind::Tcp {
+            return Ok(());
+        }
+        match self.nodes.iter().find(|node| !is_loopback(&node.address)) {
+            Some(node) => Err(DescriptionError::ShmNotLoopback {
+                node: node.id,
+                address: node.address.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whether a `host:port` address names this machine without a name look-up: `localhost`
+/// or a loopback IP literal (`[::1]` in brackets).
+fn is_loopback(address: &str) -> bool {
+    let Some((host, _)) = address.rsplit_once(':') else {
+        return false;
+    };
+    let host = host.trim();
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|host| host.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The device configuration of a node's preset.

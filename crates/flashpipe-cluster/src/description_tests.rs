@@ -143,6 +143,47 @@ fn every_check_refuses_with_a_clear_message() {
 }
 
 #[test]
+fn the_link_kind_defaults_to_tcp_and_shm_needs_loopback_nodes() {
+    let tcp = ClusterDescription::from_toml(LINE).unwrap();
+    assert_eq!(tcp.link, LinkKind::Tcp);
+    assert_eq!(tcp.socket_dir(), DEFAULT_SOCKET_DIR);
+    let shm_text = format!("link = \"shm\"\nsocket_dir = \"sockets\"\n{LINE}");
+    let shm = ClusterDescription::from_toml(&shm_text).unwrap();
+    assert_eq!((shm.link, shm.socket_dir()), (LinkKind::Shm, "sockets"));
+    let named = shm_text.replacen("127.0.0.1:7401", "localhost:7401", 1);
+    let v6 = named.replacen("127.0.0.1:7402", "[::1]:7402", 1);
+    assert!(ClusterDescription::from_toml(&v6).is_ok());
+    let remote = shm_text.replacen("127.0.0.1:7402", "10.0.0.2:7402", 1);
+    let message = ClusterDescription::from_toml(&remote)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("node 2's address 10.0.0.2:7402 is not a loopback"),
+        "{message}"
+    );
+    let tcp_remote = LINE.replacen("127.0.0.1:7402", "10.0.0.2:7402", 1);
+    assert!(ClusterDescription::from_toml(&tcp_remote).is_ok());
+}
+
+#[test]
+fn a_bad_link_kind_or_socket_dir_is_refused() {
+    let message = ClusterDescription::from_toml(&format!("link = \"udp\"\n{LINE}"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("tcp") && message.contains("shm"),
+        "{message}"
+    );
+    for dir in [String::new(), "d".repeat(MAX_SOCKET_DIR_BYTES + 1)] {
+        let text = format!("link = \"shm\"\nsocket_dir = \"{dir}\"\n{LINE}");
+        let message = ClusterDescription::from_toml(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("name a shorter folder"), "{message}");
+    }
+}
+
+#[test]
 fn unreadable_files_are_refused() {
     let missing = Path::new("/nonexistent/cluster.toml");
     assert!(matches!(
