@@ -83,7 +83,11 @@ impl Level {
         let Some(first) = self.rows.iter().position(|&row| row != DEAD) else {
             return false;
         };
-        let last = self.rows.iter().rposition(|&row| row != DEAD).expect("a live cell");
+        let last = self
+            .rows
+            .iter()
+            .rposition(|&row| row != DEAD)
+            .expect("a live cell");
         self.rows.truncate(last + 1);
         self.sources.truncate(last + 1);
         self.rows.drain(..first);
@@ -272,7 +276,8 @@ pub fn align_through(
     query_point: usize,
     subject_point: usize,
 ) -> GappedAlignment {
-    let (left, right) = both_sides::<true>(scores, x_drop, query, subject, query_point, subject_point);
+    let (left, right) =
+        both_sides::<true>(scores, x_drop, query, subject, query_point, subject_point);
     let mut ops = left.ops;
     ops.reverse();
     ops.extend_from_slice(&right.ops);

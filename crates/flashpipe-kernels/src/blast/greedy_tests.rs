@@ -139,7 +139,10 @@ fn ambiguity_codes_count_as_differences() {
 fn empty_and_score_only_runs() {
     let (_, _, scores) = megablast();
     let side = greedy_extend::<true>(scores, 100, 0, 5, |_| 0, |_| 0);
-    assert_eq!((side.score, side.query_length, side.subject_length), (0, 0, 0));
+    assert_eq!(
+        (side.score, side.query_length, side.subject_length),
+        (0, 0, 0)
+    );
     assert!(side.ops.is_empty());
     let query = [0u8, 1, 2, 3];
     let quick = greedy_extend::<false>(scores, 100, 4, 4, |i| query[i], |i| query[i]);

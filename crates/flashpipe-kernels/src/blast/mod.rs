@@ -30,8 +30,8 @@ use crate::options::{KernelOptions, OptionSpec, MAX_QUERY_FILE_BYTES};
 
 use alphabet::ScoreMatrix;
 use extend::GapCosts;
-use greedy::LinearScores;
 use fasta::{FastaReader, FastaRecord, FeedError};
+use greedy::LinearScores;
 use search::{Hsp, QueryIndex, SearchParams, Searcher, MAX_LOOKUP_LETTERS};
 use stats::{gapped_params, ungapped_lambda, KarlinParams};
 use tabular::{write_line, TabularLine};

@@ -11,10 +11,10 @@
 //! made is skipped (BLAST's `diag_table`).
 
 use crate::blast::alphabet::{is_base, reverse_complement, ScoreMatrix};
-use crate::blast::greedy::{self, LinearScores};
 use crate::blast::extend::{
     align_through, count_columns, extend_ungapped, score_through, GapCosts,
 };
+use crate::blast::greedy::{self, LinearScores};
 
 /// Code placed between contexts: scores as a mismatch against everything and is no base.
 const SENTINEL: u8 = 14;
