@@ -253,13 +253,13 @@ fn traceback(history: &[Level], best: Best) -> Vec<Op> {
         };
         let from_row = previous.row(from).expect("a traced cell's source lives") as usize;
         let slid = row - (from_row + step);
-        ops.extend(std::iter::repeat(Op::Pair).take(slid));
+        ops.extend(std::iter::repeat_n(Op::Pair, slid));
         ops.push(op);
         row = from_row;
         diagonal = from;
         distance -= 1;
     }
-    ops.extend(std::iter::repeat(Op::Pair).take(row));
+    ops.extend(std::iter::repeat_n(Op::Pair, row));
     ops.reverse();
     ops
 }
