@@ -17,6 +17,7 @@
 pub mod alphabet;
 pub mod extend;
 pub mod fasta;
+pub mod greedy;
 pub mod search;
 pub mod stats;
 pub mod tabular;
@@ -30,6 +31,7 @@ use crate::options::{KernelOptions, OptionSpec, MAX_QUERY_FILE_BYTES};
 use alphabet::ScoreMatrix;
 use extend::GapCosts;
 use fasta::{FastaReader, FastaRecord, FeedError};
+use greedy::LinearScores;
 use search::{Hsp, QueryIndex, SearchParams, Searcher, MAX_LOOKUP_LETTERS};
 use stats::{gapped_params, ungapped_lambda, KarlinParams};
 use tabular::{write_line, TabularLine};
@@ -280,6 +282,11 @@ impl BlastKernel {
             gapped_x_drop: karlin.bits_to_raw(GAPPED_X_DROP_BITS),
             gap_trigger: gap_trigger.max(1),
             gaps,
+            greedy: if linear {
+                LinearScores::of(&matrix, gaps)
+            } else {
+                None
+            },
         };
         let index = QueryIndex::new(queries, scoring.word.min(MAX_LOOKUP_LETTERS));
         Ok(Self {

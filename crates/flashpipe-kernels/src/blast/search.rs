@@ -14,6 +14,7 @@ use crate::blast::alphabet::{is_base, reverse_complement, ScoreMatrix};
 use crate::blast::extend::{
     align_through, count_columns, extend_ungapped, score_through, GapCosts,
 };
+use crate::blast::greedy::{self, LinearScores};
 
 /// Code placed between contexts: scores as a mismatch against everything and is no base.
 const SENTINEL: u8 = 14;
@@ -49,6 +50,9 @@ pub struct SearchParams {
     pub gap_trigger: i32,
     /// Gap costs (raw).
     pub gaps: GapCosts,
+    /// Megablast's greedy aligner for the gapped passes (linear costs), or `None` for the
+    /// dynamic programme (the blastn task, affine costs).
+    pub greedy: Option<LinearScores>,
 }
 
 /// The queries and their lookup table.
@@ -305,28 +309,49 @@ impl Searcher {
                 // least about as much, so a segment above the cutoff needs no preliminary pass.
                 let cutoff = cutoffs[context.query as usize];
                 if ungapped.score < cutoff {
-                    let preliminary = score_through(
-                        matrix,
-                        params.gaps,
-                        params.preliminary_x_drop,
-                        letters,
-                        subject,
-                        query_point,
-                        subject_point,
-                    );
+                    let preliminary = match params.greedy {
+                        Some(scores) => greedy::score_through(
+                            scores,
+                            params.preliminary_x_drop,
+                            letters,
+                            subject,
+                            query_point,
+                            subject_point,
+                        ),
+                        None => score_through(
+                            matrix,
+                            params.gaps,
+                            params.preliminary_x_drop,
+                            letters,
+                            subject,
+                            query_point,
+                            subject_point,
+                        ),
+                    };
                     if preliminary < cutoff {
                         continue;
                     }
                 }
-                let alignment = align_through(
-                    matrix,
-                    params.gaps,
-                    params.gapped_x_drop,
-                    letters,
-                    subject,
-                    query_point,
-                    subject_point,
-                );
+                let alignment = match params.greedy {
+                    Some(scores) => greedy::align_through(
+                        scores,
+                        matrix,
+                        params.gapped_x_drop,
+                        letters,
+                        subject,
+                        query_point,
+                        subject_point,
+                    ),
+                    None => align_through(
+                        matrix,
+                        params.gaps,
+                        params.gapped_x_drop,
+                        letters,
+                        subject,
+                        query_point,
+                        subject_point,
+                    ),
+                };
                 let counts = count_columns(&alignment, letters, subject);
                 let subject_end = alignment.subject_start + alignment.subject_length;
                 if (subject_end as u32) > self.diagonal_ends[slot] {
