@@ -45,8 +45,14 @@ fn attributes_are_kept_set_cleared_and_refused() {
         })
         .unwrap();
     let fresh = stat(&mut client, "a");
-    assert_eq!((fresh.mode, fresh.owner, fresh.modified_wall_ns), (None, None, None));
-    let owner = FileOwner { uid: 1000, gid: 100 };
+    assert_eq!(
+        (fresh.mode, fresh.owner, fresh.modified_wall_ns),
+        (None, None, None)
+    );
+    let owner = FileOwner {
+        uid: 1000,
+        gid: 100,
+    };
     set(
         &mut client,
         "a",

@@ -6,8 +6,8 @@ use flashpipe_api::{
 };
 
 use crate::attributes::{
-    decode_set_attributes, decode_stat_attributes, encode_set_attributes,
-    encode_stat_attributes, has_attributes,
+    decode_set_attributes, decode_stat_attributes, encode_set_attributes, encode_stat_attributes,
+    has_attributes,
 };
 use crate::error::{DecodeError, ErrorCode, RemoteError};
 use crate::frame::{
@@ -342,10 +342,14 @@ pub const COMMAND_CODECS: [CommandCodec; 15] = [
     codec(CommandKind::Stats, encode_nothing, |_| Ok(Command::Stats)),
     codec(CommandKind::Flush, encode_nothing, |_| Ok(Command::Flush)),
     codec(CommandKind::Check, encode_nothing, |_| Ok(Command::Check)),
-    codec(CommandKind::SetAttributes, encode_set_attributes, |reader| {
-        let name = name(reader, "set_attributes.name")?;
-        decode_set_attributes(reader, name)
-    }),
+    codec(
+        CommandKind::SetAttributes,
+        encode_set_attributes,
+        |reader| {
+            let name = name(reader, "set_attributes.name")?;
+            decode_set_attributes(reader, name)
+        },
+    ),
 ];
 
 const fn codec(
