@@ -329,7 +329,7 @@ impl Client {
     /// set-attributes to a version-3/4 server, which would close the connection).
     fn check_version(&self, request: &Request) -> Result<(), ClientError> {
         let version = self.info.version;
-        if let Request::Command(flashpipe_api::Command::SetAttributes { .. }) = request {
+        if let Request::Command(Command::SetAttributes { .. }) = request {
             if version < ATTRIBUTES_VERSION {
                 return Err(ClientError::LimitReached {
                     what: format!(
