@@ -6,7 +6,7 @@
 use std::fmt::Debug;
 
 use crate::kind::CommandKind;
-use crate::values::{CopyMethod, CopyReport, FileStat, FsStats};
+use crate::values::{AttributeChange, CopyMethod, CopyReport, FileOwner, FileStat, FsStats};
 
 /// The payload types of one transport: what a write carries, what a completed write
 /// hands back, what a read answers with, what a check reports, and how one file of a
@@ -99,6 +99,19 @@ pub enum Command<P: Payloads> {
         /// By sharing, by reference (or fail, or fall back to bytes) or by bytes.
         method: CopyMethod,
     },
+    /// Change what a user set of a file's attributes (`chmod`, `chown`, `touch -d`):
+    /// each attribute kept, set or cleared. Committed by the next flush, like a truncate.
+    /// A mode with bits outside `0o7777` (a file type, say) is refused, changing nothing.
+    SetAttributes {
+        /// The file.
+        name: String,
+        /// Permission bits (`0o7777` at most).
+        mode: AttributeChange<u32>,
+        /// Owner ids.
+        owner: AttributeChange<FileOwner>,
+        /// Wall-clock modification time, ns since the Unix epoch.
+        modified_wall_ns: AttributeChange<i64>,
+    },
     /// Facts about one file.
     Stat {
         /// The file.
@@ -126,6 +139,7 @@ impl<P: Payloads> Command<P> {
             Command::Delete { .. } => CommandKind::Delete,
             Command::Rename { replace, .. } => CommandKind::rename(*replace),
             Command::Copy { .. } => CommandKind::Copy,
+            Command::SetAttributes { .. } => CommandKind::SetAttributes,
             Command::Stat { .. } => CommandKind::Stat,
             Command::List => CommandKind::List,
             Command::Stats => CommandKind::Stats,
@@ -165,6 +179,17 @@ impl<P: Payloads> Command<P> {
             Command::Delete { name } => Command::Delete { name },
             Command::Rename { from, to, replace } => Command::Rename { from, to, replace },
             Command::Copy { from, to, method } => Command::Copy { from, to, method },
+            Command::SetAttributes {
+                name,
+                mode,
+                owner,
+                modified_wall_ns,
+            } => Command::SetAttributes {
+                name,
+                mode,
+                owner,
+                modified_wall_ns,
+            },
             Command::Stat { name } => Command::Stat { name },
             Command::List => Command::List,
             Command::Stats => Command::Stats,
@@ -177,7 +202,8 @@ impl<P: Payloads> Command<P> {
 /// The answer to a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply<P: Payloads> {
-    /// The command needed no other answer (create, truncate, delete, rename, flush).
+    /// The command needed no other answer (create, truncate, delete, rename, set
+    /// attributes, flush).
     Done,
     /// A write completed; the engine hands its buffer back for reuse, the wire says how
     /// many bytes were written.

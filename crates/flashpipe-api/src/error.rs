@@ -53,6 +53,8 @@ pub enum ErrorCode {
     CheckFailed,
     /// Any other engine error.
     Internal,
+    /// Attributes that cannot be stored (a mode with bits outside `0o7777`).
+    BadAttributes,
     /// The server has as many clients as it allows (the limit is given); the connection
     /// is closed.
     TooManyClients,
@@ -140,6 +142,7 @@ impl ErrorCode {
             ErrorCode::BadBuffer => 20,
             ErrorCode::CheckFailed => 21,
             ErrorCode::Internal => 22,
+            ErrorCode::BadAttributes => 23,
             ErrorCode::TooManyClients => 100,
             ErrorCode::TooManyInFlight => 101,
             ErrorCode::ClientBytesInFlight => 102,
@@ -179,7 +182,7 @@ impl ErrorCode {
 }
 
 /// Every code this version knows.
-pub const ALL_KNOWN_CODES: [ErrorCode; 45] = [
+pub const ALL_KNOWN_CODES: [ErrorCode; 46] = [
     ErrorCode::NotFound,
     ErrorCode::Exists,
     ErrorCode::BadName,
@@ -202,6 +205,7 @@ pub const ALL_KNOWN_CODES: [ErrorCode; 45] = [
     ErrorCode::BadBuffer,
     ErrorCode::CheckFailed,
     ErrorCode::Internal,
+    ErrorCode::BadAttributes,
     ErrorCode::TooManyClients,
     ErrorCode::TooManyInFlight,
     ErrorCode::ClientBytesInFlight,

@@ -34,11 +34,13 @@ pub enum CommandKind {
     Flush,
     /// Check the durable image.
     Check,
+    /// Change a file's attributes (mode, owner, wall-clock time).
+    SetAttributes,
 }
 
 impl CommandKind {
     /// Every kind, in wire-number order.
-    pub const ALL: [CommandKind; 14] = [
+    pub const ALL: [CommandKind; 15] = [
         CommandKind::Create,
         CommandKind::Write,
         CommandKind::Read,
@@ -53,6 +55,7 @@ impl CommandKind {
         CommandKind::Stats,
         CommandKind::Flush,
         CommandKind::Check,
+        CommandKind::SetAttributes,
     ];
 
     /// The kind's row in the one table of kinds: its wire number, its name and what it
@@ -73,6 +76,7 @@ impl CommandKind {
             CommandKind::Stats => (0x010D, "stats", 0),
             CommandKind::Flush => (0x010E, "flush", NAMES | DATA),
             CommandKind::Check => (0x010F, "check", 0),
+            CommandKind::SetAttributes => (0x0112, "set-attributes", NAMES | DATA),
         }
     }
 
@@ -106,7 +110,7 @@ impl CommandKind {
     }
 
     /// True for the commands that change the store's names or commit it: create,
-    /// truncate, delete, rename, copy and flush (a server refuses them once a device of
+    /// truncate, delete, rename, copy, set attributes and flush (a server refuses them once a device of
     /// its store changed under it). Data writes are covered by the flush that makes them
     /// durable.
     pub fn changes_names(self) -> bool {

@@ -36,5 +36,6 @@ pub use transport::{
     CodedError, Completion, Limits, MismatchedReply, Ticket, Transport, TransportExt,
 };
 pub use values::{
-    store_identity_text, CheckSummary, CopyMethod, CopyReport, FileId, FileStat, FsStats,
+    store_identity_text, AttributeChange, CheckSummary, CopyMethod, CopyReport, FileId, FileOwner,
+    FileStat, FsStats,
 };

@@ -9,7 +9,7 @@
 use crate::command::{Command, FileResult, Payloads, Reply};
 use crate::error::{ApiError, ErrorCode};
 use crate::kind::CommandKind;
-use crate::values::{CopyMethod, CopyReport, FileStat, FsStats};
+use crate::values::{AttributeChange, CopyMethod, CopyReport, FileOwner, FileStat, FsStats};
 
 /// Names one submitted command; its completion carries it back.
 pub type Ticket = u64;
@@ -173,6 +173,22 @@ pub trait TransportExt: Transport {
         self.call_done(Command::Truncate {
             name: name.to_string(),
             size_bytes,
+        })
+    }
+
+    /// Changes what a user set of file `name`'s attributes: each kept, set or cleared.
+    fn set_attributes(
+        &mut self,
+        name: &str,
+        mode: AttributeChange<u32>,
+        owner: AttributeChange<FileOwner>,
+        modified_wall_ns: AttributeChange<i64>,
+    ) -> Result<(), Self::Error> {
+        self.call_done(Command::SetAttributes {
+            name: name.to_string(),
+            mode,
+            owner,
+            modified_wall_ns,
         })
     }
 

@@ -25,6 +25,46 @@ pub struct FileStat {
     pub shared_bytes: u64,
     /// Device clock at its last change (virtual time on simulated devices).
     pub modified_clock_ns: u64,
+    /// Permission bits a user set (`0o7777` at most), `None` when never set (a mount
+    /// shows its default).
+    pub mode: Option<u32>,
+    /// Owner ids a user set, `None` when never set.
+    pub owner: Option<FileOwner>,
+    /// Wall-clock modification time a user set (ns since the Unix epoch, negative before
+    /// it), `None` when never set. Unrelated to `modified_clock_ns`.
+    pub modified_wall_ns: Option<i64>,
+}
+
+/// A file's owner as numeric ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileOwner {
+    /// The owning user id.
+    pub uid: u32,
+    /// The owning group id.
+    pub gid: u32,
+}
+
+/// What a [`crate::Command::SetAttributes`] does to one attribute of a file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum AttributeChange<T> {
+    /// Leave it as it is.
+    #[default]
+    Keep,
+    /// Store this value.
+    Set(T),
+    /// Forget it: the file shows the default again, as if never set.
+    Clear,
+}
+
+impl<T: Copy> AttributeChange<T> {
+    /// The attribute after this change, given its value now.
+    pub fn apply(self, current: Option<T>) -> Option<T> {
+        match self {
+            AttributeChange::Keep => current,
+            AttributeChange::Set(value) => Some(value),
+            AttributeChange::Clear => None,
+        }
+    }
 }
 
 /// What `df` says about the file system.
@@ -115,6 +155,14 @@ pub fn store_identity_text(identity: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_keeps_sets_or_clears() {
+        assert_eq!(AttributeChange::Keep.apply(Some(3)), Some(3));
+        assert_eq!(AttributeChange::Set(4).apply(Some(3)), Some(4));
+        assert_eq!(AttributeChange::Set(4).apply(None), Some(4));
+        assert_eq!(AttributeChange::<u32>::Clear.apply(Some(3)), None);
+    }
 
     #[test]
     fn identities_are_written_as_uuids() {

@@ -82,6 +82,9 @@ impl MemoryTransport {
             allocated_blocks: 0,
             shared_bytes: 0,
             modified_clock_ns: 0,
+            mode: None,
+            owner: None,
+            modified_wall_ns: None,
         })
     }
 
@@ -200,6 +203,10 @@ impl MemoryTransport {
             }),
             Command::Flush => Reply::Done,
             Command::Check => Reply::Check(true),
+            Command::SetAttributes { name, .. } => {
+                self.stat_of(&name)?;
+                Reply::Done
+            }
         })
     }
 }

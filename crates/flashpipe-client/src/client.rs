@@ -17,8 +17,8 @@ use flashpipe_api::{Command, Reply};
 use flashpipe_protocol::{
     encode_frame, read_frame, send_all, CancelOutcome, ClockKind, ErrorCode, Frame, Hello,
     ReadFrameError, RemoteError, Request, RequestId, ServerLimits, SharedRegion, WireCommand,
-    WriteGrant, WritePayload, MAX_BODY_BYTES, MAX_RELEASE_HANDLES, MIN_PROTOCOL_VERSION,
-    PROTOCOL_VERSION,
+    WriteGrant, WritePayload, ATTRIBUTES_VERSION, MAX_BODY_BYTES, MAX_RELEASE_HANDLES,
+    MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
 
 use crate::error::{ClientError, ConnectError};
@@ -311,6 +311,7 @@ impl Client {
     /// connection); its answer comes from [`Client::wait`] under the returned id.
     pub fn submit(&mut self, request: impl Into<Request>) -> Result<RequestId, ClientError> {
         let request = request.into();
+        self.check_version(&request)?;
         let request_id = self.next_request_id;
         self.next_request_id += 1;
         let frame = Frame::Request {
@@ -322,6 +323,25 @@ impl Client {
         self.send_bytes(&bytes)?;
         self.in_flight.insert(request_id);
         Ok(request_id)
+    }
+
+    /// Refuses, before sending, a request newer than the server's protocol version (a
+    /// set-attributes to a version-3/4 server, which would close the connection).
+    fn check_version(&self, request: &Request) -> Result<(), ClientError> {
+        let version = self.info.version;
+        if let Request::Command(Command::SetAttributes { .. }) = request {
+            if version < ATTRIBUTES_VERSION {
+                return Err(ClientError::LimitReached {
+                    what: format!(
+                        "set-attributes needs protocol version {ATTRIBUTES_VERSION} and the \
+                         server speaks version {version} (nothing sent; upgrade the server); \
+                         the oldest version that has it"
+                    ),
+                    limit: u64::from(ATTRIBUTES_VERSION),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Waits for the next answer of any request in flight.

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use flashpipe_api::{ApiError, CodedError, ErrorCode, MismatchedReply, Payloads, StreamPayloads};
 use flashpipe_device::{DeviceError, IoBuf, PoolExhausted};
-use flashpipe_fs::{CopyError, FileIoError, FlushError, FsckError, FsckReport, NamespaceError};
+use flashpipe_fs::{
+    CopyError, FileIoError, FlushError, FsckError, FsckReport, NamespaceError, SetAttributesError,
+};
 
 /// The engine's payloads: a write carries an aligned buffer and gets it back, a read
 /// answers with a window of an engine pool buffer, a check with the full fsck report, and
@@ -151,6 +153,9 @@ pub enum EngineError {
     /// A flush failed.
     #[error(transparent)]
     Flush(#[from] FlushError),
+    /// Attributes could not be set (a missing file, a mode outside the permission bits).
+    #[error(transparent)]
+    SetAttributes(#[from] SetAttributesError),
     /// The check failed to run.
     #[error(transparent)]
     Check(#[from] FsckError),
@@ -238,6 +243,10 @@ fn code_and_limit(error: &EngineError) -> (ErrorCode, Option<u64>) {
         EngineError::Copy(CopyError::NotByReference { .. }) => (ErrorCode::NotByReference, None),
         EngineError::Copy(CopyError::Namespace(error)) => (namespace_code(error), None),
         EngineError::Copy(CopyError::Io(error)) => file_io_code(error),
+        EngineError::SetAttributes(SetAttributesError::Namespace(error)) => {
+            (namespace_code(error), None)
+        }
+        EngineError::SetAttributes(SetAttributesError::Bad(_)) => (ErrorCode::BadAttributes, None),
         EngineError::Flush(FlushError::NoSpace { .. }) => (ErrorCode::NoSpace, None),
         EngineError::Flush(FlushError::Unusable { .. }) => (ErrorCode::Unusable, None),
         EngineError::Flush(FlushError::Device(_)) | EngineError::Device(_) => {

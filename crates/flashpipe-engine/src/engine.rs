@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
 use flashpipe_device::{BlockDevice, BufferPool, Clock, Completion, IoBuf};
-use flashpipe_fs::{FileId, Filesystem, FsCore, WriteCopy};
+use flashpipe_fs::{FileAttributes, FileId, Filesystem, FsCore, WriteCopy};
 use flashpipe_shm::SharedMemoryError;
 
 use crate::client::EngineClient;
@@ -694,6 +694,21 @@ impl EngineThread {
                 .copy_file(device, &from, &to, method)
                 .map(Reply::Copied)
                 .map_err(Into::into),
+            Command::SetAttributes {
+                name,
+                mode,
+                owner,
+                modified_wall_ns,
+            } => {
+                let current = filesystem.attributes_by_name(&name)?;
+                let changed = FileAttributes {
+                    mode: mode.apply(current.mode),
+                    owner: owner.apply(current.owner),
+                    modified_wall_ns: modified_wall_ns.apply(current.modified_wall_ns),
+                };
+                filesystem.set_attributes(&name, changed)?;
+                Ok(Reply::Done)
+            }
             Command::Stat { name } => Ok(Reply::Stat(filesystem.stat_name(&name)?)),
             Command::List => Ok(Reply::List(filesystem.list())),
             Command::Stats => Ok(Reply::Stats(filesystem.stats())),

@@ -31,14 +31,7 @@ pub const ATTRIBUTE_FLAGS_DEFINED: u32 =
 /// sticky); the file type is not stored (every file is a regular file).
 pub const MODE_PERMISSION_BITS: u32 = 0o7777;
 
-/// A file's owner as numeric ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FileOwner {
-    /// The owning user id.
-    pub uid: u32,
-    /// The owning group id.
-    pub gid: u32,
-}
+pub use flashpipe_api::FileOwner;
 
 /// What a user set of a file's attributes; `None` is never set (a mount shows its
 /// defaults). A new file starts with [`FileAttributes::NONE`].

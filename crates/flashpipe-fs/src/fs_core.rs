@@ -585,6 +585,9 @@ impl FsCore {
                 })
                 .sum(),
             modified_clock_ns: node.modified_clock_ns,
+            mode: node.attributes.mode,
+            owner: node.attributes.owner,
+            modified_wall_ns: node.attributes.modified_wall_ns,
         }
     }
 

@@ -5,6 +5,10 @@ use flashpipe_api::{
     Command, CommandKind, CopyMethod, CopyReport, FileId, FileStat, FsStats, Reply,
 };
 
+use crate::attributes::{
+    decode_set_attributes, decode_stat_attributes, encode_set_attributes, encode_stat_attributes,
+    has_attributes,
+};
 use crate::error::{DecodeError, ErrorCode, RemoteError};
 use crate::frame::{
     CancelOutcome, CheckSummary, DataPayload, FileData, Frame, FrameKind, Request, Response,
@@ -266,7 +270,7 @@ pub struct CommandCodec {
 /// (`protocol/tests/command_kinds.rs` fails when a kind has none). A write's entry
 /// encodes both of its payloads (the header says which); a write by grant is decoded
 /// under its own frame kind in `decode_request`.
-pub const COMMAND_CODECS: [CommandCodec; 14] = [
+pub const COMMAND_CODECS: [CommandCodec; 15] = [
     codec(CommandKind::Create, encode_name, |reader| {
         Ok(Command::Create {
             name: name(reader, "create.name")?,
@@ -338,6 +342,14 @@ pub const COMMAND_CODECS: [CommandCodec; 14] = [
     codec(CommandKind::Stats, encode_nothing, |_| Ok(Command::Stats)),
     codec(CommandKind::Flush, encode_nothing, |_| Ok(Command::Flush)),
     codec(CommandKind::Check, encode_nothing, |_| Ok(Command::Check)),
+    codec(
+        CommandKind::SetAttributes,
+        encode_set_attributes,
+        |reader| {
+            let name = name(reader, "set_attributes.name")?;
+            decode_set_attributes(reader, name)
+        },
+    ),
 ];
 
 const fn codec(
@@ -513,10 +525,13 @@ fn encode_reply(reply: &WireReply, writer: &mut Writer) {
             writer.count(files.len());
             files.iter().for_each(|file| encode_file_data(file, writer));
         }
-        Reply::Stat(stat) => encode_stat(stat, writer),
+        Reply::Stat(stat) => encode_stat(stat, has_attributes(stat), writer),
         Reply::List(stats) => {
+            let attributed = stats.iter().any(has_attributes);
             writer.count(stats.len());
-            stats.iter().for_each(|stat| encode_stat(stat, writer));
+            stats
+                .iter()
+                .for_each(|stat| encode_stat(stat, attributed, writer));
         }
         Reply::Stats(stats) => encode_fs_stats(stats, writer),
         Reply::Check(summary) => encode_check(summary, writer),
@@ -541,14 +556,10 @@ fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response,
                 .collect::<Result<_, _>>()?;
             Reply::Files(files)
         }
-        FrameKind::StatReply => Reply::Stat(decode_stat(reader)?),
-        FrameKind::ListReply => {
-            let count = reader.count("list.count", MAX_LIST_ENTRIES, 36)?;
-            let stats = (0..count)
-                .map(|_| decode_stat(reader))
-                .collect::<Result<_, _>>()?;
-            Reply::List(stats)
-        }
+        FrameKind::StatReply => Reply::Stat(decode_stat(reader, false)?),
+        FrameKind::StatAttributesReply => Reply::Stat(decode_stat(reader, true)?),
+        FrameKind::ListReply => Reply::List(decode_list(reader, false)?),
+        FrameKind::ListAttributesReply => Reply::List(decode_list(reader, true)?),
         FrameKind::StatsReply => Reply::Stats(decode_fs_stats(reader)?),
         FrameKind::CheckReply => Reply::Check(decode_check(reader)?),
         FrameKind::Copied => Reply::Copied(CopyReport {
@@ -663,24 +674,43 @@ fn decode_file_data(reader: &mut Reader<'_>) -> Result<FileData, DecodeError> {
     }
 }
 
-fn encode_stat(stat: &FileStat, writer: &mut Writer) {
+/// A stat entry: the version-4 fields, then the attribute tail under the attribute
+/// reply kinds.
+fn encode_stat(stat: &FileStat, attributed: bool, writer: &mut Writer) {
     writer.u64(stat.file_id.0);
     writer.string(&stat.name);
     writer.u64(stat.size_bytes);
     writer.u64(stat.allocated_blocks);
     writer.u64(stat.shared_bytes);
     writer.u64(stat.modified_clock_ns);
+    if attributed {
+        encode_stat_attributes(stat, writer);
+    }
 }
 
-fn decode_stat(reader: &mut Reader<'_>) -> Result<FileStat, DecodeError> {
-    Ok(FileStat {
+fn decode_stat(reader: &mut Reader<'_>, attributed: bool) -> Result<FileStat, DecodeError> {
+    let mut stat = FileStat {
         file_id: FileId(reader.u64("stat.file_id")?),
         name: reader.string("stat.name", MAX_NAME_BYTES)?,
         size_bytes: reader.u64("stat.size")?,
         allocated_blocks: reader.u64("stat.allocated_blocks")?,
         shared_bytes: reader.u64("stat.shared_bytes")?,
         modified_clock_ns: reader.u64("stat.modified_clock_ns")?,
-    })
+        mode: None,
+        owner: None,
+        modified_wall_ns: None,
+    };
+    if attributed {
+        decode_stat_attributes(reader, &mut stat)?;
+    }
+    Ok(stat)
+}
+
+fn decode_list(reader: &mut Reader<'_>, attributed: bool) -> Result<Vec<FileStat>, DecodeError> {
+    let count = reader.count("list.count", MAX_LIST_ENTRIES, 36)?;
+    (0..count)
+        .map(|_| decode_stat(reader, attributed))
+        .collect()
 }
 
 fn encode_fs_stats(stats: &FsStats, writer: &mut Writer) {

@@ -7,6 +7,7 @@
 pub use flashpipe_api::CheckSummary;
 use flashpipe_api::{Command, CommandKind, Payloads, Reply};
 
+use crate::attributes::has_attributes;
 use crate::error::RemoteError;
 use crate::kernel_run::{KernelFileOutcome, KernelRunSummary, RunKernelRequest};
 use crate::RequestId;
@@ -57,6 +58,8 @@ pub enum FrameKind {
     Cancel = 0x0110,
     /// Request: grant a slot of the client's write pool.
     GrantWrite = 0x0111,
+    /// Request: change a file's attributes (version 5).
+    SetAttributes = 0x0112,
     /// Request: run a kernel over files of the store (answered by kernel-file frames,
     /// then a kernel-summary frame or an error).
     RunKernel = 0x0120,
@@ -84,6 +87,12 @@ pub enum FrameKind {
     Granted = 0x020A,
     /// Response: what a cancel did.
     CancelReply = 0x020B,
+    /// Response: one file's facts with its attributes (version 5; sent only when one is
+    /// set).
+    StatAttributesReply = 0x020C,
+    /// Response: every file's facts with attributes (version 5; sent only when a file
+    /// has one set).
+    ListAttributesReply = 0x020D,
     /// Response (one of several): one input file's outcome of a kernel run.
     KernelFile = 0x0220,
     /// Response (the last): a kernel run's totals and stage table.
@@ -93,7 +102,7 @@ pub enum FrameKind {
 }
 
 /// Every frame kind, for decoding the header's kind field.
-pub const ALL_FRAME_KINDS: [FrameKind; 37] = [
+pub const ALL_FRAME_KINDS: [FrameKind; 40] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Release,
@@ -115,6 +124,7 @@ pub const ALL_FRAME_KINDS: [FrameKind; 37] = [
     FrameKind::Check,
     FrameKind::Cancel,
     FrameKind::GrantWrite,
+    FrameKind::SetAttributes,
     FrameKind::Done,
     FrameKind::Written,
     FrameKind::Data,
@@ -126,6 +136,8 @@ pub const ALL_FRAME_KINDS: [FrameKind; 37] = [
     FrameKind::Copied,
     FrameKind::Granted,
     FrameKind::CancelReply,
+    FrameKind::StatAttributesReply,
+    FrameKind::ListAttributesReply,
     FrameKind::RunKernel,
     FrameKind::KernelFile,
     FrameKind::KernelSummary,
@@ -173,6 +185,7 @@ impl FrameKind {
             FrameKind::Check => "check",
             FrameKind::Cancel => "cancel",
             FrameKind::GrantWrite => "grant-write",
+            FrameKind::SetAttributes => "set-attributes",
             FrameKind::Done => "done",
             FrameKind::Written => "written",
             FrameKind::Data => "data",
@@ -184,6 +197,8 @@ impl FrameKind {
             FrameKind::Copied => "copied",
             FrameKind::Granted => "granted",
             FrameKind::CancelReply => "cancel-reply",
+            FrameKind::StatAttributesReply => "stat-attributes-reply",
+            FrameKind::ListAttributesReply => "list-attributes-reply",
             FrameKind::RunKernel => "run-kernel",
             FrameKind::KernelFile => "kernel-file",
             FrameKind::KernelSummary => "kernel-summary",
@@ -488,7 +503,11 @@ impl Response {
                 Reply::Written { .. } => FrameKind::Written,
                 Reply::Data(_) => FrameKind::Data,
                 Reply::Files(_) => FrameKind::Files,
+                Reply::Stat(stat) if has_attributes(stat) => FrameKind::StatAttributesReply,
                 Reply::Stat(_) => FrameKind::StatReply,
+                Reply::List(stats) if stats.iter().any(has_attributes) => {
+                    FrameKind::ListAttributesReply
+                }
                 Reply::List(_) => FrameKind::ListReply,
                 Reply::Stats(_) => FrameKind::StatsReply,
                 Reply::Check(_) => FrameKind::CheckReply,

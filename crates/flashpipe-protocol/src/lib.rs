@@ -16,6 +16,7 @@
 //! maintained crate gives byte-exact layouts with bounded, field-naming decoding.
 //! Decoding never panics on any input (a property test feeds it arbitrary bytes).
 
+pub mod attributes;
 pub mod codec;
 pub mod error;
 pub mod frame;
@@ -25,6 +26,7 @@ pub use flashpipe_base::peer;
 pub mod stream;
 mod wire;
 
+pub use attributes::{has_attributes, stat_for_version, ATTRIBUTES_VERSION};
 pub use codec::{
     decode_body, decode_frame, decode_header, encode_frame, encode_header, encode_inline_data,
     CommandCodec, Header, COMMAND_CODECS,
@@ -55,8 +57,9 @@ pub const MAGIC: [u8; 4] = *b"FPSV";
 /// The newest protocol version this code speaks (docs/protocol.md, "Versioning"):
 /// version 2 added the welcome's store identity and the `AccessDenied` error, version 3
 /// the copy method `share` and the shared block counts of `file_stat` and `stats`,
-/// version 4 the welcome's store clock kind.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// version 4 the welcome's store clock kind, version 5 file attributes (the
+/// `set-attributes` request and the attribute reply kinds).
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// The oldest protocol version this code speaks: a hello whose range ends below it is
 /// refused, and a welcome of version 3 (no clock kind) is understood.

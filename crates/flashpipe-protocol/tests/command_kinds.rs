@@ -52,6 +52,12 @@ fn command_of(kind: CommandKind) -> WireCommand {
         CommandKind::Stats => Command::Stats,
         CommandKind::Flush => Command::Flush,
         CommandKind::Check => Command::Check,
+        CommandKind::SetAttributes => Command::SetAttributes {
+            name: name(),
+            mode: flashpipe_api::AttributeChange::Set(0o600),
+            owner: flashpipe_api::AttributeChange::Clear,
+            modified_wall_ns: flashpipe_api::AttributeChange::Set(-3),
+        },
     }
 }
 

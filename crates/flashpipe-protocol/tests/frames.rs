@@ -161,6 +161,9 @@ fn file_stat() -> impl Strategy<Value = FileStat> {
             allocated_blocks: blocks,
             shared_bytes: shared,
             modified_clock_ns: clock,
+            mode: None,
+            owner: None,
+            modified_wall_ns: None,
         })
 }
 

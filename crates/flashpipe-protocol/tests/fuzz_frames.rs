@@ -11,7 +11,9 @@
 
 mod common;
 
-use flashpipe_api::{Command, CopyMethod, CopyReport, FileId, FileStat, FsStats, Reply};
+use flashpipe_api::{
+    AttributeChange, Command, CopyMethod, CopyReport, FileId, FileOwner, FileStat, FsStats, Reply,
+};
 use flashpipe_device::SplitMix64;
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{
@@ -45,6 +47,18 @@ fn stat(index: u64) -> FileStat {
         allocated_blocks: index,
         shared_bytes: index * 2048,
         modified_clock_ns: index << 32,
+        mode: None,
+        owner: None,
+        modified_wall_ns: None,
+    }
+}
+
+fn attributed(index: u64) -> FileStat {
+    FileStat {
+        mode: Some(0o600),
+        owner: Some(FileOwner { uid: 10, gid: 20 }),
+        modified_wall_ns: Some(-7),
+        ..stat(index)
     }
 }
 
@@ -115,6 +129,12 @@ fn request_frames() -> Vec<Frame> {
         Request::Command(Command::Stats),
         Request::Command(Command::Flush),
         Request::Command(Command::Check),
+        Request::Command(Command::SetAttributes {
+            name: "a".to_string(),
+            mode: AttributeChange::Set(0o640),
+            owner: AttributeChange::Set(FileOwner { uid: 1, gid: 2 }),
+            modified_wall_ns: AttributeChange::Clear,
+        }),
         Request::Cancel { target: 41 },
         Request::GrantWrite,
         Request::RunKernel(RunKernelRequest {
@@ -149,6 +169,8 @@ fn response_frames() -> Vec<Frame> {
             Err(remote_error()),
         ])),
         Response::Reply(Reply::Stat(stat(3))),
+        Response::Reply(Reply::Stat(attributed(4))),
+        Response::Reply(Reply::List(vec![stat(5), attributed(6)])),
         Response::Reply(Reply::List((1..5).map(stat).collect())),
         Response::Reply(Reply::Stats(FsStats {
             fs_block_size_bytes: 4096,

@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{bounded, Sender};
+use flashpipe_api::Command;
 use flashpipe_device::{BufferPool, IoBuf};
 use flashpipe_engine::{Completion, Local};
 use flashpipe_net::Admitted;
 use flashpipe_protocol::{
     encode_frame, read_frame, send_all, send_frame, CancelOutcome, ClockKind, ErrorCode, Frame,
-    Hello, ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, WritePayload,
-    MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
+    Hello, ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, WireCommand,
+    WritePayload, ATTRIBUTES_VERSION, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
 use flashpipe_shm::send_with_fds;
 
@@ -47,6 +48,9 @@ pub(crate) struct Connection {
     pub(crate) mapped: Option<Mapped>,
     /// The rings, once the client moved its frames into them (#14).
     rings: OnceLock<ConnectionRings>,
+    /// The protocol version both sides speak (stat replies carry attributes from
+    /// version 5 on).
+    pub(crate) version: u16,
 }
 
 /// What to do after a frame.
@@ -270,6 +274,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         peer_gone: AtomicBool::new(false),
         mapped,
         rings: OnceLock::new(),
+        version: hello.common_version().unwrap_or(MIN_PROTOCOL_VERSION),
     });
     let capacity = connection.state.config.max_in_flight_per_client.max(1);
     let (answers_to, answers) = bounded::<Completion>(capacity);
@@ -575,6 +580,10 @@ fn take_request(
         Request::RunKernel(run) => return start_kernel_run(connection, request_id, run),
         Request::OpenRings => return answer_open_rings(connection, request_id),
     };
+    if let Err(error) = check_command_version(&command, connection.version) {
+        connection.refuse(request_id, error);
+        return Next::Continue;
+    }
     let admitted = connection
         .core()
         .admit_command(&**connection, request_id, command);
@@ -595,6 +604,21 @@ fn take_request(
         connection.refuse(request_id, error.to_api());
     }
     Next::Continue
+}
+
+/// Refuses a command newer than the connection's protocol version (set-attributes
+/// before version 5): the request alone, the connection goes on.
+fn check_command_version(command: &WireCommand, version: u16) -> Result<(), RemoteError> {
+    if matches!(command, Command::SetAttributes { .. }) && version < ATTRIBUTES_VERSION {
+        return Err(RemoteError::new(
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "set-attributes needs protocol version {ATTRIBUTES_VERSION}; this connection \
+                 speaks version {version}: upgrade the client"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a request before the engine; a refused write by grant gives its grant up

@@ -8,7 +8,8 @@ use crossbeam_channel::{Receiver, RecvError};
 use flashpipe_base::{WaitPolicy, Waiter};
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
 use flashpipe_protocol::{
-    encode_inline_data, DataPayload, Frame, RemoteError, Response, SharedWindow, WireReply,
+    encode_inline_data, stat_for_version, DataPayload, Frame, RemoteError, Response, SharedWindow,
+    WireReply,
 };
 
 use crate::connection::{Connection, InFlight};
@@ -79,6 +80,13 @@ fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response
         Reply::Files(files) if entry.holds_handle => {
             WireReply::Files(shared_payloads(connection, files))
         }
+        Reply::Stat(stat) => WireReply::Stat(stat_for_version(stat, connection.version)),
+        Reply::List(stats) => WireReply::List(
+            stats
+                .into_iter()
+                .map(|stat| stat_for_version(stat, connection.version))
+                .collect(),
+        ),
         reply => inline_reply(reply),
     })
 }

@@ -171,6 +171,9 @@ mod tests {
             allocated_blocks: 1,
             shared_bytes: 0,
             modified_clock_ns: 5,
+            mode: None,
+            owner: None,
+            modified_wall_ns: None,
         };
         assert!(same_version(&stat, &stat.clone()));
         let rewritten = FileStat {
