@@ -423,7 +423,8 @@ fn code(code: ErrorCode) -> ErrorKind {
         | C::TooManyFiles
         | C::ReadFilesTooLarge
         | C::WriteTooLarge
-        | C::HostPathOption => InvalidInput,
+        | C::HostPathOption
+        | C::BadAttributes => InvalidInput,
         C::NoSpace | C::FileTooLarge => NoSpace,
         C::ReadOnly | C::AccessDenied | C::TooManyClientsForUser => Permission,
         C::Unusable | C::Device | C::CheckFailed | C::StoreDeviceChanged => Io,
