@@ -1,4 +1,4 @@
-//! The client's side of version negotiation: it offers versions 3 to 4 in headers of
+//! The client's side of version negotiation: it offers versions 3 to the newest (5) in headers of
 //! version 3, takes a version-3 welcome (no store clock: the caller falls back to the
 //! store file) and a version-4 one (the store clock told), and refuses a welcome of a
 //! version it does not speak, naming it.
@@ -8,7 +8,10 @@ mod common;
 use std::os::unix::net::UnixListener;
 
 use flashpipe_client::{Client, ClockKind, ConnectError, ConnectOptions};
-use flashpipe_protocol::{encode_frame, read_frame, Frame, Hello, Welcome, MAX_BODY_BYTES};
+use flashpipe_protocol::{
+    encode_frame, read_frame, Frame, Hello, Welcome, MAX_BODY_BYTES, MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+};
 use flashpipe_testkit::scratch::ScratchFolder;
 
 use common::played_limits;
@@ -55,10 +58,14 @@ fn connect_to_played_server(
 }
 
 #[test]
-fn the_client_offers_versions_three_to_four() {
+fn the_client_offers_every_version_from_three_to_the_newest() {
     let (client, hello) = connect_to_played_server("client-offer", 4, None);
     client.expect("connected");
-    assert_eq!((hello.min_version, hello.max_version), (3, 4));
+    assert_eq!(
+        (hello.min_version, hello.max_version),
+        (MIN_PROTOCOL_VERSION, PROTOCOL_VERSION)
+    );
+    assert_eq!((MIN_PROTOCOL_VERSION, PROTOCOL_VERSION), (3, 5));
 }
 
 #[test]
