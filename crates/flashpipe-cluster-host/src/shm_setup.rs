@@ -10,11 +10,11 @@
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use flashpipe_base::{peer_credentials, PeerCredentials};
 use flashpipe_shm::ring::{MAX_RING_CAPACITY_BYTES, MIN_RING_CAPACITY_BYTES};
 use flashpipe_shm::{
     attach_received_ring, receive_with_fds, send_with_fds, Doorbell, FrameRing, FrameRingError,
@@ -129,42 +129,6 @@ pub fn prepare_socket_dir(dir: &Path) -> Result<(), SetupError> {
         )));
     }
     Ok(())
-}
-
-/// The user and process at the other end of a Unix socket, from the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerCredentials {
-    /// The peer's effective user at `connect`.
-    pub uid: u32,
-    /// The peer's process.
-    pub pid: i32,
-}
-
-/// Reads `SO_PEERCRED` of a connected Unix socket.
-pub fn peer_credentials(stream: &UnixStream) -> std::io::Result<PeerCredentials> {
-    let mut credentials = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut length = size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `credentials` is a ucred and `length` its size, both alive for the call.
-    let result = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut credentials as *mut libc::ucred).cast(),
-            &mut length,
-        )
-    };
-    if result != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(PeerCredentials {
-        uid: credentials.uid,
-        pid: credentials.pid,
-    })
 }
 
 /// Whether a peer of `peer_uid` may use a link of a node run by `own_uid`.
