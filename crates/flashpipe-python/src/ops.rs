@@ -306,6 +306,18 @@ pub fn get<T: Way>(transport: &mut T, name: &str) -> Result<Vec<u8>, StoreError>
             return Err(error);
         }
     };
+    unchanged_since(transport, name, &before)?;
+    Ok(bytes)
+}
+
+/// Fails with [`StoreError::ChangedWhileRead`] when file `name` is not the one `before`
+/// described any more (another file under the name, another size, a later change): a read
+/// of several commands between the two may have mixed old and new bytes.
+pub fn unchanged_since<T: Way>(
+    transport: &mut T,
+    name: &str,
+    before: &FileStat,
+) -> Result<(), StoreError> {
     let after = transport.stat(name).map_err(err)?;
     if before.file_id != after.file_id
         || before.size_bytes != after.size_bytes
@@ -315,7 +327,7 @@ pub fn get<T: Way>(transport: &mut T, name: &str) -> Result<Vec<u8>, StoreError>
             name: name.to_string(),
         });
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// One read command of at most the transport's limit, tried again while the engine's
