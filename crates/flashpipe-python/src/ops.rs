@@ -417,7 +417,12 @@ fn read_chunks<T: Way>(
             .expect("every completion answers a read this call sent");
         match answer {
             Ok(reply) => {
-                copy_chunk::<T>(reply, name, offset_bytes + start as u64, &mut target[start..start + length])?;
+                copy_chunk::<T>(
+                    reply,
+                    name,
+                    offset_bytes + start as u64,
+                    &mut target[start..start + length],
+                )?;
                 ReadRetry::<T::Error>::succeeded(&mut waiting);
             }
             Err(error) if error.code() == ErrorCode::TooManyReadHandles && !pending.is_empty() => {
