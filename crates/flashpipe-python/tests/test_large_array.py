@@ -4,6 +4,8 @@ larger than the server's read pool, read while other arrays hold read handles, a
 changed during the read reported rather than returned mixed."""
 
 import gc
+import subprocess
+import sys
 import threading
 import time
 
@@ -138,3 +140,31 @@ def test_a_file_replaced_during_the_read_is_reported(binary, store_file, server)
             stop.set()
             thread.join()
         assert changed > 0, f"no read overlapped a replacement in 30 s ({whole} whole reads)"
+
+
+def test_an_array_the_process_cannot_map_is_a_clear_error(binary, store_file, server, tmp_path):
+    """Under an address-space limit too small for the array, read_array raises Invalid and
+    says what to do; the store stays usable (run in a child process, whose limit it is)."""
+    script = tmp_path / "limited.py"
+    script.write_text(
+        "import resource, sys\n"
+        "import numpy, flashpipe\n"
+        "with flashpipe.Store(sys.argv[1]) as store:\n"
+        "    store.put('large', bytes(48 << 20))\n"
+        "    with open('/proc/self/status') as status:\n"
+        "        size = next(int(line.split()[1]) for line in status if line.startswith('VmSize:'))\n"
+        "    limit = (size << 10) + (16 << 20)\n"
+        "    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))\n"
+        "    try:\n"
+        "        store.read_array('large')\n"
+        "    except flashpipe.Invalid as error:\n"
+        "        print('refused:', error)\n"
+        "    print('after:', len(store.read_array('large', count=4096)))\n"
+    )
+    answer = subprocess.run(
+        [sys.executable, str(script), str(store_file)], capture_output=True, text=True, timeout=120
+    )
+    assert answer.returncode == 0, answer.stderr
+    assert "refused: 50331648 bytes cannot be allocated in this process" in answer.stdout
+    assert "read less at a time" in answer.stdout
+    assert "after: 4096" in answer.stdout
