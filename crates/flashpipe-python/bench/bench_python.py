@@ -5,8 +5,10 @@ never in CI; on an idle machine):
 - ``read_array`` of one large file (``--size-mib``, 1024 by default) of a served store
   whose device image lies on RAM-backed files (``--folder``, /dev/shm by default), and
   ``read_array`` of 1 MiB pieces (one read each: the zero-copy path);
-- the Rust client's by-reference rate: ``flashpipe bench serve --stores ram --clients 1``
-  (its "client, by reference, frames on socket" throughput row, 1 MiB reads, 4 in flight);
+- the Rust client's by-reference rate: ``flashpipe bench serve --stores ram,file --clients 1``
+  (its "client, by reference, frames on socket" throughput row, 1 MiB reads, 4 in flight):
+  the RAM disk's is the target's reference; the device file's (in ``--folder``, as the
+  Python rows' store is) shows what the same kind of store serves a Rust client;
 - ``numpy.fromfile`` of the same bytes from a file in ``--folder`` (tmpfs);
 - ``store.stat`` per call from Python beside the Rust client's nearest per-call row (the
   same bench serve run's QD1 4 KiB read by reference on the socket; it has no stat row) and
@@ -83,17 +85,20 @@ def fastest(rounds, work):
 def rust_rows(options):
     """The Rust client's rows from one small ``flashpipe bench serve`` run."""
     command = [
-        options.binary, "bench", "serve", "--stores", "ram", "--clients", "1", "--json",
+        options.binary, "bench", "serve", "--stores", "ram,file", "--clients", "1", "--json",
         "--file-mib", str(options.size_mib), "--folder", options.folder,
     ]
     if options.quick:
         command += ["--quick", "--operations", "50", "--seconds", "0.1"]
     answer = subprocess.run(command, check=True, capture_output=True, text=True)
-    store = json.loads(answer.stdout)["stores"][0]
+    stores = {store["store"]: store for store in json.loads(answer.stdout)["stores"]}
+    store = stores["ram"]
     latency = {row["side"]: row["us_per_operation"] for row in store["latency"]}
     throughput = {row["side"]: row["gib_per_second"] for row in store["throughput"]}
+    on_file = {row["side"]: row["gib_per_second"] for row in stores["file"]["throughput"]}
     return {
         "by_reference_gib_per_second": throughput["client, by reference, frames on socket"],
+        "file_by_reference_gib_per_second": on_file["client, by reference, frames on socket"],
         "read_4k_us": latency["client, by reference, frames on socket"],
         "socket_floor_us": latency["Unix socket, 64 B there and back (floor)"],
     }
@@ -202,6 +207,8 @@ def main():
         ("read_array, whole file", f"{read_rate:.2f} GiB/s", read_rate / reference, ">= 0.9x Rust by reference"),
         ("read_array, 1 MiB pieces", f"{pieces / 1024 / pieces_s:.2f} GiB/s", pieces / 1024 / pieces_s / reference, ""),
         ("Rust client, by reference", f"{reference:.2f} GiB/s", 1.0, ""),
+        ("Rust client, by reference, file", f"{rust['file_by_reference_gib_per_second']:.2f} GiB/s",
+         rust["file_by_reference_gib_per_second"] / reference, "the Python rows' kind of store"),
         ("numpy.fromfile (tmpfs)", f"{gib / fromfile_s:.2f} GiB/s", gib / fromfile_s / reference,
          "read_array faster" if read_rate > gib / fromfile_s else "read_array SLOWER"),
         ("store.stat from Python", f"{stat_us:.1f} us", stat_us / rust["read_4k_us"], "<= 2x Rust per call"),

@@ -9,7 +9,8 @@
 //! memoryview) dies. The mapping outlives the store's session and the server itself: a
 //! killed server's memory stays mapped here until this buffer goes (the kernel keeps the
 //! pages of a mapped memfd). In process, or where a read cannot be one view, the bytes
-//! are owned here (one copy).
+//! are owned here (one copy): a large read's into a [`Region`] mapped for it, which this
+//! buffer unmaps when it is freed.
 
 use std::ffi::c_int;
 
@@ -17,12 +18,16 @@ use flashpipe_client::ReadView;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use crate::region::Region;
+
 /// Where a buffer's bytes live.
 pub enum Bytes {
     /// A window of the server's shared read pool (by reference).
     View(ReadView),
     /// Memory of this process.
     Owned(Vec<u8>),
+    /// Memory of this process mapped for one large read.
+    Mapped(Region),
 }
 
 /// Bytes read from a store, exported read-only through the buffer protocol. The bytes
@@ -42,6 +47,7 @@ impl ReadBuffer {
         match &self.bytes {
             Bytes::View(view) => view,
             Bytes::Owned(bytes) => bytes,
+            Bytes::Mapped(region) => region.as_slice(),
         }
     }
 }

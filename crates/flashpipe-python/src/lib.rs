@@ -4,7 +4,8 @@
 //! server, [`session`]), the store operations written once over the command set
 //! ([`ops`]), kernel runs through the server streamed file by file ([`run`]), read
 //! buffers exported through the buffer protocol ([`buffer`]: zero-copy
-//! over a server's shared memory), and the one mapping of errors to the Python classes
+//! over a server's shared memory, or the destination mapped for a large read, [`region`]),
+//! and the one mapping of errors to the Python classes
 //! ([`error`]). The pure-Python part (python/flashpipe: exceptions, file objects, numpy
 //! arrays, stubs) stands on it.
 //!
@@ -15,6 +16,7 @@
 mod buffer;
 mod error;
 mod ops;
+mod region;
 mod run;
 mod session;
 mod store;

@@ -306,6 +306,18 @@ pub fn get<T: Way>(transport: &mut T, name: &str) -> Result<Vec<u8>, StoreError>
             return Err(error);
         }
     };
+    unchanged_since(transport, name, &before)?;
+    Ok(bytes)
+}
+
+/// Fails with [`StoreError::ChangedWhileRead`] when file `name` is not the one `before`
+/// described any more (another file under the name, another size, a later change): a read
+/// of several commands between the two may have mixed old and new bytes.
+pub fn unchanged_since<T: Way>(
+    transport: &mut T,
+    name: &str,
+    before: &FileStat,
+) -> Result<(), StoreError> {
     let after = transport.stat(name).map_err(err)?;
     if before.file_id != after.file_id
         || before.size_bytes != after.size_bytes
@@ -315,7 +327,7 @@ pub fn get<T: Way>(transport: &mut T, name: &str) -> Result<Vec<u8>, StoreError>
             name: name.to_string(),
         });
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// One read command of at most the transport's limit, tried again while the engine's
@@ -370,9 +382,11 @@ fn read_chunks<T: Way>(
     offset_bytes: u64,
     target: &mut [u8],
     chunk_bytes: usize,
-    in_flight: usize,
+    mut in_flight: usize,
 ) -> Result<(), StoreError> {
     let mut pending: HashMap<Ticket, (usize, usize)> = HashMap::new();
+    // Chunks to send again: refused for want of read handles while others were in flight.
+    let mut again: Vec<(usize, usize)> = Vec::new();
     let mut waiting = WaitForReadBuffers::default();
     let mut next = 0usize;
     let read = |transport: &mut T, start: usize, length: usize| {
@@ -384,41 +398,71 @@ fn read_chunks<T: Way>(
             })
             .map_err(err)
     };
-    while next < target.len() || !pending.is_empty() {
-        while next < target.len() && pending.len() < in_flight {
-            let length = chunk_bytes.min(target.len() - next);
-            pending.insert(read(transport, next, length)?, (next, length));
-            next += length;
+    while next < target.len() || !pending.is_empty() || !again.is_empty() {
+        while pending.len() < in_flight {
+            let (start, length) = match again.pop() {
+                Some(chunk) => chunk,
+                None if next < target.len() => {
+                    let length = chunk_bytes.min(target.len() - next);
+                    next += length;
+                    (next - length, length)
+                }
+                None => break,
+            };
+            pending.insert(read(transport, start, length)?, (start, length));
         }
         let (ticket, answer) = transport.wait().map_err(err)?;
         let (start, length) = pending
             .remove(&ticket)
             .expect("every completion answers a read this call sent");
         match answer {
-            Ok(Reply::Data(data)) => {
-                let bytes = T::P::read_bytes(&data);
-                if bytes.len() != length {
-                    return Err(StoreError::Invalid(format!(
-                        "{name}: {length} bytes asked at offset {}, {} read (the file is shorter)",
-                        offset_bytes + start as u64,
-                        bytes.len()
-                    )));
-                }
-                target[start..start + length].copy_from_slice(bytes);
+            Ok(reply) => {
+                copy_chunk::<T>(
+                    reply,
+                    name,
+                    offset_bytes + start as u64,
+                    &mut target[start..start + length],
+                )?;
                 ReadRetry::<T::Error>::succeeded(&mut waiting);
             }
-            Ok(other) => {
-                return Err(StoreError::Unexpected(format!(
-                    "the store answered a read with a {} reply",
-                    other.name()
-                )))
+            Err(error) if error.code() == ErrorCode::TooManyReadHandles && !pending.is_empty() => {
+                // Views this client still holds (live arrays) leave fewer handles than
+                // reads in flight: go on with as many as the server answered.
+                in_flight = pending.len();
+                again.push((start, length));
             }
             Err(error) => {
                 waiting.failed(error).map_err(err)?;
-                pending.insert(read(transport, start, length)?, (start, length));
+                again.push((start, length));
             }
         }
     }
+    Ok(())
+}
+
+/// Copies the bytes of a read's `reply` (asked at `offset_bytes` of file `name`) into
+/// `target`, which they must fill.
+fn copy_chunk<T: Way>(
+    reply: Reply<T::P>,
+    name: &str,
+    offset_bytes: u64,
+    target: &mut [u8],
+) -> Result<(), StoreError> {
+    let Reply::Data(data) = reply else {
+        return Err(StoreError::Unexpected(format!(
+            "the store answered a read with a {} reply",
+            reply.name()
+        )));
+    };
+    let bytes = T::P::read_bytes(&data);
+    if bytes.len() != target.len() {
+        return Err(StoreError::Invalid(format!(
+            "{name}: {} bytes asked at offset {offset_bytes}, {} read (the file is shorter)",
+            target.len(),
+            bytes.len()
+        )));
+    }
+    target.copy_from_slice(bytes);
     Ok(())
 }
 

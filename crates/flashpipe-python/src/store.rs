@@ -16,6 +16,7 @@ use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyString};
 use crate::buffer::{Bytes, ReadBuffer};
 use crate::error::{invalid, StoreError};
 use crate::ops;
+use crate::region::Region;
 use crate::session::{with_transport, Session};
 
 /// A flashpipe store, opened in this process or reached through its running server.
@@ -138,6 +139,10 @@ fn count_argument(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
 }
 
 /// A zeroed buffer of `length_bytes`, or `MemoryError` when it cannot be had.
+/// Reads of this many bytes or more are copied into a [`Region`] mapped for them (a huge
+/// page: below it, a `Vec` is as fast).
+const MAPPED_FROM_BYTES: u64 = 2 << 20;
+
 fn allocate(length_bytes: u64) -> Result<Vec<u8>, StoreError> {
     let length = usize::try_from(length_bytes)
         .map_err(|_| StoreError::Invalid(format!("{length_bytes} bytes do not fit in memory")))?;
@@ -151,17 +156,48 @@ fn allocate(length_bytes: u64) -> Result<Vec<u8>, StoreError> {
     Ok(bytes)
 }
 
+/// Reads `length_bytes` at `offset_bytes` of file `name` into memory of this process: a
+/// [`Region`] mapped for the read from [`MAPPED_FROM_BYTES`] on, a `Vec` below.
+fn read_copied(
+    session: &mut Session,
+    name: &str,
+    offset_bytes: u64,
+    length_bytes: u64,
+) -> Result<Bytes, StoreError> {
+    if length_bytes < MAPPED_FROM_BYTES {
+        let mut bytes = allocate(length_bytes)?;
+        with_transport!(session, |transport| ops::read_into(
+            transport,
+            name,
+            offset_bytes,
+            &mut bytes
+        ))?;
+        return Ok(Bytes::Owned(bytes));
+    }
+    let length = usize::try_from(length_bytes)
+        .map_err(|_| StoreError::Invalid(format!("{length_bytes} bytes do not fit in memory")))?;
+    let mut region = Region::new(length)?;
+    with_transport!(session, |transport| ops::read_into(
+        transport,
+        name,
+        offset_bytes,
+        region.as_mut_slice()
+    ))?;
+    Ok(Bytes::Mapped(region))
+}
+
 /// Checks that `length_bytes` at `offset_bytes` lie inside file `name` (before anything
-/// is allocated for them).
+/// is allocated for them); returns the file's facts.
 fn check_range(
     session: &mut Session,
     name: &str,
     offset_bytes: u64,
     length_bytes: u64,
-) -> Result<(), StoreError> {
-    let size_bytes = with_transport!(session, |transport| ops::stat(transport, name))?.size_bytes;
+) -> Result<FileStat, StoreError> {
+    let stat = with_transport!(session, |transport| ops::stat(transport, name))?;
+    let size_bytes = stat.size_bytes;
     match offset_bytes.checked_add(length_bytes) {
-        Some(end) if end <= size_bytes => Ok(()),
+        Some(end) if end <= size_bytes => Ok(stat),
         _ => Err(StoreError::Invalid(format!(
             "{name} holds {size_bytes} bytes: {length_bytes} bytes at offset {offset_bytes} lie past its end"
         ))),
@@ -570,7 +606,7 @@ impl Store {
         let offset = count_argument(offset, "offset")?;
         let length = count_argument(length, "length")?;
         let bytes = self.run(py, Access::Read, |session| {
-            check_range(session, &name, offset, length)?;
+            let before = check_range(session, &name, offset, length)?;
             if length > 0 {
                 if let Some(client) = session.served().filter(|client| client.is_mapped()) {
                     use flashpipe_api::Transport;
@@ -582,11 +618,11 @@ impl Store {
                     }
                 }
             }
-            let mut bytes = allocate(length)?;
-            with_transport!(session, |transport| ops::read_into(
-                transport, &name, offset, &mut bytes
+            let bytes = read_copied(session, &name, offset, length)?;
+            with_transport!(session, |transport| ops::unchanged_since(
+                transport, &name, &before
             ))?;
-            Ok(Bytes::Owned(bytes))
+            Ok(bytes)
         })?;
         Ok(ReadBuffer::new(bytes))
     }

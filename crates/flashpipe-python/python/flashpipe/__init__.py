@@ -135,7 +135,9 @@ class Store(_NativeStore):
         itself, no copy: the array's base owns that read buffer, which the server gets
         back when the last reference to the array (and its views) dies. Such an array
         stays valid after the store is closed, and even after the server is killed.
-        In this process, or for a larger read, the bytes are copied once.
+        In this process, or for a larger read, the bytes are copied once, into memory
+        mapped for the array (unmapped when it dies). A read of several requests raises
+        :class:`Busy` when another client changed the file meanwhile: read it again.
         """
         import numpy
 
