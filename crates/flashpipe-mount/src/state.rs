@@ -497,3 +497,15 @@ fn quiet_or_report<E: std::fmt::Display + CodedError>(what: &str, error: &E) -> 
     }
     errno_of(error.code())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_refusals_have_their_errno() {
+        assert_eq!(errno_of(ErrorCode::ReadOnly), libc::EROFS);
+        assert_eq!(errno_of(ErrorCode::BadAttributes), libc::EINVAL);
+        assert_eq!(errno_of(ErrorCode::NotFound), libc::ENOENT);
+    }
+}
