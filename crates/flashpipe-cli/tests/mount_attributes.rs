@@ -1,7 +1,8 @@
 //! Mode, owner and modification time through `flashpipe mount`: `chmod`, `chown` and
 //! `touch -m -d` are stored in the store and shown again after a remount, opened here and
 //! through the store's server; a directory's are kept on its marker; hostile changes
-//! (setuid or sticky bits, times before 1970 or past 2262) are refused with nothing changed.
+//! (setuid or sticky bits, times before 1970 or past 2262) are refused with nothing changed;
+//! `flashpipe stat` and `ls -l` show what the mount stored.
 //!
 //! They need /dev/fuse and `fusermount3` (Debian fuse3): without them each test prints why
 //! and returns, and fails instead under `FLASHPIPE_REQUIRE_TOOLS=1`.
@@ -73,6 +74,23 @@ fn attributes_survive_a_remount_of_a_store_opened_here() {
     assert_eq!(shell_ok(root, "cat m/f"), "data\n");
     mount.stop(libc::SIGTERM);
     assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+    // the CLI shows what the mount stored, and `-` where nothing is set
+    let stat = succeed(&["stat", text(&store), "f", "g"]);
+    assert!(
+        stat.contains("mode 0600, owner 1000:1000, modified 2023-11-14 22:13:20"),
+        "{stat}"
+    );
+    assert!(stat.contains("mode -, owner -, modified -"), "{stat}");
+    let long = succeed(&["ls", "-l", text(&store), "f"]);
+    assert!(
+        long.contains(" 0600 ") && long.contains(" 1000:1000 ") && long.contains("2023-11-14"),
+        "{long}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&succeed(&["stat", text(&store), "f", "--json"])).expect("json");
+    assert_eq!(json[0]["mode"], 0o600);
+    assert_eq!(json[0]["owner"]["uid"], 1000);
+    assert_eq!(json[0]["modified_wall_ns"], 1_700_000_000_000_000_000_i64);
 }
 
 #[test]
