@@ -2,7 +2,8 @@
 //! `touch -m -d` are stored in the store and shown again after a remount, opened here and
 //! through the store's server; a directory's are kept on its marker; hostile changes
 //! (setuid or sticky bits, times before 1970 or past 2262) are refused with nothing changed;
-//! `flashpipe stat` and `ls -l` show what the mount stored.
+//! a create's or mkdir's mode other than the default is kept; `flashpipe stat` and `ls -l`
+//! show what the mount stored.
 //!
 //! They need /dev/fuse and `fusermount3` (Debian fuse3): without them each test prints why
 //! and returns, and fails instead under `FLASHPIPE_REQUIRE_TOOLS=1`.
@@ -68,9 +69,17 @@ fn attributes_survive_a_remount_of_a_store_opened_here() {
     );
     let written = shown(root, "m/g");
     assert!(!written.ends_with(" 1700000000"), "{written}");
+    // a create's and a mkdir's mode (less the umask) is kept where it is not the default
+    shell_ok(
+        root,
+        "(umask 077 && echo secret > m/secret) && mkdir -m 700 m/private && echo x > m/plain",
+    );
     mount.stop(libc::SIGTERM);
     let mount = Mounted::start(&store, &directory, &[]);
     assert_attributes(root);
+    assert!(shown(root, "m/secret").starts_with("600 "));
+    assert!(shown(root, "m/private").starts_with("700 "));
+    assert!(shown(root, "m/plain").starts_with("644 "));
     assert_eq!(shell_ok(root, "cat m/f"), "data\n");
     mount.stop(libc::SIGTERM);
     assert!(succeed(&["fsck", text(&store)]).contains("clean"));
@@ -81,6 +90,11 @@ fn attributes_survive_a_remount_of_a_store_opened_here() {
         "{stat}"
     );
     assert!(stat.contains("mode -, owner -, modified -"), "{stat}");
+    let plain = succeed(&["stat", text(&store), "plain"]);
+    assert!(
+        plain.contains("mode -,"),
+        "a default mode is not stored: {plain}"
+    );
     let long = succeed(&["ls", "-l", text(&store), "f"]);
     assert!(
         long.contains(" 0600 ") && long.contains(" 1000:1000 ") && long.contains("2023-11-14"),

@@ -88,6 +88,12 @@ impl<T: MountTransport> MountFs<T> {
         }
     }
 
+    /// The mode a file (or a directory) shows when none is stored.
+    fn default_mode(&self, directory: bool) -> u16 {
+        let base = if directory { 0o755 } else { 0o644 };
+        base | self.others_write_bit
+    }
+
     /// The attributes of `inode`.
     fn attributes(&self, state: &State<T>, inode: u64) -> Option<FileAttr> {
         let node = state.tree.node(inode)?;
@@ -98,14 +104,14 @@ impl<T: MountTransport> MountFs<T> {
             } => (
                 FileType::RegularFile,
                 *size_bytes,
-                0o644 | self.others_write_bit,
+                self.default_mode(false),
                 *modified_ns,
                 1,
             ),
             NodeKind::Directory { .. } => (
                 FileType::Directory,
                 0,
-                0o755 | self.others_write_bit,
+                self.default_mode(true),
                 state.started_ns,
                 2 + state.tree.subdirectory_count(inode),
             ),
@@ -327,8 +333,8 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _request: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let mut state = self.lock();
@@ -349,6 +355,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                     marker: true,
                 },
             );
+            self.keep_creation_mode(&mut state, inode, mode & !umask)?;
             self.attributes(&state, inode).ok_or(libc::ENOENT)
         })();
         match result {
@@ -627,8 +634,8 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _request: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
@@ -646,6 +653,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                     modified_ns: now,
                 },
             );
+            self.keep_creation_mode(&mut state, inode, mode & !umask)?;
             self.attributes(&state, inode).ok_or(libc::ENOENT)
         })();
         match result {

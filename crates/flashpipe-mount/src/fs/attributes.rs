@@ -10,7 +10,10 @@
 //! (2262-04-11) (`EINVAL`). A store served read-only refuses with `EROFS`.
 //!
 //! A write or a truncate forgets a stored modification time (the file shows its last
-//! change again, as a file system moves a file's time at every write).
+//! change again, as a file system moves a file's time at every write). A create or mkdir
+//! whose mode (less the umask) is not the default stores it (`open(.., 0600)`,
+//! `mkdir -m 700`); the usual `0666`/`0777` less umask `022` is the default and costs
+//! nothing.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -163,16 +166,13 @@ impl<T: MountTransport> MountFs<T> {
         }
     }
 
-    /// Sends `change` of `inode`'s attributes to the store, then records it in the tree.
-    pub(super) fn store_change(
-        state: &mut State<T>,
-        inode: u64,
-        change: Change,
-    ) -> Result<(), Errno> {
+    /// Sends `change` of `inode`'s attributes to the store, then records it in the tree;
+    /// true when something was sent. Committed with the next commit.
+    fn send_change(state: &mut State<T>, inode: u64, change: Change) -> Result<bool, Errno> {
         let current = state.tree.node(inode).ok_or(libc::ENOENT)?.stored;
         let after = change.apply(current);
         if change.is_empty() || after == current {
-            return Ok(());
+            return Ok(false);
         }
         let name = Self::attribute_holder(state, inode)?;
         state.call_done(Command::SetAttributes {
@@ -182,11 +182,40 @@ impl<T: MountTransport> MountFs<T> {
             modified_wall_ns: change.modified_wall_ns,
         })?;
         state.tree.set_stored(inode, after);
-        state.change_point()
+        Ok(true)
+    }
+
+    /// [`Self::send_change`], then committed as a close's change is (no close follows).
+    fn store_change(state: &mut State<T>, inode: u64, change: Change) -> Result<(), Errno> {
+        if Self::send_change(state, inode, change)? {
+            state.change_point()?;
+        }
+        Ok(())
+    }
+
+    /// After a create or mkdir of `inode` asked with `mode` (less the umask): the mode
+    /// stored when it is not the default (committed with what made the node).
+    pub(super) fn keep_creation_mode(
+        &self,
+        state: &mut State<T>,
+        inode: u64,
+        mode: u32,
+    ) -> Result<(), Errno> {
+        let directory = state.tree.is_directory(inode);
+        let mode = mode & PERMISSION_BITS;
+        if mode == u32::from(self.default_mode(directory)) {
+            return Ok(());
+        }
+        let change = Change {
+            mode: AttributeChange::Set(mode),
+            owner: AttributeChange::Keep,
+            modified_wall_ns: AttributeChange::Keep,
+        };
+        Self::send_change(state, inode, change).map(|_| ())
     }
 
     /// Before a write to file `inode`: a stored modification time is forgotten, so that
-    /// the file shows its last change.
+    /// the file shows its last change (committed with the write).
     pub(super) fn forget_wall_time(state: &mut State<T>, inode: u64) -> Result<(), Errno> {
         let stored = state.tree.node(inode).map(|node| node.stored);
         if stored.is_some_and(|stored| stored.modified_wall_ns.is_some()) {
@@ -195,7 +224,7 @@ impl<T: MountTransport> MountFs<T> {
                 owner: AttributeChange::Keep,
                 modified_wall_ns: AttributeChange::Clear,
             };
-            Self::store_change(state, inode, change)?;
+            Self::send_change(state, inode, change)?;
         }
         Ok(())
     }
