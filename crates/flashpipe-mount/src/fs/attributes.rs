@@ -258,6 +258,9 @@ impl<T: MountTransport> MountFs<T> {
 }
 
 #[cfg(test)]
+mod store_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
