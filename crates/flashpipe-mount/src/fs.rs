@@ -1,8 +1,8 @@
 //! The FUSE requests, each turned into store commands on the mount's state and the tree
 //! updated after the store said yes: lookup, getattr, setattr (size; mode, owner and
-//! modification time stored, `attributes.rs`), readdir, open, read, write, create, unlink, rename, mkdir, rmdir,
-//! flush, release, fsync, fsyncdir, statfs. Links, symbolic links, device nodes and
-//! extended attributes are refused.
+//! modification time stored, `attributes.rs`), readdir, open, read, write, create, unlink,
+//! rename, mkdir, rmdir, flush, release, fsync, fsyncdir, statfs. Links, symbolic links,
+//! device nodes and extended attributes are refused.
 
 mod attributes;
 mod rename;
