@@ -1,9 +1,10 @@
 //! The FUSE requests, each turned into store commands on the mount's state and the tree
-//! updated after the store said yes: lookup, getattr, setattr (size; mode and times held for
-//! this mount only), readdir, open, read, write, create, unlink, rename, mkdir, rmdir,
-//! flush, release, fsync, fsyncdir, statfs. Links, symbolic links, device nodes and
-//! extended attributes are refused.
+//! updated after the store said yes: lookup, getattr, setattr (size; mode, owner and
+//! modification time stored, `attributes.rs`), readdir, open, read, write, create, unlink,
+//! rename, mkdir, rmdir, flush, release, fsync, fsyncdir, statfs. Links, symbolic links,
+//! device nodes and extended attributes are refused.
 
+mod attributes;
 mod rename;
 
 use std::ffi::OsStr;
@@ -87,6 +88,12 @@ impl<T: MountTransport> MountFs<T> {
         }
     }
 
+    /// The mode a file (or a directory) shows when none is stored.
+    fn default_mode(&self, directory: bool) -> u16 {
+        let base = if directory { 0o755 } else { 0o644 };
+        base | self.others_write_bit
+    }
+
     /// The attributes of `inode`.
     fn attributes(&self, state: &State<T>, inode: u64) -> Option<FileAttr> {
         let node = state.tree.node(inode)?;
@@ -97,19 +104,23 @@ impl<T: MountTransport> MountFs<T> {
             } => (
                 FileType::RegularFile,
                 *size_bytes,
-                0o644 | self.others_write_bit,
+                self.default_mode(false),
                 *modified_ns,
                 1,
             ),
             NodeKind::Directory { .. } => (
                 FileType::Directory,
                 0,
-                0o755 | self.others_write_bit,
+                self.default_mode(true),
                 state.started_ns,
                 2 + state.tree.subdirectory_count(inode),
             ),
         };
-        let modified = system_time(node.time_override_ns.unwrap_or(modified_ns));
+        let modified = match node.stored.modified_wall_ns {
+            Some(wall_ns) => attributes::system_time_of(wall_ns),
+            None => system_time(modified_ns),
+        };
+        let owner = node.stored.owner;
         Some(FileAttr {
             ino: INodeNo(inode),
             size,
@@ -119,10 +130,13 @@ impl<T: MountTransport> MountFs<T> {
             ctime: modified,
             crtime: modified,
             kind,
-            perm: node.mode_override.unwrap_or(default_mode),
+            perm: node
+                .stored
+                .mode
+                .map_or(default_mode, |mode| (mode & 0o7777) as u16),
             nlink: links,
-            uid: self.uid,
-            gid: self.gid,
+            uid: owner.map_or(self.uid, |owner| owner.uid),
+            gid: owner.map_or(self.gid, |owner| owner.gid),
             rdev: 0,
             blksize: 4096,
             flags: 0,
@@ -137,16 +151,18 @@ impl<T: MountTransport> MountFs<T> {
         }
         let name = checked_component(&state.tree, parent, name, false).ok()?;
         let store_name = state.tree.store_name(parent, Some(&name));
-        let size_bytes = state.stat_size(&store_name).ok()?;
+        let (size_bytes, stored) = state.stat_file(&store_name).ok()?;
         let modified_ns = state.change_time_ns();
-        Some(state.tree.add(
+        let inode = state.tree.add(
             parent,
             &name,
             NodeKind::File {
                 size_bytes,
                 modified_ns,
             },
-        ))
+        );
+        state.tree.set_stored(inode, stored);
+        Some(inode)
     }
 
     /// A commit point of file `inode` (fsync, and close when `close`: then the commit may
@@ -226,45 +242,6 @@ impl<T: MountTransport> MountFs<T> {
             }
         }
     }
-
-    fn do_setattr(
-        &self,
-        state: &mut State<T>,
-        inode: u64,
-        mode: Option<u32>,
-        owner: (Option<u32>, Option<u32>),
-        size: Option<u64>,
-        modified: Option<TimeOrNow>,
-    ) -> Result<FileAttr, Errno> {
-        let current = self.attributes(state, inode).ok_or(libc::ENOENT)?;
-        let (uid, gid) = owner;
-        if uid.is_some_and(|uid| uid != current.uid) || gid.is_some_and(|gid| gid != current.gid) {
-            return Err(libc::EPERM);
-        }
-        if let Some(size) = size {
-            let name = Self::file_name(state, inode)?;
-            state.call_done(Command::Truncate {
-                name,
-                size_bytes: size,
-            })?;
-            let now = state.change_time_ns();
-            Self::set_size(state, inode, size, Some(now));
-        }
-        let node = state.tree.node_mut(inode).ok_or(libc::ENOENT)?;
-        if let Some(mode) = mode {
-            node.mode_override = Some((mode & 0o7777) as u16);
-        }
-        if let Some(time) = modified {
-            node.time_override_ns = Some(match time {
-                TimeOrNow::SpecificTime(time) => time
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|since| since.as_nanos() as u64)
-                    .unwrap_or(0),
-                TimeOrNow::Now => crate::state::now_ns(),
-            });
-        }
-        self.attributes(state, inode).ok_or(libc::ENOENT)
-    }
 }
 
 impl<T: MountTransport> Filesystem for MountFs<T> {
@@ -308,8 +285,9 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         let mut state = self.lock();
         if self.shared_store && !state.tree.is_directory(inode.0) {
             if let Ok(name) = Self::file_name(&state, inode.0) {
-                if let Ok(size) = state.stat_size(&name) {
+                if let Ok((size, stored)) = state.stat_file(&name) {
                     Self::set_size(&mut state, inode.0, size, None);
+                    state.tree.set_stored(inode.0, stored);
                 }
             }
         }
@@ -338,7 +316,13 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         reply: ReplyAttr,
     ) {
         let mut state = self.lock();
-        match self.do_setattr(&mut state, inode.0, mode, (uid, gid), size, mtime) {
+        let asked = attributes::Asked {
+            mode,
+            uid,
+            gid,
+            modified: mtime,
+        };
+        match self.do_setattr(&mut state, inode.0, &asked, size) {
             Ok(attributes) => reply.attr(&self.ttl(), &attributes),
             Err(value) => reply.error(errno(value)),
         }
@@ -349,8 +333,8 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _request: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let mut state = self.lock();
@@ -371,6 +355,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                     marker: true,
                 },
             );
+            self.keep_creation_mode(&mut state, inode, mode & !umask)?;
             self.attributes(&state, inode).ok_or(libc::ENOENT)
         })();
         match result {
@@ -513,6 +498,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                 _ => 0,
             };
             let end = offset.checked_add(data.len() as u64).ok_or(libc::EFBIG)?;
+            Self::forget_wall_time(&mut state, inode.0)?;
             state.write(inode.0, &name, offset, data)?;
             let now = state.change_time_ns();
             Self::set_size(&mut state, inode.0, size.max(end), Some(now));
@@ -648,8 +634,8 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         _request: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
@@ -667,6 +653,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                     modified_ns: now,
                 },
             );
+            self.keep_creation_mode(&mut state, inode, mode & !umask)?;
             self.attributes(&state, inode).ok_or(libc::ENOENT)
         })();
         match result {

@@ -18,7 +18,7 @@ use flashpipe_api::{
 
 mod ahead;
 
-use crate::tree::{StoreEntry, Tree};
+use crate::tree::{StoreEntry, Stored, Tree};
 use crate::MountTransport;
 
 /// Writes in flight at most (the CLI's transfer window).
@@ -38,7 +38,7 @@ pub fn errno_of(code: ErrorCode) -> Errno {
     match code {
         ErrorCode::NotFound => libc::ENOENT,
         ErrorCode::Exists => libc::EEXIST,
-        ErrorCode::BadName => libc::EINVAL,
+        ErrorCode::BadName | ErrorCode::BadAttributes => libc::EINVAL,
         ErrorCode::NoSpace => libc::ENOSPC,
         ErrorCode::FileTooLarge => libc::EFBIG,
         ErrorCode::ReadOnly => libc::EROFS,
@@ -118,6 +118,7 @@ impl<T: MountTransport> State<T> {
         let entries: Vec<StoreEntry> = listed
             .into_iter()
             .map(|file| StoreEntry {
+                stored: Stored::of(&file),
                 name: file.name,
                 size_bytes: file.size_bytes,
                 modified_ns: if wall_clock_times {
@@ -344,10 +345,15 @@ impl<T: MountTransport> State<T> {
 
     /// The size of file `name` in the store now.
     pub fn stat_size(&mut self, name: &str) -> Result<u64, Errno> {
+        self.stat_file(name).map(|(size_bytes, _)| size_bytes)
+    }
+
+    /// The size of file `name` and what a user set of its attributes, asked of the store.
+    pub fn stat_file(&mut self, name: &str) -> Result<(u64, Stored), Errno> {
         self.drain()?;
         self.transport
             .stat(name)
-            .map(|stat| stat.size_bytes)
+            .map(|stat| (stat.size_bytes, Stored::of(&stat)))
             .map_err(|error| quiet_or_report("a stat", &error))
     }
 
@@ -404,6 +410,19 @@ impl<T: MountTransport> State<T> {
         }
     }
 
+    /// After a change no close follows (chmod, chown, utimens): committed now when
+    /// `commit_delay_ns` is 0, else asked of the committer as a close's commit is.
+    pub fn change_point(&mut self) -> Result<(), Errno> {
+        if self.commit_delay_ns == 0 {
+            self.drain()?;
+            return self.commit_changes();
+        }
+        if self.uncommitted && self.commit_due_ns.is_none() {
+            self.commit_due_ns = Some(now_ns().saturating_add(self.commit_delay_ns));
+        }
+        Ok(())
+    }
+
     /// The committer's turn at `now_ns`: commits when a close's commit is due. Write
     /// failures stay kept for their files' next fsync or close; a failed commit is reported
     /// on standard error and left to the next commit point.
@@ -450,6 +469,7 @@ impl<T: MountTransport> State<T> {
                 files
                     .into_iter()
                     .map(|file| StoreEntry {
+                        stored: Stored::of(&file),
                         name: file.name,
                         size_bytes: file.size_bytes,
                         modified_ns: if wall {
@@ -476,4 +496,16 @@ fn quiet_or_report<E: std::fmt::Display + CodedError>(what: &str, error: &E) -> 
         report(what, error);
     }
     errno_of(error.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_refusals_have_their_errno() {
+        assert_eq!(errno_of(ErrorCode::ReadOnly), libc::EROFS);
+        assert_eq!(errno_of(ErrorCode::BadAttributes), libc::EINVAL);
+        assert_eq!(errno_of(ErrorCode::NotFound), libc::ENOENT);
+    }
 }

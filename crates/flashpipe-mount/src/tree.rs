@@ -9,6 +9,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use flashpipe_api::{FileOwner, FileStat};
+
 /// The root directory's inode number (FUSE's).
 pub const ROOT_INODE: u64 = 1;
 
@@ -31,10 +33,32 @@ pub struct Node {
     pub name: String,
     /// A file or a directory.
     pub kind: NodeKind,
-    /// Permission bits set by chmod during this mount (not stored).
-    pub mode_override: Option<u16>,
-    /// Modification time set by utimens during this mount (not stored), in ns since the epoch.
-    pub time_override_ns: Option<u64>,
+    /// What chmod, chown and utimens stored: a file's own, a directory's on its marker.
+    pub stored: Stored,
+}
+
+/// The attributes a user set and the store keeps (each `None` when never set: the mount
+/// shows its default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// Permission bits (`0o7777` at most; the mount itself sets no setuid, setgid or
+    /// sticky bit).
+    pub mode: Option<u32>,
+    /// Owner ids.
+    pub owner: Option<FileOwner>,
+    /// Modification time, ns since the Unix epoch.
+    pub modified_wall_ns: Option<i64>,
+}
+
+impl Stored {
+    /// What the store says of `file`.
+    pub fn of(file: &FileStat) -> Stored {
+        Stored {
+            mode: file.mode,
+            owner: file.owner,
+            modified_wall_ns: file.modified_wall_ns,
+        }
+    }
 }
 
 /// A file's facts or a directory's entries.
@@ -65,6 +89,8 @@ pub struct StoreEntry {
     pub size_bytes: u64,
     /// Its last change, ns since the epoch.
     pub modified_ns: u64,
+    /// What a user set of its attributes.
+    pub stored: Stored,
 }
 
 /// Why a path component cannot become part of a store name.
@@ -124,8 +150,7 @@ impl Tree {
                     children: BTreeMap::new(),
                     marker: false,
                 },
-                mode_override: None,
-                time_override_ns: None,
+                stored: Stored::default(),
             },
         );
         // deeper names first, so that a file whose name is also a directory's is the one
@@ -156,7 +181,10 @@ impl Tree {
         }
         if marker {
             match self.ensure_directory(directory, last) {
-                Some(inode) => self.set_marker(inode, true),
+                Some(inode) => {
+                    self.set_marker(inode, true);
+                    self.set_stored(inode, entry.stored);
+                }
                 None => self.hidden.push(entry.name.clone()),
             }
             return;
@@ -165,7 +193,7 @@ impl Tree {
             self.hidden.push(entry.name.clone());
             return;
         }
-        self.add(
+        let inode = self.add(
             directory,
             last,
             NodeKind::File {
@@ -173,6 +201,14 @@ impl Tree {
                 modified_ns: entry.modified_ns,
             },
         );
+        self.set_stored(inode, entry.stored);
+    }
+
+    /// Records what the store keeps of `inode`'s attributes.
+    pub fn set_stored(&mut self, inode: u64, stored: Stored) {
+        if let Some(node) = self.nodes.get_mut(&inode) {
+            node.stored = stored;
+        }
     }
 
     /// The directory `name` in `parent`, made when missing; `None` when a file has the name.
@@ -284,8 +320,7 @@ impl Tree {
                 parent,
                 name: name.to_string(),
                 kind,
-                mode_override: None,
-                time_override_ns: None,
+                stored: Stored::default(),
             },
         );
         if let Some(Node {
@@ -457,6 +492,7 @@ impl Tree {
         }
         let marker = fresh.has_marker(there);
         self.set_marker(inode, marker);
+        self.set_stored(inode, fresh.nodes[&there].stored);
         let now: BTreeMap<String, u64> = fresh.children(there).into_iter().collect();
         for (name, child) in self.children(inode) {
             let keep = match now.get(&name) {
@@ -469,8 +505,10 @@ impl Tree {
         }
         for (name, other) in now {
             let kind = fresh.nodes[&other].kind.clone();
+            let stored = fresh.nodes[&other].stored;
             match self.child(inode, &name) {
                 Some(child) => {
+                    self.set_stored(child, stored);
                     if let (
                         NodeKind::File {
                             size_bytes,
@@ -494,6 +532,7 @@ impl Tree {
                         file => file,
                     };
                     let added = self.add(inode, &name, kind);
+                    self.set_stored(added, stored);
                     if self.is_directory(added) {
                         self.refresh_directory(added, fresh);
                     }
@@ -566,6 +605,7 @@ mod tests {
             name: name.to_string(),
             size_bytes: 3,
             modified_ns: 7,
+            stored: Stored::default(),
         }
     }
 
@@ -649,6 +689,7 @@ mod tests {
                 name: "a:kept".into(),
                 size_bytes: 99,
                 modified_ns: 8,
+                stored: Stored::default(),
             },
             entry("a:new"),
             entry("a:newdir:y"),
@@ -697,5 +738,34 @@ mod tests {
             check(&"n".repeat(240), true),
             Err(ComponentRefusal::TooLong)
         );
+    }
+
+    #[test]
+    fn stored_attributes_come_from_files_and_markers_and_refresh() {
+        let stored = Stored {
+            mode: Some(0o600),
+            owner: Some(FileOwner { uid: 7, gid: 8 }),
+            modified_wall_ns: Some(1_700_000_000_000_000_000),
+        };
+        let with = |name: &str| StoreEntry {
+            stored,
+            ..entry(name)
+        };
+        let tree = Tree::new(&[with("d:f"), with("d:.flashpipe-dir"), entry("d:g")]);
+        let d = tree.child(ROOT_INODE, "d").expect("d");
+        let f = tree.child(d, "f").expect("d/f");
+        let g = tree.child(d, "g").expect("d/g");
+        assert_eq!(tree.node(d).map(|node| node.stored), Some(stored));
+        assert_eq!(tree.node(f).map(|node| node.stored), Some(stored));
+        assert_eq!(
+            tree.node(g).map(|node| node.stored),
+            Some(Stored::default())
+        );
+        let mut old = tree_of(&["d:f", "d:g"]);
+        let old_d = old.child(ROOT_INODE, "d").expect("d");
+        old.refresh_directory(old_d, &tree);
+        let old_f = old.child(old_d, "f").expect("d/f");
+        assert_eq!(old.node(old_d).map(|node| node.stored), Some(stored));
+        assert_eq!(old.node(old_f).map(|node| node.stored), Some(stored));
     }
 }

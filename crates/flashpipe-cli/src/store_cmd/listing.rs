@@ -1,4 +1,6 @@
-//! The commands that tell about the store: `ls`, `stat` and `df`.
+//! The commands that tell about the store: `ls`, `stat` and `df`. `ls -l`, `stat` and
+//! their `--json` show the mode, owner and modification time a user set (`chmod`, `chown`,
+//! `touch -d` through a mount), `-` (`null` in JSON) where none is set.
 
 use flashpipe_api::TransportExt;
 use flashpipe_fs::FileStat;
@@ -40,13 +42,19 @@ pub fn run_ls(arguments: LsArgs) -> CliResult {
         if arguments.one_per_line {
             println!("{}", file.name);
         } else if arguments.long {
+            let modified = match file.modified_wall_ns {
+                Some(wall_ns) => wall_time_text(wall_ns),
+                None => modified_time_text(file.modified_clock_ns, clock_is_virtual),
+            };
             println!(
-                "{:>14} {:>8} {:>14} {:>8} {:>23}  {}",
+                "{:>14} {:>8} {:>14} {:>8} {:>4} {:>21} {:>23}  {}",
                 size(file.size_bytes),
                 file.allocated_blocks,
                 size(file.shared_bytes),
                 file.file_id.0,
-                modified_time_text(file.modified_clock_ns, clock_is_virtual),
+                mode_text(file.mode),
+                owner_text(file),
+                modified,
                 file.name
             );
         } else {
@@ -75,6 +83,31 @@ fn modified_time_text(clock_ns: u64, clock_is_virtual: bool) -> String {
     )
 }
 
+/// A mode a user set, in octal (`0600`), or `-`.
+fn mode_text(mode: Option<u32>) -> String {
+    mode.map_or_else(|| "-".to_string(), |mode| format!("{mode:04o}"))
+}
+
+/// An owner a user set as `uid:gid`, or `-`.
+fn owner_text(file: &FileStat) -> String {
+    file.owner.map_or_else(
+        || "-".to_string(),
+        |owner| format!("{}:{}", owner.uid, owner.gid),
+    )
+}
+
+/// A wall-clock time a user set (ns since the Unix epoch) as a UTC date and time; one
+/// before the epoch (another program may store it) as seconds before it.
+fn wall_time_text(wall_ns: i64) -> String {
+    match u64::try_from(wall_ns) {
+        Ok(ns) => modified_time_text(ns, false),
+        Err(_) => format!(
+            "{} s before 1970",
+            wall_ns.unsigned_abs().div_ceil(1_000_000_000)
+        ),
+    }
+}
+
 /// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01 (Howard
 /// Hinnant's `civil_from_days`, for non-negative day counts).
 fn civil_date_of_days(days: u64) -> (u64, u64, u64) {
@@ -98,7 +131,9 @@ fn civil_date_of_days(days: u64) -> (u64, u64, u64) {
 fn file_json(file: &FileStat) -> serde_json::Value {
     json!({"name": file.name, "size_bytes": file.size_bytes, "file_id": file.file_id.0,
            "allocated_blocks": file.allocated_blocks, "shared_bytes": file.shared_bytes,
-           "modified_clock_ns": file.modified_clock_ns})
+           "modified_clock_ns": file.modified_clock_ns, "mode": file.mode,
+           "owner": file.owner.map(|owner| json!({"uid": owner.uid, "gid": owner.gid})),
+           "modified_wall_ns": file.modified_wall_ns})
 }
 
 /// Runs `stat`.
@@ -121,14 +156,19 @@ pub fn run_stat(arguments: NamesArgs) -> CliResult {
     }
     for file in files {
         println!(
-            "{}: {} bytes ({}), file id {}, {} blocks allocated, {} bytes in shared blocks ({})",
+            "{}: {} bytes ({}), file id {}, {} blocks allocated, {} bytes in shared blocks ({}), \
+             mode {}, owner {}, modified {}",
             file.name,
             file.size_bytes,
             HumanBytes(file.size_bytes),
             file.file_id.0,
             file.allocated_blocks,
             file.shared_bytes,
-            HumanBytes(file.shared_bytes)
+            HumanBytes(file.shared_bytes),
+            mode_text(file.mode),
+            owner_text(&file),
+            file.modified_wall_ns
+                .map_or_else(|| "-".to_string(), wall_time_text)
         );
     }
     Ok(())
@@ -187,5 +227,18 @@ mod tests {
             modified_time_text(1_500_000_000, true),
             "1.500000 s (device)"
         );
+    }
+
+    #[test]
+    fn attributes_a_user_set_or_a_dash() {
+        assert_eq!(mode_text(Some(0o600)), "0600");
+        assert_eq!(mode_text(Some(0)), "0000");
+        assert_eq!(mode_text(None), "-");
+        assert_eq!(
+            wall_time_text(1_700_000_000_000_000_000),
+            "2023-11-14 22:13:20"
+        );
+        assert_eq!(wall_time_text(-1), "1 s before 1970");
+        assert_eq!(wall_time_text(-86_400_000_000_000), "86400 s before 1970");
     }
 }
