@@ -13,7 +13,8 @@
 //!   drives, fail-stop on a fault of the cluster;
 //! - [`words`]: statuses in words, for people;
 //! - [`shm_setup`]: the set-up of a shared-memory link over a node's Unix socket (the
-//!   socket folder, the peer's uid, the `FPSHM` message handing over rings and doorbells).
+//!   socket folder, the peer's uid, the `FPSHM` message handing over rings and doorbells);
+//! - [`stream`]: TCP and Unix sockets as one trait, for the hello and the key proof.
 //!
 //! Layer rule: a device-layer crate. It depends on `flashpipe-cluster` (the wire and the
 //! description), `flashpipe-flash` (the raw interface's types), `flashpipe-ftl` (the
@@ -29,5 +30,6 @@ pub mod hello;
 pub mod loaded;
 pub mod session;
 pub mod shm_setup;
+pub mod stream;
 pub mod view;
 pub mod words;

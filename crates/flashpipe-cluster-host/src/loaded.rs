@@ -127,6 +127,16 @@ pub fn node_address(description: &ClusterDescription, node: u32) -> Result<Socke
     if description.link == LinkKind::Shm {
         return Err(LoadError::ShmNotCarried);
     }
+    loopback_address(description, node)
+}
+
+/// Resolves a node's address whatever the link kind; refuses one that is not loopback. Only
+/// a node started for shared-memory links calls it directly (its links and its host go over
+/// its Unix socket; the address names it in its readiness line).
+pub fn loopback_address(
+    description: &ClusterDescription,
+    node: u32,
+) -> Result<SocketAddr, LoadError> {
     let Some(entry) = description.node(node) else {
         return Err(LoadError::NoSuchNode {
             node,
