@@ -26,14 +26,13 @@ impl NodeBell {
     pub fn create() -> Result<(Doorbell, NodeBell), SharedMemoryError> {
         let consumer = Doorbell::create(DOORBELL_NAME)?;
         let again = || -> Result<Doorbell, SharedMemoryError> {
-            let fd = consumer
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(|source| SharedMemoryError::System {
+            let fd = consumer.as_fd().try_clone_to_owned().map_err(|source| {
+                SharedMemoryError::System {
                     region: DOORBELL_NAME.to_string(),
                     operation: "dup",
                     source,
-                })?;
+                }
+            })?;
             Doorbell::attach(fd)
         };
         let bell = NodeBell {

@@ -40,8 +40,9 @@ pub(crate) enum Received {
 pub(crate) enum Link {
     /// Over TCP: frames through the reader's and the writer's channels.
     Tcp(Connection),
-    /// Over shared memory: frames through the rings.
-    Ring(RingLink),
+    /// Over shared memory: frames through the rings (boxed: its buffers and handles make
+    /// it several times a connection's size).
+    Ring(Box<RingLink>),
 }
 
 impl Link {

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use flashpipe_cluster::arbiter::RequestCosts;
 use flashpipe_base::wait::WaitPolicy;
+use flashpipe_cluster::arbiter::RequestCosts;
 use flashpipe_cluster::description::{ClusterDescription, LinkKind};
 use flashpipe_cluster::router::{Port, Router, RouterConfigError};
 use flashpipe_cluster::wire::WireLimits;
@@ -557,7 +557,10 @@ fn dial_target(loaded: &LoadedDescription, neighbour: u32) -> Result<DialTarget,
         let path = flashpipe_cluster_host::shm_setup::socket_path(&loaded.socket_dir, neighbour);
         return Ok(DialTarget::Shm(path));
     }
-    Ok(DialTarget::Tcp(node_address(&loaded.description, neighbour)?))
+    Ok(DialTarget::Tcp(node_address(
+        &loaded.description,
+        neighbour,
+    )?))
 }
 
 fn start_checked(

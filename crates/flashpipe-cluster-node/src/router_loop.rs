@@ -30,11 +30,11 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flashpipe_base::wait::WaitPolicy;
 use flashpipe_cluster::credits::CreditReceiver;
 use flashpipe_cluster::output::{input_of, OutputError, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router};
 use flashpipe_cluster::wire::{self, Channel, Frame, Message, Status, WireAck, WireLimits};
-use flashpipe_base::wait::WaitPolicy;
 use flashpipe_flash::{FlashArray, FlashCommand, FlashError};
 use flashpipe_shm::Doorbell;
 

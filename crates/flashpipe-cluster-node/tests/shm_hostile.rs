@@ -110,17 +110,16 @@ fn only_a_stale_socket_of_this_user_is_replaced() {
     };
     let sockets = &loaded.socket_dir;
     std::fs::create_dir(sockets).unwrap();
-    std::fs::set_permissions(
-        sockets,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    std::fs::set_permissions(sockets, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let path = socket_path(sockets, 0);
     std::fs::write(&path, b"not a socket").unwrap();
     let refused = start_with_shm(&options, NodeLimits::default())
         .err()
         .expect("a file at the socket's path is refused");
-    assert!(refused.to_string().contains("not a socket of this user"), "{refused}");
+    assert!(
+        refused.to_string().contains("not a socket of this user"),
+        "{refused}"
+    );
     assert!(path.exists(), "the file is left as it was");
 
     std::fs::remove_file(&path).unwrap();
@@ -129,7 +128,12 @@ fn only_a_stale_socket_of_this_user_is_replaced() {
     let twice = start_with_shm(&options, NodeLimits::default())
         .err()
         .expect("a second node 0 is refused");
-    assert!(twice.to_string().contains("a process accepts on this socket"), "{twice}");
+    assert!(
+        twice
+            .to_string()
+            .contains("a process accepts on this socket"),
+        "{twice}"
+    );
     let mut host = open_peer(&loaded, 0, Role::Host, 0);
     assert_serves(&mut host, 1);
     drop(host);

@@ -30,7 +30,11 @@ fn a_page_crosses_a_four_node_line_over_shared_memory() {
         address: address(3, 3, 0),
     };
     let (status, _, _) = host.request_until_linked(1, erase);
-    assert!(matches!(status, Status::Flash(AckStatus::Ok { .. })), "{}", status_words(&status));
+    assert!(
+        matches!(status, Status::Flash(AckStatus::Ok { .. })),
+        "{}",
+        status_words(&status)
+    );
     let data = vec![0xa5; 8192];
     let write = FlashCommand::WritePage {
         address: address(3, 3, 0),

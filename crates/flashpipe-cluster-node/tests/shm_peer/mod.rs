@@ -167,13 +167,7 @@ impl ShmPeer {
                 Status::Unreachable { .. } if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                status => {
-                    return (
-                        status,
-                        ack.payload.map(|payload| payload.data),
-                        frame.hops,
-                    )
-                }
+                status => return (status, ack.payload.map(|payload| payload.data), frame.hops),
             }
         }
     }
