@@ -127,7 +127,11 @@ fn run_ring_link(
         Err(error) => return format!("cannot watch the link's socket: {error}"),
     };
     let link = RingLink::new(rings, stream, peer, shared.limits);
-    if shared.attach.send((port, Link::Ring(Box::new(link)))).is_err() {
+    if shared
+        .attach
+        .send((port, Link::Ring(Box::new(link))))
+        .is_err()
+    {
         return "the node is stopping".to_string();
     }
     shared.bell.ring();
