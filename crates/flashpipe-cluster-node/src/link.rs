@@ -12,12 +12,12 @@
 //! down, through the same close path as TCP. Closing a ring link closes both rings, so the
 //! peer sees it at once, and shuts the socket.
 
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use flashpipe_cluster::wire::{self, Frame, WireLimits, HEADER_BYTES};
 use flashpipe_cluster_host::shm_setup::LinkRings;
+use flashpipe_cluster_host::shm_stream::socket_hung_up;
 use flashpipe_shm::ring_stream::stream_record_bytes;
 use flashpipe_shm::{Doorbell, FrameRing, PushOutcome, RingWait};
 
@@ -203,10 +203,10 @@ impl RingLink {
             return Received::Empty;
         }
         self.checked_at = Instant::now();
-        match socket_hung_up(&self.socket) {
-            Some(reason) => Received::Closed(reason),
-            None => Received::Empty,
+        if socket_hung_up(&self.socket) {
+            return Received::Closed("the peer's socket hung up".to_string());
         }
+        Received::Empty
     }
 
     fn bad(&self, reason: String) -> Received {
@@ -247,21 +247,4 @@ impl RingLink {
         self.peer_doorbell.ring();
         let _ = self.socket.shutdown(std::net::Shutdown::Both);
     }
-}
-
-/// Why the set-up socket says the peer is gone, or `None` while it is there. One `poll`
-/// without waiting: a hang-up, the peer's shutdown or an error is the link down.
-fn socket_hung_up(socket: &UnixStream) -> Option<String> {
-    let mut entry = libc::pollfd {
-        fd: socket.as_raw_fd(),
-        events: libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call; no wait.
-    let ready = unsafe { libc::poll(&mut entry, 1, 0) };
-    if ready <= 0 {
-        return None;
-    }
-    let down = libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
-    (entry.revents & down != 0).then(|| "the peer's socket hung up".to_string())
 }

@@ -6,8 +6,7 @@
 //! thread per lower-id neighbour (the lower id listens, the higher dials, and redials with
 //! backoff when the link is lost), which reads its link's frames while it is up.
 //!
-//! With `link = "shm"` ([`start_with_shm`] only, until hosts run over shared memory too)
-//! the node listens on its Unix socket instead ([`crate::shm_node`]): the same hello and
+//! With `link = "shm"` the node listens on its Unix socket instead of TCP ([`crate::shm_node`]): the same hello and
 //! key proof, then the rings' set-up; the router thread reads and writes the rings itself,
 //! and the connection and dialer threads only watch the socket for the link's end.
 //!
@@ -516,26 +515,6 @@ pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
     start_with_limits(options, NodeLimits::default())
 }
 
-/// [`start`] with other flow-control sizes (every node of a cluster uses the same).
-/// Refuses a `link = "shm"` description, as [`start`] does.
-pub fn start_with_limits(
-    options: &NodeOptions,
-    node_limits: NodeLimits,
-) -> Result<RunningNode, NodeError> {
-    start_checked(options, node_limits, false)
-}
-
-/// [`start_with_limits`], and a `link = "shm"` description runs its links and its host
-/// over the node's Unix socket and shared-memory rings. Hosts' own code does not run over
-/// shared memory yet (docs/design/25-cluster-shm.md, step 5), so the `flashpipe` command
-/// does not call this: a shared-memory node would have no host able to reach it.
-pub fn start_with_shm(
-    options: &NodeOptions,
-    node_limits: NodeLimits,
-) -> Result<RunningNode, NodeError> {
-    start_checked(options, node_limits, true)
-}
-
 /// The node's listener and how it reaches a neighbour: TCP, or its Unix socket.
 fn listen(
     loaded: &LoadedDescription,
@@ -563,10 +542,10 @@ fn dial_target(loaded: &LoadedDescription, neighbour: u32) -> Result<DialTarget,
     )?))
 }
 
-fn start_checked(
+/// [`start`] with other flow-control sizes (every node of a cluster uses the same).
+pub fn start_with_limits(
     options: &NodeOptions,
     node_limits: NodeLimits,
-    allow_shm: bool,
 ) -> Result<RunningNode, NodeError> {
     assert!(
         node_limits.link_window > 0 && node_limits.credit_batch > 0 && node_limits.stage_frames > 0,
@@ -575,11 +554,7 @@ fn start_checked(
     let loaded = load_description(&options.description)?;
     let description = &loaded.description;
     let node = options.node;
-    let address = if allow_shm {
-        loaded::loopback_address(description, node)?
-    } else {
-        node_address(description, node)?
-    };
+    let address = node_address(description, node)?;
     let entry = description
         .node(node)
         .expect("node_address found the node")

@@ -14,7 +14,7 @@ use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::shm_setup::{encode_setup, socket_path, OFFER_FDS};
 use flashpipe_cluster_node::conn::{read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Refusal, Role};
-use flashpipe_cluster_node::node::{start_with_shm, NodeLimits, NodeOptions};
+use flashpipe_cluster_node::node::{start_with_limits, NodeLimits, NodeOptions};
 use flashpipe_flash::{AckStatus, FlashCommand};
 use flashpipe_shm::{receive_with_fds, send_with_fds, Doorbell};
 use flashpipe_testkit::scratch::TestFolder;
@@ -113,7 +113,7 @@ fn only_a_stale_socket_of_this_user_is_replaced() {
     std::fs::set_permissions(sockets, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let path = socket_path(sockets, 0);
     std::fs::write(&path, b"not a socket").unwrap();
-    let refused = start_with_shm(&options, NodeLimits::default())
+    let refused = start_with_limits(&options, NodeLimits::default())
         .err()
         .expect("a file at the socket's path is refused");
     assert!(
@@ -125,7 +125,7 @@ fn only_a_stale_socket_of_this_user_is_replaced() {
     std::fs::remove_file(&path).unwrap();
     drop(UnixListener::bind(&path).unwrap());
     let node = start_shm_node(&description, 0, &root.join("images"));
-    let twice = start_with_shm(&options, NodeLimits::default())
+    let twice = start_with_limits(&options, NodeLimits::default())
         .err()
         .expect("a second node 0 is refused");
     assert!(

@@ -118,3 +118,75 @@ fn a_neighbour_that_ends_mid_traffic_fails_its_requests_unreachable() {
     let summary = node.wait().expect("every tag is free at the stop");
     assert_eq!(summary.device_requests, 0);
 }
+
+#[test]
+fn the_one_shot_host_and_a_session_run_over_shared_memory() {
+    use flashpipe_cluster_host::session::{HostSession, SessionOptions};
+    use flashpipe_cluster_node::host::one_request;
+    use flashpipe_flash::FlashRequest;
+
+    const READS: u64 = 48;
+    let root = TestFolder::new("cluster-node-shm-hosts");
+    let description = line_description(&root, 2);
+    let images = root.join("images");
+    let nodes: Vec<_> = (0..2)
+        .map(|node| start_shm_node(&description, node, &images))
+        .collect();
+    let read = FlashCommand::ReadPage {
+        address: address(1, 2, 0),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let reply = loop {
+        let reply = one_request(&description, 0, read.clone()).unwrap();
+        match reply.ack.status {
+            Status::Unreachable { .. } if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            _ => break reply,
+        }
+    };
+    assert!(
+        matches!(reply.ack.status, Status::Flash(AckStatus::Ok { .. })),
+        "{}",
+        status_words(&reply.ack.status)
+    );
+    assert_eq!(reply.hops, 1);
+
+    let loaded = loaded(&description);
+    let mut session = HostSession::open(&loaded, 0, SessionOptions::default()).unwrap();
+    for tag in 0..READS {
+        let request = FlashRequest {
+            tag,
+            host: 0,
+            command: FlashCommand::ReadPage {
+                address: flashpipe_flash::FlashAddress {
+                    bus: (tag % 8) as u32,
+                    ..address(1, 2, 0)
+                },
+            },
+        };
+        session.submit(request).unwrap();
+    }
+    let mut acks = Vec::new();
+    while (acks.len() as u64) < READS {
+        session.wait(&mut acks);
+    }
+    for ack in &acks {
+        assert!(
+            ack.failure.is_none(),
+            "tag {}: {:?}",
+            ack.ack.tag,
+            ack.failure
+        );
+        assert!(matches!(
+            ack.ack.status,
+            Status::Flash(AckStatus::Ok { .. })
+        ));
+        assert_eq!(ack.hops, 1);
+    }
+    drop(session);
+    for node in nodes {
+        node.stopper().stop();
+        node.wait().expect("every tag is free at the stop");
+    }
+}

@@ -14,7 +14,7 @@ use flashpipe_cluster_host::shm_setup::{accept_offer, socket_path};
 use flashpipe_cluster_node::conn::{read_frame, read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::node::{
-    load_description, start_with_shm, LoadedDescription, NodeLimits, NodeOptions, RunningNode,
+    load_description, start_with_limits, LoadedDescription, NodeLimits, NodeOptions, RunningNode,
 };
 use flashpipe_flash::{FlashAddress, FlashCommand, FlashRequest};
 use flashpipe_shm::{push_stream_bytes, Doorbell, FrameRing, RingReader, RingWait};
@@ -47,9 +47,9 @@ pub fn line_description(root: &Path, count: u32) -> PathBuf {
     description
 }
 
-/// Starts node `node` of `description` for shared-memory links, its image in `images`.
+/// Starts node `node` of `description` (its links over shared memory), its image in `images`.
 pub fn start_shm_node(description: &Path, node: u32, images: &Path) -> RunningNode {
-    start_with_shm(
+    start_with_limits(
         &NodeOptions {
             description: description.to_path_buf(),
             node,
