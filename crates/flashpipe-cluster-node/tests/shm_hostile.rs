@@ -140,3 +140,67 @@ fn only_a_stale_socket_of_this_user_is_replaced() {
     node.stopper().stop();
     node.wait().expect("every tag is free at the stop");
 }
+
+#[test]
+fn the_key_proof_runs_on_the_socket_before_any_ring() {
+    use flashpipe_cluster_host::handshake::HandshakeError;
+    use flashpipe_cluster_node::host::{one_request, HostError};
+    use std::os::unix::fs::PermissionsExt;
+
+    let root = TestFolder::new("cluster-node-shm-key");
+    let line = line_description(&root, 2);
+    let sockets = root.join("sockets");
+    let text = std::fs::read_to_string(&line).unwrap().replace(
+        "socket_dir = \"sockets\"\n",
+        &format!(
+            "socket_dir = \"{}\"\nkey_file = \"cluster.key\"\n",
+            sockets.display()
+        ),
+    );
+    let keyed = |folder: &str, key: u8| {
+        let folder = root.join(folder);
+        std::fs::create_dir(&folder).unwrap();
+        let description = folder.join("cluster.toml");
+        std::fs::write(&description, &text).unwrap();
+        let key_path = folder.join("cluster.key");
+        std::fs::write(&key_path, [key; 32]).unwrap();
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        description
+    };
+    let right = keyed("right", 7);
+    let wrong = keyed("wrong", 8);
+    let images = root.join("images");
+    let nodes: Vec<_> = (0..2)
+        .map(|node| start_shm_node(&right, node, &images))
+        .collect();
+    let read = FlashCommand::ReadPage {
+        address: address(1, 0, 0),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = one_request(&right, 0, read.clone()).unwrap();
+        match reply.ack.status {
+            Status::Unreachable { .. } if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            status => {
+                assert!(matches!(status, Status::Flash(AckStatus::Ok { .. })));
+                break;
+            }
+        }
+    }
+    let refused = one_request(&wrong, 0, read)
+        .err()
+        .expect("a wrong key is refused");
+    assert!(
+        matches!(
+            refused,
+            HostError::Handshake(HandshakeError::Proof { node: 0, .. })
+        ),
+        "{refused}"
+    );
+    for node in nodes {
+        node.stopper().stop();
+        node.wait().expect("every tag is free at the stop");
+    }
+}
