@@ -56,7 +56,7 @@ impl ShmStream {
         socket.set_write_timeout(None)?;
         let closers = [&rings.input, &rings.output]
             .into_iter()
-            .map(|ring| ring.attach_again().map_err(|error| Error::other(error)))
+            .map(|ring| ring.attach_again().map_err(Error::other))
             .collect::<io::Result<Vec<_>>>()?;
         Ok(ShmStream {
             socket,

@@ -189,9 +189,7 @@ fn the_key_proof_runs_on_the_socket_before_any_ring() {
             }
         }
     }
-    let refused = one_request(&wrong, 0, read)
-        .err()
-        .expect("a wrong key is refused");
+    let refused = one_request(&wrong, 0, read).expect_err("a wrong key is refused");
     assert!(
         matches!(
             refused,
