@@ -14,8 +14,9 @@
 //! - [`host`]: a one-shot host: connects to its node, sends one request, waits for its ack.
 //!
 //! Layer rule: a network-layer crate. It depends on `flashpipe-cluster` (the cores),
-//! `flashpipe-flash` (the device model), `flashpipe-net` (signals and the accept loop) and
-//! `flashpipe-base`, and on `flashpipe-cluster-host` for what a node shares with a host;
+//! `flashpipe-flash` (the device model), `flashpipe-net` (signals and the accept loop),
+//! `flashpipe-shm` (rings and the doorbell) and `flashpipe-base`, and on
+//! `flashpipe-cluster-host` for what a node shares with a host;
 //! only the CLI uses it.
 
 pub use flashpipe_cluster_host::{auth, conn, hello, words};
