@@ -127,6 +127,9 @@ pub enum NodeError {
     /// The image could not be synced at the stop.
     #[error("the device image could not be synced at the stop: {0}")]
     Sync(FlashError),
+    /// `FLASHPIPE_SPIN_US` is not a valid window.
+    #[error("FLASHPIPE_SPIN_US: {0}")]
+    SpinWindow(flashpipe_base::wait::WaitPolicyError),
     /// The node's doorbell could not be made.
     #[error("cannot make the node's doorbell: {0}")]
     Doorbell(SharedMemoryError),
@@ -515,6 +518,16 @@ pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
     start_with_limits(options, NodeLimits::default())
 }
 
+/// How long the router polls its inputs before it parks: `FLASHPIPE_SPIN_US` when set,
+/// else [`DEFAULT_DOORBELL_WINDOW_US`] (docs/design/25-cluster-shm.md, "The one wait
+/// strategy").
+fn router_wait_policy() -> Result<WaitPolicy, NodeError> {
+    match WaitPolicy::from_environment() {
+        None => Ok(WaitPolicy::spin_us(DEFAULT_DOORBELL_WINDOW_US)),
+        Some(policy) => policy.map_err(NodeError::SpinWindow),
+    }
+}
+
 /// The node's listener and how it reaches a neighbour: TCP, or its Unix socket.
 fn listen(
     loaded: &LoadedDescription,
@@ -603,7 +616,7 @@ pub fn start_with_limits(
         attach: attach_receiver,
         doorbell,
         bell: Arc::clone(&bell),
-        wait_policy: WaitPolicy::spin_us(DEFAULT_DOORBELL_WINDOW_US),
+        wait_policy: router_wait_policy()?,
         stopping: Arc::clone(&stopping),
     };
     let router = std::thread::Builder::new()
