@@ -248,3 +248,31 @@ fn a_four_node_line_runs_over_shared_memory() {
     let near = page_until(&description, "erase", 2, |result| result.0);
     assert!(near.0, "the rest of the line still serves: {}", near.2);
 }
+
+#[test]
+fn bench_cluster_runs_over_shared_memory() {
+    let folder = fresh_folder("cluster-shm-bench");
+    let output = common::flashpipe_in_env(
+        &[
+            "bench",
+            "cluster",
+            "--seconds",
+            "0.1",
+            "--link",
+            "shm",
+            "--parts",
+            "fig7",
+            "--json",
+        ],
+        &[("TMPDIR", text(folder.path()))],
+    );
+    let report = common::succeeded_json(&output, "bench cluster --link shm --parts fig7");
+    assert_eq!(report["link"], "shm", "{report:#}");
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "one row per hop count: {report:#}");
+    let left: Vec<_> = std::fs::read_dir(folder.path()).unwrap().collect();
+    assert!(
+        left.is_empty(),
+        "the scratch folder (sockets included) is removed: {left:?}"
+    );
+}
