@@ -169,8 +169,11 @@ pub struct NodeOptions {
 pub struct NodeReady {
     /// The node id (and device id).
     pub node: u32,
-    /// Where it listens.
+    /// Its address in the description (where it listens over TCP; with `link = "shm"` it
+    /// only names the node, which listens on [`NodeReady::socket`]).
     pub address: SocketAddr,
+    /// Its Unix socket, with `link = "shm"`.
+    pub socket: Option<PathBuf>,
     /// Its device preset.
     pub preset: String,
     /// Its image file.
@@ -668,6 +671,8 @@ pub fn start_with_limits(
         ready: NodeReady {
             node,
             address,
+            socket: (description.link == LinkKind::Shm)
+                .then(|| flashpipe_cluster_host::shm_setup::socket_path(&loaded.socket_dir, node)),
             preset: entry.preset.clone(),
             image,
             image_reopened,

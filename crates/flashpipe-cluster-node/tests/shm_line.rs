@@ -25,6 +25,8 @@ fn a_page_crosses_a_four_node_line_over_shared_memory() {
         .map(|node| start_shm_node(&description, node, &images))
         .collect();
     let loaded = loaded(&description);
+    let socket = nodes[3].ready().socket.clone();
+    assert_eq!(socket, Some(loaded.socket_dir.join("node-3.sock")));
     let mut host = open_peer(&loaded, 0, Role::Host, 0);
     let erase = FlashCommand::EraseBlock {
         address: address(3, 3, 0),
