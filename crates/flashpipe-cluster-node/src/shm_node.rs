@@ -66,7 +66,7 @@ pub(crate) fn serve(shared: &Shared, mut stream: UnixStream, admitted: &Admitted
             return;
         }
     };
-    let peer = format!("pid {} (uid {})", credentials.pid, credentials.uid);
+    let peer = format!("pid {}, uid {}", credentials.pid, credentials.uid);
     let Some((port, hello)) = open_accepted(shared, &mut stream, &peer) else {
         return;
     };
