@@ -2,7 +2,9 @@
 //! the link and the socket folder (text and JSON), a node address that is not loopback and
 //! a bad link kind are refused by name, and a four-node line runs over shared memory (node
 //! processes, `cluster page` as the host: pages across three hops, another user kept out,
-//! a node killed with SIGKILL turning reads through it into `Unreachable`).
+//! a node killed with SIGKILL with reads in flight through it: each answered, `Ok` or
+//! `Unreachable`, the reads after it `Unreachable`, node 0 stopping cleanly with every tag
+//! free).
 
 mod common;
 
@@ -15,9 +17,16 @@ use common::{
     check_fails, flashpipe_as_nobody, fresh_folder, outcome, second_user_available,
     start_flashpipe, text,
 };
+use flashpipe_cluster::wire::Status;
+use flashpipe_cluster_host::loaded::load_description;
+use flashpipe_cluster_host::session::{HostSession, SessionOptions};
+use flashpipe_cluster_host::words::status_words;
+use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
 use flashpipe_testkit::ports::free_loopback_port;
 
 const NODES: u32 = 4;
+/// Reads in flight when a node is killed.
+const IN_FLIGHT: u64 = 32;
 
 /// One node at `address` with host 0 on it; `top` goes before the node.
 fn one_node_description(top: &str, address: &str) -> String {
@@ -230,12 +239,44 @@ fn a_four_node_line_runs_over_shared_memory() {
         );
     }
 
-    let killed = nodes.0[3].take().expect("node 3 runs");
-    let pid = i32::try_from(killed.id()).expect("a process id");
-    // SAFETY: kill with a valid pid and signal has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    let mut killed = killed;
+    // Reads in flight to device 3 when its node is killed: each answered, none lost.
+    let loaded = load_description(&description).unwrap();
+    let mut session = HostSession::open(&loaded, 0, SessionOptions::default()).unwrap();
+    for tag in 0..IN_FLIGHT {
+        let address = FlashAddress {
+            device: 3,
+            bus: (tag % 8) as u32,
+            chip: 0,
+            block: 5,
+            page: 0,
+        };
+        let command = FlashCommand::ReadPage { address };
+        let request = FlashRequest {
+            tag,
+            host: 0,
+            command,
+        };
+        session.submit(request).unwrap();
+    }
+    let mut killed = signal(&mut nodes, 3, libc::SIGKILL);
     let _ = killed.wait();
+    let mut acks = Vec::new();
+    while (acks.len() as u64) < IN_FLIGHT {
+        session.wait(&mut acks);
+    }
+    for ack in &acks {
+        assert!(ack.failure.is_none(), "the host's own link stays up");
+        assert!(
+            matches!(
+                ack.ack.status,
+                Status::Flash(AckStatus::Ok { .. }) | Status::Unreachable { device: 3, .. }
+            ),
+            "tag {}: {}",
+            ack.ack.tag,
+            status_words(&ack.ack.status)
+        );
+    }
+    drop(session);
     let unreachable = page_until(&description, "read", 3, |result| {
         result.2.contains("Unreachable")
     });
@@ -247,6 +288,21 @@ fn a_four_node_line_runs_over_shared_memory() {
     );
     let near = page_until(&description, "erase", 2, |result| result.0);
     assert!(near.0, "the rest of the line still serves: {}", near.2);
+    let mut first = signal(&mut nodes, 0, libc::SIGTERM);
+    let status = first.wait().unwrap();
+    assert!(
+        status.success(),
+        "node 0 stops cleanly, every tag free after the kill: {status}"
+    );
+}
+
+/// Sends `signal` to node `node` and hands its process back.
+fn signal(nodes: &mut Nodes, node: usize, signal: i32) -> Child {
+    let child = nodes.0[node].take().expect("the node runs");
+    let pid = i32::try_from(child.id()).expect("a process id");
+    // SAFETY: kill with a valid pid and signal has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    child
 }
 
 #[test]
