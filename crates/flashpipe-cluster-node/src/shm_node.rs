@@ -135,7 +135,10 @@ fn run_ring_link(
         return "the node is stopping".to_string();
     }
     shared.bell.ring();
-    watch(watched)
+    let reason = watch(watched);
+    // The router sees the hang-up at its next look; wake it for that look now.
+    shared.bell.ring();
+    reason
 }
 
 /// Blocks until the socket ends (the peer's end, or the router's close); any byte after
