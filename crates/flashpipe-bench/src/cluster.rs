@@ -2,7 +2,8 @@
 //! beside the virtual-time model (`sim repro minflash-fig6/7`, computed in this run) and
 //! the paper's figures.
 //!
-//! Four `flashpipe cluster node` processes run on loopback ports in a line 0 - 1 - 2 - 3,
+//! Four `flashpipe cluster node` processes run in a line 0 - 1 - 2 - 3 (linked over
+//! loopback TCP, or over shared-memory rings with `--link shm`),
 //! each an emulated `minflash` device paced to wall time, with a generated key
 //! ([`nodes`]); host `h` sits on node `h` and runs as a [`HostSession`] on a thread of this
 //! process ([`load`]), reading random pages (never written, so each read returns zeros
@@ -77,6 +78,25 @@ impl ClusterPart {
     }
 }
 
+/// How the measured nodes' links and hosts are carried (`--link`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterLink {
+    /// TCP on loopback.
+    Tcp,
+    /// Shared-memory rings set up over each node's Unix socket.
+    Shm,
+}
+
+impl ClusterLink {
+    /// The link kind as the description and `--link` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterLink::Tcp => "tcp",
+            ClusterLink::Shm => "shm",
+        }
+    }
+}
+
 /// `flashpipe bench cluster`.
 #[derive(Debug, Args)]
 pub struct BenchClusterArgs {
@@ -98,6 +118,10 @@ pub struct BenchClusterArgs {
     /// Seed of the page addresses and of the model.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// How links and host connections are carried: tcp (loopback TCP) or shm
+    /// (shared-memory rings between the processes).
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub link: ClusterLink,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -115,7 +139,7 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
     let model = crate::sim::minflash_model_points(arguments.seed)?;
     let config = FlashConfig::preset(PRESET).map_err(|error| invalid_input(error.to_string()))?;
     let scratch = crate::scratch::Scratch::new(&std::env::temp_dir(), "cluster")?;
-    let nodes = ClusterNodes::start(scratch.path())?;
+    let nodes = ClusterNodes::start(scratch.path(), arguments.link)?;
     let loaded = flashpipe_cluster_host::loaded::load_description(nodes.description())
         .map_err(|error| invalid_input(format!("the generated description: {error}")))?;
     wait_for_links(&loaded, NODES, NODES)?;

@@ -8,8 +8,7 @@
 //! The HMAC, its constant-time check and the random nonces are `ring`'s (already linked for
 //! TLS); nothing here is hand-made cryptography.
 
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -18,6 +17,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::conn::HELLO_TIMEOUT;
 use crate::hello::Role;
+use crate::stream::SetupStream;
 
 /// Bytes of a nonce and of a proof.
 pub const NONCE_BYTES: usize = 32;
@@ -136,7 +136,7 @@ pub enum ProofError {
 /// checks the peer's proof that it is `peer` and holds it too; `description_crc` binds both
 /// to the same description. Both ends run it at once, right after the hello.
 pub fn prove_key(
-    stream: &mut TcpStream,
+    stream: &mut impl SetupStream,
     key: &ClusterKey,
     me: End,
     peer: End,
@@ -146,7 +146,7 @@ pub fn prove_key(
     SystemRandom::new()
         .fill(&mut mine)
         .map_err(|_| ProofError::NoRandom)?;
-    stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
+    stream.set_setup_timeout(Some(HELLO_TIMEOUT))?;
     stream.write_all(&mine)?;
     let mut theirs = [0u8; NONCE_BYTES];
     stream.read_exact(&mut theirs)?;
@@ -157,7 +157,7 @@ pub fn prove_key(
     stream.write_all(proof.as_ref())?;
     let mut their_proof = [0u8; PROOF_BYTES];
     stream.read_exact(&mut their_proof)?;
-    stream.set_read_timeout(None)?;
+    stream.set_setup_timeout(None)?;
     let expected = transcript(peer, me, &theirs, &mine, description_crc);
     hmac::verify(&key.0, &expected, &their_proof).map_err(|_| ProofError::WrongKey)
 }

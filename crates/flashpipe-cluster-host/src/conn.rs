@@ -13,6 +13,7 @@ use std::time::Duration;
 use flashpipe_cluster::wire::{self, Frame, WireError, WireLimits, HEADER_BYTES};
 
 use crate::hello::{Hello, HelloError, HELLO_BYTES};
+use crate::stream::SetupStream;
 
 /// Frames a connection's reader may hand over before the router takes them.
 pub const INBOUND_FRAMES: usize = 64;
@@ -81,16 +82,16 @@ pub enum HelloExchangeError {
 }
 
 /// Sends a hello.
-pub fn send_hello(stream: &mut TcpStream, hello: &Hello) -> io::Result<()> {
+pub fn send_hello(stream: &mut impl Write, hello: &Hello) -> io::Result<()> {
     stream.write_all(&hello.encode())
 }
 
 /// Reads a hello, waiting at most [`HELLO_TIMEOUT`].
-pub fn read_hello(stream: &mut TcpStream) -> Result<Hello, HelloExchangeError> {
-    stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
+pub fn read_hello(stream: &mut impl SetupStream) -> Result<Hello, HelloExchangeError> {
+    stream.set_setup_timeout(Some(HELLO_TIMEOUT))?;
     let mut bytes = [0u8; HELLO_BYTES];
     stream.read_exact(&mut bytes)?;
-    stream.set_read_timeout(None)?;
+    stream.set_setup_timeout(None)?;
     Ok(Hello::decode(&bytes)?)
 }
 

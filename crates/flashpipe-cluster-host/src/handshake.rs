@@ -1,15 +1,25 @@
-//! A host's opening of its connection: TCP to the node its host is attached to, the
+//! A host's opening of its connection: TCP to the node its host is attached to (or its
+//! Unix socket when the description says `link = "shm"`, the node's uid checked), the
 //! hello (docs/cluster-wire.md, "Hello"), the node's reply checked (no refusal, the node
-//! expected), then the key proof when the cluster has a key. The one-shot host of
+//! expected), then the key proof when the cluster has a key, then over a Unix socket the
+//! rings' set-up (docs/cluster-wire.md, "Shared-memory link set-up, version 1"). The one-shot host of
 //! `flashpipe cluster page` and the long-lived [`crate::session::HostSession`] both open
 //! their connection here.
 
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+
+use flashpipe_cluster::description::LinkKind;
+use flashpipe_shm::Doorbell;
 
 use crate::auth::{prove_key, End, ProofError};
 use crate::conn::{self, HelloExchangeError, HELLO_TIMEOUT};
 use crate::hello::{Hello, Refusal, Role};
+use crate::host_stream::HostStream;
 use crate::loaded::{node_address, LoadError, LoadedDescription};
+use crate::shm_setup::{accept_offer, check_peer, socket_path, SetupError};
+use crate::shm_stream::ShmStream;
+use crate::stream::SetupStream;
 
 /// Why a host could not open its connection.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +71,14 @@ pub enum HandshakeError {
         /// Why.
         error: ProofError,
     },
+    /// The node's socket or the rings' set-up failed (`link = "shm"`).
+    #[error("node {node}: {error}")]
+    Setup {
+        /// The node.
+        node: u32,
+        /// Why.
+        error: SetupError,
+    },
     /// Something other than the node answered.
     #[error("the peer at node {node}'s address is not that node (it says it is {role} {id})")]
     WrongPeer {
@@ -88,12 +106,16 @@ pub fn host_node(loaded: &LoadedDescription, host: u32) -> Result<u32, Handshake
 }
 
 /// Connects host `host` to node `node` (its attached node): hello, the reply checked, the
-/// key proof when the cluster has a key. The stream comes back with no timeouts set.
+/// key proof when the cluster has a key, over TCP or (`link = "shm"`) the node's Unix
+/// socket and then the rings. The stream comes back with no timeouts set.
 pub fn connect_host(
     loaded: &LoadedDescription,
     host: u32,
     node: u32,
-) -> Result<TcpStream, HandshakeError> {
+) -> Result<HostStream, HandshakeError> {
+    if loaded.description.link == LinkKind::Shm {
+        return connect_shm(loaded, host, node);
+    }
     let address = node_address(&loaded.description, node)?;
     let mut stream = TcpStream::connect_timeout(&address, HELLO_TIMEOUT).map_err(|error| {
         HandshakeError::Connect {
@@ -103,6 +125,42 @@ pub fn connect_host(
         }
     })?;
     let _ = stream.set_nodelay(true);
+    open(loaded, &mut stream, host, node)?;
+    Ok(HostStream::Tcp(stream))
+}
+
+/// [`connect_host`] over the node's Unix socket: the node's uid checked, the opening, then
+/// the rings taken with a doorbell of this host's.
+fn connect_shm(
+    loaded: &LoadedDescription,
+    host: u32,
+    node: u32,
+) -> Result<HostStream, HandshakeError> {
+    let path = socket_path(&loaded.socket_dir, node);
+    let connect_error = |detail: String| HandshakeError::Connect {
+        node,
+        address: path.display().to_string(),
+        detail,
+    };
+    let setup_error = |error: SetupError| HandshakeError::Setup { node, error };
+    let mut stream =
+        UnixStream::connect(&path).map_err(|error| connect_error(error.to_string()))?;
+    check_peer(&stream).map_err(setup_error)?;
+    open(loaded, &mut stream, host, node)?;
+    let own_bell =
+        Doorbell::create("flashpipe-host-doorbell").map_err(|error| setup_error(error.into()))?;
+    let rings = accept_offer(&stream, &own_bell).map_err(setup_error)?;
+    let shm = ShmStream::new(stream, rings, own_bell).map_err(|error| setup_error(error.into()))?;
+    Ok(HostStream::Shm(Box::new(shm)))
+}
+
+/// The hello, the node's reply checked, the key proof.
+fn open(
+    loaded: &LoadedDescription,
+    stream: &mut impl SetupStream,
+    host: u32,
+    node: u32,
+) -> Result<(), HandshakeError> {
     let hello = Hello {
         role: Role::Host,
         refusal: None,
@@ -110,8 +168,8 @@ pub fn connect_host(
         description_crc: loaded.crc,
     };
     let hello_error = |error: HelloExchangeError| HandshakeError::Hello { node, error };
-    conn::send_hello(&mut stream, &hello).map_err(|error| hello_error(error.into()))?;
-    let reply = conn::read_hello(&mut stream).map_err(hello_error)?;
+    conn::send_hello(stream, &hello).map_err(|error| hello_error(error.into()))?;
+    let reply = conn::read_hello(stream).map_err(hello_error)?;
     if let Some(refusal) = reply.refusal {
         return Err(HandshakeError::Refused {
             node,
@@ -135,8 +193,8 @@ pub fn connect_host(
             role: Role::Node,
             id: node,
         };
-        prove_key(&mut stream, key, me, them, loaded.crc)
+        prove_key(stream, key, me, them, loaded.crc)
             .map_err(|error| HandshakeError::Proof { node, error })?;
     }
-    Ok(stream)
+    Ok(())
 }

@@ -4,7 +4,8 @@
 //!   the key proof) and carries frames; the node process uses them from here;
 //! - [`loaded`]: a description file loaded (its checksum, frame limits, key) and a node's
 //!   address;
-//! - [`handshake`]: a host's connection to the node it is attached to;
+//! - [`handshake`]: a host's connection to the node it is attached to (TCP, or its Unix
+//!   socket and rings with `link = "shm"`);
 //! - [`session`]: [`session::HostSession`], a long-lived pipelined connection with many
 //!   tags in flight, bounded waits and named failures;
 //! - [`view`]: [`view::ClusterView`], the devices a host owns blocks on presented as one
@@ -13,7 +14,10 @@
 //!   drives, fail-stop on a fault of the cluster;
 //! - [`words`]: statuses in words, for people;
 //! - [`shm_setup`]: the set-up of a shared-memory link over a node's Unix socket (the
-//!   socket folder, the peer's uid, the `FPSHM` message handing over rings and doorbells).
+//!   socket folder, the peer's uid, the `FPSHM` message handing over rings and doorbells);
+//! - [`stream`]: TCP and Unix sockets as one trait, for the hello and the key proof;
+//! - [`host_stream`], [`shm_stream`]: a host's open connection, TCP or shared-memory
+//!   rings (the node's socket watched for its end).
 //!
 //! Layer rule: a device-layer crate. It depends on `flashpipe-cluster` (the wire and the
 //! description), `flashpipe-flash` (the raw interface's types), `flashpipe-ftl` (the
@@ -26,8 +30,11 @@ pub mod backend;
 pub mod conn;
 pub mod handshake;
 pub mod hello;
+pub mod host_stream;
 pub mod loaded;
 pub mod session;
 pub mod shm_setup;
+pub mod shm_stream;
+pub mod stream;
 pub mod view;
 pub mod words;

@@ -7,7 +7,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use flashpipe_cluster::description::{ClusterDescription, DescriptionError, LinkKind};
+use flashpipe_cluster::description::{ClusterDescription, DescriptionError};
 use flashpipe_cluster::wire::WireLimits;
 use flashpipe_flash::FlashConfig;
 
@@ -61,9 +61,6 @@ pub enum LoadError {
     /// The cluster's key file was refused.
     #[error(transparent)]
     Key(#[from] KeyError),
-    /// The description asks for shared-memory links, which nodes and hosts do not carry yet.
-    #[error("the cluster description says link = \"shm\", but this build carries links and host connections over TCP only (docs/design/25-cluster-shm.md); set link = \"tcp\" or leave link out")]
-    ShmNotCarried,
 }
 
 /// A description file, checked, with the checksum the hellos carry.
@@ -120,13 +117,10 @@ pub fn load_description(path: &Path) -> Result<LoadedDescription, LoadError> {
     })
 }
 
-/// Resolves a node's address; refuses one that is not loopback, and a description whose
-/// links are shared memory (not carried yet: every node and host resolves an address before
-/// it listens or connects, so none starts on TCP when the description says otherwise).
+/// Resolves a node's address; refuses one that is not loopback. With `link = "shm"` the
+/// address only names the node (its readiness line): nodes and hosts connect over its Unix
+/// socket in the `socket_dir` instead, and never over TCP.
 pub fn node_address(description: &ClusterDescription, node: u32) -> Result<SocketAddr, LoadError> {
-    if description.link == LinkKind::Shm {
-        return Err(LoadError::ShmNotCarried);
-    }
     let Some(entry) = description.node(node) else {
         return Err(LoadError::NoSuchNode {
             node,

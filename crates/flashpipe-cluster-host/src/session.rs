@@ -1,7 +1,8 @@
 //! A host session: one long-lived, pipelined connection from a host to the node it is
 //! attached to, carrying many tagged requests at once.
 //!
-//! - [`HostSession::open`] connects (hello and key proof: [`crate::handshake`]) and starts
+//! - [`HostSession::open`] connects (hello and key proof: [`crate::handshake`]; TCP, or
+//!   the node's Unix socket and rings with `link = "shm"`) and starts
 //!   one reader thread, which decodes frames (every length bounded by the wire limits
 //!   before anything is allocated) and hands them over a channel;
 //! - [`HostSession::submit`] frames a request and writes it on the caller's thread. At
@@ -22,7 +23,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::net::{Shutdown, TcpStream};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -33,6 +33,7 @@ use flashpipe_flash::{CommandKind, FlashRequest};
 
 use crate::conn::{read_frame, Inbound, ReadError};
 use crate::handshake::{connect_host, host_node, HandshakeError};
+use crate::host_stream::HostStream;
 use crate::loaded::LoadedDescription;
 
 /// Requests a host keeps in flight by default: the node's hold queue per host (64), so
@@ -185,7 +186,7 @@ pub struct HostSession {
     node: u32,
     limits: WireLimits,
     options: SessionOptions,
-    stream: TcpStream,
+    stream: HostStream,
     inbound: Receiver<Inbound>,
     reader: Option<JoinHandle<()>>,
     in_flight: HashMap<u64, Pending>,
@@ -204,18 +205,16 @@ impl HostSession {
     ) -> Result<HostSession, HandshakeError> {
         assert!(options.in_flight_limit > 0, "a session sends something");
         let node = host_node(loaded, host)?;
-        let stream = connect_host(loaded, host, node)?;
+        let mut stream = connect_host(loaded, host, node)?;
         let connection_error = |error: std::io::Error| HandshakeError::Connect {
             node,
-            address: stream
-                .peer_addr()
-                .map_or_else(|_| "its address".to_string(), |address| address.to_string()),
+            address: "its connection".to_string(),
             detail: error.to_string(),
         };
         stream
             .set_write_timeout(Some(options.ack_timeout))
             .map_err(connection_error)?;
-        let mut reading = stream.try_clone().map_err(connection_error)?;
+        let mut reading = stream.reader(None).map_err(connection_error)?;
         let (sender, inbound) = channel();
         let limits = loaded.limits;
         let reader = std::thread::Builder::new()
@@ -236,7 +235,7 @@ impl HostSession {
                         Err(ReadError::Io(error)) => break format!("connection failed: {error}"),
                     }
                 };
-                let _ = reading.shutdown(Shutdown::Both);
+                reading.shutdown();
                 let _ = sender.send(Inbound::Closed(reason));
             })
             .map_err(connection_error)?;
@@ -484,7 +483,7 @@ impl HostSession {
     fn lose(&mut self, reason: String) {
         if self.lost.is_none() {
             tracing::warn!(node = self.node, host = self.host, "cluster host: {reason}");
-            let _ = self.stream.shutdown(Shutdown::Both);
+            self.stream.shutdown();
             self.lost = Some(reason);
         }
         self.fail_all();
@@ -527,7 +526,7 @@ impl HostSession {
 
 impl Drop for HostSession {
     fn drop(&mut self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
+        self.stream.shutdown();
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }

@@ -1,5 +1,6 @@
-//! A one-shot host: connects to the node its host is attached to, sends one tagged request
-//! and waits for its ack (what `flashpipe cluster page` runs).
+//! A one-shot host: connects to the node its host is attached to (TCP, or its Unix socket
+//! and rings with `link = "shm"`), sends one tagged request and waits for its ack (what
+//! `flashpipe cluster page` runs).
 
 use std::path::Path;
 use std::time::Duration;
@@ -74,19 +75,21 @@ pub fn one_request(
     };
     let bytes = wire::encode(&frame, loaded.limits)?;
     let read_error = |error: ReadError| HostError::Read { node, error };
-    std::io::Write::write_all(&mut stream, &bytes).map_err(|error| read_error(error.into()))?;
-    stream
-        .set_read_timeout(Some(ACK_TIMEOUT))
+    let mut reader = stream
+        .reader(Some(ACK_TIMEOUT))
         .map_err(|error| read_error(error.into()))?;
+    std::io::Write::write_all(&mut stream, &bytes).map_err(|error| read_error(error.into()))?;
     let mut buffer = Vec::new();
-    loop {
-        match conn::read_frame(&mut stream, loaded.limits, &mut buffer).map_err(read_error)? {
-            None => return Err(HostError::Closed { node }),
+    let reply = loop {
+        match conn::read_frame(&mut reader, loaded.limits, &mut buffer).map_err(read_error)? {
+            None => break Err(HostError::Closed { node }),
             Some(Frame {
                 hops,
                 message: Message::Ack(ack),
-            }) if ack.tag == ONE_SHOT_TAG => return Ok(HostReply { ack, hops }),
+            }) if ack.tag == ONE_SHOT_TAG => break Ok(HostReply { ack, hops }),
             Some(_) => {}
         }
-    }
+    };
+    stream.shutdown();
+    reply
 }

@@ -6,6 +6,10 @@
 //! thread per lower-id neighbour (the lower id listens, the higher dials, and redials with
 //! backoff when the link is lost), which reads its link's frames while it is up.
 //!
+//! With `link = "shm"` the node listens on its Unix socket instead of TCP ([`crate::shm_node`]): the same hello and
+//! key proof, then the rings' set-up; the router thread reads and writes the rings itself,
+//! and the connection and dialer threads only watch the socket for the link's end.
+//!
 //! Checks at start: the description file (whole), the node named in it, the address
 //! (loopback only), the image folder (a folder, or one to create in an existing folder),
 //! the image (opened if it exists, so a restarted node serves what it had; else created).
@@ -18,18 +22,24 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use flashpipe_base::wait::WaitPolicy;
 use flashpipe_cluster::arbiter::RequestCosts;
-use flashpipe_cluster::description::ClusterDescription;
+use flashpipe_cluster::description::{ClusterDescription, LinkKind};
 use flashpipe_cluster::router::{Port, Router, RouterConfigError};
 use flashpipe_cluster::wire::WireLimits;
 use flashpipe_flash::{FlashArray, FlashConfig, FlashError, FlashOptions, StorageMode};
 use flashpipe_net::{Accepted, Admitted, Limits, Listener, Protocol, Server};
+use flashpipe_shm::{SharedMemoryError, DEFAULT_DOORBELL_WINDOW_US};
 
 use flashpipe_cluster_host::loaded::{self, LoadError};
+use flashpipe_cluster_host::shm_setup::SetupError;
+use flashpipe_cluster_host::stream::SetupStream;
 
 use crate::auth::{prove_key, ClusterKey, End, ProofError};
-use crate::conn::{self, Connection, HELLO_TIMEOUT};
+use crate::bell::NodeBell;
+use crate::conn::{self, HELLO_TIMEOUT};
 use crate::hello::{Hello, Refusal, Role};
+use crate::link::Link;
 pub use crate::router_loop::NodeSummary;
 use crate::router_loop::RouterLoop;
 
@@ -117,6 +127,15 @@ pub enum NodeError {
     /// The image could not be synced at the stop.
     #[error("the device image could not be synced at the stop: {0}")]
     Sync(FlashError),
+    /// `FLASHPIPE_SPIN_US` is not a valid window.
+    #[error("FLASHPIPE_SPIN_US: {0}")]
+    SpinWindow(flashpipe_base::wait::WaitPolicyError),
+    /// The node's doorbell could not be made.
+    #[error("cannot make the node's doorbell: {0}")]
+    Doorbell(SharedMemoryError),
+    /// The Unix socket of a shared-memory node could not be set up.
+    #[error(transparent)]
+    Socket(#[from] SetupError),
     /// The router thread panicked (a bug); the image keeps what its journal holds.
     #[error("the node's router thread failed; the image keeps every acknowledged operation (its journal)")]
     RouterFailed,
@@ -150,8 +169,11 @@ pub struct NodeOptions {
 pub struct NodeReady {
     /// The node id (and device id).
     pub node: u32,
-    /// Where it listens.
+    /// Its address in the description (where it listens over TCP; with `link = "shm"` it
+    /// only names the node, which listens on [`NodeReady::socket`]).
     pub address: SocketAddr,
+    /// Its Unix socket, with `link = "shm"`.
+    pub socket: Option<PathBuf>,
     /// Its device preset.
     pub preset: String,
     /// Its image file.
@@ -168,7 +190,7 @@ pub struct NodeReady {
 pub struct RunningNode {
     ready: NodeReady,
     stopping: Arc<AtomicBool>,
-    doorbell: SyncSender<()>,
+    bell: Arc<NodeBell>,
     router: JoinHandle<Result<NodeSummary, FlashError>>,
     server: Server,
     dialers: Vec<JoinHandle<()>>,
@@ -178,14 +200,14 @@ pub struct RunningNode {
 #[derive(Clone)]
 pub struct NodeStopper {
     stopping: Arc<AtomicBool>,
-    doorbell: SyncSender<()>,
+    bell: Arc<NodeBell>,
 }
 
 impl NodeStopper {
     /// Asks the node to stop; [`RunningNode::wait`] returns once it has.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
-        let _ = self.doorbell.try_send(());
+        self.bell.ring();
     }
 }
 
@@ -254,27 +276,26 @@ fn open_device(
     Ok((array, false))
 }
 
-struct Shared {
-    node: u32,
-    crc: u32,
-    limits: WireLimits,
+/// What the accept, connection and dialer threads share.
+pub(crate) struct Shared {
+    pub node: u32,
+    pub crc: u32,
+    pub limits: WireLimits,
     key: Option<ClusterKey>,
     host: Option<u32>,
     neighbours: Vec<u32>,
-    stopping: Arc<AtomicBool>,
-    doorbell: SyncSender<()>,
-    attach: SyncSender<(Port, Connection)>,
+    pub stopping: Arc<AtomicBool>,
+    pub bell: Arc<NodeBell>,
+    pub attach: SyncSender<(Port, Link)>,
 }
 
 impl Shared {
     fn ring(&self) -> impl Fn() + Send + Clone + 'static {
-        let doorbell = self.doorbell.clone();
-        move || {
-            let _ = doorbell.try_send(());
-        }
+        let bell = Arc::clone(&self.bell);
+        move || bell.ring()
     }
 
-    fn hello(&self, refusal: Option<Refusal>) -> Hello {
+    pub fn hello(&self, refusal: Option<Refusal>) -> Hello {
         Hello {
             role: Role::Node,
             refusal,
@@ -289,7 +310,7 @@ impl Shared {
             Ok(opened) => opened,
             Err(error) => return format!("cannot start its writer: {error}"),
         };
-        if self.attach.send((port, connection)).is_err() {
+        if self.attach.send((port, Link::Tcp(connection))).is_err() {
             return "the node is stopping".to_string();
         }
         (self.ring())();
@@ -297,7 +318,7 @@ impl Shared {
     }
 
     /// The key proof with the peer `them`, when the cluster has a key.
-    fn prove_key(&self, stream: &mut TcpStream, them: End) -> Result<(), ProofError> {
+    pub fn prove_key(&self, stream: &mut impl SetupStream, them: End) -> Result<(), ProofError> {
         let me = End {
             role: Role::Node,
             id: self.node,
@@ -309,7 +330,7 @@ impl Shared {
     }
 
     /// Which port an opening hello may use, or why not.
-    fn port_for(&self, hello: &Hello) -> Result<Port, Refusal> {
+    pub fn port_for(&self, hello: &Hello) -> Result<Port, Refusal> {
         if hello.refusal.is_some() {
             return Err(Refusal::BadHello);
         }
@@ -333,10 +354,52 @@ struct NodeProtocol {
     shared: Arc<Shared>,
 }
 
+/// The accepting side's opening over either socket: the peer's hello, the answer (a
+/// refusal when the hello may not use a port), the key proof. The port and the peer's
+/// hello when all passed; else `None`, logged.
+pub(crate) fn open_accepted(
+    shared: &Shared,
+    stream: &mut impl SetupStream,
+    peer: &str,
+) -> Option<(Port, Hello)> {
+    let opening = match conn::read_hello(stream) {
+        Ok(hello) => shared.port_for(&hello).map(|port| (port, hello)),
+        Err(conn::HelloExchangeError::Hello(error)) => {
+            tracing::warn!(peer = %peer, "refused a connection: {error}");
+            Err(Refusal::BadHello)
+        }
+        Err(error) => {
+            tracing::warn!(peer = %peer, "closed a connection: {error}");
+            return None;
+        }
+    };
+    let (port, hello) = match opening {
+        Ok(opened) => opened,
+        Err(refusal) => {
+            tracing::warn!(peer = %peer, "refused a connection: {refusal}");
+            let _ = conn::send_hello(stream, &shared.hello(Some(refusal)));
+            return None;
+        }
+    };
+    conn::send_hello(stream, &shared.hello(None)).ok()?;
+    let them = End {
+        role: hello.role,
+        id: hello.id,
+    };
+    if let Err(error) = shared.prove_key(stream, them) {
+        tracing::warn!(peer = %peer, "refused a connection: {error}");
+        return None;
+    }
+    Some((port, hello))
+}
+
 impl Protocol for NodeProtocol {
     fn serve(&self, connection: Accepted, admitted: Admitted) {
-        let Accepted::Tcp(mut stream) = connection else {
-            return;
+        let mut stream = match connection {
+            Accepted::Tcp(stream) => stream,
+            Accepted::Unix(stream) => {
+                return crate::shm_node::serve(&self.shared, stream, &admitted)
+            }
         };
         // Frames are small and a link carries many per round trip: without NODELAY an ack
         // written after a request waits out the peer's delayed ACK (40 ms on Linux).
@@ -346,42 +409,15 @@ impl Protocol for NodeProtocol {
             |address| address.to_string(),
         );
         let shared = &self.shared;
-        let refusal = match conn::read_hello(&mut stream) {
-            Ok(hello) => shared.port_for(&hello).map(|port| (port, hello)),
-            Err(conn::HelloExchangeError::Hello(error)) => {
-                tracing::warn!(peer = %peer, "refused a connection: {error}");
-                Err(Refusal::BadHello)
-            }
-            Err(error) => {
-                tracing::warn!(peer = %peer, "closed a connection: {error}");
-                return;
-            }
+        let Some((port, hello)) = open_accepted(shared, &mut stream, &peer) else {
+            return;
         };
-        match refusal {
-            Ok((port, hello)) => {
-                if conn::send_hello(&mut stream, &shared.hello(None)).is_err() {
-                    return;
-                }
-                let them = End {
-                    role: hello.role,
-                    id: hello.id,
-                };
-                if let Err(error) = shared.prove_key(&mut stream, them) {
-                    tracing::warn!(peer = %peer, "refused a connection: {error}");
-                    return;
-                }
-                if !admitted.handshake_done() {
-                    return;
-                }
-                let peer = format!("{} {} at {peer}", hello.role.name(), hello.id);
-                let reason = shared.run_connection(port, stream, peer.clone());
-                tracing::debug!(peer = %peer, "connection ended: {reason}");
-            }
-            Err(refusal) => {
-                tracing::warn!(peer = %peer, "refused a connection: {refusal}");
-                let _ = conn::send_hello(&mut stream, &shared.hello(Some(refusal)));
-            }
+        if !admitted.handshake_done() {
+            return;
         }
+        let peer = format!("{} {} at {peer}", hello.role.name(), hello.id);
+        let reason = shared.run_connection(port, stream, peer.clone());
+        tracing::debug!(peer = %peer, "connection ended: {reason}");
     }
 
     fn refused(&self, _connection: &Accepted, open: usize, limit: usize) {
@@ -389,20 +425,45 @@ impl Protocol for NodeProtocol {
     }
 }
 
+/// Where a dialer reaches its neighbour.
+#[derive(Debug, Clone)]
+enum DialTarget {
+    /// Its TCP address.
+    Tcp(SocketAddr),
+    /// Its Unix socket (a shared-memory link).
+    Shm(PathBuf),
+}
+
+/// One dial and, when it opened, the link's life; the reason it ended, or why it did
+/// not open (`Err`).
+fn dial_and_run(
+    shared: &Shared,
+    link: usize,
+    neighbour: u32,
+    target: &DialTarget,
+) -> Result<String, String> {
+    match target {
+        DialTarget::Tcp(address) => {
+            let stream = dial_once(shared, neighbour, *address)?;
+            let peer = format!("node {neighbour} at {address}");
+            Ok(shared.run_connection(Port::Link(link), stream, peer))
+        }
+        DialTarget::Shm(path) => crate::shm_node::dial_and_run(shared, link, neighbour, path),
+    }
+}
+
 /// Dials the lower-id neighbour on `link` until the node stops, redialing with backoff.
-fn dial(shared: Arc<Shared>, link: usize, neighbour: u32, address: SocketAddr) {
+fn dial(shared: Arc<Shared>, link: usize, neighbour: u32, target: DialTarget) {
     let mut backoff = Duration::from_millis(20);
     while !shared.stopping.load(Ordering::SeqCst) {
-        match dial_once(&shared, neighbour, address) {
-            Ok(stream) => {
+        match dial_and_run(&shared, link, neighbour, &target) {
+            Ok(reason) => {
                 backoff = Duration::from_millis(20);
-                let peer = format!("node {neighbour} at {address}");
-                let reason = shared.run_connection(Port::Link(link), stream, peer);
                 if !shared.stopping.load(Ordering::SeqCst) {
                     tracing::warn!("link to node {neighbour} lost: {reason}; dialing again");
                 }
             }
-            Err(reason) => tracing::debug!("cannot reach node {neighbour} at {address}: {reason}"),
+            Err(reason) => tracing::debug!("cannot reach node {neighbour}: {reason}"),
         }
         let until = std::time::Instant::now() + backoff;
         while std::time::Instant::now() < until && !shared.stopping.load(Ordering::SeqCst) {
@@ -416,8 +477,20 @@ fn dial_once(shared: &Shared, neighbour: u32, address: SocketAddr) -> Result<Tcp
     let mut stream =
         TcpStream::connect_timeout(&address, HELLO_TIMEOUT).map_err(|error| error.to_string())?;
     let _ = stream.set_nodelay(true);
-    conn::send_hello(&mut stream, &shared.hello(None)).map_err(|error| error.to_string())?;
-    let reply = conn::read_hello(&mut stream).map_err(|error| error.to_string())?;
+    open_dialed(shared, &mut stream, neighbour, &address.to_string())?;
+    Ok(stream)
+}
+
+/// The dialing side's opening over either socket: the hello, the neighbour's answer
+/// (which must be node `neighbour` of this description), the key proof.
+pub(crate) fn open_dialed(
+    shared: &Shared,
+    stream: &mut impl SetupStream,
+    neighbour: u32,
+    address: &str,
+) -> Result<(), String> {
+    conn::send_hello(stream, &shared.hello(None)).map_err(|error| error.to_string())?;
+    let reply = conn::read_hello(stream).map_err(|error| error.to_string())?;
     if let Some(refusal) = reply.refusal {
         tracing::warn!("node {neighbour} refused this node's link: {refusal}");
         return Err(refusal.to_string());
@@ -435,17 +508,54 @@ fn dial_once(shared: &Shared, neighbour: u32, address: SocketAddr) -> Result<Tcp
         role: Role::Node,
         id: neighbour,
     };
-    if let Err(error) = shared.prove_key(&mut stream, them) {
+    if let Err(error) = shared.prove_key(stream, them) {
         let reason = format!("node {neighbour} at {address}: {error}");
         tracing::warn!("{reason}");
         return Err(reason);
     }
-    Ok(stream)
+    Ok(())
 }
 
 /// Starts a node: every check first, then the threads.
 pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
     start_with_limits(options, NodeLimits::default())
+}
+
+/// How long the router polls its inputs before it parks: `FLASHPIPE_SPIN_US` when set,
+/// else [`DEFAULT_DOORBELL_WINDOW_US`] (docs/design/25-cluster-shm.md, "The one wait
+/// strategy").
+fn router_wait_policy() -> Result<WaitPolicy, NodeError> {
+    match WaitPolicy::from_environment() {
+        None => Ok(WaitPolicy::spin_us(DEFAULT_DOORBELL_WINDOW_US)),
+        Some(policy) => policy.map_err(NodeError::SpinWindow),
+    }
+}
+
+/// The node's listener and how it reaches a neighbour: TCP, or its Unix socket.
+fn listen(
+    loaded: &LoadedDescription,
+    node: u32,
+    address: SocketAddr,
+) -> Result<Listener, NodeError> {
+    if loaded.description.link == LinkKind::Shm {
+        return crate::shm_node::listen(&loaded.socket_dir, node);
+    }
+    let listener = TcpListener::bind(address).map_err(|error| NodeError::Bind {
+        address: address.to_string(),
+        detail: error.to_string(),
+    })?;
+    Ok(Listener::Tcp(listener))
+}
+
+fn dial_target(loaded: &LoadedDescription, neighbour: u32) -> Result<DialTarget, NodeError> {
+    if loaded.description.link == LinkKind::Shm {
+        let path = flashpipe_cluster_host::shm_setup::socket_path(&loaded.socket_dir, neighbour);
+        return Ok(DialTarget::Shm(path));
+    }
+    Ok(DialTarget::Tcp(node_address(
+        &loaded.description,
+        neighbour,
+    )?))
 }
 
 /// [`start`] with other flow-control sizes (every node of a cluster uses the same).
@@ -473,15 +583,13 @@ pub fn start_with_limits(
         .expect("the node is in the description");
     let links = config.links;
     let router = Router::new(config).map_err(|error| NodeError::Router { node, error })?;
-    let listener = TcpListener::bind(address).map_err(|error| NodeError::Bind {
-        address: address.to_string(),
-        detail: error.to_string(),
-    })?;
+    let listener = listen(&loaded, node, address)?;
     let (array, image_reopened) = open_device(&entry.preset, &image, node, host_count)?;
     let neighbours = description.neighbours(node);
     let host = description.host_on(node).map(|host| host.id);
     let stopping = Arc::new(AtomicBool::new(false));
-    let (doorbell, doorbell_receiver) = sync_channel(1);
+    let (doorbell, bell) = NodeBell::create().map_err(NodeError::Doorbell)?;
+    let bell = Arc::new(bell);
     let (attach, attach_receiver) = sync_channel(NODE_CONNECTIONS);
     if loaded.key.is_none() {
         tracing::warn!(
@@ -497,7 +605,7 @@ pub fn start_with_limits(
         host,
         neighbours: neighbours.clone(),
         stopping: Arc::clone(&stopping),
-        doorbell: doorbell.clone(),
+        bell: Arc::clone(&bell),
         attach,
     });
     let router_loop = RouterLoop {
@@ -509,7 +617,9 @@ pub fn start_with_limits(
         neighbours: neighbours.clone(),
         host,
         attach: attach_receiver,
-        doorbell: doorbell_receiver,
+        doorbell,
+        bell: Arc::clone(&bell),
+        wait_policy: router_wait_policy()?,
         stopping: Arc::clone(&stopping),
     };
     let router = std::thread::Builder::new()
@@ -518,10 +628,10 @@ pub fn start_with_limits(
         .map_err(NodeError::Thread)?;
     let stopper = NodeStopper {
         stopping: Arc::clone(&stopping),
-        doorbell: doorbell.clone(),
+        bell: Arc::clone(&bell),
     };
     let server = Server::start(
-        vec![Listener::Tcp(listener)],
+        vec![listener],
         Limits {
             max_connections: NODE_CONNECTIONS,
             handshake_deadline: Some(HELLO_TIMEOUT),
@@ -544,11 +654,11 @@ pub fn start_with_limits(
         if neighbour > node {
             continue;
         }
-        let neighbour_address = node_address(description, neighbour)?;
+        let target = dial_target(&loaded, neighbour)?;
         let dial_shared = Arc::clone(&shared);
         let spawned = std::thread::Builder::new()
             .name(format!("cluster-dial-{neighbour}"))
-            .spawn(move || dial(dial_shared, link, neighbour, neighbour_address));
+            .spawn(move || dial(dial_shared, link, neighbour, target));
         match spawned {
             Ok(thread) => dialers.push(thread),
             Err(error) => {
@@ -561,6 +671,8 @@ pub fn start_with_limits(
         ready: NodeReady {
             node,
             address,
+            socket: (description.link == LinkKind::Shm)
+                .then(|| flashpipe_cluster_host::shm_setup::socket_path(&loaded.socket_dir, node)),
             preset: entry.preset.clone(),
             image,
             image_reopened,
@@ -568,7 +680,7 @@ pub fn start_with_limits(
             host,
         },
         stopping,
-        doorbell,
+        bell,
         router,
         server,
         dialers,
@@ -585,7 +697,7 @@ impl RunningNode {
     pub fn stopper(&self) -> NodeStopper {
         NodeStopper {
             stopping: Arc::clone(&self.stopping),
-            doorbell: self.doorbell.clone(),
+            bell: Arc::clone(&self.bell),
         }
     }
 

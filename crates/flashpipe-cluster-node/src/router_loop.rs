@@ -1,8 +1,10 @@
 //! The node's router thread: one router core, one output stage per output port, a credit
 //! receiver per link, and the device. It never blocks on a socket: it takes frames from
-//! each connection's bounded channel, hands encoded frames to each writer's bounded channel
-//! without waiting (a frame that does not fit waits in the port's one pending slot), and
-//! sleeps only on its doorbell, until the device's next event at the latest.
+//! each connection's bounded channel or a shared-memory link's input ring, hands encoded
+//! frames to each writer's bounded channel or the peer's ring without waiting (a frame that
+//! does not fit waits in the port's one pending slot), and sleeps only on the node's
+//! doorbell ([`crate::bell`]), until the device's next event at the latest: it polls its
+//! inputs for the doorbell window first (spin, then yield), then parks.
 //!
 //! An input whose outputs do not fit their output stage (`QueueFull`) keeps them in order
 //! and takes no new frame until they are queued, so every queue stays bounded: the reader
@@ -24,17 +26,20 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flashpipe_base::wait::WaitPolicy;
 use flashpipe_cluster::credits::CreditReceiver;
 use flashpipe_cluster::output::{input_of, OutputError, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router};
 use flashpipe_cluster::wire::{self, Channel, Frame, Message, Status, WireAck, WireLimits};
 use flashpipe_flash::{FlashArray, FlashCommand, FlashError};
+use flashpipe_shm::Doorbell;
 
-use crate::conn::{Connection, Inbound};
+use crate::bell::NodeBell;
+use crate::link::{Link, Received};
 use crate::node::NodeLimits;
 
 /// Frames taken from one connection before the others get their turn.
@@ -58,8 +63,13 @@ pub(crate) struct RouterLoop {
     pub neighbours: Vec<u32>,
     /// The host attached to this node: every request on the host port must be its own.
     pub host: Option<u32>,
-    pub attach: Receiver<(Port, Connection)>,
-    pub doorbell: Receiver<()>,
+    pub attach: Receiver<(Port, Link)>,
+    /// The router's handle of the node's doorbell (it parks on it).
+    pub doorbell: Doorbell,
+    /// The in-process producers' side of the same doorbell.
+    pub bell: Arc<NodeBell>,
+    /// How long the router polls its inputs before it parks.
+    pub wait_policy: WaitPolicy,
     pub stopping: Arc<AtomicBool>,
 }
 
@@ -82,7 +92,7 @@ pub struct NodeSummary {
 
 struct PortState {
     port: Port,
-    conn: Option<Connection>,
+    conn: Option<Link>,
     stage: OutputStage,
     credits_in: Option<CreditReceiver>,
     pending: Option<Vec<u8>>,
@@ -137,7 +147,9 @@ impl RouterLoop {
             neighbours,
             host,
             attach,
-            doorbell,
+            mut doorbell,
+            bell,
+            wait_policy,
             stopping,
         } = self;
         for link in 0..links {
@@ -175,22 +187,27 @@ impl RouterLoop {
             started: Instant::now(),
             summary: NodeSummary::default(),
         };
-        while !stopping.load(Ordering::SeqCst) {
-            while let Ok((port, conn)) = attach.try_recv() {
-                state.attach(port, conn);
+        'turns: while !stopping.load(Ordering::SeqCst) {
+            bell.take();
+            loop {
+                match attach.try_recv() {
+                    Ok((port, conn)) => state.attach(port, conn),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => break 'turns,
+                }
             }
             state.flush_leftovers();
             state.drain_inputs();
             state.poll_device();
             state.pump();
-            let wait = state.wait_for();
-            match doorbell.recv_timeout(wait) {
-                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
+            let park_us = u64::try_from(state.wait_for().as_micros()).unwrap_or(u64::MAX);
+            doorbell.wait(wait_policy, Some(park_us), || {
+                let ready = bell.rung() || stopping.load(Ordering::SeqCst) || state.has_input();
+                ready.then_some(())
+            });
         }
         for index in 0..state.ports.len() {
-            if let Some(conn) = state.ports[index].conn.take() {
+            if let Some(mut conn) = state.ports[index].conn.take() {
                 conn.close();
             }
         }
@@ -214,12 +231,12 @@ impl State {
         }
     }
 
-    fn attach(&mut self, port: Port, conn: Connection) {
+    fn attach(&mut self, port: Port, conn: Link) {
         let index = input_of(port);
         if self.ports[index].conn.is_some() {
             self.detach(index, "replaced by a new connection from the same peer");
         }
-        tracing::info!(peer = %conn.peer, "{} connected", self.name(port));
+        tracing::info!(peer = %conn.peer(), "{} connected", self.name(port));
         let inputs = self.ports.len();
         let node_limits = self.node_limits;
         let state = &mut self.ports[index];
@@ -235,12 +252,12 @@ impl State {
     }
 
     fn detach(&mut self, index: usize, reason: &str) {
-        let Some(conn) = self.ports[index].conn.take() else {
+        let Some(mut conn) = self.ports[index].conn.take() else {
             return;
         };
         conn.close();
         let port = self.ports[index].port;
-        tracing::info!(peer = %conn.peer, "{} disconnected: {reason}", self.name(port));
+        tracing::info!(peer = %conn.peer(), "{} disconnected: {reason}", self.name(port));
         let inputs = self.ports.len();
         let node_limits = self.node_limits;
         let state = &mut self.ports[index];
@@ -320,11 +337,11 @@ impl State {
                         continue;
                     }
                 }
-                let Some(conn) = &self.ports[index].conn else {
+                let Some(conn) = &mut self.ports[index].conn else {
                     break;
                 };
-                match conn.inbound.try_recv() {
-                    Ok(Inbound::Frame(frame)) => {
+                match conn.try_recv() {
+                    Received::Frame(frame) => {
                         let credit = matches!(frame.message, Message::Credit(_));
                         if paused && !credit {
                             if self.ports[index].held.len() >= self.hold_limit() {
@@ -340,18 +357,14 @@ impl State {
                             self.on_frame(index, frame);
                         }
                     }
-                    Ok(Inbound::Closed(reason)) => {
+                    Received::Closed(reason) => {
                         self.detach(index, &reason);
                         break;
                     }
-                    Err(TryRecvError::Empty) => {
+                    Received::Empty => {
                         if !paused && self.ports[index].held.is_empty() {
                             self.return_all_credits(index);
                         }
-                        break;
-                    }
-                    Err(TryRecvError::Disconnected) => {
-                        self.detach(index, "its reader ended");
                         break;
                     }
                 }
@@ -434,7 +447,7 @@ impl State {
         self.ports[index]
             .conn
             .as_ref()
-            .map_or_else(String::new, |conn| conn.peer.clone())
+            .map_or_else(String::new, |conn| conn.peer().to_string())
     }
 
     fn virtual_now_ns(&self) -> u64 {
@@ -503,7 +516,7 @@ impl State {
             let mut stalled = false;
             let limits = self.limits;
             let state = &mut self.ports[index];
-            let Some(conn) = &state.conn else {
+            let Some(conn) = &mut state.conn else {
                 while state.stage.next_frame().is_some() {}
                 continue;
             };
@@ -551,6 +564,13 @@ impl State {
                 self.refuse_peer(index, &reason);
             }
         }
+    }
+
+    /// Whether a shared-memory link has something to take (the doorbell's poll).
+    fn has_input(&self) -> bool {
+        self.ports
+            .iter()
+            .any(|state| state.conn.as_ref().is_some_and(Link::has_input))
     }
 
     fn wait_for(&self) -> Duration {

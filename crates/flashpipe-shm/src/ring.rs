@@ -310,6 +310,13 @@ impl FrameRing {
         self.counters
     }
 
+    /// True when a pop would not find the ring empty and open: a record is pending or the
+    /// ring is closed (two loads; for a consumer that polls several rings before parking
+    /// on one doorbell).
+    pub fn has_input(&self) -> bool {
+        self.is_readable()
+    }
+
     /// True once either side closed the ring.
     pub fn is_closed(&self) -> bool {
         self.closed_word().load(Ordering::Acquire) != 0

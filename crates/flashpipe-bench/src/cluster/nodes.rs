@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use super::ClusterLink;
 use crate::error::{io_context, io_with, BenchError, BenchErrorKind};
 use crate::BenchResult;
 
@@ -39,14 +40,14 @@ pub struct ClusterNodes {
 impl ClusterNodes {
     /// Writes the description and key into `folder` and starts every node, one after the
     /// other, each waited for until it prints its ready line.
-    pub fn start(folder: &Path) -> BenchResult<ClusterNodes> {
+    pub fn start(folder: &Path, link: ClusterLink) -> BenchResult<ClusterNodes> {
         let program = std::env::current_exe().map_err(io_with(
             "finding the flashpipe binary for the cluster nodes",
         ))?;
         write_key(&folder.join("cluster.key"))?;
         let ports = free_ports()?;
         let description = folder.join("cluster.toml");
-        std::fs::write(&description, line_description(&ports))
+        std::fs::write(&description, line_description(&ports, link))
             .map_err(io_with(format!("writing {}", description.display())))?;
         let mut nodes = ClusterNodes {
             description,
@@ -87,10 +88,12 @@ impl Drop for ClusterNodes {
     }
 }
 
-/// A line 0 - 1 - 2 - 3, host `h` on node `h`, reads only (no shares), with the key on.
-fn line_description(ports: &[u16]) -> String {
+/// A line 0 - 1 - 2 - 3, host `h` on node `h`, reads only (no shares), with the key on;
+/// with `shm` the sockets in `run` beside the description.
+fn line_description(ports: &[u16], link: ClusterLink) -> String {
     assert_eq!(ports.len(), NODES as usize, "one port per node");
     let mut text = String::from("version = 1\nkey_file = \"cluster.key\"\n");
+    let _ = writeln!(text, "link = \"{}\"", link.name());
     for (node, port) in (0..NODES).zip(ports) {
         let links = if node + 1 < NODES {
             format!("[{}]", node + 1)
@@ -205,10 +208,16 @@ mod tests {
 
     #[test]
     fn the_line_description_is_valid() {
-        let text = line_description(&[7400, 7401, 7402, 7403]);
-        let description = flashpipe_cluster::description::ClusterDescription::from_toml(&text)
-            .expect("a valid description");
-        assert_eq!(description.hops(0, 3), Some(3));
-        assert!(description.host_on(2).is_some());
+        use flashpipe_cluster::description::{ClusterDescription, LinkKind};
+        for (link, kind) in [
+            (ClusterLink::Tcp, LinkKind::Tcp),
+            (ClusterLink::Shm, LinkKind::Shm),
+        ] {
+            let text = line_description(&[7400, 7401, 7402, 7403], link);
+            let description = ClusterDescription::from_toml(&text).expect("a valid description");
+            assert_eq!(description.hops(0, 3), Some(3));
+            assert!(description.host_on(2).is_some());
+            assert_eq!(description.link, kind);
+        }
     }
 }

@@ -100,6 +100,7 @@ pub fn print_report(rows: &[ClusterRow], cpus: usize, arguments: &BenchClusterAr
             "seconds": arguments.seconds,
             "depth": arguments.depth,
             "parts": parts,
+            "link": arguments.link.name(),
             "reflex_remote_us": REFLEX_REMOTE_US,
             "rows": rows,
         });
@@ -107,7 +108,8 @@ pub fn print_report(rows: &[ClusterRow], cpus: usize, arguments: &BenchClusterAr
         return;
     }
     println!(
-        "bench cluster: {NODES} node processes in a line on loopback ({} preset, paced to wall time, key on), hosts as threads of this process; {cpus} CPUs; {} s per row",
+        "bench cluster: {NODES} node processes in a line on loopback, links and hosts over {} ({} preset, paced to wall time, key on), hosts as threads of this process; {cpus} CPUs; {} s per row",
+        arguments.link.name(),
         super::PRESET,
         arguments.seconds
     );
