@@ -285,6 +285,7 @@ fn node(arguments: &NodeArgs) -> CliResult {
             "command": "cluster node",
             "node": ready.node,
             "address": ready.address.to_string(),
+            "socket": ready.socket.as_ref().map(|socket| socket.display().to_string()),
             "preset": ready.preset,
             "image": ready.image.display().to_string(),
             "image_reopened": ready.image_reopened,
@@ -302,10 +303,13 @@ fn node(arguments: &NodeArgs) -> CliResult {
             let ids: Vec<String> = ready.neighbours.iter().map(u32::to_string).collect();
             ids.join(", ")
         };
+        let listening = ready.socket.as_ref().map_or_else(
+            || ready.address.to_string(),
+            |socket| format!("{} (shared memory)", socket.display()),
+        );
         println!(
-            "cluster node {}: ready on {}, device {} image {} ({}), links to nodes {}, {host} (SIGINT or SIGTERM stops)",
+            "cluster node {}: ready on {listening}, device {} image {} ({}), links to nodes {}, {host} (SIGINT or SIGTERM stops)",
             ready.node,
-            ready.address,
             ready.preset,
             ready.image.display(),
             if ready.image_reopened { "reopened" } else { "created" },

@@ -177,6 +177,20 @@ fn a_four_node_line_runs_over_shared_memory() {
             lines.last().is_some_and(|line| line.contains("ready")),
             "node {node} printed no readiness line: {lines:?}"
         );
+        let socket = format!(
+            "ready on {}",
+            folder
+                .path()
+                .join("sockets")
+                .join(format!("node-{node}.sock"))
+                .display()
+        );
+        assert!(
+            lines
+                .last()
+                .is_some_and(|line| line.contains(&socket) && line.contains("(shared memory)")),
+            "node {node}'s readiness line names its socket: {lines:?}"
+        );
         nodes.0[node as usize] = Some(child);
     }
     let sockets = folder.path().join("sockets");
