@@ -436,7 +436,6 @@ pub fn score_through(
 
 /// The extensions left of (`query_point`, `subject_point`), reading the prefixes reversed,
 /// and right of it, from it.
-#[allow(clippy::too_many_arguments)]
 fn both_sides<const TRACE: bool>(
     matrix: &ScoreMatrix,
     gaps: GapCosts,
