@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use clap::Args;
 use flashpipe_bench_harness::option_range::check_within;
+use flashpipe_cluster::arbiter::jain_index;
 use flashpipe_flash::FlashConfig;
 
 use crate::error::invalid_input;
@@ -66,6 +67,15 @@ pub enum ClusterPart {
 }
 
 impl ClusterPart {
+    /// Every part, in the order it runs and is reported.
+    pub const IN_ORDER: [ClusterPart; 5] = [
+        ClusterPart::Fig7,
+        ClusterPart::Nbd,
+        ClusterPart::Fig6a,
+        ClusterPart::Fig6b,
+        ClusterPart::Fig6c,
+    ];
+
     /// The part's name as `--parts` spells it.
     pub fn name(self) -> &'static str {
         match self {
@@ -153,13 +163,7 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
         seed: arguments.seed,
         scratch: scratch.path(),
     };
-    for part in [
-        ClusterPart::Fig7,
-        ClusterPart::Nbd,
-        ClusterPart::Fig6a,
-        ClusterPart::Fig6b,
-        ClusterPart::Fig6c,
-    ] {
+    for part in ClusterPart::IN_ORDER {
         if !arguments.parts.contains(&part) {
             continue;
         }
@@ -361,27 +365,15 @@ fn percentile(values: &[f64], fraction: f64) -> f64 {
     sorted[rank - 1]
 }
 
-/// Jain's fairness index of `shares`: 1 when all are equal.
-fn jain_index(shares: &[f64]) -> f64 {
-    let sum: f64 = shares.iter().sum();
-    let squares: f64 = shares.iter().map(|share| share * share).sum();
-    if squares == 0.0 {
-        return 1.0;
-    }
-    sum * sum / (shares.len() as f64 * squares)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_and_jain_index() {
+    fn percentiles_take_the_nearest_rank() {
         let values: Vec<f64> = (1..=100).map(f64::from).collect();
         assert_eq!(percentile(&values, 0.5), 50.0);
         assert_eq!(percentile(&values, 0.99), 99.0);
         assert_eq!(percentile(&[], 0.5), 0.0);
-        assert!((jain_index(&[1.0, 1.0, 1.0]) - 1.0).abs() < 1e-12);
-        assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
     }
 }

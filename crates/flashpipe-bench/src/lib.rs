@@ -29,6 +29,8 @@
 //! - [`pattern`], [`table`], [`column_table`], [`progress`], [`verdict`], [`fio`]: the
 //!   measuring harness (`flashpipe-bench-harness`), re-exported at these paths: workload
 //!   patterns, the text tables (built column by column or from column definitions), the phase spinner, the one target verdict and the one fio driver and parser;
+//! - `child`: the child `flashpipe` processes benchmarks start (NBD server, disk nodes,
+//!   cluster nodes), spawned to die with this process and awaited until ready;
 //! - [`error`]: [`error::BenchError`], the one typed error every command fails with (its
 //!   kind, not its words, decides the CLI's exit status);
 //! - [`plot`]: the PNG charts the experiments and reproductions draw (the harness's, with
@@ -40,6 +42,7 @@
 
 #![warn(missing_docs)]
 
+mod child;
 pub mod cluster;
 pub mod device;
 pub mod emulate;

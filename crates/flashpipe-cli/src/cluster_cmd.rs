@@ -220,11 +220,7 @@ fn check(arguments: &CheckArgs) -> CliResult {
             node.address,
             node.preset,
             node.image,
-            if neighbours.is_empty() {
-                "none".to_string()
-            } else {
-                neighbours.join(", ")
-            }
+            listed_or(&neighbours, "none")
         );
     }
     for host in &description.hosts {
@@ -245,11 +241,7 @@ fn check(arguments: &CheckArgs) -> CliResult {
             host.id,
             host.node,
             host.weight,
-            if shares.is_empty() {
-                "none (reads only)".to_string()
-            } else {
-                shares.join(", ")
-            }
+            listed_or(&shares, "none (reads only)")
         );
     }
     for (a, b) in links {
@@ -491,4 +483,13 @@ fn page(arguments: &PageArgs) -> CliResult {
         return Err(Box::new(Failure::new(kind, format!("{what}: {words}"))));
     }
     Ok(())
+}
+
+/// `items` joined with commas, or `none` when there are none.
+fn listed_or(items: &[String], none: &str) -> String {
+    if items.is_empty() {
+        none.to_string()
+    } else {
+        items.join(", ")
+    }
 }

@@ -343,10 +343,7 @@ fn output_words(output: OutputKind) -> &'static str {
 
 fn list(json: bool) -> Result<(), KernelsCommandError> {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(KERNELS).expect("kernel specs serialise")
-        );
+        print_pretty_json(KERNELS);
         return Ok(());
     }
     for spec in KERNELS {
@@ -485,10 +482,7 @@ fn eval_langid(arguments: &EvalLangidArgs) -> Result<(), KernelsCommandError> {
             "features_per_language": model.settings.features_per_language,
             "rows": rows,
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("report serialises")
-        );
+        print_pretty_json(&report);
         return Ok(());
     }
     println!(
@@ -523,10 +517,7 @@ fn eval_held_out(
         .collect();
     if json {
         let report = serde_json::json!({"languages": model.languages.len(), "sizes": results});
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("report serialises")
-        );
+        print_pretty_json(&report);
         return Ok(());
     }
     println!(
@@ -644,10 +635,7 @@ fn measure(arguments: &KernelsArgs) -> Result<(), KernelsCommandError> {
         }
     })?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).expect("rows serialise")
-        );
+        print_pretty_json(&rows);
     }
     Ok(())
 }
@@ -761,10 +749,7 @@ fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
         results.push(serde_json::json!({ "file": path.display().to_string(), "summary": summary }));
     }
     if arguments.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&results).expect("results serialise")
-        );
+        print_pretty_json(&results);
     } else {
         for result in &results {
             let file = result["file"].as_str().unwrap_or_default();
@@ -775,4 +760,12 @@ fn run_kernel(arguments: &RunArgs) -> Result<(), KernelsCommandError> {
         }
     }
     Ok(())
+}
+
+/// Prints `value` as pretty-printed JSON: the `--json` form of every report here.
+fn print_pretty_json(value: &(impl serde::Serialize + ?Sized)) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("kernel reports serialise")
+    );
 }

@@ -27,7 +27,6 @@ mod through_server;
 use std::path::PathBuf;
 
 use flashpipe_bench::progress::Progress;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use flashpipe_kernels::api::{Kernel, Summary};
@@ -118,14 +117,13 @@ impl PipelineStore {
         files: &[String],
         config: &PipelineConfig,
     ) -> Result<PipelineResult, flashpipe_pipeline::PipelineError> {
-        run_pipeline(PipelineJob {
-            engine: &self.engine,
-            engine_config: &self.engine_config,
+        run_pipeline(PipelineJob::uncancelled(
+            &self.engine,
+            &self.engine_config,
             kernel,
             files,
             config,
-            cancel: Arc::new(AtomicBool::new(false)),
-        })
+        ))
     }
 }
 

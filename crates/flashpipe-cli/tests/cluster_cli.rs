@@ -15,8 +15,9 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{
-    check_fails, check_fails_naming, command_line, flashpipe, flashpipe_as_nobody, fresh_folder,
-    outcome, second_user_available, start_flashpipe, text,
+    check_fails, check_fails_naming, cluster_page_read, command_line, flashpipe,
+    flashpipe_as_nobody, fresh_folder, outcome, second_user_available, start_cluster_node, text,
+    write_loopback_one_node, write_one_node,
 };
 use flashpipe_testkit::ports::free_loopback_port;
 
@@ -55,13 +56,6 @@ fn line_description(ports: &[u16]) -> String {
     text
 }
 
-/// One node at `address` with host 0 on it; `top` goes before the node (a `key_file` line).
-fn one_node_description(top: &str, address: &str) -> String {
-    format!(
-        "version = 1\n{top}[[node]]\nid = 0\naddress = \"{address}\"\npreset = \"minflash\"\nimage = \"n0.img\"\n[[host]]\nid = 0\nnode = 0\n"
-    )
-}
-
 /// The node processes; any still running are killed when the test ends.
 struct Nodes {
     description: PathBuf,
@@ -71,20 +65,7 @@ struct Nodes {
 
 impl Nodes {
     fn start(&mut self, node: u32) -> Vec<String> {
-        let (child, lines) = start_flashpipe(&[
-            "cluster",
-            "node",
-            "--cluster",
-            text(&self.description),
-            "--node",
-            &node.to_string(),
-            "--image",
-            text(&self.images),
-        ]);
-        assert!(
-            lines.last().is_some_and(|line| line.contains("ready")),
-            "node {node} printed no readiness line: {lines:?}"
-        );
+        let (child, lines) = start_cluster_node(&self.description, node, &self.images);
         self.children[node as usize] = Some(child);
         lines
     }
@@ -401,14 +382,9 @@ fn bad_descriptions_and_options_are_refused_clearly() {
     );
 
     let remote = folder.path().join("remote.toml");
-    std::fs::write(&remote, one_node_description("", "192.0.2.1:7400")).unwrap();
-    let port = free_loopback_port();
+    write_one_node(&remote, "", "192.0.2.1:7400");
     let good = folder.path().join("good.toml");
-    std::fs::write(
-        &good,
-        one_node_description("", &format!("127.0.0.1:{port}")),
-    )
-    .unwrap();
+    write_loopback_one_node(&good, "");
     let images = text(folder.path());
     let nested = folder.path().join("missing/images");
     for (description, node, image_folder, expected) in [
@@ -452,43 +428,11 @@ fn bad_descriptions_and_options_are_refused_clearly() {
     );
     run(with("read", &[]), "cannot connect to node 0");
     check_fails(
-        &[
-            "cluster",
-            "page",
-            "--cluster",
-            text(&good),
-            "--host",
-            "0",
-            "read",
-            "--device",
-            "7",
-            "--bus",
-            "0",
-            "--chip",
-            "0",
-            "--block",
-            "0",
-        ],
+        &cluster_page_read(&good, "0", "7"),
         "device 7 is not in the cluster description (its devices: 0)",
     );
     check_fails_naming(
-        &[
-            "cluster",
-            "page",
-            "--cluster",
-            text(&good),
-            "--host",
-            "3",
-            "read",
-            "--device",
-            "0",
-            "--bus",
-            "0",
-            "--chip",
-            "0",
-            "--block",
-            "0",
-        ],
+        &cluster_page_read(&good, "3", "0"),
         &["host 3 is not in the cluster description"],
     );
 }
@@ -500,13 +444,8 @@ fn a_keyed_cluster_lets_in_only_holders_of_its_key() {
     }
     let folder = fresh_folder("cluster-key");
     std::fs::set_permissions(folder.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let port = free_loopback_port();
     let description = folder.path().join("cluster.toml");
-    std::fs::write(
-        &description,
-        one_node_description("key_file = \"cluster.key\"\n", &format!("127.0.0.1:{port}")),
-    )
-    .unwrap();
+    write_loopback_one_node(&description, "key_file = \"cluster.key\"\n");
     std::fs::set_permissions(&description, std::fs::Permissions::from_mode(0o644)).unwrap();
     let key = folder.path().join("cluster.key");
     std::fs::write(&key, [0x42u8; 32]).unwrap();

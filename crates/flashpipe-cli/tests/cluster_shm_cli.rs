@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     check_fails, flashpipe_as_nobody, fresh_folder, outcome, second_user_available,
-    start_flashpipe, text,
+    start_flashpipe, text, write_one_node,
 };
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::loaded::load_description;
@@ -28,19 +28,12 @@ const NODES: u32 = 4;
 /// Reads in flight when a node is killed.
 const IN_FLIGHT: u64 = 32;
 
-/// One node at `address` with host 0 on it; `top` goes before the node.
-fn one_node_description(top: &str, address: &str) -> String {
-    format!(
-        "version = 1\n{top}[[node]]\nid = 0\naddress = \"{address}\"\npreset = \"minflash\"\nimage = \"n0.img\"\n[[host]]\nid = 0\nnode = 0\n"
-    )
-}
-
 #[test]
 fn check_names_the_link_and_the_socket_folder() {
     let folder = fresh_folder("cluster-shm-check");
     let shm = folder.path().join("shm.toml");
     let top = "link = \"shm\"\nsocket_dir = \"sockets\"\n";
-    std::fs::write(&shm, one_node_description(top, "127.0.0.1:7400")).unwrap();
+    write_one_node(&shm, top, "127.0.0.1:7400");
     let (ok, stdout, stderr) = outcome(&["cluster", "check", text(&shm)]);
     assert!(ok, "{stderr}");
     let sockets = folder.path().join("sockets");
@@ -53,7 +46,7 @@ fn check_names_the_link_and_the_socket_folder() {
     assert_eq!(json["socket_dir"], sockets.display().to_string());
 
     let tcp = folder.path().join("tcp.toml");
-    std::fs::write(&tcp, one_node_description("", "127.0.0.1:7400")).unwrap();
+    write_one_node(&tcp, "", "127.0.0.1:7400");
     let (ok, stdout, stderr) = outcome(&["cluster", "check", text(&tcp)]);
     assert!(ok && stdout.contains("link: tcp\n"), "{stdout}{stderr}");
 }
@@ -62,21 +55,13 @@ fn check_names_the_link_and_the_socket_folder() {
 fn bad_shm_descriptions_are_refused_by_name() {
     let folder = fresh_folder("cluster-shm-bad");
     let remote = folder.path().join("remote.toml");
-    std::fs::write(
-        &remote,
-        one_node_description("link = \"shm\"\n", "192.0.2.1:7400"),
-    )
-    .unwrap();
+    write_one_node(&remote, "link = \"shm\"\n", "192.0.2.1:7400");
     check_fails(
         &["cluster", "check", text(&remote)],
         "node 0's address 192.0.2.1:7400 is not a loopback address",
     );
     let unknown = folder.path().join("unknown.toml");
-    std::fs::write(
-        &unknown,
-        one_node_description("link = \"rdma\"\n", "127.0.0.1:7400"),
-    )
-    .unwrap();
+    write_one_node(&unknown, "link = \"rdma\"\n", "127.0.0.1:7400");
     check_fails(&["cluster", "check", text(&unknown)], "rdma");
 }
 

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{fresh_folder, outcome, start_flashpipe, text};
+use common::{fresh_folder, outcome, spawn_flashpipe, start_cluster_node, start_flashpipe, text};
 use flashpipe_testkit::ports::free_loopback_port;
 
 /// Two linked minflash nodes; host 0 on node 0 owns blocks 0..16 of every chip of both.
@@ -42,20 +42,7 @@ struct Nodes {
 
 impl Nodes {
     fn start(&mut self, node: u32) {
-        let (child, lines) = start_flashpipe(&[
-            "cluster",
-            "node",
-            "--cluster",
-            text(&self.description),
-            "--node",
-            &node.to_string(),
-            "--image",
-            text(&self.images),
-        ]);
-        assert!(
-            lines.last().is_some_and(|line| line.contains("ready")),
-            "node {node} printed no readiness line: {lines:?}"
-        );
+        let (child, _lines) = start_cluster_node(&self.description, node, &self.images);
         self.children[node as usize] = Some(child);
     }
 
@@ -120,16 +107,6 @@ fn succeed(arguments: &[&str]) -> String {
     assert!(ok, "flashpipe {arguments:?} failed: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     stdout
-}
-
-/// Runs `flashpipe ARGUMENTS` in the background.
-fn spawn(arguments: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flashpipe starts")
 }
 
 /// Waits for `child` at most `limit`; its success and standard error.
@@ -287,7 +264,7 @@ fn a_store_on_two_nodes_keeps_what_it_acknowledged_when_a_node_dies_mid_put() {
         // The put was done before the kill: the next one meets the dead node.
         let late = folder.path().join("late.bin");
         std::fs::write(&late, sample(1 << 20, 3)).unwrap();
-        let put = spawn(&["put", &store, text(&late)]);
+        let put = spawn_flashpipe(&["put", &store, text(&late)]);
         (put_ok, stderr) = finish_within(put, Duration::from_secs(60));
     }
     assert!(!put_ok, "a put with device 1 down must fail");

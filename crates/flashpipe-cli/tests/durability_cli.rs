@@ -11,9 +11,12 @@ mod common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
-use common::{check_fails, command_line, file_names, flashpipe, fresh_folder, mkfs, succeed, text};
+use common::{
+    check_fails, command_line, file_names, flashpipe, fresh_folder, mkfs, spawn_flashpipe, succeed,
+    text,
+};
 
 const DEVICES: [&str; 2] = ["a.img", "b.img"];
 
@@ -71,15 +74,6 @@ fn assert_fsck_clean(store: &Path) {
     assert!(report.contains("clean"), "{report}");
 }
 
-fn spawn(arguments: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(arguments)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the flashpipe binary starts")
-}
-
 /// Waits for a child; returns whether it succeeded and its standard error.
 fn finish(child: Child) -> (bool, String) {
     let output = child.wait_with_output().unwrap();
@@ -112,7 +106,7 @@ fn two_puts_at_once_lose_nothing() {
             if wait {
                 arguments.push("--wait");
             }
-            spawn(&arguments)
+            spawn_flashpipe(&arguments)
         };
         let first_child = spawn_put(&first);
         let second_child = spawn_put(&second);
@@ -149,8 +143,8 @@ fn put_and_rm_at_once_leave_one_of_the_two_orders() {
         let new_name = format!("new-{round}");
         let new = write_local(&folder, &new_name, &pattern(150_000, round));
         succeed(&["put", text(&store), text(&old), "--force"]);
-        let put = spawn(&["put", text(&store), text(&new), "--wait"]);
-        let rm = spawn(&["rm", text(&store), "old", "--wait"]);
+        let put = spawn_flashpipe(&["put", text(&store), text(&new), "--wait"]);
+        let rm = spawn_flashpipe(&["rm", text(&store), "old", "--wait"]);
         let (put_ok, put_stderr) = finish(put);
         let (rm_ok, rm_stderr) = finish(rm);
         assert!(put_ok && rm_ok, "{put_stderr} {rm_stderr}");
@@ -170,7 +164,7 @@ fn a_second_opener_is_refused_naming_the_holder_or_waits() {
     let fifo = folder.join("fifo");
     make_fifo(&fifo);
     let before = device_bytes(&folder);
-    let holder = spawn(&command_line(
+    let holder = spawn_flashpipe(&command_line(
         "put {} {} --special --as piped",
         &[text(&store), text(&fifo)],
     ));
@@ -185,7 +179,7 @@ fn a_second_opener_is_refused_naming_the_holder_or_waits() {
     );
     check_fails(&["rm", text(&store), "anything"], "is in use by pid");
     assert_devices_unchanged(&folder, &before, "a refused opener");
-    let waiting = spawn(&["ls", text(&store), "--wait"]);
+    let waiting = spawn_flashpipe(&["ls", text(&store), "--wait"]);
     writer.write_all(b"through the pipe").unwrap();
     drop(writer);
     let (holder_ok, holder_stderr) = finish(holder);
@@ -228,7 +222,7 @@ fn put_of_a_fifo_is_refused_without_blocking() {
     let fifo = folder.join("fifo");
     make_fifo(&fifo);
     let before = device_bytes(&folder);
-    let mut child = spawn(&["put", text(&store), text(&fifo)]);
+    let mut child = spawn_flashpipe(&["put", text(&store), text(&fifo)]);
     // A hang guard, not a timing assertion: a put that blocks on the FIFO is killed
     // after a generous while so the suite fails instead of hanging.
     let mut polls = 0;
@@ -467,7 +461,7 @@ fn read_only_commands_write_nothing_and_run_together() {
         vec!["fsck", text(&store)],
     ]
     .iter()
-    .map(|arguments| spawn(arguments))
+    .map(|arguments| spawn_flashpipe(arguments))
     .collect();
     for reader in readers {
         let (succeeded, stderr) = finish(reader);

@@ -56,44 +56,33 @@ fn held_out(folder: &Path) -> PathBuf {
     pieces
 }
 
+/// `flashpipe kernels train-langid --corpus CORPUS --out PROFILE EXTRA...`.
+fn train_arguments<'a>(corpus: &'a Path, profile: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let command = ["kernels", "train-langid", "--corpus", text(corpus)];
+    [&command[..], &["--out", text(profile)], extra].concat()
+}
+
+/// `flashpipe kernels eval-langid --profiles PROFILES --held-out PIECES EXTRA...`.
+fn eval_arguments<'a>(profiles: &'a str, pieces: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let command = ["kernels", "eval-langid", "--profiles", profiles];
+    [&command[..], &["--held-out", text(pieces)], extra].concat()
+}
+
 #[test]
 fn a_mixed_corpus_trains_a_version_2_profile_that_eval_and_the_kernel_use() {
     let folder = fresh_folder("langid-mixed");
     let corpus = mixed_corpus(&folder);
     let profile = folder.join("mixed.langid");
-    let report = succeed_json(&[
-        "kernels",
-        "train-langid",
-        "--corpus",
-        text(&corpus),
-        "--out",
-        text(&profile),
-        "--json",
-    ]);
+    let report = succeed_json(&train_arguments(&corpus, &profile, &["--json"]));
     assert_eq!(report["languages"], 4, "{report}");
     assert_eq!(report["word_lists"], 3, "{report}");
     let bytes = std::fs::read(&profile).expect("the profile");
     assert_eq!(&bytes[..8], b"FPLANGID");
     assert_eq!(bytes[8], 2, "a version-2 profile");
     let pieces = held_out(&folder);
-    let table = succeed(&[
-        "kernels",
-        "eval-langid",
-        "--profiles",
-        text(&profile),
-        "--held-out",
-        text(&pieces),
-    ]);
+    let table = succeed(&eval_arguments(text(&profile), &pieces, &[]));
     assert!(table.contains("| 256 B | 3 | 3 | 100.00% |"), "{table}");
-    let builtin = succeed_json(&[
-        "kernels",
-        "eval-langid",
-        "--profiles",
-        "builtin",
-        "--held-out",
-        text(&pieces),
-        "--json",
-    ]);
+    let builtin = succeed_json(&eval_arguments("builtin", &pieces, &["--json"]));
     assert_eq!(builtin["languages"], 445, "{builtin}");
     assert_eq!(builtin["sizes"][0]["total"]["pieces"], 3, "{builtin}");
     let sample = folder.join("q.txt");
@@ -132,68 +121,31 @@ fn hostile_word_lists_and_held_out_folders_are_refused_with_file_and_line() {
     for (content, expected) in cases {
         std::fs::write(&list, content).expect("write");
         check_fails_naming(
-            &[
-                "kernels",
-                "train-langid",
-                "--corpus",
-                text(&corpus),
-                "--out",
-                text(&profile),
-            ],
+            &train_arguments(&corpus, &profile, &[]),
             &["deu.freq.tsv", expected],
         );
         assert!(!profile.exists(), "nothing written for {expected}");
     }
     std::fs::write(&list, "der\t600\n").expect("write");
     check_fails_naming(
-        &[
-            "kernels",
-            "train-langid",
-            "--corpus",
-            text(&corpus),
-            "--out",
-            text(&profile),
-            "--rare-prior",
-            "3",
-        ],
+        &train_arguments(&corpus, &profile, &["--rare-prior", "3"]),
         &["--rare-prior 3"],
     );
     assert!(!profile.exists());
     let missing = folder.join("no-such-folder");
     check_fails_naming(
-        &[
-            "kernels",
-            "eval-langid",
-            "--profiles",
-            "builtin",
-            "--held-out",
-            text(&missing),
-        ],
+        &eval_arguments("builtin", &missing, &[]),
         &["no-such-folder"],
     );
     let pieces = folder.join("bad-pieces");
     std::fs::create_dir_all(&pieces).expect("folder");
     check_fails_naming(
-        &[
-            "kernels",
-            "eval-langid",
-            "--profiles",
-            "builtin",
-            "--held-out",
-            text(&pieces),
-        ],
+        &eval_arguments("builtin", &pieces, &[]),
         &["no pieces-SIZE.tsv files", "scripts/fetch-langid-eval"],
     );
     std::fs::write(pieces.join("pieces-512.tsv"), b"fra\tonly two fields\n").expect("write");
     check_fails_naming(
-        &[
-            "kernels",
-            "eval-langid",
-            "--profiles",
-            "builtin",
-            "--held-out",
-            text(&pieces),
-        ],
+        &eval_arguments("builtin", &pieces, &[]),
         &[
             "pieces-512.tsv line 1",
             "expected label<TAB>source<TAB>text",

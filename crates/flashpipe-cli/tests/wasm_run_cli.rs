@@ -72,6 +72,11 @@ const WASI: &str = r#"(module
   (memory (export "memory") 1)
 )"#;
 
+/// `flashpipe run STORE wasm OPTIONS...`.
+fn run_wasm<'a>(store: &'a std::path::Path, options: &[&'a str]) -> Vec<&'a str> {
+    [&["run", text(store), "wasm"][..], options].concat()
+}
+
 #[test]
 fn a_stored_module_runs_in_process_and_hostile_ones_fail_cleanly() {
     let Some(crc) = crc32c_module() else {
@@ -100,16 +105,11 @@ fn a_stored_module_runs_in_process_and_hostile_ones_fail_cleanly() {
         .split_once("  ")
         .expect("HEX  NAME");
     assert_eq!((hex.len(), name), (4096, "data:a"));
-    let by_path = succeed(&[
-        "run",
-        text(&store),
-        "wasm",
-        &format!(
-            "module_path={}",
-            examples_folder().join("histogram.wat").display()
-        ),
-        "data:a",
-    ]);
+    let module_path = format!(
+        "module_path={}",
+        examples_folder().join("histogram.wat").display()
+    );
+    let by_path = succeed(&run_wasm(&store, &[&module_path, "data:a"]));
     assert_eq!(
         by_path, histogram_line,
         "module_path= reads the same module"
@@ -144,38 +144,23 @@ fn a_stored_module_runs_through_the_server_and_module_path_is_refused() {
         &folder,
         &[("k:crc.wasm", &crc), ("k:spin.wat", SPIN.as_bytes())],
     );
-    let in_process = succeed(&["run", text(&store), "wasm", "module=k:crc.wasm", "data:*"]);
+    let crc_of_all = run_wasm(&store, &["module=k:crc.wasm", "data:*"]);
+    let in_process = succeed(&crc_of_all);
     let server = ServerProcess::start(&store, &["--max-kernel-runs", "1"]);
-    let stderr = succeed_stderr(&[
-        "run",
-        text(&store),
-        "wasm",
-        "module=k:crc.wasm",
-        "data:*",
-        "-v",
-    ]);
+    let stderr = succeed_stderr(&run_wasm(&store, &["module=k:crc.wasm", "data:*", "-v"]));
     assert!(stderr.contains("through the server"), "{stderr}");
-    let served = succeed(&["run", text(&store), "wasm", "module=k:crc.wasm", "data:*"]);
+    let served = succeed(&crc_of_all);
     assert_eq!(served, in_process, "the same lines through the server");
     let host_file = examples_folder().join("histogram.wat");
-    let refused = fail_stderr(&[
-        "run",
-        text(&store),
-        "wasm",
-        &format!("module_path={}", host_file.display()),
-        "data:a",
-    ]);
+    let module_path = format!("module_path={}", host_file.display());
+    let refused = fail_stderr(&run_wasm(&store, &[&module_path, "data:a"]));
     assert!(refused.contains("module_path="), "{refused}");
-    let timed_out = fail_stderr(&[
-        "run",
-        text(&store),
-        "wasm",
-        "module=k:spin.wat",
-        "timeout_ms=300",
-        "data:a",
-    ]);
+    let timed_out = fail_stderr(&run_wasm(
+        &store,
+        &["module=k:spin.wat", "timeout_ms=300", "data:a"],
+    ));
     assert!(timed_out.contains("timed out"), "{timed_out}");
-    let again = succeed(&["run", text(&store), "wasm", "module=k:crc.wasm", "data:*"]);
+    let again = succeed(&crc_of_all);
     assert_eq!(again, in_process, "the server keeps serving");
     server.stop_cleanly();
 }

@@ -7,19 +7,33 @@
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use flashpipe_base::wait::WaitPolicy;
-use flashpipe_cluster::wire::{self, Frame, Message, Status, WireAck};
+use flashpipe_cluster::wire::{self, Frame, Message, Status, WireAck, WireLimits};
 use flashpipe_cluster_host::conn::{read_frame, read_hello, send_hello};
 use flashpipe_cluster_host::hello::{Hello, Role};
 use flashpipe_cluster_host::loaded::{load_description, LoadedDescription};
-use flashpipe_cluster_host::session::{HostSession, LocalFailure, SessionOptions};
+use flashpipe_cluster_host::session::{HostSession, LocalFailure, SessionAck, SessionOptions};
 use flashpipe_flash::{AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest};
 use flashpipe_testkit::scratch::TestFolder;
 
+/// A one-node description in `root` whose node is a listener on a thread of its own: it
+/// accepts the host, answers its hello and runs `script` over the connection. The loaded
+/// description and the thread.
+fn scripted_node(
+    root: &Path,
+    script: impl FnOnce(TcpStream, WireLimits) + Send + 'static,
+) -> (LoadedDescription, JoinHandle<()>) {
+    let (loaded, listener) = one_node_listener(root);
+    let (crc, limits) = (loaded.crc, loaded.limits);
+    let node = std::thread::spawn(move || script(accept(&listener, crc), limits));
+    (loaded, node)
+}
+
 /// A one-node description whose node is the listener, and the listener.
-fn scripted_node(root: &Path) -> (LoadedDescription, TcpListener) {
+fn one_node_listener(root: &Path) -> (LoadedDescription, TcpListener) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let description = root.join("one.toml");
@@ -80,6 +94,20 @@ fn ack(tag: u64, kind: CommandKind, status: Status) -> Frame {
     }
 }
 
+/// Submits erases of blocks `0..count` (tags alike) and waits for their `count` acks; the
+/// acks and the time waited for them.
+fn erase_and_wait(session: &mut HostSession, count: u64) -> (Vec<SessionAck>, Duration) {
+    for tag in 0..count {
+        session.submit(erase(tag)).unwrap();
+    }
+    let started = Instant::now();
+    let mut acks = Vec::new();
+    while acks.len() < count as usize {
+        assert!(session.wait(&mut acks) > 0, "requests are in flight");
+    }
+    (acks, started.elapsed())
+}
+
 fn options(ack_timeout: Duration) -> SessionOptions {
     SessionOptions {
         in_flight_limit: 8,
@@ -91,23 +119,12 @@ fn options(ack_timeout: Duration) -> SessionOptions {
 #[test]
 fn an_ack_that_never_comes_fails_its_request_after_the_timeout() {
     let root = TestFolder::new("cluster-host-timeout");
-    let (loaded, listener) = scripted_node(&root);
-    let crc = loaded.crc;
-    let node = std::thread::spawn(move || {
-        let stream = accept(&listener, crc);
+    let (loaded, node) = scripted_node(&root, |stream, _| {
         std::thread::sleep(Duration::from_secs(3));
         drop(stream);
     });
     let mut session = HostSession::open(&loaded, 0, options(Duration::from_millis(200))).unwrap();
-    for tag in 0..3 {
-        session.submit(erase(tag)).unwrap();
-    }
-    let started = Instant::now();
-    let mut acks = Vec::new();
-    while acks.len() < 3 {
-        assert!(session.wait(&mut acks) > 0, "requests are in flight");
-    }
-    let waited = started.elapsed();
+    let (acks, waited) = erase_and_wait(&mut session, 3);
     assert!(
         waited >= Duration::from_millis(150) && waited < Duration::from_secs(2),
         "{waited:?}"
@@ -128,11 +145,7 @@ fn an_ack_that_never_comes_fails_its_request_after_the_timeout() {
 #[test]
 fn busy_is_sent_again_and_stray_acks_are_dropped() {
     let root = TestFolder::new("cluster-host-busy");
-    let (loaded, listener) = scripted_node(&root);
-    let crc = loaded.crc;
-    let limits = loaded.limits;
-    let node = std::thread::spawn(move || {
-        let mut stream = accept(&listener, crc);
+    let (loaded, node) = scripted_node(&root, |mut stream, limits| {
         let mut buffer = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         let mut answered = 0;
@@ -177,13 +190,7 @@ fn busy_is_sent_again_and_stray_acks_are_dropped() {
         std::thread::sleep(Duration::from_millis(200));
     });
     let mut session = HostSession::open(&loaded, 0, options(Duration::from_secs(10))).unwrap();
-    for tag in 0..4 {
-        session.submit(erase(tag)).unwrap();
-    }
-    let mut acks = Vec::new();
-    while acks.len() < 4 {
-        assert!(session.wait(&mut acks) > 0, "requests are in flight");
-    }
+    let (acks, _) = erase_and_wait(&mut session, 4);
     let mut tags: Vec<u64> = acks.iter().map(|ack| ack.ack.tag).collect();
     tags.sort_unstable();
     assert_eq!(tags, [0, 1, 2, 3], "one ack per tag");
@@ -205,11 +212,7 @@ fn busy_is_sent_again_and_stray_acks_are_dropped() {
 #[test]
 fn a_node_that_closes_fails_every_request_in_flight_at_once() {
     let root = TestFolder::new("cluster-host-closed");
-    let (loaded, listener) = scripted_node(&root);
-    let crc = loaded.crc;
-    let limits = loaded.limits;
-    let node = std::thread::spawn(move || {
-        let mut stream = accept(&listener, crc);
+    let (loaded, node) = scripted_node(&root, |mut stream, limits| {
         let mut buffer = Vec::new();
         for _ in 0..5 {
             read_frame(&mut stream, limits, &mut buffer).unwrap();
@@ -217,18 +220,8 @@ fn a_node_that_closes_fails_every_request_in_flight_at_once() {
         drop(stream);
     });
     let mut session = HostSession::open(&loaded, 0, options(Duration::from_secs(30))).unwrap();
-    for tag in 0..5 {
-        session.submit(erase(tag)).unwrap();
-    }
-    let started = Instant::now();
-    let mut acks = Vec::new();
-    while acks.len() < 5 {
-        assert!(session.wait(&mut acks) > 0, "requests are in flight");
-    }
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "no wait for the timeout"
-    );
+    let (acks, waited) = erase_and_wait(&mut session, 5);
+    assert!(waited < Duration::from_secs(5), "no wait for the timeout");
     for ack in &acks {
         assert_eq!(ack.ack.status, Status::Unreachable { device: 0, hop: 0 });
         assert!(

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use flashpipe_base::wait::WaitPolicy;
 use flashpipe_cluster::credits::CreditReceiver;
-use flashpipe_cluster::output::{input_of, OutputError, OutputStage};
+use flashpipe_cluster::output::{input_of, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router};
 use flashpipe_cluster::wire::{self, Channel, Frame, Message, Status, WireAck, WireLimits};
 use flashpipe_flash::{FlashArray, FlashCommand, FlashError};
@@ -288,16 +288,7 @@ impl State {
             );
             return Ok(());
         }
-        match state.stage.push(input_of(output.from), output.frame) {
-            Ok(()) => Ok(()),
-            Err(OutputError::QueueFull { frame }) => Err(Box::new(Output {
-                frame: *frame,
-                ..output
-            })),
-            Err(error @ OutputError::NoSuchInput { .. }) => {
-                unreachable!("every port is an input of every stage: {error}")
-            }
-        }
+        state.stage.push_output(output)
     }
 
     fn push_outputs(&mut self, outputs: Vec<Output>) {

@@ -8,14 +8,13 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use common::address;
+use common::{address, connect_as};
 use flashpipe_cluster::wire::{self, Frame, Message, Status};
-use flashpipe_cluster_node::conn::{read_frame, read_hello, send_hello};
-use flashpipe_cluster_node::hello::{Hello, Role};
+use flashpipe_cluster_node::conn::read_frame;
+use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::{
     load_description, start_with_limits, NodeLimits, NodeOptions, RunningNode,
@@ -76,15 +75,7 @@ fn wait_linked(description: &Path, host: u32, device: u32) {
 /// were answered `Ok`, or why it stopped.
 fn hammer(description: &Path, port: u16, host: u32, device: u32) -> Result<u64, String> {
     let loaded = load_description(description).unwrap();
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let hello = Hello {
-        role: Role::Host,
-        refusal: None,
-        id: host,
-        description_crc: loaded.crc,
-    };
-    send_hello(&mut stream, &hello).unwrap();
-    assert_eq!(read_hello(&mut stream).unwrap().refusal, None);
+    let mut stream = connect_as(port, Role::Host, host, loaded.crc);
     stream.set_read_timeout(Some(ACK_WAIT)).unwrap();
     let mut ok = 0;
     let mut buffer = Vec::new();

@@ -10,50 +10,26 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::start_nodes;
+use common::{start_nodes, two_node_description};
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::backend::ClusterFlash;
 use flashpipe_cluster_host::loaded::load_description;
 use flashpipe_cluster_host::session::{HostSession, SessionOptions, SessionSubmitError};
+use flashpipe_cluster_node::node::RunningNode;
 use flashpipe_device::{run_batch, IoBuf, Operation};
-use flashpipe_flash::{AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest};
+use flashpipe_flash::{AckStatus, CommandKind, FlashCommand, FlashRequest};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions};
-use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
 
 /// Two linked minflash nodes, host 0 on node 0 owning blocks 0..16 of both devices.
 fn two_node_cluster(root: &Path) -> std::path::PathBuf {
-    let ports = [free_loopback_port(), free_loopback_port()];
-    let description = root.join("cluster.toml");
-    std::fs::write(
-        &description,
-        format!(
-            "version = 1\n\
-             [[node]]\nid = 0\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n0.img\"\nlinks = [1]\n\
-             [[node]]\nid = 1\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n1.img\"\n\
-             [[host]]\nid = 0\nnode = 0\n\
-             shares = [{{ device = 0, start = 0, end = 16 }}, {{ device = 1, start = 0, end = 16 }}]\n",
-            ports[0], ports[1]
-        ),
-    )
-    .unwrap();
-    description
+    let shares =
+        "shares = [{ device = 0, start = 0, end = 16 }, { device = 1, start = 0, end = 16 }]\n";
+    two_node_description(root, shares).0
 }
 
 fn read_request(tag: u64, device: u32) -> FlashRequest {
-    FlashRequest {
-        tag,
-        host: 0,
-        command: FlashCommand::ReadPage {
-            address: FlashAddress {
-                device,
-                bus: (tag % 8) as u32,
-                chip: ((tag / 8) % 8) as u32,
-                block: 2,
-                page: 0,
-            },
-        },
-    }
+    common::page_read_request(tag, device, ((tag / 8) % 8) as u32, 2)
 }
 
 /// Sends reads until the links are up (a read of device 1 answered other than
@@ -201,40 +177,26 @@ fn an_ftl_over_two_nodes_keeps_its_pages_and_stops_when_a_node_dies() {
     );
     drop(ftl);
 
-    let backend = ClusterFlash::open(&description, 0, None, SessionOptions::default()).unwrap();
-    let fault = backend.fault_handle();
-    let mut backend: Box<dyn FlashBackend> = Box::new(backend);
-    let dead = nodes.pop().unwrap();
-    dead.stopper().stop();
-    dead.wait().unwrap();
-    let started = Instant::now();
-    for tag in 0..8 {
-        let mut request = read_request(tag, 1);
-        if let FlashCommand::ReadPage { address } = &mut request.command {
-            address.block = 1;
-        }
-        backend.submit(request).unwrap();
-    }
-    let mut acks = Vec::new();
-    while backend.wait_acks(&mut acks) > 0 {}
-    assert!(started.elapsed() < Duration::from_secs(10), "no hang");
-    let fault = fault.get().expect("the backend stopped on the dead node");
-    assert_eq!(fault.device, 1);
-    let words = fault.to_string();
+    let words = fault_reading_after_stopping(&description, nodes.pop().unwrap(), 1);
     assert!(
         words.contains("device 1") && words.contains("Unreachable"),
         "{words}"
     );
+    let words = fault_reading_after_stopping(&description, nodes.pop().unwrap(), 0);
+    assert!(words.contains("connection to node 0 was lost"), "{words}");
+}
 
-    let survivor = nodes.pop().unwrap();
-    let backend = ClusterFlash::open(&description, 0, None, SessionOptions::default()).unwrap();
+/// Opens a backend, stops `node`, then reads block 1 of `device` eight times: the fault
+/// the backend stopped on (of `device`, within 10 s), in words.
+fn fault_reading_after_stopping(description: &Path, node: RunningNode, device: u32) -> String {
+    let backend = ClusterFlash::open(description, 0, None, SessionOptions::default()).unwrap();
     let fault = backend.fault_handle();
     let mut backend: Box<dyn FlashBackend> = Box::new(backend);
-    survivor.stopper().stop();
-    survivor.wait().unwrap();
+    node.stopper().stop();
+    node.wait().unwrap();
     let started = Instant::now();
     for tag in 0..8 {
-        let mut request = read_request(tag, 0);
+        let mut request = read_request(tag, device);
         if let FlashCommand::ReadPage { address } = &mut request.command {
             address.block = 1;
         }
@@ -245,8 +207,7 @@ fn an_ftl_over_two_nodes_keeps_its_pages_and_stops_when_a_node_dies() {
     assert!(started.elapsed() < Duration::from_secs(10), "no hang");
     let fault = fault
         .get()
-        .expect("the backend stopped on the lost connection");
-    assert_eq!(fault.device, 0);
-    let words = fault.to_string();
-    assert!(words.contains("connection to node 0 was lost"), "{words}");
+        .expect("the backend stopped on the stopped node");
+    assert_eq!(fault.device, device);
+    fault.to_string()
 }

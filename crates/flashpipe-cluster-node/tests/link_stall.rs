@@ -5,18 +5,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{read_page, start_node};
+use common::{connect_as, start_node};
 use flashpipe_cluster::wire::{Message, Status};
-use flashpipe_cluster_node::conn::{read_frame, read_hello, send_hello};
-use flashpipe_cluster_node::hello::{Hello, Role};
-use flashpipe_cluster_node::host::one_request;
+use flashpipe_cluster_node::conn::read_frame;
+use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::node::load_description;
 use flashpipe_cluster_node::words::status_words;
-use flashpipe_flash::AckStatus;
 use flashpipe_testkit::scratch::TestFolder;
 
 const REQUESTS: u64 = 40;
@@ -31,22 +28,12 @@ fn a_neighbour_that_stalls_is_closed_and_its_requests_answered() {
     let loaded = load_description(&description).unwrap();
     let node = start_node(&description, 0, &root);
 
-    let mut stalled_peer = TcpStream::connect(("127.0.0.1", ports[0])).unwrap();
-    let hello = |role, id| Hello {
-        role,
-        refusal: None,
-        id,
-        description_crc: loaded.crc,
-    };
-    send_hello(&mut stalled_peer, &hello(Role::Node, 1)).unwrap();
-    assert_eq!(read_hello(&mut stalled_peer).unwrap().refusal, None);
+    let mut stalled_peer = connect_as(ports[0], Role::Node, 1, loaded.crc);
     // The router takes the link a moment after the hello (no frame tells when); the
     // elapsed-time check below fails if the requests were answered without going out on it.
     std::thread::sleep(Duration::from_millis(500));
 
-    let mut host = TcpStream::connect(("127.0.0.1", ports[0])).unwrap();
-    send_hello(&mut host, &hello(Role::Host, 0)).unwrap();
-    assert_eq!(read_hello(&mut host).unwrap().refusal, None);
+    let mut host = connect_as(ports[0], Role::Host, 0, loaded.crc);
     let bytes = common::encoded_reads(REQUESTS, 0, 1, loaded.limits);
     let sent = Instant::now();
     host.write_all(&bytes).unwrap();
@@ -84,22 +71,10 @@ fn a_neighbour_that_stalls_is_closed_and_its_requests_answered() {
         waited.as_millis()
     );
 
-    stalled_peer
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut rest = Vec::new();
-    let closed = stalled_peer.read_to_end(&mut rest);
-    assert!(
-        closed.is_ok(),
-        "the node closed the stalled link: reading its end ends ({closed:?})"
+    common::assert_closed_by_node(
+        &mut stalled_peer,
+        Duration::from_secs(10),
+        "the node closed the stalled link: reading its end ends",
     );
-
-    let reply = one_request(&description, 0, read_page(0, 1)).unwrap();
-    assert!(matches!(
-        reply.ack.status,
-        Status::Flash(AckStatus::Ok { .. })
-    ));
-    node.stopper().stop();
-    let summary = node.wait().expect("every tag is free at the stop");
-    assert_eq!(summary.bad_peers, 1, "only the stalled link was closed");
+    common::assert_serves_and_stops_with_one_bad_peer(&description, node, "the stalled link");
 }

@@ -4,17 +4,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::read_page;
-use flashpipe_cluster::wire::Status;
-use flashpipe_cluster_node::conn::{read_hello, send_hello};
-use flashpipe_cluster_node::hello::{Hello, Role};
-use flashpipe_cluster_node::host::one_request;
+use common::connect_as;
+use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::node::{load_description, start_with_limits, NodeLimits, NodeOptions};
-use flashpipe_flash::AckStatus;
 use flashpipe_testkit::scratch::TestFolder;
 
 const TINY: NodeLimits = NodeLimits {
@@ -35,25 +30,14 @@ fn a_neighbour_past_its_tokens_is_closed() {
     };
     let node = start_with_limits(&options, TINY).unwrap();
 
-    let mut peer = TcpStream::connect(("127.0.0.1", ports[0])).unwrap();
-    let hello = Hello {
-        role: Role::Node,
-        refusal: None,
-        id: 1,
-        description_crc: loaded.crc,
-    };
-    send_hello(&mut peer, &hello).unwrap();
-    assert_eq!(read_hello(&mut peer).unwrap().refusal, None);
+    let mut peer = connect_as(ports[0], Role::Node, 1, loaded.crc);
     let bytes = common::encoded_reads(200, 1, 0, loaded.limits);
     let sent = Instant::now();
     peer.write_all(&bytes).unwrap();
-    peer.set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut rest = Vec::new();
-    let closed = peer.read_to_end(&mut rest);
-    assert!(
-        closed.is_ok(),
-        "the node closes a peer past its tokens ({closed:?})"
+    common::assert_closed_by_node(
+        &mut peer,
+        Duration::from_secs(20),
+        "the node closes a peer past its tokens",
     );
     assert!(
         sent.elapsed() < Duration::from_secs(5),
@@ -61,15 +45,9 @@ fn a_neighbour_past_its_tokens_is_closed() {
         sent.elapsed().as_millis()
     );
 
-    let reply = one_request(&description, 0, read_page(0, 1)).unwrap();
-    assert!(matches!(
-        reply.ack.status,
-        Status::Flash(AckStatus::Ok { .. })
-    ));
-    node.stopper().stop();
-    let summary = node.wait().expect("every tag is free at the stop");
-    assert_eq!(
-        summary.bad_peers, 1,
-        "only the peer past its tokens was closed"
+    common::assert_serves_and_stops_with_one_bad_peer(
+        &description,
+        node,
+        "the peer past its tokens",
     );
 }

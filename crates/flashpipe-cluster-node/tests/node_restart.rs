@@ -11,10 +11,10 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{address, read_page, request_until_linked, start_node};
+use common::{address, connect_as, read_page, request_until_linked, start_node};
 use flashpipe_cluster::wire::{self, Frame, Message, Status, WireLimits};
-use flashpipe_cluster_node::conn::{read_frame, read_hello, send_hello};
-use flashpipe_cluster_node::hello::{Hello, Role};
+use flashpipe_cluster_node::conn::read_frame;
+use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::node::{load_description, NODE_TAGS};
 use flashpipe_cluster_node::words::status_words;
 use flashpipe_flash::{AckStatus, FlashCommand, FlashRequest};
@@ -24,15 +24,7 @@ const ACK_WAIT: Duration = Duration::from_secs(20);
 
 fn host_connection(description: &Path, port: u16) -> (TcpStream, WireLimits) {
     let loaded = load_description(description).unwrap();
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let hello = Hello {
-        role: Role::Host,
-        refusal: None,
-        id: 0,
-        description_crc: loaded.crc,
-    };
-    send_hello(&mut stream, &hello).unwrap();
-    assert_eq!(read_hello(&mut stream).unwrap().refusal, None);
+    let stream = connect_as(port, Role::Host, 0, loaded.crc);
     stream.set_read_timeout(Some(ACK_WAIT)).unwrap();
     (stream, loaded.limits)
 }

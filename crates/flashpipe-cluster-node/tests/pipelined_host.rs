@@ -7,47 +7,17 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{read_page, start_node};
-use flashpipe_cluster::wire::{self, Frame, Message, Status};
-use flashpipe_cluster_node::conn::{read_frame, read_hello, send_hello};
-use flashpipe_cluster_node::hello::{Hello, Role};
+use common::{connect_as, page_read_frame, read_page, start_node, two_node_text};
+use flashpipe_cluster::wire::{self, Message, Status};
+use flashpipe_cluster_node::conn::read_frame;
+use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::host::one_request;
 use flashpipe_cluster_node::node::{load_description, NODE_QUEUE_LIMIT};
-use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
+use flashpipe_flash::AckStatus;
 use flashpipe_testkit::ports::free_loopback_port;
 use flashpipe_testkit::scratch::TestFolder;
-
-fn two_nodes(ports: [u16; 2], extra: &str) -> String {
-    format!(
-        "version = 1\n\
-         [[node]]\nid = 0\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n0.img\"\nlinks = [1]\n\
-         [[node]]\nid = 1\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n1.img\"\n\
-         [[host]]\nid = 0\nnode = 0\n{extra}",
-        ports[0], ports[1]
-    )
-}
-
-fn read_of(tag: u64, device: u32) -> Frame {
-    Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
-            tag,
-            host: 0,
-            command: FlashCommand::ReadPage {
-                address: FlashAddress {
-                    device,
-                    bus: (tag % 8) as u32,
-                    chip: 0,
-                    block: 1,
-                    page: 0,
-                },
-            },
-        }),
-    }
-}
 
 #[test]
 fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
@@ -61,22 +31,11 @@ fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
     .unwrap();
     let loaded = load_description(&description).unwrap();
     let node = start_node(&description, 0, &root);
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    send_hello(
-        &mut stream,
-        &Hello {
-            role: Role::Host,
-            refusal: None,
-            id: 0,
-            description_crc: loaded.crc,
-        },
-    )
-    .unwrap();
-    assert_eq!(read_hello(&mut stream).unwrap().refusal, None);
+    let mut stream = connect_as(port, Role::Host, 0, loaded.crc);
     let requests = 300u64;
     let mut bytes = Vec::new();
     for tag in 0..requests {
-        bytes.extend(wire::encode(&read_of(tag, 0), loaded.limits).unwrap());
+        bytes.extend(wire::encode(&page_read_frame(tag, 0, 0), loaded.limits).unwrap());
     }
     stream.write_all(&bytes).unwrap();
     stream
@@ -113,16 +72,8 @@ fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
         Status::Flash(AckStatus::Ok { .. })
     ));
 
-    let mut spoofing = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let hello = Hello {
-        role: Role::Host,
-        refusal: None,
-        id: 0,
-        description_crc: loaded.crc,
-    };
-    send_hello(&mut spoofing, &hello).unwrap();
-    assert_eq!(read_hello(&mut spoofing).unwrap().refusal, None);
-    let mut spoofed = read_of(1, 0);
+    let mut spoofing = connect_as(port, Role::Host, 0, loaded.crc);
+    let mut spoofed = page_read_frame(1, 0, 0);
     if let Message::Request(request) = &mut spoofed.message {
         request.host = 1;
     }
@@ -150,8 +101,8 @@ fn nodes_running_different_descriptions_never_link() {
     let ports = [free_loopback_port(), free_loopback_port()];
     let first = root.join("first.toml");
     let second = root.join("second.toml");
-    std::fs::write(&first, two_nodes(ports, "")).unwrap();
-    std::fs::write(&second, two_nodes(ports, "weight = 2\n")).unwrap();
+    std::fs::write(&first, two_node_text(ports, "")).unwrap();
+    std::fs::write(&second, two_node_text(ports, "weight = 2\n")).unwrap();
     let zero = start_node(&first, 0, &root.join("a"));
     let one = start_node(&second, 1, &root.join("b"));
     std::thread::sleep(Duration::from_millis(300));

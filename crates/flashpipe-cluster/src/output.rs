@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use crate::arbiter::RoundRobin;
 use crate::credits::{CreditError, CreditSender};
-use crate::router::Port;
+use crate::router::{Output, Port};
 use crate::wire::{Channel, Credit, Frame, Message};
 
 /// The input index of a port: host 0, device 1, link `i` at `2 + i`.
@@ -117,6 +117,22 @@ impl OutputStage {
         }
         queue.push_back(frame);
         Ok(())
+    }
+
+    /// Queues a router output: its frame, from the input of the port it came from. A full
+    /// queue hands the output back, for the caller to hold that input. Panics when that
+    /// input is not one of the stage's (a node makes every port an input of every stage).
+    pub fn push_output(&mut self, output: Output) -> Result<(), Box<Output>> {
+        match self.push(input_of(output.from), output.frame) {
+            Ok(()) => Ok(()),
+            Err(OutputError::QueueFull { frame }) => Err(Box::new(Output {
+                frame: *frame,
+                ..output
+            })),
+            Err(error @ OutputError::NoSuchInput { .. }) => {
+                unreachable!("every port is an input of every stage: {error}")
+            }
+        }
     }
 
     /// Takes back tokens the receiver returned.

@@ -56,6 +56,17 @@ fn read(array: &mut FlashArray, at: FlashAddress) -> Ack {
     run(array, FlashCommand::ReadPage { address: at })
 }
 
+/// Submits a read of `at` as host 0, tag `tag`, without running the array.
+fn submit_read(array: &mut FlashArray, tag: u64, at: FlashAddress) {
+    array
+        .submit(FlashRequest {
+            tag,
+            host: 0,
+            command: FlashCommand::ReadPage { address: at },
+        })
+        .unwrap();
+}
+
 #[test]
 fn each_rule_violation_is_acknowledged_as_such() {
     let mut array = array_with(small_config(), StorageMode::Memory, 1);
@@ -232,15 +243,7 @@ fn check_read_period(cache_read: bool, command_ns: u64, array_read_ns: u64, tran
     timing.page_transfer_ns = transfer_ns;
     let mut array = array_with(config, StorageMode::TimingOnly, 6);
     for page in 0..8 {
-        array
-            .submit(FlashRequest {
-                tag: page,
-                host: 0,
-                command: FlashCommand::ReadPage {
-                    address: address(0, 0, 0, page as u32),
-                },
-            })
-            .unwrap();
+        submit_read(&mut array, page, address(0, 0, 0, page as u32));
     }
     let mut acks = Vec::new();
     array.run_until_idle(&mut acks);
@@ -282,15 +285,7 @@ fn command_bursts_go_before_data_transfers() {
     timing.page_transfer_ns = 50_000;
     let mut array = array_with(config, StorageMode::TimingOnly, 7);
     let submit = |array: &mut FlashArray, tag: u64, chip: u32, page: u32| {
-        array
-            .submit(FlashRequest {
-                tag,
-                host: 0,
-                command: FlashCommand::ReadPage {
-                    address: address(0, chip, 0, page),
-                },
-            })
-            .unwrap();
+        submit_read(array, tag, address(0, chip, 0, page));
     };
     submit(&mut array, 1, 0, 0); // cmd 0-1, tR 1-11, data 11-61
     array.run_until(5_000);
@@ -316,15 +311,7 @@ fn older_requests_win_the_bus() {
     let mut array = array_with(config, StorageMode::TimingOnly, 8);
     for (tag, chip, page, at_ns) in [(1, 0, 0, 0), (2, 1, 0, 2_000), (3, 0, 1, 3_000)] {
         array.run_until(at_ns);
-        array
-            .submit(FlashRequest {
-                tag,
-                host: 0,
-                command: FlashCommand::ReadPage {
-                    address: address(0, chip, 0, page),
-                },
-            })
-            .unwrap();
+        submit_read(&mut array, tag, address(0, chip, 0, page));
     }
     let mut acks = Vec::new();
     array.run_until_idle(&mut acks);
@@ -456,32 +443,27 @@ fn check_malformed(text: &str, expected_line: usize, expected_words: &str) {
 #[test]
 fn malformed_presets_name_their_line() {
     let good = include_str!("../presets/rad.toml");
-    check_malformed(
-        &good.replace("ways = 1 ", "ways = \"one\""),
-        7,
-        "invalid type",
-    );
-    check_malformed(
-        &good.replace("pages_per_block = 64", "pages_per_block = 0"),
-        11,
-        "pages_per_block",
-    );
-    check_malformed(
-        &good.replace("page_spare_bytes = 224", "page_spare_bytes = 100"),
-        13,
-        "parity",
-    );
-    check_malformed(&good.replace("erase_ns = 1500000", "erase_ns = [1"), 23, "");
-    check_malformed(
-        &good.replace("hop_ns = 0", "hop_ns = 0\nbogus = 1"),
-        31,
-        "unknown field",
-    );
-    check_malformed(
-        &good.replace("base_rber = 1.0e-9", "base_rber = 2.0"),
-        36,
-        "base_rber",
-    );
+    let cases = [
+        ("ways = 1 ", "ways = \"one\"", 7, "invalid type"),
+        (
+            "pages_per_block = 64",
+            "pages_per_block = 0",
+            11,
+            "pages_per_block",
+        ),
+        (
+            "page_spare_bytes = 224",
+            "page_spare_bytes = 100",
+            13,
+            "parity",
+        ),
+        ("erase_ns = 1500000", "erase_ns = [1", 23, ""),
+        ("hop_ns = 0", "hop_ns = 0\nbogus = 1", 31, "unknown field"),
+        ("base_rber = 1.0e-9", "base_rber = 2.0", 36, "base_rber"),
+    ];
+    for (line, replacement, line_number, fragment) in cases {
+        check_malformed(&good.replace(line, replacement), line_number, fragment);
+    }
     for name in flashpipe_flash::config::PRESET_NAMES {
         FlashConfig::preset(name).unwrap();
     }

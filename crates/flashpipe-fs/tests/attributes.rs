@@ -23,7 +23,7 @@ use flashpipe_fs::{
     Structure,
 };
 use flashpipe_testkit::formatted::format_fs;
-use support::{blocks_of, pattern, rewrite_super_block, SharedDisk};
+use support::{blocks_of, newest_super_block, pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 const DISK_BLOCKS: u64 = 4096;
@@ -41,11 +41,6 @@ fn all_set() -> FileAttributes {
         }),
         modified_wall_ns: Some(1_700_000_000_123_456_789),
     }
-}
-
-fn newest_super_block(shared: &SharedDisk, fs: &Filesystem) -> Vec<u8> {
-    let slot = fs.stats().commit_sequence % 2;
-    shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize)
 }
 
 fn read_all(fs: &mut Filesystem, name: &str) -> Vec<u8> {
@@ -230,9 +225,7 @@ fn hostile_records_are_findings_and_refused_at_mount() {
 
 /// Rewrites both super block slots as version 5 (the same layout).
 fn downgrade_to_version_5(shared: &SharedDisk) {
-    for slot in 0..2 {
-        rewrite_super_block(shared, slot, |bytes| write_u32(bytes, 8, 5));
-    }
+    support::downgrade_super_blocks(shared, 5, |_| {});
 }
 
 #[test]

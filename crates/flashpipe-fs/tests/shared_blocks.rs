@@ -20,7 +20,7 @@ use flashpipe_fs::layout::{
 use flashpipe_fs::{fsck, CopyMethod, FileId, Filesystem, MountError, Structure};
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
-use support::{blocks_of, pattern, rewrite_super_block, SharedDisk};
+use support::{blocks_of, newest_super_block, pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 const DISK_BLOCKS: u64 = 4096;
@@ -35,11 +35,6 @@ fn read_all(fs: &mut Filesystem, file: FileId) -> Vec<u8> {
         return Vec::new();
     }
     fs.read(file, 0, size).expect("read").to_vec()
-}
-
-fn newest_super_block(shared: &SharedDisk, fs: &Filesystem) -> Vec<u8> {
-    let slot = fs.stats().commit_sequence % 2;
-    shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize)
 }
 
 #[test]
@@ -264,14 +259,11 @@ fn a_block_shared_within_one_file_is_counted_and_unshared_by_a_write() {
 /// Rewrites the newest slot (and the older one, when valid) as version 4: the shared
 /// fields zero (they are reserved bytes there).
 fn downgrade_to_version_4(shared: &SharedDisk) {
-    for slot in 0..2 {
-        rewrite_super_block(shared, slot, |bytes| {
-            assert_eq!(read_u64(bytes, 152), 0, "no shared table to drop");
-            write_u32(bytes, 8, 4);
-            write_u64(bytes, 160, 0);
-            write_u64(bytes, 168, 0);
-        });
-    }
+    support::downgrade_super_blocks(shared, 4, |bytes| {
+        assert_eq!(read_u64(bytes, 152), 0, "no shared table to drop");
+        write_u64(bytes, 160, 0);
+        write_u64(bytes, 168, 0);
+    });
 }
 
 #[test]

@@ -6,9 +6,9 @@
 
 mod support;
 
-use flashpipe_fs::layout::{read_u32, write_u32, FORMAT_VERSION};
+use flashpipe_fs::layout::{read_u32, FORMAT_VERSION};
 use flashpipe_fs::{fsck, Filesystem, FormatError, FormatOptions, StoreIdentityError, Structure};
-use support::{pattern, rewrite_super_block, SharedDisk};
+use support::{pattern, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
 const DISK_BLOCKS: u64 = 2048;
@@ -52,12 +52,7 @@ fn newest_version_and_identity(shared: &SharedDisk, fs: &Filesystem) -> (u32, Ve
 /// Rewrites both super block slots as format version 3 (identity bytes zero, as a
 /// version-3 image has them: they are reserved there).
 fn downgrade_to_version_3(shared: &SharedDisk) {
-    for slot in 0..2 {
-        rewrite_super_block(shared, slot, |bytes| {
-            write_u32(bytes, 8, 3);
-            bytes[136..152].fill(0);
-        });
-    }
+    support::downgrade_super_blocks(shared, 3, |bytes| bytes[136..152].fill(0));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::api::{FileInfo, FileJob, Kernel, Neighbour, OutputSink, QueryNeighbours, Summary};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
 use crate::options::{
-    KernelOptions, OptionSpec, MAX_DIMENSIONS, MAX_NEIGHBOURS, MAX_QUERY_FILE_BYTES,
+    bad_query_file, read_query_file, KernelOptions, OptionSpec, MAX_DIMENSIONS, MAX_NEIGHBOURS,
     MAX_QUERY_NEIGHBOURS,
 };
 use crate::records::{start_record_job, RecordKernel};
@@ -72,23 +72,11 @@ impl KnnKernel {
         let dimensions = options.integer("dimensions", 1, MAX_DIMENSIONS)? as usize;
         let neighbour_count = options.integer("k", 1, MAX_NEIGHBOURS)? as usize;
         let path = options.text("queries")?;
-        let bad_file = |reason: String| OptionsError::BadFile {
-            key: "queries".into(),
-            reason,
-        };
-        let metadata = std::fs::metadata(path)
-            .map_err(|error| bad_file(format!("cannot read {path}: {error}")))?;
-        if !metadata.is_file() || metadata.len() > MAX_QUERY_FILE_BYTES {
-            return Err(bad_file(format!(
-                "{path} must be a regular file of at most {MAX_QUERY_FILE_BYTES} bytes (64 MiB)"
-            )));
-        }
-        let bytes = std::fs::read(path)
-            .map_err(|error| bad_file(format!("cannot read {path}: {error}")))?;
+        let bytes = read_query_file(path)?;
         let queries = decode_vectors(&bytes, dimensions)
             .filter(|values| !values.is_empty())
             .ok_or_else(|| {
-                bad_file(format!(
+                bad_query_file(format!(
                     "{path} has {} bytes, not a positive multiple of {} ({dimensions} f32 values)",
                     bytes.len(),
                     dimensions * 4
@@ -96,7 +84,7 @@ impl KnnKernel {
             })?;
         let query_count = (queries.len() / dimensions) as u64;
         if query_count * neighbour_count as u64 > MAX_QUERY_NEIGHBOURS {
-            return Err(bad_file(format!(
+            return Err(bad_query_file(format!(
                 "{path} holds {query_count} queries; queries x k = {} is above the limit of {MAX_QUERY_NEIGHBOURS}",
                 query_count * neighbour_count as u64
             )));

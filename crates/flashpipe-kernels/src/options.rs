@@ -238,6 +238,27 @@ impl KernelOptions {
     }
 }
 
+/// The whole query file at `path` (option `queries` of kNN and blastn): a regular file of
+/// at most [`MAX_QUERY_FILE_BYTES`], or a [`bad_query_file`] saying why not.
+pub(crate) fn read_query_file(path: &str) -> Result<Vec<u8>, OptionsError> {
+    let metadata = std::fs::metadata(path)
+        .map_err(|error| bad_query_file(format!("cannot read {path}: {error}")))?;
+    if !metadata.is_file() || metadata.len() > MAX_QUERY_FILE_BYTES {
+        return Err(bad_query_file(format!(
+            "{path} must be a regular file of at most {MAX_QUERY_FILE_BYTES} bytes (64 MiB)"
+        )));
+    }
+    std::fs::read(path).map_err(|error| bad_query_file(format!("cannot read {path}: {error}")))
+}
+
+/// The query file (option `queries`) refused, for `reason`.
+pub(crate) fn bad_query_file(reason: String) -> OptionsError {
+    OptionsError::BadFile {
+        key: "queries".into(),
+        reason,
+    }
+}
+
 fn known_keys(specs: &[OptionSpec]) -> String {
     if specs.is_empty() {
         return "(none)".to_string();
@@ -249,7 +270,8 @@ fn known_keys(specs: &[OptionSpec]) -> String {
         .join(", ")
 }
 
-fn bad_value(key: &str, value: &str, reason: &str) -> OptionsError {
+/// Option `key=value` refused, for `reason`.
+pub(crate) fn bad_value(key: &str, value: &str, reason: &str) -> OptionsError {
     OptionsError::BadValue {
         key: key.to_string(),
         value: value.to_string(),

@@ -170,48 +170,38 @@ pub trait NbdStream: Read + Write + Send + 'static {
     fn raw_fd(&self) -> std::os::unix::io::RawFd;
 }
 
-impl NbdStream for TcpStream {
-    fn try_clone_stream(&self) -> std::io::Result<Box<dyn NbdStream>> {
-        Ok(Box::new(self.try_clone()?))
-    }
-    fn shutdown_stream(&self, how: Shutdown) -> std::io::Result<()> {
-        self.shutdown(how)
-    }
-    fn peer_name(&self) -> String {
-        self.peer_addr()
-            .map_or_else(|_| "tcp peer".to_string(), |address| address.to_string())
-    }
-    fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
-        self.set_write_timeout(limit)
-    }
-    fn set_nonblocking_stream(&self, nonblocking: bool) -> std::io::Result<()> {
-        self.set_nonblocking(nonblocking)
-    }
-    fn raw_fd(&self) -> std::os::unix::io::RawFd {
-        std::os::unix::io::AsRawFd::as_raw_fd(self)
-    }
+/// [`NbdStream`] for a standard socket type, whose inherent methods of the same names do
+/// the work; `peer_name` is the expression given, over the socket named.
+macro_rules! nbd_stream_for {
+    ($socket_type:ty, |$socket:ident| $peer_name:expr) => {
+        impl NbdStream for $socket_type {
+            fn try_clone_stream(&self) -> std::io::Result<Box<dyn NbdStream>> {
+                Ok(Box::new(self.try_clone()?))
+            }
+            fn shutdown_stream(&self, how: Shutdown) -> std::io::Result<()> {
+                self.shutdown(how)
+            }
+            fn peer_name(&self) -> String {
+                let $socket = self;
+                $peer_name
+            }
+            fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
+                self.set_write_timeout(limit)
+            }
+            fn set_nonblocking_stream(&self, nonblocking: bool) -> std::io::Result<()> {
+                self.set_nonblocking(nonblocking)
+            }
+            fn raw_fd(&self) -> std::os::unix::io::RawFd {
+                std::os::unix::io::AsRawFd::as_raw_fd(self)
+            }
+        }
+    };
 }
 
-impl NbdStream for UnixStream {
-    fn try_clone_stream(&self) -> std::io::Result<Box<dyn NbdStream>> {
-        Ok(Box::new(self.try_clone()?))
-    }
-    fn shutdown_stream(&self, how: Shutdown) -> std::io::Result<()> {
-        self.shutdown(how)
-    }
-    fn peer_name(&self) -> String {
-        "unix socket peer".to_string()
-    }
-    fn set_write_limit(&self, limit: Option<std::time::Duration>) -> std::io::Result<()> {
-        self.set_write_timeout(limit)
-    }
-    fn set_nonblocking_stream(&self, nonblocking: bool) -> std::io::Result<()> {
-        self.set_nonblocking(nonblocking)
-    }
-    fn raw_fd(&self) -> std::os::unix::io::RawFd {
-        std::os::unix::io::AsRawFd::as_raw_fd(self)
-    }
-}
+nbd_stream_for!(TcpStream, |socket| socket
+    .peer_addr()
+    .map_or_else(|_| "tcp peer".to_string(), |address| address.to_string()));
+nbd_stream_for!(UnixStream, |_socket| "unix socket peer".to_string());
 
 /// A device worker's thread, which hands the device back when it ends.
 type WorkerThread = JoinHandle<Option<Box<dyn BlockDevice>>>;

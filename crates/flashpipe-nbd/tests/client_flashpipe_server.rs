@@ -5,14 +5,12 @@
 
 mod client_support;
 
-use client_support::{striped_store_config, Scratch};
+use client_support::{check_store, fill_store, striped_store_config, Scratch};
 use flashpipe_device::conformance;
 use flashpipe_device::{BlockDevice, RamDisk};
-use flashpipe_fs::Filesystem;
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 use flashpipe_nbd::server::{Export, InitialAllocation, NbdServer, ServerConfig};
 use flashpipe_store::create_store;
-use flashpipe_store::store::{open_store_device, DeviceCreation};
 
 /// A server exporting one zeroed RAM disk of `size_bytes` as `disk`.
 fn ram_disk_node(size_bytes: u64, tcp: bool, socket: Option<std::path::PathBuf>) -> NbdServer {
@@ -107,23 +105,9 @@ fn a_store_stripes_over_three_flashpipe_disk_nodes() {
             .map(|byte| (byte as u8).wrapping_mul(index as u8 | 1))
             .collect()
     };
-    {
-        let opened = open_store_device(&config, &store_file, DeviceCreation::MustExist).unwrap();
-        let mut filesystem = Filesystem::mount(opened.device).unwrap();
-        for index in 0..30 {
-            let file = filesystem.create(&format!("f{index}")).unwrap();
-            filesystem.write(file, 0, &contents(index)).unwrap();
-        }
-        filesystem.flush().unwrap();
-        drop(filesystem.unmount().unwrap());
-    }
-    let opened = open_store_device(&config, &store_file, DeviceCreation::ReadOnly).unwrap();
-    let mut filesystem = Filesystem::mount_read_only(opened.device).unwrap();
-    for index in 0..30 {
-        let file = filesystem.open(&format!("f{index}")).unwrap();
-        let expected = contents(index);
-        let read = filesystem.read(file, 0, expected.len() as u64).unwrap();
-        assert!(read[..] == expected[..], "file {index}");
-    }
-    assert!(filesystem.check().unwrap().is_clean());
+    let files: Vec<(String, Vec<u8>)> = (0..30)
+        .map(|index| (format!("f{index}"), contents(index)))
+        .collect();
+    fill_store(&config, &store_file, &files);
+    check_store(&config, &store_file, &files);
 }

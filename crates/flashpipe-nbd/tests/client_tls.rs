@@ -14,14 +14,14 @@ mod tls_certificates;
 
 use std::path::Path;
 
-use client_support::{have, reap, striped_store_config, zero_file, Scratch, Server};
+use client_support::{
+    check_store, fill_store, have, reap, striped_store_config, zero_file, Scratch, Server,
+};
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
-use flashpipe_fs::Filesystem;
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{Export, ExportDeviceSpec, NbdServer, ServerConfig, ServerLimits};
 use flashpipe_store::create_store;
-use flashpipe_store::store::{open_store_device, DeviceCreation};
 use tls_certificates::{make_certificates, Certificates};
 
 const MIB: u64 = 1024 * 1024;
@@ -380,28 +380,11 @@ fn a_store_striped_over_nbds_members_keeps_its_files() {
     let store_file = scratch.path.join("store.toml");
     let config = striped_store_config(&list);
     create_store(&config, &store_file, &mut |note| eprintln!("note: {note}")).expect("mkfs");
-    let opened = open_store_device(&config, &store_file, DeviceCreation::MustExist).unwrap();
-    let mut filesystem = Filesystem::mount(opened.device).unwrap();
-    for index in 0..20 {
-        let file = filesystem.create(&format!("file-{index:02}")).unwrap();
-        filesystem.write(file, 0, &contents(index)).unwrap();
-    }
-    filesystem.flush().unwrap();
-    drop(filesystem.unmount().unwrap());
-    drop(opened.lock);
-
-    let opened = open_store_device(&config, &store_file, DeviceCreation::ReadOnly).unwrap();
-    assert_eq!(opened.device.info().size_bytes(), 3 * 32 * MIB);
-    let mut filesystem = Filesystem::mount_read_only(opened.device).unwrap();
-    for index in 0..20 {
-        let file = filesystem.open(&format!("file-{index:02}")).unwrap();
-        let expected = contents(index);
-        let read = filesystem.read(file, 0, expected.len() as u64).unwrap();
-        assert!(read[..] == expected[..], "file {index} differs");
-    }
-    assert!(filesystem.check().unwrap().is_clean());
-    drop(filesystem);
-    drop(opened.lock);
+    let files: Vec<(String, Vec<u8>)> = (0..20)
+        .map(|index| (format!("file-{index:02}"), contents(index)))
+        .collect();
+    fill_store(&config, &store_file, &files);
+    assert_eq!(check_store(&config, &store_file, &files), 3 * 32 * MIB);
     for server in servers {
         server.shutdown();
     }

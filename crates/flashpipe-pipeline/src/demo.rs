@@ -3,7 +3,6 @@
 //! printed as a small comparison table.
 
 use std::io::Write;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use flashpipe_engine::{Engine, EngineConfig};
@@ -82,14 +81,13 @@ fn demo_row(
     output: OutputTarget,
 ) -> Result<DemoRow, PipelineError> {
     let config = PipelineConfig::for_engine(demo.engine_config, output);
-    let result = run_pipeline(PipelineJob {
-        engine: demo.engine,
-        engine_config: demo.engine_config,
-        kernel: Arc::clone(kernel),
+    let result = run_pipeline(PipelineJob::uncancelled(
+        demo.engine,
+        demo.engine_config,
+        Arc::clone(kernel),
         files,
-        config: &config,
-        cancel: Arc::new(AtomicBool::new(false)),
-    })?;
+        &config,
+    ))?;
     let baseline = read_then_compute(
         demo.engine,
         &demo.engine.clock(),

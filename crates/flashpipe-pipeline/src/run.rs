@@ -34,6 +34,26 @@ pub struct PipelineJob<'a> {
     pub cancel: Arc<AtomicBool>,
 }
 
+impl<'a> PipelineJob<'a> {
+    /// A job of `kernel` over `files` that no one cancels.
+    pub fn uncancelled(
+        engine: &'a Engine,
+        engine_config: &'a EngineConfig,
+        kernel: Arc<dyn Kernel>,
+        files: &'a [String],
+        config: &'a PipelineConfig,
+    ) -> PipelineJob<'a> {
+        PipelineJob {
+            engine,
+            engine_config,
+            kernel,
+            files,
+            config,
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
 /// Told each input's outcome (its index in the job's files) as soon as the file is done,
 /// from the reduce stage's thread (a slow observer slows the job); a job that fails later
 /// still fails.

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use common::in_memory_summary;
@@ -139,14 +138,13 @@ fn run_job(
     names: &[String],
     config: &PipelineConfig,
 ) -> Result<PipelineResult, PipelineError> {
-    run_pipeline(PipelineJob {
+    run_pipeline(PipelineJob::uncancelled(
         engine,
-        engine_config: &engine_config(),
-        kernel: Arc::clone(kernel),
-        files: names,
+        &engine_config(),
+        Arc::clone(kernel),
+        names,
         config,
-        cancel: Arc::new(AtomicBool::new(false)),
-    })
+    ))
 }
 
 fn contents(engine: &Engine, name: &str) -> Vec<u8> {

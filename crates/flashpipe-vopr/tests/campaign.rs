@@ -9,6 +9,8 @@
 //!   50 seeds.
 //! - The seeds that once found real bugs run every time.
 
+mod common;
+
 use flashpipe_testkit::seeds::{long_mode, replayed_seed, run_seeds_long};
 use flashpipe_vopr::{Campaign, CampaignConfig, CampaignReport, PlantedBug};
 
@@ -18,10 +20,7 @@ fn trace() -> bool {
 }
 
 fn run_or_panic(campaign: &Campaign, seed: u64) -> CampaignReport {
-    match campaign.run(seed) {
-        Ok(report) => report,
-        Err(failure) => panic!("{failure}"),
-    }
+    common::report_or_panic(campaign.run(seed))
 }
 
 #[test]
@@ -82,14 +81,10 @@ fn the_same_seed_gives_the_same_fingerprint_twice() {
         trace: trace(),
         ..CampaignConfig::default()
     });
-    let seed = replayed_seed().unwrap_or(3);
-    let first = run_or_panic(&campaign, seed);
-    let second = run_or_panic(&campaign, seed);
-    assert_eq!(first, second, "seed {seed} ran two histories");
-    let other = run_or_panic(&campaign, seed.wrapping_add(1));
-    assert_ne!(
-        first.fingerprint, other.fingerprint,
-        "two seeds, one history"
+    common::assert_same_seed_same_history(
+        |seed| run_or_panic(&campaign, seed),
+        |report| report.fingerprint,
+        replayed_seed().unwrap_or(3),
     );
 }
 
@@ -99,21 +94,9 @@ fn a_planted_bug_is_found_within_50_seeds() {
         planted_bug: Some(PlantedBug::FlushAcknowledgedUnflushed),
         ..CampaignConfig::default()
     });
-    let found = (0..50).find_map(|seed| campaign.run(seed).err());
-    let failure = found
-        .expect("50 seeds and the planted bug (flushes acknowledged unflushed) went unnoticed");
-    eprintln!("planted bug found: {failure}");
-    let text = failure.to_string();
-    assert!(
-        text.contains(&format!("seed {} failed", failure.seed)),
-        "{text}"
+    common::assert_found_within_50_seeds(
+        |seed| campaign.run(seed),
+        |failure| failure.seed,
+        "flushes acknowledged unflushed",
     );
-    assert!(
-        text.contains(&format!("FLASHPIPE_SEED={} replays", failure.seed)),
-        "{text}"
-    );
-    let replayed = campaign
-        .run(failure.seed)
-        .expect_err("a replay fails again");
-    assert_eq!(replayed, failure, "the replay found the same thing");
 }

@@ -11,15 +11,14 @@
 //!   acknowledges a program it dropped, one that loses a credit frame) is found within
 //!   50 seeds.
 
+mod common;
+
 use flashpipe_testkit::seeds::{long_mode, replayed_seed, run_seeds_long};
 use flashpipe_vopr::cluster::NodeLimits;
 use flashpipe_vopr::{ClusterBug, ClusterCampaign, ClusterConfig, ClusterReport};
 
 fn run_or_panic(campaign: &ClusterCampaign, seed: u64) -> ClusterReport {
-    match campaign.run(seed) {
-        Ok(report) => report,
-        Err(failure) => panic!("{failure}"),
-    }
+    common::report_or_panic(campaign.run(seed))
 }
 
 #[test]
@@ -104,14 +103,10 @@ fn scarce_tags_tokens_and_queues_hold_under_faults_too() {
 #[test]
 fn the_same_seed_gives_the_same_history_twice() {
     let campaign = ClusterCampaign::new(ClusterConfig::default());
-    let seed = replayed_seed().unwrap_or(7);
-    let first = run_or_panic(&campaign, seed);
-    let second = run_or_panic(&campaign, seed);
-    assert_eq!(first, second, "seed {seed} ran two histories");
-    let other = run_or_panic(&campaign, seed.wrapping_add(1));
-    assert_ne!(
-        first.fingerprint, other.fingerprint,
-        "two seeds, one history"
+    common::assert_same_seed_same_history(
+        |seed| run_or_panic(&campaign, seed),
+        |report| report.fingerprint,
+        replayed_seed().unwrap_or(7),
     );
 }
 
@@ -120,23 +115,7 @@ fn found_within_50_seeds(bug: ClusterBug, name: &str) {
         planted_bug: Some(bug),
         ..ClusterConfig::default()
     });
-    let failure = (0..50)
-        .find_map(|seed| campaign.run(seed).err())
-        .unwrap_or_else(|| panic!("50 seeds and the planted bug ({name}) went unnoticed"));
-    eprintln!("planted bug ({name}) found: {failure}");
-    let text = failure.to_string();
-    assert!(
-        text.contains(&format!("seed {} failed", failure.seed)),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("FLASHPIPE_SEED={} replays", failure.seed)),
-        "{text}"
-    );
-    let replayed = campaign
-        .run(failure.seed)
-        .expect_err("a replay fails again");
-    assert_eq!(replayed, failure, "the replay found the same thing");
+    common::assert_found_within_50_seeds(|seed| campaign.run(seed), |failure| failure.seed, name);
 }
 
 #[test]

@@ -4,18 +4,16 @@
 //! (reads of never-written sectors would not reach the flash). The child is killed on drop
 //! and dies with this process (`PR_SET_PDEATHSIG`); its standard error goes to `nbd.log`.
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use flashpipe_base::random::SplitMix64;
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
-use crate::error::{io_context, io_with, BenchError, BenchErrorKind};
+use crate::child;
+use crate::error::{io_with, BenchError, BenchErrorKind};
 use crate::BenchResult;
 
 /// Pages written before the reads, then read at random.
@@ -28,9 +26,7 @@ struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // A server that ended already makes kill fail harmlessly; wait reaps it either way.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        child::stop(&mut self.0);
     }
 }
 
@@ -122,74 +118,32 @@ fn one(
 fn start_server(log_path: &Path) -> BenchResult<(Server, String)> {
     let program = std::env::current_exe()
         .map_err(io_with("finding the flashpipe binary for the NBD server"))?;
-    let log = std::fs::File::create(log_path)
-        .map_err(io_with(format!("creating {}", log_path.display())))?;
     let mut command = Command::new(&program);
-    command
-        .args([
-            "nbd",
-            "serve",
-            "--export",
-            "disk=flash:minflash",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log);
-    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
-    // which is async-signal-safe; it allocates nothing and touches no lock.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = command
-        .spawn()
-        .map_err(|error| io_context(error, format!("starting {} nbd serve", program.display())))?;
+    command.args([
+        "nbd",
+        "serve",
+        "--export",
+        "disk=flash:minflash",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let mut child = child::spawn_logged(&mut command, log_path, "nbd serve")?;
     let stdout = child.stdout.take().expect("stdout was piped");
     let server = Server(child);
-    let uri = wait_for_uri(stdout).map_err(|error| {
-        BenchError::new(
-            BenchErrorKind::Io(std::io::ErrorKind::ConnectionRefused),
-            format!(
-                "the NBD server ({} nbd serve): {error}; its log: {}",
-                program.display(),
-                log_path.display()
-            ),
-        )
+    let mut uri = None;
+    let uri = child::wait_until_ready(stdout, SERVER_READY_TIMEOUT, move |line| {
+        if let Some(rest) = line.strip_prefix("nbd: serving disk at ") {
+            uri = rest
+                .split_whitespace()
+                .find(|word| word.starts_with("nbd://"))
+                .map(str::to_string);
+        }
+        line.starts_with("nbd: ready")
+            .then(|| uri.take().ok_or("ready, but no nbd:// URI printed"))
+    })
+    .map_err(|error| {
+        let who = format!("the NBD server ({} nbd serve)", program.display());
+        child::not_ready(&who, &error, log_path)
     })?;
     Ok((server, uri))
-}
-
-/// Reads the server's standard output on a thread of its own until its ready line; the
-/// URI of its export.
-fn wait_for_uri(stdout: std::process::ChildStdout) -> Result<String, String> {
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut uri = None;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(rest) = line.strip_prefix("nbd: serving disk at ") {
-                uri = rest
-                    .split_whitespace()
-                    .find(|word| word.starts_with("nbd://"))
-                    .map(str::to_string);
-            }
-            if line.starts_with("nbd: ready") {
-                let _ = sender.send(uri.take().ok_or("ready, but no nbd:// URI printed"));
-            }
-        }
-        let _ = sender.send(Err("ended before it was ready"));
-    });
-    match receiver.recv_timeout(SERVER_READY_TIMEOUT) {
-        Ok(result) => result.map_err(str::to_string),
-        Err(_) => Err(format!(
-            "not ready within {} s",
-            SERVER_READY_TIMEOUT.as_secs()
-        )),
-    }
 }

@@ -9,16 +9,15 @@
 //! node that is not ready in time is an error naming that log.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::net::TcpListener;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use super::ClusterLink;
+use crate::child;
 use crate::error::{io_context, io_with, BenchError, BenchErrorKind};
 use crate::BenchResult;
 
@@ -58,15 +57,10 @@ impl ClusterNodes {
             let mut child = spawn_node(&program, &nodes.description, node, folder, &log_path)?;
             let stdout = child.stdout.take().expect("stdout was piped");
             nodes.children.push(child);
-            wait_until_ready(stdout).map_err(|error| {
-                BenchError::new(
-                    BenchErrorKind::Io(std::io::ErrorKind::ConnectionRefused),
-                    format!(
-                        "cluster node {node} ({} cluster node): {error}; its log: {}",
-                        program.display(),
-                        log_path.display()
-                    ),
-                )
+            let ready = |line: &str| line.contains(": ready on ").then_some(Ok(()));
+            child::wait_until_ready(stdout, NODE_READY_TIMEOUT, ready).map_err(|error| {
+                let who = format!("cluster node {node} ({} cluster node)", program.display());
+                child::not_ready(&who, &error, &log_path)
             })?;
         }
         Ok(nodes)
@@ -80,11 +74,7 @@ impl ClusterNodes {
 
 impl Drop for ClusterNodes {
     fn drop(&mut self) {
-        for child in &mut self.children {
-            // A node that ended already makes kill fail harmlessly; wait reaps it either way.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.children.iter_mut().for_each(child::stop);
     }
 }
 
@@ -150,56 +140,13 @@ fn spawn_node(
     images: &Path,
     log_path: &Path,
 ) -> BenchResult<Child> {
-    let log = std::fs::File::create(log_path)
-        .map_err(io_with(format!("creating {}", log_path.display())))?;
     let mut command = Command::new(program);
     command
         .args(["cluster", "node", "--cluster"])
         .arg(description)
         .args(["--node", &node.to_string(), "--image"])
-        .arg(images)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log);
-    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
-    // which is async-signal-safe; it allocates nothing and touches no lock.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    command.spawn().map_err(|error| {
-        io_context(
-            error,
-            format!("starting {} cluster node {node}", program.display()),
-        )
-        .into()
-    })
-}
-
-/// Reads the node's standard output on a thread of its own until its ready line; the
-/// thread then drains the rest until the node ends.
-fn wait_until_ready(stdout: std::process::ChildStdout) -> Result<(), String> {
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.contains(": ready on ") {
-                let _ = sender.send(Ok(()));
-            }
-        }
-        let _ = sender.send(Err("ended before it was ready"));
-    });
-    match receiver.recv_timeout(NODE_READY_TIMEOUT) {
-        Ok(result) => result.map_err(str::to_string),
-        Err(_) => Err(format!(
-            "not ready within {} s",
-            NODE_READY_TIMEOUT.as_secs()
-        )),
-    }
+        .arg(images);
+    child::spawn_logged(&mut command, log_path, &format!("cluster node {node}"))
 }
 
 #[cfg(test)]

@@ -113,13 +113,7 @@ pub fn print_report(rows: &[ClusterRow], cpus: usize, arguments: &BenchClusterAr
         super::PRESET,
         arguments.seconds
     );
-    for part in [
-        ClusterPart::Fig7,
-        ClusterPart::Nbd,
-        ClusterPart::Fig6a,
-        ClusterPart::Fig6b,
-        ClusterPart::Fig6c,
-    ] {
+    for part in ClusterPart::IN_ORDER {
         let part_rows: Vec<&ClusterRow> =
             rows.iter().filter(|row| row.part == part.name()).collect();
         if part_rows.is_empty() {

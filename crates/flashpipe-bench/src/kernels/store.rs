@@ -3,7 +3,6 @@
 //! locked) for the whole run.
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use flashpipe_device::Clock;
@@ -90,14 +89,13 @@ impl KernelStore {
         files: &[String],
         config: &PipelineConfig,
     ) -> Result<PipelineResult, PipelineError> {
-        run_pipeline(PipelineJob {
-            engine: &self.engine,
-            engine_config: &self.engine_config,
+        run_pipeline(PipelineJob::uncancelled(
+            &self.engine,
+            &self.engine_config,
             kernel,
             files,
             config,
-            cancel: Arc::new(AtomicBool::new(false)),
-        })
+        ))
     }
 
     /// Flushes, unmounts and closes the store.

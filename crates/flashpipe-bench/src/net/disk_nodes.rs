@@ -7,14 +7,12 @@
 //! (`PR_SET_PDEATHSIG`), so a benchmark killed outright leaves none behind. Their standard
 //! error (connection logs, any failure) goes to `disk-node-N.log` in the scratch folder.
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use crate::error::{invalid_input, io_context, io_with, BenchError, BenchErrorKind};
+use crate::child;
+use crate::error::{invalid_input, io_with};
 use crate::BenchResult;
 
 /// The export name of every disk node.
@@ -52,14 +50,8 @@ impl DiskNodes {
             let stdout = child.stdout.take().expect("stdout was piped");
             nodes.children.push(child);
             let uri = wait_for_uri(stdout).map_err(|error| {
-                BenchError::new(
-                    BenchErrorKind::Io(std::io::ErrorKind::ConnectionRefused),
-                    format!(
-                        "disk node {index} ({} serve): {error}; its log: {}",
-                        program.display(),
-                        log_path.display()
-                    ),
-                )
+                let who = format!("disk node {index} ({} serve)", program.display());
+                child::not_ready(&who, &error, &log_path)
             })?;
             nodes.uris.push(uri);
         }
@@ -74,64 +66,29 @@ impl DiskNodes {
 
 impl Drop for DiskNodes {
     fn drop(&mut self) {
-        for child in &mut self.children {
-            // A node that ended already makes kill fail harmlessly; wait reaps it either way.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.children.iter_mut().for_each(child::stop);
     }
 }
 
 fn spawn_disk_node(program: &Path, size_bytes: u64, log_path: &Path) -> BenchResult<Child> {
-    let log = std::fs::File::create(log_path)
-        .map_err(io_with(format!("creating {}", log_path.display())))?;
     let mut command = Command::new(program);
     command
         .args(["serve", "--export"])
         .arg(format!("{DISK_NODE_EXPORT}=ram:{size_bytes}"))
-        .args(["--nbd", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log);
-    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
-    // which is async-signal-safe; it allocates nothing and touches no lock.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    command
-        .spawn()
-        .map_err(|error| io_context(error, format!("starting {} serve", program.display())).into())
+        .args(["--nbd", "127.0.0.1:0"]);
+    child::spawn_logged(&mut command, log_path, "serve")
 }
 
-/// Reads the node's standard output on a thread of its own until its ready line, returning
-/// the URI of its export; the thread then drains the rest until the node ends.
+/// Reads the node's standard output until its ready line, returning the URI of its export.
 fn wait_for_uri(stdout: std::process::ChildStdout) -> Result<String, String> {
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut uri = None;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(found) = export_uri(&line) {
-                uri = Some(found);
-            }
-            if line.contains("ready:") {
-                let _ = sender.send(uri.take().ok_or("ready, but no export URI printed"));
-            }
+    let mut uri = None;
+    child::wait_until_ready(stdout, DISK_NODE_READY_TIMEOUT, move |line| {
+        if let Some(found) = export_uri(line) {
+            uri = Some(found);
         }
-        let _ = sender.send(Err("ended before it was ready"));
-    });
-    match receiver.recv_timeout(DISK_NODE_READY_TIMEOUT) {
-        Ok(result) => result.map_err(str::to_string),
-        Err(_) => Err(format!(
-            "not ready within {} s",
-            DISK_NODE_READY_TIMEOUT.as_secs()
-        )),
-    }
+        line.contains("ready:")
+            .then(|| uri.take().ok_or("ready, but no export URI printed"))
+    })
 }
 
 /// The `nbd://` URI in `flashpipe serve: nbd export disk at nbd://...`.

@@ -5,6 +5,7 @@ mod charts;
 mod rad_fig4_ftl;
 
 use clap::{Args, ValueEnum};
+use flashpipe_cluster::arbiter::jain_index;
 use flashpipe_flash::workload::{self, AccessKind, AccessPattern, SyntheticJob};
 use flashpipe_flash::{FlashAddress, FlashCommand, FlashConfig, FlashRequest};
 use serde::Serialize;
@@ -539,16 +540,6 @@ fn minflash_bandwidth(
         })
         .collect();
     Ok((total, per_host))
-}
-
-/// Jain's fairness index of `shares`: 1 when all are equal, 1/n when one takes all.
-fn jain_index(shares: &[f64]) -> f64 {
-    let sum: f64 = shares.iter().sum();
-    let squares: f64 = shares.iter().map(|share| share * share).sum();
-    if squares == 0.0 {
-        return 1.0;
-    }
-    sum * sum / (shares.len() as f64 * squares)
 }
 
 fn minflash_fig5(seed: u64) -> BenchResult<Vec<Row>> {

@@ -240,15 +240,81 @@ pub fn outcome(arguments: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// Starts `flashpipe ARGUMENTS` and reads standard output up to its readiness line (a
-/// line with `ready`); returns the child and the lines read.
-pub fn start_flashpipe(arguments: &[&str]) -> (Child, Vec<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+/// Starts `flashpipe ARGUMENTS` in the background, its standard output and error piped.
+pub fn spawn_flashpipe(arguments: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_flashpipe"))
         .args(arguments)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("flashpipe starts");
+        .expect("the flashpipe binary starts")
+}
+
+/// A cluster description of one node at `address` with host 0 on it; `top` goes before the
+/// node (a `key_file` or `link` line).
+pub fn one_node_description(top: &str, address: &str) -> String {
+    format!(
+        "version = 1\n{top}[[node]]\nid = 0\naddress = \"{address}\"\npreset = \"minflash\"\nimage = \"n0.img\"\n[[host]]\nid = 0\nnode = 0\n"
+    )
+}
+
+/// Writes [`one_node_description`] at `path`.
+pub fn write_one_node(path: &Path, top: &str, address: &str) {
+    std::fs::write(path, one_node_description(top, address))
+        .expect("the test folder takes the description");
+}
+
+/// Writes [`one_node_description`] at `path`, the node on a free loopback port.
+pub fn write_loopback_one_node(path: &Path, top: &str) {
+    let port = flashpipe_testkit::ports::free_loopback_port();
+    write_one_node(path, top, &format!("127.0.0.1:{port}"));
+}
+
+/// `cluster page --cluster DESCRIPTION --host HOST read` of block 0, bus 0, chip 0 of
+/// `device`.
+pub fn cluster_page_read<'a>(
+    description: &'a Path,
+    host: &'a str,
+    device: &'a str,
+) -> Vec<&'a str> {
+    let page = [
+        "cluster",
+        "page",
+        "--cluster",
+        text(description),
+        "--host",
+        host,
+    ];
+    let address = [
+        "--device", device, "--bus", "0", "--chip", "0", "--block", "0",
+    ];
+    [&page[..], &["read"], &address].concat()
+}
+
+/// Starts node `node` of the cluster `description` (`flashpipe cluster node`), its image in
+/// `images`, and reads up to its readiness line; returns the child and the lines read.
+pub fn start_cluster_node(description: &Path, node: u32, images: &Path) -> (Child, Vec<String>) {
+    let (child, lines) = start_flashpipe(&[
+        "cluster",
+        "node",
+        "--cluster",
+        text(description),
+        "--node",
+        &node.to_string(),
+        "--image",
+        text(images),
+    ]);
+    assert!(
+        lines.last().is_some_and(|line| line.contains("ready")),
+        "node {node} printed no readiness line: {lines:?}"
+    );
+    (child, lines)
+}
+
+/// Starts `flashpipe ARGUMENTS` and reads standard output up to its readiness line (a
+/// line with `ready`); returns the child and the lines read.
+pub fn start_flashpipe(arguments: &[&str]) -> (Child, Vec<String>) {
+    let mut child = spawn_flashpipe(arguments);
     let stdout = BufReader::new(child.stdout.take().expect("a piped stdout"));
     let mut lines = Vec::new();
     for line in stdout.lines() {

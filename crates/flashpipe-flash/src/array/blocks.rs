@@ -242,48 +242,16 @@ impl FlashArray {
     ) -> Result<u64, RuleViolation> {
         let block_index = self.block_index(address)?;
         let program_ns = self.program_time_ns(address.page, generator);
-        let block = self.blocks[block_index as usize];
         let slot = self.slot_mut(slot_index);
         let data = slot.data.take().unwrap_or_default();
         let spare = slot.spare.take().unwrap_or_default();
-        if block.grown_bad || self.is_factory_bad(address) {
-            self.slot_mut(slot_index).status = AckStatus::BadBlock;
-            return Ok(program_ns);
-        }
-        if address.page < block.next_page {
-            return Err(RuleViolation::NotErased {
-                block: address.block,
-                page: address.page,
+        if self.program_target_ready(slot_index, block_index, address)? {
+            self.program_page(slot_index, block_index, generator, |array| {
+                let raw = array.encoded_page(data, &spare);
+                let page_index = array.page_index(block_index, address.page);
+                array.store.write_page(page_index, raw).is_ok()
             });
         }
-        if address.page > block.next_page {
-            return Err(RuleViolation::OutOfOrder {
-                expected_page: block.next_page,
-                page: address.page,
-            });
-        }
-        let failure =
-            reliability::operation_failure_probability(&self.config.reliability, block.pe_cycles);
-        if generator.chance(failure) {
-            self.blocks[block_index as usize].grown_bad = true;
-            self.slot_mut(slot_index).status = AckStatus::BadBlock;
-            return Ok(program_ns);
-        }
-        if self.keeps_data() {
-            let raw = self.encoded_page(data, &spare);
-            let page_index = self.page_index(block_index, address.page);
-            if self.store.write_page(page_index, raw).is_err() {
-                self.blocks[block_index as usize].grown_bad = true;
-                self.slot_mut(slot_index).status = AckStatus::BadBlock;
-                return Ok(program_ns);
-            }
-        }
-        let now_ns = self.now_ns();
-        let block = &mut self.blocks[block_index as usize];
-        if block.next_page == 0 {
-            block.programmed_at_ns = now_ns;
-        }
-        block.next_page += 1;
         Ok(program_ns)
     }
 
@@ -312,53 +280,76 @@ impl FlashArray {
                 },
             });
         }
-        let block = self.blocks[to_index as usize];
-        if block.grown_bad || self.is_factory_bad(to) {
-            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+        if !self.program_target_ready(slot_index, to_index, to)? {
             return Ok(busy_ns);
-        }
-        if to.page < block.next_page {
-            return Err(RuleViolation::NotErased {
-                block: to.block,
-                page: to.page,
-            });
-        }
-        if to.page > block.next_page {
-            return Err(RuleViolation::OutOfOrder {
-                expected_page: block.next_page,
-                page: to.page,
-            });
         }
         self.blocks[from_index as usize].reads_since_erase += 1;
-        let failure =
-            reliability::operation_failure_probability(&self.config.reliability, block.pe_cycles);
-        if generator.chance(failure) {
-            self.blocks[to_index as usize].grown_bad = true;
-            self.slot_mut(slot_index).status = AckStatus::BadBlock;
-            return Ok(busy_ns);
-        }
-        if self.keeps_data() {
-            let mut raw = vec![0u8; self.config.raw_page_bytes()];
-            let source_page = self.page_index(from_index, from.page);
-            let moved = self.store.read_page(source_page, &mut raw).is_ok() && {
-                raw.truncate(self.config.geometry.page_data_bytes as usize);
-                let raw = self.encoded_page(raw, &spare);
-                let page_index = self.page_index(to_index, to.page);
-                self.store.write_page(page_index, raw).is_ok()
-            };
-            if !moved {
-                self.blocks[to_index as usize].grown_bad = true;
-                self.slot_mut(slot_index).status = AckStatus::BadBlock;
-                return Ok(busy_ns);
+        self.program_page(slot_index, to_index, generator, |array| {
+            let mut raw = vec![0u8; array.config.raw_page_bytes()];
+            let source_page = array.page_index(from_index, from.page);
+            array.store.read_page(source_page, &mut raw).is_ok() && {
+                raw.truncate(array.config.geometry.page_data_bytes as usize);
+                let raw = array.encoded_page(raw, &spare);
+                let page_index = array.page_index(to_index, to.page);
+                array.store.write_page(page_index, raw).is_ok()
             }
+        });
+        Ok(busy_ns)
+    }
+
+    /// Whether a program may go on at `address` (block `block_index`): a bad block acks
+    /// `BadBlock` (false); a page already programmed, or one past the next, breaks the rules.
+    fn program_target_ready(
+        &mut self,
+        slot_index: u32,
+        block_index: u64,
+        address: FlashAddress,
+    ) -> Result<bool, RuleViolation> {
+        let block = self.blocks[block_index as usize];
+        if block.grown_bad || self.is_factory_bad(address) {
+            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+            return Ok(false);
+        }
+        if address.page < block.next_page {
+            return Err(RuleViolation::NotErased {
+                block: address.block,
+                page: address.page,
+            });
+        }
+        if address.page > block.next_page {
+            return Err(RuleViolation::OutOfOrder {
+                expected_page: block.next_page,
+                page: address.page,
+            });
+        }
+        Ok(true)
+    }
+
+    /// Programs the next page of block `block_index`: a program failure drawn from the
+    /// block's wear, or `store_page` (run only when the model keeps data) failing, grows the
+    /// block bad and acks `BadBlock`; otherwise the block's next page moves on.
+    fn program_page(
+        &mut self,
+        slot_index: u32,
+        block_index: u64,
+        generator: &mut SplitMix64,
+        store_page: impl FnOnce(&mut FlashArray) -> bool,
+    ) {
+        let pe_cycles = self.blocks[block_index as usize].pe_cycles;
+        let failure =
+            reliability::operation_failure_probability(&self.config.reliability, pe_cycles);
+        let programmed = !generator.chance(failure) && (!self.keeps_data() || store_page(self));
+        if !programmed {
+            self.blocks[block_index as usize].grown_bad = true;
+            self.slot_mut(slot_index).status = AckStatus::BadBlock;
+            return;
         }
         let now_ns = self.now_ns();
-        let block = &mut self.blocks[to_index as usize];
+        let block = &mut self.blocks[block_index as usize];
         if block.next_page == 0 {
             block.programmed_at_ns = now_ns;
         }
         block.next_page += 1;
-        Ok(busy_ns)
     }
 
     pub(super) fn apply_erase(

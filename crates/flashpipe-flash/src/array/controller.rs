@@ -213,14 +213,7 @@ impl FlashArray {
                 refusal: CopyBackRefusal::OtherPlane,
             });
         }
-        if spare.len() > self.host_spare_bytes() {
-            return Err(RuleViolation::WrongLength {
-                field: "spare",
-                length: spare.len(),
-                expected: self.host_spare_bytes(),
-            });
-        }
-        Ok(())
+        self.check_spare_length(spare)
     }
 
     pub(super) fn check_lengths(&self, data: &[u8], spare: &[u8]) -> Result<(), RuleViolation> {
@@ -233,6 +226,11 @@ impl FlashArray {
                 expected: page_bytes,
             });
         }
+        self.check_spare_length(spare)
+    }
+
+    /// A spare area of at most the host's spare bytes.
+    fn check_spare_length(&self, spare: &[u8]) -> Result<(), RuleViolation> {
         if spare.len() > self.host_spare_bytes() {
             return Err(RuleViolation::WrongLength {
                 field: "spare",

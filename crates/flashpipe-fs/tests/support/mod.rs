@@ -140,6 +140,26 @@ pub fn rewrite_super_block(shared: &SharedDisk, slot: u64, change: impl FnOnce(&
     true
 }
 
+/// Rewrites both super block slots (those there are) as format version `version`, `change`
+/// editing each first (fields that version does not have, zeroed).
+pub fn downgrade_super_blocks(shared: &SharedDisk, version: u32, change: impl Fn(&mut [u8])) {
+    for slot in 0..2 {
+        rewrite_super_block(shared, slot, |bytes| {
+            change(bytes);
+            write_u32(bytes, 8, version);
+        });
+    }
+}
+
+/// The newest super block slot's bytes (4 KiB FS blocks): the one `fs` committed last.
+pub fn newest_super_block(shared: &SharedDisk, fs: &Filesystem) -> Vec<u8> {
+    let slot = fs.stats().commit_sequence % 2;
+    shared.peek(
+        slot * SUPER_BLOCK_SLOT_BYTES,
+        SUPER_BLOCK_SLOT_BYTES as usize,
+    )
+}
+
 /// Turns the version-3 checkpoint (with an empty log) of `super_block` into the
 /// version-1/2 layout: the map stops listing the log region, whose blocks go back to the
 /// (single-block) free list, and the super block's log fields become reserved zeros.

@@ -183,49 +183,8 @@ impl Row {
 
 /// Gapped X-drop extension from the origin over `query_length` x `subject_length` letters read
 /// through `query_at` and `subject_at` (so that the left side reads the prefixes reversed),
-/// with its traceback.
-pub fn extend_gapped(
-    matrix: &ScoreMatrix,
-    gaps: GapCosts,
-    x_drop: i32,
-    query_length: usize,
-    subject_length: usize,
-    query_at: impl Fn(usize) -> u8,
-    subject_at: impl Fn(usize) -> u8,
-) -> OneSide {
-    extend_gapped_with::<true>(
-        matrix,
-        gaps,
-        x_drop,
-        query_length,
-        subject_length,
-        query_at,
-        subject_at,
-    )
-}
-
-/// The same extension, its score and end only (no trace kept: BLAST's preliminary pass).
-pub fn extend_gapped_score(
-    matrix: &ScoreMatrix,
-    gaps: GapCosts,
-    x_drop: i32,
-    query_length: usize,
-    subject_length: usize,
-    query_at: impl Fn(usize) -> u8,
-    subject_at: impl Fn(usize) -> u8,
-) -> OneSide {
-    extend_gapped_with::<false>(
-        matrix,
-        gaps,
-        x_drop,
-        query_length,
-        subject_length,
-        query_at,
-        subject_at,
-    )
-}
-
-fn extend_gapped_with<const TRACE: bool>(
+/// with its traceback (`TRACE`) or its score and end only (BLAST's preliminary pass).
+pub fn extend_gapped<const TRACE: bool>(
     matrix: &ScoreMatrix,
     gaps: GapCosts,
     x_drop: i32,
@@ -404,6 +363,30 @@ pub struct GappedAlignment {
     pub ops: Vec<Op>,
 }
 
+impl GappedAlignment {
+    /// The alignment of `left` (its columns from the pair outwards) and `right` joined at the
+    /// pair (`query_point`, `subject_point`), scored `score`.
+    pub fn joined(
+        left: OneSide,
+        right: OneSide,
+        query_point: usize,
+        subject_point: usize,
+        score: i32,
+    ) -> GappedAlignment {
+        let mut ops = left.ops;
+        ops.reverse();
+        ops.extend_from_slice(&right.ops);
+        GappedAlignment {
+            score,
+            query_start: query_point - left.query_length,
+            subject_start: subject_point - left.subject_length,
+            query_length: left.query_length + right.query_length,
+            subject_length: left.subject_length + right.subject_length,
+            ops,
+        }
+    }
+}
+
 /// Extends left and right from the pair (`query_point`, `subject_point`), which belongs to the
 /// right side.
 pub fn align_through(
@@ -415,36 +398,17 @@ pub fn align_through(
     query_point: usize,
     subject_point: usize,
 ) -> GappedAlignment {
-    assert!(query_point < query.len() && subject_point < subject.len());
-    let right = extend_gapped(
+    let (left, right) = both_sides::<true>(
         matrix,
         gaps,
         x_drop,
-        query.len() - query_point,
-        subject.len() - subject_point,
-        |index| query[query_point + index],
-        |index| subject[subject_point + index],
-    );
-    let left = extend_gapped(
-        matrix,
-        gaps,
-        x_drop,
+        query,
+        subject,
         query_point,
         subject_point,
-        |index| query[query_point - 1 - index],
-        |index| subject[subject_point - 1 - index],
     );
-    let mut ops = left.ops;
-    ops.reverse();
-    ops.extend_from_slice(&right.ops);
-    GappedAlignment {
-        score: left.score + right.score,
-        query_start: query_point - left.query_length,
-        subject_start: subject_point - left.subject_length,
-        query_length: left.query_length + right.query_length,
-        subject_length: left.subject_length + right.subject_length,
-        ops,
-    }
+    let score = left.score + right.score;
+    GappedAlignment::joined(left, right, query_point, subject_point, score)
 }
 
 /// The score of the gapped extension through (`query_point`, `subject_point`) without a
@@ -458,8 +422,31 @@ pub fn score_through(
     query_point: usize,
     subject_point: usize,
 ) -> i32 {
+    let (left, right) = both_sides::<false>(
+        matrix,
+        gaps,
+        x_drop,
+        query,
+        subject,
+        query_point,
+        subject_point,
+    );
+    left.score + right.score
+}
+
+/// The extensions left of (`query_point`, `subject_point`), reading the prefixes reversed,
+/// and right of it, from it.
+fn both_sides<const TRACE: bool>(
+    matrix: &ScoreMatrix,
+    gaps: GapCosts,
+    x_drop: i32,
+    query: &[u8],
+    subject: &[u8],
+    query_point: usize,
+    subject_point: usize,
+) -> (OneSide, OneSide) {
     assert!(query_point < query.len() && subject_point < subject.len());
-    let right = extend_gapped_score(
+    let right = extend_gapped::<TRACE>(
         matrix,
         gaps,
         x_drop,
@@ -468,7 +455,7 @@ pub fn score_through(
         |index| query[query_point + index],
         |index| subject[subject_point + index],
     );
-    let left = extend_gapped_score(
+    let left = extend_gapped::<TRACE>(
         matrix,
         gaps,
         x_drop,
@@ -477,7 +464,7 @@ pub fn score_through(
         |index| query[query_point - 1 - index],
         |index| subject[subject_point - 1 - index],
     );
-    left.score + right.score
+    (left, right)
 }
 
 /// The tabular columns of an alignment: length, identities, mismatches, gap openings.

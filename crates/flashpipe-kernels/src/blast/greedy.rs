@@ -278,17 +278,7 @@ pub fn align_through(
 ) -> GappedAlignment {
     let (left, right) =
         both_sides::<true>(scores, x_drop, query, subject, query_point, subject_point);
-    let mut ops = left.ops;
-    ops.reverse();
-    ops.extend_from_slice(&right.ops);
-    let mut alignment = GappedAlignment {
-        score: 0,
-        query_start: query_point - left.query_length,
-        subject_start: subject_point - left.subject_length,
-        query_length: left.query_length + right.query_length,
-        subject_length: left.subject_length + right.subject_length,
-        ops,
-    };
+    let mut alignment = GappedAlignment::joined(left, right, query_point, subject_point, 0);
     alignment.score = score_of(&alignment, matrix, scores.gaps(), query, subject);
     alignment
 }

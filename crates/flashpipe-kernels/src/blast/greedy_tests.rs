@@ -54,7 +54,7 @@ fn both(query: &[u8], subject: &[u8], x_drop: i32) -> (OneSide, OneSide) {
         |index| query[index],
         |index| subject[index],
     );
-    let dynamic = extend_gapped(
+    let dynamic = extend_gapped::<true>(
         &matrix,
         gaps,
         x_drop,

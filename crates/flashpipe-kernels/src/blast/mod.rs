@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::api::{Chunk, FileInfo, FileJob, Kernel, OutputSink, SequentialJob, Summary};
 use crate::error::{KernelError, KernelErrorKind, OptionsError};
-use crate::options::{KernelOptions, OptionSpec, MAX_QUERY_FILE_BYTES};
+use crate::options::{bad_query_file, bad_value, read_query_file, KernelOptions, OptionSpec};
 
 use alphabet::ScoreMatrix;
 use extend::GapCosts;
@@ -174,14 +174,6 @@ impl Scoring {
     }
 }
 
-fn bad_value(key: &str, value: &str, reason: &str) -> OptionsError {
-    OptionsError::BadValue {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.to_string(),
-    }
-}
-
 /// A small signed integer option, or the task's default when the value is `task`.
 fn signed_option(
     options: &KernelOptions,
@@ -307,19 +299,7 @@ fn read_queries(
     path: &str,
     max_sequence_letters: usize,
 ) -> Result<Vec<(String, Vec<u8>)>, OptionsError> {
-    let bad_file = |reason: String| OptionsError::BadFile {
-        key: "queries".into(),
-        reason,
-    };
-    let metadata = std::fs::metadata(path)
-        .map_err(|error| bad_file(format!("cannot read {path}: {error}")))?;
-    if !metadata.is_file() || metadata.len() > MAX_QUERY_FILE_BYTES {
-        return Err(bad_file(format!(
-            "{path} must be a regular file of at most {MAX_QUERY_FILE_BYTES} bytes (64 MiB)"
-        )));
-    }
-    let bytes =
-        std::fs::read(path).map_err(|error| bad_file(format!("cannot read {path}: {error}")))?;
+    let bytes = read_query_file(path)?;
     let mut queries = Vec::new();
     let mut letters = 0usize;
     fasta::read_all(&bytes, max_sequence_letters, &mut |record: &FastaRecord<
@@ -329,13 +309,13 @@ fn read_queries(
         queries.push((record.name.to_string(), record.codes.to_vec()));
     })
     .map_err(|error| {
-        bad_file(format!(
+        bad_query_file(format!(
             "{path} at byte {}: {}",
             error.offset_bytes, error.reason
         ))
     })?;
     if letters > MAX_QUERY_LETTERS {
-        return Err(bad_file(format!(
+        return Err(bad_query_file(format!(
             "{path} holds {letters} query letters, above the limit of {MAX_QUERY_LETTERS}"
         )));
     }

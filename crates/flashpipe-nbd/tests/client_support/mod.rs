@@ -1,6 +1,6 @@
 //! Shared by the client tests: NBD servers no one here wrote (`nbdkit`, `qemu-nbd`)
-//! started on a Unix socket in a scratch folder, killed when dropped, and the device
-//! opened over them.
+//! started on a Unix socket in a scratch folder, killed when dropped, the device opened
+//! over them, and a store striped over exports filled and read back.
 
 #![allow(dead_code)]
 
@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use flashpipe_device::{BlockDevice, Completion};
+use flashpipe_fs::Filesystem;
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
+use flashpipe_store::store::{open_store_device, DeviceCreation};
 use flashpipe_store::store_config::{parse_device_list, STORE_FILE_VERSION};
 use flashpipe_store::StoreConfig;
 
@@ -176,6 +178,36 @@ pub fn striped_store_config(members: &[String]) -> StoreConfig {
         queue_depth: 32,
         devices: parse_device_list(&members.join(","), Some(32 << 20)).expect("device list"),
     }
+}
+
+/// Writes `files` (name, contents) into the store at `store_file`, flushes and unmounts.
+pub fn fill_store(config: &StoreConfig, store_file: &Path, files: &[(String, Vec<u8>)]) {
+    let opened = open_store_device(config, store_file, DeviceCreation::MustExist).unwrap();
+    let mut filesystem = Filesystem::mount(opened.device).unwrap();
+    for (name, contents) in files {
+        let file = filesystem.create(name).unwrap();
+        filesystem.write(file, 0, contents).unwrap();
+    }
+    filesystem.flush().unwrap();
+    drop(filesystem.unmount().unwrap());
+    drop(opened.lock);
+}
+
+/// Mounts the store at `store_file` read-only: every one of `files` reads back whole and
+/// fsck finds it clean. The store's size in bytes.
+pub fn check_store(config: &StoreConfig, store_file: &Path, files: &[(String, Vec<u8>)]) -> u64 {
+    let opened = open_store_device(config, store_file, DeviceCreation::ReadOnly).unwrap();
+    let size_bytes = opened.device.info().size_bytes();
+    let mut filesystem = Filesystem::mount_read_only(opened.device).unwrap();
+    for (name, expected) in files {
+        let file = filesystem.open(name).unwrap();
+        let read = filesystem.read(file, 0, expected.len() as u64).unwrap();
+        assert!(read[..] == expected[..], "{name} differs");
+    }
+    assert!(filesystem.check().unwrap().is_clean());
+    drop(filesystem);
+    drop(opened.lock);
+    size_bytes
 }
 
 /// Waits for every request in flight on `device`; returns their completions.

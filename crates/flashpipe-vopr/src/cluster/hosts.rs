@@ -302,13 +302,7 @@ impl SimHost {
         shape: &Shape,
         published: &mut Published,
     ) -> Option<(FlashCommand, Pending)> {
-        let address = FlashAddress {
-            device: block.0,
-            bus: block.1,
-            chip: block.2,
-            block: block.3,
-            page: 0,
-        };
+        let address = address_of((block.0, block.1, block.2, block.3, 0));
         let erase = |published: &mut Published| {
             published.erase_issued(block);
             let pending = Pending {
@@ -326,27 +320,11 @@ impl SimHost {
             View::Erased { next } => {
                 let seed = self.rng.next_u64();
                 let (data, spare) = page_contents(seed, shape.data_bytes, shape.spare_bytes);
-                let address = FlashAddress {
-                    page: next,
-                    ..address
+                let expect = Expect::Program {
+                    page: (block.0, block.1, block.2, block.3, next),
+                    seed,
                 };
-                let pending = Pending {
-                    expect: Expect::Program {
-                        page: (block.0, block.1, block.2, block.3, next),
-                        seed,
-                    },
-                    kind: CommandKind::Write,
-                    device: block.0,
-                    own_block: Some(block),
-                };
-                Some((
-                    FlashCommand::WritePage {
-                        address,
-                        data,
-                        spare,
-                    },
-                    pending,
-                ))
+                Some(write_in_own_block(block, next, data, spare, expect))
             }
         }
     }
@@ -375,27 +353,7 @@ impl SimHost {
             return None;
         };
         let (data, spare) = page_contents(self.rng.next_u64(), shape.data_bytes, shape.spare_bytes);
-        let address = FlashAddress {
-            device: block.0,
-            bus: block.1,
-            chip: block.2,
-            block: block.3,
-            page,
-        };
-        let pending = Pending {
-            expect,
-            kind: CommandKind::Write,
-            device: block.0,
-            own_block: Some(block),
-        };
-        Some((
-            FlashCommand::WritePage {
-                address,
-                data,
-                spare,
-            },
-            pending,
-        ))
+        Some(write_in_own_block(block, page, data, spare, expect))
     }
 
     fn not_owner(&mut self, shape: &Shape) -> (FlashCommand, Pending) {
@@ -635,6 +593,29 @@ impl SimHost {
             self.views.insert(block, View::Unknown);
         }
     }
+}
+
+/// A program of page `page` of `block`, a block of the host's own, expecting `expect`.
+fn write_in_own_block(
+    block: BlockKey,
+    page: u32,
+    data: Vec<u8>,
+    spare: Vec<u8>,
+    expect: Expect,
+) -> (FlashCommand, Pending) {
+    let address = address_of((block.0, block.1, block.2, block.3, page));
+    let pending = Pending {
+        expect,
+        kind: CommandKind::Write,
+        device: block.0,
+        own_block: Some(block),
+    };
+    let write = FlashCommand::WritePage {
+        address,
+        data,
+        spare,
+    };
+    (write, pending)
 }
 
 fn page_of(expect: &Expect) -> String {

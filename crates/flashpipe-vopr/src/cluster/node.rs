@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 
 use flashpipe_cluster::credits::CreditReceiver;
-use flashpipe_cluster::output::{input_of, OutputError, OutputStage};
+use flashpipe_cluster::output::{input_of, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router, RouterConfig};
 use flashpipe_cluster::wire::{Channel, Frame, Message, Status, WireAck};
 use flashpipe_flash::{AckStatus, CommandKind, FlashCommand};
@@ -246,16 +246,7 @@ impl SimNode {
         if state.attached.is_none() {
             return Ok(());
         }
-        match state.stage.push(input_of(output.from), output.frame) {
-            Ok(()) => Ok(()),
-            Err(OutputError::QueueFull { frame }) => Err(Box::new(Output {
-                frame: *frame,
-                ..output
-            })),
-            Err(error @ OutputError::NoSuchInput { .. }) => {
-                unreachable!("every port is an input of every stage: {error}")
-            }
-        }
+        state.stage.push_output(output)
     }
 
     pub(crate) fn push_outputs(&mut self, outputs: Vec<Output>) {
