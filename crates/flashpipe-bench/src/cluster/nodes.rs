@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::ClusterLink;
 use crate::child;
-use crate::error::{io_context, io_with, BenchError, BenchErrorKind};
+use crate::error::io_with;
 use crate::BenchResult;
 
 /// Nodes (and devices, and hosts: host `h` sits on node `h`) of the measured line.
