@@ -57,8 +57,9 @@ impl FlashArray {
                 if factory_bad && address.page == 0 && !spare.is_empty() {
                     spare[0] = 0x00;
                 }
+                let data = self.pool.take_filled(data_bytes, 0xFF);
                 let slot = self.slot_mut(slot_index);
-                slot.data = Some(vec![0xFF; data_bytes]);
+                slot.data = Some(data);
                 slot.spare = Some(spare);
             }
             return Ok(array_read_ns);
@@ -129,9 +130,10 @@ impl FlashArray {
         flips: u32,
         generator: &mut SplitMix64,
     ) -> (AckStatus, u32, Option<Vec<u8>>, Option<Vec<u8>>) {
-        let mut raw = vec![0u8; self.config.raw_page_bytes()];
+        let mut raw = self.pool.take_filled(self.config.raw_page_bytes(), 0);
         let page_index = self.page_index(block_index, page);
         if self.store.read_page(page_index, &mut raw).is_err() {
+            self.pool.give(raw);
             return (AckStatus::Uncorrectable, 0, None, None);
         }
         let positions = self.flip_positions(flips, generator);
@@ -272,10 +274,13 @@ impl FlashArray {
         if self.keeps_data() {
             let raw = self.encoded_page(data, &spare);
             let page_index = self.page_index(block_index, address.page);
-            if self.store.write_page(page_index, raw).is_err() {
-                self.blocks[block_index as usize].grown_bad = true;
-                self.slot_mut(slot_index).status = AckStatus::BadBlock;
-                return Ok(program_ns);
+            match self.store.write_page(page_index, raw) {
+                Ok(free) => self.recycle(free),
+                Err(_) => {
+                    self.blocks[block_index as usize].grown_bad = true;
+                    self.slot_mut(slot_index).status = AckStatus::BadBlock;
+                    return Ok(program_ns);
+                }
             }
         }
         let now_ns = self.now_ns();
@@ -338,13 +343,19 @@ impl FlashArray {
             return Ok(busy_ns);
         }
         if self.keeps_data() {
-            let mut raw = vec![0u8; self.config.raw_page_bytes()];
+            let mut raw = self.pool.take_filled(self.config.raw_page_bytes(), 0);
             let source_page = self.page_index(from_index, from.page);
             let moved = self.store.read_page(source_page, &mut raw).is_ok() && {
                 raw.truncate(self.config.geometry.page_data_bytes as usize);
                 let raw = self.encoded_page(raw, &spare);
                 let page_index = self.page_index(to_index, to.page);
-                self.store.write_page(page_index, raw).is_ok()
+                match self.store.write_page(page_index, raw) {
+                    Ok(free) => {
+                        self.recycle(free);
+                        true
+                    }
+                    Err(_) => false,
+                }
             };
             if !moved {
                 self.blocks[to_index as usize].grown_bad = true;
@@ -387,7 +398,15 @@ impl FlashArray {
         block.next_page = 0;
         block.reads_since_erase = 0;
         block.programmed_at_ns = 0;
-        self.store.erase_block(block_index * pages, pages);
+        self.store
+            .erase_block(block_index * pages, pages, &mut self.pool);
         Ok(erase_ns)
+    }
+
+    /// Puts a buffer the store handed back on the free list.
+    fn recycle(&mut self, free: Option<Vec<u8>>) {
+        if let Some(buffer) = free {
+            self.pool.give(buffer);
+        }
     }
 }
