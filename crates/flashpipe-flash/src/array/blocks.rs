@@ -169,12 +169,16 @@ impl FlashArray {
         raw: &mut [u8],
         positions: &[(usize, u8)],
     ) -> (AckStatus, u32) {
+        if positions.is_empty() {
+            // No flips: no codeword is touched, nothing to decode (and no copies made).
+            return (AckStatus::CLEAN, 0);
+        }
         let message_bytes = self.codec.layout().message_bytes;
-        if !positions.is_empty() && !self.store.stores_parity() {
+        if !self.store.stores_parity() {
             // What the page would hold with its parity: the programmed message encoded.
             self.codec.encode_in_place(raw);
         }
-        let original = (!positions.is_empty()).then(|| raw.to_vec());
+        let original = raw.to_vec();
         let mut touched: Vec<usize> = Vec::new();
         for &(byte, bit) in positions {
             raw[byte] ^= bit;
@@ -187,12 +191,10 @@ impl FlashArray {
         let corrupted = raw.to_vec();
         match self.codec.decode(raw, &touched) {
             DecodeOutcome::Corrected { symbols } => {
-                if let Some(original) = &original {
-                    assert!(
-                        raw[..message_bytes] == original[..message_bytes] || symbols > 0,
-                        "a decode that corrected nothing returned altered data"
-                    );
-                }
+                assert!(
+                    raw[..message_bytes] == original[..message_bytes] || symbols > 0,
+                    "a decode that corrected nothing returned altered data"
+                );
                 let corrected_bits = corrupted
                     .iter()
                     .zip(raw.iter())
