@@ -44,6 +44,7 @@ use crate::interface::{
     Ack, AckStatus, CommandKind, CopyBackRefusal, FlashAddress, FlashCommand, FlashRequest,
     RuleViolation, SubmitError,
 };
+use crate::pool::PagePool;
 use crate::reliability::{self, BlockWear};
 use crate::stats::{FlashStats, LatencyRecorder};
 use crate::store::{self, BlockState, FlashError, Metadata, PageStore, StorageMode};
@@ -176,6 +177,9 @@ pub struct FlashArray {
     codec: PageCodec,
     ecc_mode: EccMode,
     store: PageStore,
+    /// Free raw-page buffers: programs, reads and the FTL above take from it; erases,
+    /// overwrites, image writes and consumed reads give back.
+    pool: PagePool,
     blocks: Vec<BlockState>,
     operation_counter: u64,
     slots: Vec<Option<Slot>>,
@@ -297,6 +301,7 @@ impl FlashArray {
             codec: PageCodec::new(message_bytes, config.raw_page_bytes()),
             ecc_mode: EccMode::default(),
             store,
+            pool: PagePool::new(config.raw_page_bytes()),
             blocks,
             operation_counter,
             slots: Vec::new(),
@@ -375,6 +380,22 @@ impl FlashArray {
     /// True when page contents are kept (not timing only).
     pub fn keeps_data(&self) -> bool {
         self.store.keeps_data()
+    }
+
+    /// An empty buffer with room for one raw page, from the array's free list: a program's
+    /// data built in it is stored without a copy.
+    pub fn take_page_buffer(&mut self) -> Vec<u8> {
+        self.pool.take()
+    }
+
+    /// Gives back a buffer the caller is done with (a read's data once copied out).
+    pub fn recycle_page_buffer(&mut self, buffer: Vec<u8>) {
+        self.pool.give(buffer);
+    }
+
+    /// Page buffers on the free list now (at most [`crate::pool::PAGE_POOL_LIMIT`]).
+    pub fn free_page_buffers(&self) -> usize {
+        self.pool.len()
     }
 
     /// Host spare bytes per page (after the ECC parity).

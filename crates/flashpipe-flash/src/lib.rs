@@ -10,6 +10,7 @@
 //!   exact outcome model reads use by default;
 //! - [`adapter`]: a `BlockDevice` over the array by fixed striping (the pre-FTL mode);
 //! - [`workload`]: closed-loop synthetic jobs driving the raw interface;
+//! - [`pool`]: the bounded free list of page buffers (steady-state I/O allocates nothing);
 //! - [`stats`]: bandwidth, IOPS, latency percentiles, utilizations.
 //!
 //! The charts of the experiments are drawn in `flashpipe-bench`, so this model does not
@@ -27,6 +28,7 @@ pub mod array;
 pub mod config;
 pub mod ecc;
 pub mod interface;
+pub mod pool;
 pub mod reliability;
 pub mod stats;
 pub mod store;

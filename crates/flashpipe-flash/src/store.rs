@@ -21,6 +21,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::config::{ConfigError, FlashConfig};
+use crate::pool::PagePool;
 
 /// How the array keeps page contents.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +90,9 @@ pub struct BlockState {
 /// Page contents.
 pub(crate) enum PageStore {
     TimingOnly,
-    Memory(HashMap<u64, Box<[u8]>>),
+    /// Programmed pages by index, each in a pooled buffer (given back on erase and
+    /// overwrite).
+    Memory(HashMap<u64, Vec<u8>>),
     /// A backing file; `journal` is `None` when it is opened read-only.
     File {
         file: File,
@@ -378,13 +381,16 @@ impl PageStore {
         !matches!(self, PageStore::TimingOnly)
     }
 
-    pub(crate) fn write_page(&mut self, page_index: u64, raw: Vec<u8>) -> Result<(), FlashError> {
+    /// Stores `raw` as the page at `page_index`; hands back a buffer free for reuse (the
+    /// written one for an image, the page it replaced in memory) or the error.
+    pub(crate) fn write_page(
+        &mut self,
+        page_index: u64,
+        raw: Vec<u8>,
+    ) -> Result<Option<Vec<u8>>, FlashError> {
         match self {
-            PageStore::TimingOnly => Ok(()),
-            PageStore::Memory(pages) => {
-                pages.insert(page_index, raw.into());
-                Ok(())
-            }
+            PageStore::TimingOnly => Ok(Some(raw)),
+            PageStore::Memory(pages) => Ok(pages.insert(page_index, raw)),
             PageStore::File {
                 journal: None,
                 path,
@@ -395,6 +401,7 @@ impl PageStore {
             }),
             PageStore::File { file, path, .. } => file
                 .write_all_at(&raw, page_index * raw.len() as u64)
+                .map(|()| Some(raw))
                 .map_err(|error| io_error(path, error)),
         }
     }
@@ -419,10 +426,13 @@ impl PageStore {
         }
     }
 
-    pub(crate) fn erase_block(&mut self, first_page: u64, page_count: u64) {
+    /// Forgets the pages of an erased block, their buffers given back to `pool`.
+    pub(crate) fn erase_block(&mut self, first_page: u64, page_count: u64, pool: &mut PagePool) {
         if let PageStore::Memory(pages) = self {
             for page_index in first_page..first_page + page_count {
-                pages.remove(&page_index);
+                if let Some(buffer) = pages.remove(&page_index) {
+                    pool.give(buffer);
+                }
             }
         }
     }

@@ -58,6 +58,16 @@ pub trait FlashBackend: Send {
     ) -> bool {
         false
     }
+    /// An empty buffer with room for one raw page, for a program's data (the array's free
+    /// list where it has one, [`FlashArray::take_page_buffer`]; a fresh vector otherwise).
+    fn take_page_buffer(&mut self) -> Vec<u8> {
+        Vec::with_capacity(self.config().raw_page_bytes())
+    }
+    /// Gives back a buffer the FTL is done with (a read's data once copied out); dropped
+    /// where the backend keeps no free list.
+    fn recycle_page_buffer(&mut self, buffer: Vec<u8>) {
+        drop(buffer);
+    }
 }
 
 impl FlashBackend for FlashArray {
@@ -101,6 +111,12 @@ impl FlashBackend for FlashArray {
         added_erases: u32,
     ) -> bool {
         FlashArray::mark_block_programmed(self, address, programmed_pages, added_erases).is_ok()
+    }
+    fn take_page_buffer(&mut self) -> Vec<u8> {
+        FlashArray::take_page_buffer(self)
+    }
+    fn recycle_page_buffer(&mut self, buffer: Vec<u8>) {
+        FlashArray::recycle_page_buffer(self, buffer);
     }
 }
 
@@ -336,6 +352,12 @@ impl FlashBackend for PowerCutFlash {
     fn sync_storage(&mut self) -> Result<(), FlashError> {
         self.array.sync()
     }
+    fn take_page_buffer(&mut self) -> Vec<u8> {
+        self.array.take_page_buffer()
+    }
+    fn recycle_page_buffer(&mut self, buffer: Vec<u8>) {
+        self.array.recycle_page_buffer(buffer);
+    }
 }
 
 /// A backend shared between owners (the FTL inside a file system and the test or tool
@@ -424,5 +446,11 @@ impl<B: ?Sized + FlashBackend + 'static> FlashBackend for SharedFlash<B> {
     ) -> bool {
         self.lock()
             .mark_block_programmed(address, programmed_pages, added_erases)
+    }
+    fn take_page_buffer(&mut self) -> Vec<u8> {
+        self.lock().take_page_buffer()
+    }
+    fn recycle_page_buffer(&mut self, buffer: Vec<u8>) {
+        self.lock().recycle_page_buffer(buffer);
     }
 }

@@ -57,8 +57,9 @@ impl FlashArray {
                 if factory_bad && address.page == 0 && !spare.is_empty() {
                     spare[0] = 0x00;
                 }
+                let data = self.pool.take_filled(data_bytes, 0xFF);
                 let slot = self.slot_mut(slot_index);
-                slot.data = Some(vec![0xFF; data_bytes]);
+                slot.data = Some(data);
                 slot.spare = Some(spare);
             }
             return Ok(array_read_ns);
@@ -129,9 +130,10 @@ impl FlashArray {
         flips: u32,
         generator: &mut SplitMix64,
     ) -> (AckStatus, u32, Option<Vec<u8>>, Option<Vec<u8>>) {
-        let mut raw = vec![0u8; self.config.raw_page_bytes()];
+        let mut raw = self.pool.take_filled(self.config.raw_page_bytes(), 0);
         let page_index = self.page_index(block_index, page);
         if self.store.read_page(page_index, &mut raw).is_err() {
+            self.pool.give(raw);
             return (AckStatus::Uncorrectable, 0, None, None);
         }
         let positions = self.flip_positions(flips, generator);
@@ -167,12 +169,16 @@ impl FlashArray {
         raw: &mut [u8],
         positions: &[(usize, u8)],
     ) -> (AckStatus, u32) {
+        if positions.is_empty() {
+            // No flips: no codeword is touched, nothing to decode (and no copies made).
+            return (AckStatus::CLEAN, 0);
+        }
         let message_bytes = self.codec.layout().message_bytes;
-        if !positions.is_empty() && !self.store.stores_parity() {
+        if !self.store.stores_parity() {
             // What the page would hold with its parity: the programmed message encoded.
             self.codec.encode_in_place(raw);
         }
-        let original = (!positions.is_empty()).then(|| raw.to_vec());
+        let original = raw.to_vec();
         let mut touched: Vec<usize> = Vec::new();
         for &(byte, bit) in positions {
             raw[byte] ^= bit;
@@ -185,12 +191,10 @@ impl FlashArray {
         let corrupted = raw.to_vec();
         match self.codec.decode(raw, &touched) {
             DecodeOutcome::Corrected { symbols } => {
-                if let Some(original) = &original {
-                    assert!(
-                        raw[..message_bytes] == original[..message_bytes] || symbols > 0,
-                        "a decode that corrected nothing returned altered data"
-                    );
-                }
+                assert!(
+                    raw[..message_bytes] == original[..message_bytes] || symbols > 0,
+                    "a decode that corrected nothing returned altered data"
+                );
                 let corrected_bits = corrupted
                     .iter()
                     .zip(raw.iter())
@@ -249,7 +253,7 @@ impl FlashArray {
             self.program_page(slot_index, block_index, generator, |array| {
                 let raw = array.encoded_page(data, &spare);
                 let page_index = array.page_index(block_index, address.page);
-                array.store.write_page(page_index, raw).is_ok()
+                array.store_page(page_index, raw)
             });
         }
         Ok(program_ns)
@@ -285,16 +289,28 @@ impl FlashArray {
         }
         self.blocks[from_index as usize].reads_since_erase += 1;
         self.program_page(slot_index, to_index, generator, |array| {
-            let mut raw = vec![0u8; array.config.raw_page_bytes()];
+            let mut raw = array.pool.take_filled(array.config.raw_page_bytes(), 0);
             let source_page = array.page_index(from_index, from.page);
             array.store.read_page(source_page, &mut raw).is_ok() && {
                 raw.truncate(array.config.geometry.page_data_bytes as usize);
                 let raw = array.encoded_page(raw, &spare);
                 let page_index = array.page_index(to_index, to.page);
-                array.store.write_page(page_index, raw).is_ok()
+                array.store_page(page_index, raw)
             }
         });
         Ok(busy_ns)
+    }
+
+    /// Writes one encoded page into the store, its freed buffer back to the pool; false when
+    /// the store fails (the caller grows the block bad).
+    fn store_page(&mut self, page_index: u64, raw: Vec<u8>) -> bool {
+        match self.store.write_page(page_index, raw) {
+            Ok(free) => {
+                self.recycle(free);
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Whether a program may go on at `address` (block `block_index`): a bad block acks
@@ -378,7 +394,15 @@ impl FlashArray {
         block.next_page = 0;
         block.reads_since_erase = 0;
         block.programmed_at_ns = 0;
-        self.store.erase_block(block_index * pages, pages);
+        self.store
+            .erase_block(block_index * pages, pages, &mut self.pool);
         Ok(erase_ns)
+    }
+
+    /// Puts a buffer the store handed back on the free list.
+    fn recycle(&mut self, free: Option<Vec<u8>>) {
+        if let Some(buffer) = free {
+            self.pool.give(buffer);
+        }
     }
 }

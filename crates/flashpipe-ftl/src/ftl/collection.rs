@@ -297,6 +297,7 @@ impl Ftl {
     pub(crate) fn relocate(&mut self, relocation: Relocation) {
         let live = self.mapping.page_identity[relocation.from_page as usize] == relocation.identity;
         if !live {
+            self.backend.recycle_page_buffer(relocation.data);
             self.pay_migration();
             return;
         }
@@ -314,7 +315,13 @@ impl Ftl {
             erase_count: 0,
         };
         self.stats.gc_pages_copied += 1;
-        let data = relocation.data.clone();
+        // The relocation keeps its copy until the ack (a failed program is done again
+        // elsewhere); the program takes a pooled buffer with room for the raw page.
+        let mut data = Vec::new();
+        if !relocation.data.is_empty() {
+            data = self.backend.take_page_buffer();
+            data.extend_from_slice(&relocation.data);
+        }
         let job = RawJob::GcProgram {
             relocation,
             physical_page,
@@ -360,6 +367,9 @@ impl Ftl {
     ) {
         self.read_finished(physical_page);
         if self.mapping.page_identity[physical_page as usize] != identity {
+            if let Some(data) = ack.data {
+                self.backend.recycle_page_buffer(data);
+            }
             self.pay_migration();
             return;
         }
@@ -409,8 +419,9 @@ impl Ftl {
             identity,
             from_page,
             poisoned,
-            ..
+            data,
         } = relocation;
+        self.backend.recycle_page_buffer(data);
         if self.mapping.page_identity[from_page as usize] != identity {
             return;
         }

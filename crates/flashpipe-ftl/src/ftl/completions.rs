@@ -36,8 +36,7 @@ impl Ftl {
                 logical,
                 version,
                 physical_page,
-                data,
-            } => self.host_program_done(ack, op, logical, version, physical_page, data),
+            } => self.host_program_done(ack, op, logical, version, physical_page),
             RawJob::GcRead {
                 physical_page,
                 identity,
@@ -109,6 +108,9 @@ impl Ftl {
             assert_eq!(data.len(), page_bytes, "a read returns one page");
             buffer[offset..offset + page_bytes].copy_from_slice(data);
         }
+        if let Some(data) = ack.data {
+            self.backend.recycle_page_buffer(data);
+        }
         self.finish_host_pages(op, 1);
     }
 
@@ -119,7 +121,6 @@ impl Ftl {
         logical: u64,
         version: u64,
         physical_page: u32,
-        data: Vec<u8>,
     ) {
         self.program_finished(physical_page);
         assert!(
@@ -134,7 +135,11 @@ impl Ftl {
                 .allocate_page(Stream::Host)
                 .or_else(|| self.allocate_page(Stream::Collection))
             {
-                Some(page) => self.reissue_host_page(op, logical, version, page, data),
+                Some(page) => {
+                    let first = self.host.ops[&op].first;
+                    let data = self.host_page_data(op, (logical - first) as usize);
+                    self.reissue_host_page(op, logical, version, page, data);
+                }
                 None => panic!("no page left to rescue a failed program"),
             }
             return;

@@ -271,7 +271,6 @@ impl Ftl {
 
     /// Issues as many pages of a write as there is room for; true when all are issued.
     pub(crate) fn issue_write_pages(&mut self, op_id: u64) -> bool {
-        let page_bytes = self.shape.page_bytes;
         loop {
             let (logical, index) = {
                 let op = &self.host.ops[&op_id];
@@ -303,22 +302,30 @@ impl Ftl {
             self.end_host_page_wait(op_id);
             self.start_policy_victims();
             self.charge_host_page();
-            let data = if self.backend.keeps_data() {
-                let op = &self.host.ops[&op_id];
-                let buffer = op.buffer.as_ref().expect("a write carries a buffer");
-                let offset = index as usize * page_bytes;
-                // Room for the whole raw page (spare and parity after the data), so the
-                // flash model stores this vector as it is instead of copying it.
-                let mut data = Vec::with_capacity(self.backend.config().raw_page_bytes());
-                data.extend_from_slice(&buffer[offset..offset + page_bytes]);
-                data
-            } else {
-                Vec::new()
-            };
+            let data = self.host_page_data(op_id, index as usize);
             let version = self.take_sequence();
             self.host.ops.get_mut(&op_id).expect("open op").pages_issued += 1;
             self.program_host_page(op_id, logical, version, physical_page, data);
         }
+    }
+
+    /// The bytes of page `index` of write `op_id`, in a buffer from the backend's free list
+    /// with room for the whole raw page (spare and parity after the data), so the flash
+    /// model stores it as it is instead of copying it; empty where the backend keeps no
+    /// data.
+    pub(crate) fn host_page_data(&mut self, op_id: u64, index: usize) -> Vec<u8> {
+        if !self.backend.keeps_data() {
+            return Vec::new();
+        }
+        let page_bytes = self.shape.page_bytes;
+        let mut data = self.backend.take_page_buffer();
+        let buffer = self.host.ops[&op_id]
+            .buffer
+            .as_ref()
+            .expect("a write carries a buffer");
+        let offset = index * page_bytes;
+        data.extend_from_slice(&buffer[offset..offset + page_bytes]);
+        data
     }
 
     /// Ends the wait of the page `op_id` is about to issue, if it waited.
@@ -424,7 +431,6 @@ impl Ftl {
             logical,
             version,
             physical_page,
-            data: data.clone(),
         };
         self.host_programs_in_flight += 1;
         self.submit_program(physical_page, record, data, job);

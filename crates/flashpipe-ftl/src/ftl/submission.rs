@@ -29,12 +29,13 @@ pub(crate) enum RawJob {
         logical: u64,
         physical_page: u32,
     },
+    /// A host page program; a failed one is programmed again from the write's buffer
+    /// (held by its open operation until it completes).
     HostProgram {
         op: u64,
         logical: u64,
         version: u64,
         physical_page: u32,
-        data: Vec<u8>,
     },
     GcRead {
         physical_page: u32,
