@@ -521,13 +521,16 @@ pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
     start_with_limits(options, NodeLimits::default())
 }
 
-/// How long the router polls its inputs before it parks: `FLASHPIPE_SPIN_US` when set,
-/// else [`DEFAULT_DOORBELL_WINDOW_US`] (docs/design/25-cluster-shm.md, "The one wait
-/// strategy").
-fn router_wait_policy() -> Result<WaitPolicy, NodeError> {
+/// How long the router polls its inputs before it parks: `FLASHPIPE_SPIN_US` when set;
+/// else, over shared memory, [`DEFAULT_DOORBELL_WINDOW_US`] (docs/design/25-cluster-shm.md,
+/// "The one wait strategy"), and over TCP not at all: a TCP frame reaches the router through
+/// a reader thread that needs a core, which a polling router on a small machine takes
+/// (measured: one hop 371 us polling against 287 us parking at once, docs/benchmarks.md).
+fn router_wait_policy(link: LinkKind) -> Result<WaitPolicy, NodeError> {
     match WaitPolicy::from_environment() {
-        None => Ok(WaitPolicy::spin_us(DEFAULT_DOORBELL_WINDOW_US)),
         Some(policy) => policy.map_err(NodeError::SpinWindow),
+        None if link == LinkKind::Shm => Ok(WaitPolicy::spin_us(DEFAULT_DOORBELL_WINDOW_US)),
+        None => Ok(WaitPolicy::spin_us(0)),
     }
 }
 
@@ -619,7 +622,7 @@ pub fn start_with_limits(
         attach: attach_receiver,
         doorbell,
         bell: Arc::clone(&bell),
-        wait_policy: router_wait_policy()?,
+        wait_policy: router_wait_policy(description.link)?,
         stopping: Arc::clone(&stopping),
     };
     let router = std::thread::Builder::new()
