@@ -15,7 +15,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{
-    check_fails, check_fails_naming, cluster_page_read, command_line, flashpipe,
+    check_fails, check_fails_naming, cluster_page, cluster_page_read, command_line, flashpipe,
     flashpipe_as_nobody, fresh_folder, outcome, second_user_available, start_cluster_node, text,
     write_loopback_one_node, write_one_node,
 };
@@ -90,38 +90,6 @@ impl Drop for Nodes {
     }
 }
 
-fn page(
-    description: &Path,
-    host: u32,
-    op: &str,
-    device: u32,
-    block: u32,
-    extra: &[&str],
-) -> (bool, String, String) {
-    let host = host.to_string();
-    let device = device.to_string();
-    let block = block.to_string();
-    let mut arguments = vec![
-        "cluster",
-        "page",
-        "--cluster",
-        text(description),
-        "--host",
-        &host,
-        op,
-        "--device",
-        &device,
-        "--bus",
-        "1",
-        "--chip",
-        "2",
-        "--block",
-        &block,
-    ];
-    arguments.extend_from_slice(extra);
-    outcome(&arguments)
-}
-
 /// Repeats a page command until `done` holds for its outcome (links come up, or go down,
 /// within a few seconds).
 fn page_until(
@@ -131,7 +99,7 @@ fn page_until(
 ) -> (bool, String, String) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let result = page(
+        let result = cluster_page(
             description,
             arguments.0,
             arguments.1,
@@ -213,7 +181,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     let input = folder.path().join("page.bin");
     std::fs::write(&input, b"a page from host 0, three hops away").unwrap();
     let output = folder.path().join("read.bin");
-    let written = page(
+    let written = cluster_page(
         &description,
         0,
         "write",
@@ -222,7 +190,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
         &["--page", "0", "--input", text(&input)],
     );
     assert!(written.0, "{}", written.2);
-    let read = page(
+    let read = cluster_page(
         &description,
         0,
         "read",
@@ -239,7 +207,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     let data = std::fs::read(&output).unwrap();
     assert!(data.starts_with(b"a page from host 0, three hops away"));
     assert_eq!(data.len(), 8192);
-    let read_json = page(&description, 0, "read", 3, 5, &["--json"]);
+    let read_json = cluster_page(&description, 0, "read", 3, 5, &["--json"]);
     let object: serde_json::Value = serde_json::from_str(&read_json.1).expect("page --json");
     assert_eq!(
         (object["status"].as_str(), object["hops"].as_u64()),
@@ -247,7 +215,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     );
 
     // The flash's rules and the shares, refused by name.
-    let again = page(
+    let again = cluster_page(
         &description,
         0,
         "write",
@@ -256,7 +224,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
         &["--page", "0", "--input", text(&input)],
     );
     assert!(!again.0 && again.2.contains("NotErased"), "{}", again.2);
-    let skipped = page(
+    let skipped = cluster_page(
         &description,
         0,
         "write",
@@ -269,7 +237,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
         "{}",
         skipped.2
     );
-    let foreign = page(&description, 0, "erase", 3, 2000, &[]);
+    let foreign = cluster_page(&description, 0, "erase", 3, 2000, &[]);
     assert!(
         !foreign.0 && foreign.2.contains("NotOwner"),
         "{}",
@@ -281,7 +249,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
         foreign.2
     );
     assert!(!foreign.2.contains("panicked"));
-    let shared_read = page(&description, 0, "read", 3, 2000, &[]);
+    let shared_read = cluster_page(&description, 0, "read", 3, 2000, &[]);
     assert!(
         !shared_read.2.contains("NotOwner"),
         "reads are never refused by the shares"
@@ -290,7 +258,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     // A page on device 2, whose node is killed and restarted below.
     let on_two = page_until(&description, (2, "erase", 2, 2048, &[]), |result| result.0);
     assert!(on_two.0, "{}", on_two.2);
-    let written = page(
+    let written = cluster_page(
         &description,
         2,
         "write",
@@ -311,9 +279,9 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     raw.write_all(&[0xff; 64]).unwrap();
     let mut rest = Vec::new();
     let _ = raw.read_to_end(&mut rest);
-    let through = page(&description, 0, "read", 3, 5, &[]);
+    let through = cluster_page(&description, 0, "read", 3, 5, &[]);
     assert!(through.0, "node 1 goes on routing: {}", through.2);
-    let own = page(&description, 1, "read", 1, 5, &[]);
+    let own = cluster_page(&description, 1, "read", 1, 5, &[]);
     assert!(own.0, "host 1 connects again: {}", own.2);
 
     // SIGKILL of node 2: host 0's read of device 3 fails naming the device and the hop.
@@ -461,7 +429,7 @@ fn a_keyed_cluster_lets_in_only_holders_of_its_key() {
         "check names the key: {stdout}"
     );
     nodes.start(0);
-    let (ok, _, stderr) = page(&description, 0, "read", 0, 0, &["--page", "0"]);
+    let (ok, _, stderr) = cluster_page(&description, 0, "read", 0, 0, &["--page", "0"]);
     assert!(ok, "the key's owner reads a page: {stderr}");
 
     let as_nobody = flashpipe_as_nobody(
@@ -480,7 +448,7 @@ fn a_keyed_cluster_lets_in_only_holders_of_its_key() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let (ok, _, stderr) = page(&description, 0, "read", 0, 0, &["--page", "0"]);
+    let (ok, _, stderr) = cluster_page(&description, 0, "read", 0, 0, &["--page", "0"]);
     assert!(
         !ok && stderr.contains("chmod 600"),
         "a key open to others is refused: {stderr}"
@@ -512,6 +480,6 @@ fn a_keyed_cluster_lets_in_only_holders_of_its_key() {
         stderr.contains("does not hold this cluster's key"),
         "{stderr}"
     );
-    let (ok, _, stderr) = page(&description, 0, "read", 0, 0, &["--page", "0"]);
+    let (ok, _, stderr) = cluster_page(&description, 0, "read", 0, 0, &["--page", "0"]);
     assert!(ok, "the node still serves the key's owner: {stderr}");
 }

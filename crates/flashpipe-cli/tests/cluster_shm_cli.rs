@@ -14,7 +14,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{
-    check_fails, flashpipe_as_nobody, fresh_folder, outcome, second_user_available,
+    check_fails, cluster_page, flashpipe_as_nobody, fresh_folder, outcome, second_user_available,
     start_flashpipe, text, write_one_node,
 };
 use flashpipe_cluster::wire::Status;
@@ -101,26 +101,7 @@ impl Drop for Nodes {
 
 /// `cluster page` as host 0 on block 5, bus 1, chip 2 of `device`.
 fn page(description: &Path, op: &str, device: u32, extra: &[&str]) -> (bool, String, String) {
-    let device = device.to_string();
-    let mut arguments = vec![
-        "cluster",
-        "page",
-        "--cluster",
-        text(description),
-        "--host",
-        "0",
-        op,
-        "--device",
-        &device,
-        "--bus",
-        "1",
-        "--chip",
-        "2",
-        "--block",
-        "5",
-    ];
-    arguments.extend_from_slice(extra);
-    outcome(&arguments)
+    cluster_page(description, 0, op, device, 5, extra)
 }
 
 /// Repeats a page command until `done` holds (links come up, or go down, within seconds).

@@ -2,6 +2,7 @@
 //! id and process) and the reason, and says only that link is closed. Alone in its test
 //! binary because it installs the process's log subscriber.
 
+mod common;
 mod shm_peer;
 
 use std::io::Write;

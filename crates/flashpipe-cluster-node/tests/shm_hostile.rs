@@ -4,12 +4,14 @@
 //! node already listening there, stops a node from starting. The node serves its host after
 //! each.
 
+mod common;
 mod shm_peer;
 
 use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::Duration;
 
+use common::address;
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::shm_setup::{encode_setup, socket_path, OFFER_FDS};
 use flashpipe_cluster_node::conn::{read_hello, send_hello};
@@ -18,7 +20,7 @@ use flashpipe_cluster_node::node::{start_with_limits, NodeLimits, NodeOptions};
 use flashpipe_flash::{AckStatus, FlashCommand};
 use flashpipe_shm::{receive_with_fds, send_with_fds, Doorbell};
 use flashpipe_testkit::scratch::TestFolder;
-use shm_peer::{address, line_description, loaded, open_peer, start_shm_node, ShmPeer};
+use shm_peer::{line_description, loaded, open_peer, start_shm_node, ShmPeer};
 
 /// The node's own device answers its host (the node is still serving).
 fn assert_serves(host: &mut ShmPeer, tag: u64) {

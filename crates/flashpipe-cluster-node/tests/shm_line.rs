@@ -4,17 +4,19 @@
 //! (its socket closed, its rings left as they were) has every request it held answered
 //! `Unreachable`, and the node's tags are all free at its stop.
 
+mod common;
 mod shm_peer;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::address;
 use flashpipe_cluster::wire::{Message, Status};
 use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::words::status_words;
 use flashpipe_flash::{AckStatus, FlashCommand};
 use flashpipe_testkit::scratch::TestFolder;
-use shm_peer::{address, line_description, loaded, open_peer, request_bytes, start_shm_node};
+use shm_peer::{line_description, loaded, open_peer, request_bytes, start_shm_node};
 
 #[test]
 fn a_page_crosses_a_four_node_line_over_shared_memory() {

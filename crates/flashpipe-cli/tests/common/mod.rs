@@ -409,3 +409,37 @@ pub fn flashpipe_as_nobody(arguments: &[&str], folder: &Path) -> Output {
         .current_dir(folder);
     command.output().expect("runuser runs")
 }
+
+/// `cluster page --cluster DESCRIPTION --host HOST OP` on block `block`, bus 1, chip 2 of
+/// `device`, `extra` after it; the outcome.
+pub fn cluster_page(
+    description: &Path,
+    host: u32,
+    op: &str,
+    device: u32,
+    block: u32,
+    extra: &[&str],
+) -> (bool, String, String) {
+    let host = host.to_string();
+    let device = device.to_string();
+    let block = block.to_string();
+    let mut arguments = vec![
+        "cluster",
+        "page",
+        "--cluster",
+        text(description),
+        "--host",
+        &host,
+        op,
+        "--device",
+        &device,
+        "--bus",
+        "1",
+        "--chip",
+        "2",
+        "--block",
+        &block,
+    ];
+    arguments.extend_from_slice(extra);
+    outcome(&arguments)
+}

@@ -16,7 +16,7 @@ use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::node::{
     load_description, start_with_limits, LoadedDescription, NodeLimits, NodeOptions, RunningNode,
 };
-use flashpipe_flash::{FlashAddress, FlashCommand, FlashRequest};
+use flashpipe_flash::{FlashCommand, FlashRequest};
 use flashpipe_shm::{push_stream_bytes, Doorbell, FrameRing, RingReader, RingWait};
 
 /// The longest a test peer waits for a frame.
@@ -58,17 +58,6 @@ pub fn start_shm_node(description: &Path, node: u32, images: &Path) -> RunningNo
         NodeLimits::default(),
     )
     .unwrap()
-}
-
-/// Page `page` of block `block` on bus 0, chip 0 of `device`.
-pub fn address(device: u32, block: u32, page: u32) -> FlashAddress {
-    FlashAddress {
-        device,
-        bus: 0,
-        chip: 0,
-        block,
-        page,
-    }
 }
 
 /// A request of host 0 as frame bytes.
