@@ -16,13 +16,24 @@ use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::shm_setup::{encode_setup, socket_path, OFFER_FDS};
 use flashpipe_cluster_node::conn::{read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Refusal, Role};
-use flashpipe_cluster_node::node::{start_with_limits, NodeLimits, NodeOptions};
+use flashpipe_cluster_node::node::{
+    start_with_limits, LoadedDescription, NodeLimits, NodeOptions, RunningNode,
+};
 use flashpipe_flash::{AckStatus, FlashCommand};
 use flashpipe_shm::{receive_with_fds, send_with_fds, Doorbell};
 use flashpipe_testkit::scratch::TestFolder;
 use shm_peer::{line_description, loaded, open_peer, start_shm_node, ShmPeer};
 
 /// The node's own device answers its host (the node is still serving).
+/// The node still answers a host's read over shared memory, then stops with every tag free.
+fn serves_a_host_then_stops(loaded: &LoadedDescription, node: RunningNode) {
+    let mut host = open_peer(loaded, 0, Role::Host, 0);
+    assert_serves(&mut host, 1);
+    drop(host);
+    node.stopper().stop();
+    node.wait().expect("every tag is free at the stop");
+}
+
 fn assert_serves(host: &mut ShmPeer, tag: u64) {
     let read = FlashCommand::ReadPage {
         address: address(0, 1, 0),
@@ -54,11 +65,7 @@ fn a_bad_frame_in_a_ring_closes_that_link_only() {
         "the node closes the ring link that carried a bad frame"
     );
     assert_closed(&mut neighbour.socket);
-    let mut host = open_peer(&loaded, 0, Role::Host, 0);
-    assert_serves(&mut host, 1);
-    drop(host);
-    node.stopper().stop();
-    node.wait().expect("every tag is free at the stop");
+    serves_a_host_then_stops(&loaded, node);
 }
 
 #[test]
@@ -93,11 +100,7 @@ fn a_wrong_set_up_or_hello_is_refused() {
     send_with_fds(&wrong, &answer, &[bell.as_fd()]).unwrap();
     assert_closed(&mut wrong);
 
-    let mut host = open_peer(&loaded, 0, Role::Host, 0);
-    assert_serves(&mut host, 1);
-    drop(host);
-    node.stopper().stop();
-    node.wait().expect("every tag is free at the stop");
+    serves_a_host_then_stops(&loaded, node);
 }
 
 #[test]
@@ -136,11 +139,7 @@ fn only_a_stale_socket_of_this_user_is_replaced() {
             .contains("a process accepts on this socket"),
         "{twice}"
     );
-    let mut host = open_peer(&loaded, 0, Role::Host, 0);
-    assert_serves(&mut host, 1);
-    drop(host);
-    node.stopper().stop();
-    node.wait().expect("every tag is free at the stop");
+    serves_a_host_then_stops(&loaded, node);
 }
 
 #[test]
