@@ -10,14 +10,14 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{
-    check_fails, check_fails_naming, cluster_page, cluster_page_read, command_line, flashpipe,
-    flashpipe_as_nobody, fresh_folder, outcome, second_user_available, start_cluster_node, text,
-    write_loopback_one_node, write_one_node,
+    check_fails, check_fails_naming, cluster_page, cluster_page_read, cluster_page_until,
+    command_line, flashpipe, flashpipe_as_nobody, fresh_folder, outcome, second_user_available,
+    start_cluster_node, text, write_loopback_one_node, write_one_node,
 };
 use flashpipe_testkit::ports::free_loopback_port;
 
@@ -90,30 +90,6 @@ impl Drop for Nodes {
     }
 }
 
-/// Repeats a page command until `done` holds for its outcome (links come up, or go down,
-/// within a few seconds).
-fn page_until(
-    description: &Path,
-    arguments: (u32, &str, u32, u32, &[&str]),
-    done: impl Fn(&(bool, String, String)) -> bool,
-) -> (bool, String, String) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let result = cluster_page(
-            description,
-            arguments.0,
-            arguments.1,
-            arguments.2,
-            arguments.3,
-            arguments.4,
-        );
-        if done(&result) || Instant::now() > deadline {
-            return result;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn hello(role: u8, id: u32, crc: u32) -> [u8; 16] {
     let mut bytes = [0u8; 16];
     bytes[0..4].copy_from_slice(b"FPCH");
@@ -170,7 +146,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     }
 
     // Host 0 erases block 5 of device 3 (three hops away) once the links are up.
-    let erased = page_until(&description, (0, "erase", 3, 5, &[]), |result| result.0);
+    let erased = cluster_page_until(&description, (0, "erase", 3, 5, &[]), |result| result.0);
     assert!(erased.0, "erase failed: {}", erased.2);
     assert!(
         erased.1.contains("Ok") && erased.1.contains("3 hops"),
@@ -256,7 +232,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     );
 
     // A page on device 2, whose node is killed and restarted below.
-    let on_two = page_until(&description, (2, "erase", 2, 2048, &[]), |result| result.0);
+    let on_two = cluster_page_until(&description, (2, "erase", 2, 2048, &[]), |result| result.0);
     assert!(on_two.0, "{}", on_two.2);
     let written = cluster_page(
         &description,
@@ -287,7 +263,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     // SIGKILL of node 2: host 0's read of device 3 fails naming the device and the hop.
     let mut killed = nodes.signal(2, libc::SIGKILL);
     killed.wait().unwrap();
-    let unreachable = page_until(&description, (0, "read", 3, 5, &[]), |result| {
+    let unreachable = cluster_page_until(&description, (0, "read", 3, 5, &[]), |result| {
         result.2.contains("Unreachable")
     });
     assert!(!unreachable.0, "{}", unreachable.1);
@@ -302,7 +278,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     // Restarted, node 2 serves its image: the page written on it before is read back.
     let lines = nodes.start(2);
     assert!(lines.last().unwrap().contains("reopened"), "{lines:?}");
-    let back = page_until(
+    let back = cluster_page_until(
         &description,
         (0, "read", 2, 2048, &["--output", text(&output)]),
         |result| result.0,
@@ -311,7 +287,7 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     assert!(std::fs::read(&output)
         .unwrap()
         .starts_with(b"a page from host 0, three hops away"));
-    let far = page_until(&description, (0, "read", 3, 5, &[]), |result| result.0);
+    let far = cluster_page_until(&description, (0, "read", 3, 5, &[]), |result| result.0);
     assert!(far.0 && far.1.contains("3 hops"), "{}", far.2);
 
     // SIGTERM stops every node cleanly.

@@ -11,11 +11,10 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Child;
-use std::time::{Duration, Instant};
 
 use common::{
-    check_fails, cluster_page, flashpipe_as_nobody, fresh_folder, outcome, second_user_available,
-    start_flashpipe, text, write_one_node,
+    check_fails, cluster_page, cluster_page_until, flashpipe_as_nobody, fresh_folder, outcome,
+    second_user_available, start_flashpipe, text, write_one_node,
 };
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::loaded::load_description;
@@ -104,21 +103,14 @@ fn page(description: &Path, op: &str, device: u32, extra: &[&str]) -> (bool, Str
     cluster_page(description, 0, op, device, 5, extra)
 }
 
-/// Repeats a page command until `done` holds (links come up, or go down, within seconds).
+/// [`page`] repeated until `done` holds (links come up, or go down, within seconds).
 fn page_until(
     description: &Path,
     op: &str,
     device: u32,
     done: impl Fn(&(bool, String, String)) -> bool,
 ) -> (bool, String, String) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let result = page(description, op, device, &[]);
-        if done(&result) || Instant::now() > deadline {
-            return result;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster_page_until(description, (0, op, device, 5, &[]), done)
 }
 
 #[test]

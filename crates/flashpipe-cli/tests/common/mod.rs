@@ -443,3 +443,27 @@ pub fn cluster_page(
     arguments.extend_from_slice(extra);
     outcome(&arguments)
 }
+
+/// Repeats a page command until `done` holds for its outcome (links come up, or go down,
+/// within a few seconds).
+pub fn cluster_page_until(
+    description: &Path,
+    arguments: (u32, &str, u32, u32, &[&str]),
+    done: impl Fn(&(bool, String, String)) -> bool,
+) -> (bool, String, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let result = cluster_page(
+            description,
+            arguments.0,
+            arguments.1,
+            arguments.2,
+            arguments.3,
+            arguments.4,
+        );
+        if done(&result) || std::time::Instant::now() > deadline {
+            return result;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
