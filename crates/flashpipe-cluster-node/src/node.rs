@@ -529,8 +529,16 @@ pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
 fn router_wait_policy(link: LinkKind) -> Result<WaitPolicy, NodeError> {
     match WaitPolicy::from_environment() {
         Some(policy) => policy.map_err(NodeError::SpinWindow),
-        None if link == LinkKind::Shm => Ok(WaitPolicy::spin_us(DEFAULT_DOORBELL_WINDOW_US)),
-        None => Ok(WaitPolicy::spin_us(0)),
+        None => Ok(default_router_wait(link)),
+    }
+}
+
+/// The router's wait without `FLASHPIPE_SPIN_US`: the doorbell window over shared memory,
+/// parked at once over TCP.
+fn default_router_wait(link: LinkKind) -> WaitPolicy {
+    match link {
+        LinkKind::Shm => WaitPolicy::spin_us(DEFAULT_DOORBELL_WINDOW_US),
+        LinkKind::Tcp => WaitPolicy::spin_us(0),
     }
 }
 
@@ -716,5 +724,19 @@ impl RunningNode {
             Ok(result) => result.map_err(NodeError::Sync),
             Err(_) => Err(NodeError::RouterFailed),
         }
+    }
+}
+
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+
+    #[test]
+    fn the_router_polls_only_over_shared_memory() {
+        assert!(default_router_wait(LinkKind::Tcp).parks_at_once());
+        assert_eq!(
+            default_router_wait(LinkKind::Shm).window_us(),
+            DEFAULT_DOORBELL_WINDOW_US
+        );
     }
 }
