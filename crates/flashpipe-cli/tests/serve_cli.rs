@@ -427,3 +427,38 @@ fn two_clients_putting_one_name_at_once_leave_one_whole_file() {
     server.stop_cleanly();
     assert_fsck_clean(&store);
 }
+
+#[test]
+fn a_server_whose_standard_error_went_away_still_stops_on_sigterm() {
+    let folder = TestFolder::new("serve-stderr-gone");
+    let store = file_store(&folder, "64MiB");
+    let mut child = Command::new(flashpipe_binary())
+        .args(["serve", text(&store)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flashpipe serve starts");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).expect("the readiness line");
+    assert!(line.contains("ready"), "{line}");
+    // the reader of its logs is gone: every log line now fails to be written
+    drop(child.stderr.take());
+    let pid = i32::try_from(child.id()).expect("a pid");
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the server ignored SIGTERM once its standard error was gone");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    assert_fsck_clean(&store);
+}

@@ -4,6 +4,11 @@
 //! Standard output stays for the readiness line and the summary line. Both servers of
 //! the CLI install it (`flashpipe serve --log-format`, `flashpipe nbd serve --json`), so
 //! the events of the NBD server and of the store server land in one stream.
+//!
+//! A standard error that went away (the terminal closed, a pipe's reader gone) loses the
+//! log lines and nothing else: the subscriber's own report of a failed write is off, since
+//! it prints with `eprint!`, which panics on such a stream and took down the thread that
+//! logged (the signal thread, so SIGTERM no longer stopped the server).
 
 use std::io::IsTerminal;
 
@@ -40,6 +45,7 @@ pub fn level_for_verbosity(verbosity: u8) -> Level {
 pub fn install_logging(format: LogFormat, verbosity: u8) -> Result<(), LoggingError> {
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_max_level(level_for_verbosity(verbosity))
         .with_target(verbosity > 0);
     let installed = match format {
