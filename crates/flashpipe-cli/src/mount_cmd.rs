@@ -63,6 +63,11 @@ pub struct MountArgs {
     /// commits before it returns.
     #[arg(long, value_name = "MS", default_value_t = DEFAULT_COMMIT_DELAY_MS)]
     pub commit_delay_ms: u64,
+    /// Mount read-only: every change is refused (`EROFS`). Opened here, the store is held
+    /// under the shared lock its readers take (beside other readers, never a writer). A
+    /// store served read-only (`flashpipe serve --read-only`) is always mounted read-only.
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 /// The default of `--commit-delay-ms`.
@@ -96,7 +101,11 @@ pub fn run(arguments: MountArgs) -> CliResult {
     let signals = StopSignals::install()?;
     let session = StoreSession::open(&SessionRequest {
         store_file: &arguments.store,
-        access: StoreAccess::ReadWrite,
+        access: if arguments.read_only {
+            StoreAccess::ReadOnly
+        } else {
+            StoreAccess::ReadWrite
+        },
         wait: if arguments.wait {
             LockWait::Wait
         } else {
@@ -113,6 +122,7 @@ pub fn run(arguments: MountArgs) -> CliResult {
         wall_clock_times: !session.clock_is_virtual(),
         max_bytes_in_flight: u64::MAX,
         commit_delay_ms: arguments.commit_delay_ms,
+        read_only: arguments.read_only,
     };
     let serve = Serve {
         arguments: &arguments,
@@ -142,6 +152,7 @@ pub fn run(arguments: MountArgs) -> CliResult {
         }
         SessionParts::Served { client } => {
             options.shared_store = true;
+            options.read_only |= client.server_info().read_only;
             options.max_bytes_in_flight = StoreTransport::max_bytes_in_flight(&client);
             serve.run(client, &options, None).1
         }
@@ -206,9 +217,10 @@ impl Serve<'_> {
             let_go_of_output();
         } else {
             say(&format!(
-                "{} mounted on {} (pid {}); `umount {}`, `fusermount3 -u {}` or SIGTERM unmounts and commits",
+                "{} mounted on {}{} (pid {}); `umount {}`, `fusermount3 -u {}` or SIGTERM unmounts and commits",
                 self.arguments.store.display(),
                 self.arguments.directory.display(),
+                if options.read_only { " read-only" } else { "" },
                 std::process::id(),
                 self.arguments.directory.display(),
                 self.arguments.directory.display()
@@ -261,6 +273,7 @@ fn run_in_background(arguments: &MountArgs) -> CliResult {
         (arguments.allow_other, "--allow-other"),
         (arguments.wait, "--wait"),
         (arguments.verbose, "--verbose"),
+        (arguments.read_only, "--read-only"),
     ] {
         if given {
             command.arg(flag);

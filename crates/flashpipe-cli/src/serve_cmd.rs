@@ -140,6 +140,11 @@ pub struct ServeArgs {
     /// Wait for a command using the store to finish instead of failing.
     #[arg(long)]
     pub wait: bool,
+    /// Serve the store read-only: it is opened under the shared lock its readers take
+    /// (beside other readers, never a writer), nothing is ever written, and every command
+    /// that would change it is refused as read-only (a mount of it answers `EROFS`).
+    #[arg(long, requires = "store")]
+    pub read_only: bool,
     /// Where the engine's read buffers live: `shared` (a memfd mapped into clients, which
     /// get read data by reference) or `heap` (every client gets its data copied through
     /// the socket), to compare the two.
@@ -355,12 +360,12 @@ fn open_store_to_serve(arguments: &ServeArgs) -> Result<RunningStore, Box<dyn st
     if let Some(spin) = spin_setting(arguments.spin_us)? {
         engine_config.handoff = Handoff::from_policy(spin);
     }
-    let store = RunningStore::open_with(
-        arguments.store(),
-        StoreAccess::ReadWrite,
-        wait,
-        engine_config,
-    )?;
+    let access = if arguments.read_only {
+        StoreAccess::ReadOnly
+    } else {
+        StoreAccess::ReadWrite
+    };
+    let store = RunningStore::open_with(arguments.store(), access, wait, engine_config)?;
     for note in &store.notes {
         tracing::info!(store = %arguments.store().display(), "{note}");
     }
@@ -526,12 +531,18 @@ fn announce_readiness(
         let mut ready = ready_object(nbd, arguments);
         ready.store = Some(arguments.store().display().to_string());
         ready.socket = Some(server.socket_path().display().to_string());
+        ready.read_only = arguments.read_only.then_some(true);
         writeln!(out, "{}", json_line(&ready))?;
     } else {
         writeln!(
             out,
-            "flashpipe serve: ready: store {} on socket {} (pid {pid})",
+            "flashpipe serve: ready: store {}{} on socket {} (pid {pid})",
             arguments.store().display(),
+            if arguments.read_only {
+                " (read-only)"
+            } else {
+                ""
+            },
             server.socket_path().display()
         )?;
     }
@@ -577,8 +588,13 @@ fn print_summary(report: &ServeReport, arguments: &ServeArgs) -> CliResult {
         return Ok(());
     }
     say_on_stdout(&format!(
-        "flashpipe serve: stopped: store {} flushed and unmounted cleanly; {} client(s) served, {} refused at the client limit, {} frames in, {} frames out ({} bytes), {} request(s) refused, {} connection(s) ended by malformed frames",
+        "flashpipe serve: stopped: store {} {}; {} client(s) served, {} refused at the client limit, {} frames in, {} frames out ({} bytes), {} request(s) refused, {} connection(s) ended by malformed frames",
         arguments.store().display(),
+        if arguments.read_only {
+            "unmounted cleanly (read-only: nothing written)"
+        } else {
+            "flushed and unmounted cleanly"
+        },
         counters.clients_total,
         counters.clients_refused,
         counters.frames_received,

@@ -104,6 +104,9 @@ pub struct ServerInfo {
     /// Which clock the store's file times count; `None` when the server did not say (a
     /// server of protocol version 3: the caller may read the store file to learn it).
     pub store_clock: Option<ClockKind>,
+    /// True when the server holds the store read-only (`serve --read-only`; protocol
+    /// version 6): every change is refused. False from an older server, which never does.
+    pub read_only: bool,
 }
 
 /// A connection to a server.
@@ -235,6 +238,7 @@ impl Client {
                 store_identity: welcome.store_identity,
                 limits: welcome.limits,
                 store_clock: welcome.store_clock,
+                read_only: welcome.read_only,
             },
             next_request_id,
             in_flight: HashSet::new(),

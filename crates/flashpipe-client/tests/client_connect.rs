@@ -103,6 +103,7 @@ fn serve_as_a_server_without_rings(listener: UnixListener, connections: usize) -
             }),
             write_region: None,
             store_clock: Some(flashpipe_protocol::ClockKind::Real),
+            read_only: false,
         });
         send_with_fds(&stream, &encode_frame(&welcome), &[read_pool.as_fd()]).expect("welcome");
         let Ok(Some(frame)) = read_frame(&mut reading, MAX_BODY_BYTES) else {

@@ -37,6 +37,7 @@ fn serve_one_welcome(
         read_region: None,
         write_region: None,
         store_clock,
+        read_only: false,
     });
     let mut writing = &stream;
     std::io::Write::write_all(&mut writing, &encode_frame(&welcome)).expect("welcome");
@@ -65,7 +66,7 @@ fn the_client_offers_every_version_from_three_to_the_newest() {
         (hello.min_version, hello.max_version),
         (MIN_PROTOCOL_VERSION, PROTOCOL_VERSION)
     );
-    assert_eq!((MIN_PROTOCOL_VERSION, PROTOCOL_VERSION), (3, 5));
+    assert_eq!((MIN_PROTOCOL_VERSION, PROTOCOL_VERSION), (3, 6));
 }
 
 #[test]

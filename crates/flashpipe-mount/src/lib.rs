@@ -75,6 +75,9 @@ pub struct MountOptions {
     /// How long after a close the mount may wait before committing (milliseconds; closes
     /// within it share one commit); 0: each close commits before it returns.
     pub commit_delay_ms: u64,
+    /// Mount read-only (FUSE's `ro`): the kernel refuses every change with `EROFS` before
+    /// it reaches the mount, so no write is ever accepted and then lost.
+    pub read_only: bool,
 }
 
 /// Threads serving FUSE requests (each with its own descriptor of the session).
@@ -271,7 +274,11 @@ pub fn mount<T: MountTransport>(
         fuser::MountOption::DefaultPermissions,
         fuser::MountOption::NoDev,
         fuser::MountOption::NoSuid,
-        fuser::MountOption::RW,
+        if options.read_only {
+            fuser::MountOption::RO
+        } else {
+            fuser::MountOption::RW
+        },
     ];
     if options.allow_other {
         mount_options.push(fuser::MountOption::CUSTOM("allow_other".to_string()));

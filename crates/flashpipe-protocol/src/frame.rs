@@ -304,6 +304,10 @@ pub struct Welcome {
     /// Which clock the store's file times count (version 4); `None` when not told: a
     /// welcome of version 3 has no such field (and may not be given one).
     pub store_clock: Option<ClockKind>,
+    /// True when the server holds the store read-only (`serve --read-only`): every change
+    /// is refused (version 6; a welcome of an older version says nothing, read as false,
+    /// and may not be given true).
+    pub read_only: bool,
 }
 
 /// Which clock a store's devices keep, and so what its file times

@@ -15,6 +15,13 @@ use crate::FRAME_VERSION;
 /// The first version whose welcome tells the store's clock kind.
 pub const STORE_CLOCK_VERSION: u16 = 4;
 
+/// The first version whose welcome ends with its flags byte (bit 0: the store is served
+/// read-only).
+pub const WELCOME_FLAGS_VERSION: u16 = 6;
+
+/// The welcome flags' bit saying the store is served read-only.
+const READ_ONLY_FLAG: u8 = 1;
+
 impl Hello {
     /// The version a server of this build speaks with this client: the highest one both
     /// speak; `None` when their ranges do not meet (the server answers
@@ -30,6 +37,11 @@ impl Welcome {
     /// True when a welcome of `version` carries the store's clock kind.
     pub fn carries_store_clock(version: u16) -> bool {
         version >= STORE_CLOCK_VERSION
+    }
+
+    /// True when a welcome of `version` ends with the flags byte (read-only).
+    pub fn carries_flags(version: u16) -> bool {
+        version >= WELCOME_FLAGS_VERSION
     }
 }
 
@@ -56,6 +68,12 @@ pub(crate) fn encode_welcome(welcome: &Welcome, writer: &mut Writer) {
         "a welcome of version {} has no field for the store's clock kind",
         welcome.version
     );
+    let carries_flags = Welcome::carries_flags(welcome.version);
+    assert!(
+        carries_flags || !welcome.read_only,
+        "a welcome of version {} has no field for the read-only flag",
+        welcome.version
+    );
     writer.u16(welcome.version);
     writer.u32(welcome.server_pid);
     writer.string(&welcome.store_path);
@@ -75,6 +93,9 @@ pub(crate) fn encode_welcome(welcome: &Welcome, writer: &mut Writer) {
     encode_region(welcome.write_region, writer);
     if carries_clock {
         writer.u8(clock_byte(welcome.store_clock));
+    }
+    if carries_flags {
+        writer.u8(if welcome.read_only { READ_ONLY_FLAG } else { 0 });
     }
 }
 
@@ -122,7 +143,21 @@ pub(crate) fn decode_welcome(reader: &mut Reader<'_>) -> Result<Welcome, DecodeE
         } else {
             None
         },
+        read_only: Welcome::carries_flags(version) && decode_flags(reader)?,
     })
+}
+
+/// The welcome's flags byte: whether the store is served read-only; a bit this version
+/// does not define is refused.
+fn decode_flags(reader: &mut Reader<'_>) -> Result<bool, DecodeError> {
+    let flags = reader.u8("welcome.flags")?;
+    if flags & !READ_ONLY_FLAG != 0 {
+        return Err(DecodeError::BadValue {
+            field: "welcome.flags",
+            value: u64::from(flags),
+        });
+    }
+    Ok(flags & READ_ONLY_FLAG != 0)
 }
 
 /// The welcome's 16 identity bytes; all zero means the store has no identity yet.

@@ -37,7 +37,7 @@ pub use frame::{
     Request, Response, RingsOpened, ServerLimits, SharedRegion, SharedWindow, Welcome, Wire,
     WireCommand, WireReply, WriteGrant, WritePayload,
 };
-pub use handshake::STORE_CLOCK_VERSION;
+pub use handshake::{STORE_CLOCK_VERSION, WELCOME_FLAGS_VERSION};
 pub use kernel_run::{
     KernelFileOutcome, KernelFileResult, KernelRunSummary, KernelStageFigures, RunKernelRequest,
     WireFloat,
@@ -58,8 +58,9 @@ pub const MAGIC: [u8; 4] = *b"FPSV";
 /// version 2 added the welcome's store identity and the `AccessDenied` error, version 3
 /// the copy method `share` and the shared block counts of `file_stat` and `stats`,
 /// version 4 the welcome's store clock kind, version 5 file attributes (the
-/// `set-attributes` request and the attribute reply kinds).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// `set-attributes` request and the attribute reply kinds), version 6 the welcome's flags
+/// byte (the store served read-only).
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// The oldest protocol version this code speaks: a hello whose range ends below it is
 /// refused, and a welcome of version 3 (no clock kind) is understood.

@@ -372,7 +372,8 @@ fn frame() -> impl Strategy<Value = Frame> {
             any::<[u64; 3]>(),
             region(),
             region(),
-            proptest::option::of(prop_oneof![Just(ClockKind::Real), Just(ClockKind::Virtual)])
+            proptest::option::of(prop_oneof![Just(ClockKind::Real), Just(ClockKind::Virtual)]),
+            any::<bool>()
         )
             .prop_map(
                 |(
@@ -384,6 +385,7 @@ fn frame() -> impl Strategy<Value = Frame> {
                     read_region,
                     write_region,
                     store_clock,
+                    read_only,
                 )| {
                     Frame::Welcome(Welcome {
                         version,
@@ -403,6 +405,7 @@ fn frame() -> impl Strategy<Value = Frame> {
                         read_region,
                         write_region,
                         store_clock: store_clock.filter(|_| Welcome::carries_store_clock(version)),
+                        read_only: read_only && Welcome::carries_flags(version),
                     })
                 }
             ),

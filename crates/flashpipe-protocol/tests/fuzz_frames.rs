@@ -445,5 +445,6 @@ fn welcome(
         read_region,
         write_region: None,
         store_clock,
+        read_only: false,
     }
 }

@@ -401,6 +401,7 @@ fn handshake(
         read_region: mapped.as_ref().and(state.read_region),
         write_region: mapped.as_ref().and_then(Mapped::write_region),
         store_clock: Some(store_clock).filter(|_| Welcome::carries_store_clock(version)),
+        read_only: state.read_only && Welcome::carries_flags(version),
     };
     let bytes = encode_frame(&Frame::Welcome(welcome));
     let mut fds: Vec<BorrowedFd<'_>> = Vec::new();

@@ -21,7 +21,7 @@ use flashpipe_engine::command::{read_files_max_bytes, READ_FILES_MAX_COUNT};
 use flashpipe_protocol::{
     send_frame, ErrorCode, Frame, RemoteError, ServerLimits, SharedRegion, MAX_BODY_BYTES,
 };
-use flashpipe_store::{RunningStore, StoreCloseError};
+use flashpipe_store::{RunningStore, StoreAccess, StoreCloseError};
 
 use crate::access::{bind_private, AllowedGroup, PeerCredentials};
 use crate::config::ServerConfig;
@@ -188,6 +188,7 @@ impl Server {
             ),
             read_handles_now: Arc::new(AtomicUsize::new(0)),
             device_time_is_virtual: store.clock.is_virtual(),
+            read_only: store.access() == StoreAccess::ReadOnly,
             read_pool,
             read_region,
             commands: store.engine.command_sender(),

@@ -36,6 +36,8 @@ pub(crate) struct ServerState {
     pub(crate) read_handles_now: Arc<AtomicUsize>,
     /// True when the store's clock is simulated device time (kernel runs' summaries say so).
     pub(crate) device_time_is_virtual: bool,
+    /// Whether the store is held read-only (told to clients in the welcome).
+    pub(crate) read_only: bool,
 }
 
 /// Running totals, read by [`crate::Server::counters`].

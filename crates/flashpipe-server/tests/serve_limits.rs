@@ -158,6 +158,7 @@ fn a_malformed_frame_ends_only_its_connection() {
             read_region: None,
             write_region: None,
             store_clock: None,
+            read_only: false,
         })),
     ];
     for (index, bytes) in cases.iter().enumerate() {

@@ -73,14 +73,15 @@ fn a_client_offering_four_is_told_the_store_clock() {
     assert_eq!(welcome.version, 4);
     assert!(welcome.store_clock.is_some());
     let client = connect(&test.socket, true);
-    assert_eq!(client.server_info().version, 5);
+    assert_eq!(client.server_info().version, 6);
     assert_eq!(client.server_info().store_clock, welcome.store_clock);
+    assert!(!client.server_info().read_only, "a read-write store");
 }
 
 #[test]
 fn a_client_speaking_no_common_version_is_refused_naming_both_ranges() {
     let test = start_server("serve-version-none", |_| {});
-    for (min_version, max_version) in [(6, 9), (1, 2)] {
+    for (min_version, max_version) in [(7, 9), (1, 2)] {
         let (_raw, first) = hello(&test.socket, min_version, max_version);
         match first {
             Frame::Error {
@@ -88,12 +89,12 @@ fn a_client_speaking_no_common_version_is_refused_naming_both_ranges() {
                 error,
             } => {
                 assert_eq!(error.code, ErrorCode::UnsupportedVersion);
-                assert_eq!(error.limit, Some(5));
+                assert_eq!(error.limit, Some(6));
                 assert!(
                     error
                         .message
                         .contains(&format!("{min_version}..={max_version}"))
-                        && error.message.contains("3..=5"),
+                        && error.message.contains("3..=6"),
                     "{}",
                     error.message
                 );

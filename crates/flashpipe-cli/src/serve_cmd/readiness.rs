@@ -29,6 +29,9 @@ pub struct Ready {
     /// The Unix socket clients of the store connect to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
+    /// True when the store is served read-only (`--read-only`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
     /// The NBD server's TCP address, when it listens on one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nbd_address: Option<String>,
@@ -48,6 +51,7 @@ impl Ready {
             pid: std::process::id(),
             store: None,
             socket: None,
+            read_only: None,
             nbd_address: None,
             nbd_socket: None,
             exports: Vec::new(),
