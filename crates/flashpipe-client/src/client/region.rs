@@ -148,7 +148,7 @@ impl Client {
         }
     }
 
-    fn check_regions(&self) -> Result<(), ClientError> {
+    pub(super) fn check_regions(&self) -> Result<(), ClientError> {
         if !regions_supported(self.info.version) {
             let version = self.info.version;
             return Err(ClientError::LimitReached {
