@@ -14,6 +14,7 @@ use flashpipe_api::{AttributeChange, Command, FileOwner, Reply};
 use flashpipe_client::TransportExt;
 use flashpipe_protocol::{
     encode_frame, read_frame, ErrorCode, Frame, Hello, Request, Response, Welcome, MAX_BODY_BYTES,
+    PROTOCOL_VERSION,
 };
 
 /// Says hello with `min..=max` on a raw connection; returns the connection and the
@@ -73,14 +74,14 @@ fn a_client_offering_four_is_told_the_store_clock() {
     assert_eq!(welcome.version, 4);
     assert!(welcome.store_clock.is_some());
     let client = connect(&test.socket, true);
-    assert_eq!(client.server_info().version, 5);
+    assert_eq!(client.server_info().version, PROTOCOL_VERSION);
     assert_eq!(client.server_info().store_clock, welcome.store_clock);
 }
 
 #[test]
 fn a_client_speaking_no_common_version_is_refused_naming_both_ranges() {
     let test = start_server("serve-version-none", |_| {});
-    for (min_version, max_version) in [(6, 9), (1, 2)] {
+    for (min_version, max_version) in [(7, 9), (1, 2)] {
         let (_raw, first) = hello(&test.socket, min_version, max_version);
         match first {
             Frame::Error {
