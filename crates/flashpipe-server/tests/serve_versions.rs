@@ -89,12 +89,12 @@ fn a_client_speaking_no_common_version_is_refused_naming_both_ranges() {
                 error,
             } => {
                 assert_eq!(error.code, ErrorCode::UnsupportedVersion);
-                assert_eq!(error.limit, Some(5));
+                assert_eq!(error.limit, Some(u64::from(PROTOCOL_VERSION)));
                 assert!(
                     error
                         .message
                         .contains(&format!("{min_version}..={max_version}"))
-                        && error.message.contains("3..=5"),
+                        && error.message.contains(&format!("3..={PROTOCOL_VERSION}")),
                     "{}",
                     error.message
                 );
