@@ -66,7 +66,9 @@ fn reads_into_a_region_land_the_bytes_a_read_by_reference_returns() {
         client.write("f", index as u64 * MIB, chunk).expect("write");
     }
     let memory = Arc::new(SharedMemory::create("fp-test-client-region", 4 * MIB as usize).unwrap());
-    let region = client.register_region(Arc::clone(&memory)).expect("registered");
+    let region = client
+        .register_region(Arc::clone(&memory))
+        .expect("registered");
     assert_eq!(region.block_bytes(), 16384);
     assert_eq!(region.size_bytes(), 4 * MIB as usize);
     let ids: Vec<_> = (0..4u64)
@@ -86,7 +88,10 @@ fn reads_into_a_region_land_the_bytes_a_read_by_reference_returns() {
     }
     assert_eq!(bytes_of(&memory, size), data);
     let by_reference = client.read("f", 2 * MIB, MIB).expect("read");
-    assert_eq!(&bytes_of(&memory, 3 * MIB as usize)[2 * MIB as usize..], &*by_reference);
+    assert_eq!(
+        &bytes_of(&memory, 3 * MIB as usize)[2 * MIB as usize..],
+        &*by_reference
+    );
     client.unregister_region(&region).expect("unregistered");
 }
 
@@ -111,5 +116,10 @@ fn a_read_into_off_a_block_or_past_the_region_is_refused_before_sending() {
         assert_eq!(error.limit(), Some(limit), "{error}");
     }
     assert_eq!(client.in_flight(), 0, "nothing was sent");
-    assert_eq!(client.read_into(&region, "f", 16384, 20000, 0).expect("read"), 20000);
+    assert_eq!(
+        client
+            .read_into(&region, "f", 16384, 20000, 0)
+            .expect("read"),
+        20000
+    );
 }

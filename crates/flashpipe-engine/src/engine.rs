@@ -517,9 +517,15 @@ impl EngineThread {
             Some(destination) => ReadTarget::Destination(destination),
             None => ReadTarget::Pool(&self.pool),
         };
-        let started =
-            self.reads
-                .start(&self.fs, target, file, name, offset_bytes, length_bytes, sink);
+        let started = self.reads.start(
+            &self.fs,
+            target,
+            file,
+            name,
+            offset_bytes,
+            length_bytes,
+            sink,
+        );
         if let Err((sink, error)) = started {
             sink.deliver(Err(error));
         }

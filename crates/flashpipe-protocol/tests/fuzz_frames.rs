@@ -17,11 +17,10 @@ use flashpipe_api::{
 use flashpipe_device::SplitMix64;
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{
-    ReadInto, RegionRequest, RegionResponse,
     decode_frame, encode_frame, read_frame, CancelOutcome, CheckSummary, DataPayload, ErrorCode,
-    Frame, FrameKind, Hello, KernelFileOutcome, RemoteError, Request, Response, RingsOpened,
-    RunKernelRequest, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant, HEADER_BYTES,
-    MAX_BODY_BYTES,
+    Frame, FrameKind, Hello, KernelFileOutcome, ReadInto, RegionRequest, RegionResponse,
+    RemoteError, Request, Response, RingsOpened, RunKernelRequest, ServerLimits, SharedRegion,
+    SharedWindow, Welcome, WriteGrant, HEADER_BYTES, MAX_BODY_BYTES,
 };
 use flashpipe_protocol::{ClockKind, WritePayload};
 

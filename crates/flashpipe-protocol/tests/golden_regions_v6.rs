@@ -3,8 +3,8 @@
 //! encoded to exactly these bytes and decoded back; a truncated body is refused.
 
 use flashpipe_protocol::{
-    decode_frame, encode_frame, regions_supported, Frame, ReadInto, RegionRequest,
-    RegionResponse, Request, Response, REGION_PROTOCOL_VERSION,
+    decode_frame, encode_frame, regions_supported, Frame, ReadInto, RegionRequest, RegionResponse,
+    Request, Response, REGION_PROTOCOL_VERSION,
 };
 
 /// (frame kind name, frame bytes in hex, request id 9).

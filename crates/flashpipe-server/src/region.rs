@@ -125,7 +125,9 @@ impl Regions {
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, RegionTable> {
-        self.table.lock().expect("no panic holding the region table")
+        self.table
+            .lock()
+            .expect("no panic holding the region table")
     }
 
     /// Registers the oldest received descriptor as a region of `length_bytes`.
@@ -143,9 +145,7 @@ impl Regions {
         let mapping = SharedMapping::map(fd, size_bytes, MapAccess::ReadWrite)
             .map_err(|error| bad_buffer(format!("region refused: {error}")))?;
         let mut table = self.table();
-        if table.regions.len() >= self.max_regions
-            || table.bytes + length_bytes > self.max_bytes
-        {
+        if table.regions.len() >= self.max_regions || table.bytes + length_bytes > self.max_bytes {
             drop(table);
             return Err(self.room_error(length_bytes));
         }
@@ -204,7 +204,10 @@ impl Regions {
     /// Forgets region `id`; a read into it in flight keeps its mapping until it is done.
     fn unregister(&self, id: u64) -> Result<(), RemoteError> {
         let mut table = self.table();
-        let region = table.regions.remove(&id).ok_or_else(|| unknown_region(id))?;
+        let region = table
+            .regions
+            .remove(&id)
+            .ok_or_else(|| unknown_region(id))?;
         table.bytes -= region.mapping.size_bytes() as u64;
         Ok(())
     }
@@ -282,16 +285,14 @@ pub(crate) fn take_region_request(
         return Ok(());
     }
     let answer = match request {
-        RegionRequest::Register { length_bytes } => {
-            connection
-                .regions
-                .register(length_bytes)
-                .map(|region| RegionResponse::Registered {
-                    region,
-                    block_bytes: connection.state.commands.block_bytes() as u32,
-                })
-                .map(Response::Region)
-        }
+        RegionRequest::Register { length_bytes } => connection
+            .regions
+            .register(length_bytes)
+            .map(|region| RegionResponse::Registered {
+                region,
+                block_bytes: connection.state.commands.block_bytes() as u32,
+            })
+            .map(Response::Region),
         RegionRequest::Unregister { region } => connection
             .regions
             .unregister(region)

@@ -86,7 +86,10 @@ fn a_file_read_into_a_region_is_the_files_bytes_with_reads_in_flight() {
         region_bytes(&target)[tail_end..].iter().all(|&b| b == 0xAA),
         "nothing past the last block was written"
     );
-    assert_eq!(test.read_pool.free_count(), test.read_pool.buffer_count() as usize);
+    assert_eq!(
+        test.read_pool.free_count(),
+        test.read_pool.buffer_count() as usize
+    );
     client.unregister_region(&target).expect("unregistered");
     let error = client
         .read_into(&target, "big", 0, 4096, 0)
@@ -100,7 +103,12 @@ fn hostile_read_intos_are_refused_and_write_nothing() {
     let test = start_server("serve-region-hostile", |_| {});
     let mut client = socket_client(&test.socket);
     put(&mut client, "f", &pattern(3 * MIB as usize, 7));
-    let target = region(&mut client, "fp-test-region-hostile", 2 * MIB as usize, 0x55);
+    let target = region(
+        &mut client,
+        "fp-test-region-hostile",
+        2 * MIB as usize,
+        0x55,
+    );
     let raw = |client: &mut Client, offset, length, region, at| {
         let request = Request::Region(RegionRequest::ReadInto(ReadInto {
             name: "f".into(),
@@ -113,14 +121,70 @@ fn hostile_read_intos_are_refused_and_write_nothing() {
     };
     let id = target.id();
     let cases = [
-        ("past the region's end", 0, MIB, id, 2 * MIB - 4096, ErrorCode::BadBuffer),
-        ("overflowing the offset", 0, 4096, id, u64::MAX - 4095, ErrorCode::BadBuffer),
-        ("a short tail's whole block", 0, 10, id, 2 * MIB, ErrorCode::BadBuffer),
-        ("an unknown region", 0, 4096, id + 99, 0, ErrorCode::BadBuffer),
-        ("a file offset off a block", 100, 4096, id, 0, ErrorCode::BadBuffer),
-        ("a region offset off 4096", 0, 4096, id, 100, ErrorCode::BadBuffer),
-        ("more than a read", 0, 2 * MIB, id, 0, ErrorCode::ReadTooLarge),
-        ("past the file's end", 3 * MIB, 4096, id, 0, ErrorCode::ReadPastEnd),
+        (
+            "past the region's end",
+            0,
+            MIB,
+            id,
+            2 * MIB - 4096,
+            ErrorCode::BadBuffer,
+        ),
+        (
+            "overflowing the offset",
+            0,
+            4096,
+            id,
+            u64::MAX - 4095,
+            ErrorCode::BadBuffer,
+        ),
+        (
+            "a short tail's whole block",
+            0,
+            10,
+            id,
+            2 * MIB,
+            ErrorCode::BadBuffer,
+        ),
+        (
+            "an unknown region",
+            0,
+            4096,
+            id + 99,
+            0,
+            ErrorCode::BadBuffer,
+        ),
+        (
+            "a file offset off a block",
+            100,
+            4096,
+            id,
+            0,
+            ErrorCode::BadBuffer,
+        ),
+        (
+            "a region offset off 4096",
+            0,
+            4096,
+            id,
+            100,
+            ErrorCode::BadBuffer,
+        ),
+        (
+            "more than a read",
+            0,
+            2 * MIB,
+            id,
+            0,
+            ErrorCode::ReadTooLarge,
+        ),
+        (
+            "past the file's end",
+            3 * MIB,
+            4096,
+            id,
+            0,
+            ErrorCode::ReadPastEnd,
+        ),
     ];
     for (what, offset, length, region, at, code) in cases {
         let error = raw(&mut client, offset, length, region, at);
@@ -130,7 +194,12 @@ fn hostile_read_intos_are_refused_and_write_nothing() {
         region_bytes(&target).iter().all(|&b| b == 0x55),
         "no refused read-into wrote into the region"
     );
-    assert_eq!(client.read_into(&target, "f", 0, 4096, 0).expect("still served"), 4096);
+    assert_eq!(
+        client
+            .read_into(&target, "f", 0, 4096, 0)
+            .expect("still served"),
+        4096
+    );
 }
 
 #[test]
@@ -155,7 +224,9 @@ fn the_per_client_limits_refuse_a_region_too_many_and_keep_nothing() {
         .expect_err("past the byte limit");
     assert_eq!(error.limit(), Some(3 * MIB), "{error}");
     let fits = SharedMemory::create("fp-test-region-limit-5", 2 * MIB as usize).expect("memfd");
-    client.register_region(Arc::new(fits)).expect("within both limits");
+    client
+        .register_region(Arc::new(fits))
+        .expect("within both limits");
 }
 
 /// A raw connection speaking `version`, past its welcome.
@@ -201,7 +272,10 @@ fn memfd(size: i64, seals: i32) -> OwnedFd {
         let fd = libc::memfd_create(c"fp-test-hostile".as_ptr(), libc::MFD_ALLOW_SEALING);
         assert!(fd >= 0, "memfd_create");
         let fd = OwnedFd::from_raw_fd(fd);
-        assert_eq!(libc::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), size), 0);
+        assert_eq!(
+            libc::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), size),
+            0
+        );
         if seals != 0 {
             let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
             assert_eq!(libc::fcntl(raw, libc::F_ADD_SEALS, seals), 0);
@@ -217,20 +291,30 @@ fn hostile_registers_are_refused_clearly_and_the_connection_goes_on() {
     raw.write_all(&register_frame(4096)).expect("register");
     let error = refusal(&mut raw);
     assert_eq!(error.code, ErrorCode::BadBuffer);
-    assert!(error.message.contains("without a descriptor"), "{}", error.message);
+    assert!(
+        error.message.contains("without a descriptor"),
+        "{}",
+        error.message
+    );
     let shrinkable = memfd(8192, 0);
     send_with_fds(&raw, &register_frame(8192), &[shrinkable.as_fd()]).expect("send");
     let error = refusal(&mut raw);
     assert_eq!(error.code, ErrorCode::BadBuffer);
     assert!(error.message.contains("seal"), "{}", error.message);
-    let small = memfd(4096, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL);
+    let small = memfd(
+        4096,
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+    );
     send_with_fds(&raw, &register_frame(8192), &[small.as_fd()]).expect("send");
     let error = refusal(&mut raw);
     assert_eq!(error.code, ErrorCode::BadBuffer);
     let (pipe_read, _pipe_write) = std::io::pipe().expect("pipe");
     send_with_fds(&raw, &register_frame(4096), &[pipe_read.as_fd()]).expect("send");
     assert_eq!(refusal(&mut raw).code, ErrorCode::BadBuffer);
-    let sealed = memfd(8192, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL);
+    let sealed = memfd(
+        8192,
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+    );
     send_with_fds(&raw, &register_frame(8192), &[sealed.as_fd()]).expect("send");
     match read_frame(&mut raw, MAX_BODY_BYTES).expect("frame") {
         Some(Frame::Response {
@@ -245,7 +329,10 @@ fn hostile_registers_are_refused_clearly_and_the_connection_goes_on() {
 fn a_version_five_client_is_refused_region_requests_and_goes_on() {
     let test = start_server("serve-region-version-5", |_| {});
     let mut raw = raw_connection(&test.socket, 5);
-    let sealed = memfd(8192, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL);
+    let sealed = memfd(
+        8192,
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+    );
     send_with_fds(&raw, &register_frame(8192), &[sealed.as_fd()]).expect("send");
     let error = refusal(&mut raw);
     assert_eq!(error.code, ErrorCode::UnsupportedVersion);
@@ -280,7 +367,11 @@ fn a_closed_connection_unmaps_its_regions() {
     let name = "fp-test-region-killed";
     let mut client = socket_client(&test.socket);
     let target = region(&mut client, name, MIB as usize, 0);
-    assert_eq!(mappings_of(name), 2, "the client's mapping and the server's");
+    assert_eq!(
+        mappings_of(name),
+        2,
+        "the client's mapping and the server's"
+    );
     drop(client);
     drop(target);
     wait_until(|| mappings_of(name) == 0);

@@ -133,8 +133,13 @@ impl Client {
         length_bytes: u64,
         region_offset_bytes: u64,
     ) -> Result<u64, ClientError> {
-        let request_id =
-            self.submit_read_into(region, name, offset_bytes, length_bytes, region_offset_bytes)?;
+        let request_id = self.submit_read_into(
+            region,
+            name,
+            offset_bytes,
+            length_bytes,
+            region_offset_bytes,
+        )?;
         read_into_done(self.wait_for(request_id)?)
     }
 
@@ -180,10 +185,7 @@ pub(crate) fn read_into_done(response: Response) -> Result<u64, ClientError> {
 }
 
 fn unexpected(response: Response) -> ClientError {
-    ClientError::Protocol(format!(
-        "a {} answer to a region request",
-        response.name()
-    ))
+    ClientError::Protocol(format!("a {} answer to a region request", response.name()))
 }
 
 /// The server's rules for a read-into, checked before sending.
@@ -207,7 +209,9 @@ fn check_read_into(
             REGION_OFFSET_ALIGNMENT_BYTES,
         );
     }
-    let span_bytes = length_bytes.div_ceil(block_bytes).saturating_mul(block_bytes);
+    let span_bytes = length_bytes
+        .div_ceil(block_bytes)
+        .saturating_mul(block_bytes);
     let size_bytes = region.size_bytes() as u64;
     if region_offset_bytes
         .checked_add(span_bytes)
