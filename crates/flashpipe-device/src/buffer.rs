@@ -51,7 +51,7 @@ enum Origin {
     /// Memory that another owner holds (a client's shared region, mapped by a server),
     /// kept alive by the `Arc` until this buffer drops ([`IoBuf::foreign`]).
     Foreign {
-        _owner: Arc<dyn Send + Sync>,
+        _owner: Arc<dyn Send + Sync + std::panic::RefUnwindSafe>,
     },
 }
 
@@ -130,7 +130,7 @@ impl IoBuf {
     pub unsafe fn foreign(
         pointer: *mut u8,
         length_bytes: usize,
-        owner: Arc<dyn Send + Sync>,
+        owner: Arc<dyn Send + Sync + std::panic::RefUnwindSafe>,
     ) -> IoBuf {
         assert_eq!(
             pointer as usize % IO_ALIGNMENT_BYTES,

@@ -29,20 +29,19 @@ fn socket_client(socket: &std::path::Path) -> Client {
 /// A region of `size_bytes` filled with `fill`, registered.
 fn region(client: &mut Client, name: &str, size_bytes: usize, fill: u8) -> DestinationRegion {
     let memory = SharedMemory::create(name, size_bytes).expect("memfd");
-    region_bytes_mut(&memory).fill(fill);
+    // SAFETY: the test's own mapping of `size_bytes`, valid while `memory` lives; no read
+    // is in flight into it yet.
+    unsafe { std::ptr::write_bytes(memory.as_mut_ptr(), fill, size_bytes) };
     client
         .register_region(Arc::new(memory))
         .expect("region registered")
 }
 
-fn region_bytes_mut(memory: &SharedMemory) -> &mut [u8] {
-    // SAFETY: the test's own mapping, valid while `memory` lives; no read is in flight
-    // into it while the test touches it.
-    unsafe { std::slice::from_raw_parts_mut(memory.as_mut_ptr(), memory.size_bytes()) }
-}
-
 fn region_bytes(region: &DestinationRegion) -> &[u8] {
-    region_bytes_mut(region.memory())
+    let memory = region.memory();
+    // SAFETY: the test's own mapping, valid while `region` lives; every read into it was
+    // answered before the test looks.
+    unsafe { std::slice::from_raw_parts(memory.as_mut_ptr(), memory.size_bytes()) }
 }
 
 fn put(client: &mut Client, name: &str, contents: &[u8]) {
