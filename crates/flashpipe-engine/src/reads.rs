@@ -8,7 +8,11 @@
 //! place through views of their own. This module keeps what is the engine's: the pool
 //! buffers, the request tags, the table of reads in flight and the sinks. The split stays
 //! in the [`ReadsInFlight`] table until every piece is back and dropped, and only then
-//! gives the pool buffer back whole.
+//! gives the pool buffer back whole. A read may instead go into a destination its caller
+//! gave ([`ReadTarget::Destination`]: a client's region a server mapped), laid out as a
+//! pool buffer would be from the first block on; it must start on a block and the span
+//! must fit, and it takes no pool buffer (it still takes a slot of the table, so the
+//! limit on reads in flight holds).
 //!
 //! A batch of whole small files ([`ReadsInFlight::start_batch`]) is planned together: each
 //! file whose blocks are physically contiguous is an extent; extents are sorted by device
