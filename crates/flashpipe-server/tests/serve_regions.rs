@@ -307,6 +307,18 @@ fn hostile_registers_are_refused_clearly_and_the_connection_goes_on() {
     send_with_fds(&raw, &register_frame(8192), &[small.as_fd()]).expect("send");
     let error = refusal(&mut raw);
     assert_eq!(error.code, ErrorCode::BadBuffer);
+    for length in [0, u64::MAX] {
+        let sealed = memfd(
+            8192,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+        );
+        send_with_fds(&raw, &register_frame(length), &[sealed.as_fd()]).expect("send");
+        assert_eq!(
+            refusal(&mut raw).code,
+            ErrorCode::BadBuffer,
+            "length {length}"
+        );
+    }
     let (pipe_read, _pipe_write) = std::io::pipe().expect("pipe");
     send_with_fds(&raw, &register_frame(4096), &[pipe_read.as_fd()]).expect("send");
     assert_eq!(refusal(&mut raw).code, ErrorCode::BadBuffer);
