@@ -24,9 +24,11 @@ use flashpipe_protocol::{
 use crate::error::{ClientError, ConnectError};
 
 mod answer;
+mod region;
 mod setup;
 
 pub use answer::Response;
+pub use region::DestinationRegion;
 
 use crate::view::{GrantedSlot, WriteBuffer, WriteStorage};
 use setup::{map_regions, open_rings, receive_first_frame, server_alive};
@@ -333,6 +335,9 @@ impl Client {
     /// set-attributes to a version-3/4 server, which would close the connection).
     fn check_version(&self, request: &Request) -> Result<(), ClientError> {
         let version = self.info.version;
+        if let Request::Region(_) = request {
+            return self.check_regions();
+        }
         if let Request::Command(Command::SetAttributes { .. }) = request {
             if version < ATTRIBUTES_VERSION {
                 return Err(ClientError::LimitReached {

@@ -20,7 +20,8 @@ mod trust;
 mod view;
 
 pub use client::{
-    server_socket_path, Client, ClientTransport, ConnectOptions, Response, ServerInfo,
+    server_socket_path, Client, ClientTransport, ConnectOptions, DestinationRegion, Response,
+    ServerInfo,
 };
 pub use error::{ClientError, ConnectError};
 pub use flashpipe_api::{

@@ -98,3 +98,16 @@ fn a_welcome_of_a_version_the_client_does_not_speak_is_refused_by_name() {
         Ok(_) => panic!("a welcome of version 9 was taken"),
     }
 }
+
+#[test]
+fn a_version_five_server_is_sent_no_region_request() {
+    let (client, _) = connect_to_played_server("client-v5-regions", 5, Some(ClockKind::Real));
+    let mut client = client.expect("a version-5 server is spoken to");
+    assert!(!client.supports_regions());
+    let memory = flashpipe_shm::SharedMemory::create("fp-test-v5-region", 4096).expect("memfd");
+    let error = client
+        .register_region(std::sync::Arc::new(memory))
+        .expect_err("refused before sending");
+    assert_eq!(error.limit(), Some(6), "{error}");
+    assert!(error.to_string().contains("version 6"), "{error}");
+}

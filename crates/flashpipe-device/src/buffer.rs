@@ -48,6 +48,12 @@ enum Origin {
         pool: Arc<PoolShared>,
         slot: u32,
     },
+    /// Memory that another owner holds (a client's shared region, mapped by a server),
+    /// kept alive by the `Arc` until this buffer drops ([`IoBuf::foreign`]). Boxed so that
+    /// the variant is one thin pointer: an `IoBuf` stays 40 bytes, as without it.
+    Foreign {
+        _owner: Box<Arc<dyn Send + Sync + std::panic::RefUnwindSafe>>,
+    },
 }
 
 // SAFETY: an IoBuf is the unique owner of its region (heap allocation or pool slot);
@@ -112,11 +118,41 @@ impl IoBuf {
         }
     }
 
+    /// A buffer of `length_bytes` at `pointer`, in memory `owner` keeps mapped (a
+    /// client's destination region a server reads into); dropping it frees nothing but
+    /// its hold on `owner`.
+    ///
+    /// # Safety
+    /// `pointer..pointer + length_bytes` must be writable memory that stays valid while
+    /// `owner` lives, `pointer` aligned to [`IO_ALIGNMENT_BYTES`] and non-null, and no
+    /// other buffer or code of this process may touch those bytes while this buffer
+    /// lives (another process may: the bytes are `u8`, see `flashpipe_shm`'s safety
+    /// argument, point 4).
+    pub unsafe fn foreign(
+        pointer: *mut u8,
+        length_bytes: usize,
+        owner: Arc<dyn Send + Sync + std::panic::RefUnwindSafe>,
+    ) -> IoBuf {
+        assert_eq!(
+            pointer as usize % IO_ALIGNMENT_BYTES,
+            0,
+            "a foreign buffer starts on the I/O alignment"
+        );
+        IoBuf {
+            pointer: NonNull::new(pointer).expect("a foreign buffer's pointer is not null"),
+            length_bytes,
+            capacity_bytes: length_bytes,
+            origin: Origin::Foreign {
+                _owner: Box::new(owner),
+            },
+        }
+    }
+
     /// The split whose parent this buffer views, when it is a view.
     pub(crate) fn split_parent(&self) -> Option<&Arc<SplitParent>> {
         match &self.origin {
             Origin::View { split } => Some(split),
-            Origin::Heap | Origin::Empty | Origin::Pool { .. } => None,
+            Origin::Heap | Origin::Empty | Origin::Pool { .. } | Origin::Foreign { .. } => None,
         }
     }
 
@@ -174,7 +210,7 @@ impl IoBuf {
     /// registered that pool's region.
     pub fn pool_slot(&self) -> Option<(u64, u32)> {
         match &self.origin {
-            Origin::Heap | Origin::Empty | Origin::View { .. } => None,
+            Origin::Heap | Origin::Empty | Origin::View { .. } | Origin::Foreign { .. } => None,
             Origin::Pool { pool, slot } => Some((pool.pool_id, *slot)),
         }
     }
@@ -189,7 +225,7 @@ impl Drop for IoBuf {
                 // SAFETY: allocated with exactly this layout in `zeroed`.
                 unsafe { alloc::dealloc(self.pointer.as_ptr(), layout) };
             }
-            Origin::Empty | Origin::View { .. } => {}
+            Origin::Empty | Origin::View { .. } | Origin::Foreign { .. } => {}
             Origin::Pool { pool, slot } => pool.give_back(*slot),
         }
     }
@@ -429,6 +465,12 @@ impl Drop for PoolShared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_buffer_is_five_words_whatever_its_origin() {
+        // it travels in every command and completion: a larger origin grows them all
+        assert_eq!(std::mem::size_of::<IoBuf>(), 40);
+    }
 
     #[test]
     fn heap_buffers_are_aligned_and_zeroed() {

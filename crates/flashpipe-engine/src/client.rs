@@ -129,6 +129,7 @@ impl EngineClient {
             ticket: self.next_ticket,
             command,
             reply_to: self.replies_sender.clone(),
+            destination: None,
         })
     }
 

@@ -173,6 +173,22 @@ pub enum EngineError {
         /// The limit.
         max_read_bytes: u64,
     },
+    /// A read into a caller's destination does not start on a block.
+    #[error("read into a region at offset {offset_bytes} does not start on a block of {block_bytes} bytes; start it on a multiple of the block size")]
+    ReadIntoUnaligned {
+        /// Where the read starts in the file.
+        offset_bytes: u64,
+        /// The file system's block size.
+        block_bytes: u64,
+    },
+    /// A read into a caller's destination needs more room than the destination has.
+    #[error("read into a region needs {span_bytes} bytes of room (its length rounded up to whole blocks) and the destination holds {destination_bytes}; give it more room")]
+    DestinationTooSmall {
+        /// Bytes the read writes (whole blocks).
+        span_bytes: u64,
+        /// Bytes the destination holds.
+        destination_bytes: u64,
+    },
     /// A [`Command::ReadFiles`] names more files than one command may.
     #[error("read of {count} files in one command exceeds the engine's limit of {limit} files")]
     TooManyFiles {
@@ -257,6 +273,12 @@ fn code_and_limit(error: &EngineError) -> (ErrorCode, Option<u64>) {
         EngineError::ReadTooLarge { max_read_bytes, .. } => {
             (ErrorCode::ReadTooLarge, Some(*max_read_bytes))
         }
+        EngineError::ReadIntoUnaligned { block_bytes, .. } => {
+            (ErrorCode::BadBuffer, Some(*block_bytes))
+        }
+        EngineError::DestinationTooSmall {
+            destination_bytes, ..
+        } => (ErrorCode::BadBuffer, Some(*destination_bytes)),
         EngineError::TooManyFiles { limit, .. } => (ErrorCode::TooManyFiles, Some(*limit as u64)),
         EngineError::ReadFilesTooLarge { limit_bytes, .. } => {
             (ErrorCode::ReadFilesTooLarge, Some(*limit_bytes))

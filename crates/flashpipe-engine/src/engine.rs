@@ -38,7 +38,7 @@ use crate::client::EngineClient;
 use crate::command::{Command, EngineError, ReadData, Reply};
 use crate::group_commit::{FlushGrouping, PendingFlushes};
 use crate::handoff::{self, Handoff, WaitCounts, MAX_SPIN_US};
-use crate::reads::{ReadSink, ReadsInFlight};
+use crate::reads::{ReadSink, ReadTarget, ReadsInFlight};
 use crate::writes::{is_write_tag, WriteSink, WritesInFlight};
 
 mod config;
@@ -51,6 +51,9 @@ pub(crate) struct Envelope {
     pub(crate) ticket: u64,
     pub(crate) command: Command,
     pub(crate) reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+    /// Where a read's bytes go instead of a pool buffer (a client's region, mapped by a
+    /// server: [`crate::submitter::CommandSender::submit_read_into`]).
+    pub(crate) destination: Option<IoBuf>,
 }
 
 pub(crate) enum Message {
@@ -69,6 +72,7 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     counters: Arc<Mutex<EngineCounters>>,
     read_pool: BufferPool,
+    block_bytes: u64,
     shared_read_pool_refusal: Option<SharedMemoryError>,
     thread: Option<JoinHandle<Result<Filesystem, EngineError>>>,
 }
@@ -104,6 +108,7 @@ impl Engine {
             clock,
             counters,
             read_pool,
+            block_bytes: block_bytes as u64,
             shared_read_pool_refusal: shared_memory_refusal,
             thread: Some(thread),
         }
@@ -137,7 +142,7 @@ impl Engine {
     /// A sender of commands answered on queues of the caller's choosing
     /// ([`crate::submitter`]).
     pub fn command_sender(&self) -> crate::submitter::CommandSender {
-        crate::submitter::CommandSender::new(self.messages.clone(), self.config)
+        crate::submitter::CommandSender::new(self.messages.clone(), self.config, self.block_bytes)
     }
 
     /// A new client with at most `outstanding_limit` commands outstanding.
@@ -462,6 +467,7 @@ impl EngineThread {
             ticket,
             command,
             reply_to,
+            destination,
         } = envelope;
         if let Command::Read {
             name,
@@ -469,7 +475,8 @@ impl EngineThread {
             length_bytes,
         } = command
         {
-            return self.start_read(ticket, reply_to, &name, offset_bytes, length_bytes);
+            let sink = ReadReply { ticket, reply_to };
+            return self.start_read(sink, &name, offset_bytes, length_bytes, destination);
         }
         if let Command::ReadFiles { names } = command {
             return self.start_read_files(ticket, reply_to, &names);
@@ -480,15 +487,15 @@ impl EngineThread {
         Ok(())
     }
 
+    /// Starts a read into a pool buffer, or into `destination` when one came.
     fn start_read(
         &mut self,
-        ticket: u64,
-        reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+        sink: ReadReply,
         name: &str,
         offset_bytes: u64,
         length_bytes: u64,
+        destination: Option<IoBuf>,
     ) -> Result<(), EngineError> {
-        let sink = ReadReply { ticket, reply_to };
         if length_bytes > self.max_read_bytes {
             let error = EngineError::ReadTooLarge {
                 length_bytes,
@@ -506,9 +513,13 @@ impl EngineThread {
         };
         self.wait_for_writes_of(file)?;
         self.wait_for_read_room()?;
+        let target = match destination {
+            Some(destination) => ReadTarget::Destination(destination),
+            None => ReadTarget::Pool(&self.pool),
+        };
         let started = self.reads.start(
             &self.fs,
-            &self.pool,
+            target,
             file,
             name,
             offset_bytes,
@@ -557,6 +568,7 @@ impl EngineThread {
             ticket,
             command,
             reply_to,
+            ..
         } = envelope;
         let Command::Write {
             name,

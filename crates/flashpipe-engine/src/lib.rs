@@ -40,4 +40,4 @@ pub use engine::{
 pub use group_commit::FlushGrouping;
 pub use handoff::{Handoff, WaitCounts};
 pub use stepped::{StepOutcome, SteppedEngine};
-pub use submitter::CommandSender;
+pub use submitter::{CommandSender, ReadInto};

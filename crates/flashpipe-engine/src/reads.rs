@@ -8,7 +8,11 @@
 //! place through views of their own. This module keeps what is the engine's: the pool
 //! buffers, the request tags, the table of reads in flight and the sinks. The split stays
 //! in the [`ReadsInFlight`] table until every piece is back and dropped, and only then
-//! gives the pool buffer back whole.
+//! gives the pool buffer back whole. A read may instead go into a destination its caller
+//! gave ([`ReadTarget::Destination`]: a client's region a server mapped), laid out as a
+//! pool buffer would be from the first block on; it must start on a block and the span
+//! must fit, and it takes no pool buffer (it still takes a slot of the table, so the
+//! limit on reads in flight holds).
 //!
 //! A batch of whole small files ([`ReadsInFlight::start_batch`]) is planned together: each
 //! file whose blocks are physically contiguous is an extent; extents are sorted by device
@@ -160,7 +164,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
     pub fn start(
         &mut self,
         filesystem: &FsCore,
-        pool: &BufferPool,
+        target: ReadTarget<'_>,
         file: FileId,
         file_name: &str,
         offset_bytes: u64,
@@ -169,7 +173,7 @@ impl<S: ReadSink> ReadsInFlight<S> {
     ) -> Result<(), (S, EngineError)> {
         let plan = match plan_read(
             filesystem,
-            pool,
+            target,
             self.block_bytes,
             file,
             file_name,
@@ -435,13 +439,24 @@ fn batch_results(
         .collect()
 }
 
-/// Plans a read with the file system and takes its pool buffer: a span larger than a
-/// pool buffer is refused before the file system is asked (as a read too large), then the
-/// file system's refusals (stale handle, past the end, a range past the largest offset),
-/// then an exhausted pool.
+/// Where a read's blocks go: a buffer of the engine's pool, or a destination the caller
+/// gave (a client's region, mapped by a server), which the read's span fills from its
+/// start.
+pub enum ReadTarget<'a> {
+    /// Take a buffer of this pool.
+    Pool(&'a BufferPool),
+    /// Read into this buffer; the read must start on a block and its span fit.
+    Destination(IoBuf),
+}
+
+/// Plans a read with the file system and takes its buffer: a span larger than a pool
+/// buffer is refused before the file system is asked (as a read too large), a read into
+/// a destination that does not start on a block or whose span does not fit it likewise,
+/// then the file system's refusals (stale handle, past the end, a range past the largest
+/// offset), then an exhausted pool.
 fn plan_read(
     filesystem: &FsCore,
-    pool: &BufferPool,
+    target: ReadTarget<'_>,
     block_bytes: u64,
     file: FileId,
     file_name: &str,
@@ -449,18 +464,53 @@ fn plan_read(
     length_bytes: u64,
 ) -> Result<(ReadPlan, IoBuf), EngineError> {
     let span_bytes = read_span_bytes(block_bytes, offset_bytes, length_bytes);
-    if span_bytes.is_some_and(|span_bytes| span_bytes > pool.buffer_size_bytes() as u64) {
-        return Err(EngineError::ReadTooLarge {
-            length_bytes,
-            max_read_bytes: pool.buffer_size_bytes() as u64 - block_bytes,
-        });
-    }
+    check_target(&target, block_bytes, offset_bytes, length_bytes, span_bytes)?;
     // A range past the largest offset (`None`) is no file's: the file system refuses it.
     let plan = filesystem.plan_read(file, file_name, offset_bytes, length_bytes)?;
     assert_eq!(Some(plan.span_bytes() as u64), span_bytes, "one span rule");
-    let mut buffer = pool.try_take()?;
+    let mut buffer = match target {
+        ReadTarget::Pool(pool) => pool.try_take()?,
+        ReadTarget::Destination(destination) => destination,
+    };
     buffer.set_len(plan.span_bytes());
     Ok((plan, buffer))
+}
+
+/// Refuses a span its target cannot hold: more than a pool buffer, or a destination read
+/// that does not start on a block or needs more room than the destination has.
+fn check_target(
+    target: &ReadTarget<'_>,
+    block_bytes: u64,
+    offset_bytes: u64,
+    length_bytes: u64,
+    span_bytes: Option<u64>,
+) -> Result<(), EngineError> {
+    match target {
+        ReadTarget::Pool(pool) => {
+            if span_bytes.is_some_and(|span_bytes| span_bytes > pool.buffer_size_bytes() as u64) {
+                return Err(EngineError::ReadTooLarge {
+                    length_bytes,
+                    max_read_bytes: pool.buffer_size_bytes() as u64 - block_bytes,
+                });
+            }
+        }
+        ReadTarget::Destination(destination) => {
+            if offset_bytes % block_bytes != 0 {
+                return Err(EngineError::ReadIntoUnaligned {
+                    offset_bytes,
+                    block_bytes,
+                });
+            }
+            let destination_bytes = destination.len() as u64;
+            if span_bytes.is_some_and(|span_bytes| span_bytes > destination_bytes) {
+                return Err(EngineError::DestinationTooSmall {
+                    span_bytes: span_bytes.unwrap_or(0),
+                    destination_bytes,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Opens every file of a batch and checks the limits: the whole batch is refused when it

@@ -19,6 +19,7 @@ use crate::kernel_run::{
     decode_kernel_file, decode_kernel_summary, decode_run_kernel, encode_kernel_file,
     encode_kernel_summary, encode_run_kernel,
 };
+use crate::region;
 use crate::wire::{Reader, Writer};
 use crate::{
     RequestId, FRAME_VERSION, HEADER_BYTES, MAGIC, MAX_BODY_BYTES, MAX_LIST_ENTRIES,
@@ -226,6 +227,7 @@ fn encode_request(request: &Request, writer: &mut Writer) {
         Request::Cancel { target } => writer.u64(*target),
         Request::RunKernel(run) => encode_run_kernel(run, writer),
         Request::GrantWrite | Request::OpenRings => {}
+        Request::Region(region) => region::encode_region_request(region, writer),
     }
 }
 
@@ -253,6 +255,9 @@ fn decode_request(
         FrameKind::GrantWrite => Request::GrantWrite,
         FrameKind::RunKernel => Request::RunKernel(decode_run_kernel(reader)?),
         FrameKind::OpenRings => Request::OpenRings,
+        FrameKind::RegisterRegion => Request::Region(region::decode_register(reader)?),
+        FrameKind::ReadInto => Request::Region(region::decode_read_into(reader)?),
+        FrameKind::UnregisterRegion => Request::Region(region::decode_unregister(reader)?),
         _ => return Ok(None),
     };
     Ok(Some(request))
@@ -513,6 +518,7 @@ fn encode_response(response: &Response, writer: &mut Writer) {
             writer.u32(rings.request_ring_capacity_bytes);
             writer.u32(rings.reply_ring_capacity_bytes);
         }
+        Response::Region(region) => region::encode_region_response(region, writer),
     }
 }
 
@@ -601,6 +607,12 @@ fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response,
                 request_ring_capacity_bytes: reader.u32("rings_opened.request_ring_capacity")?,
                 reply_ring_capacity_bytes: reader.u32("rings_opened.reply_ring_capacity")?,
             }))
+        }
+        FrameKind::RegionRegistered => {
+            return Ok(Response::Region(region::decode_registered(reader)?))
+        }
+        FrameKind::ReadIntoDone => {
+            return Ok(Response::Region(region::decode_read_into_done(reader)?))
         }
         other => return Err(DecodeError::UnknownKind { kind: other as u16 }),
     };

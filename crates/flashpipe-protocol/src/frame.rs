@@ -10,6 +10,7 @@ use flashpipe_api::{Command, CommandKind, Payloads, Reply};
 use crate::attributes::has_attributes;
 use crate::error::RemoteError;
 use crate::kernel_run::{KernelFileOutcome, KernelRunSummary, RunKernelRequest};
+use crate::region::{RegionRequest, RegionResponse};
 use crate::RequestId;
 
 /// Every frame kind and its number on the wire (the header's kind field).
@@ -65,6 +66,12 @@ pub enum FrameKind {
     RunKernel = 0x0120,
     /// Request: move this connection's frames into shared-memory rings (#14).
     OpenRings = 0x0130,
+    /// Request (version 6): register the memfd beside this frame as a destination region.
+    RegisterRegion = 0x0113,
+    /// Request (version 6): read a file range straight into a registered region.
+    ReadInto = 0x0114,
+    /// Request (version 6): forget a registered region (answered done).
+    UnregisterRegion = 0x0115,
     /// Response: done, nothing more to say.
     Done = 0x0201,
     /// Response: a write completed.
@@ -99,10 +106,14 @@ pub enum FrameKind {
     KernelSummary = 0x0221,
     /// Response: the rings are open (their two descriptors ride beside it).
     RingsOpened = 0x0230,
+    /// Response (version 6): the region is registered under an id.
+    RegionRegistered = 0x020E,
+    /// Response (version 6): a read into a region completed.
+    ReadIntoDone = 0x020F,
 }
 
 /// Every frame kind, for decoding the header's kind field.
-pub const ALL_FRAME_KINDS: [FrameKind; 40] = [
+pub const ALL_FRAME_KINDS: [FrameKind; 45] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Release,
@@ -143,6 +154,11 @@ pub const ALL_FRAME_KINDS: [FrameKind; 40] = [
     FrameKind::KernelSummary,
     FrameKind::OpenRings,
     FrameKind::RingsOpened,
+    FrameKind::RegisterRegion,
+    FrameKind::ReadInto,
+    FrameKind::UnregisterRegion,
+    FrameKind::RegionRegistered,
+    FrameKind::ReadIntoDone,
 ];
 
 impl FrameKind {
@@ -204,6 +220,11 @@ impl FrameKind {
             FrameKind::KernelSummary => "kernel-summary",
             FrameKind::OpenRings => "open-rings",
             FrameKind::RingsOpened => "rings-opened",
+            FrameKind::RegisterRegion => "register-region",
+            FrameKind::ReadInto => "read-into",
+            FrameKind::UnregisterRegion => "unregister-region",
+            FrameKind::RegionRegistered => "region-registered",
+            FrameKind::ReadIntoDone => "read-into-done",
         }
     }
 }
@@ -435,6 +456,8 @@ pub enum Request {
     /// Move the connection's frames into two shared-memory rings (a mapping client,
     /// nothing in flight); answered [`Response::RingsOpened`].
     OpenRings,
+    /// A request about destination regions (version 6): register, read into, unregister.
+    Region(RegionRequest),
 }
 
 impl From<WireCommand> for Request {
@@ -453,7 +476,8 @@ impl Request {
             Request::Cancel { .. }
             | Request::GrantWrite
             | Request::RunKernel(_)
-            | Request::OpenRings => None,
+            | Request::OpenRings
+            | Request::Region(_) => None,
         }
     }
 
@@ -470,6 +494,9 @@ impl Request {
             Request::GrantWrite => FrameKind::GrantWrite,
             Request::RunKernel(_) => FrameKind::RunKernel,
             Request::OpenRings => FrameKind::OpenRings,
+            Request::Region(RegionRequest::Register { .. }) => FrameKind::RegisterRegion,
+            Request::Region(RegionRequest::ReadInto(_)) => FrameKind::ReadInto,
+            Request::Region(RegionRequest::Unregister { .. }) => FrameKind::UnregisterRegion,
         }
     }
 }
@@ -490,6 +517,8 @@ pub enum Response {
     KernelSummary(KernelRunSummary),
     /// The rings are open; every later frame goes through them.
     RingsOpened(RingsOpened),
+    /// An answer about destination regions (version 6).
+    Region(RegionResponse),
 }
 
 impl From<WireReply> for Response {
@@ -522,6 +551,8 @@ impl Response {
             Response::KernelFile(_) => FrameKind::KernelFile,
             Response::KernelSummary(_) => FrameKind::KernelSummary,
             Response::RingsOpened(_) => FrameKind::RingsOpened,
+            Response::Region(RegionResponse::Registered { .. }) => FrameKind::RegionRegistered,
+            Response::Region(RegionResponse::ReadIntoDone { .. }) => FrameKind::ReadIntoDone,
         }
     }
 

@@ -22,6 +22,7 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod kernel_run;
+pub mod region;
 pub use flashpipe_base::peer;
 pub mod stream;
 mod wire;
@@ -43,6 +44,10 @@ pub use kernel_run::{
     WireFloat,
 };
 pub use peer::{peer_credentials, PeerCredentials};
+pub use region::{
+    regions_supported, ReadInto, RegionRequest, RegionResponse, REGION_OFFSET_ALIGNMENT_BYTES,
+    REGION_PROTOCOL_VERSION,
+};
 pub use stream::{
     read_frame, read_frame_body, read_header, send_all, send_frame, write_frame, ReadFrameError,
 };
@@ -59,7 +64,8 @@ pub const MAGIC: [u8; 4] = *b"FPSV";
 /// the copy method `share` and the shared block counts of `file_stat` and `stats`,
 /// version 4 the welcome's store clock kind, version 5 file attributes (the
 /// `set-attributes` request and the attribute reply kinds), version 6 the welcome's flags
-/// byte (the store served read-only).
+/// byte (the store served read-only) and reads into a client's own memory (the region
+/// frames, [`REGION_PROTOCOL_VERSION`]).
 pub const PROTOCOL_VERSION: u16 = 6;
 
 /// The oldest protocol version this code speaks: a hello whose range ends below it is

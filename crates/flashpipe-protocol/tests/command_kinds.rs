@@ -118,6 +118,7 @@ fn a_write_by_grant_is_a_write_and_the_other_requests_are_no_commands() {
         Request::Cancel { target: 1 },
         Request::GrantWrite,
         Request::OpenRings,
+        Request::Region(flashpipe_protocol::RegionRequest::Unregister { region: 1 }),
     ] {
         assert_eq!(request.command_kind(), None, "{}", request.kind().name());
     }

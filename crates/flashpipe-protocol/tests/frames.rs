@@ -261,6 +261,23 @@ fn request() -> impl Strategy<Value = Request> {
         any::<u64>().prop_map(|target| Request::Cancel { target }),
         Just(Request::GrantWrite),
         Just(Request::OpenRings),
+        any::<u64>().prop_map(|length_bytes| Request::Region(
+            flashpipe_protocol::RegionRequest::Register { length_bytes }
+        )),
+        (name(), any::<[u64; 4]>()).prop_map(|(name, [offset, length, region, at])| {
+            Request::Region(flashpipe_protocol::RegionRequest::ReadInto(
+                flashpipe_protocol::ReadInto {
+                    name,
+                    offset_bytes: offset,
+                    length_bytes: length,
+                    region,
+                    region_offset_bytes: at,
+                },
+            ))
+        }),
+        any::<u64>().prop_map(|region| Request::Region(
+            flashpipe_protocol::RegionRequest::Unregister { region }
+        )),
     ]
 }
 
@@ -334,6 +351,15 @@ fn response() -> impl Strategy<Value = Response> {
                 request_ring_capacity_bytes: request,
                 reply_ring_capacity_bytes: reply,
             }
+        )),
+        (any::<u64>(), any::<u32>()).prop_map(|(region, block_bytes)| Response::Region(
+            flashpipe_protocol::RegionResponse::Registered {
+                region,
+                block_bytes,
+            }
+        )),
+        any::<u64>().prop_map(|length_bytes| Response::Region(
+            flashpipe_protocol::RegionResponse::ReadIntoDone { length_bytes }
         )),
     ]
 }

@@ -18,9 +18,9 @@ use flashpipe_device::SplitMix64;
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{
     decode_frame, encode_frame, read_frame, CancelOutcome, CheckSummary, DataPayload, ErrorCode,
-    Frame, FrameKind, Hello, KernelFileOutcome, RemoteError, Request, Response, RingsOpened,
-    RunKernelRequest, ServerLimits, SharedRegion, SharedWindow, Welcome, WriteGrant, HEADER_BYTES,
-    MAX_BODY_BYTES,
+    Frame, FrameKind, Hello, KernelFileOutcome, ReadInto, RegionRequest, RegionResponse,
+    RemoteError, Request, Response, RingsOpened, RunKernelRequest, ServerLimits, SharedRegion,
+    SharedWindow, Welcome, WriteGrant, HEADER_BYTES, MAX_BODY_BYTES,
 };
 use flashpipe_protocol::{ClockKind, WritePayload};
 
@@ -147,6 +147,15 @@ fn request_frames() -> Vec<Frame> {
             worker_count: 0,
         }),
         Request::OpenRings,
+        Request::Region(RegionRequest::Register { length_bytes: 4096 }),
+        Request::Region(RegionRequest::ReadInto(ReadInto {
+            name: "a".into(),
+            offset_bytes: 0,
+            length_bytes: 4096,
+            region: 1,
+            region_offset_bytes: 0,
+        })),
+        Request::Region(RegionRequest::Unregister { region: 1 }),
     ]
     .into_iter()
     .enumerate()
@@ -213,6 +222,11 @@ fn response_frames() -> Vec<Frame> {
             request_ring_capacity_bytes: 1 << 20,
             reply_ring_capacity_bytes: 1 << 20,
         }),
+        Response::Region(RegionResponse::Registered {
+            region: 1,
+            block_bytes: 4096,
+        }),
+        Response::Region(RegionResponse::ReadIntoDone { length_bytes: 4096 }),
     ]
     .into_iter()
     .enumerate()

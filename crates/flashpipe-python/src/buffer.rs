@@ -19,6 +19,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::region::Region;
+use crate::served_region::RegionBytes;
 
 /// Where a buffer's bytes live.
 pub enum Bytes {
@@ -28,6 +29,8 @@ pub enum Bytes {
     Owned(Vec<u8>),
     /// Memory of this process mapped for one large read.
     Mapped(Region),
+    /// A window of a region of this process's memory the server read into.
+    Region(RegionBytes),
 }
 
 /// Bytes read from a store, exported read-only through the buffer protocol. The bytes
@@ -48,6 +51,7 @@ impl ReadBuffer {
             Bytes::View(view) => view,
             Bytes::Owned(bytes) => bytes,
             Bytes::Mapped(region) => region.as_slice(),
+            Bytes::Region(region) => region.as_slice(),
         }
     }
 }
@@ -68,10 +72,10 @@ impl ReadBuffer {
         format!(
             "<flashpipe ReadBuffer of {} bytes, {}>",
             self.as_slice().len(),
-            if self.by_reference() {
-                "by reference"
-            } else {
-                "copied"
+            match &self.bytes {
+                Bytes::Region(_) => "read into this process's region",
+                _ if self.by_reference() => "by reference",
+                _ => "copied",
             }
         )
     }

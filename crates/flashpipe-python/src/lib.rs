@@ -18,6 +18,7 @@ mod error;
 mod ops;
 mod region;
 mod run;
+mod served_region;
 mod session;
 mod store;
 

@@ -14,6 +14,7 @@ use flashpipe_engine::EngineClient;
 use flashpipe_store::{LockWait, RunningStore, StoreAccess, StoreLockError, StoreOpenError};
 
 use crate::error::StoreError;
+use crate::served_region::RegionReads;
 
 /// Commands in flight at most on the engine's client in this process.
 const IN_PROCESS_OUTSTANDING: usize = 16;
@@ -31,6 +32,8 @@ pub enum Session {
     Served {
         /// The connection.
         client: Client,
+        /// Large reads into this process's memory, on a connection of their own.
+        regions: RegionReads,
     },
 }
 
@@ -42,7 +45,9 @@ macro_rules! with_transport {
             $crate::session::Session::InProcess {
                 client: $transport, ..
             } => $body,
-            $crate::session::Session::Served { client: $transport } => $body,
+            $crate::session::Session::Served {
+                client: $transport, ..
+            } => $body,
         }
     };
 }
@@ -51,8 +56,8 @@ pub(crate) use with_transport;
 impl Session {
     /// Opens a session on the store file `store_file` (see the module's documentation).
     pub fn open(store_file: &Path, read_only: bool) -> Result<Session, StoreError> {
-        if let Some(client) = live_server(store_file)? {
-            return Ok(Session::Served { client });
+        if let Some(served) = live_server(store_file)? {
+            return Ok(served);
         }
         let access = if read_only {
             StoreAccess::ReadOnly
@@ -63,7 +68,7 @@ impl Session {
             Ok(store) => store,
             Err(error @ StoreOpenError::Lock(StoreLockError::Held { .. })) => {
                 return match live_server(store_file)? {
-                    Some(client) => Ok(Session::Served { client }),
+                    Some(served) => Ok(served),
                     None => Err(error.into()),
                 };
             }
@@ -85,7 +90,7 @@ impl Session {
     pub fn by_reference(&self) -> bool {
         match self {
             Session::InProcess { .. } => false,
-            Session::Served { client } => client.is_mapped(),
+            Session::Served { client, .. } => client.is_mapped(),
         }
     }
 
@@ -93,7 +98,15 @@ impl Session {
     pub fn served(&mut self) -> Option<&mut Client> {
         match self {
             Session::InProcess { .. } => None,
-            Session::Served { client } => Some(client),
+            Session::Served { client, .. } => Some(client),
+        }
+    }
+
+    /// The served session's reads into regions, where the session goes through a server.
+    pub fn region_reads(&mut self) -> Option<&mut RegionReads> {
+        match self {
+            Session::InProcess { .. } => None,
+            Session::Served { regions, .. } => Some(regions),
         }
     }
 
@@ -107,7 +120,8 @@ impl Session {
                 store.close()?;
                 Ok(())
             }
-            Session::Served { client } => {
+            Session::Served { client, regions } => {
+                drop(regions);
                 drop(client);
                 Ok(())
             }
@@ -115,24 +129,28 @@ impl Session {
     }
 }
 
-/// A connection to the server of `store_file`, when one answers on its socket;
+/// A session through the server of `store_file`, when one answers on its socket;
 /// `Ok(None)` when there is no socket or a stale one nobody answers on. A server that
 /// answers but may not be used (another user's, another store's, its client limit) is
 /// an error: the store is in its hands.
-fn live_server(store_file: &Path) -> Result<Option<Client>, StoreError> {
+fn live_server(store_file: &Path) -> Result<Option<Session>, StoreError> {
     let socket = server_socket_path(store_file);
     if !socket.exists() {
         return Ok(None);
     }
+    let expect = server_expectation(store_file)?;
     let options = ConnectOptions {
-        expect: Some(server_expectation(store_file)?),
+        expect: Some(expect.clone()),
         map_memory: true,
         client_name: format!("python (pid {})", std::process::id()),
         transport: ClientTransport::RingsWhenMapped,
         ..ConnectOptions::default()
     };
     match Client::connect(&socket, options) {
-        Ok(client) => Ok(Some(client)),
+        Ok(client) => Ok(Some(Session::Served {
+            client,
+            regions: RegionReads::new(socket, expect),
+        })),
         Err(ConnectError::Connect { source, .. })
             if source.kind() != std::io::ErrorKind::PermissionDenied =>
         {

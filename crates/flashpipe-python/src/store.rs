@@ -174,6 +174,11 @@ fn read_copied(
         ))?;
         return Ok(Bytes::Owned(bytes));
     }
+    if let Some(regions) = session.region_reads() {
+        if let Some(bytes) = regions.read(name, offset_bytes, length_bytes)? {
+            return Ok(Bytes::Region(bytes));
+        }
+    }
     let length = usize::try_from(length_bytes)
         .map_err(|_| StoreError::Invalid(format!("{length_bytes} bytes do not fit in memory")))?;
     let mut region = Region::new(length)?;

@@ -168,3 +168,42 @@ def test_an_array_the_process_cannot_map_is_a_clear_error(binary, store_file, se
     assert "refused: 50331648 bytes cannot be allocated in this process" in answer.stdout
     assert "read less at a time" in answer.stdout
     assert "after: 4096" in answer.stdout
+
+
+def region_mappings():
+    """Mappings of this process's region memfds (the served region reads')."""
+    with open("/proc/self/maps") as maps:
+        return sum("/memfd:flashpipe-python-region" in line for line in maps)
+
+
+def test_a_served_large_array_is_read_into_a_region_of_this_process(binary, store_file, server):
+    values = pattern(8 * MIB + 24)
+    with flashpipe.Store(store_file) as store:
+        store.put("big", values)
+        array = store.read_array("big", dtype="u1")
+        assert "region" in repr(array.base.obj) and array.base.obj.by_reference is False
+        assert array.tobytes() == values
+        part = store.read_array("big", dtype="<u8", offset=3 * MIB + 8, count=MIB // 8)
+        assert part.tobytes() == values[3 * MIB + 8 : 4 * MIB + 8]
+        del array, part
+        gc.collect()
+        for _ in range(4):
+            again = store.read_array("big", dtype="u1")
+            assert again.tobytes() == values
+            del again
+            gc.collect()
+        assert region_mappings() <= 2, "a dead array's region is reused, not one per read"
+
+
+def test_live_arrays_past_the_region_limits_are_copied_and_all_right(binary, store_file, server):
+    values = pattern(3 * MIB)
+    with flashpipe.Store(store_file) as store:
+        store.put("f", values)
+        held = [store.read_array("f", dtype="u1") for _ in range(12)]
+        kinds = [repr(array.base.obj) for array in held]
+        assert any("region" in kind for kind in kinds)
+        assert any("copied" in kind for kind in kinds), "past 8 regions the copy path reads"
+        assert all(array.tobytes() == values for array in held)
+        del held
+        gc.collect()
+        assert store.read_array("f", dtype="u1").tobytes() == values

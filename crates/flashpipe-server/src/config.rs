@@ -70,7 +70,19 @@ pub struct ServerConfig {
     /// The memfds' pages are reserved when the rings open: twice this (and two header
     /// pages) per ring client, 2 MiB by default (#14).
     pub ring_capacity_bytes: u32,
+    /// Destination regions (protocol version 6) one client may hold registered at once.
+    pub max_regions_per_client: usize,
+    /// Bytes of destination regions one client may hold registered at once, all its
+    /// regions together (the memory is the client's; the bound keeps the server's
+    /// address space and mappings in check).
+    pub max_region_bytes_per_client: u64,
 }
+
+/// Default of [`ServerConfig::max_regions_per_client`].
+pub const DEFAULT_MAX_REGIONS_PER_CLIENT: usize = 8;
+
+/// Default of [`ServerConfig::max_region_bytes_per_client`] (4 GiB).
+pub const DEFAULT_MAX_REGION_BYTES_PER_CLIENT: u64 = 4 << 30;
 
 /// Default data area of each frame ring of a ring client (1 MiB).
 pub const DEFAULT_RING_CAPACITY_BYTES: u32 = 1 << 20;
@@ -110,6 +122,8 @@ impl Default for ServerConfig {
             spin: WaitPolicy::spin_us(flashpipe_shm::DEFAULT_SERVE_RING_SPIN_US),
             send_timeout_ms: 10_000,
             ring_capacity_bytes: DEFAULT_RING_CAPACITY_BYTES,
+            max_regions_per_client: DEFAULT_MAX_REGIONS_PER_CLIENT,
+            max_region_bytes_per_client: DEFAULT_MAX_REGION_BYTES_PER_CLIENT,
         }
     }
 }

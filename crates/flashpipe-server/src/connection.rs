@@ -26,6 +26,7 @@ use crate::core::{
     check_write_length, granted_slot, CoreHost, CoreLimits, Refused, StoreServerCore,
 };
 use crate::mapped::{Mapped, WRITE_POOL_MEMORY_NAME};
+use crate::region::{take_region_request, ReceivedFds, Regions, RequestSocket};
 use crate::replies::send_answers;
 use crate::rings::{open_rings, ConnectionRings, OpenRefusal};
 use crate::state::{Counters, ServerState};
@@ -49,8 +50,10 @@ pub(crate) struct Connection {
     /// The rings, once the client moved its frames into them (#14).
     rings: OnceLock<ConnectionRings>,
     /// The protocol version both sides speak (stat replies carry attributes from
-    /// version 5 on).
+    /// version 5 on, region requests from version 6).
     pub(crate) version: u16,
+    /// The client's destination regions (`region`).
+    pub(crate) regions: Regions,
 }
 
 /// What to do after a frame.
@@ -162,7 +165,7 @@ impl Connection {
         let _ = self.socket.shutdown(std::net::Shutdown::Both);
     }
 
-    fn refuse(&self, request_id: RequestId, error: RemoteError) {
+    pub(crate) fn refuse(&self, request_id: RequestId, error: RemoteError) {
         Counters::add(&self.state.counters.requests_refused, 1);
         tracing::debug!(connection = self.id, request_id, code = %error.code, message = %error.message, "request refused");
         self.send(&Frame::Error { request_id, error });
@@ -175,8 +178,19 @@ impl Connection {
 
     /// Forgets a request that never reached the engine: its bytes and its reserved
     /// read handle go back.
-    fn abandon(&self, request_id: RequestId) {
+    pub(crate) fn abandon(&self, request_id: RequestId) {
         self.core().abandon(self, request_id);
+    }
+
+    /// Admits a read into one of the client's regions (limits as a read's, no handle).
+    pub(crate) fn admit_read_into(
+        &self,
+        request_id: RequestId,
+        command: WireCommand,
+    ) -> Result<(), Refused> {
+        self.core()
+            .admit_read_into(self, request_id, command)
+            .map(drop)
     }
 }
 
@@ -259,12 +273,21 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         tracing::warn!(connection = id, %error, "cannot set the client socket's send timeout; closing");
         return;
     }
-    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reading);
+    let received_fds = ReceivedFds::default();
+    let mut reader = BufReader::with_capacity(
+        READ_BUFFER_BYTES,
+        RequestSocket::new(reading, received_fds.clone()),
+    );
     let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, &admitted) else {
         return;
     };
     tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, mapped = mapped.is_some(), "client connected");
     let core = Mutex::new(StoreServerCore::new(core_limits(&state)));
+    let regions = Regions::new(
+        received_fds,
+        state.config.max_regions_per_client,
+        state.config.max_region_bytes_per_client,
+    );
     let connection = Arc::new(Connection {
         id,
         state,
@@ -275,6 +298,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         mapped,
         rings: OnceLock::new(),
         version: hello.common_version().unwrap_or(MIN_PROTOCOL_VERSION),
+        regions,
     });
     let capacity = connection.state.config.max_in_flight_per_client.max(1);
     let (answers_to, answers) = bounded::<Completion>(capacity);
@@ -317,7 +341,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
 fn handshake(
     state: &ServerState,
     socket: &UnixStream,
-    reader: &mut BufReader<UnixStream>,
+    reader: &mut impl Read,
     admitted: &Admitted,
 ) -> Option<(Hello, Option<Mapped>)> {
     let id = admitted.id();
@@ -441,7 +465,7 @@ fn write_pool(state: &ServerState, id: u64) -> Option<BufferPool> {
 /// a watcher thread; returns the watcher to join once the connection ends.
 fn serve_rings(
     connection: &Arc<Connection>,
-    socket: BufReader<UnixStream>,
+    socket: BufReader<RequestSocket>,
     requests: flashpipe_shm::FrameRing,
     answers_to: &Sender<Completion>,
 ) -> Option<std::thread::JoinHandle<()>> {
@@ -456,6 +480,7 @@ fn serve_rings(
         );
         return None;
     }
+    let socket = BufReader::with_capacity(READ_BUFFER_BYTES, socket.into_inner().into_stream());
     let watcher = crate::rings::start_watcher(connection, socket)?;
     let mut reader = crate::rings::request_reader(connection, requests);
     if let ReadEnd::SwitchToRings(_) = read_requests(connection, &mut reader, answers_to) {
@@ -580,6 +605,12 @@ fn take_request(
         }
         Request::RunKernel(run) => return start_kernel_run(connection, request_id, run),
         Request::OpenRings => return answer_open_rings(connection, request_id),
+        Request::Region(region) => {
+            return match take_region_request(connection, request_id, region, answers_to) {
+                Ok(()) => Next::Continue,
+                Err(error) => Next::Close(error),
+            }
+        }
     };
     if let Err(error) = check_command_version(&command, connection.version) {
         connection.refuse(request_id, error);

@@ -45,6 +45,8 @@ pub struct InFlight {
     pub holds_handle: bool,
     /// A write from this granted slot of the client's write pool.
     pub granted_slot: Option<u32>,
+    /// A read into a client's region (version 6): answered read-into-done, no handle.
+    pub into_region: bool,
 }
 
 /// What a core needs of the connection it serves: its shared memory (read handles,
@@ -141,6 +143,27 @@ impl StoreServerCore {
             })
     }
 
+    /// Admits a read into a client's region under `request_id`: a read for the limits
+    /// (in flight, bytes) that reserves no read handle; hands back the engine's read.
+    pub fn admit_read_into<H: CoreHost>(
+        &mut self,
+        host: &H,
+        request_id: RequestId,
+        command: WireCommand,
+    ) -> Result<Command<H::Engine>, Refused> {
+        assert!(
+            matches!(command, Command::Read { .. }),
+            "a read into a region is a read"
+        );
+        self.admit_as(host, request_id, Some(&command), true)?;
+        command
+            .map_write(|data| host.engine_write(data, self.limits.max_write_bytes))
+            .map_err(|error| {
+                self.abandon(host, request_id);
+                Refused::Request(error)
+            })
+    }
+
     /// Admits a kernel run under `request_id` (it counts as one request in flight and
     /// holds no bytes).
     pub fn admit_kernel_run<H: CoreHost>(
@@ -212,6 +235,18 @@ impl StoreServerCore {
         request_id: RequestId,
         command: Option<&WireCommand>,
     ) -> Result<(), Refused> {
+        self.admit_as(host, request_id, command, false)
+    }
+
+    /// [`StoreServerCore::admit`], for a read into a client's region when `into_region`
+    /// (no read handle reserved).
+    fn admit_as<H: CoreHost>(
+        &mut self,
+        host: &H,
+        request_id: RequestId,
+        command: Option<&WireCommand>,
+        into_region: bool,
+    ) -> Result<(), Refused> {
         if let Some(Command::Write {
             data: WritePayload::Inline(bytes),
             ..
@@ -238,7 +273,8 @@ impl StoreServerCore {
             command,
             Some(Command::Read { .. } | Command::ReadFiles { .. })
         );
-        let holds_handle = is_read && host.reserve_read_handle().map_err(Refused::Request)?;
+        let holds_handle =
+            is_read && !into_region && host.reserve_read_handle().map_err(Refused::Request)?;
         let bytes = command.map_or(0, |command| self.command_bytes(command));
         if let Err(error) = self.take_bytes(host, bytes) {
             if holds_handle {
@@ -252,6 +288,7 @@ impl StoreServerCore {
                 bytes,
                 holds_handle,
                 granted_slot: command.and_then(granted_slot),
+                into_region,
             },
         );
         Ok(())

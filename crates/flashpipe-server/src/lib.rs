@@ -41,13 +41,17 @@ mod kernel_job;
 mod kernel_paths;
 mod kernel_runs;
 mod mapped;
+mod region;
 mod replies;
 mod rings;
 mod server;
 mod state;
 
 pub use access::{group_by_name, peer_credentials, AccessRule, AllowedGroup, PeerCredentials};
-pub use config::{ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_RING_CAPACITY_BYTES};
+pub use config::{
+    ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_REGIONS_PER_CLIENT,
+    DEFAULT_MAX_REGION_BYTES_PER_CLIENT, DEFAULT_RING_CAPACITY_BYTES,
+};
 pub use core::{inline_reply, CoreHost, CoreLimits, InFlight, Refused, StoreServerCore};
 pub use kernel_paths::KernelPathsError;
 pub use server::{ServeError, ServeReport, Server, ServerCounters, StopHandle};

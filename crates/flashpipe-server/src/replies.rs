@@ -8,8 +8,8 @@ use crossbeam_channel::{Receiver, RecvError};
 use flashpipe_base::{WaitPolicy, Waiter};
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
 use flashpipe_protocol::{
-    encode_inline_data, stat_for_version, DataPayload, Frame, RemoteError, Response, SharedWindow,
-    WireReply,
+    encode_inline_data, stat_for_version, DataPayload, Frame, RegionResponse, RemoteError,
+    Response, SharedWindow, WireReply,
 };
 
 use crate::connection::{Connection, InFlight};
@@ -24,6 +24,12 @@ pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Comple
             panic!("the engine answered request {request_id}, which is not in flight")
         });
         let frame = match result {
+            Ok(Reply::Data(data)) if entry.into_region => Frame::Response {
+                request_id,
+                response: Response::Region(RegionResponse::ReadIntoDone {
+                    length_bytes: data.len() as u64,
+                }),
+            },
             Ok(Reply::Data(data)) if !entry.holds_handle => {
                 connection.send_encoded(&encode_inline_data(request_id, data.bytes()));
                 continue;

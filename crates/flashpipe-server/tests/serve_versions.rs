@@ -14,6 +14,7 @@ use flashpipe_api::{AttributeChange, Command, FileOwner, Reply};
 use flashpipe_client::TransportExt;
 use flashpipe_protocol::{
     encode_frame, read_frame, ErrorCode, Frame, Hello, Request, Response, Welcome, MAX_BODY_BYTES,
+    PROTOCOL_VERSION,
 };
 
 /// Says hello with `min..=max` on a raw connection; returns the connection and the
@@ -73,7 +74,7 @@ fn a_client_offering_four_is_told_the_store_clock() {
     assert_eq!(welcome.version, 4);
     assert!(welcome.store_clock.is_some());
     let client = connect(&test.socket, true);
-    assert_eq!(client.server_info().version, 6);
+    assert_eq!(client.server_info().version, PROTOCOL_VERSION);
     assert_eq!(client.server_info().store_clock, welcome.store_clock);
     assert!(!client.server_info().read_only, "a read-write store");
 }
@@ -89,12 +90,12 @@ fn a_client_speaking_no_common_version_is_refused_naming_both_ranges() {
                 error,
             } => {
                 assert_eq!(error.code, ErrorCode::UnsupportedVersion);
-                assert_eq!(error.limit, Some(6));
+                assert_eq!(error.limit, Some(u64::from(PROTOCOL_VERSION)));
                 assert!(
                     error
                         .message
                         .contains(&format!("{min_version}..={max_version}"))
-                        && error.message.contains("3..=6"),
+                        && error.message.contains(&format!("3..={PROTOCOL_VERSION}")),
                     "{}",
                     error.message
                 );

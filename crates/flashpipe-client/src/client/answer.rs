@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use flashpipe_api::Reply;
 use flashpipe_protocol::{
-    CancelOutcome, DataPayload, KernelFileOutcome, KernelRunSummary, WireReply, WriteGrant,
+    CancelOutcome, DataPayload, KernelFileOutcome, KernelRunSummary, RegionResponse, WireReply,
+    WriteGrant,
 };
 
 use super::setup::window_offset;
@@ -31,6 +32,8 @@ pub enum Response {
     KernelFile(KernelFileOutcome),
     /// A kernel run's totals: its last answer.
     KernelSummary(KernelRunSummary),
+    /// An answer about destination regions (protocol version 6).
+    Region(RegionResponse),
 }
 
 impl From<Reply<Remote>> for Response {
@@ -48,6 +51,8 @@ impl Response {
             Response::Cancel(_) => "cancel-reply",
             Response::KernelFile(_) => "kernel-file",
             Response::KernelSummary(_) => "kernel-summary",
+            Response::Region(RegionResponse::Registered { .. }) => "region-registered",
+            Response::Region(RegionResponse::ReadIntoDone { .. }) => "read-into-done",
         }
     }
 }
@@ -65,6 +70,7 @@ impl Client {
             Wire::Cancel(outcome) => Response::Cancel(outcome),
             Wire::KernelFile(outcome) => Response::KernelFile(outcome),
             Wire::KernelSummary(summary) => Response::KernelSummary(summary),
+            Wire::Region(region) => Response::Region(region),
             Wire::RingsOpened(_) => {
                 return Err(ClientError::Protocol(
                     "a rings-opened answer after the connection was set up".to_string(),

@@ -135,8 +135,12 @@ class Store(_NativeStore):
         itself, no copy: the array's base owns that read buffer, which the server gets
         back when the last reference to the array (and its views) dies. Such an array
         stays valid after the store is closed, and even after the server is killed.
-        In this process, or for a larger read, the bytes are copied once, into memory
-        mapped for the array (unmapped when it dies). A read of several requests raises
+        A larger read (2 MiB or more) through a server of protocol version 6 or later is
+        read by the server straight into memory of this process (a region this session
+        registered on a connection of its own), no copy either: the array views it, and
+        the region is reused for a later read once the array dies. In this process, or
+        where a region cannot be had, the bytes are copied once, into memory mapped for
+        the array (unmapped when it dies). A read of several requests raises
         :class:`Busy` when another client changed the file meanwhile: read it again.
         """
         import numpy
