@@ -7,7 +7,7 @@
 //! pair comes from a [`ScoreMatrix`]. The gapped extension runs from one point in both
 //! directions (left on the reversed prefixes), and its edit script gives the tabular columns.
 
-use crate::blast::alphabet::ScoreMatrix;
+use crate::blast::alphabet::{ScoreMatrix, CODE_COUNT};
 
 /// Gap costs in raw score units: a gap of `k` letters costs `open + k * extend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,65 +125,122 @@ const _: () = assert!(FROM_DIAGONAL == 0 && FROM_QUERY_GAP == FROM_SUBJECT_GAP +
 const E_EXTENDS: u8 = 4;
 const F_EXTENDS: u8 = 8;
 
-/// Cells of one row: its first column and the columns' (best, vertical gap) scores. Two rows
-/// are kept and swapped, so the extension allocates nothing per row.
-#[derive(Default)]
-struct Row {
-    first_column: usize,
+/// The scores the programme keeps per subject column, updated in place row after row (BLAST's
+/// `score_array`): a cell is read as the row above before it is overwritten, and the up-left
+/// cell is carried in a register. Indexed by column (0 is the origin's column); it grows with
+/// the columns the extension reaches, never with the subject's length.
+struct Columns<F> {
+    /// Best score of the cell.
     best: Vec<i32>,
+    /// Best score of the cell ending in a gap in the subject (a query letter against a gap).
     vertical: Vec<i32>,
+    /// The subject letter paired in each column (column `c` pairs letter `c - 1`; 0 at 0).
+    letters: Vec<u8>,
+    subject_length: usize,
+    subject_at: F,
 }
 
-impl Row {
-    /// Empties the row, keeping the one DEAD cell in front of its window (the column before
-    /// `first_column`), so the row below reads its up-left cell without a bounds test.
-    fn clear(&mut self, first_column: usize) {
-        self.first_column = first_column;
-        self.best.clear();
-        self.vertical.clear();
-        self.best.push(DEAD);
-        self.vertical.push(DEAD);
-    }
-
-    /// Cells of the window (the front pad not counted).
-    fn count(&self) -> usize {
-        self.best.len() - 1
-    }
-
-    /// Two DEAD cells after the window, read as the cells above its last columns.
-    fn pad_end(&mut self) {
-        self.best.extend_from_slice(&[DEAD, DEAD]);
-        self.vertical.extend_from_slice(&[DEAD, DEAD]);
-    }
-
-    /// Keeps only the cells from the first live one to the last (and the front pad); false
-    /// if none lives.
-    fn trim(&mut self) -> bool {
-        let Some(first_alive) = self.best[1..].iter().position(|&score| score > DEAD) else {
-            return false;
+impl<F: Fn(usize) -> u8> Columns<F> {
+    fn new(subject_length: usize, subject_at: F) -> Self {
+        let mut columns = Columns {
+            best: Vec::new(),
+            vertical: Vec::new(),
+            letters: Vec::new(),
+            subject_length,
+            subject_at,
         };
-        let last_alive = self.best[1..]
-            .iter()
-            .rposition(|&score| score > DEAD)
-            .expect("a live cell");
-        let (first, last) = (first_alive + 1, last_alive + 1);
-        self.best.truncate(last + 1);
-        self.vertical.truncate(last + 1);
-        if first > 1 {
-            self.best.copy_within(first.., 1);
-            self.vertical.copy_within(first.., 1);
-            let kept = 1 + last + 1 - first;
-            self.best.truncate(kept);
-            self.vertical.truncate(kept);
-            self.first_column += first - 1;
-        }
-        true
+        columns.reach(0);
+        columns
     }
+
+    /// Makes column `column` (at most one past the subject) addressable, new cells DEAD.
+    fn reach(&mut self, column: usize) {
+        if column < self.best.len() {
+            return;
+        }
+        let limit = self.subject_length + 2;
+        let target = (column + 1).max(2 * self.best.len()).max(64).min(limit);
+        for next in self.best.len()..target {
+            self.best.push(DEAD);
+            self.vertical.push(DEAD);
+            let letter = if (1..=self.subject_length).contains(&next) {
+                (self.subject_at)(next - 1)
+            } else {
+                0
+            };
+            self.letters.push(letter);
+        }
+    }
+}
+
+/// The state carried along a row: the up-left cell, the gap in the query and the cell to the
+/// left, the row's best.
+#[derive(Clone, Copy)]
+struct Carry {
+    up_left: i32,
+    horizontal: i32,
+    left: i32,
+    row_best: i32,
+}
+
+impl Carry {
+    const START: Carry = Carry {
+        up_left: DEAD,
+        horizontal: DEAD,
+        left: DEAD,
+        row_best: DEAD,
+    };
+}
+
+/// The costs one cell needs, in registers.
+#[derive(Clone, Copy)]
+struct CellCosts {
+    open_extend: i32,
+    extend: i32,
+    floor: i32,
+}
+
+/// One cell from the cell above (`up_best`, `up_vertical`) and the carried state and pair
+/// score; returns the cell's (best, vertical) to keep and its trace flags. Selects rather than
+/// branches: which of the three wins is data-dependent.
+#[inline(always)]
+fn cell(
+    costs: CellCosts,
+    carry: &mut Carry,
+    up_best: i32,
+    up_vertical: i32,
+    pair: i32,
+) -> (i32, i32, u8) {
+    // a DEAD cell plus a letter's score stays far below any floor: it never lives
+    let diagonal = carry.up_left + pair;
+    carry.up_left = up_best;
+    let vertical_open = up_best - costs.open_extend;
+    let vertical_extend = up_vertical - costs.extend;
+    let vertical = vertical_open.max(vertical_extend);
+    let horizontal_open = carry.left - costs.open_extend;
+    let horizontal_extend = carry.horizontal - costs.extend;
+    let horizontal = horizontal_open.max(horizontal_extend);
+    let flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
+        | (u8::from(horizontal_extend >= horizontal_open) * E_EXTENDS);
+    let score = diagonal.max(horizontal).max(vertical);
+    let source = u8::from(diagonal < score) * (FROM_SUBJECT_GAP + u8::from(horizontal < score));
+    let alive = score >= costs.floor;
+    let score = if alive { score } else { DEAD };
+    let vertical_kept = if alive { vertical.max(DEAD) } else { DEAD };
+    carry.horizontal = if alive { horizontal } else { DEAD };
+    carry.left = score;
+    carry.row_best = carry.row_best.max(score);
+    (score, vertical_kept, source | flags)
 }
 
 /// Gapped X-drop extension from the origin over `query_length` x `subject_length` letters read
 /// through `query_at` and `subject_at` (so that the left side reads the prefixes reversed),
 /// with its traceback (`TRACE`) or its score and end only (BLAST's preliminary pass).
+///
+/// Row by row, the live window of columns `first..=last` (cells within `x_drop` of the best
+/// seen before the row) is swept once over the columns it can reach from the row above
+/// (`first..=last + 1`, zipped slices, no bounds tests), then on to the right while the gap in
+/// the query keeps cells alive; the window is then narrowed to its live ends.
 pub fn extend_gapped<const TRACE: bool>(
     matrix: &ScoreMatrix,
     gaps: GapCosts,
@@ -193,98 +250,51 @@ pub fn extend_gapped<const TRACE: bool>(
     query_at: impl Fn(usize) -> u8,
     subject_at: impl Fn(usize) -> u8,
 ) -> OneSide {
-    let open_extend = gaps.open + gaps.extend;
     let mut trace: Vec<u8> = Vec::new();
     let mut trace_rows: Vec<(usize, usize)> = Vec::new();
+    let mut scratch: Vec<u8> = Vec::new();
+    let mut columns = Columns::new(subject_length, subject_at);
     let mut best_score = 0;
     let mut best_cell = (0usize, 0usize);
-    // Row 0: the origin, then a gap in the query.
-    let mut previous = Row::default();
-    previous.clear(0);
-    previous.best.push(0);
-    previous.vertical.push(DEAD);
+    let mut first = 0;
+    let mut last = first_row(&mut columns, gaps, x_drop);
     if TRACE {
-        trace_rows.push((0, trace.len()));
+        trace_rows.push((0, 0));
         trace.push(FROM_DIAGONAL);
+        trace.extend(
+            (1..=last).map(|column| FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 }),
+        );
     }
-    let mut column = 1;
-    while column <= subject_length {
-        let score = -(gaps.open + gaps.extend * column as i32);
-        if score < -x_drop {
-            break;
-        }
-        previous.best.push(score);
-        previous.vertical.push(DEAD);
-        if TRACE {
-            trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
-        }
-        column += 1;
-    }
-    let mut current = Row::default();
-    // the subject's letters in reading order at 1.. (column `c` pairs with letter `c`), so
-    // the row loop reads a slice; index 0 is never paired with a live cell
-    let subject_letters: Vec<u8> = std::iter::once(0)
-        .chain((0..subject_length).map(&subject_at))
-        .collect();
     for row in 1..=query_length {
-        let scores = matrix.row(query_at(row - 1));
-        let previous_first = previous.first_column;
-        let previous_count = previous.count();
-        let previous_last = previous_first + previous_count - 1;
-        previous.pad_end();
-        current.clear(previous_first);
+        let costs = CellCosts {
+            open_extend: gaps.open + gaps.extend,
+            extend: gaps.extend,
+            floor: best_score - x_drop,
+        };
+        let mut pairs = [DEAD; 16];
+        pairs[..CODE_COUNT].copy_from_slice(matrix.row(query_at(row - 1)));
         let row_start = trace.len();
-        let mut horizontal = DEAD;
-        let mut left_best = DEAD;
-        let mut column = previous.first_column;
-        let floor = best_score - x_drop;
-        while column <= subject_length {
-            // Column `column` of the previous row is at `offset + 1` there (after the front
-            // pad), its up-left cell at `offset`; past the window both read the end pads.
-            let offset = (column - previous_first).min(previous_count + 1);
-            let up_best = previous.best[offset + 1];
-            let up_vertical = previous.vertical[offset + 1];
-            // a DEAD cell plus a letter's score stays far below any floor: it never lives
-            let diagonal = previous.best[offset] + scores[subject_letters[column] as usize];
-            // Selects rather than branches: which of the three wins is data-dependent.
-            let vertical_open = up_best - open_extend;
-            let vertical_extend = up_vertical - gaps.extend;
-            let vertical = vertical_open.max(vertical_extend);
-            let horizontal_open = left_best - open_extend;
-            let horizontal_extend = horizontal - gaps.extend;
-            horizontal = horizontal_open.max(horizontal_extend);
-            let flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
-                | (u8::from(horizontal_extend >= horizontal_open) * E_EXTENDS);
-            let score = diagonal.max(horizontal).max(vertical);
-            let source =
-                u8::from(diagonal < score) * (FROM_SUBJECT_GAP + u8::from(horizontal < score));
-            let alive = score >= floor;
-            let score = if alive { score } else { DEAD };
-            let vertical_kept = if alive { vertical.max(DEAD) } else { DEAD };
-            horizontal = if alive { horizontal } else { DEAD };
-            if score > best_score {
-                best_score = score;
-                best_cell = (row, column);
-            }
-            current.best.push(score);
-            current.vertical.push(vertical_kept);
-            if TRACE {
-                trace.push(source | flags);
-            }
-            left_best = score;
-            column += 1;
-            if column > previous_last + 1 && score == DEAD && horizontal < floor {
-                break;
-            }
+        let flags = if TRACE { &mut trace } else { &mut scratch };
+        if !TRACE {
+            flags.clear();
         }
-        let row_first_column = current.first_column;
-        if !current.trim() {
+        let (end, row_best) = sweep_row(&mut columns, costs, &pairs, first, last, flags);
+        if row_best > best_score {
+            best_score = row_best;
+            let at = columns.best[first..=end]
+                .iter()
+                .position(|&score| score == row_best)
+                .expect("the row's best is one of its cells");
+            best_cell = (row, first + at);
+        }
+        let row_first = first;
+        let Some(live) = live_window(&columns.best, first, end) else {
             break;
-        }
+        };
+        (first, last) = live;
         if TRACE {
-            trace_rows.push((row_first_column, row_start));
+            trace_rows.push((row_first, row_start));
         }
-        std::mem::swap(&mut previous, &mut current);
     }
     let ops = if TRACE {
         traceback(&trace, &trace_rows, best_cell)
@@ -297,6 +307,78 @@ pub fn extend_gapped<const TRACE: bool>(
         subject_length: best_cell.1,
         ops,
     }
+}
+
+/// Row 0: the origin, then a gap in the query while it stays within `x_drop`; returns its last
+/// column.
+fn first_row<F: Fn(usize) -> u8>(columns: &mut Columns<F>, gaps: GapCosts, x_drop: i32) -> usize {
+    columns.best[0] = 0;
+    columns.vertical[0] = DEAD;
+    let mut last = 0;
+    while last < columns.subject_length {
+        let score = -(gaps.open + gaps.extend * (last as i32 + 1));
+        if score < -x_drop {
+            break;
+        }
+        last += 1;
+        columns.reach(last);
+        columns.best[last] = score;
+        columns.vertical[last] = DEAD;
+    }
+    last
+}
+
+/// Sweeps one row whose row above lives in `first..=last`, appending each cell's trace flags to
+/// `flags`; returns the last column computed and the row's best score.
+fn sweep_row<F: Fn(usize) -> u8>(
+    columns: &mut Columns<F>,
+    costs: CellCosts,
+    pairs: &[i32; 16],
+    first: usize,
+    last: usize,
+    flags: &mut Vec<u8>,
+) -> (usize, i32) {
+    // The cell after the window reads as dead from the row above, whatever an older row left.
+    columns.reach(last + 1);
+    columns.best[last + 1] = DEAD;
+    columns.vertical[last + 1] = DEAD;
+    let end = (last + 1).min(columns.subject_length);
+    let mut carry = Carry::START;
+    let flags_start = flags.len();
+    flags.resize(flags_start + end + 1 - first, 0);
+    let cells = columns.best[first..=end]
+        .iter_mut()
+        .zip(&mut columns.vertical[first..=end])
+        .zip(&columns.letters[first..=end])
+        .zip(&mut flags[flags_start..]);
+    for (((best, vertical), &letter), flag) in cells {
+        let pair = pairs[usize::from(letter & 15)];
+        (*best, *vertical, *flag) = cell(costs, &mut carry, *best, *vertical, pair);
+    }
+    // Past the row above's window only the gap in the query keeps a cell alive.
+    let mut column = end;
+    let reaches_past = end == last + 1 && carry.left > DEAD;
+    while reaches_past && column < columns.subject_length {
+        column += 1;
+        columns.reach(column);
+        let pair = pairs[usize::from(columns.letters[column] & 15)];
+        let (best, vertical, flag) = cell(costs, &mut carry, DEAD, DEAD, pair);
+        columns.best[column] = best;
+        columns.vertical[column] = vertical;
+        flags.push(flag);
+        if best == DEAD {
+            break;
+        }
+    }
+    (column, carry.row_best)
+}
+
+/// The first and last live columns of `best[first..=end]`, or `None` if none lives.
+fn live_window(best: &[i32], first: usize, end: usize) -> Option<(usize, usize)> {
+    let row = &best[first..=end];
+    let first_alive = row.iter().position(|&score| score > DEAD)?;
+    let last_alive = row.iter().rposition(|&score| score > DEAD)?;
+    Some((first + first_alive, first + last_alive))
 }
 
 /// Follows the trace flags back from `end` to the origin; returns the columns origin first.
@@ -545,3 +627,11 @@ pub fn score_of(
     }
     score
 }
+
+#[cfg(test)]
+#[path = "extend_reference.rs"]
+mod reference;
+
+#[cfg(test)]
+#[path = "extend_tests.rs"]
+mod tests;
