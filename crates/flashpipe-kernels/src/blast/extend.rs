@@ -7,6 +7,8 @@
 //! pair comes from a [`ScoreMatrix`]. The gapped extension runs from one point in both
 //! directions (left on the reversed prefixes), and its edit script gives the tabular columns.
 
+use std::hint::select_unpredictable;
+
 use crate::blast::alphabet::{ScoreMatrix, CODE_COUNT};
 
 /// Gap costs in raw score units: a gap of `k` letters costs `open + k * extend`.
@@ -216,21 +218,28 @@ fn cell(
     carry.up_left = up_best;
     let vertical_open = up_best - costs.open_extend;
     let vertical_extend = up_vertical - costs.extend;
-    let vertical = vertical_open.max(vertical_extend);
+    let vertical = larger(vertical_open, vertical_extend);
     let horizontal_open = carry.left - costs.open_extend;
     let horizontal_extend = carry.horizontal - costs.extend;
-    let horizontal = horizontal_open.max(horizontal_extend);
+    let horizontal = larger(horizontal_open, horizontal_extend);
     let flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
         | (u8::from(horizontal_extend >= horizontal_open) * E_EXTENDS);
-    let score = diagonal.max(horizontal).max(vertical);
-    let source = u8::from(diagonal < score) * (FROM_SUBJECT_GAP + u8::from(horizontal < score));
+    let score = larger(larger(diagonal, horizontal), vertical);
+    let not_diagonal = u8::from(diagonal < score);
+    let source = not_diagonal + (not_diagonal & u8::from(horizontal < score));
     let alive = score >= costs.floor;
-    let score = if alive { score } else { DEAD };
-    let vertical_kept = if alive { vertical.max(DEAD) } else { DEAD };
-    carry.horizontal = if alive { horizontal } else { DEAD };
+    let score = select_unpredictable(alive, score, DEAD);
+    let vertical_kept = select_unpredictable(alive, larger(vertical, DEAD), DEAD);
+    carry.horizontal = select_unpredictable(alive, horizontal, DEAD);
     carry.left = score;
-    carry.row_best = carry.row_best.max(score);
+    carry.row_best = larger(carry.row_best, score);
     (score, vertical_kept, source | flags)
+}
+
+/// The larger of two scores, without a branch (which one wins is data-dependent).
+#[inline(always)]
+fn larger(first: i32, second: i32) -> i32 {
+    select_unpredictable(first >= second, first, second)
 }
 
 /// Gapped X-drop extension from the origin over `query_length` x `subject_length` letters read
