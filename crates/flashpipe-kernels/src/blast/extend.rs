@@ -176,13 +176,14 @@ impl<F: Fn(usize) -> u8> Columns<F> {
 }
 
 /// The state carried along a row: the up-left cell, the gap in the query and the cell to the
-/// left, the row's best.
+/// left. The last two are not cut to DEAD when they fall below the floor: what they give the
+/// next cell stays below the floor too, so it never makes a cell live, and the trace flags it
+/// changes are of cells no traceback goes through (a traceback only follows live scores).
 #[derive(Clone, Copy)]
 struct Carry {
     up_left: i32,
     horizontal: i32,
     left: i32,
-    row_best: i32,
 }
 
 impl Carry {
@@ -190,7 +191,6 @@ impl Carry {
         up_left: DEAD,
         horizontal: DEAD,
         left: DEAD,
-        row_best: DEAD,
     };
 }
 
@@ -203,8 +203,10 @@ struct CellCosts {
 }
 
 /// One cell from the cell above (`up_best`, `up_vertical`) and the carried state and pair
-/// score; returns the cell's (best, vertical) to keep and its trace flags. Selects rather than
-/// branches: which of the three wins is data-dependent.
+/// score; returns the cell's (best, vertical) to keep, DEAD below the floor, and its trace
+/// flags. Selects rather than branches: which of the three wins is data-dependent. The kept
+/// vertical score of a live cell may lie a gap's cost under DEAD (its cell above was dead):
+/// no sum of such scores comes near overflowing.
 #[inline(always)]
 fn cell(
     costs: CellCosts,
@@ -224,16 +226,16 @@ fn cell(
     let horizontal = larger(horizontal_open, horizontal_extend);
     let flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
         | (u8::from(horizontal_extend >= horizontal_open) * E_EXTENDS);
-    let score = larger(larger(diagonal, horizontal), vertical);
+    // the horizontal gap last: it is the one input carried from the cell just computed
+    let score = larger(larger(diagonal, vertical), horizontal);
     let not_diagonal = u8::from(diagonal < score);
     let source = not_diagonal + (not_diagonal & u8::from(horizontal < score));
-    let alive = score >= costs.floor;
-    let score = select_unpredictable(alive, score, DEAD);
-    let vertical_kept = select_unpredictable(alive, larger(vertical, DEAD), DEAD);
-    carry.horizontal = select_unpredictable(alive, horizontal, DEAD);
+    carry.horizontal = horizontal;
     carry.left = score;
-    carry.row_best = larger(carry.row_best, score);
-    (score, vertical_kept, source | flags)
+    let alive = score >= costs.floor;
+    let score_kept = select_unpredictable(alive, score, DEAD);
+    let vertical_kept = select_unpredictable(alive, vertical, DEAD);
+    (score_kept, vertical_kept, source | flags)
 }
 
 /// The larger of two scores, without a branch (which one wins is data-dependent).
@@ -366,7 +368,7 @@ fn sweep_row<F: Fn(usize) -> u8>(
     }
     // Past the row above's window only the gap in the query keeps a cell alive.
     let mut column = end;
-    let reaches_past = end == last + 1 && carry.left > DEAD;
+    let reaches_past = end == last + 1 && columns.best[end] > DEAD;
     while reaches_past && column < columns.subject_length {
         column += 1;
         columns.reach(column);
@@ -379,7 +381,12 @@ fn sweep_row<F: Fn(usize) -> u8>(
             break;
         }
     }
-    (column, carry.row_best)
+    let row_best = columns.best[first..=column]
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(DEAD);
+    (column, row_best)
 }
 
 /// The first and last live columns of `best[first..=end]`, or `None` if none lives.
