@@ -175,23 +175,33 @@ impl<F: Fn(usize) -> u8> Columns<F> {
     }
 }
 
-/// The state carried along a row: the up-left cell, the gap in the query and the cell to the
-/// left. The last two are not cut to DEAD when they fall below the floor: what they give the
-/// next cell stays below the floor too, so it never makes a cell live, and the trace flags it
-/// changes are of cells no traceback goes through (a traceback only follows live scores).
+/// The state carried along a row: the up-left cell, the gap in the query ending at the cell
+/// just computed, and that cell's best without the gap, less a gap's opening (`open + extend`).
+///
+/// The gap in the query at a cell is the larger of the left cell's best less an opening and the
+/// left cell's gap less an extension; the left cell's best is the larger of its gap and the rest
+/// (`other`), and since `open >= 0` its gap less an opening never beats its gap less an
+/// extension: the gap is `max(other - open - extend, gap - extend)`, and the chain carried from
+/// cell to cell is that one subtraction and one maximum. Neither is cut to DEAD below the
+/// floor: what they give the next cell stays below the floor too, so it never makes a cell
+/// live, and the trace flags it changes are of cells no traceback goes through (a traceback
+/// only follows live scores).
 #[derive(Clone, Copy)]
 struct Carry {
     up_left: i32,
     horizontal: i32,
-    left: i32,
+    other_open: i32,
 }
 
 impl Carry {
-    const START: Carry = Carry {
-        up_left: DEAD,
-        horizontal: DEAD,
-        left: DEAD,
-    };
+    /// Before the first cell of a row, whose left cell is dead.
+    fn start(open_extend: i32) -> Carry {
+        Carry {
+            up_left: DEAD,
+            horizontal: DEAD,
+            other_open: DEAD - open_extend,
+        }
+    }
 }
 
 /// The costs one cell needs, in registers.
@@ -221,17 +231,16 @@ fn cell(
     let vertical_open = up_best - costs.open_extend;
     let vertical_extend = up_vertical - costs.extend;
     let vertical = larger(vertical_open, vertical_extend);
-    let horizontal_open = carry.left - costs.open_extend;
     let horizontal_extend = carry.horizontal - costs.extend;
-    let horizontal = larger(horizontal_open, horizontal_extend);
+    let horizontal = larger(carry.other_open, horizontal_extend);
     let flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
-        | (u8::from(horizontal_extend >= horizontal_open) * E_EXTENDS);
-    // the horizontal gap last: it is the one input carried from the cell just computed
-    let score = larger(larger(diagonal, vertical), horizontal);
+        | (u8::from(horizontal_extend >= carry.other_open) * E_EXTENDS);
+    let other = larger(diagonal, vertical);
+    let score = larger(other, horizontal);
     let not_diagonal = u8::from(diagonal < score);
     let source = not_diagonal + (not_diagonal & u8::from(horizontal < score));
     carry.horizontal = horizontal;
-    carry.left = score;
+    carry.other_open = other - costs.open_extend;
     let alive = score >= costs.floor;
     let score_kept = select_unpredictable(alive, score, DEAD);
     let vertical_kept = select_unpredictable(alive, vertical, DEAD);
@@ -261,6 +270,10 @@ pub fn extend_gapped<const TRACE: bool>(
     query_at: impl Fn(usize) -> u8,
     subject_at: impl Fn(usize) -> u8,
 ) -> OneSide {
+    assert!(
+        gaps.open >= 0 && gaps.extend >= 0,
+        "gap costs are not negative"
+    );
     let mut trace: Vec<u8> = Vec::new();
     let mut trace_rows: Vec<(usize, usize)> = Vec::new();
     let mut scratch: Vec<u8> = Vec::new();
@@ -354,7 +367,7 @@ fn sweep_row<F: Fn(usize) -> u8>(
     columns.best[last + 1] = DEAD;
     columns.vertical[last + 1] = DEAD;
     let end = (last + 1).min(columns.subject_length);
-    let mut carry = Carry::START;
+    let mut carry = Carry::start(costs.open_extend);
     let flags_start = flags.len();
     flags.resize(flags_start + end + 1 - first, 0);
     let cells = columns.best[first..=end]
