@@ -156,10 +156,17 @@ impl<F: Fn(usize) -> u8> Columns<F> {
     }
 
     /// Makes column `column` (at most one past the subject) addressable, new cells DEAD.
+    #[inline]
     fn reach(&mut self, column: usize) {
-        if column < self.best.len() {
-            return;
+        if column >= self.best.len() {
+            self.grow(column);
         }
+    }
+
+    /// [`Self::reach`] when the column is new: at least doubles the columns, at most to one
+    /// past the subject.
+    #[cold]
+    fn grow(&mut self, column: usize) {
         let limit = self.subject_length + 2;
         let target = (column + 1).max(2 * self.best.len()).max(64).min(limit);
         for next in self.best.len()..target {
@@ -354,6 +361,7 @@ fn first_row<F: Fn(usize) -> u8>(columns: &mut Columns<F>, gaps: GapCosts, x_dro
 
 /// Sweeps one row whose row above lives in `first..=last`, appending each cell's trace flags to
 /// `flags`; returns the last column computed and the row's best score.
+#[inline(never)]
 fn sweep_row<F: Fn(usize) -> u8>(
     columns: &mut Columns<F>,
     costs: CellCosts,
