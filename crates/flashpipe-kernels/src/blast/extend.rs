@@ -268,6 +268,8 @@ fn larger(first: i32, second: i32) -> i32 {
 /// seen before the row) is swept once over the columns it can reach from the row above
 /// (`first..=last + 1`, zipped slices, no bounds tests), then on to the right while the gap in
 /// the query keeps cells alive; the window is then narrowed to its live ends.
+///
+/// Gap costs must not be negative (the options allow 0..=100): the carried gap relies on it.
 pub fn extend_gapped<const TRACE: bool>(
     matrix: &ScoreMatrix,
     gaps: GapCosts,
@@ -279,7 +281,7 @@ pub fn extend_gapped<const TRACE: bool>(
 ) -> OneSide {
     assert!(
         gaps.open >= 0 && gaps.extend >= 0,
-        "gap costs are not negative"
+        "gap costs must not be negative"
     );
     let mut trace: Vec<u8> = Vec::new();
     let mut trace_rows: Vec<(usize, usize)> = Vec::new();
