@@ -182,6 +182,34 @@ impl<F: Fn(usize) -> u8> Columns<F> {
     }
 }
 
+/// Trace flags, one byte a cell, row after row: a buffer grown in large zeroed steps and the
+/// part of it used, so that a row takes its slice without a call to the allocator or `memset`.
+#[derive(Default)]
+struct Flags {
+    bytes: Vec<u8>,
+    used: usize,
+}
+
+impl Flags {
+    /// The next `count` bytes, now counted as used.
+    #[inline]
+    fn take(&mut self, count: usize) -> &mut [u8] {
+        let end = self.used + count;
+        if end > self.bytes.len() {
+            let length = end.max(2 * self.bytes.len()).max(4096);
+            self.bytes.resize(length, 0);
+        }
+        let start = std::mem::replace(&mut self.used, end);
+        &mut self.bytes[start..end]
+    }
+
+    /// Appends one byte.
+    #[inline]
+    fn push(&mut self, flag: u8) {
+        self.take(1)[0] = flag;
+    }
+}
+
 /// The state carried along a row: the up-left cell, the gap in the query ending at the cell
 /// just computed, and that cell's best without the gap, less a gap's opening (`open + extend`).
 ///
@@ -283,9 +311,9 @@ pub fn extend_gapped<const TRACE: bool>(
         gaps.open >= 0 && gaps.extend >= 0,
         "gap costs must not be negative"
     );
-    let mut trace: Vec<u8> = Vec::new();
+    let mut trace = Flags::default();
     let mut trace_rows: Vec<(usize, usize)> = Vec::new();
-    let mut scratch: Vec<u8> = Vec::new();
+    let mut scratch = Flags::default();
     let mut columns = Columns::new(subject_length, subject_at);
     let mut best_score = 0;
     let mut best_cell = (0usize, 0usize);
@@ -294,9 +322,9 @@ pub fn extend_gapped<const TRACE: bool>(
     if TRACE {
         trace_rows.push((0, 0));
         trace.push(FROM_DIAGONAL);
-        trace.extend(
-            (1..=last).map(|column| FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 }),
-        );
+        for column in 1..=last {
+            trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
+        }
     }
     for row in 1..=query_length {
         let costs = CellCosts {
@@ -306,10 +334,10 @@ pub fn extend_gapped<const TRACE: bool>(
         };
         let mut pairs = [DEAD; 16];
         pairs[..CODE_COUNT].copy_from_slice(matrix.row(query_at(row - 1)));
-        let row_start = trace.len();
+        let row_start = trace.used;
         let flags = if TRACE { &mut trace } else { &mut scratch };
         if !TRACE {
-            flags.clear();
+            flags.used = 0;
         }
         let (end, row_best) = sweep_row(&mut columns, costs, &pairs, first, last, flags);
         if row_best > best_score {
@@ -330,7 +358,7 @@ pub fn extend_gapped<const TRACE: bool>(
         }
     }
     let ops = if TRACE {
-        traceback(&trace, &trace_rows, best_cell)
+        traceback(&trace.bytes[..trace.used], &trace_rows, best_cell)
     } else {
         Vec::new()
     };
@@ -370,7 +398,7 @@ fn sweep_row<F: Fn(usize) -> u8>(
     pairs: &[i32; 16],
     first: usize,
     last: usize,
-    flags: &mut Vec<u8>,
+    flags: &mut Flags,
 ) -> (usize, i32) {
     // The cell after the window reads as dead from the row above, whatever an older row left.
     columns.reach(last + 1);
@@ -378,13 +406,11 @@ fn sweep_row<F: Fn(usize) -> u8>(
     columns.vertical[last + 1] = DEAD;
     let end = (last + 1).min(columns.subject_length);
     let mut carry = Carry::start(costs.open_extend);
-    let flags_start = flags.len();
-    flags.resize(flags_start + end + 1 - first, 0);
     let cells = columns.best[first..=end]
         .iter_mut()
         .zip(&mut columns.vertical[first..=end])
         .zip(&columns.letters[first..=end])
-        .zip(&mut flags[flags_start..]);
+        .zip(flags.take(end + 1 - first));
     for (((best, vertical), &letter), flag) in cells {
         let pair = pairs[usize::from(letter & 15)];
         (*best, *vertical, *flag) = cell(costs, &mut carry, *best, *vertical, pair);
