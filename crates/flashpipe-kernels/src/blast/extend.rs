@@ -228,17 +228,6 @@ struct Carry {
     other_open: i32,
 }
 
-impl Carry {
-    /// Before the first cell of a row, whose left cell is dead.
-    fn start(open_extend: i32) -> Carry {
-        Carry {
-            up_left: DEAD,
-            horizontal: DEAD,
-            other_open: DEAD - open_extend,
-        }
-    }
-}
-
 /// The costs one cell needs, in registers.
 #[derive(Clone, Copy)]
 struct CellCosts {
@@ -314,6 +303,7 @@ pub fn extend_gapped<const TRACE: bool>(
     let mut trace = Flags::default();
     let mut trace_rows: Vec<(usize, usize)> = Vec::new();
     let mut scratch = Flags::default();
+    let mut row_scratch = RowScratch::default();
     let mut columns = Columns::new(subject_length, subject_at);
     let mut best_score = 0;
     let mut best_cell = (0usize, 0usize);
@@ -339,7 +329,15 @@ pub fn extend_gapped<const TRACE: bool>(
         if !TRACE {
             flags.used = 0;
         }
-        let (end, row_best) = sweep_row(&mut columns, costs, &pairs, first, last, flags);
+        let (end, row_best) = sweep_row(
+            &mut columns,
+            costs,
+            &pairs,
+            first,
+            last,
+            flags,
+            &mut row_scratch,
+        );
         if row_best > best_score {
             best_score = row_best;
             let at = columns.best[first..=end]
@@ -399,22 +397,14 @@ fn sweep_row<F: Fn(usize) -> u8>(
     first: usize,
     last: usize,
     flags: &mut Flags,
+    scratch: &mut RowScratch,
 ) -> (usize, i32) {
     // The cell after the window reads as dead from the row above, whatever an older row left.
     columns.reach(last + 1);
     columns.best[last + 1] = DEAD;
     columns.vertical[last + 1] = DEAD;
     let end = (last + 1).min(columns.subject_length);
-    let mut carry = Carry::start(costs.open_extend);
-    let cells = columns.best[first..=end]
-        .iter_mut()
-        .zip(&mut columns.vertical[first..=end])
-        .zip(&columns.letters[first..=end])
-        .zip(flags.take(end + 1 - first));
-    for (((best, vertical), &letter), flag) in cells {
-        let pair = pairs[usize::from(letter & 15)];
-        (*best, *vertical, *flag) = cell(costs, &mut carry, *best, *vertical, pair);
-    }
+    let mut carry = sweep_window(columns, scratch, costs, pairs, first, end, flags);
     // Past the row above's window only the gap in the query keeps a cell alive.
     let mut column = end;
     let reaches_past = end == last + 1 && columns.best[end] > DEAD;
@@ -436,6 +426,108 @@ fn sweep_row<F: Fn(usize) -> u8>(
         .max()
         .unwrap_or(DEAD);
     (column, row_best)
+}
+
+/// A row's intermediate scores, reused from row to row: per cell its diagonal score and its
+/// best without a gap in the query (`other`), and the gap in the query; the last two shifted by
+/// one, after a dead cell standing for the one left of the row.
+#[derive(Default)]
+struct RowScratch {
+    diagonal: Vec<i32>,
+    other: Vec<i32>,
+    horizontal: Vec<i32>,
+}
+
+impl RowScratch {
+    /// Room for `count` cells.
+    fn fit(&mut self, count: usize) {
+        if self.diagonal.len() < count + 1 {
+            let length = (count + 1).max(2 * self.diagonal.len()).max(64);
+            self.diagonal.resize(length, DEAD);
+            self.other.resize(length, DEAD);
+            self.horizontal.resize(length, DEAD);
+        }
+    }
+}
+
+/// The cells `first..=end` of a row in three passes: what comes from the row above and the
+/// diagonal (no chain from cell to cell: the compiler vectorises it), the gap in the query
+/// (the one chain: a subtraction and a maximum per cell), then the cells' scores, cut and
+/// flags (vectorised again). Returns the carried state after `end`.
+fn sweep_window<F: Fn(usize) -> u8>(
+    columns: &mut Columns<F>,
+    scratch: &mut RowScratch,
+    costs: CellCosts,
+    pairs: &[i32; 16],
+    first: usize,
+    end: usize,
+    flags: &mut Flags,
+) -> Carry {
+    let count = end + 1 - first;
+    scratch.fit(count);
+    let pair_of = |letter: u8| pairs[usize::from(letter & 15)];
+    let letters = &columns.letters[first..=end];
+    let diagonal = &mut scratch.diagonal[..count];
+    diagonal[0] = DEAD + pair_of(letters[0]);
+    for ((cell, &up_left), &letter) in diagonal[1..]
+        .iter_mut()
+        .zip(&columns.best[first..end])
+        .zip(&letters[1..])
+    {
+        *cell = up_left + pair_of(letter);
+    }
+    scratch.other[0] = DEAD;
+    let above = columns.best[first..=end]
+        .iter()
+        .zip(&columns.vertical[first..=end])
+        .zip(&scratch.diagonal[..count])
+        .zip(&mut scratch.other[1..=count]);
+    for (((&up_best, &up_vertical), &diagonal), other) in above {
+        let vertical = (up_best - costs.open_extend).max(up_vertical - costs.extend);
+        *other = diagonal.max(vertical);
+    }
+    let mut horizontal = DEAD;
+    scratch.horizontal[0] = DEAD;
+    let chain = scratch.other[..count]
+        .iter()
+        .zip(&mut scratch.horizontal[1..=count]);
+    for (&other_left, cell_horizontal) in chain {
+        horizontal = larger(other_left - costs.open_extend, horizontal - costs.extend);
+        *cell_horizontal = horizontal;
+    }
+    let cells = columns.best[first..=end]
+        .iter_mut()
+        .zip(&mut columns.vertical[first..=end])
+        .zip(&scratch.diagonal[..count])
+        .zip(scratch.other[..count].iter().zip(&scratch.other[1..=count]))
+        .zip(
+            scratch.horizontal[..count]
+                .iter()
+                .zip(&scratch.horizontal[1..=count]),
+        )
+        .zip(flags.take(count).iter_mut());
+    for (((((best, vertical), &diagonal), (&other_left, &other)), (&left, &horizontal)), flag) in
+        cells
+    {
+        let vertical_open = *best - costs.open_extend;
+        let vertical_extend = *vertical - costs.extend;
+        let kept_vertical = vertical_open.max(vertical_extend);
+        let horizontal_extend = left - costs.extend;
+        let gap_flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
+            | (u8::from(horizontal_extend >= other_left - costs.open_extend) * E_EXTENDS);
+        let score = other.max(horizontal);
+        let not_diagonal = u8::from(diagonal < score);
+        let source = not_diagonal + (not_diagonal & u8::from(horizontal < score));
+        let alive = score >= costs.floor;
+        *best = if alive { score } else { DEAD };
+        *vertical = if alive { kept_vertical } else { DEAD };
+        *flag = source | gap_flags;
+    }
+    Carry {
+        up_left: DEAD,
+        horizontal,
+        other_open: scratch.other[count] - costs.open_extend,
+    }
 }
 
 /// The first and last live columns of `best[first..=end]`, or `None` if none lives.
