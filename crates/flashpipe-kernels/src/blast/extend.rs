@@ -486,15 +486,12 @@ fn sweep_window<F: Fn(usize) -> u8>(
         let vertical = (up_best - costs.open_extend).max(up_vertical - costs.extend);
         *other = diagonal.max(vertical);
     }
-    let mut horizontal = DEAD;
     scratch.horizontal[0] = DEAD;
-    let chain = scratch.other[..count]
-        .iter()
-        .zip(&mut scratch.horizontal[1..=count]);
-    for (&other_left, cell_horizontal) in chain {
-        horizontal = larger(other_left - costs.open_extend, horizontal - costs.extend);
-        *cell_horizontal = horizontal;
-    }
+    let horizontal = gap_chain(
+        &scratch.other[..count],
+        &mut scratch.horizontal[1..=count],
+        costs,
+    );
     let cells = columns.best[first..=end]
         .iter_mut()
         .zip(&mut columns.vertical[first..=end])
@@ -528,6 +525,31 @@ fn sweep_window<F: Fn(usize) -> u8>(
         horizontal,
         other_open: scratch.other[count] - costs.open_extend,
     }
+}
+
+/// The gap in the query along a row: `horizontal[k] = max(other_left[k] - open - extend,
+/// horizontal[k - 1] - extend)` from a dead start; returns the last. Two cells a step, the
+/// second from the gap two cells back (`max(o1, o0 - extend, h - 2 extend)`, the same value),
+/// so that the chain from step to step is one subtraction and one maximum per two cells.
+fn gap_chain(other_left: &[i32], horizontal: &mut [i32], costs: CellCosts) -> i32 {
+    let mut gap = DEAD;
+    let twice = 2 * costs.extend;
+    let mut pairs = other_left
+        .chunks_exact(2)
+        .zip(horizontal.chunks_exact_mut(2));
+    for (other, cells) in &mut pairs {
+        let (open0, open1) = (other[0] - costs.open_extend, other[1] - costs.open_extend);
+        let off_chain = larger(open1, open0 - costs.extend);
+        cells[0] = larger(open0, gap - costs.extend);
+        gap = larger(off_chain, gap - twice);
+        cells[1] = gap;
+    }
+    if other_left.len() % 2 == 1 {
+        let last = other_left.len() - 1;
+        gap = larger(other_left[last] - costs.open_extend, gap - costs.extend);
+        horizontal[last] = gap;
+    }
+    gap
 }
 
 /// The first and last live columns of `best[first..=end]`, or `None` if none lives.
