@@ -210,8 +210,9 @@ impl Flags {
     }
 }
 
-/// The state carried along a row: the up-left cell, the gap in the query ending at the cell
-/// just computed, and that cell's best without the gap, less a gap's opening (`open + extend`).
+/// The state carried along a row past the row above's window (and out of [`sweep_window`]): the
+/// up-left cell, the gap in the query ending at the cell just computed, and that cell's best
+/// without the gap, less a gap's opening (`open + extend`).
 ///
 /// The gap in the query at a cell is the larger of the left cell's best less an opening and the
 /// left cell's gap less an extension; the left cell's best is the larger of its gap and the rest
@@ -282,9 +283,10 @@ fn larger(first: i32, second: i32) -> i32 {
 /// with its traceback (`TRACE`) or its score and end only (BLAST's preliminary pass).
 ///
 /// Row by row, the live window of columns `first..=last` (cells within `x_drop` of the best
-/// seen before the row) is swept once over the columns it can reach from the row above
-/// (`first..=last + 1`, zipped slices, no bounds tests), then on to the right while the gap in
-/// the query keeps cells alive; the window is then narrowed to its live ends.
+/// seen before the row) is swept over the columns it can reach from the row above
+/// (`first..=last + 1`, in three passes over zipped slices: [`sweep_window`]), then on to the
+/// right one cell at a time while the gap in the query keeps cells alive ([`cell`]); the window
+/// is then narrowed to its live ends.
 ///
 /// Gap costs must not be negative (the options allow 0..=100): the carried gap relies on it.
 pub fn extend_gapped<const TRACE: bool>(
