@@ -210,7 +210,7 @@ impl Flags {
     }
 }
 
-/// The state carried along a row past the row above's window (and out of [`sweep_window`]): the
+/// The state carried along a row past the row above's window (and out of `sweep_window`): the
 /// up-left cell, the gap in the query ending at the cell just computed, and that cell's best
 /// without the gap, less a gap's opening (`open + extend`).
 ///
@@ -284,8 +284,8 @@ fn larger(first: i32, second: i32) -> i32 {
 ///
 /// Row by row, the live window of columns `first..=last` (cells within `x_drop` of the best
 /// seen before the row) is swept over the columns it can reach from the row above
-/// (`first..=last + 1`, in three passes over zipped slices: [`sweep_window`]), then on to the
-/// right one cell at a time while the gap in the query keeps cells alive ([`cell`]); the window
+/// (`first..=last + 1`, in three passes over zipped slices: `sweep_window`), then on to the
+/// right one cell at a time while the gap in the query keeps cells alive (`cell`); the window
 /// is then narrowed to its live ends.
 ///
 /// Gap costs must not be negative (the options allow 0..=100): the carried gap relies on it.
