@@ -132,11 +132,30 @@ fn rewritten_programme_matches_the_old_one_on_unrelated_and_edge_sequences() {
         let (query_length, subject_length) = (random.below(300), random.below(300));
         cases.push((random.letters(query_length), random.letters(subject_length)));
     }
+    // an X-drop no cell falls under: every row spans the whole subject
+    let unbounded = (2, -3, 5, 2, 1_000_000);
     for (index, (query, subject)) in cases.iter().enumerate() {
         for system in SYSTEMS {
             check(system, query, subject, &format!("case {index}"));
         }
+        check(
+            unbounded,
+            query,
+            subject,
+            &format!("case {index}, no X-drop"),
+        );
     }
+}
+
+#[test]
+#[should_panic(expected = "gap costs must not be negative")]
+fn negative_gap_costs_are_refused() {
+    let matrix = ScoreMatrix::new(2, -3);
+    let gaps = GapCosts {
+        open: -1,
+        extend: 2,
+    };
+    extend_gapped::<true>(&matrix, gaps, 10, 4, 4, |_| 0, |_| 0);
 }
 
 #[test]
