@@ -438,6 +438,8 @@ struct RowScratch {
     diagonal: Vec<i32>,
     other: Vec<i32>,
     horizontal: Vec<i32>,
+    /// Each cell's trace flags, before they are narrowed to bytes.
+    codes: Vec<i32>,
 }
 
 impl RowScratch {
@@ -448,6 +450,7 @@ impl RowScratch {
             self.diagonal.resize(length, DEAD);
             self.other.resize(length, DEAD);
             self.horizontal.resize(length, DEAD);
+            self.codes.resize(length, 0);
         }
     }
 }
@@ -494,38 +497,64 @@ fn sweep_window<F: Fn(usize) -> u8>(
         &mut scratch.horizontal[1..=count],
         costs,
     );
-    let cells = columns.best[first..=end]
+    finish_cells(
+        &mut columns.best[first..=end],
+        &mut columns.vertical[first..=end],
+        &scratch.diagonal[..count],
+        &scratch.other[..=count],
+        &scratch.horizontal[..=count],
+        &mut scratch.codes[..count],
+        costs,
+    );
+    for (flag, &code) in flags.take(count).iter_mut().zip(&scratch.codes[..count]) {
+        *flag = code as u8;
+    }
+    Carry {
+        up_left: DEAD,
+        horizontal,
+        other_open: scratch.other[count] - costs.open_extend,
+    }
+}
+
+/// The third pass over a row's window: each cell's best, vertical score and trace flags (in
+/// 32-bit lanes, narrowed to bytes after) from the row above (`best`, `vertical`, overwritten),
+/// its diagonal score, and its best without a gap in the query (`other`) and gap in the query
+/// (`horizontal`), the last two shifted by one after the cell left of the window. Its own
+/// function so that the slices are known not to overlap: the compiler vectorises it.
+#[inline(never)]
+fn finish_cells(
+    best: &mut [i32],
+    vertical: &mut [i32],
+    diagonal: &[i32],
+    other: &[i32],
+    horizontal: &[i32],
+    codes: &mut [i32],
+    costs: CellCosts,
+) {
+    let cells = best
         .iter_mut()
-        .zip(&mut columns.vertical[first..=end])
-        .zip(&scratch.diagonal[..count])
-        .zip(scratch.other[..count].iter().zip(&scratch.other[1..=count]))
-        .zip(
-            scratch.horizontal[..count]
-                .iter()
-                .zip(&scratch.horizontal[1..=count]),
-        )
-        .zip(flags.take(count).iter_mut());
-    for (((((best, vertical), &diagonal), (&other_left, &other)), (&left, &horizontal)), flag) in
+        .zip(vertical)
+        .zip(diagonal)
+        .zip(other.iter().zip(&other[1..]))
+        .zip(horizontal.iter().zip(&horizontal[1..]))
+        .zip(codes);
+    for (((((best, vertical), &diagonal), (&other_left, &other)), (&left, &horizontal)), code) in
         cells
     {
         let vertical_open = *best - costs.open_extend;
         let vertical_extend = *vertical - costs.extend;
         let kept_vertical = vertical_open.max(vertical_extend);
         let horizontal_extend = left - costs.extend;
-        let gap_flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
-            | (u8::from(horizontal_extend >= other_left - costs.open_extend) * E_EXTENDS);
+        let gap_flags = (i32::from(vertical_extend >= vertical_open) * i32::from(F_EXTENDS))
+            | (i32::from(horizontal_extend >= other_left - costs.open_extend)
+                * i32::from(E_EXTENDS));
         let score = other.max(horizontal);
-        let not_diagonal = u8::from(diagonal < score);
-        let source = not_diagonal + (not_diagonal & u8::from(horizontal < score));
+        let not_diagonal = i32::from(diagonal < score);
+        let source = not_diagonal + (not_diagonal & i32::from(horizontal < score));
         let alive = score >= costs.floor;
         *best = if alive { score } else { DEAD };
         *vertical = if alive { kept_vertical } else { DEAD };
-        *flag = source | gap_flags;
-    }
-    Carry {
-        up_left: DEAD,
-        horizontal,
-        other_open: scratch.other[count] - costs.open_extend,
+        *code = source | gap_flags;
     }
 }
 
