@@ -1,10 +1,11 @@
-//! The rewritten gapped dynamic programme against the one it replaced (`extend_reference.rs`)
+//! The rewritten gapped dynamic programme against the one it replaced (`gapped_reference.rs`)
 //! on seeded random sequences: the same score, end and columns for related, unrelated and
 //! empty sequences, under blastn's and other scoring systems and X-drops, with and without
 //! the traceback.
 
 use super::reference::extend_gapped_reference;
 use super::*;
+use crate::blast::extend::{align_through, score_of, score_through};
 
 /// A seeded xorshift generator.
 struct Random(u64);
