@@ -22,9 +22,9 @@ const E_EXTENDS: u8 = 4;
 const F_EXTENDS: u8 = 8;
 
 /// The scores the programme keeps per subject column, updated in place row after row (BLAST's
-/// `score_array`): a cell is read as the row above before it is overwritten, and the up-left
-/// cell is carried in a register. Indexed by column (0 is the origin's column); it grows with
-/// the columns the extension reaches, never with the subject's length.
+/// `score_array`): a row reads the row above (the cell above and the one up-left) from it before
+/// overwriting it. Indexed by column (0 is the origin's column); it grows with the columns the
+/// extension reaches, never with the subject's length.
 struct Columns<F> {
     /// Best score of the cell.
     best: Vec<i32>,
