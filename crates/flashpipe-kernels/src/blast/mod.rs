@@ -4,11 +4,11 @@
 //! are a FASTA file given by `queries=` (a host path, read once when the kernel is built). Each
 //! database sequence is searched against both strands of every query as it arrives ([`search`]:
 //! a lookup table of query words, exact seeds of `word` letters, ungapped then gapped X-drop
-//! extension with traceback, [`extend`]); the alignments are kept, and at the end of the file,
-//! when the database's size is known, they get E-values and bit scores ([`stats`]: NCBI's
-//! Karlin-Altschul tables and length adjustment) and are written as BLAST's tabular output
-//! (`-outfmt 6`, [`tabular`]), query by query, best subject first, as the file's transformed
-//! stream.
+//! extension with traceback, [`extend`] and [`gapped`]); the alignments are kept, and at the
+//! end of the file, when the database's size is known, they get E-values and bit scores
+//! ([`stats`]: NCBI's Karlin-Altschul tables and length adjustment) and are written as BLAST's
+//! tabular output (`-outfmt 6`, [`tabular`]), query by query, best subject first, as the
+//! file's transformed stream.
 //!
 //! Each input file is searched as a database of its own (its letters and sequences set the
 //! E-values) unless `dbsize=` fixes the letters. Low-complexity filtering (DUST) is not done:
@@ -17,6 +17,7 @@
 pub mod alphabet;
 pub mod extend;
 pub mod fasta;
+pub mod gapped;
 pub mod greedy;
 pub mod search;
 pub mod stats;
