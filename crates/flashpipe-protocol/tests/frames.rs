@@ -333,6 +333,7 @@ fn response() -> impl Strategy<Value = Response> {
             flashpipe_protocol::RingsOpened {
                 request_ring_capacity_bytes: request,
                 reply_ring_capacity_bytes: reply,
+                engine_doorbell: false,
             }
         )),
     ]

@@ -58,9 +58,9 @@ fn welcome(version: u16, store_clock: Option<ClockKind>) -> Welcome {
 }
 
 #[test]
-fn the_versions_spoken_are_three_to_five_and_headers_carry_three() {
+fn the_versions_spoken_are_three_to_six_and_headers_carry_three() {
     assert_eq!(MIN_PROTOCOL_VERSION, 3);
-    assert_eq!(PROTOCOL_VERSION, 5);
+    assert_eq!(PROTOCOL_VERSION, 6);
     assert_eq!(FRAME_VERSION, 3);
 }
 
@@ -127,8 +127,9 @@ fn a_server_speaks_the_highest_version_both_speak() {
     assert_eq!(hello(3, 4).common_version(), Some(4));
     assert_eq!(hello(0, 3).common_version(), Some(3));
     assert_eq!(hello(3, 5).common_version(), Some(5));
-    assert_eq!(hello(4, u16::MAX).common_version(), Some(5));
-    assert_eq!(hello(6, 9).common_version(), None);
+    assert_eq!(hello(4, u16::MAX).common_version(), Some(PROTOCOL_VERSION));
+    assert_eq!(hello(6, 9).common_version(), Some(6));
+    assert_eq!(hello(7, 9).common_version(), None);
     assert_eq!(hello(1, 2).common_version(), None);
     assert_eq!(hello(4, 3).common_version(), None);
     assert!(!Welcome::carries_store_clock(3));

@@ -10,10 +10,10 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use flashpipe_api::Command;
 use flashpipe_device::{BufferPool, IoBuf};
-use flashpipe_engine::{Completion, Local};
+use flashpipe_engine::{Completion, EngineError, Local};
 use flashpipe_net::Admitted;
 use flashpipe_protocol::{
     encode_frame, read_frame, send_all, send_frame, CancelOutcome, ClockKind, ErrorCode, Frame,
@@ -51,13 +51,21 @@ pub(crate) struct Connection {
     /// The protocol version both sides speak (stat replies carry attributes from
     /// version 5 on).
     pub(crate) version: u16,
+    /// Encoded frames the engine thread could not push into the reply ring without
+    /// waiting, for the answering thread (`ring_source`); bounded.
+    deferred: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
 }
+
+/// Hands one checked command to the engine under its request id.
+pub(crate) type ToEngine<'a> =
+    dyn FnMut(RequestId, flashpipe_engine::Command) -> Result<(), EngineError> + 'a;
 
 /// What to do after a frame.
 enum Next {
     Continue,
-    /// Read the frames from this request ring from now on.
-    SwitchToRings(flashpipe_shm::FrameRing),
+    /// Read the frames from this request ring from now on (on the engine thread when
+    /// the flag is set).
+    SwitchToRings(flashpipe_shm::FrameRing, bool),
     /// End the connection (the reason is logged and, where possible, sent).
     Close(RemoteError),
 }
@@ -77,6 +85,12 @@ impl Connection {
             return;
         }
         if let Some(rings) = self.rings.get() {
+            if crate::ring_source::sending_must_not_wait() {
+                if !crate::ring_source::push_or_defer(self, bytes.to_vec()) {
+                    self.end_rings_and_socket();
+                }
+                return;
+            }
             if crate::rings::push_reply(self, rings, bytes) {
                 Counters::add(&self.state.counters.frames_sent, 1);
                 Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);
@@ -135,6 +149,16 @@ impl Connection {
         self.core
             .lock()
             .expect("no panic holding the connection's core")
+    }
+
+    /// Where the engine thread hands frames it cannot push now.
+    pub(crate) fn deferred_sender(&self) -> &Sender<Vec<u8>> {
+        &self.deferred.0
+    }
+
+    /// The answering thread's end of the deferred frames.
+    pub(crate) fn deferred_receiver(&self) -> &Receiver<Vec<u8>> {
+        &self.deferred.1
     }
 
     /// Requests in flight now.
@@ -265,6 +289,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
     };
     tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, mapped = mapped.is_some(), "client connected");
     let core = Mutex::new(StoreServerCore::new(core_limits(&state)));
+    let state_max_in_flight = state.config.max_in_flight_per_client;
     let connection = Arc::new(Connection {
         id,
         state,
@@ -275,6 +300,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         mapped,
         rings: OnceLock::new(),
         version: hello.common_version().unwrap_or(MIN_PROTOCOL_VERSION),
+        deferred: bounded(crate::ring_source::deferred_capacity(state_max_in_flight)),
     });
     let capacity = connection.state.config.max_in_flight_per_client.max(1);
     let (answers_to, answers) = bounded::<Completion>(capacity);
@@ -290,8 +316,18 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         }
     };
     let mut watcher = None;
-    if let ReadEnd::SwitchToRings(requests) = read_requests(&connection, &mut reader, &answers_to) {
-        watcher = serve_rings(&connection, reader, requests, &answers_to);
+    let mut to_engine = |request_id, command| {
+        let state = &connection.state;
+        state.commands.submit(request_id, command, &answers_to)
+    };
+    let read = read_requests(&connection, &mut reader, &mut to_engine);
+    if let ReadEnd::SwitchToRings(requests, on_engine) = read {
+        watcher = if on_engine {
+            crate::rings::serve_on_engine(&connection, reader, requests, &answers_to);
+            None
+        } else {
+            serve_rings(&connection, reader, requests, &mut to_engine)
+        };
     }
     connection.state.kernel_runs.cancel_connection(id);
     drop(answers_to);
@@ -442,7 +478,7 @@ fn serve_rings(
     connection: &Arc<Connection>,
     socket: BufReader<UnixStream>,
     requests: flashpipe_shm::FrameRing,
-    answers_to: &Sender<Completion>,
+    to_engine: &mut ToEngine<'_>,
 ) -> Option<std::thread::JoinHandle<()>> {
     if !socket.buffer().is_empty() {
         Counters::add(&connection.state.counters.malformed_frames, 1);
@@ -457,7 +493,7 @@ fn serve_rings(
     }
     let watcher = crate::rings::start_watcher(connection, socket)?;
     let mut reader = crate::rings::request_reader(connection, requests);
-    if let ReadEnd::SwitchToRings(_) = read_requests(connection, &mut reader, answers_to) {
+    if let ReadEnd::SwitchToRings(..) = read_requests(connection, &mut reader, to_engine) {
         unreachable!("open-rings on rings ends the connection");
     }
     Some(watcher)
@@ -500,14 +536,15 @@ fn close_malformed(connection: &Connection, error: &ReadFrameError) {
 enum ReadEnd {
     /// The client left, broke the protocol, or the server stops.
     Done,
-    /// The client moved to rings: read this request ring from now on.
-    SwitchToRings(flashpipe_shm::FrameRing),
+    /// The client moved to rings: read this request ring from now on (the engine
+    /// thread does when the flag is set).
+    SwitchToRings(flashpipe_shm::FrameRing, bool),
 }
 
 fn read_requests(
     connection: &Arc<Connection>,
     reader: &mut impl Read,
-    answers_to: &Sender<Completion>,
+    to_engine: &mut ToEngine<'_>,
 ) -> ReadEnd {
     let max_body_bytes = connection.state.limits.max_body_bytes;
     loop {
@@ -519,27 +556,11 @@ fn read_requests(
                 return ReadEnd::Done;
             }
         };
-        Counters::add(&connection.state.counters.frames_received, 1);
-        let next = match frame {
-            Frame::Request {
-                request_id,
-                request,
-            } => take_request(connection, request_id, request, answers_to),
-            Frame::Release { handles } => {
-                release(connection, &handles);
-                Next::Continue
-            }
-            other => Next::Close(RemoteError::new(
-                ErrorCode::MalformedFrame,
-                format!(
-                    "a client may not send a {} frame after the handshake",
-                    other.kind().name()
-                ),
-            )),
-        };
-        match next {
+        match dispatch(connection, frame, to_engine) {
             Next::Continue => {}
-            Next::SwitchToRings(requests) => return ReadEnd::SwitchToRings(requests),
+            Next::SwitchToRings(requests, on_engine) => {
+                return ReadEnd::SwitchToRings(requests, on_engine)
+            }
             Next::Close(error) => {
                 close_with(connection, error);
                 return ReadEnd::Done;
@@ -548,12 +569,50 @@ fn read_requests(
     }
 }
 
+/// Serves one frame read after the handshake (on the engine thread for a ring source);
+/// false when the connection ends (its closing error sent).
+pub(crate) fn take_frame(
+    connection: &Arc<Connection>,
+    frame: Frame,
+    to_engine: &mut ToEngine<'_>,
+) -> bool {
+    match dispatch(connection, frame, to_engine) {
+        Next::Continue => true,
+        Next::SwitchToRings(..) => unreachable!("open-rings on rings ends the connection"),
+        Next::Close(error) => {
+            close_with(connection, error);
+            false
+        }
+    }
+}
+
+fn dispatch(connection: &Arc<Connection>, frame: Frame, to_engine: &mut ToEngine<'_>) -> Next {
+    Counters::add(&connection.state.counters.frames_received, 1);
+    match frame {
+        Frame::Request {
+            request_id,
+            request,
+        } => take_request(connection, request_id, request, to_engine),
+        Frame::Release { handles } => {
+            release(connection, &handles);
+            Next::Continue
+        }
+        other => Next::Close(RemoteError::new(
+            ErrorCode::MalformedFrame,
+            format!(
+                "a client may not send a {} frame after the handshake",
+                other.kind().name()
+            ),
+        )),
+    }
+}
+
 /// Checks one request and hands it to the engine, or answers it here.
 fn take_request(
     connection: &Arc<Connection>,
     request_id: RequestId,
     request: Request,
-    answers_to: &Sender<Completion>,
+    to_engine: &mut ToEngine<'_>,
 ) -> Next {
     if connection.state.is_stopping() {
         let error = RemoteError::new(
@@ -595,11 +654,7 @@ fn take_request(
         }
         Err(Refused::Connection(error)) => return Next::Close(error),
     };
-    let submitted = connection
-        .state
-        .commands
-        .submit(request_id, command, answers_to);
-    if let Err(error) = submitted {
+    if let Err(error) = to_engine(request_id, command) {
         connection.abandon(request_id);
         connection.refuse(request_id, error.to_api());
     }
@@ -659,7 +714,7 @@ fn answer_cancel(connection: &Connection, request_id: RequestId, target: Request
 
 fn answer_open_rings(connection: &Connection, request_id: RequestId) -> Next {
     match open_rings(connection, request_id) {
-        Ok(requests) => Next::SwitchToRings(requests),
+        Ok((requests, on_engine)) => Next::SwitchToRings(requests, on_engine),
         Err(OpenRefusal::Request(error)) => {
             connection.refuse(request_id, error);
             Next::Continue

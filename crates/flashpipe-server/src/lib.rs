@@ -42,6 +42,7 @@ mod kernel_paths;
 mod kernel_runs;
 mod mapped;
 mod replies;
+mod ring_source;
 mod rings;
 mod server;
 mod state;
