@@ -1,8 +1,8 @@
 //! Version negotiation against a running server: a version-3 client (hello 3..=3) gets a
 //! welcome of version 3 with no store clock and is served as before; a client offering
 //! 3..=4 gets version 4 and the store's clock kind; a client speaking neither is refused
-//! with `UnsupportedVersion` naming both ranges; the library client speaks version 5 and
-//! sets and sees file attributes, which a version-4 client neither sees nor may set.
+//! with `UnsupportedVersion` naming both ranges; the library client speaks the newest
+//! version and sets and sees file attributes, which a version-4 client neither sees nor may set.
 
 mod common;
 
@@ -14,6 +14,7 @@ use flashpipe_api::{AttributeChange, Command, FileOwner, Reply};
 use flashpipe_client::TransportExt;
 use flashpipe_protocol::{
     encode_frame, read_frame, ErrorCode, Frame, Hello, Request, Response, Welcome, MAX_BODY_BYTES,
+    PROTOCOL_VERSION,
 };
 
 /// Says hello with `min..=max` on a raw connection; returns the connection and the
@@ -73,14 +74,14 @@ fn a_client_offering_four_is_told_the_store_clock() {
     assert_eq!(welcome.version, 4);
     assert!(welcome.store_clock.is_some());
     let client = connect(&test.socket, true);
-    assert_eq!(client.server_info().version, 5);
+    assert_eq!(client.server_info().version, PROTOCOL_VERSION);
     assert_eq!(client.server_info().store_clock, welcome.store_clock);
 }
 
 #[test]
 fn a_client_speaking_no_common_version_is_refused_naming_both_ranges() {
     let test = start_server("serve-version-none", |_| {});
-    for (min_version, max_version) in [(6, 9), (1, 2)] {
+    for (min_version, max_version) in [(PROTOCOL_VERSION + 1, 9), (1, 2)] {
         let (_raw, first) = hello(&test.socket, min_version, max_version);
         match first {
             Frame::Error {
@@ -88,12 +89,12 @@ fn a_client_speaking_no_common_version_is_refused_naming_both_ranges() {
                 error,
             } => {
                 assert_eq!(error.code, ErrorCode::UnsupportedVersion);
-                assert_eq!(error.limit, Some(5));
+                assert_eq!(error.limit, Some(u64::from(PROTOCOL_VERSION)));
                 assert!(
                     error
                         .message
                         .contains(&format!("{min_version}..={max_version}"))
-                        && error.message.contains("3..=5"),
+                        && error.message.contains(&format!("3..={PROTOCOL_VERSION}")),
                     "{}",
                     error.message
                 );
