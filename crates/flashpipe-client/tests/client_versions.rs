@@ -65,7 +65,7 @@ fn the_client_offers_every_version_from_three_to_the_newest() {
         (hello.min_version, hello.max_version),
         (MIN_PROTOCOL_VERSION, PROTOCOL_VERSION)
     );
-    assert_eq!((MIN_PROTOCOL_VERSION, PROTOCOL_VERSION), (3, 5));
+    assert_eq!((MIN_PROTOCOL_VERSION, PROTOCOL_VERSION), (3, 6));
 }
 
 #[test]
