@@ -15,7 +15,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, TryRecvError};
-use flashpipe_base::wait::Waited;
+use flashpipe_base::wait::{WaitPolicy, Waited};
 use flashpipe_shm::{Doorbell, DoorbellCounters};
 
 use crate::engine::Message;
@@ -24,6 +24,13 @@ use crate::inbound::{InboundSource, Sources, QUEUE_BUDGET};
 
 /// Name of the engine's doorbell memfd (shown in `/proc/<pid>/fd`).
 pub const DOORBELL_MEMORY_NAME: &str = "flashpipe-engine-doorbell";
+
+/// Longest park on the doorbell before the engine polls its inputs again, in
+/// microseconds. Every ring client maps the doorbell page read-write, so a hostile one
+/// can clear its `sleeping` word and so keep the others' rings from waking the engine:
+/// this bounds what that costs (a wake that comes this late), and costs an idle engine
+/// one poll of its inputs per period.
+pub const DOORBELL_PARK_TIMEOUT_US: u64 = 10_000;
 
 /// The producers' side of the engine's doorbell: rung after every send on its queue.
 /// Cheap to clone; a bell without a doorbell (a stepped engine, or none could be made)
@@ -138,16 +145,25 @@ impl Inputs {
         };
         let before = doorbell.counters();
         let (inbox, pending, sources) = (&self.inbox, &mut self.pending, &mut self.sources);
-        let woke = doorbell.wait(handoff.policy(), None, || {
+        let mut poll = || {
             let disconnected = fill_round(inbox, pending, sources);
             match pending.pop_front() {
                 Some(message) => Some(Some(message)),
                 None if disconnected => Some(None),
                 None => None,
             }
-        });
+        };
+        let timeout = Some(DOORBELL_PARK_TIMEOUT_US);
+        // The spin window once; after a park that timed out, park again at once.
+        let mut policy = handoff.policy();
+        let woke = loop {
+            if let Some(woke) = doorbell.wait(policy, timeout, &mut poll) {
+                break woke;
+            }
+            policy = WaitPolicy::PARK;
+        };
         counts.count(how_waited(before, doorbell.counters()));
-        woke.flatten()
+        woke
     }
 }
 

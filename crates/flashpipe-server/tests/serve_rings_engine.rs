@@ -2,12 +2,14 @@
 //! client's request ring is still read by its connection's reading thread (it never
 //! rings a doorbell), a version-6 client's by the engine, which it wakes with the
 //! doorbell passed beside rings-opened; a client that floods requests and never drains
-//! its reply ring is taken as gone without stalling another client's reads.
+//! its reply ring is taken as gone without stalling another client's reads, and one that
+//! forges the doorbell's words only delays the engine's wakes, by its park timeout at most.
 
 mod common;
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,8 @@ struct RawRings {
     requests: FrameRing,
     replies: FrameRing,
     doorbell: Option<Doorbell>,
+    /// The doorbell page's memfd, to write its words by hand.
+    doorbell_file: Option<std::fs::File>,
 }
 
 fn raw_rings(path: &std::path::Path, version: u16) -> RawRings {
@@ -66,9 +70,11 @@ fn attach_all(socket: UnixStream, rings: RingsOpened, fds: Vec<OwnedFd>) -> RawR
     };
     let requests = ring(rings.request_ring_capacity_bytes);
     let replies = ring(rings.reply_ring_capacity_bytes);
-    let doorbell = fds
-        .next()
-        .map(|fd| Doorbell::attach(fd).expect("doorbell attached"));
+    let doorbell_fd = fds.next();
+    let doorbell_file = doorbell_fd
+        .as_ref()
+        .map(|fd| std::fs::File::from(fd.try_clone().expect("dup")));
+    let doorbell = doorbell_fd.map(|fd| Doorbell::attach(fd).expect("doorbell attached"));
     assert_eq!(doorbell.is_some(), rings.engine_doorbell);
     assert!(fds.next().is_none(), "no more descriptors");
     RawRings {
@@ -76,6 +82,7 @@ fn attach_all(socket: UnixStream, rings: RingsOpened, fds: Vec<OwnedFd>) -> RawR
         requests,
         replies,
         doorbell,
+        doorbell_file,
     }
 }
 
@@ -205,4 +212,37 @@ fn a_client_that_never_drains_its_replies_does_not_stall_another_clients_reads()
         "an honest read took {slowest:?} beside the flood"
     );
     honest.stat("kept").expect("the honest client goes on");
+}
+
+#[test]
+fn a_client_clearing_the_doorbell_s_sleeping_word_delays_wakes_by_the_park_timeout_at_most() {
+    let test = start_server("serve-rings-engine-forged-doorbell", |_| {});
+    let mut honest = connect(&test.socket, true);
+    honest.create("kept").expect("create");
+    honest.write("kept", 0, &pattern(4096, 3)).expect("write");
+    let hostile = raw_rings(&test.socket, PROTOCOL_VERSION);
+    let page = hostile.doorbell_file.expect("the doorbell's memfd");
+    let stop = Instant::now() + Duration::from_millis(400);
+    let forging = std::thread::spawn(move || {
+        while Instant::now() < stop {
+            page.write_at(&0u32.to_le_bytes(), 4)
+                .expect("sleeping word written");
+            std::thread::yield_now();
+        }
+    });
+    let mut slowest = Duration::ZERO;
+    while Instant::now() < stop {
+        std::thread::sleep(Duration::from_millis(3));
+        let started = Instant::now();
+        let view = honest
+            .read("kept", 0, 4096)
+            .expect("a read beside the forger");
+        assert_eq!(&*view, &pattern(4096, 3)[..]);
+        slowest = slowest.max(started.elapsed());
+    }
+    forging.join().expect("the forging thread");
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a read took {slowest:?} while the doorbell was forged"
+    );
 }
