@@ -151,7 +151,7 @@ impl Engine {
     pub fn client(&self, outstanding_limit: usize) -> EngineClient {
         EngineClient::new(
             self.messages.clone(),
-            self.bell.clone(),
+            self.bell.own_handle(),
             outstanding_limit,
             self.config,
         )

@@ -49,6 +49,20 @@ impl Bell {
         }
     }
 
+    /// A bell of its own mapping of the same doorbell (for one client thread, so clients
+    /// never contend for one handle); this one's clone when the page cannot be mapped
+    /// again.
+    pub(crate) fn own_handle(&self) -> Bell {
+        let attached = self
+            .with_fd(|fd| fd.try_clone_to_owned().ok())
+            .flatten()
+            .and_then(|fd| Doorbell::attach(fd).ok());
+        match attached {
+            Some(doorbell) => Bell(Some(Arc::new(Mutex::new(doorbell)))),
+            None => self.clone(),
+        }
+    }
+
     /// True when there is a doorbell (the engine takes inbound sources).
     pub(crate) fn is_present(&self) -> bool {
         self.0.is_some()
