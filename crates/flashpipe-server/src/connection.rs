@@ -2,7 +2,8 @@
 //! request against the limits and hands it to the engine under the client's request
 //! id; the answers go back from the thread in `replies`. A mapping client may move
 //! its frames into shared-memory rings (`rings`, #14); the same loop then reads them
-//! from the request ring.
+//! from the request ring, or, on protocol version 6, the engine thread does through
+//! `take_frame` (`ring_source`).
 
 use std::io::{BufReader, Read};
 use std::os::fd::BorrowedFd;

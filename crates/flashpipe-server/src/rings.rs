@@ -4,7 +4,10 @@
 //! passes them beside the rings-opened answer, and from then on every frame of the
 //! connection, in the same encoding, goes through them. The socket stays open as the
 //! liveness signal: a watcher thread blocks reading it, and its end (or any byte on it)
-//! closes the rings, which wakes a reading thread parked on the request ring.
+//! closes the rings, which wakes a reading thread parked on the request ring. On protocol
+//! version 6 the engine's doorbell rides beside the rings and the engine thread reads the
+//! request ring (`ring_source`); the connection's thread then only watches the socket, and
+//! rings the doorbell once it closed the rings so the engine lets the source go.
 
 use std::io::{BufReader, Read};
 use std::os::unix::net::UnixStream;
