@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use flashpipe_shm::{
-    push_stream_bytes, FrameRing, RingReader, SharedMapping, DEFAULT_SERVE_RING_SPIN_US,
+    push_stream_bytes, Doorbell, FrameRing, RingReader, SharedMapping, DEFAULT_SERVE_RING_SPIN_US,
 };
 
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
@@ -31,6 +31,7 @@ pub use answer::Response;
 pub use region::DestinationRegion;
 
 use crate::view::{GrantedSlot, WriteBuffer, WriteStorage};
+pub use setup::ENGINE_PATH_SPIN_US;
 use setup::{map_regions, open_rings, receive_first_frame, server_alive};
 
 /// Bytes of the read buffer in front of the socket.
@@ -57,7 +58,9 @@ pub struct ConnectOptions {
     /// How frames travel once connected.
     pub transport: ClientTransport,
     /// How long a wait for an answer polls the reply ring before it parks on the
-    /// ring's futex (a poll yields the core after the first few), in microseconds.
+    /// ring's futex (a poll yields the core after the first few), in microseconds. 0
+    /// parks at once, except where the server's engine thread answers into the ring
+    /// (protocol version 6): there 0 means [`ENGINE_PATH_SPIN_US`].
     pub ring_spin_us: u32,
     /// Who must run the server and which store it must hold; `None` trusts any server
     /// (tests and programs that started the server themselves).
@@ -134,6 +137,9 @@ enum Link {
 struct RingLink {
     requests: FrameRing,
     replies: RingReader,
+    /// The engine's doorbell (protocol version 6): the engine thread reads the request
+    /// ring and parks on it, so every push is followed by a ring.
+    doorbell: Option<Doorbell>,
 }
 
 /// The mapped regions of a connection by reference, and what this client holds of them.
@@ -266,8 +272,21 @@ impl Client {
             Link::Socket(_) => send_all(&self.socket, bytes).map_err(ClientError::ConnectionLost),
             Link::Rings(rings) => {
                 let socket = &self.socket;
-                push_stream_bytes(&mut rings.requests, bytes, &mut |_| server_alive(socket))
-                    .map_err(ClientError::ConnectionLost)
+                let RingLink {
+                    requests, doorbell, ..
+                } = &mut **rings;
+                // A full ring waits for the engine to pop: ring before each sleep too, so
+                // a parked engine takes the records already pushed.
+                let pushed = push_stream_bytes(requests, bytes, &mut |_| {
+                    if let Some(doorbell) = doorbell.as_mut() {
+                        doorbell.ring();
+                    }
+                    server_alive(socket)
+                });
+                if let Some(doorbell) = doorbell {
+                    doorbell.ring();
+                }
+                pushed.map_err(ClientError::ConnectionLost)
             }
         }
     }

@@ -21,7 +21,7 @@ mod view;
 
 pub use client::{
     server_socket_path, Client, ClientTransport, ConnectOptions, DestinationRegion, Response,
-    ServerInfo,
+    ServerInfo, ENGINE_PATH_SPIN_US,
 };
 pub use error::{ClientError, ConnectError};
 pub use flashpipe_api::{

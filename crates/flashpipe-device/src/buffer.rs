@@ -469,7 +469,7 @@ mod tests {
     #[test]
     fn a_buffer_is_five_words_whatever_its_origin() {
         // it travels in every command and completion: a larger origin grows them all
-        assert_eq!(std::mem::size_of::<IoBuf>(), 40);
+        assert_eq!(size_of::<IoBuf>(), 40);
     }
 
     #[test]

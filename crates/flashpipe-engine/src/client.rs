@@ -17,6 +17,8 @@ use flashpipe_device::IoBuf;
 use crate::command::{Command, EngineError, Local, Reply};
 use crate::engine::{EngineConfig, Envelope, Message};
 use crate::handoff::{self, WaitCounts};
+use crate::inbound::ReplyTo;
+use crate::inputs::Bell;
 
 /// A ticket names one submitted command; its completion carries it back.
 pub type Ticket = flashpipe_api::Ticket;
@@ -24,6 +26,7 @@ pub type Ticket = flashpipe_api::Ticket;
 /// One client's connection to the engine.
 pub struct EngineClient {
     messages: Sender<Message>,
+    bell: Bell,
     replies_sender: Sender<(Ticket, Result<Reply, EngineError>)>,
     replies: Receiver<(Ticket, Result<Reply, EngineError>)>,
     stashed: VecDeque<(Ticket, Result<Reply, EngineError>)>,
@@ -40,6 +43,7 @@ pub type Completion = (Ticket, Result<Reply, EngineError>);
 impl EngineClient {
     pub(crate) fn new(
         messages: Sender<Message>,
+        bell: Bell,
         outstanding_limit: usize,
         config: EngineConfig,
     ) -> EngineClient {
@@ -47,6 +51,7 @@ impl EngineClient {
         let (replies_sender, replies) = bounded(outstanding_limit);
         EngineClient {
             messages,
+            bell,
             replies_sender,
             replies,
             stashed: VecDeque::new(),
@@ -89,6 +94,7 @@ impl EngineClient {
         self.messages
             .send(Message::Command(envelope))
             .map_err(|_| EngineError::Stopped)?;
+        self.bell.ring();
         Ok(self.accept())
     }
 
@@ -96,7 +102,10 @@ impl EngineClient {
     pub fn try_submit(&mut self, command: Command) -> Result<Ticket, EngineError> {
         let envelope = self.envelope(command)?;
         match self.messages.try_send(Message::Command(envelope)) {
-            Ok(()) => Ok(self.accept()),
+            Ok(()) => {
+                self.bell.ring();
+                Ok(self.accept())
+            }
             Err(TrySendError::Full(_)) => Err(EngineError::QueueFull {
                 capacity: self.config.command_queue_capacity,
             }),
@@ -128,7 +137,7 @@ impl EngineClient {
         Ok(Envelope {
             ticket: self.next_ticket,
             command,
-            reply_to: self.replies_sender.clone(),
+            reply_to: ReplyTo::Queue(self.replies_sender.clone()),
             destination: None,
         })
     }

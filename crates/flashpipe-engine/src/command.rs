@@ -224,6 +224,13 @@ pub enum EngineError {
         /// The queue's capacity.
         capacity: usize,
     },
+    /// An inbound source handed over more commands in one poll than its budget: the
+    /// extra ones are answered with this and the source is dropped.
+    #[error("an inbound source handed over more than its budget of {budget} commands in one poll; it is closed")]
+    SourceOverBudget {
+        /// Commands one poll may hand over.
+        budget: usize,
+    },
     /// The engine has stopped.
     #[error("the engine has stopped")]
     Stopped,
@@ -288,6 +295,7 @@ fn code_and_limit(error: &EngineError) -> (ErrorCode, Option<u64>) {
         }
         EngineError::TooManyOutstanding { limit } => (ErrorCode::EngineBusy, Some(*limit as u64)),
         EngineError::QueueFull { capacity } => (ErrorCode::EngineBusy, Some(*capacity as u64)),
+        EngineError::SourceOverBudget { budget } => (ErrorCode::EngineBusy, Some(*budget as u64)),
         EngineError::Stopped => (ErrorCode::EngineStopped, None),
         EngineError::MismatchedReply(_) => (ErrorCode::Internal, None),
     }

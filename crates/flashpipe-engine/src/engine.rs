@@ -29,7 +29,7 @@
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
+use crossbeam_channel::{bounded, Sender, TryRecvError};
 use flashpipe_device::{BlockDevice, BufferPool, Clock, Completion, IoBuf};
 use flashpipe_fs::{FileAttributes, FileId, Filesystem, FsCore, WriteCopy};
 use flashpipe_shm::SharedMemoryError;
@@ -37,7 +37,9 @@ use flashpipe_shm::SharedMemoryError;
 use crate::client::EngineClient;
 use crate::command::{Command, EngineError, ReadData, Reply};
 use crate::group_commit::{FlushGrouping, PendingFlushes};
-use crate::handoff::{self, Handoff, WaitCounts, MAX_SPIN_US};
+use crate::handoff::{Handoff, WaitCounts, MAX_SPIN_US};
+use crate::inbound::{InboundSource, ReplyTo, Submission};
+use crate::inputs::{make_doorbell, Bell, Inputs};
 use crate::reads::{ReadSink, ReadTarget, ReadsInFlight};
 use crate::writes::{is_write_tag, WriteSink, WritesInFlight};
 
@@ -47,17 +49,12 @@ pub(crate) use config::{read_buffer_pool, ReadPool};
 pub use config::{EngineConfig, PoolMemory, WritePath, READ_POOL_MEMORY_NAME};
 
 /// A command on its way to the engine, with where to answer.
-pub(crate) struct Envelope {
-    pub(crate) ticket: u64,
-    pub(crate) command: Command,
-    pub(crate) reply_to: Sender<(u64, Result<Reply, EngineError>)>,
-    /// Where a read's bytes go instead of a pool buffer (a client's region, mapped by a
-    /// server: [`crate::submitter::CommandSender::submit_read_into`]).
-    pub(crate) destination: Option<IoBuf>,
-}
+pub(crate) type Envelope = Submission;
 
 pub(crate) enum Message {
     Command(Envelope),
+    /// Poll this source from now on ([`crate::inbound`]).
+    AddSource(Box<dyn InboundSource>),
     /// Stop; `commit` says whether to flush what changed first.
     Shutdown {
         commit: bool,
@@ -68,6 +65,7 @@ pub(crate) enum Message {
 /// the commands already queued and flushes.
 pub struct Engine {
     messages: Sender<Message>,
+    bell: Bell,
     config: EngineConfig,
     clock: Arc<dyn Clock>,
     counters: Arc<Mutex<EngineCounters>>,
@@ -84,6 +82,11 @@ impl Engine {
         assert!(config.handoff.spin_us() <= MAX_SPIN_US);
         let clock = filesystem.clock();
         let (messages, inbox) = bounded(config.command_queue_capacity);
+        let (doorbell, bell) = match make_doorbell() {
+            Some((doorbell, bell)) => (Some(doorbell), bell),
+            None => (None, Bell::default()),
+        };
+        let inputs = Inputs::threaded(inbox, doorbell);
         let block_bytes = filesystem.stats().fs_block_size_bytes as usize;
         let ReadPool {
             pool,
@@ -96,7 +99,7 @@ impl Engine {
             .name("flashpipe-engine".to_string())
             .spawn(move || {
                 EngineThread::new(filesystem, pool, block_bytes as u64, config).run(
-                    inbox,
+                    inputs,
                     config.handoff,
                     &thread_counters,
                 )
@@ -104,6 +107,7 @@ impl Engine {
             .expect("the operating system can start the engine thread");
         Engine {
             messages,
+            bell,
             config,
             clock,
             counters,
@@ -142,12 +146,22 @@ impl Engine {
     /// A sender of commands answered on queues of the caller's choosing
     /// ([`crate::submitter`]).
     pub fn command_sender(&self) -> crate::submitter::CommandSender {
-        crate::submitter::CommandSender::new(self.messages.clone(), self.config, self.block_bytes)
+        crate::submitter::CommandSender::new(
+            self.messages.clone(),
+            self.bell.clone(),
+            self.config,
+            self.block_bytes,
+        )
     }
 
     /// A new client with at most `outstanding_limit` commands outstanding.
     pub fn client(&self, outstanding_limit: usize) -> EngineClient {
-        EngineClient::new(self.messages.clone(), outstanding_limit, self.config)
+        EngineClient::new(
+            self.messages.clone(),
+            self.bell.own_handle(),
+            outstanding_limit,
+            self.config,
+        )
     }
 
     /// How the engine thread's waits for commands ended, and the group commits it made,
@@ -174,6 +188,7 @@ impl Engine {
 
     fn stop(&mut self, commit: bool) -> Result<Filesystem, EngineError> {
         let _ = self.messages.send(Message::Shutdown { commit });
+        self.bell.ring();
         let thread = self.thread.take().ok_or(EngineError::Stopped)?;
         thread
             .join()
@@ -205,22 +220,16 @@ pub struct EngineCounters {
     pub group_commits: u64,
 }
 
-/// Sends a value to a channel that cannot be full (each client bounds its outstanding
-/// commands by its reply queue's capacity) and ignores clients that went away.
-pub(crate) fn answer(
-    reply_to: &Sender<(u64, Result<Reply, EngineError>)>,
-    ticket: u64,
-    result: Result<Reply, EngineError>,
-) {
-    match reply_to.try_send((ticket, result)) {
-        Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-        Err(TrySendError::Full(_)) => panic!("client reply queue overflowed its outstanding limit"),
-    }
+/// Answers one command where its submitter said ([`ReplyTo::answer`]): a queue cannot
+/// be full (each client bounds its outstanding commands by its capacity), and clients
+/// that went away are ignored.
+pub(crate) fn answer(reply_to: &ReplyTo, ticket: u64, result: Result<Reply, EngineError>) {
+    reply_to.answer(ticket, result);
 }
 
 pub(crate) struct ReadReply {
     ticket: u64,
-    reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+    reply_to: ReplyTo,
 }
 
 impl ReadSink for ReadReply {
@@ -236,7 +245,7 @@ impl ReadSink for ReadReply {
 /// Where a finished write's answer goes.
 pub(crate) struct WriteReply {
     ticket: u64,
-    reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+    reply_to: ReplyTo,
 }
 
 impl WriteSink for WriteReply {
@@ -308,15 +317,16 @@ impl EngineThread {
 
     fn run(
         mut self,
-        inbox: Receiver<Message>,
+        mut inputs: Inputs,
         handoff: Handoff,
         counters: &Mutex<EngineCounters>,
     ) -> Result<Filesystem, EngineError> {
         let mut commit = true;
         let mut inbox_waits = WaitCounts::default();
         loop {
-            match self.next_step(&inbox, handoff, &mut inbox_waits) {
-                NextStep::Serve(Message::Command(envelope)) => self.serve(envelope, &inbox)?,
+            match self.next_step(&mut inputs, handoff, &mut inbox_waits) {
+                NextStep::Serve(Message::Command(envelope)) => self.serve(envelope, &mut inputs)?,
+                NextStep::Serve(Message::AddSource(source)) => inputs.add_source(source),
                 NextStep::Serve(Message::Shutdown { commit: wanted }) => {
                     commit = wanted;
                     break;
@@ -344,7 +354,7 @@ impl EngineThread {
     /// message (as `handoff` says) only when nothing else is left to do.
     fn next_step(
         &mut self,
-        inbox: &Receiver<Message>,
+        inputs: &mut Inputs,
         handoff: Handoff,
         inbox_waits: &mut WaitCounts,
     ) -> NextStep {
@@ -354,14 +364,14 @@ impl EngineThread {
         if self.must_wait_for_device() {
             return NextStep::WaitForDevice;
         }
-        match inbox.try_recv() {
+        match inputs.try_next() {
             Ok(message) => NextStep::Serve(message),
             Err(_) if self.has_pending_flushes() => NextStep::CommitPendingFlushes,
             Err(_) if !self.device_is_idle() => NextStep::WaitForDevice,
             Err(TryRecvError::Disconnected) => NextStep::Stop,
-            Err(TryRecvError::Empty) => match handoff::receive(inbox, handoff, inbox_waits) {
-                Ok(message) => NextStep::Serve(message),
-                Err(_) => NextStep::Stop,
+            Err(TryRecvError::Empty) => match inputs.wait(handoff, inbox_waits) {
+                Some(message) => NextStep::Serve(message),
+                None => NextStep::Stop,
             },
         }
     }
@@ -448,7 +458,7 @@ impl EngineThread {
     pub(crate) fn handle(
         &mut self,
         envelope: Envelope,
-        inbox: &Receiver<Message>,
+        inputs: &mut Inputs,
     ) -> Result<(), EngineError> {
         if matches!(envelope.command, Command::Write { .. }) {
             let copy = match self.write_path {
@@ -456,7 +466,7 @@ impl EngineThread {
                 WritePath::OverlappedCopying => WriteCopy::Copy,
                 WritePath::Batched => {
                     self.drain_device()?;
-                    let batch = self.gather_writes(envelope, inbox);
+                    let batch = self.gather_writes(envelope, inputs);
                     self.write_batch(batch);
                     return Ok(());
                 }
@@ -535,7 +545,7 @@ impl EngineThread {
     fn start_read_files(
         &mut self,
         ticket: u64,
-        reply_to: Sender<(u64, Result<Reply, EngineError>)>,
+        reply_to: ReplyTo,
         names: &[String],
     ) -> Result<(), EngineError> {
         if !self.writes.is_idle() {
@@ -612,11 +622,11 @@ impl EngineThread {
 
     /// Takes the writes queued right behind `first` (up to the batch limits); the first
     /// other message is held back and served next, so arrival order is kept.
-    fn gather_writes(&mut self, first: Envelope, inbox: &Receiver<Message>) -> Vec<Envelope> {
+    fn gather_writes(&mut self, first: Envelope, inputs: &mut Inputs) -> Vec<Envelope> {
         let mut batch_bytes = write_length(&first);
         let mut batch = vec![first];
         while batch.len() < WRITE_BATCH_LIMIT && batch_bytes < WRITE_BATCH_LIMIT_BYTES {
-            match inbox.try_recv() {
+            match inputs.try_next() {
                 Ok(Message::Command(envelope))
                     if matches!(envelope.command, Command::Write { .. }) =>
                 {

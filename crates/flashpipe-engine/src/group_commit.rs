@@ -24,11 +24,10 @@
 //!   after a crash the durable image is the state at some command boundary no earlier
 //!   than the last answered flush.
 
-use crossbeam_channel::Sender;
-
-use crate::client::{Completion, Ticket};
+use crate::client::Ticket;
 use crate::command::{Command, EngineError, Reply};
 use crate::engine::{answer, EngineThread, Envelope};
+use crate::inbound::ReplyTo;
 
 /// Most flushes set aside for one commit.
 pub const GROUP_COMMIT_MAX_FLUSHES: usize = 64;
@@ -51,7 +50,7 @@ pub enum FlushGrouping {
 /// Flushes set aside for the next commit.
 #[derive(Default)]
 pub(crate) struct PendingFlushes {
-    waiting: Vec<(Ticket, Sender<Completion>)>,
+    waiting: Vec<(Ticket, ReplyTo)>,
     commands_served_since_first: usize,
     commits: u64,
 }
@@ -87,7 +86,7 @@ impl EngineThread {
     pub(crate) fn serve(
         &mut self,
         envelope: Envelope,
-        inbox: &crossbeam_channel::Receiver<crate::engine::Message>,
+        inputs: &mut crate::inputs::Inputs,
     ) -> Result<(), EngineError> {
         let grouping = self.flush_grouping;
         if matches!(envelope.command, Command::Flush) && grouping != FlushGrouping::OnePerFlush {
@@ -102,7 +101,7 @@ impl EngineThread {
         if must_follow_commit {
             self.commit_pending_flushes()?;
         }
-        self.handle(envelope, inbox)?;
+        self.handle(envelope, inputs)?;
         if !self.pending_flushes.is_empty() {
             self.pending_flushes.commands_served_since_first += 1;
         }

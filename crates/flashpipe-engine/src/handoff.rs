@@ -103,7 +103,7 @@ impl WaitCounts {
         self.ready + self.spun + self.parked
     }
 
-    fn count(&mut self, waited: Waited) {
+    pub(crate) fn count(&mut self, waited: Waited) {
         match waited {
             Waited::Ready => self.ready += 1,
             Waited::Spun => self.spun += 1,

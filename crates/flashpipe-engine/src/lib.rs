@@ -27,6 +27,8 @@ pub mod command;
 pub mod engine;
 pub mod group_commit;
 pub mod handoff;
+pub mod inbound;
+mod inputs;
 mod reads;
 pub mod stepped;
 pub mod submitter;
@@ -39,5 +41,10 @@ pub use engine::{
 };
 pub use group_commit::FlushGrouping;
 pub use handoff::{Handoff, WaitCounts};
+pub use inbound::{
+    CompletionSink, InboundSource, ReplyTo, SourceState, Submission, MAX_INBOUND_SOURCES,
+    QUEUE_BUDGET, SOURCE_BUDGET,
+};
+pub use inputs::{DOORBELL_MEMORY_NAME, DOORBELL_PARK_TIMEOUT_US};
 pub use stepped::{StepOutcome, SteppedEngine};
 pub use submitter::{CommandSender, ReadInto};

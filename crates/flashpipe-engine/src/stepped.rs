@@ -17,13 +17,15 @@
 //! with [`crate::EngineClient::try_next_completion`] (or reap with
 //! `next_completion` only what [`SteppedEngine::run_until_idle`] has answered).
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Sender};
 use flashpipe_fs::Filesystem;
 
 use crate::client::EngineClient;
 use crate::command::EngineError;
 use crate::engine::{read_buffer_pool, EngineConfig, EngineThread, Message};
 use crate::handoff::Handoff;
+use crate::inbound::InboundSource;
+use crate::inputs::{Bell, Inputs};
 
 /// What one [`SteppedEngine::step`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +39,7 @@ pub enum StepOutcome {
 /// An engine driven by its caller's thread.
 pub struct SteppedEngine {
     messages: Sender<Message>,
-    inbox: Receiver<Message>,
+    inputs: Inputs,
     config: EngineConfig,
     core: EngineThread,
 }
@@ -51,7 +53,7 @@ impl SteppedEngine {
         let pool = read_buffer_pool(&filesystem, &config).pool;
         SteppedEngine {
             messages,
-            inbox,
+            inputs: Inputs::stepped(inbox),
             config,
             core: EngineThread::new(filesystem, pool, block_bytes, config),
         }
@@ -66,7 +68,23 @@ impl SteppedEngine {
             handoff: Handoff::Park,
             ..self.config
         };
-        EngineClient::new(self.messages.clone(), outstanding_limit, config)
+        EngineClient::new(
+            self.messages.clone(),
+            Bell::default(),
+            outstanding_limit,
+            config,
+        )
+    }
+
+    /// Polls `source` in every step from now on ([`crate::inbound`]); it is dropped when
+    /// it closes or overruns its budget.
+    pub fn add_source(&mut self, source: Box<dyn InboundSource>) {
+        self.inputs.add_source(source);
+    }
+
+    /// Inbound sources polled now.
+    pub fn source_count(&self) -> usize {
+        self.inputs.source_count()
     }
 
     /// File-system commits made for groups of flushes so far.
@@ -84,10 +102,11 @@ impl SteppedEngine {
         } else if self.core.must_wait_for_device() {
             None
         } else {
-            self.inbox.try_recv().ok()
+            self.inputs.try_next().ok()
         };
         match message {
-            Some(Message::Command(envelope)) => self.core.serve(envelope, &self.inbox)?,
+            Some(Message::Command(envelope)) => self.core.serve(envelope, &mut self.inputs)?,
+            Some(Message::AddSource(source)) => self.inputs.add_source(source),
             Some(Message::Shutdown { .. }) => {
                 unreachable!("only a threaded engine is sent a shutdown message")
             }

@@ -8,17 +8,22 @@
 //! (the engine answers with a non-blocking send and treats a full queue as a broken
 //! promise).
 
+use std::os::fd::BorrowedFd;
+
 use crossbeam_channel::Sender;
 use flashpipe_device::IoBuf;
 
 use crate::client::{Completion, Ticket};
 use crate::command::{Command, EngineError};
 use crate::engine::{EngineConfig, Envelope, Message};
+use crate::inbound::{InboundSource, ReplyTo, Submission};
+use crate::inputs::Bell;
 
 /// Submits commands to the engine, each answered on a queue the caller names.
 #[derive(Clone)]
 pub struct CommandSender {
     messages: Sender<Message>,
+    bell: Bell,
     config: EngineConfig,
     block_bytes: u64,
 }
@@ -37,11 +42,13 @@ pub struct ReadInto {
 impl CommandSender {
     pub(crate) fn new(
         messages: Sender<Message>,
+        bell: Bell,
         config: EngineConfig,
         block_bytes: u64,
     ) -> CommandSender {
         CommandSender {
             messages,
+            bell,
             config,
             block_bytes,
         }
@@ -56,14 +63,57 @@ impl CommandSender {
         command: Command,
         reply_to: &Sender<Completion>,
     ) -> Result<(), EngineError> {
+        self.submit_to(ticket, command, ReplyTo::Queue(reply_to.clone()))
+    }
+
+    /// Submits `command` under `ticket`, waiting while the engine's queue is full; its
+    /// completion goes where `reply_to` says.
+    pub fn submit_to(
+        &self,
+        ticket: Ticket,
+        command: Command,
+        reply_to: ReplyTo,
+    ) -> Result<(), EngineError> {
+        self.send(Message::Command(Envelope {
+            ticket,
+            command,
+            reply_to,
+            destination: None,
+        }))
+    }
+
+    /// Hands the engine a source to poll on its own thread from now on
+    /// ([`crate::inbound`]). The engine drops it when it closes, overruns its budget, or
+    /// when the engine takes no sources ([`CommandSender::takes_sources`] false) or has
+    /// as many as it may: its owner learns that from its `Drop`.
+    pub fn add_source(&self, source: Box<dyn InboundSource>) -> Result<(), EngineError> {
+        self.send(Message::AddSource(source))
+    }
+
+    /// True when the engine parks on a doorbell and so takes inbound sources.
+    pub fn takes_sources(&self) -> bool {
+        self.bell.is_present()
+    }
+
+    /// Wakes the engine if it is parked: a source's owner rings after it changed what
+    /// the source's poll sees (closed it), a ring client after each push (through its
+    /// own mapping of the doorbell, [`CommandSender::with_doorbell_fd`]).
+    pub fn ring(&self) {
+        self.bell.ring();
+    }
+
+    /// Runs `with` on the descriptor of the engine's doorbell page (to pass to a ring
+    /// client); `None` when the engine has no doorbell.
+    pub fn with_doorbell_fd<T>(&self, with: impl FnOnce(BorrowedFd<'_>) -> T) -> Option<T> {
+        self.bell.with_fd(with)
+    }
+
+    fn send(&self, message: Message) -> Result<(), EngineError> {
         self.messages
-            .send(Message::Command(Envelope {
-                ticket,
-                command,
-                reply_to: reply_to.clone(),
-                destination: None,
-            }))
-            .map_err(|_| EngineError::Stopped)
+            .send(message)
+            .map_err(|_| EngineError::Stopped)?;
+        self.bell.ring();
+        Ok(())
     }
 
     /// Submits a read of `length_bytes` of `name` at `offset_bytes` (a multiple of
@@ -84,14 +134,20 @@ impl CommandSender {
             offset_bytes: read.offset_bytes,
             length_bytes: read.length_bytes,
         };
-        self.messages
-            .send(Message::Command(Envelope {
-                ticket,
-                command,
-                reply_to: reply_to.clone(),
-                destination: Some(destination),
-            }))
-            .map_err(|_| EngineError::Stopped)
+        self.submit_whole(Envelope {
+            ticket,
+            command,
+            reply_to: ReplyTo::Queue(reply_to.clone()),
+            destination: Some(destination),
+        })
+    }
+
+    /// Submits `submission` as it is (its answer where its `reply_to` says, a read's
+    /// bytes into its `destination` when it has one, as
+    /// [`CommandSender::submit_read_into`] says), waiting while the engine's queue is
+    /// full.
+    pub fn submit_whole(&self, submission: Submission) -> Result<(), EngineError> {
+        self.send(Message::Command(submission))
     }
 
     /// The file system's block size: a read into a destination starts on a block and

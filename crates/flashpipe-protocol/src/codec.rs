@@ -517,9 +517,39 @@ fn encode_response(response: &Response, writer: &mut Writer) {
         Response::RingsOpened(rings) => {
             writer.u32(rings.request_ring_capacity_bytes);
             writer.u32(rings.reply_ring_capacity_bytes);
+            if rings.engine_doorbell {
+                writer.u8(RINGS_OPENED_DOORBELL);
+            }
         }
         Response::Region(region) => region::encode_region_response(region, writer),
     }
+}
+
+/// The flag byte of a rings-opened body that carries the engine's doorbell.
+const RINGS_OPENED_DOORBELL: u8 = 1;
+
+/// A rings-opened body: two capacities, then (version 6) an optional flag byte that
+/// must be [`RINGS_OPENED_DOORBELL`].
+fn decode_rings_opened(reader: &mut Reader<'_>) -> Result<RingsOpened, DecodeError> {
+    let request_ring_capacity_bytes = reader.u32("rings_opened.request_ring_capacity")?;
+    let reply_ring_capacity_bytes = reader.u32("rings_opened.reply_ring_capacity")?;
+    let engine_doorbell = if reader.is_at_end() {
+        false
+    } else {
+        let flag = reader.u8("rings_opened.doorbell")?;
+        if flag != RINGS_OPENED_DOORBELL {
+            return Err(DecodeError::BadValue {
+                field: "rings_opened.doorbell",
+                value: u64::from(flag),
+            });
+        }
+        true
+    };
+    Ok(RingsOpened {
+        request_ring_capacity_bytes,
+        reply_ring_capacity_bytes,
+        engine_doorbell,
+    })
 }
 
 fn encode_reply(reply: &WireReply, writer: &mut Writer) {
@@ -602,12 +632,7 @@ fn decode_response(kind: FrameKind, reader: &mut Reader<'_>) -> Result<Response,
         FrameKind::KernelSummary => {
             return Ok(Response::KernelSummary(decode_kernel_summary(reader)?))
         }
-        FrameKind::RingsOpened => {
-            return Ok(Response::RingsOpened(RingsOpened {
-                request_ring_capacity_bytes: reader.u32("rings_opened.request_ring_capacity")?,
-                reply_ring_capacity_bytes: reader.u32("rings_opened.reply_ring_capacity")?,
-            }))
-        }
+        FrameKind::RingsOpened => return Ok(Response::RingsOpened(decode_rings_opened(reader)?)),
         FrameKind::RegionRegistered => {
             return Ok(Response::Region(region::decode_registered(reader)?))
         }

@@ -622,4 +622,16 @@ pub struct RingsOpened {
     pub request_ring_capacity_bytes: u32,
     /// Data area of the ring the server pushes its frames into, in bytes.
     pub reply_ring_capacity_bytes: u32,
+    /// A third descriptor rides beside the two rings: the engine's doorbell page, which
+    /// the client rings after each push into its request ring (protocol version
+    /// [`crate::ENGINE_DOORBELL_VERSION`]; only ever true on a connection of that
+    /// version or newer). On the wire: one more body byte, 1, present only when true.
+    pub engine_doorbell: bool,
+}
+
+impl RingsOpened {
+    /// True when a connection of `version` may be sent an engine doorbell.
+    pub fn may_carry_doorbell(version: u16) -> bool {
+        version >= crate::ENGINE_DOORBELL_VERSION
+    }
 }

@@ -64,9 +64,15 @@ pub const MAGIC: [u8; 4] = *b"FPSV";
 /// the copy method `share` and the shared block counts of `file_stat` and `stats`,
 /// version 4 the welcome's store clock kind, version 5 file attributes (the
 /// `set-attributes` request and the attribute reply kinds), version 6 the welcome's flags
-/// byte (the store served read-only) and reads into a client's own memory (the region
-/// frames, [`REGION_PROTOCOL_VERSION`]).
+/// byte (the store served read-only), reads into a client's own memory (the region
+/// frames, [`REGION_PROTOCOL_VERSION`]) and the engine's doorbell beside rings-opened
+/// ([`ENGINE_DOORBELL_VERSION`]).
 pub const PROTOCOL_VERSION: u16 = 6;
+
+/// The first protocol version whose rings-opened may carry the engine's doorbell: the
+/// client rings it after each push and the engine polls the request ring itself
+/// (docs/protocol.md, "Frames through shared-memory rings").
+pub const ENGINE_DOORBELL_VERSION: u16 = 6;
 
 /// The oldest protocol version this code speaks: a hello whose range ends below it is
 /// refused, and a welcome of version 3 (no clock kind) is understood.

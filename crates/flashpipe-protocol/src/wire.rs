@@ -188,6 +188,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// True when every byte has been read (an optional trailing field is absent).
+    pub(crate) fn is_at_end(&self) -> bool {
+        self.position == self.bytes.len()
+    }
+
     /// Fails when bytes are left after the last field.
     pub(crate) fn finish(self, kind: &'static str) -> Result<(), DecodeError> {
         let left = self.bytes.len() - self.position;

@@ -350,6 +350,7 @@ fn response() -> impl Strategy<Value = Response> {
             flashpipe_protocol::RingsOpened {
                 request_ring_capacity_bytes: request,
                 reply_ring_capacity_bytes: reply,
+                engine_doorbell: false,
             }
         )),
         (any::<u64>(), any::<u32>()).prop_map(|(region, block_bytes)| Response::Region(

@@ -221,6 +221,12 @@ fn response_frames() -> Vec<Frame> {
         Response::RingsOpened(RingsOpened {
             request_ring_capacity_bytes: 1 << 20,
             reply_ring_capacity_bytes: 1 << 20,
+            engine_doorbell: false,
+        }),
+        Response::RingsOpened(RingsOpened {
+            request_ring_capacity_bytes: 1 << 20,
+            reply_ring_capacity_bytes: 1 << 20,
+            engine_doorbell: true,
         }),
         Response::Region(RegionResponse::Registered {
             region: 1,

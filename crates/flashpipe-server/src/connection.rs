@@ -2,7 +2,8 @@
 //! request against the limits and hands it to the engine under the client's request
 //! id; the answers go back from the thread in `replies`. A mapping client may move
 //! its frames into shared-memory rings (`rings`, #14); the same loop then reads them
-//! from the request ring.
+//! from the request ring, or, on protocol version 6, the engine thread does through
+//! `take_frame` (`ring_source`).
 
 use std::io::{BufReader, Read};
 use std::os::fd::BorrowedFd;
@@ -10,22 +11,22 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use flashpipe_api::Command;
-use flashpipe_device::{BufferPool, IoBuf};
-use flashpipe_engine::{Completion, Local};
+use flashpipe_device::IoBuf;
+use flashpipe_engine::{Completion, EngineError, Local, ReplyTo, Submission};
 use flashpipe_net::Admitted;
 use flashpipe_protocol::{
-    encode_frame, read_frame, send_all, send_frame, CancelOutcome, ClockKind, ErrorCode, Frame,
-    Hello, ReadFrameError, RemoteError, Request, RequestId, Response, Welcome, WireCommand,
-    WritePayload, ATTRIBUTES_VERSION, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
+    encode_frame, read_frame, send_all, CancelOutcome, ErrorCode, Frame, ReadFrameError,
+    RemoteError, Request, RequestId, Response, WireCommand, WritePayload, ATTRIBUTES_VERSION,
+    MIN_PROTOCOL_VERSION,
 };
 use flashpipe_shm::send_with_fds;
 
 use crate::core::{
     check_write_length, granted_slot, CoreHost, CoreLimits, Refused, StoreServerCore,
 };
-use crate::mapped::{Mapped, WRITE_POOL_MEMORY_NAME};
+use crate::mapped::Mapped;
 use crate::region::{take_region_request, ReceivedFds, Regions, RequestSocket};
 use crate::replies::send_answers;
 use crate::rings::{open_rings, ConnectionRings, OpenRefusal};
@@ -54,13 +55,23 @@ pub(crate) struct Connection {
     pub(crate) version: u16,
     /// The client's destination regions (`region`).
     pub(crate) regions: Regions,
+    /// Encoded frames the engine thread could not push into the reply ring without
+    /// waiting, for the answering thread (`ring_source`); bounded.
+    deferred: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
 }
+
+/// Hands one checked command to the engine under its request id.
+/// Hands one admitted command to the engine: a read-into's bytes go into its destination
+/// (a client region), every other command has none.
+pub(crate) type ToEngine<'a> =
+    dyn FnMut(RequestId, flashpipe_engine::Command, Option<IoBuf>) -> Result<(), EngineError> + 'a;
 
 /// What to do after a frame.
 enum Next {
     Continue,
-    /// Read the frames from this request ring from now on.
-    SwitchToRings(flashpipe_shm::FrameRing),
+    /// Read the frames from this request ring from now on (on the engine thread when
+    /// the flag is set).
+    SwitchToRings(flashpipe_shm::FrameRing, bool),
     /// End the connection (the reason is logged and, where possible, sent).
     Close(RemoteError),
 }
@@ -80,6 +91,12 @@ impl Connection {
             return;
         }
         if let Some(rings) = self.rings.get() {
+            if crate::ring_source::sending_must_not_wait() {
+                if !crate::ring_source::push_or_defer(self, bytes.to_vec()) {
+                    self.end_rings_and_socket();
+                }
+                return;
+            }
             if crate::rings::push_reply(self, rings, bytes) {
                 Counters::add(&self.state.counters.frames_sent, 1);
                 Counters::add(&self.state.counters.bytes_sent, bytes.len() as u64);
@@ -138,6 +155,16 @@ impl Connection {
         self.core
             .lock()
             .expect("no panic holding the connection's core")
+    }
+
+    /// Where the engine thread hands frames it cannot push now.
+    pub(crate) fn deferred_sender(&self) -> &Sender<Vec<u8>> {
+        &self.deferred.0
+    }
+
+    /// The answering thread's end of the deferred frames.
+    pub(crate) fn deferred_receiver(&self) -> &Receiver<Vec<u8>> {
+        &self.deferred.1
     }
 
     /// Requests in flight now.
@@ -278,7 +305,8 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         READ_BUFFER_BYTES,
         RequestSocket::new(reading, received_fds.clone()),
     );
-    let Some((hello, mapped)) = handshake(&state, &socket, &mut reader, &admitted) else {
+    let Some((hello, mapped)) = crate::welcome::handshake(&state, &socket, &mut reader, &admitted)
+    else {
         return;
     };
     tracing::info!(connection = id, client = %hello.client_name, map_memory = hello.map_memory, mapped = mapped.is_some(), "client connected");
@@ -288,6 +316,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         state.config.max_regions_per_client,
         state.config.max_region_bytes_per_client,
     );
+    let state_max_in_flight = state.config.max_in_flight_per_client;
     let connection = Arc::new(Connection {
         id,
         state,
@@ -299,6 +328,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         rings: OnceLock::new(),
         version: hello.common_version().unwrap_or(MIN_PROTOCOL_VERSION),
         regions,
+        deferred: bounded(crate::ring_source::deferred_capacity(state_max_in_flight)),
     });
     let capacity = connection.state.config.max_in_flight_per_client.max(1);
     let (answers_to, answers) = bounded::<Completion>(capacity);
@@ -314,8 +344,24 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
         }
     };
     let mut watcher = None;
-    if let ReadEnd::SwitchToRings(requests) = read_requests(&connection, &mut reader, &answers_to) {
-        watcher = serve_rings(&connection, reader, requests, &answers_to);
+    let mut to_engine = |request_id, command, destination: Option<IoBuf>| {
+        connection.state.commands.submit_whole(Submission {
+            ticket: request_id,
+            command,
+            reply_to: ReplyTo::Queue(answers_to.clone()),
+            destination,
+        })
+    };
+    let read = read_requests(&connection, &mut reader, &mut to_engine);
+    if let ReadEnd::SwitchToRings(requests, on_engine) = read {
+        watcher = match plain_socket(&connection, reader) {
+            None => None,
+            Some(socket) if on_engine => {
+                crate::rings::serve_on_engine(&connection, socket, requests, &answers_to);
+                None
+            }
+            Some(socket) => serve_rings(&connection, socket, requests, &mut to_engine),
+        };
     }
     connection.state.kernel_runs.cancel_connection(id);
     drop(answers_to);
@@ -335,140 +381,12 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
     );
 }
 
-/// Reads the hello and sends the welcome (with the shared regions' descriptors when the
-/// client maps memory and the engine's read pool is shared); `None` when the connection
-/// ends here.
-fn handshake(
-    state: &ServerState,
-    socket: &UnixStream,
-    reader: &mut impl Read,
-    admitted: &Admitted,
-) -> Option<(Hello, Option<Mapped>)> {
-    let id = admitted.id();
-    let refuse = |error: RemoteError| {
-        tracing::warn!(connection = id, code = %error.code, reason = %error.message, "closing the connection at the handshake");
-        let _ = send_frame(
-            socket,
-            &Frame::Error {
-                request_id: 0,
-                error,
-            },
-        );
-        let _ = socket.shutdown(std::net::Shutdown::Both);
-    };
-    let hello = match read_frame(reader, state.limits.max_body_bytes) {
-        Ok(Some(Frame::Hello(hello))) => hello,
-        Ok(None) => return None,
-        Ok(Some(other)) => {
-            refuse(RemoteError::new(
-                ErrorCode::HandshakeRequired,
-                format!(
-                    "the first frame must be a hello, not a {} frame",
-                    other.kind().name()
-                ),
-            ));
-            return None;
-        }
-        Err(error) => {
-            if matches!(error, ReadFrameError::Malformed(_)) {
-                Counters::add(&state.counters.malformed_frames, 1);
-                refuse(RemoteError::new(
-                    ErrorCode::MalformedFrame,
-                    error.to_string(),
-                ));
-            }
-            return None;
-        }
-    };
-    Counters::add(&state.counters.frames_received, 1);
-    let Some(version) = hello.common_version() else {
-        refuse(RemoteError::limit(
-            ErrorCode::UnsupportedVersion,
-            format!(
-                "client speaks protocol versions {}..={}; this server speaks versions \
-                 {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}",
-                hello.min_version, hello.max_version
-            ),
-            u64::from(PROTOCOL_VERSION),
-        ));
-        return None;
-    };
-    // Marked before the welcome goes out: a client that holds its welcome has a place that
-    // a newcomer can no longer take back as a silent connection's.
-    if !admitted.handshake_done() || !state.admission.handshake_done(id) {
-        tracing::info!(
-            connection = id,
-            "the hello came after the connection's place was taken back; closing"
-        );
-        return None;
-    }
-    let mapped = match (&state.read_pool, hello.map_memory) {
-        (Some(_), true) => Some(Mapped::new(
-            write_pool(state, id),
-            state.config.max_read_handles_per_client,
-            Arc::clone(&state.read_handles_now),
-            state.config.max_read_handles,
-        )),
-        _ => None,
-    };
-    let store_clock = if state.device_time_is_virtual {
-        ClockKind::Virtual
-    } else {
-        ClockKind::Real
-    };
-    let welcome = Welcome {
-        version,
-        server_pid: std::process::id(),
-        store_path: state.config.store_description.clone(),
-        store_identity: state.config.store_identity,
-        limits: state.limits,
-        read_region: mapped.as_ref().and(state.read_region),
-        write_region: mapped.as_ref().and_then(Mapped::write_region),
-        store_clock: Some(store_clock).filter(|_| Welcome::carries_store_clock(version)),
-        read_only: state.read_only && Welcome::carries_flags(version),
-    };
-    let bytes = encode_frame(&Frame::Welcome(welcome));
-    let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
-    if let Some(mapped) = &mapped {
-        let read_memory = state.read_pool.as_ref().and_then(BufferPool::shared_memory);
-        fds.extend(read_memory.map(|memory| memory.as_fd()));
-        let write_memory = mapped.write_pool().and_then(BufferPool::shared_memory);
-        fds.extend(write_memory.map(|memory| memory.as_fd()));
-    }
-    if let Err(error) = send_with_fds(socket, &bytes, &fds) {
-        tracing::info!(connection = id, %error, "client gone before the welcome");
-        return None;
-    }
-    Counters::add(&state.counters.frames_sent, 1);
-    Some((hello, mapped))
-}
-
-/// A new write pool in shared memory for a mapping client; `None` (its writes go
-/// inline) when the memfd cannot be made.
-fn write_pool(state: &ServerState, id: u64) -> Option<BufferPool> {
-    let config = &state.config;
-    let pool = BufferPool::in_shared_memory(
-        WRITE_POOL_MEMORY_NAME,
-        config.write_slots_per_client,
-        config.max_write_bytes as usize,
-    );
-    match pool {
-        Ok(pool) => Some(pool),
-        Err(error) => {
-            tracing::warn!(connection = id, %error, "no shared write pool for this client; its writes go inline");
-            None
-        }
-    }
-}
-
-/// Reads the frames of a connection on rings from its request ring, the socket left to
-/// a watcher thread; returns the watcher to join once the connection ends.
-fn serve_rings(
-    connection: &Arc<Connection>,
+/// The connection's socket once its frames go through the rings, read without descriptors
+/// from now on; `None` after closing the connection when bytes followed open-rings on it.
+fn plain_socket(
+    connection: &Connection,
     socket: BufReader<RequestSocket>,
-    requests: flashpipe_shm::FrameRing,
-    answers_to: &Sender<Completion>,
-) -> Option<std::thread::JoinHandle<()>> {
+) -> Option<BufReader<UnixStream>> {
     if !socket.buffer().is_empty() {
         Counters::add(&connection.state.counters.malformed_frames, 1);
         close_with(
@@ -480,10 +398,21 @@ fn serve_rings(
         );
         return None;
     }
-    let socket = BufReader::with_capacity(READ_BUFFER_BYTES, socket.into_inner().into_stream());
+    let stream = socket.into_inner().into_stream();
+    Some(BufReader::with_capacity(READ_BUFFER_BYTES, stream))
+}
+
+/// Reads the frames of a connection on rings from its request ring, the socket left to
+/// a watcher thread; returns the watcher to join once the connection ends.
+fn serve_rings(
+    connection: &Arc<Connection>,
+    socket: BufReader<UnixStream>,
+    requests: flashpipe_shm::FrameRing,
+    to_engine: &mut ToEngine<'_>,
+) -> Option<std::thread::JoinHandle<()>> {
     let watcher = crate::rings::start_watcher(connection, socket)?;
     let mut reader = crate::rings::request_reader(connection, requests);
-    if let ReadEnd::SwitchToRings(_) = read_requests(connection, &mut reader, answers_to) {
+    if let ReadEnd::SwitchToRings(..) = read_requests(connection, &mut reader, to_engine) {
         unreachable!("open-rings on rings ends the connection");
     }
     Some(watcher)
@@ -526,14 +455,15 @@ fn close_malformed(connection: &Connection, error: &ReadFrameError) {
 enum ReadEnd {
     /// The client left, broke the protocol, or the server stops.
     Done,
-    /// The client moved to rings: read this request ring from now on.
-    SwitchToRings(flashpipe_shm::FrameRing),
+    /// The client moved to rings: read this request ring from now on (the engine
+    /// thread does when the flag is set).
+    SwitchToRings(flashpipe_shm::FrameRing, bool),
 }
 
 fn read_requests(
     connection: &Arc<Connection>,
     reader: &mut impl Read,
-    answers_to: &Sender<Completion>,
+    to_engine: &mut ToEngine<'_>,
 ) -> ReadEnd {
     let max_body_bytes = connection.state.limits.max_body_bytes;
     loop {
@@ -545,27 +475,11 @@ fn read_requests(
                 return ReadEnd::Done;
             }
         };
-        Counters::add(&connection.state.counters.frames_received, 1);
-        let next = match frame {
-            Frame::Request {
-                request_id,
-                request,
-            } => take_request(connection, request_id, request, answers_to),
-            Frame::Release { handles } => {
-                release(connection, &handles);
-                Next::Continue
-            }
-            other => Next::Close(RemoteError::new(
-                ErrorCode::MalformedFrame,
-                format!(
-                    "a client may not send a {} frame after the handshake",
-                    other.kind().name()
-                ),
-            )),
-        };
-        match next {
+        match dispatch(connection, frame, to_engine) {
             Next::Continue => {}
-            Next::SwitchToRings(requests) => return ReadEnd::SwitchToRings(requests),
+            Next::SwitchToRings(requests, on_engine) => {
+                return ReadEnd::SwitchToRings(requests, on_engine)
+            }
             Next::Close(error) => {
                 close_with(connection, error);
                 return ReadEnd::Done;
@@ -574,12 +488,50 @@ fn read_requests(
     }
 }
 
+/// Serves one frame read after the handshake (on the engine thread for a ring source);
+/// false when the connection ends (its closing error sent).
+pub(crate) fn take_frame(
+    connection: &Arc<Connection>,
+    frame: Frame,
+    to_engine: &mut ToEngine<'_>,
+) -> bool {
+    match dispatch(connection, frame, to_engine) {
+        Next::Continue => true,
+        Next::SwitchToRings(..) => unreachable!("open-rings on rings ends the connection"),
+        Next::Close(error) => {
+            close_with(connection, error);
+            false
+        }
+    }
+}
+
+fn dispatch(connection: &Arc<Connection>, frame: Frame, to_engine: &mut ToEngine<'_>) -> Next {
+    Counters::add(&connection.state.counters.frames_received, 1);
+    match frame {
+        Frame::Request {
+            request_id,
+            request,
+        } => take_request(connection, request_id, request, to_engine),
+        Frame::Release { handles } => {
+            release(connection, &handles);
+            Next::Continue
+        }
+        other => Next::Close(RemoteError::new(
+            ErrorCode::MalformedFrame,
+            format!(
+                "a client may not send a {} frame after the handshake",
+                other.kind().name()
+            ),
+        )),
+    }
+}
+
 /// Checks one request and hands it to the engine, or answers it here.
 fn take_request(
     connection: &Arc<Connection>,
     request_id: RequestId,
     request: Request,
-    answers_to: &Sender<Completion>,
+    to_engine: &mut ToEngine<'_>,
 ) -> Next {
     if connection.state.is_stopping() {
         let error = RemoteError::new(
@@ -606,7 +558,7 @@ fn take_request(
         Request::RunKernel(run) => return start_kernel_run(connection, request_id, run),
         Request::OpenRings => return answer_open_rings(connection, request_id),
         Request::Region(region) => {
-            return match take_region_request(connection, request_id, region, answers_to) {
+            return match take_region_request(connection, request_id, region, to_engine) {
                 Ok(()) => Next::Continue,
                 Err(error) => Next::Close(error),
             }
@@ -627,11 +579,7 @@ fn take_request(
         }
         Err(Refused::Connection(error)) => return Next::Close(error),
     };
-    let submitted = connection
-        .state
-        .commands
-        .submit(request_id, command, answers_to);
-    if let Err(error) = submitted {
+    if let Err(error) = to_engine(request_id, command, None) {
         connection.abandon(request_id);
         connection.refuse(request_id, error.to_api());
     }
@@ -691,7 +639,7 @@ fn answer_cancel(connection: &Connection, request_id: RequestId, target: Request
 
 fn answer_open_rings(connection: &Connection, request_id: RequestId) -> Next {
     match open_rings(connection, request_id) {
-        Ok(requests) => Next::SwitchToRings(requests),
+        Ok((requests, on_engine)) => Next::SwitchToRings(requests, on_engine),
         Err(OpenRefusal::Request(error)) => {
             connection.refuse(request_id, error);
             Next::Continue

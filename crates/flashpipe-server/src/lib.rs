@@ -43,9 +43,11 @@ mod kernel_runs;
 mod mapped;
 mod region;
 mod replies;
+mod ring_source;
 mod rings;
 mod server;
 mod state;
+mod welcome;
 
 pub use access::{group_by_name, peer_credentials, AccessRule, AllowedGroup, PeerCredentials};
 pub use config::{

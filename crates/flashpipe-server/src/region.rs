@@ -19,17 +19,15 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::Sender;
 use flashpipe_api::Command;
 use flashpipe_device::IoBuf;
-use flashpipe_engine::Completion;
 use flashpipe_protocol::{
     regions_supported, ErrorCode, Frame, ReadInto, RegionRequest, RegionResponse, RemoteError,
     RequestId, Response, REGION_OFFSET_ALIGNMENT_BYTES, REGION_PROTOCOL_VERSION,
 };
 use flashpipe_shm::{receive_with_fds, MapAccess, SharedMapping, MAX_FDS_PER_MESSAGE};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, ToEngine};
 use crate::core::Refused;
 
 /// Most descriptors a connection keeps waiting for their register-region frames; more
@@ -269,7 +267,7 @@ pub(crate) fn take_region_request(
     connection: &Arc<Connection>,
     request_id: RequestId,
     request: RegionRequest,
-    answers_to: &Sender<Completion>,
+    to_engine: &mut ToEngine<'_>,
 ) -> RegionOutcome {
     if !regions_supported(connection.version) {
         let version = connection.version;
@@ -298,7 +296,7 @@ pub(crate) fn take_region_request(
             .unregister(region)
             .map(|()| Response::Reply(flashpipe_api::Reply::Done)),
         RegionRequest::ReadInto(read) => {
-            return start_read_into(connection, request_id, read, answers_to)
+            return start_read_into(connection, request_id, read, to_engine)
         }
     };
     match answer {
@@ -316,7 +314,7 @@ fn start_read_into(
     connection: &Arc<Connection>,
     request_id: RequestId,
     read: ReadInto,
-    answers_to: &Sender<Completion>,
+    to_engine: &mut ToEngine<'_>,
 ) -> RegionOutcome {
     let destination = match checked_destination(connection, &read) {
         Ok(destination) => destination,
@@ -338,17 +336,12 @@ fn start_read_into(
         }
         Err(Refused::Connection(error)) => return Err(error),
     }
-    let engine_read = flashpipe_engine::ReadInto {
+    let engine_read = flashpipe_engine::Command::Read {
         name: read.name,
         offset_bytes: read.offset_bytes,
         length_bytes: read.length_bytes,
     };
-    let submitted = connection.state.commands.submit_read_into(
-        request_id,
-        engine_read,
-        destination,
-        answers_to,
-    );
+    let submitted = to_engine(request_id, engine_read, Some(destination));
     if let Err(error) = submitted {
         connection.abandon(request_id);
         connection.refuse(request_id, error.to_api());

@@ -1,10 +1,13 @@
 //! A connection's answering thread: takes the engine's completions as they come (in
 //! any order) and sends each back under its request id: read data inline on the copying
 //! path, or as a window of the shared read pool held under a read handle by reference.
+//! For a connection served on the engine thread (`ring_source`) the engine's sink
+//! answers with [`answer_one`] itself, and this thread only pushes the frames it handed
+//! over because the reply ring had no room (waiting for room, as for every answer here).
 
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, RecvError};
+use crossbeam_channel::{Receiver, TryRecvError};
 use flashpipe_base::{WaitPolicy, Waiter};
 use flashpipe_engine::{Completion, EngineError, ReadData, Reply};
 use flashpipe_protocol::{
@@ -19,42 +22,86 @@ use crate::core::inline_reply;
 /// answered everything it took (every sender of `answers` dropped).
 pub(crate) fn send_answers(connection: Arc<Connection>, answers: Receiver<Completion>) {
     let spin = connection.state.config.spin;
-    while let Ok((request_id, result)) = next_answer(&answers, spin) {
-        let entry = connection.finish(request_id).unwrap_or_else(|| {
-            panic!("the engine answered request {request_id}, which is not in flight")
-        });
-        let frame = match result {
-            Ok(Reply::Data(data)) if entry.into_region => Frame::Response {
-                request_id,
-                response: Response::Region(RegionResponse::ReadIntoDone {
-                    length_bytes: data.len() as u64,
-                }),
-            },
-            Ok(Reply::Data(data)) if !entry.holds_handle => {
-                connection.send_encoded(&encode_inline_data(request_id, data.bytes()));
-                continue;
-            }
-            Ok(reply) => Frame::Response {
-                request_id,
-                response: response(&connection, reply, &entry),
-            },
-            Err(error) => {
-                if entry.holds_handle {
-                    mapped(&connection).cancel_reservation();
-                }
-                Frame::Error {
-                    request_id,
-                    error: error.to_api(),
-                }
-            }
-        };
-        connection.send(&frame);
+    while let Some(next) = next_answer(&connection, &answers, spin) {
+        match next {
+            Next::Completion((request_id, result)) => answer_one(&connection, request_id, result),
+            Next::Deferred(bytes) => connection.send_encoded(&bytes),
+        }
+    }
+    for bytes in connection.deferred_receiver().try_iter() {
+        connection.send_encoded(&bytes);
     }
 }
 
-/// The next answer: polled for the spin window of wall time, then waited for parked.
-fn next_answer(answers: &Receiver<Completion>, spin: WaitPolicy) -> Result<Completion, RecvError> {
-    Waiter::new(spin).receive(answers).0
+/// Sends the answer of one completed request (on this thread, or on the engine
+/// thread for a connection served there).
+pub(crate) fn answer_one(
+    connection: &Connection,
+    request_id: u64,
+    result: Result<Reply, EngineError>,
+) {
+    let entry = connection.finish(request_id).unwrap_or_else(|| {
+        panic!("the engine answered request {request_id}, which is not in flight")
+    });
+    let frame = match result {
+        Ok(Reply::Data(data)) if entry.into_region => Frame::Response {
+            request_id,
+            response: Response::Region(RegionResponse::ReadIntoDone {
+                length_bytes: data.len() as u64,
+            }),
+        },
+        Ok(Reply::Data(data)) if !entry.holds_handle => {
+            connection.send_encoded(&encode_inline_data(request_id, data.bytes()));
+            return;
+        }
+        Ok(reply) => Frame::Response {
+            request_id,
+            response: response(connection, reply, &entry),
+        },
+        Err(error) => {
+            if entry.holds_handle {
+                mapped(connection).cancel_reservation();
+            }
+            Frame::Error {
+                request_id,
+                error: error.to_api(),
+            }
+        }
+    };
+    connection.send(&frame);
+}
+
+/// What the answering thread sends next.
+enum Next {
+    Completion(Completion),
+    /// A frame the engine thread could not push without waiting.
+    Deferred(Vec<u8>),
+}
+
+/// The next completion or deferred frame: both queues polled for the spin window of
+/// wall time, then waited for parked on both; `None` once the completions' queue has
+/// no sender left (the deferred frames are drained after).
+fn next_answer(
+    connection: &Connection,
+    answers: &Receiver<Completion>,
+    spin: WaitPolicy,
+) -> Option<Next> {
+    let deferred = connection.deferred_receiver();
+    let poll = || match answers.try_recv() {
+        Ok(completion) => Some(Some(Next::Completion(completion))),
+        Err(TryRecvError::Disconnected) => Some(None),
+        Err(TryRecvError::Empty) => deferred
+            .try_recv()
+            .ok()
+            .map(|bytes| Some(Next::Deferred(bytes))),
+    };
+    let park = || {
+        crossbeam_channel::select! {
+            recv(answers) -> completion => completion.ok().map(Next::Completion),
+            recv(deferred) -> bytes => bytes.ok().map(Next::Deferred),
+        }
+    };
+    Waiter::new(spin).wait(poll, park).0
 }
 
 fn mapped(connection: &Connection) -> &crate::mapped::Mapped {

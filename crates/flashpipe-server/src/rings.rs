@@ -4,19 +4,25 @@
 //! passes them beside the rings-opened answer, and from then on every frame of the
 //! connection, in the same encoding, goes through them. The socket stays open as the
 //! liveness signal: a watcher thread blocks reading it, and its end (or any byte on it)
-//! closes the rings, which wakes a reading thread parked on the request ring.
+//! closes the rings, which wakes a reading thread parked on the request ring. On protocol
+//! version 6 the engine's doorbell rides beside the rings and the engine thread reads the
+//! request ring (`ring_source`); the connection's thread then only watches the socket, and
+//! rings the doorbell once it closed the rings so the engine lets the source go.
 
 use std::io::{BufReader, Read};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crossbeam_channel::Sender;
+use flashpipe_engine::Completion;
 use flashpipe_protocol::{
     encode_frame, ErrorCode, Frame, RemoteError, RequestId, Response, RingsOpened,
 };
 use flashpipe_shm::{push_stream_bytes, ring_error_of, FrameRing, RingReader, RingWait};
 
 use crate::connection::Connection;
+use crate::ring_source::RingSource;
 use crate::state::Counters;
 
 /// The rings of a connection that moved to them.
@@ -55,12 +61,14 @@ pub(crate) enum OpenRefusal {
     Connection(RemoteError),
 }
 
-/// Makes the two rings, answers `request_id` with their descriptors and switches the
-/// connection's sending to the reply ring; returns the request ring to read from.
+/// Makes the two rings, answers `request_id` with their descriptors (and the engine's
+/// doorbell, on a connection of version 6 or newer whose engine takes sources) and
+/// switches the connection's sending to the reply ring; returns the request ring to
+/// read from, and whether the engine thread reads it (the doorbell went out).
 pub(crate) fn open_rings(
     connection: &Connection,
     request_id: RequestId,
-) -> Result<FrameRing, OpenRefusal> {
+) -> Result<(FrameRing, bool), OpenRefusal> {
     check_may_open(connection)?;
     let capacity_bytes = connection.state.config.ring_capacity_bytes as usize;
     let refused = |error: flashpipe_shm::FrameRingError| {
@@ -76,15 +84,26 @@ pub(crate) fn open_rings(
         requests.attach_again().map_err(refused)?,
         replies.attach_again().map_err(refused)?,
     ];
-    let answer = Frame::Response {
+    let commands = &connection.state.commands;
+    let on_engine = RingsOpened::may_carry_doorbell(connection.version) && commands.takes_sources();
+    let answer = |engine_doorbell| Frame::Response {
         request_id,
         response: Response::RingsOpened(RingsOpened {
             request_ring_capacity_bytes: capacity_bytes as u32,
             reply_ring_capacity_bytes: capacity_bytes as u32,
+            engine_doorbell,
         }),
     };
     let fds = [requests.as_fd(), replies.as_fd()];
-    let sent = connection.send_on_socket_with_fds(&encode_frame(&answer), &fds);
+    let sent = match on_engine {
+        true => commands.with_doorbell_fd(|doorbell| {
+            let fds = [fds[0], fds[1], doorbell];
+            connection.send_on_socket_with_fds(&encode_frame(&answer(true)), &fds)
+        }),
+        false => None,
+    };
+    let sent = sent
+        .unwrap_or_else(|| connection.send_on_socket_with_fds(&encode_frame(&answer(false)), &fds));
     if !sent {
         return Err(OpenRefusal::Connection(RemoteError::new(
             ErrorCode::Internal,
@@ -98,9 +117,38 @@ pub(crate) fn open_rings(
     tracing::info!(
         connection = connection.id,
         capacity_bytes,
+        on_engine,
         "frames go through shared-memory rings from now on"
     );
-    Ok(requests)
+    Ok((requests, on_engine))
+}
+
+/// Serves a connection whose request ring the engine thread reads: registers its
+/// source, then watches the socket on this thread until the connection ends.
+pub(crate) fn serve_on_engine(
+    connection: &Arc<Connection>,
+    socket: BufReader<UnixStream>,
+    requests: FrameRing,
+    answers_to: &Sender<Completion>,
+) {
+    if !socket.buffer().is_empty() {
+        Counters::add(&connection.state.counters.malformed_frames, 1);
+        crate::connection::close_with(
+            connection,
+            RemoteError::new(
+                ErrorCode::MalformedFrame,
+                "bytes on the socket after open-rings: frames go through the rings",
+            ),
+        );
+        return;
+    }
+    let source = RingSource::new(Arc::clone(connection), requests, answers_to.clone());
+    if let Err(error) = connection.state.commands.add_source(Box::new(source)) {
+        tracing::info!(connection = connection.id, %error, "the engine stopped before the connection's ring was taken; closing");
+        connection.end_rings_and_socket();
+        return;
+    }
+    watch_socket(connection, socket);
 }
 
 fn check_may_open(connection: &Connection) -> Result<(), OpenRefusal> {
@@ -205,6 +253,12 @@ fn watch_socket(connection: &Connection, mut socket: BufReader<UnixStream>) {
     let Some(rings) = connection.rings() else {
         return;
     };
+    watched_end(connection, rings, read);
+    connection.state.commands.ring();
+}
+
+/// Closes what the socket's end (or a byte on it) asks for.
+fn watched_end(connection: &Connection, rings: &ConnectionRings, read: std::io::Result<usize>) {
     match read {
         Ok(0) | Err(_) if connection.state.is_stopping() => rings.close_requests(),
         Ok(0) | Err(_) => {

@@ -15,7 +15,8 @@ use common::{connect, connect_with, pattern, start_server, wait_until};
 
 use flashpipe_client::{ClientTransport, Reply, Response, TransportExt};
 use flashpipe_protocol::{
-    decode_header, encode_frame, Frame, Hello, HEADER_BYTES, MAX_BODY_BYTES, PROTOCOL_VERSION,
+    decode_header, encode_frame, Frame, Hello, ENGINE_DOORBELL_VERSION, HEADER_BYTES,
+    MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
 use flashpipe_protocol::{Request, WireCommand, WritePayload};
 use flashpipe_shm::{attach_received_ring, RING_HEADER_BYTES};
@@ -177,12 +178,22 @@ fn ring_child_holding_a_view_until_killed() {
     }
 }
 
+/// The versions a hostile client speaks: 5 (its request ring read by the connection's
+/// reading thread) and the newest (read by the engine thread).
+const HOSTILE_VERSIONS: [u16; 2] = [5, PROTOCOL_VERSION];
+
 #[test]
 fn a_client_corrupting_its_ring_indices_ends_only_its_own_connection() {
+    for version in HOSTILE_VERSIONS {
+        corrupting_ring_indices_ends_only_that_connection(version);
+    }
+}
+
+fn corrupting_ring_indices_ends_only_that_connection(version: u16) {
     let test = start_server("serve-rings-hostile", |_| {});
     let mut honest = connect(&test.socket, true);
     honest.create("kept").expect("create");
-    let (socket, request_ring_fd, request_ring_bytes) = hostile_rings(&test.socket);
+    let (socket, request_ring_fd, request_ring_bytes) = hostile_rings(&test.socket, version);
     let ring_file = std::fs::File::from(request_ring_fd.try_clone().expect("dup"));
     let impossible_head = u64::MAX / 2;
     ring_file
@@ -231,9 +242,15 @@ fn a_full_reply_ring_holds_answers_back_and_loses_none() {
 
 #[test]
 fn a_byte_on_the_socket_after_opening_rings_ends_that_connection() {
+    for version in HOSTILE_VERSIONS {
+        a_byte_on_the_socket_ends_that_connection(version);
+    }
+}
+
+fn a_byte_on_the_socket_ends_that_connection(version: u16) {
     let test = start_server("serve-rings-socket-byte", |_| {});
     let mut honest = connect(&test.socket, true);
-    let (socket, _request_ring, _) = hostile_rings(&test.socket);
+    let (socket, _request_ring, _) = hostile_rings(&test.socket, version);
     let mut writing = &socket;
     std::io::Write::write_all(&mut writing, b"x").expect("a stray byte");
     wait_until(|| test.server.counters().malformed_frames == 1);
@@ -241,13 +258,13 @@ fn a_byte_on_the_socket_after_opening_rings_ends_that_connection() {
     honest.list().expect("the other client goes on");
 }
 
-/// Shakes hands by hand and opens rings: the socket, the request ring's memfd and the
-/// bytes its region spans.
-fn hostile_rings(path: &std::path::Path) -> (UnixStream, OwnedFd, usize) {
+/// Shakes hands by hand speaking `version` and opens rings: the socket, the request
+/// ring's memfd and the bytes its region spans.
+fn hostile_rings(path: &std::path::Path, version: u16) -> (UnixStream, OwnedFd, usize) {
     let socket = UnixStream::connect(path).expect("connect");
     let hello = Frame::Hello(Hello {
-        min_version: PROTOCOL_VERSION,
-        max_version: PROTOCOL_VERSION,
+        min_version: version,
+        max_version: version,
         map_memory: true,
         client_name: "hostile".to_string(),
     });
@@ -267,7 +284,9 @@ fn hostile_rings(path: &std::path::Path) -> (UnixStream, OwnedFd, usize) {
     else {
         panic!("open-rings answered {answer:?}")
     };
-    assert_eq!(fds.len(), 2);
+    let expected_fds = if rings.engine_doorbell { 3 } else { 2 };
+    assert_eq!(rings.engine_doorbell, version >= ENGINE_DOORBELL_VERSION);
+    assert_eq!(fds.len(), expected_fds);
     let request_fd = fds.remove(0);
     let bytes = RING_HEADER_BYTES + rings.request_ring_capacity_bytes as usize;
     (socket, request_fd, bytes)

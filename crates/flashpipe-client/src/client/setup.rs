@@ -14,7 +14,7 @@ use flashpipe_protocol::{
     SharedRegion, SharedWindow, Welcome, HEADER_BYTES, MAX_BODY_BYTES,
 };
 use flashpipe_shm::{attach_received_ring, PeerCheck, RingReader, RingWait, RING_HEADER_BYTES};
-use flashpipe_shm::{receive_with_fds, MapAccess, SharedMapping};
+use flashpipe_shm::{receive_with_fds, Doorbell, MapAccess, SharedMapping};
 
 use super::{Link, RingLink, SharedRegions, RING_PARK_TIMEOUT_US};
 use crate::error::ConnectError;
@@ -57,12 +57,23 @@ pub(super) fn open_rings(
             )))
         }
     };
-    let [request_fd, reply_fd]: [OwnedFd; 2] = fds.try_into().map_err(|fds: Vec<OwnedFd>| {
-        handshake(format!(
-            "rings-opened came with {} file descriptors, not 2",
+    let expected_fds = if rings.engine_doorbell { 3 } else { 2 };
+    if fds.len() != expected_fds {
+        return Err(handshake(format!(
+            "rings-opened came with {} file descriptors, not {expected_fds}",
             fds.len()
-        ))
-    })?;
+        )));
+    }
+    let mut fds = fds.into_iter();
+    let (request_fd, reply_fd) = (fds.next(), fds.next());
+    let (Some(request_fd), Some(reply_fd)) = (request_fd, reply_fd) else {
+        unreachable!("the count was checked");
+    };
+    let doorbell = fds
+        .next()
+        .map(Doorbell::attach)
+        .transpose()
+        .map_err(|error| handshake(format!("attaching the engine's doorbell: {error}")))?;
     let attach = |fd: OwnedFd, capacity_bytes: u32| {
         attach_received_ring(fd, RING_HEADER_BYTES + capacity_bytes as usize)
             .map_err(|error| handshake(format!("attaching a frame ring: {error}")))
@@ -70,6 +81,7 @@ pub(super) fn open_rings(
     let RingsOpened {
         request_ring_capacity_bytes,
         reply_ring_capacity_bytes,
+        ..
     } = rings;
     let requests = attach(request_fd, request_ring_capacity_bytes)?;
     let replies = attach(reply_fd, reply_ring_capacity_bytes)?;
@@ -78,6 +90,10 @@ pub(super) fn open_rings(
         .and_then(|watched| watched.set_nonblocking(true).map(|()| watched))
         .map_err(|error| handshake(format!("watching the socket: {error}")))?;
     let peer_check: PeerCheck = Box::new(move |_| server_alive(&watched));
+    let spin_us = match (&doorbell, spin_us) {
+        (Some(_), 0) => ENGINE_PATH_SPIN_US,
+        _ => spin_us,
+    };
     let wait = RingWait::SpinThenPark {
         spin_us,
         park_timeout_us: Some(RING_PARK_TIMEOUT_US),
@@ -85,6 +101,7 @@ pub(super) fn open_rings(
     Ok(Some(Link::Rings(Box::new(RingLink {
         requests,
         replies: RingReader::new(replies, wait, Some(peer_check)),
+        doorbell,
     }))))
 }
 
@@ -139,8 +156,16 @@ pub(super) fn receive_first_frame(
     Ok((frame, fds))
 }
 
-/// Most descriptors a welcome carries: the read pool and the write pool.
-const MAX_WELCOME_FDS: usize = 2;
+/// Most descriptors a first frame carries: a welcome the read pool and the write pool,
+/// a rings-opened the two rings and the engine's doorbell.
+const MAX_WELCOME_FDS: usize = 3;
+
+/// Spin window of the wait on the reply ring when the engine thread answers into it
+/// and the caller left `ring_spin_us` at 0, in microseconds: the engine's own default
+/// spin window (`flashpipe_engine::handoff::DEFAULT_SPIN_US`), so a client and the
+/// engine wait on each other as an in-process client and its engine do (two threads,
+/// each spinning for one window before it parks).
+pub const ENGINE_PATH_SPIN_US: u32 = 200;
 
 /// Maps the regions a welcome passed: the read pool read-only, the write pool
 /// read-write; `None` on the copying path.

@@ -1,0 +1,148 @@
+//! Unit tests of the inbound sources' round robin: budgets, fairness, and sources that
+//! misbehave (hand over too much, close).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::{bounded, Receiver};
+
+use super::*;
+use crate::client::Completion;
+
+/// A source with `left` commands queued, tagged with its `id` in the ticket's top bits;
+/// hands over `per_poll` a poll whatever the budget says (more than it: garbage).
+struct Counting {
+    id: u64,
+    left: u64,
+    per_poll: usize,
+    answers: Sender<Completion>,
+    dropped: Arc<AtomicBool>,
+}
+
+impl InboundSource for Counting {
+    fn poll(&mut self, _budget: usize, submit: &mut dyn FnMut(Submission)) -> SourceState {
+        for _ in 0..self.per_poll {
+            if self.left == 0 {
+                return SourceState::Closed;
+            }
+            self.left -= 1;
+            submit(Submission {
+                ticket: self.id << 32 | self.left,
+                command: Command::Stats,
+                reply_to: ReplyTo::Queue(self.answers.clone()),
+                destination: None,
+            });
+        }
+        SourceState::Open
+    }
+}
+
+impl Drop for Counting {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Made {
+    dropped: Arc<AtomicBool>,
+    answers: Receiver<Completion>,
+}
+
+fn source(sources: &mut Sources, id: u64, left: u64, per_poll: usize) -> Made {
+    let (answers, answered) = bounded(1024);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let added = sources.add(Box::new(Counting {
+        id,
+        left,
+        per_poll,
+        answers,
+        dropped: Arc::clone(&dropped),
+    }));
+    assert!(added);
+    Made {
+        dropped,
+        answers: answered,
+    }
+}
+
+fn tickets_by_source(pending: &mut VecDeque<Message>) -> Vec<u64> {
+    pending
+        .drain(..)
+        .map(|message| match message {
+            Message::Command(submission) => submission.ticket >> 32,
+            _ => panic!("sources hand over commands only"),
+        })
+        .collect()
+}
+
+#[test]
+fn every_source_gets_its_budget_each_round_and_the_start_moves() {
+    let mut sources = Sources::default();
+    let _busy = source(&mut sources, 1, 1000, SOURCE_BUDGET);
+    let _quiet = source(&mut sources, 2, 1000, 1);
+    let mut pending = VecDeque::new();
+    sources.poll_round(&mut pending);
+    let first = tickets_by_source(&mut pending);
+    assert_eq!(first.iter().filter(|&&id| id == 1).count(), SOURCE_BUDGET);
+    assert_eq!(first.iter().filter(|&&id| id == 2).count(), 1);
+    assert_eq!(first[0], 1);
+    sources.poll_round(&mut pending);
+    let second = tickets_by_source(&mut pending);
+    assert_eq!(second[0], 2, "the next round starts with the next source");
+}
+
+#[test]
+fn a_source_that_hands_over_more_than_its_budget_is_answered_and_dropped() {
+    let mut sources = Sources::default();
+    let garbage = source(&mut sources, 1, 1000, SOURCE_BUDGET + 3);
+    let honest = source(&mut sources, 2, 1000, 2);
+    let mut pending = VecDeque::new();
+    sources.poll_round(&mut pending);
+    let taken = tickets_by_source(&mut pending);
+    assert_eq!(taken.iter().filter(|&&id| id == 1).count(), SOURCE_BUDGET);
+    let refused: Vec<_> = garbage.answers.try_iter().collect();
+    assert_eq!(refused.len(), 3);
+    for (_, result) in refused {
+        let error = result.expect_err("the extra commands are refused");
+        assert!(error.to_string().contains("budget"), "{error}");
+    }
+    assert!(garbage.dropped.load(Ordering::SeqCst));
+    assert!(!honest.dropped.load(Ordering::SeqCst));
+    assert_eq!(sources.len(), 1);
+    sources.poll_round(&mut pending);
+    assert_eq!(tickets_by_source(&mut pending), vec![2, 2]);
+}
+
+#[test]
+fn a_closed_source_is_dropped_after_its_last_commands() {
+    let mut sources = Sources::default();
+    let closing = source(&mut sources, 1, 3, SOURCE_BUDGET);
+    let mut pending = VecDeque::new();
+    sources.poll_round(&mut pending);
+    assert_eq!(tickets_by_source(&mut pending), vec![1, 1, 1]);
+    assert!(closing.dropped.load(Ordering::SeqCst));
+    assert_eq!(sources.len(), 0);
+    sources.poll_round(&mut pending);
+    assert!(pending.is_empty());
+}
+
+#[test]
+fn no_more_sources_than_the_limit_are_kept() {
+    let mut sources = Sources::default();
+    let made: Vec<_> = (0..MAX_INBOUND_SOURCES as u64)
+        .map(|id| source(&mut sources, id, 1, 1))
+        .collect();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (answers, _answered) = bounded(1);
+    let added = sources.add(Box::new(Counting {
+        id: 0,
+        left: 1,
+        per_poll: 1,
+        answers,
+        dropped: Arc::clone(&dropped),
+    }));
+    assert!(!added);
+    assert!(dropped.load(Ordering::SeqCst), "the extra source is let go");
+    assert_eq!(made.len(), sources.len());
+}
