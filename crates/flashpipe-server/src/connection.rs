@@ -60,7 +60,6 @@ pub(crate) struct Connection {
     deferred: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
 }
 
-/// Hands one checked command to the engine under its request id.
 /// Hands one admitted command to the engine: a read-into's bytes go into its destination
 /// (a client region), every other command has none.
 pub(crate) type ToEngine<'a> =
