@@ -147,6 +147,14 @@ fn a_mount_of_a_read_only_server_answers_erofs_with_nothing_changed() {
     let (server, _lines) = start_flashpipe(&["serve", "--read-only", text(&store)]);
     let mount = Mounted::start(&store, &directory, &[]);
     assert_eq!(shell_ok(root, "cat m/d"), "data\n");
+    assert_every_change_refused(root);
+    mount.stop(libc::SIGTERM);
+    stop_with(server, libc::SIGTERM);
+    assert_eq!(succeed_bytes(&["get", text(&store), "d", "-"]), b"data\n");
+}
+
+/// Each change through the mount at `root`/m is refused with `EROFS`; the tree stays `d`.
+fn assert_every_change_refused(root: &Path) {
     for change in [
         "echo x > m/new",
         "echo x >> m/d",
@@ -155,23 +163,6 @@ fn a_mount_of_a_read_only_server_answers_erofs_with_nothing_changed() {
         "mkdir m/sub",
         "mv m/d m/e",
     ] {
-        let output = shell(root, change);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{change} is refused");
-        assert!(
-            stderr.contains("Read-only file system"),
-            "{change}: {stderr}"
-        );
-    }
-    assert_eq!(shell_ok(root, "ls m"), "d\n");
-    mount.stop(libc::SIGTERM);
-    stop_with(server, libc::SIGTERM);
-    assert_eq!(succeed_bytes(&["get", text(&store), "d", "-"]), b"data\n");
-}
-
-/// Each change through the mount at `root`/m is refused with `EROFS`; the tree stays `d`.
-fn assert_every_change_refused(root: &Path) {
-    for change in ["echo x > m/new", "echo x >> m/d", "chmod 600 m/d", "rm m/d"] {
         let output = shell(root, change);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{change} is refused");
