@@ -101,11 +101,7 @@ pub fn run(arguments: MountArgs) -> CliResult {
     let signals = StopSignals::install()?;
     let session = StoreSession::open(&SessionRequest {
         store_file: &arguments.store,
-        access: if arguments.read_only {
-            StoreAccess::ReadOnly
-        } else {
-            StoreAccess::ReadWrite
-        },
+        access: StoreAccess::read_only_if(arguments.read_only),
         wait: if arguments.wait {
             LockWait::Wait
         } else {

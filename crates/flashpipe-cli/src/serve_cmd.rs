@@ -360,11 +360,7 @@ fn open_store_to_serve(arguments: &ServeArgs) -> Result<RunningStore, Box<dyn st
     if let Some(spin) = spin_setting(arguments.spin_us)? {
         engine_config.handoff = Handoff::from_policy(spin);
     }
-    let access = if arguments.read_only {
-        StoreAccess::ReadOnly
-    } else {
-        StoreAccess::ReadWrite
-    };
+    let access = StoreAccess::read_only_if(arguments.read_only);
     let store = RunningStore::open_with(arguments.store(), access, wait, engine_config)?;
     for note in &store.notes {
         tracing::info!(store = %arguments.store().display(), "{note}");

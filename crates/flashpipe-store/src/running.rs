@@ -35,6 +35,15 @@ pub enum StoreAccess {
 }
 
 impl StoreAccess {
+    /// Read-only when `read_only` (a command's `--read-only`), else read-write.
+    pub fn read_only_if(read_only: bool) -> StoreAccess {
+        if read_only {
+            StoreAccess::ReadOnly
+        } else {
+            StoreAccess::ReadWrite
+        }
+    }
+
     /// How the devices are opened for this access (they must exist either way).
     pub fn device_creation(self) -> DeviceCreation {
         match self {
