@@ -115,6 +115,16 @@ pub struct ServeArgs {
     /// past it is refused with an error naming this limit.
     #[arg(long)]
     pub max_read_handles: Option<usize>,
+    /// Most destination regions one client may hold registered at once (Python's large
+    /// reads go straight into such a region; default 8); one more is refused with an error
+    /// naming this limit, and the client falls back to a copy.
+    #[arg(long)]
+    pub max_regions_per_client: Option<usize>,
+    /// Most bytes of destination regions one client may hold registered at once, all its
+    /// regions together (e.g. 1GiB; default 4GiB). The memory is the client's; the server
+    /// maps it, so this bounds the server's address space per client.
+    #[arg(long, value_name = "SIZE")]
+    pub max_region_bytes_per_client: Option<String>,
     /// Microseconds every waiting thread of the server polls before it sleeps, 0 to 10000:
     /// the engine's hand-off, each client's answering thread, and the reading thread of a
     /// ring client's request ring [default: FLASHPIPE_SPIN_US, else each one's own: the
@@ -471,6 +481,11 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
             arguments.max_read_handles,
             &mut config.max_read_handles,
         ),
+        (
+            "--max-regions-per-client",
+            arguments.max_regions_per_client,
+            &mut config.max_regions_per_client,
+        ),
     ] {
         if let Some(value) = value {
             if value == 0 {
@@ -494,6 +509,9 @@ fn server_config(arguments: &ServeArgs) -> Result<ServerConfig, Box<dyn std::err
     if let Some(text) = &arguments.max_bytes_in_flight_per_client {
         config.max_bytes_in_flight_per_client =
             positive_size("--max-bytes-in-flight-per-client", text)?;
+    }
+    if let Some(text) = &arguments.max_region_bytes_per_client {
+        config.max_region_bytes_per_client = positive_size("--max-region-bytes-per-client", text)?;
     }
     Ok(config)
 }

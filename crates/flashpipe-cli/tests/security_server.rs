@@ -376,6 +376,18 @@ fn bad_values_of_the_new_serve_options_are_refused_before_serving() {
         (vec!["--max-clients-per-uid", "0"], "--max-clients-per-uid"),
         (vec!["--spill-dir", text(&missing)], "--spill-dir"),
         (vec!["--kernel-data", text(&a_file)], "--kernel-data"),
+        (
+            vec!["--max-regions-per-client", "0"],
+            "--max-regions-per-client",
+        ),
+        (
+            vec!["--max-region-bytes-per-client", "0"],
+            "--max-region-bytes-per-client",
+        ),
+        (
+            vec!["--max-region-bytes-per-client", "lots"],
+            "--max-region-bytes-per-client",
+        ),
     ] {
         let mut command = vec!["serve", text(&store)];
         command.extend(arguments);

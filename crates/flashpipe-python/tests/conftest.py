@@ -46,9 +46,9 @@ def make_store(binary, folder, size="64MiB"):
 class Server:
     """A running ``flashpipe serve`` of one store."""
 
-    def __init__(self, binary, store):
+    def __init__(self, binary, store, options=()):
         self.process = subprocess.Popen(
-            [str(binary), "serve", str(store)],
+            [str(binary), "serve", str(store), *options],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

@@ -207,3 +207,23 @@ def test_live_arrays_past_the_region_limits_are_copied_and_all_right(binary, sto
         del held
         gc.collect()
         assert store.read_array("f", dtype="u1").tobytes() == values
+
+
+@pytest.mark.parametrize(
+    "option", [["--max-region-bytes-per-client", "2MiB"], ["--max-regions-per-client", "1"]]
+)
+def test_the_servers_region_limits_send_reads_past_them_to_the_copy(binary, store_file, option):
+    server = Server(binary, store_file, option)
+    try:
+        values = pattern(3 * MIB)
+        with flashpipe.Store(store_file) as store:
+            store.put("f", values)
+            held = [store.read_array("f", dtype="u1") for _ in range(2)]
+            kinds = [repr(array.base.obj) for array in held]
+            assert all(array.tobytes() == values for array in held)
+            if option[0] == "--max-regions-per-client":
+                assert "region" in kinds[0] and "copied" in kinds[1], kinds
+            else:
+                assert all("copied" in kind for kind in kinds), "a 4 MiB region is past 2 MiB"
+    finally:
+        server.stop()
