@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
+use flashpipe_base::wait::WaitPolicy;
 use flashpipe_cluster::description::LinkKind;
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::handshake::HandshakeError;
@@ -55,6 +56,11 @@ pub struct NodeArgs {
     /// file's folder). A node restarted with the same folder serves the same image.
     #[arg(long)]
     pub image: Option<PathBuf>,
+    /// Microseconds the router polls its inputs (spin, then yield) before it sleeps, 0 to
+    /// 10000 [default: FLASHPIPE_SPIN_US, else 100 over shared-memory links and 0 over
+    /// TCP]. Polling pays only where cores are spare: docs/benchmarks.md.
+    #[arg(long)]
+    pub spin_us: Option<WaitPolicy>,
     /// Print the readiness and stop lines as JSON, and log as JSON.
     #[arg(long)]
     pub json: bool,
@@ -268,6 +274,7 @@ fn node(arguments: &NodeArgs) -> CliResult {
         description: arguments.cluster.clone(),
         node: arguments.node,
         image_folder,
+        spin: crate::serve_cmd::spin_setting(arguments.spin_us)?,
     })
     .map_err(invalid)?;
     let ready = running.ready().clone();

@@ -350,6 +350,13 @@ fn bad_descriptions_and_options_are_refused_clearly() {
             expected,
         );
     }
+    check_fails(
+        &command_line(
+            "cluster node --cluster {} --node 0 --image {} --spin-us 20000",
+            &[text(&good), images],
+        ),
+        "--spin-us",
+    );
     let arguments = ["cluster", "page", "--cluster", text(&good), "--host", "0"];
     let address = ["--device", "0", "--bus", "0", "--chip", "0", "--block", "0"];
     let with = |op: &str, extra: &[&str]| -> Vec<String> {

@@ -162,6 +162,9 @@ pub struct NodeOptions {
     pub node: u32,
     /// The folder of the node's image (the description's `image` names the file in it).
     pub image_folder: PathBuf,
+    /// How long the router polls its inputs before it parks; `None`: `FLASHPIPE_SPIN_US`,
+    /// else the link kind's default ([`router_wait_policy`]).
+    pub spin: Option<WaitPolicy>,
 }
 
 /// What a started node reports in its readiness line.
@@ -521,12 +524,15 @@ pub fn start(options: &NodeOptions) -> Result<RunningNode, NodeError> {
     start_with_limits(options, NodeLimits::default())
 }
 
-/// How long the router polls its inputs before it parks: `FLASHPIPE_SPIN_US` when set;
-/// else, over shared memory, [`DEFAULT_DOORBELL_WINDOW_US`] (docs/design/25-cluster-shm.md,
+/// How long the router polls its inputs before it parks: the window the caller gave (`cluster
+/// node --spin-us`), else `FLASHPIPE_SPIN_US` when set; else, over shared memory, [`DEFAULT_DOORBELL_WINDOW_US`] (docs/design/25-cluster-shm.md,
 /// "The one wait strategy"), and over TCP not at all: a TCP frame reaches the router through
 /// a reader thread that needs a core, which a polling router on a small machine takes
 /// (measured: one hop 371 us polling against 287 us parking at once, docs/benchmarks.md).
-fn router_wait_policy(link: LinkKind) -> Result<WaitPolicy, NodeError> {
+fn router_wait_policy(link: LinkKind, given: Option<WaitPolicy>) -> Result<WaitPolicy, NodeError> {
+    if let Some(policy) = given {
+        return Ok(policy);
+    }
     match WaitPolicy::from_environment() {
         Some(policy) => policy.map_err(NodeError::SpinWindow),
         None => Ok(default_router_wait(link)),
@@ -630,7 +636,7 @@ pub fn start_with_limits(
         attach: attach_receiver,
         doorbell,
         bell: Arc::clone(&bell),
-        wait_policy: router_wait_policy(description.link)?,
+        wait_policy: router_wait_policy(description.link, options.spin)?,
         stopping: Arc::clone(&stopping),
     };
     let router = std::thread::Builder::new()

@@ -52,6 +52,7 @@ fn start_small(description: &Path, node: u32, images: &Path) -> RunningNode {
         description: description.to_path_buf(),
         node,
         image_folder: images.to_path_buf(),
+        spin: None,
     };
     start_with_limits(&options, SMALL).unwrap()
 }

@@ -27,6 +27,7 @@ fn a_neighbour_past_its_tokens_is_closed() {
         description: description.clone(),
         node: 0,
         image_folder: root.to_path_buf(),
+        spin: None,
     };
     let node = start_with_limits(&options, TINY).unwrap();
 

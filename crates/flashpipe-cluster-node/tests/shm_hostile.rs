@@ -112,6 +112,7 @@ fn only_a_stale_socket_of_this_user_is_replaced() {
         description: description.clone(),
         node: 0,
         image_folder: root.join("images"),
+        spin: None,
     };
     let sockets = &loaded.socket_dir;
     std::fs::create_dir(sockets).unwrap();

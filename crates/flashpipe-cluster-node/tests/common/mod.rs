@@ -91,6 +91,7 @@ pub fn start_node(description: &Path, node: u32, images: &Path) -> RunningNode {
         description: description.to_path_buf(),
         node,
         image_folder: images.to_path_buf(),
+        spin: None,
     })
     .unwrap()
 }

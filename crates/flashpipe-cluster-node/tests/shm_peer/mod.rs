@@ -54,6 +54,7 @@ pub fn start_shm_node(description: &Path, node: u32, images: &Path) -> RunningNo
             description: description.to_path_buf(),
             node,
             image_folder: images.to_path_buf(),
+            spin: None,
         },
         NodeLimits::default(),
     )
