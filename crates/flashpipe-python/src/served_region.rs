@@ -92,6 +92,16 @@ impl RegionReads {
         }
     }
 
+    /// Region reads that never happen: every large read is copied (a session kept off
+    /// shared memory).
+    pub fn unavailable(socket: PathBuf, expect: ServerExpectation) -> RegionReads {
+        RegionReads {
+            socket,
+            expect,
+            link: Link::Unavailable,
+        }
+    }
+
     /// Reads `length_bytes` at `offset_bytes` of `name` into a region; `Ok(None)` when
     /// this server cannot (the caller copies instead).
     pub fn read(

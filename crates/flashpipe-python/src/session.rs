@@ -54,9 +54,15 @@ macro_rules! with_transport {
 pub(crate) use with_transport;
 
 impl Session {
-    /// Opens a session on the store file `store_file` (see the module's documentation).
-    pub fn open(store_file: &Path, read_only: bool) -> Result<Session, StoreError> {
-        if let Some(served) = live_server(store_file)? {
+    /// Opens a session on the store file `store_file` (see the module's documentation);
+    /// without `shared_memory` a served session stays on the socket (no mapping, no
+    /// rings, no regions).
+    pub fn open(
+        store_file: &Path,
+        read_only: bool,
+        shared_memory: bool,
+    ) -> Result<Session, StoreError> {
+        if let Some(served) = live_server(store_file, shared_memory)? {
             return Ok(served);
         }
         let access = if read_only {
@@ -67,7 +73,7 @@ impl Session {
         let store = match RunningStore::open(store_file, access, LockWait::Fail) {
             Ok(store) => store,
             Err(error @ StoreOpenError::Lock(StoreLockError::Held { .. })) => {
-                return match live_server(store_file)? {
+                return match live_server(store_file, shared_memory)? {
                     Some(served) => Ok(served),
                     None => Err(error.into()),
                 };
@@ -132,8 +138,9 @@ impl Session {
 /// A session through the server of `store_file`, when one answers on its socket;
 /// `Ok(None)` when there is no socket or a stale one nobody answers on. A server that
 /// answers but may not be used (another user's, another store's, its client limit) is
-/// an error: the store is in its hands.
-fn live_server(store_file: &Path) -> Result<Option<Session>, StoreError> {
+/// an error: the store is in its hands. Without `shared_memory` the connection maps
+/// nothing and takes no rings, and large reads are not read into regions.
+fn live_server(store_file: &Path, shared_memory: bool) -> Result<Option<Session>, StoreError> {
     let socket = server_socket_path(store_file);
     if !socket.exists() {
         return Ok(None);
@@ -141,15 +148,23 @@ fn live_server(store_file: &Path) -> Result<Option<Session>, StoreError> {
     let expect = server_expectation(store_file)?;
     let options = ConnectOptions {
         expect: Some(expect.clone()),
-        map_memory: true,
+        map_memory: shared_memory,
         client_name: format!("python (pid {})", std::process::id()),
-        transport: ClientTransport::RingsWhenMapped,
+        transport: if shared_memory {
+            ClientTransport::RingsWhenMapped
+        } else {
+            ClientTransport::Socket
+        },
         ..ConnectOptions::default()
     };
     match Client::connect(&socket, options) {
         Ok(client) => Ok(Some(Session::Served {
             client,
-            regions: RegionReads::new(socket, expect),
+            regions: if shared_memory {
+                RegionReads::new(socket, expect)
+            } else {
+                RegionReads::unavailable(socket, expect)
+            },
         })),
         Err(ConnectError::Connect { source, .. })
             if source.kind() != std::io::ErrorKind::PermissionDenied =>

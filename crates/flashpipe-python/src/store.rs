@@ -268,11 +268,14 @@ impl Store {
     /// Opens the store whose store file is `path`: through its running `flashpipe serve`
     /// when one answers on the store's socket, otherwise in this process (holding the
     /// store's lock until `close()`; `read_only=True` shares it with other readers).
+    /// `shared_memory=False` keeps a served session to the socket: every byte crosses it as
+    /// it would a network, with no shared memory mapped and no reads into this process's
+    /// memory (a Dask task away from its store measures the bytes it moves so).
     #[new]
-    #[pyo3(signature = (path, *, read_only = false))]
-    fn new(py: Python<'_>, path: PathBuf, read_only: bool) -> PyResult<Store> {
+    #[pyo3(signature = (path, *, read_only = false, shared_memory = true))]
+    fn new(py: Python<'_>, path: PathBuf, read_only: bool, shared_memory: bool) -> PyResult<Store> {
         let session = py
-            .detach(|| Session::open(&path, read_only))
+            .detach(|| Session::open(&path, read_only, shared_memory))
             .map_err(PyErr::from)?;
         Ok(Store {
             path,

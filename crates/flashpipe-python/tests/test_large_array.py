@@ -227,3 +227,19 @@ def test_the_servers_region_limits_send_reads_past_them_to_the_copy(binary, stor
                 assert all("copied" in kind for kind in kinds), "a 4 MiB region is past 2 MiB"
     finally:
         server.stop()
+
+
+def test_a_store_kept_off_shared_memory_copies_every_read_through_the_socket(
+    binary, store_file, server
+):
+    values = pattern(5 * MIB + 3)
+    with flashpipe.Store(store_file, shared_memory=False) as store:
+        assert store.via == "served" and store.by_reference is False
+        store.put("f", values)
+        large = store.read_array("f", dtype="u1")
+        small = store.read_array("f", dtype="u1", count=4096)
+        assert "copied" in repr(large.base.obj) and "copied" in repr(small.base.obj)
+        assert large.tobytes() == values and small.tobytes() == values[:4096]
+        assert store.get("f") == values
+    with flashpipe.Store(store_file) as store:
+        assert store.by_reference is True, "the default still maps the server's memory"

@@ -4,9 +4,10 @@ per storage node, each served by ``flashpipe serve`` with a Dask worker (``dask 
 
 Each task is submitted with ``workers=[the worker beside its store]`` and
 ``allow_other_workers=True``, so Dask may still run it elsewhere when that worker is busy
-or gone. A task that runs away from its store opens the store by its path, so it reads
-through that store's server socket; the bytes it reads that way are counted as bytes moved
-between workers. :func:`map` returns the results with a report: tasks, locality hits,
+or gone. A task that runs away from its store opens the store by its path with
+``shared_memory=False``, so every byte it reads crosses that store's server socket as it
+would a network (no shared memory, no reads into its own memory); the bytes it reads that
+way are counted as bytes moved between workers. :func:`map` returns the results with a report: tasks, locality hits,
 bytes moved. docs/python.md ("Dask") shows a multi-node set-up.
 
 Needs ``distributed`` (``pip install "dask[distributed]"``), imported on first use.
@@ -271,8 +272,8 @@ class _CountingStore(Store):
         return data
 
 
-def _open_served(store):
-    opened = _CountingStore(store)
+def _open_served(store, shared_memory=True):
+    opened = _CountingStore(store, shared_memory=shared_memory)
     if opened.via != "served":
         opened.close()
         raise ConnectionLost(
@@ -292,7 +293,7 @@ def _list_task(store, pattern):
 
 def _open_for_task(store, here, wanted_worker):
     try:
-        return _open_served(store)
+        return _open_served(store, shared_memory=here == wanted_worker)
     except (NotFound, ConnectionLost) as error:
         if here == wanted_worker:
             raise
