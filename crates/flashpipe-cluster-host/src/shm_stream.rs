@@ -82,8 +82,14 @@ impl ShmStream {
             spin_us: 0,
             park_timeout_us: Some(SOCKET_CHECK_US),
         };
+        let node_bell = self
+            .node_bell
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(Error::other)
+            .and_then(|fd| Doorbell::attach(fd).map_err(Error::other))?;
         Ok(Some(ShmReader {
-            reader: RingReader::new(input, wait, Some(check)),
+            reader: RingReader::new(input, wait, Some(check)).with_room_bell(node_bell),
         }))
     }
 

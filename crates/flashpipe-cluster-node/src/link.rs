@@ -87,6 +87,17 @@ impl Link {
         }
     }
 
+    /// Whether a ring link's output has room again for a frame that did not fit (the
+    /// consumer took enough that the ring is no longer crowded; it also rings the node's
+    /// doorbell then, which a park sees); a TCP connection's writer channel is not
+    /// looked at (false).
+    pub fn has_room(&self) -> bool {
+        match self {
+            Link::Tcp(_) => false,
+            Link::Ring(link) => !link.output.is_crowded(),
+        }
+    }
+
     /// Ends the link both ways.
     pub fn close(&mut self) {
         match self {
@@ -135,8 +146,14 @@ impl RingLink {
                 Ok(None) => {}
                 Err(reason) => return self.bad(reason),
             }
+            let crowded = self.input.is_crowded();
             match self.input.pop_into(RingWait::NoWait, &mut self.record) {
-                Ok(true) => self.take_record(),
+                Ok(true) => {
+                    if crowded {
+                        self.peer_doorbell.ring();
+                    }
+                    self.take_record();
+                }
                 Ok(false) if self.input.is_closed() => return self.closed_drained(),
                 Ok(false) => return self.empty(),
                 Err(error) => return self.bad(format!("bad ring: {error}")),

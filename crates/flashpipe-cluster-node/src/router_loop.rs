@@ -202,7 +202,7 @@ impl RouterLoop {
             state.pump();
             let park_us = u64::try_from(state.wait_for().as_micros()).unwrap_or(u64::MAX);
             doorbell.wait(wait_policy, Some(park_us), || {
-                let ready = bell.rung() || stopping.load(Ordering::SeqCst) || state.has_input();
+                let ready = bell.rung() || stopping.load(Ordering::SeqCst) || state.has_input_or_room();
                 ready.then_some(())
             });
         }
@@ -557,11 +557,14 @@ impl State {
         }
     }
 
-    /// Whether a shared-memory link has something to take (the doorbell's poll).
-    fn has_input(&self) -> bool {
-        self.ports
-            .iter()
-            .any(|state| state.conn.as_ref().is_some_and(Link::has_input))
+    /// Whether a shared-memory link has something to take, or room again for the frame
+    /// it could not take (the doorbell's poll).
+    fn has_input_or_room(&self) -> bool {
+        self.ports.iter().any(|state| {
+            state.conn.as_ref().is_some_and(|conn| {
+                conn.has_input() || (state.pending.is_some() && conn.has_room())
+            })
+        })
     }
 
     fn wait_for(&self) -> Duration {

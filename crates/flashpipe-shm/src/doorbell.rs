@@ -124,6 +124,12 @@ impl Doorbell {
         self.counters
     }
 
+    /// How many times the doorbell was rung, wrapping (through any handle): for tests
+    /// and diagnostics.
+    pub fn rings_so_far(&self) -> u32 {
+        self.sequence_word().load(Ordering::SeqCst)
+    }
+
     /// The producer's side: call after publishing a record (or closing a ring) this
     /// doorbell's consumer polls. Wakes the consumer if it is parked; true when that took
     /// a system call.

@@ -331,6 +331,19 @@ impl FrameRing {
         }
     }
 
+    /// True when a producer may be waiting for room: records fill more than half of the
+    /// data area. A stream producer's records are at most a quarter of it
+    /// ([`crate::ring_stream::stream_record_bytes`]), so a push of one that found the ring full saw more
+    /// than three quarters used; a consumer that pops from a crowded ring wakes the
+    /// producer's doorbell, where it has one. A damaged header reads as crowded (the pop
+    /// reports the damage).
+    pub fn is_crowded(&self) -> bool {
+        let head = self.head_word().load(Ordering::Acquire);
+        let tail = self.tail_word().load(Ordering::Relaxed);
+        self.checked_used_bytes(head, tail)
+            .map_or(true, |used| used > self.capacity_bytes / 2)
+    }
+
     /// Appends `record` when there is room (the producer's side); never waits. Wakes the
     /// consumer only when it announced it is parked.
     pub fn try_push(&mut self, record: &[u8]) -> Result<PushOutcome, FrameRingError> {

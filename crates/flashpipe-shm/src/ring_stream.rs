@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use flashpipe_base::wait::{WaitPolicy, Waiter};
 
 use super::ring::{FrameRing, FrameRingError, PushOutcome, RingWait};
+use crate::Doorbell;
 
 /// Called by a waiting reader or writer between two waits; an error ends the wait with
 /// it (the peer is gone, a deadline passed). Takes how long this wait has lasted.
@@ -35,6 +36,7 @@ pub struct RingReader {
     position: usize,
     peer_check: Option<PeerCheck>,
     waiting_since: Option<Instant>,
+    room_bell: Option<Doorbell>,
 }
 
 impl RingReader {
@@ -49,7 +51,16 @@ impl RingReader {
             position: 0,
             peer_check,
             waiting_since: None,
+            room_bell: None,
         }
+    }
+
+    /// Rings `bell` (the producer's doorbell) after each record taken from a crowded ring
+    /// ([`FrameRing::is_crowded`]), so a producer parked on it while the ring was full
+    /// learns at once that there is room, instead of at its next timeout.
+    pub fn with_room_bell(mut self, bell: Doorbell) -> RingReader {
+        self.room_bell = Some(bell);
+        self
     }
 
     /// The ring read.
@@ -65,10 +76,14 @@ impl RingReader {
     /// Takes the next record; false at the end of the stream (closed and drained).
     fn next_record(&mut self) -> std::io::Result<bool> {
         loop {
+            let crowded = self.room_bell.is_some() && self.ring.is_crowded();
             match self.ring.pop_into(self.wait, &mut self.record) {
                 Ok(true) => {
                     self.position = 0;
                     self.waiting_since = None;
+                    if let Some(bell) = self.room_bell.as_mut().filter(|_| crowded) {
+                        bell.ring();
+                    }
                     return Ok(true);
                 }
                 Ok(false) => {}
