@@ -66,6 +66,11 @@ const SIDE_COPYING: &str = "client, copying (bytes through the socket)";
 const SIDE_TMPFS: &str = "read() from tmpfs in a client";
 /// Rounds each fixed-count measurement runs in (the fastest counts).
 const ROUNDS: u64 = 5;
+/// Reads in flight in all in the 4 KiB random-read rows: one in-process client keeps them
+/// all, or [`SMALL_DEPTH_CLIENTS`] client processes a share each.
+const SMALL_DEPTH_TOTAL: u32 = 32;
+/// Client processes of the served 4 KiB random-read row.
+const SMALL_DEPTH_CLIENTS: u32 = 4;
 
 /// How client "processes" run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -248,6 +253,23 @@ pub struct ConcurrencyRow {
     pub slowest_over_fastest_ratio: f64,
 }
 
+/// One side's 4 KiB random reads with [`SMALL_DEPTH_TOTAL`] in flight in all.
+#[derive(Debug, Clone, Serialize)]
+pub struct SmallReadsRow {
+    /// in-process engine, or client processes by reference through rings.
+    pub side: String,
+    /// Clients (threads or processes) sharing the reads in flight.
+    pub clients: u32,
+    /// Reads in flight in all.
+    pub depth: u32,
+    /// Seconds they read.
+    pub seconds: f64,
+    /// Thousands of reads per second, all clients together.
+    pub thousand_reads_per_second: f64,
+    /// Over the in-process engine's.
+    pub over_in_process_ratio: f64,
+}
+
 /// Everything measured on one store.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoreReport {
@@ -261,6 +283,8 @@ pub struct StoreReport {
     pub throughput: Vec<ThroughputRow>,
     /// Concurrent clients.
     pub concurrency: Vec<ConcurrencyRow>,
+    /// 4 KiB random reads at depth, in process and from several client processes.
+    pub small_reads: Vec<SmallReadsRow>,
     /// Issue #14's targets, each judged from the rows above.
     pub targets: Vec<targets::TargetRow>,
 }
@@ -372,6 +396,16 @@ fn print_report(report: &ServeReport) {
             .right("slowest/fastest", 16, |row| {
                 fixed(row.slowest_over_fastest_ratio, 2)
             })
+            .print();
+        ColumnTable::new("  ", &store.small_reads)
+            .indent("  ")
+            .left("4 KiB random reads", 46, |row| row.side.clone())
+            .right("clients", 8, |row| row.clients.to_string())
+            .right("depth", 6, |row| row.depth.to_string())
+            .right("k reads/s", 10, |row| {
+                fixed(row.thousand_reads_per_second, 1)
+            })
+            .right("x in-proc", 10, |row| fixed(row.over_in_process_ratio, 2))
             .print();
         targets::print(&store.targets);
     }

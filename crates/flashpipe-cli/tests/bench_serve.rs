@@ -51,7 +51,7 @@ fn a_tiny_json_run_measures_every_row_on_both_stores() {
             assert!(ratio.is_finite() && ratio > 0.0, "{row}");
         }
         let targets = store["targets"].as_array().expect("target rows");
-        assert_eq!(targets.len(), 6, "every issue #14 target judged: {store}");
+        assert_eq!(targets.len(), 7, "every target judged: {store}");
         for row in targets {
             assert!(row["met"].is_boolean(), "{row}");
             let measured = row["measured"].as_str().expect("a figure");
@@ -59,6 +59,19 @@ fn a_tiny_json_run_measures_every_row_on_both_stores() {
                 measured.parse::<f64>().is_ok(),
                 "every target measured: {row}"
             );
+        }
+        let small_reads = store["small_reads"]
+            .as_array()
+            .expect("4 KiB random-read rows");
+        assert_eq!(
+            small_reads.len(),
+            2,
+            "in process, 4 client processes: {store}"
+        );
+        for row in small_reads {
+            let ratio = row["over_in_process_ratio"].as_f64().expect("a ratio");
+            assert!(ratio.is_finite() && ratio > 0.0, "{row}");
+            assert_eq!(row["depth"].as_u64(), Some(32), "{row}");
         }
         let concurrency = store["concurrency"].as_array().expect("concurrency rows");
         assert_eq!(concurrency.len(), 2, "1 and 2 clients");
@@ -83,6 +96,7 @@ fn the_tables_print_with_client_threads() {
         "frames through rings",
         "frames on socket",
         "Jain",
+        "4 KiB random reads",
     ] {
         assert!(
             text.contains(expected),

@@ -202,7 +202,8 @@ impl RouterLoop {
             state.pump();
             let park_us = u64::try_from(state.wait_for().as_micros()).unwrap_or(u64::MAX);
             doorbell.wait(wait_policy, Some(park_us), || {
-                let ready = bell.rung() || stopping.load(Ordering::SeqCst) || state.has_input_or_room();
+                let ready =
+                    bell.rung() || stopping.load(Ordering::SeqCst) || state.has_input_or_room();
                 ready.then_some(())
             });
         }

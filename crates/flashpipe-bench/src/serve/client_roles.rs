@@ -1,5 +1,6 @@
-//! The client roles of `flashpipe bench serve` that use the server: QD1 reads and
-//! streamed 1 MiB reads through a `flashpipe-client`, by reference or copying.
+//! The client roles of `flashpipe bench serve` that use the server: QD1 reads, streamed
+//! 1 MiB reads and random small reads at depth through a `flashpipe-client`, by
+//! reference or copying.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -41,9 +42,19 @@ pub(super) fn prepare_server_client(
             ClientRole::ServerQd1 => qd1_rounds(&mut client, &arguments),
             ClientRole::ServerStream if arguments.seconds > 0.0 => {
                 let span = Duration::from_secs_f64(arguments.seconds);
-                stream(&mut client, &arguments, StreamLength::For(span))
+                let reads = ReadShape::Sequential;
+                reads_in_flight(&mut client, &arguments, StreamLength::For(span), reads)
             }
             ClientRole::ServerStream => stream_rounds(&mut client, &arguments),
+            ClientRole::ServerRandom => {
+                let span = Duration::from_secs_f64(arguments.seconds);
+                let mut generator = SplitMix64::new(arguments.seed);
+                let reads = ReadShape::Random {
+                    generator: &mut generator,
+                    read_bytes: arguments.read_bytes,
+                };
+                reads_in_flight(&mut client, &arguments, StreamLength::For(span), reads)
+            }
             ClientRole::RingEcho | ClientRole::SocketEcho | ClientRole::TmpfsRead => {
                 unreachable!("only server roles are prepared here")
             }
@@ -124,7 +135,8 @@ fn stream_rounds(
         ..ClientResult::default()
     };
     for _ in 0..ROUNDS {
-        let round = stream(client, arguments, StreamLength::Reads(arguments.operations))?;
+        let length = StreamLength::Reads(arguments.operations);
+        let round = reads_in_flight(client, arguments, length, ReadShape::Sequential)?;
         if round.seconds < fastest.seconds {
             fastest = round;
         }
@@ -132,14 +144,41 @@ fn stream_rounds(
     Ok(fastest)
 }
 
-/// 1 MiB reads over the file, `depth` in flight, each checked.
-fn stream(
+/// Where a stream's reads fall and how large they are.
+enum ReadShape<'a> {
+    /// 1 MiB reads one after the other over the file, from its start again at its end.
+    Sequential,
+    /// `read_bytes` at seeded random offsets aligned to 4 KiB.
+    Random {
+        generator: &'a mut SplitMix64,
+        read_bytes: u64,
+    },
+}
+
+impl ReadShape<'_> {
+    /// The offset and length of read number `index`.
+    fn read(&mut self, index: u64, file_bytes: u64) -> (u64, u64) {
+        match self {
+            ReadShape::Sequential => {
+                let reads_in_file = (file_bytes / LARGE_READ_BYTES).max(1);
+                ((index % reads_in_file) * LARGE_READ_BYTES, LARGE_READ_BYTES)
+            }
+            ReadShape::Random {
+                generator,
+                read_bytes,
+            } => (small_read_offset(generator, file_bytes), *read_bytes),
+        }
+    }
+}
+
+/// Reads shaped by `shape`, `depth` in flight, each checked.
+fn reads_in_flight(
     client: &mut Client,
     arguments: &BenchServeClientArgs,
     length: StreamLength,
+    mut shape: ReadShape<'_>,
 ) -> Result<ClientResult, String> {
     let pattern = DataPattern::new();
-    let reads_in_file = (arguments.file_bytes / LARGE_READ_BYTES).max(1);
     let depth = u64::from(arguments.depth.max(1));
     let started = Instant::now();
     let keep_submitting = |submitted: u64| match length {
@@ -147,12 +186,13 @@ fn stream(
         StreamLength::For(span) => started.elapsed() < span,
     };
     let mut offsets = HashMap::new();
-    let (mut submitted, mut completed) = (0u64, 0u64);
+    let (mut submitted, mut completed, mut bytes) = (0u64, 0u64, 0u64);
     loop {
         while submitted - completed < depth && keep_submitting(submitted) {
-            let offset = (submitted % reads_in_file) * LARGE_READ_BYTES;
+            let (offset, length_bytes) = shape.read(submitted, arguments.file_bytes);
+            bytes += length_bytes;
             let id = client
-                .submit(read_request(offset, LARGE_READ_BYTES))
+                .submit(read_request(offset, length_bytes))
                 .map_err(|error| error.to_string())?;
             offsets.insert(id, offset);
             submitted += 1;
@@ -169,7 +209,7 @@ fn stream(
     }
     Ok(ClientResult::local(
         completed,
-        completed * LARGE_READ_BYTES,
+        bytes,
         started.elapsed().as_secs_f64(),
     ))
 }

@@ -12,8 +12,9 @@ use flashpipe_store::running::RunningStore;
 use super::children::ClientGroup;
 use super::roles::{BenchServeClientArgs, ClientRole};
 use super::{
-    LatencyRow, ServeSettings, ServeStoreKind, StoreReport, ThroughputRow, LARGE_READ_BYTES, MIB,
-    ROUNDS, SIDE_IN_PROCESS, SIDE_TMPFS, SMALL_READ_BYTES,
+    LatencyRow, ServeSettings, ServeStoreKind, SmallReadsRow, StoreReport, ThroughputRow,
+    LARGE_READ_BYTES, MIB, ROUNDS, SIDE_IN_PROCESS, SIDE_TMPFS, SMALL_DEPTH_TOTAL,
+    SMALL_READ_BYTES,
 };
 use crate::error::{internal, io_with};
 use crate::fs::{device_bytes_each, StoreShape};
@@ -66,7 +67,9 @@ fn measure_store_in(
 /// path the environment names (as `bench fs`; `--spin-us` names the hand-off first).
 fn engine_config(settings: &ServeSettings) -> EngineConfig {
     let most_clients = settings.client_counts.iter().copied().max().unwrap_or(1);
-    let reads_held = (most_clients * super::remote::CONCURRENT_DEPTH).max(settings.depth);
+    let reads_held = (most_clients * super::remote::CONCURRENT_DEPTH)
+        .max(settings.depth)
+        .max(SMALL_DEPTH_TOTAL);
     EngineConfig {
         read_buffer_count: (reads_held + 16).max(EngineConfig::default().read_buffer_count),
         max_read_bytes: LARGE_READ_BYTES as usize,
@@ -90,6 +93,7 @@ fn measure_running(
     write_file(&mut client, settings.large_file_bytes)?;
     let in_process_us = qd1_round_trip_us(&mut client, settings)?;
     let in_process = large_reads(&mut client, settings)?;
+    let (small_reads, small_seconds) = small_reads_at_depth(&mut client, settings)?;
     drop(client);
     let mut report = StoreReport {
         store: kind,
@@ -107,6 +111,14 @@ fn measure_running(
             in_process,
         )],
         concurrency: Vec::new(),
+        small_reads: vec![SmallReadsRow {
+            side: SIDE_IN_PROCESS.to_string(),
+            clients: 1,
+            depth: SMALL_DEPTH_TOTAL,
+            seconds: small_seconds,
+            thousand_reads_per_second: small_reads as f64 / small_seconds / 1e3,
+            over_in_process_ratio: 1.0,
+        }],
         targets: Vec::new(),
     };
     let floors: [(&str, FloorProbe); 2] = [
@@ -265,6 +277,38 @@ fn large_reads(client: &mut EngineClient, settings: &ServeSettings) -> BenchResu
         }
     }
     Ok(fastest)
+}
+
+/// 4 KiB reads at seeded random offsets, [`SMALL_DEPTH_TOTAL`] in flight, for the
+/// settings' seconds: (reads, seconds).
+fn small_reads_at_depth(
+    client: &mut EngineClient,
+    settings: &ServeSettings,
+) -> BenchResult<(u64, f64)> {
+    let pattern = DataPattern::new();
+    let mut generator = SplitMix64::new(32);
+    let mut offsets = std::collections::HashMap::new();
+    let (mut submitted, mut completed) = (0u64, 0u64);
+    let started = Instant::now();
+    loop {
+        let open = started.elapsed().as_secs_f64() < settings.seconds;
+        while open && submitted - completed < u64::from(SMALL_DEPTH_TOTAL) {
+            let offset = small_read_offset(&mut generator, settings.large_file_bytes);
+            let ticket = client.submit(read_command(offset, SMALL_READ_BYTES))?;
+            offsets.insert(ticket, offset);
+            submitted += 1;
+        }
+        if completed == submitted {
+            break;
+        }
+        let (ticket, reply) = client.next_completion()?;
+        let offset = offsets
+            .remove(&ticket)
+            .expect("every completion answers a read");
+        checked_data(reply?, offset, &pattern)?;
+        completed += 1;
+    }
+    Ok((completed, started.elapsed().as_secs_f64()))
 }
 
 /// `read()` of the same bytes from a tmpfs file, in one client.

@@ -12,8 +12,9 @@ use super::children::ClientGroup;
 use super::local::{large_reads_per_round, latency_row, throughput_row, Throughput};
 use super::roles::{BenchServeClientArgs, ClientResult, ClientRole};
 use super::{
-    jain_fairness_index, ConcurrencyRow, ServeSettings, StoreReport, LARGE_READ_BYTES, ROUNDS,
-    SIDE_BY_REFERENCE, SIDE_BY_REFERENCE_SOCKET, SIDE_COPYING, SMALL_READ_BYTES,
+    jain_fairness_index, ConcurrencyRow, ServeSettings, SmallReadsRow, StoreReport,
+    LARGE_READ_BYTES, ROUNDS, SIDE_BY_REFERENCE, SIDE_BY_REFERENCE_SOCKET, SIDE_COPYING,
+    SMALL_DEPTH_CLIENTS, SMALL_DEPTH_TOTAL, SMALL_READ_BYTES,
 };
 use crate::BenchResult;
 
@@ -105,7 +106,50 @@ fn measure_with_server(
         let row = concurrency_point(settings, socket, count, &mut one_client_rate)?;
         report.concurrency.push(row);
     }
+    let row = small_reads_point(settings, socket, &report.small_reads)?;
+    report.small_reads.push(row);
     Ok(())
+}
+
+/// [`SMALL_DEPTH_CLIENTS`] client processes (or threads), by reference through rings,
+/// each with its share of [`SMALL_DEPTH_TOTAL`] 4 KiB random reads in flight, for the
+/// point's seconds; over the in-process row in `in_process` (the first).
+fn small_reads_point(
+    settings: &ServeSettings,
+    socket: &Path,
+    in_process: &[SmallReadsRow],
+) -> Result<SmallReadsRow, String> {
+    let roles: Vec<BenchServeClientArgs> = (0..SMALL_DEPTH_CLIENTS)
+        .map(|index| {
+            let mut role = server_role(
+                settings,
+                socket,
+                ClientRole::ServerRandom,
+                ClientPath::ByReferenceRings,
+            );
+            role.depth = SMALL_DEPTH_TOTAL / SMALL_DEPTH_CLIENTS;
+            role.read_bytes = SMALL_READ_BYTES;
+            role.seconds = settings.seconds;
+            role.seed = 32 + u64::from(index);
+            role
+        })
+        .collect();
+    let results = ClientGroup::start(&roles, settings.clients_as, |_| Ok(()))?.go_and_collect()?;
+    let per_second: f64 = results
+        .iter()
+        .map(|result| result.operations as f64 / result.seconds.max(1e-12))
+        .sum();
+    let reference = in_process
+        .first()
+        .map_or(f64::NAN, |row| row.thousand_reads_per_second * 1e3);
+    Ok(SmallReadsRow {
+        side: SIDE_BY_REFERENCE.to_string(),
+        clients: SMALL_DEPTH_CLIENTS,
+        depth: SMALL_DEPTH_TOTAL,
+        seconds: settings.seconds,
+        thousand_reads_per_second: per_second / 1e3,
+        over_in_process_ratio: per_second / reference,
+    })
 }
 
 /// How a client row's client reads: by reference with its frames through rings or on

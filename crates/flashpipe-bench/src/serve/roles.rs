@@ -38,6 +38,9 @@ pub enum ClientRole {
     /// Read 1 MiB at a time, `--depth` in flight, sequentially over the file through a
     /// `flashpipe-client`: `--operations` per round, or for `--seconds`.
     ServerStream,
+    /// Read `--read-bytes` at a time at seeded random aligned offsets, `--depth` in flight,
+    /// through a `flashpipe-client` for `--seconds`.
+    ServerRandom,
 }
 
 /// Options of the hidden `flashpipe bench serve-client` (run by `bench serve` itself).
@@ -185,7 +188,7 @@ pub fn prepare_client(arguments: &BenchServeClientArgs) -> Result<PreparedClient
         ClientRole::RingEcho => prepare_ring_echo(arguments),
         ClientRole::SocketEcho => prepare_socket_echo(arguments),
         ClientRole::TmpfsRead => prepare_tmpfs_read(arguments),
-        ClientRole::ServerQd1 | ClientRole::ServerStream => {
+        ClientRole::ServerQd1 | ClientRole::ServerStream | ClientRole::ServerRandom => {
             super::client_roles::prepare_server_client(arguments)
         }
     }

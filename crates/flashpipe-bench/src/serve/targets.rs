@@ -15,6 +15,9 @@ const LEAST_BY_REFERENCE_OVER_IN_PROCESS_RATIO: f64 = 0.9;
 const LEAST_BY_REFERENCE_OVER_COPYING_RATIO: f64 = 3.0;
 /// 1 MiB reads by reference over `read()` from tmpfs, at least.
 const LEAST_BY_REFERENCE_OVER_TMPFS_RATIO: f64 = 1.0;
+/// 4 KiB random reads at depth from several client processes over the in-process
+/// engine's, at least.
+const LEAST_SMALL_READS_OVER_IN_PROCESS_RATIO: f64 = 0.9;
 /// Jain's index at every client count, at least.
 const LEAST_JAIN_FAIRNESS_RATIO: f64 = 0.95;
 /// Aggregate throughput at every client count over one client's, at least ("holds").
@@ -69,6 +72,14 @@ pub(super) fn judge(report: &StoreReport) -> Vec<TargetRow> {
     let least = |figure: fn(&super::ConcurrencyRow) -> f64| {
         report.concurrency.iter().map(figure).reduce(f64::min)
     };
+    targets.push(at_least(
+        "4 KiB random reads, 32 in flight, 4 client processes / in-process",
+        report
+            .small_reads
+            .get(1)
+            .map(|row| row.over_in_process_ratio),
+        LEAST_SMALL_READS_OVER_IN_PROCESS_RATIO,
+    ));
     targets.push(at_least(
         "Jain's index, every client count",
         least(|row| row.jain_fairness_ratio),
