@@ -40,6 +40,10 @@ def test_wrong_types(filled):
     with pytest.raises(TypeError):
         flashpipe.Store(42)
     with pytest.raises(TypeError):
+        flashpipe.Store(filled.path, shared_memory="no")
+    with pytest.raises(TypeError):
+        flashpipe.Store(filled.path, memory=False)
+    with pytest.raises(TypeError):
         filled.ls(pattern=3)
     assert filled.ls() == ["f"]
 
