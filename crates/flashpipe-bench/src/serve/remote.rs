@@ -33,7 +33,13 @@ pub(super) fn measure_clients(
     in_process: Throughput,
 ) -> BenchResult {
     let folder = super::scratch_folder(&std::env::temp_dir(), "socket")?;
-    let most_clients = settings.client_counts.iter().copied().max().unwrap_or(1) as usize;
+    let most_clients = settings
+        .client_counts
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(1)
+        .max(SMALL_DEPTH_CLIENTS) as usize;
     let config = ServerConfig {
         socket_path: folder.join("serve.sock"),
         max_clients: most_clients + 2,
