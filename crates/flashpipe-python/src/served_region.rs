@@ -8,8 +8,8 @@
 //! its frames into rings, so these reads go through a second connection of their own, on
 //! the socket, opened at the first large read ([`RegionReads`]); a server older than
 //! version 6 (or one that refuses the connection) leaves them to the copying path for
-//! the rest of the session. One region is kept for the next read once its array has died
-//! (its pages are faulted in and registered already); regions of live arrays stay
+//! the rest of the session. One region (of at most 1 GiB) is kept for the next read once
+//! its array has died (its pages are faulted in and registered already); regions of live arrays stay
 //! registered until they die and are then unregistered or reused.
 
 use std::path::PathBuf;
@@ -30,6 +30,10 @@ const READS_IN_FLIGHT: usize = 8;
 /// Regions are sized in steps of this many bytes (so a region serves later reads of
 /// about the same size).
 const REGION_STEP_BYTES: u64 = 2 << 20;
+
+/// The largest free region kept for the next read once its arrays died; a larger one is
+/// given back (unregistered, its memory freed) as soon as no array holds it.
+const KEPT_REGION_MAX_BYTES: usize = 1 << 30;
 
 /// The alignment of a read-into's place in its region.
 const ALIGNMENT_BYTES: u64 = flashpipe_protocol::REGION_OFFSET_ALIGNMENT_BYTES;
@@ -214,18 +218,24 @@ impl RegionLink {
         }
     }
 
-    /// Unregisters the free regions past the one kept for the next read.
+    /// Unregisters the free regions past the one kept for the next read (at most
+    /// [`KEPT_REGION_MAX_BYTES`]).
     fn forget_dead_regions(&mut self) -> Result<(), StoreError> {
         self.unregister_free(1)
     }
 
-    /// Unregisters free regions, keeping the `keep` largest of them.
+    /// Unregisters free regions, keeping the `keep` largest of those no larger than
+    /// [`KEPT_REGION_MAX_BYTES`].
     fn unregister_free(&mut self, keep: usize) -> Result<(), StoreError> {
         let mut free: Vec<usize> = (0..self.regions.len())
             .filter(|&index| is_free(&self.regions[index]))
             .collect();
         free.sort_by_key(|&index| std::cmp::Reverse(self.regions[index].size_bytes()));
-        let mut drop_indices: Vec<usize> = free.into_iter().skip(keep).collect();
+        let (keepable, too_large): (Vec<usize>, Vec<usize>) = free
+            .into_iter()
+            .partition(|&index| self.regions[index].size_bytes() <= KEPT_REGION_MAX_BYTES);
+        let mut drop_indices: Vec<usize> =
+            keepable.into_iter().skip(keep).chain(too_large).collect();
         drop_indices.sort_unstable_by(|a, b| b.cmp(a));
         for index in drop_indices {
             let region = self.regions.swap_remove(index);
