@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 use flashpipe_api::{Command, StreamPayloads};
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::state::{system_time, Errno, State};
@@ -43,6 +43,20 @@ fn answer_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
     match result {
         Ok(()) => reply.ok(),
         Err(value) => reply.error(errno(value)),
+    }
+}
+
+/// How the kernel is to treat a file opened with `flags`: a descriptor opened for writing
+/// only bypasses the page cache (`FOPEN_DIRECT_IO`), so the kernel hands the writer's own
+/// pages to the mount instead of first copying them into cached pages that no read through
+/// this descriptor can use; descriptors that may read keep the page cache and its
+/// read-ahead. Nothing is lost: a write-only descriptor cannot be mapped, and the kernel
+/// drops cached pages of the range a direct write changes.
+pub(crate) fn open_flags_for(flags: OpenFlags) -> FopenFlags {
+    if flags.acc_mode() == OpenAccMode::O_WRONLY {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
     }
 }
 
@@ -433,10 +447,10 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         reply.error(errno(libc::EPERM));
     }
 
-    fn open(&self, _request: &Request, inode: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let state = self.lock();
         match Self::file_name(&state, inode.0) {
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(_) => reply.opened(FileHandle(0), open_flags_for(flags)),
             Err(value) => reply.error(errno(value)),
         }
     }
@@ -636,7 +650,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         let mut state = self.lock();
@@ -662,7 +676,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                 &attributes,
                 Generation(0),
                 FileHandle(0),
-                FopenFlags::empty(),
+                open_flags_for(OpenFlags(flags)),
             ),
             Err(value) => reply.error(errno(value)),
         }

@@ -1,0 +1,136 @@
+//! Large writes and reads through `flashpipe mount`: a descriptor opened for writing only
+//! bypasses the kernel's page cache (`FOPEN_DIRECT_IO`, docs/mount.md "Speed"), so these
+//! check what a program can see of that: a reader holding the file's pages cached sees the
+//! bytes a write-only descriptor wrote, without reopening; sizes grow as they should
+//! (writes past the end, `O_APPEND`, small unaligned writes); a write-only descriptor cannot
+//! be mapped, as on any file system; everything written is in the store after the unmount.
+//!
+//! They need /dev/fuse and `fusermount3` (Debian fuse3): without them each test prints why
+//! and returns, and fails instead under `FLASHPIPE_REQUIRE_TOOLS=1`.
+
+mod common;
+mod mount_support;
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+
+use common::{fresh_folder, succeed, succeed_bytes, text};
+use mount_support::{fuse_available, store_and_mount_point, Mounted};
+
+/// `length` bytes of a pattern that differs at every offset of a 251-byte cycle.
+fn pattern(length: usize, salt: u8) -> Vec<u8> {
+    (0..length)
+        .map(|index| ((index % 251) as u8).wrapping_add(salt))
+        .collect()
+}
+
+#[test]
+fn a_reader_with_cached_pages_sees_what_a_write_only_descriptor_wrote() {
+    if !fuse_available("write-only descriptors and cached readers") {
+        return;
+    }
+    let folder = fresh_folder("mount-io-coherence");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let mount = Mounted::start(&store, &directory, &[]);
+    let path = directory.join("f");
+    let mut expected = pattern(4 << 20, 0);
+    std::fs::write(&path, &expected).expect("write through the mount");
+    // the reader reads the whole file: its pages are in the page cache from now on
+    let mut reader = std::fs::File::open(&path).expect("open for reading");
+    let mut seen = Vec::new();
+    reader.read_to_end(&mut seen).expect("read");
+    assert_eq!(seen, expected);
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open for writing only");
+    let changed = 1_000_001..2_500_003;
+    writer
+        .write_all_at(&vec![b'X'; changed.len()], changed.start as u64)
+        .expect("write in the middle");
+    expected[changed.clone()].fill(b'X');
+    // past the end: the file grows, with the hole between read as zeros
+    let tail = pattern(70_000, 7);
+    let tail_at = (5usize << 20) + 3;
+    writer
+        .write_all_at(&tail, tail_at as u64)
+        .expect("write past the end");
+    expected.resize(tail_at, 0);
+    expected.extend_from_slice(&tail);
+    drop(writer);
+    assert_eq!(
+        std::fs::metadata(&path).expect("stat").len(),
+        expected.len() as u64
+    );
+    // the same descriptor, not reopened: its cached pages of the changed range are gone
+    let mut again = vec![0u8; expected.len()];
+    reader.read_exact_at(&mut again, 0).expect("read again");
+    assert!(
+        again == expected,
+        "the reader sees the write-only descriptor's bytes"
+    );
+    drop(reader);
+    mount.stop(libc::SIGTERM);
+    let fetched = folder.path().join("fetched");
+    succeed(&["get", text(&store), "f", text(&fetched)]);
+    assert!(std::fs::read(&fetched).expect("fetched") == expected);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+}
+
+#[test]
+fn small_appends_and_unaligned_writes_through_write_only_descriptors_land_in_place() {
+    if !fuse_available("small writes through write-only descriptors") {
+        return;
+    }
+    let folder = fresh_folder("mount-io-small");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let mount = Mounted::start(&store, &directory, &[]);
+    let path = directory.join("log");
+    let mut expected = Vec::new();
+    for round in 0..50u8 {
+        let mut appender = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .expect("open for appending");
+        let line = format!("line {round} {}\n", "y".repeat(usize::from(round) * 37));
+        appender.write_all(line.as_bytes()).expect("append");
+        expected.extend_from_slice(line.as_bytes());
+    }
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&path)
+        .expect("open for writing only");
+    for (offset, bytes) in [(3u64, &b"abc"[..]), (4_095, b"zz"), (17, b"")] {
+        writer.seek(SeekFrom::Start(offset)).expect("seek");
+        writer.write_all(bytes).expect("small write");
+        let start = offset as usize;
+        expected[start..start + bytes.len()].copy_from_slice(bytes);
+    }
+    writer.sync_all().expect("fsync of a write-only descriptor");
+    // mmap needs a descriptor that may read, here as on any file system
+    use std::os::fd::AsRawFd;
+    // SAFETY: a mapping request with a null hint and an open descriptor; nothing is mapped
+    // when it fails, and a mapping made is unmapped at once.
+    let mapped = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            writer.as_raw_fd(),
+            0,
+        )
+    };
+    let refused = mapped == libc::MAP_FAILED;
+    if !refused {
+        // SAFETY: the mapping just made, of 4096 bytes.
+        unsafe { libc::munmap(mapped, 4096) };
+    }
+    assert!(refused, "a write-only descriptor cannot be mapped");
+    drop(writer);
+    assert!(std::fs::read(&path).expect("read through the mount") == expected);
+    mount.stop(libc::SIGTERM);
+    assert!(succeed_bytes(&["cat", text(&store), "log"]) == expected);
+}
