@@ -1,7 +1,8 @@
 //! Large writes and reads through `flashpipe mount`: a descriptor opened for writing only
 //! bypasses the kernel's page cache (`FOPEN_DIRECT_IO`, docs/mount.md "Speed"), so these
 //! check what a program can see of that: a reader holding the file's pages cached sees the
-//! bytes a write-only descriptor wrote, without reopening; sizes grow as they should
+//! bytes a write-only descriptor wrote, without reopening; files show 1 MiB as their
+//! preferred I/O size (`st_blksize`); sizes grow as they should
 //! (writes past the end, `O_APPEND`, small unaligned writes); a write-only descriptor cannot
 //! be mapped, as on any file system; everything written is in the store after the unmount.
 //!
@@ -12,7 +13,7 @@ mod common;
 mod mount_support;
 
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 
 use common::{fresh_folder, succeed, succeed_bytes, text};
 use mount_support::{fuse_available, store_and_mount_point, Mounted};
@@ -58,10 +59,11 @@ fn a_reader_with_cached_pages_sees_what_a_write_only_descriptor_wrote() {
     expected.resize(tail_at, 0);
     expected.extend_from_slice(&tail);
     drop(writer);
-    assert_eq!(
-        std::fs::metadata(&path).expect("stat").len(),
-        expected.len() as u64
-    );
+    let metadata = std::fs::metadata(&path).expect("stat");
+    assert_eq!(metadata.len(), expected.len() as u64);
+    // buffered writers (stdio, Python, cp) size their buffers by it: 1 MiB, the largest
+    // write the mount takes, not 4 KiB
+    assert_eq!(metadata.blksize(), 1 << 20);
     // the same descriptor, not reopened: its cached pages of the changed range are gone
     let mut again = vec![0u8; expected.len()];
     reader.read_exact_at(&mut again, 0).expect("read again");

@@ -25,6 +25,12 @@ use crate::{MountOptions, MountTransport};
 /// How long the kernel may keep names and attributes in a store only this mount changes.
 const PRIVATE_TTL: Duration = Duration::from_secs(1);
 
+/// The I/O size files show as preferred (`st_blksize`): the mount's largest write, as NFS
+/// shows its write size. Programs size their buffers by it (C's stdio, Python's `open`,
+/// coreutils `cp`), and each of their writes is one request to the mount: at 4096 bytes a
+/// buffered writer crawls at a request per 4 KiB.
+const PREFERRED_IO_BYTES: u32 = crate::state::MOST_WRITE_BYTES as u32;
+
 /// The file system FUSE calls.
 pub struct MountFs<T: MountTransport> {
     state: Arc<Mutex<State<T>>>,
@@ -152,7 +158,7 @@ impl<T: MountTransport> MountFs<T> {
             uid: owner.map_or(self.uid, |owner| owner.uid),
             gid: owner.map_or(self.gid, |owner| owner.gid),
             rdev: 0,
-            blksize: 4096,
+            blksize: PREFERRED_IO_BYTES,
             flags: 0,
         })
     }
