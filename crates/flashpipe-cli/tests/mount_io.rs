@@ -5,6 +5,9 @@
 //! preferred I/O size (`st_blksize`); sizes grow as they should
 //! (writes past the end, `O_APPEND`, small unaligned writes); a write-only descriptor cannot
 //! be mapped, as on any file system; everything written is in the store after the unmount.
+//! With `--direct-reads` (descriptors opened for reading only bypass the page cache too):
+//! reads of any size and place give the file's bytes, see a write made through another
+//! descriptor at once, and a shared map of the file shows its bytes.
 //!
 //! They need /dev/fuse and `fusermount3` (Debian fuse3): without them each test prints why
 //! and returns, and fails instead under `FLASHPIPE_REQUIRE_TOOLS=1`.
@@ -135,4 +138,87 @@ fn small_appends_and_unaligned_writes_through_write_only_descriptors_land_in_pla
     assert!(std::fs::read(&path).expect("read through the mount") == expected);
     mount.stop(libc::SIGTERM);
     assert!(succeed_bytes(&["cat", text(&store), "log"]) == expected);
+}
+
+/// Maps `length` bytes of `file` shared and read-only; the bytes, or the errno of a refusal.
+fn mapped_bytes(file: &std::fs::File, length: usize) -> Result<Vec<u8>, i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a mapping request with a null hint and an open descriptor; the mapping made
+    // is read while the descriptor is open, copied, then unmapped.
+    unsafe {
+        let mapped = libc::mmap(
+            std::ptr::null_mut(),
+            length,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        );
+        if mapped == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        let bytes = std::slice::from_raw_parts(mapped as *const u8, length).to_vec();
+        libc::munmap(mapped, length);
+        Ok(bytes)
+    }
+}
+
+#[test]
+fn direct_reads_give_the_files_bytes_in_any_piece_size_and_see_every_write() {
+    if !fuse_available("--direct-reads") {
+        return;
+    }
+    let folder = fresh_folder("mount-io-direct-reads");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let mount = Mounted::start(&store, &directory, &["--direct-reads"]);
+    let path = directory.join("f");
+    let mut expected = pattern((3 << 20) + 12_345, 3);
+    std::fs::write(&path, &expected).expect("write through the mount");
+    let mut reader = std::fs::File::open(&path).expect("open for reading only");
+    // whole 1 MiB reads in order (the mount reads ahead), then small ones at odd places
+    let mut whole = Vec::new();
+    let mut piece = vec![0u8; 1 << 20];
+    loop {
+        let read = reader.read(&mut piece).expect("read");
+        if read == 0 {
+            break;
+        }
+        whole.extend_from_slice(&piece[..read]);
+    }
+    assert!(whole == expected, "1 MiB reads give the file");
+    for (offset, length) in [(0usize, 1usize), (4_095, 4_097), (1_000_003, 65_536)] {
+        let mut small = vec![0u8; length];
+        reader
+            .read_exact_at(&mut small, offset as u64)
+            .expect("small read");
+        assert!(small == expected[offset..offset + length], "at {offset}");
+    }
+    let mut past = [0u8; 16];
+    assert_eq!(
+        reader
+            .read_at(&mut past, expected.len() as u64 + 10)
+            .expect("read past the end"),
+        0
+    );
+    // a write through another descriptor, then the same reader, not reopened
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open for writing only");
+    writer
+        .write_all_at(&[b'Q'; 5_000], 2_000_000)
+        .expect("write");
+    expected[2_000_000..2_005_000].fill(b'Q');
+    drop(writer);
+    let mut again = vec![0u8; expected.len()];
+    reader.read_exact_at(&mut again, 0).expect("read again");
+    assert!(again == expected, "a direct read sees the write");
+    match mapped_bytes(&reader, 1 << 20) {
+        Ok(bytes) => assert!(bytes == expected[..1 << 20], "a shared map shows the file"),
+        // kernels before 6.6 cannot map files read directly (the mount says so at its start)
+        Err(errno) => assert_eq!(errno, libc::ENODEV),
+    }
+    drop(reader);
+    mount.stop(libc::SIGTERM);
+    assert!(succeed_bytes(&["cat", text(&store), "f"]) == expected);
 }

@@ -38,6 +38,7 @@ pub struct MountFs<T: MountTransport> {
     gid: u32,
     others_write_bit: u16,
     shared_store: bool,
+    direct_reads: bool,
 }
 
 fn errno(value: Errno) -> fuser::Errno {
@@ -55,14 +56,15 @@ fn answer_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
 /// How the kernel is to treat a file opened with `flags`: a descriptor opened for writing
 /// only bypasses the page cache (`FOPEN_DIRECT_IO`), so the kernel hands the writer's own
 /// pages to the mount instead of first copying them into cached pages that no read through
-/// this descriptor can use; descriptors that may read keep the page cache and its
-/// read-ahead. Nothing is lost: a write-only descriptor cannot be mapped, and the kernel
-/// drops cached pages of the range a direct write changes.
-pub(crate) fn open_flags_for(flags: OpenFlags) -> FopenFlags {
-    if flags.acc_mode() == OpenAccMode::O_WRONLY {
-        FopenFlags::FOPEN_DIRECT_IO
-    } else {
-        FopenFlags::empty()
+/// this descriptor can use; one opened for reading only does too with `direct_reads`
+/// (`MountOptions::direct_reads`); one opened for both keeps the page cache. Nothing is
+/// lost: a write-only descriptor cannot be mapped, the kernel drops cached pages of the
+/// range a direct write changes, and direct reads always ask the mount.
+pub(crate) fn open_flags_for(flags: OpenFlags, direct_reads: bool) -> FopenFlags {
+    match flags.acc_mode() {
+        OpenAccMode::O_WRONLY => FopenFlags::FOPEN_DIRECT_IO,
+        OpenAccMode::O_RDONLY if direct_reads => FopenFlags::FOPEN_DIRECT_IO,
+        _ => FopenFlags::empty(),
     }
 }
 
@@ -91,6 +93,7 @@ impl<T: MountTransport> MountFs<T> {
             gid,
             others_write_bit,
             shared_store: options.shared_store,
+            direct_reads: options.direct_reads,
         }
     }
 
@@ -278,6 +281,15 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         if let Err(nearest) = config.set_max_readahead(crate::READ_AHEAD_KIB * 1024) {
             let _ = config.set_max_readahead(nearest);
         }
+        if self.direct_reads {
+            // shared maps of a direct-I/O descriptor (Linux 6.6 and later)
+            if config
+                .add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+                .is_err()
+            {
+                crate::say("this kernel cannot map files read directly: mmap(MAP_SHARED) of a file opened read-only fails (ENODEV); mount without --direct-reads for programs that map files");
+            }
+        }
         Ok(())
     }
 
@@ -456,7 +468,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
     fn open(&self, _request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let state = self.lock();
         match Self::file_name(&state, inode.0) {
-            Ok(_) => reply.opened(FileHandle(0), open_flags_for(flags)),
+            Ok(_) => reply.opened(FileHandle(0), open_flags_for(flags, self.direct_reads)),
             Err(value) => reply.error(errno(value)),
         }
     }
@@ -682,7 +694,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                 &attributes,
                 Generation(0),
                 FileHandle(0),
-                open_flags_for(OpenFlags(flags)),
+                open_flags_for(OpenFlags(flags), self.direct_reads),
             ),
             Err(value) => reply.error(errno(value)),
         }

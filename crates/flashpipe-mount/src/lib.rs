@@ -78,6 +78,12 @@ pub struct MountOptions {
     /// Mount read-only (FUSE's `ro`): the kernel refuses every change with `EROFS` before
     /// it reaches the mount, so no write is ever accepted and then lost.
     pub read_only: bool,
+    /// Descriptors opened for reading only bypass the kernel's page cache too (FUSE's
+    /// direct I/O): each read goes to the mount, whose bytes the kernel copies straight into
+    /// the reader's buffer. Large reads are faster (one copy and no cached pages to fill);
+    /// small reads are slower (a request each, no kernel read-ahead). Descriptors opened for
+    /// writing only always bypass it; those opened for reading and writing never do.
+    pub direct_reads: bool,
 }
 
 /// Threads serving FUSE requests (each with its own descriptor of the session).
