@@ -6,7 +6,8 @@
 //! (writes past the end, `O_APPEND`, small unaligned writes); a write-only descriptor cannot
 //! be mapped, as on any file system; everything written is in the store after the unmount.
 //! With `--direct-reads` (descriptors opened for reading only bypass the page cache too):
-//! reads of any size and place give the file's bytes, see a write made through another
+//! reads of any size and place give the file's bytes (also 1 MiB reads in order into
+//! buffers off a page, which the kernel splits in two requests each), see a write made through another
 //! descriptor at once, and a shared map of the file shows its bytes.
 //!
 //! They need /dev/fuse and `fusermount3` (Debian fuse3): without them each test prints why
@@ -186,6 +187,28 @@ fn direct_reads_give_the_files_bytes_in_any_piece_size_and_see_every_write() {
         whole.extend_from_slice(&piece[..read]);
     }
     assert!(whole == expected, "1 MiB reads give the file");
+    // 1 MiB reads in order into buffers that do not start on a page (as `malloc` gives):
+    // the kernel splits each into a request a page short and a small one, and the mount's
+    // reads ahead serve both
+    for skew in [16usize, 4_000, 1] {
+        let mut backing = vec![0u8; (1 << 20) + 8192];
+        let page_start = (4096 - backing.as_ptr() as usize % 4096) % 4096;
+        let buffer = &mut backing[page_start + skew..page_start + skew + (1 << 20)];
+        reader.seek(SeekFrom::Start(0)).expect("seek");
+        let mut position = 0usize;
+        loop {
+            let read = reader.read(buffer).expect("read into a skewed buffer");
+            if read == 0 {
+                break;
+            }
+            assert!(
+                buffer[..read] == expected[position..position + read],
+                "skew {skew}, at {position}"
+            );
+            position += read;
+        }
+        assert_eq!(position, expected.len(), "skew {skew}");
+    }
     for (offset, length) in [(0usize, 1usize), (4_095, 4_097), (1_000_003, 65_536)] {
         let mut small = vec![0u8; length];
         reader

@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use flashpipe_api::{Command, StreamPayloads};
+use flashpipe_api::Command;
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
     OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
@@ -496,13 +496,12 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
             Self::set_size(&mut state, inode.0, size, None);
             Ok(pieces)
         })();
-        let read_bytes = <T::P as StreamPayloads>::read_bytes;
         match result {
-            Ok(pieces) if pieces.len() == 1 => reply.data(read_bytes(&pieces[0])),
+            Ok(pieces) if pieces.len() == 1 => reply.data(pieces[0].bytes()),
             Ok(pieces) => reply.data(
                 &pieces
                     .iter()
-                    .map(read_bytes)
+                    .map(|piece| piece.bytes())
                     .collect::<Vec<&[u8]>>()
                     .concat(),
             ),

@@ -56,9 +56,9 @@ struct InFlightWrite {
     whole_chunk: bool,
 }
 
-/// What a read gave: the transport's read data, in order (one for a read no longer than the
-/// transport's most bytes per read).
-pub type ReadPieces<T> = Vec<<<T as flashpipe_api::Transport>::P as flashpipe_api::Payloads>::Read>;
+/// What a read gave, in order: the transport's read data or parts of it (one piece for a
+/// read no longer than the transport's most bytes per read and answered by one read).
+pub type ReadPieces<T> = Vec<ahead::Piece<T>>;
 
 /// The mount's state (one lock around it; FUSE requests are served one at a time).
 pub struct State<T: MountTransport> {
@@ -307,13 +307,18 @@ impl<T: MountTransport> State<T> {
         while position < end.min(size_bytes) {
             let asked = (end.min(size_bytes) - position).min(self.limits.max_read_bytes.max(1));
             let ahead = self.take_ahead(inode, position, asked).map(Ok);
-            match ahead.unwrap_or_else(|| self.transport.read(name, position, asked)) {
-                Ok(data) => {
-                    let read_bytes = <T::P as StreamPayloads>::read_bytes(&data).len() as u64;
+            let read = ahead.unwrap_or_else(|| {
+                self.transport
+                    .read(name, position, asked)
+                    .map(ahead::Piece::whole)
+            });
+            match read {
+                Ok(piece) => {
+                    let read_bytes = piece.bytes().len() as u64;
                     if read_bytes == 0 {
                         break;
                     }
-                    pieces.push(data);
+                    pieces.push(piece);
                     position += read_bytes;
                 }
                 Err(error)
