@@ -5,6 +5,9 @@
 //! preferred I/O size (`st_blksize`); sizes grow as they should
 //! (writes past the end, `O_APPEND`, small unaligned writes); a write-only descriptor cannot
 //! be mapped, as on any file system; everything written is in the store after the unmount.
+//! 1 MiB writes from buffers off a page (split by the kernel in two requests, the first kept
+//! back by the mount) land whole; a write kept back is read at once through another
+//! descriptor and committed by another file's fsync (a SIGKILL after it loses nothing).
 //! With `--direct-reads` (descriptors opened for reading only bypass the page cache too):
 //! reads of any size and place give the file's bytes (also 1 MiB reads in order into
 //! buffers off a page, which the kernel splits in two requests each), see a write made through another
@@ -244,4 +247,56 @@ fn direct_reads_give_the_files_bytes_in_any_piece_size_and_see_every_write() {
     drop(reader);
     mount.stop(libc::SIGTERM);
     assert!(succeed_bytes(&["cat", text(&store), "f"]) == expected);
+}
+
+#[test]
+fn writes_from_buffers_off_a_page_land_whole_and_a_write_kept_back_is_seen_and_committed() {
+    if !fuse_available("writes from skewed buffers") {
+        return;
+    }
+    let folder = fresh_folder("mount-io-skewed-writes");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let mount = Mounted::start(&store, &directory, &[]);
+    let expected = pattern((5 << 20) + 777, 11);
+    // 1 MiB writes from buffers off a page: the kernel splits each in two requests (the
+    // mount keeps the first back and sends both as one chunk)
+    for skew in [16usize, 4_000, 1] {
+        let path = directory.join(format!("skew{skew}"));
+        let mut backing = vec![0u8; (1 << 20) + 8192];
+        let page_start = (4096 - backing.as_ptr() as usize % 4096) % 4096;
+        let mut writer = std::fs::File::create(&path).expect("create");
+        for chunk in expected.chunks(1 << 20) {
+            let buffer = &mut backing[page_start + skew..page_start + skew + chunk.len()];
+            buffer.copy_from_slice(chunk);
+            writer.write_all(buffer).expect("write");
+        }
+        writer.sync_all().expect("fsync");
+        drop(writer);
+        assert!(
+            std::fs::read(&path).expect("read") == expected,
+            "skew {skew}"
+        );
+    }
+    // a write of 1 MiB less 16 bytes alone (kept back): another descriptor reads it at once
+    let path = directory.join("short");
+    let short = &expected[..(1 << 20) - 16];
+    let writer = std::fs::File::create(&path).expect("create");
+    writer.write_all_at(short, 0).expect("write");
+    assert!(std::fs::read(&path).expect("read while open") == short);
+    // then one more write elsewhere, kept back too, and the fsync of another file: every
+    // change so far is committed, so a SIGKILL of the mount loses none of it
+    writer
+        .write_all_at(&expected[..(1 << 20) - 100], 3 << 20)
+        .expect("write");
+    let mut tail = short.to_vec();
+    tail.resize(3 << 20, 0);
+    tail.extend_from_slice(&expected[..(1 << 20) - 100]);
+    let other = std::fs::File::create(directory.join("other")).expect("create");
+    other.write_all_at(b"other", 0).expect("write");
+    other.sync_all().expect("fsync of another file");
+    mount.kill();
+    drop((writer, other));
+    assert!(succeed_bytes(&["cat", text(&store), "short"]) == tail);
+    assert!(succeed_bytes(&["cat", text(&store), "skew16"]) == expected);
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
 }
