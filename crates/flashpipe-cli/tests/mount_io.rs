@@ -8,6 +8,8 @@
 //! 1 MiB writes from buffers off a page (split by the kernel in two requests, the first kept
 //! back by the mount) land whole; a write kept back is read at once through another
 //! descriptor and committed by another file's fsync (a SIGKILL after it loses nothing).
+//! SIGTERM with a file open detaches the mount lazily (a plain unmount is refused while in
+//! use): the open file is written on, and its close ends the mount with everything committed.
 //! With `--direct-reads` (descriptors opened for reading only bypass the page cache too):
 //! reads of any size and place give the file's bytes (also 1 MiB reads in order into
 //! buffers off a page, which the kernel splits in two requests each), see a write made through another
@@ -299,4 +301,50 @@ fn writes_from_buffers_off_a_page_land_whole_and_a_write_kept_back_is_seen_and_c
     assert!(succeed_bytes(&["cat", text(&store), "short"]) == tail);
     assert!(succeed_bytes(&["cat", text(&store), "skew16"]) == expected);
     assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+}
+
+#[test]
+fn sigterm_detaches_a_mount_in_use_lazily_and_the_open_file_finishes() {
+    if !fuse_available("a lazy detach") {
+        return;
+    }
+    let folder = fresh_folder("mount-io-lazy-detach");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let mut mount = Mounted::start(&store, &directory, &[]);
+    let writer = std::fs::File::create(directory.join("open")).expect("create");
+    writer
+        .write_all_at(b"before the signal ", 0)
+        .expect("write");
+    let mut child = mount.child.take().expect("running");
+    let pid = i32::try_from(child.id()).expect("a pid");
+    // SAFETY: kill with a valid pid and signal has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    // a plain unmount fails while the file is open (EBUSY): the mount is detached lazily
+    let mounted_here = || {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .expect("mountinfo")
+            .contains(text(&directory))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while mounted_here() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the mount is detached"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "still serving"
+    );
+    writer
+        .write_all_at(b"and after it", 18)
+        .expect("write through the detached mount");
+    drop(writer);
+    let status = mount_support::wait_with_deadline(&mut child, std::time::Duration::from_secs(60));
+    assert!(status.success(), "the mount exited with {status}");
+    assert_eq!(
+        succeed(&["cat", text(&store), "open"]),
+        "before the signal and after it"
+    );
 }
