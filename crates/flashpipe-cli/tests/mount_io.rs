@@ -10,6 +10,8 @@
 //! descriptor and committed by another file's fsync (a SIGKILL after it loses nothing).
 //! SIGTERM with a file open detaches the mount lazily (a plain unmount is refused while in
 //! use): the open file is written on, and its close ends the mount with everything committed.
+//! Writes past a full store are answered, and the store's refusal fails the next fsync
+//! (`ENOSPC`) with the other files intact.
 //! With `--direct-reads` (descriptors opened for reading only bypass the page cache too):
 //! reads of any size and place give the file's bytes (also 1 MiB reads in order into
 //! buffers off a page, which the kernel splits in two requests each), see a write made through another
@@ -347,4 +349,38 @@ fn sigterm_detaches_a_mount_in_use_lazily_and_the_open_file_finishes() {
         succeed(&["cat", text(&store), "open"]),
         "before the signal and after it"
     );
+}
+
+#[test]
+fn writes_past_a_full_store_are_answered_and_fail_the_next_fsync() {
+    if !fuse_available("a full store") {
+        return;
+    }
+    let folder = fresh_folder("mount-io-full");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let mount = Mounted::start(&store, &directory, &[]);
+    std::fs::write(directory.join("kept"), b"kept before").expect("write a small file");
+    let mut writer = std::fs::File::create(directory.join("big")).expect("create");
+    let piece = pattern(1 << 20, 5);
+    // the store holds 256 MiB: writes are answered once the mount has them, and the store's
+    // refusal comes back at the fsync
+    let mut failed_early = None;
+    for _ in 0..320 {
+        if let Err(error) = writer.write_all(&piece) {
+            failed_early = Some(error);
+            break;
+        }
+    }
+    let failure = failed_early
+        .or_else(|| writer.sync_all().err())
+        .expect("a full store fails the fsync");
+    assert_eq!(failure.raw_os_error(), Some(libc::ENOSPC), "{failure}");
+    drop(writer);
+    assert_eq!(
+        std::fs::read(directory.join("kept")).expect("read"),
+        b"kept before"
+    );
+    mount.stop(libc::SIGTERM);
+    assert_eq!(succeed(&["cat", text(&store), "kept"]), "kept before");
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
 }

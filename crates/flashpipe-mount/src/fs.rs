@@ -522,7 +522,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         reply: ReplyWrite,
     ) {
         let mut state = self.lock();
-        let result = (|| {
+        let checked = (|| {
             let name = Self::file_name(&state, inode.0)?;
             let size = match state.tree.node(inode.0).map(|node| &node.kind) {
                 Some(NodeKind::File { size_bytes, .. }) => *size_bytes,
@@ -530,14 +530,24 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
             };
             let end = offset.checked_add(data.len() as u64).ok_or(libc::EFBIG)?;
             Self::forget_wall_time(&mut state, inode.0)?;
-            state.write(inode.0, &name, offset, data)?;
-            let now = state.change_time_ns();
-            Self::set_size(&mut state, inode.0, size.max(end), Some(now));
-            Ok(data.len() as u32)
+            Ok((name, size.max(end)))
         })();
-        match result {
-            Ok(written) => reply.written(written),
-            Err(value) => reply.error(errno(value)),
+        let name = match checked {
+            Ok((name, size)) => {
+                let now = state.change_time_ns();
+                Self::set_size(&mut state, inode.0, size, Some(now));
+                name
+            }
+            Err(value) => return reply.error(errno(value)),
+        };
+        // answered before the bytes are copied and sent, the lock held: the writer prepares
+        // its next write (and the kernel copies it to the other serving thread) meanwhile,
+        // and no request is served before this write is in flight. `data` is this thread's
+        // buffer until we return; a failure is kept for the file's next fsync or close, as
+        // for a write that fails in flight.
+        reply.written(data.len() as u32);
+        if let Err(value) = state.write(inode.0, &name, offset, data) {
+            state.keep_write_error(inode.0, value);
         }
     }
 

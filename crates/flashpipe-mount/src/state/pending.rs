@@ -101,6 +101,11 @@ impl<T: MountTransport> State<T> {
         taken
     }
 
+    /// Keeps `errno` for file `inode`'s next fsync or close (the first failure wins).
+    pub fn keep_write_error(&mut self, inode: u64, errno: Errno) {
+        self.write_errors.entry(inode).or_insert(errno);
+    }
+
     /// Sends the write kept back, when there is one; a failure is kept for its file.
     pub(super) fn send_pending(&mut self) {
         let Some(pending) = self.pending.take() else {
@@ -114,7 +119,7 @@ impl<T: MountTransport> State<T> {
             ..
         } = pending;
         if let Err(errno) = self.send_write(inode, &name, offset_bytes, buffer, true) {
-            self.write_errors.entry(inode).or_insert(errno);
+            self.keep_write_error(inode, errno);
         }
     }
 
