@@ -17,6 +17,8 @@ use flashpipe_api::{
 };
 
 mod ahead;
+#[cfg(test)]
+mod io_tests;
 mod pending;
 
 use crate::tree::{StoreEntry, Stored, Tree};
