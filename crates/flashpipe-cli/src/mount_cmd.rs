@@ -68,6 +68,11 @@ pub struct MountArgs {
     /// store served read-only (`flashpipe serve --read-only`) is always mounted read-only.
     #[arg(long)]
     pub read_only: bool,
+    /// Files opened for reading only bypass the kernel's page cache (FUSE direct I/O): large
+    /// reads faster, reads smaller than 128 KiB slower (one request each); files opened for
+    /// writing only always do (docs/mount.md, "Speed").
+    #[arg(long)]
+    pub direct_reads: bool,
 }
 
 /// The default of `--commit-delay-ms`.
@@ -119,6 +124,7 @@ pub fn run(arguments: MountArgs) -> CliResult {
         max_bytes_in_flight: u64::MAX,
         commit_delay_ms: arguments.commit_delay_ms,
         read_only: arguments.read_only,
+        direct_reads: arguments.direct_reads,
     };
     let serve = Serve {
         arguments: &arguments,
@@ -270,6 +276,7 @@ fn run_in_background(arguments: &MountArgs) -> CliResult {
         (arguments.wait, "--wait"),
         (arguments.verbose, "--verbose"),
         (arguments.read_only, "--read-only"),
+        (arguments.direct_reads, "--direct-reads"),
     ] {
         if given {
             command.arg(flag);

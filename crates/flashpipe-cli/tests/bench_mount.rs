@@ -1,5 +1,5 @@
 //! Runs the `flashpipe` binary's `bench mount` on a few MiB and files: the report's shape
-//! (JSON keys, two large-file rows, three metadata rows, a verdict each), nothing left
+//! (JSON keys, three large-file rows, three metadata rows, a verdict each), nothing left
 //! mounted and the scratch folder removed; hostile options refused before anything starts.
 //! Nothing here looks at a time or a rate. Needs FUSE (fusermount3) and bindfs: without
 //! them it prints why and returns, and fails under `FLASHPIPE_REQUIRE_TOOLS=1`.
@@ -42,8 +42,8 @@ fn a_small_run_reports_every_row_and_leaves_nothing_behind() {
         assert!(!report[key].is_null(), "{key} missing: {report:#}");
     }
     let large = report["large"].as_array().expect("large rows");
-    assert_eq!(large.len(), 2, "{report:#}");
-    for (row, direction) in large.iter().zip(["write", "read"]) {
+    assert_eq!(large.len(), 3, "{report:#}");
+    for (row, direction) in large.iter().zip(["write", "read", "read, --direct-reads"]) {
         assert_eq!(row["direction"], direction);
         for key in ["mount_mib_s", "cli_mib_s", "ratio"] {
             assert!(

@@ -11,11 +11,11 @@ use std::ffi::OsStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use flashpipe_api::{Command, StreamPayloads};
+use flashpipe_api::Command;
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::state::{system_time, Errno, State};
@@ -25,6 +25,12 @@ use crate::{MountOptions, MountTransport};
 /// How long the kernel may keep names and attributes in a store only this mount changes.
 const PRIVATE_TTL: Duration = Duration::from_secs(1);
 
+/// The I/O size files show as preferred (`st_blksize`): the mount's largest write, as NFS
+/// shows its write size. Programs size their buffers by it (C's stdio, Python's `open`,
+/// coreutils `cp`), and each of their writes is one request to the mount: at 4096 bytes a
+/// buffered writer crawls at a request per 4 KiB.
+const PREFERRED_IO_BYTES: u32 = crate::state::MOST_WRITE_BYTES as u32;
+
 /// The file system FUSE calls.
 pub struct MountFs<T: MountTransport> {
     state: Arc<Mutex<State<T>>>,
@@ -32,6 +38,7 @@ pub struct MountFs<T: MountTransport> {
     gid: u32,
     others_write_bit: u16,
     shared_store: bool,
+    direct_reads: bool,
 }
 
 fn errno(value: Errno) -> fuser::Errno {
@@ -43,6 +50,21 @@ fn answer_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
     match result {
         Ok(()) => reply.ok(),
         Err(value) => reply.error(errno(value)),
+    }
+}
+
+/// How the kernel is to treat a file opened with `flags`: a descriptor opened for writing
+/// only bypasses the page cache (`FOPEN_DIRECT_IO`), so the kernel hands the writer's own
+/// pages to the mount instead of first copying them into cached pages that no read through
+/// this descriptor can use; one opened for reading only does too with `direct_reads`
+/// (`MountOptions::direct_reads`); one opened for both keeps the page cache. Nothing is
+/// lost: a write-only descriptor cannot be mapped, the kernel drops cached pages of the
+/// range a direct write changes, and direct reads always ask the mount.
+pub(crate) fn open_flags_for(flags: OpenFlags, direct_reads: bool) -> FopenFlags {
+    match flags.acc_mode() {
+        OpenAccMode::O_WRONLY => FopenFlags::FOPEN_DIRECT_IO,
+        OpenAccMode::O_RDONLY if direct_reads => FopenFlags::FOPEN_DIRECT_IO,
+        _ => FopenFlags::empty(),
     }
 }
 
@@ -71,6 +93,7 @@ impl<T: MountTransport> MountFs<T> {
             gid,
             others_write_bit,
             shared_store: options.shared_store,
+            direct_reads: options.direct_reads,
         }
     }
 
@@ -138,7 +161,7 @@ impl<T: MountTransport> MountFs<T> {
             uid: owner.map_or(self.uid, |owner| owner.uid),
             gid: owner.map_or(self.gid, |owner| owner.gid),
             rdev: 0,
-            blksize: 4096,
+            blksize: PREFERRED_IO_BYTES,
             flags: 0,
         })
     }
@@ -257,6 +280,15 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         }
         if let Err(nearest) = config.set_max_readahead(crate::READ_AHEAD_KIB * 1024) {
             let _ = config.set_max_readahead(nearest);
+        }
+        if self.direct_reads {
+            // shared maps of a direct-I/O descriptor (Linux 6.6 and later)
+            if config
+                .add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+                .is_err()
+            {
+                crate::say("this kernel cannot map files read directly: mmap(MAP_SHARED) of a file opened read-only fails (ENODEV); mount without --direct-reads for programs that map files");
+            }
         }
         Ok(())
     }
@@ -433,10 +465,10 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         reply.error(errno(libc::EPERM));
     }
 
-    fn open(&self, _request: &Request, inode: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let state = self.lock();
         match Self::file_name(&state, inode.0) {
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(_) => reply.opened(FileHandle(0), open_flags_for(flags, self.direct_reads)),
             Err(value) => reply.error(errno(value)),
         }
     }
@@ -464,13 +496,12 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
             Self::set_size(&mut state, inode.0, size, None);
             Ok(pieces)
         })();
-        let read_bytes = <T::P as StreamPayloads>::read_bytes;
         match result {
-            Ok(pieces) if pieces.len() == 1 => reply.data(read_bytes(&pieces[0])),
+            Ok(pieces) if pieces.len() == 1 => reply.data(pieces[0].bytes()),
             Ok(pieces) => reply.data(
                 &pieces
                     .iter()
-                    .map(read_bytes)
+                    .map(|piece| piece.bytes())
                     .collect::<Vec<&[u8]>>()
                     .concat(),
             ),
@@ -491,7 +522,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         reply: ReplyWrite,
     ) {
         let mut state = self.lock();
-        let result = (|| {
+        let checked = (|| {
             let name = Self::file_name(&state, inode.0)?;
             let size = match state.tree.node(inode.0).map(|node| &node.kind) {
                 Some(NodeKind::File { size_bytes, .. }) => *size_bytes,
@@ -499,14 +530,24 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
             };
             let end = offset.checked_add(data.len() as u64).ok_or(libc::EFBIG)?;
             Self::forget_wall_time(&mut state, inode.0)?;
-            state.write(inode.0, &name, offset, data)?;
-            let now = state.change_time_ns();
-            Self::set_size(&mut state, inode.0, size.max(end), Some(now));
-            Ok(data.len() as u32)
+            Ok((name, size.max(end)))
         })();
-        match result {
-            Ok(written) => reply.written(written),
-            Err(value) => reply.error(errno(value)),
+        let name = match checked {
+            Ok((name, size)) => {
+                let now = state.change_time_ns();
+                Self::set_size(&mut state, inode.0, size, Some(now));
+                name
+            }
+            Err(value) => return reply.error(errno(value)),
+        };
+        // answered before the bytes are copied and sent, the lock held: the writer prepares
+        // its next write (and the kernel copies it to the other serving thread) meanwhile,
+        // and no request is served before this write is in flight. `data` is this thread's
+        // buffer until we return; a failure is kept for the file's next fsync or close, as
+        // for a write that fails in flight.
+        reply.written(data.len() as u32);
+        if let Err(value) = state.write(inode.0, &name, offset, data) {
+            state.keep_write_error(inode.0, value);
         }
     }
 
@@ -636,7 +677,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         let mut state = self.lock();
@@ -662,7 +703,7 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
                 &attributes,
                 Generation(0),
                 FileHandle(0),
-                FopenFlags::empty(),
+                open_flags_for(OpenFlags(flags), self.direct_reads),
             ),
             Err(value) => reply.error(errno(value)),
         }

@@ -9,8 +9,9 @@
 //!
 //! Why `fuser`: it is the maintained pure-Rust FUSE crate (the kernel protocol written in
 //! Rust, mounting through `fusermount3` or `mount(2)` as root), so the build needs no
-//! libfuse headers or C toolchain and nothing here is `unsafe`; libfuse3's bindings would
-//! add a C library to the build for the same kernel protocol.
+//! libfuse headers or C toolchain, and nothing here is `unsafe` but two plain libc calls
+//! (`getuid`, and `umount2` for a lazy detach); libfuse3's bindings would add a C library
+//! to the build for the same kernel protocol.
 //!
 //! Layer rule: an interface. It names only `flashpipe-api` (the command set) below it,
 //! never the engine, the store crates or the client library; the CLI names it.
@@ -78,6 +79,12 @@ pub struct MountOptions {
     /// Mount read-only (FUSE's `ro`): the kernel refuses every change with `EROFS` before
     /// it reaches the mount, so no write is ever accepted and then lost.
     pub read_only: bool,
+    /// Descriptors opened for reading only bypass the kernel's page cache too (FUSE's
+    /// direct I/O): each read goes to the mount, whose bytes the kernel copies straight into
+    /// the reader's buffer. Large reads are faster (one copy and no cached pages to fill);
+    /// small reads are slower (a request each, no kernel read-ahead). Descriptors opened for
+    /// writing only always bypass it; those opened for reading and writing never do.
+    pub direct_reads: bool,
 }
 
 /// Threads serving FUSE requests (each with its own descriptor of the session).
@@ -216,13 +223,46 @@ pub fn check_mount_point(path: &Path) -> Result<(), MountError> {
 /// commits and returns.
 pub struct Unmounter {
     inner: fuser::SessionUnmounter,
+    mount_point: PathBuf,
 }
 
 impl Unmounter {
     /// Detaches the mount (lazily, as `umount -l`: programs still using it keep it until
-    /// they let go).
+    /// they let go). `fuser` unmounts as root with a plain `umount(2)`, which refuses a
+    /// mount in use (`EBUSY`: a file still open, or held for a moment by a process between
+    /// its fork and exec); the mount is then detached lazily here.
     pub fn unmount(&mut self) -> std::io::Result<()> {
-        self.inner.unmount()
+        match self.inner.unmount() {
+            Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {
+                detach_lazily(&self.mount_point)
+            }
+            other => other,
+        }
+    }
+}
+
+/// `umount2(MNT_DETACH)` of `mount_point`, else `fusermount3 -u -z` (a user other than
+/// root may not call the first).
+fn detach_lazily(mount_point: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(mount_point.as_os_str().as_bytes())
+        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))?;
+    // SAFETY: umount2 reads the NUL-terminated path, which lives across the call.
+    if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return Ok(());
+    }
+    let status = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg("--")
+        .arg(mount_point)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(libc::EBUSY))
     }
 }
 
@@ -232,6 +272,9 @@ pub struct Mounted<T: MountTransport> {
     read_ahead: Option<u32>,
     state: Arc<Mutex<state::State<T>>>,
     mount_point: PathBuf,
+    /// The mount point as an absolute path with no links, resolved before mounting (for a
+    /// lazy detach; the mount point itself when it could not be resolved).
+    detach_path: PathBuf,
     hidden: Vec<String>,
 }
 
@@ -301,6 +344,9 @@ pub fn mount<T: MountTransport>(
             session,
             state,
             mount_point: options.mount_point.clone(),
+            detach_path: canonical_mount_point
+                .clone()
+                .unwrap_or_else(|| options.mount_point.clone()),
             hidden,
         }),
         Err(source) => {
@@ -366,6 +412,7 @@ impl<T: MountTransport> Mounted<T> {
     /// A handle that unmounts from another thread.
     pub fn unmounter(&mut self) -> Unmounter {
         Unmounter {
+            mount_point: self.detach_path.clone(),
             inner: self.session.unmount_callable(),
         }
     }

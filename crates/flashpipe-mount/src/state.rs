@@ -17,6 +17,9 @@ use flashpipe_api::{
 };
 
 mod ahead;
+#[cfg(test)]
+mod io_tests;
+mod pending;
 
 use crate::tree::{StoreEntry, Stored, Tree};
 use crate::MountTransport;
@@ -56,9 +59,9 @@ struct InFlightWrite {
     whole_chunk: bool,
 }
 
-/// What a read gave: the transport's read data, in order (one for a read no longer than the
-/// transport's most bytes per read).
-pub type ReadPieces<T> = Vec<<<T as flashpipe_api::Transport>::P as flashpipe_api::Payloads>::Read>;
+/// What a read gave, in order: the transport's read data or parts of it (one piece for a
+/// read no longer than the transport's most bytes per read and answered by one read).
+pub type ReadPieces<T> = Vec<ahead::Piece<T>>;
 
 /// The mount's state (one lock around it; FUSE requests are served one at a time).
 pub struct State<T: MountTransport> {
@@ -70,6 +73,8 @@ pub struct State<T: MountTransport> {
     in_flight: HashMap<Ticket, InFlightWrite>,
     /// Reads sent ahead of a file read in order.
     ahead: ahead::ReadAhead<T>,
+    /// A write one request short of a whole chunk, kept for the request that completes it.
+    pending: Option<pending::PendingWrite<T>>,
     /// Whole-chunk write buffers the transport gave back, filled again by later writes
     /// (at most `window`; a fresh buffer is zeroed memory, mapped anew past glibc's threshold).
     spare_writes: Vec<<T::P as flashpipe_api::Payloads>::Write>,
@@ -139,6 +144,7 @@ impl<T: MountTransport> State<T> {
             transport,
             in_flight: HashMap::new(),
             ahead: ahead::ReadAhead::default(),
+            pending: None,
             spare_writes: Vec::new(),
             write_errors: HashMap::new(),
             uncommitted: false,
@@ -209,82 +215,12 @@ impl<T: MountTransport> State<T> {
         Ok(())
     }
 
-    /// Waits for every write in flight (their failures are kept for their files).
+    /// Sends the write kept back, then waits for every write in flight (their failures are
+    /// kept for their files).
     pub fn drain(&mut self) -> Result<(), Errno> {
+        self.send_pending();
         while !self.in_flight.is_empty() {
             self.reap_one()?;
-        }
-        Ok(())
-    }
-
-    /// Sends `data` to be written at `offset_bytes` of file `inode` (named `name`).
-    pub fn write(
-        &mut self,
-        inode: u64,
-        name: &str,
-        offset_bytes: u64,
-        data: &[u8],
-    ) -> Result<(), Errno> {
-        self.drop_reads_ahead();
-        let chunk_bytes = usize::try_from(self.limits.max_write_bytes.min(MOST_WRITE_BYTES))
-            .unwrap_or(usize::MAX)
-            .max(1);
-        let mut done = 0usize;
-        while done < data.len() {
-            let piece = &data[done..(done + chunk_bytes).min(data.len())];
-            let offset = offset_bytes + done as u64;
-            let first_block = offset / self.block_size_bytes;
-            let last_block = (offset + piece.len() as u64 - 1) / self.block_size_bytes;
-            let overlaps = self.in_flight.values().any(|write| {
-                write.inode == inode
-                    && write.first_block <= last_block
-                    && first_block <= write.last_block
-            });
-            if overlaps {
-                self.drain()?;
-            }
-            while self.in_flight.len() >= self.window {
-                self.reap_one()?;
-            }
-            let whole_chunk = piece.len() * 2 >= chunk_bytes;
-            let mut buffer = match self.spare_writes.pop().filter(|_| whole_chunk) {
-                Some(buffer) => buffer,
-                None => self
-                    .transport
-                    .write_buffer(if whole_chunk {
-                        chunk_bytes
-                    } else {
-                        piece.len()
-                    })
-                    .map_err(|error| {
-                        report("getting a write buffer", &error);
-                        errno_of(error.code())
-                    })?,
-            };
-            <T::P as StreamPayloads>::set_write_len(&mut buffer, piece.len());
-            <T::P as StreamPayloads>::write_bytes_mut(&mut buffer).copy_from_slice(piece);
-            let ticket = self
-                .transport
-                .submit(Command::Write {
-                    name: name.to_string(),
-                    offset_bytes: offset,
-                    data: buffer,
-                })
-                .map_err(|error| {
-                    report("sending a write", &error);
-                    errno_of(error.code())
-                })?;
-            self.in_flight.insert(
-                ticket,
-                InFlightWrite {
-                    inode,
-                    first_block,
-                    last_block,
-                    whole_chunk,
-                },
-            );
-            self.uncommitted = true;
-            done += piece.len();
         }
         Ok(())
     }
@@ -307,13 +243,18 @@ impl<T: MountTransport> State<T> {
         while position < end.min(size_bytes) {
             let asked = (end.min(size_bytes) - position).min(self.limits.max_read_bytes.max(1));
             let ahead = self.take_ahead(inode, position, asked).map(Ok);
-            match ahead.unwrap_or_else(|| self.transport.read(name, position, asked)) {
-                Ok(data) => {
-                    let read_bytes = <T::P as StreamPayloads>::read_bytes(&data).len() as u64;
+            let read = ahead.unwrap_or_else(|| {
+                self.transport
+                    .read(name, position, asked)
+                    .map(ahead::Piece::whole)
+            });
+            match read {
+                Ok(piece) => {
+                    let read_bytes = piece.bytes().len() as u64;
                     if read_bytes == 0 {
                         break;
                     }
-                    pieces.push(data);
+                    pieces.push(piece);
                     position += read_bytes;
                 }
                 Err(error)
@@ -423,10 +364,12 @@ impl<T: MountTransport> State<T> {
         Ok(())
     }
 
-    /// The committer's turn at `now_ns`: commits when a close's commit is due. Write
+    /// The committer's turn at `now_ns`: sends a write kept back (it waits a tick at most
+    /// when no request follows), and commits when a close's commit is due. Write
     /// failures stay kept for their files' next fsync or close; a failed commit is reported
     /// on standard error and left to the next commit point.
     pub fn commit_if_due(&mut self, now_ns: u64) {
+        self.send_pending();
         match self.commit_due_ns {
             Some(due_ns) if due_ns <= now_ns => {}
             _ => return,

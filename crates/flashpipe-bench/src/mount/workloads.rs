@@ -1,6 +1,6 @@
 //! What `bench mount` times on a mounted folder: a large file written (from a source file,
-//! 1 MiB at a time, then fsync) and read back, and create, stat and unlink of many empty
-//! files in one directory.
+//! 1 MiB at a time, then fsync) and read back into a file of the scratch folder (as `get`
+//! writes one), and create, stat and unlink of many empty files in one directory.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -38,22 +38,32 @@ pub fn write_copy(source: &Path, destination: &Path) -> BenchResult<Duration> {
     Ok(started.elapsed())
 }
 
-/// Reads `path` to its end; how long it took and how many bytes it gave.
-pub fn read_through(path: &Path) -> BenchResult<(Duration, u64)> {
+/// Copies `source` (on the mount) into a new file `destination` of the scratch folder, as
+/// `get` writes its file; how long it took and how many bytes it gave. The copy is removed.
+pub fn read_copy(source: &Path, destination: &Path) -> BenchResult<(Duration, u64)> {
     let started = Instant::now();
-    let mut input = File::open(path).map_err(io_with(format!("opening {}", path.display())))?;
+    let mut input = File::open(source).map_err(io_with(format!("opening {}", source.display())))?;
+    let mut output = File::create(destination)
+        .map_err(io_with(format!("creating {}", destination.display())))?;
     let mut buffer = vec![0u8; CHUNK_BYTES];
     let mut total_bytes = 0u64;
     loop {
         let read = input
             .read(&mut buffer)
-            .map_err(io_with(format!("reading {}", path.display())))?;
+            .map_err(io_with(format!("reading {}", source.display())))?;
         if read == 0 {
             break;
         }
+        output
+            .write_all(&buffer[..read])
+            .map_err(io_with(format!("writing {}", destination.display())))?;
         total_bytes += read as u64;
     }
-    Ok((started.elapsed(), total_bytes))
+    drop(output);
+    let took = started.elapsed();
+    std::fs::remove_file(destination)
+        .map_err(io_with(format!("removing {}", destination.display())))?;
+    Ok((took, total_bytes))
 }
 
 /// Microseconds per operation of each metadata phase.

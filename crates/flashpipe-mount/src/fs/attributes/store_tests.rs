@@ -203,6 +203,7 @@ fn mounted(names: &[&str], read_only: bool) -> (MountFs<MemoryStore>, Arc<Mutex<
         max_bytes_in_flight: 1 << 24,
         commit_delay_ms: 0,
         read_only: false,
+        direct_reads: false,
     };
     (
         MountFs::new(Arc::new(Mutex::new(state)), &options),

@@ -1,0 +1,217 @@
+//! The state's write and read paths over a store in memory that keeps file bytes and counts
+//! its commands: 1 MiB writes split as the kernel splits a buffer off a page go to the store
+//! as whole chunks, a write kept back is sent before a read; reads split the same way are
+//! served by the reads sent ahead, each byte read from the store once.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use flashpipe_api::{
+    ApiError, Command, Completion, ErrorCode, FsStats, Limits, Payloads, Reply, StreamPayloads,
+    Ticket, Transport,
+};
+
+use super::State;
+
+const MIB: usize = 1 << 20;
+
+#[derive(Debug)]
+struct Memory;
+
+impl Payloads for Memory {
+    type Write = Vec<u8>;
+    type Written = Vec<u8>;
+    type Read = Vec<u8>;
+    type Check = bool;
+    type FileError = ApiError;
+}
+
+impl StreamPayloads for Memory {
+    fn write_bytes_mut(write: &mut Vec<u8>) -> &mut [u8] {
+        write
+    }
+    fn set_write_len(write: &mut Vec<u8>, length_bytes: usize) {
+        write.resize(length_bytes, 0);
+    }
+    fn written_bytes(written: &Vec<u8>) -> u64 {
+        written.len() as u64
+    }
+    fn reuse_written(written: Vec<u8>) -> Option<Vec<u8>> {
+        Some(written)
+    }
+    fn read_bytes(read: &Vec<u8>) -> &[u8] {
+        read
+    }
+}
+
+/// Files as bytes; the lengths of the writes and reads the store was sent.
+#[derive(Default)]
+struct Bytes {
+    files: BTreeMap<String, Vec<u8>>,
+    writes: Vec<usize>,
+    reads: Vec<u64>,
+    answers: VecDeque<Completion<Memory, ApiError>>,
+    next_ticket: Ticket,
+}
+
+impl Bytes {
+    fn answer(&mut self, command: Command<Memory>) -> Result<Reply<Memory>, ApiError> {
+        match command {
+            Command::List => Ok(Reply::List(Vec::new())),
+            Command::Stats => Ok(Reply::Stats(FsStats {
+                fs_block_size_bytes: 4096,
+                fs_block_count: 1 << 20,
+                used_blocks: 0,
+                shared_blocks: 0,
+                saved_blocks: 0,
+                free_blocks: 1 << 20,
+                pending_free_blocks: 0,
+                reserved_blocks: 0,
+                file_count: 0,
+                commit_sequence: 1,
+                unflushed_changes: false,
+            })),
+            Command::Write {
+                name,
+                offset_bytes,
+                data,
+            } => {
+                let file = self.files.entry(name).or_default();
+                let end = offset_bytes as usize + data.len();
+                if file.len() < end {
+                    file.resize(end, 0);
+                }
+                file[offset_bytes as usize..end].copy_from_slice(&data);
+                self.writes.push(data.len());
+                Ok(Reply::Written { buffer: data })
+            }
+            Command::Read {
+                name,
+                offset_bytes,
+                length_bytes,
+            } => {
+                let file = self.files.get(&name).cloned().unwrap_or_default();
+                let start = (offset_bytes as usize).min(file.len());
+                let end = (start + length_bytes as usize).min(file.len());
+                self.reads.push(length_bytes);
+                Ok(Reply::Data(file[start..end].to_vec()))
+            }
+            Command::Flush => Ok(Reply::Done),
+            _ => Err(ApiError::new(ErrorCode::Internal, "not in this test")),
+        }
+    }
+}
+
+impl Transport for Bytes {
+    type P = Memory;
+    type Error = ApiError;
+
+    fn submit(&mut self, command: Command<Memory>) -> Result<Ticket, ApiError> {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let answer = self.answer(command);
+        self.answers.push_back((ticket, answer));
+        Ok(ticket)
+    }
+
+    fn wait(&mut self) -> Result<Completion<Memory, ApiError>, ApiError> {
+        self.answers
+            .pop_front()
+            .ok_or_else(|| ApiError::new(ErrorCode::EngineBusy, "nothing outstanding"))
+    }
+
+    fn wait_for(&mut self, ticket: Ticket) -> Result<Reply<Memory>, ApiError> {
+        let at = self
+            .answers
+            .iter()
+            .position(|(id, _)| *id == ticket)
+            .ok_or_else(|| ApiError::new(ErrorCode::EngineBusy, "no such ticket"))?;
+        self.answers.remove(at).expect("found").1
+    }
+
+    fn write_buffer(&mut self, length_bytes: usize) -> Result<Vec<u8>, ApiError> {
+        Ok(vec![0; length_bytes])
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_read_bytes: MIB as u64,
+            max_write_bytes: MIB as u64,
+            max_read_files_count: 4,
+            max_read_files_bytes: MIB as u64,
+            max_in_flight: 8,
+        }
+    }
+
+    fn outstanding(&self) -> usize {
+        self.answers.len()
+    }
+}
+
+fn state() -> State<Bytes> {
+    State::load(Bytes::default(), false, 1 << 30).unwrap_or_else(|(_, why)| panic!("{why}"))
+}
+
+fn pattern(length: usize) -> Vec<u8> {
+    (0..length).map(|index| (index % 251) as u8).collect()
+}
+
+/// The kernel's requests for 1 MiB moves from a buffer `skew` bytes past a page (0 < skew <
+/// 4096): the MiB spans 257 pages and a request holds 256, so one of 1 MiB less `skew`, then
+/// one of `skew`, for `count` MiB.
+fn split_requests(skew: usize, count: usize) -> Vec<(usize, usize)> {
+    (0..count)
+        .flat_map(|index| {
+            let at = index * MIB;
+            [(at, MIB - skew), (at + MIB - skew, skew)]
+        })
+        .collect()
+}
+
+#[test]
+fn split_writes_go_to_the_store_as_whole_chunks_and_a_kept_one_before_a_read() {
+    let data = pattern(4 * MIB);
+    let mut state = state();
+    let requests = split_requests(16, 4);
+    assert_eq!(requests[0], (0, MIB - 16));
+    for (offset, length) in &requests {
+        state
+            .write(2, "f", *offset as u64, &data[*offset..offset + length])
+            .expect("write");
+    }
+    state.drain().expect("drain");
+    assert_eq!(state.transport.writes, vec![MIB; 4], "whole chunks");
+    assert!(state.transport.files["f"] == data);
+    // a write one page short of a chunk alone is kept back; a read sends it first
+    state.write(2, "g", 0, &data[..MIB - 4096]).expect("write");
+    assert_eq!(state.transport.writes.len(), 4, "kept back");
+    let (pieces, _) = state
+        .read((3, "g"), 0, 4096, (MIB - 4096) as u64)
+        .expect("read");
+    assert!(pieces[0].bytes() == &data[..4096]);
+    assert_eq!(state.transport.writes.len(), 5, "sent before the read");
+}
+
+#[test]
+fn split_reads_in_order_are_served_by_the_reads_ahead_each_byte_read_once() {
+    let size = 8 * MIB;
+    let data = pattern(size);
+    for skew in [16usize, 4_000] {
+        let mut state = state();
+        state.transport.files.insert("f".to_string(), data.clone());
+        let mut got = Vec::new();
+        for (offset, length) in split_requests(skew, 8) {
+            let (pieces, _) = state
+                .read((2, "f"), offset as u64, length as u64, size as u64)
+                .expect("read");
+            for piece in &pieces {
+                got.extend_from_slice(piece.bytes());
+            }
+        }
+        assert!(got == data, "skew {skew}: the file's bytes in order");
+        let read: u64 = state.transport.reads.iter().sum();
+        assert!(
+            read <= size as u64 + 2 * MIB as u64,
+            "skew {skew}: {read} bytes read from the store for {size}"
+        );
+    }
+}
