@@ -248,7 +248,7 @@ impl RawPageDevice {
     fn send(&mut self, request: FlashRequest) {
         if self.backlog.is_empty() {
             match self.backend.submit(request) {
-                Ok(()) => return,
+                Ok(()) => {}
                 Err(SubmitError::QueueFull { request, .. })
                 | Err(SubmitError::UnknownHost { request, .. }) => self.backlog.push_back(*request),
             }
