@@ -33,6 +33,16 @@ impl Filesystem {
         Ok(Filesystem { core, device })
     }
 
+    /// Formats `device` in the flash-aware layout ([`FsCore::format_flash_aware`]).
+    pub fn format_flash_aware(
+        mut device: Box<dyn BlockDevice>,
+        options: &FormatOptions,
+        pages_per_erase_block: u64,
+    ) -> Result<Filesystem, FormatError> {
+        let core = FsCore::format_flash_aware(&mut *device, options, pages_per_erase_block)?;
+        Ok(Filesystem { core, device })
+    }
+
     /// Mounts the file system on `device` ([`FsCore::mount`]).
     pub fn mount(mut device: Box<dyn BlockDevice>) -> Result<Filesystem, MountError> {
         let core = FsCore::mount(&mut *device)?;

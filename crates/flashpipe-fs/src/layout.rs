@@ -19,6 +19,18 @@ pub const FIRST_IDENTIFIED_FORMAT_VERSION: u32 = 4;
 /// The first format version with shared blocks (the shared table, super block fields at
 /// offsets 152..176, log entries of reference counts).
 pub const FIRST_SHARED_FORMAT_VERSION: u32 = 5;
+/// The format version of the flash-aware layout (docs/format.md, "Flash-aware layout"):
+/// version 6's super block with the erase block size at offset 176, written as the
+/// next page of a commit ring on raw flash pages. Only that layout writes it.
+pub const FLASH_AWARE_FORMAT_VERSION: u32 = 7;
+/// The newest format version this code reads.
+pub const NEWEST_READABLE_FORMAT_VERSION: u32 = FLASH_AWARE_FORMAT_VERSION;
+/// Most pages in one erase block the flash-aware layout accepts.
+pub const MAX_PAGES_PER_ERASE_BLOCK: u64 = 1 << 16;
+/// Erase blocks the flash-aware layout reserves at the start: the anchor (erase block
+/// 0, whose page 0 holds mkfs's commit and is never erased) and the two erase blocks of
+/// the commit ring.
+pub const FLASH_RESERVED_ERASE_BLOCKS: u64 = 3;
 /// The oldest format version this code reads: version 1, whose block pointers carry no
 /// data checksum (docs/format.md, "Versioning").
 pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;
@@ -70,6 +82,10 @@ pub const RESERVED_OFFSET_WITH_IDENTITY: usize = 152;
 /// Offset of the super block's reserved bytes from format version 5 on (after the shared
 /// table fields).
 pub const RESERVED_OFFSET_WITH_SHARED: usize = 176;
+/// Offset of the flash-aware layout's `pages_per_erase_block` (version 7).
+pub const PAGES_PER_ERASE_BLOCK_OFFSET: usize = 176;
+/// Offset of the super block's reserved bytes in version 7 (after the erase block size).
+pub const RESERVED_OFFSET_WITH_FLASH: usize = 184;
 /// Bytes of one shared table entry: first block (u64), block count (u32), reference
 /// count (u32).
 pub const SHARED_EXTENT_BYTES: usize = 16;
@@ -203,6 +219,9 @@ pub struct SuperBlock {
     pub shared_extent_count: u64,
     /// Blocks those extents cover: data blocks referenced more than once (version 5).
     pub shared_block_count: u64,
+    /// FS blocks (flash pages) per erase block in the flash-aware layout (version 7);
+    /// 0 in every other layout.
+    pub pages_per_erase_block: u64,
 }
 
 impl SuperBlock {
@@ -220,7 +239,9 @@ impl SuperBlock {
 
 /// Offset of the reserved (zero) bytes of a super block of format `version`.
 pub fn reserved_offset_of_version(version: u32) -> usize {
-    if version >= FIRST_SHARED_FORMAT_VERSION {
+    if version >= FLASH_AWARE_FORMAT_VERSION {
+        RESERVED_OFFSET_WITH_FLASH
+    } else if version >= FIRST_SHARED_FORMAT_VERSION {
         RESERVED_OFFSET_WITH_SHARED
     } else if version >= FIRST_IDENTIFIED_FORMAT_VERSION {
         RESERVED_OFFSET_WITH_IDENTITY
@@ -250,7 +271,7 @@ impl std::fmt::Display for SuperBlockProblem {
             SuperBlockProblem::NoMagic => write!(formatter, "no FLASHPFS magic"),
             SuperBlockProblem::NewerVersion(version) => write!(
                 formatter,
-                "format version {version} is newer than the supported {FORMAT_VERSION}"
+                "format version {version} is newer than the supported {NEWEST_READABLE_FORMAT_VERSION}"
             ),
             SuperBlockProblem::ChecksumMismatch => write!(formatter, "checksum mismatch"),
             SuperBlockProblem::BadField(detail) => write!(formatter, "bad field: {detail}"),
@@ -293,6 +314,13 @@ impl SuperBlock {
             write_u64(&mut bytes, 160, self.shared_extent_count);
             write_u64(&mut bytes, 168, self.shared_block_count);
         }
+        if self.format_version >= FLASH_AWARE_FORMAT_VERSION {
+            write_u64(
+                &mut bytes,
+                PAGES_PER_ERASE_BLOCK_OFFSET,
+                self.pages_per_erase_block,
+            );
+        }
         let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
         write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
         let decoded = SuperBlock::decode(&bytes);
@@ -308,7 +336,7 @@ impl SuperBlock {
             return Err(SuperBlockProblem::NoMagic);
         }
         let version = read_u32(bytes, 8);
-        if version > FORMAT_VERSION {
+        if version > NEWEST_READABLE_FORMAT_VERSION {
             return Err(SuperBlockProblem::NewerVersion(version));
         }
         if read_u32(bytes, SUPER_CHECKSUM_OFFSET)
@@ -342,6 +370,7 @@ impl SuperBlock {
             shared_table_block_count: 0,
             shared_extent_count: 0,
             shared_block_count: 0,
+            pages_per_erase_block: 0,
         };
         let mut super_block = super_block;
         if version >= FIRST_LOGGED_FORMAT_VERSION {
@@ -361,9 +390,42 @@ impl SuperBlock {
             super_block.shared_extent_count = read_u64(bytes, 160);
             super_block.shared_block_count = read_u64(bytes, 168);
         }
+        if version >= FLASH_AWARE_FORMAT_VERSION {
+            super_block.pages_per_erase_block = read_u64(bytes, PAGES_PER_ERASE_BLOCK_OFFSET);
+        }
         let reserved = &bytes[reserved_offset_of_version(version)..];
         super_block.check_fields(read_u32(bytes, 20), reserved)?;
         Ok(super_block)
+    }
+
+    /// Version 7: the erase block size in `2..=MAX_PAGES_PER_ERASE_BLOCK`, dividing the
+    /// block count, with room for the reserved erase blocks and two more.
+    fn check_flash_fields(&self) -> Result<(), SuperBlockProblem> {
+        if self.format_version < FLASH_AWARE_FORMAT_VERSION {
+            return Ok(());
+        }
+        let pages = self.pages_per_erase_block;
+        let fits = (2..=MAX_PAGES_PER_ERASE_BLOCK).contains(&pages)
+            && self.fs_block_count % pages == 0
+            && self.fs_block_count / pages >= FLASH_RESERVED_ERASE_BLOCKS + 2;
+        if fits {
+            Ok(())
+        } else {
+            Err(SuperBlockProblem::BadField(format!(
+                "{pages} pages per erase block for {} blocks",
+                self.fs_block_count
+            )))
+        }
+    }
+
+    /// FS blocks no allocation hands out: the two super block slots, or in the
+    /// flash-aware layout the anchor and the commit ring's erase blocks.
+    pub fn reserved_block_count(&self) -> u64 {
+        if self.format_version >= FLASH_AWARE_FORMAT_VERSION {
+            FLASH_RESERVED_ERASE_BLOCKS * self.pages_per_erase_block
+        } else {
+            FIRST_ALLOCATABLE_BLOCK
+        }
     }
 
     fn check_fields(
@@ -389,6 +451,7 @@ impl SuperBlock {
         {
             return bad(format!("block count {}", self.fs_block_count));
         }
+        self.check_flash_fields()?;
         if self.commit_sequence == 0 || self.next_inode_number == 0 {
             return bad("commit sequence or next inode number is zero".to_string());
         }
@@ -647,6 +710,7 @@ mod tests {
             shared_table_block_count: 0,
             shared_extent_count: 0,
             shared_block_count: 0,
+            pages_per_erase_block: 0,
         }
     }
 

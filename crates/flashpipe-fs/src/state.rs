@@ -12,6 +12,7 @@ use flashpipe_device::Clock;
 
 use crate::allocator::Allocator;
 use crate::attributes::{inode_record_header_bytes, FileAttributes};
+use crate::flash_pages::FlashRing;
 use crate::io::{BufferRecycler, Geometry};
 use crate::layout::SuperBlock;
 use crate::layout::{
@@ -251,6 +252,9 @@ pub struct State {
     pub store_identity: Option<[u8; 16]>,
     /// Reference counts of data blocks shared by several pointers (format version 5).
     pub shared: SharedCounts,
+    /// The commit ring of the flash-aware layout (format version 7); `None` in the
+    /// ordinary layout.
+    pub flash: Option<FlashRing>,
 }
 
 impl State {
@@ -272,6 +276,7 @@ impl State {
             buffers: BufferRecycler::default(),
             store_identity: None,
             shared: SharedCounts::default(),
+            flash: None,
         }
     }
 
@@ -286,7 +291,7 @@ impl State {
     /// True when data block `block` may be overwritten in place: allocated since the last
     /// commit and referenced by one pointer only.
     pub fn writable_in_place(&self, block: u64) -> bool {
-        self.allocator.is_fresh(block) && !self.shared.is_shared(block)
+        self.flash.is_none() && self.allocator.is_fresh(block) && !self.shared.is_shared(block)
     }
 
     /// Blocks of the shared table a checkpoint writes when `shared_blocks` blocks are

@@ -5,6 +5,12 @@
 //! bookkeeping (blocks freed by this commit allocatable again). Nothing changed since the
 //! last commit: one device flush. Any failure after the first step makes the state
 //! unusable, as a failed flush always has.
+//!
+//! In the flash-aware layout (`crate::flash_layout`) the new blocks go out in ascending
+//! page order, the super block goes to the commit ring's next page (its erase block
+//! erased first when that page is its first), and after the last flush the erase blocks
+//! this commit left wholly dead are erased and given back (retired when an erase fails;
+//! the commit itself is durable by then either way).
 
 use flashpipe_device::{Completion, DeviceError, Operation};
 
@@ -13,7 +19,8 @@ use super::{
     prepare_log_commit, super_block_write,
 };
 use crate::error::FlushError;
-use crate::io::{block_writes, Geometry};
+use crate::flash_layout::erase_operation;
+use crate::io::block_writes;
 use crate::layout::SuperBlock;
 use crate::plan::{Plan, Step};
 use crate::state::State;
@@ -66,10 +73,14 @@ enum Phase {
     WritingBlocks(Durable),
     /// The flush after them is in flight.
     FlushingBlocks(Durable),
+    /// Flash-aware layout: the ring erase block the super block goes to is being erased.
+    ErasingRing(Durable),
     /// The super block is in flight.
     WritingSuperBlock(Durable),
     /// The flush after it is in flight.
     FlushingSuperBlock(Durable),
+    /// Flash-aware layout: erase blocks left wholly dead are being erased.
+    ErasingDead(Vec<u64>),
     Finished,
 }
 
@@ -87,10 +98,15 @@ impl CommitPlan {
     }
 }
 
-/// The super block write of `durable`, into the slot its sequence names.
-fn super_block_step(geometry: &Geometry, durable: &Durable) -> Vec<Operation> {
+/// The super block write of `durable`, into the slot its sequence names or the
+/// commit ring's next page.
+fn super_block_step(state: &State, durable: &Durable) -> Vec<Operation> {
+    let geometry = &state.geometry;
     let super_block = durable.super_block();
-    let slot = super_block.commit_sequence % 2;
+    let slot = match &state.flash {
+        Some(ring) => ring.next_page,
+        None => super_block.commit_sequence % 2,
+    };
     block_writes(
         geometry,
         vec![super_block_write(slot, super_block, geometry)],
@@ -127,10 +143,13 @@ impl Plan for CommitPlan {
             }
             prepare_checkpoint(state)
         };
-        let (writes, durable) = match prepared {
+        let (mut writes, durable) = match prepared {
             Ok(prepared) => prepared,
             Err(error) => return Err(self.fail(state, error)),
         };
+        if state.flash.is_some() {
+            writes.sort_unstable_by_key(|write| write.0);
+        }
         if writes.is_empty() {
             self.phase = Phase::FlushingBlocks(durable);
             return Ok(Step::Issue(vec![Operation::Flush]));
@@ -149,6 +168,15 @@ impl Plan for CommitPlan {
         if let Phase::FlushingOnly = phase {
             return outcome.map(|_| Step::Done(())).map_err(FlushError::from);
         }
+        if let Phase::ErasingDead(erase_blocks) = phase {
+            for erase_block in erase_blocks {
+                match &outcome {
+                    Ok(_) => state.allocator.erased(erase_block),
+                    Err(_) => state.allocator.retire(erase_block),
+                }
+            }
+            return Ok(Step::Done(()));
+        }
         if let Err(error) = outcome {
             return Err(self.fail(state, error.into()));
         }
@@ -157,7 +185,24 @@ impl Plan for CommitPlan {
                 (Phase::FlushingBlocks(durable), vec![Operation::Flush])
             }
             Phase::FlushingBlocks(durable) => {
-                let operations = super_block_step(&state.geometry, &durable);
+                let ring_erase = state.flash.as_ref().and_then(|ring| {
+                    let erase_block = ring.erase_before_next()?;
+                    Some(erase_operation(
+                        &state.geometry,
+                        ring.pages_per_erase_block,
+                        erase_block,
+                    ))
+                });
+                match ring_erase {
+                    Some(erase) => (Phase::ErasingRing(durable), vec![erase]),
+                    None => {
+                        let operations = super_block_step(state, &durable);
+                        (Phase::WritingSuperBlock(durable), operations)
+                    }
+                }
+            }
+            Phase::ErasingRing(durable) => {
+                let operations = super_block_step(state, &durable);
                 (Phase::WritingSuperBlock(durable), operations)
             }
             Phase::WritingSuperBlock(durable) => {
@@ -165,9 +210,22 @@ impl Plan for CommitPlan {
             }
             Phase::FlushingSuperBlock(durable) => {
                 durable.apply(state);
-                return Ok(Step::Done(()));
+                let Some(ring) = state.flash.as_mut() else {
+                    return Ok(Step::Done(()));
+                };
+                ring.advance();
+                let pages = ring.pages_per_erase_block;
+                let erase_blocks = state.allocator.take_erasable();
+                if erase_blocks.is_empty() {
+                    return Ok(Step::Done(()));
+                }
+                let operations = erase_blocks
+                    .iter()
+                    .map(|&erase_block| erase_operation(&state.geometry, pages, erase_block))
+                    .collect();
+                (Phase::ErasingDead(erase_blocks), operations)
             }
-            Phase::Start | Phase::FlushingOnly | Phase::Finished => {
+            Phase::Start | Phase::FlushingOnly | Phase::ErasingDead(_) | Phase::Finished => {
                 panic!("a commit resumes only while its operations are in flight")
             }
         };

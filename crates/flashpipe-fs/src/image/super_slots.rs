@@ -6,10 +6,12 @@ use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation};
 
 use super::{LoadFailure, SUPER_BLOCK_CHECKSUM_OFFSET};
 use crate::findings::{DamagedSlot, Finding, Structure};
+use crate::flash_layout::choose_flash_super_block;
 use crate::io::Geometry;
 use crate::layout::{
     read_u32, read_u64, reserved_offset_of_version, SuperBlock, SuperBlockProblem,
-    MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_BLOCK_SIZE_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    FLASH_AWARE_FORMAT_VERSION, MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_BLOCK_SIZE_BYTES,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 
 /// The finding that reports a damaged slot (repairable: `fsck --repair` falls back).
@@ -169,6 +171,12 @@ pub(super) fn choose_super_block(
     device: &mut dyn BlockDevice,
 ) -> Result<ChosenSuperBlock, LoadFailure> {
     let (slot_zero, slot_one) = read_slots(device)?;
+    if let Ok(anchor) = &slot_zero.decoded {
+        if anchor.format_version == FLASH_AWARE_FORMAT_VERSION {
+            let chosen = choose_flash_super_block(device, anchor.clone())?;
+            return Ok((chosen, None));
+        }
+    }
     let slot_one = slot_one.unwrap_or_else(SlotRead::absent);
     match (&slot_zero.decoded, &slot_one.decoded) {
         (Ok(zero), Ok(one)) => {

@@ -1,0 +1,113 @@
+//! The flash-aware layout end to end on the flash model with no FTL: `RawPageDevice`
+//! under `Filesystem::format_flash_aware`; files written, flushed, read back, remounted,
+//! fsck clean; overwriting several times the device's capacity, the file system's own
+//! erases reclaiming the dead pages.
+
+mod support;
+
+use flashpipe_device::BlockDevice;
+use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_ftl::RawPageDevice;
+
+const PAGES_PER_BLOCK: u32 = 8;
+const PAGE_BYTES: u32 = 4096;
+
+fn raw_device(blocks_per_chip: u32, seed: u64) -> Box<dyn BlockDevice> {
+    let config = support::small_config(blocks_per_chip, PAGES_PER_BLOCK);
+    let array = support::small_array(config, seed);
+    Box::new(RawPageDevice::new(Box::new(array), "raw").expect("raw pages"))
+}
+
+fn options() -> FormatOptions {
+    FormatOptions {
+        fs_block_size_bytes: PAGE_BYTES,
+        store_identity: None,
+    }
+}
+
+fn contents(seed: usize, length: usize) -> Vec<u8> {
+    (0..length)
+        .map(|offset| (offset.wrapping_mul(31) ^ seed.wrapping_mul(7919)) as u8)
+        .collect()
+}
+
+fn read_all(filesystem: &mut Filesystem, name: &str, length: usize) -> Vec<u8> {
+    let file = filesystem.open(name).expect("open");
+    if length == 0 {
+        return Vec::new();
+    }
+    filesystem
+        .read(file, 0, length as u64)
+        .expect("read")
+        .to_vec()
+}
+
+#[test]
+fn files_survive_a_remount_and_fsck_is_clean() {
+    let device = raw_device(16, 3);
+    let mut filesystem =
+        Filesystem::format_flash_aware(device, &options(), u64::from(PAGES_PER_BLOCK))
+            .expect("mkfs");
+    let lengths = [0usize, 1, 4095, 4096, 70_000, 200_000];
+    for (index, &length) in lengths.iter().enumerate() {
+        let file = filesystem.create(&format!("file-{index}")).expect("create");
+        filesystem
+            .write(file, 0, &contents(index, length))
+            .expect("write");
+        filesystem.flush().expect("flush");
+    }
+    let space = filesystem.flash_space().expect("flash-aware");
+    assert_eq!(space.pages_per_erase_block, u64::from(PAGES_PER_BLOCK));
+    let device = filesystem.unmount().expect("unmount");
+    let mut filesystem = Filesystem::mount(device).expect("mount");
+    for (index, &length) in lengths.iter().enumerate() {
+        let data = read_all(&mut filesystem, &format!("file-{index}"), length);
+        assert!(
+            data == contents(index, length),
+            "file-{index} differs after remount"
+        );
+    }
+    let report = filesystem.check().expect("fsck");
+    assert!(report.is_clean(), "{report:?}");
+    let file = filesystem.create("after").expect("create after remount");
+    filesystem
+        .write(file, 0, &contents(99, 10_000))
+        .expect("write after remount");
+    filesystem.flush().expect("flush after remount");
+    let device = filesystem.unmount().expect("unmount");
+    let mut filesystem = Filesystem::mount(device).expect("mount again");
+    assert!(read_all(&mut filesystem, "after", 10_000) == contents(99, 10_000));
+}
+
+#[test]
+fn overwriting_several_times_the_capacity_is_reclaimed_by_the_file_systems_erases() {
+    let device = raw_device(16, 5);
+    let capacity_bytes = device.info().size_bytes() as usize;
+    let mut filesystem =
+        Filesystem::format_flash_aware(device, &options(), u64::from(PAGES_PER_BLOCK))
+            .expect("mkfs");
+    let length = 160_000;
+    let keep = filesystem.create("keep").expect("create");
+    filesystem
+        .write(keep, 0, &contents(1, 50_000))
+        .expect("write keep");
+    let file = filesystem.create("hot").expect("create");
+    let mut written = 0;
+    let mut round = 0;
+    while written < 5 * capacity_bytes {
+        filesystem
+            .write(file, 0, &contents(round, length))
+            .expect("overwrite");
+        filesystem.flush().expect("flush");
+        written += length;
+        round += 1;
+    }
+    let last = round - 1;
+    assert!(read_all(&mut filesystem, "hot", length) == contents(last, length));
+    let device = filesystem.unmount().expect("unmount");
+    let mut filesystem = Filesystem::mount(device).expect("mount");
+    assert!(read_all(&mut filesystem, "hot", length) == contents(last, length));
+    assert!(read_all(&mut filesystem, "keep", 50_000) == contents(1, 50_000));
+    let report = filesystem.check().expect("fsck");
+    assert!(report.is_clean(), "{report:?}");
+}
