@@ -791,10 +791,12 @@ mod tests {
     #[test]
     fn newer_version_is_named_even_with_a_bad_checksum() {
         let mut encoded = sample_super_block().encode();
-        write_u32(&mut encoded, 8, FORMAT_VERSION + 1);
+        write_u32(&mut encoded, 8, NEWEST_READABLE_FORMAT_VERSION + 1);
         assert_eq!(
             SuperBlock::decode(&encoded),
-            Err(SuperBlockProblem::NewerVersion(FORMAT_VERSION + 1))
+            Err(SuperBlockProblem::NewerVersion(
+                NEWEST_READABLE_FORMAT_VERSION + 1
+            ))
         );
     }
 

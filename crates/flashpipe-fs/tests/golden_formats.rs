@@ -9,7 +9,7 @@ mod support;
 use flashpipe_fs::layout::{
     checksum_with_field_zeroed, open_metadata_block, read_u32, read_u64, seal_metadata_block,
     MetadataHeader, MetadataKind, SuperBlock, SuperBlockProblem, FORMAT_VERSION, MAGIC,
-    METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    METADATA_HEADER_BYTES, NEWEST_READABLE_FORMAT_VERSION, SUPER_BLOCK_SIZE_BYTES,
 };
 use flashpipe_fs::{Filesystem, FormatOptions, Structure};
 use support::SharedDisk;
@@ -53,6 +53,7 @@ fn known_super_block() -> SuperBlock {
         shared_table_block_count: 0,
         shared_extent_count: 0,
         shared_block_count: 0,
+        pages_per_erase_block: 0,
     }
 }
 
@@ -200,10 +201,12 @@ fn the_super_block_has_the_documented_bytes() {
 fn a_super_block_is_judged_in_the_documented_order() {
     let encoded = known_super_block_v5().encode();
     let mut newer = encoded;
-    newer[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    newer[8..12].copy_from_slice(&(NEWEST_READABLE_FORMAT_VERSION + 1).to_le_bytes());
     assert_eq!(
         SuperBlock::decode(&newer),
-        Err(SuperBlockProblem::NewerVersion(FORMAT_VERSION + 1)),
+        Err(SuperBlockProblem::NewerVersion(
+            NEWEST_READABLE_FORMAT_VERSION + 1
+        )),
         "the version is judged before the checksum"
     );
     let mut damaged = encoded;
