@@ -40,7 +40,10 @@ fn put(bytes: &mut [u8], offset: usize, value: &[u8]) {
 #[test]
 fn the_version_7_super_block_has_the_documented_bytes() {
     assert_eq!(FLASH_AWARE_FORMAT_VERSION, 7);
-    assert_eq!(FORMAT_VERSION, 6, "the ordinary layout still writes version 6");
+    assert_eq!(
+        FORMAT_VERSION, 6,
+        "the ordinary layout still writes version 6"
+    );
     assert_eq!(FLASH_RESERVED_ERASE_BLOCKS, 3);
     let mut expected = [0u8; SUPER_BLOCK_SIZE_BYTES];
     put(&mut expected, 0, b"FLASHPFS");

@@ -20,9 +20,10 @@ use flashpipe_fs::layout::{SuperBlock, SUPER_BLOCK_SIZE_BYTES};
 use flashpipe_fs::{store_identity_text, Filesystem, FsStats};
 use serde::Serialize;
 
-use crate::flash_store::{open_flash_device, FlashDeviceSpec, FlashStoreError};
+use crate::flash_store::{open_flash_device, FlashDeviceSpec, FlashLayout, FlashStoreError};
 use crate::identity::StoreIdentity;
 use crate::member_label::{MemberLabel, LABEL_BYTES};
+use crate::raw_flash_store::open_raw_flash_device;
 use crate::store::{lock_store, open_store_device_locked, DeviceCreation, StoreOpenError};
 use crate::store_config::{DeviceSpec, StoreConfig};
 use crate::store_lock::{LockMode, LockWait};
@@ -360,17 +361,29 @@ fn flash_info(
     config: &StoreConfig,
     index: usize,
 ) -> Result<FlashInfo, StoreInfoError> {
-    let device = open_flash_device(
-        spec,
-        store_file,
-        &format!("flash{index}"),
-        config.queue_depth,
-        DeviceCreation::ReadOnly,
-    )
-    .map_err(|error| StoreInfoError::Open(error.into()))?;
-    let exported_bytes = device.ftl().info().size_bytes();
-    let over_provisioning = device.ftl().options().over_provisioning;
-    drop(device);
+    let (exported_bytes, over_provisioning) = if spec.layout == FlashLayout::FlashAware {
+        let device = open_raw_flash_device(
+            spec,
+            store_file,
+            &format!("flash{index}"),
+            DeviceCreation::ReadOnly,
+        )
+        .map_err(|error| StoreInfoError::Open(error.into()))?;
+        (device.info().size_bytes(), 0.0)
+    } else {
+        let device = open_flash_device(
+            spec,
+            store_file,
+            &format!("flash{index}"),
+            config.queue_depth,
+            DeviceCreation::ReadOnly,
+        )
+        .map_err(|error| StoreInfoError::Open(error.into()))?;
+        (
+            device.ftl().info().size_bytes(),
+            device.ftl().options().over_provisioning,
+        )
+    };
     let path = spec
         .path
         .as_ref()
