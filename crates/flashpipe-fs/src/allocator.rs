@@ -168,12 +168,27 @@ impl Allocator {
     /// Erase block `erase_block` (taken by [`Allocator::take_erasable`]) is erased: its
     /// pages are free.
     pub fn erased(&mut self, erase_block: u64) {
-        let pages = self
-            .flash
-            .as_ref()
-            .expect("flash-aware layout")
-            .pages_per_erase_block();
+        let flash = self.flash.as_mut().expect("flash-aware layout");
+        flash.count_erase();
+        let pages = flash.pages_per_erase_block();
         self.insert_free(erase_block * pages, pages);
+    }
+
+    /// True when a page of `first..first + count` is free.
+    pub fn has_free_in(&self, first: u64, count: u64) -> bool {
+        let before = self
+            .free
+            .range(..first)
+            .next_back()
+            .is_some_and(|(&start, &length)| start + length > first);
+        before || self.free.range(first..first + count).next().is_some()
+    }
+
+    /// Counts pages moved by collection (flash-aware layout).
+    pub fn count_moves(&mut self, pages: u64) {
+        if let Some(flash) = &mut self.flash {
+            flash.count_moves(pages);
+        }
     }
 
     /// Erase block `erase_block` failed its erase: retired.

@@ -29,6 +29,7 @@ use crate::metadata_log::{
 use crate::plan::run_plan;
 use crate::state::{CommittedCheckpoint, FileNode, State};
 
+mod collect;
 mod plan;
 
 pub use plan::CommitPlan;
@@ -421,6 +422,8 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
         shared_extent_count: shared_extents.len() as u64,
         shared_block_count: state.shared.shared_block_count(),
         pages_per_erase_block: 0,
+        ring_sequence: 0,
+        record_kind: crate::layout::RingRecordKind::Commit,
     };
     let super_block = crate::flash_layout::flash_super_block(state, super_block);
     let tables = [

@@ -163,9 +163,11 @@ impl Filesystem {
         self.core.flush_checkpoint(&mut *self.device)
     }
 
-    /// Flushes and hands the device back.
+    /// Flushes and hands the device back (in the flash-aware layout, after a record of
+    /// the clean unmount, [`FsCore::close_clean`]).
     pub fn unmount(mut self) -> Result<Box<dyn BlockDevice>, FlushError> {
         self.flush()?;
+        self.core.close_clean(&mut *self.device)?;
         Ok(self.device)
     }
 }

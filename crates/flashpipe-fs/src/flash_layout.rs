@@ -22,7 +22,8 @@ use crate::allocator::Allocator;
 use crate::flash_pages::{FlashRing, RING_ERASE_BLOCKS, RING_FIRST_ERASE_BLOCK};
 use crate::io::Geometry;
 use crate::layout::{
-    SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS, SUPER_BLOCK_SIZE_BYTES,
+    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::state::State;
 
@@ -32,6 +33,7 @@ pub fn flash_super_block(state: &State, mut super_block: SuperBlock) -> SuperBlo
     if let Some(ring) = &state.flash {
         super_block.format_version = FLASH_AWARE_FORMAT_VERSION;
         super_block.pages_per_erase_block = ring.pages_per_erase_block;
+        super_block.ring_sequence = ring.next_sequence;
     }
     super_block
 }
@@ -97,13 +99,13 @@ fn read_page(
     }
 }
 
-/// The ring as read at mount: the newest valid super block in it (if any) and the page
-/// after the last programmed page of the erase block holding it.
+/// The ring as read at mount: the newest valid record in it (if any), the ring erase
+/// block holding it and the last programmed page of that erase block.
 pub struct RingScan {
-    /// The newest valid version-7 super block in the ring.
+    /// The newest valid version-7 record in the ring (the largest `ring_sequence`).
     pub newest: Option<SuperBlock>,
-    /// Where the next commit goes.
-    pub ring: FlashRing,
+    newest_ring_index: u64,
+    last_programmed: Option<u64>,
 }
 
 /// Reads both ring erase blocks page by page (torn pages read unreadable and are passed
@@ -126,33 +128,60 @@ pub fn newest_in_ring(
             let PageContent::Programmed(bytes) = content else {
                 continue;
             };
-            let Ok(super_block) = SuperBlock::decode(&bytes[..SUPER_BLOCK_SIZE_BYTES]) else {
+            let Ok(record) = SuperBlock::decode(&bytes[..SUPER_BLOCK_SIZE_BYTES]) else {
                 continue;
             };
-            let valid = super_block.format_version == FLASH_AWARE_FORMAT_VERSION
-                && super_block.pages_per_erase_block == pages_per_erase_block;
+            let valid = record.format_version == FLASH_AWARE_FORMAT_VERSION
+                && record.pages_per_erase_block == pages_per_erase_block;
             let newer = newest
                 .as_ref()
-                .is_none_or(|(best, _)| super_block.commit_sequence > best.commit_sequence);
+                .is_none_or(|(best, _)| record.ring_sequence > best.ring_sequence);
             if valid && newer {
-                newest = Some((super_block, ring_index));
+                newest = Some((record, ring_index));
             }
         }
     }
-    let mut ring = FlashRing::at_start(pages_per_erase_block);
-    if let Some((_, ring_index)) = &newest {
-        let last = last_programmed[*ring_index as usize].expect("it holds the newest page");
-        ring.next_page = last;
-        ring.advance();
-    }
+    let newest_ring_index = newest.as_ref().map_or(0, |(_, index)| *index);
     Ok(RingScan {
-        newest: newest.map(|(super_block, _)| super_block),
-        ring,
+        last_programmed: last_programmed[newest_ring_index as usize],
+        newest: newest.map(|(record, _)| record),
+        newest_ring_index,
     })
 }
 
+impl RingScan {
+    /// True when the newest record closes a clean unmount: nothing was programmed since.
+    pub fn clean(&self) -> bool {
+        self.newest
+            .as_ref()
+            .is_some_and(|record| record.record_kind == RingRecordKind::Clean)
+    }
+
+    /// Where the next record goes. After a clean unmount, the page after the newest
+    /// record's erase block's last programmed page; otherwise a program may have been
+    /// lost in flight (its page reads erased but cannot be programmed), so the next
+    /// record starts the other ring erase block, erased first.
+    pub fn next_ring(&self, pages_per_erase_block: u64, anchor: &SuperBlock) -> FlashRing {
+        let mut ring = FlashRing::at_start(pages_per_erase_block);
+        let Some(newest) = &self.newest else {
+            ring.next_sequence = anchor.ring_sequence + 1;
+            return ring;
+        };
+        ring.next_sequence = newest.ring_sequence + 1;
+        if self.clean() {
+            ring.next_page = self.last_programmed.expect("it holds the newest record");
+            ring.advance();
+            ring.next_sequence = newest.ring_sequence + 1;
+        } else {
+            let other = 1 - self.newest_ring_index;
+            ring.next_page = (RING_FIRST_ERASE_BLOCK + other) * pages_per_erase_block;
+        }
+        ring
+    }
+}
+
 /// The flash-aware super block in use: the anchor (`anchor`, read from FS block 0) or a
-/// newer one from the ring.
+/// newer record from the ring.
 pub fn choose_flash_super_block(
     device: &mut dyn BlockDevice,
     anchor: SuperBlock,
@@ -164,15 +193,53 @@ pub fn choose_flash_super_block(
     );
     let scan = newest_in_ring(device, &geometry, anchor.pages_per_erase_block)?;
     Ok(match scan.newest {
-        Some(newest) if newest.commit_sequence >= anchor.commit_sequence => newest,
+        Some(newest) if newest.ring_sequence >= anchor.ring_sequence => newest,
         _ => anchor,
     })
 }
 
-/// A read-write mount of the flash-aware layout: the ring's next page, and the allocator
-/// from the checkpoint's free list: erase blocks all free whose first page reads erased
-/// are free; all free but programmed (or unreadable: an interrupted erase) are erased
-/// now (retired when that fails); the free pages of partly used erase blocks are dead.
+/// Programs a ring record of `kind` for the last commit at the ring's next page (its
+/// erase block erased first when the page is its first), then flushes.
+pub fn write_ring_record(
+    state: &mut State,
+    device: &mut dyn BlockDevice,
+    kind: RingRecordKind,
+) -> Result<(), DeviceError> {
+    let (Some(ring), Some(committed)) = (state.flash.as_mut(), &state.committed.super_block) else {
+        return Ok(());
+    };
+    let geometry = state.geometry;
+    if let Some(erase_block) = ring.erase_before_next() {
+        run_one(
+            device,
+            erase_operation(&geometry, ring.pages_per_erase_block, erase_block),
+        )?;
+    }
+    let mut record = committed.clone();
+    record.ring_sequence = ring.next_sequence;
+    record.record_kind = kind;
+    let mut buffer = IoBuf::zeroed(geometry.fs_block_size_bytes as usize);
+    buffer[..SUPER_BLOCK_SIZE_BYTES].copy_from_slice(&record.encode());
+    run_one(
+        device,
+        Operation::Write {
+            first_block: geometry.device_block(ring.next_page),
+            buffer,
+        },
+    )?;
+    ring.advance();
+    run_one(device, Operation::Flush)?;
+    Ok(())
+}
+
+/// A read-write mount of the flash-aware layout: the ring's next page, the allocator
+/// from the checkpoint's free list, then an `Opened` record before anything else is
+/// programmed. After a clean unmount an erase block all free whose first page reads
+/// erased is free, and one whose first page is programmed or unreadable (an interrupted
+/// erase) is erased now; after anything else every erase block all free is erased now
+/// (a program lost in flight leaves a page that reads erased and cannot be programmed).
+/// An erase that fails retires its block. The free pages of partly used erase blocks are
+/// dead.
 pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), DeviceError> {
     let Some(super_block) = state.committed.super_block.clone() else {
         return Ok(());
@@ -183,6 +250,7 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
     let pages = super_block.pages_per_erase_block;
     let geometry = state.geometry;
     let scan = newest_in_ring(device, &geometry, pages)?;
+    let clean = scan.clean();
     let mut free_pages_in = std::collections::BTreeMap::<u64, Vec<u64>>::new();
     for (first, count) in state.allocator.extents_after_commit() {
         for page in first..first + count {
@@ -201,7 +269,7 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
             continue;
         }
         let first = erase_block * pages;
-        let erased = matches!(read_page(device, &geometry, first)?, PageContent::Erased);
+        let erased = clean && matches!(read_page(device, &geometry, first)?, PageContent::Erased);
         if erased || run_one(device, erase_operation(&geometry, pages, erase_block)).is_ok() {
             free_erased.push((first, pages));
         } else {
@@ -209,9 +277,9 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
         }
     }
     state.allocator = Allocator::for_flash(pages, &free_erased, &dead, &retired);
-    state.flash = Some(scan.ring);
+    state.flash = Some(scan.next_ring(pages, &super_block));
     state.checkpoint_every_commit = true;
-    Ok(())
+    write_ring_record(state, device, RingRecordKind::Opened)
 }
 
 /// A read-only mount of the flash-aware layout: nothing is allocated, but the state must

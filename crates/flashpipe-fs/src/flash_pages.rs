@@ -22,6 +22,8 @@ pub struct FlashPages {
     dead_in_block: HashMap<u64, u64>,
     erasable: BTreeSet<u64>,
     retired: BTreeSet<u64>,
+    moved_pages: u64,
+    erased_blocks: u64,
 }
 
 impl FlashPages {
@@ -64,6 +66,38 @@ impl FlashPages {
             self.dead_in_block.remove(&erase_block);
         }
         taken
+    }
+
+    /// Dead pages per erase block that has any (wholly dead ones included).
+    pub fn dead_counts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.dead_in_block
+            .iter()
+            .map(|(&erase_block, &dead)| (erase_block, dead))
+    }
+
+    /// True when `page` is dead.
+    pub fn is_dead(&self, page: u64) -> bool {
+        self.dead.contains(&page)
+    }
+
+    /// Counts pages moved by collection.
+    pub fn count_moves(&mut self, pages: u64) {
+        self.moved_pages += pages;
+    }
+
+    /// Counts an erase block erased.
+    pub fn count_erase(&mut self) {
+        self.erased_blocks += 1;
+    }
+
+    /// Pages moved by collection since mount.
+    pub fn moved_pages(&self) -> u64 {
+        self.moved_pages
+    }
+
+    /// Erase blocks erased since mount.
+    pub fn erased_blocks(&self) -> u64 {
+        self.erased_blocks
     }
 
     /// Erase block `erase_block` failed its erase: never allocated again.
@@ -115,6 +149,8 @@ pub struct FlashRing {
     pub pages_per_erase_block: u64,
     /// The ring page the next commit's super block is programmed to.
     pub next_page: u64,
+    /// The `ring_sequence` of the next record.
+    pub next_sequence: u64,
 }
 
 impl FlashRing {
@@ -123,6 +159,7 @@ impl FlashRing {
         FlashRing {
             pages_per_erase_block,
             next_page: RING_FIRST_ERASE_BLOCK * pages_per_erase_block,
+            next_sequence: 1,
         }
     }
 
@@ -136,6 +173,7 @@ impl FlashRing {
     /// The super block went to `next_page`: the page after it, wrapping to the ring's
     /// first page after its last.
     pub fn advance(&mut self) {
+        self.next_sequence += 1;
         self.next_page += 1;
         let end = (RING_FIRST_ERASE_BLOCK + RING_ERASE_BLOCKS) * self.pages_per_erase_block;
         if self.next_page == end {

@@ -84,8 +84,12 @@ pub const RESERVED_OFFSET_WITH_IDENTITY: usize = 152;
 pub const RESERVED_OFFSET_WITH_SHARED: usize = 176;
 /// Offset of the flash-aware layout's `pages_per_erase_block` (version 7).
 pub const PAGES_PER_ERASE_BLOCK_OFFSET: usize = 176;
-/// Offset of the super block's reserved bytes in version 7 (after the erase block size).
-pub const RESERVED_OFFSET_WITH_FLASH: usize = 184;
+/// Offset of the flash-aware layout's `ring_sequence` (version 7).
+pub const RING_SEQUENCE_OFFSET: usize = 184;
+/// Offset of the flash-aware layout's `record_kind` (version 7).
+pub const RECORD_KIND_OFFSET: usize = 192;
+/// Offset of the super block's reserved bytes in version 7 (after the ring fields).
+pub const RESERVED_OFFSET_WITH_FLASH: usize = 196;
 /// Bytes of one shared table entry: first block (u64), block count (u32), reference
 /// count (u32).
 pub const SHARED_EXTENT_BYTES: usize = 16;
@@ -222,6 +226,44 @@ pub struct SuperBlock {
     /// FS blocks (flash pages) per erase block in the flash-aware layout (version 7);
     /// 0 in every other layout.
     pub pages_per_erase_block: u64,
+    /// The flash-aware layout's count of commit-ring records up to this one (version 7;
+    /// the newest record has the largest); 0 in every other layout.
+    pub ring_sequence: u64,
+    /// What this commit-ring record says (version 7); `Commit` in every other layout.
+    pub record_kind: RingRecordKind,
+}
+
+/// What a record of the flash-aware layout's commit ring says (docs/format.md,
+/// "Flash-aware layout").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RingRecordKind {
+    /// A commit: pages may have been programmed after it.
+    #[default]
+    Commit,
+    /// A read-write mount began: pages may have been programmed after it.
+    Opened,
+    /// A clean unmount: nothing was programmed after it.
+    Clean,
+}
+
+impl RingRecordKind {
+    /// The record kind's on-disk value.
+    pub fn code(self) -> u32 {
+        match self {
+            RingRecordKind::Commit => 0,
+            RingRecordKind::Opened => 1,
+            RingRecordKind::Clean => 2,
+        }
+    }
+
+    fn from_code(code: u32) -> Option<RingRecordKind> {
+        match code {
+            0 => Some(RingRecordKind::Commit),
+            1 => Some(RingRecordKind::Opened),
+            2 => Some(RingRecordKind::Clean),
+            _ => None,
+        }
+    }
 }
 
 impl SuperBlock {
@@ -320,6 +362,8 @@ impl SuperBlock {
                 PAGES_PER_ERASE_BLOCK_OFFSET,
                 self.pages_per_erase_block,
             );
+            write_u64(&mut bytes, RING_SEQUENCE_OFFSET, self.ring_sequence);
+            write_u32(&mut bytes, RECORD_KIND_OFFSET, self.record_kind.code());
         }
         let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
         write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
@@ -371,6 +415,8 @@ impl SuperBlock {
             shared_extent_count: 0,
             shared_block_count: 0,
             pages_per_erase_block: 0,
+            ring_sequence: 0,
+            record_kind: RingRecordKind::Commit,
         };
         let mut super_block = super_block;
         if version >= FIRST_LOGGED_FORMAT_VERSION {
@@ -392,6 +438,11 @@ impl SuperBlock {
         }
         if version >= FLASH_AWARE_FORMAT_VERSION {
             super_block.pages_per_erase_block = read_u64(bytes, PAGES_PER_ERASE_BLOCK_OFFSET);
+            super_block.ring_sequence = read_u64(bytes, RING_SEQUENCE_OFFSET);
+            let code = read_u32(bytes, RECORD_KIND_OFFSET);
+            super_block.record_kind = RingRecordKind::from_code(code).ok_or_else(|| {
+                SuperBlockProblem::BadField(format!("commit-ring record kind {code}"))
+            })?;
         }
         let reserved = &bytes[reserved_offset_of_version(version)..];
         super_block.check_fields(read_u32(bytes, 20), reserved)?;
@@ -711,6 +762,8 @@ mod tests {
             shared_extent_count: 0,
             shared_block_count: 0,
             pages_per_erase_block: 0,
+            ring_sequence: 0,
+            record_kind: RingRecordKind::Commit,
         }
     }
 

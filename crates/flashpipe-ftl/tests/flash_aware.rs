@@ -111,3 +111,44 @@ fn overwriting_several_times_the_capacity_is_reclaimed_by_the_file_systems_erase
     let report = filesystem.check().expect("fsck");
     assert!(report.is_clean(), "{report:?}");
 }
+
+#[test]
+fn collection_moves_live_pages_out_of_fragmented_erase_blocks() {
+    let device = raw_device(16, 9);
+    let mut filesystem =
+        Filesystem::format_flash_aware(device, &options(), u64::from(PAGES_PER_BLOCK))
+            .expect("mkfs");
+    let length = 3 * PAGE_BYTES as usize;
+    let mut live: Vec<(String, usize)> = Vec::new();
+    let mut rng = flashpipe_device::SplitMix64::new(17);
+    for round in 0..900usize {
+        if live.len() >= 80 {
+            let victim = rng.below(live.len() as u64) as usize;
+            let (name, _) = live.swap_remove(victim);
+            filesystem.delete(&name).expect("delete");
+        }
+        let name = format!("file-{round}");
+        let file = filesystem.create(&name).expect("create");
+        filesystem
+            .write(file, 0, &contents(round, length))
+            .expect("write");
+        filesystem.flush().expect("flush");
+        live.push((name, round));
+    }
+    let space = filesystem.flash_space().expect("flash-aware");
+    assert!(space.moved_pages > 0, "collection moved pages: {space:?}");
+    assert!(
+        space.erased_blocks > 64,
+        "the file system erased blocks: {space:?}"
+    );
+    let device = filesystem.unmount().expect("unmount");
+    let mut filesystem = Filesystem::mount(device).expect("mount");
+    for (name, round) in &live {
+        assert!(
+            read_all(&mut filesystem, name, length) == contents(*round, length),
+            "{name}"
+        );
+    }
+    let report = filesystem.check().expect("fsck");
+    assert!(report.is_clean(), "{report:?}");
+}

@@ -5,7 +5,9 @@
 //! lost). Then a new `RawPageDevice` over the same array, `Filesystem::mount`: fsck clean,
 //! the files those of the last completed flush (or of the flush in progress at the cut),
 //! and the file system still working through a clean remount. One seed in four runs on
-//! flash with factory bad blocks.
+//! flash with factory bad blocks; half the seeds first fill the small device with a
+//! ballast file and run 400 operations without a cut, so the file system's collection
+//! moves pages before the cut.
 //!
 //! `FLASHPIPE_SEEDS=n` runs n seeds (default 200); `FLASHPIPE_SEED=n` replays one.
 
@@ -165,6 +167,7 @@ flashpipe_testkit::tally! {
     struct Tally {
         runs: u64, factory_bad_runs: u64, crashed_in_operation: u64, crashed_in_flush: u64,
         recovered_flush_in_progress: u64, programs_torn: u64, erases_interrupted: u64,
+        pages_moved_by_collection: u64, erase_blocks_erased: u64,
     }
 }
 
@@ -206,10 +209,26 @@ fn check_keeps_working(
     );
 }
 
+/// The file that fills a prefilled seed's device to a little above where collection
+/// starts.
+const BALLAST: &str = "ballast";
+
+fn write_ballast(fs: &mut Filesystem, seed: u64) -> Vec<u8> {
+    let free_pages = fs.flash_space().expect("flash-aware").free_pages;
+    let pages = free_pages.saturating_sub(100) as usize;
+    let bytes: Vec<u8> = (0..pages * PAGE_BYTES as usize)
+        .map(|index| (index as u64).wrapping_mul(seed | 1) as u8)
+        .collect();
+    let file = fs.create(BALLAST).expect("create the ballast");
+    fs.write(file, 0, &bytes).expect("write the ballast");
+    fs.flush().expect("flush the ballast");
+    bytes
+}
+
 fn run_seed(seed: u64) -> Tally {
     let mut rng = SplitMix64::new(seed ^ 0xF1A5_4A3E_0000_0000);
     let factory_bad = rng.below(4) == 0;
-    let mut config = support::sized_config(12, PAGES_PER_BLOCK, PAGE_BYTES);
+    let mut config = support::sized_config(7, PAGES_PER_BLOCK, PAGE_BYTES);
     if factory_bad {
         config.reliability.factory_bad_block_fraction = 0.06;
     }
@@ -228,15 +247,28 @@ fn run_seed(seed: u64) -> Tally {
         Filesystem::format_flash_aware(Box::new(device), &options(), u64::from(PAGES_PER_BLOCK))
             .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
     let window = if rng.chance(0.8) { 400 } else { 2500 };
-    *countdown.lock().expect("countdown") = Some(rng.below(window));
+    let armed_at = rng.below(window);
+    let prefill_steps = if rng.chance(0.5) { 400 } else { 0 };
     let shape = WorkloadShape {
         write_offset_blocks_max: 12,
         long_write_blocks_max: 20,
         truncate_blocks_max: 16,
         ..WorkloadShape::new(u64::from(PAGE_BYTES))
     };
+    let mut fs = fs;
+    let ballast = (prefill_steps > 0).then(|| write_ballast(&mut fs, seed));
     let mut run = FsWorkload::new(seed, rng, fs, shape);
+    if let Some(bytes) = ballast {
+        run.model.insert(BALLAST.to_string(), bytes.clone());
+        run.committed.insert(BALLAST.to_string(), bytes);
+    }
+    assert!(
+        !run.run(prefill_steps),
+        "seed {seed}: no power cut before the countdown"
+    );
+    *countdown.lock().expect("countdown") = Some(armed_at);
     let crashed = run.run(200);
+    let space = run.fs.flash_space().expect("flash-aware");
     drop(run.fs);
     let cut = lock_array(&array).cut_power(seed.wrapping_mul(flashpipe_base::random::GOLDEN_GAMMA));
     let mut fs = Filesystem::mount(Box::new(raw_over(&array)))
@@ -258,6 +290,8 @@ fn run_seed(seed: u64) -> Tally {
         recovered_flush_in_progress: u64::from(!matches_commit),
         programs_torn: u64::from(cut.programs_torn),
         erases_interrupted: u64::from(cut.erases_interrupted),
+        pages_moved_by_collection: space.moved_pages,
+        erase_blocks_erased: space.erased_blocks,
     }
 }
 
@@ -268,5 +302,9 @@ fn the_flash_aware_layout_recovers_the_last_flush_after_any_power_cut() {
     assert!(
         total.runs < 20 || total.crashed_in_operation > 0,
         "the campaign cut power inside file-system operations"
+    );
+    assert!(
+        total.runs < 20 || total.pages_moved_by_collection > 0,
+        "the campaign ran the file system's collection: {total:?}"
     );
 }

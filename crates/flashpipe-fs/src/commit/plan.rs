@@ -14,6 +14,7 @@
 
 use flashpipe_device::{Completion, DeviceError, Operation};
 
+use super::collect::{self, Collection};
 use super::{
     commit_space_needed, finish_checkpoint, finish_log_commit, log_commit_fits, prepare_checkpoint,
     prepare_log_commit, super_block_write,
@@ -67,6 +68,10 @@ impl Durable {
 /// Where a commit stands.
 enum Phase {
     Start,
+    /// Flash-aware layout: the live data pages of a collection's victim are being read.
+    CollectReading(Collection),
+    /// They are being programmed to their new pages.
+    CollectWriting(Collection, Vec<u64>),
     /// Nothing changed: the one flush is in flight.
     FlushingOnly,
     /// The new blocks are in flight.
@@ -129,6 +134,51 @@ impl Plan for CommitPlan {
             self.phase = Phase::FlushingOnly;
             return Ok(Step::Issue(vec![Operation::Flush]));
         }
+        if state.flash.is_some() {
+            if let Some(collection) = collect::choose(state, commit_space_needed(state)) {
+                if collection.moves_nothing() {
+                    collection.repoint(state, &[]);
+                } else {
+                    let reads = collection.reads(state);
+                    self.phase = Phase::CollectReading(collection);
+                    return Ok(Step::Issue(reads));
+                }
+            }
+        }
+        self.begin(state)
+    }
+
+    fn resume(
+        &mut self,
+        state: &mut State,
+        outcome: Result<Vec<Completion>, DeviceError>,
+    ) -> Result<Step<()>, FlushError> {
+        let phase = std::mem::replace(&mut self.phase, Phase::Finished);
+        match phase {
+            Phase::CollectReading(mut collection) => {
+                let Ok(completions) = outcome else {
+                    return self.begin(state);
+                };
+                let (targets, mut writes) = collection.place(state, completions);
+                writes.sort_unstable_by_key(|write| write.0);
+                self.phase = Phase::CollectWriting(collection, targets);
+                Ok(Step::Issue(block_writes(&state.geometry, writes)))
+            }
+            Phase::CollectWriting(collection, targets) => {
+                if let Err(error) = outcome {
+                    return Err(self.fail(state, error.into()));
+                }
+                collection.repoint(state, &targets);
+                self.begin(state)
+            }
+            phase => self.resume_commit(state, phase, outcome),
+        }
+    }
+}
+
+impl CommitPlan {
+    /// The commit proper, once any collection is done: the log record or checkpoint.
+    fn begin(&mut self, state: &mut State) -> Result<Step<()>, FlushError> {
         let prepared = if log_commit_fits(state) {
             Ok(prepare_log_commit(state))
         } else {
@@ -159,12 +209,13 @@ impl Plan for CommitPlan {
         Ok(Step::Issue(operations))
     }
 
-    fn resume(
+    /// The commit's later steps, given the outcome of the last.
+    fn resume_commit(
         &mut self,
         state: &mut State,
+        phase: Phase,
         outcome: Result<Vec<Completion>, DeviceError>,
     ) -> Result<Step<()>, FlushError> {
-        let phase = std::mem::replace(&mut self.phase, Phase::Finished);
         if let Phase::FlushingOnly = phase {
             return outcome.map(|_| Step::Done(())).map_err(FlushError::from);
         }
@@ -225,7 +276,12 @@ impl Plan for CommitPlan {
                     .collect();
                 (Phase::ErasingDead(erase_blocks), operations)
             }
-            Phase::Start | Phase::FlushingOnly | Phase::ErasingDead(_) | Phase::Finished => {
+            Phase::Start
+            | Phase::FlushingOnly
+            | Phase::CollectReading(_)
+            | Phase::CollectWriting(..)
+            | Phase::ErasingDead(_)
+            | Phase::Finished => {
                 panic!("a commit resumes only while its operations are in flight")
             }
         };

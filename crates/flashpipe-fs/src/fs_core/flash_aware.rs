@@ -5,10 +5,10 @@
 use flashpipe_device::{run_one, BlockDevice, Operation};
 
 use super::{FormatOptions, FsCore};
-use crate::error::FormatError;
+use crate::error::{FlushError, FormatError};
 use crate::flash_layout;
 use crate::flash_pages::FlashRing;
-use crate::layout::{FLASH_RESERVED_ERASE_BLOCKS, MAX_PAGES_PER_ERASE_BLOCK};
+use crate::layout::{RingRecordKind, FLASH_RESERVED_ERASE_BLOCKS, MAX_PAGES_PER_ERASE_BLOCK};
 
 impl FsCore {
     /// Formats `device` in the flash-aware layout (docs/format.md, "Flash-aware layout"):
@@ -58,6 +58,21 @@ impl FsCore {
         Ok(core)
     }
 
+    /// After the last flush of a clean unmount: in the flash-aware layout a `Clean`
+    /// record in the commit ring says nothing was programmed after it, so the next mount
+    /// trusts erased-looking free blocks. Nothing in any other layout, on a read-only
+    /// mount, or after a failure.
+    pub fn close_clean(&mut self, device: &mut dyn BlockDevice) -> Result<(), FlushError> {
+        if self.is_read_only()
+            || self.state.unusable_reason.is_some()
+            || self.state.changed_since_commit
+        {
+            return Ok(());
+        }
+        flash_layout::write_ring_record(&mut self.state, device, RingRecordKind::Clean)?;
+        Ok(())
+    }
+
     /// Where the flash-aware layout's pages stand; `None` in the ordinary layout or on a
     /// read-only mount.
     pub fn flash_space(&self) -> Option<FlashSpace> {
@@ -68,6 +83,8 @@ impl FsCore {
             dead_pages: pages.dead_page_count(),
             erasable_erase_blocks: pages.erasable_count() as u64,
             retired_erase_blocks: pages.retired_erase_block_count(),
+            moved_pages: pages.moved_pages(),
+            erased_blocks: pages.erased_blocks(),
         })
     }
 }
@@ -85,4 +102,8 @@ pub struct FlashSpace {
     pub erasable_erase_blocks: u64,
     /// Erase blocks retired after a failed erase.
     pub retired_erase_blocks: u64,
+    /// Live pages moved by the file system's garbage collection since mount.
+    pub moved_pages: u64,
+    /// Erase blocks the file system erased since mount (at the end of commits).
+    pub erased_blocks: u64,
 }
