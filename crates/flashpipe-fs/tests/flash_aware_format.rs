@@ -1,9 +1,11 @@
-//! Golden bytes of the flash-aware layout's super block (format version 7, docs/format.md,
-//! "Flash-aware layout"): version 6's fields, then `pages_per_erase_block` at 176..184,
-//! reserved zero from 184; its checks; and the ordinary layout's super block unchanged.
+//! Golden bytes of the flash-aware layout's commit-ring record (format version 7,
+//! docs/format.md, "Flash-aware layout"): version 6's fields, then
+//! `pages_per_erase_block` at 176..184, `ring_sequence` at 184..192, `record_kind` at
+//! 192..196, reserved zero from 196; its checks; the ordinary layout still at version 6.
 
 use flashpipe_fs::layout::{
-    checksum_with_field_zeroed, SuperBlock, SuperBlockProblem, FLASH_AWARE_FORMAT_VERSION,
+    checksum_with_field_zeroed, RingRecordKind, SuperBlock, SuperBlockProblem,
+    FLASH_AWARE_FORMAT_VERSION,
     FLASH_RESERVED_ERASE_BLOCKS, FORMAT_VERSION, SUPER_BLOCK_SIZE_BYTES,
 };
 
@@ -30,6 +32,8 @@ fn known_flash_super_block() -> SuperBlock {
         shared_extent_count: 0,
         shared_block_count: 0,
         pages_per_erase_block: 0x100,
+        ring_sequence: 0x0A0B,
+        record_kind: RingRecordKind::Clean,
     }
 }
 
@@ -65,12 +69,14 @@ fn the_version_7_super_block_has_the_documented_bytes() {
     put(&mut expected, 136, &[0x11; 16]);
     // 152..176: no shared table (zero).
     put(&mut expected, 176, &0x100u64.to_le_bytes());
+    put(&mut expected, 184, &0x0A0Bu64.to_le_bytes());
+    put(&mut expected, 192, &2u32.to_le_bytes());
     let checksum = crc32c::crc32c(&expected);
     put(&mut expected, 12, &checksum.to_le_bytes());
     let encoded = known_flash_super_block().encode();
     assert_eq!(encoded[..], expected[..]);
     assert_eq!(checksum_with_field_zeroed(&encoded, 12), checksum);
-    assert_eq!(checksum, 0x7A46_E8AC, "the golden checksum");
+    assert_eq!(checksum, 0xD952_710F, "the golden checksum");
     assert_eq!(SuperBlock::decode(&encoded), Ok(known_flash_super_block()));
     assert_eq!(
         known_flash_super_block().reserved_block_count(),
@@ -100,8 +106,17 @@ fn a_version_7_super_block_with_a_bad_erase_block_size_or_reserved_byte_is_refus
             "{pages} pages per erase block"
         );
     }
+    let mut kind = encoded;
+    kind[192..196].copy_from_slice(&3u32.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&resealed(kind)),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "record kind 3"
+    );
     let mut stray = encoded;
-    stray[184] = 1;
+    stray[196] = 1;
     assert!(matches!(
         SuperBlock::decode(&resealed(stray)),
         Err(SuperBlockProblem::BadField(_))
