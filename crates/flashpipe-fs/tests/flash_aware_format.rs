@@ -5,8 +5,8 @@
 
 use flashpipe_fs::layout::{
     checksum_with_field_zeroed, RingRecordKind, SuperBlock, SuperBlockProblem,
-    FLASH_AWARE_FORMAT_VERSION,
-    FLASH_RESERVED_ERASE_BLOCKS, FORMAT_VERSION, SUPER_BLOCK_SIZE_BYTES,
+    FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS, FORMAT_VERSION,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 
 fn known_flash_super_block() -> SuperBlock {

@@ -1,12 +1,14 @@
 //! The flash-aware layout end to end on the flash model with no FTL: `RawPageDevice`
 //! under `Filesystem::format_flash_aware`; files written, flushed, read back, remounted,
 //! fsck clean; overwriting several times the device's capacity, the file system's own
-//! erases reclaiming the dead pages.
+//! erases reclaiming the dead pages; collection moving live pages out of fragmented erase
+//! blocks; a corrupted commit-ring page passed over; an erased anchor and mkfs on a
+//! geometry that does not fit refused.
 
 mod support;
 
-use flashpipe_device::BlockDevice;
-use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
+use flashpipe_fs::{Filesystem, FormatError, FormatOptions, MountError};
 use flashpipe_ftl::RawPageDevice;
 
 const PAGES_PER_BLOCK: u32 = 8;
@@ -151,4 +153,105 @@ fn collection_moves_live_pages_out_of_fragmented_erase_blocks() {
     }
     let report = filesystem.check().expect("fsck");
     assert!(report.is_clean(), "{report:?}");
+}
+
+/// The first erased page of the commit ring after its last programmed one.
+fn next_ring_page(device: &mut dyn BlockDevice) -> u64 {
+    let pages = u64::from(PAGES_PER_BLOCK);
+    let mut last = None;
+    for page in pages..3 * pages {
+        let buffer = IoBuf::zeroed(PAGE_BYTES as usize);
+        let read = run_one(
+            device,
+            Operation::Read {
+                first_block: page,
+                buffer,
+            },
+        )
+        .expect("read");
+        if read
+            .buffer
+            .expect("buffer")
+            .iter()
+            .any(|&byte| byte != 0xFF)
+        {
+            last = Some(page);
+        }
+    }
+    last.expect("the ring holds records") + 1
+}
+
+#[test]
+fn a_corrupted_commit_page_is_passed_over_and_the_ring_goes_on_after_it() {
+    let mut filesystem =
+        Filesystem::format_flash_aware(raw_device(16, 21), &options(), u64::from(PAGES_PER_BLOCK))
+            .expect("mkfs");
+    let file = filesystem.create("kept").expect("create");
+    filesystem
+        .write(file, 0, &contents(1, 20_000))
+        .expect("write");
+    let mut device = filesystem.unmount().expect("unmount");
+    let page = next_ring_page(&mut *device);
+    let mut garbage = IoBuf::zeroed(PAGE_BYTES as usize);
+    garbage[..8].copy_from_slice(b"FLASHPFS");
+    garbage[8..12].copy_from_slice(&7u32.to_le_bytes());
+    garbage[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+    run_one(
+        &mut *device,
+        Operation::Write {
+            first_block: page,
+            buffer: garbage,
+        },
+    )
+    .expect("program a corrupted record");
+    let mut filesystem = Filesystem::mount(device).expect("mount past the corrupted record");
+    assert!(read_all(&mut filesystem, "kept", 20_000) == contents(1, 20_000));
+    let file = filesystem.create("after").expect("create");
+    filesystem
+        .write(file, 0, &contents(2, 9_000))
+        .expect("write after");
+    let device = filesystem.unmount().expect("unmount");
+    let mut filesystem = Filesystem::mount(device).expect("mount again");
+    assert!(read_all(&mut filesystem, "after", 9_000) == contents(2, 9_000));
+    let report = filesystem.check().expect("fsck");
+    assert!(report.is_clean(), "{report:?}");
+}
+
+#[test]
+fn an_erased_anchor_is_refused_naming_it() {
+    let filesystem =
+        Filesystem::format_flash_aware(raw_device(16, 23), &options(), u64::from(PAGES_PER_BLOCK))
+            .expect("mkfs");
+    let mut device = filesystem.unmount().expect("unmount");
+    run_one(
+        &mut *device,
+        Operation::Trim {
+            first_block: 0,
+            block_count: u64::from(PAGES_PER_BLOCK),
+        },
+    )
+    .expect("erase the anchor");
+    let Err(error) = Filesystem::mount(device) else {
+        panic!("a mount without the anchor is refused");
+    };
+    assert!(matches!(error, MountError::Corrupt { .. }), "{error}");
+    assert!(error.to_string().contains("anchor"), "{error}");
+}
+
+#[test]
+fn mkfs_refuses_a_block_that_is_not_the_page_and_a_device_too_small() {
+    let refused = Filesystem::format_flash_aware(
+        raw_device(16, 25),
+        &FormatOptions {
+            fs_block_size_bytes: 2 * PAGE_BYTES,
+            store_identity: None,
+        },
+        u64::from(PAGES_PER_BLOCK),
+    );
+    assert!(matches!(refused, Err(FormatError::FlashGeometry { .. })));
+    let refused = Filesystem::format_flash_aware(raw_device(1, 25), &options(), 64);
+    let Err(FormatError::FlashGeometry { detail }) = refused else {
+        panic!("a device of fewer than 5 erase blocks is refused");
+    };
+    assert!(detail.contains("larger flash device"), "{detail}");
 }

@@ -178,6 +178,11 @@ pub(super) fn choose_super_block(
         }
     }
     let slot_one = slot_one.unwrap_or_else(SlotRead::absent);
+    if let (Err(problem), Ok(one)) = (&slot_zero.decoded, &slot_one.decoded) {
+        if one.format_version == FLASH_AWARE_FORMAT_VERSION {
+            return Err(missing_flash_anchor(problem));
+        }
+    }
     match (&slot_zero.decoded, &slot_one.decoded) {
         (Ok(zero), Ok(one)) => {
             let (chosen, other, other_slot, other_read) =
@@ -219,6 +224,24 @@ pub(super) fn choose_super_block(
                 .collect();
             Err(LoadFailure::NoValidSuperBlock { findings, salvaged })
         }
+    }
+}
+
+/// The flash-aware layout's anchor (page 0 of erase block 0) is gone while a commit-ring
+/// record is found: without the anchor's geometry the ring cannot be read, and nothing is
+/// written.
+fn missing_flash_anchor(problem: &SuperBlockProblem) -> LoadFailure {
+    let finding = Finding::new(
+        Structure::SuperBlock,
+        Some(0),
+        format!(
+            "the flash-aware layout's anchor (page 0 of erase block 0) is damaged ({problem}) while its commit ring still holds records: the geometry it names is lost, so the ring cannot be read; nothing was written"
+        ),
+        false,
+    );
+    LoadFailure::NoValidSuperBlock {
+        findings: vec![finding],
+        salvaged: Vec::new(),
     }
 }
 
