@@ -3,6 +3,14 @@
 //!
 //! Everything here is pure encoding and decoding over byte slices; no I/O.
 
+mod ring;
+
+pub use ring::{
+    RingRecordKind, FLASH_RESERVED_ERASE_BLOCKS, MAX_PAGES_PER_ERASE_BLOCK,
+    PAGES_PER_ERASE_BLOCK_OFFSET, RECORD_KIND_OFFSET, RESERVED_OFFSET_WITH_FLASH,
+    RING_SEQUENCE_OFFSET,
+};
+
 /// ASCII magic at offset 0 of a super block.
 pub const MAGIC: [u8; 8] = *b"FLASHPFS";
 /// The format version this code writes (and the newest it reads): version 3 adds the
@@ -25,12 +33,6 @@ pub const FIRST_SHARED_FORMAT_VERSION: u32 = 5;
 pub const FLASH_AWARE_FORMAT_VERSION: u32 = 7;
 /// The newest format version this code reads.
 pub const NEWEST_READABLE_FORMAT_VERSION: u32 = FLASH_AWARE_FORMAT_VERSION;
-/// Most pages in one erase block the flash-aware layout accepts.
-pub const MAX_PAGES_PER_ERASE_BLOCK: u64 = 1 << 16;
-/// Erase blocks the flash-aware layout reserves at the start: the anchor (erase block
-/// 0, whose page 0 holds mkfs's commit and is never erased) and the two erase blocks of
-/// the commit ring.
-pub const FLASH_RESERVED_ERASE_BLOCKS: u64 = 3;
 /// The oldest format version this code reads: version 1, whose block pointers carry no
 /// data checksum (docs/format.md, "Versioning").
 pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;
@@ -82,14 +84,6 @@ pub const RESERVED_OFFSET_WITH_IDENTITY: usize = 152;
 /// Offset of the super block's reserved bytes from format version 5 on (after the shared
 /// table fields).
 pub const RESERVED_OFFSET_WITH_SHARED: usize = 176;
-/// Offset of the flash-aware layout's `pages_per_erase_block` (version 7).
-pub const PAGES_PER_ERASE_BLOCK_OFFSET: usize = 176;
-/// Offset of the flash-aware layout's `ring_sequence` (version 7).
-pub const RING_SEQUENCE_OFFSET: usize = 184;
-/// Offset of the flash-aware layout's `record_kind` (version 7).
-pub const RECORD_KIND_OFFSET: usize = 192;
-/// Offset of the super block's reserved bytes in version 7 (after the ring fields).
-pub const RESERVED_OFFSET_WITH_FLASH: usize = 196;
 /// Bytes of one shared table entry: first block (u64), block count (u32), reference
 /// count (u32).
 pub const SHARED_EXTENT_BYTES: usize = 16;
@@ -231,39 +225,6 @@ pub struct SuperBlock {
     pub ring_sequence: u64,
     /// What this commit-ring record says (version 7); `Commit` in every other layout.
     pub record_kind: RingRecordKind,
-}
-
-/// What a record of the flash-aware layout's commit ring says (docs/format.md,
-/// "Flash-aware layout").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RingRecordKind {
-    /// A commit: pages may have been programmed after it.
-    #[default]
-    Commit,
-    /// A read-write mount began: pages may have been programmed after it.
-    Opened,
-    /// A clean unmount: nothing was programmed after it.
-    Clean,
-}
-
-impl RingRecordKind {
-    /// The record kind's on-disk value.
-    pub fn code(self) -> u32 {
-        match self {
-            RingRecordKind::Commit => 0,
-            RingRecordKind::Opened => 1,
-            RingRecordKind::Clean => 2,
-        }
-    }
-
-    fn from_code(code: u32) -> Option<RingRecordKind> {
-        match code {
-            0 => Some(RingRecordKind::Commit),
-            1 => Some(RingRecordKind::Opened),
-            2 => Some(RingRecordKind::Clean),
-            _ => None,
-        }
-    }
 }
 
 impl SuperBlock {
@@ -447,36 +408,6 @@ impl SuperBlock {
         let reserved = &bytes[reserved_offset_of_version(version)..];
         super_block.check_fields(read_u32(bytes, 20), reserved)?;
         Ok(super_block)
-    }
-
-    /// Version 7: the erase block size in `2..=MAX_PAGES_PER_ERASE_BLOCK`, dividing the
-    /// block count, with room for the reserved erase blocks and two more.
-    fn check_flash_fields(&self) -> Result<(), SuperBlockProblem> {
-        if self.format_version < FLASH_AWARE_FORMAT_VERSION {
-            return Ok(());
-        }
-        let pages = self.pages_per_erase_block;
-        let fits = (2..=MAX_PAGES_PER_ERASE_BLOCK).contains(&pages)
-            && self.fs_block_count % pages == 0
-            && self.fs_block_count / pages >= FLASH_RESERVED_ERASE_BLOCKS + 2;
-        if fits {
-            Ok(())
-        } else {
-            Err(SuperBlockProblem::BadField(format!(
-                "{pages} pages per erase block for {} blocks",
-                self.fs_block_count
-            )))
-        }
-    }
-
-    /// FS blocks no allocation hands out: the two super block slots, or in the
-    /// flash-aware layout the anchor and the commit ring's erase blocks.
-    pub fn reserved_block_count(&self) -> u64 {
-        if self.format_version >= FLASH_AWARE_FORMAT_VERSION {
-            FLASH_RESERVED_ERASE_BLOCKS * self.pages_per_erase_block
-        } else {
-            FIRST_ALLOCATABLE_BLOCK
-        }
     }
 
     fn check_fields(
