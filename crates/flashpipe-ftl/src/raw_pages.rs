@@ -281,12 +281,16 @@ impl RawPageDevice {
             .get_mut(&request_id)
             .expect("an ack's request is open");
         open.commands_left -= 1;
-        let kind = match ack.status {
+        let is_program = matches!(open.operation, Operation::Write { .. });
+        let kind = match &ack.status {
             AckStatus::Ok { .. } => None,
             AckStatus::Uncorrectable => Some(DeviceErrorKind::Uncorrectable { block }),
             AckStatus::BadBlock => Some(DeviceErrorKind::BadBlock { block }),
-            AckStatus::RuleViolation(_) => Some(DeviceErrorKind::Unsupported {
+            AckStatus::RuleViolation(_) if is_program => Some(DeviceErrorKind::Unsupported {
                 operation: PROGRAM_REFUSED,
+            }),
+            AckStatus::RuleViolation(violation) => Some(DeviceErrorKind::IoFailed {
+                detail: format!("block {block}: the flash refused the command: {violation}"),
             }),
         };
         match (&mut open.operation, &ack.data) {
