@@ -7,12 +7,12 @@
 //! Victims are the erase blocks with the most dead pages among those with no free page
 //! left (greedy, as the FTL's default policy), at most [`MAX_VICTIMS`] a commit, taken
 //! while their moves fit in the free pages and until their dead pages cover the
-//! shortfall. Each live page must be accounted for:
-//! a data page named by exactly one pointer is moved (read, programmed to a new page,
-//! its pointer repointed, its checksum unchanged); an indirect block has its file's map
-//! marked changed, so the commit rewrites the chain elsewhere; a block of the last
-//! checkpoint is released by the commit's new checkpoint anyway. A victim holding
-//! anything else (a shared block, a page no structure names) is passed over. After the
+//! shortfall. Each live page must be accounted for: a data page is moved (read,
+//! programmed to a new page, every pointer naming it repointed and a shared block's count
+//! moved with it, its checksum unchanged); an indirect block has its file's map marked
+//! changed, so the commit rewrites the chain elsewhere; a block of the last checkpoint is
+//! released by the commit's new checkpoint anyway. A victim holding anything else (a
+//! page no structure names) is passed over. After the
 //! commit the victim's pages are all dead and it is erased at the commit's end.
 
 use std::collections::{HashMap, HashSet};
@@ -27,12 +27,11 @@ pub const COLLECT_HEADROOM_ERASE_BLOCKS: u64 = 2;
 /// Most victims one commit collects.
 pub const MAX_VICTIMS: usize = 4;
 
-/// One data page to move: the file and pointer naming it, where it is.
-#[derive(Debug, Clone, Copy)]
+/// One data page to move: where it is, and every (file, pointer index) naming it.
+#[derive(Debug, Clone)]
 pub(super) struct Move {
-    inode_number: u64,
-    index: usize,
     from: u64,
+    named_by: Vec<(u64, usize)>,
 }
 
 /// What collecting one victim takes: data pages to move, files whose indirect chain
@@ -45,7 +44,7 @@ pub(super) struct Collection {
 
 /// Who names each page of the candidate erase blocks.
 enum Owner {
-    Data(Move),
+    Data(Vec<(u64, usize)>),
     Chain(u64),
 }
 
@@ -96,23 +95,20 @@ pub(super) fn choose(state: &State, commit_pages: u64) -> Option<Collection> {
     (victims > 0).then_some(chosen)
 }
 
-/// Owners of the pages of `wanted` erase blocks; a page named twice is left out (its
-/// erase block then fails [`collect_block`]).
+/// Owners of the pages of `wanted` erase blocks: every pointer naming a data page, or
+/// the file whose indirect chain holds the page.
 fn owners_in(state: &State, wanted: &HashSet<u64>, pages: u64) -> HashMap<u64, Owner> {
     let mut owners = HashMap::new();
-    let mut named_twice = HashSet::new();
     for (&inode_number, node) in state.files.iter() {
         for (index, &block) in node.pointers.iter().enumerate() {
             if block == 0 || !wanted.contains(&(block / pages)) {
                 continue;
             }
-            let owner = Owner::Data(Move {
-                inode_number,
-                index,
-                from: block,
-            });
-            if owners.insert(block, owner).is_some() {
-                named_twice.insert(block);
+            let owner = owners
+                .entry(block)
+                .or_insert_with(|| Owner::Data(Vec::new()));
+            if let Owner::Data(named_by) = owner {
+                named_by.push((inode_number, index));
             }
         }
         for &block in &node.indirect_chain {
@@ -120,9 +116,6 @@ fn owners_in(state: &State, wanted: &HashSet<u64>, pages: u64) -> HashMap<u64, O
                 owners.insert(block, Owner::Chain(inode_number));
             }
         }
-    }
-    for block in named_twice {
-        owners.remove(&block);
     }
     owners
 }
@@ -141,8 +134,13 @@ fn collect_block(
             continue;
         }
         match owners.get(&page) {
-            Some(Owner::Data(data)) if !state.shared.is_shared(page) => {
-                collection.moves.push(*data)
+            Some(Owner::Data(named_by))
+                if named_by.len() as u64 == u64::from(state.shared.count(page)) =>
+            {
+                collection.moves.push(Move {
+                    from: page,
+                    named_by: named_by.clone(),
+                })
             }
             Some(Owner::Chain(inode_number)) => collection.chain_files.push(*inode_number),
             _ => return None,
@@ -195,12 +193,15 @@ impl Collection {
     /// commit.
     pub(super) fn repoint(self, state: &mut State, targets: &[u64]) {
         for (data, &target) in self.moves.iter().zip(targets) {
-            let node = state
-                .files
-                .get_mut(&data.inode_number)
-                .expect("a moved page's file exists");
-            node.pointers[data.index] = target;
-            node.map_changed = true;
+            for &(inode_number, index) in &data.named_by {
+                let node = state
+                    .files
+                    .get_mut(&inode_number)
+                    .expect("a moved page's file exists");
+                node.pointers[index] = target;
+                node.map_changed = true;
+            }
+            state.shared.relocate(data.from, target);
             state.allocator.release(data.from);
         }
         for inode_number in self.chain_files {
