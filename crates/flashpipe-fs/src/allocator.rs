@@ -69,10 +69,7 @@ impl Allocator {
         }
         self.free_block_count -= taken;
         self.cursor = start + taken;
-        for block in start..start + taken {
-            let newly_fresh = self.fresh.insert(block);
-            assert!(newly_fresh, "block {block} handed out twice");
-        }
+        self.mark_fresh(start, taken);
         Some((start, taken))
     }
 
@@ -108,10 +105,7 @@ impl Allocator {
         }
         self.free_block_count -= taken;
         self.cursor = block + taken;
-        for fresh_block in block..block + taken {
-            let newly_fresh = self.fresh.insert(fresh_block);
-            assert!(newly_fresh, "block {fresh_block} handed out twice");
-        }
+        self.mark_fresh(block, taken);
         Some((block, taken))
     }
 
@@ -169,7 +163,7 @@ impl Allocator {
     /// pages are free.
     pub fn erased(&mut self, erase_block: u64) {
         let flash = self.flash.as_mut().expect("flash-aware layout");
-        flash.count_erase();
+        flash.count_erases(1);
         let pages = flash.pages_per_erase_block();
         self.insert_free(erase_block * pages, pages);
     }
@@ -182,6 +176,21 @@ impl Allocator {
             .next_back()
             .is_some_and(|(&start, &length)| start + length > first);
         before || self.free.range(first..first + count).next().is_some()
+    }
+
+    fn mark_fresh(&mut self, start: u64, taken: u64) {
+        for block in start..start + taken {
+            let newly_fresh = self.fresh.insert(block);
+            assert!(newly_fresh, "block {block} handed out twice");
+        }
+        if let Some(flash) = &mut self.flash {
+            flash.count_allocated(taken);
+        }
+    }
+
+    /// The flash-aware layout's bookkeeping, to update (none in the ordinary layout).
+    pub fn flash_pages_mut(&mut self) -> Option<&mut FlashPages> {
+        self.flash.as_mut()
     }
 
     /// Counts pages moved by collection (flash-aware layout).

@@ -424,6 +424,7 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
         pages_per_erase_block: 0,
         ring_sequence: 0,
         record_kind: crate::layout::RingRecordKind::Commit,
+        flash_totals: crate::layout::FlashTotals::default(),
     };
     let super_block = crate::flash_layout::flash_super_block(state, super_block);
     let tables = [

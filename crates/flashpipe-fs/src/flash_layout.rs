@@ -34,6 +34,9 @@ pub fn flash_super_block(state: &State, mut super_block: SuperBlock) -> SuperBlo
         super_block.format_version = FLASH_AWARE_FORMAT_VERSION;
         super_block.pages_per_erase_block = ring.pages_per_erase_block;
         super_block.ring_sequence = ring.next_sequence;
+        if let Some(pages) = state.allocator.flash_pages() {
+            super_block.flash_totals = pages.totals();
+        }
     }
     super_block
 }
@@ -260,6 +263,7 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
     let mut free_erased = Vec::new();
     let mut dead = Vec::new();
     let mut retired = Vec::new();
+    let mut erases = 0;
     for (erase_block, free_pages) in free_pages_in {
         if erase_block < FLASH_RESERVED_ERASE_BLOCKS {
             continue;
@@ -270,13 +274,21 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
         }
         let first = erase_block * pages;
         let erased = clean && matches!(read_page(device, &geometry, first)?, PageContent::Erased);
-        if erased || run_one(device, erase_operation(&geometry, pages, erase_block)).is_ok() {
+        if erased {
             free_erased.push((first, pages));
-        } else {
-            retired.push(erase_block);
+            continue;
+        }
+        erases += 1;
+        match run_one(device, erase_operation(&geometry, pages, erase_block)) {
+            Ok(_) => free_erased.push((first, pages)),
+            Err(_) => retired.push(erase_block),
         }
     }
     state.allocator = Allocator::for_flash(pages, &free_erased, &dead, &retired);
+    if let Some(flash_pages) = state.allocator.flash_pages_mut() {
+        flash_pages.set_totals(super_block.flash_totals);
+        flash_pages.count_erases(erases);
+    }
     state.flash = Some(scan.next_ring(pages, &super_block));
     state.checkpoint_every_commit = true;
     write_ring_record(state, device, RingRecordKind::Opened)

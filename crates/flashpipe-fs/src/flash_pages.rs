@@ -14,6 +14,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::layout::FlashTotals;
+
 /// Dead pages, erasable and retired erase blocks.
 #[derive(Debug, Clone, Default)]
 pub struct FlashPages {
@@ -24,6 +26,7 @@ pub struct FlashPages {
     retired: BTreeSet<u64>,
     moved_pages: u64,
     erased_blocks: u64,
+    totals: FlashTotals,
 }
 
 impl FlashPages {
@@ -83,11 +86,28 @@ impl FlashPages {
     /// Counts pages moved by collection.
     pub fn count_moves(&mut self, pages: u64) {
         self.moved_pages += pages;
+        self.totals.pages_moved += pages;
     }
 
-    /// Counts an erase block erased.
-    pub fn count_erase(&mut self) {
-        self.erased_blocks += 1;
+    /// Counts `count` erase blocks erased.
+    pub fn count_erases(&mut self, count: u64) {
+        self.erased_blocks += count;
+        self.totals.erases += count;
+    }
+
+    /// Counts pages handed out.
+    pub fn count_allocated(&mut self, pages: u64) {
+        self.totals.pages_allocated += pages;
+    }
+
+    /// The counters over the store's life.
+    pub fn totals(&self) -> FlashTotals {
+        self.totals
+    }
+
+    /// Starts the counters over the store's life from the last commit's.
+    pub fn set_totals(&mut self, totals: FlashTotals) {
+        self.totals = totals;
     }
 
     /// Pages moved by collection since mount.

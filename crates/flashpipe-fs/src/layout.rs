@@ -6,7 +6,7 @@
 mod ring;
 
 pub use ring::{
-    RingRecordKind, FLASH_RESERVED_ERASE_BLOCKS, MAX_PAGES_PER_ERASE_BLOCK,
+    RingRecordKind, FLASH_RESERVED_ERASE_BLOCKS, FLASH_TOTALS_OFFSET, MAX_PAGES_PER_ERASE_BLOCK,
     PAGES_PER_ERASE_BLOCK_OFFSET, RECORD_KIND_OFFSET, RESERVED_OFFSET_WITH_FLASH,
     RING_SEQUENCE_OFFSET,
 };
@@ -225,6 +225,21 @@ pub struct SuperBlock {
     pub ring_sequence: u64,
     /// What this commit-ring record says (version 7); `Commit` in every other layout.
     pub record_kind: RingRecordKind,
+    /// The flash-aware layout's counters over the store's life, as of this record
+    /// (version 7); zero in every other layout.
+    pub flash_totals: FlashTotals,
+}
+
+/// The flash-aware layout's counters over a store's life (version 7, offsets 196..220).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlashTotals {
+    /// Pages the file system handed out (each programmed once: data, indirect and
+    /// checkpoint blocks); ring records are counted by `ring_sequence`.
+    pub pages_allocated: u64,
+    /// Erase blocks the file system erased (mkfs's erase of every block included).
+    pub erases: u64,
+    /// Live pages its collection moved.
+    pub pages_moved: u64,
 }
 
 impl SuperBlock {
@@ -325,6 +340,10 @@ impl SuperBlock {
             );
             write_u64(&mut bytes, RING_SEQUENCE_OFFSET, self.ring_sequence);
             write_u32(&mut bytes, RECORD_KIND_OFFSET, self.record_kind.code());
+            let totals = &self.flash_totals;
+            write_u64(&mut bytes, FLASH_TOTALS_OFFSET, totals.pages_allocated);
+            write_u64(&mut bytes, FLASH_TOTALS_OFFSET + 8, totals.erases);
+            write_u64(&mut bytes, FLASH_TOTALS_OFFSET + 16, totals.pages_moved);
         }
         let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
         write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
@@ -378,6 +397,7 @@ impl SuperBlock {
             pages_per_erase_block: 0,
             ring_sequence: 0,
             record_kind: RingRecordKind::Commit,
+            flash_totals: FlashTotals::default(),
         };
         let mut super_block = super_block;
         if version >= FIRST_LOGGED_FORMAT_VERSION {
@@ -404,6 +424,11 @@ impl SuperBlock {
             super_block.record_kind = RingRecordKind::from_code(code).ok_or_else(|| {
                 SuperBlockProblem::BadField(format!("commit-ring record kind {code}"))
             })?;
+            super_block.flash_totals = FlashTotals {
+                pages_allocated: read_u64(bytes, FLASH_TOTALS_OFFSET),
+                erases: read_u64(bytes, FLASH_TOTALS_OFFSET + 8),
+                pages_moved: read_u64(bytes, FLASH_TOTALS_OFFSET + 16),
+            };
         }
         let reserved = &bytes[reserved_offset_of_version(version)..];
         super_block.check_fields(read_u32(bytes, 20), reserved)?;
@@ -695,6 +720,7 @@ mod tests {
             pages_per_erase_block: 0,
             ring_sequence: 0,
             record_kind: RingRecordKind::Commit,
+            flash_totals: FlashTotals::default(),
         }
     }
 

@@ -1,10 +1,10 @@
 //! Golden bytes of the flash-aware layout's commit-ring record (format version 7,
 //! docs/format.md, "Flash-aware layout"): version 6's fields, then
 //! `pages_per_erase_block` at 176..184, `ring_sequence` at 184..192, `record_kind` at
-//! 192..196, reserved zero from 196; its checks; the ordinary layout still at version 6.
+//! 192..196, the lifetime counters at 196..220, reserved zero from 220; its checks; the ordinary layout still at version 6.
 
 use flashpipe_fs::layout::{
-    checksum_with_field_zeroed, RingRecordKind, SuperBlock, SuperBlockProblem,
+    checksum_with_field_zeroed, FlashTotals, RingRecordKind, SuperBlock, SuperBlockProblem,
     FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS, FORMAT_VERSION,
     SUPER_BLOCK_SIZE_BYTES,
 };
@@ -34,6 +34,11 @@ fn known_flash_super_block() -> SuperBlock {
         pages_per_erase_block: 0x100,
         ring_sequence: 0x0A0B,
         record_kind: RingRecordKind::Clean,
+        flash_totals: FlashTotals {
+            pages_allocated: 0x1122,
+            erases: 0x33,
+            pages_moved: 0x44,
+        },
     }
 }
 
@@ -71,12 +76,15 @@ fn the_version_7_super_block_has_the_documented_bytes() {
     put(&mut expected, 176, &0x100u64.to_le_bytes());
     put(&mut expected, 184, &0x0A0Bu64.to_le_bytes());
     put(&mut expected, 192, &2u32.to_le_bytes());
+    put(&mut expected, 196, &0x1122u64.to_le_bytes());
+    put(&mut expected, 204, &0x33u64.to_le_bytes());
+    put(&mut expected, 212, &0x44u64.to_le_bytes());
     let checksum = crc32c::crc32c(&expected);
     put(&mut expected, 12, &checksum.to_le_bytes());
     let encoded = known_flash_super_block().encode();
     assert_eq!(encoded[..], expected[..]);
     assert_eq!(checksum_with_field_zeroed(&encoded, 12), checksum);
-    assert_eq!(checksum, 0xD952_710F, "the golden checksum");
+    assert_eq!(checksum, 0xB9D5_6C4D, "the golden checksum");
     assert_eq!(SuperBlock::decode(&encoded), Ok(known_flash_super_block()));
     assert_eq!(
         known_flash_super_block().reserved_block_count(),
@@ -116,7 +124,7 @@ fn a_version_7_super_block_with_a_bad_erase_block_size_or_reserved_byte_is_refus
         "record kind 3"
     );
     let mut stray = encoded;
-    stray[196] = 1;
+    stray[220] = 1;
     assert!(matches!(
         SuperBlock::decode(&resealed(stray)),
         Err(SuperBlockProblem::BadField(_))

@@ -8,8 +8,9 @@ mod support;
 
 use flashpipe_fs::layout::{
     checksum_with_field_zeroed, open_metadata_block, read_u32, read_u64, seal_metadata_block,
-    MetadataHeader, MetadataKind, RingRecordKind, SuperBlock, SuperBlockProblem, FORMAT_VERSION,
-    MAGIC, METADATA_HEADER_BYTES, NEWEST_READABLE_FORMAT_VERSION, SUPER_BLOCK_SIZE_BYTES,
+    FlashTotals, MetadataHeader, MetadataKind, RingRecordKind, SuperBlock, SuperBlockProblem,
+    FORMAT_VERSION, MAGIC, METADATA_HEADER_BYTES, NEWEST_READABLE_FORMAT_VERSION,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 use flashpipe_fs::{Filesystem, FormatOptions, Structure};
 use support::SharedDisk;
@@ -56,6 +57,7 @@ fn known_super_block() -> SuperBlock {
         pages_per_erase_block: 0,
         ring_sequence: 0,
         record_kind: RingRecordKind::Commit,
+        flash_totals: FlashTotals::default(),
     }
 }
 

@@ -143,8 +143,21 @@ fn collection_moves_live_pages_out_of_fragmented_erase_blocks() {
         space.erased_blocks > 64,
         "the file system erased blocks: {space:?}"
     );
+    assert_eq!(space.totals.pages_moved, space.moved_pages);
+    assert_eq!(
+        space.totals.erases, space.erased_blocks,
+        "one session since mkfs: mkfs's erase of the 64 erase blocks is in both"
+    );
+    assert!(space.totals.pages_allocated > 900 * 3, "{space:?}");
     let device = filesystem.unmount().expect("unmount");
     let mut filesystem = Filesystem::mount(device).expect("mount");
+    let (recorded, ring_records) = filesystem.flash_totals().expect("flash-aware");
+    assert_eq!(
+        recorded.pages_moved, space.totals.pages_moved,
+        "carried by the commits"
+    );
+    assert!(recorded.pages_allocated >= space.totals.pages_allocated);
+    assert!(ring_records > 900, "a record a commit: {ring_records}");
     for (name, round) in &live {
         assert!(
             read_all(&mut filesystem, name, length) == contents(*round, length),

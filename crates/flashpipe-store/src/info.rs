@@ -127,6 +127,23 @@ pub struct FilesystemInfo {
     pub file_count: u64,
     /// The metadata log's fill (docs/format.md, "Metadata log").
     pub metadata_log: Option<LogInfo>,
+    /// The flash-aware layout's counters over the store's life (docs/format.md,
+    /// "Flash-aware layout"); absent in the ordinary layout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flash_aware: Option<FlashAwareInfo>,
+}
+
+/// The flash-aware layout's counters as its last commit recorded them.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct FlashAwareInfo {
+    /// Pages the file system handed out (each programmed once).
+    pub pages_allocated: u64,
+    /// Commit-ring records programmed (commits, mounts, clean unmounts).
+    pub ring_records: u64,
+    /// Erase blocks the file system erased (mkfs's included).
+    pub erases: u64,
+    /// Live pages its garbage collection moved.
+    pub pages_moved: u64,
 }
 
 impl FilesystemInfo {
@@ -136,6 +153,7 @@ impl FilesystemInfo {
         FilesystemInfo {
             format_version: None,
             identity: None,
+            flash_aware: None,
             commit_sequence: stats.commit_sequence,
             block_count: stats.fs_block_count,
             total_bytes: stats.fs_block_count * block_bytes,
@@ -318,6 +336,14 @@ fn read_opened(
             used_blocks: log.log_block_count,
             records: log.log_record_count,
         }),
+        flash_aware: filesystem
+            .flash_totals()
+            .map(|(totals, ring_records)| FlashAwareInfo {
+                pages_allocated: totals.pages_allocated,
+                ring_records,
+                erases: totals.erases,
+                pages_moved: totals.pages_moved,
+            }),
         ..FilesystemInfo::from_stats(&filesystem.stats())
     });
     drop(filesystem);

@@ -8,7 +8,10 @@ use super::{FormatOptions, FsCore};
 use crate::error::{FlushError, FormatError};
 use crate::flash_layout;
 use crate::flash_pages::FlashRing;
-use crate::layout::{RingRecordKind, FLASH_RESERVED_ERASE_BLOCKS, MAX_PAGES_PER_ERASE_BLOCK};
+use crate::layout::{
+    FlashTotals, RingRecordKind, FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS,
+    MAX_PAGES_PER_ERASE_BLOCK,
+};
 
 impl FsCore {
     /// Formats `device` in the flash-aware layout (docs/format.md, "Flash-aware layout"):
@@ -53,6 +56,9 @@ impl FsCore {
                 FlashRing::at_start(pages_per_erase_block),
                 &free,
             );
+            if let Some(flash_pages) = state.allocator.flash_pages_mut() {
+                flash_pages.count_erases(erase_blocks);
+            }
         })?;
         core.state.changed_since_commit = false;
         Ok(core)
@@ -73,6 +79,15 @@ impl FsCore {
         Ok(())
     }
 
+    /// The flash-aware layout's counters over the store's life as the last commit
+    /// recorded them, and that record's `ring_sequence` (read-only mounts too); `None` in
+    /// the ordinary layout.
+    pub fn flash_totals(&self) -> Option<(FlashTotals, u64)> {
+        let super_block = self.state.committed.super_block.as_ref()?;
+        (super_block.format_version == FLASH_AWARE_FORMAT_VERSION)
+            .then_some((super_block.flash_totals, super_block.ring_sequence))
+    }
+
     /// Where the flash-aware layout's pages stand; `None` in the ordinary layout or on a
     /// read-only mount.
     pub fn flash_space(&self) -> Option<FlashSpace> {
@@ -85,6 +100,7 @@ impl FsCore {
             retired_erase_blocks: pages.retired_erase_block_count(),
             moved_pages: pages.moved_pages(),
             erased_blocks: pages.erased_blocks(),
+            totals: pages.totals(),
         })
     }
 }
@@ -104,6 +120,9 @@ pub struct FlashSpace {
     pub retired_erase_blocks: u64,
     /// Live pages moved by the file system's garbage collection since mount.
     pub moved_pages: u64,
-    /// Erase blocks the file system erased since mount (at the end of commits).
+    /// Erase blocks the file system erased since mount (at the end of commits and at
+    /// mount after an unclean end).
     pub erased_blocks: u64,
+    /// The counters over the store's life (as the next commit will record them).
+    pub totals: FlashTotals,
 }

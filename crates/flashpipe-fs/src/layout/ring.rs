@@ -16,8 +16,11 @@ pub const PAGES_PER_ERASE_BLOCK_OFFSET: usize = 176;
 pub const RING_SEQUENCE_OFFSET: usize = 184;
 /// Offset of the flash-aware layout's `record_kind` (version 7).
 pub const RECORD_KIND_OFFSET: usize = 192;
-/// Offset of the super block's reserved bytes in version 7 (after the ring fields).
-pub const RESERVED_OFFSET_WITH_FLASH: usize = 196;
+/// Offset of the flash-aware layout's lifetime counters (version 7): pages handed out,
+/// erase blocks erased, pages moved by collection, each a u64.
+pub const FLASH_TOTALS_OFFSET: usize = 196;
+/// Offset of the super block's reserved bytes in version 7 (after the counters).
+pub const RESERVED_OFFSET_WITH_FLASH: usize = 220;
 
 /// What a record of the flash-aware layout's commit ring says (docs/format.md,
 /// "Flash-aware layout").
