@@ -2,8 +2,8 @@
 //! under `Filesystem::format_flash_aware`; files written, flushed, read back, remounted,
 //! fsck clean; overwriting several times the device's capacity, the file system's own
 //! erases reclaiming the dead pages; collection moving live pages out of fragmented erase
-//! blocks; a corrupted commit-ring page passed over; an erased anchor and mkfs on a
-//! geometry that does not fit refused.
+//! blocks; a corrupted commit-ring page passed over; an erased anchor, mkfs on a
+//! geometry that does not fit and fsck --repair of the layout refused.
 
 mod support;
 
@@ -267,4 +267,46 @@ fn mkfs_refuses_a_block_that_is_not_the_page_and_a_device_too_small() {
         panic!("a device of fewer than 5 erase blocks is refused");
     };
     assert!(detail.contains("larger flash device"), "{detail}");
+}
+
+#[test]
+fn fsck_repair_refuses_the_layout_and_writes_nothing() {
+    let mut filesystem =
+        Filesystem::format_flash_aware(raw_device(16, 27), &options(), u64::from(PAGES_PER_BLOCK))
+            .expect("mkfs");
+    let file = filesystem.create("kept").expect("create");
+    filesystem
+        .write(file, 0, &contents(3, 30_000))
+        .expect("write");
+    filesystem.flush().expect("flush");
+    let table_block = filesystem
+        .metadata_blocks()
+        .into_iter()
+        .find(|(structure, _)| *structure == flashpipe_fs::Structure::InodeTable)
+        .map(|(_, block)| block)
+        .expect("an inode table block");
+    let mut device = filesystem.unmount().expect("unmount");
+    let pages = u64::from(PAGES_PER_BLOCK);
+    run_one(
+        &mut *device,
+        Operation::Trim {
+            first_block: table_block / pages * pages,
+            block_count: pages,
+        },
+    )
+    .expect("erase the inode table's erase block");
+    let report = flashpipe_fs::fsck(&mut *device, true).expect("fsck runs");
+    assert!(!report.findings.is_empty(), "the erased table is found");
+    let refused = report.repair_refused.expect("repair refused");
+    assert!(
+        refused.contains("flash-aware layout has no repair"),
+        "{refused}"
+    );
+    let again = flashpipe_fs::fsck(&mut *device, false).expect("fsck runs again");
+    assert_eq!(
+        again.findings.len(),
+        report.findings.len(),
+        "nothing changed"
+    );
+    assert!(report.repaired.is_empty());
 }
