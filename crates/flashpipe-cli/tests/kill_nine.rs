@@ -7,7 +7,8 @@
 //! read back byte for byte, and the killed command's files must be all as before or all
 //! as after it (nothing half there, no temporary left). Three store kinds: one device
 //! file, three striped device files, emulated flash (minflash under the host FTL, a
-//! sparse image with `.meta` and a journal beside it).
+//! sparse image with `.meta` and a journal beside it), and the same flash in the
+//! flash-aware layout (no FTL).
 //!
 //! What it exercises (issue #13): every command ends in one commit, and these stores
 //! hold few files, so their log regions are small (4 blocks): most commits append a
@@ -105,6 +106,23 @@ const FLASH_STORE: StoreKind = StoreKind {
         "4",
     ],
     fs_block_bytes: 16 << 10,
+    prefilled_files: 0,
+};
+
+/// Emulated flash in the flash-aware layout: the file system on the pages, no FTL
+/// (docs/design/29-flash-aware.md); a kill leaves no clean record, so the next command's
+/// mount erases every free erase block.
+const FLASH_AWARE_STORE: StoreKind = StoreKind {
+    label: "flash-aware",
+    mkfs_arguments: &[
+        "--devices",
+        "flash:minflash:f.img",
+        "--flash-blocks-per-plane",
+        "4",
+        "--layout",
+        "flash-aware",
+    ],
+    fs_block_bytes: 8 << 10,
     prefilled_files: 0,
 };
 
@@ -998,4 +1016,9 @@ fn a_striped_store_survives_kill_nine() {
 #[test]
 fn an_emulated_flash_store_survives_kill_nine() {
     kill_campaign(&FLASH_STORE);
+}
+
+#[test]
+fn a_flash_aware_store_survives_kill_nine() {
+    kill_campaign(&FLASH_AWARE_STORE);
 }

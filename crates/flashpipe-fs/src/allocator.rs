@@ -7,9 +7,14 @@
 //!   they are free in the next checkpoint but are not handed out until it is durable;
 //! - `fresh`: blocks handed out since the last commit; no durable commit references them,
 //!   so they may be overwritten in place and, if freed, go straight back to `free`.
+//!
+//! In the flash-aware layout ([`FlashPages`]) a released page goes to the dead set
+//! instead of `free`, and comes back only with its whole erase block, once erased.
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::flash_pages::FlashPages;
 
 /// Free extents, pending frees and fresh allocations.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +24,7 @@ pub struct Allocator {
     pending: Vec<u64>,
     fresh: HashSet<u64, BuildHasherDefault<BlockNumberHasher>>,
     cursor: u64,
+    flash: Option<FlashPages>,
 }
 
 impl Allocator {
@@ -63,10 +69,7 @@ impl Allocator {
         }
         self.free_block_count -= taken;
         self.cursor = start + taken;
-        for block in start..start + taken {
-            let newly_fresh = self.fresh.insert(block);
-            assert!(newly_fresh, "block {block} handed out twice");
-        }
+        self.mark_fresh(start, taken);
         Some((start, taken))
     }
 
@@ -102,10 +105,7 @@ impl Allocator {
         }
         self.free_block_count -= taken;
         self.cursor = block + taken;
-        for fresh_block in block..block + taken {
-            let newly_fresh = self.fresh.insert(fresh_block);
-            assert!(newly_fresh, "block {fresh_block} handed out twice");
-        }
+        self.mark_fresh(block, taken);
         Some((block, taken))
     }
 
@@ -126,10 +126,100 @@ impl Allocator {
         Some(runs)
     }
 
-    /// Gives `block` back: straight to the free set if it is fresh, else to `pending`.
+    /// The flash-aware layout's allocator: `free_erased` are erased pages (each erase
+    /// block's free pages a suffix of it), `dead` the unreferenced pages that are not.
+    pub fn for_flash(
+        pages_per_erase_block: u64,
+        free_erased: &[(u64, u64)],
+        dead: &[u64],
+        retired: &[u64],
+    ) -> Allocator {
+        let mut allocator = Allocator::from_free_extents(free_erased);
+        let mut flash = FlashPages::new(pages_per_erase_block);
+        for &page in dead {
+            flash.mark_dead(page);
+        }
+        for &erase_block in retired {
+            flash.retire(erase_block);
+        }
+        allocator.flash = Some(flash);
+        allocator
+    }
+
+    /// The flash-aware layout's bookkeeping, when this is its allocator.
+    pub fn flash_pages(&self) -> Option<&FlashPages> {
+        self.flash.as_ref()
+    }
+
+    /// Erase blocks whose every page is dead (flash-aware layout; none otherwise).
+    pub fn take_erasable(&mut self) -> Vec<u64> {
+        self.flash
+            .as_mut()
+            .map(FlashPages::take_erasable)
+            .unwrap_or_default()
+    }
+
+    /// Erase block `erase_block` (taken by [`Allocator::take_erasable`]) is erased: its
+    /// pages are free.
+    pub fn erased(&mut self, erase_block: u64) {
+        let flash = self.flash.as_mut().expect("flash-aware layout");
+        flash.count_erases(1);
+        let pages = flash.pages_per_erase_block();
+        self.insert_free(erase_block * pages, pages);
+    }
+
+    /// True when a page of `first..first + count` is free.
+    pub fn has_free_in(&self, first: u64, count: u64) -> bool {
+        let before = self
+            .free
+            .range(..first)
+            .next_back()
+            .is_some_and(|(&start, &length)| start + length > first);
+        before || self.free.range(first..first + count).next().is_some()
+    }
+
+    fn mark_fresh(&mut self, start: u64, taken: u64) {
+        for block in start..start + taken {
+            let newly_fresh = self.fresh.insert(block);
+            assert!(newly_fresh, "block {block} handed out twice");
+        }
+        if let Some(flash) = &mut self.flash {
+            flash.count_allocated(taken);
+        }
+    }
+
+    /// The flash-aware layout's bookkeeping, to update (none in the ordinary layout).
+    pub fn flash_pages_mut(&mut self) -> Option<&mut FlashPages> {
+        self.flash.as_mut()
+    }
+
+    /// Counts pages moved by collection (flash-aware layout).
+    pub fn count_moves(&mut self, pages: u64) {
+        if let Some(flash) = &mut self.flash {
+            flash.count_moves(pages);
+        }
+    }
+
+    /// Erase block `erase_block` failed its erase: retired.
+    pub fn retire(&mut self, erase_block: u64) {
+        self.flash
+            .as_mut()
+            .expect("flash-aware layout")
+            .retire(erase_block);
+    }
+
+    fn unreferenced(&mut self, block: u64) {
+        match &mut self.flash {
+            Some(flash) => flash.mark_dead(block),
+            None => self.insert_free(block, 1),
+        }
+    }
+
+    /// Gives `block` back: straight to the free set if it is fresh (the dead set in the
+    /// flash-aware layout), else to `pending`.
     pub fn release(&mut self, block: u64) {
         if self.fresh.remove(&block) {
-            self.insert_free(block, 1);
+            self.unreferenced(block);
         } else {
             self.pending.push(block);
         }
@@ -139,6 +229,9 @@ impl Allocator {
     /// sorted, non-adjacent extents.
     pub fn extents_after_commit(&self) -> Vec<(u64, u64)> {
         let mut pending = self.pending.clone();
+        if let Some(flash) = &self.flash {
+            pending.extend(flash.unreferenced_pages());
+        }
         pending.sort_unstable();
         let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.free.len() + 1);
         let mut free_iter = self
@@ -189,13 +282,17 @@ impl Allocator {
 
     /// Blocks free in the next commit's image: free now plus pending.
     pub fn free_block_count_after_commit(&self) -> u64 {
-        self.free_block_count + self.pending.len() as u64
+        let unreferenced = self
+            .flash
+            .as_ref()
+            .map_or(0, FlashPages::unreferenced_page_count);
+        self.free_block_count + self.pending.len() as u64 + unreferenced
     }
 
     /// The last commit is durable: pending blocks become allocatable, nothing is fresh.
     pub fn commit_is_durable(&mut self) {
         for block in std::mem::take(&mut self.pending) {
-            self.insert_free(block, 1);
+            self.unreferenced(block);
         }
         self.fresh.clear();
     }

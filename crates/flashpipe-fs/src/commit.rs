@@ -29,6 +29,7 @@ use crate::metadata_log::{
 use crate::plan::run_plan;
 use crate::state::{CommittedCheckpoint, FileNode, State};
 
+mod collect;
 mod plan;
 
 pub use plan::CommitPlan;
@@ -253,10 +254,14 @@ fn commit_space_needed(state: &State) -> u64 {
         block_size,
         state.files.values().map(|node| node.inode_record_bytes()),
     );
-    let region_blocks = log_region_blocks(
-        name_blocks + inode_blocks,
-        state.allocator.free_block_count(),
-    );
+    let region_blocks = if state.flash.is_some() {
+        0
+    } else {
+        log_region_blocks(
+            name_blocks + inode_blocks,
+            state.allocator.free_block_count(),
+        )
+    };
     let shared_blocks = shared_table_block_count(state);
     let extent_bound =
         state.allocator.extents_after_commit().len() as u64 + released_blocks + chain_blocks;
@@ -371,7 +376,11 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
     let name_blocks = pack_name_table(state);
     let inode_blocks = pack_inode_table(state);
     let named_blocks = name_blocks.len() as u64 + inode_blocks.len() as u64;
-    let region_block_count = log_region_blocks(named_blocks, free_blocks_before);
+    let region_block_count = if state.flash.is_some() {
+        0
+    } else {
+        log_region_blocks(named_blocks, free_blocks_before)
+    };
     let shared_extents = state.shared.extents();
     let shared_blocks = pack_shared_table(state, &shared_extents);
     let shared_table_block_count = shared_blocks.len() as u64;
@@ -412,7 +421,12 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
         shared_table_block_count,
         shared_extent_count: shared_extents.len() as u64,
         shared_block_count: state.shared.shared_block_count(),
+        pages_per_erase_block: 0,
+        ring_sequence: 0,
+        record_kind: crate::layout::RingRecordKind::Commit,
+        flash_totals: crate::layout::FlashTotals::default(),
     };
+    let super_block = crate::flash_layout::flash_super_block(state, super_block);
     let tables = [
         (MetadataKind::NameTable, name_blocks),
         (MetadataKind::InodeTable, inode_blocks),
@@ -725,10 +739,10 @@ pub fn write_super_block(
     )
 }
 
-/// The block that puts `super_block` into slot `slot` (FS block 0 or 1), the rest of the
-/// block zero.
+/// The block that puts `super_block` into FS block `slot` (slot 0 or 1, or a page of the
+/// flash-aware layout's commit ring), the rest of the block zero.
 fn super_block_write(slot: u64, super_block: &SuperBlock, geometry: &Geometry) -> (u64, IoBuf) {
-    assert!(slot < 2);
+    assert!(slot < geometry.fs_block_count);
     let mut buffer = IoBuf::zeroed(geometry.fs_block_size_bytes as usize);
     buffer[..SUPER_BLOCK_SIZE_BYTES].copy_from_slice(&super_block.encode());
     (slot, buffer)

@@ -33,6 +33,12 @@ pub enum FormatError {
     /// The store identity asked for is all zero, which means none.
     #[error("a store identity of all zero bytes means none: give a non-zero identity or none")]
     ZeroStoreIdentity,
+    /// The flash-aware layout cannot be laid over this device's geometry.
+    #[error("the flash-aware layout does not fit this device: {detail}")]
+    FlashGeometry {
+        /// What does not fit, and what to do.
+        detail: String,
+    },
     /// The device failed.
     #[error(transparent)]
     Device(#[from] DeviceError),

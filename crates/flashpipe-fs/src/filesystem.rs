@@ -33,6 +33,16 @@ impl Filesystem {
         Ok(Filesystem { core, device })
     }
 
+    /// Formats `device` in the flash-aware layout ([`FsCore::format_flash_aware`]).
+    pub fn format_flash_aware(
+        mut device: Box<dyn BlockDevice>,
+        options: &FormatOptions,
+        pages_per_erase_block: u64,
+    ) -> Result<Filesystem, FormatError> {
+        let core = FsCore::format_flash_aware(&mut *device, options, pages_per_erase_block)?;
+        Ok(Filesystem { core, device })
+    }
+
     /// Mounts the file system on `device` ([`FsCore::mount`]).
     pub fn mount(mut device: Box<dyn BlockDevice>) -> Result<Filesystem, MountError> {
         let core = FsCore::mount(&mut *device)?;
@@ -153,9 +163,11 @@ impl Filesystem {
         self.core.flush_checkpoint(&mut *self.device)
     }
 
-    /// Flushes and hands the device back.
+    /// Flushes and hands the device back (in the flash-aware layout, after a record of
+    /// the clean unmount, [`FsCore::close_clean`]).
     pub fn unmount(mut self) -> Result<Box<dyn BlockDevice>, FlushError> {
         self.flush()?;
+        self.core.close_clean(&mut *self.device)?;
         Ok(self.device)
     }
 }

@@ -13,20 +13,24 @@ use crate::copy::{self, CopyMethod, CopyReport};
 use crate::data::{self, MappedRun};
 use crate::error::{CopyError, FileIoError, FlushError, FormatError, MountError, NamespaceError};
 use crate::findings::{Finding, Structure};
+use crate::flash_layout;
 use crate::image::{load_image, LoadFailure};
 use crate::io::{flush_device, Geometry};
 use crate::layout::{
-    is_valid_fs_block_size, FIRST_ALLOCATABLE_BLOCK, FORMAT_VERSION, MIN_FS_BLOCK_COUNT,
+    is_valid_fs_block_size, FIRST_ALLOCATABLE_BLOCK, MIN_FS_BLOCK_COUNT,
+    NEWEST_READABLE_FORMAT_VERSION,
 };
 use crate::name::{check_name, check_new_name};
 use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, MetadataTotals, State};
 
 mod attributes;
+mod flash_aware;
 mod inspect;
 mod planned_reads;
 mod store_identity;
 
+pub use flash_aware::FlashSpace;
 pub use flashpipe_api::{store_identity_text, FileId, FileStat, FsStats};
 
 /// mkfs options.
@@ -100,6 +104,16 @@ impl FsCore {
         device: &mut dyn BlockDevice,
         options: &FormatOptions,
     ) -> Result<FsCore, FormatError> {
+        FsCore::format_with(device, options, |_| {})
+    }
+
+    /// mkfs, with `layout` choosing the layout of the empty state before its first
+    /// commit.
+    fn format_with(
+        device: &mut dyn BlockDevice,
+        options: &FormatOptions,
+        layout: impl FnOnce(&mut State),
+    ) -> Result<FsCore, FormatError> {
         let info = device.info().clone();
         if options
             .store_identity
@@ -128,6 +142,7 @@ impl FsCore {
         )];
         let mut state = State::empty(geometry, device.clock(), &free);
         state.store_identity = options.store_identity;
+        layout(&mut state);
         commit(&mut state, device).map_err(|error| match error {
             FlushError::Device(error) => FormatError::Device(error),
             _ => FormatError::DeviceTooSmall {
@@ -186,7 +201,11 @@ impl FsCore {
         if !findings.is_empty() {
             return Err(MountError::Corrupt { findings });
         }
-        let state = image.into_state(device.clock(), false);
+        let mut state = image.into_state(device.clock(), false);
+        match mode {
+            MountMode::ReadWrite => flash_layout::prepare_mount(&mut state, device)?,
+            MountMode::ReadOnly => flash_layout::note_read_only_layout(&mut state),
+        }
         Ok(FsCore {
             device_info: device.info().clone(),
             state,
@@ -722,7 +741,7 @@ fn mount_error(failure: LoadFailure) -> MountError {
         LoadFailure::NotFormatted => MountError::NotFormatted,
         LoadFailure::NewerVersion { found } => MountError::NewerVersion {
             found,
-            supported: FORMAT_VERSION,
+            supported: NEWEST_READABLE_FORMAT_VERSION,
         },
         LoadFailure::WrongDeviceSize {
             expected_size_bytes,

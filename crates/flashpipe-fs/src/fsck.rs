@@ -27,7 +27,7 @@ use crate::filesystem::Filesystem;
 use crate::fs_core::FsCore;
 use crate::image::{load_image, load_image_of, LoadFailure, LoadedImage};
 use crate::io::flush_device;
-use crate::layout::FORMAT_VERSION;
+use crate::layout::{FLASH_AWARE_FORMAT_VERSION, NEWEST_READABLE_FORMAT_VERSION};
 
 use crate::findings::DamagedSlot;
 pub use crate::findings::{Finding, Structure};
@@ -81,7 +81,7 @@ fn report_load_failure(failure: LoadFailure) -> Result<FsckReport, FsckError> {
         LoadFailure::Device(error) => Err(FsckError::Device(error)),
         LoadFailure::NewerVersion { found } => Err(FsckError::NewerVersion {
             found,
-            supported: FORMAT_VERSION,
+            supported: NEWEST_READABLE_FORMAT_VERSION,
         }),
         LoadFailure::WrongDeviceSize {
             expected_size_bytes,
@@ -374,6 +374,14 @@ fn planned_losses(image: &LoadedImage) -> Vec<LostFile> {
 }
 
 fn repair_blocker(image: &LoadedImage) -> Option<String> {
+    if image.super_block.format_version == FLASH_AWARE_FORMAT_VERSION {
+        return Some(
+            "the flash-aware layout has no repair yet (its pages cannot be rewritten in \
+             place); copy the files out with `flashpipe get` and make a new store; nothing \
+             was written"
+                .to_string(),
+        );
+    }
     if image.checkpoint_map_lost {
         return Some(
             "the checkpoint map is damaged, so the name and inode tables cannot be found; \

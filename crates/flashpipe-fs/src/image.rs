@@ -191,7 +191,11 @@ impl LoadedImage {
         let image = self;
         let geometry = image.geometry;
         let free_extents = if rebuild_free_list {
-            unused_extents(&image.used_blocks, &geometry)
+            unused_extents(
+                &image.used_blocks,
+                &geometry,
+                image.super_block.reserved_block_count(),
+            )
         } else {
             image.free_extents.clone()
         };
@@ -584,10 +588,10 @@ impl Loader {
     }
 }
 
-/// Extents of blocks (from the first allocatable one) whose bit is clear.
-fn unused_extents(used: &BlockBits, geometry: &Geometry) -> Vec<(u64, u64)> {
+/// Extents of blocks (from the first allocatable one, `first_block`) whose bit is clear.
+fn unused_extents(used: &BlockBits, geometry: &Geometry, first_block: u64) -> Vec<(u64, u64)> {
     let mut extents: Vec<(u64, u64)> = Vec::new();
-    for block in FIRST_ALLOCATABLE_BLOCK..geometry.fs_block_count {
+    for block in first_block..geometry.fs_block_count {
         if used.get(block) {
             continue;
         }

@@ -3,6 +3,14 @@
 //!
 //! Everything here is pure encoding and decoding over byte slices; no I/O.
 
+mod ring;
+
+pub use ring::{
+    RingRecordKind, FLASH_RESERVED_ERASE_BLOCKS, FLASH_TOTALS_OFFSET, MAX_PAGES_PER_ERASE_BLOCK,
+    PAGES_PER_ERASE_BLOCK_OFFSET, RECORD_KIND_OFFSET, RESERVED_OFFSET_WITH_FLASH,
+    RING_SEQUENCE_OFFSET,
+};
+
 /// ASCII magic at offset 0 of a super block.
 pub const MAGIC: [u8; 8] = *b"FLASHPFS";
 /// The format version this code writes (and the newest it reads): version 3 adds the
@@ -19,6 +27,12 @@ pub const FIRST_IDENTIFIED_FORMAT_VERSION: u32 = 4;
 /// The first format version with shared blocks (the shared table, super block fields at
 /// offsets 152..176, log entries of reference counts).
 pub const FIRST_SHARED_FORMAT_VERSION: u32 = 5;
+/// The format version of the flash-aware layout (docs/format.md, "Flash-aware layout"):
+/// version 6's super block with the erase block size at offset 176, written as the
+/// next page of a commit ring on raw flash pages. Only that layout writes it.
+pub const FLASH_AWARE_FORMAT_VERSION: u32 = 7;
+/// The newest format version this code reads.
+pub const NEWEST_READABLE_FORMAT_VERSION: u32 = FLASH_AWARE_FORMAT_VERSION;
 /// The oldest format version this code reads: version 1, whose block pointers carry no
 /// data checksum (docs/format.md, "Versioning").
 pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;
@@ -203,6 +217,29 @@ pub struct SuperBlock {
     pub shared_extent_count: u64,
     /// Blocks those extents cover: data blocks referenced more than once (version 5).
     pub shared_block_count: u64,
+    /// FS blocks (flash pages) per erase block in the flash-aware layout (version 7);
+    /// 0 in every other layout.
+    pub pages_per_erase_block: u64,
+    /// The flash-aware layout's count of commit-ring records up to this one (version 7;
+    /// the newest record has the largest); 0 in every other layout.
+    pub ring_sequence: u64,
+    /// What this commit-ring record says (version 7); `Commit` in every other layout.
+    pub record_kind: RingRecordKind,
+    /// The flash-aware layout's counters over the store's life, as of this record
+    /// (version 7); zero in every other layout.
+    pub flash_totals: FlashTotals,
+}
+
+/// The flash-aware layout's counters over a store's life (version 7, offsets 196..220).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlashTotals {
+    /// Pages the file system handed out (each programmed once: data, indirect and
+    /// checkpoint blocks); ring records are counted by `ring_sequence`.
+    pub pages_allocated: u64,
+    /// Erase blocks the file system erased (mkfs's erase of every block included).
+    pub erases: u64,
+    /// Live pages its collection moved.
+    pub pages_moved: u64,
 }
 
 impl SuperBlock {
@@ -220,7 +257,9 @@ impl SuperBlock {
 
 /// Offset of the reserved (zero) bytes of a super block of format `version`.
 pub fn reserved_offset_of_version(version: u32) -> usize {
-    if version >= FIRST_SHARED_FORMAT_VERSION {
+    if version >= FLASH_AWARE_FORMAT_VERSION {
+        RESERVED_OFFSET_WITH_FLASH
+    } else if version >= FIRST_SHARED_FORMAT_VERSION {
         RESERVED_OFFSET_WITH_SHARED
     } else if version >= FIRST_IDENTIFIED_FORMAT_VERSION {
         RESERVED_OFFSET_WITH_IDENTITY
@@ -250,7 +289,7 @@ impl std::fmt::Display for SuperBlockProblem {
             SuperBlockProblem::NoMagic => write!(formatter, "no FLASHPFS magic"),
             SuperBlockProblem::NewerVersion(version) => write!(
                 formatter,
-                "format version {version} is newer than the supported {FORMAT_VERSION}"
+                "format version {version} is newer than the supported {NEWEST_READABLE_FORMAT_VERSION}"
             ),
             SuperBlockProblem::ChecksumMismatch => write!(formatter, "checksum mismatch"),
             SuperBlockProblem::BadField(detail) => write!(formatter, "bad field: {detail}"),
@@ -293,6 +332,19 @@ impl SuperBlock {
             write_u64(&mut bytes, 160, self.shared_extent_count);
             write_u64(&mut bytes, 168, self.shared_block_count);
         }
+        if self.format_version >= FLASH_AWARE_FORMAT_VERSION {
+            write_u64(
+                &mut bytes,
+                PAGES_PER_ERASE_BLOCK_OFFSET,
+                self.pages_per_erase_block,
+            );
+            write_u64(&mut bytes, RING_SEQUENCE_OFFSET, self.ring_sequence);
+            write_u32(&mut bytes, RECORD_KIND_OFFSET, self.record_kind.code());
+            let totals = &self.flash_totals;
+            write_u64(&mut bytes, FLASH_TOTALS_OFFSET, totals.pages_allocated);
+            write_u64(&mut bytes, FLASH_TOTALS_OFFSET + 8, totals.erases);
+            write_u64(&mut bytes, FLASH_TOTALS_OFFSET + 16, totals.pages_moved);
+        }
         let checksum = checksum_with_field_zeroed(&bytes, SUPER_CHECKSUM_OFFSET);
         write_u32(&mut bytes, SUPER_CHECKSUM_OFFSET, checksum);
         let decoded = SuperBlock::decode(&bytes);
@@ -308,7 +360,7 @@ impl SuperBlock {
             return Err(SuperBlockProblem::NoMagic);
         }
         let version = read_u32(bytes, 8);
-        if version > FORMAT_VERSION {
+        if version > NEWEST_READABLE_FORMAT_VERSION {
             return Err(SuperBlockProblem::NewerVersion(version));
         }
         if read_u32(bytes, SUPER_CHECKSUM_OFFSET)
@@ -342,6 +394,10 @@ impl SuperBlock {
             shared_table_block_count: 0,
             shared_extent_count: 0,
             shared_block_count: 0,
+            pages_per_erase_block: 0,
+            ring_sequence: 0,
+            record_kind: RingRecordKind::Commit,
+            flash_totals: FlashTotals::default(),
         };
         let mut super_block = super_block;
         if version >= FIRST_LOGGED_FORMAT_VERSION {
@@ -360,6 +416,19 @@ impl SuperBlock {
             super_block.shared_table_block_count = read_u64(bytes, 152);
             super_block.shared_extent_count = read_u64(bytes, 160);
             super_block.shared_block_count = read_u64(bytes, 168);
+        }
+        if version >= FLASH_AWARE_FORMAT_VERSION {
+            super_block.pages_per_erase_block = read_u64(bytes, PAGES_PER_ERASE_BLOCK_OFFSET);
+            super_block.ring_sequence = read_u64(bytes, RING_SEQUENCE_OFFSET);
+            let code = read_u32(bytes, RECORD_KIND_OFFSET);
+            super_block.record_kind = RingRecordKind::from_code(code).ok_or_else(|| {
+                SuperBlockProblem::BadField(format!("commit-ring record kind {code}"))
+            })?;
+            super_block.flash_totals = FlashTotals {
+                pages_allocated: read_u64(bytes, FLASH_TOTALS_OFFSET),
+                erases: read_u64(bytes, FLASH_TOTALS_OFFSET + 8),
+                pages_moved: read_u64(bytes, FLASH_TOTALS_OFFSET + 16),
+            };
         }
         let reserved = &bytes[reserved_offset_of_version(version)..];
         super_block.check_fields(read_u32(bytes, 20), reserved)?;
@@ -389,6 +458,7 @@ impl SuperBlock {
         {
             return bad(format!("block count {}", self.fs_block_count));
         }
+        self.check_flash_fields()?;
         if self.commit_sequence == 0 || self.next_inode_number == 0 {
             return bad("commit sequence or next inode number is zero".to_string());
         }
@@ -647,6 +717,10 @@ mod tests {
             shared_table_block_count: 0,
             shared_extent_count: 0,
             shared_block_count: 0,
+            pages_per_erase_block: 0,
+            ring_sequence: 0,
+            record_kind: RingRecordKind::Commit,
+            flash_totals: FlashTotals::default(),
         }
     }
 
@@ -727,10 +801,12 @@ mod tests {
     #[test]
     fn newer_version_is_named_even_with_a_bad_checksum() {
         let mut encoded = sample_super_block().encode();
-        write_u32(&mut encoded, 8, FORMAT_VERSION + 1);
+        write_u32(&mut encoded, 8, NEWEST_READABLE_FORMAT_VERSION + 1);
         assert_eq!(
             SuperBlock::decode(&encoded),
-            Err(SuperBlockProblem::NewerVersion(FORMAT_VERSION + 1))
+            Err(SuperBlockProblem::NewerVersion(
+                NEWEST_READABLE_FORMAT_VERSION + 1
+            ))
         );
     }
 

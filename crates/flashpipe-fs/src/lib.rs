@@ -42,6 +42,8 @@ mod data;
 pub mod error;
 mod filesystem;
 mod findings;
+mod flash_layout;
+mod flash_pages;
 mod fs_core;
 pub mod fsck;
 mod image;
@@ -66,7 +68,7 @@ pub use filesystem::Filesystem;
 pub use findings::{DamagedSlot, LogDamage};
 pub use fs_core::store_identity_text;
 pub use fs_core::{
-    CommitPolicy, FileId, FileStat, FormatOptions, FsCore, FsStats, MetadataLogFill,
+    CommitPolicy, FileId, FileStat, FlashSpace, FormatOptions, FsCore, FsStats, MetadataLogFill,
 };
 pub use fsck::{
     fsck, fsck_with_options, Finding, FsckOptions, FsckReport, LostFile, LostFileOutcome,

@@ -68,6 +68,17 @@ impl SharedCounts {
         self.touched.insert(block);
     }
 
+    /// Every pointer to `from` now names `to` (the flash-aware layout's collection moved
+    /// the block): its count, if shared, moves with it.
+    pub fn relocate(&mut self, from: u64, to: u64) {
+        if let Some(count) = self.counts.remove(&from) {
+            let previous = self.counts.insert(to, count);
+            assert!(previous.is_none(), "block {to} was already shared");
+            self.touched.insert(from);
+            self.touched.insert(to);
+        }
+    }
+
     /// One pointer fewer references `block`; true when it was the last one (the block is
     /// then the caller's to free).
     pub fn drop_reference(&mut self, block: u64) -> bool {

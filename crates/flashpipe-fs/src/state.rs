@@ -12,6 +12,7 @@ use flashpipe_device::Clock;
 
 use crate::allocator::Allocator;
 use crate::attributes::{inode_record_header_bytes, FileAttributes};
+use crate::flash_pages::FlashRing;
 use crate::io::{BufferRecycler, Geometry};
 use crate::layout::SuperBlock;
 use crate::layout::{
@@ -217,6 +218,10 @@ pub struct CommittedCheckpoint {
     pub log_region: Vec<u64>,
 }
 
+/// Erase blocks' worth of free pages the flash-aware layout keeps out of reach of writes,
+/// for its collection (a victim's live pages and a commit always fit).
+pub const FLASH_COLLECTION_RESERVE_ERASE_BLOCKS: u64 = 3;
+
 /// The whole mounted file system except the device.
 pub struct State {
     /// FS geometry.
@@ -251,6 +256,9 @@ pub struct State {
     pub store_identity: Option<[u8; 16]>,
     /// Reference counts of data blocks shared by several pointers (format version 5).
     pub shared: SharedCounts,
+    /// The commit ring of the flash-aware layout (format version 7); `None` in the
+    /// ordinary layout.
+    pub flash: Option<FlashRing>,
 }
 
 impl State {
@@ -272,6 +280,7 @@ impl State {
             buffers: BufferRecycler::default(),
             store_identity: None,
             shared: SharedCounts::default(),
+            flash: None,
         }
     }
 
@@ -286,7 +295,7 @@ impl State {
     /// True when data block `block` may be overwritten in place: allocated since the last
     /// commit and referenced by one pointer only.
     pub fn writable_in_place(&self, block: u64) -> bool {
-        self.allocator.is_fresh(block) && !self.shared.is_shared(block)
+        self.flash.is_none() && self.allocator.is_fresh(block) && !self.shared.is_shared(block)
     }
 
     /// Blocks of the shared table a checkpoint writes when `shared_blocks` blocks are
@@ -406,13 +415,20 @@ impl State {
 
     /// Checks that `new_blocks` more blocks can be taken now while two checkpoints' worth
     /// stay free: one for the next commit, one for the commit after it (written while the
-    /// next one is still live). Returns `(needed, free)` when they cannot.
+    /// next one is still live); in the flash-aware layout also the collection's reserve
+    /// ([`FLASH_COLLECTION_RESERVE_ERASE_BLOCKS`] erase blocks), so that the commit's
+    /// collection always has room to move a victim's live pages. Returns `(needed,
+    /// free)` when they cannot.
     pub fn check_space(
         &self,
         new_blocks: u64,
         totals_after: &MetadataTotals,
     ) -> Result<(), (u64, u64)> {
-        let needed = new_blocks + 2 * self.checkpoint_reserve_blocks(totals_after);
+        let collection_reserve = self.flash.as_ref().map_or(0, |ring| {
+            FLASH_COLLECTION_RESERVE_ERASE_BLOCKS * ring.pages_per_erase_block
+        });
+        let needed =
+            new_blocks + 2 * self.checkpoint_reserve_blocks(totals_after) + collection_reserve;
         let free = self.allocator.free_block_count();
         if needed > free {
             return Err((needed, free));

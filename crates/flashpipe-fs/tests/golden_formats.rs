@@ -8,8 +8,9 @@ mod support;
 
 use flashpipe_fs::layout::{
     checksum_with_field_zeroed, open_metadata_block, read_u32, read_u64, seal_metadata_block,
-    MetadataHeader, MetadataKind, SuperBlock, SuperBlockProblem, FORMAT_VERSION, MAGIC,
-    METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    FlashTotals, MetadataHeader, MetadataKind, RingRecordKind, SuperBlock, SuperBlockProblem,
+    FORMAT_VERSION, MAGIC, METADATA_HEADER_BYTES, NEWEST_READABLE_FORMAT_VERSION,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 use flashpipe_fs::{Filesystem, FormatOptions, Structure};
 use support::SharedDisk;
@@ -53,6 +54,10 @@ fn known_super_block() -> SuperBlock {
         shared_table_block_count: 0,
         shared_extent_count: 0,
         shared_block_count: 0,
+        pages_per_erase_block: 0,
+        ring_sequence: 0,
+        record_kind: RingRecordKind::Commit,
+        flash_totals: FlashTotals::default(),
     }
 }
 
@@ -200,10 +205,12 @@ fn the_super_block_has_the_documented_bytes() {
 fn a_super_block_is_judged_in_the_documented_order() {
     let encoded = known_super_block_v5().encode();
     let mut newer = encoded;
-    newer[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    newer[8..12].copy_from_slice(&(NEWEST_READABLE_FORMAT_VERSION + 1).to_le_bytes());
     assert_eq!(
         SuperBlock::decode(&newer),
-        Err(SuperBlockProblem::NewerVersion(FORMAT_VERSION + 1)),
+        Err(SuperBlockProblem::NewerVersion(
+            NEWEST_READABLE_FORMAT_VERSION + 1
+        )),
         "the version is judged before the checksum"
     );
     let mut damaged = encoded;

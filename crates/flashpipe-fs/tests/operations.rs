@@ -416,7 +416,7 @@ fn mount_refuses_blank_newer_and_too_small_devices() {
 
     for slot_offset in [0u64, 4096] {
         let mut super_bytes = shared.peek(slot_offset, 512);
-        super_bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+        super_bytes[8..12].copy_from_slice(&8u32.to_le_bytes());
         shared.poke(slot_offset, &super_bytes);
     }
     let error = Filesystem::mount(shared.boxed()).err().unwrap();
@@ -424,8 +424,8 @@ fn mount_refuses_blank_newer_and_too_small_devices() {
         matches!(
             error,
             MountError::NewerVersion {
-                found: 7,
-                supported: 6
+                found: 8,
+                supported: 7
             }
         ),
         "{error}"

@@ -28,6 +28,7 @@ pub mod layout;
 pub mod mount;
 pub mod pacing;
 pub mod precondition;
+pub mod raw_pages;
 pub mod replay;
 pub mod sectors;
 pub mod shared;
@@ -40,6 +41,7 @@ pub use precondition::{
     precondition, write_distinct_pages, PreconditionError, PreconditionMethod, PreconditionOptions,
     PreconditionReport,
 };
+pub use raw_pages::{RawPageCounters, RawPageDevice};
 pub use shared::SharedFtl;
 pub use stats::FtlStats;
 

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use flashpipe_fs::{Filesystem, FormatOptions, FsStats};
 
+use crate::flash_store::{FlashLayout, FlashStoreError};
 use crate::identity::StoreIdentity;
 use crate::member_label::label_members;
 use crate::probe_foreign::refuse_devices_holding_data;
@@ -143,7 +144,12 @@ fn format_store(
         fs_block_size_bytes: config.block_size_bytes,
         store_identity: Some(identity.0),
     };
-    let filesystem = Filesystem::format(device, &options)?;
+    let filesystem = match flash_aware_pages(config, store)? {
+        Some(pages_per_erase_block) => {
+            Filesystem::format_flash_aware(device, &options, pages_per_erase_block)?
+        }
+        None => Filesystem::format(device, &options)?,
+    };
     let stats = filesystem.stats();
     drop(filesystem.unmount()?);
     let mut config = config.clone();
@@ -152,6 +158,25 @@ fn format_store(
     config.save_new(store)?;
     drop(lock);
     Ok(stats)
+}
+
+/// The pages per erase block of the store's one flash device in the flash-aware layout
+/// (`None` for every other store; the store file's checks refuse that layout beside
+/// other devices).
+fn flash_aware_pages(config: &StoreConfig, store: &Path) -> StoreCreateResult<Option<u64>> {
+    let [DeviceSpec::Flash(spec)] = config.devices.as_slice() else {
+        return Ok(None);
+    };
+    if spec.layout != FlashLayout::FlashAware {
+        return Ok(None);
+    }
+    let flash = spec
+        .flash_config(store)
+        .map_err(|reason| FlashStoreError::Spec {
+            device: spec.describe(),
+            reason,
+        })?;
+    Ok(Some(u64::from(flash.geometry.pages_per_block)))
 }
 
 /// Allocates every block of the regular-file members this creation made (those not in

@@ -105,6 +105,29 @@ pub struct FlashDeviceSpec {
     /// Seed of a new array (used at creation only; a reopened array keeps its own).
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// How the file system lies on the flash: over the host FTL (the default, not
+    /// written), or `flash-aware`, straight on its pages with no FTL
+    /// (`crate::raw_flash_store`, docs/design/29-flash-aware.md).
+    #[serde(default, skip_serializing_if = "FlashLayout::is_ftl")]
+    pub layout: FlashLayout,
+}
+
+/// How a store's file system lies on a flash device (`layout` in the store file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlashLayout {
+    /// Over the host FTL's page map.
+    #[default]
+    Ftl,
+    /// Straight on the flash pages: the file system allocates, collects and erases.
+    FlashAware,
+}
+
+impl FlashLayout {
+    /// True for the default layout (left out of the store file).
+    pub fn is_ftl(&self) -> bool {
+        *self == FlashLayout::Ftl
+    }
 }
 
 impl FlashDeviceSpec {
@@ -118,6 +141,7 @@ impl FlashDeviceSpec {
             checkpoint_interval_pages: None,
             size_bytes: None,
             seed: DEFAULT_FLASH_SEED,
+            layout: FlashLayout::Ftl,
         }
     }
 
@@ -336,6 +360,14 @@ pub fn open_flash_device(
     creation: DeviceCreation,
 ) -> Result<FlashStoreDevice, FlashStoreError> {
     let device = spec.describe();
+    if spec.layout == FlashLayout::FlashAware {
+        return Err(FlashStoreError::Spec {
+            device,
+            reason: "it holds the flash-aware layout, which has no FTL to open; open it \
+                     through its store file (flashpipe put, get, ls, fsck)"
+                .to_string(),
+        });
+    }
     let config = spec
         .flash_config(store_file)
         .map_err(|reason| FlashStoreError::Spec {
@@ -376,7 +408,7 @@ pub fn open_flash_device(
     FlashStoreDevice::new(&device, ftl, spec.size_bytes, spec.path.is_some())
 }
 
-fn new_array(
+pub(crate) fn new_array(
     device: &str,
     config: FlashConfig,
     storage: StorageMode,
@@ -394,7 +426,7 @@ fn new_array(
     .map_err(|source| flash_error(device, source))
 }
 
-fn flash_error(device: &str, source: FlashError) -> FlashStoreError {
+pub(crate) fn flash_error(device: &str, source: FlashError) -> FlashStoreError {
     FlashStoreError::Flash {
         device: device.to_string(),
         source,
@@ -421,7 +453,7 @@ fn format_ftl(
 }
 
 /// `path` with `suffix` appended (`.meta`, `.journal`, `.meta.tmp`).
-fn companion_path(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn companion_path(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
@@ -455,7 +487,7 @@ fn create_on_file(
     created
 }
 
-fn reopen_array(
+pub(crate) fn reopen_array(
     device: &str,
     path: &Path,
     expected: &FlashConfig,

@@ -20,9 +20,10 @@ use flashpipe_fs::layout::{SuperBlock, SUPER_BLOCK_SIZE_BYTES};
 use flashpipe_fs::{store_identity_text, Filesystem, FsStats};
 use serde::Serialize;
 
-use crate::flash_store::{open_flash_device, FlashDeviceSpec, FlashStoreError};
+use crate::flash_store::{open_flash_device, FlashDeviceSpec, FlashLayout, FlashStoreError};
 use crate::identity::StoreIdentity;
 use crate::member_label::{MemberLabel, LABEL_BYTES};
+use crate::raw_flash_store::open_raw_flash_device;
 use crate::store::{lock_store, open_store_device_locked, DeviceCreation, StoreOpenError};
 use crate::store_config::{DeviceSpec, StoreConfig};
 use crate::store_lock::{LockMode, LockWait};
@@ -126,6 +127,23 @@ pub struct FilesystemInfo {
     pub file_count: u64,
     /// The metadata log's fill (docs/format.md, "Metadata log").
     pub metadata_log: Option<LogInfo>,
+    /// The flash-aware layout's counters over the store's life (docs/format.md,
+    /// "Flash-aware layout"); absent in the ordinary layout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flash_aware: Option<FlashAwareInfo>,
+}
+
+/// The flash-aware layout's counters as its last commit recorded them.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct FlashAwareInfo {
+    /// Pages the file system handed out (each programmed once).
+    pub pages_allocated: u64,
+    /// Commit-ring records programmed (commits, mounts, clean unmounts).
+    pub ring_records: u64,
+    /// Erase blocks the file system erased (mkfs's included).
+    pub erases: u64,
+    /// Live pages its garbage collection moved.
+    pub pages_moved: u64,
 }
 
 impl FilesystemInfo {
@@ -135,6 +153,7 @@ impl FilesystemInfo {
         FilesystemInfo {
             format_version: None,
             identity: None,
+            flash_aware: None,
             commit_sequence: stats.commit_sequence,
             block_count: stats.fs_block_count,
             total_bytes: stats.fs_block_count * block_bytes,
@@ -317,6 +336,14 @@ fn read_opened(
             used_blocks: log.log_block_count,
             records: log.log_record_count,
         }),
+        flash_aware: filesystem
+            .flash_totals()
+            .map(|(totals, ring_records)| FlashAwareInfo {
+                pages_allocated: totals.pages_allocated,
+                ring_records,
+                erases: totals.erases,
+                pages_moved: totals.pages_moved,
+            }),
         ..FilesystemInfo::from_stats(&filesystem.stats())
     });
     drop(filesystem);
@@ -360,17 +387,29 @@ fn flash_info(
     config: &StoreConfig,
     index: usize,
 ) -> Result<FlashInfo, StoreInfoError> {
-    let device = open_flash_device(
-        spec,
-        store_file,
-        &format!("flash{index}"),
-        config.queue_depth,
-        DeviceCreation::ReadOnly,
-    )
-    .map_err(|error| StoreInfoError::Open(error.into()))?;
-    let exported_bytes = device.ftl().info().size_bytes();
-    let over_provisioning = device.ftl().options().over_provisioning;
-    drop(device);
+    let (exported_bytes, over_provisioning) = if spec.layout == FlashLayout::FlashAware {
+        let device = open_raw_flash_device(
+            spec,
+            store_file,
+            &format!("flash{index}"),
+            DeviceCreation::ReadOnly,
+        )
+        .map_err(|error| StoreInfoError::Open(error.into()))?;
+        (device.info().size_bytes(), 0.0)
+    } else {
+        let device = open_flash_device(
+            spec,
+            store_file,
+            &format!("flash{index}"),
+            config.queue_depth,
+            DeviceCreation::ReadOnly,
+        )
+        .map_err(|error| StoreInfoError::Open(error.into()))?;
+        (
+            device.ftl().info().size_bytes(),
+            device.ftl().options().over_provisioning,
+        )
+    };
     let path = spec
         .path
         .as_ref()

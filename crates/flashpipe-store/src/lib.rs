@@ -36,6 +36,7 @@ pub mod member_watch;
 pub mod probe;
 pub mod probe_foreign;
 pub mod put_plan;
+pub mod raw_flash_store;
 pub mod running;
 pub mod store;
 pub mod store_config;

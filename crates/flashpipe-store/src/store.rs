@@ -13,7 +13,8 @@ use flashpipe_device::{BlockDevice, DeviceError, RamDisk};
 use flashpipe_nbd_client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
 use crate::cluster_store::open_cluster_device;
-use crate::flash_store::{open_flash_device, FlashStoreError};
+use crate::flash_store::{open_flash_device, FlashLayout, FlashStoreError};
+use crate::raw_flash_store::open_raw_flash_device;
 use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOCK_SIZE_BYTES};
 use crate::store_lock::{LockMode, LockWait, StoreLock, StoreLockError};
 
@@ -271,6 +272,9 @@ fn open_member(
             size_bytes / u64::from(DEVICE_BLOCK_SIZE_BYTES),
             config.queue_depth,
         )?)),
+        DeviceSpec::Flash(flash) if flash.layout == FlashLayout::FlashAware => Ok(Box::new(
+            open_raw_flash_device(flash, store_file, &format!("flash{index}"), creation)?,
+        )),
         DeviceSpec::Flash(flash) => {
             let device = open_flash_device(
                 flash,

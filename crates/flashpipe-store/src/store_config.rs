@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use flashpipe_nbd_client::{looks_like_nbd_uri, NbdUri};
 
 use crate::cluster_store::{ClusterDeviceSpec, CLUSTER_PREFIX};
-use crate::flash_store::{FlashDeviceSpec, FLASH_PREFIX};
+use crate::flash_store::{FlashDeviceSpec, FlashLayout, FLASH_PREFIX};
 use crate::identity::StoreIdentity;
 use crate::units::{parse_size_bytes, HumanBytes};
 
@@ -306,6 +306,15 @@ impl StoreConfig {
         if self.devices.is_empty() || self.devices.len() > MAX_DEVICES {
             return Err(invalid(format!(
                 "{} devices: a store has 1 to {MAX_DEVICES}",
+                self.devices.len()
+            )));
+        }
+        let flash_aware = self.devices.iter().any(|device| {
+            matches!(device, DeviceSpec::Flash(spec) if spec.layout == FlashLayout::FlashAware)
+        });
+        if flash_aware && self.devices.len() > 1 {
+            return Err(invalid(format!(
+                "{} devices with a flash device in the flash-aware layout: that layout takes exactly one flash device (it is not striped); make one store per flash device",
                 self.devices.len()
             )));
         }

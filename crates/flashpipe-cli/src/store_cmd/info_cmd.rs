@@ -116,6 +116,12 @@ fn print_filesystem(info: &StoreInfo, filesystem: &FilesystemInfo) {
         HumanBytes(filesystem.free_bytes),
         HumanBytes(filesystem.reserved_bytes)
     );
+    if let Some(flash) = &filesystem.flash_aware {
+        println!(
+            "flash-aware:     {} pages handed out, {} commit-ring records, {} erases, {} pages moved by collection (over the store's life, at its last commit)",
+            flash.pages_allocated, flash.ring_records, flash.erases, flash.pages_moved
+        );
+    }
     if let Some(log) = &filesystem.metadata_log {
         let percent = if log.region_blocks == 0 {
             0.0

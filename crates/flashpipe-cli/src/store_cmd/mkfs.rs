@@ -3,6 +3,8 @@
 
 use super::*;
 
+mod layout;
+
 /// `flashpipe mkfs`.
 #[derive(Debug, clap::Args)]
 pub struct MkfsArgs {
@@ -26,9 +28,15 @@ pub struct MkfsArgs {
     /// raw to hold it; more than the preset can hold is refused).
     #[arg(long)]
     pub size: Option<String>,
-    /// File-system block size: 4KiB, 8KiB, 16KiB or a larger power of two.
-    #[arg(long, default_value = "16KiB")]
-    pub block_size: String,
+    /// File-system block size: 4KiB, 8KiB, 16KiB (the default) or a larger power of two;
+    /// with --layout flash-aware, the flash page.
+    #[arg(long)]
+    pub block_size: Option<String>,
+    /// How the file system lies on flash: ftl (over the host FTL, the default) or
+    /// flash-aware (straight on the pages of one flash:PRESET:IMAGE device, no FTL: the file
+    /// system allocates pages, collects garbage and erases blocks itself).
+    #[arg(long, value_name = "LAYOUT")]
+    pub layout: Option<String>,
     /// Bytes placed on one device before the next.
     #[arg(long, default_value = "64KiB")]
     pub stripe_unit: String,
@@ -154,16 +162,18 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
         .as_deref()
         .map(parse_size_bytes)
         .transpose()?;
-    let block_size_bytes =
-        u32::try_from(parse_size_bytes(&arguments.block_size)?).map_err(|_| {
-            Failure::invalid_input(format!("block size {} is too large", arguments.block_size))
-        })?;
-    check_block_size(block_size_bytes).map_err(Failure::invalid_input)?;
+    let flash_layout = layout::parse_layout(arguments.layout.as_deref())?;
     let stripe_unit_bytes = parse_size_bytes(&arguments.stripe_unit)?;
     check_stripe_unit(stripe_unit_bytes).map_err(Failure::invalid_input)?;
     let mut devices = parse_device_list(&arguments.devices, size_bytes)?;
     record_paths_for_store_file(&mut devices, &arguments.store)?;
     apply_flash_options(arguments, &mut devices)?;
+    let block_size_bytes = layout::apply_layout(
+        flash_layout,
+        arguments.block_size.as_deref(),
+        &mut devices,
+        &arguments.store,
+    )?;
     for device in devices.iter_mut() {
         if let DeviceSpec::Cluster(spec) = device {
             spec.resolve(&arguments.store).map_err(|reason| {

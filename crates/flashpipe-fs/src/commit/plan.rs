@@ -5,15 +5,23 @@
 //! bookkeeping (blocks freed by this commit allocatable again). Nothing changed since the
 //! last commit: one device flush. Any failure after the first step makes the state
 //! unusable, as a failed flush always has.
+//!
+//! In the flash-aware layout (`crate::flash_layout`) the new blocks go out in ascending
+//! page order, the super block goes to the commit ring's next page (its erase block
+//! erased first when that page is its first), and after the last flush the erase blocks
+//! this commit left wholly dead are erased and given back (retired when an erase fails;
+//! the commit itself is durable by then either way).
 
 use flashpipe_device::{Completion, DeviceError, Operation};
 
+use super::collect::{self, Collection};
 use super::{
     commit_space_needed, finish_checkpoint, finish_log_commit, log_commit_fits, prepare_checkpoint,
     prepare_log_commit, super_block_write,
 };
 use crate::error::FlushError;
-use crate::io::{block_writes, Geometry};
+use crate::flash_layout::erase_operation;
+use crate::io::block_writes;
 use crate::layout::SuperBlock;
 use crate::plan::{Plan, Step};
 use crate::state::State;
@@ -60,16 +68,24 @@ impl Durable {
 /// Where a commit stands.
 enum Phase {
     Start,
+    /// Flash-aware layout: the live data pages of a collection's victim are being read.
+    CollectReading(Collection),
+    /// They are being programmed to their new pages.
+    CollectWriting(Collection, Vec<u64>),
     /// Nothing changed: the one flush is in flight.
     FlushingOnly,
     /// The new blocks are in flight.
     WritingBlocks(Durable),
     /// The flush after them is in flight.
     FlushingBlocks(Durable),
+    /// Flash-aware layout: the ring erase block the super block goes to is being erased.
+    ErasingRing(Durable),
     /// The super block is in flight.
     WritingSuperBlock(Durable),
     /// The flush after it is in flight.
     FlushingSuperBlock(Durable),
+    /// Flash-aware layout: erase blocks left wholly dead are being erased.
+    ErasingDead(Vec<u64>),
     Finished,
 }
 
@@ -87,10 +103,15 @@ impl CommitPlan {
     }
 }
 
-/// The super block write of `durable`, into the slot its sequence names.
-fn super_block_step(geometry: &Geometry, durable: &Durable) -> Vec<Operation> {
+/// The super block write of `durable`, into the slot its sequence names or the
+/// commit ring's next page.
+fn super_block_step(state: &State, durable: &Durable) -> Vec<Operation> {
+    let geometry = &state.geometry;
     let super_block = durable.super_block();
-    let slot = super_block.commit_sequence % 2;
+    let slot = match &state.flash {
+        Some(ring) => ring.next_page,
+        None => super_block.commit_sequence % 2,
+    };
     block_writes(
         geometry,
         vec![super_block_write(slot, super_block, geometry)],
@@ -113,6 +134,51 @@ impl Plan for CommitPlan {
             self.phase = Phase::FlushingOnly;
             return Ok(Step::Issue(vec![Operation::Flush]));
         }
+        if state.flash.is_some() {
+            if let Some(collection) = collect::choose(state, commit_space_needed(state)) {
+                if collection.moves_nothing() {
+                    collection.repoint(state, &[]);
+                } else {
+                    let reads = collection.reads(state);
+                    self.phase = Phase::CollectReading(collection);
+                    return Ok(Step::Issue(reads));
+                }
+            }
+        }
+        self.begin(state)
+    }
+
+    fn resume(
+        &mut self,
+        state: &mut State,
+        outcome: Result<Vec<Completion>, DeviceError>,
+    ) -> Result<Step<()>, FlushError> {
+        let phase = std::mem::replace(&mut self.phase, Phase::Finished);
+        match phase {
+            Phase::CollectReading(mut collection) => {
+                let Ok(completions) = outcome else {
+                    return self.begin(state);
+                };
+                let (targets, mut writes) = collection.place(state, completions);
+                writes.sort_unstable_by_key(|write| write.0);
+                self.phase = Phase::CollectWriting(collection, targets);
+                Ok(Step::Issue(block_writes(&state.geometry, writes)))
+            }
+            Phase::CollectWriting(collection, targets) => {
+                if let Err(error) = outcome {
+                    return Err(self.fail(state, error.into()));
+                }
+                collection.repoint(state, &targets);
+                self.begin(state)
+            }
+            phase => self.resume_commit(state, phase, outcome),
+        }
+    }
+}
+
+impl CommitPlan {
+    /// The commit proper, once any collection is done: the log record or checkpoint.
+    fn begin(&mut self, state: &mut State) -> Result<Step<()>, FlushError> {
         let prepared = if log_commit_fits(state) {
             Ok(prepare_log_commit(state))
         } else {
@@ -127,10 +193,13 @@ impl Plan for CommitPlan {
             }
             prepare_checkpoint(state)
         };
-        let (writes, durable) = match prepared {
+        let (mut writes, durable) = match prepared {
             Ok(prepared) => prepared,
             Err(error) => return Err(self.fail(state, error)),
         };
+        if state.flash.is_some() {
+            writes.sort_unstable_by_key(|write| write.0);
+        }
         if writes.is_empty() {
             self.phase = Phase::FlushingBlocks(durable);
             return Ok(Step::Issue(vec![Operation::Flush]));
@@ -140,14 +209,24 @@ impl Plan for CommitPlan {
         Ok(Step::Issue(operations))
     }
 
-    fn resume(
+    /// The commit's later steps, given the outcome of the last.
+    fn resume_commit(
         &mut self,
         state: &mut State,
+        phase: Phase,
         outcome: Result<Vec<Completion>, DeviceError>,
     ) -> Result<Step<()>, FlushError> {
-        let phase = std::mem::replace(&mut self.phase, Phase::Finished);
         if let Phase::FlushingOnly = phase {
             return outcome.map(|_| Step::Done(())).map_err(FlushError::from);
+        }
+        if let Phase::ErasingDead(erase_blocks) = phase {
+            for erase_block in erase_blocks {
+                match &outcome {
+                    Ok(_) => state.allocator.erased(erase_block),
+                    Err(_) => state.allocator.retire(erase_block),
+                }
+            }
+            return Ok(Step::Done(()));
         }
         if let Err(error) = outcome {
             return Err(self.fail(state, error.into()));
@@ -157,7 +236,24 @@ impl Plan for CommitPlan {
                 (Phase::FlushingBlocks(durable), vec![Operation::Flush])
             }
             Phase::FlushingBlocks(durable) => {
-                let operations = super_block_step(&state.geometry, &durable);
+                let ring_erase = state.flash.as_ref().and_then(|ring| {
+                    let erase_block = ring.erase_before_next()?;
+                    Some(erase_operation(
+                        &state.geometry,
+                        ring.pages_per_erase_block,
+                        erase_block,
+                    ))
+                });
+                match ring_erase {
+                    Some(erase) => (Phase::ErasingRing(durable), vec![erase]),
+                    None => {
+                        let operations = super_block_step(state, &durable);
+                        (Phase::WritingSuperBlock(durable), operations)
+                    }
+                }
+            }
+            Phase::ErasingRing(durable) => {
+                let operations = super_block_step(state, &durable);
                 (Phase::WritingSuperBlock(durable), operations)
             }
             Phase::WritingSuperBlock(durable) => {
@@ -165,9 +261,27 @@ impl Plan for CommitPlan {
             }
             Phase::FlushingSuperBlock(durable) => {
                 durable.apply(state);
-                return Ok(Step::Done(()));
+                let Some(ring) = state.flash.as_mut() else {
+                    return Ok(Step::Done(()));
+                };
+                ring.advance();
+                let pages = ring.pages_per_erase_block;
+                let erase_blocks = state.allocator.take_erasable();
+                if erase_blocks.is_empty() {
+                    return Ok(Step::Done(()));
+                }
+                let operations = erase_blocks
+                    .iter()
+                    .map(|&erase_block| erase_operation(&state.geometry, pages, erase_block))
+                    .collect();
+                (Phase::ErasingDead(erase_blocks), operations)
             }
-            Phase::Start | Phase::FlushingOnly | Phase::Finished => {
+            Phase::Start
+            | Phase::FlushingOnly
+            | Phase::CollectReading(_)
+            | Phase::CollectWriting(..)
+            | Phase::ErasingDead(_)
+            | Phase::Finished => {
                 panic!("a commit resumes only while its operations are in flight")
             }
         };

@@ -24,8 +24,11 @@ impl Loader {
                 ));
             }
         };
-        mark(0, &|| "super block slot 0".to_string());
-        mark(1, &|| "super block slot 1".to_string());
+        for block in 0..self.super_block.reserved_block_count() {
+            mark(block, &|| {
+                "super block slot (the flash-aware layout: anchor or commit ring)".to_string()
+            });
+        }
         for &block in checkpoint_blocks {
             mark(block, &|| {
                 "checkpoint block (map, table or log region)".to_string()

@@ -6,10 +6,12 @@ use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation};
 
 use super::{LoadFailure, SUPER_BLOCK_CHECKSUM_OFFSET};
 use crate::findings::{DamagedSlot, Finding, Structure};
+use crate::flash_layout::choose_flash_super_block;
 use crate::io::Geometry;
 use crate::layout::{
     read_u32, read_u64, reserved_offset_of_version, SuperBlock, SuperBlockProblem,
-    MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_BLOCK_SIZE_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    FLASH_AWARE_FORMAT_VERSION, MAX_FS_BLOCK_SIZE_BYTES, MIN_FS_BLOCK_SIZE_BYTES,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 
 /// The finding that reports a damaged slot (repairable: `fsck --repair` falls back).
@@ -169,7 +171,18 @@ pub(super) fn choose_super_block(
     device: &mut dyn BlockDevice,
 ) -> Result<ChosenSuperBlock, LoadFailure> {
     let (slot_zero, slot_one) = read_slots(device)?;
+    if let Ok(anchor) = &slot_zero.decoded {
+        if anchor.format_version == FLASH_AWARE_FORMAT_VERSION {
+            let chosen = choose_flash_super_block(device, anchor.clone())?;
+            return Ok((chosen, None));
+        }
+    }
     let slot_one = slot_one.unwrap_or_else(SlotRead::absent);
+    if let (Err(problem), Ok(one)) = (&slot_zero.decoded, &slot_one.decoded) {
+        if one.format_version == FLASH_AWARE_FORMAT_VERSION {
+            return Err(missing_flash_anchor(problem));
+        }
+    }
     match (&slot_zero.decoded, &slot_one.decoded) {
         (Ok(zero), Ok(one)) => {
             let (chosen, other, other_slot, other_read) =
@@ -211,6 +224,24 @@ pub(super) fn choose_super_block(
                 .collect();
             Err(LoadFailure::NoValidSuperBlock { findings, salvaged })
         }
+    }
+}
+
+/// The flash-aware layout's anchor (page 0 of erase block 0) is gone while a commit-ring
+/// record is found: without the anchor's geometry the ring cannot be read, and nothing is
+/// written.
+fn missing_flash_anchor(problem: &SuperBlockProblem) -> LoadFailure {
+    let finding = Finding::new(
+        Structure::SuperBlock,
+        Some(0),
+        format!(
+            "the flash-aware layout's anchor (page 0 of erase block 0) is damaged ({problem}) while its commit ring still holds records: the geometry it names is lost, so the ring cannot be read; nothing was written"
+        ),
+        false,
+    );
+    LoadFailure::NoValidSuperBlock {
+        findings: vec![finding],
+        salvaged: Vec::new(),
     }
 }
 

@@ -1,0 +1,145 @@
+//! Golden bytes of the flash-aware layout's commit-ring record (format version 7,
+//! docs/format.md, "Flash-aware layout"): version 6's fields, then
+//! `pages_per_erase_block` at 176..184, `ring_sequence` at 184..192, `record_kind` at
+//! 192..196, the lifetime counters at 196..220, reserved zero from 220; its checks; the ordinary layout still at version 6.
+
+use flashpipe_fs::layout::{
+    checksum_with_field_zeroed, FlashTotals, RingRecordKind, SuperBlock, SuperBlockProblem,
+    FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS, FORMAT_VERSION,
+    SUPER_BLOCK_SIZE_BYTES,
+};
+
+fn known_flash_super_block() -> SuperBlock {
+    SuperBlock {
+        format_version: FLASH_AWARE_FORMAT_VERSION,
+        fs_block_size_bytes: 8192,
+        fs_block_count: 0x1_0000,
+        commit_sequence: 0x0102_0304,
+        next_inode_number: 0x55,
+        file_count: 3,
+        free_block_count: 0xF000,
+        map_head: 0x300,
+        map_block_count: 1,
+        name_table_block_count: 2,
+        inode_table_block_count: 4,
+        free_list_block_count: 1,
+        free_extent_count: 2,
+        log_region_block_count: 0,
+        log_block_count: 0,
+        log_record_count: 0,
+        store_identity: Some([0x11; 16]),
+        shared_table_block_count: 0,
+        shared_extent_count: 0,
+        shared_block_count: 0,
+        pages_per_erase_block: 0x100,
+        ring_sequence: 0x0A0B,
+        record_kind: RingRecordKind::Clean,
+        flash_totals: FlashTotals {
+            pages_allocated: 0x1122,
+            erases: 0x33,
+            pages_moved: 0x44,
+        },
+    }
+}
+
+fn put(bytes: &mut [u8], offset: usize, value: &[u8]) {
+    bytes[offset..offset + value.len()].copy_from_slice(value);
+}
+
+#[test]
+fn the_version_7_super_block_has_the_documented_bytes() {
+    assert_eq!(FLASH_AWARE_FORMAT_VERSION, 7);
+    assert_eq!(
+        FORMAT_VERSION, 6,
+        "the ordinary layout still writes version 6"
+    );
+    assert_eq!(FLASH_RESERVED_ERASE_BLOCKS, 3);
+    let mut expected = [0u8; SUPER_BLOCK_SIZE_BYTES];
+    put(&mut expected, 0, b"FLASHPFS");
+    put(&mut expected, 8, &7u32.to_le_bytes());
+    put(&mut expected, 16, &8192u32.to_le_bytes());
+    put(&mut expected, 20, &512u32.to_le_bytes());
+    put(&mut expected, 24, &0x1_0000u64.to_le_bytes());
+    put(&mut expected, 32, &0x0102_0304u64.to_le_bytes());
+    put(&mut expected, 40, &0x55u64.to_le_bytes());
+    put(&mut expected, 48, &3u64.to_le_bytes());
+    put(&mut expected, 56, &0xF000u64.to_le_bytes());
+    put(&mut expected, 64, &0x300u64.to_le_bytes());
+    put(&mut expected, 72, &1u64.to_le_bytes());
+    put(&mut expected, 80, &2u64.to_le_bytes());
+    put(&mut expected, 88, &4u64.to_le_bytes());
+    put(&mut expected, 96, &1u64.to_le_bytes());
+    put(&mut expected, 104, &2u64.to_le_bytes());
+    // 112..136: no log region in this layout (zero).
+    put(&mut expected, 136, &[0x11; 16]);
+    // 152..176: no shared table (zero).
+    put(&mut expected, 176, &0x100u64.to_le_bytes());
+    put(&mut expected, 184, &0x0A0Bu64.to_le_bytes());
+    put(&mut expected, 192, &2u32.to_le_bytes());
+    put(&mut expected, 196, &0x1122u64.to_le_bytes());
+    put(&mut expected, 204, &0x33u64.to_le_bytes());
+    put(&mut expected, 212, &0x44u64.to_le_bytes());
+    let checksum = crc32c::crc32c(&expected);
+    put(&mut expected, 12, &checksum.to_le_bytes());
+    let encoded = known_flash_super_block().encode();
+    assert_eq!(encoded[..], expected[..]);
+    assert_eq!(checksum_with_field_zeroed(&encoded, 12), checksum);
+    assert_eq!(checksum, 0xB9D5_6C4D, "the golden checksum");
+    assert_eq!(SuperBlock::decode(&encoded), Ok(known_flash_super_block()));
+    assert_eq!(
+        known_flash_super_block().reserved_block_count(),
+        3 * 0x100,
+        "the anchor and the ring's two erase blocks"
+    );
+}
+
+fn resealed(mut bytes: [u8; SUPER_BLOCK_SIZE_BYTES]) -> [u8; SUPER_BLOCK_SIZE_BYTES] {
+    bytes[12..16].fill(0);
+    let checksum = crc32c::crc32c(&bytes);
+    bytes[12..16].copy_from_slice(&checksum.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn a_version_7_super_block_with_a_bad_erase_block_size_or_reserved_byte_is_refused() {
+    let encoded = known_flash_super_block().encode();
+    for pages in [0u64, 1, 3 << 20, 0x300] {
+        let mut bad = encoded;
+        bad[176..184].copy_from_slice(&pages.to_le_bytes());
+        assert!(
+            matches!(
+                SuperBlock::decode(&resealed(bad)),
+                Err(SuperBlockProblem::BadField(_))
+            ),
+            "{pages} pages per erase block"
+        );
+    }
+    let mut kind = encoded;
+    kind[192..196].copy_from_slice(&3u32.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&resealed(kind)),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "record kind 3"
+    );
+    let mut stray = encoded;
+    stray[220] = 1;
+    assert!(matches!(
+        SuperBlock::decode(&resealed(stray)),
+        Err(SuperBlockProblem::BadField(_))
+    ));
+    let mut too_few = known_flash_super_block();
+    too_few.fs_block_count = 4 * 0x100;
+    too_few.free_block_count = 0x10;
+    let mut bytes = known_flash_super_block().encode();
+    bytes[24..32].copy_from_slice(&too_few.fs_block_count.to_le_bytes());
+    bytes[56..64].copy_from_slice(&too_few.free_block_count.to_le_bytes());
+    assert!(
+        matches!(
+            SuperBlock::decode(&resealed(bytes)),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "fewer than the reserved erase blocks and two more"
+    );
+}

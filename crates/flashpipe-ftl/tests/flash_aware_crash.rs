@@ -1,0 +1,313 @@
+//! The flash-aware layout's crash property (docs/design/29-flash-aware.md): per seed, a
+//! small array under [`PowerCutFlash`], `RawPageDevice` over it with no FTL,
+//! `Filesystem::format_flash_aware`, random file operations checked against a model, and
+//! a power cut at a random device call (programs and erases in flight completed, torn or
+//! lost). Then a new `RawPageDevice` over the same array, `Filesystem::mount`: fsck clean,
+//! the files those of the last completed flush (or of the flush in progress at the cut;
+//! one step in ten copies by sharing blocks, which collection then moves with every
+//! pointer naming them),
+//! and the file system still working through a clean remount. One seed in four runs on
+//! flash with factory bad blocks; half the seeds first fill the small device with a
+//! ballast file and run 400 operations without a cut, so the file system's collection
+//! moves pages before the cut.
+//!
+//! `FLASHPIPE_SEEDS=n` runs n seeds (default 200); `FLASHPIPE_SEED=n` replays one.
+
+mod support;
+
+use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use flashpipe_device::{
+    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Rejected, Request,
+    SplitMix64,
+};
+use flashpipe_flash::{Ack, FlashAddress, FlashConfig, FlashRequest, SubmitError};
+use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
+use flashpipe_ftl::{FlashBackend, PowerCutFlash, RawPageDevice};
+use flashpipe_testkit::fs_workload::{
+    check_clean, check_recovered, contents, describe, FsWorkload, WorkloadShape,
+};
+use flashpipe_testkit::seeds::run_seeds;
+
+const PAGES_PER_BLOCK: u32 = 16;
+const PAGE_BYTES: u32 = 4096;
+
+/// The array, kept by the test while raw devices over it come and go.
+type SharedArray = Arc<Mutex<PowerCutFlash>>;
+
+fn lock_array(array: &SharedArray) -> MutexGuard<'_, PowerCutFlash> {
+    array.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The shared array as a backend.
+struct ArrayHandle {
+    array: SharedArray,
+    config: FlashConfig,
+}
+
+impl ArrayHandle {
+    fn new(array: &SharedArray) -> ArrayHandle {
+        let config = lock_array(array).config().clone();
+        ArrayHandle {
+            array: Arc::clone(array),
+            config,
+        }
+    }
+}
+
+impl FlashBackend for ArrayHandle {
+    fn config(&self) -> &FlashConfig {
+        &self.config
+    }
+    fn host_spare_bytes(&self) -> usize {
+        lock_array(&self.array).host_spare_bytes()
+    }
+    fn keeps_data(&self) -> bool {
+        lock_array(&self.array).keeps_data()
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        lock_array(&self.array).clock()
+    }
+    fn now_ns(&self) -> u64 {
+        lock_array(&self.array).now_ns()
+    }
+    fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
+        lock_array(&self.array).submit(request)
+    }
+    fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        lock_array(&self.array).poll_acks(acks)
+    }
+    fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
+        lock_array(&self.array).wait_acks(acks)
+    }
+    fn factory_bad_without_data(&self, address: FlashAddress) -> bool {
+        lock_array(&self.array).factory_bad_without_data(address)
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// A raw page device that loses power after `countdown` calls: from then on every call
+/// fails with `Crashed` and its requests stay in the array for the cut to decide.
+struct PowerFailingRaw {
+    raw: RawPageDevice,
+    countdown: Arc<Mutex<Option<u64>>>,
+    crashed: bool,
+    info: DeviceInfo,
+}
+
+impl PowerFailingRaw {
+    fn power_lost(&mut self) -> bool {
+        let mut countdown = self.countdown.lock().expect("countdown");
+        if let Some(left) = countdown.as_mut() {
+            if *left == 0 {
+                self.crashed = true;
+            } else {
+                *left -= 1;
+            }
+        }
+        self.crashed
+    }
+
+    fn crash_error(&self) -> DeviceError {
+        DeviceError::new(&self.info.name, DeviceErrorKind::Crashed)
+    }
+}
+
+impl BlockDevice for PowerFailingRaw {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.raw.clock()
+    }
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+        if self.power_lost() {
+            let error = self.crash_error();
+            return Err(Rejected { request, error });
+        }
+        self.raw.submit(request)
+    }
+    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
+        if self.power_lost() {
+            return 0;
+        }
+        self.raw.poll_completions(completions)
+    }
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
+        if self.power_lost() {
+            return Err(self.crash_error());
+        }
+        self.raw.wait_completions(completions)
+    }
+    fn in_flight(&self) -> usize {
+        if self.crashed {
+            return 0;
+        }
+        self.raw.in_flight()
+    }
+}
+
+fn raw_over(array: &SharedArray) -> RawPageDevice {
+    RawPageDevice::new(Box::new(ArrayHandle::new(array)), "raw").expect("raw pages")
+}
+
+fn options() -> FormatOptions {
+    FormatOptions {
+        fs_block_size_bytes: PAGE_BYTES,
+        store_identity: None,
+    }
+}
+
+flashpipe_testkit::tally! {
+    /// What a campaign exercised, printed at its end.
+    struct Tally {
+        runs: u64, factory_bad_runs: u64, crashed_in_operation: u64, crashed_in_flush: u64,
+        recovered_flush_in_progress: u64, programs_torn: u64, erases_interrupted: u64,
+        pages_moved_by_collection: u64, erase_blocks_erased: u64,
+    }
+}
+
+/// After recovery the file system keeps working: a new file survives a clean remount.
+fn check_keeps_working(
+    mut fs: Filesystem,
+    array: &SharedArray,
+    found: &flashpipe_testkit::fs_workload::Model,
+    seed: u64,
+) {
+    let payload: Vec<u8> = (0..9000u32).map(|index| (index * 7 + 3) as u8).collect();
+    let mut expected = found.clone();
+    if let Ok(file) = fs.create("after-recovery") {
+        match fs.write(file, 0, &payload) {
+            Ok(()) => {
+                expected.insert("after-recovery".to_string(), payload);
+            }
+            Err(FileIoError::NoSpace { .. }) => {
+                expected.insert("after-recovery".to_string(), Vec::new());
+            }
+            Err(error) => panic!("seed {seed}: write after recovery: {error}"),
+        }
+    }
+    fs.flush()
+        .unwrap_or_else(|error| panic!("seed {seed}: flush after recovery: {error}"));
+    drop(
+        fs.unmount()
+            .unwrap_or_else(|error| panic!("seed {seed}: unmount: {error}")),
+    );
+    let mut fs = Filesystem::mount(Box::new(raw_over(array)))
+        .unwrap_or_else(|error| panic!("seed {seed}: clean remount: {error}"));
+    check_clean(&mut fs, seed, "after a clean remount");
+    let after = contents(&mut fs, seed);
+    assert!(
+        after == expected,
+        "seed {seed}: after a clean remount the files are {:?}, expected {:?}",
+        describe(&after),
+        describe(&expected)
+    );
+}
+
+/// The file that fills a prefilled seed's device to a little above where collection
+/// starts.
+const BALLAST: &str = "ballast";
+
+fn write_ballast(fs: &mut Filesystem, seed: u64) -> Vec<u8> {
+    let free_pages = fs.flash_space().expect("flash-aware").free_pages;
+    let pages = free_pages.saturating_sub(100) as usize;
+    let bytes: Vec<u8> = (0..pages * PAGE_BYTES as usize)
+        .map(|index| (index as u64).wrapping_mul(seed | 1) as u8)
+        .collect();
+    let file = fs.create(BALLAST).expect("create the ballast");
+    fs.write(file, 0, &bytes).expect("write the ballast");
+    fs.flush().expect("flush the ballast");
+    bytes
+}
+
+fn run_seed(seed: u64) -> Tally {
+    let mut rng = SplitMix64::new(seed ^ 0xF1A5_4A3E_0000_0000);
+    let factory_bad = rng.below(4) == 0;
+    let mut config = support::sized_config(7, PAGES_PER_BLOCK, PAGE_BYTES);
+    if factory_bad {
+        config.reliability.factory_bad_block_fraction = 0.06;
+    }
+    let array: SharedArray = Arc::new(Mutex::new(PowerCutFlash::new(support::small_array(
+        config, seed,
+    ))));
+    let raw = raw_over(&array);
+    let countdown = Arc::new(Mutex::new(None));
+    let device = PowerFailingRaw {
+        info: raw.info().clone(),
+        raw,
+        countdown: Arc::clone(&countdown),
+        crashed: false,
+    };
+    let fs =
+        Filesystem::format_flash_aware(Box::new(device), &options(), u64::from(PAGES_PER_BLOCK))
+            .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
+    let window = if rng.chance(0.8) { 400 } else { 2500 };
+    let armed_at = rng.below(window);
+    let prefill_steps = if rng.chance(0.5) { 400 } else { 0 };
+    let shape = WorkloadShape {
+        write_offset_blocks_max: 12,
+        long_write_blocks_max: 20,
+        truncate_blocks_max: 16,
+        share_copy_percent: 10,
+        ..WorkloadShape::new(u64::from(PAGE_BYTES))
+    };
+    let mut fs = fs;
+    let ballast = (prefill_steps > 0).then(|| write_ballast(&mut fs, seed));
+    let mut run = FsWorkload::new(seed, rng, fs, shape);
+    if let Some(bytes) = ballast {
+        run.model.insert(BALLAST.to_string(), bytes.clone());
+        run.committed.insert(BALLAST.to_string(), bytes);
+    }
+    assert!(
+        !run.run(prefill_steps),
+        "seed {seed}: no power cut before the countdown"
+    );
+    *countdown.lock().expect("countdown") = Some(armed_at);
+    let crashed = run.run(200);
+    let space = run.fs.flash_space().expect("flash-aware");
+    drop(run.fs);
+    let cut = lock_array(&array).cut_power(seed.wrapping_mul(flashpipe_base::random::GOLDEN_GAMMA));
+    let mut fs = Filesystem::mount(Box::new(raw_over(&array)))
+        .unwrap_or_else(|error| panic!("seed {seed}: mount after the cut: {error}"));
+    check_clean(&mut fs, seed, "after the cut");
+    let (found, matches_commit) = check_recovered(
+        &mut fs,
+        &run.committed,
+        run.in_progress.as_ref(),
+        seed,
+        "after the cut",
+    );
+    check_keeps_working(fs, &array, &found, seed);
+    Tally {
+        runs: 1,
+        factory_bad_runs: u64::from(factory_bad),
+        crashed_in_operation: u64::from(crashed),
+        crashed_in_flush: u64::from(crashed && run.in_progress.is_some()),
+        recovered_flush_in_progress: u64::from(!matches_commit),
+        programs_torn: u64::from(cut.programs_torn),
+        erases_interrupted: u64::from(cut.erases_interrupted),
+        pages_moved_by_collection: space.moved_pages,
+        erase_blocks_erased: space.erased_blocks,
+    }
+}
+
+#[test]
+fn the_flash_aware_layout_recovers_the_last_flush_after_any_power_cut() {
+    let total: Tally = run_seeds(200, run_seed).into_iter().sum();
+    eprintln!("flash-aware crash campaign: {total:#?}");
+    assert!(
+        total.runs < 20 || total.crashed_in_operation > 0,
+        "the campaign cut power inside file-system operations"
+    );
+    assert!(
+        total.runs < 20 || total.pages_moved_by_collection > 0,
+        "the campaign ran the file system's collection: {total:?}"
+    );
+}
