@@ -248,29 +248,16 @@ fn qd1_round_trip_us(client: &mut EngineClient, settings: &ServeSettings) -> Ben
 
 /// The fastest round of 1 MiB reads over the file with `depth` in flight.
 fn large_reads(client: &mut EngineClient, settings: &ServeSettings) -> BenchResult<Throughput> {
-    let pattern = DataPattern::new();
     let reads_in_file = (settings.large_file_bytes / LARGE_READ_BYTES).max(1);
     let per_round = large_reads_per_round(settings);
     let mut fastest: Throughput = (0, f64::MAX);
     for _ in 0..ROUNDS {
         let started = Instant::now();
-        let mut offsets = std::collections::HashMap::new();
-        let mut submitted = 0u64;
-        let mut completed = 0u64;
-        while completed < per_round {
-            while submitted < per_round && submitted - completed < u64::from(settings.depth) {
-                let offset = (submitted % reads_in_file) * LARGE_READ_BYTES;
-                let ticket = client.submit(read_command(offset, LARGE_READ_BYTES))?;
-                offsets.insert(ticket, offset);
-                submitted += 1;
-            }
-            let (ticket, reply) = client.next_completion()?;
-            let offset = offsets
-                .remove(&ticket)
-                .expect("every completion answers a read");
-            checked_data(reply?, offset, &pattern)?;
-            completed += 1;
-        }
+        let next = |index: u64| {
+            (index < per_round)
+                .then_some(((index % reads_in_file) * LARGE_READ_BYTES, LARGE_READ_BYTES))
+        };
+        reads_in_flight(client, settings.depth, next)?;
         let seconds = started.elapsed().as_secs_f64();
         if seconds < fastest.1 {
             fastest = (per_round * LARGE_READ_BYTES, seconds);
@@ -285,21 +272,40 @@ fn small_reads_at_depth(
     client: &mut EngineClient,
     settings: &ServeSettings,
 ) -> BenchResult<(u64, f64)> {
-    let pattern = DataPattern::new();
     let mut generator = SplitMix64::new(32);
-    let mut offsets = std::collections::HashMap::new();
-    let (mut submitted, mut completed) = (0u64, 0u64);
     let started = Instant::now();
-    loop {
-        let open = started.elapsed().as_secs_f64() < settings.seconds;
-        while open && submitted - completed < u64::from(SMALL_DEPTH_TOTAL) {
+    let next = |_| {
+        (started.elapsed().as_secs_f64() < settings.seconds).then(|| {
             let offset = small_read_offset(&mut generator, settings.large_file_bytes);
-            let ticket = client.submit(read_command(offset, SMALL_READ_BYTES))?;
+            (offset, SMALL_READ_BYTES)
+        })
+    };
+    let completed = reads_in_flight(client, SMALL_DEPTH_TOTAL, next)?;
+    Ok((completed, started.elapsed().as_secs_f64()))
+}
+
+/// Reads `next` gives (offset and length of read number N; `None` ends the submitting),
+/// `depth` in flight, each checked against the written pattern; the reads completed.
+fn reads_in_flight(
+    client: &mut EngineClient,
+    depth: u32,
+    mut next: impl FnMut(u64) -> Option<(u64, u64)>,
+) -> BenchResult<u64> {
+    let pattern = DataPattern::new();
+    let mut offsets = std::collections::HashMap::new();
+    let (mut submitted, mut completed, mut open) = (0u64, 0u64, true);
+    loop {
+        while open && submitted - completed < u64::from(depth) {
+            let Some((offset, length_bytes)) = next(submitted) else {
+                open = false;
+                break;
+            };
+            let ticket = client.submit(read_command(offset, length_bytes))?;
             offsets.insert(ticket, offset);
             submitted += 1;
         }
         if completed == submitted {
-            break;
+            return Ok(completed);
         }
         let (ticket, reply) = client.next_completion()?;
         let offset = offsets
@@ -308,7 +314,6 @@ fn small_reads_at_depth(
         checked_data(reply?, offset, &pattern)?;
         completed += 1;
     }
-    Ok((completed, started.elapsed().as_secs_f64()))
 }
 
 /// `read()` of the same bytes from a tmpfs file, in one client.
