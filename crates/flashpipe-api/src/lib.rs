@@ -24,6 +24,7 @@ pub mod kind;
 pub mod streams;
 pub mod transport;
 pub mod values;
+pub mod vec_payloads;
 
 pub use command::{Command, FileResult, Payloads, Reply, ReplyMap};
 pub use error::{ApiError, ErrorCode, ALL_KNOWN_CODES};
@@ -39,3 +40,4 @@ pub use values::{
     store_identity_text, AttributeChange, CheckSummary, CopyMethod, CopyReport, FileId, FileOwner,
     FileStat, FsStats,
 };
+pub use vec_payloads::VecPayloads;

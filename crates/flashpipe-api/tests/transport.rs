@@ -7,38 +7,10 @@ use std::collections::{BTreeMap, VecDeque};
 use flashpipe_api::{
     read_stream, read_stream_retrying, write_stream, ApiError, Command, CommandKind, Completion,
     CopyMethod, CopyReport, ErrorCode, FileId, FileStat, FsStats, Limits, NeverRetry, Payloads,
-    ReadRetry, ReadWindow, Reply, ReplyMap, StreamError, StreamPayloads, Ticket, Transport,
-    TransportExt,
+    ReadRetry, ReadWindow, Reply, ReplyMap, StreamError, Ticket, Transport, TransportExt,
 };
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Memory;
-
-impl Payloads for Memory {
-    type Write = Vec<u8>;
-    type Written = Vec<u8>;
-    type Read = Vec<u8>;
-    type Check = bool;
-    type FileError = ApiError;
-}
-
-impl StreamPayloads for Memory {
-    fn write_bytes_mut(write: &mut Vec<u8>) -> &mut [u8] {
-        write
-    }
-    fn set_write_len(write: &mut Vec<u8>, length_bytes: usize) {
-        write.resize(length_bytes, 0);
-    }
-    fn written_bytes(written: &Vec<u8>) -> u64 {
-        written.len() as u64
-    }
-    fn reuse_written(written: Vec<u8>) -> Option<Vec<u8>> {
-        Some(written)
-    }
-    fn read_bytes(read: &Vec<u8>) -> &[u8] {
-        read
-    }
-}
+use flashpipe_api::VecPayloads as Memory;
 
 /// How the fake engine misbehaves.
 #[derive(Clone, Copy, PartialEq, Eq)]

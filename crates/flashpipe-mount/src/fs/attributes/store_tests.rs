@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
 use flashpipe_api::{
-    ApiError, Command, Completion, ErrorCode, FileId, FileOwner, FileStat, FsStats, Limits,
-    Payloads, Reply, StreamPayloads, Ticket, Transport,
+    ApiError, Command, Completion, ErrorCode, FileId, FileOwner, FileStat, FsStats, Limits, Reply,
+    Ticket, Transport,
 };
 use fuser::TimeOrNow;
 
@@ -20,34 +20,7 @@ use crate::state::State;
 use crate::tree::{Stored, ROOT_INODE};
 use crate::MountOptions;
 
-#[derive(Debug)]
-struct Memory;
-
-impl Payloads for Memory {
-    type Write = Vec<u8>;
-    type Written = Vec<u8>;
-    type Read = Vec<u8>;
-    type Check = bool;
-    type FileError = ApiError;
-}
-
-impl StreamPayloads for Memory {
-    fn write_bytes_mut(write: &mut Vec<u8>) -> &mut [u8] {
-        write
-    }
-    fn set_write_len(write: &mut Vec<u8>, length_bytes: usize) {
-        write.resize(length_bytes, 0);
-    }
-    fn written_bytes(written: &Vec<u8>) -> u64 {
-        written.len() as u64
-    }
-    fn reuse_written(written: Vec<u8>) -> Option<Vec<u8>> {
-        Some(written)
-    }
-    fn read_bytes(read: &Vec<u8>) -> &[u8] {
-        read
-    }
-}
+use flashpipe_api::VecPayloads as Memory;
 
 /// Names with what a user set of their attributes; the kinds of the commands changing
 /// them, in order.
