@@ -28,10 +28,11 @@ use flashpipe_device::{
     SplitMix64,
 };
 use flashpipe_flash::{Ack, CommandKind, FlashAddress, FlashConfig, FlashRequest, SubmitError};
-use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
+use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, PowerCutReport};
 use flashpipe_testkit::fs_workload::{
-    check_clean, check_recovered, contents, describe, FsWorkload, Model, WorkloadShape,
+    check_clean, check_files_after_remount, check_recovered, write_after_recovery, FsWorkload,
+    Model, WorkloadShape,
 };
 use flashpipe_testkit::seeds::run_seeds;
 
@@ -358,43 +359,19 @@ fn mount_and_check_clean(ftl: Ftl, seed: u64, when: &str) -> (Filesystem, Shared
 /// After recovery the file system keeps working: a new file written and flushed
 /// survives a clean unmount and mount of both the file system and the FTL.
 fn check_keeps_working(
-    mut fs: Filesystem,
+    fs: Filesystem,
     shared: SharedFtl,
     options: &FtlOptions,
     expected: &Model,
     seed: u64,
 ) {
-    let payload: Vec<u8> = (0..5000u32).map(|index| (index * 7 + 3) as u8).collect();
-    let mut expected = expected.clone();
-    if let Ok(file) = fs.create("after-recovery") {
-        match fs.write(file, 0, &payload) {
-            Ok(()) => {
-                expected.insert("after-recovery".to_string(), payload);
-            }
-            Err(FileIoError::NoSpace { .. }) => {
-                expected.insert("after-recovery".to_string(), Vec::new());
-            }
-            Err(error) => panic!("seed {seed}: write after recovery: {error}"),
-        }
-    }
-    fs.flush()
-        .unwrap_or_else(|error| panic!("seed {seed}: flush after recovery: {error}"));
-    drop(
-        fs.unmount()
-            .unwrap_or_else(|error| panic!("seed {seed}: unmount after recovery: {error}")),
-    );
+    let expected = write_after_recovery(fs, expected, 5000, seed);
     let ftl = shared.lock().expect("FTL lock").take().expect("the FTL");
     let backend = ftl.unmount();
     let (ftl, _) = Ftl::mount(backend, options.clone())
         .unwrap_or_else(|error| panic!("seed {seed}: clean FTL remount: {error}"));
     let (mut fs, _shared) = mount_and_check_clean(ftl, seed, "after a clean remount");
-    let found = contents(&mut fs, seed);
-    assert!(
-        found == expected,
-        "seed {seed}: after a clean remount the files are {:?}, expected {:?}",
-        describe(&found),
-        describe(&expected)
-    );
+    check_files_after_remount(&mut fs, &expected, seed);
 }
 
 /// The flash a seed runs on.

@@ -23,10 +23,11 @@ use flashpipe_device::{
     SplitMix64,
 };
 use flashpipe_flash::{Ack, FlashAddress, FlashConfig, FlashRequest, SubmitError};
-use flashpipe_fs::{FileIoError, Filesystem, FormatOptions};
+use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, PowerCutFlash, RawPageDevice};
 use flashpipe_testkit::fs_workload::{
-    check_clean, check_recovered, contents, describe, FsWorkload, WorkloadShape,
+    check_clean, check_files_after_remount, check_recovered, write_after_recovery, FsWorkload,
+    WorkloadShape,
 };
 use flashpipe_testkit::seeds::run_seeds;
 
@@ -175,40 +176,15 @@ flashpipe_testkit::tally! {
 
 /// After recovery the file system keeps working: a new file survives a clean remount.
 fn check_keeps_working(
-    mut fs: Filesystem,
+    fs: Filesystem,
     array: &SharedArray,
     found: &flashpipe_testkit::fs_workload::Model,
     seed: u64,
 ) {
-    let payload: Vec<u8> = (0..9000u32).map(|index| (index * 7 + 3) as u8).collect();
-    let mut expected = found.clone();
-    if let Ok(file) = fs.create("after-recovery") {
-        match fs.write(file, 0, &payload) {
-            Ok(()) => {
-                expected.insert("after-recovery".to_string(), payload);
-            }
-            Err(FileIoError::NoSpace { .. }) => {
-                expected.insert("after-recovery".to_string(), Vec::new());
-            }
-            Err(error) => panic!("seed {seed}: write after recovery: {error}"),
-        }
-    }
-    fs.flush()
-        .unwrap_or_else(|error| panic!("seed {seed}: flush after recovery: {error}"));
-    drop(
-        fs.unmount()
-            .unwrap_or_else(|error| panic!("seed {seed}: unmount: {error}")),
-    );
+    let expected = write_after_recovery(fs, found, 9000, seed);
     let mut fs = Filesystem::mount(Box::new(raw_over(array)))
         .unwrap_or_else(|error| panic!("seed {seed}: clean remount: {error}"));
-    check_clean(&mut fs, seed, "after a clean remount");
-    let after = contents(&mut fs, seed);
-    assert!(
-        after == expected,
-        "seed {seed}: after a clean remount the files are {:?}, expected {:?}",
-        describe(&after),
-        describe(&expected)
-    );
+    check_files_after_remount(&mut fs, &expected, seed);
 }
 
 /// The file that fills a prefilled seed's device to a little above where collection

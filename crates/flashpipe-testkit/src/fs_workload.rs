@@ -554,3 +554,48 @@ pub fn check_recovered(
     );
     (found, matches_commit)
 }
+
+/// The crash tests' last step after a recovery: writes a new file of `payload_bytes`
+/// (empty where the device is full), flushes and unmounts cleanly; the files the next
+/// mount must show ([`check_files_after_remount`]).
+pub fn write_after_recovery(
+    mut fs: Filesystem,
+    found: &Model,
+    payload_bytes: u32,
+    seed: u64,
+) -> Model {
+    let payload: Vec<u8> = (0..payload_bytes)
+        .map(|index| (index * 7 + 3) as u8)
+        .collect();
+    let mut expected = found.clone();
+    if let Ok(file) = fs.create("after-recovery") {
+        match fs.write(file, 0, &payload) {
+            Ok(()) => {
+                expected.insert("after-recovery".to_string(), payload);
+            }
+            Err(FileIoError::NoSpace { .. }) => {
+                expected.insert("after-recovery".to_string(), Vec::new());
+            }
+            Err(error) => panic!("seed {seed}: write after recovery: {error}"),
+        }
+    }
+    fs.flush()
+        .unwrap_or_else(|error| panic!("seed {seed}: flush after recovery: {error}"));
+    drop(
+        fs.unmount()
+            .unwrap_or_else(|error| panic!("seed {seed}: unmount after recovery: {error}")),
+    );
+    expected
+}
+
+/// After a clean remount: fsck is clean and the files are `expected`.
+pub fn check_files_after_remount(fs: &mut Filesystem, expected: &Model, seed: u64) {
+    check_clean(fs, seed, "after a clean remount");
+    let found = contents(fs, seed);
+    assert!(
+        found == *expected,
+        "seed {seed}: after a clean remount the files are {:?}, expected {:?}",
+        describe(&found),
+        describe(expected)
+    );
+}
