@@ -18,6 +18,8 @@
 
 mod committer;
 mod fs;
+#[cfg(test)]
+mod instant_store;
 mod state;
 mod tree;
 

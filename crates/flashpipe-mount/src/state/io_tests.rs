@@ -3,13 +3,12 @@
 //! as whole chunks, a write kept back is sent before a read; reads split the same way are
 //! served by the reads sent ahead, each byte read from the store once.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
-use flashpipe_api::{
-    ApiError, Command, Completion, ErrorCode, FsStats, Limits, Reply, Ticket, Transport,
-};
+use flashpipe_api::{ApiError, Command, ErrorCode, FsStats, Reply};
 
 use super::State;
+use crate::instant_store::{Answers, Instant};
 
 const MIB: usize = 1 << 20;
 
@@ -21,11 +20,9 @@ struct Bytes {
     files: BTreeMap<String, Vec<u8>>,
     writes: Vec<usize>,
     reads: Vec<u64>,
-    answers: VecDeque<Completion<Memory, ApiError>>,
-    next_ticket: Ticket,
 }
 
-impl Bytes {
+impl Answers for Bytes {
     fn answer(&mut self, command: Command<Memory>) -> Result<Reply<Memory>, ApiError> {
         match command {
             Command::List => Ok(Reply::List(Vec::new())),
@@ -73,54 +70,9 @@ impl Bytes {
     }
 }
 
-impl Transport for Bytes {
-    type P = Memory;
-    type Error = ApiError;
-
-    fn submit(&mut self, command: Command<Memory>) -> Result<Ticket, ApiError> {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        let answer = self.answer(command);
-        self.answers.push_back((ticket, answer));
-        Ok(ticket)
-    }
-
-    fn wait(&mut self) -> Result<Completion<Memory, ApiError>, ApiError> {
-        self.answers
-            .pop_front()
-            .ok_or_else(|| ApiError::new(ErrorCode::EngineBusy, "nothing outstanding"))
-    }
-
-    fn wait_for(&mut self, ticket: Ticket) -> Result<Reply<Memory>, ApiError> {
-        let at = self
-            .answers
-            .iter()
-            .position(|(id, _)| *id == ticket)
-            .ok_or_else(|| ApiError::new(ErrorCode::EngineBusy, "no such ticket"))?;
-        self.answers.remove(at).expect("found").1
-    }
-
-    fn write_buffer(&mut self, length_bytes: usize) -> Result<Vec<u8>, ApiError> {
-        Ok(vec![0; length_bytes])
-    }
-
-    fn limits(&self) -> Limits {
-        Limits {
-            max_read_bytes: MIB as u64,
-            max_write_bytes: MIB as u64,
-            max_read_files_count: 4,
-            max_read_files_bytes: MIB as u64,
-            max_in_flight: 8,
-        }
-    }
-
-    fn outstanding(&self) -> usize {
-        self.answers.len()
-    }
-}
-
-fn state() -> State<Bytes> {
-    State::load(Bytes::default(), false, 1 << 30).unwrap_or_else(|(_, why)| panic!("{why}"))
+fn state() -> State<Instant<Bytes>> {
+    State::load(Instant::new(Bytes::default()), false, 1 << 30)
+        .unwrap_or_else(|(_, why)| panic!("{why}"))
 }
 
 fn pattern(length: usize) -> Vec<u8> {
@@ -151,16 +103,20 @@ fn split_writes_go_to_the_store_as_whole_chunks_and_a_kept_one_before_a_read() {
             .expect("write");
     }
     state.drain().expect("drain");
-    assert_eq!(state.transport.writes, vec![MIB; 4], "whole chunks");
-    assert!(state.transport.files["f"] == data);
+    assert_eq!(state.transport.store.writes, vec![MIB; 4], "whole chunks");
+    assert!(state.transport.store.files["f"] == data);
     // a write one page short of a chunk alone is kept back; a read sends it first
     state.write(2, "g", 0, &data[..MIB - 4096]).expect("write");
-    assert_eq!(state.transport.writes.len(), 4, "kept back");
+    assert_eq!(state.transport.store.writes.len(), 4, "kept back");
     let (pieces, _) = state
         .read((3, "g"), 0, 4096, (MIB - 4096) as u64)
         .expect("read");
     assert!(pieces[0].bytes() == &data[..4096]);
-    assert_eq!(state.transport.writes.len(), 5, "sent before the read");
+    assert_eq!(
+        state.transport.store.writes.len(),
+        5,
+        "sent before the read"
+    );
 }
 
 #[test]
@@ -169,7 +125,11 @@ fn split_reads_in_order_are_served_by_the_reads_ahead_each_byte_read_once() {
     let data = pattern(size);
     for skew in [16usize, 4_000] {
         let mut state = state();
-        state.transport.files.insert("f".to_string(), data.clone());
+        state
+            .transport
+            .store
+            .files
+            .insert("f".to_string(), data.clone());
         let mut got = Vec::new();
         for (offset, length) in split_requests(skew, 8) {
             let (pieces, _) = state
@@ -180,7 +140,7 @@ fn split_reads_in_order_are_served_by_the_reads_ahead_each_byte_read_once() {
             }
         }
         assert!(got == data, "skew {skew}: the file's bytes in order");
-        let read: u64 = state.transport.reads.iter().sum();
+        let read: u64 = state.transport.store.reads.iter().sum();
         assert!(
             read <= size as u64 + 2 * MIB as u64,
             "skew {skew}: {read} bytes read from the store for {size}"

@@ -4,18 +4,16 @@
 //! refused; a create with a mode other than the default stores it, a default one sends
 //! nothing more.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
-use flashpipe_api::{
-    ApiError, Command, Completion, ErrorCode, FileId, FileOwner, FileStat, FsStats, Limits, Reply,
-    Ticket, Transport,
-};
+use flashpipe_api::{ApiError, Command, ErrorCode, FileId, FileOwner, FileStat, FsStats, Reply};
 use fuser::TimeOrNow;
 
 use super::Asked;
 use crate::fs::MountFs;
+use crate::instant_store::{Answers, Instant};
 use crate::state::State;
 use crate::tree::{Stored, ROOT_INODE};
 use crate::MountOptions;
@@ -34,8 +32,6 @@ struct Recorded {
 struct MemoryStore {
     recorded: Arc<Mutex<Recorded>>,
     read_only: bool,
-    answers: VecDeque<Completion<Memory, ApiError>>,
-    next_ticket: Ticket,
 }
 
 fn stat_of(name: &str, stored: Stored) -> FileStat {
@@ -68,7 +64,7 @@ fn stats() -> FsStats {
     }
 }
 
-impl MemoryStore {
+impl Answers for MemoryStore {
     fn answer(&mut self, command: Command<Memory>) -> Result<Reply<Memory>, ApiError> {
         let mut recorded = self.recorded.lock().expect("not poisoned");
         let read_only = || Err(ApiError::new(ErrorCode::ReadOnly, "the store is read-only"));
@@ -106,65 +102,20 @@ impl MemoryStore {
     }
 }
 
-impl Transport for MemoryStore {
-    type P = Memory;
-    type Error = ApiError;
-
-    fn submit(&mut self, command: Command<Memory>) -> Result<Ticket, ApiError> {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        let answer = self.answer(command);
-        self.answers.push_back((ticket, answer));
-        Ok(ticket)
-    }
-
-    fn wait(&mut self) -> Result<Completion<Memory, ApiError>, ApiError> {
-        self.answers
-            .pop_front()
-            .ok_or_else(|| ApiError::new(ErrorCode::EngineBusy, "nothing outstanding"))
-    }
-
-    fn wait_for(&mut self, ticket: Ticket) -> Result<Reply<Memory>, ApiError> {
-        let at = self
-            .answers
-            .iter()
-            .position(|(id, _)| *id == ticket)
-            .ok_or_else(|| ApiError::new(ErrorCode::EngineBusy, "no such ticket"))?;
-        self.answers.remove(at).expect("found").1
-    }
-
-    fn write_buffer(&mut self, length_bytes: usize) -> Result<Vec<u8>, ApiError> {
-        Ok(vec![0; length_bytes])
-    }
-
-    fn limits(&self) -> Limits {
-        Limits {
-            max_read_bytes: 1 << 20,
-            max_write_bytes: 1 << 20,
-            max_read_files_count: 4,
-            max_read_files_bytes: 1 << 20,
-            max_in_flight: 8,
-        }
-    }
-
-    fn outstanding(&self) -> usize {
-        self.answers.len()
-    }
-}
-
 /// A mount over a store holding `names`; the recorder of the store's changes.
-fn mounted(names: &[&str], read_only: bool) -> (MountFs<MemoryStore>, Arc<Mutex<Recorded>>) {
+fn mounted(
+    names: &[&str],
+    read_only: bool,
+) -> (MountFs<Instant<MemoryStore>>, Arc<Mutex<Recorded>>) {
     let recorded = Arc::new(Mutex::new(Recorded::default()));
     for name in names {
         let mut files = recorded.lock().expect("not poisoned");
         files.files.insert(name.to_string(), Stored::default());
     }
-    let store = MemoryStore {
+    let store = Instant::new(MemoryStore {
         recorded: Arc::clone(&recorded),
         read_only,
-        answers: VecDeque::new(),
-        next_ticket: 1,
-    };
+    });
     let state = State::load(store, false, 1 << 24).unwrap_or_else(|(_, why)| panic!("{why}"));
     let options = MountOptions {
         mount_point: "/nonexistent".into(),
@@ -193,14 +144,14 @@ fn chmod(mode: u32) -> Asked {
     }
 }
 
-fn inode_of(fs: &MountFs<MemoryStore>, path: &[&str]) -> u64 {
+fn inode_of(fs: &MountFs<Instant<MemoryStore>>, path: &[&str]) -> u64 {
     let state = fs.lock();
     path.iter().fold(ROOT_INODE, |inode, component| {
         state.tree.child(inode, component).expect("in the tree")
     })
 }
 
-fn stored(fs: &MountFs<MemoryStore>, inode: u64) -> Stored {
+fn stored(fs: &MountFs<Instant<MemoryStore>>, inode: u64) -> Stored {
     fs.lock().tree.node(inode).expect("a node").stored
 }
 
