@@ -390,8 +390,9 @@ impl SharedFlash {
 }
 
 impl<B: ?Sized + FlashBackend> SharedFlash<B> {
-    /// Shares `backend`, keeping its concrete type for [`SharedFlash::lock`].
-    pub(crate) fn from_box(backend: Box<B>) -> SharedFlash<B> {
+    /// Shares `backend`, keeping its concrete type for [`SharedFlash::lock`] (a test keeps
+    /// a `SharedFlash<PowerCutFlash>` to cut its power while devices over it come and go).
+    pub fn from_box(backend: Box<B>) -> SharedFlash<B> {
         SharedFlash {
             config: backend.config().clone(),
             inner: Arc::new(Mutex::new(backend)),
@@ -399,7 +400,7 @@ impl<B: ?Sized + FlashBackend> SharedFlash<B> {
     }
 
     /// The backend, locked.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Box<B>> {
+    pub fn lock(&self) -> MutexGuard<'_, Box<B>> {
         self.inner.lock().expect("flash backend lock")
     }
 }

@@ -15,16 +15,14 @@
 
 mod support;
 
-use std::any::Any;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use flashpipe_device::{
     BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Rejected, Request,
     SplitMix64,
 };
-use flashpipe_flash::{Ack, FlashAddress, FlashConfig, FlashRequest, SubmitError};
 use flashpipe_fs::{Filesystem, FormatOptions};
-use flashpipe_ftl::{FlashBackend, PowerCutFlash, RawPageDevice};
+use flashpipe_ftl::{PowerCutFlash, RawPageDevice, SharedFlash};
 use flashpipe_testkit::fs_workload::{
     check_clean, check_files_after_remount, check_recovered, write_after_recovery, FsWorkload,
     WorkloadShape,
@@ -35,59 +33,10 @@ const PAGES_PER_BLOCK: u32 = 16;
 const PAGE_BYTES: u32 = 4096;
 
 /// The array, kept by the test while raw devices over it come and go.
-type SharedArray = Arc<Mutex<PowerCutFlash>>;
+type SharedArray = SharedFlash<PowerCutFlash>;
 
-fn lock_array(array: &SharedArray) -> MutexGuard<'_, PowerCutFlash> {
-    array.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The shared array as a backend.
-struct ArrayHandle {
-    array: SharedArray,
-    config: FlashConfig,
-}
-
-impl ArrayHandle {
-    fn new(array: &SharedArray) -> ArrayHandle {
-        let config = lock_array(array).config().clone();
-        ArrayHandle {
-            array: Arc::clone(array),
-            config,
-        }
-    }
-}
-
-impl FlashBackend for ArrayHandle {
-    fn config(&self) -> &FlashConfig {
-        &self.config
-    }
-    fn host_spare_bytes(&self) -> usize {
-        lock_array(&self.array).host_spare_bytes()
-    }
-    fn keeps_data(&self) -> bool {
-        lock_array(&self.array).keeps_data()
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        lock_array(&self.array).clock()
-    }
-    fn now_ns(&self) -> u64 {
-        lock_array(&self.array).now_ns()
-    }
-    fn submit(&mut self, request: FlashRequest) -> Result<(), SubmitError> {
-        lock_array(&self.array).submit(request)
-    }
-    fn poll_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
-        lock_array(&self.array).poll_acks(acks)
-    }
-    fn wait_acks(&mut self, acks: &mut Vec<Ack>) -> usize {
-        lock_array(&self.array).wait_acks(acks)
-    }
-    fn factory_bad_without_data(&self, address: FlashAddress) -> bool {
-        lock_array(&self.array).factory_bad_without_data(address)
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
+fn lock_array(array: &SharedArray) -> MutexGuard<'_, Box<PowerCutFlash>> {
+    array.lock()
 }
 
 /// A raw page device that loses power after `countdown` calls: from then on every call
@@ -155,7 +104,7 @@ impl BlockDevice for PowerFailingRaw {
 }
 
 fn raw_over(array: &SharedArray) -> RawPageDevice {
-    RawPageDevice::new(Box::new(ArrayHandle::new(array)), "raw").expect("raw pages")
+    RawPageDevice::new(Box::new(array.clone()), "raw").expect("raw pages")
 }
 
 fn options() -> FormatOptions {
@@ -210,9 +159,9 @@ fn run_seed(seed: u64) -> Tally {
     if factory_bad {
         config.reliability.factory_bad_block_fraction = 0.06;
     }
-    let array: SharedArray = Arc::new(Mutex::new(PowerCutFlash::new(support::small_array(
-        config, seed,
-    ))));
+    let array: SharedArray = SharedFlash::from_box(Box::new(PowerCutFlash::new(
+        support::small_array(config, seed),
+    )));
     let raw = raw_over(&array);
     let countdown = Arc::new(Mutex::new(None));
     let device = PowerFailingRaw {
