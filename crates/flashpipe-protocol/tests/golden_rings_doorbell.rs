@@ -4,6 +4,9 @@
 //! version-5 client, which the server never sends the flag, reads every answer it gets;
 //! any other flag value or a longer body is refused.
 
+mod common;
+
+use common::bytes_of;
 use flashpipe_protocol::{
     decode_frame, encode_frame, Frame, RequestId, Response, RingsOpened, ENGINE_DOORBELL_VERSION,
     PROTOCOL_VERSION,
@@ -14,13 +17,6 @@ const RINGS_OPENED_V5: &str = "4650535603003002090000000000000008000000000000000
 /// The same answer with the doorbell flag: body length 9, last byte 1.
 const RINGS_OPENED_DOORBELL: &str =
     "465053560300300209000000000000000900000000000000000001000000020001";
-
-fn bytes_of(hex: &str) -> Vec<u8> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex digits"))
-        .collect()
-}
 
 fn answer(engine_doorbell: bool) -> Frame {
     let request_id: RequestId = 9;
