@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{address, connect_as, read_page, request_until_linked, start_node};
+use common::{ack_of, address, connect_as, read_page, request_until_linked, start_node};
 use flashpipe_cluster::wire::{self, Frame, Message, Status, WireLimits};
 use flashpipe_cluster_node::conn::read_frame;
 use flashpipe_cluster_node::hello::Role;
@@ -61,9 +61,7 @@ fn acks(stream: &mut TcpStream, limits: WireLimits, count: u64) -> BTreeMap<u64,
                 )
             })
             .expect("the node keeps the host's connection");
-        let Message::Ack(ack) = frame.message else {
-            panic!("a host gets acks only");
-        };
+        let ack = ack_of(frame);
         assert!(
             acks.insert(ack.tag, ack.status).is_none(),
             "one ack per tag"

@@ -22,7 +22,9 @@ use flashpipe_cluster_node::node::{
 use flashpipe_flash::{AckStatus, FlashCommand};
 use flashpipe_shm::{receive_with_fds, send_with_fds, Doorbell};
 use flashpipe_testkit::scratch::TestFolder;
-use shm_peer::{line_description, loaded, open_peer, start_shm_node, ShmPeer};
+use shm_peer::{
+    first_of_two_shm_nodes, line_description, loaded, open_peer, start_shm_node, ShmPeer,
+};
 
 /// The node's own device answers its host (the node is still serving).
 /// The node still answers a host's read over shared memory, then stops with every tag free.
@@ -54,10 +56,7 @@ fn assert_closed(socket: &mut UnixStream) {
 
 #[test]
 fn a_bad_frame_in_a_ring_closes_that_link_only() {
-    let root = TestFolder::new("cluster-node-shm-bad-frame");
-    let description = line_description(&root, 2);
-    let node = start_shm_node(&description, 0, &root.join("images"));
-    let loaded = loaded(&description);
+    let (_root, loaded, node) = first_of_two_shm_nodes("cluster-node-shm-bad-frame");
     let mut neighbour = open_peer(&loaded, 0, Role::Node, 1);
     neighbour.send(&[0xff; 32]);
     assert!(
@@ -70,10 +69,7 @@ fn a_bad_frame_in_a_ring_closes_that_link_only() {
 
 #[test]
 fn a_wrong_set_up_or_hello_is_refused() {
-    let root = TestFolder::new("cluster-node-shm-bad-setup");
-    let description = line_description(&root, 2);
-    let node = start_shm_node(&description, 0, &root.join("images"));
-    let loaded = loaded(&description);
+    let (_root, loaded, node) = first_of_two_shm_nodes("cluster-node-shm-bad-setup");
     let path = socket_path(&loaded.socket_dir, 0);
     let hello = |description_crc| Hello {
         role: Role::Host,

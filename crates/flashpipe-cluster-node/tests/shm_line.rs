@@ -10,7 +10,7 @@ mod shm_peer;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::address;
+use common::{ack_of, address, assert_unreachable};
 use flashpipe_cluster::wire::{Message, Status};
 use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::words::status_words;
@@ -63,14 +63,8 @@ fn a_page_crosses_a_four_node_line_over_shared_memory() {
     std::thread::sleep(Duration::from_millis(200));
     host.send(&request_bytes(4, read, loaded.limits));
     let frame = host.next_frame().expect("the host's link stays");
-    let Message::Ack(ack) = frame.message else {
-        panic!("a host gets acks only");
-    };
-    assert!(
-        matches!(ack.status, Status::Unreachable { device: 3, .. }),
-        "{}",
-        status_words(&ack.status)
-    );
+    let ack = ack_of(frame);
+    assert_unreachable(&ack, 3);
     drop(host);
     for node in first {
         node.stopper().stop();
@@ -106,15 +100,8 @@ fn a_neighbour_that_ends_mid_traffic_fails_its_requests_unreachable() {
     let mut acks = BTreeMap::new();
     while (acks.len() as u64) < REQUESTS {
         let frame = host.next_frame().expect("the node keeps the host's link");
-        let Message::Ack(ack) = frame.message else {
-            panic!("a host gets acks only");
-        };
-        assert!(
-            matches!(ack.status, Status::Unreachable { device: 1, .. }),
-            "tag {}: {}",
-            ack.tag,
-            status_words(&ack.status)
-        );
+        let ack = ack_of(frame);
+        assert_unreachable(&ack, 1);
         assert!(acks.insert(ack.tag, ()).is_none(), "one ack per tag");
     }
     drop(host);

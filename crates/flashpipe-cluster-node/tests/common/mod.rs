@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use flashpipe_cluster::wire::{self, Frame, Message, Status};
+use flashpipe_cluster::wire::{self, Frame, Message, Status, WireAck};
 use flashpipe_cluster_node::conn::{read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Role};
 use flashpipe_cluster_node::host::one_request;
@@ -167,4 +167,22 @@ pub fn request_until_linked(description: &Path, command: FlashCommand) -> Status
             status => return status,
         }
     }
+}
+
+/// The ack a host got in `frame` (a host gets nothing else).
+pub fn ack_of(frame: Frame) -> WireAck {
+    let Message::Ack(ack) = frame.message else {
+        panic!("a host gets acks only");
+    };
+    ack
+}
+
+/// Checks that `ack` says device `device` cannot be reached.
+pub fn assert_unreachable(ack: &WireAck, device: u32) {
+    assert!(
+        matches!(ack.status, Status::Unreachable { device: found, .. } if found == device),
+        "tag {}: {}",
+        ack.tag,
+        flashpipe_cluster_node::words::status_words(&ack.status)
+    );
 }

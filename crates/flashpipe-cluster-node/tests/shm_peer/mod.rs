@@ -18,6 +18,7 @@ use flashpipe_cluster_node::node::{
 };
 use flashpipe_flash::{FlashCommand, FlashRequest};
 use flashpipe_shm::{push_stream_bytes, Doorbell, FrameRing, RingReader, RingWait};
+use flashpipe_testkit::scratch::TestFolder;
 
 /// The longest a test peer waits for a frame.
 pub const FRAME_WAIT: Duration = Duration::from_secs(20);
@@ -165,4 +166,14 @@ impl ShmPeer {
 /// Loads `description` (for its checksum, limits and socket folder).
 pub fn loaded(description: &Path) -> LoadedDescription {
     load_description(description).unwrap()
+}
+
+/// A line of two shared-memory nodes in a fresh test folder named `name`, node 0 started:
+/// the folder (kept while the test runs), the loaded description and the node.
+pub fn first_of_two_shm_nodes(name: &str) -> (TestFolder, LoadedDescription, RunningNode) {
+    let root = TestFolder::new(name);
+    let description = line_description(&root, 2);
+    let node = start_shm_node(&description, 0, &root.join("images"));
+    let loaded = loaded(&description);
+    (root, loaded, node)
 }
