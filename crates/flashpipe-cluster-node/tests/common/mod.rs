@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use flashpipe_cluster::wire::{self, Frame, Message, Status, WireAck};
 use flashpipe_cluster_node::conn::{read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Role};
-use flashpipe_cluster_node::host::one_request;
+use flashpipe_cluster_node::host::{one_request, HostReply};
 use flashpipe_cluster_node::node::{start, NodeOptions, RunningNode};
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
 
@@ -157,6 +157,11 @@ pub fn assert_serves_and_stops_with_one_bad_peer(
 /// Sends `command` as host 0 until it is not answered `Unreachable` (links come up within
 /// a second of both nodes running), for at most 10 s; its last status.
 pub fn request_until_linked(description: &Path, command: FlashCommand) -> Status {
+    reply_until_linked(description, command).ack.status
+}
+
+/// [`request_until_linked`], the whole last reply.
+pub fn reply_until_linked(description: &Path, command: FlashCommand) -> HostReply {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let reply = one_request(description, 0, command.clone()).unwrap();
@@ -164,7 +169,7 @@ pub fn request_until_linked(description: &Path, command: FlashCommand) -> Status
             Status::Unreachable { .. } if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            status => return status,
+            _ => return reply,
         }
     }
 }

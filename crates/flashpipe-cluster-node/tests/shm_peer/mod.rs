@@ -168,6 +168,13 @@ pub fn loaded(description: &Path) -> LoadedDescription {
     load_description(description).unwrap()
 }
 
+/// Starts nodes `0..count` of `description` (links over shared memory), images in `images`.
+pub fn start_shm_nodes(description: &Path, count: u32, images: &Path) -> Vec<RunningNode> {
+    (0..count)
+        .map(|node| start_shm_node(description, node, images))
+        .collect()
+}
+
 /// A line of two shared-memory nodes in a fresh test folder named `name`, node 0 started:
 /// the folder (kept while the test runs), the loaded description and the node.
 pub fn first_of_two_shm_nodes(name: &str) -> (TestFolder, LoadedDescription, RunningNode) {
