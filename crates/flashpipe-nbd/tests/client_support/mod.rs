@@ -40,6 +40,12 @@ impl Scratch {
         std::fs::create_dir_all(&path).expect("scratch folder");
         Scratch { path }
     }
+
+    /// A scratch folder for a test that needs `program`; `None` (the test is skipped,
+    /// saying why) when it is not on the PATH.
+    pub fn if_tool(program: &str, label: &str) -> Option<Scratch> {
+        have(program).then(|| Scratch::new(label))
+    }
 }
 
 impl Drop for Scratch {
