@@ -7,39 +7,23 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{acks_of, config_of, page_of, small_config};
+use common::{array_of, config_of, only_ack, page_of, small_config};
 use flashpipe_flash::{
     Ack, AckStatus, CommandKind, CopyBackRefusal, FlashAddress, FlashArray, FlashCommand,
-    FlashConfig, FlashOptions, RuleViolation, StorageMode,
+    FlashConfig, RuleViolation, StorageMode,
 };
 
 fn array_with(config: FlashConfig, storage: StorageMode) -> FlashArray {
-    FlashArray::new(
-        config,
-        FlashOptions {
-            seed: 3,
-            storage,
-            host_queue_depth: 64,
-            ..FlashOptions::default()
-        },
-    )
-    .unwrap()
+    array_of(config, storage, 3)
 }
 
+/// Page `page` of `block` on chip `chip` of bus 1.
 fn address(chip: u32, block: u32, page: u32) -> FlashAddress {
-    FlashAddress {
-        device: 0,
-        bus: 1,
-        chip,
-        block,
-        page,
-    }
+    common::address(1, chip, block, page)
 }
 
 fn run(array: &mut FlashArray, command: FlashCommand) -> Ack {
-    let mut acks = acks_of(array, 9, command);
-    assert_eq!(acks.len(), 1);
-    acks.pop().unwrap()
+    only_ack(array, 9, command)
 }
 
 fn write(array: &mut FlashArray, at: FlashAddress, byte: u8) {
