@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{array_of, config_of, only_ack, page_of, small_config};
+use common::{array_of, config_of, only_ack, page_of, scratch, small_config};
 use flashpipe_flash::{
     Ack, AckStatus, CommandKind, CopyBackRefusal, FlashAddress, FlashArray, FlashCommand,
     FlashConfig, RuleViolation, StorageMode,
@@ -187,10 +185,7 @@ fn a_copy_back_moves_the_data_with_the_new_spare() {
 
 #[test]
 fn a_file_backed_copy_back_survives_a_death_through_the_journal() {
-    let directory: PathBuf =
-        std::env::temp_dir().join(format!("flashpipe-flash-copy-back-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
+    let directory = scratch("copy-back");
     let path = directory.join("array.img");
     let mut array = array_with(small_config(), StorageMode::File(path.clone()));
     write(&mut array, address(0, 1, 0), 0x41);

@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{array_of, only_ack, page_of, small_config};
+use common::{array_of, only_ack, page_of, scratch, small_config};
 use flashpipe_flash::pool::PAGE_POOL_LIMIT;
 use flashpipe_flash::{Ack, FlashAddress, FlashArray, FlashCommand, StorageMode};
 
@@ -120,10 +118,7 @@ fn reused_buffers_never_leak_old_bytes_in_memory() {
 
 #[test]
 fn reused_buffers_never_leak_old_bytes_in_an_image() {
-    let directory: PathBuf =
-        std::env::temp_dir().join(format!("flashpipe-flash-pool-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
+    let directory = scratch("pool");
     let mut array = array_with(StorageMode::File(directory.join("image")));
     reused_buffers_never_leak(&mut array);
     assert!(

@@ -89,3 +89,12 @@ pub fn array_of(config: FlashConfig, storage: StorageMode, seed: u64) -> FlashAr
     )
     .unwrap()
 }
+
+/// A fresh, empty folder `flashpipe-flash-{name}-{pid}` under the temporary folder.
+pub fn scratch(name: &str) -> PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("flashpipe-flash-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
