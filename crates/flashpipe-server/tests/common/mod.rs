@@ -203,3 +203,22 @@ pub fn receive_frame_with_fds(socket: &UnixStream) -> (Frame, Vec<OwnedFd>) {
     let frame = decode_body(&decoded, &body).expect("frame");
     (frame, fds)
 }
+
+/// Connects without a client and sends a hello offering `versions`, named `client_name`;
+/// the socket, its welcome not read yet.
+pub fn raw_hello(
+    socket: &std::path::Path,
+    versions: std::ops::RangeInclusive<u16>,
+    map_memory: bool,
+    client_name: &str,
+) -> UnixStream {
+    let mut raw = UnixStream::connect(socket).expect("raw connect");
+    let hello = Frame::Hello(Hello {
+        min_version: *versions.start(),
+        max_version: *versions.end(),
+        map_memory,
+        client_name: client_name.into(),
+    });
+    std::io::Write::write_all(&mut raw, &encode_frame(&hello)).expect("hello");
+    raw
+}
