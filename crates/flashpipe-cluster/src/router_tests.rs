@@ -110,18 +110,18 @@ fn requests_cross_links_with_hops_counted() {
     );
 }
 
+/// Checks that the host's `request` is held, nothing sent: `why`.
+fn check_held(router: &mut Router, request: Frame, why: &str) {
+    let sent = router.receive(Port::Host, request).unwrap();
+    assert!(sent.is_empty(), "held ({why}), yet sent {sent:?}");
+}
+
 #[test]
 fn a_full_free_queue_holds_then_answers_busy() {
     let mut router = Router::new(config(1)).unwrap();
     let first = router.receive(Port::Host, read(1, 0, 1)).unwrap();
     router.receive(Port::Host, read(2, 0, 1)).unwrap();
-    assert!(
-        router
-            .receive(Port::Host, read(3, 0, 1))
-            .unwrap()
-            .is_empty(),
-        "held"
-    );
+    check_held(&mut router, read(3, 0, 1), "the free queue holds it");
     assert_eq!(router.held(), 1);
     let busy = router.receive(Port::Host, read(4, 0, 1)).unwrap();
     assert_eq!(ack_of(&busy[0]).status, Status::Busy { queue_limit: 1 });
@@ -324,13 +324,7 @@ fn a_request_waiting_for_its_output_does_not_block_another_output() {
     .unwrap();
     router.receive(Port::Host, read(1, 0, 2)).unwrap();
     router.receive(Port::Host, read(2, 0, 2)).unwrap();
-    assert!(
-        router
-            .receive(Port::Host, read(3, 0, 2))
-            .unwrap()
-            .is_empty(),
-        "link 1's tags are all out"
-    );
+    check_held(&mut router, read(3, 0, 2), "link 1's tags are all out");
     let to_device = router.receive(Port::Host, read(4, 0, 1)).unwrap();
     assert_eq!(
         to_device[0].port,
