@@ -425,18 +425,15 @@ impl State {
             self.summary.device_requests += 1;
             if let Err(error) = self.array.submit(request) {
                 tracing::error!("the device refused a request: {error}");
-                let busy = Frame {
-                    hops: 0,
-                    message: Message::Ack(WireAck {
-                        tag,
-                        host,
-                        kind,
-                        status: Status::Busy {
-                            queue_limit: self.array.options().host_queue_depth,
-                        },
-                        payload: None,
-                    }),
-                };
+                let busy = Frame::from(WireAck {
+                    tag,
+                    host,
+                    kind,
+                    status: Status::Busy {
+                        queue_limit: self.array.options().host_queue_depth,
+                    },
+                    payload: None,
+                });
                 if let Ok(outputs) = self.router.receive(Port::Device, busy) {
                     self.push_outputs(outputs);
                 }

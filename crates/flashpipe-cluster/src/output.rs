@@ -276,16 +276,13 @@ mod tests {
     use flashpipe_flash::{AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest};
 
     fn ack(tag: u64) -> Frame {
-        Frame {
-            hops: 0,
-            message: Message::Ack(WireAck {
-                tag,
-                host: 0,
-                kind: CommandKind::Erase,
-                status: Status::Flash(AckStatus::CLEAN),
-                payload: None,
-            }),
-        }
+        Frame::from(WireAck {
+            tag,
+            host: 0,
+            kind: CommandKind::Erase,
+            status: Status::Flash(AckStatus::CLEAN),
+            payload: None,
+        })
     }
 
     fn write(tag: u64) -> Frame {
@@ -296,18 +293,15 @@ mod tests {
             block: 0,
             page: 0,
         };
-        Frame {
-            hops: 0,
-            message: Message::Request(FlashRequest {
-                tag,
-                host: 0,
-                command: FlashCommand::WritePage {
-                    address,
-                    data: vec![],
-                    spare: vec![],
-                },
-            }),
-        }
+        Frame::from(FlashRequest {
+            tag,
+            host: 0,
+            command: FlashCommand::WritePage {
+                address,
+                data: vec![],
+                spare: vec![],
+            },
+        })
     }
 
     fn tag_of(frame: Frame) -> u64 {

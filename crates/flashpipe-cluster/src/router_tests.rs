@@ -29,16 +29,13 @@ fn address(device: u32, block: u32) -> FlashAddress {
 }
 
 fn read(tag: u64, host: u32, device: u32) -> Frame {
-    Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
-            tag,
-            host,
-            command: FlashCommand::ReadPage {
-                address: address(device, 0),
-            },
-        }),
-    }
+    Frame::from(FlashRequest {
+        tag,
+        host,
+        command: FlashCommand::ReadPage {
+            address: address(device, 0),
+        },
+    })
 }
 
 fn ack_for(output: &Output) -> Frame {
@@ -142,15 +139,14 @@ fn programs_outside_the_share_are_refused_before_the_device() {
     let mut config = config(1);
     config.shares = Some(Shares::new(1, 100, [(0, BlockRange { start: 0, end: 10 })]).unwrap());
     let mut router = Router::new(config).unwrap();
-    let erase = |host, block| Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
+    let erase = |host, block| {
+        Frame::from(FlashRequest {
             tag: 5,
             host,
             command: FlashCommand::EraseBlock {
                 address: address(1, block),
             },
-        }),
+        })
     };
     let refused = router.receive(Port::Host, erase(1, 3)).unwrap();
     assert_eq!(refused[0].port, Port::Host);

@@ -209,16 +209,13 @@ impl World {
             FlashCommand::EraseBlock { .. } => (None, flashpipe_flash::CommandKind::Erase),
             FlashCommand::CopyBack { .. } => unreachable!("the wire does not carry copy-back"),
         };
-        Frame {
-            hops: 0,
-            message: Message::Ack(WireAck {
-                tag: request.tag,
-                host: request.host,
-                kind,
-                status: Status::Flash(AckStatus::CLEAN),
-                payload,
-            }),
-        }
+        Frame::from(WireAck {
+            tag: request.tag,
+            host: request.host,
+            kind,
+            status: Status::Flash(AckStatus::CLEAN),
+            payload,
+        })
     }
 
     fn link_down(&mut self, left: u32) {

@@ -63,14 +63,11 @@ pub fn start_shm_node(description: &Path, node: u32, images: &Path) -> RunningNo
 
 /// A request of host 0 as frame bytes.
 pub fn request_bytes(tag: u64, command: FlashCommand, limits: WireLimits) -> Vec<u8> {
-    let frame = Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
-            tag,
-            host: 0,
-            command,
-        }),
-    };
+    let frame = Frame::from(FlashRequest {
+        tag,
+        host: 0,
+        command,
+    });
     wire::encode(&frame, limits).expect("the request fits the frames")
 }
 
