@@ -511,3 +511,15 @@ pub fn page_round_trip_three_hops(
     );
     (read.1, data)
 }
+
+/// A DiskSim trace (times in ms) of `count` writes of 16 sectors (8 KiB), 100 us apart, each
+/// at a random one of the first `places` 8 KiB places (seed 1).
+pub fn disksim_random_writes(count: u64, places: u64) -> String {
+    let mut random = flashpipe_base::SplitMix64::new(1);
+    (0..count)
+        .map(|index| {
+            let sector = (random.next_u64() % places) * 16;
+            format!("{:.3} 0 {sector} 16 0\n", index as f64 * 0.1)
+        })
+        .collect()
+}
