@@ -20,6 +20,7 @@ use common::{
     page_round_trip_three_hops, second_user_available, start_cluster_node, text,
     write_loopback_one_node, write_one_node,
 };
+use flashpipe_cluster::description::line_text;
 use flashpipe_testkit::ports::free_loopback_port;
 
 const NODES: u32 = 4;
@@ -27,34 +28,8 @@ const NODES: u32 = 4;
 /// A four-node line, host `h` on node `h`, owning blocks `1024 h` to `1024 h + 1023` of
 /// every device.
 fn line_description(ports: &[u16]) -> String {
-    let mut text = String::from("version = 1\n");
-    for node in 0..NODES {
-        let links = if node + 1 < NODES {
-            format!("[{}]", node + 1)
-        } else {
-            "[]".to_string()
-        };
-        text += &format!(
-            "[[node]]\nid = {node}\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"node{node}.img\"\nlinks = {links}\n",
-            ports[node as usize]
-        );
-    }
-    for host in 0..NODES {
-        let shares: Vec<String> = (0..NODES)
-            .map(|device| {
-                format!(
-                    "{{ device = {device}, start = {}, end = {} }}",
-                    host * 1024,
-                    (host + 1) * 1024
-                )
-            })
-            .collect();
-        text += &format!(
-            "[[host]]\nid = {host}\nnode = {host}\nshares = [{}]\n",
-            shares.join(", ")
-        );
-    }
-    text
+    let hosts: Vec<u32> = (0..NODES).collect();
+    line_text(ports, "minflash", "node", &hosts, 1024)
 }
 
 /// The node processes; any still running are killed when the test ends.
