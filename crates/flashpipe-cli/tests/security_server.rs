@@ -100,8 +100,7 @@ fn sixty_four_silent_connections_do_not_lock_out_the_owner() {
 
 #[test]
 fn one_user_holds_at_most_its_share_of_the_connections() {
-    let folder = TestFolder::new("security-per-uid");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("security-per-uid", "64MiB");
     let server = ServerProcess::start(
         &store,
         &["--max-clients", "8", "--max-clients-per-uid", "2"],
@@ -133,8 +132,7 @@ fn one_user_holds_at_most_its_share_of_the_connections() {
 
 #[test]
 fn kernel_options_naming_host_paths_are_refused_through_a_server() {
-    let folder = TestFolder::new("security-host-paths");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("security-host-paths", "64MiB");
     let input = folder.join("records.bin");
     std::fs::write(&input, file_contents(1, 64 * 1024)).unwrap();
     succeed(&["put", text(&store), text(&input), "--as", "records"]);
@@ -278,8 +276,7 @@ fn image_changed_under_the_server(test: &str, change: impl Fn(&std::path::Path),
 
 #[test]
 fn leftover_temporaries_are_removed_and_named_at_the_next_read_write_open() {
-    let folder = TestFolder::new("security-leftovers");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("security-leftovers", "64MiB");
     let local = folder.join("x.bin");
     std::fs::write(&local, file_contents(3, 10_000)).unwrap();
     // Through a server, which holds the store read-write the whole time, so the names
@@ -319,8 +316,7 @@ fn leftover_temporaries_are_removed_and_named_at_the_next_read_write_open() {
 
 #[test]
 fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
-    let folder = TestFolder::new("security-read-buffers");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("security-read-buffers", "64MiB");
     let local = folder.join("data.bin");
     let contents = file_contents(4, 1 << 20);
     std::fs::write(&local, &contents).unwrap();
@@ -363,8 +359,7 @@ fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
 
 #[test]
 fn bad_values_of_the_new_serve_options_are_refused_before_serving() {
-    let folder = TestFolder::new("security-bad-options");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("security-bad-options", "64MiB");
     let a_file = folder.join("not-a-folder");
     std::fs::write(&a_file, b"x").unwrap();
     let missing = folder.join("missing");
@@ -392,8 +387,7 @@ fn bad_values_of_the_new_serve_options_are_refused_before_serving() {
 
 #[test]
 fn the_temporary_of_a_put_killed_mid_way_is_removed_at_the_next_read_write_open() {
-    let folder = TestFolder::new("security-killed-put");
-    let store = file_store(&folder, "256MiB");
+    let (folder, store) = folder_with_store("security-killed-put", "256MiB");
     let large = folder.join("large.bin");
     std::fs::write(&large, file_contents(5, 160 << 20)).unwrap();
     let server = ServerProcess::start(&store, &[]);

@@ -160,8 +160,7 @@ fn check_store_after_load(store: &Path, record: &LoadRecord) {
 
 #[test]
 fn sigterm_under_load_ends_with_a_clean_unmount() {
-    let folder = TestFolder::new("serve-sigterm-load");
-    let store = file_store(&folder, "256MiB");
+    let (folder, store) = folder_with_store("serve-sigterm-load", "256MiB");
     let server = ServerProcess::start(&store, &[]);
     let stop = Arc::new(AtomicBool::new(false));
     let (clients, record) = start_load(&folder, &store, 4, &stop);
@@ -280,8 +279,7 @@ fn start_fifo_put(store: &Path, fifo: &Path, name: &str) -> (Child, std::fs::Fil
 
 #[test]
 fn a_client_killed_mid_put_and_mid_get_leaves_the_server_serving() {
-    let folder = TestFolder::new("serve-client-kill");
-    let store = file_store(&folder, "256MiB");
+    let (folder, store) = folder_with_store("serve-client-kill", "256MiB");
     let server = ServerProcess::start(&store, &[]);
     let big = folder.join("big.bin");
     let big_contents = file_contents(7, 24 << 20);
@@ -346,8 +344,7 @@ fn wait_for_threads_at_most(server: &ServerProcess, limit: usize) -> usize {
 
 #[test]
 fn connections_opened_and_dropped_keep_descriptors_threads_and_memory_bounded() {
-    let folder = TestFolder::new("serve-connections");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-connections", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     succeed(&["ls", text(&store)]);
     let before = server.open_file_descriptors();
@@ -397,8 +394,7 @@ fn connections_opened_and_dropped_keep_descriptors_threads_and_memory_bounded() 
 
 #[test]
 fn garbage_on_one_connection_ends_only_that_connection() {
-    let folder = TestFolder::new("serve-garbage");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-garbage", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     let fifo = folder.join("feed.fifo");
     make_fifo(&fifo);
@@ -440,8 +436,7 @@ fn garbage_on_one_connection_ends_only_that_connection() {
 
 #[test]
 fn a_put_of_two_files_losing_a_name_to_another_client_keeps_neither() {
-    let folder = TestFolder::new("serve-put-rollback");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-put-rollback", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     let fifo = folder.join("first.fifo");
     make_fifo(&fifo);

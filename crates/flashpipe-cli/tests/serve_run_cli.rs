@@ -45,8 +45,7 @@ fn check_with_sha256sum(folder: &TestFolder, lines: &str) {
 
 #[test]
 fn run_through_the_server_prints_what_the_run_in_process_prints() {
-    let folder = TestFolder::new("serve-run-sha256");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-run-sha256", "64MiB");
     put_inputs(&store, &folder);
     let in_process = succeed(&["run", text(&store), "sha256", "data:*"]);
     succeed(&command_line(

@@ -47,8 +47,7 @@ fn listing(store: &Path) -> Vec<String> {
 
 #[test]
 fn put_from_standard_input_round_trips_and_refuses_hostile_input() {
-    let folder = TestFolder::new("stdin-put");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("stdin-put", "64MiB");
     let store_text = text(&store);
     let contents = file_contents(1, 5 << 20);
     let output = run_with_input(&["put", store_text, "-", "--as", "logs:one.bin"], &contents);
@@ -139,8 +138,7 @@ fn wait_for_peak_memory_bytes(child: &Child) -> (i32, u64) {
 fn put_from_standard_input_streams_in_bounded_memory() {
     const STREAM_BYTES: u64 = 768 << 20;
     const MEMORY_BOUND_BYTES: u64 = 256 << 20;
-    let folder = TestFolder::new("stdin-memory");
-    let store = file_store(&folder, "1GiB");
+    let (_folder, store) = folder_with_store("stdin-memory", "1GiB");
     #[allow(
         clippy::zombie_processes,
         reason = "wait4 reaps it, to read its peak memory"
@@ -173,8 +171,7 @@ fn put_from_standard_input_streams_in_bounded_memory() {
 fn get_and_cat_to_standard_output_stream_in_bounded_memory() {
     const FILE_BYTES: u64 = 768 << 20;
     const MEMORY_BOUND_BYTES: u64 = 256 << 20;
-    let folder = TestFolder::new("stdout-memory");
-    let store = file_store(&folder, "1GiB");
+    let (folder, store) = folder_with_store("stdout-memory", "1GiB");
     let source = folder.join("big.bin");
     let chunk = file_contents(9, 1 << 20);
     let mut file = std::fs::File::create(&source).unwrap();
@@ -229,8 +226,7 @@ fn get_and_cat_to_standard_output_stream_in_bounded_memory() {
 
 #[test]
 fn a_put_from_standard_input_killed_mid_stream_leaves_nothing() {
-    let folder = TestFolder::new("stdin-kill");
-    let store = file_store(&folder, "256MiB");
+    let (_folder, store) = folder_with_store("stdin-kill", "256MiB");
     succeed(&["put", text(&store), text(&store), "--as", "kept"]);
     let mut child = spawn_with_piped_input(&["put", text(&store), "-", "--as", "partial"]);
     let mut stdin = child.stdin.take().unwrap();
@@ -251,8 +247,7 @@ fn a_put_from_standard_input_killed_mid_stream_leaves_nothing() {
 
 #[test]
 fn put_from_standard_input_and_info_work_through_a_server() {
-    let folder = TestFolder::new("stdin-served");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("stdin-served", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     let contents = file_contents(5, 3 << 20);
     let output = run_with_input(
@@ -360,8 +355,7 @@ fn info_shows_the_wear_of_emulated_flash() {
 
 #[test]
 fn info_refuses_hostile_inputs_clearly() {
-    let folder = TestFolder::new("info-hostile");
-    let store = file_store(&folder, "32MiB");
+    let (folder, store) = folder_with_store("info-hostile", "32MiB");
     let not_a_store = folder.join("a.img");
     let stderr = fail_stderr(&["info", text(&not_a_store)]);
     assert!(stderr.contains("not a store file"), "{stderr}");

@@ -175,8 +175,7 @@ fn a_stored_module_runs_through_the_server_and_module_path_is_refused() {
 
 #[test]
 fn a_stored_module_over_the_limit_is_refused() {
-    let folder = TestFolder::new("wasm-run-too-big");
-    let store = file_store(&folder, "160MiB");
+    let (folder, store) = folder_with_store("wasm-run-too-big", "160MiB");
     let local = folder.join("big.wasm");
     let limit = flashpipe_kernels::wasm::MAX_MODULE_BYTES;
     std::fs::File::create(&local)

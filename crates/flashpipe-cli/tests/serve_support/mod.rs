@@ -98,6 +98,13 @@ pub fn text(path: &Path) -> &str {
 pub use flashpipe_testkit::cli_args::command_line;
 pub use flashpipe_testkit::scratch::TestFolder;
 
+/// A fresh test folder named `name` holding a file store of `size` (`s.toml` on `a.img`).
+pub fn folder_with_store(name: &str, size: &str) -> (TestFolder, PathBuf) {
+    let folder = TestFolder::new(name);
+    let store = file_store(&folder, size);
+    (folder, store)
+}
+
 /// Makes a store of one file device `a.img` of `size` in `folder`; returns its store file.
 pub fn file_store(folder: &TestFolder, size: &str) -> PathBuf {
     let store = folder.join("s.toml");
