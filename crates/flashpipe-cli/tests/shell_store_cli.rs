@@ -74,7 +74,6 @@ fn folders_round_trip_through_put_get_r_and_rm_r() {
     assert_eq!(names(&succeed(&["ls", "-1", store_text])).len(), 3);
     succeed(&["rm", "-r", store_text, "photos"]);
     assert_eq!(names(&succeed(&["ls", "-1", store_text])), ["notes:README"]);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -106,7 +105,6 @@ fn patterns_work_in_every_command_and_a_pattern_matching_nothing_is_named() {
         names(&succeed(&["ls", "-1", store_text])),
         ["photos:sub:x.txt"]
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -145,7 +143,6 @@ fn ls_prints_data_on_stdout_and_its_summary_on_stderr() {
     );
     let human = succeed(&["ls", "-lh", store_text, "big.bin"]);
     assert!(human.contains("KiB"), "{human}");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -165,7 +162,6 @@ fn errors_are_json_with_json_and_cat_refuses_it() {
         assert!(error["error"].is_string() && error["kind"].is_string());
     }
     check_fails(&["cat", store_text, "notes:README", "--json"], "--json");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -200,7 +196,6 @@ fn digests_from_run_are_checked_by_sha256sum_against_fetched_files() {
         let (hash, _) = line.split_once("  ").unwrap();
         assert_eq!(hash.len(), 64, "{line}");
     }
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -237,7 +232,6 @@ fn digests_named_as_paths_check_after_a_recursive_get() {
         String::from_utf8_lossy(&check.stdout),
         stderr_of(&check)
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -275,7 +269,6 @@ fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
         &["run", text(&store), "no-such-kernel", "lines.txt"],
         "sha256",
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -320,7 +313,6 @@ fn mkfs_reads_device_paths_relative_to_the_working_directory() {
     std::fs::write(folder.join("f.txt"), b"f\n").unwrap();
     succeed(&["put", text(&store), text(&folder.join("f.txt"))]);
     assert_eq!(succeed(&["cat", text(&store), "f.txt"]), "f\n");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -345,5 +337,4 @@ fn train_langid_takes_all_the_data_and_json() {
         ),
         "held out",
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -85,7 +85,6 @@ fn files_and_folders_round_trip_through_every_command() {
     assert_eq!(df["total_bytes"], 64 << 20);
     let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
     assert_eq!(fsck["clean"], true);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 /// Whether files in `folder` can share extents (XFS or btrfs: `FICLONERANGE`).
@@ -167,7 +166,6 @@ fn check_cp_on_file_store(folder: &Path) {
 fn cp_shares_blocks_on_file_stores_and_refuses_a_remap_clearly() {
     let folder = fresh_folder("cp");
     check_cp_on_file_store(&folder);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 /// With `FLASHPIPE_REFLINK_DIR` (a folder on XFS or btrfs; `scripts/reflink-test` makes
@@ -249,7 +247,6 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
     }
     let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
     assert_eq!(fsck["clean"], true);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -349,7 +346,6 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         "--devices dev0.img --size 8MiB",
     );
     assert!(!ram.exists());
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -377,7 +373,6 @@ fn damaged_devices_are_refused_clearly() {
     check_fails(&["fsck", store_text], "");
     std::fs::remove_file(folder.join("b.img")).unwrap();
     check_fails(&["ls", store_text], "does not exist");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -402,7 +397,6 @@ fn the_demo_runs_on_a_small_size() {
             text(&folder.join("no-such-data")),
         ],
     ));
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -446,5 +440,4 @@ fn the_demo_runs_kernels_near_the_shared_data() {
         9,
         "one edge image per sample image"
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }
