@@ -80,19 +80,15 @@ fn a_flash_store_export_takes_512_byte_requests() {
     }
     let folder = folder("store");
     let store = folder.join("s.toml");
-    let mkfs = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .current_dir(&folder)
-        .args(command_line(
-            "mkfs --devices flash:minflash:f.img --size 256MiB",
-            &[],
-        ))
-        .arg(&store)
-        .output()
-        .unwrap();
-    assert!(
-        mkfs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mkfs.stderr)
+    tools::stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+            .current_dir(&folder)
+            .args(command_line(
+                "mkfs --devices flash:minflash:f.img --size 256MiB",
+                &[],
+            ))
+            .arg(&store),
+        "mkfs",
     );
     let socket = folder.join("nbd.sock");
     let mut server = Command::new(env!("CARGO_BIN_EXE_flashpipe"))

@@ -319,18 +319,14 @@ fn info_summarizes_a_file_store() {
 fn info_shows_the_wear_of_emulated_flash() {
     let folder = TestFolder::new("info-flash");
     let store = folder.join("f.toml");
-    let output = Command::new(flashpipe_binary())
-        .args(command_line(
-            "mkfs --devices flash:minflash:f.img --flash-blocks-per-plane 16 {}",
-            &[text(&store)],
-        ))
-        .current_dir(folder.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    flashpipe_testkit::tools::stdout_of(
+        Command::new(flashpipe_binary())
+            .args(command_line(
+                "mkfs --devices flash:minflash:f.img --flash-blocks-per-plane 16 {}",
+                &[text(&store)],
+            ))
+            .current_dir(folder.path()),
+        "mkfs",
     );
     let info: serde_json::Value =
         serde_json::from_str(&succeed(&["info", text(&store), "--json"])).unwrap();
