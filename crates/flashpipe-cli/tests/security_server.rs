@@ -88,10 +88,9 @@ fn sixty_four_silent_connections_do_not_lock_out_the_owner() {
     let silent: Vec<UnixStream> = (0..64).map(|_| silent_connection(&server)).collect();
     std::thread::sleep(Duration::from_millis(200));
     let output = flashpipe(&["ls", text(&store)]);
-    assert!(
-        output.status.success(),
-        "ls is refused while 64 silent connections fill the client table: {}",
-        String::from_utf8_lossy(&output.stderr)
+    assert_succeeded(
+        &output,
+        "ls is refused while 64 silent connections fill the client table",
     );
     drop(silent);
     let exit = server.stop_with(libc::SIGTERM);
@@ -210,11 +209,7 @@ fn kernel_options_naming_host_paths_are_refused_through_a_server() {
         "--output",
         "sorted-here",
     ]);
-    assert!(
-        in_process.status.success(),
-        "the in-process CLI keeps host paths: {}",
-        String::from_utf8_lossy(&in_process.stderr)
-    );
+    assert_succeeded(&in_process, "the in-process CLI keeps host paths");
 }
 
 /// The folders in the system temporary folder whose names start with `prefix`.
@@ -347,11 +342,7 @@ fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
     drop(views);
     drop(holders);
     let output = getter.join().unwrap();
-    assert!(
-        output.status.success(),
-        "the get fails instead of waiting: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "the get fails instead of waiting");
     assert!(output.stdout == contents, "the get reads the file's bytes");
     let exit = server.stop_with(libc::SIGTERM);
     assert!(exit.status.success(), "{exit:?}");

@@ -422,11 +422,7 @@ fn garbage_on_one_connection_ends_only_that_connection() {
     writer.write_all(&second_half).unwrap();
     drop(writer);
     let output = put.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "the put on another connection completes: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "the put on another connection completes");
     let mut expected = first_half;
     expected.extend_from_slice(&second_half);
     assert_eq!(read_back(&store, "survivor"), expected);

@@ -322,3 +322,12 @@ pub fn read_back(store: &Path, name: &str) -> Vec<u8> {
     );
     output.stdout
 }
+
+/// Checks that a command succeeded; the failure message is `what` and its standard error.
+pub fn assert_succeeded(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
