@@ -13,11 +13,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{
@@ -70,15 +69,7 @@ fn serve(arguments: &[&str], as_nobody: bool, umask_zero: bool) -> Served {
         .expect("sh starts");
     let stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
-    let (sender, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let lines = flashpipe_testkit::tools::line_channel(stdout);
     std::thread::spawn(move || {
         let mut sink = String::new();
         let _ = stderr.read_to_string(&mut sink);

@@ -26,15 +26,7 @@ fn crc32c_module() -> Option<Vec<u8>> {
 /// A store holding inputs `data:a`, `data:b`, `data:c` and the module files given.
 fn store_with(folder: &TestFolder, modules: &[(&str, &[u8])]) -> std::path::PathBuf {
     let store = file_store(folder, "64MiB");
-    for (index, name) in ["data:a", "data:b", "data:c"].iter().enumerate() {
-        let local = folder.join(format!("local-{index}.bin"));
-        std::fs::write(
-            &local,
-            file_contents(index as u64, 100_000 + index * 70_001),
-        )
-        .unwrap();
-        succeed(&["put", text(&store), text(&local), "--as", name]);
-    }
+    put_three_inputs(&store, folder, 100_000);
     for (index, (name, bytes)) in modules.iter().enumerate() {
         let local = folder.join(format!("module-{index}"));
         std::fs::write(&local, bytes).unwrap();

@@ -6,8 +6,10 @@
 //! call fails the test instead: in CI a missing tool is a broken install step, never a silent
 //! pass.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::Command;
+use std::sync::mpsc;
 
 /// The environment variable that turns a missing tool into a failure.
 pub const REQUIRE_TOOLS_VARIABLE: &str = "FLASHPIPE_REQUIRE_TOOLS";
@@ -63,6 +65,21 @@ pub fn stdout_of(command: &mut Command, what: &str) -> Vec<u8> {
         String::from_utf8_lossy(&output.stderr)
     );
     output.stdout
+}
+
+/// The lines `reader` gives (a child's piped standard output), read on a thread of their
+/// own until its end or a bad line; dropping the receiver ends the thread at its next line.
+pub fn line_channel(reader: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
 }
 
 /// Makes the NCBI BLAST nucleotide database `db` of `folder/db.fa` with `makeblastdb`.
