@@ -19,8 +19,7 @@ use serve_support::*;
 /// Stops the server, which must stop cleanly and have logged a connection closed at the
 /// handshake time limit.
 fn stops_having_logged_the_time_limit(server: ServerProcess) {
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    let exit = server.stop_cleanly();
     assert!(
         exit.stderr.contains("handshake time limit"),
         "the server logs why it closed the connection: {}",
@@ -93,8 +92,7 @@ fn sixty_four_silent_connections_do_not_lock_out_the_owner() {
         "ls is refused while 64 silent connections fill the client table",
     );
     drop(silent);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -125,8 +123,7 @@ fn one_user_holds_at_most_its_share_of_the_connections() {
         "the user gets in again once one of its connections ended"
     );
     drop(second);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -192,8 +189,7 @@ fn kernel_options_naming_host_paths_are_refused_through_a_server() {
         "k=1",
         "records",
     ]);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert!(
         spill_folders(&spill_prefix).is_empty(),
         "the server's private spill folder is removed at stop"
@@ -285,8 +281,7 @@ fn leftover_temporaries_are_removed_and_named_at_the_next_read_write_open() {
     ] {
         succeed(&["put", text(&store), text(&local), "--as", name]);
     }
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     let output = flashpipe(&["put", text(&store), text(&local), "--as", "after"]);
     let notes = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{notes}");
@@ -344,8 +339,7 @@ fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
     let output = getter.join().unwrap();
     assert_succeeded(&output, "the get fails instead of waiting");
     assert!(output.stdout == contents, "the get reads the file's bytes");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -408,8 +402,7 @@ fn the_temporary_of_a_put_killed_mid_way_is_removed_at_the_next_read_write_open(
     };
     put.kill().unwrap();
     put.wait().unwrap();
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     let small = folder.join("small.bin");
     std::fs::write(&small, b"small").unwrap();
     let output = flashpipe(&["put", text(&store), text(&small), "--as", "small"]);

@@ -228,8 +228,7 @@ fn sigkill_under_load_round(round: u64) {
         read_back(&store, name),
         file_contents(index, load_file_length(index))
     );
-    let exit = restarted.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    restarted.stop_cleanly();
     assert_fsck_clean(&store);
 }
 
@@ -316,30 +315,18 @@ fn a_client_killed_mid_put_and_mid_get_leaves_the_server_serving() {
     assert_eq!(read_back(&store, "after"), b"after the kills");
 }
 
-/// Polls until the server holds at most `limit` descriptors; returns the last count.
-fn wait_for_descriptors_at_most(server: &ServerProcess, limit: usize) -> usize {
-    let mut count = server.open_file_descriptors();
+/// Polls `count` (the server's descriptors or threads) until it is at most `limit`;
+/// returns the last count.
+fn wait_for_at_most(limit: usize, count: impl Fn() -> usize) -> usize {
+    let mut last = count();
     for _ in 0..POLL_LIMIT {
-        if count <= limit {
+        if last <= limit {
             break;
         }
         std::thread::sleep(POLL_PAUSE);
-        count = server.open_file_descriptors();
+        last = count();
     }
-    count
-}
-
-/// Polls until the server runs at most `limit` threads; returns the last count.
-fn wait_for_threads_at_most(server: &ServerProcess, limit: usize) -> usize {
-    let mut count = server.thread_count();
-    for _ in 0..POLL_LIMIT {
-        if count <= limit {
-            break;
-        }
-        std::thread::sleep(POLL_PAUSE);
-        count = server.thread_count();
-    }
-    count
+    last
 }
 
 #[test]
@@ -364,8 +351,8 @@ fn connections_opened_and_dropped_keep_descriptors_threads_and_memory_bounded() 
             refused.fetch_add(1, Ordering::Relaxed);
         }
     }
-    let after = wait_for_descriptors_at_most(&server, before + DESCRIPTOR_SLACK);
-    let threads_after = wait_for_threads_at_most(&server, threads_before + THREAD_SLACK);
+    let after = wait_for_at_most(before + DESCRIPTOR_SLACK, || server.open_file_descriptors());
+    let threads_after = wait_for_at_most(threads_before + THREAD_SLACK, || server.thread_count());
     let resident_after = server.resident_bytes();
     eprintln!(
         "{connections} connections opened and dropped ({} refused at connect): server descriptors {before} before, {after} after; threads {threads_before} before, {threads_after} after; resident memory {} KiB before, {} KiB after",
