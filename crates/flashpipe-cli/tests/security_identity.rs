@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use common::{
     check_fails, command_line, downgrade_to_version_1, file_store, flashpipe, flashpipe_as_nobody,
-    fresh_folder, mkfs, second_user_available, succeed, succeed_bytes, text,
+    folder_with_store, fresh_folder, mkfs, second_user_available, succeed, succeed_bytes, text,
 };
 use flashpipe_testkit::tools::stdout_of;
 
@@ -153,8 +153,7 @@ fn a_server_of_another_user_on_the_stores_socket_is_refused() {
 
 #[test]
 fn a_server_holding_a_renamed_store_is_refused_naming_both_identities() {
-    let folder = fresh_folder("sec-renamed");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("sec-renamed", "64MiB");
     let old_identity = identity_of(&store);
     let server = serve(&[text(&store)], false, false);
     let renamed = folder.join("old.toml");
@@ -312,8 +311,7 @@ fn mkfs_makes_private_files_and_fsck_warns_about_open_ones() {
 
 #[test]
 fn a_store_file_without_identity_opens_read_only_unchanged_and_gets_one_when_written() {
-    let folder = fresh_folder("sec-old-store");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("sec-old-store", "64MiB");
     let made_identity = identity_of(&store);
     let made = std::fs::read_to_string(&store).expect("store file");
     let old: String = made

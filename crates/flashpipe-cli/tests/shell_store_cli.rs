@@ -9,7 +9,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{check_fails, command_line, file_store, flashpipe, fresh_folder, succeed, text};
+use common::{
+    check_fails, command_line, file_store, flashpipe, folder_with_store, fresh_folder, succeed,
+    text,
+};
 use flashpipe_kernels::shared_data::optional_shared_folder;
 use serde_json::Value;
 
@@ -166,8 +169,7 @@ fn errors_are_json_with_json_and_cat_refuses_it() {
 
 #[test]
 fn digests_from_run_are_checked_by_sha256sum_against_fetched_files() {
-    let folder = fresh_folder("shell-sha256sum");
-    let store = file_store(&folder, "16MiB");
+    let (folder, store) = folder_with_store("shell-sha256sum", "16MiB");
     for (name, contents) in [("one.txt", "first\n"), ("two.bin", "second file\n")] {
         std::fs::write(folder.join(name), contents).unwrap();
         succeed(&["put", text(&store), text(&folder.join(name))]);
@@ -200,8 +202,7 @@ fn digests_from_run_are_checked_by_sha256sum_against_fetched_files() {
 
 #[test]
 fn digests_named_as_paths_check_after_a_recursive_get() {
-    let folder = fresh_folder("shell-sha256sum-paths");
-    let store = file_store(&folder, "16MiB");
+    let (folder, store) = folder_with_store("shell-sha256sum-paths", "16MiB");
     let pictures = folder.join("pics");
     std::fs::create_dir_all(pictures.join("sub")).unwrap();
     std::fs::write(pictures.join("img1.jpg"), "one\n").unwrap();
@@ -236,8 +237,7 @@ fn digests_named_as_paths_check_after_a_recursive_get() {
 
 #[test]
 fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
-    let folder = fresh_folder("shell-options");
-    let store = file_store(&folder, "16MiB");
+    let (folder, store) = folder_with_store("shell-options", "16MiB");
     let local = folder.join("lines.txt");
     std::fs::write(&local, "apple\nbanana\napricot\n").unwrap();
     succeed(&["put", text(&store), text(&local)]);

@@ -190,6 +190,13 @@ pub fn file_store(folder: &Path, size: &str) -> PathBuf {
     store
 }
 
+/// A fresh test folder named `name` holding a file store of `size` (`s.toml` on `a.img`).
+pub fn folder_with_store(name: &str, size: &str) -> (TestFolder, PathBuf) {
+    let folder = fresh_folder(name);
+    let store = file_store(&folder, size);
+    (folder, store)
+}
+
 /// A self-signed certificate for `localhost` (`cert.pem`, `key.pem` in `folder`, made by
 /// the `openssl` command), or `None` after printing why `test` is skipped.
 pub fn self_signed_certificate(folder: &Path, test: &str) -> Option<(PathBuf, PathBuf)> {
