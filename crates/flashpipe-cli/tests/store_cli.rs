@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text};
+use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text, TestFolder};
 
 use flashpipe_kernels::shared_data::{
     optional_shared_folder, repository_root, shared_data_directory_from,
@@ -22,6 +22,13 @@ fn make_store(folder: &Path) -> PathBuf {
         &["--size", "32MiB", "--block-size", "8KiB"],
     );
     store
+}
+
+/// A fresh folder named `name` and the store [`make_store`] makes in it.
+fn folder_and_store(name: &str) -> (TestFolder, PathBuf) {
+    let folder = fresh_folder(name);
+    let store = make_store(&folder);
+    (folder, store)
 }
 
 fn listing(store: &Path) -> Vec<(String, u64)> {
@@ -40,8 +47,7 @@ fn listing(store: &Path) -> Vec<(String, u64)> {
 
 #[test]
 fn files_and_folders_round_trip_through_every_command() {
-    let folder = fresh_folder("round-trip");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("round-trip");
     let source = folder.join("source");
     std::fs::create_dir_all(source.join("sub")).unwrap();
     let big: Vec<u8> = (0..3_000_000u32)
@@ -251,8 +257,7 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
 
 #[test]
 fn bad_input_fails_clearly_and_changes_nothing() {
-    let folder = fresh_folder("bad-input");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("bad-input");
     let store_text = text(&store);
     std::fs::write(folder.join("f.txt"), b"data").unwrap();
     let f_txt = folder.join("f.txt");
@@ -350,8 +355,7 @@ fn bad_input_fails_clearly_and_changes_nothing() {
 
 #[test]
 fn damaged_devices_are_refused_clearly() {
-    let folder = fresh_folder("damaged");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("damaged");
     let store_text = text(&store);
     let device = folder.join("a.img");
     std::fs::OpenOptions::new()
