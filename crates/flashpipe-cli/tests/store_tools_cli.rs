@@ -51,11 +51,7 @@ fn put_from_standard_input_round_trips_and_refuses_hostile_input() {
     let store_text = text(&store);
     let contents = file_contents(1, 5 << 20);
     let output = run_with_input(&["put", store_text, "-", "--as", "logs:one.bin"], &contents);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "mkfs");
     assert_eq!(read_back(&store, "logs:one.bin"), contents);
     let catted = flashpipe(&["cat", store_text, "logs:one.bin"]);
     assert_eq!(catted.stdout, contents);
@@ -406,11 +402,7 @@ fn images_are_sparse_unless_preallocated() {
         folder.path(),
         &["mkfs", "--devices", "a.img", "--size", "1GiB", text(&store)],
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "mkfs");
     let image: PathBuf = folder.join("a.img");
     assert!(std::fs::metadata(&image).unwrap().len() > SIZE_BYTES);
     assert!(
@@ -442,11 +434,7 @@ fn images_are_sparse_unless_preallocated() {
             text(&full_store),
         ],
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "mkfs");
     assert!(
         allocated_bytes(&folder.join("full.img")) >= SIZE_BYTES,
         "a preallocated 1 GiB image takes {} bytes on disk",
