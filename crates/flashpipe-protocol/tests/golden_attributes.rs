@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::bytes_of;
+use common::{bytes_of, round_trip};
 use flashpipe_api::{AttributeChange, Command, FileId, FileOwner, FileStat, Reply};
-use flashpipe_protocol::{decode_frame, encode_frame, stat_for_version, Frame, Request, Response};
+use flashpipe_protocol::{decode_frame, stat_for_version, Frame, Request, Response};
 
 const SET_ATTRIBUTES: &str = "465053560300120109000000000000001a00000000000000010000006121a001000000000000000000000000000000000000";
 const STAT_ATTRIBUTES: &str = "4650535603000c020900000000000000420000000000000007000000000000000100000061881300000000000002000000000000000010000000000000630000000000000007ed010000e803000064000000ffffffffffffffff";
@@ -46,11 +46,6 @@ fn response(reply: Reply<flashpipe_protocol::Wire>) -> Frame {
         request_id: 9,
         response: Response::Reply(reply),
     }
-}
-
-fn round_trip(frame: &Frame, golden: &str) {
-    assert_eq!(encode_frame(frame), bytes_of(golden));
-    assert_eq!(&decode_frame(&bytes_of(golden)).unwrap(), frame);
 }
 
 #[test]

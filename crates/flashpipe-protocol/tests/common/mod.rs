@@ -4,8 +4,8 @@
 #![allow(dead_code)] // each test file uses the helpers it needs
 
 use flashpipe_protocol::{
-    decode_frame, ClockKind, DecodeError, KernelFileOutcome, KernelFileResult, KernelRunSummary,
-    KernelStageFigures, ServerLimits, SharedRegion, Welcome, WireFloat,
+    decode_frame, encode_frame, ClockKind, DecodeError, Frame, KernelFileOutcome, KernelFileResult,
+    KernelRunSummary, KernelStageFigures, ServerLimits, SharedRegion, Welcome, WireFloat,
 };
 
 /// A kernel run's summary with one stage, an infinite capacity among its figures.
@@ -100,4 +100,10 @@ pub fn check_last_byte_missing(hex: &str, body_length: u8, field: &str) {
         Err(DecodeError::Truncated { field: missing, .. }) => assert_eq!(missing, field),
         other => panic!("a frame without its last byte ({field}) decoded as {other:?}"),
     }
+}
+
+/// Checks that `frame` encodes to the golden bytes `hex` spells and that they decode to it.
+pub fn round_trip(frame: &Frame, hex: &str) {
+    assert_eq!(encode_frame(frame), bytes_of(hex));
+    assert_eq!(&decode_frame(&bytes_of(hex)).unwrap(), frame);
 }
