@@ -107,3 +107,10 @@ pub fn round_trip(frame: &Frame, hex: &str) {
     assert_eq!(encode_frame(frame), bytes_of(hex));
     assert_eq!(&decode_frame(&bytes_of(hex)).unwrap(), frame);
 }
+
+/// Checks that `frame` encodes to `expected` and that those bytes decode to it.
+pub fn check_encoding(frame: Frame, expected: Vec<u8>) {
+    let bytes = encode_frame(&frame);
+    assert_eq!(bytes, expected);
+    assert_eq!(decode_frame(&bytes), Ok(frame));
+}
