@@ -83,24 +83,6 @@ pub enum WireError {
     },
 }
 
-impl WireError {
-    /// `count` of `field` against its bound: [`WireError::TooMany`] past `limit`.
-    pub(crate) fn check_count(
-        field: &'static str,
-        count: usize,
-        limit: usize,
-    ) -> Result<(), WireError> {
-        if count > limit {
-            return Err(WireError::TooMany {
-                field,
-                count: count as u64,
-                limit: limit as u64,
-            });
-        }
-        Ok(())
-    }
-}
-
 /// Reads big-endian fields off a byte slice, each read bounded, never panicking.
 #[derive(Debug)]
 pub struct FieldReader<'a> {

@@ -116,7 +116,13 @@ impl InfoRequest {
         let mut reader = FieldReader::new(data, "NBD_OPT_INFO/GO data");
         let export_name = reader.prefixed_string("export name")?;
         let count = usize::from(reader.u16()?);
-        WireError::check_count("information requests", count, MAX_INFO_REQUESTS)?;
+        if count > MAX_INFO_REQUESTS {
+            return Err(WireError::TooMany {
+                field: "information requests",
+                count: count as u64,
+                limit: MAX_INFO_REQUESTS as u64,
+            });
+        }
         let mut info_types = Vec::with_capacity(count);
         for _ in 0..count {
             info_types.push(reader.u16()?);
@@ -156,7 +162,13 @@ impl MetaContextRequest {
         let mut reader = FieldReader::new(data, "NBD_OPT_*_META_CONTEXT data");
         let export_name = reader.prefixed_string("export name")?;
         let count = reader.u32()? as usize;
-        WireError::check_count("metadata context queries", count, MAX_META_CONTEXT_QUERIES)?;
+        if count > MAX_META_CONTEXT_QUERIES {
+            return Err(WireError::TooMany {
+                field: "metadata context queries",
+                count: count as u64,
+                limit: MAX_META_CONTEXT_QUERIES as u64,
+            });
+        }
         let mut queries = Vec::with_capacity(count);
         for _ in 0..count {
             queries.push(reader.prefixed_string("metadata context query")?);

@@ -326,7 +326,13 @@ pub fn decode_block_status_payload(
         });
     }
     let count = reader.remaining() / 8;
-    WireError::check_count("block status extents", count, MAX_BLOCK_STATUS_EXTENTS)?;
+    if count > MAX_BLOCK_STATUS_EXTENTS {
+        return Err(WireError::TooMany {
+            field: "block status extents",
+            count: count as u64,
+            limit: MAX_BLOCK_STATUS_EXTENTS as u64,
+        });
+    }
     let mut extents = Vec::with_capacity(count);
     for _ in 0..count {
         let length_bytes = reader.u32()?;
