@@ -51,6 +51,18 @@ impl SplitMix64 {
         let unit = (self.next_u64() >> 11) as f64 / ((1u64 << 53) as f64);
         probability > 0.0 && unit < probability
     }
+
+    /// A value in `0..bound` (bound > 1) of a hot/cold draw: with probability `hot_share`
+    /// one of the first `hot_fraction` of the values (at least one), otherwise one of the
+    /// rest, each part uniformly.
+    pub fn hot_cold_below(&mut self, bound: u64, hot_share: f64, hot_fraction: f64) -> u64 {
+        let hot = ((bound as f64 * hot_fraction) as u64).max(1);
+        if self.chance(hot_share) {
+            self.below(hot)
+        } else {
+            hot + self.below(bound - hot)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -262,14 +262,7 @@ impl Workload {
             Workload::HotCold {
                 hot_share,
                 hot_fraction,
-            } => {
-                let hot_pages = ((pages as f64 * hot_fraction) as u64).max(1);
-                if generator.chance(*hot_share) {
-                    generator.below(hot_pages)
-                } else {
-                    hot_pages + generator.below(pages - hot_pages)
-                }
-            }
+            } => generator.hot_cold_below(pages, *hot_share, *hot_fraction),
             Workload::Zipf { cumulative } => {
                 let draw = (generator.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
                 let rank = cumulative.partition_point(|&value| value < draw) as u64;

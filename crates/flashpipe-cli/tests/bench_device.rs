@@ -90,7 +90,6 @@ fn bench_device_with_fio_gives_ratios_to_fio() {
         folder.join("bench-single.img").exists(),
         "--keep keeps the file"
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]

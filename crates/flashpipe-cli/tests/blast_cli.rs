@@ -6,10 +6,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::{check_fails, fresh_folder, mkfs, succeed, text};
 use flashpipe_bench::kernels::blast::{biomarks_path, compare_outputs, draw};
+use flashpipe_testkit::tools::{blastn_tabular, make_blast_db};
 
 fn store_with(folder: &Path, files: &[(&str, &[u8])]) -> String {
     let store = folder.join("store.toml");
@@ -93,39 +93,10 @@ fn blastn_through_the_binary_finds_what_ncbi_blastn_finds() {
     let store = store_with(&folder, &[("db.fa", &database)]);
     let query_path = folder.join("queries.fa");
     std::fs::write(&query_path, &queries).expect("queries");
-    let made = Command::new("makeblastdb")
-        .args(["-in", "db.fa", "-dbtype", "nucl", "-out", "db"])
-        .current_dir(folder.path())
-        .output()
-        .expect("makeblastdb");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    make_blast_db(folder.path());
     let option = format!("queries={}", text(&query_path));
     for task in ["megablast", "blastn"] {
-        let reference = Command::new("blastn")
-            .args([
-                "-task",
-                task,
-                "-query",
-                "queries.fa",
-                "-db",
-                "db",
-                "-outfmt",
-                "6",
-            ])
-            .args(["-evalue", "1e-5", "-dust", "no", "-num_threads", "1"])
-            .args(["-max_target_seqs", "100000"])
-            .current_dir(folder.path())
-            .output()
-            .expect("blastn");
-        assert!(
-            reference.status.success(),
-            "{}",
-            String::from_utf8_lossy(&reference.stderr)
-        );
+        let reference = blastn_tabular(folder.path(), task, 100_000);
         let output = format!("{task}.tsv");
         let task_option = format!("task={task}");
         succeed(&[
@@ -140,7 +111,7 @@ fn blastn_through_the_binary_finds_what_ncbi_blastn_finds() {
             &output,
         ]);
         let ours = succeed(&["cat", &store, &output]);
-        let comparison = compare_outputs(&String::from_utf8_lossy(&reference.stdout), &ours);
+        let comparison = compare_outputs(&reference, &ours);
         eprintln!(
             "{task}: blastn {} pairs, ours {}, recall {:.4}, precision {:.4}",
             comparison.reference_pairs,

@@ -16,9 +16,11 @@ use std::time::Duration;
 
 use common::{
     check_fails, check_fails_naming, cluster_page, cluster_page_read, cluster_page_until,
-    command_line, flashpipe, flashpipe_as_nobody, fresh_folder, outcome, second_user_available,
-    start_cluster_node, text, write_loopback_one_node, write_one_node,
+    command_line, flashpipe, flashpipe_as_nobody, fresh_folder, outcome,
+    page_round_trip_three_hops, second_user_available, start_cluster_node, text,
+    write_loopback_one_node, write_one_node,
 };
+use flashpipe_cluster::description::line_text;
 use flashpipe_testkit::ports::free_loopback_port;
 
 const NODES: u32 = 4;
@@ -26,34 +28,8 @@ const NODES: u32 = 4;
 /// A four-node line, host `h` on node `h`, owning blocks `1024 h` to `1024 h + 1023` of
 /// every device.
 fn line_description(ports: &[u16]) -> String {
-    let mut text = String::from("version = 1\n");
-    for node in 0..NODES {
-        let links = if node + 1 < NODES {
-            format!("[{}]", node + 1)
-        } else {
-            "[]".to_string()
-        };
-        text += &format!(
-            "[[node]]\nid = {node}\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"node{node}.img\"\nlinks = {links}\n",
-            ports[node as usize]
-        );
-    }
-    for host in 0..NODES {
-        let shares: Vec<String> = (0..NODES)
-            .map(|device| {
-                format!(
-                    "{{ device = {device}, start = {}, end = {} }}",
-                    host * 1024,
-                    (host + 1) * 1024
-                )
-            })
-            .collect();
-        text += &format!(
-            "[[host]]\nid = {host}\nnode = {host}\nshares = [{}]\n",
-            shares.join(", ")
-        );
-    }
-    text
+    let hosts: Vec<u32> = (0..NODES).collect();
+    line_text(ports, "minflash", "node", &hosts, 1024)
 }
 
 /// The node processes; any still running are killed when the test ends.
@@ -146,43 +122,15 @@ fn a_four_node_line_serves_pages_across_hops_and_survives_a_killed_node() {
     }
 
     // Host 0 erases block 5 of device 3 (three hops away) once the links are up.
-    let erased = cluster_page_until(&description, (0, "erase", 3, 5, &[]), |result| result.0);
-    assert!(erased.0, "erase failed: {}", erased.2);
-    assert!(
-        erased.1.contains("Ok") && erased.1.contains("3 hops"),
-        "{}",
-        erased.1
-    );
-
-    let input = folder.path().join("page.bin");
-    std::fs::write(&input, b"a page from host 0, three hops away").unwrap();
-    let output = folder.path().join("read.bin");
-    let written = cluster_page(
+    let (read, data) = page_round_trip_three_hops(
         &description,
-        0,
-        "write",
-        3,
-        5,
-        &["--page", "0", "--input", text(&input)],
+        folder.path(),
+        b"a page from host 0, three hops away",
     );
-    assert!(written.0, "{}", written.2);
-    let read = cluster_page(
-        &description,
-        0,
-        "read",
-        3,
-        5,
-        &["--page", "0", "--output", text(&output)],
-    );
-    assert!(read.0, "{}", read.2);
-    assert!(
-        read.1.contains("3 hops") && read.1.contains("8192 bytes"),
-        "{}",
-        read.1
-    );
-    let data = std::fs::read(&output).unwrap();
-    assert!(data.starts_with(b"a page from host 0, three hops away"));
+    assert!(read.contains("8192 bytes"), "{read}");
     assert_eq!(data.len(), 8192);
+    let input = folder.path().join("page.bin");
+    let output = folder.path().join("read.bin");
     let read_json = cluster_page(&description, 0, "read", 3, 5, &["--json"]);
     let object: serde_json::Value = serde_json::from_str(&read_json.1).expect("page --json");
     assert_eq!(

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::Child;
 
 use common::{
-    check_fails, cluster_page, cluster_page_until, flashpipe_as_nobody, fresh_folder, outcome,
-    second_user_available, start_flashpipe, text, write_one_node,
+    check_fails, cluster_page_until, flashpipe_as_nobody, fresh_folder, outcome,
+    page_round_trip_three_hops, second_user_available, start_flashpipe, text, write_one_node,
 };
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::loaded::load_description;
@@ -98,12 +98,8 @@ impl Drop for Nodes {
     }
 }
 
-/// `cluster page` as host 0 on block 5, bus 1, chip 2 of `device`.
-fn page(description: &Path, op: &str, device: u32, extra: &[&str]) -> (bool, String, String) {
-    cluster_page(description, 0, op, device, 5, extra)
-}
-
-/// [`page`] repeated until `done` holds (links come up, or go down, within seconds).
+/// `cluster page` as host 0 on block 5, bus 1, chip 2 of `device`, repeated until `done`
+/// holds (links come up, or go down, within seconds).
 fn page_until(
     description: &Path,
     op: &str,
@@ -156,33 +152,11 @@ fn a_four_node_line_runs_over_shared_memory() {
     assert_eq!(mode & 0o777, 0o700, "the socket folder is the owner's only");
     assert!(sockets.join("node-3.sock").exists());
 
-    let erased = page_until(&description, "erase", 3, |result| result.0);
-    assert!(erased.0, "erase failed: {}", erased.2);
-    assert!(
-        erased.1.contains("Ok") && erased.1.contains("3 hops"),
-        "{}",
-        erased.1
-    );
-    let input = folder.path().join("page.bin");
-    std::fs::write(&input, b"a page over three shared-memory links").unwrap();
-    let written = page(
+    page_round_trip_three_hops(
         &description,
-        "write",
-        3,
-        &["--page", "0", "--input", text(&input)],
+        folder.path(),
+        b"a page over three shared-memory links",
     );
-    assert!(written.0, "{}", written.2);
-    let output = folder.path().join("read.bin");
-    let read = page(
-        &description,
-        "read",
-        3,
-        &["--page", "0", "--output", text(&output)],
-    );
-    assert!(read.0 && read.1.contains("3 hops"), "{}{}", read.1, read.2);
-    assert!(std::fs::read(&output)
-        .unwrap()
-        .starts_with(b"a page over three shared-memory links"));
 
     if second_user_available("a_four_node_line_runs_over_shared_memory (another user)") {
         let other = flashpipe_as_nobody(

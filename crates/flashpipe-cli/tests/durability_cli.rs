@@ -15,7 +15,7 @@ use std::process::Child;
 
 use common::{
     check_fails, command_line, file_names, flashpipe, fresh_folder, mkfs, spawn_flashpipe, succeed,
-    text,
+    text, TestFolder,
 };
 
 const DEVICES: [&str; 2] = ["a.img", "b.img"];
@@ -25,6 +25,13 @@ fn make_store(folder: &Path) -> PathBuf {
     let store = folder.join("s.toml");
     mkfs(&store, &DEVICES.join(","), &["--size", "8MiB"]);
     store
+}
+
+/// A fresh folder named `name` and the store [`make_store`] makes in it.
+fn folder_and_store(name: &str) -> (TestFolder, PathBuf) {
+    let folder = fresh_folder(name);
+    let store = make_store(&folder);
+    (folder, store)
 }
 
 /// Every device file of a store in `folder`, byte for byte.
@@ -92,8 +99,7 @@ fn assert_refused_for_holder(stderr: &str) {
 
 #[test]
 fn two_puts_at_once_lose_nothing() {
-    let folder = fresh_folder("durability-two-puts");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-two-puts");
     let mut expected: Vec<(String, Vec<u8>)> = Vec::new();
     for round in 0..4u8 {
         let first_name = format!("first-{round}");
@@ -136,8 +142,7 @@ fn two_puts_at_once_lose_nothing() {
 
 #[test]
 fn put_and_rm_at_once_leave_one_of_the_two_orders() {
-    let folder = fresh_folder("durability-put-rm");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-put-rm");
     for round in 0..3u8 {
         let old = write_local(&folder, "old", &pattern(100_000, round));
         let new_name = format!("new-{round}");
@@ -159,8 +164,7 @@ fn put_and_rm_at_once_leave_one_of_the_two_orders() {
 /// opener is refused naming it, or waits with `--wait`.
 #[test]
 fn a_second_opener_is_refused_naming_the_holder_or_waits() {
-    let folder = fresh_folder("durability-holder");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-holder");
     let fifo = folder.join("fifo");
     make_fifo(&fifo);
     let before = device_bytes(&folder);
@@ -217,8 +221,7 @@ fn open_fifo_writer(mut child: Child, fifo: &Path) -> (Child, std::fs::File) {
 
 #[test]
 fn put_of_a_fifo_is_refused_without_blocking() {
-    let folder = fresh_folder("durability-fifo");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-fifo");
     let fifo = folder.join("fifo");
     make_fifo(&fifo);
     let before = device_bytes(&folder);
@@ -245,8 +248,7 @@ fn put_of_a_fifo_is_refused_without_blocking() {
 
 #[test]
 fn a_put_that_runs_out_of_space_commits_nothing() {
-    let folder = fresh_folder("durability-full");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-full");
     let old = pattern(3_000_000, 1);
     let local = write_local(&folder, "kept", &old);
     succeed(&["put", text(&store), text(&local)]);
@@ -273,8 +275,7 @@ fn a_put_that_runs_out_of_space_commits_nothing() {
 
 #[test]
 fn put_replaces_an_existing_file_only_with_force() {
-    let folder = fresh_folder("durability-force");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-force");
     let first = write_local(&folder, "file", &pattern(50_000, 1));
     succeed(&["put", text(&store), text(&first)]);
     let before = device_bytes(&folder);
@@ -290,8 +291,7 @@ fn put_replaces_an_existing_file_only_with_force() {
 
 #[test]
 fn rm_with_a_repeated_or_missing_name_removes_nothing() {
-    let folder = fresh_folder("durability-rm");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-rm");
     for name in ["x", "y"] {
         let local = write_local(&folder, name, name.as_bytes());
         succeed(&["put", text(&store), text(&local)]);
@@ -308,8 +308,7 @@ fn rm_with_a_repeated_or_missing_name_removes_nothing() {
 
 #[test]
 fn mv_and_cp_replace_only_with_force() {
-    let folder = fresh_folder("durability-mv-cp");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-mv-cp");
     for (name, seed) in [("a", 1), ("b", 2)] {
         let local = write_local(&folder, name, &pattern(40_000, seed));
         succeed(&["put", text(&store), text(&local)]);
@@ -331,8 +330,7 @@ fn mv_and_cp_replace_only_with_force() {
 
 #[test]
 fn run_output_commits_whole_or_not_at_all() {
-    let folder = fresh_folder("durability-run");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-run");
     let text_file = write_local(&folder, "text.txt", b"not a picture\n");
     succeed(&["put", text(&store), text(&text_file)]);
     let before = device_bytes(&folder);
@@ -401,8 +399,7 @@ fn mkfs_refuses_a_device_named_twice() {
 
 #[test]
 fn mkfs_refuses_a_device_holding_a_store_unless_forced() {
-    let folder = fresh_folder("durability-mkfs-over");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-mkfs-over");
     let local = write_local(&folder, "kept", b"precious");
     succeed(&["put", text(&store), text(&local)]);
     let before = device_bytes(&folder);
@@ -446,8 +443,7 @@ fn a_failed_mkfs_removes_what_it_created_and_the_retry_works() {
 
 #[test]
 fn read_only_commands_write_nothing_and_run_together() {
-    let folder = fresh_folder("durability-read-only");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("durability-read-only");
     let local = write_local(&folder, "file", &pattern(90_000, 5));
     succeed(&["put", text(&store), text(&local)]);
     let before = device_bytes(&folder);

@@ -62,12 +62,19 @@ struct StoreKind {
     prefilled_files: u64,
 }
 
-const FILE_STORE: StoreKind = StoreKind {
-    label: "file",
-    mkfs_arguments: &["--devices", "d0.img", "--size", "64MiB"],
-    fs_block_bytes: 16 << 10,
-    prefilled_files: 0,
-};
+impl StoreKind {
+    /// A layout made by `mkfs_arguments` with the default 16 KiB blocks, nothing put first.
+    const fn plain(label: &'static str, mkfs_arguments: &'static [&'static str]) -> StoreKind {
+        StoreKind {
+            label,
+            mkfs_arguments,
+            fs_block_bytes: 16 << 10,
+            prefilled_files: 0,
+        }
+    }
+}
+
+const FILE_STORE: StoreKind = StoreKind::plain("file", &["--devices", "d0.img", "--size", "64MiB"]);
 
 /// A file store with 4 KiB blocks and [`LONG_LOG_PREFILLED_FILES`] files put first: a
 /// log region of about 40 blocks, so logs of tens of records are replayed after kills.
@@ -90,24 +97,20 @@ const LONG_LOG_PREFILLED_FILES: u64 = 5_000;
 /// Largest prefilled file, in bytes.
 const PREFILLED_FILE_BYTES: u64 = 64;
 
-const STRIPED_STORE: StoreKind = StoreKind {
-    label: "striped",
-    mkfs_arguments: &["--devices", "d0.img,d1.img,d2.img", "--size", "32MiB"],
-    fs_block_bytes: 16 << 10,
-    prefilled_files: 0,
-};
+const STRIPED_STORE: StoreKind = StoreKind::plain(
+    "striped",
+    &["--devices", "d0.img,d1.img,d2.img", "--size", "32MiB"],
+);
 
-const FLASH_STORE: StoreKind = StoreKind {
-    label: "flash",
-    mkfs_arguments: &[
+const FLASH_STORE: StoreKind = StoreKind::plain(
+    "flash",
+    &[
         "--devices",
         "flash:minflash:f.img",
         "--flash-blocks-per-plane",
         "4",
     ],
-    fs_block_bytes: 16 << 10,
-    prefilled_files: 0,
-};
+);
 
 /// Emulated flash in the flash-aware layout: the file system on the pages, no FTL
 /// (docs/design/29-flash-aware.md); a kill leaves no clean record, so the next command's

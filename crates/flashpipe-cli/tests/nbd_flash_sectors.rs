@@ -10,20 +10,16 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{command_line, stop_with};
+use common::{command_line, fresh_folder, stop_with, TestFolder};
 use flashpipe_testkit::tools;
 
-fn folder(test: &str) -> PathBuf {
-    let folder = std::env::temp_dir().join(format!(
-        "flashpipe-nbd-sectors-{}-{test}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&folder).unwrap();
-    folder
+/// A folder of the test's own, removed when the test passed.
+fn folder(test: &str) -> TestFolder {
+    fresh_folder(&format!("nbd-sectors-{test}"))
 }
 
 /// Starts `flashpipe nbd serve` exporting `f=flash:minflash:IMAGE` on `socket`.
@@ -75,7 +71,6 @@ fn the_flash_export_advertises_512_byte_blocks_and_prefers_its_page() {
     assert!(text.contains("block_size_minimum: 512"), "{text}");
     // minflash's page is 8 KiB.
     assert!(text.contains("block_size_preferred: 8192"), "{text}");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -85,19 +80,15 @@ fn a_flash_store_export_takes_512_byte_requests() {
     }
     let folder = folder("store");
     let store = folder.join("s.toml");
-    let mkfs = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .current_dir(&folder)
-        .args(command_line(
-            "mkfs --devices flash:minflash:f.img --size 256MiB",
-            &[],
-        ))
-        .arg(&store)
-        .output()
-        .unwrap();
-    assert!(
-        mkfs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mkfs.stderr)
+    tools::stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_flashpipe"))
+            .current_dir(&folder)
+            .args(command_line(
+                "mkfs --devices flash:minflash:f.img --size 256MiB",
+                &[],
+            ))
+            .arg(&store),
+        "mkfs",
     );
     let socket = folder.join("nbd.sock");
     let mut server = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
@@ -130,7 +121,6 @@ fn a_flash_store_export_takes_512_byte_requests() {
     assert!(info.contains("block_size_minimum: 512"), "{info}");
     assert!(info.contains("block_size_preferred: 8192"), "{info}");
     assert!(!text.contains("failed"), "{text}");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -152,7 +142,6 @@ fn fio_4k_random_read_write_with_verification_passes_on_a_flash_export() {
         .current_dir(&folder));
     stop(server);
     assert!(text.contains("err= 0"), "{text}");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -203,7 +192,6 @@ fn qemu_io_512_byte_writes_merge_into_pages_and_survive_a_restart() {
         assert!(!text.contains("failed"), "{text}");
         assert!(!text.contains("Pattern verification"), "{text}");
     }
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -238,7 +226,6 @@ fn the_server_reports_each_flash_exports_ftl_counters_when_it_stops() {
             assert!(!line.contains(" 0 host reads"), "{line}");
         }
     }
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 /// Waits for nbdfuse's file to appear; false after a few seconds.
@@ -291,7 +278,6 @@ fn mkfs_ext4_formats_a_flash_export_through_nbdfuse() {
                     String::from_utf8_lossy(&output.stderr)
                 ),
             );
-            std::fs::remove_dir_all(&folder).unwrap();
             return;
         }
         let mut command = Command::new(program);
@@ -308,5 +294,4 @@ fn mkfs_ext4_formats_a_flash_export_through_nbdfuse() {
             + &String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{program}: {text}");
     }
-    std::fs::remove_dir_all(&folder).unwrap();
 }

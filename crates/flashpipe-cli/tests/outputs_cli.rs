@@ -6,7 +6,10 @@
 
 mod common;
 
-use common::{check_fails, command_line, flashpipe, fresh_folder, succeed, text, TestFolder};
+use common::{
+    check_fails, command_line, disksim_random_writes, flashpipe, fresh_folder, succeed, text,
+    TestFolder,
+};
 
 fn json_of(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout).unwrap_or_else(|error| panic!("not JSON ({error}): {stdout}"))
@@ -193,14 +196,7 @@ fn hostile_job_files_are_refused() {
 
 /// `count` random 8 KiB writes over the first 512 MiB, 100 us apart (DiskSim, ms).
 fn random_write_trace(count: u64) -> String {
-    let mut random = flashpipe_base::SplitMix64::new(1);
-    (0..count)
-        .map(|index| {
-            let state = random.next_u64();
-            let sector = (state % 65_536) * 16;
-            format!("{:.3} 0 {sector} 16 0\n", index as f64 * 0.1)
-        })
-        .collect()
+    disksim_random_writes(count, 65_536)
 }
 
 #[test]

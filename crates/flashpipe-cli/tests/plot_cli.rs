@@ -21,7 +21,6 @@ fn reproductions_that_are_tables_draw_their_numbers() {
         succeed(&["sim", "repro", which, "--plot", text(&png)]);
         check_png(&png);
     }
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -33,7 +32,6 @@ fn ftl_speed_draws_its_chart() {
         &[text(&png)],
     ));
     check_png(&png);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -52,5 +50,4 @@ fn a_plot_that_cannot_be_written_fails() {
         &["ftl", "wa", "--plot", text(&png)],
         "no-such-folder does not exist",
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -13,16 +13,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{
     check_fails, command_line, downgrade_to_version_1, file_store, flashpipe, flashpipe_as_nobody,
-    fresh_folder, mkfs, second_user_available, succeed, succeed_bytes, text,
+    folder_with_store, fresh_folder, mkfs, second_user_available, succeed, succeed_bytes, text,
+    TestFolder,
 };
 use flashpipe_testkit::tools::stdout_of;
 
@@ -70,15 +70,7 @@ fn serve(arguments: &[&str], as_nobody: bool, umask_zero: bool) -> Served {
         .expect("sh starts");
     let stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
-    let (sender, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let lines = flashpipe_testkit::tools::line_channel(stdout);
     std::thread::spawn(move || {
         let mut sink = String::new();
         let _ = stderr.read_to_string(&mut sink);
@@ -117,14 +109,43 @@ fn identity_of(store: &Path) -> String {
         .expect("the store file has an identity")
 }
 
+/// Swaps the member images `a.img` and `b.img` of `folder` (through `t.img`).
+fn swap_members(folder: &Path) {
+    let (a, b, t) = (
+        folder.join("a.img"),
+        folder.join("b.img"),
+        folder.join("t.img"),
+    );
+    std::fs::rename(&a, &t).expect("swap");
+    std::fs::rename(&b, &a).expect("swap");
+    std::fs::rename(&t, &b).expect("swap");
+}
+
+/// A fresh folder `name` of mode `mode` holding a 64 MiB file store.
+fn store_in_folder_of_mode(name: &str, mode: u32) -> (TestFolder, PathBuf) {
+    let folder = fresh_folder(name);
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    let store = file_store(&folder, "64MiB");
+    (folder, store)
+}
+
+/// `flashpipe put` of `/etc/hostname` into `store` as the user nobody, which must fail
+/// (`what` names the way in); its standard error.
+fn nobodys_put_refused(store: &Path, folder: &Path, what: &str) -> String {
+    let refused = flashpipe_as_nobody(
+        &["put", text(store), "/etc/hostname", "--as", "pwned"],
+        folder,
+    );
+    assert!(!refused.status.success(), "{what}");
+    String::from_utf8_lossy(&refused.stderr).into_owned()
+}
+
 #[test]
 fn a_server_of_another_user_on_the_stores_socket_is_refused() {
     if !second_user_available("a_server_of_another_user_on_the_stores_socket_is_refused") {
         return;
     }
-    let folder = fresh_folder("sec-squatter");
-    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = store_in_folder_of_mode("sec-squatter", 0o1777);
     let theirs = folder.join("nob");
     std::fs::create_dir(&theirs).expect("their folder");
     std::os::unix::fs::chown(&theirs, Some(NOBODY_UID), Some(NOBODY_UID)).expect("chown");
@@ -162,8 +183,7 @@ fn a_server_of_another_user_on_the_stores_socket_is_refused() {
 
 #[test]
 fn a_server_holding_a_renamed_store_is_refused_naming_both_identities() {
-    let folder = fresh_folder("sec-renamed");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("sec-renamed", "64MiB");
     let old_identity = identity_of(&store);
     let server = serve(&[text(&store)], false, false);
     let renamed = folder.join("old.toml");
@@ -190,9 +210,7 @@ fn the_socket_is_private_whatever_the_umask_and_a_group_widens_it() {
     if !second_user_available("the_socket_is_private_whatever_the_umask_and_a_group_widens_it") {
         return;
     }
-    let folder = fresh_folder("sec-umask");
-    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = store_in_folder_of_mode("sec-umask", 0o755);
 
     let server = serve(&[text(&store)], false, true);
     assert_eq!(
@@ -200,30 +218,14 @@ fn the_socket_is_private_whatever_the_umask_and_a_group_widens_it() {
         0o600,
         "socket mode under umask 000"
     );
-    let refused = flashpipe_as_nobody(
-        &["put", text(&store), "/etc/hostname", "--as", "pwned"],
-        &folder,
-    );
-    assert!(
-        !refused.status.success(),
-        "nobody's put through a private socket"
-    );
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = nobodys_put_refused(&store, &folder, "nobody's put through a private socket");
     assert!(stderr.contains("ermission"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 
     // A socket made wider by hand still refuses by the client's credentials.
     std::fs::set_permissions(&server.socket, std::fs::Permissions::from_mode(0o666))
         .expect("chmod");
-    let refused = flashpipe_as_nobody(
-        &["put", text(&store), "/etc/hostname", "--as", "pwned"],
-        &folder,
-    );
-    assert!(
-        !refused.status.success(),
-        "nobody's put through a widened socket"
-    );
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = nobodys_put_refused(&store, &folder, "nobody's put through a widened socket");
     assert!(
         stderr.contains("uid 65534 may not use this store"),
         "{stderr}"
@@ -321,8 +323,7 @@ fn mkfs_makes_private_files_and_fsck_warns_about_open_ones() {
 
 #[test]
 fn a_store_file_without_identity_opens_read_only_unchanged_and_gets_one_when_written() {
-    let folder = fresh_folder("sec-old-store");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("sec-old-store", "64MiB");
     let made_identity = identity_of(&store);
     let made = std::fs::read_to_string(&store).expect("store file");
     let old: String = made
@@ -376,14 +377,7 @@ fn swapped_members_and_a_member_of_another_store_are_named() {
     std::fs::write(&data, b"kept").expect("data");
     succeed(&["put", text(&store), text(&data)]);
 
-    let (a, b, t) = (
-        folder.join("a.img"),
-        folder.join("b.img"),
-        folder.join("t.img"),
-    );
-    std::fs::rename(&a, &t).expect("swap");
-    std::fs::rename(&b, &a).expect("swap");
-    std::fs::rename(&t, &b).expect("swap");
+    swap_members(&folder);
     check_fails(
         &["ls", text(&store)],
         "members out of order: a.img is member 1, b.img is member 0; list them as b.img,a.img",
@@ -392,9 +386,7 @@ fn swapped_members_and_a_member_of_another_store_are_named() {
         &["put", text(&store), text(&data), "--as", "x"],
         "members out of order",
     );
-    std::fs::rename(&a, &t).expect("swap back");
-    std::fs::rename(&b, &a).expect("swap back");
-    std::fs::rename(&t, &b).expect("swap back");
+    swap_members(&folder);
     assert_eq!(
         names(&succeed(&["ls", text(&store)])),
         vec!["d.txt".to_string()]
@@ -445,13 +437,6 @@ fn a_store_without_member_labels_gets_them_at_its_first_read_write_command() {
         );
     }
     assert_eq!(identity_of(&store).len(), 36, "a new identity");
-    let (a, b, t) = (
-        folder.join("a.img"),
-        folder.join("b.img"),
-        folder.join("t.img"),
-    );
-    std::fs::rename(&a, &t).expect("swap");
-    std::fs::rename(&b, &a).expect("swap");
-    std::fs::rename(&t, &b).expect("swap");
+    swap_members(&folder);
     check_fails(&["ls", text(&store)], "list them as b.img,a.img");
 }

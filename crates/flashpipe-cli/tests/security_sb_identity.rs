@@ -13,7 +13,8 @@ mod common;
 use std::path::Path;
 
 use common::{
-    check_fails, downgrade_to_version_1, file_store, flashpipe, fresh_folder, mkfs, succeed, text,
+    check_fails, downgrade_to_version_1, flashpipe, folder_with_store, fresh_folder, mkfs, succeed,
+    text,
 };
 
 /// CRC32C (Castagnoli), as the super block's checksum uses.
@@ -133,8 +134,7 @@ fn a_store_file_naming_another_flash_stores_image_is_refused_naming_both() {
 
 #[test]
 fn a_store_made_before_identities_opens_read_only_unchanged_and_gets_them_at_its_first_put() {
-    let folder = fresh_folder("sb-identity-old");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("sb-identity-old", "64MiB");
     let image_path = folder.join("a.img");
     let size = 64usize << 20;
     let mut image = std::fs::read(&image_path).expect("image");

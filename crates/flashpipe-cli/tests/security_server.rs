@@ -19,8 +19,7 @@ use serve_support::*;
 /// Stops the server, which must stop cleanly and have logged a connection closed at the
 /// handshake time limit.
 fn stops_having_logged_the_time_limit(server: ServerProcess) {
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    let exit = server.stop_cleanly();
     assert!(
         exit.stderr.contains("handshake time limit"),
         "the server logs why it closed the connection: {}",
@@ -88,20 +87,17 @@ fn sixty_four_silent_connections_do_not_lock_out_the_owner() {
     let silent: Vec<UnixStream> = (0..64).map(|_| silent_connection(&server)).collect();
     std::thread::sleep(Duration::from_millis(200));
     let output = flashpipe(&["ls", text(&store)]);
-    assert!(
-        output.status.success(),
-        "ls is refused while 64 silent connections fill the client table: {}",
-        String::from_utf8_lossy(&output.stderr)
+    assert_succeeded(
+        &output,
+        "ls is refused while 64 silent connections fill the client table",
     );
     drop(silent);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
 fn one_user_holds_at_most_its_share_of_the_connections() {
-    let folder = TestFolder::new("security-per-uid");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("security-per-uid", "64MiB");
     let server = ServerProcess::start(
         &store,
         &["--max-clients", "8", "--max-clients-per-uid", "2"],
@@ -127,14 +123,12 @@ fn one_user_holds_at_most_its_share_of_the_connections() {
         "the user gets in again once one of its connections ended"
     );
     drop(second);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
 fn kernel_options_naming_host_paths_are_refused_through_a_server() {
-    let folder = TestFolder::new("security-host-paths");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("security-host-paths", "64MiB");
     let input = folder.join("records.bin");
     std::fs::write(&input, file_contents(1, 64 * 1024)).unwrap();
     succeed(&["put", text(&store), text(&input), "--as", "records"]);
@@ -195,8 +189,7 @@ fn kernel_options_naming_host_paths_are_refused_through_a_server() {
         "k=1",
         "records",
     ]);
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     assert!(
         spill_folders(&spill_prefix).is_empty(),
         "the server's private spill folder is removed at stop"
@@ -212,11 +205,7 @@ fn kernel_options_naming_host_paths_are_refused_through_a_server() {
         "--output",
         "sorted-here",
     ]);
-    assert!(
-        in_process.status.success(),
-        "the in-process CLI keeps host paths: {}",
-        String::from_utf8_lossy(&in_process.stderr)
-    );
+    assert_succeeded(&in_process, "the in-process CLI keeps host paths");
 }
 
 /// The folders in the system temporary folder whose names start with `prefix`.
@@ -278,8 +267,7 @@ fn image_changed_under_the_server(test: &str, change: impl Fn(&std::path::Path),
 
 #[test]
 fn leftover_temporaries_are_removed_and_named_at_the_next_read_write_open() {
-    let folder = TestFolder::new("security-leftovers");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("security-leftovers", "64MiB");
     let local = folder.join("x.bin");
     std::fs::write(&local, file_contents(3, 10_000)).unwrap();
     // Through a server, which holds the store read-write the whole time, so the names
@@ -293,8 +281,7 @@ fn leftover_temporaries_are_removed_and_named_at_the_next_read_write_open() {
     ] {
         succeed(&["put", text(&store), text(&local), "--as", name]);
     }
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     let output = flashpipe(&["put", text(&store), text(&local), "--as", "after"]);
     let notes = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{notes}");
@@ -319,8 +306,7 @@ fn leftover_temporaries_are_removed_and_named_at_the_next_read_write_open() {
 
 #[test]
 fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
-    let folder = TestFolder::new("security-read-buffers");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("security-read-buffers", "64MiB");
     let local = folder.join("data.bin");
     let contents = file_contents(4, 1 << 20);
     std::fs::write(&local, &contents).unwrap();
@@ -351,20 +337,14 @@ fn a_get_waits_for_read_buffers_other_clients_hold_instead_of_failing() {
     drop(views);
     drop(holders);
     let output = getter.join().unwrap();
-    assert!(
-        output.status.success(),
-        "the get fails instead of waiting: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "the get fails instead of waiting");
     assert!(output.stdout == contents, "the get reads the file's bytes");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
 }
 
 #[test]
 fn bad_values_of_the_new_serve_options_are_refused_before_serving() {
-    let folder = TestFolder::new("security-bad-options");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("security-bad-options", "64MiB");
     let a_file = folder.join("not-a-folder");
     std::fs::write(&a_file, b"x").unwrap();
     let missing = folder.join("missing");
@@ -404,8 +384,7 @@ fn bad_values_of_the_new_serve_options_are_refused_before_serving() {
 
 #[test]
 fn the_temporary_of_a_put_killed_mid_way_is_removed_at_the_next_read_write_open() {
-    let folder = TestFolder::new("security-killed-put");
-    let store = file_store(&folder, "256MiB");
+    let (folder, store) = folder_with_store("security-killed-put", "256MiB");
     let large = folder.join("large.bin");
     std::fs::write(&large, file_contents(5, 160 << 20)).unwrap();
     let server = ServerProcess::start(&store, &[]);
@@ -435,8 +414,7 @@ fn the_temporary_of_a_put_killed_mid_way_is_removed_at_the_next_read_write_open(
     };
     put.kill().unwrap();
     put.wait().unwrap();
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    server.stop_cleanly();
     let small = folder.join("small.bin");
     std::fs::write(&small, b"small").unwrap();
     let output = flashpipe(&["put", text(&store), text(&small), "--as", "small"]);

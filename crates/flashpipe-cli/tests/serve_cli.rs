@@ -13,8 +13,7 @@ use serve_support::*;
 
 #[test]
 fn serve_prints_its_readiness_line_and_stops_cleanly_on_sigterm() {
-    let folder = TestFolder::new("serve-ready");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("serve-ready", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     assert!(
         server
@@ -51,8 +50,7 @@ fn serve_prints_its_readiness_line_and_stops_cleanly_on_sigterm() {
 
 #[test]
 fn sigint_stops_the_server_as_sigterm_does() {
-    let folder = TestFolder::new("serve-sigint");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("serve-sigint", "64MiB");
     let server = ServerProcess::start(&store, &["--log-format", "json"]);
     let exit = server.stop_with(libc::SIGINT);
     assert!(exit.status.success(), "serve exits 0 on SIGINT: {exit:?}");
@@ -66,8 +64,7 @@ fn sigint_stops_the_server_as_sigterm_does() {
 
 #[test]
 fn commands_go_through_the_server_and_say_so_with_v() {
-    let folder = TestFolder::new("serve-through");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-through", "64MiB");
     let local = folder.join("local.bin");
     std::fs::write(&local, file_contents(1, 300_000)).unwrap();
     let server = ServerProcess::start(&store, &[]);
@@ -100,8 +97,7 @@ fn commands_go_through_the_server_and_say_so_with_v() {
 
 #[test]
 fn two_concurrent_clients_put_get_and_list_through_the_server() {
-    let folder = TestFolder::new("serve-two");
-    let store = file_store(&folder, "128MiB");
+    let (folder, store) = folder_with_store("serve-two", "128MiB");
     let server = ServerProcess::start(&store, &[]);
     let clients: Vec<_> = (0..2u64)
         .map(|client| {
@@ -141,8 +137,7 @@ fn two_concurrent_clients_put_get_and_list_through_the_server() {
 
 #[test]
 fn ls_through_the_server_sees_a_file_another_client_just_put() {
-    let folder = TestFolder::new("serve-sees");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-sees", "64MiB");
     let local = folder.join("x.txt");
     std::fs::write(&local, b"seen by the other shell\n").unwrap();
     let server = ServerProcess::start(&store, &[]);
@@ -155,8 +150,7 @@ fn ls_through_the_server_sees_a_file_another_client_just_put() {
 
 #[test]
 fn commands_needing_the_store_alone_name_the_server_pid() {
-    let folder = TestFolder::new("serve-exclusive");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-exclusive", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     let pid = server.pid.to_string();
     let repair = fail_stderr(&["fsck", text(&store), "--repair"]);
@@ -192,8 +186,7 @@ fn commands_needing_the_store_alone_name_the_server_pid() {
 
 #[test]
 fn a_service_manager_is_told_ready_and_stopping() {
-    let folder = TestFolder::new("serve-notify");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-notify", "64MiB");
     let notify_path = folder.join("notify.sock");
     let receiver = UnixDatagram::bind(&notify_path).unwrap();
     let server = ServerProcess::start_with_environment(
@@ -211,8 +204,7 @@ fn a_service_manager_is_told_ready_and_stopping() {
 
 #[test]
 fn without_a_server_commands_open_the_store_in_their_own_process() {
-    let folder = TestFolder::new("serve-none");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("serve-none", "64MiB");
     let stderr = succeed_stderr(&["ls", text(&store), "-v"]);
     assert!(stderr.contains("in this process"), "{stderr}");
     let child = Command::new(flashpipe_binary())
@@ -226,8 +218,7 @@ fn without_a_server_commands_open_the_store_in_their_own_process() {
 
 #[test]
 fn a_put_that_fails_through_the_server_leaves_no_file_and_no_temporary() {
-    let folder = TestFolder::new("serve-failed-put");
-    let store = file_store(&folder, "16MiB");
+    let (folder, store) = folder_with_store("serve-failed-put", "16MiB");
     let small = folder.join("small.bin");
     let too_big = folder.join("too-big.bin");
     std::fs::write(&small, file_contents(20, 100_000)).unwrap();
@@ -251,8 +242,7 @@ fn a_put_that_fails_through_the_server_leaves_no_file_and_no_temporary() {
 
 #[test]
 fn a_client_past_the_client_limit_is_refused_naming_the_limit() {
-    let folder = TestFolder::new("serve-limit");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("serve-limit", "64MiB");
     let server = ServerProcess::start(&store, &["--max-clients", "1"]);
     let holder = Client::connect(&server.socket, ConnectOptions::default()).unwrap();
     let error = fail_stderr(&["ls", text(&store)]);
@@ -275,8 +265,7 @@ fn a_client_past_the_client_limit_is_refused_naming_the_limit() {
 
 #[test]
 fn data_by_reference_and_copied_through_the_socket_read_the_same_bytes() {
-    let folder = TestFolder::new("serve-paths");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-paths", "64MiB");
     let local = folder.join("data.bin");
     let contents = file_contents(30, 5 << 20);
     std::fs::write(&local, &contents).unwrap();
@@ -315,8 +304,7 @@ fn data_by_reference_and_copied_through_the_socket_read_the_same_bytes() {
 
 #[test]
 fn a_get_whose_file_is_replaced_meanwhile_fails_instead_of_mixing_versions() {
-    let folder = TestFolder::new("serve-replaced");
-    let store = file_store(&folder, "256MiB");
+    let (folder, store) = folder_with_store("serve-replaced", "256MiB");
     let old = folder.join("old.bin");
     let new = folder.join("new.bin");
     let old_contents = file_contents(40, 24 << 20);
@@ -353,8 +341,7 @@ fn a_get_whose_file_is_replaced_meanwhile_fails_instead_of_mixing_versions() {
 
 #[test]
 fn two_clients_putting_one_name_at_once_leave_one_whole_file() {
-    let folder = TestFolder::new("serve-same-name");
-    let store = file_store(&folder, "128MiB");
+    let (folder, store) = folder_with_store("serve-same-name", "128MiB");
     let server = ServerProcess::start(&store, &[]);
     let sources: Vec<_> = (0..2u64)
         .map(|client| {
@@ -430,8 +417,7 @@ fn two_clients_putting_one_name_at_once_leave_one_whole_file() {
 
 #[test]
 fn a_server_whose_standard_error_went_away_still_stops_on_sigterm() {
-    let folder = TestFolder::new("serve-stderr-gone");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("serve-stderr-gone", "64MiB");
     let mut child = Command::new(flashpipe_binary())
         .args(["serve", text(&store)])
         .stdin(Stdio::null())

@@ -7,14 +7,22 @@
 mod serve_support;
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use serve_support::{command_line, file_store, flashpipe_binary, text, TestFolder};
 
-/// The child's first stdout line (a hang guard of the pipe's EOF: a server that dies
-/// prints nothing and the read returns), then, after SIGTERM, the rest of stdout and all
-/// of stderr.
-fn ready_then_stop(mut child: Child) -> (serde_json::Value, String, String, bool) {
+/// Starts `flashpipe ARGUMENTS` (`what` in messages), its output piped: its first stdout
+/// line (a hang guard of the pipe's EOF: a server that dies prints nothing and the read
+/// returns), then, after SIGTERM, the rest of stdout and all of stderr; checks that it
+/// exited 0.
+fn ready_then_stop(arguments: &[&str], what: &str) -> (serde_json::Value, String, String) {
+    let mut child = Command::new(flashpipe_binary())
+        .args(arguments)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{what} does not start: {error}"));
     let stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
     let mut reader = BufReader::new(stdout);
@@ -40,7 +48,8 @@ fn ready_then_stop(mut child: Child) -> (serde_json::Value, String, String, bool
     let mut logs = String::new();
     stderr.read_to_string(&mut logs).expect("stderr readable");
     let exit = child.wait().expect("the server exits");
-    (ready, rest, logs, exit.success())
+    assert!(exit.success(), "{what} exits 0 on SIGTERM; logs: {logs}");
+    (ready, rest, logs)
 }
 
 fn assert_no_debug_text(text: &str) {
@@ -57,18 +66,13 @@ fn serve_json_prints_a_ready_object_json_logs_and_a_stopped_object() {
     let folder = TestFolder::new("serve-json");
     let store = file_store(&folder, "64MiB");
     let nbd_socket = folder.join("nbd.sock");
-    let child = Command::new(flashpipe_binary())
-        .args(command_line(
+    let (ready, rest, logs) = ready_then_stop(
+        &command_line(
             "serve {} --json --log-format json --export scratch=ram:16MiB --nbd-socket {}",
             &[text(&store), text(&nbd_socket)],
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flashpipe serve starts");
-    let (ready, rest, logs, success) = ready_then_stop(child);
-    assert!(success, "serve exits 0 on SIGTERM; logs: {logs}");
+        ),
+        "serve",
+    );
     assert_eq!(ready["command"], "serve");
     assert_eq!(ready["store"], text(&store));
     let socket = ready["socket"].as_str().expect("the store's socket");
@@ -110,18 +114,13 @@ fn serve_json_prints_a_ready_object_json_logs_and_a_stopped_object() {
 fn nbd_serve_json_prints_a_ready_object_and_json_stop_lines() {
     let folder = TestFolder::new("nbd-serve-json");
     let socket = folder.join("nbd.sock");
-    let child = Command::new(flashpipe_binary())
-        .args(command_line(
+    let (ready, rest, logs) = ready_then_stop(
+        &command_line(
             "nbd serve --export first=ram:8MiB --export second=ram:8MiB --socket {} --json",
             &[text(&socket)],
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flashpipe nbd serve starts");
-    let (ready, rest, logs, success) = ready_then_stop(child);
-    assert!(success, "nbd serve exits 0 on SIGTERM; logs: {logs}");
+        ),
+        "nbd serve",
+    );
     assert_eq!(ready["command"], "nbd serve");
     assert_eq!(ready["nbd_socket"], text(&socket));
     let names: Vec<&str> = ready["exports"]

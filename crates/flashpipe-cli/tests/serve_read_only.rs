@@ -88,8 +88,7 @@ fn a_read_only_server_reads_and_refuses_every_change_with_nothing_written() {
     assert!(!beside.status.success(), "a second server is refused");
     let stderr = String::from_utf8_lossy(&beside.stderr);
     assert!(stderr.contains(&server.pid.to_string()), "{stderr}");
-    let exit = server.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    let exit = server.stop_cleanly();
     assert!(exit.stdout.contains("nothing written"), "{}", exit.stdout);
     assert_eq!(
         folder_bytes(folder.path()),

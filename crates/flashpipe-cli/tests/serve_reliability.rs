@@ -160,8 +160,7 @@ fn check_store_after_load(store: &Path, record: &LoadRecord) {
 
 #[test]
 fn sigterm_under_load_ends_with_a_clean_unmount() {
-    let folder = TestFolder::new("serve-sigterm-load");
-    let store = file_store(&folder, "256MiB");
+    let (folder, store) = folder_with_store("serve-sigterm-load", "256MiB");
     let server = ServerProcess::start(&store, &[]);
     let stop = Arc::new(AtomicBool::new(false));
     let (clients, record) = start_load(&folder, &store, 4, &stop);
@@ -229,8 +228,7 @@ fn sigkill_under_load_round(round: u64) {
         read_back(&store, name),
         file_contents(index, load_file_length(index))
     );
-    let exit = restarted.stop_with(libc::SIGTERM);
-    assert!(exit.status.success(), "{exit:?}");
+    restarted.stop_cleanly();
     assert_fsck_clean(&store);
 }
 
@@ -280,8 +278,7 @@ fn start_fifo_put(store: &Path, fifo: &Path, name: &str) -> (Child, std::fs::Fil
 
 #[test]
 fn a_client_killed_mid_put_and_mid_get_leaves_the_server_serving() {
-    let folder = TestFolder::new("serve-client-kill");
-    let store = file_store(&folder, "256MiB");
+    let (folder, store) = folder_with_store("serve-client-kill", "256MiB");
     let server = ServerProcess::start(&store, &[]);
     let big = folder.join("big.bin");
     let big_contents = file_contents(7, 24 << 20);
@@ -318,36 +315,23 @@ fn a_client_killed_mid_put_and_mid_get_leaves_the_server_serving() {
     assert_eq!(read_back(&store, "after"), b"after the kills");
 }
 
-/// Polls until the server holds at most `limit` descriptors; returns the last count.
-fn wait_for_descriptors_at_most(server: &ServerProcess, limit: usize) -> usize {
-    let mut count = server.open_file_descriptors();
+/// Polls `count` (the server's descriptors or threads) until it is at most `limit`;
+/// returns the last count.
+fn wait_for_at_most(limit: usize, count: impl Fn() -> usize) -> usize {
+    let mut last = count();
     for _ in 0..POLL_LIMIT {
-        if count <= limit {
+        if last <= limit {
             break;
         }
         std::thread::sleep(POLL_PAUSE);
-        count = server.open_file_descriptors();
+        last = count();
     }
-    count
-}
-
-/// Polls until the server runs at most `limit` threads; returns the last count.
-fn wait_for_threads_at_most(server: &ServerProcess, limit: usize) -> usize {
-    let mut count = server.thread_count();
-    for _ in 0..POLL_LIMIT {
-        if count <= limit {
-            break;
-        }
-        std::thread::sleep(POLL_PAUSE);
-        count = server.thread_count();
-    }
-    count
+    last
 }
 
 #[test]
 fn connections_opened_and_dropped_keep_descriptors_threads_and_memory_bounded() {
-    let folder = TestFolder::new("serve-connections");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-connections", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     succeed(&["ls", text(&store)]);
     let before = server.open_file_descriptors();
@@ -367,8 +351,8 @@ fn connections_opened_and_dropped_keep_descriptors_threads_and_memory_bounded() 
             refused.fetch_add(1, Ordering::Relaxed);
         }
     }
-    let after = wait_for_descriptors_at_most(&server, before + DESCRIPTOR_SLACK);
-    let threads_after = wait_for_threads_at_most(&server, threads_before + THREAD_SLACK);
+    let after = wait_for_at_most(before + DESCRIPTOR_SLACK, || server.open_file_descriptors());
+    let threads_after = wait_for_at_most(threads_before + THREAD_SLACK, || server.thread_count());
     let resident_after = server.resident_bytes();
     eprintln!(
         "{connections} connections opened and dropped ({} refused at connect): server descriptors {before} before, {after} after; threads {threads_before} before, {threads_after} after; resident memory {} KiB before, {} KiB after",
@@ -397,8 +381,7 @@ fn connections_opened_and_dropped_keep_descriptors_threads_and_memory_bounded() 
 
 #[test]
 fn garbage_on_one_connection_ends_only_that_connection() {
-    let folder = TestFolder::new("serve-garbage");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-garbage", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     let fifo = folder.join("feed.fifo");
     make_fifo(&fifo);
@@ -426,11 +409,7 @@ fn garbage_on_one_connection_ends_only_that_connection() {
     writer.write_all(&second_half).unwrap();
     drop(writer);
     let output = put.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "the put on another connection completes: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "the put on another connection completes");
     let mut expected = first_half;
     expected.extend_from_slice(&second_half);
     assert_eq!(read_back(&store, "survivor"), expected);
@@ -440,8 +419,7 @@ fn garbage_on_one_connection_ends_only_that_connection() {
 
 #[test]
 fn a_put_of_two_files_losing_a_name_to_another_client_keeps_neither() {
-    let folder = TestFolder::new("serve-put-rollback");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-put-rollback", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     let fifo = folder.join("first.fifo");
     make_fifo(&fifo);

@@ -11,15 +11,7 @@ use serve_support::*;
 const DES_KEY: &str = "key=0123456789abcdef";
 
 fn put_inputs(store: &std::path::Path, folder: &TestFolder) {
-    for (index, name) in ["data:a", "data:b", "data:c"].iter().enumerate() {
-        let local = folder.join(format!("local-{index}.bin"));
-        std::fs::write(
-            &local,
-            file_contents(index as u64, 150_000 + index * 70_001),
-        )
-        .unwrap();
-        succeed(&["put", text(store), text(&local), "--as", name]);
-    }
+    put_three_inputs(store, folder, 150_000);
 }
 
 /// `sha256sum --check` reads the lines and agrees with them (skipped where the tool is
@@ -45,8 +37,7 @@ fn check_with_sha256sum(folder: &TestFolder, lines: &str) {
 
 #[test]
 fn run_through_the_server_prints_what_the_run_in_process_prints() {
-    let folder = TestFolder::new("serve-run-sha256");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("serve-run-sha256", "64MiB");
     put_inputs(&store, &folder);
     let in_process = succeed(&["run", text(&store), "sha256", "data:*"]);
     succeed(&command_line(

@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{check_fails, command_line, file_store, flashpipe, fresh_folder, succeed, text};
+use common::{
+    check_fails, command_line, file_store, flashpipe, folder_with_store, fresh_folder, succeed,
+    text,
+};
 use flashpipe_fs::layout::{checksum_with_field_zeroed, read_u32, read_u64, write_u32};
 use serde_json::Value;
 
@@ -55,8 +58,7 @@ fn assert_clean(store: &Path) {
 
 #[test]
 fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
-    let folder = fresh_folder("shared-cp");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("shared-cp", "64MiB");
     put_original(&folder, &store, "big.bin");
     let before = df(&store);
     assert_eq!(before["shared_bytes"], 0, "{before}");
@@ -142,8 +144,7 @@ fn a_copy_by_reference_shares_blocks_counted_once_on_a_file_store() {
 
 #[test]
 fn removing_the_source_keeps_the_copy_and_a_write_unshares_one_side() {
-    let folder = fresh_folder("shared-rm");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("shared-rm", "64MiB");
     put_original(&folder, &store, "a.bin");
     succeed(&["cp", text(&store), "a.bin", "b.bin", "--by", "reference"]);
     std::fs::write(folder.join("small.bin"), b"replacement").unwrap();
@@ -159,8 +160,7 @@ fn removing_the_source_keeps_the_copy_and_a_write_unshares_one_side() {
 
 #[test]
 fn a_copy_killed_at_random_moments_leaves_a_clean_store_with_the_copy_whole_or_absent() {
-    let folder = fresh_folder("shared-kill");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("shared-kill", "64MiB");
     put_original(&folder, &store, "big.bin");
     let (mut landed, mut copies_found) = (0, 0);
     for attempt in 0..12u64 {

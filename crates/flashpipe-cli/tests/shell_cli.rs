@@ -52,7 +52,6 @@ fn the_manual_folder_has_one_page_per_subcommand() {
             .unwrap_or_else(|error| panic!("{name}: {error}"));
         assert!(page.lines().any(|line| line.starts_with(".TH ")), "{name}");
     }
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 /// A pipe whose reading end is already closed: every write to it fails with EPIPE.
@@ -115,5 +114,4 @@ fn listings_into_a_closed_pipe_end_quietly() {
     check_quiet_on_closed_pipe(&["kernels"]);
     check_quiet_on_closed_pipe(&["completions", "bash"]);
     check_quiet_on_closed_pipe(&["man"]);
-    std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -9,7 +9,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{check_fails, command_line, file_store, flashpipe, fresh_folder, succeed, text};
+use common::{
+    check_fails, command_line, file_store, flashpipe, folder_with_store, fresh_folder, succeed,
+    text,
+};
 use flashpipe_kernels::shared_data::optional_shared_folder;
 use serde_json::Value;
 
@@ -74,7 +77,6 @@ fn folders_round_trip_through_put_get_r_and_rm_r() {
     assert_eq!(names(&succeed(&["ls", "-1", store_text])).len(), 3);
     succeed(&["rm", "-r", store_text, "photos"]);
     assert_eq!(names(&succeed(&["ls", "-1", store_text])), ["notes:README"]);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -106,7 +108,6 @@ fn patterns_work_in_every_command_and_a_pattern_matching_nothing_is_named() {
         names(&succeed(&["ls", "-1", store_text])),
         ["photos:sub:x.txt"]
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -145,7 +146,6 @@ fn ls_prints_data_on_stdout_and_its_summary_on_stderr() {
     );
     let human = succeed(&["ls", "-lh", store_text, "big.bin"]);
     assert!(human.contains("KiB"), "{human}");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -165,13 +165,11 @@ fn errors_are_json_with_json_and_cat_refuses_it() {
         assert!(error["error"].is_string() && error["kind"].is_string());
     }
     check_fails(&["cat", store_text, "notes:README", "--json"], "--json");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
 fn digests_from_run_are_checked_by_sha256sum_against_fetched_files() {
-    let folder = fresh_folder("shell-sha256sum");
-    let store = file_store(&folder, "16MiB");
+    let (folder, store) = folder_with_store("shell-sha256sum", "16MiB");
     for (name, contents) in [("one.txt", "first\n"), ("two.bin", "second file\n")] {
         std::fs::write(folder.join(name), contents).unwrap();
         succeed(&["put", text(&store), text(&folder.join(name))]);
@@ -200,13 +198,11 @@ fn digests_from_run_are_checked_by_sha256sum_against_fetched_files() {
         let (hash, _) = line.split_once("  ").unwrap();
         assert_eq!(hash.len(), 64, "{line}");
     }
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
 fn digests_named_as_paths_check_after_a_recursive_get() {
-    let folder = fresh_folder("shell-sha256sum-paths");
-    let store = file_store(&folder, "16MiB");
+    let (folder, store) = folder_with_store("shell-sha256sum-paths", "16MiB");
     let pictures = folder.join("pics");
     std::fs::create_dir_all(pictures.join("sub")).unwrap();
     std::fs::write(pictures.join("img1.jpg"), "one\n").unwrap();
@@ -237,13 +233,11 @@ fn digests_named_as_paths_check_after_a_recursive_get() {
         String::from_utf8_lossy(&check.stdout),
         stderr_of(&check)
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
 fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
-    let folder = fresh_folder("shell-options");
-    let store = file_store(&folder, "16MiB");
+    let (folder, store) = folder_with_store("shell-options", "16MiB");
     let local = folder.join("lines.txt");
     std::fs::write(&local, "apple\nbanana\napricot\n").unwrap();
     succeed(&["put", text(&store), text(&local)]);
@@ -275,7 +269,6 @@ fn kernel_options_are_spelled_alike_in_run_and_kernels_run() {
         &["run", text(&store), "no-such-kernel", "lines.txt"],
         "sha256",
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -320,7 +313,6 @@ fn mkfs_reads_device_paths_relative_to_the_working_directory() {
     std::fs::write(folder.join("f.txt"), b"f\n").unwrap();
     succeed(&["put", text(&store), text(&folder.join("f.txt"))]);
     assert_eq!(succeed(&["cat", text(&store), "f.txt"]), "f\n");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -345,5 +337,4 @@ fn train_langid_takes_all_the_data_and_json() {
         ),
         "held out",
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{command_line, outcome};
+use common::{command_line, disksim_random_writes, outcome};
 
 /// A folder of its own for one test, removed when dropped.
 struct Folder(PathBuf);
@@ -61,14 +61,7 @@ fn small_preset(folder: &Folder) -> String {
 
 /// `count` random 8 KiB writes over the first 12 MiB, 100 us apart (DiskSim, ms).
 fn random_write_trace(count: u64) -> String {
-    let mut random = flashpipe_base::SplitMix64::new(1);
-    (0..count)
-        .map(|index| {
-            let state = random.next_u64();
-            let block = (state % 1536) * 16;
-            format!("{:.3} 0 {block} 16 0\n", index as f64 * 0.1)
-        })
-        .collect()
+    disksim_random_writes(count, 1536)
 }
 
 #[test]

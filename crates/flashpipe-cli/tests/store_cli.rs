@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text};
+use common::{check_fails, command_line, fresh_folder, mkfs, succeed, text, TestFolder};
 
 use flashpipe_kernels::shared_data::{
     optional_shared_folder, repository_root, shared_data_directory_from,
@@ -22,6 +22,13 @@ fn make_store(folder: &Path) -> PathBuf {
         &["--size", "32MiB", "--block-size", "8KiB"],
     );
     store
+}
+
+/// A fresh folder named `name` and the store [`make_store`] makes in it.
+fn folder_and_store(name: &str) -> (TestFolder, PathBuf) {
+    let folder = fresh_folder(name);
+    let store = make_store(&folder);
+    (folder, store)
 }
 
 fn listing(store: &Path) -> Vec<(String, u64)> {
@@ -40,8 +47,7 @@ fn listing(store: &Path) -> Vec<(String, u64)> {
 
 #[test]
 fn files_and_folders_round_trip_through_every_command() {
-    let folder = fresh_folder("round-trip");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("round-trip");
     let source = folder.join("source");
     std::fs::create_dir_all(source.join("sub")).unwrap();
     let big: Vec<u8> = (0..3_000_000u32)
@@ -85,7 +91,6 @@ fn files_and_folders_round_trip_through_every_command() {
     assert_eq!(df["total_bytes"], 64 << 20);
     let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
     assert_eq!(fsck["clean"], true);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 /// Whether files in `folder` can share extents (XFS or btrfs: `FICLONERANGE`).
@@ -167,7 +172,6 @@ fn check_cp_on_file_store(folder: &Path) {
 fn cp_shares_blocks_on_file_stores_and_refuses_a_remap_clearly() {
     let folder = fresh_folder("cp");
     check_cp_on_file_store(&folder);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 /// With `FLASHPIPE_REFLINK_DIR` (a folder on XFS or btrfs; `scripts/reflink-test` makes
@@ -249,13 +253,11 @@ fn cp_by_reference_on_emulated_flash_moves_no_bytes_and_survives_a_new_process()
     }
     let fsck: Value = serde_json::from_str(&succeed(&["fsck", text(&store), "--json"])).unwrap();
     assert_eq!(fsck["clean"], true);
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
 fn bad_input_fails_clearly_and_changes_nothing() {
-    let folder = fresh_folder("bad-input");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("bad-input");
     let store_text = text(&store);
     std::fs::write(folder.join("f.txt"), b"data").unwrap();
     let f_txt = folder.join("f.txt");
@@ -349,13 +351,11 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         "--devices dev0.img --size 8MiB",
     );
     assert!(!ram.exists());
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
 fn damaged_devices_are_refused_clearly() {
-    let folder = fresh_folder("damaged");
-    let store = make_store(&folder);
+    let (folder, store) = folder_and_store("damaged");
     let store_text = text(&store);
     let device = folder.join("a.img");
     std::fs::OpenOptions::new()
@@ -377,7 +377,6 @@ fn damaged_devices_are_refused_clearly() {
     check_fails(&["fsck", store_text], "");
     std::fs::remove_file(folder.join("b.img")).unwrap();
     check_fails(&["ls", store_text], "does not exist");
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -402,7 +401,6 @@ fn the_demo_runs_on_a_small_size() {
             text(&folder.join("no-such-data")),
         ],
     ));
-    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
@@ -446,5 +444,4 @@ fn the_demo_runs_kernels_near_the_shared_data() {
         9,
         "one edge image per sample image"
     );
-    std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -47,16 +47,11 @@ fn listing(store: &Path) -> Vec<String> {
 
 #[test]
 fn put_from_standard_input_round_trips_and_refuses_hostile_input() {
-    let folder = TestFolder::new("stdin-put");
-    let store = file_store(&folder, "64MiB");
+    let (folder, store) = folder_with_store("stdin-put", "64MiB");
     let store_text = text(&store);
     let contents = file_contents(1, 5 << 20);
     let output = run_with_input(&["put", store_text, "-", "--as", "logs:one.bin"], &contents);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "mkfs");
     assert_eq!(read_back(&store, "logs:one.bin"), contents);
     let catted = flashpipe(&["cat", store_text, "logs:one.bin"]);
     assert_eq!(catted.stdout, contents);
@@ -139,8 +134,7 @@ fn wait_for_peak_memory_bytes(child: &Child) -> (i32, u64) {
 fn put_from_standard_input_streams_in_bounded_memory() {
     const STREAM_BYTES: u64 = 768 << 20;
     const MEMORY_BOUND_BYTES: u64 = 256 << 20;
-    let folder = TestFolder::new("stdin-memory");
-    let store = file_store(&folder, "1GiB");
+    let (_folder, store) = folder_with_store("stdin-memory", "1GiB");
     #[allow(
         clippy::zombie_processes,
         reason = "wait4 reaps it, to read its peak memory"
@@ -173,8 +167,7 @@ fn put_from_standard_input_streams_in_bounded_memory() {
 fn get_and_cat_to_standard_output_stream_in_bounded_memory() {
     const FILE_BYTES: u64 = 768 << 20;
     const MEMORY_BOUND_BYTES: u64 = 256 << 20;
-    let folder = TestFolder::new("stdout-memory");
-    let store = file_store(&folder, "1GiB");
+    let (folder, store) = folder_with_store("stdout-memory", "1GiB");
     let source = folder.join("big.bin");
     let chunk = file_contents(9, 1 << 20);
     let mut file = std::fs::File::create(&source).unwrap();
@@ -229,8 +222,7 @@ fn get_and_cat_to_standard_output_stream_in_bounded_memory() {
 
 #[test]
 fn a_put_from_standard_input_killed_mid_stream_leaves_nothing() {
-    let folder = TestFolder::new("stdin-kill");
-    let store = file_store(&folder, "256MiB");
+    let (_folder, store) = folder_with_store("stdin-kill", "256MiB");
     succeed(&["put", text(&store), text(&store), "--as", "kept"]);
     let mut child = spawn_with_piped_input(&["put", text(&store), "-", "--as", "partial"]);
     let mut stdin = child.stdin.take().unwrap();
@@ -251,8 +243,7 @@ fn a_put_from_standard_input_killed_mid_stream_leaves_nothing() {
 
 #[test]
 fn put_from_standard_input_and_info_work_through_a_server() {
-    let folder = TestFolder::new("stdin-served");
-    let store = file_store(&folder, "64MiB");
+    let (_folder, store) = folder_with_store("stdin-served", "64MiB");
     let server = ServerProcess::start(&store, &[]);
     let contents = file_contents(5, 3 << 20);
     let output = run_with_input(
@@ -324,18 +315,14 @@ fn info_summarizes_a_file_store() {
 fn info_shows_the_wear_of_emulated_flash() {
     let folder = TestFolder::new("info-flash");
     let store = folder.join("f.toml");
-    let output = Command::new(flashpipe_binary())
-        .args(command_line(
-            "mkfs --devices flash:minflash:f.img --flash-blocks-per-plane 16 {}",
-            &[text(&store)],
-        ))
-        .current_dir(folder.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    flashpipe_testkit::tools::stdout_of(
+        Command::new(flashpipe_binary())
+            .args(command_line(
+                "mkfs --devices flash:minflash:f.img --flash-blocks-per-plane 16 {}",
+                &[text(&store)],
+            ))
+            .current_dir(folder.path()),
+        "mkfs",
     );
     let info: serde_json::Value =
         serde_json::from_str(&succeed(&["info", text(&store), "--json"])).unwrap();
@@ -360,8 +347,7 @@ fn info_shows_the_wear_of_emulated_flash() {
 
 #[test]
 fn info_refuses_hostile_inputs_clearly() {
-    let folder = TestFolder::new("info-hostile");
-    let store = file_store(&folder, "32MiB");
+    let (folder, store) = folder_with_store("info-hostile", "32MiB");
     let not_a_store = folder.join("a.img");
     let stderr = fail_stderr(&["info", text(&not_a_store)]);
     assert!(stderr.contains("not a store file"), "{stderr}");
@@ -416,11 +402,7 @@ fn images_are_sparse_unless_preallocated() {
         folder.path(),
         &["mkfs", "--devices", "a.img", "--size", "1GiB", text(&store)],
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "mkfs");
     let image: PathBuf = folder.join("a.img");
     assert!(std::fs::metadata(&image).unwrap().len() > SIZE_BYTES);
     assert!(
@@ -452,11 +434,7 @@ fn images_are_sparse_unless_preallocated() {
             text(&full_store),
         ],
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output, "mkfs");
     assert!(
         allocated_bytes(&folder.join("full.img")) >= SIZE_BYTES,
         "a preallocated 1 GiB image takes {} bytes on disk",

@@ -26,15 +26,7 @@ fn crc32c_module() -> Option<Vec<u8>> {
 /// A store holding inputs `data:a`, `data:b`, `data:c` and the module files given.
 fn store_with(folder: &TestFolder, modules: &[(&str, &[u8])]) -> std::path::PathBuf {
     let store = file_store(folder, "64MiB");
-    for (index, name) in ["data:a", "data:b", "data:c"].iter().enumerate() {
-        let local = folder.join(format!("local-{index}.bin"));
-        std::fs::write(
-            &local,
-            file_contents(index as u64, 100_000 + index * 70_001),
-        )
-        .unwrap();
-        succeed(&["put", text(&store), text(&local), "--as", name]);
-    }
+    put_three_inputs(&store, folder, 100_000);
     for (index, (name, bytes)) in modules.iter().enumerate() {
         let local = folder.join(format!("module-{index}"));
         std::fs::write(&local, bytes).unwrap();
@@ -43,29 +35,37 @@ fn store_with(folder: &TestFolder, modules: &[(&str, &[u8])]) -> std::path::Path
     store
 }
 
-const SPIN: &str = r#"(module
+/// A kernel module of ABI version 1 whose chunk call is `chunk` (with any functions it
+/// calls): 32 pages of memory, a 64 KiB input buffer, 4 bytes of output a file.
+fn kernel_module(chunk: &str) -> String {
+    format!(
+        r#"(module
   (memory (export "memory") 32)
   (func (export "flashpipe_abi_version") (result i32) (i32.const 1))
   (func (export "flashpipe_schedule") (result i32) (i32.const 0))
   (func (export "flashpipe_result_kind") (result i32) (i32.const 0))
   (func (export "flashpipe_input_buffer") (param i32) (result i32) (i32.const 65536))
   (func (export "flashpipe_file_start") (param i64))
-  (func (export "flashpipe_chunk") (param i64 i32) (result i32) (loop $spin (br $spin)) (i32.const 0))
+  {chunk}
   (func (export "flashpipe_file_end") (result i64) (i64.const 4))
-)"#;
+)"#
+    )
+}
+
+/// Spins without end in its chunk call.
+fn spin() -> String {
+    kernel_module(
+        r#"(func (export "flashpipe_chunk") (param i64 i32) (result i32) (loop $spin (br $spin)) (i32.const 0))"#,
+    )
+}
 
 /// Recurses without end in its chunk call: the wasm stack limit stops it.
-const RECURSE: &str = r#"(module
-  (memory (export "memory") 32)
-  (func (export "flashpipe_abi_version") (result i32) (i32.const 1))
-  (func (export "flashpipe_schedule") (result i32) (i32.const 0))
-  (func (export "flashpipe_result_kind") (result i32) (i32.const 0))
-  (func (export "flashpipe_input_buffer") (param i32) (result i32) (i32.const 65536))
-  (func (export "flashpipe_file_start") (param i64))
-  (func $deeper (param i32) (result i32) (call $deeper (i32.add (local.get 0) (i32.const 1))))
-  (func (export "flashpipe_chunk") (param i64 i32) (result i32) (call $deeper (i32.const 0)))
-  (func (export "flashpipe_file_end") (result i64) (i64.const 4))
-)"#;
+fn recurse() -> String {
+    kernel_module(
+        r#"(func $deeper (param i32) (result i32) (call $deeper (i32.add (local.get 0) (i32.const 1))))
+  (func (export "flashpipe_chunk") (param i64 i32) (result i32) (call $deeper (i32.const 0)))"#,
+    )
+}
 
 const WASI: &str = r#"(module
   (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
@@ -90,9 +90,9 @@ fn a_stored_module_runs_in_process_and_hostile_ones_fail_cleanly() {
             ("k:crc.wasm", &crc),
             ("k:hist.wat", &histogram),
             ("k:garbage", b"\xff\xfe not a module"),
-            ("k:spin.wat", SPIN.as_bytes()),
+            ("k:spin.wat", spin().as_bytes()),
             ("k:wasi.wat", WASI.as_bytes()),
-            ("k:recurse.wat", RECURSE.as_bytes()),
+            ("k:recurse.wat", recurse().as_bytes()),
         ],
     );
     let built_in = succeed(&["run", text(&store), "crc32c", "data:*"]);
@@ -142,7 +142,7 @@ fn a_stored_module_runs_through_the_server_and_module_path_is_refused() {
     let folder = TestFolder::new("wasm-run-served");
     let store = store_with(
         &folder,
-        &[("k:crc.wasm", &crc), ("k:spin.wat", SPIN.as_bytes())],
+        &[("k:crc.wasm", &crc), ("k:spin.wat", spin().as_bytes())],
     );
     let crc_of_all = run_wasm(&store, &["module=k:crc.wasm", "data:*"]);
     let in_process = succeed(&crc_of_all);
@@ -167,8 +167,7 @@ fn a_stored_module_runs_through_the_server_and_module_path_is_refused() {
 
 #[test]
 fn a_stored_module_over_the_limit_is_refused() {
-    let folder = TestFolder::new("wasm-run-too-big");
-    let store = file_store(&folder, "160MiB");
+    let (folder, store) = folder_with_store("wasm-run-too-big", "160MiB");
     let local = folder.join("big.wasm");
     let limit = flashpipe_kernels::wasm::MAX_MODULE_BYTES;
     std::fs::File::create(&local)

@@ -169,24 +169,31 @@ mod tests {
             id: 2,
             description_crc: 0x1234_5678,
         };
-        let bytes = [
-            0x46, 0x50, 0x43, 0x48, 0x01, 0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x78, 0x56,
-            0x34, 0x12,
-        ];
-        assert_eq!(opening.encode(), bytes);
-        assert_eq!(Hello::decode(&bytes), Ok(opening));
         let refusal = Hello {
             role: Role::Node,
             refusal: Some(Refusal::DescriptionMismatch),
             id: 3,
             description_crc: 0xdead_beef,
         };
-        let bytes = [
-            0x46, 0x50, 0x43, 0x48, 0x01, 0x00, 0x02, 0x02, 0x03, 0x00, 0x00, 0x00, 0xef, 0xbe,
-            0xad, 0xde,
-        ];
-        assert_eq!(refusal.encode(), bytes);
-        assert_eq!(Hello::decode(&bytes), Ok(refusal));
+        for (hello, bytes) in [
+            (
+                opening,
+                [
+                    0x46, 0x50, 0x43, 0x48, 0x01, 0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x78,
+                    0x56, 0x34, 0x12,
+                ],
+            ),
+            (
+                refusal,
+                [
+                    0x46, 0x50, 0x43, 0x48, 0x01, 0x00, 0x02, 0x02, 0x03, 0x00, 0x00, 0x00, 0xef,
+                    0xbe, 0xad, 0xde,
+                ],
+            ),
+        ] {
+            assert_eq!(hello.encode(), bytes);
+            assert_eq!(Hello::decode(&bytes), Ok(hello));
+        }
     }
 
     #[test]

@@ -82,16 +82,13 @@ fn erase(tag: u64) -> FlashRequest {
 }
 
 fn ack(tag: u64, kind: CommandKind, status: Status) -> Frame {
-    Frame {
-        hops: 0,
-        message: Message::Ack(WireAck {
-            tag,
-            host: 0,
-            kind,
-            status,
-            payload: None,
-        }),
-    }
+    Frame::from(WireAck {
+        tag,
+        host: 0,
+        kind,
+        status,
+        payload: None,
+    })
 }
 
 /// Submits erases of blocks `0..count` (tags alike) and waits for their `count` acks; the

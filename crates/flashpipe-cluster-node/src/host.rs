@@ -65,14 +65,11 @@ pub fn one_request(
     let loaded = loaded::load_description(description).map_err(HandshakeError::from)?;
     let node = host_node(&loaded, host)?;
     let mut stream = connect_host(&loaded, host, node)?;
-    let frame = Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
-            tag: ONE_SHOT_TAG,
-            host,
-            command,
-        }),
-    };
+    let frame = Frame::from(FlashRequest {
+        tag: ONE_SHOT_TAG,
+        host,
+        command,
+    });
     let bytes = wire::encode(&frame, loaded.limits)?;
     let read_error = |error: ReadError| HostError::Read { node, error };
     let mut reader = stream

@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 
 use flashpipe_base::wait::WaitPolicy;
 use flashpipe_cluster::credits::CreditReceiver;
-use flashpipe_cluster::output::{input_of, OutputStage};
+use flashpipe_cluster::output::{input_of, port_of, LeftoverOutputs, OutputStage, DEVICE_INPUT};
 use flashpipe_cluster::router::{Output, Port, Router};
 use flashpipe_cluster::wire::{self, Channel, Frame, Message, Status, WireAck, WireLimits};
-use flashpipe_flash::{FlashArray, FlashCommand, FlashError};
+use flashpipe_flash::{FlashArray, FlashError};
 use flashpipe_shm::Doorbell;
 
 use crate::bell::NodeBell;
@@ -107,8 +107,7 @@ struct PortState {
 }
 
 fn fresh_stage(port: Port, inputs: usize, limits: NodeLimits) -> OutputStage {
-    let window = matches!(port, Port::Link(_)).then_some(limits.link_window);
-    OutputStage::new(inputs, limits.stage_frames, window)
+    OutputStage::for_port(port, inputs, limits.stage_frames, limits.link_window)
 }
 
 struct State {
@@ -124,16 +123,6 @@ struct State {
     started: Instant,
     summary: NodeSummary,
 }
-
-fn port_of(index: usize) -> Port {
-    match index {
-        0 => Port::Host,
-        1 => Port::Device,
-        link => Port::Link(link - 2),
-    }
-}
-
-const DEVICE: usize = 1;
 
 impl RouterLoop {
     /// Runs until the stop flag is set; then closes every connection and syncs the image.
@@ -278,44 +267,6 @@ impl State {
         self.push_outputs(outputs);
     }
 
-    /// Queues an output on its port's stage, or hands it back when the stage is full.
-    fn deliver(&mut self, output: Output) -> Result<(), Box<Output>> {
-        let target = input_of(output.port);
-        let state = &mut self.ports[target];
-        if state.port != Port::Device && state.conn.is_none() {
-            tracing::debug!(
-                "dropped a frame for {}: not connected",
-                self.name(output.port)
-            );
-            return Ok(());
-        }
-        state.stage.push_output(output)
-    }
-
-    fn push_outputs(&mut self, outputs: Vec<Output>) {
-        for output in outputs {
-            let input = input_of(output.from);
-            if !self.ports[input].leftovers.is_empty() {
-                self.ports[input].leftovers.push_back(output);
-                continue;
-            }
-            if let Err(output) = self.deliver(output) {
-                self.ports[input].leftovers.push_back(*output);
-            }
-        }
-    }
-
-    fn flush_leftovers(&mut self) {
-        for index in 0..self.ports.len() {
-            while let Some(output) = self.ports[index].leftovers.pop_front() {
-                if let Err(output) = self.deliver(output) {
-                    self.ports[index].leftovers.push_front(*output);
-                    break;
-                }
-            }
-        }
-    }
-
     fn drain_inputs(&mut self) {
         for index in 0..self.ports.len() {
             for _ in 0..DRAIN_BATCH {
@@ -450,7 +401,7 @@ impl State {
     fn poll_device(&mut self) {
         let now_ns = self.virtual_now_ns();
         self.array.run_until(now_ns);
-        if !self.ports[DEVICE].leftovers.is_empty() {
+        if !self.ports[DEVICE_INPUT].leftovers.is_empty() {
             return;
         }
         let mut acks = Vec::new();
@@ -465,43 +416,32 @@ impl State {
     }
 
     fn pump(&mut self) {
-        while let Some(frame) = self.ports[DEVICE].stage.next_frame() {
+        while let Some(frame) = self.ports[DEVICE_INPUT].stage.next_frame() {
             let Message::Request(mut request) = frame.message else {
                 tracing::error!("the router sent the device something other than a request");
                 continue;
             };
             let (tag, host, kind) = (request.tag, request.host, request.command.kind());
-            match &mut request.command {
-                FlashCommand::ReadPage { address }
-                | FlashCommand::WritePage { address, .. }
-                | FlashCommand::EraseBlock { address } => address.device = 0,
-                FlashCommand::CopyBack { from, to, .. } => {
-                    from.device = 0;
-                    to.device = 0;
-                }
-            }
+            request.command.set_device(0);
             self.summary.device_requests += 1;
             if let Err(error) = self.array.submit(request) {
                 tracing::error!("the device refused a request: {error}");
-                let busy = Frame {
-                    hops: 0,
-                    message: Message::Ack(WireAck {
-                        tag,
-                        host,
-                        kind,
-                        status: Status::Busy {
-                            queue_limit: self.array.options().host_queue_depth,
-                        },
-                        payload: None,
-                    }),
-                };
+                let busy = Frame::from(WireAck {
+                    tag,
+                    host,
+                    kind,
+                    status: Status::Busy {
+                        queue_limit: self.array.options().host_queue_depth,
+                    },
+                    payload: None,
+                });
                 if let Ok(outputs) = self.router.receive(Port::Device, busy) {
                     self.push_outputs(outputs);
                 }
             }
         }
         for index in 0..self.ports.len() {
-            if index == DEVICE {
+            if index == DEVICE_INPUT {
                 continue;
             }
             let mut writer_gone = false;
@@ -582,5 +522,20 @@ impl State {
             }
             None => IDLE_WAIT,
         }
+    }
+}
+
+impl LeftoverOutputs for State {
+    fn leftovers(&mut self, input: usize) -> Option<&mut VecDeque<Output>> {
+        self.ports.get_mut(input).map(|state| &mut state.leftovers)
+    }
+
+    fn attached_stage(&mut self, port: Port) -> Option<&mut OutputStage> {
+        let index = input_of(port);
+        if port != Port::Device && self.ports[index].conn.is_none() {
+            tracing::debug!("dropped a frame for {}: not connected", self.name(port));
+            return None;
+        }
+        Some(&mut self.ports[index].stage)
     }
 }

@@ -84,22 +84,19 @@ fn hammer(description: &Path, port: u16, host: u32, device: u32) -> Result<u64, 
         let mut bytes = Vec::new();
         for index in 0..PER_ROUND {
             let tag = round * PER_ROUND + index;
-            let frame = Frame {
-                hops: 0,
-                message: Message::Request(FlashRequest {
-                    tag,
-                    host,
-                    command: FlashCommand::ReadPage {
-                        address: flashpipe_flash::FlashAddress {
-                            device,
-                            bus: (tag % 8) as u32,
-                            chip: 0,
-                            block: 1,
-                            page: 0,
-                        },
+            let frame = Frame::from(FlashRequest {
+                tag,
+                host,
+                command: FlashCommand::ReadPage {
+                    address: flashpipe_flash::FlashAddress {
+                        device,
+                        bus: (tag % 8) as u32,
+                        chip: 0,
+                        block: 1,
+                        page: 0,
                     },
-                }),
-            };
+                },
+            });
             bytes.extend(wire::encode(&frame, loaded.limits).unwrap());
         }
         stream.write_all(&bytes).unwrap();

@@ -8,12 +8,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{connect_as, start_node};
-use flashpipe_cluster::wire::{Message, Status};
+use common::{ack_of, assert_unreachable, connect_as, start_node};
+use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_node::conn::read_frame;
 use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::node::load_description;
-use flashpipe_cluster_node::words::status_words;
 use flashpipe_testkit::scratch::TestFolder;
 
 const REQUESTS: u64 = 40;
@@ -50,15 +49,8 @@ fn a_neighbour_that_stalls_is_closed_and_its_requests_answered() {
                 )
             })
             .expect("the node keeps the host's connection");
-        let Message::Ack(ack) = frame.message else {
-            panic!("a host gets acks only");
-        };
-        assert!(
-            matches!(ack.status, Status::Unreachable { device: 1, .. }),
-            "tag {}: {}",
-            ack.tag,
-            status_words(&ack.status)
-        );
+        let ack = ack_of(frame);
+        assert_unreachable(&ack, 1);
         assert!(
             acks.insert(ack.tag, ack.status).is_none(),
             "one ack per tag"

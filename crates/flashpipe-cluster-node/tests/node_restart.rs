@@ -11,8 +11,8 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{address, connect_as, read_page, request_until_linked, start_node};
-use flashpipe_cluster::wire::{self, Frame, Message, Status, WireLimits};
+use common::{ack_of, address, connect_as, read_page, request_until_linked, start_node};
+use flashpipe_cluster::wire::{self, Frame, Status, WireLimits};
 use flashpipe_cluster_node::conn::read_frame;
 use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::node::{load_description, NODE_TAGS};
@@ -33,16 +33,13 @@ fn host_connection(description: &Path, port: u16) -> (TcpStream, WireLimits) {
 fn send_erases(stream: &mut TcpStream, limits: WireLimits, count: u64) {
     let mut bytes = Vec::new();
     for tag in 0..count {
-        let frame = Frame {
-            hops: 0,
-            message: Message::Request(FlashRequest {
-                tag,
-                host: 0,
-                command: FlashCommand::EraseBlock {
-                    address: address(1, tag as u32, 0),
-                },
-            }),
-        };
+        let frame = Frame::from(FlashRequest {
+            tag,
+            host: 0,
+            command: FlashCommand::EraseBlock {
+                address: address(1, tag as u32, 0),
+            },
+        });
         bytes.extend(wire::encode(&frame, limits).unwrap());
     }
     stream.write_all(&bytes).unwrap();
@@ -61,9 +58,7 @@ fn acks(stream: &mut TcpStream, limits: WireLimits, count: u64) -> BTreeMap<u64,
                 )
             })
             .expect("the node keeps the host's connection");
-        let Message::Ack(ack) = frame.message else {
-            panic!("a host gets acks only");
-        };
+        let ack = ack_of(frame);
         assert!(
             acks.insert(ack.tag, ack.status).is_none(),
             "one ack per tag"

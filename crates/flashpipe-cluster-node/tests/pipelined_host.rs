@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
-use common::{connect_as, page_read_frame, read_page, start_node, two_node_text};
+use common::{ack_of, connect_as, page_read_frame, read_page, start_node, two_node_text};
 use flashpipe_cluster::wire::{self, Message, Status};
 use flashpipe_cluster_node::conn::read_frame;
 use flashpipe_cluster_node::hello::Role;
@@ -47,9 +47,7 @@ fn a_pipelined_host_gets_one_ack_per_request_and_no_queue_grows() {
         let frame = read_frame(&mut stream, loaded.limits, &mut buffer)
             .unwrap()
             .expect("the node answers every request");
-        let Message::Ack(ack) = frame.message else {
-            panic!("a host gets acks only");
-        };
+        let ack = ack_of(frame);
         assert!(
             acks.insert(ack.tag, ack.status).is_none(),
             "one ack per tag"

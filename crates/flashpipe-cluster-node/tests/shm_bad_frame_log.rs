@@ -9,8 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use flashpipe_cluster_node::hello::Role;
-use flashpipe_testkit::scratch::TestFolder;
-use shm_peer::{line_description, loaded, open_peer, start_shm_node};
+use shm_peer::{first_of_two_shm_nodes, open_peer};
 
 /// Log lines written into a shared buffer.
 #[derive(Clone, Default)]
@@ -35,10 +34,7 @@ fn a_bad_frame_in_a_ring_is_logged_with_the_peer_and_the_reason() {
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .init();
-    let root = TestFolder::new("cluster-node-shm-bad-frame-log");
-    let description = line_description(&root, 2);
-    let node = start_shm_node(&description, 0, &root.join("images"));
-    let loaded = loaded(&description);
+    let (_root, loaded, node) = first_of_two_shm_nodes("cluster-node-shm-bad-frame-log");
     let mut neighbour = open_peer(&loaded, 0, Role::Node, 1);
     neighbour.send(&[0xff; 32]);
     assert!(neighbour.next_frame().is_none(), "the link is closed");

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::Duration;
 
-use common::address;
+use common::{address, read_page, request_until_linked};
 use flashpipe_cluster::wire::Status;
 use flashpipe_cluster_host::shm_setup::{encode_setup, socket_path, OFFER_FDS};
 use flashpipe_cluster_node::conn::{read_hello, send_hello};
@@ -22,7 +22,10 @@ use flashpipe_cluster_node::node::{
 use flashpipe_flash::{AckStatus, FlashCommand};
 use flashpipe_shm::{receive_with_fds, send_with_fds, Doorbell};
 use flashpipe_testkit::scratch::TestFolder;
-use shm_peer::{line_description, loaded, open_peer, start_shm_node, ShmPeer};
+use shm_peer::{
+    first_of_two_shm_nodes, line_description, loaded, open_peer, start_shm_node, start_shm_nodes,
+    ShmPeer,
+};
 
 /// The node's own device answers its host (the node is still serving).
 /// The node still answers a host's read over shared memory, then stops with every tag free.
@@ -54,10 +57,7 @@ fn assert_closed(socket: &mut UnixStream) {
 
 #[test]
 fn a_bad_frame_in_a_ring_closes_that_link_only() {
-    let root = TestFolder::new("cluster-node-shm-bad-frame");
-    let description = line_description(&root, 2);
-    let node = start_shm_node(&description, 0, &root.join("images"));
-    let loaded = loaded(&description);
+    let (_root, loaded, node) = first_of_two_shm_nodes("cluster-node-shm-bad-frame");
     let mut neighbour = open_peer(&loaded, 0, Role::Node, 1);
     neighbour.send(&[0xff; 32]);
     assert!(
@@ -70,10 +70,7 @@ fn a_bad_frame_in_a_ring_closes_that_link_only() {
 
 #[test]
 fn a_wrong_set_up_or_hello_is_refused() {
-    let root = TestFolder::new("cluster-node-shm-bad-setup");
-    let description = line_description(&root, 2);
-    let node = start_shm_node(&description, 0, &root.join("images"));
-    let loaded = loaded(&description);
+    let (_root, loaded, node) = first_of_two_shm_nodes("cluster-node-shm-bad-setup");
     let path = socket_path(&loaded.socket_dir, 0);
     let hello = |description_crc| Hello {
         role: Role::Host,
@@ -171,27 +168,10 @@ fn the_key_proof_runs_on_the_socket_before_any_ring() {
     };
     let right = keyed("right", 7);
     let wrong = keyed("wrong", 8);
-    let images = root.join("images");
-    let nodes: Vec<_> = (0..2)
-        .map(|node| start_shm_node(&right, node, &images))
-        .collect();
-    let read = FlashCommand::ReadPage {
-        address: address(1, 0, 0),
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let reply = one_request(&right, 0, read.clone()).unwrap();
-        match reply.ack.status {
-            Status::Unreachable { .. } if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            status => {
-                assert!(matches!(status, Status::Flash(AckStatus::Ok { .. })));
-                break;
-            }
-        }
-    }
-    let refused = one_request(&wrong, 0, read).expect_err("a wrong key is refused");
+    let nodes = start_shm_nodes(&right, 2, &root.join("images"));
+    let status = request_until_linked(&right, read_page(1, 0));
+    assert!(matches!(status, Status::Flash(AckStatus::Ok { .. })));
+    let refused = one_request(&wrong, 0, read_page(1, 0)).expect_err("a wrong key is refused");
     assert!(
         matches!(
             refused,

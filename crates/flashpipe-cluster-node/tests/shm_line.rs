@@ -10,22 +10,21 @@ mod shm_peer;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::address;
+use common::{ack_of, address, assert_unreachable, read_page, reply_until_linked};
 use flashpipe_cluster::wire::{Message, Status};
 use flashpipe_cluster_node::hello::Role;
 use flashpipe_cluster_node::words::status_words;
 use flashpipe_flash::{AckStatus, FlashCommand};
 use flashpipe_testkit::scratch::TestFolder;
-use shm_peer::{line_description, loaded, open_peer, request_bytes, start_shm_node};
+use shm_peer::{
+    line_description, loaded, open_peer, request_bytes, start_shm_node, start_shm_nodes,
+};
 
 #[test]
 fn a_page_crosses_a_four_node_line_over_shared_memory() {
     let root = TestFolder::new("cluster-node-shm-line");
     let description = line_description(&root, 4);
-    let images = root.join("images");
-    let nodes: Vec<_> = (0..4)
-        .map(|node| start_shm_node(&description, node, &images))
-        .collect();
+    let nodes = start_shm_nodes(&description, 4, &root.join("images"));
     let loaded = loaded(&description);
     let socket = nodes[3].ready().socket.clone();
     assert_eq!(socket, Some(loaded.socket_dir.join("node-3.sock")));
@@ -63,14 +62,8 @@ fn a_page_crosses_a_four_node_line_over_shared_memory() {
     std::thread::sleep(Duration::from_millis(200));
     host.send(&request_bytes(4, read, loaded.limits));
     let frame = host.next_frame().expect("the host's link stays");
-    let Message::Ack(ack) = frame.message else {
-        panic!("a host gets acks only");
-    };
-    assert!(
-        matches!(ack.status, Status::Unreachable { device: 3, .. }),
-        "{}",
-        status_words(&ack.status)
-    );
+    let ack = ack_of(frame);
+    assert_unreachable(&ack, 3);
     drop(host);
     for node in first {
         node.stopper().stop();
@@ -106,15 +99,8 @@ fn a_neighbour_that_ends_mid_traffic_fails_its_requests_unreachable() {
     let mut acks = BTreeMap::new();
     while (acks.len() as u64) < REQUESTS {
         let frame = host.next_frame().expect("the node keeps the host's link");
-        let Message::Ack(ack) = frame.message else {
-            panic!("a host gets acks only");
-        };
-        assert!(
-            matches!(ack.status, Status::Unreachable { device: 1, .. }),
-            "tag {}: {}",
-            ack.tag,
-            status_words(&ack.status)
-        );
+        let ack = ack_of(frame);
+        assert_unreachable(&ack, 1);
         assert!(acks.insert(ack.tag, ()).is_none(), "one ack per tag");
     }
     drop(host);
@@ -126,29 +112,13 @@ fn a_neighbour_that_ends_mid_traffic_fails_its_requests_unreachable() {
 #[test]
 fn the_one_shot_host_and_a_session_run_over_shared_memory() {
     use flashpipe_cluster_host::session::{HostSession, SessionOptions};
-    use flashpipe_cluster_node::host::one_request;
     use flashpipe_flash::FlashRequest;
 
     const READS: u64 = 48;
     let root = TestFolder::new("cluster-node-shm-hosts");
     let description = line_description(&root, 2);
-    let images = root.join("images");
-    let nodes: Vec<_> = (0..2)
-        .map(|node| start_shm_node(&description, node, &images))
-        .collect();
-    let read = FlashCommand::ReadPage {
-        address: address(1, 2, 0),
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let reply = loop {
-        let reply = one_request(&description, 0, read.clone()).unwrap();
-        match reply.ack.status {
-            Status::Unreachable { .. } if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            _ => break reply,
-        }
-    };
+    let nodes = start_shm_nodes(&description, 2, &root.join("images"));
+    let reply = reply_until_linked(&description, read_page(1, 2));
     assert!(
         matches!(reply.ack.status, Status::Flash(AckStatus::Ok { .. })),
         "{}",

@@ -560,3 +560,44 @@ fn preset_config(node: &NodeDescription) -> Result<FlashConfig, DescriptionError
 #[cfg(test)]
 #[path = "description_tests.rs"]
 mod tests;
+
+/// The text of a TCP line of nodes: node `n` listening on loopback port `ports[n]`, preset
+/// `preset`, image `{image_prefix}{n}.img`, linked to node `n + 1`; host `h` on node
+/// `attachments[h]`, owning blocks `h * per_host .. (h + 1) * per_host` of every device.
+/// The campaigns and the tests describe their clusters with it.
+pub fn line_text(
+    ports: &[u16],
+    preset: &str,
+    image_prefix: &str,
+    attachments: &[u32],
+    per_host: u32,
+) -> String {
+    let nodes = ports.len();
+    let mut text = String::from("version = 1\n");
+    for (node, port) in ports.iter().enumerate() {
+        let links = if node + 1 < nodes {
+            format!("[{}]", node + 1)
+        } else {
+            "[]".to_string()
+        };
+        text.push_str(&format!(
+            "[[node]]\nid = {node}\naddress = \"127.0.0.1:{port}\"\npreset = \"{preset}\"\nimage = \"{image_prefix}{node}.img\"\nlinks = {links}\n"
+        ));
+    }
+    for (host, node) in attachments.iter().enumerate() {
+        let start = host as u32 * per_host;
+        let shares: Vec<String> = (0..nodes)
+            .map(|device| {
+                format!(
+                    "{{ device = {device}, start = {start}, end = {} }}",
+                    start + per_host
+                )
+            })
+            .collect();
+        text.push_str(&format!(
+            "[[host]]\nid = {host}\nnode = {node}\nshares = [{}]\n",
+            shares.join(", ")
+        ));
+    }
+    text
+}

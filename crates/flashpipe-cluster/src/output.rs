@@ -21,6 +21,80 @@ pub fn input_of(port: Port) -> usize {
     }
 }
 
+/// The input index of the node's own device port.
+pub const DEVICE_INPUT: usize = 1;
+
+/// The port at input `index`: the inverse of [`input_of`].
+pub fn port_of(index: usize) -> Port {
+    match index {
+        0 => Port::Host,
+        DEVICE_INPUT => Port::Device,
+        link => Port::Link(link - 2),
+    }
+}
+
+/// A node's outputs on their way to the stages, as the node process and the simulated
+/// node both hold them: per input, the outputs of its frames that did not fit their stage
+/// yet, in order. Each node says how it queues one output; pushing and flushing, which
+/// keep every input's outputs in order, are written here once.
+pub trait LeftoverOutputs {
+    /// The outputs of frames from `input` still waiting for room on their stage, in order
+    /// (`None` past the node's last input).
+    fn leftovers(&mut self, input: usize) -> Option<&mut VecDeque<Output>>;
+
+    /// The stage of `port` while the port is attached; `None` drops what is sent there.
+    fn attached_stage(&mut self, port: Port) -> Option<&mut OutputStage>;
+
+    /// Queues `output` on its port's stage (or drops it where the port is not attached),
+    /// or hands it back when the stage is full.
+    fn deliver(&mut self, output: Output) -> Result<(), Box<Output>> {
+        match self.attached_stage(output.port) {
+            Some(stage) => stage.push_output(output),
+            None => Ok(()),
+        }
+    }
+
+    /// Queues each output behind the leftovers of the input it came from; one that does
+    /// not fit waits among them.
+    fn push_outputs(&mut self, outputs: Vec<Output>) {
+        for output in outputs {
+            let input = input_of(output.from);
+            let waiting = self
+                .leftovers(input)
+                .expect("an output from an input of the node");
+            if !waiting.is_empty() {
+                waiting.push_back(output);
+                continue;
+            }
+            if let Err(output) = self.deliver(output) {
+                self.leftovers(input)
+                    .expect("the same input")
+                    .push_back(*output);
+            }
+        }
+    }
+
+    /// Moves leftovers onto their stages, each input's in order, until a stage is full;
+    /// whether any moved.
+    fn flush_leftovers(&mut self) -> bool {
+        let mut moved = false;
+        let mut input = 0;
+        while self.leftovers(input).is_some() {
+            while let Some(output) = self.leftovers(input).and_then(VecDeque::pop_front) {
+                if let Err(output) = self.deliver(output) {
+                    self.leftovers(input)
+                        .expect("the same input")
+                        .push_front(*output);
+                    break;
+                }
+                moved = true;
+            }
+            input += 1;
+        }
+        moved
+    }
+}
+
 /// Why a frame was not queued (the frame is handed back; nothing changed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OutputError {
@@ -54,6 +128,19 @@ pub struct OutputStage {
 }
 
 impl OutputStage {
+    /// A fresh stage for `port` of a node with `inputs` inputs, holding `queue_limit`
+    /// frames per queue: a link's stage holds `link_window` tokens per channel, the host's
+    /// and the device's none.
+    pub fn for_port(
+        port: Port,
+        inputs: usize,
+        queue_limit: usize,
+        link_window: u32,
+    ) -> OutputStage {
+        let window = matches!(port, Port::Link(_)).then_some(link_window);
+        OutputStage::new(inputs, queue_limit, window)
+    }
+
     /// A stage for `inputs` input ports, holding `queue_limit` frames per channel and input;
     /// `window` tokens per channel on a link (`None` on the host and device ports, which
     /// need no end-to-end flow control).
@@ -189,16 +276,13 @@ mod tests {
     use flashpipe_flash::{AckStatus, CommandKind, FlashAddress, FlashCommand, FlashRequest};
 
     fn ack(tag: u64) -> Frame {
-        Frame {
-            hops: 0,
-            message: Message::Ack(WireAck {
-                tag,
-                host: 0,
-                kind: CommandKind::Erase,
-                status: Status::Flash(AckStatus::CLEAN),
-                payload: None,
-            }),
-        }
+        Frame::from(WireAck {
+            tag,
+            host: 0,
+            kind: CommandKind::Erase,
+            status: Status::Flash(AckStatus::CLEAN),
+            payload: None,
+        })
     }
 
     fn write(tag: u64) -> Frame {
@@ -209,18 +293,15 @@ mod tests {
             block: 0,
             page: 0,
         };
-        Frame {
-            hops: 0,
-            message: Message::Request(FlashRequest {
-                tag,
-                host: 0,
-                command: FlashCommand::WritePage {
-                    address,
-                    data: vec![],
-                    spare: vec![],
-                },
-            }),
-        }
+        Frame::from(FlashRequest {
+            tag,
+            host: 0,
+            command: FlashCommand::WritePage {
+                address,
+                data: vec![],
+                spare: vec![],
+            },
+        })
     }
 
     fn tag_of(frame: Frame) -> u64 {

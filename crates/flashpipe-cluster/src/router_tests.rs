@@ -29,16 +29,13 @@ fn address(device: u32, block: u32) -> FlashAddress {
 }
 
 fn read(tag: u64, host: u32, device: u32) -> Frame {
-    Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
-            tag,
-            host,
-            command: FlashCommand::ReadPage {
-                address: address(device, 0),
-            },
-        }),
-    }
+    Frame::from(FlashRequest {
+        tag,
+        host,
+        command: FlashCommand::ReadPage {
+            address: address(device, 0),
+        },
+    })
 }
 
 fn ack_for(output: &Output) -> Frame {
@@ -110,18 +107,18 @@ fn requests_cross_links_with_hops_counted() {
     );
 }
 
+/// Checks that the host's `request` is held, nothing sent: `why`.
+fn check_held(router: &mut Router, request: Frame, why: &str) {
+    let sent = router.receive(Port::Host, request).unwrap();
+    assert!(sent.is_empty(), "held ({why}), yet sent {sent:?}");
+}
+
 #[test]
 fn a_full_free_queue_holds_then_answers_busy() {
     let mut router = Router::new(config(1)).unwrap();
     let first = router.receive(Port::Host, read(1, 0, 1)).unwrap();
     router.receive(Port::Host, read(2, 0, 1)).unwrap();
-    assert!(
-        router
-            .receive(Port::Host, read(3, 0, 1))
-            .unwrap()
-            .is_empty(),
-        "held"
-    );
+    check_held(&mut router, read(3, 0, 1), "the free queue holds it");
     assert_eq!(router.held(), 1);
     let busy = router.receive(Port::Host, read(4, 0, 1)).unwrap();
     assert_eq!(ack_of(&busy[0]).status, Status::Busy { queue_limit: 1 });
@@ -142,15 +139,14 @@ fn programs_outside_the_share_are_refused_before_the_device() {
     let mut config = config(1);
     config.shares = Some(Shares::new(1, 100, [(0, BlockRange { start: 0, end: 10 })]).unwrap());
     let mut router = Router::new(config).unwrap();
-    let erase = |host, block| Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
+    let erase = |host, block| {
+        Frame::from(FlashRequest {
             tag: 5,
             host,
             command: FlashCommand::EraseBlock {
                 address: address(1, block),
             },
-        }),
+        })
     };
     let refused = router.receive(Port::Host, erase(1, 3)).unwrap();
     assert_eq!(refused[0].port, Port::Host);
@@ -324,13 +320,7 @@ fn a_request_waiting_for_its_output_does_not_block_another_output() {
     .unwrap();
     router.receive(Port::Host, read(1, 0, 2)).unwrap();
     router.receive(Port::Host, read(2, 0, 2)).unwrap();
-    assert!(
-        router
-            .receive(Port::Host, read(3, 0, 2))
-            .unwrap()
-            .is_empty(),
-        "link 1's tags are all out"
-    );
+    check_held(&mut router, read(3, 0, 2), "link 1's tags are all out");
     let to_device = router.receive(Port::Host, read(4, 0, 1)).unwrap();
     assert_eq!(
         to_device[0].port,

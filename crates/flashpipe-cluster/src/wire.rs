@@ -137,15 +137,32 @@ impl Frame {
             data,
             spare: ack.spare.unwrap_or_default(),
         });
+        Frame::from(WireAck {
+            tag: ack.tag,
+            host: ack.host,
+            kind: ack.kind,
+            status: Status::Flash(ack.status),
+            payload,
+        })
+    }
+}
+
+impl From<FlashRequest> for Frame {
+    /// A request as it leaves its host: no hop made yet.
+    fn from(request: FlashRequest) -> Frame {
         Frame {
             hops: 0,
-            message: Message::Ack(WireAck {
-                tag: ack.tag,
-                host: ack.host,
-                kind: ack.kind,
-                status: Status::Flash(ack.status),
-                payload,
-            }),
+            message: Message::Request(request),
+        }
+    }
+}
+
+impl From<WireAck> for Frame {
+    /// An ack as it leaves its device: no hop made yet.
+    fn from(ack: WireAck) -> Frame {
+        Frame {
+            hops: 0,
+            message: Message::Ack(ack),
         }
     }
 }

@@ -192,67 +192,55 @@ fn every_status_round_trips() {
 
 #[test]
 fn encode_refuses_what_the_wire_cannot_carry() {
-    let too_long = Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
-            tag: 1,
-            host: 0,
-            command: FlashCommand::WritePage {
-                address: address(),
-                data: vec![0; 17],
-                spare: vec![],
-            },
-        }),
-    };
+    let too_long = Frame::from(FlashRequest {
+        tag: 1,
+        host: 0,
+        command: FlashCommand::WritePage {
+            address: address(),
+            data: vec![0; 17],
+            spare: vec![],
+        },
+    });
     assert!(matches!(
         encode(&too_long, LIMITS),
         Err(EncodeError::TooLong { field: "data", .. })
     ));
-    let payload_on_write = Frame {
-        hops: 0,
-        message: Message::Ack(WireAck {
-            tag: 1,
-            host: 0,
-            kind: CommandKind::Write,
-            status: Status::Flash(AckStatus::CLEAN),
-            payload: Some(PagePayload {
-                data: vec![],
-                spare: vec![],
-            }),
+    let payload_on_write = Frame::from(WireAck {
+        tag: 1,
+        host: 0,
+        kind: CommandKind::Write,
+        status: Status::Flash(AckStatus::CLEAN),
+        payload: Some(PagePayload {
+            data: vec![],
+            spare: vec![],
         }),
-    };
+    });
     assert_eq!(
         encode(&payload_on_write, LIMITS),
         Err(EncodeError::PayloadOnNonRead)
     );
-    let copy_back = Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
-            tag: 1,
-            host: 0,
-            command: FlashCommand::CopyBack {
-                from: address(),
-                to: address(),
-                spare: vec![],
-            },
-        }),
-    };
+    let copy_back = Frame::from(FlashRequest {
+        tag: 1,
+        host: 0,
+        command: FlashCommand::CopyBack {
+            from: address(),
+            to: address(),
+            spare: vec![],
+        },
+    });
     assert_eq!(
         encode(&copy_back, LIMITS),
         Err(EncodeError::CopyBackNotCarried)
     );
-    let copy_back_refused = Frame {
-        hops: 0,
-        message: Message::Ack(WireAck {
-            tag: 1,
-            host: 0,
-            kind: CommandKind::Write,
-            status: Status::Flash(AckStatus::RuleViolation(RuleViolation::CopyBackRefused {
-                refusal: flashpipe_flash::CopyBackRefusal::Unsupported,
-            })),
-            payload: None,
-        }),
-    };
+    let copy_back_refused = Frame::from(WireAck {
+        tag: 1,
+        host: 0,
+        kind: CommandKind::Write,
+        status: Status::Flash(AckStatus::RuleViolation(RuleViolation::CopyBackRefused {
+            refusal: flashpipe_flash::CopyBackRefusal::Unsupported,
+        })),
+        payload: None,
+    });
     assert_eq!(
         encode(&copy_back_refused, LIMITS),
         Err(EncodeError::CopyBackNotCarried)

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use flashpipe_base::random::SplitMix64;
 use flashpipe_cluster::arbiter::RequestCosts;
 use flashpipe_cluster::credits::CreditReceiver;
-use flashpipe_cluster::description::ClusterDescription;
+use flashpipe_cluster::description::{line_text, ClusterDescription};
 use flashpipe_cluster::output::{input_of, OutputStage};
 use flashpipe_cluster::router::{Output, Port, Router};
 use flashpipe_cluster::wire::{
@@ -32,34 +32,9 @@ const LIMITS: WireLimits = WireLimits {
 };
 
 fn description(hosts: u32) -> ClusterDescription {
-    let mut text = String::from("version = 1\n");
-    for node in 0..NODES {
-        let links = if node + 1 < NODES {
-            format!("[{}]", node + 1)
-        } else {
-            "[]".to_string()
-        };
-        text += &format!(
-            "[[node]]\nid = {node}\naddress = \"127.0.0.1:{}\"\npreset = \"minflash\"\nimage = \"n{node}.img\"\nlinks = {links}\n",
-            7400 + node
-        );
-    }
-    let quarter = 4096 / hosts;
-    for host in 0..hosts {
-        let shares: Vec<String> = (0..NODES)
-            .map(|device| {
-                format!(
-                    "{{ device = {device}, start = {}, end = {} }}",
-                    host * quarter,
-                    (host + 1) * quarter
-                )
-            })
-            .collect();
-        text += &format!(
-            "[[host]]\nid = {host}\nnode = {host}\nshares = [{}]\n",
-            shares.join(", ")
-        );
-    }
+    let ports: Vec<u16> = (0..NODES).map(|node| 7400 + node as u16).collect();
+    let attachments: Vec<u32> = (0..hosts).collect();
+    let text = line_text(&ports, "minflash", "n", &attachments, 4096 / hosts);
     ClusterDescription::from_toml(&text).unwrap()
 }
 
@@ -209,16 +184,13 @@ impl World {
             FlashCommand::EraseBlock { .. } => (None, flashpipe_flash::CommandKind::Erase),
             FlashCommand::CopyBack { .. } => unreachable!("the wire does not carry copy-back"),
         };
-        Frame {
-            hops: 0,
-            message: Message::Ack(WireAck {
-                tag: request.tag,
-                host: request.host,
-                kind,
-                status: Status::Flash(AckStatus::CLEAN),
-                payload,
-            }),
-        }
+        Frame::from(WireAck {
+            tag: request.tag,
+            host: request.host,
+            kind,
+            status: Status::Flash(AckStatus::CLEAN),
+            payload,
+        })
     }
 
     fn link_down(&mut self, left: u32) {

@@ -74,22 +74,24 @@ fn attributes_are_kept_set_cleared_and_refused() {
         (changed.mode, changed.owner, changed.modified_wall_ns),
         (Some(0), Some(owner), None)
     );
-    let refused = set(
-        &mut client,
-        "a",
-        AttributeChange::Set(0o100644),
-        AttributeChange::Clear,
-        AttributeChange::Keep,
-    );
-    assert_eq!(refused, Err(ErrorCode::BadAttributes));
-    let missing = set(
-        &mut client,
-        "b",
-        AttributeChange::Set(0o644),
-        AttributeChange::Keep,
-        AttributeChange::Keep,
-    );
-    assert_eq!(missing, Err(ErrorCode::NotFound));
+    for (name, mode, owner, refusal) in [
+        (
+            "a",
+            0o100644,
+            AttributeChange::Clear,
+            ErrorCode::BadAttributes,
+        ),
+        ("b", 0o644, AttributeChange::Keep, ErrorCode::NotFound),
+    ] {
+        let refused = set(
+            &mut client,
+            name,
+            AttributeChange::Set(mode),
+            owner,
+            AttributeChange::Keep,
+        );
+        assert_eq!(refused, Err(refusal), "{name}");
+    }
     assert_eq!(stat(&mut client, "a"), changed);
     client.call(Command::Flush).unwrap();
     drop(client);

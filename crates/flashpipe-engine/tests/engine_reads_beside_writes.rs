@@ -27,7 +27,8 @@ use flashpipe_testkit::seeds::run_seeds;
 mod common;
 
 use common::{
-    apply, bytes_for, check_after_remount, format, new_world, BLOCK_BYTES, MAX_READ_BYTES,
+    apply, bytes_for, check_after_remount, format, new_world, run_and_collect, write_test_config,
+    BLOCK_BYTES,
 };
 
 const FILE_NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
@@ -38,14 +39,7 @@ const CLIENT_COUNT: usize = 4;
 const READ_FILES_MOST_NAMES: u64 = 3;
 
 fn engine_config(write_path: WritePath) -> EngineConfig {
-    EngineConfig {
-        command_queue_capacity: 256,
-        read_buffer_count: 64,
-        max_read_bytes: MAX_READ_BYTES as usize,
-        reads_in_flight_limit: 8,
-        write_path,
-        ..EngineConfig::default()
-    }
+    write_test_config(write_path, 256, 64)
 }
 
 /// A random write inside the largest file size: whole aligned blocks half of the time,
@@ -164,13 +158,7 @@ fn model_seed(seed: u64, write_path: WritePath) {
         if round % 3 == 2 {
             clients[0].try_submit(Command::Flush).expect("submit flush");
         }
-        engine.run_until_idle().expect("engine");
-        let mut replies = HashMap::new();
-        for (index, client) in clients.iter_mut().enumerate() {
-            while let Some((ticket, result)) = client.try_next_completion() {
-                replies.insert((index, ticket), result);
-            }
-        }
+        let mut replies = run_and_collect(&mut engine, &mut clients);
         for (number, (client, ticket, expected)) in submitted.into_iter().enumerate() {
             let reply = replies
                 .remove(&(client, ticket))

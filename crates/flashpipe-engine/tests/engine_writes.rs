@@ -34,21 +34,15 @@ use flashpipe_testkit::seeds::run_seeds;
 mod common;
 
 use common::{
-    apply, bytes_for, check_after_remount, format, new_world, BLOCK_BYTES, MAX_READ_BYTES,
+    apply, bytes_for, check_after_remount, format, new_world, run_and_collect, write_test_config,
+    BLOCK_BYTES, MAX_READ_BYTES,
 };
 
 const FILE_NAMES: [&str; 4] = ["a", "b", "c", "d"];
 const LARGEST_FILE_BYTES: u64 = 96 * BLOCK_BYTES;
 
 fn engine_config(write_path: WritePath) -> EngineConfig {
-    EngineConfig {
-        command_queue_capacity: 128,
-        read_buffer_count: 16,
-        max_read_bytes: MAX_READ_BYTES as usize,
-        reads_in_flight_limit: 8,
-        write_path,
-        ..EngineConfig::default()
-    }
+    write_test_config(write_path, 128, 16)
 }
 
 /// A random write inside the largest file size: half of them block-aligned runs of whole
@@ -145,13 +139,7 @@ fn model_seed(seed: u64, write_path: WritePath) {
         if round % 4 == 3 {
             clients[0].try_submit(Command::Flush).expect("submit flush");
         }
-        engine.run_until_idle().expect("engine");
-        let mut replies = BTreeMap::new();
-        for (index, client) in clients.iter_mut().enumerate() {
-            while let Some((ticket, result)) = client.try_next_completion() {
-                replies.insert((index, ticket), result);
-            }
-        }
+        let mut replies = run_and_collect(&mut engine, &mut clients);
         for (client, ticket, address, bytes) in submitted {
             let reply = replies.remove(&(client, ticket));
             let Some(Ok(Reply::Written { buffer })) = reply else {

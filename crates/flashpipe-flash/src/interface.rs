@@ -76,6 +76,20 @@ impl FlashCommand {
         }
     }
 
+    /// Points every address of the command at `device` (a cluster node hands its own
+    /// array, device 0, the requests the network addressed to the node's device id).
+    pub fn set_device(&mut self, device: u32) {
+        match self {
+            FlashCommand::ReadPage { address }
+            | FlashCommand::WritePage { address, .. }
+            | FlashCommand::EraseBlock { address } => address.device = device,
+            FlashCommand::CopyBack { from, to, .. } => {
+                from.device = device;
+                to.device = device;
+            }
+        }
+    }
+
     /// The command's kind.
     pub fn kind(&self) -> CommandKind {
         match self {

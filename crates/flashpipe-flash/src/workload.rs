@@ -101,6 +101,26 @@ pub struct SyntheticJob {
 }
 
 impl SyntheticJob {
+    /// `requests` sequential requests of `request_bytes`, one at a time, from one host to
+    /// one device.
+    pub fn sequential_one_at_a_time(
+        kind: AccessKind,
+        request_bytes: u64,
+        requests: u64,
+        seed: u64,
+    ) -> SyntheticJob {
+        SyntheticJob {
+            pattern: AccessPattern::Sequential,
+            kind,
+            request_bytes,
+            queue_depth: 1,
+            hosts: 1,
+            requests_per_host: requests,
+            devices: 1,
+            seed,
+        }
+    }
+
     /// Checks every option against its limit for an array of `config`.
     pub fn check(&self, config: &FlashConfig) -> Result<(), JobError> {
         let refuse = |field: &'static str, value: u64, limit: String| JobError {

@@ -4,40 +4,15 @@
 
 mod common;
 
-use common::{acks_of, config_of, page_of, small_config};
+use common::{address, array_of, config_of, only_ack, page_of, small_config};
 use flashpipe_flash::{
     Ack, AckStatus, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions,
     FlashRequest, RuleViolation, StorageMode, StripedFlashDevice,
 };
 
-fn array_with(config: FlashConfig, storage: StorageMode, seed: u64) -> FlashArray {
-    FlashArray::new(
-        config,
-        FlashOptions {
-            seed,
-            storage,
-            host_queue_depth: 64,
-            ..FlashOptions::default()
-        },
-    )
-    .unwrap()
-}
-
-fn address(bus: u32, chip: u32, block: u32, page: u32) -> FlashAddress {
-    FlashAddress {
-        device: 0,
-        bus,
-        chip,
-        block,
-        page,
-    }
-}
-
 /// Submits one command and runs it to its ack.
 fn run(array: &mut FlashArray, command: FlashCommand) -> Ack {
-    let mut acks = acks_of(array, 7, command);
-    assert_eq!(acks.len(), 1);
-    acks.pop().unwrap()
+    only_ack(array, 7, command)
 }
 
 fn write(array: &mut FlashArray, at: FlashAddress, byte: u8) -> AckStatus {
@@ -69,7 +44,7 @@ fn submit_read(array: &mut FlashArray, tag: u64, at: FlashAddress) {
 
 #[test]
 fn each_rule_violation_is_acknowledged_as_such() {
-    let mut array = array_with(small_config(), StorageMode::Memory, 1);
+    let mut array = array_of(small_config(), StorageMode::Memory, 1);
     assert!(write(&mut array, address(0, 0, 1, 0), 1).is_ok());
     let cases: Vec<(FlashCommand, RuleViolation)> = vec![
         (
@@ -148,7 +123,7 @@ fn each_rule_violation_is_acknowledged_as_such() {
 
 #[test]
 fn erase_allows_rewriting_and_counts_cycles() {
-    let mut array = array_with(small_config(), StorageMode::Memory, 2);
+    let mut array = array_of(small_config(), StorageMode::Memory, 2);
     let at = address(1, 1, 2, 0);
     assert!(write(&mut array, at, 5).is_ok());
     assert_eq!(read(&mut array, at).data.unwrap(), page_of(5));
@@ -172,7 +147,7 @@ fn worn_blocks_get_corrected_errors_and_eventually_uncorrectable_reads() {
     let mut config = small_config();
     config.reliability.base_rber = 2.0e-4;
     config.reliability.wear_rber_at_rated = 1.0e-3;
-    let mut array = array_with(config, StorageMode::Memory, 3);
+    let mut array = array_of(config, StorageMode::Memory, 3);
     let at = address(0, 1, 3, 0);
     assert!(write(&mut array, at, 9).is_ok());
     let mut corrected_total = 0;
@@ -198,7 +173,7 @@ fn worn_blocks_get_corrected_errors_and_eventually_uncorrectable_reads() {
 fn factory_bad_blocks_are_marked_in_the_spare_area_and_refuse_programs() {
     let mut config = small_config();
     config.reliability.factory_bad_block_fraction = 0.5;
-    let mut array = array_with(config, StorageMode::Memory, 4);
+    let mut array = array_of(config, StorageMode::Memory, 4);
     let bad = (1..8)
         .map(|block| address(0, 0, block, 0))
         .find(|&at| array.is_factory_bad(at))
@@ -219,7 +194,7 @@ fn factory_bad_blocks_are_marked_in_the_spare_area_and_refuse_programs() {
 fn blocks_grow_bad_with_wear() {
     let mut config = small_config();
     config.reliability.grown_bad_probability_at_rated = 1.0;
-    let mut array = array_with(config, StorageMode::Memory, 5);
+    let mut array = array_of(config, StorageMode::Memory, 5);
     let at = address(1, 0, 4, 0);
     array.set_block_pe_cycles(at, 200_000);
     assert_eq!(
@@ -241,7 +216,7 @@ fn check_read_period(cache_read: bool, command_ns: u64, array_read_ns: u64, tran
     timing.command_address_ns = command_ns;
     timing.array_read_ns = array_read_ns;
     timing.page_transfer_ns = transfer_ns;
-    let mut array = array_with(config, StorageMode::TimingOnly, 6);
+    let mut array = array_of(config, StorageMode::TimingOnly, 6);
     for page in 0..8 {
         submit_read(&mut array, page, address(0, 0, 0, page as u32));
     }
@@ -283,7 +258,7 @@ fn command_bursts_go_before_data_transfers() {
     timing.command_address_ns = 1_000;
     timing.array_read_ns = 10_000;
     timing.page_transfer_ns = 50_000;
-    let mut array = array_with(config, StorageMode::TimingOnly, 7);
+    let mut array = array_of(config, StorageMode::TimingOnly, 7);
     let submit = |array: &mut FlashArray, tag: u64, chip: u32, page: u32| {
         submit_read(array, tag, address(0, chip, 0, page));
     };
@@ -308,7 +283,7 @@ fn older_requests_win_the_bus() {
     timing.command_address_ns = 1_000;
     timing.array_read_ns = 10_000;
     timing.page_transfer_ns = 50_000;
-    let mut array = array_with(config, StorageMode::TimingOnly, 8);
+    let mut array = array_of(config, StorageMode::TimingOnly, 8);
     for (tag, chip, page, at_ns) in [(1, 0, 0, 0), (2, 1, 0, 2_000), (3, 0, 1, 3_000)] {
         array.run_until(at_ns);
         submit_read(&mut array, tag, address(0, chip, 0, page));
@@ -325,7 +300,7 @@ fn random_reads_fingerprint(seed: u64) -> Vec<(u64, u64, String)> {
     let mut config = FlashConfig::preset("minflash").unwrap();
     config.geometry.blocks_per_plane = 16;
     config.reliability.base_rber = 1.0e-5;
-    let mut array = array_with(config, StorageMode::Memory, seed);
+    let mut array = array_of(config, StorageMode::Memory, seed);
     let mut acks = Vec::new();
     let data = vec![0x5A; 8192];
     for tag in 0..64u64 {
@@ -376,7 +351,7 @@ fn file_storage_survives_reopen() {
     let path = directory.join("array.img");
     let at = address(1, 0, 2, 0);
     {
-        let mut array = array_with(small_config(), StorageMode::File(path.clone()), 9);
+        let mut array = array_of(small_config(), StorageMode::File(path.clone()), 9);
         assert!(run(&mut array, FlashCommand::EraseBlock { address: at })
             .status
             .is_ok());
@@ -474,7 +449,7 @@ fn striped_block_device_passes_the_conformance_suite() {
     flashpipe_device::conformance::check_all(&mut |queue_depth| {
         let mut config = small_config();
         config.timing.controller_queue_depth = 16;
-        let array = array_with(config, StorageMode::Memory, 10);
+        let array = array_of(config, StorageMode::Memory, 10);
         Box::new(StripedFlashDevice::new(array, "flash0", queue_depth).unwrap())
     });
 }
@@ -492,7 +467,7 @@ fn striped_block_device_data_survives_flush_and_reopen() {
     let path = directory.join("array.img");
     let pattern: Vec<u8> = (0..3 * 4096).map(|index| (index % 251) as u8).collect();
     {
-        let array = array_with(small_config(), StorageMode::File(path.clone()), 12);
+        let array = array_of(small_config(), StorageMode::File(path.clone()), 12);
         let mut device = StripedFlashDevice::new(array, "flash0", 4).unwrap();
         run_one(&mut device, write(5, &pattern))
             .unwrap()

@@ -5,41 +5,23 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{acks_of, config_of, page_of, small_config};
+use common::{array_of, config_of, only_ack, page_of, scratch, small_config};
 use flashpipe_flash::{
     Ack, AckStatus, CommandKind, CopyBackRefusal, FlashAddress, FlashArray, FlashCommand,
-    FlashConfig, FlashOptions, RuleViolation, StorageMode,
+    FlashConfig, RuleViolation, StorageMode,
 };
 
 fn array_with(config: FlashConfig, storage: StorageMode) -> FlashArray {
-    FlashArray::new(
-        config,
-        FlashOptions {
-            seed: 3,
-            storage,
-            host_queue_depth: 64,
-            ..FlashOptions::default()
-        },
-    )
-    .unwrap()
+    array_of(config, storage, 3)
 }
 
+/// Page `page` of `block` on chip `chip` of bus 1.
 fn address(chip: u32, block: u32, page: u32) -> FlashAddress {
-    FlashAddress {
-        device: 0,
-        bus: 1,
-        chip,
-        block,
-        page,
-    }
+    common::address(1, chip, block, page)
 }
 
 fn run(array: &mut FlashArray, command: FlashCommand) -> Ack {
-    let mut acks = acks_of(array, 9, command);
-    assert_eq!(acks.len(), 1);
-    acks.pop().unwrap()
+    only_ack(array, 9, command)
 }
 
 fn write(array: &mut FlashArray, at: FlashAddress, byte: u8) {
@@ -203,10 +185,7 @@ fn a_copy_back_moves_the_data_with_the_new_spare() {
 
 #[test]
 fn a_file_backed_copy_back_survives_a_death_through_the_journal() {
-    let directory: PathBuf =
-        std::env::temp_dir().join(format!("flashpipe-flash-copy-back-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
+    let directory = scratch("copy-back");
     let path = directory.join("array.img");
     let mut array = array_with(small_config(), StorageMode::File(path.clone()));
     write(&mut array, address(0, 1, 0), 0x41);

@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::{acks_of, page_of, small_config, with_suffix};
+use common::{acks_of, page_of, scratch, small_config, with_suffix};
 use flashpipe_flash::{
     AckStatus, FlashAddress, FlashArray, FlashCommand, FlashError, FlashOptions, FlashRequest,
     StorageMode,
@@ -25,16 +25,6 @@ fn new_file_array(path: &Path) -> FlashArray {
         },
     )
     .unwrap()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "flashpipe-flash-journal-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
 }
 
 fn address(block: u32, page: u32) -> FlashAddress {
@@ -76,7 +66,7 @@ fn read_data(array: &mut FlashArray, at: FlashAddress) -> Vec<u8> {
 /// the reopened array has the new pages, not the synced table over the new bytes.
 #[test]
 fn programs_and_erases_after_the_last_sync_survive_a_death() {
-    let directory = scratch("death");
+    let directory = scratch("journal-death");
     let path = directory.join("array.img");
     let mut array = new_file_array(&path);
     erase(&mut array, address(2, 0));
@@ -113,7 +103,7 @@ fn snapshot(from: &Path, to: &Path) {
 /// one of them is in the journal.
 #[test]
 fn held_program_records_are_written_before_acks_leave() {
-    let directory = scratch("held");
+    let directory = scratch("journal-held");
     let path = directory.join("array.img");
     let mut array = new_file_array(&path);
     let blocks = [1u32, 3, 5, 6];
@@ -170,7 +160,7 @@ fn held_program_records_are_written_before_acks_leave() {
 /// records appended after a reopen are found by the next one.
 #[test]
 fn a_torn_last_record_is_ignored() {
-    let directory = scratch("torn");
+    let directory = scratch("journal-torn");
     let path = directory.join("array.img");
     let journal = with_suffix(&path, ".journal");
     let mut array = new_file_array(&path);
@@ -200,7 +190,7 @@ fn a_torn_last_record_is_ignored() {
 /// A version 1 `.meta` (no generation, no checksum) opens and is rewritten as version 2.
 #[test]
 fn a_version_1_meta_is_upgraded() {
-    let directory = scratch("upgrade");
+    let directory = scratch("journal-upgrade");
     let path = directory.join("array.img");
     let mut array = new_file_array(&path);
     erase(&mut array, address(1, 0));
@@ -224,7 +214,7 @@ fn a_version_1_meta_is_upgraded() {
 /// sync is refused, and the three files keep every byte.
 #[test]
 fn a_read_only_open_writes_nothing() {
-    let directory = scratch("read-only");
+    let directory = scratch("journal-read-only");
     let path = directory.join("array.img");
     let mut array = new_file_array(&path);
     array.sync().unwrap();

@@ -5,41 +5,23 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{acks_of, page_of, small_config};
+use common::{array_of, only_ack, page_of, scratch, small_config};
 use flashpipe_flash::pool::PAGE_POOL_LIMIT;
-use flashpipe_flash::{Ack, FlashAddress, FlashArray, FlashCommand, FlashOptions, StorageMode};
+use flashpipe_flash::{Ack, FlashAddress, FlashArray, FlashCommand, StorageMode};
 
 const PAGES_PER_BLOCK: u32 = 8;
 
 fn array_with(storage: StorageMode) -> FlashArray {
-    FlashArray::new(
-        small_config(),
-        FlashOptions {
-            seed: 11,
-            storage,
-            host_queue_depth: 64,
-            ..FlashOptions::default()
-        },
-    )
-    .unwrap()
+    array_of(small_config(), storage, 11)
 }
 
+/// Page `page` of `block` on the first chip.
 fn address(block: u32, page: u32) -> FlashAddress {
-    FlashAddress {
-        device: 0,
-        bus: 0,
-        chip: 0,
-        block,
-        page,
-    }
+    common::address(0, 0, block, page)
 }
 
 fn run(array: &mut FlashArray, command: FlashCommand) -> Ack {
-    let mut acks = acks_of(array, 3, command);
-    assert_eq!(acks.len(), 1);
-    acks.pop().unwrap()
+    only_ack(array, 3, command)
 }
 
 /// Programs `page` of `block` with `byte`'s test page, built in a buffer from the pool.
@@ -136,10 +118,7 @@ fn reused_buffers_never_leak_old_bytes_in_memory() {
 
 #[test]
 fn reused_buffers_never_leak_old_bytes_in_an_image() {
-    let directory: PathBuf =
-        std::env::temp_dir().join(format!("flashpipe-flash-pool-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
+    let directory = scratch("pool");
     let mut array = array_with(StorageMode::File(directory.join("image")));
     reused_buffers_never_leak(&mut array);
     assert!(

@@ -168,16 +168,7 @@ fn one_package_bandwidth_matches_the_closed_form() {
         (AccessKind::Write, 300_000.0),
     ] {
         let mut array = timing_array(config.clone());
-        let job = SyntheticJob {
-            pattern: AccessPattern::Sequential,
-            kind,
-            request_bytes: 512 * 512,
-            queue_depth: 1,
-            hosts: 1,
-            requests_per_host: 4,
-            devices: 1,
-            seed: 1,
-        };
+        let job = SyntheticJob::sequential_one_at_a_time(kind, 512 * 512, 4, 1);
         let report = workload::run_job(&mut array, &job);
         assert_eq!(report.page_operations, 4 * 64);
         assert_eq!(report.failed_page_operations, 0);

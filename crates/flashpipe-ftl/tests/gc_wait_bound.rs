@@ -27,14 +27,7 @@ fn next_page(workload: Workload, generator: &mut SplitMix64, pages: u64) -> u64 
         Workload::HotCold {
             hot_share,
             hot_fraction,
-        } => {
-            let hot_pages = ((pages as f64 * hot_fraction) as u64).max(1);
-            if generator.chance(hot_share) {
-                generator.below(hot_pages)
-            } else {
-                hot_pages + generator.below(pages - hot_pages)
-            }
-        }
+        } => generator.hot_cold_below(pages, hot_share, hot_fraction),
     }
 }
 

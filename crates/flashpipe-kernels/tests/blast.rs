@@ -12,6 +12,7 @@ use common::{run_all_ways, run_once};
 use flashpipe_base::random::SplitMix64;
 use flashpipe_kernels::driver::DrivePlan;
 use flashpipe_kernels::registry::build_kernel;
+use flashpipe_testkit::tools::{blastn_tabular, make_blast_db};
 
 fn random_bases(random: &mut SplitMix64, length: usize) -> Vec<u8> {
     (0..length)
@@ -284,45 +285,9 @@ fn recall_against_ncbi_blastn_on_biomarks() {
     }
     std::fs::write(folder.join("queries.fa"), &queries).expect("queries");
     std::fs::write(folder.join("db.fa"), &database).expect("db");
-    let made = Command::new("makeblastdb")
-        .args(["-in", "db.fa", "-dbtype", "nucl", "-out", "db"])
-        .current_dir(&folder)
-        .output()
-        .expect("makeblastdb");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    make_blast_db(&folder);
     for task in ["megablast", "blastn"] {
-        let reference = Command::new("blastn")
-            .args([
-                "-task",
-                task,
-                "-query",
-                "queries.fa",
-                "-db",
-                "db",
-                "-outfmt",
-                "6",
-                "-evalue",
-                "1e-5",
-                "-dust",
-                "no",
-                "-num_threads",
-                "1",
-                "-max_target_seqs",
-                "1000000",
-            ])
-            .current_dir(&folder)
-            .output()
-            .expect("blastn");
-        assert!(
-            reference.status.success(),
-            "{}",
-            String::from_utf8_lossy(&reference.stderr)
-        );
-        let reference = String::from_utf8(reference.stdout).expect("text");
+        let reference = blastn_tabular(&folder, task, 1_000_000);
         let queries_option = format!("queries={}", folder.join("queries.fa").display());
         let kernel = build_kernel(
             "blastn",

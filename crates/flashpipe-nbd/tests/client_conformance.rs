@@ -4,17 +4,16 @@
 
 mod client_support;
 
-use client_support::{have, open, zero_file, Scratch, Server};
+use client_support::{open, zero_file, Scratch, Server};
 use flashpipe_device::conformance;
 use flashpipe_device::{BlockDevice, IoBuf, Request};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
 #[test]
 fn nbdkit_memory_passes_the_conformance_suite() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "conf-nbdkit") else {
         return;
-    }
-    let scratch = Scratch::new("conf-nbdkit");
+    };
     let mut servers = Vec::new();
     let mut serial = 0;
     conformance::check_all(&mut |queue_depth| {
@@ -28,10 +27,9 @@ fn nbdkit_memory_passes_the_conformance_suite() {
 
 #[test]
 fn qemu_nbd_passes_the_conformance_suite() {
-    if !have("qemu-nbd") {
+    let Some(scratch) = Scratch::if_tool("qemu-nbd", "conf-qemu") else {
         return;
-    }
-    let scratch = Scratch::new("conf-qemu");
+    };
     let mut servers = Vec::new();
     let mut serial = 0;
     conformance::check_all(&mut |queue_depth| {
@@ -47,10 +45,9 @@ fn qemu_nbd_passes_the_conformance_suite() {
 
 #[test]
 fn nbdkit_file_passes_the_conformance_suite() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "conf-nbdkit-file") else {
         return;
-    }
-    let scratch = Scratch::new("conf-nbdkit-file");
+    };
     let mut servers = Vec::new();
     let mut serial = 0;
     conformance::check_all(&mut |queue_depth| {
@@ -68,10 +65,9 @@ fn nbdkit_file_passes_the_conformance_suite() {
 /// covers writes answered on the others (the server's `NBD_FLAG_CAN_MULTI_CONN` promise).
 #[test]
 fn four_connections_to_nbdkit_memory_pass_the_conformance_suite() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "conf-multi") else {
         return;
-    }
-    let scratch = Scratch::new("conf-multi");
+    };
     let mut servers = Vec::new();
     let mut serial = 0;
     conformance::check_all(&mut |queue_depth| {
@@ -86,10 +82,9 @@ fn four_connections_to_nbdkit_memory_pass_the_conformance_suite() {
 
 #[test]
 fn several_connections_are_refused_without_multi_conn() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "no-multi") else {
         return;
-    }
-    let scratch = Scratch::new("no-multi");
+    };
     let server = Server::nbdkit(
         &scratch.path,
         "n",
@@ -114,10 +109,9 @@ fn several_connections_are_refused_without_multi_conn() {
 
 #[test]
 fn the_export_is_described_as_the_server_advertises_it() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "describe") else {
         return;
-    }
-    let scratch = Scratch::new("describe");
+    };
     let server = Server::nbdkit_memory(&scratch.path, "d", "1M");
     let device = open(&server.uri(), 8);
     assert_eq!(device.info().block_count, 256);
@@ -129,10 +123,9 @@ fn the_export_is_described_as_the_server_advertises_it() {
 
 #[test]
 fn nbdkit_with_simple_replies_only_passes_the_conformance_suite() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "conf-nosr") else {
         return;
-    }
-    let scratch = Scratch::new("conf-nosr");
+    };
     let mut servers = Vec::new();
     let mut serial = 0;
     conformance::check_all(&mut |queue_depth| {
@@ -153,10 +146,9 @@ fn nbdkit_with_simple_replies_only_passes_the_conformance_suite() {
 /// write and read are cut into 16 NBD requests each and come back whole.
 #[test]
 fn requests_above_the_maximum_payload_are_cut_into_parts() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "parts") else {
         return;
-    }
-    let scratch = Scratch::new("parts");
+    };
     let server = Server::nbdkit(
         &scratch.path,
         "p",

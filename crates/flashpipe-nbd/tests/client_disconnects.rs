@@ -14,13 +14,12 @@
 mod client_support;
 
 use std::io::{Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
-use client_support::{have, zero_file, Scratch, Server};
+use client_support::{have, zero_file, AcceptLoop, Scratch, Server};
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request, SplitMix64};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri, ReconnectDurability};
 
@@ -29,9 +28,7 @@ const BLOCKS: u64 = 2048;
 
 /// A proxy that cuts every connection after a drawn number of bytes.
 struct CuttingProxy {
-    socket: PathBuf,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    accepting: AcceptLoop,
 }
 
 /// Copies `from` to `to` until the shared budget runs out, then cuts the client's side
@@ -96,61 +93,29 @@ impl CuttingProxy {
         seed: u64,
         budget_range: (u64, u64),
     ) -> CuttingProxy {
-        let socket = folder.join("proxy.sock");
-        let listener = UnixListener::bind(&socket).expect("bind the proxy");
-        let stop = Arc::new(AtomicBool::new(false));
-        let generator = Mutex::new(SplitMix64::new(seed));
-        let thread = {
-            let stop = Arc::clone(&stop);
+        let mut generator = SplitMix64::new(seed);
+        let accepting = AcceptLoop::start(folder.join("proxy.sock"), move |client| {
+            let Ok(server) = UnixStream::connect(&upstream) else {
+                return;
+            };
+            let budget = budget_range.0 + generator.below(budget_range.1 - budget_range.0);
+            let fragment_seed = generator.next_u64();
+            let budget = Arc::new(AtomicI64::new(budget as i64));
+            let clone = |stream: &UnixStream| stream.try_clone().unwrap();
+            let ends = || (clone(&client), clone(&server));
+            let (upward, downward) = (
+                (clone(&client), clone(&server)),
+                (clone(&server), clone(&client)),
+            );
+            let (upward_ends, downward_ends) = (ends(), ends());
+            let upward_budget = Arc::clone(&budget);
             std::thread::spawn(move || {
-                for client in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let Ok(client) = client else { continue };
-                    let Ok(server) = UnixStream::connect(&upstream) else {
-                        continue;
-                    };
-                    let (budget, fragment_seed) = {
-                        let mut generator = generator.lock().unwrap();
-                        let budget =
-                            budget_range.0 + generator.below(budget_range.1 - budget_range.0);
-                        (budget, generator.next_u64())
-                    };
-                    let budget = Arc::new(AtomicI64::new(budget as i64));
-                    let clone = |stream: &UnixStream| stream.try_clone().unwrap();
-                    let ends = || (clone(&client), clone(&server));
-                    let (upward, downward) = (
-                        (clone(&client), clone(&server)),
-                        (clone(&server), clone(&client)),
-                    );
-                    let (upward_ends, downward_ends) = (ends(), ends());
-                    let upward_budget = Arc::clone(&budget);
-                    std::thread::spawn(move || {
-                        pump(upward, upward_budget, upward_ends, false, fragment_seed)
-                    });
-                    std::thread::spawn(move || {
-                        pump(downward, budget, downward_ends, true, !fragment_seed)
-                    });
-                    drop((client, server));
-                }
-            })
-        };
-        CuttingProxy {
-            socket,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for CuttingProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = UnixStream::connect(&self.socket);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+                pump(upward, upward_budget, upward_ends, false, fragment_seed)
+            });
+            std::thread::spawn(move || pump(downward, budget, downward_ends, true, !fragment_seed));
+            drop((client, server));
+        });
+        CuttingProxy { accepting }
     }
 }
 
@@ -261,7 +226,7 @@ fn connections_cut_at_random_points_lose_nothing() {
             seed,
             (16 << 10, 768 << 10),
         );
-        let uri = format!("nbd+unix:///?socket={}", proxy.socket.display());
+        let uri = format!("nbd+unix:///?socket={}", proxy.accepting.socket.display());
         let mut config = NbdDeviceConfig::new(NbdUri::parse(&uri).unwrap());
         config.queue_depth = 32;
         config.connections = connections;

@@ -5,12 +5,13 @@
 //! seeded garbage. Every case ends in an error that names the rule or the refusal, and
 //! none in a panic or a hang.
 
+mod client_support;
+
 use std::io::{Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::thread::JoinHandle;
+
+use client_support::AcceptLoop;
 
 use flashpipe_device::{BlockDevice, Completion, IoBuf, Request};
 use flashpipe_nbd::client::{NbdDevice, NbdDeviceConfig, NbdUri};
@@ -20,9 +21,7 @@ type Script = dyn Fn(&mut UnixStream) -> std::io::Result<()> + Send + Sync;
 
 /// A scripted server: every connection runs the script, one after the other.
 struct FakeServer {
-    socket: PathBuf,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    accepting: AcceptLoop,
 }
 
 impl FakeServer {
@@ -30,30 +29,17 @@ impl FakeServer {
         let socket =
             std::env::temp_dir().join(format!("fp-nbd-fake-{}-{name}.sock", std::process::id()));
         let _ = std::fs::remove_file(&socket);
-        let listener = UnixListener::bind(&socket).expect("bind");
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                for stream in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    if let Ok(mut stream) = stream {
-                        let _ = script(&mut stream);
-                    }
-                }
-            })
-        };
-        FakeServer {
-            socket,
-            stop,
-            thread: Some(thread),
-        }
+        let accepting = AcceptLoop::start(socket, move |mut stream| {
+            let _ = script(&mut stream);
+        });
+        FakeServer { accepting }
     }
 
     fn uri(&self) -> String {
-        format!("nbd+unix:///disk?socket={}", self.socket.display())
+        format!(
+            "nbd+unix:///disk?socket={}",
+            self.accepting.socket.display()
+        )
     }
 
     fn open(&self) -> Result<NbdDevice, String> {
@@ -68,17 +54,6 @@ impl FakeServer {
         config.connect_timeout_ms = 2000;
         adjust(&mut config);
         NbdDevice::open(config).map_err(|error| error.to_string())
-    }
-}
-
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = UnixStream::connect(&self.socket);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        let _ = std::fs::remove_file(&self.socket);
     }
 }
 

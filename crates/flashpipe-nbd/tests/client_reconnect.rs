@@ -137,10 +137,9 @@ fn a_killed_server_restarted_in_time_gets_every_unanswered_request_again() {
 
 #[test]
 fn a_server_that_stays_down_fails_every_request_naming_the_member() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "down") else {
         return;
-    }
-    let scratch = Scratch::new("down");
+    };
     let mut server = Server::nbdkit_memory(&scratch.path, "gone", "4M");
     let uri = server.uri();
     let mut device = open_with(&server, ReconnectDurability::default(), 2);

@@ -42,10 +42,9 @@ fn write_files(config: &StoreConfig, store_file: &Path) {
 
 #[test]
 fn a_store_striped_over_four_nbdkit_servers_keeps_its_files() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "striped") else {
         return;
-    }
-    let scratch = Scratch::new("striped");
+    };
     let servers: Vec<Server> = (0..4)
         .map(|index| Server::nbdkit_memory(&scratch.path, &format!("node{index}"), "32M"))
         .collect();
@@ -126,10 +125,9 @@ fn a_store_stripes_over_nbdkit_and_qemu_nbd_together() {
 /// finds it clean (nothing acknowledged and flushed before the kill is lost).
 #[test]
 fn a_member_restarted_after_a_flush_loses_nothing() {
-    if !have("qemu-nbd") {
+    let Some(scratch) = Scratch::if_tool("qemu-nbd", "restarted-member") else {
         return;
-    }
-    let scratch = Scratch::new("restarted-member");
+    };
     let images: Vec<_> = (0..2)
         .map(|index| {
             let image = scratch.path.join(format!("node{index}.img"));
@@ -170,10 +168,9 @@ fn a_member_restarted_after_a_flush_loses_nothing() {
 
 #[test]
 fn a_member_lost_for_good_is_named_in_the_error() {
-    if !have("nbdkit") {
+    let Some(scratch) = Scratch::if_tool("nbdkit", "lost-member") else {
         return;
-    }
-    let scratch = Scratch::new("lost-member");
+    };
     let mut servers: Vec<Server> = (0..2)
         .map(|index| Server::nbdkit_memory(&scratch.path, &format!("node{index}"), "32M"))
         .collect();

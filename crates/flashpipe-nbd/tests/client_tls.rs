@@ -12,7 +12,7 @@ mod client_support;
 mod common;
 mod tls_certificates;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use client_support::{
     check_store, fill_store, have, reap, striped_store_config, zero_file, Scratch, Server,
@@ -29,6 +29,24 @@ const BLOCK: usize = 4096;
 
 fn certificates_or_skip(test: &str) -> Option<Certificates> {
     common::tool_or_skip(test, &["openssl"]).then(make_certificates)
+}
+
+/// For a test of a TLS server `program` over a disk image: the test certificates, a
+/// scratch folder named `label` and an 8 MiB zeroed `disk.img` in it; `None` (skipped,
+/// saying why) without `program` or openssl.
+fn tls_disk_if_tool(
+    program: &str,
+    test: &str,
+    label: &str,
+) -> Option<(Certificates, Scratch, PathBuf)> {
+    if !have(program) {
+        return None;
+    }
+    let certificates = certificates_or_skip(test)?;
+    let scratch = Scratch::new(label);
+    let image = scratch.path.join("disk.img");
+    zero_file(&image, 8 * MIB);
+    Some((certificates, scratch, image))
 }
 
 /// A flashpipe server on loopback TCP with one RAM export `disk`; TLS in `tls` (clients
@@ -284,15 +302,11 @@ fn nbds_unix_uri(server: &Server, folder: &Path) -> String {
 
 #[test]
 fn nbdkit_with_tls_required_serves_the_client_and_a_restart_redoes_tls() {
-    if !have("nbdkit") {
-        return;
-    }
-    let Some(certificates) = certificates_or_skip("client_tls_nbdkit") else {
+    let Some((certificates, scratch, image)) =
+        tls_disk_if_tool("nbdkit", "client_tls_nbdkit", "client-tls")
+    else {
         return;
     };
-    let scratch = Scratch::new("client-tls");
-    let image = scratch.path.join("disk.img");
-    zero_file(&image, 8 * MIB);
     let mut server = nbdkit_tls_file(&certificates, &scratch.path, "tls", &image);
     let folder = certificates.client_folder("client", "ca", Some("client"));
     let uri = nbds_unix_uri(&server, &folder);
@@ -310,15 +324,11 @@ fn nbdkit_with_tls_required_serves_the_client_and_a_restart_redoes_tls() {
 
 #[test]
 fn qemu_nbd_with_x509_credentials_serves_the_client_over_nbds_unix() {
-    if !have("qemu-nbd") {
-        return;
-    }
-    let Some(certificates) = certificates_or_skip("client_tls_qemu_nbd") else {
+    let Some((certificates, scratch, image)) =
+        tls_disk_if_tool("qemu-nbd", "client_tls_qemu_nbd", "client-tls-qemu")
+    else {
         return;
     };
-    let scratch = Scratch::new("client-tls-qemu");
-    let image = scratch.path.join("disk.img");
-    zero_file(&image, 8 * MIB);
     let server_folder = certificates.server_folder("qemu-server");
     let socket = scratch.path.join("qemu.sock");
     // endpoint=server verifies clients by default: the client folder's certificate.

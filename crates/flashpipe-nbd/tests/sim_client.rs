@@ -276,12 +276,19 @@ fn a_member_whose_reconnects_run_out_fails_with_errors_naming_it() {
     assert!(error.contains("nbd+sim://node2/"), "{error}");
 }
 
-#[test]
-fn a_request_lost_with_its_connection_is_reissued_and_reads_back() {
-    let network = SimNetwork::new(11);
+/// A network seeded `seed` with one reliable node, `node0`, and a device configuration
+/// for it that trusts the server with what it acknowledged before a reconnect.
+fn one_trusted_node(seed: u64) -> (SimNetwork, SimNbdDeviceConfig) {
+    let network = SimNetwork::new(seed);
     reliable_node(&network, "node0");
     let mut config = SimNbdDeviceConfig::new(0, 4096);
     config.reconnect_durability = ReconnectDurability::TrustServer;
+    (network, config)
+}
+
+#[test]
+fn a_request_lost_with_its_connection_is_reissued_and_reads_back() {
+    let (network, config) = one_trusted_node(11);
     let mut device = SimNbdDevice::open(&network, config).expect("open");
     for block in 0..8 {
         device
@@ -335,10 +342,7 @@ fn a_flush_after_a_reconnect_reports_writes_no_flush_covered() {
 
 #[test]
 fn a_partitioned_connection_is_timed_out_and_its_requests_reissued() {
-    let network = SimNetwork::new(13);
-    reliable_node(&network, "node0");
-    let mut config = SimNbdDeviceConfig::new(0, 4096);
-    config.reconnect_durability = ReconnectDurability::TrustServer;
+    let (network, mut config) = one_trusted_node(13);
     config.reply_timeout_ms = 100;
     let mut device = SimNbdDevice::open(&network, config).expect("open");
     write_block(&mut device, 3, 3).expect("write");

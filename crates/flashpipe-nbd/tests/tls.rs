@@ -62,13 +62,19 @@ fn certificates_or_skip(test: &str) -> Option<Certificates> {
     tool_or_skip(test, &["openssl"]).then(make_certificates)
 }
 
+/// The test certificates for a test that also needs `tools`; `None` (skipped, saying
+/// why) without them or openssl.
+fn certificates_if_tools(test: &str, tools: &[&str]) -> Option<Certificates> {
+    if !tool_or_skip(test, tools) {
+        return None;
+    }
+    certificates_or_skip(test)
+}
+
 #[test]
 fn nbdinfo_and_nbdcopy_over_tls_with_a_client_certificate() {
     let test = "nbdinfo_and_nbdcopy_over_tls_with_a_client_certificate";
-    if !tool_or_skip(test, &["nbdinfo", "nbdcopy"]) {
-        return;
-    }
-    let Some(certificates) = certificates_or_skip(test) else {
+    let Some(certificates) = certificates_if_tools(test, &["nbdinfo", "nbdcopy"]) else {
         return;
     };
     let server = tls_server(&certificates, TlsMode::Required, true);
@@ -93,10 +99,7 @@ fn nbdinfo_and_nbdcopy_over_tls_with_a_client_certificate() {
 #[test]
 fn plaintext_and_wrongly_certified_clients_are_refused_and_the_server_keeps_serving() {
     let test = "plaintext_and_wrongly_certified_clients_are_refused_and_the_server_keeps_serving";
-    if !tool_or_skip(test, &["nbdinfo"]) {
-        return;
-    }
-    let Some(certificates) = certificates_or_skip(test) else {
+    let Some(certificates) = certificates_if_tools(test, &["nbdinfo"]) else {
         return;
     };
     let server = tls_server(&certificates, TlsMode::Required, true);
@@ -197,10 +200,7 @@ fn forced_tls_answers_options_before_starttls_with_tls_reqd_and_closes_on_export
 #[test]
 fn optional_tls_serves_plaintext_and_tls_clients() {
     let test = "optional_tls_serves_plaintext_and_tls_clients";
-    if !tool_or_skip(test, &["nbdinfo"]) {
-        return;
-    }
-    let Some(certificates) = certificates_or_skip(test) else {
+    let Some(certificates) = certificates_if_tools(test, &["nbdinfo"]) else {
         return;
     };
     let server = tls_server(&certificates, TlsMode::Optional, false);
@@ -216,10 +216,7 @@ fn optional_tls_serves_plaintext_and_tls_clients() {
 #[test]
 fn qemu_img_writes_and_compares_over_tls() {
     let test = "qemu_img_writes_and_compares_over_tls";
-    if !tool_or_skip(test, &["qemu-img"]) {
-        return;
-    }
-    let Some(certificates) = certificates_or_skip(test) else {
+    let Some(certificates) = certificates_if_tools(test, &["qemu-img"]) else {
         return;
     };
     let server = tls_server(&certificates, TlsMode::Required, true);

@@ -2,6 +2,9 @@
 //! trips of every frame kind, and arbitrary bytes decoding to an error or a frame,
 //! never a panic.
 
+mod common;
+
+use common::check_encoding;
 use flashpipe_api::{Command, CopyMethod, CopyReport, FileId, FileStat, FsStats, Reply};
 use flashpipe_protocol::{
     decode_frame, encode_frame, CancelOutcome, CheckSummary, DataPayload, DecodeError, ErrorCode,
@@ -17,20 +20,20 @@ fn a_create_request_is_these_bytes() {
         request_id: 5,
         request: Request::Command(Command::Create { name: "ab".into() }),
     };
-    let bytes = encode_frame(&frame);
-    let expected: Vec<u8> = [
-        b"FPSV".as_slice(),
-        &[3, 0],                   // version 3
-        &[0x01, 0x01],             // kind 0x0101 create
-        &[5, 0, 0, 0, 0, 0, 0, 0], // request id 5
-        &[6, 0, 0, 0],             // body length 6
-        &[0, 0, 0, 0],             // flags
-        &[2, 0, 0, 0],             // name length 2
-        b"ab",
-    ]
-    .concat();
-    assert_eq!(bytes, expected);
-    assert_eq!(decode_frame(&bytes), Ok(frame));
+    check_encoding(
+        frame,
+        [
+            b"FPSV".as_slice(),
+            &[3, 0],                   // version 3
+            &[0x01, 0x01],             // kind 0x0101 create
+            &[5, 0, 0, 0, 0, 0, 0, 0], // request id 5
+            &[6, 0, 0, 0],             // body length 6
+            &[0, 0, 0, 0],             // flags
+            &[2, 0, 0, 0],             // name length 2
+            b"ab",
+        ]
+        .concat(),
+    );
 }
 
 #[test]
@@ -44,23 +47,23 @@ fn a_read_by_reference_answer_is_these_bytes() {
             length_bytes: 4096,
         }))),
     };
-    let bytes = encode_frame(&frame);
-    let expected: Vec<u8> = [
-        b"FPSV".as_slice(),
-        &[3, 0],
-        &[0x03, 0x02], // kind 0x0203 data
-        &[0x02, 0x01, 0, 0, 0, 0, 0, 0],
-        &[29, 0, 0, 0],
-        &[0, 0, 0, 0],
-        &[1],                       // tag: shared
-        &[7, 0, 0, 0, 0, 0, 0, 0],  // handle
-        &[3, 0, 0, 0],              // slot
-        &[0, 2, 0, 0, 0, 0, 0, 0],  // window start 512
-        &[0, 16, 0, 0, 0, 0, 0, 0], // length 4096
-    ]
-    .concat();
-    assert_eq!(bytes, expected);
-    assert_eq!(decode_frame(&bytes), Ok(frame));
+    check_encoding(
+        frame,
+        [
+            b"FPSV".as_slice(),
+            &[3, 0],
+            &[0x03, 0x02], // kind 0x0203 data
+            &[0x02, 0x01, 0, 0, 0, 0, 0, 0],
+            &[29, 0, 0, 0],
+            &[0, 0, 0, 0],
+            &[1],                       // tag: shared
+            &[7, 0, 0, 0, 0, 0, 0, 0],  // handle
+            &[3, 0, 0, 0],              // slot
+            &[0, 2, 0, 0, 0, 0, 0, 0],  // window start 512
+            &[0, 16, 0, 0, 0, 0, 0, 0], // length 4096
+        ]
+        .concat(),
+    );
 }
 
 #[test]
@@ -69,22 +72,22 @@ fn an_error_answer_is_these_bytes() {
         request_id: 9,
         error: RemoteError::limit(ErrorCode::TooManyInFlight, "x", 64),
     };
-    let bytes = encode_frame(&frame);
-    let expected: Vec<u8> = [
-        b"FPSV".as_slice(),
-        &[3, 0],
-        &[0x04, 0x00],
-        &[9, 0, 0, 0, 0, 0, 0, 0],
-        &[16, 0, 0, 0],
-        &[0, 0, 0, 0],
-        &[101, 0],                     // code 101
-        &[1, 64, 0, 0, 0, 0, 0, 0, 0], // limit present, 64
-        &[1, 0, 0, 0],
-        b"x",
-    ]
-    .concat();
-    assert_eq!(bytes, expected);
-    assert_eq!(decode_frame(&bytes), Ok(frame));
+    check_encoding(
+        frame,
+        [
+            b"FPSV".as_slice(),
+            &[3, 0],
+            &[0x04, 0x00],
+            &[9, 0, 0, 0, 0, 0, 0, 0],
+            &[16, 0, 0, 0],
+            &[0, 0, 0, 0],
+            &[101, 0],                     // code 101
+            &[1, 64, 0, 0, 0, 0, 0, 0, 0], // limit present, 64
+            &[1, 0, 0, 0],
+            b"x",
+        ]
+        .concat(),
+    );
 }
 
 #[test]

@@ -3,8 +3,11 @@
 //! a stat with nothing set still sent as the version-4 stat-reply, a stat shown to an
 //! older peer without attributes, and hostile bodies refused without a panic.
 
+mod common;
+
+use common::{bytes_of, round_trip};
 use flashpipe_api::{AttributeChange, Command, FileId, FileOwner, FileStat, Reply};
-use flashpipe_protocol::{decode_frame, encode_frame, stat_for_version, Frame, Request, Response};
+use flashpipe_protocol::{decode_frame, stat_for_version, Frame, Request, Response};
 
 const SET_ATTRIBUTES: &str = "465053560300120109000000000000001a00000000000000010000006121a001000000000000000000000000000000000000";
 const STAT_ATTRIBUTES: &str = "4650535603000c020900000000000000420000000000000007000000000000000100000061881300000000000002000000000000000010000000000000630000000000000007ed010000e803000064000000ffffffffffffffff";
@@ -45,18 +48,6 @@ fn response(reply: Reply<flashpipe_protocol::Wire>) -> Frame {
     }
 }
 
-fn hex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|index| u8::from_str_radix(&text[index..index + 2], 16).unwrap())
-        .collect()
-}
-
-fn round_trip(frame: &Frame, golden: &str) {
-    assert_eq!(encode_frame(frame), hex(golden));
-    assert_eq!(&decode_frame(&hex(golden)).unwrap(), frame);
-}
-
 #[test]
 fn set_attributes_request_bytes() {
     let frame = Frame::Request {
@@ -89,15 +80,15 @@ fn a_stat_with_nothing_set_is_the_version_4_reply() {
 
 #[test]
 fn hostile_attribute_bytes_are_refused() {
-    let mut bad_changes = hex(SET_ATTRIBUTES);
+    let mut bad_changes = bytes_of(SET_ATTRIBUTES);
     bad_changes[29] = 0x03;
-    let mut stray_field = hex(SET_ATTRIBUTES);
+    let mut stray_field = bytes_of(SET_ATTRIBUTES);
     stray_field[34] = 1;
-    let mut undefined_flag = hex(STAT_ATTRIBUTES);
+    let mut undefined_flag = bytes_of(STAT_ATTRIBUTES);
     undefined_flag[24 + 45] = 0x08;
-    let mut stray_stat = hex(STAT_ATTRIBUTES);
+    let mut stray_stat = bytes_of(STAT_ATTRIBUTES);
     stray_stat[24 + 45] = 0x06;
-    let mut short = hex(STAT_ATTRIBUTES);
+    let mut short = bytes_of(STAT_ATTRIBUTES);
     short.truncate(short.len() - 1);
     short[16] -= 1;
     for bytes in [bad_changes, stray_field, undefined_flag, stray_stat, short] {

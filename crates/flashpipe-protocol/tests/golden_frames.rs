@@ -5,6 +5,9 @@
 //! (docs/protocol.md) and no refactoring may move a byte. This file is never edited to
 //! make a change pass.
 
+mod common;
+
+use common::bytes_of;
 use flashpipe_protocol::error::ALL_KNOWN_CODES;
 use flashpipe_protocol::frame::ALL_FRAME_KINDS;
 use flashpipe_protocol::{decode_frame, encode_frame, ErrorCode, Frame};
@@ -301,14 +304,6 @@ const GOLDEN_ERRORS: [(u16, &str, &str); 46] = [
 
 /// A connection-closing error (request id 0, no limit).
 const GOLDEN_CLOSE: &str = "465053560300040000000000000000000a000000000000006e000003000000627965";
-
-fn bytes_of(hex: &str) -> Vec<u8> {
-    assert_eq!(hex.len() % 2, 0, "odd hex length");
-    (0..hex.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex digits"))
-        .collect()
-}
 
 #[test]
 fn every_golden_frame_decodes_and_encodes_back_to_its_bytes() {

@@ -2,6 +2,9 @@
 //! region"): register-region, read-into, unregister-region and their answers, each
 //! encoded to exactly these bytes and decoded back; a truncated body is refused.
 
+mod common;
+
+use common::{bytes_of, hex_of};
 use flashpipe_protocol::{
     decode_frame, encode_frame, regions_supported, Frame, ReadInto, RegionRequest, RegionResponse,
     Request, Response, REGION_PROTOCOL_VERSION,
@@ -60,30 +63,23 @@ fn frames() -> [Frame; 5] {
     ]
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(&text[at..at + 2], 16).expect("golden hex"))
-        .collect()
-}
-
 #[test]
 fn every_region_frame_is_these_bytes_both_ways() {
     for (frame, (name, golden)) in frames().into_iter().zip(GOLDEN_REGION_FRAMES) {
         assert_eq!(frame.kind().name(), name);
-        assert_eq!(hex(&encode_frame(&frame)), golden, "{name}");
-        assert_eq!(decode_frame(&unhex(golden)).expect(name), frame, "{name}");
+        assert_eq!(hex_of(&encode_frame(&frame)), golden, "{name}");
+        assert_eq!(
+            decode_frame(&bytes_of(golden)).expect(name),
+            frame,
+            "{name}"
+        );
     }
 }
 
 #[test]
 fn a_truncated_region_frame_is_refused() {
     for (name, golden) in GOLDEN_REGION_FRAMES {
-        let mut bytes = unhex(golden);
+        let mut bytes = bytes_of(golden);
         bytes.pop();
         let body_length = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) - 1;
         bytes[16..20].copy_from_slice(&body_length.to_le_bytes());

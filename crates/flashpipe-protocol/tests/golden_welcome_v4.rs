@@ -5,10 +5,10 @@
 //! named here and encode back to exactly these bytes. This file is never edited to make a
 //! change pass (the versions this build speaks are checked in `golden_welcome_v6.rs`).
 
-use flashpipe_protocol::{
-    decode_frame, encode_frame, ClockKind, DecodeError, Frame, Hello, ServerLimits, SharedRegion,
-    Welcome,
-};
+mod common;
+
+use common::{bytes_of, check_last_byte_missing, golden_welcome};
+use flashpipe_protocol::{decode_frame, encode_frame, ClockKind, DecodeError, Frame, Hello};
 
 /// A hello of a client speaking versions 3 to 4, mapping memory, named "c".
 const HELLO_V3_TO_V4: &str = "465053560300010000000000000000000a0000000000000003000400010100000063";
@@ -23,40 +23,6 @@ const WELCOME_V4: [(Option<ClockKind>, &str); 3] = [
     (Some(ClockKind::Real), "46505356030002000000000000000000560000000000000004002a0000000100000073abababababababababababababababab0100000002000000030000000000000004000000050000000000000006000000070000000000000008000000010200000000100000000000000001"),
     (Some(ClockKind::Virtual), "46505356030002000000000000000000560000000000000004002a0000000100000073abababababababababababababababab0100000002000000030000000000000004000000050000000000000006000000070000000000000008000000010200000000100000000000000002"),
 ];
-
-fn bytes_of(hex: &str) -> Vec<u8> {
-    assert_eq!(hex.len() % 2, 0, "odd hex length");
-    (0..hex.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex digits"))
-        .collect()
-}
-
-fn welcome(version: u16, store_clock: Option<ClockKind>) -> Welcome {
-    Welcome {
-        version,
-        server_pid: 42,
-        store_path: "s".into(),
-        store_identity: Some([0xab; 16]),
-        limits: ServerLimits {
-            max_body_bytes: 1,
-            max_write_bytes: 2,
-            max_read_bytes: 3,
-            max_read_files_count: 4,
-            max_read_files_bytes: 5,
-            max_in_flight_per_client: 6,
-            max_bytes_in_flight_per_client: 7,
-            max_read_handles_per_client: 8,
-        },
-        read_region: Some(SharedRegion {
-            slot_count: 2,
-            slot_size_bytes: 4096,
-        }),
-        write_region: None,
-        store_clock,
-        read_only: false,
-    }
-}
 
 #[test]
 fn a_hello_offering_three_to_four_is_these_bytes() {
@@ -75,7 +41,7 @@ fn a_hello_offering_three_to_four_is_these_bytes() {
 fn a_version_four_welcome_ends_with_the_store_clock_byte() {
     for (store_clock, hex) in WELCOME_V4 {
         let bytes = bytes_of(hex);
-        let frame = Frame::Welcome(welcome(4, store_clock));
+        let frame = Frame::Welcome(golden_welcome(4, store_clock, false));
         assert_eq!(encode_frame(&frame), bytes, "clock {store_clock:?}");
         assert_eq!(decode_frame(&bytes), Ok(frame), "clock {store_clock:?}");
     }
@@ -84,7 +50,7 @@ fn a_version_four_welcome_ends_with_the_store_clock_byte() {
 #[test]
 fn a_version_three_welcome_has_no_store_clock_and_keeps_its_bytes() {
     let bytes = bytes_of(WELCOME_V3);
-    let frame = Frame::Welcome(welcome(3, None));
+    let frame = Frame::Welcome(golden_welcome(3, None, false));
     assert_eq!(decode_frame(&bytes), Ok(frame.clone()));
     assert_eq!(encode_frame(&frame), bytes);
 }
@@ -100,11 +66,5 @@ fn a_bad_or_missing_store_clock_byte_is_refused_by_name() {
             value: 3
         })
     );
-    let mut short = bytes_of(WELCOME_V4[2].1);
-    short.pop();
-    short[16] = 0x55;
-    match decode_frame(&short) {
-        Err(DecodeError::Truncated { field, .. }) => assert_eq!(field, "welcome.store_clock"),
-        other => panic!("a version-4 welcome without its clock byte decoded as {other:?}"),
-    }
+    check_last_byte_missing(WELCOME_V4[2].1, 0x55, "welcome.store_clock");
 }

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::check_encoding;
+
 use flashpipe_protocol::{
     decode_body, decode_frame, encode_frame, encode_header, CancelOutcome, DecodeError, ErrorCode,
     Frame, FrameKind, Header, KernelFileOutcome, RemoteError, Request, Response, RunKernelRequest,
@@ -24,30 +26,30 @@ fn a_run_kernel_request_is_these_bytes() {
             worker_count: 0,
         }),
     };
-    let bytes = encode_frame(&frame);
-    let expected: Vec<u8> = [
-        b"FPSV".as_slice(),
-        &[3, 0],
-        &[0x20, 0x01], // kind 0x0120 run-kernel
-        &[3, 0, 0, 0, 0, 0, 0, 0],
-        &[44, 0, 0, 0], // body length
-        &[0, 0, 0, 0],
-        &[4, 0, 0, 0], // kernel name length
-        b"grep",
-        &[1, 0, 0, 0], // one option
-        &[9, 0, 0, 0],
-        b"pattern=x",
-        &[1, 0, 0, 0], // one input
-        &[1, 0, 0, 0],
-        b"a",
-        &[0],          // no --output
-        &[0],          // no --force
-        &[1, 0, 0, 0], // one reader
-        &[0, 0, 0, 0], // workers: the server's default
-    ]
-    .concat();
-    assert_eq!(bytes, expected);
-    assert_eq!(decode_frame(&bytes), Ok(frame));
+    check_encoding(
+        frame,
+        [
+            b"FPSV".as_slice(),
+            &[3, 0],
+            &[0x20, 0x01], // kind 0x0120 run-kernel
+            &[3, 0, 0, 0, 0, 0, 0, 0],
+            &[44, 0, 0, 0], // body length
+            &[0, 0, 0, 0],
+            &[4, 0, 0, 0], // kernel name length
+            b"grep",
+            &[1, 0, 0, 0], // one option
+            &[9, 0, 0, 0],
+            b"pattern=x",
+            &[1, 0, 0, 0], // one input
+            &[1, 0, 0, 0],
+            b"a",
+            &[0],          // no --output
+            &[0],          // no --force
+            &[1, 0, 0, 0], // one reader
+            &[0, 0, 0, 0], // workers: the server's default
+        ]
+        .concat(),
+    );
 }
 
 #[test]

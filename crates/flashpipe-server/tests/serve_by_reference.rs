@@ -5,13 +5,12 @@
 mod common;
 
 use std::io::Write;
-use std::os::unix::net::UnixStream;
 
-use common::{connect, pattern, remote_code, start_server, wait_until};
+use common::{connect, pattern, raw_hello, remote_code, start_server, wait_until};
 use flashpipe_api::Command;
 use flashpipe_client::{ErrorCode, Reply, Response, TransportExt};
 use flashpipe_device::SplitMix64;
-use flashpipe_protocol::{encode_frame, Frame, Hello, PROTOCOL_VERSION};
+use flashpipe_protocol::{encode_frame, Frame, PROTOCOL_VERSION};
 use flashpipe_protocol::{Request, WritePayload};
 
 #[test]
@@ -235,14 +234,12 @@ fn fuzzed_grants_and_releases_from_a_raw_client_never_hurt_others() {
     good.create("f").expect("create");
     good.write("f", 0, &pattern(10_000, 5)).expect("write");
     let mut rng = SplitMix64::new(seed);
-    let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
-    let hello = Frame::Hello(Hello {
-        min_version: PROTOCOL_VERSION,
-        max_version: PROTOCOL_VERSION,
-        map_memory: true,
-        client_name: "fuzz".into(),
-    });
-    raw.write_all(&encode_frame(&hello)).expect("hello");
+    let mut raw = raw_hello(
+        &test.socket,
+        PROTOCOL_VERSION..=PROTOCOL_VERSION,
+        true,
+        "fuzz",
+    );
     for request_id in 1..200u64 {
         let frame = match rng.next_u64() % 3 {
             0 => Frame::Request {

@@ -4,16 +4,14 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 
-use common::{connect, pattern, remote_code, start_server, wait_until};
+use common::{connect, pattern, raw_hello, remote_code, start_server, wait_until};
 use flashpipe_api::Command;
 use flashpipe_client::{
     Client, ConnectError, ConnectOptions, ErrorCode, Reply, Response, TransportExt,
 };
 use flashpipe_protocol::{
-    encode_frame, encode_header, read_frame, Frame, FrameKind, Hello, MAX_BODY_BYTES,
-    PROTOCOL_VERSION,
+    encode_frame, encode_header, read_frame, Frame, FrameKind, MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
 use flashpipe_protocol::{Request, WritePayload};
 use flashpipe_server::{ServeError, Server, ServerConfig};
@@ -62,15 +60,7 @@ fn byte_and_write_limits_refuse_with_their_limit() {
     client
         .write("f", 0, &pattern(100_000, 1))
         .expect("a long write goes in chunks");
-    let too_large = client
-        .call(Request::Command(Command::Write {
-            name: "f".into(),
-            offset_bytes: 0,
-            data: WritePayload::Inline(vec![1; 8193]),
-        }))
-        .expect_err("write too large");
-    assert_eq!(remote_code(&too_large), ErrorCode::WriteTooLarge);
-    assert_eq!(too_large.limit(), Some(8192));
+    check_inline_write_refused(&mut client, 8193, ErrorCode::WriteTooLarge, 8192);
     let client_bytes = client
         .read("f", 0, 20_000)
         .expect_err("read over the client's bytes");
@@ -88,16 +78,22 @@ fn byte_and_write_limits_refuse_with_their_limit() {
     });
     let mut client = connect(&test.socket, false);
     client.create("f").expect("create");
-    let server_bytes = client
+    check_inline_write_refused(&mut client, 5000, ErrorCode::ServerBytesInFlight, 4096);
+    assert!(test.server.counters().requests_refused >= 1);
+}
+
+/// Checks that an inline write of `length` bytes to `f` is refused with `code`, naming
+/// `limit`.
+fn check_inline_write_refused(client: &mut Client, length: usize, code: ErrorCode, limit: u64) {
+    let refused = client
         .call(Request::Command(Command::Write {
             name: "f".into(),
             offset_bytes: 0,
-            data: WritePayload::Inline(vec![1; 5000]),
+            data: WritePayload::Inline(vec![1; length]),
         }))
-        .expect_err("over the server's bytes");
-    assert_eq!(remote_code(&server_bytes), ErrorCode::ServerBytesInFlight);
-    assert_eq!(server_bytes.limit(), Some(4096));
-    assert!(test.server.counters().requests_refused >= 1);
+        .expect_err("an inline write over a limit");
+    assert_eq!(remote_code(&refused), code);
+    assert_eq!(refused.limit(), Some(limit));
 }
 
 #[test]
@@ -162,14 +158,12 @@ fn a_malformed_frame_ends_only_its_connection() {
         })),
     ];
     for (index, bytes) in cases.iter().enumerate() {
-        let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
-        let hello = Frame::Hello(Hello {
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            map_memory: false,
-            client_name: "raw".into(),
-        });
-        raw.write_all(&encode_frame(&hello)).expect("hello");
+        let mut raw = raw_hello(
+            &test.socket,
+            PROTOCOL_VERSION..=PROTOCOL_VERSION,
+            false,
+            "raw",
+        );
         assert!(matches!(
             read_frame(&mut raw, MAX_BODY_BYTES),
             Ok(Some(Frame::Welcome(_)))
@@ -205,14 +199,12 @@ fn a_client_gone_mid_frame_leaves_nothing_held() {
     let mut good = connect(&test.socket, false);
     good.create("f").expect("create");
     for _ in 0..5 {
-        let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
-        let hello = Frame::Hello(Hello {
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            map_memory: false,
-            client_name: "dying".into(),
-        });
-        raw.write_all(&encode_frame(&hello)).expect("hello");
+        let mut raw = raw_hello(
+            &test.socket,
+            PROTOCOL_VERSION..=PROTOCOL_VERSION,
+            false,
+            "dying",
+        );
         let write = encode_frame(&Frame::Request {
             request_id: 1,
             request: Request::Command(Command::Write {
@@ -322,14 +314,12 @@ fn a_client_that_never_reads_its_answers_does_not_hold_up_a_stop() {
     let mut writer = connect(&test.socket, false);
     writer.create("f").expect("create");
     writer.write("f", 0, &pattern(1 << 20, 6)).expect("write");
-    let mut raw = UnixStream::connect(&test.socket).expect("raw connect");
-    let hello = Frame::Hello(Hello {
-        min_version: PROTOCOL_VERSION,
-        max_version: PROTOCOL_VERSION,
-        map_memory: false,
-        client_name: "stuck".into(),
-    });
-    raw.write_all(&encode_frame(&hello)).expect("hello");
+    let mut raw = raw_hello(
+        &test.socket,
+        PROTOCOL_VERSION..=PROTOCOL_VERSION,
+        false,
+        "stuck",
+    );
     for request_id in 1..=32u64 {
         let read = Frame::Request {
             request_id,

@@ -10,12 +10,12 @@ use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-use common::{connect_with, pattern, remote_code, start_server, wait_until};
+use common::{connect_with, pattern, raw_hello, remote_code, start_server, wait_until};
 use flashpipe_client::{
     Client, ClientError, ClientTransport, DestinationRegion, ErrorCode, Response, TransportExt,
 };
 use flashpipe_protocol::{
-    encode_frame, read_frame, Frame, Hello, ReadInto, RegionRequest, RegionResponse, Request,
+    encode_frame, read_frame, Frame, ReadInto, RegionRequest, RegionResponse, Request,
     MAX_BODY_BYTES,
 };
 use flashpipe_shm::{send_with_fds, SharedMemory};
@@ -230,14 +230,7 @@ fn the_per_client_limits_refuse_a_region_too_many_and_keep_nothing() {
 
 /// A raw connection speaking `version`, past its welcome.
 fn raw_connection(socket: &std::path::Path, version: u16) -> UnixStream {
-    let mut raw = UnixStream::connect(socket).expect("raw connect");
-    let hello = Frame::Hello(Hello {
-        min_version: 3,
-        max_version: version,
-        map_memory: false,
-        client_name: "hostile regions".into(),
-    });
-    raw.write_all(&encode_frame(&hello)).expect("hello");
+    let mut raw = raw_hello(socket, 3..=version, false, "hostile regions");
     match read_frame(&mut raw, MAX_BODY_BYTES).expect("frame") {
         Some(Frame::Welcome(welcome)) => assert_eq!(welcome.version, version),
         other => panic!("no welcome: {other:?}"),

@@ -11,16 +11,12 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 
-use common::{connect, connect_with, pattern, start_server, wait_until};
+use common::{connect, connect_with, open_rings_by_hand, pattern, start_server, wait_until};
 
 use flashpipe_client::{ClientTransport, Reply, Response, TransportExt};
-use flashpipe_protocol::{
-    decode_header, encode_frame, Frame, Hello, ENGINE_DOORBELL_VERSION, HEADER_BYTES,
-    MAX_BODY_BYTES, PROTOCOL_VERSION,
-};
 use flashpipe_protocol::{Request, WireCommand, WritePayload};
+use flashpipe_protocol::{ENGINE_DOORBELL_VERSION, PROTOCOL_VERSION};
 use flashpipe_shm::{attach_received_ring, RING_HEADER_BYTES};
-use flashpipe_shm::{receive_with_fds, send_with_fds};
 
 /// Where the SIGKILL test's child finds the server (set only in the child).
 const CHILD_SOCKET_VARIABLE: &str = "FLASHPIPE_RING_CHILD_SOCKET";
@@ -261,51 +257,11 @@ fn a_byte_on_the_socket_ends_that_connection(version: u16) {
 /// Shakes hands by hand speaking `version` and opens rings: the socket, the request
 /// ring's memfd and the bytes its region spans.
 fn hostile_rings(path: &std::path::Path, version: u16) -> (UnixStream, OwnedFd, usize) {
-    let socket = UnixStream::connect(path).expect("connect");
-    let hello = Frame::Hello(Hello {
-        min_version: version,
-        max_version: version,
-        map_memory: true,
-        client_name: "hostile".to_string(),
-    });
-    send_with_fds(&socket, &encode_frame(&hello), &[]).expect("hello sent");
-    let (welcome, _) = receive_frame_with_fds(&socket);
-    assert!(matches!(welcome, Frame::Welcome(_)), "{welcome:?}");
-    let open = Frame::Request {
-        request_id: 1,
-        request: Request::OpenRings,
-    };
-    send_with_fds(&socket, &encode_frame(&open), &[]).expect("open-rings sent");
-    let (answer, mut fds) = receive_frame_with_fds(&socket);
-    let Frame::Response {
-        response: flashpipe_protocol::Response::RingsOpened(rings),
-        ..
-    } = answer
-    else {
-        panic!("open-rings answered {answer:?}")
-    };
+    let (socket, rings, mut fds) = open_rings_by_hand(path, version, "hostile");
     let expected_fds = if rings.engine_doorbell { 3 } else { 2 };
     assert_eq!(rings.engine_doorbell, version >= ENGINE_DOORBELL_VERSION);
     assert_eq!(fds.len(), expected_fds);
     let request_fd = fds.remove(0);
     let bytes = RING_HEADER_BYTES + rings.request_ring_capacity_bytes as usize;
     (socket, request_fd, bytes)
-}
-
-fn receive_frame_with_fds(socket: &UnixStream) -> (Frame, Vec<OwnedFd>) {
-    let mut header = [0u8; HEADER_BYTES];
-    let mut filled = 0;
-    let mut fds = Vec::new();
-    while filled < HEADER_BYTES {
-        let (count, mut came) = receive_with_fds(socket, &mut header[filled..], 4).expect("recv");
-        assert!(count > 0, "the server closed the connection");
-        fds.append(&mut came);
-        filled += count;
-    }
-    let decoded = decode_header(&header, MAX_BODY_BYTES).expect("header");
-    let mut body = vec![0u8; decoded.body_length_bytes as usize];
-    let mut reading = socket;
-    reading.read_exact(&mut body).expect("body");
-    let frame = flashpipe_protocol::decode_body(&decoded, &body).expect("frame");
-    (frame, fds)
 }

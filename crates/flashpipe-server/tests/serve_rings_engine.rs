@@ -7,22 +7,20 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use common::{connect, pattern, start_server, wait_until};
+use common::{connect, open_rings_by_hand, pattern, start_server, wait_until};
 
 use flashpipe_client::{Client, TransportExt};
 use flashpipe_protocol::{
-    decode_frame, decode_header, encode_frame, Frame, Hello, Request, Response, RingsOpened,
-    WireCommand, WireReply, HEADER_BYTES, MAX_BODY_BYTES, PROTOCOL_VERSION,
+    decode_frame, encode_frame, Frame, Request, Response, RingsOpened, WireCommand, WireReply,
+    PROTOCOL_VERSION,
 };
 use flashpipe_shm::{
-    attach_received_ring, receive_with_fds, send_with_fds, Doorbell, FrameRing, PushOutcome,
-    RingWait, RING_HEADER_BYTES,
+    attach_received_ring, Doorbell, FrameRing, PushOutcome, RingWait, RING_HEADER_BYTES,
 };
 
 /// A client that shook hands by hand and holds its rings (and the doorbell, if sent).
@@ -36,29 +34,7 @@ struct RawRings {
 }
 
 fn raw_rings(path: &std::path::Path, version: u16) -> RawRings {
-    let socket = UnixStream::connect(path).expect("connect");
-    let hello = Frame::Hello(Hello {
-        min_version: version,
-        max_version: version,
-        map_memory: true,
-        client_name: "raw rings".to_string(),
-    });
-    send_with_fds(&socket, &encode_frame(&hello), &[]).expect("hello sent");
-    let (welcome, _) = receive_frame_with_fds(&socket);
-    assert!(matches!(welcome, Frame::Welcome(_)));
-    let open = Frame::Request {
-        request_id: 1,
-        request: Request::OpenRings,
-    };
-    send_with_fds(&socket, &encode_frame(&open), &[]).expect("open-rings sent");
-    let (answer, fds) = receive_frame_with_fds(&socket);
-    let Frame::Response {
-        response: Response::RingsOpened(rings),
-        ..
-    } = answer
-    else {
-        panic!("open-rings was not answered with rings");
-    };
+    let (socket, rings, fds) = open_rings_by_hand(path, version, "raw rings");
     attach_all(socket, rings, fds)
 }
 
@@ -84,24 +60,6 @@ fn attach_all(socket: UnixStream, rings: RingsOpened, fds: Vec<OwnedFd>) -> RawR
         doorbell,
         doorbell_file,
     }
-}
-
-fn receive_frame_with_fds(socket: &UnixStream) -> (Frame, Vec<OwnedFd>) {
-    let mut header = [0u8; HEADER_BYTES];
-    let mut filled = 0;
-    let mut fds = Vec::new();
-    while filled < HEADER_BYTES {
-        let (count, mut came) = receive_with_fds(socket, &mut header[filled..], 4).expect("recv");
-        assert!(count > 0, "the server closed the connection");
-        fds.append(&mut came);
-        filled += count;
-    }
-    let decoded = decode_header(&header, MAX_BODY_BYTES).expect("header");
-    let mut body = vec![0u8; decoded.body_length_bytes as usize];
-    let mut reading = socket;
-    reading.read_exact(&mut body).expect("body");
-    let frame = flashpipe_protocol::decode_body(&decoded, &body).expect("frame");
-    (frame, fds)
 }
 
 fn stat_request(request_id: u64) -> Vec<u8> {

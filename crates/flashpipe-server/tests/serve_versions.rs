@@ -9,25 +9,18 @@ mod common;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 
-use common::{connect, start_server};
+use common::{connect, raw_hello, start_server};
 use flashpipe_api::{AttributeChange, Command, FileOwner, Reply};
 use flashpipe_client::TransportExt;
 use flashpipe_protocol::{
-    encode_frame, read_frame, ErrorCode, Frame, Hello, Request, Response, Welcome, MAX_BODY_BYTES,
+    encode_frame, read_frame, ErrorCode, Frame, Request, Response, Welcome, MAX_BODY_BYTES,
     PROTOCOL_VERSION,
 };
 
 /// Says hello with `min..=max` on a raw connection; returns the connection and the
 /// server's first frame.
 fn hello(socket: &std::path::Path, min_version: u16, max_version: u16) -> (UnixStream, Frame) {
-    let mut raw = UnixStream::connect(socket).expect("raw connect");
-    let hello = Frame::Hello(Hello {
-        min_version,
-        max_version,
-        map_memory: false,
-        client_name: "versions".into(),
-    });
-    raw.write_all(&encode_frame(&hello)).expect("hello");
+    let mut raw = raw_hello(socket, min_version..=max_version, false, "versions");
     let first = read_frame(&mut raw, MAX_BODY_BYTES)
         .expect("a frame")
         .expect("the server answers");

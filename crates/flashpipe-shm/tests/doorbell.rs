@@ -7,14 +7,13 @@
 
 mod child;
 
-use child::{connect_to_parent, start_child_side, ChildSide};
-use std::os::fd::OwnedFd;
+use child::{fds_from_parent, start_child_side, ChildSide};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use flashpipe_base::wait::WaitPolicy;
 use flashpipe_shm::ring::{attach_received_ring, RING_HEADER_BYTES};
-use flashpipe_shm::{receive_with_fds, send_with_fds, Doorbell};
+use flashpipe_shm::{send_with_fds, Doorbell};
 use flashpipe_shm::{FrameRing, PushOutcome, RingWait};
 
 const CHILD_SOCKET_VARIABLE: &str = "FLASHPIPE_DOORBELL_CHILD_SOCKET";
@@ -92,13 +91,11 @@ fn two_processes_wake_each_other_through_doorbells_without_a_lost_wake() {
 /// requests close.
 #[test]
 fn child_side() {
-    let Some(stream) = connect_to_parent(CHILD_SOCKET_VARIABLE) else {
+    let Some((_stream, [requests_fd, reply_a_fd, reply_b_fd, parent_fd, child_fd])) =
+        fds_from_parent(CHILD_SOCKET_VARIABLE)
+    else {
         return;
     };
-    let mut buffer = [0u8; 8];
-    let (_, fds) = receive_with_fds(&stream, &mut buffer, 5).unwrap();
-    let [requests_fd, reply_a_fd, reply_b_fd, parent_fd, child_fd]: [OwnedFd; 5] =
-        fds.try_into().unwrap();
     let region_size_bytes = RING_HEADER_BYTES + CAPACITY_BYTES;
     let mut requests = attach_received_ring(requests_fd, region_size_bytes).unwrap();
     let mut replies = [

@@ -5,12 +5,11 @@
 
 mod child;
 
-use child::{connect_to_parent, start_child_side, ChildSide};
-use std::os::fd::OwnedFd;
+use child::{fds_from_parent, start_child_side, ChildSide};
 
 use flashpipe_base::SplitMix64;
 use flashpipe_shm::ring::{attach_received_ring, RING_HEADER_BYTES};
-use flashpipe_shm::{receive_with_fds, send_with_fds, MapAccess, SharedMapping};
+use flashpipe_shm::{send_with_fds, MapAccess, SharedMapping};
 use flashpipe_shm::{FrameRing, FrameRingError, PushOutcome, RingWait};
 
 const CHILD_SOCKET_VARIABLE: &str = "FLASHPIPE_FRAME_RING_CHILD_SOCKET";
@@ -208,12 +207,9 @@ fn a_child_process_answers_over_two_rings() {
 /// The child's side: reverses every request into a reply until the requests close.
 #[test]
 fn child_side() {
-    let Some(stream) = connect_to_parent(CHILD_SOCKET_VARIABLE) else {
+    let Some((_stream, [requests_fd, replies_fd])) = fds_from_parent(CHILD_SOCKET_VARIABLE) else {
         return;
     };
-    let mut buffer = [0u8; 8];
-    let (_, fds) = receive_with_fds(&stream, &mut buffer, 2).unwrap();
-    let [requests_fd, replies_fd]: [OwnedFd; 2] = fds.try_into().unwrap();
     let region_size_bytes = RING_HEADER_BYTES + CAPACITY_BYTES;
     let mut requests = attach_received_ring(requests_fd, region_size_bytes).unwrap();
     let mut replies = attach_received_ring(replies_fd, region_size_bytes).unwrap();

@@ -6,7 +6,10 @@
 //! call fails the test instead: in CI a missing tool is a broken install step, never a silent
 //! pass.
 
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 use std::process::Command;
+use std::sync::mpsc;
 
 /// The environment variable that turns a missing tool into a failure.
 pub const REQUIRE_TOOLS_VARIABLE: &str = "FLASHPIPE_REQUIRE_TOOLS";
@@ -62,6 +65,55 @@ pub fn stdout_of(command: &mut Command, what: &str) -> Vec<u8> {
         String::from_utf8_lossy(&output.stderr)
     );
     output.stdout
+}
+
+/// The lines `reader` gives (a child's piped standard output), read on a thread of their
+/// own until its end or a bad line; dropping the receiver ends the thread at its next line.
+pub fn line_channel(reader: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// Makes the NCBI BLAST nucleotide database `db` of `folder/db.fa` with `makeblastdb`.
+pub fn make_blast_db(folder: &Path) {
+    stdout_of(
+        Command::new("makeblastdb")
+            .args(["-in", "db.fa", "-dbtype", "nucl", "-out", "db"])
+            .current_dir(folder),
+        "makeblastdb",
+    );
+}
+
+/// NCBI `blastn -task TASK` of `folder/queries.fa` against the database `folder/db`: its
+/// tabular lines (`-outfmt 6`), E-value 1e-5 at most, no dust filter, one thread, at most
+/// `max_target_seqs` subjects a query.
+pub fn blastn_tabular(folder: &Path, task: &str, max_target_seqs: u32) -> String {
+    let output = stdout_of(
+        Command::new("blastn")
+            .args([
+                "-task",
+                task,
+                "-query",
+                "queries.fa",
+                "-db",
+                "db",
+                "-outfmt",
+                "6",
+            ])
+            .args(["-evalue", "1e-5", "-dust", "no", "-num_threads", "1"])
+            .args(["-max_target_seqs", &max_target_seqs.to_string()])
+            .current_dir(folder),
+        "blastn",
+    );
+    String::from_utf8(output).expect("blastn's tabular output is text")
 }
 
 #[cfg(test)]

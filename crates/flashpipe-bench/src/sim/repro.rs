@@ -206,16 +206,7 @@ fn rad_config(rows: u32) -> BenchResult<FlashConfig> {
 /// Bandwidth (MiB/s) of the N x 1 model for 512-sector sequential requests, one at a time.
 fn rad_bandwidth(rows: u32, kind: AccessKind, seed: u64) -> BenchResult<f64> {
     let mut array = timing_array(rad_config(rows)?, 1, 4096, seed)?;
-    let job = SyntheticJob {
-        pattern: AccessPattern::Sequential,
-        kind,
-        request_bytes: 512 * 512,
-        queue_depth: 1,
-        hosts: 1,
-        requests_per_host: 16,
-        devices: 1,
-        seed,
-    };
+    let job = SyntheticJob::sequential_one_at_a_time(kind, 512 * 512, 16, seed);
     let report = workload::run_job(&mut array, &job);
     Ok(report.bytes as f64 / (report.elapsed_ns as f64 / 1e9) / MEBIBYTE)
 }

@@ -190,6 +190,13 @@ pub fn file_store(folder: &Path, size: &str) -> PathBuf {
     store
 }
 
+/// A fresh test folder named `name` holding a file store of `size` (`s.toml` on `a.img`).
+pub fn folder_with_store(name: &str, size: &str) -> (TestFolder, PathBuf) {
+    let folder = fresh_folder(name);
+    let store = file_store(&folder, size);
+    (folder, store)
+}
+
 /// A self-signed certificate for `localhost` (`cert.pem`, `key.pem` in `folder`, made by
 /// the `openssl` command), or `None` after printing why `test` is skipped.
 pub fn self_signed_certificate(folder: &Path, test: &str) -> Option<(PathBuf, PathBuf)> {
@@ -466,4 +473,60 @@ pub fn cluster_page_until(
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// Host 0 erases block 5 of device 3, three hops away (once the links are up), writes page
+/// 0 with `message` and reads it back through `folder`: what the read printed and the page
+/// read, checked to start with `message`.
+pub fn page_round_trip_three_hops(
+    description: &Path,
+    folder: &Path,
+    message: &[u8],
+) -> (String, Vec<u8>) {
+    let erased = cluster_page_until(description, (0, "erase", 3, 5, &[]), |result| result.0);
+    assert!(erased.0, "erase failed: {}", erased.2);
+    assert!(
+        erased.1.contains("Ok") && erased.1.contains("3 hops"),
+        "{}",
+        erased.1
+    );
+    let input = folder.join("page.bin");
+    std::fs::write(&input, message).unwrap();
+    let written = cluster_page(
+        description,
+        0,
+        "write",
+        3,
+        5,
+        &["--page", "0", "--input", text(&input)],
+    );
+    assert!(written.0, "{}", written.2);
+    let output = folder.join("read.bin");
+    let read = cluster_page(
+        description,
+        0,
+        "read",
+        3,
+        5,
+        &["--page", "0", "--output", text(&output)],
+    );
+    assert!(read.0 && read.1.contains("3 hops"), "{}{}", read.1, read.2);
+    let data = std::fs::read(&output).unwrap();
+    assert!(
+        data.starts_with(message),
+        "the page read back starts with what was written"
+    );
+    (read.1, data)
+}
+
+/// A DiskSim trace (times in ms) of `count` writes of 16 sectors (8 KiB), 100 us apart, each
+/// at a random one of the first `places` 8 KiB places (seed 1).
+pub fn disksim_random_writes(count: u64, places: u64) -> String {
+    let mut random = flashpipe_base::SplitMix64::new(1);
+    (0..count)
+        .map(|index| {
+            let sector = (random.next_u64() % places) * 16;
+            format!("{:.3} 0 {sector} 16 0\n", index as f64 * 0.1)
+        })
+        .collect()
 }

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each test file uses the helpers it needs
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
@@ -98,6 +98,13 @@ pub fn text(path: &Path) -> &str {
 pub use flashpipe_testkit::cli_args::command_line;
 pub use flashpipe_testkit::scratch::TestFolder;
 
+/// A fresh test folder named `name` holding a file store of `size` (`s.toml` on `a.img`).
+pub fn folder_with_store(name: &str, size: &str) -> (TestFolder, PathBuf) {
+    let folder = TestFolder::new(name);
+    let store = file_store(&folder, size);
+    (folder, store)
+}
+
 /// Makes a store of one file device `a.img` of `size` in `folder`; returns its store file.
 pub fn file_store(folder: &TestFolder, size: &str) -> PathBuf {
     let store = folder.join("s.toml");
@@ -159,15 +166,7 @@ impl ServerProcess {
         let mut child = command.spawn().expect("flashpipe serve starts");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
-        let (line_sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line_sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = flashpipe_testkit::tools::line_channel(stdout);
         let (stderr_sender, stderr_text) = mpsc::channel();
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -314,4 +313,28 @@ pub fn read_back(store: &Path, name: &str) -> Vec<u8> {
         String::from_utf8_lossy(&output.stderr)
     );
     output.stdout
+}
+
+/// Checks that a command succeeded; the failure message is `what` and its standard error.
+pub fn assert_succeeded(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Puts inputs `data:a`, `data:b` and `data:c` into `store`: `least_bytes`,
+/// `least_bytes + 70001` and `least_bytes + 140002` bytes of [`file_contents`], written
+/// through local files in `folder`.
+pub fn put_three_inputs(store: &Path, folder: &TestFolder, least_bytes: usize) {
+    for (index, name) in ["data:a", "data:b", "data:c"].iter().enumerate() {
+        let local = folder.join(format!("local-{index}.bin"));
+        std::fs::write(
+            &local,
+            file_contents(index as u64, least_bytes + index * 70_001),
+        )
+        .unwrap();
+        succeed(&["put", text(store), text(&local), "--as", name]);
+    }
 }

@@ -8,10 +8,10 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use flashpipe_cluster::wire::{self, Frame, Message, Status};
+use flashpipe_cluster::wire::{self, Frame, Message, Status, WireAck};
 use flashpipe_cluster_node::conn::{read_hello, send_hello};
 use flashpipe_cluster_node::hello::{Hello, Role};
-use flashpipe_cluster_node::host::one_request;
+use flashpipe_cluster_node::host::{one_request, HostReply};
 use flashpipe_cluster_node::node::{start, NodeOptions, RunningNode};
 use flashpipe_flash::{AckStatus, FlashAddress, FlashCommand, FlashRequest};
 
@@ -158,6 +158,11 @@ pub fn assert_serves_and_stops_with_one_bad_peer(
 /// Sends `command` as host 0 until it is not answered `Unreachable` (links come up within
 /// a second of both nodes running), for at most 10 s; its last status.
 pub fn request_until_linked(description: &Path, command: FlashCommand) -> Status {
+    reply_until_linked(description, command).ack.status
+}
+
+/// [`request_until_linked`], the whole last reply.
+pub fn reply_until_linked(description: &Path, command: FlashCommand) -> HostReply {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let reply = one_request(description, 0, command.clone()).unwrap();
@@ -165,7 +170,25 @@ pub fn request_until_linked(description: &Path, command: FlashCommand) -> Status
             Status::Unreachable { .. } if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            status => return status,
+            _ => return reply,
         }
     }
+}
+
+/// The ack a host got in `frame` (a host gets nothing else).
+pub fn ack_of(frame: Frame) -> WireAck {
+    let Message::Ack(ack) = frame.message else {
+        panic!("a host gets acks only");
+    };
+    ack
+}
+
+/// Checks that `ack` says device `device` cannot be reached.
+pub fn assert_unreachable(ack: &WireAck, device: u32) {
+    assert!(
+        matches!(ack.status, Status::Unreachable { device: found, .. } if found == device),
+        "tag {}: {}",
+        ack.tag,
+        flashpipe_cluster_node::words::status_words(&ack.status)
+    );
 }

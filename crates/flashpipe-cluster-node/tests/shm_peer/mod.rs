@@ -18,6 +18,7 @@ use flashpipe_cluster_node::node::{
 };
 use flashpipe_flash::{FlashCommand, FlashRequest};
 use flashpipe_shm::{push_stream_bytes, Doorbell, FrameRing, RingReader, RingWait};
+use flashpipe_testkit::scratch::TestFolder;
 
 /// The longest a test peer waits for a frame.
 pub const FRAME_WAIT: Duration = Duration::from_secs(20);
@@ -63,14 +64,11 @@ pub fn start_shm_node(description: &Path, node: u32, images: &Path) -> RunningNo
 
 /// A request of host 0 as frame bytes.
 pub fn request_bytes(tag: u64, command: FlashCommand, limits: WireLimits) -> Vec<u8> {
-    let frame = Frame {
-        hops: 0,
-        message: Message::Request(FlashRequest {
-            tag,
-            host: 0,
-            command,
-        }),
-    };
+    let frame = Frame::from(FlashRequest {
+        tag,
+        host: 0,
+        command,
+    });
     wire::encode(&frame, limits).expect("the request fits the frames")
 }
 
@@ -166,4 +164,21 @@ impl ShmPeer {
 /// Loads `description` (for its checksum, limits and socket folder).
 pub fn loaded(description: &Path) -> LoadedDescription {
     load_description(description).unwrap()
+}
+
+/// Starts nodes `0..count` of `description` (links over shared memory), images in `images`.
+pub fn start_shm_nodes(description: &Path, count: u32, images: &Path) -> Vec<RunningNode> {
+    (0..count)
+        .map(|node| start_shm_node(description, node, images))
+        .collect()
+}
+
+/// A line of two shared-memory nodes in a fresh test folder named `name`, node 0 started:
+/// the folder (kept while the test runs), the loaded description and the node.
+pub fn first_of_two_shm_nodes(name: &str) -> (TestFolder, LoadedDescription, RunningNode) {
+    let root = TestFolder::new(name);
+    let description = line_description(&root, 2);
+    let node = start_shm_node(&description, 0, &root.join("images"));
+    let loaded = loaded(&description);
+    (root, loaded, node)
 }

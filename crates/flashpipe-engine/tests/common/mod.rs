@@ -6,9 +6,11 @@
 
 use flashpipe_device::sim::{SimDiskConfig, SimWorld};
 use flashpipe_device::{BlockDevice, SplitMix64};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use flashpipe_engine::{EngineConfig, EngineError, ReadData, SteppedEngine};
+use flashpipe_engine::{
+    EngineClient, EngineConfig, EngineError, ReadData, Reply, SteppedEngine, Ticket, WritePath,
+};
 use flashpipe_fs::Filesystem;
 use flashpipe_testkit::formatted::format_fs;
 
@@ -79,6 +81,21 @@ pub fn read_pool_config(buffer_count: u32, max_read_bytes: usize) -> EngineConfi
     }
 }
 
+/// The write tests' engine: `write_path`, `command_queue_capacity` commands queued,
+/// `read_buffer_count` pool buffers of [`MAX_READ_BYTES`], 8 reads in flight.
+pub fn write_test_config(
+    write_path: WritePath,
+    command_queue_capacity: usize,
+    read_buffer_count: u32,
+) -> EngineConfig {
+    EngineConfig {
+        command_queue_capacity,
+        reads_in_flight_limit: 8,
+        write_path,
+        ..read_pool_config(read_buffer_count, MAX_READ_BYTES as usize)
+    }
+}
+
 /// Checks that each of a batch's files (answers in the order of `names`) holds
 /// `expected(index, name)` and came in a pool buffer, and that at least
 /// `files_per_buffer` files shared each buffer on average; `what` says which files.
@@ -104,4 +121,20 @@ pub fn check_packed<N: AsRef<str>>(
         names.len(),
         slots.len()
     );
+}
+
+/// Runs the engine until idle and takes every client's completions, by client index and
+/// ticket.
+pub fn run_and_collect(
+    engine: &mut SteppedEngine,
+    clients: &mut [EngineClient],
+) -> HashMap<(usize, Ticket), Result<Reply, EngineError>> {
+    engine.run_until_idle().expect("engine");
+    let mut replies = HashMap::new();
+    for (index, client) in clients.iter_mut().enumerate() {
+        while let Some((ticket, result)) = client.try_next_completion() {
+            replies.insert((index, ticket), result);
+        }
+    }
+    replies
 }

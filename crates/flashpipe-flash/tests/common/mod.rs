@@ -6,7 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
-use flashpipe_flash::{Ack, FlashArray, FlashCommand, FlashConfig, FlashRequest};
+use flashpipe_flash::{
+    Ack, FlashAddress, FlashArray, FlashCommand, FlashConfig, FlashOptions, FlashRequest,
+    StorageMode,
+};
 
 /// A small array: 2 channels x 2 ways x 8 blocks x 8 pages of 4 KiB, no random failures.
 pub fn small_config() -> FlashConfig {
@@ -53,4 +56,45 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
+}
+
+/// Page `page` of block `block` on chip `chip` of bus `bus`, device 0.
+pub fn address(bus: u32, chip: u32, block: u32, page: u32) -> FlashAddress {
+    FlashAddress {
+        device: 0,
+        bus,
+        chip,
+        block,
+        page,
+    }
+}
+
+/// Submits `command` with `tag` and runs it to its one ack.
+pub fn only_ack(array: &mut FlashArray, tag: u64, command: FlashCommand) -> Ack {
+    let mut acks = acks_of(array, tag, command);
+    assert_eq!(acks.len(), 1);
+    acks.pop().unwrap()
+}
+
+/// An array of `config` on `storage`, seeded `seed`, 64 requests a host in flight.
+pub fn array_of(config: FlashConfig, storage: StorageMode, seed: u64) -> FlashArray {
+    FlashArray::new(
+        config,
+        FlashOptions {
+            seed,
+            storage,
+            host_queue_depth: 64,
+            ..FlashOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A fresh, empty folder `flashpipe-flash-{name}-{pid}` under the temporary folder.
+pub fn scratch(name: &str) -> PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("flashpipe-flash-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
 }

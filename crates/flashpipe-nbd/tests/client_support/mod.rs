@@ -4,8 +4,12 @@
 
 #![allow(dead_code)]
 
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use flashpipe_device::{BlockDevice, Completion};
@@ -33,12 +37,18 @@ pub struct Scratch {
 impl Scratch {
     pub fn new(label: &str) -> Scratch {
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let number = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let number = COUNTER.fetch_add(1, Ordering::Relaxed);
         let path =
             std::env::temp_dir().join(format!("fp-nbd-{label}-{}-{number}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("scratch folder");
         Scratch { path }
+    }
+
+    /// A scratch folder for a test that needs `program`; `None` (the test is skipped,
+    /// saying why) when it is not on the PATH.
+    pub fn if_tool(program: &str, label: &str) -> Option<Scratch> {
+        have(program).then(|| Scratch::new(label))
     }
 }
 
@@ -137,7 +147,7 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(20);
         // The socket file appears at bind, before the server listens: wait until a
         // connection is accepted (servers take a connection that closes at once).
-        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+        while UnixStream::connect(&self.socket).is_err() {
             assert!(
                 Instant::now() < deadline,
                 "{:?} did not create its socket",
@@ -217,4 +227,54 @@ pub fn reap(device: &mut NbdDevice) -> Vec<Completion> {
         device.wait_completions(&mut completions).expect("wait");
     }
     completions
+}
+
+/// A Unix socket served on a thread of its own, each connection handed to the server's
+/// closure in turn, until dropped: the stop flag is set, one last connection wakes the
+/// loop, the thread is joined and the socket file removed.
+pub struct AcceptLoop {
+    /// The socket the loop listens on.
+    pub socket: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl AcceptLoop {
+    /// Binds `socket` and serves each connection with `serve`.
+    pub fn start(
+        socket: PathBuf,
+        mut serve: impl FnMut(UnixStream) + Send + 'static,
+    ) -> AcceptLoop {
+        let listener = UnixListener::bind(&socket).expect("bind");
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if let Ok(stream) = stream {
+                        serve(stream);
+                    }
+                }
+            })
+        };
+        AcceptLoop {
+            socket,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for AcceptLoop {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = UnixStream::connect(&self.socket);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
 }

@@ -61,9 +61,22 @@ type Started = (
     mpsc::Receiver<u64>,
 );
 
+/// What an echo server's connections report: how each ended, refusals, expired handshakes.
+type Reports = (
+    mpsc::Receiver<String>,
+    mpsc::Receiver<(usize, usize)>,
+    mpsc::Receiver<u64>,
+);
+
 fn start(limits: Limits) -> Started {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
+    let (server, (ends, refusals, expired)) = start_echo(Listener::Tcp(listener), limits);
+    (server, address, ends, refusals, expired)
+}
+
+/// An echo server on `listener`, and what its connections report.
+fn start_echo(listener: Listener, limits: Limits) -> (Server, Reports) {
     let (end_sender, ends) = mpsc::channel();
     let (refusal_sender, refusals) = mpsc::channel();
     let (expired_sender, expired) = mpsc::channel();
@@ -72,8 +85,8 @@ fn start(limits: Limits) -> Started {
         refusals: Mutex::new(refusal_sender),
         expired: Mutex::new(expired_sender),
     });
-    let server = Server::start(vec![Listener::Tcp(listener)], limits, protocol, "test").unwrap();
-    (server, address, ends, refusals, expired)
+    let server = Server::start(vec![listener], limits, protocol, "test").unwrap();
+    (server, (ends, refusals, expired))
 }
 
 /// How the next connection ended.
@@ -184,25 +197,12 @@ fn stop_ends_accepting_and_every_connection_after_its_reader_ends() {
 
 #[test]
 fn a_unix_listener_serves_and_stops() {
-    let directory =
-        std::env::temp_dir().join(format!("flashpipe-net-accept-{}", std::process::id()));
-    std::fs::create_dir_all(&directory).unwrap();
-    let path = directory.join("socket");
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path).unwrap();
-    let (end_sender, ends) = mpsc::channel();
-    let (refusal_sender, _refusals) = mpsc::channel();
-    let (expired_sender, _expired) = mpsc::channel();
-    let protocol = Arc::new(Echo {
-        ends: Mutex::new(end_sender),
-        refusals: Mutex::new(refusal_sender),
-        expired: Mutex::new(expired_sender),
-    });
-    let listeners = vec![Listener::Unix {
+    let (path, listener) = unix_listener("accept");
+    let unix = Listener::Unix {
         listener,
         path: path.clone(),
-    }];
-    let mut server = Server::start(listeners, NO_DEADLINE, protocol, "test").unwrap();
+    };
+    let (mut server, (ends, _refusals, _expired)) = start_echo(unix, NO_DEADLINE);
     let mut client = UnixStream::connect(&path).unwrap();
     client.write_all(&[9]).unwrap();
     let mut back = [0u8; 1];
@@ -213,7 +213,7 @@ fn a_unix_listener_serves_and_stops() {
         ends.recv_timeout(Duration::from_secs(10)).unwrap(),
         "unix closed"
     );
-    let _ = std::fs::remove_dir_all(&directory);
+    let _ = std::fs::remove_dir_all(path.parent().expect("the socket's folder"));
 }
 
 /// Admits only connections whose peer's uid is `allowed_uid`; reports each peer and each
@@ -247,13 +247,20 @@ impl Protocol for Gate {
     }
 }
 
-fn unix_gate(name: &str, allowed_uid: u32) -> (Server, PathBuf, Gated) {
+/// A listener on `socket` in the folder `flashpipe-net-{name}-{pid}` under the temporary
+/// folder: the socket's path and the listener.
+fn unix_listener(name: &str) -> (PathBuf, UnixListener) {
     let directory =
         std::env::temp_dir().join(format!("flashpipe-net-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&directory).unwrap();
     let path = directory.join("socket");
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path).unwrap();
+    (path, listener)
+}
+
+fn unix_gate(name: &str, allowed_uid: u32) -> (Server, PathBuf, Gated) {
+    let (path, listener) = unix_listener(name);
     let (peer_sender, peers) = mpsc::channel();
     let (served_sender, served) = mpsc::channel();
     let protocol = Arc::new(Gate {

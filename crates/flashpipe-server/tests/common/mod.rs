@@ -2,6 +2,9 @@
 
 #![allow(dead_code)]
 
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
 use flashpipe_client::{
@@ -11,7 +14,12 @@ use flashpipe_device::BufferPool;
 use flashpipe_device::RamDisk;
 use flashpipe_engine::{EngineConfig, PoolMemory};
 use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_protocol::{
+    decode_body, decode_header, encode_frame, Frame, Hello, Request, Response, RingsOpened,
+    HEADER_BYTES, MAX_BODY_BYTES,
+};
 use flashpipe_server::{Server, ServerConfig};
+use flashpipe_shm::{receive_with_fds, send_with_fds};
 use flashpipe_store::RunningStore;
 use flashpipe_testkit::scratch::ScratchFolder;
 
@@ -142,4 +150,75 @@ pub fn wait_until(mut condition: impl FnMut() -> bool) {
     while !condition() {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+}
+
+/// Shakes hands by hand as `client_name`, speaking `version` only and mapping memory, and
+/// opens rings: the socket, the rings-opened answer and the descriptors that came with it.
+pub fn open_rings_by_hand(
+    path: &std::path::Path,
+    version: u16,
+    client_name: &str,
+) -> (UnixStream, RingsOpened, Vec<OwnedFd>) {
+    let socket = UnixStream::connect(path).expect("connect");
+    let hello = Frame::Hello(Hello {
+        min_version: version,
+        max_version: version,
+        map_memory: true,
+        client_name: client_name.to_string(),
+    });
+    send_with_fds(&socket, &encode_frame(&hello), &[]).expect("hello sent");
+    let (welcome, _) = receive_frame_with_fds(&socket);
+    assert!(matches!(welcome, Frame::Welcome(_)), "{welcome:?}");
+    let open = Frame::Request {
+        request_id: 1,
+        request: Request::OpenRings,
+    };
+    send_with_fds(&socket, &encode_frame(&open), &[]).expect("open-rings sent");
+    let (answer, fds) = receive_frame_with_fds(&socket);
+    let Frame::Response {
+        response: Response::RingsOpened(rings),
+        ..
+    } = answer
+    else {
+        panic!("open-rings answered {answer:?}")
+    };
+    (socket, rings, fds)
+}
+
+/// Receives one frame from the socket with the descriptors passed beside its header.
+pub fn receive_frame_with_fds(socket: &UnixStream) -> (Frame, Vec<OwnedFd>) {
+    let mut header = [0u8; HEADER_BYTES];
+    let mut filled = 0;
+    let mut fds = Vec::new();
+    while filled < HEADER_BYTES {
+        let (count, mut came) = receive_with_fds(socket, &mut header[filled..], 4).expect("recv");
+        assert!(count > 0, "the server closed the connection");
+        fds.append(&mut came);
+        filled += count;
+    }
+    let decoded = decode_header(&header, MAX_BODY_BYTES).expect("header");
+    let mut body = vec![0u8; decoded.body_length_bytes as usize];
+    let mut reading = socket;
+    reading.read_exact(&mut body).expect("body");
+    let frame = decode_body(&decoded, &body).expect("frame");
+    (frame, fds)
+}
+
+/// Connects without a client and sends a hello offering `versions`, named `client_name`;
+/// the socket, its welcome not read yet.
+pub fn raw_hello(
+    socket: &std::path::Path,
+    versions: std::ops::RangeInclusive<u16>,
+    map_memory: bool,
+    client_name: &str,
+) -> UnixStream {
+    let mut raw = UnixStream::connect(socket).expect("raw connect");
+    let hello = Frame::Hello(Hello {
+        min_version: *versions.start(),
+        max_version: *versions.end(),
+        map_memory,
+        client_name: client_name.into(),
+    });
+    std::io::Write::write_all(&mut raw, &encode_frame(&hello)).expect("hello");
+    raw
 }

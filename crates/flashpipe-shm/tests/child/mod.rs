@@ -1,6 +1,9 @@
 //! The second process of the shm tests: this test binary run again, its `child_side` test
 //! alone, with the path of a socket to connect to in an environment variable.
 
+#![allow(dead_code)] // each test file uses the helpers it needs
+
+use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -38,4 +41,14 @@ pub fn start_child_side(variable: &str) -> ChildSide {
 pub fn connect_to_parent(variable: &str) -> Option<UnixStream> {
     let socket_path = PathBuf::from(std::env::var_os(variable)?);
     Some(UnixStream::connect(socket_path).unwrap())
+}
+
+/// In the child, its socket connected and the `N` descriptors the parent sent first;
+/// `None` when the test runs as an ordinary test.
+pub fn fds_from_parent<const N: usize>(variable: &str) -> Option<(UnixStream, [OwnedFd; N])> {
+    let stream = connect_to_parent(variable)?;
+    let mut buffer = [0u8; 8];
+    let (_, fds) = flashpipe_shm::receive_with_fds(&stream, &mut buffer, N).unwrap();
+    let fds: [OwnedFd; N] = fds.try_into().expect("the descriptors the parent sends");
+    Some((stream, fds))
 }

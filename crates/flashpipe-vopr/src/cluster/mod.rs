@@ -33,7 +33,7 @@ use std::fmt;
 use std::rc::Rc;
 
 use flashpipe_cluster::arbiter::{jain_index, RequestCosts};
-use flashpipe_cluster::description::ClusterDescription;
+use flashpipe_cluster::description::{line_text, ClusterDescription};
 use flashpipe_cluster::wire::WireLimits;
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions, StorageMode};
 use flashpipe_sim::{FaultPlan, FaultPlanConfig, World};
@@ -170,33 +170,8 @@ fn description(
     attachments: &[u32],
     per_host: u32,
 ) -> Result<ClusterDescription, String> {
-    let mut text = String::from("version = 1\n");
-    for node in 0..nodes {
-        let links = if node + 1 < nodes {
-            format!("[{}]", node + 1)
-        } else {
-            "[]".to_string()
-        };
-        text.push_str(&format!(
-            "[[node]]\nid = {node}\naddress = \"127.0.0.1:{}\"\npreset = \"{PRESET}\"\nimage = \"node{node}.img\"\nlinks = {links}\n",
-            7000 + node
-        ));
-    }
-    for (host, node) in attachments.iter().enumerate() {
-        let start = host as u32 * per_host;
-        let shares: Vec<String> = (0..nodes)
-            .map(|device| {
-                format!(
-                    "{{ device = {device}, start = {start}, end = {} }}",
-                    start + per_host
-                )
-            })
-            .collect();
-        text.push_str(&format!(
-            "[[host]]\nid = {host}\nnode = {node}\nshares = [{}]\n",
-            shares.join(", ")
-        ));
-    }
+    let ports: Vec<u16> = (0..nodes).map(|node| 7000 + node as u16).collect();
+    let text = line_text(&ports, PRESET, "node", attachments, per_host);
     ClusterDescription::from_toml(&text)
         .map_err(|error| format!("the seed's cluster description was refused: {error}"))
 }

@@ -13,10 +13,10 @@
 use std::collections::VecDeque;
 
 use flashpipe_cluster::credits::CreditReceiver;
-use flashpipe_cluster::output::{input_of, OutputStage};
+use flashpipe_cluster::output::{input_of, port_of, LeftoverOutputs, OutputStage, DEVICE_INPUT};
 use flashpipe_cluster::router::{Output, Port, Router, RouterConfig};
 use flashpipe_cluster::wire::{Channel, Frame, Message, Status, WireAck};
-use flashpipe_flash::{AckStatus, CommandKind, FlashCommand};
+use flashpipe_flash::{AckStatus, CommandKind};
 use flashpipe_sim::SplitMix64;
 
 use super::device::Device;
@@ -61,19 +61,8 @@ pub(crate) struct PortState {
     pub(crate) attached: Option<u64>,
 }
 
-fn port_of(index: usize) -> Port {
-    match index {
-        0 => Port::Host,
-        1 => Port::Device,
-        link => Port::Link(link - 2),
-    }
-}
-
-const DEVICE: usize = 1;
-
 fn fresh_stage(port: Port, inputs: usize, limits: NodeLimits) -> OutputStage {
-    let window = matches!(port, Port::Link(_)).then_some(limits.link_window);
-    OutputStage::new(inputs, limits.stage_frames, window)
+    OutputStage::for_port(port, inputs, limits.stage_frames, limits.link_window)
 }
 
 fn fresh_ports(inputs: usize, limits: NodeLimits) -> Vec<PortState> {
@@ -83,7 +72,7 @@ fn fresh_ports(inputs: usize, limits: NodeLimits) -> Vec<PortState> {
             credits_in: None,
             leftovers: VecDeque::new(),
             inbox: VecDeque::new(),
-            attached: (index == DEVICE).then_some(0),
+            attached: (index == DEVICE_INPUT).then_some(0),
         })
         .collect()
 }
@@ -239,43 +228,6 @@ impl SimNode {
         Ok(())
     }
 
-    /// Queues an output on its port's stage, or hands it back when the stage is full.
-    fn deliver(&mut self, output: Output) -> Result<(), Box<Output>> {
-        let target = input_of(output.port);
-        let state = &mut self.ports[target];
-        if state.attached.is_none() {
-            return Ok(());
-        }
-        state.stage.push_output(output)
-    }
-
-    pub(crate) fn push_outputs(&mut self, outputs: Vec<Output>) {
-        for output in outputs {
-            let input = input_of(output.from);
-            if !self.ports[input].leftovers.is_empty() {
-                self.ports[input].leftovers.push_back(output);
-                continue;
-            }
-            if let Err(output) = self.deliver(output) {
-                self.ports[input].leftovers.push_back(*output);
-            }
-        }
-    }
-
-    fn flush_leftovers(&mut self) -> bool {
-        let mut moved = false;
-        for index in 0..self.ports.len() {
-            while let Some(output) = self.ports[index].leftovers.pop_front() {
-                if let Err(output) = self.deliver(output) {
-                    self.ports[index].leftovers.push_front(*output);
-                    break;
-                }
-                moved = true;
-            }
-        }
-        moved
-    }
-
     /// Takes frames from the inboxes whose input is not held; returns whether any moved.
     fn drain_inboxes(&mut self) -> Result<bool, String> {
         let mut moved = false;
@@ -328,7 +280,7 @@ impl SimNode {
 
     /// Feeds the device's ready acks to the router (while the device port's outputs fit).
     fn poll_device(&mut self) -> Result<bool, String> {
-        if !self.ports[DEVICE].leftovers.is_empty() {
+        if !self.ports[DEVICE_INPUT].leftovers.is_empty() {
             return Ok(false);
         }
         let acks = self.device.poll();
@@ -361,7 +313,7 @@ impl SimNode {
     /// others' frames into `sent`. Returns whether anything moved.
     fn pump(&mut self, sent: &mut Vec<(Port, Frame)>) -> Result<bool, String> {
         let mut moved = false;
-        while let Some(frame) = self.ports[DEVICE].stage.next_frame() {
+        while let Some(frame) = self.ports[DEVICE_INPUT].stage.next_frame() {
             moved = true;
             let Message::Request(mut request) = frame.message else {
                 return Err(format!(
@@ -370,15 +322,7 @@ impl SimNode {
                 ));
             };
             let (tag, host, kind) = (request.tag, request.host, request.command.kind());
-            match &mut request.command {
-                FlashCommand::ReadPage { address }
-                | FlashCommand::WritePage { address, .. }
-                | FlashCommand::EraseBlock { address } => address.device = 0,
-                FlashCommand::CopyBack { from, to, .. } => {
-                    from.device = 0;
-                    to.device = 0;
-                }
-            }
+            request.command.set_device(0);
             if kind == CommandKind::Write && self.strikes(ClusterBug::ProgramAckedUndone, 0.1) {
                 let lie = WireAck {
                     tag,
@@ -402,7 +346,7 @@ impl SimNode {
             }
         }
         for index in 0..self.ports.len() {
-            if index == DEVICE {
+            if index == DEVICE_INPUT {
                 continue;
             }
             let port = port_of(index);
@@ -490,6 +434,17 @@ impl SimNode {
             }
         }
         None
+    }
+}
+
+impl LeftoverOutputs for SimNode {
+    fn leftovers(&mut self, input: usize) -> Option<&mut VecDeque<Output>> {
+        self.ports.get_mut(input).map(|state| &mut state.leftovers)
+    }
+
+    fn attached_stage(&mut self, port: Port) -> Option<&mut OutputStage> {
+        let state = &mut self.ports[input_of(port)];
+        state.attached.is_some().then_some(&mut state.stage)
     }
 }
 

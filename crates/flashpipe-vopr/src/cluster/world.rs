@@ -12,6 +12,7 @@
 //! takes the host port down) and a new host process, its tags from 1 again, connects
 //! later. A slow node delays every frame it sends.
 
+use flashpipe_cluster::output::LeftoverOutputs;
 use flashpipe_cluster::router::Port;
 use flashpipe_cluster::wire::{self, Frame, WireLimits};
 use flashpipe_flash::FlashRequest;
