@@ -360,12 +360,19 @@ fn writes_past_a_full_store_are_answered_and_fail_the_next_fsync() {
     let (store, directory) = store_and_mount_point(folder.path());
     let mount = Mounted::start(&store, &directory, &[]);
     std::fs::write(directory.join("kept"), b"kept before").expect("write a small file");
-    let mut writer = std::fs::File::create(directory.join("big")).expect("create");
     let piece = pattern(1 << 20, 5);
+    let mut first = std::fs::File::create(directory.join("first")).expect("create");
+    for _ in 0..200 {
+        first.write_all(&piece).expect("200 MiB fit");
+    }
+    first.sync_all().expect("200 MiB fit");
+    drop(first);
     // the store holds 256 MiB: writes are answered once the mount has them, and the store's
-    // refusal comes back at the fsync
+    // refusal comes back at the fsync (each file stays below the store's size, so the
+    // refusal is for space, never for a file larger than the store)
+    let mut writer = std::fs::File::create(directory.join("big")).expect("create");
     let mut failed_early = None;
-    for _ in 0..320 {
+    for _ in 0..120 {
         if let Err(error) = writer.write_all(&piece) {
             failed_early = Some(error);
             break;
