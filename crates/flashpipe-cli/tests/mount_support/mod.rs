@@ -49,6 +49,8 @@ pub fn shell_ok(folder: &Path, line: &str) -> String {
 pub struct Mounted {
     pub child: Option<Child>,
     pub directory: PathBuf,
+    /// What the mount wrote on its standard error after its "mounted on" line.
+    pub said: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Mounted {
@@ -77,13 +79,19 @@ impl Mounted {
             }
         }
         // keep draining its standard error so that it never blocks on a full pipe
+        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let kept = std::sync::Arc::clone(&said);
         std::thread::spawn(move || {
-            let mut rest = String::new();
-            while stderr.read_line(&mut rest).unwrap_or(0) > 0 {}
+            let mut line = String::new();
+            while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+                kept.lock().expect("not poisoned").push_str(&line);
+                line.clear();
+            }
         });
         Mounted {
             child: Some(child),
             directory: directory.to_path_buf(),
+            said,
         }
     }
 
@@ -94,7 +102,11 @@ impl Mounted {
         // SAFETY: kill with a valid pid and signal has no memory effects.
         assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
         let status = wait_with_deadline(&mut child, Duration::from_secs(60));
-        assert!(status.success(), "the mount exited with {status}");
+        assert!(
+            status.success(),
+            "the mount exited with {status}; it said: {}",
+            self.said.lock().expect("not poisoned")
+        );
     }
 
     /// Kills the mount process with SIGKILL and detaches its dead mount.
