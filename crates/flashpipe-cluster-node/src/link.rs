@@ -265,3 +265,113 @@ impl RingLink {
         let _ = self.socket.shutdown(std::net::Shutdown::Both);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixStream;
+
+    use flashpipe_cluster::wire::{self, Channel, Credit, Frame, Message, WireLimits};
+    use flashpipe_cluster_host::shm_setup::LinkRings;
+    use flashpipe_shm::{attach_received_ring, Doorbell, FrameRing, PushOutcome};
+
+    use super::{Link, Received, RingLink};
+
+    /// A ring link whose input the test fills through the peer's mapping, and the peer's
+    /// doorbell as the test sees it.
+    fn link_with_peer() -> (Link, FrameRing, FrameRing, Doorbell) {
+        let input = FrameRing::create(4096).unwrap();
+        let output = FrameRing::create(4096).unwrap();
+        let peer_writes = attach_received_ring(
+            input.as_fd().try_clone_to_owned().unwrap(),
+            input.region_size_bytes(),
+        )
+        .unwrap();
+        let peer_reads = attach_received_ring(
+            output.as_fd().try_clone_to_owned().unwrap(),
+            output.region_size_bytes(),
+        )
+        .unwrap();
+        let peer_bell = Doorbell::create("link-test-bell").unwrap();
+        let ours = Doorbell::attach(peer_bell.as_fd().try_clone_to_owned().unwrap()).unwrap();
+        let (socket, _other) = UnixStream::pair().unwrap();
+        let rings = LinkRings {
+            input,
+            output,
+            peer_doorbell: ours,
+        };
+        let limits = WireLimits {
+            max_page_bytes: 4096,
+            max_spare_bytes: 64,
+        };
+        let link = RingLink::new(rings, socket, "the test".to_string(), limits);
+        (
+            Link::Ring(Box::new(link)),
+            peer_writes,
+            peer_reads,
+            peer_bell,
+        )
+    }
+
+    /// `count` Credit frames one after the other, as the stream bytes a peer pushes.
+    fn credit_frames(count: usize) -> Vec<u8> {
+        let frame = Frame {
+            hops: 0,
+            message: Message::Credit(Credit {
+                channel: Channel::Request,
+                count: 1,
+            }),
+        };
+        let limits = WireLimits {
+            max_page_bytes: 4096,
+            max_spare_bytes: 64,
+        };
+        let one = wire::encode(&frame, limits).unwrap();
+        one.repeat(count)
+    }
+
+    #[test]
+    fn taking_from_a_crowded_input_rings_the_peer_and_an_uncrowded_one_does_not() {
+        let (mut link, mut peer_writes, _peer_reads, peer_bell) = link_with_peer();
+        let record = credit_frames(1000 / credit_frames(1).len());
+        // three records of about a quarter of the ring: more than half of it is used
+        for _ in 0..3 {
+            assert_eq!(peer_writes.try_push(&record).unwrap(), PushOutcome::Pushed);
+        }
+        let before = peer_bell.rings_so_far();
+        assert!(matches!(link.try_recv(), Received::Frame(_)));
+        assert_eq!(
+            peer_bell.rings_so_far().wrapping_sub(before),
+            1,
+            "the pop from a crowded ring rang the producer once"
+        );
+        while let Received::Frame(_) = link.try_recv() {}
+        let drained = peer_bell.rings_so_far();
+        assert_eq!(
+            peer_writes.try_push(&credit_frames(1)).unwrap(),
+            PushOutcome::Pushed
+        );
+        assert!(matches!(link.try_recv(), Received::Frame(_)));
+        assert_eq!(
+            peer_bell.rings_so_far(),
+            drained,
+            "room to spare rings nobody"
+        );
+    }
+
+    #[test]
+    fn a_full_output_has_room_again_once_the_peer_takes_from_it() {
+        let (mut link, _peer_writes, mut peer_reads, _peer_bell) = link_with_peer();
+        let frame = vec![0u8; 1016];
+        let mut sent = 0;
+        while link.try_send(frame.clone()).is_ok() {
+            sent += 1;
+        }
+        assert!(sent >= 2 && !link.has_room(), "a full output is crowded");
+        while peer_reads
+            .pop(flashpipe_shm::RingWait::NoWait)
+            .unwrap()
+            .is_some()
+        {}
+        assert!(link.has_room(), "an emptied output has room");
+    }
+}
