@@ -227,22 +227,41 @@ impl RegionLink {
     /// Unregisters free regions, keeping the `keep` largest of those no larger than
     /// [`KEPT_REGION_MAX_BYTES`].
     fn unregister_free(&mut self, keep: usize) -> Result<(), StoreError> {
-        let mut free: Vec<usize> = (0..self.regions.len())
-            .filter(|&index| is_free(&self.regions[index]))
+        let sizes: Vec<Option<usize>> = self
+            .regions
+            .iter()
+            .map(|region| is_free(region).then(|| region.size_bytes()))
             .collect();
-        free.sort_by_key(|&index| std::cmp::Reverse(self.regions[index].size_bytes()));
-        let (keepable, too_large): (Vec<usize>, Vec<usize>) = free
-            .into_iter()
-            .partition(|&index| self.regions[index].size_bytes() <= KEPT_REGION_MAX_BYTES);
-        let mut drop_indices: Vec<usize> =
-            keepable.into_iter().skip(keep).chain(too_large).collect();
-        drop_indices.sort_unstable_by(|a, b| b.cmp(a));
-        for index in drop_indices {
+        for index in regions_to_give_back(&sizes, keep) {
             let region = self.regions.swap_remove(index);
             self.client.unregister_region(&region)?;
         }
         Ok(())
     }
+}
+
+/// Which regions to unregister, highest index first (so `swap_remove` leaves the others
+/// where they are): of the free ones (`Some(size)`; `None` is a region an array holds),
+/// every one larger than [`KEPT_REGION_MAX_BYTES`] and all but the `keep` largest of the
+/// rest.
+fn regions_to_give_back(sizes: &[Option<usize>], keep: usize) -> Vec<usize> {
+    let mut free: Vec<(usize, usize)> = sizes
+        .iter()
+        .enumerate()
+        .filter_map(|(index, size)| size.map(|size| (index, size)))
+        .collect();
+    free.sort_by_key(|&(_, size)| std::cmp::Reverse(size));
+    let (keepable, too_large): (Vec<_>, Vec<_>) = free
+        .into_iter()
+        .partition(|&(_, size)| size <= KEPT_REGION_MAX_BYTES);
+    let mut indices: Vec<usize> = keepable
+        .into_iter()
+        .skip(keep)
+        .chain(too_large)
+        .map(|(index, _)| index)
+        .collect();
+    indices.sort_unstable_by(|a, b| b.cmp(a));
+    indices
 }
 
 /// What a read into `region` is cut on: the store's block, at least the region
@@ -331,5 +350,31 @@ impl ReadPlan {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{regions_to_give_back, KEPT_REGION_MAX_BYTES};
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn the_largest_free_region_up_to_the_bound_is_kept_and_held_ones_never_go() {
+        let sizes = [Some(4 * MIB), None, Some(64 * MIB), Some(2 * MIB)];
+        assert_eq!(regions_to_give_back(&sizes, 1), vec![3, 0]);
+        assert_eq!(regions_to_give_back(&sizes, 0), vec![3, 2, 0]);
+        assert!(regions_to_give_back(&[None, None], 1).is_empty());
+    }
+
+    #[test]
+    fn a_free_region_past_the_bound_is_given_back_even_when_it_is_the_only_one() {
+        let past = KEPT_REGION_MAX_BYTES + 2 * MIB;
+        assert_eq!(regions_to_give_back(&[Some(past)], 1), vec![0]);
+        assert_eq!(
+            regions_to_give_back(&[Some(past), Some(KEPT_REGION_MAX_BYTES)], 1),
+            vec![0],
+            "the one at the bound is kept"
+        );
     }
 }
