@@ -41,6 +41,7 @@ use flashpipe_flash::FlashConfig;
 use crate::error::invalid_input;
 use crate::BenchResult;
 use load::{run_hosts, wait_for_links, HostJob, HostTally};
+pub use nodes::preset_in_description;
 use nodes::{ClusterNodes, NODES, PRESET};
 use report::{print_report, ClusterRow};
 
@@ -132,9 +133,22 @@ pub struct BenchClusterArgs {
     /// (shared-memory rings between the processes).
     #[arg(long, value_enum, default_value = "tcp")]
     pub link: ClusterLink,
+    /// The nodes' device: a shipped preset or a preset file (`flashpipe sim presets`). The
+    /// model's and the paper's columns are given for `minflash` only; another device, e.g.
+    /// one with fewer buses so that the device and not the CPUs bounds Fig. 6b, is measured
+    /// alone.
+    #[arg(long, default_value = PRESET)]
+    pub preset: String,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
+}
+
+impl BenchClusterArgs {
+    /// Whether the rows are set beside the model and the paper (the `minflash` device).
+    pub fn beside_the_paper(&self) -> bool {
+        self.preset == PRESET
+    }
 }
 
 /// Runs `flashpipe bench cluster`.
@@ -146,10 +160,12 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
     if arguments.parts.is_empty() {
         return Err(invalid_input("--parts: name at least one part").into());
     }
+    let config = FlashConfig::preset_or_file(&arguments.preset)
+        .map_err(|error| invalid_input(format!("--preset: {error}")))?;
     let model = crate::sim::minflash_model_points(arguments.seed)?;
-    let config = FlashConfig::preset(PRESET).map_err(|error| invalid_input(error.to_string()))?;
     let scratch = crate::scratch::Scratch::new(&std::env::temp_dir(), "cluster")?;
-    let nodes = ClusterNodes::start(scratch.path(), arguments.link)?;
+    let preset = preset_in_description(&arguments.preset)?;
+    let nodes = ClusterNodes::start(scratch.path(), arguments.link, &preset)?;
     let loaded = flashpipe_cluster_host::loaded::load_description(nodes.description())
         .map_err(|error| invalid_input(format!("the generated description: {error}")))?;
     wait_for_links(&loaded, NODES, NODES)?;
@@ -175,7 +191,9 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
             ClusterPart::Nbd => measure.nbd()?,
         };
         for row in &mut part_rows {
-            row.attach_model(&model);
+            if arguments.beside_the_paper() {
+                row.attach_model(&model);
+            }
             row.cpu_note(cpus);
         }
         rows.extend(part_rows);

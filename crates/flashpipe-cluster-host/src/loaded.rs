@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use flashpipe_cluster::description::{ClusterDescription, DescriptionError};
 use flashpipe_cluster::wire::WireLimits;
-use flashpipe_flash::FlashConfig;
 
 use crate::auth::{ClusterKey, KeyError};
 
@@ -96,7 +95,7 @@ pub fn load_description(path: &Path) -> Result<LoadedDescription, LoadError> {
         max_spare_bytes: 0,
     };
     for node in &description.nodes {
-        if let Ok(config) = FlashConfig::preset(&node.preset) {
+        if let Ok(config) = description.preset_config(node) {
             let of = WireLimits::of_config(&config);
             limits.max_page_bytes = limits.max_page_bytes.max(of.max_page_bytes);
             limits.max_spare_bytes = limits.max_spare_bytes.max(of.max_spare_bytes);

@@ -147,10 +147,12 @@ impl ClusterView {
                 device,
                 detail: "no node has this id".to_string(),
             })?;
-            let config = FlashConfig::preset(&node.preset).map_err(|error| ViewError::Preset {
-                device,
-                detail: error.to_string(),
-            })?;
+            let config = description
+                .preset_config(node)
+                .map_err(|error| ViewError::Preset {
+                    device,
+                    detail: error.to_string(),
+                })?;
             match &first {
                 None => first = Some((device, node.preset.clone(), config)),
                 Some((first_device, first_preset, first_config)) => {

@@ -246,7 +246,7 @@ fn image_folder(path: &Path) -> Result<(), NodeError> {
 }
 
 fn open_device(
-    preset: &str,
+    config: FlashConfig,
     image: &Path,
     node: u32,
     host_count: u32,
@@ -266,7 +266,7 @@ fn open_device(
         }
         return Ok((array, true));
     }
-    let mut config = FlashConfig::preset(preset).map_err(|error| image_error(error.into()))?;
+    let mut config = config;
     config.geometry.devices = 1;
     let options = FlashOptions {
         seed: u64::from(node) + 1,
@@ -601,7 +601,13 @@ pub fn start_with_limits(
     let links = config.links;
     let router = Router::new(config).map_err(|error| NodeError::Router { node, error })?;
     let listener = listen(&loaded, node, address)?;
-    let (array, image_reopened) = open_device(&entry.preset, &image, node, host_count)?;
+    let config = description.preset_config(&entry).map_err(|error| {
+        NodeError::Load(LoadError::Description {
+            path: options.description.display().to_string(),
+            error,
+        })
+    })?;
+    let (array, image_reopened) = open_device(config, &image, node, host_count)?;
     let neighbours = description.neighbours(node);
     let host = description.host_on(node).map(|host| host.id);
     let stopping = Arc::new(AtomicBool::new(false));

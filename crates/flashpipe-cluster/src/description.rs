@@ -5,12 +5,14 @@
 //! shares past the preset's geometry and unknown presets are refused with a message that
 //! names the entry. A node's device id is its node id. The link kind (`tcp` or `shm`) and
 //! the socket folder of shared-memory links are read here too; with `shm` every node's
-//! address must be a loopback address.
+//! address must be a loopback address. A node's preset is a shipped preset's name or the
+//! path of a preset file (relative to the description's folder), read when the description
+//! is checked.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Read;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flashpipe_flash::config::PRESET_NAMES;
 use flashpipe_flash::FlashConfig;
@@ -60,7 +62,9 @@ pub struct NodeDescription {
     pub id: u32,
     /// Where the node listens (host:port).
     pub address: String,
-    /// The device preset (`flashpipe sim presets` lists them).
+    /// The device preset: a shipped preset's name (`flashpipe sim presets` lists them) or
+    /// the path of a preset file in the same TOML form (relative to the description's
+    /// folder unless absolute).
     pub preset: String,
     /// The device's image file.
     pub image: String,
@@ -126,6 +130,10 @@ pub struct ClusterDescription {
     /// The hosts.
     #[serde(rename = "host", default)]
     pub hosts: Vec<HostDescription>,
+    /// The description's folder, against which preset files are found (not in the file:
+    /// set by [`ClusterDescription::from_file`], the current folder for `from_toml`).
+    #[serde(skip)]
+    folder: PathBuf,
 }
 
 /// Why a description was refused.
@@ -178,15 +186,15 @@ pub enum DescriptionError {
         /// The address given.
         address: String,
     },
-    /// A preset that does not exist.
-    #[error("node {node}: unknown device preset {preset} (presets: {known})")]
+    /// A preset that is neither shipped nor a readable preset file.
+    #[error("node {node}: device preset {preset}: {detail}")]
     UnknownPreset {
         /// The node.
         node: u32,
         /// The preset named.
         preset: String,
-        /// The presets there are.
-        known: String,
+        /// Why it was refused (it names the shipped presets when the file does not exist).
+        detail: String,
     },
     /// A link to a node that is not described.
     #[error("node {node} links to node {target}, which the description does not name")]
@@ -284,17 +292,39 @@ impl ClusterDescription {
                 "over the limit of {MAX_DESCRIPTION_BYTES} bytes"
             )));
         }
-        ClusterDescription::from_toml(&text)
+        let folder = path.parent().unwrap_or(Path::new("."));
+        ClusterDescription::from_toml_in(&text, folder)
     }
 
-    /// Parses and checks a description.
+    /// Parses and checks a description whose preset files are found from the current folder.
     pub fn from_toml(text: &str) -> Result<ClusterDescription, DescriptionError> {
-        let description: ClusterDescription =
+        ClusterDescription::from_toml_in(text, Path::new("."))
+    }
+
+    /// Parses and checks a description whose preset files are found from `folder`.
+    pub fn from_toml_in(text: &str, folder: &Path) -> Result<ClusterDescription, DescriptionError> {
+        let mut description: ClusterDescription =
             toml::from_str(text).map_err(|error| DescriptionError::Syntax {
                 detail: error.message().to_string(),
             })?;
+        description.folder = folder.to_path_buf();
         description.validate()?;
         Ok(description)
+    }
+
+    /// The device configuration of a node: its shipped preset, or its preset file read
+    /// from the description's folder.
+    pub fn preset_config(&self, node: &NodeDescription) -> Result<FlashConfig, DescriptionError> {
+        let preset = if PRESET_NAMES.contains(&node.preset.as_str()) {
+            FlashConfig::preset(&node.preset)
+        } else {
+            FlashConfig::preset_or_file(&self.folder.join(&node.preset).to_string_lossy())
+        };
+        preset.map_err(|error| DescriptionError::UnknownPreset {
+            node: node.id,
+            preset: node.preset.clone(),
+            detail: error.to_string(),
+        })
     }
 
     /// The socket folder of shared-memory links as written (relative to the description's
@@ -352,7 +382,7 @@ impl ClusterDescription {
         let node = self
             .node(device)
             .ok_or(DescriptionError::ShareOfUnknownDevice { host: 0, device })?;
-        let blocks = preset_config(node)?.blocks_per_way();
+        let blocks = self.preset_config(node)?.blocks_per_way();
         let declared = self.hosts.iter().flat_map(|host| {
             host.shares
                 .iter()
@@ -433,7 +463,7 @@ impl ClusterDescription {
                     address: node.address.clone(),
                 });
             }
-            preset_config(node)?;
+            self.preset_config(node)?;
         }
         for node in &self.nodes {
             for &target in &node.links {
@@ -546,15 +576,6 @@ fn is_loopback(address: &str) -> bool {
         .unwrap_or(host);
     bare.eq_ignore_ascii_case("localhost")
         || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The device configuration of a node's preset.
-fn preset_config(node: &NodeDescription) -> Result<FlashConfig, DescriptionError> {
-    FlashConfig::preset(&node.preset).map_err(|_| DescriptionError::UnknownPreset {
-        node: node.id,
-        preset: node.preset.clone(),
-        known: PRESET_NAMES.join(", "),
-    })
 }
 
 #[cfg(test)]

@@ -103,7 +103,7 @@ fn every_check_refuses_with_a_clear_message() {
         (("links = [1, 3]", "links = [1]"), "cannot be reached"),
         (
             ("preset = \"minflash\"", "preset = \"slc9\""),
-            "unknown device preset slc9",
+            "device preset slc9: cannot read ./slc9",
         ),
         (
             ("end = 2048 }, { device = 3", "end = 2049 }, { device = 3"),
@@ -194,4 +194,36 @@ fn unreadable_files_are_refused() {
         ClusterDescription::from_file(Path::new("/")),
         Err(DescriptionError::Unreadable { .. })
     ));
+}
+
+#[test]
+fn a_preset_file_is_read_from_the_description_folder() {
+    let folder = tempfile::tempdir().unwrap();
+    let mut narrow = FlashConfig::preset("minflash").unwrap();
+    narrow.geometry.channels = 2;
+    let narrow = narrow.to_toml();
+    std::fs::create_dir(folder.path().join("presets")).unwrap();
+    std::fs::write(folder.path().join("presets/narrow.toml"), narrow).unwrap();
+    let text = LINE.replacen(
+        "preset = \"minflash\"",
+        "preset = \"presets/narrow.toml\"",
+        1,
+    );
+    let path = folder.path().join("cluster.toml");
+    std::fs::write(&path, &text).unwrap();
+    let description = ClusterDescription::from_file(&path).unwrap();
+    let node = description.node(0).unwrap();
+    let config = description.preset_config(node).unwrap();
+    assert_eq!(config.geometry.channels, 2);
+    let shipped = description.preset_config(description.node(1).unwrap());
+    assert_eq!(shipped.unwrap().geometry.channels, 8);
+
+    std::fs::write(folder.path().join("presets/narrow.toml"), "channels = ").unwrap();
+    let refused = ClusterDescription::from_file(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.starts_with("node 0: device preset presets/narrow.toml: "),
+        "{refused}"
+    );
 }

@@ -23,7 +23,7 @@ use crate::BenchResult;
 
 /// Nodes (and devices, and hosts: host `h` sits on node `h`) of the measured line.
 pub const NODES: u32 = 4;
-/// The device preset of every node.
+/// The device preset of every node unless `--preset` names another.
 pub const PRESET: &str = "minflash";
 /// How long a node may take to print its ready line.
 const NODE_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -39,14 +39,15 @@ pub struct ClusterNodes {
 impl ClusterNodes {
     /// Writes the description and key into `folder` and starts every node, one after the
     /// other, each waited for until it prints its ready line.
-    pub fn start(folder: &Path, link: ClusterLink) -> BenchResult<ClusterNodes> {
+    /// `preset` is written into the description as it is (see [`preset_in_description`]).
+    pub fn start(folder: &Path, link: ClusterLink, preset: &str) -> BenchResult<ClusterNodes> {
         let program = std::env::current_exe().map_err(io_with(
             "finding the flashpipe binary for the cluster nodes",
         ))?;
         write_key(&folder.join("cluster.key"))?;
         let ports = free_ports()?;
         let description = folder.join("cluster.toml");
-        std::fs::write(&description, line_description(&ports, link))
+        std::fs::write(&description, line_description(&ports, link, preset))
             .map_err(io_with(format!("writing {}", description.display())))?;
         let mut nodes = ClusterNodes {
             description,
@@ -80,8 +81,9 @@ impl Drop for ClusterNodes {
 
 /// A line 0 - 1 - 2 - 3, host `h` on node `h`, reads only (no shares), with the key on;
 /// with `shm` the sockets in `run` beside the description.
-fn line_description(ports: &[u16], link: ClusterLink) -> String {
+fn line_description(ports: &[u16], link: ClusterLink, preset: &str) -> String {
     assert_eq!(ports.len(), NODES as usize, "one port per node");
+    let preset = toml::Value::String(preset.to_string()).to_string();
     let mut text = String::from("version = 1\nkey_file = \"cluster.key\"\n");
     let _ = writeln!(text, "link = \"{}\"", link.name());
     for (node, port) in (0..NODES).zip(ports) {
@@ -92,13 +94,30 @@ fn line_description(ports: &[u16], link: ClusterLink) -> String {
         };
         let _ = write!(
             text,
-            "[[node]]\nid = {node}\naddress = \"127.0.0.1:{port}\"\npreset = \"{PRESET}\"\nimage = \"node{node}.img\"\nlinks = {links}\n"
+            "[[node]]\nid = {node}\naddress = \"127.0.0.1:{port}\"\npreset = {preset}\nimage = \"node{node}.img\"\nlinks = {links}\n"
         );
     }
     for host in 0..NODES {
         let _ = write!(text, "[[host]]\nid = {host}\nnode = {host}\n");
     }
     text
+}
+
+/// How `--preset` is named in the generated description: a shipped preset by its name, a
+/// preset file by its absolute path (the description lives in a scratch folder).
+pub fn preset_in_description(preset: &str) -> BenchResult<String> {
+    if flashpipe_flash::config::PRESET_NAMES.contains(&preset) {
+        return Ok(preset.to_string());
+    }
+    let path = std::fs::canonicalize(preset)
+        .map_err(io_with(format!("finding the preset file {preset}")))?;
+    path.to_str().map(str::to_string).ok_or_else(|| {
+        crate::error::invalid_input(format!(
+            "--preset: the path {} is not UTF-8; name the file by another path",
+            path.display()
+        ))
+        .into()
+    })
 }
 
 /// Ports the kernel hands out for loopback listeners, released again for the nodes.
@@ -160,11 +179,35 @@ mod tests {
             (ClusterLink::Tcp, LinkKind::Tcp),
             (ClusterLink::Shm, LinkKind::Shm),
         ] {
-            let text = line_description(&[7400, 7401, 7402, 7403], link);
+            let text = line_description(&[7400, 7401, 7402, 7403], link, PRESET);
             let description = ClusterDescription::from_toml(&text).expect("a valid description");
             assert_eq!(description.hops(0, 3), Some(3));
             assert!(description.host_on(2).is_some());
             assert_eq!(description.link, kind);
         }
+    }
+
+    #[test]
+    fn a_preset_file_is_named_by_its_absolute_path() {
+        use flashpipe_cluster::description::ClusterDescription;
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/presets/minflash-2bus.toml"
+        );
+        let named = preset_in_description(file).unwrap();
+        assert!(Path::new(&named).is_absolute());
+        let text = line_description(&[7400, 7401, 7402, 7403], ClusterLink::Tcp, &named);
+        let description = ClusterDescription::from_toml(&text).expect("a valid description");
+        let node = description.node(0).unwrap();
+        assert_eq!(
+            description.preset_config(node).unwrap().geometry.channels,
+            2
+        );
+        assert_eq!(preset_in_description(PRESET).unwrap(), PRESET);
+        let missing = preset_in_description("/nonexistent/preset.toml").unwrap_err();
+        assert!(
+            missing.to_string().contains("/nonexistent/preset.toml"),
+            "{missing}"
+        );
     }
 }
