@@ -96,6 +96,12 @@ impl<D: BlockDevice> PacedDevice<D> {
         &self.inner
     }
 
+    /// The wrapped device, to reach what it offers beyond `BlockDevice` (a flash image's
+    /// sync); requests must still go through the paced device.
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
     /// Hands the wrapped device back.
     pub fn into_inner(self) -> D {
         self.inner
