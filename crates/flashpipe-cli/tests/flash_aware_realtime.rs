@@ -139,6 +139,7 @@ fn a_store_file_asking_to_pace_a_device_over_the_ftl_is_refused_unchanged() {
         &store,
     ]);
     let written = std::fs::read_to_string(&store).unwrap();
+    assert!(!written.contains("realtime"), "left out when off: {written}");
     let edited = written.replace(
         "preset = \"minflash\"\n",
         "preset = \"minflash\"\nrealtime = true\n",
@@ -171,11 +172,10 @@ fn serve_reports_the_flash_work_and_the_pacing_at_its_stop() {
     assert!(ready.contains("\"ready\""), "no readiness: {ready}");
     std::fs::write(folder.path().join("b.bin"), sample(100_000, 3)).unwrap();
     succeed_bytes(&["put", &store, &folder.join("b.bin")]);
+    let pid = libc::pid_t::try_from(server.id()).expect("a pid");
     // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-    assert_eq!(
-        unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(sent, 0);
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).expect("stdout readable");
     let mut logs = String::new();
