@@ -139,7 +139,10 @@ fn a_store_file_asking_to_pace_a_device_over_the_ftl_is_refused_unchanged() {
         &store,
     ]);
     let written = std::fs::read_to_string(&store).unwrap();
-    assert!(!written.contains("realtime"), "left out when off: {written}");
+    assert!(
+        !written.contains("realtime"),
+        "left out when off: {written}"
+    );
     let edited = written.replace(
         "preset = \"minflash\"\n",
         "preset = \"minflash\"\nrealtime = true\n",

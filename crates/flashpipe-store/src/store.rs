@@ -249,16 +249,13 @@ fn open_devices(
     let mut notes = Vec::new();
     let mut flash_activity = None;
     for (index, spec) in config.devices.iter().enumerate() {
-        let member = match spec {
-            DeviceSpec::Flash(flash) if flash.layout == FlashLayout::FlashAware => {
-                let device =
-                    open_raw_flash_device(flash, store_file, &format!("flash{index}"), creation)?;
-                flash_activity = Some(device.activity_handle());
-                Box::new(device)
-            }
-            _ => open_member(config, store_file, index, spec, creation, &mut notes)?,
+        let opening = Opening {
+            index,
+            creation,
+            notes: &mut notes,
+            flash_activity: &mut flash_activity,
         };
-        members.push(member);
+        members.push(open_member(config, store_file, spec, opening)?);
     }
     if members.len() == 1 {
         let device = members.pop().expect("one member");
@@ -275,14 +272,28 @@ fn open_devices(
     Ok((Box::new(striped), notes, flash_activity))
 }
 
+/// One member's place and mode, and what its opening leaves for the opener.
+struct Opening<'a> {
+    index: usize,
+    creation: DeviceCreation,
+    /// Remarks worth telling the user.
+    notes: &'a mut Vec<String>,
+    /// A flash-aware device's activity handle.
+    flash_activity: &'a mut Option<FlashActivityHandle>,
+}
+
 fn open_member(
     config: &StoreConfig,
     store_file: &Path,
-    index: usize,
     spec: &DeviceSpec,
-    creation: DeviceCreation,
-    notes: &mut Vec<String>,
+    opening: Opening<'_>,
 ) -> Result<Box<dyn BlockDevice>, StoreOpenError> {
+    let Opening {
+        index,
+        creation,
+        notes,
+        flash_activity,
+    } = opening;
     match spec {
         DeviceSpec::Ram { size_bytes } => Ok(Box::new(RamDisk::new(
             &format!("ram{index}"),
@@ -290,6 +301,12 @@ fn open_member(
             size_bytes / u64::from(DEVICE_BLOCK_SIZE_BYTES),
             config.queue_depth,
         )?)),
+        DeviceSpec::Flash(flash) if flash.layout == FlashLayout::FlashAware => {
+            let device =
+                open_raw_flash_device(flash, store_file, &format!("flash{index}"), creation)?;
+            *flash_activity = Some(device.activity_handle());
+            Ok(Box::new(device))
+        }
         DeviceSpec::Flash(flash) => {
             let device = open_flash_device(
                 flash,
