@@ -25,18 +25,24 @@ fn sample(length: usize, seed: usize) -> Vec<u8> {
 
 /// A small paced flash-aware store `s.toml` in `folder`.
 fn make_paced_store(folder: &ScratchFolder) -> String {
+    make_store(folder, &["--realtime"])
+}
+
+/// A small flash-aware store `s.toml` in `folder`, made with `options` too.
+fn make_store(folder: &ScratchFolder, options: &[&str]) -> String {
     let store = folder.join("s.toml");
-    succeed_bytes(&[
+    let mut arguments = vec![
         "mkfs",
         "--devices",
         "flash:minflash:fa.img",
         "--layout",
         "flash-aware",
-        "--realtime",
         "--flash-blocks-per-plane",
         "8",
-        &store,
-    ]);
+    ];
+    arguments.extend_from_slice(options);
+    arguments.push(&store);
+    succeed_bytes(&arguments);
     store
 }
 
@@ -158,12 +164,11 @@ fn a_store_file_asking_to_pace_a_device_over_the_ftl_is_refused_unchanged() {
     assert!(std::fs::read(folder.path().join("f.img")).unwrap() == image_before);
 }
 
-#[test]
-fn serve_reports_the_flash_work_and_the_pacing_at_its_stop() {
-    let folder = ScratchFolder::new("flash-aware-paced-serve");
-    let store = make_paced_store(&folder);
+/// Serves `store` (`--json`), puts a file through the server, stops it with SIGTERM and
+/// returns its `flash_counters` object, checking the stop line came after it.
+fn serve_put_and_stop(folder: &ScratchFolder, store: &str) -> Value {
     let mut server = Command::new(env!("CARGO_BIN_EXE_flashpipe"))
-        .args(["serve", &store, "--json"])
+        .args(["serve", store, "--json"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -174,7 +179,7 @@ fn serve_reports_the_flash_work_and_the_pacing_at_its_stop() {
     stdout.read_line(&mut ready).expect("stdout readable");
     assert!(ready.contains("\"ready\""), "no readiness: {ready}");
     std::fs::write(folder.path().join("b.bin"), sample(100_000, 3)).unwrap();
-    succeed_bytes(&["put", &store, &folder.join("b.bin")]);
+    succeed_bytes(&["put", store, &folder.join("b.bin")]);
     let pid = libc::pid_t::try_from(server.id()).expect("a pid");
     // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
     let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -185,10 +190,30 @@ fn serve_reports_the_flash_work_and_the_pacing_at_its_stop() {
     let mut stderr = server.stderr.take().expect("piped");
     stderr.read_to_string(&mut logs).expect("stderr readable");
     assert!(server.wait().unwrap().success(), "serve failed: {logs}");
-    let counters = flash_counters(&logs);
-    assert_eq!(counters["store"], store.as_str(), "{counters}");
-    check_written_and_paced(&counters);
     assert!(rest.contains("\"stopped\""), "no stop line: {rest}");
+    let counters = flash_counters(&logs);
+    assert_eq!(counters["store"], store, "{counters}");
+    counters
+}
+
+#[test]
+fn serve_reports_the_flash_work_and_the_pacing_at_its_stop() {
+    let folder = ScratchFolder::new("flash-aware-paced-serve");
+    let store = make_paced_store(&folder);
+    check_written_and_paced(&serve_put_and_stop(&folder, &store));
+}
+
+#[test]
+fn an_unpaced_store_reports_its_flash_work_without_pacing() {
+    let folder = ScratchFolder::new("flash-aware-unpaced-serve");
+    let store = make_store(&folder, &[]);
+    let counters = serve_put_and_stop(&folder, &store);
+    assert!(
+        counters["pages_programmed"].as_u64().unwrap() > 0,
+        "{counters}"
+    );
+    assert!(counters["commits"].as_u64().unwrap() > 0, "{counters}");
+    assert_eq!(counters["pacing"], Value::Null, "{counters}");
 }
 
 #[test]
