@@ -164,16 +164,6 @@ impl RawFlashStoreDevice {
         self.raw.raw().counters()
     }
 
-    /// True when completions are paced against the wall clock (`realtime = true`).
-    pub fn is_paced(&self) -> bool {
-        matches!(self.raw, Pacing::RealTime(_))
-    }
-
-    /// The lags of the pacing so far; `None` when the device is not paced.
-    pub fn lag_report(&self) -> Option<LagReport> {
-        self.raw.lag_report()
-    }
-
     /// Where the device leaves its counters and lags when it is dropped.
     pub fn activity_handle(&self) -> FlashActivityHandle {
         Arc::clone(&self.activity)
