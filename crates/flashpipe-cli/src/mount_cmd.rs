@@ -10,8 +10,9 @@
 //! and returns; the child then writes nothing more (its output goes to /dev/null).
 //!
 //! `umount DIR`, `fusermount3 -u DIR`, SIGTERM or SIGINT unmount: every change is then
-//! committed and the store closed (or the server's client disconnected). docs/mount.md is
-//! the user's guide.
+//! committed and the store closed (or the server's client disconnected). A store in the
+//! flash-aware layout opened here then gets one more line: what this mount did to its
+//! flash (`flash_counters`, text or `--json`). docs/mount.md is the user's guide.
 
 use std::io::{BufRead, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -21,11 +22,13 @@ use std::sync::Arc;
 
 use flashpipe_mount::{check_mount_point, DeviceCheck, MountError, MountOptions, MountTransport};
 use flashpipe_net::StopSignals;
+use flashpipe_store::flash_activity::FlashActivityHandle;
 use flashpipe_store::store::device_files;
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::{StoreAccess, StoreConfig};
 
 use crate::error_kind::{ErrorKind, Failure};
+use crate::nbd_cmd::flash_counters::{flash_aware_counters, write_json_line};
 use crate::session::{SessionParts, SessionRequest, StoreSession, StoreTransport};
 use crate::store_cmd::CliResult;
 
@@ -73,6 +76,11 @@ pub struct MountArgs {
     /// writing only always do (docs/mount.md, "Speed").
     #[arg(long)]
     pub direct_reads: bool,
+    /// At the unmount of a store in the flash-aware layout opened here, print what the
+    /// mount did to its flash as one JSON object on standard error (`flash_counters`)
+    /// instead of a text line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The default of `--commit-delay-ms`.
@@ -134,6 +142,7 @@ pub fn run(arguments: MountArgs) -> CliResult {
     match session.into_parts() {
         SessionParts::InProcess { store, client } => {
             // the images are examined before each change of names and commit, as a server does
+            let flash_activity = store.flash_activity();
             let store = Arc::new(store);
             let watched = Arc::clone(&store);
             let device_check: DeviceCheck = Box::new(move || {
@@ -143,14 +152,18 @@ pub fn run(arguments: MountArgs) -> CliResult {
             });
             let (client, result) = serve.run(client, &options, Some(device_check));
             drop(client);
-            match Arc::try_unwrap(store) {
+            let finished = match Arc::try_unwrap(store) {
                 Ok(store) => store.finish(result),
                 Err(_) => Err(Failure::new(
                     ErrorKind::Internal,
                     "the mount still held the store when it ended; the store keeps its last commit",
                 )
                 .into()),
+            };
+            if let (Ok(()), Some(activity)) = (&finished, flash_activity) {
+                report_flash_activity(&arguments, &activity);
             }
+            finished
         }
         SessionParts::Served { client } => {
             options.shared_store = true;
@@ -234,6 +247,17 @@ impl Serve<'_> {
     }
 }
 
+/// The stop line of a store in the flash-aware layout: what this mount did to its flash.
+fn report_flash_activity(arguments: &MountArgs, activity: &FlashActivityHandle) {
+    let activity = flashpipe_store::flash_activity::snapshot(activity);
+    let (object, text) = flash_aware_counters(&arguments.store.display().to_string(), &activity);
+    if arguments.json {
+        write_json_line(&object);
+    } else {
+        say(&text);
+    }
+}
+
 /// A line on standard error that may not fail (a background mount's goes nowhere).
 fn say(message: &str) {
     let _ = writeln!(std::io::stderr(), "flashpipe mount: {message}");
@@ -277,6 +301,7 @@ fn run_in_background(arguments: &MountArgs) -> CliResult {
         (arguments.verbose, "--verbose"),
         (arguments.read_only, "--read-only"),
         (arguments.direct_reads, "--direct-reads"),
+        (arguments.json, "--json"),
     ] {
         if given {
             command.arg(flag);

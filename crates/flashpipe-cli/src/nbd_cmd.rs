@@ -33,7 +33,7 @@ use flashpipe_store::store::DeviceCreation;
 use crate::error_kind::{ErrorKind, Failure};
 use crate::store_cmd::CliResult;
 
-mod flash_counters;
+pub(crate) mod flash_counters;
 mod path_export;
 mod store_export;
 

@@ -6,7 +6,9 @@
 //! `flashpipe_client::server_socket_path(STORE)`, beside the store file, where every CLI
 //! command looks for it), and logs through `tracing` to standard error. Standard output
 //! carries two lines only: the readiness line when clients are accepted, and a summary
-//! line when the server has stopped. With `$NOTIFY_SOCKET` set (a systemd
+//! line when the server has stopped. For a store in the flash-aware layout, what the
+//! server did to its flash goes to standard error at the stop, as `flashpipe nbd serve`
+//! reports its flash exports (`flash_counters`: a JSON line under `--json`, else a log line). With `$NOTIFY_SOCKET` set (a systemd
 //! `Type=notify` unit) it also sends `READY=1` and, on stop, `STOPPING=1`.
 //!
 //! SIGINT or SIGTERM stops it: no new connections, commands in flight finished, the
@@ -27,6 +29,7 @@ use flashpipe_engine::{EngineConfig, Handoff, PoolMemory};
 use flashpipe_nbd::server::{NbdServer, ServerConfig as NbdServerConfig};
 use flashpipe_net::{logging, signals};
 use flashpipe_server::{group_by_name, AccessRule, ServeReport, Server, ServerConfig};
+use flashpipe_store::flash_activity::FlashActivityHandle;
 use flashpipe_store::store_lock::LockWait;
 use flashpipe_store::units::parse_size_bytes;
 use flashpipe_store::{RunningStore, StoreAccess};
@@ -218,6 +221,7 @@ pub fn run(arguments: ServeArgs) -> CliResult {
     }
     let config = server_config(&arguments)?;
     let store = open_store_to_serve(&arguments)?;
+    let flash_activity = store.flash_activity();
     let server = Server::start(store, config)?;
     let stop_handle = server.stop_handle();
     let signal_thread = stop_signals.serve(move |signal| {
@@ -233,6 +237,9 @@ pub fn run(arguments: ServeArgs) -> CliResult {
     signal_thread.close();
     let report = report?;
     stop_nbd_exports(nbd);
+    if let Some(activity) = flash_activity {
+        print_flash_activity(&activity, &arguments);
+    }
     print_summary(&report, &arguments)?;
     Ok(())
 }
@@ -571,6 +578,20 @@ fn send_notification(message: &str) {
         Ok(true) => tracing::debug!(message, "notified the service manager"),
         Ok(false) => {}
         Err(error) => tracing::warn!("{error}"),
+    }
+}
+
+/// After a clean stop of a store in the flash-aware layout, before the summary: what the
+/// server did to its flash, on standard error (`flash_counters`).
+fn print_flash_activity(activity: &FlashActivityHandle, arguments: &ServeArgs) {
+    let activity = flashpipe_store::flash_activity::snapshot(activity);
+    let (object, text) = crate::nbd_cmd::flash_counters::flash_aware_counters(
+        &arguments.store().display().to_string(),
+        &activity,
+    );
+    match arguments.json {
+        true => crate::nbd_cmd::flash_counters::write_json_line(&object),
+        false => tracing::info!("{text}"),
     }
 }
 

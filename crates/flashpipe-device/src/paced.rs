@@ -19,7 +19,9 @@
 //! Waiting: the device sleeps while the release is more than [`SPIN_WINDOW_NS`] away and
 //! spins after that. Each release records its lag (wall release minus modeled
 //! instant); lags above `lag_warning_ns` are counted as warnings: the model (or the
-//! machine) could not keep up. This is the only module above `clock.rs` that reads the
+//! machine) could not keep up. Lags are kept in a histogram of fixed size ([`LagHistogram`],
+//! about 30 KiB however long the device runs: a mount of a store paced for hours keeps
+//! no list of every completion), exact below 64 ns and within 1/64 above. This is the only module above `clock.rs` that reads the
 //! operating-system clock, and it is in the device layer.
 
 use std::collections::VecDeque;
@@ -54,6 +56,107 @@ pub struct LagReport {
     pub lag_warning_ns: u64,
 }
 
+/// Sub-buckets per power of two of the lag histogram (and the lags below which each
+/// nanosecond has its own bucket): 2^6 = 64, so a bucket spans at most 1/64 of its lags.
+const LAG_SUB_BUCKET_BITS: u32 = 6;
+
+/// Sub-buckets per power of two.
+const LAG_SUB_BUCKETS: u64 = 1 << LAG_SUB_BUCKET_BITS;
+
+/// Buckets in all: the exact ones below 64 ns, then 64 per power of two up to 2^64.
+const LAG_BUCKETS: usize = (LAG_SUB_BUCKETS * (64 - LAG_SUB_BUCKET_BITS as u64 + 1)) as usize;
+
+/// The lags of every release, in buckets of fixed number (log-linear, as HdrHistogram):
+/// the mean and the largest exact, a percentile within 1/64 of its true value (the top of
+/// its bucket, never above the largest lag).
+#[derive(Debug, Clone)]
+pub struct LagHistogram {
+    counts: Vec<u64>,
+    released: u64,
+    sum_ns: u128,
+    max_ns: u64,
+}
+
+impl Default for LagHistogram {
+    fn default() -> LagHistogram {
+        LagHistogram {
+            counts: vec![0; LAG_BUCKETS],
+            released: 0,
+            sum_ns: 0,
+            max_ns: 0,
+        }
+    }
+}
+
+impl LagHistogram {
+    /// Counts one release `lag_ns` late.
+    pub fn record(&mut self, lag_ns: u64) {
+        self.counts[lag_bucket(lag_ns)] += 1;
+        self.released += 1;
+        self.sum_ns += u128::from(lag_ns);
+        self.max_ns = self.max_ns.max(lag_ns);
+    }
+
+    /// Releases counted.
+    pub fn released(&self) -> u64 {
+        self.released
+    }
+
+    /// The mean lag (0 with none).
+    pub fn mean_ns(&self) -> f64 {
+        match self.released {
+            0 => 0.0,
+            released => self.sum_ns as f64 / released as f64,
+        }
+    }
+
+    /// The largest lag (0 with none).
+    pub fn max_ns(&self) -> u64 {
+        self.max_ns
+    }
+
+    /// The lag at `share` (0 to 1) of the releases in order, as the element at rank
+    /// `round((released - 1) * share)` of the sorted lags: the top of its bucket, at most
+    /// the largest lag; 0 with none.
+    pub fn percentile_ns(&self, share: f64) -> u64 {
+        if self.released == 0 {
+            return 0;
+        }
+        let rank = ((self.released - 1) as f64 * share.clamp(0.0, 1.0)).round() as u64;
+        let mut seen = 0;
+        for (bucket, &count) in self.counts.iter().enumerate() {
+            seen += count;
+            if seen > rank {
+                return lag_bucket_top(bucket).min(self.max_ns);
+            }
+        }
+        self.max_ns
+    }
+}
+
+/// The bucket of a lag: itself below 64 ns, else 64 sub-buckets per power of two.
+fn lag_bucket(lag_ns: u64) -> usize {
+    if lag_ns < LAG_SUB_BUCKETS {
+        return lag_ns as usize;
+    }
+    let magnitude = 63 - lag_ns.leading_zeros();
+    let shift = magnitude - LAG_SUB_BUCKET_BITS;
+    let sub_bucket = (lag_ns >> shift) - LAG_SUB_BUCKETS;
+    (LAG_SUB_BUCKETS * (u64::from(shift) + 1) + sub_bucket) as usize
+}
+
+/// The largest lag of a bucket.
+fn lag_bucket_top(bucket: usize) -> u64 {
+    let bucket = bucket as u64;
+    if bucket < LAG_SUB_BUCKETS {
+        return bucket;
+    }
+    let shift = bucket / LAG_SUB_BUCKETS - 1;
+    let sub_bucket = bucket % LAG_SUB_BUCKETS;
+    let bottom = (LAG_SUB_BUCKETS + sub_bucket) << shift;
+    bottom + ((1u64 << shift) - 1)
+}
+
 /// A completion reaped from the inner device and held until its instant.
 struct HeldCompletion {
     completion: Completion,
@@ -68,7 +171,7 @@ pub struct PacedDevice<D: BlockDevice> {
     virtual_start_ns: u64,
     idle_offset_ns: u64,
     held: VecDeque<HeldCompletion>,
-    lags_ns: Vec<u64>,
+    lags: LagHistogram,
     lag_warning_ns: u64,
     warnings: u64,
 }
@@ -85,7 +188,7 @@ impl<D: BlockDevice> PacedDevice<D> {
             virtual_start_ns,
             idle_offset_ns: 0,
             held: VecDeque::new(),
-            lags_ns: Vec::new(),
+            lags: LagHistogram::default(),
             lag_warning_ns,
             warnings: 0,
         }
@@ -96,6 +199,12 @@ impl<D: BlockDevice> PacedDevice<D> {
         &self.inner
     }
 
+    /// The wrapped device, to reach what it offers beyond `BlockDevice` (a flash image's
+    /// sync); requests must still go through the paced device.
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
     /// Hands the wrapped device back.
     pub fn into_inner(self) -> D {
         self.inner
@@ -103,24 +212,11 @@ impl<D: BlockDevice> PacedDevice<D> {
 
     /// The lags of every release so far.
     pub fn lag_report(&self) -> LagReport {
-        let mut sorted = self.lags_ns.clone();
-        sorted.sort_unstable();
-        let released = sorted.len() as u64;
-        let percentile = |share: f64| -> u64 {
-            if sorted.is_empty() {
-                return 0;
-            }
-            sorted[((sorted.len() - 1) as f64 * share).round() as usize]
-        };
         LagReport {
-            released,
-            lag_ns_mean: if sorted.is_empty() {
-                0.0
-            } else {
-                sorted.iter().map(|&lag| lag as f64).sum::<f64>() / sorted.len() as f64
-            },
-            lag_ns_p99: percentile(0.99),
-            lag_ns_max: sorted.last().copied().unwrap_or(0),
+            released: self.lags.released(),
+            lag_ns_mean: self.lags.mean_ns(),
+            lag_ns_p99: self.lags.percentile_ns(0.99),
+            lag_ns_max: self.lags.max_ns(),
             warnings: self.warnings,
             lag_warning_ns: self.lag_warning_ns,
         }
@@ -180,7 +276,7 @@ impl<D: BlockDevice> PacedDevice<D> {
                 now >= due,
                 "a completion released before its modeled instant"
             );
-            self.lags_ns.push(lag_ns);
+            self.lags.record(lag_ns);
             if lag_ns > self.lag_warning_ns {
                 self.warnings += 1;
             }
@@ -327,6 +423,42 @@ mod tests {
         }
         let report = device.lag_report();
         assert_eq!(report.released, 20);
+    }
+
+    #[test]
+    fn the_lag_histogram_is_exact_below_64_ns_and_within_a_sixty_fourth_above() {
+        let mut random = crate::random::SplitMix64::new(29);
+        for round in 0..50 {
+            let mut histogram = LagHistogram::default();
+            let count = 1 + round * 37;
+            let mut lags: Vec<u64> = (0..count)
+                .map(|_| random.next_u64() >> (random.next_u64() % 64))
+                .collect();
+            for &lag in &lags {
+                histogram.record(lag);
+            }
+            lags.sort_unstable();
+            assert_eq!(histogram.released(), count as u64);
+            assert_eq!(histogram.max_ns(), *lags.last().unwrap());
+            for share in [0.0, 0.5, 0.9, 0.99, 1.0] {
+                let exact = lags[((lags.len() - 1) as f64 * share).round() as usize];
+                let kept = histogram.percentile_ns(share);
+                assert!(kept >= exact, "{share}: {kept} below {exact}");
+                assert!(
+                    kept - exact <= exact / LAG_SUB_BUCKETS,
+                    "{share}: {kept} too far above {exact}"
+                );
+            }
+        }
+        for lag in [0, 1, 63, 64, 65, 127, 128, 1 << 40, u64::MAX] {
+            let top = lag_bucket_top(lag_bucket(lag));
+            assert!(
+                top >= lag && top - lag <= lag / LAG_SUB_BUCKETS,
+                "{lag}: {top}"
+            );
+            assert!(lag_bucket(lag) < LAG_BUCKETS);
+        }
+        assert_eq!(LagHistogram::default().percentile_ns(0.99), 0);
     }
 
     #[test]

@@ -129,6 +129,7 @@ fn format_store(
         device,
         notes,
         lock,
+        ..
     } = open_store_device_locked(config, store, DeviceCreation::CreateMissing, lock)?;
     for line in &notes {
         note(line);

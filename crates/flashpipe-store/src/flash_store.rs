@@ -110,6 +110,11 @@ pub struct FlashDeviceSpec {
     /// (`crate::raw_flash_store`, docs/design/29-flash-aware.md).
     #[serde(default, skip_serializing_if = "FlashLayout::is_ftl")]
     pub layout: FlashLayout,
+    /// The flash-aware layout's device paced against the wall clock (real-time emulation,
+    /// `flashpipe_device::PacedDevice`): every process that opens the store sees the
+    /// preset's latencies. Set by `mkfs --realtime`; left out of the store file when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub realtime: bool,
 }
 
 /// How a store's file system lies on a flash device (`layout` in the store file).
@@ -142,6 +147,7 @@ impl FlashDeviceSpec {
             size_bytes: None,
             seed: DEFAULT_FLASH_SEED,
             layout: FlashLayout::Ftl,
+            realtime: false,
         }
     }
 
@@ -224,6 +230,13 @@ impl FlashDeviceSpec {
             .is_some_and(|path| path.as_os_str().is_empty())
         {
             return Err(format!("{}: empty path", self.describe()));
+        }
+        if self.realtime && self.layout != FlashLayout::FlashAware {
+            return Err(format!(
+                "{}: realtime pacing applies to a flash device in the flash-aware layout; a device over the FTL is paced by exporting it (`flashpipe nbd serve --realtime --export NAME={}`), so remove `realtime` from the store file",
+                self.describe(),
+                self.describe()
+            ));
         }
         check_spare_layout(&config)?;
         let page_bytes = u64::from(config.geometry.page_data_bytes);

@@ -25,6 +25,7 @@
 
 pub mod cluster_store;
 pub mod create;
+pub mod flash_activity;
 pub mod flash_capacity;
 pub mod flash_store;
 pub mod glob;

@@ -4,17 +4,27 @@
 //! allocates pages, collects garbage and erases blocks itself (`flashpipe_fs`'s
 //! flash-aware layout); this device only opens and closes the array and makes it durable
 //! at every completed flush (the raw device syncs the array's storage then).
+//!
+//! Pacing: with `realtime = true` on the device (`mkfs --realtime`) the raw device runs
+//! under [`PacedDevice`], so every completion comes back at its modeled instant on the
+//! wall clock, as `flashpipe nbd serve --realtime` paces a flash export. It is decided
+//! here, where the store's flash device is opened, so every process that opens the
+//! store (mount, serve, the store commands) sees the same device and no option travels
+//! through them. When the device is dropped it leaves its counters and the pacing's lags
+//! in its [`FlashActivityHandle`] (`crate::flash_activity`).
 
 use std::path::Path;
 use std::sync::Arc;
 
+use flashpipe_device::paced::{LagReport, DEFAULT_LAG_WARNING_NS};
 use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, Rejected, Request,
+    BlockDevice, Clock, Completion, DeviceError, DeviceInfo, PacedDevice, Rejected, Request,
 };
 use flashpipe_flash::StorageMode;
 use flashpipe_ftl::raw_pages::RawPageCounters;
 use flashpipe_ftl::RawPageDevice;
 
+use crate::flash_activity::{update, FlashActivityHandle};
 use crate::flash_store::{
     companion_path, flash_error, new_array, reopen_array, FlashDeviceSpec, FlashStoreError,
 };
@@ -23,9 +33,60 @@ use crate::store_config::StoreConfig;
 
 /// A flash device in the flash-aware layout.
 pub struct RawFlashStoreDevice {
-    raw: RawPageDevice,
+    raw: Pacing,
     info: DeviceInfo,
     read_only: bool,
+    activity: FlashActivityHandle,
+}
+
+/// The raw device, in virtual time or paced against the wall clock.
+enum Pacing {
+    Virtual(RawPageDevice),
+    RealTime(PacedDevice<RawPageDevice>),
+}
+
+impl Pacing {
+    fn new(raw: RawPageDevice, realtime: bool) -> Pacing {
+        match realtime {
+            true => Pacing::RealTime(PacedDevice::new(raw, DEFAULT_LAG_WARNING_NS)),
+            false => Pacing::Virtual(raw),
+        }
+    }
+
+    fn raw(&self) -> &RawPageDevice {
+        match self {
+            Pacing::Virtual(raw) => raw,
+            Pacing::RealTime(paced) => paced.inner(),
+        }
+    }
+
+    fn raw_mut(&mut self) -> &mut RawPageDevice {
+        match self {
+            Pacing::Virtual(raw) => raw,
+            Pacing::RealTime(paced) => paced.inner_mut(),
+        }
+    }
+
+    fn device(&self) -> &dyn BlockDevice {
+        match self {
+            Pacing::Virtual(raw) => raw,
+            Pacing::RealTime(paced) => paced,
+        }
+    }
+
+    fn device_mut(&mut self) -> &mut dyn BlockDevice {
+        match self {
+            Pacing::Virtual(raw) => raw,
+            Pacing::RealTime(paced) => paced,
+        }
+    }
+
+    fn lag_report(&self) -> Option<LagReport> {
+        match self {
+            Pacing::Virtual(_) => None,
+            Pacing::RealTime(paced) => Some(paced.lag_report()),
+        }
+    }
 }
 
 /// Creates (mkfs) or opens the flash device `spec` of the store at `store_file` in the
@@ -85,21 +146,40 @@ pub fn open_raw_flash_device(
         info.block_count = size_bytes / erase_block_bytes * u64::from(raw.pages_per_erase_block());
     }
     Ok(RawFlashStoreDevice {
-        raw,
+        raw: Pacing::new(raw, spec.realtime),
         info,
         read_only,
+        activity: FlashActivityHandle::default(),
     })
 }
 
 impl RawFlashStoreDevice {
     /// Pages per erase block (what mkfs gives the flash-aware layout).
     pub fn pages_per_erase_block(&self) -> u64 {
-        u64::from(self.raw.pages_per_erase_block())
+        u64::from(self.raw.raw().pages_per_erase_block())
     }
 
     /// Pages read and programmed, erases, refused programs since the device was opened.
     pub fn counters(&self) -> RawPageCounters {
-        self.raw.counters()
+        self.raw.raw().counters()
+    }
+
+    /// Where the device leaves its counters and lags when it is dropped.
+    pub fn activity_handle(&self) -> FlashActivityHandle {
+        Arc::clone(&self.activity)
+    }
+
+    /// Leaves the counters and lags so far in the activity handle.
+    fn publish_activity(&self) {
+        let counters = self.counters();
+        let pacing = self.raw.lag_report();
+        update(&self.activity, |activity| {
+            activity.pages_read = counters.pages_read;
+            activity.pages_programmed = counters.pages_programmed;
+            activity.erases = counters.erases;
+            activity.refused_programs = counters.refused_programs;
+            activity.pacing = pacing;
+        });
     }
 
     /// Makes the array's storage durable; a read-only device writes nothing.
@@ -112,13 +192,14 @@ impl RawFlashStoreDevice {
         if self.read_only {
             return Ok(());
         }
-        self.raw.backend_mut().sync_storage()
+        self.raw.raw_mut().backend_mut().sync_storage()
     }
 }
 
 impl Drop for RawFlashStoreDevice {
     fn drop(&mut self) {
         let _best_effort = self.sync();
+        self.publish_activity();
     }
 }
 
@@ -127,29 +208,30 @@ impl BlockDevice for RawFlashStoreDevice {
         &self.info
     }
 
+    /// The flash model's virtual clock, or the wall clock when paced.
     fn clock(&self) -> Arc<dyn Clock> {
-        self.raw.clock()
+        self.raw.device().clock()
     }
 
     fn submit(&mut self, request: Request) -> Result<(), Rejected> {
         if let Err(error) = self.info.validate(&request.operation) {
             return Err(Rejected { request, error });
         }
-        self.raw.submit(request)
+        self.raw.device_mut().submit(request)
     }
 
     fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        self.raw.poll_completions(completions)
+        self.raw.device_mut().poll_completions(completions)
     }
 
     fn wait_completions(
         &mut self,
         completions: &mut Vec<Completion>,
     ) -> Result<usize, DeviceError> {
-        self.raw.wait_completions(completions)
+        self.raw.device_mut().wait_completions(completions)
     }
 
     fn in_flight(&self) -> usize {
-        self.raw.in_flight()
+        self.raw.device().in_flight()
     }
 }

@@ -17,6 +17,7 @@ use flashpipe_device::Clock;
 use flashpipe_engine::{Engine, EngineClient, EngineConfig, EngineError};
 use flashpipe_fs::{Filesystem, FlushError};
 
+use crate::flash_activity::{FilesystemMark, FlashActivityHandle};
 use crate::identity::{ensure_identity, StoreIdentity};
 use crate::member_label::{label_members, labelled_identity};
 use crate::member_watch::{MemberChanged, MemberWatch};
@@ -84,6 +85,9 @@ pub struct RunningStore {
     /// had none); `None` for a store opened read-only before it had one, or not from a
     /// store file.
     pub identity: Option<StoreIdentity>,
+    /// A flash-aware store's activity in this process and its file system's counters at
+    /// the mount (`crate::flash_activity`); `None` for every other store.
+    flash_activity: Option<(FlashActivityHandle, FilesystemMark)>,
     /// Declared last: released after the engine and its devices are closed.
     lock: Option<StoreLock>,
 }
@@ -150,6 +154,7 @@ impl RunningStore {
             device,
             mut notes,
             lock,
+            flash_activity,
         } = open_store_device_waiting(&config, store_file, access.device_creation(), wait)?;
         let mounted = match access {
             StoreAccess::ReadWrite => Filesystem::mount(device),
@@ -160,6 +165,7 @@ impl RunningStore {
             source,
         })?;
         check_super_block_identity(store_file, config.identity, filesystem.store_identity())?;
+        let flash_activity = flash_activity.zip(FilesystemMark::take(&filesystem));
         let identity = match access {
             StoreAccess::ReadWrite => {
                 let identity =
@@ -175,6 +181,7 @@ impl RunningStore {
         running.identity = identity;
         running.access = access;
         running.notes = notes;
+        running.flash_activity = flash_activity;
         if access == StoreAccess::ReadWrite {
             running.members = MemberWatch::open(&config, store_file);
         }
@@ -194,6 +201,7 @@ impl RunningStore {
             access: StoreAccess::ReadWrite,
             members: MemberWatch::default(),
             identity: None,
+            flash_activity: None,
             lock: None,
         }
     }
@@ -210,6 +218,14 @@ impl RunningStore {
         self.members.check()
     }
 
+    /// Where a flash-aware store leaves what this process did to its flash: complete
+    /// once the store is closed (`crate::flash_activity`); `None` for every other store.
+    pub fn flash_activity(&self) -> Option<FlashActivityHandle> {
+        self.flash_activity
+            .as_ref()
+            .map(|(handle, _)| Arc::clone(handle))
+    }
+
     /// A client with room for `outstanding_limit` commands.
     pub fn client(&self, outstanding_limit: usize) -> EngineClient {
         self.engine.client(outstanding_limit)
@@ -218,9 +234,14 @@ impl RunningStore {
     /// Closes the store: commits (one flush) and unmounts when opened for changes; a
     /// read-only store is closed without writing anything.
     pub fn close(self) -> Result<(), StoreCloseError> {
+        let filesystem = match self.access {
+            StoreAccess::ReadWrite => self.engine.shutdown()?,
+            StoreAccess::ReadOnly => self.engine.shutdown_without_commit()?,
+        };
+        record_flash_activity(self.flash_activity.as_ref(), &filesystem);
         match self.access {
-            StoreAccess::ReadWrite => drop(self.engine.shutdown()?.unmount()?),
-            StoreAccess::ReadOnly => drop(self.engine.shutdown_without_commit()?),
+            StoreAccess::ReadWrite => drop(filesystem.unmount()?),
+            StoreAccess::ReadOnly => drop(filesystem),
         }
         drop(self.lock);
         Ok(())
@@ -229,9 +250,22 @@ impl RunningStore {
     /// Closes the store without committing: every change since the last commit is
     /// dropped, so a command that failed half-way leaves the store at its last commit.
     pub fn close_without_commit(self) -> Result<(), StoreCloseError> {
-        drop(self.engine.shutdown_without_commit()?);
+        let filesystem = self.engine.shutdown_without_commit()?;
+        record_flash_activity(self.flash_activity.as_ref(), &filesystem);
+        drop(filesystem);
         drop(self.lock);
         Ok(())
+    }
+}
+
+/// At a close: the commits and moves of a flash-aware store's file system since it was
+/// mounted, before it is unmounted (its device then adds its own counters).
+fn record_flash_activity(
+    activity: Option<&(FlashActivityHandle, FilesystemMark)>,
+    filesystem: &Filesystem,
+) {
+    if let Some((handle, mark)) = activity {
+        mark.record_since(filesystem, handle);
     }
 }
 

@@ -13,6 +13,7 @@ use flashpipe_device::{BlockDevice, DeviceError, RamDisk};
 use flashpipe_nbd_client::{NbdDevice, NbdDeviceConfig, NbdUri};
 
 use crate::cluster_store::open_cluster_device;
+use crate::flash_activity::FlashActivityHandle;
 use crate::flash_store::{open_flash_device, FlashLayout, FlashStoreError};
 use crate::raw_flash_store::open_raw_flash_device;
 use crate::store_config::{DeviceSpec, StoreConfig, StoreConfigError, DEVICE_BLOCK_SIZE_BYTES};
@@ -134,6 +135,9 @@ pub struct OpenedStoreDevice {
     pub notes: Vec<String>,
     /// Locks on the store file and its devices, released when dropped.
     pub lock: StoreLock,
+    /// Where a flash device in the flash-aware layout leaves its counters when it is
+    /// dropped (`crate::flash_activity`); `None` for every other store.
+    pub flash_activity: Option<FlashActivityHandle>,
 }
 
 /// Opens every device of `config` (read from `store_file`) and stripes them, failing at
@@ -173,11 +177,12 @@ pub fn open_store_device_locked(
     if creation != DeviceCreation::CreateMissing {
         crate::member_label::check_member_labels(config, store_file)?;
     }
-    let (device, notes) = open_devices(config, store_file, creation)?;
+    let (device, notes, flash_activity) = open_devices(config, store_file, creation)?;
     Ok(OpenedStoreDevice {
         device,
         notes,
         lock,
+        flash_activity,
     })
 }
 
@@ -229,7 +234,11 @@ pub fn flash_metadata_path(image: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-type OpenedDevices = (Box<dyn BlockDevice>, Vec<String>);
+type OpenedDevices = (
+    Box<dyn BlockDevice>,
+    Vec<String>,
+    Option<FlashActivityHandle>,
+);
 
 fn open_devices(
     config: &StoreConfig,
@@ -238,13 +247,19 @@ fn open_devices(
 ) -> Result<OpenedDevices, StoreOpenError> {
     let mut members: Vec<Box<dyn BlockDevice>> = Vec::with_capacity(config.devices.len());
     let mut notes = Vec::new();
+    let mut flash_activity = None;
     for (index, spec) in config.devices.iter().enumerate() {
-        let member = open_member(config, store_file, index, spec, creation, &mut notes)?;
-        members.push(member);
+        let opening = Opening {
+            index,
+            creation,
+            notes: &mut notes,
+            flash_activity: &mut flash_activity,
+        };
+        members.push(open_member(config, store_file, spec, opening)?);
     }
     if members.len() == 1 {
         let device = members.pop().expect("one member");
-        return Ok((device, notes));
+        return Ok((device, notes, flash_activity));
     }
     let member_count = members.len() as u32;
     let striped = StripedDevice::new(
@@ -254,17 +269,31 @@ fn open_devices(
         CompletionOrder::AsCompleted,
         (config.queue_depth * member_count).min(flashpipe_device::MAX_QUEUE_DEPTH),
     )?;
-    Ok((Box::new(striped), notes))
+    Ok((Box::new(striped), notes, flash_activity))
+}
+
+/// One member's place and mode, and what its opening leaves for the opener.
+struct Opening<'a> {
+    index: usize,
+    creation: DeviceCreation,
+    /// Remarks worth telling the user.
+    notes: &'a mut Vec<String>,
+    /// A flash-aware device's activity handle.
+    flash_activity: &'a mut Option<FlashActivityHandle>,
 }
 
 fn open_member(
     config: &StoreConfig,
     store_file: &Path,
-    index: usize,
     spec: &DeviceSpec,
-    creation: DeviceCreation,
-    notes: &mut Vec<String>,
+    opening: Opening<'_>,
 ) -> Result<Box<dyn BlockDevice>, StoreOpenError> {
+    let Opening {
+        index,
+        creation,
+        notes,
+        flash_activity,
+    } = opening;
     match spec {
         DeviceSpec::Ram { size_bytes } => Ok(Box::new(RamDisk::new(
             &format!("ram{index}"),
@@ -272,9 +301,12 @@ fn open_member(
             size_bytes / u64::from(DEVICE_BLOCK_SIZE_BYTES),
             config.queue_depth,
         )?)),
-        DeviceSpec::Flash(flash) if flash.layout == FlashLayout::FlashAware => Ok(Box::new(
-            open_raw_flash_device(flash, store_file, &format!("flash{index}"), creation)?,
-        )),
+        DeviceSpec::Flash(flash) if flash.layout == FlashLayout::FlashAware => {
+            let device =
+                open_raw_flash_device(flash, store_file, &format!("flash{index}"), creation)?;
+            *flash_activity = Some(device.activity_handle());
+            Ok(Box::new(device))
+        }
         DeviceSpec::Flash(flash) => {
             let device = open_flash_device(
                 flash,

@@ -40,6 +40,7 @@ pub fn run_fsck(arguments: FsckArgs) -> CliResult {
         mut device,
         notes,
         lock,
+        ..
     } = open_store_device_waiting(&config, store_path, creation, arguments.store.lock_wait())?;
     print_notes(&notes);
     let options = flashpipe_fs::FsckOptions {

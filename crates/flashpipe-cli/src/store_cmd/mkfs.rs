@@ -37,6 +37,11 @@ pub struct MkfsArgs {
     /// system allocates pages, collects garbage and erases blocks itself).
     #[arg(long, value_name = "LAYOUT")]
     pub layout: Option<String>,
+    /// With --layout flash-aware: pace the flash device against the wall clock (real-time
+    /// emulation) whenever the store is opened, so programs on a mount see the preset's
+    /// latencies; recorded in the store file (`realtime = true`).
+    #[arg(long)]
+    pub realtime: bool,
     /// Bytes placed on one device before the next.
     #[arg(long, default_value = "64KiB")]
     pub stripe_unit: String,
@@ -174,6 +179,9 @@ fn mkfs_config(arguments: &MkfsArgs) -> Result<StoreConfig, Box<dyn std::error::
         &mut devices,
         &arguments.store,
     )?;
+    if arguments.realtime {
+        layout::apply_realtime(&mut devices)?;
+    }
     for device in devices.iter_mut() {
         if let DeviceSpec::Cluster(spec) = device {
             spec.resolve(&arguments.store).map_err(|reason| {

@@ -70,6 +70,23 @@ pub fn apply_layout(
     Ok(page_bytes)
 }
 
+/// `--realtime`: marks the one flash device of the flash-aware layout as paced; refused,
+/// saying what to do instead, for any other store.
+pub fn apply_realtime(devices: &mut [DeviceSpec]) -> Result<(), Failure> {
+    match devices {
+        [DeviceSpec::Flash(spec)] if spec.layout == FlashLayout::FlashAware => {
+            spec.realtime = true;
+            Ok(())
+        }
+        _ if devices.iter().any(|device| matches!(device, DeviceSpec::Flash(_))) => Err(Failure::invalid_input(
+            "--realtime paces a flash device in the flash-aware layout: add --layout flash-aware, or pace a flash device over the FTL by exporting it (flashpipe nbd serve --realtime --export NAME=flash:PRESET:IMAGE)",
+        )),
+        _ => Err(Failure::invalid_input(
+            "--realtime paces emulated flash, and the store has no flash device: give --devices flash:PRESET:IMAGE --layout flash-aware, or leave --realtime out",
+        )),
+    }
+}
+
 fn parse_block_size(text: &str) -> Result<u32, Box<dyn std::error::Error>> {
     let bytes = u32::try_from(parse_size_bytes(text)?)
         .map_err(|_| Failure::invalid_input(format!("block size {text} is too large")))?;
