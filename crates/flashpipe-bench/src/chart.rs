@@ -69,6 +69,7 @@ pub fn checked_charts(arguments: &BenchChartArgs) -> Result<Vec<Chart>, BenchErr
 mod tests {
     use super::*;
     use crate::plot::{render_chart, PANEL_HEIGHT_PIXELS, PANEL_WIDTH_PIXELS};
+    use crate::scratch::Scratch;
     use std::path::{Path, PathBuf};
 
     const LINES: &str = "title\tThroughput\nx_label\ttime (s)\ny_label\tops/s\nseries\tx\ty\n\
@@ -76,11 +77,13 @@ mod tests {
     const BARS: &str = "kind\tbars\ntitle\tRate\nx_label\tphase\ny_label\tops/s\nseries\tx\ty\n\
                         ext4\trun\t900\nfs\trun\t400\n";
 
-    fn folder(name: &str) -> PathBuf {
-        let folder =
-            std::env::temp_dir().join(format!("flashpipe-chart-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&folder).unwrap();
-        folder
+    /// A scratch folder holding the panel files `LINES` (a.tsv) and `BARS` (b.tsv).
+    fn panels_folder(label: &str) -> (Scratch, PathBuf, PathBuf) {
+        let scratch = Scratch::new(&std::env::temp_dir(), label).unwrap();
+        let (lines, bars) = (scratch.path().join("a.tsv"), scratch.path().join("b.tsv"));
+        std::fs::write(&lines, LINES).unwrap();
+        std::fs::write(&bars, BARS).unwrap();
+        (scratch, lines, bars)
     }
 
     fn arguments(panels: &[&Path], plot: &Path, columns: usize) -> BenchChartArgs {
@@ -103,18 +106,11 @@ mod tests {
 
     #[test]
     fn draws_a_grid_of_panels_of_the_expected_size() {
-        let folder = folder("grid");
-        let (lines, bars, png) = (
-            folder.join("a.tsv"),
-            folder.join("b.tsv"),
-            folder.join("out.png"),
-        );
-        std::fs::write(&lines, LINES).unwrap();
-        std::fs::write(&bars, BARS).unwrap();
+        let (scratch, lines, bars) = panels_folder("chart-grid");
+        let png = scratch.path().join("out.png");
         run(arguments(&[&lines, &bars, &lines], &png, 2)).unwrap();
         let size = png_size(&std::fs::read(&png).unwrap());
         assert_eq!(size, (2 * PANEL_WIDTH_PIXELS, 2 * PANEL_HEIGHT_PIXELS));
-        std::fs::remove_dir_all(&folder).unwrap();
     }
 
     #[test]
@@ -134,13 +130,9 @@ mod tests {
 
     #[test]
     fn a_refused_chart_writes_nothing() {
-        let folder = folder("refused");
-        let (good, bad, png) = (
-            folder.join("good.tsv"),
-            folder.join("bad.tsv"),
-            folder.join("out.png"),
-        );
-        std::fs::write(&good, LINES).unwrap();
+        let (scratch, good, _) = panels_folder("chart-refused");
+        let folder = scratch.path();
+        let (bad, png) = (folder.join("bad.tsv"), folder.join("out.png"));
         std::fs::write(&bad, LINES.replace("950", "fast")).unwrap();
         let missing = folder.join("missing.tsv");
         let cases = [
@@ -165,6 +157,5 @@ mod tests {
             assert!(error.contains(expected), "{error} lacks {expected}");
             assert!(!png.exists(), "a refused chart wrote {}", png.display());
         }
-        std::fs::remove_dir_all(&folder).unwrap();
     }
 }

@@ -321,23 +321,17 @@ mod tests {
 
     #[test]
     fn refuses_a_missing_large_or_binary_file() {
-        let folder =
-            std::env::temp_dir().join(format!("flashpipe-chart-tsv-{}", std::process::id()));
-        std::fs::create_dir_all(&folder).unwrap();
-        let missing = folder.join("missing.tsv");
-        let error = read_panel(missing.to_str().unwrap()).unwrap_err();
-        assert!(
-            error.to_string().contains("cannot open the panel"),
-            "{error}"
-        );
-        let large = folder.join("large.tsv");
-        std::fs::write(&large, vec![b'a'; MAX_FILE_BYTES as usize + 1]).unwrap();
-        let error = read_panel(large.to_str().unwrap()).unwrap_err();
-        assert!(error.to_string().contains("larger than"), "{error}");
-        let binary = folder.join("binary.tsv");
-        std::fs::write(&binary, [0xff, 0xfe, 0x00]).unwrap();
-        let error = read_panel(binary.to_str().unwrap()).unwrap_err();
-        assert!(error.to_string().contains("not UTF-8"), "{error}");
-        std::fs::remove_dir_all(&folder).unwrap();
+        let scratch = crate::scratch::Scratch::new(&std::env::temp_dir(), "chart-tsv").unwrap();
+        let refusal_of = |name: &str, contents: Option<&[u8]>| {
+            let path = scratch.path().join(name);
+            if let Some(bytes) = contents {
+                std::fs::write(&path, bytes).unwrap();
+            }
+            read_panel(path.to_str().unwrap()).unwrap_err().to_string()
+        };
+        let large = vec![b'a'; MAX_FILE_BYTES as usize + 1];
+        assert!(refusal_of("missing.tsv", None).contains("cannot open the panel"));
+        assert!(refusal_of("large.tsv", Some(&large)).contains("larger than"));
+        assert!(refusal_of("binary.tsv", Some(&[0xff, 0xfe, 0x00])).contains("not UTF-8"));
     }
 }
