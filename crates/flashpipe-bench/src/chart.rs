@@ -33,18 +33,22 @@ pub struct BenchChartArgs {
     /// The PNG to write (its folder must exist).
     #[arg(long, value_name = "PATH.png")]
     pub plot: String,
+    /// Print JSON (`{"plot": PATH, "panels": N}`; an error as one JSON line) instead of the text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `flashpipe bench chart`: checks the path and every panel, then draws.
 pub fn run(arguments: BenchChartArgs) -> BenchResult {
     let charts = checked_charts(&arguments)?;
     draw_panels(&arguments.plot, &charts, arguments.columns)?;
-    println!(
-        "wrote {} ({} panel{})",
-        arguments.plot,
-        charts.len(),
-        if charts.len() == 1 { "" } else { "s" }
-    );
+    if arguments.json {
+        let written = serde_json::json!({"plot": arguments.plot, "panels": charts.len()});
+        println!("{written}");
+    } else {
+        let plural = if charts.len() == 1 { "" } else { "s" };
+        println!("wrote {} ({} panel{plural})", arguments.plot, charts.len());
+    }
     Ok(())
 }
 
@@ -94,6 +98,7 @@ mod tests {
                 .collect(),
             columns,
             plot: plot.to_str().unwrap().to_string(),
+            json: false,
         }
     }
 

@@ -49,6 +49,13 @@ fn panels_are_drawn_side_by_side() {
     ]);
     assert!(printed.contains("2 panels"), "{printed}");
     assert_eq!(png_size(&png), (1800, 560));
+    let plot = text(&png);
+    let json = succeed(&["bench", "chart", "--panel", &a, "--plot", plot, "--json"]);
+    let written: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (written["plot"].as_str(), written["panels"].as_u64()),
+        (Some(plot), Some(1))
+    );
 }
 
 #[test]
@@ -93,6 +100,17 @@ fn a_refused_chart_exits_with_its_kind_and_writes_nothing() {
         );
         assert!(!plot.exists(), "a refused chart wrote {}", plot.display());
     }
+    let output = flashpipe(&[
+        "bench",
+        "chart",
+        "--panel",
+        &bad,
+        "--plot",
+        text(&png),
+        "--json",
+    ]);
+    let error: serde_json::Value = serde_json::from_slice(&output.stderr).unwrap();
+    assert_eq!(error["kind"], "invalid_input", "{error}");
 }
 
 /// A run's folder as scripts/bench-ycsb leaves it: the summary and each stack's run log.
