@@ -6,6 +6,8 @@
 //! `flashpipe-ftl`) and the engine do not pull the chart drawing (`plotters`) in. The
 //! product's demo (`flashpipe demo`) is not here: the CLI holds it (`demo_cmd`).
 //!
+//! - [`chart`]: `flashpipe bench chart`, a PNG of panels drawn from tab-separated panel
+//!   files a script wrote (`scripts/bench-ycsb --plot`);
 //! - [`cluster`]: `flashpipe bench cluster`, the minFlash cluster as real node processes and
 //!   host sessions on loopback, beside the virtual-time model and the paper (Fig. 6, 7);
 //! - [`device`]: `flashpipe bench device`, raw device-layer I/O beside fio and `memcpy`;
@@ -42,6 +44,7 @@
 
 #![warn(missing_docs)]
 
+pub mod chart;
 mod child;
 pub mod cluster;
 pub mod device;

@@ -29,6 +29,8 @@ pub enum BenchCommand {
     Flash(bench_flash::BenchFlashArgs),
     /// A client process using an engine through `flashpipe serve` (by reference, copying) beside the in-process engine.
     Serve(bench_serve::BenchServeArgs),
+    /// Draw a PNG of panels from tab-separated panel files a script wrote (e.g. scripts/bench-ycsb --plot).
+    Chart(flashpipe_bench::chart::BenchChartArgs),
     /// One client of `bench serve`, run by it as a child process.
     #[command(hide = true)]
     ServeClient(bench_serve::BenchServeClientArgs),
@@ -46,6 +48,7 @@ pub fn run(command: BenchCommand) -> flashpipe_bench::BenchResult {
         BenchCommand::Cluster(arguments) => flashpipe_bench::cluster::run(arguments),
         BenchCommand::Mount(arguments) => flashpipe_bench::mount::run(arguments),
         BenchCommand::Serve(arguments) => bench_serve::run(arguments),
+        BenchCommand::Chart(arguments) => flashpipe_bench::chart::run(arguments),
         BenchCommand::ServeClient(arguments) => bench_serve::run_client_role(arguments),
     }
 }
