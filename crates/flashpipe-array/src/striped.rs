@@ -40,8 +40,8 @@ use std::sync::Arc;
 use flashpipe_device::request::check_queue_depth;
 use flashpipe_device::sim::SimWorld;
 use flashpipe_device::{
-    wait_in_steps, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf,
-    Operation, Rejected, Request, SplitBuffer, Tag,
+    hand_over, wait_in_steps, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind,
+    DeviceInfo, IoBuf, Operation, Rejected, Request, SplitBuffer, Tag,
 };
 
 use crate::layout::{Segment, StripeLayout};
@@ -504,9 +504,7 @@ impl BlockDevice for StripedDevice {
 
     fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
         self.make_progress();
-        let count = self.ready.len();
-        completions.extend(self.ready.drain(..));
-        count
+        hand_over(&mut self.ready, completions)
     }
 
     fn wait_completions(

@@ -48,6 +48,28 @@ fn flip_byte(image: &Path, offset: usize) {
 }
 
 /// Runs a command expected to fail; returns its standard output and error together.
+/// Asserts that `image` still holds `before`: `what` wrote nothing.
+fn assert_image_unchanged(image: &Path, before: &[u8], what: &str) {
+    assert!(
+        std::fs::read(image).unwrap() == before,
+        "{what} changed the image"
+    );
+}
+
+/// `fsck --repair` says `says` and names the file "extra", which is gone after it; the
+/// other files stay and fsck then finds the store clean.
+fn repair_drops_the_extra_file(store: &Path, says: &str) {
+    let repaired = succeed(&["fsck", "--repair", text(store)]);
+    assert!(
+        repaired.contains(says) && repaired.contains("\"extra\""),
+        "{repaired}"
+    );
+    let names = file_names(store);
+    assert_eq!(names.len(), SMALL_FILE_COUNT, "{names:?}");
+    assert!(!names.contains(&"extra".to_string()));
+    assert!(succeed(&["fsck", text(store)]).contains("clean"));
+}
+
 fn fails(arguments: &[&str]) -> String {
     let output = flashpipe(arguments);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -84,10 +106,7 @@ fn a_flipped_byte_in_the_newest_slot_changes_nothing_until_repair_falls_back() {
                 "flashpipe {arguments:?}: {message} lacks {expected:?}"
             );
         }
-        assert!(
-            std::fs::read(&image).unwrap() == before,
-            "flashpipe {arguments:?} changed the image"
-        );
+        assert_image_unchanged(&image, &before, &format!("flashpipe {arguments:?}"));
     }
     assert!(!fetched.exists(), "get left a file behind");
     let checked = fails(&["fsck", store_text]);
@@ -95,20 +114,9 @@ fn a_flipped_byte_in_the_newest_slot_changes_nothing_until_repair_falls_back() {
         checked.contains("falls back to commit 2") && checked.contains("\"extra\""),
         "{checked}"
     );
-    assert!(
-        std::fs::read(&image).unwrap() == before,
-        "fsck changed the image"
-    );
+    assert_image_unchanged(&image, &before, "fsck");
 
-    let repaired = succeed(&["fsck", "--repair", store_text]);
-    assert!(
-        repaired.contains("dropped commit 3") && repaired.contains("\"extra\""),
-        "{repaired}"
-    );
-    let names = file_names(&store);
-    assert_eq!(names.len(), SMALL_FILE_COUNT, "{names:?}");
-    assert!(!names.contains(&"extra".to_string()));
-    assert!(succeed(&["fsck", store_text]).contains("clean"));
+    repair_drops_the_extra_file(&store, "dropped commit 3");
     assert_eq!(succeed(&["cat", store_text, "f7"]), "file 7\n");
 }
 
@@ -136,25 +144,14 @@ fn a_damaged_log_record_costs_its_commit_and_repair_keeps_the_one_before() {
         message.contains("metadata log") && message.contains("fsck --repair"),
         "{message}"
     );
-    assert!(std::fs::read(&image).unwrap() == before);
+    assert_image_unchanged(&image, &before, "ls");
     let checked = fails(&["fsck", text(&store)]);
     assert!(
         checked.contains("commit 3") && checked.contains("\"extra\""),
         "fsck names the lost commit and its file: {checked}"
     );
-    assert!(
-        std::fs::read(&image).unwrap() == before,
-        "fsck changed the image"
-    );
-    let repaired = succeed(&["fsck", "--repair", text(&store)]);
-    assert!(
-        repaired.contains("rolled") && repaired.contains("\"extra\""),
-        "{repaired}"
-    );
-    let names = file_names(&store);
-    assert_eq!(names.len(), SMALL_FILE_COUNT, "{names:?}");
-    assert!(!names.contains(&"extra".to_string()));
-    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+    assert_image_unchanged(&image, &before, "fsck");
+    repair_drops_the_extra_file(&store, "rolled");
     assert_eq!(succeed(&["cat", text(&store), "f7"]), "file 7\n");
 }
 
@@ -171,5 +168,5 @@ fn with_both_slots_damaged_repair_refuses_instead_of_emptying_the_store() {
         "{message}"
     );
     fails(&["ls", text(&store)]);
-    assert!(std::fs::read(&image).unwrap() == before);
+    assert_image_unchanged(&image, &before, "ls");
 }

@@ -66,6 +66,12 @@ fn write_local(folder: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     path
 }
 
+/// Writes `bytes` to the local file `name` of `folder` and puts it into `store`.
+fn put_local(folder: &Path, store: &Path, name: &str, bytes: &[u8]) {
+    let local = write_local(folder, name, bytes);
+    succeed(&["put", text(store), text(&local)]);
+}
+
 fn stored_bytes(store: &Path, name: &str) -> Vec<u8> {
     common::succeed_bytes(&["cat", text(store), name])
 }
@@ -250,8 +256,7 @@ fn put_of_a_fifo_is_refused_without_blocking() {
 fn a_put_that_runs_out_of_space_commits_nothing() {
     let (folder, store) = folder_and_store("durability-full");
     let old = pattern(3_000_000, 1);
-    let local = write_local(&folder, "kept", &old);
-    succeed(&["put", text(&store), text(&local)]);
+    put_local(&folder, &store, "kept", &old);
     let commit_before = commit_sequence(&store);
     let huge = write_local(&folder, "huge", &pattern(14_000_000, 2));
     check_fails(
@@ -276,8 +281,7 @@ fn a_put_that_runs_out_of_space_commits_nothing() {
 #[test]
 fn put_replaces_an_existing_file_only_with_force() {
     let (folder, store) = folder_and_store("durability-force");
-    let first = write_local(&folder, "file", &pattern(50_000, 1));
-    succeed(&["put", text(&store), text(&first)]);
+    put_local(&folder, &store, "file", &pattern(50_000, 1));
     let before = device_bytes(&folder);
     let second = write_local(&folder, "file", &pattern(70_000, 2));
     check_fails(&["put", text(&store), text(&second)], "--force");
@@ -293,8 +297,7 @@ fn put_replaces_an_existing_file_only_with_force() {
 fn rm_with_a_repeated_or_missing_name_removes_nothing() {
     let (folder, store) = folder_and_store("durability-rm");
     for name in ["x", "y"] {
-        let local = write_local(&folder, name, name.as_bytes());
-        succeed(&["put", text(&store), text(&local)]);
+        put_local(&folder, &store, name, name.as_bytes());
     }
     let before = device_bytes(&folder);
     check_fails(&["rm", text(&store), "x", "y", "x"], "named more than once");
@@ -310,8 +313,7 @@ fn rm_with_a_repeated_or_missing_name_removes_nothing() {
 fn mv_and_cp_replace_only_with_force() {
     let (folder, store) = folder_and_store("durability-mv-cp");
     for (name, seed) in [("a", 1), ("b", 2)] {
-        let local = write_local(&folder, name, &pattern(40_000, seed));
-        succeed(&["put", text(&store), text(&local)]);
+        put_local(&folder, &store, name, &pattern(40_000, seed));
     }
     let before = device_bytes(&folder);
     check_fails(&["mv", text(&store), "a", "b"], "--force");
@@ -320,8 +322,7 @@ fn mv_and_cp_replace_only_with_force() {
     assert_devices_unchanged(&folder, &before, "a refused mv or cp");
     succeed(&["cp", text(&store), "a", "b", "--force"]);
     assert!(stored_bytes(&store, "b") == pattern(40_000, 1));
-    let replacement = write_local(&folder, "c", &pattern(10_000, 3));
-    succeed(&["put", text(&store), text(&replacement)]);
+    put_local(&folder, &store, "c", &pattern(10_000, 3));
     succeed(&["mv", text(&store), "c", "a", "--force"]);
     assert_eq!(file_names(&store), ["a", "b"]);
     assert!(stored_bytes(&store, "a") == pattern(10_000, 3));
@@ -331,8 +332,7 @@ fn mv_and_cp_replace_only_with_force() {
 #[test]
 fn run_output_commits_whole_or_not_at_all() {
     let (folder, store) = folder_and_store("durability-run");
-    let text_file = write_local(&folder, "text.txt", b"not a picture\n");
-    succeed(&["put", text(&store), text(&text_file)]);
+    put_local(&folder, &store, "text.txt", b"not a picture\n");
     let before = device_bytes(&folder);
     check_fails(
         &["run", "--output", "e1", text(&store), "sobel", "text.txt"],
@@ -348,8 +348,7 @@ fn run_output_commits_whole_or_not_at_all() {
         ),
         "input",
     );
-    let data = write_local(&folder, "data", &pattern(20_000, 4));
-    succeed(&["put", text(&store), text(&data)]);
+    put_local(&folder, &store, "data", &pattern(20_000, 4));
     let before = device_bytes(&folder);
     check_fails(
         &command_line(
@@ -400,8 +399,7 @@ fn mkfs_refuses_a_device_named_twice() {
 #[test]
 fn mkfs_refuses_a_device_holding_a_store_unless_forced() {
     let (folder, store) = folder_and_store("durability-mkfs-over");
-    let local = write_local(&folder, "kept", b"precious");
-    succeed(&["put", text(&store), text(&local)]);
+    put_local(&folder, &store, "kept", b"precious");
     let before = device_bytes(&folder);
     let other = folder.join("other.toml");
     check_fails(
@@ -444,8 +442,7 @@ fn a_failed_mkfs_removes_what_it_created_and_the_retry_works() {
 #[test]
 fn read_only_commands_write_nothing_and_run_together() {
     let (folder, store) = folder_and_store("durability-read-only");
-    let local = write_local(&folder, "file", &pattern(90_000, 5));
-    succeed(&["put", text(&store), text(&local)]);
+    put_local(&folder, &store, "file", &pattern(90_000, 5));
     let before = device_bytes(&folder);
     let fetched = folder.join("fetched");
     let readers: Vec<Child> = [

@@ -353,24 +353,24 @@ fn bad_input_fails_clearly_and_changes_nothing() {
     assert!(!ram.exists());
 }
 
+/// Cuts or extends the file at `path` to `bytes`.
+fn set_length(path: &Path, bytes: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(bytes)
+        .unwrap();
+}
+
 #[test]
 fn damaged_devices_are_refused_clearly() {
     let (folder, store) = folder_and_store("damaged");
     let store_text = text(&store);
     let device = folder.join("a.img");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&device)
-        .unwrap()
-        .set_len(16 << 20)
-        .unwrap();
+    set_length(&device, 16 << 20);
     check_fails(&["ls", store_text], "store file records");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&device)
-        .unwrap()
-        .set_len(32 << 20)
-        .unwrap();
+    set_length(&device, 32 << 20);
     // Zero both super block slots (FS blocks 0 and 1 live at the start of device a).
     std::fs::write(&device, vec![0u8; 32 << 20]).unwrap();
     check_fails(&["ls", store_text], "not a flashpipe file system");

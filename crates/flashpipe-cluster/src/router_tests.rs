@@ -54,6 +54,13 @@ fn ack_for(output: &Output) -> Frame {
     }
 }
 
+/// What `router` does with the first of `outputs` (of its peer) arriving on its link 0.
+fn over_link(router: &mut Router, outputs: &[Output]) -> Vec<Output> {
+    router
+        .receive(Port::Link(0), outputs[0].frame.clone())
+        .unwrap()
+}
+
 fn ack_of(output: &Output) -> &WireAck {
     let Message::Ack(ack) = &output.frame.message else {
         panic!("not an ack");
@@ -268,12 +275,8 @@ fn requests_crossing_a_link_both_ways_never_wait_for_each_others_tags() {
         (rightward[0].port, leftward[0].port),
         (Port::Link(0), Port::Link(0))
     );
-    let at_right = right
-        .receive(Port::Link(0), rightward[0].frame.clone())
-        .unwrap();
-    let at_left = left
-        .receive(Port::Link(0), leftward[0].frame.clone())
-        .unwrap();
+    let at_right = over_link(&mut right, &rightward);
+    let at_left = over_link(&mut left, &leftward);
     assert_eq!(
         at_right.len(),
         1,
@@ -290,12 +293,8 @@ fn requests_crossing_a_link_both_ways_never_wait_for_each_others_tags() {
     );
     let back_right = right.receive(Port::Device, ack_for(&at_right[0])).unwrap();
     let back_left = left.receive(Port::Device, ack_for(&at_left[0])).unwrap();
-    let home_left = left
-        .receive(Port::Link(0), back_right[0].frame.clone())
-        .unwrap();
-    let home_right = right
-        .receive(Port::Link(0), back_left[0].frame.clone())
-        .unwrap();
+    let home_left = over_link(&mut left, &back_right);
+    let home_right = over_link(&mut right, &back_left);
     assert_eq!(
         (home_left[0].port, ack_of(&home_left[0]).tag),
         (Port::Host, 1)

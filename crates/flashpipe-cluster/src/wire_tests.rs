@@ -205,19 +205,21 @@ fn encode_refuses_what_the_wire_cannot_carry() {
         encode(&too_long, LIMITS),
         Err(EncodeError::TooLong { field: "data", .. })
     ));
-    let payload_on_write = Frame::from(WireAck {
-        tag: 1,
-        host: 0,
-        kind: CommandKind::Write,
-        status: Status::Flash(AckStatus::CLEAN),
-        payload: Some(PagePayload {
+    let write_ack = |status, payload| {
+        Frame::from(WireAck {
+            tag: 1,
+            host: 0,
+            kind: CommandKind::Write,
+            status,
+            payload,
+        })
+    };
+    let payload_on_write = write_ack(
+        Status::Flash(AckStatus::CLEAN),
+        Some(PagePayload {
             data: vec![],
             spare: vec![],
         }),
-    });
-    assert_eq!(
-        encode(&payload_on_write, LIMITS),
-        Err(EncodeError::PayloadOnNonRead)
     );
     let copy_back = Frame::from(FlashRequest {
         tag: 1,
@@ -228,23 +230,19 @@ fn encode_refuses_what_the_wire_cannot_carry() {
             spare: vec![],
         },
     });
-    assert_eq!(
-        encode(&copy_back, LIMITS),
-        Err(EncodeError::CopyBackNotCarried)
-    );
-    let copy_back_refused = Frame::from(WireAck {
-        tag: 1,
-        host: 0,
-        kind: CommandKind::Write,
-        status: Status::Flash(AckStatus::RuleViolation(RuleViolation::CopyBackRefused {
+    let copy_back_refused = write_ack(
+        Status::Flash(AckStatus::RuleViolation(RuleViolation::CopyBackRefused {
             refusal: flashpipe_flash::CopyBackRefusal::Unsupported,
         })),
-        payload: None,
-    });
-    assert_eq!(
-        encode(&copy_back_refused, LIMITS),
-        Err(EncodeError::CopyBackNotCarried)
+        None,
     );
+    for (frame, refused) in [
+        (payload_on_write, EncodeError::PayloadOnNonRead),
+        (copy_back, EncodeError::CopyBackNotCarried),
+        (copy_back_refused, EncodeError::CopyBackNotCarried),
+    ] {
+        assert_eq!(encode(&frame, LIMITS), Err(refused));
+    }
 }
 
 /// Recomputes the checksum of a frame edited in place.

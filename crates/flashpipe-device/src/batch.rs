@@ -4,7 +4,10 @@
 //! their index, and returns the completions in the order the requests were given. It is
 //! the simplest correct way to keep a device's queue full from synchronous code.
 //! [`wait_in_steps`] is the `wait_completions` of a device built over others (a striped
-//! set, a flash adapter, an FTL), which makes progress in steps of its own.
+//! set, a flash adapter, an FTL), which makes progress in steps of its own; [`hand_over`]
+//! the `poll_completions` tail of a device that queues its finished completions.
+
+use std::collections::VecDeque;
 
 use crate::error::DeviceError;
 use crate::request::{BlockDevice, Completion, Operation, Request};
@@ -27,6 +30,15 @@ pub fn wait_in_steps<D: BlockDevice + ?Sized>(
         }
         step(device)?;
     }
+}
+
+/// The poll of a device that queues its finished completions in `ready` (the RAM disk, the
+/// striped set): moves them all to `completions`, oldest first; how many moved.
+#[inline]
+pub fn hand_over(ready: &mut VecDeque<Completion>, completions: &mut Vec<Completion>) -> usize {
+    let count = ready.len();
+    completions.extend(ready.drain(..));
+    count
 }
 
 /// Submits every operation (at most the queue depth at once), waits for all, and

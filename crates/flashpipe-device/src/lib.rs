@@ -31,7 +31,7 @@ pub use flashpipe_base::clock;
 /// The seeded generator lives in flashpipe-base; re-exported at its old path.
 pub use flashpipe_base::random;
 
-pub use batch::{run_batch, run_one, wait_in_steps};
+pub use batch::{hand_over, run_batch, run_one, wait_in_steps};
 pub use buffer::{BufferPool, IoBuf, PoolExhausted, IO_ALIGNMENT_BYTES};
 pub use clock::{Clock, RealClock, VirtualClock};
 pub use error::{DeviceError, DeviceErrorKind, Rejected, TransferDirection};

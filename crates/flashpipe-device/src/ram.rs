@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::batch::hand_over;
 use crate::clock::{Clock, RealClock};
 use crate::error::{DeviceError, DeviceErrorKind, Rejected};
 use crate::request::{check_queue_depth, BlockDevice, Completion, DeviceInfo, Operation, Request};
@@ -154,9 +155,7 @@ impl BlockDevice for RamDisk {
     }
 
     fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        let count = self.ready.len();
-        completions.extend(self.ready.drain(..));
-        count
+        hand_over(&mut self.ready, completions)
     }
 
     fn wait_completions(

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::{acks_of, page_of, scratch, small_config, with_suffix};
 use flashpipe_flash::{
@@ -25,6 +25,14 @@ fn new_file_array(path: &Path) -> FlashArray {
         },
     )
     .unwrap()
+}
+
+/// A new scratch folder `name`, the image path in it and a file-backed array there.
+fn array_in(name: &str) -> (PathBuf, PathBuf, FlashArray) {
+    let directory = scratch(name);
+    let path = directory.join("array.img");
+    let array = new_file_array(&path);
+    (directory, path, array)
 }
 
 fn address(block: u32, page: u32) -> FlashAddress {
@@ -66,9 +74,7 @@ fn read_data(array: &mut FlashArray, at: FlashAddress) -> Vec<u8> {
 /// the reopened array has the new pages, not the synced table over the new bytes.
 #[test]
 fn programs_and_erases_after_the_last_sync_survive_a_death() {
-    let directory = scratch("journal-death");
-    let path = directory.join("array.img");
-    let mut array = new_file_array(&path);
+    let (directory, path, mut array) = array_in("journal-death");
     erase(&mut array, address(2, 0));
     for page in 0..3 {
         assert!(write(&mut array, address(2, page), 0x10 + page as u8).is_ok());
@@ -103,9 +109,7 @@ fn snapshot(from: &Path, to: &Path) {
 /// one of them is in the journal.
 #[test]
 fn held_program_records_are_written_before_acks_leave() {
-    let directory = scratch("journal-held");
-    let path = directory.join("array.img");
-    let mut array = new_file_array(&path);
+    let (directory, path, mut array) = array_in("journal-held");
     let blocks = [1u32, 3, 5, 6];
     for &block in &blocks {
         erase(&mut array, address(block, 0));
@@ -160,10 +164,8 @@ fn held_program_records_are_written_before_acks_leave() {
 /// records appended after a reopen are found by the next one.
 #[test]
 fn a_torn_last_record_is_ignored() {
-    let directory = scratch("journal-torn");
-    let path = directory.join("array.img");
+    let (directory, path, mut array) = array_in("journal-torn");
     let journal = with_suffix(&path, ".journal");
-    let mut array = new_file_array(&path);
     array.sync().unwrap();
     erase(&mut array, address(3, 0));
     assert!(write(&mut array, address(3, 0), 1).is_ok());
@@ -190,9 +192,7 @@ fn a_torn_last_record_is_ignored() {
 /// A version 1 `.meta` (no generation, no checksum) opens and is rewritten as version 2.
 #[test]
 fn a_version_1_meta_is_upgraded() {
-    let directory = scratch("journal-upgrade");
-    let path = directory.join("array.img");
-    let mut array = new_file_array(&path);
+    let (directory, path, mut array) = array_in("journal-upgrade");
     erase(&mut array, address(1, 0));
     assert!(write(&mut array, address(1, 0), 0x42).is_ok());
     array.sync().unwrap();
@@ -214,9 +214,7 @@ fn a_version_1_meta_is_upgraded() {
 /// sync is refused, and the three files keep every byte.
 #[test]
 fn a_read_only_open_writes_nothing() {
-    let directory = scratch("journal-read-only");
-    let path = directory.join("array.img");
-    let mut array = new_file_array(&path);
+    let (directory, path, mut array) = array_in("journal-read-only");
     array.sync().unwrap();
     erase(&mut array, address(4, 0));
     assert!(write(&mut array, address(4, 0), 0x24).is_ok());

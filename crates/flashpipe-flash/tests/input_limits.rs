@@ -61,6 +61,15 @@ fn assert_within_limits(requests: &[flashpipe_flash::workload::TraceRequest]) {
     }
 }
 
+/// A parse that failed, or whose requests lie within the limits.
+fn assert_refused_or_within_limits<E>(
+    parsed: Result<Vec<flashpipe_flash::workload::TraceRequest>, E>,
+) {
+    if let Ok(requests) = parsed {
+        assert_within_limits(&requests);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -68,32 +77,20 @@ proptest! {
     fn blkparse_lines_never_panic_and_stay_within_limits(
         lines in prop::collection::vec(blkparse_line(), 1..6)
     ) {
-        if let Ok(requests) = parse_blkparse(&lines.join("\n"), "fuzz") {
-            assert_within_limits(&requests);
-        }
-    }
-
-    #[test]
-    fn blkparse_arbitrary_text_never_panics(text in "\\PC{0,200}") {
-        if let Ok(requests) = parse_blkparse(&text, "fuzz") {
-            assert_within_limits(&requests);
-        }
+        assert_refused_or_within_limits(parse_blkparse(&lines.join("\n"), "fuzz"));
     }
 
     #[test]
     fn disksim_lines_never_panic_and_stay_within_limits(
         lines in prop::collection::vec(disksim_line(), 1..6)
     ) {
-        if let Ok(requests) = parse_disksim(&lines.join("\n"), "fuzz") {
-            assert_within_limits(&requests);
-        }
+        assert_refused_or_within_limits(parse_disksim(&lines.join("\n"), "fuzz"));
     }
 
     #[test]
-    fn disksim_arbitrary_text_never_panics(text in "\\PC{0,200}") {
-        if let Ok(requests) = parse_disksim(&text, "fuzz") {
-            assert_within_limits(&requests);
-        }
+    fn arbitrary_text_never_panics_either_parser(text in "\\PC{0,200}") {
+        assert_refused_or_within_limits(parse_blkparse(&text, "fuzz"));
+        assert_refused_or_within_limits(parse_disksim(&text, "fuzz"));
     }
 
     #[test]
@@ -229,6 +226,14 @@ proptest! {
     }
 }
 
+/// The error of the minflash preset (as `p.toml`) with `from` replaced by `to`.
+fn edited_preset_error(from: &str, to: &str) -> String {
+    let edited = MINFLASH.replace(from, to);
+    FlashConfig::from_toml(&edited, "p.toml")
+        .unwrap_err()
+        .to_string()
+}
+
 /// The reproductions of issue #10, kept as regression cases.
 #[test]
 fn the_issue_reproductions_are_refused_with_field_line_and_limit() {
@@ -242,18 +247,12 @@ fn the_issue_reproductions_are_refused_with_field_line_and_limit() {
     }
     let wrap = parse_blkparse("8,0 1 1 0.1 1 Q R 36028797018963968 + 8 [x]\n", "t").unwrap_err();
     assert!(wrap.message.contains("sector") && wrap.message.contains("limit"));
-    let timing = MINFLASH.replace("erase_ns = 3000000 ", "erase_ns = 9223372036854775807 ");
-    let error = FlashConfig::from_toml(&timing, "p.toml")
-        .unwrap_err()
-        .to_string();
+    let error = edited_preset_error("erase_ns = 3000000 ", "erase_ns = 9223372036854775807 ");
     assert!(
         error.contains("erase_ns") && error.contains("limit"),
         "{error}"
     );
-    let huge = MINFLASH.replace("channels = 8 ", "channels = 4000000000 ");
-    let error = FlashConfig::from_toml(&huge, "p.toml")
-        .unwrap_err()
-        .to_string();
+    let error = edited_preset_error("channels = 8 ", "channels = 4000000000 ");
     assert!(
         error.contains("p.toml:6") && error.contains("channels"),
         "{error}"

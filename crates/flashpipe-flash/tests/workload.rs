@@ -235,6 +235,20 @@ fn check_parse_error(
     check_trace_error(result.map(|trace| trace.requests), line, words);
 }
 
+/// `text` parsed as `format` with the default options.
+fn parse_with_defaults(text: &str, format: workload::TraceFormat) -> workload::ParsedTrace {
+    parse(text, format, workload::TraceOptions::default()).unwrap()
+}
+
+/// [`check_parse_error`] of `text` parsed as `format` with the default options.
+fn check_default_parse_error(text: &str, format: workload::TraceFormat, line: usize, words: &str) {
+    check_parse_error(
+        parse(text, format, workload::TraceOptions::default()),
+        line,
+        words,
+    );
+}
+
 #[test]
 fn comment_lines_are_skipped_and_counted_in_every_format() {
     use workload::TraceFormat::*;
@@ -286,12 +300,9 @@ fn disksim_time_units_scale_arrivals() {
 #[test]
 fn arrivals_going_backwards_are_refused_with_their_line_or_sorted() {
     let text = "1.0 0 0 8 1\n3.0 0 8 8 1\n2.0 0 16 8 0\n4.0 0 24 8 1\n";
-    check_parse_error(
-        parse(
-            text,
-            workload::TraceFormat::Disksim,
-            workload::TraceOptions::default(),
-        ),
+    check_default_parse_error(
+        text,
+        workload::TraceFormat::Disksim,
         3,
         "goes backwards (line 2 arrived at 3000000 ns)",
     );
@@ -316,22 +327,16 @@ fn implausible_time_spans_are_refused_unless_allowed() {
     let nanoseconds_as_milliseconds: String = (0..100)
         .map(|index| format!("{} 0 {} 8 1\n", index * 2_000_000, index * 8))
         .collect();
-    check_parse_error(
-        parse(
-            &nanoseconds_as_milliseconds,
-            workload::TraceFormat::Disksim,
-            workload::TraceOptions::default(),
-        ),
+    check_default_parse_error(
+        &nanoseconds_as_milliseconds,
+        workload::TraceFormat::Disksim,
         100,
         "above the plausible 86400 s",
     );
     // Millisecond times read as nanoseconds: 1 ns apart.
-    check_parse_error(
-        parse(
-            "0 0 0 8 1\n1 0 8 8 1\n2 0 16 8 1\n",
-            workload::TraceFormat::AsciiNanoseconds,
-            workload::TraceOptions::default(),
-        ),
+    check_default_parse_error(
+        "0 0 0 8 1\n1 0 8 8 1\n2 0 16 8 1\n",
+        workload::TraceFormat::AsciiNanoseconds,
         3,
         "below the plausible 10 ns",
     );
@@ -349,12 +354,10 @@ fn implausible_time_spans_are_refused_unless_allowed() {
 
 #[test]
 fn ascii_nanosecond_lines_are_checked_field_by_field() {
-    let trace = parse(
+    let trace = parse_with_defaults(
         "4851300 1 524288 16 0\n4864300 1 524304 16 1\n",
         workload::TraceFormat::AsciiNanoseconds,
-        workload::TraceOptions::default(),
-    )
-    .unwrap();
+    );
     assert_eq!(
         trace.requests[0],
         TraceRequest {
@@ -383,26 +386,16 @@ fn ascii_nanosecond_lines_are_checked_field_by_field() {
             "field `size_sectors` 1048576: above the limit",
         ),
     ] {
-        check_parse_error(
-            parse(
-                text,
-                workload::TraceFormat::AsciiNanoseconds,
-                workload::TraceOptions::default(),
-            ),
-            line,
-            words,
-        );
+        check_default_parse_error(text, workload::TraceFormat::AsciiNanoseconds, line, words);
     }
 }
 
 #[test]
 fn blkparse_discards_become_trims() {
-    let trace = parse(
+    let trace = parse_with_defaults(
         "  8,0 0 1 0.1 5 Q D 100 + 8 [fstrim]\n  8,0 0 2 0.2 5 Q WS 108 + 8 [x]\n",
         workload::TraceFormat::Blkparse,
-        workload::TraceOptions::default(),
-    )
-    .unwrap();
+    );
     assert_eq!(trace.requests[0].kind, AccessKind::Trim);
     assert_eq!(trace.requests[0].arrival_ns, 0);
     assert_eq!(trace.requests[1].arrival_ns, 100_000_000);

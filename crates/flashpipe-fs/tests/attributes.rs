@@ -23,14 +23,13 @@ use flashpipe_fs::{
     Structure,
 };
 use flashpipe_testkit::formatted::format_fs;
-use support::{blocks_of, newest_super_block, pattern, SharedDisk};
+use support::{
+    blocks_of, formatted_4k, newest_super_block, pattern, read_named,
+    read_only_and_fsck_write_nothing, remount_clean, write_new, SharedDisk,
+};
 
 const BLOCK_SIZE: u64 = 4096;
 const DISK_BLOCKS: u64 = 4096;
-
-fn format(shared: &SharedDisk) -> Filesystem {
-    format_fs(shared.boxed(), BLOCK_SIZE as u32)
-}
 
 fn all_set() -> FileAttributes {
     FileAttributes {
@@ -43,19 +42,10 @@ fn all_set() -> FileAttributes {
     }
 }
 
-fn read_all(fs: &mut Filesystem, name: &str) -> Vec<u8> {
-    let file = fs.open(name).expect("open");
-    let size = fs.stat(file).expect("stat").size_bytes;
-    fs.read(file, 0, size).expect("read").to_vec()
-}
-
 #[test]
 fn attributes_survive_log_commits_checkpoints_remounts_and_a_crash() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
-    let file = fs.create("a").unwrap();
-    fs.write(file, 0, &pattern(3 * BLOCK_SIZE as usize, 1))
-        .unwrap();
+    let (shared, mut fs) = formatted_4k();
+    let file = write_new(&mut fs, "a", 3 * BLOCK_SIZE as usize, 1);
     assert_eq!(fs.attributes(file), Ok(FileAttributes::NONE), "new file");
     fs.flush().unwrap();
     let clock_before = fs.stat(file).unwrap().modified_clock_ns;
@@ -102,7 +92,7 @@ fn attributes_survive_log_commits_checkpoints_remounts_and_a_crash() {
         "a copy starts with none"
     );
     assert_eq!(fs.attributes_by_name("d"), Ok(other), "checkpoint");
-    assert!(read_all(&mut fs, "b") == pattern(3 * BLOCK_SIZE as usize, 1));
+    assert!(read_named(&mut fs, "b") == pattern(3 * BLOCK_SIZE as usize, 1));
     fs.set_attributes("b", FileAttributes::NONE).unwrap();
     fs.flush().unwrap();
     drop(fs.unmount().unwrap());
@@ -117,8 +107,7 @@ fn attributes_survive_log_commits_checkpoints_remounts_and_a_crash() {
 
 #[test]
 fn hostile_requests_change_nothing() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
+    let (shared, mut fs) = formatted_4k();
     fs.create("a").unwrap();
     fs.flush().unwrap();
     let bad = FileAttributes {
@@ -150,10 +139,8 @@ fn edit_inode_table(fs: &Filesystem, shared: &SharedDisk, change: impl FnOnce(&m
 
 #[test]
 fn an_inode_record_with_attributes_has_the_documented_bytes() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
-    let file = fs.create("golden").unwrap();
-    fs.write(file, 0, &pattern(BLOCK_SIZE as usize, 2)).unwrap();
+    let (shared, mut fs) = formatted_4k();
+    let file = write_new(&mut fs, "golden", BLOCK_SIZE as usize, 2);
     fs.set_attributes("golden", all_set()).unwrap();
     fs.flush_checkpoint().unwrap();
     let block = blocks_of(&fs, Structure::InodeTable)[0];
@@ -202,8 +189,7 @@ fn hostile_records_are_findings_and_refused_at_mount() {
         }),
     ];
     for (what, change) in cases {
-        let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-        let mut fs = format(&shared);
+        let (shared, mut fs) = formatted_4k();
         fs.create("a").unwrap();
         fs.set_attributes("a", all_set()).unwrap();
         fs.flush_checkpoint().unwrap();
@@ -230,30 +216,20 @@ fn downgrade_to_version_5(shared: &SharedDisk) {
 
 #[test]
 fn a_version_5_image_mounts_unchanged_and_is_upgraded_by_its_first_commit() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
-    let file = fs.create("old").unwrap();
-    fs.write(file, 0, &pattern(14 * BLOCK_SIZE as usize, 5))
-        .unwrap();
+    let (shared, mut fs) = formatted_4k();
+    write_new(&mut fs, "old", 14 * BLOCK_SIZE as usize, 5);
     fs.flush_checkpoint().unwrap();
     fs.create("logged").unwrap();
     fs.flush().unwrap();
     drop(fs.unmount().unwrap());
     downgrade_to_version_5(&shared);
-    let image_before = shared.peek(0, (DISK_BLOCKS * BLOCK_SIZE) as usize);
-
-    let mut read_only = Filesystem::mount_read_only(shared.boxed()).unwrap();
-    assert!(read_all(&mut read_only, "old") == pattern(14 * BLOCK_SIZE as usize, 5));
-    assert_eq!(
-        read_only.attributes_by_name("old"),
-        Ok(FileAttributes::NONE)
-    );
-    drop(read_only.unmount().unwrap());
-    assert!(fsck(&mut *shared.boxed(), false).unwrap().is_clean());
-    assert!(
-        shared.peek(0, (DISK_BLOCKS * BLOCK_SIZE) as usize) == image_before,
-        "read-only mounts and fsck write nothing"
-    );
+    read_only_and_fsck_write_nothing(&shared, |read_only| {
+        assert!(read_named(read_only, "old") == pattern(14 * BLOCK_SIZE as usize, 5));
+        assert_eq!(
+            read_only.attributes_by_name("old"),
+            Ok(FileAttributes::NONE)
+        );
+    });
 
     let mut fs = Filesystem::mount(shared.boxed()).unwrap();
     fs.set_attributes("old", all_set()).unwrap();
@@ -263,18 +239,15 @@ fn a_version_5_image_mounts_unchanged_and_is_upgraded_by_its_first_commit() {
         6,
         "the first commit writes version 6"
     );
-    drop(fs.unmount().unwrap());
-    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
-    assert!(fs.check().unwrap().is_clean());
+    let mut fs = remount_clean(fs, &shared);
     assert_eq!(fs.attributes_by_name("old"), Ok(all_set()));
     assert_eq!(fs.attributes_by_name("logged"), Ok(FileAttributes::NONE));
-    assert!(read_all(&mut fs, "old") == pattern(14 * BLOCK_SIZE as usize, 5));
+    assert!(read_named(&mut fs, "old") == pattern(14 * BLOCK_SIZE as usize, 5));
 }
 
 #[test]
 fn attributes_in_a_version_5_image_are_refused() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
+    let (shared, mut fs) = formatted_4k();
     fs.create("a").unwrap();
     fs.set_attributes("a", all_set()).unwrap();
     fs.flush_checkpoint().unwrap();
@@ -339,7 +312,10 @@ fn crash_during_the_flush(crash_after: u64, survival: f64, checkpoint: bool) -> 
     if new {
         expected[..BLOCK_SIZE as usize].copy_from_slice(&pattern(BLOCK_SIZE as usize, 4));
     }
-    assert!(read_all(&mut fs, "c") == expected, "{what}: data with them");
+    assert!(
+        read_named(&mut fs, "c") == expected,
+        "{what}: data with them"
+    );
     (flushed, new)
 }
 
@@ -362,8 +338,7 @@ fn a_crash_during_the_flush_keeps_all_attributes_or_none() {
 
 #[test]
 fn a_log_record_with_hostile_attributes_is_damage() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
+    let (shared, mut fs) = formatted_4k();
     fs.create("a").unwrap();
     fs.flush_checkpoint().unwrap();
     fs.set_attributes("a", all_set()).unwrap();

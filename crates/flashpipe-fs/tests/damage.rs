@@ -321,6 +321,13 @@ fn with_both_slots_damaged_in_reserved_bytes_repair_salvages_the_newest_commit()
 
 /// Damages the payload of `block`, checks the refusals, repairs, and returns the
 /// repaired file system's contents with the repair's lost-file list.
+/// Block `index` of `structure` in `built`'s metadata, of which there must be `least`.
+fn structure_block(built: &Built, structure: Structure, least: usize, index: usize) -> u64 {
+    let blocks = blocks_of(&built.metadata, structure);
+    assert!(blocks.len() >= least, "{structure:?}: {blocks:?}");
+    blocks[index]
+}
+
 fn damage_and_repair(
     built: &Built,
     block: u64,
@@ -351,9 +358,8 @@ fn damage_and_repair(
 #[test]
 fn a_damaged_inode_table_block_costs_only_its_files() {
     let built = build_image();
-    let inode_blocks = blocks_of(&built.metadata, Structure::InodeTable);
-    assert!(inode_blocks.len() >= 3, "{inode_blocks:?}");
-    let (after, lost) = damage_and_repair(&built, inode_blocks[1], 100);
+    let block = structure_block(&built, Structure::InodeTable, 3, 1);
+    let (after, lost) = damage_and_repair(&built, block, 100);
     let dropped: Vec<&str> = lost
         .iter()
         .filter(|file| file.outcome == LostFileOutcome::Dropped)
@@ -374,9 +380,8 @@ fn a_damaged_inode_table_block_costs_only_its_files() {
 #[test]
 fn a_damaged_name_table_block_keeps_its_files_under_lost_and_found() {
     let built = build_image();
-    let name_blocks = blocks_of(&built.metadata, Structure::NameTable);
-    assert!(name_blocks.len() >= 2, "{name_blocks:?}");
-    let (after, lost) = damage_and_repair(&built, name_blocks[0], 10);
+    let block = structure_block(&built, Structure::NameTable, 2, 0);
+    let (after, lost) = damage_and_repair(&built, block, 10);
     assert!(!lost.is_empty());
     assert_eq!(after.len(), built.files.len(), "every file is kept");
     let by_inode: BTreeMap<u64, &String> = built
@@ -402,9 +407,8 @@ fn a_damaged_name_table_block_keeps_its_files_under_lost_and_found() {
 #[test]
 fn a_damaged_indirect_block_truncates_only_its_file() {
     let built = build_image();
-    let indirect = blocks_of(&built.metadata, Structure::IndirectBlock);
-    assert!(indirect.len() >= 2, "{indirect:?}");
-    let (after, lost) = damage_and_repair(&built, indirect[1], 16);
+    let block = structure_block(&built, Structure::IndirectBlock, 2, 1);
+    let (after, lost) = damage_and_repair(&built, block, 16);
     assert_eq!(lost.len(), 1, "{lost:?}");
     let victim = lost[0].name.clone().unwrap();
     let LostFileOutcome::Truncated {

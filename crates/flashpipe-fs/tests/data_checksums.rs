@@ -17,7 +17,8 @@ use flashpipe_fs::layout::{
     UNCHECKED_BLOCK_FLAG,
 };
 use flashpipe_fs::{
-    fsck, fsck_with_options, CopyMethod, FileId, FileIoError, Filesystem, FsckOptions, Structure,
+    fsck, fsck_with_options, CopyMethod, FileId, FileIoError, Filesystem, FsckOptions, FsckReport,
+    Structure,
 };
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{CopiesByMoving, Hooked};
@@ -25,6 +26,18 @@ use flashpipe_testkit::seeds::run_seeds;
 use support::{drop_log_region, pattern, rewrite_super_block, SharedDisk};
 
 const BLOCK_SIZE: u64 = 4096;
+
+/// fsck of `shared` (over [`remapping_disk`]) with data verification and no repair.
+fn fsck_verifying_data(shared: &SharedDisk) -> FsckReport {
+    fsck_with_options(
+        &mut *remapping_disk(shared),
+        FsckOptions {
+            repair: false,
+            verify_data: true,
+        },
+    )
+    .unwrap()
+}
 
 /// A shared RAM disk over `shared` that copies by reference the way an FTL does from the
 /// file system's point of view: the destination blocks read as the source blocks did. (It
@@ -287,14 +300,7 @@ fn a_data_block_overwritten_with_random_bytes_gives_a_typed_error_not_wrong_byte
 
     let plain = fsck(&mut *remapping_disk(&shared), false).unwrap();
     assert!(plain.is_clean(), "metadata is intact: {plain}");
-    let with_data = fsck_with_options(
-        &mut *remapping_disk(&shared),
-        FsckOptions {
-            repair: false,
-            verify_data: true,
-        },
-    )
-    .unwrap();
+    let with_data = fsck_verifying_data(&shared);
     let data_findings: Vec<_> = with_data
         .findings
         .iter()
@@ -578,14 +584,7 @@ fn a_version_1_image_mounts_unverified_and_its_first_commit_upgrades_it() {
         .map(|slot| read_u32(&shared.peek(slot * BLOCK_SIZE, BLOCK_SIZE as usize), 8))
         .collect();
     assert!(versions.contains(&FORMAT_VERSION), "{versions:?}");
-    let report = fsck_with_options(
-        &mut *remapping_disk(&shared),
-        FsckOptions {
-            repair: false,
-            verify_data: true,
-        },
-    )
-    .unwrap();
+    let report = fsck_verifying_data(&shared);
     assert!(report.is_clean(), "the upgraded image is clean: {report}");
     damage_block(&shared, small_block, 24);
     let rewritten_block = {

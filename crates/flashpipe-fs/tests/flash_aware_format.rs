@@ -100,46 +100,36 @@ fn resealed(mut bytes: [u8; SUPER_BLOCK_SIZE_BYTES]) -> [u8; SUPER_BLOCK_SIZE_BY
     bytes
 }
 
+/// `bytes`, resealed, decode to a bad field (`what` says which).
+fn assert_bad_field(bytes: [u8; SUPER_BLOCK_SIZE_BYTES], what: &str) {
+    assert!(
+        matches!(
+            SuperBlock::decode(&resealed(bytes)),
+            Err(SuperBlockProblem::BadField(_))
+        ),
+        "{what}"
+    );
+}
+
 #[test]
 fn a_version_7_super_block_with_a_bad_erase_block_size_or_reserved_byte_is_refused() {
     let encoded = known_flash_super_block().encode();
     for pages in [0u64, 1, 3 << 20, 0x300] {
         let mut bad = encoded;
         bad[176..184].copy_from_slice(&pages.to_le_bytes());
-        assert!(
-            matches!(
-                SuperBlock::decode(&resealed(bad)),
-                Err(SuperBlockProblem::BadField(_))
-            ),
-            "{pages} pages per erase block"
-        );
+        assert_bad_field(bad, &format!("{pages} pages per erase block"));
     }
     let mut kind = encoded;
     kind[192..196].copy_from_slice(&3u32.to_le_bytes());
-    assert!(
-        matches!(
-            SuperBlock::decode(&resealed(kind)),
-            Err(SuperBlockProblem::BadField(_))
-        ),
-        "record kind 3"
-    );
+    assert_bad_field(kind, "record kind 3");
     let mut stray = encoded;
     stray[220] = 1;
-    assert!(matches!(
-        SuperBlock::decode(&resealed(stray)),
-        Err(SuperBlockProblem::BadField(_))
-    ));
+    assert_bad_field(stray, "a stray reserved byte");
     let mut too_few = known_flash_super_block();
     too_few.fs_block_count = 4 * 0x100;
     too_few.free_block_count = 0x10;
     let mut bytes = known_flash_super_block().encode();
     bytes[24..32].copy_from_slice(&too_few.fs_block_count.to_le_bytes());
     bytes[56..64].copy_from_slice(&too_few.free_block_count.to_le_bytes());
-    assert!(
-        matches!(
-            SuperBlock::decode(&resealed(bytes)),
-            Err(SuperBlockProblem::BadField(_))
-        ),
-        "fewer than the reserved erase blocks and two more"
-    );
+    assert_bad_field(bytes, "fewer than the reserved erase blocks and two more");
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use flashpipe_device::{BlockDevice, Completion, DeviceError, IoBuf, Operation, Request, Tag};
-use flashpipe_fs::{FileIoError, Filesystem, FlushError};
+use flashpipe_fs::{FileId, FileIoError, Filesystem, FlushError};
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::hooked::{io_failed, Hooked, Hooks, Served};
 use support::{pattern, SharedDisk};
@@ -78,13 +78,20 @@ fn formatted_tearing_disk() -> (Filesystem, SharedDisk, Arc<AtomicBool>) {
     (fs, shared, failing)
 }
 
+/// The file "victim" holding two blocks of `pattern(_, seed)`, flushed; the file and its
+/// bytes.
+fn committed_victim(fs: &mut Filesystem, seed: u64) -> (FileId, Vec<u8>) {
+    let file = fs.create("victim").unwrap();
+    let committed = pattern(2 * FS_BLOCK_BYTES as usize, seed);
+    fs.write(file, 0, &committed).unwrap();
+    fs.flush().unwrap();
+    (file, committed)
+}
+
 #[test]
 fn a_failed_in_place_write_makes_the_next_flush_fail_and_the_last_commit_survives() {
     let (mut fs, shared, failing) = formatted_tearing_disk();
-    let file = fs.create("victim").unwrap();
-    let committed = pattern(2 * FS_BLOCK_BYTES as usize, 3);
-    fs.write(file, 0, &committed).unwrap();
-    fs.flush().unwrap();
+    let (file, committed) = committed_victim(&mut fs, 3);
 
     let rewritten = pattern(FS_BLOCK_BYTES as usize, 9);
     fs.write(file, 0, &rewritten).unwrap();
@@ -112,10 +119,7 @@ fn a_failed_in_place_write_makes_the_next_flush_fail_and_the_last_commit_survive
 #[test]
 fn a_failed_write_into_fresh_blocks_leaves_the_mount_usable() {
     let (mut fs, shared, failing) = formatted_tearing_disk();
-    let file = fs.create("victim").unwrap();
-    let committed = pattern(2 * FS_BLOCK_BYTES as usize, 5);
-    fs.write(file, 0, &committed).unwrap();
-    fs.flush().unwrap();
+    let (file, committed) = committed_victim(&mut fs, 5);
 
     failing.store(true, Ordering::SeqCst);
     fs.write(file, 0, &[7u8; FS_BLOCK_BYTES as usize])

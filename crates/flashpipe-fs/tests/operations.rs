@@ -8,17 +8,11 @@ use flashpipe_fs::{
     FileIoError, Filesystem, FormatError, FormatOptions, MountError, NamespaceError, Structure,
 };
 use flashpipe_testkit::formatted::format_fs;
-use support::{pattern, SharedDisk};
+use support::{pattern, read_named, SharedDisk};
 
 fn new_fs(block_size_bytes: u32, device_blocks: u64) -> Filesystem {
     let disk = RamDisk::new("ram0", 512, device_blocks, 32).expect("RAM disk");
     format_fs(Box::new(disk), block_size_bytes)
-}
-
-fn read_all(fs: &mut Filesystem, name: &str) -> Vec<u8> {
-    let file = fs.open(name).expect("open");
-    let size = fs.stat(file).expect("stat").size_bytes;
-    fs.read(file, 0, size).expect("read").to_vec()
 }
 
 #[test]
@@ -72,11 +66,11 @@ fn check(case: &WriteCase) {
         fs.truncate(file, size).unwrap();
         model.resize(size as usize, 0);
     }
-    assert_eq!(read_all(&mut fs, "f"), model, "{}", case.label);
+    assert_eq!(read_named(&mut fs, "f"), model, "{}", case.label);
     let device = fs.unmount().unwrap();
     let mut fs = Filesystem::mount(device).unwrap();
     assert_eq!(
-        read_all(&mut fs, "f"),
+        read_named(&mut fs, "f"),
         model,
         "{} after remount",
         case.label
@@ -186,7 +180,7 @@ fn create_open_rename_delete_list_and_stat() {
     assert!(stats.unflushed_changes);
     fs.flush().unwrap();
     let mut fs = Filesystem::mount(fs.unmount().unwrap()).unwrap();
-    assert_eq!(read_all(&mut fs, "c"), b"alpha");
+    assert_eq!(read_named(&mut fs, "c"), b"alpha");
     assert_eq!(fs.stats().file_count, 1);
     assert!(!fs.stats().unflushed_changes);
 }
@@ -304,7 +298,7 @@ fn full_disk_is_enospc_and_changes_nothing() {
     assert!(written > 0);
     fs.flush().unwrap();
     let mut fs = Filesystem::mount(fs.unmount().unwrap()).unwrap();
-    assert_eq!(read_all(&mut fs, "big"), vec![9u8; written as usize]);
+    assert_eq!(read_named(&mut fs, "big"), vec![9u8; written as usize]);
     assert!(fs.check().unwrap().is_clean());
     let overwrite = fs.open("big").unwrap();
     assert!(matches!(
@@ -448,7 +442,7 @@ fn unflushed_changes_vanish_when_the_device_is_dropped() {
     fs.create("lost").unwrap();
     drop(fs);
     let mut fs = Filesystem::mount(shared.boxed()).unwrap();
-    assert_eq!(read_all(&mut fs, "kept"), b"durable");
+    assert_eq!(read_named(&mut fs, "kept"), b"durable");
     assert!(fs.open("lost").is_err());
 }
 
@@ -497,7 +491,7 @@ fn the_file_system_can_move_to_an_engine_thread() {
     })
     .join()
     .unwrap();
-    assert_eq!(read_all(&mut fs, "moved"), b"from another thread");
+    assert_eq!(read_named(&mut fs, "moved"), b"from another thread");
 }
 
 #[test]
@@ -517,6 +511,6 @@ fn runs_over_a_striped_set_of_ram_disks() {
     fs.write(file, 0, &bytes).unwrap();
     fs.flush().unwrap();
     let mut fs = Filesystem::mount(fs.unmount().unwrap()).unwrap();
-    assert!(read_all(&mut fs, "big") == bytes);
+    assert!(read_named(&mut fs, "big") == bytes);
     assert!(fs.check().unwrap().is_clean());
 }

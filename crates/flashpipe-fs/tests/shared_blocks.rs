@@ -17,30 +17,19 @@ use flashpipe_fs::layout::{
     checksum_with_field_zeroed, open_metadata_block, read_u32, read_u64, write_u32, write_u64,
     MetadataKind, FORMAT_VERSION, METADATA_HEADER_BYTES,
 };
-use flashpipe_fs::{fsck, CopyMethod, FileId, Filesystem, MountError, Structure};
+use flashpipe_fs::{fsck, CopyMethod, Filesystem, MountError, Structure};
 use flashpipe_testkit::formatted::format_fs;
 use flashpipe_testkit::seeds::run_seeds;
-use support::{blocks_of, newest_super_block, pattern, SharedDisk};
+use support::{
+    blocks_of, formatted_4k, newest_super_block, pattern, read_file,
+    read_only_and_fsck_write_nothing, remount_clean, write_new, SharedDisk,
+};
 
 const BLOCK_SIZE: u64 = 4096;
-const DISK_BLOCKS: u64 = 4096;
-
-fn format(shared: &SharedDisk) -> Filesystem {
-    format_fs(shared.boxed(), BLOCK_SIZE as u32)
-}
-
-fn read_all(fs: &mut Filesystem, file: FileId) -> Vec<u8> {
-    let size = fs.stat(file).expect("stat").size_bytes;
-    if size == 0 {
-        return Vec::new();
-    }
-    fs.read(file, 0, size).expect("read").to_vec()
-}
 
 #[test]
 fn a_shared_copy_is_counted_once_and_copy_on_write_keeps_both_sides() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
+    let (shared, mut fs) = formatted_4k();
     let original = pattern(40 * BLOCK_SIZE as usize + 123, 1);
     let source = fs.create("source").unwrap();
     fs.write(source, 0, &original).unwrap();
@@ -73,28 +62,25 @@ fn a_shared_copy_is_counted_once_and_copy_on_write_keeps_both_sides() {
         .copy_from_slice(b"changed copy");
     let mut expected_source = original.clone();
     expected_source[..14].copy_from_slice(b"changed source");
-    assert!(read_all(&mut fs, copy) == expected_copy);
-    assert!(read_all(&mut fs, source) == expected_source);
+    assert!(read_file(&mut fs, copy) == expected_copy);
+    assert!(read_file(&mut fs, source) == expected_source);
     assert_eq!(
         fs.stats().shared_blocks,
         39,
         "two blocks unshared by writes"
     );
     fs.flush().unwrap();
-    drop(fs.unmount().unwrap());
-
-    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
-    assert!(fs.check().unwrap().is_clean());
+    let mut fs = remount_clean(fs, &shared);
     assert_eq!(fs.stats().shared_blocks, 39);
     let (source, copy) = (fs.open("source").unwrap(), fs.open("copy").unwrap());
-    assert!(read_all(&mut fs, copy) == expected_copy);
-    assert!(read_all(&mut fs, source) == expected_source);
+    assert!(read_file(&mut fs, copy) == expected_copy);
+    assert!(read_file(&mut fs, source) == expected_source);
 
     fs.truncate(copy, 5 * BLOCK_SIZE).unwrap();
     fs.delete("source").unwrap();
     fs.flush().unwrap();
     assert_eq!(fs.stats().shared_blocks, 0);
-    assert!(read_all(&mut fs, copy) == expected_copy[..5 * BLOCK_SIZE as usize]);
+    assert!(read_file(&mut fs, copy) == expected_copy[..5 * BLOCK_SIZE as usize]);
     fs.delete("copy").unwrap();
     fs.flush().unwrap();
     fs.flush().unwrap();
@@ -105,11 +91,8 @@ fn a_shared_copy_is_counted_once_and_copy_on_write_keeps_both_sides() {
 
 #[test]
 fn the_shared_table_has_the_documented_bytes_and_a_wrong_count_is_repaired() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
-    let source = fs.create("source").unwrap();
-    fs.write(source, 0, &pattern(3 * BLOCK_SIZE as usize, 2))
-        .unwrap();
+    let (shared, mut fs) = formatted_4k();
+    let source = write_new(&mut fs, "source", 3 * BLOCK_SIZE as usize, 2);
     fs.copy_file("source", "copy-1", CopyMethod::Share).unwrap();
     fs.copy_file("source", "copy-2", CopyMethod::Share).unwrap();
     fs.flush_checkpoint().unwrap();
@@ -176,17 +159,14 @@ fn the_shared_table_has_the_documented_bytes_and_a_wrong_count_is_repaired() {
     assert_eq!(fs.stats().shared_blocks, 3);
     for name in ["source", "copy-1", "copy-2"] {
         let file = fs.open(name).unwrap();
-        assert!(read_all(&mut fs, file) == pattern(3 * BLOCK_SIZE as usize, 2));
+        assert!(read_file(&mut fs, file) == pattern(3 * BLOCK_SIZE as usize, 2));
     }
 }
 
 #[test]
 fn log_commits_carry_the_counts_and_a_remount_replays_them() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
-    let source = fs.create("source").unwrap();
-    fs.write(source, 0, &pattern(6 * BLOCK_SIZE as usize, 3))
-        .unwrap();
+    let (shared, mut fs) = formatted_4k();
+    let source = write_new(&mut fs, "source", 6 * BLOCK_SIZE as usize, 3);
     fs.flush_checkpoint().unwrap();
     fs.copy_file("source", "copy", CopyMethod::Share).unwrap();
     fs.flush().unwrap();
@@ -209,19 +189,16 @@ fn log_commits_carry_the_counts_and_a_remount_replays_them() {
         1,
         "the source's first block stays shared within the copy (its blocks 0 and 2)"
     );
-    drop(fs.unmount().unwrap());
-    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
-    assert!(fs.check().unwrap().is_clean());
+    let mut fs = remount_clean(fs, &shared);
     let copy = fs.open("copy").unwrap();
     let mut expected = pattern(6 * BLOCK_SIZE as usize, 3);
     expected.copy_within(..BLOCK_SIZE as usize, 2 * BLOCK_SIZE as usize);
-    assert!(read_all(&mut fs, copy) == expected);
+    assert!(read_file(&mut fs, copy) == expected);
 }
 
 #[test]
 fn a_block_shared_within_one_file_is_counted_and_unshared_by_a_write() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
+    let (shared, mut fs) = formatted_4k();
     let file = fs.create("self").unwrap();
     let original = pattern(4 * BLOCK_SIZE as usize, 4);
     fs.write(file, 0, &original).unwrap();
@@ -242,16 +219,14 @@ fn a_block_shared_within_one_file_is_counted_and_unshared_by_a_write() {
         "a copy onto itself changes no count"
     );
     fs.flush().unwrap();
-    drop(fs.unmount().unwrap());
-    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
-    assert!(fs.check().unwrap().is_clean());
+    let mut fs = remount_clean(fs, &shared);
     let file = fs.open("self").unwrap();
     fs.write(file, 4 * BLOCK_SIZE, b"x").unwrap();
     assert_eq!(fs.stats().shared_blocks, 1);
     let mut expected = original.clone();
     expected.extend_from_slice(&original[..2 * BLOCK_SIZE as usize]);
     expected[4 * BLOCK_SIZE as usize] = b'x';
-    assert!(read_all(&mut fs, file) == expected);
+    assert!(read_file(&mut fs, file) == expected);
     fs.flush().unwrap();
     assert!(fs.check().unwrap().is_clean());
 }
@@ -268,29 +243,19 @@ fn downgrade_to_version_4(shared: &SharedDisk) {
 
 #[test]
 fn a_version_4_image_mounts_read_only_unchanged_and_is_upgraded_by_its_first_commit() {
-    let shared = SharedDisk::new(BLOCK_SIZE as u32, DISK_BLOCKS);
-    let mut fs = format(&shared);
-    let file = fs.create("old").unwrap();
-    fs.write(file, 0, &pattern(5 * BLOCK_SIZE as usize, 5))
-        .unwrap();
+    let (shared, mut fs) = formatted_4k();
+    write_new(&mut fs, "old", 5 * BLOCK_SIZE as usize, 5);
     fs.flush_checkpoint().unwrap();
     fs.flush_checkpoint().unwrap();
     drop(fs.unmount().unwrap());
     downgrade_to_version_4(&shared);
-    let image_before = shared.peek(0, (DISK_BLOCKS * BLOCK_SIZE) as usize);
-
-    let mut read_only = Filesystem::mount_read_only(shared.boxed()).unwrap();
-    let old = read_only.open("old").unwrap();
-    assert!(read_all(&mut read_only, old) == pattern(5 * BLOCK_SIZE as usize, 5));
-    assert!(read_only
-        .copy_file("old", "new", CopyMethod::Share)
-        .is_err());
-    drop(read_only.unmount().unwrap());
-    assert!(fsck(&mut *shared.boxed(), false).unwrap().is_clean());
-    assert!(
-        shared.peek(0, (DISK_BLOCKS * BLOCK_SIZE) as usize) == image_before,
-        "read-only mounts and fsck write nothing"
-    );
+    read_only_and_fsck_write_nothing(&shared, |read_only| {
+        let old = read_only.open("old").unwrap();
+        assert!(read_file(read_only, old) == pattern(5 * BLOCK_SIZE as usize, 5));
+        assert!(read_only
+            .copy_file("old", "new", CopyMethod::Share)
+            .is_err());
+    });
 
     let mut fs = Filesystem::mount(shared.boxed()).unwrap();
     fs.copy_file("old", "new", CopyMethod::Share).unwrap();
@@ -303,11 +268,9 @@ fn a_version_4_image_mounts_read_only_unchanged_and_is_upgraded_by_its_first_com
     let super_block = newest_super_block(&shared, &fs);
     assert_eq!(read_u32(&super_block, 8), FORMAT_VERSION);
     assert_eq!(read_u64(&super_block, 168), 5, "shared_block_count");
-    drop(fs.unmount().unwrap());
-    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
-    assert!(fs.check().unwrap().is_clean());
+    let mut fs = remount_clean(fs, &shared);
     let new = fs.open("new").unwrap();
-    assert!(read_all(&mut fs, new) == pattern(5 * BLOCK_SIZE as usize, 5));
+    assert!(read_file(&mut fs, new) == pattern(5 * BLOCK_SIZE as usize, 5));
 }
 
 /// One seeded run of copies by sharing (whole files and ranges), writes, truncates and
@@ -318,7 +281,7 @@ fn run_model_seed(seed: u64) {
     const NAMES: [&str; 4] = ["a", "b", "c", "d"];
     let mut rng = SplitMix64::new(seed);
     let shared = SharedDisk::new(BLOCK_SIZE as u32, 1024);
-    let mut fs = format(&shared);
+    let mut fs = format_fs(shared.boxed(), BLOCK_SIZE as u32);
     let free_at_start = fs.stats().free_blocks + fs.stats().pending_free_blocks;
     let mut model: std::collections::BTreeMap<&str, Vec<u8>> = Default::default();
     for step in 0..300 {
@@ -395,7 +358,7 @@ fn run_model_seed(seed: u64) {
                 for (name, content) in &model {
                     let file = fs.open(name).unwrap();
                     assert!(
-                        read_all(&mut fs, file) == *content,
+                        read_file(&mut fs, file) == *content,
                         "seed {seed} step {step}: {name} differs from the model"
                     );
                 }

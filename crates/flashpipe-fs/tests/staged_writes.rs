@@ -19,6 +19,19 @@ fn core_and_device() -> (FsCore, Box<dyn BlockDevice>) {
     format_fs(Box::new(disk), BLOCK_BYTES as u32).into_parts()
 }
 
+/// Creates the file "f" holding `pattern(length, seed)`; the file and those bytes.
+fn write_f(
+    core: &mut FsCore,
+    device: &mut dyn BlockDevice,
+    length: usize,
+    seed: u8,
+) -> (FileId, Vec<u8>) {
+    let file = core.create("f").expect("create");
+    let bytes = pattern(length, seed);
+    core.write(device, file, 0, &bytes).expect("write");
+    (file, bytes)
+}
+
 /// Puts the two back together, unmounts, mounts again and checks the image is clean.
 fn remount_clean(core: FsCore, device: Box<dyn BlockDevice>) -> Filesystem {
     let unmounted = Filesystem::from_parts(core, device).unmount();
@@ -55,9 +68,7 @@ fn contents(core: &mut FsCore, device: &mut dyn BlockDevice, file: FileId) -> Ve
 #[test]
 fn whole_blocks_go_from_the_callers_buffer_and_the_buffer_comes_back() {
     let (mut core, mut device) = core_and_device();
-    let file = core.create("f").expect("create");
-    let old = pattern(12 * BLOCK_BYTES, 1);
-    core.write(&mut *device, file, 0, &old).expect("write");
+    let (file, old) = write_f(&mut core, &mut *device, 12 * BLOCK_BYTES, 1);
     core.flush(&mut *device).expect("flush");
     let new = pattern(9 * BLOCK_BYTES + 100, 2);
     let data = IoBuf::from_slice(&new);
@@ -129,9 +140,7 @@ fn whole_blocks_go_from_the_callers_buffer_and_the_buffer_comes_back() {
 #[test]
 fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
     let (mut core, mut device) = core_and_device();
-    let file = core.create("f").expect("create");
-    let old = pattern(6 * BLOCK_BYTES, 3);
-    core.write(&mut *device, file, 0, &old).expect("write");
+    let (file, old) = write_f(&mut core, &mut *device, 6 * BLOCK_BYTES, 3);
     let mut expected = old.clone();
     for (offset, length, copy, seed) in [
         (100, 3 * BLOCK_BYTES, WriteCopy::ZeroCopy, 4),
@@ -175,9 +184,7 @@ fn unaligned_and_copying_writes_copy_and_keep_both_edges() {
 #[test]
 fn a_failed_write_installs_nothing_and_releases_its_blocks() {
     let (mut core, mut device) = core_and_device();
-    let file = core.create("f").expect("create");
-    let old = pattern(3 * BLOCK_BYTES, 8);
-    core.write(&mut *device, file, 0, &old).expect("write");
+    let (file, old) = write_f(&mut core, &mut *device, 3 * BLOCK_BYTES, 8);
     core.flush(&mut *device).expect("flush");
     let free_before = core.stats().free_blocks;
     let new = pattern(8 * BLOCK_BYTES, 9);

@@ -23,10 +23,7 @@ use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError};
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Rejected, Request,
-    SplitMix64,
-};
+use flashpipe_device::{Clock, SplitMix64};
 use flashpipe_flash::{Ack, CommandKind, FlashAddress, FlashConfig, FlashRequest, SubmitError};
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, PowerCutFlash, PowerCutReport};
@@ -35,6 +32,7 @@ use flashpipe_testkit::fs_workload::{
     Model, WorkloadShape,
 };
 use flashpipe_testkit::seeds::run_seeds;
+use support::{assert_cut_inside_operations, DeviceSlot, PowerFailing};
 
 /// The array, kept by the test while FTLs over it come and go (or die mid-mount).
 type SharedArray = Arc<Mutex<PowerCutFlash>>;
@@ -134,112 +132,6 @@ impl FlashBackend for DyingFlash {
     }
 }
 
-/// The FTL, shared between the device handed to the file system and the test, which
-/// takes it back after a crash.
-type SharedFtl = Arc<Mutex<Option<Ftl>>>;
-
-/// When power fails: after `countdown` more device calls (None: never).
-#[derive(Debug, Default)]
-struct PowerSwitch {
-    countdown: Option<u64>,
-    crashed: bool,
-}
-
-/// A [`BlockDevice`] over a shared FTL that loses power when its [`PowerSwitch`] says:
-/// from then on every call fails with `Crashed` and nothing reaches the FTL, whose raw
-/// flash requests stay in flight for `PowerCutFlash::cut_power` to decide.
-struct PowerFailingDevice {
-    ftl: SharedFtl,
-    switch: Arc<Mutex<PowerSwitch>>,
-    info: DeviceInfo,
-    clock: Arc<dyn Clock>,
-}
-
-impl PowerFailingDevice {
-    /// The device, the FTL's shared slot and the power switch (disarmed).
-    fn new(ftl: Ftl) -> (PowerFailingDevice, SharedFtl, Arc<Mutex<PowerSwitch>>) {
-        let info = ftl.info().clone();
-        let clock = ftl.clock();
-        let shared = Arc::new(Mutex::new(Some(ftl)));
-        let switch = Arc::new(Mutex::new(PowerSwitch::default()));
-        let device = PowerFailingDevice {
-            ftl: Arc::clone(&shared),
-            switch: Arc::clone(&switch),
-            info,
-            clock,
-        };
-        (device, shared, switch)
-    }
-
-    fn crash_error(&self) -> DeviceError {
-        DeviceError::new(&self.info.name, DeviceErrorKind::Crashed)
-    }
-
-    /// Counts one call; true once power is gone.
-    fn power_lost(&mut self) -> bool {
-        let mut switch = self.switch.lock().expect("switch lock");
-        if let Some(left) = switch.countdown.as_mut() {
-            if *left == 0 {
-                switch.crashed = true;
-            } else {
-                *left -= 1;
-            }
-        }
-        switch.crashed
-    }
-
-    fn with_ftl<R>(&self, action: impl FnOnce(&mut Ftl) -> R) -> R {
-        let mut guard = self.ftl.lock().expect("FTL lock");
-        action(
-            guard
-                .as_mut()
-                .expect("the FTL is in place until the test takes it"),
-        )
-    }
-}
-
-impl BlockDevice for PowerFailingDevice {
-    fn info(&self) -> &DeviceInfo {
-        &self.info
-    }
-
-    fn clock(&self) -> Arc<dyn Clock> {
-        Arc::clone(&self.clock)
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.power_lost() {
-            let error = self.crash_error();
-            return Err(Rejected { request, error });
-        }
-        self.with_ftl(|ftl| ftl.submit(request))
-    }
-
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        if self.power_lost() {
-            return 0;
-        }
-        self.with_ftl(|ftl| ftl.poll_completions(completions))
-    }
-
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        if self.power_lost() {
-            return Err(self.crash_error());
-        }
-        self.with_ftl(|ftl| ftl.wait_completions(completions))
-    }
-
-    fn in_flight(&self) -> usize {
-        if self.switch.lock().expect("switch lock").crashed {
-            return 0;
-        }
-        self.with_ftl(|ftl| ftl.in_flight())
-    }
-}
-
 flashpipe_testkit::tally! {
     /// What a campaign exercised, printed at its end.
     struct Tally {
@@ -315,7 +207,7 @@ fn mount_after_cut(
 /// Takes the FTL back from the crashed device, cuts power, mounts the FTL again (for
 /// some seeds losing power once more during that mount).
 fn power_cycle(
-    shared: &SharedFtl,
+    shared: &DeviceSlot<Ftl>,
     array: &SharedArray,
     options: &FtlOptions,
     seed: u64,
@@ -348,8 +240,8 @@ fn power_cycle(
     (ftl, tally)
 }
 
-fn mount_and_check_clean(ftl: Ftl, seed: u64, when: &str) -> (Filesystem, SharedFtl) {
-    let (device, shared, _switch) = PowerFailingDevice::new(ftl);
+fn mount_and_check_clean(ftl: Ftl, seed: u64, when: &str) -> (Filesystem, DeviceSlot<Ftl>) {
+    let (device, shared, _switch) = PowerFailing::new(ftl);
     let mut fs = Filesystem::mount(Box::new(device))
         .unwrap_or_else(|error| panic!("seed {seed}: file-system mount {when}: {error}"));
     check_clean(&mut fs, seed, when);
@@ -360,7 +252,7 @@ fn mount_and_check_clean(ftl: Ftl, seed: u64, when: &str) -> (Filesystem, Shared
 /// survives a clean unmount and mount of both the file system and the FTL.
 fn check_keeps_working(
     fs: Filesystem,
-    shared: SharedFtl,
+    shared: DeviceSlot<Ftl>,
     options: &FtlOptions,
     expected: &Model,
     seed: u64,
@@ -443,7 +335,7 @@ fn run_seed_in_mode(seed: u64, mode: FlashMode) -> Tally {
     .unwrap_or_else(|error| panic!("seed {seed}: FTL format: {error}"));
     let window = if rng.chance(0.8) { 500 } else { 3000 };
     let countdown = rng.below(window);
-    let (device, shared, switch) = PowerFailingDevice::new(ftl);
+    let (device, shared, switch) = PowerFailing::new(ftl);
     let fs = Filesystem::format(
         Box::new(device),
         &FormatOptions {
@@ -485,10 +377,7 @@ fn file_system_on_the_ftl_recovers_the_last_flush_after_any_power_cut() {
     silence_power_loss_panics();
     let total: Tally = run_seeds(300, run_seed).into_iter().sum();
     eprintln!("file-system crash campaign over the FTL: {total:#?}");
-    assert!(
-        total.runs < 20 || total.crashed_in_operation > 0,
-        "the campaign cut power inside file-system operations"
-    );
+    assert_cut_inside_operations(total.runs, total.crashed_in_operation);
     assert!(
         total.runs < 20 || (total.hostile_flash_runs > 0 && total.grown_bad_blocks > 0),
         "the campaign ran on hostile flash and grew bad blocks: {total:?}"

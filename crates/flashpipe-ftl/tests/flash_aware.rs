@@ -8,7 +8,7 @@
 mod support;
 
 use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
-use flashpipe_fs::{Filesystem, FormatError, FormatOptions, MountError};
+use flashpipe_fs::{FileId, Filesystem, FormatError, FormatOptions, MountError};
 use flashpipe_ftl::RawPageDevice;
 
 const PAGES_PER_BLOCK: u32 = 8;
@@ -33,6 +33,20 @@ fn contents(seed: usize, length: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The flash-aware layout formatted on `device` with this test's options.
+fn format_on(device: Box<dyn BlockDevice>) -> Filesystem {
+    Filesystem::format_flash_aware(device, &options(), u64::from(PAGES_PER_BLOCK)).expect("mkfs")
+}
+
+/// Creates `name` holding `contents(seed, length)` (not flushed).
+fn write_new(filesystem: &mut Filesystem, name: &str, seed: usize, length: usize) -> FileId {
+    let file = filesystem.create(name).expect("create");
+    filesystem
+        .write(file, 0, &contents(seed, length))
+        .expect("write");
+    file
+}
+
 fn read_all(filesystem: &mut Filesystem, name: &str, length: usize) -> Vec<u8> {
     let file = filesystem.open(name).expect("open");
     if length == 0 {
@@ -47,15 +61,10 @@ fn read_all(filesystem: &mut Filesystem, name: &str, length: usize) -> Vec<u8> {
 #[test]
 fn files_survive_a_remount_and_fsck_is_clean() {
     let device = raw_device(16, 3);
-    let mut filesystem =
-        Filesystem::format_flash_aware(device, &options(), u64::from(PAGES_PER_BLOCK))
-            .expect("mkfs");
+    let mut filesystem = format_on(device);
     let lengths = [0usize, 1, 4095, 4096, 70_000, 200_000];
     for (index, &length) in lengths.iter().enumerate() {
-        let file = filesystem.create(&format!("file-{index}")).expect("create");
-        filesystem
-            .write(file, 0, &contents(index, length))
-            .expect("write");
+        write_new(&mut filesystem, &format!("file-{index}"), index, length);
         filesystem.flush().expect("flush");
     }
     let space = filesystem.flash_space().expect("flash-aware");
@@ -85,14 +94,9 @@ fn files_survive_a_remount_and_fsck_is_clean() {
 fn overwriting_several_times_the_capacity_is_reclaimed_by_the_file_systems_erases() {
     let device = raw_device(16, 5);
     let capacity_bytes = device.info().size_bytes() as usize;
-    let mut filesystem =
-        Filesystem::format_flash_aware(device, &options(), u64::from(PAGES_PER_BLOCK))
-            .expect("mkfs");
+    let mut filesystem = format_on(device);
     let length = 160_000;
-    let keep = filesystem.create("keep").expect("create");
-    filesystem
-        .write(keep, 0, &contents(1, 50_000))
-        .expect("write keep");
+    write_new(&mut filesystem, "keep", 1, 50_000);
     let file = filesystem.create("hot").expect("create");
     let mut written = 0;
     let mut round = 0;
@@ -117,9 +121,7 @@ fn overwriting_several_times_the_capacity_is_reclaimed_by_the_file_systems_erase
 #[test]
 fn collection_moves_live_pages_out_of_fragmented_erase_blocks() {
     let device = raw_device(16, 9);
-    let mut filesystem =
-        Filesystem::format_flash_aware(device, &options(), u64::from(PAGES_PER_BLOCK))
-            .expect("mkfs");
+    let mut filesystem = format_on(device);
     let length = 3 * PAGE_BYTES as usize;
     let mut live: Vec<(String, usize)> = Vec::new();
     let mut rng = flashpipe_device::SplitMix64::new(17);
@@ -130,10 +132,7 @@ fn collection_moves_live_pages_out_of_fragmented_erase_blocks() {
             filesystem.delete(&name).expect("delete");
         }
         let name = format!("file-{round}");
-        let file = filesystem.create(&name).expect("create");
-        filesystem
-            .write(file, 0, &contents(round, length))
-            .expect("write");
+        write_new(&mut filesystem, &name, round, length);
         filesystem.flush().expect("flush");
         live.push((name, round));
     }
@@ -196,13 +195,8 @@ fn next_ring_page(device: &mut dyn BlockDevice) -> u64 {
 
 #[test]
 fn a_corrupted_commit_page_is_passed_over_and_the_ring_goes_on_after_it() {
-    let mut filesystem =
-        Filesystem::format_flash_aware(raw_device(16, 21), &options(), u64::from(PAGES_PER_BLOCK))
-            .expect("mkfs");
-    let file = filesystem.create("kept").expect("create");
-    filesystem
-        .write(file, 0, &contents(1, 20_000))
-        .expect("write");
+    let mut filesystem = format_on(raw_device(16, 21));
+    write_new(&mut filesystem, "kept", 1, 20_000);
     let mut device = filesystem.unmount().expect("unmount");
     let page = next_ring_page(&mut *device);
     let mut garbage = IoBuf::zeroed(PAGE_BYTES as usize);
@@ -219,10 +213,7 @@ fn a_corrupted_commit_page_is_passed_over_and_the_ring_goes_on_after_it() {
     .expect("program a corrupted record");
     let mut filesystem = Filesystem::mount(device).expect("mount past the corrupted record");
     assert!(read_all(&mut filesystem, "kept", 20_000) == contents(1, 20_000));
-    let file = filesystem.create("after").expect("create");
-    filesystem
-        .write(file, 0, &contents(2, 9_000))
-        .expect("write after");
+    write_new(&mut filesystem, "after", 2, 9_000);
     let device = filesystem.unmount().expect("unmount");
     let mut filesystem = Filesystem::mount(device).expect("mount again");
     assert!(read_all(&mut filesystem, "after", 9_000) == contents(2, 9_000));
@@ -232,9 +223,7 @@ fn a_corrupted_commit_page_is_passed_over_and_the_ring_goes_on_after_it() {
 
 #[test]
 fn an_erased_anchor_is_refused_naming_it() {
-    let filesystem =
-        Filesystem::format_flash_aware(raw_device(16, 23), &options(), u64::from(PAGES_PER_BLOCK))
-            .expect("mkfs");
+    let filesystem = format_on(raw_device(16, 23));
     let mut device = filesystem.unmount().expect("unmount");
     run_one(
         &mut *device,
@@ -271,13 +260,8 @@ fn mkfs_refuses_a_block_that_is_not_the_page_and_a_device_too_small() {
 
 #[test]
 fn fsck_repair_refuses_the_layout_and_writes_nothing() {
-    let mut filesystem =
-        Filesystem::format_flash_aware(raw_device(16, 27), &options(), u64::from(PAGES_PER_BLOCK))
-            .expect("mkfs");
-    let file = filesystem.create("kept").expect("create");
-    filesystem
-        .write(file, 0, &contents(3, 30_000))
-        .expect("write");
+    let mut filesystem = format_on(raw_device(16, 27));
+    write_new(&mut filesystem, "kept", 3, 30_000);
     filesystem.flush().expect("flush");
     let table_block = filesystem
         .metadata_blocks()

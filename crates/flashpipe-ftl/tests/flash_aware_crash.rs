@@ -15,12 +15,9 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
-use flashpipe_device::{
-    BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, Rejected, Request,
-    SplitMix64,
-};
+use flashpipe_device::SplitMix64;
 use flashpipe_fs::{Filesystem, FormatOptions};
 use flashpipe_ftl::{PowerCutFlash, RawPageDevice, SharedFlash};
 use flashpipe_testkit::fs_workload::{
@@ -28,6 +25,7 @@ use flashpipe_testkit::fs_workload::{
     WorkloadShape,
 };
 use flashpipe_testkit::seeds::run_seeds;
+use support::{assert_cut_inside_operations, PowerFailing};
 
 const PAGES_PER_BLOCK: u32 = 16;
 const PAGE_BYTES: u32 = 4096;
@@ -37,70 +35,6 @@ type SharedArray = SharedFlash<PowerCutFlash>;
 
 fn lock_array(array: &SharedArray) -> MutexGuard<'_, Box<PowerCutFlash>> {
     array.lock()
-}
-
-/// A raw page device that loses power after `countdown` calls: from then on every call
-/// fails with `Crashed` and its requests stay in the array for the cut to decide.
-struct PowerFailingRaw {
-    raw: RawPageDevice,
-    countdown: Arc<Mutex<Option<u64>>>,
-    crashed: bool,
-    info: DeviceInfo,
-}
-
-impl PowerFailingRaw {
-    fn power_lost(&mut self) -> bool {
-        let mut countdown = self.countdown.lock().expect("countdown");
-        if let Some(left) = countdown.as_mut() {
-            if *left == 0 {
-                self.crashed = true;
-            } else {
-                *left -= 1;
-            }
-        }
-        self.crashed
-    }
-
-    fn crash_error(&self) -> DeviceError {
-        DeviceError::new(&self.info.name, DeviceErrorKind::Crashed)
-    }
-}
-
-impl BlockDevice for PowerFailingRaw {
-    fn info(&self) -> &DeviceInfo {
-        &self.info
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.raw.clock()
-    }
-    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
-        if self.power_lost() {
-            let error = self.crash_error();
-            return Err(Rejected { request, error });
-        }
-        self.raw.submit(request)
-    }
-    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
-        if self.power_lost() {
-            return 0;
-        }
-        self.raw.poll_completions(completions)
-    }
-    fn wait_completions(
-        &mut self,
-        completions: &mut Vec<Completion>,
-    ) -> Result<usize, DeviceError> {
-        if self.power_lost() {
-            return Err(self.crash_error());
-        }
-        self.raw.wait_completions(completions)
-    }
-    fn in_flight(&self) -> usize {
-        if self.crashed {
-            return 0;
-        }
-        self.raw.in_flight()
-    }
 }
 
 fn raw_over(array: &SharedArray) -> RawPageDevice {
@@ -162,14 +96,7 @@ fn run_seed(seed: u64) -> Tally {
     let array: SharedArray = SharedFlash::from_box(Box::new(PowerCutFlash::new(
         support::small_array(config, seed),
     )));
-    let raw = raw_over(&array);
-    let countdown = Arc::new(Mutex::new(None));
-    let device = PowerFailingRaw {
-        info: raw.info().clone(),
-        raw,
-        countdown: Arc::clone(&countdown),
-        crashed: false,
-    };
+    let (device, _, switch) = PowerFailing::new(raw_over(&array));
     let fs =
         Filesystem::format_flash_aware(Box::new(device), &options(), u64::from(PAGES_PER_BLOCK))
             .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
@@ -194,7 +121,7 @@ fn run_seed(seed: u64) -> Tally {
         !run.run(prefill_steps),
         "seed {seed}: no power cut before the countdown"
     );
-    *countdown.lock().expect("countdown") = Some(armed_at);
+    switch.lock().expect("switch lock").countdown = Some(armed_at);
     let crashed = run.run(200);
     let space = run.fs.flash_space().expect("flash-aware");
     drop(run.fs);
@@ -227,10 +154,7 @@ fn run_seed(seed: u64) -> Tally {
 fn the_flash_aware_layout_recovers_the_last_flush_after_any_power_cut() {
     let total: Tally = run_seeds(200, run_seed).into_iter().sum();
     eprintln!("flash-aware crash campaign: {total:#?}");
-    assert!(
-        total.runs < 20 || total.crashed_in_operation > 0,
-        "the campaign cut power inside file-system operations"
-    );
+    assert_cut_inside_operations(total.runs, total.crashed_in_operation);
     assert!(
         total.runs < 20 || total.pages_moved_by_collection > 0,
         "the campaign ran the file system's collection: {total:?}"

@@ -66,17 +66,14 @@ pub fn host_path_options(kernel: &str) -> impl Iterator<Item = &'static HostPath
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::KERNELS;
+    use crate::registry::{find_kernel, KERNELS};
 
     #[test]
     fn every_listed_option_exists_and_every_path_option_is_listed() {
         for listed in HOST_PATH_OPTIONS {
-            let kernel = KERNELS
-                .iter()
-                .find(|kernel| kernel.name == listed.kernel)
-                .expect("a listed kernel is registered");
+            let kernel = find_kernel(listed.kernel).expect("a listed kernel is registered");
             assert!(
-                kernel.options.iter().any(|option| option.key == listed.key),
+                kernel.takes_option(listed.key),
                 "{} has option {}",
                 listed.kernel,
                 listed.key

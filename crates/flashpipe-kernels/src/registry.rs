@@ -38,6 +38,11 @@ impl std::fmt::Debug for KernelSpec {
 }
 
 impl KernelSpec {
+    /// Whether the kernel takes the option `key`.
+    pub fn takes_option(&self, key: &str) -> bool {
+        self.options.iter().any(|option| option.key == key)
+    }
+
     /// Parses `arguments` (`key=value`) and builds the kernel.
     pub fn build(&self, arguments: &[String]) -> Result<Arc<dyn Kernel>, OptionsError> {
         self.build_with_store_files(arguments, crate::store_files::StoreFiles::new())

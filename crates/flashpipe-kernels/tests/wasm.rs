@@ -190,6 +190,17 @@ fn load(text: &str, limits: Limits) -> Result<WasmKernel, WasmError> {
     WasmKernel::from_bytes(text.as_bytes(), limits)
 }
 
+/// A module of [`sequential_module`] with `chunk_body` and no extra, loaded with `limits`.
+fn sequential(chunk_body: &str, limits: Limits) -> WasmKernel {
+    load(&sequential_module(chunk_body, ""), limits).expect("loads")
+}
+
+/// The load error of the trivial [`sequential_module`] with `from` replaced by `to`.
+fn refused_edit(from: &str, to: &str, limits: Limits) -> WasmError {
+    let module = sequential_module("(i32.const 0)", "").replace(from, to);
+    load(&module, limits).expect_err("refused")
+}
+
 fn run_error(kernel: &WasmKernel, data: &[u8]) -> WasmError {
     let error = run_on_bytes(kernel, "in", data, DrivePlan::single(4096), &mut Vec::new())
         .expect_err("the run fails");
@@ -202,17 +213,13 @@ fn run_error(kernel: &WasmKernel, data: &[u8]) -> WasmError {
 #[test]
 fn an_infinite_loop_times_out_and_other_files_still_run() {
     // Loops forever on a chunk whose first byte is 'x'.
-    let kernel = load(
-        &sequential_module(
-            "(if (i32.eq (i32.load8_u (i32.const 65536)) (i32.const 120)) (then (loop $spin (br $spin)))) (i32.const 0)",
-            "",
-        ),
+    let kernel = sequential(
+        "(if (i32.eq (i32.load8_u (i32.const 65536)) (i32.const 120)) (then (loop $spin (br $spin)))) (i32.const 0)",
         Limits {
             timeout_ms: 200,
             ..LIMITS
         },
-    )
-    .expect("loads");
+    );
     let started = std::time::Instant::now();
     assert_eq!(
         run_error(&kernel, b"xyz"),
@@ -226,14 +233,13 @@ fn an_infinite_loop_times_out_and_other_files_still_run() {
         },
         "the next file runs on a fresh instance"
     );
-    let fueled = load(
-        &sequential_module("(loop $spin (br $spin)) (i32.const 0)", ""),
+    let fueled = sequential(
+        "(loop $spin (br $spin)) (i32.const 0)",
         Limits {
             fuel: 100_000,
             ..LIMITS
         },
-    )
-    .expect("loads");
+    );
     assert_eq!(
         run_error(&fueled, b"a"),
         WasmError::OutOfFuel { fuel: 100_000 }
@@ -246,33 +252,28 @@ fn memory_past_the_limit_is_out_of_memory() {
         memory_bytes: 1 << 20,
         ..LIMITS
     };
-    let grows = load(
-        &sequential_module("(drop (memory.grow (i32.const 1000))) (i32.const 0)", ""),
+    let grows = sequential(
+        "(drop (memory.grow (i32.const 1000))) (i32.const 0)",
         limits,
-    )
-    .expect("loads");
+    );
     // memory.grow past the limit returns -1; the module goes on and succeeds.
     assert!(run_on_bytes(&grows, "in", b"a", DrivePlan::single(8), &mut Vec::new()).is_ok());
-    let traps_on_failure = load(
-        &sequential_module(
-            "(if (i32.eq (memory.grow (i32.const 1000)) (i32.const -1)) (then (unreachable))) (i32.const 0)",
-            "",
-        ),
+    let traps_on_failure = sequential(
+        "(if (i32.eq (memory.grow (i32.const 1000)) (i32.const -1)) (then (unreachable))) (i32.const 0)",
         limits,
-    )
-    .expect("loads");
+    );
     assert_eq!(
         run_error(&traps_on_failure, b"a"),
         WasmError::OutOfMemory {
             limit_bytes: 1 << 20
         }
     );
-    let huge_initial = sequential_module("(i32.const 0)", "").replace(
-        "(memory (export \"memory\") 2)",
-        "(memory (export \"memory\") 1000)",
-    );
     assert_eq!(
-        load(&huge_initial, limits).expect_err("refused"),
+        refused_edit(
+            "(memory (export \"memory\") 2)",
+            "(memory (export \"memory\") 1000)",
+            limits
+        ),
         WasmError::OutOfMemory {
             limit_bytes: 1 << 20
         }
@@ -290,7 +291,7 @@ fn traps_are_reported_with_their_message() {
         ("(i32.load (i32.const -1))", "out of bounds memory access"),
         ("(call $recurse (i32.const 0))", "call stack exhausted"),
     ] {
-        let kernel = load(&sequential_module(body, ""), LIMITS).expect("loads");
+        let kernel = sequential(body, LIMITS);
         match run_error(&kernel, b"abc") {
             WasmError::Trap { message: found } => {
                 assert!(found.contains(message), "{found} names {message}")
@@ -302,47 +303,43 @@ fn traps_are_reported_with_their_message() {
 
 #[test]
 fn bad_exports_imports_and_garbage_are_refused_at_load() {
-    let missing_end =
-        sequential_module("(i32.const 0)", "").replace("flashpipe_file_end", "something_else");
-    match load(&missing_end, LIMITS).expect_err("refused") {
+    match refused_edit("flashpipe_file_end", "something_else", LIMITS) {
         WasmError::BadExport { name, reason } => {
             assert_eq!(name, "flashpipe_file_end");
             assert!(reason.contains("missing"), "{reason}");
         }
         other => panic!("a bad export, got {other}"),
     }
-    let wrong_type = sequential_module("(i32.const 0)", "").replace(
+    let error = refused_edit(
         "(param $offset i64) (param $length i32) (result i32)\n    (i32.const 0)",
         "(param $offset i32) (param $length i32) (result i32)\n    (i32.const 0)",
+        LIMITS,
     );
-    let error = load(&wrong_type, LIMITS).expect_err("refused");
     assert!(
         matches!(&error, WasmError::BadExport { name: "flashpipe_chunk", reason } if reason.contains("(i64, i32) -> (i32)")),
         "{error}"
     );
-    let no_memory = sequential_module("(i32.const 0)", "")
-        .replace("(memory (export \"memory\") 2)", "(memory 2)");
     assert!(matches!(
-        load(&no_memory, LIMITS).expect_err("refused"),
+        refused_edit("(memory (export \"memory\") 2)", "(memory 2)", LIMITS),
         WasmError::BadExport { name: "memory", .. }
     ));
-    let parallel_without_map = sequential_module("(i32.const 0)", "").replace(
-        "(func (export \"flashpipe_schedule\") (result i32) (i32.const 0))",
-        "(func (export \"flashpipe_schedule\") (result i32) (i32.const 1))",
-    );
     assert!(matches!(
-        load(&parallel_without_map, LIMITS).expect_err("refused"),
+        refused_edit(
+            "(func (export \"flashpipe_schedule\") (result i32) (i32.const 0))",
+            "(func (export \"flashpipe_schedule\") (result i32) (i32.const 1))",
+            LIMITS,
+        ),
         WasmError::BadExport {
             name: "flashpipe_map",
             ..
         }
     ));
-    let old_abi = sequential_module("(i32.const 0)", "").replace(
-        "(func (export \"flashpipe_abi_version\") (result i32) (i32.const 1))",
-        "(func (export \"flashpipe_abi_version\") (result i32) (i32.const 7))",
-    );
     assert_eq!(
-        load(&old_abi, LIMITS).expect_err("refused"),
+        refused_edit(
+            "(func (export \"flashpipe_abi_version\") (result i32) (i32.const 1))",
+            "(func (export \"flashpipe_abi_version\") (result i32) (i32.const 7))",
+            LIMITS,
+        ),
         WasmError::AbiVersion {
             found: 7,
             supported: 1
@@ -411,7 +408,7 @@ fn results_outside_memory_and_failure_statuses_are_typed_errors() {
             "{bad_function}"
         );
     }
-    let failing = load(&sequential_module("(i32.const 5)", ""), LIMITS).expect("loads");
+    let failing = sequential("(i32.const 5)", LIMITS);
     assert_eq!(
         run_error(&failing, b"a"),
         WasmError::ModuleFailed {
@@ -419,14 +416,10 @@ fn results_outside_memory_and_failure_statuses_are_typed_errors() {
             status: 5
         }
     );
-    let not_utf8 = load(
-        &sequential_module(
-            "(i32.store8 (i32.const 0) (i32.const 255)) (i32.const 0)",
-            "",
-        ),
+    let not_utf8 = sequential(
+        "(i32.store8 (i32.const 0) (i32.const 255)) (i32.const 0)",
         LIMITS,
-    )
-    .expect("loads");
+    );
     assert!(matches!(
         run_error(&not_utf8, b"a"),
         WasmError::BadResult { .. }
@@ -478,14 +471,13 @@ fn options_choose_the_module_and_refuse_what_is_missing() {
 #[test]
 fn time_waiting_between_calls_does_not_count_against_the_timeout() {
     use flashpipe_kernels::api::{Chunk, FileInfo, FileJob};
-    let kernel = load(
-        &sequential_module("(i32.const 0)", ""),
+    let kernel = sequential(
+        "(i32.const 0)",
         Limits {
             timeout_ms: 100,
             ..LIMITS
         },
-    )
-    .expect("loads");
+    );
     let data = [7u8; 64];
     let FileJob::Sequential(mut job) = kernel
         .start_file(&FileInfo::new("slow", data.len() as u64))

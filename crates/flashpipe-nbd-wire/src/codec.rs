@@ -251,15 +251,7 @@ pub(crate) fn expect_u64(
     expected: u64,
     field: &'static str,
 ) -> Result<(), WireError> {
-    let found = reader.u64()?;
-    if found != expected {
-        return Err(WireError::BadMagic {
-            field,
-            expected,
-            found,
-        });
-    }
-    Ok(())
+    check_magic(field, expected, reader.u64()?)
 }
 
 pub(crate) fn expect_u32(
@@ -267,12 +259,16 @@ pub(crate) fn expect_u32(
     expected: u32,
     field: &'static str,
 ) -> Result<(), WireError> {
-    let found = reader.u32()?;
+    check_magic(field, u64::from(expected), u64::from(reader.u32()?))
+}
+
+/// A magic number as read: `found` must be `expected`.
+fn check_magic(field: &'static str, expected: u64, found: u64) -> Result<(), WireError> {
     if found != expected {
         return Err(WireError::BadMagic {
             field,
-            expected: u64::from(expected),
-            found: u64::from(found),
+            expected,
+            found,
         });
     }
     Ok(())

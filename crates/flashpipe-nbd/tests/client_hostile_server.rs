@@ -57,6 +57,39 @@ impl FakeServer {
     }
 }
 
+/// Appends a structured data chunk for `request`: `length` bytes of 1 at `offset_bytes`,
+/// the reply's last chunk when `done`.
+fn data_chunk(
+    bytes: &mut Vec<u8>,
+    request: &wire::RequestHeader,
+    offset_bytes: u64,
+    length: u32,
+    done: bool,
+) {
+    wire::encode_chunk_offset_data_header(bytes, request.cookie, offset_bytes, length, done);
+    bytes.extend(std::iter::repeat_n(1u8, length as usize));
+}
+
+/// Ends the connection after a reply that claims more bytes than it sent; what the client
+/// still sends is drained.
+fn close_after_short_reply(stream: &mut UnixStream) -> std::io::Result<()> {
+    stream.shutdown(std::net::Shutdown::Write)?;
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).map(drop)
+}
+
+/// Opens a device on `server` (the handshake must succeed), reads its first block with
+/// `tag` and returns that read's completion.
+fn read_first_block(server: &FakeServer, tag: u64) -> Completion {
+    let mut device = server.open().expect("the handshake is fine");
+    device
+        .submit(Request::read(tag, 0, IoBuf::zeroed(4096)))
+        .unwrap();
+    let mut completions = Vec::new();
+    device.wait_completions(&mut completions).unwrap();
+    completions.pop().unwrap()
+}
+
 fn greet(stream: &mut UnixStream, flags: u16) -> std::io::Result<u32> {
     let mut greeting = Vec::new();
     wire::encode_server_greeting(&mut greeting, flags);
@@ -296,14 +329,7 @@ fn transmission_violations_fail_the_request_naming_the_rule() {
             "outside",
             |stream, request| {
                 let mut bytes = Vec::new();
-                wire::encode_chunk_offset_data_header(
-                    &mut bytes,
-                    request.cookie,
-                    request.offset_bytes + 4096,
-                    4096,
-                    true,
-                );
-                bytes.extend_from_slice(&[1u8; 4096]);
+                data_chunk(&mut bytes, request, request.offset_bytes + 4096, 4096, true);
                 stream.write_all(&bytes)
             },
             "outside the request",
@@ -312,14 +338,7 @@ fn transmission_violations_fail_the_request_naming_the_rule() {
             "short",
             |stream, request| {
                 let mut bytes = Vec::new();
-                wire::encode_chunk_offset_data_header(
-                    &mut bytes,
-                    request.cookie,
-                    request.offset_bytes,
-                    512,
-                    false,
-                );
-                bytes.extend_from_slice(&[1u8; 512]);
+                data_chunk(&mut bytes, request, request.offset_bytes, 512, false);
                 wire::encode_chunk_none(&mut bytes, request.cookie);
                 stream.write_all(&bytes)
             },
@@ -330,14 +349,7 @@ fn transmission_violations_fail_the_request_naming_the_rule() {
             |stream, request| {
                 let mut bytes = Vec::new();
                 for _ in 0..2 {
-                    wire::encode_chunk_offset_data_header(
-                        &mut bytes,
-                        request.cookie,
-                        request.offset_bytes,
-                        2048,
-                        false,
-                    );
-                    bytes.extend_from_slice(&[1u8; 2048]);
+                    data_chunk(&mut bytes, request, request.offset_bytes, 2048, false);
                 }
                 stream.write_all(&bytes)
             },
@@ -366,21 +378,10 @@ fn transmission_violations_fail_the_request_naming_the_rule() {
                 handshake(stream, &export_info())?;
                 let request = read_request(stream)?;
                 answer(stream, &request)?;
-                // A reply that claims more bytes than it sent ends with the connection.
-                stream.shutdown(std::net::Shutdown::Write)?;
-                let mut rest = Vec::new();
-                stream.read_to_end(&mut rest).map(drop)
+                close_after_short_reply(stream)
             }),
         );
-        let mut device = server.open().expect("the handshake is fine");
-        device
-            .submit(Request::read(5, 0, IoBuf::zeroed(4096)))
-            .unwrap();
-        let mut completions = Vec::new();
-        device.wait_completions(&mut completions).unwrap();
-        let error = completions
-            .pop()
-            .unwrap()
+        let error = read_first_block(&server, 5)
             .status
             .expect_err(name)
             .to_string();
@@ -421,19 +422,10 @@ fn seeded_garbage_from_the_server_is_an_error() {
                 bytes.extend_from_slice(&request.cookie.to_be_bytes());
                 bytes.extend(garbage(4 + (seed as usize * 7) % 100));
                 stream.write_all(&bytes)?;
-                // A reply that claims more bytes than it sent ends with the connection.
-                stream.shutdown(std::net::Shutdown::Write)?;
-                let mut rest = Vec::new();
-                stream.read_to_end(&mut rest).map(drop)
+                close_after_short_reply(stream)
             }),
         );
-        let mut device = late.open().expect("the handshake is fine");
-        device
-            .submit(Request::read(1, 0, IoBuf::zeroed(4096)))
-            .unwrap();
-        let mut completions = Vec::new();
-        device.wait_completions(&mut completions).unwrap();
-        assert!(completions.pop().unwrap().status.is_err(), "seed {seed}");
+        assert!(read_first_block(&late, 1).status.is_err(), "seed {seed}");
     }
 }
 

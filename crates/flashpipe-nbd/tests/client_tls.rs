@@ -100,6 +100,13 @@ fn submit(device: &mut NbdDevice, request: Request, completions: &mut Vec<Comple
     device.submit(request).expect("request accepted");
 }
 
+/// The device at `uri` (opening must succeed), after [`write_and_check`] of `blocks`.
+fn open_and_check(uri: &str, blocks: std::ops::Range<u64>, round: u8) -> NbdDevice {
+    let mut device = open(uri).unwrap_or_else(|error| panic!("{error}"));
+    write_and_check(&mut device, blocks, round);
+    device
+}
+
 fn write_and_check(device: &mut NbdDevice, blocks: std::ops::Range<u64>, round: u8) {
     let mut completions = Vec::new();
     for block in blocks.clone() {
@@ -151,18 +158,14 @@ fn the_client_writes_and_reads_over_nbds_with_a_client_certificate_on_every_conn
         port(&server),
         good.display()
     );
-    let mut device = open(&uri).unwrap_or_else(|error| panic!("{error}"));
-    write_and_check(&mut device, 0..256, 1);
-    drop(device);
+    drop(open_and_check(&uri, 0..256, 1));
     // By IP address (the certificate names 127.0.0.1 too), one connection.
     let uri = format!(
         "nbds://127.0.0.1:{}/disk?tls-certificates={}",
         port(&server),
         good.display()
     );
-    let mut device = open(&uri).unwrap_or_else(|error| panic!("{error}"));
-    write_and_check(&mut device, 100..300, 2);
-    drop(device);
+    drop(open_and_check(&uri, 100..300, 2));
     server.shutdown();
 }
 
@@ -201,9 +204,7 @@ fn refusals_and_untrusted_certificates_are_clear_errors_naming_the_uri() {
         "nbds://localhost:{tls_port}/disk?tls-certificates={}&tls-verify-peer=false",
         distrusting.display()
     );
-    let mut device = open(&uri).unwrap_or_else(|error| panic!("{error}"));
-    write_and_check(&mut device, 0..16, 3);
-    drop(device);
+    drop(open_and_check(&uri, 0..16, 3));
     server.shutdown();
 
     let plaintext = flashpipe_server(&certificates, None, 16 * MIB);
@@ -310,8 +311,7 @@ fn nbdkit_with_tls_required_serves_the_client_and_a_restart_redoes_tls() {
     let mut server = nbdkit_tls_file(&certificates, &scratch.path, "tls", &image);
     let folder = certificates.client_folder("client", "ca", Some("client"));
     let uri = nbds_unix_uri(&server, &folder);
-    let mut device = open(&uri).unwrap_or_else(|error| panic!("{error}"));
-    write_and_check(&mut device, 0..128, 4);
+    let mut device = open_and_check(&uri, 0..128, 4);
     server.restart();
     write_and_check(&mut device, 64..192, 5);
     assert!(device.counters().reconnects >= 1, "{:?}", device.counters());
@@ -350,9 +350,7 @@ fn qemu_nbd_with_x509_credentials_serves_the_client_over_nbds_unix() {
     let server = Server::start("qemu-nbd", &arguments, &socket);
     let folder = certificates.client_folder("client", "ca", Some("client"));
     let uri = nbds_unix_uri(&server, &folder);
-    let mut device = open(&uri).unwrap_or_else(|error| panic!("{error}"));
-    write_and_check(&mut device, 0..200, 6);
-    drop(device);
+    drop(open_and_check(&uri, 0..200, 6));
     let without_certificate = certificates.client_folder("anonymous", "ca", None);
     let uri = nbds_unix_uri(&server, &without_certificate);
     assert!(open(&uri)

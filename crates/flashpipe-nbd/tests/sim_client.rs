@@ -177,6 +177,14 @@ fn the_same_seed_gives_the_same_history() {
     assert_ne!(first.1, other.1, "two seeds gave the same history");
 }
 
+/// A network of `seed` with one reliable node, and a device of 4 KiB blocks over it.
+fn one_reliable_node(seed: u64) -> (SimNetwork, SimNbdDevice) {
+    let network = SimNetwork::new(seed);
+    reliable_node(&network, "node0");
+    let device = SimNbdDevice::open(&network, SimNbdDeviceConfig::new(0, 4096)).expect("open");
+    (network, device)
+}
+
 fn reliable_node(network: &SimNetwork, name: &str) -> usize {
     network
         .add_node(SimNodeConfig {
@@ -323,9 +331,7 @@ fn a_request_lost_with_its_connection_is_reissued_and_reads_back() {
 
 #[test]
 fn a_flush_after_a_reconnect_reports_writes_no_flush_covered() {
-    let network = SimNetwork::new(5);
-    reliable_node(&network, "node0");
-    let mut device = SimNbdDevice::open(&network, SimNbdDeviceConfig::new(0, 4096)).expect("open");
+    let (network, mut device) = one_reliable_node(5);
     write_block(&mut device, 1, 1).expect("write");
     network.take_down(0);
     network.bring_up(0);
@@ -392,9 +398,7 @@ fn a_link_that_swallows_everything_ends_in_an_error_naming_the_member() {
 
 #[test]
 fn a_node_restart_loses_unflushed_writes_and_the_next_flush_says_so() {
-    let network = SimNetwork::new(19);
-    reliable_node(&network, "node0");
-    let mut device = SimNbdDevice::open(&network, SimNbdDeviceConfig::new(0, 4096)).expect("open");
+    let (network, mut device) = one_reliable_node(19);
     write_block(&mut device, 1, 1).expect("write");
     flush(&mut device).expect("flush");
     write_block(&mut device, 1, 2).expect("an acknowledged write no flush covers");
@@ -463,9 +467,7 @@ fn a_node_restart_under_a_file_system_keeps_the_last_flush() {
 
 #[test]
 fn a_device_dropped_while_reconnecting_leaves_the_node_to_the_next() {
-    let network = SimNetwork::new(23);
-    reliable_node(&network, "node0");
-    let mut first = SimNbdDevice::open(&network, SimNbdDeviceConfig::new(0, 4096)).expect("open");
+    let (network, mut first) = one_reliable_node(23);
     first
         .submit(flashpipe_device::Request {
             tag: 1,

@@ -118,9 +118,7 @@ fn body_under(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
 
 #[test]
 fn hostile_run_kernel_bodies_are_refused_by_name() {
-    let mut long_kernel = Vec::new();
-    long_kernel.extend_from_slice(&65u32.to_le_bytes());
-    long_kernel.extend_from_slice(&[b'k'; 65]);
+    let long_kernel = [&65u32.to_le_bytes()[..], &[b'k'; 65]].concat();
     assert_eq!(
         body_under(FrameKind::RunKernel, &long_kernel).unwrap_err(),
         DecodeError::TooLong {
@@ -129,10 +127,8 @@ fn hostile_run_kernel_bodies_are_refused_by_name() {
             limit_bytes: 64
         }
     );
-    let mut many_options = Vec::new();
-    many_options.extend_from_slice(&1u32.to_le_bytes());
-    many_options.push(b'k');
-    many_options.extend_from_slice(&65u32.to_le_bytes());
+    // The kernel name "k", then a count of 65 options.
+    let many_options = [&1u32.to_le_bytes()[..], b"k", &65u32.to_le_bytes()].concat();
     assert!(matches!(
         body_under(FrameKind::RunKernel, &many_options),
         Err(DecodeError::TooMany {
@@ -141,11 +137,13 @@ fn hostile_run_kernel_bodies_are_refused_by_name() {
             limit: 64
         })
     ));
-    let mut lying_inputs = Vec::new();
-    lying_inputs.extend_from_slice(&1u32.to_le_bytes());
-    lying_inputs.push(b'k');
-    lying_inputs.extend_from_slice(&0u32.to_le_bytes());
-    lying_inputs.extend_from_slice(&60_000u32.to_le_bytes());
+    let lying_inputs = [
+        &1u32.to_le_bytes()[..],
+        b"k",
+        &0u32.to_le_bytes(),
+        &60_000u32.to_le_bytes(),
+    ]
+    .concat();
     assert!(matches!(
         body_under(FrameKind::RunKernel, &lying_inputs),
         Err(DecodeError::Truncated {

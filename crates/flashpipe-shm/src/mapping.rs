@@ -9,6 +9,7 @@ use super::{map_region, unmap_region, MapAccess, REQUIRED_SEALS};
 
 /// A shared region received from its owner and mapped in this process. Windows are
 /// bounds-checked; writable ones only on a [`MapAccess::ReadWrite`] mapping.
+#[derive(Debug)]
 pub struct SharedMapping {
     fd: OwnedFd,
     region: NonNull<u8>,
@@ -116,17 +117,6 @@ impl SharedMapping {
 impl Drop for SharedMapping {
     fn drop(&mut self) {
         unmap_region(self.region, self.size_bytes);
-    }
-}
-
-impl std::fmt::Debug for SharedMapping {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("SharedMapping")
-            .field("name", &self.name)
-            .field("size_bytes", &self.size_bytes)
-            .field("access", &self.access)
-            .finish()
     }
 }
 

@@ -16,6 +16,7 @@ pub const MAX_MEMFD_NAME_BYTES: usize = 249;
 /// read-write in the process that created it. Pass [`SharedMemory::as_fd`] over a Unix
 /// socket ([`super::send_with_fds`]) and map it on the other side with
 /// [`super::SharedMapping::map`]. The mapping and the descriptor close on drop.
+#[derive(Debug)]
 pub struct SharedMemory {
     fd: OwnedFd,
     region: NonNull<u8>,
@@ -83,17 +84,6 @@ impl SharedMemory {
 impl Drop for SharedMemory {
     fn drop(&mut self) {
         unmap_region(self.region, self.size_bytes);
-    }
-}
-
-impl std::fmt::Debug for SharedMemory {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("SharedMemory")
-            .field("name", &self.name)
-            .field("size_bytes", &self.size_bytes)
-            .field("fd", &self.fd.as_raw_fd())
-            .finish()
     }
 }
 

@@ -175,12 +175,14 @@ pub struct RingCounters {
     pub parks: u64,
 }
 
+#[derive(Debug)]
 enum Backing {
     Owner(SharedMemory),
     Attached(SharedMapping),
 }
 
 /// A bounded SPSC ring of length-prefixed records in shared memory; see the module doc.
+#[derive(Debug)]
 pub struct FrameRing {
     backing: Backing,
     base: NonNull<u8>,
@@ -574,17 +576,6 @@ impl FrameRing {
     fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
         // SAFETY: as in atomic_u64, 4-aligned.
         unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(offset).cast()) }
-    }
-}
-
-impl std::fmt::Debug for FrameRing {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("FrameRing")
-            .field("region", &self.region)
-            .field("capacity_bytes", &self.capacity_bytes)
-            .field("counters", &self.counters)
-            .finish()
     }
 }
 

@@ -315,7 +315,8 @@ impl Combination {
         for &size in sizes {
             for repetition in 0..self.repetitions(size) {
                 let name = format!("direct-{size}-{repetition}");
-                let times = measure_direct(&mut filesystem, &name, size, pattern)?;
+                let buffers = file_buffers(size, pattern);
+                let times = measure_direct(&mut filesystem, &name, buffers, pattern)?;
                 direct_files.push((name, size, times));
             }
         }
@@ -396,34 +397,33 @@ fn file_buffers(size_bytes: u64, pattern: &DataPattern) -> Vec<IoBuf> {
         .collect()
 }
 
-/// Timed create + write + flush and timed read, calling the file system directly.
+/// The file offset of buffer `index` of [`file_buffers`].
+fn offset_of(index: usize) -> u64 {
+    index as u64 * COMMAND_BYTES
+}
+
+/// Timed create + write + flush of `buffers` (from [`file_buffers`]) and timed read into
+/// them, calling the file system directly.
 fn measure_direct(
     filesystem: &mut Filesystem,
     name: &str,
-    size_bytes: u64,
+    mut buffers: Vec<IoBuf>,
     pattern: &DataPattern,
 ) -> Result<FileTimes, BenchFsError> {
-    let mut buffers = file_buffers(size_bytes, pattern);
     let started = Instant::now();
     let file = filesystem.create(name)?;
-    let mut offset_bytes = 0;
-    for buffer in &buffers {
-        filesystem.write(file, offset_bytes, buffer)?;
-        offset_bytes += buffer.len() as u64;
+    for (index, buffer) in buffers.iter().enumerate() {
+        filesystem.write(file, offset_of(index), buffer)?;
     }
     filesystem.flush()?;
     let write_total = started.elapsed();
     let started = Instant::now();
-    let mut offset_bytes = 0;
-    for buffer in &mut buffers {
-        filesystem.read_into(file, offset_bytes, buffer)?;
-        offset_bytes += buffer.len() as u64;
+    for (index, buffer) in buffers.iter_mut().enumerate() {
+        filesystem.read_into(file, offset_of(index), buffer)?;
     }
     let read_total = started.elapsed();
-    let mut offset_bytes = 0;
-    for buffer in &buffers {
-        pattern.check(offset_bytes, buffer)?;
-        offset_bytes += buffer.len() as u64;
+    for (index, buffer) in buffers.iter().enumerate() {
+        pattern.check(offset_of(index), buffer)?;
     }
     Ok(FileTimes {
         write_total,

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -131,13 +131,7 @@ pub fn run_section(
         .current_dir(&folder)
         .output()?;
     let makeblastdb_seconds = started.elapsed().as_secs_f64();
-    if !made.status.success() {
-        return Err(invalid_input(format!(
-            "makeblastdb failed: {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        ))
-        .into());
-    }
+    succeeded("makeblastdb", &made)?;
     let mut client = store.engine.client(16);
     super::put_files(
         &mut client,
@@ -175,6 +169,18 @@ pub fn run_section(
                 .to_string(),
         ],
     }))
+}
+
+/// An error naming `what` and its standard error when `output` says the tool failed.
+fn succeeded(what: &str, output: &Output) -> BenchResult<()> {
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(invalid_input(format!(
+        "{what} failed: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    ))
+    .into())
 }
 
 fn missing_tools() -> Option<String> {
@@ -276,13 +282,7 @@ fn compare_task(
         .current_dir(folder)
         .output()?;
     let blastn_seconds = started.elapsed().as_secs_f64();
-    if !reference.status.success() {
-        return Err(invalid_input(format!(
-            "blastn -task {task} failed: {}",
-            String::from_utf8_lossy(&reference.stderr).trim()
-        ))
-        .into());
-    }
+    succeeded(&format!("blastn -task {task}"), &reference)?;
     let reference = String::from_utf8_lossy(&reference.stdout).into_owned();
     let arguments = vec![
         format!("queries={}", query_path.display()),

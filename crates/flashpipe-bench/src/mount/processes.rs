@@ -18,14 +18,22 @@ pub fn flashpipe_program() -> BenchResult<PathBuf> {
     Ok(std::env::current_exe().map_err(io_with("finding the flashpipe binary"))?)
 }
 
+/// `program` with no input, its standard output thrown away and its standard error piped
+/// (what a failure says).
+fn quiet_command(program: &Path) -> Command {
+    let mut command = Command::new(program);
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
 /// Runs `flashpipe ARGUMENTS` to its end, its output thrown away; how long it took.
 pub fn run_flashpipe(program: &Path, arguments: &[&str]) -> BenchResult<Duration> {
     let started = Instant::now();
-    let output = Command::new(program)
+    let output = quiet_command(program)
         .args(arguments)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .output()
         .map_err(io_with(format!("starting {}", program.display())))?;
     let took = started.elapsed();
@@ -60,15 +68,12 @@ impl FlashpipeMount {
         directory: &Path,
         extra: &[String],
     ) -> BenchResult<FlashpipeMount> {
-        let mut child = Command::new(program)
+        let mut child = quiet_command(program)
             .arg("mount")
             .arg(store)
             .arg(directory)
             .arg("--foreground")
             .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
             .spawn()
             .map_err(io_with(format!("starting {} mount", program.display())))?;
         let stderr = child.stderr.take().expect("standard error was piped");

@@ -13,35 +13,9 @@ use crate::BenchResult;
 /// Bytes moved per `read` and `write` call.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
-/// Copies `source` into a new file `destination` and fsyncs it; how long it took.
-pub fn write_copy(source: &Path, destination: &Path) -> BenchResult<Duration> {
-    let started = Instant::now();
-    let mut input = File::open(source).map_err(io_with(format!("opening {}", source.display())))?;
-    let mut output = File::create(destination)
-        .map_err(io_with(format!("creating {}", destination.display())))?;
-    let mut buffer = vec![0u8; CHUNK_BYTES];
-    loop {
-        let read = input
-            .read(&mut buffer)
-            .map_err(io_with(format!("reading {}", source.display())))?;
-        if read == 0 {
-            break;
-        }
-        output
-            .write_all(&buffer[..read])
-            .map_err(io_with(format!("writing {}", destination.display())))?;
-    }
-    output
-        .sync_all()
-        .map_err(io_with(format!("fsync of {}", destination.display())))?;
-    drop(output);
-    Ok(started.elapsed())
-}
-
-/// Copies `source` (on the mount) into a new file `destination` of the scratch folder, as
-/// `get` writes its file; how long it took and how many bytes it gave. The copy is removed.
-pub fn read_copy(source: &Path, destination: &Path) -> BenchResult<(Duration, u64)> {
-    let started = Instant::now();
+/// Copies `source` into a new file `destination`, [`CHUNK_BYTES`] at a time; the new file
+/// (open, not yet synced) and the bytes copied.
+fn copy_in_chunks(source: &Path, destination: &Path) -> BenchResult<(File, u64)> {
     let mut input = File::open(source).map_err(io_with(format!("opening {}", source.display())))?;
     let mut output = File::create(destination)
         .map_err(io_with(format!("creating {}", destination.display())))?;
@@ -59,6 +33,25 @@ pub fn read_copy(source: &Path, destination: &Path) -> BenchResult<(Duration, u6
             .map_err(io_with(format!("writing {}", destination.display())))?;
         total_bytes += read as u64;
     }
+    Ok((output, total_bytes))
+}
+
+/// Copies `source` into a new file `destination` and fsyncs it; how long it took.
+pub fn write_copy(source: &Path, destination: &Path) -> BenchResult<Duration> {
+    let started = Instant::now();
+    let (output, _) = copy_in_chunks(source, destination)?;
+    output
+        .sync_all()
+        .map_err(io_with(format!("fsync of {}", destination.display())))?;
+    drop(output);
+    Ok(started.elapsed())
+}
+
+/// Copies `source` (on the mount) into a new file `destination` of the scratch folder, as
+/// `get` writes its file; how long it took and how many bytes it gave. The copy is removed.
+pub fn read_copy(source: &Path, destination: &Path) -> BenchResult<(Duration, u64)> {
+    let started = Instant::now();
+    let (output, total_bytes) = copy_in_chunks(source, destination)?;
     drop(output);
     let took = started.elapsed();
     std::fs::remove_file(destination)

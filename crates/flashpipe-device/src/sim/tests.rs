@@ -28,6 +28,13 @@ fn exact_timing_config(latency_ns: u64, bandwidth: u64, parallelism: u32) -> Sim
     }
 }
 
+/// A disk of [`exact_timing_config`] added to `world`.
+fn exact_disk(world: &SimWorld, latency_ns: u64, bandwidth: u64, parallelism: u32) -> SimDisk {
+    world
+        .add_disk(exact_timing_config(latency_ns, bandwidth, parallelism))
+        .unwrap()
+}
+
 fn reap_all(disk: &mut dyn BlockDevice) -> Vec<(Completion, u64)> {
     let clock = disk.clock();
     let mut reaped = Vec::new();
@@ -92,9 +99,7 @@ fn a_lone_request_takes_latency_plus_size_over_bandwidth() {
     for (latency_ns, bandwidth, size_bytes, expected_ns) in cases {
         for write in [false, true] {
             let world = SimWorld::new(1);
-            let mut disk = world
-                .add_disk(exact_timing_config(latency_ns, bandwidth, 4))
-                .unwrap();
+            let mut disk = exact_disk(&world, latency_ns, bandwidth, 4);
             let buffer = IoBuf::zeroed(size_bytes);
             let request = if write {
                 Request::write(1, 0, buffer)
@@ -121,9 +126,7 @@ fn parallelism_lets_that_many_requests_overlap() {
         (8, vec![100, 100, 100, 100]),
     ] {
         let world = SimWorld::new(2);
-        let mut disk = world
-            .add_disk(exact_timing_config(100, 1_000_000_000, parallelism))
-            .unwrap();
+        let mut disk = exact_disk(&world, 100, 1_000_000_000, parallelism);
         for tag in 0..4 {
             disk.submit(Request::flush(tag)).unwrap();
         }
@@ -135,9 +138,7 @@ fn parallelism_lets_that_many_requests_overlap() {
 #[test]
 fn transfers_share_the_bandwidth_while_latencies_overlap() {
     let world = SimWorld::new(3);
-    let mut disk = world
-        .add_disk(exact_timing_config(1_000, 512_000_000, 4))
-        .unwrap();
+    let mut disk = exact_disk(&world, 1_000, 512_000_000, 4);
     for tag in 0..3 {
         disk.submit(Request::read(tag, 0, IoBuf::zeroed(512)))
             .unwrap();
@@ -179,12 +180,8 @@ fn waiting_on_one_disk_delivers_other_disks_completions_in_time_order() {
 #[test]
 fn stepping_the_world_runs_one_event_at_a_time() {
     let world = SimWorld::new(14);
-    let mut first = world
-        .add_disk(exact_timing_config(300, 1_000_000_000, 1))
-        .unwrap();
-    let mut second = world
-        .add_disk(exact_timing_config(100, 1_000_000_000, 1))
-        .unwrap();
+    let mut first = exact_disk(&world, 300, 1_000_000_000, 1);
+    let mut second = exact_disk(&world, 100, 1_000_000_000, 1);
     first.submit(Request::flush(1)).unwrap();
     second.submit(Request::flush(2)).unwrap();
     let mut completions = Vec::new();
@@ -201,9 +198,7 @@ fn stepping_the_world_runs_one_event_at_a_time() {
 #[test]
 fn poll_does_not_advance_virtual_time() {
     let world = SimWorld::new(5);
-    let mut disk = world
-        .add_disk(exact_timing_config(1_000, 1_000_000_000, 1))
-        .unwrap();
+    let mut disk = exact_disk(&world, 1_000, 1_000_000_000, 1);
     disk.submit(Request::flush(1)).unwrap();
     let mut completions = Vec::new();
     assert_eq!(disk.poll_completions(&mut completions), 0);
@@ -520,9 +515,7 @@ fn crash_survival_probability_extremes_keep_all_or_nothing() {
 fn a_flush_covers_only_writes_completed_before_it_was_submitted() {
     let world = SimWorld::new(11);
     world.set_crash_survival_probability(0.0);
-    let mut disk = world
-        .add_disk(exact_timing_config(1_000, 1_000_000_000, 4))
-        .unwrap();
+    let mut disk = exact_disk(&world, 1_000, 1_000_000_000, 4);
     run_ok(
         &mut disk,
         Request::write(1, 0, IoBuf::from_slice(&[1; 512])),

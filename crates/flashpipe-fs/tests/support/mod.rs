@@ -15,7 +15,7 @@ use flashpipe_fs::layout::{
     checksum_with_field_zeroed, open_metadata_block, read_u64, seal_metadata_block, write_u32,
     MetadataHeader, MetadataKind, METADATA_HEADER_BYTES,
 };
-use flashpipe_fs::{Filesystem, Structure};
+use flashpipe_fs::{fsck, FileId, Filesystem, Structure};
 
 /// A RAM disk behind a mutex; clones share the image.
 #[derive(Clone)]
@@ -78,6 +78,67 @@ impl SharedDisk {
         copy.poke(0, &bytes);
         copy
     }
+
+    /// Every byte of the image.
+    pub fn image(&self) -> Vec<u8> {
+        self.peek(
+            0,
+            (self.info.block_count * u64::from(self.info.block_size_bytes)) as usize,
+        )
+    }
+}
+
+/// A shared disk of 4096 blocks of 4 KiB and the file system formatted on it with 4 KiB
+/// blocks (the opening of the attribute and shared-block tests).
+pub fn formatted_4k() -> (SharedDisk, Filesystem) {
+    let shared = SharedDisk::new(4096, 4096);
+    let fs = flashpipe_testkit::formatted::format_fs(shared.boxed(), 4096);
+    (shared, fs)
+}
+
+/// Creates `name` holding `pattern(length, seed)` (not flushed).
+pub fn write_new(fs: &mut Filesystem, name: &str, length: usize, seed: u64) -> FileId {
+    let file = fs.create(name).unwrap();
+    fs.write(file, 0, &pattern(length, seed)).unwrap();
+    file
+}
+
+/// The whole content of `file`.
+pub fn read_file(fs: &mut Filesystem, file: FileId) -> Vec<u8> {
+    let size = fs.stat(file).expect("stat").size_bytes;
+    if size == 0 {
+        return Vec::new();
+    }
+    fs.read(file, 0, size).expect("read").to_vec()
+}
+
+/// The whole content of the file `name`.
+pub fn read_named(fs: &mut Filesystem, name: &str) -> Vec<u8> {
+    let file = fs.open(name).expect("open");
+    read_file(fs, file)
+}
+
+/// Unmounts `fs` and mounts its image on `shared` again, read-write; the check finds it
+/// clean.
+pub fn remount_clean(fs: Filesystem, shared: &SharedDisk) -> Filesystem {
+    drop(fs.unmount().unwrap());
+    let mut fs = Filesystem::mount(shared.boxed()).unwrap();
+    assert!(fs.check().unwrap().is_clean());
+    fs
+}
+
+/// Mounts `shared` read-only for `look`, then runs fsck without repairs: fsck finds the
+/// image clean and neither of them writes a byte of it.
+pub fn read_only_and_fsck_write_nothing(shared: &SharedDisk, look: impl FnOnce(&mut Filesystem)) {
+    let image_before = shared.image();
+    let mut read_only = Filesystem::mount_read_only(shared.boxed()).unwrap();
+    look(&mut read_only);
+    drop(read_only.unmount().unwrap());
+    assert!(fsck(&mut *shared.boxed(), false).unwrap().is_clean());
+    assert!(
+        shared.image() == image_before,
+        "read-only mounts and fsck write nothing"
+    );
 }
 
 impl BlockDevice for SharedDisk {

@@ -2,7 +2,12 @@
 
 #![allow(dead_code)]
 
-use flashpipe_device::{run_one, IoBuf, Operation, SplitMix64};
+use std::sync::{Arc, Mutex};
+
+use flashpipe_device::{
+    run_one, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind, DeviceInfo, IoBuf,
+    Operation, Rejected, Request, SplitMix64,
+};
 use flashpipe_flash::{FlashArray, FlashConfig, FlashOptions};
 use flashpipe_ftl::{FlashBackend, Ftl, FtlOptions, SharedFlash, VictimPolicy};
 
@@ -109,4 +114,121 @@ pub fn read_pages(ftl: &mut Ftl, first_block: u64, bytes: usize) -> IoBuf {
     .expect("read")
     .buffer
     .expect("buffer")
+}
+
+/// What a crash campaign of 20 runs or more must have done: cut power inside file-system
+/// operations (not only between them).
+pub fn assert_cut_inside_operations(runs: u64, crashed_in_operation: u64) {
+    assert!(
+        runs < 20 || crashed_in_operation > 0,
+        "the campaign cut power inside file-system operations"
+    );
+}
+
+/// A device shared between the [`PowerFailing`] wrapper handed to the file system and the
+/// test, which may take it back after a crash.
+pub type DeviceSlot<D> = Arc<Mutex<Option<D>>>;
+
+/// When power fails: after `countdown` more device calls (None: never).
+#[derive(Debug, Default)]
+pub struct PowerSwitch {
+    pub countdown: Option<u64>,
+    pub crashed: bool,
+}
+
+/// A [`BlockDevice`] over a shared device (an FTL, raw pages) that loses power when its
+/// [`PowerSwitch`] says: from then on every call fails with `Crashed` and nothing reaches
+/// the device, whose flash requests stay in flight for `PowerCutFlash::cut_power` to
+/// decide. The crash campaigns of the file system over the FTL and of the flash-aware
+/// layout run on it.
+pub struct PowerFailing<D> {
+    device: DeviceSlot<D>,
+    switch: Arc<Mutex<PowerSwitch>>,
+    info: DeviceInfo,
+    clock: Arc<dyn Clock>,
+}
+
+impl<D: BlockDevice> PowerFailing<D> {
+    /// The wrapper, the device's shared slot and the power switch (disarmed).
+    pub fn new(device: D) -> (PowerFailing<D>, DeviceSlot<D>, Arc<Mutex<PowerSwitch>>) {
+        let info = device.info().clone();
+        let clock = device.clock();
+        let slot = Arc::new(Mutex::new(Some(device)));
+        let switch = Arc::new(Mutex::new(PowerSwitch::default()));
+        let wrapper = PowerFailing {
+            device: Arc::clone(&slot),
+            switch: Arc::clone(&switch),
+            info,
+            clock,
+        };
+        (wrapper, slot, switch)
+    }
+
+    fn crash_error(&self) -> DeviceError {
+        DeviceError::new(&self.info.name, DeviceErrorKind::Crashed)
+    }
+
+    /// Counts one call; true once power is gone.
+    fn power_lost(&mut self) -> bool {
+        let mut switch = self.switch.lock().expect("switch lock");
+        if let Some(left) = switch.countdown.as_mut() {
+            if *left == 0 {
+                switch.crashed = true;
+            } else {
+                *left -= 1;
+            }
+        }
+        switch.crashed
+    }
+
+    fn with_device<R>(&self, action: impl FnOnce(&mut D) -> R) -> R {
+        let mut guard = self.device.lock().expect("device lock");
+        action(
+            guard
+                .as_mut()
+                .expect("the device is in place until the test takes it"),
+        )
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for PowerFailing<D> {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
+    fn submit(&mut self, request: Request) -> Result<(), Rejected> {
+        if self.power_lost() {
+            let error = self.crash_error();
+            return Err(Rejected { request, error });
+        }
+        self.with_device(|device| device.submit(request))
+    }
+
+    fn poll_completions(&mut self, completions: &mut Vec<Completion>) -> usize {
+        if self.power_lost() {
+            return 0;
+        }
+        self.with_device(|device| device.poll_completions(completions))
+    }
+
+    fn wait_completions(
+        &mut self,
+        completions: &mut Vec<Completion>,
+    ) -> Result<usize, DeviceError> {
+        if self.power_lost() {
+            return Err(self.crash_error());
+        }
+        self.with_device(|device| device.wait_completions(completions))
+    }
+
+    fn in_flight(&self) -> usize {
+        if self.switch.lock().expect("switch lock").crashed {
+            return 0;
+        }
+        self.with_device(|device| device.in_flight())
+    }
 }

@@ -8,7 +8,6 @@
 //! directions (left on the reversed prefixes), and its edit script gives the tabular columns.
 
 use crate::blast::alphabet::ScoreMatrix;
-pub use crate::blast::gapped::extend_gapped;
 
 /// Gap costs in raw score units: a gap of `k` letters costs `open + k * extend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +116,18 @@ pub struct OneSide {
     pub ops: Vec<Op>,
 }
 
+impl OneSide {
+    /// The side ending at the cell `end` (query letters, subject letters) with `score`.
+    pub fn ending_at(end: (usize, usize), score: i32, ops: Vec<Op>) -> OneSide {
+        OneSide {
+            score,
+            query_length: end.0,
+            subject_length: end.1,
+            ops,
+        }
+    }
+}
+
 /// A gapped alignment through a starting pair: where it starts and its columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GappedAlignment {
@@ -158,84 +169,122 @@ impl GappedAlignment {
     }
 }
 
-/// Extends left and right from the pair (`query_point`, `subject_point`), which belongs to the
-/// right side.
-pub fn align_through(
-    matrix: &ScoreMatrix,
-    gaps: GapCosts,
-    x_drop: i32,
-    query: &[u8],
-    subject: &[u8],
-    query_point: usize,
-    subject_point: usize,
-) -> GappedAlignment {
-    let (left, right) = both_sides::<true>(
-        matrix,
-        gaps,
-        x_drop,
-        query,
-        subject,
-        query_point,
-        subject_point,
-    );
-    let score = left.score + right.score;
-    GappedAlignment::joined(left, right, query_point, subject_point, score)
+/// Where a gapped extension runs from: the pair (`query_point`, `subject_point`) of `query`
+/// and `subject`, which belongs to the right side.
+#[derive(Debug, Clone, Copy)]
+pub struct Anchor<'a> {
+    /// The query's letters (blastna codes).
+    pub query: &'a [u8],
+    /// The subject's letters.
+    pub subject: &'a [u8],
+    /// The anchor's query position.
+    pub query_point: usize,
+    /// The anchor's subject position.
+    pub subject_point: usize,
 }
 
-/// The score of the gapped extension through (`query_point`, `subject_point`) without a
-/// traceback (BLAST's preliminary gapped pass, with its smaller X-drop).
-pub fn score_through(
-    matrix: &ScoreMatrix,
-    gaps: GapCosts,
-    x_drop: i32,
-    query: &[u8],
-    subject: &[u8],
-    query_point: usize,
-    subject_point: usize,
-) -> i32 {
-    let (left, right) = both_sides::<false>(
-        matrix,
-        gaps,
-        x_drop,
-        query,
-        subject,
-        query_point,
-        subject_point,
-    );
-    left.score + right.score
+/// What one side of an extension reads: `query_length` x `subject_length` letters from the
+/// origin, through `query_at` and `subject_at` (so that the left side reads the prefixes
+/// reversed).
+pub struct Sides<Q, S> {
+    /// Query letters there are.
+    pub query_length: usize,
+    /// Subject letters there are.
+    pub subject_length: usize,
+    /// The query letter at an index from the origin.
+    pub query_at: Q,
+    /// The subject letter at an index from the origin.
+    pub subject_at: S,
 }
 
-/// The extensions left of (`query_point`, `subject_point`), reading the prefixes reversed,
-/// and right of it, from it.
-fn both_sides<const TRACE: bool>(
-    matrix: &ScoreMatrix,
-    gaps: GapCosts,
-    x_drop: i32,
-    query: &[u8],
-    subject: &[u8],
-    query_point: usize,
-    subject_point: usize,
-) -> (OneSide, OneSide) {
-    assert!(query_point < query.len() && subject_point < subject.len());
-    let right = extend_gapped::<TRACE>(
-        matrix,
-        gaps,
-        x_drop,
-        query.len() - query_point,
-        subject.len() - subject_point,
-        |index| query[query_point + index],
-        |index| subject[subject_point + index],
-    );
-    let left = extend_gapped::<TRACE>(
-        matrix,
-        gaps,
-        x_drop,
-        query_point,
-        subject_point,
-        |index| query[query_point - 1 - index],
-        |index| subject[subject_point - 1 - index],
-    );
-    (left, right)
+impl<Q, S> Sides<Q, S> {
+    /// The lengths and the readers: query length, subject length, query reader, subject
+    /// reader.
+    pub fn into_parts(self) -> (usize, usize, Q, S) {
+        (
+            self.query_length,
+            self.subject_length,
+            self.query_at,
+            self.subject_at,
+        )
+    }
+}
+
+/// `query` against `subject`, both read from their first letters.
+pub fn from_starts<'a>(
+    query: &'a [u8],
+    subject: &'a [u8],
+) -> Sides<impl Fn(usize) -> u8 + 'a, impl Fn(usize) -> u8 + 'a> {
+    Sides {
+        query_length: query.len(),
+        subject_length: subject.len(),
+        query_at: |index| query[index],
+        subject_at: |index| subject[index],
+    }
+}
+
+/// An X-drop extension from an origin: the gapped dynamic programme ([`Gapped`]), the greedy
+/// aligner ([`crate::blast::greedy::Greedy`]) and, in tests, the programme's old form.
+pub trait Extend {
+    /// The extension over `sides`, with its traceback (`TRACE`) or its score and end only
+    /// (BLAST's preliminary pass).
+    fn one_side<const TRACE: bool>(
+        &self,
+        sides: Sides<impl Fn(usize) -> u8, impl Fn(usize) -> u8>,
+    ) -> OneSide;
+
+    /// The extensions left of the anchor, reading the prefixes reversed, and right of it,
+    /// from it.
+    fn both_sides<const TRACE: bool>(&self, anchor: Anchor<'_>) -> (OneSide, OneSide) {
+        let Anchor {
+            query,
+            subject,
+            query_point,
+            subject_point,
+        } = anchor;
+        assert!(query_point < query.len() && subject_point < subject.len());
+        let right = self.one_side::<TRACE>(Sides {
+            query_length: query.len() - query_point,
+            subject_length: subject.len() - subject_point,
+            query_at: |index| query[query_point + index],
+            subject_at: |index| subject[subject_point + index],
+        });
+        let left = self.one_side::<TRACE>(Sides {
+            query_length: query_point,
+            subject_length: subject_point,
+            query_at: |index| query[query_point - 1 - index],
+            subject_at: |index| subject[subject_point - 1 - index],
+        });
+        (left, right)
+    }
+
+    /// The score of the extension through the anchor without a traceback (BLAST's
+    /// preliminary gapped pass, with its smaller X-drop).
+    fn score_through(&self, anchor: Anchor<'_>) -> i32 {
+        let (left, right) = self.both_sides::<false>(anchor);
+        left.score + right.score
+    }
+}
+
+/// The gapped dynamic programme's costs and X-drop, as an [`Extend`] (the programme is in
+/// [`crate::blast::gapped`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Gapped<'a> {
+    /// Pair scores.
+    pub matrix: &'a ScoreMatrix,
+    /// Gap costs (not negative).
+    pub gaps: GapCosts,
+    /// How far below the best score a cell may fall (raw).
+    pub x_drop: i32,
+}
+
+impl Gapped<'_> {
+    /// Extends left and right from the anchor, with the traceback.
+    pub fn align_through(&self, anchor: Anchor<'_>) -> GappedAlignment {
+        let (left, right) = self.both_sides::<true>(anchor);
+        let score = left.score + right.score;
+        GappedAlignment::joined(left, right, anchor.query_point, anchor.subject_point, score)
+    }
 }
 
 /// The tabular columns of an alignment: length, identities, mismatches, gap openings.

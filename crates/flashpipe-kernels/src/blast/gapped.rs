@@ -8,8 +8,8 @@
 
 use std::hint::select_unpredictable;
 
-use crate::blast::alphabet::{ScoreMatrix, CODE_COUNT};
-use crate::blast::extend::{GapCosts, OneSide, Op};
+use crate::blast::alphabet::CODE_COUNT;
+use crate::blast::extend::{Extend, GapCosts, Gapped, OneSide, Op, Sides};
 
 /// Score of a cell out of the X-drop window: far below any floor, far from overflowing.
 const DEAD: i32 = i32::MIN / 4;
@@ -183,84 +183,78 @@ fn larger(first: i32, second: i32) -> i32 {
 /// is then narrowed to its live ends.
 ///
 /// Gap costs must not be negative (the options allow 0..=100): the carried gap relies on it.
-pub fn extend_gapped<const TRACE: bool>(
-    matrix: &ScoreMatrix,
-    gaps: GapCosts,
-    x_drop: i32,
-    query_length: usize,
-    subject_length: usize,
-    query_at: impl Fn(usize) -> u8,
-    subject_at: impl Fn(usize) -> u8,
-) -> OneSide {
-    assert!(
-        gaps.open >= 0 && gaps.extend >= 0,
-        "gap costs must not be negative"
-    );
-    let mut trace = Flags::default();
-    let mut trace_rows: Vec<(usize, usize)> = Vec::new();
-    let mut scratch = Flags::default();
-    let mut row_scratch = RowScratch::default();
-    let mut columns = Columns::new(subject_length, subject_at);
-    let mut best_score = 0;
-    let mut best_cell = (0usize, 0usize);
-    let mut first = 0;
-    let mut last = first_row(&mut columns, gaps, x_drop);
-    if TRACE {
-        trace_rows.push((0, 0));
-        trace.push(FROM_DIAGONAL);
-        for column in 1..=last {
-            trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
-        }
-    }
-    for row in 1..=query_length {
-        let costs = CellCosts {
-            open_extend: gaps.open + gaps.extend,
-            extend: gaps.extend,
-            floor: best_score - x_drop,
-        };
-        let mut pairs = [DEAD; 16];
-        pairs[..CODE_COUNT].copy_from_slice(matrix.row(query_at(row - 1)));
-        let row_start = trace.used;
-        let flags = if TRACE { &mut trace } else { &mut scratch };
-        if !TRACE {
-            flags.used = 0;
-        }
-        let (end, row_best) = sweep_row(
-            &mut columns,
-            costs,
-            &pairs,
-            first,
-            last,
-            flags,
-            &mut row_scratch,
+impl Extend for Gapped<'_> {
+    fn one_side<const TRACE: bool>(
+        &self,
+        sides: Sides<impl Fn(usize) -> u8, impl Fn(usize) -> u8>,
+    ) -> OneSide {
+        let (matrix, gaps, x_drop) = (self.matrix, self.gaps, self.x_drop);
+        let (query_length, subject_length, query_at, subject_at) = sides.into_parts();
+        assert!(
+            gaps.open >= 0 && gaps.extend >= 0,
+            "gap costs must not be negative"
         );
-        if row_best > best_score {
-            best_score = row_best;
-            let at = columns.best[first..=end]
-                .iter()
-                .position(|&score| score == row_best)
-                .expect("the row's best is one of its cells");
-            best_cell = (row, first + at);
-        }
-        let row_first = first;
-        let Some(live) = live_window(&columns.best, first, end) else {
-            break;
-        };
-        (first, last) = live;
+        let mut trace = Flags::default();
+        let mut trace_rows: Vec<(usize, usize)> = Vec::new();
+        let mut scratch = Flags::default();
+        let mut row_scratch = RowScratch::default();
+        let mut columns = Columns::new(subject_length, subject_at);
+        let mut best_score = 0;
+        let mut best_cell = (0usize, 0usize);
+        let mut first = 0;
+        let mut last = first_row(&mut columns, gaps, x_drop);
         if TRACE {
-            trace_rows.push((row_first, row_start));
+            trace_rows.push((0, 0));
+            trace.push(FROM_DIAGONAL);
+            for column in 1..=last {
+                trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
+            }
         }
-    }
-    let ops = if TRACE {
-        traceback(&trace.bytes[..trace.used], &trace_rows, best_cell)
-    } else {
-        Vec::new()
-    };
-    OneSide {
-        score: best_score,
-        query_length: best_cell.0,
-        subject_length: best_cell.1,
-        ops,
+        for row in 1..=query_length {
+            let costs = CellCosts {
+                open_extend: gaps.open + gaps.extend,
+                extend: gaps.extend,
+                floor: best_score - x_drop,
+            };
+            let mut pairs = [DEAD; 16];
+            pairs[..CODE_COUNT].copy_from_slice(matrix.row(query_at(row - 1)));
+            let row_start = trace.used;
+            let flags = if TRACE { &mut trace } else { &mut scratch };
+            if !TRACE {
+                flags.used = 0;
+            }
+            let (end, row_best) = sweep_row(
+                &mut columns,
+                costs,
+                &pairs,
+                first,
+                last,
+                flags,
+                &mut row_scratch,
+            );
+            if row_best > best_score {
+                best_score = row_best;
+                let at = columns.best[first..=end]
+                    .iter()
+                    .position(|&score| score == row_best)
+                    .expect("the row's best is one of its cells");
+                best_cell = (row, first + at);
+            }
+            let row_first = first;
+            let Some(live) = live_window(&columns.best, first, end) else {
+                break;
+            };
+            (first, last) = live;
+            if TRACE {
+                trace_rows.push((row_first, row_start));
+            }
+        }
+        let ops = if TRACE {
+            traceback(&trace.bytes[..trace.used], &trace_rows, best_cell)
+        } else {
+            Vec::new()
+        };
+        OneSide::ending_at(best_cell, best_score, ops)
     }
 }
 

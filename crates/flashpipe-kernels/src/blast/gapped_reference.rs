@@ -60,120 +60,116 @@ impl Row {
     }
 }
 
-/// Gapped X-drop extension from the origin over `query_length` x `subject_length` letters read
-/// through `query_at` and `subject_at` (so that the left side reads the prefixes reversed),
-/// with its traceback (`TRACE`) or its score and end only (BLAST's preliminary pass).
-pub fn extend_gapped_reference<const TRACE: bool>(
-    matrix: &ScoreMatrix,
-    gaps: GapCosts,
-    x_drop: i32,
-    query_length: usize,
-    subject_length: usize,
-    query_at: impl Fn(usize) -> u8,
-    subject_at: impl Fn(usize) -> u8,
-) -> OneSide {
-    let open_extend = gaps.open + gaps.extend;
-    let mut trace: Vec<u8> = Vec::new();
-    let mut trace_rows: Vec<(usize, usize)> = Vec::new();
-    let mut best_score = 0;
-    let mut best_cell = (0usize, 0usize);
-    // Row 0: the origin, then a gap in the query.
-    let mut previous = Row::default();
-    previous.clear(0);
-    previous.best.push(0);
-    previous.vertical.push(DEAD);
-    if TRACE {
-        trace_rows.push((0, trace.len()));
-        trace.push(FROM_DIAGONAL);
-    }
-    let mut column = 1;
-    while column <= subject_length {
-        let score = -(gaps.open + gaps.extend * column as i32);
-        if score < -x_drop {
-            break;
-        }
-        previous.best.push(score);
+/// The old programme, with the costs of the new one.
+#[derive(Clone, Copy)]
+pub struct Reference<'a>(pub Gapped<'a>);
+
+/// The gapped X-drop extension as the old programme computed it.
+impl Extend for Reference<'_> {
+    fn one_side<const TRACE: bool>(
+        &self,
+        sides: Sides<impl Fn(usize) -> u8, impl Fn(usize) -> u8>,
+    ) -> OneSide {
+        let (matrix, gaps, x_drop) = (self.0.matrix, self.0.gaps, self.0.x_drop);
+        let (query_length, subject_length, query_at, subject_at) = sides.into_parts();
+        let open_extend = gaps.open + gaps.extend;
+        let mut trace: Vec<u8> = Vec::new();
+        let mut trace_rows: Vec<(usize, usize)> = Vec::new();
+        let mut best_score = 0;
+        let mut best_cell = (0usize, 0usize);
+        // Row 0: the origin, then a gap in the query.
+        let mut previous = Row::default();
+        previous.clear(0);
+        previous.best.push(0);
         previous.vertical.push(DEAD);
         if TRACE {
-            trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
+            trace_rows.push((0, trace.len()));
+            trace.push(FROM_DIAGONAL);
         }
-        column += 1;
-    }
-    let mut current = Row::default();
-    // the subject's letters in reading order at 1.. (column `c` pairs with letter `c`), so
-    // the row loop reads a slice; index 0 is never paired with a live cell
-    let subject_letters: Vec<u8> = std::iter::once(0)
-        .chain((0..subject_length).map(&subject_at))
-        .collect();
-    for row in 1..=query_length {
-        let scores = matrix.row(query_at(row - 1));
-        let previous_first = previous.first_column;
-        let previous_count = previous.count();
-        let previous_last = previous_first + previous_count - 1;
-        previous.pad_end();
-        current.clear(previous_first);
-        let row_start = trace.len();
-        let mut horizontal = DEAD;
-        let mut left_best = DEAD;
-        let mut column = previous.first_column;
-        let floor = best_score - x_drop;
+        let mut column = 1;
         while column <= subject_length {
-            // Column `column` of the previous row is at `offset + 1` there (after the front
-            // pad), its up-left cell at `offset`; past the window both read the end pads.
-            let offset = (column - previous_first).min(previous_count + 1);
-            let up_best = previous.best[offset + 1];
-            let up_vertical = previous.vertical[offset + 1];
-            // a DEAD cell plus a letter's score stays far below any floor: it never lives
-            let diagonal = previous.best[offset] + scores[subject_letters[column] as usize];
-            // Selects rather than branches: which of the three wins is data-dependent.
-            let vertical_open = up_best - open_extend;
-            let vertical_extend = up_vertical - gaps.extend;
-            let vertical = vertical_open.max(vertical_extend);
-            let horizontal_open = left_best - open_extend;
-            let horizontal_extend = horizontal - gaps.extend;
-            horizontal = horizontal_open.max(horizontal_extend);
-            let flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
-                | (u8::from(horizontal_extend >= horizontal_open) * E_EXTENDS);
-            let score = diagonal.max(horizontal).max(vertical);
-            let source =
-                u8::from(diagonal < score) * (FROM_SUBJECT_GAP + u8::from(horizontal < score));
-            let alive = score >= floor;
-            let score = if alive { score } else { DEAD };
-            let vertical_kept = if alive { vertical.max(DEAD) } else { DEAD };
-            horizontal = if alive { horizontal } else { DEAD };
-            if score > best_score {
-                best_score = score;
-                best_cell = (row, column);
-            }
-            current.best.push(score);
-            current.vertical.push(vertical_kept);
-            if TRACE {
-                trace.push(source | flags);
-            }
-            left_best = score;
-            column += 1;
-            if column > previous_last + 1 && score == DEAD && horizontal < floor {
+            let score = -(gaps.open + gaps.extend * column as i32);
+            if score < -x_drop {
                 break;
             }
+            previous.best.push(score);
+            previous.vertical.push(DEAD);
+            if TRACE {
+                trace.push(FROM_SUBJECT_GAP | if column > 1 { E_EXTENDS } else { 0 });
+            }
+            column += 1;
         }
-        let row_first_column = current.first_column;
-        if !current.trim() {
-            break;
+        let mut current = Row::default();
+        // the subject's letters in reading order at 1.. (column `c` pairs with letter `c`), so
+        // the row loop reads a slice; index 0 is never paired with a live cell
+        let subject_letters: Vec<u8> = std::iter::once(0)
+            .chain((0..subject_length).map(&subject_at))
+            .collect();
+        for row in 1..=query_length {
+            let scores = matrix.row(query_at(row - 1));
+            let previous_first = previous.first_column;
+            let previous_count = previous.count();
+            let previous_last = previous_first + previous_count - 1;
+            previous.pad_end();
+            current.clear(previous_first);
+            let row_start = trace.len();
+            let mut horizontal = DEAD;
+            let mut left_best = DEAD;
+            let mut column = previous.first_column;
+            let floor = best_score - x_drop;
+            while column <= subject_length {
+                // Column `column` of the previous row is at `offset + 1` there (after the front
+                // pad), its up-left cell at `offset`; past the window both read the end pads.
+                let offset = (column - previous_first).min(previous_count + 1);
+                let up_best = previous.best[offset + 1];
+                let up_vertical = previous.vertical[offset + 1];
+                // a DEAD cell plus a letter's score stays far below any floor: it never lives
+                let diagonal = previous.best[offset] + scores[subject_letters[column] as usize];
+                // Selects rather than branches: which of the three wins is data-dependent.
+                let vertical_open = up_best - open_extend;
+                let vertical_extend = up_vertical - gaps.extend;
+                let vertical = vertical_open.max(vertical_extend);
+                let horizontal_open = left_best - open_extend;
+                let horizontal_extend = horizontal - gaps.extend;
+                horizontal = horizontal_open.max(horizontal_extend);
+                let flags = (u8::from(vertical_extend >= vertical_open) * F_EXTENDS)
+                    | (u8::from(horizontal_extend >= horizontal_open) * E_EXTENDS);
+                let score = diagonal.max(horizontal).max(vertical);
+                let source =
+                    u8::from(diagonal < score) * (FROM_SUBJECT_GAP + u8::from(horizontal < score));
+                let alive = score >= floor;
+                let score = if alive { score } else { DEAD };
+                let vertical_kept = if alive { vertical.max(DEAD) } else { DEAD };
+                horizontal = if alive { horizontal } else { DEAD };
+                if score > best_score {
+                    best_score = score;
+                    best_cell = (row, column);
+                }
+                current.best.push(score);
+                current.vertical.push(vertical_kept);
+                if TRACE {
+                    trace.push(source | flags);
+                }
+                left_best = score;
+                column += 1;
+                if column > previous_last + 1 && score == DEAD && horizontal < floor {
+                    break;
+                }
+            }
+            let row_first_column = current.first_column;
+            if !current.trim() {
+                break;
+            }
+            if TRACE {
+                trace_rows.push((row_first_column, row_start));
+            }
+            std::mem::swap(&mut previous, &mut current);
         }
-        if TRACE {
-            trace_rows.push((row_first_column, row_start));
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    let ops = if TRACE {
-        traceback(&trace, &trace_rows, best_cell)
-    } else {
-        Vec::new()
-    };
-    OneSide {
-        score: best_score,
-        query_length: best_cell.0,
-        subject_length: best_cell.1,
-        ops,
+        let ops = if TRACE {
+            traceback(&trace, &trace_rows, best_cell)
+        } else {
+            Vec::new()
+        };
+        OneSide::ending_at(best_cell, best_score, ops)
     }
 }

@@ -3,25 +3,13 @@
 //! empty sequences, under blastn's and other scoring systems and X-drops, with and without
 //! the traceback.
 
-use super::reference::extend_gapped_reference;
+use super::reference::Reference;
 use super::*;
-use crate::blast::extend::{align_through, score_of, score_through};
-
-/// A seeded xorshift generator.
-struct Random(u64);
+use crate::blast::alphabet::ScoreMatrix;
+use crate::blast::extend::{from_starts, score_of, Anchor, Extend, Gapped};
+use crate::blast::test_random::Random;
 
 impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, bound: usize) -> usize {
-        (self.next() % bound as u64) as usize
-    }
-
     /// Bases, with an ambiguity code now and then.
     fn letters(&mut self, count: usize) -> Vec<u8> {
         (0..count)
@@ -70,25 +58,13 @@ fn both<const TRACE: bool>(
 ) -> (OneSide, OneSide) {
     let (reward, penalty, open, extend, x_drop) = system;
     let matrix = ScoreMatrix::new(reward, penalty);
-    let gaps = GapCosts { open, extend };
-    let new = extend_gapped::<TRACE>(
-        &matrix,
-        gaps,
+    let gapped = Gapped {
+        matrix: &matrix,
+        gaps: GapCosts { open, extend },
         x_drop,
-        query.len(),
-        subject.len(),
-        |index| query[index],
-        |index| subject[index],
-    );
-    let old = extend_gapped_reference::<TRACE>(
-        &matrix,
-        gaps,
-        x_drop,
-        query.len(),
-        subject.len(),
-        |index| query[index],
-        |index| subject[index],
-    );
+    };
+    let new = gapped.one_side::<TRACE>(from_starts(query, subject));
+    let old = Reference(gapped).one_side::<TRACE>(from_starts(query, subject));
     (new, old)
 }
 
@@ -156,7 +132,12 @@ fn negative_gap_costs_are_refused() {
         open: -1,
         extend: 2,
     };
-    extend_gapped::<true>(&matrix, gaps, 10, 4, 4, |_| 0, |_| 0);
+    let gapped = Gapped {
+        matrix: &matrix,
+        gaps,
+        x_drop: 10,
+    };
+    gapped.one_side::<true>(from_starts(&[0; 4], &[0; 4]));
 }
 
 #[test]
@@ -190,12 +171,23 @@ fn traceback_rescores_to_the_reported_score() {
         let edits = random.below(40);
         let subject = random.mutate(&query, edits);
         let point = (random.below(query.len()), random.below(subject.len()));
-        let alignment = align_through(&matrix, gaps, 111, &query, &subject, point.0, point.1);
+        let anchor = Anchor {
+            query: &query,
+            subject: &subject,
+            query_point: point.0,
+            subject_point: point.1,
+        };
+        let gapped = Gapped {
+            matrix: &matrix,
+            gaps,
+            x_drop: 111,
+        };
+        let alignment = gapped.align_through(anchor);
         assert_eq!(
             score_of(&alignment, &matrix, gaps, &query, &subject),
             alignment.score
         );
-        let quick = score_through(&matrix, gaps, 111, &query, &subject, point.0, point.1);
+        let quick = gapped.score_through(anchor);
         assert_eq!(quick, alignment.score);
     }
 }

@@ -18,7 +18,9 @@
 //! with the matrix.
 
 use crate::blast::alphabet::ScoreMatrix;
-use crate::blast::extend::{score_of, GapCosts, GappedAlignment, OneSide, Op};
+use crate::blast::extend::{
+    score_of, Anchor, Extend, GapCosts, GappedAlignment, OneSide, Op, Sides,
+};
 
 /// The pair scores the greedy aligner needs: a match and a mismatch (raw).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,111 +108,120 @@ struct Best {
     doubled: i64,
 }
 
-/// Greedy X-drop extension from the origin over `query_length` x `subject_length` letters read
-/// through `query_at` and `subject_at`, with its traceback (`TRACE`) or its score and end only.
-pub fn greedy_extend<const TRACE: bool>(
-    scores: LinearScores,
-    x_drop: i32,
-    query_length: usize,
-    subject_length: usize,
-    query_at: impl Fn(usize) -> u8,
-    subject_at: impl Fn(usize) -> u8,
-) -> OneSide {
-    let matches = |row: usize, column: usize| {
-        let letter = query_at(row);
-        letter < 4 && letter == subject_at(column)
-    };
-    let slide = |mut row: usize, diagonal: i64| {
-        let mut column = (row as i64 + diagonal) as usize;
-        while row < query_length && column < subject_length && matches(row, column) {
-            row += 1;
-            column += 1;
-        }
-        row
-    };
-    let doubled_x_drop = 2 * i64::from(x_drop);
-    let unit = 2 * i64::from(scores.reward - scores.penalty);
-    let lag = ((doubled_x_drop + i64::from(scores.reward)) / unit) as usize + 1;
-    let start = slide(0, 0);
-    let mut best = Best {
-        distance: 0,
-        diagonal: 0,
-        row: start,
-        doubled: scores.doubled(2 * start, 0),
-    };
-    let mut best_by_distance = vec![best.doubled];
-    let mut previous = Level {
-        lower: 0,
-        rows: vec![start as u32],
-        sources: vec![FROM_MISMATCH],
-    };
-    let mut history: Vec<Level> = Vec::new();
-    for distance in 1.. {
-        let reference = if distance >= lag {
-            best_by_distance[distance - lag]
-        } else {
-            0
+/// The greedy aligner's scores and X-drop, as an [`Extend`].
+#[derive(Debug, Clone, Copy)]
+pub struct Greedy {
+    /// The match and mismatch scores.
+    pub scores: LinearScores,
+    /// How far below the best score a cell may fall (raw).
+    pub x_drop: i32,
+}
+
+/// Greedy X-drop extension from the origin, with its traceback (`TRACE`) or its score and end
+/// only.
+impl Extend for Greedy {
+    fn one_side<const TRACE: bool>(
+        &self,
+        sides: Sides<impl Fn(usize) -> u8, impl Fn(usize) -> u8>,
+    ) -> OneSide {
+        let (scores, x_drop) = (self.scores, self.x_drop);
+        let (query_length, subject_length, query_at, subject_at) = sides.into_parts();
+        let matches = |row: usize, column: usize| {
+            let letter = query_at(row);
+            letter < 4 && letter == subject_at(column)
         };
-        let floor = reference - doubled_x_drop;
-        let lower = previous.lower - 1;
-        let upper = previous.lower + previous.rows.len() as i64;
-        let mut level = Level {
-            lower,
-            rows: Vec::with_capacity(previous.rows.len() + 2),
-            sources: Vec::with_capacity(previous.rows.len() + 2),
-        };
-        let mut level_best = i64::MIN;
-        for diagonal in lower..=upper {
-            let bounds = (query_length as i64, subject_length as i64);
-            let (row, source) = next_start(&previous, diagonal, bounds);
-            let end = if row >= 0 {
-                let end = slide(row as usize, diagonal);
-                let letters = end + (end as i64 + diagonal) as usize;
-                let doubled = scores.doubled(letters, distance);
-                (doubled >= floor).then_some((end, doubled))
-            } else {
-                None
-            };
-            match end {
-                Some((end, doubled)) => {
-                    if doubled > best.doubled {
-                        best = Best {
-                            distance,
-                            diagonal,
-                            row: end,
-                            doubled,
-                        };
-                    }
-                    level_best = level_best.max(doubled);
-                    level.rows.push(end as u32);
-                }
-                None => level.rows.push(DEAD),
+        let slide = |mut row: usize, diagonal: i64| {
+            let mut column = (row as i64 + diagonal) as usize;
+            while row < query_length && column < subject_length && matches(row, column) {
+                row += 1;
+                column += 1;
             }
-            level.sources.push(source);
+            row
+        };
+        let doubled_x_drop = 2 * i64::from(x_drop);
+        let unit = 2 * i64::from(scores.reward - scores.penalty);
+        let lag = ((doubled_x_drop + i64::from(scores.reward)) / unit) as usize + 1;
+        let start = slide(0, 0);
+        let mut best = Best {
+            distance: 0,
+            diagonal: 0,
+            row: start,
+            doubled: scores.doubled(2 * start, 0),
+        };
+        let mut best_by_distance = vec![best.doubled];
+        let mut previous = Level {
+            lower: 0,
+            rows: vec![start as u32],
+            sources: vec![FROM_MISMATCH],
+        };
+        let mut history: Vec<Level> = Vec::new();
+        for distance in 1.. {
+            let reference = if distance >= lag {
+                best_by_distance[distance - lag]
+            } else {
+                0
+            };
+            let floor = reference - doubled_x_drop;
+            let lower = previous.lower - 1;
+            let upper = previous.lower + previous.rows.len() as i64;
+            let mut level = Level {
+                lower,
+                rows: Vec::with_capacity(previous.rows.len() + 2),
+                sources: Vec::with_capacity(previous.rows.len() + 2),
+            };
+            let mut level_best = i64::MIN;
+            for diagonal in lower..=upper {
+                let bounds = (query_length as i64, subject_length as i64);
+                let (row, source) = next_start(&previous, diagonal, bounds);
+                let end = if row >= 0 {
+                    let end = slide(row as usize, diagonal);
+                    let letters = end + (end as i64 + diagonal) as usize;
+                    let doubled = scores.doubled(letters, distance);
+                    (doubled >= floor).then_some((end, doubled))
+                } else {
+                    None
+                };
+                match end {
+                    Some((end, doubled)) => {
+                        if doubled > best.doubled {
+                            best = Best {
+                                distance,
+                                diagonal,
+                                row: end,
+                                doubled,
+                            };
+                        }
+                        level_best = level_best.max(doubled);
+                        level.rows.push(end as u32);
+                    }
+                    None => level.rows.push(DEAD),
+                }
+                level.sources.push(source);
+            }
+            if !level.trim() {
+                break;
+            }
+            best_by_distance.push(best_by_distance[distance - 1].max(level_best));
+            let finished = std::mem::replace(&mut previous, level);
+            if TRACE {
+                history.push(finished);
+            }
         }
-        if !level.trim() {
-            break;
-        }
-        best_by_distance.push(best_by_distance[distance - 1].max(level_best));
-        let finished = std::mem::replace(&mut previous, level);
         if TRACE {
-            history.push(finished);
+            history.push(previous);
         }
-    }
-    if TRACE {
-        history.push(previous);
-    }
-    let ops = if TRACE {
-        traceback(&history, best)
-    } else {
-        Vec::new()
-    };
-    let column = (best.row as i64 + best.diagonal) as usize;
-    OneSide {
-        score: (best.doubled / 2) as i32,
-        query_length: best.row,
-        subject_length: column,
-        ops,
+        let ops = if TRACE {
+            traceback(&history, best)
+        } else {
+            Vec::new()
+        };
+        let column = (best.row as i64 + best.diagonal) as usize;
+        OneSide {
+            score: (best.doubled / 2) as i32,
+            query_length: best.row,
+            subject_length: column,
+            ops,
+        }
     }
 }
 
@@ -264,66 +275,22 @@ fn traceback(history: &[Level], best: Best) -> Vec<Op> {
     ops
 }
 
-/// Greedy extension left and right from the pair (`query_point`, `subject_point`), which
-/// belongs to the right side, with its columns; its score is the columns' rescored with
-/// `matrix` (ambiguity codes score as the matrix says).
-pub fn align_through(
-    scores: LinearScores,
-    matrix: &ScoreMatrix,
-    x_drop: i32,
-    query: &[u8],
-    subject: &[u8],
-    query_point: usize,
-    subject_point: usize,
-) -> GappedAlignment {
-    let (left, right) =
-        both_sides::<true>(scores, x_drop, query, subject, query_point, subject_point);
-    let mut alignment = GappedAlignment::joined(left, right, query_point, subject_point, 0);
-    alignment.score = score_of(&alignment, matrix, scores.gaps(), query, subject);
-    alignment
-}
-
-/// The greedy score through (`query_point`, `subject_point`) without a traceback (megablast's
-/// preliminary gapped pass).
-pub fn score_through(
-    scores: LinearScores,
-    x_drop: i32,
-    query: &[u8],
-    subject: &[u8],
-    query_point: usize,
-    subject_point: usize,
-) -> i32 {
-    let (left, right) =
-        both_sides::<false>(scores, x_drop, query, subject, query_point, subject_point);
-    left.score + right.score
-}
-
-fn both_sides<const TRACE: bool>(
-    scores: LinearScores,
-    x_drop: i32,
-    query: &[u8],
-    subject: &[u8],
-    query_point: usize,
-    subject_point: usize,
-) -> (OneSide, OneSide) {
-    assert!(query_point < query.len() && subject_point < subject.len());
-    let right = greedy_extend::<TRACE>(
-        scores,
-        x_drop,
-        query.len() - query_point,
-        subject.len() - subject_point,
-        |index| query[query_point + index],
-        |index| subject[subject_point + index],
-    );
-    let left = greedy_extend::<TRACE>(
-        scores,
-        x_drop,
-        query_point,
-        subject_point,
-        |index| query[query_point - 1 - index],
-        |index| subject[subject_point - 1 - index],
-    );
-    (left, right)
+impl Greedy {
+    /// Greedy extension left and right from the anchor, with its columns; its score is the
+    /// columns' rescored with `matrix` (ambiguity codes score as the matrix says).
+    pub fn align_through(&self, matrix: &ScoreMatrix, anchor: Anchor<'_>) -> GappedAlignment {
+        let (left, right) = self.both_sides::<true>(anchor);
+        let (query_point, subject_point) = (anchor.query_point, anchor.subject_point);
+        let mut alignment = GappedAlignment::joined(left, right, query_point, subject_point, 0);
+        alignment.score = score_of(
+            &alignment,
+            matrix,
+            self.scores.gaps(),
+            anchor.query,
+            anchor.subject,
+        );
+        alignment
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! traceback that rescores to that score, and the X-drop stopping in unrelated sequence.
 
 use super::*;
-use crate::blast::extend::{extend_gapped, score_of, GappedAlignment};
+use crate::blast::extend::{from_starts, score_of, Gapped, GappedAlignment};
+use crate::blast::test_random::Random;
 
 /// megablast's raw system: 1/-2 doubled, linear gaps of 5 a letter.
 fn megablast() -> (ScoreMatrix, GapCosts, LinearScores) {
@@ -13,57 +14,36 @@ fn megablast() -> (ScoreMatrix, GapCosts, LinearScores) {
     (matrix, gaps, scores)
 }
 
-struct Random(u64);
+/// `count` bases (no ambiguity codes).
+fn bases(random: &mut Random, count: usize) -> Vec<u8> {
+    (0..count).map(|_| (random.next() % 4) as u8).collect()
+}
 
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn letters(&mut self, count: usize) -> Vec<u8> {
-        (0..count).map(|_| (self.next() % 4) as u8).collect()
-    }
-
-    /// `source` with `edits` random substitutions, insertions and deletions.
-    fn mutate(&mut self, source: &[u8], edits: usize, gaps: bool) -> Vec<u8> {
-        let mut result = source.to_vec();
-        for _ in 0..edits {
-            let at = (self.next() as usize) % result.len();
-            match if gaps { self.next() % 3 } else { 0 } {
-                0 => result[at] = (result[at] + 1 + (self.next() % 3) as u8) % 4,
-                1 => result.insert(at, (self.next() % 4) as u8),
-                _ => {
-                    result.remove(at);
-                }
+/// `source` with `edits` random substitutions, and insertions and deletions too with `gaps`.
+fn mutated(random: &mut Random, source: &[u8], edits: usize, gaps: bool) -> Vec<u8> {
+    let mut result = source.to_vec();
+    for _ in 0..edits {
+        let at = (random.next() as usize) % result.len();
+        match if gaps { random.next() % 3 } else { 0 } {
+            0 => result[at] = (result[at] + 1 + (random.next() % 3) as u8) % 4,
+            1 => result.insert(at, (random.next() % 4) as u8),
+            _ => {
+                result.remove(at);
             }
         }
-        result
     }
+    result
 }
 
 fn both(query: &[u8], subject: &[u8], x_drop: i32) -> (OneSide, OneSide) {
     let (matrix, gaps, scores) = megablast();
-    let greedy = greedy_extend::<true>(
-        scores,
-        x_drop,
-        query.len(),
-        subject.len(),
-        |index| query[index],
-        |index| subject[index],
-    );
-    let dynamic = extend_gapped::<true>(
-        &matrix,
+    let greedy = Greedy { scores, x_drop }.one_side::<true>(from_starts(query, subject));
+    let gapped = Gapped {
+        matrix: &matrix,
         gaps,
         x_drop,
-        query.len(),
-        subject.len(),
-        |index| query[index],
-        |index| subject[index],
-    );
-    (greedy, dynamic)
+    };
+    (greedy, gapped.one_side::<true>(from_starts(query, subject)))
 }
 
 fn rescored(side: &OneSide, query: &[u8], subject: &[u8]) -> i32 {
@@ -82,8 +62,8 @@ fn rescored(side: &OneSide, query: &[u8], subject: &[u8]) -> i32 {
 fn check_same(edits: usize, gaps: bool, seed: u64) {
     let mut random = Random(seed);
     for _ in 0..40 {
-        let query = random.letters(300);
-        let subject = random.mutate(&query, edits, gaps);
+        let query = bases(&mut random, 300);
+        let subject = mutated(&mut random, &query, edits, gaps);
         let (greedy, dynamic) = both(&query, &subject, 10_000);
         assert_eq!(greedy.score, dynamic.score, "edits {edits} gaps {gaps}");
         assert_eq!(rescored(&greedy, &query, &subject), greedy.score);
@@ -113,11 +93,11 @@ fn many_gaps_score_as_the_dynamic_programme() {
 #[test]
 fn x_drop_stops_in_unrelated_sequence() {
     let mut random = Random(6);
-    let shared = random.letters(200);
+    let shared = bases(&mut random, 200);
     let mut query = shared.clone();
-    query.extend(random.letters(2_000));
+    query.extend(bases(&mut random, 2_000));
     let mut subject = shared.clone();
-    subject.extend(random.letters(2_000));
+    subject.extend(bases(&mut random, 2_000));
     let (greedy, dynamic) = both(&query, &subject, 60);
     assert_eq!(greedy.score, 400, "200 matches at 2 each");
     assert_eq!(greedy.query_length, 200);
@@ -130,7 +110,11 @@ fn ambiguity_codes_count_as_differences() {
     let (_, _, scores) = megablast();
     let n = crate::blast::alphabet::CODE_N;
     let query = [0, 1, n, 2, 3, 0, 1, 2, 3, 0];
-    let side = greedy_extend::<true>(scores, 100, 10, 10, |i| query[i], |i| query[i]);
+    let greedy = Greedy {
+        scores,
+        x_drop: 100,
+    };
+    let side = greedy.one_side::<true>(from_starts(&query, &query));
     assert_eq!(side.score, 9 * 2 - 4, "the N pair scores as a mismatch");
     assert_eq!(side.ops, vec![Op::Pair; 10]);
 }
@@ -138,14 +122,18 @@ fn ambiguity_codes_count_as_differences() {
 #[test]
 fn empty_and_score_only_runs() {
     let (_, _, scores) = megablast();
-    let side = greedy_extend::<true>(scores, 100, 0, 5, |_| 0, |_| 0);
+    let greedy = Greedy {
+        scores,
+        x_drop: 100,
+    };
+    let side = greedy.one_side::<true>(from_starts(&[], &[0; 5]));
     assert_eq!(
         (side.score, side.query_length, side.subject_length),
         (0, 0, 0)
     );
     assert!(side.ops.is_empty());
     let query = [0u8, 1, 2, 3];
-    let quick = greedy_extend::<false>(scores, 100, 4, 4, |i| query[i], |i| query[i]);
+    let quick = greedy.one_side::<false>(from_starts(&query, &query));
     assert_eq!((quick.score, quick.query_length), (8, 4));
     assert!(quick.ops.is_empty());
 }

@@ -22,6 +22,8 @@ pub mod greedy;
 pub mod search;
 pub mod stats;
 pub mod tabular;
+#[cfg(test)]
+mod test_random;
 
 use std::sync::Arc;
 

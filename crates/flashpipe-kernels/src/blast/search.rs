@@ -11,10 +11,8 @@
 //! made is skipped (BLAST's `diag_table`).
 
 use crate::blast::alphabet::{is_base, reverse_complement, ScoreMatrix};
-use crate::blast::extend::{
-    align_through, count_columns, extend_ungapped, score_through, GapCosts,
-};
-use crate::blast::greedy::{self, LinearScores};
+use crate::blast::extend::{count_columns, extend_ungapped, Anchor, Extend, GapCosts, Gapped};
+use crate::blast::greedy::{Greedy, LinearScores};
 
 /// Code placed between contexts: scores as a mismatch against everything and is no base.
 const SENTINEL: u8 = 14;
@@ -305,52 +303,34 @@ impl Searcher {
                 if covered {
                     continue;
                 }
+                let anchor = Anchor {
+                    query: letters,
+                    subject,
+                    query_point,
+                    subject_point,
+                };
+                let gapped = |x_drop| Gapped {
+                    matrix,
+                    gaps: params.gaps,
+                    x_drop,
+                };
                 // The gapped extension through a point of the ungapped segment scores at
                 // least about as much, so a segment above the cutoff needs no preliminary pass.
                 let cutoff = cutoffs[context.query as usize];
                 if ungapped.score < cutoff {
+                    let x_drop = params.preliminary_x_drop;
                     let preliminary = match params.greedy {
-                        Some(scores) => greedy::score_through(
-                            scores,
-                            params.preliminary_x_drop,
-                            letters,
-                            subject,
-                            query_point,
-                            subject_point,
-                        ),
-                        None => score_through(
-                            matrix,
-                            params.gaps,
-                            params.preliminary_x_drop,
-                            letters,
-                            subject,
-                            query_point,
-                            subject_point,
-                        ),
+                        Some(scores) => Greedy { scores, x_drop }.score_through(anchor),
+                        None => gapped(x_drop).score_through(anchor),
                     };
                     if preliminary < cutoff {
                         continue;
                     }
                 }
+                let x_drop = params.gapped_x_drop;
                 let alignment = match params.greedy {
-                    Some(scores) => greedy::align_through(
-                        scores,
-                        matrix,
-                        params.gapped_x_drop,
-                        letters,
-                        subject,
-                        query_point,
-                        subject_point,
-                    ),
-                    None => align_through(
-                        matrix,
-                        params.gaps,
-                        params.gapped_x_drop,
-                        letters,
-                        subject,
-                        query_point,
-                        subject_point,
-                    ),
+                    Some(scores) => Greedy { scores, x_drop }.align_through(matrix, anchor),
+                    None => gapped(x_drop).align_through(anchor),
                 };
                 let counts = count_columns(&alignment, letters, subject);
                 let subject_end = alignment.subject_start + alignment.subject_length;

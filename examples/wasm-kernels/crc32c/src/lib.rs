@@ -5,7 +5,8 @@
 
 #![no_std]
 
-use core::arch::wasm32;
+#[path = "../../ordered_abi.rs"]
+mod ordered_abi;
 
 /// The reflected Castagnoli polynomial.
 const POLYNOMIAL: u32 = 0x82F6_3B78;
@@ -40,9 +41,6 @@ static TABLES: [[u32; 256]; 8] = make_tables();
 
 /// The running CRC (inverted, as the algorithm keeps it).
 static mut STATE: u32 = !0;
-/// The input buffer: pointer and capacity.
-static mut BUFFER_POINTER: usize = 0;
-static mut BUFFER_CAPACITY: usize = 0;
 /// The file's result.
 static mut RESULT: [u8; 4] = [0; 4];
 
@@ -66,70 +64,32 @@ fn update(mut crc: u32, data: &[u8]) -> u32 {
     crc
 }
 
-#[no_mangle]
-pub extern "C" fn flashpipe_abi_version() -> i32 {
-    1
-}
-
-/// 0: chunks in order.
-#[no_mangle]
-pub extern "C" fn flashpipe_schedule() -> i32 {
-    0
-}
-
 /// 0: a digest.
 #[no_mangle]
 pub extern "C" fn flashpipe_result_kind() -> i32 {
     0
 }
 
-/// A buffer of at least `length` bytes: fresh pages at the end of memory when the current
-/// one is too small.
-#[no_mangle]
-pub extern "C" fn flashpipe_input_buffer(length: i32) -> i32 {
-    let length = length as u32 as usize;
-    // SAFETY: a single-threaded module; the statics are only touched by these exports.
-    unsafe {
-        if BUFFER_CAPACITY < length {
-            let pages = length.div_ceil(65536);
-            let first_page = wasm32::memory_grow(0, pages);
-            if first_page == usize::MAX {
-                wasm32::unreachable();
-            }
-            BUFFER_POINTER = first_page * 65536;
-            BUFFER_CAPACITY = pages * 65536;
-        }
-        BUFFER_POINTER as i32
-    }
-}
-
 #[no_mangle]
 pub extern "C" fn flashpipe_file_start(_size: i64) {
-    // SAFETY: as above.
+    // SAFETY: a single-threaded module; the statics are only touched by these exports.
     unsafe { STATE = !0 };
 }
 
 #[no_mangle]
 pub extern "C" fn flashpipe_chunk(_offset: i64, length: i32) -> i32 {
-    // SAFETY: the host wrote `length` bytes at the buffer it asked for first.
-    unsafe {
-        let data = core::slice::from_raw_parts(BUFFER_POINTER as *const u8, length as u32 as usize);
-        STATE = update(STATE, data);
-    }
+    let data = ordered_abi::chunk(length);
+    // SAFETY: as in `flashpipe_file_start`.
+    unsafe { STATE = update(STATE, data) };
     0
 }
 
 #[no_mangle]
 pub extern "C" fn flashpipe_file_end() -> i64 {
-    // SAFETY: as above.
+    // SAFETY: as in `flashpipe_file_start`.
     unsafe {
         RESULT = (!STATE).to_be_bytes();
         let pointer = core::ptr::addr_of!(RESULT) as usize as i64;
         (pointer << 32) | 4
     }
-}
-
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    wasm32::unreachable()
 }

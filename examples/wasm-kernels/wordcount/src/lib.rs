@@ -5,27 +5,15 @@
 
 #![no_std]
 
-use core::arch::wasm32;
+#[path = "../../ordered_abi.rs"]
+mod ordered_abi;
 
 static mut LINES: u64 = 0;
 static mut WORDS: u64 = 0;
 static mut BYTES: u64 = 0;
 static mut IN_WORD: bool = false;
-static mut BUFFER_POINTER: usize = 0;
-static mut BUFFER_CAPACITY: usize = 0;
 /// The result text: three numbers of up to 20 digits and two spaces.
 static mut RESULT: [u8; 64] = [0; 64];
-
-#[no_mangle]
-pub extern "C" fn flashpipe_abi_version() -> i32 {
-    1
-}
-
-/// 0: chunks in order.
-#[no_mangle]
-pub extern "C" fn flashpipe_schedule() -> i32 {
-    0
-}
 
 /// 1: UTF-8 text.
 #[no_mangle]
@@ -33,29 +21,9 @@ pub extern "C" fn flashpipe_result_kind() -> i32 {
     1
 }
 
-/// A buffer of at least `length` bytes: fresh pages at the end of memory when the current
-/// one is too small.
-#[no_mangle]
-pub extern "C" fn flashpipe_input_buffer(length: i32) -> i32 {
-    let length = length as u32 as usize;
-    // SAFETY: a single-threaded module; the statics are only touched by these exports.
-    unsafe {
-        if BUFFER_CAPACITY < length {
-            let pages = length.div_ceil(65536);
-            let first_page = wasm32::memory_grow(0, pages);
-            if first_page == usize::MAX {
-                wasm32::unreachable();
-            }
-            BUFFER_POINTER = first_page * 65536;
-            BUFFER_CAPACITY = pages * 65536;
-        }
-        BUFFER_POINTER as i32
-    }
-}
-
 #[no_mangle]
 pub extern "C" fn flashpipe_file_start(_size: i64) {
-    // SAFETY: as above.
+    // SAFETY: a single-threaded module; the statics are only touched by these exports.
     unsafe {
         LINES = 0;
         WORDS = 0;
@@ -66,9 +34,9 @@ pub extern "C" fn flashpipe_file_start(_size: i64) {
 
 #[no_mangle]
 pub extern "C" fn flashpipe_chunk(_offset: i64, length: i32) -> i32 {
-    // SAFETY: the host wrote `length` bytes at the buffer it asked for first.
+    let data = ordered_abi::chunk(length);
+    // SAFETY: as in `flashpipe_file_start`.
     unsafe {
-        let data = core::slice::from_raw_parts(BUFFER_POINTER as *const u8, length as u32 as usize);
         let (mut lines, mut words, mut in_word) = (0u64, 0u64, IN_WORD);
         for &byte in data {
             lines += u64::from(byte == b'\n');
@@ -107,7 +75,7 @@ fn write_decimal(buffer: &mut [u8; 64], mut at: usize, value: u64) -> usize {
 
 #[no_mangle]
 pub extern "C" fn flashpipe_file_end() -> i64 {
-    // SAFETY: as above.
+    // SAFETY: as in `flashpipe_file_start`.
     unsafe {
         let result = &mut *core::ptr::addr_of_mut!(RESULT);
         let mut at = write_decimal(result, 0, LINES);
@@ -118,9 +86,4 @@ pub extern "C" fn flashpipe_file_end() -> i64 {
         let pointer = result.as_ptr() as usize as i64;
         (pointer << 32) | at as i64
     }
-}
-
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    wasm32::unreachable()
 }
