@@ -106,6 +106,9 @@ pub trait InboundSource: Send {
 pub(crate) struct Sources {
     list: Vec<Box<dyn InboundSource>>,
     start: usize,
+    /// Which sources of the round to drop, kept between rounds (a round allocates
+    /// nothing once it has seen as many sources).
+    dropped: Vec<bool>,
 }
 
 impl Sources {
@@ -131,15 +134,20 @@ impl Sources {
         if count == 0 {
             return;
         }
-        let mut dropped = vec![false; count];
+        self.dropped.clear();
+        self.dropped.resize(count, false);
+        let mut any_dropped = false;
         for step in 0..count {
             let at = (self.start + step) % count;
-            dropped[at] = !poll_one(&mut *self.list[at], pending);
+            let drop_it = !poll_one(&mut *self.list[at], pending);
+            self.dropped[at] = drop_it;
+            any_dropped |= drop_it;
         }
         self.start = (self.start + 1) % count;
-        if dropped.contains(&true) {
-            let mut flags = dropped.into_iter();
-            self.list.retain(|_| !flags.next().unwrap_or(false));
+        if any_dropped {
+            let mut flags = self.dropped.iter();
+            self.list
+                .retain(|_| !flags.next().copied().unwrap_or(false));
             self.start = 0;
         }
     }

@@ -2,9 +2,10 @@
 
 use std::io::{ErrorKind, Read, Write};
 
-use crate::codec::{decode_body, decode_header, encode_frame, Header};
+use crate::codec::{decode_body, decode_header, Header};
 use crate::error::DecodeError;
 use crate::frame::{DataPayload, Frame, FrameKind, Request, Response, WritePayload};
+use crate::whole::encode_frame;
 use crate::HEADER_BYTES;
 use crate::MAX_NAME_BYTES;
 use flashpipe_api::{Command, Reply};

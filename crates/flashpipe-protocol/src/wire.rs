@@ -10,10 +10,6 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub(crate) fn new() -> Writer {
-        Writer { bytes: Vec::new() }
-    }
-
     pub(crate) fn u8(&mut self, value: u8) {
         self.bytes.push(value);
     }

@@ -13,7 +13,7 @@
 //! the reading-thread path. That hand-off is bounded ([`deferred_capacity`]): a client
 //! that lets it fill (it sends while it does not drain its replies) is taken as gone.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -21,7 +21,10 @@ use flashpipe_engine::{
     Completion, CompletionSink, EngineError, InboundSource, Reply, ReplyTo, SourceState,
     Submission, Ticket,
 };
-use flashpipe_protocol::{decode_frame, ErrorCode, Frame, RemoteError, HEADER_BYTES};
+use flashpipe_protocol::{
+    decode_frame_keeping, encode_frame, encode_frame_into, ErrorCode, Frame, RemoteError,
+    HEADER_BYTES,
+};
 use flashpipe_shm::ring_stream::stream_record_bytes;
 use flashpipe_shm::{FrameRing, PushOutcome, RingWait};
 
@@ -65,16 +68,40 @@ impl Drop for EngineThreadMark {
     }
 }
 
+/// Capacity the engine thread's encoding buffer keeps between frames; a larger frame's
+/// allocation is let go after it is sent.
+const KEPT_ENCODING_BYTES: usize = 64 << 10;
+
+thread_local! {
+    /// The engine thread's encoding buffer, kept between frames.
+    static ENCODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Encodes `frame` into this thread's kept buffer and hands the bytes to `send` (a
+/// buffer of its own when the kept one is in use).
+pub(crate) fn with_encoded(frame: &Frame, send: impl FnOnce(&[u8])) {
+    ENCODED.with(|kept| match kept.try_borrow_mut() {
+        Ok(mut bytes) => {
+            encode_frame_into(frame, &mut bytes);
+            send(&bytes);
+            if bytes.capacity() > KEPT_ENCODING_BYTES {
+                *bytes = Vec::new();
+            }
+        }
+        Err(_) => send(&encode_frame(frame)),
+    });
+}
+
 /// Pushes an encoded frame without waiting when it fits one record and the reply ring
 /// is free and has room; otherwise hands it to the answering thread. False when the
 /// connection must end (the ring is corrupt or closed, or the hand-off is full).
-pub(crate) fn push_or_defer(connection: &Connection, bytes: Vec<u8>) -> bool {
+pub(crate) fn push_or_defer(connection: &Connection, bytes: &[u8]) -> bool {
     let Some(rings) = connection.rings() else {
         return false;
     };
     if let Ok(mut ring) = rings.replies.try_lock() {
         if bytes.len() <= stream_record_bytes(&ring) {
-            match ring.try_push(&bytes) {
+            match ring.try_push(bytes) {
                 Ok(PushOutcome::Pushed) => {
                     Counters::add(&connection.state.counters.frames_sent, 1);
                     Counters::add(&connection.state.counters.bytes_sent, bytes.len() as u64);
@@ -88,7 +115,7 @@ pub(crate) fn push_or_defer(connection: &Connection, bytes: Vec<u8>) -> bool {
             }
         }
     }
-    match connection.deferred_sender().try_send(bytes) {
+    match connection.deferred_sender().try_send(bytes.to_vec()) {
         Ok(()) => true,
         Err(TrySendError::Full(_)) => {
             tracing::info!(
@@ -125,6 +152,18 @@ pub(crate) struct RingSource {
     pending: Vec<u8>,
     /// The last record popped (its allocation reused).
     record: Vec<u8>,
+    /// The handles of the last release frame (its allocation reused).
+    released: Vec<u64>,
+}
+
+/// What the request ring holds next.
+enum Popped {
+    /// A whole frame other than a release.
+    Frame(Frame),
+    /// A release frame, its handles in [`RingSource::released`].
+    Release,
+    /// No whole frame yet.
+    Nothing,
 }
 
 impl RingSource {
@@ -145,20 +184,23 @@ impl RingSource {
             sink,
             pending: Vec::new(),
             record: Vec::new(),
+            released: Vec::new(),
         }
     }
 
-    /// The next whole frame popped from the ring, `None` when none is complete yet;
-    /// an error for a corrupt ring or a frame the checks refuse.
-    fn next_frame(&mut self) -> Result<Option<Frame>, RemoteError> {
+    /// The next whole frame popped from the ring (a release's handles decoded into
+    /// [`RingSource::released`], whose allocation is kept); an error for a corrupt ring
+    /// or a frame the checks refuse.
+    fn next_frame(&mut self) -> Result<Popped, RemoteError> {
         let max_body_bytes = self.connection.state.limits.max_body_bytes;
         loop {
             if let Some(length) = frame_length(&self.pending, max_body_bytes)? {
                 if self.pending.len() >= length {
-                    let frame = decode_frame(&self.pending[..length])
+                    self.released.clear();
+                    let frame = decode_frame_keeping(&self.pending[..length], &mut self.released)
                         .map_err(|error| malformed(error.to_string()))?;
                     self.pending.drain(..length);
-                    return Ok(Some(frame));
+                    return Ok(frame.map_or(Popped::Release, Popped::Frame));
                 }
             }
             let came = self
@@ -166,7 +208,7 @@ impl RingSource {
                 .pop_into(RingWait::NoWait, &mut self.record)
                 .map_err(|error| malformed(error.to_string()))?;
             if !came {
-                return Ok(None);
+                return Ok(Popped::Nothing);
             }
             self.pending.extend_from_slice(&self.record);
         }
@@ -198,8 +240,12 @@ impl InboundSource for RingSource {
         // Frames answered here count too, so one poll stays bounded whatever they are.
         for _ in 0..budget {
             let frame = match self.next_frame() {
-                Ok(Some(frame)) => frame,
-                Ok(None) => {
+                Ok(Popped::Frame(frame)) => frame,
+                Ok(Popped::Release) => {
+                    crate::connection::take_release(&self.connection, &self.released);
+                    continue;
+                }
+                Ok(Popped::Nothing) => {
                     drained = true;
                     break;
                 }
