@@ -1,13 +1,25 @@
 //! Whole frames to bytes and back: [`encode_frame`] and [`decode_frame`], and their forms
 //! over buffers the caller keeps between frames ([`encode_frame_into`],
-//! [`decode_frame_keeping`]), so a server thread answering a stream of frames allocates
+//! [`decode_frame_keeping`]), so a server thread answering a stream of reads allocates
 //! nothing per frame once its buffers have grown (docs/design/27-served-path.md).
+
+use flashpipe_api::{Command, CommandKind};
 
 use crate::codec::{decode_body, decode_header, decode_release_into, encode_body, encode_header};
 use crate::error::DecodeError;
-use crate::frame::{Frame, FrameKind};
+use crate::frame::{Frame, FrameKind, Request};
 use crate::wire::{Reader, Writer};
-use crate::{HEADER_BYTES, MAX_BODY_BYTES};
+use crate::{HEADER_BYTES, MAX_BODY_BYTES, MAX_NAME_BYTES};
+
+/// What [`decode_frame_keeping`] decodes into and keeps between frames.
+#[derive(Debug, Default)]
+pub struct KeptBuffers {
+    /// The handles of the last release frame.
+    pub released: Vec<u64>,
+    /// Names a read request's file name is decoded into, one taken per read; the caller
+    /// gives back the names of the reads it is done with.
+    pub spare_names: Vec<String>,
+}
 
 /// Encodes a frame, header and body.
 pub fn encode_frame(frame: &Frame) -> Vec<u8> {
@@ -42,20 +54,49 @@ pub fn decode_frame(bytes: &[u8]) -> Result<Frame, DecodeError> {
     decode_body(&header, body)
 }
 
-/// Decodes one whole frame as [`decode_frame`] does, except a release frame: its handles
-/// are appended to `released` (which keeps its allocation) and `None` comes back.
+/// Decodes one whole frame as [`decode_frame`] does (the same frame, or the same error),
+/// into buffers `kept` keeps: a release frame's handles replace `kept.released` and
+/// `None` comes back; a read request's file name goes into one of `kept.spare_names`
+/// when there is one.
 pub fn decode_frame_keeping(
     bytes: &[u8],
-    released: &mut Vec<u64>,
+    kept: &mut KeptBuffers,
 ) -> Result<Option<Frame>, DecodeError> {
     let (header, body) = split_frame(bytes)?;
-    if header.kind != FrameKind::Release {
-        return decode_body(&header, body).map(Some);
+    if header.kind == FrameKind::Release {
+        kept.released.clear();
+        let mut reader = Reader::new(body);
+        decode_release_into(&mut reader, &mut kept.released)?;
+        reader.finish(header.kind.name())?;
+        return Ok(None);
     }
+    if CommandKind::from_wire(header.kind as u16) == Some(CommandKind::Read) {
+        return decode_read(&header, body, &mut kept.spare_names).map(Some);
+    }
+    decode_body(&header, body).map(Some)
+}
+
+/// A read request's body, its name decoded into a spare name (the layout of the read's
+/// entry in [`crate::COMMAND_CODECS`]).
+fn decode_read(
+    header: &crate::codec::Header,
+    body: &[u8],
+    spare_names: &mut Vec<String>,
+) -> Result<Frame, DecodeError> {
     let mut reader = Reader::new(body);
-    decode_release_into(&mut reader, released)?;
+    let mut name = spare_names.pop().unwrap_or_default();
+    name.clear();
+    reader.string_into("read.name", MAX_NAME_BYTES, &mut name)?;
+    let command = Command::Read {
+        name,
+        offset_bytes: reader.u64("read.offset")?,
+        length_bytes: reader.u64("read.length")?,
+    };
     reader.finish(header.kind.name())?;
-    Ok(None)
+    Ok(Frame::Request {
+        request_id: header.request_id,
+        request: Request::Command(command),
+    })
 }
 
 /// The decoded header of a whole frame and its body, checked to be exactly as long as

@@ -146,6 +146,20 @@ impl<'a> Reader<'a> {
             .map_err(|_| DecodeError::BadUtf8 { field })
     }
 
+    /// A u32 length, then UTF-8 (at most `limit` bytes), appended to `into` (whose
+    /// allocation is kept).
+    pub(crate) fn string_into(
+        &mut self,
+        field: &'static str,
+        limit: usize,
+        into: &mut String,
+    ) -> Result<(), DecodeError> {
+        let bytes = self.bytes(field, limit)?;
+        let text = std::str::from_utf8(bytes).map_err(|_| DecodeError::BadUtf8 { field })?;
+        into.push_str(text);
+        Ok(())
+    }
+
     /// A u32 count of items (at most `limit`, and at most one item per
     /// `min_item_bytes` of what is left, so a lying count allocates nothing).
     pub(crate) fn count(

@@ -14,7 +14,7 @@
 //! that lets it fill (it sends while it does not drain its replies) is taken as gone.
 
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Sender, TrySendError};
 use flashpipe_engine::{
@@ -22,8 +22,8 @@ use flashpipe_engine::{
     Submission, Ticket,
 };
 use flashpipe_protocol::{
-    decode_frame_keeping, encode_frame, encode_frame_into, ErrorCode, Frame, RemoteError,
-    HEADER_BYTES,
+    decode_frame_keeping, encode_frame, encode_frame_into, ErrorCode, Frame, KeptBuffers,
+    RemoteError, HEADER_BYTES,
 };
 use flashpipe_shm::ring_stream::stream_record_bytes;
 use flashpipe_shm::{FrameRing, PushOutcome, RingWait};
@@ -128,18 +128,43 @@ pub(crate) fn push_or_defer(connection: &Connection, bytes: &[u8]) -> bool {
     }
 }
 
+/// Names of reads the engine gave back that a sink keeps for the decoding of the next
+/// reads (more are let go).
+const KEPT_NAMES: usize = 64;
+
 /// Takes a ring connection's completions on the engine thread.
 pub(crate) struct RingSink {
     connection: Arc<Connection>,
+    /// Names of reads the engine is done with, for the source's decoding.
+    names: Mutex<Vec<String>>,
     /// Held so the answering thread lives until the engine answered everything this
     /// connection handed it (its queue ends when the last sink is dropped).
     _answers_alive: Sender<Completion>,
+}
+
+impl RingSink {
+    /// Moves the names kept here onto `spare_names` (its allocation grows to the
+    /// steady state once).
+    fn give_names_to(&self, spare_names: &mut Vec<String>) {
+        spare_names.append(&mut self.lock_names());
+    }
+
+    fn lock_names(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.names.lock().expect("no panic holding the kept names")
+    }
 }
 
 impl CompletionSink for RingSink {
     fn complete(&self, ticket: Ticket, result: Result<Reply, EngineError>) {
         let _mark = EngineThreadMark::set();
         crate::replies::answer_one(&self.connection, ticket, result);
+    }
+
+    fn take_back_name(&self, name: String) {
+        let mut names = self.lock_names();
+        if names.len() < KEPT_NAMES {
+            names.push(name);
+        }
     }
 }
 
@@ -152,15 +177,15 @@ pub(crate) struct RingSource {
     pending: Vec<u8>,
     /// The last record popped (its allocation reused).
     record: Vec<u8>,
-    /// The handles of the last release frame (its allocation reused).
-    released: Vec<u64>,
+    /// What decoding keeps: the last release's handles, spare names for reads.
+    kept: KeptBuffers,
 }
 
 /// What the request ring holds next.
 enum Popped {
     /// A whole frame other than a release.
     Frame(Frame),
-    /// A release frame, its handles in [`RingSource::released`].
+    /// A release frame, its handles in the kept buffers' `released`.
     Release,
     /// No whole frame yet.
     Nothing,
@@ -176,6 +201,7 @@ impl RingSource {
     ) -> RingSource {
         let sink = Arc::new(RingSink {
             connection: Arc::clone(&connection),
+            names: Mutex::new(Vec::with_capacity(KEPT_NAMES)),
             _answers_alive: answers_to,
         });
         RingSource {
@@ -184,20 +210,22 @@ impl RingSource {
             sink,
             pending: Vec::new(),
             record: Vec::new(),
-            released: Vec::new(),
+            kept: KeptBuffers::default(),
         }
     }
 
-    /// The next whole frame popped from the ring (a release's handles decoded into
-    /// [`RingSource::released`], whose allocation is kept); an error for a corrupt ring
-    /// or a frame the checks refuse.
+    /// The next whole frame popped from the ring (decoded into the kept buffers: a
+    /// release's handles, a read's name into a name the sink took back); an error for a
+    /// corrupt ring or a frame the checks refuse.
     fn next_frame(&mut self) -> Result<Popped, RemoteError> {
         let max_body_bytes = self.connection.state.limits.max_body_bytes;
         loop {
             if let Some(length) = frame_length(&self.pending, max_body_bytes)? {
                 if self.pending.len() >= length {
-                    self.released.clear();
-                    let frame = decode_frame_keeping(&self.pending[..length], &mut self.released)
+                    if self.kept.spare_names.is_empty() {
+                        self.sink.give_names_to(&mut self.kept.spare_names);
+                    }
+                    let frame = decode_frame_keeping(&self.pending[..length], &mut self.kept)
                         .map_err(|error| malformed(error.to_string()))?;
                     self.pending.drain(..length);
                     return Ok(frame.map_or(Popped::Release, Popped::Frame));
@@ -242,7 +270,7 @@ impl InboundSource for RingSource {
             let frame = match self.next_frame() {
                 Ok(Popped::Frame(frame)) => frame,
                 Ok(Popped::Release) => {
-                    crate::connection::take_release(&self.connection, &self.released);
+                    crate::connection::take_release(&self.connection, &self.kept.released);
                     continue;
                 }
                 Ok(Popped::Nothing) => {

@@ -1,6 +1,6 @@
 //! A served 4 KiB read by reference through the rings allocates no more on the engine
-//! thread than an in-process read does, plus its file name, and nothing on the
-//! connection's threads, once warm (docs/design/27-served-path.md, "Allocations of a
+//! thread than an in-process read does, and nothing on the connection's threads, once
+//! warm (docs/design/27-served-path.md, "Allocations of a
 //! served read"); an in-process read allocates at most what its read plan and pool
 //! buffer split take today. A counting global allocator keeps one counter per thread (by
 //! kernel thread id, in a fixed table: counting itself never allocates); the tests find
@@ -40,9 +40,6 @@ const MAX_BACKTRACES: usize = 400;
 /// the file name kept for a checksum error) and the pool buffer's split (its shared part
 /// and its table of windows).
 const ENGINE_READ_ALLOCATIONS: u64 = 6;
-/// What a served read adds on the engine thread: the file name its request decodes into
-/// (the command owns its name).
-const SERVED_READ_EXTRA_ALLOCATIONS: u64 = 1;
 /// The variable that asks for backtraces.
 const BACKTRACE_VARIABLE: &str = "FLASHPIPE_ALLOC_BACKTRACE";
 
@@ -219,7 +216,7 @@ fn assert_at_most(
 /// The bound per read of a served read's thread: the engine's, or none.
 fn served_bound(thread: &str) -> u64 {
     match thread.starts_with("engine") {
-        true => ENGINE_READ_ALLOCATIONS + SERVED_READ_EXTRA_ALLOCATIONS,
+        true => ENGINE_READ_ALLOCATIONS,
         false => 0,
     }
 }
@@ -233,7 +230,7 @@ fn read_request() -> Request {
 }
 
 #[test]
-fn a_served_4_kib_read_by_reference_adds_only_its_name_to_an_engine_read_s_allocations() {
+fn a_served_4_kib_read_by_reference_adds_nothing_to_an_engine_read_s_allocations() {
     let _alone = ONE_ENGINE_AT_A_TIME.lock();
     let test = start_server("served-read-allocations", |_| {});
     let mut client = connect(&test.socket, true);
