@@ -52,7 +52,10 @@ pub use region::{
 pub use stream::{
     read_frame, read_frame_body, read_header, send_all, send_frame, write_frame, ReadFrameError,
 };
-pub use whole::{decode_frame, decode_frame_keeping, encode_frame, encode_frame_into, KeptBuffers};
+pub use whole::{
+    decode_frame, decode_frame_keeping, encode_frame, encode_frame_into, encode_release_into,
+    KeptBuffers,
+};
 
 /// A request's id, chosen by the client; its answer carries it back. Zero is reserved
 /// for frames about the whole connection (hello, welcome, release, a closing error).

@@ -9,7 +9,7 @@ use crate::codec::{decode_body, decode_header, decode_release_into, encode_body,
 use crate::error::DecodeError;
 use crate::frame::{Frame, FrameKind, Request};
 use crate::wire::{Reader, Writer};
-use crate::{HEADER_BYTES, MAX_BODY_BYTES, MAX_NAME_BYTES};
+use crate::{HEADER_BYTES, MAX_BODY_BYTES, MAX_NAME_BYTES, MAX_RELEASE_HANDLES};
 
 /// What [`decode_frame_keeping`] decodes into and keeps between frames.
 #[derive(Debug, Default)]
@@ -28,24 +28,39 @@ pub fn encode_frame(frame: &Frame) -> Vec<u8> {
     bytes
 }
 
-/// Encodes a frame into `bytes`, replacing what it held and keeping its allocation: the
-/// same bytes as [`encode_frame`].
+/// Encodes a frame at the end of `bytes` (whose allocation is kept): the same bytes as
+/// [`encode_frame`] appends.
 pub fn encode_frame_into(frame: &Frame, bytes: &mut Vec<u8>) {
-    bytes.clear();
+    let start = bytes.len();
     bytes.extend_from_slice(&[0u8; HEADER_BYTES]);
     let mut writer = Writer {
         bytes: std::mem::take(bytes),
     };
     encode_body(frame, &mut writer);
     *bytes = writer.bytes;
-    let body_length = bytes.len() - HEADER_BYTES;
+    let body_length = bytes.len() - start - HEADER_BYTES;
     assert!(
         body_length <= MAX_BODY_BYTES as usize,
         "a {} frame of {body_length} bytes exceeds the protocol's body limit",
         frame.kind().name()
     );
     let header = encode_header(frame.kind(), frame.request_id(), body_length as u32);
-    bytes[..HEADER_BYTES].copy_from_slice(&header);
+    bytes[start..start + HEADER_BYTES].copy_from_slice(&header);
+}
+
+/// Encodes a release frame of `handles` (at most [`MAX_RELEASE_HANDLES`]) at the end of
+/// `bytes`: the bytes [`encode_frame`] makes of `Frame::Release`, without the vector.
+pub fn encode_release_into(handles: &[u64], bytes: &mut Vec<u8>) {
+    assert!(
+        handles.len() <= MAX_RELEASE_HANDLES,
+        "a release frame carries {MAX_RELEASE_HANDLES} handles at most"
+    );
+    let body_length = 4 + 8 * handles.len();
+    bytes.extend_from_slice(&encode_header(FrameKind::Release, 0, body_length as u32));
+    bytes.extend_from_slice(&(handles.len() as u32).to_le_bytes());
+    for handle in handles {
+        bytes.extend_from_slice(&handle.to_le_bytes());
+    }
 }
 
 /// Decodes one whole frame: exactly a header and the body it announces.

@@ -2,11 +2,13 @@
 //! exactly as `decode_frame` does: the same frame or the same error, for well-formed
 //! frames of every kind it treats apart (release, read) and beside them, and for hostile
 //! bytes (truncated, a lying length, bad UTF-8, trailing bytes, too many handles); the
-//! buffers it keeps are reused.
+//! buffers it keeps are reused. The encoders into kept buffers make `encode_frame`'s
+//! bytes.
 
 use flashpipe_protocol::{
-    decode_frame, decode_frame_keeping, encode_frame, encode_header, Frame, FrameKind, KeptBuffers,
-    Request, WireCommand, HEADER_BYTES, MAX_RELEASE_HANDLES,
+    decode_frame, decode_frame_keeping, encode_frame, encode_frame_into, encode_header,
+    encode_release_into, Frame, FrameKind, KeptBuffers, Request, WireCommand, HEADER_BYTES,
+    MAX_RELEASE_HANDLES,
 };
 use proptest::prelude::*;
 
@@ -63,6 +65,22 @@ fn well_formed_frames_decode_as_decode_frame_decodes_them() {
         let bytes = encode_frame(&frame);
         assert_same(&bytes, &mut kept);
         assert_eq!(keeping(&bytes, &mut kept), Ok(frame));
+    }
+}
+
+#[test]
+fn encoding_into_a_kept_buffer_appends_encode_frame_s_bytes() {
+    let mut bytes = vec![1, 2, 3];
+    let mut expected = bytes.clone();
+    for frame in well_formed() {
+        encode_frame_into(&frame, &mut bytes);
+        expected.extend_from_slice(&encode_frame(&frame));
+        assert_eq!(bytes, expected);
+    }
+    for handles in [vec![], vec![7], vec![1, 2, u64::MAX]] {
+        encode_release_into(&handles, &mut bytes);
+        expected.extend_from_slice(&encode_frame(&release(handles)));
+        assert_eq!(bytes, expected);
     }
 }
 

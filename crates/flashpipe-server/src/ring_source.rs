@@ -82,6 +82,7 @@ thread_local! {
 pub(crate) fn with_encoded(frame: &Frame, send: impl FnOnce(&[u8])) {
     ENCODED.with(|kept| match kept.try_borrow_mut() {
         Ok(mut bytes) => {
+            bytes.clear();
             encode_frame_into(frame, &mut bytes);
             send(&bytes);
             if bytes.capacity() > KEPT_ENCODING_BYTES {
