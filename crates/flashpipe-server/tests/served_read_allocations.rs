@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use common::{connect, pattern, ram_store, start_server};
+use common::{connect_with, pattern, ram_store, start_server};
 use flashpipe_api::{Command, TransportExt};
-use flashpipe_client::{Reply, Request, Response};
+use flashpipe_client::{ClientTransport, Reply, Request, Response};
 use flashpipe_device::IoBuf;
 use flashpipe_engine::Reply as EngineReply;
 
@@ -246,7 +246,7 @@ fn read_request() -> Request {
 fn a_served_4_kib_read_by_reference_adds_nothing_to_an_engine_read_s_allocations() {
     let _alone = ONE_ENGINE_AT_A_TIME.lock();
     let test = start_server("served-read-allocations", |_| {});
-    let mut client = connect(&test.socket, true);
+    let mut client = connect_with(&test.socket, true, ClientTransport::RingsWhenMapped);
     assert!(client.uses_rings(), "a mapping client moves into rings");
     client.create("kept").expect("create");
     client.write("kept", 0, &pattern(4096, 7)).expect("write");
