@@ -41,9 +41,9 @@ const MAX_BACKTRACES: usize = 400;
 /// and its table of windows).
 const ENGINE_READ_ALLOCATIONS: u64 = 6;
 /// Allocations of a QD1 read by reference on the client's thread (this test's): the
-/// request's name (the test's own) and the read view's two parts
+/// request's name (the test's own) and the read view's hold of its handle
 /// (docs/design/27-served-path.md).
-const CLIENT_READ_ALLOCATIONS: u64 = 3;
+const CLIENT_READ_ALLOCATIONS: u64 = 2;
 /// The client's thread also allocates now and then, outside the read path (about 1 in
 /// 100 reads measured): at most one in this many reads.
 const CLIENT_READS_PER_OCCASIONAL_ALLOCATION: u64 = 20;
