@@ -15,10 +15,10 @@ use flashpipe_shm::{
 use crate::trust::{check_server_user, check_store_identity, ServerExpectation};
 use flashpipe_api::{Command, Reply};
 use flashpipe_protocol::{
-    encode_frame, read_frame, send_all, CancelOutcome, ClockKind, ErrorCode, Frame, Hello,
-    ReadFrameError, RemoteError, Request, RequestId, ServerLimits, SharedRegion, WireCommand,
-    WriteGrant, WritePayload, ATTRIBUTES_VERSION, MAX_BODY_BYTES, MAX_RELEASE_HANDLES,
-    MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
+    encode_frame, encode_frame_into, encode_release_into, read_frame, send_all, CancelOutcome,
+    ClockKind, ErrorCode, Frame, Hello, ReadFrameError, RemoteError, Request, RequestId,
+    ServerLimits, SharedRegion, WireCommand, WriteGrant, WritePayload, ATTRIBUTES_VERSION,
+    MAX_BODY_BYTES, MAX_RELEASE_HANDLES, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
 
 use crate::error::{ClientError, ConnectError};
@@ -123,7 +123,17 @@ pub struct Client {
     in_flight: HashSet<RequestId>,
     arrived: VecDeque<(RequestId, Result<Response, RemoteError>)>,
     shared: Option<SharedRegions>,
+    /// The bytes of the last send, kept for the next (let go above
+    /// [`KEPT_SEND_BYTES`]).
+    send_buffer: Vec<u8>,
+    /// The handles of the last release, kept for the next (swapped with the list the
+    /// views fill).
+    released: Vec<u64>,
 }
+
+/// Capacity the send buffer keeps between requests; a larger one (a write sent inline)
+/// is let go after its send.
+const KEPT_SEND_BYTES: usize = 64 << 10;
 
 /// Where frames travel.
 enum Link {
@@ -252,6 +262,8 @@ impl Client {
             in_flight: HashSet::new(),
             arrived: VecDeque::new(),
             shared,
+            send_buffer: Vec::new(),
+            released: Vec::new(),
         })
     }
 
@@ -294,32 +306,43 @@ impl Client {
     /// Sends the release of every read handle whose views are all dropped (also done
     /// before each request and before waiting).
     pub fn release_now(&mut self) -> Result<(), ClientError> {
-        let bytes = self.release_frames();
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        self.send_bytes(&bytes)
+        self.send_with(|_| {})
     }
 
-    /// The encoded release frames of the handles waiting to be released.
-    fn release_frames(&mut self) -> Vec<u8> {
-        let Some(shared) = &self.shared else {
-            return Vec::new();
+    /// Sends the release frames of the handles waiting to be released, then what `add`
+    /// appends, in one send from the kept buffer (nothing when both are empty).
+    fn send_with(&mut self, add: impl FnOnce(&mut Vec<u8>)) -> Result<(), ClientError> {
+        let mut bytes = std::mem::take(&mut self.send_buffer);
+        bytes.clear();
+        self.append_release_frames(&mut bytes);
+        add(&mut bytes);
+        let sent = match bytes.is_empty() {
+            true => Ok(()),
+            false => self.send_bytes(&bytes),
         };
-        let handles = std::mem::take(
+        if bytes.capacity() <= KEPT_SEND_BYTES {
+            self.send_buffer = bytes;
+        }
+        sent
+    }
+
+    /// Appends the release frames of the handles waiting to be released to `bytes` (the
+    /// views' list and the kept one swap, so neither allocates again).
+    fn append_release_frames(&mut self, bytes: &mut Vec<u8>) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        self.released.clear();
+        std::mem::swap(
+            &mut self.released,
             &mut *shared
                 .releases
                 .lock()
                 .expect("no panic holding the release list"),
         );
-        handles
-            .chunks(MAX_RELEASE_HANDLES)
-            .flat_map(|chunk| {
-                encode_frame(&Frame::Release {
-                    handles: chunk.to_vec(),
-                })
-            })
-            .collect()
+        for chunk in self.released.chunks(MAX_RELEASE_HANDLES) {
+            encode_release_into(chunk, bytes);
+        }
     }
 
     /// What the server told at connect.
@@ -343,9 +366,7 @@ impl Client {
             request_id,
             request,
         };
-        let mut bytes = self.release_frames();
-        bytes.extend_from_slice(&encode_frame(&frame));
-        self.send_bytes(&bytes)?;
+        self.send_with(|bytes| encode_frame_into(&frame, bytes))?;
         self.in_flight.insert(request_id);
         Ok(request_id)
     }

@@ -485,8 +485,16 @@ impl EngineThread {
             length_bytes,
         } = command
         {
+            let names_back = match &reply_to {
+                ReplyTo::Sink(sink) => Some(Arc::clone(sink)),
+                ReplyTo::Queue(_) => None,
+            };
             let sink = ReadReply { ticket, reply_to };
-            return self.start_read(sink, &name, offset_bytes, length_bytes, destination);
+            let started = self.start_read(sink, &name, offset_bytes, length_bytes, destination);
+            if let Some(sink) = names_back {
+                sink.take_back_name(name);
+            }
+            return started;
         }
         if let Command::ReadFiles { names } = command {
             return self.start_read_files(ticket, reply_to, &names);

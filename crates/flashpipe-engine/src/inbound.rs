@@ -14,8 +14,9 @@
 //! budget ([`SOURCE_BUDGET`]); a source that hands over more is answered
 //! [`EngineError::SourceOverBudget`] for the extra and dropped. Sources are polled round
 //! robin from a start that moves by one every round, and the command queue takes its
-//! turn beside them (up to [`QUEUE_BUDGET`] messages a round), so no input starves
-//! another. At most [`MAX_INBOUND_SOURCES`] are registered at once; one more is dropped
+//! turn beside them (up to [`QUEUE_BUDGET`] messages a round, in at least one round of
+//! [`crate::QUEUE_LOOK_EVERY`] while the sources have work, in every round when they
+//! have none), so no input starves another. At most [`MAX_INBOUND_SOURCES`] are registered at once; one more is dropped
 //! at once. Dropping a source is how the engine lets it go (it has closed, overran, or
 //! there was no room): its owner learns it from its `Drop`.
 
@@ -68,6 +69,13 @@ impl ReplyTo {
 pub trait CompletionSink: Send + Sync {
     /// The command submitted under `ticket` finished with `result`.
     fn complete(&self, ticket: Ticket, result: Result<Reply, EngineError>);
+
+    /// A read's file name, once the engine is done with it (its file opened, its read
+    /// started or answered): a sink whose source decodes names may keep the allocation
+    /// for the next read's. Dropped by default.
+    fn take_back_name(&self, name: String) {
+        drop(name);
+    }
 }
 
 /// A command handed to the engine, with where to answer it.
@@ -106,6 +114,9 @@ pub trait InboundSource: Send {
 pub(crate) struct Sources {
     list: Vec<Box<dyn InboundSource>>,
     start: usize,
+    /// Which sources of the round to drop, kept between rounds (a round allocates
+    /// nothing once it has seen as many sources).
+    dropped: Vec<bool>,
 }
 
 impl Sources {
@@ -131,15 +142,20 @@ impl Sources {
         if count == 0 {
             return;
         }
-        let mut dropped = vec![false; count];
+        self.dropped.clear();
+        self.dropped.resize(count, false);
+        let mut any_dropped = false;
         for step in 0..count {
             let at = (self.start + step) % count;
-            dropped[at] = !poll_one(&mut *self.list[at], pending);
+            let drop_it = !poll_one(&mut *self.list[at], pending);
+            self.dropped[at] = drop_it;
+            any_dropped |= drop_it;
         }
         self.start = (self.start + 1) % count;
-        if dropped.contains(&true) {
-            let mut flags = dropped.into_iter();
-            self.list.retain(|_| !flags.next().unwrap_or(false));
+        if any_dropped {
+            let mut flags = self.dropped.iter();
+            self.list
+                .retain(|_| !flags.next().copied().unwrap_or(false));
             self.start = 0;
         }
     }

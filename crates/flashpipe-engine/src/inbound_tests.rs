@@ -1,5 +1,5 @@
 //! Unit tests of the inbound sources' round robin: budgets, fairness, and sources that
-//! misbehave (hand over too much, close).
+//! misbehave (hand over too much, close); the command queue's turn beside busy sources.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -145,4 +145,75 @@ fn no_more_sources_than_the_limit_are_kept() {
     assert!(!added);
     assert!(dropped.load(Ordering::SeqCst), "the extra source is let go");
     assert_eq!(made.len(), sources.len());
+}
+
+/// Takes messages from `inputs` until the queue's (ticket `u64::MAX`) comes; how many of
+/// the sources' came before it.
+fn source_messages_before_the_queue_s(inputs: &mut crate::inputs::Inputs) -> usize {
+    let mut before = 0;
+    loop {
+        match inputs.try_next() {
+            Ok(Message::Command(submission)) if submission.ticket == u64::MAX => return before,
+            Ok(_) => before += 1,
+            Err(error) => panic!("the queue's message never came: {error}"),
+        }
+    }
+}
+
+#[test]
+fn the_queue_is_looked_at_in_one_round_of_queue_look_every_beside_a_busy_source() {
+    let (queue, inbox) = bounded(4);
+    let mut inputs = crate::inputs::Inputs::stepped(inbox);
+    let (answers, _answered) = bounded(1024);
+    inputs.add_source(Box::new(Counting {
+        id: 1,
+        left: u64::MAX,
+        per_poll: 1,
+        answers: answers.clone(),
+        dropped: Arc::new(AtomicBool::new(false)),
+    }));
+    let queued = || {
+        Message::Command(Submission {
+            ticket: u64::MAX,
+            command: Command::Stats,
+            reply_to: ReplyTo::Queue(answers.clone()),
+            destination: None,
+        })
+    };
+    for _ in 0..3 {
+        queue.send(queued()).expect("queued");
+        let before = source_messages_before_the_queue_s(&mut inputs);
+        assert!(
+            before <= crate::QUEUE_LOOK_EVERY as usize,
+            "{before} rounds of a busy source before the queue's turn"
+        );
+    }
+}
+
+#[test]
+fn the_queue_is_looked_at_every_round_when_the_sources_are_idle() {
+    let (queue, inbox) = bounded(4);
+    let mut inputs = crate::inputs::Inputs::stepped(inbox);
+    let (answers, _answered) = bounded(1024);
+    inputs.add_source(Box::new(Counting {
+        id: 1,
+        left: u64::MAX,
+        per_poll: 0,
+        answers: answers.clone(),
+        dropped: Arc::new(AtomicBool::new(false)),
+    }));
+    for _ in 0..3 {
+        queue
+            .send(Message::Command(Submission {
+                ticket: 7,
+                command: Command::Stats,
+                reply_to: ReplyTo::Queue(answers.clone()),
+                destination: None,
+            }))
+            .expect("queued");
+        let next = inputs
+            .try_next()
+            .expect("the queue's message in the first round");
+        assert!(matches!(next, Message::Command(submission) if submission.ticket == 7));
+    }
 }

@@ -45,6 +45,6 @@ pub use inbound::{
     CompletionSink, InboundSource, ReplyTo, SourceState, Submission, MAX_INBOUND_SOURCES,
     QUEUE_BUDGET, SOURCE_BUDGET,
 };
-pub use inputs::{DOORBELL_MEMORY_NAME, DOORBELL_PARK_TIMEOUT_US};
+pub use inputs::{DOORBELL_MEMORY_NAME, DOORBELL_PARK_TIMEOUT_US, QUEUE_LOOK_EVERY};
 pub use stepped::{StepOutcome, SteppedEngine};
 pub use submitter::{CommandSender, ReadInto};

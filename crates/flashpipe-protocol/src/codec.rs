@@ -37,22 +37,6 @@ pub struct Header {
     pub body_length_bytes: u32,
 }
 
-/// Encodes a frame, header and body.
-pub fn encode_frame(frame: &Frame) -> Vec<u8> {
-    let mut writer = Writer::new();
-    writer.bytes.extend_from_slice(&[0u8; HEADER_BYTES]);
-    encode_body(frame, &mut writer);
-    let body_length = writer.bytes.len() - HEADER_BYTES;
-    assert!(
-        body_length <= MAX_BODY_BYTES as usize,
-        "a {} frame of {body_length} bytes exceeds the protocol's body limit",
-        frame.kind().name()
-    );
-    let header = encode_header(frame.kind(), frame.request_id(), body_length as u32);
-    writer.bytes[..HEADER_BYTES].copy_from_slice(&header);
-    writer.bytes
-}
-
 /// The 24 header bytes of a frame.
 pub fn encode_header(
     kind: FrameKind,
@@ -137,28 +121,6 @@ fn check_request_id(kind: FrameKind, request_id: RequestId) -> Result<(), Decode
     Ok(())
 }
 
-/// Decodes one whole frame: exactly a header and the body it announces.
-pub fn decode_frame(bytes: &[u8]) -> Result<Frame, DecodeError> {
-    if bytes.len() < HEADER_BYTES {
-        return Err(DecodeError::Truncated {
-            field: "header",
-            needed_bytes: HEADER_BYTES as u64,
-            available_bytes: bytes.len() as u64,
-        });
-    }
-    let mut header_bytes = [0u8; HEADER_BYTES];
-    header_bytes.copy_from_slice(&bytes[..HEADER_BYTES]);
-    let header = decode_header(&header_bytes, MAX_BODY_BYTES)?;
-    let body = &bytes[HEADER_BYTES..];
-    if body.len() as u64 != u64::from(header.body_length_bytes) {
-        return Err(DecodeError::LengthMismatch {
-            length_bytes: u64::from(header.body_length_bytes),
-            available_bytes: body.len() as u64,
-        });
-    }
-    decode_body(&header, body)
-}
-
 /// Decodes a frame's body under its (already decoded) header.
 pub fn decode_body(header: &Header, body: &[u8]) -> Result<Frame, DecodeError> {
     let mut reader = Reader::new(body);
@@ -188,7 +150,7 @@ pub fn decode_body(header: &Header, body: &[u8]) -> Result<Frame, DecodeError> {
     Ok(frame)
 }
 
-fn encode_body(frame: &Frame, writer: &mut Writer) {
+pub(crate) fn encode_body(frame: &Frame, writer: &mut Writer) {
     match frame {
         Frame::Hello(hello) => handshake::encode_hello(hello, writer),
         Frame::Welcome(welcome) => handshake::encode_welcome(welcome, writer),
@@ -203,8 +165,22 @@ fn encode_body(frame: &Frame, writer: &mut Writer) {
 }
 
 fn decode_release(reader: &mut Reader<'_>) -> Result<Vec<u64>, DecodeError> {
+    let mut handles = Vec::new();
+    decode_release_into(reader, &mut handles)?;
+    Ok(handles)
+}
+
+/// A release body's handles, appended to `handles` (which keeps its allocation).
+pub(crate) fn decode_release_into(
+    reader: &mut Reader<'_>,
+    handles: &mut Vec<u64>,
+) -> Result<(), DecodeError> {
     let count = reader.count("release.count", MAX_RELEASE_HANDLES, 8)?;
-    (0..count).map(|_| reader.u64("release.handle")).collect()
+    handles.reserve(count);
+    for _ in 0..count {
+        handles.push(reader.u64("release.handle")?);
+    }
+    Ok(())
 }
 
 fn encode_remote_error(error: &RemoteError, writer: &mut Writer) {

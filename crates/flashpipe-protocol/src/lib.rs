@@ -25,12 +25,13 @@ pub mod kernel_run;
 pub mod region;
 pub use flashpipe_base::peer;
 pub mod stream;
+mod whole;
 mod wire;
 
 pub use attributes::{has_attributes, stat_for_version, ATTRIBUTES_VERSION};
 pub use codec::{
-    decode_body, decode_frame, decode_header, encode_frame, encode_header, encode_inline_data,
-    CommandCodec, Header, COMMAND_CODECS,
+    decode_body, decode_header, encode_header, encode_inline_data, CommandCodec, Header,
+    COMMAND_CODECS,
 };
 pub use error::{DecodeError, ErrorCode, RemoteError};
 pub use frame::{
@@ -50,6 +51,10 @@ pub use region::{
 };
 pub use stream::{
     read_frame, read_frame_body, read_header, send_all, send_frame, write_frame, ReadFrameError,
+};
+pub use whole::{
+    decode_frame, decode_frame_keeping, encode_frame, encode_frame_into, encode_release_into,
+    KeptBuffers,
 };
 
 /// A request's id, chosen by the client; its answer carries it back. Zero is reserved

@@ -2,9 +2,10 @@
 
 use std::io::{ErrorKind, Read, Write};
 
-use crate::codec::{decode_body, decode_header, encode_frame, Header};
+use crate::codec::{decode_body, decode_header, Header};
 use crate::error::DecodeError;
 use crate::frame::{DataPayload, Frame, FrameKind, Request, Response, WritePayload};
+use crate::whole::encode_frame;
 use crate::HEADER_BYTES;
 use crate::MAX_NAME_BYTES;
 use flashpipe_api::{Command, Reply};
@@ -73,7 +74,7 @@ pub fn read_frame_body(stream: &mut impl Read, header: &Header) -> Result<Frame,
     if header.kind == FrameKind::Write {
         return read_write_body(stream, header);
     }
-    read_whole_body(stream, header, Vec::new())
+    read_whole_body(stream, header, &[])
 }
 
 /// A write request: its data is read straight into its own vector when the name's and
@@ -83,14 +84,14 @@ fn read_write_body(stream: &mut impl Read, header: &Header) -> Result<Frame, Rea
     let body_length = header.body_length_bytes as usize;
     let mut start = Vec::new();
     if body_length < 4 {
-        return read_whole_body(stream, header, start);
+        return read_whole_body(stream, header, &start);
     }
     start.resize(4, 0);
     read_body_part(stream, &mut start, header)?;
     let name_length = u32::from_le_bytes([start[0], start[1], start[2], start[3]]) as usize;
     let fixed_bytes = 4 + name_length + 8 + 4;
     if name_length > MAX_NAME_BYTES || fixed_bytes > body_length {
-        return read_whole_body(stream, header, start);
+        return read_whole_body(stream, header, &start);
     }
     start.resize(fixed_bytes, 0);
     read_body_part(stream, &mut start[4..], header)?;
@@ -102,10 +103,10 @@ fn read_write_body(stream: &mut impl Read, header: &Header) -> Result<Frame, Rea
         start[data_length_at + 3],
     ]) as usize;
     let Ok(name) = std::str::from_utf8(&start[4..4 + name_length]) else {
-        return read_whole_body(stream, header, start);
+        return read_whole_body(stream, header, &start);
     };
     if fixed_bytes + data_length != body_length {
-        return read_whole_body(stream, header, start);
+        return read_whole_body(stream, header, &start);
     }
     let name = name.to_string();
     let offset_at = 4 + name_length;
@@ -122,16 +123,28 @@ fn read_write_body(stream: &mut impl Read, header: &Header) -> Result<Frame, Rea
     })
 }
 
+/// Bodies up to this many bytes are read on the stack: an answer by reference or a small
+/// request allocates nothing to be read.
+const STACK_BODY_BYTES: usize = 256;
+
 /// Reads the rest of a body after `start` (bytes of it already read) and decodes it.
 fn read_whole_body(
     stream: &mut impl Read,
     header: &Header,
-    start: Vec<u8>,
+    start: &[u8],
 ) -> Result<Frame, ReadFrameError> {
-    let mut body = start;
-    let already = body.len();
-    body.resize(header.body_length_bytes as usize, 0);
-    read_body_part(stream, &mut body[already..], header)?;
+    let body_length = header.body_length_bytes as usize;
+    if body_length <= STACK_BODY_BYTES {
+        let mut on_stack = [0u8; STACK_BODY_BYTES];
+        let body = &mut on_stack[..body_length];
+        body[..start.len()].copy_from_slice(start);
+        read_body_part(stream, &mut body[start.len()..], header)?;
+        return Ok(decode_body(header, body)?);
+    }
+    let mut body = Vec::with_capacity(body_length);
+    body.extend_from_slice(start);
+    body.resize(body_length, 0);
+    read_body_part(stream, &mut body[start.len()..], header)?;
     Ok(decode_body(header, &body)?)
 }
 
@@ -176,7 +189,7 @@ fn read_data_body(stream: &mut impl Read, header: &Header) -> Result<Frame, Read
     let data_length = u32::from_le_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
     let body_length = header.body_length_bytes as usize;
     if prefix[0] != 0 || data_length != body_length - INLINE_DATA_PREFIX_BYTES {
-        return read_whole_body(stream, header, prefix.to_vec());
+        return read_whole_body(stream, header, &prefix);
     }
     let data = read_body_tail(stream, header, INLINE_DATA_PREFIX_BYTES)?;
     Ok(Frame::Response {

@@ -10,10 +10,6 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub(crate) fn new() -> Writer {
-        Writer { bytes: Vec::new() }
-    }
-
     pub(crate) fn u8(&mut self, value: u8) {
         self.bytes.push(value);
     }
@@ -148,6 +144,20 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes)
             .map(str::to_string)
             .map_err(|_| DecodeError::BadUtf8 { field })
+    }
+
+    /// A u32 length, then UTF-8 (at most `limit` bytes), appended to `into` (whose
+    /// allocation is kept).
+    pub(crate) fn string_into(
+        &mut self,
+        field: &'static str,
+        limit: usize,
+        into: &mut String,
+    ) -> Result<(), DecodeError> {
+        let bytes = self.bytes(field, limit)?;
+        let text = std::str::from_utf8(bytes).map_err(|_| DecodeError::BadUtf8 { field })?;
+        into.push_str(text);
+        Ok(())
     }
 
     /// A u32 count of items (at most `limit`, and at most one item per

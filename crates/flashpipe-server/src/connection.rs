@@ -81,6 +81,10 @@ impl Connection {
         if self.peer_gone.load(Ordering::Acquire) {
             return;
         }
+        if self.rings.get().is_some() && crate::ring_source::sending_must_not_wait() {
+            crate::ring_source::with_encoded(frame, |bytes| self.send_encoded(bytes));
+            return;
+        }
         self.send_encoded(&encode_frame(frame));
     }
 
@@ -91,7 +95,7 @@ impl Connection {
         }
         if let Some(rings) = self.rings.get() {
             if crate::ring_source::sending_must_not_wait() {
-                if !crate::ring_source::push_or_defer(self, bytes.to_vec()) {
+                if !crate::ring_source::push_or_defer(self, bytes) {
                     self.end_rings_and_socket();
                 }
                 return;
@@ -504,17 +508,24 @@ pub(crate) fn take_frame(
     }
 }
 
+/// Serves a release frame read after the handshake (its handles decoded apart, so the
+/// engine thread keeps their buffer).
+pub(crate) fn take_release(connection: &Connection, handles: &[u64]) {
+    Counters::add(&connection.state.counters.frames_received, 1);
+    release(connection, handles);
+}
+
 fn dispatch(connection: &Arc<Connection>, frame: Frame, to_engine: &mut ToEngine<'_>) -> Next {
+    if let Frame::Release { handles } = &frame {
+        take_release(connection, handles);
+        return Next::Continue;
+    }
     Counters::add(&connection.state.counters.frames_received, 1);
     match frame {
         Frame::Request {
             request_id,
             request,
         } => take_request(connection, request_id, request, to_engine),
-        Frame::Release { handles } => {
-            release(connection, &handles);
-            Next::Continue
-        }
         other => Next::Close(RemoteError::new(
             ErrorCode::MalformedFrame,
             format!(

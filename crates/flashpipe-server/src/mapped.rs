@@ -37,8 +37,18 @@ pub(crate) struct Mapped {
 #[derive(Default)]
 struct Handles {
     next_handle: u64,
-    held: HashMap<u64, Vec<ReadData>>,
+    held: HashMap<u64, Held>,
     reserved: usize,
+}
+
+/// What one read handle keeps: a read's data, or every file of a batch read (kept for
+/// its drop, which gives the pool buffers back).
+#[expect(dead_code, reason = "held only to be dropped at release")]
+pub(crate) enum Held {
+    /// One read's data (a read answered by reference: no vector to allocate).
+    One(ReadData),
+    /// The files of a batch read.
+    Many(Vec<ReadData>),
 }
 
 impl Mapped {
@@ -133,7 +143,7 @@ impl Mapped {
     }
 
     /// Turns a reservation into a handle holding `data` until released.
-    pub(crate) fn hold(&self, data: Vec<ReadData>) -> u64 {
+    pub(crate) fn hold(&self, data: Held) -> u64 {
         let mut handles = self.lock_handles();
         assert!(handles.reserved > 0, "a reservation to hold under");
         handles.reserved -= 1;

@@ -17,6 +17,7 @@ use flashpipe_protocol::{
 
 use crate::connection::{Connection, InFlight};
 use crate::core::inline_reply;
+use crate::mapped::Held;
 
 /// Sends every completion back until the reading side has gone and the engine has
 /// answered everything it took (every sender of `answers` dropped).
@@ -151,12 +152,9 @@ fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response
                 buffer: length_bytes,
             }
         }
-        Reply::Data(data) if entry.holds_handle => WireReply::Data(
-            shared_payloads(connection, vec![Ok(data)])
-                .pop()
-                .expect("one payload per read")
-                .expect("a successful read"),
-        ),
+        Reply::Data(data) if entry.holds_handle => {
+            WireReply::Data(shared_payload(connection, data))
+        }
         Reply::Files(files) if entry.holds_handle => {
             WireReply::Files(shared_payloads(connection, files))
         }
@@ -173,6 +171,25 @@ fn response(connection: &Connection, reply: Reply, entry: &InFlight) -> Response
 
 fn inline(data: &ReadData) -> DataPayload {
     DataPayload::Inline(data.bytes().to_vec())
+}
+
+/// One read's data as a window of the shared read pool held under the handle reserved
+/// at admission (nothing allocated), or inline when it is outside the pool (an empty
+/// read; the reservation is given back).
+fn shared_payload(connection: &Connection, data: ReadData) -> DataPayload {
+    let mapped = mapped(connection);
+    let Some((_, slot)) = data.pool_slot() else {
+        mapped.cancel_reservation();
+        return inline(&data);
+    };
+    let (window_start, length_bytes) = (data.window_start() as u64, data.len() as u64);
+    let handle = mapped.hold(Held::One(data));
+    DataPayload::Shared(SharedWindow {
+        handle,
+        slot,
+        window_start,
+        length_bytes,
+    })
 }
 
 /// Windows of the shared read pool for each file read, all held under one handle (the
@@ -212,7 +229,7 @@ fn shared_payloads(
             Err(error) => Err(error.to_api()),
         });
     }
-    let handle = mapped.hold(held);
+    let handle = mapped.hold(Held::Many(held));
     windows
         .into_iter()
         .map(|window| {

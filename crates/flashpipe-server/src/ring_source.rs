@@ -13,15 +13,18 @@
 //! the reading-thread path. That hand-off is bounded ([`deferred_capacity`]): a client
 //! that lets it fill (it sends while it does not drain its replies) is taken as gone.
 
-use std::cell::Cell;
-use std::sync::Arc;
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Sender, TrySendError};
 use flashpipe_engine::{
     Completion, CompletionSink, EngineError, InboundSource, Reply, ReplyTo, SourceState,
     Submission, Ticket,
 };
-use flashpipe_protocol::{decode_frame, ErrorCode, Frame, RemoteError, HEADER_BYTES};
+use flashpipe_protocol::{
+    decode_frame_keeping, encode_frame, encode_frame_into, ErrorCode, Frame, KeptBuffers,
+    RemoteError, HEADER_BYTES,
+};
 use flashpipe_shm::ring_stream::stream_record_bytes;
 use flashpipe_shm::{FrameRing, PushOutcome, RingWait};
 
@@ -65,16 +68,41 @@ impl Drop for EngineThreadMark {
     }
 }
 
+/// Capacity the engine thread's encoding buffer keeps between frames; a larger frame's
+/// allocation is let go after it is sent.
+const KEPT_ENCODING_BYTES: usize = 64 << 10;
+
+thread_local! {
+    /// The engine thread's encoding buffer, kept between frames.
+    static ENCODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Encodes `frame` into this thread's kept buffer and hands the bytes to `send` (a
+/// buffer of its own when the kept one is in use).
+pub(crate) fn with_encoded(frame: &Frame, send: impl FnOnce(&[u8])) {
+    ENCODED.with(|kept| match kept.try_borrow_mut() {
+        Ok(mut bytes) => {
+            bytes.clear();
+            encode_frame_into(frame, &mut bytes);
+            send(&bytes);
+            if bytes.capacity() > KEPT_ENCODING_BYTES {
+                *bytes = Vec::new();
+            }
+        }
+        Err(_) => send(&encode_frame(frame)),
+    });
+}
+
 /// Pushes an encoded frame without waiting when it fits one record and the reply ring
 /// is free and has room; otherwise hands it to the answering thread. False when the
 /// connection must end (the ring is corrupt or closed, or the hand-off is full).
-pub(crate) fn push_or_defer(connection: &Connection, bytes: Vec<u8>) -> bool {
+pub(crate) fn push_or_defer(connection: &Connection, bytes: &[u8]) -> bool {
     let Some(rings) = connection.rings() else {
         return false;
     };
     if let Ok(mut ring) = rings.replies.try_lock() {
         if bytes.len() <= stream_record_bytes(&ring) {
-            match ring.try_push(&bytes) {
+            match ring.try_push(bytes) {
                 Ok(PushOutcome::Pushed) => {
                     Counters::add(&connection.state.counters.frames_sent, 1);
                     Counters::add(&connection.state.counters.bytes_sent, bytes.len() as u64);
@@ -88,7 +116,7 @@ pub(crate) fn push_or_defer(connection: &Connection, bytes: Vec<u8>) -> bool {
             }
         }
     }
-    match connection.deferred_sender().try_send(bytes) {
+    match connection.deferred_sender().try_send(bytes.to_vec()) {
         Ok(()) => true,
         Err(TrySendError::Full(_)) => {
             tracing::info!(
@@ -101,18 +129,43 @@ pub(crate) fn push_or_defer(connection: &Connection, bytes: Vec<u8>) -> bool {
     }
 }
 
+/// Names of reads the engine gave back that a sink keeps for the decoding of the next
+/// reads (more are let go).
+const KEPT_NAMES: usize = 64;
+
 /// Takes a ring connection's completions on the engine thread.
 pub(crate) struct RingSink {
     connection: Arc<Connection>,
+    /// Names of reads the engine is done with, for the source's decoding.
+    names: Mutex<Vec<String>>,
     /// Held so the answering thread lives until the engine answered everything this
     /// connection handed it (its queue ends when the last sink is dropped).
     _answers_alive: Sender<Completion>,
+}
+
+impl RingSink {
+    /// Moves the names kept here onto `spare_names` (its allocation grows to the
+    /// steady state once).
+    fn give_names_to(&self, spare_names: &mut Vec<String>) {
+        spare_names.append(&mut self.lock_names());
+    }
+
+    fn lock_names(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.names.lock().expect("no panic holding the kept names")
+    }
 }
 
 impl CompletionSink for RingSink {
     fn complete(&self, ticket: Ticket, result: Result<Reply, EngineError>) {
         let _mark = EngineThreadMark::set();
         crate::replies::answer_one(&self.connection, ticket, result);
+    }
+
+    fn take_back_name(&self, name: String) {
+        let mut names = self.lock_names();
+        if names.len() < KEPT_NAMES {
+            names.push(name);
+        }
     }
 }
 
@@ -125,6 +178,18 @@ pub(crate) struct RingSource {
     pending: Vec<u8>,
     /// The last record popped (its allocation reused).
     record: Vec<u8>,
+    /// What decoding keeps: the last release's handles, spare names for reads.
+    kept: KeptBuffers,
+}
+
+/// What the request ring holds next.
+enum Popped {
+    /// A whole frame other than a release.
+    Frame(Frame),
+    /// A release frame, its handles in the kept buffers' `released`.
+    Release,
+    /// No whole frame yet.
+    Nothing,
 }
 
 impl RingSource {
@@ -137,6 +202,7 @@ impl RingSource {
     ) -> RingSource {
         let sink = Arc::new(RingSink {
             connection: Arc::clone(&connection),
+            names: Mutex::new(Vec::with_capacity(KEPT_NAMES)),
             _answers_alive: answers_to,
         });
         RingSource {
@@ -145,20 +211,25 @@ impl RingSource {
             sink,
             pending: Vec::new(),
             record: Vec::new(),
+            kept: KeptBuffers::default(),
         }
     }
 
-    /// The next whole frame popped from the ring, `None` when none is complete yet;
-    /// an error for a corrupt ring or a frame the checks refuse.
-    fn next_frame(&mut self) -> Result<Option<Frame>, RemoteError> {
+    /// The next whole frame popped from the ring (decoded into the kept buffers: a
+    /// release's handles, a read's name into a name the sink took back); an error for a
+    /// corrupt ring or a frame the checks refuse.
+    fn next_frame(&mut self) -> Result<Popped, RemoteError> {
         let max_body_bytes = self.connection.state.limits.max_body_bytes;
         loop {
             if let Some(length) = frame_length(&self.pending, max_body_bytes)? {
                 if self.pending.len() >= length {
-                    let frame = decode_frame(&self.pending[..length])
+                    if self.kept.spare_names.is_empty() {
+                        self.sink.give_names_to(&mut self.kept.spare_names);
+                    }
+                    let frame = decode_frame_keeping(&self.pending[..length], &mut self.kept)
                         .map_err(|error| malformed(error.to_string()))?;
                     self.pending.drain(..length);
-                    return Ok(Some(frame));
+                    return Ok(frame.map_or(Popped::Release, Popped::Frame));
                 }
             }
             let came = self
@@ -166,7 +237,7 @@ impl RingSource {
                 .pop_into(RingWait::NoWait, &mut self.record)
                 .map_err(|error| malformed(error.to_string()))?;
             if !came {
-                return Ok(None);
+                return Ok(Popped::Nothing);
             }
             self.pending.extend_from_slice(&self.record);
         }
@@ -198,8 +269,12 @@ impl InboundSource for RingSource {
         // Frames answered here count too, so one poll stays bounded whatever they are.
         for _ in 0..budget {
             let frame = match self.next_frame() {
-                Ok(Some(frame)) => frame,
-                Ok(None) => {
+                Ok(Popped::Frame(frame)) => frame,
+                Ok(Popped::Release) => {
+                    crate::connection::take_release(&self.connection, &self.kept.released);
+                    continue;
+                }
+                Ok(Popped::Nothing) => {
                     drained = true;
                     break;
                 }

@@ -85,14 +85,14 @@ impl Client {
         Ok(match reply {
             Reply::Done => Reply::Done,
             Reply::Written { buffer } => Reply::Written { buffer },
-            Reply::Data(payload) => Reply::Data(self.view(payload, &mut HashMap::new())?),
+            Reply::Data(payload) => Reply::Data(self.view(payload, None)?),
             Reply::Files(files) => {
                 let mut holds = HashMap::new();
                 Reply::Files(
                     files
                         .into_iter()
                         .map(|file| match file {
-                            Ok(payload) => self.view(payload, &mut holds).map(Ok),
+                            Ok(payload) => self.view(payload, Some(&mut holds)).map(Ok),
                             Err(error) => Ok(Err(error)),
                         })
                         .collect::<Result<_, _>>()?,
@@ -106,10 +106,12 @@ impl Client {
         })
     }
 
+    /// The view of one payload; the windows of a batch share their handle's hold through
+    /// `holds`, a single read's (`None`) has its own.
     fn view(
         &mut self,
         payload: DataPayload,
-        holds: &mut HashMap<u64, Arc<ReadHold>>,
+        holds: Option<&mut HashMap<u64, Arc<ReadHold>>>,
     ) -> Result<ReadView, ClientError> {
         let window = match payload {
             DataPayload::Inline(bytes) => return Ok(ReadView::owned(bytes)),
@@ -127,16 +129,20 @@ impl Client {
                 window.length_bytes, window.window_start, window.slot, window.handle
             ))
         })?;
-        let hold = holds.entry(window.handle).or_insert_with(|| {
+        let new_hold = || {
             Arc::new(ReadHold {
                 mapping: Arc::clone(&shared.read_mapping),
                 handle: window.handle,
                 releases: Arc::clone(&shared.releases),
             })
-        });
+        };
+        let hold = match holds {
+            Some(holds) => Arc::clone(holds.entry(window.handle).or_insert_with(new_hold)),
+            None => new_hold(),
+        };
         Ok(ReadView {
             bytes: ViewBytes::Shared {
-                hold: Arc::clone(hold),
+                hold,
                 offset_bytes,
                 length_bytes: window.length_bytes as usize,
             },

@@ -74,16 +74,12 @@ impl Client {
         });
         let request_id = self.next_request_id;
         self.next_request_id += 1;
-        let mut bytes = self.release_frames();
-        let start = bytes.len();
-        bytes.extend_from_slice(&encode_frame(&Frame::Request {
+        self.release_now()?;
+        let bytes = encode_frame(&Frame::Request {
             request_id,
             request,
-        }));
-        if start > 0 {
-            self.send_bytes(&bytes[..start])?;
-        }
-        send_with_fds(&self.socket, &bytes[start..], &[memory.as_fd()])
+        });
+        send_with_fds(&self.socket, &bytes, &[memory.as_fd()])
             .map_err(ClientError::ConnectionLost)?;
         self.in_flight.insert(request_id);
         match self.wait_for(request_id)? {
