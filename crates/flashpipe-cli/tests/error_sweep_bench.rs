@@ -37,6 +37,10 @@ const CASES: &str = "
     invalid_input demo --dir notes.txt/store
     invalid_input bench mount --size-mib 0
     invalid_input bench mount --folder notes.txt
+    invalid_input bench cluster --preset notes.txt
+    invalid_input bench cluster --preset missing.toml
+    not_found     bench chart --panel missing.tsv --plot out.png
+    invalid_input bench chart --panel notes.txt --plot out.png
 ";
 
 fn bench_cases() -> Vec<Case> {
