@@ -237,14 +237,11 @@ mod tests {
             let decoded = Hello::decode(&with(7, refusal.code())).unwrap();
             assert_eq!(decoded.refusal, Some(refusal));
         }
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = flashpipe_base::random::SplitMix64::new(1);
         for _ in 0..10_000 {
             let mut bytes = [0u8; HELLO_BYTES];
             for byte in &mut bytes {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1);
-                *byte = (state >> 56) as u8;
+                *byte = random.next_u64() as u8;
             }
             let _ = Hello::decode(&bytes);
         }
