@@ -20,6 +20,7 @@
 
 mod anchors;
 mod efficiency;
+mod floor;
 mod large_file;
 pub(crate) mod page_cache;
 mod reference;

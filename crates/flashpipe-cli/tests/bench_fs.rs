@@ -121,6 +121,16 @@ fn check_anchors(efficiency: &Value) {
             }
         }
     }
+    let floors = efficiency["floors"].as_array().expect("copy floors");
+    let floor_sizes: Vec<u64> = floors
+        .iter()
+        .map(|floor| floor["file_size_bytes"].as_u64().expect("a floor's size"))
+        .collect();
+    assert_eq!(floor_sizes, QUICK_FILE_SIZES_BYTES, "one floor a file size");
+    assert!(
+        floors.iter().all(|floor| floor["floor_us"].is_f64()),
+        "{floors:?}"
+    );
     let per_file = efficiency["per_file"].as_array().expect("per-file rows");
     assert_eq!(per_file.len(), QUICK_FILE_SIZES_BYTES.len());
     for row in per_file {
@@ -147,11 +157,11 @@ fn check_anchors(efficiency: &Value) {
     }
 }
 
-/// The issue #13 targets: 4 large-file, 8 per-file, 4 efficiency, 4 small-file; each
-/// with its bound and figures, judged exactly when measured.
+/// The targets: 4 large-file, 8 per-file, 4 efficiency, 2 over the copy floor, 4
+/// small-file; each with its bound and figures, judged exactly when measured.
 fn check_targets(targets: &Value) {
     let targets = targets.as_array().expect("targets");
-    assert_eq!(targets.len(), 20, "{targets:?}");
+    assert_eq!(targets.len(), 22, "{targets:?}");
     for target in targets {
         let bound = target["bound"].as_str().expect("bound");
         assert!(["at_least", "at_most"].contains(&bound), "{target}");

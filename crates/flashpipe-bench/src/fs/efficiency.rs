@@ -161,6 +161,8 @@ pub struct EfficiencyResult {
     pub anchors: AnchorResult,
     /// Per file size, flashpipe beside the anchors.
     pub per_file: Vec<PerFileComparison>,
+    /// Per file size, one memcpy plus one CRC32C pass of its bytes on one core.
+    pub floors: Vec<super::floor::CopyFloor>,
     /// The thesis's tables and statements.
     pub thesis: super::report::ThesisEfficiency,
 }
@@ -199,6 +201,7 @@ pub fn run(settings: &Settings, folder: &Path) -> Result<EfficiencyResult, Bench
         anchor_fs_block_size_bytes: ANCHOR_FS_BLOCK_SIZE_BYTES,
         anchors,
         per_file,
+        floors: super::floor::measure(sizes),
         thesis: super::report::ThesisEfficiency::new(),
     })
 }

@@ -15,7 +15,9 @@ use super::Settings;
 use crate::verdict::Verdict;
 
 mod targets;
-use targets::{efficiency_targets, large_file_targets, per_file_targets, small_file_targets};
+use targets::{
+    efficiency_targets, floor_targets, large_file_targets, per_file_targets, small_file_targets,
+};
 
 mod tables;
 use tables::{format_ratio, print_efficiency, print_large_file, print_small_files};
@@ -26,6 +28,9 @@ const LARGE_EFFICIENCY_MIN_FILE_BYTES: u64 = 10 << 20;
 const LARGE_EFFICIENCY_REQUIRED_RATIO: f64 = 0.95;
 /// The file size of the lower efficiency target.
 const MEDIUM_EFFICIENCY_FILE_BYTES: u64 = 1 << 20;
+/// The most a RAM disk's file system time may be over one memcpy plus one CRC32C pass of
+/// the same bytes, files of [`MEDIUM_EFFICIENCY_FILE_BYTES`] and more.
+const FLOOR_REQUIRED_RATIO: f64 = 1.25;
 /// The efficiency required at [`MEDIUM_EFFICIENCY_FILE_BYTES`].
 const MEDIUM_EFFICIENCY_REQUIRED_RATIO: f64 = 0.80;
 /// File sizes whose time per file must be at most tmpfs's (issue #13).
@@ -320,6 +325,7 @@ impl Report {
         let mut targets = large_file_targets(large_file.as_ref(), &fio_missing);
         targets.extend(per_file_targets(efficiency.as_ref()));
         targets.extend(efficiency_targets(efficiency.as_ref()));
+        targets.extend(floor_targets(efficiency.as_ref()));
         targets.extend(small_file_targets(
             small_files.as_ref(),
             &machine.folder_file_system,
@@ -448,8 +454,9 @@ mod tests {
         let mut targets = large_file_targets(None, "fio not run");
         targets.extend(per_file_targets(None));
         targets.extend(efficiency_targets(None));
+        targets.extend(floor_targets(None));
         targets.extend(small_file_targets(None, "ext4"));
-        assert_eq!(targets.len(), 20);
+        assert_eq!(targets.len(), 22);
         assert!(targets
             .iter()
             .all(|target| target.met.is_none() && target.figures.contains("not run")));

@@ -2,11 +2,11 @@
 //! figures it was judged on (or why it was not).
 
 use super::{
-    Measurement, Target, LARGE_EFFICIENCY_MIN_FILE_BYTES, LARGE_EFFICIENCY_REQUIRED_RATIO,
-    MEDIUM_EFFICIENCY_FILE_BYTES, MEDIUM_EFFICIENCY_REQUIRED_RATIO, PER_FILE_GOAL_TIME_RATIO,
-    PER_FILE_REQUIRED_TIME_RATIO, PER_FILE_TARGET_SIZES_BYTES, RANDOM_QD1_LATENCY_REQUIRED_RATIO,
-    RANDOM_QD32_REQUIRED_RATIO, SEQUENTIAL_READ_REQUIRED_RATIO, SEQUENTIAL_WRITE_REQUIRED_RATIO,
-    SMALL_FILES_REQUIRED_RATIO,
+    Measurement, Target, FLOOR_REQUIRED_RATIO, LARGE_EFFICIENCY_MIN_FILE_BYTES,
+    LARGE_EFFICIENCY_REQUIRED_RATIO, MEDIUM_EFFICIENCY_FILE_BYTES,
+    MEDIUM_EFFICIENCY_REQUIRED_RATIO, PER_FILE_GOAL_TIME_RATIO, PER_FILE_REQUIRED_TIME_RATIO,
+    PER_FILE_TARGET_SIZES_BYTES, RANDOM_QD1_LATENCY_REQUIRED_RATIO, RANDOM_QD32_REQUIRED_RATIO,
+    SEQUENTIAL_READ_REQUIRED_RATIO, SEQUENTIAL_WRITE_REQUIRED_RATIO, SMALL_FILES_REQUIRED_RATIO,
 };
 use crate::fs::efficiency::{EfficiencyPoint, EfficiencyResult, PerFileComparison};
 use crate::fs::large_file::{LargeFileResult, LargeFileRow};
@@ -200,6 +200,60 @@ pub(super) fn efficiency_targets(efficiency: Option<&EfficiencyResult>) -> Vec<T
         }
     }
     targets
+}
+
+/// The file system's time over the floor (one memcpy plus one CRC32C pass of the same bytes on
+/// one core), files of 1 MiB and more on one RAM disk, write and read: the highest over the
+/// block sizes (at most [`FLOOR_REQUIRED_RATIO`]).
+pub(super) fn floor_targets(efficiency: Option<&EfficiencyResult>) -> Vec<Target> {
+    [true, false]
+        .into_iter()
+        .map(|write| {
+            Target::evaluate(
+                format!(
+                    "time over the floor (memcpy + CRC32C), one RAM disk, files >= 1 MiB, {}",
+                    if write { "write" } else { "read" }
+                ),
+                Bound::AtMost,
+                FLOOR_REQUIRED_RATIO,
+                None,
+                highest_over_floor(efficiency, write),
+            )
+        })
+        .collect()
+}
+
+fn highest_over_floor(efficiency: Option<&EfficiencyResult>, write: bool) -> Measurement {
+    let efficiency = efficiency.ok_or(format!("efficiency {PART_NOT_RUN}"))?;
+    let total_us = |point: &EfficiencyPoint| match write {
+        true => point.write_total_us,
+        false => point.read_total_us,
+    };
+    let over_floor = |point: &EfficiencyPoint| {
+        efficiency
+            .floors
+            .iter()
+            .find(|floor| floor.file_size_bytes == point.file_size_bytes && floor.floor_us > 0.0)
+            .map(|floor| (total_us(point) / floor.floor_us, floor.floor_us))
+    };
+    let (point, (ratio, floor_us)) = efficiency
+        .points
+        .iter()
+        .filter(|point| {
+            point.disk_count == 1 && point.file_size_bytes >= MEDIUM_EFFICIENCY_FILE_BYTES
+        })
+        .filter_map(|point| over_floor(point).map(|over| (point, over)))
+        .max_by(|left, right| left.1 .0.total_cmp(&right.1 .0))
+        .ok_or("no file of 1 MiB or more measured".to_string())?;
+    Ok((
+        ratio,
+        format!(
+            "highest: {} blocks, {} files: file system {:.1} us / floor {floor_us:.1} us",
+            HumanBytes(u64::from(point.fs_block_size_bytes)),
+            HumanBytes(point.file_size_bytes),
+            total_us(point)
+        ),
+    ))
 }
 
 fn lowest_efficiency(
