@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{check_fails, succeed_bytes};
+use common::{check_fails, check_fails_unchanged, succeed_bytes};
 use flashpipe_testkit::scratch::ScratchFolder;
 use serde_json::Value;
 
@@ -78,12 +78,10 @@ fn mkfs_refuses_what_the_layout_cannot_hold_and_makes_nothing() {
         (&["--devices", "ram:64MiB"], "is not flash"),
     ];
     for (devices, expected) in cases {
-        let before = folder.listing();
         let mut arguments = vec!["mkfs"];
         arguments.extend_from_slice(devices);
         arguments.extend_from_slice(&["--layout", "flash-aware", &store]);
-        check_fails(&arguments, expected);
-        assert_eq!(folder.listing(), before, "mkfs {arguments:?} made files");
+        check_fails_unchanged(&folder, &arguments, expected);
     }
     check_fails(
         &[

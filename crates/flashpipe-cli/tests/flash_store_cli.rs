@@ -7,21 +7,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{check_fails, succeed_bytes};
+use common::{check_fails_unchanged, succeed_bytes};
 use flashpipe_testkit::presets::write_tiny_spare_preset;
 use flashpipe_testkit::scratch::ScratchFolder;
 use serde_json::Value;
-
-/// A refused command that also leaves every file of `folder` as it was.
-fn check_fails_unchanged(folder: &ScratchFolder, arguments: &[&str], expected_fragment: &str) {
-    let before = folder.listing();
-    check_fails(arguments, expected_fragment);
-    assert_eq!(
-        folder.listing(),
-        before,
-        "flashpipe {arguments:?} changed files"
-    );
-}
 
 fn sample(length: usize) -> Vec<u8> {
     (0..length)

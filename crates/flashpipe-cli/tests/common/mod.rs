@@ -124,6 +124,21 @@ pub fn check_fails(arguments: &[&str], expected_fragment: &str) {
     check_fails_in_env(arguments, &[], expected_fragment);
 }
 
+/// [`check_fails`], and every file of `folder` is left as it was.
+pub fn check_fails_unchanged(
+    folder: &flashpipe_testkit::scratch::ScratchFolder,
+    arguments: &[&str],
+    expected_fragment: &str,
+) {
+    let before = folder.listing();
+    check_fails(arguments, expected_fragment);
+    assert_eq!(
+        folder.listing(),
+        before,
+        "flashpipe {arguments:?} changed files"
+    );
+}
+
 /// Runs a command expected to fail and checks that its message names every one of
 /// `expected_fragments` and that it did not panic.
 pub fn check_fails_naming(arguments: &[&str], expected_fragments: &[&str]) {
