@@ -160,18 +160,32 @@ fn source_messages_before_the_queue_s(inputs: &mut crate::inputs::Inputs) -> usi
     }
 }
 
-#[test]
-fn the_queue_is_looked_at_in_one_round_of_queue_look_every_beside_a_busy_source() {
+/// Stepped inputs with one endless source handing over `per_poll` messages a poll; the
+/// command queue's sender and where answers go.
+fn inputs_beside_one_source(
+    per_poll: usize,
+) -> (
+    Sender<Message>,
+    crate::inputs::Inputs,
+    Sender<Completion>,
+    Receiver<Completion>,
+) {
     let (queue, inbox) = bounded(4);
     let mut inputs = crate::inputs::Inputs::stepped(inbox);
-    let (answers, _answered) = bounded(1024);
+    let (answers, answered) = bounded(1024);
     inputs.add_source(Box::new(Counting {
         id: 1,
         left: u64::MAX,
-        per_poll: 1,
+        per_poll,
         answers: answers.clone(),
         dropped: Arc::new(AtomicBool::new(false)),
     }));
+    (queue, inputs, answers, answered)
+}
+
+#[test]
+fn the_queue_is_looked_at_in_one_round_of_queue_look_every_beside_a_busy_source() {
+    let (queue, mut inputs, answers, _answered) = inputs_beside_one_source(1);
     let queued = || {
         Message::Command(Submission {
             ticket: u64::MAX,
@@ -192,16 +206,7 @@ fn the_queue_is_looked_at_in_one_round_of_queue_look_every_beside_a_busy_source(
 
 #[test]
 fn the_queue_is_looked_at_every_round_when_the_sources_are_idle() {
-    let (queue, inbox) = bounded(4);
-    let mut inputs = crate::inputs::Inputs::stepped(inbox);
-    let (answers, _answered) = bounded(1024);
-    inputs.add_source(Box::new(Counting {
-        id: 1,
-        left: u64::MAX,
-        per_poll: 0,
-        answers: answers.clone(),
-        dropped: Arc::new(AtomicBool::new(false)),
-    }));
+    let (queue, mut inputs, answers, _answered) = inputs_beside_one_source(0);
     for _ in 0..3 {
         queue
             .send(Message::Command(Submission {
