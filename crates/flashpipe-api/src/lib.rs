@@ -4,7 +4,8 @@
 //!   [`FsStats`], [`CopyMethod`], [`CopyReport`], [`CheckSummary`]) and
 //!   [`store_identity_text`].
 //! - [`error`]: [`ErrorCode`] (each with its number on the serve protocol's wire) and
-//!   [`ApiError`], a command's failure as any transport reports it.
+//!   [`ApiError`], a command's failure as any transport reports it; [`error_class`]:
+//!   [`ErrorClass`], what kind of failure each code is (the CLI and Python follow it).
 //! - [`command`], [`kind`]: the command set once: [`Command`] and [`Reply`], generic over
 //!   each transport's [`Payloads`], and [`CommandKind`] (every command with its wire
 //!   number, name, and what it changes).
@@ -20,6 +21,7 @@
 
 pub mod command;
 pub mod error;
+pub mod error_class;
 pub mod kind;
 pub mod streams;
 pub mod transport;
@@ -28,6 +30,7 @@ pub mod vec_payloads;
 
 pub use command::{Command, FileResult, Payloads, Reply, ReplyMap};
 pub use error::{ApiError, ErrorCode, ALL_KNOWN_CODES};
+pub use error_class::ErrorClass;
 pub use kind::CommandKind;
 pub use streams::{
     read_stream, read_stream_retrying, write_stream, NeverRetry, ReadRetry, ReadWindow,

@@ -38,6 +38,8 @@ pub enum ErrorKind {
     Network,
     /// The store was closed (`flashpipe.Closed`).
     Closed,
+    /// A kernel refused its run or failed on its input (`flashpipe.KernelFailed`).
+    Kernel,
     /// Anything else: a bug or an unforeseen condition (`flashpipe.Internal`).
     Internal,
 }
@@ -56,43 +58,27 @@ impl ErrorKind {
             ErrorKind::Io => "IoError",
             ErrorKind::Network => "ConnectionLost",
             ErrorKind::Closed => "Closed",
+            ErrorKind::Kernel => "KernelFailed",
             ErrorKind::Internal => "Internal",
         }
     }
 
-    /// The kind of a refusal with the command set's error `code` (the CLI's table).
+    /// The kind of a refusal with the command set's error `code`, by the one table
+    /// ([`ErrorCode::class`]) the CLI's exit statuses follow too.
     pub fn of_code(code: ErrorCode) -> ErrorKind {
-        use ErrorCode as C;
-        match code {
-            C::NotFound => ErrorKind::NotFound,
-            C::Exists => ErrorKind::Exists,
-            C::BadName
-            | C::NotByReference
-            | C::ReadTooLarge
-            | C::TooManyFiles
-            | C::ReadFilesTooLarge
-            | C::WriteTooLarge
-            | C::ReadPastEnd
-            | C::HostPathOption => ErrorKind::Invalid,
-            C::NoSpace | C::FileTooLarge => ErrorKind::NoSpace,
-            C::ReadOnly | C::AccessDenied | C::TooManyClientsForUser => ErrorKind::Permission,
-            C::Unusable | C::Device | C::CheckFailed | C::StoreDeviceChanged => ErrorKind::Io,
-            C::DataChecksumMismatch => ErrorKind::Corrupt,
-            C::ReadBuffersExhausted
-            | C::EngineBusy
-            | C::TooManyClients
-            | C::TooManyInFlight
-            | C::ClientBytesInFlight
-            | C::ServerBytesInFlight
-            | C::TooManyReadHandles
-            | C::ServerReadHandles
-            | C::NoWriteSlots
-            | C::TooManyKernelRuns
-            | C::BatchBuffersFull => ErrorKind::Busy,
-            C::EngineStopped | C::ShuttingDown | C::HandshakeTimeout | C::UnsupportedVersion => {
-                ErrorKind::Network
-            }
-            _ => ErrorKind::Internal,
+        use flashpipe_api::ErrorClass as K;
+        match code.class() {
+            K::NotFound => ErrorKind::NotFound,
+            K::Exists => ErrorKind::Exists,
+            K::Invalid => ErrorKind::Invalid,
+            K::NoSpace => ErrorKind::NoSpace,
+            K::Permission => ErrorKind::Permission,
+            K::Io => ErrorKind::Io,
+            K::Corrupt => ErrorKind::Corrupt,
+            K::Busy => ErrorKind::Busy,
+            K::Network => ErrorKind::Network,
+            K::Kernel => ErrorKind::Kernel,
+            K::Internal => ErrorKind::Internal,
         }
     }
 

@@ -43,7 +43,7 @@ def test_refusals(store_file, server):
         store.put("f", b"data")
         with pytest.raises(flashpipe.Invalid, match="matches no file"):
             store.run("sha256", "nothing:*")
-        with pytest.raises(flashpipe.Error):
+        with pytest.raises(flashpipe.KernelFailed, match="no-such-kernel"):
             list(store.run("no-such-kernel", ["f"]))
         with pytest.raises(TypeError):
             store.run(42, ["f"])

@@ -411,47 +411,22 @@ fn connect(error: &ConnectError) -> ErrorKind {
     }
 }
 
-/// A server's error code (docs/protocol.md, "Error codes").
+/// A server's error code (docs/protocol.md, "Error codes"), by the one table
+/// ([`ErrorCode::class`]) Python's exceptions follow too.
 fn code(code: ErrorCode) -> ErrorKind {
-    use ErrorCode as C;
-    match code {
-        C::NotFound => NotFound,
-        C::Exists => Exists,
-        C::BadName
-        | C::NotByReference
-        | C::ReadTooLarge
-        | C::TooManyFiles
-        | C::ReadFilesTooLarge
-        | C::WriteTooLarge
-        | C::HostPathOption
-        | C::BadAttributes => InvalidInput,
-        C::NoSpace | C::FileTooLarge => NoSpace,
-        C::ReadOnly | C::AccessDenied | C::TooManyClientsForUser => Permission,
-        C::Unusable | C::Device | C::CheckFailed | C::StoreDeviceChanged => Io,
-        C::DataChecksumMismatch => Corrupt,
-        C::ReadBuffersExhausted
-        | C::EngineBusy
-        | C::TooManyClients
-        | C::TooManyInFlight
-        | C::ClientBytesInFlight
-        | C::ServerBytesInFlight
-        | C::TooManyReadHandles
-        | C::ServerReadHandles
-        | C::NoWriteSlots
-        | C::TooManyKernelRuns
-        | C::BatchBuffersFull => StoreInUse,
-        C::EngineStopped | C::ShuttingDown | C::HandshakeTimeout | C::UnsupportedVersion => Network,
-        C::BadKernelRun | C::KernelFailed => Kernel,
-        C::ReadPastEnd
-        | C::StaleHandle
-        | C::BadBuffer
-        | C::Internal
-        | C::NotGranted
-        | C::MalformedFrame
-        | C::NotMapped
-        | C::HandshakeRequired
-        | C::Cancelled
-        | C::Unknown(_) => Internal,
+    use flashpipe_api::ErrorClass as K;
+    match code.class() {
+        K::NotFound => NotFound,
+        K::Exists => Exists,
+        K::Invalid => InvalidInput,
+        K::NoSpace => NoSpace,
+        K::Permission => Permission,
+        K::Io => Io,
+        K::Corrupt => Corrupt,
+        K::Busy => StoreInUse,
+        K::Network => Network,
+        K::Kernel => Kernel,
+        K::Internal => Internal,
     }
 }
 

@@ -15,6 +15,7 @@ from ._errors import (
     Exists as Exists,
     Internal as Internal,
     Invalid as Invalid,
+    KernelFailed as KernelFailed,
     IoError as IoError,
     NoSpace as NoSpace,
     NotFound as NotFound,

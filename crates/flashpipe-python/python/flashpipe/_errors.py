@@ -58,6 +58,10 @@ class Closed(Error, ValueError):
     """An operation on a store or file object after ``close()``."""
 
 
+class KernelFailed(Error):
+    """A kernel refused its run or failed on its input (the CLI's ``kernel``)."""
+
+
 class Internal(Error):
     """An unforeseen condition: please report it (the CLI's ``internal``)."""
 
@@ -74,5 +78,6 @@ __all__ = [
     "IoError",
     "ConnectionLost",
     "Closed",
+    "KernelFailed",
     "Internal",
 ]
