@@ -26,6 +26,7 @@
 //!
 //! [`HostSession`]: flashpipe_cluster_host::session::HostSession
 
+mod cpu_busy;
 mod load;
 mod nbd_hop;
 mod nodes;
@@ -183,6 +184,7 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
         if !arguments.parts.contains(&part) {
             continue;
         }
+        let before = cpu_busy::CpuTimes::now();
         let mut part_rows = match part {
             ClusterPart::Fig7 => measure.fig7()?,
             ClusterPart::Fig6a => measure.fig6a()?,
@@ -190,11 +192,13 @@ pub fn run(arguments: BenchClusterArgs) -> BenchResult {
             ClusterPart::Fig6c => measure.fig6c()?,
             ClusterPart::Nbd => measure.nbd()?,
         };
+        let busy = before.zip(cpu_busy::CpuTimes::now());
+        let busy = busy.and_then(|(before, after)| before.busy_fraction_until(&after));
         for row in &mut part_rows {
             if arguments.beside_the_paper() {
                 row.attach_model(&model);
             }
-            row.cpu_note(cpus);
+            row.cpu_note(cpus, busy);
         }
         rows.extend(part_rows);
     }

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::json;
 
+use super::cpu_busy::CPU_BOUND_BUSY_FRACTION;
 use super::{BenchClusterArgs, ClusterPart, NODES, REFLEX_REMOTE_US};
 use flashpipe_bench_harness::column_table::{fixed, fixed_or, ColumnTable};
 
@@ -84,17 +85,25 @@ impl ClusterRow {
         }
     }
 
-    /// Notes that the figure is bound by the CPUs when there are fewer than the busy-polling
-    /// nodes and the hosts.
-    pub fn cpu_note(&mut self, cpus: usize) {
+    /// Notes that the figure is bound by the CPUs: when the machine's CPUs were busier
+    /// than [`CPU_BOUND_BUSY_FRACTION`] over the row's part (`busy`), or, where that
+    /// could not be read, when there are fewer CPUs than busy-polling nodes and hosts.
+    pub fn cpu_note(&mut self, cpus: usize, busy: Option<f64>) {
         let wanted = NODES as usize + self.hosts as usize;
-        if cpus < wanted {
-            self.note = Some(format!(
-                "CPU-bound: {cpus} CPUs for {NODES} node processes and {} host thread{}",
-                self.hosts,
-                if self.hosts == 1 { "" } else { "s" }
-            ));
-        }
+        let hosts = format!(
+            "{NODES} node processes and {} host thread{}",
+            self.hosts,
+            if self.hosts == 1 { "" } else { "s" }
+        );
+        self.note = match busy {
+            Some(busy) if busy >= CPU_BOUND_BUSY_FRACTION => Some(format!(
+                "CPU-bound: {cpus} CPUs {:.0}% busy for {hosts}",
+                busy * 100.0
+            )),
+            Some(_) => None,
+            None if cpus < wanted => Some(format!("CPU-bound: {cpus} CPUs for {hosts}")),
+            None => None,
+        };
     }
 }
 
