@@ -15,6 +15,10 @@
 //! each device completion by its tag ([`is_write_tag`]). A device failure fails only the
 //! write whose request failed: nothing of it is installed and its newly allocated blocks
 //! are released.
+//!
+//! Checksums: the submitting thread computes the CRC32C of a zero-copy write's whole blocks
+//! ([`checksums_for`], carried in `Submission::write_checksums`), so the engine thread only
+//! plans and copies; the file system checks that they describe the buffer before using them.
 
 use std::collections::VecDeque;
 
