@@ -2,7 +2,9 @@
 //! them (Create, the bytes in Write commands of at most 1 MiB with 32 outstanding, Flush),
 //! on one RAM disk, over and over: the driver to profile the write path under `perf`
 //! without the rest of the benchmark (docs/design/27-write-floor.md). Each file is deleted
-//! after its round so the disk never fills. Prints the fastest and the median time per file.
+//! after its round so the disk never fills. Prints the fastest and the median time per file,
+//! and the median of each phase (the Create's round trip, the writes until the last is
+//! answered, the Flush's round trip with its commit).
 //!
 //! `cargo run --release -p flashpipe-engine --example engine_writes [FILE_BYTES [BLOCK_BYTES [FILES]]]`
 //! (defaults: 1048576 4096 2000)
@@ -48,7 +50,7 @@ fn main() {
     let engine = Engine::start(filesystem, EngineConfig::default());
     let mut client = engine.client(64);
     let mut buffers = file_buffers(file_bytes);
-    let mut times = Vec::with_capacity(files as usize);
+    let mut times: Vec<Phases> = Vec::with_capacity(files as usize);
     for round in 0..files {
         let name = format!("file-{round}");
         times.push(write_file(&mut client, &name, &mut buffers));
@@ -58,13 +60,38 @@ fn main() {
     }
     drop(client);
     engine.shutdown().expect("engine shutdown");
-    times.sort();
+    let mut totals: Vec<Duration> = times.iter().map(Phases::total).collect();
+    totals.sort();
     let micros = |duration: Duration| duration.as_secs_f64() * 1e6;
     println!(
         "{files} files of {file_bytes} bytes on {block_bytes}-byte blocks: fastest {:.1} us, median {:.1} us",
-        micros(times[0]),
-        micros(times[times.len() / 2])
+        micros(totals[0]),
+        micros(totals[totals.len() / 2])
     );
+    let median = |phase: fn(&Phases) -> Duration| {
+        let mut values: Vec<Duration> = times.iter().map(phase).collect();
+        values.sort();
+        micros(values[values.len() / 2])
+    };
+    println!(
+        "medians: create {:.1} us, writes {:.1} us, flush {:.1} us",
+        median(|phases| phases.create),
+        median(|phases| phases.writes),
+        median(|phases| phases.flush)
+    );
+}
+
+/// The phases of one file's write.
+struct Phases {
+    create: Duration,
+    writes: Duration,
+    flush: Duration,
+}
+
+impl Phases {
+    fn total(&self) -> Duration {
+        self.create + self.writes + self.flush
+    }
 }
 
 /// The file's bytes in buffers of at most 1 MiB, filled (so their pages are mapped);
@@ -83,13 +110,14 @@ fn file_buffers(file_bytes: usize) -> Vec<IoBuf> {
 /// Create + writes + flush of one file, timed from the first submit; the buffers come
 /// back in `buffers` (in completion order: every file is written with the same bytes
 /// per buffer length, which is all the profile needs).
-fn write_file(client: &mut EngineClient, name: &str, buffers: &mut Vec<IoBuf>) -> Duration {
+fn write_file(client: &mut EngineClient, name: &str, buffers: &mut Vec<IoBuf>) -> Phases {
     let started = Instant::now();
     client
         .call(Command::Create {
             name: name.to_string(),
         })
         .expect("create");
+    let created = Instant::now();
     let mut offset_bytes = 0;
     let mut returned = Vec::with_capacity(buffers.len());
     for data in buffers.drain(..) {
@@ -109,10 +137,15 @@ fn write_file(client: &mut EngineClient, name: &str, buffers: &mut Vec<IoBuf>) -
     while client.outstanding() > 0 {
         returned.push(expect_written(client));
     }
+    let written = Instant::now();
     client.call(Command::Flush).expect("flush");
-    let elapsed = started.elapsed();
+    let flushed = Instant::now();
     *buffers = returned;
-    elapsed
+    Phases {
+        create: created - started,
+        writes: written - created,
+        flush: flushed - written,
+    }
 }
 
 fn expect_written(client: &mut EngineClient) -> IoBuf {
