@@ -19,6 +19,7 @@
 //! NOT MET with its figures ([`report`]); nothing is assumed.
 
 mod anchors;
+mod devices;
 mod efficiency;
 mod floor;
 mod large_file;
@@ -40,6 +41,7 @@ pub(crate) use small_files::{engine_phases as small_file_engine_phases, SMALL_FI
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use devices::EfficiencyDevice;
 use flashpipe_engine::{EngineError, StreamError};
 use flashpipe_fs::{FlushError, FormatError, NamespaceError};
 use flashpipe_store::units::parse_size_bytes;
@@ -111,6 +113,12 @@ pub struct BenchFsArgs {
     /// Run only these parts (comma-separated) [default: all].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub parts: Vec<Part>,
+    /// Devices the efficiency part also measures besides the RAM disks, files of 100 KiB
+    /// and more, one commit per file and commits batched (comma-separated: file,
+    /// paced-flash, or none) [default: file,paced-flash]. The file device is a device file
+    /// in the benchmark's folder (--dir).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub efficiency_devices: Vec<EfficiencyDevice>,
 }
 
 /// What can stop the benchmark.
@@ -189,6 +197,8 @@ pub struct Settings {
     pub drop_page_cache: bool,
     /// The parts to run.
     pub parts: Vec<Part>,
+    /// Devices the efficiency part measures besides the RAM disks.
+    pub efficiency_devices: Vec<EfficiencyDevice>,
 }
 
 impl Settings {
@@ -228,12 +238,27 @@ impl Settings {
             use_fio: !arguments.no_fio,
             drop_page_cache: !quick,
             parts,
+            efficiency_devices: efficiency_devices(&arguments.efficiency_devices)?,
         })
     }
 
     fn runs(&self, part: Part) -> bool {
         self.parts.contains(&part)
     }
+}
+
+/// The devices `--efficiency-devices` names: both by default; `none` only alone.
+fn efficiency_devices(named: &[EfficiencyDevice]) -> Result<Vec<EfficiencyDevice>, BenchFsError> {
+    if named.is_empty() {
+        return Ok(vec![EfficiencyDevice::File, EfficiencyDevice::PacedFlash]);
+    }
+    if named.len() > 1 && named.contains(&EfficiencyDevice::None) {
+        return Err(BenchFsError::BadArgument(crate::error::invalid_input(
+            "--efficiency-devices none cannot be given with a device: name the devices, or none alone"
+                .to_string(),
+        )));
+    }
+    Ok(named.to_vec())
 }
 
 fn check_fs_block_size(block_size_bytes: u64) -> Result<u32, BenchFsError> {

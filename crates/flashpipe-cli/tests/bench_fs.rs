@@ -70,6 +70,7 @@ fn a_quick_json_run_reports_every_part_ratio_and_target() {
         "disks x block sizes x quick file sizes"
     );
     check_anchors(&report["efficiency"]);
+    check_devices(&report["efficiency"]);
     let phases = array_at(&report["small_files"]["phases"], "small-file phases");
     assert_eq!(phases.len(), 4);
     assert_positive_in_each(phases, "/flashpipe_files_per_s");
@@ -157,11 +158,33 @@ fn check_anchors(efficiency: &Value) {
     }
 }
 
-/// The targets: 4 large-file, 8 per-file, 4 efficiency, 2 over the copy floor, 4
-/// small-file; each with its bound and figures, judged exactly when measured.
+/// The efficiency on the file device and on paced flash: each measured at the quick sizes
+/// from 100 KiB, or n/a with the reason; one commit per file and batched side by side.
+fn check_devices(efficiency: &Value) {
+    let devices = array_at(&efficiency["devices"], "device rows");
+    assert_eq!(strings_at(devices, "device"), ["file", "paced_flash"]);
+    for device in devices {
+        if let Some(reason) = device["unavailable_reason"].as_str() {
+            eprintln!("{} n/a: {reason}", device["device"]);
+            continue;
+        }
+        let points = array_at(&device["points"], "device points");
+        let sizes: Vec<u64> = points
+            .iter()
+            .map(|point| point["file_size_bytes"].as_u64().expect("size"))
+            .collect();
+        assert_eq!(sizes, QUICK_FILE_SIZES_BYTES[2..], "{device}");
+        assert_positive_in_each(points, "/write_commit_per_file_total_us");
+        assert_positive_in_each(points, "/write_batched_total_us");
+        assert_positive_in_each(points, "/read_raw_us");
+    }
+}
+
+/// The targets: 4 large-file, 8 per-file, 4 efficiency, 2 over the copy floor, 4 on
+/// devices, 4 small-file; each with its bound and figures, judged exactly when measured.
 fn check_targets(targets: &Value) {
     let targets = targets.as_array().expect("targets");
-    assert_eq!(targets.len(), 22, "{targets:?}");
+    assert_eq!(targets.len(), 26, "{targets:?}");
     for target in targets {
         let bound = target["bound"].as_str().expect("bound");
         assert!(["at_least", "at_most"].contains(&bound), "{target}");
@@ -184,6 +207,8 @@ fn check_targets(targets: &Value) {
         "per file vs tmpfs: 1 MiB read",
         "efficiency (raw / total), files >= 10 MiB, write",
         "efficiency (raw / total), files of 1 MiB, read",
+        "efficiency on the file device (O_DIRECT), files >= 100 KiB, write, commits batched",
+        "efficiency on paced flash (minflash, FTL), files >= 100 KiB, read",
     ] {
         assert!(names.contains(&expected), "{expected} missing: {names:?}");
     }
@@ -219,6 +244,11 @@ fn bad_arguments_are_refused_clearly() {
     check(&["bench", "fs", "--runtime-seconds", "0"], "outside");
     check(&["bench", "fs", "--small-files", "0"], "0");
     check(&["bench", "fs", "--parts", "everything"], "everything");
+    check(
+        &["bench", "fs", "--efficiency-devices", "file,none"],
+        "none alone",
+    );
+    check(&["bench", "fs", "--efficiency-devices", "tape"], "tape");
 }
 
 fn flashpipe_in(

@@ -19,6 +19,7 @@ use crate::engine::{EngineConfig, Envelope, Message};
 use crate::handoff::{self, WaitCounts};
 use crate::inbound::ReplyTo;
 use crate::inputs::Bell;
+use crate::writes::checksums_for;
 
 /// A ticket names one submitted command; its completion carries it back.
 pub type Ticket = flashpipe_api::Ticket;
@@ -34,6 +35,7 @@ pub struct EngineClient {
     outstanding: usize,
     outstanding_limit: usize,
     config: EngineConfig,
+    block_bytes: u64,
     reply_waits: WaitCounts,
 }
 
@@ -46,6 +48,7 @@ impl EngineClient {
         bell: Bell,
         outstanding_limit: usize,
         config: EngineConfig,
+        block_bytes: u64,
     ) -> EngineClient {
         let outstanding_limit = outstanding_limit.max(1);
         let (replies_sender, replies) = bounded(outstanding_limit);
@@ -59,6 +62,7 @@ impl EngineClient {
             outstanding: 0,
             outstanding_limit,
             config,
+            block_bytes,
             reply_waits: WaitCounts::default(),
         }
     }
@@ -134,11 +138,13 @@ impl EngineClient {
                 limit: self.outstanding_limit,
             });
         }
+        let write_checksums = checksums_for(&command, self.config.write_path, self.block_bytes);
         Ok(Envelope {
             ticket: self.next_ticket,
             command,
             reply_to: ReplyTo::Queue(self.replies_sender.clone()),
             destination: None,
+            write_checksums,
         })
     }
 

@@ -161,6 +161,7 @@ impl Engine {
             self.bell.own_handle(),
             outstanding_limit,
             self.config,
+            self.block_bytes,
         )
     }
 
@@ -478,6 +479,7 @@ impl EngineThread {
             command,
             reply_to,
             destination,
+            ..
         } = envelope;
         if let Command::Read {
             name,
@@ -586,6 +588,7 @@ impl EngineThread {
             ticket,
             command,
             reply_to,
+            write_checksums,
             ..
         } = envelope;
         let Command::Write {
@@ -618,9 +621,14 @@ impl EngineThread {
         while !self.writes.has_room() {
             self.pump_device(true)?;
         }
-        let planned = self
-            .fs
-            .plan_write(&mut *self.device, file, offset_bytes, data, copy);
+        let planned = self.fs.plan_checksummed_write(
+            &mut *self.device,
+            file,
+            offset_bytes,
+            data,
+            write_checksums,
+            copy,
+        );
         match planned {
             Ok(planned) => self.writes.start(&mut self.fs, file, planned, sink),
             Err(error) => sink.deliver(Err(error.into())),

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
 use flashpipe_device::IoBuf;
+use flashpipe_fs::BlockChecksums;
 
 use crate::client::{Completion, Ticket};
 use crate::command::{Command, EngineError, Reply};
@@ -90,6 +91,12 @@ pub struct Submission {
     /// server: [`crate::submitter::CommandSender::submit_read_into`]); `None` for every
     /// other command.
     pub destination: Option<IoBuf>,
+    /// A write's whole blocks' checksums computed by the submitting thread (a client's,
+    /// a server connection's), so the engine thread does not pass over the bytes a
+    /// second time; `None` for every other command, and for a write whose blocks the
+    /// engine checksums itself. The engine uses them only when
+    /// they describe the write's buffer on its block size.
+    pub write_checksums: Option<BlockChecksums>,
 }
 
 /// Whether a source goes on after a poll.

@@ -32,6 +32,7 @@ impl InboundSource for Counting {
                 command: Command::Stats,
                 reply_to: ReplyTo::Queue(self.answers.clone()),
                 destination: None,
+                write_checksums: None,
             });
         }
         SourceState::Open
@@ -192,6 +193,7 @@ fn the_queue_is_looked_at_in_one_round_of_queue_look_every_beside_a_busy_source(
             command: Command::Stats,
             reply_to: ReplyTo::Queue(answers.clone()),
             destination: None,
+            write_checksums: None,
         })
     };
     for _ in 0..3 {
@@ -214,6 +216,7 @@ fn the_queue_is_looked_at_every_round_when_the_sources_are_idle() {
                 command: Command::Stats,
                 reply_to: ReplyTo::Queue(answers.clone()),
                 destination: None,
+                write_checksums: None,
             }))
             .expect("queued");
         let next = inputs

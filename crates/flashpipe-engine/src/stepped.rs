@@ -41,6 +41,7 @@ pub struct SteppedEngine {
     messages: Sender<Message>,
     inputs: Inputs,
     config: EngineConfig,
+    block_bytes: u64,
     core: EngineThread,
 }
 
@@ -55,6 +56,7 @@ impl SteppedEngine {
             messages,
             inputs: Inputs::stepped(inbox),
             config,
+            block_bytes,
             core: EngineThread::new(filesystem, pool, block_bytes, config),
         }
     }
@@ -73,6 +75,7 @@ impl SteppedEngine {
             Bell::default(),
             outstanding_limit,
             config,
+            self.block_bytes,
         )
     }
 

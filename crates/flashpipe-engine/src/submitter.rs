@@ -18,6 +18,7 @@ use crate::command::{Command, EngineError};
 use crate::engine::{EngineConfig, Envelope, Message};
 use crate::inbound::{InboundSource, ReplyTo, Submission};
 use crate::inputs::Bell;
+use crate::writes::checksums_for;
 
 /// Submits commands to the engine, each answered on a queue the caller names.
 #[derive(Clone)]
@@ -74,12 +75,13 @@ impl CommandSender {
         command: Command,
         reply_to: ReplyTo,
     ) -> Result<(), EngineError> {
-        self.send(Message::Command(Envelope {
+        self.submit_whole(Envelope {
             ticket,
             command,
             reply_to,
             destination: None,
-        }))
+            write_checksums: None,
+        })
     }
 
     /// Hands the engine a source to poll on its own thread from now on
@@ -139,14 +141,23 @@ impl CommandSender {
             command,
             reply_to: ReplyTo::Queue(reply_to.clone()),
             destination: Some(destination),
+            write_checksums: None,
         })
     }
 
     /// Submits `submission` as it is (its answer where its `reply_to` says, a read's
     /// bytes into its `destination` when it has one, as
     /// [`CommandSender::submit_read_into`] says), waiting while the engine's queue is
-    /// full.
-    pub fn submit_whole(&self, submission: Submission) -> Result<(), EngineError> {
+    /// full. A write that comes without its blocks' checksums gets them here, on the
+    /// calling thread ([`checksums_for`]), so the engine thread does not compute them.
+    pub fn submit_whole(&self, mut submission: Submission) -> Result<(), EngineError> {
+        if submission.write_checksums.is_none() {
+            submission.write_checksums = checksums_for(
+                &submission.command,
+                self.config.write_path,
+                self.block_bytes,
+            );
+        }
         self.send(Message::Command(submission))
     }
 

@@ -15,13 +15,45 @@
 //! each device completion by its tag ([`is_write_tag`]). A device failure fails only the
 //! write whose request failed: nothing of it is installed and its newly allocated blocks
 //! are released.
+//!
+//! Checksums: the submitting thread computes the CRC32C of a zero-copy write's whole blocks
+//! ([`checksums_for`], carried in `Submission::write_checksums`), so the engine thread only
+//! plans and copies; the file system checks that they describe the buffer before using them.
 
 use std::collections::VecDeque;
 
 use flashpipe_device::{BlockDevice, Completion, DeviceError, DeviceErrorKind, IoBuf, Request};
-use flashpipe_fs::{FileId, FsCore, PlannedWrite};
+use flashpipe_fs::{BlockChecksums, FileId, FsCore, PlannedWrite};
 
-use crate::command::EngineError;
+use crate::command::{Command, EngineError};
+use crate::engine::WritePath;
+
+/// The checksums of `command`'s whole FS blocks of `block_bytes`, computed on the calling
+/// (submitting) thread, when `command` is a write the engine sends to the device straight
+/// from its buffer (`write_path` zero-copy, offset on a block boundary, at least one
+/// whole block); `None` otherwise (the engine checksums what it copies itself). A client
+/// that checksums its write while the engine copies the previous one takes that pass off
+/// the engine thread: the file system's floor is then one copy and one checksum on two
+/// cores instead of both on one.
+pub(crate) fn checksums_for(
+    command: &Command,
+    write_path: WritePath,
+    block_bytes: u64,
+) -> Option<BlockChecksums> {
+    let Command::Write {
+        offset_bytes, data, ..
+    } = command
+    else {
+        return None;
+    };
+    let zero_copy = matches!(
+        write_path,
+        WritePath::Overlapped | WritePath::OverlappedAfterReads
+    );
+    let aligned = offset_bytes % block_bytes == 0;
+    (zero_copy && aligned && data.len() as u64 >= block_bytes)
+        .then(|| BlockChecksums::compute(data, block_bytes))
+}
 
 /// Where a finished write goes: the client's buffer back, or why it failed.
 pub trait WriteSink {
@@ -241,5 +273,46 @@ impl<S: WriteSink> WritesInFlight<S> {
         write
             .sink
             .deliver(result.map(|()| buffer).map_err(EngineError::from));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(offset_bytes: u64, length_bytes: usize) -> Command {
+        let mut data = IoBuf::zeroed(length_bytes);
+        data.iter_mut()
+            .enumerate()
+            .for_each(|(index, byte)| *byte = index as u8);
+        Command::Write {
+            name: "f".to_string(),
+            offset_bytes,
+            data,
+        }
+    }
+
+    #[test]
+    fn an_aligned_zero_copy_write_is_checksummed_by_the_caller() {
+        let command = write(8192, 3 * 4096 + 10);
+        let checksums = checksums_for(&command, WritePath::Overlapped, 4096).expect("checksums");
+        let Command::Write { data, .. } = &command else {
+            unreachable!("built as a write")
+        };
+        assert_eq!(checksums, BlockChecksums::compute(data, 4096));
+        assert_eq!(checksums.checksums().len(), 3, "whole blocks only");
+        assert!(checksums_for(&command, WritePath::OverlappedAfterReads, 4096).is_some());
+    }
+
+    #[test]
+    fn other_writes_and_commands_are_left_to_the_engine() {
+        let unaligned = write(100, 3 * 4096);
+        let short = write(0, 4095);
+        let aligned = write(0, 4096);
+        assert!(checksums_for(&unaligned, WritePath::Overlapped, 4096).is_none());
+        assert!(checksums_for(&short, WritePath::Overlapped, 4096).is_none());
+        assert!(checksums_for(&aligned, WritePath::OverlappedCopying, 4096).is_none());
+        assert!(checksums_for(&aligned, WritePath::Batched, 4096).is_none());
+        assert!(checksums_for(&Command::Flush, WritePath::Overlapped, 4096).is_none());
     }
 }

@@ -43,6 +43,7 @@ impl InboundSource for Fed {
                 command,
                 reply_to: self.reply_to.clone(),
                 destination: None,
+                write_checksums: None,
             });
         }
         if self.closed.load(Ordering::SeqCst) && self.commands.is_empty() {

@@ -21,7 +21,7 @@ use crate::layout::{
     NEWEST_READABLE_FORMAT_VERSION,
 };
 use crate::name::{check_name, check_new_name};
-use crate::staged_write::{self, PendingWrites, PlannedWrite, WriteCopy};
+use crate::staged_write::{self, BlockChecksums, PendingWrites, PlannedWrite, WriteCopy};
 use crate::state::{FileNode, MetadataTotals, State};
 
 mod attributes;
@@ -358,14 +358,35 @@ impl FsCore {
         data: IoBuf,
         copy: WriteCopy,
     ) -> Result<PlannedWrite, FileIoError> {
+        self.plan_checksummed_write(device, file, offset_bytes, data, None, copy)
+    }
+
+    /// As [`FsCore::plan_write`], with the checksums of `data`'s whole blocks computed by
+    /// the caller ([`BlockChecksums::compute`] on this file system's block size), so the
+    /// planning thread does not pass over the bytes again; they are used on the zero-copy
+    /// path when they describe `data` (its length, this block size) and ignored otherwise
+    /// (the blocks are then checksummed here, as [`FsCore::plan_write`] does).
+    pub fn plan_checksummed_write(
+        &mut self,
+        device: &mut dyn BlockDevice,
+        file: FileId,
+        offset_bytes: u64,
+        data: IoBuf,
+        checksums: Option<BlockChecksums>,
+        copy: WriteCopy,
+    ) -> Result<PlannedWrite, FileIoError> {
         self.check_io_writable("write")?;
+        let request = staged_write::WriteRequest {
+            inode_number: file.0,
+            offset_bytes,
+            data,
+            checksums,
+        };
         staged_write::plan(
             &mut self.state,
             device,
             &mut self.pending_writes,
-            file.0,
-            offset_bytes,
-            data,
+            request,
             copy,
         )
     }

@@ -77,4 +77,4 @@ pub use fsck::{
 pub use io::MAX_REQUEST_BYTES;
 pub use name::{name_problem, new_name_problem};
 pub use read_plan::{read_span_bytes, touching_group, ReadCheck, ReadPiece, ReadPlan};
-pub use staged_write::{PlannedWrite, WriteCopy};
+pub use staged_write::{BlockChecksums, PlannedWrite, WriteCopy};

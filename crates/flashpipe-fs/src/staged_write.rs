@@ -15,6 +15,14 @@
 //! copied into a bounce buffer (merged with its old contents when it had any). A write
 //! that starts inside a block is copied whole into bounce buffers, as the synchronous
 //! path does. [`finish`] gives the caller's buffer back whole.
+//!
+//! Checksums off the caller's thread: the whole blocks' CRC32C may come with the write
+//! ([`BlockChecksums`], computed where the bytes were produced, e.g. on an engine
+//! client's thread while the engine copies the previous write), so the thread that plans
+//! does not pass over the bytes a second time. They are used only when they describe
+//! this very buffer on this file system's block size and the write starts on a block
+//! boundary; otherwise the blocks are checksummed here as before. Every block stored
+//! still carries the CRC32C of its bytes.
 
 use flashpipe_device::{BlockDevice, DeviceError, IoBuf, Operation, SplitBuffer};
 
@@ -35,6 +43,48 @@ pub enum WriteCopy {
     /// Every byte is copied into the file system's own buffers first (the synchronous
     /// path's way; kept to compare).
     Copy,
+}
+
+/// The CRC32C of each whole FS block of a write's buffer (block `i` is bytes
+/// `i * B..(i + 1) * B`), as [`crate::layout::data_block_checksum`] computes it; a partial
+/// last block has none (it is checksummed with the rest of its block when planned).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockChecksums {
+    block_bytes: u64,
+    data_bytes: usize,
+    checksums: Vec<u32>,
+}
+
+impl BlockChecksums {
+    /// The checksums of `data`'s whole blocks of `block_bytes` (a power of two of at
+    /// least 512, an FS block size).
+    pub fn compute(data: &[u8], block_bytes: u64) -> BlockChecksums {
+        assert!(
+            block_bytes >= 512 && block_bytes.is_power_of_two(),
+            "an FS block size is a power of two of at least 512, not {block_bytes}"
+        );
+        BlockChecksums {
+            block_bytes,
+            data_bytes: data.len(),
+            checksums: data
+                .chunks_exact(block_bytes as usize)
+                .map(data_block_checksum)
+                .collect(),
+        }
+    }
+
+    /// The checksums, one per whole block.
+    pub fn checksums(&self) -> &[u32] {
+        &self.checksums
+    }
+
+    /// True when these are the checksums of a buffer of `data_bytes` on blocks of
+    /// `block_bytes`.
+    fn describe(&self, data_bytes: usize, block_bytes: u64) -> bool {
+        self.block_bytes == block_bytes
+            && self.data_bytes == data_bytes
+            && self.checksums.len() as u64 == data_bytes as u64 / block_bytes
+    }
 }
 
 /// Writes planned and not yet finished, and what they will have changed once installed.
@@ -123,18 +173,35 @@ impl PlannedWrite {
     }
 }
 
-/// Plans a write of `data` at `offset_bytes` into `inode_number` (see the module doc). When
-/// the write has partial edge blocks holding data ([`crate::data::needs_old_blocks`]),
-/// they are read here, so the device must have nothing in flight then.
+/// What a write carries: where it goes, its bytes and, when the caller computed them, the
+/// checksums of its whole blocks.
+pub(crate) struct WriteRequest {
+    /// The file's inode number.
+    pub(crate) inode_number: u64,
+    /// Where in the file.
+    pub(crate) offset_bytes: u64,
+    /// The bytes.
+    pub(crate) data: IoBuf,
+    /// `data`'s whole blocks' checksums, or `None` to compute them here.
+    pub(crate) checksums: Option<BlockChecksums>,
+}
+
+/// Plans `request` (see the module doc). When the write has partial edge blocks holding
+/// data ([`crate::data::needs_old_blocks`]), they are read here, so the device must have
+/// nothing in flight then.
 pub(crate) fn plan(
     state: &mut State,
     device: &mut dyn BlockDevice,
     pending: &mut PendingWrites,
-    inode_number: u64,
-    offset_bytes: u64,
-    data: IoBuf,
+    request: WriteRequest,
     copy: WriteCopy,
 ) -> Result<PlannedWrite, FileIoError> {
+    let WriteRequest {
+        inode_number,
+        offset_bytes,
+        data,
+        checksums: given,
+    } = request;
     check_usable(state)?;
     let mut accounting = pending
         .accounting
@@ -174,8 +241,9 @@ pub(crate) fn plan(
     let block_bytes = state.geometry.block_bytes();
     let aligned = offset_bytes % block_bytes == 0;
     if copy == WriteCopy::ZeroCopy && aligned {
+        let given = given.filter(|given| given.describe(data.len(), block_bytes));
         let (operations, checksums, split, zero_copy_blocks) =
-            build_zero_copy_operations(state, &blocks, data);
+            build_zero_copy_operations(state, &blocks, data, given.as_ref());
         return Ok(PlannedWrite {
             blocks: Some(blocks),
             checksums,
@@ -207,13 +275,15 @@ pub(crate) fn plan(
 
 /// The device writes of a write that starts on a block boundary: every whole block as a
 /// view of `data` (one view per run of contiguous targets, at most a request's size), the
-/// partial last block, if any, through a bounce buffer. Returns the operations, the
-/// checksum of each block in target order, the split holding `data`, and the number of
-/// blocks sent without a copy.
+/// partial last block, if any, through a bounce buffer. The whole blocks' checksums are
+/// taken from `given` when there are some (they describe `data`), else computed here.
+/// Returns the operations, the checksum of each block in target order, the split holding
+/// `data`, and the number of blocks sent without a copy.
 fn build_zero_copy_operations(
     state: &mut State,
     blocks: &BlockPlan,
     data: IoBuf,
+    given: Option<&BlockChecksums>,
 ) -> (Vec<Operation>, Vec<Option<u32>>, SplitBuffer, u64) {
     let geometry = state.geometry;
     let block_bytes = geometry.block_bytes();
@@ -265,11 +335,18 @@ fn build_zero_copy_operations(
             tail.take()
                 .expect("a partial last block has a bounce buffer")
         };
-        checksums.extend(
-            buffer
-                .chunks_exact(block_bytes as usize)
-                .map(|block| Some(data_block_checksum(block))),
-        );
+        match given {
+            Some(given) if position < whole_blocks => checksums.extend(
+                given.checksums[position as usize..(position + count) as usize]
+                    .iter()
+                    .map(|&checksum| Some(checksum)),
+            ),
+            _ => checksums.extend(
+                buffer
+                    .chunks_exact(block_bytes as usize)
+                    .map(|block| Some(data_block_checksum(block))),
+            ),
+        }
         operations.push(Operation::Write {
             first_block: geometry.device_block(target),
             buffer,

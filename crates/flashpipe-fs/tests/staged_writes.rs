@@ -3,12 +3,16 @@
 //! a block-aligned write go to the device as views of the caller's buffer, which comes
 //! back whole; partial edge blocks keep the bytes around the write; a failed write
 //! installs nothing and releases its blocks; the checksums written are the ones a read
-//! verifies; a flush with a write pending is a programming error.
+//! verifies; a flush with a write pending is a programming error. Checksums computed by
+//! the caller (`plan_checksummed_write`) are the ones stored when they describe the
+//! buffer, and ignored (computed again) when they do not.
 
 use flashpipe_device::{
     run_batch, BlockDevice, DeviceError, DeviceErrorKind, IoBuf, Operation, RamDisk,
 };
-use flashpipe_fs::{FileId, Filesystem, FsCore, PlannedWrite, WriteCopy};
+use flashpipe_fs::{
+    BlockChecksums, FileId, FileIoError, Filesystem, FsCore, PlannedWrite, WriteCopy,
+};
 use flashpipe_testkit::formatted::format_fs;
 
 const BLOCK_BYTES: usize = 16384;
@@ -51,7 +55,7 @@ fn run_planned(
     core: &mut FsCore,
     device: &mut dyn BlockDevice,
     mut planned: PlannedWrite,
-) -> (IoBuf, Result<(), flashpipe_fs::FileIoError>) {
+) -> (IoBuf, Result<(), FileIoError>) {
     let operations = planned.take_operations();
     let completions = run_batch(device, operations).expect("device writes");
     for completion in completions {
@@ -237,4 +241,65 @@ fn a_flush_with_a_write_pending_is_refused() {
         )
         .expect("plan");
     let _ = core.flush(&mut *device);
+}
+
+/// Plans `data` at 0 into a new file "c" with `checksums`, runs it, flushes; the file.
+fn write_checksummed(
+    core: &mut FsCore,
+    device: &mut dyn BlockDevice,
+    data: &[u8],
+    checksums: Option<BlockChecksums>,
+) -> FileId {
+    let file = core.create("c").expect("create");
+    let planned = core
+        .plan_checksummed_write(
+            device,
+            file,
+            0,
+            IoBuf::from_slice(data),
+            checksums,
+            WriteCopy::ZeroCopy,
+        )
+        .expect("plan");
+    let (_, result) = run_planned(core, device, planned);
+    result.expect("write");
+    core.flush(device).expect("flush");
+    file
+}
+
+#[test]
+fn checksums_computed_by_the_caller_are_stored_and_verify() {
+    let (mut core, mut device) = core_and_device();
+    let data = pattern(5 * BLOCK_BYTES + 700, 7);
+    let checksums = BlockChecksums::compute(&data, BLOCK_BYTES as u64);
+    assert_eq!(checksums.checksums().len(), 5, "whole blocks only");
+    let file = write_checksummed(&mut core, &mut *device, &data, Some(checksums));
+    assert_eq!(contents(&mut core, &mut *device, file), data);
+    remount_clean(core, device);
+}
+
+#[test]
+fn checksums_that_do_not_describe_the_buffer_are_computed_again() {
+    let data = pattern(4 * BLOCK_BYTES, 9);
+    let other_block_size = BlockChecksums::compute(&data, 4096);
+    let other_length = BlockChecksums::compute(&data[..3 * BLOCK_BYTES], BLOCK_BYTES as u64);
+    for checksums in [other_block_size, other_length] {
+        let (mut core, mut device) = core_and_device();
+        let file = write_checksummed(&mut core, &mut *device, &data, Some(checksums));
+        assert_eq!(contents(&mut core, &mut *device, file), data);
+        remount_clean(core, device);
+    }
+}
+
+#[test]
+fn a_wrong_checksum_from_the_caller_is_caught_by_the_read() {
+    let (mut core, mut device) = core_and_device();
+    let data = pattern(2 * BLOCK_BYTES, 3);
+    let wrong = BlockChecksums::compute(&pattern(2 * BLOCK_BYTES, 4), BLOCK_BYTES as u64);
+    let file = write_checksummed(&mut core, &mut *device, &data, Some(wrong));
+    let read = core.read(&mut *device, file, 0, data.len() as u64);
+    assert!(
+        matches!(read, Err(FileIoError::DataChecksumMismatch { .. })),
+        "the stored checksum is the caller's, and a read checks every block"
+    );
 }

@@ -353,6 +353,7 @@ pub(crate) fn serve_connection(state: Arc<ServerState>, socket: UnixStream, admi
             command,
             reply_to: ReplyTo::Queue(answers_to.clone()),
             destination,
+            write_checksums: None,
         })
     };
     let read = read_requests(&connection, &mut reader, &mut to_engine);

@@ -291,6 +291,7 @@ impl InboundSource for RingSource {
                     command,
                     reply_to: ReplyTo::Sink(sink.clone()),
                     destination,
+                    write_checksums: None,
                 });
                 Ok(())
             };

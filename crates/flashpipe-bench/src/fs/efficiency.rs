@@ -32,6 +32,10 @@
 //! Beside flashpipe, the same sizes on tmpfs and on ext4 over a RAM-backed loop device
 //! ([`super::anchors`], issue #13): per file size, flashpipe's time per file (one RAM
 //! disk, 4 KiB FS blocks, through the engine) over theirs, write + flush and read.
+//!
+//! Beside the RAM disks, the same measurement on the file device and on paced emulated
+//! flash, with one commit per file and with commits batched ([`super::devices`], chosen
+//! with `--efficiency-devices`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -57,7 +61,7 @@ pub const DISK_COUNTS: [u32; 2] = [1, 2];
 /// Bytes per engine command.
 const COMMAND_BYTES: u64 = MIB;
 /// Commands outstanding.
-const COMMANDS_IN_FLIGHT: usize = 32;
+pub(super) const COMMANDS_IN_FLIGHT: usize = 32;
 /// RAM over all disks of one store.
 const RAM_BYTES_TOTAL: u64 = 1024 * MIB;
 /// RAM over all disks in `--quick` runs.
@@ -163,6 +167,11 @@ pub struct EfficiencyResult {
     pub per_file: Vec<PerFileComparison>,
     /// Per file size, one memcpy plus one CRC32C pass of its bytes on one core.
     pub floors: Vec<super::floor::CopyFloor>,
+    /// How the device rows are measured.
+    pub devices_method: String,
+    /// The same efficiency on the file device and on paced flash, one commit per file
+    /// and commits batched (empty when `--efficiency-devices none`).
+    pub devices: Vec<super::devices::DeviceEfficiency>,
     /// The thesis's tables and statements.
     pub thesis: super::report::ThesisEfficiency,
 }
@@ -202,6 +211,8 @@ pub fn run(settings: &Settings, folder: &Path) -> Result<EfficiencyResult, Bench
         anchors,
         per_file,
         floors: super::floor::measure(sizes),
+        devices_method: super::devices::METHOD.to_string(),
+        devices: super::devices::run(&settings.efficiency_devices, settings.quick, folder)?,
         thesis: super::report::ThesisEfficiency::new(),
     })
 }
@@ -272,12 +283,15 @@ struct Combination {
 
 /// Timings of one file.
 #[derive(Default, Clone, Copy)]
-struct FileTimes {
-    write_total: Duration,
-    read_total: Duration,
-    write_raw: Duration,
-    read_raw: Duration,
-    raw_requests: u64,
+pub(super) struct FileTimes {
+    pub(super) write_total: Duration,
+    pub(super) read_total: Duration,
+    /// The raw write, its device flush included.
+    pub(super) write_raw: Duration,
+    pub(super) read_raw: Duration,
+    /// The raw write's device flush alone.
+    pub(super) raw_flush: Duration,
+    pub(super) raw_requests: u64,
 }
 
 impl Combination {
@@ -389,7 +403,7 @@ fn fastest_for_size(files: &[(String, u64, FileTimes)], size: u64) -> (FileTimes
 }
 
 /// The file's bytes in buffers of at most 1 MiB, filled (so their pages are mapped).
-fn file_buffers(size_bytes: u64, pattern: &DataPattern) -> Vec<IoBuf> {
+pub(super) fn file_buffers(size_bytes: u64, pattern: &DataPattern) -> Vec<IoBuf> {
     (0..size_bytes.div_ceil(COMMAND_BYTES))
         .map(|index| {
             let offset = index * COMMAND_BYTES;
@@ -436,7 +450,7 @@ fn measure_direct(
 }
 
 /// Timed create + write + flush, an untimed warm-up read, then a timed read.
-fn measure_through_engine(
+pub(super) fn measure_through_engine(
     client: &mut EngineClient,
     name: &str,
     size_bytes: u64,
@@ -475,7 +489,7 @@ fn measure_through_engine(
     })
 }
 
-fn expect_written(client: &mut EngineClient) -> Result<(), BenchFsError> {
+pub(super) fn expect_written(client: &mut EngineClient) -> Result<(), BenchFsError> {
     match client.next_completion()?.1? {
         Reply::Written { .. } => Ok(()),
         other => unreachable!("a write completed with {other:?}"),
@@ -518,7 +532,7 @@ fn read_through_engine(
 }
 
 /// Times the raw read and write-back of the file's data blocks on the device.
-fn measure_raw(
+pub(super) fn measure_raw(
     filesystem: &FsCore,
     device: &mut dyn BlockDevice,
     name: &str,
@@ -550,7 +564,8 @@ fn measure_raw(
     raw_passes(device, &extents, &mut buffers, times)?;
     let started = Instant::now();
     run_batch(device, vec![Operation::Flush])?;
-    times.write_raw += started.elapsed();
+    times.raw_flush = started.elapsed();
+    times.write_raw += times.raw_flush;
     times.raw_requests = extents.len() as u64;
     check_device_state(device);
     Ok(())

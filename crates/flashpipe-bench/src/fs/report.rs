@@ -16,7 +16,8 @@ use crate::verdict::Verdict;
 
 mod targets;
 use targets::{
-    efficiency_targets, floor_targets, large_file_targets, per_file_targets, small_file_targets,
+    device_targets, efficiency_targets, floor_targets, large_file_targets, per_file_targets,
+    small_file_targets,
 };
 
 mod tables;
@@ -31,6 +32,9 @@ const MEDIUM_EFFICIENCY_FILE_BYTES: u64 = 1 << 20;
 /// The most a RAM disk's file system time may be over one memcpy plus one CRC32C pass of
 /// the same bytes, files of [`MEDIUM_EFFICIENCY_FILE_BYTES`] and more.
 const FLOOR_REQUIRED_RATIO: f64 = 1.25;
+/// The thesis's efficiency where the raw transfer is a device's (file device, paced
+/// flash), files of 100 KiB and more.
+const DEVICE_EFFICIENCY_REQUIRED_RATIO: f64 = 0.95;
 /// The efficiency required at [`MEDIUM_EFFICIENCY_FILE_BYTES`].
 const MEDIUM_EFFICIENCY_REQUIRED_RATIO: f64 = 0.80;
 /// File sizes whose time per file must be at most tmpfs's (issue #13).
@@ -326,6 +330,7 @@ impl Report {
         targets.extend(per_file_targets(efficiency.as_ref()));
         targets.extend(efficiency_targets(efficiency.as_ref()));
         targets.extend(floor_targets(efficiency.as_ref()));
+        targets.extend(device_targets(efficiency.as_ref()));
         targets.extend(small_file_targets(
             small_files.as_ref(),
             &machine.folder_file_system,
@@ -455,8 +460,9 @@ mod tests {
         targets.extend(per_file_targets(None));
         targets.extend(efficiency_targets(None));
         targets.extend(floor_targets(None));
+        targets.extend(device_targets(None));
         targets.extend(small_file_targets(None, "ext4"));
-        assert_eq!(targets.len(), 22);
+        assert_eq!(targets.len(), 26);
         assert!(targets
             .iter()
             .all(|target| target.met.is_none() && target.figures.contains("not run")));

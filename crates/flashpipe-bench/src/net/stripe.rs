@@ -133,6 +133,7 @@ fn measure_store(
         use_fio: false,
         drop_page_cache: false,
         parts: vec![fs::Part::Large, fs::Part::Small],
+        efficiency_devices: Vec::new(),
     };
     let pattern = DataPattern::new();
     let mut client = engine.client(CLIENT_COMMANDS_IN_FLIGHT);

@@ -123,6 +123,58 @@ pub(super) fn print_efficiency(efficiency: &EfficiencyResult) {
         println!("  thesis: {statement}");
     }
     print_anchors(efficiency);
+    print_devices(efficiency);
+}
+
+/// The device rows: one commit per file and commits batched side by side, and the read.
+fn print_devices(efficiency: &EfficiencyResult) {
+    if efficiency.devices.is_empty() {
+        return;
+    }
+    println!(
+        "\n  Efficiency on devices (the thesis's 95% where the raw transfer is a device's): {}",
+        efficiency.devices_method
+    );
+    println!("  times per file in µs; eff = raw / total; 'per-file commit': one Flush per file; 'batched': one Flush per size's files (the thesis's measurement, no per-file durability point)");
+    let percent = |ratio: f64| format!("{:.1}%", ratio * 100.0);
+    let micros = |us: f64| fixed(us, 1);
+    for device in &efficiency.devices {
+        println!("  {}", device.description);
+        if let Some(reason) = &device.unavailable_reason {
+            println!("    n/a: {reason}");
+            continue;
+        }
+        for note in &device.notes {
+            println!("    note: {note}");
+        }
+        ColumnTable::new(" ", &device.points)
+            .indent("    ")
+            .right("FS block", 8, |_| {
+                HumanBytes(u64::from(device.fs_block_size_bytes)).to_string()
+            })
+            .right("file", 8, |point| {
+                HumanBytes(point.file_size_bytes).to_string()
+            })
+            .right("files", 5, |point| point.repetitions.to_string())
+            .right_after(" | ", "per-file commit", 15, |point| {
+                micros(point.write_commit_per_file_total_us)
+            })
+            .right("raw", 9, |point| micros(point.write_commit_per_file_raw_us))
+            .right("eff", 6, |point| {
+                percent(point.write_commit_per_file_efficiency_ratio)
+            })
+            .right_after(" | ", "batched", 9, |point| {
+                micros(point.write_batched_total_us)
+            })
+            .right("raw", 9, |point| micros(point.write_batched_raw_us))
+            .right("eff", 6, |point| {
+                percent(point.write_batched_efficiency_ratio)
+            })
+            .right_after(" | ", "read", 9, |point| micros(point.read_total_us))
+            .right("raw", 9, |point| micros(point.read_raw_us))
+            .right("eff", 6, |point| percent(point.read_efficiency_ratio))
+            .print();
+    }
 }
 
 fn print_anchors(efficiency: &EfficiencyResult) {

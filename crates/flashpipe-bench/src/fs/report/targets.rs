@@ -2,12 +2,13 @@
 //! figures it was judged on (or why it was not).
 
 use super::{
-    Measurement, Target, FLOOR_REQUIRED_RATIO, LARGE_EFFICIENCY_MIN_FILE_BYTES,
-    LARGE_EFFICIENCY_REQUIRED_RATIO, MEDIUM_EFFICIENCY_FILE_BYTES,
+    Measurement, Target, DEVICE_EFFICIENCY_REQUIRED_RATIO, FLOOR_REQUIRED_RATIO,
+    LARGE_EFFICIENCY_MIN_FILE_BYTES, LARGE_EFFICIENCY_REQUIRED_RATIO, MEDIUM_EFFICIENCY_FILE_BYTES,
     MEDIUM_EFFICIENCY_REQUIRED_RATIO, PER_FILE_GOAL_TIME_RATIO, PER_FILE_REQUIRED_TIME_RATIO,
     PER_FILE_TARGET_SIZES_BYTES, RANDOM_QD1_LATENCY_REQUIRED_RATIO, RANDOM_QD32_REQUIRED_RATIO,
     SEQUENTIAL_READ_REQUIRED_RATIO, SEQUENTIAL_WRITE_REQUIRED_RATIO, SMALL_FILES_REQUIRED_RATIO,
 };
+use crate::fs::devices::{DevicePoint, EfficiencyDevice, TARGET_MIN_FILE_BYTES};
 use crate::fs::efficiency::{EfficiencyPoint, EfficiencyResult, PerFileComparison};
 use crate::fs::large_file::{LargeFileResult, LargeFileRow};
 use crate::fs::reference::Measured;
@@ -282,6 +283,73 @@ fn lowest_efficiency(
             "lowest: {} disk(s), {} blocks, {} files: raw {raw_us:.1} us / total {total_us:.1} us",
             lowest.disk_count,
             HumanBytes(u64::from(lowest.fs_block_size_bytes)),
+            HumanBytes(lowest.file_size_bytes)
+        ),
+    ))
+}
+
+/// The thesis's 95% where the raw transfer is a device's: on the file device and on paced
+/// flash, files of 100 KiB and more, writes with commits batched (the thesis's
+/// measurement has no per-file durability point) and reads; the lowest point counts.
+pub(super) fn device_targets(efficiency: Option<&EfficiencyResult>) -> Vec<Target> {
+    let devices = [
+        (EfficiencyDevice::File, "the file device (O_DIRECT)"),
+        (EfficiencyDevice::PacedFlash, "paced flash (minflash, FTL)"),
+    ];
+    devices
+        .into_iter()
+        .flat_map(|(device, label)| {
+            [true, false].into_iter().map(move |write| {
+                Target::evaluate(
+                    format!(
+                        "efficiency on {label}, files >= 100 KiB, {}",
+                        match write {
+                            true => "write, commits batched",
+                            false => "read",
+                        }
+                    ),
+                    Bound::AtLeast,
+                    DEVICE_EFFICIENCY_REQUIRED_RATIO,
+                    None,
+                    lowest_device_efficiency(efficiency, device, write),
+                )
+            })
+        })
+        .collect()
+}
+
+fn lowest_device_efficiency(
+    efficiency: Option<&EfficiencyResult>,
+    device: EfficiencyDevice,
+    write: bool,
+) -> Measurement {
+    let efficiency = efficiency.ok_or(format!("efficiency {PART_NOT_RUN}"))?;
+    let measured = efficiency
+        .devices
+        .iter()
+        .find(|measured| measured.device == device)
+        .ok_or("device not measured (--efficiency-devices)".to_string())?;
+    if let Some(reason) = &measured.unavailable_reason {
+        return Err(reason.clone());
+    }
+    let ratio = |point: &DevicePoint| match write {
+        true => point.write_batched_efficiency_ratio,
+        false => point.read_efficiency_ratio,
+    };
+    let lowest = measured
+        .points
+        .iter()
+        .filter(|point| point.file_size_bytes >= TARGET_MIN_FILE_BYTES)
+        .min_by(|left, right| ratio(left).total_cmp(&ratio(right)))
+        .ok_or("no file of 100 KiB or more measured".to_string())?;
+    let (raw_us, total_us) = match write {
+        true => (lowest.write_batched_raw_us, lowest.write_batched_total_us),
+        false => (lowest.read_raw_us, lowest.read_total_us),
+    };
+    Ok((
+        ratio(lowest),
+        format!(
+            "lowest: {} files: raw {raw_us:.1} us / total {total_us:.1} us per file",
             HumanBytes(lowest.file_size_bytes)
         ),
     ))
