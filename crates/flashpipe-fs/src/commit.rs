@@ -29,7 +29,7 @@ use crate::metadata_log::{
 use crate::plan::run_plan;
 use crate::state::{CommittedCheckpoint, FileNode, State};
 
-mod collect;
+pub(crate) mod collect;
 mod plan;
 
 pub use plan::CommitPlan;
@@ -157,6 +157,7 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
     super_block.commit_sequence = sequence;
     super_block.log_block_count = first_index + record_block_count;
     super_block.log_record_count += 1;
+    let super_block = crate::flash_log::log_super_block(state, super_block, record_block_count);
     (
         writes,
         Durable::Log {
@@ -236,6 +237,19 @@ pub fn log_region_blocks(table_blocks: u64, free_blocks: u64) -> u64 {
 /// indirect chains, the packed name and inode tables, the log region, and the free list
 /// and map sized for the most extents the releases and allocations can produce.
 fn commit_space_needed(state: &State) -> u64 {
+    if state.flash.is_none() {
+        return checkpoint_space(state, None);
+    }
+    let without_region = checkpoint_space(state, Some(0));
+    match crate::flash_log::region_pages(state, without_region) {
+        0 => without_region,
+        region => checkpoint_space(state, Some(region)),
+    }
+}
+
+/// [`commit_space_needed`] with the flash-aware layout's region size given
+/// (`flash_region`), or the ordinary layout's rule (`None`).
+fn checkpoint_space(state: &State, flash_region: Option<u64>) -> u64 {
     let block_size = state.geometry.fs_block_size_bytes;
     let mut chain_blocks = 0;
     let mut released_blocks = state.committed.blocks.len() as u64;
@@ -254,14 +268,12 @@ fn commit_space_needed(state: &State) -> u64 {
         block_size,
         state.files.values().map(|node| node.inode_record_bytes()),
     );
-    let region_blocks = if state.flash.is_some() {
-        0
-    } else {
+    let region_blocks = flash_region.unwrap_or_else(|| {
         log_region_blocks(
             name_blocks + inode_blocks,
             state.allocator.free_block_count(),
         )
-    };
+    });
     let shared_blocks = shared_table_block_count(state);
     let extent_bound =
         state.allocator.extents_after_commit().len() as u64 + released_blocks + chain_blocks;
@@ -363,6 +375,10 @@ impl TablePacker {
 fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable), FlushError> {
     let sequence = state.committed.sequence + 1;
     let free_blocks_before = state.allocator.free_block_count();
+    let flash_region = match state.flash {
+        Some(_) => crate::flash_log::take_region(state, checkpoint_space(state, Some(0))),
+        None => Vec::new(),
+    };
     let changed_maps: Vec<u64> = state
         .files
         .iter()
@@ -376,10 +392,9 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
     let name_blocks = pack_name_table(state);
     let inode_blocks = pack_inode_table(state);
     let named_blocks = name_blocks.len() as u64 + inode_blocks.len() as u64;
-    let region_block_count = if state.flash.is_some() {
-        0
-    } else {
-        log_region_blocks(named_blocks, free_blocks_before)
+    let region_block_count = match state.flash {
+        Some(_) => flash_region.len() as u64,
+        None => log_region_blocks(named_blocks, free_blocks_before),
     };
     let shared_extents = state.shared.extents();
     let shared_blocks = pack_shared_table(state, &shared_extents);
@@ -392,10 +407,12 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
         region_block_count,
     );
     let table_block_count = named_blocks + free_list_block_count + shared_table_block_count;
-    let checkpoint_blocks = allocate_addresses(
+    let allocated_region = region_block_count - flash_region.len() as u64;
+    let mut checkpoint_blocks = allocate_addresses(
         state,
-        table_block_count + map_block_count + region_block_count,
+        table_block_count + map_block_count + allocated_region,
     )?;
+    checkpoint_blocks.extend(flash_region);
     let (table_addresses, rest) = checkpoint_blocks.split_at(table_block_count as usize);
     let (map_addresses, region_addresses) = rest.split_at(map_block_count as usize);
     let free_extents = state.allocator.extents_after_commit();
