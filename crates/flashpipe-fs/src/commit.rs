@@ -29,7 +29,7 @@ use crate::metadata_log::{
 use crate::plan::run_plan;
 use crate::state::{CommittedCheckpoint, FileNode, State};
 
-pub(crate) mod collect;
+mod collect;
 mod plan;
 
 pub use plan::CommitPlan;
@@ -157,7 +157,8 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
     super_block.commit_sequence = sequence;
     super_block.log_block_count = first_index + record_block_count;
     super_block.log_record_count += 1;
-    let super_block = crate::flash_log::log_super_block(state, super_block, record_block_count);
+    crate::flash_log::count_record_pages(state, record_block_count);
+    let super_block = crate::flash_layout::flash_super_block(state, super_block);
     (
         writes,
         Durable::Log {

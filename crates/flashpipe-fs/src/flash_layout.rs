@@ -27,13 +27,15 @@ use crate::layout::{
 };
 use crate::state::State;
 
-/// `super_block` as this state's layout writes it: version 8 with the erase block size
-/// in the flash-aware layout, unchanged otherwise.
+/// `super_block` as this state's layout writes it: in the flash-aware layout a `commit`
+/// record of version 8 with the erase block size, ring sequence and counters; unchanged
+/// otherwise.
 pub fn flash_super_block(state: &State, mut super_block: SuperBlock) -> SuperBlock {
     if let Some(ring) = &state.flash {
         super_block.format_version = FLASH_LOG_FORMAT_VERSION;
         super_block.pages_per_erase_block = ring.pages_per_erase_block;
         super_block.ring_sequence = ring.next_sequence;
+        super_block.record_kind = RingRecordKind::Commit;
         if let Some(pages) = state.allocator.flash_pages() {
             super_block.flash_totals = pages.totals();
         }

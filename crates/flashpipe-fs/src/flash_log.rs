@@ -7,7 +7,7 @@
 //! the checkpoint ([`take_region`]): the raw device programs an erase block's pages only
 //! in order, so the region shares its erase blocks with nothing allocated later, and the
 //! records fill it from its first page one after another. Its pages are counted as
-//! handed out when a record is programmed into them ([`log_super_block`]). The next
+//! handed out when a record is programmed into them ([`count_record_pages`]). The next
 //! checkpoint releases the region like its other blocks: dead, then erased once that
 //! checkpoint is durable.
 //!
@@ -17,9 +17,8 @@
 //! ([`abandon_region_after_unclean_end`]): a record cut by the power loss may have left
 //! the region's next pages programmed, or reading erased but unprogrammable.
 
-use crate::commit::collect::COLLECT_HEADROOM_ERASE_BLOCKS;
-use crate::layout::{RingRecordKind, SuperBlock};
-use crate::state::{State, FLASH_COLLECTION_RESERVE_ERASE_BLOCKS};
+use crate::layout::SuperBlock;
+use crate::state::{State, COLLECT_HEADROOM_ERASE_BLOCKS, FLASH_COLLECTION_RESERVE_ERASE_BLOCKS};
 
 /// Erase blocks of a flash-aware checkpoint's log region. One: a record of a small
 /// commit is one page, so one erase block holds a few hundred commits on minflash (256
@@ -71,21 +70,12 @@ pub fn take_region(state: &mut State, checkpoint_pages: u64) -> Vec<u64> {
         .expect("region_pages found the erase blocks")
 }
 
-/// The ring record of a log commit that programs `record_pages` region pages: counted as
-/// handed out, then the layout's version, erase block size, ring sequence and counters
-/// (unchanged outside the flash-aware layout).
-pub fn log_super_block(
-    state: &mut State,
-    super_block: SuperBlock,
-    record_pages: u64,
-) -> SuperBlock {
-    let Some(flash_pages) = state.allocator.flash_pages_mut() else {
-        return super_block;
-    };
-    flash_pages.count_allocated(record_pages);
-    let mut super_block = crate::flash_layout::flash_super_block(state, super_block);
-    super_block.record_kind = RingRecordKind::Commit;
-    super_block
+/// A log commit programs `record_pages` region pages: counted as handed out (nothing
+/// outside the flash-aware layout).
+pub fn count_record_pages(state: &mut State, record_pages: u64) {
+    if let Some(flash_pages) = state.allocator.flash_pages_mut() {
+        flash_pages.count_allocated(record_pages);
+    }
 }
 
 /// A read-write mount after an unclean end (the newest ring record is not `clean`): when

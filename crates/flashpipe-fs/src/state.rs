@@ -221,6 +221,9 @@ pub struct CommittedCheckpoint {
 /// Erase blocks' worth of free pages the flash-aware layout keeps out of reach of writes,
 /// for its collection (a victim's live pages and a commit always fit).
 pub const FLASH_COLLECTION_RESERVE_ERASE_BLOCKS: u64 = 3;
+/// Erase blocks' worth of free pages above the writes' reserve below which the
+/// flash-aware layout's collection runs (`commit/collect.rs`).
+pub const COLLECT_HEADROOM_ERASE_BLOCKS: u64 = 2;
 
 /// The whole mounted file system except the device.
 pub struct State {
