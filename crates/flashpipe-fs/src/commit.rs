@@ -23,13 +23,15 @@ use crate::layout::{
     POINTER_ENTRY_BYTES, SHARED_EXTENT_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::metadata_log::{
-    encode_inode_record, LogFile, LogRecord, LOG_EXTENT_ENTRY_BYTES, LOG_FILE_ENTRY_HEADER_BYTES,
-    LOG_REMOVED_ENTRY_BYTES, LOG_SHARED_RECORD_START_BYTES,
+    encode_inode_record, LogFile, LogRecord, LOG_CHAIN_ENTRY_HEADER_BYTES, LOG_EXTENT_ENTRY_BYTES,
+    LOG_FILE_ENTRY_HEADER_BYTES, LOG_LARGEST_CHAIN_ENTRY_BYTES, LOG_REMOVED_ENTRY_BYTES,
+    LOG_SHARED_RECORD_START_BYTES, MAX_LOGGED_CHAIN_BLOCKS,
 };
 use crate::plan::run_plan;
 use crate::state::{CommittedCheckpoint, FileNode, State};
 
 mod collect;
+mod flash_chains;
 mod plan;
 
 pub use plan::CommitPlan;
@@ -81,9 +83,13 @@ pub fn log_commit_fits(state: &State) -> bool {
     for inode_number in state.files.touched() {
         match state.files.get(inode_number) {
             Some(node) => {
+                let new_chain = indirect_block_count(block_size, node.pointers.len() as u64);
                 if node.map_changed {
-                    chain_blocks += indirect_block_count(block_size, node.pointers.len() as u64);
+                    chain_blocks += new_chain;
                     old_chain_blocks += node.indirect_chain.len() as u64;
+                }
+                if state.flash.is_some() && new_chain as usize <= MAX_LOGGED_CHAIN_BLOCKS {
+                    record_bytes += (LOG_CHAIN_ENTRY_HEADER_BYTES + 8 * new_chain as usize) as u64;
                 }
                 attribute_bytes = attribute_bytes.max(node.attribute_bytes());
                 record_bytes += (LOG_FILE_ENTRY_HEADER_BYTES
@@ -101,17 +107,33 @@ pub fn log_commit_fits(state: &State) -> bool {
         + chain_blocks
         + old_chain_blocks;
     record_bytes += extent_bound * LOG_EXTENT_ENTRY_BYTES as u64;
-    record_block_bound(block_size, record_bytes, attribute_bytes) <= region_left
+    let largest_extra_entry = match state.flash {
+        Some(_) => LOG_LARGEST_CHAIN_ENTRY_BYTES,
+        None => 0,
+    };
+    record_block_bound(
+        block_size,
+        record_bytes,
+        attribute_bytes,
+        largest_extra_entry,
+    ) <= region_left
 }
 
 /// Blocks a record of `record_bytes` bytes can fill at most: entries never straddle
 /// blocks, so each block wastes less than the largest entry (a file entry whose inode
-/// record carries `attribute_bytes` of attribute fields at most).
-fn record_block_bound(block_size_bytes: u32, record_bytes: u64, attribute_bytes: usize) -> u64 {
-    let largest_entry = LOG_FILE_ENTRY_HEADER_BYTES
+/// record carries `attribute_bytes` of attribute fields at most, or another entry of
+/// `largest_extra_entry` bytes: the flash-aware layout's chain entries).
+fn record_block_bound(
+    block_size_bytes: u32,
+    record_bytes: u64,
+    attribute_bytes: usize,
+    largest_extra_entry: usize,
+) -> u64 {
+    let largest_entry = (LOG_FILE_ENTRY_HEADER_BYTES
         + inode_record_bytes(u64::MAX)
         + attribute_bytes
-        + MAX_NAME_BYTES;
+        + MAX_NAME_BYTES)
+        .max(largest_extra_entry);
     let usable = (block_size_bytes as usize - METADATA_HEADER_BYTES - largest_entry) as u64;
     record_bytes.div_ceil(usable)
 }
@@ -128,7 +150,7 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
         .copied()
         .filter(|inode| state.files.get(inode).is_some_and(|node| node.map_changed))
         .collect();
-    let mut writes = rewrite_indirect_chains(state, sequence, &changed_maps);
+    let mut writes = flash_chains::rewrite_changed_chains(state, sequence, &changed_maps);
     let record = build_log_record(state, sequence, &touched);
     let attributes: Vec<FileAttributes> = record
         .files
@@ -201,7 +223,14 @@ fn build_log_record(state: &State, sequence: u64, touched: &[u64]) -> LogRecord 
     };
     for &inode_number in touched {
         match state.files.get(&inode_number) {
-            Some(node) => record.files.push(log_file(inode_number, node)),
+            Some(node) => {
+                record.files.push(log_file(inode_number, node));
+                if state.flash_chains.is_unlinked(inode_number) {
+                    record
+                        .chains
+                        .push((inode_number, node.indirect_chain.clone()));
+                }
+            }
             None if inode_number < state.committed.next_inode_number => {
                 record.removed.push(inode_number)
             }
@@ -254,7 +283,10 @@ fn checkpoint_space(state: &State, flash_region: Option<u64>) -> u64 {
     let block_size = state.geometry.fs_block_size_bytes;
     let mut chain_blocks = 0;
     let mut released_blocks = state.committed.blocks.len() as u64;
-    for node in state.files.values().filter(|node| node.map_changed) {
+    let rewritten = state.files.iter().filter(|(&inode_number, node)| {
+        node.map_changed || state.flash_chains.is_unlinked(inode_number)
+    });
+    for (_, node) in rewritten {
         chain_blocks += indirect_block_count(block_size, node.pointers.len() as u64);
         released_blocks += node.indirect_chain.len() as u64;
     }
@@ -383,9 +415,15 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
     let changed_maps: Vec<u64> = state
         .files
         .iter()
-        .filter(|(_, node)| node.map_changed)
+        .filter(|(&inode_number, node)| {
+            node.map_changed || state.flash_chains.is_unlinked(inode_number)
+        })
         .map(|(&inode_number, _)| inode_number)
         .collect();
+    let files = &state.files;
+    state
+        .flash_chains
+        .retain(|inode_number| files.contains_key(&inode_number));
     let mut writes = rewrite_indirect_chains(state, sequence, &changed_maps);
     for block in std::mem::take(&mut state.committed.blocks) {
         state.allocator.release(block);
@@ -527,8 +565,12 @@ fn rewrite_indirect_chains(
     let per_block = pointers_per_indirect_block(geometry.fs_block_size_bytes);
     let mut writes = Vec::new();
     for &inode_number in inode_numbers {
+        let unlinked = state.flash_chains.is_unlinked(inode_number);
         let node = state.files.get_mut(&inode_number).expect("a live file");
-        assert!(node.map_changed, "inode {inode_number}: only changed maps");
+        assert!(
+            node.map_changed || unlinked,
+            "inode {inode_number}: only changed maps"
+        );
         for block in node.indirect_chain.drain(..) {
             state.allocator.release(block);
         }
@@ -551,6 +593,7 @@ fn rewrite_indirect_chains(
             &chain,
         ));
         node.indirect_chain = chain;
+        flash_chains::note_whole_chain(state, inode_number);
     }
     writes
 }

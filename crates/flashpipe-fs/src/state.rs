@@ -12,7 +12,7 @@ use flashpipe_device::Clock;
 
 use crate::allocator::Allocator;
 use crate::attributes::{inode_record_header_bytes, FileAttributes};
-use crate::flash_pages::FlashRing;
+use crate::flash_pages::{FlashChains, FlashRing};
 use crate::io::{BufferRecycler, Geometry};
 use crate::layout::SuperBlock;
 use crate::layout::{
@@ -262,6 +262,8 @@ pub struct State {
     /// The commit ring of the flash-aware layout (format version 7); `None` in the
     /// ordinary layout.
     pub flash: Option<FlashRing>,
+    /// The flash-aware layout's indirect chains as the flash holds them.
+    pub flash_chains: FlashChains,
 }
 
 impl State {
@@ -284,6 +286,7 @@ impl State {
             store_identity: None,
             shared: SharedCounts::default(),
             flash: None,
+            flash_chains: FlashChains::default(),
         }
     }
 
