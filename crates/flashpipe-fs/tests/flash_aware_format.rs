@@ -8,8 +8,9 @@
 use flashpipe_fs::layout::{
     checksum_with_field_zeroed, FlashTotals, RingRecordKind, SuperBlock, SuperBlockProblem,
     FLASH_AWARE_FORMAT_VERSION, FLASH_LOG_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS,
-    FORMAT_VERSION, SUPER_BLOCK_SIZE_BYTES,
+    FORMAT_VERSION, METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
+use flashpipe_fs::metadata_log::{decode_record, LogFile, LogRecord};
 
 fn known_flash_super_block() -> SuperBlock {
     SuperBlock {
@@ -180,4 +181,52 @@ fn a_version_7_record_with_a_log_region_is_refused() {
     let mut past_the_region = known_logged_super_block().encode();
     past_the_region[120..128].copy_from_slice(&0x101u64.to_le_bytes());
     assert_bad_field(past_the_region, "log blocks past the region");
+}
+
+#[test]
+fn a_chain_entry_has_the_documented_bytes() {
+    let record = LogRecord {
+        commit_sequence: 9,
+        next_inode_number: 12,
+        file_count: 1,
+        free_block_count: 300,
+        files: vec![LogFile {
+            inode_number: 0x0B,
+            name: "redo".into(),
+            size_bytes: 8192 * 13,
+            indirect_head: 0x5A,
+            modified_clock_ns: 1,
+            direct_pointers: vec![0x40; 12],
+            direct_checksums: vec![Some(7); 12],
+        }],
+        shared: Some(Vec::new()),
+        chains: vec![(0x0B, vec![0x5A, 0x29, 0x4D])],
+        ..LogRecord::default()
+    };
+    let blocks = record.encode(8192, 0);
+    let payload = &blocks[0][METADATA_HEADER_BYTES..];
+    assert_eq!(payload[0], 7, "the tag-7 record start");
+    assert_eq!(&payload[52..56], &1u32.to_le_bytes(), "chain_count");
+    let header = u32::from_le_bytes(blocks[0][28..32].try_into().unwrap()) as usize;
+    let chain = &payload[header - 40..header];
+    let mut expected = vec![8, 0, 0, 0, 3, 0, 0, 0, 0x0B, 0, 0, 0, 0, 0, 0, 0];
+    for block in [0x5Au64, 0x29, 0x4D] {
+        expected.extend_from_slice(&block.to_le_bytes());
+    }
+    assert_eq!(chain, &expected[..], "the chain entry, last in its record");
+    let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+    assert_eq!(decode_record(&views), Ok(record));
+    let mut unannounced = blocks[0].clone();
+    unannounced[METADATA_HEADER_BYTES + 52] = 0;
+    reseal_log_block(&mut unannounced);
+    assert!(
+        decode_record(&[&unannounced]).is_err(),
+        "a chain entry not announced"
+    );
+}
+
+fn reseal_log_block(block: &mut [u8]) {
+    block[4..8].fill(0);
+    let checksum = crc32c::crc32c(block);
+    block[4..8].copy_from_slice(&checksum.to_le_bytes());
 }
