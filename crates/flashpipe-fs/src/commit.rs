@@ -23,9 +23,8 @@ use crate::layout::{
     POINTER_ENTRY_BYTES, SHARED_EXTENT_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::metadata_log::{
-    encode_inode_record, LogFile, LogRecord, LOG_CHAIN_ENTRY_HEADER_BYTES, LOG_EXTENT_ENTRY_BYTES,
-    LOG_FILE_ENTRY_HEADER_BYTES, LOG_LARGEST_CHAIN_ENTRY_BYTES, LOG_REMOVED_ENTRY_BYTES,
-    LOG_SHARED_RECORD_START_BYTES, MAX_LOGGED_CHAIN_BLOCKS,
+    encode_inode_record, LogFile, LogRecord, LOG_EXTENT_ENTRY_BYTES, LOG_FILE_ENTRY_HEADER_BYTES,
+    LOG_REMOVED_ENTRY_BYTES, LOG_SHARED_RECORD_START_BYTES,
 };
 use crate::plan::run_plan;
 use crate::state::{CommittedCheckpoint, FileNode, State};
@@ -88,9 +87,7 @@ pub fn log_commit_fits(state: &State) -> bool {
                     chain_blocks += new_chain;
                     old_chain_blocks += node.indirect_chain.len() as u64;
                 }
-                if state.flash.is_some() && new_chain as usize <= MAX_LOGGED_CHAIN_BLOCKS {
-                    record_bytes += (LOG_CHAIN_ENTRY_HEADER_BYTES + 8 * new_chain as usize) as u64;
-                }
+                record_bytes += flash_chains::chain_entry_bound(state, new_chain);
                 attribute_bytes = attribute_bytes.max(node.attribute_bytes());
                 record_bytes += (LOG_FILE_ENTRY_HEADER_BYTES
                     + node.inode_record_bytes()
@@ -107,10 +104,7 @@ pub fn log_commit_fits(state: &State) -> bool {
         + chain_blocks
         + old_chain_blocks;
     record_bytes += extent_bound * LOG_EXTENT_ENTRY_BYTES as u64;
-    let largest_extra_entry = match state.flash {
-        Some(_) => LOG_LARGEST_CHAIN_ENTRY_BYTES,
-        None => 0,
-    };
+    let largest_extra_entry = flash_chains::largest_chain_entry(state);
     record_block_bound(
         block_size,
         record_bytes,
@@ -219,18 +213,12 @@ fn build_log_record(state: &State, sequence: u64, touched: &[u64]) -> LogRecord 
         allocated: state.allocator.fresh_extents(),
         freed: state.allocator.pending_extents(),
         shared: Some(state.shared.touched_extents()),
+        chains: flash_chains::unlinked_chains(state, touched),
         ..LogRecord::default()
     };
     for &inode_number in touched {
         match state.files.get(&inode_number) {
-            Some(node) => {
-                record.files.push(log_file(inode_number, node));
-                if state.flash_chains.is_unlinked(inode_number) {
-                    record
-                        .chains
-                        .push((inode_number, node.indirect_chain.clone()));
-                }
-            }
+            Some(node) => record.files.push(log_file(inode_number, node)),
             None if inode_number < state.committed.next_inode_number => {
                 record.removed.push(inode_number)
             }
@@ -412,18 +400,7 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
         Some(_) => crate::flash_log::take_region(state, checkpoint_space(state, Some(0))),
         None => Vec::new(),
     };
-    let changed_maps: Vec<u64> = state
-        .files
-        .iter()
-        .filter(|(&inode_number, node)| {
-            node.map_changed || state.flash_chains.is_unlinked(inode_number)
-        })
-        .map(|(&inode_number, _)| inode_number)
-        .collect();
-    let files = &state.files;
-    state
-        .flash_chains
-        .retain(|inode_number| files.contains_key(&inode_number));
+    let changed_maps = flash_chains::chains_to_rewrite(state);
     let mut writes = rewrite_indirect_chains(state, sequence, &changed_maps);
     for block in std::mem::take(&mut state.committed.blocks) {
         state.allocator.release(block);

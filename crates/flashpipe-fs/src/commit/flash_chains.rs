@@ -14,7 +14,9 @@ use flashpipe_device::IoBuf;
 
 use super::{indirect_chain_blocks, rewrite_indirect_chains};
 use crate::layout::{indirect_block_count, pointers_per_indirect_block, DIRECT_POINTER_COUNT};
-use crate::metadata_log::MAX_LOGGED_CHAIN_BLOCKS;
+use crate::metadata_log::{
+    LOG_CHAIN_ENTRY_HEADER_BYTES, LOG_LARGEST_CHAIN_ENTRY_BYTES, MAX_LOGGED_CHAIN_BLOCKS,
+};
 use crate::state::{FileNode, State};
 
 /// The new chains of `inode_numbers` (whose maps changed) for a log commit: only their
@@ -35,6 +37,55 @@ pub(super) fn rewrite_changed_chains(
         }
     }
     writes
+}
+
+/// The files whose chains a checkpoint rewrites: those whose block maps changed and, in
+/// the flash-aware layout, those whose chains are unlinked (forgetting the chains of
+/// files that are gone).
+pub(super) fn chains_to_rewrite(state: &mut State) -> Vec<u64> {
+    let files = &state.files;
+    state
+        .flash_chains
+        .retain(|inode_number| files.contains_key(&inode_number));
+    state
+        .files
+        .iter()
+        .filter(|(&inode_number, node)| {
+            node.map_changed || state.flash_chains.is_unlinked(inode_number)
+        })
+        .map(|(&inode_number, _)| inode_number)
+        .collect()
+}
+
+/// The chain entries of a log record holding the files `touched`: the unlinked chains.
+pub(super) fn unlinked_chains(state: &State, touched: &[u64]) -> Vec<(u64, Vec<u64>)> {
+    touched
+        .iter()
+        .filter(|&&inode_number| state.flash_chains.is_unlinked(inode_number))
+        .filter_map(|&inode_number| {
+            let node = state.files.get(&inode_number)?;
+            Some((inode_number, node.indirect_chain.clone()))
+        })
+        .collect()
+}
+
+/// Bytes a chain entry for a chain of `chain_blocks` blocks may add to a log record (0
+/// outside the flash-aware layout and for chains too long to list).
+pub(super) fn chain_entry_bound(state: &State, chain_blocks: u64) -> u64 {
+    let listed = state.flash.is_some() && chain_blocks as usize <= MAX_LOGGED_CHAIN_BLOCKS;
+    if listed {
+        (LOG_CHAIN_ENTRY_HEADER_BYTES + 8 * chain_blocks as usize) as u64
+    } else {
+        0
+    }
+}
+
+/// The largest chain entry a log record may hold (0 outside the flash-aware layout).
+pub(super) fn largest_chain_entry(state: &State) -> usize {
+    match state.flash {
+        Some(_) => LOG_LARGEST_CHAIN_ENTRY_BYTES,
+        None => 0,
+    }
 }
 
 /// Remembers what the chain of `inode_number` holds on flash after a whole rewrite
