@@ -7,7 +7,8 @@
 //! first commit (also when it changes nothing and unmounts cleanly); a version-7 image
 //! (no region) mounts and its first commit takes one; a log page read off the flash at
 //! the documented offsets; power cuts in runs of log commits that rewrite single chain
-//! pages of a large file (`FLASHPIPE_SEEDS=n`, default 40).
+//! pages of a large file (`FLASHPIPE_SEEDS=n`, default 40); damaged chain entries (each
+//! resealed) refused by the mount, which writes nothing.
 
 mod support;
 
@@ -18,7 +19,7 @@ use flashpipe_fs::layout::{
     open_metadata_block, read_u32, read_u64, MetadataKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION,
     FLASH_LOG_FORMAT_VERSION, METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
-use flashpipe_fs::{CommitPolicy, Filesystem, FormatOptions};
+use flashpipe_fs::{CommitPolicy, Filesystem, FormatOptions, MountError};
 use flashpipe_ftl::{PowerCutFlash, RawPageDevice, SharedFlash};
 use support::PowerFailing;
 
@@ -527,4 +528,112 @@ fn power_cuts_in_log_commits_that_rewrite_single_chain_pages_lose_no_flush() {
         cuts.len()
     );
     assert!(cuts.len() < 20 || (crashed > cuts.len() / 2 && replayed > 0));
+}
+
+/// The region's pages (from the checkpoint map of `newest`) in order.
+fn region_pages(device: &mut dyn BlockDevice, newest: &SuperBlock) -> Vec<u64> {
+    let map = read_page(device, newest.map_head);
+    let header = open_metadata_block(&map, MetadataKind::Map, newest.commit_sequence)
+        .expect("the checkpoint map");
+    let listed: Vec<u64> = (0..header.entry_count as usize)
+        .map(|slot| read_u64(&map, METADATA_HEADER_BYTES + 8 * slot))
+        .collect();
+    listed[listed.len() - newest.log_region_block_count as usize..].to_vec()
+}
+
+/// Erases the region's erase block and programs `pages` (the log's pages, in order).
+fn reprogram_region(device: &mut dyn BlockDevice, region: &[u64], pages: &[Vec<u8>]) {
+    let erase = Operation::Trim {
+        first_block: region[0],
+        block_count: region.len() as u64,
+    };
+    run_one(device, erase).expect("erase the region");
+    for (page, bytes) in region.iter().zip(pages) {
+        program(device, *page, bytes);
+    }
+}
+
+/// `page` with its metadata checksum recomputed (so that only the replay's checks see
+/// the change).
+fn resealed_log_page(mut page: Vec<u8>) -> Vec<u8> {
+    page[4..8].fill(0);
+    let checksum = crc32c::crc32c(&page);
+    page[4..8].copy_from_slice(&checksum.to_le_bytes());
+    page
+}
+
+#[test]
+fn a_damaged_chain_entry_is_refused_and_the_mount_writes_nothing() {
+    let mut rig = Rig::new(8);
+    let mut fs = rig.format();
+    let pages = 12 + POINTERS_PER_CHAIN_PAGE + 50;
+    let mut bytes = contents(11, pages * PAGE_BYTES);
+    let file = fs.create("large").expect("create");
+    fs.write(file, 0, &bytes).expect("write");
+    fs.flush().expect("flush");
+    overwrite_at(
+        &rig,
+        &mut fs,
+        &mut bytes,
+        12 + POINTERS_PER_CHAIN_PAGE + 5,
+        1,
+    );
+    let mut device = fs.unmount().expect("unmount");
+    let newest = ring_records(&mut *device)
+        .into_iter()
+        .map(|(_, record)| record)
+        .max_by_key(|record| record.ring_sequence)
+        .expect("records");
+    let region = region_pages(&mut *device, &newest);
+    let log: Vec<Vec<u8>> = region[..newest.log_block_count as usize]
+        .iter()
+        .map(|&page| read_page(&mut *device, page))
+        .collect();
+    let last = log.last().expect("a record").clone();
+    let payload_bytes = read_u32(&last, 28) as usize;
+    let entry = METADATA_HEADER_BYTES + payload_bytes - (16 + 2 * 8);
+    assert_eq!(last[entry], 8, "the record ends with its chain entry");
+    let (head, second) = (read_u64(&last, entry + 16), read_u64(&last, entry + 24));
+    let damages: [(&str, usize, u64); 4] = [
+        (
+            "blocks swapped: the first is not the head",
+            entry + 16,
+            second,
+        ),
+        ("a block out of range", entry + 24, u64::MAX / 2),
+        ("a block listed twice", entry + 24, head),
+        ("an inode the record does not hold", entry + 8, 0x7777),
+    ];
+    drop(device);
+    for (what, offset, value) in damages {
+        let mut damaged = last.clone();
+        damaged[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
+        let mut pages = log.clone();
+        *pages.last_mut().expect("a record") = resealed_log_page(damaged);
+        let mut device = rig.device();
+        reprogram_region(&mut *device, &region, &pages);
+        let before = rig.pages_programmed();
+        let refused = Filesystem::mount(device);
+        let Err(MountError::Corrupt { findings }) = refused else {
+            panic!("{what}: the mount is refused as corrupt");
+        };
+        assert!(
+            findings
+                .iter()
+                .any(|finding| finding.problem.contains("chain entry")),
+            "{what}: {findings:?}"
+        );
+        assert_eq!(
+            rig.pages_programmed(),
+            before,
+            "{what}: the mount wrote nothing"
+        );
+    }
+    let mut device = rig.device();
+    reprogram_region(&mut *device, &region, &log);
+    drop(device);
+    let mut fs = rig.mount();
+    let file = fs.open("large").expect("open");
+    let read = fs.read(file, 0, bytes.len() as u64).expect("read").to_vec();
+    assert!(read == bytes, "the undamaged log replays");
 }
