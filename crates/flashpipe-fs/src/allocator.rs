@@ -146,6 +146,66 @@ impl Allocator {
         allocator
     }
 
+    /// Flash-aware layout: the erase blocks whose every page is free (erased), lowest
+    /// first; none outside that layout.
+    pub fn whole_free_erase_blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        let pages = self
+            .flash
+            .as_ref()
+            .map_or(0, FlashPages::pages_per_erase_block);
+        self.free
+            .iter()
+            .filter(move |_| pages > 0)
+            .flat_map(move |(&start, &length)| start.div_ceil(pages)..(start + length) / pages)
+    }
+
+    /// Flash-aware layout: takes the first `count` erase blocks whose every page is free
+    /// ([`Allocator::whole_free_erase_blocks`]), as their pages in order; `None`
+    /// (nothing taken) when fewer are free or this is not the flash-aware layout. The
+    /// pages are fresh but not counted as handed out: the log region's pages are counted
+    /// as records fill them.
+    pub fn take_whole_erase_blocks(&mut self, count: u64) -> Option<Vec<u64>> {
+        let pages = self.flash.as_ref()?.pages_per_erase_block();
+        let erase_blocks: Vec<u64> = self
+            .whole_free_erase_blocks()
+            .take(count as usize)
+            .collect();
+        if (erase_blocks.len() as u64) < count {
+            return None;
+        }
+        let mut taken = Vec::new();
+        for erase_block in erase_blocks {
+            let first = erase_block * pages;
+            self.remove_free_range(first, pages);
+            for page in first..first + pages {
+                let newly_fresh = self.fresh.insert(page);
+                assert!(newly_fresh, "page {page} handed out twice");
+            }
+            taken.extend(first..first + pages);
+        }
+        Some(taken)
+    }
+
+    /// Takes `first..first + count`, which lies inside one free extent, out of the free
+    /// set.
+    fn remove_free_range(&mut self, first: u64, count: u64) {
+        let (&start, &length) = self
+            .free
+            .range(..=first)
+            .next_back()
+            .expect("the range is free");
+        assert!(first + count <= start + length, "the range is free");
+        self.free.remove(&start);
+        if first > start {
+            self.free.insert(start, first - start);
+        }
+        if first + count < start + length {
+            self.free
+                .insert(first + count, start + length - first - count);
+        }
+        self.free_block_count -= count;
+    }
+
     /// The flash-aware layout's bookkeeping, when this is its allocator.
     pub fn flash_pages(&self) -> Option<&FlashPages> {
         self.flash.as_ref()
@@ -401,6 +461,20 @@ mod tests {
         assert!(allocator.allocate_run_congruent(1, 1, 64).is_none());
         allocator.release(26);
         assert_eq!(allocator.free_block_count(), 33);
+    }
+
+    #[test]
+    fn whole_erase_blocks_are_taken_only_where_every_page_is_free() {
+        let mut allocator = Allocator::for_flash(4, &[(13, 3), (18, 10)], &[], &[]);
+        assert!(allocator.take_whole_erase_blocks(3).is_none());
+        assert_eq!(allocator.free_block_count(), 13);
+        assert_eq!(
+            allocator.take_whole_erase_blocks(2),
+            Some((20..28).collect::<Vec<u64>>())
+        );
+        assert_eq!(allocator.free_block_count(), 5);
+        assert_eq!(allocator.extents_after_commit(), vec![(13, 3), (18, 2)]);
+        assert!(allocator.is_fresh(20) && allocator.take_whole_erase_blocks(1).is_none());
     }
 
     #[test]

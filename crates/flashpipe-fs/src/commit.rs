@@ -30,6 +30,7 @@ use crate::plan::run_plan;
 use crate::state::{CommittedCheckpoint, FileNode, State};
 
 mod collect;
+mod flash_chains;
 mod plan;
 
 pub use plan::CommitPlan;
@@ -81,10 +82,12 @@ pub fn log_commit_fits(state: &State) -> bool {
     for inode_number in state.files.touched() {
         match state.files.get(inode_number) {
             Some(node) => {
+                let new_chain = indirect_block_count(block_size, node.pointers.len() as u64);
                 if node.map_changed {
-                    chain_blocks += indirect_block_count(block_size, node.pointers.len() as u64);
+                    chain_blocks += new_chain;
                     old_chain_blocks += node.indirect_chain.len() as u64;
                 }
+                record_bytes += flash_chains::chain_entry_bound(state, new_chain);
                 attribute_bytes = attribute_bytes.max(node.attribute_bytes());
                 record_bytes += (LOG_FILE_ENTRY_HEADER_BYTES
                     + node.inode_record_bytes()
@@ -101,17 +104,30 @@ pub fn log_commit_fits(state: &State) -> bool {
         + chain_blocks
         + old_chain_blocks;
     record_bytes += extent_bound * LOG_EXTENT_ENTRY_BYTES as u64;
-    record_block_bound(block_size, record_bytes, attribute_bytes) <= region_left
+    let largest_extra_entry = flash_chains::largest_chain_entry(state);
+    record_block_bound(
+        block_size,
+        record_bytes,
+        attribute_bytes,
+        largest_extra_entry,
+    ) <= region_left
 }
 
 /// Blocks a record of `record_bytes` bytes can fill at most: entries never straddle
 /// blocks, so each block wastes less than the largest entry (a file entry whose inode
-/// record carries `attribute_bytes` of attribute fields at most).
-fn record_block_bound(block_size_bytes: u32, record_bytes: u64, attribute_bytes: usize) -> u64 {
-    let largest_entry = LOG_FILE_ENTRY_HEADER_BYTES
+/// record carries `attribute_bytes` of attribute fields at most, or another entry of
+/// `largest_extra_entry` bytes: the flash-aware layout's chain entries).
+fn record_block_bound(
+    block_size_bytes: u32,
+    record_bytes: u64,
+    attribute_bytes: usize,
+    largest_extra_entry: usize,
+) -> u64 {
+    let largest_entry = (LOG_FILE_ENTRY_HEADER_BYTES
         + inode_record_bytes(u64::MAX)
         + attribute_bytes
-        + MAX_NAME_BYTES;
+        + MAX_NAME_BYTES)
+        .max(largest_extra_entry);
     let usable = (block_size_bytes as usize - METADATA_HEADER_BYTES - largest_entry) as u64;
     record_bytes.div_ceil(usable)
 }
@@ -128,7 +144,7 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
         .copied()
         .filter(|inode| state.files.get(inode).is_some_and(|node| node.map_changed))
         .collect();
-    let mut writes = rewrite_indirect_chains(state, sequence, &changed_maps);
+    let mut writes = flash_chains::rewrite_changed_chains(state, sequence, &changed_maps);
     let record = build_log_record(state, sequence, &touched);
     let attributes: Vec<FileAttributes> = record
         .files
@@ -157,6 +173,8 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
     super_block.commit_sequence = sequence;
     super_block.log_block_count = first_index + record_block_count;
     super_block.log_record_count += 1;
+    crate::flash_log::count_record_pages(state, record_block_count);
+    let super_block = crate::flash_layout::flash_super_block(state, super_block);
     (
         writes,
         Durable::Log {
@@ -195,6 +213,7 @@ fn build_log_record(state: &State, sequence: u64, touched: &[u64]) -> LogRecord 
         allocated: state.allocator.fresh_extents(),
         freed: state.allocator.pending_extents(),
         shared: Some(state.shared.touched_extents()),
+        chains: flash_chains::unlinked_chains(state, touched),
         ..LogRecord::default()
     };
     for &inode_number in touched {
@@ -236,10 +255,26 @@ pub fn log_region_blocks(table_blocks: u64, free_blocks: u64) -> u64 {
 /// indirect chains, the packed name and inode tables, the log region, and the free list
 /// and map sized for the most extents the releases and allocations can produce.
 fn commit_space_needed(state: &State) -> u64 {
+    if state.flash.is_none() {
+        return checkpoint_space(state, None);
+    }
+    let without_region = checkpoint_space(state, Some(0));
+    match crate::flash_log::region_pages(state, without_region) {
+        0 => without_region,
+        region => checkpoint_space(state, Some(region)),
+    }
+}
+
+/// [`commit_space_needed`] with the flash-aware layout's region size given
+/// (`flash_region`), or the ordinary layout's rule (`None`).
+fn checkpoint_space(state: &State, flash_region: Option<u64>) -> u64 {
     let block_size = state.geometry.fs_block_size_bytes;
     let mut chain_blocks = 0;
     let mut released_blocks = state.committed.blocks.len() as u64;
-    for node in state.files.values().filter(|node| node.map_changed) {
+    let rewritten = state.files.iter().filter(|(&inode_number, node)| {
+        node.map_changed || state.flash_chains.is_unlinked(inode_number)
+    });
+    for (_, node) in rewritten {
         chain_blocks += indirect_block_count(block_size, node.pointers.len() as u64);
         released_blocks += node.indirect_chain.len() as u64;
     }
@@ -254,14 +289,12 @@ fn commit_space_needed(state: &State) -> u64 {
         block_size,
         state.files.values().map(|node| node.inode_record_bytes()),
     );
-    let region_blocks = if state.flash.is_some() {
-        0
-    } else {
+    let region_blocks = flash_region.unwrap_or_else(|| {
         log_region_blocks(
             name_blocks + inode_blocks,
             state.allocator.free_block_count(),
         )
-    };
+    });
     let shared_blocks = shared_table_block_count(state);
     let extent_bound =
         state.allocator.extents_after_commit().len() as u64 + released_blocks + chain_blocks;
@@ -363,12 +396,11 @@ impl TablePacker {
 fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable), FlushError> {
     let sequence = state.committed.sequence + 1;
     let free_blocks_before = state.allocator.free_block_count();
-    let changed_maps: Vec<u64> = state
-        .files
-        .iter()
-        .filter(|(_, node)| node.map_changed)
-        .map(|(&inode_number, _)| inode_number)
-        .collect();
+    let flash_region = match state.flash {
+        Some(_) => crate::flash_log::take_region(state, checkpoint_space(state, Some(0))),
+        None => Vec::new(),
+    };
+    let changed_maps = flash_chains::chains_to_rewrite(state);
     let mut writes = rewrite_indirect_chains(state, sequence, &changed_maps);
     for block in std::mem::take(&mut state.committed.blocks) {
         state.allocator.release(block);
@@ -376,10 +408,9 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
     let name_blocks = pack_name_table(state);
     let inode_blocks = pack_inode_table(state);
     let named_blocks = name_blocks.len() as u64 + inode_blocks.len() as u64;
-    let region_block_count = if state.flash.is_some() {
-        0
-    } else {
-        log_region_blocks(named_blocks, free_blocks_before)
+    let region_block_count = match state.flash {
+        Some(_) => flash_region.len() as u64,
+        None => log_region_blocks(named_blocks, free_blocks_before),
     };
     let shared_extents = state.shared.extents();
     let shared_blocks = pack_shared_table(state, &shared_extents);
@@ -392,10 +423,12 @@ fn prepare_checkpoint(state: &mut State) -> Result<(Vec<(u64, IoBuf)>, Durable),
         region_block_count,
     );
     let table_block_count = named_blocks + free_list_block_count + shared_table_block_count;
-    let checkpoint_blocks = allocate_addresses(
+    let allocated_region = region_block_count - flash_region.len() as u64;
+    let mut checkpoint_blocks = allocate_addresses(
         state,
-        table_block_count + map_block_count + region_block_count,
+        table_block_count + map_block_count + allocated_region,
     )?;
+    checkpoint_blocks.extend(flash_region);
     let (table_addresses, rest) = checkpoint_blocks.split_at(table_block_count as usize);
     let (map_addresses, region_addresses) = rest.split_at(map_block_count as usize);
     let free_extents = state.allocator.extents_after_commit();
@@ -509,8 +542,12 @@ fn rewrite_indirect_chains(
     let per_block = pointers_per_indirect_block(geometry.fs_block_size_bytes);
     let mut writes = Vec::new();
     for &inode_number in inode_numbers {
+        let unlinked = state.flash_chains.is_unlinked(inode_number);
         let node = state.files.get_mut(&inode_number).expect("a live file");
-        assert!(node.map_changed, "inode {inode_number}: only changed maps");
+        assert!(
+            node.map_changed || unlinked,
+            "inode {inode_number}: only changed maps"
+        );
         for block in node.indirect_chain.drain(..) {
             state.allocator.release(block);
         }
@@ -533,6 +570,7 @@ fn rewrite_indirect_chains(
             &chain,
         ));
         node.indirect_chain = chain;
+        flash_chains::note_whole_chain(state, inode_number);
     }
     writes
 }

@@ -9,8 +9,8 @@
 //!   the next page of the *commit ring*, erase blocks 1 and 2 (`FlashRing`); page 0 of a
 //!   ring erase block is always preceded by an erase of that block;
 //! - pages are handed out in order within erase blocks and a released page is dead until
-//!   its whole erase block is erased ([`crate::flash_pages`]); every commit is a
-//!   checkpoint (the log region would be programmed out of order) with no log region;
+//!   its whole erase block is erased ([`crate::flash_pages`]); a checkpoint's log region
+//!   is whole erase blocks of its own, filled in order ([`crate::flash_log`]);
 //! - a fresh page is never overwritten in place;
 //! - mount scans the ring for the newest valid super block ([`newest_in_ring`]) and, read-
 //!   write, tells erased free erase blocks from programmed ones by reading their first page
@@ -22,18 +22,20 @@ use crate::allocator::Allocator;
 use crate::flash_pages::{FlashRing, RING_ERASE_BLOCKS, RING_FIRST_ERASE_BLOCK};
 use crate::io::Geometry;
 use crate::layout::{
-    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS,
-    SUPER_BLOCK_SIZE_BYTES,
+    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_LOG_FORMAT_VERSION,
+    FLASH_RESERVED_ERASE_BLOCKS, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::state::State;
 
-/// `super_block` as this state's layout writes it: version 7 with the erase block size
-/// in the flash-aware layout, unchanged otherwise.
+/// `super_block` as this state's layout writes it: in the flash-aware layout a `commit`
+/// record of version 8 with the erase block size, ring sequence and counters; unchanged
+/// otherwise.
 pub fn flash_super_block(state: &State, mut super_block: SuperBlock) -> SuperBlock {
     if let Some(ring) = &state.flash {
-        super_block.format_version = FLASH_AWARE_FORMAT_VERSION;
+        super_block.format_version = FLASH_LOG_FORMAT_VERSION;
         super_block.pages_per_erase_block = ring.pages_per_erase_block;
         super_block.ring_sequence = ring.next_sequence;
+        super_block.record_kind = RingRecordKind::Commit;
         if let Some(pages) = state.allocator.flash_pages() {
             super_block.flash_totals = pages.totals();
         }
@@ -53,12 +55,11 @@ pub fn erase_operation(
     }
 }
 
-/// Turns a formatted-or-loaded state into the flash-aware layout's: the ring, the
-/// allocator (free pages are taken as erased), every commit a checkpoint.
+/// Turns a formatted-or-loaded state into the flash-aware layout's: the ring and the
+/// allocator (free pages are taken as erased).
 pub fn enter_flash_layout(state: &mut State, ring: FlashRing, free_erased: &[(u64, u64)]) {
     state.allocator = Allocator::for_flash(ring.pages_per_erase_block, free_erased, &[], &[]);
     state.flash = Some(ring);
-    state.checkpoint_every_commit = true;
 }
 
 /// What one page read found.
@@ -134,7 +135,7 @@ pub fn newest_in_ring(
             let Ok(record) = SuperBlock::decode(&bytes[..SUPER_BLOCK_SIZE_BYTES]) else {
                 continue;
             };
-            let valid = record.format_version == FLASH_AWARE_FORMAT_VERSION
+            let valid = record.format_version >= FLASH_AWARE_FORMAT_VERSION
                 && record.pages_per_erase_block == pages_per_erase_block;
             let newer = newest
                 .as_ref()
@@ -247,7 +248,7 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
     let Some(super_block) = state.committed.super_block.clone() else {
         return Ok(());
     };
-    if super_block.format_version != FLASH_AWARE_FORMAT_VERSION {
+    if super_block.format_version < FLASH_AWARE_FORMAT_VERSION {
         return Ok(());
     }
     let pages = super_block.pages_per_erase_block;
@@ -290,7 +291,9 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
         flash_pages.count_erases(erases);
     }
     state.flash = Some(scan.next_ring(pages, &super_block));
-    state.checkpoint_every_commit = true;
+    if !clean {
+        crate::flash_log::abandon_region_after_unclean_end(state, &super_block);
+    }
     write_ring_record(state, device, RingRecordKind::Opened)
 }
 
@@ -298,7 +301,7 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
 /// know its layout (never reached by a write).
 pub fn note_read_only_layout(state: &mut State) {
     if let Some(super_block) = &state.committed.super_block {
-        if super_block.format_version == FLASH_AWARE_FORMAT_VERSION {
+        if super_block.format_version >= FLASH_AWARE_FORMAT_VERSION {
             state.flash = Some(FlashRing::at_start(super_block.pages_per_erase_block));
         }
     }

@@ -10,7 +10,9 @@
 //! pages are still listed free in a checkpoint's free list (nothing references them);
 //! mount tells erased pages from programmed ones by reading (`flash_layout`).
 //!
-//! [`FlashRing`] is where the next super block goes in the commit ring.
+//! [`FlashRing`] is where the next super block goes in the commit ring; [`FlashChains`]
+//! what each file's indirect chain holds on flash, so that a log commit rewrites only the
+//! chain blocks whose pointers changed (`commit/flash_chains.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -154,6 +156,56 @@ impl FlashPages {
     /// Erase blocks waiting for their erase.
     pub fn erasable_count(&self) -> usize {
         self.erasable.len()
+    }
+}
+
+/// The indirect chains as the flash holds them (flash-aware layout, version 8).
+#[derive(Debug, Clone, Default)]
+pub struct FlashChains {
+    /// Per inode, the pointer entries beyond the direct ones as its chain on flash holds
+    /// them (known for chains written since mount).
+    written: HashMap<u64, Vec<(u64, Option<u32>)>>,
+    /// Inodes whose chain on flash is not linked by its `next_block` fields (blocks
+    /// rewritten one by one): the log lists their blocks, the next checkpoint rewrites them
+    /// whole.
+    unlinked: BTreeSet<u64>,
+}
+
+impl FlashChains {
+    /// True when `inode_number`'s chain on flash is not linked.
+    pub fn is_unlinked(&self, inode_number: u64) -> bool {
+        self.unlinked.contains(&inode_number)
+    }
+
+    /// The pointer entries `inode_number`'s chain on flash holds, when known.
+    pub fn written(&self, inode_number: u64) -> Option<&[(u64, Option<u32>)]> {
+        self.written.get(&inode_number).map(Vec::as_slice)
+    }
+
+    /// `inode_number`'s chain on flash now holds `entries`, linked or not.
+    pub fn note_written(
+        &mut self,
+        inode_number: u64,
+        entries: Vec<(u64, Option<u32>)>,
+        linked: bool,
+    ) {
+        self.written.insert(inode_number, entries);
+        if linked {
+            self.unlinked.remove(&inode_number);
+        } else {
+            self.unlinked.insert(inode_number);
+        }
+    }
+
+    /// A chain loaded from a log that listed its blocks (its entries unknown).
+    pub fn note_loaded_unlinked(&mut self, inode_number: u64) {
+        self.unlinked.insert(inode_number);
+    }
+
+    /// Forgets the inodes `keep` says are gone.
+    pub fn retain(&mut self, keep: impl Fn(u64) -> bool) {
+        self.written.retain(|&inode_number, _| keep(inode_number));
+        self.unlinked.retain(|&inode_number| keep(inode_number));
     }
 }
 

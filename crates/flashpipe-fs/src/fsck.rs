@@ -374,7 +374,7 @@ fn planned_losses(image: &LoadedImage) -> Vec<LostFile> {
 }
 
 fn repair_blocker(image: &LoadedImage) -> Option<String> {
-    if image.super_block.format_version == FLASH_AWARE_FORMAT_VERSION {
+    if image.super_block.format_version >= FLASH_AWARE_FORMAT_VERSION {
         return Some(
             "the flash-aware layout has no repair yet (its pages cannot be rewritten in \
              place); copy the files out with `flashpipe get` and make a new store; nothing \

@@ -99,6 +99,9 @@ pub struct LoadedFile {
     pub indirect_chain: Vec<u64>,
     /// What the user set of its mode, owner and wall-clock time (version 6).
     pub attributes: FileAttributes,
+    /// Version 8 (flash-aware layout): the chain's blocks as the log listed them, when
+    /// their `next_block` fields are stale (blocks rewritten one by one).
+    pub listed_chain: Option<Vec<u64>>,
 }
 
 /// An image as loaded, with everything wrong with it.
@@ -208,6 +211,9 @@ impl LoadedImage {
             .into_iter()
             .partition(|(_, file)| file.name.is_some());
         for (inode_number, file) in named.into_iter().chain(orphans) {
+            if file.listed_chain.is_some() {
+                state.flash_chains.note_loaded_unlinked(inode_number);
+            }
             let name = match file.name {
                 Some(name) => name,
                 None => state.orphan_name(inode_number),
@@ -481,7 +487,13 @@ impl Loader {
         {
             return Err(format!("header: owner {}, {} entries; expected owner {inode_number}, {expected_entries} entries", header.owner, header.entry_count));
         }
-        let next_ok = if is_last {
+        let listed_next = file.listed_chain.as_ref().map(|listed| {
+            let next = listed.get(position as usize + 1).copied().unwrap_or(0);
+            (!is_last).then_some(next)
+        });
+        let next_ok = if listed_next.is_some() {
+            true
+        } else if is_last {
             header.next_block == 0
         } else {
             (FIRST_ALLOCATABLE_BLOCK..fs_block_count).contains(&header.next_block)
@@ -507,7 +519,7 @@ impl Loader {
             file.checksums.push(checksum);
         }
         file.indirect_chain.push(block);
-        Ok((!is_last).then_some(header.next_block))
+        Ok(listed_next.unwrap_or((!is_last).then_some(header.next_block)))
     }
 
     /// A chain block that cannot be used: the file keeps the whole blocks mapped before

@@ -31,8 +31,13 @@ pub const FIRST_SHARED_FORMAT_VERSION: u32 = 5;
 /// version 6's super block with the erase block size at offset 176, written as the
 /// next page of a commit ring on raw flash pages. Only that layout writes it.
 pub const FLASH_AWARE_FORMAT_VERSION: u32 = 7;
+/// The format version the flash-aware layout writes since its log region (docs/format.md,
+/// "Flash-aware layout"): version 7's records, whose checkpoints may carry a log region
+/// of whole erase blocks that later commits fill with log records. Version 7 images are
+/// still read (they have no region: their first commit is a checkpoint that takes one).
+pub const FLASH_LOG_FORMAT_VERSION: u32 = 8;
 /// The newest format version this code reads.
-pub const NEWEST_READABLE_FORMAT_VERSION: u32 = FLASH_AWARE_FORMAT_VERSION;
+pub const NEWEST_READABLE_FORMAT_VERSION: u32 = FLASH_LOG_FORMAT_VERSION;
 /// The oldest format version this code reads: version 1, whose block pointers carry no
 /// data checksum (docs/format.md, "Versioning").
 pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;

@@ -43,6 +43,7 @@ pub mod error;
 mod filesystem;
 mod findings;
 mod flash_layout;
+mod flash_log;
 mod flash_pages;
 mod fs_core;
 pub mod fsck;

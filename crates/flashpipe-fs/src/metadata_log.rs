@@ -42,6 +42,17 @@ pub const LOG_FILE_ENTRY_HEADER_BYTES: usize = 4;
 pub const LOG_REMOVED_ENTRY_BYTES: usize = 16;
 /// Bytes of an allocated or freed extent entry.
 pub const LOG_EXTENT_ENTRY_BYTES: usize = 24;
+/// Tag of a chain entry (version 8, the flash-aware layout): the blocks of a file's
+/// indirect chain in order, for a chain whose blocks were rewritten one by one (their
+/// `next_block` fields are then stale).
+pub const LOG_ENTRY_CHAIN: u8 = 8;
+/// Bytes of a chain entry before its block addresses.
+pub const LOG_CHAIN_ENTRY_HEADER_BYTES: usize = 16;
+/// Most blocks a chain entry lists (longer chains are rewritten whole, linked).
+pub const MAX_LOGGED_CHAIN_BLOCKS: usize = 256;
+/// Bytes of the largest chain entry.
+pub const LOG_LARGEST_CHAIN_ENTRY_BYTES: usize =
+    LOG_CHAIN_ENTRY_HEADER_BYTES + 8 * MAX_LOGGED_CHAIN_BLOCKS;
 
 /// One created or changed file as a log record holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +96,9 @@ pub struct LogRecord {
     /// commit changed, with their counts after it (1: no longer shared or freed); `None`
     /// for a record of version 3 or 4 (its start entry is tag 1).
     pub shared: Option<Vec<(u64, u64, u32)>>,
+    /// Version 8 (flash-aware layout): `(inode number, chain blocks in order)` of files
+    /// of this record whose indirect chain is not linked by its `next_block` fields.
+    pub chains: Vec<(u64, Vec<u64>)>,
 }
 
 /// Writes the inode record (docs/format.md, "Inode table") of a file to `entry`: the
@@ -135,6 +149,7 @@ impl LogRecord {
         start[0] = start_tag;
         if let Some(shared) = &self.shared {
             write_u32(&mut start, 48, shared.len() as u32);
+            write_u32(&mut start, 52, self.chains.len() as u32);
         }
         write_u32(&mut start, 8, self.removed.len() as u32);
         write_u32(&mut start, 12, self.files.len() as u32);
@@ -183,6 +198,17 @@ impl LogRecord {
             write_u32(&mut entry, 4, reference_count);
             write_u64(&mut entry, 8, first_block);
             write_u64(&mut entry, 16, block_count);
+            entries.push(entry);
+        }
+        for (inode_number, blocks) in &self.chains {
+            assert!(self.shared.is_some() && blocks.len() <= MAX_LOGGED_CHAIN_BLOCKS);
+            let mut entry = vec![0u8; LOG_CHAIN_ENTRY_HEADER_BYTES];
+            entry[0] = LOG_ENTRY_CHAIN;
+            write_u32(&mut entry, 4, blocks.len() as u32);
+            write_u64(&mut entry, 8, *inode_number);
+            for block in blocks {
+                entry.extend_from_slice(&block.to_le_bytes());
+            }
             entries.push(entry);
         }
         entries
@@ -318,9 +344,15 @@ pub fn decode_record_with_attributes(
             ));
         }
     }
-    let Some((block_count, removed, files, allocated, freed, shared)) = counts else {
+    let Some((block_count, removed, files, allocated, freed, shared, chains)) = counts else {
         return Err("the record has no start entry".to_string());
     };
+    if record.chains.len() != chains {
+        return Err(format!(
+            "the start entry announces {chains} chain entries; found {}",
+            record.chains.len()
+        ));
+    }
     let shared_found = record.shared.as_ref().map(Vec::len);
     if shared_found != shared {
         return Err(format!(
@@ -348,9 +380,9 @@ pub fn decode_record_with_attributes(
     Ok((record, attributes))
 }
 
-/// Counts a record start announces: blocks, removed, files, allocated, freed, and (tag
-/// 7) shared-count entries.
-type AnnouncedCounts = (usize, usize, usize, usize, usize, Option<usize>);
+/// Counts a record start announces: blocks, removed, files, allocated, freed, (tag 7)
+/// shared-count entries and (tag 7, version 8) chain entries.
+type AnnouncedCounts = (usize, usize, usize, usize, usize, Option<usize>, usize);
 
 /// Decodes one entry at the start of `bytes` into a record and the attributes of its
 /// files; returns its length.
@@ -384,7 +416,7 @@ fn decode_entry(
         LOG_ENTRY_RECORD_START => {
             let entry = fixed(LOG_RECORD_START_BYTES)?;
             let field = |offset| read_u32(entry, offset) as usize;
-            *counts = Some((field(4), field(8), field(12), field(16), field(20), None));
+            *counts = Some((field(4), field(8), field(12), field(16), field(20), None, 0));
             record.next_inode_number = read_u64(entry, 24);
             record.file_count = read_u64(entry, 32);
             record.free_block_count = read_u64(entry, 40);
@@ -392,9 +424,6 @@ fn decode_entry(
         }
         LOG_ENTRY_SHARED_RECORD_START => {
             let entry = fixed(LOG_SHARED_RECORD_START_BYTES)?;
-            if read_u32(entry, 52) != 0 {
-                return Err("reserved bytes are not zero".to_string());
-            }
             let field = |offset| read_u32(entry, offset) as usize;
             *counts = Some((
                 field(4),
@@ -403,6 +432,7 @@ fn decode_entry(
                 field(16),
                 field(20),
                 Some(field(48)),
+                field(52),
             ));
             record.next_inode_number = read_u64(entry, 24);
             record.file_count = read_u64(entry, 32);
@@ -443,6 +473,11 @@ fn decode_entry(
             }
             Ok(LOG_EXTENT_ENTRY_BYTES)
         }
+        LOG_ENTRY_CHAIN => {
+            let (chain, length) = decode_chain_entry(bytes)?;
+            record.chains.push(chain);
+            Ok(length)
+        }
         LOG_ENTRY_FILE => {
             let (file, file_attributes, length) = decode_file_entry(bytes)?;
             record.files.push(file);
@@ -451,6 +486,29 @@ fn decode_entry(
         }
         other => Err(format!("unknown entry tag {other}")),
     }
+}
+
+/// Decodes a chain entry: tag, 3 reserved zero bytes, block count (1 to
+/// [`MAX_LOGGED_CHAIN_BLOCKS`]), inode number, the blocks.
+fn decode_chain_entry(bytes: &[u8]) -> Result<((u64, Vec<u64>), usize), String> {
+    let header = bytes
+        .get(..LOG_CHAIN_ENTRY_HEADER_BYTES)
+        .ok_or("runs past the payload")?;
+    if header[1..4].iter().any(|&byte| byte != 0) {
+        return Err("reserved bytes are not zero".to_string());
+    }
+    let count = read_u32(header, 4) as usize;
+    if !(1..=MAX_LOGGED_CHAIN_BLOCKS).contains(&count) {
+        return Err(format!(
+            "a chain entry of {count} blocks (1 to {MAX_LOGGED_CHAIN_BLOCKS})"
+        ));
+    }
+    let length = LOG_CHAIN_ENTRY_HEADER_BYTES + 8 * count;
+    let entry = bytes.get(..length).ok_or("runs past the payload")?;
+    let blocks = (0..count)
+        .map(|index| read_u64(entry, LOG_CHAIN_ENTRY_HEADER_BYTES + 8 * index))
+        .collect();
+    Ok(((read_u64(header, 8), blocks), length))
 }
 
 /// Decodes a file entry: tag, reserved byte, name length, inode record (its attributes
@@ -557,6 +615,7 @@ mod tests {
             allocated: vec![(40, 1)],
             freed: vec![(30, 2)],
             shared: None,
+            chains: Vec::new(),
         }
     }
 
@@ -578,6 +637,15 @@ mod tests {
             shared: Some(Vec::new()),
             ..sample_record()
         };
+        let chained = LogRecord {
+            shared: Some(Vec::new()),
+            chains: vec![(11, vec![90, 41, 77])],
+            ..sample_record()
+        };
+        let blocks = chained.encode(4096, 0);
+        assert_eq!(read_u32(&blocks[0], METADATA_HEADER_BYTES + 52), 1);
+        let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+        assert_eq!(decode_record(&views), Ok(chained));
         let blocks = empty.encode(4096, 0);
         let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
         assert_eq!(decode_record(&views), Ok(empty));

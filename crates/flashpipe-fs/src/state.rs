@@ -12,7 +12,7 @@ use flashpipe_device::Clock;
 
 use crate::allocator::Allocator;
 use crate::attributes::{inode_record_header_bytes, FileAttributes};
-use crate::flash_pages::FlashRing;
+use crate::flash_pages::{FlashChains, FlashRing};
 use crate::io::{BufferRecycler, Geometry};
 use crate::layout::SuperBlock;
 use crate::layout::{
@@ -221,6 +221,9 @@ pub struct CommittedCheckpoint {
 /// Erase blocks' worth of free pages the flash-aware layout keeps out of reach of writes,
 /// for its collection (a victim's live pages and a commit always fit).
 pub const FLASH_COLLECTION_RESERVE_ERASE_BLOCKS: u64 = 3;
+/// Erase blocks' worth of free pages above the writes' reserve below which the
+/// flash-aware layout's collection runs (`commit/collect.rs`).
+pub const COLLECT_HEADROOM_ERASE_BLOCKS: u64 = 2;
 
 /// The whole mounted file system except the device.
 pub struct State {
@@ -259,6 +262,8 @@ pub struct State {
     /// The commit ring of the flash-aware layout (format version 7); `None` in the
     /// ordinary layout.
     pub flash: Option<FlashRing>,
+    /// The flash-aware layout's indirect chains as the flash holds them.
+    pub flash_chains: FlashChains,
 }
 
 impl State {
@@ -281,6 +286,7 @@ impl State {
             store_identity: None,
             shared: SharedCounts::default(),
             flash: None,
+            flash_chains: FlashChains::default(),
         }
     }
 

@@ -1,13 +1,16 @@
-//! Golden bytes of the flash-aware layout's commit-ring record (format version 7,
+//! Golden bytes of the flash-aware layout's commit-ring record (format versions 7 and 8,
 //! docs/format.md, "Flash-aware layout"): version 6's fields, then
 //! `pages_per_erase_block` at 176..184, `ring_sequence` at 184..192, `record_kind` at
-//! 192..196, the lifetime counters at 196..220, reserved zero from 220; its checks; the ordinary layout still at version 6.
+//! 192..196, the lifetime counters at 196..220, reserved zero from 220; version 8's log
+//! fields at 112..136 in use (a version-7 record with a region refused); its checks; the
+//! ordinary layout still at version 6.
 
 use flashpipe_fs::layout::{
     checksum_with_field_zeroed, FlashTotals, RingRecordKind, SuperBlock, SuperBlockProblem,
-    FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS, FORMAT_VERSION,
-    SUPER_BLOCK_SIZE_BYTES,
+    FLASH_AWARE_FORMAT_VERSION, FLASH_LOG_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS,
+    FORMAT_VERSION, METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
+use flashpipe_fs::metadata_log::{decode_record, LogFile, LogRecord};
 
 fn known_flash_super_block() -> SuperBlock {
     SuperBlock {
@@ -132,4 +135,98 @@ fn a_version_7_super_block_with_a_bad_erase_block_size_or_reserved_byte_is_refus
     bytes[24..32].copy_from_slice(&too_few.fs_block_count.to_le_bytes());
     bytes[56..64].copy_from_slice(&too_few.free_block_count.to_le_bytes());
     assert_bad_field(bytes, "fewer than the reserved erase blocks and two more");
+}
+
+/// A version-8 record whose checkpoint has a log region of one erase block, two records
+/// in its first three pages.
+fn known_logged_super_block() -> SuperBlock {
+    SuperBlock {
+        format_version: FLASH_LOG_FORMAT_VERSION,
+        log_region_block_count: 0x100,
+        log_block_count: 3,
+        log_record_count: 2,
+        record_kind: RingRecordKind::Commit,
+        ..known_flash_super_block()
+    }
+}
+
+#[test]
+fn the_version_8_super_block_carries_the_log_fields() {
+    assert_eq!(FLASH_LOG_FORMAT_VERSION, 8);
+    let encoded = known_logged_super_block().encode();
+    let mut expected = known_flash_super_block().encode();
+    put(&mut expected, 8, &8u32.to_le_bytes());
+    put(&mut expected, 112, &0x100u64.to_le_bytes());
+    put(&mut expected, 120, &3u64.to_le_bytes());
+    put(&mut expected, 128, &2u64.to_le_bytes());
+    put(&mut expected, 192, &0u32.to_le_bytes());
+    let expected = resealed(expected);
+    assert_eq!(encoded[..], expected[..]);
+    let checksum = u32::from_le_bytes(encoded[12..16].try_into().unwrap());
+    assert_eq!(checksum, GOLDEN_VERSION_8_CHECKSUM, "the golden checksum");
+    assert_eq!(SuperBlock::decode(&encoded), Ok(known_logged_super_block()));
+}
+
+/// The CRC32C of [`known_logged_super_block`]'s 512 bytes.
+const GOLDEN_VERSION_8_CHECKSUM: u32 = 0xE372_0FB7;
+
+#[test]
+fn a_version_7_record_with_a_log_region_is_refused() {
+    let mut bytes = known_logged_super_block().encode();
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    assert_bad_field(bytes, "a region in version 7");
+    let mut more_records_than_blocks = known_logged_super_block().encode();
+    more_records_than_blocks[128..136].copy_from_slice(&4u64.to_le_bytes());
+    assert_bad_field(more_records_than_blocks, "4 records in 3 blocks");
+    let mut past_the_region = known_logged_super_block().encode();
+    past_the_region[120..128].copy_from_slice(&0x101u64.to_le_bytes());
+    assert_bad_field(past_the_region, "log blocks past the region");
+}
+
+#[test]
+fn a_chain_entry_has_the_documented_bytes() {
+    let record = LogRecord {
+        commit_sequence: 9,
+        next_inode_number: 12,
+        file_count: 1,
+        free_block_count: 300,
+        files: vec![LogFile {
+            inode_number: 0x0B,
+            name: "redo".into(),
+            size_bytes: 8192 * 13,
+            indirect_head: 0x5A,
+            modified_clock_ns: 1,
+            direct_pointers: vec![0x40; 12],
+            direct_checksums: vec![Some(7); 12],
+        }],
+        shared: Some(Vec::new()),
+        chains: vec![(0x0B, vec![0x5A, 0x29, 0x4D])],
+        ..LogRecord::default()
+    };
+    let blocks = record.encode(8192, 0);
+    let payload = &blocks[0][METADATA_HEADER_BYTES..];
+    assert_eq!(payload[0], 7, "the tag-7 record start");
+    assert_eq!(&payload[52..56], &1u32.to_le_bytes(), "chain_count");
+    let header = u32::from_le_bytes(blocks[0][28..32].try_into().unwrap()) as usize;
+    let chain = &payload[header - 40..header];
+    let mut expected = vec![8, 0, 0, 0, 3, 0, 0, 0, 0x0B, 0, 0, 0, 0, 0, 0, 0];
+    for block in [0x5Au64, 0x29, 0x4D] {
+        expected.extend_from_slice(&block.to_le_bytes());
+    }
+    assert_eq!(chain, &expected[..], "the chain entry, last in its record");
+    let views: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+    assert_eq!(decode_record(&views), Ok(record));
+    let mut unannounced = blocks[0].clone();
+    unannounced[METADATA_HEADER_BYTES + 52] = 0;
+    reseal_log_block(&mut unannounced);
+    assert!(
+        decode_record(&[&unannounced]).is_err(),
+        "a chain entry not announced"
+    );
+}
+
+fn reseal_log_block(block: &mut [u8]) {
+    block[4..8].fill(0);
+    let checksum = crc32c::crc32c(block);
+    block[4..8].copy_from_slice(&checksum.to_le_bytes());
 }

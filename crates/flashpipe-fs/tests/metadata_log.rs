@@ -49,6 +49,7 @@ fn known_record() -> LogRecord {
         allocated: vec![(0x40, 1)],
         freed: vec![(0x50, 3)],
         shared: None,
+        chains: Vec::new(),
     }
 }
 

@@ -4,6 +4,7 @@
 mod support;
 
 use flashpipe_device::{IoBuf, RamDisk};
+use flashpipe_fs::layout::NEWEST_READABLE_FORMAT_VERSION;
 use flashpipe_fs::{
     FileIoError, Filesystem, FormatError, FormatOptions, MountError, NamespaceError, Structure,
 };
@@ -410,7 +411,7 @@ fn mount_refuses_blank_newer_and_too_small_devices() {
 
     for slot_offset in [0u64, 4096] {
         let mut super_bytes = shared.peek(slot_offset, 512);
-        super_bytes[8..12].copy_from_slice(&8u32.to_le_bytes());
+        super_bytes[8..12].copy_from_slice(&(NEWEST_READABLE_FORMAT_VERSION + 1).to_le_bytes());
         shared.poke(slot_offset, &super_bytes);
     }
     let error = Filesystem::mount(shared.boxed()).err().unwrap();
@@ -418,9 +419,9 @@ fn mount_refuses_blank_newer_and_too_small_devices() {
         matches!(
             error,
             MountError::NewerVersion {
-                found: 8,
-                supported: 7
-            }
+                found,
+                supported: NEWEST_READABLE_FORMAT_VERSION
+            } if found == NEWEST_READABLE_FORMAT_VERSION + 1
         ),
         "{error}"
     );

@@ -9,7 +9,9 @@
 //! and the file system still working through a clean remount. One seed in four runs on
 //! flash with factory bad blocks; half the seeds first fill the small device with a
 //! ballast file and run 400 operations without a cut, so the file system's collection
-//! moves pages before the cut.
+//! moves pages before the cut. Where a checkpoint has room for its log region (format
+//! version 8) the flushes are log records: cuts land inside record and ring programs, and
+//! mounts replay 0 to 16 records (counted in the tally).
 //!
 //! `FLASHPIPE_SEEDS=n` runs n seeds (default 200); `FLASHPIPE_SEED=n` replays one.
 
@@ -54,6 +56,7 @@ flashpipe_testkit::tally! {
         runs: u64, factory_bad_runs: u64, crashed_in_operation: u64, crashed_in_flush: u64,
         recovered_flush_in_progress: u64, programs_torn: u64, erases_interrupted: u64,
         pages_moved_by_collection: u64, erase_blocks_erased: u64,
+        cut_in_flush_with_log_room: u64, mounts_replaying_log: u64, log_records_replayed: u64,
     }
 }
 
@@ -124,10 +127,12 @@ fn run_seed(seed: u64) -> Tally {
     switch.lock().expect("switch lock").countdown = Some(armed_at);
     let crashed = run.run(200);
     let space = run.fs.flash_space().expect("flash-aware");
+    let fill_before = run.fs.metadata_log_fill();
     drop(run.fs);
     let cut = lock_array(&array).cut_power(seed.wrapping_mul(flashpipe_base::random::GOLDEN_GAMMA));
     let mut fs = Filesystem::mount(Box::new(raw_over(&array)))
         .unwrap_or_else(|error| panic!("seed {seed}: mount after the cut: {error}"));
+    let replayed = fs.metadata_log_fill().log_record_count;
     check_clean(&mut fs, seed, "after the cut");
     let (found, matches_commit) = check_recovered(
         &mut fs,
@@ -147,6 +152,13 @@ fn run_seed(seed: u64) -> Tally {
         erases_interrupted: u64::from(cut.erases_interrupted),
         pages_moved_by_collection: space.moved_pages,
         erase_blocks_erased: space.erased_blocks,
+        cut_in_flush_with_log_room: u64::from(
+            crashed
+                && run.in_progress.is_some()
+                && fill_before.log_block_count < fill_before.region_block_count,
+        ),
+        mounts_replaying_log: u64::from(replayed > 0),
+        log_records_replayed: replayed,
     }
 }
 
@@ -158,5 +170,9 @@ fn the_flash_aware_layout_recovers_the_last_flush_after_any_power_cut() {
     assert!(
         total.runs < 20 || total.pages_moved_by_collection > 0,
         "the campaign ran the file system's collection: {total:?}"
+    );
+    assert!(
+        total.runs < 20 || (total.mounts_replaying_log > 0 && total.cut_in_flush_with_log_room > 0),
+        "the campaign cut log commits and replayed logs: {total:?}"
     );
 }

@@ -19,11 +19,7 @@ use std::collections::{HashMap, HashSet};
 
 use flashpipe_device::{Completion, IoBuf, Operation};
 
-use crate::state::{State, FLASH_COLLECTION_RESERVE_ERASE_BLOCKS};
-
-/// Erase blocks' worth of free pages above the writes' reserve below which collection
-/// runs.
-pub const COLLECT_HEADROOM_ERASE_BLOCKS: u64 = 2;
+use crate::state::{State, COLLECT_HEADROOM_ERASE_BLOCKS, FLASH_COLLECTION_RESERVE_ERASE_BLOCKS};
 /// Most victims one commit collects.
 pub const MAX_VICTIMS: usize = 4;
 

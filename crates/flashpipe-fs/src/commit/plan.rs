@@ -10,14 +10,16 @@
 //! page order, the super block goes to the commit ring's next page (its erase block
 //! erased first when that page is its first), and after the last flush the erase blocks
 //! this commit left wholly dead are erased and given back (retired when an erase fails;
-//! the commit itself is durable by then either way).
+//! the commit itself is durable by then either way). A commit there is a log record in
+//! the checkpoint's region when one fits (`crate::flash_log`); one that runs collection
+//! is a checkpoint.
 
 use flashpipe_device::{Completion, DeviceError, Operation};
 
 use super::collect::{self, Collection};
 use super::{
-    commit_space_needed, finish_checkpoint, finish_log_commit, log_commit_fits, prepare_checkpoint,
-    prepare_log_commit, super_block_write,
+    checkpoint_space, commit_space_needed, finish_checkpoint, finish_log_commit, log_commit_fits,
+    prepare_checkpoint, prepare_log_commit, super_block_write,
 };
 use crate::error::FlushError;
 use crate::flash_layout::erase_operation;
@@ -135,7 +137,8 @@ impl Plan for CommitPlan {
             return Ok(Step::Issue(vec![Operation::Flush]));
         }
         if state.flash.is_some() {
-            if let Some(collection) = collect::choose(state, commit_space_needed(state)) {
+            if let Some(collection) = collect::choose(state, checkpoint_space(state, Some(0))) {
+                state.force_checkpoint = true;
                 if collection.moves_nothing() {
                     collection.repoint(state, &[]);
                 } else {

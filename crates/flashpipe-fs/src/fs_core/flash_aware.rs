@@ -84,7 +84,7 @@ impl FsCore {
     /// the ordinary layout.
     pub fn flash_totals(&self) -> Option<(FlashTotals, u64)> {
         let super_block = self.state.committed.super_block.as_ref()?;
-        (super_block.format_version == FLASH_AWARE_FORMAT_VERSION)
+        (super_block.format_version >= FLASH_AWARE_FORMAT_VERSION)
             .then_some((super_block.flash_totals, super_block.ring_sequence))
     }
 

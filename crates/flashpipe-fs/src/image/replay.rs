@@ -12,7 +12,10 @@ use super::{BlockBits, LoadedFile, Loader, TABLE_READ_BATCH_BLOCKS};
 use crate::attributes::{FileAttributes, FIRST_ATTRIBUTED_FORMAT_VERSION};
 use crate::findings::{LogDamage, Structure};
 use crate::io::read_fs_blocks;
-use crate::layout::{read_u32, DIRECT_POINTER_COUNT, METADATA_HEADER_BYTES};
+use crate::layout::{
+    indirect_block_count_in_version, read_u32, DIRECT_POINTER_COUNT, FLASH_LOG_FORMAT_VERSION,
+    METADATA_HEADER_BYTES,
+};
 use crate::metadata_log::{
     decode_record_with_attributes, open_log_block, salvage_changes, LogFile, LogRecord,
     LOG_ENTRY_RECORD_START, LOG_ENTRY_SHARED_RECORD_START, LOG_RECORD_START_BYTES,
@@ -208,6 +211,7 @@ impl Loader {
         if let Some(shared) = &record.shared {
             self.check_shared_entries(shared)?;
         }
+        self.check_chain_entries(record, version)?;
         let mut new_names = HashSet::with_capacity(record.files.len());
         for file in &record.files {
             self.check_log_file(file, record.next_inode_number)?;
@@ -245,6 +249,10 @@ impl Loader {
         if let Some(shared) = &record.shared {
             self.apply_shared_entries(shared);
         }
+        for (inode_number, blocks) in &record.chains {
+            let file = self.files.get_mut(inode_number).expect("checked");
+            file.listed_chain = Some(blocks.clone());
+        }
         self.next_inode_number = record.next_inode_number;
         Ok(())
     }
@@ -259,6 +267,46 @@ impl Loader {
              list is rebuilt from the blocks in use by `flashpipe fsck --repair`"
         );
         self.find(Structure::FreeList, Some(block), finding, true);
+    }
+
+    /// Chain entries (version 8 only): each names a file of the record with an indirect
+    /// chain, once, and lists as many distinct in-range blocks as its size needs, the
+    /// first its indirect head.
+    fn check_chain_entries(&self, record: &LogRecord, version: u32) -> Result<(), String> {
+        if !record.chains.is_empty() && version < FLASH_LOG_FORMAT_VERSION {
+            return Err(format!(
+                "chain entries, which a version-{version} log cannot hold"
+            ));
+        }
+        let block_size = self.geometry.fs_block_size_bytes;
+        let mut named = HashSet::new();
+        for (inode_number, blocks) in &record.chains {
+            let context = format!("chain entry of inode {inode_number}");
+            let Some(file) = record
+                .files
+                .iter()
+                .find(|file| file.inode_number == *inode_number)
+            else {
+                return Err(format!("{context}: the record has no file entry for it"));
+            };
+            let pointers = file.size_bytes.div_ceil(u64::from(block_size));
+            let expected = indirect_block_count_in_version(block_size, pointers, version);
+            let distinct: HashSet<u64> = blocks.iter().copied().collect();
+            if !named.insert(*inode_number)
+                || blocks.len() as u64 != expected
+                || blocks.first() != Some(&file.indirect_head)
+                || distinct.len() != blocks.len()
+                || blocks.iter().any(|&block| !self.in_range(block))
+            {
+                return Err(format!(
+                    "{context}: {} blocks listed for a chain of {expected} from block {}, \
+                     each once and in range",
+                    blocks.len(),
+                    file.indirect_head
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The checks the inode table's records get, for a file entry of the log.
@@ -445,6 +493,7 @@ fn loaded_file(file: &LogFile, attributes: FileAttributes) -> LoadedFile {
         indirect_head: file.indirect_head,
         indirect_chain: Vec::new(),
         attributes,
+        listed_chain: None,
     }
 }
 

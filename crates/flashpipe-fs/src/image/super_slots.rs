@@ -172,14 +172,14 @@ pub(super) fn choose_super_block(
 ) -> Result<ChosenSuperBlock, LoadFailure> {
     let (slot_zero, slot_one) = read_slots(device)?;
     if let Ok(anchor) = &slot_zero.decoded {
-        if anchor.format_version == FLASH_AWARE_FORMAT_VERSION {
+        if anchor.format_version >= FLASH_AWARE_FORMAT_VERSION {
             let chosen = choose_flash_super_block(device, anchor.clone())?;
             return Ok((chosen, None));
         }
     }
     let slot_one = slot_one.unwrap_or_else(SlotRead::absent);
     if let (Err(problem), Ok(one)) = (&slot_zero.decoded, &slot_one.decoded) {
-        if one.format_version == FLASH_AWARE_FORMAT_VERSION {
+        if one.format_version >= FLASH_AWARE_FORMAT_VERSION {
             return Err(missing_flash_anchor(problem));
         }
     }

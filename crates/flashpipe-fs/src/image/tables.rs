@@ -290,6 +290,7 @@ impl Loader {
             indirect_head,
             indirect_chain: Vec::new(),
             attributes,
+            listed_chain: None,
         };
         if self.files.insert(inode_number, file).is_some() {
             let problem = format!("inode {inode_number} has two records");

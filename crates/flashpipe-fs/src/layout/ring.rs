@@ -62,6 +62,12 @@ impl SuperBlock {
         if self.format_version < FLASH_AWARE_FORMAT_VERSION {
             return Ok(());
         }
+        if self.format_version == FLASH_AWARE_FORMAT_VERSION && self.log_region_block_count != 0 {
+            return Err(SuperBlockProblem::BadField(format!(
+                "a version-{FLASH_AWARE_FORMAT_VERSION} commit-ring record with a log region of {} blocks (that version has none)",
+                self.log_region_block_count
+            )));
+        }
         let pages = self.pages_per_erase_block;
         let fits = (2..=MAX_PAGES_PER_ERASE_BLOCK).contains(&pages)
             && self.fs_block_count % pages == 0
