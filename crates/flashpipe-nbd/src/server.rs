@@ -25,6 +25,7 @@ pub mod export;
 pub mod extents;
 pub mod handshake;
 pub mod replies;
+pub mod spin_read;
 pub mod tls;
 pub mod transmission;
 pub mod worker;
@@ -47,6 +48,7 @@ use buffers::BufferRecycler;
 use export::ExportHandle;
 pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, InitialAllocation};
 use handshake::{ExportTable, HandshakeEnd, StartTls};
+use spin_read::SpinningReader;
 use tls::{TlsMode, TlsSettings};
 use transmission::{TransmissionEnd, TransmissionSetup};
 use worker::{DeviceWorker, SharedWorker, WorkerCell};
@@ -101,7 +103,8 @@ pub struct ServerConfig {
     /// Log (a `tracing` event) each connection refused or ended for a reason other than
     /// the client leaving.
     pub log_connections: bool,
-    /// How long the device workers and reply writers poll for work before parking
+    /// How long the device workers and reply writers poll for work, and each
+    /// connection's reader polls its socket for the next request, before parking
     /// (`flashpipe_base::wait`; `nbd serve --spin-us`); the default parks at once, so an
     /// idle server burns nothing.
     pub spin: WaitPolicy,
@@ -606,8 +609,12 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>, admitted: &
         // Already closed by the peer is as good as closed by us.
         let _ = closer.shutdown_stream(Shutdown::Both);
     };
-    // Requests sent back to back arrive together: read them with few system calls.
-    let mut reader = std::io::BufReader::with_capacity(REQUEST_READ_BUFFER_BYTES, &mut stream);
+    // Requests sent back to back arrive together: read them with few system calls; with
+    // a spin window, poll the socket before blocking (`spin_read`).
+    let mut reader = std::io::BufReader::with_capacity(
+        REQUEST_READ_BUFFER_BYTES,
+        SpinningReader::new(&mut stream, shared.spin),
+    );
     let worker = shared
         .exports
         .iter()

@@ -1,0 +1,149 @@
+//! A connection's reader that polls its socket for a spin window before it blocks.
+//!
+//! At queue depth 1 a client sends its next request a few microseconds after it reads a
+//! reply. A reader blocked in `recv` then costs a wake: on a 2-vCPU virtual machine the
+//! server's idle vCPU halts, and the client's send has to wake it (an inter-processor
+//! interrupt through the hypervisor, tens of microseconds; docs/design/27-nbd-qd1.md).
+//! With a spin window ([`ServerConfig::spin`](super::ServerConfig), `--spin-us`) the
+//! reader asks the socket for bytes without blocking (`recv` with `MSG_DONTWAIT`) through
+//! the one wait strategy ([`flashpipe_base::Waiter`]: polls, then a yield every few
+//! polls), and blocks in `recv` only when the window passed with nothing; so its vCPU is
+//! awake when the request lands. A window of 0 (the default) reads straight away, one
+//! blocking `recv`, as before: an idle server burns nothing.
+//!
+//! Everything a blocking read means is kept: end of stream (the client left, or the
+//! server's graceful stop shut the read side) ends the window at once, an error is
+//! returned as it came, and the blocking read after the window keeps the socket's own
+//! timeouts.
+
+use std::io::Read;
+use std::os::unix::io::RawFd;
+
+use flashpipe_base::{WaitPolicy, Waiter};
+
+use super::NbdStream;
+
+/// Reads a connection's stream, spinning on its socket first when the policy asks.
+pub struct SpinningReader<'a> {
+    stream: &'a mut Box<dyn NbdStream>,
+    waiter: Waiter,
+}
+
+impl<'a> SpinningReader<'a> {
+    /// A reader of `stream` that polls for `spin` before blocking.
+    pub fn new(stream: &'a mut Box<dyn NbdStream>, spin: WaitPolicy) -> SpinningReader<'a> {
+        SpinningReader {
+            stream,
+            waiter: Waiter::new(spin),
+        }
+    }
+}
+
+impl Read for SpinningReader<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        if self.waiter.policy().parks_at_once() || buffer.is_empty() {
+            return self.stream.read(buffer);
+        }
+        let socket = self.stream.raw_fd();
+        let stream = &mut self.stream;
+        let (result, _) = self.waiter.wait_with(
+            buffer,
+            |buffer| receive_without_waiting(socket, buffer),
+            |buffer| stream.read(buffer),
+        );
+        result
+    }
+}
+
+/// One `recv` with `MSG_DONTWAIT`: `None` when no byte is there yet (or a signal came),
+/// else what the read gave (bytes, end of stream, an error).
+fn receive_without_waiting(socket: RawFd, buffer: &mut [u8]) -> Option<std::io::Result<usize>> {
+    // SAFETY: `buffer` is a valid, writable slice for its whole length during the call,
+    // and `socket` is the open descriptor of the stream this reader borrows mutably, so
+    // it stays open for the call.
+    let received = unsafe {
+        libc::recv(
+            socket,
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if received >= 0 {
+        return Some(Ok(received as usize));
+    }
+    let error = std::io::Error::last_os_error();
+    match error.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => None,
+        _ => Some(Err(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::Shutdown;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    fn pair() -> (Box<dyn NbdStream>, UnixStream) {
+        let (server, client) = UnixStream::pair().expect("a socket pair");
+        (Box::new(server), client)
+    }
+
+    #[test]
+    fn bytes_sent_during_the_window_are_read_without_blocking() {
+        let (mut server, mut client) = pair();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(2));
+            client.write_all(b"request").expect("send");
+            client
+        });
+        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(10_000));
+        let mut bytes = [0u8; 16];
+        let read = reader.read(&mut bytes).expect("read");
+        assert_eq!(&bytes[..read], b"request");
+        drop(sender.join());
+    }
+
+    #[test]
+    fn after_an_empty_window_the_read_blocks_until_bytes_come() {
+        let (mut server, mut client) = pair();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            client.write_all(b"late").expect("send");
+            client
+        });
+        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(100));
+        let mut bytes = [0u8; 16];
+        let read = reader.read(&mut bytes).expect("read");
+        assert_eq!(&bytes[..read], b"late");
+        drop(sender.join());
+    }
+
+    #[test]
+    fn the_client_leaving_reads_as_end_of_stream_with_or_without_a_window() {
+        for spin_us in [0, 10_000] {
+            let (mut server, client) = pair();
+            client.shutdown(Shutdown::Write).expect("shutdown");
+            let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(spin_us));
+            let mut bytes = [0u8; 16];
+            assert_eq!(reader.read(&mut bytes).expect("read"), 0, "spin {spin_us}");
+        }
+    }
+
+    #[test]
+    fn a_read_side_shut_by_the_server_ends_a_spinning_read() {
+        let (mut server, _client) = pair();
+        let closer = server.try_clone_stream().expect("clone");
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(2));
+            closer.shutdown_stream(Shutdown::Read).expect("shutdown");
+        });
+        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(10_000));
+        let mut bytes = [0u8; 16];
+        assert_eq!(reader.read(&mut bytes).expect("read"), 0);
+        stopper.join().expect("stopper");
+    }
+}
