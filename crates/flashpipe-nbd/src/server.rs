@@ -48,7 +48,7 @@ use buffers::BufferRecycler;
 use export::ExportHandle;
 pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, InitialAllocation};
 use handshake::{ExportTable, HandshakeEnd, StartTls};
-use spin_read::SpinningReader;
+use spin_read::{SpinSlots, SpinningReader};
 use tls::{TlsMode, TlsSettings};
 use transmission::{TransmissionEnd, TransmissionSetup};
 use worker::{DeviceWorker, SharedWorker, WorkerCell};
@@ -247,6 +247,8 @@ struct Shared {
     workers: Vec<SharedWorker>,
     buffers: Arc<BufferRecycler>,
     spin: WaitPolicy,
+    /// Readers spinning on their sockets at once, at most (`spin_read`).
+    spin_slots: Arc<SpinSlots>,
     tls: Option<TlsSettings>,
     limits: ServerLimits,
     log_connections: bool,
@@ -344,6 +346,7 @@ impl NbdServer {
             workers,
             buffers,
             spin: config.spin,
+            spin_slots: Arc::new(SpinSlots::for_this_machine()),
             tls: config.tls.clone(),
             limits: config.limits,
             log_connections: config.log_connections,
@@ -613,7 +616,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>, admitted: &
     // a spin window, poll the socket before blocking (`spin_read`).
     let mut reader = std::io::BufReader::with_capacity(
         REQUEST_READ_BUFFER_BYTES,
-        SpinningReader::new(&mut stream, shared.spin),
+        SpinningReader::new(&mut stream, shared.spin, Arc::clone(&shared.spin_slots)),
     );
     let worker = shared
         .exports
