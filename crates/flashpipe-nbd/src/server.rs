@@ -636,6 +636,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>, admitted: &
         setup,
         &hard_disconnect,
     );
+    drop(reader);
     if shared.log_connections
         && matches!(
             end,

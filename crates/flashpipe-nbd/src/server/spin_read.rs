@@ -5,21 +5,25 @@
 //! server's idle vCPU halts, and the client's send has to wake it (an inter-processor
 //! interrupt through the hypervisor, tens of microseconds; docs/design/27-nbd-qd1.md).
 //! With a spin window ([`ServerConfig::spin`](super::ServerConfig), `--spin-us`) the
-//! reader asks the socket for bytes without blocking (`recv` with `MSG_DONTWAIT`) through
-//! the one wait strategy ([`flashpipe_base::Waiter`]: polls, then a yield every few
-//! polls), and blocks in `recv` only when the window passed with nothing; so its vCPU is
-//! awake when the request lands. A window of 0 (the default) reads straight away, one
-//! blocking `recv`, as before: an idle server burns nothing.
+//! reader polls the socket for readability without blocking (`poll` with a zero timeout,
+//! which takes no socket lock, so a packet arriving meanwhile is not pushed to the
+//! socket's backlog) through the one wait strategy ([`flashpipe_base::Waiter`]: polls,
+//! then a yield every few polls), then reads; it blocks in `recv` only when the window
+//! passed with nothing. So its vCPU is awake when the request lands. A window of 0 (the
+//! default) reads straight away, one blocking `recv`, as before: an idle server burns
+//! nothing.
 //!
-//! Spinning readers are bounded server-wide ([`SpinSlots`]): at most half the machine's
-//! cores (at least one) spin at once, and a reader that finds every slot taken blocks at
-//! once. Four readers spinning on two vCPUs took the cores from the clients and from the
-//! readers with work (4 KiB QD1 over 4 connections fell to 0.6-0.75x of spinning none).
+//! A spinner pays only where a core would otherwise be idle. So readers spin only while
+//! the server has at most as many connections in transmission as [`SpinSlots`] has slots
+//! (half the machine's cores, at least one: one on 2 vCPUs), and at most that many spin
+//! at once; otherwise they block at once, as with no window. Four readers spinning on
+//! two vCPUs took the cores from the clients and from the readers with work (4 KiB QD1
+//! over 4 connections fell to 0.6-0.75x of spinning none; docs/design/27-nbd-qd1.md).
 //!
 //! Everything a blocking read means is kept: end of stream (the client left, or the
-//! server's graceful stop shut the read side) ends the window at once, an error is
-//! returned as it came, and the blocking read after the window keeps the socket's own
-//! timeouts.
+//! server's graceful stop shut the read side) and an error make the socket readable, so
+//! the window ends and the read reports them as it would have; the read after the window
+//! keeps the socket's own timeouts.
 
 use std::io::Read;
 use std::os::unix::io::RawFd;
@@ -34,6 +38,8 @@ use super::NbdStream;
 #[derive(Debug)]
 pub struct SpinSlots {
     taken: AtomicUsize,
+    /// Connections in transmission (each holds a [`SpinningReader`]).
+    connections: AtomicUsize,
     limit: usize,
 }
 
@@ -42,6 +48,7 @@ impl SpinSlots {
     pub fn new(limit: usize) -> SpinSlots {
         SpinSlots {
             taken: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
             limit: limit.max(1),
         }
     }
@@ -57,8 +64,12 @@ impl SpinSlots {
         self.limit
     }
 
-    /// A slot, held until the guard drops; `None` when every slot is taken.
+    /// A slot, held until the guard drops; `None` when every slot is taken or more
+    /// connections are in transmission than there are slots.
     fn try_take(&self) -> Option<SpinSlot<'_>> {
+        if self.connections.load(Ordering::Acquire) > self.limit {
+            return None;
+        }
         self.taken
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
                 (taken < self.limit).then_some(taken + 1)
@@ -89,12 +100,13 @@ pub struct SpinningReader<'a> {
 
 impl<'a> SpinningReader<'a> {
     /// A reader of `stream` that polls for `spin` before blocking, while it holds one
-    /// of `slots`.
+    /// of `slots`; it counts as a connection in transmission until dropped.
     pub fn new(
         stream: &'a mut Box<dyn NbdStream>,
         spin: WaitPolicy,
         slots: Arc<SpinSlots>,
     ) -> SpinningReader<'a> {
+        slots.connections.fetch_add(1, Ordering::AcqRel);
         SpinningReader {
             stream,
             waiter: Waiter::new(spin),
@@ -103,47 +115,42 @@ impl<'a> SpinningReader<'a> {
     }
 }
 
-impl Read for SpinningReader<'_> {
-    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        if self.waiter.policy().parks_at_once() || buffer.is_empty() {
-            return self.stream.read(buffer);
-        }
-        let Some(_slot) = self.slots.try_take() else {
-            return self.stream.read(buffer);
-        };
-        let socket = self.stream.raw_fd();
-        let stream = &mut self.stream;
-        let (result, _) = self.waiter.wait_with(
-            buffer,
-            |buffer| receive_without_waiting(socket, buffer),
-            |buffer| stream.read(buffer),
-        );
-        result
+impl Drop for SpinningReader<'_> {
+    fn drop(&mut self) {
+        self.slots.connections.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// One `recv` with `MSG_DONTWAIT`: `None` when no byte is there yet (or a signal came),
-/// else what the read gave (bytes, end of stream, an error).
-fn receive_without_waiting(socket: RawFd, buffer: &mut [u8]) -> Option<std::io::Result<usize>> {
-    // SAFETY: `buffer` is a valid, writable slice for its whole length during the call,
-    // and `socket` is the open descriptor of the stream this reader borrows mutably, so
-    // it stays open for the call.
-    let received = unsafe {
-        libc::recv(
-            socket,
-            buffer.as_mut_ptr().cast(),
-            buffer.len(),
-            libc::MSG_DONTWAIT,
-        )
+impl Read for SpinningReader<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        if !self.waiter.policy().parks_at_once() && !buffer.is_empty() {
+            if let Some(_slot) = self.slots.try_take() {
+                let socket = self.stream.raw_fd();
+                // The park is the blocking read below.
+                self.waiter
+                    .wait(|| readable_now(socket).then_some(()), || ());
+            }
+        }
+        self.stream.read(buffer)
+    }
+}
+
+/// Whether a read of `socket` would not block now: bytes, end of stream or an error
+/// (also when `poll` itself fails, so that the read reports it). A signal reads as not
+/// yet.
+fn readable_now(socket: RawFd) -> bool {
+    let mut entry = libc::pollfd {
+        fd: socket,
+        events: libc::POLLIN,
+        revents: 0,
     };
-    if received >= 0 {
-        return Some(Ok(received as usize));
+    // SAFETY: `entry` is one valid `pollfd` for the call's duration and the count is 1;
+    // `socket` is the open descriptor of the stream the reader borrows mutably.
+    let ready = unsafe { libc::poll(&mut entry, 1, 0) };
+    if ready < 0 {
+        return std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted;
     }
-    let error = std::io::Error::last_os_error();
-    match error.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => None,
-        _ => Some(Err(error)),
-    }
+    ready > 0
 }
 
 #[cfg(test)]
@@ -233,6 +240,26 @@ mod tests {
         drop(second);
         assert_eq!(SpinSlots::new(0).limit(), 1, "at least one slot");
         assert!(SpinSlots::for_this_machine().limit() >= 1);
+    }
+
+    #[test]
+    fn more_connections_than_slots_spin_none() {
+        let slots = Arc::new(SpinSlots::new(1));
+        let (mut first, _first_client) = pair();
+        let (mut second, _second_client) = pair();
+        let one = SpinningReader::new(&mut first, WaitPolicy::spin_us(100), Arc::clone(&slots));
+        assert!(
+            slots.try_take().is_some(),
+            "one connection, one slot: it spins"
+        );
+        let two = SpinningReader::new(&mut second, WaitPolicy::spin_us(100), Arc::clone(&slots));
+        assert!(
+            slots.try_take().is_none(),
+            "two connections, one slot: none spins"
+        );
+        drop(two);
+        assert!(slots.try_take().is_some(), "back to one connection");
+        drop(one);
     }
 
     #[test]
