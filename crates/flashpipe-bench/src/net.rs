@@ -96,8 +96,9 @@ pub struct BenchNetArgs {
     /// Transports (tcp, unix).
     #[arg(long, value_delimiter = ',', default_value = "tcp,unix")]
     pub transports: Vec<String>,
-    /// Spin windows of flashpipe's server hand-offs to compare, in microseconds, 0 (park
-    /// at once) to 10000; each is a server of its own in the tables (`flashpipe-spinN`).
+    /// Spin windows of flashpipe's server (hand-offs and each connection's wait for its
+    /// next request) to compare, in microseconds, 0 (park at once) to 10000; each is a
+    /// server of its own in the tables (`flashpipe-spinN`).
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub spin_us: Vec<WaitPolicy>,
     /// Connection counts (fio jobs, one NBD connection each).

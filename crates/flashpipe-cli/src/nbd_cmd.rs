@@ -91,10 +91,11 @@ pub struct ServeArgs {
     /// holds it). Without it a path export is writable and locked exclusively.
     #[arg(long)]
     pub shared: bool,
-    /// Microseconds the device workers and reply writers poll for work before parking,
-    /// 0 to 10000 [default: FLASHPIPE_SPIN_US, else 0: park at once]. Spinning saves a
-    /// wake per hand-off at queue depth 1 and keeps a core busy for the window after each
-    /// request.
+    /// Microseconds the device workers and reply writers poll for work, and a connection's
+    /// reader its socket, before parking, 0 to 10000 [default: FLASHPIPE_SPIN_US, else 0:
+    /// park at once]. Spinning saves a wake per request at queue depth 1 and keeps a core
+    /// busy for the window after each request (readers spin only while the connections
+    /// are at most half the cores).
     #[arg(long)]
     pub spin_us: Option<WaitPolicy>,
     /// Pace every `flash:` export against the wall clock (real-time emulation): each

@@ -25,6 +25,7 @@ pub mod export;
 pub mod extents;
 pub mod handshake;
 pub mod replies;
+pub mod spin_read;
 pub mod tls;
 pub mod transmission;
 pub mod worker;
@@ -47,6 +48,7 @@ use buffers::BufferRecycler;
 use export::ExportHandle;
 pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, InitialAllocation};
 use handshake::{ExportTable, HandshakeEnd, StartTls};
+use spin_read::{SpinSlots, SpinningReader};
 use tls::{TlsMode, TlsSettings};
 use transmission::{TransmissionEnd, TransmissionSetup};
 use worker::{DeviceWorker, SharedWorker, WorkerCell};
@@ -101,7 +103,8 @@ pub struct ServerConfig {
     /// Log (a `tracing` event) each connection refused or ended for a reason other than
     /// the client leaving.
     pub log_connections: bool,
-    /// How long the device workers and reply writers poll for work before parking
+    /// How long the device workers and reply writers poll for work, and each
+    /// connection's reader polls its socket for the next request, before parking
     /// (`flashpipe_base::wait`; `nbd serve --spin-us`); the default parks at once, so an
     /// idle server burns nothing.
     pub spin: WaitPolicy,
@@ -244,6 +247,8 @@ struct Shared {
     workers: Vec<SharedWorker>,
     buffers: Arc<BufferRecycler>,
     spin: WaitPolicy,
+    /// Readers spinning on their sockets at once, at most (`spin_read`).
+    spin_slots: Arc<SpinSlots>,
     tls: Option<TlsSettings>,
     limits: ServerLimits,
     log_connections: bool,
@@ -341,6 +346,7 @@ impl NbdServer {
             workers,
             buffers,
             spin: config.spin,
+            spin_slots: Arc::new(SpinSlots::for_this_machine()),
             tls: config.tls.clone(),
             limits: config.limits,
             log_connections: config.log_connections,
@@ -606,8 +612,12 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>, admitted: &
         // Already closed by the peer is as good as closed by us.
         let _ = closer.shutdown_stream(Shutdown::Both);
     };
-    // Requests sent back to back arrive together: read them with few system calls.
-    let mut reader = std::io::BufReader::with_capacity(REQUEST_READ_BUFFER_BYTES, &mut stream);
+    // Requests sent back to back arrive together: read them with few system calls; with
+    // a spin window, poll the socket before blocking (`spin_read`).
+    let mut reader = std::io::BufReader::with_capacity(
+        REQUEST_READ_BUFFER_BYTES,
+        SpinningReader::new(&mut stream, shared.spin, Arc::clone(&shared.spin_slots)),
+    );
     let worker = shared
         .exports
         .iter()
@@ -626,6 +636,7 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>, admitted: &
         setup,
         &hard_disconnect,
     );
+    drop(reader);
     if shared.log_connections
         && matches!(
             end,

@@ -10,8 +10,11 @@ mod common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::{pattern_bytes, RawClient, TestServer};
+use flashpipe_base::wait::MAX_SPIN_US;
+use flashpipe_base::WaitPolicy;
 use flashpipe_device::{BlockDevice, RamDisk};
 use flashpipe_nbd::server::{Export, InitialAllocation, ServerLimits};
 use flashpipe_nbd::wire::*;
@@ -93,6 +96,29 @@ fn a_ram_export_serves_requests_on_the_readers_thread() {
     let device = Box::new(RamDisk::new("ram", 512, 16384, 8).unwrap());
     let server = TestServer::with_exports(vec![export_of(device)], ServerLimits::default());
     pipelined_writes_then_reads(&server);
+}
+
+/// Readers spinning on their sockets (`--spin-us`) serve both request paths the same,
+/// and a stop ends a reader in the middle of its window (the longest there is).
+#[test]
+fn spinning_readers_serve_every_request_and_stop_with_the_server() {
+    let spin = WaitPolicy::spin_us(MAX_SPIN_US);
+    let ram = Box::new(RamDisk::new("ram", 512, 16384, 8).unwrap());
+    let inner = RamDisk::new("completes when waited", 512, 16384, 8).unwrap();
+    let later = Box::new(Hooked::new(inner, CompletesWhenWaited));
+    for device in [ram as Box<dyn BlockDevice>, later] {
+        let mut server =
+            TestServer::with_spin(vec![export_of(device)], ServerLimits::default(), spin);
+        pipelined_writes_then_reads(&server);
+        let _idle = RawClient::connect(server.connect_tcp(), "disk", true);
+        let started = Instant::now();
+        let devices = server.server.take().unwrap().shutdown();
+        assert_eq!(devices.len(), 1, "the worker hands the device back");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the stop waited on a spinning reader"
+        );
+    }
 }
 
 #[test]

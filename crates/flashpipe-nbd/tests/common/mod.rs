@@ -54,6 +54,18 @@ impl TestServer {
 
     /// Serves the given exports.
     pub fn with_exports(exports: Vec<Export>, limits: ServerLimits) -> TestServer {
+        let spin = flashpipe_base::WaitPolicy::from_environment()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        TestServer::with_spin(exports, limits, spin)
+    }
+
+    /// Serves the given exports, every waiting thread polling for `spin` first.
+    pub fn with_spin(
+        exports: Vec<Export>,
+        limits: ServerLimits,
+        spin: flashpipe_base::WaitPolicy,
+    ) -> TestServer {
         let folder = tempfile::tempdir().expect("a temporary folder");
         let config = ServerConfig {
             tcp_address: Some("127.0.0.1:0".parse().unwrap()),
@@ -62,9 +74,7 @@ impl TestServer {
             tls: None,
             limits,
             log_connections: false,
-            spin: flashpipe_base::WaitPolicy::from_environment()
-                .and_then(Result::ok)
-                .unwrap_or_default(),
+            spin,
         };
         let server = NbdServer::start(config, exports).expect("the server starts");
         TestServer {
