@@ -77,7 +77,7 @@ mod tests {
     struct OneFile {
         size_bytes: u64,
         free_blocks: u64,
-        truncations: Arc<Mutex<Vec<u64>>>,
+        truncations: Truncations,
     }
 
     impl Answers for OneFile {
@@ -123,11 +123,11 @@ mod tests {
         }
     }
 
+    /// The truncations a [`OneFile`] store was sent.
+    type Truncations = Arc<Mutex<Vec<u64>>>;
+
     /// A mount over [`OneFile`]; the inode of `f`; the truncations sent.
-    fn mounted(
-        size_bytes: u64,
-        free_blocks: u64,
-    ) -> (MountFs<Instant<OneFile>>, u64, Arc<Mutex<Vec<u64>>>) {
+    fn mounted(size_bytes: u64, free_blocks: u64) -> (MountFs<Instant<OneFile>>, u64, Truncations) {
         let truncations = Arc::new(Mutex::new(Vec::new()));
         let store = Instant::new(OneFile {
             size_bytes,
