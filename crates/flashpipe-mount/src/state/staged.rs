@@ -73,6 +73,12 @@ impl Staged {
             .take_while(|(&start, bytes)| start + bytes.len() as u64 >= offset_bytes)
             .map(|(&start, _)| start)
             .collect();
+        if let [only] = touching[..] {
+            if only <= offset_bytes {
+                self.write_into(inode, only, offset_bytes, data);
+                return;
+            }
+        }
         let mut start = offset_bytes;
         let mut stop = end;
         for &at in &touching {
@@ -92,6 +98,24 @@ impl Staged {
         self.bytes += merged.len();
         self.extents += 1;
         file.extents.insert(start, merged);
+    }
+
+    /// Writes `data` for `offset_bytes` into file `inode`'s extent at `start` (which starts
+    /// at or before it and reaches it), growing the extent in place: a run of appends costs
+    /// its bytes, not a copy of the extent each.
+    fn write_into(&mut self, inode: u64, start: u64, offset_bytes: u64, data: &[u8]) {
+        let extent = self
+            .files
+            .get_mut(&inode)
+            .and_then(|file| file.extents.get_mut(&start))
+            .expect("the extent was found above");
+        let from = (offset_bytes - start) as usize;
+        let stop = from + data.len();
+        if extent.len() < stop {
+            self.bytes += stop - extent.len();
+            extent.resize(stop, 0);
+        }
+        extent[from..stop].copy_from_slice(data);
     }
 
     /// Whether the staged writes passed a bound and are all to be sent.
@@ -169,6 +193,22 @@ mod tests {
         assert_eq!(taken[0].1[8191], 15);
         assert!(!staged.holds(7));
         assert_eq!((staged.bytes, staged.extents), (0, 0));
+    }
+
+    #[test]
+    fn a_long_run_of_appends_grows_one_extent_in_place() {
+        let mut staged = Staged::default();
+        let count = (STAGED_MOST_BYTES / 512) as u64;
+        for index in 0..count {
+            staged.keep((7, "log"), index * 512, &[(index % 251) as u8; 512], 1);
+        }
+        assert_eq!((staged.bytes, staged.extents), (STAGED_MOST_BYTES, 1));
+        staged.keep((7, "log"), 100, &[9; 10], 1);
+        assert_eq!(staged.bytes, STAGED_MOST_BYTES);
+        let taken = offsets_and_bytes(staged.take_file(7));
+        assert_eq!(taken[0].1.len(), STAGED_MOST_BYTES);
+        assert_eq!(&taken[0].1[100..110], &[9; 10]);
+        assert_eq!(taken[0].1[512 * 300], 49);
     }
 
     #[test]
