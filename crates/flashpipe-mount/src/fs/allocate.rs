@@ -49,6 +49,8 @@ impl<T: MountTransport> MountFs<T> {
             return Ok(());
         }
         let name = Self::file_name(state, inode)?;
+        // the file shows this change, as after a write
+        Self::forget_wall_time(state, inode)?;
         state.call_done(flashpipe_api::Command::Truncate {
             name,
             size_bytes: end,
