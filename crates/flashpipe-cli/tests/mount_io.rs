@@ -11,7 +11,9 @@
 //! SIGTERM with a file open detaches the mount lazily (a plain unmount is refused while in
 //! use): the open file is written on, and its close ends the mount with everything committed.
 //! Writes past a full store are answered, and the store's refusal fails the next fsync
-//! (`ENOSPC`) with the other files intact.
+//! (`ENOSPC`) with the other files intact. `posix_fallocate` past the end extends the size
+//! over zeros, a range larger than the free space is refused (`ENOSPC`, size unchanged), and
+//! punching a hole is refused (`EOPNOTSUPP`); the size is in the store after the unmount.
 //! With `--direct-reads` (descriptors opened for reading only bypass the page cache too):
 //! reads of any size and place give the file's bytes (also 1 MiB reads in order into
 //! buffers off a page, which the kernel splits in two requests each), see a write made through another
@@ -389,5 +391,58 @@ fn writes_past_a_full_store_are_answered_and_fail_the_next_fsync() {
     );
     mount.stop(libc::SIGTERM);
     assert_eq!(succeed(&["cat", text(&store), "kept"]), "kept before");
+    assert!(succeed(&["fsck", text(&store)]).contains("clean"));
+}
+
+/// `fallocate(2)` of `file` with `mode`; the errno of a refusal.
+fn fallocate(file: &std::fs::File, mode: i32, offset: i64, length: i64) -> Result<(), i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fallocate only reads its arguments; the descriptor is open for the call.
+    let done = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, length) };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+#[test]
+fn fallocate_extends_the_size_over_zeros_and_refuses_what_it_cannot_promise() {
+    if !fuse_available("fallocate") {
+        return;
+    }
+    let folder = fresh_folder("mount-io-fallocate");
+    let (store, directory) = store_and_mount_point(folder.path());
+    let mount = Mounted::start(&store, &directory, &[]);
+    let path = directory.join("space");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .expect("create");
+    file.write_all_at(b"head", 0).expect("write");
+    assert_eq!(fallocate(&file, 0, 0, 12 << 20), Ok(()));
+    assert_eq!(file.metadata().expect("stat").len(), 12 << 20);
+    assert_eq!(fallocate(&file, 0, 0, 1 << 30), Err(libc::ENOSPC));
+    let hole = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    assert_eq!(fallocate(&file, hole, 0, 4096), Err(libc::EOPNOTSUPP));
+    assert_eq!(
+        fallocate(&file, libc::FALLOC_FL_KEEP_SIZE, 12 << 20, 4096),
+        Ok(())
+    );
+    assert_eq!(file.metadata().expect("stat").len(), 12 << 20);
+    file.sync_all().expect("fsync");
+    let mut tail = vec![1u8; 4096];
+    file.read_exact_at(&mut tail, (12 << 20) - 4096)
+        .expect("read the allocated range");
+    assert!(tail.iter().all(|&byte| byte == 0));
+    drop(file);
+    mount.stop(libc::SIGTERM);
+    let stored = succeed_bytes(&["cat", text(&store), "space"]);
+    assert_eq!(stored.len(), 12 << 20);
+    assert_eq!(&stored[..4], b"head");
+    assert!(stored[4..].iter().all(|&byte| byte == 0));
     assert!(succeed(&["fsck", text(&store)]).contains("clean"));
 }

@@ -1,9 +1,10 @@
 //! The FUSE requests, each turned into store commands on the mount's state and the tree
 //! updated after the store said yes: lookup, getattr, setattr (size; mode, owner and
 //! modification time stored, `attributes.rs`), readdir, open, read, write, create, unlink,
-//! rename, mkdir, rmdir, flush, release, fsync, fsyncdir, statfs. Links, symbolic links,
-//! device nodes and extended attributes are refused.
+//! rename, mkdir, rmdir, flush, release, fsync, fsyncdir, fallocate (`allocate.rs`),
+//! statfs. Links, symbolic links, device nodes and extended attributes are refused.
 
+mod allocate;
 mod attributes;
 mod rename;
 
@@ -584,6 +585,23 @@ impl<T: MountTransport> Filesystem for MountFs<T> {
         reply: ReplyEmpty,
     ) {
         answer_empty(reply, self.commit_file(inode.0, false))
+    }
+
+    fn fallocate(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let mut state = self.lock();
+        answer_empty(
+            reply,
+            self.do_fallocate(&mut state, inode.0, (offset, length), mode),
+        )
     }
 
     fn fsyncdir(

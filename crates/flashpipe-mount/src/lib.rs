@@ -306,6 +306,8 @@ pub fn mount<T: MountTransport>(
         Ok(mut state) => {
             state.device_check = device_check;
             state.commit_delay_ns = options.commit_delay_ms.min(MAX_COMMIT_DELAY_MS) * 1_000_000;
+            // another client of a served store sees a write once it is sent
+            state.stage_small_writes = !options.shared_store;
             state
         }
         Err((transport, message)) => return Err((transport, MountError::Store(message))),
@@ -458,6 +460,13 @@ impl<T: MountTransport> Mounted<T> {
                 None
             }
         };
+        if committer.is_none() {
+            // no thread to send staged writes within their age bound
+            state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .stage_small_writes = false;
+        }
         let served = session.run();
         if let Some(committer) = committer {
             committer.stop();

@@ -20,6 +20,7 @@ mod ahead;
 #[cfg(test)]
 mod io_tests;
 mod pending;
+mod staged;
 
 use crate::tree::{StoreEntry, Stored, Tree};
 use crate::MountTransport;
@@ -75,6 +76,11 @@ pub struct State<T: MountTransport> {
     ahead: ahead::ReadAhead<T>,
     /// A write one request short of a whole chunk, kept for the request that completes it.
     pending: Option<pending::PendingWrite<T>>,
+    /// Short writes kept until their file's sync (`staged.rs`).
+    staged: staged::Staged,
+    /// Whether short writes are staged (a store no other client changes, the committer
+    /// running to send them within their age bound).
+    pub(crate) stage_small_writes: bool,
     /// Whole-chunk write buffers the transport gave back, filled again by later writes
     /// (at most `window`; a fresh buffer is zeroed memory, mapped anew past glibc's threshold).
     spare_writes: Vec<<T::P as flashpipe_api::Payloads>::Write>,
@@ -145,6 +151,8 @@ impl<T: MountTransport> State<T> {
             in_flight: HashMap::new(),
             ahead: ahead::ReadAhead::default(),
             pending: None,
+            staged: staged::Staged::default(),
+            stage_small_writes: false,
             spare_writes: Vec::new(),
             write_errors: HashMap::new(),
             uncommitted: false,
@@ -215,10 +223,11 @@ impl<T: MountTransport> State<T> {
         Ok(())
     }
 
-    /// Sends the write kept back, then waits for every write in flight (their failures are
-    /// kept for their files).
+    /// Sends the write kept back and the staged writes, then waits for every write in
+    /// flight (their failures are kept for their files).
     pub fn drain(&mut self) -> Result<(), Errno> {
         self.send_pending();
+        self.send_staged(None);
         while !self.in_flight.is_empty() {
             self.reap_one()?;
         }
@@ -365,11 +374,15 @@ impl<T: MountTransport> State<T> {
     }
 
     /// The committer's turn at `now_ns`: sends a write kept back (it waits a tick at most
-    /// when no request follows), and commits when a close's commit is due. Write
+    /// when no request follows) and the staged writes once the oldest has waited its
+    /// longest, and commits when a close's commit is due. Write
     /// failures stay kept for their files' next fsync or close; a failed commit is reported
     /// on standard error and left to the next commit point.
     pub fn commit_if_due(&mut self, now_ns: u64) {
         self.send_pending();
+        if self.staged.due(now_ns) {
+            self.send_staged(None);
+        }
         match self.commit_due_ns {
             Some(due_ns) if due_ns <= now_ns => {}
             _ => return,

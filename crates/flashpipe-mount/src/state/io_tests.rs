@@ -1,13 +1,15 @@
 //! The state's write and read paths over a store in memory that keeps file bytes and counts
 //! its commands: 1 MiB writes split as the kernel splits a buffer off a page go to the store
 //! as whole chunks, a write kept back is sent before a read; reads split the same way are
-//! served by the reads sent ahead, each byte read from the store once.
+//! served by the reads sent ahead, each byte read from the store once. Staged short writes:
+//! a page rewritten many times and a run of appends reach the store as one write each, sent
+//! before a read, a large write to the same file and a commit, with the newest bytes.
 
 use std::collections::BTreeMap;
 
 use flashpipe_api::{ApiError, Command, ErrorCode, FsStats, Reply};
 
-use super::State;
+use super::{staged, State};
 use crate::instant_store::{Answers, Instant};
 
 const MIB: usize = 1 << 20;
@@ -20,6 +22,8 @@ struct Bytes {
     files: BTreeMap<String, Vec<u8>>,
     writes: Vec<usize>,
     reads: Vec<u64>,
+    /// The number of writes received when each flush came.
+    flushes: Vec<usize>,
 }
 
 impl Answers for Bytes {
@@ -64,7 +68,10 @@ impl Answers for Bytes {
                 self.reads.push(length_bytes);
                 Ok(Reply::Data(file[start..end].to_vec()))
             }
-            Command::Flush => Ok(Reply::Done),
+            Command::Flush => {
+                self.flushes.push(self.writes.len());
+                Ok(Reply::Done)
+            }
             _ => Err(ApiError::new(ErrorCode::Internal, "not in this test")),
         }
     }
@@ -146,4 +153,82 @@ fn split_reads_in_order_are_served_by_the_reads_ahead_each_byte_read_once() {
             "skew {skew}: {read} bytes read from the store for {size}"
         );
     }
+}
+
+fn staging_state() -> State<Instant<Bytes>> {
+    let mut state = state();
+    state.stage_small_writes = true;
+    state
+}
+
+#[test]
+fn a_page_rewritten_and_a_run_of_appends_reach_the_store_once_before_a_read_or_commit() {
+    let mut state = staging_state();
+    for round in 0..100u8 {
+        state.write(2, "index", 0, &[round; 8192]).expect("write");
+    }
+    for index in 0..16u64 {
+        state
+            .write(3, "log", index * 512, &[index as u8; 512])
+            .expect("write");
+    }
+    assert!(state.transport.store.writes.is_empty(), "staged");
+    let (pieces, _) = state.read((2, "index"), 0, 8192, 8192).expect("read");
+    assert!(pieces[0].bytes() == [99u8; 8192], "the newest bytes");
+    assert_eq!(
+        state.transport.store.writes,
+        vec![8192, 8192],
+        "one write each"
+    );
+    state.write(3, "log", 8192, &[7; 512]).expect("write");
+    state.commit(Some(3)).expect("fsync");
+    assert_eq!(state.transport.store.writes.len(), 3);
+    assert_eq!(
+        state.transport.store.flushes,
+        vec![3],
+        "sent before the commit"
+    );
+    assert_eq!(state.transport.store.files["log"].len(), 8704);
+    assert_eq!(state.transport.store.files["log"][8191], 15);
+}
+
+#[test]
+fn a_large_write_after_staged_ones_lands_last_and_bounds_send_what_is_staged() {
+    let mut state = staging_state();
+    state.write(2, "f", 0, &[1; 4096]).expect("write");
+    let large = pattern(MIB);
+    state.write(2, "f", 0, &large).expect("write");
+    state.drain().expect("drain");
+    assert!(
+        state.transport.store.files["f"] == large,
+        "the large write wins"
+    );
+    assert_eq!(state.transport.store.writes, vec![4096, MIB]);
+    let before = state.transport.store.writes.len();
+    let piece = vec![3u8; 256 * 1024];
+    for index in 0..(staged::STAGED_MOST_BYTES / piece.len()) as u64 + 1 {
+        state
+            .write(4, "g", index * 2 * piece.len() as u64, &piece)
+            .expect("write");
+    }
+    assert!(
+        state.transport.store.writes.len() > before,
+        "past the bound every staged write is sent"
+    );
+    assert!(!state.staged.over_bounds());
+}
+
+#[test]
+fn staged_writes_wait_their_age_at_most_on_the_committer_tick() {
+    let mut state = staging_state();
+    state.write(2, "f", 0, &[5; 100]).expect("write");
+    let now = super::now_ns();
+    state.commit_if_due(now);
+    assert!(state.transport.store.writes.is_empty(), "young: kept");
+    state.commit_if_due(now + staged::STAGED_MOST_AGE_NS);
+    assert_eq!(state.transport.store.writes, vec![100], "old: sent");
+    assert!(
+        state.transport.store.flushes.is_empty(),
+        "sent, not committed"
+    );
 }

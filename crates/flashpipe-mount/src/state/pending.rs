@@ -10,7 +10,8 @@
 //! The write kept back counts as in flight: every command that waits for the writes in
 //! flight sends it first (`State::drain`), and so does each tick of the commit thread, so it
 //! waits for no more than the next request or a tick. A failure to send it is kept for its
-//! file's next fsync or close, as a failed write in flight is.
+//! file's next fsync or close, as a failed write in flight is. A write shorter than half a
+//! chunk is staged instead (`staged.rs`) when the mount stages writes.
 
 use flashpipe_api::{CodedError, Command, Payloads, StreamPayloads};
 
@@ -35,7 +36,8 @@ impl<T: MountTransport> State<T> {
             .max(1)
     }
 
-    /// Sends `data` to be written at `offset_bytes` of file `inode` (named `name`).
+    /// Sends `data` to be written at `offset_bytes` of file `inode` (named `name`), or keeps
+    /// it staged when it is short (`staged.rs`).
     pub fn write(
         &mut self,
         inode: u64,
@@ -45,7 +47,40 @@ impl<T: MountTransport> State<T> {
     ) -> Result<(), Errno> {
         self.drop_reads_ahead();
         let chunk_bytes = self.chunk_bytes();
-        let mut done = self.continue_pending(inode, offset_bytes, data, chunk_bytes);
+        let done = self.continue_pending(inode, offset_bytes, data, chunk_bytes);
+        if done == data.len() {
+            return Ok(());
+        }
+        let rest = &data[done..];
+        let offset = offset_bytes + done as u64;
+        if self.stage_small_writes && rest.len() * 2 < chunk_bytes {
+            self.uncommitted = true;
+            self.staged
+                .keep((inode, name), offset, rest, super::now_ns());
+            if self.staged.over_bounds() {
+                self.send_staged(None);
+            }
+            return Ok(());
+        }
+        if self.staged.holds(inode) {
+            self.send_staged(Some(inode));
+        }
+        self.send_pieces(inode, name, offset, rest, true)
+    }
+
+    /// Sends `data` for `offset_bytes` of `inode` (`name`) as writes of a chunk at most; a
+    /// last piece of at least half a chunk and short of a whole one is kept back when
+    /// `keep_back` (for the request that continues it).
+    fn send_pieces(
+        &mut self,
+        inode: u64,
+        name: &str,
+        offset_bytes: u64,
+        data: &[u8],
+        keep_back: bool,
+    ) -> Result<(), Errno> {
+        let chunk_bytes = self.chunk_bytes();
+        let mut done = 0;
         while done < data.len() {
             let piece = &data[done..(done + chunk_bytes).min(data.len())];
             let offset = offset_bytes + done as u64;
@@ -55,7 +90,7 @@ impl<T: MountTransport> State<T> {
             <T::P as StreamPayloads>::write_bytes_mut(&mut buffer).copy_from_slice(piece);
             self.uncommitted = true;
             done += piece.len();
-            if whole_chunk && piece.len() < chunk_bytes {
+            if keep_back && whole_chunk && piece.len() < chunk_bytes {
                 self.pending = Some(PendingWrite {
                     inode,
                     name: name.to_string(),
@@ -68,6 +103,20 @@ impl<T: MountTransport> State<T> {
             }
         }
         Ok(())
+    }
+
+    /// Sends the staged writes of file `inode`, or of every file (`None`); a failure is
+    /// kept for its file's next fsync or close.
+    pub(super) fn send_staged(&mut self, inode: Option<u64>) {
+        let extents = match inode {
+            Some(inode) => self.staged.take_file(inode),
+            None => self.staged.take_all(),
+        };
+        for (inode, name, offset_bytes, bytes) in extents {
+            if let Err(errno) = self.send_pieces(inode, &name, offset_bytes, &bytes, false) {
+                self.keep_write_error(inode, errno);
+            }
+        }
     }
 
     /// Adds the start of `data` (for `offset_bytes` of `inode`) to the write kept back when
