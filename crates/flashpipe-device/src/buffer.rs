@@ -305,10 +305,10 @@ impl BufferPool {
     pub fn new(buffer_count: u32, buffer_size_bytes: usize) -> BufferPool {
         assert!(buffer_count > 0, "a buffer pool needs at least one buffer");
         let buffer_size_bytes = round_up(buffer_size_bytes.max(1), IO_ALIGNMENT_BYTES);
-        let layout = Self::region_layout(buffer_count, buffer_size_bytes);
-        // SAFETY: non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let region = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        let region_bytes = (buffer_count as usize)
+            .checked_mul(buffer_size_bytes)
+            .expect("a pool's region fits in memory");
+        let region = map_zeroed(region_bytes);
         Self::over_region(region, buffer_count, buffer_size_bytes, None)
     }
 
@@ -367,14 +367,6 @@ impl BufferPool {
     /// [`BufferPool::in_shared_memory`]; `None` for a heap pool.
     pub fn shared_memory(&self) -> Option<&SharedMemory> {
         self.shared.shared_memory.as_ref()
-    }
-
-    fn region_layout(buffer_count: u32, buffer_size_bytes: usize) -> Layout {
-        Layout::from_size_align(
-            buffer_count as usize * buffer_size_bytes,
-            IO_ALIGNMENT_BYTES,
-        )
-        .expect("pool layout fits in memory")
     }
 
     /// Takes a free buffer with `len` equal to the buffer size, or says the pool is empty.
@@ -455,11 +447,37 @@ impl Drop for PoolShared {
             // The SharedMemory unmaps the region when it drops, after this.
             return;
         }
-        let layout = BufferPool::region_layout(self.buffer_count, self.buffer_size_bytes);
-        // SAFETY: allocated with this layout in BufferPool::new; every IoBuf holds an Arc,
-        // so none is alive now.
-        unsafe { alloc::dealloc(self.region.as_ptr(), layout) };
+        let region_bytes = self.buffer_count as usize * self.buffer_size_bytes;
+        // SAFETY: mapped with this length by `map_zeroed` in BufferPool::new; every IoBuf
+        // holds an Arc, so none is alive now.
+        let unmapped = unsafe { libc::munmap(self.region.as_ptr().cast(), region_bytes) };
+        debug_assert_eq!(unmapped, 0, "a pool's own mapping unmaps");
     }
+}
+
+/// `bytes` of private anonymous memory: page-aligned (so [`IO_ALIGNMENT_BYTES`]-aligned)
+/// and zero, each page faulted in when first touched. A pool's region is tens of MiB
+/// (the engine's read pool: 64 buffers of 1 MiB) that an over-aligned `alloc_zeroed`
+/// would write whole at once, faulting every page in on each open of a store, whether or
+/// not a read ever uses the buffer.
+fn map_zeroed(bytes: usize) -> NonNull<u8> {
+    // SAFETY: a fresh anonymous mapping: no address hint, no file, nothing aliased.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        let layout =
+            Layout::from_size_align(bytes, IO_ALIGNMENT_BYTES).expect("pool layout fits in memory");
+        alloc::handle_alloc_error(layout);
+    }
+    NonNull::new(raw.cast()).expect("a mapping is never at address 0")
 }
 
 #[cfg(test)]
@@ -505,6 +523,24 @@ mod tests {
         drop(first);
         assert_eq!(pool.free_count(), 1);
         assert!(pool.try_take().is_ok());
+    }
+
+    #[test]
+    fn a_fresh_pool_reads_zero_and_its_writes_stay_in_their_slot() {
+        let pool = BufferPool::new(64, 1 << 20);
+        let mut buffers: Vec<IoBuf> = (0..64).map(|_| pool.try_take().unwrap()).collect();
+        assert!(buffers
+            .iter()
+            .all(|buffer| buffer.iter().all(|&byte| byte == 0)));
+        for (index, buffer) in buffers.iter_mut().enumerate() {
+            buffer.as_mut_slice().fill(index as u8);
+        }
+        for (index, buffer) in buffers.iter().enumerate() {
+            assert!(
+                buffer.iter().all(|&byte| byte == index as u8),
+                "slot {index}"
+            );
+        }
     }
 
     #[test]
