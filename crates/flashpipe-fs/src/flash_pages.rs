@@ -189,7 +189,7 @@ pub const MAX_OPEN_ERASE_BLOCKS: u64 = 16;
 
 /// Erase blocks of the device per open erase block at least: a small device keeps fewer
 /// open, so that the pages a mount leaves dead stay a small share of it.
-pub const ERASE_BLOCKS_PER_OPEN_BLOCK: u64 = 8;
+pub const ERASE_BLOCKS_PER_OPEN_BLOCK: u64 = 32;
 
 /// The erase blocks open at once on a device of `erase_blocks` erase blocks: one per
 /// [`ERASE_BLOCKS_PER_OPEN_BLOCK`], at least one, at most [`MAX_OPEN_ERASE_BLOCKS`].

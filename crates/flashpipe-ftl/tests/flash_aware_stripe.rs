@@ -80,7 +80,7 @@ struct Rig {
 
 impl Rig {
     fn new() -> Rig {
-        let mut config = support::sized_config(16, PAGES_PER_BLOCK as u32, PAGE_BYTES as u32);
+        let mut config = support::sized_config(32, PAGES_PER_BLOCK as u32, PAGE_BYTES as u32);
         config.geometry.channels = BUSES;
         config.geometry.ways = CHIPS_PER_BUS;
         assert_eq!(config.geometry.devices, 1, "units are buses x chips here");
