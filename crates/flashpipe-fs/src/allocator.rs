@@ -9,7 +9,10 @@
 //!   so they may be overwritten in place and, if freed, go straight back to `free`.
 //!
 //! In the flash-aware layout ([`FlashPages`]) a released page goes to the dead set
-//! instead of `free`, and comes back only with its whole erase block, once erased.
+//! instead of `free`, and comes back only with its whole erase block, once erased. Its
+//! pages are handed out one at a time, round-robin over the open erase blocks
+//! ([`crate::flash_pages::OpenEraseBlocks`]), each erase block's lowest free page first:
+//! an erase block's free pages are always a suffix of it, so its pages go out in order.
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -54,9 +57,13 @@ impl Allocator {
     }
 
     /// Takes up to `max_block_count` contiguous blocks (at least one), next-fit from the
-    /// last allocation, or `None` when nothing is free.
+    /// last allocation, or `None` when nothing is free. In the flash-aware layout one
+    /// page, from the next open erase block ([`Allocator::allocate_flash_page`]).
     pub fn allocate_run(&mut self, max_block_count: u64) -> Option<(u64, u64)> {
         assert!(max_block_count > 0);
+        if self.flash.is_some() {
+            return self.allocate_flash_page().map(|page| (page, 1));
+        }
         let (&start, &length) = self
             .free
             .range(self.cursor..)
@@ -127,15 +134,17 @@ impl Allocator {
     }
 
     /// The flash-aware layout's allocator: `free_erased` are erased pages (each erase
-    /// block's free pages a suffix of it), `dead` the unreferenced pages that are not.
+    /// block's free pages a suffix of it), `dead` the unreferenced pages that are not;
+    /// `open_erase_blocks` erase blocks are open for allocation at once.
     pub fn for_flash(
         pages_per_erase_block: u64,
+        open_erase_blocks: u64,
         free_erased: &[(u64, u64)],
         dead: &[u64],
         retired: &[u64],
     ) -> Allocator {
         let mut allocator = Allocator::from_free_extents(free_erased);
-        let mut flash = FlashPages::new(pages_per_erase_block);
+        let mut flash = FlashPages::new(pages_per_erase_block, open_erase_blocks);
         for &page in dead {
             flash.mark_dead(page);
         }
@@ -184,6 +193,103 @@ impl Allocator {
             taken.extend(first..first + pages);
         }
         Some(taken)
+    }
+
+    /// Flash-aware layout: the next slot's open erase block's lowest free page, taken. A
+    /// slot whose erase block is full (or was taken whole for a log region) opens another
+    /// ([`Allocator::erase_block_to_open`]); a slot with nothing to open is passed over.
+    /// `None` when no page is free.
+    fn allocate_flash_page(&mut self) -> Option<u64> {
+        let slot_count = self.flash.as_ref()?.open().count();
+        for _ in 0..slot_count {
+            let flash = self.flash.as_mut().expect("flash-aware layout");
+            let slot = flash.open_mut().take_next_slot();
+            if let Some(page) = self.page_from_slot(slot) {
+                self.remove_free_range(page, 1);
+                self.mark_fresh(page, 1);
+                return Some(page);
+            }
+        }
+        None
+    }
+
+    /// The page `slot` hands out next, opening an erase block in it when its own has no
+    /// free page.
+    fn page_from_slot(&mut self, slot: usize) -> Option<u64> {
+        let flash = self.flash.as_ref().expect("flash-aware layout");
+        if let Some(page) = flash
+            .open()
+            .get(slot)
+            .and_then(|erase_block| self.lowest_free_page(erase_block))
+        {
+            return Some(page);
+        }
+        let erase_block = self.erase_block_to_open(slot as u64)?;
+        let pages = flash.pages_per_erase_block();
+        self.flash
+            .as_mut()
+            .expect("flash-aware layout")
+            .open_mut()
+            .set(slot, erase_block);
+        self.cursor = (erase_block + 1) * pages;
+        self.lowest_free_page(erase_block)
+    }
+
+    /// The lowest free page of `erase_block`, if any (its free pages are a suffix of it).
+    fn lowest_free_page(&self, erase_block: u64) -> Option<u64> {
+        let pages = self.flash.as_ref()?.pages_per_erase_block();
+        let first = erase_block * pages;
+        let covering = self
+            .free
+            .range(..=first)
+            .next_back()
+            .is_some_and(|(&start, &length)| start + length > first);
+        if covering {
+            return Some(first);
+        }
+        self.free
+            .range(first..first + pages)
+            .next()
+            .map(|(&start, _)| start)
+    }
+
+    /// An erase block with a free page that no slot holds, next-fit from the last one
+    /// opened: one with `e % N == residue` (`N` slots) when there is one, so that the
+    /// open erase blocks sit on different units of the raw device, else any.
+    fn erase_block_to_open(&self, residue: u64) -> Option<u64> {
+        let flash = self.flash.as_ref()?;
+        let open = flash.open();
+        let pages = flash.pages_per_erase_block();
+        let modulus = open.count();
+        let from = self.cursor / pages;
+        let blocks =
+            |(&start, &length): (&u64, &u64)| (start / pages, (start + length - 1) / pages);
+        let after_cursor = || {
+            self.free
+                .range(..self.cursor)
+                .next_back()
+                .into_iter()
+                .chain(self.free.range(self.cursor..))
+                .map(blocks)
+                .filter(move |&(_, last)| last >= from)
+                .map(move |(first, last)| (first.max(from), last))
+        };
+        let all = || self.free.iter().map(blocks);
+        let congruent = |(first, last): (u64, u64)| {
+            let mut erase_block = first + (residue + modulus - first % modulus) % modulus;
+            while erase_block <= last {
+                if !open.is_open(erase_block) {
+                    return Some(erase_block);
+                }
+                erase_block += modulus;
+            }
+            None
+        };
+        let any = |(first, last): (u64, u64)| (first..=last).find(|&e| !open.is_open(e));
+        after_cursor()
+            .find_map(congruent)
+            .or_else(|| all().find_map(congruent))
+            .or_else(|| all().find_map(any))
     }
 
     /// Takes `first..first + count`, which lies inside one free extent, out of the free
@@ -465,7 +571,7 @@ mod tests {
 
     #[test]
     fn whole_erase_blocks_are_taken_only_where_every_page_is_free() {
-        let mut allocator = Allocator::for_flash(4, &[(13, 3), (18, 10)], &[], &[]);
+        let mut allocator = Allocator::for_flash(4, 1, &[(13, 3), (18, 10)], &[], &[]);
         assert!(allocator.take_whole_erase_blocks(3).is_none());
         assert_eq!(allocator.free_block_count(), 13);
         assert_eq!(
@@ -484,6 +590,89 @@ mod tests {
         assert_eq!(allocator.free_block_count(), 4);
         let runs = allocator.allocate(4).unwrap();
         assert_eq!(runs.iter().map(|run| run.1).sum::<u64>(), 4);
+        assert!(allocator.allocate_run(1).is_none());
+    }
+
+    /// Pages of 4-page erase blocks 3.. handed out by a flash allocator of `open` slots.
+    fn flash_pages_handed_out(open: u64, count: usize) -> (Allocator, Vec<u64>) {
+        let mut allocator = Allocator::for_flash(4, open, &[(12, 116)], &[], &[]);
+        let pages = (0..count)
+            .map(|_| {
+                let (page, length) = allocator.allocate_run(8).unwrap();
+                assert_eq!(length, 1);
+                page
+            })
+            .collect();
+        (allocator, pages)
+    }
+
+    #[test]
+    fn flash_pages_rotate_over_open_erase_blocks_on_different_units() {
+        let (_, pages) = flash_pages_handed_out(4, 8);
+        let erase_blocks: Vec<u64> = pages.iter().map(|page| page / 4).collect();
+        assert_eq!(erase_blocks[..4], [4, 5, 6, 7]);
+        assert_eq!(erase_blocks[4..], erase_blocks[..4]);
+        let units: HashSet<u64> = erase_blocks[..4].iter().map(|e| e % 4).collect();
+        assert_eq!(
+            units.len(),
+            4,
+            "four open erase blocks on four units of four"
+        );
+    }
+
+    #[test]
+    fn each_erase_blocks_pages_go_out_in_order_and_full_blocks_are_replaced() {
+        let (allocator, pages) = flash_pages_handed_out(3, 116);
+        let mut last_in_block = BTreeMap::<u64, u64>::new();
+        for &page in &pages {
+            let erase_block = page / 4;
+            match last_in_block.insert(erase_block, page) {
+                Some(previous) => assert_eq!(page, previous + 1, "page {page} out of order"),
+                None => assert_eq!(page % 4, 0, "erase block {erase_block} opened mid-block"),
+            }
+        }
+        assert_eq!(last_in_block.len(), 29, "every erase block used, each once");
+        assert_eq!(allocator.free_block_count(), 0);
+        assert_eq!(allocator.fresh_extents(), vec![(12, 116)]);
+    }
+
+    #[test]
+    fn flash_pages_survive_release_commit_erase_and_a_new_allocator() {
+        let (mut allocator, pages) = flash_pages_handed_out(2, 10);
+        allocator.commit_is_durable();
+        for page in [16, 17, 18, 19] {
+            allocator.release(page);
+        }
+        allocator.commit_is_durable();
+        assert_eq!(allocator.take_erasable(), vec![4]);
+        allocator.erased(4);
+        assert!(pages.contains(&16) && allocator.lowest_free_page(4) == Some(16));
+        assert_eq!(pages, vec![16, 20, 17, 21, 18, 22, 19, 23, 24, 28]);
+        let mut free_in = BTreeMap::<u64, Vec<u64>>::new();
+        for (start, length) in allocator.extents_after_commit() {
+            for page in start..start + length {
+                free_in.entry(page / 4).or_default().push(page);
+            }
+        }
+        let (whole, partial): (Vec<_>, Vec<_>) =
+            free_in.into_values().partition(|free| free.len() == 4);
+        let whole: Vec<(u64, u64)> = whole.iter().map(|free| (free[0], 4)).collect();
+        let dead: Vec<u64> = partial.into_iter().flatten().collect();
+        assert_eq!(dead, vec![25, 26, 27, 29, 30, 31], "as a mount takes them");
+        let mut mounted = Allocator::for_flash(4, 2, &whole, &dead, &[]);
+        assert_eq!(mounted.free_block_count(), allocator.free_block_count() - 6);
+        let next: Vec<u64> = (0..4).map(|_| mounted.allocate_run(1).unwrap().0).collect();
+        assert_eq!(next, vec![16, 36, 17, 37]);
+        assert_eq!(mounted.flash_pages().unwrap().dead_page_count(), 6);
+    }
+
+    #[test]
+    fn a_slot_with_nothing_of_its_residue_opens_any_erase_block() {
+        let mut allocator = Allocator::for_flash(4, 4, &[(20, 8)], &[], &[]);
+        let pages: Vec<u64> = (0..8)
+            .map(|_| allocator.allocate_run(1).unwrap().0)
+            .collect();
+        assert_eq!(pages, vec![20, 24, 21, 25, 22, 26, 23, 27]);
         assert!(allocator.allocate_run(1).is_none());
     }
 }

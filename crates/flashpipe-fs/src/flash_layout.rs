@@ -19,7 +19,9 @@
 use flashpipe_device::{run_one, BlockDevice, DeviceError, IoBuf, Operation};
 
 use crate::allocator::Allocator;
-use crate::flash_pages::{FlashRing, RING_ERASE_BLOCKS, RING_FIRST_ERASE_BLOCK};
+use crate::flash_pages::{
+    open_erase_block_count, FlashRing, RING_ERASE_BLOCKS, RING_FIRST_ERASE_BLOCK,
+};
 use crate::io::Geometry;
 use crate::layout::{
     RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_LOG_FORMAT_VERSION,
@@ -58,7 +60,8 @@ pub fn erase_operation(
 /// Turns a formatted-or-loaded state into the flash-aware layout's: the ring and the
 /// allocator (free pages are taken as erased).
 pub fn enter_flash_layout(state: &mut State, ring: FlashRing, free_erased: &[(u64, u64)]) {
-    state.allocator = Allocator::for_flash(ring.pages_per_erase_block, free_erased, &[], &[]);
+    let open = open_erase_block_count(state.geometry.fs_block_count / ring.pages_per_erase_block);
+    state.allocator = Allocator::for_flash(ring.pages_per_erase_block, open, free_erased, &[], &[]);
     state.flash = Some(ring);
 }
 
@@ -285,7 +288,8 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
             Err(_) => retired.push(erase_block),
         }
     }
-    state.allocator = Allocator::for_flash(pages, &free_erased, &dead, &retired);
+    let open = open_erase_block_count(geometry.fs_block_count / pages);
+    state.allocator = Allocator::for_flash(pages, open, &free_erased, &dead, &retired);
     if let Some(flash_pages) = state.allocator.flash_pages_mut() {
         flash_pages.set_totals(super_block.flash_totals);
         flash_pages.count_erases(erases);

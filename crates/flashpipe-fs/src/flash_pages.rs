@@ -10,6 +10,13 @@
 //! pages are still listed free in a checkpoint's free list (nothing references them);
 //! mount tells erased pages from programmed ones by reading (`flash_layout`).
 //!
+//! Data pages spread over chips: [`OpenEraseBlocks`] keeps several erase blocks open at
+//! once, one per slot, and the allocator hands out pages round-robin over the slots (each
+//! erase block's pages still in order). The raw device puts erase block `e` on unit
+//! `e % U`, so slot `s` prefers erase blocks with `e % N == s` (`N` open blocks): when `N`
+//! divides `U`, as for minflash's 64 chips and 16 slots, the open blocks are on `N`
+//! different chips.
+//!
 //! [`FlashRing`] is where the next super block goes in the commit ring; [`FlashChains`]
 //! what each file's indirect chain holds on flash, so that a log commit rewrites only the
 //! chain blocks whose pointers changed (`commit/flash_chains.rs`).
@@ -29,16 +36,29 @@ pub struct FlashPages {
     moved_pages: u64,
     erased_blocks: u64,
     totals: FlashTotals,
+    open: OpenEraseBlocks,
 }
 
 impl FlashPages {
-    /// Bookkeeping for erase blocks of `pages_per_erase_block` pages.
-    pub fn new(pages_per_erase_block: u64) -> FlashPages {
+    /// Bookkeeping for erase blocks of `pages_per_erase_block` pages, with
+    /// `open_erase_blocks` erase blocks open for allocation at once.
+    pub fn new(pages_per_erase_block: u64, open_erase_blocks: u64) -> FlashPages {
         assert!(pages_per_erase_block >= 2);
         FlashPages {
             pages_per_erase_block,
+            open: OpenEraseBlocks::new(open_erase_blocks),
             ..FlashPages::default()
         }
+    }
+
+    /// The erase blocks open for allocation.
+    pub fn open(&self) -> &OpenEraseBlocks {
+        &self.open
+    }
+
+    /// The erase blocks open for allocation, to update.
+    pub fn open_mut(&mut self) -> &mut OpenEraseBlocks {
+        &mut self.open
     }
 
     /// Pages per erase block.
@@ -159,6 +179,69 @@ impl FlashPages {
     }
 }
 
+/// Most erase blocks open for allocation at once. Sixteen: four YCSB threads' commits of
+/// 16 KiB InnoDB pages (two flash pages each) plus the log and ring pages keep about a dozen
+/// programs in flight, so sixteen chips let them all overlap; on minflash (64 chips) they
+/// are sixteen different chips. More would buy nothing for that load and cost at each
+/// mount, which takes the free pages of partly used erase blocks as dead (up to `N * (P -
+/// 1)` pages, 32 MiB on minflash, until collection reclaims them).
+pub const MAX_OPEN_ERASE_BLOCKS: u64 = 16;
+
+/// Erase blocks of the device per open erase block at least: a small device keeps fewer
+/// open, so that the pages a mount leaves dead stay a small share of it.
+pub const ERASE_BLOCKS_PER_OPEN_BLOCK: u64 = 32;
+
+/// The erase blocks open at once on a device of `erase_blocks` erase blocks: one per
+/// [`ERASE_BLOCKS_PER_OPEN_BLOCK`], at least one, at most [`MAX_OPEN_ERASE_BLOCKS`].
+pub fn open_erase_block_count(erase_blocks: u64) -> u64 {
+    (erase_blocks / ERASE_BLOCKS_PER_OPEN_BLOCK).clamp(1, MAX_OPEN_ERASE_BLOCKS)
+}
+
+/// The erase blocks open for allocation, one per slot (none until a page is wanted), and
+/// the slot the next page comes from.
+#[derive(Debug, Clone, Default)]
+pub struct OpenEraseBlocks {
+    slots: Vec<Option<u64>>,
+    next_slot: usize,
+}
+
+impl OpenEraseBlocks {
+    /// `count` empty slots (at least one).
+    pub fn new(count: u64) -> OpenEraseBlocks {
+        OpenEraseBlocks {
+            slots: vec![None; count.max(1) as usize],
+            next_slot: 0,
+        }
+    }
+
+    /// Slots (erase blocks open at once at most).
+    pub fn count(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// The slot the next page comes from; the one after it is next.
+    pub fn take_next_slot(&mut self) -> usize {
+        let slot = self.next_slot;
+        self.next_slot = (slot + 1) % self.slots.len();
+        slot
+    }
+
+    /// The erase block open in `slot`.
+    pub fn get(&self, slot: usize) -> Option<u64> {
+        self.slots[slot]
+    }
+
+    /// Opens `erase_block` in `slot`.
+    pub fn set(&mut self, slot: usize, erase_block: u64) {
+        self.slots[slot] = Some(erase_block);
+    }
+
+    /// True when `erase_block` is open in a slot.
+    pub fn is_open(&self, erase_block: u64) -> bool {
+        self.slots.contains(&Some(erase_block))
+    }
+}
+
 /// The indirect chains as the flash holds them (flash-aware layout, version 8).
 #[derive(Debug, Clone, Default)]
 pub struct FlashChains {
@@ -260,7 +343,7 @@ mod tests {
 
     #[test]
     fn an_erase_block_is_erasable_only_when_every_page_is_dead() {
-        let mut pages = FlashPages::new(4);
+        let mut pages = FlashPages::new(4, 1);
         for page in [8, 9, 10] {
             pages.mark_dead(page);
         }
