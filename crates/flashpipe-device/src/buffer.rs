@@ -1,11 +1,12 @@
 //! Aligned I/O buffers and bounded buffer pools.
 //!
-//! Every request that moves data carries an [`IoBuf`]: a heap region aligned to
+//! Every request that moves data carries an [`IoBuf`]: a memory region aligned to
 //! [`IO_ALIGNMENT_BYTES`] so that it can go straight to `O_DIRECT` I/O. The buffer is
 //! moved into the device with the request and handed back in the completion, so the
 //! device owns it while the request is in flight and nobody copies it.
 //!
-//! A [`BufferPool`] carves a fixed number of equal buffers out of one allocation. Its
+//! A [`BufferPool`] carves a fixed number of equal buffers out of one region (an anonymous
+//! mapping, its pages zero until first touched). Its
 //! buffers go back to the pool when dropped, and a device may register the pool's region
 //! with the kernel (io_uring fixed buffers); [`IoBuf::pool_slot`] tells the device
 //! which registered slot a buffer occupies. A pool may instead live in a memfd
@@ -284,8 +285,8 @@ struct PoolShared {
     buffer_size_bytes: usize,
     buffer_count: u32,
     free_slots: Mutex<Vec<u32>>,
-    /// The memfd holding the region, for a pool in shared memory; `None` for a heap
-    /// region (freed in drop).
+    /// The memfd holding the region, for a pool in shared memory; `None` for an anonymous
+    /// mapping (unmapped in drop).
     shared_memory: Option<SharedMemory>,
 }
 

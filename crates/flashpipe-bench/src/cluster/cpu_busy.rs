@@ -44,8 +44,11 @@ fn parse_cpu_line(line: &str) -> Option<CpuTimes> {
     if values.len() < 5 {
         return None;
     }
-    let idle_ticks = values[3] + values[4];
-    let busy_ticks = values.iter().sum::<u64>() - idle_ticks;
+    let idle_ticks = values[3].checked_add(values[4])?;
+    let total_ticks = values
+        .iter()
+        .try_fold(0u64, |total, &value| total.checked_add(value))?;
+    let busy_ticks = total_ticks.checked_sub(idle_ticks)?;
     Some(CpuTimes {
         busy_ticks,
         idle_ticks,
@@ -67,7 +70,15 @@ mod tests {
 
     #[test]
     fn hostile_lines_are_refused() {
-        for line in ["", "cpu0 1 2 3 4 5", "cpu 1 2 x 4 5", "cpu 1 2 3", "intr 5"] {
+        let overflowing = format!("cpu {} {} 1 1 1", u64::MAX, u64::MAX);
+        for line in [
+            "",
+            "cpu0 1 2 3 4 5",
+            "cpu 1 2 x 4 5",
+            "cpu 1 2 3",
+            "intr 5",
+            &overflowing,
+        ] {
             assert!(parse_cpu_line(line).is_none(), "{line:?}");
         }
     }

@@ -97,7 +97,7 @@ impl ClusterRow {
         );
         self.note = match busy {
             Some(busy) if busy >= CPU_BOUND_BUSY_FRACTION => Some(format!(
-                "CPU-bound: {cpus} CPUs {:.0}% busy for {hosts}",
+                "CPU-bound: the machine's {cpus} CPUs {:.0}% busy (all processes) for {hosts}",
                 busy * 100.0
             )),
             Some(_) => None,

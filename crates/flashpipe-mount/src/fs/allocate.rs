@@ -13,7 +13,7 @@ use crate::state::{Errno, State};
 use crate::tree::NodeKind;
 use crate::MountTransport;
 
-/// The modes served: allocate (0) and allocate keeping the size.
+/// The one mode flag served (mode 0, plain allocate, is the other mode).
 const KEEP_SIZE: i32 = libc::FALLOC_FL_KEEP_SIZE;
 
 impl<T: MountTransport> MountFs<T> {
@@ -35,14 +35,11 @@ impl<T: MountTransport> MountFs<T> {
             .checked_add(length_bytes)
             .filter(|&end| end <= i64::MAX as u64)
             .ok_or(libc::EFBIG)?;
-        let size = match state.tree.node(inode).map(|node| &node.kind) {
-            Some(NodeKind::File { size_bytes, .. }) => *size_bytes,
-            Some(_) => return Err(libc::EISDIR),
-            None => return Err(libc::ENOENT),
-        };
+        let size = self.current_size(state, inode)?;
         let stats = state.stats()?;
         let block_bytes = u64::from(stats.fs_block_size_bytes).max(1);
-        if length_bytes.div_ceil(block_bytes) > stats.free_blocks {
+        let new_bytes = end.saturating_sub(size.max(offset_bytes));
+        if new_bytes.div_ceil(block_bytes) > stats.free_blocks {
             return Err(libc::ENOSPC);
         }
         if mode & KEEP_SIZE != 0 || end <= size {
@@ -58,6 +55,25 @@ impl<T: MountTransport> MountFs<T> {
         let now = state.change_time_ns();
         Self::set_size(state, inode, end, Some(now));
         Ok(())
+    }
+
+    /// File `inode`'s size: the mount's own on a store it alone changes, the store's on a
+    /// shared one (another client may have grown the file since the mount last looked, and a
+    /// truncation to a stale size would cut it).
+    fn current_size(&self, state: &mut State<T>, inode: u64) -> Result<u64, Errno> {
+        let size = match state.tree.node(inode).map(|node| &node.kind) {
+            Some(NodeKind::File { size_bytes, .. }) => *size_bytes,
+            Some(_) => return Err(libc::EISDIR),
+            None => return Err(libc::ENOENT),
+        };
+        if !self.shared_store {
+            return Ok(size);
+        }
+        let name = Self::file_name(state, inode)?;
+        let (size, stored) = state.stat_file(&name)?;
+        Self::set_size(state, inode, size, None);
+        state.tree.set_stored(inode, stored);
+        Ok(size)
     }
 }
 
@@ -87,18 +103,20 @@ mod tests {
             &mut self,
             command: Command<VecPayloads>,
         ) -> Result<Reply<VecPayloads>, ApiError> {
+            let file = FileStat {
+                file_id: FileId(1),
+                name: "f".to_string(),
+                size_bytes: self.size_bytes,
+                allocated_blocks: 0,
+                shared_bytes: 0,
+                modified_clock_ns: 0,
+                mode: None,
+                owner: None,
+                modified_wall_ns: None,
+            };
             match command {
-                Command::List => Ok(Reply::List(vec![FileStat {
-                    file_id: FileId(1),
-                    name: "f".to_string(),
-                    size_bytes: self.size_bytes,
-                    allocated_blocks: 0,
-                    shared_bytes: 0,
-                    modified_clock_ns: 0,
-                    mode: None,
-                    owner: None,
-                    modified_wall_ns: None,
-                }])),
+                Command::List => Ok(Reply::List(vec![file])),
+                Command::Stat { .. } => Ok(Reply::Stat(file)),
                 Command::Stats => Ok(Reply::Stats(FsStats {
                     fs_block_size_bytes: 4096,
                     fs_block_count: 1 << 20,
@@ -130,6 +148,15 @@ mod tests {
 
     /// A mount over [`OneFile`]; the inode of `f`; the truncations sent.
     fn mounted(size_bytes: u64, free_blocks: u64) -> (MountFs<Instant<OneFile>>, u64, Truncations) {
+        mounted_over(size_bytes, free_blocks, false)
+    }
+
+    /// As [`mounted`], the store shared with other clients when `shared_store`.
+    fn mounted_over(
+        size_bytes: u64,
+        free_blocks: u64,
+        shared_store: bool,
+    ) -> (MountFs<Instant<OneFile>>, u64, Truncations) {
         let truncations = Arc::new(Mutex::new(Vec::new()));
         let store = Instant::new(OneFile {
             size_bytes,
@@ -143,7 +170,7 @@ mod tests {
             source_name: "memory".into(),
             allow_other: false,
             others_may_write: false,
-            shared_store: false,
+            shared_store,
             wall_clock_times: false,
             max_bytes_in_flight: 1 << 24,
             commit_delay_ms: 0,
@@ -188,6 +215,36 @@ mod tests {
         );
         assert!(truncations.lock().expect("not poisoned").is_empty());
         assert_eq!(size_of(&filesystem, inode), 1 << 20);
+    }
+
+    #[test]
+    fn only_bytes_past_the_end_need_free_space() {
+        let (filesystem, inode, truncations) = mounted(1 << 20, 10);
+        assert_eq!(allocate(&filesystem, inode, (0, 1 << 20), 0), Ok(()));
+        assert_eq!(
+            allocate(&filesystem, inode, (0, (1 << 20) + 10 * 4096), 0),
+            Ok(())
+        );
+        assert_eq!(
+            allocate(&filesystem, inode, (0, (1 << 20) + 21 * 4096), 0),
+            Err(libc::ENOSPC),
+            "11 blocks past the new end, 10 free"
+        );
+        assert_eq!(
+            *truncations.lock().expect("not poisoned"),
+            vec![(1 << 20) + 10 * 4096]
+        );
+    }
+
+    #[test]
+    fn on_a_shared_store_the_stores_size_is_asked_and_never_cut() {
+        let (filesystem, inode, truncations) = mounted_over(100, 4000, true);
+        filesystem.lock().transport.store.size_bytes = 1 << 20;
+        assert_eq!(allocate(&filesystem, inode, (0, 8192), 0), Ok(()));
+        assert!(truncations.lock().expect("not poisoned").is_empty());
+        assert_eq!(size_of(&filesystem, inode), 1 << 20);
+        assert_eq!(allocate(&filesystem, inode, (0, 2 << 20), 0), Ok(()));
+        assert_eq!(*truncations.lock().expect("not poisoned"), vec![2 << 20]);
     }
 
     #[test]
