@@ -295,6 +295,15 @@ fn ring_records(device: &mut dyn BlockDevice) -> Vec<(u64, SuperBlock)> {
         .collect()
 }
 
+/// The ring's newest valid record.
+fn newest_record(device: &mut dyn BlockDevice) -> SuperBlock {
+    ring_records(device)
+        .into_iter()
+        .map(|(_, record)| record)
+        .max_by_key(|record| record.ring_sequence)
+        .expect("the ring holds a record")
+}
+
 fn read_page(device: &mut dyn BlockDevice, page: u64) -> Vec<u8> {
     let read = Operation::Read {
         first_block: page,
@@ -362,11 +371,7 @@ fn a_version_7_image_mounts_and_its_first_commit_takes_a_region() {
     let second = model.overwrite(&rig, &mut fs, 3);
     assert!(is_log_commit(second), "then a log record: {second}");
     let mut device = fs.unmount().expect("unmount");
-    let newest = ring_records(&mut *device)
-        .into_iter()
-        .map(|(_, record)| record)
-        .max_by_key(|record| record.ring_sequence)
-        .expect("records");
+    let newest = newest_record(&mut *device);
     assert_eq!(newest.format_version, FLASH_LOG_FORMAT_VERSION);
     assert_eq!(newest.log_region_block_count, PAGES_PER_BLOCK);
     drop(device);
@@ -381,11 +386,7 @@ fn a_log_page_on_flash_has_the_documented_bytes() {
     let mut model = Model::create(&mut fs);
     model.overwrite(&rig, &mut fs, 1);
     let mut device = fs.unmount().expect("unmount");
-    let newest = ring_records(&mut *device)
-        .into_iter()
-        .map(|(_, record)| record)
-        .max_by_key(|record| record.ring_sequence)
-        .expect("records");
+    let newest = newest_record(&mut *device);
     assert_eq!(newest.format_version, FLASH_LOG_FORMAT_VERSION);
     assert_eq!(
         (
@@ -579,11 +580,7 @@ fn a_damaged_chain_entry_is_refused_and_the_mount_writes_nothing() {
         1,
     );
     let mut device = fs.unmount().expect("unmount");
-    let newest = ring_records(&mut *device)
-        .into_iter()
-        .map(|(_, record)| record)
-        .max_by_key(|record| record.ring_sequence)
-        .expect("records");
+    let newest = newest_record(&mut *device);
     let region = region_pages(&mut *device, &newest);
     let log: Vec<Vec<u8>> = region[..newest.log_block_count as usize]
         .iter()

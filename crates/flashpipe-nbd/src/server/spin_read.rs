@@ -170,34 +170,31 @@ mod tests {
         (Box::new(server), client)
     }
 
-    #[test]
-    fn bytes_sent_during_the_window_are_read_without_blocking() {
+    /// What a reader with a window of `window_us` reads when the client sends `payload`
+    /// `delay_ms` after the read starts.
+    fn read_sent_after(delay_ms: u64, window_us: u64, payload: &'static [u8]) -> Vec<u8> {
         let (mut server, mut client) = pair();
         let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(2));
-            client.write_all(b"request").expect("send");
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            client.write_all(payload).expect("send");
             client
         });
-        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(10_000), one_slot());
+        let mut reader =
+            SpinningReader::new(&mut server, WaitPolicy::spin_us(window_us), one_slot());
         let mut bytes = [0u8; 16];
         let read = reader.read(&mut bytes).expect("read");
-        assert_eq!(&bytes[..read], b"request");
         drop(sender.join());
+        bytes[..read].to_vec()
+    }
+
+    #[test]
+    fn bytes_sent_during_the_window_are_read_without_blocking() {
+        assert_eq!(read_sent_after(2, 10_000, b"request"), b"request");
     }
 
     #[test]
     fn after_an_empty_window_the_read_blocks_until_bytes_come() {
-        let (mut server, mut client) = pair();
-        let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
-            client.write_all(b"late").expect("send");
-            client
-        });
-        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(100), one_slot());
-        let mut bytes = [0u8; 16];
-        let read = reader.read(&mut bytes).expect("read");
-        assert_eq!(&bytes[..read], b"late");
-        drop(sender.join());
+        assert_eq!(read_sent_after(30, 100, b"late"), b"late");
     }
 
     #[test]
