@@ -172,7 +172,7 @@ mod tests {
 
     /// What a reader with a window of `window_us` reads when the client sends `payload`
     /// `delay_ms` after the read starts.
-    fn read_sent_after(delay_ms: u64, window_us: u64, payload: &'static [u8]) -> Vec<u8> {
+    fn read_sent_after(delay_ms: u64, window_us: u32, payload: &'static [u8]) -> Vec<u8> {
         let (mut server, mut client) = pair();
         let sender = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(delay_ms));
