@@ -24,17 +24,17 @@ use crate::flash_pages::{
 };
 use crate::io::Geometry;
 use crate::layout::{
-    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_LOG_FORMAT_VERSION,
+    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_SCAN_FORMAT_VERSION,
     FLASH_RESERVED_ERASE_BLOCKS, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::state::State;
 
 /// `super_block` as this state's layout writes it: in the flash-aware layout a `commit`
-/// record of version 8 with the erase block size, ring sequence and counters; unchanged
+/// record of version 9 with the erase block size, ring sequence and counters; unchanged
 /// otherwise.
 pub fn flash_super_block(state: &State, mut super_block: SuperBlock) -> SuperBlock {
     if let Some(ring) = &state.flash {
-        super_block.format_version = FLASH_LOG_FORMAT_VERSION;
+        super_block.format_version = FLASH_SCAN_FORMAT_VERSION;
         super_block.pages_per_erase_block = ring.pages_per_erase_block;
         super_block.ring_sequence = ring.next_sequence;
         super_block.record_kind = RingRecordKind::Commit;
