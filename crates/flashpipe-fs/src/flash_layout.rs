@@ -24,8 +24,8 @@ use crate::flash_pages::{
 };
 use crate::io::Geometry;
 use crate::layout::{
-    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_SCAN_FORMAT_VERSION,
-    FLASH_RESERVED_ERASE_BLOCKS, SUPER_BLOCK_SIZE_BYTES,
+    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS,
+    FLASH_SCAN_FORMAT_VERSION, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::state::State;
 

@@ -721,7 +721,10 @@ fn mount_with_damaged_log_page(seed: u64, position: usize, damage: fn(Vec<u8>) -
     model.bytes = bytes.clone();
     model.check(&mut fs, "at the record before the damaged page");
     let programmed = model.overwrite(&rig, &mut fs, 9);
-    assert!(!is_log_commit(programmed), "then a checkpoint: {programmed}");
+    assert!(
+        !is_log_commit(programmed),
+        "then a checkpoint: {programmed}"
+    );
     fs.unmount().expect("unmount");
     let mut fs = rig.mount();
     model.check(&mut fs, "after a clean remount");
@@ -791,7 +794,10 @@ fn a_version_8_image_replays_its_named_records_and_upgrades_at_its_first_commit(
     let mut fs = rig.mount();
     model.check(&mut fs, "the version-8 image");
     let first = model.overwrite(&rig, &mut fs, 4);
-    assert!(!is_log_commit(first), "a checkpoint writing version 9: {first}");
+    assert!(
+        !is_log_commit(first),
+        "a checkpoint writing version 9: {first}"
+    );
     let second = model.overwrite(&rig, &mut fs, 5);
     assert!(is_log_commit(second), "then a log record: {second}");
     let mut device = fs.unmount().expect("unmount");

@@ -332,7 +332,9 @@ impl CommitPlan {
             Phase::WritingSuperBlock(durable) => {
                 (Phase::FlushingSuperBlock(durable), vec![Operation::Flush])
             }
-            Phase::FlushingSuperBlock(durable) => return Ok(self.after_durable(state, durable, true)),
+            Phase::FlushingSuperBlock(durable) => {
+                return Ok(self.after_durable(state, durable, true))
+            }
             Phase::Start
             | Phase::FlushingOnly
             | Phase::CollectReading(_)

@@ -14,8 +14,7 @@ use crate::findings::{LogDamage, Structure};
 use crate::io::{read_fs_blocks, Geometry};
 use crate::layout::{
     indirect_block_count_in_version, read_u32, DIRECT_POINTER_COUNT, FLASH_LOG_FORMAT_VERSION,
-    FLASH_SCAN_FORMAT_VERSION,
-    METADATA_HEADER_BYTES,
+    FLASH_SCAN_FORMAT_VERSION, METADATA_HEADER_BYTES,
 };
 use crate::metadata_log::{
     decode_record_with_attributes, open_region_log_block, salvage_changes, LogFile, LogRecord,
