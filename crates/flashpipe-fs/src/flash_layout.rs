@@ -12,6 +12,8 @@
 //!   its whole erase block is erased ([`crate::flash_pages`]); a checkpoint's log region
 //!   is whole erase blocks of its own, filled in order ([`crate::flash_log`]);
 //! - a fresh page is never overwritten in place;
+//! - a log commit writes no ring record (version 9): the ring's newest record names a
+//!   checkpoint and the records known then, and the loader reads the region forward;
 //! - mount scans the ring for the newest valid super block ([`newest_in_ring`]) and, read-
 //!   write, tells erased free erase blocks from programmed ones by reading their first page
 //!   ([`prepare_mount`]): programmed ones are erased before use.

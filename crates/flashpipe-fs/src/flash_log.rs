@@ -1,7 +1,9 @@
-//! The flash-aware layout's log region (docs/format.md, "Flash-aware layout", version 8;
-//! docs/design/29-flash-aware.md): a commit is its data pages, a log record in the
-//! checkpoint's region and its commit-ring record, with a checkpoint only when the region
-//! is full or correctness asks for one.
+//! The flash-aware layout's log region (docs/format.md, "Flash-aware layout", versions 8
+//! and 9; docs/design/29-flash-aware.md): a commit is its data pages and a log record in
+//! the checkpoint's region (version 9: no commit-ring record; every log block carries its
+//! checkpoint's sequence, [`region_tag`], and a mount reads the region forward to the
+//! log's end), with a checkpoint only when the region is full or correctness asks for
+//! one.
 //!
 //! The region is [`FLASH_LOG_REGION_ERASE_BLOCKS`] whole erase blocks, erased, taken at
 //! the checkpoint ([`take_region`]): the raw device programs an erase block's pages only
@@ -11,7 +13,8 @@
 //! checkpoint releases the region like its other blocks: dead, then erased once that
 //! checkpoint is durable.
 //!
-//! Checkpoints the log cannot replace: the first commit of a version-7 image (no region),
+//! Checkpoints the log cannot replace: the first commit of a version-7 image (no region)
+//! or of a version-8 image ([`region_from_older_version`]: its records carry no tag),
 //! a commit that ran collection (`commit/plan.rs`: it moves pages and rewrites chains),
 //! and the first commit after a mount that followed an unclean end
 //! ([`abandon_region_after_unclean_end`]): a record cut by the power loss may have left

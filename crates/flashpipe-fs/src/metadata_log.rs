@@ -6,7 +6,8 @@
 //!
 //! Pure encoding and decoding over byte slices, no I/O: `commit.rs` writes records,
 //! `image.rs` reads and replays them. Every block is a metadata block (kind `LOGR`) whose
-//! header carries the record's commit sequence and the block's index in the region.
+//! header carries the record's commit sequence and the block's index in the region (and,
+//! in version 9 of the flash-aware layout, its checkpoint's sequence as the region tag).
 
 use crate::attributes::{
     inode_record_header_bytes, FileAttributes, ATTRIBUTE_FIELDS_OFFSET, ATTRIBUTE_FLAGS_OFFSET,

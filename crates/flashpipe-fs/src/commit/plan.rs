@@ -12,7 +12,9 @@
 //! this commit left wholly dead are erased and given back (retired when an erase fails;
 //! the commit itself is durable by then either way). A commit there is a log record in
 //! the checkpoint's region when one fits (`crate::flash_log`); one that runs collection
-//! is a checkpoint.
+//! is a checkpoint. A log record there writes no super block (format version 9): its
+//! changed chain pages, then (once they have completed) its record pages, then a flush,
+//! after which it is durable.
 
 use flashpipe_device::{Completion, DeviceError, IoBuf, Operation};
 

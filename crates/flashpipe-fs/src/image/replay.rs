@@ -1,5 +1,6 @@
 //! Replaying the metadata log onto the loaded checkpoint (docs/format.md, "Replaying the
-//! log"): the log blocks are read in one pass, grouped into records by commit sequence,
+//! log"; version 9 of the flash-aware layout: "Mounting", the region read forward to the
+//! log's end): the log blocks are read in one pass, grouped into records by commit sequence,
 //! and each record is checked whole before it is applied, so a damaged record leaves the
 //! image at the commit before it. The damaged record is a finding that names what it
 //! and the records after it would lose; `fsck --repair` keeps that earlier commit.
