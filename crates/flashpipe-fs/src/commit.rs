@@ -180,7 +180,7 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
     super_block.log_block_count = first_index + record_block_count;
     super_block.log_record_count += 1;
     crate::flash_log::count_record_pages(state, record_block_count);
-    let super_block = crate::flash_log::log_record_super_block(state, super_block);
+    let super_block = crate::flash_layout::log_record_super_block(state, super_block);
     (
         writes,
         Durable::Log {

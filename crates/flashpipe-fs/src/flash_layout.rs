@@ -47,6 +47,18 @@ pub fn flash_super_block(state: &State, mut super_block: SuperBlock) -> SuperBlo
     super_block
 }
 
+/// The super block a log commit makes current: the layout's fields as
+/// [`flash_super_block`] sets them, except that in the flash-aware
+/// layout `ring_sequence` stays the newest record the ring holds (a log commit writes
+/// none), so that the ring records counted by `flashpipe info` are the ones written.
+pub fn log_record_super_block(state: &State, super_block: SuperBlock) -> SuperBlock {
+    let mut super_block = flash_super_block(state, super_block);
+    if let Some(ring) = &state.flash {
+        super_block.ring_sequence = ring.next_sequence - 1;
+    }
+    super_block
+}
+
 /// The trim that erases FS erase block `erase_block` (whole device blocks).
 pub fn erase_operation(
     geometry: &Geometry,

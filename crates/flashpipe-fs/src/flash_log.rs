@@ -117,15 +117,3 @@ pub fn region_tag(state: &State, super_block: &SuperBlock) -> u64 {
 pub fn log_commit_skips_ring(state: &State) -> bool {
     state.flash.is_some()
 }
-
-/// The super block a log commit makes current: the layout's fields as
-/// [`crate::flash_layout::flash_super_block`] sets them, except that in the flash-aware
-/// layout `ring_sequence` stays the newest record the ring holds (a log commit writes
-/// none), so that the ring records counted by `flashpipe info` are the ones written.
-pub fn log_record_super_block(state: &State, super_block: SuperBlock) -> SuperBlock {
-    let mut super_block = crate::flash_layout::flash_super_block(state, super_block);
-    if let Some(ring) = &state.flash {
-        super_block.ring_sequence = ring.next_sequence - 1;
-    }
-    super_block
-}
