@@ -55,7 +55,7 @@ fn files_round_trip_through_the_flash_aware_layout() {
     let fsck: Value = serde_json::from_slice(&succeed_bytes(&["fsck", &store, "--json"])).unwrap();
     assert_eq!(fsck["clean"], Value::Bool(true), "{fsck}");
     let info = String::from_utf8(succeed_bytes(&["info", &store])).unwrap();
-    assert!(info.contains("format version 8"), "{info}");
+    assert!(info.contains("format version 9"), "{info}");
 }
 
 #[test]

@@ -65,6 +65,7 @@ pub fn log_commit_fits(state: &State) -> bool {
     if state.force_checkpoint
         || state.checkpoint_every_commit
         || super_block.format_version < FIRST_SHARED_FORMAT_VERSION
+        || crate::flash_log::region_from_older_version(state, super_block)
     {
         return false;
     }
@@ -157,8 +158,13 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
         .clone()
         .expect("a log commit extends a committed checkpoint");
     let first_index = super_block.log_block_count;
-    let blocks =
-        record.encode_with_attributes(state.geometry.fs_block_size_bytes, first_index, &attributes);
+    let region_tag = crate::flash_log::region_tag(state, &super_block);
+    let blocks = record.encode_in_region(
+        state.geometry.fs_block_size_bytes,
+        first_index,
+        region_tag,
+        &attributes,
+    );
     assert!(
         first_index + blocks.len() as u64 <= state.committed.log_region.len() as u64,
         "the log rule bounded the record to the region left"
@@ -174,12 +180,13 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
     super_block.log_block_count = first_index + record_block_count;
     super_block.log_record_count += 1;
     crate::flash_log::count_record_pages(state, record_block_count);
-    let super_block = crate::flash_layout::flash_super_block(state, super_block);
+    let super_block = crate::flash_layout::log_record_super_block(state, super_block);
     (
         writes,
         Durable::Log {
             touched,
             super_block,
+            record_blocks: record_block_count as usize,
         },
     )
 }

@@ -12,6 +12,8 @@
 //!   its whole erase block is erased ([`crate::flash_pages`]); a checkpoint's log region
 //!   is whole erase blocks of its own, filled in order ([`crate::flash_log`]);
 //! - a fresh page is never overwritten in place;
+//! - a log commit writes no ring record (version 9): the ring's newest record names a
+//!   checkpoint and the records known then, and the loader reads the region forward;
 //! - mount scans the ring for the newest valid super block ([`newest_in_ring`]) and, read-
 //!   write, tells erased free erase blocks from programmed ones by reading their first page
 //!   ([`prepare_mount`]): programmed ones are erased before use.
@@ -24,23 +26,35 @@ use crate::flash_pages::{
 };
 use crate::io::Geometry;
 use crate::layout::{
-    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_LOG_FORMAT_VERSION,
-    FLASH_RESERVED_ERASE_BLOCKS, SUPER_BLOCK_SIZE_BYTES,
+    RingRecordKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS,
+    FLASH_SCAN_FORMAT_VERSION, SUPER_BLOCK_SIZE_BYTES,
 };
 use crate::state::State;
 
 /// `super_block` as this state's layout writes it: in the flash-aware layout a `commit`
-/// record of version 8 with the erase block size, ring sequence and counters; unchanged
+/// record of version 9 with the erase block size, ring sequence and counters; unchanged
 /// otherwise.
 pub fn flash_super_block(state: &State, mut super_block: SuperBlock) -> SuperBlock {
     if let Some(ring) = &state.flash {
-        super_block.format_version = FLASH_LOG_FORMAT_VERSION;
+        super_block.format_version = FLASH_SCAN_FORMAT_VERSION;
         super_block.pages_per_erase_block = ring.pages_per_erase_block;
         super_block.ring_sequence = ring.next_sequence;
         super_block.record_kind = RingRecordKind::Commit;
         if let Some(pages) = state.allocator.flash_pages() {
             super_block.flash_totals = pages.totals();
         }
+    }
+    super_block
+}
+
+/// The super block a log commit makes current: the layout's fields as
+/// [`flash_super_block`] sets them, except that in the flash-aware
+/// layout `ring_sequence` stays the newest record the ring holds (a log commit writes
+/// none), so that the ring records counted by `flashpipe info` are the ones written.
+pub fn log_record_super_block(state: &State, super_block: SuperBlock) -> SuperBlock {
+    let mut super_block = flash_super_block(state, super_block);
+    if let Some(ring) = &state.flash {
+        super_block.ring_sequence = ring.next_sequence - 1;
     }
     super_block
 }

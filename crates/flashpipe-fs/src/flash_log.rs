@@ -1,7 +1,9 @@
-//! The flash-aware layout's log region (docs/format.md, "Flash-aware layout", version 8;
-//! docs/design/29-flash-aware.md): a commit is its data pages, a log record in the
-//! checkpoint's region and its commit-ring record, with a checkpoint only when the region
-//! is full or correctness asks for one.
+//! The flash-aware layout's log region (docs/format.md, "Flash-aware layout", versions 8
+//! and 9; docs/design/29-flash-aware.md): a commit is its data pages and a log record in
+//! the checkpoint's region (version 9: no commit-ring record; every log block carries its
+//! checkpoint's sequence, [`region_tag`], and a mount reads the region forward to the
+//! log's end), with a checkpoint only when the region is full or correctness asks for
+//! one.
 //!
 //! The region is [`FLASH_LOG_REGION_ERASE_BLOCKS`] whole erase blocks, erased, taken at
 //! the checkpoint ([`take_region`]): the raw device programs an erase block's pages only
@@ -11,13 +13,14 @@
 //! checkpoint releases the region like its other blocks: dead, then erased once that
 //! checkpoint is durable.
 //!
-//! Checkpoints the log cannot replace: the first commit of a version-7 image (no region),
+//! Checkpoints the log cannot replace: the first commit of a version-7 image (no region)
+//! or of a version-8 image ([`region_from_older_version`]: its records carry no tag),
 //! a commit that ran collection (`commit/plan.rs`: it moves pages and rewrites chains),
 //! and the first commit after a mount that followed an unclean end
 //! ([`abandon_region_after_unclean_end`]): a record cut by the power loss may have left
 //! the region's next pages programmed, or reading erased but unprogrammable.
 
-use crate::layout::SuperBlock;
+use crate::layout::{SuperBlock, FLASH_SCAN_FORMAT_VERSION};
 use crate::state::{State, COLLECT_HEADROOM_ERASE_BLOCKS, FLASH_COLLECTION_RESERVE_ERASE_BLOCKS};
 
 /// Erase blocks of a flash-aware checkpoint's log region. One: a record of a small
@@ -89,4 +92,28 @@ pub fn abandon_region_after_unclean_end(state: &mut State, super_block: &SuperBl
         state.force_checkpoint = true;
         state.changed_since_commit = true;
     }
+}
+
+/// True when the checkpoint in use is the flash-aware layout's of a version before 9:
+/// its region's records carry no region tag and a mount of it reads only the records its
+/// ring record names, so the next commit is a checkpoint (which writes version 9).
+pub fn region_from_older_version(state: &State, super_block: &SuperBlock) -> bool {
+    state.flash.is_some() && super_block.format_version < FLASH_SCAN_FORMAT_VERSION
+}
+
+/// What every header of a log record in the region of `super_block`'s checkpoint
+/// carries in its `next_block` field: in the flash-aware layout (version 9) the
+/// checkpoint's sequence, so that a mount reading the region forward tells the records
+/// of this region from pages of any earlier use of its erase blocks; 0 otherwise.
+pub fn region_tag(state: &State, super_block: &SuperBlock) -> u64 {
+    match state.flash {
+        Some(_) => super_block.checkpoint_sequence(),
+        None => 0,
+    }
+}
+
+/// True when a commit of `state` that is a log record needs no commit-ring record: the
+/// flash-aware layout, whose mount finds the log's end by reading the region forward.
+pub fn log_commit_skips_ring(state: &State) -> bool {
+    state.flash.is_some()
 }

@@ -36,8 +36,15 @@ pub const FLASH_AWARE_FORMAT_VERSION: u32 = 7;
 /// of whole erase blocks that later commits fill with log records. Version 7 images are
 /// still read (they have no region: their first commit is a checkpoint that takes one).
 pub const FLASH_LOG_FORMAT_VERSION: u32 = 8;
+/// The format version the flash-aware layout writes since log commits stopped writing a
+/// commit-ring record (docs/format.md, "Flash-aware layout"): a ring record names a
+/// checkpoint and the log records known when it was written; the log's end is found by
+/// reading the region forward, and each log block carries its checkpoint's sequence.
+/// Version 8 images are still read (their first read-write commit is a checkpoint that
+/// writes version 9).
+pub const FLASH_SCAN_FORMAT_VERSION: u32 = 9;
 /// The newest format version this code reads.
-pub const NEWEST_READABLE_FORMAT_VERSION: u32 = FLASH_LOG_FORMAT_VERSION;
+pub const NEWEST_READABLE_FORMAT_VERSION: u32 = FLASH_SCAN_FORMAT_VERSION;
 /// The oldest format version this code reads: version 1, whose block pointers carry no
 /// data checksum (docs/format.md, "Versioning").
 pub const OLDEST_READABLE_FORMAT_VERSION: u32 = 1;

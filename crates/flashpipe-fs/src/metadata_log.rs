@@ -6,7 +6,8 @@
 //!
 //! Pure encoding and decoding over byte slices, no I/O: `commit.rs` writes records,
 //! `image.rs` reads and replays them. Every block is a metadata block (kind `LOGR`) whose
-//! header carries the record's commit sequence and the block's index in the region.
+//! header carries the record's commit sequence and the block's index in the region (and,
+//! in version 9 of the flash-aware layout, its checkpoint's sequence as the region tag).
 
 use crate::attributes::{
     inode_record_header_bytes, FileAttributes, ATTRIBUTE_FIELDS_OFFSET, ATTRIBUTE_FLAGS_OFFSET,
@@ -244,6 +245,20 @@ impl LogRecord {
         first_index: u64,
         attributes: &[FileAttributes],
     ) -> Vec<Vec<u8>> {
+        self.encode_in_region(block_size_bytes, first_index, 0, attributes)
+    }
+
+    /// [`LogRecord::encode_with_attributes`] with `region_tag` in every block header's
+    /// `next_block` field: 0 before version 9; in version 9 (the flash-aware layout) the
+    /// sequence of the checkpoint whose region the record is in, so that a mount reading
+    /// the region forward takes no block of any other region ([`open_region_log_block`]).
+    pub fn encode_in_region(
+        &self,
+        block_size_bytes: u32,
+        first_index: u64,
+        region_tag: u64,
+        attributes: &[FileAttributes],
+    ) -> Vec<Vec<u8>> {
         let block_size = block_size_bytes as usize;
         let mut entries = self.entries(attributes);
         let block_count = pack_entries(&entries, block_size).len();
@@ -262,7 +277,7 @@ impl LogRecord {
                 let header = MetadataHeader {
                     kind: MetadataKind::Log,
                     commit_sequence: self.commit_sequence,
-                    next_block: 0,
+                    next_block: region_tag,
                     entry_count: range.len() as u32,
                     payload_bytes: payload_bytes as u32,
                     owner: first_index + index as u64,
@@ -299,10 +314,21 @@ pub fn open_log_block(
     index: u64,
     newest_sequence: u64,
 ) -> Result<MetadataHeader, String> {
+    open_region_log_block(block, index, newest_sequence, 0)
+}
+
+/// [`open_log_block`] for a block whose header must carry `region_tag` in its
+/// `next_block` field (version 9: its checkpoint's sequence; 0 before).
+pub fn open_region_log_block(
+    block: &[u8],
+    index: u64,
+    newest_sequence: u64,
+    region_tag: u64,
+) -> Result<MetadataHeader, String> {
     let header = open_metadata_block(block, MetadataKind::Log, newest_sequence)?;
-    if header.owner != index || header.next_block != 0 {
+    if header.owner != index || header.next_block != region_tag {
         return Err(format!(
-            "header names region index {} / next {}, expected index {index} / next 0",
+            "header names region index {} / next {}, expected index {index} / next {region_tag}",
             header.owner, header.next_block
         ));
     }

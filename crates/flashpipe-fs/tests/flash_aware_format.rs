@@ -1,16 +1,19 @@
-//! Golden bytes of the flash-aware layout's commit-ring record (format versions 7 and 8,
+//! Golden bytes of the flash-aware layout's commit-ring record (format versions 7 to 9,
 //! docs/format.md, "Flash-aware layout"): version 6's fields, then
 //! `pages_per_erase_block` at 176..184, `ring_sequence` at 184..192, `record_kind` at
 //! 192..196, the lifetime counters at 196..220, reserved zero from 220; version 8's log
-//! fields at 112..136 in use (a version-7 record with a region refused); its checks; the
-//! ordinary layout still at version 6.
+//! fields at 112..136 in use (a version-7 record with a region refused); version 9's
+//! record and a version-9 log block's header with its region tag at 16..24; its checks;
+//! the ordinary layout still at version 6.
 
 use flashpipe_fs::layout::{
     checksum_with_field_zeroed, FlashTotals, RingRecordKind, SuperBlock, SuperBlockProblem,
     FLASH_AWARE_FORMAT_VERSION, FLASH_LOG_FORMAT_VERSION, FLASH_RESERVED_ERASE_BLOCKS,
-    FORMAT_VERSION, METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    FLASH_SCAN_FORMAT_VERSION, FORMAT_VERSION, METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
 };
-use flashpipe_fs::metadata_log::{decode_record, LogFile, LogRecord};
+use flashpipe_fs::metadata_log::{
+    decode_record, open_log_block, open_region_log_block, LogFile, LogRecord,
+};
 
 fn known_flash_super_block() -> SuperBlock {
     SuperBlock {
@@ -230,3 +233,91 @@ fn reseal_log_block(block: &mut [u8]) {
     let checksum = crc32c::crc32c(block);
     block[4..8].copy_from_slice(&checksum.to_le_bytes());
 }
+
+#[test]
+fn the_version_9_super_block_is_version_8_s_bytes_saying_9() {
+    assert_eq!(FLASH_SCAN_FORMAT_VERSION, 9);
+    let record = SuperBlock {
+        format_version: FLASH_SCAN_FORMAT_VERSION,
+        ..known_logged_super_block()
+    };
+    let encoded = record.encode();
+    let mut expected = known_logged_super_block().encode();
+    put(&mut expected, 8, &9u32.to_le_bytes());
+    let expected = resealed(expected);
+    assert_eq!(encoded[..], expected[..]);
+    let checksum = u32::from_le_bytes(encoded[12..16].try_into().unwrap());
+    assert_eq!(checksum, GOLDEN_VERSION_9_CHECKSUM, "the golden checksum");
+    assert_eq!(SuperBlock::decode(&encoded), Ok(record.clone()));
+    assert_eq!(
+        record.checkpoint_sequence(),
+        0x0102_0302,
+        "the region tag of its log blocks: commit_sequence - log_record_count"
+    );
+}
+
+/// The CRC32C of the version-9 record of [`known_logged_super_block`].
+const GOLDEN_VERSION_9_CHECKSUM: u32 = 0x3E0C_34BB;
+
+/// A one-file log record of commit `0x0102_0303`, the first after the checkpoint of
+/// [`known_logged_super_block`]'s region.
+fn known_region_record() -> LogRecord {
+    LogRecord {
+        commit_sequence: 0x0102_0303,
+        next_inode_number: 0x55,
+        file_count: 3,
+        free_block_count: 0xEFF0,
+        files: vec![LogFile {
+            inode_number: 0x0B,
+            name: "db".into(),
+            size_bytes: 8192 * 2,
+            indirect_head: 0,
+            modified_clock_ns: 1,
+            direct_pointers: vec![0x400, 0x401],
+            direct_checksums: vec![Some(7), Some(8)],
+        }],
+        shared: Some(Vec::new()),
+        ..LogRecord::default()
+    }
+}
+
+#[test]
+fn a_version_9_log_block_carries_its_region_tag() {
+    let tag = 0x0102_0302;
+    let blocks = known_region_record().encode_in_region(8192, 3, tag, &[]);
+    assert_eq!(blocks.len(), 1);
+    let block = &blocks[0];
+    assert_eq!(&block[0..4], b"LOGR");
+    assert_eq!(
+        &block[8..16],
+        &0x0102_0303u64.to_le_bytes(),
+        "commit_sequence"
+    );
+    assert_eq!(
+        &block[16..24],
+        &tag.to_le_bytes(),
+        "next_block: the region tag"
+    );
+    assert_eq!(&block[32..40], &3u64.to_le_bytes(), "owner: region index 3");
+    let checksum = u32::from_le_bytes(block[4..8].try_into().unwrap());
+    assert_eq!(
+        checksum, GOLDEN_REGION_LOG_BLOCK_CHECKSUM,
+        "the golden checksum"
+    );
+    let header = open_region_log_block(block, 3, u64::MAX, tag).expect("opens with its tag");
+    assert_eq!(header.next_block, tag);
+    assert!(
+        open_region_log_block(block, 3, u64::MAX, tag + 1).is_err(),
+        "another checkpoint's region"
+    );
+    assert!(
+        open_log_block(block, 3, u64::MAX).is_err(),
+        "a version-8 reading"
+    );
+    let untagged = known_region_record().encode(8192, 3);
+    assert_eq!(&untagged[0][16..24], &[0; 8], "before version 9: 0");
+    assert!(open_region_log_block(&untagged[0], 3, u64::MAX, tag).is_err());
+}
+
+/// The CRC32C of [`known_region_record`]'s block at region index 3 with its tag.
+const GOLDEN_REGION_LOG_BLOCK_CHECKSUM: u32 = 0x6A5D_3F89;

@@ -156,7 +156,11 @@ fn collection_moves_live_pages_out_of_fragmented_erase_blocks() {
         "carried by the commits"
     );
     assert!(recorded.pages_allocated >= space.totals.pages_allocated);
-    assert!(ring_records > 900, "a record a commit: {ring_records}");
+    assert!(
+        ring_records > 100 && ring_records < 900,
+        "a ring record a checkpoint (most commits here: they run collection), none a log \
+         commit: {ring_records}"
+    );
     for (name, round) in &live {
         assert!(
             read_all(&mut filesystem, name, length) == contents(*round, length),

@@ -10,8 +10,11 @@
 //! flash with factory bad blocks; half the seeds first fill the small device with a
 //! ballast file and run 400 operations without a cut, so the file system's collection
 //! moves pages before the cut. Where a checkpoint has room for its log region (format
-//! version 8) the flushes are log records: cuts land inside record and ring programs, and
-//! mounts replay 0 to 16 records (counted in the tally). One seed in four runs on a
+//! version 9) the flushes are log records with no ring record: cuts land between a
+//! commit's data pages and its record (the operation's writes done, no flush yet), inside
+//! the record (its program lost or torn: the mount is at the commit before) and after it
+//! (the record complete, its flush not acknowledged: the mount finds it by reading the
+//! region forward), and mounts replay 0 to 16 records (all counted in the tally). One seed in four runs on a
 //! device of 64 erase blocks instead of 28, so that two erase blocks are open for data at
 //! once and pages rotate over them (`flash_pages::open_erase_block_count`).
 //!
@@ -59,6 +62,8 @@ flashpipe_testkit::tally! {
         recovered_flush_in_progress: u64, programs_torn: u64, erases_interrupted: u64,
         pages_moved_by_collection: u64, erase_blocks_erased: u64,
         cut_in_flush_with_log_room: u64, mounts_replaying_log: u64, log_records_replayed: u64,
+        cut_before_record_with_log_room: u64, log_commit_cut_record_lost: u64,
+        log_commit_cut_record_kept: u64,
     }
 }
 
@@ -131,11 +136,13 @@ fn run_seed(seed: u64) -> Tally {
     let crashed = run.run(200);
     let space = run.fs.flash_space().expect("flash-aware");
     let fill_before = run.fs.metadata_log_fill();
+    let sequence_before = run.fs.stats().commit_sequence;
     drop(run.fs);
     let cut = lock_array(&array).cut_power(seed.wrapping_mul(flashpipe_base::random::GOLDEN_GAMMA));
     let mut fs = Filesystem::mount(Box::new(raw_over(&array)))
         .unwrap_or_else(|error| panic!("seed {seed}: mount after the cut: {error}"));
     let replayed = fs.metadata_log_fill().log_record_count;
+    let sequence_after = fs.stats().commit_sequence;
     check_clean(&mut fs, seed, "after the cut");
     let (found, matches_commit) = check_recovered(
         &mut fs,
@@ -145,6 +152,9 @@ fn run_seed(seed: u64) -> Tally {
         "after the cut",
     );
     check_keeps_working(fs, &array, &found, seed);
+    let log_room = fill_before.log_block_count < fill_before.region_block_count;
+    let in_flush = crashed && run.in_progress.is_some();
+    let log_commit_cut = in_flush && log_room;
     Tally {
         runs: 1,
         factory_bad_runs: u64::from(factory_bad),
@@ -155,13 +165,12 @@ fn run_seed(seed: u64) -> Tally {
         erases_interrupted: u64::from(cut.erases_interrupted),
         pages_moved_by_collection: space.moved_pages,
         erase_blocks_erased: space.erased_blocks,
-        cut_in_flush_with_log_room: u64::from(
-            crashed
-                && run.in_progress.is_some()
-                && fill_before.log_block_count < fill_before.region_block_count,
-        ),
+        cut_in_flush_with_log_room: u64::from(log_commit_cut),
         mounts_replaying_log: u64::from(replayed > 0),
         log_records_replayed: replayed,
+        cut_before_record_with_log_room: u64::from(crashed && !in_flush && log_room),
+        log_commit_cut_record_lost: u64::from(log_commit_cut && sequence_after == sequence_before),
+        log_commit_cut_record_kept: u64::from(log_commit_cut && sequence_after > sequence_before),
     }
 }
 
@@ -177,5 +186,12 @@ fn the_flash_aware_layout_recovers_the_last_flush_after_any_power_cut() {
     assert!(
         total.runs < 20 || (total.mounts_replaying_log > 0 && total.cut_in_flush_with_log_room > 0),
         "the campaign cut log commits and replayed logs: {total:?}"
+    );
+    assert!(
+        total.runs < 200
+            || (total.cut_before_record_with_log_room > 0
+                && total.log_commit_cut_record_lost > 0
+                && total.log_commit_cut_record_kept > 0),
+        "the campaign cut before, inside and after log records: {total:?}"
     );
 }

@@ -1,14 +1,17 @@
-//! The flash-aware layout's log region (format version 8, docs/format.md, "Flash-aware
-//! layout"; docs/design/29-flash-aware.md): pages programmed per commit counted on the
-//! raw device. A 16 KiB overwrite and flush programs its two data pages, one log page and
-//! one commit-ring page, not a checkpoint (a large file adds only the chain pages whose
-//! pointers changed, and the log lists its chain until a checkpoint relinks it); commits that fill the region checkpoint once
-//! and go on logging; a mount after an unclean end replays the log and checkpoints at its
-//! first commit (also when it changes nothing and unmounts cleanly); a version-7 image
-//! (no region) mounts and its first commit takes one; a log page read off the flash at
-//! the documented offsets; power cuts in runs of log commits that rewrite single chain
-//! pages of a large file (`FLASHPIPE_SEEDS=n`, default 40); damaged chain entries (each
-//! resealed) refused by the mount, which writes nothing.
+//! The flash-aware layout's log region (format versions 8 and 9, docs/format.md,
+//! "Flash-aware layout"; docs/design/29-flash-aware.md): pages programmed per commit
+//! counted on the raw device. A 16 KiB overwrite and flush programs its two data pages
+//! and one log page, no commit-ring page (version 9; a large file adds only the chain
+//! pages whose pointers changed, and the log lists its chain until a checkpoint relinks
+//! it); commits that fill the region checkpoint once and go on logging; a mount after an
+//! unclean end finds the log commits the ring never named by reading the region forward,
+//! replays them and checkpoints at its first commit (also when it changes nothing and
+//! unmounts cleanly); the forward read stops at a damaged or foreign page and takes
+//! nothing after it; a version-7 image (no region) and a version-8 image (its records
+//! named by the ring) mount and their first commit is a checkpoint writing version 9; a
+//! log page read off the flash at the documented offsets; power cuts in runs of log
+//! commits that rewrite single chain pages of a large file (`FLASHPIPE_SEEDS=n`, default
+//! 40); damaged chain entries (each resealed) refused by the mount, which writes nothing.
 
 mod support;
 
@@ -17,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use flashpipe_device::{run_one, BlockDevice, IoBuf, Operation};
 use flashpipe_fs::layout::{
     open_metadata_block, read_u32, read_u64, MetadataKind, SuperBlock, FLASH_AWARE_FORMAT_VERSION,
-    FLASH_LOG_FORMAT_VERSION, METADATA_HEADER_BYTES, SUPER_BLOCK_SIZE_BYTES,
+    FLASH_LOG_FORMAT_VERSION, FLASH_SCAN_FORMAT_VERSION, METADATA_HEADER_BYTES,
+    SUPER_BLOCK_SIZE_BYTES,
 };
 use flashpipe_fs::{CommitPolicy, Filesystem, FormatOptions, MountError};
 use flashpipe_ftl::{PowerCutFlash, RawPageDevice, SharedFlash};
@@ -29,8 +33,9 @@ const PAGE_BYTES: usize = 8192;
 const OVERWRITE_BYTES: usize = 16 * 1024;
 /// The file: twelve pages, all named by direct pointers (no indirect chain to rewrite).
 const FILE_BYTES: usize = 6 * OVERWRITE_BYTES;
-/// What a log commit may program beyond its data pages: the log page and the ring page.
-const LOG_COMMIT_EXTRA_PAGES: u64 = 2;
+/// What a log commit programs beyond its data pages: the log page (no ring page since
+/// version 9).
+const LOG_COMMIT_EXTRA_PAGES: u64 = 1;
 
 /// Raw flash kept by the test while file systems over it come and go, and the device
 /// the current one runs on (its counters readable while the file system holds it).
@@ -130,17 +135,21 @@ fn is_log_commit(programmed: u64) -> bool {
 }
 
 #[test]
-fn a_small_overwrite_programs_its_data_pages_a_log_page_and_a_ring_page() {
+fn a_small_overwrite_programs_its_data_pages_and_a_log_page_and_no_ring_page() {
     let mut rig = Rig::new(1);
     let mut fs = rig.format();
     let mut model = Model::create(&mut fs);
+    let (_, ring_records) = fs.flash_totals().expect("flash-aware");
     for round in 1..=5 {
         let programmed = model.overwrite(&rig, &mut fs, round);
-        assert!(
-            is_log_commit(programmed),
-            "round {round}: {programmed} pages programmed for {DATA_PAGES} data pages"
+        assert_eq!(
+            programmed,
+            DATA_PAGES + 1,
+            "round {round}: the data pages and one log page"
         );
     }
+    let (_, after) = fs.flash_totals().expect("flash-aware");
+    assert_eq!(after, ring_records, "no ring record for a log commit");
     fs.unmount().expect("unmount");
     let mut fs = rig.mount();
     model.check(&mut fs, "after a clean remount");
@@ -372,7 +381,7 @@ fn a_version_7_image_mounts_and_its_first_commit_takes_a_region() {
     assert!(is_log_commit(second), "then a log record: {second}");
     let mut device = fs.unmount().expect("unmount");
     let newest = newest_record(&mut *device);
-    assert_eq!(newest.format_version, FLASH_LOG_FORMAT_VERSION);
+    assert_eq!(newest.format_version, FLASH_SCAN_FORMAT_VERSION);
     assert_eq!(newest.log_region_block_count, PAGES_PER_BLOCK);
     drop(device);
     let mut fs = rig.mount();
@@ -387,7 +396,7 @@ fn a_log_page_on_flash_has_the_documented_bytes() {
     model.overwrite(&rig, &mut fs, 1);
     let mut device = fs.unmount().expect("unmount");
     let newest = newest_record(&mut *device);
-    assert_eq!(newest.format_version, FLASH_LOG_FORMAT_VERSION);
+    assert_eq!(newest.format_version, FLASH_SCAN_FORMAT_VERSION);
     assert_eq!(
         (
             newest.log_region_block_count,
@@ -415,7 +424,11 @@ fn a_log_page_on_flash_has_the_documented_bytes() {
         .expect("the second log page");
     assert_eq!(&page[0..4], b"LOGR");
     assert_eq!(header.commit_sequence, newest.commit_sequence);
-    assert_eq!((header.next_block, header.owner), (0, 1), "region index 1");
+    assert_eq!(
+        (header.next_block, header.owner),
+        (newest.checkpoint_sequence(), 1),
+        "the region's checkpoint, region index 1"
+    );
     let start = &page[METADATA_HEADER_BYTES..];
     assert_eq!(start[0], 7, "the version-5 record start");
     assert_eq!(read_u32(start, 4), 1, "one page");
@@ -633,4 +646,166 @@ fn a_damaged_chain_entry_is_refused_and_the_mount_writes_nothing() {
     let file = fs.open("large").expect("open");
     let read = fs.read(file, 0, bytes.len() as u64).expect("read").to_vec();
     assert!(read == bytes, "the undamaged log replays");
+}
+
+#[test]
+fn log_commits_the_ring_never_named_replay_after_an_unclean_end() {
+    let mut rig = Rig::new(9);
+    let mut fs = rig.format();
+    let mut model = Model::create(&mut fs);
+    let commits = 6;
+    for round in 1..=commits {
+        model.overwrite(&rig, &mut fs, round);
+    }
+    let sequence = fs.stats().commit_sequence;
+    drop(fs);
+    let mut device = rig.device();
+    let newest = newest_record(&mut *device);
+    assert!(
+        newest.commit_sequence + commits as u64 <= sequence,
+        "the ring names none of the {commits} log commits: it says {}, the last was {sequence}",
+        newest.commit_sequence
+    );
+    drop(device);
+    let mut fs = rig.mount();
+    assert_eq!(
+        fs.stats().commit_sequence,
+        sequence,
+        "every log commit found by reading the region forward"
+    );
+    model.check(&mut fs, "after the unclean end");
+}
+
+/// Log pages of the region, read as the forward read of a mount finds them (up to the
+/// first erased page).
+fn programmed_log(device: &mut dyn BlockDevice, region: &[u64]) -> Vec<Vec<u8>> {
+    region
+        .iter()
+        .map(|&page| read_page(device, page))
+        .take_while(|page| page.iter().any(|&byte| byte != 0xFF))
+        .collect()
+}
+
+/// Five log commits, an unclean end, then the log page `position` after those the ring
+/// names replaced by `damage` of it: the mount takes the records before it only.
+fn mount_with_damaged_log_page(seed: u64, position: usize, damage: fn(Vec<u8>) -> Vec<u8>) {
+    let mut rig = Rig::new(seed);
+    let mut fs = rig.format();
+    let mut model = Model::create(&mut fs);
+    let mut states = vec![(fs.stats().commit_sequence, model.bytes.clone())];
+    for round in 1..=5 {
+        model.overwrite(&rig, &mut fs, round);
+        states.push((fs.stats().commit_sequence, model.bytes.clone()));
+    }
+    drop(fs);
+    let mut device = rig.device();
+    let newest = newest_record(&mut *device);
+    let region = region_pages(&mut *device, &newest);
+    let mut log = programmed_log(&mut *device, &region);
+    let damaged = newest.log_block_count as usize + position;
+    assert!(damaged + 1 < log.len(), "records after the damaged one");
+    log[damaged] = damage(log[damaged].clone());
+    reprogram_region(&mut *device, &region, &log);
+    drop(device);
+    let mut fs = rig.mount();
+    let expected = newest.checkpoint_sequence() + damaged as u64;
+    assert_eq!(
+        fs.stats().commit_sequence,
+        expected,
+        "the records before the damaged page, none after it"
+    );
+    let (_, bytes) = states
+        .iter()
+        .find(|(sequence, _)| *sequence == expected)
+        .expect("a commit of the run");
+    model.bytes = bytes.clone();
+    model.check(&mut fs, "at the record before the damaged page");
+    let programmed = model.overwrite(&rig, &mut fs, 9);
+    assert!(
+        !is_log_commit(programmed),
+        "then a checkpoint: {programmed}"
+    );
+    fs.unmount().expect("unmount");
+    let mut fs = rig.mount();
+    model.check(&mut fs, "after a clean remount");
+}
+
+#[test]
+fn the_forward_read_stops_at_a_torn_or_foreign_page_and_takes_nothing_after_it() {
+    mount_with_damaged_log_page(10, 1, |mut page| {
+        page[METADATA_HEADER_BYTES + 40] ^= 0x5A;
+        page
+    });
+    mount_with_damaged_log_page(11, 2, |mut page| {
+        let tag = read_u64(&page, 16);
+        page[16..24].copy_from_slice(&(tag + 1).to_le_bytes());
+        resealed_log_page(page)
+    });
+    mount_with_damaged_log_page(12, 3, |page| vec![0; page.len()]);
+}
+
+/// Rewrites the image as version 8 wrote it: the region's log pages without their
+/// region tag (resealed), every ring record saying version 8, in ring order from the
+/// ring's first page (both ring erase blocks erased first). The newest record (a clean
+/// unmount's) names every record of the region, as version 8's ring records did.
+fn make_version_8(device: &mut dyn BlockDevice) {
+    let newest = newest_record(device);
+    let region = region_pages(device, &newest);
+    let log: Vec<Vec<u8>> = programmed_log(device, &region)
+        .into_iter()
+        .map(|mut page| {
+            page[16..24].fill(0);
+            resealed_log_page(page)
+        })
+        .collect();
+    assert_eq!(log.len() as u64, newest.log_block_count);
+    reprogram_region(device, &region, &log);
+    let mut records: Vec<SuperBlock> = ring_records(device)
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect();
+    records.sort_by_key(|record| record.ring_sequence);
+    let erase = Operation::Trim {
+        first_block: PAGES_PER_BLOCK,
+        block_count: 2 * PAGES_PER_BLOCK,
+    };
+    run_one(device, erase).expect("erase the ring");
+    for (index, mut record) in records.into_iter().enumerate() {
+        record.format_version = FLASH_LOG_FORMAT_VERSION;
+        program(device, PAGES_PER_BLOCK + index as u64, &record.encode());
+    }
+}
+
+#[test]
+fn a_version_8_image_replays_its_named_records_and_upgrades_at_its_first_commit() {
+    let mut rig = Rig::new(13);
+    let mut fs = rig.format();
+    let mut model = Model::create(&mut fs);
+    for round in 1..=3 {
+        model.overwrite(&rig, &mut fs, round);
+    }
+    let mut device = fs.unmount().expect("unmount");
+    make_version_8(&mut *device);
+    assert_eq!(
+        newest_record(&mut *device).format_version,
+        FLASH_LOG_FORMAT_VERSION
+    );
+    drop(device);
+    let mut fs = rig.mount();
+    model.check(&mut fs, "the version-8 image");
+    let first = model.overwrite(&rig, &mut fs, 4);
+    assert!(
+        !is_log_commit(first),
+        "a checkpoint writing version 9: {first}"
+    );
+    let second = model.overwrite(&rig, &mut fs, 5);
+    assert!(is_log_commit(second), "then a log record: {second}");
+    let mut device = fs.unmount().expect("unmount");
+    assert_eq!(
+        newest_record(&mut *device).format_version,
+        FLASH_SCAN_FORMAT_VERSION
+    );
+    drop(device);
+    let mut fs = rig.mount();
+    model.check(&mut fs, "after the upgrade");
 }

@@ -12,9 +12,11 @@
 //! this commit left wholly dead are erased and given back (retired when an erase fails;
 //! the commit itself is durable by then either way). A commit there is a log record in
 //! the checkpoint's region when one fits (`crate::flash_log`); one that runs collection
-//! is a checkpoint.
+//! is a checkpoint. A log record there writes no super block (format version 9): its
+//! changed chain pages, then (once they have completed) its record pages, then a flush,
+//! after which it is durable.
 
-use flashpipe_device::{Completion, DeviceError, Operation};
+use flashpipe_device::{Completion, DeviceError, IoBuf, Operation};
 
 use super::collect::{self, Collection};
 use super::{
@@ -23,6 +25,7 @@ use super::{
 };
 use crate::error::FlushError;
 use crate::flash_layout::erase_operation;
+use crate::flash_log::log_commit_skips_ring;
 use crate::io::block_writes;
 use crate::layout::SuperBlock;
 use crate::plan::{Plan, Step};
@@ -30,10 +33,12 @@ use crate::state::State;
 
 /// What a commit makes durable, applied to the state once the second flush is done.
 pub(super) enum Durable {
-    /// A log record: the files it touched and the super block naming it.
+    /// A log record: the files it touched, the super block naming it and how many
+    /// blocks the record is (the last of the commit's writes).
     Log {
         touched: Vec<u64>,
         super_block: SuperBlock,
+        record_blocks: usize,
     },
     /// A checkpoint: its blocks, its log region and its super block.
     Checkpoint {
@@ -57,6 +62,7 @@ impl Durable {
             Durable::Log {
                 touched,
                 super_block,
+                ..
             } => finish_log_commit(state, touched, super_block),
             Durable::Checkpoint {
                 checkpoint_blocks,
@@ -78,6 +84,15 @@ enum Phase {
     FlushingOnly,
     /// The new blocks are in flight.
     WritingBlocks(Durable),
+    /// Flash-aware log commit: the changed chain pages are in flight; the record's
+    /// pages wait for them.
+    WritingChains(Durable, Vec<(u64, IoBuf)>),
+    /// Flash-aware log commit: the record's pages are in flight (every page it names
+    /// has completed programming).
+    WritingRecord(Durable),
+    /// Flash-aware log commit: the flush after the record is in flight; the commit is
+    /// durable when it completes (no commit-ring record).
+    FlushingRecord(Durable),
     /// The flush after them is in flight.
     FlushingBlocks(Durable),
     /// Flash-aware layout: the ring erase block the super block goes to is being erased.
@@ -200,6 +215,12 @@ impl CommitPlan {
             Ok(prepared) => prepared,
             Err(error) => return Err(self.fail(state, error)),
         };
+        if let Durable::Log { record_blocks, .. } = &durable {
+            if log_commit_skips_ring(state) {
+                let record = writes.split_off(writes.len() - record_blocks);
+                return Ok(self.write_chains_then_record(state, writes, record, durable));
+            }
+        }
         if state.flash.is_some() {
             writes.sort_unstable_by_key(|write| write.0);
         }
@@ -210,6 +231,49 @@ impl CommitPlan {
         let operations = block_writes(&state.geometry, writes);
         self.phase = Phase::WritingBlocks(durable);
         Ok(Step::Issue(operations))
+    }
+
+    /// A flash-aware log commit's writes in two steps: the changed chain pages (when
+    /// any), then the record's pages once those have completed, so that no record is
+    /// programmed before every page it names (docs/design/29-flash-aware.md, "Log
+    /// commits without a ring record").
+    fn write_chains_then_record(
+        &mut self,
+        state: &State,
+        mut chains: Vec<(u64, IoBuf)>,
+        record: Vec<(u64, IoBuf)>,
+        durable: Durable,
+    ) -> Step<()> {
+        if chains.is_empty() {
+            self.phase = Phase::WritingRecord(durable);
+            return Step::Issue(block_writes(&state.geometry, record));
+        }
+        chains.sort_unstable_by_key(|write| write.0);
+        self.phase = Phase::WritingChains(durable, record);
+        Step::Issue(block_writes(&state.geometry, chains))
+    }
+
+    /// Once a commit is durable: the state updated, the ring advanced when the commit
+    /// wrote a ring record, and the erase blocks left wholly dead erased.
+    fn after_durable(&mut self, state: &mut State, durable: Durable, wrote_ring: bool) -> Step<()> {
+        durable.apply(state);
+        let Some(ring) = state.flash.as_mut() else {
+            return Step::Done(());
+        };
+        if wrote_ring {
+            ring.advance();
+        }
+        let pages = ring.pages_per_erase_block;
+        let erase_blocks = state.allocator.take_erasable();
+        if erase_blocks.is_empty() {
+            return Step::Done(());
+        }
+        let operations = erase_blocks
+            .iter()
+            .map(|&erase_block| erase_operation(&state.geometry, pages, erase_block))
+            .collect();
+        self.phase = Phase::ErasingDead(erase_blocks);
+        Step::Issue(operations)
     }
 
     /// The commit's later steps, given the outcome of the last.
@@ -238,6 +302,14 @@ impl CommitPlan {
             Phase::WritingBlocks(durable) => {
                 (Phase::FlushingBlocks(durable), vec![Operation::Flush])
             }
+            Phase::WritingChains(durable, record) => {
+                let operations = block_writes(&state.geometry, record);
+                (Phase::WritingRecord(durable), operations)
+            }
+            Phase::WritingRecord(durable) => {
+                (Phase::FlushingRecord(durable), vec![Operation::Flush])
+            }
+            Phase::FlushingRecord(durable) => return Ok(self.after_durable(state, durable, false)),
             Phase::FlushingBlocks(durable) => {
                 let ring_erase = state.flash.as_ref().and_then(|ring| {
                     let erase_block = ring.erase_before_next()?;
@@ -263,21 +335,7 @@ impl CommitPlan {
                 (Phase::FlushingSuperBlock(durable), vec![Operation::Flush])
             }
             Phase::FlushingSuperBlock(durable) => {
-                durable.apply(state);
-                let Some(ring) = state.flash.as_mut() else {
-                    return Ok(Step::Done(()));
-                };
-                ring.advance();
-                let pages = ring.pages_per_erase_block;
-                let erase_blocks = state.allocator.take_erasable();
-                if erase_blocks.is_empty() {
-                    return Ok(Step::Done(()));
-                }
-                let operations = erase_blocks
-                    .iter()
-                    .map(|&erase_block| erase_operation(&state.geometry, pages, erase_block))
-                    .collect();
-                (Phase::ErasingDead(erase_blocks), operations)
+                return Ok(self.after_durable(state, durable, true))
             }
             Phase::Start
             | Phase::FlushingOnly

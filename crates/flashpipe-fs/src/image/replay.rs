@@ -1,23 +1,24 @@
 //! Replaying the metadata log onto the loaded checkpoint (docs/format.md, "Replaying the
-//! log"): the log blocks are read in one pass, grouped into records by commit sequence,
+//! log"; version 9 of the flash-aware layout: "Mounting", the region read forward to the
+//! log's end): the log blocks are read in one pass, grouped into records by commit sequence,
 //! and each record is checked whole before it is applied, so a damaged record leaves the
 //! image at the commit before it. The damaged record is a finding that names what it
 //! and the records after it would lose; `fsck --repair` keeps that earlier commit.
 
 use std::collections::{HashMap, HashSet};
 
-use flashpipe_device::{BlockDevice, DeviceError};
+use flashpipe_device::{BlockDevice, DeviceError, DeviceErrorKind, IoBuf};
 
 use super::{BlockBits, LoadedFile, Loader, TABLE_READ_BATCH_BLOCKS};
 use crate::attributes::{FileAttributes, FIRST_ATTRIBUTED_FORMAT_VERSION};
 use crate::findings::{LogDamage, Structure};
-use crate::io::read_fs_blocks;
+use crate::io::{read_fs_blocks, Geometry};
 use crate::layout::{
     indirect_block_count_in_version, read_u32, DIRECT_POINTER_COUNT, FLASH_LOG_FORMAT_VERSION,
-    METADATA_HEADER_BYTES,
+    FLASH_SCAN_FORMAT_VERSION, METADATA_HEADER_BYTES,
 };
 use crate::metadata_log::{
-    decode_record_with_attributes, open_log_block, salvage_changes, LogFile, LogRecord,
+    decode_record_with_attributes, open_region_log_block, salvage_changes, LogFile, LogRecord,
     LOG_ENTRY_RECORD_START, LOG_ENTRY_SHARED_RECORD_START, LOG_RECORD_START_BYTES,
 };
 use crate::name::name_problem;
@@ -30,17 +31,23 @@ struct FreeBlocks {
 }
 
 impl Loader {
-    /// Reads the log blocks the super block names and replays them in order.
+    /// Reads the log blocks the super block names and replays them in order. In version
+    /// 9 (the flash-aware layout) the super block (a ring record) names the records known
+    /// when it was written; the rest of the region is read too, and records after those
+    /// are taken while they are whole and continue the sequence ([`Loader::scanned`]).
     pub(super) fn replay_log(&mut self, device: &mut dyn BlockDevice) -> Result<(), DeviceError> {
-        let log_block_count = self.super_block.log_block_count as usize;
+        let scanning = self.super_block.format_version >= FLASH_SCAN_FORMAT_VERSION;
+        let known_blocks = self.super_block.log_block_count as usize;
+        let log_block_count = if scanning {
+            self.log_region.len()
+        } else {
+            known_blocks
+        };
         if log_block_count == 0 {
             return Ok(());
         }
         let addresses: Vec<u64> = self.log_region[..log_block_count].to_vec();
-        let mut buffers = Vec::with_capacity(log_block_count);
-        for chunk in addresses.chunks(TABLE_READ_BATCH_BLOCKS) {
-            buffers.extend(read_fs_blocks(device, &self.geometry, chunk)?);
-        }
+        let buffers = read_log_blocks(device, &self.geometry, &addresses)?;
         let mut free = self.free_list_complete.then(|| self.free_bits());
         let mut last_free_block_count = None;
         let mut names = self.name_index();
@@ -48,13 +55,15 @@ impl Loader {
         let mut record_number = 1;
         while index < log_block_count {
             let sequence = self.super_block.checkpoint_sequence() + record_number;
-            let outcome = self
-                .read_record(&buffers, &addresses, index, sequence)
-                .and_then(|(record, attributes, block_count)| {
-                    self.apply_record(&record, &attributes, &mut names)
-                        .map_err(|problem| (index, problem))?;
-                    Ok((record, block_count))
-                });
+            let record = self.read_record(&buffers, &addresses, index, sequence);
+            if scanning && index >= known_blocks && record.is_err() {
+                break;
+            }
+            let outcome = record.and_then(|(record, attributes, block_count)| {
+                self.apply_record(&record, &attributes, &mut names)
+                    .map_err(|problem| (index, problem))?;
+                Ok((record, block_count))
+            });
             match outcome {
                 Ok((record, block_count)) => {
                     if let Some(tracked) = free.as_mut() {
@@ -79,11 +88,14 @@ impl Loader {
             }
             record_number += 1;
         }
-        if self.log_damage.is_none() && record_number - 1 != self.super_block.log_record_count {
+        let records = record_number - 1;
+        if scanning && self.log_damage.is_none() && index >= known_blocks {
+            self.scanned(index as u64, records);
+        }
+        if self.log_damage.is_none() && records != self.super_block.log_record_count {
             let problem = format!(
-                "the super block says {} log records, the log holds {}",
+                "the super block says {} log records, the log holds {records}",
                 self.super_block.log_record_count,
-                record_number - 1
             );
             self.find(Structure::Log, addresses.first().copied(), problem, false);
         }
@@ -104,19 +116,29 @@ impl Loader {
         Ok(())
     }
 
+    /// Version 9: the region read forward held `records` whole records in `blocks`
+    /// blocks (at least those the ring record named): the super block in use becomes the
+    /// newest of them, as the ring record of a commit would have said.
+    fn scanned(&mut self, blocks: u64, records: u64) {
+        let checkpoint_sequence = self.super_block.checkpoint_sequence();
+        self.super_block.log_block_count = blocks;
+        self.super_block.log_record_count = records;
+        self.super_block.commit_sequence = checkpoint_sequence + records;
+    }
+
     /// The record of commit `sequence` starting at log block `index`, and its block
     /// count; or the index of the damaged block and what is wrong.
     fn read_record(
         &self,
-        buffers: &[flashpipe_device::IoBuf],
+        buffers: &[IoBuf],
         addresses: &[u64],
         index: usize,
         sequence: u64,
     ) -> Result<(LogRecord, Vec<FileAttributes>, usize), (usize, String)> {
-        let newest = self.super_block.commit_sequence;
+        let (newest, region_tag) = self.log_block_rule();
         let first = &buffers[index];
-        let header =
-            open_log_block(first, index as u64, newest).map_err(|problem| (index, problem))?;
+        let header = open_region_log_block(first, index as u64, newest, region_tag)
+            .map_err(|problem| (index, problem))?;
         if header.commit_sequence != sequence {
             return Err((
                 index,
@@ -147,7 +169,7 @@ impl Loader {
         }
         let mut blocks: Vec<&[u8]> = Vec::with_capacity(block_count);
         for (position, buffer) in buffers.iter().enumerate().skip(index).take(block_count) {
-            let header = open_log_block(buffer, position as u64, newest)
+            let header = open_region_log_block(buffer, position as u64, newest, region_tag)
                 .map_err(|problem| (position, problem))?;
             if header.commit_sequence != sequence {
                 return Err((
@@ -163,6 +185,18 @@ impl Loader {
         decode_record_with_attributes(&blocks)
             .map(|(record, attributes)| (record, attributes, block_count))
             .map_err(|problem| (index, problem))
+    }
+
+    /// The newest commit sequence a log block may carry and the region tag its header
+    /// must carry: the super block's commit and 0 before version 9; in version 9 any
+    /// later commit (the region is read past what the ring record named) and the
+    /// checkpoint's sequence.
+    fn log_block_rule(&self) -> (u64, u64) {
+        if self.super_block.format_version >= FLASH_SCAN_FORMAT_VERSION {
+            (u64::MAX, self.super_block.checkpoint_sequence())
+        } else {
+            (self.super_block.commit_sequence, 0)
+        }
     }
 
     /// Checks `record` whole against the state so far and applies it; on an error the
@@ -357,7 +391,7 @@ impl Loader {
     /// `record_index`): the replay stops, the image is the commit before.
     fn log_damaged(
         &mut self,
-        buffers: &[flashpipe_device::IoBuf],
+        buffers: &[IoBuf],
         addresses: &[u64],
         (record_index, damaged_index): (usize, usize),
         sequence: u64,
@@ -418,7 +452,7 @@ impl Loader {
 fn apply_extents(
     record: &LogRecord,
     free: &mut FreeBlocks,
-    geometry: &crate::io::Geometry,
+    geometry: &Geometry,
 ) -> Result<(), String> {
     check_extents(record, free, geometry.fs_block_count)
 }
@@ -510,4 +544,39 @@ fn extents_of(bits: &BlockBits, fs_block_count: u64) -> Vec<(u64, u64)> {
         }
     }
     extents
+}
+
+/// The log blocks at `addresses`, read in batches; a block that reads uncorrectable (a
+/// program torn by a power cut) comes back zeroed, which no log block check accepts.
+fn read_log_blocks(
+    device: &mut dyn BlockDevice,
+    geometry: &Geometry,
+    addresses: &[u64],
+) -> Result<Vec<IoBuf>, DeviceError> {
+    let mut buffers = Vec::with_capacity(addresses.len());
+    for chunk in addresses.chunks(TABLE_READ_BATCH_BLOCKS) {
+        match read_fs_blocks(device, geometry, chunk) {
+            Ok(read) => buffers.extend(read),
+            Err(_) => {
+                for &address in chunk {
+                    buffers.push(read_log_block(device, geometry, address)?);
+                }
+            }
+        }
+    }
+    Ok(buffers)
+}
+
+fn read_log_block(
+    device: &mut dyn BlockDevice,
+    geometry: &Geometry,
+    address: u64,
+) -> Result<IoBuf, DeviceError> {
+    match read_fs_blocks(device, geometry, &[address]) {
+        Ok(mut read) => Ok(read.remove(0)),
+        Err(error) if matches!(error.kind, DeviceErrorKind::Uncorrectable { .. }) => {
+            Ok(IoBuf::zeroed(geometry.fs_block_size_bytes as usize))
+        }
+        Err(error) => Err(error),
+    }
 }
