@@ -3,7 +3,9 @@
 //! device files in FOLDER (256 KiB stripe unit, 4 KiB blocks, 32 requests per device, as
 //! the benchmark's), one file of SIZE_MIB written through the engine, then 4 KiB reads at
 //! random aligned offsets with QUEUE_DEPTH outstanding for SECONDS, each checked against
-//! the pattern, as `bench fs` does. Prints the reads completed and the IOPS.
+//! the pattern, as `bench fs` does. Prints the reads completed and the IOPS, and the CPU
+//! time and context switches per read of the client thread and of the engine thread
+//! (from `/proc/self/task`, over the random phase only).
 //!
 //! `FIO_READS_DEVICES=N` makes a store of N device files instead (1 to 8), to compare with
 //! fio on as many files.
@@ -47,12 +49,26 @@ fn main() {
         .write_stream(FILE_NAME, &mut source, MIB as usize, 32, &mut |_| {})
         .expect("the file is written");
     client.call(Command::Flush).expect("flush");
+    let before = thread_costs();
     let (reads, elapsed) = random_reads(&mut client, &pattern, size_bytes, queue_depth, runtime);
+    let after = thread_costs();
     println!(
         "{reads} reads in {:.3} s: {:.0} IOPS at QD{queue_depth}",
         elapsed.as_secs_f64(),
         reads as f64 / elapsed.as_secs_f64()
     );
+    for (name, cost) in &after {
+        let Some((_, earlier)) = before.iter().find(|(other, _)| other == name) else {
+            continue;
+        };
+        let per_read = |now: u64, then: u64| (now - then) as f64 / reads.max(1) as f64;
+        println!(
+            "  thread {name}: {:.2} us CPU, {:.3} voluntary and {:.3} forced switches per read",
+            per_read(cost.cpu_ns, earlier.cpu_ns) / 1000.0,
+            per_read(cost.voluntary_switches, earlier.voluntary_switches),
+            per_read(cost.forced_switches, earlier.forced_switches),
+        );
+    }
     drop(client);
     drop(engine.shutdown().expect("shutdown"));
 }
@@ -102,6 +118,51 @@ fn format_store(folder: &Path, size_bytes: u64) -> Filesystem {
         store_identity: None,
     };
     Filesystem::format(opened.device, &options).expect("mkfs")
+}
+
+/// What one thread of this process has cost so far (Linux `/proc`).
+#[derive(Clone, Copy, Default)]
+struct ThreadCost {
+    cpu_ns: u64,
+    voluntary_switches: u64,
+    forced_switches: u64,
+}
+
+/// The cost of the client (main) thread and the engine thread, by thread name.
+fn thread_costs() -> Vec<(String, ThreadCost)> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| {
+            let path = task.path();
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            let name = if task.file_name().to_str()? == std::process::id().to_string() {
+                "client (main)".to_string()
+            } else {
+                name.trim().to_string()
+            };
+            if name != "client (main)" && !name.starts_with("flashpipe-engin") {
+                return None;
+            }
+            let schedstat = std::fs::read_to_string(path.join("schedstat")).ok()?;
+            let status = std::fs::read_to_string(path.join("status")).ok()?;
+            let field = |key: &str| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix(key))
+                    .and_then(|value| value.trim().parse().ok())
+                    .unwrap_or(0)
+            };
+            let cost = ThreadCost {
+                cpu_ns: schedstat.split_whitespace().next()?.parse().ok()?,
+                voluntary_switches: field("voluntary_ctxt_switches:"),
+                forced_switches: field("nonvoluntary_ctxt_switches:"),
+            };
+            Some((name, cost))
+        })
+        .collect()
 }
 
 /// Device files of the store: `FIO_READS_DEVICES` (1 to 8), 2 (the benchmark's) unset.

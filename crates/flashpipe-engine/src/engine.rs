@@ -295,7 +295,11 @@ impl EngineThread {
         block_bytes: u64,
         config: EngineConfig,
     ) -> EngineThread {
-        let (fs, device) = filesystem.into_parts();
+        let (fs, mut device) = filesystem.into_parts();
+        // Reads land in the pool's slots (or views of them): registered with the kernel,
+        // the device need not pin their pages per request. A refusal (a locked-memory
+        // limit, a device without registered buffers) leaves plain buffers, which work.
+        let _ = device.register_buffer_pool(&pool);
         EngineThread {
             fs,
             device,
