@@ -7,7 +7,9 @@
 //! time and context switches per read of the client thread and of the engine thread
 //! (from `/proc/self/task`, over the random phase only).
 //!
-//! `FIO_READS_DEVICES=N` makes a store of N device files instead (1 to 8), to compare with
+//! The engine's read pool is registered with the rings, as `bench fs` does
+//! (`Engine::register_read_pool`); `FIO_READS_PLAIN=1` leaves it on plain buffers, to
+//! compare the two with one binary. `FIO_READS_DEVICES=N` makes a store of N device files instead (1 to 8), to compare with
 //! fio on as many files.
 //!
 //! Counts per read come from two runs under `perf stat` that differ only in SECONDS: the
@@ -42,6 +44,11 @@ fn main() {
     let queue_depth: u32 = queue_depth.parse().expect("QUEUE_DEPTH is a whole number");
     let runtime = Duration::from_secs_f64(seconds.parse().expect("SECONDS is a number"));
     let engine = Engine::start(format_store(&folder, size_bytes), engine_config());
+    if std::env::var_os("FIO_READS_PLAIN").is_none() {
+        if let Err(error) = engine.register_read_pool() {
+            eprintln!("note: reads on plain buffers, the read pool was not registered: {error}");
+        }
+    }
     let mut client = engine.client(64);
     let pattern = DataPattern::new();
     let mut source = DataPatternReader::new(&pattern, size_bytes);
