@@ -192,16 +192,12 @@ impl Engine {
         self.stop(false)
     }
 
-    /// Registers the engine's read pool with its device's kernel queues (io_uring fixed
-    /// buffers on a file device, through [`BlockDevice::register_buffer_pool`]): reads then
-    /// skip pinning their pages per request (about 0.3 us of the engine thread per 4 KiB
-    /// read on the machine of docs/design/27-fio-reads.md), at the price of pinning the
-    /// whole pool now (resident memory of the pool's size, and about 35 ms of CPU for the
-    /// default 64 MiB there). Worth it for an engine that will serve many reads (a server,
-    /// a benchmark), not for a one-shot command. Served after the commands queued before
-    /// it, once nothing is in flight; waits for the outcome. A device without registered
-    /// buffers accepts and ignores it; an error (a locked-memory limit) leaves every read on
-    /// plain buffers, which work as before.
+    /// Registers the read pool with the device ([`BlockDevice::register_buffer_pool`]:
+    /// io_uring fixed buffers on a file device), once the commands queued before it are
+    /// served and nothing is in flight; waits for the outcome. Reads then skip pinning
+    /// their pages per request, but the whole pool is pinned (made resident) now: worth it
+    /// for an engine that serves many reads, not a one-shot command (figures in
+    /// docs/design/27-fio-reads.md). An error leaves reads on plain buffers, which work.
     pub fn register_read_pool(&self) -> Result<(), EngineError> {
         let (done, outcome) = bounded(1);
         self.messages
