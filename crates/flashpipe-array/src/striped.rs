@@ -40,8 +40,8 @@ use std::sync::Arc;
 use flashpipe_device::request::check_queue_depth;
 use flashpipe_device::sim::SimWorld;
 use flashpipe_device::{
-    hand_over, wait_in_steps, BlockDevice, Clock, Completion, DeviceError, DeviceErrorKind,
-    DeviceInfo, IoBuf, Operation, Rejected, Request, SplitBuffer, Tag,
+    hand_over, wait_in_steps, BlockDevice, BufferPool, Clock, Completion, DeviceError,
+    DeviceErrorKind, DeviceInfo, IoBuf, Operation, Rejected, Request, SplitBuffer, Tag,
 };
 
 use crate::layout::{Segment, StripeLayout};
@@ -522,6 +522,18 @@ impl BlockDevice for StripedDevice {
         self.members
             .iter()
             .all(|member| member.device.copies_by_reference())
+    }
+
+    /// Registers `pool` with every member (each member's requests are views of the
+    /// parent's buffer); the first refusal is returned after every member was asked.
+    fn register_buffer_pool(&mut self, pool: &BufferPool) -> Result<(), DeviceError> {
+        let mut first_error = None;
+        for member in &mut self.members {
+            if let Err(error) = member.device.register_buffer_pool(pool) {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     fn copy_alignment_blocks(&self) -> u64 {

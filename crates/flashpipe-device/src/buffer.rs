@@ -215,6 +215,20 @@ impl IoBuf {
             Origin::Pool { pool, slot } => Some((pool.pool_id, *slot)),
         }
     }
+
+    /// `(pool id, slot)` of the pool slot whose memory holds this buffer: its own for a
+    /// pool buffer, its parent's for a view of a split pool buffer (`None` otherwise). A
+    /// device that registered the pool's region may do registered-buffer I/O on any
+    /// buffer inside it; unlike [`IoBuf::pool_slot`], this says nothing about who gives
+    /// the slot back.
+    pub fn pool_region(&self) -> Option<(u64, u32)> {
+        match &self.origin {
+            Origin::View { split } => split.pool_region(),
+            Origin::Heap | Origin::Empty | Origin::Foreign { .. } | Origin::Pool { .. } => {
+                self.pool_slot()
+            }
+        }
+    }
 }
 
 impl Drop for IoBuf {

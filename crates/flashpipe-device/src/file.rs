@@ -636,4 +636,8 @@ impl BlockDevice for FileDevice {
     fn copies_by_reference(&self) -> bool {
         self.reflink_file.is_some()
     }
+
+    fn register_buffer_pool(&mut self, pool: &BufferPool) -> Result<(), DeviceError> {
+        FileDevice::register_buffer_pool(self, pool)
+    }
 }

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::buffer::{IoBuf, IO_ALIGNMENT_BYTES};
+use crate::buffer::{BufferPool, IoBuf, IO_ALIGNMENT_BYTES};
 use crate::clock::Clock;
 use crate::error::{DeviceError, DeviceErrorKind, Rejected};
 
@@ -345,6 +345,16 @@ pub trait BlockDevice: Send {
     fn preferred_block_size_bytes(&self) -> u32 {
         self.info().block_size_bytes
     }
+
+    /// Lets requests whose buffers lie in `pool`'s slots (pool buffers and views of them)
+    /// use the kernel's registered buffers where the device has them (the file device on
+    /// io_uring: no page pinning per request); any other device accepts and ignores it.
+    /// Needs an idle device. An error leaves every request on plain buffers, which still
+    /// work.
+    fn register_buffer_pool(&mut self, pool: &BufferPool) -> Result<(), DeviceError> {
+        let _ = pool;
+        Ok(())
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
@@ -377,6 +387,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn preferred_block_size_bytes(&self) -> u32 {
         (**self).preferred_block_size_bytes()
+    }
+    fn register_buffer_pool(&mut self, pool: &BufferPool) -> Result<(), DeviceError> {
+        (**self).register_buffer_pool(pool)
     }
 }
 

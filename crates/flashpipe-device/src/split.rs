@@ -42,8 +42,12 @@
 //!    when the `IoBuf` value moves (heap allocation or pool slot), so pointers taken
 //!    before the parent moved into the shared part stay valid.
 //!
-//! A view reports no pool slot (`IoBuf::pool_slot` is `None`), so a device never uses
-//! registered-buffer I/O with it, whatever the parent's origin.
+//! A view reports no pool slot of its own (`IoBuf::pool_slot` is `None`: it is no pool
+//! buffer to give back), but `IoBuf::pool_region` names the pool slot whose memory holds
+//! it when the parent (or its parent, for a view of a view) is a pool buffer, so a device
+//! that registered that pool with the kernel may use registered-buffer I/O on the view:
+//! the view lies inside the slot (point 1), and the device keeps the pool's memory for as
+//! long as the registration lasts.
 
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
@@ -101,6 +105,13 @@ pub struct NotAView {
 /// What every view of one split shares: the parent, untouched while views live.
 pub(crate) struct SplitParent {
     parent: IoBuf,
+}
+
+impl SplitParent {
+    /// The pool slot whose memory holds the parent ([`IoBuf::pool_region`]).
+    pub(crate) fn pool_region(&self) -> Option<(u64, u32)> {
+        self.parent.pool_region()
+    }
 }
 
 /// A parent [`IoBuf`] handed out as disjoint views (see the module doc).

@@ -59,6 +59,11 @@ pub(crate) enum Message {
     Shutdown {
         commit: bool,
     },
+    /// Register the read pool with the device once it is idle ([`Engine::register_read_pool`]);
+    /// the outcome goes to `done`.
+    RegisterReadPool {
+        done: Sender<Result<(), EngineError>>,
+    },
 }
 
 /// A running engine. Dropping it without [`Engine::shutdown`] stops the thread after
@@ -185,6 +190,21 @@ impl Engine {
     /// one writes nothing).
     pub fn shutdown_without_commit(mut self) -> Result<Filesystem, EngineError> {
         self.stop(false)
+    }
+
+    /// Registers the read pool with the device ([`BlockDevice::register_buffer_pool`]:
+    /// io_uring fixed buffers on a file device), once the commands queued before it are
+    /// served and nothing is in flight; waits for the outcome. Reads then skip pinning
+    /// their pages per request, but the whole pool is pinned (made resident) now: worth it
+    /// for an engine that serves many reads, not a one-shot command (figures in
+    /// docs/design/27-fio-reads.md). An error leaves reads on plain buffers, which work.
+    pub fn register_read_pool(&self) -> Result<(), EngineError> {
+        let (done, outcome) = bounded(1);
+        self.messages
+            .send(Message::RegisterReadPool { done })
+            .map_err(|_| EngineError::Stopped)?;
+        self.bell.ring();
+        outcome.recv().map_err(|_| EngineError::Stopped)?
     }
 
     fn stop(&mut self, commit: bool) -> Result<Filesystem, EngineError> {
@@ -328,6 +348,9 @@ impl EngineThread {
             match self.next_step(&mut inputs, handoff, &mut inbox_waits) {
                 NextStep::Serve(Message::Command(envelope)) => self.serve(envelope, &mut inputs)?,
                 NextStep::Serve(Message::AddSource(source)) => inputs.add_source(source),
+                NextStep::Serve(Message::RegisterReadPool { done }) => {
+                    self.register_read_pool(&done)?;
+                }
                 NextStep::Serve(Message::Shutdown { commit: wanted }) => {
                     commit = wanted;
                     break;
@@ -418,6 +441,21 @@ impl EngineThread {
         }
         self.completions = completions;
         waited.map_err(Into::into)
+    }
+
+    /// Registers the read pool with the device once every request in flight is back, and
+    /// sends the outcome to `done` (a caller that stopped waiting is not an error).
+    pub(crate) fn register_read_pool(
+        &mut self,
+        done: &Sender<Result<(), EngineError>>,
+    ) -> Result<(), EngineError> {
+        self.drain_device()?;
+        let outcome = self
+            .device
+            .register_buffer_pool(&self.pool)
+            .map_err(EngineError::from);
+        let _ = done.send(outcome);
+        Ok(())
     }
 
     /// Runs every read and write in flight to its end.

@@ -110,6 +110,7 @@ impl SteppedEngine {
         match message {
             Some(Message::Command(envelope)) => self.core.serve(envelope, &mut self.inputs)?,
             Some(Message::AddSource(source)) => self.inputs.add_source(source),
+            Some(Message::RegisterReadPool { done }) => self.core.register_read_pool(&done)?,
             Some(Message::Shutdown { .. }) => {
                 unreachable!("only a threaded engine is sent a shutdown message")
             }

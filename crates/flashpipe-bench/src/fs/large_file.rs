@@ -1,7 +1,8 @@
 //! Part 1: one large file through the engine, beside fio on the same device files and
 //! beside an ordinary file of the folder's file system.
 //!
-//! Order: (1) a store of two device files is formatted and the file written (1 MiB
+//! Order: (1) a store of two device files is formatted, the engine's read pool registered
+//! with the device files' rings (reads on io_uring fixed buffers), and the file written (1 MiB
 //! commands, 32 in flight, then a flush), read sequentially (1 MiB, 32 in flight) and
 //! at random (4 KiB, 1 and 32 reads outstanding, timed); (2) fio runs on the same two
 //! device files, raw (`io_uring`, `direct=1`), same total size, same request sizes and
@@ -120,6 +121,12 @@ pub fn run(
     let mut notes = fresh.notes.clone();
     let device_files = fresh.device_files.clone();
     let engine = store::start_engine(fresh.filesystem);
+    if let Err(error) = engine.register_read_pool() {
+        notes.push(format!(
+            "reads on plain buffers: the kernel refused to register the engine's read pool \
+             ({error}); raise the locked-memory limit (ulimit -l) to measure with it"
+        ));
+    }
     let flashpipe = measure_engine(&mut engine.client(64), settings, &pattern)?;
     drop(engine.shutdown()?);
     let fio_raw = run_fio_raw(settings, &device_files, fio, &mut notes);

@@ -8,7 +8,8 @@ use crate::batch::run_one;
 use crate::buffer::IoBuf;
 use crate::conformance;
 use crate::error::TransferDirection;
-use crate::request::Operation;
+use crate::request::{BlockDevice, Operation};
+use crate::split::SplitBuffer;
 
 const TEST_BLOCK_COUNT: u64 = 2048;
 
@@ -96,6 +97,65 @@ fn pool_buffers_use_registered_fixed_buffers() {
     assert_eq!(counters.fixed_buffer_requests, 2);
     assert_eq!(counters.plain_buffer_requests, 1);
     assert_eq!(pool.free_count(), 4, "pool buffers come back");
+}
+
+#[test]
+fn views_of_a_registered_pool_buffer_use_fixed_buffers() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("views.img");
+    let mut device = FileDevice::open(config(&path, FileEngine::IoUring, 8)).unwrap();
+    let block = DEFAULT_BLOCK_SIZE_BYTES as usize;
+    let pool = BufferPool::new(2, 4 * block);
+    BlockDevice::register_buffer_pool(&mut device, &pool).unwrap();
+    let mut source = pool.try_take().unwrap();
+    for (index, byte) in source.iter_mut().enumerate() {
+        *byte = (index / block) as u8 + 1;
+    }
+    let mut written = SplitBuffer::new(source);
+    for (position, first_block) in [(block, 10), (3 * block, 11)] {
+        let view = written.view(position, block).unwrap();
+        let completion = run_one(
+            &mut device,
+            Operation::Write {
+                first_block,
+                buffer: view,
+            },
+        );
+        written
+            .return_view(completion.unwrap().buffer.unwrap())
+            .unwrap();
+    }
+    drop(written.into_parent());
+    let mut read = SplitBuffer::new(pool.try_take().unwrap());
+    let view = read.view(2 * block, 2 * block).unwrap();
+    let completion = run_one(
+        &mut device,
+        Operation::Read {
+            first_block: 10,
+            buffer: view,
+        },
+    );
+    let view = completion.unwrap().buffer.unwrap();
+    assert!(view[..block].iter().all(|&byte| byte == 2));
+    assert!(view[block..].iter().all(|&byte| byte == 4));
+    read.return_view(view).unwrap();
+    drop(read.into_parent());
+    let mut heap = SplitBuffer::new(IoBuf::zeroed(2 * block));
+    let view = heap.view(block, block).unwrap();
+    let completion = run_one(
+        &mut device,
+        Operation::Read {
+            first_block: 11,
+            buffer: view,
+        },
+    );
+    let view = completion.unwrap().buffer.unwrap();
+    assert!(view.iter().all(|&byte| byte == 4));
+    heap.return_view(view).unwrap();
+    let counters = device.uring_counters().unwrap();
+    assert_eq!(counters.fixed_buffer_requests, 3, "the pool's views");
+    assert_eq!(counters.plain_buffer_requests, 1, "the heap buffer's view");
+    assert_eq!(pool.free_count(), 2, "pool buffers come back");
 }
 
 #[test]

@@ -218,18 +218,21 @@ impl UringEngine {
         }
     }
 
-    /// The registered-buffer index of the job's buffer, when it comes from a registered pool.
+    /// The registered-buffer index of the job's buffer, when it lies in a slot of a
+    /// registered pool (a pool buffer, or a view of one handed out by a split).
     fn fixed_buffer_index(&mut self, slot: u32) -> Option<u16> {
         let buffer = self.table.get_mut(slot).buffer.as_ref()?;
-        let (pool_id, pool_slot) = buffer.pool_slot()?;
+        let (pool_id, pool_slot) = buffer.pool_region()?;
         let registered = self
             .registered_pools
             .iter()
             .find(|registered| registered.pool.pool_id() == pool_id)?;
         let (slot_start, slot_length_bytes) = registered.pool.slot_region(pool_slot);
+        let start = buffer.as_ptr() as usize;
+        let slot_first = slot_start as usize;
         assert!(
-            std::ptr::eq(buffer.as_ptr(), slot_start) && buffer.len() <= slot_length_bytes,
-            "a pool buffer lies inside its registered slot"
+            start >= slot_first && start + buffer.len() <= slot_first + slot_length_bytes,
+            "a pool buffer or a view of one lies inside its registered slot"
         );
         Some(registered.first_index + pool_slot as u16)
     }
