@@ -445,6 +445,8 @@ fn a_log_page_on_flash_has_the_documented_bytes() {
 struct ChainCut {
     crashed: bool,
     records_replayed: u64,
+    /// The mount refused a whole record whose chain page was torn or lost.
+    refused_for_chains: bool,
 }
 
 /// One seed: a file of two chain pages, random overwrites each flushed, power cut at a
@@ -495,6 +497,7 @@ fn chain_cut_seed(seed: u64) -> ChainCut {
     let mut fs = Filesystem::mount(Box::new(raw()))
         .unwrap_or_else(|error| panic!("seed {seed}: mount after the cut: {error}"));
     let records_replayed = fs.metadata_log_fill().log_record_count;
+    let refused_for_chains = fs.refused_log_record().is_some();
     let report = fs.check().expect("fsck");
     assert!(report.is_clean(), "seed {seed}: {report:?}");
     let file = fs.open("large").expect("open");
@@ -519,6 +522,7 @@ fn chain_cut_seed(seed: u64) -> ChainCut {
     ChainCut {
         crashed,
         records_replayed,
+        refused_for_chains,
     }
 }
 
@@ -537,8 +541,10 @@ fn power_cuts_in_log_commits_that_rewrite_single_chain_pages_lose_no_flush() {
     let cuts = flashpipe_testkit::seeds::run_seeds(40, chain_cut_seed);
     let crashed = cuts.iter().filter(|cut| cut.crashed).count();
     let replayed = cuts.iter().filter(|cut| cut.records_replayed > 0).count();
+    let refused = cuts.iter().filter(|cut| cut.refused_for_chains).count();
     eprintln!(
-        "chain cuts: {} seeds, {crashed} cut inside the run, {replayed} mounts replayed a log",
+        "chain cuts: {} seeds, {crashed} cut inside the run, {replayed} mounts replayed a log, \
+         {refused} refused a whole record for its chain pages",
         cuts.len()
     );
     assert!(cuts.len() < 20 || (crashed > cuts.len() / 2 && replayed > 0));
