@@ -69,11 +69,14 @@ fn cut_the_recovery_commit(
     drop(fs);
     array
         .lock()
-        .cut_power(seed.wrapping_mul(0x9E37_79B9) ^ 0x5EC0_0D);
+        .cut_power(seed.wrapping_mul(0x9E37_79B9) ^ 0x005E_C00D);
     let mut fs = Filesystem::mount(Box::new(raw_over(array)))
         .unwrap_or_else(|error| panic!("seed {seed}: mount after the second cut: {error}"));
     let report = fs.check().expect("fsck");
-    assert!(report.is_clean(), "seed {seed}: after the second cut: {report:?}");
+    assert!(
+        report.is_clean(),
+        "seed {seed}: after the second cut: {report:?}"
+    );
     let again = read_large(&mut fs, found.len());
     assert!(
         again == found || again == patched,
@@ -198,4 +201,3 @@ fn power_cuts_in_log_commits_that_rewrite_single_chain_pages_lose_no_flush() {
     );
     assert!(cuts.len() < 20 || (crashed > cuts.len() / 2 && replayed > 0));
 }
-
