@@ -323,3 +323,66 @@ fn the_forward_read_stops_at_a_record_whose_chain_page_is_not_whole() {
         resealed(page)
     });
 }
+
+/// Commits on a device of 32 erase blocks (one open for data at a time): a file `large`
+/// of one chain page, `pad` pages of a second file, a direct-pointer overwrite, one that
+/// rewrites the chain page, another direct-pointer overwrite; then an unclean end.
+/// Returns the flash, the chain page the fourth commit wrote and the sequences of the
+/// third and fourth commits with the file after the third.
+fn aligned_refusal_setup(pad: usize) -> (Rig, u64, (u64, u64), Vec<u8>) {
+    let rig = Rig::new(8, 41);
+    let mut fs = rig.format();
+    let mut bytes = contents(5, (DIRECT + 50) * PAGE_BYTES);
+    write_file(&mut fs, "large", &bytes);
+    if pad > 0 {
+        write_file(&mut fs, "pad", &contents(6, pad * PAGE_BYTES));
+    }
+    overwrite(&rig, &mut fs, ("large", &mut bytes), 0, 1);
+    let before = (fs.stats().commit_sequence, bytes.clone());
+    overwrite(&rig, &mut fs, ("large", &mut bytes), DIRECT + 5, 2);
+    let refused = fs.stats().commit_sequence;
+    overwrite(&rig, &mut fs, ("large", &mut bytes), 2, 3);
+    drop(fs);
+    let mut device = rig.device();
+    let written = chain_pages_of(&mut *device, refused);
+    assert_eq!(written.len(), 1, "the fourth commit wrote one chain page");
+    drop(device);
+    (rig, written[0], (before.0, refused), before.1)
+}
+
+#[test]
+fn a_refused_records_chain_page_is_not_erased_before_the_next_checkpoint_is_durable() {
+    let (rig, page, (before, refused), kept) = (0..PAGES_PER_BLOCK as usize)
+        .map(aligned_refusal_setup)
+        .find(|(_, page, _, _)| page % PAGES_PER_BLOCK == 0)
+        .expect("a padding that puts the chain page first in its erase block");
+    let mut device = rig.device();
+    replace_page(&mut *device, page, vec![0; PAGE_BYTES]);
+    drop(device);
+    for mount in ["the first mount", "a mount after it crashed"] {
+        let fs = rig.mount();
+        assert_eq!(
+            (fs.stats().commit_sequence, fs.refused_log_record()),
+            (before, Some(refused)),
+            "{mount}: the log ends before the record whose chain page is torn"
+        );
+        let mut device = fs.into_parts().1;
+        assert!(
+            read_page(&mut *device, page).iter().all(|&byte| byte == 0),
+            "{mount}: the chain page's erase block (wholly free) was not erased"
+        );
+    }
+    let mut fs = rig.mount();
+    check_bytes(&mut fs, "large", &kept, "at the commit before");
+    let mut bytes = kept;
+    overwrite(&rig, &mut fs, ("large", &mut bytes), DIRECT + 9, 4);
+    let mut device = fs.into_parts().1;
+    assert!(
+        read_page(&mut *device, page).iter().all(|&byte| byte == 0xFF),
+        "erased once the checkpoint after the mount is durable"
+    );
+    drop(device);
+    let mut fs = rig.mount();
+    assert_eq!(fs.refused_log_record(), None, "the checkpoint's region");
+    check_bytes(&mut fs, "large", &bytes, "after the checkpoint");
+}
