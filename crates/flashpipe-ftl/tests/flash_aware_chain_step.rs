@@ -6,7 +6,9 @@
 //! in one step, then a flush. The mount's forward read takes a record past the ring's
 //! only when its chain pages read back whole: a record whose chain page is torn (a byte
 //! flipped), zeroed, erased-looking or from an older commit (resealed with that commit's
-//! sequence) ends the log before it, and the valid records after it are not taken.
+//! sequence) ends the log before it, and the valid records after it are not taken. The
+//! mount that refuses such a record leaves the erase block of its chain page unerased
+//! (even when wholly free) until the next checkpoint is durable.
 
 mod support;
 
@@ -378,7 +380,9 @@ fn a_refused_records_chain_page_is_not_erased_before_the_next_checkpoint_is_dura
     overwrite(&rig, &mut fs, ("large", &mut bytes), DIRECT + 9, 4);
     let mut device = fs.into_parts().1;
     assert!(
-        read_page(&mut *device, page).iter().all(|&byte| byte == 0xFF),
+        read_page(&mut *device, page)
+            .iter()
+            .all(|&byte| byte == 0xFF),
         "erased once the checkpoint after the mount is durable"
     );
     drop(device);
