@@ -50,9 +50,9 @@ struct ChainPage {
 }
 
 impl Loader {
-    /// True when every chain page `record` (starting at region index `index`, record
-    /// number `record_number`) wrote reads back whole; otherwise notes the refused record
-    /// and returns false.
+    /// True when every chain page `record` wrote reads back whole (pages freed by the
+    /// records from region index `after_index`, record number `after_record_number`, on
+    /// excepted); otherwise notes the refused record and returns false.
     pub(super) fn written_chains_whole(
         &mut self,
         device: &mut dyn BlockDevice,
