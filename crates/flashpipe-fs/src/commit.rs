@@ -186,7 +186,6 @@ fn prepare_log_commit(state: &mut State) -> (Vec<(u64, IoBuf)>, Durable) {
         Durable::Log {
             touched,
             super_block,
-            record_blocks: record_block_count as usize,
         },
     )
 }

@@ -260,7 +260,8 @@ pub fn write_ring_record(
 /// erase) is erased now; after anything else every erase block all free is erased now
 /// (a program lost in flight leaves a page that reads erased and cannot be programmed).
 /// An erase that fails retires its block. The free pages of partly used erase blocks are
-/// dead.
+/// dead, as are those of erase blocks holding a refused record's chain pages
+/// ([`held_erase_blocks`]; the region is then abandoned even after a clean end).
 pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<(), DeviceError> {
     let Some(super_block) = state.committed.super_block.clone() else {
         return Ok(());
@@ -278,6 +279,7 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
             free_pages_in.entry(page / pages).or_default().push(page);
         }
     }
+    let held = held_erase_blocks(state, pages);
     let mut free_erased = Vec::new();
     let mut dead = Vec::new();
     let mut retired = Vec::new();
@@ -286,7 +288,7 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
         if erase_block < FLASH_RESERVED_ERASE_BLOCKS {
             continue;
         }
-        if (free_pages.len() as u64) < pages {
+        if (free_pages.len() as u64) < pages || held.contains(&erase_block) {
             dead.extend(free_pages);
             continue;
         }
@@ -309,10 +311,25 @@ pub fn prepare_mount(state: &mut State, device: &mut dyn BlockDevice) -> Result<
         flash_pages.count_erases(erases);
     }
     state.flash = Some(scan.next_ring(pages, &super_block));
-    if !clean {
+    if !clean || state.mount_refused_record.is_some() {
         crate::flash_log::abandon_region_after_unclean_end(state, &super_block);
     }
     write_ring_record(state, device, RingRecordKind::Opened)
+}
+
+/// The erase blocks holding the chain pages examined for a record the forward read
+/// refused (`image/scan_chains.rs`): their free pages are dead, not erased, so that
+/// nothing programs those pages before the next checkpoint (which abandons the region)
+/// is durable and erases them. Erased and reused sooner, a page of the next commit,
+/// which carries the refused record's commit sequence, could pass for the refused
+/// record's chain page at a later mount.
+fn held_erase_blocks(state: &State, pages_per_erase_block: u64) -> Vec<u64> {
+    state
+        .mount_refused_record
+        .iter()
+        .flat_map(|refused| refused.pages.iter())
+        .map(|&page| page / pages_per_erase_block)
+        .collect()
 }
 
 /// A read-only mount of the flash-aware layout: nothing is allocated, but the state must

@@ -86,7 +86,9 @@ pub fn count_record_pages(state: &mut State, record_pages: u64) {
 /// have programmed them (or lost its program, leaving them unprogrammable), so the next
 /// commit is a checkpoint into a fresh region, and the mount counts as changed so that a
 /// clean unmount writes that checkpoint before its `clean` record (a later mount trusts
-/// the region after a `clean` record).
+/// the region after a `clean` record). Also after a clean end when the forward read
+/// refused a whole record for its chain pages (`image/scan_chains.rs`): its pages hold
+/// the region's next index.
 pub fn abandon_region_after_unclean_end(state: &mut State, super_block: &SuperBlock) {
     if super_block.log_block_count < super_block.log_region_block_count {
         state.force_checkpoint = true;

@@ -23,6 +23,7 @@ use crate::state::{CommittedCheckpoint, FileNode, State};
 
 mod accounting;
 mod replay;
+mod scan_chains;
 mod shared_table;
 mod super_slots;
 mod tables;
@@ -30,6 +31,7 @@ mod tables;
 use super_slots::{check_device_fits, choose_super_block, damaged_slot_finding};
 
 pub use crate::findings::LogDamage;
+pub use crate::state::RefusedRecord;
 
 /// Offset of the super block's checksum field (docs/format.md, "Super block").
 const SUPER_BLOCK_CHECKSUM_OFFSET: usize = 12;
@@ -130,6 +132,9 @@ pub struct LoadedImage {
     /// The first log record that could not be replayed, when one could not: the image
     /// is the commit before it, and what the record and the later ones changed is lost.
     pub log_damage: Option<LogDamage>,
+    /// Version 9: the whole record past the log's end refused because a chain page it
+    /// wrote did not read back whole (a power cut between its pages), if any.
+    pub refused_record: Option<RefusedRecord>,
     /// True when every file's name, record and chain loaded.
     pub files_complete: bool,
     /// True when the checkpoint map could not be read: no table was loaded at all.
@@ -231,6 +236,7 @@ impl LoadedImage {
             state.insert_file(inode_number, node);
         }
         state.store_identity = image.super_block.store_identity;
+        state.mount_refused_record = image.refused_record;
         state.shared = SharedCounts::from_pointers(
             geometry.fs_block_count,
             state.files.values().flat_map(|node| node.pointers.iter()),
@@ -313,6 +319,7 @@ pub fn load_image_of(
         log_region: Vec::new(),
         next_inode_number,
         log_damage: None,
+        refused_record: None,
         files_complete: true,
         free_list_complete: true,
         checkpoint_map_lost: false,
@@ -334,6 +341,7 @@ pub fn load_image_of(
         log_region: loader.log_region,
         next_inode_number: loader.next_inode_number,
         log_damage: loader.log_damage,
+        refused_record: loader.refused_record,
         files_complete: loader.files_complete,
         checkpoint_map_lost: loader.checkpoint_map_lost,
         dangling_names: loader.dangling_names,
@@ -365,6 +373,7 @@ struct Loader {
     log_region: Vec<u64>,
     next_inode_number: u64,
     log_damage: Option<LogDamage>,
+    refused_record: Option<RefusedRecord>,
     files_complete: bool,
     free_list_complete: bool,
     checkpoint_map_lost: bool,

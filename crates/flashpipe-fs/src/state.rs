@@ -218,6 +218,18 @@ pub struct CommittedCheckpoint {
     pub log_region: Vec<u64>,
 }
 
+/// Version 9 of the flash-aware layout: a whole log record past the log's end that the
+/// mount's forward read refused because a chain page it wrote did not read back whole
+/// (`image/scan_chains.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedRecord {
+    /// The record's commit sequence.
+    pub commit_sequence: u64,
+    /// The chain pages examined for it (the one that failed last): kept unprogrammed
+    /// until the next checkpoint is durable (`flash_layout::prepare_mount`).
+    pub pages: Vec<u64>,
+}
+
 /// Erase blocks' worth of free pages the flash-aware layout keeps out of reach of writes,
 /// for its collection (a victim's live pages and a commit always fit).
 pub const FLASH_COLLECTION_RESERVE_ERASE_BLOCKS: u64 = 3;
@@ -264,6 +276,9 @@ pub struct State {
     pub flash: Option<FlashRing>,
     /// The flash-aware layout's indirect chains as the flash holds them.
     pub flash_chains: FlashChains,
+    /// Version 9: the whole record past the log's end that the mount refused because a
+    /// chain page it wrote did not read back whole (`image/scan_chains.rs`).
+    pub mount_refused_record: Option<RefusedRecord>,
 }
 
 impl State {
@@ -287,6 +302,7 @@ impl State {
             shared: SharedCounts::default(),
             flash: None,
             flash_chains: FlashChains::default(),
+            mount_refused_record: None,
         }
     }
 

@@ -14,7 +14,10 @@
 //! commit's data pages and its record (the operation's writes done, no flush yet), inside
 //! the record (its program lost or torn: the mount is at the commit before) and after it
 //! (the record complete, its flush not acknowledged: the mount finds it by reading the
-//! region forward), and mounts replay 0 to 16 records (all counted in the tally). One seed in four runs on a
+//! region forward), and mounts replay 0 to 16 records (all counted in the tally). A log
+//! commit programs its changed chain pages and its record in one step, so a cut can
+//! leave the record whole and a chain page it wrote torn or lost: the mount refuses that
+//! record (counted: `record_refused_for_chain_pages`) and is at the commit before. One seed in four runs on a
 //! device of 64 erase blocks instead of 28, so that two erase blocks are open for data at
 //! once and pages rotate over them (`flash_pages::open_erase_block_count`).
 //!
@@ -63,7 +66,7 @@ flashpipe_testkit::tally! {
         pages_moved_by_collection: u64, erase_blocks_erased: u64,
         cut_in_flush_with_log_room: u64, mounts_replaying_log: u64, log_records_replayed: u64,
         cut_before_record_with_log_room: u64, log_commit_cut_record_lost: u64,
-        log_commit_cut_record_kept: u64,
+        log_commit_cut_record_kept: u64, record_refused_for_chain_pages: u64,
     }
 }
 
@@ -142,6 +145,7 @@ fn run_seed(seed: u64) -> Tally {
     let mut fs = Filesystem::mount(Box::new(raw_over(&array)))
         .unwrap_or_else(|error| panic!("seed {seed}: mount after the cut: {error}"));
     let replayed = fs.metadata_log_fill().log_record_count;
+    let refused_for_chains = fs.refused_log_record().is_some();
     let sequence_after = fs.stats().commit_sequence;
     check_clean(&mut fs, seed, "after the cut");
     let (found, matches_commit) = check_recovered(
@@ -171,6 +175,7 @@ fn run_seed(seed: u64) -> Tally {
         cut_before_record_with_log_room: u64::from(crashed && !in_flush && log_room),
         log_commit_cut_record_lost: u64::from(log_commit_cut && sequence_after == sequence_before),
         log_commit_cut_record_kept: u64::from(log_commit_cut && sequence_after > sequence_before),
+        record_refused_for_chain_pages: u64::from(refused_for_chains),
     }
 }
 

@@ -9,9 +9,9 @@
 //! unmounts cleanly); the forward read stops at a damaged or foreign page and takes
 //! nothing after it; a version-7 image (no region) and a version-8 image (its records
 //! named by the ring) mount and their first commit is a checkpoint writing version 9; a
-//! log page read off the flash at the documented offsets; power cuts in runs of log
-//! commits that rewrite single chain pages of a large file (`FLASHPIPE_SEEDS=n`, default
-//! 40); damaged chain entries (each resealed) refused by the mount, which writes nothing.
+//! log page read off the flash at the documented offsets; damaged chain entries (each
+//! resealed) refused by the mount, which writes nothing. Power cuts in runs of log
+//! commits that rewrite single chain pages: `flash_aware_chain_cuts.rs`.
 
 mod support;
 
@@ -24,7 +24,7 @@ use flashpipe_fs::layout::{
     SUPER_BLOCK_SIZE_BYTES,
 };
 use flashpipe_fs::{CommitPolicy, Filesystem, FormatOptions, MountError};
-use flashpipe_ftl::{PowerCutFlash, RawPageDevice, SharedFlash};
+use flashpipe_ftl::{RawPageDevice, SharedFlash};
 use support::PowerFailing;
 
 const PAGES_PER_BLOCK: u64 = 16;
@@ -437,111 +437,6 @@ fn a_log_page_on_flash_has_the_documented_bytes() {
     assert!(read_page(&mut *device, region[2])
         .iter()
         .all(|&byte| byte == 0xFF));
-}
-
-/// A power cut in a run of 16 KiB overwrites of a file whose chain spans two pages (so
-/// that log commits rewrite single chain pages and list unlinked chains): what one seed
-/// found.
-struct ChainCut {
-    crashed: bool,
-    records_replayed: u64,
-}
-
-/// One seed: a file of two chain pages, random overwrites each flushed, power cut at a
-/// random device call; mount: fsck clean, the file as its last flush (or the flush in
-/// progress) left it, then an overwrite and a clean remount.
-fn chain_cut_seed(seed: u64) -> ChainCut {
-    let mut rng = flashpipe_device::SplitMix64::new(seed ^ 0xC4A1_1065);
-    let config = support::sized_config(32, PAGES_PER_BLOCK as u32, PAGE_BYTES as u32);
-    let array: SharedFlash<PowerCutFlash> = SharedFlash::from_box(Box::new(PowerCutFlash::new(
-        support::small_array(config, seed),
-    )));
-    let raw = || RawPageDevice::new(Box::new(array.clone()), "raw").expect("raw pages");
-    let (device, _, switch) = PowerFailing::new(raw());
-    let options = FormatOptions {
-        fs_block_size_bytes: PAGE_BYTES as u32,
-        store_identity: None,
-    };
-    let mut fs = Filesystem::format_flash_aware(Box::new(device), &options, PAGES_PER_BLOCK)
-        .unwrap_or_else(|error| panic!("seed {seed}: mkfs: {error}"));
-    let pages = 12 + POINTERS_PER_CHAIN_PAGE + 40;
-    let mut committed = contents(seed as usize, pages * PAGE_BYTES);
-    let file = fs.create("large").expect("create");
-    fs.write(file, 0, &committed).expect("write");
-    fs.flush().expect("flush");
-    switch.lock().expect("switch").countdown = Some(rng.below(400));
-    let mut in_progress = None;
-    let mut crashed = false;
-    for round in 0..80 {
-        let offset = rng.below((pages - 2) as u64) as usize * PAGE_BYTES;
-        let patch = contents(seed as usize + round, OVERWRITE_BYTES);
-        let mut next = committed.clone();
-        next[offset..offset + OVERWRITE_BYTES].copy_from_slice(&patch);
-        if fs.write(file, offset as u64, &patch).is_err() {
-            crashed = true;
-            break;
-        }
-        in_progress = Some(next);
-        if fs.flush().is_err() {
-            crashed = true;
-            break;
-        }
-        committed = in_progress.take().expect("just set");
-    }
-    drop(fs);
-    array
-        .lock()
-        .cut_power(seed.wrapping_mul(flashpipe_base::random::GOLDEN_GAMMA));
-    let mut fs = Filesystem::mount(Box::new(raw()))
-        .unwrap_or_else(|error| panic!("seed {seed}: mount after the cut: {error}"));
-    let records_replayed = fs.metadata_log_fill().log_record_count;
-    let report = fs.check().expect("fsck");
-    assert!(report.is_clean(), "seed {seed}: {report:?}");
-    let file = fs.open("large").expect("open");
-    let found = fs
-        .read(file, 0, committed.len() as u64)
-        .expect("read")
-        .to_vec();
-    assert!(
-        found == committed || in_progress.as_ref() == Some(&found),
-        "seed {seed}: the file is neither the last flush's nor the one in progress"
-    );
-    let mut bytes = found;
-    overwrite_at_named(&mut fs, &mut bytes, 12 + POINTERS_PER_CHAIN_PAGE + 3);
-    fs.unmount().expect("unmount");
-    let mut fs = Filesystem::mount(Box::new(raw())).expect("clean remount");
-    let file = fs.open("large").expect("open");
-    let again = fs.read(file, 0, bytes.len() as u64).expect("read").to_vec();
-    assert!(
-        again == bytes,
-        "seed {seed}: after recovery and a clean remount"
-    );
-    ChainCut {
-        crashed,
-        records_replayed,
-    }
-}
-
-/// Overwrites 16 KiB of `large` from page `page` and flushes (no counting).
-fn overwrite_at_named(fs: &mut Filesystem, bytes: &mut [u8], page: usize) {
-    let file = fs.open("large").expect("open");
-    let patch = contents(page, OVERWRITE_BYTES);
-    let offset = page * PAGE_BYTES;
-    bytes[offset..offset + OVERWRITE_BYTES].copy_from_slice(&patch);
-    fs.write(file, offset as u64, &patch).expect("overwrite");
-    fs.flush().expect("flush");
-}
-
-#[test]
-fn power_cuts_in_log_commits_that_rewrite_single_chain_pages_lose_no_flush() {
-    let cuts = flashpipe_testkit::seeds::run_seeds(40, chain_cut_seed);
-    let crashed = cuts.iter().filter(|cut| cut.crashed).count();
-    let replayed = cuts.iter().filter(|cut| cut.records_replayed > 0).count();
-    eprintln!(
-        "chain cuts: {} seeds, {crashed} cut inside the run, {replayed} mounts replayed a log",
-        cuts.len()
-    );
-    assert!(cuts.len() < 20 || (crashed > cuts.len() / 2 && replayed > 0));
 }
 
 /// The region's pages (from the checkpoint map of `newest`) in order.

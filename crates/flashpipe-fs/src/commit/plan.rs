@@ -13,10 +13,11 @@
 //! the commit itself is durable by then either way). A commit there is a log record in
 //! the checkpoint's region when one fits (`crate::flash_log`); one that runs collection
 //! is a checkpoint. A log record there writes no super block (format version 9): its
-//! changed chain pages, then (once they have completed) its record pages, then a flush,
-//! after which it is durable.
+//! changed chain pages and its record pages in one step, then a flush, after which it is
+//! durable; a mount takes a record found past the ring record's only when every chain
+//! page it wrote reads back whole (`image/scan_chains.rs`).
 
-use flashpipe_device::{Completion, DeviceError, IoBuf, Operation};
+use flashpipe_device::{Completion, DeviceError, Operation};
 
 use super::collect::{self, Collection};
 use super::{
@@ -33,12 +34,10 @@ use crate::state::State;
 
 /// What a commit makes durable, applied to the state once the second flush is done.
 pub(super) enum Durable {
-    /// A log record: the files it touched, the super block naming it and how many
-    /// blocks the record is (the last of the commit's writes).
+    /// A log record: the files it touched and the super block naming it.
     Log {
         touched: Vec<u64>,
         super_block: SuperBlock,
-        record_blocks: usize,
     },
     /// A checkpoint: its blocks, its log region and its super block.
     Checkpoint {
@@ -62,7 +61,6 @@ impl Durable {
             Durable::Log {
                 touched,
                 super_block,
-                ..
             } => finish_log_commit(state, touched, super_block),
             Durable::Checkpoint {
                 checkpoint_blocks,
@@ -84,11 +82,8 @@ enum Phase {
     FlushingOnly,
     /// The new blocks are in flight.
     WritingBlocks(Durable),
-    /// Flash-aware log commit: the changed chain pages are in flight; the record's
-    /// pages wait for them.
-    WritingChains(Durable, Vec<(u64, IoBuf)>),
-    /// Flash-aware log commit: the record's pages are in flight (every page it names
-    /// has completed programming).
+    /// Flash-aware log commit: its changed chain pages and its record's pages are in
+    /// flight together (every data page it names has completed programming).
     WritingRecord(Durable),
     /// Flash-aware log commit: the flush after the record is in flight; the commit is
     /// durable when it completes (no commit-ring record).
@@ -215,14 +210,12 @@ impl CommitPlan {
             Ok(prepared) => prepared,
             Err(error) => return Err(self.fail(state, error)),
         };
-        if let Durable::Log { record_blocks, .. } = &durable {
-            if log_commit_skips_ring(state) {
-                let record = writes.split_off(writes.len() - record_blocks);
-                return Ok(self.write_chains_then_record(state, writes, record, durable));
-            }
-        }
         if state.flash.is_some() {
             writes.sort_unstable_by_key(|write| write.0);
+        }
+        if matches!(durable, Durable::Log { .. }) && log_commit_skips_ring(state) {
+            self.phase = Phase::WritingRecord(durable);
+            return Ok(Step::Issue(block_writes(&state.geometry, writes)));
         }
         if writes.is_empty() {
             self.phase = Phase::FlushingBlocks(durable);
@@ -231,26 +224,6 @@ impl CommitPlan {
         let operations = block_writes(&state.geometry, writes);
         self.phase = Phase::WritingBlocks(durable);
         Ok(Step::Issue(operations))
-    }
-
-    /// A flash-aware log commit's writes in two steps: the changed chain pages (when
-    /// any), then the record's pages once those have completed, so that no record is
-    /// programmed before every page it names (docs/design/29-flash-aware.md, "Log
-    /// commits without a ring record").
-    fn write_chains_then_record(
-        &mut self,
-        state: &State,
-        mut chains: Vec<(u64, IoBuf)>,
-        record: Vec<(u64, IoBuf)>,
-        durable: Durable,
-    ) -> Step<()> {
-        if chains.is_empty() {
-            self.phase = Phase::WritingRecord(durable);
-            return Step::Issue(block_writes(&state.geometry, record));
-        }
-        chains.sort_unstable_by_key(|write| write.0);
-        self.phase = Phase::WritingChains(durable, record);
-        Step::Issue(block_writes(&state.geometry, chains))
     }
 
     /// Once a commit is durable: the state updated, the ring advanced when the commit
@@ -301,10 +274,6 @@ impl CommitPlan {
         let (next, operations) = match phase {
             Phase::WritingBlocks(durable) => {
                 (Phase::FlushingBlocks(durable), vec![Operation::Flush])
-            }
-            Phase::WritingChains(durable, record) => {
-                let operations = block_writes(&state.geometry, record);
-                (Phase::WritingRecord(durable), operations)
             }
             Phase::WritingRecord(durable) => {
                 (Phase::FlushingRecord(durable), vec![Operation::Flush])

@@ -88,6 +88,16 @@ impl FsCore {
             .then_some((super_block.flash_totals, super_block.ring_sequence))
     }
 
+    /// Version 9: the commit sequence of the whole log record this mount's forward read
+    /// refused because a chain page it wrote did not read back whole (a power cut
+    /// between its pages; the log ends before it); `None` when the log ended otherwise.
+    pub fn refused_log_record(&self) -> Option<u64> {
+        self.state
+            .mount_refused_record
+            .as_ref()
+            .map(|refused| refused.commit_sequence)
+    }
+
     /// Where the flash-aware layout's pages stand; `None` in the ordinary layout or on a
     /// read-only mount.
     pub fn flash_space(&self) -> Option<FlashSpace> {

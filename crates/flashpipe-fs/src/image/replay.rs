@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use flashpipe_device::{BlockDevice, DeviceError, DeviceErrorKind, IoBuf};
 
+use super::scan_chains::RegionRead;
 use super::{BlockBits, LoadedFile, Loader, TABLE_READ_BATCH_BLOCKS};
 use crate::attributes::{FileAttributes, FIRST_ATTRIBUTED_FORMAT_VERSION};
 use crate::findings::{LogDamage, Structure};
@@ -34,7 +35,8 @@ impl Loader {
     /// Reads the log blocks the super block names and replays them in order. In version
     /// 9 (the flash-aware layout) the super block (a ring record) names the records known
     /// when it was written; the rest of the region is read too, and records after those
-    /// are taken while they are whole and continue the sequence ([`Loader::scanned`]).
+    /// are taken while they are whole, continue the sequence and every chain page they
+    /// wrote reads back whole ([`Loader::scanned`], `scan_chains.rs`).
     pub(super) fn replay_log(&mut self, device: &mut dyn BlockDevice) -> Result<(), DeviceError> {
         let scanning = self.super_block.format_version >= FLASH_SCAN_FORMAT_VERSION;
         let known_blocks = self.super_block.log_block_count as usize;
@@ -56,8 +58,18 @@ impl Loader {
         while index < log_block_count {
             let sequence = self.super_block.checkpoint_sequence() + record_number;
             let record = self.read_record(&buffers, &addresses, index, sequence);
-            if scanning && index >= known_blocks && record.is_err() {
-                break;
+            if scanning && index >= known_blocks {
+                let Ok((log_record, _, block_count)) = &record else {
+                    break;
+                };
+                let region = RegionRead {
+                    buffers: &buffers,
+                    addresses: &addresses,
+                };
+                let after = (index + block_count, record_number + 1);
+                if !self.written_chains_whole(device, &region, after, log_record)? {
+                    break;
+                }
             }
             let outcome = record.and_then(|(record, attributes, block_count)| {
                 self.apply_record(&record, &attributes, &mut names)
@@ -128,7 +140,7 @@ impl Loader {
 
     /// The record of commit `sequence` starting at log block `index`, and its block
     /// count; or the index of the damaged block and what is wrong.
-    fn read_record(
+    pub(super) fn read_record(
         &self,
         buffers: &[IoBuf],
         addresses: &[u64],
@@ -548,7 +560,7 @@ fn extents_of(bits: &BlockBits, fs_block_count: u64) -> Vec<(u64, u64)> {
 
 /// The log blocks at `addresses`, read in batches; a block that reads uncorrectable (a
 /// program torn by a power cut) comes back zeroed, which no log block check accepts.
-fn read_log_blocks(
+pub(super) fn read_log_blocks(
     device: &mut dyn BlockDevice,
     geometry: &Geometry,
     addresses: &[u64],
