@@ -6,7 +6,9 @@
 //! in one step, then a flush. The mount's forward read takes a record past the ring's
 //! only when its chain pages read back whole: a record whose chain page is torn (a byte
 //! flipped), zeroed, erased-looking or from an older commit (resealed with that commit's
-//! sequence) ends the log before it, and the valid records after it are not taken. The
+//! sequence) ends the log before it when it is the last whole record; followed by a whole
+//! record it was durable (the next commit starts after its flush), so the log does not end
+//! there: the mount refuses naming the damaged chain page, as for damage in any version. The
 //! mount that refuses such a record leaves the erase block of its chain page unerased
 //! (even when wholly free) until the next checkpoint is durable.
 
@@ -20,7 +22,7 @@ use flashpipe_device::{
     Request,
 };
 use flashpipe_fs::layout::{open_metadata_block, MetadataKind};
-use flashpipe_fs::{Filesystem, FormatOptions};
+use flashpipe_fs::{Filesystem, FormatOptions, MountError};
 use flashpipe_ftl::{RawPageDevice, SharedFlash};
 
 const PAGES_PER_BLOCK: u64 = 16;
@@ -267,10 +269,10 @@ fn resealed(mut page: Vec<u8>) -> Vec<u8> {
     page
 }
 
-/// Log commits: a direct-pointer overwrite, one that rewrites the first chain page, two
-/// more direct-pointer overwrites; an unclean end; the chain page of the second replaced
-/// by `damage` of it (given the sequence of the commit before): the mount ends the log
-/// at the first commit, refusing the second, and takes neither of the two after it.
+/// Log commits: two direct-pointer overwrites, then one that rewrites the first chain
+/// page (the last commit); an unclean end; the chain page of the last replaced by `damage`
+/// of it (given the sequence of the commit before): the mount ends the log at the commit
+/// before, refusing the last.
 fn mount_with_damaged_chain_page(seed: u64, what: &str, damage: fn(Vec<u8>, u64) -> Vec<u8>) {
     let rig = Rig::new(32, seed);
     let mut fs = rig.format();
@@ -278,23 +280,14 @@ fn mount_with_damaged_chain_page(seed: u64, what: &str, damage: fn(Vec<u8>, u64)
     let mut bytes = contents(3, pages * PAGE_BYTES);
     write_file(&mut fs, "large", &bytes);
     let mut states = Vec::new();
-    for (round, page) in [0, DIRECT + 5, 2, 4].into_iter().enumerate() {
+    for (round, page) in [0, 2, DIRECT + 5].into_iter().enumerate() {
         overwrite(&rig, &mut fs, ("large", &mut bytes), page, round + 10);
         states.push((fs.stats().commit_sequence, bytes.clone()));
     }
     drop(fs);
-    let (before, kept) = states[0].clone();
-    let refused = states[1].0;
-    let mut device = rig.device();
-    let written = chain_pages_of(&mut *device, refused);
-    assert_eq!(
-        written.len(),
-        1,
-        "{what}: the second commit wrote one chain page"
-    );
-    let original = read_page(&mut *device, written[0]);
-    replace_page(&mut *device, written[0], damage(original, before));
-    drop(device);
+    let (before, kept) = states[1].clone();
+    let refused = states[2].0;
+    damage_chain_page_of(&rig, refused, before, damage, what);
     let mut fs = rig.mount();
     assert_eq!(
         (fs.stats().commit_sequence, fs.refused_log_record()),
@@ -310,6 +303,66 @@ fn mount_with_damaged_chain_page(seed: u64, what: &str, damage: fn(Vec<u8>, u64)
     let mut fs = rig.mount();
     assert_eq!(fs.refused_log_record(), None, "{what}: a clean remount");
     check_bytes(&mut fs, "large", &bytes, what);
+}
+
+/// Replaces the one chain page the commit `sequence` wrote by `damage` of it.
+fn damage_chain_page_of(
+    rig: &Rig,
+    sequence: u64,
+    before: u64,
+    damage: fn(Vec<u8>, u64) -> Vec<u8>,
+    what: &str,
+) {
+    let mut device = rig.device();
+    let written = chain_pages_of(&mut *device, sequence);
+    assert_eq!(written.len(), 1, "{what}: the commit wrote one chain page");
+    let original = read_page(&mut *device, written[0]);
+    replace_page(&mut *device, written[0], damage(original, before));
+}
+
+/// The same damage to a record followed by two whole records: that record was durable
+/// (the next commit started after its flush), so the mount does not end the log before
+/// it (which would drop three acknowledged commits) but refuses as for damage in any
+/// other version, naming the chain page, so that `fsck --repair` decides what is kept.
+fn mount_with_damaged_chain_page_before_more(
+    seed: u64,
+    what: &str,
+    damage: fn(Vec<u8>, u64) -> Vec<u8>,
+) {
+    let rig = Rig::new(32, seed);
+    let mut fs = rig.format();
+    let pages = DIRECT + POINTERS_PER_CHAIN_PAGE + 50;
+    let mut bytes = contents(3, pages * PAGE_BYTES);
+    write_file(&mut fs, "large", &bytes);
+    let mut states = Vec::new();
+    for (round, page) in [0, DIRECT + 5, 2, 4].into_iter().enumerate() {
+        overwrite(&rig, &mut fs, ("large", &mut bytes), page, round + 10);
+        states.push(fs.stats().commit_sequence);
+    }
+    drop(fs);
+    damage_chain_page_of(&rig, states[1], states[0], damage, what);
+    match Filesystem::mount(rig.device()) {
+        Err(MountError::Corrupt { findings }) => assert!(
+            findings.iter().any(|finding| finding
+                .problem
+                .contains("indirect block at chain position 0")),
+            "{what}: the finding names the chain page: {findings:?}"
+        ),
+        Err(other) => panic!("{what}: refused for another reason: {other}"),
+        Ok(fs) => panic!(
+            "{what}: mounted at commit {} past a damaged chain page",
+            fs.stats().commit_sequence
+        ),
+    }
+}
+
+#[test]
+fn a_damaged_chain_page_of_a_record_followed_by_whole_records_is_damage_not_a_log_end() {
+    mount_with_damaged_chain_page_before_more(35, "torn", |mut page, _| {
+        page[100] ^= 0x5A;
+        page
+    });
+    mount_with_damaged_chain_page_before_more(36, "zeroed", |page, _| vec![0; page.len()]);
 }
 
 #[test]
@@ -328,9 +381,9 @@ fn the_forward_read_stops_at_a_record_whose_chain_page_is_not_whole() {
 
 /// Commits on a device of 32 erase blocks (one open for data at a time): a file `large`
 /// of one chain page, `pad` pages of a second file, a direct-pointer overwrite, one that
-/// rewrites the chain page, another direct-pointer overwrite; then an unclean end.
-/// Returns the flash, the chain page the fourth commit wrote and the sequences of the
-/// third and fourth commits with the file after the third.
+/// rewrites the chain page (the last commit); then an unclean end. Returns the flash, the
+/// chain page the fourth commit wrote and the sequences of the third and fourth commits
+/// with the file after the third.
 fn aligned_refusal_setup(pad: usize) -> (Rig, u64, (u64, u64), Vec<u8>) {
     let rig = Rig::new(8, 41);
     let mut fs = rig.format();
@@ -343,7 +396,6 @@ fn aligned_refusal_setup(pad: usize) -> (Rig, u64, (u64, u64), Vec<u8>) {
     let before = (fs.stats().commit_sequence, bytes.clone());
     overwrite(&rig, &mut fs, ("large", &mut bytes), DIRECT + 5, 2);
     let refused = fs.stats().commit_sequence;
-    overwrite(&rig, &mut fs, ("large", &mut bytes), 2, 3);
     drop(fs);
     let mut device = rig.device();
     let written = chain_pages_of(&mut *device, refused);

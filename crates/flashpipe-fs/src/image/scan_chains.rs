@@ -17,10 +17,14 @@
 //!
 //! A page a later record of the region frees is not checked (nor, for a linked chain,
 //! anything after it): that record was programmed after this one was durable, and the
-//! page may since have been erased and reused. A record refused here ends the log
-//! exactly as a torn record page does; its examined pages are kept unprogrammed by the
-//! mount until the next checkpoint is durable (`flash_layout::prepare_mount`), so that
-//! a later mount reaches the same verdict.
+//! page may since have been erased and reused. For the same reason a record followed
+//! by a whole record is taken even when a chain page of it does not read back whole:
+//! that is damage after the fact, reported when the chain is loaded (as in version 8),
+//! not a cut, and refusing it would drop acknowledged commits. A record refused here
+//! (the last whole one of the region) ends the log exactly as a torn record page does;
+//! its examined pages are kept unprogrammed by the mount until the next checkpoint is
+//! durable (`flash_layout::prepare_mount`), so that a later mount reaches the same
+//! verdict.
 
 use std::collections::HashSet;
 
@@ -78,10 +82,14 @@ impl Loader {
                         let freed = freed_later.get_or_insert_with(|| {
                             self.freed_after(region, after_index, after_record_number)
                         });
-                        if !in_extents(freed, chain_page.page) {
-                            self.refuse(record, examined);
-                            return Ok(false);
+                        if in_extents(freed, chain_page.page) {
+                            continue;
                         }
+                        if self.whole_record_at(region, after_index, after_record_number) {
+                            return Ok(true);
+                        }
+                        self.refuse(record, examined);
+                        return Ok(false);
                     }
                 }
             }
@@ -169,6 +177,19 @@ impl Loader {
             record_number += 1;
         }
         freed
+    }
+
+    /// True when a whole record of the region starts at index `index` with record number
+    /// `record_number`: the commit after the one being checked was programmed, which it
+    /// is only once that one's flush completed, so that one is durable and a chain page
+    /// of it that does not read back whole is damage (a finding when the chain is
+    /// loaded), not a cut.
+    fn whole_record_at(&self, region: &RegionRead<'_>, index: usize, record_number: u64) -> bool {
+        let sequence = self.super_block.checkpoint_sequence() + record_number;
+        index < region.addresses.len()
+            && self
+                .read_record(region.buffers, region.addresses, index, sequence)
+                .is_ok()
     }
 
     fn refuse(&mut self, record: &LogRecord, examined: HashSet<u64>) {
