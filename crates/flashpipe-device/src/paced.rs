@@ -28,6 +28,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::buffer::BufferPool;
 use crate::clock::{Clock, RealClock};
 use crate::error::DeviceError;
 use crate::request::{BlockDevice, Completion, DeviceInfo, Request};
@@ -374,6 +375,10 @@ impl<D: BlockDevice> BlockDevice for PacedDevice<D> {
 
     fn preferred_block_size_bytes(&self) -> u32 {
         self.inner.preferred_block_size_bytes()
+    }
+
+    fn register_buffer_pool(&mut self, pool: &BufferPool) -> Result<(), DeviceError> {
+        self.inner.register_buffer_pool(pool)
     }
 }
 
