@@ -59,8 +59,7 @@ pub(crate) enum Message {
     Shutdown {
         commit: bool,
     },
-    /// Register the read pool with the device once it is idle ([`Engine::register_read_pool`]);
-    /// the outcome goes to `done`.
+    /// Register the read pool once the device is idle ([`Engine::register_read_pool`]).
     RegisterReadPool {
         done: Sender<Result<(), EngineError>>,
     },
