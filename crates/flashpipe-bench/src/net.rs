@@ -105,7 +105,12 @@ pub struct BenchNetArgs {
     /// for the next request) to compare, in microseconds 0 to 10000 or `auto` (200 on 2
     /// cores or more); each, with each --spin-us, is a server of its own in the tables
     /// (`flashpipe-windowN`, `flashpipe-spinS-windowN`).
-    #[arg(long, value_delimiter = ',', default_value = "auto", value_name = "US|auto")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "auto",
+        value_name = "US|auto"
+    )]
     pub reader_window_us: Vec<ReaderWindow>,
     /// Connection counts (fio jobs, one NBD connection each).
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
@@ -437,7 +442,13 @@ fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, Waits)> {
                 if arguments.reader_window_us.len() > 1 || reader_window != ReaderWindow::Auto {
                     name.push_str(&format!("-window{reader_window}"));
                 }
-                variants.push((name, Waits { spin, reader_window }));
+                variants.push((
+                    name,
+                    Waits {
+                        spin,
+                        reader_window,
+                    },
+                ));
             }
         }
     }

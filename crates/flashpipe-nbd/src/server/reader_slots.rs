@@ -249,9 +249,15 @@ mod tests {
     fn more_connections_than_slots_spin_none() {
         let slots = Arc::new(SpinSlots::new(1));
         let one = slots.connection();
-        assert!(slots.try_take().is_some(), "one connection, one slot: it spins");
+        assert!(
+            slots.try_take().is_some(),
+            "one connection, one slot: it spins"
+        );
         let two = slots.connection();
-        assert!(slots.try_take().is_none(), "two connections, one slot: none spins");
+        assert!(
+            slots.try_take().is_none(),
+            "two connections, one slot: none spins"
+        );
         drop(two);
         assert!(slots.try_take().is_some(), "back to one connection");
         drop(one);
@@ -262,12 +268,19 @@ mod tests {
         let slots = Arc::new(SpinSlots::new(1));
         let squatter = slots.bind_name(0).expect("the name is free");
         assert!(slots.try_take().is_none(), "the only name is bound");
-        assert_eq!(slots.taken.load(Ordering::Acquire), 0, "the process slot is back");
+        assert_eq!(
+            slots.taken.load(Ordering::Acquire),
+            0,
+            "the process slot is back"
+        );
         drop(squatter);
         let slot = slots.try_take().expect("the name is free again");
         assert!(slots.bind_name(0).is_none(), "the slot holds the name");
         drop(slot);
-        assert!(slots.bind_name(0).is_some(), "dropping the slot frees the name");
+        assert!(
+            slots.bind_name(0).is_some(),
+            "dropping the slot frees the name"
+        );
     }
 
     #[test]
@@ -280,7 +293,10 @@ mod tests {
         assert!(!holder.holds());
         assert!(holder.may_spin(), "taken again after a release");
         let second = slots.connection();
-        assert!(!holder.may_spin() && !holder.holds(), "outnumbered: given back");
+        assert!(
+            !holder.may_spin() && !holder.holds(),
+            "outnumbered: given back"
+        );
         drop(second);
         assert!(holder.may_spin());
     }

@@ -249,7 +249,10 @@ mod tests {
         for request in [&b"first"[..], b"second"] {
             client.write_all(request).expect("send");
             assert_eq!(reader.read(&mut bytes).expect("read"), request.len());
-            assert!(reader.slot.holds(), "a window that caught a request keeps the slot");
+            assert!(
+                reader.slot.holds(),
+                "a window that caught a request keeps the slot"
+            );
             assert!(slots.try_take().is_none(), "held across reads");
         }
     }
@@ -267,7 +270,10 @@ mod tests {
         let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(100), &slots);
         let mut bytes = [0u8; 16];
         assert_eq!(reader.read(&mut bytes).expect("read"), 4);
-        assert!(!reader.slot.holds(), "the window passed empty: the slot went back");
+        assert!(
+            !reader.slot.holds(),
+            "the window passed empty: the slot went back"
+        );
         drop(sender.join());
     }
 
@@ -304,8 +310,7 @@ mod tests {
         let slots = one_slot();
         let _held = slots.try_take().expect("the only slot");
         client.write_all(b"queued").expect("send");
-        let mut reader =
-            SpinningReader::new(&mut server, WaitPolicy::spin_us(10_000), &slots);
+        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(10_000), &slots);
         let mut bytes = [0u8; 16];
         let read = reader.read(&mut bytes).expect("read");
         assert_eq!(&bytes[..read], b"queued");
