@@ -32,6 +32,7 @@
 use std::io::Read;
 use std::os::unix::io::RawFd;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use flashpipe_base::wait::{WaitPolicyError, Waited};
 use flashpipe_base::{WaitPolicy, Waiter};
@@ -118,6 +119,9 @@ pub struct SpinningReader<'a> {
     stream: &'a mut Box<dyn NbdStream>,
     waiter: Waiter,
     slot: SlotHolder,
+    /// Whether the last wait for bytes ended within the window (a spin would have caught
+    /// it): only then does the next wait spin.
+    last_wait_fit: bool,
 }
 
 impl<'a> SpinningReader<'a> {
@@ -132,23 +136,48 @@ impl<'a> SpinningReader<'a> {
             stream,
             waiter: Waiter::new(window),
             slot: SlotHolder::new(slots),
+            last_wait_fit: true,
         }
+    }
+
+    /// Spins through the window, then reads; a window that passed empty gives the slot
+    /// back and turns spinning off until a wait fits again.
+    fn spin_then_read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let socket = self.stream.raw_fd();
+        // The park is the blocking read below.
+        let ((), waited) = self
+            .waiter
+            .wait(|| readable_now(socket).then_some(()), || ());
+        if waited == Waited::Parked {
+            self.slot.release();
+            self.last_wait_fit = false;
+        }
+        self.stream.read(buffer)
+    }
+
+    /// Reads at once (blocking), noting whether the wait would have fit the window.
+    fn timed_read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let started = Instant::now();
+        let read = self.stream.read(buffer);
+        let window = Duration::from_micros(u64::from(self.waiter.policy().window_us()));
+        self.last_wait_fit = started.elapsed() <= window;
+        read
     }
 }
 
 impl Read for SpinningReader<'_> {
+    /// With a window, a wait spins only while the waits before it fit the window (a client
+    /// at queue depth 1); a client whose requests come further apart than the window (1 MiB
+    /// replies, a paused client) is read with one blocking `recv` a request, timed, so a
+    /// spin starts again as soon as one wait fits.
     fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        if !self.waiter.policy().parks_at_once() && !buffer.is_empty() && self.slot.may_spin() {
-            let socket = self.stream.raw_fd();
-            // The park is the blocking read below; the slot goes back before it.
-            let ((), waited) = self
-                .waiter
-                .wait(|| readable_now(socket).then_some(()), || ());
-            if waited == Waited::Parked {
-                self.slot.release();
-            }
+        if self.waiter.policy().parks_at_once() || buffer.is_empty() {
+            return self.stream.read(buffer);
         }
-        self.stream.read(buffer)
+        if self.last_wait_fit && self.slot.may_spin() {
+            return self.spin_then_read(buffer);
+        }
+        self.timed_read(buffer)
     }
 }
 
@@ -176,7 +205,6 @@ mod tests {
     use std::io::Write;
     use std::net::Shutdown;
     use std::os::unix::net::UnixStream;
-    use std::time::Duration;
 
     fn one_slot() -> Arc<SpinSlots> {
         Arc::new(SpinSlots::new(1))
