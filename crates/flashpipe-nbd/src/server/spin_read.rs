@@ -10,7 +10,11 @@
 //! is not pushed to the socket's backlog) through the one wait strategy
 //! ([`flashpipe_base::Waiter`]: polls, then a yield every few polls), then reads; it blocks
 //! in `recv` only when the window passed with nothing. So its vCPU is awake when the
-//! request lands. A window of 0 reads straight away, one blocking `recv`.
+//! request lands. A window of 0 reads straight away, one blocking `recv`. The reader spins
+//! only while its waits fit the window: after a window that passed empty it reads with
+//! timed blocking reads until one wait ends within the window (as KVM's halt polling
+//! does), so a client whose requests come further apart than the window (1 MiB replies
+//! every ~500 us, a paused client) costs no spinning.
 //!
 //! The window is apart from the hand-off spin (`ServerConfig::spin`, `--spin-us`: the
 //! device workers and reply writers polling their queues): the window saves the wake a
