@@ -294,18 +294,47 @@ mod tests {
         let (mut server, client) = pair();
         let slots = one_slot();
         let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
+            std::thread::sleep(Duration::from_millis(60));
             let mut client = client;
             client.write_all(b"late").expect("send");
             client
         });
-        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(100), &slots);
+        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(5_000), &slots);
         let mut bytes = [0u8; 16];
         assert_eq!(reader.read(&mut bytes).expect("read"), 4);
         assert!(
             !reader.slot.holds(),
             "the window passed empty: the slot went back"
         );
+        assert!(!reader.last_wait_fit, "and the next wait does not spin");
+        let mut client = sender.join().expect("sender");
+        client.write_all(b"soon").expect("send");
+        assert_eq!(reader.read(&mut bytes).expect("read"), 4);
+        assert!(!reader.slot.holds(), "a blocking read takes no slot");
+        assert!(
+            reader.last_wait_fit,
+            "a wait within the window turns spinning on"
+        );
+        client.write_all(b"next").expect("send");
+        assert_eq!(reader.read(&mut bytes).expect("read"), 4);
+        assert!(reader.slot.holds(), "spinning again");
+    }
+
+    #[test]
+    fn waits_longer_than_the_window_keep_the_reader_blocking() {
+        let (mut server, mut client) = pair();
+        let slots = one_slot();
+        let mut reader = SpinningReader::new(&mut server, WaitPolicy::spin_us(100), &slots);
+        reader.last_wait_fit = false;
+        let mut bytes = [0u8; 16];
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            client.write_all(b"slow").expect("send");
+            client
+        });
+        assert_eq!(reader.read(&mut bytes).expect("read"), 4);
+        assert!(!reader.last_wait_fit, "a 20 ms wait does not fit 100 us");
+        assert!(!reader.slot.holds(), "no slot taken");
         drop(sender.join());
     }
 
