@@ -178,11 +178,41 @@ impl Read for SpinningReader<'_> {
         if self.waiter.policy().parks_at_once() || buffer.is_empty() {
             return self.stream.read(buffer);
         }
-        if self.last_wait_fit && self.slot.may_spin() {
+        let socket = self.stream.raw_fd();
+        if self.last_wait_fit && !client_on_this_cpu(socket) && self.slot.may_spin() {
             return self.spin_then_read(buffer);
         }
+        self.slot.release();
         self.timed_read(buffer)
     }
+}
+
+/// Whether the client's last packet was taken in on the CPU this thread runs on: TCP
+/// records that CPU (`SO_INCOMING_CPU`), and over loopback it is the CPU the client sent
+/// from. A reader spinning there would hold the very CPU the client needs to send its next
+/// request, so it blocks instead (the two then hand the CPU back and forth, the fast case
+/// of docs/design/27-nbd-qd1.md). Unknown (a Unix socket, TLS's pump, an error) reads as no.
+fn client_on_this_cpu(socket: RawFd) -> bool {
+    let mut cpu: libc::c_int = -1;
+    let mut length = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `cpu` and `length` are valid for writes for the call's duration and
+    // `length` is the size of `cpu`; `socket` is the open descriptor of the stream the
+    // reader borrows mutably.
+    let result = unsafe {
+        libc::getsockopt(
+            socket,
+            libc::SOL_SOCKET,
+            libc::SO_INCOMING_CPU,
+            std::ptr::addr_of_mut!(cpu).cast(),
+            &mut length,
+        )
+    };
+    if result != 0 || cpu < 0 {
+        return false;
+    }
+    // SAFETY: no arguments; it returns this thread's CPU or -1.
+    let here = unsafe { libc::sched_getcpu() };
+    here == cpu
 }
 
 /// Whether a read of `socket` would not block now: bytes, end of stream or an error
@@ -363,6 +393,45 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("at most 10000"));
+    }
+
+    /// Pins this thread to `cpu`; false where the machine or the sandbox does not allow it.
+    fn pin_to(cpu: usize) -> bool {
+        // SAFETY: `set` is a valid, zeroed CPU set for the calls' duration.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) == 0
+        }
+    }
+
+    #[test]
+    fn a_tcp_client_sending_from_the_readers_cpu_is_seen_there_and_a_unix_one_never() {
+        let (unix_server, mut unix_client) = pair();
+        unix_client.write_all(b"x").expect("send");
+        assert!(
+            !client_on_this_cpu(unix_server.raw_fd()),
+            "unknown on a Unix socket"
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().expect("accept");
+        let socket = std::os::unix::io::AsRawFd::as_raw_fd(&server);
+        let cores = reader_slots::cores();
+        let pinned = std::thread::spawn(move || {
+            if !pin_to(0) {
+                return None;
+            }
+            client.write_all(b"request").expect("send");
+            let here = client_on_this_cpu(socket);
+            let elsewhere = cores >= 2 && pin_to(1) && client_on_this_cpu(socket);
+            Some((here, elsewhere))
+        });
+        if let Some((here, elsewhere)) = pinned.join().expect("pinned thread") {
+            assert!(here, "sent from CPU 0, looked at from CPU 0");
+            assert!(!elsewhere, "looked at from CPU 1");
+        }
+        drop(server);
     }
 
     #[test]
