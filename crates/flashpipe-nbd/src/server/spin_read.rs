@@ -14,7 +14,8 @@
 //! only while its waits fit the window: after a window that passed empty it reads with
 //! timed blocking reads until one wait ends within the window (as KVM's halt polling
 //! does), so a client whose requests come further apart than the window (1 MiB replies
-//! every ~500 us, a paused client) costs no spinning.
+//! every ~500 us, a paused client) costs no spinning. Nor does a TCP reader spin while its
+//! client sends from the reader's own CPU (`client_on_this_cpu`).
 //!
 //! The window is apart from the hand-off spin (`ServerConfig::spin`, `--spin-us`: the
 //! device workers and reply writers polling their queues): the window saves the wake a
