@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use clap::Args;
 use flashpipe_base::WaitPolicy;
-use flashpipe_nbd::server::{NbdServer, ServerConfig, ServerLimits};
+use flashpipe_nbd::server::{NbdServer, ReaderWindow, ServerConfig, ServerLimits};
 use serde_json::json;
 
 pub use served_disk::{FileCache, NetDisk};
@@ -96,11 +96,22 @@ pub struct BenchNetArgs {
     /// Transports (tcp, unix).
     #[arg(long, value_delimiter = ',', default_value = "tcp,unix")]
     pub transports: Vec<String>,
-    /// Spin windows of flashpipe's server (hand-offs and each connection's wait for its
-    /// next request) to compare, in microseconds, 0 (park at once) to 10000; each is a
+    /// Hand-off spins of flashpipe's server (its device worker and reply writers polling
+    /// their queues) to compare, in microseconds, 0 (park at once) to 10000; each is a
     /// server of its own in the tables (`flashpipe-spinN`).
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub spin_us: Vec<WaitPolicy>,
+    /// Reader windows of flashpipe's server (each connection's reader polling its socket
+    /// for the next request) to compare, in microseconds 0 to 10000 or `auto` (200 on 2
+    /// cores or more); each, with each --spin-us, is a server of its own in the tables
+    /// (`flashpipe-windowN`, `flashpipe-spinS-windowN`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "auto",
+        value_name = "US|auto"
+    )]
+    pub reader_window_us: Vec<ReaderWindow>,
     /// Connection counts (fio jobs, one NBD connection each).
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub connections: Vec<u32>,
@@ -329,8 +340,8 @@ fn run_servers(arguments: &BenchNetArgs, folder: &Path) -> BenchResult<ServerRes
                 size_bytes: arguments.size,
             },
         };
-        for (server_name, spin) in server_variants(arguments) {
-            measure_server(arguments, &server_name, spin, &served, folder, &mut rows)?;
+        for (server_name, waits) in server_variants(arguments) {
+            measure_server(arguments, &server_name, waits, &served, folder, &mut rows)?;
         }
         // qemu-nbd's RAM disk is memory in /dev/shm; the other disks do not need it.
         let _ = std::fs::remove_file(folder.join(served_disk::QEMU_NBD_RAM_IMAGE));
@@ -345,12 +356,12 @@ fn run_servers(arguments: &BenchNetArgs, folder: &Path) -> BenchResult<ServerRes
 fn measure_server(
     arguments: &BenchNetArgs,
     server_name: &str,
-    spin: WaitPolicy,
+    waits: Waits,
     disk: &ServedDisk,
     folder: &Path,
     rows: &mut Vec<Row>,
 ) -> BenchResult {
-    let Some(server) = start_server(server_name, spin, disk, folder)? else {
+    let Some(server) = start_server(server_name, waits, disk, folder)? else {
         crate::progress::note(&format!(
             "bench net: {server_name} is not installed; left out"
         ));
@@ -406,22 +417,39 @@ fn measure_running_server(
     Ok(())
 }
 
-/// The servers to run: each flashpipe spin window is a server of its own.
-fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, WaitPolicy)> {
+/// How flashpipe's server waits: its hand-off spin and its reader window.
+#[derive(Debug, Clone, Copy, Default)]
+struct Waits {
+    spin: WaitPolicy,
+    reader_window: ReaderWindow,
+}
+
+/// The servers to run: each flashpipe hand-off spin and reader window is a server of its
+/// own, named by the settings that are not the default or that vary.
+fn server_variants(arguments: &BenchNetArgs) -> Vec<(String, Waits)> {
     let mut variants = Vec::new();
     for server in &arguments.servers {
         if server != "flashpipe" {
-            variants.push((server.clone(), WaitPolicy::PARK));
+            variants.push((server.clone(), Waits::default()));
             continue;
         }
         for &spin in &arguments.spin_us {
-            let spin_us = spin.window_us();
-            let name = if arguments.spin_us.len() == 1 && spin_us == 0 {
-                "flashpipe".to_string()
-            } else {
-                format!("flashpipe-spin{spin_us}")
-            };
-            variants.push((name, spin));
+            for &reader_window in &arguments.reader_window_us {
+                let mut name = "flashpipe".to_string();
+                if arguments.spin_us.len() > 1 || !spin.parks_at_once() {
+                    name.push_str(&format!("-spin{spin}"));
+                }
+                if arguments.reader_window_us.len() > 1 || reader_window != ReaderWindow::Auto {
+                    name.push_str(&format!("-window{reader_window}"));
+                }
+                variants.push((
+                    name,
+                    Waits {
+                        spin,
+                        reader_window,
+                    },
+                ));
+            }
         }
     }
     variants
@@ -529,7 +557,7 @@ fn scratch_folder() -> BenchResult<PathBuf> {
 
 fn start_server(
     name: &str,
-    spin: WaitPolicy,
+    waits: Waits,
     disk: &ServedDisk,
     folder: &Path,
 ) -> BenchResult<Option<RunningServer>> {
@@ -546,7 +574,8 @@ fn start_server(
                 tls: None,
                 limits: ServerLimits::default(),
                 log_connections: false,
-                spin,
+                spin: waits.spin,
+                reader_window: waits.reader_window,
             };
             let server = NbdServer::start(config, vec![export])?;
             let address = server

@@ -22,8 +22,8 @@ use flashpipe_device::{BlockDevice, PacedDevice};
 use flashpipe_ftl::sectors::SectorDevice;
 use flashpipe_nbd::server::tls::{load_rustls_config, TlsMode, TlsSettings};
 use flashpipe_nbd::server::{
-    parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ServerConfig,
-    ServerLimits,
+    parse_export_spec, Export, ExportDeviceSpec, InitialAllocation, NbdServer, ReaderWindow,
+    ServerConfig, ServerLimits,
 };
 use flashpipe_net::signals;
 use flashpipe_net::LogFormat;
@@ -91,13 +91,19 @@ pub struct ServeArgs {
     /// holds it). Without it a path export is writable and locked exclusively.
     #[arg(long)]
     pub shared: bool,
-    /// Microseconds the device workers and reply writers poll for work, and a connection's
-    /// reader its socket, before parking, 0 to 10000 [default: FLASHPIPE_SPIN_US, else 0:
-    /// park at once]. Spinning saves a wake per request at queue depth 1 and keeps a core
-    /// busy for the window after each request (readers spin only while the connections
-    /// are at most half the cores).
+    /// The hand-off spin: microseconds the device workers and reply writers poll their
+    /// queues before parking, 0 to 10000 [default: FLASHPIPE_SPIN_US, else 0: park at
+    /// once]. Requests a reader cannot serve itself pass without a wake, at the price of a
+    /// busy core for the window.
     #[arg(long)]
     pub spin_us: Option<WaitPolicy>,
+    /// The reader window: microseconds a connection's reader polls its socket for the next
+    /// request before it blocks, 0 to 10000, or `auto` [default: auto: 200 on a machine of
+    /// 2 cores or more, else 0]. Saves a wake per request at queue depth 1; readers spin
+    /// only while the connections are at most half the cores, at most that many at once
+    /// over every server on the machine. 0 turns it off.
+    #[arg(long, value_name = "US|auto")]
+    pub reader_window_us: Option<ReaderWindow>,
     /// Pace every `flash:` export against the wall clock (real-time emulation): each
     /// completion is released at its modeled instant, so clients see the preset's latency
     /// and bandwidth.
@@ -220,6 +226,7 @@ fn serve(arguments: ServeArgs) -> CliResult {
         },
         log_connections: true,
         spin,
+        reader_window: arguments.reader_window_us.unwrap_or_default(),
     };
     let server = NbdServer::start(config, exports)?;
     if arguments.json {

@@ -80,13 +80,16 @@ fn stripe_over_disk_nodes_sits_beside_the_same_store_over_ram_disks() {
 
 #[test]
 fn bad_arguments_are_refused_before_anything_starts() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--disk-nodes", "0"], "--disk-nodes"),
         (&["--disk-nodes", "2,65"], "--disk-nodes"),
         (&["--workloads", "sideways"], "--workloads"),
         (&["--stripe-file-size", "1MiB"], "--stripe-file-size"),
         (&["--disks", "tape"], "--disks"),
         (&["--file-cache", "maybe"], "--file-cache"),
+        (&["--reader-window-us", "10001"], "at most 10000"),
+        (&["--reader-window-us", "auto,soon"], "--reader-window-us"),
+        (&["--reader-window-us=-1"], "--reader-window-us"),
     ];
     for (extra, expected) in cases {
         let mut arguments = vec!["bench", "net"];

@@ -1,5 +1,6 @@
 //! The one spin knob through the binary: `--spin-us` and `FLASHPIPE_SPIN_US` bounded and
-//! checked before anything is opened, and the flags it replaced refused by name.
+//! checked before anything is opened, and the flags it replaced refused by name; NBD's
+//! reader window (`--reader-window-us`) likewise.
 
 mod common;
 
@@ -62,6 +63,35 @@ fn a_spin_window_out_of_bounds_changes_nothing() {
     check_fails_in_env(&too_long, &[], "at most 10000");
     let socket = flashpipe_client_socket(&store);
     assert!(!socket.exists(), "no server socket was made");
+}
+
+#[test]
+fn a_reader_window_out_of_bounds_or_not_a_number_changes_nothing() {
+    let folder = common::fresh_folder("reader-window-bounds");
+    let socket = folder.path().join("nbd.sock");
+    let image = folder.path().join("disk.img");
+    let export = format!("d={}", common::text(&image));
+    for (window, expected) in [
+        ("10001", "at most 10000"),
+        ("18446744073709551616", "to 10000"),
+        ("-1", "\"auto\""),
+        ("soon", "\"auto\""),
+        ("", "--reader-window-us"),
+    ] {
+        let flag = format!("--reader-window-us={window}");
+        let arguments = [
+            "nbd",
+            "serve",
+            "--export",
+            export.as_str(),
+            "--socket",
+            common::text(&socket),
+            flag.as_str(),
+        ];
+        check_fails_in_env(&arguments, &[], expected);
+    }
+    assert!(!socket.exists(), "no socket was made");
+    assert!(!image.exists(), "no export file was made");
 }
 
 /// Where `flashpipe serve` would listen for `store` (beside the store file).

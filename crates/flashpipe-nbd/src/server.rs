@@ -24,6 +24,7 @@ pub mod core;
 pub mod export;
 pub mod extents;
 pub mod handshake;
+pub mod reader_slots;
 pub mod replies;
 pub mod spin_read;
 pub mod tls;
@@ -48,7 +49,9 @@ use buffers::BufferRecycler;
 use export::ExportHandle;
 pub use export::{parse_export_spec, Export, ExportDeviceSpec, ExportSpecError, InitialAllocation};
 use handshake::{ExportTable, HandshakeEnd, StartTls};
-use spin_read::{SpinSlots, SpinningReader};
+use reader_slots::SpinSlots;
+pub use spin_read::ReaderWindow;
+use spin_read::SpinningReader;
 use tls::{TlsMode, TlsSettings};
 use transmission::{TransmissionEnd, TransmissionSetup};
 use worker::{DeviceWorker, SharedWorker, WorkerCell};
@@ -103,11 +106,14 @@ pub struct ServerConfig {
     /// Log (a `tracing` event) each connection refused or ended for a reason other than
     /// the client leaving.
     pub log_connections: bool,
-    /// How long the device workers and reply writers poll for work, and each
-    /// connection's reader polls its socket for the next request, before parking
-    /// (`flashpipe_base::wait`; `nbd serve --spin-us`); the default parks at once, so an
-    /// idle server burns nothing.
+    /// The hand-off spin: how long the device workers and reply writers poll their queues
+    /// before parking (`flashpipe_base::wait`; `nbd serve --spin-us`); the default parks
+    /// at once.
     pub spin: WaitPolicy,
+    /// How long each connection's reader polls its socket for the next request before it
+    /// blocks, while it holds a spin slot (`spin_read`; `nbd serve --reader-window-us`);
+    /// the default ([`ReaderWindow::Auto`]) is 200 us on a machine of two cores or more.
+    pub reader_window: ReaderWindow,
 }
 
 /// Why the server would not start.
@@ -246,8 +252,11 @@ struct Shared {
     /// Each export's worker state, in the order of `exports`.
     workers: Vec<SharedWorker>,
     buffers: Arc<BufferRecycler>,
+    /// The hand-off spin of the workers and writers.
     spin: WaitPolicy,
-    /// Readers spinning on their sockets at once, at most (`spin_read`).
+    /// Each connection's reader window (`spin_read`), resolved for this machine.
+    reader_window: WaitPolicy,
+    /// Readers spinning on their sockets at once, at most (`reader_slots`).
     spin_slots: Arc<SpinSlots>,
     tls: Option<TlsSettings>,
     limits: ServerLimits,
@@ -346,7 +355,8 @@ impl NbdServer {
             workers,
             buffers,
             spin: config.spin,
-            spin_slots: Arc::new(SpinSlots::for_this_machine()),
+            reader_window: config.reader_window.for_this_machine(),
+            spin_slots: SpinSlots::for_this_process(),
             tls: config.tls.clone(),
             limits: config.limits,
             log_connections: config.log_connections,
@@ -417,6 +427,11 @@ impl NbdServer {
             ));
         }
         uris
+    }
+
+    /// Each connection's reader window, as resolved for this machine at start.
+    pub fn reader_window(&self) -> WaitPolicy {
+        self.shared.reader_window
     }
 
     /// Connections open now.
@@ -613,10 +628,10 @@ fn serve_connection(shared: &Shared, mut stream: Box<dyn NbdStream>, admitted: &
         let _ = closer.shutdown_stream(Shutdown::Both);
     };
     // Requests sent back to back arrive together: read them with few system calls; with
-    // a spin window, poll the socket before blocking (`spin_read`).
+    // a reader window, poll the socket before blocking (`spin_read`).
     let mut reader = std::io::BufReader::with_capacity(
         REQUEST_READ_BUFFER_BYTES,
-        SpinningReader::new(&mut stream, shared.spin, Arc::clone(&shared.spin_slots)),
+        SpinningReader::new(&mut stream, shared.reader_window, &shared.spin_slots),
     );
     let worker = shared
         .exports

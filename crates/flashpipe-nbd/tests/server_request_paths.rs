@@ -9,6 +9,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use common::{pattern_bytes, RawClient, TestServer};
 use flashpipe_base::wait::MAX_SPIN_US;
 use flashpipe_base::WaitPolicy;
 use flashpipe_device::{BlockDevice, RamDisk};
-use flashpipe_nbd::server::{Export, InitialAllocation, ServerLimits};
+use flashpipe_nbd::server::{Export, InitialAllocation, ReaderWindow, ServerLimits};
 use flashpipe_nbd::wire::*;
 use flashpipe_testkit::hooked::{Hooked, Hooks};
 
@@ -98,7 +99,7 @@ fn a_ram_export_serves_requests_on_the_readers_thread() {
     pipelined_writes_then_reads(&server);
 }
 
-/// Readers spinning on their sockets (`--spin-us`) serve both request paths the same,
+/// Readers spinning on their sockets (`--reader-window-us`, here with `--spin-us`) serve both request paths the same,
 /// and a stop ends a reader in the middle of its window (the longest there is).
 #[test]
 fn spinning_readers_serve_every_request_and_stop_with_the_server() {
@@ -163,5 +164,52 @@ fn connections_racing_for_one_export_get_every_reply_with_its_data() {
         .collect();
     for thread in threads {
         thread.join().expect("a client thread");
+    }
+}
+
+/// One request at a time (queue depth 1), some after a pause longer than the window, over
+/// TCP and a Unix socket: every read answers with what was written.
+fn queue_depth_one_round_trips<S: std::io::Read + std::io::Write>(stream: S, seed: u64) {
+    let mut client = RawClient::connect(stream, "disk", true);
+    for block in 0..64u64 {
+        let offset = block * 4096;
+        let bytes = pattern_bytes(seed + offset, 4096);
+        assert_eq!(client.request(CMD_WRITE, 0, offset, 4096, &bytes).0, 0);
+        if block % 16 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let (error, data) = client.request(CMD_READ, 0, offset, 4096, &[]);
+        assert_eq!(error, 0);
+        assert!(data == bytes, "block {block}");
+    }
+}
+
+/// The reader window apart from the hand-off spin: queue-depth-1 reads work with the window
+/// off, on, and automatic, with the hand-offs parking or spinning, on both request paths.
+#[test]
+fn queue_depth_one_reads_work_with_the_reader_window_on_and_off() {
+    let windows = [
+        ReaderWindow::Fixed(WaitPolicy::PARK),
+        ReaderWindow::Fixed(WaitPolicy::spin_us(200)),
+        ReaderWindow::Auto,
+    ];
+    for window in windows {
+        for spin in [WaitPolicy::PARK, WaitPolicy::spin_us(200)] {
+            let ram = Box::new(RamDisk::new("ram", 512, 16384, 8).unwrap());
+            let inner = RamDisk::new("completes when waited", 512, 16384, 8).unwrap();
+            let later = Box::new(Hooked::new(inner, CompletesWhenWaited));
+            for device in [ram as Box<dyn BlockDevice>, later] {
+                let server = TestServer::with_waits(
+                    vec![export_of(device)],
+                    ServerLimits::default(),
+                    spin,
+                    window,
+                );
+                assert_eq!(server.server().reader_window(), window.for_this_machine());
+                queue_depth_one_round_trips(server.connect_tcp(), 1);
+                let socket = server.server().unix_socket_path().unwrap();
+                queue_depth_one_round_trips(UnixStream::connect(socket).unwrap(), 2);
+            }
+        }
     }
 }

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use flashpipe_nbd::server::{Export, ExportDeviceSpec, NbdServer, ServerConfig, ServerLimits};
+use flashpipe_nbd::server::{
+    Export, ExportDeviceSpec, NbdServer, ReaderWindow, ServerConfig, ServerLimits,
+};
 use flashpipe_nbd::wire::*;
 
 /// Seconds any external tool may take before the test fails.
@@ -52,19 +54,30 @@ impl TestServer {
         TestServer::with_exports(exports, limits)
     }
 
-    /// Serves the given exports.
+    /// Serves the given exports: with `FLASHPIPE_SPIN_US` set, every waiting thread and
+    /// reader polls that long first; else the defaults (the automatic reader window).
     pub fn with_exports(exports: Vec<Export>, limits: ServerLimits) -> TestServer {
-        let spin = flashpipe_base::WaitPolicy::from_environment()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        TestServer::with_spin(exports, limits, spin)
+        match flashpipe_base::WaitPolicy::from_environment().and_then(Result::ok) {
+            Some(spin) => TestServer::with_spin(exports, limits, spin),
+            None => TestServer::with_waits(exports, limits, Default::default(), Default::default()),
+        }
     }
 
-    /// Serves the given exports, every waiting thread polling for `spin` first.
+    /// Serves the given exports, every waiting thread and reader polling for `spin` first.
     pub fn with_spin(
         exports: Vec<Export>,
         limits: ServerLimits,
         spin: flashpipe_base::WaitPolicy,
+    ) -> TestServer {
+        TestServer::with_waits(exports, limits, spin, ReaderWindow::Fixed(spin))
+    }
+
+    /// Serves the given exports with the hand-off spin `spin` and the reader window `window`.
+    pub fn with_waits(
+        exports: Vec<Export>,
+        limits: ServerLimits,
+        spin: flashpipe_base::WaitPolicy,
+        reader_window: ReaderWindow,
     ) -> TestServer {
         let folder = tempfile::tempdir().expect("a temporary folder");
         let config = ServerConfig {
@@ -75,6 +88,7 @@ impl TestServer {
             limits,
             log_connections: false,
             spin,
+            reader_window,
         };
         let server = NbdServer::start(config, exports).expect("the server starts");
         TestServer {
