@@ -274,17 +274,7 @@ fn resealed(mut page: Vec<u8>) -> Vec<u8> {
 /// of it (given the sequence of the commit before): the mount ends the log at the commit
 /// before, refusing the last.
 fn mount_with_damaged_chain_page(seed: u64, what: &str, damage: fn(Vec<u8>, u64) -> Vec<u8>) {
-    let rig = Rig::new(32, seed);
-    let mut fs = rig.format();
-    let pages = DIRECT + POINTERS_PER_CHAIN_PAGE + 50;
-    let mut bytes = contents(3, pages * PAGE_BYTES);
-    write_file(&mut fs, "large", &bytes);
-    let mut states = Vec::new();
-    for (round, page) in [0, 2, DIRECT + 5].into_iter().enumerate() {
-        overwrite(&rig, &mut fs, ("large", &mut bytes), page, round + 10);
-        states.push((fs.stats().commit_sequence, bytes.clone()));
-    }
-    drop(fs);
+    let (rig, states) = overwrites_then_unclean_end(seed, &[0, 2, DIRECT + 5]);
     let (before, kept) = states[1].clone();
     let refused = states[2].0;
     damage_chain_page_of(&rig, refused, before, damage, what);
@@ -303,6 +293,35 @@ fn mount_with_damaged_chain_page(seed: u64, what: &str, damage: fn(Vec<u8>, u64)
     let mut fs = rig.mount();
     assert_eq!(fs.refused_log_record(), None, "{what}: a clean remount");
     check_bytes(&mut fs, "large", &bytes, what);
+}
+
+/// A file `large` whose chain has one page of pointers, then one log commit per page of
+/// `pages` overwriting it (a page past the direct pointers rewrites the chain page), then
+/// an unclean end; the commit sequence and the file's bytes after each commit.
+fn overwrites_then_unclean_end(seed: u64, pages: &[usize]) -> (Rig, Vec<(u64, Vec<u8>)>) {
+    let rig = Rig::new(32, seed);
+    let mut fs = rig.format();
+    let length = DIRECT + POINTERS_PER_CHAIN_PAGE + 50;
+    let mut bytes = contents(3, length * PAGE_BYTES);
+    write_file(&mut fs, "large", &bytes);
+    let mut states = Vec::new();
+    for (round, &page) in pages.iter().enumerate() {
+        overwrite(&rig, &mut fs, ("large", &mut bytes), page, round + 10);
+        states.push((fs.stats().commit_sequence, bytes.clone()));
+    }
+    drop(fs);
+    (rig, states)
+}
+
+/// A byte of the page flipped (its checksum no longer holds).
+fn torn(mut page: Vec<u8>, _older: u64) -> Vec<u8> {
+    page[100] ^= 0x5A;
+    page
+}
+
+/// The page's bytes all zero.
+fn zeroed(page: Vec<u8>, _older: u64) -> Vec<u8> {
+    vec![0; page.len()]
 }
 
 /// Replaces the one chain page the commit `sequence` wrote by `damage` of it.
@@ -329,18 +348,8 @@ fn mount_with_damaged_chain_page_before_more(
     what: &str,
     damage: fn(Vec<u8>, u64) -> Vec<u8>,
 ) {
-    let rig = Rig::new(32, seed);
-    let mut fs = rig.format();
-    let pages = DIRECT + POINTERS_PER_CHAIN_PAGE + 50;
-    let mut bytes = contents(3, pages * PAGE_BYTES);
-    write_file(&mut fs, "large", &bytes);
-    let mut states = Vec::new();
-    for (round, page) in [0, DIRECT + 5, 2, 4].into_iter().enumerate() {
-        overwrite(&rig, &mut fs, ("large", &mut bytes), page, round + 10);
-        states.push(fs.stats().commit_sequence);
-    }
-    drop(fs);
-    damage_chain_page_of(&rig, states[1], states[0], damage, what);
+    let (rig, states) = overwrites_then_unclean_end(seed, &[0, DIRECT + 5, 2, 4]);
+    damage_chain_page_of(&rig, states[1].0, states[0].0, damage, what);
     match Filesystem::mount(rig.device()) {
         Err(MountError::Corrupt { findings }) => assert!(
             findings.iter().any(|finding| finding
@@ -358,20 +367,14 @@ fn mount_with_damaged_chain_page_before_more(
 
 #[test]
 fn a_damaged_chain_page_of_a_record_followed_by_whole_records_is_damage_not_a_log_end() {
-    mount_with_damaged_chain_page_before_more(35, "torn", |mut page, _| {
-        page[100] ^= 0x5A;
-        page
-    });
-    mount_with_damaged_chain_page_before_more(36, "zeroed", |page, _| vec![0; page.len()]);
+    mount_with_damaged_chain_page_before_more(35, "torn", torn);
+    mount_with_damaged_chain_page_before_more(36, "zeroed", zeroed);
 }
 
 #[test]
 fn the_forward_read_stops_at_a_record_whose_chain_page_is_not_whole() {
-    mount_with_damaged_chain_page(31, "torn", |mut page, _| {
-        page[100] ^= 0x5A;
-        page
-    });
-    mount_with_damaged_chain_page(32, "zeroed", |page, _| vec![0; page.len()]);
+    mount_with_damaged_chain_page(31, "torn", torn);
+    mount_with_damaged_chain_page(32, "zeroed", zeroed);
     mount_with_damaged_chain_page(33, "erased-looking", |page, _| vec![0xFF; page.len()]);
     mount_with_damaged_chain_page(34, "from an older commit", |mut page, older| {
         page[8..16].copy_from_slice(&older.to_le_bytes());
