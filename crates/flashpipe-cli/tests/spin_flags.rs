@@ -36,17 +36,8 @@ fn the_flags_the_one_knob_replaced_are_refused_by_name() {
 #[test]
 fn a_spin_window_out_of_bounds_changes_nothing() {
     let folder = common::fresh_folder("spin-flags-bounds");
-    let socket = folder.path().join("nbd.sock");
-    let image = folder.path().join("disk.img");
-    let export = format!("d={}", common::text(&image));
-    let nbd = [
-        "nbd",
-        "serve",
-        "--export",
-        export.as_str(),
-        "--socket",
-        common::text(&socket),
-    ];
+    let (socket, image, export) = nbd_paths(folder.path());
+    let nbd = nbd_serve(&export, &socket);
     let mut too_long = nbd.to_vec();
     too_long.extend(["--spin-us", "10001"]);
     check_fails_in_env(&too_long, &[], "at most 10000");
@@ -68,9 +59,7 @@ fn a_spin_window_out_of_bounds_changes_nothing() {
 #[test]
 fn a_reader_window_out_of_bounds_or_not_a_number_changes_nothing() {
     let folder = common::fresh_folder("reader-window-bounds");
-    let socket = folder.path().join("nbd.sock");
-    let image = folder.path().join("disk.img");
-    let export = format!("d={}", common::text(&image));
+    let (socket, image, export) = nbd_paths(folder.path());
     for (window, expected) in [
         ("10001", "at most 10000"),
         ("18446744073709551616", "to 10000"),
@@ -79,19 +68,33 @@ fn a_reader_window_out_of_bounds_or_not_a_number_changes_nothing() {
         ("", "--reader-window-us"),
     ] {
         let flag = format!("--reader-window-us={window}");
-        let arguments = [
-            "nbd",
-            "serve",
-            "--export",
-            export.as_str(),
-            "--socket",
-            common::text(&socket),
-            flag.as_str(),
-        ];
+        let mut arguments = nbd_serve(&export, &socket).to_vec();
+        arguments.push(flag.as_str());
         check_fails_in_env(&arguments, &[], expected);
     }
     assert!(!socket.exists(), "no socket was made");
     assert!(!image.exists(), "no export file was made");
+}
+
+/// The socket, the export's image (neither made by a refused command) and the export
+/// argument of an NBD server in `folder`.
+fn nbd_paths(folder: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let socket = folder.join("nbd.sock");
+    let image = folder.join("disk.img");
+    let export = format!("d={}", common::text(&image));
+    (socket, image, export)
+}
+
+/// `nbd serve` of `export` on `socket`, before any spin flag.
+fn nbd_serve<'a>(export: &'a str, socket: &'a std::path::Path) -> [&'a str; 6] {
+    [
+        "nbd",
+        "serve",
+        "--export",
+        export,
+        "--socket",
+        common::text(socket),
+    ]
 }
 
 /// Where `flashpipe serve` would listen for `store` (beside the store file).
